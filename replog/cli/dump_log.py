@@ -1,0 +1,156 @@
+"""`replog dump-log FILE...`: print what a segment's `.log`, `.index` or `.timeindex` holds.
+
+Like Kafka's `kafka-dump-log.sh`: one line per batch with its byte position, offsets, record
+count, leader epoch, producer fields, timestamps, codec and whether its CRC-32C is valid; with
+`--print-data`, one line per record. Damage is reported, never fatal: a batch with a bad CRC
+is printed as `crc_valid: false`, and bytes that do not frame as a batch are reported with
+their position. The exit code is 1 when anything invalid was found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import struct
+import sys
+from typing import Any, TextIO
+
+from replog.errors import ReplogError
+from replog.record.batch import RecordBatch
+from replog.record.compression import codec_name
+from replog.record.header import (
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    RECORD_BATCH_OVERHEAD,
+    compute_crc,
+    read_frame,
+    read_header,
+)
+
+_READ_BYTES = 8 * 1024 * 1024
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "dump-log",
+        help="print the batches of a .log segment (or the entries of an index)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("files", nargs="+", metavar="FILE", help=".log, .index or .timeindex file")
+    parser.add_argument("--print-data", action="store_true", help="print every record too")
+    parser.add_argument("--max-bytes", type=int, default=None, help="stop after this many bytes")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    status = 0
+    for path in args.files:
+        print(f"Dumping {path}")
+        if path.endswith(".log"):
+            status |= dump_segment(path, sys.stdout, print_data=args.print_data, max_bytes=args.max_bytes)
+        elif path.endswith(".index"):
+            status |= dump_index(path, ">ii", ("offset", "position"), sys.stdout)
+        elif path.endswith(".timeindex"):
+            status |= dump_index(path, ">qi", ("timestamp", "offset"), sys.stdout)
+        else:
+            raise ReplogError(f"{path}: not a .log, .index or .timeindex file")
+    return status
+
+
+def dump_segment(path: str, out: TextIO, *, print_data: bool = False, max_bytes: int | None = None) -> int:
+    """Print every batch of a `.log` file; return 1 if any damage was found."""
+    size = os.path.getsize(path)
+    limit = size if max_bytes is None else min(size, max_bytes)
+    damaged = 0
+    position = 0
+    with open(path, "rb") as f:
+        while position < limit:
+            f.seek(position)
+            frame = f.read(LOG_OVERHEAD)
+            if len(frame) < LOG_OVERHEAD:
+                out.write(f"Found {size - position} trailing bytes at position {position} (partial batch)\n")
+                return 1
+            _, batch_size = read_frame(frame)
+            if batch_size - LOG_OVERHEAD < MIN_BATCH_LENGTH or batch_size < RECORD_BATCH_OVERHEAD:
+                out.write(f"Found invalid batch length {batch_size - LOG_OVERHEAD} at position {position}; stopping\n")
+                return 1
+            if position + batch_size > size:
+                out.write(
+                    f"Found a partial batch at position {position}: {batch_size} bytes declared, "
+                    f"{size - position} present\n"
+                )
+                return 1
+            data = frame + f.read(batch_size - LOG_OVERHEAD)
+            header = read_header(data)
+            crc_valid = compute_crc(data, 0, batch_size) == header.crc
+            damaged |= not crc_valid or header.magic != 2
+            out.write(
+                f"baseOffset: {header.base_offset} lastOffset: {header.last_offset} "
+                f"count: {header.records_count} baseSequence: {header.base_sequence} "
+                f"lastSequence: {header.last_sequence} producerId: {header.producer_id} "
+                f"producerEpoch: {header.producer_epoch} "
+                f"partitionLeaderEpoch: {header.partition_leader_epoch} "
+                f"isTransactional: {str(header.is_transactional).lower()} "
+                f"isControl: {str(header.is_control).lower()} position: {position} "
+                f"{'LogAppendTime' if header.is_log_append_time else 'CreateTime'}: "
+                f"{header.max_timestamp} size: {batch_size} magic: {header.magic} "
+                f"compresscodec: {codec_name(header.compression_codec)} crcValid: {str(crc_valid).lower()}\n"
+            )
+            if print_data and crc_valid:
+                damaged |= _print_records(data, path, position, out)
+            position += batch_size
+    if damaged:
+        out.write(f"{path}: found damaged batches\n")
+    return int(bool(damaged))
+
+
+def _print_records(data: bytes, path: str, position: int, out: TextIO) -> int:
+    try:
+        batch = RecordBatch.parse(data, where=f"{path} at byte {position}")
+        timestamp_type = "LogAppendTime" if batch.header.is_log_append_time else "CreateTime"
+        for record in batch.records():
+            key_size = -1 if record.key is None else len(record.key)
+            value_size = -1 if record.value is None else len(record.value)
+            header_keys = [key for key, _ in record.headers]
+            out.write(
+                f"| offset: {record.offset} {timestamp_type}: {record.timestamp} "
+                f"keySize: {key_size} valueSize: {value_size} headerKeys: {header_keys} "
+                f"key: {_show(record.key)} payload: {_show(record.value)}\n"
+            )
+    except ReplogError as exc:
+        out.write(f"| cannot decode records: {exc}\n")
+        return 1
+    return 0
+
+
+def dump_index(path: str, layout: str, names: tuple[str, str], out: TextIO) -> int:
+    """Print every entry of an index file (relative offsets made absolute)."""
+    entry = struct.Struct(layout)
+    base_offset = _base_offset_of(path) or 0
+    with open(path, "rb") as f:
+        raw = f.read()
+    status = 0
+    if len(raw) % entry.size:
+        out.write(f"{path}: length {len(raw)} is not a multiple of {entry.size}; ignoring the tail\n")
+        status = 1
+    usable = len(raw) - len(raw) % entry.size
+    for first, second in entry.iter_unpack(raw[:usable]):
+        if names[0] == "offset":
+            first += base_offset
+        else:
+            second += base_offset
+        out.write(f"{names[0]}: {first} {names[1]}: {second}\n")
+    return status
+
+
+def _base_offset_of(path: str) -> int | None:
+    stem = os.path.basename(path).split(".", 1)[0]
+    return int(stem) if stem.isdigit() else None
+
+
+def _show(value: bytes | None) -> str:
+    if value is None:
+        return "null"
+    text = value.decode("utf-8", errors="backslashreplace")
+    return text if len(text) <= 200 else text[:200] + "..."

@@ -1,0 +1,55 @@
+"""The `replog` command: one entry point, a subcommand per task, `--help` on each.
+
+Rules: a user mistake (bad path, corrupt file, bad flag) prints one clear line on stderr and
+exits non-zero; tracebacks are for bugs only (`REPLOG_DEBUG=1` shows them for any error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from replog import __version__
+from replog.errors import ReplogError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from replog.cli import dump_log, storage_demo
+
+    parser = argparse.ArgumentParser(
+        prog="replog",
+        description="replog: an embeddable replicated log with Kafka's format and guarantees.",
+    )
+    parser.add_argument("--version", action="version", version=f"replog {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    storage_demo.register(commands)
+    dump_log.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        code: int = args.run(args)
+        return code
+    except (ReplogError, OSError) as exc:
+        if os.environ.get("REPLOG_DEBUG"):
+            raise
+        print(f"replog {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"replog {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

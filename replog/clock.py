@@ -1,0 +1,22 @@
+"""The clock seam: the only module in replog that reads the time.
+
+Pure cores never call this; they receive `now_ms: int`. Shells and storage take a clock
+callable (defaulting to these functions) so tests can drive time by hand.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+Clock = Callable[[], int]
+
+
+def wall_clock_ms() -> int:
+    """Milliseconds since the Unix epoch: record timestamps, retention, segment age."""
+    return time.time_ns() // 1_000_000
+
+
+def monotonic_ms() -> int:
+    """Milliseconds on a clock that never goes back: timeouts, intervals, task periods."""
+    return time.monotonic_ns() // 1_000_000

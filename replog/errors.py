@@ -1,0 +1,322 @@
+"""Typed errors for replog, one class per Kafka wire error code plus local-only errors.
+
+Rules:
+- Every error that can cross the wire subclasses `KafkaError` and carries Kafka's numeric
+  `code`, its protocol `error_name` (e.g. ``OFFSET_OUT_OF_RANGE``) and whether a client may
+  retry it (`retriable`). The class names follow Kafka's exception names with ``Error``.
+- Errors that never cross the wire (a corrupt checkpoint file, a bad config) subclass
+  `ReplogError` directly.
+- Every message names the thing it is about: file and line, topic-partition, offset.
+- `error_for_code(code, message)` turns a wire code back into the matching class, so clients
+  raise the same types the broker raised.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class ReplogError(Exception):
+    """Base class of every error replog raises on purpose."""
+
+    retriable: ClassVar[bool] = False
+
+
+class KafkaError(ReplogError):
+    """An error with a Kafka protocol error code."""
+
+    code: ClassVar[int] = -1
+    error_name: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
+
+
+_BY_CODE: dict[int, type[KafkaError]] = {}
+
+
+def _wire(code: int, error_name: str, *, retriable: bool = False):  # type: ignore[no-untyped-def]
+    """Class decorator: attach a wire code and register the class for `error_for_code`."""
+
+    def attach(cls: type[KafkaError]) -> type[KafkaError]:
+        cls.code = code
+        cls.error_name = error_name
+        cls.retriable = retriable
+        assert code not in _BY_CODE, f"error code {code} registered twice"
+        _BY_CODE[code] = cls
+        return cls
+
+    return attach
+
+
+def error_for_code(code: int, message: str = "") -> KafkaError:
+    """The exception instance for a wire error code; unknown codes become UnknownServerError."""
+    cls = _BY_CODE.get(code, UnknownServerError)
+    return cls(message or cls.error_name)
+
+
+# --- Wire errors (codes and retriability as in Kafka's protocol) -----------------------------
+
+
+@_wire(-1, "UNKNOWN_SERVER_ERROR")
+class UnknownServerError(KafkaError):
+    pass
+
+
+@_wire(1, "OFFSET_OUT_OF_RANGE")
+class OffsetOutOfRangeError(KafkaError):
+    """A read or fetch offset outside [log_start_offset, log_end_offset]."""
+
+
+@_wire(2, "CORRUPT_MESSAGE", retriable=True)
+class CorruptRecordError(KafkaError):
+    """Bytes that fail framing or the CRC-32C check."""
+
+
+@_wire(3, "UNKNOWN_TOPIC_OR_PARTITION", retriable=True)
+class UnknownTopicOrPartitionError(KafkaError):
+    pass
+
+
+@_wire(4, "INVALID_FETCH_SIZE")
+class InvalidFetchSizeError(KafkaError):
+    pass
+
+
+@_wire(5, "LEADER_NOT_AVAILABLE", retriable=True)
+class LeaderNotAvailableError(KafkaError):
+    pass
+
+
+@_wire(6, "NOT_LEADER_OR_FOLLOWER", retriable=True)
+class NotLeaderOrFollowerError(KafkaError):
+    pass
+
+
+@_wire(7, "REQUEST_TIMED_OUT", retriable=True)
+class RequestTimedOutError(KafkaError):
+    pass
+
+
+@_wire(8, "BROKER_NOT_AVAILABLE")
+class BrokerNotAvailableError(KafkaError):
+    pass
+
+
+@_wire(9, "REPLICA_NOT_AVAILABLE", retriable=True)
+class ReplicaNotAvailableError(KafkaError):
+    pass
+
+
+@_wire(10, "MESSAGE_TOO_LARGE")
+class MessageSizeTooLargeError(KafkaError):
+    """A batch larger than `max.message.bytes`."""
+
+
+@_wire(13, "NETWORK_EXCEPTION", retriable=True)
+class NetworkError(KafkaError):
+    pass
+
+
+@_wire(17, "INVALID_TOPIC_EXCEPTION")
+class InvalidTopicError(KafkaError):
+    pass
+
+
+@_wire(18, "RECORD_LIST_TOO_LARGE")
+class RecordBatchTooLargeError(KafkaError):
+    """An append larger than a whole segment (`segment.bytes`)."""
+
+
+@_wire(19, "NOT_ENOUGH_REPLICAS", retriable=True)
+class NotEnoughReplicasError(KafkaError):
+    pass
+
+
+@_wire(20, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", retriable=True)
+class NotEnoughReplicasAfterAppendError(KafkaError):
+    pass
+
+
+@_wire(21, "INVALID_REQUIRED_ACKS")
+class InvalidRequiredAcksError(KafkaError):
+    pass
+
+
+@_wire(32, "INVALID_TIMESTAMP")
+class InvalidTimestampError(KafkaError):
+    pass
+
+
+@_wire(35, "UNSUPPORTED_VERSION")
+class UnsupportedVersionError(KafkaError):
+    pass
+
+
+@_wire(36, "TOPIC_ALREADY_EXISTS")
+class TopicAlreadyExistsError(KafkaError):
+    pass
+
+
+@_wire(37, "INVALID_PARTITIONS")
+class InvalidPartitionsError(KafkaError):
+    pass
+
+
+@_wire(38, "INVALID_REPLICATION_FACTOR")
+class InvalidReplicationFactorError(KafkaError):
+    pass
+
+
+@_wire(39, "INVALID_REPLICA_ASSIGNMENT")
+class InvalidReplicaAssignmentError(KafkaError):
+    pass
+
+
+@_wire(40, "INVALID_CONFIG")
+class InvalidConfigError(KafkaError):
+    pass
+
+
+@_wire(41, "NOT_CONTROLLER", retriable=True)
+class NotControllerError(KafkaError):
+    pass
+
+
+@_wire(42, "INVALID_REQUEST")
+class InvalidRequestError(KafkaError):
+    pass
+
+
+@_wire(44, "POLICY_VIOLATION")
+class PolicyViolationError(KafkaError):
+    pass
+
+
+@_wire(45, "OUT_OF_ORDER_SEQUENCE_NUMBER")
+class OutOfOrderSequenceNumberError(KafkaError):
+    pass
+
+
+@_wire(46, "DUPLICATE_SEQUENCE_NUMBER")
+class DuplicateSequenceNumberError(KafkaError):
+    pass
+
+
+@_wire(47, "INVALID_PRODUCER_EPOCH")
+class InvalidProducerEpochError(KafkaError):
+    pass
+
+
+@_wire(56, "KAFKA_STORAGE_ERROR", retriable=True)
+class KafkaStorageError(KafkaError):
+    """The disk failed under a write or read (full disk, I/O error)."""
+
+
+@_wire(59, "UNKNOWN_PRODUCER_ID")
+class UnknownProducerIdError(KafkaError):
+    pass
+
+
+@_wire(60, "REASSIGNMENT_IN_PROGRESS")
+class ReassignmentInProgressError(KafkaError):
+    pass
+
+
+@_wire(74, "FENCED_LEADER_EPOCH", retriable=True)
+class FencedLeaderEpochError(KafkaError):
+    pass
+
+
+@_wire(75, "UNKNOWN_LEADER_EPOCH", retriable=True)
+class UnknownLeaderEpochError(KafkaError):
+    pass
+
+
+@_wire(76, "UNSUPPORTED_COMPRESSION_TYPE")
+class UnsupportedCompressionTypeError(KafkaError):
+    pass
+
+
+@_wire(77, "STALE_BROKER_EPOCH")
+class StaleBrokerEpochError(KafkaError):
+    pass
+
+
+@_wire(78, "OFFSET_NOT_AVAILABLE", retriable=True)
+class OffsetNotAvailableError(KafkaError):
+    pass
+
+
+@_wire(80, "PREFERRED_LEADER_NOT_AVAILABLE", retriable=True)
+class PreferredLeaderNotAvailableError(KafkaError):
+    pass
+
+
+@_wire(83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", retriable=True)
+class EligibleLeadersNotAvailableError(KafkaError):
+    pass
+
+
+@_wire(84, "ELECTION_NOT_NEEDED")
+class ElectionNotNeededError(KafkaError):
+    pass
+
+
+@_wire(85, "NO_REASSIGNMENT_IN_PROGRESS")
+class NoReassignmentInProgressError(KafkaError):
+    pass
+
+
+@_wire(87, "INVALID_RECORD")
+class InvalidRecordError(KafkaError):
+    """A batch that is well framed and CRC-valid but breaks a record-level rule."""
+
+
+@_wire(98, "SNAPSHOT_NOT_FOUND")
+class SnapshotNotFoundError(KafkaError):
+    pass
+
+
+@_wire(100, "UNKNOWN_TOPIC_ID", retriable=True)
+class UnknownTopicIdError(KafkaError):
+    pass
+
+
+@_wire(101, "DUPLICATE_BROKER_REGISTRATION")
+class DuplicateBrokerRegistrationError(KafkaError):
+    pass
+
+
+@_wire(102, "BROKER_ID_NOT_REGISTERED")
+class BrokerIdNotRegisteredError(KafkaError):
+    pass
+
+
+# --- Storage errors without their own wire code ------------------------------------------------
+# Kafka reports these as KAFKA_STORAGE_ERROR or UNKNOWN_SERVER_ERROR on the wire; locally they
+# keep a precise type so callers (the follower fetcher, recovery) can react to each.
+
+
+class UnexpectedAppendOffsetError(UnknownServerError):
+    """A follower append whose first offset is not the log end offset (a gap or an overlap)."""
+
+
+class OffsetsOutOfOrderError(UnknownServerError):
+    """Batches whose offsets do not strictly increase."""
+
+
+class LogClosedError(KafkaStorageError):
+    """An operation on a log that was closed."""
+
+
+# --- Local-only errors -------------------------------------------------------------------------
+
+
+class CorruptCheckpointError(ReplogError):
+    """A checkpoint file that cannot be parsed; the message names file, line and reason."""
+
+
+class CorruptIndexError(ReplogError):
+    """An offset or time index that fails its sanity check; the message names the file."""
+
+
+class ConfigError(ReplogError):
+    """A configuration value that is unknown, malformed or out of range; names the key."""

@@ -1,0 +1,182 @@
+"""The file-system seam: the only module in replog that opens, writes, syncs or renames files.
+
+Rules:
+- Every durable file replog owns is reached through a `FileSystem`; tests may substitute one
+  that injects faults (a full disk, a torn write) without touching any other module.
+- `atomic_write` is the one way small metadata files (checkpoints, markers) are replaced: write
+  `<name>.tmp`, fsync it, rename it over the target, fsync the directory. A crash at any point
+  leaves either the old file or the new one, never a mix.
+- `SegmentFile` is an append-only data file with positional reads. Its `size` is tracked in
+  memory, so an append never asks the kernel where the end is.
+- Errors from the operating system surface as `OSError` here; callers (the log) turn them into
+  `KafkaStorageError` with the partition and file named, because only they know what the
+  failure means for acknowledged data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterable
+
+
+class SegmentFile:
+    """An open data file that grows by appends, is read at positions and can be cut back.
+
+    Theory of operation: one file descriptor opened read-write; appends use `os.pwrite` at the
+    tracked end, so reads (`os.pread`) and appends never share a file offset and need no seek.
+    """
+
+    __slots__ = ("_fd", "path", "size")
+
+    def __init__(self, path: str, *, create: bool) -> None:
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        self.path = path
+        self._fd = os.open(path, flags, 0o644)
+        self.size = os.fstat(self._fd).st_size
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Write `data` at the end; return the position it starts at.
+
+        A short write (a full disk part-way) is cut back off the file before the error
+        propagates, so the file never keeps half an append.
+        """
+        position = self.size
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(view):
+                n = os.pwrite(self._fd, view[written:], position + written)
+                if n == 0:
+                    raise OSError(f"write of {len(view)} bytes to {self.path} made no progress")
+                written += n
+        except OSError:
+            if written:
+                os.ftruncate(self._fd, position)
+            raise
+        self.size = position + written
+        return position
+
+    def read(self, position: int, length: int) -> bytes:
+        """Up to `length` bytes from `position` (fewer only at the end of the file)."""
+        return os.pread(self._fd, length, position)
+
+    def read_fully(self, position: int, length: int) -> bytes:
+        """Exactly `length` bytes from `position`, looping over short reads."""
+        chunks: list[bytes] = []
+        remaining = length
+        while remaining > 0:
+            chunk = os.pread(self._fd, remaining, position + length - remaining)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def truncate(self, size: int) -> None:
+        os.ftruncate(self._fd, size)
+        self.size = size
+
+    def fsync(self) -> None:
+        os.fsync(self._fd)
+
+    def fdatasync(self) -> None:
+        os.fdatasync(self._fd)
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class FileSystem:
+    """The operations replog's storage performs on the disk. Subclass to inject faults."""
+
+    def open_segment_file(self, path: str, *, create: bool = True) -> SegmentFile:
+        return SegmentFile(path, create=create)
+
+    def read_bytes(self, path: str) -> bytes | None:
+        """The whole file, or None when it does not exist."""
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def write_bytes(self, path: str, data: bytes, *, fsync: bool = True) -> None:
+        """Create or replace a file in place (not atomic: use `atomic_write` for metadata)."""
+        with open(path, "wb") as f:
+            f.write(data)
+            f.flush()
+            if fsync:
+                os.fsync(f.fileno())
+
+    def atomic_write(self, path: str, data: bytes) -> None:
+        """Replace `path` with `data` so that a crash leaves the old or the new content."""
+        tmp = path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        self.fsync_dir(os.path.dirname(path) or ".")
+
+    def fsync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def list_dir(self, path: str) -> list[str]:
+        return sorted(os.listdir(path))
+
+    def make_dirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def remove(self, path: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+    def remove_all(self, paths: Iterable[str]) -> None:
+        for path in paths:
+            self.remove(path)
+
+    def remove_tree(self, path: str) -> None:
+        """Delete a directory and everything in it (used for deleted partitions)."""
+        for name in os.listdir(path):
+            child = os.path.join(path, name)
+            if os.path.isdir(child):
+                self.remove_tree(child)
+            else:
+                os.remove(child)
+        os.rmdir(path)
+
+    def rename(self, source: str, target: str) -> None:
+        os.replace(source, target)
+
+    def file_size(self, path: str) -> int:
+        return os.stat(path).st_size
+
+    def mtime_ms(self, path: str) -> int:
+        return os.stat(path).st_mtime_ns // 1_000_000
+
+    def truncate_file(self, path: str, size: int) -> None:
+        os.truncate(path, size)
+
+
+LOCAL_FS = FileSystem()

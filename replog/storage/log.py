@@ -1,0 +1,799 @@
+"""One partition's log: an ordered run of segments with Kafka's append, read, truncation,
+retention and recovery rules.
+
+Rules (reference digest §1.3, §2, §3, §5, §8):
+- Offsets are dense. `log_start_offset <= high_watermark <= log_end_offset`; the log start
+  offset and the recovery point only move forward, except that truncation pulls them back.
+- A leader append validates every batch's header and CRC-32C (never its records), writes the
+  offsets and the leader epoch into the header in place, and appends the bytes. A rejected
+  append leaves the log unchanged.
+- A follower append writes the leader's bytes verbatim; its first offset must equal the log end
+  offset (no gaps), and it records each batch's leader epoch in the leader-epoch cache.
+- Reads return whole batches, starting with the one that holds `start_offset`, and never a
+  batch holding an offset at or above `upper_bound_offset` (the broker passes the high
+  watermark for consumers). A start below the log start or above the end is out of range.
+- Retention never deletes the active segment nor anything at or above the high watermark.
+- The recovery point moves only after an fsync returned: everything below it is on disk.
+
+Theory of operation: `Log.open` loads segments (`log_loader`), recovering those at or after the
+recovery point after an unclean shutdown. Every public method holds the log's lock, so a log
+can be shared by threads (an embedding application, a background task runner).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from sortedcontainers import SortedDict
+
+from replog.clock import Clock, wall_clock_ms
+from replog.errors import (
+    FencedLeaderEpochError,
+    InvalidRecordError,
+    KafkaStorageError,
+    LogClosedError,
+    MessageSizeTooLargeError,
+    OffsetOutOfRangeError,
+    OffsetsOutOfOrderError,
+    RecordBatchTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from replog.record.header import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    compute_crc,
+    stamp_batch,
+    validate_batch,
+)
+from replog.storage.fs import LOCAL_FS, FileSystem
+from replog.storage.log_append_info import LogAppendInfo
+from replog.storage.log_config import LogConfig
+from replog.storage.segment import LogSegment
+
+if TYPE_CHECKING:
+    from replog.storage.leader_epoch_cache import LeaderEpochCache
+
+log = logging.getLogger("replog.storage")
+
+_MAX_TIMESTAMP_OFFSET = 35
+
+
+def parse_topic_partition(directory: str) -> tuple[str, int] | None:
+    """(topic, partition) from a `<topic>-<partition>` directory name, or None."""
+    name = os.path.basename(os.path.normpath(directory))
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+class Log:
+    """A partition's segmented log. Open it with `Log.open`."""
+
+    def __init__(
+        self,
+        directory: str,
+        config: LogConfig,
+        segments: SortedDict,
+        leader_epoch_cache: LeaderEpochCache,
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        high_watermark: int,
+        fs: FileSystem,
+        clock: Clock,
+        on_truncate: Callable[[Log], None] | None,
+        persist_standalone_state: Callable[[Log, bool], None] | None,
+    ) -> None:
+        self.directory = directory
+        self.config = config
+        self._segments: SortedDict = segments  # base offset -> LogSegment
+        self.leader_epoch_cache = leader_epoch_cache
+        self._fs = fs
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._closed = False
+        self._on_truncate = on_truncate
+        self._persist_standalone_state = persist_standalone_state
+        active: LogSegment = segments.peekitem(-1)[1]
+        self._log_end_offset = active.next_offset
+        self._log_start_offset = log_start_offset
+        self._recovery_point = min(recovery_point, self._log_end_offset)
+        self._high_watermark = max(log_start_offset, min(high_watermark, self._log_end_offset))
+        self._last_flush_ms = clock()
+        self._roll_jitter_ms = 0
+        # (bound offset, segment base, byte position) of the last upper bound a read resolved.
+        self._bound_cache: tuple[int, int, int] | None = None
+        tp = parse_topic_partition(directory)
+        self.topic_partition = tp
+        self.name = f"{tp[0]}-{tp[1]}" if tp else os.path.basename(os.path.normpath(directory))
+        assert self._log_start_offset <= self._high_watermark <= self._log_end_offset
+
+    # --- opening ------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: str,
+        config: LogConfig | None = None,
+        *,
+        fs: FileSystem = LOCAL_FS,
+        clock: Clock = wall_clock_ms,
+        recovery_point: int | None = None,
+        log_start_offset: int | None = None,
+        high_watermark: int | None = None,
+        had_clean_shutdown: bool | None = None,
+        on_truncate: Callable[[Log], None] | None = None,
+    ) -> Log:
+        """Open (creating if needed) the log in `directory`, recovering it if it was not closed
+        cleanly.
+
+        Standalone use passes only `directory` and `config`: the log keeps its recovery point,
+        log start offset, high watermark and clean-shutdown flag in a state file of its own.
+        A `LogManager` passes those values from its per-dir checkpoint files instead.
+        """
+        from replog.storage.log_loader import load_log
+
+        return load_log(
+            cls,
+            directory,
+            config or LogConfig(),
+            fs=fs,
+            clock=clock,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            high_watermark=high_watermark,
+            had_clean_shutdown=had_clean_shutdown,
+            on_truncate=on_truncate,
+        )
+
+    # --- offsets ------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        self.update_high_watermark(value)
+
+    def update_high_watermark(self, value: int) -> int:
+        """Set the high watermark, clamped to [log_start_offset, log_end_offset]; returns it."""
+        with self._lock:
+            self._high_watermark = max(self._log_start_offset, min(value, self._log_end_offset))
+            return self._high_watermark
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def size_in_bytes(self) -> int:
+        with self._lock:
+            return sum(segment.size for segment in self._segments.values())
+
+    def segments(self) -> list[LogSegment]:
+        with self._lock:
+            return list(self._segments.values())
+
+    @property
+    def active_segment(self) -> LogSegment:
+        segment: LogSegment = self._segments.peekitem(-1)[1]
+        return segment
+
+    @property
+    def latest_leader_epoch(self) -> int | None:
+        return self.leader_epoch_cache.latest_epoch
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.name!r}, start={self._log_start_offset}, hw={self._high_watermark}, "
+            f"end={self._log_end_offset}, segments={len(self._segments)})"
+        )
+
+    # --- appends ------------------------------------------------------------------------------
+
+    def append_as_leader(
+        self, batch_bytes: bytes | bytearray | memoryview, leader_epoch: int, *, allow_control: bool = False
+    ) -> LogAppendInfo:
+        """Validate client batches, give them offsets from the log end and stamp `leader_epoch`.
+
+        Each batch must be a valid v2 batch with base offset 0, no larger than
+        `max.message.bytes`; the whole append must fit in a segment. Control batches are
+        accepted only with `allow_control` (the Raft leader's own control records).
+        """
+        with self._lock:
+            self._check_open()
+            buf = bytearray(batch_bytes)
+            headers = self._validate_leader_batches(buf, allow_control)
+            latest = self.leader_epoch_cache.latest_epoch
+            if latest is not None and leader_epoch < latest:
+                raise FencedLeaderEpochError(
+                    f"{self.name}: leader epoch {leader_epoch} is older than the log's latest "
+                    f"leader epoch {latest}"
+                )
+            now_ms = self._clock()
+            append_time = now_ms if self.config.log_append_time else -1
+            offset = self._log_end_offset
+            stamped: list[BatchHeader] = []
+            for position, header in headers:
+                stamp_batch(buf, position, offset, leader_epoch)
+                if append_time >= 0:
+                    _set_log_append_time(buf, position, header.size_in_bytes, append_time)
+                stamped.append(_restamped(header, offset, leader_epoch, append_time))
+                offset += header.records_count
+            if leader_epoch >= 0:
+                self.leader_epoch_cache.assign(leader_epoch, self._log_end_offset)
+            return self._append_validated(buf, stamped, append_time)
+
+    def _validate_leader_batches(self, buf: bytearray, allow_control: bool) -> list[tuple[int, BatchHeader]]:
+        if not buf:
+            raise InvalidRecordError(f"{self.name}: an append needs at least one batch")
+        if len(buf) > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"{self.name}: append of {len(buf)} bytes exceeds segment.bytes "
+                f"{self.config.segment_bytes}"
+            )
+        headers: list[tuple[int, BatchHeader]] = []
+        position = 0
+        while position < len(buf):
+            where = f"{self.name} append, batch {len(headers)} at byte {position}"
+            header = validate_batch(buf, position, where=where)
+            if header.base_offset != 0:
+                raise InvalidRecordError(f"{where}: base offset must be 0, got {header.base_offset}")
+            if header.is_control and not allow_control:
+                raise InvalidRecordError(f"{where}: clients may not append control batches")
+            if header.producer_id >= 0 and header.base_sequence < 0:
+                raise InvalidRecordError(
+                    f"{where}: idempotent batch (producer id {header.producer_id}) has base "
+                    f"sequence {header.base_sequence}"
+                )
+            if header.size_in_bytes > self.config.max_message_bytes:
+                raise MessageSizeTooLargeError(
+                    f"{where}: batch of {header.size_in_bytes} bytes exceeds max.message.bytes "
+                    f"{self.config.max_message_bytes}"
+                )
+            headers.append((position, header))
+            position += header.size_in_bytes
+        return headers
+
+    def append_as_follower(self, batches_bytes: bytes | bytearray | memoryview) -> LogAppendInfo:
+        """Append a leader's batches verbatim; they must start exactly at the log end offset.
+
+        The one exception (Kafka's): an empty log whose start offset falls inside the first
+        batch (DeleteRecords landed mid-batch on the leader) restarts at that batch's base.
+        """
+        with self._lock:
+            self._check_open()
+            buf = bytes(batches_bytes)
+            headers = self._validate_follower_batches(buf)
+            first = headers[0].base_offset
+            if first != self._log_end_offset:
+                empty = self._log_end_offset == self._log_start_offset
+                if empty and first < self._log_end_offset <= headers[-1].last_offset:
+                    self._truncate_fully_and_start_at(first)
+                else:
+                    raise UnexpectedAppendOffsetError(
+                        f"{self.name}: follower append starts at offset {first} but the log end "
+                        f"offset is {self._log_end_offset}"
+                    )
+            latest = self.leader_epoch_cache.latest_epoch
+            for header in headers:
+                epoch = header.partition_leader_epoch
+                if epoch >= 0 and (latest is None or epoch != latest):
+                    self.leader_epoch_cache.assign(epoch, header.base_offset)
+                    latest = epoch
+            return self._append_validated(buf, headers, -1)
+
+    def _validate_follower_batches(self, buf: bytes) -> list[BatchHeader]:
+        if not buf:
+            raise InvalidRecordError(f"{self.name}: a follower append needs at least one batch")
+        headers: list[BatchHeader] = []
+        position = 0
+        expected: int | None = None
+        epoch_floor = -1
+        while position < len(buf):
+            where = f"{self.name} follower append, batch {len(headers)} at byte {position}"
+            header = validate_batch(buf, position, where=where)
+            if expected is not None and header.base_offset != expected:
+                raise OffsetsOutOfOrderError(
+                    f"{where}: base offset {header.base_offset} does not follow {expected - 1}"
+                )
+            if header.partition_leader_epoch < epoch_floor:
+                raise InvalidRecordError(
+                    f"{where}: leader epoch {header.partition_leader_epoch} after {epoch_floor}"
+                )
+            epoch_floor = header.partition_leader_epoch
+            expected = header.next_offset
+            headers.append(header)
+            position += header.size_in_bytes
+        return headers
+
+    def _append_validated(self, buf: bytes | bytearray, headers: list[BatchHeader], append_time: int) -> LogAppendInfo:
+        """Write validated, stamped batches, rolling segments as needed; update offsets."""
+        now_ms = self._clock()
+        view = memoryview(buf)
+        first_offset = headers[0].base_offset
+        max_timestamp, offset_of_max = -1, -1
+        start = 0  # byte position of the current group in buf
+        index = 0
+        try:
+            while index < len(headers):
+                # Group consecutive batches that fit in one segment (at least one batch).
+                group_end = index
+                group_bytes = 0
+                group_max_ts, group_max_offset = -1, -1
+                while group_end < len(headers):
+                    size = headers[group_end].size_in_bytes
+                    if group_end > index and group_bytes + size > self.config.segment_bytes:
+                        break
+                    group_bytes += size
+                    header = headers[group_end]
+                    if header.max_timestamp > group_max_ts:
+                        group_max_ts, group_max_offset = header.max_timestamp, header.last_offset
+                    group_end += 1
+                last = headers[group_end - 1]
+                segment = self.active_segment
+                if segment.should_roll(group_bytes, group_max_ts, last.last_offset, now_ms, self._roll_jitter_ms):
+                    segment = self._roll(headers[index].base_offset)
+                segment.append(view[start : start + group_bytes], last.last_offset, group_max_ts, group_max_offset, last.next_offset)
+                self._log_end_offset = last.next_offset
+                if group_max_ts > max_timestamp:
+                    max_timestamp, offset_of_max = group_max_ts, group_max_offset
+                start += group_bytes
+                index = group_end
+        except OSError as exc:
+            raise KafkaStorageError(
+                f"{self.name}: append at offset {self._log_end_offset} to "
+                f"{self.active_segment.log_path} failed: {exc}"
+            ) from exc
+        finally:
+            view.release()
+        self._after_append(now_ms)
+        return LogAppendInfo(
+            first_offset=first_offset,
+            last_offset=headers[-1].last_offset,
+            max_timestamp=max_timestamp,
+            offset_of_max_timestamp=offset_of_max,
+            log_append_time_ms=append_time,
+            log_start_offset=self._log_start_offset,
+            records_count=headers[-1].next_offset - first_offset,
+            valid_bytes=len(buf),
+            last_leader_epoch=headers[-1].partition_leader_epoch,
+            batches=tuple(headers),
+        )
+
+    def _after_append(self, now_ms: int) -> None:
+        """Apply the flush policy (reference digest §9: flush.messages, flush.ms)."""
+        if self.config.flush_each_append:
+            try:
+                self.active_segment.log_file.fdatasync()
+            except OSError as exc:
+                raise KafkaStorageError(f"{self.name}: fsync of the active segment failed: {exc}") from exc
+            # Everything before the active segment was flushed when it rolled.
+            self._recovery_point = self._log_end_offset
+        elif self._log_end_offset - self._recovery_point >= self.config.flush_interval_messages:
+            self._flush(self._log_end_offset)
+        elif now_ms - self._last_flush_ms >= self.config.flush_interval_ms:
+            self._flush(self._log_end_offset)
+
+    def _roll(self, new_base_offset: int) -> LogSegment:
+        """Start a new active segment at `new_base_offset` and flush the old ones."""
+        new_base = max(new_base_offset, self._log_end_offset)
+        old = self.active_segment
+        old.on_become_inactive()
+        if old.size == 0 and old.base_offset == new_base:
+            return old  # rolling an empty segment at the same base would change nothing
+        segment = LogSegment(self.directory, new_base, self.config, self._fs, self._clock(), create=True)
+        segment.offset_index.reset()
+        segment.time_index.reset()
+        self._segments[new_base] = segment
+        # Kafka flushes the old segments asynchronously; replog does it here, before the next
+        # append, so the recovery point can move to the new base at once.
+        self._flush(new_base)
+        self._fs.fsync_dir(self.directory)
+        if self._persist_standalone_state is not None:
+            self._persist_standalone_state(self, False)
+        return segment
+
+    def roll(self) -> LogSegment:
+        """Force a new active segment at the log end offset (tests, operators)."""
+        with self._lock:
+            self._check_open()
+            return self._roll(self._log_end_offset)
+
+    # --- reads --------------------------------------------------------------------------------
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int = 1048576,
+        upper_bound_offset: int | None = None,
+        *,
+        min_one_message: bool = True,
+    ) -> bytes:
+        """Raw batches from the batch holding `start_offset`, below `upper_bound_offset`.
+
+        At most `max_bytes` of whole batches, except that the first batch is returned whole when
+        `min_one_message` (Kafka's KIP-74) even if it is larger. Empty when `start_offset` is at
+        or above the bound. OffsetOutOfRangeError outside [log_start_offset, log_end_offset].
+        """
+        with self._lock:
+            self._check_open()
+            end = self._log_end_offset
+            if start_offset < self._log_start_offset or start_offset > end:
+                raise OffsetOutOfRangeError(
+                    f"{self.name}: offset {start_offset} is outside the log's range "
+                    f"[{self._log_start_offset}, {end}]"
+                )
+            bound = end if upper_bound_offset is None else min(upper_bound_offset, end)
+            if start_offset >= bound or max_bytes < 0:
+                return b""
+            try:
+                return self._read_bounded(start_offset, max_bytes, bound, min_one_message)
+            except OSError as exc:
+                raise KafkaStorageError(f"{self.name}: read at offset {start_offset} failed: {exc}") from exc
+
+    def _read_bounded(self, start_offset: int, max_bytes: int, bound: int, min_one_message: bool) -> bytes:
+        bound_base, bound_position = self._bound_position(bound)
+        for base in self._segments.irange(maximum=start_offset, reverse=True):
+            first_base = base
+            break
+        else:  # pragma: no cover - start_offset >= log_start_offset >= first base
+            first_base = self._segments.peekitem(0)[0]
+        for base in self._segments.irange(minimum=first_base):
+            if base > bound_base:
+                break
+            segment: LogSegment = self._segments[base]
+            max_position = bound_position if base == bound_base else None
+            result = segment.read(start_offset, max_bytes, max_position, min_one_message=min_one_message)
+            if result is None:
+                continue  # start_offset lies past this segment's last batch
+            return result[0]
+        return b""
+
+    def _bound_position(self, bound: int) -> tuple[int, int]:
+        """(segment base, byte position) where data at or above offset `bound` begins."""
+        cached = self._bound_cache
+        if cached is not None and cached[0] == bound:
+            return cached[1], cached[2]
+        if bound == self._log_end_offset:
+            segment = self.active_segment
+            result = (segment.base_offset, segment.size)
+        else:
+            base = next(self._segments.irange(maximum=bound, reverse=True))
+            segment = self._segments[base]
+            found = segment.translate_offset(bound)
+            result = (base, found[0] if found is not None else segment.size)
+            self._bound_cache = (bound, result[0], result[1])
+        return result
+
+    def read_batches(self, start_offset: int, upper_bound_offset: int | None = None, max_bytes: int = 1048576) -> Iterator[tuple[int, bytes]]:
+        """Yield (base offset, batch bytes) from `start_offset` to the bound, batch by batch.
+
+        A convenience for tools (dump-log, tests, the Spark reader); the broker uses `read`.
+        """
+        from replog.record.header import iter_frames, read_frame
+
+        offset = start_offset
+        bound = self._log_end_offset if upper_bound_offset is None else upper_bound_offset
+        while offset < bound:
+            data = self.read(offset, max_bytes, bound)
+            if not data:
+                return
+            next_offset = offset
+            for position, size in iter_frames(data):
+                base, _ = read_frame(data, position)
+                header = validate_batch(data, position, where=f"{self.name} offset {base}")
+                yield base, data[position : position + size]
+                next_offset = header.next_offset
+            if next_offset <= offset:
+                return
+            offset = next_offset
+
+    def offsets_for_times(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the earliest record with timestamp >= `timestamp_ms`, or None.
+
+        Decodes the records of one batch: this serves ListOffsets, not the data path.
+        """
+        from replog.record.batch import RecordBatch
+
+        with self._lock:
+            self._check_open()
+            for segment in self._segments.values():
+                if segment.size == 0 or segment.largest_timestamp() < timestamp_ms:
+                    continue
+                segment.ensure_indexes()
+                _, indexed_offset = segment.time_index.lookup(timestamp_ms)
+                start = max(indexed_offset, self._log_start_offset, segment.base_offset)
+                _, position = segment.offset_index.lookup(start)
+                for batch_position, header in segment._walk_headers(position):  # noqa: SLF001
+                    if header.max_timestamp < timestamp_ms or header.last_offset < start:
+                        continue
+                    data = segment.log_file.read_fully(batch_position, header.size_in_bytes)
+                    for record in RecordBatch.parse(data, where=f"{segment.log_path}@{batch_position}").records():
+                        if record.timestamp >= timestamp_ms and record.offset >= start:
+                            return record.offset, record.timestamp
+            return None
+
+    # --- truncation ---------------------------------------------------------------------------
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove every offset >= `target_offset`. Returns False when there was nothing to cut.
+
+        A batch straddling the target goes whole, so the log end offset may end below it.
+        """
+        if target_offset < 0:
+            raise ValueError(f"{self.name}: cannot truncate to negative offset {target_offset}")
+        with self._lock:
+            self._check_open()
+            if target_offset >= self._log_end_offset:
+                # Drop a leader epoch a leader recorded before it wrote anything.
+                self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+                return False
+            log.info("%s: truncating from %d to %d", self.name, self._log_end_offset, target_offset)
+            if target_offset < self._log_start_offset:
+                self._truncate_fully_and_start_at(target_offset)
+            else:
+                self._truncate_segments_to(target_offset)
+            self._notify_truncated()
+            return True
+
+    def _truncate_segments_to(self, target_offset: int) -> None:
+        try:
+            for base in list(self._segments.irange(minimum=target_offset + 1)):
+                self._segments.pop(base).delete()
+            floor_base = next(self._segments.irange(maximum=target_offset, reverse=True))
+            segment: LogSegment = self._segments[floor_base]
+            if floor_base == target_offset and len(self._segments) > 1:
+                # The whole floor segment lies at/above the target: drop it, keep its predecessor.
+                self._segments.pop(floor_base).delete()
+                segment = self.active_segment
+            segment.truncate_to(target_offset)
+        except OSError as exc:
+            raise KafkaStorageError(f"{self.name}: truncation to {target_offset} failed: {exc}") from exc
+        self._log_end_offset = segment.next_offset
+        self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
+        self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
+        self._high_watermark = min(self._high_watermark, self._log_end_offset)
+        self._recovery_point = min(self._recovery_point, self._log_end_offset)
+        self._bound_cache = None
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete everything and start an empty log at `new_offset` (a follower far behind)."""
+        if new_offset < 0:
+            raise ValueError(f"{self.name}: cannot start at negative offset {new_offset}")
+        with self._lock:
+            self._check_open()
+            self._truncate_fully_and_start_at(new_offset)
+            self._notify_truncated()
+
+    def _truncate_fully_and_start_at(self, new_offset: int) -> None:
+        log.info("%s: deleting all segments and starting at offset %d", self.name, new_offset)
+        try:
+            for segment in list(self._segments.values()):
+                segment.delete()
+            self._segments.clear()
+            segment = LogSegment(self.directory, new_offset, self.config, self._fs, self._clock(), create=True)
+            segment.offset_index.reset()
+            segment.time_index.reset()
+            self._segments[new_offset] = segment
+            self._fs.fsync_dir(self.directory)
+        except OSError as exc:
+            raise KafkaStorageError(f"{self.name}: restart at offset {new_offset} failed: {exc}") from exc
+        self.leader_epoch_cache.clear_and_flush()
+        self._log_start_offset = self._log_end_offset = new_offset
+        self._high_watermark = self._recovery_point = new_offset
+        self._bound_cache = None
+
+    def _notify_truncated(self) -> None:
+        if self._on_truncate is not None:
+            self._on_truncate(self)
+        if self._persist_standalone_state is not None:
+            self._persist_standalone_state(self, False)
+
+    # --- log start offset and retention -------------------------------------------------------
+
+    def increment_log_start_offset(self, new_log_start_offset: int, reason: str = "delete records") -> bool:
+        """Raise the log start offset (DeleteRecords, or a follower copying its leader's).
+
+        Must not pass the high watermark. Whole segments below it are deleted by the next
+        retention pass. Returns whether anything changed.
+        """
+        with self._lock:
+            self._check_open()
+            if new_log_start_offset > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"{self.name}: cannot move the log start offset to {new_log_start_offset}, "
+                    f"beyond the high watermark {self._high_watermark} ({reason})"
+                )
+            if new_log_start_offset <= self._log_start_offset:
+                return False
+            log.info("%s: log start offset %d -> %d (%s)", self.name, self._log_start_offset, new_log_start_offset, reason)
+            self._set_log_start_offset(new_log_start_offset)
+            if self._persist_standalone_state is not None:
+                self._persist_standalone_state(self, False)
+            return True
+
+    def _set_log_start_offset(self, value: int) -> None:
+        self._log_start_offset = value
+        self._high_watermark = max(self._high_watermark, value)
+        self._recovery_point = max(self._recovery_point, min(value, self._log_end_offset))
+        self.leader_epoch_cache.truncate_from_start(value)
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """One retention pass (reference digest §8.3); returns how many segments it deleted.
+
+        Order: segments wholly below the log start offset, then `retention.bytes`, then
+        `retention.ms`. A segment goes only if the high watermark has passed its end, and the
+        active segment only when it is not empty (a new empty one replaces it).
+        """
+        with self._lock:
+            self._check_open()
+            now = self._clock() if now_ms is None else now_ms
+            deleted = self._delete_segments_while(
+                lambda segment, upper: upper <= self._log_start_offset, "below the log start offset"
+            )
+            if not self.config.deletes_by_retention:
+                return deleted
+            if self.config.retention_bytes >= 0:
+                excess = [self.size_in_bytes - self.config.retention_bytes]
+
+                def over_size(segment: LogSegment, upper: int) -> bool:
+                    if excess[0] - segment.size >= 0:
+                        excess[0] -= segment.size
+                        return True
+                    return False
+
+                deleted += self._delete_segments_while(over_size, f"retention.bytes {self.config.retention_bytes}")
+            if self.config.retention_ms >= 0:
+                deleted += self._delete_segments_while(
+                    lambda segment, upper: now - segment.largest_timestamp() > self.config.retention_ms,
+                    f"retention.ms {self.config.retention_ms}",
+                )
+            return deleted
+
+    def _delete_segments_while(self, predicate: Callable[[LogSegment, int], bool], reason: str) -> int:
+        doomed: list[LogSegment] = []
+        segments = list(self._segments.values())
+        for i, segment in enumerate(segments):
+            upper = segments[i + 1].base_offset if i + 1 < len(segments) else self._log_end_offset
+            if self._high_watermark < upper or (i + 1 == len(segments) and segment.size == 0):
+                break
+            if not predicate(segment, upper):
+                break
+            doomed.append(segment)
+        if not doomed:
+            return 0
+        if len(doomed) == len(segments):
+            self._roll(self._log_end_offset)
+        for segment in doomed:
+            log.info("%s: deleting segment %s (%s)", self.name, segment.log_path, reason)
+            del self._segments[segment.base_offset]
+            try:
+                segment.delete()
+            except OSError as exc:
+                raise KafkaStorageError(f"{self.name}: deleting {segment.log_path} failed: {exc}") from exc
+        first_base = self._segments.peekitem(0)[0]
+        if first_base > self._log_start_offset:
+            self._set_log_start_offset(first_base)
+        self._bound_cache = None
+        if self._persist_standalone_state is not None:
+            self._persist_standalone_state(self, False)
+        return len(doomed)
+
+    # --- flushing and closing -----------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync everything appended so far and move the recovery point to the log end."""
+        with self._lock:
+            self._check_open()
+            self._flush(self._log_end_offset)
+            if self._persist_standalone_state is not None:
+                self._persist_standalone_state(self, False)
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """Flush if `flush.ms` has passed since the last flush (the log manager's flusher)."""
+        with self._lock:
+            if self._closed or now_ms - self._last_flush_ms < self.config.flush_interval_ms:
+                return False
+            if self._recovery_point < self._log_end_offset:
+                self._flush(self._log_end_offset)
+            self._last_flush_ms = now_ms
+            return True
+
+    def _flush(self, up_to_offset: int) -> None:
+        if up_to_offset <= self._recovery_point:
+            return
+        floor = next(self._segments.irange(maximum=self._recovery_point, reverse=True), None)
+        try:
+            for base in self._segments.irange(minimum=floor if floor is not None else 0):
+                if base >= up_to_offset and base != floor:
+                    break
+                self._segments[base].flush()
+        except OSError as exc:
+            raise KafkaStorageError(f"{self.name}: flush failed: {exc}") from exc
+        self._recovery_point = max(self._recovery_point, min(up_to_offset, self._log_end_offset))
+        self._last_flush_ms = self._clock()
+
+    def close(self) -> None:
+        """Flush everything, record a clean shutdown, release files. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._flush(self._log_end_offset)
+            for segment in self._segments.values():
+                segment.close()
+            self._closed = True
+            if self._persist_standalone_state is not None:
+                self._persist_standalone_state(self, True)
+
+    def close_without_flush(self) -> None:
+        """Release files as a crash would leave them (tests and fault injection only)."""
+        with self._lock:
+            for segment in self._segments.values():
+                segment.log_file.close()
+            self._closed = True
+
+    def delete(self) -> None:
+        """Close and remove the partition directory with everything in it."""
+        with self._lock:
+            for segment in self._segments.values():
+                segment.log_file.close()
+            self._closed = True
+            self._fs.remove_tree(self.directory)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"{self.name}: the log is closed")
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the log's lock across several calls (e.g. read a consistent set of offsets)."""
+        with self._lock:
+            yield
+
+
+def _set_log_append_time(buf: bytearray, position: int, size: int, now_ms: int) -> None:
+    """Mark a batch LogAppendTime with max timestamp `now_ms`; both are CRC-covered."""
+    attributes = int.from_bytes(buf[position + ATTRIBUTES_OFFSET : position + ATTRIBUTES_OFFSET + 2], "big")
+    buf[position + ATTRIBUTES_OFFSET : position + ATTRIBUTES_OFFSET + 2] = (attributes | TIMESTAMP_TYPE_MASK).to_bytes(2, "big")
+    buf[position + _MAX_TIMESTAMP_OFFSET : position + _MAX_TIMESTAMP_OFFSET + 8] = now_ms.to_bytes(8, "big", signed=True)
+    buf[position + CRC_OFFSET : position + CRC_OFFSET + 4] = compute_crc(buf, position, size).to_bytes(4, "big")
+
+
+def _restamped(header: BatchHeader, base_offset: int, leader_epoch: int, append_time: int) -> BatchHeader:
+    from dataclasses import replace
+
+    if append_time >= 0:
+        return replace(
+            header,
+            base_offset=base_offset,
+            partition_leader_epoch=leader_epoch,
+            attributes=header.attributes | TIMESTAMP_TYPE_MASK,
+            max_timestamp=append_time,
+        )
+    return replace(header, base_offset=base_offset, partition_leader_epoch=leader_epoch)

@@ -1,0 +1,261 @@
+"""Opening a partition's log: housekeeping, segment loading, and crash recovery.
+
+Rules (reference digest §3.2):
+- Leftovers of interrupted work are removed first: `*.deleted`, `*.cleaned`, `*.swap` files and
+  index files whose `.log` is gone.
+- After a clean shutdown nothing is rescanned, so opening costs O(number of segments), not
+  O(bytes): the active segment's end is found from its last index entry.
+- After an unclean shutdown every segment from the one holding the recovery point onwards is
+  validated batch by batch (framing, magic, CRC-32C, dense offsets, leader epochs) and its
+  indexes rebuilt. The log is cut at the first invalid or partial batch, and every later
+  segment is deleted: nothing after a gap can be trusted. Each cut is logged with the file, the
+  offset and the number of bytes.
+- A segment with a missing `.index` gets its indexes rebuilt even after a clean shutdown.
+- The leader-epoch cache is then cut to the log end and to the log start; if its checkpoint is
+  unreadable it is rebuilt from the batch headers of the whole log.
+- The log start offset is max(checkpoint, first segment base); the high watermark is clamped to
+  [log start, log end]; the recovery point never exceeds the log end.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from sortedcontainers import SortedDict
+
+from replog.clock import Clock
+from replog.errors import CorruptCheckpointError, CorruptRecordError, KafkaStorageError
+from replog.record.header import BatchHeader
+from replog.storage.checkpoint_file import LeaderEpochCheckpointFile
+from replog.storage.fs import FileSystem
+from replog.storage.leader_epoch_cache import LeaderEpochCache
+from replog.storage.log_config import LogConfig
+from replog.storage.segment import LogSegment
+from replog.storage.standalone_state import StandaloneState, read_state, write_state
+
+if TYPE_CHECKING:
+    from replog.storage.log import Log
+
+log = logging.getLogger("replog.storage")
+
+LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
+_LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap")
+_INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
+
+
+def load_log(
+    log_class: type[Log],
+    directory: str,
+    config: LogConfig,
+    *,
+    fs: FileSystem,
+    clock: Clock,
+    recovery_point: int | None,
+    log_start_offset: int | None,
+    high_watermark: int | None,
+    had_clean_shutdown: bool | None,
+    on_truncate: Callable[[Log], None] | None,
+) -> Log:
+    try:
+        fs.make_dirs(directory)
+        return _load(
+            log_class, directory, config, fs, clock, recovery_point, log_start_offset,
+            high_watermark, had_clean_shutdown, on_truncate,
+        )
+    except OSError as exc:
+        raise KafkaStorageError(f"{directory}: cannot open log: {exc}") from exc
+
+
+def _load(
+    log_class: type[Log],
+    directory: str,
+    config: LogConfig,
+    fs: FileSystem,
+    clock: Clock,
+    recovery_point: int | None,
+    log_start_offset: int | None,
+    high_watermark: int | None,
+    had_clean_shutdown: bool | None,
+    on_truncate: Callable[[Log], None] | None,
+) -> Log:
+    standalone = had_clean_shutdown is None
+    persist: Callable[[Log, bool], None] | None = None
+    if standalone:
+        state = read_state(directory, fs)
+        had_clean_shutdown = state.clean_shutdown
+        recovery_point = state.recovery_point if recovery_point is None else recovery_point
+        log_start_offset = state.log_start_offset if log_start_offset is None else log_start_offset
+        high_watermark = state.high_watermark if high_watermark is None else high_watermark
+        # Mark the log open before touching anything, so a crash from here on is unclean.
+        write_state(directory, fs, StandaloneState(False, recovery_point, log_start_offset, high_watermark))
+
+        def persist(log_: Log, clean: bool) -> None:
+            write_state(
+                directory, fs,
+                StandaloneState(clean, log_.recovery_point, log_.log_start_offset, log_.high_watermark),
+            )
+
+    recovery_point = recovery_point or 0
+    log_start_offset = log_start_offset or 0
+    high_watermark = high_watermark or 0
+    assert had_clean_shutdown is not None
+
+    _remove_leftovers(directory, fs)
+    segments = _open_segments(directory, config, fs, clock)
+    epoch_cache, epochs_trusted = _open_epoch_cache(directory, fs)
+
+    def assign_newer_epoch(header: BatchHeader) -> None:
+        epoch = header.partition_leader_epoch
+        latest = epoch_cache.latest_epoch
+        if epoch >= 0 and (latest is None or epoch > latest):
+            epoch_cache.assign(epoch, header.base_offset)
+
+    recovered_from: int | None = None
+    if not had_clean_shutdown and segments:
+        recovered_from = _recover(directory, segments, recovery_point, assign_newer_epoch, fs)
+    _rebuild_missing_indexes(segments, recovered_from, fs)
+    if recovered_from is None:
+        _verify_clean_tail(directory, segments, assign_newer_epoch, fs)
+
+    if segments:
+        log_end_offset = segments.peekitem(-1)[1].next_offset
+        if log_end_offset < log_start_offset:
+            log.warning(
+                "%s: log end offset %d is below the checkpointed log start offset %d; "
+                "deleting all segments", directory, log_end_offset, log_start_offset,
+            )
+            for segment in segments.values():
+                segment.delete()
+            segments.clear()
+    if not segments:
+        segment = LogSegment(directory, log_start_offset, config, fs, clock(), create=True)
+        segment.offset_index.reset()
+        segment.time_index.reset()
+        segments[log_start_offset] = segment
+    first_base = segments.peekitem(0)[0]
+    log_end_offset = segments.peekitem(-1)[1].next_offset
+    log_start_offset = max(log_start_offset, first_base)
+    recovery_point = log_end_offset if had_clean_shutdown else min(recovery_point, log_end_offset)
+
+    if not epochs_trusted:
+        epoch_cache.clear_and_flush()
+        for segment in segments.values():
+            for _, header in segment._walk_headers(0):  # noqa: SLF001 - loader and segment are one unit
+                assign_newer_epoch(header)
+    epoch_cache.truncate_from_end(log_end_offset)
+    epoch_cache.truncate_from_start(log_start_offset)
+
+    return log_class(
+        directory,
+        config,
+        segments,
+        epoch_cache,
+        log_start_offset=log_start_offset,
+        recovery_point=recovery_point,
+        high_watermark=high_watermark,
+        fs=fs,
+        clock=clock,
+        on_truncate=on_truncate,
+        persist_standalone_state=persist,
+    )
+
+
+def _remove_leftovers(directory: str, fs: FileSystem) -> None:
+    names = fs.list_dir(directory)
+    logs = {name[: -len(".log")] for name in names if name.endswith(".log")}
+    for name in names:
+        path = os.path.join(directory, name)
+        if name.endswith(_LEFTOVER_SUFFIXES):
+            log.info("%s: removing leftover %s", directory, name)
+            fs.remove(path)
+        elif name.endswith(_INDEX_SUFFIXES) and name.rsplit(".", 1)[0] not in logs:
+            log.info("%s: removing index %s whose log file is gone", directory, name)
+            fs.remove(path)
+
+
+def _open_segments(directory: str, config: LogConfig, fs: FileSystem, clock: Clock) -> SortedDict:
+    segments = SortedDict()
+    now = clock()
+    for name in fs.list_dir(directory):
+        stem, dot, suffix = name.partition(".")
+        if suffix != "log" or len(stem) != 20 or not stem.isdigit():
+            continue
+        segment = LogSegment(directory, int(stem), config, fs, now, create=False)
+        segments[segment.base_offset] = segment
+    return segments
+
+
+def _rebuild_missing_indexes(segments: SortedDict, recovered_from: int | None, fs: FileSystem) -> None:
+    """Rebuild indexes whose file is gone, in segments recovery did not already rebuild."""
+    for base, segment in segments.items():
+        if recovered_from is not None and base >= recovered_from:
+            break
+        if segment.size > 0 and not fs.exists(segment.offset_index.path):
+            log.warning("%s: index missing, rebuilding it", segment.log_path)
+            segment.rebuild_indexes()
+
+
+def _open_epoch_cache(directory: str, fs: FileSystem) -> tuple[LeaderEpochCache, bool]:
+    """The cache and whether its file could be trusted (False: rebuild from the log)."""
+    checkpoint = LeaderEpochCheckpointFile(os.path.join(directory, LEADER_EPOCH_FILE), fs)
+    try:
+        return LeaderEpochCache(checkpoint, name=directory), True
+    except CorruptCheckpointError as exc:
+        log.warning("%s; rebuilding leader epochs from the log", exc)
+        fs.remove(checkpoint.path)
+        return LeaderEpochCache(checkpoint, name=directory), False
+
+
+def _recover(
+    directory: str,
+    segments: SortedDict,
+    recovery_point: int,
+    on_batch: Callable[[BatchHeader], None],
+    fs: FileSystem,
+) -> int:
+    """Validate every segment from the one holding the recovery point; cut at the first bad
+    byte. Returns the base offset recovery started from."""
+    start = next(segments.irange(maximum=recovery_point, reverse=True), segments.peekitem(0)[0])
+    unflushed = list(segments.irange(minimum=start))
+    log.info("%s: unclean shutdown, recovering %d segment(s) from offset %d", directory, len(unflushed), start)
+    for i, base in enumerate(unflushed):
+        segment: LogSegment = segments[base]
+        result = segment.recover(on_batch)
+        if result.truncated_bytes:
+            log.warning(
+                "%s: cut %d byte(s) at byte %d (offset %d): %s",
+                segment.log_path, result.truncated_bytes, result.valid_bytes, result.next_offset, result.reason,
+            )
+        later = unflushed[i + 1 :]
+        next_base = later[0] if later else None
+        if result.truncated_bytes or (next_base is not None and next_base != result.next_offset):
+            for doomed in later:
+                log.warning(
+                    "%s: deleting %s, which follows a cut or a gap at offset %d",
+                    directory, segments[doomed].log_path, result.next_offset,
+                )
+                segments.pop(doomed).delete()
+            break
+    return start
+
+
+def _verify_clean_tail(
+    directory: str, segments: SortedDict, on_batch: Callable[[BatchHeader], None], fs: FileSystem
+) -> None:
+    """After a clean shutdown, find the active segment's end; recover it if that fails."""
+    if not segments:
+        return
+    active: LogSegment = segments.peekitem(-1)[1]
+    try:
+        active.next_offset  # noqa: B018 - loads the tail state, raising on damage
+    except CorruptRecordError as exc:
+        log.warning("%s: clean shutdown recorded but %s; recovering the active segment", directory, exc)
+        result = active.recover(on_batch)
+        if result.truncated_bytes:
+            log.warning(
+                "%s: cut %d byte(s) at byte %d (offset %d): %s",
+                active.log_path, result.truncated_bytes, result.valid_bytes, result.next_offset, result.reason,
+            )

@@ -1,0 +1,409 @@
+"""Many partitions' logs across one or more log dirs, with Kafka's background tasks.
+
+Rules (reference digest §3.1, §4.2, §8.3):
+- Each log dir holds `<topic>-<partition>` directories plus three checkpoint files
+  (`recovery-point-offset-checkpoint`, `replication-offset-checkpoint` for high watermarks,
+  `log-start-offset-checkpoint`) and, after a clean shutdown, the `.kafka_cleanshutdown` marker.
+- At startup the marker is read and deleted before any log is loaded, so a crash during loading
+  counts as unclean next time. The checkpoints give each log its recovery point, log start
+  offset and high watermark. A checkpoint file that cannot be parsed is reported (the error
+  names file, line and reason) and treated as empty, which is safe: logs then recover from
+  offset 0, high watermarks restart at the log start, log starts at the first segment.
+- Tasks and their periods (Kafka's names): `log.flush.offset.checkpoint.interval.ms` 60000
+  (recovery points), `replica.high.watermark.checkpoint.interval.ms` 5000 (high watermarks),
+  `log.flush.start.offset.checkpoint.interval.ms` 60000 (log start offsets, only for logs whose
+  start lies inside their first segment), `log.flush.scheduler.interval.ms` (time-based flush),
+  `log.retention.check.interval.ms` 300000 (retention), all first run after
+  `log.initial.task.delay.ms` 30000. A truncation rewrites the recovery points at once.
+- Clean shutdown: flush and close every log, write the three checkpoints, then the marker.
+
+Theory of operation: `run_due_tasks(now_ms)` runs whatever is due and returns when to call it
+next; the broker calls it from its event loop, and `start()` runs it on a background thread
+for applications that embed the manager.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from checkpoints import (
+    CLEAN_SHUTDOWN_MARKER,
+    LOG_START_OFFSET_CHECKPOINT,
+    NO_BROKER_EPOCH,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    parse_clean_shutdown_marker,
+    render_clean_shutdown_marker,
+)
+from replog.clock import Clock, monotonic_ms, wall_clock_ms
+from replog.errors import (
+    ConfigError,
+    CorruptCheckpointError,
+    InvalidTopicError,
+    KafkaStorageError,
+    UnknownTopicOrPartitionError,
+)
+from replog.storage.checkpoint_file import OffsetCheckpointFile
+from replog.storage.fs import LOCAL_FS, FileSystem
+from replog.storage.log import Log, parse_topic_partition
+from replog.storage.log_config import LONG_MAX, LogConfig
+
+log = logging.getLogger("replog.storage")
+
+TopicPartition = tuple[str, int]
+_LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+@dataclass(frozen=True, slots=True)
+class LogManagerConfig:
+    """Broker-level settings of the log manager (Kafka's names in the field docs)."""
+
+    flush_offset_checkpoint_interval_ms: int = 60000  # log.flush.offset.checkpoint.interval.ms
+    high_watermark_checkpoint_interval_ms: int = 5000  # replica.high.watermark.checkpoint.interval.ms
+    flush_start_offset_checkpoint_interval_ms: int = 60000  # log.flush.start.offset.checkpoint.interval.ms
+    flush_scheduler_interval_ms: int = LONG_MAX  # log.flush.scheduler.interval.ms
+    retention_check_interval_ms: int = 300000  # log.retention.check.interval.ms
+    initial_task_delay_ms: int = 30000  # log.initial.task.delay.ms
+    log: LogConfig = field(default_factory=LogConfig)
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, object]) -> LogManagerConfig:
+        names = {
+            "log.flush.offset.checkpoint.interval.ms": "flush_offset_checkpoint_interval_ms",
+            "replica.high.watermark.checkpoint.interval.ms": "high_watermark_checkpoint_interval_ms",
+            "log.flush.start.offset.checkpoint.interval.ms": "flush_start_offset_checkpoint_interval_ms",
+            "log.flush.scheduler.interval.ms": "flush_scheduler_interval_ms",
+            "log.retention.check.interval.ms": "retention_check_interval_ms",
+            "log.initial.task.delay.ms": "initial_task_delay_ms",
+        }
+        values: dict[str, object] = {}
+        for key, attribute in names.items():
+            if key in properties:
+                try:
+                    values[attribute] = int(str(properties[key]))
+                except ValueError:
+                    raise ConfigError(f"{key}={properties[key]!r}: must be an integer") from None
+        return cls(log=LogConfig.from_properties(properties), **values)  # type: ignore[arg-type]
+
+
+class _Task:
+    """A periodic task: its period and when it is next due."""
+
+    __slots__ = ("due_ms", "period_ms")
+
+    def __init__(self, period_ms: int, first_due_ms: int) -> None:
+        self.period_ms = period_ms
+        self.due_ms = first_due_ms
+
+    def take(self, now_ms: int) -> bool:
+        if self.period_ms >= LONG_MAX or now_ms < self.due_ms:
+            return False
+        self.due_ms = now_ms + self.period_ms
+        return True
+
+
+class LogManager:
+    """Owns every partition log under `log_dirs` and their checkpoint files."""
+
+    def __init__(
+        self,
+        log_dirs: list[str] | str,
+        config: LogManagerConfig | LogConfig | None = None,
+        *,
+        fs: FileSystem = LOCAL_FS,
+        clock: Clock = wall_clock_ms,
+        task_clock: Clock = monotonic_ms,
+        topic_configs: Mapping[str, LogConfig] | None = None,
+    ) -> None:
+        if isinstance(config, LogConfig):
+            config = LogManagerConfig(log=config)
+        self.config = config or LogManagerConfig()
+        self.log_dirs = [log_dirs] if isinstance(log_dirs, str) else list(log_dirs)
+        if not self.log_dirs:
+            raise ConfigError("log.dirs: at least one log directory is required")
+        self._fs = fs
+        self._clock = clock
+        self._task_clock = task_clock
+        self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
+        self._lock = threading.RLock()
+        self._logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, str] = {}
+        self._previous_broker_epochs: dict[str, int] = {}
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        now = task_clock()
+        first = now + self.config.initial_task_delay_ms
+        self._tasks = {
+            "flush": _Task(self.config.flush_scheduler_interval_ms, first),
+            "recovery_points": _Task(self.config.flush_offset_checkpoint_interval_ms, first),
+            "high_watermarks": _Task(self.config.high_watermark_checkpoint_interval_ms, first),
+            "log_start_offsets": _Task(self.config.flush_start_offset_checkpoint_interval_ms, first),
+            "retention": _Task(self.config.retention_check_interval_ms, first),
+        }
+        for log_dir in self.log_dirs:
+            self._load_dir(log_dir)
+
+    # --- loading ------------------------------------------------------------------------------
+
+    def _checkpoint(self, log_dir: str, name: str) -> OffsetCheckpointFile:
+        return OffsetCheckpointFile(os.path.join(log_dir, name), self._fs)
+
+    def _read_checkpoint(self, log_dir: str, name: str) -> dict[TopicPartition, int]:
+        try:
+            return self._checkpoint(log_dir, name).read()
+        except CorruptCheckpointError as exc:
+            log.warning("%s; using no entries from it (logs recover from their start)", exc)
+            return {}
+
+    def _load_dir(self, log_dir: str) -> None:
+        try:
+            self._fs.make_dirs(log_dir)
+            marker_path = os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER)
+            marker = self._fs.read_bytes(marker_path)
+            had_clean_shutdown = marker is not None
+            if marker is not None:
+                try:
+                    self._previous_broker_epochs[log_dir] = parse_clean_shutdown_marker(marker, source=marker_path)
+                except CorruptCheckpointError as exc:
+                    log.warning("%s; treating the shutdown as unclean", exc)
+                    had_clean_shutdown = False
+                # Delete before loading: a crash while loading must count as unclean.
+                self._fs.remove(marker_path)
+                self._fs.fsync_dir(log_dir)
+            recovery_points = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
+            start_offsets = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
+            high_watermarks = self._read_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT)
+            for name in self._fs.list_dir(log_dir):
+                path = os.path.join(log_dir, name)
+                if not self._fs.is_dir(path):
+                    continue
+                if name.endswith("-delete"):
+                    log.info("%s: finishing the deletion of %s", log_dir, name)
+                    self._fs.remove_tree(path)
+                    continue
+                tp = parse_topic_partition(path)
+                if tp is None:
+                    log.warning("%s: ignoring directory %s, not a <topic>-<partition> name", log_dir, name)
+                    continue
+                if tp in self._logs:
+                    raise KafkaStorageError(f"{tp[0]}-{tp[1]} is in both {self._dir_of[tp]} and {log_dir}")
+                self._logs[tp] = Log.open(
+                    path,
+                    self._config_for(tp[0]),
+                    fs=self._fs,
+                    clock=self._clock,
+                    recovery_point=recovery_points.get(tp, 0),
+                    log_start_offset=start_offsets.get(tp, 0),
+                    high_watermark=high_watermarks.get(tp, 0),
+                    had_clean_shutdown=had_clean_shutdown,
+                    on_truncate=self._on_truncate,
+                )
+                self._dir_of[tp] = log_dir
+        except OSError as exc:
+            raise KafkaStorageError(f"log dir {log_dir}: cannot load: {exc}") from exc
+
+    def _config_for(self, topic: str) -> LogConfig:
+        return self._topic_configs.get(topic, self.config.log)
+
+    # --- access -------------------------------------------------------------------------------
+
+    def previous_broker_epoch(self, log_dir: str | None = None) -> int:
+        """The broker epoch the last clean shutdown recorded (-1 if it was not clean)."""
+        return self._previous_broker_epochs.get(log_dir or self.log_dirs[0], NO_BROKER_EPOCH)
+
+    def all_logs(self) -> dict[TopicPartition, Log]:
+        with self._lock:
+            return dict(self._logs)
+
+    def get_log(self, topic: str, partition: int) -> Log:
+        with self._lock:
+            found = self._logs.get((topic, partition))
+            if found is None:
+                raise UnknownTopicOrPartitionError(f"{topic}-{partition}: no log on this node")
+            return found
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The log of topic-partition, created in the log dir holding the fewest logs."""
+        _check_topic_name(topic)
+        if partition < 0:
+            raise UnknownTopicOrPartitionError(f"{topic}-{partition}: partition must be >= 0")
+        with self._lock:
+            self._check_open()
+            if config is not None:
+                self._topic_configs[topic] = config
+            existing = self._logs.get((topic, partition))
+            if existing is not None:
+                return existing
+            counts = {d: 0 for d in self.log_dirs}
+            for d in self._dir_of.values():
+                counts[d] += 1
+            log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            created = Log.open(
+                os.path.join(log_dir, f"{topic}-{partition}"),
+                self._config_for(topic),
+                fs=self._fs,
+                clock=self._clock,
+                recovery_point=0,
+                log_start_offset=0,
+                high_watermark=0,
+                had_clean_shutdown=True,
+                on_truncate=self._on_truncate,
+            )
+            self._fs.fsync_dir(log_dir)
+            self._logs[(topic, partition)] = created
+            self._dir_of[(topic, partition)] = log_dir
+            return created
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Remove a partition's log and its checkpoint entries."""
+        with self._lock:
+            doomed = self._logs.pop((topic, partition), None)
+            if doomed is None:
+                raise UnknownTopicOrPartitionError(f"{topic}-{partition}: no log on this node")
+            log_dir = self._dir_of.pop((topic, partition))
+            doomed.delete()
+            self._write_checkpoints(log_dir)
+
+    def truncate_to(self, topic: str, partition: int, offset: int) -> bool:
+        return self.get_log(topic, partition).truncate_to(offset)
+
+    def _on_truncate(self, truncated: Log) -> None:
+        """A truncation moved a recovery point back: record it before anything else happens."""
+        if truncated.topic_partition is None:
+            return
+        with self._lock:
+            log_dir = self._dir_of.get(truncated.topic_partition)
+            if log_dir is not None:
+                self._write_recovery_points(log_dir)
+
+    # --- checkpoints --------------------------------------------------------------------------
+
+    def _logs_in(self, log_dir: str) -> dict[TopicPartition, Log]:
+        return {tp: lg for tp, lg in self._logs.items() if self._dir_of.get(tp) == log_dir}
+
+    def _write_recovery_points(self, log_dir: str) -> None:
+        offsets = {tp: lg.recovery_point for tp, lg in self._logs_in(log_dir).items()}
+        self._checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT).write(offsets)
+
+    def _write_high_watermarks(self, log_dir: str) -> None:
+        offsets = {tp: lg.high_watermark for tp, lg in self._logs_in(log_dir).items()}
+        self._checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT).write(offsets)
+
+    def _write_log_start_offsets(self, log_dir: str) -> None:
+        offsets = {
+            tp: lg.log_start_offset
+            for tp, lg in self._logs_in(log_dir).items()
+            if lg.log_start_offset > lg.segments()[0].base_offset
+        }
+        self._checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT).write(offsets)
+
+    def _write_checkpoints(self, log_dir: str) -> None:
+        self._write_recovery_points(log_dir)
+        self._write_log_start_offsets(log_dir)
+        self._write_high_watermarks(log_dir)
+
+    def checkpoint_recovery_points(self) -> None:
+        with self._lock:
+            for log_dir in self.log_dirs:
+                self._write_recovery_points(log_dir)
+
+    def checkpoint_high_watermarks(self) -> None:
+        with self._lock:
+            for log_dir in self.log_dirs:
+                self._write_high_watermarks(log_dir)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        with self._lock:
+            for log_dir in self.log_dirs:
+                self._write_log_start_offsets(log_dir)
+
+    # --- background tasks ---------------------------------------------------------------------
+
+    def run_due_tasks(self, now_ms: int | None = None) -> int:
+        """Run every task that is due; return the task-clock time the next one is due."""
+        now = self._task_clock() if now_ms is None else now_ms
+        with self._lock:
+            if self._closed:
+                return LONG_MAX
+            tasks = self._tasks
+            if tasks["flush"].take(now):
+                wall_now = self._clock()
+                for lg in self._logs.values():
+                    lg.maybe_flush(wall_now)
+            if tasks["retention"].take(now):
+                self.run_retention()
+            if tasks["recovery_points"].take(now):
+                self.checkpoint_recovery_points()
+            if tasks["log_start_offsets"].take(now):
+                self.checkpoint_log_start_offsets()
+            if tasks["high_watermarks"].take(now):
+                self.checkpoint_high_watermarks()
+            return min(t.due_ms for t in tasks.values() if t.period_ms < LONG_MAX)
+
+    def run_retention(self) -> int:
+        """One retention pass over every log; returns the number of segments deleted."""
+        deleted = 0
+        wall_now = self._clock()
+        with self._lock:
+            for lg in self._logs.values():
+                deleted += lg.delete_old_segments(wall_now)
+        return deleted
+
+    def start(self, poll_interval_ms: int = 100) -> None:
+        """Run the background tasks on a daemon thread until `shutdown`."""
+        if self._thread is not None:
+            return
+
+        def loop() -> None:
+            while not self._stop.wait(poll_interval_ms / 1000):
+                try:
+                    self.run_due_tasks()
+                except Exception:  # a failing task must not silently stop all the others
+                    log.exception("log manager background task failed")
+
+        self._thread = threading.Thread(target=loop, name="replog-log-manager", daemon=True)
+        self._thread.start()
+
+    # --- shutdown -----------------------------------------------------------------------------
+
+    def shutdown(self, broker_epoch: int = NO_BROKER_EPOCH) -> None:
+        """Clean shutdown: flush and close every log, write checkpoints, then the markers."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        with self._lock:
+            if self._closed:
+                return
+            for lg in self._logs.values():
+                lg.close()
+            for log_dir in self.log_dirs:
+                self._write_checkpoints(log_dir)
+                self._fs.atomic_write(
+                    os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER), render_clean_shutdown_marker(broker_epoch)
+                )
+            self._closed = True
+
+    close = shutdown
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError("the log manager is shut down")
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+
+def _check_topic_name(topic: str) -> None:
+    if not topic or len(topic) > 249 or topic in (".", "..") or not set(topic) <= _LEGAL_TOPIC_CHARS:
+        raise InvalidTopicError(
+            f"topic name {topic!r} is invalid: 1-249 characters from [a-zA-Z0-9._-], not '.' or '..'"
+        )

@@ -1,0 +1,406 @@
+"""One log segment: a `.log` file of concatenated batches plus its `.index` and `.timeindex`.
+
+Rules:
+- A segment covers [base_offset, next segment's base_offset). Its first batch starts at byte 0
+  and has base offset == base_offset; batches follow each other with dense offsets (replog
+  never compacts, so a gap or an overlap is corruption).
+- The broker path never decodes records: segments frame batches by their headers only. Full
+  validation (CRC-32C) happens on the way in (the log validates appends) and in `recover`.
+- Indexes are sparse: an entry is added when more than `index.interval.bytes` were appended
+  since the last one, pointing at the start of the append that crossed the threshold.
+- Indexes load lazily on first use; one that fails its sanity check is rebuilt from the `.log`.
+
+Theory of operation: the hot reads (`translate_offset`, `read`) look up the offset index, then
+walk batch headers forward from the indexed position, reading the file through a window so a
+walk over many small batches costs a few system calls, not one per batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from replog.errors import CorruptIndexError, CorruptRecordError, InvalidRecordError
+from replog.record.header import (
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    iter_frames,
+    read_frame,
+    read_header,
+    validate_batch,
+)
+from replog.storage.fs import FileSystem
+from replog.storage.index_file import OffsetIndex, TimeIndex
+from replog.storage.log_config import LogConfig
+
+log = logging.getLogger("replog.storage")
+
+INT32_MAX = 2**31 - 1
+_WINDOW_BYTES = 64 * 1024  # read-ahead when walking headers of small batches
+_RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024  # read size when validating a whole segment
+
+
+def segment_file_prefix(base_offset: int) -> str:
+    """Kafka's file name stem: the base offset zero-padded to 20 digits."""
+    return f"{base_offset:020d}"
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRecovery:
+    """What `LogSegment.recover` found: how much was valid and why it stopped."""
+
+    valid_bytes: int
+    truncated_bytes: int
+    next_offset: int
+    reason: str | None  # None when the whole file was valid
+
+
+class LogSegment:
+    """A segment of one partition's log. Not thread-safe: the owning `Log` serialises calls."""
+
+    def __init__(
+        self,
+        directory: str,
+        base_offset: int,
+        config: LogConfig,
+        fs: FileSystem,
+        now_ms: int,
+        *,
+        create: bool,
+    ) -> None:
+        self.base_offset = base_offset
+        self.config = config
+        self._fs = fs
+        prefix = os.path.join(directory, segment_file_prefix(base_offset))
+        self.log_path = prefix + ".log"
+        self.log_file = fs.open_segment_file(self.log_path, create=create)
+        self.offset_index = OffsetIndex(prefix + ".index", base_offset, config.offset_index_entries_max, fs)
+        self.time_index = TimeIndex(prefix + ".timeindex", base_offset, config.time_index_entries_max, fs)
+        self.created_ms = now_ms
+        self._bytes_since_last_index_entry = 0
+        self._max_timestamp_so_far: int | None = None  # lazily loaded for old segments
+        self._offset_of_max_timestamp_so_far = -1
+        self._rolling_based_timestamp: int | None = None
+        self._next_offset: int | None = base_offset if self.log_file.size == 0 else None
+
+    # --- sizes and bounds ---------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return self.log_file.size
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after this segment's last batch (its base offset when empty)."""
+        if self._next_offset is None:
+            self._load_tail_state()
+        assert self._next_offset is not None
+        return self._next_offset
+
+    def _load_tail_state(self) -> None:
+        """Find the next offset and the largest timestamp from the last index entry onwards."""
+        self.ensure_indexes()
+        _, position = self.offset_index.lookup(2**63 - 1)
+        last_ts_entry = self.time_index.last_entry()
+        max_ts, max_ts_offset = last_ts_entry if last_ts_entry else (-1, -1)
+        next_offset = self.base_offset
+        end = position
+        for end_position, header in self._walk_headers(position):
+            next_offset = header.next_offset
+            end = end_position + header.size_in_bytes
+            if header.max_timestamp > max_ts:
+                max_ts, max_ts_offset = header.max_timestamp, header.last_offset
+        if end != self.size:
+            raise CorruptRecordError(
+                f"{self.log_path}: batches end at byte {end} but the file has {self.size} bytes"
+            )
+        self._next_offset = next_offset
+        self._max_timestamp_so_far = max_ts
+        self._offset_of_max_timestamp_so_far = max_ts_offset
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        if self._max_timestamp_so_far is None:
+            self._load_tail_state()
+        assert self._max_timestamp_so_far is not None
+        return self._max_timestamp_so_far
+
+    def largest_timestamp(self) -> int:
+        """Largest record timestamp in the segment, or the file's mtime if it has none."""
+        if self.max_timestamp_so_far >= 0:
+            return self.max_timestamp_so_far
+        return self._fs.mtime_ms(self.log_path)
+
+    def ensure_indexes(self) -> None:
+        """Load both indexes; rebuild them from the log if either fails its sanity check."""
+        try:
+            self.offset_index.load(self.size)
+            self.time_index.load(self.size)
+        except CorruptIndexError as exc:
+            log.warning("rebuilding indexes of %s: %s", self.log_path, exc)
+            self.rebuild_indexes()
+
+    # --- walking batches ----------------------------------------------------------------------
+
+    def _walk_headers(self, position: int, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
+        """Yield (position, header) of each complete batch from `position`, by framing only."""
+        end = self.size if end is None else end
+        window = b""
+        window_start = position
+        read_ahead = _WINDOW_BYTES
+        while end - position >= RECORD_BATCH_OVERHEAD:
+            relative = position - window_start
+            if relative < 0 or relative + RECORD_BATCH_OVERHEAD > len(window):
+                window = self.log_file.read(position, min(read_ahead, end - position))
+                window_start, relative = position, 0
+            header = read_header(window, relative)
+            size = header.batch_length + LOG_OVERHEAD
+            if header.batch_length < MIN_BATCH_LENGTH or position + size > end:
+                return
+            yield position, header
+            # Big batches: read just the next header instead of a window of payload.
+            read_ahead = RECORD_BATCH_OVERHEAD if size > _WINDOW_BYTES // 2 else _WINDOW_BYTES
+            position += size
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch whose last offset is >= `offset`, or None."""
+        self.ensure_indexes()
+        _, indexed_position = self.offset_index.lookup(offset)
+        position = max(start_position, indexed_position)
+        expected_base: int | None = None
+        for batch_position, header in self._walk_headers(position):
+            if expected_base is None and header.base_offset < self.base_offset:
+                raise CorruptIndexError(
+                    f"{self.offset_index.path}: entry points at byte {batch_position}, which holds "
+                    f"offset {header.base_offset} below the segment base {self.base_offset}"
+                )
+            expected_base = header.next_offset
+            if header.last_offset >= offset:
+                return batch_position, header
+        return None
+
+    def read(
+        self, start_offset: int, max_bytes: int, max_position: int | None = None, *, min_one_message: bool
+    ) -> tuple[bytes, int] | None:
+        """Whole batches from the one holding `start_offset`, within `max_bytes` (the first batch
+        whole when `min_one_message`) and below byte `max_position`.
+
+        Returns (data, start position), or None when `start_offset` is past this segment's end.
+        """
+        try:
+            found = self.translate_offset(start_offset)
+        except CorruptIndexError as exc:
+            log.warning("rebuilding indexes of %s: %s", self.log_path, exc)
+            self.rebuild_indexes()
+            found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        position, header = found
+        limit = self.size if max_position is None else min(max_position, self.size)
+        if position >= limit:
+            return b"", position
+        first_size = header.size_in_bytes
+        budget = max(max_bytes, first_size) if min_one_message else max_bytes
+        fetch_size = min(limit - position, budget)
+        if fetch_size < first_size:
+            return b"", position
+        data = self.log_file.read_fully(position, fetch_size)
+        if len(data) != fetch_size:
+            raise CorruptRecordError(
+                f"{self.log_path}: read {len(data)} of {fetch_size} bytes at position {position}"
+            )
+        if fetch_size > first_size:
+            # Return whole batches only: cut after the last batch that fits entirely.
+            end = 0
+            for frame_position, frame_size in iter_frames(data):
+                end = frame_position + frame_size
+            data = data[:end]
+        return data, position
+
+    # --- appends ------------------------------------------------------------------------------
+
+    def can_hold_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def should_roll(self, append_bytes: int, max_timestamp: int, last_offset: int, now_ms: int, jitter_ms: int) -> bool:
+        """Kafka's roll rule, checked before every append (reference digest §2.5)."""
+        self.ensure_indexes()
+        size = self.size
+        if size > self.config.segment_bytes - append_bytes:
+            return True
+        if size > 0 and self._time_waited_for_roll(now_ms, max_timestamp) > self.config.segment_ms - jitter_ms:
+            return True
+        return self.offset_index.is_full or self.time_index.is_full or not self.can_hold_offset(last_offset)
+
+    def _time_waited_for_roll(self, now_ms: int, max_timestamp: int) -> int:
+        if self._rolling_based_timestamp is None and self.size > 0:
+            first = read_header(self.log_file.read(0, RECORD_BATCH_OVERHEAD))
+            self._rolling_based_timestamp = first.max_timestamp
+        if self._rolling_based_timestamp is not None and self._rolling_based_timestamp >= 0:
+            return max_timestamp - self._rolling_based_timestamp
+        return now_ms - self.created_ms
+
+    def append(self, data: bytes | bytearray, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int, next_offset: int) -> None:
+        """Write validated, stamped batches and index them. The log checked everything else."""
+        assert data
+        assert self.can_hold_offset(last_offset), (self.log_path, last_offset)
+        self.ensure_indexes()
+        position = self.log_file.size
+        if position == 0:
+            self._rolling_based_timestamp = max_timestamp
+        self.log_file.append(data)
+        self._next_offset = next_offset
+        if max_timestamp > self.max_timestamp_so_far:
+            self._max_timestamp_so_far = max_timestamp
+            self._offset_of_max_timestamp_so_far = offset_of_max_timestamp
+        if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
+            self.offset_index.append(last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp_so_far, self._offset_of_max_timestamp_so_far)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += len(data)
+
+    # --- recovery and rebuilding --------------------------------------------------------------
+
+    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> SegmentRecovery:
+        """Validate every batch (framing, magic, CRC, dense offsets, non-decreasing leader epoch),
+        rebuild both indexes, and cut the file at the first invalid or partial batch.
+
+        `on_batch` sees each valid batch's header (the log uses it to rebuild leader epochs).
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self._bytes_since_last_index_entry = 0
+        self._max_timestamp_so_far = -1
+        self._offset_of_max_timestamp_so_far = -1
+        self._rolling_based_timestamp = None
+        size = self.size
+        position = 0
+        expected_offset = self.base_offset
+        leader_epoch_floor = -1
+        reason: str | None = None
+        chunk = b""
+        chunk_start = 0
+        while position < size:
+            remaining = size - position
+            if remaining < LOG_OVERHEAD:
+                reason = f"partial batch of {remaining} bytes at the end"
+                break
+            relative = position - chunk_start
+            if relative + LOG_OVERHEAD > len(chunk):
+                chunk = self.log_file.read(position, min(_RECOVERY_CHUNK_BYTES, remaining))
+                chunk_start, relative = position, 0
+            _, batch_size = read_frame(chunk, relative)
+            if batch_size - LOG_OVERHEAD < MIN_BATCH_LENGTH:
+                reason = f"batch_length {batch_size - LOG_OVERHEAD} below {MIN_BATCH_LENGTH}"
+                break
+            if batch_size > remaining:
+                reason = f"partial batch: {batch_size} bytes declared, {remaining} present"
+                break
+            if relative + batch_size > len(chunk):
+                chunk = self.log_file.read(position, max(batch_size, min(_RECOVERY_CHUNK_BYTES, remaining)))
+                chunk_start, relative = position, 0
+            where = f"{self.log_path} at byte {position}"
+            try:
+                header = validate_batch(chunk, relative, where=where)
+            except (CorruptRecordError, InvalidRecordError) as exc:
+                reason = str(exc)
+                break
+            if header.base_offset != expected_offset:
+                reason = f"{where}: base offset {header.base_offset}, expected {expected_offset}"
+                break
+            if header.partition_leader_epoch < leader_epoch_floor:
+                reason = (
+                    f"{where}: leader epoch {header.partition_leader_epoch} after "
+                    f"{leader_epoch_floor}"
+                )
+                break
+            leader_epoch_floor = header.partition_leader_epoch
+            if position == 0:
+                self._rolling_based_timestamp = header.max_timestamp
+            if header.max_timestamp > self._max_timestamp_so_far:
+                self._max_timestamp_so_far = header.max_timestamp
+                self._offset_of_max_timestamp_so_far = header.last_offset
+            if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
+                self.offset_index.append(header.last_offset, position)
+                self.time_index.maybe_append(self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far)
+                self._bytes_since_last_index_entry = 0
+            self._bytes_since_last_index_entry += batch_size
+            if on_batch is not None:
+                on_batch(header)
+            expected_offset = header.next_offset
+            position += batch_size
+        truncated = size - position
+        if truncated:
+            self.log_file.truncate(position)
+        self._next_offset = expected_offset
+        return SegmentRecovery(position, truncated, expected_offset, reason)
+
+    def rebuild_indexes(self) -> None:
+        """Rebuild both indexes by framing the file (no CRC: the data itself is trusted)."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        since_last_entry = 0
+        max_ts, max_ts_offset = -1, -1
+        for position, header in self._walk_headers(0):
+            if header.max_timestamp > max_ts:
+                max_ts, max_ts_offset = header.max_timestamp, header.last_offset
+            if since_last_entry > self.config.index_interval_bytes:
+                self.offset_index.append(header.last_offset, position)
+                self.time_index.maybe_append(max_ts, max_ts_offset)
+                since_last_entry = 0
+            since_last_entry += header.size_in_bytes
+        self._bytes_since_last_index_entry = since_last_entry
+
+    # --- truncation, flushing, lifecycle ------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch holding an offset >= `offset` (a batch straddling it goes whole).
+
+        Returns the number of bytes removed.
+        """
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position, _ = found
+        removed = self.size - position
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.log_file.truncate(position)
+        # Recompute the tail state from what remains.
+        self._next_offset = None
+        self._max_timestamp_so_far = None
+        self._bytes_since_last_index_entry = 0
+        if position == 0:
+            self._rolling_based_timestamp = None
+            self._next_offset = self.base_offset
+            self._max_timestamp_so_far = -1
+        return removed
+
+    def on_become_inactive(self) -> None:
+        """A newer segment took over: add the final time-index entry (Kafka's roll step 2)."""
+        self.ensure_indexes()
+        if self.max_timestamp_so_far >= 0:
+            self.time_index.maybe_append(self.max_timestamp_so_far, self._offset_of_max_timestamp_so_far, final=True)
+
+    def flush(self) -> None:
+        """Make the log and both indexes durable."""
+        self.log_file.fdatasync()
+        self.offset_index.flush(fsync=True)
+        self.time_index.flush(fsync=True)
+
+    def close(self) -> None:
+        """Write pending index entries (without fsync) and close the file."""
+        if self.offset_index._loaded:  # noqa: SLF001 - an unloaded index has nothing pending
+            self.offset_index.flush(fsync=False)
+            self.time_index.flush(fsync=False)
+        self.log_file.close()
+
+    def delete(self) -> None:
+        self.log_file.close()
+        self._fs.remove(self.log_path)
+        self.offset_index.delete()
+        self.time_index.delete()

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -63,9 +63,14 @@ _INT32 = struct.Struct(">i")
 assert _HEADER.size == RECORD_BATCH_OVERHEAD
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
-    """The decoded fixed header of one batch, plus where it sits in its buffer."""
+class BatchHeader(NamedTuple):
+    """The decoded fixed header of one batch: its 13 fields, in file order.
+
+    A named tuple rather than a frozen dataclass for speed: every appended, recovered or
+    walked batch decodes one, and a 13-field frozen dataclass costs about 5 times as much to
+    build (2.6 µs against 0.5 µs on the benchmark machine, see docs/benchmarks.md). It is just
+    as immutable; `_replace` makes a changed copy.
+    """
 
     base_offset: int
     batch_length: int
@@ -128,7 +133,7 @@ def read_header(buf: bytes | bytearray | memoryview, position: int = 0) -> Batch
             f"batch header at byte {position} needs {RECORD_BATCH_OVERHEAD} bytes, "
             f"{max(0, len(buf) - position)} remain"
         )
-    return BatchHeader(*_HEADER.unpack_from(buf, position))
+    return BatchHeader._make(_HEADER.unpack_from(buf, position))
 
 
 def read_frame(buf: bytes | bytearray | memoryview, position: int = 0) -> tuple[int, int]:
@@ -157,7 +162,7 @@ def validate_batch(
         raise CorruptRecordError(
             f"{where}: {available} bytes is smaller than the {RECORD_BATCH_OVERHEAD}-byte header"
         )
-    header = BatchHeader(*_HEADER.unpack_from(buf, position))
+    header = BatchHeader._make(_HEADER.unpack_from(buf, position))
     size = header.batch_length + LOG_OVERHEAD
     if size < RECORD_BATCH_OVERHEAD:
         raise CorruptRecordError(

@@ -1,0 +1,61 @@
+"""Checkpoint file formats (pure): bytes to values and back, no file I/O.
+
+Files are read and written by `replog.storage.checkpoint_file` through the file-system seam.
+Every parser raises `replog.errors.CorruptCheckpointError` naming the file, line and reason.
+"""
+
+from checkpoints.clean_shutdown_marker import (
+    CLEAN_SHUTDOWN_MARKER,
+    CLEAN_SHUTDOWN_MARKER_VERSION,
+    NO_BROKER_EPOCH,
+    parse_clean_shutdown_marker,
+    render_clean_shutdown_marker,
+)
+from checkpoints.leader_epoch_checkpoint import (
+    LEADER_EPOCH_CHECKPOINT,
+    EpochEntry,
+    is_strictly_increasing,
+    parse_leader_epoch_checkpoint,
+    render_leader_epoch_checkpoint,
+)
+from checkpoints.offset_checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    TopicPartitionKey,
+    parse_offset_checkpoint,
+    render_offset_checkpoint,
+)
+from checkpoints.quorum_state import (
+    QUORUM_STATE,
+    QuorumStateData,
+    parse_quorum_state,
+    render_quorum_state,
+)
+from checkpoints.text_format import CHECKPOINT_VERSION
+from replog.errors import CorruptCheckpointError
+
+__all__ = [
+    "CHECKPOINT_VERSION",
+    "CLEAN_SHUTDOWN_MARKER",
+    "CLEAN_SHUTDOWN_MARKER_VERSION",
+    "LEADER_EPOCH_CHECKPOINT",
+    "LOG_START_OFFSET_CHECKPOINT",
+    "NO_BROKER_EPOCH",
+    "QUORUM_STATE",
+    "RECOVERY_POINT_CHECKPOINT",
+    "REPLICATION_OFFSET_CHECKPOINT",
+    "CorruptCheckpointError",
+    "EpochEntry",
+    "QuorumStateData",
+    "TopicPartitionKey",
+    "is_strictly_increasing",
+    "parse_clean_shutdown_marker",
+    "parse_leader_epoch_checkpoint",
+    "parse_offset_checkpoint",
+    "parse_quorum_state",
+    "render_clean_shutdown_marker",
+    "render_leader_epoch_checkpoint",
+    "render_offset_checkpoint",
+    "render_quorum_state",
+]

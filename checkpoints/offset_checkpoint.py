@@ -1,0 +1,79 @@
+"""Offset checkpoints: one offset per topic-partition, for every partition in a log dir.
+
+Three files in each log dir share this format and differ only in what the offset means:
+`RECOVERY_POINT_CHECKPOINT` (offset below which the log is known to be fsynced),
+`REPLICATION_OFFSET_CHECKPOINT` (the high watermark) and `LOG_START_OFFSET_CHECKPOINT`
+(the log start offset, for logs where it lies inside the first segment).
+
+Grammar (the common layout of `checkpoints.text_format`, version 0)::
+
+    entry     = topic " " partition " " offset
+    topic     = [a-zA-Z0-9._-]+       ; Kafka's legal topic characters, so no field holds a space
+    partition = integer in [0, 2**31 - 1]
+    offset    = integer in [0, 2**63 - 1]
+
+Worked example, a recovery-point checkpoint and the value it parses to::
+
+    0
+    2
+    orders 0 170410        ->   {("orders", 0): 170410, ("orders", 1): 98}
+    orders 1 98
+
+Rules:
+- Rendering sorts entries by (topic, partition), so equal maps give byte-identical files.
+- A topic-partition listed twice is corrupt: Kafka never writes one, and keeping either value
+  would be a guess.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from checkpoints import text_format
+from checkpoints.text_format import INT32_MAX, INT64_MAX
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+
+TopicPartitionKey = tuple[str, int]
+"""(topic, partition), the key of an offset checkpoint."""
+
+_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+
+
+def _topic_problem(topic: str) -> str | None:
+    if _TOPIC.fullmatch(topic):
+        return None
+    return f"topic {topic!r} has characters outside [a-zA-Z0-9._-]"
+
+
+def parse_offset_checkpoint(data: bytes, *, source: str) -> dict[TopicPartitionKey, int]:
+    """The offsets in an offset checkpoint file; `source` names the file in errors."""
+    offsets: dict[TopicPartitionKey, int] = {}
+    for line in text_format.parse(data, source=source, fields_per_entry=3):
+        topic = line.fields[0]
+        problem = _topic_problem(topic)
+        if problem is not None:
+            raise line.error(problem)
+        key = (topic, line.int_field(1, "partition", INT32_MAX))
+        if key in offsets:
+            raise line.error(f"{topic}-{key[1]} is listed twice")
+        offsets[key] = line.int_field(2, "offset", INT64_MAX)
+    return offsets
+
+
+def render_offset_checkpoint(offsets: Mapping[TopicPartitionKey, int]) -> bytes:
+    """The offset checkpoint file for `offsets`; ValueError names an entry that cannot be stored."""
+    for (topic, partition), offset in offsets.items():
+        problem = (
+            _topic_problem(topic)
+            or text_format.range_problem(partition, "partition", INT32_MAX)
+            or text_format.range_problem(offset, "offset", INT64_MAX)
+        )
+        if problem is not None:
+            raise ValueError(f"cannot checkpoint {topic}-{partition} at {offset}: {problem}")
+    return text_format.render(
+        [(topic, partition, offset) for (topic, partition), offset in sorted(offsets.items())]
+    )

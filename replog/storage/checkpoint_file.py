@@ -1,0 +1,77 @@
+"""Checkpoint files on disk (offset checkpoints, the leader-epoch checkpoint), replaced atomically.
+
+Rules:
+- `read` of a missing file returns an empty checkpoint, exactly as an empty file does.
+- `read` of a malformed file raises `CorruptCheckpointError` naming the file, line and reason.
+  This module never swallows it: whether a corrupt checkpoint means "recover from scratch"
+  (Kafka's log manager for the recovery-point and log-start checkpoints) or "take the log dir
+  offline" is the caller's decision.
+- `write` replaces the whole file through `FileSystem.atomic_write` (`<path>.tmp`, fsync, rename,
+  fsync the directory), so a crash leaves the old content or the new, never a mix. A stale
+  `<path>.tmp` left by a crash between write and rename is never read, and the next `write`
+  truncates and reuses it.
+- Unlike Kafka, constructing a checkpoint file does not create an empty file: a missing file
+  reads the same as an empty one, and a constructor that does I/O is harder to test.
+- No lock: every checkpoint file has one owner that orders its calls (the log manager for the
+  per-log-dir offset checkpoints, the partition's log for its leader-epoch checkpoint).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from checkpoints.leader_epoch_checkpoint import (
+    EpochEntry,
+    parse_leader_epoch_checkpoint,
+    render_leader_epoch_checkpoint,
+)
+from checkpoints.offset_checkpoint import (
+    TopicPartitionKey,
+    parse_offset_checkpoint,
+    render_offset_checkpoint,
+)
+from replog.storage.fs import LOCAL_FS, FileSystem
+
+
+class _CheckpointFile:
+    """A checkpoint at `path`, reached only through the file-system seam `fs`."""
+
+    __slots__ = ("_fs", "path")
+
+    def __init__(self, path: str, fs: FileSystem = LOCAL_FS) -> None:
+        self.path = path
+        self._fs = fs
+
+    def _read_bytes(self) -> bytes:
+        data = self._fs.read_bytes(self.path)
+        return b"" if data is None else data
+
+    def _replace(self, data: bytes) -> None:
+        self._fs.atomic_write(self.path, data)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path!r})"
+
+
+class OffsetCheckpointFile(_CheckpointFile):
+    """A recovery-point, replication-offset (high watermark) or log-start-offset checkpoint."""
+
+    __slots__ = ()
+
+    def read(self) -> dict[TopicPartitionKey, int]:
+        return parse_offset_checkpoint(self._read_bytes(), source=self.path)
+
+    def write(self, offsets: Mapping[TopicPartitionKey, int]) -> None:
+        self._replace(render_offset_checkpoint(offsets))
+
+
+class LeaderEpochCheckpointFile(_CheckpointFile):
+    """The `leader-epoch-checkpoint` of one partition directory."""
+
+    __slots__ = ()
+
+    def read(self) -> list[EpochEntry]:
+        return parse_leader_epoch_checkpoint(self._read_bytes(), source=self.path)
+
+    def write(self, entries: Sequence[EpochEntry]) -> None:
+        self._replace(render_leader_epoch_checkpoint(entries))

@@ -1,0 +1,124 @@
+"""Checkpoint files on disk: missing files, atomic replacement, crashes before the rename."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from checkpoints.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT, EpochEntry
+from checkpoints.offset_checkpoint import REPLICATION_OFFSET_CHECKPOINT
+from replog.errors import CorruptCheckpointError
+from replog.storage.checkpoint_file import LeaderEpochCheckpointFile, OffsetCheckpointFile
+from replog.storage.fs import FileSystem
+
+OLD_OFFSETS = {("orders", 0): 100, ("orders", 1): 98}
+NEW_OFFSETS = {("orders", 0): 170410, ("orders", 1): 200, ("payments", 0): 7}
+
+
+class SimulatedCrash(Exception):
+    """Stands for the process dying at the point where it is raised."""
+
+
+@pytest.fixture
+def offsets_path(tmp_path: Path) -> Path:
+    return tmp_path / REPLICATION_OFFSET_CHECKPOINT
+
+
+def test_missing_file_reads_as_empty(tmp_path: Path) -> None:
+    assert OffsetCheckpointFile(str(tmp_path / "absent")).read() == {}
+    assert LeaderEpochCheckpointFile(str(tmp_path / "absent")).read() == []
+    assert os.listdir(tmp_path) == []  # reading creates nothing
+
+
+def test_empty_file_reads_as_empty(offsets_path: Path) -> None:
+    offsets_path.write_bytes(b"")
+    assert OffsetCheckpointFile(str(offsets_path)).read() == {}
+
+
+def test_write_replaces_the_file_atomically_and_leaves_no_tmp(offsets_path: Path) -> None:
+    checkpoint = OffsetCheckpointFile(str(offsets_path))
+    checkpoint.write(OLD_OFFSETS)
+    checkpoint.write(NEW_OFFSETS)
+    assert checkpoint.read() == NEW_OFFSETS
+    assert offsets_path.read_bytes() == b"0\n3\norders 0 170410\norders 1 200\npayments 0 7\n"
+    assert os.listdir(offsets_path.parent) == [offsets_path.name]
+
+
+def test_leader_epoch_checkpoint_file_round_trips(tmp_path: Path) -> None:
+    path = tmp_path / LEADER_EPOCH_CHECKPOINT
+    entries = [EpochEntry(0, 0), EpochEntry(2, 1500), EpochEntry(5, 3200)]
+    LeaderEpochCheckpointFile(str(path)).write(entries)
+    assert path.read_bytes() == b"0\n3\n0 0\n2 1500\n5 3200\n"
+    assert LeaderEpochCheckpointFile(str(path)).read() == entries
+    assert os.listdir(tmp_path) == [LEADER_EPOCH_CHECKPOINT]
+
+
+def test_crash_between_tmp_write_and_rename_keeps_old_content_then_tmp_is_reused(
+    offsets_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reference S8.7: the old checkpoint survives, and the stale `.tmp` is ignored, then reused."""
+    OffsetCheckpointFile(str(offsets_path)).write(OLD_OFFSETS)
+
+    def crash(source: str, target: str) -> None:
+        raise SimulatedCrash(f"died before renaming {source} to {target}")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "replace", crash)
+        with pytest.raises(SimulatedCrash):
+            OffsetCheckpointFile(str(offsets_path)).write(NEW_OFFSETS)
+    tmp = offsets_path.with_name(offsets_path.name + ".tmp")
+    assert tmp.exists()  # the crash left the new content in the tmp file
+
+    # "Restart": a new checkpoint object reads the old content and ignores the tmp file.
+    restarted = OffsetCheckpointFile(str(offsets_path))
+    assert restarted.read() == OLD_OFFSETS
+
+    # The next write truncates and reuses the tmp file, however long its stale content.
+    tmp.write_bytes(b"stale garbage " * 100)
+    restarted.write({("orders", 0): 5})
+    assert restarted.read() == {("orders", 0): 5}
+    assert os.listdir(offsets_path.parent) == [offsets_path.name]
+
+
+def test_corrupt_file_raises_naming_the_path_and_line(offsets_path: Path) -> None:
+    offsets_path.write_bytes(b"0\n2\norders 0 170410\norders 1 9")
+    with pytest.raises(CorruptCheckpointError, match=f"^{offsets_path}: line 4: "):
+        OffsetCheckpointFile(str(offsets_path)).read()
+
+
+def test_corrupt_leader_epoch_file_raises_naming_the_path_and_line(tmp_path: Path) -> None:
+    path = tmp_path / LEADER_EPOCH_CHECKPOINT
+    path.write_bytes(b"0\n2\n3 10\n2 20\n")
+    with pytest.raises(CorruptCheckpointError, match=f"^{path}: line 4: leader epoch 2"):
+        LeaderEpochCheckpointFile(str(path)).read()
+
+
+def test_invalid_values_are_refused_before_the_file_is_touched(offsets_path: Path) -> None:
+    checkpoint = OffsetCheckpointFile(str(offsets_path))
+    checkpoint.write(OLD_OFFSETS)
+    with pytest.raises(ValueError, match="negative offset -1"):
+        checkpoint.write({("orders", 0): -1})
+    assert checkpoint.read() == OLD_OFFSETS
+    assert os.listdir(offsets_path.parent) == [offsets_path.name]
+
+
+def test_all_file_access_goes_through_the_injected_file_system(offsets_path: Path) -> None:
+    class RecordingFileSystem(FileSystem):
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, str]] = []
+
+        def read_bytes(self, path: str) -> bytes | None:
+            self.calls.append(("read_bytes", path))
+            return super().read_bytes(path)
+
+        def atomic_write(self, path: str, data: bytes) -> None:
+            self.calls.append(("atomic_write", path))
+            super().atomic_write(path, data)
+
+    fs = RecordingFileSystem()
+    checkpoint = OffsetCheckpointFile(str(offsets_path), fs)
+    checkpoint.write(OLD_OFFSETS)
+    assert checkpoint.read() == OLD_OFFSETS
+    assert fs.calls == [("atomic_write", str(offsets_path)), ("read_bytes", str(offsets_path))]

@@ -320,3 +320,8 @@ class CorruptIndexError(ReplogError):
 
 class ConfigError(ReplogError):
     """A configuration value that is unknown, malformed or out of range; names the key."""
+
+
+def wire_error_classes() -> dict[int, type[KafkaError]]:
+    """Every registered wire error class by its code (a copy)."""
+    return dict(_BY_CODE)

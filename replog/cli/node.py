@@ -1,0 +1,37 @@
+"""`replog node --config FILE`: run one node process in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from typing import Any
+
+from replog.config import parse_properties
+from replog.server.node import Node
+from replog.server.node_config import NodeConfig
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "node",
+        help="run one replog node (controller and/or broker) in the foreground",
+        description=(
+            "Run one replog node from a Kafka-style properties file (process.roles, node.id, "
+            "controller.quorum.voters, listeners, log.dirs). SIGTERM shuts it down gracefully."
+        ),
+    )
+    parser.add_argument("--config", required=True, metavar="FILE", help="server.properties file")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with open(args.config, encoding="utf-8") as f:
+        properties = parse_properties(f.read(), source=args.config)
+    config = NodeConfig.from_properties(properties)
+    logging.getLogger().setLevel(logging.INFO if args.verbose else logging.WARNING)
+    async def main() -> int:
+        # gRPC's aio server and the driver's queue belong to the loop they are created in.
+        return await Node(config).serve()
+
+    return asyncio.run(main())

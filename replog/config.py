@@ -1,0 +1,34 @@
+"""Kafka-style `.properties` files: the one parser for every node and tool configuration.
+
+Grammar (the subset of Java properties that Kafka configs use): one `key=value` (or
+`key: value`) per line; blank lines and lines starting with `#` or `!` are comments; whitespace
+around keys and values is dropped. A repeated key or a line without a separator is an error
+naming the file and line.
+"""
+
+from __future__ import annotations
+
+from replog.errors import ConfigError
+
+
+def parse_properties(text: str, *, source: str = "<properties>") -> dict[str, str]:
+    properties: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        separators = [i for i in (line.find("="), line.find(":")) if i > 0]
+        if not separators:
+            raise ConfigError(f"{source}:{number}: expected key=value, got {raw!r}")
+        cut = min(separators)
+        key, value = line[:cut].strip(), line[cut + 1 :].strip()
+        if key in properties:
+            raise ConfigError(f"{source}:{number}: {key} is set twice")
+        properties[key] = value
+    return properties
+
+
+def render_properties(properties: dict[str, str], header: str = "") -> str:
+    lines = [f"# {line}" for line in header.splitlines()]
+    lines += [f"{key}={value}" for key, value in properties.items()]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,76 @@
+"""One replog node process: the composition root that wires storage, cores and gRPC together.
+
+Lifecycle: open the metadata log (recovering it), start the Raft driver and the gRPC server on
+the node's listener, run until SIGTERM/SIGINT, then shut down gracefully: resign leadership
+(EndQuorumEpoch lets the others elect at once), stop serving, flush and close the log.
+A disk failure stops the process with a non-zero exit code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+
+import grpc
+
+from replog.pb import raft_pb2_grpc
+from replog.server.node_config import NodeConfig
+from replog.server.raft_driver import RaftDriver
+from replog.server.raft_service import MetadataLogService, RaftQuorumService
+from replog.server.raft_storage import RaftStorage
+
+log = logging.getLogger("replog.server")
+
+GRPC_OPTIONS = [
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.so_reuseport", 0),
+]
+
+
+class Node:
+    def __init__(self, config: NodeConfig) -> None:
+        self.config = config
+        self.storage = RaftStorage(config.metadata_log_dir, sorted(config.raft.voter_ids))
+        self.driver = RaftDriver(config.node_id, config.raft, self.storage)
+        self.server = grpc.aio.server(options=GRPC_OPTIONS)
+        raft_pb2_grpc.add_RaftQuorumServicer_to_server(  # type: ignore[no-untyped-call]
+            RaftQuorumService(self.driver.transport), self.server
+        )
+        raft_pb2_grpc.add_MetadataLogServicer_to_server(  # type: ignore[no-untyped-call]
+            MetadataLogService(self.driver), self.server
+        )
+        bound = self.server.add_insecure_port(config.listener)
+        if bound == 0:
+            raise OSError(f"cannot listen on {config.listener}")
+
+    async def serve(self) -> int:
+        """Run until a stop signal; return the process exit code."""
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await self.server.start()
+        roles = ",".join(sorted(self.config.roles))
+        log.warning(
+            "replog node %d (%s) serving on %s", self.config.node_id, roles, self.config.listener
+        )
+        run = asyncio.create_task(self.driver.run())
+        stopped = asyncio.create_task(stop.wait())
+        done, _ = await asyncio.wait({run, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        code = 0
+        if run in done:
+            code = 1 if run.exception() is not None else 0
+        else:
+            log.warning("node %d: shutting down", self.config.node_id)
+            await self.driver.stop(graceful=True)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(run, 5)
+        stopped.cancel()
+        await self.server.stop(grace=0.5)
+        await self.driver.transport.close()
+        self.storage.close()
+        log.warning("node %d: stopped", self.config.node_id)
+        return code

@@ -1,0 +1,234 @@
+"""Drives one `RaftNode` in an asyncio process: the only code that touches the core.
+
+Theory of operation: one task (`run`) owns the core. Everything else (gRPC handlers, the
+transport, proposals, shutdown) posts a closure to its inbox; the task applies inputs one at a
+time, then drains `Ready`s:
+
+    ready = node.ready()
+    flushed = storage.apply(ready)     # quorum-state, log operations, fsync (in a worker thread)
+    transport.send(each message)       # only now: persist before send
+    deliver ready.to_apply             # committed batches, snapshot loads, leader changes
+    node.advance(ready, flushed_end_offset=flushed)
+
+and sleeps until the next input or `ready.wake_at_ms`. While the worker thread persists, inputs
+wait in the inbox, as the `Ready` contract requires.
+
+Rules:
+- A proposal's future completes only when a committed batch at its base offset carries its
+  quorum epoch; a committed batch there with another epoch means it was lost (NOT_LEADER).
+- A disk failure stops the node: nothing it could not persist may be acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sortedcontainers import SortedDict
+
+from quorum.raft.config import RaftConfig
+from quorum.raft.messages import Message
+from quorum.raft.node import NodeStatus, ProposeResult, RaftNode
+from quorum.raft.ready import ApplyItem, CommittedBatch, LeaderChange, LoadSnapshot
+from replog.clock import Clock, monotonic_ms
+from replog.errors import KafkaStorageError, NotLeaderOrFollowerError, RequestTimedOutError
+from replog.server.raft_storage import RaftStorage
+from replog.server.raft_transport import RaftTransport
+
+log = logging.getLogger("replog.server.raft")
+
+Listener = Callable[[ApplyItem], None]
+
+
+@dataclass(slots=True)
+class _Waiter:
+    result: ProposeResult
+    future: asyncio.Future[ProposeResult]
+
+
+class RaftDriver:
+    """Owns a `RaftNode`, its storage and transport; see the module docstring."""
+
+    def __init__(
+        self,
+        node_id: int,
+        config: RaftConfig,
+        storage: RaftStorage,
+        *,
+        clock: Clock = monotonic_ms,
+        rng: random.Random | None = None,
+        listener: Listener | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.storage = storage
+        self._clock = clock
+        self._listener = listener
+        self.transport = RaftTransport(node_id, config, self._post_message)
+        self.node = RaftNode(
+            node_id=node_id,
+            config=config,
+            log=storage,
+            election_state=storage.read_election_state(),
+            rng=rng or random.Random(),
+            now_ms=clock(),
+        )
+        self._inbox: asyncio.Queue[Callable[[int], None]] = asyncio.Queue()
+        self._waiters: SortedDict = SortedDict()  # base offset -> list[_Waiter]
+        self._high_watermark = 0
+        self._stopped = False
+        self._failed: BaseException | None = None
+        self.leader_changes: list[LeaderChange] = []
+
+    # --- inputs -------------------------------------------------------------------------------
+
+    def _post(self, event: Callable[[int], None]) -> None:
+        self._inbox.put_nowait(event)
+
+    def _post_message(self, message: Message) -> None:
+        self._post(lambda now: self.node.step(message, now))
+
+    async def append_and_wait(
+        self, values: list[bytes], timeout_ms: int | None = None
+    ) -> ProposeResult:
+        """Propose `values` as one batch (leader only) and wait until they are committed."""
+        if self._failed is not None:
+            raise KafkaStorageError(f"node {self.node_id} stopped after a disk failure")
+        loop = asyncio.get_running_loop()
+        proposed: asyncio.Future[_Waiter] = loop.create_future()
+
+        def propose(now: int) -> None:
+            try:
+                result = self.node.propose(values, now)
+            except Exception as exc:  # a typed error for the caller, not for the loop
+                proposed.set_exception(exc)
+                return
+            waiter = _Waiter(result, loop.create_future())
+            self._waiters.setdefault(result.base_offset, []).append(waiter)
+            proposed.set_result(waiter)
+
+        self._post(propose)
+        waiter = await proposed
+        timeout = (timeout_ms or self.config.request_timeout_ms * 15) / 1000
+        try:
+            return await asyncio.wait_for(asyncio.shield(waiter.future), timeout)
+        except TimeoutError:
+            raise RequestTimedOutError(
+                f"proposal at offset {waiter.result.base_offset} was not committed within "
+                f"{timeout:.1f} s"
+            ) from None
+
+    def resign(self) -> None:
+        def resign(now: int) -> None:
+            self.node.resign(now)
+
+        self._post(resign)
+
+    def status(self) -> NodeStatus:
+        return self.node.status()
+
+    def read_committed(self, start_offset: int, max_bytes: int) -> tuple[bytes, int, int]:
+        """Committed batches from `start_offset`: (bytes, high watermark, log start offset)."""
+        high_watermark = self._high_watermark
+        data = self.storage.log.read(
+            start_offset, max_bytes, upper_bound_offset=high_watermark, min_one_message=True
+        )
+        return data, high_watermark, self.storage.log.log_start_offset
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Process inputs and timers until `stop`; raises if the disk failed."""
+        try:
+            while not self._stopped:
+                await self._drain_ready()
+                wake_at = self.node.wake_at_ms()
+                now = self._clock()
+                timeout = None if wake_at is None else max(0, wake_at - now) / 1000
+                try:
+                    event = await asyncio.wait_for(self._inbox.get(), timeout)
+                except TimeoutError:
+                    self.node.tick(self._clock())
+                    continue
+                event(self._clock())
+                # Take everything already queued before persisting: one fsync for many inputs.
+                while not self._inbox.empty() and not self.node.has_ready():
+                    self._inbox.get_nowait()(self._clock())
+        except KafkaStorageError as exc:
+            self._failed = exc
+            log.critical("node %d: disk failure, stopping: %s", self.node_id, exc)
+            self._fail_waiters(exc)
+            raise
+
+    async def _drain_ready(self) -> None:
+        while self.node.has_ready():
+            ready = self.node.ready()
+            flushed = await asyncio.to_thread(self.storage.apply, ready)
+            for message in ready.messages:
+                self.transport.send(message)
+            self._high_watermark = ready.high_watermark
+            for item in ready.to_apply:
+                self._apply(item)
+            self.node.advance(ready, flushed_end_offset=flushed)
+            # Inputs that arrived while persisting are handled before the next Ready.
+            while not self._inbox.empty():
+                self._inbox.get_nowait()(self._clock())
+
+    def _apply(self, item: ApplyItem) -> None:
+        if isinstance(item, CommittedBatch):
+            self._complete_waiters(item)
+        elif isinstance(item, LeaderChange):
+            log.info(
+                "node %d: leader is %s in quorum epoch %d",
+                self.node_id,
+                item.leader_id,
+                item.quorum_epoch,
+            )
+            self.leader_changes.append(item)
+        elif isinstance(item, LoadSnapshot):
+            # Proposals below a loaded snapshot have an unknown fate on this node.
+            self._fail_waiters_below(item.snapshot_id.end_offset)
+        if self._listener is not None:
+            self._listener(item)
+
+    def _complete_waiters(self, batch: CommittedBatch) -> None:
+        for base in list(self._waiters.irange(maximum=batch.last_offset)):
+            for waiter in self._waiters.pop(base):
+                if waiter.future.done():
+                    continue
+                if base >= batch.base_offset and batch.quorum_epoch == waiter.result.quorum_epoch:
+                    waiter.future.set_result(waiter.result)
+                else:
+                    waiter.future.set_exception(
+                        NotLeaderOrFollowerError(
+                            f"proposal at offset {base} in quorum epoch "
+                            f"{waiter.result.quorum_epoch} was replaced by a batch of quorum "
+                            f"epoch {batch.quorum_epoch}"
+                        )
+                    )
+
+    def _fail_waiters_below(self, end_offset: int) -> None:
+        for base in list(self._waiters.irange(maximum=end_offset - 1)):
+            for waiter in self._waiters.pop(base):
+                if not waiter.future.done():
+                    waiter.future.set_exception(
+                        NotLeaderOrFollowerError(f"proposal at offset {base}: fate unknown")
+                    )
+
+    def _fail_waiters(self, exc: BaseException) -> None:
+        for waiters in self._waiters.values():
+            for waiter in waiters:
+                if not waiter.future.done():
+                    waiter.future.set_exception(exc)
+        self._waiters.clear()
+
+    async def stop(self, graceful: bool = True, resign_wait_ms: int = 300) -> None:
+        """Resign if leading (EndQuorumEpoch), give it time to leave, then stop the loop."""
+        if graceful and self._failed is None:
+            self.resign()
+            await asyncio.sleep(resign_wait_ms / 1000)
+        self._stopped = True
+        self._post(lambda now: None)  # wake the loop

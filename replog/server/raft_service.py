@@ -1,0 +1,126 @@
+"""gRPC servicers of a quorum node: `RaftQuorum` (node to node) and `MetadataLog` (tools).
+
+Thin: each method turns the protobuf request into the core's message and waits for the answer
+through `RaftTransport`, or calls the driver; no protocol decision is made here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeAlias
+
+import grpc
+
+from quorum.raft.messages import DescribeQuorumRequest
+from replog.clock import Clock, monotonic_ms, wall_clock_ms
+from replog.errors import KafkaError, NotLeaderOrFollowerError
+from replog.pb import raft_pb2 as pb
+from replog.pb import raft_pb2_grpc
+from replog.server.raft_codec import (
+    begin_quorum_epoch_request_from_proto,
+    end_quorum_epoch_request_from_proto,
+    fetch_request_from_proto,
+    fetch_snapshot_request_from_proto,
+    vote_request_from_proto,
+)
+from replog.server.raft_driver import RaftDriver
+from replog.server.raft_transport import RaftTransport
+
+Context: TypeAlias = Any  # grpc.aio.ServicerContext (grpc ships no type hints)
+
+
+class RaftQuorumService(raft_pb2_grpc.RaftQuorumServicer):
+    def __init__(self, transport: RaftTransport, clock: Clock = monotonic_ms) -> None:
+        self._transport = transport
+        self._clock = clock  # the driver's: the core's timestamps are on it
+
+    async def Vote(self, request: pb.VoteRequest, context: Context) -> object:  # noqa: N802
+        return await self._transport.handle(
+            context, lambda cid: vote_request_from_proto(request, cid)
+        )
+
+    async def BeginQuorumEpoch(  # noqa: N802
+        self, request: pb.BeginQuorumEpochRequest, context: Context
+    ) -> object:
+        return await self._transport.handle(
+            context, lambda cid: begin_quorum_epoch_request_from_proto(request, cid)
+        )
+
+    async def EndQuorumEpoch(  # noqa: N802
+        self, request: pb.EndQuorumEpochRequest, context: Context
+    ) -> object:
+        return await self._transport.handle(
+            context, lambda cid: end_quorum_epoch_request_from_proto(request, cid)
+        )
+
+    async def Fetch(self, request: pb.FetchRequest, context: Context) -> object:  # noqa: N802
+        return await self._transport.handle(
+            context, lambda cid: fetch_request_from_proto(request, cid), request.max_wait_ms
+        )
+
+    async def FetchSnapshot(  # noqa: N802
+        self, request: pb.FetchSnapshotRequest, context: Context
+    ) -> object:
+        return await self._transport.handle(
+            context, lambda cid: fetch_snapshot_request_from_proto(request, cid)
+        )
+
+    async def DescribeQuorum(  # noqa: N802
+        self, request: pb.DescribeQuorumRequest, context: Context
+    ) -> object:
+        answer = await self._transport.handle(context, DescribeQuorumRequest)
+        assert isinstance(answer, pb.DescribeQuorumResponse)
+        return _on_wall_clock(answer, self._clock(), wall_clock_ms())
+
+
+def _on_wall_clock(
+    answer: pb.DescribeQuorumResponse, now_ms: int, wall_now_ms: int
+) -> pb.DescribeQuorumResponse:
+    """Fix (issue #4, cluster CLI): the core stamps replicas with this process's monotonic clock,
+    which means nothing to a client; Kafka's DescribeQuorum carries wall-clock timestamps, and
+    the leader describes itself as fetched and caught up now (the core leaves it unknown)."""
+    for replica in (*answer.voters, *answer.observers):
+        if replica.replica_id == answer.leader_id:
+            replica.last_fetch_ms = replica.last_caught_up_ms = now_ms
+        for field in ("last_fetch_ms", "last_caught_up_ms"):
+            value = getattr(replica, field)
+            if value != -1:
+                setattr(replica, field, value - now_ms + wall_now_ms)
+    return answer
+
+
+class MetadataLogService(raft_pb2_grpc.MetadataLogServicer):
+    def __init__(self, driver: RaftDriver) -> None:
+        self._driver = driver
+
+    async def Append(self, request: pb.AppendRequest, context: Context) -> pb.AppendResponse:  # noqa: N802
+        try:
+            result = await self._driver.append_and_wait(list(request.values))
+        except NotLeaderOrFollowerError as exc:
+            status = self._driver.status()
+            return pb.AppendResponse(
+                error_code=exc.code,
+                error_message=str(exc),
+                leader_id=-1 if status.leader_id is None else status.leader_id,
+                quorum_epoch=status.quorum_epoch,
+            )
+        except KafkaError as exc:
+            return pb.AppendResponse(error_code=exc.code, error_message=str(exc), leader_id=-1)
+        return pb.AppendResponse(
+            leader_id=self._driver.node_id,
+            quorum_epoch=result.quorum_epoch,
+            base_offset=result.base_offset,
+            last_offset=result.last_offset,
+        )
+
+    async def ReadCommitted(  # noqa: N802
+        self, request: pb.ReadCommittedRequest, context: Context
+    ) -> pb.ReadCommittedResponse:
+        try:
+            records, high_watermark, log_start = self._driver.read_committed(
+                request.start_offset, request.max_bytes or 1024 * 1024
+            )
+        except KafkaError as exc:
+            return pb.ReadCommittedResponse(error_code=exc.code, error_message=str(exc))
+        return pb.ReadCommittedResponse(
+            high_watermark=high_watermark, log_start_offset=log_start, records=records
+        )

@@ -1,0 +1,165 @@
+"""Carries Raft messages between quorum nodes over gRPC.
+
+Theory of operation: the core addresses every message by node id. A request the core sends
+becomes one gRPC call to that node; its answer is turned back into a response message carrying
+the core's own correlation id and handed to the core. A request arriving over gRPC is given a
+local correlation id, handed to the core, and the gRPC call waits for the core's response with
+that id (a parked Fetch waits up to its max wait).
+
+Rules:
+- The network may lose, delay or duplicate anything; the core tolerates that. A failed or
+  timed-out call is therefore dropped here, never retried: the core's own timers retry.
+- The caller's node id travels in the `replog-node-id` metadata key. Callers without one (the
+  CLI's DescribeQuorum) get a synthetic id above every node id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeAlias
+
+import grpc
+
+from quorum.raft.config import RaftConfig
+from quorum.raft.messages import (
+    BeginQuorumEpochRequest,
+    DescribeQuorumRequest,
+    EndQuorumEpochRequest,
+    FetchRequest,
+    FetchSnapshotRequest,
+    Message,
+    RaftRequest,
+    RaftResponse,
+    VoteRequest,
+)
+from replog.pb import raft_pb2_grpc
+from replog.server.raft_codec import request_to_proto, response_from_proto, response_to_proto
+
+log = logging.getLogger("replog.server.raft")
+
+NODE_ID_METADATA_KEY = "replog-node-id"
+_SYNTHETIC_ID_BASE = 1 << 30  # ids for callers that are not quorum nodes
+_CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.keepalive_time_ms", 10_000),
+]
+
+_METHOD_BY_TYPE: dict[type, str] = {
+    VoteRequest: "Vote",
+    BeginQuorumEpochRequest: "BeginQuorumEpoch",
+    EndQuorumEpochRequest: "EndQuorumEpoch",
+    FetchRequest: "Fetch",
+    FetchSnapshotRequest: "FetchSnapshot",
+    DescribeQuorumRequest: "DescribeQuorum",
+}
+
+
+class RaftTransport:
+    """Sends the core's messages and receives other nodes' requests for it."""
+
+    def __init__(
+        self, node_id: int, config: RaftConfig, deliver: Callable[[Message], None]
+    ) -> None:
+        self.node_id = node_id
+        self._config = config
+        self._deliver = deliver
+        self._addresses = {v.node_id: f"{v.host}:{v.port}" for v in config.voters}
+        self._channels: dict[int, grpc.aio.Channel] = {}
+        self._stubs: dict[int, raft_pb2_grpc.RaftQuorumStub] = {}
+        self._waiting: dict[int, asyncio.Future[RaftResponse]] = {}
+        self._correlation_ids = itertools.count(1)
+        self._synthetic_ids = itertools.count(_SYNTHETIC_ID_BASE)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._metadata = ((NODE_ID_METADATA_KEY, str(node_id)),)
+
+    # --- outbound -----------------------------------------------------------------------------
+
+    def send(self, message: Message) -> None:
+        """Send one message from the core: a request as a call, a response to its waiting call."""
+        if message.is_request:
+            task = asyncio.get_running_loop().create_task(self._call(message))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return
+        waiting = self._waiting.pop(message.body.correlation_id, None)
+        if waiting is not None and not waiting.done():
+            waiting.set_result(message.body)  # type: ignore[arg-type]
+
+    async def _call(self, message: Message) -> None:
+        request = message.body
+        assert not isinstance(request, tuple)
+        method = _METHOD_BY_TYPE[type(request)]
+        stub = self._stub(message.destination_id)
+        if stub is None:
+            return
+        timeout_ms = self._config.request_timeout_ms
+        if isinstance(request, FetchRequest):
+            timeout_ms += request.max_wait_ms
+        try:
+            answer = await getattr(stub, method)(
+                request_to_proto(request),  # type: ignore[arg-type]
+                timeout=timeout_ms / 1000,
+                metadata=self._metadata,
+            )
+        except grpc.aio.AioRpcError as exc:
+            log.debug("%s to node %d failed: %s", method, message.destination_id, exc.code())
+            return
+        response = response_from_proto(request, answer)  # type: ignore[arg-type]
+        self._deliver(Message(message.destination_id, self.node_id, response))
+
+    def _stub(self, node_id: int) -> raft_pb2_grpc.RaftQuorumStub | None:
+        stub = self._stubs.get(node_id)
+        if stub is None:
+            address = self._addresses.get(node_id)
+            if address is None:
+                log.warning("no address for node %d", node_id)
+                return None
+            channel = grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+            self._channels[node_id] = channel
+            stub = self._stubs[node_id] = raft_pb2_grpc.RaftQuorumStub(channel)  # type: ignore[no-untyped-call]
+        return stub
+
+    # --- inbound ------------------------------------------------------------------------------
+
+    def caller_id(self, context: Any) -> int:
+        for key, value in context.invocation_metadata() or ():
+            if key == NODE_ID_METADATA_KEY:
+                return int(value)
+        return next(self._synthetic_ids)
+
+    async def handle(
+        self,
+        context: Any,
+        build: Callable[[int], RaftRequest],
+        wait_ms: int = 0,
+    ) -> object:
+        """Give a request built with a fresh correlation id to the core; await its response."""
+        correlation_id = next(self._correlation_ids)
+        request = build(correlation_id)
+        future: asyncio.Future[RaftResponse] = asyncio.get_running_loop().create_future()
+        self._waiting[correlation_id] = future
+        self._deliver(Message(self.caller_id(context), self.node_id, request))
+        try:
+            response = await asyncio.wait_for(
+                future, (self._config.request_timeout_ms + wait_ms) / 1000
+            )
+        except TimeoutError:
+            self._waiting.pop(correlation_id, None)
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "the quorum node did not answer")
+            raise
+        return response_to_proto(response)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for channel in self._channels.values():
+            await channel.close()
+        for future in self._waiting.values():
+            future.cancel()
+
+
+Handler = Callable[..., Awaitable[object]]

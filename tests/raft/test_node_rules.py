@@ -1,0 +1,386 @@
+"""One test per rule of the Raft core that the vote matrix and the scenarios do not pin down.
+
+Each test builds node 1 of voters {1, 2, 3} in some role, feeds it messages and time, and checks
+what comes out of its Readies.
+"""
+
+from __future__ import annotations
+
+import pytest
+from raft_helpers import bodies, drain, log_with, merge, node, step
+from sim_memory_log import MemoryLog
+
+from quorum.raft import (
+    CommittedBatch,
+    ElectionState,
+    EpochEndOffset,
+    LeaderChange,
+    Message,
+    RaftNode,
+    SnapshotId,
+    TruncateTo,
+)
+from quorum.raft.messages import (
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    EndQuorumEpochRequest,
+    ErrorCode,
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    VoteResponse,
+)
+from replog.errors import NotLeaderOrFollowerError
+from replog.record import build_batch
+
+EPOCH = 5
+
+
+def make_leader(
+    epochs: list[tuple[int, int]] | None = None, **overrides: int
+) -> tuple[RaftNode, MemoryLog]:
+    """Node 1, leader of epoch 5 (voted for by node 3) over a log of `epochs`."""
+    raft, log, _ = node(1, ElectionState(EPOCH, None, 1), log_with(epochs or [(1, 2)]), **overrides)
+    step(raft, log, 3, VoteResponse(1, ErrorCode.NONE, EPOCH, None, True, False))
+    assert raft.status().role == "leader"
+    return raft, log
+
+
+def fetch(
+    offset: int,
+    last_epoch: int,
+    *,
+    epoch: int = EPOCH,
+    hw: int = 0,
+    replica: int = 2,
+    max_wait_ms: int = 0,
+) -> FetchRequest:
+    return FetchRequest(9, replica, epoch, offset, last_epoch, hw, max_wait_ms, 1 << 20)
+
+
+def fetch_response(
+    raft: RaftNode, log: MemoryLog, source: int, request: FetchRequest
+) -> FetchResponse:
+    (response,) = bodies(step(raft, log, source, request), FetchResponse, source)
+    assert isinstance(response, FetchResponse)
+    return response
+
+
+# --- the leader's high watermark ---------------------------------------------------------------
+
+
+def test_a_new_leader_exposes_a_high_watermark_only_past_its_epoch_start() -> None:
+    raft, log = make_leader([(1, 2)])  # epoch start offset 2: the LeaderChange batch
+    assert raft.status().epoch_start_offset == 2
+    # Node 2 has the old entries only: a majority reached 2, which is not past the epoch start.
+    assert fetch_response(raft, log, 2, fetch(2, 1)).high_watermark is None
+    assert raft.status().high_watermark == 0
+    response = fetch_response(raft, log, 2, fetch(3, EPOCH))
+    assert response.high_watermark == 3
+    assert raft.status().high_watermark == 3
+
+
+@pytest.mark.parametrize(("followers_at_4", "high_watermark"), [((2,), 3), ((2, 3), 4)])
+def test_the_leader_counts_its_own_entries_only_once_flushed(
+    followers_at_4: tuple[int, ...], high_watermark: int
+) -> None:
+    raft, log = make_leader([(1, 2)])
+    raft.propose([b"x"], raft.now_ms)
+    ready = raft.ready()
+    for op in ready.log_ops:
+        log.apply(op)
+    # The shell wrote the batch [3, 4) but reports only offsets below 3 flushed.
+    raft.advance(ready, flushed_end_offset=3)
+    for follower in followers_at_4:
+        fetch_response(raft, log, follower, fetch(4, EPOCH, replica=follower))
+    # Voters at [3 (leader, flushed), 4, unknown] reach 3; at [3, 4, 4] they reach 4.
+    assert raft.status().high_watermark == high_watermark
+
+
+def test_the_high_watermark_never_decreases() -> None:
+    raft, log = make_leader([(1, 2)])
+    fetch_response(raft, log, 2, fetch(3, EPOCH))
+    assert raft.status().high_watermark == 3
+    # Node 2 reports a lower offset (it lost data it had promised was flushed).
+    fetch_response(raft, log, 2, fetch(2, 1))
+    assert raft.status().high_watermark == 3
+
+
+def test_observers_do_not_count_for_the_high_watermark() -> None:
+    raft, log = make_leader([(1, 2)])
+    fetch_response(raft, log, 101, fetch(3, EPOCH, replica=101))
+    assert raft.status().high_watermark == 0
+    (described,) = bodies(step(raft, log, 999, DescribeQuorumRequest(4)), DescribeQuorumResponse)
+    assert isinstance(described, DescribeQuorumResponse)
+    assert [(r.replica_id, r.log_end_offset) for r in described.observers] == [(101, 3)]
+    assert [(r.replica_id, r.log_end_offset) for r in described.voters] == [
+        (1, 3),
+        (2, None),
+        (3, None),
+    ]
+
+
+def test_the_leader_announces_itself_after_applying_its_epoch_start() -> None:
+    raft, log, _ = node(1, ElectionState(EPOCH, None, 1), log_with([(1, 2)]))
+    ready = step(raft, log, 3, VoteResponse(1, ErrorCode.NONE, EPOCH, None, True, False))
+    assert not [a for a in ready.to_apply if isinstance(a, LeaderChange)]
+    ready = step(raft, log, 2, fetch(3, EPOCH))
+    kinds = [type(item) for item in ready.to_apply]
+    # Old committed entries, the LeaderChange batch, then the announcement.
+    assert kinds == [CommittedBatch, CommittedBatch, CommittedBatch, LeaderChange]
+    assert ready.to_apply[-1] == LeaderChange(1, EPOCH)
+
+
+# --- check-quorum -------------------------------------------------------------------------------
+
+
+def test_a_leader_that_hears_from_no_majority_resigns_after_one_and_a_half_fetch_timeouts() -> None:
+    raft, log = make_leader()
+    start = raft.now_ms
+    raft.tick(start + 2999)
+    assert raft.status().role == "leader"
+    raft.tick(start + 3000)
+    assert raft.status().role == "resigned"
+    ready = merge(drain(raft, log))
+    assert {
+        m.destination_id for m in ready.messages if isinstance(m.body, EndQuorumEpochRequest)
+    } == {2, 3}
+
+
+def test_fetches_from_a_majority_keep_the_leader() -> None:
+    raft, log = make_leader()
+    for now in (1000, 2000, 3000, 4000):
+        raft.tick(now)
+        step(raft, log, 2, fetch(2, 1))
+        assert raft.status().role == "leader", now
+
+
+# --- Fetch validation ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("request_", "error"),
+    [
+        (fetch(-1, 1), ErrorCode.INVALID_REQUEST),
+        (fetch(2, -1), ErrorCode.INVALID_REQUEST),
+        (fetch(2, EPOCH + 1), ErrorCode.INVALID_REQUEST),
+        (fetch(2, 1, epoch=EPOCH - 1), ErrorCode.FENCED_LEADER_EPOCH),
+        (fetch(2, 1, epoch=EPOCH + 1), ErrorCode.UNKNOWN_LEADER_EPOCH),
+    ],
+)
+def test_fetch_errors(request_: FetchRequest, error: ErrorCode) -> None:
+    raft, log = make_leader()
+    response = fetch_response(raft, log, 2, request_)
+    assert (response.error, response.quorum_epoch) == (error, EPOCH)
+
+
+def test_a_non_leader_answers_fetches_with_the_leader_it_knows() -> None:
+    raft, log, _ = node(1, ElectionState(EPOCH, 3), log_with([(1, 2)]))
+    response = fetch_response(raft, log, 2, fetch(2, 1))
+    assert (response.error, response.leader_id) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, 3)
+
+
+def test_an_empty_answer_is_parked_until_data_arrives() -> None:
+    raft, log = make_leader()
+    fetch_response(raft, log, 2, fetch(3, EPOCH))  # catch up; high watermark 3
+    assert not bodies(step(raft, log, 2, fetch(3, EPOCH, hw=3, max_wait_ms=500)), FetchResponse)
+    raft.propose([b"x"], raft.now_ms)
+    ready = merge(drain(raft, log))
+    (response,) = bodies(ready, FetchResponse, 2)
+    assert isinstance(response, FetchResponse)
+    assert response.records  # answered as soon as the leader wrote the batch
+
+
+def test_a_parked_fetch_is_answered_empty_after_its_wait() -> None:
+    raft, log = make_leader()
+    fetch_response(raft, log, 2, fetch(3, EPOCH))
+    start = raft.now_ms
+    assert not bodies(step(raft, log, 2, fetch(3, EPOCH, hw=3, max_wait_ms=500)), FetchResponse)
+    raft.tick(start + 499)
+    assert not bodies(merge(drain(raft, log)), FetchResponse)
+    raft.tick(start + 500)
+    (response,) = bodies(merge(drain(raft, log)), FetchResponse)
+    assert isinstance(response, FetchResponse)
+    assert (response.error, response.records) == (ErrorCode.NONE, b"")
+
+
+def test_a_fetcher_behind_the_high_watermark_is_answered_at_once() -> None:
+    raft, log = make_leader()
+    fetch_response(raft, log, 2, fetch(3, EPOCH))
+    response = fetch_response(raft, log, 3, fetch(3, EPOCH, replica=3, hw=0, max_wait_ms=500))
+    assert response.high_watermark == 3
+
+
+def test_fetch_snapshot_errors() -> None:
+    raft, log = make_leader()
+    missing = FetchSnapshotRequest(5, 2, EPOCH, SnapshotId(2, 1), 0, 100)
+    (response,) = bodies(step(raft, log, 2, missing), FetchSnapshotResponse)
+    assert isinstance(response, FetchSnapshotResponse)
+    assert response.error == ErrorCode.SNAPSHOT_NOT_FOUND
+    log.snapshots[SnapshotId(2, 1)] = b"0123456789"
+    beyond = FetchSnapshotRequest(6, 2, EPOCH, SnapshotId(2, 1), 10, 100)
+    (response,) = bodies(step(raft, log, 2, beyond), FetchSnapshotResponse)
+    assert isinstance(response, FetchSnapshotResponse)
+    assert (response.error, response.size) == (ErrorCode.POSITION_OUT_OF_RANGE, 10)
+    chunk = FetchSnapshotRequest(7, 2, EPOCH, SnapshotId(2, 1), 4, 3)
+    (response,) = bodies(step(raft, log, 2, chunk), FetchSnapshotResponse)
+    assert isinstance(response, FetchSnapshotResponse)
+    assert (response.error, response.chunk, response.size) == (ErrorCode.NONE, b"456", 10)
+
+
+# --- the follower side --------------------------------------------------------------------------
+
+
+def follower(epochs: list[tuple[int, int]]) -> tuple[RaftNode, MemoryLog, FetchRequest]:
+    """Node 1 following node 3 in epoch 5, and the Fetch it sent."""
+    raft, log, startup = node(1, ElectionState(EPOCH, 3), log_with(epochs))
+    (request,) = bodies(startup, FetchRequest, 3)
+    assert isinstance(request, FetchRequest)
+    return raft, log, request
+
+
+def answer(request: FetchRequest, **fields: object) -> FetchResponse:
+    return FetchResponse(
+        request.correlation_id,
+        ErrorCode.NONE,
+        EPOCH,
+        3,
+        request.fetch_offset,
+        request.last_fetched_epoch,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def test_stale_or_mismatched_fetch_responses_are_ignored() -> None:
+    raft, log, request = follower([(1, 2), (2, 2)])
+    stale = FetchResponse(
+        request.correlation_id + 100,
+        ErrorCode.NONE,
+        EPOCH,
+        3,
+        4,
+        2,
+        diverging_epoch=None,
+        high_watermark=4,
+    )
+    assert step(raft, log, 3, stale).is_empty
+    other_position = FetchResponse(
+        request.correlation_id, ErrorCode.NONE, EPOCH, 3, 2, 1, high_watermark=4
+    )
+    step(raft, log, 3, other_position)
+    assert raft.status().high_watermark == 0
+
+
+def test_a_diverging_answer_truncates_and_refetches() -> None:
+    raft, log, request = follower([(1, 2), (2, 2)])
+    ready = step(raft, log, 3, answer(request, diverging_epoch=EpochEndOffset(1, 3)))
+    assert TruncateTo(2) in ready.log_ops  # epoch 1 ends at 2 here
+    (refetch,) = bodies(ready, FetchRequest, 3)
+    assert isinstance(refetch, FetchRequest)
+    assert (refetch.fetch_offset, refetch.last_fetched_epoch) == (2, 1)
+
+
+def test_corrupt_records_are_not_appended() -> None:
+    raft, log, request = follower([(1, 2)])
+    batch = bytearray(
+        build_batch([(0, None, b"x", ())], base_offset=2, partition_leader_epoch=EPOCH)
+    )
+    batch[-1] ^= 0xFF
+    ready = step(raft, log, 3, answer(request, records=bytes(batch), high_watermark=3))
+    assert not ready.log_ops
+    assert raft.status().log_end_offset == 2
+
+
+def test_end_quorum_epoch_moves_the_fetch_deadline_by_position() -> None:
+    for successors, delay in [((1, 2), 0), ((2, 1), 500), ((2,), 1000)]:
+        raft, log, _ = follower([(1, 2)])
+        start = raft.now_ms
+        step(raft, log, 3, EndQuorumEpochRequest(4, EPOCH, 3, successors))
+        if delay:
+            raft.tick(start + delay - 1)
+            assert raft.status().role == "follower", successors
+            raft.tick(start + delay)
+        assert raft.status().role == "prospective", successors
+
+
+# --- restarts -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("election", "role"),
+    [
+        (ElectionState(EPOCH), "unattached"),
+        (ElectionState(EPOCH, None, 2), "unattached"),
+        (ElectionState(EPOCH, None, 1), "candidate"),
+        (ElectionState(EPOCH, 1, 1), "resigned"),
+        (ElectionState(EPOCH, 3), "follower"),
+    ],
+)
+def test_restart_roles(election: ElectionState, role: str) -> None:
+    raft, _, _ = node(1, election, log_with([(1, 2)]))
+    assert raft.status().role == role
+    assert raft.election_state == election
+
+
+def test_a_log_newer_than_the_quorum_state_wins() -> None:
+    raft, _, startup = node(1, ElectionState(2, 3), log_with([(1, 2), (4, 1)]))
+    assert startup.election_state == ElectionState(4)
+    assert raft.status().role == "unattached"
+
+
+# --- the application interface and the Ready contract ------------------------------------------
+
+
+def test_proposals_on_a_follower_name_the_leader() -> None:
+    raft, _, _ = follower([(1, 2)])
+    with pytest.raises(NotLeaderOrFollowerError, match="quorum epoch 5; the leader is 3"):
+        raft.propose([b"x"], raft.now_ms)
+
+
+def test_proposals_within_the_linger_time_share_one_batch() -> None:
+    raft, log = make_leader(append_linger_ms=25)
+    start = raft.now_ms
+    first = raft.propose([b"a"], start)
+    second = raft.propose([b"b", b"c"], start + 10)
+    assert (first.base_offset, second.base_offset, second.last_offset) == (3, 4, 5)
+    assert not merge(drain(raft, log)).log_ops
+    raft.tick(start + 25)
+    (append,) = merge(drain(raft, log)).log_ops
+    assert (append.base_offset, append.end_offset) == (3, 6)  # type: ignore[union-attr]
+
+
+def test_describe_quorum_on_a_non_leader() -> None:
+    raft, log, _ = follower([(1, 2)])
+    (response,) = bodies(step(raft, log, 999, DescribeQuorumRequest(3)), DescribeQuorumResponse)
+    assert isinstance(response, DescribeQuorumResponse)
+    assert (response.error, response.leader_id) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, 3)
+
+
+def test_no_input_between_ready_and_advance() -> None:
+    raft, log = make_leader()
+    raft.propose([b"x"], raft.now_ms)
+    ready = raft.ready()
+    with pytest.raises(AssertionError, match="between ready"):
+        raft.tick(raft.now_ms)
+    with pytest.raises(AssertionError, match="between ready"):
+        raft.step(Message(2, 1, fetch(2, 1)), raft.now_ms)
+    with pytest.raises(AssertionError, match="twice"):
+        raft.ready()
+    for op in ready.log_ops:
+        log.apply(op)
+    raft.advance(ready, flushed_end_offset=log.log_end_offset)
+    with pytest.raises(AssertionError, match="not in flight"):
+        raft.advance(ready, flushed_end_offset=log.log_end_offset)
+
+
+def test_snapshots_only_of_applied_state() -> None:
+    raft, log = make_leader()
+    # Nothing is committed before the LeaderChange batch is: nothing applied, no snapshot.
+    with pytest.raises(ValueError, match="applied offset 0"):
+        raft.create_snapshot(3, b"state", raft.now_ms)
+    fetch_response(raft, log, 2, fetch(3, EPOCH))
+    snapshot_id = raft.create_snapshot(3, b"state", raft.now_ms)
+    assert snapshot_id == SnapshotId(3, EPOCH)
+    with pytest.raises(ValueError, match="exists"):
+        raft.create_snapshot(3, b"state", raft.now_ms)

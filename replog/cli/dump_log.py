@@ -48,7 +48,9 @@ def run(args: argparse.Namespace) -> int:
     for path in args.files:
         print(f"Dumping {path}")
         if path.endswith(".log"):
-            status |= dump_segment(path, sys.stdout, print_data=args.print_data, max_bytes=args.max_bytes)
+            status |= dump_segment(
+                path, sys.stdout, print_data=args.print_data, max_bytes=args.max_bytes
+            )
         elif path.endswith(".index"):
             status |= dump_index(path, ">ii", ("offset", "position"), sys.stdout)
         elif path.endswith(".timeindex"):
@@ -58,7 +60,9 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-def dump_segment(path: str, out: TextIO, *, print_data: bool = False, max_bytes: int | None = None) -> int:
+def dump_segment(
+    path: str, out: TextIO, *, print_data: bool = False, max_bytes: int | None = None
+) -> int:
     """Print every batch of a `.log` file; return 1 if any damage was found."""
     size = os.path.getsize(path)
     limit = size if max_bytes is None else min(size, max_bytes)
@@ -69,11 +73,17 @@ def dump_segment(path: str, out: TextIO, *, print_data: bool = False, max_bytes:
             f.seek(position)
             frame = f.read(LOG_OVERHEAD)
             if len(frame) < LOG_OVERHEAD:
-                out.write(f"Found {size - position} trailing bytes at position {position} (partial batch)\n")
+                out.write(
+                    f"Found {size - position} trailing bytes at position {position} "
+                    "(partial batch)\n"
+                )
                 return 1
             _, batch_size = read_frame(frame)
             if batch_size - LOG_OVERHEAD < MIN_BATCH_LENGTH or batch_size < RECORD_BATCH_OVERHEAD:
-                out.write(f"Found invalid batch length {batch_size - LOG_OVERHEAD} at position {position}; stopping\n")
+                out.write(
+                    f"Found invalid batch length {batch_size - LOG_OVERHEAD} "
+                    f"at position {position}; stopping\n"
+                )
                 return 1
             if position + batch_size > size:
                 out.write(
@@ -95,7 +105,8 @@ def dump_segment(path: str, out: TextIO, *, print_data: bool = False, max_bytes:
                 f"isControl: {str(header.is_control).lower()} position: {position} "
                 f"{'LogAppendTime' if header.is_log_append_time else 'CreateTime'}: "
                 f"{header.max_timestamp} size: {batch_size} magic: {header.magic} "
-                f"compresscodec: {codec_name(header.compression_codec)} crcValid: {str(crc_valid).lower()}\n"
+                f"compresscodec: {codec_name(header.compression_codec)} "
+                f"crcValid: {str(crc_valid).lower()}\n"
             )
             if print_data and crc_valid:
                 damaged |= _print_records(data, path, position, out)
@@ -132,7 +143,9 @@ def dump_index(path: str, layout: str, names: tuple[str, str], out: TextIO) -> i
         raw = f.read()
     status = 0
     if len(raw) % entry.size:
-        out.write(f"{path}: length {len(raw)} is not a multiple of {entry.size}; ignoring the tail\n")
+        out.write(
+            f"{path}: length {len(raw)} is not a multiple of {entry.size}; ignoring the tail\n"
+        )
         status = 1
     usable = len(raw) - len(raw) % entry.size
     for first, second in entry.iter_unpack(raw[:usable]):

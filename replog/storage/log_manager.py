@@ -14,7 +14,8 @@ Rules (reference digest §3.1, §4.2, §8.3):
   `log.flush.start.offset.checkpoint.interval.ms` 60000 (log start offsets, only for logs whose
   start lies inside their first segment), `log.flush.scheduler.interval.ms` (time-based flush),
   `log.retention.check.interval.ms` 300000 (retention), all first run after
-  `log.initial.task.delay.ms` 30000. A truncation rewrites the recovery points at once.
+  `log.initial.task.delay.ms` 30000, except the high-watermark checkpoint, which starts at once
+  as Kafka's ReplicaManager does. A truncation rewrites the recovery points at once.
 - Clean shutdown: flush and close every log, write the three checkpoints, then the marker.
 
 Theory of operation: `run_due_tasks(now_ms)` runs whatever is due and returns when to call it
@@ -63,8 +64,12 @@ class LogManagerConfig:
     """Broker-level settings of the log manager (Kafka's names in the field docs)."""
 
     flush_offset_checkpoint_interval_ms: int = 60000  # log.flush.offset.checkpoint.interval.ms
-    high_watermark_checkpoint_interval_ms: int = 5000  # replica.high.watermark.checkpoint.interval.ms
-    flush_start_offset_checkpoint_interval_ms: int = 60000  # log.flush.start.offset.checkpoint.interval.ms
+    high_watermark_checkpoint_interval_ms: int = (
+        5000  # replica.high.watermark.checkpoint.interval.ms
+    )
+    flush_start_offset_checkpoint_interval_ms: int = (
+        60000  # log.flush.start.offset.checkpoint.interval.ms
+    )
     flush_scheduler_interval_ms: int = LONG_MAX  # log.flush.scheduler.interval.ms
     retention_check_interval_ms: int = 300000  # log.retention.check.interval.ms
     initial_task_delay_ms: int = 30000  # log.initial.task.delay.ms
@@ -74,8 +79,12 @@ class LogManagerConfig:
     def from_properties(cls, properties: Mapping[str, object]) -> LogManagerConfig:
         names = {
             "log.flush.offset.checkpoint.interval.ms": "flush_offset_checkpoint_interval_ms",
-            "replica.high.watermark.checkpoint.interval.ms": "high_watermark_checkpoint_interval_ms",
-            "log.flush.start.offset.checkpoint.interval.ms": "flush_start_offset_checkpoint_interval_ms",
+            "replica.high.watermark.checkpoint.interval.ms": (
+                "high_watermark_checkpoint_interval_ms"
+            ),
+            "log.flush.start.offset.checkpoint.interval.ms": (
+                "flush_start_offset_checkpoint_interval_ms"
+            ),
             "log.flush.scheduler.interval.ms": "flush_scheduler_interval_ms",
             "log.retention.check.interval.ms": "retention_check_interval_ms",
             "log.initial.task.delay.ms": "initial_task_delay_ms",
@@ -141,8 +150,12 @@ class LogManager:
         self._tasks = {
             "flush": _Task(self.config.flush_scheduler_interval_ms, first),
             "recovery_points": _Task(self.config.flush_offset_checkpoint_interval_ms, first),
-            "high_watermarks": _Task(self.config.high_watermark_checkpoint_interval_ms, first),
-            "log_start_offsets": _Task(self.config.flush_start_offset_checkpoint_interval_ms, first),
+            # Kafka's ReplicaManager schedules the HW checkpoint with no initial delay, so a
+            # restarted broker's HWs are at most one period stale, even in its first 30 s.
+            "high_watermarks": _Task(self.config.high_watermark_checkpoint_interval_ms, now),
+            "log_start_offsets": _Task(
+                self.config.flush_start_offset_checkpoint_interval_ms, first
+            ),
             "retention": _Task(self.config.retention_check_interval_ms, first),
         }
         for log_dir in self.log_dirs:
@@ -168,7 +181,9 @@ class LogManager:
             had_clean_shutdown = marker is not None
             if marker is not None:
                 try:
-                    self._previous_broker_epochs[log_dir] = parse_clean_shutdown_marker(marker, source=marker_path)
+                    self._previous_broker_epochs[log_dir] = parse_clean_shutdown_marker(
+                        marker, source=marker_path
+                    )
                 except CorruptCheckpointError as exc:
                     log.warning("%s; treating the shutdown as unclean", exc)
                     had_clean_shutdown = False
@@ -188,10 +203,14 @@ class LogManager:
                     continue
                 tp = parse_topic_partition(path)
                 if tp is None:
-                    log.warning("%s: ignoring directory %s, not a <topic>-<partition> name", log_dir, name)
+                    log.warning(
+                        "%s: ignoring directory %s, not a <topic>-<partition> name", log_dir, name
+                    )
                     continue
                 if tp in self._logs:
-                    raise KafkaStorageError(f"{tp[0]}-{tp[1]} is in both {self._dir_of[tp]} and {log_dir}")
+                    raise KafkaStorageError(
+                        f"{tp[0]}-{tp[1]} is in both {self._dir_of[tp]} and {log_dir}"
+                    )
                 self._logs[tp] = Log.open(
                     path,
                     self._config_for(tp[0]),
@@ -385,7 +404,8 @@ class LogManager:
             for log_dir in self.log_dirs:
                 self._write_checkpoints(log_dir)
                 self._fs.atomic_write(
-                    os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER), render_clean_shutdown_marker(broker_epoch)
+                    os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER),
+                    render_clean_shutdown_marker(broker_epoch),
                 )
             self._closed = True
 
@@ -403,7 +423,13 @@ class LogManager:
 
 
 def _check_topic_name(topic: str) -> None:
-    if not topic or len(topic) > 249 or topic in (".", "..") or not set(topic) <= _LEGAL_TOPIC_CHARS:
+    if (
+        not topic
+        or len(topic) > 249
+        or topic in (".", "..")
+        or not set(topic) <= _LEGAL_TOPIC_CHARS
+    ):
         raise InvalidTopicError(
-            f"topic name {topic!r} is invalid: 1-249 characters from [a-zA-Z0-9._-], not '.' or '..'"
+            f"topic name {topic!r} is invalid: 1-249 characters from [a-zA-Z0-9._-], "
+            "not '.' or '..'"
         )

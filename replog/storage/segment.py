@@ -10,30 +10,36 @@ Rules:
   since the last one, pointing at the start of the append that crossed the threshold.
 - Indexes load lazily on first use; one that fails its sanity check is rebuilt from the `.log`.
 
-Theory of operation: the hot reads (`translate_offset`, `read`) look up the offset index, then
-walk batch headers forward from the indexed position, reading the file through a window so a
-walk over many small batches costs a few system calls, not one per batch.
+Theory of operation: the hot reads (`translate_offset`, `read`) look up the offset index. When
+the batch sought starts the append indexed next (the usual case: most appends are one batch),
+one header read finds it; otherwise they walk batch headers forward from the entry below,
+reading the file through a small window so a walk over many small batches costs a few system
+calls, not one per batch. A header reached through an index entry must match the entry, else
+the index is corrupt and is rebuilt. `read` finds where its whole batches end before reading
+them (the offset index also lists batch starts by byte position), so the data comes in one
+read of exactly the bytes returned, never a read that is then cut (which would copy the data
+a second time).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from replog.errors import CorruptIndexError, CorruptRecordError, InvalidRecordError
 from replog.record.header import (
     LOG_OVERHEAD,
+    MAGIC_V2,
     MIN_BATCH_LENGTH,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
-    iter_frames,
     read_frame,
     read_header,
     validate_batch,
 )
-from replog.storage.fs import FileSystem
+from replog.storage.fs import Buffer, FileSystem
 from replog.storage.index_file import OffsetIndex, TimeIndex
 from replog.storage.log_config import LogConfig
 
@@ -41,7 +47,19 @@ log = logging.getLogger("replog.storage")
 
 INT32_MAX = 2**31 - 1
 _WINDOW_BYTES = 64 * 1024  # read-ahead when walking headers of small batches
+# Read-ahead of the short walks `read` does from an index entry: the batch sought is usually
+# within an index interval (4 KiB by default), so reading 64 KiB there would copy mostly payload.
+_LOOKUP_WINDOW_BYTES = 8 * 1024
 _RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024  # read size when validating a whole segment
+
+
+def _failure(buf: bytes, position: int, where: str) -> str:
+    """Why the batch at `position` fails `validate_batch`, naming it by `where`."""
+    try:
+        validate_batch(buf, position, where=where)
+    except (CorruptRecordError, InvalidRecordError) as exc:
+        return str(exc)
+    raise AssertionError(f"{where}: the batch failed validation only once")
 
 
 def segment_file_prefix(base_offset: int) -> str:
@@ -78,14 +96,24 @@ class LogSegment:
         prefix = os.path.join(directory, segment_file_prefix(base_offset))
         self.log_path = prefix + ".log"
         self.log_file = fs.open_segment_file(self.log_path, create=create)
-        self.offset_index = OffsetIndex(prefix + ".index", base_offset, config.offset_index_entries_max, fs)
-        self.time_index = TimeIndex(prefix + ".timeindex", base_offset, config.time_index_entries_max, fs)
+        self.offset_index = OffsetIndex(
+            prefix + ".index", base_offset, config.offset_index_entries_max, fs
+        )
+        self.time_index = TimeIndex(
+            prefix + ".timeindex", base_offset, config.time_index_entries_max, fs
+        )
         self.created_ms = now_ms
         self._bytes_since_last_index_entry = 0
         self._max_timestamp_so_far: int | None = None  # lazily loaded for old segments
         self._offset_of_max_timestamp_so_far = -1
         self._rolling_based_timestamp: int | None = None
-        self._next_offset: int | None = base_offset if self.log_file.size == 0 else None
+        self._next_offset: int | None = None
+        if self.log_file.size == 0:
+            # Nothing to load: without this the first append would read its own batch back to
+            # learn the largest timestamp.
+            self._next_offset = base_offset
+            self._max_timestamp_so_far = -1
+        self._indexes_loaded = False  # ensure_indexes ran (the indexes never unload)
 
     # --- sizes and bounds ---------------------------------------------------------------------
 
@@ -137,21 +165,35 @@ class LogSegment:
 
     def ensure_indexes(self) -> None:
         """Load both indexes; rebuild them from the log if either fails its sanity check."""
+        if self._indexes_loaded:
+            return  # every append and read asks; once loaded, indexes stay loaded
         try:
             self.offset_index.load(self.size)
             self.time_index.load(self.size)
         except CorruptIndexError as exc:
             log.warning("rebuilding indexes of %s: %s", self.log_path, exc)
             self.rebuild_indexes()
+        self._indexes_loaded = True
 
     # --- walking batches ----------------------------------------------------------------------
 
-    def _walk_headers(self, position: int, end: int | None = None) -> Iterator[tuple[int, BatchHeader]]:
-        """Yield (position, header) of each complete batch from `position`, by framing only."""
+    def _walk_headers(
+        self,
+        position: int,
+        end: int | None = None,
+        window_bytes: int = _WINDOW_BYTES,
+        first_read: int | None = None,
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """Yield (position, header) of each complete batch from `position`, by framing only.
+
+        A batch counts if it ends at or before byte `end` (default: the end of the file).
+        Reads go through a window of `window_bytes` (the first one `first_read` bytes, if
+        given), or fetch just the next header after a big batch.
+        """
         end = self.size if end is None else end
         window = b""
         window_start = position
-        read_ahead = _WINDOW_BYTES
+        read_ahead = window_bytes if first_read is None else min(first_read, window_bytes)
         while end - position >= RECORD_BATCH_OVERHEAD:
             relative = position - window_start
             if relative < 0 or relative + RECORD_BATCH_OVERHEAD > len(window):
@@ -163,28 +205,65 @@ class LogSegment:
                 return
             yield position, header
             # Big batches: read just the next header instead of a window of payload.
-            read_ahead = RECORD_BATCH_OVERHEAD if size > _WINDOW_BYTES // 2 else _WINDOW_BYTES
+            read_ahead = RECORD_BATCH_OVERHEAD if size > window_bytes // 2 else window_bytes
             position += size
 
-    def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, BatchHeader] | None:
+    def translate_offset(
+        self, offset: int, start_position: int = 0
+    ) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset is >= `offset`, or None."""
         self.ensure_indexes()
-        _, indexed_position = self.offset_index.lookup(offset)
+        # First try the append the index lists next at or after `offset` (an entry's key is its
+        # append's last offset): when that append starts with the batch holding `offset`, one
+        # header read finds it. That is the usual case for a reader going on where its last
+        # read ended, since most appends are one batch; otherwise walk from the entry below.
+        ceiling = self.offset_index.ceiling_entry(offset)
+        if ceiling is not None and ceiling[1] >= start_position:
+            position = ceiling[1]
+            raw = self.log_file.read(position, RECORD_BATCH_OVERHEAD)
+            if len(raw) == RECORD_BATCH_OVERHEAD:
+                header = read_header(raw)
+                if (
+                    header.magic == MAGIC_V2
+                    and self.base_offset <= header.base_offset <= offset
+                    and header.base_offset + header.last_offset_delta >= offset
+                ):
+                    return position, header
+        indexed_offset, indexed_position = self.offset_index.lookup(offset)
         position = max(start_position, indexed_position)
-        expected_base: int | None = None
-        for batch_position, header in self._walk_headers(position):
-            if expected_base is None and header.base_offset < self.base_offset:
-                raise CorruptIndexError(
-                    f"{self.offset_index.path}: entry points at byte {batch_position}, which holds "
-                    f"offset {header.base_offset} below the segment base {self.base_offset}"
-                )
-            expected_base = header.next_offset
+        # The first header must be a batch the entry can point at (an entry's key is the last
+        # offset of the append starting there); a later header follows from framing.
+        first_at_most = indexed_offset if position == indexed_position > 0 else None
+        first = True
+        for batch_position, header in self._walk_headers(position, None, _LOOKUP_WINDOW_BYTES):
+            if first:
+                first = False
+                if (
+                    header.magic != MAGIC_V2
+                    or header.base_offset < self.base_offset
+                    or (first_at_most is not None and header.base_offset > first_at_most)
+                ):
+                    raise CorruptIndexError(
+                        f"{self.offset_index.path}: entry points at byte {batch_position}, which "
+                        f"holds no batch of offset {first_at_most} (magic {header.magic}, base "
+                        f"offset {header.base_offset}, segment base {self.base_offset})"
+                    )
             if header.last_offset >= offset:
                 return batch_position, header
+        if first and first_at_most is not None and position < self.size:
+            raise CorruptIndexError(
+                f"{self.offset_index.path}: entry points at byte {position}, where no whole "
+                "batch starts"
+            )
         return None
 
     def read(
-        self, start_offset: int, max_bytes: int, max_position: int | None = None, *, min_one_message: bool
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_position: int | None = None,
+        *,
+        min_one_message: bool,
     ) -> tuple[bytes, int] | None:
         """Whole batches from the one holding `start_offset`, within `max_bytes` (the first batch
         whole when `min_one_message`) and below byte `max_position`.
@@ -192,49 +271,100 @@ class LogSegment:
         Returns (data, start position), or None when `start_offset` is past this segment's end.
         """
         try:
-            found = self.translate_offset(start_offset)
+            return self._read(start_offset, max_bytes, max_position, min_one_message)
         except CorruptIndexError as exc:
             log.warning("rebuilding indexes of %s: %s", self.log_path, exc)
             self.rebuild_indexes()
-            found = self.translate_offset(start_offset)
+            return self._read(start_offset, max_bytes, max_position, min_one_message)
+
+    def _read(
+        self, start_offset: int, max_bytes: int, max_position: int | None, min_one_message: bool
+    ) -> tuple[bytes, int] | None:
+        found = self.translate_offset(start_offset)
         if found is None:
             return None
         position, header = found
         limit = self.size if max_position is None else min(max_position, self.size)
         if position >= limit:
             return b"", position
-        first_size = header.size_in_bytes
-        budget = max(max_bytes, first_size) if min_one_message else max_bytes
-        fetch_size = min(limit - position, budget)
-        if fetch_size < first_size:
-            return b"", position
-        data = self.log_file.read_fully(position, fetch_size)
-        if len(data) != fetch_size:
+        first_end = position + header.batch_length + LOG_OVERHEAD
+        target = min(limit, position + max_bytes)
+        if first_end > target:
+            if not min_one_message or first_end > limit:
+                return b"", position
+            end = first_end
+        else:
+            end = self._last_batch_end(first_end, target)
+        data = self.log_file.read_fully(position, end - position)
+        if len(data) != end - position:
             raise CorruptRecordError(
-                f"{self.log_path}: read {len(data)} of {fetch_size} bytes at position {position}"
+                f"{self.log_path}: read {len(data)} of {end - position} bytes at position "
+                f"{position}"
             )
-        if fetch_size > first_size:
-            # Return whole batches only: cut after the last batch that fits entirely.
-            end = 0
-            for frame_position, frame_size in iter_frames(data):
-                end = frame_position + frame_size
-            data = data[:end]
         return data, position
+
+    def _last_batch_end(self, batch_end: int, target: int) -> int:
+        """The end of the last whole batch ending at or before byte `target`; `batch_end` is the
+        end of one that does.
+
+        Walks batch headers from the indexed batch start nearest below `target`, so finding
+        where 1 MiB of small batches ends costs a lookup and a read of a few headers. The first
+        header there must match its index entry, else the index is corrupt.
+        """
+        position, indexed_offset = batch_end, None
+        entry = self.offset_index.floor_entry_by_position(target)
+        if entry is not None and entry[1] > batch_end:
+            indexed_offset, position = entry
+        end = position
+        # Only headers of batches starting at or before `target` matter: read no further first.
+        first_read = target - position + RECORD_BATCH_OVERHEAD
+        headers = self._walk_headers(position, None, _LOOKUP_WINDOW_BYTES, first_read)
+        for batch_position, header in headers:
+            if indexed_offset is not None:
+                if header.magic != MAGIC_V2 or not (
+                    self.base_offset <= header.base_offset <= indexed_offset
+                ):
+                    break
+                indexed_offset = None
+            next_end = batch_position + header.batch_length + LOG_OVERHEAD
+            if next_end > target:
+                return end
+            end = next_end
+        if indexed_offset is not None and position < self.size:
+            raise CorruptIndexError(
+                f"{self.offset_index.path}: entry for offset {indexed_offset} points at byte "
+                f"{position}, where no batch holding that offset starts"
+            )
+        return end
 
     # --- appends ------------------------------------------------------------------------------
 
     def can_hold_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
 
-    def should_roll(self, append_bytes: int, max_timestamp: int, last_offset: int, now_ms: int, jitter_ms: int) -> bool:
+    def should_roll(
+        self, append_bytes: int, max_timestamp: int, last_offset: int, now_ms: int, jitter_ms: int
+    ) -> bool:
         """Kafka's roll rule, checked before every append (reference digest §2.5)."""
-        self.ensure_indexes()
-        size = self.size
-        if size > self.config.segment_bytes - append_bytes:
+        if not self._indexes_loaded:
+            self.ensure_indexes()
+        config = self.config
+        size = self.log_file.size
+        if size > config.segment_bytes - append_bytes:
             return True
-        if size > 0 and self._time_waited_for_roll(now_ms, max_timestamp) > self.config.segment_ms - jitter_ms:
-            return True
-        return self.offset_index.is_full or self.time_index.is_full or not self.can_hold_offset(last_offset)
+        if size > 0:
+            rolling_based = self._rolling_based_timestamp
+            if rolling_based is not None and rolling_based >= 0:
+                waited = max_timestamp - rolling_based  # the usual case, without a call
+            else:
+                waited = self._time_waited_for_roll(now_ms, max_timestamp)
+            if waited > config.segment_ms - jitter_ms:
+                return True
+        return (
+            self.offset_index.is_full
+            or self.time_index.is_full
+            or not self.can_hold_offset(last_offset)
+        )
 
     def _time_waited_for_roll(self, now_ms: int, max_timestamp: int) -> int:
         if self._rolling_based_timestamp is None and self.size > 0:
@@ -244,24 +374,40 @@ class LogSegment:
             return max_timestamp - self._rolling_based_timestamp
         return now_ms - self.created_ms
 
-    def append(self, data: bytes | bytearray, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int, next_offset: int) -> None:
-        """Write validated, stamped batches and index them. The log checked everything else."""
-        assert data
-        assert self.can_hold_offset(last_offset), (self.log_path, last_offset)
-        self.ensure_indexes()
-        position = self.log_file.size
+    def append(
+        self,
+        data: Buffer | Sequence[Buffer],
+        last_offset: int,
+        max_timestamp: int,
+        offset_of_max_timestamp: int,
+        next_offset: int,
+    ) -> None:
+        """Write validated, stamped batches and index them. The log checked everything else.
+
+        `data` is one buffer or a list of buffers written back to back (see `SegmentFile`).
+        """
+        assert 0 <= last_offset - self.base_offset <= INT32_MAX, (self.log_path, last_offset)
+        if not self._indexes_loaded:
+            self.ensure_indexes()
+        log_file = self.log_file
+        position = log_file.size
         if position == 0:
             self._rolling_based_timestamp = max_timestamp
-        self.log_file.append(data)
+        log_file.append(data)
+        written = log_file.size - position
+        assert written > 0
         self._next_offset = next_offset
-        if max_timestamp > self.max_timestamp_so_far:
-            self._max_timestamp_so_far = max_timestamp
+        max_so_far = self._max_timestamp_so_far
+        if max_so_far is None:
+            max_so_far = self.max_timestamp_so_far  # loads it
+        if max_timestamp > max_so_far:
+            self._max_timestamp_so_far = max_so_far = max_timestamp
             self._offset_of_max_timestamp_so_far = offset_of_max_timestamp
         if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
             self.offset_index.append(last_offset, position)
-            self.time_index.maybe_append(self.max_timestamp_so_far, self._offset_of_max_timestamp_so_far)
+            self.time_index.maybe_append(max_so_far, self._offset_of_max_timestamp_so_far)
             self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += len(data)
+        self._bytes_since_last_index_entry += written
 
     # --- recovery and rebuilding --------------------------------------------------------------
 
@@ -301,21 +447,27 @@ class LogSegment:
                 reason = f"partial batch: {batch_size} bytes declared, {remaining} present"
                 break
             if relative + batch_size > len(chunk):
-                chunk = self.log_file.read(position, max(batch_size, min(_RECOVERY_CHUNK_BYTES, remaining)))
+                chunk = self.log_file.read(
+                    position, max(batch_size, min(_RECOVERY_CHUNK_BYTES, remaining))
+                )
                 chunk_start, relative = position, 0
-            where = f"{self.log_path} at byte {position}"
             try:
-                header = validate_batch(chunk, relative, where=where)
-            except (CorruptRecordError, InvalidRecordError) as exc:
-                reason = str(exc)
+                header = validate_batch(chunk, relative, where=self.log_path)
+            except (CorruptRecordError, InvalidRecordError):
+                # Name the byte only for the bad batch: formatting it for every batch costs
+                # about as much as checking a small one. The same check fails again.
+                reason = _failure(chunk, relative, f"{self.log_path} at byte {position}")
                 break
             if header.base_offset != expected_offset:
-                reason = f"{where}: base offset {header.base_offset}, expected {expected_offset}"
+                reason = (
+                    f"{self.log_path} at byte {position}: base offset {header.base_offset}, "
+                    f"expected {expected_offset}"
+                )
                 break
             if header.partition_leader_epoch < leader_epoch_floor:
                 reason = (
-                    f"{where}: leader epoch {header.partition_leader_epoch} after "
-                    f"{leader_epoch_floor}"
+                    f"{self.log_path} at byte {position}: leader epoch "
+                    f"{header.partition_leader_epoch} after {leader_epoch_floor}"
                 )
                 break
             leader_epoch_floor = header.partition_leader_epoch
@@ -326,7 +478,9 @@ class LogSegment:
                 self._offset_of_max_timestamp_so_far = header.last_offset
             if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
                 self.offset_index.append(header.last_offset, position)
-                self.time_index.maybe_append(self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far)
+                self.time_index.maybe_append(
+                    self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
+                )
                 self._bytes_since_last_index_entry = 0
             self._bytes_since_last_index_entry += batch_size
             if on_batch is not None:
@@ -337,6 +491,11 @@ class LogSegment:
         if truncated:
             self.log_file.truncate(position)
         self._next_offset = expected_offset
+        # Kafka's recover ends as a roll or a close does: the final time-index entry records
+        # the largest timestamp (digest §3.2 step 3b.5), so it is not lost between entries.
+        self._append_final_time_entry(
+            self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
+        )
         return SegmentRecovery(position, truncated, expected_offset, reason)
 
     def rebuild_indexes(self) -> None:
@@ -354,6 +513,12 @@ class LogSegment:
                 since_last_entry = 0
             since_last_entry += header.size_in_bytes
         self._bytes_since_last_index_entry = since_last_entry
+        self._append_final_time_entry(max_ts, max_ts_offset)  # as `recover` does
+
+    def _append_final_time_entry(self, max_timestamp: int, offset_of_max_timestamp: int) -> None:
+        """Add the time-index entry of the segment's largest timestamp (may use the spare slot)."""
+        if max_timestamp >= 0:
+            self.time_index.maybe_append(max_timestamp, offset_of_max_timestamp, final=True)
 
     # --- truncation, flushing, lifecycle ------------------------------------------------------
 
@@ -384,7 +549,9 @@ class LogSegment:
         """A newer segment took over: add the final time-index entry (Kafka's roll step 2)."""
         self.ensure_indexes()
         if self.max_timestamp_so_far >= 0:
-            self.time_index.maybe_append(self.max_timestamp_so_far, self._offset_of_max_timestamp_so_far, final=True)
+            self.time_index.maybe_append(
+                self.max_timestamp_so_far, self._offset_of_max_timestamp_so_far, final=True
+            )
 
     def flush(self) -> None:
         """Make the log and both indexes durable."""
@@ -393,8 +560,16 @@ class LogSegment:
         self.time_index.flush(fsync=True)
 
     def close(self) -> None:
-        """Write pending index entries (without fsync) and close the file."""
-        if self.offset_index._loaded:  # noqa: SLF001 - an unloaded index has nothing pending
+        """Add the final time-index entry, write pending index entries (without fsync) and
+        close the file."""
+        if self.offset_index._loaded:
+            # Kafka's LogSegment.close appends the final time-index entry, as a roll does
+            # (digest §2.4), so a cleanly closed active segment's .timeindex holds its largest
+            # timestamp. Only when the tail state is known: closing must not read the file.
+            if self._max_timestamp_so_far is not None:
+                self._append_final_time_entry(
+                    self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
+                )
             self.offset_index.flush(fsync=False)
             self.time_index.flush(fsync=False)
         self.log_file.close()

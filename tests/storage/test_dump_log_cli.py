@@ -1,0 +1,151 @@
+"""`replog dump-log`: batches, records, damage and index entries of segment files (issue #2 §7)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from storage_helpers import (
+    T0,
+    ManualClock,
+    append_batches,
+    files_with_suffix,
+    flip_byte,
+    index_file_entries,
+    open_log,
+    small_config,
+)
+
+from replog.cli.main import main
+from replog.record import RECORD_BATCH_OVERHEAD, read_header
+
+BATCH_LINE = re.compile(
+    r"baseOffset: (\d+) lastOffset: (\d+) count: (\d+) .*partitionLeaderEpoch: (-?\d+) "
+    r".*position: (\d+) CreateTime: (\d+) size: (\d+) magic: 2 compresscodec: none "
+    r"crcValid: (true|false)"
+)
+
+
+@pytest.fixture
+def segment(tmp_path: Path) -> tuple[Path, list[bytes]]:
+    log = open_log(
+        tmp_path / "orders-0",
+        small_config(segment_bytes=1 << 20, index_interval_bytes=100),
+        clock=ManualClock(),
+    )
+    batches = append_batches(log, 6, epoch=3, records=[2, 1, 3], timestamp_step=10)
+    log.close()
+    (path,) = files_with_suffix(tmp_path / "orders-0", ".log")
+    return path, batches
+
+
+def dump(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str]]:
+    code = main(["dump-log", *args])
+    return code, capsys.readouterr().out.splitlines()
+
+
+def test_each_batch_is_printed_with_position_offsets_count_epoch_and_crc(
+    segment: tuple[Path, list[bytes]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, batches = segment
+    code, lines = dump(capsys, str(path))
+    assert code == 0
+    assert lines[0] == f"Dumping {path}"
+    found = [BATCH_LINE.search(line) for line in lines[1:]]
+    assert all(found) and len(found) == len(batches)
+    position = 0
+    for match, batch in zip(found, batches, strict=True):
+        assert match is not None
+        header = read_header(batch)
+        assert match.groups() == (
+            str(header.base_offset),
+            str(header.last_offset),
+            str(header.records_count),
+            "3",
+            str(position),
+            str(header.max_timestamp),
+            str(len(batch)),
+            "true",
+        )
+        position += len(batch)
+
+
+def test_print_data_prints_every_record(
+    segment: tuple[Path, list[bytes]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, batches = segment
+    code, lines = dump(capsys, str(path), "--print-data")
+    assert code == 0
+    records = [line for line in lines if line.startswith("| offset:")]
+    assert len(records) == sum(read_header(b).records_count for b in batches) == 12
+    assert records[0].startswith(f"| offset: 0 CreateTime: {T0} keySize: 2 valueSize: 40 ")
+    assert "key: k0 payload: 0:0:vvv" in records[0]
+    assert records[2].startswith(f"| offset: 2 CreateTime: {T0 + 10} ")
+    # Records follow their batch line.
+    assert BATCH_LINE.search(lines[1]) and lines[2].startswith("| offset: 0 ")
+
+
+def test_a_corrupt_batch_is_reported_with_crc_valid_false_and_exit_code_1(
+    segment: tuple[Path, list[bytes]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, batches = segment
+    second = len(batches[0])
+    flip_byte(path, second + RECORD_BATCH_OVERHEAD + 2)
+    code, lines = dump(capsys, str(path), "--print-data")
+    assert code == 1
+    verdicts = [m.group(8) for m in map(BATCH_LINE.search, lines) if m]
+    assert verdicts == ["true", "false", "true", "true", "true", "true"]
+    assert any("damaged" in line for line in lines)
+    assert not any(line.startswith("| offset: 2 ") for line in lines)  # no records of a bad batch
+
+
+def test_a_torn_tail_is_reported(
+    segment: tuple[Path, list[bytes]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, batches = segment
+    path.write_bytes(path.read_bytes()[:-7])
+    code, lines = dump(capsys, str(path))
+    assert code == 1
+    assert sum(1 for line in lines if BATCH_LINE.search(line)) == len(batches) - 1
+    assert "partial batch" in lines[-1]
+    assert str(sum(len(b) for b in batches[:-1])) in lines[-1]
+
+
+def test_index_files_are_dumped_with_absolute_offsets(
+    segment: tuple[Path, list[bytes]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path, _ = segment
+    index = path.with_suffix(".index")
+    entries = index_file_entries(index, ">ii")
+    assert entries
+    code, lines = dump(capsys, str(index))
+    assert code == 0
+    assert lines[1:] == [f"offset: {o} position: {p}" for o, p in entries]  # base offset 0
+    timeindex = path.with_suffix(".timeindex")
+    code, lines = dump(capsys, str(timeindex))
+    assert code == 0
+    assert lines[1:] == [
+        f"timestamp: {t} offset: {o}" for t, o in index_file_entries(timeindex, ">qi")
+    ]
+
+
+def test_a_damaged_index_file_is_reported(
+    segment: tuple[Path, list[bytes]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    index = segment[0].with_suffix(".index")
+    index.write_bytes(index.read_bytes() + b"\x00\x01\x02")
+    code, lines = dump(capsys, str(index))
+    assert code == 1
+    assert any("not a multiple of 8" in line for line in lines)
+
+
+def test_an_unknown_file_kind_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "notes.txt"
+    other.write_text("hello")
+    assert main(["dump-log", str(other)]) == 1
+    assert "notes.txt" in capsys.readouterr().err
+    assert main(["dump-log", str(tmp_path / "missing.log")]) == 1
+    assert "missing.log" in capsys.readouterr().err

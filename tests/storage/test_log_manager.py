@@ -1,0 +1,408 @@
+"""LogManager: partition directories over several log dirs, Kafka's checkpoint files and clean-
+shutdown marker, restoring offsets, crash recovery from the checkpointed recovery point, the
+background tasks' periods (digest §3.1, §3.2, §4, §8.3, §10 S9)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+from storage_helpers import (
+    ManualClock,
+    SimulatedCrash,
+    append_batches,
+    make_batch,
+    read_all,
+    record_recoveries,
+    small_config,
+)
+
+from checkpoints import (
+    CLEAN_SHUTDOWN_MARKER,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+)
+from replog.errors import (
+    InvalidTopicError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
+from replog.storage import LogManager, LogManagerConfig
+from replog.storage.fs import FileSystem
+
+LOG_CONFIG = small_config(segment_bytes=1024, retention_ms=-1)
+OFFSET_CHECKPOINTS = (
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+)
+
+
+class RecordingFileSystem(FileSystem):
+    """Records the names of the per-dir offset checkpoints it replaces."""
+
+    def __init__(self) -> None:
+        self.replaced: list[str] = []
+
+    def atomic_write(self, path: str, data: bytes) -> None:
+        if os.path.basename(path) in OFFSET_CHECKPOINTS:
+            self.replaced.append(os.path.basename(path))
+        super().atomic_write(path, data)
+
+    def take(self) -> set[str]:
+        names, self.replaced = set(self.replaced), []
+        return names
+
+
+def manager(dirs: list[Path], **kwargs: object) -> LogManager:
+    kwargs.setdefault("clock", ManualClock())
+    return LogManager([str(d) for d in dirs], LogManagerConfig(log=LOG_CONFIG), **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def recovered(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """(partition dir name, segment base) of every segment recovery ran on."""
+    return record_recoveries(monkeypatch)
+
+
+def test_logs_live_in_topic_partition_dirs_spread_over_the_log_dirs(tmp_path: Path) -> None:
+    dirs = [tmp_path / "d0", tmp_path / "d1", tmp_path / "d2"]
+    lm = manager(dirs)
+    for partition in range(4):
+        lm.get_or_create_log("orders", partition)
+    lm.get_or_create_log("my-topic.v2_x", 0)
+    lm.get_or_create_log("payments", 0)
+    children = {d.name: sorted(p.name for p in d.iterdir() if p.is_dir()) for d in dirs}
+    assert sorted(name for names in children.values() for name in names) == sorted(
+        ["orders-0", "orders-1", "orders-2", "orders-3", "my-topic.v2_x-0", "payments-0"]
+    )
+    assert sorted(len(names) for names in children.values()) == [2, 2, 2]
+    assert lm.get_or_create_log("orders", 2) is lm.get_log("orders", 2)
+    assert lm.get_log("my-topic.v2_x", 0).topic_partition == ("my-topic.v2_x", 0)
+    with pytest.raises(UnknownTopicOrPartitionError, match="orders-9"):
+        lm.get_log("orders", 9)
+    lm.shutdown()
+
+
+@pytest.mark.parametrize("topic", ["", ".", "..", "a/b", "a b", "t" * 250, "caf\u00e9", "x:y"])
+def test_invalid_topic_names_are_refused(tmp_path: Path, topic: str) -> None:
+    lm = manager([tmp_path / "d0"])
+    with pytest.raises(InvalidTopicError):
+        lm.get_or_create_log(topic, 0)
+    assert list((tmp_path / "d0").iterdir()) == []
+    lm.get_or_create_log("t" * 249, 0)  # the longest legal name
+
+
+def fill(lm: LogManager) -> None:
+    """orders-0: 30 batches, HW 25, log start 3; orders-1: 4 batches, HW 4; payments-0: empty."""
+    orders0 = lm.get_or_create_log("orders", 0)
+    append_batches(orders0, 30)
+    orders0.high_watermark = 25
+    orders0.increment_log_start_offset(3)
+    orders1 = lm.get_or_create_log("orders", 1)
+    append_batches(orders1, 4)
+    orders1.high_watermark = 4
+    lm.get_or_create_log("payments", 0)
+
+
+def test_shutdown_writes_kafkas_checkpoint_files_and_the_marker(tmp_path: Path) -> None:
+    d0 = tmp_path / "d0"
+    lm = manager([d0])
+    fill(lm)
+    lm.shutdown(broker_epoch=4242)
+    assert (
+        d0 / RECOVERY_POINT_CHECKPOINT
+    ).read_text() == "0\n3\norders 0 30\norders 1 4\npayments 0 0\n"
+    assert (
+        d0 / REPLICATION_OFFSET_CHECKPOINT
+    ).read_text() == "0\n3\norders 0 25\norders 1 4\npayments 0 0\n"
+    # Only logs whose start lies inside their first segment are listed.
+    assert (d0 / LOG_START_OFFSET_CHECKPOINT).read_text() == "0\n1\norders 0 3\n"
+    assert (d0 / CLEAN_SHUTDOWN_MARKER).read_bytes() == b'{"version":0,"brokerEpoch":4242}'
+    assert not list(d0.glob("*.tmp"))
+
+
+def test_reopening_restores_the_offsets_and_consumes_the_marker(
+    tmp_path: Path, recovered: list[tuple[str, int]]
+) -> None:
+    d0 = tmp_path / "d0"
+    lm = manager([d0])
+    fill(lm)
+    before = read_all(lm.get_log("orders", 0))
+    lm.shutdown(broker_epoch=7)
+
+    again = manager([d0])
+    assert not (d0 / CLEAN_SHUTDOWN_MARKER).exists()  # deleted at startup, before loading
+    assert again.previous_broker_epoch() == 7
+    assert recovered == []  # clean: nothing rescanned
+    orders0 = again.get_log("orders", 0)
+    assert (orders0.log_start_offset, orders0.high_watermark, orders0.log_end_offset) == (3, 25, 30)
+    assert orders0.recovery_point == 30
+    assert read_all(orders0) == before
+    with pytest.raises(OffsetOutOfRangeError):
+        orders0.read(2, 100)
+    assert again.get_log("orders", 1).high_watermark == 4
+    assert again.get_log("payments", 0).log_end_offset == 0
+
+
+def test_restored_offsets_are_clamped_to_the_log(tmp_path: Path) -> None:
+    d0 = tmp_path / "d0"
+    lm = manager([d0])
+    fill(lm)
+    lm.shutdown()
+    (d0 / REPLICATION_OFFSET_CHECKPOINT).write_text("0\n2\norders 0 9999\norders 1 0\n")
+    (d0 / LOG_START_OFFSET_CHECKPOINT).write_text("0\n1\norders 1 2\n")
+    again = manager([d0])
+    orders0, orders1 = again.get_log("orders", 0), again.get_log("orders", 1)
+    assert orders0.high_watermark == 30  # clamped to the log end
+    assert orders0.log_start_offset == 0  # no entry: the first segment's base
+    assert (orders1.log_start_offset, orders1.high_watermark) == (2, 2)  # HW raised to the start
+
+
+def crash(lm: LogManager) -> None:
+    """Stop without a shutdown: no flush, no checkpoints, no marker."""
+    for lg in lm.all_logs().values():
+        lg.close_without_flush()
+
+
+def test_a_crash_recovers_each_log_from_its_checkpointed_recovery_point(
+    tmp_path: Path, recovered: list[tuple[str, int]]
+) -> None:
+    d0 = tmp_path / "d0"
+    lm = manager([d0])
+    orders0 = lm.get_or_create_log("orders", 0)
+    batches = append_batches(orders0, 20)
+    lm.checkpoint_recovery_points()
+    checkpointed = orders0.recovery_point
+    assert 0 < checkpointed < orders0.log_end_offset
+    batches += append_batches(orders0, 25)  # rolls, so recovery points move on in memory only
+    assert orders0.recovery_point > checkpointed
+    crash(lm)
+
+    again = manager([d0])
+    bases = [s.base_offset for s in again.get_log("orders", 0).segments()]
+    floor = max(b for b in bases if b <= checkpointed)
+    assert recovered == [("orders-0", b) for b in bases if b >= floor]
+    assert len(recovered) >= 2
+    assert read_all(again.get_log("orders", 0)) == batches
+    assert again.previous_broker_epoch() == -1
+
+
+def test_a_crash_while_loading_counts_as_unclean_next_time(
+    tmp_path: Path, recovered: list[tuple[str, int]]
+) -> None:
+    d0 = tmp_path / "d0"
+    lm = manager([d0])
+    append_batches(lm.get_or_create_log("orders", 0), 12)
+    lm.shutdown()
+
+    class DiesWhileLoading(FileSystem):
+        def list_dir(self, path: str) -> list[str]:
+            if os.path.basename(path) == "orders-0":
+                raise SimulatedCrash(path)
+            return super().list_dir(path)
+
+    with pytest.raises(SimulatedCrash):
+        manager([d0], fs=DiesWhileLoading())
+    assert not (d0 / CLEAN_SHUTDOWN_MARKER).exists()
+    manager([d0])
+    assert recovered and recovered[0][0] == "orders-0"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "line"),
+    [
+        (RECOVERY_POINT_CHECKPOINT, "0\n2\norders 0 5\n", 2),  # count says 2, one entry
+        (RECOVERY_POINT_CHECKPOINT, "0\n1\norders 0 five\n", 3),
+        (REPLICATION_OFFSET_CHECKPOINT, "1\n0\n", 1),
+        (REPLICATION_OFFSET_CHECKPOINT, "0\n1\norders 0 12", 3),  # torn: no final newline
+    ],
+)
+def test_a_malformed_checkpoint_is_reported_and_falls_back_safely(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    recovered: list[tuple[str, int]],
+    name: str,
+    content: str,
+    line: int,
+) -> None:
+    d0 = tmp_path / "d0"
+    lm = manager([d0])
+    orders0 = lm.get_or_create_log("orders", 0)
+    batches = append_batches(orders0, 30)
+    orders0.high_watermark = 20
+    lm.checkpoint_recovery_points()
+    lm.checkpoint_high_watermarks()
+    crash(lm)
+    (d0 / name).write_text(content)
+
+    with caplog.at_level(logging.WARNING, logger="replog.storage"):
+        again = manager([d0])
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(str(d0 / name) in m and f"line {line}" in m for m in messages), messages
+    reopened = again.get_log("orders", 0)
+    assert read_all(reopened) == batches
+    if name == RECOVERY_POINT_CHECKPOINT:  # no recovery point: recover the whole log
+        assert [base for _, base in recovered] == [s.base_offset for s in reopened.segments()]
+        assert reopened.high_watermark == 20
+    else:  # no high watermark: it restarts at the log start
+        assert reopened.high_watermark == 0
+
+
+def test_a_malformed_marker_means_an_unclean_shutdown(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, recovered: list[tuple[str, int]]
+) -> None:
+    d0 = tmp_path / "d0"
+    lm = manager([d0])
+    append_batches(lm.get_or_create_log("orders", 0), 5)
+    lm.shutdown(broker_epoch=3)
+    (d0 / CLEAN_SHUTDOWN_MARKER).write_bytes(b"")  # what old Kafka releases wrote
+    again = manager([d0])
+    assert recovered == [("orders-0", 0)]
+    assert again.previous_broker_epoch() == -1
+    assert any(CLEAN_SHUTDOWN_MARKER in r.getMessage() for r in caplog.records)
+
+
+def test_the_background_tasks_run_with_kafkas_periods(tmp_path: Path) -> None:
+    fs = RecordingFileSystem()
+    clock = ManualClock()
+    tasks = ManualClock(1_000)
+    d0 = tmp_path / "d0"
+    lm = LogManager(str(d0), LogManagerConfig(log=LOG_CONFIG), fs=fs, clock=clock, task_clock=tasks)
+    fs.take()
+    orders0 = lm.get_or_create_log("orders", 0)
+    fs.take()
+    hw, rp, lso = (
+        REPLICATION_OFFSET_CHECKPOINT,
+        RECOVERY_POINT_CHECKPOINT,
+        LOG_START_OFFSET_CHECKPOINT,
+    )
+
+    # The high-watermark checkpoint starts at once (ReplicaManager schedules it with delay 0);
+    # the log manager's tasks wait log.initial.task.delay.ms (30000).
+    assert lm.run_due_tasks(1_000) == 6_000
+    assert fs.take() == {hw}
+    assert lm.run_due_tasks(5_999) == 6_000
+    assert fs.take() == set()
+    assert lm.run_due_tasks(6_000) == 11_000
+    assert fs.take() == {hw}
+    for now in range(11_000, 31_000, 5_000):
+        lm.run_due_tasks(now)
+        assert fs.take() == {hw}
+    append_batches(orders0, 30)
+    orders0.high_watermark = 30
+    assert lm.run_due_tasks(31_000) == 36_000
+    assert fs.take() == {hw, lso, rp}
+    assert (d0 / hw).read_text() == "0\n1\norders 0 30\n"
+    for now in range(36_000, 91_000, 5_000):
+        lm.run_due_tasks(now)
+        assert fs.take() == {hw}
+    lm.run_due_tasks(91_000)  # 60000 after the first run
+    assert fs.take() == {hw, lso, rp}
+    assert (d0 / rp).read_text() == f"0\n1\norders 0 {orders0.recovery_point}\n"
+    lm.shutdown()
+
+
+def test_retention_runs_every_retention_check_interval(tmp_path: Path) -> None:
+    clock = ManualClock()
+    lm = LogManager(
+        str(tmp_path / "d0"),
+        LogManagerConfig(log=small_config(segment_bytes=1024, retention_bytes=0)),
+        clock=clock,
+        task_clock=ManualClock(0),
+    )
+    orders0 = lm.get_or_create_log("orders", 0)
+    append_batches(orders0, 30)
+    orders0.high_watermark = 30
+    segments = orders0.segment_count
+    lm.run_due_tasks(29_999)
+    assert orders0.segment_count == segments
+    lm.run_due_tasks(30_000)
+    assert orders0.segment_count == 1 and orders0.log_start_offset == 30
+    append_batches(orders0, 30)
+    orders0.high_watermark = 60
+    lm.run_due_tasks(329_999)
+    assert orders0.segment_count > 1
+    lm.run_due_tasks(330_000)
+    assert orders0.segment_count == 1 and orders0.log_start_offset == 60
+
+
+def test_a_truncation_rewrites_the_recovery_point_checkpoint_at_once(tmp_path: Path) -> None:
+    d0 = tmp_path / "d0"
+    lm = manager([d0])
+    orders0 = lm.get_or_create_log("orders", 0)
+    append_batches(orders0, 30)
+    orders0.flush()
+    lm.checkpoint_recovery_points()
+    assert (d0 / RECOVERY_POINT_CHECKPOINT).read_text() == "0\n1\norders 0 30\n"
+    assert lm.truncate_to("orders", 0, 12) is True
+    assert (d0 / RECOVERY_POINT_CHECKPOINT).read_text() == "0\n1\norders 0 12\n"
+    orders0.truncate_fully_and_start_at(100)  # directly on the log: the manager hears of it
+    assert (d0 / RECOVERY_POINT_CHECKPOINT).read_text() == "0\n1\norders 0 100\n"
+    orders0.append_as_leader(make_batch(), 0)
+    crash(lm)
+    again = manager([d0])
+    assert again.get_log("orders", 0).log_end_offset == 101
+    assert again.get_log("orders", 0).log_start_offset == 100
+
+
+def test_delete_log_removes_the_directory_and_its_checkpoint_entries(tmp_path: Path) -> None:
+    d0 = tmp_path / "d0"
+    lm = manager([d0])
+    fill(lm)
+    lm.delete_log("orders", 0)
+    assert not (d0 / "orders-0").exists()
+    with pytest.raises(UnknownTopicOrPartitionError):
+        lm.get_log("orders", 0)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        lm.delete_log("orders", 0)
+    for name in OFFSET_CHECKPOINTS:
+        assert "orders 0 " not in (d0 / name).read_text()
+    lm.shutdown()
+    assert sorted(manager([d0]).all_logs()) == [("orders", 1), ("payments", 0)]
+
+
+def test_loading_finishes_deletions_and_ignores_foreign_dirs(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    d0 = tmp_path / "d0"
+    lm = manager([d0])
+    append_batches(lm.get_or_create_log("orders", 0), 3)
+    lm.shutdown()
+    (d0 / "orders-7.abc123-delete").mkdir()
+    (d0 / "orders-7.abc123-delete" / "junk").write_bytes(b"x")
+    (d0 / "lost+found").mkdir()
+    again = manager([d0])
+    assert sorted(again.all_logs()) == [("orders", 0)]
+    assert not (d0 / "orders-7.abc123-delete").exists()
+    assert (d0 / "lost+found").exists()
+    assert any("lost+found" in r.getMessage() for r in caplog.records)
+
+
+def test_a_partition_in_two_log_dirs_is_refused(tmp_path: Path) -> None:
+    d0, d1 = tmp_path / "d0", tmp_path / "d1"
+    lm = manager([d0])
+    append_batches(lm.get_or_create_log("orders", 0), 3)
+    lm.shutdown()
+    (d1 / "orders-0").mkdir(parents=True)
+    with pytest.raises(KafkaStorageError, match="orders-0"):
+        manager([d0, d1])
+
+
+def test_a_follower_restart_at_a_straddling_batch_rewrites_the_recovery_points(
+    tmp_path: Path,
+) -> None:
+    """Kafka's Partition restarts such a follower through LogManager.truncateFullyAndStartAt,
+    which checkpoints the recovery points at once, as every truncation does."""
+    d0 = tmp_path / "d0"
+    lm = manager([d0])
+    follower = lm.get_or_create_log("orders", 0)
+    follower.truncate_fully_and_start_at(15)
+    assert (d0 / RECOVERY_POINT_CHECKPOINT).read_text() == "0\n1\norders 0 15\n"
+    follower.append_as_follower(make_batch(10, base_offset=10, partition_leader_epoch=2))
+    assert (follower.log_start_offset, follower.log_end_offset) == (10, 20)
+    assert (d0 / RECOVERY_POINT_CHECKPOINT).read_text() == "0\n1\norders 0 10\n"

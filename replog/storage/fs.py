@@ -50,11 +50,15 @@ class SegmentFile:
         propagates, so the file never keeps half an append.
         """
         position = self.size
-        if isinstance(data, (bytes, bytearray, memoryview)):
-            parts: Sequence[Buffer] = (data,)
-        else:
+        # (The log's appends are lists of two, a stamped prefix and a body: tested first, as
+        # an `isinstance` with three types and `sum(map(...))` cost ~0.3 µs per append.)
+        parts: Sequence[Buffer]
+        if type(data) is list and len(data) == 2:
             parts = data
-        total = sum(map(len, parts))
+            total = len(data[0]) + len(data[1])
+        else:
+            parts = (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data
+            total = sum(map(len, parts))
         written = 0
         try:
             # One system call for a header and its body: cheaper than joining them.

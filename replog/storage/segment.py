@@ -212,7 +212,8 @@ class LogSegment:
         self, offset: int, start_position: int = 0
     ) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset is >= `offset`, or None."""
-        self.ensure_indexes()
+        if not self._indexes_loaded:  # (a call saved per read)
+            self.ensure_indexes()
         # First try the append the index lists next at or after `offset` (an entry's key is its
         # append's last offset): when that append starts with the batch holding `offset`, one
         # header read finds it. That is the usual case for a reader going on where its last
@@ -363,7 +364,7 @@ class LogSegment:
         return (
             self.offset_index.is_full
             or self.time_index.is_full
-            or not self.can_hold_offset(last_offset)
+            or not 0 <= last_offset - self.base_offset <= INT32_MAX  # `can_hold_offset`
         )
 
     def _time_waited_for_roll(self, now_ms: int, max_timestamp: int) -> int:

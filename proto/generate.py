@@ -62,7 +62,9 @@ def generate(out_dir: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--check", action="store_true", help="fail if the checked-in code is stale")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
@@ -75,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
                 stale.append(rel)
         if args.check:
             if stale:
-                print("stale generated protobuf code (run python proto/generate.py):", file=sys.stderr)
+                print(
+                    "stale generated protobuf code (run python proto/generate.py):", file=sys.stderr
+                )
                 for rel in stale:
                     print(f"  {rel}", file=sys.stderr)
                 return 1

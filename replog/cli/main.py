@@ -17,7 +17,7 @@ from replog.errors import ReplogError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from replog.cli import dump_log, storage_demo
+    from replog.cli import cluster, dump_log, node, quorum, storage_demo
 
     parser = argparse.ArgumentParser(
         prog="replog",
@@ -28,6 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     storage_demo.register(commands)
     dump_log.register(commands)
+    node.register(commands)
+    cluster.register(commands)
+    quorum.register(commands)
     return parser
 
 

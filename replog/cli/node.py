@@ -30,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
         properties = parse_properties(f.read(), source=args.config)
     config = NodeConfig.from_properties(properties)
     logging.getLogger().setLevel(logging.INFO if args.verbose else logging.WARNING)
+
     async def main() -> int:
         # gRPC's aio server and the driver's queue belong to the loop they are created in.
         return await Node(config).serve()

@@ -69,8 +69,10 @@ class Node:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(run, 5)
         stopped.cancel()
-        await self.server.stop(grace=0.5)
+        # Fix (issue #4): close the transport first, so that requests still waiting for the
+        # stopped core end with UNAVAILABLE within the grace period instead of being cancelled.
         await self.driver.transport.close()
+        await self.server.stop(grace=0.5)
         self.storage.close()
         log.warning("node %d: stopped", self.config.node_id)
         return code

@@ -60,7 +60,9 @@ class NodeConfig:
             raise ConfigError(f"node.id={node_id}: must be >= 0")
         host, port = _first_listener(required("listeners"))
         log_dirs = tuple(d.strip() for d in required("log.dirs").split(",") if d.strip())
-        raft_properties = {k: v for k, v in properties.items() if k.startswith("controller.quorum.")}
+        raft_properties = {
+            k: v for k, v in properties.items() if k.startswith("controller.quorum.")
+        }
         raft = RaftConfig.from_properties(raft_properties)
         if "controller" in roles:
             mine = [v for v in raft.voters if v.node_id == node_id]

@@ -101,7 +101,12 @@ def request_to_proto(body: RaftRequest) -> object:
 
 def vote_request_from_proto(m: pb.VoteRequest, correlation_id: int) -> VoteRequest:
     return VoteRequest(
-        correlation_id, m.quorum_epoch, m.candidate_id, m.last_offset_epoch, m.last_offset, m.pre_vote
+        correlation_id,
+        m.quorum_epoch,
+        m.candidate_id,
+        m.last_offset_epoch,
+        m.last_offset,
+        m.pre_vote,
     )
 
 
@@ -222,7 +227,12 @@ def response_from_proto(request: RaftRequest, m: object) -> RaftResponse:
     if isinstance(request, VoteRequest):
         assert isinstance(m, pb.VoteResponse)
         return VoteResponse(
-            cid, _error(m.error_code), m.quorum_epoch, _none(m.leader_id), m.vote_granted, m.pre_vote
+            cid,
+            _error(m.error_code),
+            m.quorum_epoch,
+            _none(m.leader_id),
+            m.vote_granted,
+            m.pre_vote,
         )
     if isinstance(request, BeginQuorumEpochRequest):
         assert isinstance(m, pb.QuorumEpochResponse)
@@ -248,7 +258,9 @@ def response_from_proto(request: RaftRequest, m: object) -> RaftResponse:
                 if m.HasField("diverging_epoch")
                 else None
             ),
-            snapshot_id=snapshot_id_from_proto(m.snapshot_id) if m.HasField("snapshot_id") else None,
+            snapshot_id=snapshot_id_from_proto(m.snapshot_id)
+            if m.HasField("snapshot_id")
+            else None,
             records=m.records,
         )
     if isinstance(request, FetchSnapshotRequest):

@@ -49,6 +49,11 @@ class _Waiter:
     future: asyncio.Future[ProposeResult]
 
 
+def _retrieve_outcome(future: asyncio.Future[ProposeResult]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 class RaftDriver:
     """Owns a `RaftNode`, its storage and transport; see the module docstring."""
 
@@ -107,6 +112,10 @@ class RaftDriver:
                 proposed.set_exception(exc)
                 return
             waiter = _Waiter(result, loop.create_future())
+            # Fix (issue #4, seen in node logs): a caller that gave up (timeout, client gone)
+            # leaves the future unawaited; retrieving its outcome here keeps asyncio from
+            # logging "Future exception was never retrieved" when it is later failed.
+            waiter.future.add_done_callback(_retrieve_outcome)
             self._waiters.setdefault(result.base_offset, []).append(waiter)
             proposed.set_result(waiter)
 
@@ -166,9 +175,17 @@ class RaftDriver:
     async def _drain_ready(self) -> None:
         while self.node.has_ready():
             ready = self.node.ready()
-            flushed = await asyncio.to_thread(self.storage.apply, ready)
+            # Persist before send; a leader's Ready may send while its own fsync runs.
+            early_send = ready.flush_log and not ready.flush_before_send
+            if ready.election_state is None and not ready.log_ops and not ready.flush_log:
+                # Nothing to persist: skip the worker-thread round trip (most Readys).
+                flushed = self.storage.log.recovery_point
+            else:
+                flushed = await asyncio.to_thread(self.storage.apply, ready, flush=not early_send)
             for message in ready.messages:
                 self.transport.send(message)
+            if early_send:
+                flushed = await asyncio.to_thread(self.storage.flush)
             self._high_watermark = ready.high_watermark
             for item in ready.to_apply:
                 self._apply(item)

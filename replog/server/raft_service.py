@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any, TypeAlias
 
-import grpc
-
 from quorum.raft.messages import DescribeQuorumRequest
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.errors import KafkaError, NotLeaderOrFollowerError
@@ -33,40 +31,34 @@ class RaftQuorumService(raft_pb2_grpc.RaftQuorumServicer):
         self._transport = transport
         self._clock = clock  # the driver's: the core's timestamps are on it
 
-    async def Vote(self, request: pb.VoteRequest, context: Context) -> object:  # noqa: N802
+    async def Vote(self, request: pb.VoteRequest, context: Context) -> object:
         return await self._transport.handle(
             context, lambda cid: vote_request_from_proto(request, cid)
         )
 
-    async def BeginQuorumEpoch(  # noqa: N802
+    async def BeginQuorumEpoch(
         self, request: pb.BeginQuorumEpochRequest, context: Context
     ) -> object:
         return await self._transport.handle(
             context, lambda cid: begin_quorum_epoch_request_from_proto(request, cid)
         )
 
-    async def EndQuorumEpoch(  # noqa: N802
-        self, request: pb.EndQuorumEpochRequest, context: Context
-    ) -> object:
+    async def EndQuorumEpoch(self, request: pb.EndQuorumEpochRequest, context: Context) -> object:
         return await self._transport.handle(
             context, lambda cid: end_quorum_epoch_request_from_proto(request, cid)
         )
 
-    async def Fetch(self, request: pb.FetchRequest, context: Context) -> object:  # noqa: N802
+    async def Fetch(self, request: pb.FetchRequest, context: Context) -> object:
         return await self._transport.handle(
             context, lambda cid: fetch_request_from_proto(request, cid), request.max_wait_ms
         )
 
-    async def FetchSnapshot(  # noqa: N802
-        self, request: pb.FetchSnapshotRequest, context: Context
-    ) -> object:
+    async def FetchSnapshot(self, request: pb.FetchSnapshotRequest, context: Context) -> object:
         return await self._transport.handle(
             context, lambda cid: fetch_snapshot_request_from_proto(request, cid)
         )
 
-    async def DescribeQuorum(  # noqa: N802
-        self, request: pb.DescribeQuorumRequest, context: Context
-    ) -> object:
+    async def DescribeQuorum(self, request: pb.DescribeQuorumRequest, context: Context) -> object:
         answer = await self._transport.handle(context, DescribeQuorumRequest)
         assert isinstance(answer, pb.DescribeQuorumResponse)
         return _on_wall_clock(answer, self._clock(), wall_clock_ms())
@@ -92,7 +84,7 @@ class MetadataLogService(raft_pb2_grpc.MetadataLogServicer):
     def __init__(self, driver: RaftDriver) -> None:
         self._driver = driver
 
-    async def Append(self, request: pb.AppendRequest, context: Context) -> pb.AppendResponse:  # noqa: N802
+    async def Append(self, request: pb.AppendRequest, context: Context) -> pb.AppendResponse:
         try:
             result = await self._driver.append_and_wait(list(request.values))
         except NotLeaderOrFollowerError as exc:
@@ -112,7 +104,7 @@ class MetadataLogService(raft_pb2_grpc.MetadataLogServicer):
             last_offset=result.last_offset,
         )
 
-    async def ReadCommitted(  # noqa: N802
+    async def ReadCommitted(
         self, request: pb.ReadCommittedRequest, context: Context
     ) -> pb.ReadCommittedResponse:
         try:

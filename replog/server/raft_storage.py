@@ -148,17 +148,23 @@ class RaftStorage:
 
     # --- carrying out a Ready -----------------------------------------------------------------
 
-    def apply(self, ready: Ready) -> int:
-        """Persist what `ready` asks (election state, log operations, fsync); return the
-        flushed end offset for `RaftNode.advance`. Messages may be sent only after this."""
+    def apply(self, ready: Ready, *, flush: bool = True) -> int:
+        """Persist what `ready` asks (election state, log operations and, with `flush`, the
+        fsync); return the flushed end offset for `RaftNode.advance`. Messages may be sent only
+        after this, unless the Ready allows sending before the fsync (`flush_before_send`)."""
         if ready.election_state is not None:
             self.write_election_state(ready.election_state)
         # The storage log must allow the log start to rise to the snapshot the core retains.
         self.log.update_high_watermark(max(self.log.high_watermark, ready.high_watermark))
         for op in ready.log_ops:
             self._apply_op(op, ready.high_watermark)
-        if ready.flush_log:
+        if flush and ready.flush_log:
             self.log.flush()
+        return self.log.recovery_point
+
+    def flush(self) -> int:
+        """fsync the log; return the flushed end offset."""
+        self.log.flush()
         return self.log.recovery_point
 
     def _apply_op(self, op: LogOp, high_watermark: int) -> None:

@@ -19,7 +19,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeAlias
+from typing import Any
 
 import grpc
 
@@ -46,6 +46,14 @@ _CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ("grpc.keepalive_time_ms", 10_000),
+    # Fix (issue #4, found by tests/cluster): after a peer was down, gRPC's default reconnect
+    # backoff (1 s growing to 120 s) kept the channel failing fast long after the peer came
+    # back, so the first Fetch to a new leader was dropped and the follower, waiting a request
+    # timeout for it, hit its fetch timeout and started a needless election (5-8 s failovers).
+    # Kafka's client reconnect backoff: reconnect.backoff.ms 50, reconnect.backoff.max.ms 1000.
+    ("grpc.initial_reconnect_backoff_ms", 50),
+    ("grpc.min_reconnect_backoff_ms", 50),
+    ("grpc.max_reconnect_backoff_ms", 1000),
 ]
 
 _METHOD_BY_TYPE: dict[type, str] = {
@@ -104,6 +112,9 @@ class RaftTransport:
                 request_to_proto(request),  # type: ignore[arg-type]
                 timeout=timeout_ms / 1000,
                 metadata=self._metadata,
+                # Fix (issue #4, with the reconnect backoff above): a call made while the
+                # channel reconnects waits for it, within its timeout, instead of being lost.
+                wait_for_ready=True,
             )
         except grpc.aio.AioRpcError as exc:
             log.debug("%s to node %d failed: %s", method, message.destination_id, exc.code())
@@ -151,6 +162,9 @@ class RaftTransport:
             self._waiting.pop(correlation_id, None)
             await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "the quorum node did not answer")
             raise
+        except _Closed:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the quorum node is shutting down")
+            raise
         return response_to_proto(response)
 
     async def close(self) -> None:
@@ -158,8 +172,17 @@ class RaftTransport:
             task.cancel()
         for channel in self._channels.values():
             await channel.close()
+        # Fix (issue #4, seen in node logs): cancelling these futures cancelled the handlers of
+        # parked Fetches, which gRPC logged as an unhandled CancelledError traceback on every
+        # graceful shutdown; failing them lets each call end with UNAVAILABLE instead.
         for future in self._waiting.values():
-            future.cancel()
+            if not future.done():
+                future.set_exception(_Closed())
+        self._waiting.clear()
+
+
+class _Closed(Exception):
+    """The transport closed while a request waited for the core's answer."""
 
 
 Handler = Callable[..., Awaitable[object]]

@@ -1,0 +1,522 @@
+"""`replog cluster start|status|stop|kill|restart`: a local multi-process cluster in one directory.
+
+- `start [--nodes N] [--data-dir DIR] [--base-port P] [--fresh] [--override KEY=VALUE]`:
+  writes each node's `server.properties` and `DIR/cluster.json` (see `local_cluster`), starts
+  one `replog node` process per node in the background (its own session; output appended to
+  `node-<id>/node.log`, pid in `node-<id>/node.pid`), waits until the quorum has a leader that
+  committed its epoch, and prints the endpoints. On a directory whose cluster is stopped it
+  starts the same nodes again, keeping their data (`--fresh` deletes it and starts anew).
+- `status [--json]`: per node: id, roles, pid, listener, alive (the process exists and is not a
+  zombie), whether it answers DescribeQuorum, and the leader and quorum epoch it knows.
+- `stop`: SIGTERM to every node (each resigns and closes its log), SIGKILL after `--timeout`.
+- `kill NODE_ID`: SIGKILL one node. `restart NODE_ID`: start a node that is not running.
+
+Defaults: 3 nodes, `./.replog/cluster`, base port 19092 (node i listens on base + i - 1).
+Every refusal (a port in use, a cluster already running, an unknown node id) is one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import json
+import os
+import shutil
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from replog.cli.local_cluster import (
+    DEFAULT_BASE_PORT,
+    DEFAULT_DATA_DIR,
+    DEFAULT_NODE_COUNT,
+    LocalCluster,
+    LocalNode,
+)
+from replog.cli.quorum import (
+    NodeUnreachable,
+    QuorumDescription,
+    ask_each,
+    describe_quorum,
+    print_table,
+)
+from replog.errors import ReplogError
+from replog.server.node_config import NodeConfig
+
+POLL_INTERVAL_S = 0.05
+PROBE_TIMEOUT_S = 0.5  # a node that does not answer DescribeQuorum within this "does not answer"
+LOG_TAIL_LINES = 15
+
+
+# --- the node processes -----------------------------------------------------------------------
+
+
+def read_pid(node: LocalNode) -> int | None:
+    try:
+        with open(node.pid_path, encoding="ascii") as f:
+            return int(f.read().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def is_running(node: LocalNode, pid: int | None) -> bool:
+    """Whether `pid` is `node`'s process and has not exited (a zombie has exited)."""
+    if pid is None:
+        return False
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # reap it if it is our child (started by this command)
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: trust the pid
+        return _pid_exists(pid)
+    # A pid the kernel gave to another program since is not the node.
+    return state not in ("Z", "X") and node.config_path.encode() in argv
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def running_pid(node: LocalNode) -> int | None:
+    pid = read_pid(node)
+    return pid if is_running(node, pid) else None
+
+
+def spawn(node: LocalNode, *, verbose: bool = False) -> int:
+    """Start `node` in its own session, output appended to its log; return its pid.
+
+    posix_spawn rather than subprocess.Popen: the node outlives this command, and a Popen
+    object collected while its child runs warns (ResourceWarning).
+    """
+    argv = [sys.executable, "-m", "replog.cli.main", *(["-v"] if verbose else [])]
+    argv += ["node", "--config", node.config_path]
+    with open(node.log_path, "a", encoding="utf-8") as log:
+        log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(argv)}\n")
+    pid = os.posix_spawn(
+        sys.executable,
+        argv,
+        os.environ,
+        file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, node.log_path, os.O_WRONLY | os.O_APPEND, 0),
+            (os.POSIX_SPAWN_DUP2, 1, 2),
+        ],
+        setsid=True,
+    )
+    with open(node.pid_path + ".tmp", "w", encoding="ascii") as f:
+        f.write(f"{pid}\n")
+    os.replace(node.pid_path + ".tmp", node.pid_path)
+    return pid
+
+
+def exit_status(pid: int) -> int | None:
+    """The exit code of our child `pid` if it has exited (negative: killed by that signal)."""
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return None
+    return os.waitstatus_to_exitcode(status) if done else None
+
+
+def signal_node(pid: int, sig: signal.Signals) -> None:
+    """Signal the node's whole process group (it leads its own session)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, sig)
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL_INTERVAL_S)
+    return True
+
+
+def stop_nodes(nodes: Iterable[tuple[LocalNode, int]], timeout_s: float) -> list[str]:
+    """SIGTERM, then SIGKILL whatever still runs after `timeout_s`; one line per node."""
+    nodes = list(nodes)
+    for _, pid in nodes:
+        signal_node(pid, signal.SIGTERM)
+    wait_until(lambda: not any(is_running(n, pid) for n, pid in nodes), timeout_s)
+    report = []
+    for node, pid in nodes:
+        how = "stopped"
+        if is_running(node, pid):
+            kill_and_wait(node, pid)
+            how = f"killed (SIGKILL after {timeout_s:g} s)"
+        remove_pid_file(node)
+        report.append(f"{how} node {node.node_id} (pid {pid})")
+    return report
+
+
+def kill_and_wait(node: LocalNode, pid: int, timeout_s: float = 5) -> None:
+    signal_node(pid, signal.SIGKILL)
+    if not wait_until(lambda: not is_running(node, pid), timeout_s):
+        raise ReplogError(
+            f"node {node.node_id} (pid {pid}) still runs {timeout_s:g} s after SIGKILL"
+        )
+
+
+def remove_pid_file(node: LocalNode) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(node.pid_path)
+
+
+def check_ports_free(nodes: Iterable[LocalNode]) -> None:
+    for node in nodes:
+        for address in node.listeners.values():
+            host, _, port = address.rpartition(":")
+            with socket.socket() as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    probe.bind((host, int(port)))
+                except OSError as exc:
+                    reason = "in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+                    raise ReplogError(
+                        f"node {node.node_id} cannot listen on {address}: port {port} is "
+                        f"{reason} (choose another --base-port)"
+                    ) from None
+
+
+def log_tails(nodes: Iterable[LocalNode], lines: int = LOG_TAIL_LINES) -> str:
+    parts = []
+    for node in nodes:
+        try:
+            with open(node.log_path, encoding="utf-8", errors="replace") as f:
+                tail = f.read().splitlines()[-lines:]
+        except FileNotFoundError:
+            tail = ["(no log)"]
+        parts.append("\n".join([f"--- {node.log_path} (last lines)", *tail]))
+    return "\n".join(parts)
+
+
+def wait_for_leader(
+    cluster: LocalCluster, pids: dict[int, int], timeout_s: float
+) -> QuorumDescription:
+    """Wait until a leader answers DescribeQuorum with a high watermark (its epoch committed).
+
+    Raises `ReplogError` if a node exits or no leader appears in time.
+    """
+    addresses = cluster.controller_addresses()
+    deadline = time.monotonic() + timeout_s
+    last_error = "no node asked yet"
+    while time.monotonic() < deadline:
+        for node_id, pid in pids.items():
+            code = exit_status(pid)
+            if code is not None:
+                raise ReplogError(f"node {node_id} (pid {pid}) exited with code {code}")
+        try:
+            description = describe_quorum(list(addresses.values()), addresses, PROBE_TIMEOUT_S)
+        except ReplogError as exc:
+            last_error = str(exc)
+        else:
+            if description.high_watermark is not None:
+                return description
+            last_error = f"node {description.leader_id} leads but has not committed yet"
+        time.sleep(POLL_INTERVAL_S * 2)
+    raise ReplogError(f"no quorum leader within {timeout_s:g} s ({last_error})")
+
+
+# --- the commands -----------------------------------------------------------------------------
+
+
+def run_start(args: argparse.Namespace) -> int:
+    cluster = _cluster_to_start(args)
+    pids = {node.node_id: spawn(node, verbose=args.verbose) for node in cluster.nodes}
+    try:
+        leader = wait_for_leader(cluster, pids, args.timeout)
+    except ReplogError as exc:
+        started = [(node, pids[node.node_id]) for node in cluster.nodes]
+        stop_nodes(started, timeout_s=5)
+        raise ReplogError(f"{exc}; the nodes were stopped\n{log_tails(cluster.nodes)}") from None
+    print(
+        f"started {_count(len(cluster.nodes), 'node')} in {cluster.directory}; leader: node "
+        f"{leader.leader_id} (quorum epoch {leader.leader_epoch})"
+    )
+    for node in cluster.nodes:
+        listeners = ",".join(f"{name}://{a}" for name, a in node.listeners.items())
+        roles = ",".join(node.roles)
+        print(f"  node {node.node_id}  {roles}  {listeners}  pid {pids[node.node_id]}")
+    print(f"bootstrap servers: {','.join(cluster.controller_addresses().values())}")
+    return 0
+
+
+def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
+    """The cluster `start` runs: the stopped one in the directory, or a new one (written)."""
+    directory = os.path.realpath(args.data_dir)
+    overrides = _parse_overrides(args.override)
+    if LocalCluster.exists(directory):
+        existing = LocalCluster.load(directory)
+        running = [n.node_id for n in existing.nodes if running_pid(n) is not None]
+        if running:
+            raise ReplogError(
+                f"a cluster is already running in {directory} (nodes "
+                f"{', '.join(map(str, running))} alive); stop it first with "
+                "`replog cluster stop`"
+            )
+        if not args.fresh:
+            planned = LocalCluster.plan(
+                directory,
+                args.nodes or len(existing.nodes),
+                args.base_port or _base_port(existing),
+            )
+            if planned.voters() != existing.voters() or overrides:
+                raise ReplogError(
+                    f"{directory} holds a stopped {len(existing.nodes)}-node cluster "
+                    f"({existing.voters()}); start it without --nodes/--base-port/--override, "
+                    "or pass --fresh to delete it and start a new one"
+                )
+            check_ports_free(existing.nodes)
+            return existing
+        for node in existing.nodes:
+            shutil.rmtree(node.directory, ignore_errors=True)
+        os.remove(LocalCluster.file_path(directory))
+    cluster = LocalCluster.plan(
+        directory, args.nodes or DEFAULT_NODE_COUNT, args.base_port or DEFAULT_BASE_PORT
+    )
+    for node in cluster.nodes:
+        if os.path.exists(node.directory):
+            raise ReplogError(
+                f"{node.directory} exists but {LocalCluster.file_path(directory)} does not; "
+                "remove it or choose another --data-dir"
+            )
+        # A bad override fails here, before anything is written or started.
+        NodeConfig.from_properties(cluster.node_properties(node, overrides))
+    check_ports_free(cluster.nodes)
+    cluster.write(overrides)
+    return cluster
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _base_port(cluster: LocalCluster) -> int:
+    return int(cluster.nodes[0].controller_address.rpartition(":")[2])
+
+
+def _parse_overrides(items: Sequence[str]) -> dict[str, str]:
+    overrides = {}
+    for item in items:
+        key, equals, value = item.partition("=")
+        if not equals or not key.strip():
+            raise ReplogError(f"--override {item!r}: expected KEY=VALUE")
+        overrides[key.strip()] = value.strip()
+    return overrides
+
+
+def run_status(args: argparse.Namespace) -> int:
+    cluster = LocalCluster.load(args.data_dir)
+    pids = {node.node_id: read_pid(node) for node in cluster.nodes}
+    alive = {node.node_id: is_running(node, pids[node.node_id]) for node in cluster.nodes}
+    answers = ask_each(
+        [n.controller_address for n in cluster.nodes if alive[n.node_id]], PROBE_TIMEOUT_S
+    )
+    rows: list[dict[str, Any]] = []
+    for node in cluster.nodes:
+        answer = answers.get(node.controller_address) if alive[node.node_id] else None
+        response = None if isinstance(answer, NodeUnreachable) else answer
+        leader_id = -1 if response is None else response.leader_id
+        rows.append(
+            {
+                "node_id": node.node_id,
+                "roles": list(node.roles),
+                "pid": pids[node.node_id],
+                "listener": node.controller_address,
+                "alive": alive[node.node_id],
+                "answers": response is not None,
+                "leader_id": None if leader_id == -1 else leader_id,
+                "quorum_epoch": None if response is None else response.quorum_epoch,
+                "is_leader": response is not None and response.error_code == 0,
+            }
+        )
+    if args.json:
+        print(json.dumps({"data_dir": cluster.directory, "nodes": rows}, indent=2))
+        return 0
+    print(f"cluster in {cluster.directory}")
+    table = [["NODE", "ROLES", "PID", "LISTENER", "ALIVE", "ANSWERS", "LEADER", "EPOCH"]]
+    for row in rows:
+        table.append(
+            [
+                str(row["node_id"]),
+                ",".join(row["roles"]),
+                _or_dash(row["pid"]),
+                row["listener"],
+                "yes" if row["alive"] else "no",
+                "yes" if row["answers"] else "no",
+                _or_dash(row["leader_id"]),
+                _or_dash(row["quorum_epoch"]),
+            ]
+        )
+    print_table(table)
+    return 0
+
+
+def _or_dash(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def run_stop(args: argparse.Namespace) -> int:
+    cluster = LocalCluster.load(args.data_dir)
+    running = []
+    for node in cluster.nodes:
+        pid = running_pid(node)
+        if pid is None:
+            remove_pid_file(node)  # stale: the node died without `stop`
+        else:
+            running.append((node, pid))
+    if not running:
+        print(f"no node of the cluster in {cluster.directory} is running")
+        return 0
+    for line in stop_nodes(running, args.timeout):
+        print(line)
+    return 0
+
+
+def run_kill(args: argparse.Namespace) -> int:
+    cluster = LocalCluster.load(args.data_dir)
+    node = cluster.node(args.node_id)
+    pid = running_pid(node)
+    if pid is None:
+        raise ReplogError(f"node {node.node_id} is not running")
+    kill_and_wait(node, pid)
+    remove_pid_file(node)
+    print(f"killed node {node.node_id} (pid {pid})")
+    return 0
+
+
+def run_restart(args: argparse.Namespace) -> int:
+    cluster = LocalCluster.load(args.data_dir)
+    node = cluster.node(args.node_id)
+    pid = running_pid(node)
+    if pid is not None:
+        raise ReplogError(
+            f"node {node.node_id} is still running (pid {pid}); "
+            f"`replog cluster kill {node.node_id}` or `replog cluster stop` it first"
+        )
+    check_ports_free([node])
+    pid = spawn(node, verbose=args.verbose)
+
+    def answers() -> bool:
+        code = exit_status(pid)
+        if code is not None:
+            raise ReplogError(
+                f"node {node.node_id} (pid {pid}) exited with code {code}\n{log_tails([node])}"
+            )
+        answer = ask_each([node.controller_address], PROBE_TIMEOUT_S)[node.controller_address]
+        return not isinstance(answer, NodeUnreachable)
+
+    if not wait_until(answers, args.timeout):
+        signal_node(pid, signal.SIGKILL)
+        remove_pid_file(node)
+        raise ReplogError(
+            f"node {node.node_id} did not answer within {args.timeout:g} s and was killed\n"
+            f"{log_tails([node])}"
+        )
+    print(f"restarted node {node.node_id} (pid {pid}) on {node.controller_address}")
+    return 0
+
+
+# --- argument parsing -------------------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be >= 1")
+    return value
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "cluster",
+        help="start, inspect and stop a local multi-process cluster",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    def action(name: str, help_text: str, run: Any) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = actions.add_parser(name, help=help_text)
+        sub.add_argument(
+            "--data-dir",
+            metavar="DIR",
+            default=DEFAULT_DATA_DIR,
+            help=f"the cluster's directory (default: {DEFAULT_DATA_DIR})",
+        )
+        sub.set_defaults(run=run)
+        return sub
+
+    start = action("start", "write the configs, start the nodes, wait for a leader", run_start)
+    start.add_argument(
+        "--nodes",
+        type=_positive_int,
+        metavar="N",
+        help=f"how many nodes (default: {DEFAULT_NODE_COUNT})",
+    )
+    start.add_argument(
+        "--base-port",
+        type=_positive_int,
+        metavar="PORT",
+        help=f"node i listens on base + i - 1 (default: {DEFAULT_BASE_PORT})",
+    )
+    start.add_argument(
+        "--fresh", action="store_true", help="delete a stopped cluster's data and start anew"
+    )
+    start.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a property for every node's server.properties (repeatable)",
+    )
+    start.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        default=30.0,
+        help="seconds to wait for a leader (default: 30)",
+    )
+
+    status = action(
+        "status", "each node's pid, listener, liveness and view of the quorum", run_status
+    )
+    status.add_argument("--json", action="store_true", help="print JSON")
+
+    stop = action("stop", "SIGTERM every node; SIGKILL after --timeout", run_stop)
+    stop.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        default=10.0,
+        help="seconds before SIGKILL (default: 10)",
+    )
+
+    kill = action("kill", "SIGKILL one node", run_kill)
+    kill.add_argument("node_id", type=int, metavar="NODE_ID")
+
+    restart = action("restart", "start a node that is not running, with its config", run_restart)
+    restart.add_argument("node_id", type=int, metavar="NODE_ID")
+    restart.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        default=30.0,
+        help="seconds to wait for it to answer",
+    )

@@ -1,0 +1,224 @@
+"""The files of a local multi-process cluster: one directory, described by its `cluster.json`.
+
+`replog cluster` writes and reads them; `replog quorum` (and later client-side commands) read
+`cluster.json` to find the local nodes when no `--bootstrap-server` is given.
+
+Layout of a cluster directory (default `./.replog/cluster`)::
+
+    cluster.json                   the nodes, their roles and listeners (this module's format)
+    node-<id>/server.properties    the node's configuration (`replog node --config` reads it)
+    node-<id>/data/                its log.dirs (the metadata log lives in here)
+    node-<id>/node.log             the node's stdout and stderr
+    node-<id>/node.pid             its pid while it runs
+
+`cluster.json` (paths relative to the directory holding it)::
+
+    {"version": 1, "voters": "1@127.0.0.1:19092,...",
+     "nodes": [{"node_id": 1, "roles": ["controller"],
+                "listeners": {"CONTROLLER": "127.0.0.1:19092"}, "dir": "node-1"}, ...]}
+
+Rules:
+- Node ids are 1..N; node i's controller listener is `127.0.0.1:<base port + i - 1>`.
+- Roles are per node and drive what its `server.properties` says. Today every node is a
+  controller (a voter); when the broker role arrives, a node gets `broker` in `roles` and a
+  `BROKER` entry in `listeners` (on ports after the controllers'), and nothing else changes.
+- Every problem with the files is a `ReplogError` naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from replog.config import render_properties
+from replog.errors import ReplogError
+
+DEFAULT_DATA_DIR = os.path.join(".replog", "cluster")
+DEFAULT_NODE_COUNT = 3
+DEFAULT_BASE_PORT = 19092
+DEFAULT_ROLES = ("controller",)
+LOOPBACK = "127.0.0.1"
+CLUSTER_FILE = "cluster.json"
+CONTROLLER_LISTENER = "CONTROLLER"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class LocalNode:
+    """One node of a local cluster; paths are absolute."""
+
+    node_id: int
+    roles: tuple[str, ...]
+    listeners: Mapping[str, str]  # listener name -> host:port
+    directory: str
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles
+
+    @property
+    def controller_address(self) -> str:
+        return self.listeners[CONTROLLER_LISTENER]
+
+    @property
+    def config_path(self) -> str:
+        return os.path.join(self.directory, "server.properties")
+
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.directory, "node.log")
+
+    @property
+    def pid_path(self) -> str:
+        return os.path.join(self.directory, "node.pid")
+
+    @property
+    def data_path(self) -> str:
+        return os.path.join(self.directory, "data")
+
+
+@dataclass(frozen=True, slots=True)
+class LocalCluster:
+    """A cluster directory and its nodes (see the module docstring)."""
+
+    directory: str
+    nodes: tuple[LocalNode, ...]
+
+    @classmethod
+    def plan(
+        cls,
+        directory: str,
+        node_count: int = DEFAULT_NODE_COUNT,
+        base_port: int = DEFAULT_BASE_PORT,
+        roles: tuple[str, ...] = DEFAULT_ROLES,
+    ) -> LocalCluster:
+        """The layout of a new cluster (nothing is written)."""
+        directory = os.path.realpath(directory)
+        if node_count < 1:
+            raise ReplogError(f"--nodes {node_count}: a cluster needs at least one node")
+        if not 1 <= base_port <= 65536 - node_count:
+            raise ReplogError(
+                f"--base-port {base_port}: ports {base_port}..{base_port + node_count - 1} "
+                "are not all in [1, 65535]"
+            )
+        nodes = tuple(
+            LocalNode(
+                node_id=i,
+                roles=roles,
+                listeners={CONTROLLER_LISTENER: f"{LOOPBACK}:{base_port + i - 1}"},
+                directory=os.path.join(directory, f"node-{i}"),
+            )
+            for i in range(1, node_count + 1)
+        )
+        return cls(directory, nodes)
+
+    @staticmethod
+    def file_path(directory: str) -> str:
+        return os.path.join(os.path.realpath(directory), CLUSTER_FILE)
+
+    @classmethod
+    def exists(cls, directory: str) -> bool:
+        return os.path.exists(cls.file_path(directory))
+
+    @classmethod
+    def load(cls, directory: str) -> LocalCluster:
+        """The cluster described by `directory/cluster.json`."""
+        directory = os.path.realpath(directory)
+        path = cls.file_path(directory)
+        try:
+            with open(path, encoding="utf-8") as f:
+                document = json.load(f)
+        except FileNotFoundError:
+            raise ReplogError(
+                f"no cluster in {directory} ({CLUSTER_FILE} not found); "
+                "start one with `replog cluster start`"
+            ) from None
+        except (OSError, ValueError) as exc:
+            raise ReplogError(f"{path}: unreadable: {exc}") from None
+        try:
+            if document["version"] != FORMAT_VERSION:
+                raise ReplogError(f"{path}: unknown format version {document['version']!r}")
+            nodes = tuple(_node_from_json(directory, entry) for entry in document["nodes"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ReplogError(f"{path}: not a replog cluster file: {exc!r}") from None
+        if not nodes:
+            raise ReplogError(f"{path}: lists no nodes")
+        return cls(directory, nodes)
+
+    # --- queries ------------------------------------------------------------------------------
+
+    def node(self, node_id: int) -> LocalNode:
+        for node in self.nodes:
+            if node.node_id == node_id:
+                return node
+        known = ", ".join(str(n.node_id) for n in self.nodes)
+        raise ReplogError(f"no node {node_id} in the cluster in {self.directory} (nodes: {known})")
+
+    def controller_addresses(self) -> dict[int, str]:
+        """host:port of every controller, by node id."""
+        return {n.node_id: n.controller_address for n in self.nodes if n.is_controller}
+
+    def voters(self) -> str:
+        """The `controller.quorum.voters` value."""
+        return ",".join(f"{i}@{a}" for i, a in self.controller_addresses().items())
+
+    def node_properties(
+        self, node: LocalNode, overrides: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """What `node`'s server.properties holds; `overrides` replace or add keys."""
+        properties = {
+            "process.roles": ",".join(node.roles),
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": self.voters(),
+            "listeners": ",".join(f"{name}://{a}" for name, a in node.listeners.items()),
+            "controller.listener.names": CONTROLLER_LISTENER,
+            "log.dirs": node.data_path,
+        }
+        properties.update(overrides or {})
+        return properties
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def write(self, overrides: Mapping[str, str] | None = None) -> None:
+        """Create the node directories and write every server.properties, then cluster.json."""
+        for node in self.nodes:
+            os.makedirs(node.data_path, exist_ok=True)
+            text = render_properties(
+                self.node_properties(node, overrides),
+                header=f"replog node {node.node_id}, written by `replog cluster start`.",
+            )
+            with open(node.config_path, "w", encoding="utf-8") as f:
+                f.write(text)
+        document = {
+            "version": FORMAT_VERSION,
+            "voters": self.voters(),
+            "nodes": [self._node_to_json(node) for node in self.nodes],
+        }
+        path = self.file_path(self.directory)
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(document, f, indent=2)
+            f.write("\n")
+        os.replace(path + ".tmp", path)
+
+    def _node_to_json(self, node: LocalNode) -> dict[str, Any]:
+        return {
+            "node_id": node.node_id,
+            "roles": list(node.roles),
+            "listeners": dict(node.listeners),
+            "dir": os.path.relpath(node.directory, self.directory),
+        }
+
+
+def _node_from_json(directory: str, entry: dict[str, Any]) -> LocalNode:
+    node = LocalNode(
+        node_id=int(entry["node_id"]),
+        roles=tuple(str(r) for r in entry["roles"]),
+        listeners={str(name): str(address) for name, address in entry["listeners"].items()},
+        directory=os.path.join(directory, str(entry["dir"])),
+    )
+    if node.is_controller and CONTROLLER_LISTENER not in node.listeners:
+        raise ValueError(f"controller {node.node_id} has no {CONTROLLER_LISTENER} listener")
+    return node

@@ -1,0 +1,386 @@
+"""Real node processes on loopback for the cluster tests: the CLI, a proposer, a leader watch.
+
+Everything here talks to nodes the way an operator or a client would: the `replog` command in
+a subprocess, and gRPC (`MetadataLog.Append`, `MetadataLog.ReadCommitted`, `DescribeQuorum`).
+Node processes are found by their command line (it names the test's data directory), so a
+test that fails halfway still leaves nothing running (`LoopbackCluster.kill_everything`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Self
+
+import grpc
+
+from replog.cli.local_cluster import LocalCluster
+from replog.cli.main import main
+from replog.cli.quorum import QuorumDescription, ask_each, describe_quorum
+from replog.errors import ReplogError
+from replog.pb import raft_pb2 as pb
+from replog.pb import raft_pb2_grpc
+from replog.record import iter_batches
+
+# Kafka's defaults, which the test clusters keep unless a test says otherwise.
+ELECTION_TIMEOUT_MS = 1000
+ELECTION_BACKOFF_MAX_MS = 1000
+FETCH_TIMEOUT_MS = 2000
+# The header of `quorum describe --replication`, as kafka-metadata-quorum.sh prints it.
+REPLICATION_HEADER = [
+    "NodeId",
+    "LogEndOffset",
+    "Lag",
+    "LastFetchTimestamp",
+    "LastCaughtUpTimestamp",
+    "Status",
+]
+# Each channel its own connection, retried quickly: by default gRPC shares one connection per
+# address between channels, and after the node was down it fails fast for up to 1 s and more.
+CHANNEL_OPTIONS = [
+    ("grpc.use_local_subchannel_pool", 1),
+    ("grpc.initial_reconnect_backoff_ms", 50),
+    ("grpc.min_reconnect_backoff_ms", 50),
+    ("grpc.max_reconnect_backoff_ms", 100),
+]
+
+
+def replog(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run the `replog` command as a user would; never raises on a non-zero exit."""
+    return subprocess.run(
+        [sys.executable, "-m", "replog.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def replog_in_process(*args: str) -> Outcome:
+    """Run `replog` in this process (fast; for commands that start no node)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:  # argparse
+            code = exit_.code if isinstance(exit_.code, int) else 1
+    return Outcome(code, out.getvalue(), err.getvalue())
+
+
+def free_base_port(count: int) -> int:
+    """A port p such that p..p+count-1 are all free now (found by binding to port 0)."""
+    for _ in range(100):
+        with socket.socket() as first:
+            first.bind(("127.0.0.1", 0))
+            base: int = first.getsockname()[1]
+        if base + count > 65535:
+            continue
+        with contextlib.ExitStack() as held:
+            try:
+                for port in range(base, base + count):
+                    probe = held.enter_context(socket.socket())
+                    probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return base
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.02)
+
+
+@dataclass
+class LoopbackCluster:
+    """A cluster directory under the test's tmp_path, driven through the CLI."""
+
+    data_dir: Path
+    base_port: int
+    node_count: int = 3
+
+    def cli(self, action: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return replog("cluster", action, "--data-dir", str(self.data_dir), *args)
+
+    def ask(self, action: str, *args: str) -> Outcome:
+        """A `replog cluster` command that starts nothing, run in this process."""
+        return replog_in_process("cluster", action, "--data-dir", str(self.data_dir), *args)
+
+    def start(self, *args: str) -> subprocess.CompletedProcess[str]:
+        result = self.cli(
+            "start", "--nodes", str(self.node_count), "--base-port", str(self.base_port), *args
+        )
+        assert result.returncode == 0, result.stderr
+        return result
+
+    @property
+    def layout(self) -> LocalCluster:
+        return LocalCluster.load(str(self.data_dir))
+
+    @property
+    def addresses(self) -> dict[int, str]:
+        return self.layout.controller_addresses()
+
+    def pid(self, node_id: int) -> int:
+        return int(Path(self.layout.node(node_id).pid_path).read_text())
+
+    def describe(self, timeout_s: float = 1.0) -> QuorumDescription:
+        addresses = self.addresses
+        return describe_quorum(list(addresses.values()), addresses, timeout_s)
+
+    def leader(self, timeout_s: float = 1.0) -> QuorumDescription | None:
+        """The quorum as its leader describes it; None while there is no leader."""
+        try:
+            return self.describe(timeout_s)
+        except ReplogError:
+            return None
+
+    def wait_for_leader(self, after_epoch: int = 0, timeout_s: float = 15) -> QuorumDescription:
+        """A leader of a quorum epoch after `after_epoch` that committed in its epoch."""
+
+        def found() -> bool:
+            leader = self.leader()
+            return (
+                leader is not None
+                and leader.leader_epoch > after_epoch
+                and leader.high_watermark is not None
+            )
+
+        wait_for(found, timeout_s, f"a leader in a quorum epoch after {after_epoch}")
+        return self.describe()
+
+    def signal(self, node_id: int, sig: signal.Signals) -> None:
+        os.killpg(self.pid(node_id), sig)
+
+    def node_pids(self) -> list[int]:
+        """Every live process whose command line names this cluster's directory."""
+        marker = str(self.data_dir).encode()
+        pids = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                argv = Path(f"/proc/{entry}/cmdline").read_bytes()
+                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if marker in argv and state != "Z":
+                pids.append(int(entry))
+        return pids
+
+    def kill_everything(self) -> None:
+        for pid in self.node_pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)  # a stopped process dies only once continued
+                os.killpg(pid, signal.SIGKILL)
+        wait_for(lambda: not self.node_pids(), 10, "the cluster's processes to exit")
+
+
+# --- reading committed logs -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CommittedLog:
+    """A node's committed log as ReadCommitted returns it."""
+
+    high_watermark: int
+    raw: bytes  # every committed batch, as stored
+    values: dict[int, bytes]  # offset -> value of every data record
+
+
+def read_committed(address: str, timeout_s: float = 2.0) -> CommittedLog:
+    chunks: list[bytes] = []
+    values: dict[int, bytes] = {}
+    with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+        stub = raft_pb2_grpc.MetadataLogStub(channel)  # type: ignore[no-untyped-call]
+        offset, high_watermark = 0, None
+        while high_watermark is None or offset < high_watermark:
+            answer = stub.ReadCommitted(
+                pb.ReadCommittedRequest(start_offset=offset), timeout=timeout_s
+            )
+            assert answer.error_code == 0, answer.error_message
+            # The high watermark of the first answer bounds the read: it may move meanwhile.
+            high_watermark = answer.high_watermark if high_watermark is None else high_watermark
+            if not answer.records:
+                break
+            for batch in iter_batches(answer.records, where=f"ReadCommitted from {address}"):
+                if batch.base_offset >= high_watermark:
+                    break
+                chunks.append(batch.to_bytes())
+                offset = batch.next_offset
+                if not batch.is_control:
+                    values.update((r.offset, r.value or b"") for r in batch)
+    return CommittedLog(high_watermark, b"".join(chunks), values)
+
+
+# --- a stream of proposals --------------------------------------------------------------------
+
+
+class Background:
+    """Runs `_run` in a daemon thread for the duration of a `with` block."""
+
+    _stop: threading.Event
+    _thread: threading.Thread
+
+    def __enter__(self) -> Self:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=type(self).__name__, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Ack:
+    offset: int
+    value: bytes
+    quorum_epoch: int
+    leader_id: int
+    at: float  # time.monotonic() when the acknowledgement arrived
+
+
+@dataclass
+class Proposer(Background):
+    """A client thread appending one unique value at a time, following the leader.
+
+    A call that fails or times out is abandoned (its fate is unknown) and the next value goes
+    to the leader the cluster names, or to the next node.
+    """
+
+    addresses: dict[int, str]
+    call_timeout_s: float = 1.0
+    acks: list[Ack] = field(default_factory=list)
+
+    def _run(self) -> None:
+        ids = sorted(self.addresses)
+        channels = {
+            i: grpc.insecure_channel(a, options=CHANNEL_OPTIONS) for i, a in self.addresses.items()
+        }
+        stubs = {
+            i: raft_pb2_grpc.MetadataLogStub(c)  # type: ignore[no-untyped-call]
+            for i, c in channels.items()
+        }
+        target = ids[0]
+        sequence = 0
+        try:
+            while not self._stop.is_set():
+                sequence += 1
+                value = f"value-{sequence}".encode()
+                try:
+                    answer = stubs[target].Append(
+                        pb.AppendRequest(values=[value]), timeout=self.call_timeout_s
+                    )
+                except grpc.RpcError:
+                    target = ids[(ids.index(target) + 1) % len(ids)]
+                    time.sleep(0.01)
+                    continue
+                if answer.error_code == 0:
+                    self.acks.append(
+                        Ack(
+                            answer.base_offset,
+                            value,
+                            answer.quorum_epoch,
+                            answer.leader_id,
+                            time.monotonic(),
+                        )
+                    )
+                    continue
+                named = answer.leader_id
+                if named in stubs and named != target:
+                    target = named
+                else:
+                    target = ids[(ids.index(target) + 1) % len(ids)]
+                    time.sleep(0.01)
+        finally:
+            for channel in channels.values():
+                channel.close()
+
+    def wait_for_acks(self, count: int, timeout_s: float = 10, **where: int) -> Ack:
+        """The `count`-th ack matching `where` (e.g. quorum_epoch=3)."""
+
+        def matching() -> list[Ack]:
+            return [a for a in list(self.acks) if all(getattr(a, k) == v for k, v in where.items())]
+
+        wait_for(lambda: len(matching()) >= count, timeout_s, f"{count} acks with {where}")
+        return matching()[count - 1]
+
+    def first_ack_after_epoch(self, epoch: int, timeout_s: float) -> Ack:
+        wait_for(
+            lambda: any(a.quorum_epoch > epoch for a in list(self.acks)),
+            timeout_s,
+            f"an ack in a quorum epoch after {epoch}",
+        )
+        return next(a for a in self.acks if a.quorum_epoch > epoch)
+
+
+def assert_acks_committed(acks: list[Ack], log: CommittedLog, node: str) -> None:
+    """Every acknowledged (offset, value) is in `log`, unchanged."""
+    missing = [a for a in acks if log.values.get(a.offset) != a.value]
+    assert not missing, (
+        f"{len(missing)} of {len(acks)} acknowledged entries are missing or different on {node}"
+        f" (high watermark {log.high_watermark}); first: {missing[0]}, found there: "
+        f"{log.values.get(missing[0].offset)!r}"
+    )
+
+
+# --- watching who claims leadership -----------------------------------------------------------
+
+
+@dataclass
+class LeaderWatch(Background):
+    """Polls every node's DescribeQuorum; a node that answers it claims leadership.
+
+    Records, per quorum epoch, every node seen claiming it: split brain is two in one epoch.
+    """
+
+    addresses: dict[int, str]
+    timeout_s: float = 0.3
+    claims: dict[int, set[int]] = field(default_factory=dict)  # epoch -> node ids
+    views: dict[int, tuple[int, int]] = field(default_factory=dict)  # node -> (epoch, leader)
+    polls: int = 0
+
+    def _run(self) -> None:
+        by_address = {a: i for i, a in self.addresses.items()}
+        while not self._stop.is_set():
+            for address, answer in ask_each(self.addresses.values(), self.timeout_s).items():
+                if not isinstance(answer, pb.DescribeQuorumResponse):
+                    continue
+                node_id = by_address[address]
+                self.views[node_id] = (answer.quorum_epoch, answer.leader_id)
+                if answer.error_code == 0:
+                    self.claims.setdefault(answer.quorum_epoch, set()).add(node_id)
+            self.polls += 1
+            time.sleep(0.02)
+
+    def leaders_after(self, epoch: int) -> dict[int, set[int]]:
+        return {e: set(ids) for e, ids in list(self.claims.items()) if e > epoch}
+
+    def assert_no_split_brain(self) -> None:
+        split = {e: ids for e, ids in self.claims.items() if len(ids) > 1}
+        assert not split, f"two leaders in one quorum epoch: {split}"

@@ -1,0 +1,224 @@
+"""`replog cluster` and `replog quorum describe` as an operator uses them, on real processes.
+
+Commands that start or signal nodes run in a subprocess, as from a shell; read-only ones and
+refusals run in-process through the same `main` (faster; an uncaught exception would fail the
+test just as a traceback would). A refusal is one line on stderr, a non-zero exit code and no
+traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+
+import pytest
+from cluster_helpers import (
+    REPLICATION_HEADER,
+    LoopbackCluster,
+    Outcome,
+    read_committed,
+    replog,
+    replog_in_process,
+)
+
+from replog.cli.local_cluster import LocalCluster
+
+
+def assert_refused(result: subprocess.CompletedProcess[str] | Outcome, *fragments: str) -> None:
+    lines = result.stderr.splitlines()
+    assert result.returncode != 0, result.stdout
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def status(cluster: LoopbackCluster) -> dict[int, dict[str, object]]:
+    result = cluster.ask("status", "--json")
+    assert result.returncode == 0, result.stderr
+    return {node["node_id"]: node for node in json.loads(result.stdout)["nodes"]}
+
+
+def test_a_cluster_through_its_lifecycle(cluster: LoopbackCluster) -> None:
+    started = cluster.start()
+    leader = cluster.describe()
+    ports = [cluster.base_port + i for i in range(3)]
+    assert f"leader: node {leader.leader_id}" in started.stdout
+    for node_id, port in zip((1, 2, 3), ports, strict=True):
+        assert f"node {node_id}  controller  CONTROLLER://127.0.0.1:{port}" in started.stdout
+        config = (cluster.data_dir / f"node-{node_id}" / "server.properties").read_text()
+        assert "process.roles=controller\n" in config
+        assert f"node.id={node_id}\n" in config
+        assert f"listeners=CONTROLLER://127.0.0.1:{port}\n" in config
+        assert f"log.dirs={cluster.data_dir / f'node-{node_id}' / 'data'}\n" in config
+    assert f"bootstrap servers: {','.join(f'127.0.0.1:{p}' for p in ports)}" in started.stdout
+
+    # status, from a shell: every node alive and answering, all agreeing on the leader.
+    shell_status = cluster.cli("status", "--json")
+    assert shell_status.returncode == 0, shell_status.stderr
+    nodes = {n["node_id"]: n for n in json.loads(shell_status.stdout)["nodes"]}
+    assert sorted(nodes) == [1, 2, 3]
+    for node_id, node in nodes.items():
+        assert node["roles"] == ["controller"]
+        assert node["pid"] == cluster.pid(node_id)
+        assert node["listener"] == f"127.0.0.1:{ports[node_id - 1]}"
+        assert node["alive"] is True and node["answers"] is True
+        assert node["leader_id"] == leader.leader_id
+        assert node["is_leader"] is (node_id == leader.leader_id)
+    assert "ALIVE  ANSWERS" in cluster.ask("status").stdout
+
+    # quorum describe, asked at the local cluster's nodes.
+    data_dir = ("--data-dir", str(cluster.data_dir))
+    text = replog("quorum", "describe", "--status", *data_dir)
+    assert text.returncode == 0, text.stderr
+    assert f"LeaderId:             {leader.leader_id}\n" in text.stdout
+    for label in ("LeaderEpoch:", "HighWatermark:", "MaxFollowerLag:", "CurrentObservers:     []"):
+        assert label in text.stdout
+    as_json = json.loads(replog_in_process("quorum", "describe", "--json", *data_dir).stdout)
+    assert as_json["leader_id"] == leader.leader_id
+    assert as_json["high_watermark"] >= 1
+    assert [v["id"] for v in as_json["current_voters"]] == [1, 2, 3]
+    assert as_json["current_voters"][0]["endpoints"] == [f"CONTROLLER://127.0.0.1:{ports[0]}"]
+    table = replog_in_process("quorum", "describe", "--replication", *data_dir).stdout
+    rows = [line.split() for line in table.splitlines()]
+    assert rows[0] == REPLICATION_HEADER
+    assert [row[5] for row in rows[1:]] == ["Leader", "Follower", "Follower"]
+    assert rows[1][0] == str(leader.leader_id)
+    replication = replog_in_process("quorum", "describe", "--replication", "--json", *data_dir)
+    replicas = json.loads(replication.stdout)
+    assert {r["node_id"] for r in replicas} == {1, 2, 3}
+    # Timestamps are wall-clock milliseconds (after 2020), not a process's monotonic clock.
+    assert all(r["last_fetch_timestamp"] > 1_577_836_800_000 for r in replicas)
+
+    # Asked at one follower only, it follows the follower's answer to the leader, whose
+    # address comes from an id@host:port entry, or from the local cluster's cluster.json.
+    follower = next(i for i in (1, 2, 3) if i != leader.leader_id)
+    one = f"127.0.0.1:{ports[follower - 1]}"
+    leader_at = f"{leader.leader_id}@127.0.0.1:{ports[leader.leader_id - 1]}"
+    for where in (
+        ("--bootstrap-server", f"{one},{leader_at}"),
+        ("--bootstrap-server", one, *data_dir),
+    ):
+        followed = replog_in_process("quorum", "describe", "--json", *where)
+        assert json.loads(followed.stdout)["leader_id"] == leader.leader_id, followed.stderr
+    assert_refused(
+        replog_in_process("quorum", "describe", "--bootstrap-server", one),
+        f"{one}: the leader is node {leader.leader_id}, whose address is unknown",
+    )
+
+    # kill the leader: it is reported dead; the others elect a new leader.
+    killed = cluster.cli("kill", str(leader.leader_id))
+    assert killed.returncode == 0, killed.stderr
+    assert killed.stdout.startswith(f"killed node {leader.leader_id} (pid ")
+    nodes = status(cluster)
+    assert nodes[leader.leader_id]["alive"] is False
+    assert nodes[leader.leader_id]["answers"] is False
+    assert_refused(cluster.ask("kill", str(leader.leader_id)), "is not running")
+    cluster.wait_for_leader(after_epoch=leader.leader_epoch)
+
+    # restart it: it rejoins; a second restart is refused while it runs, and so is start.
+    restarted = cluster.cli("restart", str(leader.leader_id))
+    assert restarted.returncode == 0, restarted.stderr
+    assert f"restarted node {leader.leader_id}" in restarted.stdout
+    assert status(cluster)[leader.leader_id]["alive"] is True
+    assert_refused(cluster.ask("restart", str(leader.leader_id)), "still running")
+    assert_refused(cluster.ask("start"), "already running", "replog cluster stop")
+
+    # stop: every node exits, pid files are removed; stopping again is no error.
+    high_watermark = cluster.describe().high_watermark
+    assert high_watermark is not None
+    pids = {i: cluster.pid(i) for i in (1, 2, 3)}
+    stopped = cluster.cli("stop")
+    assert stopped.returncode == 0, stopped.stderr
+    assert sorted(stopped.stdout.splitlines()) == [
+        f"stopped node {i} (pid {pid})" for i, pid in sorted(pids.items())
+    ]
+    assert not cluster.node_pids()
+    assert not list(cluster.data_dir.glob("node-*/node.pid"))
+    assert all(not n["alive"] and n["pid"] is None for n in status(cluster).values())
+    assert "is running" in cluster.ask("stop").stdout
+
+    # start again: the same nodes with their data.
+    again = cluster.cli("start")
+    assert again.returncode == 0, again.stderr
+    addresses = cluster.addresses
+    logs = [read_committed(addresses[i]) for i in (1, 2, 3)]
+    assert all(log.high_watermark >= high_watermark for log in logs)
+
+
+def test_start_fresh_replaces_a_stopped_cluster(cluster: LoopbackCluster) -> None:
+    LocalCluster.plan(str(cluster.data_dir), 3, cluster.base_port).write()
+    (cluster.data_dir / "node-1" / "data" / "old-file").write_text("old")
+    assert_refused(cluster.ask("start", "--nodes", "1"), "stopped 3-node cluster", "--fresh")
+    single = LoopbackCluster(cluster.data_dir, cluster.base_port, node_count=1)
+    result = single.start("--fresh")
+    assert "started 1 node in" in result.stdout
+    assert not (cluster.data_dir / "node-1" / "data" / "old-file").exists()
+    assert not (cluster.data_dir / "node-2").exists()
+    assert [n.node_id for n in cluster.layout.nodes] == [1]
+    assert cluster.describe().leader_id == 1
+
+
+def test_start_refuses_a_port_in_use(cluster: LoopbackCluster) -> None:
+    with socket.socket() as busy:
+        busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        busy.bind(("127.0.0.1", cluster.base_port + 1))
+        busy.listen()
+        result = cluster.cli("start", "--base-port", str(cluster.base_port))
+    assert_refused(result, f"node 2 cannot listen on 127.0.0.1:{cluster.base_port + 1}", "in use")
+    assert not cluster.data_dir.exists()  # nothing written, nothing started
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (("cluster", "status"), ("no cluster in", "replog cluster start")),
+        (("cluster", "stop"), ("no cluster in",)),
+        (("cluster", "kill", "1"), ("no cluster in",)),
+        (("cluster", "restart", "1"), ("no cluster in",)),
+        (("quorum", "describe"), ("no cluster in",)),
+        (("cluster", "start", "--override", "junk"), ("--override 'junk': expected KEY=VALUE",)),
+        (
+            ("cluster", "start", "--override", "controller.quorum.fetch.timeout.ms=soon"),
+            ("controller.quorum.fetch.timeout.ms", "expected an integer"),
+        ),
+    ],
+)
+def test_commands_without_a_cluster_refuse_in_one_line(
+    cluster: LoopbackCluster, args: tuple[str, ...], fragments: tuple[str, ...]
+) -> None:
+    assert_refused(replog_in_process(*args, "--data-dir", str(cluster.data_dir)), *fragments)
+    assert not cluster.data_dir.exists()
+
+
+def test_a_refusal_from_a_shell_is_one_line(cluster: LoopbackCluster) -> None:
+    assert_refused(cluster.cli("status"), f"no cluster in {cluster.data_dir}")
+
+
+def test_unknown_and_stopped_nodes_are_refused(cluster: LoopbackCluster) -> None:
+    LocalCluster.plan(str(cluster.data_dir), 3, cluster.base_port).write()
+    assert_refused(cluster.ask("kill", "7"), "no node 7", "(nodes: 1, 2, 3)")
+    assert_refused(cluster.ask("restart", "7"), "no node 7")
+    assert_refused(cluster.ask("kill", "2"), "node 2 is not running")
+    nodes = status(cluster)
+    assert [n["alive"] for n in nodes.values()] == [False, False, False]
+    assert [n["answers"] for n in nodes.values()] == [False, False, False]
+
+
+@pytest.mark.parametrize(
+    ("bootstrap", "fragments"),
+    [
+        ("{a},{b}", ("no quorum node reachable at {a}, {b}: connection refused",)),
+        ("localhost", ("--bootstrap-server: 'localhost': expected host:port",)),
+        ("x@{a}", ("--bootstrap-server: 'x@{a}'",)),
+    ],
+)
+def test_quorum_describe_names_what_it_tried(
+    cluster: LoopbackCluster, bootstrap: str, fragments: tuple[str, ...]
+) -> None:
+    a, b = (f"127.0.0.1:{cluster.base_port + i}" for i in range(2))
+    result = replog_in_process(
+        "quorum", "describe", "--bootstrap-server", bootstrap.format(a=a, b=b)
+    )
+    assert_refused(result, *(f.format(a=a, b=b) for f in fragments))

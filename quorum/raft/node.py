@@ -276,7 +276,8 @@ class RaftNode:
         self._poll(now_ms)
 
     def propose(self, values: Sequence[bytes], now_ms: int) -> ProposeResult:
-        """Append `values` as records of one batch (leader only), after the linger time.
+        """Append `values` as records of one batch (leader only): at once when every earlier
+        append is committed, else after the linger time, with the proposals that follow.
 
         Raises `NotLeaderOrFollowerError` naming the current leader and epoch on a non-leader.
         """
@@ -306,7 +307,12 @@ class RaftNode:
         leader.accumulator.extend(PendingRecord(now_ms, value) for value in values)
         leader.accumulator_bytes += size
         if leader.linger_deadline_ms is None:
-            leader.linger_deadline_ms = now_ms + self.config.append_linger_ms
+            # Linger only to group proposals behind an append still in flight (group commit):
+            # a proposal to an idle leader is appended at once, so one proposer waits for no
+            # timer. Under load the in-flight append keeps the linger, and batching, in force.
+            idle = self._tail.summary().log_end_offset <= self._high_watermark
+            linger_ms = 0 if idle else self.config.append_linger_ms
+            leader.linger_deadline_ms = now_ms + linger_ms
         self._poll(now_ms)
         return ProposeResult(
             self._election.quorum_epoch, base_offset, base_offset + len(values) - 1

@@ -338,16 +338,38 @@ def test_proposals_on_a_follower_name_the_leader() -> None:
         raft.propose([b"x"], raft.now_ms)
 
 
-def test_proposals_within_the_linger_time_share_one_batch() -> None:
-    raft, log = make_leader(append_linger_ms=25)
+def idle_leader(**overrides: int) -> tuple[RaftNode, MemoryLog]:
+    """A leader whose epoch-start batch (offset 2) a follower has fetched: nothing in flight."""
+    raft, log = make_leader(**overrides)
+    drain(raft, log)
+    step(raft, log, 2, fetch(3, EPOCH))
+    assert raft.status().high_watermark == 3
+    return raft, log
+
+
+def test_a_proposal_to_an_idle_leader_is_appended_at_once() -> None:
+    raft, log = idle_leader(append_linger_ms=25)
+    first = raft.propose([b"a"], raft.now_ms)
+    (append,) = merge(drain(raft, log)).log_ops
+    assert (append.base_offset, append.end_offset) == (first.base_offset, first.last_offset + 1)  # type: ignore[union-attr]
+
+
+def test_proposals_behind_an_append_in_flight_share_one_batch() -> None:
+    raft, log = idle_leader(append_linger_ms=25)
     start = raft.now_ms
     first = raft.propose([b"a"], start)
-    second = raft.propose([b"b", b"c"], start + 10)
-    assert (first.base_offset, second.base_offset, second.last_offset) == (3, 4, 5)
-    assert not merge(drain(raft, log)).log_ops
-    raft.tick(start + 25)
+    assert merge(drain(raft, log)).log_ops  # appended at once: nothing was in flight
+    second = raft.propose([b"b"], start + 1)
+    third = raft.propose([b"c", b"d"], start + 10)
+    assert (second.base_offset, third.base_offset, third.last_offset) == (
+        first.last_offset + 1,
+        first.last_offset + 2,
+        first.last_offset + 3,
+    )
+    assert not merge(drain(raft, log)).log_ops  # lingering behind the uncommitted append
+    raft.tick(start + 1 + 25)
     (append,) = merge(drain(raft, log)).log_ops
-    assert (append.base_offset, append.end_offset) == (3, 6)  # type: ignore[union-attr]
+    assert (append.base_offset, append.end_offset) == (second.base_offset, third.last_offset + 1)  # type: ignore[union-attr]
 
 
 def test_describe_quorum_on_a_non_leader() -> None:

@@ -154,13 +154,19 @@ def compute_crc(buf: bytes | bytearray | memoryview, position: int, size: int) -
 
 
 def validate_batch(
-    buf: bytes | bytearray | memoryview, position: int = 0, *, where: str = "batch"
+    buf: bytes | bytearray | memoryview,
+    position: int = 0,
+    *,
+    where: str = "batch",
+    defer_crc: bool = False,
 ) -> BatchHeader:
     """Check one complete batch at `position` and return its header.
 
     Checks, in order: enough bytes to frame it, a sane `batch_length`, the whole batch present,
     magic 2, the CRC-32C, and records_count == last_offset_delta + 1 (> 0). `where` names the
-    batch in error messages (a file and byte position, or a topic-partition).
+    batch in error messages (a file and byte position, or a topic-partition). With `defer_crc`
+    the last two are left to the caller (`check_crc_and_count`), which must run them before it
+    makes the batch visible.
     """
     available = len(buf) - position
     if available < RECORD_BATCH_OVERHEAD:
@@ -183,7 +189,15 @@ def validate_batch(
     # The CRC comes before any rule about covered fields: a flipped bit in records_count is
     # corruption (CORRUPT_MESSAGE, retriable), not a malformed batch (INVALID_RECORD). Kafka
     # orders its produce checks the same way. (`compute_crc` inlined: this runs per batch.)
+    if defer_crc:
+        return header
     actual_crc = crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET : position + size])
+    check_crc_and_count(header, actual_crc, where)
+    return header
+
+
+def check_crc_and_count(header: BatchHeader, actual_crc: int, where: str) -> None:
+    """The last two checks of `validate_batch`, for a caller that computed the CRC itself."""
     if actual_crc != header.crc:
         raise CorruptRecordError(
             f"{where}: CRC-32C mismatch at offset {header.base_offset}: "
@@ -194,7 +208,6 @@ def validate_batch(
             f"{where}: records_count {header.records_count} does not equal "
             f"last_offset_delta {header.last_offset_delta} + 1"
         )
-    return header
 
 
 def stamp_batch(

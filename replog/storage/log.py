@@ -35,9 +35,11 @@ import random
 import struct
 import threading
 from collections.abc import Callable, Iterator, Sized
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, NoReturn
 
+from crc32c import crc32c
 from sortedcontainers import SortedDict
 
 from replog.clock import Clock, wall_clock_ms
@@ -60,6 +62,7 @@ from replog.record.header import (
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
+    check_crc_and_count,
     compute_crc,
     read_header,
     stamp_batch,
@@ -78,6 +81,7 @@ log = logging.getLogger("replog.storage")
 _MAX_TIMESTAMP_OFFSET = 35
 # Bytes 0-15 of a batch as a leader writes them: base offset, batch length, leader epoch.
 _STAMPED_PREFIX = struct.Struct(">qii")
+_BATCH_LENGTH = struct.Struct(">i")
 _new_tuple = tuple.__new__  # builds a named tuple from its fields without a Python-level call
 
 
@@ -257,6 +261,12 @@ class Log:
             # else, so the bytes validated are the bytes written even if the caller's buffer
             # changes meanwhile.
             data = batch_bytes if type(batch_bytes) is bytes else bytes(batch_bytes)
+            if (
+                len(data) >= OVERLAPPED_CRC_BYTES_MIN
+                and not self.config.log_append_time
+                and _single_batch(data)
+            ):
+                return self._append_large_batch(data, leader_epoch, allow_control)
             headers = self._validate_leader_batches(data, allow_control)
             latest = self.leader_epoch_cache.latest_epoch
             if latest is not None and leader_epoch < latest:
@@ -298,8 +308,54 @@ class Log:
                 append_time = -1
             return self._append_validated(view, stamped, prefixes, now_ms, append_time)
 
+    def _append_large_batch(
+        self, data: bytes, leader_epoch: int, allow_control: bool
+    ) -> LogAppendInfo:
+        """One large batch: its CRC-32C is computed on a worker thread while the bytes are
+        written, and checked before anything records them.
+
+        Why: for a 1 MiB batch the CRC costs about a fifth of the page-cache write, and
+        `crc32c` releases the GIL, so on a second core it is hidden behind the write. Nothing is
+        visible before the check passes (the log end offset, the indexes and the leader-epoch
+        cache move only after it); a failed check cuts the bytes off again, and a crash in
+        between leaves bytes past the log end that recovery's own CRC check removes.
+        """
+        if len(data) > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"{self.name}: append of {len(data)} bytes exceeds segment.bytes "
+                f"{self.config.segment_bytes}"
+            )
+        try:
+            header = validate_batch(data, 0, where=self.name, defer_crc=True)
+        except (CorruptRecordError, InvalidRecordError):
+            self._raise_naming_batch("append", data, (), 0)
+        self._check_leader_batch(header, (), 0, allow_control, self.config.max_message_bytes)
+        latest = self.leader_epoch_cache.latest_epoch
+        if latest is not None and leader_epoch < latest:
+            raise FencedLeaderEpochError(
+                f"{self.name}: leader epoch {leader_epoch} is older than the log's latest "
+                f"leader epoch {latest}"
+            )
+        crc = _crc_worker().submit(crc32c, memoryview(data)[ATTRIBUTES_OFFSET:])
+        start_offset = self._log_end_offset
+
+        def verify() -> None:
+            check_crc_and_count(header, crc.result(), self._where("append", (), 0))
+            if leader_epoch >= 0 and leader_epoch != latest:
+                self.leader_epoch_cache.assign(leader_epoch, start_offset)
+
+        try:
+            return self._append_one_batch(data, header, leader_epoch, self._clock(), verify)
+        finally:
+            crc.cancel()  # only matters when the write failed before the check waited for it
+
     def _append_one_batch(
-        self, data: bytes, header: BatchHeader, leader_epoch: int, now_ms: int
+        self,
+        data: bytes,
+        header: BatchHeader,
+        leader_epoch: int,
+        now_ms: int,
+        verify: Callable[[], None] | None = None,
     ) -> LogAppendInfo:
         """The usual leader append, one validated batch, CreateTime.
 
@@ -317,8 +373,13 @@ class Log:
             if segment.should_roll(
                 len(data), max_timestamp, last_offset, now_ms, self._roll_jitter_ms
             ):
+                if verify is not None:
+                    # A roll changes the files: check the batch first, so a rejected one
+                    # leaves everything as it was.
+                    verify()
+                    verify = None
                 segment = self._roll(offset)
-            segment.append(parts, last_offset, max_timestamp, last_offset, last_offset + 1)
+            segment.append(parts, last_offset, max_timestamp, last_offset, last_offset + 1, verify)
         except OSError as exc:
             raise KafkaStorageError(
                 f"{self.name}: append at offset {offset} to {segment.log_path} failed: {exc}"
@@ -364,29 +425,41 @@ class Log:
             except (CorruptRecordError, InvalidRecordError):
                 self._raise_naming_batch("append", data, headers, position)
             batch_size = header.batch_length + LOG_OVERHEAD
-            if header.base_offset != 0:
-                raise InvalidRecordError(
-                    f"{self._where('append', headers, position)}: base offset must be 0, got "
-                    f"{header.base_offset}"
-                )
-            if header.attributes & CONTROL_FLAG_MASK and not allow_control:
-                raise InvalidRecordError(
-                    f"{self._where('append', headers, position)}: clients may not append "
-                    "control batches"
-                )
-            if header.producer_id >= 0 and header.base_sequence < 0:
-                raise InvalidRecordError(
-                    f"{self._where('append', headers, position)}: idempotent batch (producer id "
-                    f"{header.producer_id}) has base sequence {header.base_sequence}"
-                )
-            if batch_size > max_message_bytes:
-                raise MessageSizeTooLargeError(
-                    f"{self._where('append', headers, position)}: batch of {batch_size} bytes "
-                    f"exceeds max.message.bytes {max_message_bytes}"
-                )
+            self._check_leader_batch(header, headers, position, allow_control, max_message_bytes)
             headers.append((position, header))
             position += batch_size
         return headers
+
+    def _check_leader_batch(
+        self,
+        header: BatchHeader,
+        headers: Sized,
+        position: int,
+        allow_control: bool,
+        max_message_bytes: int,
+    ) -> None:
+        """The rules a client batch must follow beyond being a valid batch (§1.3)."""
+        if header.base_offset != 0:
+            raise InvalidRecordError(
+                f"{self._where('append', headers, position)}: base offset must be 0, got "
+                f"{header.base_offset}"
+            )
+        if header.attributes & CONTROL_FLAG_MASK and not allow_control:
+            raise InvalidRecordError(
+                f"{self._where('append', headers, position)}: clients may not append "
+                "control batches"
+            )
+        if header.producer_id >= 0 and header.base_sequence < 0:
+            raise InvalidRecordError(
+                f"{self._where('append', headers, position)}: idempotent batch (producer id "
+                f"{header.producer_id}) has base sequence {header.base_sequence}"
+            )
+        batch_size = header.batch_length + LOG_OVERHEAD
+        if batch_size > max_message_bytes:
+            raise MessageSizeTooLargeError(
+                f"{self._where('append', headers, position)}: batch of {batch_size} bytes "
+                f"exceeds max.message.bytes {max_message_bytes}"
+            )
 
     def _where(self, kind: str, headers: Sized, position: int) -> str:
         """Names a batch of an append in error messages."""
@@ -1060,3 +1133,23 @@ def _restamped(header: BatchHeader, base_offset: int, leader_epoch: int) -> Batc
     """`header` with the base offset and leader epoch a leader stamps."""
     # Building the tuple directly: `_replace` costs about 4 times as much, once per batch.
     return _new_tuple(BatchHeader, (base_offset, header[1], leader_epoch, *header[3:]))
+
+
+# Batches at least this large have their CRC-32C checked on a worker thread while they are
+# written (`Log._append_large_batch`); below it the hand-off costs more than it hides.
+OVERLAPPED_CRC_BYTES_MIN = 256 * 1024
+_crc_pool: ThreadPoolExecutor | None = None
+
+
+def _crc_worker() -> ThreadPoolExecutor:
+    global _crc_pool
+    if _crc_pool is None:
+        _crc_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replog-crc")
+    return _crc_pool
+
+
+def _single_batch(data: bytes) -> bool:
+    """Whether `data` frames as exactly one batch (its length field covers all of it)."""
+    return len(data) >= LOG_OVERHEAD and _BATCH_LENGTH.unpack_from(data, 8)[
+        0
+    ] + LOG_OVERHEAD == len(data)

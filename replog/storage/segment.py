@@ -382,10 +382,13 @@ class LogSegment:
         max_timestamp: int,
         offset_of_max_timestamp: int,
         next_offset: int,
+        verify: Callable[[], None] | None = None,
     ) -> None:
         """Write validated, stamped batches and index them. The log checked everything else.
 
         `data` is one buffer or a list of buffers written back to back (see `SegmentFile`).
+        `verify`, if given, runs after the write and before anything records it; if it raises,
+        the bytes are cut off again and the segment is as before.
         """
         assert 0 <= last_offset - self.base_offset <= INT32_MAX, (self.log_path, last_offset)
         if not self._indexes_loaded:
@@ -395,6 +398,14 @@ class LogSegment:
         if position == 0:
             self._rolling_based_timestamp = max_timestamp
         log_file.append(data)
+        if verify is not None:
+            try:
+                verify()
+            except BaseException:
+                log_file.truncate(position)
+                if position == 0:
+                    self._rolling_based_timestamp = None
+                raise
         written = log_file.size - position
         assert written > 0
         self._next_offset = next_offset

@@ -1,0 +1,492 @@
+"""Metadata quorum commit benchmark: replog's 3-voter quorum against a 3-member etcd cluster.
+
+Both systems run as three local processes on loopback, started (and stopped) by this script.
+Each trial drives one system for `--seconds` with P concurrent proposers (P in `--proposers`),
+every proposer sending one 100-byte record at a time and waiting until it is committed:
+
+- replog: gRPC `MetadataLog.Append(values=[record])` on the leader (it answers once the record
+  is committed by the quorum);
+- etcd: gRPC `/etcdserverpb.KV/Put` on the leader, with a hand-encoded PutRequest (no etcd
+  Python package needed), answered once the put is committed.
+
+Trials alternate between the systems (etcd, replog, etcd, replog, ...) so both see the same
+machine load; the table reports the median over trials of commits/s, p50 and p99 latency, and
+the ratio replog/etcd. Then failover: kill -9 the replog leader and time until a record
+proposed to the survivors is committed, over `--failover-trials` trials (the killed node is
+restarted and caught up between trials).
+
+    .venv/bin/python bench/raft_commit.py                  # full run (~2 minutes)
+    .venv/bin/python bench/raft_commit.py --quick          # smoke run
+
+etcd comes from Debian's etcd-server; `bench/install_etcd.sh` installs it when `etcd` is not on
+PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import grpc
+
+from replog.cli.local_cluster import LocalCluster
+from replog.pb import raft_pb2 as pb
+from replog.pb import raft_pb2_grpc
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RECORD_SIZE = 100
+REPLOG_BASE_PORT = 19492
+ETCD_BASE_PORT = 23790  # member i: client port base + 10 * i, peer port base + 10 * i + 1
+PUT_METHOD = "/etcdserverpb.KV/Put"
+
+
+# --- results --------------------------------------------------------------------------------
+
+
+@dataclass
+class Trial:
+    commits: int
+    seconds: float
+    latencies_s: list[float]
+    errors: int
+
+    @property
+    def rate(self) -> float:
+        return self.commits / self.seconds
+
+    def percentile_ms(self, q: float) -> float:
+        if not self.latencies_s:
+            return float("nan")
+        ordered = sorted(self.latencies_s)
+        index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+        return ordered[index] * 1000.0
+
+
+@dataclass
+class Summary:
+    system: str
+    proposers: int
+    rate: float
+    p50_ms: float
+    p99_ms: float
+    rates: list[float]
+
+
+def summarize(system: str, proposers: int, trials: list[Trial]) -> Summary:
+    return Summary(
+        system,
+        proposers,
+        statistics.median(t.rate for t in trials),
+        statistics.median(t.percentile_ms(0.50) for t in trials),
+        statistics.median(t.percentile_ms(0.99) for t in trials),
+        [t.rate for t in trials],
+    )
+
+
+# --- the load loop shared by both systems ----------------------------------------------------
+
+
+async def drive(
+    propose: Callable[[bytes], Awaitable[bool]], proposers: int, seconds: float
+) -> Trial:
+    """`proposers` tasks, each proposing one record at a time until `seconds` have passed."""
+    latencies: list[float] = []
+    errors = 0
+    deadline = time.perf_counter() + seconds
+
+    async def proposer(index: int) -> None:
+        nonlocal errors
+        sequence = 0
+        while True:
+            start = time.perf_counter()
+            if start >= deadline:
+                return
+            record = f"{index:04d}-{sequence:012d}-".encode().ljust(RECORD_SIZE, b"x")
+            sequence += 1
+            ok = await propose(record)
+            if ok:
+                latencies.append(time.perf_counter() - start)
+            else:
+                errors += 1
+
+    began = time.perf_counter()
+    await asyncio.gather(*(proposer(i) for i in range(proposers)))
+    elapsed = time.perf_counter() - began
+    return Trial(len(latencies), elapsed, latencies, errors)
+
+
+# --- replog ----------------------------------------------------------------------------------
+
+
+def replog_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "replog.cli.main", *args],
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=120,
+    )
+
+
+class ReplogCluster:
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.addresses: dict[int, str] = {}
+
+    def start(self) -> None:
+        replog_cli(
+            "cluster",
+            "start",
+            "--nodes",
+            "3",
+            "--data-dir",
+            self.directory,
+            "--base-port",
+            str(REPLOG_BASE_PORT),
+            "--fresh",
+        )
+        self.addresses = LocalCluster.load(self.directory).controller_addresses()
+
+    def stop(self) -> None:
+        if not os.path.exists(os.path.join(self.directory, "cluster.json")):
+            return
+        with contextlib.suppress(Exception):
+            replog_cli("cluster", "stop", "--data-dir", self.directory, check=False)
+        # Whatever survived the graceful stop: kill its process group.
+        for node_dir in sorted(os.listdir(self.directory)):
+            pid_path = os.path.join(self.directory, node_dir, "node.pid")
+            with contextlib.suppress(OSError, ValueError):
+                with open(pid_path, encoding="ascii") as f:
+                    pid = int(f.read().strip())
+                os.killpg(pid, signal.SIGKILL)
+
+    def kill(self, node_id: int) -> None:
+        replog_cli("cluster", "kill", str(node_id), "--data-dir", self.directory)
+
+    def restart(self, node_id: int) -> None:
+        replog_cli("cluster", "restart", str(node_id), "--data-dir", self.directory)
+
+    async def describe(self, timeout_s: float = 0.5) -> pb.DescribeQuorumResponse | None:
+        """The leader's DescribeQuorum answer, or None when no node knows a live leader."""
+        for address in self.addresses.values():
+            try:
+                async with grpc.aio.insecure_channel(address) as channel:
+                    stub = raft_pb2_grpc.RaftQuorumStub(channel)  # type: ignore[no-untyped-call]
+                    answer = await stub.DescribeQuorum(
+                        pb.DescribeQuorumRequest(), timeout=timeout_s
+                    )
+            except grpc.RpcError:
+                continue
+            if answer.error_code == 0:
+                return answer
+        return None
+
+    async def leader(self, timeout_s: float = 30.0) -> int:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            answer = await self.describe()
+            if answer is not None and answer.leader_id >= 0:
+                return int(answer.leader_id)
+            await asyncio.sleep(0.05)
+        raise RuntimeError("replog: no leader")
+
+    async def run_trial(self, proposers: int, seconds: float) -> Trial:
+        leader = await self.leader()
+        async with grpc.aio.insecure_channel(self.addresses[leader]) as channel:
+            stub = raft_pb2_grpc.MetadataLogStub(channel)  # type: ignore[no-untyped-call]
+
+            async def propose(record: bytes) -> bool:
+                try:
+                    answer = await stub.Append(pb.AppendRequest(values=[record]), timeout=10)
+                except grpc.RpcError:
+                    return False
+                return answer.error_code == 0
+
+            await propose(b"warmup".ljust(RECORD_SIZE, b"x"))
+            return await drive(propose, proposers, seconds)
+
+    async def failover_trial(self) -> float:
+        """kill -9 the leader; seconds until a record proposed to a survivor commits."""
+        await self.wait_caught_up()
+        leader = await self.leader()
+        survivors = [a for i, a in self.addresses.items() if i != leader]
+        channels = [
+            grpc.aio.insecure_channel(a, options=[("grpc.use_local_subchannel_pool", 1)])
+            for a in survivors
+        ]
+        stubs = [raft_pb2_grpc.MetadataLogStub(c) for c in channels]  # type: ignore[no-untyped-call]
+        record = b"failover".ljust(RECORD_SIZE, b"x")
+        try:
+            for channel in channels:  # connect before the kill so the clock measures the quorum
+                await channel.channel_ready()
+            killed_at = time.perf_counter()
+            self.kill(leader)
+            while time.perf_counter() - killed_at < 60:
+                for stub in stubs:
+                    try:
+                        answer = await stub.Append(pb.AppendRequest(values=[record]), timeout=1.0)
+                    except grpc.RpcError:
+                        continue
+                    if answer.error_code == 0:
+                        return time.perf_counter() - killed_at
+                await asyncio.sleep(0.01)
+            raise RuntimeError("replog: no commit within 60 s of killing the leader")
+        finally:
+            for channel in channels:
+                await channel.close()
+            self.restart(leader)
+
+    async def wait_caught_up(self, timeout_s: float = 30.0) -> None:
+        """Until every voter has fetched up to the leader's log end offset."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            answer = await self.describe()
+            if answer is not None and len(answer.voters) == 3:
+                ends = [v.log_end_offset for v in answer.voters]
+                if min(ends) >= 0 and min(ends) == max(ends):
+                    return
+            await asyncio.sleep(0.1)
+        raise RuntimeError("replog: voters did not catch up")
+
+
+# --- etcd ------------------------------------------------------------------------------------
+
+
+def encode_put(key: bytes, value: bytes) -> bytes:
+    """PutRequest{key: 1, value: 2}: each a length-delimited field (tag, varint length, bytes)."""
+
+    def field(number: int, data: bytes) -> bytes:
+        header = bytearray([number << 3 | 2])
+        length = len(data)
+        while length >= 0x80:
+            header.append(length & 0x7F | 0x80)
+            length >>= 7
+        header.append(length)
+        return bytes(header) + data
+
+    return field(1, key) + field(2, value)
+
+
+class EtcdCluster:
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.client_urls = [f"http://127.0.0.1:{ETCD_BASE_PORT + 10 * i}" for i in range(3)]
+        self.peer_urls = [f"http://127.0.0.1:{ETCD_BASE_PORT + 10 * i + 1}" for i in range(3)]
+
+    def start(self) -> None:
+        initial = ",".join(f"m{i}={url}" for i, url in enumerate(self.peer_urls))
+        for i in range(3):
+            log = open(os.path.join(self.directory, f"m{i}.log"), "wb")  # noqa: SIM115
+            self.processes.append(
+                subprocess.Popen(
+                    [
+                        "etcd",
+                        "--name",
+                        f"m{i}",
+                        "--data-dir",
+                        os.path.join(self.directory, f"m{i}.etcd"),
+                        "--listen-client-urls",
+                        self.client_urls[i],
+                        "--advertise-client-urls",
+                        self.client_urls[i],
+                        "--listen-peer-urls",
+                        self.peer_urls[i],
+                        "--initial-advertise-peer-urls",
+                        self.peer_urls[i],
+                        "--initial-cluster",
+                        initial,
+                        "--initial-cluster-token",
+                        "raft-commit-bench",
+                        "--initial-cluster-state",
+                        "new",
+                        "--logger",
+                        "zap",
+                        "--log-level",
+                        "warn",
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+            log.close()
+
+    def stop(self) -> None:
+        for process in self.processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.processes:
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+    def leader_endpoint(self, timeout_s: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout_s
+        endpoints = ",".join(u.removeprefix("http://") for u in self.client_urls)
+        while time.monotonic() < deadline:
+            result = subprocess.run(
+                ["etcdctl", f"--endpoints={endpoints}", "endpoint", "status", "-w", "json"],
+                capture_output=True,
+                text=True,
+                env={**os.environ, "ETCDCTL_API": "3"},
+                check=False,
+            )
+            if result.returncode == 0:
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    for entry in json.loads(result.stdout):
+                        status = entry["Status"]
+                        if (
+                            status.get("leader")
+                            and status["header"]["member_id"] == status["leader"]
+                        ):
+                            return str(entry["Endpoint"]).removeprefix("http://")
+            time.sleep(0.2)
+        raise RuntimeError("etcd: no leader")
+
+    async def run_trial(self, proposers: int, seconds: float) -> Trial:
+        leader = self.leader_endpoint()
+        async with grpc.aio.insecure_channel(leader) as channel:
+            put = channel.unary_unary(
+                PUT_METHOD, request_serializer=None, response_deserializer=None
+            )
+
+            async def propose(record: bytes) -> bool:
+                try:
+                    await put(encode_put(b"bench/" + record[:17], record), timeout=10)
+                except grpc.RpcError:
+                    return False
+                return True
+
+            await propose(b"warmup".ljust(RECORD_SIZE, b"x"))
+            return await drive(propose, proposers, seconds)
+
+
+# --- main ------------------------------------------------------------------------------------
+
+
+def ensure_etcd() -> None:
+    if shutil.which("etcd") and shutil.which("etcdctl"):
+        return
+    subprocess.run(["bash", os.path.join(HERE, "install_etcd.sh")], check=True)
+    if not shutil.which("etcd"):
+        raise SystemExit("etcd is not on PATH after bench/install_etcd.sh")
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        # SO_REUSEADDR: connections of a previous run in TIME_WAIT do not make the port busy
+        # (the servers set it too); a listening socket still does.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def fmt_rate(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+async def run(args: argparse.Namespace, replog: ReplogCluster, etcd: EtcdCluster) -> None:
+    results: dict[tuple[str, int], list[Trial]] = {}
+    for proposers in args.proposers:
+        for trial in range(args.trials):
+            for name, system in (("etcd", etcd), ("replog", replog)):
+                result = await system.run_trial(proposers, args.seconds)
+                results.setdefault((name, proposers), []).append(result)
+                print(
+                    f"  {name:6} P={proposers:<3} trial {trial + 1}: {fmt_rate(result.rate)}/s "
+                    f"p50 {result.percentile_ms(0.5):.2f} ms "
+                    f"p99 {result.percentile_ms(0.99):.2f} ms"
+                    + (f" ({result.errors} errors)" if result.errors else ""),
+                    flush=True,
+                )
+
+    print()
+    print(
+        f"{'system':8} {'proposers':>9} {'commits/s':>10} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'ratio to etcd':>14}  commits/s per trial"
+    )
+    for proposers in args.proposers:
+        base = summarize("etcd", proposers, results[("etcd", proposers)])
+        for name in ("etcd", "replog"):
+            s = summarize(name, proposers, results[(name, proposers)])
+            ratio = s.rate / base.rate
+            per_trial = ", ".join(fmt_rate(r) for r in s.rates)
+            print(
+                f"{name:8} {proposers:>9} {fmt_rate(s.rate):>10} "
+                f"{s.p50_ms:>8.2f} {s.p99_ms:>8.2f} {ratio:>13.2f}x  {per_trial}"
+            )
+
+    if args.failover_trials:
+        print()
+        trials = args.failover_trials
+        print(f"failover (replog, leader kill -9 -> first new commit), {trials} trials:")
+        times = []
+        for trial in range(args.failover_trials):
+            elapsed = await replog.failover_trial()
+            times.append(elapsed)
+            print(f"  trial {trial + 1}: {elapsed:.3f} s", flush=True)
+        print(
+            f"failover p50 {statistics.median(times):.3f} s, "
+            f"min {min(times):.3f} s, max {max(times):.3f} s"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=5.0, help="length of one trial")
+    parser.add_argument("--trials", type=int, default=3, help="trials per system and proposers")
+    parser.add_argument("--proposers", type=int, nargs="+", default=[1, 64])
+    parser.add_argument("--failover-trials", type=int, default=10)
+    parser.add_argument("--quick", action="store_true", help="1 s trials, 1 of each, 2 failovers")
+    args = parser.parse_args()
+    if args.quick:
+        args.seconds, args.trials, args.failover_trials = 1.0, 1, 2
+
+    ensure_etcd()
+    ports = [REPLOG_BASE_PORT + i for i in range(3)]
+    ports += [ETCD_BASE_PORT + 10 * i + j for i in range(3) for j in (0, 1)]
+    busy = [p for p in ports if not port_free(p)]
+    if busy:
+        raise SystemExit(f"ports in use: {busy}")
+
+    etcd_version = subprocess.run(["etcd", "--version"], capture_output=True, text=True).stdout
+    print(
+        f"# {etcd_version.splitlines()[0]}; "
+        f"python {sys.version.split()[0]}; nproc {os.cpu_count()}; "
+        f"{RECORD_SIZE} B records, {args.seconds:g} s x {args.trials} trials"
+    )
+    with tempfile.TemporaryDirectory(prefix="raft-commit-") as tmp:
+        replog = ReplogCluster(os.path.join(tmp, "replog"))
+        etcd = EtcdCluster(tmp)
+        try:
+            etcd.start()
+            replog.start()
+            etcd.leader_endpoint()
+            asyncio.run(run(args, replog, etcd))
+        finally:
+            replog.stop()
+            etcd.stop()
+
+
+if __name__ == "__main__":
+    main()

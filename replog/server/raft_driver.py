@@ -163,9 +163,7 @@ class RaftDriver:
                     self.node.tick(self._clock())
                     continue
                 event(self._clock())
-                # Take everything already queued before persisting: one fsync for many inputs.
-                while not self._inbox.empty() and not self.node.has_ready():
-                    self._inbox.get_nowait()(self._clock())
+                self._take_queued()
         except KafkaStorageError as exc:
             self._failed = exc
             log.critical("node %d: disk failure, stopping: %s", self.node_id, exc)
@@ -190,9 +188,13 @@ class RaftDriver:
             for item in ready.to_apply:
                 self._apply(item)
             self.node.advance(ready, flushed_end_offset=flushed)
-            # Inputs that arrived while persisting are handled before the next Ready.
-            while not self._inbox.empty():
-                self._inbox.get_nowait()(self._clock())
+            self._take_queued()
+
+    def _take_queued(self) -> None:
+        """Apply every input already queued (those that arrived while persisting, too), so
+        the next Ready persists them all with one fsync."""
+        while not self._inbox.empty():
+            self._inbox.get_nowait()(self._clock())
 
     def _apply(self, item: ApplyItem) -> None:
         if isinstance(item, CommittedBatch):

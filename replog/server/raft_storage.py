@@ -157,7 +157,7 @@ class RaftStorage:
         # The storage log must allow the log start to rise to the snapshot the core retains.
         self.log.update_high_watermark(max(self.log.high_watermark, ready.high_watermark))
         for op in ready.log_ops:
-            self._apply_op(op, ready.high_watermark)
+            self._apply_op(op)
         if flush and ready.flush_log:
             self.log.flush()
         return self.log.recovery_point
@@ -167,7 +167,7 @@ class RaftStorage:
         self.log.flush()
         return self.log.recovery_point
 
-    def _apply_op(self, op: LogOp, high_watermark: int) -> None:
+    def _apply_op(self, op: LogOp) -> None:
         try:
             if isinstance(op, AppendBatches):
                 info = self.log.append_as_follower(op.batches)
@@ -190,7 +190,7 @@ class RaftStorage:
             elif isinstance(op, AbortSnapshot):
                 self._fs.remove(self._snapshot_path(op.snapshot_id) + _PART_SUFFIX)
             elif isinstance(op, DeleteLogPrefix):
-                self._delete_prefix(op.log_start_offset, high_watermark)
+                self._delete_prefix(op.log_start_offset)
             else:  # pragma: no cover - the union is closed
                 raise AssertionError(f"unknown log operation {op!r}")
         except OSError as exc:
@@ -224,8 +224,8 @@ class RaftStorage:
             self._snapshots.append(snapshot_id)
             self._snapshots.sort()
 
-    def _delete_prefix(self, log_start_offset: int, high_watermark: int) -> None:
-        self.log.update_high_watermark(max(self.log.high_watermark, high_watermark))
+    def _delete_prefix(self, log_start_offset: int) -> None:
+        # `apply` already raised the storage high watermark to the core's, as this needs.
         self.log.increment_log_start_offset(log_start_offset, reason="raft snapshot retention")
         self.log.delete_old_segments()
         for old in [s for s in self._snapshots if s.end_offset < log_start_offset]:

@@ -64,6 +64,8 @@ from replog.record.header import (
     BatchHeader,
     check_crc_and_count,
     compute_crc,
+    iter_frames,
+    read_frame,
     read_header,
     stamp_batch,
     validate_batch,
@@ -270,12 +272,7 @@ class Log:
             ):
                 return self._append_large_batch(data, leader_epoch, allow_control)
             headers = self._validate_leader_batches(data, allow_control)
-            latest = self.leader_epoch_cache.latest_epoch
-            if latest is not None and leader_epoch < latest:
-                raise FencedLeaderEpochError(
-                    f"{self.name}: leader epoch {leader_epoch} is older than the log's latest "
-                    f"leader epoch {latest}"
-                )
+            latest = self._check_leader_epoch(leader_epoch)
             now_ms = self._clock()
             if leader_epoch >= 0 and leader_epoch != latest:
                 # (An equal epoch is already the latest entry, starting at or below the end.)
@@ -322,22 +319,13 @@ class Log:
         cache move only after it); a failed check cuts the bytes off again, and a crash in
         between leaves bytes past the log end that recovery's own CRC check removes.
         """
-        if len(data) > self.config.segment_bytes:
-            raise RecordBatchTooLargeError(
-                f"{self.name}: append of {len(data)} bytes exceeds segment.bytes "
-                f"{self.config.segment_bytes}"
-            )
+        self._check_append_size(len(data))
         try:
             header = validate_batch(data, 0, where=self.name, defer_crc=True)
         except (CorruptRecordError, InvalidRecordError):
             self._raise_naming_batch("append", data, (), 0)
         self._check_leader_batch(header, (), 0, allow_control, self.config.max_message_bytes)
-        latest = self.leader_epoch_cache.latest_epoch
-        if latest is not None and leader_epoch < latest:
-            raise FencedLeaderEpochError(
-                f"{self.name}: leader epoch {leader_epoch} is older than the log's latest "
-                f"leader epoch {latest}"
-            )
+        latest = self._check_leader_epoch(leader_epoch)
         crc = _crc_worker().submit(crc32c, memoryview(data)[ATTRIBUTES_OFFSET:])
         start_offset = self._log_end_offset
 
@@ -413,11 +401,7 @@ class Log:
         size = len(data)
         if not size:
             raise InvalidRecordError(f"{self.name}: an append needs at least one batch")
-        if size > self.config.segment_bytes:
-            raise RecordBatchTooLargeError(
-                f"{self.name}: append of {size} bytes exceeds segment.bytes "
-                f"{self.config.segment_bytes}"
-            )
+        self._check_append_size(size)
         max_message_bytes = self.config.max_message_bytes
         headers: list[tuple[int, BatchHeader]] = []
         position = 0
@@ -431,6 +415,24 @@ class Log:
             headers.append((position, header))
             position += batch_size
         return headers
+
+    def _check_leader_epoch(self, leader_epoch: int) -> int | None:
+        """Refuse a leader epoch older than the log's latest; return the latest (or None)."""
+        latest = self.leader_epoch_cache.latest_epoch
+        if latest is not None and leader_epoch < latest:
+            raise FencedLeaderEpochError(
+                f"{self.name}: leader epoch {leader_epoch} is older than the log's latest "
+                f"leader epoch {latest}"
+            )
+        return latest
+
+    def _check_append_size(self, size: int) -> None:
+        """A whole append must fit in one segment (Kafka's RecordBatchTooLargeException)."""
+        if size > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"{self.name}: append of {size} bytes exceeds segment.bytes "
+                f"{self.config.segment_bytes}"
+            )
 
     def _check_leader_batch(
         self,
@@ -786,8 +788,6 @@ class Log:
 
         A convenience for tools (dump-log, tests, the Spark reader); the broker uses `read`.
         """
-        from replog.record.header import iter_frames, read_frame
-
         offset = start_offset
         bound = self._log_end_offset if upper_bound_offset is None else upper_bound_offset
         while offset < bound:
@@ -1064,9 +1064,9 @@ class Log:
         """
         if up_to_offset <= self._recovery_point:
             return
-        floor = next(self._segments.irange(maximum=self._recovery_point, reverse=True), None)
+        floor = self._recovery_segment_base()
         try:
-            bases = list(self._segments.irange(minimum=floor if floor is not None else 0))
+            bases = list(self._segments.irange(minimum=max(floor, 0)))
             for i, base in enumerate(bases):
                 if base >= up_to_offset and base != floor:
                     break

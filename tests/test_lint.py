@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TYPED_PACKAGES = ["replog", "checkpoints", "timeline"]
+TYPED_PACKAGES = ["replog", "quorum", "checkpoints", "timeline"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

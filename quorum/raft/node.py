@@ -1,7 +1,8 @@
 """RaftNode: the KRaft-style Raft state machine of one quorum node, with no I/O.
 
-Inputs are `step(message, now_ms)`, `tick(now_ms)`, `propose(values, now_ms)`, `resign(now_ms)`,
-`create_snapshot(...)` and `delete_log_prefix(...)`. Outputs come out of `ready()` as a `Ready`
+Inputs are `step(message, now_ms)`, `tick(now_ms)`, `request_failed(...)`,
+`propose(values, now_ms)`, `resign(now_ms)`, `create_snapshot(...)` and
+`delete_log_prefix(...)`. Outputs come out of `ready()` as a `Ready`
 (see `ready.py` for the shell's contract: persist, then send, then apply, then `advance`).
 
 Rules:
@@ -24,10 +25,18 @@ Rules:
    are flushed: a follower's Fetch offset is flushed by the Ready contract, the leader's own end
    is what `advance` reports flushed. The high watermark never decreases.
 7. A leader that heard no Fetch from a majority of voters within 1.5 x fetch timeout resigns
-   (check-quorum). A voting follower that heard nothing from its leader within the fetch timeout
-   becomes Prospective; an observer forgets the leader and asks the voters again.
+   (check-quorum). A follower takes its leader for lost when it heard nothing from it within the
+   fetch timeout, when two Fetches in a row could not be delivered to it (refused: the process is
+   gone, so waiting out the fetch timeout would only delay the failover), or on its
+   EndQuorumEpoch. From then on it grants pre-votes; a voter becomes Prospective after a random
+   delay in [0, T/2) (EndQuorumEpoch: the successor ranking's delay instead) so that followers
+   that lost the leader together do not split the vote; an observer forgets the leader and asks
+   the voters again. A valid answer from the leader meanwhile cancels all of this.
 8. Followers truncate only on the leader's DIVERGING answer (`divergence.py`) and never below
    their high watermark; a fetcher below the leader's log start downloads the snapshot instead.
+9. A request the shell could not deliver or got no answer to (`request_failed`) is retried after
+   the retry backoff instead of a request timeout: Fetch at once to the same destination, votes
+   and EndQuorumEpoch to the voters that have not answered.
 
 Theory of operation:
 - Pull-based replication (KIP-595): there is no AppendEntries. A follower sends Fetch(log end
@@ -132,6 +141,9 @@ _RECORD_OVERHEAD_MAX = 24
 # How many role transitions one `_poll` may chain (e.g. Follower -> Prospective -> Candidate ->
 # Leader for a single voter); more would be a transition loop.
 _TRANSITIONS_PER_POLL_MAX = 8
+# Two refusals in a row (retry backoff apart), not one: a single refusal may be a connection
+# reset by a restart of the transport, the second means nobody listens at the leader's port.
+UNREACHABLE_FETCHES_TO_LOSE_LEADER = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +287,26 @@ class RaftNode:
         self._enter(now_ms)
         self._poll(now_ms)
 
+    def request_failed(
+        self, destination_id: int, correlation_id: int, *, unreachable: bool, now_ms: int
+    ) -> None:
+        """The shell got no answer to a request of ours: it timed out, or (`unreachable`) the
+        destination refused the connection or is going away. Without this input the core
+        would wait a request timeout for an answer that cannot come (module Rule 9)."""
+        self._enter(now_ms)
+        role = self._role
+        fetching = self._take_outstanding(destination_id, correlation_id)
+        if fetching is not None:
+            fetching.next_fetch_ms = now_ms + self.config.retry_backoff_ms
+            if isinstance(role, Follower) and role.leader_id == destination_id and unreachable:
+                role.unreachable_fetches += 1
+                if role.unreachable_fetches >= UNREACHABLE_FETCHES_TO_LOSE_LEADER:
+                    self._lose_leader(role, now_ms, self._campaign_delay_ms())
+        elif isinstance(role, Prospective | Candidate | Resigned):
+            # Retry sooner than the request timeout; unanswered voters only.
+            role.resend_ms = min(role.resend_ms, now_ms + self.config.retry_backoff_ms)
+        self._poll(now_ms)
+
     def propose(self, values: Sequence[bytes], now_ms: int) -> ProposeResult:
         """Append `values` as records of one batch (leader only): at once when every earlier
         append is committed, else after the linger time, with the proposals that follow.
@@ -395,7 +427,10 @@ class RaftNode:
                 deadlines.append(role.begin_epoch_resend_ms)
             deadlines += [parked.deadline_ms for parked in role.parked.values()]
         elif isinstance(role, Follower):
-            deadlines += [role.fetch_deadline_ms, _fetching_deadline(role.fetching)]
+            campaign = (
+                role.fetch_deadline_ms if role.campaign_at_ms is None else role.campaign_at_ms
+            )
+            deadlines += [campaign, _fetching_deadline(role.fetching)]
         else:
             deadlines.append(role.election_deadline_ms)
             if role.voters_unaware:
@@ -612,6 +647,29 @@ class RaftNode:
         )
         self._set_role(self._resigned_role(now_ms, tuple(ranked)))
 
+    def _heard_from_leader(self, role: Follower, now_ms: int) -> None:
+        """A valid answer from the leader: it is alive, whatever we suspected."""
+        role.fetch_deadline_ms = now_ms + self.config.fetch_timeout_ms
+        role.has_fetched_from_leader = True
+        role.campaign_at_ms = None
+        role.unreachable_fetches = 0
+
+    def _lose_leader(self, role: Follower, now_ms: int, delay_ms: int) -> None:
+        """Take the leader for lost (module Rule 7): grant pre-votes from now on and campaign
+        after `delay_ms`, unless the leader answers first."""
+        role.has_fetched_from_leader = False
+        campaign_at = now_ms + delay_ms
+        if role.campaign_at_ms is None or campaign_at < role.campaign_at_ms:
+            role.campaign_at_ms = campaign_at
+
+    def _campaign_delay_ms(self) -> int:
+        """Voters that lost their leader together (they fetched at the same moments) would
+        otherwise campaign together and split the vote; a random delay in [0, T/2) lets one
+        of them ask first. Observers do not campaign."""
+        if not self._is_voter:
+            return 0
+        return self._rng.randrange(0, max(1, self.config.election_timeout_ms // 2))
+
     def _observe_epoch(self, quorum_epoch: int, leader_id: int | None, now_ms: int) -> None:
         """Catch up with an epoch (and leader) named by a peer (module Rule 3)."""
         current = self._election.quorum_epoch
@@ -659,7 +717,9 @@ class RaftNode:
         elif isinstance(role, Leader):
             self._poll_leader(role, now_ms)
         elif isinstance(role, Follower):
-            if now_ms >= role.fetch_deadline_ms:
+            if role.campaign_at_ms is None and now_ms >= role.fetch_deadline_ms:
+                self._lose_leader(role, now_ms, self._campaign_delay_ms())
+            if role.campaign_at_ms is not None and now_ms >= role.campaign_at_ms:
                 if self._is_voter:
                     self._become_prospective(now_ms)
                 else:
@@ -940,9 +1000,8 @@ class RaftNode:
             delay = end_quorum_epoch_delay_ms(
                 position, len(successors), self.config.election_backoff_ms_max
             )
-            role.fetch_deadline_ms = min(role.fetch_deadline_ms, now_ms + delay)
-            # The leader said it is gone: stop defending it against pre-votes.
-            role.has_fetched_from_leader = False
+            # The leader said it is gone: the successors it ranked campaign in its order.
+            self._lose_leader(role, now_ms, delay)
         self._send(
             source,
             EndQuorumEpochResponse(
@@ -1156,8 +1215,7 @@ class RaftNode:
             summary.last_quorum_epoch,
         ):
             return  # it answers a position this log no longer has: fetch again from here
-        role.fetch_deadline_ms = now_ms + self.config.fetch_timeout_ms
-        role.has_fetched_from_leader = True
+        self._heard_from_leader(role, now_ms)
         if response.diverging_epoch is not None:
             target = truncation_offset(response.diverging_epoch, summary, self._high_watermark)
             self._tail.truncate_to(target)
@@ -1274,8 +1332,7 @@ class RaftNode:
         if not response.chunk or download.position + len(response.chunk) > response.size:
             return
         fetching.next_fetch_ms = now_ms
-        role.fetch_deadline_ms = now_ms + self.config.fetch_timeout_ms
-        role.has_fetched_from_leader = True
+        self._heard_from_leader(role, now_ms)
         self._tail.write_snapshot_chunk(download.snapshot_id, download.position, response.chunk)
         download.position += len(response.chunk)
         if download.position == response.size:

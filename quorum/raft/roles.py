@@ -75,6 +75,11 @@ class Follower:
     # KIP-996: a follower that heard from its leader in this epoch refuses pre-votes.
     has_fetched_from_leader: bool = False
     download: SnapshotDownload | None = None
+    # Set once the leader is taken for lost (fetch timeout, refused connections, its
+    # EndQuorumEpoch): the follower campaigns at this time unless the leader answers first.
+    campaign_at_ms: int | None = None
+    # Consecutive Fetches the transport could not even deliver to the leader (refused).
+    unreachable_fetches: int = 0
 
 
 @dataclass(slots=True)

@@ -36,7 +36,7 @@ from quorum.raft.ready import ApplyItem, CommittedBatch, LeaderChange, LoadSnaps
 from replog.clock import Clock, monotonic_ms
 from replog.errors import KafkaStorageError, NotLeaderOrFollowerError, RequestTimedOutError
 from replog.server.raft_storage import RaftStorage
-from replog.server.raft_transport import RaftTransport
+from replog.server.raft_transport import RaftTransport, RequestFailed
 
 log = logging.getLogger("replog.server.raft")
 
@@ -72,7 +72,9 @@ class RaftDriver:
         self.storage = storage
         self._clock = clock
         self._listener = listener
-        self.transport = RaftTransport(node_id, config, self._post_message)
+        self.transport = RaftTransport(
+            node_id, config, self._post_message, self._post_request_failed
+        )
         self.node = RaftNode(
             node_id=node_id,
             config=config,
@@ -95,6 +97,17 @@ class RaftDriver:
 
     def _post_message(self, message: Message) -> None:
         self._post(lambda now: self.node.step(message, now))
+
+    def _post_request_failed(self, failed: RequestFailed) -> None:
+        def report(now: int) -> None:
+            self.node.request_failed(
+                failed.destination_id,
+                failed.correlation_id,
+                unreachable=failed.unreachable,
+                now_ms=now,
+            )
+
+        self._post(report)
 
     async def append_and_wait(
         self, values: list[bytes], timeout_ms: int | None = None

@@ -8,7 +8,12 @@ that id (a parked Fetch waits up to its max wait).
 
 Rules:
 - The network may lose, delay or duplicate anything; the core tolerates that. A failed or
-  timed-out call is therefore dropped here, never retried: the core's own timers retry.
+  timed-out call is never retried here: it is reported to the core (`RequestFailed`), whose
+  rules decide when to retry and what a refused connection means. UNAVAILABLE (connection
+  refused or reset, or the peer shutting down) is reported as unreachable; anything else
+  (deadline exceeded, ...) as a plain failure.
+- Calls fail fast while a channel reconnects (no wait-for-ready): waiting would hide a dead
+  peer from the core for a whole request timeout.
 - The caller's node id travels in the `replog-node-id` metadata key. Callers without one (the
   CLI's DescribeQuorum) get a synthetic id above every node id.
 """
@@ -19,6 +24,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -48,9 +54,9 @@ _CHANNEL_OPTIONS = [
     ("grpc.keepalive_time_ms", 10_000),
     # Fix (issue #4, found by tests/cluster): after a peer was down, gRPC's default reconnect
     # backoff (1 s growing to 120 s) kept the channel failing fast long after the peer came
-    # back, so the first Fetch to a new leader was dropped and the follower, waiting a request
-    # timeout for it, hit its fetch timeout and started a needless election (5-8 s failovers).
-    # Kafka's client reconnect backoff: reconnect.backoff.ms 50, reconnect.backoff.max.ms 1000.
+    # back, so Fetches to a new leader failed for seconds and the follower hit its fetch
+    # timeout and started a needless election (5-8 s failovers). Kafka's client reconnect
+    # backoff instead: reconnect.backoff.ms 50, reconnect.backoff.max.ms 1000.
     ("grpc.initial_reconnect_backoff_ms", 50),
     ("grpc.min_reconnect_backoff_ms", 50),
     ("grpc.max_reconnect_backoff_ms", 1000),
@@ -70,11 +76,16 @@ class RaftTransport:
     """Sends the core's messages and receives other nodes' requests for it."""
 
     def __init__(
-        self, node_id: int, config: RaftConfig, deliver: Callable[[Message], None]
+        self,
+        node_id: int,
+        config: RaftConfig,
+        deliver: Callable[[Message], None],
+        report_failure: Callable[[RequestFailed], None],
     ) -> None:
         self.node_id = node_id
         self._config = config
         self._deliver = deliver
+        self._report_failure = report_failure
         self._addresses = {v.node_id: f"{v.host}:{v.port}" for v in config.voters}
         self._channels: dict[int, grpc.aio.Channel] = {}
         self._stubs: dict[int, raft_pb2_grpc.RaftQuorumStub] = {}
@@ -82,6 +93,7 @@ class RaftTransport:
         self._correlation_ids = itertools.count(1)
         self._synthetic_ids = itertools.count(_SYNTHETIC_ID_BASE)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._closing: set[asyncio.Task[None]] = set()
         self._metadata = ((NODE_ID_METADATA_KEY, str(node_id)),)
 
     # --- outbound -----------------------------------------------------------------------------
@@ -112,12 +124,18 @@ class RaftTransport:
                 request_to_proto(request),  # type: ignore[arg-type]
                 timeout=timeout_ms / 1000,
                 metadata=self._metadata,
-                # Fix (issue #4, with the reconnect backoff above): a call made while the
-                # channel reconnects waits for it, within its timeout, instead of being lost.
-                wait_for_ready=True,
             )
         except grpc.aio.AioRpcError as exc:
             log.debug("%s to node %d failed: %s", method, message.destination_id, exc.code())
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                self._reconnect(message.destination_id)
+            self._report_failure(
+                RequestFailed(
+                    message.destination_id,
+                    request.correlation_id,
+                    unreachable=exc.code() == grpc.StatusCode.UNAVAILABLE,
+                )
+            )
             return
         response = response_from_proto(request, answer)  # type: ignore[arg-type]
         self._deliver(Message(message.destination_id, self.node_id, response))
@@ -133,6 +151,23 @@ class RaftTransport:
             self._channels[node_id] = channel
             stub = self._stubs[node_id] = raft_pb2_grpc.RaftQuorumStub(channel)  # type: ignore[no-untyped-call]
         return stub
+
+    def _reconnect(self, node_id: int) -> None:
+        """Replace the channel to `node_id` so that the next call connects at once.
+
+        Fix (issue #4, found by tests/cluster): a channel whose peer was down keeps failing
+        calls fast for its reconnect backoff (up to 1 s) after the peer is back, so a follower
+        of a restarted-then-elected node took the live leader for unreachable. A fresh channel
+        makes every retry a real connection attempt, so "refused" means what it says.
+        """
+        self._stubs.pop(node_id, None)
+        channel = self._channels.pop(node_id, None)
+        if channel is not None:
+            # Calls still in flight on it finish or time out; nothing new uses it.
+            grace = self._config.request_timeout_ms / 1000
+            task = asyncio.get_running_loop().create_task(channel.close(grace))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     # --- inbound ------------------------------------------------------------------------------
 
@@ -172,6 +207,8 @@ class RaftTransport:
             task.cancel()
         for channel in self._channels.values():
             await channel.close()
+        for closing in list(self._closing):
+            closing.cancel()
         # Fix (issue #4, seen in node logs): cancelling these futures cancelled the handlers of
         # parked Fetches, which gRPC logged as an unhandled CancelledError traceback on every
         # graceful shutdown; failing them lets each call end with UNAVAILABLE instead.
@@ -179,6 +216,15 @@ class RaftTransport:
             if not future.done():
                 future.set_exception(_Closed())
         self._waiting.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFailed:
+    """A request of the core got no answer; see the module rules."""
+
+    destination_id: int
+    correlation_id: int
+    unreachable: bool
 
 
 class _Closed(Exception):

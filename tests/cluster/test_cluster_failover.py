@@ -1,15 +1,14 @@
 """Leader failures on 3 real voter processes under a stream of proposals.
 
 How the issue's bound is read ("kill -9 the leader -> a new leader commits within 2 x the
-election timeout"): with Kafka's defaults kept (election timeout T = 1 s, fetch timeout F = 2 s,
-election backoff max 1 s), the followers cannot notice a dead leader before their fetch timeout
-expires, up to F after the kill; from then on, pre-vote, vote and the new leader's first commit
-should take at most 2T. The followers' fetch timers expire together (they fetch at the same
-moments), so a split vote is common (18 of 30 runs here) and costs one more randomised
-election timeout; a second split (1 run in 40) costs another. So the test kills the
-leader three times and asserts: median of kill -> first acknowledged Append of a new leader
-<= F + 2T (4 s), every one <= F + 4T + backoff max (7 s). It prints the measured times. Lowering
-F would tighten the numbers but test another cluster than `replog cluster start` runs.
+election timeout"), with Kafka's defaults kept (election timeout T = 1 s, fetch timeout F = 2 s):
+the followers' Fetches to a killed leader are refused, two refusals in a row make them take
+the leader for lost at once (not after F), and each campaigns after a random delay in [0, T/2)
+so that one asks first and the other votes for it. So a new leader commits well within 2T of
+the kill (measured here: 90-230 ms). A split vote is still possible (both delays within a few
+ms, about 1 trial in 50) and costs a randomised election timeout plus backoff, so the test
+kills the leader three times and asserts: median <= 2T, every one <= 2T + 2T + backoff max.
+It prints the measured times.
 
 Safety is checked on every run: every acknowledged Append's (offset, value) is on every
 surviving node, byte-identical logs after convergence, and (SIGSTOP) never two nodes claiming
@@ -35,8 +34,8 @@ from cluster_helpers import (
 )
 
 KILL_TRIALS = 3
-MEDIAN_BOUND_S = (FETCH_TIMEOUT_MS + 2 * ELECTION_TIMEOUT_MS) / 1000
-WORST_BOUND_S = (FETCH_TIMEOUT_MS + 4 * ELECTION_TIMEOUT_MS + ELECTION_BACKOFF_MAX_MS) / 1000
+MEDIAN_BOUND_S = 2 * ELECTION_TIMEOUT_MS / 1000
+WORST_BOUND_S = (4 * ELECTION_TIMEOUT_MS + ELECTION_BACKOFF_MAX_MS) / 1000
 
 
 def assert_logs_converge(cluster: LoopbackCluster, node_ids: list[int], timeout_s: float) -> None:
@@ -52,8 +51,8 @@ def assert_logs_converge(cluster: LoopbackCluster, node_ids: list[int], timeout_
 
 def test_kill_9_of_the_leader(cluster: LoopbackCluster) -> None:
     """Three times: SIGKILL the leader under load, a new leader commits, the killed node is
-    restarted. The median failover is within F + 2T, the slowest within F + 4T + backoff (a
-    second split vote); nothing acknowledged is lost and all three logs end up identical."""
+    restarted. The median failover is within 2T, the slowest within 4T + backoff (a split
+    vote); nothing acknowledged is lost and all three logs end up identical."""
     cluster.start()
     addresses = cluster.addresses
     failovers = []
@@ -108,10 +107,11 @@ def test_sigstop_of_the_leader(cluster: LoopbackCluster) -> None:
             epoch, leader_id = watch.views.get(old.leader_id, (0, -1))
             return epoch >= new.leader_epoch and leader_id != old.leader_id
 
-        # Normally 0.02-0.04 s. Known, unexplained: about 1 run in 4-8 the continued old leader
-        # had not followed the new epoch after 10 s (seen before and after the fsync change).
-        # The bound is wide so CI measures whether the stall ends; the cause is open (#4 note).
-        wait_for(stepped_down, 60, f"node {old.leader_id} to follow a newer epoch")
+        # Normally 0.02-0.06 s. Before the transport reported failed calls to the core (and
+        # stopped holding calls with wait-for-ready across the freeze), about 1 run in 4-8 the
+        # continued leader had not followed the new epoch after 10 s; not seen since in 40+
+        # traced runs. The bound leaves room for a full election round if it ever comes back.
+        wait_for(stepped_down, 15, f"node {old.leader_id} to follow a newer epoch")
         step_down_s = time.monotonic() - continued_at
         proposer.wait_for_acks(5, quorum_epoch=new.leader_epoch)
     print(

@@ -6,8 +6,10 @@ what comes out of its Readies.
 
 from __future__ import annotations
 
+import random
+
 import pytest
-from raft_helpers import bodies, drain, log_with, merge, node, step
+from raft_helpers import bodies, config, drain, log_with, merge, node, step, vote_request
 from sim_memory_log import MemoryLog
 
 from quorum.raft import (
@@ -302,6 +304,80 @@ def test_end_quorum_epoch_moves_the_fetch_deadline_by_position() -> None:
             assert raft.status().role == "follower", successors
             raft.tick(start + delay)
         assert raft.status().role == "prospective", successors
+
+
+def refuse(raft: RaftNode, log: MemoryLog, request: FetchRequest) -> FetchRequest | None:
+    """The transport could not deliver `request` to the leader; the retry it causes, if any."""
+    raft.request_failed(3, request.correlation_id, unreachable=True, now_ms=raft.now_ms)
+    drain(raft, log)
+    raft.tick(raft.now_ms + raft.config.retry_backoff_ms)
+    (retry,) = bodies(merge(drain(raft, log)), FetchRequest, 3) or (None,)
+    assert retry is None or isinstance(retry, FetchRequest)
+    return retry
+
+
+def test_a_failed_fetch_is_retried_after_the_retry_backoff_not_a_request_timeout() -> None:
+    raft, log, request = follower([(1, 2)])
+    raft.request_failed(3, request.correlation_id, unreachable=False, now_ms=raft.now_ms)
+    assert not bodies(merge(drain(raft, log)), FetchRequest)
+    raft.tick(raft.now_ms + raft.config.retry_backoff_ms)
+    assert bodies(merge(drain(raft, log)), FetchRequest, 3)
+    # A failure report for a request that is no longer in flight changes nothing.
+    raft.request_failed(3, request.correlation_id, unreachable=True, now_ms=raft.now_ms)
+    assert not raft.has_ready()
+
+
+def test_a_leader_refusing_two_fetches_is_lost_and_the_follower_campaigns_within_half_t() -> None:
+    raft, log, request = follower([(1, 2)])
+    start = raft.now_ms
+    retry = refuse(raft, log, request)
+    assert retry is not None  # one refusal: retried, the leader is still trusted
+    assert raft.status().role == "follower"
+    assert raft.wake_at_ms() == start + raft.config.fetch_timeout_ms
+    retry = refuse(raft, log, retry)
+    # Lost: pre-votes are granted at once, the campaign starts within T/2, long before the
+    # fetch timeout (2000 ms) would have expired.
+    pre_vote = step(raft, log, 2, vote_request(EPOCH, 2, 1, 2, pre_vote=True))
+    (answer_,) = bodies(pre_vote, VoteResponse, 2)
+    assert isinstance(answer_, VoteResponse) and answer_.vote_granted
+    raft.tick(start + 2 * raft.config.retry_backoff_ms + raft.config.election_timeout_ms // 2)
+    drain(raft, log)
+    assert raft.status().role == "prospective"
+
+
+def test_an_answer_from_the_leader_cancels_the_campaign() -> None:
+    raft, log, request = follower([(1, 2)])
+    retry = refuse(raft, log, request)
+    assert retry is not None
+    retry = refuse(raft, log, retry)
+    assert retry is not None  # the follower keeps fetching while it waits to campaign
+    step(raft, log, 3, answer(retry, high_watermark=2))
+    raft.tick(raft.now_ms + raft.config.fetch_timeout_ms - 1)
+    drain(raft, log)
+    assert raft.status().role == "follower"
+
+
+def test_followers_that_time_out_together_campaign_at_spread_out_times() -> None:
+    """The split-vote fix: the campaign delay after a fetch timeout is random in [0, T/2)."""
+    delays = set()
+    for seed in range(20):
+        raft = RaftNode(
+            node_id=1,
+            config=config(),
+            log=log_with([(1, 2)]),
+            election_state=ElectionState(EPOCH, 3),
+            rng=random.Random(seed),
+            now_ms=0,
+        )
+        timed_out_at = raft.config.fetch_timeout_ms
+        raft.tick(timed_out_at)
+        campaign_at = raft.wake_at_ms()
+        assert campaign_at is not None and raft.status().role == "follower"
+        delays.add(campaign_at - timed_out_at)
+        raft.tick(campaign_at)
+        assert raft.status().role == "prospective"
+    assert len(delays) > 10
+    assert all(0 <= d < raft.config.election_timeout_ms // 2 for d in delays), delays
 
 
 # --- restarts -----------------------------------------------------------------------------------

@@ -110,12 +110,22 @@ class SimOptions:
         )
 
 
+@dataclass(frozen=True)
+class RequestFailure:
+    """What a real transport reports when a request of the node got no answer: refused
+    (`unreachable`: the destination is down) or timed out."""
+
+    destination_id: int
+    correlation_id: int
+    unreachable: bool
+
+
 @dataclass
 class _HostState:
     """The simulator's bookkeeping for one host (the "process scheduler" part of a shell)."""
 
     host: NodeHost
-    inbox: deque[Message] = field(default_factory=deque)
+    inbox: deque[Message | RequestFailure] = field(default_factory=deque)
     pump_scheduled: bool = False
     busy: bool = False
     wake_at: int | None = None
@@ -239,7 +249,16 @@ class Simulation:
         if node is None or host.incarnation != incarnation or state.busy:
             return
         while state.inbox:
-            node.step(state.inbox.popleft(), self.now_ms)
+            item = state.inbox.popleft()
+            if isinstance(item, RequestFailure):
+                node.request_failed(
+                    item.destination_id,
+                    item.correlation_id,
+                    unreachable=item.unreachable,
+                    now_ms=self.now_ms,
+                )
+            else:
+                node.step(item, self.now_ms)
         node.tick(self.now_ms)
         if not node.has_ready():
             self.arm_wake(state)
@@ -311,15 +330,40 @@ class Simulation:
             return
         copies = 1
         if self.faults_on:
-            if self.cut(message.source_id, message.destination_id):
-                return
-            if self.rng.random() < self.options.drop_rate:
+            if self.cut(message.source_id, message.destination_id) or (
+                self.rng.random() < self.options.drop_rate
+            ):
+                self.maybe_report_timeout(message)
                 return
             if self.rng.random() < self.options.duplicate_rate:
                 copies = 2
         for _ in range(copies):
             delay = self.rng.randint(self.options.delay_ms_min, self.options.delay_ms_max)
             self.at(self.now_ms + delay, lambda: self.deliver(message))
+
+    def report_failure(self, message: Message, *, unreachable: bool, delay_ms: int) -> None:
+        """Tell the sender of a lost request, as its transport would, after `delay_ms`."""
+        if not message.is_request:
+            return
+        source = self.hosts.get(message.source_id)
+        if source is None or source.host.node is None:
+            return
+        incarnation = source.host.incarnation
+        failure = RequestFailure(message.destination_id, message.body.correlation_id, unreachable)
+
+        def report() -> None:
+            if source.host.node is not None and source.host.incarnation == incarnation:
+                source.inbox.append(failure)
+                self.poke(source)
+
+        self.at(self.now_ms + delay_ms, report)
+
+    def maybe_report_timeout(self, message: Message) -> None:
+        """A real transport reports a lost request when its deadline passes; sometimes the
+        report itself is late or missing (the core must not depend on it)."""
+        if self.rng.random() < 0.5:
+            timeout = self.options.raft_config().request_timeout_ms
+            self.report_failure(message, unreachable=False, delay_ms=timeout)
 
     def cut(self, source: int, destination: int) -> bool:
         source_group = next((g for g in self.groups if source in g), None)
@@ -328,7 +372,12 @@ class Simulation:
 
     def deliver(self, message: Message) -> None:
         state = self.hosts[message.destination_id]
-        if state.host.node is None or len(state.inbox) >= INBOX_MAX:
+        if state.host.node is None:
+            # Nobody listens at a crashed node's port: the connection is refused.
+            delay = self.rng.randint(self.options.delay_ms_min, self.options.delay_ms_max)
+            self.report_failure(message, unreachable=True, delay_ms=delay)
+            return
+        if len(state.inbox) >= INBOX_MAX:
             return
         state.inbox.append(message)
         self.poke(state)

@@ -270,6 +270,11 @@ class InvalidRecordError(KafkaError):
     """A batch that is well framed and CRC-valid but breaks a record-level rule."""
 
 
+@_wire(95, "INVALID_UPDATE_VERSION")
+class InvalidUpdateVersionError(KafkaError):
+    """An AlterPartition whose partition epoch is older than the controller's."""
+
+
 @_wire(98, "SNAPSHOT_NOT_FOUND")
 class SnapshotNotFoundError(KafkaError):
     pass
@@ -288,6 +293,21 @@ class DuplicateBrokerRegistrationError(KafkaError):
 @_wire(102, "BROKER_ID_NOT_REGISTERED")
 class BrokerIdNotRegisteredError(KafkaError):
     pass
+
+
+@_wire(104, "INCONSISTENT_CLUSTER_ID")
+class InconsistentClusterIdError(KafkaError):
+    """A broker registration that names another cluster id than the controller's."""
+
+
+@_wire(107, "INELIGIBLE_REPLICA")
+class IneligibleReplicaError(KafkaError):
+    """A proposed ISR member that is unregistered, fenced, shutting down or of another epoch."""
+
+
+@_wire(108, "NEW_LEADER_ELECTED")
+class NewLeaderElectedError(KafkaError):
+    """The AlterPartition applied, but completing a reassignment moved leadership away."""
 
 
 # --- Storage errors without their own wire code ------------------------------------------------
@@ -320,6 +340,25 @@ class CorruptIndexError(ReplogError):
 
 class ConfigError(ReplogError):
     """A configuration value that is unknown, malformed or out of range; names the key."""
+
+
+class CorruptMetadataRecordError(CorruptRecordError):
+    """Bytes of a metadata log record that are not a well-formed record of a known kind.
+
+    The message says what is wrong (not protobuf, no known record kind, a 15-byte topic id).
+    Not retriable: the bytes are committed, so reading them again gives the same bytes.
+    """
+
+    retriable: ClassVar[bool] = False
+
+
+class MetadataReplayError(ReplogError):
+    """A metadata record that cannot apply to the image it is replayed onto.
+
+    An unknown topic, partition or broker, a broker epoch that does not match the registration:
+    the controller never writes such a record, so the log or the replayer is broken. The message
+    names the record and what is missing.
+    """
 
 
 def wire_error_classes() -> dict[int, type[KafkaError]]:

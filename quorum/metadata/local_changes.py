@@ -1,0 +1,150 @@
+"""The partition changes one broker must act on after a metadata delta (Kafka's
+TopicDelta.localChanges, reference §7.6).
+
+Brokers receive no commands: each compares the partitions before and after a delta and reaches
+the state the image describes. For broker `b`, a partition whose registration changed is:
+- a delete when `b` was a replica before and is not now, or its topic was removed (the
+  replica manager stops and deletes these first, because the name may come back with a new id);
+- a leader when `b` is its leader now and the partition is new or its partition epoch moved;
+  an elected leader when, in addition, the leader epoch moved (or the partition is new);
+- a follower when `b` is a replica but not the leader, and the partition is new or its partition
+  epoch moved. The leader to fetch from is `registration.leader` (-1: none yet).
+Everything else needs nothing from `b`. Because changes are found by comparing epochs, not by
+replaying every step, a broker that skipped images (a snapshot load) still reaches the right
+state: `local_changes_between(old, new)` gives the same answer as the deltas in between merged.
+
+Each list is sorted by topic name, topic id, partition id, so the result is deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from uuid import UUID
+
+from quorum.metadata.delta import MetadataDelta
+from quorum.metadata.image import MetadataImage
+from quorum.metadata.partition_registration import PartitionRegistration
+
+
+@dataclass(frozen=True, slots=True)
+class LocalPartition:
+    """One partition of a local change.
+
+    `registration` is the partition after the delta (for a removed topic, its last state) and
+    `previous` before it (None: the partition is new).
+    """
+
+    topic_name: str
+    topic_id: UUID
+    partition_id: int
+    registration: PartitionRegistration
+    previous: PartitionRegistration | None
+
+    @property
+    def leader_epoch_changed(self) -> bool:
+        """New partition or new leader epoch: a leader was elected, a follower must (re)start
+        fetching from it."""
+        return self.previous is None or self.previous.leader_epoch != self.registration.leader_epoch
+
+    def _sort_key(self) -> tuple[str, str, int]:
+        return (self.topic_name, str(self.topic_id), self.partition_id)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalChanges:
+    deletes: tuple[LocalPartition, ...] = ()
+    leaders: tuple[LocalPartition, ...] = ()
+    followers: tuple[LocalPartition, ...] = ()
+
+    @property
+    def elected_leaders(self) -> tuple[LocalPartition, ...]:
+        """Leaders whose leader epoch moved: they start a new leadership term."""
+        return tuple(p for p in self.leaders if p.leader_epoch_changed)
+
+    def is_empty(self) -> bool:
+        return not (self.deletes or self.leaders or self.followers)
+
+
+@dataclass(frozen=True, slots=True)
+class _TopicChange:
+    """One topic to look at: its partitions before and after, and which ids may differ."""
+
+    name: str
+    topic_id: UUID
+    before: Mapping[int, PartitionRegistration]
+    after: Mapping[int, PartitionRegistration]
+    partition_ids: Iterable[int]
+
+
+def local_changes(delta: MetadataDelta, broker_id: int) -> LocalChanges:
+    """What `broker_id` must do for the records replayed into `delta` (cost: the changes)."""
+    changes: list[_TopicChange] = []
+    for topic_id in delta.deleted_topic_ids:
+        gone = delta.base.topics.by_id[topic_id]
+        changes.append(_TopicChange(gone.name, topic_id, gone.partitions, {}, gone.partitions))
+    for topic in delta.topic_deltas.values():
+        before = topic.base.partitions if topic.base is not None else {}
+        changed = topic.partition_changes
+        changes.append(_TopicChange(topic.name, topic.topic_id, before, changed, changed))
+    return _classify(changes, broker_id)
+
+
+def local_changes_between(
+    previous: MetadataImage, current: MetadataImage, broker_id: int
+) -> LocalChanges:
+    """What `broker_id` must do to go from `previous` to `current`, however many deltas apart.
+
+    Topics shared by both images (the same object) are skipped, so consecutive images cost
+    what changed plus one pass over the topic index.
+    """
+    before, after = previous.topics.by_id, current.topics.by_id
+    changes: list[_TopicChange] = []
+    for topic_id, gone in before.items():
+        if topic_id not in after:
+            changes.append(_TopicChange(gone.name, topic_id, gone.partitions, {}, gone.partitions))
+    for topic_id, topic in after.items():
+        old = before.get(topic_id)
+        if old is topic:
+            continue
+        old_partitions = old.partitions if old is not None else {}
+        ids = set(topic.partitions) | set(old_partitions)
+        changes.append(_TopicChange(topic.name, topic_id, old_partitions, topic.partitions, ids))
+    return _classify(changes, broker_id)
+
+
+def _classify(changes: Iterable[_TopicChange], broker_id: int) -> LocalChanges:
+    found: dict[str, list[LocalPartition]] = {DELETE: [], LEADER: [], FOLLOWER: []}
+    for change in changes:
+        for partition_id in change.partition_ids:
+            old = change.before.get(partition_id)
+            new = change.after.get(partition_id)
+            kind = _kind(old, new, broker_id)
+            if kind is not None:
+                # A removed topic's partitions report their last state.
+                registration = new if new is not None else old
+                assert registration is not None
+                found[kind].append(
+                    LocalPartition(change.name, change.topic_id, partition_id, registration, old)
+                )
+    return LocalChanges(
+        *(
+            tuple(sorted(found[kind], key=LocalPartition._sort_key))
+            for kind in (DELETE, LEADER, FOLLOWER)
+        )
+    )
+
+
+DELETE, LEADER, FOLLOWER = "delete", "leader", "follower"
+
+
+def _kind(
+    old: PartitionRegistration | None, new: PartitionRegistration | None, broker_id: int
+) -> str | None:
+    """Which list one partition belongs to for `broker_id`, or None."""
+    if new is None or broker_id not in new.replicas:
+        was_replica = old is not None and broker_id in old.replicas
+        return DELETE if was_replica else None
+    if old is not None and old.partition_epoch == new.partition_epoch:
+        return None  # nothing this broker acts on changed
+    return LEADER if new.leader == broker_id else FOLLOWER

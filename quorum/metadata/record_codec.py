@@ -1,0 +1,455 @@
+"""Metadata records to and from the bytes of a metadata log record's value.
+
+Grammar: the value is one serialized `replog.pb.MetadataRecord`
+(`proto/replog/pb/metadata.proto`); its oneof holds exactly one record, and the oneof field
+number is the record's Kafka api key + 1. Worked example: `encode_record(NoOpRecord())` is
+``b"\\xaa\\x01\\x00"``: tag varint 0xaa 0x01 (field 21 = api key 20, length-delimited), then
+length 0.
+
+Rules:
+- `decode_record(encode_record(r)) == r` for every valid record. The other direction holds only
+  up to protobuf's freedom in field order, so never compare encoded bytes to detect changes.
+- "Absent means unchanged" is presence on the wire: a `PartitionChangeRecord` list that is None
+  is an unset wrapper message, an empty tuple is a set, empty one; `LEADER_UNCHANGED` and
+  `RECOVERY_STATE_UNCHANGED` are unset `optional` fields. A None rack or config value is an
+  unset `optional` string.
+- Decoding checks what protobuf cannot: a UUID is exactly 16 bytes, enums hold a known value,
+  Kafka's narrower integers (int16 feature versions and levels, uint16 port) are in range,
+  partition ids, broker ids, replica ids and epochs of a partition are not negative, a leader
+  is -1 (none) or a broker id. A field that breaks one of these, malformed protobuf (strings
+  that are not UTF-8 included), or a record kind this version does not know raises
+  `CorruptMetadataRecordError` naming the record kind and the field. Unknown fields inside a
+  known record are ignored, so a newer writer can add fields.
+- Encoding checks the same rules and raises `ValueError`: a record that breaks them is a bug in
+  the code that built it, and must not reach the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+from uuid import UUID
+
+from google.protobuf.message import DecodeError
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+from quorum.metadata.records import (
+    LEADER_UNCHANGED,
+    NO_LEADER,
+    RECOVERY_STATE_UNCHANGED,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    ConfigResourceType,
+    Endpoint,
+    FeatureLevelRecord,
+    FeatureRange,
+    FenceChange,
+    LeaderRecoveryState,
+    MetadataRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnregisterBrokerRecord,
+)
+from replog.errors import CorruptMetadataRecordError
+from replog.pb import metadata_pb2 as pb
+
+INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
+PORT_MAX = (1 << 16) - 1
+UUID_BYTES = 16
+
+
+_E = TypeVar("_E", ConfigResourceType, FenceChange, LeaderRecoveryState)
+
+
+class _Invalid(Exception):
+    """A rule broken by a record's field; turned into the caller-facing error at the edge."""
+
+
+# --- encoding ----------------------------------------------------------------------------------
+
+
+def encode_record(record: MetadataRecord) -> bytes:
+    """The bytes of `record` as a metadata log record value. ValueError if it breaks a rule."""
+    encoder = _ENCODERS.get(type(record))
+    if encoder is None:
+        raise TypeError(f"not a metadata record: {record!r}")
+    try:
+        _check(record)
+    except _Invalid as e:
+        raise ValueError(f"cannot encode {type(record).__name__}: {e}") from None
+    wrapper = pb.MetadataRecord()
+    field_name, build = encoder
+    getattr(wrapper, field_name).CopyFrom(build(record))
+    data: bytes = wrapper.SerializeToString()
+    return data
+
+
+def _ids(values: tuple[int, ...] | None) -> pb.BrokerIdList | None:
+    return None if values is None else pb.BrokerIdList(broker_ids=values)
+
+
+def _register_broker(r: Any) -> pb.RegisterBrokerRecord:
+    assert isinstance(r, RegisterBrokerRecord)
+    return pb.RegisterBrokerRecord(
+        broker_id=r.broker_id,
+        incarnation_id=r.incarnation_id.bytes,
+        broker_epoch=r.broker_epoch,
+        endpoints=[
+            pb.MetadataEndpoint(
+                name=e.name, host=e.host, port=e.port, security_protocol=e.security_protocol
+            )
+            for e in r.endpoints
+        ],
+        features=[
+            pb.MetadataFeatureRange(
+                name=f.name,
+                min_supported_version=f.min_supported_version,
+                max_supported_version=f.max_supported_version,
+            )
+            for f in r.features
+        ],
+        rack=r.rack,  # None leaves the optional field unset
+        fenced=r.fenced,
+        in_controlled_shutdown=r.in_controlled_shutdown,
+    )
+
+
+def _unregister_broker(r: Any) -> pb.UnregisterBrokerRecord:
+    assert isinstance(r, UnregisterBrokerRecord)
+    return pb.UnregisterBrokerRecord(broker_id=r.broker_id, broker_epoch=r.broker_epoch)
+
+
+def _broker_registration_change(r: Any) -> pb.BrokerRegistrationChangeRecord:
+    assert isinstance(r, BrokerRegistrationChangeRecord)
+    return pb.BrokerRegistrationChangeRecord(
+        broker_id=r.broker_id,
+        broker_epoch=r.broker_epoch,
+        fenced=int(r.fenced),
+        in_controlled_shutdown=r.in_controlled_shutdown,
+    )
+
+
+def _topic(r: Any) -> pb.TopicRecord:
+    assert isinstance(r, TopicRecord)
+    return pb.TopicRecord(name=r.name, topic_id=r.topic_id.bytes)
+
+
+def _partition(r: Any) -> pb.PartitionRecord:
+    assert isinstance(r, PartitionRecord)
+    return pb.PartitionRecord(
+        topic_id=r.topic_id.bytes,
+        partition_id=r.partition_id,
+        replicas=r.replicas,
+        isr=r.isr,
+        leader=r.leader,
+        leader_epoch=r.leader_epoch,
+        partition_epoch=r.partition_epoch,
+        removing_replicas=r.removing_replicas,
+        adding_replicas=r.adding_replicas,
+        leader_recovery_state=int(r.leader_recovery_state),
+    )
+
+
+def _partition_change(r: Any) -> pb.PartitionChangeRecord:
+    assert isinstance(r, PartitionChangeRecord)
+    return pb.PartitionChangeRecord(
+        topic_id=r.topic_id.bytes,
+        partition_id=r.partition_id,
+        isr=_ids(r.isr),
+        leader=None if r.leader == LEADER_UNCHANGED else r.leader,
+        replicas=_ids(r.replicas),
+        removing_replicas=_ids(r.removing_replicas),
+        adding_replicas=_ids(r.adding_replicas),
+        leader_recovery_state=(
+            None if r.leader_recovery_state == RECOVERY_STATE_UNCHANGED else r.leader_recovery_state
+        ),
+    )
+
+
+def _remove_topic(r: Any) -> pb.RemoveTopicRecord:
+    assert isinstance(r, RemoveTopicRecord)
+    return pb.RemoveTopicRecord(topic_id=r.topic_id.bytes)
+
+
+def _config(r: Any) -> pb.ConfigRecord:
+    assert isinstance(r, ConfigRecord)
+    return pb.ConfigRecord(
+        resource_type=int(r.resource_type),
+        resource_name=r.resource_name,
+        name=r.name,
+        value=r.value,  # None leaves the optional field unset: delete the key
+    )
+
+
+def _feature_level(r: Any) -> pb.FeatureLevelRecord:
+    assert isinstance(r, FeatureLevelRecord)
+    return pb.FeatureLevelRecord(name=r.name, feature_level=r.feature_level)
+
+
+def _producer_ids(r: Any) -> pb.ProducerIdsRecord:
+    assert isinstance(r, ProducerIdsRecord)
+    return pb.ProducerIdsRecord(
+        broker_id=r.broker_id, broker_epoch=r.broker_epoch, next_producer_id=r.next_producer_id
+    )
+
+
+def _no_op(r: Any) -> pb.NoOpRecord:
+    assert isinstance(r, NoOpRecord)
+    return pb.NoOpRecord()
+
+
+# Record type -> (MetadataRecord oneof field, builder of the inner message).
+_ENCODERS: dict[type, tuple[str, Callable[[Any], Any]]] = {
+    RegisterBrokerRecord: ("register_broker", _register_broker),
+    UnregisterBrokerRecord: ("unregister_broker", _unregister_broker),
+    BrokerRegistrationChangeRecord: ("broker_registration_change", _broker_registration_change),
+    TopicRecord: ("topic", _topic),
+    PartitionRecord: ("partition", _partition),
+    PartitionChangeRecord: ("partition_change", _partition_change),
+    RemoveTopicRecord: ("remove_topic", _remove_topic),
+    ConfigRecord: ("config", _config),
+    FeatureLevelRecord: ("feature_level", _feature_level),
+    ProducerIdsRecord: ("producer_ids", _producer_ids),
+    NoOpRecord: ("no_op", _no_op),
+}
+
+
+# --- decoding ----------------------------------------------------------------------------------
+
+
+def decode_record(data: bytes) -> MetadataRecord:
+    """The record whose bytes are `data`; CorruptMetadataRecordError naming what is wrong."""
+    wrapper = pb.MetadataRecord()
+    try:
+        wrapper.ParseFromString(data)
+    except DecodeError as e:
+        raise CorruptMetadataRecordError(
+            f"metadata record of {len(data)} bytes is not a valid MetadataRecord message: {e}"
+        ) from None
+    kind = wrapper.WhichOneof("record")
+    if kind is None:
+        # The parser keeps fields it does not know: a record kind added by a newer version
+        # lands there, and its field number tells which api key it was.
+        unknown = sorted({f.field_number for f in UnknownFieldSet(wrapper)})
+        what = (
+            f"a record kind this version does not know (field numbers {unknown}, "
+            f"Kafka api keys {[n - 1 for n in unknown]})"
+            if unknown
+            else "no record at all"
+        )
+        raise CorruptMetadataRecordError(f"metadata record of {len(data)} bytes holds {what}")
+    try:
+        record = _DECODERS[kind](getattr(wrapper, kind))
+        _check(record)
+    except _Invalid as e:
+        raise CorruptMetadataRecordError(f"metadata record {kind}: {e}") from None
+    return record
+
+
+def _uuid(field: str, value: bytes) -> UUID:
+    if len(value) != UUID_BYTES:
+        raise _Invalid(f"{field} must be {UUID_BYTES} bytes, got {len(value)}")
+    return UUID(bytes=value)
+
+
+def _enum(kind: type[_E], field: str, value: int) -> _E:
+    try:
+        return kind(value)
+    except ValueError:
+        known = ", ".join(str(int(v)) for v in kind)
+        raise _Invalid(f"{field} {value} is not one of {known}") from None
+
+
+def _tuple(values: Iterable[int]) -> tuple[int, ...]:
+    return tuple(values)
+
+
+def _optional_ids(m: Any, field: str) -> tuple[int, ...] | None:
+    return _tuple(getattr(m, field).broker_ids) if m.HasField(field) else None
+
+
+def _dec_register_broker(m: pb.RegisterBrokerRecord) -> RegisterBrokerRecord:
+    return RegisterBrokerRecord(
+        broker_id=m.broker_id,
+        incarnation_id=_uuid("incarnation_id", m.incarnation_id),
+        broker_epoch=m.broker_epoch,
+        endpoints=tuple(Endpoint(e.name, e.host, e.port, e.security_protocol) for e in m.endpoints),
+        features=tuple(
+            FeatureRange(f.name, f.min_supported_version, f.max_supported_version)
+            for f in m.features
+        ),
+        rack=m.rack if m.HasField("rack") else None,
+        fenced=m.fenced,
+        in_controlled_shutdown=m.in_controlled_shutdown,
+    )
+
+
+def _dec_unregister_broker(m: pb.UnregisterBrokerRecord) -> UnregisterBrokerRecord:
+    return UnregisterBrokerRecord(broker_id=m.broker_id, broker_epoch=m.broker_epoch)
+
+
+def _dec_broker_registration_change(
+    m: pb.BrokerRegistrationChangeRecord,
+) -> BrokerRegistrationChangeRecord:
+    return BrokerRegistrationChangeRecord(
+        broker_id=m.broker_id,
+        broker_epoch=m.broker_epoch,
+        fenced=_enum(FenceChange, "fenced", m.fenced),
+        in_controlled_shutdown=m.in_controlled_shutdown,
+    )
+
+
+def _dec_topic(m: pb.TopicRecord) -> TopicRecord:
+    return TopicRecord(name=m.name, topic_id=_uuid("topic_id", m.topic_id))
+
+
+def _dec_partition(m: pb.PartitionRecord) -> PartitionRecord:
+    return PartitionRecord(
+        topic_id=_uuid("topic_id", m.topic_id),
+        partition_id=m.partition_id,
+        replicas=_tuple(m.replicas),
+        isr=_tuple(m.isr),
+        leader=m.leader,
+        leader_epoch=m.leader_epoch,
+        partition_epoch=m.partition_epoch,
+        removing_replicas=_tuple(m.removing_replicas),
+        adding_replicas=_tuple(m.adding_replicas),
+        leader_recovery_state=_enum(
+            LeaderRecoveryState, "leader_recovery_state", m.leader_recovery_state
+        ),
+    )
+
+
+def _dec_partition_change(m: pb.PartitionChangeRecord) -> PartitionChangeRecord:
+    return PartitionChangeRecord(
+        topic_id=_uuid("topic_id", m.topic_id),
+        partition_id=m.partition_id,
+        isr=_optional_ids(m, "isr"),
+        leader=m.leader if m.HasField("leader") else LEADER_UNCHANGED,
+        replicas=_optional_ids(m, "replicas"),
+        removing_replicas=_optional_ids(m, "removing_replicas"),
+        adding_replicas=_optional_ids(m, "adding_replicas"),
+        leader_recovery_state=(
+            int(_enum(LeaderRecoveryState, "leader_recovery_state", m.leader_recovery_state))
+            if m.HasField("leader_recovery_state")
+            else RECOVERY_STATE_UNCHANGED
+        ),
+    )
+
+
+def _dec_remove_topic(m: pb.RemoveTopicRecord) -> RemoveTopicRecord:
+    return RemoveTopicRecord(topic_id=_uuid("topic_id", m.topic_id))
+
+
+def _dec_config(m: pb.ConfigRecord) -> ConfigRecord:
+    return ConfigRecord(
+        resource_type=_enum(ConfigResourceType, "resource_type", m.resource_type),
+        resource_name=m.resource_name,
+        name=m.name,
+        value=m.value if m.HasField("value") else None,
+    )
+
+
+def _dec_feature_level(m: pb.FeatureLevelRecord) -> FeatureLevelRecord:
+    return FeatureLevelRecord(name=m.name, feature_level=m.feature_level)
+
+
+def _dec_producer_ids(m: pb.ProducerIdsRecord) -> ProducerIdsRecord:
+    return ProducerIdsRecord(
+        broker_id=m.broker_id, broker_epoch=m.broker_epoch, next_producer_id=m.next_producer_id
+    )
+
+
+def _dec_no_op(m: pb.NoOpRecord) -> NoOpRecord:
+    return NoOpRecord()
+
+
+# MetadataRecord oneof field -> decoder of the inner message.
+_DECODERS: dict[str, Callable[[Any], MetadataRecord]] = {
+    "register_broker": _dec_register_broker,
+    "unregister_broker": _dec_unregister_broker,
+    "broker_registration_change": _dec_broker_registration_change,
+    "topic": _dec_topic,
+    "partition": _dec_partition,
+    "partition_change": _dec_partition_change,
+    "remove_topic": _dec_remove_topic,
+    "config": _dec_config,
+    "feature_level": _dec_feature_level,
+    "producer_ids": _dec_producer_ids,
+    "no_op": _dec_no_op,
+}
+assert set(_DECODERS) == {field for field, _ in _ENCODERS.values()}, "encoders and decoders differ"
+
+
+# --- rules both directions check -----------------------------------------------------------------
+
+
+def _check(record: MetadataRecord) -> None:
+    """Raise _Invalid naming the first field of `record` that breaks a rule of the module."""
+    if isinstance(record, RegisterBrokerRecord):
+        _broker_id("broker_id", record.broker_id)
+        for endpoint in record.endpoints:
+            if not 0 <= endpoint.port <= PORT_MAX:
+                raise _Invalid(f"endpoint {endpoint.name!r} port {endpoint.port} not in 0..65535")
+        for feature in record.features:
+            _int16(f"feature {feature.name!r} min_supported_version", feature.min_supported_version)
+            _int16(f"feature {feature.name!r} max_supported_version", feature.max_supported_version)
+    elif isinstance(record, UnregisterBrokerRecord):
+        _broker_id("broker_id", record.broker_id)
+    elif isinstance(record, ProducerIdsRecord):
+        # A snapshot's ProducerIdsRecord names no broker (-1), as Kafka writes it.
+        if record.broker_id < -1:
+            raise _Invalid(f"broker_id {record.broker_id} is below -1")
+    elif isinstance(record, BrokerRegistrationChangeRecord):
+        _broker_id("broker_id", record.broker_id)
+        _enum(FenceChange, "fenced", int(record.fenced))
+    elif isinstance(record, PartitionRecord):
+        _partition_fields(record.partition_id, record.leader, NO_LEADER)
+        for field in ("replicas", "isr", "removing_replicas", "adding_replicas"):
+            _broker_ids(field, getattr(record, field))
+        _enum(LeaderRecoveryState, "leader_recovery_state", int(record.leader_recovery_state))
+        if record.leader_epoch < 0 or record.partition_epoch < 0:
+            raise _Invalid(
+                f"negative epoch: leader_epoch {record.leader_epoch}, "
+                f"partition_epoch {record.partition_epoch}"
+            )
+    elif isinstance(record, PartitionChangeRecord):
+        _partition_fields(record.partition_id, record.leader, LEADER_UNCHANGED)
+        for field in ("replicas", "isr", "removing_replicas", "adding_replicas"):
+            values = getattr(record, field)
+            if values is not None:
+                _broker_ids(field, values)
+        if record.leader_recovery_state != RECOVERY_STATE_UNCHANGED:
+            _enum(LeaderRecoveryState, "leader_recovery_state", record.leader_recovery_state)
+    elif isinstance(record, ConfigRecord):
+        _enum(ConfigResourceType, "resource_type", int(record.resource_type))
+    elif isinstance(record, FeatureLevelRecord) and not 0 <= record.feature_level <= INT16_MAX:
+        raise _Invalid(f"feature {record.name!r} level {record.feature_level} not in 0..32767")
+
+
+def _int16(field: str, value: int) -> None:
+    if not INT16_MIN <= value <= INT16_MAX:
+        raise _Invalid(f"{field} {value} does not fit in int16")
+
+
+def _broker_id(field: str, value: int) -> None:
+    if value < 0:
+        raise _Invalid(f"{field} {value} is negative")
+
+
+def _broker_ids(field: str, values: tuple[int, ...]) -> None:
+    negative = [v for v in values if v < 0]
+    if negative:
+        raise _Invalid(f"{field} {list(values)} holds negative broker ids {negative}")
+
+
+def _partition_fields(partition_id: int, leader: int, lowest_leader: int) -> None:
+    if partition_id < 0:
+        raise _Invalid(f"partition_id {partition_id} is negative")
+    if leader < lowest_leader:
+        raise _Invalid(f"leader {leader} is neither a broker id nor {lowest_leader}")

@@ -1,0 +1,182 @@
+"""The metadata records: every change to cluster metadata is one of these, in the metadata log.
+
+These are the in-memory forms the controller emits and every node replays; `record_codec.py`
+turns them into the bytes of a Raft record (protobuf, `proto/replog/pb/metadata.proto`).
+Names, fields, sentinels and api keys follow Kafka's KRaft records (KIP-631), so a Kafka
+operator reading `replog dump-log` of the metadata log sees familiar shapes.
+
+Rules:
+- Immutable values (frozen dataclasses, tuples); equality is by value.
+- `PartitionChangeRecord` says "absent means unchanged": `None` for lists,
+  `LEADER_UNCHANGED` (-2) for the leader, `RECOVERY_STATE_UNCHANGED` (-1) for the recovery state.
+  Replaying one with a leader other than -2 bumps the leader epoch (even to the same broker: that
+  is how a bump is forced); every replay bumps the partition epoch.
+- `RegisterBrokerRecord.broker_epoch` is the offset at which that record lands in the log.
+- `ConfigRecord.value is None` deletes the key.
+- `FeatureLevelRecord.feature_level == 0` removes a feature (except `metadata.version`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from uuid import UUID
+
+NO_LEADER = -1
+LEADER_UNCHANGED = -2
+RECOVERY_STATE_UNCHANGED = -1
+METADATA_VERSION_FEATURE = "metadata.version"
+
+
+class LeaderRecoveryState(IntEnum):
+    RECOVERED = 0
+    RECOVERING = 1  # after an unclean election, until the new leader has recovered
+
+
+class ConfigResourceType(IntEnum):
+    """Kafka's ConfigResource.Type codes as written in ConfigRecord."""
+
+    TOPIC = 2
+    BROKER = 4
+
+
+class FenceChange(IntEnum):
+    """BrokerRegistrationChangeRecord.fenced: Kafka's tri-state."""
+
+    UNFENCE = -1
+    NONE = 0
+    FENCE = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    name: str  # listener name, e.g. "PLAINTEXT"
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureRange:
+    name: str
+    min_supported_version: int
+    max_supported_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord:
+    broker_id: int
+    incarnation_id: UUID
+    broker_epoch: int
+    endpoints: tuple[Endpoint, ...] = ()
+    features: tuple[FeatureRange, ...] = ()
+    rack: str | None = None
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRecord:
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationChangeRecord:
+    broker_id: int
+    broker_epoch: int
+    fenced: FenceChange = FenceChange.NONE
+    in_controlled_shutdown: bool = False  # True: enter controlled shutdown; False: no change
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    name: str
+    topic_id: UUID
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    topic_id: UUID
+    partition_id: int
+    replicas: tuple[int, ...]  # preferred order: replicas[0] is the preferred leader
+    isr: tuple[int, ...]
+    leader: int = NO_LEADER
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    leader_recovery_state: LeaderRecoveryState = LeaderRecoveryState.RECOVERED
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChangeRecord:
+    topic_id: UUID
+    partition_id: int
+    isr: tuple[int, ...] | None = None
+    leader: int = LEADER_UNCHANGED
+    replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    leader_recovery_state: int = RECOVERY_STATE_UNCHANGED
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTopicRecord:
+    topic_id: UUID
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    resource_type: ConfigResourceType
+    resource_name: str  # topic or broker id; "" = the cluster-wide default
+    name: str
+    value: str | None  # None deletes the key
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureLevelRecord:
+    name: str
+    feature_level: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdsRecord:
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int  # the first id of the next block to hand out
+
+
+@dataclass(frozen=True, slots=True)
+class NoOpRecord:
+    """Written every `metadata.max.idle.interval.ms` so the high watermark keeps moving."""
+
+
+MetadataRecord = (
+    RegisterBrokerRecord
+    | UnregisterBrokerRecord
+    | BrokerRegistrationChangeRecord
+    | TopicRecord
+    | PartitionRecord
+    | PartitionChangeRecord
+    | RemoveTopicRecord
+    | ConfigRecord
+    | FeatureLevelRecord
+    | ProducerIdsRecord
+    | NoOpRecord
+)
+
+# Kafka's metadata record api keys (metadata/src/main/resources/common/metadata/*.json).
+API_KEYS: dict[type, int] = {
+    RegisterBrokerRecord: 0,
+    UnregisterBrokerRecord: 1,
+    TopicRecord: 2,
+    PartitionRecord: 3,
+    ConfigRecord: 4,
+    PartitionChangeRecord: 5,
+    RemoveTopicRecord: 9,
+    FeatureLevelRecord: 12,
+    ProducerIdsRecord: 15,
+    BrokerRegistrationChangeRecord: 17,
+    NoOpRecord: 20,
+}

@@ -1,0 +1,173 @@
+"""local_changes: which partitions one broker must delete, lead or follow after a delta
+(reference §7.6), scenario by scenario. Every scenario also checks that diffing the two images
+(`local_changes_between`) gives the same answer as the delta."""
+
+from __future__ import annotations
+
+from metadata_helpers import bootstrapped, create_topic, delta_of, register, replayed, topic_id
+
+from quorum.metadata.image import MetadataImage, MetadataProvenance
+from quorum.metadata.local_changes import (
+    LocalChanges,
+    LocalPartition,
+    local_changes,
+    local_changes_between,
+)
+from quorum.metadata.records import (
+    BrokerRegistrationChangeRecord,
+    FenceChange,
+    MetadataRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    RemoveTopicRecord,
+)
+
+ME = 1
+ORDERS = topic_id(1)
+PAYMENTS = topic_id(2)
+
+
+def changes(base: MetadataImage, *records: MetadataRecord) -> LocalChanges:
+    delta = delta_of(base, *records)
+    found = local_changes(delta, ME)
+    new = delta.apply(MetadataProvenance(base.provenance.last_offset + len(records), 1))
+    assert local_changes_between(base, new, ME) == found
+    return found
+
+
+def ids(partitions: tuple[LocalPartition, ...]) -> list[tuple[str, int]]:
+    return [(p.topic_name, p.partition_id) for p in partitions]
+
+
+def with_orders() -> MetadataImage:
+    """orders-0 led by me, orders-1 followed by me, orders-2 not mine."""
+    return replayed(bootstrapped(), *create_topic("orders", ORDERS, (1, 2), (2, 1), (2, 3)))
+
+
+def test_a_new_topic_makes_me_leader_and_follower_of_my_partitions() -> None:
+    found = changes(bootstrapped(), *create_topic("orders", ORDERS, (1, 2), (2, 1), (2, 3)))
+    assert ids(found.leaders) == [("orders", 0)]
+    assert ids(found.followers) == [("orders", 1)]
+    assert found.deletes == ()
+    (leader,) = found.leaders
+    assert (leader.topic_id, leader.previous, leader.registration.leader_epoch) == (ORDERS, None, 0)
+    assert found.elected_leaders == found.leaders  # a new partition's first leader is elected
+    assert found.followers[0].registration.leader == 2  # whom to fetch from
+    assert found.followers[0].leader_epoch_changed
+
+
+def test_an_isr_change_on_my_partition_reaches_me_without_an_election() -> None:
+    found = changes(with_orders(), PartitionChangeRecord(ORDERS, 0, isr=(1,)))
+    assert ids(found.leaders) == [("orders", 0)]
+    assert found.elected_leaders == ()
+    (leader,) = found.leaders
+    assert leader.previous is not None
+    assert (leader.previous.partition_epoch, leader.registration.partition_epoch) == (0, 1)
+    assert leader.registration.isr == (1,)
+
+
+def test_losing_leadership_makes_me_a_follower_of_the_new_leader() -> None:
+    found = changes(with_orders(), PartitionChangeRecord(ORDERS, 0, leader=2))
+    assert found.leaders == ()
+    (follower,) = found.followers
+    assert (follower.partition_id, follower.registration.leader) == (0, 2)
+    assert follower.leader_epoch_changed
+
+
+def test_gaining_leadership_is_an_election() -> None:
+    found = changes(with_orders(), PartitionChangeRecord(ORDERS, 1, leader=1))
+    assert ids(found.elected_leaders) == [("orders", 1)]
+    assert found.followers == ()
+
+
+def test_a_follower_sees_a_change_of_isr_as_a_change_without_a_new_leader() -> None:
+    found = changes(with_orders(), PartitionChangeRecord(ORDERS, 1, isr=(2,)))
+    (follower,) = found.followers
+    assert not follower.leader_epoch_changed
+
+
+def test_changes_to_partitions_i_do_not_host_need_nothing() -> None:
+    assert changes(with_orders(), PartitionChangeRecord(ORDERS, 2, leader=3)).is_empty()
+
+
+def test_records_that_touch_no_partition_need_nothing() -> None:
+    base = replayed(with_orders(), register(1, 5))
+    assert changes(
+        base, NoOpRecord(), BrokerRegistrationChangeRecord(1, 5, FenceChange.UNFENCE)
+    ).is_empty()
+
+
+def test_being_reassigned_away_deletes_the_partition() -> None:
+    found = changes(with_orders(), PartitionChangeRecord(ORDERS, 1, replicas=(2, 3), isr=(2, 3)))
+    (deleted,) = found.deletes
+    assert deleted.partition_id == 1
+    assert deleted.previous is not None and ME in deleted.previous.replicas
+    assert ME not in deleted.registration.replicas
+    assert found.leaders == found.followers == ()
+
+
+def test_being_reassigned_in_makes_me_a_follower() -> None:
+    found = changes(
+        with_orders(), PartitionChangeRecord(ORDERS, 2, replicas=(2, 3, 1), adding_replicas=(1,))
+    )
+    (follower,) = found.followers
+    assert (follower.partition_id, follower.registration.leader) == (2, 2)
+    assert not follower.leader_epoch_changed  # the leader stays: keep fetching from it
+
+
+def test_removing_a_topic_deletes_the_partitions_i_hosted() -> None:
+    found = changes(with_orders(), RemoveTopicRecord(ORDERS))
+    assert ids(found.deletes) == [("orders", 0), ("orders", 1)]
+    assert all(d.registration == d.previous for d in found.deletes)
+    assert found.leaders == found.followers == ()
+
+
+def test_a_name_removed_and_created_again_in_one_delta_deletes_old_and_starts_new() -> None:
+    found = changes(
+        with_orders(),
+        RemoveTopicRecord(ORDERS),
+        *create_topic("orders", PAYMENTS, (3, 1), (1,)),
+    )
+    assert [(d.topic_id, d.partition_id) for d in found.deletes] == [(ORDERS, 0), (ORDERS, 1)]
+    assert [(p.topic_id, p.partition_id) for p in found.followers] == [(PAYMENTS, 0)]
+    assert [(p.topic_id, p.partition_id) for p in found.leaders] == [(PAYMENTS, 1)]
+
+
+def test_a_topic_created_and_removed_in_one_delta_needs_nothing() -> None:
+    base = bootstrapped()
+    assert changes(
+        base, *create_topic("orders", ORDERS, (1,)), RemoveTopicRecord(ORDERS)
+    ).is_empty()
+
+
+def test_results_are_sorted_by_topic_name_then_partition() -> None:
+    found = changes(
+        bootstrapped(),
+        *create_topic("payments", PAYMENTS, (1,), (1,)),
+        *create_topic("orders", ORDERS, (1,), (1,)),
+    )
+    assert ids(found.leaders) == [("orders", 0), ("orders", 1), ("payments", 0), ("payments", 1)]
+
+
+def test_between_images_skips_topics_shared_by_both() -> None:
+    base = with_orders()
+    new = replayed(base, *create_topic("payments", PAYMENTS, (1,)))
+    assert new.topics.by_id[ORDERS] is base.topics.by_id[ORDERS]
+    assert ids(local_changes_between(base, new, ME).leaders) == [("payments", 0)]
+
+
+def test_between_images_many_deltas_apart_compares_epochs_only() -> None:
+    # A broker that missed the intermediate images (a snapshot load) sees only the net effect:
+    # led, lost, led again is one election; a change made and undone still moved the epoch.
+    base = with_orders()
+    new = replayed(
+        base,
+        PartitionChangeRecord(ORDERS, 0, leader=2),
+        PartitionChangeRecord(ORDERS, 0, leader=1),
+        PartitionChangeRecord(ORDERS, 1, isr=(2,)),
+        PartitionChangeRecord(ORDERS, 1, isr=(2, 1)),
+    )
+    found = local_changes_between(base, new, ME)
+    assert ids(found.elected_leaders) == [("orders", 0)]
+    assert found.elected_leaders[0].registration.leader_epoch == 2
+    assert ids(found.followers) == [("orders", 1)]

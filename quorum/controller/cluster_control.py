@@ -1,0 +1,458 @@
+"""ClusterControl: broker registrations, heartbeats, fencing, unfencing and controlled shutdown.
+
+Registrations are durable (timeline state, replayed from RegisterBrokerRecord,
+UnregisterBrokerRecord and BrokerRegistrationChangeRecord); heartbeat sessions are soft state
+that only the active controller keeps (`broker_heartbeat`).
+
+Rules (Kafka's ClusterControlManager and heartbeat handling, KIP-631):
+- Registration: the cluster id must be this cluster's (INCONSISTENT_CLUSTER_ID). A broker id
+  whose registration is unfenced with a live session cannot be taken by another incarnation
+  (DUPLICATE_BROKER_REGISTRATION). The broker must support every finalized feature
+  (UNSUPPORTED_VERSION).
+- A new incarnation's broker epoch is the offset its RegisterBrokerRecord lands at, and it
+  starts fenced. If an earlier incarnation was still in ISRs or leading (it died without
+  telling us), the records moving it out come first in the same write.
+- Lifecycle writes are not atomic (as in Kafka): a broker in more ISRs than one batch holds
+  must still be fenceable. The registration change that matters comes where a partial
+  commit is harmless: a fence after the partition changes, an unfence before the elections.
+- A retried registration of the same incarnation keeps its broker epoch and its flags.
+- Every heartbeat, and every other broker request, names the broker epoch of the live
+  registration, else STALE_BROKER_EPOCH.
+- Heartbeats move brokers through `broker_heartbeat.next_broker_state`; a transition writes the
+  records of the table below, and only then does the reply go out (after they commit):
+
+  | to                    | records                                                           |
+  | --------------------- | ----------------------------------------------------------------- |
+  | FENCED, SHUTDOWN_NOW  | leaderships and ISR memberships moved away, then Fenced = 1        |
+  | UNFENCED              | Fenced = -1, then leader elections for leaderless partitions      |
+  | CONTROLLED_SHUTDOWN   | InControlledShutdown = 1, then leaderships and ISRs moved away    |
+
+  Unfencing therefore needs both the broker's request (not `want_fence`) and its catch-up:
+  its reported metadata offset at least the offset of its own registration record.
+- A broker unheard of for `broker.session.timeout.ms` is fenced by the periodic check, one
+  broker per write, the oldest expired session first.
+- `replay` checks that a change or unregistration names a registered broker at its current
+  broker epoch, else `MetadataReplayError` (the controller never writes such a record).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from uuid import UUID
+
+from quorum.controller.broker_heartbeat import (
+    BrokerHeartbeatReply,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatTracker,
+    BrokerState,
+    next_broker_state,
+)
+from quorum.controller.controller_result import ControllerResult
+from quorum.controller.feature_control import FeatureControl
+from quorum.controller.replication_hooks import ReplicationHooks
+from quorum.metadata.broker_registration import BrokerRegistration, registration_named_by
+from quorum.metadata.records import (
+    BrokerRegistrationChangeRecord,
+    Endpoint,
+    FeatureRange,
+    FenceChange,
+    MetadataRecord,
+    RegisterBrokerRecord,
+    UnregisterBrokerRecord,
+)
+from replog.errors import (
+    BrokerIdNotRegisteredError,
+    DuplicateBrokerRegistrationError,
+    InconsistentClusterIdError,
+    InvalidRequestError,
+    StaleBrokerEpochError,
+)
+from timeline import SnapshotRegistry, TimelineHashMap
+
+BROKER_SESSION_TIMEOUT_MS_DEFAULT = 9000
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationRequest:
+    broker_id: int
+    cluster_id: str
+    incarnation_id: UUID  # fresh for every start of the broker process
+    endpoints: tuple[Endpoint, ...] = ()
+    features: tuple[FeatureRange, ...] = ()
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationReply:
+    broker_epoch: int
+
+
+class ClusterControl:
+    """Registered brokers (timeline state) and their sessions (active controller only).
+
+    Implements `BrokerLiveness` over the latest state."""
+
+    __slots__ = (
+        "_features",
+        "_registration_offsets",
+        "_registrations",
+        "_tracker",
+        "cluster_id",
+        "session_timeout_ms",
+    )
+
+    def __init__(
+        self,
+        registry: SnapshotRegistry,
+        *,
+        cluster_id: str,
+        features: FeatureControl,
+        session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS_DEFAULT,
+    ) -> None:
+        self.cluster_id = cluster_id
+        self.session_timeout_ms = session_timeout_ms
+        self._features = features
+        self._registrations: TimelineHashMap[int, BrokerRegistration] = TimelineHashMap(registry)
+        # Where each broker's RegisterBrokerRecord landed: it is caught up once it has
+        # applied that offset. Equal to the broker epoch, except for a retried registration
+        # (same epoch, later record) or one loaded from a Raft snapshot (the snapshot's offset).
+        self._registration_offsets: TimelineHashMap[int, int] = TimelineHashMap(registry)
+        self._tracker: BrokerHeartbeatTracker | None = None
+
+    # -- BrokerLiveness (latest state) -----------------------------------------------------------
+
+    def is_registered(self, broker_id: int) -> bool:
+        return broker_id in self._registrations.live
+
+    def is_active(self, broker_id: int) -> bool:
+        registration = self._registrations.live.get(broker_id)
+        return registration is not None and registration.is_active
+
+    def broker_epoch(self, broker_id: int) -> int | None:
+        registration = self._registrations.live.get(broker_id)
+        return None if registration is None else registration.broker_epoch
+
+    def in_controlled_shutdown(self, broker_id: int) -> bool:
+        registration = self._registrations.live.get(broker_id)
+        return registration is not None and registration.in_controlled_shutdown
+
+    def active_brokers(self) -> list[tuple[int, str | None]]:
+        return sorted(
+            (registration.broker_id, registration.rack)
+            for registration in self._registrations.live.values()
+            if registration.is_active
+        )
+
+    # -- queries at an offset --------------------------------------------------------------------
+
+    def registration(self, broker_id: int, offset: int | None = None) -> BrokerRegistration | None:
+        """The broker's registration at `offset` (None: latest)."""
+        return self._registrations.get(broker_id, offset=offset)
+
+    def registrations(self, offset: int | None = None) -> dict[int, BrokerRegistration]:
+        """Every registration at `offset` (None: latest), by broker id."""
+        return self._registrations.to_dict(offset)
+
+    def registration_offset(self, broker_id: int, offset: int | None = None) -> int | None:
+        """Where the broker's registration record landed, as of `offset` (None: latest)."""
+        return self._registration_offsets.get(broker_id, offset=offset)
+
+    def check_broker_epoch(self, broker_id: int, broker_epoch: int) -> BrokerRegistration:
+        """The live registration of `broker_id`; STALE_BROKER_EPOCH unless it has
+        `broker_epoch`."""
+        registration = self._registrations.live.get(broker_id)
+        if registration is None:
+            raise StaleBrokerEpochError(
+                f"broker {broker_id} (broker epoch {broker_epoch}) is not registered"
+            )
+        if registration.broker_epoch != broker_epoch:
+            raise StaleBrokerEpochError(
+                f"broker {broker_id} sent broker epoch {broker_epoch}, but its registration has "
+                f"broker epoch {registration.broker_epoch}"
+            )
+        return registration
+
+    # -- sessions (active controller) ------------------------------------------------------------
+
+    @property
+    def is_tracking_sessions(self) -> bool:
+        return self._tracker is not None
+
+    def activate(self, now_ms: int) -> None:
+        """Become the active controller's: every registered broker starts a fresh session."""
+        tracker = BrokerHeartbeatTracker(self.session_timeout_ms)
+        for broker_id in self._registrations.live:
+            tracker.start(broker_id, now_ms)
+        self._tracker = tracker
+
+    def deactivate(self) -> None:
+        """Forget every session (they are soft state)."""
+        self._tracker = None
+
+    def session_metadata_offset(self, broker_id: int) -> int:
+        """The metadata offset the broker last reported to this active controller; -1 if
+        none."""
+        return self._require_tracker().metadata_offset(broker_id)
+
+    def touch_session(self, broker_id: int, now_ms: int) -> None:
+        """The broker was heard from although its request was not processed (it expired in the
+        shell's queue): keep an overloaded controller from fencing a healthy broker."""
+        if broker_id in self._registrations.live:
+            self._require_tracker().touch(broker_id, now_ms)
+
+    def next_session_expiry_ms(self, now_ms: int) -> int | None:
+        """When the next unfenced broker's session expires (None: no unfenced broker)."""
+        tracker = self._require_tracker()
+        expiries = [
+            tracker.expiry_ms(registration.broker_id, now_ms)
+            for registration in self._registrations.live.values()
+            if not registration.fenced
+        ]
+        return min(expiries, default=None)
+
+    def find_stale_broker(self, now_ms: int) -> int | None:
+        """The unfenced broker whose session expired first, if any has at `now_ms`."""
+        tracker = self._require_tracker()
+        expired = [
+            (tracker.expiry_ms(registration.broker_id, now_ms), registration.broker_id)
+            for registration in self._registrations.live.values()
+            if not registration.fenced
+        ]
+        oldest = min(expired, default=None)
+        if oldest is None or oldest[0] > now_ms:
+            return None
+        return oldest[1]
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def register_broker(
+        self,
+        request: BrokerRegistrationRequest,
+        *,
+        next_write_offset: int,
+        now_ms: int,
+        replication: ReplicationHooks,
+    ) -> ControllerResult[BrokerRegistrationReply]:
+        """Register a broker; its epoch is the offset its RegisterBrokerRecord lands at."""
+        tracker = self._require_tracker()
+        broker_id = request.broker_id
+        if request.cluster_id != self.cluster_id:
+            raise InconsistentClusterIdError(
+                f"broker {broker_id} belongs to cluster {request.cluster_id!r}, but this is "
+                f"cluster {self.cluster_id!r}"
+            )
+        if broker_id < 0:
+            raise InvalidRequestError(f"broker id {broker_id} is negative")
+        existing = self._registrations.live.get(broker_id)
+        same_incarnation = (
+            existing is not None and existing.incarnation_id == request.incarnation_id
+        )
+        if (
+            existing is not None
+            and not same_incarnation
+            and not existing.fenced
+            and tracker.is_live(broker_id, now_ms)
+        ):
+            raise DuplicateBrokerRegistrationError(
+                f"broker {broker_id} is already registered by incarnation "
+                f"{existing.incarnation_id} with a live session; incarnation "
+                f"{request.incarnation_id} must wait for that session to expire"
+            )
+        self._features.check_broker_supports(broker_id, request.features)
+        records: list[MetadataRecord] = []
+        if existing is not None and same_incarnation:
+            # A retry: the broker may already hold this epoch, and its state goes on as it was.
+            broker_epoch = existing.broker_epoch
+            fenced = existing.fenced
+            in_controlled_shutdown = existing.in_controlled_shutdown
+            tracker.touch(broker_id, now_ms)
+        else:
+            if existing is not None:
+                # The previous incarnation went away without a controlled shutdown: move it out
+                # of ISRs and leaderships before the new one's (fenced) registration replaces it.
+                records.extend(replication.handle_broker_fenced(broker_id))
+            broker_epoch = next_write_offset + len(records)
+            fenced = True
+            in_controlled_shutdown = False
+            tracker.start(broker_id, now_ms)
+        records.append(
+            RegisterBrokerRecord(
+                broker_id=broker_id,
+                incarnation_id=request.incarnation_id,
+                broker_epoch=broker_epoch,
+                endpoints=request.endpoints,
+                features=request.features,
+                rack=request.rack,
+                fenced=fenced,
+                in_controlled_shutdown=in_controlled_shutdown,
+            )
+        )
+        # Not atomic: a broker leading more partitions than a batch holds must still be able
+        # to re-register. Batches are contiguous, so the epoch is right however they split.
+        return ControllerResult.of(records, BrokerRegistrationReply(broker_epoch))
+
+    def process_heartbeat(
+        self,
+        request: BrokerHeartbeatRequest,
+        *,
+        now_ms: int,
+        replication: ReplicationHooks,
+    ) -> ControllerResult[BrokerHeartbeatReply]:
+        """Touch the broker's session and move it to its next state (module docstring)."""
+        tracker = self._require_tracker()
+        broker_id = request.broker_id
+        registration = self.check_broker_epoch(broker_id, request.broker_epoch)
+        registration_offset = self._registration_offsets.live[broker_id]
+        session = tracker.session(broker_id, now_ms)
+        if session.controlled_shutdown_offset is not None and not registration.fenced:
+            current = BrokerState.CONTROLLED_SHUTDOWN
+        elif registration.fenced:
+            current = BrokerState.FENCED
+        else:
+            current = BrokerState.UNFENCED
+        asks_to_leave = request.want_shut_down and not request.want_fence
+        needs_leaderships = current is BrokerState.CONTROLLED_SHUTDOWN or (
+            current is BrokerState.UNFENCED and asks_to_leave
+        )
+        has_leaderships = needs_leaderships and replication.has_leaderships(broker_id)
+        lowest_active_offset = (
+            self._lowest_active_offset(tracker)
+            if current is BrokerState.CONTROLLED_SHUTDOWN and not has_leaderships
+            else -1
+        )
+        next_state = next_broker_state(
+            current,
+            request,
+            registration_offset=registration_offset,
+            has_leaderships=has_leaderships,
+            controlled_shutdown_offset=session.controlled_shutdown_offset,
+            lowest_active_offset=lowest_active_offset,
+        )
+        records: list[MetadataRecord] = []
+        on_batch_end: Callable[[int], None] | None = None
+        if next_state is not current:
+            if next_state.fenced:
+                records.extend(self._fence_records(registration, replication))
+                tracker.end_controlled_shutdown(broker_id)
+            elif next_state is BrokerState.UNFENCED:
+                records.append(self._change(registration, fenced=FenceChange.UNFENCE))
+                records.extend(replication.handle_broker_unfenced(broker_id))
+            else:
+                assert next_state is BrokerState.CONTROLLED_SHUTDOWN, next_state
+                if not registration.in_controlled_shutdown:
+                    records.append(self._change(registration, in_controlled_shutdown=True))
+                records.extend(replication.handle_controlled_shutdown(broker_id))
+
+                def remember_shutdown_offset(offset: int) -> None:
+                    # The broker may stop once every active broker has applied this offset.
+                    session.controlled_shutdown_offset = offset
+
+                on_batch_end = remember_shutdown_offset
+        tracker.touch(broker_id, now_ms, request.current_metadata_offset)
+        reply = BrokerHeartbeatReply(
+            is_caught_up=request.current_metadata_offset >= registration_offset,
+            is_fenced=next_state.fenced,
+            in_controlled_shutdown=next_state is BrokerState.CONTROLLED_SHUTDOWN,
+            should_shut_down=next_state is BrokerState.SHUTDOWN_NOW,
+        )
+        return ControllerResult.of(records, reply, on_batch_end=on_batch_end)
+
+    def fence_stale_broker(
+        self, broker_id: int, *, replication: ReplicationHooks
+    ) -> ControllerResult[None]:
+        """Fence a broker whose session expired (the periodic check)."""
+        tracker = self._require_tracker()
+        registration = self._registrations.live.get(broker_id)
+        if registration is None or registration.fenced:
+            return ControllerResult.of((), None)
+        tracker.end_controlled_shutdown(broker_id)
+        return ControllerResult.of(self._fence_records(registration, replication), None)
+
+    def unregister_broker(
+        self, broker_id: int, *, replication: ReplicationHooks
+    ) -> ControllerResult[None]:
+        """Remove a broker's registration (an operator decommissioning it)."""
+        tracker = self._require_tracker()
+        registration = self._registrations.live.get(broker_id)
+        if registration is None:
+            raise BrokerIdNotRegisteredError(f"broker {broker_id} is not registered")
+        records: list[MetadataRecord] = list(replication.handle_broker_unregistered(broker_id))
+        records.append(UnregisterBrokerRecord(broker_id, registration.broker_epoch))
+        tracker.remove(broker_id)
+        return ControllerResult.of(records, None)
+
+    # -- replay and snapshots ------------------------------------------------------------------
+
+    def replay(
+        self,
+        record: RegisterBrokerRecord | UnregisterBrokerRecord | BrokerRegistrationChangeRecord,
+        offset: int,
+    ) -> None:
+        if isinstance(record, RegisterBrokerRecord):
+            self._registrations[record.broker_id] = BrokerRegistration.from_record(record)
+            self._registration_offsets[record.broker_id] = offset
+        elif isinstance(record, UnregisterBrokerRecord):
+            self._registered(record, offset)
+            del self._registrations[record.broker_id]
+            del self._registration_offsets[record.broker_id]
+            if self._tracker is not None:
+                self._tracker.remove(record.broker_id)
+        else:
+            current = self._registered(record, offset)
+            self._registrations[record.broker_id] = current.merge(record)
+
+    def snapshot_records(self, offset: int | None = None) -> list[RegisterBrokerRecord]:
+        """Records that recreate the registrations at `offset`, by broker id."""
+        registrations = self._registrations.to_dict(offset)
+        return [registrations[broker_id].to_record() for broker_id in sorted(registrations)]
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _registered(
+        self, record: UnregisterBrokerRecord | BrokerRegistrationChangeRecord, offset: int
+    ) -> BrokerRegistration:
+        return registration_named_by(record, self._registrations.live.get(record.broker_id), offset)
+
+    def _fence_records(
+        self, registration: BrokerRegistration, replication: ReplicationHooks
+    ) -> list[MetadataRecord]:
+        records: list[MetadataRecord] = list(
+            replication.handle_broker_fenced(registration.broker_id)
+        )
+        if not registration.fenced:
+            records.append(self._change(registration, fenced=FenceChange.FENCE))
+        return records
+
+    @staticmethod
+    def _change(
+        registration: BrokerRegistration,
+        *,
+        fenced: FenceChange = FenceChange.NONE,
+        in_controlled_shutdown: bool = False,
+    ) -> BrokerRegistrationChangeRecord:
+        return BrokerRegistrationChangeRecord(
+            broker_id=registration.broker_id,
+            broker_epoch=registration.broker_epoch,
+            fenced=fenced,
+            in_controlled_shutdown=in_controlled_shutdown,
+        )
+
+    def _lowest_active_offset(self, tracker: BrokerHeartbeatTracker) -> int:
+        """The lowest metadata offset reported by an active broker (-1 if one has not
+        reported in this session); no active broker at all: nothing to wait for."""
+        offsets = [
+            tracker.metadata_offset(registration.broker_id)
+            for registration in self._registrations.live.values()
+            if registration.is_active
+        ]
+        return min(offsets, default=_NO_ACTIVE_BROKER_OFFSET)
+
+    def _require_tracker(self) -> BrokerHeartbeatTracker:
+        if self._tracker is None:
+            raise RuntimeError("broker sessions exist only on the active controller")
+        return self._tracker
+
+
+# With no active broker, nobody has to catch up before a controlled shutdown completes.
+_NO_ACTIVE_BROKER_OFFSET = 2**63 - 1

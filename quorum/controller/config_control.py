@@ -1,0 +1,301 @@
+"""ConfigControl: topic and broker configs, validated against Kafka's names and types.
+
+State: per config resource (a topic by name, a broker by id, or "" for the cluster default
+broker resource) the keys set on it, in timeline state, replayed from ConfigRecords.
+
+Rules (Kafka's ConfigurationControlManager):
+- Only known keys with valid values are written (`config_definitions`); anything else is
+  INVALID_CONFIG naming the resource, the key and what is wrong. A topic resource must name an
+  existing topic (UNKNOWN_TOPIC_OR_PARTITION); a broker resource is "" or a broker id
+  (INVALID_REQUEST otherwise).
+- IncrementalAlterConfigs validates each resource on its own: each succeeds or fails alone,
+  and the records of the valid ones are written together, in one atomic batch.
+- Operations: SET and DELETE for every key; APPEND and SUBTRACT for list keys
+  (`cleanup.policy`), which add or remove items of the current value (or its default).
+- ConfigRecord with a value sets the key; with None it deletes it. A resource with no keys
+  left disappears. Deleting a topic (RemoveTopicRecord, replayed by the replication manager)
+  deletes its configs through `delete_topic_configs`.
+- A topic's effective value is its own, else the cluster default broker resource's synonym
+  (`log.retention.ms` for `retention.ms`), else Kafka's default.
+- Reads take an `offset` (the last stable offset) or None for the latest state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from types import MappingProxyType
+
+from quorum.controller.config_definitions import (
+    BROKER_CONFIGS,
+    BROKER_SYNONYMS,
+    TOPIC_CONFIGS,
+    ConfigDefinition,
+    ConfigType,
+)
+from quorum.controller.controller_result import ControllerResult
+from quorum.metadata.image import ConfigResource
+from quorum.metadata.records import ConfigRecord, ConfigResourceType, MetadataRecord
+from replog.errors import (
+    InvalidConfigError,
+    InvalidRequestError,
+    KafkaError,
+    UnknownTopicOrPartitionError,
+)
+from timeline import SnapshotRegistry, TimelineHashMap
+
+CLUSTER_DEFAULT = ""  # the broker resource name of the cluster-wide default
+
+
+class AlterConfigOpType(IntEnum):
+    """IncrementalAlterConfigs operation codes, as on Kafka's wire."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigOp:
+    name: str
+    op: AlterConfigOpType
+    value: str | None = None  # unused by DELETE
+
+
+def topic_resource(topic_name: str) -> ConfigResource:
+    return ConfigResource(ConfigResourceType.TOPIC, topic_name)
+
+
+def broker_resource(broker_id: int | None = None) -> ConfigResource:
+    """A broker's resource; None: the cluster-wide default."""
+    return ConfigResource(
+        ConfigResourceType.BROKER, CLUSTER_DEFAULT if broker_id is None else str(broker_id)
+    )
+
+
+class ConfigControl:
+    """Config keys per resource, in timeline state."""
+
+    __slots__ = ("_configs",)
+
+    def __init__(self, registry: SnapshotRegistry) -> None:
+        # Values are read-only mappings, replaced (never changed in place) on every write.
+        self._configs: TimelineHashMap[ConfigResource, Mapping[str, str]] = TimelineHashMap(
+            registry
+        )
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def describe(self, resource: ConfigResource, offset: int | None = None) -> dict[str, str]:
+        """The keys set on `resource` at `offset` (None: latest)."""
+        return dict(self._configs.get(resource, _EMPTY, offset=offset))
+
+    def resources(self, offset: int | None = None) -> list[ConfigResource]:
+        """Every resource with at least one key set, sorted."""
+        return sorted(self._configs.keys(offset))
+
+    def topic_config(self, topic_name: str, name: str, offset: int | None = None) -> str:
+        """The effective value of topic config `name` for `topic_name` (module docstring)."""
+        definition = TOPIC_CONFIGS.get(name)
+        if definition is None:
+            raise KeyError(f"unknown topic config {name!r}")
+        own = self._configs.get(topic_resource(topic_name), _EMPTY, offset=offset).get(name)
+        if own is not None:
+            return own
+        synonym = BROKER_SYNONYMS.get(name)
+        if synonym is not None:
+            default = self._configs.get(broker_resource(), _EMPTY, offset=offset).get(synonym)
+            if default is not None:
+                return default
+        return definition.default
+
+    def min_insync_replicas(self, topic_name: str, offset: int | None = None) -> int:
+        value = self.topic_config(topic_name, "min.insync.replicas", offset)
+        return int(value.strip())
+
+    def unclean_leader_election_enabled(self, topic_name: str, offset: int | None = None) -> bool:
+        value = self.topic_config(topic_name, "unclean.leader.election.enable", offset)
+        return value.strip().lower() == "true"
+
+    # -- validation and writes -----------------------------------------------------------------
+
+    def validate(self, resource: ConfigResource, name: str, value: str) -> None:
+        """INVALID_CONFIG unless `name` is a known key of the resource's type and `value` is
+        valid for it."""
+        _check_resource_name(resource)
+        _parse(resource, self._definition(resource, name), value)
+
+    def validate_topic_configs(self, topic_name: str, configs: Mapping[str, str]) -> None:
+        """INVALID_CONFIG unless every key of `configs` is a valid topic config (CreateTopics;
+        the replication manager's `config_validator`)."""
+        resource = topic_resource(topic_name)
+        for name in sorted(configs):
+            self.validate(resource, name, configs[name])
+
+    def config_records(
+        self, resource: ConfigResource, configs: Mapping[str, str]
+    ) -> list[ConfigRecord]:
+        """Validated records setting `configs` on `resource` (CreateTopics' `--config`)."""
+        _check_resource_name(resource)
+        records = []
+        for name in sorted(configs):
+            _parse(resource, self._definition(resource, name), configs[name])
+            records.append(
+                ConfigRecord(resource.resource_type, resource.resource_name, name, configs[name])
+            )
+        return records
+
+    def incremental_alter_configs(
+        self,
+        changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
+        *,
+        topic_exists: Callable[[str], bool],
+    ) -> ControllerResult[dict[ConfigResource, KafkaError | None]]:
+        """Apply `changes` per resource; the response maps each resource to its error (None:
+        applied)."""
+        records: list[MetadataRecord] = []
+        outcome: dict[ConfigResource, KafkaError | None] = {}
+        for resource, ops in changes.items():
+            try:
+                records.extend(self._alter_one(resource, ops, topic_exists))
+                outcome[resource] = None
+            except KafkaError as error:
+                outcome[resource] = error
+        return ControllerResult.of(records, outcome, is_atomic=True)
+
+    def _alter_one(
+        self,
+        resource: ConfigResource,
+        ops: Sequence[AlterConfigOp],
+        topic_exists: Callable[[str], bool],
+    ) -> list[ConfigRecord]:
+        _check_resource_name(resource)
+        if resource.resource_type is ConfigResourceType.TOPIC and not topic_exists(
+            resource.resource_name
+        ):
+            raise UnknownTopicOrPartitionError(
+                f"cannot alter configs of topic {resource.resource_name!r}: it does not exist"
+            )
+        current = dict(self._configs.get(resource, _EMPTY))
+        updated = dict(current)
+        seen: set[str] = set()
+        for op in ops:
+            if op.name in seen:
+                raise InvalidRequestError(
+                    f"{_describe(resource)}: config {op.name} appears more than once"
+                )
+            seen.add(op.name)
+            definition = self._definition(resource, op.name)
+            if op.op is AlterConfigOpType.DELETE:
+                updated.pop(op.name, None)
+                continue
+            if op.value is None:
+                raise InvalidConfigError(
+                    f"{_describe(resource)}: {op.op.name} of config {op.name} needs a value"
+                )
+            if op.op is AlterConfigOpType.SET:
+                _parse(resource, definition, op.value)
+                updated[op.name] = op.value
+                continue
+            if definition.config_type is not ConfigType.LIST:
+                raise InvalidConfigError(
+                    f"{_describe(resource)}: {op.op.name} applies only to list configs, and "
+                    f"{op.name} is a {definition.config_type.value}"
+                )
+            items = _as_list(resource, definition, updated.get(op.name, definition.default))
+            changed = _as_list(resource, definition, op.value)
+            if op.op is AlterConfigOpType.APPEND:
+                items += tuple(item for item in changed if item not in items)
+            else:
+                items = tuple(item for item in items if item not in changed)
+            updated[op.name] = ",".join(items)
+        return [
+            ConfigRecord(resource.resource_type, resource.resource_name, name, updated.get(name))
+            for name in sorted(set(current) | set(updated))
+            if current.get(name) != updated.get(name)
+        ]
+
+    # -- replay and snapshots ------------------------------------------------------------------
+
+    def replay(self, record: ConfigRecord, offset: int) -> None:
+        resource = ConfigResource(record.resource_type, record.resource_name)
+        keys = dict(self._configs.get(resource, _EMPTY))
+        if record.value is None:
+            keys.pop(record.name, None)
+        else:
+            keys[record.name] = record.value
+        if keys:
+            self._configs[resource] = MappingProxyType(keys)
+        else:
+            self._configs.remove(resource)
+
+    def delete_topic_configs(self, topic_name: str) -> None:
+        """Forget every config of a deleted topic (replay of its RemoveTopicRecord)."""
+        self._configs.remove(topic_resource(topic_name))
+
+    def snapshot_records(self, offset: int | None = None) -> list[ConfigRecord]:
+        """Records that recreate the configs at `offset`, sorted by resource and key."""
+        configs = self._configs.to_dict(offset)
+        return [
+            ConfigRecord(resource.resource_type, resource.resource_name, name, keys[name])
+            for resource in sorted(configs)
+            for keys in (configs[resource],)
+            for name in sorted(keys)
+        ]
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _definition(resource: ConfigResource, name: str) -> ConfigDefinition:
+        known = (
+            TOPIC_CONFIGS if resource.resource_type is ConfigResourceType.TOPIC else BROKER_CONFIGS
+        )
+        definition = known.get(name)
+        if definition is None:
+            raise InvalidConfigError(f"{_describe(resource)}: unknown config {name!r}")
+        return definition
+
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+def _describe(resource: ConfigResource) -> str:
+    if resource.resource_type is ConfigResourceType.TOPIC:
+        return f"topic {resource.resource_name!r}"
+    if resource.resource_name == CLUSTER_DEFAULT:
+        return "the cluster default broker config"
+    return f"broker {resource.resource_name}"
+
+
+def _check_resource_name(resource: ConfigResource) -> None:
+    if resource.resource_type is ConfigResourceType.TOPIC:
+        if not resource.resource_name:
+            raise InvalidRequestError("a topic config resource must name a topic")
+        return
+    name = resource.resource_name
+    if name != CLUSTER_DEFAULT and not (name.isascii() and name.isdigit()):
+        raise InvalidRequestError(
+            f"broker config resource {name!r} is neither a broker id nor the cluster default"
+        )
+
+
+def _parse(resource: ConfigResource, definition: ConfigDefinition, value: str) -> None:
+    try:
+        definition.parse(value)
+    except ValueError as reason:
+        raise InvalidConfigError(
+            f"{_describe(resource)}: invalid value {value!r} for config {definition.name}: {reason}"
+        ) from None
+
+
+def _as_list(resource: ConfigResource, definition: ConfigDefinition, value: str) -> tuple[str, ...]:
+    try:
+        parsed = definition.parse(value)
+    except ValueError as reason:
+        raise InvalidConfigError(
+            f"{_describe(resource)}: invalid value {value!r} for config {definition.name}: {reason}"
+        ) from None
+    assert isinstance(parsed, tuple), "list configs parse to tuples"
+    return parsed

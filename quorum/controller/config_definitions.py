@@ -1,0 +1,151 @@
+"""The topic and broker configs the controller accepts: Kafka's names, types, defaults, ranges.
+
+Each `ConfigDefinition` is one topic-level config and, where Kafka has one, its broker-level
+synonym (`retention.ms` <- `log.retention.ms`): the broker key set on the cluster default
+broker resource ("") is the default of every topic that does not set its own.
+
+Rules:
+- Names, types, defaults and ranges are Kafka's (`TopicConfig`, `LogConfig`, `KafkaConfig`).
+- Values arrive as strings (the wire form). `parse` returns the typed value or raises
+  `ValueError` saying why; callers turn that into INVALID_CONFIG naming the key.
+- int is Kafka's int32 and long its int64; both take optional surrounding whitespace, as
+  Kafka's parser does. A boolean is "true" or "false", any case. A list is comma-separated,
+  whitespace around items ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from types import MappingProxyType
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+class ConfigType(Enum):
+    INT = "int"
+    LONG = "long"
+    BOOLEAN = "boolean"
+    STRING = "string"
+    LIST = "list"
+
+
+ConfigValue = int | bool | str | tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigDefinition:
+    name: str  # the topic-level name
+    config_type: ConfigType
+    default: str
+    broker_name: str | None = None  # the broker-level synonym, if Kafka has one
+    minimum: int | None = None
+    valid_values: tuple[str, ...] | None = None  # strings: one of; lists: each item one of
+
+    def parse(self, value: str) -> ConfigValue:
+        """The typed value of `value`; `ValueError` naming what is wrong with it."""
+        kind = self.config_type
+        if kind is ConfigType.BOOLEAN:
+            lowered = value.strip().lower()
+            if lowered not in ("true", "false"):
+                raise ValueError("expected true or false")
+            return lowered == "true"
+        if kind in (ConfigType.INT, ConfigType.LONG):
+            try:
+                number = int(value.strip(), 10)
+            except ValueError:
+                raise ValueError(f"not a valid {kind.value}") from None
+            low, high = (INT32_MIN, INT32_MAX) if kind is ConfigType.INT else (INT64_MIN, INT64_MAX)
+            if not low <= number <= high:
+                raise ValueError(f"out of the {kind.value} range {low}..{high}")
+            if self.minimum is not None and number < self.minimum:
+                raise ValueError(f"must be at least {self.minimum}")
+            return number
+        if kind is ConfigType.LIST:
+            items = tuple(item.strip() for item in value.split(",")) if value.strip() else ()
+            if self.valid_values is not None:
+                for item in items:
+                    if item not in self.valid_values:
+                        raise ValueError(f"{item!r} is not one of {', '.join(self.valid_values)}")
+            return items
+        if self.valid_values is not None and value not in self.valid_values:
+            raise ValueError(f"must be one of {', '.join(self.valid_values)}")
+        return value
+
+
+def _defs(*definitions: ConfigDefinition) -> Mapping[str, ConfigDefinition]:
+    return MappingProxyType({d.name: d for d in definitions})
+
+
+_I, _L, _B, _S, _LIST = (
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.BOOLEAN,
+    ConfigType.STRING,
+    ConfigType.LIST,
+)
+
+TOPIC_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
+    ConfigDefinition(
+        "cleanup.policy", _LIST, "delete", "log.cleanup.policy", valid_values=("compact", "delete")
+    ),
+    ConfigDefinition(
+        "compression.type",
+        _S,
+        "producer",
+        "compression.type",
+        valid_values=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    ),
+    ConfigDefinition(
+        "delete.retention.ms", _L, "86400000", "log.cleaner.delete.retention.ms", minimum=0
+    ),
+    ConfigDefinition("file.delete.delay.ms", _L, "60000", "log.segment.delete.delay.ms", minimum=0),
+    ConfigDefinition(
+        "flush.messages", _L, str(INT64_MAX), "log.flush.interval.messages", minimum=1
+    ),
+    ConfigDefinition("flush.ms", _L, str(INT64_MAX), "log.flush.interval.ms", minimum=0),
+    ConfigDefinition("index.interval.bytes", _I, "4096", "log.index.interval.bytes", minimum=0),
+    ConfigDefinition("max.message.bytes", _I, "1048588", "message.max.bytes", minimum=0),
+    ConfigDefinition(
+        "message.timestamp.type",
+        _S,
+        "CreateTime",
+        "log.message.timestamp.type",
+        valid_values=("CreateTime", "LogAppendTime"),
+    ),
+    ConfigDefinition(
+        "min.compaction.lag.ms", _L, "0", "log.cleaner.min.compaction.lag.ms", minimum=0
+    ),
+    ConfigDefinition("min.insync.replicas", _I, "1", "min.insync.replicas", minimum=1),
+    ConfigDefinition("preallocate", _B, "false", "log.preallocate"),
+    ConfigDefinition("retention.bytes", _L, "-1", "log.retention.bytes"),
+    ConfigDefinition("retention.ms", _L, "604800000", "log.retention.ms", minimum=-1),
+    ConfigDefinition("segment.bytes", _I, "1073741824", "log.segment.bytes", minimum=14),
+    ConfigDefinition("segment.index.bytes", _I, "10485760", "log.index.size.max.bytes", minimum=4),
+    ConfigDefinition("segment.ms", _L, "604800000", "log.roll.ms", minimum=1),
+    ConfigDefinition(
+        "unclean.leader.election.enable", _B, "false", "unclean.leader.election.enable"
+    ),
+)
+
+# Broker-level keys: the synonyms of the topic configs, plus broker-only ones.
+BROKER_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
+    *(
+        ConfigDefinition(
+            d.broker_name, d.config_type, d.default, d.broker_name, d.minimum, d.valid_values
+        )
+        for d in TOPIC_CONFIGS.values()
+        if d.broker_name is not None
+    ),
+    ConfigDefinition("auto.leader.rebalance.enable", _B, "true"),
+    ConfigDefinition("leader.imbalance.check.interval.seconds", _L, "300", minimum=1),
+    ConfigDefinition("log.retention.check.interval.ms", _L, "300000", minimum=1),
+    ConfigDefinition("replica.lag.time.max.ms", _L, "30000", minimum=0),
+)
+
+# Topic config name -> the broker key that defaults it.
+BROKER_SYNONYMS: Mapping[str, str] = MappingProxyType(
+    {d.name: d.broker_name for d in TOPIC_CONFIGS.values() if d.broker_name is not None}
+)

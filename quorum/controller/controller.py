@@ -1,0 +1,731 @@
+"""QuorumController: the pure core of a KRaft-style metadata controller (KIP-631).
+
+Inputs, all on one thread: write operations (`write` and the request helpers), reads (`read`),
+Raft events (`handle_commit`, `handle_load_snapshot`, `handle_leader_change`) and time
+(`tick(now_ms)`, with `next_wake_ms` saying when the next tick is due). Outputs: the batches
+it hands to the injected `MetadataLog` (`prepare_append`, `resign`) and the `PendingResponse`
+of each write, settled when its records commit.
+
+Rules:
+- Only the active controller writes. A write on a standby fails at once with NOT_CONTROLLER,
+  naming the active controller when one is known.
+- Write path (reference section 3.2): run the operation against the latest state; split its
+  records into batches of at most `max_records_per_batch` (an atomic result must fit in one);
+  for each batch ask the log for its offsets, replay every record at its future offset at once,
+  and snapshot the state at the batch's last offset; then park the response until that offset
+  commits. A write without records waits for the highest offset still pending (or answers at
+  once if none is), so it never reveals state that could be rolled back.
+- Commit path: the active controller already replayed its records, so a commit only advances
+  the committed and stable offsets and completes the responses up to the stable offset. A
+  standby replays the committed records, then advances.
+- Reads are served at the last stable offset: never uncommitted state. Standbys serve them
+  too (their committed state may lag the leader's); whether a request to a standby gets
+  NOT_CONTROLLER instead is the service's decision.
+- Claiming leadership: activate the offsets (writes start after the last committed offset),
+  start a fresh heartbeat session for every registered broker, write the bootstrap records if
+  the log holds no metadata yet (`metadata.version` first), and start the periodic tasks.
+- Renouncing (another leader, an unknown one, or a failure of our own): revert every
+  structure to the last stable offset, drop the heartbeat sessions and periodic tasks, and fail
+  every parked response with NOT_CONTROLLER naming the new leader when known. The state is
+  then exactly the committed state, and a standby's from then on: it replays what the new
+  leader commits, possibly including its own formerly uncommitted records. A failover never
+  replays the log from the start: a standby already holds the committed state.
+- An unexpected exception in a write on the active controller makes it renounce and resign
+  Raft leadership (the caller gets UNKNOWN_SERVER_ERROR); a `KafkaError` is just the caller's
+  answer. So does any sign that its idea of the log is wrong: a batch placed at another offset
+  than expected, or a committed batch it did not write. A replay failure is fatal: it
+  propagates, and the shell must stop the process.
+- Periodic work on the active controller (reference section 3.5): a NoOpRecord every
+  `metadata_max_idle_interval_ms`; fencing of brokers whose session expired, one broker per
+  write, oldest first, when the oldest session expires; preferred-leader elections every
+  `leader_imbalance_check_interval_ms` (if `auto_leader_rebalance_enable`) and unclean
+  elections every `unclean_leader_election_interval_ms`, each bounded per run and rerun at the
+  next tick while partitions are left over.
+
+Theory of operation: `OffsetControl` owns the snapshot registry. Between the last stable offset
+and the newest snapshot lie exactly the in-flight batches; the purgatory holds their
+responses, keyed by their last offsets. A commit deletes the snapshots it passes and completes
+the responses it covers; a renounce reverts to the stable snapshot and fails the rest. Raft
+batches may merge several of our writes, but never split one, so a commit always ends at one
+of our snapshots (or at a control batch, which changes no metadata).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Generic, TypeVar
+from uuid import UUID
+
+from quorum.controller.broker_heartbeat import BrokerHeartbeatReply, BrokerHeartbeatRequest
+from quorum.controller.cluster_control import (
+    BrokerRegistrationReply,
+    BrokerRegistrationRequest,
+    ClusterControl,
+)
+from quorum.controller.config_control import AlterConfigOp, ConfigControl
+from quorum.controller.controller_config import ControllerConfig
+from quorum.controller.controller_result import ControllerResult
+from quorum.controller.deferred_queue import DeferredQueue
+from quorum.controller.feature_control import FeatureControl
+from quorum.controller.metadata_log import CommittedRecords, MetadataLog, SnapshotRecords
+from quorum.controller.offset_control import OffsetControl
+from quorum.controller.operation import ReadContext, ReadOperation, WriteContext, WriteOperation
+from quorum.controller.pending_response import PendingResponse
+from quorum.controller.placement import RandomSource
+from quorum.controller.producer_id_control import ProducerIdControl, ProducerIdsBlock
+from quorum.controller.replication_control import (
+    AlterPartitionItem,
+    AlterPartitionResult,
+    CreatableTopic,
+    CreatePartitionsResult,
+    CreatePartitionsTopic,
+    CreateTopicResult,
+    DeleteTopicResult,
+    ElectionType,
+    ElectLeadersResult,
+    ReassignablePartition,
+    ReassignmentResult,
+    ReplicationControl,
+)
+from quorum.metadata.image import ConfigResource
+from quorum.metadata.records import (
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    FeatureLevelRecord,
+    MetadataRecord,
+    NoOpRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnregisterBrokerRecord,
+)
+from replog.errors import (
+    InvalidRequestError,
+    KafkaError,
+    MetadataReplayError,
+    NotControllerError,
+    RequestTimedOutError,
+    UnknownServerError,
+)
+
+R = TypeVar("R")
+
+
+class _Parked(Generic[R]):
+    """A response waiting in the purgatory for its offset to commit."""
+
+    __slots__ = ("pending", "response")
+
+    def __init__(self, pending: PendingResponse[R], response: R) -> None:
+        self.pending = pending
+        self.response = response
+
+    def complete(self, error: Exception | None) -> None:
+        if error is None:
+            self.pending.succeed(self.response)
+        else:
+            self.pending.fail(error)
+
+
+class QuorumController:
+    """One node's controller: active (writing) or standby (replaying)."""
+
+    def __init__(
+        self,
+        config: ControllerConfig,
+        log: MetadataLog,
+        rng: RandomSource,
+    ) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self._log = log
+        self.offset_control = OffsetControl()
+        registry = self.offset_control.registry
+        self.features = FeatureControl(registry)
+        self.cluster = ClusterControl(
+            registry,
+            cluster_id=config.cluster_id,
+            features=self.features,
+            session_timeout_ms=config.broker_session_timeout_ms,
+        )
+        self.configs = ConfigControl(registry)
+        self.producer_ids = ProducerIdControl(registry, self.cluster)
+        self.replication = ReplicationControl(
+            registry,
+            self.cluster,
+            self.configs,
+            rng,
+            default_num_partitions=config.default_num_partitions,
+            default_replication_factor=config.default_replication_factor,
+        )
+        self.purgatory = DeferredQueue()
+        # Raft's view, as last told: the leader (None: unknown) in `quorum_epoch`.
+        self._leader_id: int | None = None
+        self._quorum_epoch = -1
+        # The quorum epoch we are active in; None on a standby. Our in-flight batches carry
+        # epochs from `_activation_epoch` (when this leadership began) up to it.
+        self._claim_epoch: int | None = None
+        self._activation_epoch = -1
+        # Never claim an epoch we renounced in: the log may hold our reverted writes of it.
+        self._renounced_epoch = -1
+        self._next_noop_ms: int | None = None
+        self._next_balance_ms: int | None = None
+        self._next_unclean_ms: int | None = None
+        # Why the last failure-driven renounce happened, for the shell's logs and for tests.
+        self.last_failover_reason: str | None = None
+        self._dispatch: dict[type, Callable[[MetadataRecord, int], None]] = self._replayers()
+
+    def __repr__(self) -> str:
+        role = "active" if self.is_active else "standby"
+        return (
+            f"QuorumController(node {self.node_id}, {role}, leader={self._leader_id}, "
+            f"quorum_epoch={self._quorum_epoch}, {self.offset_control!r}, "
+            f"pending={len(self.purgatory)})"
+        )
+
+    # -- status ----------------------------------------------------------------------------------
+
+    @property
+    def is_active(self) -> bool:
+        return self._claim_epoch is not None
+
+    @property
+    def leader_id(self) -> int | None:
+        """The active controller as Raft last said (None: unknown)."""
+        return self._leader_id
+
+    @property
+    def quorum_epoch(self) -> int:
+        return self._quorum_epoch
+
+    @property
+    def claim_epoch(self) -> int | None:
+        return self._claim_epoch
+
+    @property
+    def last_committed_offset(self) -> int:
+        return self.offset_control.last_committed_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.offset_control.last_stable_offset
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def write(
+        self, op: WriteOperation[R], now_ms: int, description: str = "write"
+    ) -> PendingResponse[R]:
+        """Run `op` on the latest state; its response settles once its records commit."""
+        pending: PendingResponse[R] = PendingResponse(description)
+        if self._claim_epoch is None:
+            pending.fail(self._not_controller(f"cannot {description}"))
+        elif len(self.purgatory) >= self.config.max_pending_writes:
+            pending.fail(
+                RequestTimedOutError(
+                    f"cannot {description}: {len(self.purgatory)} writes already wait for "
+                    f"their commit (max_pending_writes); retry later"
+                )
+            )
+        else:
+            self._run_write(op, now_ms, pending)
+        return pending
+
+    def register_broker(
+        self, request: BrokerRegistrationRequest, now_ms: int
+    ) -> PendingResponse[BrokerRegistrationReply]:
+        return self.write(
+            lambda ctx: ctx.cluster.register_broker(
+                request,
+                next_write_offset=ctx.next_write_offset,
+                now_ms=ctx.now_ms,
+                replication=ctx.replication,
+            ),
+            now_ms,
+            f"register broker {request.broker_id}",
+        )
+
+    def broker_heartbeat(
+        self, request: BrokerHeartbeatRequest, now_ms: int
+    ) -> PendingResponse[BrokerHeartbeatReply]:
+        return self.write(
+            lambda ctx: ctx.cluster.process_heartbeat(
+                request, now_ms=ctx.now_ms, replication=ctx.replication
+            ),
+            now_ms,
+            f"process the heartbeat of broker {request.broker_id}",
+        )
+
+    def unregister_broker(self, broker_id: int, now_ms: int) -> PendingResponse[None]:
+        return self.write(
+            lambda ctx: ctx.cluster.unregister_broker(broker_id, replication=ctx.replication),
+            now_ms,
+            f"unregister broker {broker_id}",
+        )
+
+    def incremental_alter_configs(
+        self, changes: Mapping[ConfigResource, Sequence[AlterConfigOp]], now_ms: int
+    ) -> PendingResponse[dict[ConfigResource, KafkaError | None]]:
+        return self.write(
+            lambda ctx: ctx.configs.incremental_alter_configs(
+                changes, topic_exists=ctx.replication.topic_exists
+            ),
+            now_ms,
+            "alter configs",
+        )
+
+    def allocate_producer_ids(
+        self, broker_id: int, broker_epoch: int, now_ms: int
+    ) -> PendingResponse[ProducerIdsBlock]:
+        return self.write(
+            lambda ctx: ctx.producer_ids.generate_next_block(broker_id, broker_epoch),
+            now_ms,
+            f"allocate producer ids to broker {broker_id}",
+        )
+
+    def create_topics(
+        self, topics: Sequence[CreatableTopic], now_ms: int, *, validate_only: bool = False
+    ) -> PendingResponse[tuple[CreateTopicResult, ...]]:
+        return self.write(
+            lambda ctx: ctx.replication.create_topics(
+                topics,
+                validate_only=validate_only,
+                config_validator=ctx.configs.validate_topic_configs,
+            ),
+            now_ms,
+            f"create topics {', '.join(t.name for t in topics)}",
+        )
+
+    def delete_topics(
+        self, now_ms: int, names: Sequence[str] = (), topic_ids: Sequence[UUID] = ()
+    ) -> PendingResponse[tuple[DeleteTopicResult, ...]]:
+        return self.write(
+            lambda ctx: ctx.replication.delete_topics(names, topic_ids),
+            now_ms,
+            "delete topics",
+        )
+
+    def create_partitions(
+        self, topics: Sequence[CreatePartitionsTopic], now_ms: int, *, validate_only: bool = False
+    ) -> PendingResponse[tuple[CreatePartitionsResult, ...]]:
+        return self.write(
+            lambda ctx: ctx.replication.create_partitions(topics, validate_only=validate_only),
+            now_ms,
+            "create partitions",
+        )
+
+    def alter_partition(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        items: Sequence[AlterPartitionItem],
+        now_ms: int,
+    ) -> PendingResponse[tuple[AlterPartitionResult, ...]]:
+        return self.write(
+            lambda ctx: ctx.replication.alter_partition(broker_id, broker_epoch, items),
+            now_ms,
+            f"alter partitions for broker {broker_id}",
+        )
+
+    def elect_leaders(
+        self,
+        election_type: ElectionType,
+        now_ms: int,
+        partitions: Sequence[tuple[str, int]] | None = None,
+    ) -> PendingResponse[tuple[ElectLeadersResult, ...]]:
+        return self.write(
+            lambda ctx: ctx.replication.elect_leaders(election_type, partitions),
+            now_ms,
+            f"run {election_type.name} elections",
+        )
+
+    def alter_partition_reassignments(
+        self, partitions: Sequence[ReassignablePartition], now_ms: int
+    ) -> PendingResponse[tuple[ReassignmentResult, ...]]:
+        return self.write(
+            lambda ctx: ctx.replication.alter_partition_reassignments(partitions),
+            now_ms,
+            "alter partition reassignments",
+        )
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def read(self, query: ReadOperation[R]) -> R:
+        """Run `query` on the state at the last stable offset (committed state only)."""
+        return query(
+            ReadContext(
+                cluster=self.cluster,
+                configs=self.configs,
+                features=self.features,
+                producer_ids=self.producer_ids,
+                replication=self.replication,
+                offset=self.offset_control.last_stable_offset,
+            )
+        )
+
+    def snapshot_records(self, offset: int | None = None) -> list[MetadataRecord]:
+        """Records recreating the managers' state at `offset` (None: latest): features first
+        (a log begins with `metadata.version`), then brokers, topics with their partitions,
+        configs (a topic's after the topic) and producer ids."""
+        records: list[MetadataRecord] = []
+        records.extend(self.features.snapshot_records(offset))
+        records.extend(self.cluster.snapshot_records(offset))
+        records.extend(self.replication.snapshot_records(offset))
+        records.extend(self.configs.snapshot_records(offset))
+        records.extend(self.producer_ids.snapshot_records(offset))
+        return records
+
+    # -- Raft events -----------------------------------------------------------------------------
+
+    def handle_commit(self, batch: CommittedRecords) -> None:
+        """Raft committed `batch` (records decoded; none for a control batch)."""
+        if self._claim_epoch is not None and batch.records and not self._wrote(batch):
+            # Not a batch we wrote in our epoch: our idea of the log is wrong. Become a
+            # standby (reverting our uncommitted writes) and take the batch as one.
+            self._fail_over(
+                f"committed batch {batch.base_offset}..{batch.last_offset} of quorum epoch "
+                f"{batch.quorum_epoch} is not one this controller wrote in quorum epoch "
+                f"{self._claim_epoch}"
+            )
+        if self._claim_epoch is None:
+            for index, record in enumerate(batch.records):
+                self._replay(record, batch.base_offset + index)
+        self.offset_control.handle_commit_batch(batch.last_offset, batch.quorum_epoch)
+        self.purgatory.complete_up_to(self.offset_control.last_stable_offset)
+
+    def handle_load_snapshot(self, snapshot: SnapshotRecords) -> None:
+        """Replace the whole state with a Raft snapshot's (a standby that fell behind)."""
+        if self._claim_epoch is not None:
+            raise RuntimeError(
+                f"node {self.node_id} is the active controller in quorum epoch "
+                f"{self._claim_epoch} and must never load a snapshot"
+            )
+        self.offset_control.begin_snapshot_load()
+        for record in snapshot.records:
+            # A snapshot's records all stand at its last offset: nothing finer is known.
+            self._replay(record, snapshot.last_contained_offset)
+        self.offset_control.handle_snapshot_loaded(
+            snapshot.last_contained_offset, snapshot.quorum_epoch
+        )
+
+    def handle_leader_change(self, leader_id: int | None, quorum_epoch: int, now_ms: int) -> None:
+        """Raft's leader is now `leader_id` (None: unknown) in `quorum_epoch`. When it is this
+        node, every committed record of earlier epochs has already been handed over."""
+        if quorum_epoch < self._quorum_epoch:
+            return  # an older announcement overtaken by a newer one
+        self._quorum_epoch = quorum_epoch
+        self._leader_id = leader_id
+        if leader_id == self.node_id:
+            if self._claim_epoch is not None:
+                # Still the leader, in a newer epoch: our in-flight writes stay in the log.
+                self._claim_epoch = quorum_epoch
+            elif quorum_epoch > self._renounced_epoch:
+                self._claim(quorum_epoch, now_ms)
+        elif self._claim_epoch is not None:
+            self._renounce(leader_id)
+
+    # -- time ------------------------------------------------------------------------------------
+
+    def tick(self, now_ms: int) -> None:
+        """Run the periodic work due at `now_ms` (active controller only)."""
+        self._fence_stale_brokers(now_ms)
+        if self._due(self._next_balance_ms, now_ms):
+            self._next_balance_ms = self._run_elections(
+                now_ms,
+                self.replication.has_imbalanced_partitions,
+                _balance_partition_leaders,
+                self.config.leader_imbalance_check_interval_ms,
+                "balance partition leaders",
+            )
+        if self._due(self._next_unclean_ms, now_ms):
+            self._next_unclean_ms = self._run_elections(
+                now_ms,
+                self.replication.has_leaderless_partitions,
+                _elect_unclean_leaders,
+                self.config.unclean_leader_election_interval_ms,
+                "elect unclean leaders",
+            )
+        if self._due(self._next_noop_ms, now_ms):
+            self.write(_write_no_op, now_ms, "write a NoOpRecord")
+            if self._claim_epoch is not None:
+                self._next_noop_ms = now_ms + self.config.metadata_max_idle_interval_ms
+
+    def next_wake_ms(self, now_ms: int) -> int | None:
+        """When `tick` next has work (None: not before some other input)."""
+        if self._claim_epoch is None:
+            return None
+        candidates = (
+            self._next_noop_ms,
+            self._next_balance_ms,
+            self._next_unclean_ms,
+            self.cluster.next_session_expiry_ms(now_ms),
+        )
+        deadlines = [deadline for deadline in candidates if deadline is not None]
+        return min(deadlines, default=None)
+
+    # -- leadership ------------------------------------------------------------------------------
+
+    def _claim(self, quorum_epoch: int, now_ms: int) -> None:
+        self._claim_epoch = quorum_epoch
+        self._activation_epoch = quorum_epoch
+        self.offset_control.activate(self.offset_control.last_committed_offset + 1)
+        self.cluster.activate(now_ms)
+        interval = self.config.metadata_max_idle_interval_ms
+        self._next_noop_ms = now_ms + interval if interval > 0 else None
+        if self.config.auto_leader_rebalance_enable:
+            self._next_balance_ms = now_ms + self.config.leader_imbalance_check_interval_ms
+        self._next_unclean_ms = now_ms + self.config.unclean_leader_election_interval_ms
+        if self.features.metadata_version() is None:
+            # An empty log: write what every metadata log begins with.
+            level = self.config.bootstrap_metadata_version
+            self.write(
+                lambda ctx: ControllerResult.of(FeatureControl.bootstrap_records(level), None),
+                now_ms,
+                "write the bootstrap records",
+            )
+
+    def _renounce(self, new_leader_id: int | None) -> None:
+        """Stop being active: back to the committed state, every waiting caller told."""
+        claim_epoch = self._claim_epoch
+        assert claim_epoch is not None, "only the active controller renounces"
+        self._claim_epoch = None
+        self._renounced_epoch = max(self._renounced_epoch, claim_epoch)
+        self._next_noop_ms = None
+        self._next_balance_ms = None
+        self._next_unclean_ms = None
+        self.offset_control.deactivate()
+        self.cluster.deactivate()
+        assert (
+            self.offset_control.registry.latest_offset() == self.offset_control.last_stable_offset
+        ), "after a renounce the state is the stable state"
+        self.purgatory.fail_all(
+            self._not_controller(
+                f"node {self.node_id} lost leadership of quorum epoch {claim_epoch} before "
+                "the write committed",
+                new_leader_id,
+            )
+        )
+
+    def _fail_over(self, reason: str) -> None:
+        """Renounce after a failure of our own, and hand Raft leadership to another node."""
+        claim_epoch = self._claim_epoch
+        assert claim_epoch is not None, "only the active controller fails over"
+        self.last_failover_reason = reason
+        self._leader_id = None
+        self._renounce(None)
+        self._log.resign(claim_epoch)
+
+    # -- write path ------------------------------------------------------------------------------
+
+    def _run_write(self, op: WriteOperation[R], now_ms: int, pending: PendingResponse[R]) -> None:
+        claim_epoch = self._claim_epoch
+        next_write_offset = self.offset_control.next_write_offset
+        assert claim_epoch is not None and next_write_offset is not None, "active only"
+        context = WriteContext(
+            cluster=self.cluster,
+            configs=self.configs,
+            features=self.features,
+            producer_ids=self.producer_ids,
+            replication=self.replication,
+            now_ms=now_ms,
+            next_write_offset=next_write_offset,
+        )
+        try:
+            result = op(context)
+        except KafkaError as error:
+            pending.fail(error)
+            return
+        except Exception as error:
+            self._fail_over(f"{pending.description} failed unexpectedly: {error!r}")
+            pending.fail(UnknownServerError(f"{pending.description} failed: {error!r}"))
+            return
+        if not result.records:
+            self._answer_without_records(result, pending)
+            return
+        batches = self._batches(result, pending)
+        if batches is None:
+            return
+        last_offset = -1
+        for index, batch in enumerate(batches):
+            try:
+                last_offset = self._log.prepare_append(claim_epoch, batch)
+            except NotControllerError:
+                self._renounce(None)
+                pending.fail(self._not_controller(f"cannot {pending.description}"))
+                return
+            except KafkaError as error:
+                if index > 0:
+                    # Earlier batches of this write are in the log: it is now half done.
+                    self._fail_over(f"{pending.description}: batch {index} refused: {error!r}")
+                pending.fail(error)
+                return
+            except Exception as error:
+                self._fail_over(f"{pending.description}: append failed: {error!r}")
+                pending.fail(UnknownServerError(f"{pending.description} failed: {error!r}"))
+                return
+            base_offset = last_offset - len(batch) + 1
+            expected = self.offset_control.next_write_offset
+            if base_offset != expected:
+                # Records may embed their own offsets (a broker epoch), so they are wrong now.
+                self._fail_over(
+                    f"{pending.description}: the log put the batch at offset {base_offset}, "
+                    f"but the controller expected {expected}"
+                )
+                pending.fail(UnknownServerError(f"{pending.description} failed: offset mismatch"))
+                return
+            for position, record in enumerate(batch):
+                self._replay(record, base_offset + position)
+            self.offset_control.handle_schedule_append(last_offset)
+        if result.on_batch_end is not None:
+            result.on_batch_end(last_offset)
+        self.purgatory.add(last_offset, _Parked(pending, result.response))
+
+    def _answer_without_records(
+        self, result: ControllerResult[R], pending: PendingResponse[R]
+    ) -> None:
+        """A write that wrote nothing answers once everything it may have seen commits."""
+        highest = self.purgatory.highest_pending_offset()
+        if result.on_batch_end is not None:
+            result.on_batch_end(
+                self.offset_control.last_stable_offset if highest is None else highest
+            )
+        if highest is None:
+            pending.succeed(result.response)
+        else:
+            self.purgatory.add(highest, _Parked(pending, result.response))
+
+    def _batches(
+        self, result: ControllerResult[R], pending: PendingResponse[R]
+    ) -> list[tuple[MetadataRecord, ...]] | None:
+        limit = self.config.max_records_per_batch
+        records = result.records
+        if len(records) <= limit:
+            return [records]
+        if result.is_atomic:
+            pending.fail(
+                InvalidRequestError(
+                    f"cannot {pending.description}: it takes {len(records)} records, which "
+                    f"must commit together, but a batch holds at most {limit}"
+                )
+            )
+            return None
+        return [records[start : start + limit] for start in range(0, len(records), limit)]
+
+    def _wrote(self, batch: CommittedRecords) -> bool:
+        """Whether a committed data batch is one of our in-flight writes (or ends with one)."""
+        claim_epoch = self._claim_epoch
+        assert claim_epoch is not None, "only the active controller writes"
+        return (
+            self._activation_epoch <= batch.quorum_epoch <= claim_epoch
+            and batch.last_offset in self.offset_control.pending_batch_end_offsets()
+        )
+
+    # -- periodic work ---------------------------------------------------------------------------
+
+    def _due(self, deadline_ms: int | None, now_ms: int) -> bool:
+        return self._claim_epoch is not None and deadline_ms is not None and now_ms >= deadline_ms
+
+    def _run_elections(
+        self,
+        now_ms: int,
+        needed: Callable[[], bool],
+        op: WriteOperation[bool],
+        interval_ms: int,
+        description: str,
+    ) -> int | None:
+        """Run one bounded round of periodic elections; return when the next is due: at once
+        (the next tick) if this round left partitions over, else after `interval_ms`."""
+        left_over: list[bool] = []
+        if needed():
+
+            def elect(ctx: WriteContext) -> ControllerResult[bool]:
+                result = op(ctx)
+                # Known now, while the response itself waits for the commit.
+                left_over.append(result.response)
+                return result
+
+            self.write(elect, now_ms, description)
+        more = any(left_over)
+        if self._claim_epoch is None:
+            return None
+        return now_ms if more else now_ms + interval_ms
+
+    def _fence_stale_brokers(self, now_ms: int) -> None:
+        while self._claim_epoch is not None:
+            broker_id = self.cluster.find_stale_broker(now_ms)
+            if broker_id is None:
+                return
+            self.write(
+                _fence_stale_broker(broker_id),
+                now_ms,
+                f"fence broker {broker_id} (session expired)",
+            )
+            registration = self.cluster.registration(broker_id)
+            if registration is not None and not registration.fenced:
+                return  # the write failed; the next tick tries again
+
+    # -- replay ----------------------------------------------------------------------------------
+
+    def _replay(self, record: MetadataRecord, offset: int) -> None:
+        replay = self._dispatch.get(type(record))
+        if replay is None:
+            raise MetadataReplayError(
+                f"{type(record).__name__} at offset {offset} is not a metadata record this "
+                "controller can replay"
+            )
+        replay(record, offset)
+
+    def _replayers(self) -> dict[type, Callable[[MetadataRecord, int], None]]:
+        cluster = self.cluster.replay
+        replication = self.replication.replay
+        return {
+            RegisterBrokerRecord: cluster,  # type: ignore[dict-item]
+            UnregisterBrokerRecord: cluster,  # type: ignore[dict-item]
+            BrokerRegistrationChangeRecord: cluster,  # type: ignore[dict-item]
+            TopicRecord: replication,  # type: ignore[dict-item]
+            PartitionRecord: replication,  # type: ignore[dict-item]
+            PartitionChangeRecord: replication,  # type: ignore[dict-item]
+            RemoveTopicRecord: replication,  # type: ignore[dict-item]
+            ConfigRecord: self.configs.replay,  # type: ignore[dict-item]
+            FeatureLevelRecord: self.features.replay,  # type: ignore[dict-item]
+            ProducerIdsRecord: self.producer_ids.replay,  # type: ignore[dict-item]
+            NoOpRecord: _replay_no_op,
+        }
+
+    # -- errors ----------------------------------------------------------------------------------
+
+    def _not_controller(self, what: str, leader_id: int | None = None) -> NotControllerError:
+        """NOT_CONTROLLER for `what`, naming `leader_id` (None: the leader Raft last named)."""
+        leader = self._leader_id if leader_id is None else leader_id
+        if leader is None or leader == self.node_id:
+            known = "no active controller is known yet"
+        else:
+            known = f"the active controller is node {leader}"
+        return NotControllerError(
+            f"{what}: node {self.node_id} is not the active controller; {known}"
+        )
+
+
+def _write_no_op(ctx: WriteContext) -> ControllerResult[None]:
+    return ControllerResult.of([NoOpRecord()], None)
+
+
+def _fence_stale_broker(broker_id: int) -> WriteOperation[None]:
+    def fence(ctx: WriteContext) -> ControllerResult[None]:
+        return ctx.cluster.fence_stale_broker(broker_id, replication=ctx.replication)
+
+    return fence
+
+
+def _balance_partition_leaders(ctx: WriteContext) -> ControllerResult[bool]:
+    return ctx.replication.balance_partition_leaders()
+
+
+def _elect_unclean_leaders(ctx: WriteContext) -> ControllerResult[bool]:
+    return ctx.replication.elect_unclean_leaders()
+
+
+def _replay_no_op(record: MetadataRecord, offset: int) -> None:
+    """A NoOpRecord only moves the high watermark."""

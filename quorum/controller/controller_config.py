@@ -1,0 +1,64 @@
+"""ControllerConfig: the settings of one quorum controller, with Kafka's defaults.
+
+Rules:
+- Names are the Python spelling of Kafka's config keys, units last
+  (`broker.session.timeout.ms` -> `broker_session_timeout_ms`); the shell maps the dotted
+  names in one place.
+- Every limit is explicit: batch size, purgatory size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from quorum.controller.feature_control import METADATA_VERSION_LATEST
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerConfig:
+    node_id: int
+    cluster_id: str
+    # broker.session.timeout.ms: an unfenced broker unheard of this long is fenced.
+    broker_session_timeout_ms: int = 9000
+    # metadata.max.idle.interval.ms: the active controller writes a NoOpRecord this often, so
+    # the high watermark keeps moving and brokers and standbys can measure their lag. 0: never.
+    metadata_max_idle_interval_ms: int = 500
+    # Kafka's maxRecordsPerBatch: a write is split into Raft batches of at most this many
+    # records (an atomic write must fit in one).
+    max_records_per_batch: int = 10_000
+    # How many writes may wait for their commit at once; beyond it new writes fail fast with
+    # REQUEST_TIMED_OUT (retriable) instead of growing the purgatory without bound.
+    max_pending_writes: int = 100_000
+    # The metadata.version a new metadata log begins with.
+    bootstrap_metadata_version: int = METADATA_VERSION_LATEST
+    # num.partitions and default.replication.factor: what CreateTopics uses when a topic
+    # names neither its partition count nor its replication factor.
+    default_num_partitions: int = 1
+    default_replication_factor: int = 1
+    # auto.leader.rebalance.enable and leader.imbalance.check.interval.seconds (in ms here):
+    # every interval, partitions not led by their preferred replica get preferred elections.
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_ms: int = 300_000
+    # Kafka's internal unclean.leader.election.interval.ms: how often leaderless partitions of
+    # topics with unclean.leader.election.enable=true get unclean elections.
+    unclean_leader_election_interval_ms: int = 300_000
+
+    def __post_init__(self) -> None:
+        if self.broker_session_timeout_ms <= 0:
+            raise ValueError(
+                f"broker.session.timeout.ms must be positive, not {self.broker_session_timeout_ms}"
+            )
+        if self.metadata_max_idle_interval_ms < 0:
+            raise ValueError(
+                "metadata.max.idle.interval.ms must not be negative, not "
+                f"{self.metadata_max_idle_interval_ms}"
+            )
+        if self.max_records_per_batch <= 0:
+            raise ValueError(
+                f"max_records_per_batch must be positive: {self.max_records_per_batch}"
+            )
+        for name in ("leader_imbalance_check_interval_ms", "unclean_leader_election_interval_ms"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.max_pending_writes <= 0:
+            raise ValueError(f"max_pending_writes must be positive: {self.max_pending_writes}")

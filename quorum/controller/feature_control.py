@@ -1,0 +1,108 @@
+"""FeatureControl: the finalized feature levels, `metadata.version` first among them.
+
+`metadata.version` says which records, and which record fields, the metadata log may hold. A
+new log begins with its FeatureLevelRecord (the bootstrap write of the first active
+controller), and every broker must support the finalized level to register.
+
+Rules:
+- FeatureLevelRecord sets a level; level 0 removes the feature, except `metadata.version`,
+  which can be changed but never removed. A level this code does not know for
+  `metadata.version` cannot be replayed (`MetadataReplayError`): the records after it might not
+  mean what this code thinks.
+- A broker registration must support every finalized feature: its advertised
+  [min, max] range holds the finalized level. A feature it does not advertise counts as
+  supported only at level 0, so a broker that says nothing about `metadata.version` cannot join
+  (`UNSUPPORTED_VERSION`, naming the feature and both levels).
+- Reads take an `offset` (the last stable offset) or None for the latest state.
+
+Levels: replog writes the record set of Kafka's `metadata.version` 3.3-IV3 (feature level 7):
+BrokerRegistrationChangeRecord with InControlledShutdown, and no PartitionRecord directories
+or ELR fields (added at later levels). Level 1 (3.0-IV1) is the first KRaft level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from quorum.metadata.records import METADATA_VERSION_FEATURE, FeatureLevelRecord, FeatureRange
+from replog.errors import MetadataReplayError, UnsupportedVersionError
+from timeline import SnapshotRegistry, TimelineHashMap
+
+METADATA_VERSION_MINIMUM = 1
+METADATA_VERSION_LATEST = 7
+
+
+class FeatureControl:
+    """Finalized feature levels, in timeline state."""
+
+    __slots__ = ("_levels",)
+
+    def __init__(self, registry: SnapshotRegistry) -> None:
+        self._levels: TimelineHashMap[str, int] = TimelineHashMap(registry)
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def metadata_version(self, offset: int | None = None) -> int | None:
+        """The finalized `metadata.version` level at `offset` (None: latest); None before the
+        bootstrap record."""
+        return self._levels.get(METADATA_VERSION_FEATURE, offset=offset)
+
+    def finalized_levels(self, offset: int | None = None) -> dict[str, int]:
+        """Every finalized feature and its level at `offset` (None: latest)."""
+        return self._levels.to_dict(offset)
+
+    def check_broker_supports(self, broker_id: int, features: Iterable[FeatureRange]) -> None:
+        """Raise `UnsupportedVersionError` unless `features` covers every finalized level."""
+        ranges = {feature.name: feature for feature in features}
+        for name, level in sorted(self._levels.items()):
+            advertised = ranges.get(name)
+            low, high = (
+                (0, 0)
+                if advertised is None
+                else (advertised.min_supported_version, advertised.max_supported_version)
+            )
+            if not low <= level <= high:
+                raise UnsupportedVersionError(
+                    f"broker {broker_id} cannot register: it supports {name} levels "
+                    f"{low}..{high}"
+                    f"{' (it does not advertise the feature)' if advertised is None else ''}, "
+                    f"but the finalized level is {level}"
+                )
+
+    # -- writes --------------------------------------------------------------------------------
+
+    @staticmethod
+    def bootstrap_records(metadata_version: int) -> list[FeatureLevelRecord]:
+        """The records a new metadata log begins with."""
+        if not _known_metadata_version(metadata_version):
+            raise ValueError(
+                f"cannot bootstrap at {METADATA_VERSION_FEATURE} level {metadata_version}: "
+                f"this code knows {METADATA_VERSION_MINIMUM}..{METADATA_VERSION_LATEST}"
+            )
+        return [FeatureLevelRecord(METADATA_VERSION_FEATURE, metadata_version)]
+
+    # -- replay and snapshots ------------------------------------------------------------------
+
+    def replay(self, record: FeatureLevelRecord, offset: int) -> None:
+        if record.name == METADATA_VERSION_FEATURE:
+            if not _known_metadata_version(record.feature_level):
+                raise MetadataReplayError(
+                    f"FeatureLevelRecord at offset {offset} sets {METADATA_VERSION_FEATURE} to "
+                    f"level {record.feature_level}; this code knows "
+                    f"{METADATA_VERSION_MINIMUM}..{METADATA_VERSION_LATEST}"
+                )
+            self._levels[record.name] = record.feature_level
+        elif record.feature_level == 0:
+            self._levels.remove(record.name)
+        else:
+            self._levels[record.name] = record.feature_level
+
+    def snapshot_records(self, offset: int | None = None) -> list[FeatureLevelRecord]:
+        """Records that recreate the state at `offset`, `metadata.version` first."""
+        levels = self._levels.to_dict(offset)
+        names = sorted(levels, key=lambda name: (name != METADATA_VERSION_FEATURE, name))
+        return [FeatureLevelRecord(name, levels[name]) for name in names]
+
+
+def _known_metadata_version(level: int) -> bool:
+    return METADATA_VERSION_MINIMUM <= level <= METADATA_VERSION_LATEST

@@ -1,0 +1,63 @@
+"""ReplicationHooks: what the controller and cluster control need from the replication manager.
+
+The replication manager (`replication_control.ReplicationControl`) owns topics and partitions.
+The broker lifecycle changes partitions: a fenced or shutting-down broker leaves every ISR and
+its leaderships move; an unfenced broker may lead leaderless partitions again. Cluster control
+decides *when* (heartbeats, session expiry); the replication manager decides *which*
+PartitionChangeRecords that takes.
+
+Rules:
+- Each `handle_*` method returns PartitionChangeRecords only, and changes no state: cluster
+  control adds its own BrokerRegistrationChangeRecord, and the controller replays them all.
+- They are asked while the broker's registration still shows its old state (the records are
+  replayed afterwards), so `handle_broker_fenced(b)` and `handle_controlled_shutdown(b)` must
+  treat `b` as unable to lead or join an ISR, and `handle_broker_unfenced(b)` must treat it as
+  able to.
+- `has_leaderships(b)` and `topic_exists(name)` describe the latest state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from quorum.metadata.records import (
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+
+ReplicationRecord = TopicRecord | PartitionRecord | PartitionChangeRecord | RemoveTopicRecord
+
+
+class ReplicationHooks(Protocol):
+    def replay(self, record: ReplicationRecord, offset: int) -> None:
+        """Apply a topic or partition record written at `offset`."""
+        ...
+
+    def handle_broker_fenced(self, broker_id: int) -> Sequence[MetadataRecord]:
+        """Records removing `broker_id` from every ISR and moving its leaderships away."""
+        ...
+
+    def handle_broker_unfenced(self, broker_id: int) -> Sequence[MetadataRecord]:
+        """Records electing leaders for leaderless partitions, `broker_id` now eligible."""
+        ...
+
+    def handle_broker_unregistered(self, broker_id: int) -> Sequence[MetadataRecord]:
+        """Records removing `broker_id` from every ISR and moving its leaderships away, before
+        its registration is removed."""
+        ...
+
+    def handle_controlled_shutdown(self, broker_id: int) -> Sequence[MetadataRecord]:
+        """Records moving `broker_id`'s leaderships away and removing it from ISRs."""
+        ...
+
+    def has_leaderships(self, broker_id: int) -> bool:
+        """Whether `broker_id` leads any partition (latest state)."""
+        ...
+
+    def topic_exists(self, topic_name: str) -> bool:
+        """Whether a topic named `topic_name` exists (latest state)."""
+        ...

@@ -1,0 +1,234 @@
+"""ConfigControl: Kafka's config names and types, IncrementalAlterConfigs, replay, defaults."""
+
+from __future__ import annotations
+
+import pytest
+
+from quorum.controller.config_control import (
+    AlterConfigOp,
+    AlterConfigOpType,
+    ConfigControl,
+    broker_resource,
+    topic_resource,
+)
+from quorum.controller.config_definitions import BROKER_CONFIGS, TOPIC_CONFIGS
+from quorum.metadata.image import ConfigResource
+from quorum.metadata.records import ConfigRecord, ConfigResourceType
+from replog.errors import (
+    InvalidConfigError,
+    InvalidRequestError,
+    KafkaError,
+    UnknownTopicOrPartitionError,
+)
+from timeline import SnapshotRegistry
+
+SET, DELETE, APPEND, SUBTRACT = (
+    AlterConfigOpType.SET,
+    AlterConfigOpType.DELETE,
+    AlterConfigOpType.APPEND,
+    AlterConfigOpType.SUBTRACT,
+)
+TOPIC = topic_resource("orders")
+
+
+@pytest.fixture
+def configs() -> ConfigControl:
+    return ConfigControl(SnapshotRegistry())
+
+
+def alter(
+    configs: ConfigControl,
+    changes: dict[ConfigResource, list[AlterConfigOp]],
+    topics: tuple[str, ...] = ("orders",),
+) -> dict[ConfigResource, KafkaError | None]:
+    """Alter and replay the records at once; return the per-resource outcome."""
+    result = configs.incremental_alter_configs(changes, topic_exists=lambda name: name in topics)
+    for offset, record in enumerate(result.records):
+        assert isinstance(record, ConfigRecord)
+        configs.replay(record, offset)
+    return result.response
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("min.insync.replicas", "2"),
+        ("unclean.leader.election.enable", "TRUE"),
+        ("retention.ms", "-1"),
+        ("retention.ms", "86400000"),
+        ("retention.bytes", "-1"),
+        ("retention.bytes", "1099511627776"),
+        ("segment.bytes", "14"),
+        ("cleanup.policy", "compact,delete"),
+        ("cleanup.policy", "compact"),
+        ("max.message.bytes", "0"),
+        ("compression.type", "zstd"),
+        ("message.timestamp.type", "LogAppendTime"),
+        ("segment.ms", " 3600000 "),
+    ],
+)
+def test_valid_topic_configs(configs: ConfigControl, name: str, value: str) -> None:
+    configs.validate(TOPIC, name, value)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "reason"),
+    [
+        ("min.insync.replicas", "0", "must be at least 1"),
+        ("min.insync.replicas", "two", "not a valid int"),
+        ("min.insync.replicas", "2147483648", "out of the int range"),
+        ("unclean.leader.election.enable", "yes", "expected true or false"),
+        ("retention.ms", "-2", "must be at least -1"),
+        ("retention.bytes", "9223372036854775808", "out of the long range"),
+        ("segment.bytes", "13", "must be at least 14"),
+        ("cleanup.policy", "compact,forever", "'forever' is not one of compact, delete"),
+        ("max.message.bytes", "-1", "must be at least 0"),
+        ("compression.type", "brotli", "must be one of"),
+    ],
+)
+def test_invalid_values_are_invalid_config_naming_the_key(
+    configs: ConfigControl, name: str, value: str, reason: str
+) -> None:
+    with pytest.raises(InvalidConfigError) as raised:
+        configs.validate(TOPIC, name, value)
+    message = str(raised.value)
+    assert f"topic 'orders': invalid value {value!r} for config {name}" in message
+    assert reason in message
+    assert raised.value.code == 40
+
+
+def test_unknown_keys_are_invalid_config(configs: ConfigControl) -> None:
+    with pytest.raises(
+        InvalidConfigError, match=r"topic 'orders': unknown config 'retention.hours'"
+    ):
+        configs.validate(TOPIC, "retention.hours", "1")
+    # Broker-level names are not topic configs, and the other way round.
+    with pytest.raises(InvalidConfigError, match=r"unknown config 'log.retention.ms'"):
+        configs.validate(TOPIC, "log.retention.ms", "1")
+    with pytest.raises(InvalidConfigError, match="cluster default broker config: unknown"):
+        configs.validate(broker_resource(), "retention.ms", "1")
+
+
+def test_every_topic_config_has_a_valid_default_and_broker_synonym() -> None:
+    for definition in TOPIC_CONFIGS.values():
+        definition.parse(definition.default)
+        if definition.broker_name is not None:
+            assert BROKER_CONFIGS[definition.broker_name].default == definition.default
+
+
+def test_broker_resources_are_ids_or_the_cluster_default(configs: ConfigControl) -> None:
+    configs.validate(broker_resource(3), "log.retention.ms", "1000")
+    configs.validate(broker_resource(), "min.insync.replicas", "2")
+    with pytest.raises(InvalidRequestError, match="'b1' is neither a broker id"):
+        configs.validate(
+            ConfigResource(ConfigResourceType.BROKER, "b1"), "min.insync.replicas", "2"
+        )
+
+
+def test_set_and_delete(configs: ConfigControl) -> None:
+    outcome = alter(
+        configs,
+        {
+            TOPIC: [
+                AlterConfigOp("retention.ms", SET, "1000"),
+                AlterConfigOp("segment.ms", SET, "9"),
+            ]
+        },
+    )
+    assert outcome == {TOPIC: None}
+    assert configs.describe(TOPIC) == {"retention.ms": "1000", "segment.ms": "9"}
+    alter(configs, {TOPIC: [AlterConfigOp("retention.ms", DELETE)]})
+    assert configs.describe(TOPIC) == {"segment.ms": "9"}
+    alter(configs, {TOPIC: [AlterConfigOp("segment.ms", DELETE)]})
+    # A resource with no keys left disappears.
+    assert configs.resources() == []
+
+
+def test_append_and_subtract_work_on_lists_only(configs: ConfigControl) -> None:
+    alter(configs, {TOPIC: [AlterConfigOp("cleanup.policy", APPEND, "compact")]})
+    assert configs.describe(TOPIC) == {"cleanup.policy": "delete,compact"}
+    alter(configs, {TOPIC: [AlterConfigOp("cleanup.policy", SUBTRACT, "delete")]})
+    assert configs.describe(TOPIC) == {"cleanup.policy": "compact"}
+    outcome = alter(configs, {TOPIC: [AlterConfigOp("retention.ms", APPEND, "5")]})
+    error = outcome[TOPIC]
+    assert isinstance(error, InvalidConfigError)
+    assert "APPEND applies only to list configs, and retention.ms is a long" in str(error)
+
+
+def test_each_resource_succeeds_or_fails_alone(configs: ConfigControl) -> None:
+    broker = broker_resource(1)
+    missing = topic_resource("missing")
+    outcome = alter(
+        configs,
+        {
+            TOPIC: [AlterConfigOp("min.insync.replicas", SET, "0")],
+            broker: [AlterConfigOp("log.retention.ms", SET, "5000")],
+            missing: [AlterConfigOp("retention.ms", SET, "5")],
+        },
+    )
+    assert isinstance(outcome[TOPIC], InvalidConfigError)
+    assert "min.insync.replicas" in str(outcome[TOPIC])
+    assert outcome[broker] is None
+    assert isinstance(outcome[missing], UnknownTopicOrPartitionError)
+    assert configs.describe(broker) == {"log.retention.ms": "5000"}
+    assert configs.describe(TOPIC) == {}
+
+
+def test_a_key_named_twice_in_one_resource_is_invalid(configs: ConfigControl) -> None:
+    outcome = alter(
+        configs,
+        {
+            TOPIC: [
+                AlterConfigOp("retention.ms", SET, "1"),
+                AlterConfigOp("retention.ms", DELETE),
+            ]
+        },
+    )
+    assert isinstance(outcome[TOPIC], InvalidRequestError)
+
+
+def test_effective_topic_values_fall_back_to_the_cluster_default_then_kafka(
+    configs: ConfigControl,
+) -> None:
+    assert configs.min_insync_replicas("orders") == 1
+    assert not configs.unclean_leader_election_enabled("orders")
+    alter(
+        configs,
+        {
+            broker_resource(): [
+                AlterConfigOp("min.insync.replicas", SET, "2"),
+                AlterConfigOp("unclean.leader.election.enable", SET, "true"),
+            ]
+        },
+    )
+    assert configs.min_insync_replicas("orders") == 2
+    assert configs.unclean_leader_election_enabled("orders")
+    alter(configs, {TOPIC: [AlterConfigOp("unclean.leader.election.enable", SET, "false")]})
+    assert not configs.unclean_leader_election_enabled("orders")
+    assert configs.topic_config("orders", "retention.ms") == "604800000"
+
+
+def test_reads_at_an_offset_and_topic_deletion(configs: ConfigControl) -> None:
+    registry = SnapshotRegistry()
+    configs = ConfigControl(registry)
+    configs.replay(ConfigRecord(ConfigResourceType.TOPIC, "orders", "retention.ms", "1"), 0)
+    registry.get_or_create_snapshot(0)
+    configs.delete_topic_configs("orders")
+    assert configs.describe(TOPIC) == {}
+    assert configs.describe(TOPIC, offset=0) == {"retention.ms": "1"}
+    assert configs.snapshot_records(0) == [
+        ConfigRecord(ConfigResourceType.TOPIC, "orders", "retention.ms", "1")
+    ]
+    registry.revert_to_snapshot(0)
+    assert configs.describe(TOPIC) == {"retention.ms": "1"}
+
+
+def test_config_records_for_a_new_topic_are_validated(configs: ConfigControl) -> None:
+    new = topic_resource("fresh")
+    records = configs.config_records(new, {"segment.bytes": "1024", "cleanup.policy": "compact"})
+    assert records == [
+        ConfigRecord(ConfigResourceType.TOPIC, "fresh", "cleanup.policy", "compact"),
+        ConfigRecord(ConfigResourceType.TOPIC, "fresh", "segment.bytes", "1024"),
+    ]
+    with pytest.raises(InvalidConfigError, match=r"segment.bytes"):
+        configs.validate_topic_configs("fresh", {"segment.bytes": "1"})

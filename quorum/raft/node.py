@@ -3,7 +3,7 @@
 Inputs are `step(message, now_ms)`, `tick(now_ms)`, `request_failed(...)`,
 `propose(values, now_ms)`, `resign(now_ms)`, `create_snapshot(...)` and
 `delete_log_prefix(...)`. Outputs come out of `ready()` as a `Ready`
-(see `ready.py` for the shell's contract: persist, then send, then apply, then `advance`).
+(see `ready.py` for the shell's contract: persist, then send, then `advance`, then apply).
 
 Rules:
 1. Every role transition and every protocol decision lives in this file; `roles.py` holds data.

@@ -9,8 +9,8 @@ The shell's loop, the only way to drive a `RaftNode`::
         2. apply ready.log_ops to the log, in order
         3. if ready.flush_log: fsync the log
         4. send ready.messages                      <- only now: PERSIST BEFORE SEND
-        5. hand ready.to_apply to the state machine, in order
         node.advance(ready, flushed_end_offset=<the log's flushed end offset>)
+        5. hand ready.to_apply to the state machine, in order (it may propose at once)
     sleep until ready.wake_at_ms (or the next input), then node.tick(now_ms)
 
 Rules:
@@ -154,7 +154,7 @@ ApplyItem = CommittedBatch | LoadSnapshot | LeaderChange
 
 @dataclass(frozen=True, slots=True)
 class Ready:
-    """One batch of work for the shell: persist, then send, then apply (module docstring)."""
+    """One batch of work for the shell: persist, send, advance, apply (module docstring)."""
 
     election_state: ElectionState | None
     log_ops: tuple[LogOp, ...]

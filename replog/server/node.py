@@ -15,6 +15,7 @@ import signal
 
 import grpc
 
+from replog.errors import KafkaStorageError
 from replog.pb import raft_pb2_grpc
 from replog.server.node_config import NodeConfig
 from replog.server.raft_driver import RaftDriver
@@ -62,7 +63,16 @@ class Node:
         done, _ = await asyncio.wait({run, stopped}, return_when=asyncio.FIRST_COMPLETED)
         code = 0
         if run in done:
-            code = 1 if run.exception() is not None else 0
+            failure = run.exception()
+            code = 1 if failure is not None else 0
+            if failure is not None and not isinstance(failure, KafkaStorageError):
+                # Fix (issue #4, found by the SIGSTOP test): an unexpected error stopped the
+                # node silently; fail-stop is right, but say why, with the traceback.
+                log.critical(
+                    "node %d: stopping on an unexpected error",
+                    self.config.node_id,
+                    exc_info=failure,
+                )
         else:
             log.warning("node %d: shutting down", self.config.node_id)
             await self.driver.stop(graceful=True)

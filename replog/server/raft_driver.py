@@ -7,8 +7,8 @@ time, then drains `Ready`s:
     ready = node.ready()
     flushed = storage.apply(ready)     # quorum-state, log operations, fsync (in a worker thread)
     transport.send(each message)       # only now: persist before send
-    deliver ready.to_apply             # committed batches, snapshot loads, leader changes
     node.advance(ready, flushed_end_offset=flushed)
+    deliver ready.to_apply             # committed batches, snapshot loads, leader changes
 
 and sleeps until the next input or `ready.wake_at_ms`. While the worker thread persists, inputs
 wait in the inbox, as the `Ready` contract requires.
@@ -198,9 +198,11 @@ class RaftDriver:
             if early_send:
                 flushed = await asyncio.to_thread(self.storage.flush)
             self._high_watermark = ready.high_watermark
+            self.node.advance(ready, flushed_end_offset=flushed)
+            # After advance: a listener (the controller) may propose or resign at once, and the
+            # core takes no input between ready() and advance().
             for item in ready.to_apply:
                 self._apply(item)
-            self.node.advance(ready, flushed_end_offset=flushed)
             self._take_queued()
 
     def _take_queued(self) -> None:

@@ -184,15 +184,15 @@ class NodeHost:
         return () if ready.flush_before_send else ready.messages
 
     def finish_phase(self) -> tuple[Message, ...]:
-        """Flush, apply to the state machine, advance; return the messages still to send."""
+        """Flush, advance, apply to the state machine; return the messages still to send."""
         node, ready = self.node, self.in_flight
         assert node is not None and ready is not None
         if ready.flush_log:
             self.log.flush()
-        for item in ready.to_apply:
-            self._apply(item)
         self.in_flight = None
         node.advance(ready, flushed_end_offset=self.log.flushed_end_offset)
+        for item in ready.to_apply:
+            self._apply(item)
         return ready.messages if ready.flush_before_send else ()
 
     def process_all(self) -> list[Message]:

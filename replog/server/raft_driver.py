@@ -32,7 +32,14 @@ from sortedcontainers import SortedDict
 from quorum.raft.config import RaftConfig
 from quorum.raft.messages import Message
 from quorum.raft.node import NodeStatus, ProposeResult, RaftNode
-from quorum.raft.ready import ApplyItem, CommittedBatch, LeaderChange, LoadSnapshot
+from quorum.raft.ready import (
+    AppendBatches,
+    ApplyItem,
+    CommittedBatch,
+    LeaderChange,
+    LoadSnapshot,
+    LogOp,
+)
 from replog.clock import Clock, monotonic_ms
 from replog.errors import KafkaStorageError, NotLeaderOrFollowerError, RequestTimedOutError
 from replog.server.raft_storage import RaftStorage
@@ -47,6 +54,21 @@ Listener = Callable[[ApplyItem], None]
 class _Waiter:
     result: ProposeResult
     future: asyncio.Future[ProposeResult]
+
+
+# Appends up to this size run on the event loop (tens of microseconds); larger ones, like every
+# fsync, go to a worker thread so that the loop keeps serving requests.
+_INLINE_APPEND_BYTES_MAX = 64 * 1024
+
+
+def _small(ops: tuple[LogOp, ...]) -> bool:
+    """Whether `ops` are appends only, of at most `_INLINE_APPEND_BYTES_MAX` bytes in all."""
+    size = 0
+    for op in ops:
+        if not isinstance(op, AppendBatches):
+            return False
+        size += len(op.batches)
+    return size <= _INLINE_APPEND_BYTES_MAX
 
 
 def _retrieve_outcome(future: asyncio.Future[ProposeResult]) -> None:
@@ -119,6 +141,12 @@ class RaftDriver:
         proposed: asyncio.Future[_Waiter] = loop.create_future()
 
         def propose(now: int) -> None:
+            if proposed.done():
+                # Fix (issue #4, the SIGSTOP test's "stall"): the caller was cancelled while
+                # this waited in the inbox (its client gave up during a freeze). Completing its
+                # future raised InvalidStateError, which killed the loop: the node stopped. A
+                # proposal nobody waits for is not appended at all.
+                return
             try:
                 result = self.node.propose(values, now)
             except Exception as exc:  # a typed error for the caller, not for the loop
@@ -191,6 +219,10 @@ class RaftDriver:
             if ready.election_state is None and not ready.log_ops and not ready.flush_log:
                 # Nothing to persist: skip the worker-thread round trip (most Readys).
                 flushed = self.storage.log.recovery_point
+            elif early_send and ready.election_state is None and _small(ready.log_ops):
+                # A leader's small append without fsync only copies into the page cache: doing
+                # it here saves a thread round trip before its Fetch answers can leave.
+                flushed = self.storage.apply(ready, flush=False)
             else:
                 flushed = await asyncio.to_thread(self.storage.apply, ready, flush=not early_send)
             for message in ready.messages:

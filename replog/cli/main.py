@@ -17,7 +17,7 @@ from replog.errors import ReplogError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from replog.cli import cluster, dump_log, node, quorum, storage_demo
+    from replog.cli import cluster, dump_log, node, quorum, storage_demo, topics
 
     parser = argparse.ArgumentParser(
         prog="replog",
@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     node.register(commands)
     cluster.register(commands)
     quorum.register(commands)
+    topics.register(commands)
     return parser
 
 

@@ -1,0 +1,540 @@
+"""`ControllerClient`: a small blocking client of the Controller gRPC service.
+
+Used by the `replog topics` command and, later, by the Python Admin client. One method per
+admin RPC of `proto/replog/pb/controller.proto`, taking and returning the dataclasses of
+`controller_results`.
+
+Finding the active controller:
+- Requests go to the active controller once it is known, else to the bootstrap addresses in
+  turn. Every response names the active controller (`controller_id`); a node that is not the
+  active one answers writes with NOT_CONTROLLER, and the client asks the named node next. Its
+  address comes from `node_addresses` (the CLI fills it from the local cluster's
+  `cluster.json`), else from `id@host:port` bootstrap entries, else from an earlier answer
+  (an address that accepted a write is the controller's); when it is unknown, the client
+  simply goes on with the other bootstrap addresses.
+- Reads (Metadata, DescribeCluster, DescribeConfigs, ListPartitionReassignments) are answered
+  by any controller at its committed offset. A standby may lag the active controller by a
+  moment, so when a standby answers and the active controller's address is known, the client
+  asks the active one too (read-your-writes across invocations) and falls back to the standby's
+  answer if the active one does not answer.
+
+Timeouts and retries:
+- Each call has a deadline (`timeout_s`, else the client's `default_timeout_s`); each attempt
+  is bounded by `request_timeout_s` and by what is left of the deadline. The request's own
+  `timeout_ms` (how long the controller may wait for the commit) is a little shorter, so that
+  a write that cannot commit in time comes back as the controller's REQUEST_TIMED_OUT, naming
+  the cause, rather than as a silent gRPC deadline.
+- Retried until the deadline: an unreachable node (gRPC UNAVAILABLE, an attempt that timed out)
+  and NOT_CONTROLLER, the whole request's or every item's. After each round over the known
+  addresses the client backs off (`retry_backoff_s`, doubling up to `max_retry_backoff_s`).
+  As in Kafka, a retried write whose first attempt was applied reports the item's new state
+  (TOPIC_ALREADY_EXISTS after a create that timed out but happened).
+- Not retried: any other error. A request-level error raises its `replog.errors` class with
+  the server's message; per-item errors are returned in the item's `error`. When the deadline
+  passes, `RequestTimedOutError` names every address tried and what it said. A node that does
+  not serve the Controller service (gRPC UNIMPLEMENTED) is skipped; if no node serves it,
+  `UnsupportedVersionError`. A gRPC failure never escapes as a bare `grpc.RpcError`.
+- Ctrl-C (KeyboardInterrupt) interrupts a call at once, cancelling the RPC in flight.
+
+Thread safety: one client may be shared between threads; calls do not block each other.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+from uuid import UUID
+
+import grpc
+
+from replog.admin.bootstrap import parse_bootstrap
+from replog.admin.controller_results import (
+    AlterConfigOp,
+    ClusterDescription,
+    ClusterMetadata,
+    ConfigResource,
+    ConfigsAltered,
+    CreatedTopic,
+    DeletedTopic,
+    ElectionResult,
+    ElectionType,
+    NewPartitions,
+    NewTopic,
+    OngoingReassignment,
+    PartitionsCreated,
+    ReassignmentResult,
+    ResourceConfigs,
+    TopicPartition,
+    error_from_status,
+    topic_partitions_to_pb,
+)
+from replog.clock import monotonic_ms
+from replog.errors import (
+    InvalidRequestError,
+    NotControllerError,
+    ReplogError,
+    RequestTimedOutError,
+    UnknownServerError,
+    UnsupportedVersionError,
+)
+from replog.pb import common_pb2, controller_pb2_grpc
+from replog.pb import controller_pb2 as pb
+
+DEFAULT_TIMEOUT_S = 30.0  # a whole call, retries included (Kafka: default.api.timeout.ms 60 s)
+REQUEST_TIMEOUT_S = 10.0  # one attempt
+RETRY_BACKOFF_S = 0.1  # Kafka: retry.backoff.ms
+MAX_RETRY_BACKOFF_S = 1.0  # Kafka: retry.backoff.max.ms
+
+_CHANNEL_OPTIONS = [
+    # A private subchannel per channel: gRPC otherwise shares connections between channels to
+    # one address, and a connection that failed while the node was down keeps failing fast,
+    # without trying, for its whole reconnect backoff after the node is back.
+    ("grpc.use_local_subchannel_pool", 1),
+    # A node that restarts is tried again within a second, not after gRPC's default 2 minutes.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+
+class _Response(Protocol):
+    """What every Controller response has."""
+
+    controller_id: int
+    error: common_pb2.ErrorStatus
+
+    def ListFields(self) -> list[tuple[Any, Any]]: ...
+
+
+_R = TypeVar("_R", bound=_Response)
+
+
+class _Unreachable(Exception):
+    """An attempt that got no answer from the Controller service at one address."""
+
+    def __init__(self, reason: str, *, permanent: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.permanent = permanent  # the node does not serve the service: skip it for this call
+
+
+class ControllerClient:
+    """A blocking client of the active controller (see the module docstring).
+
+    `bootstrap`: `"host:port,id@host:port,..."` or a sequence of such entries.
+    `node_addresses`: node id -> host:port of the controllers, when known (entries written
+    `id@host:port` in `bootstrap` add to it).
+    """
+
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str],
+        *,
+        node_addresses: Mapping[int, str] | None = None,
+        default_timeout_s: float = DEFAULT_TIMEOUT_S,
+        request_timeout_s: float = REQUEST_TIMEOUT_S,
+        retry_backoff_s: float = RETRY_BACKOFF_S,
+        max_retry_backoff_s: float = MAX_RETRY_BACKOFF_S,
+    ) -> None:
+        parsed = parse_bootstrap(bootstrap)
+        self.bootstrap: tuple[str, ...] = parsed.addresses
+        self._node_addresses: dict[int, str] = {**(node_addresses or {}), **parsed.node_addresses}
+        self.default_timeout_s = default_timeout_s
+        self.request_timeout_s = request_timeout_s
+        self.retry_backoff_s = retry_backoff_s
+        self.max_retry_backoff_s = max_retry_backoff_s
+        self._lock = threading.Lock()
+        self._stubs: dict[str, tuple[grpc.Channel, Any]] = {}
+        self._controller: str | None = None  # the active controller's address, once known
+        self._closed = False
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            stubs, self._stubs = self._stubs, {}
+        for channel, _ in stubs.values():
+            channel.close()
+
+    def __enter__(self) -> ControllerClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def node_addresses(self) -> dict[int, str]:
+        """The controllers' addresses known so far, by node id (a copy)."""
+        with self._lock:
+            return dict(self._node_addresses)
+
+    @property
+    def controller_address(self) -> str | None:
+        """The active controller's address as last learned, if any."""
+        return self._controller
+
+    # --- topics and partitions ----------------------------------------------------------------
+
+    def create_topics(
+        self,
+        topics: Sequence[NewTopic],
+        *,
+        validate_only: bool = False,
+        timeout_s: float | None = None,
+    ) -> list[CreatedTopic]:
+        request = pb.CreateTopicsRequest(
+            topics=[t.to_pb() for t in topics], validate_only=validate_only
+        )
+        response = self._call("CreateTopics", request, pb.CreateTopicsResponse, True, timeout_s)
+        return [CreatedTopic.from_pb(t) for t in response.topics]
+
+    def delete_topics(
+        self,
+        names: Sequence[str] = (),
+        *,
+        topic_ids: Sequence[UUID] = (),
+        timeout_s: float | None = None,
+    ) -> list[DeletedTopic]:
+        request = pb.DeleteTopicsRequest(
+            topic_names=list(names), topic_ids=[i.bytes for i in topic_ids]
+        )
+        response = self._call("DeleteTopics", request, pb.DeleteTopicsResponse, True, timeout_s)
+        return [DeletedTopic.from_pb(t) for t in response.topics]
+
+    def create_partitions(
+        self,
+        increases: Sequence[NewPartitions],
+        *,
+        validate_only: bool = False,
+        timeout_s: float | None = None,
+    ) -> list[PartitionsCreated]:
+        request = pb.CreatePartitionsRequest(
+            topics=[i.to_pb() for i in increases], validate_only=validate_only
+        )
+        response = self._call(
+            "CreatePartitions", request, pb.CreatePartitionsResponse, True, timeout_s
+        )
+        return [PartitionsCreated.from_pb(r) for r in response.results]
+
+    # --- metadata (reads) ---------------------------------------------------------------------
+
+    def describe_cluster(self, *, timeout_s: float | None = None) -> ClusterDescription:
+        response = self._call(
+            "DescribeCluster",
+            pb.DescribeClusterRequest(),
+            pb.DescribeClusterResponse,
+            False,
+            timeout_s,
+        )
+        return ClusterDescription.from_pb(response)
+
+    def metadata(
+        self, topics: Sequence[str] | None = None, *, timeout_s: float | None = None
+    ) -> ClusterMetadata:
+        """The brokers and the topics named (None or empty: every topic)."""
+        request = pb.MetadataRequest(topics=list(topics or ()))
+        response = self._call("Metadata", request, pb.MetadataResponse, False, timeout_s)
+        return ClusterMetadata.from_pb(response)
+
+    # --- configs ------------------------------------------------------------------------------
+
+    def describe_configs(
+        self,
+        resources: Sequence[ConfigResource],
+        *,
+        keys: Sequence[str] = (),
+        timeout_s: float | None = None,
+    ) -> list[ResourceConfigs]:
+        """Every config of each resource, or only `keys` when given."""
+        request = pb.DescribeConfigsRequest(
+            resources=[
+                pb.ConfigResourceKeys(
+                    resource_type=int(r.resource_type),
+                    resource_name=r.name,
+                    configuration_keys=list(keys),
+                )
+                for r in resources
+            ]
+        )
+        response = self._call(
+            "DescribeConfigs", request, pb.DescribeConfigsResponse, False, timeout_s
+        )
+        return [ResourceConfigs.from_pb(r) for r in response.results]
+
+    def incremental_alter_configs(
+        self,
+        changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
+        *,
+        validate_only: bool = False,
+        timeout_s: float | None = None,
+    ) -> list[ConfigsAltered]:
+        request = pb.IncrementalAlterConfigsRequest(
+            resources=[
+                pb.AlterConfigsResource(
+                    resource_type=int(resource.resource_type),
+                    resource_name=resource.name,
+                    configs=[op.to_pb() for op in ops],
+                )
+                for resource, ops in changes.items()
+            ],
+            validate_only=validate_only,
+        )
+        response = self._call(
+            "IncrementalAlterConfigs",
+            request,
+            pb.IncrementalAlterConfigsResponse,
+            True,
+            timeout_s,
+        )
+        return [ConfigsAltered.from_pb(r) for r in response.results]
+
+    # --- elections and reassignments ----------------------------------------------------------
+
+    def elect_leaders(
+        self,
+        election_type: ElectionType,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout_s: float | None = None,
+    ) -> list[ElectionResult]:
+        """Elect leaders of `partitions` (None: every eligible partition)."""
+        request = pb.ElectLeadersRequest(
+            election_type=int(election_type), partitions=topic_partitions_to_pb(partitions)
+        )
+        response = self._call("ElectLeaders", request, pb.ElectLeadersResponse, True, timeout_s)
+        return [ElectionResult.from_pb(r) for r in response.results]
+
+    def list_partition_reassignments(
+        self,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout_s: float | None = None,
+    ) -> list[OngoingReassignment]:
+        """The ongoing reassignments of `partitions` (None: of every partition)."""
+        request = pb.ListPartitionReassignmentsRequest(
+            partitions=topic_partitions_to_pb(partitions)
+        )
+        response = self._call(
+            "ListPartitionReassignments",
+            request,
+            pb.ListPartitionReassignmentsResponse,
+            False,
+            timeout_s,
+        )
+        return [OngoingReassignment.from_pb(r) for r in response.reassignments]
+
+    def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        *,
+        timeout_s: float | None = None,
+    ) -> list[ReassignmentResult]:
+        """Move each partition to the replicas given; None cancels its ongoing reassignment."""
+        by_topic: dict[str, list[pb.ReassignablePartition]] = {}
+        for (topic, partition), replicas in reassignments.items():
+            entry = pb.ReassignablePartition(partition_index=partition)
+            if replicas is not None:
+                entry.replicas.broker_ids.extend(replicas)
+            by_topic.setdefault(topic, []).append(entry)
+        request = pb.AlterPartitionReassignmentsRequest(
+            topics=[pb.ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
+        )
+        response = self._call(
+            "AlterPartitionReassignments",
+            request,
+            pb.AlterPartitionReassignmentsResponse,
+            True,
+            timeout_s,
+        )
+        return [ReassignmentResult.from_pb(r) for r in response.results]
+
+    # --- finding the controller and calling it ------------------------------------------------
+
+    def _call(
+        self,
+        rpc: str,
+        request: Any,
+        response_type: type[_R],
+        write: bool,
+        timeout_s: float | None,
+    ) -> _R:
+        """`rpc` at the active controller, retried until the deadline (module docstring)."""
+        budget_s = self.default_timeout_s if timeout_s is None else timeout_s
+        deadline_ms = monotonic_ms() + int(budget_s * 1000)
+        said: dict[str, str] = {}  # address -> what it last said or why it said nothing
+        skipped: set[str] = set()  # addresses that do not serve the Controller service
+        backoff_s = self.retry_backoff_s
+        while True:
+            pending = deque(a for a in self._round() if a not in skipped)
+            if not pending:
+                raise UnsupportedVersionError(
+                    f"{rpc}: no node serves the Controller service: {_summary(said)}"
+                )
+            asked: set[str] = set()
+            fallback: _R | None = None  # a standby's answer to a read, while the active is asked
+            while pending:
+                address = pending.popleft()
+                if address in asked or address in skipped:
+                    continue
+                asked.add(address)
+                remaining_ms = deadline_ms - monotonic_ms()
+                if remaining_ms <= 0:
+                    break
+                attempt_ms = min(int(self.request_timeout_s * 1000), remaining_ms)
+                if "timeout_ms" in request.DESCRIPTOR.fields_by_name:
+                    request.timeout_ms = _server_wait_ms(attempt_ms)
+                try:
+                    response = self._attempt(address, rpc, request, response_type, attempt_ms)
+                except _Unreachable as exc:
+                    said[address] = exc.reason
+                    if exc.permanent:
+                        skipped.add(address)
+                    self._forget_controller(address)
+                    if fallback is not None:
+                        return fallback
+                    continue
+                controller = self._learn(address, response, write)
+                if _is_not_controller(response):
+                    said[address] = f"not the controller ({self._controller_text(response)})"
+                    if fallback is not None:
+                        return fallback
+                    if controller is not None and controller not in asked:
+                        pending.appendleft(controller)  # redirect at once: no backoff
+                    continue
+                error = error_from_status(response.error)
+                if error is not None:
+                    raise error
+                if (
+                    not write
+                    and fallback is None
+                    and controller is not None
+                    and controller != address
+                    and controller not in asked
+                ):
+                    fallback = response  # a standby answered: ask the active one too
+                    pending.appendleft(controller)
+                    continue
+                return response
+            if fallback is not None:
+                return fallback
+            if all(a in skipped for a in self._round()):
+                continue  # the check at the top of the loop raises, without a pointless wait
+            remaining_ms = deadline_ms - monotonic_ms()
+            if remaining_ms <= 0:
+                raise RequestTimedOutError(
+                    f"{rpc}: no answer from the active controller within {budget_s:g} s: "
+                    f"{_summary(said)}"
+                )
+            time.sleep(min(backoff_s, remaining_ms / 1000))
+            backoff_s = min(backoff_s * 2, self.max_retry_backoff_s)
+
+    def _round(self) -> list[str]:
+        """Where to ask, in order: the active controller when known, then the bootstrap list."""
+        controller = self._controller
+        first = [controller] if controller is not None else []
+        return list(dict.fromkeys([*first, *self.bootstrap]))
+
+    def _attempt(
+        self, address: str, rpc: str, request: Any, response_type: type[_R], timeout_ms: int
+    ) -> _R:
+        """One RPC to one address; a failure to get an answer is `_Unreachable`."""
+        call = getattr(self._stub(address), rpc).future(request, timeout=timeout_ms / 1000)
+        try:
+            response = call.result()
+        except KeyboardInterrupt:
+            call.cancel()  # so that the server stops waiting on our behalf
+            raise
+        except grpc.RpcError as exc:
+            raise _classify(address, rpc, exc, timeout_ms) from None
+        if not isinstance(response, response_type):
+            raise UnknownServerError(f"{address}: {rpc} answered with a {type(response).__name__}")
+        return response
+
+    def _stub(self, address: str) -> Any:
+        with self._lock:
+            if self._closed:
+                raise ReplogError("the controller client is closed")
+            entry = self._stubs.get(address)
+            if entry is None:
+                channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+                stub = controller_pb2_grpc.ControllerStub(channel)  # type: ignore[no-untyped-call]
+                entry = self._stubs[address] = (channel, stub)
+            return entry[1]
+
+    def _learn(self, address: str, response: _Response, write: bool) -> str | None:
+        """Remember what an answer says about the active controller; its address, if known."""
+        with self._lock:
+            controller_id = response.controller_id
+            accepted_write = write and not _is_not_controller(response)
+            if accepted_write and controller_id >= 0:
+                # A node that accepted a write is the active controller: now its id has an
+                # address even when neither the local cluster nor the bootstrap list named it.
+                self._node_addresses.setdefault(controller_id, address)
+            controller = self._node_addresses.get(controller_id) if controller_id >= 0 else None
+            if accepted_write and controller is None:
+                controller = address
+            if controller is not None:
+                self._controller = controller
+            return controller
+
+    def _forget_controller(self, address: str) -> None:
+        with self._lock:
+            if self._controller == address:
+                self._controller = None
+
+    def _controller_text(self, response: _Response) -> str:
+        controller_id = response.controller_id
+        if controller_id < 0:
+            return "no active controller known"
+        address = self._node_addresses.get(controller_id)
+        if address is None:
+            return f"the controller is node {controller_id}, whose address is unknown"
+        return f"the controller is node {controller_id} at {address}"
+
+
+def _is_not_controller(response: _Response) -> bool:
+    """NOT_CONTROLLER for the whole request, or for every one of its items."""
+    if response.error.code == NotControllerError.code:
+        return True
+    codes = [
+        item.error.code
+        for descriptor, value in response.ListFields()
+        if descriptor.is_repeated
+        and descriptor.message_type is not None
+        and "error" in descriptor.message_type.fields_by_name
+        for item in value
+    ]
+    return bool(codes) and all(code == NotControllerError.code for code in codes)
+
+
+def _server_wait_ms(attempt_ms: int) -> int:
+    """How long the controller may wait within an attempt: room is left for its answer."""
+    return max(1, attempt_ms - min(500, attempt_ms // 10))
+
+
+def _classify(address: str, rpc: str, exc: grpc.RpcError, timeout_ms: int) -> Exception:
+    """A gRPC failure as `_Unreachable` (retry elsewhere) or the typed error it stands for."""
+    code = exc.code()
+    details = exc.details() or ""
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return _Unreachable(f"no answer within {timeout_ms / 1000:g} s")
+    if code == grpc.StatusCode.UNAVAILABLE:
+        refused = "refused" in details.lower()
+        return _Unreachable("connection refused" if refused else f"unavailable: {details}")
+    if code == grpc.StatusCode.CANCELLED:
+        return _Unreachable(f"cancelled: {details}")  # e.g. the node shutting down
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return _Unreachable("does not serve the Controller service", permanent=True)
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return InvalidRequestError(f"{address}: {rpc}: {details}")
+    return UnknownServerError(f"{address}: {rpc} failed: {code.name}: {details}")
+
+
+def _summary(said: Mapping[str, str]) -> str:
+    if not said:
+        return "no address left to ask"
+    return "; ".join(f"{address}: {what}" for address, what in said.items())

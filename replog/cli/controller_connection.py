@@ -1,0 +1,67 @@
+"""Where an admin command (`replog topics`, ...) finds the controllers, and its client for them.
+
+The same convention as `replog quorum describe`: `--bootstrap-server host:port,...` (entries may
+be `id@host:port`), tried in turn; without it, the controllers of the local cluster in
+`--data-dir` (default `./.replog/cluster`, read from its `cluster.json`). When both are given,
+the bootstrap list is asked and the local cluster's node ids still name addresses, so a
+redirect to "node 3" can be followed.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from replog.admin.bootstrap import parse_bootstrap
+from replog.admin.controller_client import ControllerClient
+from replog.cli.local_cluster import DEFAULT_DATA_DIR, LocalCluster
+
+DEFAULT_TIMEOUT_S = 10.0  # long enough for a controller election, short enough at a terminal
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bootstrap-server",
+        metavar="HOST:PORT,...",
+        help="controllers to ask, in turn (default: the local cluster's controllers)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help=f"the local cluster whose controllers to ask (default: {DEFAULT_DATA_DIR})",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help="give up when no active controller answers within this time "
+        f"(default: {DEFAULT_TIMEOUT_S:g})",
+    )
+
+
+def connect(args: argparse.Namespace) -> ControllerClient:
+    """A client for the controllers the arguments name (see the module docstring)."""
+    addresses: dict[int, str] = {}
+    if args.data_dir is not None or args.bootstrap_server is None:
+        addresses = LocalCluster.load(args.data_dir or DEFAULT_DATA_DIR).controller_addresses()
+    bootstrap: list[str] = list(addresses.values())
+    if args.bootstrap_server is not None:
+        parsed = parse_bootstrap(args.bootstrap_server, what="--bootstrap-server")
+        bootstrap = list(parsed.addresses)
+        addresses.update(parsed.node_addresses)
+    return ControllerClient(
+        bootstrap,
+        node_addresses=addresses,
+        default_timeout_s=args.timeout,
+        request_timeout_s=args.timeout,
+    )
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0")
+    return value

@@ -1,0 +1,745 @@
+"""`ControllerClient` against scripted in-process fake controllers (no real cluster).
+
+What it must do: find the active controller (follow NOT_CONTROLLER to the named node, by the
+addresses it was given, `id@` bootstrap entries, or by trying each bootstrap address), retry
+unreachable nodes and NOT_CONTROLLER until the deadline, give up with a typed error naming
+every address, raise each Kafka error code as its `replog.errors` class with the server's
+message, translate every RPC's request and answer, and stop at once on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import _thread
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+import pytest
+from fake_controller import (
+    HANG,
+    Abort,
+    FakeController,
+    free_port,
+    not_controller,
+    running,
+    status,
+)
+
+from replog.admin.bootstrap import Bootstrap, parse_bootstrap
+from replog.admin.controller_client import ControllerClient
+from replog.admin.controller_results import (
+    AlterConfigOp,
+    AlterConfigOpType,
+    ConfigResource,
+    ConfigResourceType,
+    ElectionType,
+    NewPartitions,
+    NewTopic,
+    TopicPartition,
+    raise_first_error,
+    topic_id_text,
+)
+from replog.errors import (
+    ConfigError,
+    ElectionNotNeededError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    KafkaError,
+    LeaderNotAvailableError,
+    NotControllerError,
+    ReplogError,
+    RequestTimedOutError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
+    wire_error_classes,
+)
+from replog.pb import common_pb2
+from replog.pb import controller_pb2 as pb
+
+TOPIC_ID = uuid.UUID("5d2a6f1e-8c3b-4a7d-9e0f-112233445566")
+# Every wire error but NOT_CONTROLLER, which the client retries instead of raising.
+RAISED_CODES = sorted(c for c in wire_error_classes() if c != NotControllerError.code)
+
+
+@pytest.fixture
+def make_client() -> Iterator[Callable[..., ControllerClient]]:
+    """Clients with short timeouts and backoff (tests wait for nothing), closed at the end."""
+    clients: list[ControllerClient] = []
+
+    def make(bootstrap: str, **options: Any) -> ControllerClient:
+        options.setdefault("default_timeout_s", 5.0)
+        options.setdefault("request_timeout_s", 2.0)
+        options.setdefault("retry_backoff_s", 0.01)
+        options.setdefault("max_retry_backoff_s", 0.05)
+        client = ControllerClient(bootstrap, **options)
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def shared_node() -> Iterator[FakeController]:
+    """One fake for the many error-code cases (one server, not one per case)."""
+    with running(1) as (node,):
+        yield node
+
+
+@pytest.fixture
+def node(shared_node: FakeController) -> FakeController:
+    shared_node.reset()
+    return shared_node
+
+
+def created(name: str, code: int = 0, message: str = "") -> pb.CreatableTopicResult:
+    return pb.CreatableTopicResult(
+        name=name,
+        topic_id=TOPIC_ID.bytes if code == 0 else b"",
+        error=status(code, message) if code else None,
+        num_partitions=3 if code == 0 else -1,
+        replication_factor=2 if code == 0 else -1,
+    )
+
+
+def create_ok(controller_id: int, name: str = "orders") -> pb.CreateTopicsResponse:
+    return pb.CreateTopicsResponse(controller_id=controller_id, topics=[created(name)])
+
+
+# --- bootstrap ----------------------------------------------------------------------------------
+
+
+def test_bootstrap_lists_parse_like_kafka_and_controller_quorum_voters() -> None:
+    assert parse_bootstrap(" a:1, 2@b:2,[::1]:3,a:1") == Bootstrap(
+        ("a:1", "b:2", "[::1]:3"), {2: "b:2"}
+    )
+    assert parse_bootstrap(["1@a:1", "b:2"]) == Bootstrap(("a:1", "b:2"), {1: "a:1"})
+    for bad in ("", "a", "a:", ":1", "x@a:1", "a:1,", "a:port"):
+        with pytest.raises(ConfigError, match="expected host:port"):
+            parse_bootstrap(bad)
+    with pytest.raises(ConfigError, match="--bootstrap-server: 'a'"):
+        parse_bootstrap("a", what="--bootstrap-server")
+
+
+# --- translating requests and answers -----------------------------------------------------------
+
+
+def test_create_topics_sends_the_topics_and_returns_typed_results(
+    node: FakeController, make_client: Callable[..., ControllerClient]
+) -> None:
+    node.script(
+        "CreateTopics",
+        pb.CreateTopicsResponse(
+            controller_id=1,
+            topics=[
+                created("orders"),
+                created("bad", InvalidReplicationFactorError.code, "replication factor 5 > 3"),
+            ],
+        ),
+    )
+    client = make_client(node.address, request_timeout_s=1.5)
+    results = client.create_topics(
+        [
+            NewTopic("orders", 3, 2, configs={"retention.ms": "1000"}),
+            NewTopic("bad", replication_factor=5),
+            NewTopic("placed", assignments={1: [2, 3], 0: [1, 2]}),
+        ],
+        validate_only=True,
+    )
+    (request,) = node.asked("CreateTopics")
+    assert request.validate_only
+    assert 1000 < request.timeout_ms < 1500  # the server gives up first, and says so
+    first, second, third = request.topics
+    assert (first.name, first.num_partitions, first.replication_factor) == ("orders", 3, 2)
+    assert dict(first.configs) == {"retention.ms": "1000"}
+    assert (second.num_partitions, second.replication_factor) == (-1, 5)
+    assert [(a.partition_index, list(a.broker_ids)) for a in third.assignments] == [
+        (0, [1, 2]),
+        (1, [2, 3]),
+    ]
+    ok, bad = results
+    assert (ok.name, ok.topic_id, ok.num_partitions, ok.replication_factor, ok.error) == (
+        "orders",
+        TOPIC_ID,
+        3,
+        2,
+        None,
+    )
+    assert isinstance(bad.error, InvalidReplicationFactorError)
+    assert str(bad.error) == "replication factor 5 > 3"
+    assert (bad.topic_id, bad.num_partitions) == (None, None)
+    with pytest.raises(InvalidReplicationFactorError, match="replication factor 5 > 3"):
+        raise_first_error(results)
+
+
+def test_delete_topics_and_create_partitions(
+    node: FakeController, make_client: Callable[..., ControllerClient]
+) -> None:
+    node.script(
+        "DeleteTopics",
+        pb.DeleteTopicsResponse(
+            controller_id=1,
+            topics=[
+                pb.DeletableTopicResult(name="orders", topic_id=TOPIC_ID.bytes),
+                pb.DeletableTopicResult(
+                    name="gone", error=status(UnknownTopicOrPartitionError.code, "no topic gone")
+                ),
+            ],
+        ),
+    )
+    node.script(
+        "CreatePartitions",
+        pb.CreatePartitionsResponse(
+            controller_id=1, results=[pb.CreatePartitionsTopicResult(name="orders")]
+        ),
+    )
+    client = make_client(node.address)
+    deleted = client.delete_topics(["orders", "gone"], topic_ids=[TOPIC_ID])
+    (request,) = node.asked("DeleteTopics")
+    assert list(request.topic_names) == ["orders", "gone"]
+    assert list(request.topic_ids) == [TOPIC_ID.bytes]
+    assert (deleted[0].name, deleted[0].topic_id, deleted[0].error) == ("orders", TOPIC_ID, None)
+    assert isinstance(deleted[1].error, UnknownTopicOrPartitionError)
+
+    grown = client.create_partitions([NewPartitions("orders", 5, [[1, 2], [2, 3]])])
+    (request,) = node.asked("CreatePartitions")
+    (topic,) = request.topics
+    assert (topic.name, topic.count) == ("orders", 5)
+    assert [(a.partition_index, list(a.broker_ids)) for a in topic.assignments] == [
+        (3, [1, 2]),
+        (4, [2, 3]),
+    ]
+    assert grown[0].topic == "orders" and grown[0].error is None
+
+
+def test_describe_cluster_and_metadata(
+    node: FakeController, make_client: Callable[..., ControllerClient]
+) -> None:
+    brokers = [
+        pb.BrokerEndpoint(broker_id=1, host="h1", port=9092, rack="r1", broker_epoch=7),
+        pb.BrokerEndpoint(broker_id=2, host="h2", port=9093, fenced=True, broker_epoch=9),
+    ]
+    node.script(
+        "DescribeCluster",
+        pb.DescribeClusterResponse(
+            controller_id=1, cluster_id="c-1", brokers=brokers, metadata_offset=42
+        ),
+    )
+    node.script(
+        "Metadata",
+        pb.MetadataResponse(
+            controller_id=1,
+            cluster_id="c-1",
+            brokers=brokers[:1],
+            metadata_offset=43,
+            topics=[
+                pb.TopicMetadata(
+                    name="orders",
+                    topic_id=TOPIC_ID.bytes,
+                    partitions=[
+                        pb.PartitionMetadata(
+                            partition_index=1,
+                            leader_id=-1,
+                            error=status(LeaderNotAvailableError.code, "orders-1: no leader"),
+                            replicas=[2, 1],
+                            offline_replicas=[2, 1],
+                        ),
+                        pb.PartitionMetadata(
+                            partition_index=0,
+                            leader_id=1,
+                            leader_epoch=3,
+                            partition_epoch=5,
+                            replicas=[1, 2, 3],
+                            isr=[1, 2],
+                            adding_replicas=[3],
+                        ),
+                    ],
+                ),
+                pb.TopicMetadata(
+                    name="nope", error=status(UnknownTopicOrPartitionError.code, "no topic nope")
+                ),
+            ],
+        ),
+    )
+    client = make_client(node.address)
+    cluster = client.describe_cluster()
+    assert (cluster.cluster_id, cluster.controller_id, cluster.metadata_offset) == ("c-1", 1, 42)
+    assert [
+        (b.broker_id, b.host, b.port, b.rack, b.fenced, b.broker_epoch) for b in cluster.brokers
+    ] == [
+        (1, "h1", 9092, "r1", False, 7),
+        (2, "h2", 9093, None, True, 9),
+    ]
+
+    metadata = client.metadata(["orders", "nope"])
+    (request,) = node.asked("Metadata")
+    assert list(request.topics) == ["orders", "nope"]
+    orders, nope = metadata.topics
+    assert (orders.name, orders.topic_id, orders.error) == ("orders", TOPIC_ID, None)
+    p0, p1 = orders.partitions  # sorted by partition index
+    assert (p0.partition, p0.leader, p0.leader_epoch, p0.partition_epoch) == (0, 1, 3, 5)
+    assert (p0.replicas, p0.isr, p0.adding_replicas, p0.replication_factor) == (
+        (1, 2, 3),
+        (1, 2),
+        (3,),
+        2,
+    )
+    assert (p1.leader, p1.offline_replicas) == (None, (2, 1))
+    assert isinstance(p1.error, LeaderNotAvailableError)
+    assert isinstance(nope.error, UnknownTopicOrPartitionError) and nope.topic_id is None
+    assert [b.broker_id for b in metadata.brokers] == [1]
+    assert client.metadata().topics  # no names: every topic
+    assert list(node.asked("Metadata")[-1].topics) == []
+
+
+def test_configs(node: FakeController, make_client: Callable[..., ControllerClient]) -> None:
+    node.script(
+        "DescribeConfigs",
+        pb.DescribeConfigsResponse(
+            controller_id=1,
+            results=[
+                pb.DescribeConfigsResult(
+                    resource_type=2,
+                    resource_name="orders",
+                    configs=[
+                        pb.ConfigEntry(name="retention.ms", value="1000", source="TOPIC_CONFIG"),
+                        pb.ConfigEntry(
+                            name="segment.bytes",
+                            value="1073741824",
+                            is_default=True,
+                            source="DEFAULT_CONFIG",
+                        ),
+                        pb.ConfigEntry(name="secret", is_sensitive=True, source="TOPIC_CONFIG"),
+                    ],
+                )
+            ],
+        ),
+    )
+    node.script(
+        "IncrementalAlterConfigs",
+        pb.IncrementalAlterConfigsResponse(
+            controller_id=1,
+            results=[
+                pb.AlterConfigsResult(resource_type=2, resource_name="orders"),
+                pb.AlterConfigsResult(
+                    resource_type=4, resource_name="", error=status(40, "unknown config 'x'")
+                ),
+            ],
+        ),
+    )
+    client = make_client(node.address)
+    (described,) = client.describe_configs([ConfigResource.topic("orders")], keys=["retention.ms"])
+    (request,) = node.asked("DescribeConfigs")
+    (resource,) = request.resources
+    assert (resource.resource_type, resource.resource_name) == (2, "orders")
+    assert list(resource.configuration_keys) == ["retention.ms"]
+    assert described.resource == ConfigResource(ConfigResourceType.TOPIC, "orders")
+    assert described.overrides() == {"retention.ms": "1000", "secret": None}
+    assert described.entries[1].is_default and described.entries[1].source == "DEFAULT_CONFIG"
+
+    altered = client.incremental_alter_configs(
+        {
+            ConfigResource.topic("orders"): [
+                AlterConfigOp("retention.ms", AlterConfigOpType.SET, "5"),
+                AlterConfigOp("cleanup.policy", AlterConfigOpType.DELETE),
+            ],
+            ConfigResource.broker(): [AlterConfigOp("x", AlterConfigOpType.APPEND, "y")],
+        },
+        validate_only=True,
+    )
+    (request,) = node.asked("IncrementalAlterConfigs")
+    assert request.validate_only
+    topic, broker = request.resources
+    assert [(c.name, c.operation, c.HasField("value")) for c in topic.configs] == [
+        ("retention.ms", 0, True),
+        ("cleanup.policy", 1, False),
+    ]
+    assert (broker.resource_type, broker.resource_name, broker.configs[0].operation) == (4, "", 2)
+    assert altered[0].error is None
+    assert altered[1].resource == ConfigResource.broker()
+    assert str(altered[1].error) == "unknown config 'x'"
+
+
+def test_elections_and_reassignments(
+    node: FakeController, make_client: Callable[..., ControllerClient]
+) -> None:
+    node.script(
+        "ElectLeaders",
+        pb.ElectLeadersResponse(
+            controller_id=1,
+            results=[
+                pb.PartitionElectionResult(topic="orders", partition_index=0),
+                pb.PartitionElectionResult(
+                    topic="orders",
+                    partition_index=1,
+                    error=status(ElectionNotNeededError.code, "orders-1: leader is preferred"),
+                ),
+            ],
+        ),
+    )
+    node.script(
+        "ListPartitionReassignments",
+        pb.ListPartitionReassignmentsResponse(
+            controller_id=1,
+            reassignments=[
+                pb.OngoingReassignment(
+                    topic="orders",
+                    partition_index=0,
+                    replicas=[1, 2, 3],
+                    adding_replicas=[3],
+                    removing_replicas=[1],
+                )
+            ],
+        ),
+    )
+    node.script(
+        "AlterPartitionReassignments",
+        pb.AlterPartitionReassignmentsResponse(
+            controller_id=1,
+            results=[
+                pb.ReassignablePartitionResult(topic="orders", partition_index=0),
+                pb.ReassignablePartitionResult(topic="orders", partition_index=1),
+            ],
+        ),
+    )
+    client = make_client(node.address)
+    results = client.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("orders", 0)])
+    (request,) = node.asked("ElectLeaders")
+    assert request.election_type == 1
+    assert [(p.topic, p.partition) for p in request.partitions] == [("orders", 0)]
+    assert results[0].topic_partition == ("orders", 0) and results[0].error is None
+    assert isinstance(results[1].error, ElectionNotNeededError)
+    client.elect_leaders(ElectionType.PREFERRED)
+    assert list(node.asked("ElectLeaders")[-1].partitions) == []
+
+    (ongoing,) = client.list_partition_reassignments([TopicPartition("orders", 0)])
+    assert ongoing.topic_partition == TopicPartition("orders", 0)
+    assert (ongoing.replicas, ongoing.adding_replicas, ongoing.removing_replicas) == (
+        (1, 2, 3),
+        (3,),
+        (1,),
+    )
+    altered = client.alter_partition_reassignments(
+        {TopicPartition("orders", 0): [2, 3], TopicPartition("orders", 1): None}
+    )
+    (request,) = node.asked("AlterPartitionReassignments")
+    (topic,) = request.topics
+    assert topic.name == "orders"
+    assert topic.partitions[0].HasField("replicas")
+    assert list(topic.partitions[0].replicas.broker_ids) == [2, 3]
+    assert not topic.partitions[1].HasField("replicas")  # absent: cancel
+    assert [r.error for r in altered] == [None, None]
+
+
+def test_topic_ids_print_as_kafka_prints_them() -> None:
+    assert topic_id_text(uuid.UUID(int=0)) == "AAAAAAAAAAAAAAAAAAAAAA"
+    assert topic_id_text(None) == "AAAAAAAAAAAAAAAAAAAAAA"  # Kafka's ZERO_UUID
+    text = topic_id_text(TOPIC_ID)
+    assert len(text) == 22 and "=" not in text and "+" not in text and "/" not in text
+
+
+# --- errors -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("code", RAISED_CODES)
+def test_a_request_error_raises_its_class_with_the_servers_message(
+    code: int, node: FakeController, make_client: Callable[..., ControllerClient]
+) -> None:
+    cls = wire_error_classes()[code]
+    message = f"the cause of {cls.error_name}, named by the server"
+    node.script(
+        "CreateTopics", pb.CreateTopicsResponse(controller_id=1, error=status(code, message))
+    )
+    with pytest.raises(KafkaError) as raised:
+        make_client(node.address).create_topics([NewTopic("orders")])
+    assert type(raised.value) is cls
+    assert str(raised.value) == message
+    assert len(node.asked()) == 1  # not retried
+
+
+@pytest.mark.parametrize("code", RAISED_CODES)
+def test_an_item_error_is_returned_as_its_class_with_the_servers_message(
+    code: int, node: FakeController, make_client: Callable[..., ControllerClient]
+) -> None:
+    cls = wire_error_classes()[code]
+    message = f"orders: {cls.error_name}"
+    node.script(
+        "CreateTopics",
+        pb.CreateTopicsResponse(controller_id=1, topics=[created("orders", code, message)]),
+    )
+    (result,) = make_client(node.address).create_topics([NewTopic("orders")])
+    assert type(result.error) is cls
+    assert str(result.error) == message
+
+
+def test_an_error_code_the_client_does_not_know_keeps_its_name(
+    node: FakeController, make_client: Callable[..., ControllerClient]
+) -> None:
+    error = common_pb2.ErrorStatus(code=9999, error_name="SOMETHING_NEW", message="it broke")
+    node.script("Metadata", pb.MetadataResponse(controller_id=1, error=error))
+    with pytest.raises(UnknownServerError, match=r"^SOMETHING_NEW: it broke$"):
+        make_client(node.address).metadata()
+
+
+def test_grpc_failures_become_typed_errors(
+    node: FakeController, make_client: Callable[..., ControllerClient]
+) -> None:
+    node.script("Metadata", Abort(grpc.StatusCode.INTERNAL, "Exception calling application"))
+    with pytest.raises(UnknownServerError, match="Metadata failed: INTERNAL: Exception") as raised:
+        make_client(node.address).metadata()
+    assert not isinstance(raised.value, grpc.RpcError)
+    node.script("Metadata", Abort(grpc.StatusCode.INVALID_ARGUMENT, "cannot parse"))
+    with pytest.raises(InvalidRequestError, match="Metadata: cannot parse"):
+        make_client(node.address).metadata()
+
+
+def test_a_node_without_the_controller_service_is_skipped(
+    make_client: Callable[..., ControllerClient],
+) -> None:
+    with running(1, 2) as (old, new):
+        old.script("Metadata", Abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!"))
+        assert make_client(f"{old.address},{new.address}").metadata().topics == ()
+        assert len(new.asked("Metadata")) == 1
+        started = time.monotonic()
+        with pytest.raises(UnsupportedVersionError, match="no node serves the Controller"):
+            make_client(old.address, default_timeout_s=30).metadata()
+        assert time.monotonic() - started < 5  # not retried until the deadline
+
+
+# --- finding the active controller --------------------------------------------------------------
+
+
+def test_not_controller_is_followed_to_the_node_it_names(
+    make_client: Callable[..., ControllerClient],
+) -> None:
+    with running(1, 2) as (standby, active):
+        standby.script("CreateTopics", not_controller("CreateTopics", 2))
+        active.script("CreateTopics", create_ok(2))
+        client = make_client(standby.address, node_addresses={2: active.address})
+        (result,) = client.create_topics([NewTopic("orders")])
+        assert result.error is None
+        assert len(standby.asked()) == 1 and len(active.asked()) == 1
+        assert client.controller_address == active.address
+        client.create_topics([NewTopic("more")])  # straight to the known controller
+        assert len(standby.asked()) == 1 and len(active.asked()) == 2
+
+
+def test_id_entries_in_the_bootstrap_list_name_the_controller(
+    make_client: Callable[..., ControllerClient],
+) -> None:
+    with running(1, 2, 3) as (first, active, third):
+        first.script("DeleteTopics", not_controller("DeleteTopics", 2))
+        active.script("DeleteTopics", pb.DeleteTopicsResponse(controller_id=2))
+        client = make_client(f"1@{first.address},3@{third.address},2@{active.address}")
+        client.delete_topics(["orders"])
+        assert third.asked() == []  # went to node 2 directly, not to the next in the list
+        assert len(active.asked()) == 1
+
+
+def test_without_addresses_for_ids_each_bootstrap_address_is_tried(
+    make_client: Callable[..., ControllerClient],
+) -> None:
+    with running(1, 2, 3) as nodes:
+        for standby in nodes[:2]:
+            standby.script("CreateTopics", not_controller("CreateTopics", 3))
+        nodes[2].script("CreateTopics", create_ok(3))
+        client = make_client(",".join(n.address for n in nodes))
+        (result,) = client.create_topics([NewTopic("orders")])
+        assert result.error is None
+        assert [len(n.asked()) for n in nodes] == [1, 1, 1]
+        # The node that accepted the write is node 3: later redirects to 3 go there at once.
+        assert client.node_addresses == {3: nodes[2].address}
+        assert client.controller_address == nodes[2].address
+
+
+def test_not_controller_on_every_item_is_a_redirect_too(
+    make_client: Callable[..., ControllerClient],
+) -> None:
+    with running(1, 2) as (standby, active):
+        standby.script(
+            "CreateTopics",
+            pb.CreateTopicsResponse(
+                controller_id=2,
+                topics=[created("a", NotControllerError.code), created("b", 41)],
+            ),
+        )
+        active.script("CreateTopics", create_ok(2))
+        client = make_client(f"{standby.address},2@{active.address}")
+        assert client.create_topics([NewTopic("a"), NewTopic("b")])[0].error is None
+        assert len(active.asked()) == 1
+
+
+def test_during_an_election_the_client_retries_until_a_controller_is_known(
+    node: FakeController, make_client: Callable[..., ControllerClient]
+) -> None:
+    node.script(
+        "CreateTopics",
+        not_controller("CreateTopics", -1),
+        not_controller("CreateTopics", -1),
+        create_ok(1),
+    )
+    (result,) = make_client(node.address).create_topics([NewTopic("orders")])
+    assert result.error is None
+    assert len(node.asked()) == 3
+
+
+def test_not_controller_until_the_deadline_is_a_timeout_naming_what_each_node_said(
+    make_client: Callable[..., ControllerClient],
+) -> None:
+    with running(1, 2) as (first, second):
+        first.script("CreateTopics", not_controller("CreateTopics", 3))
+        second.script("CreateTopics", not_controller("CreateTopics", -1))
+        client = make_client(f"{first.address},{second.address}", default_timeout_s=0.3)
+        with pytest.raises(RequestTimedOutError) as raised:
+            client.create_topics([NewTopic("orders")])
+    text = str(raised.value)
+    assert text.startswith("CreateTopics: no answer from the active controller within 0.3 s")
+    assert f"{first.address}: not the controller (the controller is node 3, whose address" in text
+    assert f"{second.address}: not the controller (no active controller known)" in text
+
+
+def test_reads_served_by_a_standby_are_asked_of_the_active_controller_too(
+    make_client: Callable[..., ControllerClient],
+) -> None:
+    with running(1, 2) as (standby, active):
+        standby.script("Metadata", pb.MetadataResponse(controller_id=2, metadata_offset=10))
+        active.script("Metadata", pb.MetadataResponse(controller_id=2, metadata_offset=11))
+        client = make_client(f"{standby.address},2@{active.address}")
+        assert client.metadata().metadata_offset == 11
+        assert client.metadata().metadata_offset == 11
+        assert len(standby.asked()) == 1  # the second read went to the active controller
+        active.stop()
+        # The active controller gone: the standby's answer is better than none.
+        assert client.metadata().metadata_offset == 10
+
+
+# --- unreachable nodes, timeouts, Ctrl-C --------------------------------------------------------
+
+
+def test_an_unreachable_node_is_skipped(
+    node: FakeController, make_client: Callable[..., ControllerClient]
+) -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    node.script("CreateTopics", create_ok(1))
+    (result,) = make_client(f"{dead},{node.address}").create_topics([NewTopic("orders")])
+    assert result.error is None
+
+
+def test_unavailable_is_retried_until_the_node_is_back(
+    make_client: Callable[..., ControllerClient],
+) -> None:
+    port = free_port()
+    started: list[FakeController] = []
+
+    def start_later() -> None:
+        time.sleep(0.3)
+        late = FakeController(1, port=port, controller_id=1)
+        late.script("Metadata", pb.MetadataResponse(controller_id=1, cluster_id="late"))
+        started.append(late)
+
+    starter = threading.Thread(target=start_later)
+    starter.start()
+    try:
+        client = make_client(f"127.0.0.1:{port}", default_timeout_s=10)
+        assert client.metadata().cluster_id == "late"
+    finally:
+        starter.join()
+        for late in started:
+            late.stop()
+
+
+def test_unavailable_status_from_a_live_node_is_retried(
+    node: FakeController, make_client: Callable[..., ControllerClient]
+) -> None:
+    node.script(
+        "CreateTopics",
+        Abort(grpc.StatusCode.UNAVAILABLE, "shutting down"),
+        create_ok(1),
+    )
+    assert make_client(node.address).create_topics([NewTopic("orders")])[0].error is None
+    assert len(node.asked()) == 2
+
+
+def test_nobody_reachable_is_a_timeout_naming_each_address(
+    make_client: Callable[..., ControllerClient],
+) -> None:
+    dead = [f"127.0.0.1:{free_port()}" for _ in range(2)]
+    started = time.monotonic()
+    with pytest.raises(RequestTimedOutError) as raised:
+        make_client(",".join(dead), default_timeout_s=0.4).describe_cluster()
+    assert 0.35 < time.monotonic() - started < 3
+    for address in dead:
+        assert f"{address}: connection refused" in str(raised.value)
+
+
+def test_a_node_that_does_not_answer_times_out_at_the_deadline(
+    node: FakeController, make_client: Callable[..., ControllerClient]
+) -> None:
+    node.script("CreateTopics", HANG)
+    client = make_client(node.address, default_timeout_s=5)
+    started = time.monotonic()
+    with pytest.raises(RequestTimedOutError, match=r"no answer within 0\.4 s"):
+        client.create_topics([NewTopic("orders")], timeout_s=0.4)
+    assert 0.35 < time.monotonic() - started < 3
+    (request,) = node.asked("CreateTopics")
+    assert 0 < request.timeout_ms <= 400
+
+
+def test_a_slow_node_is_given_up_per_attempt_and_the_next_one_asked(
+    make_client: Callable[..., ControllerClient],
+) -> None:
+    with running(1, 2) as (slow, fine):
+        slow.script("Metadata", HANG)
+        fine.script("Metadata", pb.MetadataResponse(controller_id=-1, cluster_id="fine"))
+        client = make_client(f"{slow.address},{fine.address}", request_timeout_s=0.2)
+        assert client.metadata().cluster_id == "fine"
+
+
+def test_ctrl_c_interrupts_a_call_at_once_and_cancels_it(
+    node: FakeController, make_client: Callable[..., ControllerClient]
+) -> None:
+    node.script("CreateTopics", HANG)
+    client = make_client(node.address, default_timeout_s=30, request_timeout_s=30)
+    timer = threading.Timer(0.2, _thread.interrupt_main)
+    timer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            client.create_topics([NewTopic("orders")])
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < 3
+    deadline = time.monotonic() + 5
+    while not node.cancelled and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert node.cancelled == ["CreateTopics"]  # the server stopped waiting too
+
+
+def test_ctrl_c_interrupts_the_wait_between_retries(
+    make_client: Callable[..., ControllerClient],
+) -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    client = make_client(dead, default_timeout_s=30, retry_backoff_s=0.5, max_retry_backoff_s=5)
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            client.describe_cluster()
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < 3
+
+
+def test_a_closed_client_refuses_calls(
+    node: FakeController, make_client: Callable[..., ControllerClient]
+) -> None:
+    client = make_client(node.address)
+    client.close()
+    with pytest.raises(ReplogError, match="closed"):
+        client.metadata()

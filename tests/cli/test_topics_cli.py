@@ -1,0 +1,491 @@
+"""`replog topics` as an operator uses it, against scripted in-process fake controllers.
+
+The commands run in-process through the same `main` as the `replog` script (one also runs as
+a real process). Output is compared with kafka-topics.sh's layout; a refusal is one line on
+stderr, exit code 1 and no traceback; an argparse mistake is exit code 2; Ctrl-C is 130.
+"""
+
+from __future__ import annotations
+
+import _thread
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from fake_controller import HANG, FakeController, free_port, not_controller, running, status
+
+from replog.cli.local_cluster import LocalCluster, LocalNode
+from replog.cli.main import main
+from replog.errors import (
+    InvalidReplicationFactorError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from replog.pb import controller_pb2 as pb
+
+ORDERS_ID = uuid.UUID("5d2a6f1e-8c3b-4a7d-9e0f-112233445566")  # XSpvHow7Sn2eDxEiM0RVZg
+AUDIT_ID = uuid.UUID("0a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3")  # ChssPU5fSmuMfY6foLHC0w
+
+
+@dataclass(frozen=True)
+class Outcome:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def replog(*args: str) -> Outcome:
+    """`replog ARGS...` in this process."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:  # argparse: --help, usage errors
+            code = exit_.code if isinstance(exit_.code, int) else 1
+    return Outcome(code, out.getvalue(), err.getvalue())
+
+
+def assert_refused(outcome: Outcome, *fragments: str) -> str:
+    """A one-line refusal with exit code 1; returns the line."""
+    assert outcome.returncode == 1, outcome
+    lines = outcome.stderr.splitlines()
+    assert len(lines) == 1, outcome.stderr
+    assert lines[0].startswith("replog topics: "), lines[0]
+    assert "Traceback" not in outcome.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture(autouse=True)
+def no_debug(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("REPLOG_DEBUG", raising=False)  # it turns refusals into tracebacks
+
+
+@pytest.fixture
+def controller() -> Iterator[FakeController]:
+    """The active controller (node 1), answering the cluster `cluster_metadata` describes."""
+    with running(1) as (node,):
+        node.controller_id = 1
+        node.script("Metadata", cluster_metadata)
+        node.script("DescribeConfigs", topic_configs)
+        yield node
+
+
+def partition(
+    index: int,
+    leader: int,
+    replicas: list[int],
+    isr: list[int],
+    adding: tuple[int, ...] = (),
+    removing: tuple[int, ...] = (),
+) -> pb.PartitionMetadata:
+    return pb.PartitionMetadata(
+        partition_index=index,
+        leader_id=leader,
+        leader_epoch=4,
+        partition_epoch=9,
+        replicas=replicas,
+        isr=isr,
+        adding_replicas=adding,
+        removing_replicas=removing,
+        offline_replicas=[3] if 3 in replicas else [],
+        error=status(5, f"no leader for partition {index}") if leader == -1 else None,
+    )
+
+
+TOPICS = {
+    "orders": pb.TopicMetadata(
+        name="orders",
+        topic_id=ORDERS_ID.bytes,
+        partitions=[
+            partition(2, -1, [3, 1, 2], [3]),  # no leader; out of order on purpose
+            partition(0, 1, [1, 2, 3], [1, 2, 3]),
+            partition(1, 2, [2, 3, 1], [2, 1]),  # under-replicated
+        ],
+    ),
+    "audit": pb.TopicMetadata(
+        name="audit",
+        topic_id=AUDIT_ID.bytes,
+        # Moving from [3, 1] to [3, 4]; its leader, broker 3, is fenced (not in `brokers`).
+        partitions=[partition(0, 3, [3, 1, 4], [3, 1, 4], adding=(4,), removing=(1,))],
+    ),
+}
+
+
+def cluster_metadata(request: pb.MetadataRequest) -> pb.MetadataResponse:
+    """Brokers 1, 2 and 4 alive (3 fenced); the topics asked for, or all of them."""
+    names = list(request.topics) or list(TOPICS)
+    return pb.MetadataResponse(
+        controller_id=1,
+        cluster_id="test-cluster",
+        brokers=[
+            pb.BrokerEndpoint(broker_id=i, host="127.0.0.1", port=9000 + i) for i in (1, 2, 4)
+        ],
+        topics=[
+            TOPICS[name]
+            if name in TOPICS
+            else pb.TopicMetadata(
+                name=name,
+                error=status(UnknownTopicOrPartitionError.code, f"unknown topic {name!r}"),
+            )
+            for name in names
+        ],
+    )
+
+
+def topic_configs(request: pb.DescribeConfigsRequest) -> pb.DescribeConfigsResponse:
+    overrides = {"orders": {"retention.ms": "86400000", "cleanup.policy": "compact"}}
+    results = []
+    for resource in request.resources:
+        entries = [
+            pb.ConfigEntry(name=k, value=v, source="TOPIC_CONFIG")
+            for k, v in overrides.get(resource.resource_name, {}).items()
+        ]
+        entries.append(
+            pb.ConfigEntry(
+                name="segment.bytes", value="1073741824", is_default=True, source="DEFAULT_CONFIG"
+            )
+        )
+        results.append(
+            pb.DescribeConfigsResult(
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=entries,
+            )
+        )
+    return pb.DescribeConfigsResponse(controller_id=1, results=results)
+
+
+# --- describe -----------------------------------------------------------------------------------
+
+DESCRIBE_GOLDEN = (
+    "Topic: audit\tTopicId: ChssPU5fSmuMfY6foLHC0w\tPartitionCount: 1\tReplicationFactor: 2\t"
+    "Configs: \n"
+    "\tTopic: audit\tPartition: 0\tLeader: 3\tReplicas: 3,1,4\tIsr: 3,1,4\t"
+    "Adding Replicas: 4\tRemoving Replicas: 1\n"
+    "Topic: orders\tTopicId: XSpvHow7Sn2eDxEiM0RVZg\tPartitionCount: 3\tReplicationFactor: 3\t"
+    "Configs: cleanup.policy=compact,retention.ms=86400000\n"
+    "\tTopic: orders\tPartition: 0\tLeader: 1\tReplicas: 1,2,3\tIsr: 1,2,3\n"
+    "\tTopic: orders\tPartition: 1\tLeader: 2\tReplicas: 2,3,1\tIsr: 2,1\n"
+    "\tTopic: orders\tPartition: 2\tLeader: none\tReplicas: 3,1,2\tIsr: 3\n"
+)
+
+
+def test_describe_prints_kafka_topics_layout(controller: FakeController) -> None:
+    outcome = replog("topics", "describe", "--bootstrap-server", controller.address)
+    assert outcome.returncode == 0, outcome.stderr
+    assert outcome.stdout == DESCRIBE_GOLDEN
+    assert outcome.stderr == ""
+    (metadata,) = controller.asked("Metadata")
+    assert list(metadata.topics) == []  # every topic
+    (configs,) = controller.asked("DescribeConfigs")
+    assert [(r.resource_type, r.resource_name) for r in configs.resources] == [
+        (2, "audit"),
+        (2, "orders"),
+    ]
+
+
+def test_describe_one_topic(controller: FakeController) -> None:
+    outcome = replog(
+        "topics", "describe", "--topic", "orders", "--bootstrap-server", controller.address
+    )
+    assert outcome.returncode == 0, outcome.stderr
+    assert outcome.stdout == DESCRIBE_GOLDEN[DESCRIBE_GOLDEN.index("Topic: orders") :]
+    assert list(controller.asked("Metadata")[0].topics) == ["orders"]
+
+
+def test_describing_a_missing_topic_is_refused_unless_if_exists(controller: FakeController) -> None:
+    args = ("topics", "describe", "--topic", "nope", "--bootstrap-server", controller.address)
+    line = assert_refused(replog(*args))
+    assert line == "replog topics: unknown topic 'nope'"  # the server's message
+    quiet = replog(*args, "--if-exists")
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
+
+
+@pytest.mark.parametrize(
+    ("flags", "lines"),
+    [
+        (["--under-replicated-partitions"], ["orders\tPartition: 1", "orders\tPartition: 2"]),
+        (["--unavailable-partitions"], ["audit\tPartition: 0", "orders\tPartition: 2"]),
+        (
+            ["--under-replicated-partitions", "--unavailable-partitions"],
+            ["audit\tPartition: 0", "orders\tPartition: 1", "orders\tPartition: 2"],
+        ),
+    ],
+)
+def test_describe_filters_print_only_the_matching_partitions(
+    controller: FakeController, flags: list[str], lines: list[str]
+) -> None:
+    outcome = replog("topics", "describe", *flags, "--bootstrap-server", controller.address)
+    assert outcome.returncode == 0, outcome.stderr
+    printed = outcome.stdout.splitlines()
+    assert [line.split("\tLeader")[0] for line in printed] == [f"\tTopic: {x}" for x in lines]
+    assert all(line in DESCRIBE_GOLDEN.splitlines() for line in printed)
+    assert controller.asked("DescribeConfigs") == []  # no topic lines, no configs needed
+
+
+def test_describe_json(controller: FakeController) -> None:
+    outcome = replog("topics", "describe", "--json", "--bootstrap-server", controller.address)
+    assert outcome.returncode == 0, outcome.stderr
+    document = json.loads(outcome.stdout)
+    audit, orders = document["topics"]
+    assert audit == {
+        "name": "audit",
+        "topic_id": "ChssPU5fSmuMfY6foLHC0w",
+        "partition_count": 1,
+        "replication_factor": 2,
+        "configs": {},
+        "partitions": [
+            {
+                "partition": 0,
+                "leader": 3,
+                "leader_epoch": 4,
+                "replicas": [3, 1, 4],
+                "isr": [3, 1, 4],
+                "adding_replicas": [4],
+                "removing_replicas": [1],
+                "offline_replicas": [3],
+            }
+        ],
+    }
+    assert orders["configs"] == {"cleanup.policy": "compact", "retention.ms": "86400000"}
+    assert [p["partition"] for p in orders["partitions"]] == [0, 1, 2]
+    assert orders["partitions"][2]["leader"] is None
+    filtered = replog(
+        "topics", "describe", "--json", "--unavailable-partitions",
+        "--bootstrap-server", controller.address,
+    )  # fmt: skip
+    topics = json.loads(filtered.stdout)["topics"]
+    assert [(t["name"], [p["partition"] for p in t["partitions"]]) for t in topics] == [
+        ("audit", [0]),
+        ("orders", [2]),
+    ]
+
+
+# --- list, create, delete -----------------------------------------------------------------------
+
+
+def test_list(controller: FakeController) -> None:
+    text = replog("topics", "list", "--bootstrap-server", controller.address)
+    assert (text.returncode, text.stdout, text.stderr) == (0, "audit\norders\n", "")
+    as_json = replog("topics", "list", "--json", "--bootstrap-server", controller.address)
+    assert json.loads(as_json.stdout) == {"topics": ["audit", "orders"]}
+
+
+def created(name: str, code: int = 0, message: str = "") -> pb.CreateTopicsResponse:
+    result = pb.CreatableTopicResult(name=name, error=status(code, message) if code else None)
+    return pb.CreateTopicsResponse(controller_id=1, topics=[result])
+
+
+def test_create(controller: FakeController) -> None:
+    controller.script("CreateTopics", created("orders"))
+    outcome = replog(
+        "topics", "create", "--topic", "orders", "--partitions", "3",
+        "--replication-factor", "2", "--config", "retention.ms=1000",
+        "--config", "cleanup.policy=compact,delete", "--bootstrap-server", controller.address,
+    )  # fmt: skip
+    assert (outcome.returncode, outcome.stdout, outcome.stderr) == (
+        0,
+        "Created topic orders.\n",
+        "",
+    )
+    (request,) = controller.asked("CreateTopics")
+    (topic,) = request.topics
+    assert (topic.name, topic.num_partitions, topic.replication_factor) == ("orders", 3, 2)
+    assert dict(topic.configs) == {"retention.ms": "1000", "cleanup.policy": "compact,delete"}
+    assert not request.validate_only and request.timeout_ms > 0
+
+    replog("topics", "create", "--topic", "orders", "--bootstrap-server", controller.address)
+    (_, defaults) = controller.asked("CreateTopics")
+    assert (defaults.topics[0].num_partitions, defaults.topics[0].replication_factor) == (-1, -1)
+
+
+def test_create_refusals(controller: FakeController) -> None:
+    base = ("topics", "create", "--topic", "orders", "--bootstrap-server", controller.address)
+    controller.script(
+        "CreateTopics",
+        created("orders", InvalidReplicationFactorError.code, "replication factor 5 > 3 brokers"),
+    )
+    assert assert_refused(replog(*base)) == "replog topics: replication factor 5 > 3 brokers"
+
+    controller.script(
+        "CreateTopics", created("orders", TopicAlreadyExistsError.code, "topic 'orders' exists")
+    )
+    assert_refused(replog(*base), "topic 'orders' exists")
+    quiet = replog(*base, "--if-not-exists")
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
+
+    sent = len(controller.asked("CreateTopics"))
+    assert_refused(
+        replog(*base, "--config", "retention.ms"), "--config 'retention.ms'", "KEY=VALUE"
+    )
+    assert_refused(replog(*base, "--config", "a=1", "--config", "a=2"), "--config a: given twice")
+    assert len(controller.asked("CreateTopics")) == sent  # refused before asking anyone
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["topics", "create", "--partitions", "3"],  # no --topic
+        ["topics", "create", "--topic", "t", "--partitions", "0"],
+        ["topics", "create", "--topic", "t", "--replication-factor", "x"],
+        ["topics", "describe", "--timeout", "0"],
+        ["topics", "delete"],
+        ["topics"],
+    ],
+)
+def test_usage_mistakes_exit_2(args: list[str]) -> None:
+    outcome = replog(*args)
+    assert outcome.returncode == 2
+    assert "Traceback" not in outcome.stderr
+    assert "usage: replog topics" in outcome.stderr
+
+
+def test_delete(controller: FakeController) -> None:
+    base = ("topics", "delete", "--topic", "orders", "--bootstrap-server", controller.address)
+    controller.script(
+        "DeleteTopics",
+        pb.DeleteTopicsResponse(
+            controller_id=1, topics=[pb.DeletableTopicResult(name="orders", topic_id=b"\1" * 16)]
+        ),
+    )
+    outcome = replog(*base)
+    assert (outcome.returncode, outcome.stdout, outcome.stderr) == (
+        0,
+        "Deleted topic orders.\n",
+        "",
+    )
+    assert list(controller.asked("DeleteTopics")[0].topic_names) == ["orders"]
+
+    missing = pb.DeletableTopicResult(
+        name="orders", error=status(UnknownTopicOrPartitionError.code, "unknown topic 'orders'")
+    )
+    controller.script("DeleteTopics", pb.DeleteTopicsResponse(controller_id=1, topics=[missing]))
+    assert_refused(replog(*base), "unknown topic 'orders'")
+    quiet = replog(*base, "--if-exists")
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
+
+
+# --- where the commands ask ---------------------------------------------------------------------
+
+
+def write_cluster_file(directory: Path, *nodes: FakeController) -> None:
+    LocalCluster(
+        str(directory),
+        tuple(
+            LocalNode(
+                n.node_id,
+                ("controller",),
+                {"CONTROLLER": n.address},
+                str(directory / f"node-{n.node_id}"),
+            )
+            for n in nodes
+        ),
+    ).write()
+
+
+def test_the_local_cluster_is_the_default_and_its_node_ids_are_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with running(1, 2) as (standby, active):
+        standby.script("CreateTopics", not_controller("CreateTopics", 2))
+        active.script("CreateTopics", created("orders"))
+        write_cluster_file(tmp_path / "elsewhere", standby, active)
+        outcome = replog(
+            "topics", "create", "--topic", "orders", "--data-dir", str(tmp_path / "elsewhere")
+        )
+        assert outcome.returncode == 0, outcome.stderr
+        assert len(standby.asked()) == 1 and len(active.asked()) == 1
+
+        # Without flags: ./.replog/cluster, as `replog quorum describe` does.
+        write_cluster_file(tmp_path / ".replog" / "cluster", standby, active)
+        monkeypatch.chdir(tmp_path)
+        assert replog("topics", "list").returncode == 0
+        assert len(standby.asked("Metadata")) + len(active.asked("Metadata")) == 1
+
+        # --bootstrap-server with --data-dir: the list is asked, the ids come from the cluster.
+        outcome = replog(
+            "topics", "create", "--topic", "orders", "--bootstrap-server", standby.address,
+            "--data-dir", str(tmp_path / "elsewhere"),
+        )  # fmt: skip
+        assert outcome.returncode == 0, outcome.stderr
+        assert len(active.asked("CreateTopics")) == 2
+
+
+def test_no_local_cluster_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert_refused(replog("topics", "list"), "no cluster in", "replog cluster start")
+    assert_refused(
+        replog("topics", "list", "--bootstrap-server", "localhost"),
+        "--bootstrap-server: 'localhost'",
+    )
+
+
+def test_no_controller_reachable_is_one_line_naming_the_addresses() -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    outcome = replog("topics", "list", "--bootstrap-server", dead, "--timeout", "0.3")
+    assert_refused(outcome, "within 0.3 s", f"{dead}: connection refused")
+
+
+def test_ctrl_c_exits_130(controller: FakeController) -> None:
+    controller.script("DeleteTopics", HANG)
+    timer = threading.Timer(0.2, _thread.interrupt_main)
+    timer.start()
+    try:
+        outcome = replog(
+            "topics", "delete", "--topic", "t", "--bootstrap-server", controller.address
+        )
+    finally:
+        timer.cancel()
+    assert (outcome.returncode, outcome.stderr) == (130, "replog topics: interrupted\n")
+
+
+@pytest.mark.parametrize(
+    ("command", "flags"),
+    [
+        ([], ["create", "list", "describe", "delete"]),
+        (
+            ["create"],
+            ["--topic", "--partitions", "--replication-factor", "--config", "--if-not-exists"],
+        ),
+        (["list"], ["--json", "--bootstrap-server", "--data-dir", "--timeout"]),
+        (
+            ["describe"],
+            ["--topic", "--under-replicated-partitions", "--unavailable-partitions", "--json"],
+        ),
+        (["delete"], ["--topic", "--if-exists", "--bootstrap-server"]),
+    ],
+)
+def test_every_command_has_help(command: list[str], flags: list[str]) -> None:
+    outcome = replog("topics", *command, "--help")
+    assert outcome.returncode == 0
+    assert outcome.stdout.startswith(f"usage: replog topics {' '.join(command)}".rstrip())
+    for flag in flags:
+        assert flag in outcome.stdout
+
+
+def test_the_replog_command_as_a_process(controller: FakeController) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env.pop("REPLOG_DEBUG", None)
+    run = [sys.executable, "-m", "replog.cli.main", "topics"]
+    listed = subprocess.run(
+        [*run, "list", "--bootstrap-server", controller.address],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert (listed.returncode, listed.stdout) == (0, "audit\norders\n"), listed.stderr
+    missing = subprocess.run(
+        [*run, "describe", "--topic", "nope", "--bootstrap-server", controller.address],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )  # fmt: skip
+    assert missing.returncode == 1
+    assert missing.stderr == "replog topics: unknown topic 'nope'\n"

@@ -133,6 +133,8 @@ class Log:
         self._recovery_point = min(recovery_point, self._log_end_offset)
         self._high_watermark = max(log_start_offset, min(high_watermark, self._log_end_offset))
         self._last_flush_ms = clock()
+        # The segment holding the recovery point when the standalone state was last written.
+        self._persisted_recovery_base = -2
         # segment.jitter.ms: drawn again for every new active segment, as Kafka does.
         self._roll_jitter_ms = _random_roll_jitter(config)
         # (bound offset, segment base, byte position) of the last upper bound a read resolved.
@@ -1028,8 +1030,14 @@ class Log:
         with self._lock:
             self._check_open()
             self._flush(self._log_end_offset)
+            # Recovery rescans from the segment holding the recovery point, so the state file
+            # needs rewriting only when that segment changed (rolls persist it too). Rewriting
+            # it on every flush cost two more fsyncs per flush (the Raft log flushes per commit).
             if self._persist_standalone_state is not None:
-                self._persist_standalone_state(self, False)
+                base = self._recovery_segment_base()
+                if base != self._persisted_recovery_base:
+                    self._persist_standalone_state(self, False)
+                    self._persisted_recovery_base = base
 
     def _recovery_segment_base(self) -> int:
         floor = next(self._segments.irange(maximum=self._recovery_point, reverse=True), None)
@@ -1045,15 +1053,29 @@ class Log:
             self._last_flush_ms = now_ms
             return True
 
-    def _flush(self, up_to_offset: int) -> None:
+    def _flush(self, up_to_offset: int, *, indexes_of_last: bool = False) -> None:
+        """fsync the segments from the one holding the recovery point up to `up_to_offset`.
+
+        Segments that end at or below `up_to_offset` are synced whole (log and indexes: they
+        fall below the new recovery point, where indexes are trusted). The segment that will
+        hold the new recovery point syncs only its data unless `indexes_of_last`: recovery
+        rescans that segment and rebuilds its indexes anyway, and syncing them on every flush
+        doubled its cost (a Raft log flushes on every commit).
+        """
         if up_to_offset <= self._recovery_point:
             return
         floor = self._recovery_segment_base()
         try:
-            for base in self._segments.irange(minimum=max(floor, 0)):
+            bases = list(self._segments.irange(minimum=max(floor, 0)))
+            for i, base in enumerate(bases):
                 if base >= up_to_offset and base != floor:
                     break
-                self._segments[base].flush()
+                segment = self._segments[base]
+                ends_below = i + 1 < len(bases) and bases[i + 1] <= up_to_offset
+                if ends_below or indexes_of_last:
+                    segment.flush()
+                else:
+                    segment.log_file.fdatasync()
         except OSError as exc:
             raise KafkaStorageError(f"{self.name}: flush failed: {exc}") from exc
         self._recovery_point = max(self._recovery_point, min(up_to_offset, self._log_end_offset))
@@ -1064,7 +1086,8 @@ class Log:
         with self._lock:
             if self._closed:
                 return
-            self._flush(self._log_end_offset)
+            # A clean shutdown trusts every index at the next open: sync them all.
+            self._flush(self._log_end_offset, indexes_of_last=True)
             for segment in self._segments.values():
                 segment.close()
             self._closed = True

@@ -11,7 +11,11 @@ its own partition directory, replaced atomically::
 Rules: `clean_shutdown` is true only after `close()` flushed everything; opening the log
 rewrites it as false before anything else happens, so a crash while open (or during recovery)
 is always detected as unclean. A malformed file is reported and treated as missing, which is
-safe: the log then recovers from offset 0.
+safe: the log then recovers from offset 0. It is rewritten when the log opens and closes, when
+a segment rolls, on truncation and on a new log start offset, and by `flush()` only when the
+recovery point moved to another segment (recovery works per segment, so a finer recovery point
+buys nothing). The high watermark stored here can therefore lag; it is only a starting value,
+clamped to the log on open.
 """
 
 from __future__ import annotations

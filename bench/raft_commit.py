@@ -157,6 +157,9 @@ class ReplogCluster:
             "--base-port",
             str(REPLOG_BASE_PORT),
             "--fresh",
+            # A bare Raft log: raw values, no controller (it would refuse them).
+            "--override",
+            "metadata.log.raw.append.enable=true",
         )
         self.addresses = LocalCluster.load(self.directory).controller_addresses()
 

@@ -16,7 +16,12 @@ Rules (Kafka's ConfigurationControlManager):
   left disappears. Deleting a topic (RemoveTopicRecord, replayed by the replication manager)
   deletes its configs through `delete_topic_configs`.
 - A topic's effective value is its own, else the cluster default broker resource's synonym
-  (`log.retention.ms` for `retention.ms`), else Kafka's default.
+  (`log.retention.ms` for `retention.ms`), else the node's static config of that synonym (its
+  server.properties), else Kafka's default. A broker's is its own, else the cluster default's,
+  else the static config, else Kafka's default. DescribeConfigs names which of these it came
+  from (`ConfigSource`, Kafka's names).
+- Static configs are the node's own and never in the log: they only decide the active
+  controller's writes (an unclean election), whose records carry the outcome.
 - Reads take an `offset` (the last stable offset) or None for the latest state.
 """
 
@@ -24,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import Enum, IntEnum
 from types import MappingProxyType
 
 from quorum.controller.config_definitions import (
@@ -33,6 +38,7 @@ from quorum.controller.config_definitions import (
     TOPIC_CONFIGS,
     ConfigDefinition,
     ConfigType,
+    check_static_broker_configs,
 )
 from quorum.controller.controller_result import ControllerResult
 from quorum.metadata.image import ConfigResource
@@ -64,6 +70,29 @@ class AlterConfigOp:
     value: str | None = None  # unused by DELETE
 
 
+class ConfigSource(Enum):
+    """Where a described config value comes from (Kafka's DescribeConfigs source names)."""
+
+    TOPIC_CONFIG = "TOPIC_CONFIG"
+    DYNAMIC_BROKER_CONFIG = "DYNAMIC_BROKER_CONFIG"
+    DYNAMIC_DEFAULT_BROKER_CONFIG = "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    STATIC_BROKER_CONFIG = "STATIC_BROKER_CONFIG"
+    DEFAULT_CONFIG = "DEFAULT_CONFIG"
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedConfig:
+    """One config of a resource as DescribeConfigs shows it: its effective value and source."""
+
+    name: str
+    value: str
+    source: ConfigSource
+
+    @property
+    def is_default(self) -> bool:
+        return self.source is ConfigSource.DEFAULT_CONFIG
+
+
 def topic_resource(topic_name: str) -> ConfigResource:
     return ConfigResource(ConfigResourceType.TOPIC, topic_name)
 
@@ -78,13 +107,19 @@ def broker_resource(broker_id: int | None = None) -> ConfigResource:
 class ConfigControl:
     """Config keys per resource, in timeline state."""
 
-    __slots__ = ("_configs",)
+    __slots__ = ("_configs", "_static")
 
-    def __init__(self, registry: SnapshotRegistry) -> None:
+    def __init__(
+        self, registry: SnapshotRegistry, static_configs: Mapping[str, str] | None = None
+    ) -> None:
         # Values are read-only mappings, replaced (never changed in place) on every write.
         self._configs: TimelineHashMap[ConfigResource, Mapping[str, str]] = TimelineHashMap(
             registry
         )
+        # The node's static broker configs (server.properties), below every dynamic value.
+        static = dict(static_configs or {})
+        check_static_broker_configs(static)
+        self._static: Mapping[str, str] = MappingProxyType(static)
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -109,6 +144,9 @@ class ConfigControl:
             default = self._configs.get(broker_resource(), _EMPTY, offset=offset).get(synonym)
             if default is not None:
                 return default
+            static = self._static.get(synonym)
+            if static is not None:
+                return static
         return definition.default
 
     def min_insync_replicas(self, topic_name: str, offset: int | None = None) -> int:
@@ -118,6 +156,54 @@ class ConfigControl:
     def unclean_leader_election_enabled(self, topic_name: str, offset: int | None = None) -> bool:
         value = self.topic_config(topic_name, "unclean.leader.election.enable", offset)
         return value.strip().lower() == "true"
+
+    def describe_configs(
+        self,
+        resource: ConfigResource,
+        names: Sequence[str] | None,
+        offset: int | None,
+        *,
+        topic_exists: bool,
+    ) -> tuple[DescribedConfig, ...]:
+        """DescribeConfigs of one resource at `offset`: every known key (`names` None) or the
+        known keys among `names` (unknown names are left out, as Kafka does), sorted, each
+        with its effective value and source. `topic_exists`: whether the topic of a topic
+        resource exists at `offset` (UNKNOWN_TOPIC_OR_PARTITION if not)."""
+        _check_resource_name(resource)
+        is_topic = resource.resource_type is ConfigResourceType.TOPIC
+        if is_topic and not topic_exists:
+            raise UnknownTopicOrPartitionError(
+                f"cannot describe configs of topic {resource.resource_name!r}: it does not exist"
+            )
+        known = TOPIC_CONFIGS if is_topic else BROKER_CONFIGS
+        wanted = sorted(known) if names is None else sorted({n for n in names if n in known})
+        own = self._configs.get(resource, _EMPTY, offset=offset)
+        cluster_default = self._configs.get(broker_resource(), _EMPTY, offset=offset)
+        own_source = (
+            ConfigSource.TOPIC_CONFIG
+            if is_topic
+            else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+            if resource.resource_name == CLUSTER_DEFAULT
+            else ConfigSource.DYNAMIC_BROKER_CONFIG
+        )
+        described = []
+        for name in wanted:
+            definition = known[name]
+            # The broker-level key that stands in for this one below its own value.
+            broker_key = definition.broker_name if is_topic else name
+            candidates: list[tuple[str | None, ConfigSource]] = [(own.get(name), own_source)]
+            if broker_key is not None:
+                candidates += [
+                    (cluster_default.get(broker_key), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                    (self._static.get(broker_key), ConfigSource.STATIC_BROKER_CONFIG),
+                ]
+            described.append(
+                next(
+                    (DescribedConfig(name, v, s) for v, s in candidates if v is not None),
+                    DescribedConfig(name, definition.default, ConfigSource.DEFAULT_CONFIG),
+                )
+            )
+        return tuple(described)
 
     # -- validation and writes -----------------------------------------------------------------
 
@@ -152,9 +238,10 @@ class ConfigControl:
         changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
         *,
         topic_exists: Callable[[str], bool],
+        validate_only: bool = False,
     ) -> ControllerResult[dict[ConfigResource, KafkaError | None]]:
         """Apply `changes` per resource; the response maps each resource to its error (None:
-        applied)."""
+        applied, or with `validate_only` would be applied: then nothing is written)."""
         records: list[MetadataRecord] = []
         outcome: dict[ConfigResource, KafkaError | None] = {}
         for resource, ops in changes.items():
@@ -163,7 +250,7 @@ class ConfigControl:
                 outcome[resource] = None
             except KafkaError as error:
                 outcome[resource] = error
-        return ControllerResult.of(records, outcome, is_atomic=True)
+        return ControllerResult.of(() if validate_only else records, outcome, is_atomic=True)
 
     def _alter_one(
         self,

@@ -149,3 +149,16 @@ BROKER_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
 BROKER_SYNONYMS: Mapping[str, str] = MappingProxyType(
     {d.name: d.broker_name for d in TOPIC_CONFIGS.values() if d.broker_name is not None}
 )
+
+
+def check_static_broker_configs(configs: Mapping[str, str]) -> None:
+    """`ValueError` naming the first key of a node's static configs (its server.properties
+    keys meant for the controller) that is not a known broker config or has an invalid value."""
+    for name in sorted(configs):
+        definition = BROKER_CONFIGS.get(name)
+        if definition is None:
+            raise ValueError(f"{name}: not a broker config the controller knows")
+        try:
+            definition.parse(configs[name])
+        except ValueError as reason:
+            raise ValueError(f"{name}={configs[name]!r}: {reason}") from None

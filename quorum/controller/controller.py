@@ -151,7 +151,7 @@ class QuorumController:
             features=self.features,
             session_timeout_ms=config.broker_session_timeout_ms,
         )
-        self.configs = ConfigControl(registry)
+        self.configs = ConfigControl(registry, config.static_broker_configs)
         self.producer_ids = ProducerIdControl(registry, self.cluster)
         self.replication = ReplicationControl(
             registry,
@@ -266,11 +266,15 @@ class QuorumController:
         )
 
     def incremental_alter_configs(
-        self, changes: Mapping[ConfigResource, Sequence[AlterConfigOp]], now_ms: int
+        self,
+        changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
+        now_ms: int,
+        *,
+        validate_only: bool = False,
     ) -> PendingResponse[dict[ConfigResource, KafkaError | None]]:
         return self.write(
             lambda ctx: ctx.configs.incremental_alter_configs(
-                changes, topic_exists=ctx.replication.topic_exists
+                changes, topic_exists=ctx.replication.topic_exists, validate_only=validate_only
             ),
             now_ms,
             "alter configs",

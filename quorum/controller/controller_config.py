@@ -9,8 +9,10 @@ Rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+from quorum.controller.config_definitions import check_static_broker_configs
 from quorum.controller.feature_control import METADATA_VERSION_LATEST
 
 
@@ -42,6 +44,10 @@ class ControllerConfig:
     # Kafka's internal unclean.leader.election.interval.ms: how often leaderless partitions of
     # topics with unclean.leader.election.enable=true get unclean elections.
     unclean_leader_election_interval_ms: int = 300_000
+    # The node's static broker configs (server.properties keys of `config_definitions`, such
+    # as min.insync.replicas and unclean.leader.election.enable): the defaults below every
+    # dynamic config (`ConfigControl`). Not hashed: a mapping.
+    static_broker_configs: Mapping[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if self.broker_session_timeout_ms <= 0:
@@ -57,8 +63,18 @@ class ControllerConfig:
             raise ValueError(
                 f"max_records_per_batch must be positive: {self.max_records_per_batch}"
             )
+        if self.default_num_partitions < 1:
+            raise ValueError(
+                f"num.partitions must be at least 1, not {self.default_num_partitions}"
+            )
+        if self.default_replication_factor < 1:
+            raise ValueError(
+                "default.replication.factor must be at least 1, not "
+                f"{self.default_replication_factor}"
+            )
         for name in ("leader_imbalance_check_interval_ms", "unclean_leader_election_interval_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, not {getattr(self, name)}")
         if self.max_pending_writes <= 0:
             raise ValueError(f"max_pending_writes must be positive: {self.max_pending_writes}")
+        check_static_broker_configs(self.static_broker_configs)

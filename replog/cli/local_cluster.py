@@ -13,12 +13,15 @@ Layout of a cluster directory (default `./.replog/cluster`)::
 
 `cluster.json` (paths relative to the directory holding it)::
 
-    {"version": 1, "voters": "1@127.0.0.1:19092,...",
+    {"version": 1, "voters": "1@127.0.0.1:19092,...", "cluster_id": "q1Sh-9_ISia_zwGINzRvyQ",
      "nodes": [{"node_id": 1, "roles": ["controller"],
                 "listeners": {"CONTROLLER": "127.0.0.1:19092"}, "dir": "node-1"}, ...]}
 
 Rules:
 - Node ids are 1..N; node i's controller listener is `127.0.0.1:<base port + i - 1>`.
+- A new cluster gets a fresh cluster id (Kafka's form: a random UUID in unpadded url-safe
+  base64, 22 characters), written to `cluster.json` and as `cluster.id` to every node's
+  server.properties. A `cluster.json` written before cluster ids existed has none.
 - Roles are per node and drive what its `server.properties` says. Today every node is a
   controller (a voter); when the broker role arrives, a node gets `broker` in `roles` and a
   `BROKER` entry in `listeners` (on ports after the controllers'), and nothing else changes.
@@ -27,8 +30,10 @@ Rules:
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -86,6 +91,7 @@ class LocalCluster:
 
     directory: str
     nodes: tuple[LocalNode, ...]
+    cluster_id: str | None = None
 
     @classmethod
     def plan(
@@ -113,7 +119,7 @@ class LocalCluster:
             )
             for i in range(1, node_count + 1)
         )
-        return cls(directory, nodes)
+        return cls(directory, nodes, new_cluster_id())
 
     @staticmethod
     def file_path(directory: str) -> str:
@@ -146,7 +152,8 @@ class LocalCluster:
             raise ReplogError(f"{path}: not a replog cluster file: {exc!r}") from None
         if not nodes:
             raise ReplogError(f"{path}: lists no nodes")
-        return cls(directory, nodes)
+        cluster_id = document.get("cluster_id")
+        return cls(directory, nodes, None if cluster_id is None else str(cluster_id))
 
     # --- queries ------------------------------------------------------------------------------
 
@@ -177,6 +184,8 @@ class LocalCluster:
             "controller.listener.names": CONTROLLER_LISTENER,
             "log.dirs": node.data_path,
         }
+        if self.cluster_id is not None:
+            properties["cluster.id"] = self.cluster_id
         properties.update(overrides or {})
         return properties
 
@@ -195,6 +204,7 @@ class LocalCluster:
         document = {
             "version": FORMAT_VERSION,
             "voters": self.voters(),
+            "cluster_id": self.cluster_id,
             "nodes": [self._node_to_json(node) for node in self.nodes],
         }
         path = self.file_path(self.directory)
@@ -210,6 +220,11 @@ class LocalCluster:
             "listeners": dict(node.listeners),
             "dir": os.path.relpath(node.directory, self.directory),
         }
+
+
+def new_cluster_id() -> str:
+    """A fresh cluster id in Kafka's form (`kafka-storage.sh random-uuid`)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
 
 
 def _node_from_json(directory: str, entry: dict[str, Any]) -> LocalNode:

@@ -3,7 +3,13 @@
 Lifecycle: open the metadata log (recovering it), start the Raft driver and the gRPC server on
 the node's listener, run until SIGTERM/SIGINT, then shut down gracefully: resign leadership
 (EndQuorumEpoch lets the others elect at once), stop serving, flush and close the log.
-A disk failure stops the process with a non-zero exit code.
+A disk failure, or a metadata record the controller cannot decode or replay, stops the process
+with a non-zero exit code.
+
+A node with the `controller` role runs the quorum controller on the Raft driver's loop
+(`ControllerDriver`) and serves the `Controller` service next to Raft's; the metadata log is
+then written only by the controller (`MetadataLog.Append` refuses), unless
+`metadata.log.raw.append.enable` asks for a bare Raft log (`node_config`).
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ import signal
 import grpc
 
 from replog.errors import KafkaStorageError
-from replog.pb import raft_pb2_grpc
+from replog.pb import controller_pb2_grpc, raft_pb2_grpc
+from replog.server.controller_driver import ControllerDriver
+from replog.server.controller_service import ControllerService
 from replog.server.node_config import NodeConfig
 from replog.server.raft_driver import RaftDriver
 from replog.server.raft_service import MetadataLogService, RaftQuorumService
@@ -40,8 +48,20 @@ class Node:
         raft_pb2_grpc.add_RaftQuorumServicer_to_server(  # type: ignore[no-untyped-call]
             RaftQuorumService(self.driver.transport), self.server
         )
+        self.controller: ControllerDriver | None = None
+        if config.controller is not None:
+            self.controller = ControllerDriver(
+                self.driver,
+                config.controller,
+                read_snapshot=self.storage.read_whole_snapshot,
+                snapshot_bytes_max=config.snapshot_bytes_max,
+                snapshot_interval_ms=config.snapshot_interval_ms,
+            )
+            controller_pb2_grpc.add_ControllerServicer_to_server(  # type: ignore[no-untyped-call]
+                ControllerService(self.controller), self.server
+            )
         raft_pb2_grpc.add_MetadataLogServicer_to_server(  # type: ignore[no-untyped-call]
-            MetadataLogService(self.driver), self.server
+            MetadataLogService(self.driver, raw_appends=self.controller is None), self.server
         )
         bound = self.server.add_insecure_port(config.listener)
         if bound == 0:

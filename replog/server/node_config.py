@@ -1,22 +1,75 @@
 """The configuration of one replog node process, from Kafka's property names.
 
-Required: `process.roles` (`controller`, `broker` or both), `node.id`,
+Required: `process.roles` (`controller`, `broker` or both), `node.id`, `cluster.id` (Kafka
+keeps it in meta.properties; `replog cluster start` writes it here),
 `controller.quorum.voters` (`id@host:port,...`), `listeners` (`NAME://host:port,...`; the node
 serves gRPC on the first), `log.dirs` (comma list). Optional: `metadata.log.dir` (default: the
-first log dir) and every `controller.quorum.*` timer (`quorum.raft.config`).
+first log dir), every `controller.quorum.*` timer (`quorum.raft.config`), the controller's
+settings (`CONTROLLER_PROPERTIES`: `broker.session.timeout.ms`, `num.partitions`, ...), the
+broker configs the controller uses as static defaults (`min.insync.replicas`,
+`unclean.leader.election.enable`, every key of `config_definitions.BROKER_CONFIGS`), the
+snapshot schedule (`metadata.log.max.record.bytes.between.snapshots`,
+`metadata.log.max.snapshot.interval.ms`) and `broker.heartbeat.interval.ms`.
+
+`metadata.log.raw.append.enable=true` (replog's own, default false) runs a controller node
+without its controller: the metadata log then holds raw values appended through
+`MetadataLog.Append`, as Kafka's TestRaftServer does, for the Raft tests and benchmarks. A log
+written that way is not a metadata log, and a node with the controller refuses raw appends.
 
 Rules: a controller must be one of the voters and listen where the voter list says it does;
-every problem is a `ConfigError` naming the key.
+every problem is a `ConfigError` naming the key. Kafka's dotted names map to the
+`ControllerConfig` fields here and nowhere else.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from quorum.controller.config_definitions import BROKER_CONFIGS
+from quorum.controller.controller_config import ControllerConfig
+from quorum.metadata.snapshot_schedule import (
+    METADATA_LOG_MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS,
+    METADATA_LOG_MAX_SNAPSHOT_INTERVAL_MS,
+)
 from quorum.raft.config import RaftConfig
 from replog.errors import ConfigError
 
 ROLES = frozenset({"controller", "broker"})
+RAW_APPEND_PROPERTY = "metadata.log.raw.append.enable"
+BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT = 2000
+
+
+def _int(key: str, text: str) -> int:
+    stripped = text.strip()
+    if not stripped.lstrip("-").isdigit() or not stripped.isascii():
+        raise ConfigError(f"{key}={text!r}: expected an integer")
+    return int(stripped)
+
+
+def _bool(key: str, text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ConfigError(f"{key}={text!r}: expected true or false")
+    return lowered == "true"
+
+
+def _seconds_as_ms(key: str, text: str) -> int:
+    return _int(key, text) * 1000
+
+
+# Kafka's name -> (ControllerConfig field, parser): the one place the names are mapped.
+CONTROLLER_PROPERTIES: Mapping[str, tuple[str, Callable[[str, str], object]]] = {
+    "broker.session.timeout.ms": ("broker_session_timeout_ms", _int),
+    "metadata.max.idle.interval.ms": ("metadata_max_idle_interval_ms", _int),
+    "num.partitions": ("default_num_partitions", _int),
+    "default.replication.factor": ("default_replication_factor", _int),
+    "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", _bool),
+    "leader.imbalance.check.interval.seconds": (
+        "leader_imbalance_check_interval_ms",
+        _seconds_as_ms,
+    ),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +82,13 @@ class NodeConfig:
     metadata_log_dir: str
     raft: RaftConfig
     properties: dict[str, str]
+    cluster_id: str
+    # What the node's controller runs with (None: not a controller, or raw appends).
+    controller: ControllerConfig | None
+    raw_metadata_appends: bool = False
+    snapshot_bytes_max: int = METADATA_LOG_MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS
+    snapshot_interval_ms: int = METADATA_LOG_MAX_SNAPSHOT_INTERVAL_MS
+    broker_heartbeat_interval_ms: int = BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT
 
     @property
     def is_controller(self) -> bool:
@@ -76,6 +136,34 @@ class NodeConfig:
                     f"listeners: node {node_id} listens on port {port} but "
                     f"controller.quorum.voters gives port {mine[0].port}"
                 )
+        cluster_id = required("cluster.id")
+        raw = _bool(RAW_APPEND_PROPERTY, properties.get(RAW_APPEND_PROPERTY, "false"))
+        controller = None
+        if "controller" in roles and not raw:
+            controller = controller_config_from_properties(node_id, cluster_id, properties)
+        snapshot_bytes_key = "metadata.log.max.record.bytes.between.snapshots"
+        snapshot_interval_key = "metadata.log.max.snapshot.interval.ms"
+        snapshot_bytes_max = _int(
+            snapshot_bytes_key,
+            properties.get(
+                snapshot_bytes_key, str(METADATA_LOG_MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS)
+            ),
+        )
+        snapshot_interval_ms = _int(
+            snapshot_interval_key,
+            properties.get(snapshot_interval_key, str(METADATA_LOG_MAX_SNAPSHOT_INTERVAL_MS)),
+        )
+        if snapshot_bytes_max <= 0:
+            raise ConfigError(f"{snapshot_bytes_key}={snapshot_bytes_max}: must be positive")
+        if snapshot_interval_ms < 0:
+            raise ConfigError(f"{snapshot_interval_key}={snapshot_interval_ms}: must be >= 0")
+        heartbeat_key = "broker.heartbeat.interval.ms"
+        heartbeat_ms = _int(
+            heartbeat_key,
+            properties.get(heartbeat_key, str(BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT)),
+        )
+        if heartbeat_ms <= 0:
+            raise ConfigError(f"{heartbeat_key}={heartbeat_ms}: must be positive")
         return cls(
             node_id=node_id,
             roles=roles,
@@ -85,7 +173,33 @@ class NodeConfig:
             metadata_log_dir=properties.get("metadata.log.dir", log_dirs[0]),
             raft=raft,
             properties=dict(properties),
+            cluster_id=cluster_id,
+            controller=controller,
+            raw_metadata_appends=raw,
+            snapshot_bytes_max=snapshot_bytes_max,
+            snapshot_interval_ms=snapshot_interval_ms,
+            broker_heartbeat_interval_ms=heartbeat_ms,
         )
+
+
+def controller_config_from_properties(
+    node_id: int, cluster_id: str, properties: Mapping[str, str]
+) -> ControllerConfig:
+    """The `ControllerConfig` a node's properties describe (Kafka's names, Kafka's defaults)."""
+    values: dict[str, object] = {}
+    for key, (field, parse) in CONTROLLER_PROPERTIES.items():
+        if key in properties:
+            values[field] = parse(key, properties[key])
+    static = {key: value for key, value in properties.items() if key in BROKER_CONFIGS}
+    try:
+        return ControllerConfig(
+            node_id=node_id,
+            cluster_id=cluster_id,
+            static_broker_configs=static,
+            **values,  # type: ignore[arg-type]  # each parser returns its field's type
+        )
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
 
 
 def _first_listener(text: str) -> tuple[str, int]:

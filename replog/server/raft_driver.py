@@ -10,13 +10,22 @@ time, then drains `Ready`s:
     node.advance(ready, flushed_end_offset=flushed)
     deliver ready.to_apply             # committed batches, snapshot loads, leader changes
 
-and sleeps until the next input or `ready.wake_at_ms`. While the worker thread persists, inputs
-wait in the inbox, as the `Ready` contract requires.
+and sleeps until the next input, `ready.wake_at_ms` or the next deadline of a timer. While the
+worker thread persists, inputs wait in the inbox, as the `Ready` contract requires.
+
+The state machine on top of Raft (the quorum controller) lives on this same thread of
+decisions: its inputs are closures `post`ed to the same inbox, its timers are `add_timer`ed to
+the same loop, and it hears Raft through `add_listener`. So it may call the core (propose,
+resign, create a snapshot) from any of those, and never between `ready()` and `advance()`.
 
 Rules:
 - A proposal's future completes only when a committed batch at its base offset carries its
   quorum epoch; a committed batch there with another epoch means it was lost (NOT_LEADER).
 - A disk failure stops the node: nothing it could not persist may be acknowledged.
+- An exception escaping a posted closure, a listener or a timer stops the node too (fail-stop):
+  it means the state machine is broken, or its log is corrupt; going on could act on it.
+- A timer is ticked at most every `TIMER_RETICK_MS`, so one that stays due (work it could not
+  do now) retries soon without spinning the loop (Kafka delays immediate re-runs by 10 ms).
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from sortedcontainers import SortedDict
 
@@ -48,6 +58,21 @@ from replog.server.raft_transport import RaftTransport, RequestFailed
 log = logging.getLogger("replog.server.raft")
 
 Listener = Callable[[ApplyItem], None]
+# An input for the loop: called with the current time (ms, the driver's clock).
+Event = Callable[[int], None]
+TIMER_RETICK_MS = 10
+
+
+class LoopTimer(Protocol):
+    """Periodic work of a state machine, run on the driver's loop."""
+
+    def next_wake_ms(self, now_ms: int) -> int | None:
+        """When `tick` next has work (None: not before some other input)."""
+        ...
+
+    def tick(self, now_ms: int) -> None:
+        """Do the work due at `now_ms`."""
+        ...
 
 
 @dataclass(slots=True)
@@ -93,7 +118,9 @@ class RaftDriver:
         self.config = config
         self.storage = storage
         self._clock = clock
-        self._listener = listener
+        self._listeners: list[Listener] = [] if listener is None else [listener]
+        self._timers: list[LoopTimer] = []
+        self._timers_ticked_ms: int | None = None
         self.transport = RaftTransport(
             node_id, config, self._post_message, self._post_request_failed
         )
@@ -105,20 +132,36 @@ class RaftDriver:
             rng=rng or random.Random(),
             now_ms=clock(),
         )
-        self._inbox: asyncio.Queue[Callable[[int], None]] = asyncio.Queue()
+        self._inbox: asyncio.Queue[Event] = asyncio.Queue()
         self._waiters: SortedDict = SortedDict()  # base offset -> list[_Waiter]
         self._high_watermark = 0
         self._stopped = False
         self._failed: BaseException | None = None
         self.leader_changes: list[LeaderChange] = []
 
+    # --- wiring a state machine -----------------------------------------------------------------
+
+    @property
+    def clock(self) -> Clock:
+        """The clock every input's `now_ms` comes from."""
+        return self._clock
+
+    def add_listener(self, listener: Listener) -> None:
+        """Hand every `ApplyItem` to `listener` too, after `advance` (before `run`)."""
+        self._listeners.append(listener)
+
+    def add_timer(self, timer: LoopTimer) -> None:
+        """Wake the loop for `timer` and tick it there (before `run`)."""
+        self._timers.append(timer)
+
     # --- inputs -------------------------------------------------------------------------------
 
-    def _post(self, event: Callable[[int], None]) -> None:
+    def post(self, event: Event) -> None:
+        """Run `event(now_ms)` on the loop, between Ready cycles, after the inputs before it."""
         self._inbox.put_nowait(event)
 
     def _post_message(self, message: Message) -> None:
-        self._post(lambda now: self.node.step(message, now))
+        self.post(lambda now: self.node.step(message, now))
 
     def _post_request_failed(self, failed: RequestFailed) -> None:
         def report(now: int) -> None:
@@ -129,7 +172,7 @@ class RaftDriver:
                 now_ms=now,
             )
 
-        self._post(report)
+        self.post(report)
 
     async def append_and_wait(
         self, values: list[bytes], timeout_ms: int | None = None
@@ -160,7 +203,7 @@ class RaftDriver:
             self._waiters.setdefault(result.base_offset, []).append(waiter)
             proposed.set_result(waiter)
 
-        self._post(propose)
+        self.post(propose)
         waiter = await proposed
         timeout = (timeout_ms or self.config.request_timeout_ms * 15) / 1000
         try:
@@ -175,7 +218,7 @@ class RaftDriver:
         def resign(now: int) -> None:
             self.node.resign(now)
 
-        self._post(resign)
+        self.post(resign)
 
     def status(self) -> NodeStatus:
         return self.node.status()
@@ -195,8 +238,11 @@ class RaftDriver:
         try:
             while not self._stopped:
                 await self._drain_ready()
-                wake_at = self.node.wake_at_ms()
                 now = self._clock()
+                # Checked after every input too: a busy node may never time out waiting.
+                if self._tick_due_timers(now) and self.node.has_ready():
+                    continue
+                wake_at = self._wake_at_ms(now)
                 timeout = None if wake_at is None else max(0, wake_at - now) / 1000
                 try:
                     event = await asyncio.wait_for(self._inbox.get(), timeout)
@@ -210,6 +256,33 @@ class RaftDriver:
             log.critical("node %d: disk failure, stopping: %s", self.node_id, exc)
             self._fail_waiters(exc)
             raise
+
+    def _wake_at_ms(self, now_ms: int) -> int | None:
+        deadlines = [self.node.wake_at_ms()]
+        if self._timers:
+            timers = [timer.next_wake_ms(now_ms) for timer in self._timers]
+            due = [deadline for deadline in timers if deadline is not None]
+            if due:
+                earliest = min(due)
+                if self._timers_ticked_ms is not None:
+                    earliest = max(earliest, self._timers_ticked_ms + TIMER_RETICK_MS)
+                deadlines.append(earliest)
+        known = [deadline for deadline in deadlines if deadline is not None]
+        return min(known) if known else None
+
+    def _tick_due_timers(self, now_ms: int) -> bool:
+        """Tick every timer that is due; whether any was."""
+        if self._timers_ticked_ms is not None and now_ms < self._timers_ticked_ms + TIMER_RETICK_MS:
+            return False
+        ticked = False
+        for timer in self._timers:
+            deadline = timer.next_wake_ms(now_ms)
+            if deadline is not None and deadline <= now_ms:
+                timer.tick(now_ms)
+                ticked = True
+        if ticked:
+            self._timers_ticked_ms = now_ms
+        return ticked
 
     async def _drain_ready(self) -> None:
         while self.node.has_ready():
@@ -257,8 +330,8 @@ class RaftDriver:
         elif isinstance(item, LoadSnapshot):
             # Proposals below a loaded snapshot have an unknown fate on this node.
             self._fail_waiters_below(item.snapshot_id.end_offset)
-        if self._listener is not None:
-            self._listener(item)
+        for listener in self._listeners:
+            listener(item)
 
     def _complete_waiters(self, batch: CommittedBatch) -> None:
         for base in list(self._waiters.irange(maximum=batch.last_offset)):
@@ -297,4 +370,4 @@ class RaftDriver:
             self.resign()
             await asyncio.sleep(resign_wait_ms / 1000)
         self._stopped = True
-        self._post(lambda now: None)  # wake the loop
+        self.post(lambda now: None)  # wake the loop

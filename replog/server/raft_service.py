@@ -2,6 +2,10 @@
 
 Thin: each method turns the protobuf request into the core's message and waits for the answer
 through `RaftTransport`, or calls the driver; no protocol decision is made here.
+
+`MetadataLog.Append` writes raw values only on a node whose log has no controller (Raft tests,
+benchmarks): where the controller runs, every record of the log must be a metadata record it
+wrote, so raw appends are refused with INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from typing import Any, TypeAlias
 
 from quorum.raft.messages import DescribeQuorumRequest
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
-from replog.errors import KafkaError, NotLeaderOrFollowerError
+from replog.errors import InvalidRequestError, KafkaError, NotLeaderOrFollowerError
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
 from replog.server.raft_codec import (
@@ -81,10 +85,19 @@ def _on_wall_clock(
 
 
 class MetadataLogService(raft_pb2_grpc.MetadataLogServicer):
-    def __init__(self, driver: RaftDriver) -> None:
+    def __init__(self, driver: RaftDriver, *, raw_appends: bool = True) -> None:
         self._driver = driver
+        self._raw_appends = raw_appends
 
     async def Append(self, request: pb.AppendRequest, context: Context) -> pb.AppendResponse:
+        if not self._raw_appends:
+            refused = InvalidRequestError(
+                f"node {self._driver.node_id}: the metadata log is written only by the quorum "
+                "controller; raw appends need metadata.log.raw.append.enable=true"
+            )
+            return pb.AppendResponse(
+                error_code=refused.code, error_message=str(refused), leader_id=-1
+            )
         try:
             result = await self._driver.append_and_wait(list(request.values))
         except NotLeaderOrFollowerError as exc:

@@ -32,6 +32,9 @@ from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
 from replog.record import iter_batches
 
+# `cluster start` arguments for a bare Raft log: the nodes run no controller, and
+# `MetadataLog.Append` takes raw values (the Raft-level tests append b"value-N").
+RAW_LOG = ("--override", "metadata.log.raw.append.enable=true")
 # Kafka's defaults, which the test clusters keep unless a test says otherwise.
 ELECTION_TIMEOUT_MS = 1000
 ELECTION_BACKOFF_MAX_MS = 1000

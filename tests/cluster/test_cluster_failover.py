@@ -10,6 +10,7 @@ ms, about 1 trial in 50) and costs a randomised election timeout plus backoff, s
 kills the leader three times and asserts: median <= 2T, every one <= 2T + 2T + backoff max.
 It prints the measured times.
 
+The nodes run a bare Raft log (`RAW_LOG`: no controller), so the proposer can append raw values.
 Safety is checked on every run: every acknowledged Append's (offset, value) is on every
 surviving node, byte-identical logs after convergence, and (SIGSTOP) never two nodes claiming
 leadership in one quorum epoch.
@@ -25,6 +26,7 @@ from cluster_helpers import (
     ELECTION_BACKOFF_MAX_MS,
     ELECTION_TIMEOUT_MS,
     FETCH_TIMEOUT_MS,
+    RAW_LOG,
     LeaderWatch,
     LoopbackCluster,
     Proposer,
@@ -53,7 +55,7 @@ def test_kill_9_of_the_leader(cluster: LoopbackCluster) -> None:
     """Three times: SIGKILL the leader under load, a new leader commits, the killed node is
     restarted. The median failover is within 2T, the slowest within 4T + backoff (a split
     vote); nothing acknowledged is lost and all three logs end up identical."""
-    cluster.start()
+    cluster.start(*RAW_LOG)
     addresses = cluster.addresses
     failovers = []
     leader = cluster.wait_for_leader()
@@ -83,7 +85,7 @@ def test_kill_9_of_the_leader(cluster: LoopbackCluster) -> None:
 def test_sigstop_of_the_leader(cluster: LoopbackCluster) -> None:
     """A leader frozen past the fetch timeout is replaced; once continued it steps down (never
     two leaders in one quorum epoch) and its log converges to the new leader's."""
-    cluster.start()
+    cluster.start(*RAW_LOG)
     old = cluster.wait_for_leader()
     addresses = cluster.addresses
     with LeaderWatch(addresses) as watch, Proposer(addresses) as proposer:
@@ -129,7 +131,7 @@ def test_sigstop_of_the_leader(cluster: LoopbackCluster) -> None:
 def test_graceful_sigterm_of_the_leader(cluster: LoopbackCluster) -> None:
     """SIGTERM makes the leader resign (EndQuorumEpoch): a new leader commits well before any
     follower's fetch timeout could have expired."""
-    cluster.start()
+    cluster.start(*RAW_LOG)
     old = cluster.wait_for_leader()
     old_pid = cluster.pid(old.leader_id)
     with Proposer(cluster.addresses) as proposer:

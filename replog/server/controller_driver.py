@@ -1,0 +1,253 @@
+"""Runs the `QuorumController` of a controller node on the Raft driver's thread of decisions.
+
+Theory of operation: the controller and the Raft core share one asyncio loop, the
+`RaftDriver`'s, and every controller call runs on it, outside any `ready()`/`advance()` cycle,
+through one of three doors:
+
+    requests   write()/read() post a closure (RaftDriver.post); the gRPC handler awaits a future
+               the closure (or, for a write, the commit) settles
+    Raft       _on_apply, a Raft listener: committed batches, snapshot loads and leader changes,
+               handed over after advance(), in Raft's order
+    time       tick()/next_wake_ms(), a loop timer: the controller's periodic work (no-op
+               records, fencing, elections) and the snapshot schedule
+
+So the controller may propose (`RaftMetadataLog.prepare_append`), resign or create a snapshot
+from any of them: the Raft core takes no input between ready() and advance(), and the driver
+posts none there.
+
+Rules:
+- Nothing else touches the controller. A gRPC handler reads only `controller_id`, a plain value
+  the loop publishes after every controller call.
+- A write answers once its records commit (or fails: NOT_CONTROLLER on a standby or after a
+  lost leadership, an invalid request's error). A caller that stops waiting after its timeout
+  gets REQUEST_TIMED_OUT; the write may still commit, and its response is dropped.
+- Reads run at the controller's last stable offset, on the active controller and on standbys.
+  A read changes nothing, so a bug in one fails only its caller (UNKNOWN_SERVER_ERROR).
+- A failure while replaying or decoding committed records is fatal: it escapes the loop, which
+  stops the node (`RaftDriver` rules). The log is committed: going on would diverge.
+- Snapshots: after every commit the `SnapshotSchedule` decides; a snapshot holds the
+  controller's state at its last stable offset (committed state only), ends after its last
+  committed offset (control batches carry no metadata), and goes to Raft's `create_snapshot`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from quorum.controller.controller import QuorumController
+from quorum.controller.controller_config import ControllerConfig
+from quorum.controller.operation import ReadOperation
+from quorum.controller.pending_response import PendingResponse
+from quorum.metadata.record_batches import encode_snapshot
+from quorum.metadata.snapshot_schedule import SnapshotSchedule
+from quorum.raft.ready import ApplyItem, CommittedBatch, LeaderChange, LoadSnapshot
+from quorum.raft.snapshot_id import SnapshotId
+from replog.clock import Clock, wall_clock_ms
+from replog.errors import KafkaError, RequestTimedOutError, UnknownServerError
+from replog.server.raft_driver import RaftDriver
+from replog.server.raft_metadata_log import RaftMetadataLog, committed_records, snapshot_records
+
+log = logging.getLogger("replog.server.controller")
+
+R = TypeVar("R")
+
+# How long a read may wait for the loop (it only waits behind other inputs); a write's
+# caller names its own timeout.
+READ_TIMEOUT_MS = 30_000
+
+# What a request asks the controller to write: the call to make on the loop, given the time.
+WriteCall = Callable[[QuorumController, int], PendingResponse[R]]
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerAnswer(Generic[R]):
+    """A request's outcome: its value or its error, and the active controller as this node
+    knows it when answering (-1: unknown)."""
+
+    controller_id: int
+    value: R | None = None
+    error: KafkaError | None = None
+
+    def result(self) -> R:
+        """The value; raises the error."""
+        if self.error is not None:
+            raise self.error
+        return self.value  # type: ignore[return-value]  # set whenever there is no error
+
+
+def _settle(future: asyncio.Future[PendingResponse[R]], pending: PendingResponse[R]) -> None:
+    # Runs on the loop, inside a controller call; the caller may have stopped waiting.
+    if not future.done():
+        future.set_result(pending)
+
+
+class ControllerDriver:
+    """The controller of one node, driven on its Raft driver's loop (module docstring)."""
+
+    def __init__(
+        self,
+        raft: RaftDriver,
+        config: ControllerConfig,
+        *,
+        read_snapshot: Callable[[SnapshotId], bytes],
+        snapshot_bytes_max: int,
+        snapshot_interval_ms: int,
+        rng: random.Random | None = None,
+        wall_clock: Clock = wall_clock_ms,
+    ) -> None:
+        self.node_id = config.node_id
+        self._raft = raft
+        self._clock = raft.clock
+        self._wall_clock = wall_clock
+        self._read_snapshot = read_snapshot
+        self.metadata_log = RaftMetadataLog(raft.node, raft.clock)
+        self.controller = QuorumController(config, self.metadata_log, rng or random.Random())
+        self._schedule = SnapshotSchedule(
+            self._clock(),
+            max_bytes_between=snapshot_bytes_max,
+            max_interval_ms=snapshot_interval_ms,
+        )
+        self._controller_id = -1
+        self._failover_reason: str | None = None
+        # How many Raft snapshots this controller wrote and loaded (logs, tests).
+        self.snapshots_taken = 0
+        self.snapshots_loaded = 0
+        raft.add_listener(self._on_apply)
+        raft.add_timer(self)
+
+    @property
+    def controller_id(self) -> int:
+        """The active controller as this node last knew it (-1: unknown)."""
+        return self._controller_id
+
+    # --- for the service: coroutines on the loop's thread ----------------------------------------
+
+    async def write(self, call: WriteCall[R], timeout_ms: int) -> ControllerAnswer[R]:
+        """Run `call` on the loop and wait (at most `timeout_ms`) for its records to commit."""
+        loop = asyncio.get_running_loop()
+        settled: asyncio.Future[PendingResponse[R]] = loop.create_future()
+        described: list[str] = []
+
+        def run(now_ms: int) -> None:
+            pending = call(self.controller, now_ms)
+            described.append(pending.description)
+            pending.add_done_callback(lambda done: _settle(settled, done))
+            self._publish()
+
+        self._raft.post(run)
+        try:
+            pending = await asyncio.wait_for(asyncio.shield(settled), timeout_ms / 1000)
+        except TimeoutError:
+            what = described[0] if described else "the request"
+            return ControllerAnswer(
+                self._controller_id,
+                error=RequestTimedOutError(
+                    f"{what}: no answer from node {self.node_id} within {timeout_ms} ms; "
+                    "a write may still commit"
+                ),
+            )
+        error = pending.error
+        if error is None:
+            return ControllerAnswer(self._controller_id, value=pending.result())
+        if not isinstance(error, KafkaError):
+            error = UnknownServerError(f"{pending.description} failed: {error!r}")
+        return ControllerAnswer(self._controller_id, error=error)
+
+    async def read(self, query: ReadOperation[R]) -> ControllerAnswer[R]:
+        """Run `query` on the controller's committed state, on the loop."""
+        loop = asyncio.get_running_loop()
+        answered: asyncio.Future[ControllerAnswer[R]] = loop.create_future()
+
+        def run(now_ms: int) -> None:
+            try:
+                answer = ControllerAnswer(self._controller_id, value=self.controller.read(query))
+            except KafkaError as error:
+                answer = ControllerAnswer(self._controller_id, error=error)
+            except Exception as error:  # a read changes nothing: only its caller fails
+                log.exception("node %d: a controller read failed", self.node_id)
+                answer = ControllerAnswer(
+                    self._controller_id, error=UnknownServerError(f"read failed: {error!r}")
+                )
+            if not answered.done():
+                answered.set_result(answer)
+
+        self._raft.post(run)
+        try:
+            return await asyncio.wait_for(asyncio.shield(answered), READ_TIMEOUT_MS / 1000)
+        except TimeoutError:
+            return ControllerAnswer(
+                self._controller_id,
+                error=RequestTimedOutError(
+                    f"node {self.node_id} did not serve a read within {READ_TIMEOUT_MS} ms"
+                ),
+            )
+
+    # --- on the loop: Raft's events ---------------------------------------------------------------
+
+    def _on_apply(self, item: ApplyItem) -> None:
+        now_ms = self._clock()
+        controller = self.controller
+        if isinstance(item, CommittedBatch):
+            controller.handle_commit(committed_records(item, node_id=self.node_id))
+            self._schedule.committed(len(item.batch), is_control=item.is_control)
+            self._maybe_snapshot(now_ms)
+        elif isinstance(item, LeaderChange):
+            controller.handle_leader_change(item.leader_id, item.quorum_epoch, now_ms)
+        elif isinstance(item, LoadSnapshot):
+            data = self._read_snapshot(item.snapshot_id)
+            controller.handle_load_snapshot(snapshot_records(item, data, node_id=self.node_id))
+            self._schedule.taken(item.snapshot_id.end_offset, now_ms)
+            self.snapshots_loaded += 1
+            log.info("node %d: loaded metadata snapshot %s", self.node_id, item.snapshot_id)
+        self._publish()
+
+    # --- on the loop: time (RaftDriver's LoopTimer) -----------------------------------------------
+
+    def next_wake_ms(self, now_ms: int) -> int | None:
+        deadlines = (self.controller.next_wake_ms(now_ms), self._schedule.next_due_ms())
+        known = [deadline for deadline in deadlines if deadline is not None]
+        return min(known) if known else None
+
+    def tick(self, now_ms: int) -> None:
+        self.controller.tick(now_ms)
+        self._maybe_snapshot(now_ms)
+        self._publish()
+
+    # --- internals --------------------------------------------------------------------------------
+
+    def _maybe_snapshot(self, now_ms: int) -> None:
+        controller = self.controller
+        end_offset = controller.last_committed_offset + 1
+        if not self._schedule.due(end_offset, now_ms):
+            return
+        records = controller.snapshot_records(controller.last_stable_offset)
+        data = encode_snapshot(
+            records,
+            quorum_epoch=controller.offset_control.last_committed_quorum_epoch,
+            timestamp_ms=self._wall_clock(),
+        )
+        snapshot_id = self._raft.node.create_snapshot(end_offset, data, now_ms)
+        self._schedule.taken(end_offset, now_ms)
+        self.snapshots_taken += 1
+        log.info(
+            "node %d: metadata snapshot %s: %d records, %d bytes",
+            self.node_id,
+            snapshot_id,
+            len(records),
+            len(data),
+        )
+
+    def _publish(self) -> None:
+        """Publish what handlers may read, after every controller call."""
+        controller = self.controller
+        leader = controller.leader_id
+        self._controller_id = -1 if leader is None else leader
+        reason = controller.last_failover_reason
+        if reason is not None and reason is not self._failover_reason:
+            self._failover_reason = reason
+            log.warning("node %d: the controller gave up leadership: %s", self.node_id, reason)

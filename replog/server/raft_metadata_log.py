@@ -1,0 +1,85 @@
+"""The controller's `MetadataLog` over a `RaftNode`, and Raft's apply items as controller inputs.
+
+Writing (`RaftMetadataLog`): `prepare_append` encodes each record (`record_codec`) and proposes
+the values as one batch; Raft assigns the offsets at once and appends the batch after its
+linger time. `resign` gives up Raft leadership of an epoch.
+
+Hearing (`committed_records`, `snapshot_records`): a `CommittedBatch` becomes
+`CommittedRecords` (its record values decoded; a control batch has none) and a `LoadSnapshot`
+becomes `SnapshotRecords` (the snapshot file decoded, `quorum.metadata.record_batches`).
+
+Rules:
+- Called only on the Raft driver's loop, outside a `ready()`/`advance()` cycle (see
+  `controller_driver`).
+- `prepare_append` checks before proposing that the node leads in exactly the controller's
+  quorum epoch: a node that leads a newer epoch must not take records meant for an older one.
+  Raft's NOT_LEADER_OR_FOLLOWER becomes the controller's `NotControllerError`; any other error
+  (a batch too large) means nothing was appended.
+- A record that cannot be decoded is `CorruptMetadataRecordError`, naming the batch: fatal for
+  the node, as the log is committed and reading it again gives the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from quorum.controller.metadata_log import CommittedRecords, SnapshotRecords
+from quorum.metadata.record_batches import decode_batch, decode_snapshot
+from quorum.metadata.record_codec import encode_record
+from quorum.metadata.records import MetadataRecord
+from quorum.raft.node import RaftNode
+from quorum.raft.ready import CommittedBatch, LoadSnapshot
+from replog.clock import Clock
+from replog.errors import NotControllerError, NotLeaderOrFollowerError
+
+LEADER_ROLE = "leader"
+
+
+class RaftMetadataLog:
+    """Implements `quorum.controller.metadata_log.MetadataLog` over one node's Raft core."""
+
+    def __init__(self, node: RaftNode, clock: Clock) -> None:
+        self._node = node
+        self._clock = clock  # the Raft driver's: the core asserts its time never goes back
+
+    def prepare_append(self, quorum_epoch: int, records: Sequence[MetadataRecord]) -> int:
+        status = self._node.status()
+        if status.role != LEADER_ROLE or status.quorum_epoch != quorum_epoch:
+            raise NotControllerError(
+                f"node {self._node.node_id} is not the quorum leader in quorum epoch "
+                f"{quorum_epoch} (it is {status.role} in quorum epoch {status.quorum_epoch})"
+            )
+        values = [encode_record(record) for record in records]
+        try:
+            result = self._node.propose(values, self._clock())
+        except NotLeaderOrFollowerError as error:
+            raise NotControllerError(str(error)) from None
+        assert result.quorum_epoch == quorum_epoch, (result, quorum_epoch)
+        return result.last_offset
+
+    def resign(self, quorum_epoch: int) -> None:
+        status = self._node.status()
+        if status.role == LEADER_ROLE and status.quorum_epoch == quorum_epoch:
+            self._node.resign(self._clock())
+
+
+def committed_records(batch: CommittedBatch, *, node_id: int) -> CommittedRecords:
+    """The controller's view of one committed Raft batch."""
+    records = (
+        ()
+        if batch.is_control
+        else decode_batch(
+            batch.batch,
+            where=f"node {node_id}: committed metadata batch at offset {batch.base_offset}",
+        )
+    )
+    return CommittedRecords(batch.base_offset, batch.last_offset, batch.quorum_epoch, records)
+
+
+def snapshot_records(item: LoadSnapshot, data: bytes, *, node_id: int) -> SnapshotRecords:
+    """The controller's view of the snapshot `item` names, whose file holds `data`."""
+    snapshot_id = item.snapshot_id
+    records = decode_snapshot(
+        data, where=f"node {node_id}: metadata snapshot {snapshot_id.file_name()}"
+    )
+    return SnapshotRecords(snapshot_id.end_offset - 1, snapshot_id.quorum_epoch, tuple(records))

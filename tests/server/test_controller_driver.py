@@ -1,0 +1,299 @@
+"""The controller shell in one process: a lone-voter Raft driver, the ControllerDriver on its
+loop and the Controller service called directly (no network). Writes answer after they commit,
+reads come from committed state, snapshots are written and loaded after a restart, a write
+that never commits times out, a node that leads nothing answers NOT_CONTROLLER, and raw
+appends are refused where the controller owns the log."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from quorum.controller.controller_config import ControllerConfig
+from quorum.controller.pending_response import PendingResponse
+from quorum.raft import RaftConfig, VoterAddress
+from replog.errors import CorruptMetadataRecordError
+from replog.pb import controller_pb2 as pb
+from replog.pb import raft_pb2
+from replog.server.controller_driver import ControllerDriver
+from replog.server.controller_service import ControllerService
+from replog.server.raft_driver import RaftDriver
+from replog.server.raft_service import MetadataLogService
+from replog.server.raft_storage import RaftStorage
+
+CLUSTER_ID = "test-cluster"
+T = TypeVar("T")
+
+
+@dataclass
+class LoneController:
+    raft: RaftDriver
+    driver: ControllerDriver
+    service: ControllerService
+    loop: asyncio.Task[None]
+    failure_expected: bool = False
+
+
+@asynccontextmanager
+async def lone_controller(
+    directory: Path,
+    *,
+    voters: tuple[VoterAddress, ...] = (VoterAddress(1, "127.0.0.1", 1),),
+    snapshot_bytes_max: int = 1 << 30,
+    **config: object,
+) -> AsyncIterator[LoneController]:
+    raft = RaftDriver(1, RaftConfig(voters=voters), RaftStorage(str(directory), [1]))
+    driver = ControllerDriver(
+        raft,
+        ControllerConfig(node_id=1, cluster_id=CLUSTER_ID, **config),  # type: ignore[arg-type]
+        read_snapshot=raft.storage.read_whole_snapshot,
+        snapshot_bytes_max=snapshot_bytes_max,
+        snapshot_interval_ms=0,
+    )
+    node = LoneController(raft, driver, ControllerService(driver), asyncio.create_task(raft.run()))
+    try:
+        yield node
+    finally:
+        await raft.stop(graceful=False)
+        await asyncio.wait({node.loop}, timeout=5)
+        failure = node.loop.exception() if node.loop.done() else None
+        await raft.transport.close()
+        raft.storage.close()
+        if failure is not None and not node.failure_expected:
+            raise failure
+
+
+async def eventually(probe: Callable[[], Awaitable[T]], check: Callable[[T], bool]) -> T:
+    for _ in range(500):
+        value = await probe()
+        if check(value):
+            return value
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"never held; last value: {value}")
+
+
+async def active(node: LoneController) -> None:
+    """Wait until the lone voter leads and its controller wrote the bootstrap records."""
+    await eventually(
+        lambda: node.service.DescribeCluster(pb.DescribeClusterRequest(), None),
+        lambda answer: answer.controller_id == 1 and answer.metadata_offset >= 1,
+    )
+
+
+async def start_brokers(node: LoneController, broker_ids: tuple[int, ...]) -> None:
+    for broker_id in broker_ids:
+        registered = await node.service.BrokerRegistration(
+            pb.BrokerRegistrationRequest(
+                broker_id=broker_id,
+                cluster_id=CLUSTER_ID,
+                incarnation_id=uuid.uuid4().bytes,
+                listeners=[pb.Listener(name="PLAINTEXT", host="localhost", port=9000 + broker_id)],
+                features=[
+                    pb.SupportedFeature(
+                        name="metadata.version", min_supported_version=1, max_supported_version=7
+                    )
+                ],
+            ),
+            None,
+        )
+        assert not registered.HasField("error"), registered
+        beat = await node.service.BrokerHeartbeat(
+            pb.BrokerHeartbeatRequest(
+                broker_id=broker_id,
+                broker_epoch=registered.broker_epoch,
+                current_metadata_offset=registered.broker_epoch,
+                want_fence=False,
+            ),
+            None,
+        )
+        assert not beat.HasField("error") and not beat.is_fenced, beat
+
+
+def create_request(name: str, partitions: int, replication_factor: int) -> pb.CreateTopicsRequest:
+    return pb.CreateTopicsRequest(
+        topics=[
+            pb.CreatableTopic(
+                name=name, num_partitions=partitions, replication_factor=replication_factor
+            )
+        ]
+    )
+
+
+def test_writes_answer_after_commit_and_reads_see_them(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with lone_controller(
+            tmp_path, static_broker_configs={"min.insync.replicas": "2"}
+        ) as node:
+            await active(node)
+            await start_brokers(node, (1, 2, 3))
+            created = await node.service.CreateTopics(create_request("orders", 6, 3), None)
+            assert created.controller_id == 1
+            (result,) = created.topics
+            assert not result.HasField("error"), result
+            metadata = await node.service.Metadata(pb.MetadataRequest(topics=["orders"]), None)
+            (topic,) = metadata.topics
+            leaders = sorted(p.leader_id for p in topic.partitions)
+            assert leaders == [1, 1, 2, 2, 3, 3]
+            assert [b.broker_id for b in metadata.brokers] == [1, 2, 3]
+            again = await node.service.CreateTopics(create_request("orders", 1, 1), None)
+            assert again.topics[0].error.error_name == "TOPIC_ALREADY_EXISTS"
+            assert "'orders'" in again.topics[0].error.message
+            configs = await node.service.DescribeConfigs(
+                pb.DescribeConfigsRequest(
+                    resources=[
+                        pb.ConfigResourceKeys(
+                            resource_type=2,
+                            resource_name="orders",
+                            configuration_keys=["min.insync.replicas"],
+                        )
+                    ]
+                ),
+                None,
+            )
+            (entry,) = configs.results[0].configs
+            assert (entry.value, entry.source) == ("2", "STATIC_BROKER_CONFIG")
+            checked = await node.service.IncrementalAlterConfigs(
+                pb.IncrementalAlterConfigsRequest(
+                    validate_only=True,
+                    resources=[
+                        pb.AlterConfigsResource(
+                            resource_type=2,
+                            resource_name="orders",
+                            configs=[pb.AlterableConfig(name="retention.ms", value="5")],
+                        )
+                    ],
+                ),
+                None,
+            )
+            assert not checked.results[0].HasField("error")
+            deleted = await node.service.DeleteTopics(
+                pb.DeleteTopicsRequest(topic_names=["orders"]), None
+            )
+            assert not deleted.topics[0].HasField("error")
+            gone = await node.service.Metadata(pb.MetadataRequest(topics=["orders"]), None)
+            assert gone.topics[0].error.error_name == "UNKNOWN_TOPIC_OR_PARTITION"
+            bad = await node.service.DeleteTopics(pb.DeleteTopicsRequest(topic_ids=[b"x"]), None)
+            assert (bad.error.error_name, bad.controller_id) == ("INVALID_REQUEST", 1)
+
+    asyncio.run(scenario())
+
+
+def test_no_op_records_move_the_committed_offset(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with lone_controller(tmp_path, metadata_max_idle_interval_ms=20) as node:
+            await active(node)
+            first = await node.service.DescribeCluster(pb.DescribeClusterRequest(), None)
+            await eventually(
+                lambda: node.service.DescribeCluster(pb.DescribeClusterRequest(), None),
+                lambda answer: answer.metadata_offset >= first.metadata_offset + 3,
+            )
+
+    asyncio.run(scenario())
+
+
+def test_a_snapshot_is_written_and_loaded_after_a_restart(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with lone_controller(tmp_path, snapshot_bytes_max=1) as node:
+            await active(node)
+            await start_brokers(node, (1,))
+            created = await node.service.CreateTopics(create_request("kept", 2, 1), None)
+            assert not created.topics[0].HasField("error")
+            await eventually(lambda: _value(node.driver.snapshots_taken), lambda n: n >= 2)
+        metadata_dir = tmp_path / "__cluster_metadata-0"
+        assert any(name.endswith(".checkpoint") for name in os.listdir(metadata_dir))
+        async with lone_controller(tmp_path) as node:
+            await active(node)
+            assert node.driver.snapshots_loaded == 1
+            metadata = await node.service.Metadata(pb.MetadataRequest(topics=["kept"]), None)
+            assert [p.partition_index for p in metadata.topics[0].partitions] == [0, 1]
+            cluster = await node.service.DescribeCluster(pb.DescribeClusterRequest(), None)
+            assert [b.broker_id for b in cluster.brokers] == [1]
+
+    asyncio.run(scenario())
+
+
+def test_a_write_that_never_commits_times_out(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with lone_controller(tmp_path) as node:
+            await active(node)
+            answer = await node.driver.write(
+                lambda controller, now_ms: PendingResponse[None]("wait for ever"), timeout_ms=30
+            )
+            assert answer.error is not None
+            assert answer.error.error_name == "REQUEST_TIMED_OUT"
+            assert "wait for ever" in str(answer.error)
+            assert answer.controller_id == 1
+
+    asyncio.run(scenario())
+
+
+def test_without_a_leader_writes_get_not_controller_and_reads_still_work(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        # Voter 2 never answers: node 1 can lead nothing.
+        voters = (VoterAddress(1, "127.0.0.1", 1), VoterAddress(2, "127.0.0.1", 2))
+        async with lone_controller(tmp_path, voters=voters) as node:
+            created = await node.service.CreateTopics(create_request("t", 1, 1), None)
+            assert created.error.error_name == "NOT_CONTROLLER"
+            assert "no active controller is known" in created.error.message
+            assert created.controller_id == -1
+            described = await node.service.DescribeCluster(pb.DescribeClusterRequest(), None)
+            assert not described.HasField("error")
+            assert (described.cluster_id, described.metadata_offset) == (CLUSTER_ID, -1)
+
+    asyncio.run(scenario())
+
+
+def test_raw_appends_are_refused_where_the_controller_runs(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with lone_controller(tmp_path) as node:
+            service = MetadataLogService(node.raft, raw_appends=False)
+            answer = await service.Append(raft_pb2.AppendRequest(values=[b"raw"]), None)
+            assert answer.error_code == 42  # INVALID_REQUEST
+            assert "metadata.log.raw.append.enable" in answer.error_message
+
+    asyncio.run(scenario())
+
+
+def test_a_record_the_controller_cannot_decode_stops_the_node(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with lone_controller(tmp_path) as node:
+            await active(node)
+            node.failure_expected = True
+            # Bypasses the controller, as only a bug or a corrupt log could.
+            node.raft.post(lambda now_ms: node.raft.node.propose([b"junk"], now_ms))
+            with pytest.raises(CorruptMetadataRecordError, match="record at offset"):
+                await asyncio.wait_for(asyncio.shield(node.loop), 5)
+
+    asyncio.run(scenario())
+
+
+class Deadline:
+    def __init__(self, remaining_s: float | None) -> None:
+        self.remaining_s = remaining_s
+
+    def time_remaining(self) -> float | None:
+        return self.remaining_s
+
+
+def test_the_write_timeout_is_the_requests_within_the_callers_deadline(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with lone_controller(tmp_path) as node:
+            service = node.service
+            assert service._timeout_ms(0, None) == 30_000
+            assert service._timeout_ms(500, Deadline(None)) == 500
+            assert service._timeout_ms(5000, Deadline(1.0)) == 980
+            assert service._timeout_ms(5000, Deadline(0.001)) == 0
+
+    asyncio.run(scenario())
+
+
+async def _value(value: T) -> T:
+    return value

@@ -361,6 +361,25 @@ class MetadataReplayError(ReplogError):
     """
 
 
+class MetadataLoadError(MetadataReplayError):
+    """A committed metadata batch or snapshot a node's metadata loader cannot apply.
+
+    `offset` is the offset of the offending record (a snapshot's last contained offset for a
+    snapshot record, a batch's base offset for a batch out of order). The loader stops at the
+    first one: the image after it would be wrong, so nothing later is published.
+    """
+
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
+class BrokerLifecycleError(ReplogError):
+    """The broker could not join the cluster or left it before running: no registration
+    within `initial.broker.registration.timeout.ms`, or a shutdown while starting. The message
+    names the broker and the reason."""
+
+
 def wire_error_classes() -> dict[int, type[KafkaError]]:
     """Every registered wire error class by its code (a copy)."""
     return dict(_BY_CODE)

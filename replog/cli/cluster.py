@@ -34,6 +34,7 @@ from replog.cli.local_cluster import (
     DEFAULT_BASE_PORT,
     DEFAULT_DATA_DIR,
     DEFAULT_NODE_COUNT,
+    DEFAULT_ROLES,
     LocalCluster,
     LocalNode,
 )
@@ -257,6 +258,16 @@ def run_start(args: argparse.Namespace) -> int:
     return 0
 
 
+def _roles(text: str) -> tuple[str, ...]:
+    roles = tuple(sorted({r.strip() for r in text.split(",") if r.strip()}))
+    if roles not in (("broker", "controller"), ("controller",)):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: every node of a local cluster is a voter: use broker,controller or "
+            "controller"
+        )
+    return roles
+
+
 def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
     """The cluster `start` runs: the stopped one in the directory, or a new one (written)."""
     directory = os.path.realpath(args.data_dir)
@@ -288,7 +299,10 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
             shutil.rmtree(node.directory, ignore_errors=True)
         os.remove(LocalCluster.file_path(directory))
     cluster = LocalCluster.plan(
-        directory, args.nodes or DEFAULT_NODE_COUNT, args.base_port or DEFAULT_BASE_PORT
+        directory,
+        args.nodes or DEFAULT_NODE_COUNT,
+        args.base_port or DEFAULT_BASE_PORT,
+        roles=args.roles,
     )
     for node in cluster.nodes:
         if os.path.exists(node.directory):
@@ -478,6 +492,14 @@ def register(commands: Any) -> None:
     )
     start.add_argument(
         "--fresh", action="store_true", help="delete a stopped cluster's data and start anew"
+    )
+    start.add_argument(
+        "--roles",
+        type=_roles,
+        default=DEFAULT_ROLES,
+        metavar="ROLES",
+        help="every node's process.roles: broker,controller (combined, the default) or "
+        "controller (a metadata quorum without brokers)",
     )
     start.add_argument(
         "--override",

@@ -14,7 +14,7 @@ Layout of a cluster directory (default `./.replog/cluster`)::
 `cluster.json` (paths relative to the directory holding it)::
 
     {"version": 1, "voters": "1@127.0.0.1:19092,...", "cluster_id": "q1Sh-9_ISia_zwGINzRvyQ",
-     "nodes": [{"node_id": 1, "roles": ["controller"],
+     "nodes": [{"node_id": 1, "roles": ["broker", "controller"],
                 "listeners": {"CONTROLLER": "127.0.0.1:19092"}, "dir": "node-1"}, ...]}
 
 Rules:
@@ -22,9 +22,10 @@ Rules:
 - A new cluster gets a fresh cluster id (Kafka's form: a random UUID in unpadded url-safe
   base64, 22 characters), written to `cluster.json` and as `cluster.id` to every node's
   server.properties. A `cluster.json` written before cluster ids existed has none.
-- Roles are per node and drive what its `server.properties` says. Today every node is a
-  controller (a voter); when the broker role arrives, a node gets `broker` in `roles` and a
-  `BROKER` entry in `listeners` (on ports after the controllers'), and nothing else changes.
+- Roles are per node and drive what its `server.properties` says. By default every node is
+  combined: a controller (a voter) and a broker, both served on the node's one listener. The
+  broker data plane (issue #6) adds a `BROKER` entry in `listeners` (on ports after the
+  controllers'), and nothing else changes.
 - Every problem with the files is a `ReplogError` naming the file.
 """
 
@@ -44,7 +45,7 @@ from replog.errors import ReplogError
 DEFAULT_DATA_DIR = os.path.join(".replog", "cluster")
 DEFAULT_NODE_COUNT = 3
 DEFAULT_BASE_PORT = 19092
-DEFAULT_ROLES = ("controller",)
+DEFAULT_ROLES = ("broker", "controller")
 LOOPBACK = "127.0.0.1"
 CLUSTER_FILE = "cluster.json"
 CONTROLLER_LISTENER = "CONTROLLER"

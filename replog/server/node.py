@@ -23,6 +23,7 @@ import grpc
 
 from replog.errors import KafkaStorageError
 from replog.pb import controller_pb2_grpc, raft_pb2_grpc
+from replog.server.broker_runtime import BrokerRuntime
 from replog.server.controller_driver import ControllerDriver
 from replog.server.controller_service import ControllerService
 from replog.server.node_config import NodeConfig
@@ -63,6 +64,11 @@ class Node:
         raft_pb2_grpc.add_MetadataLogServicer_to_server(  # type: ignore[no-untyped-call]
             MetadataLogService(self.driver, raw_appends=self.controller is None), self.server
         )
+        # The broker role replays the committed metadata log (the same Raft driver) into images
+        # and registers with the active controller; its data plane arrives with issue #6.
+        self.broker: BrokerRuntime | None = None
+        if "broker" in config.roles and not config.raw_metadata_appends:
+            self.broker = BrokerRuntime.for_node(config, self.driver)
         bound = self.server.add_insecure_port(config.listener)
         if bound == 0:
             raise OSError(f"cannot listen on {config.listener}")
@@ -79,6 +85,8 @@ class Node:
             "replog node %d (%s) serving on %s", self.config.node_id, roles, self.config.listener
         )
         run = asyncio.create_task(self.driver.run())
+        if self.broker is not None:
+            await self.broker.start()
         stopped = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait({run, stopped}, return_when=asyncio.FIRST_COMPLETED)
         code = 0
@@ -93,8 +101,14 @@ class Node:
                     self.config.node_id,
                     exc_info=failure,
                 )
+            if self.broker is not None:
+                await self.broker.stop(graceful=False)
         else:
             log.warning("node %d: shutting down", self.config.node_id)
+            if self.broker is not None:
+                # Controlled shutdown first: the controller moves this broker's leaderships
+                # away while the Raft quorum still has this node.
+                await self.broker.stop(graceful=True)
             await self.driver.stop(graceful=True)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(run, 5)

@@ -46,9 +46,9 @@ def test_a_cluster_through_its_lifecycle(cluster: LoopbackCluster) -> None:
     ports = [cluster.base_port + i for i in range(3)]
     assert f"leader: node {leader.leader_id}" in started.stdout
     for node_id, port in zip((1, 2, 3), ports, strict=True):
-        assert f"node {node_id}  controller  CONTROLLER://127.0.0.1:{port}" in started.stdout
+        assert f"node {node_id}  broker,controller  CONTROLLER://127.0.0.1:{port}" in started.stdout
         config = (cluster.data_dir / f"node-{node_id}" / "server.properties").read_text()
-        assert "process.roles=controller\n" in config
+        assert "process.roles=broker,controller\n" in config
         assert f"node.id={node_id}\n" in config
         assert f"listeners=CONTROLLER://127.0.0.1:{port}\n" in config
         assert f"log.dirs={cluster.data_dir / f'node-{node_id}' / 'data'}\n" in config
@@ -60,7 +60,7 @@ def test_a_cluster_through_its_lifecycle(cluster: LoopbackCluster) -> None:
     nodes = {n["node_id"]: n for n in json.loads(shell_status.stdout)["nodes"]}
     assert sorted(nodes) == [1, 2, 3]
     for node_id, node in nodes.items():
-        assert node["roles"] == ["controller"]
+        assert node["roles"] == ["broker", "controller"]
         assert node["pid"] == cluster.pid(node_id)
         assert node["listener"] == f"127.0.0.1:{ports[node_id - 1]}"
         assert node["alive"] is True and node["answers"] is True

@@ -1,7 +1,8 @@
-"""The Controller service on 3 real controller processes: brokers registered and heartbeating
-from the test (the broker side is not needed), topics created, described and deleted, invalid
-requests answered with Kafka's codes and a message naming the cause, standbys pointing at the
-active controller, and a kill -9 of the active controller that loses nothing acknowledged.
+"""The Controller service on 3 real controller-only processes (`--roles controller`), with
+brokers registered and heartbeating from the test, so that every answer is one the test can
+predict: topics created, described and deleted, invalid requests answered with Kafka's codes
+and a message naming the cause, standbys pointing at the active controller, and a kill -9 of
+the active controller that loses nothing acknowledged.
 
 "Nothing unacknowledged visible" is checked in its strongest testable form: the writer retries
 each topic until it gets a definitive answer (created, or TOPIC_ALREADY_EXISTS when an earlier
@@ -49,7 +50,7 @@ def topic_names(client: ControllerClient, node_id: int) -> set[str]:
 
 @pytest.fixture
 def started(cluster: LoopbackCluster) -> Iterator[tuple[LoopbackCluster, ControllerClient]]:
-    cluster.start()
+    cluster.start("--roles", "controller")
     client = ControllerClient(cluster.addresses)
     try:
         yield cluster, client

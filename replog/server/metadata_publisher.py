@@ -1,0 +1,142 @@
+"""The broker role's Raft listener: committed metadata in, published images out to publishers.
+
+Theory of operation: `RaftDriver` hands its listener every `ApplyItem` after `advance`, in log
+order. `BrokerMetadataListener` decodes a `CommittedBatch`, reads and decodes the snapshot of a
+`LoadSnapshot` (the same translation the controller uses: `raft_metadata_log`,
+`quorum.metadata.record_batches`), and feeds both to the pure `MetadataLoader` together
+with the node's current high watermark; every `Publication` the loader makes goes to each
+installed `MetadataPublisher`, in install order. A `LeaderChange` names the Raft leader, which
+is the active controller: it goes to `on_leader_change` (the broker lifecycle uses it to find
+the controller without a redirect).
+
+Rules:
+- A record that cannot be decoded (`CorruptMetadataRecordError`) or replayed, or a gap in the
+  offsets (`MetadataLoadError`, naming the offset) propagates out of the listener and stops the
+  Raft driver: a node must never go on with a wrong image (fail-stop, like a controller replay
+  failure).
+- A publisher that raises is logged (its name and the offset) and the publication still goes to
+  the others; it keeps getting later ones. Publishing faults are not fatal on a broker, as in
+  Kafka: one bad consumer of metadata must not stop replication for all partitions.
+- A publisher installed after the first publication first gets the whole current image (a
+  SNAPSHOT manifest over the empty image), so it never acts on a delta without its base.
+- Snapshot files are read on the event loop thread: snapshot loads are rare (start-up, a
+  follower far behind), and the listener is synchronous by the Raft driver's contract.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+
+from quorum.metadata.delta import MetadataDelta
+from quorum.metadata.image import MetadataImage, MetadataProvenance
+from quorum.metadata.loader import LoaderManifest, MetadataLoader, MetadataPublisher, Publication
+from quorum.metadata.local_changes import LocalChanges, LocalPartition
+from quorum.raft.ready import ApplyItem, CommittedBatch, LeaderChange, LoadSnapshot
+from quorum.raft.snapshot_id import SnapshotId
+from replog.server.raft_metadata_log import committed_records, snapshot_records
+
+log = logging.getLogger("replog.server.metadata")
+
+
+class BrokerMetadataListener:
+    """Raft listener -> MetadataLoader -> publishers (module docstring)."""
+
+    def __init__(
+        self,
+        node_id: int,
+        *,
+        read_snapshot: Callable[[SnapshotId], bytes],
+        high_watermark: Callable[[], int | None],
+        on_leader_change: Callable[[int | None], None] | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.loader = MetadataLoader()
+        self._read_snapshot = read_snapshot
+        self._high_watermark = high_watermark
+        self._on_leader_change = on_leader_change
+        self._publishers: list[MetadataPublisher] = []
+        self.publisher_faults = 0
+
+    @property
+    def image(self) -> MetadataImage:
+        """The last published image."""
+        return self.loader.image
+
+    @property
+    def last_applied_offset(self) -> int:
+        return self.loader.last_applied_offset
+
+    def install(self, publisher: MetadataPublisher) -> None:
+        """Add a publisher; it gets the current image at once if one was published."""
+        self._publishers.append(publisher)
+        catch_up = self.loader.publication_for_new_publisher()
+        if catch_up is not None:
+            self._deliver(publisher, catch_up)
+
+    def __call__(self, item: ApplyItem) -> None:
+        if isinstance(item, CommittedBatch):
+            publication = self.loader.handle_commit(
+                committed_records(item, node_id=self.node_id), self._high_watermark()
+            )
+        elif isinstance(item, LoadSnapshot):
+            data = self._read_snapshot(item.snapshot_id)
+            snapshot = snapshot_records(item, data, node_id=self.node_id)
+            log.info(
+                "node %d: loading metadata snapshot %s (%d records)",
+                self.node_id,
+                item.snapshot_id,
+                len(snapshot.records),
+            )
+            publication = self.loader.handle_load_snapshot(snapshot, self._high_watermark())
+        else:
+            assert isinstance(item, LeaderChange), item
+            if self._on_leader_change is not None:
+                self._on_leader_change(item.leader_id)
+            return
+        if publication is not None:
+            for publisher in self._publishers:
+                self._deliver(publisher, publication)
+
+    def _deliver(self, publisher: MetadataPublisher, publication: Publication) -> None:
+        try:
+            publisher.on_metadata_update(publication.delta, publication.image, publication.manifest)
+        except Exception:
+            self.publisher_faults += 1
+            log.exception(
+                "metadata publisher %s failed on the image at offset %d",
+                publisher.name,
+                publication.manifest.provenance.last_offset,
+            )
+
+
+class LocalChangesLog:
+    """A publisher that logs and keeps the last `keep` non-empty local changes of one broker:
+    the stand-in for the replica manager until the data plane (issue #6) takes them."""
+
+    name = "local-changes"
+
+    def __init__(self, broker_id: int, keep: int = 100) -> None:
+        self.broker_id = broker_id
+        self.changes: deque[tuple[MetadataProvenance, LocalChanges]] = deque(maxlen=keep)
+
+    def on_metadata_update(
+        self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
+    ) -> None:
+        changes = Publication(delta, image, manifest).local_changes(self.broker_id)
+        if changes.is_empty():
+            return
+        self.changes.append((manifest.provenance, changes))
+        log.info(
+            "broker %d at metadata offset %d: lead %s, follow %s, delete %s",
+            self.broker_id,
+            manifest.provenance.last_offset,
+            _names(changes.leaders),
+            _names(changes.followers),
+            _names(changes.deletes),
+        )
+
+
+def _names(partitions: tuple[LocalPartition, ...]) -> str:
+    return ", ".join(f"{p.topic_name}-{p.partition_id}" for p in partitions) or "-"

@@ -1,0 +1,244 @@
+"""BrokerMetadataListener (the broker role's Raft listener) and the broker role's config: Raft
+items in, publications out; faults isolated per publisher; fatal errors escape."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+import pytest
+
+from quorum.metadata.delta import MetadataDelta
+from quorum.metadata.image import MetadataImage, MetadataProvenance
+from quorum.metadata.loader import LoaderManifest, ManifestKind
+from quorum.metadata.record_batches import encode_snapshot
+from quorum.metadata.record_codec import encode_record
+from quorum.metadata.records import (
+    METADATA_VERSION_FEATURE,
+    Endpoint,
+    FeatureLevelRecord,
+    MetadataRecord,
+    NoOpRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+)
+from quorum.metadata.snapshot import image_from_records, image_to_records
+from quorum.raft.control_records import LeaderChangeRecord, leader_change_batch
+from quorum.raft.ready import CommittedBatch, LeaderChange, LoadSnapshot
+from quorum.raft.snapshot_id import SnapshotId
+from replog.errors import CorruptRecordError, MetadataLoadError
+from replog.record import build_batch
+from replog.server.broker_runtime import BrokerRuntime, broker_config_from_node
+from replog.server.metadata_publisher import BrokerMetadataListener, LocalChangesLog
+from replog.server.node_config import NodeConfig
+
+BROKER = 2
+ORDERS = uuid.UUID(int=1)
+BOOTSTRAP = FeatureLevelRecord(METADATA_VERSION_FEATURE, 7)
+
+
+def committed(base_offset: int, *records: MetadataRecord, quorum_epoch: int = 1) -> CommittedBatch:
+    batch = build_batch(
+        [(0, None, encode_record(r), ()) for r in records],
+        base_offset=base_offset,
+        partition_leader_epoch=quorum_epoch,
+    )
+    return CommittedBatch(base_offset, base_offset + len(records) - 1, quorum_epoch, False, batch)
+
+
+def leader_change(offset: int, leader_id: int, quorum_epoch: int = 1) -> CommittedBatch:
+    batch = leader_change_batch(
+        LeaderChangeRecord(leader_id, (leader_id,), (leader_id,)),
+        base_offset=offset,
+        quorum_epoch=quorum_epoch,
+        timestamp_ms=0,
+    )
+    return CommittedBatch(offset, offset, quorum_epoch, True, batch)
+
+
+class Recorder:
+    def __init__(self, name: str = "recorder") -> None:
+        self.name = name
+        self.seen: list[tuple[MetadataDelta, MetadataImage, LoaderManifest]] = []
+
+    def on_metadata_update(
+        self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
+    ) -> None:
+        self.seen.append((delta, image, manifest))
+
+
+class Failing:
+    name = "failing"
+
+    def on_metadata_update(self, *args: Any) -> None:
+        raise RuntimeError("publisher bug")
+
+
+def listener(high_watermark: int | None, snapshots: dict[SnapshotId, bytes] | None = None) -> Any:
+    hw = {"value": high_watermark}
+    leaders: list[int | None] = []
+    made = BrokerMetadataListener(
+        BROKER,
+        read_snapshot=lambda snapshot_id: (snapshots or {})[snapshot_id],
+        high_watermark=lambda: hw["value"],
+        on_leader_change=leaders.append,
+    )
+    return made, hw, leaders
+
+
+def topic_records() -> list[MetadataRecord]:
+    return [
+        RegisterBrokerRecord(BROKER, uuid.UUID(int=9), 1),
+        TopicRecord("orders", ORDERS),
+        PartitionRecord(ORDERS, 0, (BROKER, 3), (BROKER, 3), BROKER),
+        PartitionRecord(ORDERS, 1, (3, BROKER), (3, BROKER), 3),
+    ]
+
+
+def test_committed_batches_are_decoded_loaded_and_published_after_the_catch_up() -> None:
+    feed, _, leaders = listener(high_watermark=7)
+    first, second = Recorder("first"), Recorder("second")
+    feed.install(first)
+    feed.install(second)
+    feed(leader_change(0, leader_id=1))
+    feed(LeaderChange(1, 1))
+    assert leaders == [1]
+    feed(committed(1, BOOTSTRAP, *topic_records()))
+    assert first.seen == [] and feed.image is MetadataImage.EMPTY  # offset 5 < 7 - 1
+    feed(committed(6, NoOpRecord()))
+    assert len(first.seen) == len(second.seen) == 1
+    _, image, manifest = first.seen[0]
+    assert image is feed.image and second.seen[0][1] is image
+    assert manifest.provenance == MetadataProvenance(6, 1)
+    assert manifest.batches == 3  # the leader change counts as a batch
+    assert image.topics.by_name["orders"].partitions[1].leader == 3
+    assert feed.last_applied_offset == 6
+
+
+def test_a_failing_publisher_does_not_stop_the_others(caplog: pytest.LogCaptureFixture) -> None:
+    feed, _, _ = listener(high_watermark=1)
+    recorder = Recorder()
+    feed.install(Failing())
+    feed.install(recorder)
+    with caplog.at_level(logging.ERROR, logger="replog.server.metadata"):
+        feed(committed(0, BOOTSTRAP))
+        feed(committed(1, NoOpRecord()))
+    assert len(recorder.seen) == 2
+    assert feed.publisher_faults == 2
+    assert "metadata publisher failing failed on the image at offset 1" in caplog.text
+
+
+def test_a_publisher_installed_late_gets_the_whole_image_first() -> None:
+    feed, _, _ = listener(high_watermark=1)
+    feed(committed(0, BOOTSTRAP, *topic_records()))
+    local = LocalChangesLog(BROKER)
+    feed.install(local)
+    ((provenance, changes),) = local.changes
+    assert provenance.last_offset == 4
+    assert [p.partition_id for p in changes.leaders] == [0]
+    assert [p.partition_id for p in changes.followers] == [1]
+
+
+def test_a_snapshot_load_reads_the_file_and_reports_the_partitions_that_went_away() -> None:
+    before = [BOOTSTRAP, *topic_records()]
+    after_image = image_from_records(
+        [BOOTSTRAP, RegisterBrokerRecord(BROKER, uuid.UUID(int=9), 1)], MetadataProvenance(19, 2)
+    )
+    snapshot_id = SnapshotId(20, 2)
+    data = encode_snapshot(image_to_records(after_image), quorum_epoch=2, timestamp_ms=0)
+    feed, hw, _ = listener(high_watermark=5, snapshots={snapshot_id: data})
+    local = LocalChangesLog(BROKER)
+    recorder = Recorder()
+    feed.install(local)
+    feed.install(recorder)
+    feed(committed(0, *before))
+    hw["value"] = 20
+    feed(LoadSnapshot(snapshot_id))
+    _, image, manifest = recorder.seen[-1]
+    assert manifest.kind is ManifestKind.SNAPSHOT
+    assert image == after_image
+    _, changes = local.changes[-1]
+    assert [(p.topic_name, p.partition_id) for p in changes.deletes] == [
+        ("orders", 0),
+        ("orders", 1),
+    ]
+
+
+def test_undecodable_or_out_of_order_metadata_escapes_to_stop_the_node() -> None:
+    feed, _, _ = listener(high_watermark=10)
+    garbage = build_batch([(0, None, b"\xff\xff not a record", ())], base_offset=0)
+    with pytest.raises(CorruptRecordError, match="offset 0"):
+        feed(CommittedBatch(0, 0, 1, False, garbage))
+    feed, _, _ = listener(high_watermark=10)
+    with pytest.raises(MetadataLoadError, match="expected a batch at offset 0"):
+        feed(committed(3, BOOTSTRAP))
+
+
+# --- the broker role's configuration -------------------------------------------------------------
+
+
+def node(**extra: str) -> NodeConfig:
+    properties = {
+        "process.roles": "broker,controller",
+        "node.id": "2",
+        "cluster.id": "c1",
+        "controller.quorum.voters": "1@127.0.0.1:9093,2@127.0.0.1:9094,3@127.0.0.1:9095",
+        "listeners": "CONTROLLER://127.0.0.1:9094",
+        "log.dirs": "/tmp/replog-test-unused",
+        **{key.replace("_", "."): value for key, value in extra.items()},
+    }
+    return NodeConfig.from_properties(properties)
+
+
+def test_the_broker_config_comes_from_kafkas_names() -> None:
+    config, addresses = broker_config_from_node(node())
+    assert (config.broker_id, config.cluster_id) == (2, "c1")
+    assert config.controller_ids == (1, 2, 3)
+    assert addresses == {1: "127.0.0.1:9093", 2: "127.0.0.1:9094", 3: "127.0.0.1:9095"}
+    assert config.listeners == (Endpoint("CONTROLLER", "127.0.0.1", 9094, "PLAINTEXT"),)
+    assert config.rack is None
+    assert (config.heartbeat_interval_ms, config.session_timeout_ms) == (2000, 9000)
+    assert config.initial_registration_timeout_ms == 60_000
+    assert config.request_timeout_ms == 2000
+
+    config, _ = broker_config_from_node(
+        node(
+            broker_rack="rack-a",
+            advertised_listeners="PLAINTEXT://broker2.example:9092,SSL://broker2.example:9093",
+            broker_heartbeat_interval_ms="500",
+            broker_session_timeout_ms="4000",
+            initial_broker_registration_timeout_ms="1000",
+        )
+    )
+    assert config.rack == "rack-a"
+    assert config.listeners == (
+        Endpoint("PLAINTEXT", "broker2.example", 9092, "PLAINTEXT"),
+        Endpoint("SSL", "broker2.example", 9093, "SSL"),
+    )
+    assert (config.heartbeat_interval_ms, config.session_timeout_ms) == (500, 4000)
+    assert config.initial_registration_timeout_ms == 1000
+
+
+def test_the_broker_runtime_listens_to_the_raft_driver() -> None:
+    class FakeDriver:
+        clock = staticmethod(lambda: 0)
+        listeners: list[Any] = []
+
+        class storage:  # stands in for RaftStorage
+            @staticmethod
+            def read_whole_snapshot(snapshot_id: SnapshotId) -> bytes:
+                raise AssertionError("no snapshot here")
+
+        def status(self) -> Any:
+            return type("Status", (), {"high_watermark": 1})()
+
+        def add_listener(self, listener: Any) -> None:
+            self.listeners.append(listener)
+
+    driver = FakeDriver()
+    runtime = BrokerRuntime.for_node(node(), driver)  # type: ignore[arg-type]
+    (feed,) = driver.listeners
+    feed(committed(0, BOOTSTRAP))
+    assert runtime.image.features.metadata_version == 7

@@ -1,0 +1,83 @@
+"""`replog topics` against a real default cluster (three combined broker+controller nodes):
+the brokers register and unfence by themselves, topics are created, listed, described in
+kafka-topics.sh's layout and deleted, user mistakes are one line on stderr with exit 1, and a
+broker killed with -9 is fenced and leaves every ISR while its partitions get new leaders."""
+
+from __future__ import annotations
+
+import json
+import signal
+from typing import Any
+
+from cluster_helpers import LoopbackCluster, replog, wait_for
+
+# Kafka's broker.session.timeout.ms default: how long a silent broker stays unfenced.
+SESSION_TIMEOUT_S = 9.0
+
+
+def topics(cluster: LoopbackCluster, *args: str) -> Any:
+    return replog("topics", *args, "--data-dir", str(cluster.data_dir))
+
+
+def describe(cluster: LoopbackCluster, topic: str) -> dict[str, Any]:
+    result = topics(cluster, "describe", "--topic", topic, "--json")
+    assert result.returncode == 0, result.stderr
+    (described,) = json.loads(result.stdout)["topics"]
+    assert isinstance(described, dict)
+    return described
+
+
+def test_topics_on_a_default_cluster(cluster: LoopbackCluster) -> None:
+    cluster.start()
+
+    def created() -> bool:
+        # The brokers register and unfence a moment after the quorum has a leader.
+        result = topics(
+            cluster, "create", "--topic", "orders", "--partitions", "6",
+            "--replication-factor", "3", "--config", "retention.ms=86400000",
+        )  # fmt: skip
+        return result.returncode == 0 and "Created topic orders." in result.stdout
+
+    wait_for(created, 20, "topic orders to be created")
+    listed = topics(cluster, "list")
+    assert listed.returncode == 0 and listed.stdout.split() == ["orders"], listed
+
+    text = topics(cluster, "describe", "--topic", "orders")
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[0].startswith("Topic: orders\tTopicId: ")
+    assert "\tPartitionCount: 6\tReplicationFactor: 3\tConfigs: retention.ms=86400000" in lines[0]
+    assert lines[1] == "\tTopic: orders\tPartition: 0\tLeader: " + lines[1].split("Leader: ")[1]
+    orders = describe(cluster, "orders")
+    partitions = orders["partitions"]
+    assert [p["partition"] for p in partitions] == list(range(6))
+    leaders = [p["leader"] for p in partitions]
+    assert sorted(leaders) == [1, 1, 2, 2, 3, 3]  # leaders balanced over the three brokers
+    assert all(sorted(p["replicas"]) == [1, 2, 3] == sorted(p["isr"]) for p in partitions)
+
+    # User mistakes: one line on stderr, exit 1, no traceback.
+    again = topics(cluster, "create", "--topic", "orders")
+    assert again.returncode == 1 and "orders" in again.stderr, again
+    assert len(again.stderr.strip().splitlines()) == 1, again.stderr
+    wide = topics(cluster, "create", "--topic", "wide", "--replication-factor", "4")
+    assert wide.returncode == 1 and "replication factor 4" in wide.stderr, wide
+    missing = topics(cluster, "describe", "--topic", "nope")
+    assert missing.returncode == 1 and "nope" in missing.stderr, missing
+    assert "Traceback" not in again.stderr + wide.stderr + missing.stderr
+
+    # kill -9 of broker 1: after the session timeout it is fenced, leaves every ISR, and the
+    # partitions it led are led by others; nothing else about the topic changes.
+    cluster.signal(1, signal.SIGKILL)
+
+    def broker_1_gone() -> bool:
+        after = describe(cluster, "orders")["partitions"]
+        return all(1 not in p["isr"] and p["leader"] in (2, 3) for p in after)
+
+    wait_for(broker_1_gone, SESSION_TIMEOUT_S + 15, "broker 1 to leave every ISR")
+    after = describe(cluster, "orders")
+    assert after["topic_id"] == orders["topic_id"]
+    assert [sorted(p["replicas"]) for p in after["partitions"]] == [[1, 2, 3]] * 6
+
+    deleted = topics(cluster, "delete", "--topic", "orders")
+    assert deleted.returncode == 0, deleted.stderr
+    wait_for(lambda: topics(cluster, "list").stdout.split() == [], 10, "topic orders to be deleted")

@@ -5,13 +5,15 @@ Each trial drives one system for `--seconds` with P concurrent proposers (P in `
 every proposer sending one 100-byte record at a time and waiting until it is committed:
 
 - replog: gRPC `MetadataLog.Append(values=[record])` on the leader (it answers once the record
-  is committed by the quorum);
+  is committed by the quorum); the nodes run a bare Raft log (`metadata.log.raw.append.enable`);
+- embedded: the same quorum, with the proposers inside the leader's process
+  (`bench/embedded_proposers.py`): how an embedding application, or the controller, proposes;
 - etcd: gRPC `/etcdserverpb.KV/Put` on the leader, with a hand-encoded PutRequest (no etcd
   Python package needed), answered once the put is committed.
 
-Trials alternate between the systems (etcd, replog, etcd, replog, ...) so both see the same
+Trials alternate between the systems (etcd, replog, embedded, etcd, ...) so all see the same
 machine load; the table reports the median over trials of commits/s, p50 and p99 latency, and
-the ratio replog/etcd. Then failover: kill -9 the replog leader and time until a record
+the ratio to etcd. Then failover: kill -9 the replog leader and time until a record
 proposed to the survivors is committed, over `--failover-trials` trials (the killed node is
 restarted and caught up between trials).
 
@@ -39,6 +41,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
@@ -49,6 +52,7 @@ from replog.pb import raft_pb2_grpc
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECORD_SIZE = 100
 REPLOG_BASE_PORT = 19492
+EMBEDDED_BASE_PORT = 19502
 ETCD_BASE_PORT = 23790  # member i: client port base + 10 * i, peer port base + 10 * i + 1
 PUT_METHOD = "/etcdserverpb.KV/Put"
 
@@ -381,6 +385,51 @@ class EtcdCluster:
             return await drive(propose, proposers, seconds)
 
 
+class EmbeddedReplogCluster:
+    """Three replog nodes whose proposers run inside the leader's process
+    (`bench/embedded_proposers.py`), started afresh for every trial."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.trials = 0
+
+    async def run_trial(self, proposers: int, seconds: float) -> Trial:
+        self.trials += 1
+        directory = os.path.join(self.directory, f"trial-{self.trials}")
+        cluster = LocalCluster.plan(directory, 3, EMBEDDED_BASE_PORT)
+        cluster.write({"metadata.log.raw.append.enable": "true"})
+        result_path = os.path.join(directory, "result.json")
+        script = os.path.join(HERE, "embedded_proposers.py")
+        processes = []
+        for node in cluster.nodes:
+            with open(node.log_path, "a", encoding="utf-8") as log:
+                processes.append(
+                    subprocess.Popen(
+                        # -P: bench/ must not go first on sys.path (bench/timeline.py would
+                        # shadow the timeline package).
+                        [sys.executable, "-P", script, node.config_path, str(proposers),
+                         str(seconds), result_path],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                )  # fmt: skip
+        try:
+            deadline = time.monotonic() + seconds + 60
+            while not os.path.exists(result_path):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"replog-embedded: no result in {directory}")
+                await asyncio.sleep(0.1)
+            with open(result_path, encoding="utf-8") as f:
+                result = json.load(f)
+        finally:
+            for process in processes:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        return Trial(result["commits"], result["seconds"], result["latencies_s"], 0)
+
+
 # --- main ------------------------------------------------------------------------------------
 
 
@@ -408,11 +457,18 @@ def fmt_rate(value: float) -> str:
     return f"{value:,.0f}"
 
 
-async def run(args: argparse.Namespace, replog: ReplogCluster, etcd: EtcdCluster) -> None:
+async def run(
+    args: argparse.Namespace,
+    replog: ReplogCluster,
+    etcd: EtcdCluster,
+    embedded: EmbeddedReplogCluster,
+) -> None:
     results: dict[tuple[str, int], list[Trial]] = {}
+    systems: list[tuple[str, Any]] = [("etcd", etcd), ("replog", replog), ("embedded", embedded)]
+    names = [name for name, _ in systems]
     for proposers in args.proposers:
         for trial in range(args.trials):
-            for name, system in (("etcd", etcd), ("replog", replog)):
+            for name, system in systems:
                 result = await system.run_trial(proposers, args.seconds)
                 results.setdefault((name, proposers), []).append(result)
                 print(
@@ -430,7 +486,7 @@ async def run(args: argparse.Namespace, replog: ReplogCluster, etcd: EtcdCluster
     )
     for proposers in args.proposers:
         base = summarize("etcd", proposers, results[("etcd", proposers)])
-        for name in ("etcd", "replog"):
+        for name in names:
             s = summarize(name, proposers, results[(name, proposers)])
             ratio = s.rate / base.rate
             per_trial = ", ".join(fmt_rate(r) for r in s.rates)
@@ -466,7 +522,7 @@ def main() -> None:
         args.seconds, args.trials, args.failover_trials = 1.0, 1, 2
 
     ensure_etcd()
-    ports = [REPLOG_BASE_PORT + i for i in range(3)]
+    ports = [REPLOG_BASE_PORT + i for i in range(3)] + [EMBEDDED_BASE_PORT + i for i in range(3)]
     ports += [ETCD_BASE_PORT + 10 * i + j for i in range(3) for j in (0, 1)]
     busy = [p for p in ports if not port_free(p)]
     if busy:
@@ -480,12 +536,13 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory(prefix="raft-commit-") as tmp:
         replog = ReplogCluster(os.path.join(tmp, "replog"))
+        embedded = EmbeddedReplogCluster(os.path.join(tmp, "embedded"))
         etcd = EtcdCluster(tmp)
         try:
             etcd.start()
             replog.start()
             etcd.leader_endpoint()
-            asyncio.run(run(args, replog, etcd))
+            asyncio.run(run(args, replog, etcd, embedded))
         finally:
             replog.stop()
             etcd.stop()

@@ -309,7 +309,8 @@ class RaftNode:
 
     def propose(self, values: Sequence[bytes], now_ms: int) -> ProposeResult:
         """Append `values` as records of one batch (leader only): at once when every earlier
-        append is committed, else after the linger time, with the proposals that follow.
+        append is committed, else with the proposals that follow, once the earlier appends
+        commit or the linger time passes, whichever is first.
 
         Raises `NotLeaderOrFollowerError` naming the current leader and epoch on a non-leader.
         """
@@ -341,9 +342,9 @@ class RaftNode:
         if leader.linger_deadline_ms is None:
             # Linger only to group proposals behind an append still in flight (group commit):
             # a proposal to an idle leader is appended at once, so one proposer waits for no
-            # timer. Under load the in-flight append keeps the linger, and batching, in force.
-            idle = self._tail.summary().log_end_offset <= self._high_watermark
-            linger_ms = 0 if idle else self.config.append_linger_ms
+            # timer. Under load the proposals gather until the append in flight commits (or the
+            # linger time passes), then go as one batch.
+            linger_ms = 0 if self._everything_committed() else self.config.append_linger_ms
             leader.linger_deadline_ms = now_ms + linger_ms
         self._poll(now_ms)
         return ProposeResult(
@@ -771,7 +772,9 @@ class RaftNode:
         ):
             self._become_resigned(now_ms)
             return
-        if leader.linger_deadline_ms is not None and now_ms >= leader.linger_deadline_ms:
+        if leader.linger_deadline_ms is not None and (
+            now_ms >= leader.linger_deadline_ms or self._everything_committed()
+        ):
             self._drain_accumulator(leader)
         if leader.voters_unaware and now_ms >= leader.begin_epoch_resend_ms:
             for voter_id in sorted(leader.voters_unaware):
@@ -1153,6 +1156,14 @@ class RaftNode:
         # Followers learn the new high watermark from the answers to their parked fetches.
         for parked in list(leader.parked.values()):
             self._answer_parked(leader, parked)
+        if leader.linger_deadline_ms is not None and self._everything_committed():
+            # Group commit: the appends these proposals lingered behind are committed, so the
+            # next batch goes now; the linger only bounds the wait (one batch per commit round
+            # instead of one per linger time: 64 proposers got 2,000/s at a 25 ms linger).
+            self._drain_accumulator(leader)
+
+    def _everything_committed(self) -> bool:
+        return self._tail.summary().log_end_offset <= self._high_watermark
 
     def _raise_high_watermark(self, value: int) -> None:
         if value > self._high_watermark:

@@ -207,7 +207,10 @@ class RaftDriver:
         waiter = await proposed
         timeout = (timeout_ms or self.config.request_timeout_ms * 15) / 1000
         try:
-            return await asyncio.wait_for(asyncio.shield(waiter.future), timeout)
+            # asyncio.timeout, not wait_for: no task per proposal. On expiry the waiter's
+            # future is cancelled, which _complete_waiters skips: the caller has given up.
+            async with asyncio.timeout(timeout):
+                return await waiter.future
         except TimeoutError:
             raise RequestTimedOutError(
                 f"proposal at offset {waiter.result.base_offset} was not committed within "

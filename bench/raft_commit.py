@@ -9,11 +9,13 @@ every proposer sending one 100-byte record at a time and waiting until it is com
 - embedded: the same quorum, with the proposers inside the leader's process
   (`bench/embedded_proposers.py`): how an embedding application, or the controller, proposes;
 - etcd: gRPC `/etcdserverpb.KV/Put` on the leader, with a hand-encoded PutRequest (no etcd
-  Python package needed), answered once the put is committed.
+  Python package needed), answered once the put is committed;
+- grpc-noop: a Python gRPC server that answers Append at once (`bench/noop_append_server.py`):
+  the ceiling of one Python gRPC call per proposal on this machine, nothing committed.
 
-Trials alternate between the systems (etcd, replog, embedded, etcd, ...) so all see the same
-machine load; the table reports the median over trials of commits/s, p50 and p99 latency, and
-the ratio to etcd. Then failover: kill -9 the replog leader and time until a record
+Trials alternate between the systems (etcd, replog, embedded, grpc-noop, etcd, ...) so all see
+the same machine load; the table reports the median over trials of commits/s, p50 and p99
+latency, and the ratio to etcd. Then failover: kill -9 the replog leader and time until a record
 proposed to the survivors is committed, over `--failover-trials` trials (the killed node is
 restarted and caught up between trials).
 
@@ -53,6 +55,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RECORD_SIZE = 100
 REPLOG_BASE_PORT = 19492
 EMBEDDED_BASE_PORT = 19502
+NOOP_PORT = 19512
 ETCD_BASE_PORT = 23790  # member i: client port base + 10 * i, peer port base + 10 * i + 1
 PUT_METHOD = "/etcdserverpb.KV/Put"
 
@@ -430,6 +433,40 @@ class EmbeddedReplogCluster:
         return Trial(result["commits"], result["seconds"], result["latencies_s"], 0)
 
 
+class NoOpAppendServer:
+    """`bench/noop_append_server.py`: Append answered at once by a Python gRPC server. Its rate is
+    the ceiling of any Python server taking one gRPC call per proposal here."""
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        script = os.path.join(HERE, "noop_append_server.py")
+        self.process = subprocess.Popen(
+            [sys.executable, "-P", script, str(NOOP_PORT)], start_new_session=True
+        )
+
+    def stop(self) -> None:
+        if self.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    async def run_trial(self, proposers: int, seconds: float) -> Trial:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{NOOP_PORT}") as channel:
+            stub = raft_pb2_grpc.MetadataLogStub(channel)  # type: ignore[no-untyped-call]
+
+            async def propose(record: bytes) -> bool:
+                try:
+                    await stub.Append(pb.AppendRequest(values=[record]), timeout=10)
+                except grpc.RpcError:
+                    return False
+                return True
+
+            await stub.Append(pb.AppendRequest(values=[b"warmup"]), timeout=30, wait_for_ready=True)
+            return await drive(propose, proposers, seconds)
+
+
 # --- main ------------------------------------------------------------------------------------
 
 
@@ -462,9 +499,15 @@ async def run(
     replog: ReplogCluster,
     etcd: EtcdCluster,
     embedded: EmbeddedReplogCluster,
+    noop: NoOpAppendServer,
 ) -> None:
     results: dict[tuple[str, int], list[Trial]] = {}
-    systems: list[tuple[str, Any]] = [("etcd", etcd), ("replog", replog), ("embedded", embedded)]
+    systems: list[tuple[str, Any]] = [
+        ("etcd", etcd),
+        ("replog", replog),
+        ("embedded", embedded),
+        ("grpc-noop", noop),
+    ]
     names = [name for name, _ in systems]
     for proposers in args.proposers:
         for trial in range(args.trials):
@@ -472,7 +515,7 @@ async def run(
                 result = await system.run_trial(proposers, args.seconds)
                 results.setdefault((name, proposers), []).append(result)
                 print(
-                    f"  {name:6} P={proposers:<3} trial {trial + 1}: {fmt_rate(result.rate)}/s "
+                    f"  {name:9} P={proposers:<3} trial {trial + 1}: {fmt_rate(result.rate)}/s "
                     f"p50 {result.percentile_ms(0.5):.2f} ms "
                     f"p99 {result.percentile_ms(0.99):.2f} ms"
                     + (f" ({result.errors} errors)" if result.errors else ""),
@@ -481,7 +524,7 @@ async def run(
 
     print()
     print(
-        f"{'system':8} {'proposers':>9} {'commits/s':>10} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'system':9} {'proposers':>9} {'commits/s':>10} {'p50 ms':>8} {'p99 ms':>8} "
         f"{'ratio to etcd':>14}  commits/s per trial"
     )
     for proposers in args.proposers:
@@ -491,7 +534,7 @@ async def run(
             ratio = s.rate / base.rate
             per_trial = ", ".join(fmt_rate(r) for r in s.rates)
             print(
-                f"{name:8} {proposers:>9} {fmt_rate(s.rate):>10} "
+                f"{name:9} {proposers:>9} {fmt_rate(s.rate):>10} "
                 f"{s.p50_ms:>8.2f} {s.p99_ms:>8.2f} {ratio:>13.2f}x  {per_trial}"
             )
 
@@ -523,6 +566,7 @@ def main() -> None:
 
     ensure_etcd()
     ports = [REPLOG_BASE_PORT + i for i in range(3)] + [EMBEDDED_BASE_PORT + i for i in range(3)]
+    ports.append(NOOP_PORT)
     ports += [ETCD_BASE_PORT + 10 * i + j for i in range(3) for j in (0, 1)]
     busy = [p for p in ports if not port_free(p)]
     if busy:
@@ -537,13 +581,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="raft-commit-") as tmp:
         replog = ReplogCluster(os.path.join(tmp, "replog"))
         embedded = EmbeddedReplogCluster(os.path.join(tmp, "embedded"))
+        noop = NoOpAppendServer()
         etcd = EtcdCluster(tmp)
         try:
             etcd.start()
             replog.start()
+            noop.start()
             etcd.leader_endpoint()
-            asyncio.run(run(args, replog, etcd, embedded))
+            asyncio.run(run(args, replog, etcd, embedded, noop))
         finally:
+            noop.stop()
             replog.stop()
             etcd.stop()
 

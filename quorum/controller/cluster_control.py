@@ -71,6 +71,9 @@ from replog.errors import (
 from timeline import SnapshotRegistry, TimelineHashMap
 
 BROKER_SESSION_TIMEOUT_MS_DEFAULT = 9000
+# Partition changes one session-expiry fencing write may make (see `fence_stale_broker`): about
+# 0.1 s of the single thread each, far below the fetch timeout that a longer write would exceed.
+FENCING_PARTITION_CHANGES_PER_WRITE = 5_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,8 +369,18 @@ class ClusterControl:
         registration = self._registrations.live.get(broker_id)
         if registration is None or registration.fenced:
             return ControllerResult.of((), None)
+        changes = replication.handle_broker_fenced(
+            broker_id, max_records=FENCING_PARTITION_CHANGES_PER_WRITE
+        )
+        if len(changes) >= FENCING_PARTITION_CHANGES_PER_WRITE:
+            # More may remain: this step takes the broker out of these ISRs and leaderships
+            # only; it stays unfenced (and stale), so the next tick continues. The fencing
+            # record comes with the last step, so a fenced broker is never in an ISR.
+            return ControllerResult.of(changes, None)
         tracker.end_controlled_shutdown(broker_id)
-        return ControllerResult.of(self._fence_records(registration, replication), None)
+        records: list[MetadataRecord] = list(changes)
+        records.append(self._change(registration, fenced=FenceChange.FENCE))
+        return ControllerResult.of(records, None)
 
     def unregister_broker(
         self, broker_id: int, *, replication: ReplicationHooks

@@ -37,8 +37,11 @@ class ReplicationHooks(Protocol):
         """Apply a topic or partition record written at `offset`."""
         ...
 
-    def handle_broker_fenced(self, broker_id: int) -> Sequence[MetadataRecord]:
-        """Records removing `broker_id` from every ISR and moving its leaderships away."""
+    def handle_broker_fenced(
+        self, broker_id: int, *, max_records: int | None = None
+    ) -> Sequence[MetadataRecord]:
+        """Records removing `broker_id` from every ISR and moving its leaderships away (at
+        most `max_records`; fewer means all)."""
         ...
 
     def handle_broker_unfenced(self, broker_id: int) -> Sequence[MetadataRecord]:

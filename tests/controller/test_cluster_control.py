@@ -65,9 +65,11 @@ class ScriptedReplication:
     def replay(self, record: object, offset: int) -> None:
         raise AssertionError("cluster control never replays partition records")
 
-    def handle_broker_fenced(self, broker_id: int) -> Sequence[MetadataRecord]:
+    def handle_broker_fenced(
+        self, broker_id: int, *, max_records: int | None = None
+    ) -> Sequence[MetadataRecord]:
         self.calls.append(("fenced", broker_id))
-        return self.on_fenced.get(broker_id, ())
+        return self.on_fenced.get(broker_id, ())[:max_records]
 
     def handle_broker_unregistered(self, broker_id: int) -> Sequence[MetadataRecord]:
         self.calls.append(("unregistered", broker_id))

@@ -15,6 +15,7 @@ from controller_harness import (
     replayed_image,
 )
 
+from quorum.controller import cluster_control
 from quorum.controller.cluster_control import BrokerRegistrationRequest
 from quorum.controller.config_control import AlterConfigOp, AlterConfigOpType, topic_resource
 from quorum.controller.replication_control import (
@@ -112,6 +113,39 @@ def test_stale_brokers_are_fenced_one_per_write(cluster: Cluster) -> None:
         if any(isinstance(r, BrokerRegistrationChangeRecord) for r in batch.records)
     ]
     assert len(fences) == 2 and all(len(records) == 1 for records in fences)
+
+
+def test_a_broker_in_many_isrs_is_fenced_in_steps_that_end_with_the_fence(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fencing a broker in more ISRs than one write may change takes several writes, one per
+    tick, each committed on its own; the fencing record comes with the last, so the broker is
+    never fenced while still in an ISR (KIP-841), and at the end it is in none."""
+    monkeypatch.setattr(cluster_control, "FENCING_PARTITION_CHANGES_PER_WRITE", 4)
+    for broker_id in (1, 2, 3):
+        cluster.start_broker(broker_id)
+    create_topic(cluster, "wide", 10, 3)
+    start = len(cluster.log.batches)
+    for _ in range(SESSION_MS // 1000):
+        cluster.advance(1000)
+        cluster.heartbeat(2)
+        cluster.heartbeat(3)
+    for _ in range(10):  # one step per tick; each commits before the next
+        cluster.advance(10)
+        cluster.log.commit()
+    steps = [
+        records
+        for records in new_batches(cluster, start)
+        if any(isinstance(r, PartitionChangeRecord) for r in records)
+        or any(isinstance(r, BrokerRegistrationChangeRecord) and r.broker_id == 1 for r in records)
+    ]
+    assert [len(records) for records in steps] == [4, 4, 3], steps  # 10 changes, then the fence
+    assert all(isinstance(r, PartitionChangeRecord) for r in steps[0] + steps[1])
+    assert isinstance(steps[2][-1], BrokerRegistrationChangeRecord)
+    assert steps[2][-1].fenced == FenceChange.FENCE
+    assert not cluster.active.cluster.is_active(1)
+    for partition in describe(cluster, "wide").partitions:
+        assert 1 not in partition.isr and partition.leader in (2, 3), partition
 
 
 def test_heartbeats_keep_a_broker_unfenced(cluster: Cluster) -> None:

@@ -135,7 +135,9 @@ class ReadsLatestState(QuorumController):
 
 
 class _KeepsFencedBrokers(ReplicationControl):
-    def handle_broker_fenced(self, broker_id: int) -> tuple[PartitionChangeRecord, ...]:
+    def handle_broker_fenced(
+        self, broker_id: int, *, max_records: int | None = None
+    ) -> tuple[PartitionChangeRecord, ...]:
         return ()
 
 

@@ -44,7 +44,7 @@ from quorum.controller.controller_config import ControllerConfig
 from quorum.controller.operation import ReadOperation
 from quorum.controller.pending_response import PendingResponse
 from quorum.metadata.record_batches import encode_snapshot
-from quorum.metadata.snapshot_schedule import SnapshotSchedule
+from quorum.metadata.snapshot_schedule import METADATA_MAX_RETENTION_BYTES, SnapshotSchedule
 from quorum.raft.ready import ApplyItem, CommittedBatch, LeaderChange, LoadSnapshot
 from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, wall_clock_ms
@@ -97,6 +97,7 @@ class ControllerDriver:
         read_snapshot: Callable[[SnapshotId], bytes],
         snapshot_bytes_max: int,
         snapshot_interval_ms: int,
+        retention_bytes: int = METADATA_MAX_RETENTION_BYTES,
         rng: random.Random | None = None,
         wall_clock: Clock = wall_clock_ms,
     ) -> None:
@@ -112,6 +113,7 @@ class ControllerDriver:
             max_bytes_between=snapshot_bytes_max,
             max_interval_ms=snapshot_interval_ms,
         )
+        self._retention_bytes = retention_bytes
         self._controller_id = -1
         self._failover_reason: str | None = None
         # How many Raft snapshots this controller wrote and loaded (logs, tests).
@@ -220,7 +222,26 @@ class ControllerDriver:
 
     # --- internals --------------------------------------------------------------------------------
 
+    def _apply_retention(self, now_ms: int) -> None:
+        """KIP-630 retention, as `metadata.max.retention.bytes`: once the metadata log holds
+        more than that, its start moves up to the newest snapshot (a follower behind it
+        fetches the snapshot instead). Only a snapshot this node wrote and applied qualifies."""
+        snapshots = self._raft.storage.snapshot_ids()
+        if not snapshots:
+            return
+        newest = snapshots[-1]
+        storage_log = self._raft.storage.log
+        if newest.end_offset <= storage_log.log_start_offset:
+            return
+        if storage_log.size_in_bytes <= self._retention_bytes:
+            return
+        if newest.end_offset > self._raft.node.status().applied_offset:
+            return
+        self._raft.node.delete_log_prefix(newest, now_ms)
+        log.info("node %d: metadata log start moves to snapshot %s", self.node_id, newest)
+
     def _maybe_snapshot(self, now_ms: int) -> None:
+        self._apply_retention(now_ms)
         controller = self.controller
         end_offset = controller.last_committed_offset + 1
         if not self._schedule.due(end_offset, now_ms):

@@ -57,6 +57,7 @@ class Node:
                 read_snapshot=self.storage.read_whole_snapshot,
                 snapshot_bytes_max=config.snapshot_bytes_max,
                 snapshot_interval_ms=config.snapshot_interval_ms,
+                retention_bytes=config.retention_bytes,
             )
             controller_pb2_grpc.add_ControllerServicer_to_server(  # type: ignore[no-untyped-call]
                 ControllerService(self.controller), self.server

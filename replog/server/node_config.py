@@ -31,6 +31,7 @@ from quorum.controller.controller_config import ControllerConfig
 from quorum.metadata.snapshot_schedule import (
     METADATA_LOG_MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS,
     METADATA_LOG_MAX_SNAPSHOT_INTERVAL_MS,
+    METADATA_MAX_RETENTION_BYTES,
 )
 from quorum.raft.config import RaftConfig
 from replog.errors import ConfigError
@@ -88,6 +89,7 @@ class NodeConfig:
     raw_metadata_appends: bool = False
     snapshot_bytes_max: int = METADATA_LOG_MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS
     snapshot_interval_ms: int = METADATA_LOG_MAX_SNAPSHOT_INTERVAL_MS
+    retention_bytes: int = METADATA_MAX_RETENTION_BYTES
     broker_heartbeat_interval_ms: int = BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT
 
     @property
@@ -153,6 +155,12 @@ class NodeConfig:
             snapshot_interval_key,
             properties.get(snapshot_interval_key, str(METADATA_LOG_MAX_SNAPSHOT_INTERVAL_MS)),
         )
+        retention_key = "metadata.max.retention.bytes"
+        retention_bytes = _int(
+            retention_key, properties.get(retention_key, str(METADATA_MAX_RETENTION_BYTES))
+        )
+        if retention_bytes <= 0:
+            raise ConfigError(f"{retention_key}={retention_bytes}: must be positive")
         if snapshot_bytes_max <= 0:
             raise ConfigError(f"{snapshot_bytes_key}={snapshot_bytes_max}: must be positive")
         if snapshot_interval_ms < 0:
@@ -178,6 +186,7 @@ class NodeConfig:
             raw_metadata_appends=raw,
             snapshot_bytes_max=snapshot_bytes_max,
             snapshot_interval_ms=snapshot_interval_ms,
+            retention_bytes=retention_bytes,
             broker_heartbeat_interval_ms=heartbeat_ms,
         )
 

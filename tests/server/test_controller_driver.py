@@ -48,6 +48,7 @@ async def lone_controller(
     *,
     voters: tuple[VoterAddress, ...] = (VoterAddress(1, "127.0.0.1", 1),),
     snapshot_bytes_max: int = 1 << 30,
+    retention_bytes: int = 1 << 30,
     **config: object,
 ) -> AsyncIterator[LoneController]:
     raft = RaftDriver(1, RaftConfig(voters=voters), RaftStorage(str(directory), [1]))
@@ -57,6 +58,7 @@ async def lone_controller(
         read_snapshot=raft.storage.read_whole_snapshot,
         snapshot_bytes_max=snapshot_bytes_max,
         snapshot_interval_ms=0,
+        retention_bytes=retention_bytes,
     )
     node = LoneController(raft, driver, ControllerService(driver), asyncio.create_task(raft.run()))
     try:
@@ -216,6 +218,31 @@ def test_a_snapshot_is_written_and_loaded_after_a_restart(tmp_path: Path) -> Non
             assert [p.partition_index for p in metadata.topics[0].partitions] == [0, 1]
             cluster = await node.service.DescribeCluster(pb.DescribeClusterRequest(), None)
             assert [b.broker_id for b in cluster.brokers] == [1]
+
+    asyncio.run(scenario())
+
+
+def test_past_the_retention_size_the_log_start_moves_to_the_newest_snapshot(
+    tmp_path: Path,
+) -> None:
+    """metadata.max.retention.bytes: a snapshot after every commit and a 1-byte limit move the
+    log start up to the newest snapshot; a restart still loads every topic."""
+
+    async def scenario() -> None:
+        async with lone_controller(tmp_path, snapshot_bytes_max=1, retention_bytes=1) as node:
+            await active(node)
+            await start_brokers(node, (1,))
+            for name in ("a", "b", "c"):
+                created = await node.service.CreateTopics(create_request(name, 1, 1), None)
+                assert not created.topics[0].HasField("error")
+            log_start = await eventually(
+                lambda: _value(node.raft.storage.log.log_start_offset), lambda start: start > 0
+            )
+            assert log_start in {s.end_offset for s in node.raft.storage.snapshot_ids()}
+        async with lone_controller(tmp_path) as node:
+            await active(node)
+            metadata = await node.service.Metadata(pb.MetadataRequest(), None)
+            assert sorted(t.name for t in metadata.topics) == ["a", "b", "c"]
 
     asyncio.run(scenario())
 

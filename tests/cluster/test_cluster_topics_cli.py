@@ -81,3 +81,27 @@ def test_topics_on_a_default_cluster(cluster: LoopbackCluster) -> None:
     deleted = topics(cluster, "delete", "--topic", "orders")
     assert deleted.returncode == 0, deleted.stderr
     wait_for(lambda: topics(cluster, "list").stdout.split() == [], 10, "topic orders to be deleted")
+
+
+def test_sigterm_of_a_broker_moves_its_leaderships_away_first(cluster: LoopbackCluster) -> None:
+    """Controlled shutdown on SIGTERM: before the node exits, the controller moves every
+    leadership of its broker to another replica and takes it out of the ISRs, so no partition
+    waits for a session timeout; the node then exits on its own."""
+    cluster.start()
+
+    def created() -> bool:
+        result = topics(
+            cluster, "create", "--topic", "events", "--partitions", "6",
+            "--replication-factor", "3",
+        )  # fmt: skip
+        return result.returncode == 0
+
+    wait_for(created, 20, "topic events to be created")
+    assert 3 in [p["leader"] for p in describe(cluster, "events")["partitions"]]
+    pid = cluster.pid(3)
+    cluster.signal(3, signal.SIGTERM)
+    wait_for(lambda: pid not in cluster.node_pids(), 30, "node 3 to exit")
+    after = describe(cluster, "events")["partitions"]
+    assert all(p["leader"] in (1, 2) and 3 not in p["isr"] for p in after), after
+    log = (cluster.data_dir / "node-3" / "node.log").read_text()
+    assert "node 3: stopped" in log and "CRITICAL" not in log

@@ -13,8 +13,10 @@ the tests in it, and `tests/cli/conftest.py` adds it for the CLI tests.
 
 from __future__ import annotations
 
+import signal
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from contextlib import contextmanager
@@ -158,3 +160,27 @@ def running(*node_ids: int) -> Iterator[list[FakeController]]:
     finally:
         for node in nodes:
             node.stop()
+
+
+def interrupt_main_when(condition: Callable[[], bool], timeout_s: float = 10.0) -> threading.Thread:
+    """Ctrl-C the main thread as soon as `condition()` holds (polled every 10 ms): a real
+    SIGINT sent to the main thread, which also cuts a `time.sleep` short, as a terminal's does
+    (`_thread.interrupt_main` only sets a flag that a sleeping thread sees when it wakes).
+
+    Fix (found by CI under load): a fixed 0.2 s timer could fire while the main thread was
+    still setting up the call, inside gRPC's C code, where the KeyboardInterrupt was lost; the
+    test then waited for the full deadline. Waiting until the call is in flight tests what the
+    test means: a call in flight is interrupted at once.
+    """
+
+    def watch() -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if condition():
+                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+                return
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    return watcher

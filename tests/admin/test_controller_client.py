@@ -9,7 +9,6 @@ message, translate every RPC's request and answer, and stop at once on Ctrl-C.
 
 from __future__ import annotations
 
-import _thread
 import threading
 import time
 import uuid
@@ -23,6 +22,7 @@ from fake_controller import (
     Abort,
     FakeController,
     free_port,
+    interrupt_main_when,
     not_controller,
     running,
     status,
@@ -705,14 +705,10 @@ def test_ctrl_c_interrupts_a_call_at_once_and_cancels_it(
 ) -> None:
     node.script("CreateTopics", HANG)
     client = make_client(node.address, default_timeout_s=30, request_timeout_s=30)
-    timer = threading.Timer(0.2, _thread.interrupt_main)
-    timer.start()
+    interrupt_main_when(lambda: bool(node.asked("CreateTopics")))
     started = time.monotonic()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            client.create_topics([NewTopic("orders")])
-    finally:
-        timer.cancel()
+    with pytest.raises(KeyboardInterrupt):
+        client.create_topics([NewTopic("orders")])
     assert time.monotonic() - started < 3
     deadline = time.monotonic() + 5
     while not node.cancelled and time.monotonic() < deadline:
@@ -724,15 +720,12 @@ def test_ctrl_c_interrupts_the_wait_between_retries(
     make_client: Callable[..., ControllerClient],
 ) -> None:
     dead = f"127.0.0.1:{free_port()}"
-    client = make_client(dead, default_timeout_s=30, retry_backoff_s=0.5, max_retry_backoff_s=5)
-    timer = threading.Timer(0.3, _thread.interrupt_main)
-    timer.start()
+    client = make_client(dead, default_timeout_s=30, retry_backoff_s=5, max_retry_backoff_s=5)
     started = time.monotonic()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            client.describe_cluster()
-    finally:
-        timer.cancel()
+    # The first attempt is refused within milliseconds; 1 s in, the client is in its 5 s wait.
+    interrupt_main_when(lambda: time.monotonic() - started > 1.0)
+    with pytest.raises(KeyboardInterrupt):
+        client.describe_cluster()
     assert time.monotonic() - started < 3
 
 

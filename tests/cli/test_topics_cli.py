@@ -7,21 +7,27 @@ stderr, exit code 1 and no traceback; an argparse mistake is exit code 2; Ctrl-C
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import io
 import json
 import os
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fake_controller import HANG, FakeController, free_port, not_controller, running, status
+from fake_controller import (
+    HANG,
+    FakeController,
+    free_port,
+    interrupt_main_when,
+    not_controller,
+    running,
+    status,
+)
 
 from replog.cli.local_cluster import LocalCluster, LocalNode
 from replog.cli.main import main
@@ -439,14 +445,8 @@ def test_no_controller_reachable_is_one_line_naming_the_addresses() -> None:
 
 def test_ctrl_c_exits_130(controller: FakeController) -> None:
     controller.script("DeleteTopics", HANG)
-    timer = threading.Timer(0.2, _thread.interrupt_main)
-    timer.start()
-    try:
-        outcome = replog(
-            "topics", "delete", "--topic", "t", "--bootstrap-server", controller.address
-        )
-    finally:
-        timer.cancel()
+    interrupt_main_when(lambda: bool(controller.asked("DeleteTopics")))
+    outcome = replog("topics", "delete", "--topic", "t", "--bootstrap-server", controller.address)
     assert (outcome.returncode, outcome.stderr) == (130, "replog topics: interrupted\n")
 
 

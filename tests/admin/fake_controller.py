@@ -162,25 +162,32 @@ def running(*node_ids: int) -> Iterator[list[FakeController]]:
             node.stop()
 
 
-def interrupt_main_when(condition: Callable[[], bool], timeout_s: float = 10.0) -> threading.Thread:
-    """Ctrl-C the main thread as soon as `condition()` holds (polled every 10 ms): a real
-    SIGINT sent to the main thread, which also cuts a `time.sleep` short, as a terminal's does
-    (`_thread.interrupt_main` only sets a flag that a sleeping thread sees when it wakes).
+@contextmanager
+def interrupt_main_when(condition: Callable[[], bool], timeout_s: float = 10.0) -> Iterator[None]:
+    """Within the block, Ctrl-C the main thread as soon as `condition()` holds (polled every
+    10 ms): a real SIGINT sent to the main thread, which also cuts a `time.sleep` short, as a
+    terminal's does (`_thread.interrupt_main` only sets a flag a sleeping thread sees later).
 
-    Fix (found by CI under load): a fixed 0.2 s timer could fire while the main thread was
-    still setting up the call, inside gRPC's C code, where the KeyboardInterrupt was lost; the
-    test then waited for the full deadline. Waiting until the call is in flight tests what the
-    test means: a call in flight is interrupted at once.
+    Fixes (found by CI): a fixed 0.2 s timer could fire while the client was still setting up
+    the call; and a test run started in the background inherits SIGINT ignored (a shell's
+    rule for background jobs), so Python never raised KeyboardInterrupt. The block installs
+    Python's default SIGINT handler and restores the previous one after.
     """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    main = threading.main_thread().ident or 0
 
     def watch() -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if condition():
-                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+                signal.pthread_kill(main, signal.SIGINT)
                 return
             time.sleep(0.01)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
-    return watcher
+    try:
+        yield
+    finally:
+        watcher.join(timeout_s)
+        signal.signal(signal.SIGINT, previous)

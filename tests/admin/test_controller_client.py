@@ -705,9 +705,11 @@ def test_ctrl_c_interrupts_a_call_at_once_and_cancels_it(
 ) -> None:
     node.script("CreateTopics", HANG)
     client = make_client(node.address, default_timeout_s=30, request_timeout_s=30)
-    interrupt_main_when(lambda: bool(node.asked("CreateTopics")))
     started = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
+    with (
+        interrupt_main_when(lambda: bool(node.asked("CreateTopics"))),
+        pytest.raises(KeyboardInterrupt),
+    ):
         client.create_topics([NewTopic("orders")])
     assert time.monotonic() - started < 3
     deadline = time.monotonic() + 5
@@ -723,8 +725,10 @@ def test_ctrl_c_interrupts_the_wait_between_retries(
     client = make_client(dead, default_timeout_s=30, retry_backoff_s=5, max_retry_backoff_s=5)
     started = time.monotonic()
     # The first attempt is refused within milliseconds; 1 s in, the client is in its 5 s wait.
-    interrupt_main_when(lambda: time.monotonic() - started > 1.0)
-    with pytest.raises(KeyboardInterrupt):
+    with (
+        interrupt_main_when(lambda: time.monotonic() - started > 1.0),
+        pytest.raises(KeyboardInterrupt),
+    ):
         client.describe_cluster()
     assert time.monotonic() - started < 3
 

@@ -445,8 +445,10 @@ def test_no_controller_reachable_is_one_line_naming_the_addresses() -> None:
 
 def test_ctrl_c_exits_130(controller: FakeController) -> None:
     controller.script("DeleteTopics", HANG)
-    interrupt_main_when(lambda: bool(controller.asked("DeleteTopics")))
-    outcome = replog("topics", "delete", "--topic", "t", "--bootstrap-server", controller.address)
+    with interrupt_main_when(lambda: bool(controller.asked("DeleteTopics"))):
+        outcome = replog(
+            "topics", "delete", "--topic", "t", "--bootstrap-server", controller.address
+        )
     assert (outcome.returncode, outcome.stderr) == (130, "replog topics: interrupted\n")
 
 

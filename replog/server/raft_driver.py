@@ -137,7 +137,6 @@ class RaftDriver:
         self._high_watermark = 0
         self._stopped = False
         self._failed: BaseException | None = None
-        self.leader_changes: list[LeaderChange] = []
 
     # --- wiring a state machine -----------------------------------------------------------------
 
@@ -248,7 +247,9 @@ class RaftDriver:
                 wake_at = self._wake_at_ms(now)
                 timeout = None if wake_at is None else max(0, wake_at - now) / 1000
                 try:
-                    event = await asyncio.wait_for(self._inbox.get(), timeout)
+                    # asyncio.timeout, not wait_for: no task per input on this hot path.
+                    async with asyncio.timeout(timeout):
+                        event = await self._inbox.get()
                 except TimeoutError:
                     self.node.tick(self._clock())
                     continue
@@ -329,7 +330,6 @@ class RaftDriver:
                 item.leader_id,
                 item.quorum_epoch,
             )
-            self.leader_changes.append(item)
         elif isinstance(item, LoadSnapshot):
             # Proposals below a loaded snapshot have an unknown fate on this node.
             self._fail_waiters_below(item.snapshot_id.end_offset)

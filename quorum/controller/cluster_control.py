@@ -206,26 +206,27 @@ class ClusterControl:
 
     def next_session_expiry_ms(self, now_ms: int) -> int | None:
         """When the next unfenced broker's session expires (None: no unfenced broker)."""
-        tracker = self._require_tracker()
-        expiries = [
-            tracker.expiry_ms(registration.broker_id, now_ms)
-            for registration in self._registrations.live.values()
-            if not registration.fenced
-        ]
-        return min(expiries, default=None)
+        oldest = self._oldest_session(now_ms)
+        return None if oldest is None else oldest[0]
 
     def find_stale_broker(self, now_ms: int) -> int | None:
         """The unfenced broker whose session expired first, if any has at `now_ms`."""
-        tracker = self._require_tracker()
-        expired = [
-            (tracker.expiry_ms(registration.broker_id, now_ms), registration.broker_id)
-            for registration in self._registrations.live.values()
-            if not registration.fenced
-        ]
-        oldest = min(expired, default=None)
+        oldest = self._oldest_session(now_ms)
         if oldest is None or oldest[0] > now_ms:
             return None
         return oldest[1]
+
+    def _oldest_session(self, now_ms: int) -> tuple[int, int] | None:
+        """(expiry, broker id) of the unfenced broker whose session expires first."""
+        tracker = self._require_tracker()
+        return min(
+            (
+                (tracker.expiry_ms(registration.broker_id, now_ms), registration.broker_id)
+                for registration in self._registrations.live.values()
+                if not registration.fenced
+            ),
+            default=None,
+        )
 
     # -- writes ----------------------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ from quorum.controller.config_definitions import (
     TOPIC_CONFIGS,
     ConfigDefinition,
     ConfigType,
+    ConfigValue,
     check_static_broker_configs,
 )
 from quorum.controller.controller_result import ControllerResult
@@ -368,9 +369,9 @@ def _check_resource_name(resource: ConfigResource) -> None:
         )
 
 
-def _parse(resource: ConfigResource, definition: ConfigDefinition, value: str) -> None:
+def _parse(resource: ConfigResource, definition: ConfigDefinition, value: str) -> ConfigValue:
     try:
-        definition.parse(value)
+        return definition.parse(value)
     except ValueError as reason:
         raise InvalidConfigError(
             f"{_describe(resource)}: invalid value {value!r} for config {definition.name}: {reason}"
@@ -378,11 +379,6 @@ def _parse(resource: ConfigResource, definition: ConfigDefinition, value: str) -
 
 
 def _as_list(resource: ConfigResource, definition: ConfigDefinition, value: str) -> tuple[str, ...]:
-    try:
-        parsed = definition.parse(value)
-    except ValueError as reason:
-        raise InvalidConfigError(
-            f"{_describe(resource)}: invalid value {value!r} for config {definition.name}: {reason}"
-        ) from None
+    parsed = _parse(resource, definition, value)
     assert isinstance(parsed, tuple), "list configs parse to tuples"
     return parsed

@@ -623,7 +623,7 @@ class QuorumController:
         assert claim_epoch is not None, "only the active controller writes"
         return (
             self._activation_epoch <= batch.quorum_epoch <= claim_epoch
-            and batch.last_offset in self.offset_control.pending_batch_end_offsets()
+            and self.offset_control.is_pending_batch_end(batch.last_offset)
         )
 
     # -- periodic work ---------------------------------------------------------------------------

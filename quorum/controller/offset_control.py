@@ -94,6 +94,11 @@ class OffsetControl:
         """Last offsets of the written batches not yet stable, oldest first."""
         return [o for o in self.registry.snapshot_offsets() if o > self._last_stable_offset]
 
+    def is_pending_batch_end(self, offset: int) -> bool:
+        """Whether `offset` ends a written batch not yet stable (a bisect, not a scan: the
+        commit path asks for every committed batch)."""
+        return offset > self._last_stable_offset and self.registry.has_snapshot(offset)
+
     # -- active controller -------------------------------------------------------------------
 
     def activate(self, next_write_offset: int) -> None:

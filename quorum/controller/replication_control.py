@@ -626,16 +626,12 @@ class ReplicationControl:
 
         The caller writes its controlled-shutdown record first, then these.
         """
-        return self._update_isrs_and_leaders(
-            self._partitions_with_isr_member(broker_id), broker_to_remove=broker_id
-        )
+        return self.handle_broker_fenced(broker_id)
 
     def handle_broker_unregistered(self, broker_id: int) -> tuple[PartitionChangeRecord, ...]:
         """The partition changes when `broker_id` is unregistered: as for fencing, before the
         caller's UnregisterBrokerRecord."""
-        return self._update_isrs_and_leaders(
-            self._partitions_with_isr_member(broker_id), broker_to_remove=broker_id
-        )
+        return self.handle_broker_fenced(broker_id)
 
     def handle_broker_unfenced(self, broker_id: int) -> tuple[PartitionChangeRecord, ...]:
         """Elections for every leaderless partition, now that `broker_id` may lead.
@@ -1258,15 +1254,21 @@ class ReplicationControl:
             )
 
         records: list[PartitionChangeRecord] = []
+        # The election mode is a topic config: looked up once per topic, not per partition (a
+        # broker's fencing can touch 100k partitions of a few topics).
+        elections: dict[UUID, Election] = {}
         for tp in sorted(partitions):
             topic = self._topics.live[tp.topic_id]
             partition = topic.partitions.live[tp.partition_id]
+            election = elections.get(tp.topic_id)
+            if election is None:
+                election = elections[tp.topic_id] = self._election_for(topic.name)
             record = PartitionChangeBuilder(
                 partition,
                 tp.topic_id,
                 tp.partition_id,
                 acceptable,
-                election=self._election_for(topic.name),
+                election=election,
                 target_isr=tuple(b for b in partition.isr if b != broker_to_remove),
             ).build()
             if record is not None:
@@ -1303,7 +1305,7 @@ class ReplicationControl:
         topic = self._topics.get(topic_id, offset=offset)
         assert topic is not None, f"topic id {topic_id} is named but absent at offset {offset}"
         by_id = topic.partitions.to_dict(offset)
-        assert sorted(by_id) == list(range(len(by_id))), "partition ids are 0..n-1"
+        # Partition ids are 0..n-1: a gap is a KeyError here.
         return tuple(by_id[i] for i in range(len(by_id)))
 
     # == internals: replay ======================================================================

@@ -106,8 +106,8 @@ class MetadataDelta:
 
     def __init__(self, base: MetadataImage) -> None:
         self.base = base
+        # Replay takes only offsets above the base's, so "anything replayed" is derivable.
         self._last_offset = base.provenance.last_offset
-        self._replayed_any = False
         self._features: dict[str, int | None] = {}
         self._brokers: dict[int, BrokerRegistration | None] = {}
         self._topics: dict[UUID, TopicDelta] = {}  # live topics created or changed
@@ -154,7 +154,6 @@ class MetadataDelta:
                 f"record was at offset {self._last_offset}"
             )
         self._last_offset = offset
-        self._replayed_any = True
         if isinstance(record, RegisterBrokerRecord):
             self._brokers[record.broker_id] = BrokerRegistration.from_record(record)
         elif isinstance(record, UnregisterBrokerRecord):
@@ -289,7 +288,8 @@ class MetadataDelta:
 
     def apply(self, provenance: MetadataProvenance) -> MetadataImage:
         """The image after every record replayed so far, ending at `provenance`."""
-        if self._replayed_any and provenance.last_offset < self._last_offset:
+        replayed_any = self._last_offset > self.base.provenance.last_offset
+        if replayed_any and provenance.last_offset < self._last_offset:
             raise MetadataReplayError(
                 f"image provenance ends at offset {provenance.last_offset}, before the last "
                 f"replayed record at offset {self._last_offset}"

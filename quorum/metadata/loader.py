@@ -44,7 +44,7 @@ from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage, MetadataProvenance
 from quorum.metadata.local_changes import LocalChanges, local_changes, local_changes_between
 from quorum.metadata.records import MetadataRecord
-from quorum.metadata.snapshot import image_to_records
+from quorum.metadata.snapshot import delta_from_records, image_to_records
 from replog.errors import MetadataLoadError, MetadataReplayError
 
 
@@ -179,9 +179,10 @@ class MetadataLoader:
         self._kind = ManifestKind.SNAPSHOT
         self._batches = 0
         self._records = len(snapshot.records)
+        # A snapshot keeps no per-record offsets: all its records stand at its last one.
+        what = f"snapshot record at offset {last}"
         for record in snapshot.records:
-            # A snapshot keeps no per-record offsets: all its records stand at its last one.
-            self._replay(record, last, what=f"snapshot record at offset {last}")
+            self._replay(record, last, what=what)
         self._loaded = MetadataProvenance(last, snapshot.quorum_epoch)
         return self._maybe_publish(high_watermark)
 
@@ -190,11 +191,8 @@ class MetadataLoader:
         image as a delta from the empty image (None: nothing published yet)."""
         if self._image is MetadataImage.EMPTY:
             return None
-        delta = MetadataDelta(MetadataImage.EMPTY)
-        last = self._image.provenance.last_offset
         records = image_to_records(self._image)
-        for record in records:
-            delta.replay(record, last)
+        delta = delta_from_records(records, self._image.provenance.last_offset)
         manifest = LoaderManifest(
             ManifestKind.SNAPSHOT,
             self._image.provenance,

@@ -60,11 +60,17 @@ def image_to_records(image: MetadataImage) -> list[MetadataRecord]:
     return records
 
 
+def delta_from_records(records: Iterable[MetadataRecord], last_offset: int) -> MetadataDelta:
+    """A snapshot's records replayed over the empty image; a snapshot keeps no per-record
+    offsets, so every record stands at the snapshot's last one."""
+    delta = MetadataDelta(MetadataImage.EMPTY)
+    for record in records:
+        delta.replay(record, last_offset)
+    return delta
+
+
 def image_from_records(
     records: Iterable[MetadataRecord], provenance: MetadataProvenance
 ) -> MetadataImage:
     """The image a snapshot of `records` ending at `provenance` describes."""
-    delta = MetadataDelta(MetadataImage.EMPTY)
-    for record in records:
-        delta.replay(record, provenance.last_offset)
-    return delta.apply(provenance)
+    return delta_from_records(records, provenance.last_offset).apply(provenance)

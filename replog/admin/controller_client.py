@@ -397,8 +397,9 @@ class ControllerClient:
                     if fallback is not None:
                         return fallback
                     continue
-                controller = self._learn(address, response, write)
-                if _is_not_controller(response):
+                not_controller = _is_not_controller(response)
+                controller = self._learn(address, response, write and not not_controller)
+                if not_controller:
                     said[address] = f"not the controller ({self._controller_text(response)})"
                     if fallback is not None:
                         return fallback
@@ -465,11 +466,11 @@ class ControllerClient:
                 entry = self._stubs[address] = (channel, stub)
             return entry[1]
 
-    def _learn(self, address: str, response: _Response, write: bool) -> str | None:
-        """Remember what an answer says about the active controller; its address, if known."""
+    def _learn(self, address: str, response: _Response, accepted_write: bool) -> str | None:
+        """Remember what an answer says about the active controller; its address, if known.
+        `accepted_write`: this answer is the node's acceptance of a write."""
         with self._lock:
             controller_id = response.controller_id
-            accepted_write = write and not _is_not_controller(response)
             if accepted_write and controller_id >= 0:
                 # A node that accepted a write is the active controller: now its id has an
                 # address even when neither the local cluster nor the bootstrap list named it.

@@ -254,6 +254,11 @@ class TopicInfo:
     partitions: tuple[PartitionInfo, ...]  # sorted by partition index
     error: KafkaError | None  # UNKNOWN_TOPIC_OR_PARTITION for a name asked for and absent
 
+    @property
+    def replication_factor(self) -> int:
+        """Partition 0's replica count, as kafka-topics.sh shows it (0: no partitions)."""
+        return self.partitions[0].replication_factor if self.partitions else 0
+
     @classmethod
     def from_pb(cls, m: pb.TopicMetadata) -> TopicInfo:
         partitions = sorted(

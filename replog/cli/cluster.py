@@ -41,6 +41,7 @@ from replog.cli.local_cluster import (
 from replog.cli.quorum import (
     NodeUnreachable,
     QuorumDescription,
+    ask_describe_quorum,
     ask_each,
     describe_quorum,
     print_table,
@@ -433,8 +434,11 @@ def run_restart(args: argparse.Namespace) -> int:
             raise ReplogError(
                 f"node {node.node_id} (pid {pid}) exited with code {code}\n{log_tails([node])}"
             )
-        answer = ask_each([node.controller_address], PROBE_TIMEOUT_S)[node.controller_address]
-        return not isinstance(answer, NodeUnreachable)
+        try:
+            ask_describe_quorum(node.controller_address, PROBE_TIMEOUT_S)
+        except NodeUnreachable:
+            return False
+        return True
 
     if not wait_until(answers, args.timeout):
         signal_node(pid, signal.SIGKILL)

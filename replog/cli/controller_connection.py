@@ -39,8 +39,9 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def connect(args: argparse.Namespace) -> ControllerClient:
-    """A client for the controllers the arguments name (see the module docstring)."""
+def bootstrap_and_addresses(args: argparse.Namespace) -> tuple[list[str], dict[int, str]]:
+    """The addresses to try in turn and the node ids known to listen at some of them: from
+    `--bootstrap-server`, else (and also with `--data-dir`) from the local cluster's files."""
     addresses: dict[int, str] = {}
     if args.data_dir is not None or args.bootstrap_server is None:
         addresses = LocalCluster.load(args.data_dir or DEFAULT_DATA_DIR).controller_addresses()
@@ -49,6 +50,12 @@ def connect(args: argparse.Namespace) -> ControllerClient:
         parsed = parse_bootstrap(args.bootstrap_server, what="--bootstrap-server")
         bootstrap = list(parsed.addresses)
         addresses.update(parsed.node_addresses)
+    return bootstrap, addresses
+
+
+def connect(args: argparse.Namespace) -> ControllerClient:
+    """A client for the controllers the arguments name (see the module docstring)."""
+    bootstrap, addresses = bootstrap_and_addresses(args)
     return ControllerClient(
         bootstrap,
         node_addresses=addresses,

@@ -28,7 +28,9 @@ from typing import Any
 
 import grpc
 
-from replog.cli.local_cluster import DEFAULT_DATA_DIR, LocalCluster
+from replog.admin import bootstrap as admin_bootstrap
+from replog.cli.controller_connection import bootstrap_and_addresses
+from replog.cli.local_cluster import DEFAULT_DATA_DIR
 from replog.errors import NotLeaderOrFollowerError, ReplogError
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
@@ -255,20 +257,8 @@ def _no_leader_message(failures: Sequence[NodeUnreachable], answers: Sequence[st
 
 def parse_bootstrap(text: str) -> tuple[list[str], dict[int, str]]:
     """`host:port,...` (or `id@host:port` entries) -> (addresses in order, ids it names)."""
-    bootstrap: list[str] = []
-    named: dict[int, str] = {}
-    for entry in (e.strip() for e in text.split(",")):
-        node_text, at, address = entry.rpartition("@")
-        host, colon, port = address.rpartition(":")
-        bad_id = at and not node_text.isdigit()
-        if not entry or bad_id or not colon or not host or not port.isdigit():
-            raise ReplogError(
-                f"--bootstrap-server: {entry!r}: expected host:port (or id@host:port)"
-            )
-        bootstrap.append(address)
-        if at:
-            named[int(node_text)] = address
-    return bootstrap, named
+    parsed = admin_bootstrap.parse_bootstrap(text, what="--bootstrap-server")
+    return list(parsed.addresses), dict(parsed.node_addresses)
 
 
 def register(commands: Any) -> None:
@@ -303,13 +293,7 @@ def register(commands: Any) -> None:
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    addresses: dict[int, str] = {}
-    if args.data_dir is not None or args.bootstrap_server is None:
-        addresses = LocalCluster.load(args.data_dir or DEFAULT_DATA_DIR).controller_addresses()
-    bootstrap = list(addresses.values())
-    if args.bootstrap_server is not None:
-        bootstrap, named = parse_bootstrap(args.bootstrap_server)
-        addresses.update(named)
+    bootstrap, addresses = bootstrap_and_addresses(args)
     description = describe_quorum(bootstrap, addresses)
     if args.replication:
         rows = [asdict(r) for r in description.replicas]

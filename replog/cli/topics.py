@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import (
@@ -50,6 +50,14 @@ from replog.errors import (
 # --- create, list, delete ---------------------------------------------------------------------
 
 
+class _HasName(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_Named = TypeVar("_Named", bound=_HasName)
+
+
 def run_create(args: argparse.Namespace) -> int:
     topic = NewTopic(
         args.topic,
@@ -59,9 +67,7 @@ def run_create(args: argparse.Namespace) -> int:
     )
     with connect(args) as client:
         results = client.create_topics([topic])
-    result = next((r for r in results if r.name == args.topic), None)
-    if result is None:
-        raise UnknownServerError(f"the controller's answer says nothing of topic {args.topic!r}")
+    result = _result_for(results, args.topic)
     if isinstance(result.error, TopicAlreadyExistsError) and args.if_not_exists:
         return 0
     raise_first_error([result])
@@ -84,14 +90,20 @@ def run_list(args: argparse.Namespace) -> int:
 def run_delete(args: argparse.Namespace) -> int:
     with connect(args) as client:
         results = client.delete_topics([args.topic])
-    result = next((r for r in results if r.name == args.topic), None)
-    if result is None:
-        raise UnknownServerError(f"the controller's answer says nothing of topic {args.topic!r}")
+    result = _result_for(results, args.topic)
     if isinstance(result.error, UnknownTopicOrPartitionError) and args.if_exists:
         return 0
     raise_first_error([result])
     print(f"Deleted topic {args.topic}.")
     return 0
+
+
+def _result_for(results: Sequence[_Named], topic: str) -> _Named:
+    """The answer's item for `topic`; an answer without it is the server's fault."""
+    result = next((r for r in results if r.name == topic), None)
+    if result is None:
+        raise UnknownServerError(f"the controller's answer says nothing of topic {topic!r}")
+    return result
 
 
 def parse_configs(items: Sequence[str] | None) -> dict[str, str]:
@@ -175,7 +187,7 @@ def is_unavailable(partition: PartitionInfo, live_brokers: set[int]) -> bool:
 
 
 def topic_line(topic: TopicInfo, configs: Mapping[str, str | None]) -> str:
-    replication_factor = topic.partitions[0].replication_factor if topic.partitions else 0
+    replication_factor = topic.replication_factor
     fields = [
         f"Topic: {topic.name}",
         f"TopicId: {topic_id_text(topic.topic_id)}",
@@ -208,7 +220,7 @@ def topic_json(
         "name": topic.name,
         "topic_id": topic_id_text(topic.topic_id),
         "partition_count": len(topic.partitions),
-        "replication_factor": topic.partitions[0].replication_factor if topic.partitions else 0,
+        "replication_factor": topic.replication_factor,
         "configs": dict(sorted(configs.items())),
         "partitions": [
             {

@@ -205,6 +205,11 @@ class InvalidProducerEpochError(KafkaError):
     pass
 
 
+@_wire(55, "OPERATION_NOT_ATTEMPTED")
+class OperationNotAttemptedError(KafkaError):
+    """The controller did not try this change because another in the same request failed."""
+
+
 @_wire(56, "KAFKA_STORAGE_ERROR", retriable=True)
 class KafkaStorageError(KafkaError):
     """The disk failed under a write or read (full disk, I/O error)."""
@@ -325,6 +330,10 @@ class OffsetsOutOfOrderError(UnknownServerError):
 
 class LogClosedError(KafkaStorageError):
     """An operation on a log that was closed."""
+
+
+class PurgatoryFullError(UnknownServerError):
+    """A delayed operation refused because its purgatory already holds its bound of pending ops."""
 
 
 # --- Local-only errors -------------------------------------------------------------------------

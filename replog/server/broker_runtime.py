@@ -1,29 +1,42 @@
-"""BrokerRuntime: the broker role of one node process, metadata replay plus lifecycle.
+"""BrokerRuntime: the broker role of one node process: metadata replay, lifecycle, data plane.
 
-It wires the broker side of the metadata plane together:
+It wires the broker side of the metadata plane and the data plane together:
 
     RaftDriver --ApplyItem--> BrokerMetadataListener --Publication--> publishers
                                   |  (MetadataLoader)                  - lifecycle feed
                                   |                                    - LocalChangesLog
-                                  '--LeaderChange--> controller hint   - (replica manager, #6)
+                                  '--LeaderChange--> controller hint   - ReplicaManager
     BrokerLifecycleDriver <--offsets, readiness-- lifecycle feed
     BrokerLifecycleDriver --BrokerRegistration/BrokerHeartbeat--> controllers (gRPC)
+    BrokerService (gRPC Broker) --> ReplicaManager <--> LogManager (log.dirs)
+    ReplicaFetcherManager --Fetch--> partition leaders;  AlterPartitionSender --> controller
 
 Rules:
 - The metadata offset in heartbeats is the loader's last published offset: the controller
   unfences the broker only once the broker has published an image containing its own
   registration record.
 - Ready to unfence (Kafka's BrokerServer order): once the lifecycle has caught up (RECOVERY),
-  the first image is published, and the logs are recovered (no partition logs before the data
-  plane of issue #6, so that step is empty for now).
-- `stop(graceful=True)`: controlled shutdown first (the controller moves leaderships away),
-  bounded by `controlled_shutdown_timeout_ms`, then stop the lifecycle. `stop(graceful=False)`:
-  stop at once; the controller fences the broker after `broker.session.timeout.ms`.
+  the first image is published, and the logs are recovered: the `LogManager` over `log.dirs`
+  is opened (log recovery, on a worker thread so the event loop keeps replaying metadata), the
+  `ReplicaManager` is installed as a publisher (it gets the current image at once), the
+  fetchers, the AlterPartition sender and the log manager's task thread start, and the Broker
+  service starts serving data requests (it answers UNAVAILABLE before; Metadata always).
+- `stop(graceful=True)`: controlled shutdown first (the controller moves leaderships away while
+  this broker still replicates), bounded by `controlled_shutdown_timeout_ms`; then the data
+  plane stops (service detached, fetchers, sender, replica manager) and the log manager shuts
+  down cleanly, writing the clean-shutdown marker with the broker epoch; then the lifecycle.
+  `stop(graceful=False)`: the same without the handover; the controller fences the broker after
+  `broker.session.timeout.ms`.
+- A `KafkaStorageError` anywhere in the data plane (recovery, an append, a fetch, a metadata
+  change the replica manager applies) sets `storage_failure`; the node then stops with a
+  non-zero exit code (a disk it cannot trust).
 - Configuration comes from the node's config (`cluster.id`, `broker.heartbeat.interval.ms`
-  2000) and Kafka-named properties read in `broker_config_from_node`:
-  `broker.session.timeout.ms` (9000), `initial.broker.registration.timeout.ms` (60000),
-  `broker.rack` (none), `advertised.listeners` (default: `listeners`); the controllers are
-  `controller.quorum.voters`, the request timeout `controller.quorum.request.timeout.ms`.
+  2000, `log.dirs`) and Kafka-named properties: `broker.session.timeout.ms` (9000),
+  `initial.broker.registration.timeout.ms` (60000), `broker.rack` (none),
+  `advertised.listeners` (default: `listeners`), `replica.socket.timeout.ms` (30000),
+  `socket.request.max.bytes` (104857600), the `LogManagerConfig` and `ReplicaManagerConfig`
+  keys; the controllers are `controller.quorum.voters`, the request timeout
+  `controller.quorum.request.timeout.ms`.
 """
 
 from __future__ import annotations
@@ -33,6 +46,7 @@ import logging
 import random
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from quorum.metadata.broker_lifecycle import BrokerLifecycleConfig, LifecycleState
 from quorum.metadata.delta import MetadataDelta
@@ -42,15 +56,31 @@ from quorum.metadata.records import Endpoint
 from quorum.raft.ready import ApplyItem
 from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, monotonic_ms
-from replog.errors import BrokerLifecycleError, ConfigError
+from replog.errors import BrokerLifecycleError, ConfigError, KafkaStorageError
+from replog.server.alter_partition_sender import AlterPartitionSender
 from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
+from replog.server.broker_service import REQUEST_BYTES_MAX_DEFAULT, BrokerService
 from replog.server.metadata_publisher import BrokerMetadataListener, LocalChangesLog
 from replog.server.node_config import NodeConfig
 from replog.server.raft_driver import RaftDriver
+from replog.server.replica_fetcher import ReplicaFetcherManager
+from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
+from replog.storage.log_manager import LogManager, LogManagerConfig
 
 log = logging.getLogger("replog.server.broker")
 
 CONTROLLED_SHUTDOWN_TIMEOUT_MS_DEFAULT = 30_000
+REPLICA_SOCKET_TIMEOUT_MS_DEFAULT = 30_000  # replica.socket.timeout.ms
+
+
+@dataclass(frozen=True, slots=True)
+class DataPlaneConfig:
+    """Where the broker keeps partition logs and how its data plane is tuned."""
+
+    log_dirs: tuple[str, ...]
+    properties: Mapping[str, str]
+    replica_socket_timeout_ms: int = REPLICA_SOCKET_TIMEOUT_MS_DEFAULT
+    request_bytes_max: int = REQUEST_BYTES_MAX_DEFAULT
 
 
 class BrokerRuntime:
@@ -67,23 +97,46 @@ class BrokerRuntime:
         rng: random.Random | None = None,
         incarnation_id: uuid.UUID | None = None,
         controlled_shutdown_timeout_ms: int = CONTROLLED_SHUTDOWN_TIMEOUT_MS_DEFAULT,
+        data_plane: DataPlaneConfig | None = None,
     ) -> None:
         self.config = config
         self.controlled_shutdown_timeout_ms = controlled_shutdown_timeout_ms
+        self._clock = clock
+        self._controller_addresses = dict(controller_addresses)
         self.lifecycle = BrokerLifecycleDriver(
             config, controller_addresses, clock=clock, rng=rng, incarnation_id=incarnation_id
         )
+        self._raft_leader: int | None = None
         self.metadata = BrokerMetadataListener(
             config.broker_id,
             read_snapshot=read_snapshot,
             high_watermark=high_watermark,
-            on_leader_change=self.lifecycle.controller_hint,
+            on_leader_change=self._on_leader_change,
         )
         self._first_image = asyncio.Event()
         self.metadata.install(_LifecycleFeed(self.lifecycle, self._first_image))
         self.local_changes = LocalChangesLog(config.broker_id)
         self.metadata.install(self.local_changes)
         self._unfence_task: asyncio.Task[None] | None = None
+        # The data plane (None: a broker without partition logs, as the lifecycle tests run).
+        self.data_plane = data_plane
+        self.service = BrokerService(
+            config.broker_id,
+            cluster_id=config.cluster_id,
+            image=lambda: self.metadata.image,
+            controller_id=lambda: -1 if self._raft_leader is None else self._raft_leader,
+            request_bytes_max=(
+                REQUEST_BYTES_MAX_DEFAULT if data_plane is None else data_plane.request_bytes_max
+            ),
+            on_storage_error=self._on_storage_error,
+        )
+        self.log_manager: LogManager | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self.fetchers: ReplicaFetcherManager | None = None
+        self.alter_partition: AlterPartitionSender | None = None
+        self.storage_failure = asyncio.Event()
+        self.storage_error: KafkaStorageError | None = None
+        self._stopping = False
 
     @classmethod
     def for_node(cls, node: NodeConfig, raft_driver: RaftDriver) -> BrokerRuntime:
@@ -95,6 +148,7 @@ class BrokerRuntime:
             read_snapshot=raft_driver.storage.read_whole_snapshot,
             high_watermark=lambda: raft_driver.status().high_watermark,
             clock=raft_driver.clock,
+            data_plane=data_plane_config_from_node(node),
         )
         raft_driver.add_listener(runtime.listener)
         return runtime
@@ -129,10 +183,12 @@ class BrokerRuntime:
         await self.lifecycle.wait_until_running()
 
     async def stop(self, graceful: bool = True) -> None:
+        self._stopping = True
         if graceful and self.lifecycle.state is not LifecycleState.SHUTTING_DOWN:
             await self.lifecycle.controlled_shutdown(self.controlled_shutdown_timeout_ms)
         if self._unfence_task is not None:
             self._unfence_task.cancel()
+        await self._stop_data_plane()
         await self.lifecycle.stop()
 
     async def _become_ready(self) -> None:
@@ -141,8 +197,129 @@ class BrokerRuntime:
         except BrokerLifecycleError:  # it shut down first: nothing to get ready for
             return
         await self._first_image.wait()
-        # Log recovery would be awaited here once the broker has partition logs (issue #6).
+        if self.data_plane is not None:
+            try:
+                await self._start_data_plane(self.data_plane)
+            except KafkaStorageError as error:
+                self._on_storage_error(error)
+                return
+            if self._stopping:
+                return
         self.lifecycle.set_ready_to_unfence()
+
+    # --- the data plane ----------------------------------------------------------------------
+
+    async def _start_data_plane(self, data_plane: DataPlaneConfig) -> None:
+        broker_id = self.config.broker_id
+        log_config = LogManagerConfig.from_properties(data_plane.properties)
+        log.warning("broker %d: recovering the logs in %s", broker_id, list(data_plane.log_dirs))
+        # Recovery reads every unflushed segment: off the event loop, which goes on replaying
+        # metadata and heartbeating meanwhile.
+        log_manager = await asyncio.to_thread(LogManager, list(data_plane.log_dirs), log_config)
+        self.log_manager = log_manager
+        if self._stopping:
+            return  # stop() shuts it down
+        replica_manager = ReplicaManager(
+            ReplicaManagerConfig.from_properties(broker_id, data_plane.properties),
+            log_manager,
+            clock=self._clock,
+            broker_epoch=self._broker_epoch,
+        )
+        self.replica_manager = replica_manager
+        # Installed now, it first gets the whole current image and creates its partitions.
+        self.metadata.install(_StorageGuard(replica_manager, self._on_storage_error))
+        await replica_manager.start()
+        self.fetchers = ReplicaFetcherManager(
+            replica_manager,
+            self._broker_address,
+            self._clock,
+            request_timeout_ms=data_plane.replica_socket_timeout_ms,
+            on_storage_error=self._on_storage_error,
+        )
+        self.fetchers.start()
+        self.alter_partition = AlterPartitionSender(
+            replica_manager,
+            broker_id,
+            lambda: self.lifecycle.broker_epoch,
+            self._controller_addresses,
+            lambda: self._raft_leader,
+            request_timeout_ms=self.config.request_timeout_ms,
+        )
+        self.alter_partition.start()
+        log_manager.start()
+        self.service.attach(replica_manager)
+        log.warning(
+            "broker %d: %d partition logs recovered; serving the data plane",
+            broker_id,
+            len(log_manager.all_logs()),
+        )
+
+    async def _stop_data_plane(self) -> None:
+        self.service.attach(None)
+        if self.fetchers is not None:
+            await self.fetchers.stop()
+        if self.alter_partition is not None:
+            await self.alter_partition.stop()
+        if self.replica_manager is not None:
+            await self.replica_manager.stop()
+        log_manager, self.log_manager = self.log_manager, None
+        if log_manager is not None and self.storage_error is None:
+            # Clean shutdown: flush, checkpoints, then the marker with this broker epoch.
+            try:
+                await asyncio.to_thread(log_manager.shutdown, self._broker_epoch())
+            except KafkaStorageError as error:
+                self._on_storage_error(error)
+            except OSError as error:
+                self._on_storage_error(KafkaStorageError(f"log shutdown failed: {error}"))
+
+    def _broker_epoch(self) -> int:
+        epoch = self.lifecycle.broker_epoch
+        return -1 if epoch is None else epoch
+
+    def _broker_address(self, broker_id: int) -> str | None:
+        """host:port of a broker's first registered listener in the current image."""
+        registration = self.metadata.image.cluster.brokers.get(broker_id)
+        if registration is None or not registration.endpoints:
+            return None
+        endpoint = registration.endpoints[0]
+        return f"{endpoint.host}:{endpoint.port}"
+
+    def _on_leader_change(self, leader_id: int | None) -> None:
+        self._raft_leader = leader_id
+        self.lifecycle.controller_hint(leader_id)
+
+    def _on_storage_error(self, error: KafkaStorageError) -> None:
+        if self._stopping and self.log_manager is None:
+            # The logs are closed on purpose: a late request that found them closed is no
+            # failed disk.
+            log.info("broker %d: after shutdown: %s", self.config.broker_id, error)
+            return
+        if self.storage_error is None:
+            log.critical("broker %d: storage error, stopping: %s", self.config.broker_id, error)
+            self.storage_error = error
+        self.storage_failure.set()
+
+
+class _StorageGuard:
+    """The replica manager as a publisher, with its storage errors made fatal: the metadata
+    listener logs and swallows publisher errors, which is right for a bug in one publisher
+    but not for a disk that failed under it."""
+
+    def __init__(
+        self, replica_manager: ReplicaManager, on_storage_error: Callable[[KafkaStorageError], None]
+    ) -> None:
+        self._replica_manager = replica_manager
+        self._on_storage_error = on_storage_error
+        self.name = replica_manager.name
+
+    def on_metadata_update(
+        self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
+    ) -> None:
+        try:
+            self._replica_manager.on_metadata_update(delta, image, manifest)
+        except KafkaStorageError as error:
+            self._on_storage_error(error)
+            raise
 
 
 class _LifecycleFeed:
@@ -194,6 +371,32 @@ def broker_config_from_node(node: NodeConfig) -> tuple[BrokerLifecycleConfig, di
     )
     addresses = {voter.node_id: f"{voter.host}:{voter.port}" for voter in node.raft.voters}
     return config, addresses
+
+
+def data_plane_config_from_node(node: NodeConfig) -> DataPlaneConfig:
+    """Where a node's broker keeps its partition logs, and its data plane's limits."""
+    properties = node.properties
+
+    def positive(key: str, default: int) -> int:
+        text = properties.get(key)
+        if text is None:
+            return default
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise ConfigError(f"{key}={text!r}: must be an integer") from None
+        if value <= 0:
+            raise ConfigError(f"{key}={value}: must be positive")
+        return value
+
+    return DataPlaneConfig(
+        log_dirs=node.log_dirs,
+        properties=dict(properties),
+        replica_socket_timeout_ms=positive(
+            "replica.socket.timeout.ms", REPLICA_SOCKET_TIMEOUT_MS_DEFAULT
+        ),
+        request_bytes_max=positive("socket.request.max.bytes", REQUEST_BYTES_MAX_DEFAULT),
+    )
 
 
 def _endpoints(text: str, key: str) -> tuple[Endpoint, ...]:

@@ -3,13 +3,15 @@
 Lifecycle: open the metadata log (recovering it), start the Raft driver and the gRPC server on
 the node's listener, run until SIGTERM/SIGINT, then shut down gracefully: resign leadership
 (EndQuorumEpoch lets the others elect at once), stop serving, flush and close the log.
-A disk failure, or a metadata record the controller cannot decode or replay, stops the process
-with a non-zero exit code.
+A disk failure (of the metadata log or of a partition log), or a metadata record the controller
+cannot decode or replay, stops the process with a non-zero exit code.
 
 A node with the `controller` role runs the quorum controller on the Raft driver's loop
 (`ControllerDriver`) and serves the `Controller` service next to Raft's; the metadata log is
 then written only by the controller (`MetadataLog.Append` refuses), unless
-`metadata.log.raw.append.enable` asks for a bare Raft log (`node_config`).
+`metadata.log.raw.append.enable` asks for a bare Raft log (`node_config`). A node with the
+`broker` role serves the `Broker` service (the data plane, `BrokerRuntime`) on the same
+listener; partition logs live in `log.dirs`, next to the metadata log's directory.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import grpc
 
 from replog.errors import KafkaStorageError
 from replog.pb import controller_pb2_grpc, raft_pb2_grpc
-from replog.server.broker_runtime import BrokerRuntime
+from replog.server.broker_runtime import BrokerRuntime, data_plane_config_from_node
+from replog.server.broker_service import add_broker_service
 from replog.server.controller_driver import ControllerDriver
 from replog.server.controller_service import ControllerService
 from replog.server.node_config import NodeConfig
@@ -33,11 +36,15 @@ from replog.server.raft_storage import RaftStorage
 
 log = logging.getLogger("replog.server")
 
+GRPC_MESSAGE_BYTES_MAX = 64 * 1024 * 1024
 GRPC_OPTIONS = [
-    ("grpc.max_send_message_length", 64 * 1024 * 1024),
-    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    ("grpc.max_send_message_length", GRPC_MESSAGE_BYTES_MAX),
+    ("grpc.max_receive_message_length", GRPC_MESSAGE_BYTES_MAX),
     ("grpc.so_reuseport", 0),
 ]
+# Room above socket.request.max.bytes, so the Broker service (not gRPC) refuses a request
+# that is too large, naming its size and the limit.
+_REQUEST_HEADROOM_BYTES = 1024 * 1024
 
 
 class Node:
@@ -45,7 +52,17 @@ class Node:
         self.config = config
         self.storage = RaftStorage(config.metadata_log_dir, sorted(config.raft.voter_ids))
         self.driver = RaftDriver(config.node_id, config.raft, self.storage)
-        self.server = grpc.aio.server(options=GRPC_OPTIONS)
+        options = list(GRPC_OPTIONS)
+        if "broker" in config.roles and not config.raw_metadata_appends:
+            receive_max = max(
+                GRPC_MESSAGE_BYTES_MAX,
+                data_plane_config_from_node(config).request_bytes_max + _REQUEST_HEADROOM_BYTES,
+            )
+            options = [
+                (key, receive_max if key == "grpc.max_receive_message_length" else value)
+                for key, value in options
+            ]
+        self.server = grpc.aio.server(options=options)
         raft_pb2_grpc.add_RaftQuorumServicer_to_server(  # type: ignore[no-untyped-call]
             RaftQuorumService(self.driver.transport), self.server
         )
@@ -65,11 +82,12 @@ class Node:
         raft_pb2_grpc.add_MetadataLogServicer_to_server(  # type: ignore[no-untyped-call]
             MetadataLogService(self.driver, raw_appends=self.controller is None), self.server
         )
-        # The broker role replays the committed metadata log (the same Raft driver) into images
-        # and registers with the active controller; its data plane arrives with issue #6.
+        # The broker role replays the committed metadata log (the same Raft driver) into
+        # images, registers with the active controller and serves the data plane (issue #6).
         self.broker: BrokerRuntime | None = None
         if "broker" in config.roles and not config.raw_metadata_appends:
             self.broker = BrokerRuntime.for_node(config, self.driver)
+            add_broker_service(self.broker.service, self.server)
         bound = self.server.add_insecure_port(config.listener)
         if bound == 0:
             raise OSError(f"cannot listen on {config.listener}")
@@ -89,7 +107,12 @@ class Node:
         if self.broker is not None:
             await self.broker.start()
         stopped = asyncio.create_task(stop.wait())
-        done, _ = await asyncio.wait({run, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        waiting: set[asyncio.Task[object]] = {run, stopped}
+        storage_failed: asyncio.Task[object] | None = None
+        if self.broker is not None:
+            storage_failed = asyncio.create_task(self.broker.storage_failure.wait())
+            waiting.add(storage_failed)
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         code = 0
         if run in done:
             failure = run.exception()
@@ -104,6 +127,20 @@ class Node:
                 )
             if self.broker is not None:
                 await self.broker.stop(graceful=False)
+        elif storage_failed is not None and storage_failed in done:
+            # A partition log's disk failed: stop at once (no handover; the controller fences
+            # this broker and elects other leaders), let the quorum elect without us, exit 1.
+            assert self.broker is not None
+            log.critical(
+                "node %d: stopping on a storage error: %s",
+                self.config.node_id,
+                self.broker.storage_error,
+            )
+            code = 1
+            await self.broker.stop(graceful=False)
+            await self.driver.stop(graceful=True)
+            with contextlib.suppress(asyncio.TimeoutError, Exception):
+                await asyncio.wait_for(run, 5)
         else:
             log.warning("node %d: shutting down", self.config.node_id)
             if self.broker is not None:
@@ -113,6 +150,8 @@ class Node:
             await self.driver.stop(graceful=True)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(run, 5)
+        if storage_failed is not None:
+            storage_failed.cancel()
         stopped.cancel()
         # Fix (issue #4): close the transport first, so that requests still waiting for the
         # stopped core end with UNAVAILABLE within the grace period instead of being cancelled.

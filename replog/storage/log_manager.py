@@ -4,6 +4,8 @@ Rules (reference digest §3.1, §4.2, §8.3):
 - Each log dir holds `<topic>-<partition>` directories plus three checkpoint files
   (`recovery-point-offset-checkpoint`, `replication-offset-checkpoint` for high watermarks,
   `log-start-offset-checkpoint`) and, after a clean shutdown, the `.kafka_cleanshutdown` marker.
+- A directory named `__cluster_metadata*` is the Raft metadata log's (it may share the first
+  log dir): never loaded, never touched.
 - At startup the marker is read and deleted before any log is loaded, so a crash during loading
   counts as unclean next time. The checkpoints give each log its recovery point, log start
   offset and high watermark. A checkpoint file that cannot be parsed is reported (the error
@@ -56,6 +58,9 @@ from replog.storage.log_config import LONG_MAX, LogConfig
 log = logging.getLogger("replog.storage")
 
 TopicPartition = tuple[str, int]
+# The metadata log's directory (`replog.server.raft_storage.METADATA_PARTITION_DIR`) and any
+# other directory named like it belong to the Raft storage, never to the log manager.
+METADATA_DIR_PREFIX = "__cluster_metadata"
 _LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
@@ -196,6 +201,10 @@ class LogManager:
             for name in self._fs.list_dir(log_dir):
                 path = os.path.join(log_dir, name)
                 if not self._fs.is_dir(path):
+                    continue
+                if name.startswith(METADATA_DIR_PREFIX):
+                    # The Raft metadata log (`__cluster_metadata-0`) may share this log dir;
+                    # it is not a partition this manager owns.
                     continue
                 if name.endswith("-delete"):
                     log.info("%s: finishing the deletion of %s", log_dir, name)

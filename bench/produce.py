@@ -1,0 +1,1368 @@
+"""Produce benchmark (issue #6): replog's replicated produce path against NATS JetStream and the
+page cache, all measured in one run.
+
+Workload (both systems): 1 KiB records, replication factor 3 on a 3-node local cluster, the
+producer acknowledged only once the record is committed by the replicas (replog acks=all with
+min.insync.replicas=2; JetStream's publish ack, sent after the stream's Raft group stored it).
+
+Each run (`--runs N`, default 3) does, in order:
+
+1. Baseline: page-cache write bandwidth. 1 MiB `os.write`s of one random block to a file in the
+   run's temporary directory, 1 GiB, no fsync (like the peers' `fio ... pagecache_no_sync`);
+   the file is deleted after each pass so its dirty pages are dropped. One untimed pass first:
+   on this VM the first write to guest memory never touched before runs at a tenth of the
+   speed of later ones (300-400 MB/s against 3.5-4.5 GB/s), and the servers, writing after it,
+   reuse the pages it warmed. Then the median of 3 passes.
+2. NATS JetStream: three `nats-server` processes (Debian's 2.9) in one cluster, a stream with 3
+   replicas and file storage per partition (`--partitions`, default 1), started and stopped
+   here. Publishers (one connection each, to the stream leader's server) publish 1 KiB
+   messages with `publish_async`, keeping at most W un-acked, W = the records of one replog
+   batch (64, 256 or 1,023): the same bytes in flight per producer as replog.
+3. replog: `replog cluster start` with 3 combined broker+controller nodes (data in the run's
+   temporary directory); a topic with replication factor 3 and min.insync.replicas=2 per trial
+   (created with the admin client, deleted after, so every trial starts on an empty log).
+   Producers (one `BrokerClient` each) send real v2 batches of 1 KiB records (64 KiB, 256 KiB,
+   1 MiB; built once with `replog.record.builder` and re-sent, each produce a real append) to
+   the partition leader with acks=-1, one request in flight each.
+
+For each system: closed-loop throughput for every batch size x producer count (the peak is
+the best records/s), then produce latency at 50% of that peak (open loop, paced sends at the
+peak's batch size; latency counted from the scheduled send time, so a stall is not hidden),
+then end-to-end latency at 50% of peak: the same paced producer with its send time stamped in
+the first record of each batch (every NATS message), and a consumer in this process receiving
+the committed records (replog: a Fetch loop at the leader, which serves only up to the high
+watermark; JetStream: an ordered push consumer). Latency of a batch counts for its records.
+
+The table compares in one run and states the issue's goals: records/s >= 5x JetStream's;
+replog MB/s >= 40% of (page-cache bandwidth / 3), the three replicas sharing one machine's
+page cache; end-to-end p99 <= 20 ms at 50% of peak. With several runs it then prints each
+figure's median over the runs (ratios are taken within a run, then their median).
+
+    .venv/bin/python bench/produce.py                  # 3 runs, about 7 minutes
+    .venv/bin/python bench/produce.py --quick          # smoke run, about 40 s
+    .venv/bin/python bench/produce.py --runs 5 --json out.json
+
+`bash bench/install_nats.sh` installs nats-server (Debian) and nats-py when missing. Ports:
+19720-19722 (replog), 14323-14325 and 16323-16325 (NATS). Every server started is stopped on
+exit, and servers left by an interrupted earlier run (found by their data directory under
+$TMPDIR/replog-bench-produce-*) are killed at start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import inspect
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# Run as `python bench/produce.py`, Python puts bench/ first on sys.path, where bench/timeline.py
+# would shadow the timeline package that replog imports: put the checkout there instead.
+_BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _BENCH_DIR]
+sys.path.insert(0, os.path.dirname(_BENCH_DIR))
+
+import grpc  # noqa: E402
+from crc32c import crc32c  # noqa: E402
+
+from replog.admin.controller_client import ControllerClient  # noqa: E402
+from replog.admin.controller_results import NewTopic  # noqa: E402
+from replog.cli.local_cluster import LocalCluster  # noqa: E402
+from replog.record.batch import iter_batches  # noqa: E402
+from replog.record.builder import BatchBuilder, build_batch  # noqa: E402
+from replog.replication import messages as msg  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+KiB = 1024
+MiB = 1024 * KiB
+RECORD_BYTES = 1024  # a NATS payload; a replog record's encoded size (value + its framing)
+RECORD_VALUE_BYTES = 1014  # with ~10 bytes of record framing, 1 KiB (as in bench/storage.py)
+# Records per batch for each nominal size; 1,024 records would exceed max.message.bytes.
+BATCH_RECORDS = {64: 64, 256: 256, 1024: 1023}
+# The send time (perf_counter_ns, big-endian int64) follows this marker in the first record's
+# value (every NATS message's payload): the consumer computes end-to-end latency from it.
+STAMP_MARKER = b"replog-bench-ts:"
+STAMP = struct.Struct(">q")
+CRC_AT = 17  # RecordBatch v2: the CRC-32C field, covering bytes [21, end)
+CRC_COVERED_FROM = 21
+TEMP_PREFIX = "replog-bench-produce-"
+REPLOG_BASE_PORT = 19720
+NATS_CLIENT_PORT = 14322  # node i (1..3): client port + i, route port NATS_ROUTE_PORT + i
+NATS_ROUTE_PORT = 16322
+PRODUCE_TIMEOUT_MS = 30_000
+FETCH_MAX_WAIT_MS = 500
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# --- the records ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BatchShape:
+    """One replog batch of `records` 1 KiB records, built once and re-sent."""
+
+    nominal_kib: int
+    records: int
+    data: bytes
+    stamp_at: int  # where the 8-byte send time sits in `data`
+
+    def stamped(self, stamp_ns: int) -> bytes:
+        """A copy with `stamp_ns` as the first record's send time and the CRC made right."""
+        buf = bytearray(self.data)
+        STAMP.pack_into(buf, self.stamp_at, stamp_ns)
+        struct.pack_into(">I", buf, CRC_AT, crc32c(memoryview(buf)[CRC_COVERED_FROM:]))
+        return bytes(buf)
+
+
+def make_shape(nominal_kib: int) -> BatchShape:
+    records = BATCH_RECORDS[nominal_kib]
+    now_ms = int(time.time() * 1000)
+    builder = BatchBuilder()
+    first = STAMP_MARKER + bytes(STAMP.size) + os.urandom(RECORD_VALUE_BYTES - 24)
+    builder.append(now_ms, None, first)
+    values = [os.urandom(RECORD_VALUE_BYTES) for _ in range(16)]
+    for i in range(1, records):
+        builder.append(now_ms, None, values[i % len(values)])
+    data = builder.build()
+    stamp_at = data.index(STAMP_MARKER) + len(STAMP_MARKER)
+    return BatchShape(nominal_kib, records, data, stamp_at)
+
+
+def nats_payload(stamp_ns: int, filler: bytes) -> bytes:
+    return STAMP_MARKER + STAMP.pack(stamp_ns) + filler
+
+
+def read_stamp(value: bytes | None) -> int | None:
+    if value is None or not value.startswith(STAMP_MARKER):
+        return None
+    return int(STAMP.unpack_from(value, len(STAMP_MARKER))[0])
+
+
+# --- results ----------------------------------------------------------------------------------
+
+
+def percentile_ms(latencies_s: Sequence[float], q: float) -> float:
+    if not latencies_s:
+        return float("nan")
+    ordered = sorted(latencies_s)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index] * 1000.0
+
+
+@dataclass
+class Trial:
+    system: str  # "replog" | "nats"
+    kind: str  # "throughput" | "latency" | "e2e"
+    batch_kib: int
+    producers: int
+    records: int
+    bytes: int
+    seconds: float
+    latencies_s: list[float] = field(default_factory=list)  # produce, per request/message
+    e2e_s: list[float] = field(default_factory=list)  # end to end, per batch/message
+    errors: int = 0
+    first_error: str = ""
+    target_records_s: float | None = None
+    cpu: dict[str, float] = field(default_factory=dict)  # cores used (CpuMeter)
+
+    @property
+    def records_s(self) -> float:
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def mb_s(self) -> float:
+        return self.bytes / self.seconds / 1e6 if self.seconds > 0 else 0.0
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "system": self.system,
+            "kind": self.kind,
+            "batch_kib": self.batch_kib,
+            "producers": self.producers,
+            "records_s": round(self.records_s, 1),
+            "MB_s": round(self.mb_s, 2),
+            "p50_ms": round(percentile_ms(self.latencies_s, 0.5), 3),
+            "p99_ms": round(percentile_ms(self.latencies_s, 0.99), 3),
+            "errors": self.errors,
+            "cpu": self.cpu,
+        }
+        if self.e2e_s:
+            out["e2e_p50_ms"] = round(percentile_ms(self.e2e_s, 0.5), 3)
+            out["e2e_p99_ms"] = round(percentile_ms(self.e2e_s, 0.99), 3)
+        if self.target_records_s is not None:
+            out["target_records_s"] = round(self.target_records_s, 1)
+        if self.first_error:
+            out["first_error"] = self.first_error
+        return out
+
+    def line(self) -> str:
+        size = f"{self.batch_kib:>4} KiB" if self.batch_kib else "   1 msg"
+        what = f"{self.system:6} {self.kind:10} {size} x{self.producers:<2}"
+        text = (
+            f"  {what} {self.records_s:>10,.0f} rec/s {self.mb_s:>8.1f} MB/s  "
+            f"p50 {percentile_ms(self.latencies_s, 0.5):7.2f} ms  "
+            f"p99 {percentile_ms(self.latencies_s, 0.99):7.2f} ms"
+        )
+        if self.e2e_s:
+            text += (
+                f"  e2e p50 {percentile_ms(self.e2e_s, 0.5):7.2f} ms"
+                f"  p99 {percentile_ms(self.e2e_s, 0.99):7.2f} ms"
+            )
+        if self.target_records_s is not None:
+            text += f"  (target {self.target_records_s:,.0f} rec/s)"
+        if self.cpu:
+            text += (
+                f"  cpu client {self.cpu['client']:.2f} servers {self.cpu['servers']:.2f}"
+                f" (busiest {self.cpu['busiest_server']:.2f})"
+                f" machine {self.cpu['machine']:.2f}"
+            )
+        if self.errors:
+            text += f"  ERRORS {self.errors}: {self.first_error}"
+        return text
+
+
+# --- CPU accounting (to tell client-bound from server-bound trials, and noise) -----------------
+
+
+def _process_cpu_s(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICKS
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _machine_busy_s() -> float:
+    with open("/proc/stat", encoding="ascii") as f:
+        values = [int(x) for x in f.readline().split()[1:]]
+    return (sum(values) - values[3] - values[4]) / TICKS
+
+
+class CpuMeter:
+    """Cores used during a trial: this process, the servers, the whole machine."""
+
+    def __init__(self, server_pids: Sequence[int]) -> None:
+        self.server_pids = list(server_pids)
+        self.result: dict[str, float] = {}
+
+    def _snap(self) -> tuple[float, float, list[float], float]:
+        servers = [_process_cpu_s(p) for p in self.server_pids]
+        return time.perf_counter(), time.process_time(), servers, _machine_busy_s()
+
+    def __enter__(self) -> CpuMeter:
+        self.start = self._snap()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        end = self._snap()
+        wall = max(end[0] - self.start[0], 1e-9)
+        per_server = [(b - a) / wall for a, b in zip(self.start[2], end[2], strict=True)]
+        self.result = {
+            "client": round((end[1] - self.start[1]) / wall, 2),
+            "servers": round(sum(per_server), 2),
+            "busiest_server": round(max(per_server, default=0.0), 2),
+            "machine": round((end[3] - self.start[3]) / wall, 2),
+        }
+
+
+# --- page-cache baseline ----------------------------------------------------------------------
+
+
+def page_cache_write_mb_s(directory: str, total_bytes: int, passes: int = 3) -> list[float]:
+    """MB/s of 1 MiB writes of one block to a new file, no fsync; one figure per pass."""
+    block = os.urandom(MiB)
+    path = os.path.join(directory, "page-cache-baseline.bin")
+    results = []
+    for _ in range(passes):
+        os.sync()  # start each pass without the previous one's writeback in flight
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            written = 0
+            began = time.perf_counter()
+            while written < total_bytes:
+                written += os.write(fd, block)
+            elapsed = time.perf_counter() - began
+        finally:
+            os.close(fd)
+            os.unlink(path)  # drops the dirty pages: no writeback disturbs what follows
+        results.append(written / elapsed / 1e6)
+    return results
+
+
+# --- process housekeeping ---------------------------------------------------------------------
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def wait_ports(ports: Sequence[int], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if all(not port_free(p) for p in ports):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def reap_leftovers() -> list[int]:
+    """Kill servers an interrupted earlier run of this benchmark left behind: any process whose
+    command line names a directory under $TMPDIR/replog-bench-produce-*. Returns their pids."""
+    marker = os.path.join(tempfile.gettempdir(), TEMP_PREFIX)
+    killed = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if marker in cmdline and ("nats-server" in cmdline or "replog" in cmdline):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry), signal.SIGKILL)
+                killed.append(int(entry))
+    return killed
+
+
+def stop_process_groups(pids: Sequence[int], timeout_s: float = 5.0) -> None:
+    """SIGTERM the groups led by `pids` all at once; SIGKILL what is left after `timeout_s`."""
+
+    def alive(pid: int) -> bool:
+        try:
+            os.killpg(pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.05)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+def log_tail(path: str, lines: int = 15) -> str:
+    with contextlib.suppress(OSError), open(path, encoding="utf-8", errors="replace") as f:
+        return "".join(f.readlines()[-lines:])
+    return ""
+
+
+# --- the load loops shared by both systems -----------------------------------------------------
+
+
+async def paced(
+    send_one: Callable[[float], Coroutine[Any, Any, None]],
+    sends_per_s: float,
+    seconds: float,
+    max_outstanding: int = 512,
+) -> float:
+    """Start `send_one(scheduled_time)` at `sends_per_s` for `seconds` (open loop: a slow answer
+    does not delay later sends, so latency counted from the scheduled time shows stalls);
+    returns the wall time until the last send completed."""
+    began = time.perf_counter()
+    interval = 1.0 / sends_per_s
+    pending: set[asyncio.Task[None]] = set()
+    index = 0
+    while True:
+        due = began + index * interval
+        if due >= began + seconds:
+            break
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        while len(pending) >= max_outstanding:
+            await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        task = asyncio.create_task(send_one(due))
+        pending.add(task)
+        task.add_done_callback(pending.discard)
+        index += 1
+    if pending:
+        await asyncio.gather(*pending)
+    return time.perf_counter() - began
+
+
+# --- replog -----------------------------------------------------------------------------------
+
+
+def replog_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "replog.cli.main", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        cwd=ROOT,
+    )
+
+
+async def _maybe_await(value: Any) -> Any:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def open_broker_client(address: str) -> Any:
+    """`replog.server.broker_client.BrokerClient` (the contract's async client)."""
+    try:
+        from replog.server.broker_client import BrokerClient
+    except ImportError as exc:
+        raise SystemExit(
+            f"replog side: replog.server.broker_client is not importable ({exc}); "
+            "run with --skip-replog until the broker data plane lands"
+        ) from None
+    return BrokerClient(address)
+
+
+async def close_client(client: Any) -> None:
+    close = getattr(client, "close", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            await _maybe_await(close())
+
+
+class ReplogCluster:
+    """3 combined broker+controller nodes started with `replog cluster start`."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.started = False
+        self.controller: ControllerClient | None = None
+
+    @property
+    def ports(self) -> list[int]:
+        return [REPLOG_BASE_PORT + i for i in range(3)]
+
+    def start(self) -> None:
+        self.started = True  # from here on stop() must look for pid files
+        result = replog_cli(
+            "cluster", "start", "--nodes", "3", "--data-dir", self.directory,
+            "--base-port", str(REPLOG_BASE_PORT), "--fresh",
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise RuntimeError(f"replog cluster start failed:\n{result.stdout}{result.stderr}")
+        cluster = LocalCluster.load(self.directory)
+        addresses = cluster.controller_addresses()
+        self.controller = ControllerClient(
+            ",".join(f"{i}@{a}" for i, a in addresses.items()), default_timeout_s=60
+        )
+        self._wait_brokers(3, timeout_s=60)
+
+    def _wait_brokers(self, count: int, timeout_s: float) -> None:
+        assert self.controller is not None
+        deadline = time.monotonic() + timeout_s
+        seen = 0
+        while time.monotonic() < deadline:
+            with contextlib.suppress(Exception):
+                brokers = self.controller.metadata(timeout_s=5).brokers
+                seen = sum(1 for b in brokers if not b.fenced)
+                if seen >= count:
+                    return
+            time.sleep(0.2)
+        raise RuntimeError(f"replog: {seen} of {count} brokers registered and unfenced")
+
+    def pids(self) -> list[int]:
+        pids: list[int] = []
+        if not LocalCluster.exists(self.directory):
+            return pids
+        for node in LocalCluster.load(self.directory).nodes:
+            with contextlib.suppress(OSError, ValueError), open(node.pid_path) as f:
+                pids.append(int(f.read().strip()))
+        return pids
+
+    def stop(self) -> None:
+        if self.controller is not None:
+            self.controller.close()
+            self.controller = None
+        if not self.started or not LocalCluster.exists(self.directory):
+            return
+        pids = self.pids()
+        with contextlib.suppress(Exception):
+            replog_cli("cluster", "stop", "--data-dir", self.directory, "--timeout", "10")
+        for pid in pids:  # whatever survived the graceful stop
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+
+    def node_logs(self) -> str:
+        if not LocalCluster.exists(self.directory):
+            return ""
+        return "\n".join(
+            f"--- node {n.node_id} ---\n{log_tail(n.log_path)}"
+            for n in LocalCluster.load(self.directory).nodes
+        )
+
+    # --- topics -------------------------------------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int) -> dict[int, str]:
+        """Create `name` (RF 3, min.insync.replicas 2); return partition -> leader address."""
+        assert self.controller is not None
+        topic = NewTopic(name, partitions, 3, configs={"min.insync.replicas": "2"})
+        deadline = time.monotonic() + 60
+        while True:
+            [created] = self.controller.create_topics([topic], timeout_s=30)
+            if created.error is None:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"replog: cannot create topic {name}: {created.error}")
+            time.sleep(0.5)
+        while True:
+            metadata = self.controller.metadata([name], timeout_s=10)
+            addresses = {b.broker_id: f"{b.host}:{b.port}" for b in metadata.brokers}
+            [info] = [t for t in metadata.topics if t.name == name]
+            leaders = {p.partition: p.leader for p in info.partitions}
+            if len(leaders) == partitions and all(
+                leader is not None and leader in addresses for leader in leaders.values()
+            ):
+                return {p: addresses[leader] for p, leader in leaders.items() if leader is not None}
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"replog: topic {name} has no leader for every partition")
+            time.sleep(0.1)
+
+    def delete_topic(self, name: str) -> None:
+        if self.controller is not None:
+            with contextlib.suppress(Exception):
+                self.controller.delete_topics([name], timeout_s=30)
+
+
+def produce_request(topic: str, partition: int, records: bytes) -> msg.ProduceRequest:
+    return msg.ProduceRequest(
+        acks=msg.ACKS_ALL,
+        timeout_ms=PRODUCE_TIMEOUT_MS,
+        partitions=(msg.ProducePartition(topic, partition, records),),
+    )
+
+
+async def produce_once(client: Any, topic: str, partition: int, records: bytes) -> str | None:
+    """One acks=all produce; None on success, else what went wrong."""
+    try:
+        response = await client.produce(produce_request(topic, partition, records))
+    except Exception as exc:  # a failed request is counted, not fatal
+        code = getattr(exc, "code", None)
+        if callable(code) and code() == grpc.StatusCode.UNIMPLEMENTED:
+            raise SystemExit(
+                f"replog: the node at {getattr(client, 'address', '?')} does not serve the "
+                "Broker gRPC service (UNIMPLEMENTED); run with --skip-replog until it does"
+            ) from None
+        return f"{type(exc).__name__}: {exc}"
+    [result] = response.partitions
+    if result.error is not None:
+        return f"{type(result.error).__name__}: {result.error}"
+    return None
+
+
+class ReplogSide:
+    """One run's replog measurements on a started cluster."""
+
+    def __init__(self, cluster: ReplogCluster, args: argparse.Namespace, run: int) -> None:
+        self.cluster = cluster
+        self.args = args
+        self.run = run
+        self.topics = 0
+
+    async def topic(self) -> tuple[str, dict[int, str]]:
+        self.topics += 1
+        name = f"bench-r{self.run}-t{self.topics}"
+        leaders = await asyncio.to_thread(self.cluster.create_topic, name, self.args.partitions)
+        # The leaders learn of the topic through metadata: produce until every one accepts.
+        probe = build_batch([(int(time.time() * 1000), None, b"probe", ())])
+        deadline = time.monotonic() + 30
+        for partition, address in leaders.items():
+            client = open_broker_client(address)
+            try:
+                while (error := await produce_once(client, name, partition, probe)) is not None:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(
+                            f"replog: no successful produce to {name}-{partition} at {address} "
+                            f"in 30 s; last error: {error}\n{self.cluster.node_logs()}"
+                        )
+                    await asyncio.sleep(0.1)
+            finally:
+                await close_client(client)
+        return name, leaders
+
+    async def drop(self, name: str) -> None:
+        await asyncio.to_thread(self.cluster.delete_topic, name)
+
+    async def throughput(self, shape: BatchShape, producers: int, seconds: float) -> Trial:
+        name, leaders = await self.topic()
+        trial = Trial("replog", "throughput", shape.nominal_kib, producers, 0, 0, 0.0)
+        partitions = sorted(leaders)
+        clients = [
+            open_broker_client(leaders[partitions[i % len(partitions)]]) for i in range(producers)
+        ]
+        try:
+            # warm-up: one request per producer, not counted
+            await asyncio.gather(
+                *(
+                    produce_once(c, name, partitions[i % len(partitions)], shape.data)
+                    for i, c in enumerate(clients)
+                )
+            )
+            deadline = time.perf_counter() + seconds
+
+            async def producer(index: int) -> None:
+                client = clients[index]
+                partition = partitions[index % len(partitions)]
+                while time.perf_counter() < deadline:
+                    began = time.perf_counter()
+                    error = await produce_once(client, name, partition, shape.data)
+                    if error is None:
+                        trial.latencies_s.append(time.perf_counter() - began)
+                        trial.records += shape.records
+                        trial.bytes += len(shape.data)
+                    else:
+                        trial.errors += 1
+                        trial.first_error = trial.first_error or error
+
+            with CpuMeter(self.cluster.pids()) as meter:
+                began = time.perf_counter()
+                await asyncio.gather(*(producer(i) for i in range(producers)))
+                trial.seconds = time.perf_counter() - began
+            trial.cpu = meter.result
+        finally:
+            for client in clients:
+                await close_client(client)
+            await self.drop(name)
+        return trial
+
+    async def paced_run(
+        self, shape: BatchShape, records_s: float, seconds: float, consume: bool
+    ) -> Trial:
+        """Produce at `records_s` (batches of `shape`); with `consume`, also time each batch
+        from its send to a consumer receiving it."""
+        name, leaders = await self.topic()
+        kind = "e2e" if consume else "latency"
+        trial = Trial("replog", kind, shape.nominal_kib, 1, 0, 0, 0.0, target_records_s=records_s)
+        partitions = sorted(leaders)
+        clients = {p: open_broker_client(leaders[p]) for p in partitions}
+        consumers = {p: open_broker_client(leaders[p]) for p in partitions} if consume else {}
+        # The topic starts with one probe record per partition (offset 0).
+        end_offsets = {p: 1 for p in partitions}
+        sent = 0
+        stop = asyncio.Event()
+
+        async def send_one(due: float) -> None:
+            nonlocal sent
+            partition = partitions[sent % len(partitions)]
+            sent += 1
+            data = shape.stamped(int(due * 1e9)) if consume else shape.data
+            error = await produce_once(clients[partition], name, partition, data)
+            if error is None:
+                trial.latencies_s.append(time.perf_counter() - due)
+                trial.records += shape.records
+                trial.bytes += len(data)
+                end_offsets[partition] += shape.records
+            else:
+                trial.errors += 1
+                trial.first_error = trial.first_error or error
+
+        def consumer_error(text: str) -> None:
+            trial.errors += 1
+            trial.first_error = trial.first_error or text
+            if trial.errors > 100:
+                raise RuntimeError(f"replog {name}: more than 100 errors; first: {text}")
+
+        async def consumer(partition: int, offset: int) -> None:
+            client = consumers[partition]
+            while not (stop.is_set() and offset >= end_offsets[partition]):
+                request = msg.FetchRequest(
+                    partitions=(msg.FetchPartition(name, partition, offset, 4 * MiB),),
+                    max_wait_ms=FETCH_MAX_WAIT_MS,
+                    min_bytes=1,
+                    max_bytes=8 * MiB,
+                )
+                try:
+                    response = await client.fetch(request)
+                except grpc.RpcError as exc:
+                    consumer_error(f"consumer: {type(exc).__name__}: {exc}")
+                    await asyncio.sleep(0.05)
+                    continue
+                received = time.perf_counter_ns()
+                [result] = response.partitions
+                if result.error is not None:
+                    consumer_error(f"consumer: {type(result.error).__name__}: {result.error}")
+                    await asyncio.sleep(0.05)
+                    continue
+                for batch in iter_batches(result.records, strict=False):
+                    stamp = read_stamp(next(iter(batch.records())).value)
+                    if stamp is not None:
+                        trial.e2e_s.append((received - stamp) / 1e9)
+                    offset = batch.header.last_offset + 1
+
+        try:
+            # warm-up, not counted: one batch per partition; the consumers start after it
+            await asyncio.gather(
+                *(produce_once(c, name, p, shape.data) for p, c in clients.items())
+            )
+            for p in partitions:
+                end_offsets[p] += shape.records
+            start_offsets = dict(end_offsets)
+            with CpuMeter(self.cluster.pids()) as meter:
+                tasks = [asyncio.create_task(consumer(p, start_offsets[p])) for p in consumers]
+                trial.seconds = await paced(send_one, records_s / shape.records, seconds)
+                stop.set()
+                if tasks:
+                    await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
+            trial.cpu = meter.result
+        finally:
+            for c in [*clients.values(), *consumers.values()]:
+                await close_client(c)
+            await self.drop(name)
+        return trial
+
+
+# --- NATS JetStream ---------------------------------------------------------------------------
+
+
+class NatsCluster:
+    """Three nats-server processes in one JetStream cluster, data in `directory`."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    @staticmethod
+    def url(node: int) -> str:
+        return f"nats://127.0.0.1:{NATS_CLIENT_PORT + node}"
+
+    @property
+    def ports(self) -> list[int]:
+        return [p + i for p in (NATS_CLIENT_PORT, NATS_ROUTE_PORT) for i in (1, 2, 3)]
+
+    def start(self) -> None:
+        executable = shutil.which("nats-server")
+        if executable is None:
+            raise SystemExit("nats-server is not installed: run `bash bench/install_nats.sh`")
+        os.makedirs(self.directory, exist_ok=True)
+        routes = ", ".join(f"nats-route://127.0.0.1:{NATS_ROUTE_PORT + i}" for i in (1, 2, 3))
+        for i in (1, 2, 3):
+            store = os.path.join(self.directory, f"n{i}")
+            config = os.path.join(self.directory, f"n{i}.conf")
+            with open(config, "w", encoding="utf-8") as f:
+                f.write(
+                    f"server_name: n{i}\n"
+                    f"listen: 127.0.0.1:{NATS_CLIENT_PORT + i}\n"
+                    f'pid_file: "{store}.pid"\n'
+                    f'jetstream {{\n  store_dir: "{store}"\n'
+                    "  max_memory_store: 1GB\n  max_file_store: 64GB\n}\n"
+                    f"cluster {{\n  name: replog-bench\n"
+                    f"  listen: 127.0.0.1:{NATS_ROUTE_PORT + i}\n  routes: [{routes}]\n}}\n"
+                )
+            with open(os.path.join(self.directory, f"n{i}.log"), "wb") as log:
+                self.processes.append(
+                    subprocess.Popen(
+                        [executable, "-c", config],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                )
+        if not wait_ports([NATS_CLIENT_PORT + i for i in (1, 2, 3)], 20):
+            raise RuntimeError(f"nats-server did not start:\n{self.logs()}")
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- n{i} ---\n{log_tail(os.path.join(self.directory, f'n{i}.log'))}"
+            for i in (1, 2, 3)
+        )
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes]
+
+    def stop(self) -> None:
+        stop_process_groups([p.pid for p in self.processes])
+        for process in self.processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=5)
+        self.processes = []
+
+    @staticmethod
+    def version() -> str:
+        executable = shutil.which("nats-server")
+        if executable is None:
+            return "nats-server: not installed"
+        result = subprocess.run([executable, "--version"], capture_output=True, text=True)
+        return result.stdout.strip()
+
+
+def import_nats() -> Any:
+    try:
+        import nats
+    except ImportError:
+        raise SystemExit(
+            "the nats-py client is not installed for this Python: run "
+            f"`bash bench/install_nats.sh {sys.executable}`"
+        ) from None
+    return nats
+
+
+class NatsSide:
+    """One run's JetStream measurements on a started cluster: one R3 file stream per
+    partition, publishers and consumers on the stream leader's server."""
+
+    def __init__(self, cluster: NatsCluster, args: argparse.Namespace) -> None:
+        self.cluster = cluster
+        self.args = args
+        self.nats = import_nats()
+        from nats.js import api
+
+        self.api = api
+        self.filler = os.urandom(RECORD_BYTES - len(STAMP_MARKER) - STAMP.size)
+        self.payload = nats_payload(0, self.filler)
+        self.admin: Any = None
+        self.leader_urls: dict[int, str] = {}  # stream index -> its leader's URL
+
+    @staticmethod
+    def stream(index: int) -> str:
+        return f"BENCH{index}"
+
+    @staticmethod
+    def subject(index: int) -> str:
+        return f"bench.{index}"
+
+    async def connect(self, url: str) -> Any:
+        return await self.nats.connect(
+            url, max_reconnect_attempts=2, pending_size=256 * MiB, allow_reconnect=True
+        )
+
+    async def setup(self) -> None:
+        self.admin = await self.connect(self.cluster.url(1))
+        js = self.admin.jetstream()
+        last: Exception | None = None
+        for index in range(self.args.partitions):
+            for _ in range(100):  # the JetStream meta leader may still be electing
+                try:
+                    await js.add_stream(
+                        name=self.stream(index),
+                        subjects=[self.subject(index)],
+                        num_replicas=3,
+                        storage=self.api.StorageType.FILE,
+                    )
+                    break
+                except Exception as exc:  # not ready yet: retry
+                    last = exc
+                    await asyncio.sleep(0.3)
+            else:
+                raise RuntimeError(f"nats: add_stream failed: {last!r}\n{self.cluster.logs()}")
+            for _ in range(100):
+                info = await js.stream_info(self.stream(index))
+                leader = info.cluster.leader if info.cluster else None
+                if leader:
+                    self.leader_urls[index] = self.cluster.url(int(leader.removeprefix("n")))
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise RuntimeError(f"nats: stream {self.stream(index)} has no leader")
+
+    async def close(self) -> None:
+        if self.admin is not None:
+            with contextlib.suppress(Exception):
+                await self.admin.close()
+
+    async def purge(self) -> None:
+        js = self.admin.jetstream()
+        for index in range(self.args.partitions):
+            await js.purge_stream(self.stream(index))
+
+    async def connections(self, count: int) -> list[Any]:
+        streams = self.args.partitions
+        return [await self.connect(self.leader_urls[i % streams]) for i in range(count)]
+
+    async def throughput(self, window: int, producers: int, seconds: float) -> Trial:
+        await self.purge()
+        trial = Trial("nats", "throughput", window_kib(window), producers, 0, 0, 0.0)
+        conns = await self.connections(producers)
+        payload = self.payload
+        try:
+            contexts = [c.jetstream(publish_async_max_pending=window) for c in conns]
+            for i, js in enumerate(contexts):  # warm-up, not counted
+                for _ in range(window):
+                    await js.publish_async(self.subject(i % self.args.partitions), payload)
+            await asyncio.gather(*(js.publish_async_completed() for js in contexts))
+            deadline = time.perf_counter() + seconds
+
+            def done(fut: asyncio.Future[Any], began: float) -> None:
+                if fut.cancelled() or fut.exception() is not None:
+                    trial.errors += 1
+                    trial.first_error = trial.first_error or repr(
+                        "cancelled" if fut.cancelled() else fut.exception()
+                    )
+                    return
+                trial.latencies_s.append(time.perf_counter() - began)
+                trial.records += 1
+                trial.bytes += len(payload)
+
+            async def publisher(index: int) -> None:
+                js = contexts[index]
+                subject = self.subject(index % self.args.partitions)
+                while time.perf_counter() < deadline:
+                    began = time.perf_counter()
+                    future = await js.publish_async(subject, payload)
+                    future.add_done_callback(lambda f, b=began: done(f, b))
+                await asyncio.wait_for(js.publish_async_completed(), timeout=60)
+
+            with CpuMeter(self.cluster.pids()) as meter:
+                began = time.perf_counter()
+                await asyncio.gather(*(publisher(i) for i in range(producers)))
+                trial.seconds = time.perf_counter() - began
+            trial.cpu = meter.result
+        finally:
+            for c in conns:
+                with contextlib.suppress(Exception):
+                    await c.close()
+        return trial
+
+    async def paced_run(self, records_s: float, seconds: float, consume: bool) -> Trial:
+        """Publish one message at a time at `records_s` (open loop, in 1 ms ticks); with
+        `consume`, an ordered push consumer per stream times each message end to end."""
+        await self.purge()
+        kind = "e2e" if consume else "latency"
+        trial = Trial("nats", kind, 0, 1, 0, 0, 0.0, target_records_s=records_s)
+        streams = self.args.partitions
+        conns = await self.connections(streams)
+        consumer_conns = await self.connections(streams) if consume else []
+        subscriptions: list[Any] = []
+        received = 0
+        all_received = asyncio.Event()
+        published_total = -1
+
+        async def on_message(message: Any) -> None:
+            nonlocal received
+            now = time.perf_counter_ns()
+            stamp = read_stamp(message.data)
+            if stamp is not None:
+                trial.e2e_s.append((now - stamp) / 1e9)
+            received += 1
+            if received == published_total:
+                all_received.set()
+
+        def done(fut: asyncio.Future[Any], due: float, size: int) -> None:
+            if fut.cancelled() or fut.exception() is not None:
+                trial.errors += 1
+                trial.first_error = trial.first_error or repr(
+                    "cancelled" if fut.cancelled() else fut.exception()
+                )
+                return
+            trial.latencies_s.append(time.perf_counter() - due)
+            trial.records += 1
+            trial.bytes += size
+
+        try:
+            for index, c in enumerate(consumer_conns):
+                js = c.jetstream()
+                subscriptions.append(
+                    await js.subscribe(
+                        self.subject(index),
+                        stream=self.stream(index),
+                        cb=on_message,
+                        ordered_consumer=True,
+                        deliver_policy=self.api.DeliverPolicy.NEW,
+                        pending_msgs_limit=-1,
+                        pending_bytes_limit=-1,
+                    )
+                )
+            contexts = [c.jetstream(publish_async_max_pending=1 << 20) for c in conns]
+            with CpuMeter(self.cluster.pids()) as meter:
+                began = time.perf_counter()
+                interval = 1.0 / records_s
+                total = int(seconds * records_s)
+                index = 0
+                while index < total:
+                    now = time.perf_counter()
+                    due_count = min(total, int((now - began) / interval) + 1)
+                    while index < due_count:
+                        due = began + index * interval
+                        payload = (
+                            nats_payload(int(due * 1e9), self.filler) if consume else self.payload
+                        )
+                        js = contexts[index % streams]
+                        future = await js.publish_async(self.subject(index % streams), payload)
+                        size = len(payload)
+                        future.add_done_callback(lambda f, d=due, n=size: done(f, d, n))
+                        index += 1
+                    await asyncio.sleep(0.001)
+                published_total = total
+                for js in contexts:
+                    await asyncio.wait_for(js.publish_async_completed(), timeout=60)
+                trial.seconds = time.perf_counter() - began
+                if consume:
+                    if received >= published_total:
+                        all_received.set()
+                    await asyncio.wait_for(all_received.wait(), timeout=30)
+            trial.cpu = meter.result
+        finally:
+            for s in subscriptions:
+                with contextlib.suppress(Exception):
+                    await s.unsubscribe()
+            for c in [*conns, *consumer_conns]:
+                with contextlib.suppress(Exception):
+                    await c.close()
+        return trial
+
+
+def window_kib(window: int) -> int:
+    """The nominal batch size (KiB) whose records a NATS publish window of `window` matches."""
+    for kib, records in BATCH_RECORDS.items():
+        if records == window:
+            return kib
+    return window
+
+
+# --- one run ----------------------------------------------------------------------------------
+
+
+@dataclass
+class SystemResult:
+    throughput: list[Trial] = field(default_factory=list)
+    latency: Trial | None = None
+    e2e: Trial | None = None
+
+    @property
+    def peak(self) -> Trial:
+        return max(self.throughput, key=lambda t: t.records_s)
+
+
+@dataclass
+class RunResult:
+    run: int
+    page_cache_mb_s: float
+    page_cache_passes: list[float]
+    loadavg_start: str
+    replog: SystemResult | None = None
+    nats: SystemResult | None = None
+
+    def figures(self) -> dict[str, float]:
+        """Named figures of this run (for the medians over runs)."""
+        out: dict[str, float] = {"page_cache_MB_s": self.page_cache_mb_s}
+        for name, result in (("replog", self.replog), ("nats", self.nats)):
+            if result is None or not result.throughput:
+                continue
+            peak = result.peak
+            out[f"{name}_peak_records_s"] = peak.records_s
+            out[f"{name}_peak_MB_s"] = peak.mb_s
+            for kib in BATCH_RECORDS:
+                trials = [t for t in result.throughput if t.batch_kib == kib]
+                if trials:
+                    out[f"{name}_{kib}k_records_s"] = max(t.records_s for t in trials)
+            for kind, trial in (("lat", result.latency), ("e2e", result.e2e)):
+                if trial is None:
+                    continue
+                out[f"{name}_{kind}_p50_ms"] = percentile_ms(trial.latencies_s, 0.5)
+                out[f"{name}_{kind}_p99_ms"] = percentile_ms(trial.latencies_s, 0.99)
+                if kind == "e2e":
+                    out[f"{name}_e2e_e2e_p50_ms"] = percentile_ms(trial.e2e_s, 0.5)
+                    out[f"{name}_e2e_e2e_p99_ms"] = percentile_ms(trial.e2e_s, 0.99)
+        return out
+
+
+def loadavg() -> str:
+    with open("/proc/loadavg", encoding="ascii") as f:
+        return " ".join(f.read().split()[:3])
+
+
+async def measure_system(
+    side: Any, system: str, args: argparse.Namespace, shapes: dict[int, BatchShape]
+) -> SystemResult:
+    result = SystemResult()
+    for kib in args.batch_kib:
+        for producers in args.producers:
+            if system == "replog":
+                trial = await side.throughput(shapes[kib], producers, args.seconds)
+            else:
+                trial = await side.throughput(BATCH_RECORDS[kib], producers, args.seconds)
+            print(trial.line(), flush=True)
+            result.throughput.append(trial)
+    peak = result.peak
+    target = peak.records_s * args.load_fraction
+    if target <= 0:
+        raise RuntimeError(f"{system}: no record was acknowledged in the throughput trials")
+    for consume in (False, True):
+        if system == "replog":
+            kib = args.latency_batch_kib or peak.batch_kib
+            trial = await side.paced_run(shapes[kib], target, args.latency_seconds, consume)
+        else:
+            trial = await side.paced_run(target, args.latency_seconds, consume)
+        print(trial.line(), flush=True)
+        if consume:
+            result.e2e = trial
+        else:
+            result.latency = trial
+    return result
+
+
+async def run_nats(cluster: NatsCluster, args: argparse.Namespace) -> SystemResult:
+    side = NatsSide(cluster, args)
+    try:
+        await side.setup()
+        return await measure_system(side, "nats", args, {})
+    finally:
+        await side.close()
+
+
+async def run_replog(
+    cluster: ReplogCluster, args: argparse.Namespace, run: int, shapes: dict[int, BatchShape]
+) -> SystemResult:
+    await asyncio.to_thread(cluster.start)
+    return await measure_system(ReplogSide(cluster, args, run), "replog", args, shapes)
+
+
+def one_run(run: int, args: argparse.Namespace, shapes: dict[int, BatchShape]) -> RunResult:
+    with tempfile.TemporaryDirectory(prefix=TEMP_PREFIX) as directory:
+        start_load = loadavg()
+        warm_up, *passes = page_cache_write_mb_s(directory, args.page_cache_mib * MiB, 4)
+        result = RunResult(run, statistics.median(passes), passes, start_load)
+        print(
+            f"run {run}: load average {start_load}; page-cache write "
+            f"{result.page_cache_mb_s:,.0f} MB/s (passes: "
+            f"{', '.join(f'{p:,.0f}' for p in passes)}; untimed warm-up pass {warm_up:,.0f})",
+            flush=True,
+        )
+        # The clusters are stopped here, outside the event loop, whatever happened in it.
+        if not args.skip_nats:
+            nats_cluster = NatsCluster(os.path.join(directory, "nats"))
+            try:
+                nats_cluster.start()
+                result.nats = asyncio.run(run_nats(nats_cluster, args))
+            except BaseException:
+                print(f"nats-server logs:\n{nats_cluster.logs()}", file=sys.stderr)
+                raise
+            finally:
+                nats_cluster.stop()
+                shutil.rmtree(nats_cluster.directory, ignore_errors=True)
+        if not args.skip_replog:
+            replog_cluster = ReplogCluster(os.path.join(directory, "replog"))
+            try:
+                result.replog = asyncio.run(run_replog(replog_cluster, args, run, shapes))
+            except BaseException:
+                print(f"replog node logs:\n{replog_cluster.node_logs()}", file=sys.stderr)
+                raise
+            finally:
+                replog_cluster.stop()
+                shutil.rmtree(replog_cluster.directory, ignore_errors=True)
+        return result
+
+
+# --- the table --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    figure: str
+    replog: str  # key in figures()
+    baseline: str
+    unit: str
+    goal: str = ""
+    check: Callable[[float, float, float], bool] | None = None  # (replog, baseline, ratio)
+    baseline_scale: float = 1.0  # the baseline figure is baseline * scale
+
+
+ROWS = [
+    Row("peak throughput, records/s", "replog_peak_records_s", "nats_peak_records_s",
+        "rec/s", ">= 5x JetStream", lambda r, b, x: x >= 5.0),
+    Row("peak throughput, MB/s vs JetStream", "replog_peak_MB_s", "nats_peak_MB_s", "MB/s"),
+    Row("peak throughput, MB/s vs page cache / 3", "replog_peak_MB_s", "page_cache_MB_s",
+        "MB/s", ">= 0.40x", lambda r, b, x: x >= 0.40, 1 / 3),
+    *(
+        Row(f"throughput, {k} KiB batches (window {n})", f"replog_{k}k_records_s",
+            f"nats_{k}k_records_s", "rec/s")
+        for k, n in BATCH_RECORDS.items()
+    ),
+    Row("produce latency p50 at 50% of peak", "replog_lat_p50_ms", "nats_lat_p50_ms", "ms"),
+    Row("produce latency p99 at 50% of peak", "replog_lat_p99_ms", "nats_lat_p99_ms", "ms"),
+    Row("end-to-end latency p50 at 50% of peak", "replog_e2e_e2e_p50_ms",
+        "nats_e2e_e2e_p50_ms", "ms"),
+    Row("end-to-end latency p99 at 50% of peak", "replog_e2e_e2e_p99_ms",
+        "nats_e2e_e2e_p99_ms", "ms", "<= 20 ms", lambda r, b, x: r <= 20.0),
+]  # fmt: skip
+
+
+def fmt(value: float | None, unit: str) -> str:
+    if value is None or value != value:
+        return "-"
+    if unit == "ms":
+        return f"{value:.2f} ms"
+    if unit == "MB/s":
+        return f"{value:,.1f} MB/s"
+    return f"{value:,.0f}"
+
+
+def table(figure_sets: Sequence[dict[str, float]]) -> list[str]:
+    """One line per row: medians over the runs; ratios per run, then their median."""
+
+    def median_of(key: str, scale: float = 1.0) -> float | None:
+        values = [f[key] * scale for f in figure_sets if key in f and f[key] == f[key]]
+        return statistics.median(values) if values else None
+
+    lines = [
+        "| figure | replog | JetStream / baseline | ratio | goal | met? |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    for row in ROWS:
+        replog = median_of(row.replog)
+        baseline = median_of(row.baseline, row.baseline_scale)
+        ratios = [
+            f[row.replog] / (f[row.baseline] * row.baseline_scale)
+            for f in figure_sets
+            if row.replog in f and row.baseline in f and f[row.baseline] > 0
+        ]
+        ratio = statistics.median(ratios) if ratios else None
+        met = ""
+        if row.check is not None and replog is not None:
+            met = "yes" if row.check(replog, baseline or 0.0, ratio or 0.0) else "no"
+        spread = f" ({min(ratios):.2f}-{max(ratios):.2f})" if len(ratios) > 1 else ""
+        lines.append(
+            f"| {row.figure} | {fmt(replog, row.unit)} | {fmt(baseline, row.unit)} | "
+            + (f"{ratio:.2f}x{spread}" if ratio is not None else "-")
+            + f" | {row.goal} | {met} |"
+        )
+    return lines
+
+
+# --- main -------------------------------------------------------------------------------------
+
+
+FULL_DEFAULTS = {
+    "runs": 3,
+    "seconds": 3.0,
+    "latency_seconds": 5.0,
+    "producers": [1, 2, 4, 8],
+    "batch_kib": list(BATCH_RECORDS),
+    "page_cache_mib": 1024,
+}
+QUICK_DEFAULTS = {
+    "runs": 1,
+    "seconds": 1.0,
+    "latency_seconds": 2.0,
+    "producers": [1, 4],
+    "batch_kib": [64, 1024],
+    "page_cache_mib": 256,
+}
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n\n")[0],
+        epilog="Defaults: full run "
+        + ", ".join(f"{k}={v}" for k, v in FULL_DEFAULTS.items())
+        + "; --quick "
+        + ", ".join(f"{k}={v}" for k, v in QUICK_DEFAULTS.items()),
+    )
+    parser.add_argument("--runs", type=int, help="full runs; medians over them")
+    parser.add_argument("--seconds", type=float, help="length of one throughput trial")
+    parser.add_argument("--latency-seconds", type=float, help="length of one paced trial")
+    parser.add_argument("--producers", type=int, nargs="+", help="producer counts to try")
+    parser.add_argument("--batch-kib", type=int, nargs="+", choices=BATCH_RECORDS)
+    parser.add_argument(
+        "--latency-batch-kib",
+        type=int,
+        choices=BATCH_RECORDS,
+        help="replog batch size of the paced trials (default: the peak's)",
+    )
+    parser.add_argument("--load-fraction", type=float, default=0.5, help="of the peak (paced)")
+    parser.add_argument(
+        "--partitions", type=int, default=1, help="replog partitions = JetStream streams"
+    )
+    parser.add_argument("--page-cache-mib", type=int, help="bytes per page-cache pass")
+    parser.add_argument("--skip-nats", action="store_true")
+    parser.add_argument("--skip-replog", action="store_true")
+    parser.add_argument("--json", metavar="FILE", help="write every trial and figure here")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 1 run, short trials")
+    args = parser.parse_args(argv)
+    for key, value in (QUICK_DEFAULTS if args.quick else FULL_DEFAULTS).items():
+        if getattr(args, key) is None:  # an explicit option wins over --quick
+            setattr(args, key, value)
+    return args
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if not args.skip_nats:
+        if shutil.which("nats-server") is None:
+            raise SystemExit("nats-server is not installed: run `bash bench/install_nats.sh`")
+        import_nats()
+    leftovers = reap_leftovers()
+    if leftovers:
+        print(f"# killed servers left by an earlier run: pids {leftovers}")
+    busy = [p for p in [*NatsCluster("").ports, *ReplogCluster("").ports] if not port_free(p)]
+    if busy:
+        raise SystemExit(f"ports in use: {busy}")
+    # SIGTERM (e.g. a CI timeout) unwinds like Ctrl-C, so every `finally` stops its servers.
+    signal.signal(signal.SIGTERM, _interrupted)
+
+    shapes = {kib: make_shape(kib) for kib in BATCH_RECORDS}
+    print(
+        f"# {NatsCluster.version()}; python {sys.version.split()[0]}; nproc {os.cpu_count()}; "
+        f"load average {loadavg()}; {args.runs} run(s); throughput trials {args.seconds:g} s, "
+        f"paced {args.latency_seconds:g} s at {args.load_fraction:.0%} of peak; "
+        f"producers {args.producers}; batches "
+        + ", ".join(f"{k} KiB = {shapes[k].records} x 1 KiB ({len(shapes[k].data):,} B)"
+                    for k in args.batch_kib)
+        + f"; partitions {args.partitions}",
+        flush=True,
+    )  # fmt: skip
+    runs: list[RunResult] = []
+    try:
+        for run in range(1, args.runs + 1):
+            result = one_run(run, args, shapes)
+            runs.append(result)
+            print(f"\nrun {run}:")
+            print("\n".join(table([result.figures()])), flush=True)
+            print()
+    finally:
+        if args.json and runs:
+            document = [
+                {
+                    "run": r.run,
+                    "loadavg_start": r.loadavg_start,
+                    "page_cache_passes_MB_s": r.page_cache_passes,
+                    "figures": r.figures(),
+                    "trials": [
+                        t.summary()
+                        for s in (r.nats, r.replog)
+                        if s is not None
+                        for t in [*s.throughput, s.latency, s.e2e]
+                        if t is not None
+                    ],
+                }
+                for r in runs
+            ]
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump(document, f, indent=1)
+    if len(runs) > 1:
+        print(f"medians over {len(runs)} runs (ratio: median of the per-run ratios, and range):")
+        print("\n".join(table([r.figures() for r in runs])))
+    print(f"# load average at the end: {loadavg()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

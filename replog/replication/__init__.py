@@ -1,0 +1,1 @@
+"""Per-partition replication decisions: pure cores with no I/O, clock or concurrency."""

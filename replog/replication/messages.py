@@ -1,0 +1,229 @@
+"""The broker data plane's requests and answers, as the replica manager sees them.
+
+One frozen dataclass per message of `proto/replog/pb/broker.proto`, flattened to one entry per
+partition (the wire groups partitions by topic; `replog/server/broker_codec.py` translates).
+Errors are `replog.errors.KafkaError` instances, so each carries Kafka's code and a message
+that names the topic-partition and offset it is about; None means success.
+
+Conventions (Kafka's wire defaults): -1 means "none / not known / not checked" for offsets,
+leader epochs, broker epochs and replica ids. Record bytes are whole v2 batches, never decoded
+here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from uuid import UUID
+
+from replog.errors import KafkaError
+
+CONSUMER_REPLICA_ID = -1
+NO_LEADER_EPOCH = -1
+NO_OFFSET = -1
+
+# ListOffsets special timestamps (Kafka's ListOffsetsRequest constants).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+ACKS_NONE = 0
+ACKS_LEADER = 1
+ACKS_ALL = -1
+
+
+class IsolationLevel(IntEnum):
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderIdAndEpoch:
+    leader_id: int  # -1: no leader
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEndOffsetResult:
+    """Where `leader_epoch` ends in a log (exclusive): an OffsetsForLeaderEpoch answer or a
+    Fetch's diverging epoch. (-1, -1): the epoch is not known."""
+
+    leader_epoch: int
+    end_offset: int
+
+
+# --- Produce --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ProducePartition:
+    topic: str
+    partition: int
+    records: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRequest:
+    acks: int
+    timeout_ms: int
+    partitions: tuple[ProducePartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ProducePartitionResult:
+    topic: str
+    partition: int
+    error: KafkaError | None = None
+    base_offset: int = NO_OFFSET
+    log_append_time_ms: int = -1
+    log_start_offset: int = NO_OFFSET
+    current_leader: LeaderIdAndEpoch | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResponse:
+    partitions: tuple[ProducePartitionResult, ...]
+
+
+# --- Fetch ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartition:
+    topic: str
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int = 1048576
+    current_leader_epoch: int = NO_LEADER_EPOCH
+    last_fetched_epoch: int = NO_LEADER_EPOCH
+    log_start_offset: int = NO_OFFSET
+    topic_id: UUID | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    partitions: tuple[FetchPartition, ...]
+    replica_id: int = CONSUMER_REPLICA_ID
+    replica_epoch: int = -1
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    max_bytes: int = 52428800
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartitionResult:
+    topic: str
+    partition: int
+    error: KafkaError | None = None
+    high_watermark: int = NO_OFFSET
+    last_stable_offset: int = NO_OFFSET
+    log_start_offset: int = NO_OFFSET
+    diverging_epoch: EpochEndOffsetResult | None = None
+    current_leader: LeaderIdAndEpoch | None = None
+    records: bytes = b""
+    topic_id: UUID | None = None
+    # To followers only, with OffsetOutOfRangeError: the leader's log end offset (§5.6).
+    log_end_offset: int = NO_OFFSET
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    partitions: tuple[FetchPartitionResult, ...]
+
+
+# --- ListOffsets ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsPartition:
+    topic: str
+    partition: int
+    timestamp: int
+    current_leader_epoch: int = NO_LEADER_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsRequest:
+    partitions: tuple[ListOffsetsPartition, ...]
+    replica_id: int = CONSUMER_REPLICA_ID
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsPartitionResult:
+    topic: str
+    partition: int
+    error: KafkaError | None = None
+    timestamp: int = -1
+    offset: int = NO_OFFSET
+    leader_epoch: int = NO_LEADER_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class ListOffsetsResponse:
+    partitions: tuple[ListOffsetsPartitionResult, ...]
+
+
+# --- OffsetsForLeaderEpoch ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetForLeaderPartition:
+    topic: str
+    partition: int
+    leader_epoch: int
+    current_leader_epoch: int = NO_LEADER_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsForLeaderEpochRequest:
+    partitions: tuple[OffsetForLeaderPartition, ...]
+    replica_id: int = CONSUMER_REPLICA_ID
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetForLeaderPartitionResult:
+    topic: str
+    partition: int
+    error: KafkaError | None = None
+    leader_epoch: int = NO_LEADER_EPOCH
+    end_offset: int = NO_OFFSET
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsForLeaderEpochResponse:
+    partitions: tuple[OffsetForLeaderPartitionResult, ...]
+
+
+# --- DeleteRecords --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecordsPartition:
+    topic: str
+    partition: int
+    offset: int  # -1: up to the high watermark
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecordsRequest:
+    partitions: tuple[DeleteRecordsPartition, ...]
+    timeout_ms: int = 30000
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecordsPartitionResult:
+    topic: str
+    partition: int
+    error: KafkaError | None = None
+    low_watermark: int = NO_OFFSET
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRecordsResponse:
+    partitions: tuple[DeleteRecordsPartitionResult, ...]

@@ -1,0 +1,226 @@
+"""Idempotent-producer state of one partition: sequence checks and de-duplication of retries.
+
+Rules (paraphrasing Kafka's broker: `storage/src/main/java/org/apache/kafka/storage/internals/log/`
+`ProducerAppendInfo.java` (checkProducerEpoch, checkSequence, inSequence),
+`ProducerStateEntry.java` (NUM_BATCHES_TO_RETAIN, addBatch, findDuplicateBatch) and
+`ProducerStateManager.java` (prepareUpdate, removeExpiredProducers), plus the duplicate lookup of
+`UnifiedLog.analyzeAndValidateProducerState`):
+
+- A batch with producer id < 0 is not idempotent: no state, no checks.
+- Per producer id the table keeps its producer epoch, the metadata (first and last sequence,
+  first and last offset, max timestamp) of its last 5 data batches of that epoch, oldest first,
+  and the timestamp of its last batch.
+- Duplicates first: a client batch whose epoch equals the producer's current epoch and whose
+  (first sequence, last sequence) equals one of the 5 retained batches is a retry of a batch
+  already in the log. It is not appended; the producer is answered with the original batch's
+  offsets. The lookup is against the table as it was before the request.
+- Epoch: a batch whose producer epoch is lower than the current one is refused with
+  INVALID_PRODUCER_EPOCH (a fenced "zombie" producer).
+- Sequence, when the batch's epoch differs from the current one (an epoch bump): the batch must
+  start at sequence 0, unless the producer is unknown (no current epoch).
+- Sequence, same epoch: the batch must start right after the last retained batch's last
+  sequence (last + 1, where Int32 max is followed by 0; with no retained batch, "last" is -1 so
+  only 0 fits). Anything else is OUT_OF_ORDER_SEQUENCE_NUMBER.
+- Unknown producer id (not in the table: new, expired, or its state lost with its segments):
+  any epoch and any sequence are accepted, and within that first request the sequence is not
+  checked either. Current Kafka brokers no longer answer UNKNOWN_PRODUCER_ID for this (KIP-360);
+  the producer's own bookkeeping catches real gaps.
+- Within one request the batches are checked in order against the state the earlier batches
+  of the same request would leave.
+- Applying a batch (leader after its append, follower replication, rebuild from the log) checks
+  nothing: a different epoch replaces the epoch and forgets the retained batches; a data batch
+  is added (the oldest of 6 is dropped); a control batch (transaction marker) only moves the
+  epoch and the timestamp.
+- Expiry: a producer whose last timestamp is `producer.id.expiration.ms` (default 1 day) or more
+  before now is forgotten.
+
+Theory of operation: the leader calls `check(header)` (or `check_batches`) on the headers of a
+produce before appending; a BatchMetadata answer means "duplicate: reply with these offsets and
+append nothing"; an exception is the partition's error. After the append the leader calls
+`update(header)` with each stamped header (real offsets). A follower only calls `update`. After
+truncation, or when a replica becomes leader from a log it did not track, the shell calls
+`rebuild(headers of the log)`; it must yield the same table as the incremental updates did,
+because both apply the same `_applied` step. Producer-state snapshots are not kept (yet): rebuild
+walks the log headers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from replog.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from replog.record.header import BatchHeader
+
+NUM_BATCHES_TO_RETAIN = 5
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+INT32_MAX = 2**31 - 1
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    """One retained batch of a producer: where a retry of it was written."""
+
+    first_sequence: int
+    last_sequence: int
+    first_offset: int
+    last_offset: int
+    timestamp_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerEntry:
+    """What the partition knows of one producer id."""
+
+    producer_id: int
+    producer_epoch: int
+    batches: tuple[BatchMetadata, ...]  # oldest first, at most NUM_BATCHES_TO_RETAIN
+    last_timestamp_ms: int
+
+    @property
+    def last_sequence(self) -> int:
+        return self.batches[-1].last_sequence if self.batches else NO_SEQUENCE
+
+    def find_duplicate(self, header: BatchHeader) -> BatchMetadata | None:
+        """The retained batch `header` repeats (same epoch, same sequence range), if any."""
+        if header.producer_epoch != self.producer_epoch:
+            return None
+        first, last = header.base_sequence, header.last_sequence
+        for batch in self.batches:
+            if batch.first_sequence == first and batch.last_sequence == last:
+                return batch
+        return None
+
+
+def in_sequence(last_sequence: int, next_sequence: int) -> bool:
+    """Whether `next_sequence` directly follows `last_sequence` (Int32 max wraps to 0)."""
+    return next_sequence == last_sequence + 1 or (next_sequence == 0 and last_sequence == INT32_MAX)
+
+
+def _applied(entry: ProducerEntry | None, header: BatchHeader) -> ProducerEntry:
+    """`entry` after `header` is in the log (no checks: Kafka's addBatch / marker update)."""
+    if entry is None or entry.producer_epoch != header.producer_epoch:
+        batches: tuple[BatchMetadata, ...] = ()
+    else:
+        batches = entry.batches
+    if not header.is_control:
+        batch = BatchMetadata(
+            first_sequence=header.base_sequence,
+            last_sequence=header.last_sequence,
+            first_offset=header.base_offset,
+            last_offset=header.last_offset,
+            timestamp_ms=header.max_timestamp,
+        )
+        batches = (*batches, batch)[-NUM_BATCHES_TO_RETAIN:]
+    return ProducerEntry(header.producer_id, header.producer_epoch, batches, header.max_timestamp)
+
+
+class ProducerStateTable:
+    """Idempotent producers of one partition (Rules above). No I/O."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self._entries: dict[int, ProducerEntry] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def entry(self, producer_id: int) -> ProducerEntry | None:
+        return self._entries.get(producer_id)
+
+    def entries(self) -> Mapping[int, ProducerEntry]:
+        """A copy of the table by producer id."""
+        return dict(self._entries)
+
+    # --- Leader: before the append ----------------------------------------------------------
+
+    def check(self, header: BatchHeader) -> BatchMetadata | None:
+        """Validate one client batch: its duplicate's metadata, None to append, or an error."""
+        return self.check_batches((header,))
+
+    def check_batches(self, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
+        """Validate the batches of one produce in order (Rules); the first duplicate found
+        answers the whole request, as in Kafka."""
+        pending: dict[int, ProducerEntry] = {}
+        for header in headers:
+            producer_id = header.producer_id
+            if producer_id < 0:
+                continue
+            committed = self._entries.get(producer_id)
+            if committed is not None:
+                duplicate = committed.find_duplicate(header)
+                if duplicate is not None:
+                    return duplicate
+            current = pending.get(producer_id, committed)
+            self._validate(committed, current, header)
+            pending[producer_id] = _applied(current, header)
+        return None
+
+    def _validate(
+        self, committed: ProducerEntry | None, current: ProducerEntry | None, header: BatchHeader
+    ) -> None:
+        producer_id, producer_epoch = header.producer_id, header.producer_epoch
+        current_epoch = current.producer_epoch if current is not None else NO_PRODUCER_EPOCH
+        if producer_epoch < current_epoch:
+            raise InvalidProducerEpochError(
+                f"{self.where}: producer {producer_id} sent epoch {producer_epoch}, older than "
+                f"its current epoch {current_epoch}"
+            )
+        if header.is_control:
+            return  # transaction markers carry no sequence
+        first_sequence = header.base_sequence
+        if producer_epoch != current_epoch:
+            if first_sequence != 0 and current_epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceNumberError(
+                    f"{self.where}: producer {producer_id} bumped its epoch from {current_epoch} "
+                    f"to {producer_epoch} but starts at sequence {first_sequence}, not 0"
+                )
+            return
+        committed_epoch = committed.producer_epoch if committed is not None else NO_PRODUCER_EPOCH
+        last_sequence = current.last_sequence if current is not None else NO_SEQUENCE
+        # A producer the table did not know before this request may start anywhere (Rules).
+        if committed_epoch != NO_PRODUCER_EPOCH and not in_sequence(last_sequence, first_sequence):
+            expected = 0 if last_sequence == INT32_MAX else last_sequence + 1
+            raise OutOfOrderSequenceNumberError(
+                f"{self.where}: producer {producer_id} epoch {producer_epoch} sent sequence "
+                f"{first_sequence}, expected {expected} after its last sequence {last_sequence}"
+            )
+
+    # --- Applying batches that are in the log -----------------------------------------------
+
+    def update(self, header: BatchHeader) -> None:
+        """Record a batch now in the log, with its stamped offsets (leader or follower)."""
+        if header.producer_id < 0:
+            return
+        self._entries[header.producer_id] = _applied(self._entries.get(header.producer_id), header)
+
+    def rebuild(self, headers: Iterable[BatchHeader]) -> None:
+        """Forget everything, then apply the log's batch headers in offset order."""
+        self._entries = {}
+        previous_next_offset = -1
+        for header in headers:
+            assert header.base_offset >= previous_next_offset, (
+                f"{self.where}: rebuild got batch at offset {header.base_offset} after one "
+                f"ending at {previous_next_offset - 1}"
+            )
+            previous_next_offset = header.next_offset
+            self.update(header)
+
+    def truncate(self) -> None:
+        """Forget every producer (the log was emptied)."""
+        self._entries = {}
+
+    def remove_expired(
+        self, now_ms: int, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+    ) -> list[int]:
+        """Forget producers idle for `producer_id_expiration_ms` or more; returns their ids."""
+        expired = [
+            producer_id
+            for producer_id, entry in self._entries.items()
+            if now_ms - entry.last_timestamp_ms >= producer_id_expiration_ms
+        ]
+        for producer_id in expired:
+            del self._entries[producer_id]
+        return expired

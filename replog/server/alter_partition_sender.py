@@ -1,0 +1,312 @@
+"""Sends the partition leaders' ISR changes to the active controller (Kafka's
+`AlterPartitionManager`), and hands each answer back to the replica manager.
+
+Theory of operation: one task loops: drain `pending_isr_changes()` into the unsent set (keyed
+by topic id and partition; a newer change for a partition replaces an unsent older one), send
+everything unsent as one AlterPartition request, wait for its answer, and repeat; when nothing
+is unsent it sleeps until the replica manager's `wakeup`. Only one request is in flight at a
+time, so two requests for the same partition are never outstanding together; changes made
+meanwhile wait for the next request.
+
+Rules:
+- Each per-partition answer goes to `on_isr_change_result`: an error as the `replog.errors`
+  instance for its code, naming the partition; success with the committed ISR, leader epoch and
+  partition epoch. The replica manager decides what an error means for the partition.
+- A request-level failure retries the same changes (Kafka retries them until answered):
+  NOT_CONTROLLER goes at once to the controller the answer names (else the next voter),
+  at most once per voter in a row before backing off; an unreachable or timed-out controller
+  moves to the known active controller (the Raft leader, `controller_hint`) or the next voter,
+  after a backoff growing from `retry_backoff_ms` to `retry_backoff_max_ms`;
+  STALE_BROKER_EPOCH and any other request-level error retry after the backoff with the
+  broker's then-current epoch. A partition the answer leaves out is sent again.
+- Nothing is sent before the broker has an epoch (it registered): the controller would refuse.
+- Calls fail fast (no wait-for-ready), time out after `request_timeout_ms`, and an UNAVAILABLE
+  call replaces its channel (as the broker lifecycle driver does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from typing import Protocol
+from uuid import UUID
+
+import grpc
+
+from replog.errors import KafkaError, NotControllerError, error_for_code
+from replog.pb import controller_pb2 as pb
+from replog.pb import controller_pb2_grpc
+from replog.replication.leader_state import IsrChange
+from replog.server.replica_fetcher import wait_for_wakeup
+
+log = logging.getLogger("replog.server.alter_partition")
+
+REQUEST_TIMEOUT_MS_DEFAULT = 30_000
+RETRY_BACKOFF_MS_DEFAULT = 50  # Kafka's AlterPartitionManager retry delay
+RETRY_BACKOFF_MAX_MS_DEFAULT = 1000
+IDLE_POLL_MS = 1000
+_CHANNEL_OPTIONS = [
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.initial_reconnect_backoff_ms", 50),
+    ("grpc.min_reconnect_backoff_ms", 50),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+PartitionKey = tuple[UUID, int]
+
+
+class IsrChangeSource(Protocol):
+    """What the sender needs of the replica manager (`replica_manager.ReplicaManager`)."""
+
+    @property
+    def wakeup(self) -> asyncio.Event: ...
+    def pending_isr_changes(self) -> list[IsrChange]: ...
+    def on_isr_change_result(
+        self,
+        change: IsrChange,
+        error: KafkaError | None,
+        isr: tuple[int, ...],
+        leader_epoch: int,
+        partition_epoch: int,
+    ) -> None: ...
+
+
+def _key(change: IsrChange) -> PartitionKey:
+    return (change.topic_id, change.partition)
+
+
+def alter_partition_request(
+    broker_id: int, broker_epoch: int, changes: list[IsrChange]
+) -> pb.AlterPartitionRequest:
+    """One request for `changes`, grouped by topic id in first-appearance order."""
+    by_topic: dict[UUID, list[pb.AlterPartitionPartition]] = {}
+    for change in changes:
+        by_topic.setdefault(change.topic_id, []).append(
+            pb.AlterPartitionPartition(
+                partition_index=change.partition,
+                leader_epoch=change.leader_epoch,
+                new_isr=[
+                    pb.IsrMember(broker_id=member, broker_epoch=epoch)
+                    for member, epoch in zip(change.new_isr, change.broker_epochs, strict=True)
+                ],
+                leader_recovery_state=change.leader_recovery_state,
+                partition_epoch=change.partition_epoch,
+            )
+        )
+    return pb.AlterPartitionRequest(
+        broker_id=broker_id,
+        broker_epoch=broker_epoch,
+        topics=[
+            pb.AlterPartitionTopic(topic_id=topic_id.bytes, partitions=partitions)
+            for topic_id, partitions in by_topic.items()
+        ],
+    )
+
+
+class AlterPartitionSender:
+    def __init__(
+        self,
+        replica_manager: IsrChangeSource,
+        broker_id: int,
+        broker_epoch: Callable[[], int | None],
+        controller_addresses: Mapping[int, str],
+        controller_hint: Callable[[], int | None] = lambda: None,
+        *,
+        request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
+        retry_backoff_ms: int = RETRY_BACKOFF_MS_DEFAULT,
+        retry_backoff_max_ms: int = RETRY_BACKOFF_MAX_MS_DEFAULT,
+    ) -> None:
+        if not controller_addresses:
+            raise ValueError("AlterPartitionSender needs at least one controller address")
+        self._rm = replica_manager
+        self.broker_id = broker_id
+        self._broker_epoch = broker_epoch
+        self._addresses = dict(controller_addresses)
+        self._voters = list(controller_addresses)  # controller.quorum.voters order
+        self._hint = controller_hint
+        self._request_timeout_ms = request_timeout_ms
+        self._retry_backoff_ms = retry_backoff_ms
+        self._retry_backoff_max_ms = retry_backoff_max_ms
+        self._controller_id: int | None = None
+        self._unsent: dict[PartitionKey, IsrChange] = {}
+        self._channels: dict[int, grpc.aio.Channel] = {}
+        self._stubs: dict[int, controller_pb2_grpc.ControllerStub] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+        self._task: asyncio.Task[None] | None = None
+        self.requests_sent = 0  # for tests and metrics
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for channel in self._channels.values():
+            await channel.close()
+        self._channels.clear()
+        self._stubs.clear()
+        for closing in list(self._closing):
+            closing.cancel()
+
+    @property
+    def unsent(self) -> list[IsrChange]:
+        return list(self._unsent.values())
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        failures = 0  # request-level failures in a row
+        redirects = 0  # NOT_CONTROLLER answers in a row
+        while True:
+            self._rm.wakeup.clear()
+            for change in self._rm.pending_isr_changes():
+                self._unsent[_key(change)] = change
+            broker_epoch = self._broker_epoch()
+            if not self._unsent or broker_epoch is None or broker_epoch < 0:
+                await wait_for_wakeup(self._rm.wakeup, IDLE_POLL_MS)
+                continue
+            batch = dict(self._unsent)
+            self._unsent.clear()
+            controller_id = self._target()
+            outcome = await self._send(controller_id, broker_epoch, batch)
+            # Answered partitions are done; the rest go back unless a newer change came.
+            for key, change in batch.items():
+                if key not in outcome.answered:
+                    self._unsent.setdefault(key, change)
+            if outcome.redirect:
+                redirects += 1
+                if redirects <= len(self._voters):
+                    continue  # straight to the controller the answer named
+            else:
+                redirects = 0
+            if outcome.failed:
+                failures += 1
+                delay_ms = min(
+                    self._retry_backoff_max_ms, self._retry_backoff_ms * 2 ** min(failures - 1, 10)
+                )
+                await asyncio.sleep(delay_ms / 1000)
+            else:
+                failures = 0
+
+    def _target(self) -> int:
+        if self._controller_id is None:
+            hint = self._hint()
+            self._controller_id = hint if hint in self._addresses else self._voters[0]
+        return self._controller_id
+
+    def _move_on_from(self, failed_id: int, named_id: int | None = None) -> None:
+        """Pick the next controller after `failed_id`: the one named, the Raft leader if it is
+        another, else the next voter."""
+        if named_id is not None and named_id in self._addresses and named_id != failed_id:
+            self._controller_id = named_id
+            return
+        hint = self._hint()
+        if hint is not None and hint in self._addresses and hint != failed_id:
+            self._controller_id = hint
+            return
+        index = self._voters.index(failed_id) if failed_id in self._voters else -1
+        self._controller_id = self._voters[(index + 1) % len(self._voters)]
+
+    async def _send(
+        self, controller_id: int, broker_epoch: int, batch: dict[PartitionKey, IsrChange]
+    ) -> _Outcome:
+        request = alter_partition_request(self.broker_id, broker_epoch, list(batch.values()))
+        self.requests_sent += 1
+        try:
+            response: pb.AlterPartitionResponse = await self._stub(controller_id).AlterPartition(
+                request, timeout=self._request_timeout_ms / 1000
+            )
+        except grpc.aio.AioRpcError as exc:
+            log.info(
+                "broker %d: AlterPartition to controller %d failed: %s",
+                self.broker_id,
+                controller_id,
+                exc.code().name,
+            )
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                self._reconnect(controller_id)
+            self._move_on_from(controller_id)
+            return _Outcome(failed=True)
+        if response.HasField("error") and response.error.code != 0:
+            error = error_for_code(response.error.code, response.error.message)
+            named = response.controller_id if response.controller_id >= 0 else None
+            if isinstance(error, NotControllerError):
+                self._move_on_from(controller_id, named)
+                return _Outcome(redirect=True, failed=True)
+            log.warning(
+                "broker %d: AlterPartition refused by controller %d: %s; retrying",
+                self.broker_id,
+                controller_id,
+                error,
+            )
+            return _Outcome(failed=True)
+        answered: set[PartitionKey] = set()
+        for topic in response.topics:
+            if len(topic.topic_id) != 16:
+                continue
+            topic_id = UUID(bytes=topic.topic_id)
+            for result in topic.partitions:
+                key = (topic_id, result.partition_index)
+                change = batch.get(key)
+                if change is None or key in answered:
+                    log.warning(
+                        "broker %d: AlterPartition answered %s-%d, which it did not ask about",
+                        self.broker_id,
+                        topic_id,
+                        result.partition_index,
+                    )
+                    continue
+                answered.add(key)
+                partition_error: KafkaError | None = None
+                if result.HasField("error") and result.error.code != 0:
+                    partition_error = error_for_code(result.error.code, result.error.message)
+                self._rm.on_isr_change_result(
+                    change,
+                    partition_error,
+                    tuple(result.isr),
+                    result.leader_epoch,
+                    result.partition_epoch,
+                )
+        return _Outcome(answered=answered)
+
+    def _stub(self, controller_id: int) -> controller_pb2_grpc.ControllerStub:
+        stub = self._stubs.get(controller_id)
+        if stub is None:
+            channel = grpc.aio.insecure_channel(
+                self._addresses[controller_id], options=_CHANNEL_OPTIONS
+            )
+            self._channels[controller_id] = channel
+            stub = controller_pb2_grpc.ControllerStub(channel)  # type: ignore[no-untyped-call]
+            self._stubs[controller_id] = stub
+        return stub
+
+    def _reconnect(self, controller_id: int) -> None:
+        self._stubs.pop(controller_id, None)
+        channel = self._channels.pop(controller_id, None)
+        if channel is not None:
+            task = asyncio.get_running_loop().create_task(channel.close(grace=None))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+
+class _Outcome:
+    __slots__ = ("answered", "failed", "redirect")
+
+    def __init__(
+        self,
+        *,
+        answered: set[PartitionKey] | None = None,
+        failed: bool = False,
+        redirect: bool = False,
+    ) -> None:
+        self.answered = answered or set()
+        self.failed = failed
+        self.redirect = redirect

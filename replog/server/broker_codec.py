@@ -1,0 +1,629 @@
+"""Translation between the Broker service's protobuf messages and `replog.replication.messages`.
+
+Both directions of every message: the service decodes requests (`*_request_from_proto`) and
+encodes responses (`*_response_to_proto`); `BrokerClient` and the replica fetcher do the
+opposite. No protocol decision is made here.
+
+Rules:
+- The wire groups partitions by topic (in the order topics first appear); the dataclasses hold
+  one flat entry per partition. Decoding keeps the wire's order, so encoding what was decoded
+  gives the same message back.
+- Leader epochs that may be absent are proto3 `optional`: absent decodes as -1, and -1 is
+  encoded as absent. A topic id is 16 raw bytes; empty is "none" (not checked).
+- Errors cross the wire as `ErrorStatus` (Kafka's code and name, and the message naming the
+  topic-partition and offset); no error is an unset field or code 0. Decoding gives the
+  `replog.errors` class registered for the code (`error_for_code`), so clients raise the
+  broker's types.
+- A request the dataclasses cannot even hold (a topic id that is not 16 bytes, an unknown
+  isolation level) is `InvalidRequestError` naming the field and the value; the service answers
+  it as gRPC INVALID_ARGUMENT.
+- Record bytes pass through as they are: never decoded, never copied more than protobuf does.
+- Metadata is answered from a `MetadataImage` the way the controller answers it from its
+  committed state (`quorum.controller.reads.metadata`): unfenced brokers only, offline replicas
+  are those on fenced or unregistered brokers, LEADER_NOT_AVAILABLE for a partition without a
+  leader, UNKNOWN_TOPIC_OR_PARTITION for a topic asked for and absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+from uuid import UUID
+
+from quorum.controller.reads import BrokerView, MetadataView, PartitionView, TopicView
+from quorum.controller.replication_control import ApiError
+from quorum.metadata.image import MetadataImage
+from quorum.metadata.partition_registration import PartitionRegistration
+from quorum.metadata.records import NO_LEADER
+from replog.errors import (
+    InvalidRequestError,
+    KafkaError,
+    LeaderNotAvailableError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
+from replog.pb import broker_pb2 as pb
+from replog.pb import common_pb2
+from replog.pb import controller_pb2 as controller_pb
+from replog.replication import messages as m
+from replog.server.controller_codec import metadata_to_proto
+
+UUID_BYTES = 16
+NONE = -1
+
+T = TypeVar("T")
+P = TypeVar("P")
+
+
+# --- common -------------------------------------------------------------------------------------
+
+
+def error_to_proto(error: KafkaError | None) -> common_pb2.ErrorStatus | None:
+    """The wire form of an error; None for no error."""
+    if error is None:
+        return None
+    return common_pb2.ErrorStatus(code=error.code, error_name=error.error_name, message=str(error))
+
+
+def error_from_proto(holder: Any) -> KafkaError | None:
+    """The error a response entry carries (its `error` field), None when absent or code 0."""
+    status: common_pb2.ErrorStatus = holder.error
+    if not holder.HasField("error") or status.code == 0:
+        return None
+    return error_for_code(status.code, status.message)
+
+
+def topic_id_from_proto(value: bytes, where: str) -> UUID | None:
+    if not value:
+        return None
+    if len(value) != UUID_BYTES:
+        raise InvalidRequestError(
+            f"{where}: topic_id must be {UUID_BYTES} bytes or empty, got {len(value)}"
+        )
+    return UUID(bytes=value)
+
+
+def _topic_id_bytes(value: UUID | None) -> bytes:
+    return b"" if value is None else value.bytes
+
+
+def _optional_epoch(holder: Any, name: str) -> int:
+    """An `optional int32` leader epoch: absent is -1."""
+    if holder.HasField(name):
+        return int(getattr(holder, name))
+    return m.NO_LEADER_EPOCH
+
+
+def _set_optional_epoch(message: Any, name: str, value: int) -> None:
+    if value != m.NO_LEADER_EPOCH:
+        setattr(message, name, value)
+
+
+def _leader_to_proto(leader: m.LeaderIdAndEpoch | None) -> pb.LeaderIdAndEpoch | None:
+    if leader is None:
+        return None
+    return pb.LeaderIdAndEpoch(leader_id=leader.leader_id, leader_epoch=leader.leader_epoch)
+
+
+def _leader_from_proto(holder: Any) -> m.LeaderIdAndEpoch | None:
+    if not holder.HasField("current_leader"):
+        return None
+    leader: pb.LeaderIdAndEpoch = holder.current_leader
+    return m.LeaderIdAndEpoch(leader.leader_id, leader.leader_epoch)
+
+
+def isolation_level_from_proto(value: int, where: str) -> m.IsolationLevel:
+    try:
+        return m.IsolationLevel(value)
+    except ValueError:
+        raise InvalidRequestError(
+            f"{where}: isolation_level {value} is neither 0 (READ_UNCOMMITTED) nor "
+            "1 (READ_COMMITTED)"
+        ) from None
+
+
+def _grouped(
+    items: Iterable[T], key: Callable[[T], object], encode: Callable[[T], P]
+) -> list[tuple[T, list[P]]]:
+    """Items grouped by `key` in the order each key first appears: (first item, encoded)."""
+    groups: dict[object, tuple[T, list[P]]] = {}
+    for item in items:
+        group = groups.get(key(item))
+        if group is None:
+            group = groups[key(item)] = (item, [])
+        group[1].append(encode(item))
+    return list(groups.values())
+
+
+def _topic(item: Any) -> object:
+    return item.topic
+
+
+def _topic_and_id(item: Any) -> object:
+    return (item.topic, item.topic_id)
+
+
+# --- Produce ------------------------------------------------------------------------------------
+
+
+def produce_request_to_proto(request: m.ProduceRequest) -> pb.ProduceRequest:
+    return pb.ProduceRequest(
+        acks=request.acks,
+        timeout_ms=request.timeout_ms,
+        topics=[
+            pb.ProduceTopicData(topic=first.topic, partitions=partitions)
+            for first, partitions in _grouped(
+                request.partitions,
+                _topic,
+                lambda p: pb.ProducePartitionData(partition=p.partition, records=p.records),
+            )
+        ],
+    )
+
+
+def produce_request_from_proto(message: pb.ProduceRequest) -> m.ProduceRequest:
+    return m.ProduceRequest(
+        acks=message.acks,
+        timeout_ms=message.timeout_ms,
+        partitions=tuple(
+            m.ProducePartition(topic.topic, partition.partition, partition.records)
+            for topic in message.topics
+            for partition in topic.partitions
+        ),
+    )
+
+
+def _produce_result_to_proto(result: m.ProducePartitionResult) -> pb.ProducePartitionResponse:
+    return pb.ProducePartitionResponse(
+        partition=result.partition,
+        error=error_to_proto(result.error),
+        base_offset=result.base_offset,
+        log_append_time_ms=result.log_append_time_ms,
+        log_start_offset=result.log_start_offset,
+        current_leader=_leader_to_proto(result.current_leader),
+    )
+
+
+def produce_response_to_proto(response: m.ProduceResponse) -> pb.ProduceResponse:
+    return pb.ProduceResponse(
+        topics=[
+            pb.ProduceTopicResponse(topic=first.topic, partitions=partitions)
+            for first, partitions in _grouped(response.partitions, _topic, _produce_result_to_proto)
+        ]
+    )
+
+
+def produce_response_from_proto(message: pb.ProduceResponse) -> m.ProduceResponse:
+    return m.ProduceResponse(
+        tuple(
+            m.ProducePartitionResult(
+                topic=topic.topic,
+                partition=p.partition,
+                error=error_from_proto(p),
+                base_offset=p.base_offset,
+                log_append_time_ms=p.log_append_time_ms,
+                log_start_offset=p.log_start_offset,
+                current_leader=_leader_from_proto(p),
+            )
+            for topic in message.topics
+            for p in topic.partitions
+        )
+    )
+
+
+# --- Fetch --------------------------------------------------------------------------------------
+
+
+def _fetch_partition_to_proto(partition: m.FetchPartition) -> pb.FetchPartition:
+    message = pb.FetchPartition(
+        partition=partition.partition,
+        fetch_offset=partition.fetch_offset,
+        log_start_offset=partition.log_start_offset,
+        partition_max_bytes=partition.partition_max_bytes,
+    )
+    _set_optional_epoch(message, "current_leader_epoch", partition.current_leader_epoch)
+    _set_optional_epoch(message, "last_fetched_epoch", partition.last_fetched_epoch)
+    return message
+
+
+def fetch_request_to_proto(request: m.FetchRequest) -> pb.FetchRequest:
+    return pb.FetchRequest(
+        replica_id=request.replica_id,
+        replica_epoch=request.replica_epoch,
+        max_wait_ms=request.max_wait_ms,
+        min_bytes=request.min_bytes,
+        max_bytes=request.max_bytes,
+        isolation_level=int(request.isolation_level),
+        topics=[
+            pb.FetchTopic(
+                topic=first.topic,
+                topic_id=_topic_id_bytes(first.topic_id),
+                partitions=partitions,
+            )
+            for first, partitions in _grouped(
+                request.partitions, _topic_and_id, _fetch_partition_to_proto
+            )
+        ],
+    )
+
+
+def fetch_request_from_proto(message: pb.FetchRequest) -> m.FetchRequest:
+    partitions: list[m.FetchPartition] = []
+    for topic in message.topics:
+        topic_id = topic_id_from_proto(topic.topic_id, f"Fetch of topic {topic.topic!r}")
+        for p in topic.partitions:
+            partitions.append(
+                m.FetchPartition(
+                    topic=topic.topic,
+                    partition=p.partition,
+                    fetch_offset=p.fetch_offset,
+                    partition_max_bytes=p.partition_max_bytes,
+                    current_leader_epoch=_optional_epoch(p, "current_leader_epoch"),
+                    last_fetched_epoch=_optional_epoch(p, "last_fetched_epoch"),
+                    log_start_offset=p.log_start_offset,
+                    topic_id=topic_id,
+                )
+            )
+    return m.FetchRequest(
+        partitions=tuple(partitions),
+        replica_id=message.replica_id,
+        replica_epoch=message.replica_epoch,
+        max_wait_ms=message.max_wait_ms,
+        min_bytes=message.min_bytes,
+        max_bytes=message.max_bytes,
+        isolation_level=isolation_level_from_proto(message.isolation_level, "Fetch"),
+    )
+
+
+def _fetch_result_to_proto(result: m.FetchPartitionResult) -> pb.FetchPartitionResponse:
+    diverging = result.diverging_epoch
+    return pb.FetchPartitionResponse(
+        partition=result.partition,
+        error=error_to_proto(result.error),
+        high_watermark=result.high_watermark,
+        last_stable_offset=result.last_stable_offset,
+        log_start_offset=result.log_start_offset,
+        diverging_epoch=None
+        if diverging is None
+        else common_pb2.EpochEndOffset(
+            leader_epoch=diverging.leader_epoch, end_offset=diverging.end_offset
+        ),
+        current_leader=_leader_to_proto(result.current_leader),
+        records=result.records,
+        log_end_offset=result.log_end_offset,
+    )
+
+
+def fetch_response_to_proto(response: m.FetchResponse) -> pb.FetchResponse:
+    return pb.FetchResponse(
+        topics=[
+            pb.FetchTopicResponse(
+                topic=first.topic, topic_id=_topic_id_bytes(first.topic_id), partitions=partitions
+            )
+            for first, partitions in _grouped(
+                response.partitions, _topic_and_id, _fetch_result_to_proto
+            )
+        ]
+    )
+
+
+def fetch_response_from_proto(message: pb.FetchResponse) -> m.FetchResponse:
+    results: list[m.FetchPartitionResult] = []
+    for topic in message.topics:
+        topic_id = topic_id_from_proto(topic.topic_id, f"Fetch response of topic {topic.topic!r}")
+        for p in topic.partitions:
+            diverging = None
+            if p.HasField("diverging_epoch"):
+                diverging = m.EpochEndOffsetResult(
+                    p.diverging_epoch.leader_epoch, p.diverging_epoch.end_offset
+                )
+            results.append(
+                m.FetchPartitionResult(
+                    topic=topic.topic,
+                    partition=p.partition,
+                    error=error_from_proto(p),
+                    high_watermark=p.high_watermark,
+                    last_stable_offset=p.last_stable_offset,
+                    log_start_offset=p.log_start_offset,
+                    diverging_epoch=diverging,
+                    current_leader=_leader_from_proto(p),
+                    records=p.records,
+                    topic_id=topic_id,
+                    log_end_offset=p.log_end_offset,
+                )
+            )
+    return m.FetchResponse(tuple(results))
+
+
+# --- ListOffsets --------------------------------------------------------------------------------
+
+
+def _list_offsets_partition_to_proto(partition: m.ListOffsetsPartition) -> pb.ListOffsetsPartition:
+    message = pb.ListOffsetsPartition(partition=partition.partition, timestamp=partition.timestamp)
+    _set_optional_epoch(message, "current_leader_epoch", partition.current_leader_epoch)
+    return message
+
+
+def list_offsets_request_to_proto(request: m.ListOffsetsRequest) -> pb.ListOffsetsRequest:
+    return pb.ListOffsetsRequest(
+        replica_id=request.replica_id,
+        isolation_level=int(request.isolation_level),
+        topics=[
+            pb.ListOffsetsTopic(topic=first.topic, partitions=partitions)
+            for first, partitions in _grouped(
+                request.partitions, _topic, _list_offsets_partition_to_proto
+            )
+        ],
+    )
+
+
+def list_offsets_request_from_proto(message: pb.ListOffsetsRequest) -> m.ListOffsetsRequest:
+    return m.ListOffsetsRequest(
+        partitions=tuple(
+            m.ListOffsetsPartition(
+                topic=topic.topic,
+                partition=p.partition,
+                timestamp=p.timestamp,
+                current_leader_epoch=_optional_epoch(p, "current_leader_epoch"),
+            )
+            for topic in message.topics
+            for p in topic.partitions
+        ),
+        replica_id=message.replica_id,
+        isolation_level=isolation_level_from_proto(message.isolation_level, "ListOffsets"),
+    )
+
+
+def _list_offsets_result_to_proto(
+    result: m.ListOffsetsPartitionResult,
+) -> pb.ListOffsetsPartitionResponse:
+    return pb.ListOffsetsPartitionResponse(
+        partition=result.partition,
+        error=error_to_proto(result.error),
+        timestamp=result.timestamp,
+        offset=result.offset,
+        leader_epoch=result.leader_epoch,
+    )
+
+
+def list_offsets_response_to_proto(response: m.ListOffsetsResponse) -> pb.ListOffsetsResponse:
+    return pb.ListOffsetsResponse(
+        topics=[
+            pb.ListOffsetsTopicResponse(topic=first.topic, partitions=partitions)
+            for first, partitions in _grouped(
+                response.partitions, _topic, _list_offsets_result_to_proto
+            )
+        ]
+    )
+
+
+def list_offsets_response_from_proto(message: pb.ListOffsetsResponse) -> m.ListOffsetsResponse:
+    return m.ListOffsetsResponse(
+        tuple(
+            m.ListOffsetsPartitionResult(
+                topic=topic.topic,
+                partition=p.partition,
+                error=error_from_proto(p),
+                timestamp=p.timestamp,
+                offset=p.offset,
+                leader_epoch=p.leader_epoch,
+            )
+            for topic in message.topics
+            for p in topic.partitions
+        )
+    )
+
+
+# --- OffsetsForLeaderEpoch ----------------------------------------------------------------------
+
+
+def _offset_for_leader_partition_to_proto(
+    partition: m.OffsetForLeaderPartition,
+) -> pb.OffsetForLeaderPartition:
+    message = pb.OffsetForLeaderPartition(
+        partition=partition.partition, leader_epoch=partition.leader_epoch
+    )
+    _set_optional_epoch(message, "current_leader_epoch", partition.current_leader_epoch)
+    return message
+
+
+def offsets_for_leader_epoch_request_to_proto(
+    request: m.OffsetsForLeaderEpochRequest,
+) -> pb.OffsetsForLeaderEpochRequest:
+    return pb.OffsetsForLeaderEpochRequest(
+        replica_id=request.replica_id,
+        topics=[
+            pb.OffsetForLeaderTopic(topic=first.topic, partitions=partitions)
+            for first, partitions in _grouped(
+                request.partitions, _topic, _offset_for_leader_partition_to_proto
+            )
+        ],
+    )
+
+
+def offsets_for_leader_epoch_request_from_proto(
+    message: pb.OffsetsForLeaderEpochRequest,
+) -> m.OffsetsForLeaderEpochRequest:
+    return m.OffsetsForLeaderEpochRequest(
+        partitions=tuple(
+            m.OffsetForLeaderPartition(
+                topic=topic.topic,
+                partition=p.partition,
+                leader_epoch=p.leader_epoch,
+                current_leader_epoch=_optional_epoch(p, "current_leader_epoch"),
+            )
+            for topic in message.topics
+            for p in topic.partitions
+        ),
+        replica_id=message.replica_id,
+    )
+
+
+def _offset_for_leader_result_to_proto(
+    result: m.OffsetForLeaderPartitionResult,
+) -> pb.OffsetForLeaderPartitionResponse:
+    return pb.OffsetForLeaderPartitionResponse(
+        partition=result.partition,
+        error=error_to_proto(result.error),
+        leader_epoch=result.leader_epoch,
+        end_offset=result.end_offset,
+    )
+
+
+def offsets_for_leader_epoch_response_to_proto(
+    response: m.OffsetsForLeaderEpochResponse,
+) -> pb.OffsetsForLeaderEpochResponse:
+    return pb.OffsetsForLeaderEpochResponse(
+        topics=[
+            pb.OffsetForLeaderTopicResponse(topic=first.topic, partitions=partitions)
+            for first, partitions in _grouped(
+                response.partitions, _topic, _offset_for_leader_result_to_proto
+            )
+        ]
+    )
+
+
+def offsets_for_leader_epoch_response_from_proto(
+    message: pb.OffsetsForLeaderEpochResponse,
+) -> m.OffsetsForLeaderEpochResponse:
+    return m.OffsetsForLeaderEpochResponse(
+        tuple(
+            m.OffsetForLeaderPartitionResult(
+                topic=topic.topic,
+                partition=p.partition,
+                error=error_from_proto(p),
+                leader_epoch=p.leader_epoch,
+                end_offset=p.end_offset,
+            )
+            for topic in message.topics
+            for p in topic.partitions
+        )
+    )
+
+
+# --- DeleteRecords ------------------------------------------------------------------------------
+
+
+def delete_records_request_to_proto(request: m.DeleteRecordsRequest) -> pb.DeleteRecordsRequest:
+    return pb.DeleteRecordsRequest(
+        timeout_ms=request.timeout_ms,
+        topics=[
+            pb.DeleteRecordsTopic(topic=first.topic, partitions=partitions)
+            for first, partitions in _grouped(
+                request.partitions,
+                _topic,
+                lambda p: pb.DeleteRecordsPartition(partition=p.partition, offset=p.offset),
+            )
+        ],
+    )
+
+
+def delete_records_request_from_proto(message: pb.DeleteRecordsRequest) -> m.DeleteRecordsRequest:
+    return m.DeleteRecordsRequest(
+        partitions=tuple(
+            m.DeleteRecordsPartition(topic.topic, p.partition, p.offset)
+            for topic in message.topics
+            for p in topic.partitions
+        ),
+        timeout_ms=message.timeout_ms,
+    )
+
+
+def _delete_records_result_to_proto(
+    result: m.DeleteRecordsPartitionResult,
+) -> pb.DeleteRecordsPartitionResponse:
+    return pb.DeleteRecordsPartitionResponse(
+        partition=result.partition,
+        error=error_to_proto(result.error),
+        low_watermark=result.low_watermark,
+    )
+
+
+def delete_records_response_to_proto(
+    response: m.DeleteRecordsResponse,
+) -> pb.DeleteRecordsResponse:
+    return pb.DeleteRecordsResponse(
+        topics=[
+            pb.DeleteRecordsTopicResponse(topic=first.topic, partitions=partitions)
+            for first, partitions in _grouped(
+                response.partitions, _topic, _delete_records_result_to_proto
+            )
+        ]
+    )
+
+
+def delete_records_response_from_proto(
+    message: pb.DeleteRecordsResponse,
+) -> m.DeleteRecordsResponse:
+    return m.DeleteRecordsResponse(
+        tuple(
+            m.DeleteRecordsPartitionResult(
+                topic=topic.topic,
+                partition=p.partition,
+                error=error_from_proto(p),
+                low_watermark=p.low_watermark,
+            )
+            for topic in message.topics
+            for p in topic.partitions
+        )
+    )
+
+
+# --- Metadata -----------------------------------------------------------------------------------
+
+
+def metadata_view_from_image(
+    image: MetadataImage, topic_names: Sequence[str] | None, cluster_id: str
+) -> MetadataView:
+    """What the controller's Metadata read answers, computed from a broker's image."""
+    registrations = image.cluster.brokers
+    live = {broker_id for broker_id, r in registrations.items() if not r.fenced}
+    by_name = image.topics.by_name
+    wanted = sorted(by_name) if topic_names is None else list(topic_names)
+    topics: list[TopicView] = []
+    for name in wanted:
+        topic = by_name.get(name)
+        if topic is None:
+            error = ApiError(UnknownTopicOrPartitionError, f"no topic named {name!r}")
+            topics.append(TopicView(name, None, error=error))
+            continue
+        topics.append(
+            TopicView(
+                name,
+                topic.topic_id,
+                tuple(
+                    _partition_view(name, partition_id, topic.partitions[partition_id], live)
+                    for partition_id in sorted(topic.partitions)
+                ),
+            )
+        )
+    brokers = tuple(BrokerView.of(registrations[b]) for b in sorted(live))
+    return MetadataView(cluster_id, brokers, tuple(topics), image.provenance.last_offset)
+
+
+def _partition_view(
+    topic: str, partition_id: int, registration: PartitionRegistration, live: set[int]
+) -> PartitionView:
+    offline = tuple(r for r in registration.replicas if r not in live)
+    error = None
+    if registration.leader == NO_LEADER:
+        error = ApiError(
+            LeaderNotAvailableError,
+            f"partition {topic}-{partition_id} has no leader (isr {list(registration.isr)}, "
+            f"offline replicas {list(offline)})",
+        )
+    return PartitionView(partition_id, registration, offline, error)
+
+
+def metadata_response_from_image(
+    image: MetadataImage,
+    request: controller_pb.MetadataRequest,
+    *,
+    cluster_id: str,
+    controller_id: int,
+) -> controller_pb.MetadataResponse:
+    response = metadata_to_proto(
+        metadata_view_from_image(image, list(request.topics) or None, cluster_id)
+    )
+    response.controller_id = controller_id
+    return response

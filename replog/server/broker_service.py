@@ -1,0 +1,560 @@
+"""The `Broker` gRPC servicer: the data plane's requests to the replica manager.
+
+Thin: each method checks the request's size, decodes it (`broker_codec`), answers what is
+malformed per partition, hands the rest to the `ReplicaManager`, and encodes the answer; the
+replica manager (and the cores under it) decide everything else.
+
+Rules:
+- Bytes that are not a protobuf message of the method's request type fail with
+  INVALID_ARGUMENT, answered by the service and not by gRPC's own deserializer (which would
+  answer INTERNAL and log a traceback): register the service with `add_broker_service`.
+- A request larger than `request_bytes_max` (Kafka's `socket.request.max.bytes`) fails with
+  gRPC RESOURCE_EXHAUSTED naming its size and the limit. One the codec cannot decode (a topic
+  id that is not 16 bytes, an unknown isolation level) or that names a partition twice fails
+  with INVALID_ARGUMENT naming the field, the value or the partition.
+- A malformed partition entry gets its own Kafka error and the others go on: an illegal topic
+  name is INVALID_TOPIC_EXCEPTION, a negative partition UNKNOWN_TOPIC_OR_PARTITION, produce
+  bytes that are not whole v2 batches CORRUPT_MESSAGE (framing only: the records are never
+  decoded here; CRCs and the rest are the log's), acks other than 0, 1, -1
+  INVALID_REQUIRED_ACKS for every partition. A fetch with such an entry is answered at once
+  (Kafka answers a fetch with any partition error without waiting).
+- acks=0 answers an empty response; if any partition failed, the call is aborted (ABORTED,
+  naming the partition and its error): the gRPC analogue of Kafka closing the connection, so
+  the producer notices and refreshes its metadata.
+- Waiting requests (acks=all produce, fetch long polls, DeleteRecords) wait at most their own
+  timeout and end a little before the caller's gRPC deadline, so the caller gets Kafka's
+  answer rather than DEADLINE_EXCEEDED.
+- Until the broker has recovered its logs and created its replica manager (`attach`), data
+  requests fail with UNAVAILABLE; Metadata is answered from the image from the start.
+- The replica manager answers errors per partition; a KAFKA_STORAGE_ERROR among them also
+  goes to `on_storage_error` (the node stops: a disk it cannot trust). If it raises anyway: a
+  `KafkaStorageError` goes to `on_storage_error` and the call fails with UNAVAILABLE; another
+  `KafkaError` becomes every partition's error; any other exception is logged and the call
+  fails with INTERNAL. Never a crashed process.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, TypeAlias, TypeVar
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from quorum.metadata.image import MetadataImage
+from replog.errors import (
+    CorruptRecordError,
+    InvalidRequestError,
+    InvalidRequiredAcksError,
+    InvalidTopicError,
+    KafkaError,
+    KafkaStorageError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+)
+from replog.pb import broker_pb2 as pb
+from replog.pb import broker_pb2_grpc
+from replog.pb import controller_pb2 as controller_pb
+from replog.record.header import LOG_OVERHEAD, validate_batch
+from replog.replication import messages as m
+from replog.server import broker_codec as codec
+
+log = logging.getLogger("replog.server.broker")
+
+Context: TypeAlias = Any  # grpc.aio.ServicerContext (grpc ships no type hints)
+
+SERVICE_NAME = "replog.pb.broker.Broker"
+# Kafka's socket.request.max.bytes.
+REQUEST_BYTES_MAX_DEFAULT = 104_857_600
+# Answer this long before the caller's gRPC deadline (as the Controller service does).
+DEADLINE_MARGIN_MS = 20
+_LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+_VALID_ACKS = (m.ACKS_NONE, m.ACKS_LEADER, m.ACKS_ALL)
+
+
+class BrokerRequests(Protocol):
+    """What the service needs of the replica manager (`replica_manager.ReplicaManager`)."""
+
+    async def produce(self, request: m.ProduceRequest) -> m.ProduceResponse: ...
+    async def fetch(self, request: m.FetchRequest) -> m.FetchResponse: ...
+    def list_offsets(self, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse: ...
+    def offsets_for_leader_epoch(
+        self, request: m.OffsetsForLeaderEpochRequest
+    ) -> m.OffsetsForLeaderEpochResponse: ...
+    async def delete_records(self, request: m.DeleteRecordsRequest) -> m.DeleteRecordsResponse: ...
+
+
+class _Entry(Protocol):
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+
+
+E = TypeVar("E", bound=_Entry)
+R = TypeVar("R")
+
+
+class _Refused(Exception):
+    """The whole call fails with a gRPC status (raised inside the service only)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code = code
+        self.details = details
+
+
+def topic_name_problem(topic: str) -> str | None:
+    """Why `topic` cannot name a topic (Kafka's rules), None if it can."""
+    if not topic:
+        return "the topic name is empty"
+    if len(topic) > 249:
+        return f"topic name of {len(topic)} characters is longer than 249"
+    if topic in (".", ".."):
+        return f"topic name {topic!r} is not allowed"
+    if not set(topic) <= _LEGAL_TOPIC_CHARS:
+        return f"topic name {topic!r} has characters outside [a-zA-Z0-9._-]"
+    return None
+
+
+def records_problem(records: bytes) -> str | None:
+    """Why `records` are not whole v2 batches (framing and magic only), None if they are."""
+    position = 0
+    while position < len(records):
+        try:
+            header = validate_batch(records, position, where=f"byte {position}", defer_crc=True)
+        except KafkaError as error:
+            return str(error)
+        position += header.batch_length + LOG_OVERHEAD
+    return None
+
+
+class BrokerService(broker_pb2_grpc.BrokerServicer):
+    def __init__(
+        self,
+        broker_id: int,
+        *,
+        cluster_id: str,
+        image: Callable[[], MetadataImage],
+        controller_id: Callable[[], int] = lambda: -1,
+        replica_manager: BrokerRequests | None = None,
+        request_bytes_max: int = REQUEST_BYTES_MAX_DEFAULT,
+        on_storage_error: Callable[[KafkaStorageError], None] | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self._cluster_id = cluster_id
+        self._image = image
+        self._controller_id = controller_id
+        self._replica_manager = replica_manager
+        self._request_bytes_max = request_bytes_max
+        self._on_storage_error = on_storage_error
+
+    def attach(self, replica_manager: BrokerRequests | None) -> None:
+        """The logs are recovered: serve data requests from now on (None: stop serving them,
+        before the replica manager and the logs shut down)."""
+        self._replica_manager = replica_manager
+
+    # --- the calls -----------------------------------------------------------------------------
+
+    async def Produce(self, request: pb.ProduceRequest, context: Context) -> pb.ProduceResponse:
+        async def serve() -> pb.ProduceResponse:
+            decoded = self._decode(request, codec.produce_request_from_proto)
+            rm = self._ready()
+            where = "Produce"
+            if decoded.acks not in _VALID_ACKS:
+                refused: dict[int, KafkaError] = {
+                    i: InvalidRequiredAcksError(
+                        f"{p.topic}-{p.partition}: acks={decoded.acks}: must be 0, 1 or -1 (all)"
+                    )
+                    for i, p in enumerate(decoded.partitions)
+                }
+            else:
+                refused = _refusals(decoded.partitions, where, _produce_problem)
+            valid = tuple(p for i, p in enumerate(decoded.partitions) if i not in refused)
+            timeout_ms = _bounded_ms(decoded.timeout_ms, context)
+            answered: Sequence[m.ProducePartitionResult] = ()
+            if valid:
+                answered = (
+                    await self._call(
+                        lambda: rm.produce(
+                            replace(decoded, partitions=valid, timeout_ms=timeout_ms)
+                        ),
+                        lambda error: m.ProduceResponse(
+                            tuple(
+                                m.ProducePartitionResult(p.topic, p.partition, error) for p in valid
+                            )
+                        ),
+                    )
+                ).partitions
+            if decoded.acks == m.ACKS_NONE:
+                # The manager answers acks=0 with the failed partitions only.
+                failed = [
+                    (p.topic, p.partition, error)
+                    for i, p in enumerate(decoded.partitions)
+                    if (error := refused.get(i)) is not None
+                ] + [(r.topic, r.partition, r.error) for r in answered if r.error is not None]
+                if failed:
+                    topic, partition, error = failed[0]
+                    more = f" (and {len(failed) - 1} more partitions)" if len(failed) > 1 else ""
+                    raise _Refused(
+                        grpc.StatusCode.ABORTED,
+                        f"acks=0 produce to {topic}-{partition} failed with "
+                        f"{error.error_name}: {error}{more}",
+                    )
+                return pb.ProduceResponse()
+            results = _merged(
+                decoded.partitions,
+                refused,
+                answered,
+                lambda p, error: m.ProducePartitionResult(p.topic, p.partition, error),
+            )
+            return codec.produce_response_to_proto(m.ProduceResponse(tuple(results)))
+
+        return await self._serve(request, context, serve)
+
+    async def Fetch(self, request: pb.FetchRequest, context: Context) -> pb.FetchResponse:
+        async def serve() -> pb.FetchResponse:
+            decoded = self._decode(request, codec.fetch_request_from_proto)
+            rm = self._ready()
+            refused = _refusals(decoded.partitions, "Fetch", _entry_problem)
+            valid = tuple(p for i, p in enumerate(decoded.partitions) if i not in refused)
+            # Kafka answers at once when any partition has an error (§7.2).
+            max_wait_ms = 0 if refused else _bounded_ms(decoded.max_wait_ms, context)
+            answered: Sequence[m.FetchPartitionResult] = ()
+            if valid:
+                answered = (
+                    await self._call(
+                        lambda: rm.fetch(
+                            replace(decoded, partitions=valid, max_wait_ms=max_wait_ms)
+                        ),
+                        lambda error: m.FetchResponse(
+                            tuple(
+                                m.FetchPartitionResult(
+                                    p.topic, p.partition, error, topic_id=p.topic_id
+                                )
+                                for p in valid
+                            )
+                        ),
+                    )
+                ).partitions
+            results = _merged(
+                decoded.partitions,
+                refused,
+                answered,
+                lambda p, error: m.FetchPartitionResult(
+                    p.topic, p.partition, error, topic_id=p.topic_id
+                ),
+            )
+            return codec.fetch_response_to_proto(m.FetchResponse(tuple(results)))
+
+        return await self._serve(request, context, serve)
+
+    async def ListOffsets(
+        self, request: pb.ListOffsetsRequest, context: Context
+    ) -> pb.ListOffsetsResponse:
+        async def serve() -> pb.ListOffsetsResponse:
+            decoded = self._decode(request, codec.list_offsets_request_from_proto)
+            rm = self._ready()
+            refused = _refusals(decoded.partitions, "ListOffsets", _entry_problem)
+            valid = tuple(p for i, p in enumerate(decoded.partitions) if i not in refused)
+
+            async def call() -> m.ListOffsetsResponse:
+                return rm.list_offsets(replace(decoded, partitions=valid))
+
+            answered: Sequence[m.ListOffsetsPartitionResult] = ()
+            if valid:
+                answered = (
+                    await self._call(
+                        call,
+                        lambda error: m.ListOffsetsResponse(
+                            tuple(
+                                m.ListOffsetsPartitionResult(p.topic, p.partition, error)
+                                for p in valid
+                            )
+                        ),
+                    )
+                ).partitions
+            results = _merged(
+                decoded.partitions,
+                refused,
+                answered,
+                lambda p, error: m.ListOffsetsPartitionResult(p.topic, p.partition, error),
+            )
+            return codec.list_offsets_response_to_proto(m.ListOffsetsResponse(tuple(results)))
+
+        return await self._serve(request, context, serve)
+
+    async def OffsetsForLeaderEpoch(
+        self, request: pb.OffsetsForLeaderEpochRequest, context: Context
+    ) -> pb.OffsetsForLeaderEpochResponse:
+        async def serve() -> pb.OffsetsForLeaderEpochResponse:
+            decoded = self._decode(request, codec.offsets_for_leader_epoch_request_from_proto)
+            rm = self._ready()
+            refused = _refusals(decoded.partitions, "OffsetsForLeaderEpoch", _entry_problem)
+            valid = tuple(p for i, p in enumerate(decoded.partitions) if i not in refused)
+
+            async def call() -> m.OffsetsForLeaderEpochResponse:
+                return rm.offsets_for_leader_epoch(replace(decoded, partitions=valid))
+
+            answered: Sequence[m.OffsetForLeaderPartitionResult] = ()
+            if valid:
+                answered = (
+                    await self._call(
+                        call,
+                        lambda error: m.OffsetsForLeaderEpochResponse(
+                            tuple(
+                                m.OffsetForLeaderPartitionResult(p.topic, p.partition, error)
+                                for p in valid
+                            )
+                        ),
+                    )
+                ).partitions
+            results = _merged(
+                decoded.partitions,
+                refused,
+                answered,
+                lambda p, error: m.OffsetForLeaderPartitionResult(p.topic, p.partition, error),
+            )
+            return codec.offsets_for_leader_epoch_response_to_proto(
+                m.OffsetsForLeaderEpochResponse(tuple(results))
+            )
+
+        return await self._serve(request, context, serve)
+
+    async def DeleteRecords(
+        self, request: pb.DeleteRecordsRequest, context: Context
+    ) -> pb.DeleteRecordsResponse:
+        async def serve() -> pb.DeleteRecordsResponse:
+            decoded = self._decode(request, codec.delete_records_request_from_proto)
+            rm = self._ready()
+            refused = _refusals(decoded.partitions, "DeleteRecords", _entry_problem)
+            valid = tuple(p for i, p in enumerate(decoded.partitions) if i not in refused)
+            timeout_ms = _bounded_ms(decoded.timeout_ms, context)
+            answered: Sequence[m.DeleteRecordsPartitionResult] = ()
+            if valid:
+                answered = (
+                    await self._call(
+                        lambda: rm.delete_records(
+                            replace(decoded, partitions=valid, timeout_ms=timeout_ms)
+                        ),
+                        lambda error: m.DeleteRecordsResponse(
+                            tuple(
+                                m.DeleteRecordsPartitionResult(p.topic, p.partition, error)
+                                for p in valid
+                            )
+                        ),
+                    )
+                ).partitions
+            results = _merged(
+                decoded.partitions,
+                refused,
+                answered,
+                lambda p, error: m.DeleteRecordsPartitionResult(p.topic, p.partition, error),
+            )
+            return codec.delete_records_response_to_proto(m.DeleteRecordsResponse(tuple(results)))
+
+        return await self._serve(request, context, serve)
+
+    async def Metadata(
+        self, request: controller_pb.MetadataRequest, context: Context
+    ) -> controller_pb.MetadataResponse:
+        async def serve() -> controller_pb.MetadataResponse:
+            return codec.metadata_response_from_image(
+                self._image(),
+                request,
+                cluster_id=self._cluster_id,
+                controller_id=self._controller_id(),
+            )
+
+        return await self._serve(request, context, serve)
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    async def _serve(self, request: Any, context: Context, serve: Callable[[], Awaitable[R]]) -> R:
+        """Run `serve` after the size check; a `_Refused` or an unexpected error aborts."""
+        name = type(request).__name__
+        try:
+            if isinstance(request, Undecodable):
+                raise _Refused(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"{request.method}: the {len(request.data)} request bytes are not a "
+                    f"{request.message_type} message: {request.reason}",
+                )
+            size = request.ByteSize()
+            if size > self._request_bytes_max:
+                raise _Refused(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    f"{name} of {size} bytes is larger than socket.request.max.bytes "
+                    f"({self._request_bytes_max})",
+                )
+            return await serve()
+        except _Refused as refused:
+            await context.abort(refused.code, f"broker {self.broker_id}: {refused.details}")
+            raise  # abort raised already; this keeps mypy sure the function never falls off
+        except Exception as exc:
+            log.exception("broker %d: %s failed unexpectedly", self.broker_id, name)
+            await context.abort(
+                grpc.StatusCode.INTERNAL,
+                f"broker {self.broker_id}: {name} failed: {type(exc).__name__}: {exc}",
+            )
+            raise
+
+    def _decode(self, request: Any, decode: Callable[[Any], R]) -> R:
+        try:
+            return decode(request)
+        except InvalidRequestError as error:
+            raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None
+
+    def _ready(self) -> BrokerRequests:
+        rm = self._replica_manager
+        if rm is None:
+            raise _Refused(
+                grpc.StatusCode.UNAVAILABLE,
+                "not serving data requests: its logs are not recovered yet or it is shutting "
+                "down; try again shortly",
+            )
+        return rm
+
+    async def _call(
+        self, call: Callable[[], Awaitable[R]], every_partition_failed: Callable[[KafkaError], R]
+    ) -> R:
+        try:
+            answer = await call()
+        except KafkaStorageError as error:
+            if self._on_storage_error is not None:
+                self._on_storage_error(error)
+            raise _Refused(grpc.StatusCode.UNAVAILABLE, f"storage error: {error}") from None
+        except KafkaError as error:
+            return every_partition_failed(error)
+        # The manager answers a failed disk per partition (KAFKA_STORAGE_ERROR); the broker
+        # must still stop, as Kafka takes a failed log dir offline.
+        if self._on_storage_error is not None:
+            for result in answer.partitions:  # type: ignore[attr-defined]
+                if isinstance(result.error, KafkaStorageError):
+                    self._on_storage_error(result.error)
+                    break
+        return answer
+
+
+@dataclass(frozen=True, slots=True)
+class Undecodable:
+    """What the tolerant deserializer hands the service for bytes it cannot parse."""
+
+    method: str
+    message_type: str
+    data: bytes
+    reason: str
+
+
+def _tolerant(method: str, message_type: Any) -> Callable[[bytes], Any]:
+    def deserialize(data: bytes) -> Any:
+        try:
+            return message_type.FromString(data)
+        except DecodeError as error:
+            return Undecodable(method, message_type.DESCRIPTOR.full_name, data, str(error))
+
+    return deserialize
+
+
+_METHODS: dict[str, tuple[Any, Any]] = {
+    "Produce": (pb.ProduceRequest, pb.ProduceResponse),
+    "Fetch": (pb.FetchRequest, pb.FetchResponse),
+    "ListOffsets": (pb.ListOffsetsRequest, pb.ListOffsetsResponse),
+    "OffsetsForLeaderEpoch": (pb.OffsetsForLeaderEpochRequest, pb.OffsetsForLeaderEpochResponse),
+    "DeleteRecords": (pb.DeleteRecordsRequest, pb.DeleteRecordsResponse),
+    "Metadata": (controller_pb.MetadataRequest, controller_pb.MetadataResponse),
+}
+
+
+def add_broker_service(service: BrokerService, server: Any) -> None:
+    """Register `service` on a grpc.aio server, as `broker_pb2_grpc.add_BrokerServicer_to_server`
+    does, but with deserializers that hand garbage to the service instead of failing."""
+    handlers = {
+        method: grpc.unary_unary_rpc_method_handler(
+            getattr(service, method),
+            request_deserializer=_tolerant(method, request_type),
+            response_serializer=response_type.SerializeToString,
+        )
+        for method, (request_type, response_type) in _METHODS.items()
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+    server.add_registered_method_handlers(SERVICE_NAME, handlers)
+
+
+def _bounded_ms(requested_ms: int, context: Context) -> int:
+    """`requested_ms`, cut to end a little before the caller's deadline."""
+    remaining_s = None if context is None else context.time_remaining()
+    if remaining_s is None:
+        return requested_ms
+    return max(0, min(requested_ms, int(remaining_s * 1000) - DEADLINE_MARGIN_MS))
+
+
+def _entry_problem(entry: _Entry) -> KafkaError | None:
+    where = f"{entry.topic}-{entry.partition}"
+    problem = topic_name_problem(entry.topic)
+    if problem is not None:
+        return InvalidTopicError(f"{where}: {problem}")
+    if entry.partition < 0:
+        return UnknownTopicOrPartitionError(f"{where}: a partition number must be >= 0")
+    return None
+
+
+def _produce_problem(entry: m.ProducePartition) -> KafkaError | None:
+    error = _entry_problem(entry)
+    if error is not None:
+        return error
+    problem = records_problem(entry.records)
+    if problem is not None:
+        return CorruptRecordError(
+            f"{entry.topic}-{entry.partition}: the records are not whole v2 batches: {problem}"
+        )
+    return None
+
+
+def _refusals(
+    entries: Sequence[E], where: str, problem: Callable[[E], KafkaError | None]
+) -> dict[int, KafkaError]:
+    """Index -> error of each malformed entry; `_Refused` if a partition is named twice."""
+    seen: set[tuple[str, int]] = set()
+    refused: dict[int, KafkaError] = {}
+    for index, entry in enumerate(entries):
+        key = (entry.topic, entry.partition)
+        if key in seen:
+            raise _Refused(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"{where} names {entry.topic}-{entry.partition} more than once",
+            )
+        seen.add(key)
+        error = problem(entry)
+        if error is not None:
+            refused[index] = error
+    return refused
+
+
+def _merged(
+    entries: Sequence[E],
+    refused: dict[int, KafkaError],
+    answered: Sequence[Any],
+    failed: Callable[[E, KafkaError], R],
+) -> list[R]:
+    """One result per request entry, in request order: the refusal or the manager's answer."""
+    by_key = {(r.topic, r.partition): r for r in answered}
+    results: list[R] = []
+    for index, entry in enumerate(entries):
+        error = refused.get(index)
+        if error is not None:
+            results.append(failed(entry, error))
+            continue
+        result = by_key.get((entry.topic, entry.partition))
+        if result is None:
+            # The manager must answer every partition; say so rather than drop one silently.
+            result = failed(
+                entry,
+                UnknownServerError(
+                    f"{entry.topic}-{entry.partition}: the replica manager gave no answer"
+                ),
+            )
+        results.append(result)
+    return results

@@ -1,0 +1,282 @@
+"""One partition replica on this broker: its Log, its role, and the role's state.
+
+Rules (reference digest §5.1, §5.5, §6.2, §6.5; Kafka's `Partition.makeLeader` / `makeFollower`):
+- A replica is a leader (it holds a `PartitionLeaderState`, the pure core of HW, ISR and acks),
+  a follower (it holds a `FollowerFetchState`: whom it fetches from, at which leader epoch, its
+  fetch offset and last fetched leader epoch, and a back-off deadline), or neither (stopped).
+- Becoming leader of a new leader epoch writes `assign(leader_epoch, LEO)` into the leader-epoch
+  cache before anything else, synchronously: a follower may hold entries of an epoch this
+  replica never saw, and this replica must still answer with a boundary above them (§5.1).
+- The producer-state table is rebuilt from the log's batch headers when the replica becomes
+  leader (headers only; records are never decoded) and forgotten when it becomes a follower: a
+  follower does not answer produces, and a later election rebuilds from whatever the log holds
+  then, truncations included.
+- A follower starts fetching at its LEO with `last_fetched_epoch` = its log's latest leader
+  epoch (truncation on fetch, KIP-101): it never truncates to its high watermark. Only a log
+  without leader epochs (nothing written with a leader epoch) starts at its HW, as Kafka does.
+- The leader core's high watermark is mirrored into the Log after every change, so the log
+  manager's periodic checkpoint persists it (`mirror_high_watermark`).
+
+Theory of operation: the replica manager owns every `Partition` and drives it from metadata
+(`make_leader`, `make_follower`, `delete`); it does the waking of delayed operations, since it
+owns the purgatories. This class keeps the per-replica decisions that touch the Log in one
+place, so the manager does not reach into storage for them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from uuid import UUID
+
+from quorum.metadata.partition_registration import PartitionRegistration
+from replog.errors import UnknownTopicOrPartitionError
+from replog.record.header import BatchHeader, iter_frames, read_header
+from replog.replication.follower_truncation import initial_fetch_offset
+from replog.replication.leader_state import (
+    PartitionLeaderState,
+    PartitionReplicationConfig,
+    ReplicaEligibility,
+)
+from replog.replication.messages import NO_LEADER_EPOCH, LeaderIdAndEpoch
+from replog.replication.producer_state import ProducerStateTable
+from replog.storage.log import Log
+from replog.storage.log_manager import LogManager
+
+log = logging.getLogger("replog.server.partition")
+
+# How many bytes one read of a header walk asks the log for. The walk keeps only headers, so
+# this bounds the memory of a producer-state rebuild or a MAX_TIMESTAMP lookup.
+HEADER_WALK_CHUNK_BYTES = 1 << 20
+
+
+@dataclass(slots=True)
+class FollowerFetchState:
+    """What a follower replica fetches next (§5.5 "truncate on fetch")."""
+
+    leader_id: int  # -1: no leader, nothing to fetch
+    leader_epoch: int  # the epoch the follower fetches in (the request's current_leader_epoch)
+    fetch_offset: int  # always the log end offset once a step is over
+    last_fetched_epoch: int  # leader epoch of the last batch in the log; -1 none
+    backoff_until_ms: int = 0  # no fetch before this (an error, a dead leader)
+
+
+class Partition:
+    """One replica of one topic-partition hosted by this broker."""
+
+    def __init__(
+        self,
+        *,
+        topic: str,
+        topic_id: UUID,
+        partition: int,
+        local_broker_id: int,
+        log: Log,
+        log_manager: LogManager,
+    ) -> None:
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partition = partition
+        self.local_broker_id = local_broker_id
+        self.log = log
+        self._log_manager = log_manager
+        self.name = f"{topic}-{partition}"
+        self.registration: PartitionRegistration | None = None
+        self.leader_state: PartitionLeaderState | None = None
+        self.follower: FollowerFetchState | None = None
+        self.producer_state = ProducerStateTable(self.name)
+        self.stopped = False
+
+    def __repr__(self) -> str:
+        role = "leader" if self.leader_state else "follower" if self.follower else "none"
+        return f"Partition({self.name!r}, {role}, {self.log!r})"
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_state is not None
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.registration.leader_epoch if self.registration else NO_LEADER_EPOCH
+
+    def current_leader(self) -> LeaderIdAndEpoch:
+        """The leader as this replica's last registration names it."""
+        if self.registration is None:
+            return LeaderIdAndEpoch(-1, NO_LEADER_EPOCH)
+        return LeaderIdAndEpoch(self.registration.leader, self.registration.leader_epoch)
+
+    # --- role changes -------------------------------------------------------------------------
+
+    def make_leader(
+        self,
+        registration: PartitionRegistration,
+        *,
+        config: PartitionReplicationConfig,
+        eligibility: ReplicaEligibility,
+        now_ms: int,
+    ) -> bool:
+        """Lead at `registration`'s leader epoch; returns whether the high watermark moved."""
+        assert registration.leader == self.local_broker_id, (
+            f"{self.name}: make_leader on broker {self.local_broker_id} but the leader is "
+            f"{registration.leader}"
+        )
+        new_epoch = (
+            self.leader_state is None
+            or self.registration is None
+            or self.registration.leader_epoch != registration.leader_epoch
+        )
+        if new_epoch:
+            # Durable before any append of this epoch, and before any follower can ask (§5.1).
+            self.log.leader_epoch_cache.assign(registration.leader_epoch, self.log.log_end_offset)
+        leader_state = self.leader_state
+        if leader_state is None:
+            self.follower = None
+            self.producer_state.rebuild(self.batch_headers(self.log.log_start_offset))
+            leader_state = self.leader_state = PartitionLeaderState(
+                topic=self.topic,
+                topic_id=self.topic_id,
+                partition=self.partition,
+                local_broker_id=self.local_broker_id,
+                registration=registration,
+                leader_log_end_offset=self.log.log_end_offset,
+                high_watermark=self.log.high_watermark,
+                config=config,
+                eligibility=eligibility,
+                now_ms=now_ms,
+            )
+            moved = leader_state.high_watermark != self.log.high_watermark
+            log.info(
+                "%s: broker %d leads at leader epoch %d (LEO %d, HW %d, ISR %s)",
+                self.name,
+                self.local_broker_id,
+                registration.leader_epoch,
+                self.log.log_end_offset,
+                leader_state.high_watermark,
+                list(registration.isr),
+            )
+        else:
+            moved = leader_state.update_registration(
+                registration, leader_log_end_offset=self.log.log_end_offset, now_ms=now_ms
+            )
+        self.registration = registration
+        self.mirror_high_watermark()
+        return moved
+
+    def make_follower(self, registration: PartitionRegistration, now_ms: int) -> bool:
+        """Follow `registration.leader`; returns whether the fetch state was (re)started.
+
+        The fetch state is kept when only the partition epoch moved (an ISR change) under the
+        same leader and leader epoch: the follower is mid-stream and right where it is.
+        """
+        was_leader = self.leader_state is not None
+        self.leader_state = None
+        self.producer_state.truncate()
+        self.registration = registration
+        current = self.follower
+        if (
+            current is not None
+            and not was_leader
+            and current.leader_id == registration.leader
+            and current.leader_epoch == registration.leader_epoch
+        ):
+            return False
+        latest_epoch = self.log.latest_leader_epoch
+        start = initial_fetch_offset(
+            log_end_offset=self.log.log_end_offset,
+            latest_leader_epoch=latest_epoch,
+            high_watermark=self.log.high_watermark,
+        )
+        if start < self.log.log_end_offset:
+            # Only a log without any leader epoch gets here: it cannot ask about epochs.
+            log.warning(
+                "%s: no leader epoch in the log; truncating to the high watermark %d",
+                self.name,
+                start,
+            )
+            self.truncate_to(start)
+        self.follower = FollowerFetchState(
+            leader_id=registration.leader,
+            leader_epoch=registration.leader_epoch,
+            fetch_offset=self.log.log_end_offset,
+            last_fetched_epoch=self._latest_epoch_or_none(),
+        )
+        log.info(
+            "%s: broker %d follows broker %d at leader epoch %d from offset %d "
+            "(last fetched leader epoch %d)",
+            self.name,
+            self.local_broker_id,
+            registration.leader,
+            registration.leader_epoch,
+            self.follower.fetch_offset,
+            self.follower.last_fetched_epoch,
+        )
+        return True
+
+    def stop(self) -> None:
+        """No role any more (the replica manager fails its waiters)."""
+        self.leader_state = None
+        self.follower = None
+        self.producer_state.truncate()
+        self.stopped = True
+
+    def delete(self) -> None:
+        """Stop and delete the log with its checkpoint entries."""
+        self.stop()
+        try:
+            self._log_manager.delete_log(self.topic, self.partition)
+        except UnknownTopicOrPartitionError:
+            log.info("%s: no log to delete", self.name)
+
+    # --- log changes --------------------------------------------------------------------------
+
+    def mirror_high_watermark(self) -> None:
+        """Copy the leader core's HW into the Log (persisted by the HW checkpoint task)."""
+        leader_state = self.leader_state
+        if leader_state is not None and leader_state.high_watermark != self.log.high_watermark:
+            self.log.update_high_watermark(leader_state.high_watermark)
+
+    def truncate_to(self, offset: int) -> None:
+        """Truncate through the log manager, which rewrites the recovery-point checkpoint."""
+        self._log_manager.truncate_to(self.topic, self.partition, offset)
+        self.sync_follower_offsets()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and restart it at `offset` (the log tells the log manager)."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.sync_follower_offsets()
+
+    def sync_follower_offsets(self) -> None:
+        """After an append or truncation: fetch from the LEO, with the log's latest epoch."""
+        follower = self.follower
+        if follower is not None:
+            follower.fetch_offset = self.log.log_end_offset
+            follower.last_fetched_epoch = self._latest_epoch_or_none()
+
+    def _latest_epoch_or_none(self) -> int:
+        latest = self.log.latest_leader_epoch
+        return NO_LEADER_EPOCH if latest is None else latest
+
+    def batch_headers(
+        self, start_offset: int, end_offset: int | None = None
+    ) -> Iterator[BatchHeader]:
+        """The headers of the batches from the one holding `start_offset` up to `end_offset`
+        (default: the LEO), read in bounded chunks; records are never decoded."""
+        offset = start_offset
+        end = self.log.log_end_offset if end_offset is None else end_offset
+        while offset < end:
+            data = self.log.read(offset, HEADER_WALK_CHUNK_BYTES, end)
+            if not data:
+                return
+            next_offset = offset
+            for position, _ in iter_frames(data):
+                header = read_header(data, position)
+                yield header
+                next_offset = header.next_offset
+            if next_offset <= offset:
+                return
+            offset = next_offset

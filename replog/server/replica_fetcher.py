@@ -1,0 +1,213 @@
+"""Replica fetchers: one asyncio task per source broker, fetching for the partitions this
+broker follows there (Kafka's `ReplicaFetcherManager` with `num.replica.fetchers` = 1).
+
+Theory of operation: the replica manager decides everything (what to fetch, from which
+offset, what a response means, when to back off); this module only moves its requests over
+gRPC. The manager task keeps one fetcher task per broker in `fetch_sources()`, starting and
+cancelling tasks as that set changes (it re-reads it whenever the replica manager's `wakeup`
+is set, and once a second). Each fetcher task loops:
+
+    request = build_follower_fetch(source, now)     None: idle until wakeup or idle_poll_ms
+    answer  = Fetch(request) on the source's channel
+    process_follower_fetch(source, request, answer, now)   or, on any failure,
+    follower_fetch_failed(source, request, now)            (the manager backs the partitions off)
+
+Rules:
+- The source's address comes from `addresses(broker_id)` (its registered endpoint in the
+  current image) at every request, so a broker that re-registered elsewhere is followed there.
+- One channel per source; calls fail fast while it is down (no wait-for-ready), and an
+  UNAVAILABLE call replaces it, so the next attempt dials afresh (as the Raft transport does).
+  A call's deadline is the request's `max_wait_ms` plus `request_timeout_ms`
+  (`replica.socket.timeout.ms`), so a long poll is never cut short and a hung leader is
+  noticed.
+- Record bytes go from the response into the log append untouched (the codec never decodes
+  them).
+- After a failure the task also pauses `idle_poll_ms` itself, so a manager that has no backoff
+  for some partition cannot turn a dead peer into a busy loop.
+- A `KafkaStorageError` out of the replica manager goes to `on_storage_error` (the node
+  stops) and ends every fetcher; any other exception is a bug: logged with its traceback, and
+  treated as a failed fetch so that replication goes on for the others.
+- `stop()` cancels every task and closes every channel; a cancelled fetch is simply dropped
+  (nothing was appended from it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Protocol
+
+import grpc
+
+from replog.clock import Clock, monotonic_ms
+from replog.errors import KafkaError, KafkaStorageError
+from replog.replication.messages import FetchRequest, FetchResponse
+from replog.server.broker_client import BrokerClient
+
+log = logging.getLogger("replog.server.fetcher")
+
+# Kafka's replica.socket.timeout.ms.
+REQUEST_TIMEOUT_MS_DEFAULT = 30_000
+IDLE_POLL_MS_DEFAULT = 100
+SOURCES_POLL_MS = 1000
+
+
+class FollowerFetching(Protocol):
+    """What the fetchers need of the replica manager (`replica_manager.ReplicaManager`)."""
+
+    @property
+    def wakeup(self) -> asyncio.Event: ...
+    def fetch_sources(self) -> list[int]: ...
+    def build_follower_fetch(self, source_broker_id: int, now_ms: int) -> FetchRequest | None: ...
+    def process_follower_fetch(
+        self, source_broker_id: int, request: FetchRequest, response: FetchResponse, now_ms: int
+    ) -> None: ...
+    def follower_fetch_failed(
+        self, source_broker_id: int, request: FetchRequest, now_ms: int
+    ) -> None: ...
+
+
+async def wait_for_wakeup(event: asyncio.Event, timeout_ms: int) -> None:
+    """Until `event` is set or `timeout_ms` passed. The caller cleared it and polled its state
+    with no await in between, so a wakeup is never lost."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), timeout_ms / 1000)
+
+
+class ReplicaFetcherManager:
+    def __init__(
+        self,
+        replica_manager: FollowerFetching,
+        addresses: Callable[[int], str | None],
+        clock: Clock = monotonic_ms,
+        *,
+        request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
+        idle_poll_ms: int = IDLE_POLL_MS_DEFAULT,
+        on_storage_error: Callable[[KafkaStorageError], None] | None = None,
+    ) -> None:
+        self._rm = replica_manager
+        self._addresses = addresses
+        self._clock = clock
+        self._request_timeout_ms = request_timeout_ms
+        self._idle_poll_ms = idle_poll_ms
+        self._on_storage_error = on_storage_error
+        self._fetchers: dict[int, asyncio.Task[None]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._failed = False
+        self.fetches = 0  # answered Fetch calls, for tests and metrics
+        self.failures = 0
+
+    @property
+    def sources(self) -> set[int]:
+        """The brokers a fetcher task runs for now."""
+        return {b for b, task in self._fetchers.items() if not task.done()}
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._manage())
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._task, *self._fetchers.values()) if t is not None]
+        self._task = None
+        self._fetchers.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    # --- the manager task --------------------------------------------------------------------
+
+    async def _manage(self) -> None:
+        while not self._failed:
+            self._rm.wakeup.clear()
+            self._reconcile(set(self._rm.fetch_sources()))
+            await wait_for_wakeup(self._rm.wakeup, SOURCES_POLL_MS)
+        self._reconcile(set())
+
+    def _reconcile(self, wanted: set[int]) -> None:
+        for source, task in list(self._fetchers.items()):
+            if source not in wanted:
+                log.info("stopping the fetcher from broker %d", source)
+                task.cancel()
+                del self._fetchers[source]
+            elif task.done():
+                # It can only end on a bug it did not catch; say so and start it again.
+                if not task.cancelled() and task.exception() is not None:
+                    log.error(
+                        "the fetcher from broker %d stopped", source, exc_info=task.exception()
+                    )
+                del self._fetchers[source]
+        for source in sorted(wanted - self._fetchers.keys()):
+            log.info("starting the fetcher from broker %d", source)
+            self._fetchers[source] = asyncio.get_running_loop().create_task(
+                self._fetch_from(source), name=f"replica-fetcher-{source}"
+            )
+
+    # --- one fetcher task --------------------------------------------------------------------
+
+    async def _fetch_from(self, source: int) -> None:
+        client: BrokerClient | None = None
+        try:
+            while not self._failed:
+                self._rm.wakeup.clear()
+                request = self._rm.build_follower_fetch(source, self._clock())
+                if request is None:
+                    await wait_for_wakeup(self._rm.wakeup, self._idle_poll_ms)
+                    continue
+                address = self._addresses(source)
+                if address is None:
+                    log.warning("broker %d has no known address; cannot fetch from it", source)
+                    self._failed_fetch(source, request)
+                    await asyncio.sleep(self._idle_poll_ms / 1000)
+                    continue
+                if client is None or client.address != address:
+                    if client is not None:
+                        await client.close()
+                    client = BrokerClient(address, request_timeout_ms=self._request_timeout_ms)
+                try:
+                    response = await client.fetch(request)
+                except grpc.aio.AioRpcError as exc:
+                    log.debug("fetch from broker %d failed: %s", source, exc.code())
+                    self._failed_fetch(source, request)
+                    await asyncio.sleep(self._idle_poll_ms / 1000)
+                    continue
+                except KafkaError as error:  # a response the codec cannot hold
+                    log.warning("fetch from broker %d: bad response: %s", source, error)
+                    self._failed_fetch(source, request)
+                    await asyncio.sleep(self._idle_poll_ms / 1000)
+                    continue
+                self.fetches += 1
+                if not self._process(source, request, response):
+                    await asyncio.sleep(self._idle_poll_ms / 1000)
+        finally:
+            if client is not None:
+                await client.close()
+
+    def _process(self, source: int, request: FetchRequest, response: FetchResponse) -> bool:
+        try:
+            self._rm.process_follower_fetch(source, request, response, self._clock())
+        except KafkaStorageError as error:
+            self._fatal(error)
+            return False
+        except Exception:
+            log.exception("processing a fetch response from broker %d failed", source)
+            self._failed_fetch(source, request)
+            return False
+        return True
+
+    def _failed_fetch(self, source: int, request: FetchRequest) -> None:
+        self.failures += 1
+        try:
+            self._rm.follower_fetch_failed(source, request, self._clock())
+        except KafkaStorageError as error:
+            self._fatal(error)
+
+    def _fatal(self, error: KafkaStorageError) -> None:
+        log.critical("replica fetchers stop on a storage error: %s", error)
+        self._failed = True
+        self._rm.wakeup.set()  # the manager task sees `_failed` and cancels the others
+        if self._on_storage_error is not None:
+            self._on_storage_error(error)

@@ -1,0 +1,1531 @@
+"""The broker's data plane: every partition replica on this broker, driven by metadata, serving
+Produce, Fetch, ListOffsets, OffsetsForLeaderEpoch and DeleteRecords, and replicating as a
+follower through synchronous steps an async fetcher drives.
+
+Rules (reference digest §5-§8; Kafka's `ReplicaManager`, `Partition`, `DelayedProduce`,
+`DelayedFetch`, `DelayedDeleteRecords`, `ReplicaFetcherThread`):
+- Declarative: on every metadata image the manager computes this broker's local changes
+  (deletes first, then leaders, then followers) and brings each replica to the state the image
+  describes. Every image also refreshes ISR eligibility (registered, unfenced, not shutting
+  down) and each leader's `min.insync.replicas` (topic config, else the broker default).
+- Produce: acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS). Per partition: unknown ->
+  UNKNOWN_TOPIC_OR_PARTITION; not the leader -> NOT_LEADER_OR_FOLLOWER with the current leader;
+  acks=-1 with a committed ISR below the effective min ISR -> NOT_ENOUGH_REPLICAS before any
+  append; an idempotent retry of one of a producer's last 5 batches is answered with the
+  original offsets and not appended; storage errors (size, CRC, magic, base offset) pass
+  through. acks=-1 then waits until the leader core says done (HW past the append) or the
+  request's timeout (REQUEST_TIMED_OUT); acks=1 answers after the local append; acks=0 answers
+  only the partitions that failed (empty when all succeeded): the service sends nothing back
+  and closes the connection on a failure.
+- Fetch: only the leader serves. Followers read up to the LEO, consumers up to the HW (never a
+  batch at or above it); the HW in the answer is captured before a follower's fetch updates its
+  progress, and a fetch that reports a diverging epoch updates nothing (§5.5, §6.1). The byte
+  budget is `max_bytes` over partitions, `partition_max_bytes` each, and the first batch is
+  returned whole until the first partition with data (§7.2). A fetch that cannot be answered at
+  once waits in the fetch purgatory until a wake (leader append, HW move, leadership change)
+  finds enough data or a §7.3 condition, or `max_wait_ms` passes; either way it re-reads.
+- DeleteRecords raises the leader's log start offset (offset -1 = the HW; above the HW is
+  OFFSET_OUT_OF_RANGE) and answers once the low watermark reaches it, or REQUEST_TIMED_OUT.
+- Follower: each fetch carries the LEO as fetch offset and the log's latest leader epoch as
+  last fetched epoch; records are appended verbatim; HW := the leader's HW clamped into the
+  local log; the log start follows the leader's (never past the local HW); a DivergingEpoch
+  truncates by the KIP-101/KIP-279 rule, never to the HW; OFFSET_OUT_OF_RANGE follows §5.6 with
+  the leader's LEO and log start offset from the answer; any error backs the partition off for
+  `replica.fetch.backoff.ms` (a new leader epoch in the metadata restarts it at once).
+- Every waiting operation is bounded (`purgatory_pending_max` per purgatory); every error names
+  the topic-partition and carries its Kafka class.
+
+Theory of operation: everything here runs on the event loop thread and is synchronous except
+the `await` of a delayed operation's future. The pure cores decide (leader_state, fetch_rules,
+follower_truncation, producer_state, purgatory); this shell reads and writes logs, keeps the
+futures, and wakes delayed operations on the keys whose state moved. Timers (ISR shrink every
+`replica.lag.time.max.ms / 2`, purgatory expiry, follower back-offs) run in `tick(now_ms)`,
+which `start()` schedules from `next_tick_ms()` and tests call by hand with a fake clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import TypeVar
+from uuid import UUID
+
+from quorum.metadata.delta import MetadataDelta
+from quorum.metadata.image import ConfigResource, MetadataImage
+from quorum.metadata.loader import LoaderManifest, Publication
+from quorum.metadata.local_changes import LocalChanges, LocalPartition, local_changes_between
+from quorum.metadata.records import ConfigResourceType
+from replog.clock import Clock, monotonic_ms
+from replog.errors import (
+    ConfigError,
+    FencedLeaderEpochError,
+    InvalidRequestError,
+    InvalidRequiredAcksError,
+    KafkaError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    PolicyViolationError,
+    PurgatoryFullError,
+    RequestTimedOutError,
+    UnknownLeaderEpochError,
+    UnknownServerError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+)
+from replog.record.header import iter_frames, read_header, validate_batch
+from replog.replication.fetch_rules import (
+    answer_immediately,
+    check_current_leader_epoch,
+    check_fetch_offset,
+    diverging_epoch,
+    fetch_upper_bound,
+)
+from replog.replication.follower_truncation import (
+    follower_high_watermark,
+    offset_truncation_state,
+)
+from replog.replication.leader_state import (
+    IsrChange,
+    PartitionReplicationConfig,
+    ReplicaEligibility,
+)
+from replog.replication.messages import (
+    ACKS_ALL,
+    ACKS_LEADER,
+    ACKS_NONE,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    NO_LEADER_EPOCH,
+    NO_OFFSET,
+    DeleteRecordsPartition,
+    DeleteRecordsPartitionResult,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    FetchPartition,
+    FetchPartitionResult,
+    FetchRequest,
+    FetchResponse,
+    LeaderIdAndEpoch,
+    ListOffsetsPartition,
+    ListOffsetsPartitionResult,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderPartition,
+    OffsetForLeaderPartitionResult,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+    ProducePartition,
+    ProducePartitionResult,
+    ProduceRequest,
+    ProduceResponse,
+)
+from replog.replication.producer_state import BatchMetadata
+from replog.replication.purgatory import Purgatory
+from replog.server.partition import Partition
+from replog.storage.log_config import LogConfig
+from replog.storage.log_manager import LogManager
+
+log = logging.getLogger("replog.server.replica_manager")
+
+TopicPartition = tuple[str, int]
+_LONG_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaManagerConfig:
+    """Broker settings of the data plane (Kafka's names in the comments)."""
+
+    broker_id: int
+    replica_lag_time_ms_max: int = 30000  # replica.lag.time.max.ms
+    replica_fetch_wait_ms_max: int = 500  # replica.fetch.wait.max.ms
+    replica_fetch_min_bytes: int = 1  # replica.fetch.min.bytes
+    replica_fetch_max_bytes: int = 1048576  # replica.fetch.max.bytes
+    replica_fetch_response_max_bytes: int = 10485760  # replica.fetch.response.max.bytes
+    replica_fetch_backoff_ms: int = 1000  # replica.fetch.backoff.ms
+    default_min_insync_replicas: int = 1  # min.insync.replicas (broker default)
+    purgatory_pending_max: int = 100_000  # replog's own: replica.purgatory.pending.max
+    fetch_max_bytes: int = 57671680  # fetch.max.bytes: caps any fetch response
+
+    def __post_init__(self) -> None:
+        for name, value, minimum in (
+            ("replica.lag.time.max.ms", self.replica_lag_time_ms_max, 2),
+            ("replica.fetch.wait.max.ms", self.replica_fetch_wait_ms_max, 0),
+            ("replica.fetch.min.bytes", self.replica_fetch_min_bytes, 1),
+            ("replica.fetch.max.bytes", self.replica_fetch_max_bytes, 0),
+            ("replica.fetch.response.max.bytes", self.replica_fetch_response_max_bytes, 0),
+            ("replica.fetch.backoff.ms", self.replica_fetch_backoff_ms, 0),
+            ("min.insync.replicas", self.default_min_insync_replicas, 1),
+            ("replica.purgatory.pending.max", self.purgatory_pending_max, 1),
+            ("fetch.max.bytes", self.fetch_max_bytes, 0),
+        ):
+            if value < minimum:
+                raise ConfigError(f"{name}={value}: must be at least {minimum}")
+        # Kafka's own check: a follower waiting longer than the lag allowance in an idle
+        # partition would keep falling out of the ISR.
+        if self.replica_fetch_wait_ms_max > self.replica_lag_time_ms_max:
+            raise ConfigError(
+                f"replica.fetch.wait.max.ms={self.replica_fetch_wait_ms_max} must not exceed "
+                f"replica.lag.time.max.ms={self.replica_lag_time_ms_max}"
+            )
+
+    @classmethod
+    def from_properties(cls, broker_id: int, properties: Mapping[str, str]) -> ReplicaManagerConfig:
+        names = {
+            "replica.lag.time.max.ms": "replica_lag_time_ms_max",
+            "replica.fetch.wait.max.ms": "replica_fetch_wait_ms_max",
+            "replica.fetch.min.bytes": "replica_fetch_min_bytes",
+            "replica.fetch.max.bytes": "replica_fetch_max_bytes",
+            "replica.fetch.response.max.bytes": "replica_fetch_response_max_bytes",
+            "replica.fetch.backoff.ms": "replica_fetch_backoff_ms",
+            "min.insync.replicas": "default_min_insync_replicas",
+            "replica.purgatory.pending.max": "purgatory_pending_max",
+            "fetch.max.bytes": "fetch_max_bytes",
+        }
+        values: dict[str, int] = {}
+        for key, attribute in names.items():
+            if key in properties:
+                try:
+                    values[attribute] = int(str(properties[key]).strip())
+                except ValueError:
+                    raise ConfigError(f"{key}={properties[key]!r}: must be an integer") from None
+        return cls(broker_id, **values)
+
+
+# --- delayed operations -----------------------------------------------------------------------
+
+
+class _Delayed:
+    """A parked request: the future its coroutine awaits. Hashed by identity."""
+
+    __slots__ = ("future",)
+
+    def __init__(self) -> None:
+        self.future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+
+    def finish(self, value: object) -> None:
+        if not self.future.done():
+            self.future.set_result(value)
+
+
+class _DelayedProduce(_Delayed):
+    """acks=-1: per waiting partition, the offset its HW must pass (§6.6)."""
+
+    __slots__ = ("pending", "results")
+
+    def __init__(
+        self,
+        results: list[ProducePartitionResult],
+        pending: dict[int, tuple[Partition, int]],
+    ) -> None:
+        super().__init__()
+        self.results = results
+        self.pending = pending  # index in results -> (partition, required offset)
+
+
+class _DelayedFetch(_Delayed):
+    __slots__ = ("request",)
+
+    def __init__(self, request: FetchRequest) -> None:
+        super().__init__()
+        self.request = request
+
+
+class _DelayedDeleteRecords(_Delayed):
+    """Per waiting partition, the offset its low watermark must reach (§8.2)."""
+
+    __slots__ = ("pending", "results")
+
+    def __init__(
+        self,
+        results: list[DeleteRecordsPartitionResult],
+        pending: dict[int, tuple[Partition, int]],
+    ) -> None:
+        super().__init__()
+        self.results = results
+        self.pending = pending
+
+
+_OpT = TypeVar("_OpT", bound=_Delayed)
+
+
+@dataclass(slots=True)
+class _FetchRead:
+    """One read of a whole fetch request."""
+
+    results: list[FetchPartitionResult]
+    bytes_read: int
+    any_error: bool
+    any_diverging: bool
+
+
+class ReplicaManager:
+    """Every partition replica of this broker (module docstring). A MetadataPublisher."""
+
+    name = "replica-manager"
+
+    def __init__(
+        self,
+        config: ReplicaManagerConfig,
+        log_manager: LogManager,
+        *,
+        clock: Clock = monotonic_ms,
+        broker_epoch: Callable[[], int] = lambda: -1,
+    ) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.log_manager = log_manager
+        self._clock = clock
+        self._broker_epoch = broker_epoch
+        self.image: MetadataImage = MetadataImage.EMPTY
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self._eligibility = ReplicaEligibility.from_cluster(self.image.cluster)
+        pending_max = config.purgatory_pending_max
+        self._produce_purgatory: Purgatory[TopicPartition, _DelayedProduce] = Purgatory(
+            "produce", pending_max
+        )
+        self._fetch_purgatory: Purgatory[TopicPartition, _DelayedFetch] = Purgatory(
+            "fetch", pending_max
+        )
+        self._delete_purgatory: Purgatory[TopicPartition, _DelayedDeleteRecords] = Purgatory(
+            "delete-records", pending_max
+        )
+        self._isr_dirty: set[TopicPartition] = set()
+        self._isr_sent: dict[TopicPartition, IsrChange] = {}
+        self._isr_retry_at_ms: dict[TopicPartition, int] = {}
+        self._next_isr_check_ms = clock() + self._isr_check_interval_ms
+        self._fetch_sources: list[int] = []
+        self.wakeup = asyncio.Event()  # new IsrChanges pending or fetch sources changed
+        # The same wakes split by consumer, so the fetcher and the AlterPartition sender do
+        # not clear each other's: `isr_wakeup` for IsrChanges, `fetch_wakeup` for fetchers.
+        self.isr_wakeup = asyncio.Event()
+        self.fetch_wakeup = asyncio.Event()
+        self._timers_changed = asyncio.Event()
+        self._timer_task: asyncio.Task[None] | None = None
+        self._stopped = False
+
+    @property
+    def _isr_check_interval_ms(self) -> int:
+        return max(1, self.config.replica_lag_time_ms_max // 2)
+
+    # --- lookups ------------------------------------------------------------------------------
+
+    def partition(self, topic: str, partition: int) -> Partition | None:
+        """The local replica of topic-partition, if this broker hosts one."""
+        return self._partitions.get((topic, partition))
+
+    def partitions(self) -> dict[TopicPartition, Partition]:
+        return dict(self._partitions)
+
+    def _current_leader(self, topic: str, partition_id: int) -> LeaderIdAndEpoch | None:
+        topic_image = self.image.topics.by_name.get(topic)
+        registration = topic_image.partitions.get(partition_id) if topic_image else None
+        if registration is None:
+            return None
+        return LeaderIdAndEpoch(registration.leader, registration.leader_epoch)
+
+    def _leader_partition(
+        self, topic: str, partition_id: int, topic_id: UUID | None = None
+    ) -> Partition:
+        """The partition if this broker leads it; otherwise the error Kafka answers."""
+        where = f"{topic}-{partition_id}"
+        found = self._partitions.get((topic, partition_id))
+        if found is not None and topic_id is not None and found.topic_id != topic_id:
+            raise UnknownTopicIdError(
+                f"{where}: topic id {topic_id} is not this broker's {found.topic_id}"
+            )
+        if found is not None and found.leader_state is not None:
+            return found
+        topic_image = self.image.topics.by_name.get(topic)
+        if topic_image is None or partition_id not in topic_image.partitions:
+            raise UnknownTopicOrPartitionError(f"{where}: unknown topic-partition")
+        if topic_id is not None and topic_image.topic_id != topic_id:
+            raise UnknownTopicIdError(f"{where}: topic id {topic_id} is not {topic_image.topic_id}")
+        registration = topic_image.partitions[partition_id]
+        raise NotLeaderOrFollowerError(
+            f"{where}: broker {self.broker_id} is not the leader (leader is broker "
+            f"{registration.leader} at leader epoch {registration.leader_epoch})"
+        )
+
+    def _error_leader(
+        self, error: KafkaError, topic: str, partition_id: int
+    ) -> LeaderIdAndEpoch | None:
+        """The current leader to put in an answer with `error` (KIP-951), else None."""
+        if isinstance(
+            error, NotLeaderOrFollowerError | FencedLeaderEpochError | UnknownLeaderEpochError
+        ):
+            return self._current_leader(topic, partition_id)
+        return None
+
+    # --- metadata -----------------------------------------------------------------------------
+
+    def on_metadata_update(
+        self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
+    ) -> None:
+        """MetadataPublisher: act on what changed for this broker."""
+        changes = Publication(delta, image, manifest).local_changes(self.broker_id)
+        self._apply(changes, image)
+
+    def apply_image(self, image: MetadataImage) -> None:
+        """Reach the state `image` describes from the last applied one (tests, harnesses)."""
+        self._apply(local_changes_between(self.image, image, self.broker_id), image)
+
+    def _apply(self, changes: LocalChanges, image: MetadataImage) -> None:
+        previous = self.image
+        self.image = image
+        now_ms = self._clock()
+        cluster_changed = image.cluster is not previous.cluster
+        if cluster_changed:
+            self._eligibility = ReplicaEligibility.from_cluster(image.cluster)
+        for local in changes.deletes:
+            self._delete_partition(local)
+        for local in changes.leaders:
+            self._make_leader(local, image, now_ms)
+        for local in changes.followers:
+            self._make_follower(local, image, now_ms)
+        if cluster_changed or image.configs is not previous.configs:
+            for partition in self._partitions.values():
+                leader_state = partition.leader_state
+                if leader_state is None:
+                    continue
+                leo = partition.log.log_end_offset
+                moved = leader_state.update_eligibility(
+                    self._eligibility, leader_log_end_offset=leo, now_ms=now_ms
+                )
+                config = self._replication_config(image, partition.topic)
+                if config != leader_state.config:
+                    moved = (
+                        leader_state.update_config(config, leader_log_end_offset=leo, now_ms=now_ms)
+                        or moved
+                    )
+                if moved:
+                    self._on_high_watermark_moved(partition)
+        self._refresh_fetch_sources()
+
+    def _replication_config(self, image: MetadataImage, topic: str) -> PartitionReplicationConfig:
+        configs = image.configs.get(ConfigResource(ConfigResourceType.TOPIC, topic))
+        min_isr = self.config.default_min_insync_replicas
+        raw = configs.get("min.insync.replicas")
+        if raw is not None:
+            try:
+                min_isr = max(1, int(raw))
+            except ValueError:
+                log.warning("%s: ignoring min.insync.replicas=%r (not an integer)", topic, raw)
+        return PartitionReplicationConfig(
+            min_insync_replicas=min_isr,
+            replica_lag_time_ms_max=self.config.replica_lag_time_ms_max,
+        )
+
+    def _log_config(self, image: MetadataImage, topic: str) -> LogConfig:
+        configs = image.configs.get(ConfigResource(ConfigResourceType.TOPIC, topic))
+        base = self.log_manager.config.log
+        try:
+            return LogConfig.from_properties(configs, base=base)
+        except ConfigError as exc:
+            log.warning("%s: using the broker's log defaults: %s", topic, exc)
+            return base
+
+    def _partition_for(self, local: LocalPartition, image: MetadataImage) -> Partition:
+        key = (local.topic_name, local.partition_id)
+        existing = self._partitions.get(key)
+        if existing is not None and existing.topic_id == local.topic_id:
+            return existing
+        if existing is not None:
+            # Same name, another topic id: the old topic was deleted and the name reused.
+            self._drop(existing, delete_log=True)
+        log_ = self.log_manager.get_or_create_log(
+            local.topic_name, local.partition_id, self._log_config(image, local.topic_name)
+        )
+        created = Partition(
+            topic=local.topic_name,
+            topic_id=local.topic_id,
+            partition=local.partition_id,
+            local_broker_id=self.broker_id,
+            log=log_,
+            log_manager=self.log_manager,
+        )
+        self._partitions[key] = created
+        return created
+
+    def _make_leader(self, local: LocalPartition, image: MetadataImage, now_ms: int) -> None:
+        partition = self._partition_for(local, image)
+        moved = partition.make_leader(
+            local.registration,
+            config=self._replication_config(image, local.topic_name),
+            eligibility=self._eligibility,
+            now_ms=now_ms,
+        )
+        key = partition.key
+        if moved:
+            self._on_high_watermark_moved(partition)
+        # A new leadership or ISR: waiting produces and fetches re-check (acks, epochs).
+        self._wake(key)
+        self._isr_sent.pop(key, None)
+        self._mark_isr_dirty(key)
+
+    def _make_follower(self, local: LocalPartition, image: MetadataImage, now_ms: int) -> None:
+        partition = self._partition_for(local, image)
+        partition.make_follower(local.registration, now_ms)
+        key = partition.key
+        self._isr_sent.pop(key, None)
+        # Waiting produces, fetches and deletions on this partition now answer
+        # NOT_LEADER_OR_FOLLOWER (their re-check finds no leader state).
+        self._wake(key)
+
+    def _delete_partition(self, local: LocalPartition) -> None:
+        key = (local.topic_name, local.partition_id)
+        existing = self._partitions.get(key)
+        if existing is None or existing.topic_id != local.topic_id:
+            return
+        self._drop(existing, delete_log=True)
+
+    def _drop(self, partition: Partition, *, delete_log: bool) -> None:
+        key = partition.key
+        del self._partitions[key]
+        self._isr_sent.pop(key, None)
+        self._isr_dirty.discard(key)
+        if delete_log:
+            partition.delete()
+        else:
+            partition.stop()
+        log.info("%s: replica removed from broker %d", partition.name, self.broker_id)
+        self._wake(key)
+
+    def _refresh_fetch_sources(self) -> None:
+        sources = sorted(
+            {
+                p.follower.leader_id
+                for p in self._partitions.values()
+                if p.follower is not None
+                and p.follower.leader_id >= 0
+                and p.follower.leader_id != self.broker_id
+            }
+        )
+        if sources != self._fetch_sources:
+            self._fetch_sources = sources
+            self.wakeup.set()
+            self.fetch_wakeup.set()
+
+    # --- waking delayed operations ------------------------------------------------------------
+
+    def _on_high_watermark_moved(self, partition: Partition) -> None:
+        partition.mirror_high_watermark()
+        self._wake(partition.key)
+
+    def _wake(
+        self, key: TopicPartition, *, produce: bool = True, fetch: bool = True, delete: bool = True
+    ) -> None:
+        if produce:
+            for produce_op in self._produce_purgatory.watchers(key):
+                self._try_complete_produce(produce_op)
+        if fetch:
+            for fetch_op in self._fetch_purgatory.watchers(key):
+                self._try_complete_fetch(fetch_op)
+        if delete:
+            for delete_op in self._delete_purgatory.watchers(key):
+                self._try_complete_delete(delete_op)
+
+    # --- produce ------------------------------------------------------------------------------
+
+    async def produce(self, request: ProduceRequest) -> ProduceResponse:
+        if request.acks not in (ACKS_NONE, ACKS_LEADER, ACKS_ALL):
+            return ProduceResponse(
+                tuple(
+                    ProducePartitionResult(
+                        p.topic,
+                        p.partition,
+                        InvalidRequiredAcksError(
+                            f"{p.topic}-{p.partition}: acks={request.acks}; only 0, 1 and -1 "
+                            "are valid"
+                        ),
+                    )
+                    for p in request.partitions
+                )
+            )
+        now_ms = self._clock()
+        results: list[ProducePartitionResult] = []
+        pending: dict[int, tuple[Partition, int]] = {}
+        for index, entry in enumerate(request.partitions):
+            try:
+                result, partition, required_offset = self._append_to_leader(
+                    entry, request.acks, now_ms
+                )
+            except KafkaError as exc:
+                result = self._produce_error(entry, exc)
+                partition, required_offset = None, -1
+            except Exception as exc:  # a bug must not take the other partitions down
+                log.exception("%s-%d: produce failed", entry.topic, entry.partition)
+                result = self._produce_error(
+                    entry, UnknownServerError(f"{entry.topic}-{entry.partition}: {exc!r}")
+                )
+                partition, required_offset = None, -1
+            results.append(result)
+            if partition is not None and request.acks == ACKS_ALL:
+                pending[index] = (partition, required_offset)
+        if request.acks == ACKS_NONE:
+            return ProduceResponse(tuple(r for r in results if r.error is not None))
+        if not pending:
+            return ProduceResponse(tuple(results))
+        op = _DelayedProduce(results, pending)
+        if self._check_produce(op):
+            return ProduceResponse(tuple(op.results))
+        if request.timeout_ms <= 0 or self._stopped:
+            self._expire_produce(op)
+            return ProduceResponse(tuple(op.results))
+        keys = [p.key for p, _ in pending.values()]
+        self._produce_purgatory.watch(op, keys, now_ms + request.timeout_ms)
+        self._timers_changed.set()
+        await self._wait(op, self._produce_purgatory)
+        return ProduceResponse(tuple(op.results))
+
+    def _produce_error(self, entry: ProducePartition, error: KafkaError) -> ProducePartitionResult:
+        return ProducePartitionResult(
+            entry.topic,
+            entry.partition,
+            error,
+            current_leader=self._error_leader(error, entry.topic, entry.partition),
+        )
+
+    def _append_to_leader(
+        self, entry: ProducePartition, acks: int, now_ms: int
+    ) -> tuple[ProducePartitionResult, Partition, int]:
+        """Append one partition's batches as leader; (result, partition, required offset)."""
+        partition = self._leader_partition(entry.topic, entry.partition)
+        leader_state = partition.leader_state
+        assert leader_state is not None
+        plog = partition.log
+        if acks == ACKS_ALL:
+            leader_state.check_enough_replicas()
+            if len(self._produce_purgatory) >= self._produce_purgatory.max_pending:
+                raise PurgatoryFullError(
+                    f"{partition.name}: {len(self._produce_purgatory)} produce requests are "
+                    "already waiting for acks=all"
+                )
+        duplicate = self._check_producer_state(partition, entry.records)
+        if duplicate is not None:
+            log.debug(
+                "%s: duplicate batch, answering with offsets %d-%d",
+                partition.name,
+                duplicate.first_offset,
+                duplicate.last_offset,
+            )
+            return (
+                ProducePartitionResult(
+                    entry.topic,
+                    entry.partition,
+                    base_offset=duplicate.first_offset,
+                    log_start_offset=plog.log_start_offset,
+                ),
+                partition,
+                duplicate.last_offset + 1,
+            )
+        info = plog.append_as_leader(entry.records, partition.leader_epoch)
+        for header in info.batches:
+            partition.producer_state.update(header)
+        moved = leader_state.on_leader_append(
+            leader_log_end_offset=plog.log_end_offset, now_ms=now_ms
+        )
+        if moved:
+            self._on_high_watermark_moved(partition)
+        else:
+            # A follower fetch bounded by the LEO may now have data (§7.3).
+            self._wake(partition.key, produce=False, delete=False)
+        return (
+            ProducePartitionResult(
+                entry.topic,
+                entry.partition,
+                base_offset=info.first_offset,
+                log_append_time_ms=info.log_append_time_ms,
+                log_start_offset=plog.log_start_offset,
+            ),
+            partition,
+            info.last_offset + 1,
+        )
+
+    def _check_producer_state(self, partition: Partition, records: bytes) -> BatchMetadata | None:
+        """The duplicate's metadata for an idempotent retry, None to append, or an error.
+
+        Reads only the batch headers. If the producer check fails, the batches are validated
+        first, so corruption is reported as itself rather than as a sequence error.
+        """
+        headers = [read_header(records, position) for position, _ in iter_frames(records)]
+        if not any(h.producer_id >= 0 for h in headers):
+            return None
+        try:
+            return partition.producer_state.check_batches(headers)
+        except KafkaError:
+            for position, _ in iter_frames(records):
+                validate_batch(records, position, where=partition.name)
+            raise
+
+    def _check_produce(self, op: _DelayedProduce) -> bool:
+        """Complete the partitions of `op` that are done; True when none waits any more."""
+        for index, (partition, required_offset) in list(op.pending.items()):
+            result = op.results[index]
+            leader_state = partition.leader_state
+            if leader_state is None or self._partitions.get(partition.key) is not partition:
+                error: KafkaError | None = NotLeaderOrFollowerError(
+                    f"{partition.name}: broker {self.broker_id} stopped leading before offset "
+                    f"{required_offset - 1} was replicated"
+                )
+                op.results[index] = replace(
+                    result,
+                    error=error,
+                    current_leader=self._current_leader(partition.topic, partition.partition),
+                )
+                del op.pending[index]
+                continue
+            done, error = leader_state.acks_all_outcome(required_offset)
+            if done:
+                if error is not None:
+                    op.results[index] = replace(result, error=error)
+                del op.pending[index]
+        return not op.pending
+
+    def _try_complete_produce(self, op: _DelayedProduce) -> None:
+        if self._check_produce(op) and self._produce_purgatory.complete(op):
+            op.finish(op.results)
+
+    def _expire_produce(self, op: _DelayedProduce) -> None:
+        self._check_produce(op)
+        for index, (partition, required_offset) in op.pending.items():
+            op.results[index] = replace(
+                op.results[index],
+                error=RequestTimedOutError(
+                    f"{partition.name}: offset {required_offset - 1} was not replicated to the "
+                    "ISR before the request's timeout"
+                ),
+            )
+        op.pending.clear()
+        op.finish(op.results)
+
+    async def _wait(self, op: _OpT, purgatory: Purgatory[TopicPartition, _OpT]) -> object:
+        try:
+            return await op.future
+        except asyncio.CancelledError:
+            # The caller went away: nobody is left to answer.
+            purgatory.complete(op)
+            raise
+
+    # --- fetch --------------------------------------------------------------------------------
+
+    async def fetch(self, request: FetchRequest) -> FetchResponse:
+        now_ms = self._clock()
+        read = self._read_fetch(request, now_ms, initial=True)
+        if (
+            answer_immediately(
+                max_wait_ms=request.max_wait_ms,
+                partition_count=len(request.partitions),
+                bytes_read=read.bytes_read,
+                min_bytes=request.min_bytes,
+                any_error=read.any_error,
+                any_diverging=read.any_diverging,
+            )
+            or self._stopped
+        ):
+            return FetchResponse(tuple(read.results))
+        op = _DelayedFetch(request)
+        keys = [(p.topic, p.partition) for p in request.partitions]
+        try:
+            self._fetch_purgatory.watch(op, keys, now_ms + request.max_wait_ms)
+        except PurgatoryFullError:
+            log.warning("fetch purgatory full: answering a fetch at once")
+            return FetchResponse(tuple(read.results))
+        self._timers_changed.set()
+        result = await self._wait(op, self._fetch_purgatory)
+        assert isinstance(result, FetchResponse)
+        return result
+
+    def _read_fetch(self, request: FetchRequest, now_ms: int, *, initial: bool) -> _FetchRead:
+        """Read every partition of a fetch with the §7.2 byte budget."""
+        # The broker's fetch.max.bytes bounds what any request may ask for.
+        remaining = min(request.max_bytes, self.config.fetch_max_bytes)
+        min_one_message = True
+        read = _FetchRead([], 0, False, False)
+        for entry in request.partitions:
+            budget = max(0, min(entry.partition_max_bytes, remaining))
+            try:
+                result = self._read_partition(
+                    request, entry, budget, min_one_message, now_ms, initial=initial
+                )
+            except KafkaError as exc:
+                result = self._fetch_error(request, entry, exc)
+            except Exception as exc:  # a bug must not take the other partitions down
+                log.exception("%s-%d: fetch failed", entry.topic, entry.partition)
+                result = self._fetch_error(
+                    request, entry, UnknownServerError(f"{entry.topic}-{entry.partition}: {exc!r}")
+                )
+            read.results.append(result)
+            size = len(result.records)
+            if size:
+                min_one_message = False
+                remaining -= size
+                read.bytes_read += size
+            read.any_error = read.any_error or result.error is not None
+            read.any_diverging = read.any_diverging or result.diverging_epoch is not None
+        return read
+
+    def _read_partition(
+        self,
+        request: FetchRequest,
+        entry: FetchPartition,
+        max_bytes: int,
+        min_one_message: bool,
+        now_ms: int,
+        *,
+        initial: bool,
+    ) -> FetchPartitionResult:
+        partition = self._leader_partition(entry.topic, entry.partition, entry.topic_id)
+        leader_state = partition.leader_state
+        assert leader_state is not None
+        where = partition.name
+        check_current_leader_epoch(where, entry.current_leader_epoch, leader_state.leader_epoch)
+        plog = partition.log
+        # Captured before this fetch changes any progress (§6.1).
+        log_end_offset = plog.log_end_offset
+        log_start_offset = plog.log_start_offset
+        high_watermark = leader_state.high_watermark
+        diverging = diverging_epoch(
+            where,
+            fetch_offset=entry.fetch_offset,
+            last_fetched_epoch=entry.last_fetched_epoch,
+            leader_end_offset_for_last_epoch=plog.leader_epoch_cache.end_offset_for(
+                entry.last_fetched_epoch, log_end_offset
+            ),
+            log_start_offset=log_start_offset,
+        )
+        if diverging is not None:
+            return FetchPartitionResult(
+                entry.topic,
+                entry.partition,
+                high_watermark=high_watermark,
+                last_stable_offset=high_watermark,
+                log_start_offset=log_start_offset,
+                diverging_epoch=diverging,
+                topic_id=partition.topic_id,
+            )
+        check_fetch_offset(
+            where,
+            fetch_offset=entry.fetch_offset,
+            log_start_offset=log_start_offset,
+            log_end_offset=log_end_offset,
+        )
+        bound = fetch_upper_bound(
+            is_follower=request.is_from_follower,
+            isolation_level=request.isolation_level,
+            log_end_offset=log_end_offset,
+            high_watermark=high_watermark,
+            last_stable_offset=high_watermark,  # no transactions: LSO = HW
+        )
+        records = plog.read(entry.fetch_offset, max_bytes, bound, min_one_message=min_one_message)
+        result = FetchPartitionResult(
+            entry.topic,
+            entry.partition,
+            high_watermark=high_watermark,
+            last_stable_offset=high_watermark,
+            log_start_offset=log_start_offset,
+            records=records,
+            topic_id=partition.topic_id,
+        )
+        if request.is_from_follower and initial:
+            update = leader_state.on_follower_fetch(
+                replica_id=request.replica_id,
+                broker_epoch=request.replica_epoch,
+                fetch_offset=entry.fetch_offset,
+                log_start_offset=entry.log_start_offset,
+                leader_log_end_offset=log_end_offset,
+                now_ms=now_ms,
+            )
+            if update.isr_change is not None:
+                self._mark_isr_dirty(partition.key)
+            if update.high_watermark_moved:
+                self._on_high_watermark_moved(partition)
+            elif update.follower_log_start_offset_moved:
+                # The follower's log start offset may have lifted the low watermark (§8.2).
+                self._wake(partition.key, produce=False, fetch=False)
+        return result
+
+    def _fetch_error(
+        self, request: FetchRequest, entry: FetchPartition, error: KafkaError
+    ) -> FetchPartitionResult:
+        high_watermark = log_start_offset = log_end_offset = NO_OFFSET
+        partition = self._partitions.get((entry.topic, entry.partition))
+        if partition is not None and partition.leader_state is not None:
+            high_watermark = partition.leader_state.high_watermark
+            log_start_offset = partition.log.log_start_offset
+            if request.is_from_follower and isinstance(error, OffsetOutOfRangeError):
+                log_end_offset = partition.log.log_end_offset  # for the follower's §5.6
+        return FetchPartitionResult(
+            entry.topic,
+            entry.partition,
+            error,
+            high_watermark=high_watermark,
+            last_stable_offset=high_watermark,
+            log_start_offset=log_start_offset,
+            current_leader=self._error_leader(error, entry.topic, entry.partition),
+            topic_id=entry.topic_id,
+            log_end_offset=log_end_offset,
+        )
+
+    def _fetch_wake_check(self, request: FetchRequest) -> str:
+        """A cheap §7.3 check before a woken fetch re-reads.
+
+        "complete": a condition that answers the fetch whatever it reads (A-C: no leader or
+        replica here; E: its current leader epoch is fenced now; F: its offset is past the
+        bound, e.g. the leader truncated, or outside the log; H: its last fetched epoch now
+        diverges). "read": data may exist below the bound; re-read and count it against
+        min_bytes (G). "wait": nothing changed for it.
+        """
+        verdict = "wait"
+        for entry in request.partitions:
+            partition = self._partitions.get((entry.topic, entry.partition))
+            if partition is None or partition.leader_state is None:
+                return "complete"
+            leader_state = partition.leader_state
+            if entry.current_leader_epoch not in (NO_LEADER_EPOCH, leader_state.leader_epoch):
+                return "complete"
+            plog = partition.log
+            bound = plog.log_end_offset if request.is_from_follower else leader_state.high_watermark
+            if entry.fetch_offset > bound or entry.fetch_offset < plog.log_start_offset:
+                return "complete"
+            if entry.last_fetched_epoch != NO_LEADER_EPOCH:
+                end = plog.leader_epoch_cache.end_offset_for(
+                    entry.last_fetched_epoch, plog.log_end_offset
+                )
+                if (
+                    end.leader_epoch < entry.last_fetched_epoch
+                    or end.end_offset < entry.fetch_offset
+                ):
+                    return "complete"
+            if entry.fetch_offset < bound:
+                verdict = "read"
+        return verdict
+
+    def _try_complete_fetch(self, op: _DelayedFetch) -> None:
+        request = op.request
+        verdict = self._fetch_wake_check(request)
+        if verdict == "wait":
+            return
+        read = self._read_fetch(request, self._clock(), initial=False)
+        if (
+            verdict == "complete"
+            or read.bytes_read >= request.min_bytes
+            or read.any_error
+            or read.any_diverging
+        ) and self._fetch_purgatory.complete(op):
+            op.finish(FetchResponse(tuple(read.results)))
+
+    def _expire_fetch(self, op: _DelayedFetch, now_ms: int) -> None:
+        read = self._read_fetch(op.request, now_ms, initial=False)
+        op.finish(FetchResponse(tuple(read.results)))
+
+    # --- list offsets -------------------------------------------------------------------------
+
+    def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
+        results = []
+        for entry in request.partitions:
+            try:
+                results.append(self._list_offset(request, entry))
+            except KafkaError as exc:
+                results.append(ListOffsetsPartitionResult(entry.topic, entry.partition, exc))
+        return ListOffsetsResponse(tuple(results))
+
+    def _list_offset(
+        self, request: ListOffsetsRequest, entry: ListOffsetsPartition
+    ) -> ListOffsetsPartitionResult:
+        partition = self._leader_partition(entry.topic, entry.partition)
+        leader_state = partition.leader_state
+        assert leader_state is not None
+        where = partition.name
+        check_current_leader_epoch(where, entry.current_leader_epoch, leader_state.leader_epoch)
+        plog = partition.log
+        cache = plog.leader_epoch_cache
+        is_replica = request.replica_id >= 0
+        # Consumers see only committed data; replicas see up to the LEO (§7.1).
+        bound = plog.log_end_offset if is_replica else leader_state.high_watermark
+
+        def epoch_of(offset: int) -> int:
+            found = cache.epoch_for_offset(offset)
+            return NO_LEADER_EPOCH if found is None else found
+
+        timestamp = entry.timestamp
+        if timestamp == EARLIEST_TIMESTAMP:
+            offset = plog.log_start_offset
+            return ListOffsetsPartitionResult(
+                entry.topic, entry.partition, offset=offset, leader_epoch=epoch_of(offset)
+            )
+        if timestamp == LATEST_TIMESTAMP:
+            return ListOffsetsPartitionResult(
+                entry.topic, entry.partition, offset=bound, leader_epoch=leader_state.leader_epoch
+            )
+        if timestamp == MAX_TIMESTAMP:
+            best_timestamp, best_offset = -1, NO_OFFSET
+            for header in partition.batch_headers(plog.log_start_offset, bound):
+                if header.max_timestamp > best_timestamp:
+                    best_timestamp, best_offset = header.max_timestamp, header.last_offset
+            if best_offset == NO_OFFSET:
+                return ListOffsetsPartitionResult(entry.topic, entry.partition)
+            return ListOffsetsPartitionResult(
+                entry.topic,
+                entry.partition,
+                timestamp=best_timestamp,
+                offset=best_offset,
+                leader_epoch=epoch_of(best_offset),
+            )
+        if timestamp < 0:
+            raise InvalidRequestError(
+                f"{where}: ListOffsets timestamp {timestamp} is not a time nor one of -1 "
+                "(latest), -2 (earliest), -3 (max timestamp)"
+            )
+        found = plog.offsets_for_times(timestamp)
+        if found is None or found[0] >= bound:
+            return ListOffsetsPartitionResult(entry.topic, entry.partition)
+        offset, record_timestamp = found
+        return ListOffsetsPartitionResult(
+            entry.topic,
+            entry.partition,
+            timestamp=record_timestamp,
+            offset=offset,
+            leader_epoch=epoch_of(offset),
+        )
+
+    # --- offsets for leader epoch -------------------------------------------------------------
+
+    def offsets_for_leader_epoch(
+        self, request: OffsetsForLeaderEpochRequest
+    ) -> OffsetsForLeaderEpochResponse:
+        results = []
+        for entry in request.partitions:
+            try:
+                results.append(self._offset_for_leader_epoch(entry))
+            except KafkaError as exc:
+                results.append(OffsetForLeaderPartitionResult(entry.topic, entry.partition, exc))
+        return OffsetsForLeaderEpochResponse(tuple(results))
+
+    def _offset_for_leader_epoch(
+        self, entry: OffsetForLeaderPartition
+    ) -> OffsetForLeaderPartitionResult:
+        partition = self._leader_partition(entry.topic, entry.partition)
+        leader_state = partition.leader_state
+        assert leader_state is not None
+        check_current_leader_epoch(
+            partition.name, entry.current_leader_epoch, leader_state.leader_epoch
+        )
+        plog = partition.log
+        end = plog.leader_epoch_cache.end_offset_for(entry.leader_epoch, plog.log_end_offset)
+        return OffsetForLeaderPartitionResult(
+            entry.topic, entry.partition, leader_epoch=end.leader_epoch, end_offset=end.end_offset
+        )
+
+    # --- delete records -----------------------------------------------------------------------
+
+    async def delete_records(self, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
+        now_ms = self._clock()
+        results: list[DeleteRecordsPartitionResult] = []
+        pending: dict[int, tuple[Partition, int]] = {}
+        for index, entry in enumerate(request.partitions):
+            try:
+                partition, offset = self._delete_records_on_leader(entry)
+                results.append(DeleteRecordsPartitionResult(entry.topic, entry.partition))
+                pending[index] = (partition, offset)
+            except KafkaError as exc:
+                results.append(DeleteRecordsPartitionResult(entry.topic, entry.partition, exc))
+        if not pending:
+            return DeleteRecordsResponse(tuple(results))
+        op = _DelayedDeleteRecords(results, pending)
+        if self._check_delete(op):
+            return DeleteRecordsResponse(tuple(op.results))
+        if request.timeout_ms <= 0 or self._stopped:
+            self._expire_delete(op)
+            return DeleteRecordsResponse(tuple(op.results))
+        try:
+            self._delete_purgatory.watch(
+                op, [p.key for p, _ in pending.values()], now_ms + request.timeout_ms
+            )
+        except PurgatoryFullError as exc:
+            for index in op.pending:
+                op.results[index] = replace(op.results[index], error=exc)
+            return DeleteRecordsResponse(tuple(op.results))
+        self._timers_changed.set()
+        await self._wait(op, self._delete_purgatory)
+        return DeleteRecordsResponse(tuple(op.results))
+
+    def _delete_records_on_leader(self, entry: DeleteRecordsPartition) -> tuple[Partition, int]:
+        partition = self._leader_partition(entry.topic, entry.partition)
+        leader_state = partition.leader_state
+        assert leader_state is not None
+        plog = partition.log
+        where = partition.name
+        if "delete" not in (p.strip() for p in plog.config.cleanup_policy.split(",")):
+            raise PolicyViolationError(
+                f"{where}: records cannot be deleted with cleanup.policy="
+                f"{plog.config.cleanup_policy}"
+            )
+        high_watermark = leader_state.high_watermark
+        offset = high_watermark if entry.offset == -1 else entry.offset
+        if offset < 0 or offset > high_watermark:
+            raise OffsetOutOfRangeError(
+                f"{where}: cannot delete records before offset {entry.offset}: outside "
+                f"[0, high watermark {high_watermark}]"
+            )
+        plog.increment_log_start_offset(offset, "delete records")
+        if leader_state.on_log_start_offset(plog.log_start_offset):
+            self._on_high_watermark_moved(partition)
+        return partition, offset
+
+    def _check_delete(self, op: _DelayedDeleteRecords) -> bool:
+        for index, (partition, offset) in list(op.pending.items()):
+            leader_state = partition.leader_state
+            result = op.results[index]
+            if leader_state is None or self._partitions.get(partition.key) is not partition:
+                op.results[index] = replace(
+                    result,
+                    error=NotLeaderOrFollowerError(
+                        f"{partition.name}: broker {self.broker_id} stopped leading before the "
+                        f"low watermark reached {offset}"
+                    ),
+                )
+                del op.pending[index]
+                continue
+            low_watermark = leader_state.low_watermark(partition.log.log_start_offset)
+            if low_watermark >= offset:
+                op.results[index] = replace(result, low_watermark=low_watermark)
+                del op.pending[index]
+        return not op.pending
+
+    def _try_complete_delete(self, op: _DelayedDeleteRecords) -> None:
+        if self._check_delete(op) and self._delete_purgatory.complete(op):
+            op.finish(op.results)
+
+    def _expire_delete(self, op: _DelayedDeleteRecords) -> None:
+        self._check_delete(op)
+        for index, (partition, offset) in op.pending.items():
+            leader_state = partition.leader_state
+            low_watermark = (
+                leader_state.low_watermark(partition.log.log_start_offset)
+                if leader_state is not None
+                else NO_OFFSET
+            )
+            op.results[index] = replace(
+                op.results[index],
+                error=RequestTimedOutError(
+                    f"{partition.name}: the low watermark {low_watermark} did not reach "
+                    f"{offset} before the request's timeout"
+                ),
+                low_watermark=low_watermark,
+            )
+        op.pending.clear()
+        op.finish(op.results)
+
+    # --- follower side ------------------------------------------------------------------------
+
+    def fetch_sources(self) -> list[int]:
+        """The leader broker ids this broker fetches from."""
+        return list(self._fetch_sources)
+
+    def build_follower_fetch(self, source_broker_id: int, now_ms: int) -> FetchRequest | None:
+        """The next Fetch to send to `source_broker_id`; None when nothing is due."""
+        entries = []
+        for partition in self._partitions.values():
+            follower = partition.follower
+            if (
+                follower is None
+                or follower.leader_id != source_broker_id
+                or now_ms < follower.backoff_until_ms
+            ):
+                continue
+            entries.append(
+                FetchPartition(
+                    partition.topic,
+                    partition.partition,
+                    fetch_offset=follower.fetch_offset,
+                    partition_max_bytes=self.config.replica_fetch_max_bytes,
+                    current_leader_epoch=follower.leader_epoch,
+                    last_fetched_epoch=follower.last_fetched_epoch,
+                    log_start_offset=partition.log.log_start_offset,
+                    topic_id=partition.topic_id,
+                )
+            )
+        if not entries:
+            return None
+        entries.sort(key=lambda e: (e.topic, e.partition))
+        return FetchRequest(
+            tuple(entries),
+            replica_id=self.broker_id,
+            replica_epoch=self._broker_epoch(),
+            max_wait_ms=self.config.replica_fetch_wait_ms_max,
+            min_bytes=self.config.replica_fetch_min_bytes,
+            max_bytes=self.config.replica_fetch_response_max_bytes,
+        )
+
+    def _following(self, source_broker_id: int, entry: FetchPartition) -> Partition | None:
+        """The partition if it still follows `source_broker_id` exactly where `entry` asked."""
+        partition = self._partitions.get((entry.topic, entry.partition))
+        if partition is None or partition.follower is None:
+            return None
+        follower = partition.follower
+        if (
+            follower.leader_id != source_broker_id
+            or follower.leader_epoch != entry.current_leader_epoch
+            or follower.fetch_offset != entry.fetch_offset
+            or (entry.topic_id is not None and partition.topic_id != entry.topic_id)
+        ):
+            return None  # the answer is stale: metadata or the log moved meanwhile
+        return partition
+
+    def process_follower_fetch(
+        self,
+        source_broker_id: int,
+        request: FetchRequest,
+        response: FetchResponse,
+        now_ms: int,
+    ) -> None:
+        """Apply a leader's Fetch answer (§5.4-5.6, §6.5 "Follower HW")."""
+        asked = {(e.topic, e.partition): e for e in request.partitions}
+        for result in response.partitions:
+            entry = asked.get((result.topic, result.partition))
+            if entry is None:
+                log.warning(
+                    "%s-%d: broker %d answered a partition this fetch did not ask for",
+                    result.topic,
+                    result.partition,
+                    source_broker_id,
+                )
+                continue
+            partition = self._following(source_broker_id, entry)
+            if partition is None:
+                continue
+            try:
+                self._process_follower_partition(partition, result, now_ms)
+            except KafkaError as exc:
+                log.warning("%s: follower step failed, backing off: %s", partition.name, exc)
+                self._back_off(partition, now_ms)
+
+    def _process_follower_partition(
+        self, partition: Partition, result: FetchPartitionResult, now_ms: int
+    ) -> None:
+        follower = partition.follower
+        assert follower is not None
+        plog = partition.log
+        error = result.error
+        if error is None and result.diverging_epoch is not None:
+            self._truncate_on_divergence(
+                partition, result.diverging_epoch.leader_epoch, result.diverging_epoch.end_offset
+            )
+            follower.backoff_until_ms = 0
+            return
+        if error is None:
+            if result.records:
+                info = plog.append_as_follower(result.records)
+                follower.last_fetched_epoch = info.last_leader_epoch
+            follower.fetch_offset = plog.log_end_offset
+            plog.update_high_watermark(
+                follower_high_watermark(
+                    result.high_watermark, plog.log_start_offset, plog.log_end_offset
+                )
+            )
+            # The log start follows the leader's, but never past the local HW.
+            new_start = min(result.log_start_offset, plog.high_watermark)
+            if new_start > plog.log_start_offset:
+                plog.increment_log_start_offset(new_start, "follower copies the leader's")
+            follower.backoff_until_ms = 0
+            return
+        if isinstance(error, OffsetOutOfRangeError):
+            self._handle_out_of_range(partition, result, now_ms)
+            return
+        if isinstance(
+            error, FencedLeaderEpochError | UnknownLeaderEpochError | NotLeaderOrFollowerError
+        ):
+            log.info(
+                "%s: leader answered %s; waiting for new metadata (%s)",
+                partition.name,
+                error.error_name,
+                error,
+            )
+        else:
+            log.warning("%s: fetch error %s: %s", partition.name, error.error_name, error)
+        self._back_off(partition, now_ms)
+
+    def _truncate_on_divergence(
+        self, partition: Partition, leader_epoch: int, leader_end_offset: int
+    ) -> None:
+        plog = partition.log
+        cache = plog.leader_epoch_cache
+
+        def follower_end_offset_for(epoch: int) -> tuple[int, int] | None:
+            if cache.latest_epoch is None:
+                return None
+            end = cache.end_offset_for(epoch, plog.log_end_offset)
+            return (end.leader_epoch, end.end_offset)
+
+        state = offset_truncation_state(
+            leader_epoch=leader_epoch,
+            leader_end_offset=leader_end_offset,
+            follower_end_offset_for=follower_end_offset_for,
+            follower_log_end_offset=plog.log_end_offset,
+            initial_fetch_offset=plog.high_watermark,
+        )
+        if state.offset < plog.high_watermark:
+            log.warning(
+                "%s: truncating to %d, below the high watermark %d (diverging epoch %d@%d)",
+                partition.name,
+                state.offset,
+                plog.high_watermark,
+                leader_epoch,
+                leader_end_offset,
+            )
+        else:
+            log.info(
+                "%s: truncating to %d after diverging epoch %d ending at %d%s",
+                partition.name,
+                state.offset,
+                leader_epoch,
+                leader_end_offset,
+                "" if state.truncation_completed else " (not done: asks again)",
+            )
+        # Always through the log: even a target at the LEO drops a dangling epoch entry (§5.1).
+        partition.truncate_to(state.offset)
+
+    def _handle_out_of_range(
+        self, partition: Partition, result: FetchPartitionResult, now_ms: int
+    ) -> None:
+        """§5.6 with the leader's LEO and log start offset from the answer."""
+        plog = partition.log
+        leader_log_end_offset = result.log_end_offset
+        leader_log_start_offset = result.log_start_offset
+        if leader_log_end_offset >= 0 and leader_log_end_offset < plog.log_end_offset:
+            log.warning(
+                "%s: the leader's LEO %d is below ours %d; truncating to it",
+                partition.name,
+                leader_log_end_offset,
+                plog.log_end_offset,
+            )
+            partition.truncate_to(leader_log_end_offset)
+        elif leader_log_start_offset > plog.log_end_offset:
+            log.warning(
+                "%s: the leader's log starts at %d, past our LEO %d; restarting the log there",
+                partition.name,
+                leader_log_start_offset,
+                plog.log_end_offset,
+            )
+            partition.truncate_fully_and_start_at(leader_log_start_offset)
+        else:
+            # Nothing local explains it (the leader could not place our epoch, or the answer
+            # lacked its offsets): retry after a back-off rather than spin.
+            log.warning(
+                "%s: OFFSET_OUT_OF_RANGE at %d (leader LEO %d, log start %d): %s",
+                partition.name,
+                plog.log_end_offset,
+                leader_log_end_offset,
+                leader_log_start_offset,
+                result.error,
+            )
+            self._back_off(partition, now_ms)
+            return
+        partition.sync_follower_offsets()
+        assert partition.follower is not None
+        partition.follower.backoff_until_ms = 0
+
+    def _back_off(self, partition: Partition, now_ms: int) -> None:
+        follower = partition.follower
+        if follower is not None:
+            follower.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
+            self._timers_changed.set()
+
+    def follower_fetch_failed(
+        self, source_broker_id: int, request: FetchRequest, now_ms: int
+    ) -> None:
+        """The fetch itself failed (peer down, timeout): back off every partition it asked."""
+        for entry in request.partitions:
+            partition = self._partitions.get((entry.topic, entry.partition))
+            if (
+                partition is not None
+                and partition.follower is not None
+                and partition.follower.leader_id == source_broker_id
+            ):
+                self._back_off(partition, now_ms)
+
+    # --- AlterPartition -----------------------------------------------------------------------
+
+    def _mark_isr_dirty(self, key: TopicPartition) -> None:
+        self._isr_dirty.add(key)
+        self.wakeup.set()
+        self.isr_wakeup.set()
+
+    def pending_isr_changes(self) -> list[IsrChange]:
+        """ISR changes to send to the controller; each is handed out once until answered."""
+        changes = []
+        for key in sorted(self._isr_dirty):
+            partition = self._partitions.get(key)
+            leader_state = partition.leader_state if partition is not None else None
+            change = leader_state.isr_change_to_send if leader_state is not None else None
+            if change is None:
+                self._isr_sent.pop(key, None)
+                continue
+            if self._isr_sent.get(key) != change:
+                self._isr_sent[key] = change
+                changes.append(change)
+        self._isr_dirty.clear()
+        return changes
+
+    def on_isr_change_result(
+        self,
+        change: IsrChange,
+        error: KafkaError | None,
+        isr: tuple[int, ...],
+        leader_epoch: int,
+        partition_epoch: int,
+    ) -> None:
+        """The controller's answer to `change` (or the sender's error for it)."""
+        key = (change.topic, change.partition)
+        if self._isr_sent.get(key) == change:
+            del self._isr_sent[key]
+        partition = self._partitions.get(key)
+        leader_state = partition.leader_state if partition is not None else None
+        if partition is None or leader_state is None or partition.topic_id != change.topic_id:
+            return  # leadership moved on meanwhile
+        now_ms = self._clock()
+        if error is None:
+            moved = leader_state.on_isr_change_committed(
+                isr=isr,
+                leader_epoch=leader_epoch,
+                partition_epoch=partition_epoch,
+                leader_log_end_offset=partition.log.log_end_offset,
+                now_ms=now_ms,
+                change=change,
+            )
+            log.info(
+                "%s: ISR is now %s (partition epoch %d)",
+                partition.name,
+                list(leader_state.isr),
+                leader_state.partition_epoch,
+            )
+            if moved:
+                self._on_high_watermark_moved(partition)
+            else:
+                # acks=all waiters read the maximal ISR, which just changed.
+                self._wake(key, fetch=False)
+            self._mark_isr_dirty(key)
+            return
+        log.warning(
+            "%s: AlterPartition to ISR %s failed: %s", partition.name, list(change.new_isr), error
+        )
+        if leader_state.on_isr_change_failed(error, change=change):
+            # Sent again after a back-off, so a dead controller does not make a hot loop.
+            self._isr_retry_at_ms[key] = now_ms + self.config.replica_fetch_backoff_ms
+            self._timers_changed.set()
+        else:
+            self._mark_isr_dirty(key)
+
+    # --- timers -------------------------------------------------------------------------------
+
+    def tick(self, now_ms: int) -> None:
+        """ISR shrink every lag/2, purgatory expiry, follower back-offs."""
+        if now_ms >= self._next_isr_check_ms:
+            self._next_isr_check_ms = now_ms + self._isr_check_interval_ms
+            for key, partition in self._partitions.items():
+                leader_state = partition.leader_state
+                if leader_state is None:
+                    continue
+                change = leader_state.maybe_shrink_isr(
+                    leader_log_end_offset=partition.log.log_end_offset, now_ms=now_ms
+                )
+                if change is not None:
+                    log.info(
+                        "%s: shrinking the ISR from %s to %s",
+                        partition.name,
+                        list(leader_state.isr),
+                        list(change.new_isr),
+                    )
+                    self._mark_isr_dirty(key)
+        for key, retry_at_ms in list(self._isr_retry_at_ms.items()):
+            if retry_at_ms <= now_ms:
+                del self._isr_retry_at_ms[key]
+                self._mark_isr_dirty(key)
+        for produce_op in self._produce_purgatory.expire(now_ms):
+            self._expire_produce(produce_op)
+        for fetch_op in self._fetch_purgatory.expire(now_ms):
+            self._expire_fetch(fetch_op, now_ms)
+        for delete_op in self._delete_purgatory.expire(now_ms):
+            self._expire_delete(delete_op)
+        if any(
+            p.follower is not None and 0 < p.follower.backoff_until_ms <= now_ms
+            for p in self._partitions.values()
+        ):
+            for p in self._partitions.values():
+                if p.follower is not None and 0 < p.follower.backoff_until_ms <= now_ms:
+                    p.follower.backoff_until_ms = 0
+            self.wakeup.set()  # the fetcher may send again
+            self.fetch_wakeup.set()
+
+    def next_tick_ms(self) -> int:
+        """When `tick` has something to do next."""
+        candidates = [self._next_isr_check_ms, *self._isr_retry_at_ms.values()]
+        for purgatory in (self._produce_purgatory, self._fetch_purgatory, self._delete_purgatory):
+            deadline = purgatory.next_deadline_ms()
+            if deadline is not None:
+                candidates.append(deadline)
+        for partition in self._partitions.values():
+            follower = partition.follower
+            if follower is not None and follower.backoff_until_ms > 0:
+                candidates.append(follower.backoff_until_ms)
+        return min(candidates)
+
+    async def start(self) -> None:
+        """Run `tick` on the event loop whenever it is due."""
+        if self._timer_task is None:
+            self._stopped = False
+            self._timer_task = asyncio.get_running_loop().create_task(self._run_timers())
+
+    async def _run_timers(self) -> None:
+        while not self._stopped:
+            try:
+                self.tick(self._clock())
+            except Exception:  # a failing tick must not stop ISR shrinks and expiry for good
+                log.exception("replica manager tick failed")
+            delay_ms = max(0, self.next_tick_ms() - self._clock())
+            self._timers_changed.clear()
+            # (asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
+            # cancellation that races with the event.)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay_ms / 1000):
+                    await self._timers_changed.wait()
+
+    async def stop(self) -> None:
+        """Stop the timers and answer every waiting request (NOT_LEADER_OR_FOLLOWER)."""
+        self._stopped = True
+        task, self._timer_task = self._timer_task, None
+        if task is not None:
+            self._timers_changed.set()  # the loop sees `_stopped` and returns
+            await task
+        for produce_op in self._produce_purgatory.expire(_LONG_MAX):
+            for index, (partition, _) in produce_op.pending.items():
+                produce_op.results[index] = replace(
+                    produce_op.results[index], error=self._shutting_down(partition.name)
+                )
+            produce_op.pending.clear()
+            produce_op.finish(produce_op.results)
+        for fetch_op in self._fetch_purgatory.expire(_LONG_MAX):
+            fetch_op.finish(
+                FetchResponse(
+                    tuple(
+                        FetchPartitionResult(
+                            e.topic, e.partition, self._shutting_down(f"{e.topic}-{e.partition}")
+                        )
+                        for e in fetch_op.request.partitions
+                    )
+                )
+            )
+        for delete_op in self._delete_purgatory.expire(_LONG_MAX):
+            for index, (partition, _) in delete_op.pending.items():
+                delete_op.results[index] = replace(
+                    delete_op.results[index], error=self._shutting_down(partition.name)
+                )
+            delete_op.pending.clear()
+            delete_op.finish(delete_op.results)
+
+    def _shutting_down(self, where: str) -> NotLeaderOrFollowerError:
+        return NotLeaderOrFollowerError(f"{where}: broker {self.broker_id} is shutting down")

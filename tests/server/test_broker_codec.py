@@ -1,0 +1,349 @@
+"""The Broker service's translation layer: every request and response survives
+dataclass -> protobuf -> bytes -> protobuf -> dataclass, absent optional epochs are -1, topic
+ids are 16 bytes, errors keep their class and message; garbage the dataclasses cannot hold is
+INVALID_REQUEST naming the field; Metadata from an image matches the controller's answer."""
+
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass
+from typing import Any
+from uuid import UUID
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from quorum.metadata.records import PartitionChangeRecord
+from replog.errors import InvalidRequestError, KafkaError, wire_error_classes
+from replog.pb import broker_pb2 as pb
+from replog.pb import controller_pb2 as controller_pb
+from replog.replication import messages as m
+from replog.server import broker_codec as codec
+from tests.metadata.metadata_helpers import (
+    bootstrapped,
+    create_topic,
+    register,
+    replayed,
+    topic_id,
+)
+
+INT32 = st.integers(-(2**31), 2**31 - 1)
+INT64 = st.integers(-(2**63), 2**63 - 1)
+EPOCH = st.one_of(st.just(-1), st.integers(0, 2**31 - 1))
+TOPIC = st.sampled_from(["orders", "payments", "a.b-c_d", "t"])
+PARTITION = st.integers(0, 1000)
+RECORDS = st.binary(max_size=64)
+TOPIC_ID = st.one_of(st.none(), st.uuids())
+ERROR_CLASSES = sorted(wire_error_classes().items())
+
+
+@st.composite
+def errors(draw: st.DrawFn) -> KafkaError | None:
+    if draw(st.booleans()):
+        return None
+    _, cls = draw(st.sampled_from(ERROR_CLASSES))
+    message = draw(st.text(min_size=1, max_size=40))
+    return cls(message)
+
+
+LEADER = st.one_of(st.none(), st.builds(m.LeaderIdAndEpoch, INT32, INT32))
+
+
+def normalized(value: Any) -> Any:
+    """Dataclasses to comparable tuples; errors by class and message (exceptions compare by
+    identity)."""
+    if isinstance(value, KafkaError):
+        return ("error", type(value), str(value))
+    if is_dataclass(value) and not isinstance(value, type):
+        return (type(value), tuple(normalized(getattr(value, f.name)) for f in fields(value)))
+    if isinstance(value, tuple):
+        return tuple(normalized(v) for v in value)
+    return value
+
+
+def through_the_wire(message: Any) -> Any:
+    again = type(message)()
+    again.ParseFromString(message.SerializeToString())
+    return again
+
+
+def grouped_by_topic(partitions: list[Any], key: Any = lambda p: p.topic) -> tuple[Any, ...]:
+    """The wire groups by topic, so only orders where a topic's partitions are together (in
+    first-appearance order) survive a round trip unchanged; this gives that order."""
+    order: dict[Any, list[Any]] = {}
+    for p in partitions:
+        order.setdefault(key(p), []).append(p)
+    return tuple(p for group in order.values() for p in group)
+
+
+def topic_and_id(p: Any) -> Any:
+    return (p.topic, p.topic_id)
+
+
+produce_partitions = st.lists(st.builds(m.ProducePartition, TOPIC, PARTITION, RECORDS))
+produce_requests = st.builds(
+    m.ProduceRequest,
+    st.sampled_from([0, 1, -1, 7]),
+    INT32,
+    produce_partitions.map(grouped_by_topic),
+)
+produce_responses = st.builds(
+    m.ProduceResponse,
+    st.lists(
+        st.builds(
+            m.ProducePartitionResult,
+            TOPIC,
+            PARTITION,
+            errors(),
+            INT64,
+            INT64,
+            INT64,
+            LEADER,
+        )
+    ).map(grouped_by_topic),
+)
+fetch_requests = st.builds(
+    m.FetchRequest,
+    st.lists(
+        st.builds(
+            m.FetchPartition,
+            TOPIC,
+            PARTITION,
+            INT64,
+            INT32,
+            EPOCH,
+            EPOCH,
+            INT64,
+            TOPIC_ID,
+        )
+    ).map(lambda ps: grouped_by_topic(ps, topic_and_id)),
+    INT32,
+    INT64,
+    INT32,
+    INT32,
+    INT32,
+    st.sampled_from(list(m.IsolationLevel)),
+)
+fetch_responses = st.builds(
+    m.FetchResponse,
+    st.lists(
+        st.builds(
+            m.FetchPartitionResult,
+            TOPIC,
+            PARTITION,
+            errors(),
+            INT64,
+            INT64,
+            INT64,
+            st.one_of(st.none(), st.builds(m.EpochEndOffsetResult, INT32, INT64)),
+            LEADER,
+            RECORDS,
+            TOPIC_ID,
+            INT64,
+        )
+    ).map(lambda ps: grouped_by_topic(ps, topic_and_id)),
+)
+list_offsets_requests = st.builds(
+    m.ListOffsetsRequest,
+    st.lists(st.builds(m.ListOffsetsPartition, TOPIC, PARTITION, INT64, EPOCH)).map(
+        grouped_by_topic
+    ),
+    INT32,
+    st.sampled_from(list(m.IsolationLevel)),
+)
+list_offsets_responses = st.builds(
+    m.ListOffsetsResponse,
+    st.lists(
+        st.builds(m.ListOffsetsPartitionResult, TOPIC, PARTITION, errors(), INT64, INT64, INT32)
+    ).map(grouped_by_topic),
+)
+epoch_requests = st.builds(
+    m.OffsetsForLeaderEpochRequest,
+    st.lists(st.builds(m.OffsetForLeaderPartition, TOPIC, PARTITION, INT32, EPOCH)).map(
+        grouped_by_topic
+    ),
+    INT32,
+)
+epoch_responses = st.builds(
+    m.OffsetsForLeaderEpochResponse,
+    st.lists(
+        st.builds(m.OffsetForLeaderPartitionResult, TOPIC, PARTITION, errors(), INT32, INT64)
+    ).map(grouped_by_topic),
+)
+delete_requests = st.builds(
+    m.DeleteRecordsRequest,
+    st.lists(st.builds(m.DeleteRecordsPartition, TOPIC, PARTITION, INT64)).map(grouped_by_topic),
+    INT32,
+)
+delete_responses = st.builds(
+    m.DeleteRecordsResponse,
+    st.lists(st.builds(m.DeleteRecordsPartitionResult, TOPIC, PARTITION, errors(), INT64)).map(
+        grouped_by_topic
+    ),
+)
+
+ROUND_TRIPS = [
+    (produce_requests, codec.produce_request_to_proto, codec.produce_request_from_proto),
+    (produce_responses, codec.produce_response_to_proto, codec.produce_response_from_proto),
+    (fetch_requests, codec.fetch_request_to_proto, codec.fetch_request_from_proto),
+    (fetch_responses, codec.fetch_response_to_proto, codec.fetch_response_from_proto),
+    (
+        list_offsets_requests,
+        codec.list_offsets_request_to_proto,
+        codec.list_offsets_request_from_proto,
+    ),
+    (
+        list_offsets_responses,
+        codec.list_offsets_response_to_proto,
+        codec.list_offsets_response_from_proto,
+    ),
+    (
+        epoch_requests,
+        codec.offsets_for_leader_epoch_request_to_proto,
+        codec.offsets_for_leader_epoch_request_from_proto,
+    ),
+    (
+        epoch_responses,
+        codec.offsets_for_leader_epoch_response_to_proto,
+        codec.offsets_for_leader_epoch_response_from_proto,
+    ),
+    (
+        delete_requests,
+        codec.delete_records_request_to_proto,
+        codec.delete_records_request_from_proto,
+    ),
+    (
+        delete_responses,
+        codec.delete_records_response_to_proto,
+        codec.delete_records_response_from_proto,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("strategy", "encode", "decode"),
+    ROUND_TRIPS,
+    ids=[encode.__name__.removesuffix("_to_proto") for _, encode, _ in ROUND_TRIPS],
+)
+def test_every_message_survives_the_wire(strategy: Any, encode: Any, decode: Any) -> None:
+    @settings(max_examples=60, deadline=None)
+    @given(strategy)
+    def round_trip(message: Any) -> None:
+        decoded = decode(through_the_wire(encode(message)))
+        assert normalized(decoded) == normalized(message)
+        # And the other way: proto -> dataclass -> proto is stable too.
+        assert encode(decoded) == encode(message)
+
+    round_trip()
+
+
+def test_absent_optional_epochs_are_minus_one_and_minus_one_is_absent() -> None:
+    request = m.FetchRequest(
+        (m.FetchPartition("t", 0, fetch_offset=5),), replica_id=2, replica_epoch=9
+    )
+    wire = codec.fetch_request_to_proto(request)
+    partition = wire.topics[0].partitions[0]
+    assert not partition.HasField("current_leader_epoch")
+    assert not partition.HasField("last_fetched_epoch")
+    assert wire.topics[0].topic_id == b""
+    decoded = codec.fetch_request_from_proto(wire).partitions[0]
+    assert decoded.current_leader_epoch == -1 and decoded.last_fetched_epoch == -1
+    assert decoded.topic_id is None
+    # epoch 0 is a real epoch, not "absent"
+    zero = codec.fetch_request_to_proto(
+        m.FetchRequest((m.FetchPartition("t", 0, 5, current_leader_epoch=0),))
+    )
+    assert zero.topics[0].partitions[0].HasField("current_leader_epoch")
+
+
+def test_partitions_are_grouped_by_topic_in_first_appearance_order() -> None:
+    request = m.ProduceRequest(
+        -1,
+        1000,
+        (
+            m.ProducePartition("b", 1, b"x"),
+            m.ProducePartition("a", 0, b"y"),
+            m.ProducePartition("b", 0, b"z"),
+        ),
+    )
+    wire = codec.produce_request_to_proto(request)
+    assert [(t.topic, [p.partition for p in t.partitions]) for t in wire.topics] == [
+        ("b", [1, 0]),
+        ("a", [0]),
+    ]
+
+
+def test_a_topic_id_that_is_not_16_bytes_is_an_invalid_request_naming_the_topic() -> None:
+    wire = pb.FetchRequest(topics=[pb.FetchTopic(topic="orders", topic_id=b"\x01\x02\x03")])
+    with pytest.raises(InvalidRequestError, match=r"orders.*16 bytes.*got 3"):
+        codec.fetch_request_from_proto(wire)
+
+
+@pytest.mark.parametrize(
+    ("decode", "message"),
+    [
+        (codec.fetch_request_from_proto, pb.FetchRequest(isolation_level=2)),
+        (codec.list_offsets_request_from_proto, pb.ListOffsetsRequest(isolation_level=-1)),
+    ],
+)
+def test_an_unknown_isolation_level_is_an_invalid_request(decode: Any, message: Any) -> None:
+    with pytest.raises(InvalidRequestError, match="isolation_level"):
+        decode(message)
+
+
+def test_an_error_code_zero_is_no_error_and_an_unknown_code_is_unknown_server_error() -> None:
+    wire = pb.ProduceResponse(
+        topics=[
+            pb.ProduceTopicResponse(
+                topic="t",
+                partitions=[
+                    pb.ProducePartitionResponse(partition=0, error={"code": 0}),
+                    pb.ProducePartitionResponse(
+                        partition=1, error={"code": 9999, "message": "t-1: what"}
+                    ),
+                ],
+            )
+        ]
+    )
+    first, second = codec.produce_response_from_proto(wire).partitions
+    assert first.error is None
+    assert second.error is not None and second.error.code == -1
+    assert "t-1: what" in str(second.error)
+
+
+def test_metadata_from_an_image_lists_unfenced_brokers_leaders_and_offline_replicas() -> None:
+    image = replayed(
+        bootstrapped(),
+        register(1, 10, fenced=False),
+        register(2, 11, fenced=False),
+        register(3, 12, fenced=True),
+        *create_topic("orders", topic_id(5), (1, 2, 3), (3, 2, 1)),
+    )
+    leaderless = PartitionChangeRecord(topic_id(5), 1, leader=-1)
+    image = replayed(image, leaderless)
+    response = codec.metadata_response_from_image(
+        image, controller_pb.MetadataRequest(), cluster_id="c1", controller_id=2
+    )
+    assert response.cluster_id == "c1" and response.controller_id == 2
+    assert [b.broker_id for b in response.brokers] == [1, 2]
+    (topic,) = response.topics
+    assert topic.name == "orders" and len(topic.topic_id) == 16
+    first, second = topic.partitions
+    assert first.leader_id == 1 and list(first.offline_replicas) == [3]
+    assert second.error.error_name == "LEADER_NOT_AVAILABLE"
+    assert "orders-1" in second.error.message
+    assert response.metadata_offset == image.provenance.last_offset
+
+    missing = codec.metadata_response_from_image(
+        image, controller_pb.MetadataRequest(topics=["nope"]), cluster_id="c1", controller_id=-1
+    )
+    assert missing.topics[0].error.error_name == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert "nope" in missing.topics[0].error.message
+
+
+def test_topic_ids_survive_as_16_raw_bytes() -> None:
+    topic_id = UUID(int=0xABCDEF)
+    response = m.FetchResponse((m.FetchPartitionResult("t", 0, topic_id=topic_id),))
+    wire = codec.fetch_response_to_proto(response)
+    assert wire.topics[0].topic_id == topic_id.bytes
+    assert codec.fetch_response_from_proto(wire).partitions[0].topic_id == topic_id

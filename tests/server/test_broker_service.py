@@ -1,0 +1,403 @@
+"""BrokerService over a real grpc.aio server on 127.0.0.1:0, in front of a fake replica
+manager that records what it was asked: every malformed input is a per-partition Kafka error
+or a failed call naming what was wrong (never a crash), acks=0 aborts when a partition failed,
+oversize requests are refused, Metadata comes from the image, and the broker refuses data
+requests until its logs are recovered."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import pytest
+import pytest_asyncio
+
+from quorum.metadata.image import MetadataImage
+from replog.errors import (
+    CorruptRecordError,
+    InvalidRequiredAcksError,
+    InvalidTopicError,
+    KafkaError,
+    KafkaStorageError,
+    NotLeaderOrFollowerError,
+    UnknownTopicOrPartitionError,
+)
+from replog.pb import broker_pb2 as pb
+from replog.pb import broker_pb2_grpc
+from replog.record import build_batch
+from replog.replication import messages as m
+from replog.server.broker_client import BrokerClient
+from replog.server.broker_service import BrokerService, add_broker_service
+from tests.metadata.metadata_helpers import (
+    bootstrapped,
+    create_topic,
+    register,
+    replayed,
+    topic_id,
+)
+
+BATCH = build_batch([(0, b"k", b"v", ())])
+
+
+@dataclass
+class FakeReplicaManager:
+    """Answers every partition with success (or `fail` for a named one) and records calls."""
+
+    fail: dict[tuple[str, int], KafkaError] = field(default_factory=dict)
+    raise_error: BaseException | None = None
+    calls: list[Any] = field(default_factory=list)
+
+    def _check(self, request: Any) -> None:
+        self.calls.append(request)
+        if self.raise_error is not None:
+            raise self.raise_error
+
+    async def produce(self, request: m.ProduceRequest) -> m.ProduceResponse:
+        self._check(request)
+        results = tuple(
+            m.ProducePartitionResult(
+                p.topic,
+                p.partition,
+                self.fail.get((p.topic, p.partition)),
+                base_offset=10,
+                log_start_offset=0,
+            )
+            for p in request.partitions
+        )
+        if request.acks == m.ACKS_NONE:  # as the replica manager: only the failed ones
+            results = tuple(r for r in results if r.error is not None)
+        return m.ProduceResponse(results)
+
+    async def fetch(self, request: m.FetchRequest) -> m.FetchResponse:
+        self._check(request)
+        return m.FetchResponse(
+            tuple(
+                m.FetchPartitionResult(
+                    p.topic,
+                    p.partition,
+                    self.fail.get((p.topic, p.partition)),
+                    high_watermark=1,
+                    records=BATCH,
+                    topic_id=p.topic_id,
+                )
+                for p in request.partitions
+            )
+        )
+
+    def list_offsets(self, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
+        self._check(request)
+        return m.ListOffsetsResponse(
+            tuple(
+                m.ListOffsetsPartitionResult(p.topic, p.partition, offset=7)
+                for p in request.partitions
+            )
+        )
+
+    def offsets_for_leader_epoch(
+        self, request: m.OffsetsForLeaderEpochRequest
+    ) -> m.OffsetsForLeaderEpochResponse:
+        self._check(request)
+        return m.OffsetsForLeaderEpochResponse(
+            tuple(
+                m.OffsetForLeaderPartitionResult(p.topic, p.partition, None, 3, 40)
+                for p in request.partitions
+            )
+        )
+
+    async def delete_records(self, request: m.DeleteRecordsRequest) -> m.DeleteRecordsResponse:
+        self._check(request)
+        return m.DeleteRecordsResponse(
+            tuple(
+                m.DeleteRecordsPartitionResult(p.topic, p.partition, None, p.offset)
+                for p in request.partitions
+            )
+        )
+
+
+@dataclass
+class Harness:
+    service: BrokerService
+    rm: FakeReplicaManager
+    client: BrokerClient
+    address: str
+    storage_errors: list[KafkaStorageError]
+
+
+IMAGE = replayed(
+    bootstrapped(),
+    register(1, 10, fenced=False),
+    register(2, 11, fenced=False),
+    *create_topic("orders", topic_id(5), (1, 2)),
+)
+
+
+@pytest_asyncio.fixture
+async def harness() -> AsyncIterator[Harness]:
+    rm = FakeReplicaManager()
+    storage_errors: list[KafkaStorageError] = []
+    service = BrokerService(
+        1,
+        cluster_id="c1",
+        image=lambda: IMAGE,
+        controller_id=lambda: 3,
+        replica_manager=rm,
+        request_bytes_max=4096,
+        on_storage_error=storage_errors.append,
+    )
+    server = grpc.aio.server()
+    add_broker_service(service, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    address = f"127.0.0.1:{port}"
+    client = BrokerClient(address, request_timeout_ms=5000)
+    try:
+        yield Harness(service, rm, client, address, storage_errors)
+    finally:
+        await client.close()
+        await server.stop(grace=None)
+
+
+def produce(*partitions: tuple[str, int, bytes], acks: int = -1) -> m.ProduceRequest:
+    return m.ProduceRequest(acks, 1000, tuple(m.ProducePartition(*p) for p in partitions))
+
+
+@pytest.mark.asyncio
+async def test_produce_goes_to_the_replica_manager_and_back(harness: Harness) -> None:
+    response = await harness.client.produce(produce(("orders", 0, BATCH), ("orders", 1, BATCH)))
+    assert [(r.topic, r.partition, r.error, r.base_offset) for r in response.partitions] == [
+        ("orders", 0, None, 10),
+        ("orders", 1, None, 10),
+    ]
+    (call,) = harness.rm.calls
+    assert call.partitions[0].records == BATCH  # the bytes, untouched
+    assert 0 < call.timeout_ms <= 1000
+
+
+@pytest.mark.asyncio
+async def test_malformed_partitions_get_their_own_errors_and_the_rest_goes_on(
+    harness: Harness,
+) -> None:
+    response = await harness.client.produce(
+        produce(
+            ("bad topic!", 0, BATCH),
+            ("orders", -1, BATCH),
+            ("orders", 0, b"not a batch at all, just some bytes that are long enough" * 2),
+            ("orders", 1, BATCH[:-3]),
+            ("orders", 2, BATCH),
+        )
+    )
+    errors = [r.error for r in response.partitions]
+    assert isinstance(errors[0], InvalidTopicError) and "bad topic!" in str(errors[0])
+    assert isinstance(errors[1], UnknownTopicOrPartitionError) and "orders--1" in str(errors[1])
+    assert isinstance(errors[2], CorruptRecordError) and "orders-0" in str(errors[2])
+    assert isinstance(errors[3], CorruptRecordError) and "orders-1" in str(errors[3])
+    assert errors[4] is None
+    (call,) = harness.rm.calls
+    assert [(p.topic, p.partition) for p in call.partitions] == [("orders", 2)]
+
+
+@pytest.mark.asyncio
+async def test_invalid_acks_fail_every_partition_without_reaching_the_manager(
+    harness: Harness,
+) -> None:
+    response = await harness.client.produce(produce(("orders", 0, BATCH), acks=2))
+    (result,) = response.partitions
+    assert isinstance(result.error, InvalidRequiredAcksError)
+    assert "orders-0: acks=2" in str(result.error)
+    assert harness.rm.calls == []
+
+
+@pytest.mark.asyncio
+async def test_acks_zero_answers_empty_or_aborts_naming_the_failed_partition(
+    harness: Harness,
+) -> None:
+    ok = await harness.client.produce(produce(("orders", 0, BATCH), acks=0))
+    assert ok.partitions == ()
+    harness.rm.fail[("orders", 1)] = NotLeaderOrFollowerError("orders-1: broker 1 is not leader")
+    with pytest.raises(grpc.aio.AioRpcError) as failure:
+        await harness.client.produce(produce(("orders", 0, BATCH), ("orders", 1, BATCH), acks=0))
+    assert failure.value.code() == grpc.StatusCode.ABORTED
+    assert "orders-1" in (failure.value.details() or "")
+    assert "NOT_LEADER_OR_FOLLOWER" in (failure.value.details() or "")
+    with pytest.raises(grpc.aio.AioRpcError) as garbage:
+        await harness.client.produce(produce(("orders", 0, b"garbage" * 10), acks=0))
+    assert garbage.value.code() == grpc.StatusCode.ABORTED
+
+
+@pytest.mark.asyncio
+async def test_an_oversize_request_is_refused_naming_size_and_limit(harness: Harness) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as failure:
+        await harness.client.produce(produce(("orders", 0, BATCH * 200)))
+    assert failure.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "socket.request.max.bytes (4096)" in (failure.value.details() or "")
+    assert harness.rm.calls == []
+
+
+@pytest.mark.asyncio
+async def test_a_partition_named_twice_is_an_invalid_argument(harness: Harness) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as failure:
+        await harness.client.produce(produce(("orders", 0, BATCH), ("orders", 0, BATCH)))
+    assert failure.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "orders-0 more than once" in (failure.value.details() or "")
+
+
+@pytest.mark.asyncio
+async def test_fetch_garbage_is_an_invalid_argument_naming_the_field(harness: Harness) -> None:
+    channel = grpc.aio.insecure_channel(harness.address)
+    stub = broker_pb2_grpc.BrokerStub(channel)  # type: ignore[no-untyped-call]
+    try:
+        await _send_garbage(stub)
+    finally:
+        await channel.close()
+
+
+async def _send_garbage(stub: Any) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as bad_id:
+        await stub.Fetch(
+            pb.FetchRequest(topics=[pb.FetchTopic(topic="orders", topic_id=b"xyz")]), timeout=5
+        )
+    assert bad_id.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "topic_id" in (bad_id.value.details() or "")
+    with pytest.raises(grpc.aio.AioRpcError) as bad_isolation:
+        await stub.Fetch(pb.FetchRequest(isolation_level=5), timeout=5)
+    assert bad_isolation.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "isolation_level 5" in (bad_isolation.value.details() or "")
+    with pytest.raises(grpc.aio.AioRpcError) as list_isolation:
+        await stub.ListOffsets(pb.ListOffsetsRequest(isolation_level=9), timeout=5)
+    assert list_isolation.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+@pytest.mark.asyncio
+async def test_fetch_with_a_bad_partition_answers_at_once_with_the_rest(
+    harness: Harness,
+) -> None:
+    request = m.FetchRequest(
+        (
+            m.FetchPartition("orders", 0, 0, topic_id=topic_id(5)),
+            m.FetchPartition("orders", -2, 0),
+        ),
+        max_wait_ms=500,
+    )
+    response = await harness.client.fetch(request)
+    good, bad = response.partitions
+    assert good.error is None and good.records == BATCH and good.topic_id == topic_id(5)
+    assert isinstance(bad.error, UnknownTopicOrPartitionError)
+    (call,) = harness.rm.calls
+    assert call.max_wait_ms == 0
+
+
+@pytest.mark.asyncio
+async def test_the_other_calls_go_through(harness: Harness) -> None:
+    offsets = await harness.client.list_offsets(
+        m.ListOffsetsRequest((m.ListOffsetsPartition("orders", 0, m.LATEST_TIMESTAMP),))
+    )
+    assert offsets.partitions[0].offset == 7
+    epochs = await harness.client.offsets_for_leader_epoch(
+        m.OffsetsForLeaderEpochRequest((m.OffsetForLeaderPartition("orders", 0, 3),))
+    )
+    assert epochs.partitions[0].end_offset == 40
+    deleted = await harness.client.delete_records(
+        m.DeleteRecordsRequest((m.DeleteRecordsPartition("orders", 0, 5),), timeout_ms=100)
+    )
+    assert deleted.partitions[0].low_watermark == 5
+    bad = await harness.client.delete_records(
+        m.DeleteRecordsRequest((m.DeleteRecordsPartition("..", 0, 5),))
+    )
+    assert isinstance(bad.partitions[0].error, InvalidTopicError)
+
+
+@pytest.mark.asyncio
+async def test_metadata_comes_from_the_image(harness: Harness) -> None:
+    response = await harness.client.metadata()
+    assert response.cluster_id == "c1" and response.controller_id == 3
+    assert [b.broker_id for b in response.brokers] == [1, 2]
+    assert [t.name for t in response.topics] == ["orders"]
+    assert response.topics[0].partitions[0].leader_id == 1
+
+
+@pytest.mark.asyncio
+async def test_a_storage_error_is_reported_and_fails_the_call(harness: Harness) -> None:
+    harness.rm.raise_error = KafkaStorageError("log dir /x: disk on fire")
+    with pytest.raises(grpc.aio.AioRpcError) as failure:
+        await harness.client.produce(produce(("orders", 0, BATCH)))
+    assert failure.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert [str(e) for e in harness.storage_errors] == ["log dir /x: disk on fire"]
+
+
+@pytest.mark.asyncio
+async def test_a_kafka_error_raised_by_the_manager_becomes_every_partitions_error(
+    harness: Harness,
+) -> None:
+    harness.rm.raise_error = NotLeaderOrFollowerError("nope")
+    response = await harness.client.produce(produce(("orders", 0, BATCH), ("orders", 1, BATCH)))
+    assert all(isinstance(r.error, NotLeaderOrFollowerError) for r in response.partitions)
+
+
+@pytest.mark.asyncio
+async def test_an_unexpected_error_is_internal_and_the_server_goes_on(harness: Harness) -> None:
+    harness.rm.raise_error = RuntimeError("bug")
+    with pytest.raises(grpc.aio.AioRpcError) as failure:
+        await harness.client.produce(produce(("orders", 0, BATCH)))
+    assert failure.value.code() == grpc.StatusCode.INTERNAL
+    assert "RuntimeError: bug" in (failure.value.details() or "")
+    harness.rm.raise_error = None
+    again = await harness.client.produce(produce(("orders", 0, BATCH)))
+    assert again.partitions[0].error is None
+
+
+@pytest.mark.asyncio
+async def test_data_requests_wait_for_the_replica_manager_metadata_does_not() -> None:
+    service = BrokerService(1, cluster_id="c1", image=lambda: MetadataImage.EMPTY)
+    server = grpc.aio.server()
+    add_broker_service(service, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    client = BrokerClient(f"127.0.0.1:{port}", request_timeout_ms=5000)
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as failure:
+            await client.produce(produce(("orders", 0, BATCH)))
+        assert failure.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert "not recovered" in (failure.value.details() or "")
+        assert (await client.metadata()).topics == []
+        service.attach(FakeReplicaManager())
+        response = await client.produce(produce(("orders", 0, BATCH)))
+        assert response.partitions[0].error is None
+    finally:
+        await client.close()
+        await server.stop(grace=None)
+
+
+@pytest.mark.asyncio
+async def test_the_client_fails_fast_on_a_dead_broker() -> None:
+    client = BrokerClient("127.0.0.1:1", request_timeout_ms=5000)
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as failure:
+            await client.metadata()
+        assert failure.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        await client.close()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("method", ["Produce", "Fetch", "ListOffsets", "DeleteRecords", "Metadata"])
+async def test_bytes_that_are_no_message_are_an_invalid_argument(
+    harness: Harness, method: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with grpc.aio.insecure_channel(harness.address) as channel:
+        call = channel.unary_unary(f"/replog.pb.broker.Broker/{method}")
+        with pytest.raises(grpc.aio.AioRpcError) as failure:
+            await call(b"\xff" * 64, timeout=5)
+    assert failure.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "not a" in (failure.value.details() or "")
+    assert "Traceback" not in caplog.text
+    assert harness.rm.calls == []
+
+
+@pytest.mark.asyncio
+async def test_a_storage_error_answered_per_partition_is_reported_too(harness: Harness) -> None:
+    harness.rm.fail[("orders", 0)] = KafkaStorageError("orders-0: log dir /x: EIO")
+    response = await harness.client.produce(produce(("orders", 0, BATCH)))
+    assert isinstance(response.partitions[0].error, KafkaStorageError)
+    assert [str(e) for e in harness.storage_errors] == ["orders-0: log dir /x: EIO"]

@@ -1,0 +1,372 @@
+"""ReplicaFetcherManager against fake leaders (grpc.aio Broker servers on 127.0.0.1:0) and a
+fake replica manager: one task per source, answers go to process_follower_fetch with the
+record bytes untouched, a dead or hung peer goes to follower_fetch_failed, tasks follow
+fetch_sources(), a storage error stops the fetchers, stop() ends everything."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import grpc
+import pytest
+import pytest_asyncio
+
+from quorum.metadata.image import MetadataImage
+from quorum.metadata.records import Endpoint, RegisterBrokerRecord
+from replog.errors import KafkaStorageError, NotLeaderOrFollowerError
+from replog.pb import broker_pb2 as pb
+from replog.pb import broker_pb2_grpc
+from replog.record import build_batch
+from replog.replication import messages as m
+from replog.server import broker_codec as codec
+from replog.server.broker_client import BrokerClient
+from replog.server.broker_service import BrokerService
+from replog.server.replica_fetcher import ReplicaFetcherManager
+from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
+from replog.storage.log_manager import LogManager
+from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
+
+BATCH = build_batch([(0, b"k", b"v", ())])
+TIMEOUT_S = 10
+
+
+@dataclass
+class FakeFollower:
+    """The follower side of a replica manager: fetch `topic-0` from each source until told
+    otherwise; records every step."""
+
+    sources: list[int] = field(default_factory=list)
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    processed: list[tuple[int, m.FetchRequest, m.FetchResponse]] = field(default_factory=list)
+    failed: list[tuple[int, m.FetchRequest]] = field(default_factory=list)
+    paused: set[int] = field(default_factory=set)
+    process_error: BaseException | None = None
+    max_wait_ms: int = 50
+
+    def fetch_sources(self) -> list[int]:
+        return list(self.sources)
+
+    def build_follower_fetch(self, source_broker_id: int, now_ms: int) -> m.FetchRequest | None:
+        if source_broker_id in self.paused:
+            return None
+        return m.FetchRequest(
+            (m.FetchPartition(f"topic{source_broker_id}", 0, fetch_offset=len(self.processed)),),
+            replica_id=9,
+            replica_epoch=100,
+            max_wait_ms=self.max_wait_ms,
+        )
+
+    def process_follower_fetch(
+        self, source_broker_id: int, request: m.FetchRequest, response: m.FetchResponse, now_ms: int
+    ) -> None:
+        if self.process_error is not None:
+            raise self.process_error
+        self.processed.append((source_broker_id, request, response))
+
+    def follower_fetch_failed(
+        self, source_broker_id: int, request: m.FetchRequest, now_ms: int
+    ) -> None:
+        self.failed.append((source_broker_id, request))
+
+
+class FakeLeader(broker_pb2_grpc.BrokerServicer):
+    def __init__(self, hang: bool = False) -> None:
+        self.hang = hang
+        self.requests: list[pb.FetchRequest] = []
+
+    async def Fetch(self, request: pb.FetchRequest, context: Any) -> pb.FetchResponse:
+        self.requests.append(request)
+        if self.hang:
+            await asyncio.sleep(3600)
+        decoded = codec.fetch_request_from_proto(request)
+        return codec.fetch_response_to_proto(
+            m.FetchResponse(
+                tuple(
+                    m.FetchPartitionResult(p.topic, p.partition, high_watermark=1, records=BATCH)
+                    for p in decoded.partitions
+                )
+            )
+        )
+
+
+@dataclass
+class Leaders:
+    addresses: dict[int, str]
+    servicers: dict[int, FakeLeader]
+
+
+@pytest_asyncio.fixture
+async def leaders() -> AsyncIterator[Leaders]:
+    servers = []
+    addresses: dict[int, str] = {}
+    servicers: dict[int, FakeLeader] = {}
+    for broker_id in (1, 2, 3):
+        servicer = FakeLeader(hang=broker_id == 3)
+        server = grpc.aio.server()
+        broker_pb2_grpc.add_BrokerServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        servers.append(server)
+        addresses[broker_id] = f"127.0.0.1:{port}"
+        servicers[broker_id] = servicer
+    try:
+        yield Leaders(addresses, servicers)
+    finally:
+        for server in servers:
+            await server.stop(grace=None)
+
+
+async def eventually(condition: Any, what: str) -> None:
+    async def poll() -> None:
+        while not condition():
+            await asyncio.sleep(0.01)
+
+    try:
+        await asyncio.wait_for(poll(), TIMEOUT_S)
+    except TimeoutError:
+        raise AssertionError(f"not within {TIMEOUT_S}s: {what}") from None
+
+
+@pytest.mark.asyncio
+async def test_each_source_gets_a_task_and_answers_reach_the_manager(leaders: Leaders) -> None:
+    rm = FakeFollower(sources=[1, 2])
+    fetchers = ReplicaFetcherManager(rm, leaders.addresses.get, idle_poll_ms=10)
+    fetchers.start()
+    try:
+        await eventually(lambda: {s for s, _, _ in rm.processed} == {1, 2}, "both sources fetched")
+        source, _, response = rm.processed[0]
+        assert response.partitions[0].records == BATCH  # the leader's bytes, untouched
+        assert response.partitions[0].topic == f"topic{source}"
+        assert fetchers.sources == {1, 2}
+        wire = leaders.servicers[1].requests[0]
+        assert wire.replica_id == 9 and wire.replica_epoch == 100
+    finally:
+        await fetchers.stop()
+    assert rm.failed == []
+
+
+@pytest.mark.asyncio
+async def test_tasks_follow_the_fetch_sources(leaders: Leaders) -> None:
+    rm = FakeFollower(sources=[1])
+    fetchers = ReplicaFetcherManager(rm, leaders.addresses.get, idle_poll_ms=10)
+    fetchers.start()
+    try:
+        await eventually(lambda: fetchers.sources == {1}, "fetcher for broker 1")
+        rm.sources = [2]
+        rm.wakeup.set()
+        await eventually(lambda: fetchers.sources == {2}, "fetcher moved to broker 2")
+        count = len(leaders.servicers[1].requests)
+        await eventually(lambda: any(s == 2 for s, _, _ in rm.processed), "fetched from 2")
+        await asyncio.sleep(0.1)
+        assert len(leaders.servicers[1].requests) == count  # nothing more to broker 1
+        rm.sources = []
+        rm.wakeup.set()
+        await eventually(lambda: fetchers.sources == set(), "no fetchers")
+    finally:
+        await fetchers.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_dead_peer_is_a_failed_fetch_and_the_task_keeps_trying() -> None:
+    rm = FakeFollower(sources=[1])
+    fetchers = ReplicaFetcherManager(rm, {1: "127.0.0.1:1"}.get, idle_poll_ms=10)
+    fetchers.start()
+    try:
+        await eventually(lambda: len(rm.failed) >= 2, "two failed fetches")
+        assert all(source == 1 for source, _ in rm.failed)
+        assert rm.processed == []
+    finally:
+        await fetchers.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_source_without_an_address_is_a_failed_fetch() -> None:
+    rm = FakeFollower(sources=[4])
+    fetchers = ReplicaFetcherManager(rm, lambda broker_id: None, idle_poll_ms=10)
+    fetchers.start()
+    try:
+        await eventually(lambda: len(rm.failed) >= 1, "a failed fetch")
+    finally:
+        await fetchers.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_hung_peer_times_out_into_a_failed_fetch(leaders: Leaders) -> None:
+    rm = FakeFollower(sources=[3])
+    fetchers = ReplicaFetcherManager(
+        rm, leaders.addresses.get, idle_poll_ms=10, request_timeout_ms=100
+    )
+    fetchers.start()
+    try:
+        await eventually(lambda: len(rm.failed) >= 1, "a timed-out fetch")
+    finally:
+        await fetchers.stop()
+
+
+@pytest.mark.asyncio
+async def test_an_idle_source_waits_for_the_wakeup(leaders: Leaders) -> None:
+    rm = FakeFollower(sources=[1], paused={1})
+    fetchers = ReplicaFetcherManager(rm, leaders.addresses.get, idle_poll_ms=60_000)
+    fetchers.start()
+    try:
+        await eventually(lambda: fetchers.sources == {1}, "the task runs")
+        await asyncio.sleep(0.1)
+        assert leaders.servicers[1].requests == []
+        rm.paused.clear()
+        rm.wakeup.set()
+        await eventually(lambda: len(rm.processed) >= 1, "fetched after the wakeup")
+    finally:
+        await fetchers.stop()
+
+
+@pytest.mark.asyncio
+async def test_stop_cancels_a_fetch_in_flight(leaders: Leaders) -> None:
+    rm = FakeFollower(sources=[3])
+    fetchers = ReplicaFetcherManager(rm, leaders.addresses.get)
+    fetchers.start()
+    await eventually(lambda: len(leaders.servicers[3].requests) == 1, "a fetch in flight")
+    await asyncio.wait_for(fetchers.stop(), 2)
+    assert fetchers.sources == set()
+    assert rm.processed == [] and rm.failed == []
+
+
+@pytest.mark.asyncio
+async def test_a_storage_error_stops_the_fetchers_and_is_reported(leaders: Leaders) -> None:
+    rm = FakeFollower(sources=[1, 2], process_error=KafkaStorageError("log dir /d: EIO"))
+    reported: list[KafkaStorageError] = []
+    fetchers = ReplicaFetcherManager(
+        rm, leaders.addresses.get, idle_poll_ms=10, on_storage_error=reported.append
+    )
+    fetchers.start()
+    try:
+        await eventually(lambda: len(reported) >= 1, "the storage error reported")
+        await eventually(lambda: fetchers.sources == set(), "every fetcher stopped")
+    finally:
+        await fetchers.stop()
+
+
+@pytest.mark.asyncio
+async def test_an_unexpected_error_in_processing_is_a_failed_fetch(leaders: Leaders) -> None:
+    rm = FakeFollower(sources=[1], process_error=RuntimeError("bug"))
+    fetchers = ReplicaFetcherManager(rm, leaders.addresses.get, idle_poll_ms=10)
+    fetchers.start()
+    try:
+        await eventually(lambda: len(rm.failed) >= 2, "failures, and it goes on")
+    finally:
+        await fetchers.stop()
+
+
+# --- three real brokers in one process -------------------------------------------------------
+
+
+@dataclass
+class Broker:
+    broker_id: int
+    server: Any
+    address: str
+    log_manager: LogManager
+    replica_manager: ReplicaManager
+    service: BrokerService
+    fetchers: ReplicaFetcherManager | None = None
+
+
+def three_broker_image(addresses: dict[int, str]) -> MetadataImage:
+    registrations = []
+    for broker_id, address in addresses.items():
+        host, port = address.rsplit(":", 1)
+        registrations.append(
+            RegisterBrokerRecord(
+                broker_id,
+                UUID(int=1000 + broker_id),
+                100 + broker_id,
+                endpoints=(Endpoint("PLAINTEXT", host, int(port)),),
+                fenced=False,
+            )
+        )
+    return replayed(bootstrapped(), *registrations, *create_topic("orders", topic_id(5), (1, 2, 3)))
+
+
+@pytest.mark.asyncio
+async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> None:
+    brokers: dict[int, Broker] = {}
+    try:
+        for broker_id in (1, 2, 3):
+            log_manager = LogManager(str(tmp_path / f"broker{broker_id}"))
+            replica_manager = ReplicaManager(
+                ReplicaManagerConfig(broker_id, replica_fetch_wait_ms_max=100),
+                log_manager,
+            )
+            service = BrokerService(
+                broker_id,
+                cluster_id="c1",
+                image=lambda rm=replica_manager: rm.image,
+                replica_manager=replica_manager,
+            )
+            server = grpc.aio.server()
+            broker_pb2_grpc.add_BrokerServicer_to_server(service, server)  # type: ignore[no-untyped-call]
+            port = server.add_insecure_port("127.0.0.1:0")
+            await server.start()
+            brokers[broker_id] = Broker(
+                broker_id, server, f"127.0.0.1:{port}", log_manager, replica_manager, service
+            )
+        image = three_broker_image({b.broker_id: b.address for b in brokers.values()})
+
+        def address_of(broker_id: int) -> str | None:
+            registration = image.cluster.brokers.get(broker_id)
+            if registration is None:
+                return None
+            endpoint = registration.endpoints[0]
+            return f"{endpoint.host}:{endpoint.port}"
+
+        for broker in brokers.values():
+            broker.replica_manager.apply_image(image)
+            await broker.replica_manager.start()
+            broker.fetchers = ReplicaFetcherManager(
+                broker.replica_manager, address_of, idle_poll_ms=10
+            )
+            broker.fetchers.start()
+        assert brokers[1].replica_manager.fetch_sources() == []
+        assert brokers[2].replica_manager.fetch_sources() == [1]
+
+        async with BrokerClient(brokers[1].address) as client:
+            produced = await asyncio.wait_for(
+                client.produce(
+                    m.ProduceRequest(m.ACKS_ALL, 5000, (m.ProducePartition("orders", 0, BATCH),))
+                ),
+                TIMEOUT_S,
+            )
+            (result,) = produced.partitions
+            assert result.error is None and result.base_offset == 0
+            # acks=all answered: both followers have it, and the HW covers it.
+            for follower in (2, 3):
+                log = brokers[follower].log_manager.get_log("orders", 0)
+                assert log.log_end_offset == 1
+            fetched = await client.fetch(
+                m.FetchRequest((m.FetchPartition("orders", 0, 0, topic_id=topic_id(5)),))
+            )
+            (partition,) = fetched.partitions
+            assert partition.error is None and partition.high_watermark == 1
+            assert len(partition.records) == len(BATCH)
+        # The followers learn the HW on their next fetch.
+        await eventually(
+            lambda: all(
+                brokers[b].log_manager.get_log("orders", 0).high_watermark == 1 for b in (2, 3)
+            ),
+            "the followers' high watermarks",
+        )
+        # A consumer may also ask a follower: it is not the leader.
+        async with BrokerClient(brokers[2].address) as client:
+            answer = await client.fetch(m.FetchRequest((m.FetchPartition("orders", 0, 0),)))
+            assert isinstance(answer.partitions[0].error, NotLeaderOrFollowerError)
+    finally:
+        for broker in brokers.values():
+            if broker.fetchers is not None:
+                await broker.fetchers.stop()
+            await broker.replica_manager.stop()
+            await broker.server.stop(grace=None)
+            broker.log_manager.shutdown()

@@ -1,0 +1,1067 @@
+"""ReplicaManager against real logs in tmp_path, a hand-driven clock and metadata images.
+
+Two managers are wired by hand (follower.build_follower_fetch -> leader.fetch ->
+follower.process_follower_fetch), so every replication step is deterministic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from quorum.metadata.image import MetadataImage, MetadataProvenance
+from quorum.metadata.loader import LoaderManifest, ManifestKind
+from quorum.metadata.records import (
+    ConfigRecord,
+    ConfigResourceType,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
+from replog.errors import (
+    ConfigError,
+    CorruptRecordError,
+    FencedLeaderEpochError,
+    InvalidRecordError,
+    InvalidRequiredAcksError,
+    KafkaError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceNumberError,
+    PolicyViolationError,
+    RequestTimedOutError,
+    UnknownLeaderEpochError,
+    UnknownServerError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+)
+from replog.record import build_batch, iter_frames, read_header
+from replog.replication.messages import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    DeleteRecordsPartition,
+    DeleteRecordsRequest,
+    EpochEndOffsetResult,
+    FetchPartition,
+    FetchPartitionResult,
+    FetchRequest,
+    FetchResponse,
+    LeaderIdAndEpoch,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    OffsetForLeaderPartition,
+    OffsetsForLeaderEpochRequest,
+    ProducePartition,
+    ProduceRequest,
+    ProduceResponse,
+)
+from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
+from replog.storage.log_config import LogConfig
+from replog.storage.log_manager import LogManager
+from tests.metadata.metadata_helpers import (
+    bootstrapped,
+    create_topic,
+    delta_of,
+    register,
+    replayed,
+    topic_id,
+)
+
+TID = topic_id(1)
+SOLO_TID = topic_id(2)
+T0 = 1_700_000_000_000
+
+
+class FakeClock:
+    def __init__(self, now_ms: int = 1_000_000) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, ms: int) -> int:
+        self.now_ms += ms
+        return self.now_ms
+
+
+class Node:
+    """One broker's data plane: a LogManager over tmp_path and its ReplicaManager."""
+
+    def __init__(self, root: Path, broker_id: int, clock: FakeClock, **config: Any) -> None:
+        self.broker_id = broker_id
+        self.clock = clock
+        self.log_manager = LogManager(
+            str(root / f"broker{broker_id}"), LogConfig(), task_clock=clock
+        )
+        self.rm = ReplicaManager(
+            ReplicaManagerConfig(broker_id, **config),
+            self.log_manager,
+            clock=clock,
+            broker_epoch=lambda: 10 * broker_id,
+        )
+
+    def log(self, topic: str = "t", partition: int = 0) -> Any:
+        return self.log_manager.get_log(topic, partition)
+
+    def leader(self, topic: str = "t", partition: int = 0) -> Any:
+        found = self.rm.partition(topic, partition)
+        assert found is not None and found.leader_state is not None
+        return found.leader_state
+
+
+def cluster_image(*records: MetadataRecord, brokers: tuple[int, ...] = (1, 2, 3)) -> MetadataImage:
+    image = replayed(bootstrapped(), *(register(b, 10 * b, fenced=False) for b in brokers))
+    return replayed(image, *records) if records else image
+
+
+def batch(count: int = 1, *, tag: int = 0, timestamp: int = T0, **options: Any) -> bytes:
+    return build_batch(
+        [(timestamp + i, b"k", f"value-{tag}-{i}".encode(), ()) for i in range(count)], **options
+    )
+
+
+def produce_request(
+    records: bytes, *, acks: int = 1, timeout_ms: int = 1000, topic: str = "t", partition: int = 0
+) -> ProduceRequest:
+    return ProduceRequest(acks, timeout_ms, (ProducePartition(topic, partition, records),))
+
+
+async def produce(node: Node, records: bytes, **kwargs: Any) -> Any:
+    # Bounded, so a produce that wrongly waits fails the test instead of hanging it.
+    response = await asyncio.wait_for(node.rm.produce(produce_request(records, **kwargs)), 5)
+    assert len(response.partitions) == 1
+    return response.partitions[0]
+
+
+async def consumer_fetch(
+    node: Node, offset: int, *, max_wait_ms: int = 0, topic: str = "t", **kwargs: Any
+) -> FetchPartitionResult:
+    response = await asyncio.wait_for(
+        node.rm.fetch(
+            FetchRequest((FetchPartition(topic, 0, offset, **kwargs),), max_wait_ms=max_wait_ms)
+        ),
+        5,
+    )
+    return response.partitions[0]
+
+
+async def replicate(follower: Node, leader: Node) -> tuple[FetchRequest, FetchResponse]:
+    """One fetch round trip from `follower` to `leader`, answered at once."""
+    now_ms = follower.clock()
+    request = follower.rm.build_follower_fetch(leader.broker_id, now_ms)
+    assert request is not None, "nothing to fetch"
+    response = await asyncio.wait_for(leader.rm.fetch(replace(request, max_wait_ms=0)), 5)
+    follower.rm.process_follower_fetch(leader.broker_id, request, response, now_ms)
+    return request, response
+
+
+def batch_offsets(records: bytes) -> list[tuple[int, int]]:
+    """(base offset, last offset) of each batch in a fetched buffer."""
+    headers = [read_header(records, position) for position, _ in iter_frames(records)]
+    return [(h.base_offset, h.last_offset) for h in headers]
+
+
+def whole_log(node: Node, topic: str = "t") -> bytes:
+    plog = node.log(topic)
+    return bytes(plog.read(plog.log_start_offset, 1 << 30))
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def two_nodes(tmp_path: Path, clock: FakeClock, **config: Any) -> tuple[Node, Node, MetadataImage]:
+    image = cluster_image(*create_topic("t", TID, (1, 2)))
+    nodes = (Node(tmp_path, 1, clock, **config), Node(tmp_path, 2, clock, **config))
+    for node in nodes:
+        node.rm.apply_image(image)
+    return nodes[0], nodes[1], image
+
+
+def solo_node(tmp_path: Path, clock: FakeClock, **config: Any) -> Node:
+    node = Node(tmp_path, 1, clock, **config)
+    node.rm.apply_image(cluster_image(*create_topic("t", TID, (1,))))
+    return node
+
+
+async def settle() -> None:
+    """Let every ready task run up to its next real wait."""
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+def pending(task: asyncio.Task[Any]) -> bool:
+    return not task.done()
+
+
+# --- config -----------------------------------------------------------------------------------
+
+
+def test_config_from_properties_maps_kafka_names() -> None:
+    config = ReplicaManagerConfig.from_properties(
+        3,
+        {
+            "replica.lag.time.max.ms": "10000",
+            "replica.fetch.wait.max.ms": "100",
+            "min.insync.replicas": "2",
+            "replica.fetch.backoff.ms": "50",
+            "unrelated.key": "x",
+        },
+    )
+    assert config.broker_id == 3
+    assert config.replica_lag_time_ms_max == 10000
+    assert config.replica_fetch_wait_ms_max == 100
+    assert config.default_min_insync_replicas == 2
+    assert config.replica_fetch_backoff_ms == 50
+    with pytest.raises(ConfigError, match=r"replica\.fetch\.max\.bytes"):
+        ReplicaManagerConfig.from_properties(1, {"replica.fetch.max.bytes": "lots"})
+    with pytest.raises(ConfigError, match="must not exceed"):
+        ReplicaManagerConfig(1, replica_lag_time_ms_max=100, replica_fetch_wait_ms_max=500)
+    with pytest.raises(ConfigError, match=r"min\.insync\.replicas"):
+        ReplicaManagerConfig(1, default_min_insync_replicas=0)
+
+
+# --- metadata -> roles -------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_image_makes_leader_and_follower_with_fetch_sources(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    leader, follower, _ = two_nodes(tmp_path, clock)
+    assert leader.leader().leader_epoch == 0
+    assert leader.rm.fetch_sources() == []
+    assert follower.rm.fetch_sources() == [1]
+    assert follower.rm.wakeup.is_set() and follower.rm.fetch_wakeup.is_set()
+    assert not follower.rm.isr_wakeup.is_set()
+    state = follower.rm.partition("t", 0)
+    assert state is not None and state.follower is not None
+    assert (state.follower.leader_id, state.follower.leader_epoch) == (1, 0)
+    # The leader recorded its epoch before any append (§5.1).
+    assert leader.log().leader_epoch_cache.latest_epoch == 0
+    request = follower.rm.build_follower_fetch(1, clock())
+    assert request is not None
+    assert request.replica_id == 2 and request.replica_epoch == 20
+    assert request.max_wait_ms == 500 and request.min_bytes == 1
+    assert request.max_bytes == 10485760
+    (entry,) = request.partitions
+    assert (entry.topic, entry.partition, entry.fetch_offset) == ("t", 0, 0)
+    assert entry.current_leader_epoch == 0 and entry.topic_id == TID
+    assert entry.partition_max_bytes == 1048576
+    assert follower.rm.build_follower_fetch(3, clock()) is None
+
+
+@pytest.mark.asyncio
+async def test_topic_deletion_removes_the_replica_and_its_log(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    leader, follower, image = two_nodes(tmp_path, clock)
+    await produce(leader, batch())
+    gone = replayed(image, RemoveTopicRecord(TID))
+    for node in (leader, follower):
+        node.rm.apply_image(gone)
+        assert node.rm.partition("t", 0) is None
+        assert node.log_manager.all_logs() == {}
+    assert follower.rm.fetch_sources() == []
+    result = await produce(leader, batch())
+    assert isinstance(result.error, UnknownTopicOrPartitionError)
+
+
+# --- produce ----------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_produce_acks_1_appends_and_answers_at_once(tmp_path: Path, clock: FakeClock) -> None:
+    leader, _, _ = two_nodes(tmp_path, clock)
+    first = await produce(leader, batch(3))
+    second = await produce(leader, batch(2, tag=1))
+    assert first.error is None and first.base_offset == 0 and first.log_start_offset == 0
+    assert second.error is None and second.base_offset == 3
+    assert leader.log().log_end_offset == 5
+    # The follower has not fetched: the HW stays at 0 (it is in the ISR with unknown LEO).
+    assert leader.leader().high_watermark == 0
+
+
+@pytest.mark.asyncio
+async def test_produce_acks_0_answers_only_failures(tmp_path: Path, clock: FakeClock) -> None:
+    leader, follower, _ = two_nodes(tmp_path, clock)
+    response = await leader.rm.produce(produce_request(batch(), acks=0))
+    assert response == ProduceResponse(())
+    assert leader.log().log_end_offset == 1
+    failed = await follower.rm.produce(produce_request(batch(), acks=0))
+    (result,) = failed.partitions
+    assert isinstance(result.error, NotLeaderOrFollowerError)
+
+
+@pytest.mark.asyncio
+async def test_produce_acks_all_completes_when_follower_fetch_moves_hw(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    leader, follower, _ = two_nodes(tmp_path, clock)
+    task = asyncio.create_task(leader.rm.produce(produce_request(batch(2), acks=-1)))
+    await settle()
+    assert pending(task)
+    await replicate(follower, leader)  # fetch offset 0: gets the batch; leader learns LEO 0
+    await settle()
+    assert pending(task)
+    assert follower.log().log_end_offset == 2
+    await replicate(follower, leader)  # fetch offset 2: HW -> 2
+    response = await asyncio.wait_for(task, 1)
+    (result,) = response.partitions
+    assert result.error is None and result.base_offset == 0
+    assert leader.leader().high_watermark == 2
+    assert leader.log().high_watermark == 2  # mirrored into the log for the checkpoint
+
+
+@pytest.mark.asyncio
+async def test_produce_acks_all_times_out(tmp_path: Path, clock: FakeClock) -> None:
+    leader, _, _ = two_nodes(tmp_path, clock)
+    task = asyncio.create_task(
+        leader.rm.produce(produce_request(batch(), acks=-1, timeout_ms=3000))
+    )
+    await settle()
+    assert leader.rm.next_tick_ms() == clock() + 3000
+    leader.rm.tick(clock.advance(2999))
+    await settle()
+    assert pending(task)
+    leader.rm.tick(clock.advance(1))
+    (result,) = (await asyncio.wait_for(task, 1)).partitions
+    assert isinstance(result.error, RequestTimedOutError)
+    assert result.error.error_name == "REQUEST_TIMED_OUT"
+    assert "t-0" in str(result.error)
+    assert result.base_offset == 0  # the data was appended; only the acks timed out
+
+
+@pytest.mark.asyncio
+async def test_produce_acks_all_needs_min_isr_before_append(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    image = cluster_image(
+        TopicRecord("t", TID),
+        PartitionRecord(TID, 0, (1, 2), (1,), 1),
+        ConfigRecord(ConfigResourceType.TOPIC, "t", "min.insync.replicas", "2"),
+    )
+    leader = Node(tmp_path, 1, clock)
+    leader.rm.apply_image(image)
+    assert leader.leader().config.min_insync_replicas == 2
+    result = await produce(leader, batch(), acks=-1)
+    assert isinstance(result.error, NotEnoughReplicasError)
+    assert result.error.error_name == "NOT_ENOUGH_REPLICAS"
+    assert leader.log().log_end_offset == 0  # nothing appended
+    assert (await produce(leader, batch(), acks=1)).error is None
+    # Lowering the topic's min ISR in metadata lets acks=all through.
+    relaxed = replayed(
+        image, ConfigRecord(ConfigResourceType.TOPIC, "t", "min.insync.replicas", None)
+    )
+    leader.rm.apply_image(relaxed)
+    assert leader.leader().config.min_insync_replicas == 1
+    done = await produce(leader, batch(), acks=-1)
+    assert done.error is None and done.base_offset == 1
+
+
+@pytest.mark.asyncio
+async def test_produce_errors_per_partition(tmp_path: Path, clock: FakeClock) -> None:
+    leader, follower, _ = two_nodes(tmp_path, clock)
+    bad_acks = await leader.rm.produce(produce_request(batch(), acks=2))
+    assert isinstance(bad_acks.partitions[0].error, InvalidRequiredAcksError)
+    assert bad_acks.partitions[0].error.error_name == "INVALID_REQUIRED_ACKS"
+    unknown = await produce(leader, batch(), topic="nope")
+    assert isinstance(unknown.error, UnknownTopicOrPartitionError)
+    assert "nope-0" in str(unknown.error)
+    missing_partition = await produce(leader, batch(), partition=5)
+    assert isinstance(missing_partition.error, UnknownTopicOrPartitionError)
+    not_leader = await produce(follower, batch())
+    assert isinstance(not_leader.error, NotLeaderOrFollowerError)
+    assert not_leader.current_leader == LeaderIdAndEpoch(1, 0)
+    # Storage validation passes through with its own Kafka class.
+    corrupt = bytearray(batch())
+    corrupt[-1] ^= 0xFF
+    crc = await produce(leader, bytes(corrupt))
+    assert isinstance(crc.error, CorruptRecordError)
+    assert crc.error.error_name == "CORRUPT_MESSAGE"
+    offset_set = await produce(leader, batch(base_offset=7))
+    assert isinstance(offset_set.error, InvalidRecordError)
+    assert leader.log().log_end_offset == 0
+    # One request, several partitions: each gets its own answer.
+    mixed = await leader.rm.produce(
+        ProduceRequest(
+            1, 1000, (ProducePartition("t", 0, batch()), ProducePartition("t", 9, batch()))
+        )
+    )
+    assert mixed.partitions[0].error is None
+    assert isinstance(mixed.partitions[1].error, UnknownTopicOrPartitionError)
+
+
+@pytest.mark.asyncio
+async def test_idempotent_retry_is_answered_with_original_offsets(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    node = solo_node(tmp_path, clock)
+
+    def idempotent(sequence: int, count: int = 2, tag: int = 0) -> bytes:
+        return batch(count, tag=tag, producer_id=7, producer_epoch=0, base_sequence=sequence)
+
+    assert (await produce(node, batch())).base_offset == 0  # not idempotent
+    first = await produce(node, idempotent(0))
+    second = await produce(node, idempotent(2, tag=1))
+    assert (first.base_offset, second.base_offset) == (1, 3)
+    retry = await produce(node, idempotent(0), acks=-1)
+    assert retry.error is None and retry.base_offset == 1
+    assert node.log().log_end_offset == 5  # not appended again
+    gap = await produce(node, idempotent(9))
+    assert isinstance(gap.error, OutOfOrderSequenceNumberError)
+    assert "t-0" in str(gap.error)
+    # A corrupt batch is reported as corruption, not as a sequence error.
+    corrupt = bytearray(idempotent(9))
+    corrupt[-1] ^= 0xFF
+    assert isinstance((await produce(node, bytes(corrupt))).error, CorruptRecordError)
+    # Producer state survives a leader epoch change: it is rebuilt from the log headers.
+    image = node.rm.image
+    node.rm.apply_image(replayed(image, PartitionChangeRecord(TID, 0, leader=1)))
+    assert node.leader().leader_epoch == 1
+    again = await produce(node, idempotent(2, tag=1))
+    assert again.base_offset == 3
+    assert node.log().log_end_offset == 5
+
+
+@pytest.mark.asyncio
+async def test_waiting_produce_fails_when_leadership_moves(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    leader, _, image = two_nodes(tmp_path, clock)
+    task = asyncio.create_task(leader.rm.produce(produce_request(batch(), acks=-1)))
+    await settle()
+    leader.rm.apply_image(replayed(image, PartitionChangeRecord(TID, 0, leader=2, isr=(2,))))
+    (result,) = (await asyncio.wait_for(task, 1)).partitions
+    assert isinstance(result.error, NotLeaderOrFollowerError)
+    assert result.current_leader == LeaderIdAndEpoch(2, 1)
+
+
+# --- fetch ------------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_consumer_fetch_never_returns_data_at_or_above_hw(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    leader, follower, _ = two_nodes(tmp_path, clock)
+    await produce(leader, batch(2))
+    await produce(leader, batch(3, tag=1))
+    empty = await consumer_fetch(leader, 0)
+    assert empty.error is None and empty.records == b"" and empty.high_watermark == 0
+    await replicate(follower, leader)
+    await produce(leader, batch(1, tag=2))  # offset 5, not replicated yet
+    await replicate(follower, leader)  # leader learns LEO 5: HW 5
+    assert leader.leader().high_watermark == 5
+    assert leader.log().log_end_offset == 6
+    result = await consumer_fetch(leader, 0)
+    assert batch_offsets(result.records) == [(0, 1), (2, 4)]
+    assert result.high_watermark == 5 and result.last_stable_offset == 5
+    at_hw = await consumer_fetch(leader, 5)
+    assert at_hw.error is None and at_hw.records == b""
+    # A follower reads up to the LEO.
+    follower_read = await leader.rm.fetch(
+        FetchRequest((FetchPartition("t", 0, 5),), replica_id=3, max_wait_ms=0)
+    )
+    assert isinstance(follower_read.partitions[0].error, NotLeaderOrFollowerError)  # not a replica
+    assert (await consumer_fetch(follower, 0)).error is not None  # followers do not serve
+
+
+@pytest.mark.asyncio
+async def test_fetch_byte_budget_over_partitions(tmp_path: Path, clock: FakeClock) -> None:
+    node = Node(tmp_path, 1, clock)
+    node.rm.apply_image(cluster_image(*create_topic("t", TID, (1,), (1,))))
+    for partition in (0, 1):
+        for tag in range(3):
+            await produce(node, batch(1, tag=tag), partition=partition)
+    one_batch = len(batch(1))
+    response = await node.rm.fetch(
+        FetchRequest(
+            (FetchPartition("t", 0, 0, partition_max_bytes=1), FetchPartition("t", 1, 0)),
+            max_wait_ms=0,
+            max_bytes=one_batch * 2,
+        )
+    )
+    first, second = response.partitions
+    # min_one_message gives the first partition one whole batch despite partition_max_bytes=1;
+    # the second gets what is left of max_bytes, and no more batches than fit.
+    assert batch_offsets(first.records) == [(0, 0)]
+    assert batch_offsets(second.records) == [(0, 0)]
+    zero = await node.rm.fetch(
+        FetchRequest(
+            (FetchPartition("t", 0, 0), FetchPartition("t", 1, 0)),
+            max_wait_ms=0,
+            max_bytes=one_batch,
+        )
+    )
+    assert len(zero.partitions[0].records) == one_batch
+    assert zero.partitions[1].records == b""  # the budget is spent after the first partition
+
+
+@pytest.mark.asyncio
+async def test_fetch_waits_in_purgatory_until_an_append(tmp_path: Path, clock: FakeClock) -> None:
+    node = solo_node(tmp_path, clock)
+    task = asyncio.create_task(consumer_fetch(node, 0, max_wait_ms=5000))
+    await settle()
+    assert pending(task)
+    await produce(node, batch(2))
+    result = await asyncio.wait_for(task, 1)
+    assert result.error is None and batch_offsets(result.records) == [(0, 1)]
+
+
+@pytest.mark.asyncio
+async def test_fetch_returns_empty_after_max_wait(tmp_path: Path, clock: FakeClock) -> None:
+    node = solo_node(tmp_path, clock)
+    task = asyncio.create_task(consumer_fetch(node, 0, max_wait_ms=500))
+    await settle()
+    node.rm.tick(clock.advance(499))
+    await settle()
+    assert pending(task)
+    node.rm.tick(clock.advance(1))
+    result = await asyncio.wait_for(task, 1)
+    assert result.error is None and result.records == b"" and result.high_watermark == 0
+
+
+@pytest.mark.asyncio
+async def test_parked_follower_fetch_is_woken_by_a_leader_append(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    leader, follower, _ = two_nodes(tmp_path, clock)
+    request = follower.rm.build_follower_fetch(1, clock())
+    assert request is not None
+    task = asyncio.create_task(leader.rm.fetch(request))
+    await settle()
+    assert pending(task)
+    await produce(leader, batch(3))
+    response = await asyncio.wait_for(task, 1)
+    assert batch_offsets(response.partitions[0].records) == [(0, 2)]
+    follower.rm.process_follower_fetch(1, request, response, clock())
+    assert follower.log().log_end_offset == 3
+
+
+@pytest.mark.asyncio
+async def test_fetch_errors(tmp_path: Path, clock: FakeClock) -> None:
+    leader, _, _ = two_nodes(tmp_path, clock)
+    await produce(leader, batch(2))
+    past_end = await consumer_fetch(leader, 10)
+    assert isinstance(past_end.error, OffsetOutOfRangeError)
+    assert past_end.log_end_offset == -1  # consumers are not told the LEO
+    assert past_end.log_start_offset == 0
+    as_follower = await leader.rm.fetch(
+        FetchRequest((FetchPartition("t", 0, 10),), replica_id=2, max_wait_ms=0)
+    )
+    assert isinstance(as_follower.partitions[0].error, OffsetOutOfRangeError)
+    assert as_follower.partitions[0].log_end_offset == 2
+    older = await consumer_fetch(leader, 0, current_leader_epoch=0)
+    assert older.error is None
+    newer = await consumer_fetch(leader, 0, current_leader_epoch=4)
+    assert isinstance(newer.error, UnknownLeaderEpochError)
+    assert newer.current_leader == LeaderIdAndEpoch(1, 0)
+    wrong_id = await consumer_fetch(leader, 0, topic_id=topic_id(99))
+    assert isinstance(wrong_id.error, UnknownTopicIdError)
+    unknown = await consumer_fetch(leader, 0, topic="nope")
+    assert isinstance(unknown.error, UnknownTopicOrPartitionError)
+    # An error answers at once even with a long max wait.
+    assert isinstance((await consumer_fetch(leader, 10, max_wait_ms=60000)).error, KafkaError)
+
+
+@pytest.mark.asyncio
+async def test_fenced_leader_epoch_on_fetch(tmp_path: Path, clock: FakeClock) -> None:
+    node = solo_node(tmp_path, clock)
+    node.rm.apply_image(replayed(node.rm.image, PartitionChangeRecord(TID, 0, leader=1)))
+    stale = await consumer_fetch(node, 0, current_leader_epoch=0)
+    assert isinstance(stale.error, FencedLeaderEpochError)
+    assert stale.error.error_name == "FENCED_LEADER_EPOCH"
+    assert stale.current_leader == LeaderIdAndEpoch(1, 1)
+
+
+# --- divergence and truncation ----------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_diverging_epoch_then_follower_truncation(tmp_path: Path, clock: FakeClock) -> None:
+    a, b, image = two_nodes(tmp_path, clock)
+    await produce(a, batch(1, tag=0))
+    await produce(a, batch(1, tag=1))
+    await replicate(b, a)
+    await replicate(b, a)
+    assert b.log().log_end_offset == 2
+    await produce(a, batch(1, tag=2))  # offset 2, epoch 0: never replicated
+    # B becomes leader in epoch 1 with ISR {B}; A follows.
+    moved = replayed(image, PartitionChangeRecord(TID, 0, leader=2, isr=(2,)))
+    for node in (a, b):
+        node.rm.apply_image(moved)
+    assert b.log().leader_epoch_cache.latest_epoch == 1
+    assert (await produce(b, batch(1, tag=3))).base_offset == 2  # offset 2, epoch 1
+    assert a.rm.fetch_sources() == [2]
+
+    request = a.rm.build_follower_fetch(2, clock())
+    assert request is not None
+    (entry,) = request.partitions
+    assert (entry.fetch_offset, entry.last_fetched_epoch, entry.current_leader_epoch) == (3, 0, 1)
+    response = await b.rm.fetch(replace(request, max_wait_ms=0))
+    (result,) = response.partitions
+    assert result.error is None and result.records == b""
+    assert result.diverging_epoch == EpochEndOffsetResult(0, 2)
+    progress = b.leader().progress(1)
+    assert progress is not None and progress.log_end_offset == -1  # not recorded (§5.5)
+
+    a.rm.process_follower_fetch(2, request, response, clock())
+    assert a.log().log_end_offset == 2  # truncated at the divergence, not to its HW
+    await replicate(a, b)
+    assert a.log().log_end_offset == 3
+    assert whole_log(a) == whole_log(b)
+    assert a.log().leader_epoch_cache.entries() == b.log().leader_epoch_cache.entries()
+    state = a.rm.partition("t", 0)
+    assert state is not None and state.follower is not None
+    assert state.follower.last_fetched_epoch == 1
+    # Caught up into epoch 1: the leader proposes adding A back.
+    await replicate(a, b)
+    (change,) = b.rm.pending_isr_changes()
+    assert change.is_expansion and change.new_isr == (2, 1)
+
+
+@pytest.mark.asyncio
+async def test_multi_round_truncation_through_fetches(tmp_path: Path, clock: FakeClock) -> None:
+    """Follower epochs {0, 2}, leader epochs {0, 1, 3}: two DivergingEpoch rounds (§5.7)."""
+    a, b, image = two_nodes(tmp_path, clock)
+    await produce(a, batch(1, tag=0))  # 0@e0 on A
+    await replicate(b, a)
+    await replicate(b, a)
+    # Epoch 1: B leads and writes 1@e1; A does not fetch it.
+    e1 = replayed(image, PartitionChangeRecord(TID, 0, leader=2, isr=(2,)))
+    for node in (a, b):
+        node.rm.apply_image(e1)
+    await produce(b, batch(1, tag=1))
+    # Epoch 2: A leads (unclean, as a harness-controller may force) and writes 1@e2, 2@e2.
+    e2 = replayed(e1, PartitionChangeRecord(TID, 0, leader=1, isr=(1,)))
+    for node in (a, b):
+        node.rm.apply_image(e2)
+    await produce(a, batch(1, tag=2))
+    await produce(a, batch(1, tag=3))
+    # Epoch 3: B leads again and writes 2@e3.
+    e3 = replayed(e2, PartitionChangeRecord(TID, 0, leader=2, isr=(2,)))
+    for node in (a, b):
+        node.rm.apply_image(e3)
+    await produce(b, batch(1, tag=4))
+    assert [e.leader_epoch for e in a.log().leader_epoch_cache.entries()] == [0, 2]
+    rounds = 0
+    while whole_log(a) != whole_log(b):
+        rounds += 1
+        assert rounds < 10
+        await replicate(a, b)
+    assert a.log().log_end_offset == b.log().log_end_offset == 3
+    assert a.log().leader_epoch_cache.entries() == b.log().leader_epoch_cache.entries()
+    assert rounds >= 2
+
+
+@pytest.mark.asyncio
+async def test_follower_offset_out_of_range_handling(tmp_path: Path, clock: FakeClock) -> None:
+    leader, follower, _ = two_nodes(tmp_path, clock)
+    for tag in range(3):
+        await produce(leader, batch(1, tag=tag))
+    await replicate(follower, leader)
+    assert follower.log().log_end_offset == 3
+
+    def out_of_range(log_end_offset: int, log_start_offset: int) -> FetchResponse:
+        return FetchResponse(
+            (
+                FetchPartitionResult(
+                    "t",
+                    0,
+                    OffsetOutOfRangeError("t-0: test"),
+                    high_watermark=0,
+                    log_start_offset=log_start_offset,
+                    log_end_offset=log_end_offset,
+                ),
+            )
+        )
+
+    # The leader's LEO is below ours (unclean election): truncate to it.
+    request = follower.rm.build_follower_fetch(1, clock())
+    assert request is not None
+    follower.rm.process_follower_fetch(1, request, out_of_range(1, 0), clock())
+    assert follower.log().log_end_offset == 1
+    # The leader's log starts past our LEO: restart the log there.
+    request = follower.rm.build_follower_fetch(1, clock())
+    assert request is not None and request.partitions[0].fetch_offset == 1
+    follower.rm.process_follower_fetch(1, request, out_of_range(20, 10), clock())
+    assert follower.log().log_start_offset == follower.log().log_end_offset == 10
+    request = follower.rm.build_follower_fetch(1, clock())
+    assert request is not None and request.partitions[0].fetch_offset == 10
+    assert request.partitions[0].last_fetched_epoch == -1
+    # Neither: back off instead of spinning.
+    follower.rm.process_follower_fetch(1, request, out_of_range(20, 5), clock())
+    assert follower.rm.build_follower_fetch(1, clock()) is None
+
+
+@pytest.mark.asyncio
+async def test_follower_errors_back_off_and_retry(tmp_path: Path, clock: FakeClock) -> None:
+    leader, follower, _ = two_nodes(tmp_path, clock, replica_fetch_backoff_ms=200)
+    request = follower.rm.build_follower_fetch(1, clock())
+    assert request is not None
+    fenced = FetchResponse(
+        (FetchPartitionResult("t", 0, FencedLeaderEpochError("t-0: leader epoch 0 < 1")),)
+    )
+    follower.rm.process_follower_fetch(1, request, fenced, clock())
+    assert follower.rm.build_follower_fetch(1, clock()) is None
+    assert follower.rm.next_tick_ms() == clock() + 200
+    follower.rm.wakeup.clear()
+    follower.rm.tick(clock.advance(200))
+    assert follower.rm.wakeup.is_set()
+    request = follower.rm.build_follower_fetch(1, clock())
+    assert request is not None
+    follower.rm.follower_fetch_failed(1, request, clock())  # the leader is unreachable
+    assert follower.rm.build_follower_fetch(1, clock()) is None
+    clock.advance(200)
+    assert follower.rm.build_follower_fetch(1, clock()) is not None
+    # A stale answer (the fetch offset moved meanwhile) is ignored.
+    await produce(leader, batch(2))
+    stale_request = follower.rm.build_follower_fetch(1, clock())
+    assert stale_request is not None
+    await replicate(follower, leader)
+    response = await leader.rm.fetch(replace(stale_request, max_wait_ms=0))
+    follower.rm.process_follower_fetch(1, stale_request, response, clock())
+    assert follower.log().log_end_offset == 2
+    other = FetchResponse((FetchPartitionResult("t", 0, UnknownServerError("t-0: boom")),))
+    request = follower.rm.build_follower_fetch(1, clock())
+    assert request is not None
+    follower.rm.process_follower_fetch(1, request, other, clock())
+    assert follower.rm.build_follower_fetch(1, clock()) is None
+
+
+@pytest.mark.asyncio
+async def test_follower_high_watermark_and_log_start_follow_the_leader(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    leader, follower, _ = two_nodes(tmp_path, clock)
+    for tag in range(4):
+        await produce(leader, batch(1, tag=tag))
+    await replicate(follower, leader)
+    assert follower.log().high_watermark == 0  # the HW in the answer was captured before
+    await replicate(follower, leader)
+    assert leader.leader().high_watermark == 4
+    assert follower.log().high_watermark == 0
+    await replicate(follower, leader)
+    assert follower.log().high_watermark == 4
+    await leader.rm.delete_records(
+        DeleteRecordsRequest((DeleteRecordsPartition("t", 0, 3),), timeout_ms=0)
+    )
+    await replicate(follower, leader)
+    assert follower.log().log_start_offset == 3
+
+
+# --- ISR --------------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_isr_shrinks_after_the_lag_and_expands_when_caught_up(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    leader, follower, _ = two_nodes(tmp_path, clock)
+    await produce(leader, batch())
+    leader.rm.tick(clock.advance(15000))
+    assert leader.rm.pending_isr_changes() == []  # still within replica.lag.time.max.ms
+    assert leader.rm.next_tick_ms() == clock() + 15000
+    leader.rm.isr_wakeup.clear()
+    leader.rm.tick(clock.advance(15001))
+    assert leader.rm.isr_wakeup.is_set()
+    (shrink,) = leader.rm.pending_isr_changes()
+    assert shrink.new_isr == (1,) and not shrink.is_expansion
+    assert leader.rm.pending_isr_changes() == []  # handed out once
+    assert leader.leader().maximal_isr == (1, 2)  # a pending shrink keeps the old ISR
+    leader.rm.on_isr_change_result(shrink, None, (1,), 0, shrink.partition_epoch + 1)
+    assert leader.leader().isr == (1,)
+    assert leader.leader().high_watermark == 1  # no follower holds it back now
+    await replicate(follower, leader)  # fetch at 0: not caught up to the HW 1
+    assert leader.rm.pending_isr_changes() == []
+    await replicate(follower, leader)  # fetch at 1
+    (expand,) = leader.rm.pending_isr_changes()
+    assert expand.is_expansion and expand.new_isr == (1, 2)
+    assert expand.broker_epochs == (10, 20)
+    assert leader.leader().maximal_isr == (1, 2)
+
+
+@pytest.mark.asyncio
+async def test_failed_isr_change_is_retried_after_a_back_off(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    leader, _, _ = two_nodes(tmp_path, clock, replica_fetch_backoff_ms=100)
+    leader.rm.tick(clock.advance(30001))
+    (shrink,) = leader.rm.pending_isr_changes()
+    leader.rm.on_isr_change_result(shrink, RequestTimedOutError("controller"), (), -1, -1)
+    assert leader.rm.pending_isr_changes() == []
+    leader.rm.tick(clock.advance(100))
+    assert leader.rm.pending_isr_changes() == [shrink]
+
+
+@pytest.mark.asyncio
+async def test_isr_committed_through_metadata_clears_the_pending_change(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    leader, _, image = two_nodes(tmp_path, clock)
+    leader.rm.tick(clock.advance(30001))
+    (shrink,) = leader.rm.pending_isr_changes()
+    leader.rm.apply_image(replayed(image, PartitionChangeRecord(TID, 0, isr=(1,))))
+    assert leader.leader().pending_isr_change is None
+    assert leader.leader().isr == (1,)
+    # A late answer to the settled change changes nothing.
+    leader.rm.on_isr_change_result(shrink, None, (1,), 0, 1)
+    assert leader.leader().isr == (1,)
+
+
+# --- list offsets, offsets for leader epoch ---------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_list_offsets(tmp_path: Path, clock: FakeClock) -> None:
+    node = solo_node(tmp_path, clock)
+    await produce(node, batch(1, timestamp=T0))
+    await produce(node, batch(2, timestamp=T0 + 100, tag=1))  # offsets 1-2: T0+100, T0+101
+    await produce(node, batch(1, timestamp=T0 + 50, tag=2))  # offset 3
+
+    def ask(timestamp: int, **kwargs: Any) -> Any:
+        response = node.rm.list_offsets(
+            ListOffsetsRequest((ListOffsetsPartition("t", 0, timestamp, **kwargs),))
+        )
+        return response.partitions[0]
+
+    earliest = ask(EARLIEST_TIMESTAMP)
+    assert (earliest.offset, earliest.leader_epoch, earliest.error) == (0, 0, None)
+    latest = ask(LATEST_TIMESTAMP)
+    assert (latest.offset, latest.leader_epoch) == (4, 0)
+    newest = ask(MAX_TIMESTAMP)
+    assert (newest.offset, newest.timestamp) == (2, T0 + 101)
+    by_time = ask(T0 + 60)
+    assert (by_time.offset, by_time.timestamp) == (1, T0 + 100)
+    none = ask(T0 + 1000)
+    assert (none.offset, none.timestamp, none.error) == (-1, -1, None)
+    assert isinstance(ask(LATEST_TIMESTAMP, current_leader_epoch=3).error, UnknownLeaderEpochError)
+    assert isinstance(ask(-7).error, KafkaError)
+    assert isinstance(
+        node.rm.list_offsets(ListOffsetsRequest((ListOffsetsPartition("x", 0, -1),)))
+        .partitions[0]
+        .error,
+        UnknownTopicOrPartitionError,
+    )
+
+
+@pytest.mark.asyncio
+async def test_list_offsets_latest_is_hw_for_consumers_and_leo_for_replicas(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    leader, follower, _ = two_nodes(tmp_path, clock)
+    await produce(leader, batch(3))
+    request = ListOffsetsRequest((ListOffsetsPartition("t", 0, LATEST_TIMESTAMP),))
+    assert leader.rm.list_offsets(request).partitions[0].offset == 0
+    as_replica = replace(request, replica_id=2)
+    assert leader.rm.list_offsets(as_replica).partitions[0].offset == 3
+    assert (
+        leader.rm.list_offsets(ListOffsetsRequest((ListOffsetsPartition("t", 0, MAX_TIMESTAMP),)))
+        .partitions[0]
+        .offset
+        == -1
+    )  # nothing below the HW yet
+    not_leader = follower.rm.list_offsets(request).partitions[0]
+    assert isinstance(not_leader.error, NotLeaderOrFollowerError)
+
+
+@pytest.mark.asyncio
+async def test_offsets_for_leader_epoch(tmp_path: Path, clock: FakeClock) -> None:
+    leader, follower, image = two_nodes(tmp_path, clock)
+    await produce(leader, batch(2))
+    bumped = replayed(image, PartitionChangeRecord(TID, 0, leader=1))
+    leader.rm.apply_image(bumped)
+    follower.rm.apply_image(bumped)
+    await produce(leader, batch(1))
+
+    def ask(leader_epoch: int, current: int = -1, node: Node = leader) -> Any:
+        request = OffsetsForLeaderEpochRequest(
+            (OffsetForLeaderPartition("t", 0, leader_epoch, current),)
+        )
+        return node.rm.offsets_for_leader_epoch(request).partitions[0]
+
+    first = ask(0)
+    assert (first.leader_epoch, first.end_offset, first.error) == (0, 2, None)
+    latest = ask(1, current=1)
+    assert (latest.leader_epoch, latest.end_offset) == (1, 3)
+    unknown = ask(5)
+    assert (unknown.leader_epoch, unknown.end_offset, unknown.error) == (-1, -1, None)
+    assert isinstance(ask(0, current=0).error, FencedLeaderEpochError)
+    assert isinstance(ask(0, current=2).error, UnknownLeaderEpochError)
+    assert isinstance(ask(0, node=follower).error, NotLeaderOrFollowerError)
+
+
+# --- delete records ---------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_delete_records_single_replica(tmp_path: Path, clock: FakeClock) -> None:
+    node = solo_node(tmp_path, clock)
+    for tag in range(4):
+        await produce(node, batch(1, tag=tag))
+
+    async def delete(offset: int) -> Any:
+        response = await node.rm.delete_records(
+            DeleteRecordsRequest((DeleteRecordsPartition("t", 0, offset),))
+        )
+        return response.partitions[0]
+
+    done = await delete(2)
+    assert (done.error, done.low_watermark) == (None, 2)
+    assert node.log().log_start_offset == 2
+    past = await delete(9)
+    assert isinstance(past.error, OffsetOutOfRangeError) and "t-0" in str(past.error)
+    all_of_it = await delete(-1)
+    assert all_of_it.low_watermark == 4
+    assert (await consumer_fetch(node, 0)).error is not None  # below the log start now
+    unknown = await node.rm.delete_records(
+        DeleteRecordsRequest((DeleteRecordsPartition("nope", 0, 1),))
+    )
+    assert isinstance(unknown.partitions[0].error, UnknownTopicOrPartitionError)
+
+
+@pytest.mark.asyncio
+async def test_delete_records_waits_for_the_followers_log_start(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    leader, follower, _ = two_nodes(tmp_path, clock)
+    for tag in range(3):
+        await produce(leader, batch(1, tag=tag))
+    await replicate(follower, leader)
+    await replicate(follower, leader)
+    assert leader.leader().high_watermark == 3
+    task = asyncio.create_task(
+        leader.rm.delete_records(DeleteRecordsRequest((DeleteRecordsPartition("t", 0, 2),)))
+    )
+    await settle()
+    assert pending(task)
+    assert leader.log().log_start_offset == 2
+    await replicate(follower, leader)  # the follower learns log start 2
+    await settle()
+    assert pending(task)
+    await replicate(follower, leader)  # and reports it
+    (result,) = (await asyncio.wait_for(task, 1)).partitions
+    assert (result.error, result.low_watermark) == (None, 2)
+
+
+@pytest.mark.asyncio
+async def test_delete_records_times_out(tmp_path: Path, clock: FakeClock) -> None:
+    leader, follower, _ = two_nodes(tmp_path, clock)
+    await produce(leader, batch(2))
+    await replicate(follower, leader)
+    await replicate(follower, leader)
+    task = asyncio.create_task(
+        leader.rm.delete_records(
+            DeleteRecordsRequest((DeleteRecordsPartition("t", 0, 1),), timeout_ms=100)
+        )
+    )
+    await settle()
+    leader.rm.tick(clock.advance(100))
+    (result,) = (await asyncio.wait_for(task, 1)).partitions
+    assert isinstance(result.error, RequestTimedOutError)
+    assert result.low_watermark == 0
+
+
+# --- lifecycle --------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_stop_answers_every_waiter(tmp_path: Path, clock: FakeClock) -> None:
+    leader, _, _ = two_nodes(tmp_path, clock)
+    await leader.rm.start()
+    produce_task = asyncio.create_task(leader.rm.produce(produce_request(batch(), acks=-1)))
+    fetch_task = asyncio.create_task(consumer_fetch(leader, 0, max_wait_ms=60000))
+    await settle()
+    assert pending(produce_task) and pending(fetch_task)
+    await leader.rm.stop()
+    (produced,) = (await asyncio.wait_for(produce_task, 1)).partitions
+    fetched = await asyncio.wait_for(fetch_task, 1)
+    assert isinstance(produced.error, NotLeaderOrFollowerError)
+    assert isinstance(fetched.error, NotLeaderOrFollowerError)
+
+
+@pytest.mark.asyncio
+async def test_purgatory_is_bounded(tmp_path: Path, clock: FakeClock) -> None:
+    leader, _, _ = two_nodes(tmp_path, clock, purgatory_pending_max=1)
+    first = asyncio.create_task(leader.rm.produce(produce_request(batch(), acks=-1)))
+    await settle()
+    second = await produce(leader, batch(), acks=-1)
+    assert second.error is not None and second.error.error_name == "UNKNOWN_SERVER_ERROR"
+    assert "full" in str(second.error) or "waiting" in str(second.error)
+    leader.rm.tick(clock.advance(1000))
+    await asyncio.wait_for(first, 1)
+
+
+@pytest.mark.asyncio
+async def test_cancelled_waiter_leaves_the_purgatory(tmp_path: Path, clock: FakeClock) -> None:
+    node = solo_node(tmp_path, clock)
+    task = asyncio.create_task(consumer_fetch(node, 0, max_wait_ms=5000))
+    await settle()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # Only the ISR check is left to do: the fetch's deadline went with it.
+    assert node.rm.next_tick_ms() == clock() + 15000
+
+
+@pytest.mark.asyncio
+async def test_metadata_publisher_entry_point(tmp_path: Path, clock: FakeClock) -> None:
+    base = cluster_image()
+    node = Node(tmp_path, 1, clock)
+    node.rm.apply_image(base)
+    records = create_topic("t", TID, (1, 2))
+    delta = delta_of(base, *records)
+    provenance = MetadataProvenance(base.provenance.last_offset + len(records), 3)
+    image = delta.apply(provenance)
+    manifest = LoaderManifest(ManifestKind.LOG, provenance, base, 1, len(records))
+    node.rm.on_metadata_update(delta, image, manifest)
+    assert node.rm.name == "replica-manager"
+    assert node.rm.image is image
+    assert node.leader().replicas == (1, 2)
+    # A snapshot publication compares images: the same state, nothing redone.
+    leader_state = node.leader()
+    snapshot = LoaderManifest(ManifestKind.SNAPSHOT, provenance, image, 0, len(records))
+    node.rm.on_metadata_update(delta_of(MetadataImage.EMPTY), image, snapshot)
+    assert node.leader() is leader_state
+
+
+@pytest.mark.asyncio
+async def test_delete_records_needs_the_delete_policy(tmp_path: Path, clock: FakeClock) -> None:
+    node = Node(tmp_path, 1, clock)
+    node.rm.apply_image(
+        cluster_image(
+            *create_topic("t", TID, (1,)),
+            ConfigRecord(ConfigResourceType.TOPIC, "t", "cleanup.policy", "compact"),
+        )
+    )
+    assert node.log().config.cleanup_policy == "compact"  # the topic config reached the log
+    await produce(node, batch())
+    response = await node.rm.delete_records(
+        DeleteRecordsRequest((DeleteRecordsPartition("t", 0, 1),))
+    )
+    assert isinstance(response.partitions[0].error, PolicyViolationError)
+    assert node.log().log_start_offset == 0
+
+
+@pytest.mark.asyncio
+async def test_parked_consumer_fetch_past_the_hw_completes_on_a_wake(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    leader, _, _ = two_nodes(tmp_path, clock)
+    await produce(leader, batch(3))  # LEO 3, HW 0: the follower has not fetched
+    task = asyncio.create_task(consumer_fetch(leader, 2, max_wait_ms=60000))
+    await settle()
+    assert pending(task)  # HW <= offset <= LEO: empty, so it waits (§7.1)
+    await produce(leader, batch(1, tag=1))
+    result = await asyncio.wait_for(task, 1)  # §7.3 F: past the bound, answered now
+    assert result.error is None and result.records == b"" and result.high_watermark == 0

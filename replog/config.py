@@ -3,10 +3,13 @@
 Grammar (the subset of Java properties that Kafka configs use): one `key=value` (or
 `key: value`) per line; blank lines and lines starting with `#` or `!` are comments; whitespace
 around keys and values is dropped. A repeated key or a line without a separator is an error
-naming the file and line.
+naming the file and line. `integer_settings` reads a config dataclass's integer fields from
+parsed properties, the one place their "must be an integer" error is worded.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from replog.errors import ConfigError
 
@@ -32,3 +35,20 @@ def render_properties(properties: dict[str, str], header: str = "") -> str:
     lines = [f"# {line}" for line in header.splitlines()]
     lines += [f"{key}={value}" for key, value in properties.items()]
     return "\n".join(lines) + "\n"
+
+
+def integer_settings(properties: Mapping[str, object], names: Mapping[str, str]) -> dict[str, int]:
+    """The integer values of the dotted keys in `names` that `properties` sets, by field name.
+
+    `names` maps Kafka's dotted key to the config dataclass's field; keys left unset are left
+    out, so the dataclass default applies. A value that is not an integer is a ConfigError
+    naming the key.
+    """
+    values: dict[str, int] = {}
+    for key, attribute in names.items():
+        if key in properties:
+            try:
+                values[attribute] = int(str(properties[key]))
+            except ValueError:
+                raise ConfigError(f"{key}={properties[key]!r}: must be an integer") from None
+    return values

@@ -70,6 +70,23 @@ class PartitionView:
     offline_replicas: tuple[int, ...]
     error: ApiError | None = None
 
+    @classmethod
+    def of(
+        cls, topic: str, partition_id: int, registration: PartitionRegistration, live: set[int]
+    ) -> PartitionView:
+        """The view of a registration given the live brokers: LEADER_NOT_AVAILABLE if
+        leaderless, naming its ISR and offline replicas (the Metadata answer's rule, used by
+        the controller's read and the broker's answer from its image alike)."""
+        offline = tuple(r for r in registration.replicas if r not in live)
+        error = None
+        if registration.leader == NO_LEADER:
+            error = ApiError(
+                LeaderNotAvailableError,
+                f"partition {topic}-{partition_id} has no leader (isr {list(registration.isr)}, "
+                f"offline replicas {list(offline)})",
+            )
+        return cls(partition_id, registration, offline, error)
+
 
 @dataclass(frozen=True, slots=True)
 class TopicView:
@@ -114,7 +131,7 @@ def metadata(topic_names: Sequence[str] | None) -> ReadOperation[MetadataView]:
                 description.name,
                 description.topic_id,
                 tuple(
-                    _partition_view(description.name, partition_id, registration, live)
+                    PartitionView.of(description.name, partition_id, registration, live)
                     for partition_id, registration in enumerate(description.partitions)
                 ),
                 description.error,
@@ -127,20 +144,6 @@ def metadata(topic_names: Sequence[str] | None) -> ReadOperation[MetadataView]:
         return MetadataView(ctx.cluster.cluster_id, brokers, topics, ctx.offset)
 
     return read
-
-
-def _partition_view(
-    topic: str, partition_id: int, registration: PartitionRegistration, live: set[int]
-) -> PartitionView:
-    offline = tuple(r for r in registration.replicas if r not in live)
-    error = None
-    if registration.leader == NO_LEADER:
-        error = ApiError(
-            LeaderNotAvailableError,
-            f"partition {topic}-{partition_id} has no leader (isr {list(registration.isr)}, "
-            f"offline replicas {list(offline)})",
-        )
-    return PartitionView(partition_id, registration, offline, error)
 
 
 def list_partition_reassignments(

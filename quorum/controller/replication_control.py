@@ -48,7 +48,6 @@ their parent did not hold them yet.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -96,17 +95,15 @@ from replog.errors import (
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
+from replog.topic_names import check_topic_name
 from timeline import SnapshotRegistry, TimelineHashMap, TimelineHashSet
 
-MAX_TOPIC_NAME_LENGTH = 249
 # Kafka's limits: one CreateTopics (here also CreatePartitions) request may add at most this
 # many partitions, and one user operation may write at most this many records.
 MAX_PARTITIONS_PER_REQUEST = 10_000
 MAX_RECORDS_PER_USER_OP = 10_000
 # Kafka's bound on the elections one periodic run (leader balancing, unclean) may write.
 MAX_ELECTIONS_PER_RUN = 1_000
-
-_LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 
 ReplayedRecord = TopicRecord | PartitionRecord | PartitionChangeRecord | RemoveTopicRecord
 REPLAYED_RECORD_TYPES: tuple[type, ...] = (
@@ -304,23 +301,6 @@ def _collision_key(name: str) -> str | None:
     return None
 
 
-def _check_topic_name(name: str) -> None:
-    if not name:
-        raise InvalidTopicError("the topic name is empty")
-    if name in (".", ".."):
-        raise InvalidTopicError(f"{name!r} is not a legal topic name")
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        raise InvalidTopicError(
-            f"the topic name is {len(name)} characters long; at most "
-            f"{MAX_TOPIC_NAME_LENGTH} are allowed"
-        )
-    if not _LEGAL_TOPIC_NAME.fullmatch(name):
-        raise InvalidTopicError(
-            f"topic name {name!r} holds a character other than ASCII letters, digits, "
-            "'.', '_' and '-'"
-        )
-
-
 class ReplicationControl:
     """Topics and partitions: records from requests, state from records, reads at offsets."""
 
@@ -393,7 +373,7 @@ class ReplicationControl:
                     raise InvalidRequestError(
                         f"the request names it {occurrences[topic.name]} times"
                     )
-                _check_topic_name(topic.name)
+                check_topic_name(topic.name)
                 if topic.name in self._topic_ids.live:
                     raise TopicAlreadyExistsError("it already exists")
                 self._check_collision(topic.name, claimed_keys)

@@ -23,9 +23,8 @@ Rules:
   base64, 22 characters), written to `cluster.json` and as `cluster.id` to every node's
   server.properties. A `cluster.json` written before cluster ids existed has none.
 - Roles are per node and drive what its `server.properties` says. By default every node is
-  combined: a controller (a voter) and a broker, both served on the node's one listener. The
-  broker data plane (issue #6) adds a `BROKER` entry in `listeners` (on ports after the
-  controllers'), and nothing else changes.
+  combined: a controller (a voter) and a broker, both served on the node's one listener (the
+  broker data plane's `Broker` service included).
 - Every problem with the files is a `ReplogError` naming the file.
 """
 

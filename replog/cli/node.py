@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 from replog.config import parse_properties
+from replog.server.allocator import keep_large_buffers
 from replog.server.node import Node
 from replog.server.node_config import NodeConfig
 
@@ -30,6 +31,8 @@ def run(args: argparse.Namespace) -> int:
         properties = parse_properties(f.read(), source=args.config)
     config = NodeConfig.from_properties(properties)
     logging.getLogger().setLevel(logging.INFO if args.verbose else logging.WARNING)
+    # A node process owns its allocator: keep batch-sized buffers off mmap (allocator.py).
+    keep_large_buffers()
 
     async def main() -> int:
         # gRPC's aio server and the driver's queue belong to the loop they are created in.

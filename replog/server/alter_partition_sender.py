@@ -39,6 +39,7 @@ from replog.errors import KafkaError, NotControllerError, error_for_code
 from replog.pb import controller_pb2 as pb
 from replog.pb import controller_pb2_grpc
 from replog.replication.leader_state import IsrChange
+from replog.server.peer_channels import PeerChannels
 from replog.server.replica_fetcher import wait_for_wakeup
 
 log = logging.getLogger("replog.server.alter_partition")
@@ -131,9 +132,11 @@ class AlterPartitionSender:
         self._retry_backoff_max_ms = retry_backoff_max_ms
         self._controller_id: int | None = None
         self._unsent: dict[PartitionKey, IsrChange] = {}
-        self._channels: dict[int, grpc.aio.Channel] = {}
-        self._stubs: dict[int, controller_pb2_grpc.ControllerStub] = {}
-        self._closing: set[asyncio.Task[None]] = set()
+        self._controllers = PeerChannels(
+            controller_addresses,
+            controller_pb2_grpc.ControllerStub,
+            _CHANNEL_OPTIONS,
+        )
         self._task: asyncio.Task[None] | None = None
         self.requests_sent = 0  # for tests and metrics
 
@@ -149,12 +152,7 @@ class AlterPartitionSender:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        for channel in self._channels.values():
-            await channel.close()
-        self._channels.clear()
-        self._stubs.clear()
-        for closing in list(self._closing):
-            closing.cancel()
+        await self._controllers.close()
 
     @property
     def unsent(self) -> list[IsrChange]:
@@ -220,8 +218,10 @@ class AlterPartitionSender:
     ) -> _Outcome:
         request = alter_partition_request(self.broker_id, broker_epoch, list(batch.values()))
         self.requests_sent += 1
+        stub = self._controllers.stub(controller_id)
+        assert stub is not None, f"controller {controller_id} has no address"
         try:
-            response: pb.AlterPartitionResponse = await self._stub(controller_id).AlterPartition(
+            response: pb.AlterPartitionResponse = await stub.AlterPartition(
                 request, timeout=self._request_timeout_ms / 1000
             )
         except grpc.aio.AioRpcError as exc:
@@ -232,7 +232,7 @@ class AlterPartitionSender:
                 exc.code().name,
             )
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                self._reconnect(controller_id)
+                self._controllers.reconnect(controller_id)
             self._move_on_from(controller_id)
             return _Outcome(failed=True)
         if response.HasField("error") and response.error.code != 0:
@@ -276,25 +276,6 @@ class AlterPartitionSender:
                     result.partition_epoch,
                 )
         return _Outcome(answered=answered)
-
-    def _stub(self, controller_id: int) -> controller_pb2_grpc.ControllerStub:
-        stub = self._stubs.get(controller_id)
-        if stub is None:
-            channel = grpc.aio.insecure_channel(
-                self._addresses[controller_id], options=_CHANNEL_OPTIONS
-            )
-            self._channels[controller_id] = channel
-            stub = controller_pb2_grpc.ControllerStub(channel)  # type: ignore[no-untyped-call]
-            self._stubs[controller_id] = stub
-        return stub
-
-    def _reconnect(self, controller_id: int) -> None:
-        self._stubs.pop(controller_id, None)
-        channel = self._channels.pop(controller_id, None)
-        if channel is not None:
-            task = asyncio.get_running_loop().create_task(channel.close(grace=None))
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
 
 
 class _Outcome:

@@ -47,6 +47,7 @@ from replog.clock import Clock, monotonic_ms
 from replog.errors import BrokerLifecycleError
 from replog.pb import controller_pb2 as pb
 from replog.pb import controller_pb2_grpc
+from replog.server.peer_channels import PeerChannels
 
 log = logging.getLogger("replog.server.broker")
 
@@ -76,7 +77,6 @@ class BrokerLifecycleDriver:
     ) -> None:
         self.config = config
         self._clock = clock
-        self._addresses = dict(controller_addresses)
         self.core = BrokerLifecycle(
             config,
             # A fresh incarnation per process start: the controller tells a restart from a
@@ -86,10 +86,12 @@ class BrokerLifecycleDriver:
             now_ms=clock(),
         )
         self._inbox: asyncio.Queue[Callable[[int], None]] = asyncio.Queue()
-        self._channels: dict[int, grpc.aio.Channel] = {}
-        self._stubs: dict[int, controller_pb2_grpc.ControllerStub] = {}
+        self._controllers = PeerChannels(
+            controller_addresses,
+            controller_pb2_grpc.ControllerStub,
+            _CHANNEL_OPTIONS,
+        )
         self._calls: set[asyncio.Task[None]] = set()
-        self._closing: set[asyncio.Task[None]] = set()
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
         self._caught_up = asyncio.Event()
@@ -265,17 +267,12 @@ class BrokerLifecycleDriver:
             self._shut_down.set()
         for task in list(self._calls):
             task.cancel()
-        for channel in self._channels.values():
-            await channel.close()
-        self._channels.clear()
-        self._stubs.clear()
-        for closing in list(self._closing):
-            closing.cancel()
+        await self._controllers.close()
 
     # --- calls -------------------------------------------------------------------------------
 
     async def _call(self, request: LifecycleRequest) -> None:
-        stub = self._stub(request.controller_id)
+        stub = self._controllers.stub(request.controller_id)
         cid = request.correlation_id
         if stub is None:
             reason = f"no address for controller {request.controller_id}"
@@ -297,30 +294,9 @@ class BrokerLifecycleDriver:
             code = exc.code()
             log.debug("broker lifecycle call to %d failed: %s", request.controller_id, code)
             if code == grpc.StatusCode.UNAVAILABLE:
-                self._reconnect(request.controller_id)
+                self._controllers.reconnect(request.controller_id)
             reason = f"{code.name}: {exc.details()}"
             self._post(lambda now: self.core.request_failed(cid, now, reason))
-
-    def _stub(self, controller_id: int) -> controller_pb2_grpc.ControllerStub | None:
-        stub = self._stubs.get(controller_id)
-        if stub is None:
-            address = self._addresses.get(controller_id)
-            if address is None:
-                return None
-            channel = grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
-            self._channels[controller_id] = channel
-            stub = controller_pb2_grpc.ControllerStub(channel)  # type: ignore[no-untyped-call]
-            self._stubs[controller_id] = stub
-        return stub
-
-    def _reconnect(self, controller_id: int) -> None:
-        """Drop the channel to `controller_id`: the next call dials again at once."""
-        self._stubs.pop(controller_id, None)
-        channel = self._channels.pop(controller_id, None)
-        if channel is not None:
-            task = asyncio.get_running_loop().create_task(channel.close(grace=None))
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
 
 
 # --- protobuf translation ----------------------------------------------------------------------

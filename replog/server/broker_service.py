@@ -35,6 +35,7 @@ Rules:
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -60,6 +61,7 @@ from replog.pb import controller_pb2 as controller_pb
 from replog.record.header import LOG_OVERHEAD, validate_batch
 from replog.replication import messages as m
 from replog.server import broker_codec as codec
+from replog.topic_names import topic_name_problem
 
 log = logging.getLogger("replog.server.broker")
 
@@ -70,7 +72,6 @@ SERVICE_NAME = "replog.pb.broker.Broker"
 REQUEST_BYTES_MAX_DEFAULT = 104_857_600
 # Answer this long before the caller's gRPC deadline (as the Controller service does).
 DEADLINE_MARGIN_MS = 20
-_LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 _VALID_ACKS = (m.ACKS_NONE, m.ACKS_LEADER, m.ACKS_ALL)
 
 
@@ -104,19 +105,6 @@ class _Refused(Exception):
         super().__init__(details)
         self.code = code
         self.details = details
-
-
-def topic_name_problem(topic: str) -> str | None:
-    """Why `topic` cannot name a topic (Kafka's rules), None if it can."""
-    if not topic:
-        return "the topic name is empty"
-    if len(topic) > 249:
-        return f"topic name of {len(topic)} characters is longer than 249"
-    if topic in (".", ".."):
-        return f"topic name {topic!r} is not allowed"
-    if not set(topic) <= _LEGAL_TOPIC_CHARS:
-        return f"topic name {topic!r} has characters outside [a-zA-Z0-9._-]"
-    return None
 
 
 def records_problem(records: bytes) -> str | None:
@@ -162,7 +150,6 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         async def serve() -> pb.ProduceResponse:
             decoded = self._decode(request, codec.produce_request_from_proto)
             rm = self._ready()
-            where = "Produce"
             if decoded.acks not in _VALID_ACKS:
                 refused: dict[int, KafkaError] = {
                     i: InvalidRequiredAcksError(
@@ -171,45 +158,37 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     for i, p in enumerate(decoded.partitions)
                 }
             else:
-                refused = _refusals(decoded.partitions, where, _produce_problem)
-            valid = tuple(p for i, p in enumerate(decoded.partitions) if i not in refused)
+                refused = _refusals(decoded.partitions, "Produce", _produce_problem)
             timeout_ms = _bounded_ms(decoded.timeout_ms, context)
-            answered: Sequence[m.ProducePartitionResult] = ()
-            if valid:
-                answered = (
-                    await self._call(
-                        lambda: rm.produce(
-                            replace(decoded, partitions=valid, timeout_ms=timeout_ms)
-                        ),
-                        lambda error: m.ProduceResponse(
-                            tuple(
-                                m.ProducePartitionResult(p.topic, p.partition, error) for p in valid
-                            )
-                        ),
-                    )
-                ).partitions
+
+            def failed(p: m.ProducePartition, error: KafkaError) -> m.ProducePartitionResult:
+                return m.ProducePartitionResult(p.topic, p.partition, error)
+
+            answered = await self._ask_manager(
+                decoded.partitions,
+                refused,
+                lambda valid: rm.produce(replace(decoded, partitions=valid, timeout_ms=timeout_ms)),
+                failed,
+            )
             if decoded.acks == m.ACKS_NONE:
                 # The manager answers acks=0 with the failed partitions only.
-                failed = [
+                failures = [
                     (p.topic, p.partition, error)
                     for i, p in enumerate(decoded.partitions)
                     if (error := refused.get(i)) is not None
                 ] + [(r.topic, r.partition, r.error) for r in answered if r.error is not None]
-                if failed:
-                    topic, partition, error = failed[0]
-                    more = f" (and {len(failed) - 1} more partitions)" if len(failed) > 1 else ""
+                if failures:
+                    topic, partition, error = failures[0]
+                    more = (
+                        f" (and {len(failures) - 1} more partitions)" if len(failures) > 1 else ""
+                    )
                     raise _Refused(
                         grpc.StatusCode.ABORTED,
                         f"acks=0 produce to {topic}-{partition} failed with "
                         f"{error.error_name}: {error}{more}",
                     )
                 return pb.ProduceResponse()
-            results = _merged(
-                decoded.partitions,
-                refused,
-                answered,
-                lambda p, error: m.ProducePartitionResult(p.topic, p.partition, error),
-            )
+            results = _merged(decoded.partitions, refused, answered, failed)
             return codec.produce_response_to_proto(m.ProduceResponse(tuple(results)))
 
         return await self._serve(request, context, serve)
@@ -219,30 +198,12 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             decoded = self._decode(request, codec.fetch_request_from_proto)
             rm = self._ready()
             refused = _refusals(decoded.partitions, "Fetch", _entry_problem)
-            valid = tuple(p for i, p in enumerate(decoded.partitions) if i not in refused)
             # Kafka answers at once when any partition has an error (§7.2).
             max_wait_ms = 0 if refused else _bounded_ms(decoded.max_wait_ms, context)
-            answered: Sequence[m.FetchPartitionResult] = ()
-            if valid:
-                answered = (
-                    await self._call(
-                        lambda: rm.fetch(
-                            replace(decoded, partitions=valid, max_wait_ms=max_wait_ms)
-                        ),
-                        lambda error: m.FetchResponse(
-                            tuple(
-                                m.FetchPartitionResult(
-                                    p.topic, p.partition, error, topic_id=p.topic_id
-                                )
-                                for p in valid
-                            )
-                        ),
-                    )
-                ).partitions
-            results = _merged(
+            results = await self._answer(
                 decoded.partitions,
                 refused,
-                answered,
+                lambda valid: rm.fetch(replace(decoded, partitions=valid, max_wait_ms=max_wait_ms)),
                 lambda p, error: m.FetchPartitionResult(
                     p.topic, p.partition, error, topic_id=p.topic_id
                 ),
@@ -257,29 +218,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         async def serve() -> pb.ListOffsetsResponse:
             decoded = self._decode(request, codec.list_offsets_request_from_proto)
             rm = self._ready()
-            refused = _refusals(decoded.partitions, "ListOffsets", _entry_problem)
-            valid = tuple(p for i, p in enumerate(decoded.partitions) if i not in refused)
-
-            async def call() -> m.ListOffsetsResponse:
-                return rm.list_offsets(replace(decoded, partitions=valid))
-
-            answered: Sequence[m.ListOffsetsPartitionResult] = ()
-            if valid:
-                answered = (
-                    await self._call(
-                        call,
-                        lambda error: m.ListOffsetsResponse(
-                            tuple(
-                                m.ListOffsetsPartitionResult(p.topic, p.partition, error)
-                                for p in valid
-                            )
-                        ),
-                    )
-                ).partitions
-            results = _merged(
+            results = await self._answer(
                 decoded.partitions,
-                refused,
-                answered,
+                _refusals(decoded.partitions, "ListOffsets", _entry_problem),
+                lambda valid: rm.list_offsets(replace(decoded, partitions=valid)),
                 lambda p, error: m.ListOffsetsPartitionResult(p.topic, p.partition, error),
             )
             return codec.list_offsets_response_to_proto(m.ListOffsetsResponse(tuple(results)))
@@ -292,29 +234,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         async def serve() -> pb.OffsetsForLeaderEpochResponse:
             decoded = self._decode(request, codec.offsets_for_leader_epoch_request_from_proto)
             rm = self._ready()
-            refused = _refusals(decoded.partitions, "OffsetsForLeaderEpoch", _entry_problem)
-            valid = tuple(p for i, p in enumerate(decoded.partitions) if i not in refused)
-
-            async def call() -> m.OffsetsForLeaderEpochResponse:
-                return rm.offsets_for_leader_epoch(replace(decoded, partitions=valid))
-
-            answered: Sequence[m.OffsetForLeaderPartitionResult] = ()
-            if valid:
-                answered = (
-                    await self._call(
-                        call,
-                        lambda error: m.OffsetsForLeaderEpochResponse(
-                            tuple(
-                                m.OffsetForLeaderPartitionResult(p.topic, p.partition, error)
-                                for p in valid
-                            )
-                        ),
-                    )
-                ).partitions
-            results = _merged(
+            results = await self._answer(
                 decoded.partitions,
-                refused,
-                answered,
+                _refusals(decoded.partitions, "OffsetsForLeaderEpoch", _entry_problem),
+                lambda valid: rm.offsets_for_leader_epoch(replace(decoded, partitions=valid)),
                 lambda p, error: m.OffsetForLeaderPartitionResult(p.topic, p.partition, error),
             )
             return codec.offsets_for_leader_epoch_response_to_proto(
@@ -329,28 +252,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         async def serve() -> pb.DeleteRecordsResponse:
             decoded = self._decode(request, codec.delete_records_request_from_proto)
             rm = self._ready()
-            refused = _refusals(decoded.partitions, "DeleteRecords", _entry_problem)
-            valid = tuple(p for i, p in enumerate(decoded.partitions) if i not in refused)
             timeout_ms = _bounded_ms(decoded.timeout_ms, context)
-            answered: Sequence[m.DeleteRecordsPartitionResult] = ()
-            if valid:
-                answered = (
-                    await self._call(
-                        lambda: rm.delete_records(
-                            replace(decoded, partitions=valid, timeout_ms=timeout_ms)
-                        ),
-                        lambda error: m.DeleteRecordsResponse(
-                            tuple(
-                                m.DeleteRecordsPartitionResult(p.topic, p.partition, error)
-                                for p in valid
-                            )
-                        ),
-                    )
-                ).partitions
-            results = _merged(
+            results = await self._answer(
                 decoded.partitions,
-                refused,
-                answered,
+                _refusals(decoded.partitions, "DeleteRecords", _entry_problem),
+                lambda valid: rm.delete_records(
+                    replace(decoded, partitions=valid, timeout_ms=timeout_ms)
+                ),
                 lambda p, error: m.DeleteRecordsPartitionResult(p.topic, p.partition, error),
             )
             return codec.delete_records_response_to_proto(m.DeleteRecordsResponse(tuple(results)))
@@ -417,25 +325,51 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             )
         return rm
 
-    async def _call(
-        self, call: Callable[[], Awaitable[R]], every_partition_failed: Callable[[KafkaError], R]
-    ) -> R:
+    async def _answer(
+        self,
+        entries: Sequence[E],
+        refused: dict[int, KafkaError],
+        ask: Callable[[tuple[E, ...]], Any],
+        failed: Callable[[E, KafkaError], R],
+    ) -> list[R]:
+        """One result per entry in request order: its refusal, or the manager's answer."""
+        answered = await self._ask_manager(entries, refused, ask, failed)
+        return _merged(entries, refused, answered, failed)
+
+    async def _ask_manager(
+        self,
+        entries: Sequence[E],
+        refused: dict[int, KafkaError],
+        ask: Callable[[tuple[E, ...]], Any],
+        failed: Callable[[E, KafkaError], R],
+    ) -> Sequence[R]:
+        """The manager's per-partition answers to the entries not refused (none if all were).
+
+        `ask` gets those entries and returns the manager's response, or an awaitable of it.
+        """
+        valid = tuple(p for i, p in enumerate(entries) if i not in refused)
+        if not valid:
+            return ()
         try:
-            answer = await call()
+            response = ask(valid)
+            if inspect.isawaitable(response):
+                response = await response
         except KafkaStorageError as error:
             if self._on_storage_error is not None:
                 self._on_storage_error(error)
             raise _Refused(grpc.StatusCode.UNAVAILABLE, f"storage error: {error}") from None
         except KafkaError as error:
-            return every_partition_failed(error)
+            return [failed(p, error) for p in valid]
+        answered: Sequence[R] = response.partitions
         # The manager answers a failed disk per partition (KAFKA_STORAGE_ERROR); the broker
         # must still stop, as Kafka takes a failed log dir offline.
         if self._on_storage_error is not None:
-            for result in answer.partitions:  # type: ignore[attr-defined]
-                if isinstance(result.error, KafkaStorageError):
-                    self._on_storage_error(result.error)
+            for result in answered:
+                result_error = getattr(result, "error", None)
+                if isinstance(result_error, KafkaStorageError):
+                    self._on_storage_error(result_error)
                     break
-        return answer
+        return answered
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,7 @@
 Produce, Fetch, ListOffsets, OffsetsForLeaderEpoch and DeleteRecords, and replicating as a
 follower through synchronous steps an async fetcher drives.
 
-Rules (reference digest §5-§8; Kafka's `ReplicaManager`, `Partition`, `DelayedProduce`,
-`DelayedFetch`, `DelayedDeleteRecords`, `ReplicaFetcherThread`):
+Rules (reference digest §5-§8; Kafka's `ReplicaManager`):
 - Declarative: on every metadata image the manager computes this broker's local changes
   (deletes first, then leaders, then followers) and brings each replica to the state the image
   describes. Every image also refreshes ISR eligibility (registered, unfenced, not shutting
@@ -24,23 +23,23 @@ Rules (reference digest §5-§8; Kafka's `ReplicaManager`, `Partition`, `Delayed
   returned whole until the first partition with data (§7.2). A fetch that cannot be answered at
   once waits in the fetch purgatory until a wake (leader append, HW move, leadership change)
   finds enough data or a §7.3 condition, or `max_wait_ms` passes; either way it re-reads.
-- DeleteRecords raises the leader's log start offset (offset -1 = the HW; above the HW is
-  OFFSET_OUT_OF_RANGE) and answers once the low watermark reaches it, or REQUEST_TIMED_OUT.
-- Follower: each fetch carries the LEO as fetch offset and the log's latest leader epoch as
-  last fetched epoch; records are appended verbatim; HW := the leader's HW clamped into the
-  local log; the log start follows the leader's (never past the local HW); a DivergingEpoch
-  truncates by the KIP-101/KIP-279 rule, never to the HW; OFFSET_OUT_OF_RANGE follows §5.6 with
-  the leader's LEO and log start offset from the answer; any error backs the partition off for
-  `replica.fetch.backoff.ms` (a new leader epoch in the metadata restarts it at once).
-- Every waiting operation is bounded (`purgatory_pending_max` per purgatory); every error names
-  the topic-partition and carries its Kafka class.
+- ListOffsets, OffsetsForLeaderEpoch and DeleteRecords' log-start move: `leader_offsets`.
+  DeleteRecords then answers once the low watermark reaches the offset, or REQUEST_TIMED_OUT.
+- Follower: `follower_fetch` (truncation on a diverging epoch, §5.6 OFFSET_OUT_OF_RANGE,
+  back-off for `replica.fetch.backoff.ms`).
+- Waiting requests: `delayed_operations`. Every waiting operation is bounded
+  (`purgatory_pending_max` per purgatory); every error names the topic-partition and carries
+  its Kafka class.
 
 Theory of operation: everything here runs on the event loop thread and is synchronous except
 the `await` of a delayed operation's future. The pure cores decide (leader_state, fetch_rules,
-follower_truncation, producer_state, purgatory); this shell reads and writes logs, keeps the
-futures, and wakes delayed operations on the keys whose state moved. Timers (ISR shrink every
-`replica.lag.time.max.ms / 2`, purgatory expiry, follower back-offs) run in `tick(now_ms)`,
-which `start()` schedules from `next_tick_ms()` and tests call by hand with a fake clock.
+follower_truncation, producer_state, purgatory); this shell owns the replicas, reads and writes
+logs, and wakes delayed operations on the keys whose state moved. It is the facade of the data
+plane: `DelayedOperations` (the purgatories) and `FollowerFetchSteps` (the follower side) read
+its partition map, which only this class changes. Timers (ISR shrink every
+`replica.lag.time.max.ms / 2`, purgatory expiry, follower back-offs, AlterPartition retries)
+run in `tick(now_ms)`, which `start()` schedules from `next_tick_ms()` and tests call by hand
+with a fake clock.
 """
 
 from __future__ import annotations
@@ -48,9 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
-from typing import TypeVar
+from collections.abc import Callable
 from uuid import UUID
 
 from quorum.metadata.delta import MetadataDelta
@@ -62,14 +59,11 @@ from replog.clock import Clock, monotonic_ms
 from replog.errors import (
     ConfigError,
     FencedLeaderEpochError,
-    InvalidRequestError,
     InvalidRequiredAcksError,
     KafkaError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
-    PolicyViolationError,
     PurgatoryFullError,
-    RequestTimedOutError,
     UnknownLeaderEpochError,
     UnknownServerError,
     UnknownTopicIdError,
@@ -83,10 +77,6 @@ from replog.replication.fetch_rules import (
     diverging_epoch,
     fetch_upper_bound,
 )
-from replog.replication.follower_truncation import (
-    follower_high_watermark,
-    offset_truncation_state,
-)
 from replog.replication.leader_state import (
     IsrChange,
     PartitionReplicationConfig,
@@ -96,12 +86,7 @@ from replog.replication.messages import (
     ACKS_ALL,
     ACKS_LEADER,
     ACKS_NONE,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
-    NO_LEADER_EPOCH,
     NO_OFFSET,
-    DeleteRecordsPartition,
     DeleteRecordsPartitionResult,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
@@ -110,11 +95,9 @@ from replog.replication.messages import (
     FetchRequest,
     FetchResponse,
     LeaderIdAndEpoch,
-    ListOffsetsPartition,
     ListOffsetsPartitionResult,
     ListOffsetsRequest,
     ListOffsetsResponse,
-    OffsetForLeaderPartition,
     OffsetForLeaderPartitionResult,
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
@@ -124,142 +107,29 @@ from replog.replication.messages import (
     ProduceResponse,
 )
 from replog.replication.producer_state import BatchMetadata
-from replog.replication.purgatory import Purgatory
+from replog.server.delayed_operations import (
+    DelayedDeleteRecords,
+    DelayedFetch,
+    DelayedOperations,
+    DelayedProduce,
+    FetchRead,
+)
+from replog.server.follower_fetch import FollowerFetchSteps
+from replog.server.leader_offsets import (
+    delete_records_on_leader,
+    list_offset,
+    offset_for_leader_epoch,
+)
 from replog.server.partition import Partition
+from replog.server.replica_manager_config import ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
+
+__all__ = ["ReplicaManager", "ReplicaManagerConfig"]
 
 log = logging.getLogger("replog.server.replica_manager")
 
 TopicPartition = tuple[str, int]
-_LONG_MAX = 2**63 - 1
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaManagerConfig:
-    """Broker settings of the data plane (Kafka's names in the comments)."""
-
-    broker_id: int
-    replica_lag_time_ms_max: int = 30000  # replica.lag.time.max.ms
-    replica_fetch_wait_ms_max: int = 500  # replica.fetch.wait.max.ms
-    replica_fetch_min_bytes: int = 1  # replica.fetch.min.bytes
-    replica_fetch_max_bytes: int = 1048576  # replica.fetch.max.bytes
-    replica_fetch_response_max_bytes: int = 10485760  # replica.fetch.response.max.bytes
-    replica_fetch_backoff_ms: int = 1000  # replica.fetch.backoff.ms
-    default_min_insync_replicas: int = 1  # min.insync.replicas (broker default)
-    purgatory_pending_max: int = 100_000  # replog's own: replica.purgatory.pending.max
-    fetch_max_bytes: int = 57671680  # fetch.max.bytes: caps any fetch response
-
-    def __post_init__(self) -> None:
-        for name, value, minimum in (
-            ("replica.lag.time.max.ms", self.replica_lag_time_ms_max, 2),
-            ("replica.fetch.wait.max.ms", self.replica_fetch_wait_ms_max, 0),
-            ("replica.fetch.min.bytes", self.replica_fetch_min_bytes, 1),
-            ("replica.fetch.max.bytes", self.replica_fetch_max_bytes, 0),
-            ("replica.fetch.response.max.bytes", self.replica_fetch_response_max_bytes, 0),
-            ("replica.fetch.backoff.ms", self.replica_fetch_backoff_ms, 0),
-            ("min.insync.replicas", self.default_min_insync_replicas, 1),
-            ("replica.purgatory.pending.max", self.purgatory_pending_max, 1),
-            ("fetch.max.bytes", self.fetch_max_bytes, 0),
-        ):
-            if value < minimum:
-                raise ConfigError(f"{name}={value}: must be at least {minimum}")
-        # Kafka's own check: a follower waiting longer than the lag allowance in an idle
-        # partition would keep falling out of the ISR.
-        if self.replica_fetch_wait_ms_max > self.replica_lag_time_ms_max:
-            raise ConfigError(
-                f"replica.fetch.wait.max.ms={self.replica_fetch_wait_ms_max} must not exceed "
-                f"replica.lag.time.max.ms={self.replica_lag_time_ms_max}"
-            )
-
-    @classmethod
-    def from_properties(cls, broker_id: int, properties: Mapping[str, str]) -> ReplicaManagerConfig:
-        names = {
-            "replica.lag.time.max.ms": "replica_lag_time_ms_max",
-            "replica.fetch.wait.max.ms": "replica_fetch_wait_ms_max",
-            "replica.fetch.min.bytes": "replica_fetch_min_bytes",
-            "replica.fetch.max.bytes": "replica_fetch_max_bytes",
-            "replica.fetch.response.max.bytes": "replica_fetch_response_max_bytes",
-            "replica.fetch.backoff.ms": "replica_fetch_backoff_ms",
-            "min.insync.replicas": "default_min_insync_replicas",
-            "replica.purgatory.pending.max": "purgatory_pending_max",
-            "fetch.max.bytes": "fetch_max_bytes",
-        }
-        values: dict[str, int] = {}
-        for key, attribute in names.items():
-            if key in properties:
-                try:
-                    values[attribute] = int(str(properties[key]).strip())
-                except ValueError:
-                    raise ConfigError(f"{key}={properties[key]!r}: must be an integer") from None
-        return cls(broker_id, **values)
-
-
-# --- delayed operations -----------------------------------------------------------------------
-
-
-class _Delayed:
-    """A parked request: the future its coroutine awaits. Hashed by identity."""
-
-    __slots__ = ("future",)
-
-    def __init__(self) -> None:
-        self.future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-
-    def finish(self, value: object) -> None:
-        if not self.future.done():
-            self.future.set_result(value)
-
-
-class _DelayedProduce(_Delayed):
-    """acks=-1: per waiting partition, the offset its HW must pass (§6.6)."""
-
-    __slots__ = ("pending", "results")
-
-    def __init__(
-        self,
-        results: list[ProducePartitionResult],
-        pending: dict[int, tuple[Partition, int]],
-    ) -> None:
-        super().__init__()
-        self.results = results
-        self.pending = pending  # index in results -> (partition, required offset)
-
-
-class _DelayedFetch(_Delayed):
-    __slots__ = ("request",)
-
-    def __init__(self, request: FetchRequest) -> None:
-        super().__init__()
-        self.request = request
-
-
-class _DelayedDeleteRecords(_Delayed):
-    """Per waiting partition, the offset its low watermark must reach (§8.2)."""
-
-    __slots__ = ("pending", "results")
-
-    def __init__(
-        self,
-        results: list[DeleteRecordsPartitionResult],
-        pending: dict[int, tuple[Partition, int]],
-    ) -> None:
-        super().__init__()
-        self.results = results
-        self.pending = pending
-
-
-_OpT = TypeVar("_OpT", bound=_Delayed)
-
-
-@dataclass(slots=True)
-class _FetchRead:
-    """One read of a whole fetch request."""
-
-    results: list[FetchPartitionResult]
-    bytes_read: int
-    any_error: bool
-    any_diverging: bool
 
 
 class ReplicaManager:
@@ -279,19 +149,23 @@ class ReplicaManager:
         self.broker_id = config.broker_id
         self.log_manager = log_manager
         self._clock = clock
-        self._broker_epoch = broker_epoch
         self.image: MetadataImage = MetadataImage.EMPTY
         self._partitions: dict[TopicPartition, Partition] = {}
         self._eligibility = ReplicaEligibility.from_cluster(self.image.cluster)
-        pending_max = config.purgatory_pending_max
-        self._produce_purgatory: Purgatory[TopicPartition, _DelayedProduce] = Purgatory(
-            "produce", pending_max
+        self._delayed = DelayedOperations(
+            broker_id=self.broker_id,
+            pending_max=config.purgatory_pending_max,
+            partitions=self._partitions,
+            current_leader=self._current_leader,
+            read_fetch=lambda request, now_ms: self._read_fetch(request, now_ms, initial=False),
+            clock=clock,
+            on_new_deadline=self._on_new_deadline,
         )
-        self._fetch_purgatory: Purgatory[TopicPartition, _DelayedFetch] = Purgatory(
-            "fetch", pending_max
-        )
-        self._delete_purgatory: Purgatory[TopicPartition, _DelayedDeleteRecords] = Purgatory(
-            "delete-records", pending_max
+        self._follower = FollowerFetchSteps(
+            config,
+            self._partitions,
+            broker_epoch=broker_epoch,
+            on_new_deadline=self._on_new_deadline,
         )
         self._isr_dirty: set[TopicPartition] = set()
         self._isr_sent: dict[TopicPartition, IsrChange] = {}
@@ -306,6 +180,9 @@ class ReplicaManager:
         self._timers_changed = asyncio.Event()
         self._timer_task: asyncio.Task[None] | None = None
         self._stopped = False
+
+    def _on_new_deadline(self) -> None:
+        self._timers_changed.set()
 
     @property
     def _isr_check_interval_ms(self) -> int:
@@ -495,15 +372,7 @@ class ReplicaManager:
         self._wake(key)
 
     def _refresh_fetch_sources(self) -> None:
-        sources = sorted(
-            {
-                p.follower.leader_id
-                for p in self._partitions.values()
-                if p.follower is not None
-                and p.follower.leader_id >= 0
-                and p.follower.leader_id != self.broker_id
-            }
-        )
+        sources = self._follower.fetch_sources(self.broker_id)
         if sources != self._fetch_sources:
             self._fetch_sources = sources
             self.wakeup.set()
@@ -518,15 +387,7 @@ class ReplicaManager:
     def _wake(
         self, key: TopicPartition, *, produce: bool = True, fetch: bool = True, delete: bool = True
     ) -> None:
-        if produce:
-            for produce_op in self._produce_purgatory.watchers(key):
-                self._try_complete_produce(produce_op)
-        if fetch:
-            for fetch_op in self._fetch_purgatory.watchers(key):
-                self._try_complete_fetch(fetch_op)
-        if delete:
-            for delete_op in self._delete_purgatory.watchers(key):
-                self._try_complete_delete(delete_op)
+        self._delayed.wake(key, produce=produce, fetch=fetch, delete=delete)
 
     # --- produce ------------------------------------------------------------------------------
 
@@ -569,16 +430,13 @@ class ReplicaManager:
             return ProduceResponse(tuple(r for r in results if r.error is not None))
         if not pending:
             return ProduceResponse(tuple(results))
-        op = _DelayedProduce(results, pending)
-        if self._check_produce(op):
+        op = DelayedProduce(results, pending)
+        if self._delayed.check_produce(op):
             return ProduceResponse(tuple(op.results))
         if request.timeout_ms <= 0 or self._stopped:
-            self._expire_produce(op)
+            self._delayed.expire_produce(op)
             return ProduceResponse(tuple(op.results))
-        keys = [p.key for p, _ in pending.values()]
-        self._produce_purgatory.watch(op, keys, now_ms + request.timeout_ms)
-        self._timers_changed.set()
-        await self._wait(op, self._produce_purgatory)
+        await self._delayed.wait_produce(op, now_ms + request.timeout_ms)
         return ProduceResponse(tuple(op.results))
 
     def _produce_error(self, entry: ProducePartition, error: KafkaError) -> ProducePartitionResult:
@@ -599,9 +457,10 @@ class ReplicaManager:
         plog = partition.log
         if acks == ACKS_ALL:
             leader_state.check_enough_replicas()
-            if len(self._produce_purgatory) >= self._produce_purgatory.max_pending:
+            waiting = self._delayed.produce
+            if len(waiting) >= waiting.max_pending:
                 raise PurgatoryFullError(
-                    f"{partition.name}: {len(self._produce_purgatory)} produce requests are "
+                    f"{partition.name}: {len(waiting)} produce requests are "
                     "already waiting for acks=all"
                 )
         duplicate = self._check_producer_state(partition, entry.records)
@@ -661,55 +520,6 @@ class ReplicaManager:
                 validate_batch(records, position, where=partition.name)
             raise
 
-    def _check_produce(self, op: _DelayedProduce) -> bool:
-        """Complete the partitions of `op` that are done; True when none waits any more."""
-        for index, (partition, required_offset) in list(op.pending.items()):
-            result = op.results[index]
-            leader_state = partition.leader_state
-            if leader_state is None or self._partitions.get(partition.key) is not partition:
-                error: KafkaError | None = NotLeaderOrFollowerError(
-                    f"{partition.name}: broker {self.broker_id} stopped leading before offset "
-                    f"{required_offset - 1} was replicated"
-                )
-                op.results[index] = replace(
-                    result,
-                    error=error,
-                    current_leader=self._current_leader(partition.topic, partition.partition),
-                )
-                del op.pending[index]
-                continue
-            done, error = leader_state.acks_all_outcome(required_offset)
-            if done:
-                if error is not None:
-                    op.results[index] = replace(result, error=error)
-                del op.pending[index]
-        return not op.pending
-
-    def _try_complete_produce(self, op: _DelayedProduce) -> None:
-        if self._check_produce(op) and self._produce_purgatory.complete(op):
-            op.finish(op.results)
-
-    def _expire_produce(self, op: _DelayedProduce) -> None:
-        self._check_produce(op)
-        for index, (partition, required_offset) in op.pending.items():
-            op.results[index] = replace(
-                op.results[index],
-                error=RequestTimedOutError(
-                    f"{partition.name}: offset {required_offset - 1} was not replicated to the "
-                    "ISR before the request's timeout"
-                ),
-            )
-        op.pending.clear()
-        op.finish(op.results)
-
-    async def _wait(self, op: _OpT, purgatory: Purgatory[TopicPartition, _OpT]) -> object:
-        try:
-            return await op.future
-        except asyncio.CancelledError:
-            # The caller went away: nobody is left to answer.
-            purgatory.complete(op)
-            raise
-
     # --- fetch --------------------------------------------------------------------------------
 
     async def fetch(self, request: FetchRequest) -> FetchResponse:
@@ -727,24 +537,20 @@ class ReplicaManager:
             or self._stopped
         ):
             return FetchResponse(tuple(read.results))
-        op = _DelayedFetch(request)
-        keys = [(p.topic, p.partition) for p in request.partitions]
         try:
-            self._fetch_purgatory.watch(op, keys, now_ms + request.max_wait_ms)
+            return await self._delayed.wait_fetch(
+                DelayedFetch(request), now_ms + request.max_wait_ms
+            )
         except PurgatoryFullError:
             log.warning("fetch purgatory full: answering a fetch at once")
             return FetchResponse(tuple(read.results))
-        self._timers_changed.set()
-        result = await self._wait(op, self._fetch_purgatory)
-        assert isinstance(result, FetchResponse)
-        return result
 
-    def _read_fetch(self, request: FetchRequest, now_ms: int, *, initial: bool) -> _FetchRead:
+    def _read_fetch(self, request: FetchRequest, now_ms: int, *, initial: bool) -> FetchRead:
         """Read every partition of a fetch with the §7.2 byte budget."""
         # The broker's fetch.max.bytes bounds what any request may ask for.
         remaining = min(request.max_bytes, self.config.fetch_max_bytes)
         min_one_message = True
-        read = _FetchRead([], 0, False, False)
+        read = FetchRead([], 0, False, False)
         for entry in request.partitions:
             budget = max(0, min(entry.partition_max_bytes, remaining))
             try:
@@ -870,129 +676,18 @@ class ReplicaManager:
             log_end_offset=log_end_offset,
         )
 
-    def _fetch_wake_check(self, request: FetchRequest) -> str:
-        """A cheap §7.3 check before a woken fetch re-reads.
-
-        "complete": a condition that answers the fetch whatever it reads (A-C: no leader or
-        replica here; E: its current leader epoch is fenced now; F: its offset is past the
-        bound, e.g. the leader truncated, or outside the log; H: its last fetched epoch now
-        diverges). "read": data may exist below the bound; re-read and count it against
-        min_bytes (G). "wait": nothing changed for it.
-        """
-        verdict = "wait"
-        for entry in request.partitions:
-            partition = self._partitions.get((entry.topic, entry.partition))
-            if partition is None or partition.leader_state is None:
-                return "complete"
-            leader_state = partition.leader_state
-            if entry.current_leader_epoch not in (NO_LEADER_EPOCH, leader_state.leader_epoch):
-                return "complete"
-            plog = partition.log
-            bound = plog.log_end_offset if request.is_from_follower else leader_state.high_watermark
-            if entry.fetch_offset > bound or entry.fetch_offset < plog.log_start_offset:
-                return "complete"
-            if entry.last_fetched_epoch != NO_LEADER_EPOCH:
-                end = plog.leader_epoch_cache.end_offset_for(
-                    entry.last_fetched_epoch, plog.log_end_offset
-                )
-                if (
-                    end.leader_epoch < entry.last_fetched_epoch
-                    or end.end_offset < entry.fetch_offset
-                ):
-                    return "complete"
-            if entry.fetch_offset < bound:
-                verdict = "read"
-        return verdict
-
-    def _try_complete_fetch(self, op: _DelayedFetch) -> None:
-        request = op.request
-        verdict = self._fetch_wake_check(request)
-        if verdict == "wait":
-            return
-        read = self._read_fetch(request, self._clock(), initial=False)
-        if (
-            verdict == "complete"
-            or read.bytes_read >= request.min_bytes
-            or read.any_error
-            or read.any_diverging
-        ) and self._fetch_purgatory.complete(op):
-            op.finish(FetchResponse(tuple(read.results)))
-
-    def _expire_fetch(self, op: _DelayedFetch, now_ms: int) -> None:
-        read = self._read_fetch(op.request, now_ms, initial=False)
-        op.finish(FetchResponse(tuple(read.results)))
-
-    # --- list offsets -------------------------------------------------------------------------
+    # --- list offsets, offsets for leader epoch -----------------------------------------------
 
     def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
+        is_replica = request.replica_id >= 0
         results = []
         for entry in request.partitions:
             try:
-                results.append(self._list_offset(request, entry))
+                partition = self._leader_partition(entry.topic, entry.partition)
+                results.append(list_offset(partition, entry, is_replica=is_replica))
             except KafkaError as exc:
                 results.append(ListOffsetsPartitionResult(entry.topic, entry.partition, exc))
         return ListOffsetsResponse(tuple(results))
-
-    def _list_offset(
-        self, request: ListOffsetsRequest, entry: ListOffsetsPartition
-    ) -> ListOffsetsPartitionResult:
-        partition = self._leader_partition(entry.topic, entry.partition)
-        leader_state = partition.leader_state
-        assert leader_state is not None
-        where = partition.name
-        check_current_leader_epoch(where, entry.current_leader_epoch, leader_state.leader_epoch)
-        plog = partition.log
-        cache = plog.leader_epoch_cache
-        is_replica = request.replica_id >= 0
-        # Consumers see only committed data; replicas see up to the LEO (§7.1).
-        bound = plog.log_end_offset if is_replica else leader_state.high_watermark
-
-        def epoch_of(offset: int) -> int:
-            found = cache.epoch_for_offset(offset)
-            return NO_LEADER_EPOCH if found is None else found
-
-        timestamp = entry.timestamp
-        if timestamp == EARLIEST_TIMESTAMP:
-            offset = plog.log_start_offset
-            return ListOffsetsPartitionResult(
-                entry.topic, entry.partition, offset=offset, leader_epoch=epoch_of(offset)
-            )
-        if timestamp == LATEST_TIMESTAMP:
-            return ListOffsetsPartitionResult(
-                entry.topic, entry.partition, offset=bound, leader_epoch=leader_state.leader_epoch
-            )
-        if timestamp == MAX_TIMESTAMP:
-            best_timestamp, best_offset = -1, NO_OFFSET
-            for header in partition.batch_headers(plog.log_start_offset, bound):
-                if header.max_timestamp > best_timestamp:
-                    best_timestamp, best_offset = header.max_timestamp, header.last_offset
-            if best_offset == NO_OFFSET:
-                return ListOffsetsPartitionResult(entry.topic, entry.partition)
-            return ListOffsetsPartitionResult(
-                entry.topic,
-                entry.partition,
-                timestamp=best_timestamp,
-                offset=best_offset,
-                leader_epoch=epoch_of(best_offset),
-            )
-        if timestamp < 0:
-            raise InvalidRequestError(
-                f"{where}: ListOffsets timestamp {timestamp} is not a time nor one of -1 "
-                "(latest), -2 (earliest), -3 (max timestamp)"
-            )
-        found = plog.offsets_for_times(timestamp)
-        if found is None or found[0] >= bound:
-            return ListOffsetsPartitionResult(entry.topic, entry.partition)
-        offset, record_timestamp = found
-        return ListOffsetsPartitionResult(
-            entry.topic,
-            entry.partition,
-            timestamp=record_timestamp,
-            offset=offset,
-            leader_epoch=epoch_of(offset),
-        )
-
-    # --- offsets for leader epoch -------------------------------------------------------------
 
     def offsets_for_leader_epoch(
         self, request: OffsetsForLeaderEpochRequest
@@ -1000,25 +695,11 @@ class ReplicaManager:
         results = []
         for entry in request.partitions:
             try:
-                results.append(self._offset_for_leader_epoch(entry))
+                partition = self._leader_partition(entry.topic, entry.partition)
+                results.append(offset_for_leader_epoch(partition, entry))
             except KafkaError as exc:
                 results.append(OffsetForLeaderPartitionResult(entry.topic, entry.partition, exc))
         return OffsetsForLeaderEpochResponse(tuple(results))
-
-    def _offset_for_leader_epoch(
-        self, entry: OffsetForLeaderPartition
-    ) -> OffsetForLeaderPartitionResult:
-        partition = self._leader_partition(entry.topic, entry.partition)
-        leader_state = partition.leader_state
-        assert leader_state is not None
-        check_current_leader_epoch(
-            partition.name, entry.current_leader_epoch, leader_state.leader_epoch
-        )
-        plog = partition.log
-        end = plog.leader_epoch_cache.end_offset_for(entry.leader_epoch, plog.log_end_offset)
-        return OffsetForLeaderPartitionResult(
-            entry.topic, entry.partition, leader_epoch=end.leader_epoch, end_offset=end.end_offset
-        )
 
     # --- delete records -----------------------------------------------------------------------
 
@@ -1028,99 +709,32 @@ class ReplicaManager:
         pending: dict[int, tuple[Partition, int]] = {}
         for index, entry in enumerate(request.partitions):
             try:
-                partition, offset = self._delete_records_on_leader(entry)
+                partition = self._leader_partition(entry.topic, entry.partition)
+                offset = delete_records_on_leader(partition, entry)
+                leader_state = partition.leader_state
+                assert leader_state is not None
+                if leader_state.on_log_start_offset(partition.log.log_start_offset):
+                    self._on_high_watermark_moved(partition)
                 results.append(DeleteRecordsPartitionResult(entry.topic, entry.partition))
                 pending[index] = (partition, offset)
             except KafkaError as exc:
                 results.append(DeleteRecordsPartitionResult(entry.topic, entry.partition, exc))
         if not pending:
             return DeleteRecordsResponse(tuple(results))
-        op = _DelayedDeleteRecords(results, pending)
-        if self._check_delete(op):
+        op = DelayedDeleteRecords(results, pending)
+        if self._delayed.check_delete_records(op):
             return DeleteRecordsResponse(tuple(op.results))
         if request.timeout_ms <= 0 or self._stopped:
-            self._expire_delete(op)
+            self._delayed.expire_delete_records(op)
             return DeleteRecordsResponse(tuple(op.results))
         try:
-            self._delete_purgatory.watch(
-                op, [p.key for p, _ in pending.values()], now_ms + request.timeout_ms
-            )
+            await self._delayed.wait_delete_records(op, now_ms + request.timeout_ms)
         except PurgatoryFullError as exc:
-            for index in op.pending:
-                op.results[index] = replace(op.results[index], error=exc)
-            return DeleteRecordsResponse(tuple(op.results))
-        self._timers_changed.set()
-        await self._wait(op, self._delete_purgatory)
+            refused: KafkaError = exc
+            op.fail_pending(lambda _partition, _offset: refused)
         return DeleteRecordsResponse(tuple(op.results))
 
-    def _delete_records_on_leader(self, entry: DeleteRecordsPartition) -> tuple[Partition, int]:
-        partition = self._leader_partition(entry.topic, entry.partition)
-        leader_state = partition.leader_state
-        assert leader_state is not None
-        plog = partition.log
-        where = partition.name
-        if "delete" not in (p.strip() for p in plog.config.cleanup_policy.split(",")):
-            raise PolicyViolationError(
-                f"{where}: records cannot be deleted with cleanup.policy="
-                f"{plog.config.cleanup_policy}"
-            )
-        high_watermark = leader_state.high_watermark
-        offset = high_watermark if entry.offset == -1 else entry.offset
-        if offset < 0 or offset > high_watermark:
-            raise OffsetOutOfRangeError(
-                f"{where}: cannot delete records before offset {entry.offset}: outside "
-                f"[0, high watermark {high_watermark}]"
-            )
-        plog.increment_log_start_offset(offset, "delete records")
-        if leader_state.on_log_start_offset(plog.log_start_offset):
-            self._on_high_watermark_moved(partition)
-        return partition, offset
-
-    def _check_delete(self, op: _DelayedDeleteRecords) -> bool:
-        for index, (partition, offset) in list(op.pending.items()):
-            leader_state = partition.leader_state
-            result = op.results[index]
-            if leader_state is None or self._partitions.get(partition.key) is not partition:
-                op.results[index] = replace(
-                    result,
-                    error=NotLeaderOrFollowerError(
-                        f"{partition.name}: broker {self.broker_id} stopped leading before the "
-                        f"low watermark reached {offset}"
-                    ),
-                )
-                del op.pending[index]
-                continue
-            low_watermark = leader_state.low_watermark(partition.log.log_start_offset)
-            if low_watermark >= offset:
-                op.results[index] = replace(result, low_watermark=low_watermark)
-                del op.pending[index]
-        return not op.pending
-
-    def _try_complete_delete(self, op: _DelayedDeleteRecords) -> None:
-        if self._check_delete(op) and self._delete_purgatory.complete(op):
-            op.finish(op.results)
-
-    def _expire_delete(self, op: _DelayedDeleteRecords) -> None:
-        self._check_delete(op)
-        for index, (partition, offset) in op.pending.items():
-            leader_state = partition.leader_state
-            low_watermark = (
-                leader_state.low_watermark(partition.log.log_start_offset)
-                if leader_state is not None
-                else NO_OFFSET
-            )
-            op.results[index] = replace(
-                op.results[index],
-                error=RequestTimedOutError(
-                    f"{partition.name}: the low watermark {low_watermark} did not reach "
-                    f"{offset} before the request's timeout"
-                ),
-                low_watermark=low_watermark,
-            )
-        op.pending.clear()
-        op.finish(op.results)
-
-    # --- follower side ------------------------------------------------------------------------
+    # --- follower side (`follower_fetch`) -----------------------------------------------------
 
     def fetch_sources(self) -> list[int]:
         """The leader broker ids this broker fetches from."""
@@ -1128,53 +742,7 @@ class ReplicaManager:
 
     def build_follower_fetch(self, source_broker_id: int, now_ms: int) -> FetchRequest | None:
         """The next Fetch to send to `source_broker_id`; None when nothing is due."""
-        entries = []
-        for partition in self._partitions.values():
-            follower = partition.follower
-            if (
-                follower is None
-                or follower.leader_id != source_broker_id
-                or now_ms < follower.backoff_until_ms
-            ):
-                continue
-            entries.append(
-                FetchPartition(
-                    partition.topic,
-                    partition.partition,
-                    fetch_offset=follower.fetch_offset,
-                    partition_max_bytes=self.config.replica_fetch_max_bytes,
-                    current_leader_epoch=follower.leader_epoch,
-                    last_fetched_epoch=follower.last_fetched_epoch,
-                    log_start_offset=partition.log.log_start_offset,
-                    topic_id=partition.topic_id,
-                )
-            )
-        if not entries:
-            return None
-        entries.sort(key=lambda e: (e.topic, e.partition))
-        return FetchRequest(
-            tuple(entries),
-            replica_id=self.broker_id,
-            replica_epoch=self._broker_epoch(),
-            max_wait_ms=self.config.replica_fetch_wait_ms_max,
-            min_bytes=self.config.replica_fetch_min_bytes,
-            max_bytes=self.config.replica_fetch_response_max_bytes,
-        )
-
-    def _following(self, source_broker_id: int, entry: FetchPartition) -> Partition | None:
-        """The partition if it still follows `source_broker_id` exactly where `entry` asked."""
-        partition = self._partitions.get((entry.topic, entry.partition))
-        if partition is None or partition.follower is None:
-            return None
-        follower = partition.follower
-        if (
-            follower.leader_id != source_broker_id
-            or follower.leader_epoch != entry.current_leader_epoch
-            or follower.fetch_offset != entry.fetch_offset
-            or (entry.topic_id is not None and partition.topic_id != entry.topic_id)
-        ):
-            return None  # the answer is stale: metadata or the log moved meanwhile
-        return partition
+        return self._follower.build(source_broker_id, now_ms)
 
     def process_follower_fetch(
         self,
@@ -1184,169 +752,13 @@ class ReplicaManager:
         now_ms: int,
     ) -> None:
         """Apply a leader's Fetch answer (§5.4-5.6, §6.5 "Follower HW")."""
-        asked = {(e.topic, e.partition): e for e in request.partitions}
-        for result in response.partitions:
-            entry = asked.get((result.topic, result.partition))
-            if entry is None:
-                log.warning(
-                    "%s-%d: broker %d answered a partition this fetch did not ask for",
-                    result.topic,
-                    result.partition,
-                    source_broker_id,
-                )
-                continue
-            partition = self._following(source_broker_id, entry)
-            if partition is None:
-                continue
-            try:
-                self._process_follower_partition(partition, result, now_ms)
-            except KafkaError as exc:
-                log.warning("%s: follower step failed, backing off: %s", partition.name, exc)
-                self._back_off(partition, now_ms)
-
-    def _process_follower_partition(
-        self, partition: Partition, result: FetchPartitionResult, now_ms: int
-    ) -> None:
-        follower = partition.follower
-        assert follower is not None
-        plog = partition.log
-        error = result.error
-        if error is None and result.diverging_epoch is not None:
-            self._truncate_on_divergence(
-                partition, result.diverging_epoch.leader_epoch, result.diverging_epoch.end_offset
-            )
-            follower.backoff_until_ms = 0
-            return
-        if error is None:
-            if result.records:
-                info = plog.append_as_follower(result.records)
-                follower.last_fetched_epoch = info.last_leader_epoch
-            follower.fetch_offset = plog.log_end_offset
-            plog.update_high_watermark(
-                follower_high_watermark(
-                    result.high_watermark, plog.log_start_offset, plog.log_end_offset
-                )
-            )
-            # The log start follows the leader's, but never past the local HW.
-            new_start = min(result.log_start_offset, plog.high_watermark)
-            if new_start > plog.log_start_offset:
-                plog.increment_log_start_offset(new_start, "follower copies the leader's")
-            follower.backoff_until_ms = 0
-            return
-        if isinstance(error, OffsetOutOfRangeError):
-            self._handle_out_of_range(partition, result, now_ms)
-            return
-        if isinstance(
-            error, FencedLeaderEpochError | UnknownLeaderEpochError | NotLeaderOrFollowerError
-        ):
-            log.info(
-                "%s: leader answered %s; waiting for new metadata (%s)",
-                partition.name,
-                error.error_name,
-                error,
-            )
-        else:
-            log.warning("%s: fetch error %s: %s", partition.name, error.error_name, error)
-        self._back_off(partition, now_ms)
-
-    def _truncate_on_divergence(
-        self, partition: Partition, leader_epoch: int, leader_end_offset: int
-    ) -> None:
-        plog = partition.log
-        cache = plog.leader_epoch_cache
-
-        def follower_end_offset_for(epoch: int) -> tuple[int, int] | None:
-            if cache.latest_epoch is None:
-                return None
-            end = cache.end_offset_for(epoch, plog.log_end_offset)
-            return (end.leader_epoch, end.end_offset)
-
-        state = offset_truncation_state(
-            leader_epoch=leader_epoch,
-            leader_end_offset=leader_end_offset,
-            follower_end_offset_for=follower_end_offset_for,
-            follower_log_end_offset=plog.log_end_offset,
-            initial_fetch_offset=plog.high_watermark,
-        )
-        if state.offset < plog.high_watermark:
-            log.warning(
-                "%s: truncating to %d, below the high watermark %d (diverging epoch %d@%d)",
-                partition.name,
-                state.offset,
-                plog.high_watermark,
-                leader_epoch,
-                leader_end_offset,
-            )
-        else:
-            log.info(
-                "%s: truncating to %d after diverging epoch %d ending at %d%s",
-                partition.name,
-                state.offset,
-                leader_epoch,
-                leader_end_offset,
-                "" if state.truncation_completed else " (not done: asks again)",
-            )
-        # Always through the log: even a target at the LEO drops a dangling epoch entry (§5.1).
-        partition.truncate_to(state.offset)
-
-    def _handle_out_of_range(
-        self, partition: Partition, result: FetchPartitionResult, now_ms: int
-    ) -> None:
-        """§5.6 with the leader's LEO and log start offset from the answer."""
-        plog = partition.log
-        leader_log_end_offset = result.log_end_offset
-        leader_log_start_offset = result.log_start_offset
-        if leader_log_end_offset >= 0 and leader_log_end_offset < plog.log_end_offset:
-            log.warning(
-                "%s: the leader's LEO %d is below ours %d; truncating to it",
-                partition.name,
-                leader_log_end_offset,
-                plog.log_end_offset,
-            )
-            partition.truncate_to(leader_log_end_offset)
-        elif leader_log_start_offset > plog.log_end_offset:
-            log.warning(
-                "%s: the leader's log starts at %d, past our LEO %d; restarting the log there",
-                partition.name,
-                leader_log_start_offset,
-                plog.log_end_offset,
-            )
-            partition.truncate_fully_and_start_at(leader_log_start_offset)
-        else:
-            # Nothing local explains it (the leader could not place our epoch, or the answer
-            # lacked its offsets): retry after a back-off rather than spin.
-            log.warning(
-                "%s: OFFSET_OUT_OF_RANGE at %d (leader LEO %d, log start %d): %s",
-                partition.name,
-                plog.log_end_offset,
-                leader_log_end_offset,
-                leader_log_start_offset,
-                result.error,
-            )
-            self._back_off(partition, now_ms)
-            return
-        partition.sync_follower_offsets()
-        assert partition.follower is not None
-        partition.follower.backoff_until_ms = 0
-
-    def _back_off(self, partition: Partition, now_ms: int) -> None:
-        follower = partition.follower
-        if follower is not None:
-            follower.backoff_until_ms = now_ms + self.config.replica_fetch_backoff_ms
-            self._timers_changed.set()
+        self._follower.process(source_broker_id, request, response, now_ms)
 
     def follower_fetch_failed(
         self, source_broker_id: int, request: FetchRequest, now_ms: int
     ) -> None:
         """The fetch itself failed (peer down, timeout): back off every partition it asked."""
-        for entry in request.partitions:
-            partition = self._partitions.get((entry.topic, entry.partition))
-            if (
-                partition is not None
-                and partition.follower is not None
-                and partition.follower.leader_id == source_broker_id
-            ):
-                self._back_off(partition, now_ms)
+        self._follower.fetch_failed(source_broker_id, request, now_ms)
 
     # --- AlterPartition -----------------------------------------------------------------------
 
@@ -1423,7 +835,7 @@ class ReplicaManager:
     # --- timers -------------------------------------------------------------------------------
 
     def tick(self, now_ms: int) -> None:
-        """ISR shrink every lag/2, purgatory expiry, follower back-offs."""
+        """ISR shrink every lag/2, AlterPartition retries, purgatory expiry, follower back-offs."""
         if now_ms >= self._next_isr_check_ms:
             self._next_isr_check_ms = now_ms + self._isr_check_interval_ms
             for key, partition in self._partitions.items():
@@ -1445,33 +857,17 @@ class ReplicaManager:
             if retry_at_ms <= now_ms:
                 del self._isr_retry_at_ms[key]
                 self._mark_isr_dirty(key)
-        for produce_op in self._produce_purgatory.expire(now_ms):
-            self._expire_produce(produce_op)
-        for fetch_op in self._fetch_purgatory.expire(now_ms):
-            self._expire_fetch(fetch_op, now_ms)
-        for delete_op in self._delete_purgatory.expire(now_ms):
-            self._expire_delete(delete_op)
-        if any(
-            p.follower is not None and 0 < p.follower.backoff_until_ms <= now_ms
-            for p in self._partitions.values()
-        ):
-            for p in self._partitions.values():
-                if p.follower is not None and 0 < p.follower.backoff_until_ms <= now_ms:
-                    p.follower.backoff_until_ms = 0
+        self._delayed.expire(now_ms)
+        if self._follower.end_backoffs(now_ms):
             self.wakeup.set()  # the fetcher may send again
             self.fetch_wakeup.set()
 
     def next_tick_ms(self) -> int:
         """When `tick` has something to do next."""
         candidates = [self._next_isr_check_ms, *self._isr_retry_at_ms.values()]
-        for purgatory in (self._produce_purgatory, self._fetch_purgatory, self._delete_purgatory):
-            deadline = purgatory.next_deadline_ms()
+        for deadline in (self._delayed.next_deadline_ms(), self._follower.next_backoff_end_ms()):
             if deadline is not None:
                 candidates.append(deadline)
-        for partition in self._partitions.values():
-            follower = partition.follower
-            if follower is not None and follower.backoff_until_ms > 0:
-                candidates.append(follower.backoff_until_ms)
         return min(candidates)
 
     async def start(self) -> None:
@@ -1501,31 +897,4 @@ class ReplicaManager:
         if task is not None:
             self._timers_changed.set()  # the loop sees `_stopped` and returns
             await task
-        for produce_op in self._produce_purgatory.expire(_LONG_MAX):
-            for index, (partition, _) in produce_op.pending.items():
-                produce_op.results[index] = replace(
-                    produce_op.results[index], error=self._shutting_down(partition.name)
-                )
-            produce_op.pending.clear()
-            produce_op.finish(produce_op.results)
-        for fetch_op in self._fetch_purgatory.expire(_LONG_MAX):
-            fetch_op.finish(
-                FetchResponse(
-                    tuple(
-                        FetchPartitionResult(
-                            e.topic, e.partition, self._shutting_down(f"{e.topic}-{e.partition}")
-                        )
-                        for e in fetch_op.request.partitions
-                    )
-                )
-            )
-        for delete_op in self._delete_purgatory.expire(_LONG_MAX):
-            for index, (partition, _) in delete_op.pending.items():
-                delete_op.results[index] = replace(
-                    delete_op.results[index], error=self._shutting_down(partition.name)
-                )
-            delete_op.pending.clear()
-            delete_op.finish(delete_op.results)
-
-    def _shutting_down(self, where: str) -> NotLeaderOrFollowerError:
-        return NotLeaderOrFollowerError(f"{where}: broker {self.broker_id} is shutting down")
+        self._delayed.answer_all_shutting_down()

@@ -690,6 +690,22 @@ class Log:
             self._persist_standalone_state(self, False)
         return segment
 
+    def update_config(self, config: LogConfig) -> bool:
+        """Use `config` from now on (a topic config change, or a recovered log getting its
+        topic's config); returns whether anything changed.
+
+        As in Kafka, existing segments keep their index files as they are: the new sizes,
+        limits and retention apply to the next append, roll and retention pass.
+        """
+        with self._lock:
+            if config == self.config:
+                return False
+            self.config = config
+            for segment in self._segments.values():
+                segment.config = config
+            self._roll_jitter_ms = _random_roll_jitter(config)
+            return True
+
     def roll(self) -> LogSegment:
         """Force a new active segment at the log end offset (tests, operators)."""
         with self._lock:

@@ -43,10 +43,10 @@ from checkpoints import (
     render_clean_shutdown_marker,
 )
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
+from replog.config import integer_settings
 from replog.errors import (
     ConfigError,
     CorruptCheckpointError,
-    InvalidTopicError,
     KafkaStorageError,
     UnknownTopicOrPartitionError,
 )
@@ -54,6 +54,7 @@ from replog.storage.checkpoint_file import OffsetCheckpointFile
 from replog.storage.fs import LOCAL_FS, FileSystem
 from replog.storage.log import Log, parse_topic_partition
 from replog.storage.log_config import LONG_MAX, LogConfig
+from replog.topic_names import check_topic_name
 
 log = logging.getLogger("replog.storage")
 
@@ -61,7 +62,6 @@ TopicPartition = tuple[str, int]
 # The metadata log's directory (`replog.server.raft_storage.METADATA_PARTITION_DIR`) and any
 # other directory named like it belong to the Raft storage, never to the log manager.
 METADATA_DIR_PREFIX = "__cluster_metadata"
-_LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,14 +94,7 @@ class LogManagerConfig:
             "log.retention.check.interval.ms": "retention_check_interval_ms",
             "log.initial.task.delay.ms": "initial_task_delay_ms",
         }
-        values: dict[str, object] = {}
-        for key, attribute in names.items():
-            if key in properties:
-                try:
-                    values[attribute] = int(str(properties[key]))
-                except ValueError:
-                    raise ConfigError(f"{key}={properties[key]!r}: must be an integer") from None
-        return cls(log=LogConfig.from_properties(properties), **values)  # type: ignore[arg-type]
+        return cls(log=LogConfig.from_properties(properties), **integer_settings(properties, names))
 
 
 class _Task:
@@ -257,7 +250,7 @@ class LogManager:
 
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """The log of topic-partition, created in the log dir holding the fewest logs."""
-        _check_topic_name(topic)
+        check_topic_name(topic)
         if partition < 0:
             raise UnknownTopicOrPartitionError(f"{topic}-{partition}: partition must be >= 0")
         with self._lock:
@@ -266,6 +259,10 @@ class LogManager:
                 self._topic_configs[topic] = config
             existing = self._logs.get((topic, partition))
             if existing is not None:
+                # Fix (found in review): a log recovered at start-up was opened with the
+                # broker defaults; it takes its topic's config as soon as the broker knows it.
+                if config is not None and existing.update_config(config):
+                    log.info("%s-%d: topic config applied", topic, partition)
                 return existing
             counts = {d: 0 for d in self.log_dirs}
             for d in self._dir_of.values():
@@ -429,16 +426,3 @@ class LogManager:
 
     def __exit__(self, *exc_info: object) -> None:
         self.shutdown()
-
-
-def _check_topic_name(topic: str) -> None:
-    if (
-        not topic
-        or len(topic) > 249
-        or topic in (".", "..")
-        or not set(topic) <= _LEGAL_TOPIC_CHARS
-    ):
-        raise InvalidTopicError(
-            f"topic name {topic!r} is invalid: 1-249 characters from [a-zA-Z0-9._-], "
-            "not '.' or '..'"
-        )

@@ -261,10 +261,11 @@ async def test_sigstop_of_a_follower_shrinks_the_isr_and_sigcont_rejoins_it(
 async def test_two_stopped_followers_make_acks_all_fail_with_not_enough_replicas(
     cluster5: LoopbackCluster, tmp_path: Path
 ) -> None:
-    """§10 S7 and S5 T1, with min.insync.replicas = 2 (the brokers' default). An acks=all
-    produce appended just as both followers stop times out (the ISR shrinks below the minimum
-    before the high watermark reaches it); acks=all is then refused with NOT_ENOUGH_REPLICAS
-    before any append; acks=1 appends, but the high watermark waits for the followers."""
+    """§10 S7 and S5 T1, with min.insync.replicas = 2 (this cluster's static broker
+    setting). An acks=all produce appended just as both followers stop times out (the ISR
+    shrinks below the minimum before the high watermark reaches it); acks=all is then refused
+    with NOT_ENOUGH_REPLICAS before any append; acks=1 appends, but the high watermark waits
+    for the followers."""
     cluster = cluster5
     await start(cluster, session_timeout_ms=KAFKA_SESSION_TIMEOUT_MS, min_isr=2)
     order = await placement(cluster, 3)

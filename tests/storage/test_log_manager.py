@@ -28,6 +28,7 @@ from checkpoints import (
 from replog.errors import (
     InvalidTopicError,
     KafkaStorageError,
+    MessageSizeTooLargeError,
     OffsetOutOfRangeError,
     UnknownTopicOrPartitionError,
 )
@@ -406,3 +407,23 @@ def test_a_follower_restart_at_a_straddling_batch_rewrites_the_recovery_points(
     follower.append_as_follower(make_batch(10, base_offset=10, partition_leader_epoch=2))
     assert (follower.log_start_offset, follower.log_end_offset) == (10, 20)
     assert (d0 / RECOVERY_POINT_CHECKPOINT).read_text() == "0\n1\norders 0 10\n"
+
+
+def test_a_recovered_log_takes_its_topic_config_when_the_broker_names_it(tmp_path: Path) -> None:
+    """A log opened at start-up gets the broker defaults (the checkpoints know no topic
+    configs); the broker's first `get_or_create_log` with the topic's config must apply it, or
+    a restarted broker would forget e.g. the topic's segment size and message size limit."""
+    lm = manager([tmp_path])
+    append_batches(lm.get_or_create_log("orders", 0, small_config()), 3)
+    lm.shutdown()
+    reopened = manager([tmp_path])
+    recovered = reopened.get_log("orders", 0)
+    assert recovered.config != small_config(max_message_bytes=300)
+    topic_config = small_config(max_message_bytes=300)
+    assert reopened.get_or_create_log("orders", 0, topic_config) is recovered
+    assert recovered.config == topic_config
+    assert all(segment.config == topic_config for segment in recovered.segments())
+    with pytest.raises(MessageSizeTooLargeError, match="orders-0"):
+        append_batches(recovered, 1, value_size=400)
+    assert recovered.update_config(topic_config) is False  # the same config changes nothing
+    reopened.shutdown()

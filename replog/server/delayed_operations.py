@@ -1,0 +1,361 @@
+"""The replica manager's delayed operations: acks=all produces, long-poll fetches and
+DeleteRecords that wait in a purgatory, and when each completes, expires or is cut short.
+
+Rules (reference digest §6.6, §7.3, §8.2; Kafka's `DelayedProduce`, `DelayedFetch`,
+`DelayedDeleteRecords`):
+- A waiting produce partition is done when the leader core says so (`acks_all_outcome`: HW
+  past the append, or an error such as NOT_ENOUGH_REPLICAS_AFTER_APPEND); a waiting
+  DeleteRecords partition when the low watermark reaches its offset. Either answers
+  NOT_LEADER_OR_FOLLOWER (with the current leader for a produce) as soon as this broker no
+  longer leads that replica, and REQUEST_TIMED_OUT naming the offset at its deadline.
+- A woken fetch first takes the cheap §7.3 look (`fetch_wake_verdict`); only when something may
+  have changed does it re-read, and it completes when the read reaches `min_bytes`, has an error
+  or a diverging epoch, or the look found a condition that answers it whatever it reads. At its
+  deadline it answers whatever a re-read finds.
+- An operation is answered exactly once: completion goes through `Purgatory.complete` (or
+  `expire`), which removes it from every key, before its future is resolved; a caller that goes
+  away takes its operation out of the purgatory.
+- Stopping answers every waiting operation NOT_LEADER_OR_FOLLOWER ("shutting down").
+
+Theory of operation: `DelayedOperations` owns the three purgatories and nothing else; it reads
+the manager's partitions through the mapping it is given and re-reads fetches through the
+manager's `read_fetch`, so the replicas have one owner. The manager calls `wake(key)` whenever
+a partition's HW, LEO, low watermark or leadership moves, `expire(now_ms)` from its timer, and
+`wait_*` from the request coroutines; `on_new_deadline` tells its timer to look again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
+
+from replog.errors import KafkaError, NotLeaderOrFollowerError, RequestTimedOutError
+from replog.replication.messages import (
+    NO_LEADER_EPOCH,
+    NO_OFFSET,
+    DeleteRecordsPartitionResult,
+    FetchPartitionResult,
+    FetchRequest,
+    FetchResponse,
+    LeaderIdAndEpoch,
+    ProducePartitionResult,
+)
+from replog.replication.purgatory import Purgatory
+from replog.server.partition import Partition
+
+TopicPartition = tuple[str, int]
+_LONG_MAX = 2**63 - 1
+
+ResultT = TypeVar("ResultT", ProducePartitionResult, DeleteRecordsPartitionResult)
+
+
+class DelayedOperation:
+    """A parked request: the future its coroutine awaits. Hashed by identity."""
+
+    __slots__ = ("future",)
+
+    def __init__(self) -> None:
+        self.future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+
+    def finish(self, value: object) -> None:
+        if not self.future.done():
+            self.future.set_result(value)
+
+
+class DelayedPartitions(DelayedOperation, Generic[ResultT]):
+    """A produce (§6.6) or DeleteRecords (§8.2) waiting per partition for an offset.
+
+    `pending` maps an index in `results` to (partition, required offset): the offset the HW
+    must pass (produce) or the low watermark must reach (DeleteRecords). A partition leaves
+    `pending` once its result is final.
+    """
+
+    __slots__ = ("pending", "results")
+
+    def __init__(self, results: list[ResultT], pending: dict[int, tuple[Partition, int]]) -> None:
+        super().__init__()
+        self.results: list[ResultT] = results
+        self.pending: dict[int, tuple[Partition, int]] = pending
+
+    def fail_pending(self, error_of: Callable[[Partition, int], KafkaError]) -> None:
+        """Give every partition still waiting the error `error_of(partition, offset)`."""
+        for index, (partition, offset) in self.pending.items():
+            self.results[index] = replace(self.results[index], error=error_of(partition, offset))
+        self.pending.clear()
+
+
+DelayedProduce = DelayedPartitions[ProducePartitionResult]
+DelayedDeleteRecords = DelayedPartitions[DeleteRecordsPartitionResult]
+
+
+class DelayedFetch(DelayedOperation):
+    __slots__ = ("request",)
+
+    def __init__(self, request: FetchRequest) -> None:
+        super().__init__()
+        self.request = request
+
+
+@dataclass(slots=True)
+class FetchRead:
+    """One read of a whole fetch request."""
+
+    results: list[FetchPartitionResult]
+    bytes_read: int
+    any_error: bool
+    any_diverging: bool
+
+
+_OpT = TypeVar("_OpT", bound=DelayedOperation)
+
+
+class DelayedOperations:
+    """The three purgatories of one broker and the completion of what waits in them."""
+
+    def __init__(
+        self,
+        *,
+        broker_id: int,
+        pending_max: int,
+        partitions: Mapping[TopicPartition, Partition],
+        current_leader: Callable[[str, int], LeaderIdAndEpoch | None],
+        read_fetch: Callable[[FetchRequest, int], FetchRead],
+        clock: Callable[[], int],
+        on_new_deadline: Callable[[], None],
+    ) -> None:
+        self._broker_id = broker_id
+        self._partitions = partitions
+        self._current_leader = current_leader
+        self._read_fetch = read_fetch
+        self._clock = clock
+        self._on_new_deadline = on_new_deadline
+        self.produce: Purgatory[TopicPartition, DelayedProduce] = Purgatory("produce", pending_max)
+        self.fetch: Purgatory[TopicPartition, DelayedFetch] = Purgatory("fetch", pending_max)
+        self.delete_records: Purgatory[TopicPartition, DelayedDeleteRecords] = Purgatory(
+            "delete-records", pending_max
+        )
+
+    def _replaced(self, partition: Partition) -> bool:
+        """Whether `partition` is no longer this broker's replica of its topic-partition."""
+        return self._partitions.get(partition.key) is not partition
+
+    # --- waiting --------------------------------------------------------------------------
+
+    async def wait_produce(self, op: DelayedProduce, deadline_ms: int) -> None:
+        """Park `op` until its partitions are done or `deadline_ms`; PurgatoryFullError."""
+        self.produce.watch(op, [p.key for p, _ in op.pending.values()], deadline_ms)
+        self._on_new_deadline()
+        await _wait(op, self.produce)
+
+    async def wait_fetch(self, op: DelayedFetch, deadline_ms: int) -> FetchResponse:
+        """Park `op` until it can be answered or `deadline_ms`; PurgatoryFullError."""
+        keys = [(p.topic, p.partition) for p in op.request.partitions]
+        self.fetch.watch(op, keys, deadline_ms)
+        self._on_new_deadline()
+        result = await _wait(op, self.fetch)
+        assert isinstance(result, FetchResponse)
+        return result
+
+    async def wait_delete_records(self, op: DelayedDeleteRecords, deadline_ms: int) -> None:
+        """Park `op` until the low watermarks reach its offsets or `deadline_ms`."""
+        keys = [p.key for p, _ in op.pending.values()]
+        self.delete_records.watch(op, keys, deadline_ms)
+        self._on_new_deadline()
+        await _wait(op, self.delete_records)
+
+    # --- waking ---------------------------------------------------------------------------
+
+    def wake(
+        self, key: TopicPartition, *, produce: bool = True, fetch: bool = True, delete: bool = True
+    ) -> None:
+        """Re-check the operations waiting on `key` (its HW, LEO or leadership moved)."""
+        if produce:
+            for produce_op in self.produce.watchers(key):
+                if self.check_produce(produce_op) and self.produce.complete(produce_op):
+                    produce_op.finish(produce_op.results)
+        if fetch:
+            for fetch_op in self.fetch.watchers(key):
+                self._try_complete_fetch(fetch_op)
+        if delete:
+            for delete_op in self.delete_records.watchers(key):
+                if self.check_delete_records(delete_op) and self.delete_records.complete(delete_op):
+                    delete_op.finish(delete_op.results)
+
+    def check_produce(self, op: DelayedProduce) -> bool:
+        """Complete the partitions of `op` that are done; True when none waits any more."""
+        for index, (partition, required_offset) in list(op.pending.items()):
+            result = op.results[index]
+            leader_state = partition.leader_state
+            if leader_state is None or self._replaced(partition):
+                error: KafkaError | None = NotLeaderOrFollowerError(
+                    f"{partition.name}: broker {self._broker_id} stopped leading before offset "
+                    f"{required_offset - 1} was replicated"
+                )
+                op.results[index] = replace(
+                    result,
+                    error=error,
+                    current_leader=self._current_leader(partition.topic, partition.partition),
+                )
+                del op.pending[index]
+                continue
+            done, error = leader_state.acks_all_outcome(required_offset)
+            if done:
+                if error is not None:
+                    op.results[index] = replace(result, error=error)
+                del op.pending[index]
+        return not op.pending
+
+    def check_delete_records(self, op: DelayedDeleteRecords) -> bool:
+        """Complete the partitions of `op` whose low watermark arrived; True when all did."""
+        for index, (partition, offset) in list(op.pending.items()):
+            leader_state = partition.leader_state
+            result = op.results[index]
+            if leader_state is None or self._replaced(partition):
+                op.results[index] = replace(
+                    result,
+                    error=NotLeaderOrFollowerError(
+                        f"{partition.name}: broker {self._broker_id} stopped leading before the "
+                        f"low watermark reached {offset}"
+                    ),
+                )
+                del op.pending[index]
+                continue
+            low_watermark = leader_state.low_watermark(partition.log.log_start_offset)
+            if low_watermark >= offset:
+                op.results[index] = replace(result, low_watermark=low_watermark)
+                del op.pending[index]
+        return not op.pending
+
+    def fetch_wake_verdict(self, request: FetchRequest) -> str:
+        """A cheap §7.3 check before a woken fetch re-reads.
+
+        "complete": a condition that answers the fetch whatever it reads (A-C: no leader or
+        replica here; E: its current leader epoch is fenced now; F: its offset is past the
+        bound, e.g. the leader truncated, or outside the log; H: its last fetched epoch now
+        diverges). "read": data may exist below the bound; re-read and count it against
+        min_bytes (G). "wait": nothing changed for it.
+        """
+        verdict = "wait"
+        for entry in request.partitions:
+            partition = self._partitions.get((entry.topic, entry.partition))
+            if partition is None or partition.leader_state is None:
+                return "complete"
+            leader_state = partition.leader_state
+            if entry.current_leader_epoch not in (NO_LEADER_EPOCH, leader_state.leader_epoch):
+                return "complete"
+            plog = partition.log
+            bound = plog.log_end_offset if request.is_from_follower else leader_state.high_watermark
+            if entry.fetch_offset > bound or entry.fetch_offset < plog.log_start_offset:
+                return "complete"
+            if entry.last_fetched_epoch != NO_LEADER_EPOCH:
+                end = plog.leader_epoch_cache.end_offset_for(
+                    entry.last_fetched_epoch, plog.log_end_offset
+                )
+                if (
+                    end.leader_epoch < entry.last_fetched_epoch
+                    or end.end_offset < entry.fetch_offset
+                ):
+                    return "complete"
+            if entry.fetch_offset < bound:
+                verdict = "read"
+        return verdict
+
+    def _try_complete_fetch(self, op: DelayedFetch) -> None:
+        request = op.request
+        verdict = self.fetch_wake_verdict(request)
+        if verdict == "wait":
+            return
+        read = self._read_fetch(request, self._clock())
+        if (
+            verdict == "complete"
+            or read.bytes_read >= request.min_bytes
+            or read.any_error
+            or read.any_diverging
+        ) and self.fetch.complete(op):
+            op.finish(FetchResponse(tuple(read.results)))
+
+    # --- deadlines ------------------------------------------------------------------------
+
+    def expire_produce(self, op: DelayedProduce) -> None:
+        """Answer `op` now: what is done as done, the rest REQUEST_TIMED_OUT."""
+        self.check_produce(op)
+        op.fail_pending(
+            lambda partition, required_offset: RequestTimedOutError(
+                f"{partition.name}: offset {required_offset - 1} was not replicated to the "
+                "ISR before the request's timeout"
+            )
+        )
+        op.finish(op.results)
+
+    def expire_delete_records(self, op: DelayedDeleteRecords) -> None:
+        """Answer `op` now: what arrived as done, the rest REQUEST_TIMED_OUT."""
+        self.check_delete_records(op)
+        for index, (partition, offset) in op.pending.items():
+            leader_state = partition.leader_state
+            low_watermark = (
+                leader_state.low_watermark(partition.log.log_start_offset)
+                if leader_state is not None
+                else NO_OFFSET
+            )
+            op.results[index] = replace(
+                op.results[index],
+                error=RequestTimedOutError(
+                    f"{partition.name}: the low watermark {low_watermark} did not reach "
+                    f"{offset} before the request's timeout"
+                ),
+                low_watermark=low_watermark,
+            )
+        op.pending.clear()
+        op.finish(op.results)
+
+    def expire(self, now_ms: int) -> None:
+        """Answer every operation whose deadline is at or before `now_ms`."""
+        for produce_op in self.produce.expire(now_ms):
+            self.expire_produce(produce_op)
+        for fetch_op in self.fetch.expire(now_ms):
+            read = self._read_fetch(fetch_op.request, now_ms)
+            fetch_op.finish(FetchResponse(tuple(read.results)))
+        for delete_op in self.delete_records.expire(now_ms):
+            self.expire_delete_records(delete_op)
+
+    def next_deadline_ms(self) -> int | None:
+        deadlines = [
+            deadline
+            for purgatory in (self.produce, self.fetch, self.delete_records)
+            if (deadline := purgatory.next_deadline_ms()) is not None
+        ]
+        return min(deadlines, default=None)
+
+    def answer_all_shutting_down(self) -> None:
+        """Answer every waiting operation NOT_LEADER_OR_FOLLOWER: the broker is stopping."""
+        for produce_op in self.produce.expire(_LONG_MAX):
+            produce_op.fail_pending(lambda partition, _: self._shutting_down(partition.name))
+            produce_op.finish(produce_op.results)
+        for fetch_op in self.fetch.expire(_LONG_MAX):
+            fetch_op.finish(
+                FetchResponse(
+                    tuple(
+                        FetchPartitionResult(
+                            e.topic, e.partition, self._shutting_down(f"{e.topic}-{e.partition}")
+                        )
+                        for e in fetch_op.request.partitions
+                    )
+                )
+            )
+        for delete_op in self.delete_records.expire(_LONG_MAX):
+            delete_op.fail_pending(lambda partition, _: self._shutting_down(partition.name))
+            delete_op.finish(delete_op.results)
+
+    def _shutting_down(self, where: str) -> NotLeaderOrFollowerError:
+        return NotLeaderOrFollowerError(f"{where}: broker {self._broker_id} is shutting down")
+
+
+async def _wait(op: _OpT, purgatory: Purgatory[TopicPartition, _OpT]) -> object:
+    try:
+        return await op.future
+    except asyncio.CancelledError:
+        # The caller went away: nobody is left to answer.
+        purgatory.complete(op)
+        raise

@@ -1,0 +1,327 @@
+"""The follower side of replication: the synchronous steps an async fetcher drives, one Fetch
+per leader broker at a time.
+
+Rules (reference digest §5.4-§5.6, §6.5 "Follower HW"; Kafka's `ReplicaFetcherThread`,
+`AbstractFetcherThread`):
+- Each fetch carries, per followed partition, the LEO as fetch offset, the log's latest leader
+  epoch as last fetched epoch, the local log start offset and the follower's leader epoch as
+  current leader epoch; a partition backing off is left out until its back-off ends.
+- An answer is applied only to a partition that still follows that leader at that leader epoch
+  and fetch offset (else it is stale: metadata or the log moved meanwhile).
+- Records are appended verbatim; HW := the leader's HW clamped into the local log; the log start
+  follows the leader's, but never past the local HW.
+- A DivergingEpoch truncates by the KIP-101/KIP-279 rule (`offset_truncation_state`), never to
+  the HW, and the next fetch goes at once.
+- OFFSET_OUT_OF_RANGE follows §5.6 with the leader's LEO and log start offset from the answer:
+  the leader's LEO below ours truncates to it; the leader's log start past our LEO restarts the
+  log there; anything else backs off.
+- Any other error, a step that raises a KafkaError, or a fetch that failed as a whole backs the
+  partition off for `replica.fetch.backoff.ms`; a new leader epoch in the metadata restarts it
+  at once (`Partition.make_follower`).
+
+Theory of operation: `FollowerFetchSteps` owns no replicas; it reads and steps the replica
+manager's partitions through the mapping it is given. The pure cores decide
+(`follower_truncation`); this class applies their answers to the logs. Back-off deadlines live
+on each partition's `FollowerFetchState`; the manager's timer calls `end_backoffs(now_ms)` and
+asks `next_backoff_end_ms()`, and `on_new_deadline` tells that timer a back-off started.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+from replog.errors import (
+    FencedLeaderEpochError,
+    KafkaError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    UnknownLeaderEpochError,
+)
+from replog.replication.follower_truncation import (
+    follower_high_watermark,
+    offset_truncation_state,
+)
+from replog.replication.messages import (
+    FetchPartition,
+    FetchPartitionResult,
+    FetchRequest,
+    FetchResponse,
+)
+from replog.server.partition import Partition
+from replog.server.replica_manager_config import ReplicaManagerConfig
+
+log = logging.getLogger("replog.server.replica_manager")
+
+TopicPartition = tuple[str, int]
+
+
+class FollowerFetchSteps:
+    """Builds the follower Fetch requests of one broker and applies their answers."""
+
+    def __init__(
+        self,
+        config: ReplicaManagerConfig,
+        partitions: Mapping[TopicPartition, Partition],
+        *,
+        broker_epoch: Callable[[], int],
+        on_new_deadline: Callable[[], None],
+    ) -> None:
+        self._config = config
+        self._partitions = partitions
+        self._broker_epoch = broker_epoch
+        self._on_new_deadline = on_new_deadline
+
+    def fetch_sources(self, local_broker_id: int) -> list[int]:
+        """The leader broker ids the followed partitions fetch from, sorted."""
+        return sorted(
+            {
+                p.follower.leader_id
+                for p in self._partitions.values()
+                if p.follower is not None
+                and p.follower.leader_id >= 0
+                and p.follower.leader_id != local_broker_id
+            }
+        )
+
+    def build(self, source_broker_id: int, now_ms: int) -> FetchRequest | None:
+        """The next Fetch to send to `source_broker_id`; None when nothing is due."""
+        entries = []
+        for partition in self._partitions.values():
+            follower = partition.follower
+            if (
+                follower is None
+                or follower.leader_id != source_broker_id
+                or now_ms < follower.backoff_until_ms
+            ):
+                continue
+            entries.append(
+                FetchPartition(
+                    partition.topic,
+                    partition.partition,
+                    fetch_offset=follower.fetch_offset,
+                    partition_max_bytes=self._config.replica_fetch_max_bytes,
+                    current_leader_epoch=follower.leader_epoch,
+                    last_fetched_epoch=follower.last_fetched_epoch,
+                    log_start_offset=partition.log.log_start_offset,
+                    topic_id=partition.topic_id,
+                )
+            )
+        if not entries:
+            return None
+        entries.sort(key=lambda e: (e.topic, e.partition))
+        return FetchRequest(
+            tuple(entries),
+            replica_id=self._config.broker_id,
+            replica_epoch=self._broker_epoch(),
+            max_wait_ms=self._config.replica_fetch_wait_ms_max,
+            min_bytes=self._config.replica_fetch_min_bytes,
+            max_bytes=self._config.replica_fetch_response_max_bytes,
+        )
+
+    def process(
+        self,
+        source_broker_id: int,
+        request: FetchRequest,
+        response: FetchResponse,
+        now_ms: int,
+    ) -> None:
+        """Apply a leader's Fetch answer (§5.4-5.6, §6.5 "Follower HW")."""
+        asked = {(e.topic, e.partition): e for e in request.partitions}
+        for result in response.partitions:
+            entry = asked.get((result.topic, result.partition))
+            if entry is None:
+                log.warning(
+                    "%s-%d: broker %d answered a partition this fetch did not ask for",
+                    result.topic,
+                    result.partition,
+                    source_broker_id,
+                )
+                continue
+            partition = self._following(source_broker_id, entry)
+            if partition is None:
+                continue
+            try:
+                self._process_partition(partition, result, now_ms)
+            except KafkaError as exc:
+                log.warning("%s: follower step failed, backing off: %s", partition.name, exc)
+                self._back_off(partition, now_ms)
+
+    def fetch_failed(self, source_broker_id: int, request: FetchRequest, now_ms: int) -> None:
+        """The fetch itself failed (peer down, timeout): back off every partition it asked."""
+        for entry in request.partitions:
+            partition = self._partitions.get((entry.topic, entry.partition))
+            if (
+                partition is not None
+                and partition.follower is not None
+                and partition.follower.leader_id == source_broker_id
+            ):
+                self._back_off(partition, now_ms)
+
+    def end_backoffs(self, now_ms: int) -> bool:
+        """End the back-offs due by `now_ms`; True when any ended (the fetcher may send)."""
+        ended = False
+        for partition in self._partitions.values():
+            follower = partition.follower
+            if follower is not None and 0 < follower.backoff_until_ms <= now_ms:
+                follower.backoff_until_ms = 0
+                ended = True
+        return ended
+
+    def next_backoff_end_ms(self) -> int | None:
+        return min(
+            (
+                p.follower.backoff_until_ms
+                for p in self._partitions.values()
+                if p.follower is not None and p.follower.backoff_until_ms > 0
+            ),
+            default=None,
+        )
+
+    def _following(self, source_broker_id: int, entry: FetchPartition) -> Partition | None:
+        """The partition if it still follows `source_broker_id` exactly where `entry` asked."""
+        partition = self._partitions.get((entry.topic, entry.partition))
+        if partition is None or partition.follower is None:
+            return None
+        follower = partition.follower
+        if (
+            follower.leader_id != source_broker_id
+            or follower.leader_epoch != entry.current_leader_epoch
+            or follower.fetch_offset != entry.fetch_offset
+            or (entry.topic_id is not None and partition.topic_id != entry.topic_id)
+        ):
+            return None  # the answer is stale: metadata or the log moved meanwhile
+        return partition
+
+    def _process_partition(
+        self, partition: Partition, result: FetchPartitionResult, now_ms: int
+    ) -> None:
+        follower = partition.follower
+        assert follower is not None
+        plog = partition.log
+        error = result.error
+        if error is None and result.diverging_epoch is not None:
+            _truncate_on_divergence(
+                partition, result.diverging_epoch.leader_epoch, result.diverging_epoch.end_offset
+            )
+            follower.backoff_until_ms = 0
+            return
+        if error is None:
+            if result.records:
+                info = plog.append_as_follower(result.records)
+                follower.last_fetched_epoch = info.last_leader_epoch
+            follower.fetch_offset = plog.log_end_offset
+            plog.update_high_watermark(
+                follower_high_watermark(
+                    result.high_watermark, plog.log_start_offset, plog.log_end_offset
+                )
+            )
+            # The log start follows the leader's, but never past the local HW.
+            new_start = min(result.log_start_offset, plog.high_watermark)
+            if new_start > plog.log_start_offset:
+                plog.increment_log_start_offset(new_start, "follower copies the leader's")
+            follower.backoff_until_ms = 0
+            return
+        if isinstance(error, OffsetOutOfRangeError):
+            if _follow_out_of_range(partition, result):
+                assert partition.follower is not None
+                partition.follower.backoff_until_ms = 0
+            else:
+                self._back_off(partition, now_ms)
+            return
+        if isinstance(
+            error, FencedLeaderEpochError | UnknownLeaderEpochError | NotLeaderOrFollowerError
+        ):
+            log.info(
+                "%s: leader answered %s; waiting for new metadata (%s)",
+                partition.name,
+                error.error_name,
+                error,
+            )
+        else:
+            log.warning("%s: fetch error %s: %s", partition.name, error.error_name, error)
+        self._back_off(partition, now_ms)
+
+    def _back_off(self, partition: Partition, now_ms: int) -> None:
+        follower = partition.follower
+        if follower is not None:
+            follower.backoff_until_ms = now_ms + self._config.replica_fetch_backoff_ms
+            self._on_new_deadline()
+
+
+def _truncate_on_divergence(
+    partition: Partition, leader_epoch: int, leader_end_offset: int
+) -> None:
+    plog = partition.log
+    cache = plog.leader_epoch_cache
+
+    def follower_end_offset_for(epoch: int) -> tuple[int, int] | None:
+        if cache.latest_epoch is None:
+            return None
+        end = cache.end_offset_for(epoch, plog.log_end_offset)
+        return (end.leader_epoch, end.end_offset)
+
+    state = offset_truncation_state(
+        leader_epoch=leader_epoch,
+        leader_end_offset=leader_end_offset,
+        follower_end_offset_for=follower_end_offset_for,
+        follower_log_end_offset=plog.log_end_offset,
+        initial_fetch_offset=plog.high_watermark,
+    )
+    if state.offset < plog.high_watermark:
+        log.warning(
+            "%s: truncating to %d, below the high watermark %d (diverging epoch %d@%d)",
+            partition.name,
+            state.offset,
+            plog.high_watermark,
+            leader_epoch,
+            leader_end_offset,
+        )
+    else:
+        log.info(
+            "%s: truncating to %d after diverging epoch %d ending at %d%s",
+            partition.name,
+            state.offset,
+            leader_epoch,
+            leader_end_offset,
+            "" if state.truncation_completed else " (not done: asks again)",
+        )
+    # Always through the log: even a target at the LEO drops a dangling epoch entry (§5.1).
+    partition.truncate_to(state.offset)
+
+
+def _follow_out_of_range(partition: Partition, result: FetchPartitionResult) -> bool:
+    """§5.6 with the leader's LEO and log start offset from the answer; False: back off."""
+    plog = partition.log
+    leader_log_end_offset = result.log_end_offset
+    leader_log_start_offset = result.log_start_offset
+    if leader_log_end_offset >= 0 and leader_log_end_offset < plog.log_end_offset:
+        log.warning(
+            "%s: the leader's LEO %d is below ours %d; truncating to it",
+            partition.name,
+            leader_log_end_offset,
+            plog.log_end_offset,
+        )
+        partition.truncate_to(leader_log_end_offset)
+    elif leader_log_start_offset > plog.log_end_offset:
+        log.warning(
+            "%s: the leader's log starts at %d, past our LEO %d; restarting the log there",
+            partition.name,
+            leader_log_start_offset,
+            plog.log_end_offset,
+        )
+        partition.truncate_fully_and_start_at(leader_log_start_offset)
+    else:
+        # Nothing local explains it (the leader could not place our epoch, or the answer
+        # lacked its offsets): retry after a back-off rather than spin.
+        log.warning(
+            "%s: OFFSET_OUT_OF_RANGE at %d (leader LEO %d, log start %d): %s",
+            partition.name,
+            plog.log_end_offset,
+            leader_log_end_offset,
+            leader_log_start_offset,
+            result.error,
+        )
+        return False
+    partition.sync_follower_offsets()
+    return True

@@ -1,0 +1,138 @@
+"""Offset questions and the log-start move a leader replica answers from its own log:
+ListOffsets, OffsetsForLeaderEpoch and the first, synchronous step of DeleteRecords.
+
+Rules (reference digest §5.2, §7.1, §8.2; Kafka's `Partition.fetchOffsetForTimestamp`,
+`lastOffsetForLeaderEpoch`, `deleteRecordsOnLeader`):
+- Every question first checks the request's current leader epoch against the leader's
+  (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
+- ListOffsets: consumers see only committed data (bound = HW), replicas up to the LEO.
+  -2 (earliest) is the log start offset, -1 (latest) the bound with the leader's epoch, -3 the
+  batch with the largest timestamp below the bound (its last offset); a time is the first
+  offset at or after it below the bound, else no offset. Any other negative is
+  INVALID_REQUEST. Each answer carries the leader epoch of its offset.
+- OffsetsForLeaderEpoch answers the leader-epoch cache's end offset for the asked epoch.
+- DeleteRecords needs cleanup.policy to include "delete" (else POLICY_VIOLATION); offset -1
+  means the HW, an offset outside [0, HW] is OFFSET_OUT_OF_RANGE; the log start offset rises
+  to it at once. Waiting for the low watermark is the delayed operation's.
+
+Theory of operation: plain functions of a `Partition` that this broker leads; the replica
+manager finds the partition (or the error Kafka answers instead) and does any waking.
+"""
+
+from __future__ import annotations
+
+from replog.errors import InvalidRequestError, OffsetOutOfRangeError, PolicyViolationError
+from replog.replication.fetch_rules import check_current_leader_epoch
+from replog.replication.leader_state import PartitionLeaderState
+from replog.replication.messages import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    NO_LEADER_EPOCH,
+    NO_OFFSET,
+    DeleteRecordsPartition,
+    ListOffsetsPartition,
+    ListOffsetsPartitionResult,
+    OffsetForLeaderPartition,
+    OffsetForLeaderPartitionResult,
+)
+from replog.server.partition import Partition
+
+
+def _checked_leader_state(partition: Partition, current_leader_epoch: int) -> PartitionLeaderState:
+    leader_state = partition.leader_state
+    assert leader_state is not None, f"{partition.name}: not the leader"
+    check_current_leader_epoch(partition.name, current_leader_epoch, leader_state.leader_epoch)
+    return leader_state
+
+
+def list_offset(
+    partition: Partition, entry: ListOffsetsPartition, *, is_replica: bool
+) -> ListOffsetsPartitionResult:
+    """ListOffsets for one partition this broker leads (§7.1)."""
+    leader_state = _checked_leader_state(partition, entry.current_leader_epoch)
+    plog = partition.log
+    cache = plog.leader_epoch_cache
+    # Consumers see only committed data; replicas see up to the LEO (§7.1).
+    bound = plog.log_end_offset if is_replica else leader_state.high_watermark
+
+    def epoch_of(offset: int) -> int:
+        found = cache.epoch_for_offset(offset)
+        return NO_LEADER_EPOCH if found is None else found
+
+    timestamp = entry.timestamp
+    if timestamp == EARLIEST_TIMESTAMP:
+        offset = plog.log_start_offset
+        return ListOffsetsPartitionResult(
+            entry.topic, entry.partition, offset=offset, leader_epoch=epoch_of(offset)
+        )
+    if timestamp == LATEST_TIMESTAMP:
+        return ListOffsetsPartitionResult(
+            entry.topic, entry.partition, offset=bound, leader_epoch=leader_state.leader_epoch
+        )
+    if timestamp == MAX_TIMESTAMP:
+        best_timestamp, best_offset = -1, NO_OFFSET
+        for header in partition.batch_headers(plog.log_start_offset, bound):
+            if header.max_timestamp > best_timestamp:
+                best_timestamp, best_offset = header.max_timestamp, header.last_offset
+        if best_offset == NO_OFFSET:
+            return ListOffsetsPartitionResult(entry.topic, entry.partition)
+        return ListOffsetsPartitionResult(
+            entry.topic,
+            entry.partition,
+            timestamp=best_timestamp,
+            offset=best_offset,
+            leader_epoch=epoch_of(best_offset),
+        )
+    if timestamp < 0:
+        raise InvalidRequestError(
+            f"{partition.name}: ListOffsets timestamp {timestamp} is not a time nor one of -1 "
+            "(latest), -2 (earliest), -3 (max timestamp)"
+        )
+    found = plog.offsets_for_times(timestamp)
+    if found is None or found[0] >= bound:
+        return ListOffsetsPartitionResult(entry.topic, entry.partition)
+    offset, record_timestamp = found
+    return ListOffsetsPartitionResult(
+        entry.topic,
+        entry.partition,
+        timestamp=record_timestamp,
+        offset=offset,
+        leader_epoch=epoch_of(offset),
+    )
+
+
+def offset_for_leader_epoch(
+    partition: Partition, entry: OffsetForLeaderPartition
+) -> OffsetForLeaderPartitionResult:
+    """OffsetsForLeaderEpoch for one partition this broker leads (§5.2)."""
+    _checked_leader_state(partition, entry.current_leader_epoch)
+    plog = partition.log
+    end = plog.leader_epoch_cache.end_offset_for(entry.leader_epoch, plog.log_end_offset)
+    return OffsetForLeaderPartitionResult(
+        entry.topic, entry.partition, leader_epoch=end.leader_epoch, end_offset=end.end_offset
+    )
+
+
+def delete_records_on_leader(partition: Partition, entry: DeleteRecordsPartition) -> int:
+    """Raise the log start offset of a partition this broker leads to what `entry` asks.
+
+    Returns the offset the low watermark must reach for the request to be done (§8.2).
+    """
+    leader_state = partition.leader_state
+    assert leader_state is not None, f"{partition.name}: not the leader"
+    plog = partition.log
+    where = partition.name
+    if "delete" not in (p.strip() for p in plog.config.cleanup_policy.split(",")):
+        raise PolicyViolationError(
+            f"{where}: records cannot be deleted with cleanup.policy={plog.config.cleanup_policy}"
+        )
+    high_watermark = leader_state.high_watermark
+    offset = high_watermark if entry.offset == -1 else entry.offset
+    if offset < 0 or offset > high_watermark:
+        raise OffsetOutOfRangeError(
+            f"{where}: cannot delete records before offset {entry.offset}: outside "
+            f"[0, high watermark {high_watermark}]"
+        )
+    plog.increment_log_start_offset(offset, "delete records")
+    return offset

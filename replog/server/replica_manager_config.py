@@ -1,0 +1,69 @@
+"""The broker settings of the data plane (`ReplicaManager`), checked once at construction.
+
+Rules: every setting has Kafka's default and a lower bound, and
+`replica.fetch.wait.max.ms <= replica.lag.time.max.ms` (Kafka's own check). Dotted names are
+read from `.properties` in `from_properties`, the one place that maps them to fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from replog.config import integer_settings
+from replog.errors import ConfigError
+
+# Kafka's dotted name -> field of `ReplicaManagerConfig`.
+_PROPERTY_NAMES = {
+    "replica.lag.time.max.ms": "replica_lag_time_ms_max",
+    "replica.fetch.wait.max.ms": "replica_fetch_wait_ms_max",
+    "replica.fetch.min.bytes": "replica_fetch_min_bytes",
+    "replica.fetch.max.bytes": "replica_fetch_max_bytes",
+    "replica.fetch.response.max.bytes": "replica_fetch_response_max_bytes",
+    "replica.fetch.backoff.ms": "replica_fetch_backoff_ms",
+    "min.insync.replicas": "default_min_insync_replicas",
+    "replica.purgatory.pending.max": "purgatory_pending_max",
+    "fetch.max.bytes": "fetch_max_bytes",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaManagerConfig:
+    """Broker settings of the data plane (Kafka's names in the comments)."""
+
+    broker_id: int
+    replica_lag_time_ms_max: int = 30000  # replica.lag.time.max.ms
+    replica_fetch_wait_ms_max: int = 500  # replica.fetch.wait.max.ms
+    replica_fetch_min_bytes: int = 1  # replica.fetch.min.bytes
+    replica_fetch_max_bytes: int = 1048576  # replica.fetch.max.bytes
+    replica_fetch_response_max_bytes: int = 10485760  # replica.fetch.response.max.bytes
+    replica_fetch_backoff_ms: int = 1000  # replica.fetch.backoff.ms
+    default_min_insync_replicas: int = 1  # min.insync.replicas (broker default)
+    purgatory_pending_max: int = 100_000  # replog's own: replica.purgatory.pending.max
+    fetch_max_bytes: int = 57671680  # fetch.max.bytes: caps any fetch response
+
+    def __post_init__(self) -> None:
+        for name, value, minimum in (
+            ("replica.lag.time.max.ms", self.replica_lag_time_ms_max, 2),
+            ("replica.fetch.wait.max.ms", self.replica_fetch_wait_ms_max, 0),
+            ("replica.fetch.min.bytes", self.replica_fetch_min_bytes, 1),
+            ("replica.fetch.max.bytes", self.replica_fetch_max_bytes, 0),
+            ("replica.fetch.response.max.bytes", self.replica_fetch_response_max_bytes, 0),
+            ("replica.fetch.backoff.ms", self.replica_fetch_backoff_ms, 0),
+            ("min.insync.replicas", self.default_min_insync_replicas, 1),
+            ("replica.purgatory.pending.max", self.purgatory_pending_max, 1),
+            ("fetch.max.bytes", self.fetch_max_bytes, 0),
+        ):
+            if value < minimum:
+                raise ConfigError(f"{name}={value}: must be at least {minimum}")
+        # Kafka's own check: a follower waiting longer than the lag allowance in an idle
+        # partition would keep falling out of the ISR.
+        if self.replica_fetch_wait_ms_max > self.replica_lag_time_ms_max:
+            raise ConfigError(
+                f"replica.fetch.wait.max.ms={self.replica_fetch_wait_ms_max} must not exceed "
+                f"replica.lag.time.max.ms={self.replica_lag_time_ms_max}"
+            )
+
+    @classmethod
+    def from_properties(cls, broker_id: int, properties: Mapping[str, str]) -> ReplicaManagerConfig:
+        return cls(broker_id, **integer_settings(properties, _PROPERTY_NAMES))

@@ -1,0 +1,40 @@
+"""Kafka's rule for a legal topic name, in one place for the controller, the broker and the
+log manager.
+
+Rules (Kafka's `Topic.validate`): a name is 1 to 249 characters from ASCII letters, digits,
+'.', '_' and '-', and is neither '.' nor '..'. (249 leaves room for a partition's directory
+name, `<topic>-<partition>`, within a file system's 255-byte limit.) Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from replog.errors import InvalidTopicError
+
+MAX_TOPIC_NAME_LENGTH = 249
+LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def topic_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a topic, None if it can."""
+    if not name:
+        return "the topic name is empty"
+    if name in (".", ".."):
+        return f"{name!r} is not a legal topic name"
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return (
+            f"the topic name is {len(name)} characters long; at most "
+            f"{MAX_TOPIC_NAME_LENGTH} are allowed"
+        )
+    if not set(name) <= LEGAL_TOPIC_CHARS:
+        return (
+            f"topic name {name!r} holds a character other than ASCII letters, digits, "
+            "'.', '_' and '-'"
+        )
+    return None
+
+
+def check_topic_name(name: str) -> None:
+    """Raise InvalidTopicError naming the problem if `name` cannot name a topic."""
+    problem = topic_name_problem(name)
+    if problem is not None:
+        raise InvalidTopicError(problem)

@@ -4,7 +4,7 @@
 Theory of operation: one task loops: drain `pending_isr_changes()` into the unsent set (keyed
 by topic id and partition; a newer change for a partition replaces an unsent older one), send
 everything unsent as one AlterPartition request, wait for its answer, and repeat; when nothing
-is unsent it sleeps until the replica manager's `wakeup`. Only one request is in flight at a
+is unsent it sleeps until the replica manager's `isr_wakeup`. Only one request is in flight at a
 time, so two requests for the same partition are never outstanding together; changes made
 meanwhile wait for the next request.
 
@@ -62,7 +62,7 @@ class IsrChangeSource(Protocol):
     """What the sender needs of the replica manager (`replica_manager.ReplicaManager`)."""
 
     @property
-    def wakeup(self) -> asyncio.Event: ...
+    def isr_wakeup(self) -> asyncio.Event: ...
     def pending_isr_changes(self) -> list[IsrChange]: ...
     def on_isr_change_result(
         self,
@@ -164,12 +164,14 @@ class AlterPartitionSender:
         failures = 0  # request-level failures in a row
         redirects = 0  # NOT_CONTROLLER answers in a row
         while True:
-            self._rm.wakeup.clear()
+            # Fix (found in review): `isr_wakeup`, set only when IsrChanges become pending; the
+            # fetchers clear their own event, so they can no longer swallow this wake.
+            self._rm.isr_wakeup.clear()
             for change in self._rm.pending_isr_changes():
                 self._unsent[_key(change)] = change
             broker_epoch = self._broker_epoch()
             if not self._unsent or broker_epoch is None or broker_epoch < 0:
-                await wait_for_wakeup(self._rm.wakeup, IDLE_POLL_MS)
+                await wait_for_wakeup(self._rm.isr_wakeup, IDLE_POLL_MS)
                 continue
             batch = dict(self._unsent)
             self._unsent.clear()

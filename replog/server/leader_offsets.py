@@ -114,10 +114,11 @@ def offset_for_leader_epoch(
     )
 
 
-def delete_records_on_leader(partition: Partition, entry: DeleteRecordsPartition) -> int:
-    """Raise the log start offset of a partition this broker leads to what `entry` asks.
+def delete_records_offset(partition: Partition, entry: DeleteRecordsPartition) -> int:
+    """The offset `entry` asks the log start of a partition this broker leads to move to, and
+    the low watermark to reach for the request to be done (§8.2); nothing changes yet.
 
-    Returns the offset the low watermark must reach for the request to be done (§8.2).
+    POLICY_VIOLATION without the delete policy, OFFSET_OUT_OF_RANGE outside [0, HW].
     """
     leader_state = partition.leader_state
     assert leader_state is not None, f"{partition.name}: not the leader"
@@ -134,5 +135,10 @@ def delete_records_on_leader(partition: Partition, entry: DeleteRecordsPartition
             f"{where}: cannot delete records before offset {entry.offset}: outside "
             f"[0, high watermark {high_watermark}]"
         )
-    plog.increment_log_start_offset(offset, "delete records")
     return offset
+
+
+def delete_records_on_leader(partition: Partition, offset: int) -> None:
+    """Raise the log start offset of a partition this broker leads to `offset`, which
+    `delete_records_offset` returned."""
+    partition.log.increment_log_start_offset(offset, "delete records")

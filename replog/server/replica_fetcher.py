@@ -4,10 +4,10 @@ broker follows there (Kafka's `ReplicaFetcherManager` with `num.replica.fetchers
 Theory of operation: the replica manager decides everything (what to fetch, from which
 offset, what a response means, when to back off); this module only moves its requests over
 gRPC. The manager task keeps one fetcher task per broker in `fetch_sources()`, starting and
-cancelling tasks as that set changes (it re-reads it whenever the replica manager's `wakeup`
-is set, and once a second). Each fetcher task loops:
+cancelling tasks as that set changes (it re-reads it whenever the replica manager's
+`fetch_wakeup` is set, and once a second). Each fetcher task loops:
 
-    request = build_follower_fetch(source, now)     None: idle until wakeup or idle_poll_ms
+    request = build_follower_fetch(source, now)     None: idle until fetch_wakeup or idle_poll_ms
     answer  = Fetch(request) on the source's channel
     process_follower_fetch(source, request, answer, now)   or, on any failure,
     follower_fetch_failed(source, request, now)            (the manager backs the partitions off)
@@ -58,7 +58,7 @@ class FollowerFetching(Protocol):
     """What the fetchers need of the replica manager (`replica_manager.ReplicaManager`)."""
 
     @property
-    def wakeup(self) -> asyncio.Event: ...
+    def fetch_wakeup(self) -> asyncio.Event: ...
     def fetch_sources(self) -> list[int]: ...
     def build_follower_fetch(self, source_broker_id: int, now_ms: int) -> FetchRequest | None: ...
     def process_follower_fetch(
@@ -122,9 +122,11 @@ class ReplicaFetcherManager:
 
     async def _manage(self) -> None:
         while not self._failed:
-            self._rm.wakeup.clear()
+            # Fix (found in review): `fetch_wakeup`, not an event shared with the
+            # AlterPartition sender, whose wakes this clear would swallow.
+            self._rm.fetch_wakeup.clear()
             self._reconcile(set(self._rm.fetch_sources()))
-            await wait_for_wakeup(self._rm.wakeup, SOURCES_POLL_MS)
+            await wait_for_wakeup(self._rm.fetch_wakeup, SOURCES_POLL_MS)
         self._reconcile(set())
 
     def _reconcile(self, wanted: set[int]) -> None:
@@ -152,10 +154,10 @@ class ReplicaFetcherManager:
         client: BrokerClient | None = None
         try:
             while not self._failed:
-                self._rm.wakeup.clear()
+                self._rm.fetch_wakeup.clear()
                 request = self._rm.build_follower_fetch(source, self._clock())
                 if request is None:
-                    await wait_for_wakeup(self._rm.wakeup, self._idle_poll_ms)
+                    await wait_for_wakeup(self._rm.fetch_wakeup, self._idle_poll_ms)
                     continue
                 address = self._addresses(source)
                 if address is None:
@@ -208,6 +210,6 @@ class ReplicaFetcherManager:
     def _fatal(self, error: KafkaStorageError) -> None:
         log.critical("replica fetchers stop on a storage error: %s", error)
         self._failed = True
-        self._rm.wakeup.set()  # the manager task sees `_failed` and cancels the others
+        self._rm.fetch_wakeup.set()  # the manager task sees `_failed` and cancels the others
         if self._on_storage_error is not None:
             self._on_storage_error(error)

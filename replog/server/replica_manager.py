@@ -6,7 +6,8 @@ Rules (reference digest §5-§8; Kafka's `ReplicaManager`):
 - Declarative: on every metadata image the manager computes this broker's local changes
   (deletes first, then leaders, then followers) and brings each replica to the state the image
   describes. Every image also refreshes ISR eligibility (registered, unfenced, not shutting
-  down) and each leader's `min.insync.replicas` (topic config, else the broker default).
+  down) and each leader's `min.insync.replicas` (topic config, else this broker's dynamic
+  config, else the dynamic cluster default, else server.properties: Kafka's precedence).
 - Produce: acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS). Per partition: unknown ->
   UNKNOWN_TOPIC_OR_PARTITION; not the leader -> NOT_LEADER_OR_FOLLOWER with the current leader;
   acks=-1 with a committed ISR below the effective min ISR -> NOT_ENOUGH_REPLICAS before any
@@ -14,8 +15,9 @@ Rules (reference digest §5-§8; Kafka's `ReplicaManager`):
   original offsets and not appended; storage errors (size, CRC, magic, base offset) pass
   through. acks=-1 then waits until the leader core says done (HW past the append) or the
   request's timeout (REQUEST_TIMED_OUT); acks=1 answers after the local append; acks=0 answers
-  only the partitions that failed (empty when all succeeded): the service sends nothing back
-  and closes the connection on a failure.
+  only the partitions that failed (empty when all succeeded): the service answers an empty
+  response, or on a failure aborts the call with gRPC ABORTED naming the first failed
+  partition (the gRPC form of Kafka closing the connection; `broker_service`).
 - Fetch: only the leader serves. Followers read up to the LEO, consumers up to the HW (never a
   batch at or above it); the HW in the answer is captured before a follower's fetch updates its
   progress, and a fetch that reports a diverging epoch updates nothing (§5.5, §6.1). The byte
@@ -37,9 +39,10 @@ follower_truncation, producer_state, purgatory); this shell owns the replicas, r
 logs, and wakes delayed operations on the keys whose state moved. It is the facade of the data
 plane: `DelayedOperations` (the purgatories) and `FollowerFetchSteps` (the follower side) read
 its partition map, which only this class changes. Timers (ISR shrink every
-`replica.lag.time.max.ms / 2`, purgatory expiry, follower back-offs, AlterPartition retries)
-run in `tick(now_ms)`, which `start()` schedules from `next_tick_ms()` and tests call by hand
-with a fake clock.
+`replica.lag.time.max.ms / 2`, producer-id expiry every
+`producer.id.expiration.check.interval.ms` against the wall clock, purgatory expiry, follower
+back-offs, AlterPartition retries) run in `tick(now_ms)`, which `start()` schedules from
+`next_tick_ms()` and tests call by hand with a fake clock.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ from quorum.metadata.image import ConfigResource, MetadataImage
 from quorum.metadata.loader import LoaderManifest, Publication
 from quorum.metadata.local_changes import LocalChanges, LocalPartition, local_changes_between
 from quorum.metadata.records import ConfigResourceType
-from replog.clock import Clock, monotonic_ms
+from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.errors import (
     ConfigError,
     FencedLeaderEpochError,
@@ -116,6 +119,7 @@ from replog.server.delayed_operations import (
 )
 from replog.server.follower_fetch import FollowerFetchSteps
 from replog.server.leader_offsets import (
+    delete_records_offset,
     delete_records_on_leader,
     list_offset,
     offset_for_leader_epoch,
@@ -143,12 +147,16 @@ class ReplicaManager:
         log_manager: LogManager,
         *,
         clock: Clock = monotonic_ms,
+        wall_clock: Clock = wall_clock_ms,
         broker_epoch: Callable[[], int] = lambda: -1,
     ) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.log_manager = log_manager
         self._clock = clock
+        # Producer-id expiry compares record timestamps (CreateTime, wall-clock ms), which the
+        # monotonic `clock` used for lags and timeouts cannot be compared with.
+        self._wall_clock = wall_clock
         self.image: MetadataImage = MetadataImage.EMPTY
         self._partitions: dict[TopicPartition, Partition] = {}
         self._eligibility = ReplicaEligibility.from_cluster(self.image.cluster)
@@ -171,10 +179,13 @@ class ReplicaManager:
         self._isr_sent: dict[TopicPartition, IsrChange] = {}
         self._isr_retry_at_ms: dict[TopicPartition, int] = {}
         self._next_isr_check_ms = clock() + self._isr_check_interval_ms
+        self._next_producer_expiry_ms = clock() + config.producer_id_expiration_check_interval_ms
         self._fetch_sources: list[int] = []
-        self.wakeup = asyncio.Event()  # new IsrChanges pending or fetch sources changed
-        # The same wakes split by consumer, so the fetcher and the AlterPartition sender do
-        # not clear each other's: `isr_wakeup` for IsrChanges, `fetch_wakeup` for fetchers.
+        # One wake per consumer. Fix (found in review): a single event shared by the fetcher
+        # and the AlterPartition sender let one clear the other's wake, so an ISR change or a
+        # new fetch source could wait for the 1 s idle poll. `isr_wakeup`: IsrChanges are
+        # pending (the sender); `fetch_wakeup`: fetch sources changed or a back-off ended
+        # (the fetchers).
         self.isr_wakeup = asyncio.Event()
         self.fetch_wakeup = asyncio.Event()
         self._timers_changed = asyncio.Event()
@@ -263,6 +274,8 @@ class ReplicaManager:
             self._make_leader(local, image, now_ms)
         for local in changes.followers:
             self._make_follower(local, image, now_ms)
+        if image.configs is not previous.configs:
+            self._refresh_log_configs(previous, image)
         if cluster_changed or image.configs is not previous.configs:
             for partition in self._partitions.values():
                 leader_state = partition.leader_state
@@ -283,18 +296,38 @@ class ReplicaManager:
         self._refresh_fetch_sources()
 
     def _replication_config(self, image: MetadataImage, topic: str) -> PartitionReplicationConfig:
-        configs = image.configs.get(ConfigResource(ConfigResourceType.TOPIC, topic))
-        min_isr = self.config.default_min_insync_replicas
-        raw = configs.get("min.insync.replicas")
-        if raw is not None:
-            try:
-                min_isr = max(1, int(raw))
-            except ValueError:
-                log.warning("%s: ignoring min.insync.replicas=%r (not an integer)", topic, raw)
         return PartitionReplicationConfig(
-            min_insync_replicas=min_isr,
+            min_insync_replicas=self._min_insync_replicas(image, topic),
             replica_lag_time_ms_max=self.config.replica_lag_time_ms_max,
         )
+
+    def _min_insync_replicas(self, image: MetadataImage, topic: str) -> int:
+        """Kafka's precedence: the topic's config, else this broker's dynamic config, else the
+        dynamic cluster default (the broker resource named ""), else server.properties.
+
+        Fix (found in review): the two dynamic broker levels, which the controller stores in
+        the image and DescribeConfigs reports, used to be ignored. `_apply` re-reads this on
+        every image whose configs changed, for every led partition.
+        """
+        for resource in (
+            ConfigResource(ConfigResourceType.TOPIC, topic),
+            ConfigResource(ConfigResourceType.BROKER, str(self.broker_id)),
+            ConfigResource(ConfigResourceType.BROKER, ""),
+        ):
+            raw = image.configs.get(resource).get("min.insync.replicas")
+            if raw is None:
+                continue
+            try:
+                return max(1, int(raw))
+            except ValueError:
+                log.warning(
+                    "%s: ignoring min.insync.replicas=%r of %s %r (not an integer)",
+                    topic,
+                    raw,
+                    resource.resource_type.name.lower(),
+                    resource.resource_name,
+                )
+        return self.config.default_min_insync_replicas
 
     def _log_config(self, image: MetadataImage, topic: str) -> LogConfig:
         configs = image.configs.get(ConfigResource(ConfigResourceType.TOPIC, topic))
@@ -304,6 +337,26 @@ class ReplicaManager:
         except ConfigError as exc:
             log.warning("%s: using the broker's log defaults: %s", topic, exc)
             return base
+
+    def _refresh_log_configs(self, previous: MetadataImage, image: MetadataImage) -> None:
+        """Give every local replica of a topic whose configs changed its new `LogConfig`.
+
+        Fix (found in review): the topic's log settings (`segment.bytes`, `retention.ms`,
+        `max.message.bytes`, ...) used to be read only when the Partition was created, so a
+        later change never reached an existing log. Only topics whose config resource
+        changed are recomputed; `get_or_create_log` applies the config to the open log (and
+        does nothing when it is equal).
+        """
+        new_configs: dict[str, LogConfig | None] = {}
+        for (topic, partition_id), partition in self._partitions.items():
+            if topic not in new_configs:
+                resource = ConfigResource(ConfigResourceType.TOPIC, topic)
+                changed = image.configs.get(resource) != previous.configs.get(resource)
+                new_configs[topic] = self._log_config(image, topic) if changed else None
+            config = new_configs[topic]
+            if config is not None:
+                found = self.log_manager.get_or_create_log(topic, partition_id, config)
+                assert found is partition.log, f"{partition.name}: another log is open"
 
     def _partition_for(self, local: LocalPartition, image: MetadataImage) -> Partition:
         key = (local.topic_name, local.partition_id)
@@ -375,7 +428,6 @@ class ReplicaManager:
         sources = self._follower.fetch_sources(self.broker_id)
         if sources != self._fetch_sources:
             self._fetch_sources = sources
-            self.wakeup.set()
             self.fetch_wakeup.set()
 
     # --- waking delayed operations ------------------------------------------------------------
@@ -707,12 +759,16 @@ class ReplicaManager:
         now_ms = self._clock()
         results: list[DeleteRecordsPartitionResult] = []
         pending: dict[int, tuple[Partition, int]] = {}
+        may_wait = request.timeout_ms > 0 and not self._stopped
         for index, entry in enumerate(request.partitions):
             try:
                 partition = self._leader_partition(entry.topic, entry.partition)
-                offset = delete_records_on_leader(partition, entry)
+                offset = delete_records_offset(partition, entry)
                 leader_state = partition.leader_state
                 assert leader_state is not None
+                if may_wait:
+                    self._check_delete_records_room(partition, offset)
+                delete_records_on_leader(partition, offset)
                 if leader_state.on_log_start_offset(partition.log.log_start_offset):
                     self._on_high_watermark_moved(partition)
                 results.append(DeleteRecordsPartitionResult(entry.topic, entry.partition))
@@ -733,6 +789,27 @@ class ReplicaManager:
             refused: KafkaError = exc
             op.fail_pending(lambda _partition, _offset: refused)
         return DeleteRecordsResponse(tuple(op.results))
+
+    def _check_delete_records_room(self, partition: Partition, offset: int) -> None:
+        """PurgatoryFullError if deleting up to `offset` would have to wait in a full
+        DeleteRecords purgatory.
+
+        Fix (found in review): the bound used to be met only when the request parked, after
+        the log start had moved, so the records were deleted and the caller told it failed.
+        Checked before the move, as produce checks before its append; a partition whose low
+        watermark reaches the offset at once never waits, so it is not refused.
+        """
+        leader_state = partition.leader_state
+        assert leader_state is not None
+        log_start_after = max(partition.log.log_start_offset, offset)
+        if leader_state.low_watermark(log_start_after) >= offset:
+            return
+        waiting = self._delayed.delete_records
+        if len(waiting) >= waiting.max_pending:
+            raise PurgatoryFullError(
+                f"{partition.name}: {len(waiting)} DeleteRecords requests are already waiting "
+                f"for their low watermarks; nothing deleted below offset {offset}"
+            )
 
     # --- follower side (`follower_fetch`) -----------------------------------------------------
 
@@ -764,7 +841,6 @@ class ReplicaManager:
 
     def _mark_isr_dirty(self, key: TopicPartition) -> None:
         self._isr_dirty.add(key)
-        self.wakeup.set()
         self.isr_wakeup.set()
 
     def pending_isr_changes(self) -> list[IsrChange]:
@@ -835,7 +911,8 @@ class ReplicaManager:
     # --- timers -------------------------------------------------------------------------------
 
     def tick(self, now_ms: int) -> None:
-        """ISR shrink every lag/2, AlterPartition retries, purgatory expiry, follower back-offs."""
+        """ISR shrink every lag/2, producer-id expiry, AlterPartition retries, purgatory expiry,
+        follower back-offs."""
         if now_ms >= self._next_isr_check_ms:
             self._next_isr_check_ms = now_ms + self._isr_check_interval_ms
             for key, partition in self._partitions.items():
@@ -853,18 +930,40 @@ class ReplicaManager:
                         list(change.new_isr),
                     )
                     self._mark_isr_dirty(key)
+        if now_ms >= self._next_producer_expiry_ms:
+            self._next_producer_expiry_ms = (
+                now_ms + self.config.producer_id_expiration_check_interval_ms
+            )
+            self._expire_producer_ids()
         for key, retry_at_ms in list(self._isr_retry_at_ms.items()):
             if retry_at_ms <= now_ms:
                 del self._isr_retry_at_ms[key]
                 self._mark_isr_dirty(key)
         self._delayed.expire(now_ms)
         if self._follower.end_backoffs(now_ms):
-            self.wakeup.set()  # the fetcher may send again
-            self.fetch_wakeup.set()
+            self.fetch_wakeup.set()  # the fetcher may send again
+
+    def _expire_producer_ids(self) -> None:
+        """Fix (found in review): nothing called `remove_expired`, so every led partition's
+        producer table grew without bound. Kafka's rule: forget a producer whose last batch's
+        max timestamp is `producer.id.expiration.ms` or more behind the wall clock."""
+        wall_now_ms = self._wall_clock()
+        for partition in self._partitions.values():
+            if partition.leader_state is None:
+                continue  # a follower keeps no producer table
+            expired = partition.producer_state.remove_expired(
+                wall_now_ms, self.config.producer_id_expiration_ms
+            )
+            if expired:
+                log.info("%s: expired %d producer ids", partition.name, len(expired))
 
     def next_tick_ms(self) -> int:
         """When `tick` has something to do next."""
-        candidates = [self._next_isr_check_ms, *self._isr_retry_at_ms.values()]
+        candidates = [
+            self._next_isr_check_ms,
+            self._next_producer_expiry_ms,
+            *self._isr_retry_at_ms.values(),
+        ]
         for deadline in (self._delayed.next_deadline_ms(), self._follower.next_backoff_end_ms()):
             if deadline is not None:
                 candidates.append(deadline)

@@ -24,6 +24,8 @@ _PROPERTY_NAMES = {
     "min.insync.replicas": "default_min_insync_replicas",
     "replica.purgatory.pending.max": "purgatory_pending_max",
     "fetch.max.bytes": "fetch_max_bytes",
+    "producer.id.expiration.ms": "producer_id_expiration_ms",
+    "producer.id.expiration.check.interval.ms": "producer_id_expiration_check_interval_ms",
 }
 
 
@@ -41,6 +43,9 @@ class ReplicaManagerConfig:
     default_min_insync_replicas: int = 1  # min.insync.replicas (broker default)
     purgatory_pending_max: int = 100_000  # replog's own: replica.purgatory.pending.max
     fetch_max_bytes: int = 57671680  # fetch.max.bytes: caps any fetch response
+    producer_id_expiration_ms: int = 86_400_000  # producer.id.expiration.ms
+    # producer.id.expiration.check.interval.ms
+    producer_id_expiration_check_interval_ms: int = 600_000
 
     def __post_init__(self) -> None:
         for name, value, minimum in (
@@ -53,6 +58,12 @@ class ReplicaManagerConfig:
             ("min.insync.replicas", self.default_min_insync_replicas, 1),
             ("replica.purgatory.pending.max", self.purgatory_pending_max, 1),
             ("fetch.max.bytes", self.fetch_max_bytes, 0),
+            ("producer.id.expiration.ms", self.producer_id_expiration_ms, 1),
+            (
+                "producer.id.expiration.check.interval.ms",
+                self.producer_id_expiration_check_interval_ms,
+                1,
+            ),
         ):
             if value < minimum:
                 raise ConfigError(f"{name}={value}: must be at least {minimum}")

@@ -6,8 +6,10 @@ retried, never two requests for one partition at once, nothing before a broker e
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -24,7 +26,18 @@ from replog.errors import (
 from replog.pb import common_pb2, controller_pb2_grpc
 from replog.pb import controller_pb2 as pb
 from replog.replication.leader_state import IsrChange
-from replog.server.alter_partition_sender import AlterPartitionSender
+from replog.server.alter_partition_sender import IDLE_POLL_MS, AlterPartitionSender
+from replog.server.replica_fetcher import ReplicaFetcherManager
+from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
+from replog.storage.log_config import LogConfig
+from replog.storage.log_manager import LogManager
+from tests.metadata.metadata_helpers import (
+    bootstrapped,
+    create_topic,
+    register,
+    replayed,
+    topic_id,
+)
 
 TIMEOUT_S = 10
 TOPIC_ID = UUID(int=0x5)
@@ -49,14 +62,14 @@ class FakeLeaders:
     """The replica manager's AlterPartition side."""
 
     pending: list[IsrChange] = field(default_factory=list)
-    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    isr_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     results: list[tuple[IsrChange, KafkaError | None, tuple[int, ...], int, int]] = field(
         default_factory=list
     )
 
     def hand_over(self, *changes: IsrChange) -> None:
         self.pending.extend(changes)
-        self.wakeup.set()
+        self.isr_wakeup.set()
 
     def pending_isr_changes(self) -> list[IsrChange]:
         changes, self.pending = self.pending, []
@@ -293,8 +306,53 @@ async def test_nothing_is_sent_before_the_broker_has_an_epoch(controllers: Harne
         await asyncio.sleep(0.1)
         assert controllers.quorum.requests == []
         epoch[0] = 17
-        rm.wakeup.set()
+        rm.isr_wakeup.set()
         await eventually(lambda: len(rm.results) == 1, "the answer")
     finally:
         await alter.stop()
     assert controllers.quorum.requests[-1][1].broker_epoch == 17
+
+
+@pytest.mark.asyncio
+async def test_an_isr_change_is_sent_at_once_while_the_fetcher_waits(
+    controllers: Harness, tmp_path: Path
+) -> None:
+    # Fix (found in review): the fetcher and the sender shared one wake event, so either could
+    # clear the other's wake and an ISR change could wait for the sender's 1 s idle poll.
+    now_ms = [1_000_000]
+    log_manager = LogManager(str(tmp_path), LogConfig(), task_clock=lambda: now_ms[0])
+    rm = ReplicaManager(
+        ReplicaManagerConfig(1), log_manager, clock=lambda: now_ms[0], broker_epoch=lambda: 10
+    )
+    rm.apply_image(
+        replayed(
+            bootstrapped(),
+            register(1, 10, fenced=False),
+            register(2, 20, fenced=False),
+            *create_topic("t", topic_id(1), (1, 2)),
+        )
+    )
+    fetchers = ReplicaFetcherManager(rm, lambda broker_id: None)
+    alter = AlterPartitionSender(
+        rm, 1, lambda: 10, controllers.addresses, lambda: 2, retry_backoff_ms=10
+    )
+    fetchers.start()
+    alter.start()
+    try:
+        await asyncio.sleep(0.1)  # both tasks are now idle, each waiting for its wake
+        assert controllers.quorum.requests == []
+        now_ms[0] += 30_001  # broker 2 never fetched: past replica.lag.time.max.ms
+        started = time.monotonic()
+        rm.tick(now_ms[0])
+        await eventually(lambda: controllers.quorum.requests, "the AlterPartition request")
+        elapsed_ms = (time.monotonic() - started) * 1000
+        assert elapsed_ms < IDLE_POLL_MS / 2, f"sent after {elapsed_ms:.0f} ms"
+        partition = rm.partition("t", 0)
+        assert partition is not None and partition.leader_state is not None
+        leader_state = partition.leader_state
+        await eventually(lambda: leader_state.isr == (1,), "the shrink committed")
+    finally:
+        await alter.stop()
+        await fetchers.stop()
+        await rm.stop()
+        log_manager.shutdown()

@@ -41,7 +41,7 @@ class FakeFollower:
     otherwise; records every step."""
 
     sources: list[int] = field(default_factory=list)
-    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    fetch_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     processed: list[tuple[int, m.FetchRequest, m.FetchResponse]] = field(default_factory=list)
     failed: list[tuple[int, m.FetchRequest]] = field(default_factory=list)
     paused: set[int] = field(default_factory=set)
@@ -158,14 +158,14 @@ async def test_tasks_follow_the_fetch_sources(leaders: Leaders) -> None:
     try:
         await eventually(lambda: fetchers.sources == {1}, "fetcher for broker 1")
         rm.sources = [2]
-        rm.wakeup.set()
+        rm.fetch_wakeup.set()
         await eventually(lambda: fetchers.sources == {2}, "fetcher moved to broker 2")
         count = len(leaders.servicers[1].requests)
         await eventually(lambda: any(s == 2 for s, _, _ in rm.processed), "fetched from 2")
         await asyncio.sleep(0.1)
         assert len(leaders.servicers[1].requests) == count  # nothing more to broker 1
         rm.sources = []
-        rm.wakeup.set()
+        rm.fetch_wakeup.set()
         await eventually(lambda: fetchers.sources == set(), "no fetchers")
     finally:
         await fetchers.stop()
@@ -218,7 +218,7 @@ async def test_an_idle_source_waits_for_the_wakeup(leaders: Leaders) -> None:
         await asyncio.sleep(0.1)
         assert leaders.servicers[1].requests == []
         rm.paused.clear()
-        rm.wakeup.set()
+        rm.fetch_wakeup.set()
         await eventually(lambda: len(rm.processed) >= 1, "fetched after the wakeup")
     finally:
         await fetchers.stop()

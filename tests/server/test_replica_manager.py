@@ -95,7 +95,15 @@ class FakeClock:
 class Node:
     """One broker's data plane: a LogManager over tmp_path and its ReplicaManager."""
 
-    def __init__(self, root: Path, broker_id: int, clock: FakeClock, **config: Any) -> None:
+    def __init__(
+        self,
+        root: Path,
+        broker_id: int,
+        clock: FakeClock,
+        *,
+        wall_clock: FakeClock | None = None,
+        **config: Any,
+    ) -> None:
         self.broker_id = broker_id
         self.clock = clock
         self.log_manager = LogManager(
@@ -105,6 +113,7 @@ class Node:
             ReplicaManagerConfig(broker_id, **config),
             self.log_manager,
             clock=clock,
+            wall_clock=wall_clock if wall_clock is not None else FakeClock(T0),
             broker_epoch=lambda: 10 * broker_id,
         )
 
@@ -214,9 +223,16 @@ def test_config_from_properties_maps_kafka_names() -> None:
             "replica.fetch.wait.max.ms": "100",
             "min.insync.replicas": "2",
             "replica.fetch.backoff.ms": "50",
+            "producer.id.expiration.ms": "3600000",
+            "producer.id.expiration.check.interval.ms": "60000",
             "unrelated.key": "x",
         },
     )
+    assert config.producer_id_expiration_ms == 3_600_000
+    assert config.producer_id_expiration_check_interval_ms == 60_000
+    defaults = ReplicaManagerConfig(1)
+    assert defaults.producer_id_expiration_ms == 86_400_000  # Kafka's defaults
+    assert defaults.producer_id_expiration_check_interval_ms == 600_000
     assert config.broker_id == 3
     assert config.replica_lag_time_ms_max == 10000
     assert config.replica_fetch_wait_ms_max == 100
@@ -241,7 +257,7 @@ async def test_image_makes_leader_and_follower_with_fetch_sources(
     assert leader.leader().leader_epoch == 0
     assert leader.rm.fetch_sources() == []
     assert follower.rm.fetch_sources() == [1]
-    assert follower.rm.wakeup.is_set() and follower.rm.fetch_wakeup.is_set()
+    assert follower.rm.fetch_wakeup.is_set()
     assert not follower.rm.isr_wakeup.is_set()
     state = follower.rm.partition("t", 0)
     assert state is not None and state.follower is not None
@@ -366,6 +382,74 @@ async def test_produce_acks_all_needs_min_isr_before_append(
     assert leader.leader().config.min_insync_replicas == 1
     done = await produce(leader, batch(), acks=-1)
     assert done.error is None and done.base_offset == 1
+
+
+@pytest.mark.asyncio
+async def test_min_insync_replicas_follows_kafkas_config_precedence(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    # Fix (found in review): the dynamic broker configs (this broker's, then the cluster
+    # default) sit between the topic's config and server.properties, as in Kafka.
+    def config(resource_name: str, value: str | None, *, topic: bool = False) -> ConfigRecord:
+        kind = ConfigResourceType.TOPIC if topic else ConfigResourceType.BROKER
+        return ConfigRecord(kind, resource_name, "min.insync.replicas", value)
+
+    image = cluster_image(*create_topic("t", TID, (1, 2, 3)))
+    leader = Node(tmp_path, 1, clock, default_min_insync_replicas=1)
+    leader.rm.apply_image(image)
+    assert leader.leader().config.min_insync_replicas == 1  # server.properties
+    image = replayed(image, config("", "2"))
+    leader.rm.apply_image(image)
+    assert leader.leader().config.min_insync_replicas == 2  # the dynamic cluster default
+    image = replayed(image, config("1", "3"), config("2", "1"))
+    leader.rm.apply_image(image)
+    assert leader.leader().config.min_insync_replicas == 3  # broker 1's own; not broker 2's
+    image = replayed(image, config("t", "2", topic=True))
+    leader.rm.apply_image(image)
+    assert leader.leader().config.min_insync_replicas == 2  # the topic's config wins
+    image = replayed(image, config("t", None, topic=True), config("1", None))
+    leader.rm.apply_image(image)
+    assert leader.leader().config.min_insync_replicas == 2  # back to the cluster default
+    # It decides acks=all: the ISR shrinks to 1 member, below the cluster default of 2.
+    leader.rm.tick(clock.advance(30_001))  # the followers never fetched
+    (shrink,) = leader.rm.pending_isr_changes()
+    leader.rm.on_isr_change_result(shrink, None, (1,), 0, shrink.partition_epoch + 1)
+    result = await produce(leader, batch(), acks=-1)
+    assert isinstance(result.error, NotEnoughReplicasError)
+
+
+@pytest.mark.asyncio
+async def test_topic_config_changes_reach_the_existing_logs(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    # Fix (found in review): a topic's log settings used to be read only when the replica was
+    # created, so a later change never reached its log, on the leader or on the follower.
+    leader, follower, image = two_nodes(tmp_path, clock)
+    other = replayed(image, *create_topic("u", SOLO_TID, (1, 2)))
+    for node in (leader, follower):
+        node.rm.apply_image(other)
+    assert leader.log().config.max_message_bytes == LogConfig().max_message_bytes
+    assert (await produce(leader, batch(1, tag=1))).error is None
+    changed = replayed(
+        other,
+        ConfigRecord(ConfigResourceType.TOPIC, "t", "max.message.bytes", "64"),
+        ConfigRecord(ConfigResourceType.TOPIC, "t", "segment.bytes", "1048576"),
+    )
+    for node in (leader, follower):
+        node.rm.apply_image(changed)
+        assert node.log().config.max_message_bytes == 64
+        assert node.log().config.segment_bytes == 1048576
+        assert node.log("u").config == LogConfig()  # another topic keeps its settings
+    too_large = await produce(leader, batch(1, tag=2))
+    assert too_large.error is not None and too_large.error.error_name == "MESSAGE_TOO_LARGE"
+    # Deleting the key brings back the broker default.
+    restored = replayed(
+        changed, ConfigRecord(ConfigResourceType.TOPIC, "t", "max.message.bytes", None)
+    )
+    leader.rm.apply_image(restored)
+    assert leader.log().config.max_message_bytes == LogConfig().max_message_bytes
+    assert leader.log().config.segment_bytes == 1048576
+    assert (await produce(leader, batch(1, tag=3))).error is None
 
 
 @pytest.mark.asyncio
@@ -715,9 +799,9 @@ async def test_follower_errors_back_off_and_retry(tmp_path: Path, clock: FakeClo
     follower.rm.process_follower_fetch(1, request, fenced, clock())
     assert follower.rm.build_follower_fetch(1, clock()) is None
     assert follower.rm.next_tick_ms() == clock() + 200
-    follower.rm.wakeup.clear()
+    follower.rm.fetch_wakeup.clear()
     follower.rm.tick(clock.advance(200))
-    assert follower.rm.wakeup.is_set()
+    assert follower.rm.fetch_wakeup.is_set()
     request = follower.rm.build_follower_fetch(1, clock())
     assert request is not None
     follower.rm.follower_fetch_failed(1, request, clock())  # the leader is unreachable
@@ -758,6 +842,42 @@ async def test_follower_high_watermark_and_log_start_follow_the_leader(
     )
     await replicate(follower, leader)
     assert follower.log().log_start_offset == 3
+
+
+@pytest.mark.asyncio
+async def test_idle_producer_ids_expire_against_the_wall_clock(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    # Fix (found in review): nothing called `remove_expired`, so the producer table of a led
+    # partition grew without bound. The table holds batch timestamps (wall-clock ms), so the
+    # check reads the wall clock, every producer.id.expiration.check.interval.ms of the timers.
+    wall = FakeClock(T0)
+    node = Node(
+        tmp_path,
+        1,
+        clock,
+        wall_clock=wall,
+        producer_id_expiration_ms=60_000,
+        producer_id_expiration_check_interval_ms=10_000,
+    )
+    node.rm.apply_image(cluster_image(*create_topic("t", TID, (1,))))
+    await produce(node, batch(producer_id=7, producer_epoch=0, base_sequence=0))
+    later = batch(timestamp=T0 + 30_000, producer_id=8, producer_epoch=0, base_sequence=0)
+    await produce(node, later)
+    partition = node.rm.partition("t", 0)
+    assert partition is not None
+    table = partition.producer_state
+    assert table.entry(7) is not None and table.entry(8) is not None
+    assert node.rm.next_tick_ms() == clock() + 10_000
+    wall.now_ms = T0 + 60_000  # producer 7 has been idle for producer.id.expiration.ms
+    node.rm.tick(clock.advance(9_999))  # the check is not due yet
+    assert table.entry(7) is not None
+    node.rm.tick(clock.advance(1))
+    assert table.entry(7) is None and table.entry(8) is not None
+    assert node.rm.next_tick_ms() <= clock() + 10_000
+    wall.now_ms = T0 + 90_000
+    node.rm.tick(clock.advance(10_000))
+    assert table.entry(8) is None
 
 
 # --- ISR --------------------------------------------------------------------------------------
@@ -1000,6 +1120,41 @@ async def test_purgatory_is_bounded(tmp_path: Path, clock: FakeClock) -> None:
     assert "full" in str(second.error) or "waiting" in str(second.error)
     leader.rm.tick(clock.advance(1000))
     await asyncio.wait_for(first, 1)
+
+
+@pytest.mark.asyncio
+async def test_delete_records_with_a_full_purgatory_deletes_nothing(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    # Fix (found in review): the log start used to move before the full purgatory was found,
+    # so the records were gone and the caller was told the deletion failed.
+    leader, follower, _ = two_nodes(tmp_path, clock, purgatory_pending_max=1)
+    for tag in range(4):
+        await produce(leader, batch(1, tag=tag))
+    await replicate(follower, leader)
+    await replicate(follower, leader)
+    assert leader.leader().high_watermark == 4
+    first = asyncio.create_task(
+        leader.rm.delete_records(DeleteRecordsRequest((DeleteRecordsPartition("t", 0, 1),)))
+    )
+    await settle()
+    assert pending(first)  # waits for the follower's log start: the purgatory is full
+    second = await asyncio.wait_for(
+        leader.rm.delete_records(DeleteRecordsRequest((DeleteRecordsPartition("t", 0, 3),))), 5
+    )
+    (result,) = second.partitions
+    assert result.error is not None and result.error.error_name == "UNKNOWN_SERVER_ERROR"
+    assert "t-0" in str(result.error) and "waiting" in str(result.error)
+    assert leader.log().log_start_offset == 1  # offsets 1 and 2 are still there
+    # A deletion the low watermark already covers never waits, so a full purgatory is no bar.
+    again = await asyncio.wait_for(
+        leader.rm.delete_records(DeleteRecordsRequest((DeleteRecordsPartition("t", 0, 0),))), 5
+    )
+    assert again.partitions[0].error is None
+    await replicate(follower, leader)
+    await replicate(follower, leader)
+    (done,) = (await asyncio.wait_for(first, 1)).partitions
+    assert (done.error, done.low_watermark) == (None, 1)
 
 
 @pytest.mark.asyncio

@@ -14,6 +14,13 @@ Rules (reference digest §1.3, §2, §3, §5, §8):
   watermark for consumers). A start below the log start or above the end is out of range.
 - Retention never deletes the active segment nor anything at or above the high watermark.
 - The recovery point moves only after an fsync returned: everything below it is on disk.
+- Rolls: a standalone log (the Raft metadata log) fsyncs the old segments on the roll, under
+  its lock, so the recovery point reaches the new base at once. A log under a LogManager
+  (`enable_async_roll_flush`) does as Kafka does (§3, §10 S8 item 4): the roll only records
+  the offset to reach, and `flush_rolled_segments`, on the manager's background thread, fsyncs
+  the old segments and the directory without the lock (appends go on), then moves the
+  recovery point unless a truncation, a deletion or a close came in between. A crash before
+  that rescans from the old segment.
 
 Theory of operation: `Log.open` loads segments (`log_loader`), recovering those at or after the
 recovery point after an unclean shutdown. Every public method holds the log's lock, so a log
@@ -37,6 +44,7 @@ import threading
 from collections.abc import Callable, Iterator, Sized
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from itertools import pairwise
 from typing import TYPE_CHECKING, NoReturn
 
 from crc32c import crc32c
@@ -135,6 +143,14 @@ class Log:
         self._last_flush_ms = clock()
         # The segment holding the recovery point when the standalone state was last written.
         self._persisted_recovery_base = -2
+        # Asynchronous roll flush (off for a standalone log; a LogManager turns it on): a roll
+        # only records the offset the next `flush_rolled_segments` must bring the recovery
+        # point to, and `_on_roll_flush_pending` wakes whoever runs it.
+        self._async_roll_flush = False
+        self._on_roll_flush_pending: Callable[[Log], None] | None = None
+        self._roll_flush_pending = 0
+        # Counts truncations, so an unlocked roll flush can tell that one happened meanwhile.
+        self._truncations = 0
         # segment.jitter.ms: drawn again for every new active segment, as Kafka does.
         self._roll_jitter_ms = _random_roll_jitter(config)
         # (bound offset, segment base, byte position) of the last upper bound a read resolved.
@@ -645,7 +661,11 @@ class Log:
 
     def _after_append(self, now_ms: int) -> None:
         """Apply the flush policy (reference digest §9: flush.messages, flush.ms)."""
-        if self.config.flush_each_append:
+        if self.config.flush_each_append and self._roll_flush_pending > self._recovery_point:
+            # Rolled segments are not synced yet (flush.each.append was turned on after an
+            # asynchronous roll): sync them with the active segment.
+            self._flush(self._log_end_offset)
+        elif self.config.flush_each_append:
             try:
                 self.active_segment.log_file.fdatasync()
             except OSError as exc:
@@ -675,8 +695,20 @@ class Log:
         self._active = None
         self._segments[new_base] = segment
         self._roll_jitter_ms = _random_roll_jitter(self.config)
-        # Kafka flushes the old segments asynchronously; replog does it here, before the next
-        # append, so the recovery point can move to the new base at once.
+        if (
+            self._async_roll_flush
+            and new_base > self._recovery_point
+            and not self.config.flush_each_append
+        ):
+            # Kafka's way: the old segments are synced by `flush_rolled_segments`, off the
+            # appending thread; until it returns the recovery point stays where it is, so a
+            # crash meanwhile rescans them (reference digest §10 S8 item 4).
+            self._roll_flush_pending = max(self._roll_flush_pending, new_base)
+            if self._on_roll_flush_pending is not None:
+                self._on_roll_flush_pending(self)
+            return segment
+        # A standalone log flushes the old segments here, before the next append, so the
+        # recovery point moves to the new base at once.
         if new_base <= self._recovery_point:
             # `_flush` has nothing to do then (flush.each.append synced every append, or a
             # truncation cut the log back to this base), but only the .log was synced: the old
@@ -892,6 +924,9 @@ class Log:
         self._high_watermark = min(self._high_watermark, self._log_end_offset)
         self._recovery_point = min(self._recovery_point, self._log_end_offset)
         self._bound_cache = None
+        self._truncations += 1
+        # Only segments below the active one can still wait for a roll flush.
+        self._roll_flush_pending = min(self._roll_flush_pending, self.active_segment.base_offset)
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete everything and start an empty log at `new_offset` (a follower far behind)."""
@@ -925,6 +960,8 @@ class Log:
         self._log_start_offset = self._log_end_offset = new_offset
         self._high_watermark = self._recovery_point = new_offset
         self._bound_cache = None
+        self._truncations += 1
+        self._roll_flush_pending = 0
 
     def _notify_truncated(self) -> None:
         if self._on_truncate is not None:
@@ -1055,6 +1092,98 @@ class Log:
                     self._persist_standalone_state(self, False)
                     self._persisted_recovery_base = base
 
+    def enable_async_roll_flush(self, on_pending: Callable[[Log], None] | None = None) -> None:
+        """Let rolls leave the old segments' fsync to `flush_rolled_segments` (a LogManager
+        does this for its logs); `on_pending(log)` is called, under the log's lock, after a
+        roll that left work for it. A standalone log never turns this on."""
+        with self._lock:
+            self._async_roll_flush = True
+            self._on_roll_flush_pending = on_pending
+
+    @property
+    def has_pending_roll_flush(self) -> bool:
+        """Whether a roll left old segments for `flush_rolled_segments` to sync."""
+        return self._roll_flush_pending > self._recovery_point and not self._closed
+
+    def flush_rolled_segments(self) -> bool:
+        """Sync the segments rolls left unsynced and move the recovery point past them;
+        returns whether it moved. Call it from a background thread: the fsyncs run without
+        the log's lock, so appends to the active segment go on meanwhile.
+
+        The segments chosen (those wholly below the pending offset, from the one holding the
+        recovery point) are fixed under the lock, with their index entries written out; then
+        their files and the directory are fsynced unlocked. The recovery point moves only if,
+        meanwhile, the log was neither closed nor truncated and none of those segments was
+        deleted; otherwise the next call starts again from the segments left.
+        """
+        with self._lock:
+            pending = self._roll_flush_pending
+            if self._closed or pending <= self._recovery_point:
+                return False
+            floor = self._recovery_segment_base()
+            bases = list(self._segments.irange(minimum=max(floor, 0)))
+            chosen: list[LogSegment] = []
+            target = self._recovery_point
+            for base, next_base in pairwise(bases):
+                if next_base > pending:
+                    break
+                chosen.append(self._segments[base])
+                target = next_base
+            if not chosen:
+                self._roll_flush_pending = 0  # a truncation took away what was pending
+                return False
+            truncations = self._truncations
+            try:
+                for segment in chosen:
+                    segment.offset_index.flush(fsync=False)
+                    segment.time_index.flush(fsync=False)
+            except OSError as exc:
+                raise KafkaStorageError(f"{self.name}: flush failed: {exc}") from exc
+        # ValueError: a file closed under us (its descriptor is then -1).
+        failure: tuple[LogSegment | None, OSError | ValueError] | None = None
+        synced_to: int | None = None  # set only once every fsync below returned
+        for segment in chosen:
+            try:
+                segment.log_file.fdatasync()
+                for path in (segment.offset_index.path, segment.time_index.path):
+                    index_file = self._fs.open_segment_file(path, create=False)
+                    try:
+                        index_file.fdatasync()
+                    finally:
+                        index_file.close()
+            except (OSError, ValueError) as exc:
+                failure = (segment, exc)
+                break
+        if failure is None:
+            try:
+                self._fs.fsync_dir(self.directory)
+            except OSError as exc:
+                failure = (None, exc)
+            else:
+                synced_to = target
+        with self._lock:
+            gone = (
+                self._closed
+                or self._truncations != truncations
+                or any(self._segments.get(s.base_offset) is not s for s in chosen)
+            )
+            if failure is not None:
+                if gone:
+                    return False  # a deleted segment or a removed log cannot be synced: fine
+                raise KafkaStorageError(f"{self.name}: flush failed: {failure[1]}") from failure[1]
+            if gone:
+                return False
+            # Every segment below `target` was fsynced above (or, below the old recovery
+            # point, before): only now may the recovery point move.
+            new_point = min(target, self._log_end_offset)
+            assert synced_to is not None and new_point <= synced_to
+            if new_point <= self._recovery_point:
+                return False
+            self._recovery_point = new_point
+            if self._persist_standalone_state is not None:
+                self._persist_standalone_state(self, False)
+            return True
+
     def _recovery_segment_base(self) -> int:
         floor = next(self._segments.irange(maximum=self._recovery_point, reverse=True), None)
         return -1 if floor is None else int(floor)
@@ -1082,6 +1211,10 @@ class Log:
             return
         floor = self._recovery_segment_base()
         try:
+            if self._roll_flush_pending > self._recovery_point:
+                # An asynchronous roll has not synced the directory yet: the new segments'
+                # entries must be durable before the recovery point passes into them.
+                self._fs.fsync_dir(self.directory)
             bases = list(self._segments.irange(minimum=max(floor, 0)))
             for i, base in enumerate(bases):
                 if base >= up_to_offset and base != floor:

@@ -18,7 +18,12 @@ Rules (reference digest §3.1, §4.2, §8.3):
   `log.retention.check.interval.ms` 300000 (retention), all first run after
   `log.initial.task.delay.ms` 30000, except the high-watermark checkpoint, which starts at once
   as Kafka's ReplicaManager does. A truncation rewrites the recovery points at once.
-- Clean shutdown: flush and close every log, write the three checkpoints, then the marker.
+- Rolled segments are fsynced asynchronously (Kafka's flush of rolled segments): the manager
+  turns on `Log.enable_async_roll_flush` for every log it loads or creates, a roll wakes the
+  background thread, which runs `flush_rolled_segments` at once (so does `run_due_tasks`), and
+  a log's recovery point moves only after that fsync returned. Standalone logs sync on roll.
+- Clean shutdown: flush and close every log, write the three checkpoints, then the marker
+  (`Log.close` flushes from the recovery point, so it covers a pending roll flush too).
 
 Theory of operation: `run_due_tasks(now_ms)` runs whatever is due and returns when to call it
 next; the broker calls it from its event loop, and `start()` runs it on a background thread
@@ -143,6 +148,8 @@ class LogManager:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        # Set when a log rolled and left its old segments to sync: wakes the background thread.
+        self._roll_flush_wanted = threading.Event()
         now = task_clock()
         first = now + self.config.initial_task_delay_ms
         self._tasks = {
@@ -224,6 +231,7 @@ class LogManager:
                     had_clean_shutdown=had_clean_shutdown,
                     on_truncate=self._on_truncate,
                 )
+                self._logs[tp].enable_async_roll_flush(self._on_roll_flush_pending)
                 self._dir_of[tp] = log_dir
         except OSError as exc:
             raise KafkaStorageError(f"log dir {log_dir}: cannot load: {exc}") from exc
@@ -279,6 +287,7 @@ class LogManager:
                 had_clean_shutdown=True,
                 on_truncate=self._on_truncate,
             )
+            created.enable_async_roll_flush(self._on_roll_flush_pending)
             self._fs.fsync_dir(log_dir)
             self._logs[(topic, partition)] = created
             self._dir_of[(topic, partition)] = log_dir
@@ -349,9 +358,26 @@ class LogManager:
 
     # --- background tasks ---------------------------------------------------------------------
 
+    def _on_roll_flush_pending(self, rolled: Log) -> None:
+        self._roll_flush_wanted.set()
+
+    def flush_rolled_segments(self) -> int:
+        """Sync the segments rolls left unsynced, log by log, and move their recovery points;
+        returns how many logs' recovery points moved. The manager's lock is not held while
+        syncing, nor a log's lock during its fsyncs (`Log.flush_rolled_segments`)."""
+        self._roll_flush_wanted.clear()
+        with self._lock:
+            if self._closed:
+                return 0
+            pending = [lg for lg in self._logs.values() if lg.has_pending_roll_flush]
+        return sum(1 for lg in pending if lg.flush_rolled_segments())
+
     def run_due_tasks(self, now_ms: int | None = None) -> int:
-        """Run every task that is due; return the task-clock time the next one is due."""
+        """Run every task that is due; return the task-clock time the next one is due.
+
+        Rolled segments waiting for their fsync are synced first, whatever is due."""
         now = self._task_clock() if now_ms is None else now_ms
+        self.flush_rolled_segments()
         with self._lock:
             if self._closed:
                 return LONG_MAX
@@ -385,7 +411,12 @@ class LogManager:
             return
 
         def loop() -> None:
-            while not self._stop.wait(poll_interval_ms / 1000):
+            # A roll wakes the thread at once (`_roll_flush_wanted`), so its old segments are
+            # synced promptly rather than on the next poll.
+            while not self._stop.is_set():
+                self._roll_flush_wanted.wait(poll_interval_ms / 1000)
+                if self._stop.is_set():
+                    break
                 try:
                     self.run_due_tasks()
                 except Exception:  # a failing task must not silently stop all the others
@@ -399,6 +430,7 @@ class LogManager:
     def shutdown(self, broker_epoch: int = NO_BROKER_EPOCH) -> None:
         """Clean shutdown: flush and close every log, write checkpoints, then the markers."""
         self._stop.set()
+        self._roll_flush_wanted.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
@@ -406,6 +438,8 @@ class LogManager:
             if self._closed:
                 return
             for lg in self._logs.values():
+                # Also syncs what rolls left to `flush_rolled_segments`: `close` flushes the
+                # whole log from its recovery point, directory included.
                 lg.close()
             for log_dir in self.log_dirs:
                 self._write_checkpoints(log_dir)

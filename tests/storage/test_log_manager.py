@@ -177,10 +177,12 @@ def test_a_crash_recovers_each_log_from_its_checkpointed_recovery_point(
     lm = manager([d0])
     orders0 = lm.get_or_create_log("orders", 0)
     batches = append_batches(orders0, 20)
+    lm.flush_rolled_segments()  # the background thread's job: rolls sync asynchronously
     lm.checkpoint_recovery_points()
     checkpointed = orders0.recovery_point
     assert 0 < checkpointed < orders0.log_end_offset
     batches += append_batches(orders0, 25)  # rolls, so recovery points move on in memory only
+    lm.flush_rolled_segments()
     assert orders0.recovery_point > checkpointed
     crash(lm)
 

@@ -4,7 +4,8 @@ Grammar (the subset of Java properties that Kafka configs use): one `key=value` 
 `key: value`) per line; blank lines and lines starting with `#` or `!` are comments; whitespace
 around keys and values is dropped. A repeated key or a line without a separator is an error
 naming the file and line. `integer_settings` reads a config dataclass's integer fields from
-parsed properties, the one place their "must be an integer" error is worded.
+parsed properties and `positive_setting` one positive integer: the one place their "must be an
+integer" error is worded.
 """
 
 from __future__ import annotations
@@ -52,3 +53,18 @@ def integer_settings(properties: Mapping[str, object], names: Mapping[str, str])
             except ValueError:
                 raise ConfigError(f"{key}={properties[key]!r}: must be an integer") from None
     return values
+
+
+def positive_setting(properties: Mapping[str, str], key: str, default: int) -> int:
+    """The positive integer `properties` sets for `key`, or `default` when unset; a ConfigError
+    naming the key otherwise."""
+    text = properties.get(key)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigError(f"{key}={text!r}: must be an integer") from None
+    if value <= 0:
+        raise ConfigError(f"{key}={value}: must be positive")
+    return value

@@ -56,6 +56,7 @@ from quorum.metadata.records import Endpoint
 from quorum.raft.ready import ApplyItem
 from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, monotonic_ms
+from replog.config import positive_setting
 from replog.errors import BrokerLifecycleError, ConfigError, KafkaStorageError
 from replog.server.alter_partition_sender import AlterPartitionSender
 from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
@@ -342,18 +343,6 @@ def broker_config_from_node(node: NodeConfig) -> tuple[BrokerLifecycleConfig, di
     """The lifecycle settings and controller addresses of a node's broker role."""
     properties = node.properties
 
-    def integer(key: str, default: int) -> int:
-        text = properties.get(key)
-        if text is None:
-            return default
-        try:
-            value = int(text)
-        except ValueError:
-            raise ConfigError(f"{key}={text!r}: must be an integer") from None
-        if value <= 0:
-            raise ConfigError(f"{key}={value}: must be positive")
-        return value
-
     rack = properties.get("broker.rack", "").strip() or None
     advertised = properties.get("advertised.listeners", "").strip()
     config = BrokerLifecycleConfig(
@@ -365,8 +354,10 @@ def broker_config_from_node(node: NodeConfig) -> tuple[BrokerLifecycleConfig, di
         else _endpoints(properties.get("listeners", node.listener), "listeners"),
         rack=rack,
         heartbeat_interval_ms=node.broker_heartbeat_interval_ms,
-        session_timeout_ms=integer("broker.session.timeout.ms", 9000),
-        initial_registration_timeout_ms=integer("initial.broker.registration.timeout.ms", 60_000),
+        session_timeout_ms=positive_setting(properties, "broker.session.timeout.ms", 9000),
+        initial_registration_timeout_ms=positive_setting(
+            properties, "initial.broker.registration.timeout.ms", 60_000
+        ),
         request_timeout_ms=node.raft.request_timeout_ms,
     )
     addresses = {voter.node_id: f"{voter.host}:{voter.port}" for voter in node.raft.voters}
@@ -377,25 +368,15 @@ def data_plane_config_from_node(node: NodeConfig) -> DataPlaneConfig:
     """Where a node's broker keeps its partition logs, and its data plane's limits."""
     properties = node.properties
 
-    def positive(key: str, default: int) -> int:
-        text = properties.get(key)
-        if text is None:
-            return default
-        try:
-            value = int(text.strip())
-        except ValueError:
-            raise ConfigError(f"{key}={text!r}: must be an integer") from None
-        if value <= 0:
-            raise ConfigError(f"{key}={value}: must be positive")
-        return value
-
     return DataPlaneConfig(
         log_dirs=node.log_dirs,
         properties=dict(properties),
-        replica_socket_timeout_ms=positive(
-            "replica.socket.timeout.ms", REPLICA_SOCKET_TIMEOUT_MS_DEFAULT
+        replica_socket_timeout_ms=positive_setting(
+            properties, "replica.socket.timeout.ms", REPLICA_SOCKET_TIMEOUT_MS_DEFAULT
         ),
-        request_bytes_max=positive("socket.request.max.bytes", REQUEST_BYTES_MAX_DEFAULT),
+        request_bytes_max=positive_setting(
+            properties, "socket.request.max.bytes", REQUEST_BYTES_MAX_DEFAULT
+        ),
     )
 
 

@@ -110,9 +110,29 @@ class MessageSizeTooLargeError(KafkaError):
     """A batch larger than `max.message.bytes`."""
 
 
+@_wire(12, "OFFSET_METADATA_TOO_LARGE")
+class OffsetMetadataTooLargeError(KafkaError):
+    """A committed offset's metadata string longer than `offset.metadata.max.bytes`."""
+
+
 @_wire(13, "NETWORK_EXCEPTION", retriable=True)
 class NetworkError(KafkaError):
     pass
+
+
+@_wire(14, "COORDINATOR_LOAD_IN_PROGRESS", retriable=True)
+class CoordinatorLoadInProgressError(KafkaError):
+    """The group coordinator is still loading its partition of `__consumer_offsets`."""
+
+
+@_wire(15, "COORDINATOR_NOT_AVAILABLE", retriable=True)
+class CoordinatorNotAvailableError(KafkaError):
+    """No coordinator for the group yet (`__consumer_offsets` missing, leaderless or too small)."""
+
+
+@_wire(16, "NOT_COORDINATOR", retriable=True)
+class NotCoordinatorError(KafkaError):
+    """The broker asked is not the group's coordinator (any more); find it again."""
 
 
 @_wire(17, "INVALID_TOPIC_EXCEPTION")
@@ -138,6 +158,11 @@ class NotEnoughReplicasAfterAppendError(KafkaError):
 @_wire(21, "INVALID_REQUIRED_ACKS")
 class InvalidRequiredAcksError(KafkaError):
     pass
+
+
+@_wire(24, "INVALID_GROUP_ID")
+class InvalidGroupIdError(KafkaError):
+    """An empty or malformed `group.id`."""
 
 
 @_wire(32, "INVALID_TIMESTAMP")
@@ -349,6 +374,34 @@ class CorruptIndexError(ReplogError):
 
 class ConfigError(ReplogError):
     """A configuration value that is unknown, malformed or out of range; names the key."""
+
+
+class KafkaTimeoutError(ReplogError):
+    """A client call that did not finish within its timeout (`max.block.ms`,
+    `delivery.timeout.ms`, a method's `timeout_ms`). The message names the operation, the
+    timeout and the last cause seen (an unreachable address, a retriable broker error)."""
+
+    retriable: ClassVar[bool] = True
+
+
+class NoBrokersAvailableError(ReplogError):
+    """No bootstrap or advertised broker address answered. The message names every address
+    tried (the bootstrap ones and those the cluster advertised) and what each said."""
+
+    retriable: ClassVar[bool] = True
+
+
+class ClientClosedError(ReplogError):
+    """A call on a Producer, Consumer or Admin after `close()` (or while it closes)."""
+
+
+class IllegalStateError(ReplogError):
+    """A call that the client's state does not allow (poll without assignment or subscription,
+    seek on a partition not assigned, subscribe after assign)."""
+
+
+class NoOffsetForPartitionError(OffsetOutOfRangeError):
+    """`auto.offset.reset=none` and no committed offset for a partition (names it)."""
 
 
 class CorruptMetadataRecordError(CorruptRecordError):

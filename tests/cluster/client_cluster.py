@@ -1,0 +1,120 @@
+"""A running local cluster for the client library's tests (issue #7), shared by a test module.
+
+`start_client_cluster` starts a real multi-process cluster through the CLI (`replog cluster
+start`) and waits until every broker is unfenced; `ClientCluster.create_topic` creates a topic
+through the controller and waits until every broker's metadata shows a leader for each of its
+partitions, so a client that starts right after sees the topic. `stop` kills every process
+(also after a failed test). Tests drive the cluster only through the public client API, the
+CLI and signals.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from cluster_helpers import LoopbackCluster, free_base_port, wait_for
+
+from replog.admin.controller_client import ControllerClient
+from replog.admin.controller_results import NewTopic
+from replog.errors import ReplogError, TopicAlreadyExistsError
+from replog.pb import broker_pb2_grpc
+from replog.pb import controller_pb2 as pb
+
+
+@dataclass
+class ClientCluster:
+    loopback: LoopbackCluster
+
+    @property
+    def addresses(self) -> dict[int, str]:
+        return self.loopback.addresses
+
+    @property
+    def bootstrap(self) -> str:
+        """The `bootstrap.servers` value naming every node."""
+        return ",".join(self.addresses.values())
+
+    def admin(self) -> ControllerClient:
+        addresses = self.addresses
+        return ControllerClient(list(addresses.values()), node_addresses=addresses)
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 3,
+        configs: Mapping[str, str] | None = None,
+        timeout_s: float = 30,
+    ) -> None:
+        deadline = time.monotonic() + timeout_s
+        with self.admin() as admin:
+            while True:
+                (created,) = admin.create_topics(
+                    [NewTopic(name, partitions, replication_factor, dict(configs or {}))]
+                )
+                if created.error is None or isinstance(created.error, TopicAlreadyExistsError):
+                    break
+                assert time.monotonic() < deadline, f"creating {name}: {created.error!r}"
+                time.sleep(0.2)
+        self.wait_for_leaders(name, partitions, deadline - time.monotonic())
+
+    def wait_for_leaders(self, topic: str, partitions: int, timeout_s: float) -> None:
+        """Until every node's broker metadata names a leader for each partition of `topic`."""
+        def ready() -> bool:
+            for address in self.addresses.values():
+                try:
+                    with grpc.insecure_channel(address) as channel:
+                        stub = broker_pb2_grpc.BrokerStub(channel)  # type: ignore[no-untyped-call]
+                        answer = stub.Metadata(pb.MetadataRequest(topics=[topic]), timeout=2)
+                except grpc.RpcError:
+                    return False
+                found = [t for t in answer.topics if t.name == topic and not t.error.code]
+                if not found or len(found[0].partitions) != partitions:
+                    return False
+                if any(p.leader_id < 0 for p in found[0].partitions):
+                    return False
+            return True
+
+        wait_for(ready, max(timeout_s, 1.0), f"leaders for every partition of {topic}")
+
+    def stop(self) -> None:
+        self.loopback.kill_everything()
+
+
+def start_client_cluster(
+    data_dir: Path, node_count: int = 3, *start_args: str, timeout_s: float = 60
+) -> ClientCluster:
+    loopback = LoopbackCluster(data_dir, free_base_port(node_count), node_count)
+    cluster = ClientCluster(loopback)
+    try:
+        loopback.start(*start_args)
+        loopback.wait_for_leader(timeout_s=timeout_s)
+
+        def all_unfenced() -> bool:
+            try:
+                with cluster.admin() as admin:
+                    brokers = admin.describe_cluster().brokers
+            except ReplogError:
+                return False
+            return len([b for b in brokers if not b.fenced]) == node_count
+
+        wait_for(all_unfenced, timeout_s, f"{node_count} unfenced brokers")
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+@contextmanager
+def client_cluster(data_dir: Path, node_count: int = 3, *start_args: str) -> Iterator[ClientCluster]:
+    """A started cluster, killed when the block ends (for module-scoped fixtures)."""
+    cluster = start_client_cluster(data_dir, node_count, *start_args)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

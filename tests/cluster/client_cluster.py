@@ -65,6 +65,7 @@ class ClientCluster:
 
     def wait_for_leaders(self, topic: str, partitions: int, timeout_s: float) -> None:
         """Until every node's broker metadata names a leader for each partition of `topic`."""
+
         def ready() -> bool:
             for address in self.addresses.values():
                 try:
@@ -111,7 +112,9 @@ def start_client_cluster(
 
 
 @contextmanager
-def client_cluster(data_dir: Path, node_count: int = 3, *start_args: str) -> Iterator[ClientCluster]:
+def client_cluster(
+    data_dir: Path, node_count: int = 3, *start_args: str
+) -> Iterator[ClientCluster]:
     """A started cluster, killed when the block ends (for module-scoped fixtures)."""
     cluster = start_client_cluster(data_dir, node_count, *start_args)
     try:

@@ -1,9 +1,12 @@
-"""Kafka's rule for a legal topic name, in one place for the controller, the broker and the
-log manager.
+"""Kafka's rules for topic names, in one place for the controller, the broker and the log
+manager: which names are legal, and which topics are internal.
 
 Rules (Kafka's `Topic.validate`): a name is 1 to 249 characters from ASCII letters, digits,
 '.', '_' and '-', and is neither '.' nor '..'. (249 leaves room for a partition's directory
-name, `<topic>-<partition>`, within a file system's 255-byte limit.) Pure: no I/O.
+name, `<topic>-<partition>`, within a file system's 255-byte limit.) The internal topics are
+Kafka's (`Topic.isInternal`): `__consumer_offsets` (committed offsets, written by the group
+coordinator) and `__transaction_state`; clients may read them but not produce to them.
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -12,6 +15,14 @@ from replog.errors import InvalidTopicError
 
 MAX_TOPIC_NAME_LENGTH = 249
 LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+
+
+def is_internal_topic(name: str) -> bool:
+    """Whether only the broker itself may write to topic `name`."""
+    return name in INTERNAL_TOPICS
 
 
 def topic_name_problem(name: str) -> str | None:

@@ -25,6 +25,9 @@ Rules:
 - Roles are per node and drive what its `server.properties` says. By default every node is
   combined: a controller (a voter) and a broker, both served on the node's one listener (the
   broker data plane's `Broker` service included).
+- A cluster with fewer brokers than Kafka's `offsets.topic.replication.factor` default (3)
+  gets `offsets.topic.replication.factor=<brokers>`, so `__consumer_offsets` can be created
+  and consumer groups can commit offsets (an override given to `start` still wins).
 - Every problem with the files is a `ReplogError` naming the file.
 """
 
@@ -40,6 +43,7 @@ from typing import Any
 
 from replog.config import render_properties
 from replog.errors import ReplogError
+from replog.server.group_coordinator_config import OFFSETS_TOPIC_REPLICATION_FACTOR_DEFAULT
 
 DEFAULT_DATA_DIR = os.path.join(".replog", "cluster")
 DEFAULT_NODE_COUNT = 3
@@ -186,6 +190,9 @@ class LocalCluster:
         }
         if self.cluster_id is not None:
             properties["cluster.id"] = self.cluster_id
+        brokers = sum(1 for n in self.nodes if "broker" in n.roles)
+        if 0 < brokers < OFFSETS_TOPIC_REPLICATION_FACTOR_DEFAULT:
+            properties["offsets.topic.replication.factor"] = str(brokers)
         properties.update(overrides or {})
         return properties
 

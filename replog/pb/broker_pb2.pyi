@@ -309,3 +309,25 @@ class DeleteRecordsResponse(_message.Message):
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[DeleteRecordsTopicResponse]
     def __init__(self, topics: _Optional[_Iterable[_Union[DeleteRecordsTopicResponse, _Mapping]]] = ...) -> None: ...
+
+class InitProducerIdRequest(_message.Message):
+    __slots__ = ("transactional_id", "transaction_timeout_ms", "producer_id", "producer_epoch")
+    TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    transactional_id: str
+    transaction_timeout_ms: int
+    producer_id: int
+    producer_epoch: int
+    def __init__(self, transactional_id: _Optional[str] = ..., transaction_timeout_ms: _Optional[int] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ...) -> None: ...
+
+class InitProducerIdResponse(_message.Message):
+    __slots__ = ("error", "producer_id", "producer_epoch")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorStatus
+    producer_id: int
+    producer_epoch: int
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ...) -> None: ...

@@ -65,6 +65,11 @@ class BrokerStub:
                 request_serializer=replog_dot_pb_dot_controller__pb2.MetadataRequest.SerializeToString,
                 response_deserializer=replog_dot_pb_dot_controller__pb2.MetadataResponse.FromString,
                 _registered_method=True)
+        self.InitProducerId = channel.unary_unary(
+                '/replog.pb.broker.Broker/InitProducerId',
+                request_serializer=replog_dot_pb_dot_broker__pb2.InitProducerIdRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_broker__pb2.InitProducerIdResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -107,6 +112,13 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def InitProducerId(self, request, context):
+        """A new producer id for an idempotent producer (epoch 0); any broker answers.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -139,6 +151,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.Metadata,
                     request_deserializer=replog_dot_pb_dot_controller__pb2.MetadataRequest.FromString,
                     response_serializer=replog_dot_pb_dot_controller__pb2.MetadataResponse.SerializeToString,
+            ),
+            'InitProducerId': grpc.unary_unary_rpc_method_handler(
+                    servicer.InitProducerId,
+                    request_deserializer=replog_dot_pb_dot_broker__pb2.InitProducerIdRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_broker__pb2.InitProducerIdResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -303,6 +320,33 @@ class Broker:
             '/replog.pb.broker.Broker/Metadata',
             replog_dot_pb_dot_controller__pb2.MetadataRequest.SerializeToString,
             replog_dot_pb_dot_controller__pb2.MetadataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InitProducerId(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.broker.Broker/InitProducerId',
+            replog_dot_pb_dot_broker__pb2.InitProducerIdRequest.SerializeToString,
+            replog_dot_pb_dot_broker__pb2.InitProducerIdResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -227,3 +227,26 @@ class DeleteRecordsPartitionResult:
 @dataclass(frozen=True, slots=True)
 class DeleteRecordsResponse:
     partitions: tuple[DeleteRecordsPartitionResult, ...]
+
+
+# --- InitProducerId -----------------------------------------------------------------------------
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerIdRequest:
+    """(-1, -1): a new producer id. A transactional id asks for transactions (unsupported)."""
+
+    transactional_id: str | None = None
+    transaction_timeout_ms: int = 0
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class InitProducerIdResponse:
+    error: KafkaError | None = None
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH

@@ -15,10 +15,11 @@ Rules:
 - A request-level failure retries the same changes (Kafka retries them until answered):
   NOT_CONTROLLER goes at once to the controller the answer names (else the next voter),
   at most once per voter in a row before backing off; an unreachable or timed-out controller
-  moves to the known active controller (the Raft leader, `controller_hint`) or the next voter,
-  after a backoff growing from `retry_backoff_ms` to `retry_backoff_max_ms`;
-  STALE_BROKER_EPOCH and any other request-level error retry after the backoff with the
-  broker's then-current epoch. A partition the answer leaves out is sent again.
+  moves to the known active controller (the Raft leader, `controller_hint`) or the next voter
+  (`controller_calls.ActiveController`), after a backoff growing from `retry_backoff_ms` to
+  `retry_backoff_max_ms`; STALE_BROKER_EPOCH and any other request-level error retry after
+  the backoff with the broker's then-current epoch. A partition the answer leaves out is sent
+  again.
 - Nothing is sent before the broker has an epoch (it registered): the controller would refuse.
 - Calls fail fast (no wait-for-ready), time out after `request_timeout_ms`, and an UNAVAILABLE
   call replaces its channel (as the broker lifecycle driver does).
@@ -39,6 +40,7 @@ from replog.errors import KafkaError, NotControllerError, error_for_code
 from replog.pb import controller_pb2 as pb
 from replog.pb import controller_pb2_grpc
 from replog.replication.leader_state import IsrChange
+from replog.server.controller_calls import CHANNEL_OPTIONS, ActiveController
 from replog.server.peer_channels import PeerChannels
 from replog.server.replica_fetcher import wait_for_wakeup
 
@@ -48,12 +50,6 @@ REQUEST_TIMEOUT_MS_DEFAULT = 30_000
 RETRY_BACKOFF_MS_DEFAULT = 50  # Kafka's AlterPartitionManager retry delay
 RETRY_BACKOFF_MAX_MS_DEFAULT = 1000
 IDLE_POLL_MS = 1000
-_CHANNEL_OPTIONS = [
-    ("grpc.keepalive_time_ms", 10_000),
-    ("grpc.initial_reconnect_backoff_ms", 50),
-    ("grpc.min_reconnect_backoff_ms", 50),
-    ("grpc.max_reconnect_backoff_ms", 1000),
-]
 
 PartitionKey = tuple[UUID, int]
 
@@ -124,18 +120,16 @@ class AlterPartitionSender:
         self._rm = replica_manager
         self.broker_id = broker_id
         self._broker_epoch = broker_epoch
-        self._addresses = dict(controller_addresses)
-        self._voters = list(controller_addresses)  # controller.quorum.voters order
-        self._hint = controller_hint
+        # controller.quorum.voters order
+        self._active = ActiveController(list(controller_addresses), controller_hint)
         self._request_timeout_ms = request_timeout_ms
         self._retry_backoff_ms = retry_backoff_ms
         self._retry_backoff_max_ms = retry_backoff_max_ms
-        self._controller_id: int | None = None
         self._unsent: dict[PartitionKey, IsrChange] = {}
         self._controllers = PeerChannels(
             controller_addresses,
             controller_pb2_grpc.ControllerStub,
-            _CHANNEL_OPTIONS,
+            CHANNEL_OPTIONS,
         )
         self._task: asyncio.Task[None] | None = None
         self.requests_sent = 0  # for tests and metrics
@@ -175,7 +169,7 @@ class AlterPartitionSender:
                 continue
             batch = dict(self._unsent)
             self._unsent.clear()
-            controller_id = self._target()
+            controller_id = self._active.target()
             outcome = await self._send(controller_id, broker_epoch, batch)
             # Answered partitions are done; the rest go back unless a newer change came.
             for key, change in batch.items():
@@ -183,7 +177,7 @@ class AlterPartitionSender:
                     self._unsent.setdefault(key, change)
             if outcome.redirect:
                 redirects += 1
-                if redirects <= len(self._voters):
+                if redirects <= len(self._active):
                     continue  # straight to the controller the answer named
             else:
                 redirects = 0
@@ -195,25 +189,6 @@ class AlterPartitionSender:
                 await asyncio.sleep(delay_ms / 1000)
             else:
                 failures = 0
-
-    def _target(self) -> int:
-        if self._controller_id is None:
-            hint = self._hint()
-            self._controller_id = hint if hint in self._addresses else self._voters[0]
-        return self._controller_id
-
-    def _move_on_from(self, failed_id: int, named_id: int | None = None) -> None:
-        """Pick the next controller after `failed_id`: the one named, the Raft leader if it is
-        another, else the next voter."""
-        if named_id is not None and named_id in self._addresses and named_id != failed_id:
-            self._controller_id = named_id
-            return
-        hint = self._hint()
-        if hint is not None and hint in self._addresses and hint != failed_id:
-            self._controller_id = hint
-            return
-        index = self._voters.index(failed_id) if failed_id in self._voters else -1
-        self._controller_id = self._voters[(index + 1) % len(self._voters)]
 
     async def _send(
         self, controller_id: int, broker_epoch: int, batch: dict[PartitionKey, IsrChange]
@@ -235,13 +210,13 @@ class AlterPartitionSender:
             )
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
                 self._controllers.reconnect(controller_id)
-            self._move_on_from(controller_id)
+            self._active.move_on_from(controller_id)
             return _Outcome(failed=True)
         if response.HasField("error") and response.error.code != 0:
             error = error_for_code(response.error.code, response.error.message)
             named = response.controller_id if response.controller_id >= 0 else None
             if isinstance(error, NotControllerError):
-                self._move_on_from(controller_id, named)
+                self._active.move_on_from(controller_id, named)
                 return _Outcome(redirect=True, failed=True)
             log.warning(
                 "broker %d: AlterPartition refused by controller %d: %s; retrying",

@@ -13,20 +13,19 @@ Rules:
   poll or an acks=all wait is not cut short by the transport.
 - Per-partition errors come back as `KafkaError` instances in the results; only a failed call
   raises (`grpc.aio.AioRpcError`: INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNAVAILABLE, ...).
+  `init_producer_id` has no partitions: it raises the answer's `KafkaError` itself.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
-
-import grpc
 
 from replog.pb import broker_pb2_grpc
 from replog.pb import controller_pb2 as controller_pb
 from replog.replication import messages as m
 from replog.server import broker_codec as codec
+from replog.server.redialing_channel import RedialingChannel
 
 REQUEST_TIMEOUT_MS_DEFAULT = 30_000
 CHANNEL_OPTIONS = [
@@ -53,23 +52,15 @@ class BrokerClient:
         self.address = address
         self.request_timeout_ms = request_timeout_ms
         self._metadata = tuple(metadata)
-        self._channel: grpc.aio.Channel | None = None
-        self._stub: broker_pb2_grpc.BrokerStub | None = None
-        self._closing: set[asyncio.Task[None]] = set()
-
-    def _the_stub(self) -> broker_pb2_grpc.BrokerStub:
-        if self._stub is None:
-            self._channel = grpc.aio.insecure_channel(self.address, options=CHANNEL_OPTIONS)
-            self._stub = broker_pb2_grpc.BrokerStub(self._channel)  # type: ignore[no-untyped-call]
-        return self._stub
+        self._channel = RedialingChannel(
+            address,
+            broker_pb2_grpc.BrokerStub,
+            CHANNEL_OPTIONS,
+        )
 
     def reconnect(self) -> None:
         """Drop the channel: the next call dials again at once."""
-        channel, self._channel, self._stub = self._channel, None, None
-        if channel is not None:
-            task = asyncio.get_running_loop().create_task(channel.close(grace=None))
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
+        self._channel.reconnect()
 
     async def _call(
         self,
@@ -79,14 +70,7 @@ class BrokerClient:
         extra_ms: int = 0,
     ) -> Any:
         deadline_ms = (self.request_timeout_ms if timeout_ms is None else timeout_ms) + extra_ms
-        try:
-            return await method(self._the_stub())(
-                message, timeout=deadline_ms / 1000, metadata=self._metadata
-            )
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                self.reconnect()
-            raise
+        return await self._channel.call(method, message, deadline_ms / 1000, self._metadata)
 
     async def produce(
         self, request: m.ProduceRequest, *, timeout_ms: int | None = None
@@ -150,12 +134,24 @@ class BrokerClient:
         )
         return answer
 
+    async def init_producer_id(self, *, timeout_ms: int | None = None) -> tuple[int, int]:
+        """A new producer id and its epoch (0) for an idempotent producer.
+
+        Raises the `replog.errors` class of the answer's error (COORDINATOR_LOAD_IN_PROGRESS,
+        retriable, while the broker has no ids yet), or `grpc.aio.AioRpcError` for a failed call.
+        """
+        answer = await self._call(
+            lambda s: s.InitProducerId,
+            codec.init_producer_id_request_to_proto(m.InitProducerIdRequest()),
+            timeout_ms,
+        )
+        response = codec.init_producer_id_response_from_proto(answer)
+        if response.error is not None:
+            raise response.error
+        return response.producer_id, response.producer_epoch
+
     async def close(self) -> None:
-        channel, self._channel, self._stub = self._channel, None, None
-        if channel is not None:
-            await channel.close()
-        for task in list(self._closing):
-            task.cancel()
+        await self._channel.close()
 
     async def __aenter__(self) -> BrokerClient:
         return self

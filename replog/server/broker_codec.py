@@ -26,24 +26,18 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 from uuid import UUID
 
-from quorum.controller.reads import BrokerView, MetadataView, PartitionView, TopicView
-from quorum.controller.replication_control import ApiError
-from quorum.metadata.image import MetadataImage
 from replog.errors import (
     InvalidRequestError,
     KafkaError,
-    UnknownTopicOrPartitionError,
     error_for_code,
 )
 from replog.pb import broker_pb2 as pb
 from replog.pb import common_pb2
-from replog.pb import controller_pb2 as controller_pb
 from replog.replication import messages as m
-from replog.server.controller_codec import metadata_to_proto
 
 UUID_BYTES = 16
 NONE = -1
@@ -590,47 +584,48 @@ def delete_records_response_from_proto(
     )
 
 
-# --- Metadata -----------------------------------------------------------------------------------
+# --- InitProducerId -----------------------------------------------------------------------------
 
 
-def metadata_view_from_image(
-    image: MetadataImage, topic_names: Sequence[str] | None, cluster_id: str
-) -> MetadataView:
-    """What the controller's Metadata read answers, computed from a broker's image."""
-    registrations = image.cluster.brokers
-    live = {broker_id for broker_id, r in registrations.items() if not r.fenced}
-    by_name = image.topics.by_name
-    wanted = sorted(by_name) if topic_names is None else list(topic_names)
-    topics: list[TopicView] = []
-    for name in wanted:
-        topic = by_name.get(name)
-        if topic is None:
-            error = ApiError(UnknownTopicOrPartitionError, f"no topic named {name!r}")
-            topics.append(TopicView(name, None, error=error))
-            continue
-        topics.append(
-            TopicView(
-                name,
-                topic.topic_id,
-                tuple(
-                    PartitionView.of(name, partition_id, topic.partitions[partition_id], live)
-                    for partition_id in sorted(topic.partitions)
-                ),
-            )
-        )
-    brokers = tuple(BrokerView.of(registrations[b]) for b in sorted(live))
-    return MetadataView(cluster_id, brokers, tuple(topics), image.provenance.last_offset)
-
-
-def metadata_response_from_image(
-    image: MetadataImage,
-    request: controller_pb.MetadataRequest,
-    *,
-    cluster_id: str,
-    controller_id: int,
-) -> controller_pb.MetadataResponse:
-    response = metadata_to_proto(
-        metadata_view_from_image(image, list(request.topics) or None, cluster_id)
+def init_producer_id_request_to_proto(request: m.InitProducerIdRequest) -> pb.InitProducerIdRequest:
+    message = pb.InitProducerIdRequest(
+        transaction_timeout_ms=request.transaction_timeout_ms,
+        producer_id=request.producer_id,
+        producer_epoch=request.producer_epoch,
     )
-    response.controller_id = controller_id
-    return response
+    if request.transactional_id is not None:
+        message.transactional_id = request.transactional_id
+    return message
+
+
+def init_producer_id_request_from_proto(
+    message: pb.InitProducerIdRequest,
+) -> m.InitProducerIdRequest:
+    return m.InitProducerIdRequest(
+        transactional_id=(
+            message.transactional_id if message.HasField("transactional_id") else None
+        ),
+        transaction_timeout_ms=message.transaction_timeout_ms,
+        producer_id=message.producer_id,
+        producer_epoch=message.producer_epoch,
+    )
+
+
+def init_producer_id_response_to_proto(
+    response: m.InitProducerIdResponse,
+) -> pb.InitProducerIdResponse:
+    return pb.InitProducerIdResponse(
+        error=error_to_proto(response.error),
+        producer_id=response.producer_id,
+        producer_epoch=response.producer_epoch,
+    )
+
+
+def init_producer_id_response_from_proto(
+    message: pb.InitProducerIdResponse,
+) -> m.InitProducerIdResponse:
+    return m.InitProducerIdResponse(
+        error=error_from_proto(message),
+        producer_id=message.producer_id,
+        producer_epoch=message.producer_epoch,
+    )

@@ -10,6 +10,9 @@ It wires the broker side of the metadata plane and the data plane together:
     BrokerLifecycleDriver --BrokerRegistration/BrokerHeartbeat--> controllers (gRPC)
     BrokerService (gRPC Broker) --> ReplicaManager <--> LogManager (log.dirs)
     ReplicaFetcherManager --Fetch--> partition leaders;  AlterPartitionSender --> controller
+    BrokerService.InitProducerId --> ProducerIdManager --AllocateProducerIds--> controller
+    CoordinatorService (gRPC GroupCoordinator) --> GroupCoordinator --> ReplicaManager
+                                                   '--CreateTopics __consumer_offsets--> controller
 
 Rules:
 - The metadata offset in heartbeats is the loader's last published offset: the controller
@@ -19,8 +22,13 @@ Rules:
   the first image is published, and the logs are recovered: the `LogManager` over `log.dirs`
   is opened (log recovery, on a worker thread so the event loop keeps replaying metadata), the
   `ReplicaManager` is installed as a publisher (it gets the current image at once), the
-  fetchers, the AlterPartition sender and the log manager's task thread start, and the Broker
-  service starts serving data requests (it answers UNAVAILABLE before; Metadata always).
+  fetchers, the AlterPartition sender, the log manager's task thread and the producer-id
+  manager (which asks the controller for its first block at once) start, and the Broker
+  service starts serving data requests (it answers UNAVAILABLE before; Metadata always;
+  InitProducerId COORDINATOR_LOAD_IN_PROGRESS until the first block arrived); last the group
+  coordinator is installed as a publisher after the replica manager (it follows the
+  `__consumer_offsets` leaderships the replica manager took) and the GroupCoordinator service
+  serves from it (COORDINATOR_NOT_AVAILABLE before, and again once the data plane stops).
 - `stop(graceful=True)`: controlled shutdown first (the controller moves leaderships away while
   this broker still replicates), bounded by `controlled_shutdown_timeout_ms`; then the data
   plane stops (service detached, fetchers, sender, replica manager) and the log manager shuts
@@ -34,9 +42,9 @@ Rules:
   2000, `log.dirs`) and Kafka-named properties: `broker.session.timeout.ms` (9000),
   `initial.broker.registration.timeout.ms` (60000), `broker.rack` (none),
   `advertised.listeners` (default: `listeners`), `replica.socket.timeout.ms` (30000),
-  `socket.request.max.bytes` (104857600), the `LogManagerConfig` and `ReplicaManagerConfig`
-  keys; the controllers are `controller.quorum.voters`, the request timeout
-  `controller.quorum.request.timeout.ms`.
+  `socket.request.max.bytes` (104857600), the `LogManagerConfig`, `ReplicaManagerConfig` and
+  `GroupCoordinatorConfig` keys; the controllers are `controller.quorum.voters`, the request
+  timeout `controller.quorum.request.timeout.ms`.
 """
 
 from __future__ import annotations
@@ -46,7 +54,7 @@ import logging
 import random
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from quorum.metadata.broker_lifecycle import BrokerLifecycleConfig, LifecycleState
 from quorum.metadata.delta import MetadataDelta
@@ -61,8 +69,14 @@ from replog.errors import BrokerLifecycleError, ConfigError, KafkaStorageError
 from replog.server.alter_partition_sender import AlterPartitionSender
 from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
 from replog.server.broker_service import REQUEST_BYTES_MAX_DEFAULT, BrokerService
+from replog.server.controller_calls import ControllerCalls
+from replog.server.coordinator_service import CoordinatorService
+from replog.server.group_coordinator import GroupCoordinator
+from replog.server.group_coordinator_config import GroupCoordinatorConfig
 from replog.server.metadata_publisher import BrokerMetadataListener, LocalChangesLog
 from replog.server.node_config import NodeConfig
+from replog.server.offsets_topic_creator import OffsetsTopicCreator, create_via_controller
+from replog.server.producer_id_manager import ProducerIdManager, allocate_from_controller
 from replog.server.raft_driver import RaftDriver
 from replog.server.replica_fetcher import ReplicaFetcherManager
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
@@ -82,6 +96,7 @@ class DataPlaneConfig:
     properties: Mapping[str, str]
     replica_socket_timeout_ms: int = REPLICA_SOCKET_TIMEOUT_MS_DEFAULT
     request_bytes_max: int = REQUEST_BYTES_MAX_DEFAULT
+    group_coordinator: GroupCoordinatorConfig = field(default_factory=GroupCoordinatorConfig)
 
 
 class BrokerRuntime:
@@ -121,6 +136,19 @@ class BrokerRuntime:
         self._unfence_task: asyncio.Task[None] | None = None
         # The data plane (None: a broker without partition logs, as the lifecycle tests run).
         self.data_plane = data_plane
+        # Requests to the active controller other than the lifecycle's and AlterPartition's.
+        self.controller_calls = ControllerCalls(
+            controller_addresses,
+            lambda: self._raft_leader,
+            request_timeout_ms=config.request_timeout_ms,
+            clock=clock,
+        )
+        self.producer_ids = ProducerIdManager(
+            config.broker_id,
+            lambda: self.lifecycle.broker_epoch,
+            allocate_from_controller(self.controller_calls, config.broker_id),
+            clock=clock,
+        )
         self.service = BrokerService(
             config.broker_id,
             cluster_id=config.cluster_id,
@@ -130,7 +158,12 @@ class BrokerRuntime:
                 REQUEST_BYTES_MAX_DEFAULT if data_plane is None else data_plane.request_bytes_max
             ),
             on_storage_error=self._on_storage_error,
+            producer_ids=self.producer_ids,
         )
+        # The GroupCoordinator service; it answers COORDINATOR_NOT_AVAILABLE until the data
+        # plane runs and the group coordinator is attached.
+        self.coordinator_service = CoordinatorService(config.broker_id)
+        self.group_coordinator: GroupCoordinator | None = None
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.fetchers: ReplicaFetcherManager | None = None
@@ -190,6 +223,8 @@ class BrokerRuntime:
         if self._unfence_task is not None:
             self._unfence_task.cancel()
         await self._stop_data_plane()
+        await self.producer_ids.stop()
+        await self.controller_calls.close()
         await self.lifecycle.stop()
 
     async def _become_ready(self) -> None:
@@ -248,15 +283,45 @@ class BrokerRuntime:
         )
         self.alter_partition.start()
         log_manager.start()
+        self.producer_ids.start()
         self.service.attach(replica_manager)
+        self._start_group_coordinator(data_plane, replica_manager)
         log.warning(
             "broker %d: %d partition logs recovered; serving the data plane",
             broker_id,
             len(log_manager.all_logs()),
         )
 
+    def _start_group_coordinator(
+        self, data_plane: DataPlaneConfig, replica_manager: ReplicaManager
+    ) -> None:
+        """The group coordinator follows `__consumer_offsets` leadership from now on: installed
+        after the replica manager, it sees each image after the replicas changed role."""
+        broker_id = self.config.broker_id
+        config = data_plane.group_coordinator
+        creator = OffsetsTopicCreator(
+            broker_id,
+            create_via_controller(
+                self.controller_calls,
+                broker_id,
+                num_partitions=config.offsets_topic_num_partitions,
+                replication_factor=config.offsets_topic_replication_factor,
+                timeout_ms=self.config.request_timeout_ms,
+            ),
+            clock=self._clock,
+        )
+        coordinator = GroupCoordinator(
+            broker_id, replica_manager, creator, config, clock=self._clock
+        )
+        self.group_coordinator = coordinator
+        self.metadata.install(coordinator)
+        self.coordinator_service.attach(coordinator)
+
     async def _stop_data_plane(self) -> None:
         self.service.attach(None)
+        self.coordinator_service.attach(None)
+        if self.group_coordinator is not None:
+            await self.group_coordinator.stop()
         if self.fetchers is not None:
             await self.fetchers.stop()
         if self.alter_partition is not None:
@@ -377,6 +442,7 @@ def data_plane_config_from_node(node: NodeConfig) -> DataPlaneConfig:
         request_bytes_max=positive_setting(
             properties, "socket.request.max.bytes", REQUEST_BYTES_MAX_DEFAULT
         ),
+        group_coordinator=GroupCoordinatorConfig.from_properties(properties),
     )
 
 

@@ -26,6 +26,15 @@ Rules:
   answer rather than DEADLINE_EXCEEDED.
 - Until the broker has recovered its logs and created its replica manager (`attach`), data
   requests fail with UNAVAILABLE; Metadata is answered from the image from the start.
+- InitProducerId (Kafka's rules for a producer without a transactional id): a transactional
+  id is UNSUPPORTED_VERSION (transactions are not supported); exactly one of producer id and
+  epoch -1 is INVALID_REQUEST; otherwise a new id from the producer-id manager with epoch 0
+  (an idempotent producer's old id and epoch are not checked, as in Kafka), or
+  COORDINATOR_LOAD_IN_PROGRESS while the manager has none (or the broker has no manager yet).
+- Clients may not produce to internal topics (`__consumer_offsets`): the replica manager's
+  `produce` refuses them (INVALID_TOPIC_EXCEPTION naming the topic); only the broker's own
+  group coordinator appends there, through
+  `ReplicaManager.produce(request, internal_topics_allowed=True)`.
 - The replica manager answers errors per partition; a KAFKA_STORAGE_ERROR among them also
   goes to `on_storage_error` (the node stops: a disk it cannot trust). If it raises anyway: a
   `KafkaStorageError` goes to `on_storage_error` and the call fails with UNAVAILABLE; another
@@ -46,6 +55,7 @@ from google.protobuf.message import DecodeError
 
 from quorum.metadata.image import MetadataImage
 from replog.errors import (
+    CoordinatorLoadInProgressError,
     CorruptRecordError,
     InvalidRequestError,
     InvalidRequiredAcksError,
@@ -54,6 +64,7 @@ from replog.errors import (
     KafkaStorageError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
 )
 from replog.pb import broker_pb2 as pb
 from replog.pb import broker_pb2_grpc
@@ -61,6 +72,7 @@ from replog.pb import controller_pb2 as controller_pb
 from replog.record.header import LOG_OVERHEAD, validate_batch
 from replog.replication import messages as m
 from replog.server import broker_codec as codec
+from replog.server.broker_metadata import metadata_response_from_image
 from replog.topic_names import topic_name_problem
 
 log = logging.getLogger("replog.server.broker")
@@ -85,6 +97,12 @@ class BrokerRequests(Protocol):
         self, request: m.OffsetsForLeaderEpochRequest
     ) -> m.OffsetsForLeaderEpochResponse: ...
     async def delete_records(self, request: m.DeleteRecordsRequest) -> m.DeleteRecordsResponse: ...
+
+
+class ProducerIds(Protocol):
+    """What the service needs of the producer-id manager (`producer_id_manager`)."""
+
+    def generate_producer_id(self) -> int: ...
 
 
 class _Entry(Protocol):
@@ -130,6 +148,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         replica_manager: BrokerRequests | None = None,
         request_bytes_max: int = REQUEST_BYTES_MAX_DEFAULT,
         on_storage_error: Callable[[KafkaStorageError], None] | None = None,
+        producer_ids: ProducerIds | None = None,
     ) -> None:
         self.broker_id = broker_id
         self._cluster_id = cluster_id
@@ -138,6 +157,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self._replica_manager = replica_manager
         self._request_bytes_max = request_bytes_max
         self._on_storage_error = on_storage_error
+        self._producer_ids = producer_ids
 
     def attach(self, replica_manager: BrokerRequests | None) -> None:
         """The logs are recovered: serve data requests from now on (None: stop serving them,
@@ -269,12 +289,22 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self, request: controller_pb.MetadataRequest, context: Context
     ) -> controller_pb.MetadataResponse:
         async def serve() -> controller_pb.MetadataResponse:
-            return codec.metadata_response_from_image(
+            return metadata_response_from_image(
                 self._image(),
                 request,
                 cluster_id=self._cluster_id,
                 controller_id=self._controller_id(),
             )
+
+        return await self._serve(request, context, serve)
+
+    async def InitProducerId(
+        self, request: pb.InitProducerIdRequest, context: Context
+    ) -> pb.InitProducerIdResponse:
+        async def serve() -> pb.InitProducerIdResponse:
+            decoded = codec.init_producer_id_request_from_proto(request)
+            answer = init_producer_id(self.broker_id, decoded, self._producer_ids)
+            return codec.init_producer_id_response_to_proto(answer)
 
         return await self._serve(request, context, serve)
 
@@ -399,6 +429,7 @@ _METHODS: dict[str, tuple[Any, Any]] = {
     "OffsetsForLeaderEpoch": (pb.OffsetsForLeaderEpochRequest, pb.OffsetsForLeaderEpochResponse),
     "DeleteRecords": (pb.DeleteRecordsRequest, pb.DeleteRecordsResponse),
     "Metadata": (controller_pb.MetadataRequest, controller_pb.MetadataResponse),
+    "InitProducerId": (pb.InitProducerIdRequest, pb.InitProducerIdResponse),
 }
 
 
@@ -415,6 +446,38 @@ def add_broker_service(service: BrokerService, server: Any) -> None:
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
     server.add_registered_method_handlers(SERVICE_NAME, handlers)
+
+
+def init_producer_id(
+    broker_id: int, request: m.InitProducerIdRequest, producer_ids: ProducerIds | None
+) -> m.InitProducerIdResponse:
+    """The answer to InitProducerId (module docstring)."""
+    if request.transactional_id is not None:
+        return m.InitProducerIdResponse(
+            UnsupportedVersionError(
+                f"broker {broker_id}: InitProducerId with transactional_id "
+                f"{request.transactional_id!r}: transactions are not supported (only idempotent "
+                "producers, without a transactional id)"
+            )
+        )
+    if (request.producer_id == m.NO_PRODUCER_ID) != (request.producer_epoch == m.NO_PRODUCER_EPOCH):
+        return m.InitProducerIdResponse(
+            InvalidRequestError(
+                f"broker {broker_id}: InitProducerId with producer_id {request.producer_id} and "
+                f"producer_epoch {request.producer_epoch}: both must be -1 (a new id) or both set"
+            )
+        )
+    if producer_ids is None:
+        return m.InitProducerIdResponse(
+            CoordinatorLoadInProgressError(
+                f"broker {broker_id} does not hand out producer ids yet (it is starting)"
+            )
+        )
+    try:
+        producer_id = producer_ids.generate_producer_id()
+    except KafkaError as error:
+        return m.InitProducerIdResponse(error)
+    return m.InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)
 
 
 def _bounded_ms(requested_ms: int, context: Context) -> int:

@@ -10,8 +10,9 @@ A node with the `controller` role runs the quorum controller on the Raft driver'
 (`ControllerDriver`) and serves the `Controller` service next to Raft's; the metadata log is
 then written only by the controller (`MetadataLog.Append` refuses), unless
 `metadata.log.raw.append.enable` asks for a bare Raft log (`node_config`). A node with the
-`broker` role serves the `Broker` service (the data plane, `BrokerRuntime`) on the same
-listener; partition logs live in `log.dirs`, next to the metadata log's directory.
+`broker` role serves the `Broker` service (the data plane, `BrokerRuntime`) and the
+`GroupCoordinator` service (committed offsets of consumer groups) on the same listener;
+partition logs live in `log.dirs`, next to the metadata log's directory.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from replog.server.broker_runtime import BrokerRuntime, data_plane_config_from_n
 from replog.server.broker_service import add_broker_service
 from replog.server.controller_driver import ControllerDriver
 from replog.server.controller_service import ControllerService
+from replog.server.coordinator_service import add_coordinator_service
 from replog.server.node_config import NodeConfig
 from replog.server.raft_driver import RaftDriver
 from replog.server.raft_service import MetadataLogService, RaftQuorumService
@@ -88,6 +90,7 @@ class Node:
         if "broker" in config.roles and not config.raw_metadata_appends:
             self.broker = BrokerRuntime.for_node(config, self.driver)
             add_broker_service(self.broker.service, self.server)
+            add_coordinator_service(self.broker.coordinator_service, self.server)
         bound = self.server.add_insecure_port(config.listener)
         if bound == 0:
             raise OSError(f"cannot listen on {config.listener}")

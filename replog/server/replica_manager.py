@@ -8,7 +8,10 @@ Rules (reference digest §5-§8; Kafka's `ReplicaManager`):
   describes. Every image also refreshes ISR eligibility (registered, unfenced, not shutting
   down) and each leader's `min.insync.replicas` (topic config, else this broker's dynamic
   config, else the dynamic cluster default, else server.properties: Kafka's precedence).
-- Produce: acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS). Per partition: unknown ->
+- Produce: acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS). Per partition: an internal topic
+  (`__consumer_offsets`, `topic_names.INTERNAL_TOPICS`) -> INVALID_TOPIC_EXCEPTION naming it,
+  unless the caller passes `internal_topics_allowed=True` (Kafka's `internalTopicsAllowed`:
+  only the broker's own group coordinator does; the Broker service never); unknown ->
   UNKNOWN_TOPIC_OR_PARTITION; not the leader -> NOT_LEADER_OR_FOLLOWER with the current leader;
   acks=-1 with a committed ISR below the effective min ISR -> NOT_ENOUGH_REPLICAS before any
   append; an idempotent retry of one of a producer's last 5 batches is answered with the
@@ -27,6 +30,8 @@ Rules (reference digest §5-§8; Kafka's `ReplicaManager`):
   finds enough data or a §7.3 condition, or `max_wait_ms` passes; either way it re-reads.
 - ListOffsets, OffsetsForLeaderEpoch and DeleteRecords' log-start move: `leader_offsets`.
   DeleteRecords then answers once the low watermark reaches the offset, or REQUEST_TIMED_OUT.
+  DeleteRecords on an internal topic is INVALID_TOPIC_EXCEPTION unless
+  `internal_topics_allowed=True` (Kafka's `allowInternalTopicDeletion`).
 - Follower: `follower_fetch` (truncation on a diverging epoch, §5.6 OFFSET_OUT_OF_RANGE,
   back-off for `replica.fetch.backoff.ms`).
 - Waiting requests: `delayed_operations`. Every waiting operation is bounded
@@ -63,6 +68,7 @@ from replog.errors import (
     ConfigError,
     FencedLeaderEpochError,
     InvalidRequiredAcksError,
+    InvalidTopicError,
     KafkaError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
@@ -128,6 +134,7 @@ from replog.server.partition import Partition
 from replog.server.replica_manager_config import ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
+from replog.topic_names import is_internal_topic
 
 __all__ = ["ReplicaManager", "ReplicaManagerConfig"]
 
@@ -443,7 +450,14 @@ class ReplicaManager:
 
     # --- produce ------------------------------------------------------------------------------
 
-    async def produce(self, request: ProduceRequest) -> ProduceResponse:
+    async def produce(
+        self, request: ProduceRequest, *, internal_topics_allowed: bool = False
+    ) -> ProduceResponse:
+        """Append `request`'s batches as leader and answer per partition (module docstring).
+
+        `internal_topics_allowed`: the broker itself appends to an internal topic (its group
+        coordinator writing `__consumer_offsets`); a client's Produce never passes it.
+        """
         if request.acks not in (ACKS_NONE, ACKS_LEADER, ACKS_ALL):
             return ProduceResponse(
                 tuple(
@@ -463,6 +477,8 @@ class ReplicaManager:
         pending: dict[int, tuple[Partition, int]] = {}
         for index, entry in enumerate(request.partitions):
             try:
+                if not internal_topics_allowed:
+                    _refuse_internal(entry.topic, entry.partition, "append to")
                 result, partition, required_offset = self._append_to_leader(
                     entry, request.acks, now_ms
                 )
@@ -755,13 +771,17 @@ class ReplicaManager:
 
     # --- delete records -----------------------------------------------------------------------
 
-    async def delete_records(self, request: DeleteRecordsRequest) -> DeleteRecordsResponse:
+    async def delete_records(
+        self, request: DeleteRecordsRequest, *, internal_topics_allowed: bool = False
+    ) -> DeleteRecordsResponse:
         now_ms = self._clock()
         results: list[DeleteRecordsPartitionResult] = []
         pending: dict[int, tuple[Partition, int]] = {}
         may_wait = request.timeout_ms > 0 and not self._stopped
         for index, entry in enumerate(request.partitions):
             try:
+                if not internal_topics_allowed:
+                    _refuse_internal(entry.topic, entry.partition, "delete records of")
                 partition = self._leader_partition(entry.topic, entry.partition)
                 offset = delete_records_offset(partition, entry)
                 leader_state = partition.leader_state
@@ -997,3 +1017,12 @@ class ReplicaManager:
             self._timers_changed.set()  # the loop sees `_stopped` and returns
             await task
         self._delayed.answer_all_shutting_down()
+
+
+def _refuse_internal(topic: str, partition: int, what: str) -> None:
+    """INVALID_TOPIC_EXCEPTION for a client's write to an internal topic (Kafka's message)."""
+    if is_internal_topic(topic):
+        raise InvalidTopicError(
+            f"{topic}-{partition}: cannot {what} internal topic {topic!r} (only the broker "
+            "writes it)"
+        )

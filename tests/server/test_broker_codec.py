@@ -19,6 +19,7 @@ from replog.pb import broker_pb2 as pb
 from replog.pb import controller_pb2 as controller_pb
 from replog.replication import messages as m
 from replog.server import broker_codec as codec
+from replog.server.broker_metadata import metadata_response_from_image
 from tests.metadata.metadata_helpers import (
     bootstrapped,
     create_topic,
@@ -321,7 +322,7 @@ def test_metadata_from_an_image_lists_unfenced_brokers_leaders_and_offline_repli
     )
     leaderless = PartitionChangeRecord(topic_id(5), 1, leader=-1)
     image = replayed(image, leaderless)
-    response = codec.metadata_response_from_image(
+    response = metadata_response_from_image(
         image, controller_pb.MetadataRequest(), cluster_id="c1", controller_id=2
     )
     assert response.cluster_id == "c1" and response.controller_id == 2
@@ -334,7 +335,7 @@ def test_metadata_from_an_image_lists_unfenced_brokers_leaders_and_offline_repli
     assert "orders-1" in second.error.message
     assert response.metadata_offset == image.provenance.last_offset
 
-    missing = codec.metadata_response_from_image(
+    missing = metadata_response_from_image(
         image, controller_pb.MetadataRequest(topics=["nope"]), cluster_id="c1", controller_id=-1
     )
     assert missing.topics[0].error.error_name == "UNKNOWN_TOPIC_OR_PARTITION"

@@ -90,7 +90,9 @@ async def active(node: LoneController) -> None:
     )
 
 
-async def start_brokers(node: LoneController, broker_ids: tuple[int, ...]) -> None:
+async def start_brokers(node: LoneController, broker_ids: tuple[int, ...]) -> dict[int, int]:
+    """Register and unfence the brokers; their broker epochs."""
+    epochs: dict[int, int] = {}
     for broker_id in broker_ids:
         registered = await node.service.BrokerRegistration(
             pb.BrokerRegistrationRequest(
@@ -117,6 +119,8 @@ async def start_brokers(node: LoneController, broker_ids: tuple[int, ...]) -> No
             None,
         )
         assert not beat.HasField("error") and not beat.is_fenced, beat
+        epochs[broker_id] = registered.broker_epoch
+    return epochs
 
 
 def create_request(name: str, partitions: int, replication_factor: int) -> pb.CreateTopicsRequest:

@@ -1,0 +1,78 @@
+"""The group coordinator's requests and answers, as the coordinator sees them.
+
+One frozen dataclass per message of `proto/replog/pb/coordinator.proto`, flattened to one
+entry per partition (the wire groups partitions by topic; `replog/server/coordinator_codec.py`
+translates). Errors are `replog.errors.KafkaError` instances naming what they are about; None
+means success. -1 means "none" for offsets, leader epochs, generations and node ids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from replog.errors import KafkaError
+
+NO_OFFSET = -1
+NO_LEADER_EPOCH = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FindCoordinatorResponse:
+    error: KafkaError | None = None
+    node_id: int = -1
+    host: str = ""
+    port: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class CommitEntry:
+    """One partition's offset in a commit: the next offset to read."""
+
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = NO_LEADER_EPOCH
+    metadata: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitRequest:
+    group_id: str
+    entries: tuple[CommitEntry, ...]
+    generation_id: int = -1
+    member_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitPartitionResult:
+    topic: str
+    partition: int
+    error: KafkaError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitResponse:
+    error: KafkaError | None = None  # request-level: then nothing was committed
+    partitions: tuple[OffsetCommitPartitionResult, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchRequest:
+    group_id: str
+    partitions: tuple[tuple[str, int], ...] | None  # None: every partition the group committed
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedOffset:
+    topic: str
+    partition: int
+    offset: int = NO_OFFSET  # -1: nothing committed
+    leader_epoch: int = NO_LEADER_EPOCH
+    metadata: str = ""
+    error: KafkaError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchResponse:
+    error: KafkaError | None = None
+    partitions: tuple[FetchedOffset, ...] = ()

@@ -1,0 +1,62 @@
+"""The Broker service's Metadata answer, computed from the broker's metadata image.
+
+A broker answers Metadata the way the controller answers its read (`quorum.controller.reads`
+views, encoded by `controller_codec`), from its own replayed image: only unfenced brokers,
+UNKNOWN_TOPIC_OR_PARTITION for a name asked for and absent, the image's offset. Kept apart
+from `broker_codec` so that the client library, which imports that codec, does not load the
+controller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from quorum.controller.reads import BrokerView, MetadataView, PartitionView, TopicView
+from quorum.controller.replication_control import ApiError
+from quorum.metadata.image import MetadataImage
+from replog.errors import UnknownTopicOrPartitionError
+from replog.pb import controller_pb2 as controller_pb
+from replog.server.controller_codec import metadata_to_proto
+
+
+def metadata_view_from_image(
+    image: MetadataImage, topic_names: Sequence[str] | None, cluster_id: str
+) -> MetadataView:
+    """What the controller's Metadata read answers, computed from a broker's image."""
+    registrations = image.cluster.brokers
+    live = {broker_id for broker_id, r in registrations.items() if not r.fenced}
+    by_name = image.topics.by_name
+    wanted = sorted(by_name) if topic_names is None else list(topic_names)
+    topics: list[TopicView] = []
+    for name in wanted:
+        topic = by_name.get(name)
+        if topic is None:
+            error = ApiError(UnknownTopicOrPartitionError, f"no topic named {name!r}")
+            topics.append(TopicView(name, None, error=error))
+            continue
+        topics.append(
+            TopicView(
+                name,
+                topic.topic_id,
+                tuple(
+                    PartitionView.of(name, partition_id, topic.partitions[partition_id], live)
+                    for partition_id in sorted(topic.partitions)
+                ),
+            )
+        )
+    brokers = tuple(BrokerView.of(registrations[b]) for b in sorted(live))
+    return MetadataView(cluster_id, brokers, tuple(topics), image.provenance.last_offset)
+
+
+def metadata_response_from_image(
+    image: MetadataImage,
+    request: controller_pb.MetadataRequest,
+    *,
+    cluster_id: str,
+    controller_id: int,
+) -> controller_pb.MetadataResponse:
+    response = metadata_to_proto(
+        metadata_view_from_image(image, list(request.topics) or None, cluster_id)
+    )
+    response.controller_id = controller_id
+    return response

@@ -1,0 +1,156 @@
+"""A small asyncio client of one broker's `GroupCoordinator` service: find a group's
+coordinator, commit and fetch its offsets, in the client library's types.
+
+One gRPC channel per client (`RedialingChannel`, as `BrokerClient`).
+
+Rules:
+- Calls fail fast while the channel is down (no wait-for-ready); after UNAVAILABLE the channel
+  is replaced, so the next call dials afresh. gRPC failures propagate as
+  `grpc.aio.AioRpcError` (the client library turns them into typed errors).
+- The deadline of a call is `timeout_ms` (default `request_timeout_ms`).
+- A request-level error of the answer (INVALID_GROUP_ID, NOT_COORDINATOR,
+  COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, and for a commit whose append
+  failed REQUEST_TIMED_OUT or INVALID_COMMIT_OFFSET_SIZE) is raised as its `replog.errors`
+  class; per-partition errors of a commit are returned, one per partition asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from replog.client.records import OffsetAndMetadata, TopicPartition
+from replog.coordinator import messages as cm
+from replog.errors import KafkaError, UnknownServerError
+from replog.pb import coordinator_pb2 as pb
+from replog.pb import coordinator_pb2_grpc
+from replog.server import coordinator_codec as codec
+from replog.server.broker_client import CHANNEL_OPTIONS, REQUEST_TIMEOUT_MS_DEFAULT
+from replog.server.redialing_channel import RedialingChannel
+
+Stub = Any  # coordinator_pb2_grpc.GroupCoordinatorStub (generated code has no precise types)
+
+
+class CoordinatorClient:
+    def __init__(
+        self, address: str, *, request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT
+    ) -> None:
+        self.address = address
+        self.request_timeout_ms = request_timeout_ms
+        self._channel: RedialingChannel[Stub] = RedialingChannel(
+            address,
+            coordinator_pb2_grpc.GroupCoordinatorStub,
+            CHANNEL_OPTIONS,
+        )
+
+    def reconnect(self) -> None:
+        """Drop the channel: the next call dials again at once."""
+        self._channel.reconnect()
+
+    async def _call(
+        self,
+        method: Callable[[Stub], Callable[..., Awaitable[Any]]],
+        message: Any,
+        timeout_ms: int | None,
+    ) -> Any:
+        deadline_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        return await self._channel.call(method, message, deadline_ms / 1000)
+
+    async def find_coordinator(
+        self, group_id: str, *, timeout_ms: int | None = None
+    ) -> tuple[int, str]:
+        """(node id, "host:port") of the group's coordinator; raises the answer's error."""
+        answer = codec.find_coordinator_response_from_proto(
+            await self._call(
+                lambda s: s.FindCoordinator,
+                pb.FindCoordinatorRequest(group_id=group_id),
+                timeout_ms,
+            )
+        )
+        if answer.error is not None:
+            raise answer.error
+        return answer.node_id, f"{answer.host}:{answer.port}"
+
+    async def offset_commit(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        *,
+        generation_id: int = -1,
+        member_id: str = "",
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Commit `offsets` (the next offset to read of each partition); per-partition errors
+        are returned, a request-level one raised (module docstring)."""
+        request = cm.OffsetCommitRequest(
+            group_id,
+            tuple(
+                cm.CommitEntry(
+                    tp.topic, tp.partition, om.offset, om.leader_epoch, om.metadata or ""
+                )
+                for tp, om in offsets.items()
+            ),
+            generation_id,
+            member_id,
+        )
+        answer = codec.offset_commit_response_from_proto(
+            await self._call(
+                lambda s: s.OffsetCommit, codec.offset_commit_request_to_proto(request), timeout_ms
+            )
+        )
+        if answer.error is not None:
+            raise answer.error
+        results: dict[TopicPartition, KafkaError | None] = {
+            TopicPartition(r.topic, r.partition): r.error for r in answer.partitions
+        }
+        return {
+            tp: results[tp]
+            if tp in results
+            else UnknownServerError(
+                f"coordinator at {self.address} gave no answer for {tp.topic}-{tp.partition}"
+            )
+            for tp in offsets
+        }
+
+    async def offset_fetch(
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition] | None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets of `partitions` (None values: nothing committed), or
+        of every partition it committed when `partitions` is None; raises the answer's
+        request-level error, or a partition's."""
+        request = cm.OffsetFetchRequest(
+            group_id,
+            None if partitions is None else tuple((tp.topic, tp.partition) for tp in partitions),
+        )
+        answer = codec.offset_fetch_response_from_proto(
+            await self._call(
+                lambda s: s.OffsetFetch, codec.offset_fetch_request_to_proto(request), timeout_ms
+            )
+        )
+        if answer.error is not None:
+            raise answer.error
+        committed: dict[TopicPartition, OffsetAndMetadata | None] = {}
+        for fetched in answer.partitions:
+            if fetched.error is not None:
+                raise fetched.error
+            committed[TopicPartition(fetched.topic, fetched.partition)] = (
+                None
+                if fetched.offset < 0
+                else OffsetAndMetadata(fetched.offset, fetched.metadata, fetched.leader_epoch)
+            )
+        if partitions is not None:
+            return {tp: committed.get(tp) for tp in partitions}
+        return committed
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> CoordinatorClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()

@@ -1,0 +1,208 @@
+"""Translation between the GroupCoordinator service's protobuf messages and
+`replog.coordinator.messages`.
+
+Both directions of every message: the service decodes requests and encodes responses,
+`CoordinatorClient` the opposite. No protocol decision is made here.
+
+Rules:
+- The wire groups partitions by topic (in the order topics first appear); the dataclasses hold
+  one flat entry per partition, and decoding keeps the wire's order.
+- Errors cross the wire as `ErrorStatus` (`broker_codec.error_to_proto`); decoding gives the
+  `replog.errors` class of the code, so clients raise the coordinator's types.
+- A request the dataclasses cannot hold (a partition named twice, a negative partition number
+  in an OffsetFetch) is `InvalidRequestError` naming it; the service answers it as gRPC
+  INVALID_ARGUMENT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
+
+from replog.coordinator import messages as cm
+from replog.errors import InvalidRequestError
+from replog.pb import coordinator_pb2 as pb
+from replog.server.broker_codec import error_from_proto, error_to_proto
+
+T = TypeVar("T")
+
+
+def _grouped(items: Iterable[T], topic: Callable[[T], str]) -> dict[str, list[T]]:
+    """Items by topic, topics in first-seen order."""
+    by_topic: dict[str, list[T]] = {}
+    for item in items:
+        by_topic.setdefault(topic(item), []).append(item)
+    return by_topic
+
+
+def _check_unique(keys: Sequence[tuple[str, int]], what: str) -> None:
+    seen: set[tuple[str, int]] = set()
+    for topic, partition in keys:
+        if (topic, partition) in seen:
+            raise InvalidRequestError(f"{what} names {topic}-{partition} more than once")
+        seen.add((topic, partition))
+
+
+# --- FindCoordinator ----------------------------------------------------------------------------
+
+
+def find_coordinator_response_to_proto(
+    response: cm.FindCoordinatorResponse,
+) -> pb.FindCoordinatorResponse:
+    return pb.FindCoordinatorResponse(
+        error=error_to_proto(response.error),
+        node_id=response.node_id,
+        host=response.host,
+        port=response.port,
+    )
+
+
+def find_coordinator_response_from_proto(
+    message: pb.FindCoordinatorResponse,
+) -> cm.FindCoordinatorResponse:
+    return cm.FindCoordinatorResponse(
+        error_from_proto(message), message.node_id, message.host, message.port
+    )
+
+
+# --- OffsetCommit -------------------------------------------------------------------------------
+
+
+def offset_commit_request_to_proto(request: cm.OffsetCommitRequest) -> pb.OffsetCommitRequest:
+    return pb.OffsetCommitRequest(
+        group_id=request.group_id,
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        topics=[
+            pb.OffsetCommitTopic(
+                name=topic,
+                partitions=[
+                    pb.OffsetCommitPartition(
+                        partition=e.partition,
+                        committed_offset=e.offset,
+                        committed_leader_epoch=e.leader_epoch,
+                        committed_metadata=e.metadata,
+                    )
+                    for e in entries
+                ],
+            )
+            for topic, entries in _grouped(request.entries, lambda e: e.topic).items()
+        ],
+    )
+
+
+def offset_commit_request_from_proto(message: pb.OffsetCommitRequest) -> cm.OffsetCommitRequest:
+    entries = tuple(
+        cm.CommitEntry(
+            topic.name,
+            p.partition,
+            p.committed_offset,
+            p.committed_leader_epoch,
+            p.committed_metadata,
+        )
+        for topic in message.topics
+        for p in topic.partitions
+    )
+    _check_unique([(e.topic, e.partition) for e in entries], "OffsetCommit")
+    return cm.OffsetCommitRequest(
+        message.group_id, entries, message.generation_id, message.member_id
+    )
+
+
+def offset_commit_response_to_proto(response: cm.OffsetCommitResponse) -> pb.OffsetCommitResponse:
+    return pb.OffsetCommitResponse(
+        error=error_to_proto(response.error),
+        topics=[
+            pb.OffsetCommitTopicResponse(
+                name=topic,
+                partitions=[
+                    pb.OffsetCommitPartitionResponse(
+                        partition=r.partition, error=error_to_proto(r.error)
+                    )
+                    for r in results
+                ],
+            )
+            for topic, results in _grouped(response.partitions, lambda r: r.topic).items()
+        ],
+    )
+
+
+def offset_commit_response_from_proto(message: pb.OffsetCommitResponse) -> cm.OffsetCommitResponse:
+    return cm.OffsetCommitResponse(
+        error_from_proto(message),
+        tuple(
+            cm.OffsetCommitPartitionResult(topic.name, p.partition, error_from_proto(p))
+            for topic in message.topics
+            for p in topic.partitions
+        ),
+    )
+
+
+# --- OffsetFetch --------------------------------------------------------------------------------
+
+
+def offset_fetch_request_to_proto(request: cm.OffsetFetchRequest) -> pb.OffsetFetchRequest:
+    if request.partitions is None:
+        return pb.OffsetFetchRequest(group_id=request.group_id, all_partitions=True)
+    return pb.OffsetFetchRequest(
+        group_id=request.group_id,
+        topics=[
+            pb.OffsetFetchTopic(name=topic, partitions=[p for _, p in tps])
+            for topic, tps in _grouped(request.partitions, lambda tp: tp[0]).items()
+        ],
+    )
+
+
+def offset_fetch_request_from_proto(message: pb.OffsetFetchRequest) -> cm.OffsetFetchRequest:
+    if message.all_partitions:
+        if len(message.topics):
+            raise InvalidRequestError("OffsetFetch with all_partitions must name no topics")
+        return cm.OffsetFetchRequest(message.group_id, None)
+    partitions = tuple((topic.name, p) for topic in message.topics for p in topic.partitions)
+    for topic_name, partition in partitions:
+        if partition < 0:
+            raise InvalidRequestError(
+                f"OffsetFetch names {topic_name}-{partition}: a partition number must be >= 0"
+            )
+    _check_unique(partitions, "OffsetFetch")
+    return cm.OffsetFetchRequest(message.group_id, partitions)
+
+
+def _fetched_to_proto(fetched: cm.FetchedOffset) -> pb.OffsetFetchPartitionResponse:
+    return pb.OffsetFetchPartitionResponse(
+        partition=fetched.partition,
+        committed_offset=fetched.offset,
+        committed_leader_epoch=fetched.leader_epoch,
+        metadata=fetched.metadata,
+        error=error_to_proto(fetched.error),
+    )
+
+
+def offset_fetch_response_to_proto(response: cm.OffsetFetchResponse) -> pb.OffsetFetchResponse:
+    return pb.OffsetFetchResponse(
+        error=error_to_proto(response.error),
+        topics=[
+            pb.OffsetFetchTopicResponse(
+                name=topic, partitions=[_fetched_to_proto(f) for f in fetched]
+            )
+            for topic, fetched in _grouped(response.partitions, lambda f: f.topic).items()
+        ],
+    )
+
+
+def offset_fetch_response_from_proto(message: pb.OffsetFetchResponse) -> cm.OffsetFetchResponse:
+    return cm.OffsetFetchResponse(
+        error_from_proto(message),
+        tuple(
+            cm.FetchedOffset(
+                topic.name,
+                p.partition,
+                p.committed_offset,
+                p.committed_leader_epoch,
+                p.metadata,
+                error_from_proto(p),
+            )
+            for topic in message.topics
+            for p in topic.partitions
+        ),
+    )

@@ -1,0 +1,54 @@
+"""The broker settings of the group coordinator, checked once at construction.
+
+Rules: every setting has Kafka's name, default and a lower bound; dotted names are read from
+`.properties` in `from_properties`, the one place that maps them to fields. The two
+`offsets.topic.*` settings apply when a broker creates `__consumer_offsets` (on the first
+FindCoordinator); a topic that exists keeps what it was created with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from replog.config import integer_settings
+from replog.coordinator.commit_rules import OFFSET_METADATA_MAX_BYTES_DEFAULT
+from replog.errors import ConfigError
+
+OFFSETS_TOPIC_REPLICATION_FACTOR_DEFAULT = 3  # offsets.topic.replication.factor
+# Kafka's dotted name -> field of `GroupCoordinatorConfig`.
+_PROPERTY_NAMES = {
+    "offsets.topic.num.partitions": "offsets_topic_num_partitions",
+    "offsets.topic.replication.factor": "offsets_topic_replication_factor",
+    "offset.metadata.max.bytes": "offset_metadata_max_bytes",
+    "offsets.commit.timeout.ms": "offsets_commit_timeout_ms",
+    "offsets.load.buffer.size": "offsets_load_buffer_size",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCoordinatorConfig:
+    """Group coordinator settings (Kafka's names in the comments)."""
+
+    offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions
+    offsets_topic_replication_factor: int = OFFSETS_TOPIC_REPLICATION_FACTOR_DEFAULT
+    offset_metadata_max_bytes: int = OFFSET_METADATA_MAX_BYTES_DEFAULT  # offset.metadata.max.bytes
+    # offsets.commit.timeout.ms: how long a commit waits for acks=all before REQUEST_TIMED_OUT.
+    offsets_commit_timeout_ms: int = 5000
+    # offsets.load.buffer.size: bytes per read when a partition's offsets are loaded.
+    offsets_load_buffer_size: int = 5 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for name, value, minimum in (
+            ("offsets.topic.num.partitions", self.offsets_topic_num_partitions, 1),
+            ("offsets.topic.replication.factor", self.offsets_topic_replication_factor, 1),
+            ("offset.metadata.max.bytes", self.offset_metadata_max_bytes, 0),
+            ("offsets.commit.timeout.ms", self.offsets_commit_timeout_ms, 1),
+            ("offsets.load.buffer.size", self.offsets_load_buffer_size, 1),
+        ):
+            if value < minimum:
+                raise ConfigError(f"{name}={value}: must be at least {minimum}")
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str]) -> GroupCoordinatorConfig:
+        return cls(**integer_settings(properties, _PROPERTY_NAMES))

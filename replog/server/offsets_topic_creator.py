@@ -1,0 +1,156 @@
+"""Creating `__consumer_offsets` when a group's coordinator is first looked for (Kafka's
+automatic creation of the internal topic on FindCoordinator).
+
+Theory of operation: FindCoordinator on a broker whose metadata has no `__consumer_offsets`
+calls `request()` and answers COORDINATOR_NOT_AVAILABLE at once; `request()` starts one
+CreateTopics to the active controller unless one is in flight or the last one failed less
+than `retry_backoff_ms` ago, so a crowd of clients asking again and again makes one request
+at a time. The topic then reaches every broker through the metadata log like any other.
+
+Rules:
+- The topic is created with `offsets.topic.num.partitions` partitions,
+  `offsets.topic.replication.factor` replicas and `cleanup.policy=compact` (the coordinator
+  keeps the latest record per key, so the log is compacted by key at read time).
+- TOPIC_ALREADY_EXISTS is success (another broker created it first). Any other failure (no
+  controller answered, INVALID_REPLICATION_FACTOR with fewer live brokers than replicas) is
+  logged and kept in `last_failure`, which FindCoordinator names in its
+  COORDINATOR_NOT_AVAILABLE message so the user sees why.
+- The request itself is injected (`create_via_controller` is the gRPC one, through the
+  broker's `ControllerCalls`, which follows NOT_CONTROLLER redirects); everything else runs
+  on the event loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from replog.clock import Clock, monotonic_ms
+from replog.errors import (
+    KafkaError,
+    TopicAlreadyExistsError,
+    UnknownServerError,
+    error_for_code,
+)
+from replog.pb import controller_pb2 as controller_pb
+from replog.server.controller_calls import ControllerCalls, Stub
+from replog.topic_names import CONSUMER_OFFSETS_TOPIC
+
+log = logging.getLogger("replog.server.group_coordinator")
+
+RETRY_BACKOFF_MS_DEFAULT = 500
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact"}
+
+# Creates the topic; raises a KafkaError naming why it could not.
+CreateTopic = Callable[[], Awaitable[None]]
+Created = controller_pb.CreateTopicsResponse
+
+
+def create_via_controller(
+    calls: ControllerCalls,
+    broker_id: int,
+    *,
+    num_partitions: int,
+    replication_factor: int,
+    timeout_ms: int,
+) -> CreateTopic:
+    """CreateTopics of `__consumer_offsets` to the active controller."""
+
+    async def create() -> None:
+        request = controller_pb.CreateTopicsRequest(
+            topics=[
+                controller_pb.CreatableTopic(
+                    name=CONSUMER_OFFSETS_TOPIC,
+                    num_partitions=num_partitions,
+                    replication_factor=replication_factor,
+                    configs=OFFSETS_TOPIC_CONFIGS,
+                )
+            ],
+            timeout_ms=timeout_ms,
+        )
+
+        def send(stub: Stub, timeout_s: float) -> Awaitable[Created]:
+            answer: Awaitable[Created] = stub.CreateTopics(request, timeout=timeout_s)
+            return answer
+
+        answer = await calls.call(
+            f"CreateTopics {CONSUMER_OFFSETS_TOPIC} for broker {broker_id}", send
+        )
+        if answer.HasField("error") and answer.error.code != 0:
+            raise error_for_code(answer.error.code, answer.error.message)
+        for result in answer.topics:
+            if result.HasField("error") and result.error.code != 0:
+                raise error_for_code(result.error.code, result.error.message)
+
+    return create
+
+
+class OffsetsTopicCreator:
+    """At most one creation of `__consumer_offsets` at a time (module docstring)."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        create: CreateTopic,
+        *,
+        clock: Clock = monotonic_ms,
+        retry_backoff_ms: int = RETRY_BACKOFF_MS_DEFAULT,
+    ) -> None:
+        self.broker_id = broker_id
+        self._create = create
+        self._clock = clock
+        self._retry_backoff_ms = retry_backoff_ms
+        self._task: asyncio.Task[None] | None = None
+        self._not_before_ms = 0
+        self.last_failure: KafkaError | None = None
+        self.attempts = 0  # for tests and logs
+
+    @property
+    def in_flight(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def request(self) -> None:
+        """Create the topic now, unless a creation is under way or backing off."""
+        if self.in_flight or self._clock() < self._not_before_ms:
+            return
+        self.attempts += 1
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        log.warning(
+            "broker %d: %s does not exist; asking the controller to create it",
+            self.broker_id,
+            CONSUMER_OFFSETS_TOPIC,
+        )
+        try:
+            await self._create()
+        except TopicAlreadyExistsError:
+            self.last_failure = None
+            return
+        except KafkaError as error:
+            self.last_failure = error
+            self._not_before_ms = self._clock() + self._retry_backoff_ms
+            log.warning(
+                "broker %d: creating %s failed: %s: %s",
+                self.broker_id,
+                CONSUMER_OFFSETS_TOPIC,
+                error.error_name,
+                error,
+            )
+            return
+        except Exception as error:  # a bug must not leave the topic uncreatable for good
+            log.exception("broker %d: creating %s failed", self.broker_id, CONSUMER_OFFSETS_TOPIC)
+            self.last_failure = UnknownServerError(f"{type(error).__name__}: {error}")
+            self._not_before_ms = self._clock() + self._retry_backoff_ms
+            return
+        self.last_failure = None
+        log.warning("broker %d: created %s", self.broker_id, CONSUMER_OFFSETS_TOPIC)
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

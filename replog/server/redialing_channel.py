@@ -1,0 +1,83 @@
+"""One address's gRPC channel and stub, dialled on first use and replaced after UNAVAILABLE.
+
+Every outbound client of a node or of the client library (BrokerClient, CoordinatorClient,
+PeerChannels) talks to an address through one of these.
+
+Rules:
+- Calls fail fast while the peer is down (no wait-for-ready): a dead peer is an error at once
+  (`grpc.aio.AioRpcError` UNAVAILABLE), not a wait of a whole deadline.
+- After UNAVAILABLE the channel is replaced (`reconnect`): gRPC's reconnect backoff would
+  otherwise keep failing calls fast for up to a second after the peer is back, so "refused"
+  would not mean what it says.
+- The replaced channel closes in the background with a grace period: calls still in flight on
+  it finish or end at their own deadlines. Fix (issue #7, found by the consumer's tests):
+  closing it at once cancelled those calls, so callers nobody cancelled saw
+  `asyncio.CancelledError` and took it for their own shutdown.
+- `close()` closes the current channel at once and abandons the background closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+import grpc
+
+StubT = TypeVar("StubT")
+
+# How long a replaced channel waits for its calls in flight: longer than any deadline the
+# clients use (a Fetch's long poll or an acks=all Produce adds its own wait to the request
+# timeout), so they end on their own.
+REPLACED_CHANNEL_GRACE_S = 300.0
+
+
+class RedialingChannel(Generic[StubT]):
+    def __init__(
+        self,
+        address: str,
+        make_stub: Callable[[grpc.aio.Channel], StubT],
+        options: Sequence[tuple[str, Any]],
+    ) -> None:
+        self.address = address
+        self._make_stub = make_stub
+        self._options = list(options)
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: StubT | None = None
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def stub(self) -> StubT:
+        if self._stub is None:
+            self._channel = grpc.aio.insecure_channel(self.address, options=self._options)
+            self._stub = self._make_stub(self._channel)
+        return self._stub
+
+    async def call(
+        self,
+        method: Callable[[StubT], Callable[..., Awaitable[Any]]],
+        message: Any,
+        timeout_s: float,
+        metadata: Sequence[tuple[str, str]] = (),
+    ) -> Any:
+        """One unary call; UNAVAILABLE replaces the channel and propagates."""
+        try:
+            return await method(self.stub())(message, timeout=timeout_s, metadata=tuple(metadata))
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                self.reconnect()
+            raise
+
+    def reconnect(self) -> None:
+        """Drop the channel: the next call dials again at once."""
+        channel, self._channel, self._stub = self._channel, None, None
+        if channel is not None:
+            task = asyncio.get_running_loop().create_task(channel.close(REPLACED_CHANNEL_GRACE_S))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    async def close(self) -> None:
+        channel, self._channel, self._stub = self._channel, None, None
+        if channel is not None:
+            await channel.close()
+        for task in list(self._closing):
+            task.cancel()

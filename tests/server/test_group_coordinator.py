@@ -1,0 +1,457 @@
+"""GroupCoordinator over a real ReplicaManager and logs in tmp_path (and, for the failure
+paths, over a fake replica manager): it follows `__consumer_offsets` leadership from metadata
+images, loads a partition from its log before answering, commits with one acks=all batch in
+Kafka's record format, and maps every failure to the coordinator error a client acts on."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from quorum.metadata.image import MetadataImage
+from quorum.metadata.records import MetadataRecord, PartitionChangeRecord
+from replog.coordinator import messages as cm
+from replog.coordinator.group_partition import partition_for_group
+from replog.coordinator.offsets_records import (
+    OffsetCommitKey,
+    OffsetCommitValue,
+    decode_key,
+    decode_value,
+)
+from replog.errors import (
+    ConfigError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    IllegalGenerationError,
+    InvalidGroupIdError,
+    InvalidReplicationFactorError,
+    KafkaError,
+    NotCoordinatorError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    OffsetMetadataTooLargeError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
+)
+from replog.record import iter_batches
+from replog.replication import messages as m
+from replog.server.group_coordinator import GroupCoordinator, ShardState
+from replog.server.group_coordinator_config import GroupCoordinatorConfig
+from replog.server.partition import Partition
+from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
+from replog.storage.log_config import LogConfig
+from replog.storage.log_manager import LogManager
+from replog.topic_names import CONSUMER_OFFSETS_TOPIC
+from tests.metadata.metadata_helpers import (
+    bootstrapped,
+    create_topic,
+    register,
+    replayed,
+    topic_id,
+)
+
+OFFSETS_TID = topic_id(50)
+DATA_TID = topic_id(51)
+NOW = 1_700_000_000_000
+PARTITIONS = 3
+# Groups in each of the 3 offsets partitions.
+GROUP_IN = {
+    p: next(f"g{i}" for i in range(100) if partition_for_group(f"g{i}", 3) == p) for p in range(3)
+}
+
+
+@dataclass
+class FakeCreator:
+    requests: int = 0
+    last_failure: KafkaError | None = None
+    stopped: bool = False
+
+    def request(self) -> None:
+        self.requests += 1
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+
+def image_with(*records: MetadataRecord) -> MetadataImage:
+    image = replayed(bootstrapped(), *(register(b, 10 * b, fenced=False) for b in (1, 2)))
+    return replayed(image, *records) if records else image
+
+
+def offsets_topic(*leaders: int) -> list[MetadataRecord]:
+    """`__consumer_offsets` with one single-replica partition per leader given."""
+    return create_topic(CONSUMER_OFFSETS_TOPIC, OFFSETS_TID, *((leader,) for leader in leaders))
+
+
+DATA = create_topic("orders", DATA_TID, (1,), (1,))
+
+
+class Broker:
+    """Broker 1's log manager, replica manager and group coordinator over `root`."""
+
+    def __init__(self, root: Path, config: GroupCoordinatorConfig | None = None) -> None:
+        self.log_manager = LogManager(str(root), LogConfig())
+        self.rm = ReplicaManager(ReplicaManagerConfig(1), self.log_manager)
+        self.creator = FakeCreator()
+        self.coordinator = GroupCoordinator(
+            1, self.rm, self.creator, config, wall_clock=lambda: NOW
+        )
+
+    def publish(self, image: MetadataImage) -> None:
+        self.rm.apply_image(image)  # the replica manager first, as the publishers are installed
+        self.coordinator.apply_image(image)
+
+    def close(self) -> None:
+        self.log_manager.shutdown()
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    node = Broker(tmp_path / "broker1")
+    yield node
+    node.close()
+
+
+def commit(group: str, *entries: cm.CommitEntry, generation: int = -1, member: str = "") -> Any:
+    return cm.OffsetCommitRequest(group, tuple(entries), generation, member)
+
+
+def fetch(group: str, *partitions: tuple[str, int]) -> cm.OffsetFetchRequest:
+    return cm.OffsetFetchRequest(group, tuple(partitions) if partitions else None)
+
+
+def committed(response: cm.OffsetFetchResponse) -> dict[tuple[str, int], int]:
+    assert response.error is None, response.error
+    return {(f.topic, f.partition): f.offset for f in response.partitions}
+
+
+async def loaded(broker: Broker, image: MetadataImage) -> None:
+    broker.publish(image)
+    await asyncio.wait_for(broker.coordinator.wait_loaded(), 5)
+
+
+# --- FindCoordinator ----------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_find_coordinator_names_the_leader_of_the_groups_partition(broker: Broker) -> None:
+    broker.coordinator.apply_image(image_with(*offsets_topic(1, 2, 1)))
+    for partition, leader in ((0, 1), (1, 2), (2, 1)):
+        answer = broker.coordinator.find_coordinator(GROUP_IN[partition])
+        assert answer == cm.FindCoordinatorResponse(None, leader, f"broker{leader}", 9092)
+
+
+@pytest.mark.asyncio
+async def test_find_coordinator_asks_for_the_topic_when_it_is_missing(broker: Broker) -> None:
+    broker.coordinator.apply_image(image_with())
+    answer = broker.coordinator.find_coordinator("g")
+    assert isinstance(answer.error, CoordinatorNotAvailableError)
+    assert "__consumer_offsets does not exist yet" in str(answer.error)
+    assert broker.creator.requests == 1
+    broker.creator.last_failure = InvalidReplicationFactorError("3 replicas but 1 broker")
+    answer = broker.coordinator.find_coordinator("g")
+    assert "INVALID_REPLICATION_FACTOR: 3 replicas but 1 broker" in str(answer.error)
+    assert broker.creator.requests == 2
+
+
+@pytest.mark.asyncio
+async def test_find_coordinator_without_a_leader_or_group(broker: Broker) -> None:
+    image = image_with(*offsets_topic(1, 1, 1))
+    image = replayed(image, PartitionChangeRecord(OFFSETS_TID, 2, leader=-1))
+    broker.coordinator.apply_image(image)
+    answer = broker.coordinator.find_coordinator(GROUP_IN[2])
+    assert isinstance(answer.error, CoordinatorNotAvailableError)
+    assert "__consumer_offsets-2 has no leader" in str(answer.error)
+    assert isinstance(broker.coordinator.find_coordinator("").error, InvalidGroupIdError)
+    assert broker.creator.requests == 0
+
+
+# --- load, commit, fetch ------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_led_partition_loads_before_it_answers(broker: Broker) -> None:
+    broker.publish(image_with(*offsets_topic(1, 2, 1), *DATA))
+    group = GROUP_IN[0]
+    assert broker.coordinator.state_of(0) is ShardState.LOADING
+    assert broker.coordinator.state_of(1) is None  # led by broker 2
+    answer = broker.coordinator.offset_fetch(fetch(group))
+    assert isinstance(answer.error, CoordinatorLoadInProgressError)
+    assert "still loading the offsets of __consumer_offsets-0" in str(answer.error)
+    response = await broker.coordinator.offset_commit(commit(group, cm.CommitEntry("orders", 0, 1)))
+    assert isinstance(response.error, CoordinatorLoadInProgressError)
+    await asyncio.wait_for(broker.coordinator.wait_loaded(), 5)
+    assert broker.coordinator.state_of(0) is ShardState.ACTIVE
+    assert committed(broker.coordinator.offset_fetch(fetch(group))) == {}
+
+
+@pytest.mark.asyncio
+async def test_commit_then_fetch_and_the_records_are_kafkas(broker: Broker) -> None:
+    await loaded(broker, image_with(*offsets_topic(1, 1, 1), *DATA))
+    group = GROUP_IN[1]
+    response = await broker.coordinator.offset_commit(
+        commit(group, cm.CommitEntry("orders", 0, 42, 3, "meta"), cm.CommitEntry("orders", 1, 7))
+    )
+    assert response == cm.OffsetCommitResponse(
+        None,
+        (
+            cm.OffsetCommitPartitionResult("orders", 0),
+            cm.OffsetCommitPartitionResult("orders", 1),
+        ),
+    )
+    answer = broker.coordinator.offset_fetch(fetch(group, ("orders", 0), ("orders", 5)))
+    assert answer.partitions == (
+        cm.FetchedOffset("orders", 0, 42, 3, "meta"),
+        cm.FetchedOffset("orders", 5),  # nothing committed: -1
+    )
+    assert committed(broker.coordinator.offset_fetch(fetch(group))) == {
+        ("orders", 0): 42,
+        ("orders", 1): 7,
+    }
+    # One batch in __consumer_offsets-1, CreateTime now, Kafka's key and value layouts.
+    plog = broker.log_manager.get_log(CONSUMER_OFFSETS_TOPIC, 1)
+    (batch,) = list(iter_batches(plog.read(0, 1 << 20)))
+    records = list(batch.records())
+    assert [r.timestamp for r in records] == [NOW, NOW]
+    assert [(decode_key(r.key or b""), decode_value(r.value or b"")) for r in records] == [
+        (OffsetCommitKey(group, "orders", 0), OffsetCommitValue(42, 3, "meta", NOW)),
+        (OffsetCommitKey(group, "orders", 1), OffsetCommitValue(7, -1, "", NOW)),
+    ]
+
+
+@pytest.mark.asyncio
+async def test_refused_partitions_do_not_stop_the_others(broker: Broker) -> None:
+    await loaded(broker, image_with(*offsets_topic(1, 1, 1), *DATA))
+    group = GROUP_IN[2]
+    response = await broker.coordinator.offset_commit(
+        commit(
+            group,
+            cm.CommitEntry("orders", 0, 1, metadata="x" * 4097),
+            cm.CommitEntry("nope", 0, 1),
+            cm.CommitEntry("orders", 1, 9),
+        )
+    )
+    assert response.error is None
+    errors = [r.error for r in response.partitions]
+    assert isinstance(errors[0], OffsetMetadataTooLargeError)
+    assert isinstance(errors[1], UnknownTopicOrPartitionError)
+    assert errors[2] is None
+    assert committed(broker.coordinator.offset_fetch(fetch(group))) == {("orders", 1): 9}
+    # A generation: every partition refused, nothing appended.
+    end = broker.log_manager.get_log(CONSUMER_OFFSETS_TOPIC, 2).log_end_offset
+    response = await broker.coordinator.offset_commit(
+        commit(group, cm.CommitEntry("orders", 0, 5), generation=3)
+    )
+    assert isinstance(response.partitions[0].error, IllegalGenerationError)
+    assert broker.log_manager.get_log(CONSUMER_OFFSETS_TOPIC, 2).log_end_offset == end
+    for bad in (
+        commit("", cm.CommitEntry("orders", 0, 5)),
+        fetch(""),
+    ):
+        answer: Any = (
+            await broker.coordinator.offset_commit(bad)
+            if isinstance(bad, cm.OffsetCommitRequest)
+            else broker.coordinator.offset_fetch(bad)
+        )
+        assert isinstance(answer.error, InvalidGroupIdError)
+
+
+@pytest.mark.asyncio
+async def test_a_broker_that_does_not_lead_the_partition_is_not_the_coordinator(
+    broker: Broker,
+) -> None:
+    await loaded(broker, image_with(*offsets_topic(1, 2, 1), *DATA))
+    answer = broker.coordinator.offset_fetch(fetch(GROUP_IN[1]))
+    assert isinstance(answer.error, NotCoordinatorError)
+    assert "__consumer_offsets-1 is led by broker 2" in str(answer.error)
+    broker.coordinator.apply_image(image_with(*DATA))
+    answer = broker.coordinator.offset_fetch(fetch(GROUP_IN[0]))
+    assert isinstance(answer.error, NotCoordinatorError)
+    assert "does not exist yet" in str(answer.error)
+
+
+@pytest.mark.asyncio
+async def test_leadership_lost_and_regained_reloads_from_the_log(broker: Broker) -> None:
+    image = image_with(*offsets_topic(1, 1, 1), *DATA)
+    await loaded(broker, image)
+    group = GROUP_IN[0]
+    await broker.coordinator.offset_commit(commit(group, cm.CommitEntry("orders", 0, 10)))
+    await broker.coordinator.offset_commit(commit(group, cm.CommitEntry("orders", 0, 11)))
+    await broker.coordinator.offset_commit(commit(group, cm.CommitEntry("orders", 1, 3)))
+    moved = replayed(
+        image, PartitionChangeRecord(OFFSETS_TID, 0, leader=2, isr=(2,), replicas=(1, 2))
+    )
+    broker.publish(moved)
+    assert broker.coordinator.state_of(0) is None
+    assert isinstance(broker.coordinator.offset_fetch(fetch(group)).error, NotCoordinatorError)
+    back = replayed(moved, PartitionChangeRecord(OFFSETS_TID, 0, leader=1, isr=(1, 2)))
+    await loaded(broker, back)
+    assert committed(broker.coordinator.offset_fetch(fetch(group))) == {
+        ("orders", 0): 11,
+        ("orders", 1): 3,
+    }
+
+
+@pytest.mark.asyncio
+async def test_a_restarted_broker_loads_what_was_committed(tmp_path: Path) -> None:
+    image = image_with(*offsets_topic(1, 1, 1), *DATA)
+    first = Broker(tmp_path / "b")
+    try:
+        await loaded(first, image)
+        for offset in range(5):
+            for group in GROUP_IN.values():
+                response = await first.coordinator.offset_commit(
+                    commit(group, cm.CommitEntry("orders", offset % 2, offset))
+                )
+                assert response.error is None
+        await first.coordinator.stop()
+        assert first.creator.stopped
+    finally:
+        first.close()
+    # A small load buffer: the load reads the log in many chunks.
+    second = Broker(tmp_path / "b", GroupCoordinatorConfig(offsets_load_buffer_size=100))
+    try:
+        await loaded(second, image)
+        for group in GROUP_IN.values():
+            assert committed(second.coordinator.offset_fetch(fetch(group))) == {
+                ("orders", 0): 4,
+                ("orders", 1): 3,
+            }
+    finally:
+        second.close()
+
+
+# --- failures, with a fake replica manager ------------------------------------------------------
+
+
+@dataclass
+class FakeReplicas:
+    """A replica manager whose one `__consumer_offsets` partition is a real log, and whose
+    produce answers what the test says, when the test says."""
+
+    real: ReplicaManager
+    answer: KafkaError | None = None
+    raise_error: KafkaError | None = None
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    produced: list[tuple[m.ProduceRequest, bool]] = field(default_factory=list)
+    missing: bool = False
+
+    def partition(self, topic: str, partition: int) -> Partition | None:
+        return None if self.missing else self.real.partition(topic, partition)
+
+    async def produce(
+        self, request: m.ProduceRequest, *, internal_topics_allowed: bool = False
+    ) -> m.ProduceResponse:
+        self.produced.append((request, internal_topics_allowed))
+        await self.gate.wait()
+        if self.raise_error is not None:
+            raise self.raise_error
+        (p,) = request.partitions
+        return m.ProduceResponse(
+            (m.ProducePartitionResult(p.topic, p.partition, self.answer, 100),)
+        )
+
+
+@pytest.fixture
+def faked(broker: Broker) -> Iterator[tuple[Broker, FakeReplicas]]:
+    fake = FakeReplicas(broker.rm)
+    broker.coordinator = GroupCoordinator(
+        1,
+        fake,
+        broker.creator,
+        GroupCoordinatorConfig(offsets_commit_timeout_ms=1234),
+        wall_clock=lambda: NOW,
+    )
+    yield broker, fake
+
+
+@pytest.mark.asyncio
+async def test_the_cache_changes_only_once_the_append_is_acknowledged(
+    faked: tuple[Broker, FakeReplicas],
+) -> None:
+    broker, fake = faked
+    await loaded(broker, image_with(*offsets_topic(1, 1, 1), *DATA))
+    group = GROUP_IN[0]
+    task = asyncio.create_task(
+        broker.coordinator.offset_commit(
+            commit(group, cm.CommitEntry("orders", 0, 8)), timeout_ms=99
+        )
+    )
+    while not fake.produced:
+        await asyncio.sleep(0)
+    request, internal = fake.produced[0]
+    assert internal  # the coordinator's own append to an internal topic
+    assert (request.acks, request.timeout_ms) == (m.ACKS_ALL, 99)  # min(caller, 1234)
+    assert [(p.topic, p.partition) for p in request.partitions] == [(CONSUMER_OFFSETS_TOPIC, 0)]
+    assert committed(broker.coordinator.offset_fetch(fetch(group))) == {}
+    fake.gate.set()
+    assert (await asyncio.wait_for(task, 5)).error is None
+    assert committed(broker.coordinator.offset_fetch(fetch(group))) == {("orders", 0): 8}
+
+
+@pytest.mark.parametrize(
+    ("failure", "raised", "expected"),
+    [
+        (NotLeaderOrFollowerError("lost it"), False, NotCoordinatorError),
+        (NotEnoughReplicasError("isr 1 < 2"), False, CoordinatorNotAvailableError),
+        (RequestTimedOutError("no acks"), False, RequestTimedOutError),
+        (NotLeaderOrFollowerError("raised"), True, NotCoordinatorError),
+    ],
+)
+@pytest.mark.asyncio
+async def test_a_failed_append_is_the_request_level_error_kafka_answers(
+    faked: tuple[Broker, FakeReplicas], failure: KafkaError, raised: bool, expected: type
+) -> None:
+    broker, fake = faked
+    await loaded(broker, image_with(*offsets_topic(1, 1, 1), *DATA))
+    fake.gate.set()
+    if raised:
+        fake.raise_error = failure
+    else:
+        fake.answer = failure
+    group = GROUP_IN[0]
+    response = await broker.coordinator.offset_commit(commit(group, cm.CommitEntry("orders", 0, 8)))
+    assert type(response.error) is expected
+    assert str(failure) in str(response.error) and group in str(response.error)
+    assert fake.produced[0][0].timeout_ms == 1234  # offsets.commit.timeout.ms
+    assert committed(broker.coordinator.offset_fetch(fetch(group))) == {}
+
+
+@pytest.mark.asyncio
+async def test_a_failed_load_answers_not_coordinator(faked: tuple[Broker, FakeReplicas]) -> None:
+    broker, fake = faked
+    fake.missing = True
+    await loaded(broker, image_with(*offsets_topic(1, 1, 1), *DATA))
+    assert broker.coordinator.state_of(0) is ShardState.FAILED
+    answer = broker.coordinator.offset_fetch(fetch(GROUP_IN[0]))
+    assert isinstance(answer.error, NotCoordinatorError)
+    assert "could not load the offsets of __consumer_offsets-0" in str(answer.error)
+
+
+def test_config_from_properties_maps_kafkas_names_and_checks_bounds() -> None:
+    config = GroupCoordinatorConfig.from_properties(
+        {
+            "offsets.topic.num.partitions": "7",
+            "offsets.topic.replication.factor": "1",
+            "offset.metadata.max.bytes": "10",
+            "offsets.commit.timeout.ms": "250",
+            "offsets.load.buffer.size": "4096",
+            "unrelated.key": "x",
+        }
+    )
+    assert config == GroupCoordinatorConfig(7, 1, 10, 250, 4096)
+    assert GroupCoordinatorConfig.from_properties({}) == GroupCoordinatorConfig(50, 3, 4096, 5000)
+    with pytest.raises(
+        ConfigError, match=re.escape("offsets.topic.replication.factor=0: must be at least 1")
+    ):
+        GroupCoordinatorConfig.from_properties({"offsets.topic.replication.factor": "0"})
+    with pytest.raises(
+        ConfigError, match=re.escape("offsets.topic.num.partitions='many': must be an integer")
+    ):
+        GroupCoordinatorConfig.from_properties({"offsets.topic.num.partitions": "many"})

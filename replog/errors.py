@@ -9,6 +9,12 @@ Rules:
 - Every message names the thing it is about: file and line, topic-partition, offset.
 - `error_for_code(code, message)` turns a wire code back into the matching class, so clients
   raise the same types the broker raised.
+- Every code of Kafka's protocol error table (-1 and 1-133, Kafka 4.x) has its class, with
+  Kafka's retriable flag (the Java exception is a `RetriableException`), including codes only
+  Kafka features replog lacks use (SASL, transactions, share groups): a client can then name
+  any answer precisely. New classes are named after the error name (``NON_EMPTY_GROUP`` ->
+  `NonEmptyGroupError`), as kafka-python names them; kafka-python's spellings of the older
+  ones are aliases at the end of this module.
 """
 
 from __future__ import annotations
@@ -110,6 +116,11 @@ class MessageSizeTooLargeError(KafkaError):
     """A batch larger than `max.message.bytes`."""
 
 
+@_wire(11, "STALE_CONTROLLER_EPOCH")
+class StaleControllerEpochError(KafkaError):
+    """ZooKeeper-era: a request from a controller of an older epoch."""
+
+
 @_wire(12, "OFFSET_METADATA_TOO_LARGE")
 class OffsetMetadataTooLargeError(KafkaError):
     """A committed offset's metadata string longer than `offset.metadata.max.bytes`."""
@@ -160,13 +171,69 @@ class InvalidRequiredAcksError(KafkaError):
     pass
 
 
+@_wire(22, "ILLEGAL_GENERATION")
+class IllegalGenerationError(KafkaError):
+    """An offset commit naming a group generation the coordinator does not have (replog's
+    groups have no membership: only generation -1 is accepted)."""
+
+
+@_wire(23, "INCONSISTENT_GROUP_PROTOCOL")
+class InconsistentGroupProtocolError(KafkaError):
+    pass
+
+
 @_wire(24, "INVALID_GROUP_ID")
 class InvalidGroupIdError(KafkaError):
     """An empty or malformed `group.id`."""
 
 
+@_wire(25, "UNKNOWN_MEMBER_ID")
+class UnknownMemberIdError(KafkaError):
+    """An offset commit naming a member the coordinator does not know (only "" is accepted)."""
+
+
+@_wire(26, "INVALID_SESSION_TIMEOUT")
+class InvalidSessionTimeoutError(KafkaError):
+    pass
+
+
+@_wire(27, "REBALANCE_IN_PROGRESS")
+class RebalanceInProgressError(KafkaError):
+    pass
+
+
+@_wire(28, "INVALID_COMMIT_OFFSET_SIZE")
+class InvalidCommitOffsetSizeError(KafkaError):
+    pass
+
+
+@_wire(29, "TOPIC_AUTHORIZATION_FAILED")
+class TopicAuthorizationFailedError(KafkaError):
+    pass
+
+
+@_wire(30, "GROUP_AUTHORIZATION_FAILED")
+class GroupAuthorizationFailedError(KafkaError):
+    pass
+
+
+@_wire(31, "CLUSTER_AUTHORIZATION_FAILED")
+class ClusterAuthorizationFailedError(KafkaError):
+    pass
+
+
 @_wire(32, "INVALID_TIMESTAMP")
 class InvalidTimestampError(KafkaError):
+    pass
+
+
+@_wire(33, "UNSUPPORTED_SASL_MECHANISM")
+class UnsupportedSaslMechanismError(KafkaError):
+    pass
+
+
+@_wire(34, "ILLEGAL_SASL_STATE")
+class IllegalSaslStateError(KafkaError):
     pass
 
 
@@ -210,6 +277,11 @@ class InvalidRequestError(KafkaError):
     pass
 
 
+@_wire(43, "UNSUPPORTED_FOR_MESSAGE_FORMAT")
+class UnsupportedForMessageFormatError(KafkaError):
+    pass
+
+
 @_wire(44, "POLICY_VIOLATION")
 class PolicyViolationError(KafkaError):
     pass
@@ -230,6 +302,41 @@ class InvalidProducerEpochError(KafkaError):
     pass
 
 
+@_wire(48, "INVALID_TXN_STATE")
+class InvalidTxnStateError(KafkaError):
+    pass
+
+
+@_wire(49, "INVALID_PRODUCER_ID_MAPPING")
+class InvalidProducerIdMappingError(KafkaError):
+    pass
+
+
+@_wire(50, "INVALID_TRANSACTION_TIMEOUT")
+class InvalidTransactionTimeoutError(KafkaError):
+    pass
+
+
+@_wire(51, "CONCURRENT_TRANSACTIONS", retriable=True)
+class ConcurrentTransactionsError(KafkaError):
+    pass
+
+
+@_wire(52, "TRANSACTION_COORDINATOR_FENCED")
+class TransactionCoordinatorFencedError(KafkaError):
+    pass
+
+
+@_wire(53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
+class TransactionalIdAuthorizationFailedError(KafkaError):
+    pass
+
+
+@_wire(54, "SECURITY_DISABLED")
+class SecurityDisabledError(KafkaError):
+    pass
+
+
 @_wire(55, "OPERATION_NOT_ATTEMPTED")
 class OperationNotAttemptedError(KafkaError):
     """The controller did not try this change because another in the same request failed."""
@@ -240,6 +347,16 @@ class KafkaStorageError(KafkaError):
     """The disk failed under a write or read (full disk, I/O error)."""
 
 
+@_wire(57, "LOG_DIR_NOT_FOUND")
+class LogDirNotFoundError(KafkaError):
+    pass
+
+
+@_wire(58, "SASL_AUTHENTICATION_FAILED")
+class SaslAuthenticationFailedError(KafkaError):
+    pass
+
+
 @_wire(59, "UNKNOWN_PRODUCER_ID")
 class UnknownProducerIdError(KafkaError):
     pass
@@ -247,6 +364,71 @@ class UnknownProducerIdError(KafkaError):
 
 @_wire(60, "REASSIGNMENT_IN_PROGRESS")
 class ReassignmentInProgressError(KafkaError):
+    pass
+
+
+@_wire(61, "DELEGATION_TOKEN_AUTH_DISABLED")
+class DelegationTokenAuthDisabledError(KafkaError):
+    pass
+
+
+@_wire(62, "DELEGATION_TOKEN_NOT_FOUND")
+class DelegationTokenNotFoundError(KafkaError):
+    pass
+
+
+@_wire(63, "DELEGATION_TOKEN_OWNER_MISMATCH")
+class DelegationTokenOwnerMismatchError(KafkaError):
+    pass
+
+
+@_wire(64, "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED")
+class DelegationTokenRequestNotAllowedError(KafkaError):
+    pass
+
+
+@_wire(65, "DELEGATION_TOKEN_AUTHORIZATION_FAILED")
+class DelegationTokenAuthorizationFailedError(KafkaError):
+    pass
+
+
+@_wire(66, "DELEGATION_TOKEN_EXPIRED")
+class DelegationTokenExpiredError(KafkaError):
+    pass
+
+
+@_wire(67, "INVALID_PRINCIPAL_TYPE")
+class InvalidPrincipalTypeError(KafkaError):
+    pass
+
+
+@_wire(68, "NON_EMPTY_GROUP")
+class NonEmptyGroupError(KafkaError):
+    pass
+
+
+@_wire(69, "GROUP_ID_NOT_FOUND")
+class GroupIdNotFoundError(KafkaError):
+    pass
+
+
+@_wire(70, "FETCH_SESSION_ID_NOT_FOUND", retriable=True)
+class FetchSessionIdNotFoundError(KafkaError):
+    pass
+
+
+@_wire(71, "INVALID_FETCH_SESSION_EPOCH", retriable=True)
+class InvalidFetchSessionEpochError(KafkaError):
+    pass
+
+
+@_wire(72, "LISTENER_NOT_FOUND", retriable=True)
+class ListenerNotFoundError(KafkaError):
+    pass
+
+
+@_wire(73, "TOPIC_DELETION_DISABLED")
+class TopicDeletionDisabledError(KafkaError):
     pass
 
 
@@ -275,8 +457,23 @@ class OffsetNotAvailableError(KafkaError):
     pass
 
 
+@_wire(79, "MEMBER_ID_REQUIRED")
+class MemberIdRequiredError(KafkaError):
+    pass
+
+
 @_wire(80, "PREFERRED_LEADER_NOT_AVAILABLE", retriable=True)
 class PreferredLeaderNotAvailableError(KafkaError):
+    pass
+
+
+@_wire(81, "GROUP_MAX_SIZE_REACHED")
+class GroupMaxSizeReachedError(KafkaError):
+    pass
+
+
+@_wire(82, "FENCED_INSTANCE_ID")
+class FencedInstanceIdError(KafkaError):
     pass
 
 
@@ -285,7 +482,7 @@ class EligibleLeadersNotAvailableError(KafkaError):
     pass
 
 
-@_wire(84, "ELECTION_NOT_NEEDED")
+@_wire(84, "ELECTION_NOT_NEEDED", retriable=True)
 class ElectionNotNeededError(KafkaError):
     pass
 
@@ -295,9 +492,49 @@ class NoReassignmentInProgressError(KafkaError):
     pass
 
 
+@_wire(86, "GROUP_SUBSCRIBED_TO_TOPIC")
+class GroupSubscribedToTopicError(KafkaError):
+    pass
+
+
 @_wire(87, "INVALID_RECORD")
 class InvalidRecordError(KafkaError):
     """A batch that is well framed and CRC-valid but breaks a record-level rule."""
+
+
+@_wire(88, "UNSTABLE_OFFSET_COMMIT", retriable=True)
+class UnstableOffsetCommitError(KafkaError):
+    pass
+
+
+@_wire(89, "THROTTLING_QUOTA_EXCEEDED", retriable=True)
+class ThrottlingQuotaExceededError(KafkaError):
+    pass
+
+
+@_wire(90, "PRODUCER_FENCED")
+class ProducerFencedError(KafkaError):
+    pass
+
+
+@_wire(91, "RESOURCE_NOT_FOUND")
+class ResourceNotFoundError(KafkaError):
+    pass
+
+
+@_wire(92, "DUPLICATE_RESOURCE")
+class DuplicateResourceError(KafkaError):
+    pass
+
+
+@_wire(93, "UNACCEPTABLE_CREDENTIAL")
+class UnacceptableCredentialError(KafkaError):
+    pass
+
+
+@_wire(94, "INCONSISTENT_VOTER_SET")
+class InconsistentVoterSetError(KafkaError):
+    pass
 
 
 @_wire(95, "INVALID_UPDATE_VERSION")
@@ -305,8 +542,23 @@ class InvalidUpdateVersionError(KafkaError):
     """An AlterPartition whose partition epoch is older than the controller's."""
 
 
+@_wire(96, "FEATURE_UPDATE_FAILED")
+class FeatureUpdateFailedError(KafkaError):
+    pass
+
+
+@_wire(97, "PRINCIPAL_DESERIALIZATION_FAILURE")
+class PrincipalDeserializationFailureError(KafkaError):
+    pass
+
+
 @_wire(98, "SNAPSHOT_NOT_FOUND")
 class SnapshotNotFoundError(KafkaError):
+    pass
+
+
+@_wire(99, "POSITION_OUT_OF_RANGE")
+class PositionOutOfRangeError(KafkaError):
     pass
 
 
@@ -325,9 +577,24 @@ class BrokerIdNotRegisteredError(KafkaError):
     pass
 
 
+@_wire(103, "INCONSISTENT_TOPIC_ID", retriable=True)
+class InconsistentTopicIdError(KafkaError):
+    pass
+
+
 @_wire(104, "INCONSISTENT_CLUSTER_ID")
 class InconsistentClusterIdError(KafkaError):
     """A broker registration that names another cluster id than the controller's."""
+
+
+@_wire(105, "TRANSACTIONAL_ID_NOT_FOUND")
+class TransactionalIdNotFoundError(KafkaError):
+    pass
+
+
+@_wire(106, "FETCH_SESSION_TOPIC_ID_ERROR", retriable=True)
+class FetchSessionTopicIdErrorError(KafkaError):
+    pass
 
 
 @_wire(107, "INELIGIBLE_REPLICA")
@@ -338,6 +605,131 @@ class IneligibleReplicaError(KafkaError):
 @_wire(108, "NEW_LEADER_ELECTED")
 class NewLeaderElectedError(KafkaError):
     """The AlterPartition applied, but completing a reassignment moved leadership away."""
+
+
+@_wire(109, "OFFSET_MOVED_TO_TIERED_STORAGE")
+class OffsetMovedToTieredStorageError(KafkaError):
+    pass
+
+
+@_wire(110, "FENCED_MEMBER_EPOCH")
+class FencedMemberEpochError(KafkaError):
+    pass
+
+
+@_wire(111, "UNRELEASED_INSTANCE_ID")
+class UnreleasedInstanceIdError(KafkaError):
+    pass
+
+
+@_wire(112, "UNSUPPORTED_ASSIGNOR")
+class UnsupportedAssignorError(KafkaError):
+    pass
+
+
+@_wire(113, "STALE_MEMBER_EPOCH")
+class StaleMemberEpochError(KafkaError):
+    pass
+
+
+@_wire(114, "MISMATCHED_ENDPOINT_TYPE")
+class MismatchedEndpointTypeError(KafkaError):
+    pass
+
+
+@_wire(115, "UNSUPPORTED_ENDPOINT_TYPE")
+class UnsupportedEndpointTypeError(KafkaError):
+    pass
+
+
+@_wire(116, "UNKNOWN_CONTROLLER_ID")
+class UnknownControllerIdError(KafkaError):
+    pass
+
+
+@_wire(117, "UNKNOWN_SUBSCRIPTION_ID")
+class UnknownSubscriptionIdError(KafkaError):
+    pass
+
+
+@_wire(118, "TELEMETRY_TOO_LARGE")
+class TelemetryTooLargeError(KafkaError):
+    pass
+
+
+@_wire(119, "INVALID_REGISTRATION")
+class InvalidRegistrationError(KafkaError):
+    pass
+
+
+@_wire(120, "TRANSACTION_ABORTABLE")
+class TransactionAbortableError(KafkaError):
+    pass
+
+
+@_wire(121, "INVALID_RECORD_STATE")
+class InvalidRecordStateError(KafkaError):
+    pass
+
+
+@_wire(122, "SHARE_SESSION_NOT_FOUND", retriable=True)
+class ShareSessionNotFoundError(KafkaError):
+    pass
+
+
+@_wire(123, "INVALID_SHARE_SESSION_EPOCH", retriable=True)
+class InvalidShareSessionEpochError(KafkaError):
+    pass
+
+
+@_wire(124, "FENCED_STATE_EPOCH")
+class FencedStateEpochError(KafkaError):
+    pass
+
+
+@_wire(125, "INVALID_VOTER_KEY")
+class InvalidVoterKeyError(KafkaError):
+    pass
+
+
+@_wire(126, "DUPLICATE_VOTER")
+class DuplicateVoterError(KafkaError):
+    pass
+
+
+@_wire(127, "VOTER_NOT_FOUND")
+class VoterNotFoundError(KafkaError):
+    pass
+
+
+@_wire(128, "INVALID_REGULAR_EXPRESSION")
+class InvalidRegularExpressionError(KafkaError):
+    pass
+
+
+@_wire(129, "REBOOTSTRAP_REQUIRED")
+class RebootstrapRequiredError(KafkaError):
+    """The client's metadata is too stale to trust: start again from the bootstrap servers."""
+
+
+@_wire(130, "STREAMS_INVALID_TOPOLOGY")
+class StreamsInvalidTopologyError(KafkaError):
+    pass
+
+
+@_wire(131, "STREAMS_INVALID_TOPOLOGY_EPOCH")
+class StreamsInvalidTopologyEpochError(KafkaError):
+    pass
+
+
+@_wire(132, "STREAMS_TOPOLOGY_FENCED")
+class StreamsTopologyFencedError(KafkaError):
+    pass
+
+
+@_wire(133, "SHARE_SESSION_LIMIT_REACHED", retriable=True)
+class ShareSessionLimitReachedError(KafkaError):
+    pass
 
 
 # --- Storage errors without their own wire code ------------------------------------------------
@@ -440,6 +832,20 @@ class BrokerLifecycleError(ReplogError):
     """The broker could not join the cluster or left it before running: no registration
     within `initial.broker.registration.timeout.ms`, or a shutdown while starting. The message
     names the broker and the reason."""
+
+
+# --- kafka-python's names of the same classes (code moving from kafka-python keeps working) ------
+
+UnknownError = UnknownServerError
+InvalidFetchRequestError = InvalidFetchSizeError
+NotLeaderForPartitionError = NotLeaderOrFollowerError
+NetworkExceptionError = NetworkError
+RecordListTooLargeError = RecordBatchTooLargeError
+InvalidReplicationAssignmentError = InvalidReplicaAssignmentError
+InvalidConfigurationError = InvalidConfigError
+IncompatibleBrokerVersion = UnsupportedVersionError
+KafkaConfigurationError = ConfigError
+NoBrokersAvailable = NoBrokersAvailableError
 
 
 def wire_error_classes() -> dict[int, type[KafkaError]]:

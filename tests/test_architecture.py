@@ -17,7 +17,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-PURE_PACKAGES = ["timeline", "checkpoints", "replog/record", "quorum", "replog/replication"]
+PURE_PACKAGES = [
+    "timeline",
+    "checkpoints",
+    "replog/record",
+    "quorum",
+    "replog/replication",
+    "replog/coordinator",
+]
 FORBIDDEN_IN_PURE = {
     "asyncio",
     "grpc",
@@ -41,6 +48,7 @@ ENGINE_PACKAGES = [
     "timeline",
     "quorum",
     "replog/replication",
+    "replog/coordinator",
     "replog/server",
 ]
 FILE_CALLS = {
@@ -145,3 +153,18 @@ def test_generated_protobuf_code_is_current() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_the_client_library_loads_neither_the_controller_nor_the_storage_engine() -> None:
+    """A client process (a script, a Spark executor) imports the client, not the server: the
+    controller and storage packages cost start-up time and tie the client to server code."""
+    probe = (
+        "import sys, replog.client.sync_producer, replog.client.sync_consumer, "
+        "replog.client.sync_admin, replog.aio\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('quorum', 'timeline')"
+        " or m.startswith(('replog.storage', 'replog.server.replica_manager'))))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert loaded == "[]", f"the client library imports server modules: {loaded}"

@@ -16,9 +16,10 @@ of the reference digest, CRC 0x965A94B1::
     0000018b cfe56800 | 0000018b cfe56800 | ffffffff ffffffff | ffff | ffffffff |
     00000001 | 0e 00 00 00 01 02 61 00
 
-Speed matters here: it is the producer's cost per record. `append` encodes a record into a list
-of pieces (table-driven varints, no per-record objects beyond the small bytes pieces) and
-`build` joins everything once.
+Speed matters here: it is the producer's cost per record. `append` encodes a record into three
+pieces (its fields up to the value joined into one small bytes, the value itself, the headers;
+table-driven varints) and `build` joins everything once, so a value is copied exactly once.
+`try_append` is `append` with the producer's batch.size decision on the exact encoded size.
 """
 
 from __future__ import annotations
@@ -108,12 +109,22 @@ class BatchBuilder:
         is_control: bool = False,
         log_append_time: int | None = None,
     ) -> None:
-        require_codec(compression)
-        _check_range("base_offset", base_offset, INT64_MIN, INT64_MAX)
-        _check_range("partition_leader_epoch", partition_leader_epoch, INT32_MIN, INT32_MAX)
-        _check_range("producer_id", producer_id, INT64_MIN, INT64_MAX)
-        _check_range("producer_epoch", producer_epoch, INT16_MIN, INT16_MAX)
-        _check_range("base_sequence", base_sequence, INT32_MIN, INT32_MAX)
+        if compression != COMPRESSION_NONE:
+            require_codec(compression)
+        # One combined test first: a producer builds a batch every few records, and five
+        # separate checks would cost as much as encoding a record.
+        if not (
+            INT64_MIN <= base_offset <= INT64_MAX
+            and INT32_MIN <= partition_leader_epoch <= INT32_MAX
+            and INT64_MIN <= producer_id <= INT64_MAX
+            and INT16_MIN <= producer_epoch <= INT16_MAX
+            and INT32_MIN <= base_sequence <= INT32_MAX
+        ):
+            _check_range("base_offset", base_offset, INT64_MIN, INT64_MAX)
+            _check_range("partition_leader_epoch", partition_leader_epoch, INT32_MIN, INT32_MAX)
+            _check_range("producer_id", producer_id, INT64_MIN, INT64_MAX)
+            _check_range("producer_epoch", producer_epoch, INT16_MIN, INT16_MAX)
+            _check_range("base_sequence", base_sequence, INT32_MIN, INT32_MAX)
         attributes = compression
         if is_transactional:
             attributes |= TRANSACTIONAL_FLAG_MASK
@@ -163,6 +174,38 @@ class BatchBuilder:
         self._records_bytes += append_record(
             self._parts, offset_delta, timestamp - self._base_timestamp, key, value, headers
         )
+        self._records_count = offset_delta + 1
+        return offset_delta
+
+    def try_append(
+        self,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: HeaderInput = (),
+        *,
+        size_limit: int,
+    ) -> int:
+        """`append` unless the record would take a non-empty batch past `size_limit` bytes
+        (`size_in_bytes` after it, uncompressed); then nothing changes and the answer is -1.
+
+        A producer's batch.size decision on the record's exact size, in the same call that
+        encodes it: cheaper than bounding the size first, and the first record always fits.
+        """
+        offset_delta = self._records_count
+        if offset_delta == 0:
+            return self.append(timestamp, key, value, headers)
+        parts = self._parts
+        mark = len(parts)
+        size = append_record(
+            parts, offset_delta, timestamp - self._base_timestamp, key, value, headers
+        )
+        if RECORD_BATCH_OVERHEAD + self._records_bytes + size > size_limit:
+            del parts[mark:]
+            return -1
+        if timestamp > self._max_timestamp:
+            self._max_timestamp = timestamp
+        self._records_bytes += size
         self._records_count = offset_delta + 1
         return offset_delta
 

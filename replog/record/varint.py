@@ -51,10 +51,13 @@ _ENCODED_SMALL: tuple[bytes, ...] = tuple(
 )
 
 
-# Hot encoders index this directly for sizes and offset deltas (never negative) to skip a call:
-# SMALL_SIZE_VARINTS[n] == encode_varint(n) for 0 <= n < SMALL_SIZE_LIMIT.
+# Hot encoders index these directly to skip a call: SMALL_SIZE_VARINTS[n] == encode_varint(n)
+# for 0 <= n < SMALL_SIZE_LIMIT (sizes, offset deltas), and SMALL_VARINTS[n - SMALL_VARINTS_LOW]
+# == encode_varlong(n) for SMALL_VARINTS_LOW <= n < SMALL_SIZE_LIMIT (timestamp deltas).
 SMALL_SIZE_LIMIT = _TABLE_HIGH
 SMALL_SIZE_VARINTS = _ENCODED_SMALL[-_TABLE_LOW:]
+SMALL_VARINTS = _ENCODED_SMALL
+SMALL_VARINTS_LOW = _TABLE_LOW
 
 
 def encode_varint(value: int) -> bytes:

@@ -1,0 +1,666 @@
+"""The asyncio `Admin` client: topics, partitions, configs, records, elections, reassignments.
+
+`from replog.aio import Admin`; the blocking `replog.Admin` (sync_admin.py) runs this one on a
+private event loop and has the same methods.
+
+    async with Admin({"bootstrap.servers": "127.0.0.1:9092"}) as admin:
+        await admin.create_topics([NewTopic("orders", 6, 3)])
+
+Where requests go:
+- Controller operations (topics, partitions, configs, elections, reassignments, cluster and
+  topic descriptions) go to the active controller through the blocking `ControllerClient`, run
+  in a worker thread (`asyncio.to_thread`). The controllers are found at
+  `bootstrap.controllers` (KIP-919) when set, else at `bootstrap.servers` (replog nodes in
+  combined mode serve both services); broker ids then name controller addresses too, so a
+  standby's NOT_CONTROLLER can be followed even when the bootstrap list names one node.
+- `delete_records` and `list_offsets` go to each partition's leader (`ClusterMetadata` finds
+  it), one request per leader, retried on retriable answers until the deadline.
+- `describe_quorum` asks the metadata quorum (Raft `DescribeQuorum`), as
+  `replog quorum describe` does.
+
+Timeouts: every method takes `timeout_ms` (None: `default.api.timeout.ms`, 60 s) bounding the
+whole call, retries included; each attempt is bounded by `request.timeout.ms`.
+
+Errors, one rule everywhere: a method returns only if every item succeeded, and otherwise
+raises the error of the first item that failed, as kafka-python 3 does, with a message naming
+the item (topic, partition, config resource). The request went out whole, so the other items
+may have been applied. One exception, as Kafka's tools treat it: an election that was not
+needed (the preferred leader already leads) is a success, reported in the result's `error`.
+Unknown topics raise UnknownTopicOrPartitionError ("topic 'x' does not exist"). A call after
+`close()` raises ClientClosedError; a gRPC failure never escapes as a bare grpc error.
+
+After `create_topics` and `create_partitions` succeed, the call also waits (within its timeout)
+until every live broker's metadata shows the new partitions with leaders, so a producer or
+consumer started right after finds them; a broker that does not answer is not waited for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import grpc
+
+from replog.admin.controller_client import ControllerClient
+from replog.admin.controller_results import (
+    AlterConfigOp,
+    AlterConfigOpType,
+    ClusterDescription,
+    ConfigResource,
+    ConfigsAltered,
+    CreatedTopic,
+    DeletedTopic,
+    ElectionResult,
+    ElectionType,
+    NewPartitions,
+    NewTopic,
+    OngoingReassignment,
+    PartitionsCreated,
+    ReassignmentResult,
+    ResourceConfigs,
+)
+from replog.client.admin_results import (
+    INTERNAL_TOPICS,
+    OffsetSpec,
+    TopicDescription,
+)
+from replog.client.cluster_metadata import ClusterMetadata
+from replog.client.config import AdminConfig, admin_config
+from replog.client.connections import Connections, rpc_error
+from replog.client.offset_lookup import OffsetLookup
+from replog.client.records import OffsetAndTimestamp, TopicPartition
+from replog.clock import monotonic_ms
+from replog.errors import (
+    ClientClosedError,
+    ElectionNotNeededError,
+    InvalidRequestError,
+    KafkaError,
+    KafkaTimeoutError,
+    LeaderNotAvailableError,
+    NoBrokersAvailableError,
+    ReplogError,
+    UnknownTopicOrPartitionError,
+)
+from replog.replication import messages as m
+
+if TYPE_CHECKING:
+    from replog.cli.quorum import QuorumDescription
+
+__all__ = ["Admin", "AlterConfigOp", "ConfigResource", "NewPartitions", "NewTopic", "OffsetSpec"]
+
+log = logging.getLogger("replog.client")
+
+T = TypeVar("T")
+PROPAGATION_POLL_S = 0.05  # how often to look whether brokers have learnt of a new topic
+
+
+class Admin:
+    """The asyncio admin client (module docstring). `config`: Kafka's dotted names and/or
+    snake_case keyword arguments (`replog.client.config.admin_config`)."""
+
+    def __init__(
+        self, config: Mapping[str, object] | AdminConfig | None = None, **kwargs: object
+    ) -> None:
+        self.config = admin_config(config, **kwargs)
+        c = self.config
+        self._connections = Connections(
+            request_timeout_ms=c.request_timeout_ms, client_id=c.client_id
+        )
+        self._metadata = ClusterMetadata(
+            c.bootstrap_servers,
+            self._connections,
+            metadata_max_age_ms=c.metadata_max_age_ms,
+            retry_backoff_ms=c.retry_backoff_ms,
+            retry_backoff_max_ms=c.retry_backoff_max_ms,
+            request_timeout_ms=c.request_timeout_ms,
+        )
+        self._offsets = OffsetLookup(
+            self._metadata,
+            self._connections,
+            request_timeout_ms=c.request_timeout_ms,
+            retry_backoff_ms=c.retry_backoff_ms,
+            retry_backoff_max_ms=c.retry_backoff_max_ms,
+        )
+        self._controller: ControllerClient | None = None
+        self._closed = False
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Release every connection; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        controller, self._controller = self._controller, None
+        if controller is not None:
+            controller.close()
+        await self._metadata.close()
+        await self._connections.close()
+
+    async def __aenter__(self) -> Admin:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # --- topics and partitions -------------------------------------------------------------------
+
+    async def create_topics(
+        self,
+        new_topics: Sequence[NewTopic],
+        validate_only: bool = False,
+        *,
+        timeout_ms: int | None = None,
+    ) -> list[CreatedTopic]:
+        """Create topics (name, partitions, replication factor, configs, assignments)."""
+        deadline_ms = self._deadline(timeout_ms)
+        results = await self._controller_call(
+            ControllerClient.create_topics,
+            deadline_ms,
+            list(new_topics),
+            validate_only=validate_only,
+        )
+        _raise_failed(results, lambda r: f"topic {r.name!r}")
+        if not validate_only:
+            await self._await_brokers(
+                {r.name: r.num_partitions for r in results}, deadline_ms, "create_topics"
+            )
+        return results
+
+    async def delete_topics(
+        self, names: Iterable[str], *, timeout_ms: int | None = None
+    ) -> list[DeletedTopic]:
+        deadline_ms = self._deadline(timeout_ms)
+        results = await self._controller_call(
+            ControllerClient.delete_topics, deadline_ms, list(_names(names, "delete_topics"))
+        )
+        _raise_failed(results, lambda r: f"topic {r.name!r}")
+        return results
+
+    async def create_partitions(
+        self,
+        new_partitions: Mapping[str, NewPartitions | int],
+        validate_only: bool = False,
+        *,
+        timeout_ms: int | None = None,
+    ) -> list[PartitionsCreated]:
+        """Grow topics: `{topic: total partition count}` or `{topic: NewPartitions(...)}`."""
+        deadline_ms = self._deadline(timeout_ms)
+        increases = [_new_partitions(topic, value) for topic, value in new_partitions.items()]
+        results = await self._controller_call(
+            ControllerClient.create_partitions, deadline_ms, increases, validate_only=validate_only
+        )
+        _raise_failed(results, lambda r: f"topic {r.topic!r}")
+        if not validate_only:
+            counts: dict[str, int | None] = {i.topic: i.total_count for i in increases}
+            await self._await_brokers(counts, deadline_ms, "create_partitions")
+        return results
+
+    async def list_topics(
+        self, *, include_internal: bool = False, timeout_ms: int | None = None
+    ) -> list[str]:
+        """The names of every topic, sorted (internal ones such as __consumer_offsets only
+        with `include_internal`)."""
+        metadata = await self._controller_call(
+            ControllerClient.metadata, self._deadline(timeout_ms), None
+        )
+        return sorted(
+            t.name for t in metadata.topics if include_internal or t.name not in INTERNAL_TOPICS
+        )
+
+    async def describe_topics(
+        self,
+        names: Iterable[str] | None = None,
+        *,
+        include_internal: bool = False,
+        timeout_ms: int | None = None,
+    ) -> dict[str, TopicDescription]:
+        """Each topic's partitions: leader, replicas, isr and the offline / under-replicated
+        flags (None: every topic; internal ones only with `include_internal`)."""
+        wanted = None if names is None else list(_names(names, "describe_topics"))
+        metadata = await self._controller_call(
+            ControllerClient.metadata, self._deadline(timeout_ms), wanted
+        )
+        _raise_failed(metadata.topics, lambda t: f"topic {t.name!r}")
+        return {
+            t.name: TopicDescription.of(t)
+            for t in sorted(metadata.topics, key=lambda t: t.name)
+            if wanted is not None or include_internal or t.name not in INTERNAL_TOPICS
+        }
+
+    async def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
+        """The cluster id, the active controller and the registered brokers."""
+        return await self._controller_call(
+            ControllerClient.describe_cluster, self._deadline(timeout_ms)
+        )
+
+    # --- configs ---------------------------------------------------------------------------------
+
+    async def describe_configs(
+        self,
+        resources: Iterable[ConfigResource],
+        keys: Sequence[str] = (),
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[ConfigResource, ResourceConfigs]:
+        """Every config of each resource (only `keys` when given), with its source."""
+        results = await self._controller_call(
+            ControllerClient.describe_configs,
+            self._deadline(timeout_ms),
+            list(resources),
+            keys=list(keys),
+        )
+        _raise_failed(results, lambda r: _resource_text(r.resource))
+        return {r.resource: r for r in results}
+
+    async def incremental_alter_configs(
+        self,
+        changes: Mapping[ConfigResource, Sequence[AlterConfigOp] | Mapping[str, str | None]],
+        validate_only: bool = False,
+        *,
+        timeout_ms: int | None = None,
+    ) -> list[ConfigsAltered]:
+        """Change configs: per resource, AlterConfigOps or `{name: value}` (None: delete the
+        override, back to the default)."""
+        ops = {resource: _ops(value) for resource, value in changes.items()}
+        results = await self._controller_call(
+            ControllerClient.incremental_alter_configs,
+            self._deadline(timeout_ms),
+            ops,
+            validate_only=validate_only,
+        )
+        _raise_failed(results, lambda r: _resource_text(r.resource))
+        return results
+
+    # --- elections and reassignments -------------------------------------------------------------
+
+    async def elect_leaders(
+        self,
+        election_type: ElectionType | str = ElectionType.PREFERRED,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> list[ElectionResult]:
+        """Elect leaders (`"preferred"` or `"unclean"`) of `partitions` (None: all eligible).
+        A partition whose election was not needed comes back with ElectionNotNeededError in
+        its `error` instead of raising (module docstring)."""
+        kind = _election_type(election_type)
+        tps = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
+        results = await self._controller_call(
+            ControllerClient.elect_leaders, self._deadline(timeout_ms), kind, tps
+        )
+        _raise_failed(
+            [r for r in results if not isinstance(r.error, ElectionNotNeededError)],
+            lambda r: _tp_text(r.topic_partition),
+        )
+        return results
+
+    async def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition, Sequence[int] | None],
+        *,
+        timeout_ms: int | None = None,
+    ) -> list[ReassignmentResult]:
+        """Move each partition to the replicas given (None: cancel its reassignment)."""
+        moves = {TopicPartition(*tp): r for tp, r in reassignments.items()}
+        results = await self._controller_call(
+            ControllerClient.alter_partition_reassignments, self._deadline(timeout_ms), moves
+        )
+        _raise_failed(results, lambda r: _tp_text(r.topic_partition))
+        return results
+
+    async def list_partition_reassignments(
+        self,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, OngoingReassignment]:
+        """The reassignments in progress (of `partitions`; None: of every partition)."""
+        tps = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
+        results = await self._controller_call(
+            ControllerClient.list_partition_reassignments, self._deadline(timeout_ms), tps
+        )
+        return {r.topic_partition: r for r in results}
+
+    # --- records and offsets (partition leaders) -------------------------------------------------
+
+    async def delete_records(
+        self, before: Mapping[TopicPartition, int], *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        """Delete the records of each partition before the offset given (-1: the high
+        watermark, i.e. everything); returns each partition's new low watermark."""
+        deadline_ms = self._deadline(timeout_ms)
+        pending = {TopicPartition(*tp): offset for tp, offset in before.items()}
+        for tp, offset in pending.items():
+            if offset < -1:
+                raise InvalidRequestError(
+                    f"delete_records: offset {offset} for {_tp_text(tp)}: must be >= 0, or -1 "
+                    "for the high watermark"
+                )
+        return await self._at_leaders(pending, deadline_ms, "delete_records", self._delete_at)
+
+    async def list_offsets(
+        self,
+        specs: Mapping[TopicPartition, OffsetSpec | int],
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """Per partition: the offset for an OffsetSpec (EARLIEST, LATEST = the high watermark,
+        MAX_TIMESTAMP) or the first offset whose timestamp is at or after a timestamp in ms.
+        None: no such record (a timestamp after the last record's)."""
+        timestamps = {TopicPartition(*tp): int(spec) for tp, spec in specs.items()}
+        for tp, ts in timestamps.items():
+            if ts < m.MAX_TIMESTAMP:
+                raise InvalidRequestError(
+                    f"list_offsets: {ts} for {_tp_text(tp)}: not a timestamp (>= 0) nor an "
+                    "OffsetSpec (EARLIEST, LATEST, MAX_TIMESTAMP)"
+                )
+        self._check_open()
+        found = await self._offsets.list_offsets(
+            timestamps, deadline_ms=self._deadline(timeout_ms), what="list_offsets"
+        )
+        return {
+            tp: None if r.offset < 0 else OffsetAndTimestamp(r.offset, r.timestamp, r.leader_epoch)
+            for tp, r in found.items()
+        }
+
+    # --- the metadata quorum ---------------------------------------------------------------------
+
+    async def describe_quorum(self, *, timeout_ms: int | None = None) -> QuorumDescription:
+        """The metadata quorum: leader, epoch, high watermark, voters and observers, and each
+        replica's progress (`replog.cli.quorum.QuorumDescription`)."""
+        # The quorum client lives with the CLI command it was written for; loaded on use.
+        from replog.cli import quorum
+
+        self._check_open()
+        deadline_ms = self._deadline(timeout_ms)
+        bootstrap, addresses = await self._controller_addresses(deadline_ms)
+        remaining_s = max(deadline_ms - monotonic_ms(), 1) / 1000
+        attempt_s = min(self.config.request_timeout_ms / 1000, remaining_s)
+        try:
+            return await asyncio.wait_for(
+                asyncio.to_thread(quorum.describe_quorum, bootstrap, addresses, attempt_s),
+                remaining_s,
+            )
+        except TimeoutError:
+            raise KafkaTimeoutError(
+                f"describe_quorum did not finish within {int(remaining_s * 1000)} ms"
+            ) from None
+        except ReplogError as exc:
+            if type(exc) is not ReplogError:
+                raise
+            # The quorum client says what happened in plain words; type it for callers.
+            text = str(exc)
+            if text.startswith("no quorum node reachable"):
+                raise NoBrokersAvailableError(f"describe_quorum: {text}") from None
+            raise LeaderNotAvailableError(f"describe_quorum: {text}") from None
+
+    # --- helpers ---------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the Admin client is closed")
+
+    def _deadline(self, timeout_ms: int | None) -> int:
+        budget_ms = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+        if budget_ms < 0:
+            raise InvalidRequestError(f"timeout_ms={timeout_ms}: must be >= 0")
+        return monotonic_ms() + budget_ms
+
+    async def _controller_addresses(self, deadline_ms: int) -> tuple[list[str], dict[int, str]]:
+        """Where the controllers are: the bootstrap list to ask and the node ids known."""
+        if self.config.bootstrap_controllers:
+            from replog.admin.bootstrap import parse_bootstrap
+
+            parsed = parse_bootstrap(
+                self.config.bootstrap_controllers, what="bootstrap.controllers"
+            )
+            return list(parsed.addresses), dict(parsed.node_addresses)
+        if not self._metadata.brokers():
+            # Combined nodes: a broker's id is its controller's id. Best effort, and short: a
+            # quarter of what is left at most, so a hung node cannot eat the call's time.
+            now = monotonic_ms()
+            cap_ms = now + min(self.config.request_timeout_ms, max(deadline_ms - now, 0) // 4)
+            with contextlib.suppress(ReplogError):
+                await self._metadata.refresh(deadline_ms=cap_ms)
+        return list(self.config.bootstrap_servers), self._metadata.brokers()
+
+    async def _controller_client(self, deadline_ms: int) -> ControllerClient:
+        self._check_open()
+        if self._controller is None:
+            bootstrap, addresses = await self._controller_addresses(deadline_ms)
+            self._check_open()
+            if self._controller is None:
+                c = self.config
+                self._controller = ControllerClient(
+                    bootstrap,
+                    node_addresses=addresses,
+                    default_timeout_s=c.default_api_timeout_ms / 1000,
+                    request_timeout_s=c.request_timeout_ms / 1000,
+                    retry_backoff_s=c.retry_backoff_ms / 1000,
+                    max_retry_backoff_s=max(c.retry_backoff_max_ms, c.retry_backoff_ms) / 1000,
+                )
+        return self._controller
+
+    async def _controller_call(
+        self, method: Callable[..., T], deadline_ms: int, *args: Any, **kwargs: Any
+    ) -> T:
+        """`ControllerClient.<method>(*args, **kwargs)` in a worker thread, within the deadline."""
+        client = await self._controller_client(deadline_ms)
+        timeout_s = max(deadline_ms - monotonic_ms(), 0) / 1000
+        call = functools.partial(method, client, *args, timeout_s=timeout_s, **kwargs)
+        try:
+            return await asyncio.to_thread(call)
+        except ReplogError:
+            if self._closed:
+                raise ClientClosedError("the Admin client was closed during the call") from None
+            raise
+
+    async def _await_brokers(
+        self, expected: Mapping[str, int | None], deadline_ms: int, what: str
+    ) -> None:
+        """Until every live broker's metadata shows each topic with `expected` partitions, all
+        led (module docstring); gives up quietly at the deadline: the change itself is done."""
+        cap_ms = min(deadline_ms, monotonic_ms() + self.config.request_timeout_ms)
+        with contextlib.suppress(ReplogError):
+            await self._metadata.refresh(deadline_ms=cap_ms)
+        pending = self._metadata.brokers()
+        while pending:
+            remaining_ms = deadline_ms - monotonic_ms()
+            if remaining_ms <= 0:
+                log.info("%s: brokers %s have not learnt of it yet", what, sorted(pending))
+                return
+            timeout_ms = min(self.config.request_timeout_ms, remaining_ms)
+            seen = await asyncio.gather(
+                *(self._broker_sees(a, expected, timeout_ms) for a in pending.values())
+            )
+            pending = {b: a for (b, a), ok in zip(pending.items(), seen, strict=True) if not ok}
+            if pending:
+                await asyncio.sleep(min(PROPAGATION_POLL_S, remaining_ms / 1000))
+
+    async def _broker_sees(
+        self, address: str, expected: Mapping[str, int | None], timeout_ms: int
+    ) -> bool:
+        try:
+            answer = await self._connections.broker(address).metadata(
+                sorted(expected), timeout_ms=timeout_ms
+            )
+        except grpc.aio.AioRpcError:
+            return True  # not answering: nothing to wait for there
+        by_name = {t.name: t for t in answer.topics if t.error.code == 0}
+        return all(
+            (topic := by_name.get(name)) is not None
+            and (count is None or len(topic.partitions) == count)
+            and all(p.leader_id >= 0 for p in topic.partitions)
+            for name, count in expected.items()
+        )
+
+    async def _at_leaders(
+        self,
+        pending: dict[TopicPartition, int],
+        deadline_ms: int,
+        what: str,
+        ask: Callable[
+            [int, str, dict[TopicPartition, int], int],
+            Any,
+        ],
+    ) -> dict[TopicPartition, int]:
+        """`ask(leader, address, {tp: arg}, deadline_ms)` for the partitions each leader leads,
+        concurrently; retriable failures mark the metadata stale and are retried with backoff
+        until the deadline. `ask` returns {tp: result int | KafkaError} or raises ReplogError."""
+        self._check_open()
+        started_ms = monotonic_ms()
+        done: dict[TopicPartition, int] = {}
+        backoff_ms = self.config.retry_backoff_ms
+        last: ReplogError | None = None
+        while pending:
+            groups: dict[tuple[int, str], dict[TopicPartition, int]] = {}
+            for tp, arg in pending.items():
+                try:
+                    leader = await self._leader_of(tp, deadline_ms)
+                except (KafkaTimeoutError, NoBrokersAvailableError, LeaderNotAvailableError) as e:
+                    last = e
+                    continue
+                groups.setdefault(leader, {})[tp] = arg
+            answers = await asyncio.gather(
+                *(
+                    ask(node, address, parts, deadline_ms)
+                    for (node, address), parts in groups.items()
+                ),
+                return_exceptions=True,
+            )
+            for answer in answers:
+                if isinstance(answer, BaseException):
+                    if not isinstance(answer, ReplogError) or not answer.retriable:
+                        raise answer
+                    last = answer
+                    self._metadata.request_update()
+                    continue
+                for tp, result in answer.items():
+                    if isinstance(result, KafkaError):
+                        if not result.retriable:
+                            raise _naming(result, _tp_text(tp))
+                        last = result
+                        self._metadata.request_update()
+                    else:
+                        done[tp] = result
+                        pending.pop(tp, None)
+            if not pending:
+                break
+            now = monotonic_ms()
+            if now >= deadline_ms:
+                cause = f"; last error: {last}" if last is not None else ""
+                names = ", ".join(sorted(_tp_text(tp) for tp in pending))
+                raise KafkaTimeoutError(
+                    f"{what} for {names} did not finish within {deadline_ms - started_ms} ms{cause}"
+                )
+            await asyncio.sleep(min(backoff_ms, deadline_ms - now) / 1000)
+            backoff_ms = min(backoff_ms * 2, max(self.config.retry_backoff_max_ms, backoff_ms))
+        return done
+
+    async def _leader_of(self, tp: TopicPartition, deadline_ms: int) -> tuple[int, str]:
+        partitions = await self._metadata.partitions_for(tp.topic, deadline_ms=deadline_ms)
+        if not 0 <= tp.partition < len(partitions):
+            raise UnknownTopicOrPartitionError(
+                f"partition {_tp_text(tp)} does not exist: topic {tp.topic!r} has "
+                f"{len(partitions)} partitions"
+            )
+        state = self._metadata.partition(tp)
+        address = self._metadata.broker_address(state.leader) if state is not None else None
+        if state is None or address is None:
+            self._metadata.request_update()
+            raise LeaderNotAvailableError(f"no leader known for {_tp_text(tp)}")
+        return state.leader, address
+
+    async def _delete_at(
+        self, node: int, address: str, parts: dict[TopicPartition, int], deadline_ms: int
+    ) -> dict[TopicPartition, int | KafkaError]:
+        wait_ms = max(1, min(self.config.request_timeout_ms, deadline_ms - monotonic_ms()))
+        request = m.DeleteRecordsRequest(
+            tuple(m.DeleteRecordsPartition(tp.topic, tp.partition, o) for tp, o in parts.items()),
+            timeout_ms=wait_ms,
+        )
+        try:
+            answer = await self._connections.broker(address).delete_records(request)
+        except grpc.aio.AioRpcError as exc:
+            raise rpc_error(exc, address=address, what="DeleteRecords", node_id=node) from None
+        return {
+            TopicPartition(r.topic, r.partition): r.error
+            if r.error is not None
+            else r.low_watermark
+            for r in answer.partitions
+        }
+
+
+# --- argument and result shaping ------------------------------------------------------------------
+
+
+def _names(names: Iterable[str], what: str) -> list[str]:
+    if isinstance(names, str):
+        raise InvalidRequestError(
+            f"{what}: expected a list of topic names, got the string {names!r}"
+        )
+    return list(names)
+
+
+def _new_partitions(topic: str, value: NewPartitions | int) -> NewPartitions:
+    if isinstance(value, NewPartitions):
+        if value.topic != topic:
+            raise InvalidRequestError(
+                f"create_partitions: the entry for topic {topic!r} names topic {value.topic!r}"
+            )
+        return value
+    return NewPartitions(topic, int(value))
+
+
+def _ops(value: Sequence[AlterConfigOp] | Mapping[str, str | None]) -> list[AlterConfigOp]:
+    if isinstance(value, Mapping):
+        return [
+            AlterConfigOp(name, AlterConfigOpType.DELETE)
+            if v is None
+            else AlterConfigOp(name, AlterConfigOpType.SET, str(v))
+            for name, v in value.items()
+        ]
+    return list(value)
+
+
+def _election_type(value: ElectionType | str) -> ElectionType:
+    if isinstance(value, ElectionType):
+        return value
+    try:
+        return ElectionType[str(value).upper()]
+    except KeyError:
+        raise InvalidRequestError(
+            f"elect_leaders: election type {value!r}: expected 'preferred' or 'unclean'"
+        ) from None
+
+
+def _tp_text(tp: TopicPartition) -> str:
+    return f"{tp.topic}-{tp.partition}"
+
+
+def _resource_text(resource: ConfigResource) -> str:
+    kind = resource.resource_type.name.lower()
+    return f"{kind} {resource.name!r}" if resource.name else f"{kind} (cluster default)"
+
+
+def _raise_failed(results: Iterable[Any], item: Callable[[Any], str]) -> None:
+    """Raise the first failed item's error, its message naming the item (module docstring)."""
+    for result in results:
+        error: KafkaError | None = result.error
+        if error is None:
+            continue
+        name = item(result)
+        if isinstance(error, UnknownTopicOrPartitionError) and name.startswith("topic "):
+            raise UnknownTopicOrPartitionError(f"{name} does not exist")
+        raise _naming(error, name)
+
+
+def _naming(error: KafkaError, item: str) -> KafkaError:
+    """`error`, its message prefixed with `item` unless it names it already."""
+    text = str(error)
+    return error if item in text else type(error)(f"{item}: {text}")

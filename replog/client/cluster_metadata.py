@@ -1,0 +1,386 @@
+"""`ClusterMetadata`: a client's view of the cluster (brokers, partitions, leaders), kept fresh.
+
+Asked through the `Broker.Metadata` RPC of any broker; it lives on the client's event loop.
+
+Where it asks, in order, until one broker answers (one "pass"): the broker that answered
+last, then the brokers the cluster advertised in its last answer, then `bootstrap.servers`.
+A pass in which nobody answers raises NoBrokersAvailableError naming every address tried,
+how many times in a row it failed and its last cause ("no broker reachable at
+127.0.0.1:9092 after 3 attempts: connection refused"). After a failed pass the next one waits
+`retry.backoff.ms`, doubling up to `retry.backoff.max.ms`; a good answer resets that.
+
+What it asks for: the topics the client has used (`refresh(topics)` and `partitions_for` add to
+that set; Kafka's producer and consumer also ask only for their topics). Before any topic is
+known, a refresh asks for every topic (the wire's empty list).
+
+When it asks:
+- `partitions_for(topic)` of a topic not known yet refreshes, and retries failed passes until
+  its deadline; a broker's answer that the topic does not exist raises
+  UnknownTopicOrPartitionError ("topic 'x' does not exist") at once instead of waiting (the
+  complaint about clients that block on a missing topic); at the deadline KafkaTimeoutError
+  names the last cause.
+- A known topic is refreshed when the metadata is stale (`request_update`, after
+  NOT_LEADER_OR_FOLLOWER and the like) or older than `metadata.max.age.ms` (checked lazily on
+  use). If that refresh fails, or failed a moment ago and is backing off, the cached partitions
+  are returned: a stale leader only earns another NOT_LEADER, whereas waiting would block
+  every send on a dead broker.
+- Concurrent callers share one refresh in flight when it covers their topics. A caller that
+  gives up (its deadline, cancellation) does not cancel the shared refresh.
+
+Connection failures are logged once per change of an address's state (reachable ->
+unreachable and back), not once per attempt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from replog.admin.controller_results import TopicPartition
+from replog.client.connections import Connections
+from replog.clock import monotonic_ms
+from replog.errors import (
+    ClientClosedError,
+    KafkaError,
+    KafkaTimeoutError,
+    NoBrokersAvailableError,
+    ReplogError,
+    UnknownTopicOrPartitionError,
+    error_for_code,
+)
+from replog.pb import controller_pb2 as pb
+from replog.topic_names import check_topic_name
+
+log = logging.getLogger("replog.client")
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    topic: str
+    partition: int
+    leader: int  # -1: no leader now
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass
+class _Refresh:
+    topics: frozenset[str] | None  # None: every topic
+    task: asyncio.Task[None]
+
+    def covers(self, wanted: frozenset[str]) -> bool:
+        return self.topics is None or wanted <= self.topics
+
+
+@dataclass
+class _AddressState:
+    failures: int = 0  # failed attempts in a row
+    cause: str = ""
+
+
+class ClusterMetadata:
+    """The cluster as the brokers last described it (module docstring)."""
+
+    def __init__(
+        self,
+        bootstrap: Sequence[str],
+        connections: Connections,
+        *,
+        metadata_max_age_ms: int,
+        retry_backoff_ms: int,
+        retry_backoff_max_ms: int,
+        request_timeout_ms: int,
+    ) -> None:
+        if not bootstrap:
+            raise ValueError("bootstrap.servers is empty")
+        self.bootstrap = tuple(bootstrap)
+        self._connections = connections
+        self.metadata_max_age_ms = metadata_max_age_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.retry_backoff_max_ms = retry_backoff_max_ms
+        self.request_timeout_ms = request_timeout_ms
+
+        self.cluster_id: str | None = None
+        self.controller_id: int = -1
+        self._brokers: dict[int, str] = {}
+        self._topics: dict[str, tuple[PartitionState, ...]] = {}
+        self._by_tp: dict[TopicPartition, PartitionState] = {}
+        self._topic_errors: dict[str, KafkaError] = {}  # what the last answer said of a topic
+        self._wanted: set[str] = set()
+
+        self._last_good: str | None = None
+        self._updated_ms: int | None = None  # when the last good answer came
+        self._stale = False
+        self._failed_passes = 0
+        self._next_pass_ms = 0  # no pass before this (backoff after failed passes)
+        self._last_failure: NoBrokersAvailableError | None = None
+        self._addresses: dict[str, _AddressState] = {}
+        self._inflight: _Refresh | None = None
+        self._listeners: list[Callable[[], None]] = []
+
+    # --- reading what is known -----------------------------------------------------------------
+
+    @property
+    def topics(self) -> frozenset[str]:
+        """The topics whose partitions are known."""
+        return frozenset(self._topics)
+
+    def partition(self, tp: TopicPartition) -> PartitionState | None:
+        return self._by_tp.get(tp)
+
+    def cached_partitions(self, topic: str) -> tuple[PartitionState, ...] | None:
+        """The partitions of `topic` as last known, without refreshing (None: unknown)."""
+        return self._topics.get(topic)
+
+    def broker_address(self, node_id: int) -> str | None:
+        return self._brokers.get(node_id)
+
+    def brokers(self) -> dict[int, str]:
+        """The live (unfenced) brokers as last advertised: id -> host:port (a copy)."""
+        return dict(self._brokers)
+
+    def add_listener(self, fn: Callable[[], None]) -> None:
+        """Call `fn()` after each successful refresh (on the loop)."""
+        self._listeners.append(fn)
+
+    def request_update(self) -> None:
+        """Mark the metadata stale: the next use refreshes it."""
+        self._stale = True
+
+    def needs_refresh(self) -> bool:
+        if self._stale or self._updated_ms is None:
+            return True
+        return monotonic_ms() - self._updated_ms >= self.metadata_max_age_ms
+
+    # --- asking ----------------------------------------------------------------------------------
+
+    async def partitions_for(self, topic: str, *, deadline_ms: int) -> tuple[PartitionState, ...]:
+        """The partitions of `topic`, refreshing first if unknown or stale (module docstring)."""
+        check_topic_name(topic)
+        self._wanted.add(topic)
+        last_cause: ReplogError | None = None
+        while True:
+            known = self._topics.get(topic)
+            if known is not None and not self.needs_refresh():
+                return known
+            if known is not None and monotonic_ms() < self._next_pass_ms:
+                return known  # backing off after a failed pass: the cache will do
+            try:
+                await self.refresh([topic], deadline_ms=deadline_ms)
+            except (NoBrokersAvailableError, KafkaTimeoutError) as exc:
+                if known is not None:
+                    return known
+                last_cause = self._last_failure or exc
+            else:
+                error = self._topic_errors.get(topic)
+                if isinstance(error, UnknownTopicOrPartitionError):
+                    raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+                if error is not None:
+                    last_cause = error
+                    if not error.retriable:
+                        raise error
+                found = self._topics.get(topic)
+                if found is not None:
+                    return found
+            now = monotonic_ms()
+            if now >= deadline_ms:
+                cause = f": {last_cause}" if last_cause is not None else ""
+                raise KafkaTimeoutError(
+                    f"metadata for topic {topic!r} not available within the deadline{cause}"
+                )
+            wait_ms = max(self._next_pass_ms - now, 0) or self.retry_backoff_ms
+            await asyncio.sleep(min(wait_ms, deadline_ms - now) / 1000)
+
+    async def refresh(self, topics: Iterable[str] | None = None, *, deadline_ms: int) -> None:
+        """Ask a broker for the metadata of `topics` and of every topic used so far.
+
+        Raises NoBrokersAvailableError when no broker answered in one pass over the addresses,
+        KafkaTimeoutError when the deadline passes first (naming the last cause)."""
+        wanted = frozenset(topics or ())
+        self._wanted |= wanted
+        while True:
+            inflight = self._inflight
+            if inflight is not None and inflight.covers(wanted):
+                await self._wait(inflight.task, deadline_ms)
+                return
+            if inflight is not None:
+                # It asks for less than we need: wait for it, then ask for everything.
+                with contextlib.suppress(NoBrokersAvailableError):
+                    await self._wait(inflight.task, deadline_ms)
+                continue
+            wait_ms = self._next_pass_ms - monotonic_ms()
+            if wait_ms > 0:
+                if monotonic_ms() + wait_ms > deadline_ms:
+                    raise self._timeout("metadata refresh")
+                await asyncio.sleep(wait_ms / 1000)
+                continue  # another caller may have started a pass meanwhile
+            asked = frozenset(self._wanted) or None
+            task = asyncio.get_running_loop().create_task(self._pass(asked, deadline_ms))
+            task.add_done_callback(self._pass_done)
+            self._inflight = _Refresh(asked, task)
+            await self._wait(task, deadline_ms)
+            return
+
+    def _pass_done(self, task: asyncio.Task[None]) -> None:
+        if self._inflight is not None and self._inflight.task is task:
+            self._inflight = None
+        if not task.cancelled():
+            task.exception()  # retrieved: the callers that waited have raised it themselves
+
+    async def _wait(self, task: asyncio.Task[None], deadline_ms: int) -> None:
+        """Wait for a (shared) pass without cancelling it when this caller gives up."""
+        remaining_ms = deadline_ms - monotonic_ms()
+        if remaining_ms <= 0 and not task.done():
+            raise self._timeout("metadata refresh")
+        try:
+            await asyncio.wait_for(asyncio.shield(task), max(remaining_ms, 0) / 1000)
+        except TimeoutError:
+            raise self._timeout("metadata refresh") from None
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if task.cancelled() and current is not None and not current.cancelling():
+                raise ClientClosedError("the client closed during a metadata refresh") from None
+            raise
+
+    def _timeout(self, what: str) -> KafkaTimeoutError:
+        cause = f": {self._last_failure}" if self._last_failure is not None else ""
+        return KafkaTimeoutError(f"{what} did not finish within the deadline{cause}")
+
+    async def close(self) -> None:
+        """Cancel a refresh in flight."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is not None and not inflight.task.done():
+            inflight.task.cancel()
+            await asyncio.gather(inflight.task, return_exceptions=True)
+
+    # --- one pass over the addresses -------------------------------------------------------------
+
+    def _addresses_to_try(self) -> list[str]:
+        first = [self._last_good] if self._last_good is not None else []
+        return list(dict.fromkeys([*first, *self._brokers.values(), *self.bootstrap]))
+
+    async def _pass(self, topics: frozenset[str] | None, deadline_ms: int) -> None:
+        tried: list[str] = []
+        for address in self._addresses_to_try():
+            remaining_ms = deadline_ms - monotonic_ms()
+            if remaining_ms <= 0:
+                break
+            tried.append(address)
+            try:
+                answer = await self._connections.broker(address).metadata(
+                    sorted(topics) if topics is not None else None,
+                    timeout_ms=min(self.request_timeout_ms, remaining_ms),
+                )
+            except grpc.aio.AioRpcError as exc:
+                self._address_failed(address, _short_cause(exc))
+                continue
+            if answer.error.code != 0:
+                error = error_for_code(answer.error.code, answer.error.message)
+                self._address_failed(address, f"{error.error_name}: {error}")
+                continue
+            self._address_answered(address)
+            self._apply(answer, topics)
+            return
+        self._failed_passes += 1
+        backoff_ms = min(
+            self.retry_backoff_ms * 2 ** (self._failed_passes - 1), self.retry_backoff_max_ms
+        )
+        self._next_pass_ms = monotonic_ms() + backoff_ms
+        failure = NoBrokersAvailableError(self._failure_text(tried))
+        self._last_failure = failure
+        raise failure
+
+    def _failure_text(self, tried: Sequence[str]) -> str:
+        if not tried:
+            return "no broker asked for metadata: the deadline had passed"
+
+        def attempts(address: str) -> str:
+            count = self._addresses[address].failures
+            return f"{address} after {count} attempt{'s' if count != 1 else ''}"
+
+        causes = {self._addresses[a].cause for a in tried}
+        if len(causes) == 1:
+            return f"no broker reachable at {', '.join(attempts(a) for a in tried)}: {causes.pop()}"
+        return "no broker reachable: " + "; ".join(
+            f"{attempts(a)}: {self._addresses[a].cause}" for a in tried
+        )
+
+    def _address_failed(self, address: str, cause: str) -> None:
+        state = self._addresses.setdefault(address, _AddressState())
+        if state.failures == 0 or state.cause != cause:
+            log.warning("broker at %s unreachable for metadata: %s", address, cause)
+        state.failures += 1
+        state.cause = cause
+        if self._last_good == address:
+            self._last_good = None
+
+    def _address_answered(self, address: str) -> None:
+        state = self._addresses.get(address)
+        if state is not None and state.failures:
+            log.info("broker at %s reachable again", address)
+        self._addresses[address] = _AddressState()
+        self._last_good = address
+
+    def _apply(self, answer: pb.MetadataResponse, topics: frozenset[str] | None) -> None:
+        self.cluster_id = answer.cluster_id or None
+        self.controller_id = max(answer.controller_id, -1)
+        self._brokers = {b.broker_id: f"{b.host}:{b.port}" for b in answer.brokers}
+        if topics is None:  # an answer about every topic: the ones it omits are gone
+            self._topics.clear()
+            self._topic_errors.clear()
+        for topic in answer.topics:
+            name = topic.name
+            if topic.error.code != 0:
+                self._topics.pop(name, None)
+                self._topic_errors[name] = error_for_code(topic.error.code, topic.error.message)
+                continue
+            self._topic_errors.pop(name, None)
+            self._topics[name] = tuple(
+                PartitionState(
+                    topic=name,
+                    partition=p.partition_index,
+                    leader=p.leader_id if p.leader_id >= 0 else NO_LEADER,
+                    leader_epoch=p.leader_epoch,
+                    replicas=tuple(p.replicas),
+                    isr=tuple(p.isr),
+                    offline_replicas=tuple(p.offline_replicas),
+                )
+                for p in sorted(topic.partitions, key=lambda p: p.partition_index)
+            )
+        self._by_tp = {s.topic_partition: s for states in self._topics.values() for s in states}
+        self._updated_ms = monotonic_ms()
+        self._stale = False
+        self._failed_passes = 0
+        self._next_pass_ms = 0
+        self._last_failure = None
+        for listener in list(self._listeners):
+            try:
+                listener()
+            except Exception:  # one listener's bug must not stop metadata updates
+                log.exception("a metadata listener failed")
+
+
+def _short_cause(exc: grpc.aio.AioRpcError) -> str:
+    """A few words for why an address gave no answer ("connection refused")."""
+    code = exc.code()
+    details = exc.details() or ""
+    if code == grpc.StatusCode.UNAVAILABLE and "refused" in details.lower():
+        return "connection refused"
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return "no answer in time"
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return "does not serve the Broker service"
+    return f"{code.name}: {details}" if details else code.name

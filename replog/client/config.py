@@ -1,0 +1,492 @@
+"""Client configs: Kafka's names and defaults, checked once when a client is built.
+
+`producer_config`, `consumer_config` and `admin_config` turn what a user passes (a dict with
+Kafka's dotted names, as confluent-kafka takes it, and/or snake_case keyword arguments, as
+kafka-python takes them) into a frozen dataclass with snake_case attributes. The two spellings
+are one key: ``{"linger.ms": 5}`` and ``linger_ms=5`` set the same field; setting both is an
+error.
+
+Rules:
+- Values may be given typed (``acks=1``, ``enable_idempotence=False``) or as the strings of a
+  properties file (``"1"``, ``"false"``, ``"all"``). `bootstrap.servers` is a comma-separated
+  string or a list of ``host[:port]`` (port 9092 when left out, ``[v6 address]:port``, a
+  listener prefix such as ``PLAINTEXT://`` dropped). `auto.offset.reset` also takes the old
+  names ``smallest``/``largest``.
+- Some consumer settings are accepted only so code from kafka-python or Java runs unchanged
+  (`session.timeout.ms`, `heartbeat.interval.ms`, `max.poll.interval.ms`: replog consumers
+  have no group membership); Kafka keys replog cannot honour (`transactional.id`, TLS/SASL,
+  custom partitioner or assignor classes) are errors that say why.
+- Every rejected input is a `ConfigError` whose message names the key, the value and what is
+  accepted (a range, a list of values); an unknown key also names the closest known one, and a
+  key that belongs to another client kind says so.
+- Kafka's cross-checks: `delivery.timeout.ms` must be >= `linger.ms` + `request.timeout.ms`
+  when set explicitly (left at its default it is raised to that sum, as Kafka does).
+  Idempotence needs `acks=all`, `retries` > 0 and at most 5 requests in flight: an explicit
+  ``enable.idempotence=true`` with a conflicting setting is an error; the default quietly turns
+  idempotence off (one log line), as Kafka 3.x does. A consumer without `group.id` cannot
+  auto-commit: explicit ``enable.auto.commit=true`` is an error, the default turns it off.
+- `compression.type` is checked against the codecs this process can run (a missing `lz4` or
+  `zstandard` package fails here, not at the first send).
+- ``user_keys`` records which settings the user gave (dotted names), so clients can tell a
+  default from an explicit choice; passing a built config back in with more keywords rebuilds
+  it from those settings plus the new ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import logging
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from replog.admin.bootstrap import parse_bootstrap
+from replog.errors import ConfigError
+from replog.record.compression import CODEC_NAMES, available_codecs, is_codec_available
+
+__all__ = [
+    "AdminConfig",
+    "ConsumerConfig",
+    "ProducerConfig",
+    "admin_config",
+    "consumer_config",
+    "producer_config",
+]
+
+log = logging.getLogger(__name__)
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+DEFAULT_PORT = 9092
+IDEMPOTENCE_MAX_IN_FLIGHT = 5
+ACKS_ALL = -1
+
+Serializer = Callable[[Any], "bytes | None"]
+Deserializer = Callable[["bytes | None"], Any]
+Parser = Callable[[str, object], object]
+T = TypeVar("T")
+
+# Keys users bring from Kafka that replog knows but does not support: why, instead of "unknown".
+_UNSUPPORTED = {
+    "transactional.id": "transactions are not supported",
+    "transaction.timeout.ms": "transactions are not supported",
+    "security.protocol": "replog clients speak plaintext gRPC only",
+    "sasl.mechanism": "replog clients do not authenticate (no SASL)",
+    "sasl.jaas.config": "replog clients do not authenticate (no SASL)",
+    "ssl.truststore.location": "replog clients speak plaintext gRPC only (no TLS)",
+    "ssl.keystore.location": "replog clients speak plaintext gRPC only (no TLS)",
+    "partitioner.class": "replog has one built-in partitioner (murmur2, sticky for null keys)",
+    "interceptor.classes": "interceptors are not supported",
+    "partition.assignment.strategy": "consumers have no group membership (all partitions)",
+    "group.instance.id": "consumers have no group membership (static membership)",
+}
+
+
+# --- value parsers: (key as the user spelled it, raw value) -> typed value ---------------------
+
+
+def _bad(key: str, raw: object, accepted: str) -> ConfigError:
+    return ConfigError(f"{key}={raw!r}: {accepted}")
+
+
+def _integer(lo: int, hi: int = INT32_MAX) -> Parser:
+    accepted = f"must be an integer in [{lo}, {hi}]"
+
+    def parse(key: str, raw: object) -> int:
+        if isinstance(raw, bool):
+            raise _bad(key, raw, accepted)
+        if isinstance(raw, int):
+            value = raw
+        elif isinstance(raw, float) and raw.is_integer():
+            value = int(raw)
+        elif isinstance(raw, str):
+            try:
+                value = int(raw.strip())
+            except ValueError:
+                raise _bad(key, raw, accepted) from None
+        else:
+            raise _bad(key, raw, accepted)
+        if not lo <= value <= hi:
+            raise _bad(key, raw, accepted)
+        return value
+
+    return parse
+
+
+def _boolean(key: str, raw: object) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise _bad(key, raw, "accepted values: true, false")
+
+
+def _text(key: str, raw: object) -> str:
+    if not isinstance(raw, str):
+        raise _bad(key, raw, "must be a string")
+    return raw
+
+
+def _optional_text(key: str, raw: object) -> str | None:
+    return None if raw is None else _text(key, raw)
+
+
+def _choice(*values: str, aliases: Mapping[str, str] | None = None) -> Parser:
+    accepted = f"accepted values: {', '.join(values)}"
+    table = {v: v for v in values} | dict(aliases or {})
+
+    def parse(key: str, raw: object) -> str:
+        if isinstance(raw, str) and raw.strip().lower() in table:
+            return table[raw.strip().lower()]
+        raise _bad(key, raw, accepted)
+
+    return parse
+
+
+def _acks(key: str, raw: object) -> int:
+    accepted = "accepted values: all, -1, 0, 1"
+    if isinstance(raw, bool):
+        raise _bad(key, raw, accepted)
+    text = str(raw).strip().lower() if isinstance(raw, (int, str)) else None
+    table = {"all": ACKS_ALL, "-1": ACKS_ALL, "0": 0, "1": 1}
+    if text not in table:
+        raise _bad(key, raw, accepted)
+    return table[text]
+
+
+def _compression(key: str, raw: object) -> int:
+    names = {name: codec for codec, name in CODEC_NAMES.items()}
+    accepted = f"accepted values: {', '.join(CODEC_NAMES.values())}"
+    codec: int | None
+    if raw is None:
+        codec = 0
+    elif isinstance(raw, str):
+        codec = names.get(raw.strip().lower())
+    elif isinstance(raw, int) and not isinstance(raw, bool):
+        codec = raw if raw in CODEC_NAMES else None
+    else:
+        codec = None
+    if codec is None:
+        raise _bad(key, raw, accepted)
+    if not is_codec_available(codec):
+        usable = ", ".join(CODEC_NAMES[c] for c in sorted(available_codecs()))
+        raise _bad(key, raw, f"the {CODEC_NAMES[codec]} package is not installed; usable: {usable}")
+    return codec
+
+
+def _servers(key: str, raw: object) -> tuple[str, ...]:
+    accepted = "expected 'host[:port],...' or a list of 'host[:port]'"
+    if isinstance(raw, str):
+        entries = raw.split(",")
+    elif isinstance(raw, (list, tuple)) and all(isinstance(e, str) for e in raw):
+        entries = list(raw)
+    else:
+        raise _bad(key, raw, accepted)
+    addresses: list[str] = []
+    for entry in (e.strip() for e in entries):
+        if not entry:
+            continue
+        scheme, separator, rest = entry.partition("://")
+        if separator and scheme.replace("_", "").isalpha():  # PLAINTEXT://host:port, as Kafka
+            entry = rest
+        host, port = entry, DEFAULT_PORT
+        if entry.startswith("["):  # [ipv6]:port or [ipv6]
+            close = entry.find("]")
+            rest = entry[close + 1 :] if close > 0 else "?"
+            if close < 0 or (rest and not rest.startswith(":")):
+                raise _bad(key, raw, f"{entry!r}: {accepted}")
+            host = entry[: close + 1]
+            port_text = rest[1:] if rest else str(DEFAULT_PORT)
+        elif entry.count(":") == 1:
+            host, port_text = entry.split(":")
+        elif ":" in entry:
+            raise _bad(key, raw, f"{entry!r}: write an IPv6 address as [address]:port")
+        else:
+            port_text = str(DEFAULT_PORT)
+        if not (port_text.isascii() and port_text.isdigit()) or not host:
+            raise _bad(key, raw, f"{entry!r}: {accepted}")
+        port = int(port_text)
+        if not 0 < port < 65536:
+            raise _bad(key, raw, f"{entry!r}: port must be in [1, 65535]")
+        address = f"{host}:{port}"
+        if address not in addresses:
+            addresses.append(address)
+    if not addresses:
+        raise _bad(key, raw, f"no address given; {accepted}")
+    return tuple(addresses)
+
+
+def _controllers(key: str, raw: object) -> tuple[str, ...]:
+    if isinstance(raw, (list, tuple)) and not raw:
+        return ()
+    if not isinstance(raw, (str, list, tuple)):
+        raise _bad(key, raw, "expected 'host:port,id@host:port,...' or a list of such entries")
+    entries = raw if isinstance(raw, str) else [str(e) for e in raw]
+    parse_bootstrap(entries, what=key)  # validates; keeps the id@ prefixes for the admin
+    texts = entries.split(",") if isinstance(entries, str) else entries
+    return tuple(t.strip() for t in texts if t.strip())
+
+
+def _callable(key: str, raw: object) -> object:
+    if raw is None or callable(raw):
+        return raw
+    raise _bad(key, raw, "must be a callable or None")
+
+
+def _timeout_or_inf(key: str, raw: object) -> float:
+    accepted = "must be a number of milliseconds >= 0 (inf: no limit)"
+    if isinstance(raw, bool):
+        raise _bad(key, raw, accepted)
+    try:
+        value = float(raw) if isinstance(raw, (int, float, str)) else math.nan
+    except ValueError:
+        raise _bad(key, raw, accepted) from None
+    if math.isnan(value) or value < 0:
+        raise _bad(key, raw, accepted)
+    return value
+
+
+# a callable setting's field metadata (a plain `field`: its default is a constant)
+_CALLABLE = {"parse": _callable}
+
+
+def _setting(default: T, parse: Parser) -> T:
+    """A config field: its default and the parser of user values."""
+    return field(default=default, metadata={"parse": parse})
+
+
+# --- the three config kinds ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _CommonConfig:
+    bootstrap_servers: tuple[str, ...] = _setting((f"localhost:{DEFAULT_PORT}",), _servers)
+    client_id: str = _setting("replog", _text)
+    request_timeout_ms: int = _setting(30_000, _integer(0))
+    retry_backoff_ms: int = _setting(100, _integer(0, INT64_MAX))
+    retry_backoff_max_ms: int = _setting(1_000, _integer(0, INT64_MAX))
+    metadata_max_age_ms: int = _setting(300_000, _integer(0, INT64_MAX))
+    # dotted names of the settings the user gave (not a setting itself)
+    user_keys: frozenset[str] = field(default=frozenset(), compare=False)
+
+
+@dataclass(frozen=True)
+class ProducerConfig(_CommonConfig):
+    client_id: str = _setting("replog-producer", _text)
+    acks: int = _setting(ACKS_ALL, _acks)
+    linger_ms: int = _setting(5, _integer(0))
+    batch_size: int = _setting(16_384, _integer(0))
+    compression_type: int = _setting(0, _compression)
+    max_request_size: int = _setting(1_048_576, _integer(0))
+    buffer_memory: int = _setting(33_554_432, _integer(0, INT64_MAX))
+    max_block_ms: int = _setting(60_000, _integer(0, INT64_MAX))
+    retries: int = _setting(INT32_MAX, _integer(0))
+    delivery_timeout_ms: int = _setting(120_000, _integer(0))
+    max_in_flight_requests_per_connection: int = _setting(5, _integer(1))
+    enable_idempotence: bool = _setting(True, _boolean)
+    partitioner_ignore_keys: bool = _setting(False, _boolean)
+    key_serializer: Serializer | None = field(default=None, metadata=_CALLABLE)
+    value_serializer: Serializer | None = field(default=None, metadata=_CALLABLE)
+
+
+@dataclass(frozen=True)
+class ConsumerConfig(_CommonConfig):
+    client_id: str = _setting("replog-consumer", _text)
+    group_id: str | None = _setting(None, _optional_text)
+    auto_offset_reset: str = _setting(
+        "latest",
+        _choice(
+            "earliest", "latest", "none", aliases={"smallest": "earliest", "largest": "latest"}
+        ),
+    )
+    enable_auto_commit: bool = _setting(True, _boolean)
+    auto_commit_interval_ms: int = _setting(5_000, _integer(0))
+    max_poll_records: int = _setting(500, _integer(1))
+    fetch_min_bytes: int = _setting(1, _integer(0))
+    fetch_max_bytes: int = _setting(52_428_800, _integer(0))
+    fetch_max_wait_ms: int = _setting(500, _integer(0))
+    max_partition_fetch_bytes: int = _setting(1_048_576, _integer(0))
+    # read_committed reads the same as read_uncommitted: without transactions LSO == HW.
+    isolation_level: str = _setting(
+        "read_uncommitted", _choice("read_uncommitted", "read_committed")
+    )
+    check_crcs: bool = _setting(True, _boolean)
+    default_api_timeout_ms: int = _setting(60_000, _integer(0))
+    consumer_timeout_ms: float = _setting(math.inf, _timeout_or_inf)
+    key_deserializer: Deserializer | None = field(default=None, metadata=_CALLABLE)
+    value_deserializer: Deserializer | None = field(default=None, metadata=_CALLABLE)
+    # Accepted for code moving from kafka-python/Java; without group membership they do nothing
+    # beyond Kafka's check heartbeat < session.
+    session_timeout_ms: int = _setting(45_000, _integer(0))
+    heartbeat_interval_ms: int = _setting(3_000, _integer(0))
+    max_poll_interval_ms: int = _setting(300_000, _integer(1))
+
+
+@dataclass(frozen=True)
+class AdminConfig(_CommonConfig):
+    client_id: str = _setting("replog-admin", _text)
+    default_api_timeout_ms: int = _setting(60_000, _integer(0))
+    # KIP-919: reach the controllers directly ("host:port" or "id@host:port" entries); empty:
+    # find them through the brokers.
+    bootstrap_controllers: tuple[str, ...] = _setting((), _controllers)
+
+
+_KINDS: dict[type[_CommonConfig], str] = {
+    ProducerConfig: "producer",
+    ConsumerConfig: "consumer",
+    AdminConfig: "admin",
+}
+
+
+def _dotted(attribute: str) -> str:
+    return attribute.replace("_", ".")
+
+
+def _parsers(cls: type[_CommonConfig]) -> dict[str, Parser]:
+    return {f.name: f.metadata["parse"] for f in dataclasses.fields(cls) if "parse" in f.metadata}
+
+
+def _unknown(cls: type[_CommonConfig], key: str) -> ConfigError:
+    kind = _KINDS[cls]
+    dotted = _dotted(key.replace(".", "_"))
+    if dotted in _UNSUPPORTED:
+        return ConfigError(f"{key}: not supported by replog: {_UNSUPPORTED[dotted]}")
+    for other, other_kind in _KINDS.items():
+        if other is not cls and key.replace(".", "_") in _parsers(other):
+            return ConfigError(f"{key}: a {other_kind} config, not a {kind} config")
+    known = sorted(_dotted(name) for name in _parsers(cls))
+    close = difflib.get_close_matches(dotted, known, n=1, cutoff=0.5)
+    snake = "_" in key and "." not in key  # answer in the spelling the user chose
+    names = [name.replace(".", "_") for name in close] if snake else close
+    hint = f"; did you mean {names[0]!r}?" if names else f"; known: {', '.join(known)}"
+    return ConfigError(f"unknown {kind} config {key!r}{hint}")
+
+
+def _collect(
+    cls: type[_CommonConfig],
+    config: Mapping[str, object] | _CommonConfig | None,
+    kwargs: Mapping[str, object],
+) -> tuple[dict[str, object], frozenset[str]]:
+    """Parsed values by attribute for every key given, and the dotted names given.
+
+    A built config passed as `config` contributes the settings its user gave; keywords may
+    override those. Within the new inputs each key may appear once, in either spelling.
+    """
+    parsers = _parsers(cls)
+    values: dict[str, object] = {}
+    given: list[tuple[object, object]] = list(kwargs.items())
+    if isinstance(config, _CommonConfig):
+        if not isinstance(config, cls):
+            raise ConfigError(f"a {type(config).__name__} given where a {cls.__name__} is needed")
+        for dotted in config.user_keys:
+            attribute = dotted.replace(".", "_")
+            values[attribute] = getattr(config, attribute)
+    elif isinstance(config, Mapping):
+        given = list(config.items()) + given
+    elif config is not None:
+        raise ConfigError(f"config must be a mapping of names to values, not {config!r}")
+    spelled: dict[str, str] = {}
+    for key, raw in given:
+        if not isinstance(key, str):
+            raise ConfigError(f"config names must be strings, not {key!r}")
+        attribute = key.strip().replace(".", "_")
+        if attribute not in parsers:
+            raise _unknown(cls, key)
+        if attribute in spelled:
+            raise ConfigError(f"{key}: set twice (also as {spelled[attribute]!r})")
+        spelled[attribute] = key
+        values[attribute] = parsers[attribute](key, raw)
+    return values, frozenset(_dotted(a) for a in values)
+
+
+C = TypeVar("C", bound=_CommonConfig)
+
+
+def _construct(
+    cls: type[C], config: Mapping[str, object] | _CommonConfig | None, kwargs: Mapping[str, object]
+) -> C:
+    """The config of kind `cls` from the user's settings, before the kind's cross-checks."""
+    values, user_keys = _collect(cls, config, kwargs)
+    built = cls(**values, user_keys=user_keys)  # type: ignore[arg-type]
+    _warn_static_backoff(built)
+    return built
+
+
+def _warn_static_backoff(built: _CommonConfig) -> None:
+    """Kafka keeps such a pair and backs off at a constant retry.backoff.max.ms; say so."""
+    if built.retry_backoff_ms > built.retry_backoff_max_ms:
+        log.warning(
+            "retry.backoff.ms=%d is above retry.backoff.max.ms=%d: a constant backoff of %d ms "
+            "applies",
+            built.retry_backoff_ms,
+            built.retry_backoff_max_ms,
+            built.retry_backoff_max_ms,
+        )
+
+
+def producer_config(
+    config: Mapping[str, object] | ProducerConfig | None = None, **kwargs: object
+) -> ProducerConfig:
+    """A checked `ProducerConfig` from Kafka's dotted names and/or snake_case keywords."""
+    built = _construct(ProducerConfig, config, kwargs)
+    user_keys = built.user_keys
+    linger, request = built.linger_ms, built.request_timeout_ms
+    if built.delivery_timeout_ms < linger + request:
+        if "delivery.timeout.ms" in user_keys:
+            raise ConfigError(
+                f"delivery.timeout.ms={built.delivery_timeout_ms}: must be >= linger.ms + "
+                f"request.timeout.ms = {linger} + {request} = {linger + request}"
+            )
+        built = dataclasses.replace(built, delivery_timeout_ms=linger + request)
+    conflicts = []
+    if built.acks != ACKS_ALL:
+        conflicts.append(f"acks={built.acks} (needs all)")
+    if built.retries == 0:
+        conflicts.append("retries=0 (needs > 0)")
+    if built.max_in_flight_requests_per_connection > IDEMPOTENCE_MAX_IN_FLIGHT:
+        conflicts.append(
+            "max.in.flight.requests.per.connection="
+            f"{built.max_in_flight_requests_per_connection} (needs <= {IDEMPOTENCE_MAX_IN_FLIGHT})"
+        )
+    if built.enable_idempotence and conflicts:
+        if "enable.idempotence" in user_keys:
+            raise ConfigError(
+                "enable.idempotence=true conflicts with "
+                + ", ".join(conflicts)
+                + "; change those settings or set enable.idempotence=false"
+            )
+        log.info("idempotence disabled: %s", ", ".join(conflicts))
+        built = dataclasses.replace(built, enable_idempotence=False)
+    return built
+
+
+def consumer_config(
+    config: Mapping[str, object] | ConsumerConfig | None = None, **kwargs: object
+) -> ConsumerConfig:
+    """A checked `ConsumerConfig` from Kafka's dotted names and/or snake_case keywords."""
+    built = _construct(ConsumerConfig, config, kwargs)
+    user_keys = built.user_keys
+    if built.group_id is None and built.enable_auto_commit:
+        if "enable.auto.commit" in user_keys:
+            raise ConfigError("enable.auto.commit=true needs a group.id (none is set)")
+        built = dataclasses.replace(built, enable_auto_commit=False)
+    if built.request_timeout_ms <= built.fetch_max_wait_ms:
+        raise ConfigError(
+            f"request.timeout.ms={built.request_timeout_ms}: must be larger than "
+            f"fetch.max.wait.ms={built.fetch_max_wait_ms} (a fetch may wait that long)"
+        )
+    if built.heartbeat_interval_ms >= built.session_timeout_ms:
+        raise ConfigError(
+            f"heartbeat.interval.ms={built.heartbeat_interval_ms}: must be lower than "
+            f"session.timeout.ms={built.session_timeout_ms}"
+        )
+    return built
+
+
+def admin_config(
+    config: Mapping[str, object] | AdminConfig | None = None, **kwargs: object
+) -> AdminConfig:
+    """A checked `AdminConfig` from Kafka's dotted names and/or snake_case keywords."""
+    return _construct(AdminConfig, config, kwargs)

@@ -1,0 +1,118 @@
+"""A client's connections to brokers, and what a failed gRPC call means in Kafka's errors.
+
+`Connections` belongs to one Producer, Consumer or Admin and lives on its event loop: one
+`BrokerClient` (the `Broker` service) and one `CoordinatorClient` (the `GroupCoordinator`
+service) per address, created on first use and closed together by `close`.
+
+`rpc_error` turns a `grpc.aio.AioRpcError` into the `replog.errors` class a Kafka client would
+see for the same failure, so that no bare gRPC error leaves the client API:
+- UNAVAILABLE, CANCELLED, ABORTED -> NetworkError (retriable; the connection is gone, or the
+  broker aborted an acks=0 produce the way Kafka closes the connection)
+- DEADLINE_EXCEEDED -> RequestTimedOutError (retriable)
+- INVALID_ARGUMENT -> InvalidRequestError
+- RESOURCE_EXHAUSTED -> RecordBatchTooLargeError (Kafka's RECORD_LIST_TOO_LARGE: a request
+  larger than the broker's socket.request.max.bytes or gRPC's message limit)
+- UNIMPLEMENTED -> UnsupportedVersionError (the node does not serve that service)
+- anything else -> UnknownServerError
+The message always names the broker (its id when known) and its address, the operation, and
+the server's own details.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import grpc
+
+from replog.errors import (
+    ClientClosedError,
+    InvalidRequestError,
+    NetworkError,
+    RecordBatchTooLargeError,
+    ReplogError,
+    RequestTimedOutError,
+    UnknownServerError,
+    UnsupportedVersionError,
+)
+from replog.server.broker_client import BrokerClient
+
+if TYPE_CHECKING:
+    # Written concurrently by another part of issue #7; typed once it exists.
+    from replog.server.coordinator_client import (  # type: ignore[import-not-found, unused-ignore]
+        CoordinatorClient,
+    )
+
+CLIENT_ID_HEADER = "x-client-id"
+
+
+class Connections:
+    """The broker and coordinator clients of one client, one per address (module docstring)."""
+
+    def __init__(self, *, request_timeout_ms: int, client_id: str) -> None:
+        self.request_timeout_ms = request_timeout_ms
+        self.client_id = client_id
+        # gRPC metadata values must be printable ASCII; another client id is simply not sent.
+        printable = client_id.isascii() and client_id.isprintable()
+        self._metadata = ((CLIENT_ID_HEADER, client_id),) if client_id and printable else ()
+        self._brokers: dict[str, BrokerClient] = {}
+        self._coordinators: dict[str, CoordinatorClient] = {}
+        self._closed = False
+
+    def broker(self, address: str) -> BrokerClient:
+        """The client of the `Broker` service at `address` (cached)."""
+        self._check_open()
+        client = self._brokers.get(address)
+        if client is None:
+            client = self._brokers[address] = BrokerClient(
+                address, request_timeout_ms=self.request_timeout_ms, metadata=self._metadata
+            )
+        return client
+
+    def coordinator(self, address: str) -> CoordinatorClient:
+        """The client of the `GroupCoordinator` service at `address` (cached)."""
+        self._check_open()
+        client = self._coordinators.get(address)
+        if client is None:
+            # Imported here: the consumer is the only user, and producers need not load it.
+            from replog.server.coordinator_client import CoordinatorClient
+
+            client = self._coordinators[address] = CoordinatorClient(
+                address, request_timeout_ms=self.request_timeout_ms
+            )
+        return client
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the client is closed: its connections are released")
+
+    async def close(self) -> None:
+        """Close every channel; later `broker`/`coordinator` calls raise ClientClosedError."""
+        self._closed = True
+        brokers, self._brokers = self._brokers, {}
+        coordinators, self._coordinators = self._coordinators, {}
+        for broker in brokers.values():
+            await broker.close()
+        for coordinator in coordinators.values():
+            await coordinator.close()
+
+
+def rpc_error(
+    exc: grpc.aio.AioRpcError, *, address: str, what: str, node_id: int | None = None
+) -> ReplogError:
+    """The `replog.errors` exception a failed call stands for (module docstring)."""
+    who = f"broker {node_id} at {address}" if node_id is not None else f"broker at {address}"
+    code = exc.code()
+    details = exc.details() or code.name
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
+        return NetworkError(f"{who} unreachable during {what}: {details}")
+    if code == grpc.StatusCode.ABORTED:
+        return NetworkError(f"{who} aborted {what}: {details}")
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return RequestTimedOutError(f"{who} did not answer {what} in time: {details}")
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return InvalidRequestError(f"{who} refused {what} as invalid: {details}")
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return RecordBatchTooLargeError(f"{who} refused {what} as too large: {details}")
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return UnsupportedVersionError(f"{who} does not support {what}: {details}")
+    return UnknownServerError(f"{who} failed {what}: {code.name}: {details}")

@@ -1,0 +1,793 @@
+"""The asyncio `Consumer` (`from replog.aio import Consumer`): read records, track and commit
+positions.
+
+Usage::
+
+    async with Consumer("events", bootstrap_servers="127.0.0.1:9092", group_id="billing",
+                        auto_offset_reset="earliest") as consumer:
+        async for record in consumer:
+            handle(record)
+
+Shape (kafka-python / aiokafka names): `assign`, `subscribe`, `poll` returning
+``{TopicPartition: [ConsumerRecord]}``, `async for`, the seek family, `position`,
+`offsets_for_times`, `beginning_offsets`, `end_offsets`, `committed`, `commit`,
+`commit_async`, `pause`/`resume`, `wakeup`, `close`. Methods that talk to brokers are
+coroutines and take `timeout_ms` (default `default.api.timeout.ms`); the others only change
+local state. `start()` is optional: the first poll starts the consumer.
+
+Rules:
+- `subscribe(topics)` reads every partition of the topics (no group membership: generation -1,
+  member ""); partitions added to a topic later are picked up when the metadata refreshes.
+- A partition's first position is the group's committed offset if `group.id` is set and one
+  exists, else `auto.offset.reset` (earliest, latest = the high watermark, or none:
+  `NoOffsetForPartitionError`). Seeks (`seek_to_beginning`/`seek_to_end` included) apply at the
+  next `poll` or `position`, as Kafka's do.
+- `poll(timeout_ms)` returns as soon as records are buffered, or after `timeout_ms` with an
+  empty dict. Retriable trouble (no broker reachable, no leader, the coordinator loading)
+  never raises from poll: it is logged once per change and retried while the poll waits, so a
+  poll on a dead cluster returns empty within its timeout. Errors the user must act on
+  (OFFSET_OUT_OF_RANGE with reset none, a CRC mismatch, a deserializer's exception,
+  `NoOffsetForPartitionError`) are raised.
+- Committed offsets are the next offset to read. `enable.auto.commit` commits, from `poll`
+  every `auto.commit.interval.ms` and from `close()`, the positions after what `poll` (and
+  iteration) handed out -- never records the application did not get (at-least-once).
+  Iteration holds back not-yet-yielded records: commits cover only records already yielded.
+- `wakeup()` makes a poll that is waiting (or the next one) return at once with what it has
+  (usually nothing) and ends an `async for` loop. `close()` wakes a waiting poll too.
+- After `close()` every method raises `ClientClosedError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, overload
+
+from replog.client.cluster_metadata import ClusterMetadata
+from replog.client.config import ConsumerConfig, consumer_config
+from replog.client.connections import Connections
+from replog.client.fetcher import Fetcher, FetchSettings, isolation_level
+from replog.client.group_offsets import AutoCommitter, GroupOffsets
+from replog.client.offset_lookup import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetLookup
+from replog.client.records import (
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
+from replog.client.subscription import EARLIEST, LATEST, NONE, Mode, SubscriptionState
+from replog.clock import monotonic_ms
+from replog.errors import (
+    ClientClosedError,
+    IllegalStateError,
+    InvalidGroupIdError,
+    NetworkError,
+    NoOffsetForPartitionError,
+    ReplogError,
+    UnknownTopicOrPartitionError,
+)
+
+log = logging.getLogger("replog.client.consumer")
+
+CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], Exception | None], object]
+ITERATION_POLL_MS = 1000  # an iterator without consumer_timeout_ms polls in slices of this
+
+
+class IterationBuffer:
+    """Records `poll` returned to an iterator but not yielded yet (thread-safe: the blocking
+    consumer pops from the user's thread, commits read it on the loop thread)."""
+
+    def __init__(self) -> None:
+        self._records: deque[ConsumerRecord] = deque()
+        self._lock = threading.Lock()
+
+    def fill(self, polled: Mapping[TopicPartition, list[ConsumerRecord]]) -> None:
+        with self._lock:
+            for records in polled.values():
+                self._records.extend(records)
+
+    def pop(self) -> ConsumerRecord | None:
+        with self._lock:
+            return self._records.popleft() if self._records else None
+
+    def first_offsets(self) -> dict[TopicPartition, tuple[int, int]]:
+        """(offset, leader epoch) of the first record not yet yielded, per partition."""
+        found: dict[TopicPartition, tuple[int, int]] = {}
+        with self._lock:
+            for record in self._records:
+                tp = TopicPartition(record.topic, record.partition)
+                if tp not in found:
+                    found[tp] = (record.offset, record.leader_epoch)
+        return found
+
+    def drop(self, partitions: Iterable[TopicPartition] | None) -> dict[TopicPartition, int]:
+        """Forget the records of `partitions` (None: all); the first dropped offset of each."""
+        wanted = None if partitions is None else set(partitions)
+        first: dict[TopicPartition, int] = {}
+        with self._lock:
+            kept: deque[ConsumerRecord] = deque()
+            for record in self._records:
+                tp = TopicPartition(record.topic, record.partition)
+                if wanted is None or tp in wanted:
+                    first.setdefault(tp, record.offset)
+                else:
+                    kept.append(record)
+            self._records = kept
+        return first
+
+
+class Consumer:
+    """The asyncio consumer (module docstring)."""
+
+    def __init__(
+        self,
+        *topics: str,
+        config: Mapping[str, object] | ConsumerConfig | None = None,
+        **kwargs: object,
+    ) -> None:
+        self.config = cfg = consumer_config(config, **kwargs)
+        self._subscriptions = SubscriptionState()
+        self._connections = Connections(
+            request_timeout_ms=cfg.request_timeout_ms, client_id=cfg.client_id
+        )
+        self._metadata = ClusterMetadata(
+            cfg.bootstrap_servers,
+            self._connections,
+            metadata_max_age_ms=cfg.metadata_max_age_ms,
+            retry_backoff_ms=cfg.retry_backoff_ms,
+            retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+            request_timeout_ms=cfg.request_timeout_ms,
+        )
+        self._metadata.add_listener(self._apply_subscription)
+        self._fetcher = Fetcher(
+            self._subscriptions, self._metadata, self._connections, FetchSettings.of(cfg)
+        )
+        self._lookup = OffsetLookup(
+            self._metadata,
+            self._connections,
+            request_timeout_ms=cfg.request_timeout_ms,
+            retry_backoff_ms=cfg.retry_backoff_ms,
+            retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+            isolation_level=isolation_level(cfg.isolation_level),
+        )
+        self._group: GroupOffsets | None = None
+        self._auto_commit: AutoCommitter | None = None
+        if cfg.group_id is not None:
+            self._group = GroupOffsets(
+                cfg.group_id,
+                coordinator_for=self._connections.coordinator,
+                brokers=self._broker_addresses,
+                request_timeout_ms=cfg.request_timeout_ms,
+                retry_backoff_ms=cfg.retry_backoff_ms,
+                retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+            )
+            if cfg.enable_auto_commit:
+                self._auto_commit = AutoCommitter(
+                    self._group,
+                    interval_ms=cfg.auto_commit_interval_ms,
+                    request_timeout_ms=cfg.request_timeout_ms,
+                )
+        self._iteration = IterationBuffer()
+        self._prepare_task: asyncio.Task[None] | None = None
+        self._next_metadata_ms = 0
+        self._next_prepare_ms = 0  # after a failed prepare: not before this
+        self._warned: dict[str, str] = {}
+        self._async_commits: set[asyncio.Task[None]] = set()
+        self._woken = False
+        self._closing = False
+        self._closed = False
+        if topics:
+            self.subscribe(topics)
+
+    def _broker_addresses(self) -> list[str]:
+        return [*self._metadata.brokers().values(), *self.config.bootstrap_servers]
+
+    def _check_open(self, what: str) -> None:
+        if self._closed or self._closing:
+            raise ClientClosedError(f"{what}: the consumer is closed")
+
+    def _deadline(self, timeout_ms: int | None, what: str) -> int:
+        if timeout_ms is None:
+            timeout_ms = self.config.default_api_timeout_ms
+        if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms < 0:
+            raise ValueError(f"{what}: timeout_ms must be an int >= 0, got {timeout_ms!r}")
+        return monotonic_ms() + timeout_ms
+
+    async def start(self) -> None:
+        """Optional: learn the cluster's metadata now rather than at the first poll."""
+        self._check_open("start")
+        deadline = self._deadline(None, "start")
+        await self._metadata.refresh(self._subscriptions.topics(), deadline_ms=deadline)
+
+    # --- assignment and subscription ----------------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Read exactly these partitions (no group membership); replaces the assignment."""
+        self._check_open("assign")
+        if isinstance(partitions, TopicPartition):
+            raise TypeError("assign() takes a list of TopicPartition, not one TopicPartition")
+        self._before_assignment_change()
+        self._subscriptions.assign(partitions)
+        self._after_assignment_change()
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._subscriptions.assignment())
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Read every partition of `topics` (replaces an earlier subscription)."""
+        self._check_open("subscribe")
+        names = [topics] if isinstance(topics, str) else list(topics)
+        self._before_assignment_change()
+        self._subscriptions.subscribe(names)
+        self._apply_subscription()
+        self._next_metadata_ms = self._next_prepare_ms = 0
+
+    def unsubscribe(self) -> None:
+        self._check_open("unsubscribe")
+        self._before_assignment_change()
+        self._subscriptions.unsubscribe()
+        self._after_assignment_change()
+
+    def subscription(self) -> set[str] | None:
+        """The subscribed topics, or None when not subscribed (kafka-python's convention)."""
+        if self._subscriptions.mode is not Mode.SUBSCRIBED:
+            return None
+        return set(self._subscriptions.subscription)
+
+    def _before_assignment_change(self) -> None:
+        """Auto-commit what was consumed before partitions go away (Kafka does the same)."""
+        if self._auto_commit is None or self._closed:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        changed = self._auto_commit.changed(self._consumed())
+        if changed:
+            self._commit_in_background(changed, None)
+
+    def _after_assignment_change(self) -> None:
+        self._next_prepare_ms = 0
+        assigned = self._subscriptions.assignment()
+        self._iteration.drop([tp for tp in self._iteration.first_offsets() if tp not in assigned])
+        self._fetcher.discard()
+
+    def _apply_subscription(self) -> None:
+        """Follow the subscribed topics' partitions as the metadata knows them."""
+        if self._subscriptions.mode is not Mode.SUBSCRIBED:
+            return
+        partitions = [
+            TopicPartition(topic, p.partition)
+            for topic in self._subscriptions.subscription
+            for p in self._metadata.cached_partitions(topic) or ()
+        ]
+        before = self._subscriptions.assignment()
+        if self._subscriptions.set_subscribed_partitions(partitions):
+            after = self._subscriptions.assignment()
+            log.info(
+                "subscription now reads %d partitions (%d added, %d removed)",
+                len(after),
+                len(after - before),
+                len(before - after),
+            )
+            if self._auto_commit is not None:
+                self._auto_commit.forget(list(before - after))
+            self._iteration.drop(before - after)
+
+    # --- positions ----------------------------------------------------------------------------
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Read `partition` from `offset` at the next poll."""
+        self._check_open("seek")
+        tp = _partition(partition, "seek")
+        self._subscriptions.seek(tp, offset)
+        self._iteration.drop([tp])
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """Read from the log start (all assigned partitions when none are named)."""
+        self._seek_to(EARLIEST, partitions)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """Read only what is written from now on (all assigned when none are named)."""
+        self._seek_to(LATEST, partitions)
+
+    def _seek_to(self, strategy: str, partitions: tuple[TopicPartition, ...]) -> None:
+        which = "beginning" if strategy == EARLIEST else "end"
+        self._check_open(f"seek_to_{which}")
+        chosen = [_partition(tp, f"seek_to_{which}") for tp in partitions] or sorted(
+            self._subscriptions.assignment()
+        )
+        for tp in chosen:
+            self._subscriptions.state(tp, f"seek to {strategy}")
+        for tp in chosen:
+            self._subscriptions.request_reset(tp, strategy)
+        self._iteration.drop(chosen)
+        self._next_prepare_ms = 0
+
+    async def position(self, partition: TopicPartition, timeout_ms: int | None = None) -> int:
+        """The offset of the next record poll returns for `partition` (looked up if needed)."""
+        self._check_open("position")
+        tp = _partition(partition, "position")
+        state = self._subscriptions.state(tp, "position")
+        deadline = self._deadline(timeout_ms, "position")
+        while state.position is None or state.reset is not None:
+            await self._update_positions(deadline)
+            state = self._subscriptions.state(tp, "position")
+        first = self._iteration.first_offsets().get(tp)
+        return first[0] if first is not None else state.position
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """The high watermark the last fetch of `partition` reported (None: not fetched yet)."""
+        state = self._subscriptions.state(_partition(partition, "highwater"), "highwater")
+        return state.high_watermark if state.high_watermark >= 0 else None
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop fetching these partitions; their positions and buffered records are kept."""
+        self._check_open("pause")
+        chosen = [_partition(tp, "pause") for tp in partitions]
+        for tp in chosen:
+            self._subscriptions.pause(tp)
+        # Records an iterator holds back go back to the fetcher's side: rewind to the first.
+        for tp, offset in self._iteration.drop(chosen).items():
+            self._subscriptions.seek(tp, offset)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self._check_open("resume")
+        for tp in partitions:
+            self._subscriptions.resume(_partition(tp, "resume"))
+
+    def paused(self) -> set[TopicPartition]:
+        return set(self._subscriptions.paused())
+
+    # --- offsets by time / beginning / end ----------------------------------------------------
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """Per partition the first offset whose timestamp is >= the given one (None: none)."""
+        self._check_open("offsets_for_times")
+        wanted: dict[TopicPartition, int] = {}
+        for tp, timestamp in timestamps.items():
+            if not isinstance(timestamp, int) or isinstance(timestamp, bool) or timestamp < 0:
+                raise ValueError(
+                    f"offsets_for_times(): timestamp for {tp[0]}-{tp[1]} must be an int >= 0 "
+                    f"(ms since the epoch), got {timestamp!r}"
+                )
+            wanted[_partition(tp, "offsets_for_times")] = timestamp
+        deadline = self._deadline(timeout_ms, "offsets_for_times")
+        answers = await self._lookup.list_offsets(
+            wanted, deadline_ms=deadline, what="offsets_for_times"
+        )
+        found: dict[TopicPartition, OffsetAndTimestamp | None] = {}
+        for tp in wanted:
+            answer = answers[tp]
+            found[tp] = (
+                OffsetAndTimestamp(answer.offset, answer.timestamp, answer.leader_epoch)
+                if answer.offset >= 0
+                else None
+            )
+        return found
+
+    async def beginning_offsets(
+        self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        """Each partition's log start offset."""
+        return await self._edge_offsets(partitions, EARLIEST_TIMESTAMP, timeout_ms, "beginning")
+
+    async def end_offsets(
+        self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        """Each partition's high watermark (the offset the next committed record gets)."""
+        return await self._edge_offsets(partitions, LATEST_TIMESTAMP, timeout_ms, "end")
+
+    async def _edge_offsets(
+        self,
+        partitions: Iterable[TopicPartition],
+        timestamp: int,
+        timeout_ms: int | None,
+        which: str,
+    ) -> dict[TopicPartition, int]:
+        what = f"{which}_offsets"
+        self._check_open(what)
+        wanted = {_partition(tp, what): timestamp for tp in partitions}
+        deadline = self._deadline(timeout_ms, what)
+        answers = await self._lookup.list_offsets(wanted, deadline_ms=deadline, what=what)
+        return {tp: answers[tp].offset for tp in wanted}
+
+    # --- committed offsets ----------------------------------------------------------------------
+
+    def _require_group(self, what: str) -> GroupOffsets:
+        if self._group is None:
+            raise InvalidGroupIdError(f"{what} needs a group.id: this consumer has none")
+        return self._group
+
+    @overload
+    async def committed(
+        self,
+        partition: TopicPartition,
+        timeout_ms: int | None = None,
+        *,
+        metadata: Literal[False] = False,
+    ) -> int | None: ...
+
+    @overload
+    async def committed(
+        self, partition: TopicPartition, timeout_ms: int | None = None, *, metadata: Literal[True]
+    ) -> OffsetAndMetadata | None: ...
+
+    async def committed(
+        self, partition: TopicPartition, timeout_ms: int | None = None, *, metadata: bool = False
+    ) -> int | OffsetAndMetadata | None:
+        """The group's committed offset of `partition` (the next offset to read), or None.
+
+        With ``metadata=True`` the whole `OffsetAndMetadata` (kafka-python's flag)."""
+        self._check_open("committed")
+        group = self._require_group("committed()")
+        tp = _partition(partition, "committed")
+        deadline = self._deadline(timeout_ms, "committed")
+        found = (await group.fetch([tp], deadline_ms=deadline))[tp]
+        if found is None:
+            return None
+        return found if metadata else found.offset
+
+    def _consumed(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        """What the application got: positions, held back to records not yet yielded."""
+        consumed = self._subscriptions.consumed()
+        for tp, (offset, epoch) in self._iteration.first_offsets().items():
+            if tp in consumed:
+                consumed[tp] = OffsetAndMetadata(offset, "", epoch)
+        return consumed
+
+    def _offsets_to_commit(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        if offsets is None:
+            return self._consumed()
+        chosen: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, value in offsets.items():
+            entry = OffsetAndMetadata(value) if isinstance(value, int) else value
+            if not isinstance(entry, OffsetAndMetadata) or not isinstance(entry.offset, int):
+                raise TypeError(
+                    f"commit(): offset for {tp[0]}-{tp[1]} must be an int or "
+                    f"OffsetAndMetadata, got {value!r}"
+                )
+            if isinstance(entry.offset, bool) or entry.offset < 0:
+                raise ValueError(
+                    f"commit(): offset for {tp[0]}-{tp[1]} must be >= 0, got {entry.offset}"
+                )
+            chosen[_partition(tp, "commit")] = entry
+        return chosen
+
+    async def commit(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Commit `offsets` (default: the positions after what poll returned) and wait."""
+        self._check_open("commit")
+        group = self._require_group("commit()")
+        chosen = self._offsets_to_commit(offsets)
+        deadline = self._deadline(timeout_ms, "commit")
+        if self._auto_commit is not None:
+            await self._auto_commit.commit_now(chosen, deadline_ms=deadline)
+        else:
+            await group.commit(chosen, deadline_ms=deadline)
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        callback: CommitCallback | None = None,
+    ) -> asyncio.Future[None]:
+        """Start a commit; `callback(offsets, exception_or_None)` runs when it is done."""
+        self._check_open("commit_async")
+        self._require_group("commit_async()")
+        return self._commit_in_background(self._offsets_to_commit(offsets), callback)
+
+    def _commit_in_background(
+        self, offsets: dict[TopicPartition, OffsetAndMetadata], callback: CommitCallback | None
+    ) -> asyncio.Future[None]:
+        group = self._group
+        assert group is not None
+        deadline = monotonic_ms() + self.config.default_api_timeout_ms
+        if self._auto_commit is not None:
+            work = self._auto_commit.commit_now(offsets, deadline_ms=deadline)
+        else:
+            work = group.commit(offsets, deadline_ms=deadline)
+        task = asyncio.get_running_loop().create_task(work)
+        self._async_commits.add(task)
+
+        def done(finished: asyncio.Task[None]) -> None:
+            self._async_commits.discard(finished)
+            error = None if finished.cancelled() else finished.exception()
+            if callback is not None:
+                try:
+                    callback(offsets, error if isinstance(error, Exception) else None)
+                except Exception:
+                    log.exception("a commit callback failed")
+            elif error is not None:
+                log.warning("asynchronous commit in group '%s' failed: %s", group.group_id, error)
+
+        task.add_done_callback(done)
+        return task
+
+    # --- poll ---------------------------------------------------------------------------------
+
+    async def poll(
+        self, timeout_ms: int = 0, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records from the assigned partitions: at once if some are buffered, else the first
+        that arrive within `timeout_ms`; an empty dict after that (module docstring)."""
+        records, _ = await self._poll(timeout_ms, max_records)
+        return records
+
+    async def _poll(
+        self, timeout_ms: int, max_records: int | None
+    ) -> tuple[dict[TopicPartition, list[ConsumerRecord]], bool]:
+        """poll, and whether it returned because of wakeup/close."""
+        self._check_open("poll")
+        if not isinstance(timeout_ms, int | float) or timeout_ms < 0:
+            raise ValueError(f"poll(): timeout_ms must be a number >= 0, got {timeout_ms!r}")
+        if max_records is None:
+            max_records = self.config.max_poll_records
+        elif not isinstance(max_records, int) or isinstance(max_records, bool) or max_records < 1:
+            raise ValueError(f"poll(): max_records must be an int >= 1, got {max_records!r}")
+        if self._subscriptions.mode is Mode.NONE:
+            raise IllegalStateError(
+                "poll(): the consumer neither subscribed to topics nor was assigned partitions"
+            )
+        deadline = monotonic_ms() + int(min(timeout_ms, 2**62))
+        if self._auto_commit is not None:
+            self._auto_commit.maybe_commit(self._consumed())
+        fetcher = self._fetcher
+        while True:
+            fetcher.clear_arrivals()
+            if self._woken or self._closing or self._closed:
+                self._woken = False
+                return {}, True
+            preparing = self._prepare()
+            records = fetcher.drain(max_records)
+            if records:
+                fetcher.send_fetches()  # prefetch while the application works
+                return records, False
+            fetcher.send_fetches()
+            remaining = deadline - monotonic_ms()
+            if remaining <= 0:
+                return {}, False
+            if preparing is None and not fetcher.in_flight:
+                # Nothing will arrive by itself: look again after a backoff.
+                remaining = min(remaining, self.config.retry_backoff_ms)
+            await self._wait(preparing, remaining)
+
+    async def _wait(self, preparing: asyncio.Task[None] | None, timeout_ms: int) -> None:
+        if preparing is None:
+            await self._fetcher.wait(timeout_ms)
+            return
+        arrival = asyncio.get_running_loop().create_task(self._fetcher.wait(timeout_ms))
+        try:
+            await asyncio.wait({arrival, preparing}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            arrival.cancel()
+
+    def wakeup(self) -> None:
+        """Make a waiting poll (or the next one) return at once; ends an `async for`."""
+        self._woken = True
+        self._fetcher.notify()
+
+    # --- metadata and positions before fetching -------------------------------------------------
+
+    def _prepare(self) -> asyncio.Task[None] | None:
+        """The background step that learns metadata and positions, if one is needed/running.
+
+        It runs as a task that outlives a short poll (poll(0) in a loop still progresses);
+        retriable failures are logged and retried later, others are raised here."""
+        task = self._prepare_task
+        if task is not None:
+            if not task.done():
+                return task
+            self._prepare_task = None
+            error = None if task.cancelled() else task.exception()
+            if error is not None:
+                if not isinstance(error, ReplogError) or not error.retriable:
+                    raise error
+                self._warn("prepare", f"waiting for the cluster: {error}")
+                # Not again at once: some failures are immediate (a partition that does not
+                # exist), and the poll loop must not spin on them.
+                self._next_prepare_ms = monotonic_ms() + self.config.retry_backoff_max_ms
+            else:
+                self._warned.pop("prepare", None)
+        now = monotonic_ms()
+        if now < self._next_prepare_ms:
+            return None
+        needs_positions = not self._subscriptions.has_all_positions()
+        if not needs_positions and not self._needs_metadata():
+            return None
+        if not needs_positions and now < self._next_metadata_ms:
+            return None
+        self._prepare_task = asyncio.get_running_loop().create_task(self._prepare_once())
+        return self._prepare_task
+
+    def _needs_metadata(self) -> bool:
+        if self._metadata.needs_refresh():
+            return True
+        return any(
+            self._metadata.cached_partitions(topic) is None
+            for topic in self._subscriptions.topics()
+        )
+
+    async def _prepare_once(self) -> None:
+        deadline = monotonic_ms() + self.config.request_timeout_ms
+        missing_topics = False
+        for topic in sorted(self._subscriptions.topics()):
+            try:
+                await self._metadata.partitions_for(topic, deadline_ms=deadline)
+            except UnknownTopicOrPartitionError as exc:
+                missing_topics = True
+                self._warn(f"topic:{topic}", str(exc))
+            except ClientClosedError as exc:
+                # A shared metadata refresh cut off by a connection reset (see call_guard); a
+                # real close cancels this task instead.
+                raise NetworkError(f"metadata refresh for topic {topic!r}: {exc}") from None
+            else:
+                self._warned.pop(f"topic:{topic}", None)
+        self._apply_subscription()
+        backoff = self.config.retry_backoff_max_ms if missing_topics else 0
+        self._next_metadata_ms = monotonic_ms() + max(backoff, self.config.retry_backoff_ms)
+        await self._update_positions(deadline)
+
+    async def _update_positions(self, deadline_ms: int) -> None:
+        """Committed offsets or `auto.offset.reset` for partitions without a position, then
+        the offset lookups of pending resets."""
+        subscriptions = self._subscriptions
+        missing = subscriptions.missing_positions()
+        if missing and self._group is not None:
+            committed = await self._group.fetch(missing, deadline_ms=deadline_ms)
+            for tp, found in committed.items():
+                state = subscriptions.get(tp)
+                if found is None or state is None:
+                    continue
+                if state.position is None and state.reset is None:
+                    state.position = found.offset
+                    state.last_epoch = found.leader_epoch
+            missing = subscriptions.missing_positions()
+        if missing:
+            policy = self.config.auto_offset_reset
+            if policy == NONE:
+                group = f"group '{self.config.group_id}'" if self._group else "no group.id"
+                names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(missing))
+                raise NoOffsetForPartitionError(
+                    f"no committed offset for {names} ({group}) and auto.offset.reset is none: "
+                    "seek() to a position first"
+                )
+            for tp in missing:
+                subscriptions.request_reset(tp, policy)
+        resets = subscriptions.pending_resets()
+        if not resets:
+            return
+        answers = await self._lookup.list_offsets(
+            {
+                tp: EARLIEST_TIMESTAMP if s == EARLIEST else LATEST_TIMESTAMP
+                for tp, s in resets.items()
+            },
+            deadline_ms=deadline_ms,
+            what="offset reset",
+        )
+        for tp, answer in answers.items():
+            state = subscriptions.get(tp)
+            if state is not None and state.reset == resets[tp]:
+                state.position = answer.offset
+                state.reset = None
+                log.info(
+                    "%s-%d: position reset to offset %d (%s)",
+                    tp.topic,
+                    tp.partition,
+                    answer.offset,
+                    resets[tp],
+                )
+
+    def _warn(self, key: str, text: str) -> None:
+        if self._warned.get(key) != text:
+            self._warned[key] = text
+            log.warning("%s", text)
+
+    # --- iteration ------------------------------------------------------------------------------
+
+    def __aiter__(self) -> Consumer:
+        return self
+
+    async def __anext__(self) -> ConsumerRecord:
+        record = await self.next_record()
+        if record is None:
+            raise StopAsyncIteration
+        return record
+
+    async def next_record(self) -> ConsumerRecord | None:
+        """The next record for an iterator; None at `consumer_timeout_ms` without records or
+        after wakeup/close."""
+        record = self._iteration.pop()
+        if record is not None:
+            return record
+        limit = self.config.consumer_timeout_ms
+        deadline = None if math.isinf(limit) else monotonic_ms() + int(limit)
+        while True:
+            slice_ms = ITERATION_POLL_MS
+            if deadline is not None:
+                slice_ms = min(slice_ms, max(0, deadline - monotonic_ms()))
+            if self._closed or self._closing:
+                return None
+            polled, woken = await self._poll(slice_ms, None)
+            if woken:
+                return None
+            self._iteration.fill(polled)
+            record = self._iteration.pop()
+            if record is not None:
+                return record
+            if deadline is not None and monotonic_ms() >= deadline:
+                return None
+
+    @property
+    def iteration_buffer(self) -> IterationBuffer:
+        return self._iteration
+
+    # --- closing --------------------------------------------------------------------------------
+
+    async def close(self, autocommit: bool = True, timeout_ms: int | None = None) -> None:
+        """Commit what was consumed (with auto-commit on and `autocommit`), release everything.
+
+        Idempotent. A commit failure is logged, not raised: the consumer closes anyway."""
+        if self._closed or self._closing:
+            return
+        self._closing = True
+        self.wakeup()
+        deadline = self._deadline(timeout_ms, "close")
+        try:
+            if self._auto_commit is not None:
+                await self._auto_commit.close()
+                if autocommit:
+                    changed = self._auto_commit.changed(self._consumed())
+                    try:
+                        await self._auto_commit.commit_now(changed, deadline_ms=deadline)
+                    except ReplogError as exc:
+                        log.warning("commit on close failed: %s", exc)
+            pending = list(self._async_commits)
+            if pending:
+                remaining = max(0, deadline - monotonic_ms()) / 1000
+                await asyncio.wait(pending, timeout=remaining)
+        finally:
+            self._closed = True
+            await self._release()
+
+    async def _release(self) -> None:
+        task, self._prepare_task = self._prepare_task, None
+        pending: list[asyncio.Task[Any]] = [*self._async_commits]
+        if task is not None:
+            pending.append(task)
+        for waiting in pending:
+            waiting.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        await self._fetcher.close()
+        await self._metadata.close()
+        await self._connections.close()
+
+    async def __aenter__(self) -> Consumer:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+
+def _partition(value: object, what: str) -> TopicPartition:
+    """`value` as a TopicPartition, or a TypeError naming the call and what it got."""
+    if (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and isinstance(value[0], str)
+        and isinstance(value[1], int)
+        and not isinstance(value[1], bool)
+    ):
+        return value if isinstance(value, TopicPartition) else TopicPartition(value[0], value[1])
+    raise TypeError(f"{what}(): expected a TopicPartition(topic, partition), got {value!r}")

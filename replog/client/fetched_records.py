@@ -1,0 +1,333 @@
+"""One partition's answer to a consumer Fetch, decoded into `ConsumerRecord`s and drained by poll.
+
+`decode_fetched` turns the v2 batches of a fetch answer into the records a consumer may see;
+`CompletedFetch` holds them until `poll` hands them out (possibly over several polls when
+`max.poll.records` is smaller than what one fetch returned).
+
+Rules:
+- The leader returns whole batches, so the first batch may start before the fetch position
+  (a consumer that committed offset 7 of a batch holding 5..9): records below the position
+  are skipped. Batches that end before the position are skipped without decoding them.
+- Nothing at or above the high watermark is returned, even if the bytes hold it (the leader
+  only serves committed data to consumers; the client holds the line too).
+- Control batches (transaction markers; replog writes none) are skipped like Kafka's
+  consumer does, but still move the position past them.
+- With `check.crcs` every returned batch's CRC-32C is verified; a mismatch is a
+  `CorruptRecordError` naming the partition and the batch's offset. A partial batch at the end
+  of an answer (the broker's byte limit cut it) is ignored: the next fetch starts before it.
+- `next_offset` is where the next fetch starts once every record was handed out: after the
+  last complete batch read, so a fetch of only skipped records (control batches, records
+  below the position) still moves the position forward.
+- Records decoded before a bad batch (or a record the user's deserializer rejects) are still
+  handed out; the error is raised, unchanged, by the poll after them, and again by every poll
+  until the user seeks past it (Kafka's behaviour). The position stays at the bad record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from replog.client.records import (
+    TIMESTAMP_TYPE_CREATE_TIME,
+    TIMESTAMP_TYPE_LOG_APPEND_TIME,
+    ConsumerRecord,
+    TopicPartition,
+)
+from replog.errors import CorruptRecordError
+from replog.record.batch import RecordBatch
+from replog.record.compression import COMPRESSION_NONE, decompress
+from replog.record.header import (
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    check_crc_and_count,
+    compute_crc,
+    iter_frames,
+    validate_batch,
+)
+from replog.record.record import Header
+
+Deserializer = Callable[[bytes | None], Any] | None
+
+# A named tuple built from a plain tuple with no Python-level call (`_make` is one); a
+# consumer builds one per record, so this is a measurable share of the decode cost.
+_new_tuple = tuple.__new__
+
+
+@dataclass(slots=True)
+class CompletedFetch:
+    """Decoded records of one partition not yet handed to the user."""
+
+    tp: TopicPartition
+    position: int  # the consumer position these records continue from
+    records: list[ConsumerRecord]
+    next_offset: int  # the position once every record is handed out
+    high_watermark: int
+    log_start_offset: int
+    error: Exception | None = None  # raised once the records before it are handed out
+    index: int = field(default=0)
+
+    @property
+    def exhausted(self) -> bool:
+        return self.index >= len(self.records)
+
+    def take(self, max_records: int) -> list[ConsumerRecord]:
+        """Up to `max_records` records; moves `position` past them."""
+        start = self.index
+        taken = self.records[start : start + max_records]
+        if taken:
+            self.index = start + len(taken)
+            self.position = taken[-1].offset + 1
+        if self.index >= len(self.records) and self.error is None:
+            self.position = max(self.position, self.next_offset)
+        return taken
+
+
+def decode_fetched(
+    tp: TopicPartition,
+    data: bytes,
+    *,
+    position: int,
+    high_watermark: int,
+    log_start_offset: int = -1,
+    check_crcs: bool = True,
+    key_deserializer: Deserializer = None,
+    value_deserializer: Deserializer = None,
+) -> CompletedFetch:
+    """The records of `data` (a fetch answer's bytes) at or after `position`, below the HW."""
+    topic, partition = tp
+    where = f"fetch of {topic}-{partition}"
+    records: list[ConsumerRecord] = []
+    append = records.append
+    next_offset = position
+    error: Exception | None = None
+    # -1: the leader did not say; then only the position bounds what is returned.
+    bound = high_watermark if high_watermark >= 0 else 1 << 63
+    try:
+        for batch_position, size in iter_frames(data):
+            header = validate_batch(data, batch_position, where=where, defer_crc=True)
+            if header.next_offset <= position:
+                continue  # entirely before the position: never decoded
+            if header.base_offset >= bound:
+                break
+            stored_crc = header.crc
+            if check_crcs:
+                actual = compute_crc(data, batch_position, size)
+                if actual != stored_crc:
+                    raise CorruptRecordError(
+                        f"{topic}-{partition}: record batch at offset {header.base_offset} "
+                        f"failed its CRC-32C check (stored {stored_crc:#010x}, computed "
+                        f"{actual:#010x}); seek past offset {header.last_offset} to skip it"
+                    )
+            check_crc_and_count(header, stored_crc, where)
+            if header.is_control:
+                next_offset = min(header.next_offset, bound)
+                continue
+            timestamp_type = (
+                TIMESTAMP_TYPE_LOG_APPEND_TIME
+                if header.is_log_append_time
+                else TIMESTAMP_TYPE_CREATE_TIME
+            )
+            batch_records = _batch_records(
+                tp, header, data, batch_position, timestamp_type, position, bound, where
+            )
+            if key_deserializer is None and value_deserializer is None:
+                records += batch_records
+            else:
+                for record in batch_records:
+                    key = record.key if key_deserializer is None else key_deserializer(record.key)
+                    value = record[6]
+                    if value_deserializer is not None:
+                        value = value_deserializer(value)
+                    append(
+                        _new_tuple(
+                            ConsumerRecord,
+                            (*record[:5], key, value, record.headers, record.leader_epoch),
+                        )
+                    )
+            next_offset = min(header.next_offset, bound)
+    except Exception as exc:  # a bad batch, or the user's deserializer: raised after the rest
+        error = exc
+    return CompletedFetch(
+        tp,
+        position,
+        records,
+        max(next_offset, position),
+        high_watermark,
+        log_start_offset,
+        error,
+    )
+
+
+def _batch_records(
+    tp: TopicPartition,
+    header: BatchHeader,
+    data: bytes,
+    batch_position: int,
+    timestamp_type: int,
+    position: int,
+    bound: int,
+    where: str,
+) -> list[ConsumerRecord]:
+    """The records of one validated batch in [position, bound), not deserialized."""
+    start = batch_position + RECORD_BATCH_OVERHEAD
+    end = batch_position + header.size_in_bytes
+    region = data
+    codec = header.compression_codec
+    if codec != COMPRESSION_NONE:
+        blob = memoryview(data)[start:end]
+        region = decompress(codec, blob, where=f"{where}: batch at offset {header.base_offset}")
+        start, end = 0, len(region)
+    try:
+        fast = _fast_records(tp, header, region, start, end, timestamp_type, position, bound)
+    except (IndexError, _NotFast):  # odd or malformed: the strict decoder decides and words it
+        fast = None
+    if fast is not None:
+        return fast
+    # The strict decoder: headers, long fields, or something malformed (it names what).
+    topic, partition = tp
+    epoch = header.partition_leader_epoch
+    return [
+        _new_tuple(
+            ConsumerRecord,
+            (
+                topic,
+                partition,
+                record.offset,
+                record.timestamp,
+                timestamp_type,
+                record.key,
+                record.value,
+                record.headers,
+                epoch,
+            ),
+        )
+        for record in RecordBatch(header, data, batch_position, where).records()
+        if position <= record.offset < bound
+    ]
+
+
+def _fast_records(
+    tp: TopicPartition,
+    header: BatchHeader,
+    data: bytes,
+    pos: int,
+    end: int,
+    timestamp_type: int,
+    position: int,
+    bound: int,
+) -> list[ConsumerRecord] | None:
+    """`record.decode_records` for the common shape, with every varint inlined.
+
+    A consumer decodes every record it reads, and the general decoder's function calls per
+    field are most of its cost (this is about 3x faster). Handles records whose varints take
+    one or two bytes (records up to 8 KiB, timestamp deltas up to 8 s) and up to 63 headers
+    with short keys and values; for anything else, and at any structural doubt, it returns
+    None (or raises IndexError / _NotFast) and the caller decodes the batch with the strict
+    decoder, which also words the errors.
+    """
+    topic, partition = tp
+    base_offset = header.base_offset
+    base_timestamp = header.base_timestamp
+    append_time = header.max_timestamp if header.is_log_append_time else None
+    epoch = header.partition_leader_epoch
+    out: list[ConsumerRecord] = []
+    append = out.append
+    new = _new_tuple
+    record_type = ConsumerRecord
+    # Each varint: one byte below 0x80, else two when the second is below 0x80, else give up.
+    # `raw` is the zig-zag form; (raw >> 1) ^ -(raw & 1) is the value.
+    for index in range(header.records_count):
+        if pos + 1 >= end:
+            return None
+        raw = data[pos]
+        if raw < 0x80:
+            pos += 1
+        elif data[pos + 1] < 0x80:
+            raw = (raw & 0x7F) | (data[pos + 1] << 7)
+            pos += 2
+        else:
+            return None
+        size = (raw >> 1) ^ -(raw & 1)
+        record_end = pos + size
+        if size < 6 or record_end > end:  # attributes + 5 one-byte varints at least
+            return None
+        pos += 1  # the attributes byte, unused
+        # timestampDelta, offsetDelta, then keyLength + key and valueLength + value.
+        timestamp_delta = 0
+        fields: list[bytes | None] = []
+        for slot in range(4):
+            raw = data[pos]
+            if raw < 0x80:
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                raw = (raw & 0x7F) | (data[pos + 1] << 7)
+                pos += 2
+            else:
+                return None
+            number = (raw >> 1) ^ -(raw & 1)
+            if slot == 0:
+                timestamp_delta = number
+            elif slot == 1:
+                if number != index:
+                    return None
+            elif number == -1:
+                fields.append(None)
+            elif number < -1 or pos + number > record_end:
+                return None
+            else:
+                fields.append(data[pos : pos + number])
+                pos += number
+        key, value = fields
+        raw = data[pos]
+        pos += 1
+        if raw == 0:
+            headers: tuple[Header, ...] = ()
+        elif raw < 0x80 and not raw & 1:
+            headers = _headers(data, pos, record_end, raw >> 1)
+            pos = record_end
+        else:
+            return None
+        if pos != record_end:
+            return None
+        offset = base_offset + index
+        if offset < position:
+            continue
+        if offset >= bound:
+            return out
+        timestamp = base_timestamp + timestamp_delta if append_time is None else append_time
+        append(
+            new(
+                record_type,
+                (topic, partition, offset, timestamp, timestamp_type, key, value, headers, epoch),
+            )
+        )
+    return out if pos == end else None
+
+
+class _NotFast(Exception):
+    """A header the fast path does not take: the batch goes to the strict decoder."""
+
+
+def _headers(data: bytes, pos: int, record_end: int, count: int) -> tuple[Header, ...]:
+    """`count` headers filling data[pos:record_end] exactly (else _NotFast)."""
+    found: list[Header] = []
+    for _ in range(count):
+        raw = data[pos]
+        if raw >= 0x80 or raw & 1:  # a key length of 64 bytes or more, or negative
+            raise _NotFast
+        end = pos + 1 + (raw >> 1)
+        key = data[pos + 1 : end].decode("utf-8", "surrogateescape")
+        raw = data[end]
+        if raw == 1:
+            pos = end + 1
+            found.append((key, None))
+            continue
+        if raw >= 0x80 or raw & 1:
+            raise _NotFast
+        pos = end + 1 + (raw >> 1)
+        found.append((key, data[end + 1 : pos]))
+    if pos != record_end:
+        raise _NotFast
+    return tuple(found)

@@ -1,0 +1,355 @@
+"""The consumer's fetcher: Fetch requests to partition leaders, answers buffered for `poll`.
+
+Theory of operation: `send_fetches` starts, for every leader that has fetchable partitions
+(assigned, position known, no reset pending, not paused, nothing buffered) and no request in
+flight, one Fetch (replica id -1) with `fetch.min.bytes`, `fetch.max.wait.ms`,
+`fetch.max.bytes` and `max.partition.fetch.bytes`. Answers are decoded
+(`fetched_records.decode_fetched`) into a buffer per partition; `drain` hands them out and
+moves the positions. The consumer sends the next fetches right after a drain, so the network
+works while the application processes what `poll` returned (prefetching).
+
+Rules:
+- An answer is used only if the partition is still assigned and its position is still the
+  offset it was fetched from; a seek or a reset in between discards it.
+- Reads never go above the high watermark: the leader serves consumers only committed data,
+  and `decode_fetched` drops anything at or above the HW the answer reported.
+- OFFSET_OUT_OF_RANGE applies `auto.offset.reset`: earliest/latest mark the partition for a
+  reset (looked up before the next fetch); none raises `OffsetOutOfRangeError` from `poll`
+  naming the partition, the offset and the log's range.
+- NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION
+  and the other retriable answers, and an unreachable broker, mark the metadata stale and
+  back the leader off for `retry.backoff.ms`; the partition is fetched again from the new
+  leader once the metadata says who it is. They are logged once per change of cause.
+- Non-retriable answers and undecodable records (CRC mismatch with `check.crcs`) are raised
+  from `poll`, after the records before them were handed out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+
+from replog.client.call_guard import guarded
+from replog.client.cluster_metadata import ClusterMetadata
+from replog.client.config import ConsumerConfig
+from replog.client.connections import Connections, rpc_error
+from replog.client.fetched_records import CompletedFetch, decode_fetched
+from replog.client.records import ConsumerRecord, TopicPartition
+from replog.client.subscription import NONE, SubscriptionState
+from replog.clock import monotonic_ms
+from replog.errors import OffsetOutOfRangeError, ReplogError
+from replog.replication import messages as m
+
+log = logging.getLogger("replog.client.consumer")
+
+
+@dataclass(frozen=True)
+class FetchSettings:
+    """What the fetcher takes from the consumer's config."""
+
+    fetch_min_bytes: int = 1
+    fetch_max_bytes: int = 52_428_800
+    fetch_max_wait_ms: int = 500
+    max_partition_fetch_bytes: int = 1_048_576
+    isolation_level: m.IsolationLevel = m.IsolationLevel.READ_UNCOMMITTED
+    check_crcs: bool = True
+    auto_offset_reset: str = "latest"
+    request_timeout_ms: int = 30_000
+    retry_backoff_ms: int = 100
+    key_deserializer: Callable[[bytes | None], object] | None = None
+    value_deserializer: Callable[[bytes | None], object] | None = None
+
+    @classmethod
+    def of(cls, config: ConsumerConfig) -> FetchSettings:
+        return cls(
+            fetch_min_bytes=config.fetch_min_bytes,
+            fetch_max_bytes=config.fetch_max_bytes,
+            fetch_max_wait_ms=config.fetch_max_wait_ms,
+            max_partition_fetch_bytes=config.max_partition_fetch_bytes,
+            isolation_level=isolation_level(config.isolation_level),
+            check_crcs=config.check_crcs,
+            auto_offset_reset=config.auto_offset_reset,
+            request_timeout_ms=config.request_timeout_ms,
+            retry_backoff_ms=config.retry_backoff_ms,
+            key_deserializer=config.key_deserializer,
+            value_deserializer=config.value_deserializer,
+        )
+
+
+def isolation_level(name: str) -> m.IsolationLevel:
+    if name == "read_committed":
+        return m.IsolationLevel.READ_COMMITTED
+    return m.IsolationLevel.READ_UNCOMMITTED
+
+
+class Fetcher:
+    def __init__(
+        self,
+        subscriptions: SubscriptionState,
+        metadata: ClusterMetadata,
+        connections: Connections,
+        settings: FetchSettings,
+        *,
+        clock: Callable[[], int] = monotonic_ms,
+    ) -> None:
+        self._subscriptions = subscriptions
+        self._metadata = metadata
+        self._connections = connections
+        self.settings = settings
+        self._clock = clock
+        self._buffered: dict[TopicPartition, CompletedFetch] = {}
+        self._errors: list[ReplogError] = []
+        self._in_flight: dict[int, asyncio.Task[None]] = {}
+        self._backoff_until: dict[int, int] = {}
+        self._logged: dict[object, str] = {}  # last cause logged per node / partition
+        self._arrived = asyncio.Event()
+
+    # --- sending ------------------------------------------------------------------------------
+
+    def send_fetches(self) -> None:
+        """Start a Fetch to every leader that has something to fetch and none in flight."""
+        now = self._clock()
+        by_node: dict[int, list[m.FetchPartition]] = {}
+        addresses: dict[int, str] = {}
+        for tp, state in self._subscriptions.items():
+            if not state.fetchable or tp in self._buffered:
+                continue
+            leader = self._metadata.partition(tp)
+            if leader is None or leader.leader < 0:
+                self._metadata.request_update()
+                continue
+            node = leader.leader
+            if node in self._in_flight or self._backoff_until.get(node, 0) > now:
+                continue
+            address = self._metadata.broker_address(node)
+            if address is None:
+                self._metadata.request_update()
+                continue
+            addresses[node] = address
+            assert state.position is not None
+            by_node.setdefault(node, []).append(
+                m.FetchPartition(
+                    tp.topic,
+                    tp.partition,
+                    state.position,
+                    self.settings.max_partition_fetch_bytes,
+                    current_leader_epoch=leader.leader_epoch,
+                )
+            )
+        for node, partitions in by_node.items():
+            request = m.FetchRequest(
+                tuple(partitions),
+                max_wait_ms=self.settings.fetch_max_wait_ms,
+                min_bytes=self.settings.fetch_min_bytes,
+                max_bytes=self.settings.fetch_max_bytes,
+                isolation_level=self.settings.isolation_level,
+            )
+            task = asyncio.get_running_loop().create_task(
+                self._fetch(node, addresses[node], request)
+            )
+            self._in_flight[node] = task
+            task.add_done_callback(functools.partial(self._fetch_done, node))
+
+    def _fetch_done(self, node: int, task: asyncio.Task[None]) -> None:
+        if self._in_flight.get(node) is task:
+            del self._in_flight[node]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("fetch from broker %d failed", node, exc_info=task.exception())
+        self._arrived.set()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    async def _fetch(self, node: int, address: str, request: m.FetchRequest) -> None:
+        try:
+            response = await guarded(
+                self._connections.broker(address).fetch(
+                    request, timeout_ms=self.settings.request_timeout_ms
+                ),
+                address=address,
+                what="Fetch",
+                node_id=node,
+            )
+        except grpc.aio.AioRpcError as exc:
+            error = rpc_error(exc, address=address, what="Fetch", node_id=node)
+            self._log_once(node, f"fetch from broker {node} failed: {error}")
+            self._back_off(node)
+            self._metadata.request_update()
+            return
+        except ReplogError as exc:  # a call cut off by a connection reset, ...
+            self._log_once(node, f"fetch from broker {node} failed: {exc}")
+            self._back_off(node)
+            self._metadata.request_update()
+            return
+        self._logged.pop(node, None)
+        offsets = {(p.topic, p.partition): p.fetch_offset for p in request.partitions}
+        for result in response.partitions:
+            fetch_offset = offsets.get((result.topic, result.partition))
+            if fetch_offset is not None:
+                self._handle(
+                    node, TopicPartition(result.topic, result.partition), fetch_offset, result
+                )
+
+    def _back_off(self, node: int) -> None:
+        self._backoff_until[node] = self._clock() + self.settings.retry_backoff_ms
+
+    def _handle(
+        self,
+        node: int,
+        tp: TopicPartition,
+        fetch_offset: int,
+        result: m.FetchPartitionResult,
+    ) -> None:
+        state = self._subscriptions.get(tp)
+        if state is None or state.position != fetch_offset or state.reset is not None:
+            return  # unassigned, sought or reset since the request left: the answer is stale
+        error = result.error
+        if error is None:
+            self._logged.pop(tp, None)
+            if result.high_watermark >= 0:
+                state.high_watermark = result.high_watermark
+            if result.log_start_offset >= 0:
+                state.log_start_offset = result.log_start_offset
+            if not result.records:
+                return
+            settings = self.settings
+            completed = decode_fetched(
+                tp,
+                result.records,
+                position=fetch_offset,
+                high_watermark=result.high_watermark,
+                log_start_offset=result.log_start_offset,
+                check_crcs=settings.check_crcs,
+                key_deserializer=settings.key_deserializer,
+                value_deserializer=settings.value_deserializer,
+            )
+            if completed.records or completed.error or completed.next_offset > fetch_offset:
+                self._buffered[tp] = completed
+            return
+        if isinstance(error, OffsetOutOfRangeError):
+            self._out_of_range(tp, fetch_offset, result)
+            return
+        if error.retriable:
+            self._log_once(tp, f"fetch of {tp.topic}-{tp.partition} from broker {node}: {error}")
+            self._metadata.request_update()
+            self._back_off(node)
+            return
+        self._errors.append(error)
+
+    def _out_of_range(
+        self, tp: TopicPartition, fetch_offset: int, result: m.FetchPartitionResult
+    ) -> None:
+        policy = self.settings.auto_offset_reset
+        if policy == NONE:
+            known = ""
+            if result.log_start_offset >= 0 and result.high_watermark >= 0:
+                known = (
+                    f" (the log holds [{result.log_start_offset}, {result.high_watermark}) "
+                    "for consumers)"
+                )
+            self._errors.append(
+                OffsetOutOfRangeError(
+                    f"{tp.topic}-{tp.partition}: fetch offset {fetch_offset} is out of range"
+                    f"{known} and auto.offset.reset is none; seek to a valid offset"
+                )
+            )
+            return
+        log.info(
+            "%s-%d: fetch offset %d out of range, resetting to %s",
+            tp.topic,
+            tp.partition,
+            fetch_offset,
+            policy,
+        )
+        self._subscriptions.request_reset(tp, policy)
+
+    def _log_once(self, key: object, text: str) -> None:
+        if self._logged.get(key) != text:
+            self._logged[key] = text
+            log.warning("%s", text)
+
+    # --- handing out ------------------------------------------------------------------------------
+
+    def drain(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Up to `max_records` buffered records, moving positions; raises a pending error
+        once no records come before it."""
+        drained: dict[TopicPartition, list[ConsumerRecord]] = {}
+        remaining = max_records
+        for tp in list(self._buffered):
+            completed = self._buffered[tp]
+            state = self._subscriptions.get(tp)
+            if state is None or state.position != completed.position or state.reset is not None:
+                del self._buffered[tp]  # sought, reset or unassigned since it was fetched
+                continue
+            if state.paused:
+                continue
+            if remaining <= 0:
+                break
+            taken = completed.take(remaining)
+            if taken:
+                drained[tp] = taken
+                remaining -= len(taken)
+                state.last_epoch = taken[-1].leader_epoch
+            state.position = completed.position
+            if completed.exhausted:
+                if completed.error is not None:
+                    if drained:
+                        continue  # hand out what came before it first
+                    del self._buffered[tp]
+                    raise completed.error
+                del self._buffered[tp]
+            else:
+                # Not exhausted: rotate it to the back so other partitions get their turn.
+                del self._buffered[tp]
+                self._buffered[tp] = completed
+        if not drained and self._errors:
+            raise self._errors.pop(0)
+        return drained
+
+    def has_buffered(self) -> bool:
+        """Whether `drain` may return records now (a paused partition's buffer does not count)."""
+        for tp in self._buffered:
+            state = self._subscriptions.get(tp)
+            if state is not None and not state.paused:
+                return True
+        return bool(self._errors)
+
+    def clear_arrivals(self) -> None:
+        """Forget earlier arrivals: `wait` then returns at the next one (or `notify`)."""
+        self._arrived.clear()
+
+    def notify(self) -> None:
+        """Make a current or the next `wait` return (a wakeup, a close)."""
+        self._arrived.set()
+
+    async def wait(self, timeout_ms: int) -> None:
+        """Until an answer arrived (or a fetch failed) since `clear_arrivals`, at most
+        `timeout_ms`."""
+        if timeout_ms <= 0 or self._arrived.is_set():
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._arrived.wait(), timeout_ms / 1000)
+
+    def discard(self, partitions: frozenset[TopicPartition] | None = None) -> None:
+        """Drop buffered records (of `partitions`, or all)."""
+        if partitions is None:
+            self._buffered.clear()
+            return
+        for tp in partitions:
+            self._buffered.pop(tp, None)
+
+    async def close(self) -> None:
+        tasks = list(self._in_flight.values())
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self._in_flight.clear()
+        self._buffered.clear()

@@ -1,0 +1,267 @@
+"""A consumer group's committed offsets: find the group's coordinator, commit, fetch, auto-commit.
+
+Committed offsets live in the replicated `__consumer_offsets` topic; the broker leading the
+group's partition of it is the group's coordinator (`GroupCoordinator` service). This module is
+the client side: `GroupOffsets` commits and fetches through whichever broker coordinates the
+group, and `AutoCommitter` implements `enable.auto.commit`.
+
+Rules (Kafka's `ConsumerCoordinator`):
+- The coordinator is found with FindCoordinator on any broker (the ones the metadata knows
+  first, then the bootstrap addresses) and remembered until it answers NOT_COORDINATOR or
+  COORDINATOR_NOT_AVAILABLE or cannot be reached; then it is looked up again.
+- Retriable answers (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
+  timeouts, an unreachable broker) are retried with backoff (`retry.backoff.ms` doubling up
+  to `retry.backoff.max.ms`) until the caller's deadline; then `KafkaTimeoutError` names the
+  operation, the timeout and the last cause. Anything else (INVALID_GROUP_ID,
+  OFFSET_METADATA_TOO_LARGE, ...) is raised at once. Per-partition retriable errors retry only
+  the partitions that failed.
+- Commits are serialised: a commit starts only after the one before it finished, so an older
+  auto-commit never lands after a newer explicit one.
+- A committed offset is the next offset to read (the position after the last record returned).
+- Auto-commit commits the consumer's positions, which move only when `poll` hands records out,
+  so only records `poll` returned are ever committed (at-least-once: a crash after the commit
+  and before processing cannot happen, because the commit is made by a later `poll`, or by
+  `close`, after the application got the records). Positions that did not change since the
+  last successful commit are not committed again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TypeVar
+
+import grpc
+
+from replog.client.call_guard import guarded
+from replog.client.connections import rpc_error
+from replog.client.records import OffsetAndMetadata, TopicPartition
+from replog.clock import monotonic_ms
+from replog.errors import (
+    CoordinatorNotAvailableError,
+    InvalidGroupIdError,
+    KafkaError,
+    KafkaTimeoutError,
+    NetworkError,
+    NotCoordinatorError,
+    ReplogError,
+)
+from replog.server.coordinator_client import CoordinatorClient
+
+log = logging.getLogger("replog.client.consumer")
+
+T = TypeVar("T")
+
+
+class GroupOffsets:
+    def __init__(
+        self,
+        group_id: str,
+        *,
+        coordinator_for: Callable[[str], CoordinatorClient],
+        brokers: Callable[[], Sequence[str]],
+        request_timeout_ms: int,
+        retry_backoff_ms: int,
+        retry_backoff_max_ms: int,
+        clock: Callable[[], int] = monotonic_ms,
+    ) -> None:
+        if not group_id:
+            raise InvalidGroupIdError("group.id must be a non-empty string to commit offsets")
+        self.group_id = group_id
+        self._coordinator_for = coordinator_for
+        self._brokers = brokers
+        self._request_timeout_ms = request_timeout_ms
+        self._retry_backoff_ms = retry_backoff_ms
+        self._retry_backoff_max_ms = max(retry_backoff_max_ms, retry_backoff_ms)
+        self._clock = clock
+        self._coordinator: tuple[int, str] | None = None
+        self._commit_lock = asyncio.Lock()
+
+    @property
+    def coordinator(self) -> tuple[int, str] | None:
+        """(node id, address) of the group's coordinator as last found, or None."""
+        return self._coordinator
+
+    def forget_coordinator(self) -> None:
+        self._coordinator = None
+
+    async def commit(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], *, deadline_ms: int
+    ) -> None:
+        pending = dict(offsets)
+        if not pending:
+            return
+        what = f"commit of offsets for {_describe(pending)} in group '{self.group_id}'"
+
+        async def attempt(client: CoordinatorClient, timeout_ms: int) -> None:
+            answers = await client.offset_commit(self.group_id, pending, timeout_ms=timeout_ms)
+            retry: KafkaError | None = None
+            for tp, error in answers.items():
+                if error is None:
+                    pending.pop(tp, None)
+                elif not error.retriable:
+                    raise error
+                else:
+                    retry = retry or error
+                    if isinstance(error, NotCoordinatorError | CoordinatorNotAvailableError):
+                        self.forget_coordinator()
+            if retry is not None:
+                raise retry
+
+        async with self._commit_lock:
+            await self._with_retries(what, deadline_ms, "OffsetCommit", attempt)
+
+    async def fetch(
+        self, partitions: Sequence[TopicPartition], *, deadline_ms: int
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        wanted = list(dict.fromkeys(partitions))
+        if not wanted:
+            return {}
+        what = f"fetch of committed offsets for {_describe(wanted)} in group '{self.group_id}'"
+
+        async def attempt(
+            client: CoordinatorClient, timeout_ms: int
+        ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+            answer = await client.offset_fetch(self.group_id, wanted, timeout_ms=timeout_ms)
+            return {tp: answer.get(tp) for tp in wanted}
+
+        return await self._with_retries(what, deadline_ms, "OffsetFetch", attempt)
+
+    async def _with_retries(
+        self,
+        what: str,
+        deadline_ms: int,
+        rpc: str,
+        attempt: Callable[[CoordinatorClient, int], Awaitable[T]],
+    ) -> T:
+        start_ms = self._clock()
+        backoff_ms = self._retry_backoff_ms
+        last: ReplogError | None = None
+        while True:
+            remaining = deadline_ms - self._clock()
+            if remaining <= 0:
+                raise KafkaTimeoutError(
+                    f"{what} did not finish within {max(0, deadline_ms - start_ms)} ms"
+                    + (f"; last error: {last}" if last is not None else "")
+                )
+            address = "?"
+            try:
+                _, address = await self._find_coordinator(deadline_ms)
+                timeout_ms = max(1, min(self._request_timeout_ms, deadline_ms - self._clock()))
+                return await guarded(
+                    attempt(self._coordinator_for(address), timeout_ms), address=address, what=rpc
+                )
+            except grpc.aio.AioRpcError as exc:
+                self.forget_coordinator()
+                last = rpc_error(exc, address=address, what=f"{rpc} for group '{self.group_id}'")
+            except (NotCoordinatorError, CoordinatorNotAvailableError) as exc:
+                self.forget_coordinator()
+                last = exc
+            except ReplogError as exc:
+                if not exc.retriable:
+                    raise
+                last = exc
+            log.debug("%s: retrying after %s", what, last)
+            await asyncio.sleep(max(0, min(backoff_ms, deadline_ms - self._clock())) / 1000)
+            backoff_ms = min(backoff_ms * 2, self._retry_backoff_max_ms)
+
+    async def _find_coordinator(self, deadline_ms: int) -> tuple[int, str]:
+        if self._coordinator is not None:
+            return self._coordinator
+        errors: list[str] = []
+        addresses = list(dict.fromkeys(self._brokers()))
+        for address in addresses:
+            timeout_ms = max(1, min(self._request_timeout_ms, deadline_ms - self._clock()))
+            try:
+                found = await guarded(
+                    self._coordinator_for(address).find_coordinator(
+                        self.group_id, timeout_ms=timeout_ms
+                    ),
+                    address=address,
+                    what="FindCoordinator",
+                )
+            except grpc.aio.AioRpcError as exc:
+                errors.append(str(rpc_error(exc, address=address, what="FindCoordinator")))
+                continue
+            except NetworkError as exc:
+                errors.append(str(exc))
+                continue
+            self._coordinator = found
+            return found
+        raise NetworkError(
+            f"no broker answered FindCoordinator for group '{self.group_id}': "
+            + ("; ".join(errors) if errors else "no broker address known")
+        )
+
+
+class AutoCommitter:
+    """`enable.auto.commit`: commit the consumer's positions every `interval_ms`, from `poll`.
+
+    `maybe_commit` is called at the start of every poll; it starts a background commit of
+    the positions that changed when the interval has passed and none is running. A failed
+    auto-commit is logged and retried at the next interval (Kafka does the same).
+    """
+
+    def __init__(
+        self,
+        offsets: GroupOffsets,
+        *,
+        interval_ms: int,
+        request_timeout_ms: int,
+        clock: Callable[[], int] = monotonic_ms,
+    ) -> None:
+        self._offsets = offsets
+        self._interval_ms = interval_ms
+        self._request_timeout_ms = request_timeout_ms
+        self._clock = clock
+        self._next_ms = clock() + interval_ms
+        self._committed: dict[TopicPartition, OffsetAndMetadata] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def changed(
+        self, positions: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        return {tp: o for tp, o in positions.items() if self._committed.get(tp) != o}
+
+    def maybe_commit(self, positions: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        now = self._clock()
+        if now < self._next_ms or (self._task is not None and not self._task.done()):
+            return
+        self._next_ms = now + self._interval_ms
+        changed = self.changed(positions)
+        if changed:
+            self._task = asyncio.get_running_loop().create_task(self._commit(changed))
+
+    async def _commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        try:
+            await self.commit_now(offsets, deadline_ms=self._clock() + self._request_timeout_ms)
+        except ReplogError as exc:
+            log.warning("auto-commit in group '%s' failed: %s", self._offsets.group_id, exc)
+
+    async def commit_now(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], *, deadline_ms: int
+    ) -> None:
+        """Commit `offsets` and remember them as committed (also used by explicit commits)."""
+        await self._offsets.commit(offsets, deadline_ms=deadline_ms)
+        self._committed.update(offsets)
+
+    def forget(self, partitions: Sequence[TopicPartition] | None = None) -> None:
+        """Partitions no longer assigned: a later re-assignment commits them again."""
+        if partitions is None:
+            self._committed.clear()
+        for tp in partitions or ():
+            self._committed.pop(tp, None)
+
+    async def close(self) -> None:
+        """Wait for a running auto-commit (its errors are already logged)."""
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            await asyncio.gather(task, return_exceptions=True)
+
+
+def _describe(partitions: Mapping[TopicPartition, object] | Sequence[TopicPartition]) -> str:
+    names = sorted(f"{tp.topic}-{tp.partition}" for tp in partitions)
+    if len(names) > 5:
+        return ", ".join(names[:5]) + f" and {len(names) - 5} more"
+    return ", ".join(names)

@@ -1,0 +1,505 @@
+"""The asyncio `Producer` (``from replog.aio import Producer``), also the engine the blocking
+`replog.Producer` runs on its private loop.
+
+Usage::
+
+    async with Producer({"bootstrap.servers": "127.0.0.1:9092"}) as producer:
+        metadata = await producer.send("events", b"payload", key=b"user-1")  # delivered
+        future = producer.send_nowait("events", b"more")   # an asyncio.Future[RecordMetadata]
+        await producer.flush()
+
+Rules:
+- `await send(...)` returns once the record is delivered (acknowledged as `acks` asks), with
+  its `RecordMetadata`; `send_nowait(...)` returns the future at once. Both raise at once for
+  bad input: a topic name that cannot exist (InvalidTopicError), a key, value or header that is
+  not bytes without a serializer (TypeError naming which), a negative partition (ValueError),
+  a record larger than `max.request.size` or `buffer.memory` (MessageSizeTooLargeError naming
+  both sizes), a closed producer (ClientClosedError).
+- What needs the cluster goes into the future: an unknown topic fails it with
+  UnknownTopicOrPartitionError ("topic 'x' does not exist") as soon as a broker says so; a
+  partition the topic does not have, with UnknownTopicOrPartitionError naming the count.
+  Waiting for metadata, and for `buffer.memory` when the buffer is full (backpressure), is
+  bounded by `max.block.ms` from the call: then the future fails with KafkaTimeoutError naming
+  which of the two it waited for. Records that wait keep their order: while one waits, later
+  sends queue behind it instead of overtaking.
+- Cancelling the future (or the `await send`) before the record was appended drops it;
+  after that it is sent anyway (the batch is shared) and only the future is cancelled.
+- Delivery: see `sender` (retries within `delivery.timeout.ms`, expiry errors, idempotence)
+  and `accumulator` (batching, linger, memory).
+- `flush(timeout_ms)` sends everything queued at once and waits for it; `close(timeout_ms)`
+  refuses new sends, delivers what is queued within the timeout (None: no limit), fails the
+  rest with ClientClosedError and releases the connections; idempotent. `async with` starts
+  and closes.
+- The first `send_nowait` starts the producer on the running loop (`start()` does it
+  explicitly); a producer belongs to that loop.
+
+Thread safety (for the blocking facade only): `_prepare` and `_append` may run in any thread
+(they touch only the accumulator, under its lock, the partitioner and a topic cache that is
+replaced, never mutated in place); everything else runs on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from replog.admin.controller_results import TopicPartition
+from replog.client.accumulator import (
+    ProducerBatch,
+    RecordAccumulator,
+    RecordHandle,
+    record_size_bound,
+)
+from replog.client.cluster_metadata import ClusterMetadata, PartitionState
+from replog.client.config import ProducerConfig, producer_config
+from replog.client.connections import Connections
+from replog.client.partitioner import DefaultPartitioner
+from replog.client.records import RecordMetadata
+from replog.client.sender import Sender
+from replog.clock import monotonic_ms, wall_clock_ms
+from replog.errors import (
+    ClientClosedError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    ReplogError,
+    UnknownTopicOrPartitionError,
+)
+from replog.record.header import RECORD_BATCH_OVERHEAD
+from replog.topic_names import check_topic_name
+
+__all__ = ["Producer"]
+
+log = logging.getLogger("replog.client")
+
+Headers = tuple[tuple[str, bytes | None], ...]
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
+@dataclass(frozen=True, slots=True)
+class _TopicInfo:
+    """What `send` needs of a topic: its partition count and the partitions with a leader."""
+
+    count: int
+    available: tuple[int, ...]
+
+
+@dataclass(slots=True)
+class _Prepared:
+    """A validated, serialized record."""
+
+    topic: str
+    partition: int | None
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    timestamp_ms: int
+    size: int
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """A send that waits for metadata or memory (aio only), in send order."""
+
+    record: _Prepared
+    future: asyncio.Future[RecordMetadata]
+    deadline_ms: int
+
+
+def _to_bytes(what: str, data: object) -> bytes | None:
+    if data is None or type(data) is bytes:
+        return data
+    if isinstance(data, _BYTES_LIKE):
+        return bytes(data)
+    raise TypeError(
+        f"{what} must be bytes or None (or configure {what}.serializer), not {type(data).__name__}"
+    )
+
+
+class Producer:
+    """An asyncio Kafka-style producer (module docstring)."""
+
+    # Appends come from the loop only; the blocking facade's engine takes them from any thread.
+    _accumulator_type: type[RecordAccumulator] = RecordAccumulator
+
+    def __init__(
+        self, config: Mapping[str, object] | ProducerConfig | None = None, **kwargs: object
+    ) -> None:
+        self.config = cfg = producer_config(config, **kwargs)
+        self._accumulator = self._accumulator_type(
+            batch_size=cfg.batch_size,
+            linger_ms=cfg.linger_ms,
+            buffer_memory=cfg.buffer_memory,
+            compression=cfg.compression_type,
+        )
+        self._partitioner = DefaultPartitioner(ignore_keys=cfg.partitioner_ignore_keys)
+        self._connections = Connections(
+            request_timeout_ms=cfg.request_timeout_ms, client_id=cfg.client_id
+        )
+        self._metadata = ClusterMetadata(
+            cfg.bootstrap_servers,
+            self._connections,
+            metadata_max_age_ms=cfg.metadata_max_age_ms,
+            retry_backoff_ms=cfg.retry_backoff_ms,
+            retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+            request_timeout_ms=cfg.request_timeout_ms,
+        )
+        self._sender = Sender(cfg, self._accumulator, self._metadata, self._connections)
+        self._topics: dict[str, _TopicInfo] = {}
+        self._metadata.add_listener(self._on_metadata)
+        self._waiting: deque[_Waiting] = deque()
+        self._waiting_task: asyncio.Task[None] | None = None
+        self._memory_freed: asyncio.Event | None = None
+        self._closed = False
+        self._close_task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the sender on the running loop (optional: the first send does it)."""
+        self._start()
+
+    def _start(self) -> None:
+        if self._loop is not None:
+            return
+        self._check_open()
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(
+                "the asyncio Producer needs a running event loop (use replog.Producer for "
+                "blocking code)"
+            ) from None
+        self._memory_freed = asyncio.Event()
+        self._accumulator.memory_listener = self._memory_freed.set
+        self._accumulator.wakeup = self._sender.wakeup
+        self._sender.start()
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the producer is closed: create a new one to send")
+
+    async def close(self, timeout_ms: int | None = None) -> None:
+        """Deliver what is queued within `timeout_ms` (None: no limit), fail the rest with
+        ClientClosedError, release everything. Idempotent; concurrent calls wait together."""
+        if self._close_task is None:
+            self._closed = True
+            self._close_task = asyncio.get_running_loop().create_task(self._close(timeout_ms))
+        await asyncio.shield(self._close_task)
+
+    async def _close(self, timeout_ms: int | None) -> None:
+        deadline_ms = None if timeout_ms is None else monotonic_ms() + timeout_ms
+        task = self._waiting_task
+        if task is not None and not task.done() and timeout_ms != 0:
+            # Sends that wait for metadata or memory were accepted: they still go.
+            self._accumulator.closing = True  # every batch ready: memory frees sooner
+            self._sender.wakeup()
+            remaining_s = (
+                None if deadline_ms is None else max(deadline_ms - monotonic_ms(), 0) / 1000
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), remaining_s)
+        while self._waiting:
+            waiting = self._waiting.popleft()
+            if not waiting.future.done():
+                waiting.future.set_exception(
+                    ClientClosedError(
+                        f"send to topic {waiting.record.topic!r} not started: the producer "
+                        "was closed while it still waited for metadata or buffer memory"
+                    )
+                )
+        if self._waiting_task is not None:
+            self._waiting_task.cancel()
+            await asyncio.gather(self._waiting_task, return_exceptions=True)
+        if self._sender.started:
+            remaining = None if deadline_ms is None else max(deadline_ms - monotonic_ms(), 0)
+            await self._sender.close(remaining)
+        await self._metadata.close()
+        await self._connections.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # --- sending --------------------------------------------------------------------------------
+
+    async def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: Iterable[tuple[str, Any]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> RecordMetadata:
+        """Send one record and wait until it is delivered (module docstring)."""
+        return await self.send_nowait(topic, value, key, headers, partition, timestamp_ms)
+
+    def send_nowait(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: Iterable[tuple[str, Any]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue one record; the future resolves when it is delivered (module docstring)."""
+        self._check_open()
+        self._start()
+        record = self._prepare(topic, value, key, headers, partition, timestamp_ms)
+        assert self._loop is not None
+        future: asyncio.Future[RecordMetadata] = self._loop.create_future()
+        if not self._waiting:
+            info = self._topics.get(topic)
+            if (
+                info is not None
+                and (partition is None or partition < info.count)
+                and self._append(record, info, future) is not None
+            ):
+                return future
+        self._waiting.append(_Waiting(record, future, monotonic_ms() + self.config.max_block_ms))
+        if self._waiting_task is None or self._waiting_task.done():
+            self._waiting_task = self._loop.create_task(self._serve_waiting())
+        return future
+
+    def _prepare(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: Iterable[tuple[str, Any]] | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+    ) -> _Prepared:
+        """Validate and serialize one record (any thread)."""
+        if not isinstance(topic, str):
+            raise TypeError(f"topic must be a str, not {type(topic).__name__}")
+        if topic not in self._topics:
+            check_topic_name(topic)
+        cfg = self.config
+        if cfg.key_serializer is not None and key is not None:
+            key = cfg.key_serializer(key)
+        if cfg.value_serializer is not None and value is not None:
+            value = cfg.value_serializer(value)
+        key_bytes = _to_bytes("key", key)
+        value_bytes = _to_bytes("value", value)
+        header_tuple: Headers = ()
+        if headers:
+            header_tuple = tuple(self._header(item) for item in headers)
+        if partition is not None and (
+            not isinstance(partition, int) or isinstance(partition, bool) or partition < 0
+        ):
+            raise ValueError(f"partition must be an int >= 0 or None, not {partition!r}")
+        if timestamp_ms is None:
+            timestamp_ms = wall_clock_ms()
+        elif not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool):
+            raise TypeError(f"timestamp_ms must be an int, not {type(timestamp_ms).__name__}")
+        elif timestamp_ms < 0:
+            raise ValueError(f"timestamp_ms must be >= 0, not {timestamp_ms}")
+        size = record_size_bound(key_bytes, value_bytes, header_tuple)
+        if size + RECORD_BATCH_OVERHEAD > cfg.max_request_size:
+            raise MessageSizeTooLargeError(
+                f"the record to topic {topic!r} is up to {size + RECORD_BATCH_OVERHEAD} bytes "
+                f"when serialized, larger than max.request.size={cfg.max_request_size}"
+            )
+        if size + RECORD_BATCH_OVERHEAD > cfg.buffer_memory:
+            raise MessageSizeTooLargeError(
+                f"the record to topic {topic!r} is up to {size + RECORD_BATCH_OVERHEAD} bytes "
+                f"when serialized, larger than buffer.memory={cfg.buffer_memory}"
+            )
+        return _Prepared(topic, partition, key_bytes, value_bytes, header_tuple, timestamp_ms, size)
+
+    @staticmethod
+    def _header(item: object) -> tuple[str, bytes | None]:
+        if not isinstance(item, tuple | list) or len(item) != 2:
+            raise TypeError(f"a header must be a (str, bytes | None) pair, not {item!r}")
+        name, data = item
+        if not isinstance(name, str):
+            raise TypeError(f"a header key must be a str, not {type(name).__name__}")
+        return name, _to_bytes(f"header {name!r}", data)
+
+    def _append(
+        self, record: _Prepared, info: _TopicInfo, handle: RecordHandle | None
+    ) -> ProducerBatch | None:
+        """Choose the partition and append (any thread); None when buffer.memory is full.
+
+        The caller checked that an explicit partition exists."""
+        acc = self._accumulator
+        topic, key = record.topic, record.key
+        partition = record.partition
+        sticky = partition is None and (key is None or self._partitioner.ignore_keys)
+        if partition is None:
+            partition = self._partitioner.partition(
+                topic, key, info.count, available=info.available
+            )
+        tp = TopicPartition(topic, partition)
+        batch = acc.try_append(tp, record.timestamp_ms, key, record.value, record.headers, handle)
+        if batch is not None:
+            return batch
+        if sticky:
+            # KIP-480: the sticky partition's batch is complete; move on before starting one.
+            self._partitioner.on_new_batch(topic, partition, info.count, available=info.available)
+            partition = self._partitioner.partition(
+                topic, key, info.count, available=info.available
+            )
+            tp = TopicPartition(topic, partition)
+        return acc.append_new(tp, record.timestamp_ms, key, record.value, record.headers, handle)
+
+    async def _serve_waiting(self) -> None:
+        """Append waiting sends in order as metadata and memory allow (module docstring)."""
+        while self._waiting:
+            waiting = self._waiting[0]
+            if waiting.future.done():  # cancelled by its caller
+                self._waiting.popleft()
+                continue
+            try:
+                info = await self._topic_info(
+                    waiting.record.topic, waiting.record.partition, waiting.deadline_ms
+                )
+                while self._append(waiting.record, info, waiting.future) is None:
+                    await self._wait_for_memory(waiting)
+            except ReplogError as exc:
+                if not waiting.future.done():
+                    waiting.future.set_exception(exc)
+            if self._waiting and self._waiting[0] is waiting:
+                self._waiting.popleft()
+
+    async def _wait_for_memory(self, waiting: _Waiting) -> None:
+        event = self._memory_freed
+        assert event is not None
+        remaining_ms = waiting.deadline_ms - monotonic_ms()
+        if remaining_ms <= 0:
+            raise self._memory_timeout(waiting.record.topic)
+        event.clear()
+        self._accumulator.memory_waiters += 1
+        self._sender.wakeup()  # with waiters every batch is ready: free memory sooner
+        try:
+            await asyncio.wait_for(event.wait(), remaining_ms / 1000)
+        except TimeoutError:
+            raise self._memory_timeout(waiting.record.topic) from None
+        finally:
+            self._accumulator.memory_waiters -= 1
+
+    def _memory_timeout(self, topic: str) -> KafkaTimeoutError:
+        cfg = self.config
+        return KafkaTimeoutError(
+            f"send to topic {topic!r}: no room in buffer.memory={cfg.buffer_memory} bytes "
+            f"within max.block.ms={cfg.max_block_ms} ms (records are produced faster than "
+            "the cluster takes them)"
+        )
+
+    async def _topic_info(self, topic: str, partition: int | None, deadline_ms: int) -> _TopicInfo:
+        """The topic's partitions, waiting for metadata up to `deadline_ms`; raises when the
+        topic or the explicit partition does not exist."""
+        info = self._topics.get(topic)
+        if info is not None and (partition is None or partition < info.count):
+            return info
+        if info is not None:
+            # Maybe partitions were added since: look once more before refusing.
+            self._metadata.request_update()
+        try:
+            states = await self._metadata.partitions_for(topic, deadline_ms=deadline_ms)
+        except KafkaTimeoutError as exc:
+            raise KafkaTimeoutError(
+                f"send to topic {topic!r}: metadata not available within "
+                f"max.block.ms={self.config.max_block_ms} ms: {exc}"
+            ) from None
+        info = self._remember(topic, states)
+        if partition is not None and partition >= info.count:
+            raise UnknownTopicOrPartitionError(
+                f"partition {partition} of topic {topic!r} does not exist: the topic has "
+                f"{info.count} partition(s), 0-{info.count - 1}"
+            )
+        return info
+
+    def _remember(self, topic: str, states: Sequence[PartitionState]) -> _TopicInfo:
+        info = _TopicInfo(len(states), tuple(s.partition for s in states if s.leader >= 0))
+        topics = dict(self._topics)
+        topics[topic] = info
+        self._topics = topics  # replaced, not mutated: other threads read it without a lock
+        return info
+
+    def _on_metadata(self) -> None:
+        topics: dict[str, _TopicInfo] = {}
+        for topic in self._topics:
+            states = self._metadata.cached_partitions(topic)
+            if states:
+                topics[topic] = _TopicInfo(
+                    len(states), tuple(s.partition for s in states if s.leader >= 0)
+                )
+        self._topics = topics
+        self._sender.wakeup()
+
+    # --- flush and the rest ---------------------------------------------------------------------
+
+    async def flush(self, timeout_ms: int | None = None) -> None:
+        """Send everything queued now and wait until each record is delivered or failed;
+        KafkaTimeoutError after `timeout_ms` (None: no limit)."""
+        if not self._sender.started:
+            return
+        deadline_ms = None if timeout_ms is None else monotonic_ms() + timeout_ms
+        acc = self._accumulator
+        acc.flushing += 1  # every batch is ready at once, also those appended meanwhile
+        self._sender.wakeup()
+        try:
+            # Sends still waiting for metadata or memory are part of "everything sent so far";
+            # their futures resolve on delivery, so waiting for them waits for their batches.
+            waiting = [w.future for w in self._waiting]
+            if waiting:
+                remaining_s = (
+                    None if deadline_ms is None else max(deadline_ms - monotonic_ms(), 0) / 1000
+                )
+                _, not_done = await asyncio.wait(waiting, timeout=remaining_s)
+                if not_done:
+                    raise KafkaTimeoutError(
+                        f"flush did not finish within {timeout_ms} ms: {len(not_done)} send(s) "
+                        "still waiting for metadata or buffer memory"
+                    )
+            remaining = None if deadline_ms is None else max(deadline_ms - monotonic_ms(), 0)
+            await self._sender.flush(remaining, what=f"flush did not finish within {timeout_ms} ms")
+        finally:
+            acc.flushing -= 1
+
+    async def partitions_for(self, topic: str) -> set[int]:
+        """The partition numbers of `topic` (waits up to max.block.ms for metadata)."""
+        self._check_open()
+        states = await self._metadata.partitions_for(
+            topic, deadline_ms=monotonic_ms() + self.config.max_block_ms
+        )
+        self._remember(topic, states)
+        return {s.partition for s in states}
+
+    def metrics(self) -> dict[str, int]:
+        """Counters of what the producer did (Kafka's producer metrics, as counts)."""
+        sender = self._sender.metrics
+        idempotence = self._sender.idempotence
+        return {
+            "requests": sender.requests,
+            "requests_in_flight": self._sender.in_flight_requests(),
+            "batches_sent": sender.batches_sent,
+            "records_sent": sender.records_sent,
+            "bytes_sent": sender.bytes_sent,
+            "records_delivered": sender.records_delivered,
+            "batches_retried": sender.batches_retried,
+            "batches_failed": sender.batches_failed,
+            "batches_expired": sender.batches_expired,
+            "metadata_refreshes": sender.metadata_refreshes,
+            "producer_ids": sender.producer_ids,
+            "sequence_resets": idempotence.resets if idempotence is not None else 0,
+            "buffer_available_bytes": self._accumulator.available_memory,
+            "buffer_total_bytes": self.config.buffer_memory,
+            "waiting_sends": len(self._waiting),
+        }

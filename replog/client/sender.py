@@ -1,0 +1,621 @@
+"""The producer's sender: one task on the client's event loop that drains ready batches from the
+accumulator and sends them to the partition leaders, and decides what each answer means.
+
+Rules:
+- One Produce request per leader carries the ready batches of the partitions it leads, one
+  batch per partition, up to `max.request.size` (the accumulator's drain). At most
+  `max.in.flight.requests.per.connection` requests per broker are outstanding, and only one
+  until the broker answered once on its current connection: calls queued on a channel that
+  is still connecting are dispatched together and may reach the broker out of order.
+- A retriable error (and, with idempotence, OUT_OF_ORDER_SEQUENCE_NUMBER and
+  UNKNOWN_PRODUCER_ID, see `idempotence`) puts the batch back in its queue after a backoff of
+  `retry.backoff.ms` doubling per attempt up to `retry.backoff.max.ms` (with +-20% jitter,
+  KIP-580), as long as `retries` attempts are not used up and `delivery.timeout.ms` since the
+  batch was created has not passed. Another error fails the batch with the broker's typed
+  error (whose message names the partition); a failed call is turned into the typed error of
+  `connections.rpc_error`, naming the broker, its address and the partitions.
+- NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, fenced or unknown
+  leader epochs, storage errors, timeouts and lost connections mark the metadata stale; a
+  partition whose leader is unknown triggers a refresh (at most one in flight, then at least
+  `retry.backoff.ms` apart), after which the sender looks again.
+- Expiry: a batch not done `delivery.timeout.ms` after its creation fails with
+  KafkaTimeoutError naming the partition, the number of records, the timeout, the attempts
+  made and the last error (or why it never left: no leader, no producer id). A batch on the
+  wire expires too; its answer, when it comes, still counts for the idempotence bookkeeping.
+- acks=0: a delivered batch's records get offset -1 (nothing is known of where they landed).
+- With idempotence, the producer id comes from `InitProducerId` on any live broker (retried
+  with backoff); batches wait for it.
+- `close` stops taking new work, sends what is queued (every batch is ready at once) and
+  waits for the answers up to its timeout; then it fails whatever is left with
+  ClientClosedError and cancels the requests on the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import grpc
+
+from replog.admin.controller_results import TopicPartition
+from replog.client.accumulator import ProducerBatch, RecordAccumulator
+from replog.client.cluster_metadata import ClusterMetadata
+from replog.client.config import ProducerConfig
+from replog.client.connections import Connections, rpc_error
+from replog.client.idempotence import MAX_PENDING_PER_PARTITION, Idempotence
+from replog.clock import monotonic_ms
+from replog.errors import (
+    ClientClosedError,
+    DuplicateSequenceNumberError,
+    FencedLeaderEpochError,
+    KafkaError,
+    KafkaStorageError,
+    KafkaTimeoutError,
+    LeaderNotAvailableError,
+    NetworkError,
+    NotEnoughReplicasAfterAppendError,
+    NotLeaderOrFollowerError,
+    ReplogError,
+    RequestTimedOutError,
+    UnknownLeaderEpochError,
+    UnknownServerError,
+    UnknownTopicOrPartitionError,
+)
+from replog.replication import messages as m
+
+log = logging.getLogger("replog.client")
+
+# A produce call's transport deadline beyond the request's own timeout (acks=all waits up to
+# request.timeout.ms on the broker, then answers REQUEST_TIMED_OUT itself).
+TRANSPORT_MARGIN_MS = 1_000
+BACKOFF_JITTER = 0.2
+
+# Errors after which the cached leaders may be wrong (Kafka's InvalidMetadataException family,
+# plus lost connections and timeouts).
+_STALE_METADATA = (
+    NotLeaderOrFollowerError,
+    UnknownTopicOrPartitionError,
+    LeaderNotAvailableError,
+    FencedLeaderEpochError,
+    UnknownLeaderEpochError,
+    KafkaStorageError,
+    NetworkError,
+    RequestTimedOutError,
+)
+# Errors that leave it unknown whether the broker wrote the batch.
+_UNKNOWN_OUTCOME = (
+    NetworkError,
+    RequestTimedOutError,
+    NotEnoughReplicasAfterAppendError,
+    NotLeaderOrFollowerError,  # also the answer of an acks=all wait whose leader moved
+    UnknownServerError,
+)
+
+
+@dataclass
+class SenderMetrics:
+    requests: int = 0
+    batches_sent: int = 0
+    records_sent: int = 0
+    bytes_sent: int = 0
+    batches_retried: int = 0
+    batches_failed: int = 0
+    batches_expired: int = 0
+    records_delivered: int = 0
+    metadata_refreshes: int = 0
+    producer_ids: int = 0
+
+
+def _describe(error: BaseException | None) -> str:
+    if error is None:
+        return "none"
+    return f"{type(error).__name__}: {error}"
+
+
+def _closed_error(batch: ProducerBatch, outcome: str, when: str) -> ClientClosedError:
+    tp = batch.topic_partition
+    return ClientClosedError(
+        f"{tp.topic}-{tp.partition}: {batch.record_count} record(s) {outcome}: the producer was "
+        f"closed {when}"
+    )
+
+
+def _partitions_text(batches: Iterable[ProducerBatch]) -> str:
+    return ", ".join(f"{b.topic_partition.topic}-{b.topic_partition.partition}" for b in batches)
+
+
+class Sender:
+    """Drains the accumulator to the leaders and settles every batch (module docstring)."""
+
+    def __init__(
+        self,
+        config: ProducerConfig,
+        accumulator: RecordAccumulator,
+        metadata: ClusterMetadata,
+        connections: Connections,
+        *,
+        clock: Callable[[], int] = monotonic_ms,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._config = config
+        self._acc = accumulator
+        self._metadata = metadata
+        self._connections = connections
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self.idempotence: Idempotence | None = (
+            Idempotence(
+                min(MAX_PENDING_PER_PARTITION, config.max_in_flight_requests_per_connection)
+            )
+            if config.enable_idempotence
+            else None
+        )
+        accumulator.idempotence = self.idempotence
+        self.metrics = SenderMetrics()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._wake_scheduled = False
+        self._task: asyncio.Task[None] | None = None
+        self._requests: dict[int, int] = {}  # node -> produce calls outstanding
+        self._warm: set[int] = set()  # nodes that answered on their current connection
+        self._request_tasks: set[asyncio.Task[None]] = set()
+        self._on_wire: set[ProducerBatch] = set()
+        self._metadata_task: asyncio.Task[None] | None = None
+        self._metadata_next_ms = 0
+        self._metadata_error: BaseException | None = None
+        self._pid_task: asyncio.Task[None] | None = None
+        self._pid_error: BaseException | None = None
+        self._stopping = False
+        self._forced = False
+        self._crashed: BaseException | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the sender task on the running loop (once)."""
+        if self._task is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._task = self._loop.create_task(self._run(), name="replog-producer-sender")
+
+    @property
+    def started(self) -> bool:
+        return self._task is not None
+
+    def wakeup(self) -> None:
+        """Make the sender look again soon; from the loop thread."""
+        if self._wake is not None:
+            self._wake.set()
+
+    def wakeup_threadsafe(self) -> None:
+        """`wakeup` from any thread; coalesced so a burst of appends costs one loop callback."""
+        loop = self._loop
+        if loop is None or self._wake_scheduled:
+            return
+        self._wake_scheduled = True
+        try:
+            loop.call_soon_threadsafe(self._wake_from_thread)
+        except RuntimeError:  # the loop closed: nothing left to wake
+            self._wake_scheduled = False
+
+    def _wake_from_thread(self) -> None:
+        self._wake_scheduled = False
+        self.wakeup()
+
+    async def flush(self, timeout_ms: int | None, *, what: str = "flush") -> None:
+        """Send every batch that exists now at once and wait until each is done (delivered or
+        failed); KafkaTimeoutError after `timeout_ms` (None: no limit) whose message starts
+        with `what`."""
+        self._acc.flushing += 1
+        self.wakeup()
+        try:
+            await self._wait_done(self._acc.incomplete(), timeout_ms, what)
+        finally:
+            self._acc.flushing -= 1
+
+    async def _wait_done(
+        self, batches: list[ProducerBatch], timeout_ms: int | None, what: str
+    ) -> None:
+        pending = [b for b in batches if not b.done]
+        if not pending:
+            return
+        loop = asyncio.get_running_loop()
+        all_done: asyncio.Future[None] = loop.create_future()
+        remaining = len(pending)
+
+        def one_done(_: ProducerBatch) -> None:
+            nonlocal remaining
+            remaining -= 1
+            if remaining == 0 and not all_done.done():
+                all_done.set_result(None)
+
+        for batch in pending:
+            batch.add_done_callback(one_done)
+        try:
+            await asyncio.wait_for(all_done, None if timeout_ms is None else timeout_ms / 1000)
+        except TimeoutError:
+            left = [b for b in pending if not b.done]
+            records = sum(b.record_count for b in left)
+            raise KafkaTimeoutError(
+                f"{what}: {len(left)} batch(es) with {records} record(s) still undelivered "
+                f"(partitions {_partitions_text(left)})"
+            ) from None
+
+    async def close(self, timeout_ms: int | None) -> None:
+        """Deliver what is queued within `timeout_ms` (None: no limit), then force (module
+        docstring) and stop."""
+        self._stopping = True
+        self._acc.closing = True
+        self.wakeup()
+        if self._task is not None and timeout_ms != 0:
+            try:
+                await self._wait_done(
+                    self._acc.incomplete(),
+                    timeout_ms,
+                    f"close did not finish within {timeout_ms} ms",
+                )
+            except KafkaTimeoutError as exc:
+                log.warning("producer close: %s; failing the rest", exc)
+        self._force()
+        await self._stop_tasks()
+
+    def _force(self) -> None:
+        self._forced = True
+        for batch in self._acc.abort_queued():
+            self._fail(batch, _closed_error(batch, "not sent", "before they could be delivered"))
+        for task in list(self._request_tasks):
+            task.cancel()
+
+    async def _stop_tasks(self) -> None:
+        tasks = [
+            t
+            for t in (self._task, self._metadata_task, self._pid_task, *self._request_tasks)
+            if t is not None and not t.done()
+        ]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        # Anything still incomplete had no answer: it fails now rather than hang a waiter.
+        for batch in self._acc.incomplete():
+            self._fail(batch, _closed_error(batch, "not confirmed", "while they were on the wire"))
+
+    # --- the loop -------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        assert self._wake is not None and self._loop is not None
+        wake, loop = self._wake, self._loop
+        try:
+            while True:
+                wake.clear()
+                next_ms = self.run_once(self._clock())
+                if self._stopping and not self._acc.has_incomplete():
+                    return
+                if wake.is_set():
+                    continue
+                handle = None
+                if next_ms is not None:
+                    delay_s = max(next_ms - self._clock(), 0) / 1000
+                    handle = loop.call_later(delay_s, wake.set)
+                try:
+                    await wake.wait()
+                finally:
+                    if handle is not None:
+                        handle.cancel()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug: fail every batch loudly instead of hanging sends
+            log.exception("the producer's sender stopped on an unexpected error")
+            self._crashed = exc
+            self._force()
+            for batch in self._acc.incomplete():
+                self._fail(batch, UnknownServerError(f"the producer's sender failed: {exc!r}"))
+
+    def run_once(self, now_ms: int) -> int | None:
+        """One pass: expire, settle idempotence, drain and send. Returns when to look again
+        (monotonic ms) if nothing else wakes the sender first; None: only a wakeup."""
+        next_ms = self._expire(now_ms)
+        idempotence = self.idempotence
+        if idempotence is not None:
+            idempotence.maybe_resolve()
+            if idempotence.needs_producer_id() and not self._forced:
+                self._ensure_producer_id()
+        result = self._acc.drain(
+            now_ms, self._leader_of, self._node_ready, self._config.max_request_size
+        )
+        if result.unknown_leaders or (self._metadata.needs_refresh() and self._acc.has_queued()):
+            refresh_at = self._request_metadata({tp.topic for tp in result.unknown_leaders})
+            if refresh_at is not None:
+                next_ms = refresh_at if next_ms is None else min(next_ms, refresh_at)
+        for node, batches in result.by_node.items():
+            self._send(node, batches)
+        if result.next_ready_ms is not None:
+            next_ms = (
+                result.next_ready_ms if next_ms is None else min(next_ms, result.next_ready_ms)
+            )
+        return next_ms
+
+    def _leader_of(self, tp: TopicPartition) -> int | None:
+        state = self._metadata.partition(tp)
+        if state is None or state.leader < 0:
+            return None
+        if self._metadata.broker_address(state.leader) is None:
+            return None
+        return state.leader
+
+    def _node_ready(self, node: int) -> bool:
+        limit = self._config.max_in_flight_requests_per_connection if node in self._warm else 1
+        return self._requests.get(node, 0) < limit and not self._forced
+
+    # --- expiry ---------------------------------------------------------------------------------
+
+    def _expire(self, now_ms: int) -> int | None:
+        """Fail batches past delivery.timeout.ms; returns the next expiry time."""
+        timeout_ms = self._config.delivery_timeout_ms
+        for batch in self._acc.expired(now_ms, timeout_ms):
+            self.metrics.batches_expired += 1
+            if self.idempotence is not None:
+                self.idempotence.on_failed(batch)
+            self._fail(batch, self._expiry_error(batch))
+        next_ms = self._acc.next_expiry_ms(timeout_ms)
+        for batch in self._on_wire:
+            if batch.done:
+                continue
+            deadline = batch.created_ms + timeout_ms
+            if now_ms >= deadline:
+                batch.expired = True
+                self.metrics.batches_expired += 1
+                if self.idempotence is not None:
+                    self.idempotence.on_expired(batch)
+                self._fail(batch, self._expiry_error(batch))
+            elif next_ms is None or deadline < next_ms:
+                next_ms = deadline
+        return next_ms
+
+    def _expiry_error(self, batch: ProducerBatch) -> KafkaTimeoutError:
+        tp = batch.topic_partition
+        cause = _describe(batch.last_error) if batch.last_error else self._why_waiting(batch)
+        where = "on the wire" if batch.in_flight else "in the queue"
+        return KafkaTimeoutError(
+            f"{tp.topic}-{tp.partition}: {batch.record_count} record(s) expired {where}: not "
+            f"delivered within delivery.timeout.ms={self._config.delivery_timeout_ms} ms of "
+            f"the batch's creation, after {batch.attempts} attempt(s); last error: {cause}"
+        )
+
+    def _why_waiting(self, batch: ProducerBatch) -> str:
+        """Why a batch never got an answer, for its expiry message."""
+        tp = batch.topic_partition
+        if batch.in_flight:
+            return "no answer from the leader yet"
+        idempotence = self.idempotence
+        if idempotence is not None and idempotence.producer is None:
+            return f"no producer id yet ({_describe(self._pid_error)})"
+        if self._leader_of(tp) is None:
+            cause = f" ({_describe(self._metadata_error)})" if self._metadata_error else ""
+            return f"no leader known for {tp.topic}-{tp.partition}{cause}"
+        if idempotence is not None and idempotence.is_blocked(tp):
+            return "waiting for earlier batches of the partition to be resolved"
+        return "never sent (the leader's in-flight requests were at their limit)"
+
+    # --- sending --------------------------------------------------------------------------------
+
+    def _send(self, node: int, batches: list[ProducerBatch]) -> None:
+        address = self._metadata.broker_address(node)
+        assert address is not None
+        acks = self._config.acks
+        request = m.ProduceRequest(
+            acks=acks,
+            timeout_ms=self._config.request_timeout_ms if acks == m.ACKS_ALL else 0,
+            partitions=tuple(
+                m.ProducePartition(
+                    b.topic_partition.topic, b.topic_partition.partition, b.records or b""
+                )
+                for b in batches
+            ),
+        )
+        for batch in batches:
+            batch.attempts += 1
+            batch.in_flight = True
+            self._on_wire.add(batch)
+            self.metrics.records_sent += batch.record_count
+            self.metrics.bytes_sent += batch.size_in_bytes
+        self.metrics.batches_sent += len(batches)
+        self.metrics.requests += 1
+        self._requests[node] = self._requests.get(node, 0) + 1
+        assert self._loop is not None
+        task = self._loop.create_task(self._produce(node, address, request, batches))
+        self._request_tasks.add(task)
+        task.add_done_callback(self._request_tasks.discard)
+
+    async def _produce(
+        self, node: int, address: str, request: m.ProduceRequest, batches: list[ProducerBatch]
+    ) -> None:
+        acks = request.acks
+        response: m.ProduceResponse | None = None
+        call_error: ReplogError | None = None
+        transport_ms = (
+            TRANSPORT_MARGIN_MS if acks == m.ACKS_ALL else self._config.request_timeout_ms
+        )
+        try:
+            response = await self._connections.broker(address).produce(
+                request, timeout_ms=transport_ms
+            )
+        except grpc.aio.AioRpcError as exc:
+            call_error = rpc_error(
+                exc,
+                address=address,
+                what=f"Produce to {_partitions_text(batches)}",
+                node_id=node,
+            )
+        except ClientClosedError as exc:
+            call_error = exc
+        except asyncio.CancelledError:
+            self._requests[node] -= 1
+            for batch in batches:
+                self._on_wire.discard(batch)
+                batch.in_flight = False
+                self._fail(
+                    batch, _closed_error(batch, "not confirmed", "while they were on the wire")
+                )
+            raise
+        self._requests[node] -= 1
+        now_ms = self._clock()
+        results: dict[tuple[str, int], m.ProducePartitionResult] = {}
+        if response is not None:
+            self._warm.add(node)
+            results = {(r.topic, r.partition): r for r in response.partitions}
+        else:
+            self._warm.discard(node)
+        for batch in batches:
+            self._on_wire.discard(batch)
+            tp = batch.topic_partition
+            result = results.get((tp.topic, tp.partition))
+            if call_error is not None:
+                self._on_error(batch, call_error, now_ms)
+            elif result is not None and result.error is not None:
+                self._on_error(batch, result.error, now_ms)
+            elif acks == m.ACKS_NONE or result is None:
+                # acks=0 answers only failures; a missing answer otherwise is the broker's bug,
+                # but the call succeeded: offset unknown.
+                self._on_success(batch, -1, -1)
+            else:
+                self._on_success(batch, result.base_offset, result.log_append_time_ms)
+        self.wakeup()
+
+    # --- settling -------------------------------------------------------------------------------
+
+    def _on_success(self, batch: ProducerBatch, base_offset: int, log_append_time_ms: int) -> None:
+        if self.idempotence is not None:
+            self.idempotence.on_success(batch)
+        else:
+            batch.in_flight = False
+        if batch.complete(base_offset, log_append_time_ms):
+            self.metrics.records_delivered += batch.record_count
+        self._acc.deallocate(batch)
+
+    def _on_error(self, batch: ProducerBatch, error: ReplogError, now_ms: int) -> None:
+        idempotence = self.idempotence
+        if idempotence is not None and isinstance(error, DuplicateSequenceNumberError):
+            self._on_success(batch, -1, -1)  # Kafka: an old duplicate is a success
+            return
+        batch.last_error = error
+        if isinstance(error, _UNKNOWN_OUTCOME):
+            batch.maybe_written = True
+        if isinstance(error, _STALE_METADATA):
+            self._metadata.request_update()
+        retriable = error.retriable or (idempotence is not None and idempotence.can_retry(error))
+        deadline_ms = batch.created_ms + self._config.delivery_timeout_ms
+        if (
+            retriable
+            and not batch.done
+            and not self._forced
+            and batch.attempts <= self._config.retries
+            and now_ms < deadline_ms
+        ):
+            if idempotence is not None:
+                idempotence.on_retry(batch, error)
+            else:
+                batch.in_flight = False
+            self.metrics.batches_retried += 1
+            log.debug("retrying %r after %s", batch, _describe(error))
+            self._acc.reenqueue(batch, now_ms + self._backoff_ms(batch.attempts))
+            return
+        if idempotence is not None:
+            idempotence.on_failed(batch)
+        else:
+            batch.in_flight = False
+        if batch.done:  # expired on the wire: the user has its answer already
+            self._acc.deallocate(batch)
+            return
+        if retriable and now_ms >= deadline_ms:
+            self.metrics.batches_expired += 1
+            self._fail(batch, self._expiry_error(batch))
+        else:
+            self._fail(batch, error)
+
+    def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        if batch.fail(error):
+            self.metrics.batches_failed += 1
+        self._acc.deallocate(batch)
+
+    def _backoff_ms(self, attempts: int) -> int:
+        base = self._config.retry_backoff_ms
+        cap = self._config.retry_backoff_max_ms
+        backoff = min(base * 2 ** max(attempts - 1, 0), cap) if base < cap else cap
+        jitter = 1 + self._rng.uniform(-BACKOFF_JITTER, BACKOFF_JITTER)
+        return max(int(backoff * jitter), 0)
+
+    # --- metadata and the producer id -----------------------------------------------------------
+
+    def _request_metadata(self, topics: set[str]) -> int | None:
+        """Start a refresh unless one runs or the last was moments ago; returns when to look
+        again if it had to wait."""
+        if self._metadata_task is not None and not self._metadata_task.done():
+            return None
+        now_ms = self._clock()
+        if now_ms < self._metadata_next_ms:
+            return self._metadata_next_ms
+        if topics:
+            self._metadata.request_update()
+        assert self._loop is not None
+        self._metadata_task = self._loop.create_task(self._refresh_metadata(topics))
+        return None
+
+    async def _refresh_metadata(self, topics: set[str]) -> None:
+        wanted = topics | {tp.topic for tp in self._acc.queued_partitions()}
+        self.metrics.metadata_refreshes += 1
+        try:
+            await self._metadata.refresh(
+                sorted(wanted), deadline_ms=self._clock() + self._config.request_timeout_ms
+            )
+            self._metadata_error = None
+        except ReplogError as exc:
+            self._metadata_error = exc
+            log.debug("producer metadata refresh failed: %s", exc)
+        finally:
+            self._metadata_next_ms = self._clock() + self._config.retry_backoff_ms
+            self.wakeup()
+
+    def _ensure_producer_id(self) -> None:
+        if self._pid_task is not None and not self._pid_task.done():
+            return
+        assert self._loop is not None
+        self._pid_task = self._loop.create_task(self._obtain_producer_id())
+
+    async def _obtain_producer_id(self) -> None:
+        idempotence = self.idempotence
+        assert idempotence is not None
+        attempts = 0
+        while not self._forced:
+            addresses = list(self._metadata.brokers().values()) or list(
+                self._config.bootstrap_servers
+            )
+            self._rng.shuffle(addresses)
+            for address in addresses:
+                try:
+                    producer_id, epoch = await self._connections.broker(address).init_producer_id(
+                        timeout_ms=self._config.request_timeout_ms
+                    )
+                except grpc.aio.AioRpcError as exc:
+                    self._pid_error = rpc_error(exc, address=address, what="InitProducerId")
+                except KafkaError as exc:
+                    self._pid_error = exc
+                else:
+                    self._pid_error = None
+                    self.metrics.producer_ids += 1
+                    log.debug("producer id %d epoch %d from %s", producer_id, epoch, address)
+                    idempotence.set_producer_id(producer_id, epoch)
+                    self.wakeup()
+                    return
+            attempts += 1
+            log.debug("no producer id yet: %s", _describe(self._pid_error))
+            await asyncio.sleep(self._backoff_ms(attempts) / 1000)
+
+    # --- inspection -----------------------------------------------------------------------------
+
+    def in_flight_requests(self) -> int:
+        return sum(self._requests.values())

@@ -1,0 +1,265 @@
+"""The blocking `Consumer` (`from replog import Consumer`): the asyncio consumer on a private loop.
+
+Usage::
+
+    with Consumer("events", bootstrap_servers="127.0.0.1:9092", group_id="billing") as consumer:
+        for record in consumer:
+            handle(record)
+
+Same methods and semantics as `replog.client.consumer.Consumer` (read its docstring), without
+`await`. The engine runs on a `LoopThread` owned by this consumer; every call hands its work to
+that loop and waits for it.
+
+Rules:
+- Every blocking call is bounded: `poll` by its `timeout_ms`, the network calls by their
+  `timeout_ms` (default `default.api.timeout.ms`), iteration by `consumer.timeout.ms` (default:
+  forever, in 1 s polls). Ctrl-C in the waiting thread interrupts any of them within 0.1 s.
+- `wakeup()` and `close()` are safe from any thread: a poll blocked in another thread returns
+  (empty) at once, and a `for` loop over the consumer ends.
+- `commit_async` returns a `concurrent.futures.Future`; its callback runs on the consumer's
+  loop thread, so it must not call blocking methods of this consumer.
+- Iteration hands out records from a local buffer without a thread hop per record; records
+  still in that buffer are not committed (see the asyncio consumer).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import threading
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
+from typing import Any, Literal, TypeVar, overload
+
+from replog.client.config import ConsumerConfig
+from replog.client.consumer import CommitCallback
+from replog.client.consumer import Consumer as AioConsumer
+from replog.client.loop_thread import LoopThread
+from replog.client.records import (
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
+from replog.errors import ClientClosedError, InvalidGroupIdError
+
+T = TypeVar("T")
+
+SAFETY_MARGIN_MS = 5_000  # the loop wait outlasts the engine's own deadline by this much
+
+
+class Consumer:
+    """The blocking consumer (module docstring)."""
+
+    def __init__(
+        self,
+        *topics: str,
+        config: Mapping[str, object] | ConsumerConfig | None = None,
+        **kwargs: object,
+    ) -> None:
+        # Built first: a bad config fails here, before any thread is started.
+        self._aio = AioConsumer(*topics, config=config, **kwargs)
+        self.config = self._aio.config
+        self._loop = LoopThread(f"replog-consumer-{self.config.client_id}")
+        self._close_lock = threading.Lock()
+        self._closed = False
+
+    # --- plumbing -------------------------------------------------------------------------------
+
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise ClientClosedError(f"{what}: the consumer is closed")
+
+    def _run(self, coro: Coroutine[Any, Any, T], what: str, timeout_ms: float | None) -> T:
+        if self._closed:
+            coro.close()
+            raise ClientClosedError(f"{what}: the consumer is closed")
+        timeout_s = None if timeout_ms is None else (timeout_ms + SAFETY_MARGIN_MS) / 1000
+        return self._loop.run(coro, timeout_s=timeout_s, what=what)
+
+    def _call(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        """A local-state method, run on the loop so it never races the engine."""
+
+        async def call() -> T:
+            return fn(*args)
+
+        return self._run(call(), what, self._api_timeout(None))
+
+    def _api_timeout(self, timeout_ms: int | None) -> int:
+        return self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
+
+    # --- assignment and subscription ----------------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        self._call("assign", self._aio.assign, list(partitions))
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._call("assignment", self._aio.assignment)
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        names = [topics] if isinstance(topics, str) else list(topics)
+        self._call("subscribe", self._aio.subscribe, names)
+
+    def unsubscribe(self) -> None:
+        self._call("unsubscribe", self._aio.unsubscribe)
+
+    def subscription(self) -> set[str] | None:
+        return self._call("subscription", self._aio.subscription)
+
+    # --- reading ----------------------------------------------------------------------------------
+
+    def poll(
+        self, timeout_ms: int = 0, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        return self._run(self._aio.poll(timeout_ms, max_records), "poll", timeout_ms)
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        return self
+
+    def __next__(self) -> ConsumerRecord:
+        record = self._aio.iteration_buffer.pop()
+        if record is not None:
+            return record
+        if self._closed:
+            raise StopIteration
+        # Bounded by consumer.timeout.ms (or forever by design); Ctrl-C still interrupts.
+        record = self._run(self._aio.next_record(), "iteration", None)
+        if record is None:
+            raise StopIteration
+        return record
+
+    def wakeup(self) -> None:
+        """Make a poll blocked in another thread (or the next poll) return at once."""
+        if not self._closed:
+            with contextlib.suppress(ClientClosedError):
+                self._loop.call_soon(self._aio.wakeup)
+
+    # --- positions ----------------------------------------------------------------------------
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        self._call("seek", self._aio.seek, partition, offset)
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        self._call("seek_to_beginning", self._aio.seek_to_beginning, *partitions)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        self._call("seek_to_end", self._aio.seek_to_end, *partitions)
+
+    def position(self, partition: TopicPartition, timeout_ms: int | None = None) -> int:
+        return self._run(
+            self._aio.position(partition, timeout_ms), "position", self._api_timeout(timeout_ms)
+        )
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        return self._call("highwater", self._aio.highwater, partition)
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        self._call("pause", self._aio.pause, *partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self._call("resume", self._aio.resume, *partitions)
+
+    def paused(self) -> set[TopicPartition]:
+        return self._call("paused", self._aio.paused)
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        return self._run(
+            self._aio.offsets_for_times(dict(timestamps), timeout_ms),
+            "offsets_for_times",
+            self._api_timeout(timeout_ms),
+        )
+
+    def beginning_offsets(
+        self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        return self._run(
+            self._aio.beginning_offsets(list(partitions), timeout_ms),
+            "beginning_offsets",
+            self._api_timeout(timeout_ms),
+        )
+
+    def end_offsets(
+        self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        return self._run(
+            self._aio.end_offsets(list(partitions), timeout_ms),
+            "end_offsets",
+            self._api_timeout(timeout_ms),
+        )
+
+    # --- committed offsets ----------------------------------------------------------------------
+
+    @overload
+    def committed(
+        self,
+        partition: TopicPartition,
+        timeout_ms: int | None = None,
+        *,
+        metadata: Literal[False] = False,
+    ) -> int | None: ...
+
+    @overload
+    def committed(
+        self, partition: TopicPartition, timeout_ms: int | None = None, *, metadata: Literal[True]
+    ) -> OffsetAndMetadata | None: ...
+
+    def committed(
+        self, partition: TopicPartition, timeout_ms: int | None = None, *, metadata: bool = False
+    ) -> int | OffsetAndMetadata | None:
+        timeout = self._api_timeout(timeout_ms)
+        if metadata:
+            return self._run(
+                self._aio.committed(partition, timeout_ms, metadata=True), "committed", timeout
+            )
+        return self._run(self._aio.committed(partition, timeout_ms), "committed", timeout)
+
+    def commit(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        timeout_ms: int | None = None,
+    ) -> None:
+        chosen = None if offsets is None else dict(offsets)
+        self._run(self._aio.commit(chosen, timeout_ms), "commit", self._api_timeout(timeout_ms))
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+        callback: CommitCallback | None = None,
+    ) -> concurrent.futures.Future[None]:
+        """Start a commit; the future completes when it is done (callback: module docstring)."""
+        self._check_open("commit_async")
+        if self.config.group_id is None:
+            raise InvalidGroupIdError("commit_async() needs a group.id: this consumer has none")
+        chosen = None if offsets is None else dict(offsets)
+
+        async def commit() -> None:
+            await self._aio.commit_async(chosen, callback)
+
+        return self._loop.submit(commit())
+
+    # --- closing --------------------------------------------------------------------------------
+
+    def close(self, autocommit: bool = True, timeout_ms: int | None = None) -> None:
+        """Commit what was consumed (auto-commit on), release connections, stop the loop thread.
+
+        Safe from any thread and idempotent; a poll blocked in another thread returns."""
+        with self._close_lock:
+            if self._closed:
+                return
+            try:
+                self._loop.call_soon(self._aio.wakeup)
+                self._loop.run(
+                    self._aio.close(autocommit, timeout_ms),
+                    timeout_s=(self._api_timeout(timeout_ms) + SAFETY_MARGIN_MS) / 1000,
+                    what="close",
+                )
+            finally:
+                self._closed = True
+                self._loop.close()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

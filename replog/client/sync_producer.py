@@ -1,0 +1,301 @@
+"""The blocking `Producer` (``from replog import Producer``): kafka-python's shape on the
+asyncio engine of `replog.client.producer`, run on a private event loop in a daemon thread.
+
+Usage::
+
+    with Producer(bootstrap_servers="127.0.0.1:9092", linger_ms=5) as producer:
+        future = producer.send("events", b"payload", key=b"user-1")
+        metadata = future.get(timeout=10)          # RecordMetadata(topic, partition, offset, ...)
+        producer.send("events", b"x").add_callback(print).add_errback(log_failure)
+        producer.flush()
+
+Rules:
+- `send` returns a `FutureRecordMetadata` (`get(timeout)`, `add_callback`, `add_errback`,
+  `succeeded()`, `failed()`, `exception`, `is_done`). It raises at once for bad input (as the
+  asyncio `send_nowait` does), and blocks up to `max.block.ms` for what it needs from the
+  cluster: the topic's metadata (an unknown topic raises UnknownTopicOrPartitionError as soon
+  as a broker says so; a missing partition raises it naming the count) and room in
+  `buffer.memory` (backpressure). Running out of `max.block.ms` raises KafkaTimeoutError
+  naming which of the two it waited for.
+- Hot path: when the topic's partitions are known and the buffer has room, `send` appends in
+  the calling thread under the accumulator's lock and wakes the sender only when it started a
+  new batch: no round trip to the loop thread per record.
+- Every blocking wait runs in slices of at most 0.1 s, so Ctrl-C interrupts `send`, `get`,
+  `flush` and `close` (KeyboardInterrupt; what ran on the loop on the caller's behalf is
+  cancelled). Every one of them has a timeout.
+- Callbacks and errbacks run on the producer's loop thread, in the order added, once the
+  record is done; added to a future that is already done, they run at once in the caller's
+  thread. They must not block: a blocking call of this producer from a callback raises
+  IllegalStateError (it would wait for itself), except `close`, which then closes without
+  waiting. An exception in a callback is logged and does not affect the others.
+- `flush(timeout)` and `close(timeout)` take seconds, like kafka-python (None: no limit);
+  `close` is idempotent, and the context manager closes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from replog.client.accumulator import ProducerBatch, ThreadSafeRecordAccumulator
+from replog.client.config import ProducerConfig
+from replog.client.loop_thread import WAIT_SLICE_S, LoopThread
+from replog.client.producer import Producer as AsyncProducer
+from replog.client.producer import _Prepared, _TopicInfo
+from replog.client.records import RecordMetadata
+from replog.clock import monotonic_ms
+from replog.errors import ClientClosedError, KafkaTimeoutError
+
+__all__ = ["FutureRecordMetadata", "Producer"]
+
+log = logging.getLogger("replog.client")
+
+# Guards the callback lists of every future: taken only to add a callback and, on the loop,
+# to complete a future that has callbacks. One lock for all: futures are many and cheap.
+_CALLBACKS_LOCK = threading.Lock()
+
+Callback = Callable[..., object]
+
+
+class FutureRecordMetadata:
+    """The outcome of one `send`: kafka-python's `FutureRecordMetadata` (module docstring)."""
+
+    __slots__ = ("_batch", "_callbacks", "_exception", "_value", "is_done", "topic")
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.is_done = False
+        self._value: RecordMetadata | None = None
+        self._exception: BaseException | None = None
+        self._batch: ProducerBatch | None = None
+        self._callbacks: list[tuple[bool, Callback, tuple[Any, ...], dict[str, Any]]] | None = None
+
+    # --- the accumulator's side (RecordHandle), on the loop thread --------------------------
+
+    def done(self) -> bool:
+        return self.is_done
+
+    def set_result(self, result: RecordMetadata, /) -> None:
+        self._settle(result, None)
+
+    def set_exception(self, exception: BaseException, /) -> None:
+        self._settle(None, exception)
+
+    def _settle(self, value: RecordMetadata | None, exception: BaseException | None) -> None:
+        with _CALLBACKS_LOCK:
+            self._value, self._exception = value, exception
+            self.is_done = True
+            callbacks, self._callbacks = self._callbacks, None
+        for on_success, fn, args, kwargs in callbacks or ():
+            self._run(on_success, fn, args, kwargs)
+
+    def _run(
+        self, on_success: bool, fn: Callback, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        if on_success != (self._exception is None):
+            return
+        try:
+            fn(*args, self._value if on_success else self._exception, **kwargs)
+        except Exception:
+            log.exception(
+                "a producer %s for topic %r raised",
+                "callback" if on_success else "errback",
+                self.topic,
+            )
+
+    # --- the user's side ----------------------------------------------------------------------
+
+    @property
+    def value(self) -> RecordMetadata | None:
+        return self._value
+
+    @property
+    def exception(self) -> BaseException | None:
+        return self._exception
+
+    def succeeded(self) -> bool:
+        return self.is_done and self._exception is None
+
+    def failed(self) -> bool:
+        return self.is_done and self._exception is not None
+
+    def add_callback(self, fn: Callback, *args: Any, **kwargs: Any) -> FutureRecordMetadata:
+        """Call ``fn(*args, record_metadata, **kwargs)`` on success."""
+        return self._add(True, fn, args, kwargs)
+
+    def add_errback(self, fn: Callback, *args: Any, **kwargs: Any) -> FutureRecordMetadata:
+        """Call ``fn(*args, exception, **kwargs)`` on failure."""
+        return self._add(False, fn, args, kwargs)
+
+    def add_both(self, fn: Callback, *args: Any, **kwargs: Any) -> FutureRecordMetadata:
+        self._add(True, fn, args, kwargs)
+        return self._add(False, fn, args, kwargs)
+
+    def _add(
+        self, on_success: bool, fn: Callback, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> FutureRecordMetadata:
+        with _CALLBACKS_LOCK:
+            if not self.is_done:
+                if self._callbacks is None:
+                    self._callbacks = []
+                self._callbacks.append((on_success, fn, args, kwargs))
+                return self
+        self._run(on_success, fn, args, kwargs)
+        return self
+
+    def get(self, timeout: float | None = None) -> RecordMetadata:
+        """The record's metadata once delivered; raises its error if it failed, and
+        KafkaTimeoutError if `timeout` seconds pass first (None: wait until it is done, which
+        delivery.timeout.ms bounds)."""
+        if not self.is_done:
+            self._wait(timeout)
+        if self._exception is not None:
+            raise self._exception
+        assert self._value is not None
+        return self._value
+
+    def _wait(self, timeout: float | None) -> None:
+        batch = self._batch
+        event = batch.done_event if batch is not None else None
+        deadline_ms = None if timeout is None else monotonic_ms() + int(timeout * 1000)
+        while not self.is_done:
+            slice_s = WAIT_SLICE_S
+            if deadline_ms is not None:
+                remaining_ms = deadline_ms - monotonic_ms()
+                if remaining_ms <= 0:
+                    raise KafkaTimeoutError(
+                        f"the record to topic {self.topic!r} was not delivered within "
+                        f"get(timeout={timeout}) (it may still be)"
+                    )
+                slice_s = min(slice_s, remaining_ms / 1000)
+            if event is not None:
+                event.wait(slice_s)
+            else:  # not attached to a batch (only possible before send returned)
+                threading.Event().wait(slice_s)
+
+
+class _Engine(AsyncProducer):
+    """The asyncio producer with an accumulator that user threads may append to."""
+
+    _accumulator_type = ThreadSafeRecordAccumulator
+
+
+class Producer:
+    """A blocking Kafka-style producer (module docstring)."""
+
+    def __init__(
+        self, config: Mapping[str, object] | ProducerConfig | None = None, **kwargs: object
+    ) -> None:
+        self._engine = engine = _Engine(config, **kwargs)
+        self.config = engine.config
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._loop = LoopThread(f"replog-producer-{engine.config.client_id}")
+        try:
+            self._loop.run(engine.start(), timeout_s=None, what="starting the producer")
+        except BaseException:
+            self._loop.close()
+            raise
+        # Appends come from user threads now: the sender must be woken through the loop.
+        engine._accumulator.wakeup = engine._sender.wakeup_threadsafe
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("the producer is closed: create a new one to send")
+
+    def send(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        headers: Iterable[tuple[str, Any]] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> FutureRecordMetadata:
+        """Queue one record (module docstring); the future tells when it is delivered."""
+        self._check_open()
+        engine = self._engine
+        record = engine._prepare(topic, value, key, headers, partition, timestamp_ms)
+        future = FutureRecordMetadata(topic)
+        info = engine._topics.get(topic)
+        if info is not None and (partition is None or partition < info.count):
+            batch = engine._append(record, info, future)
+            if batch is not None:
+                future._batch = batch
+                return future
+        future._batch = self._send_slow(record, future, info)
+        return future
+
+    def _send_slow(
+        self, record: _Prepared, future: FutureRecordMetadata, info: _TopicInfo | None
+    ) -> ProducerBatch:
+        """Wait for metadata and/or memory, within max.block.ms, then append."""
+        engine = self._engine
+        deadline_ms = monotonic_ms() + self.config.max_block_ms
+        topic, partition = record.topic, record.partition
+        if info is None or (partition is not None and partition >= info.count):
+            info = self._loop.run(
+                engine._topic_info(topic, partition, deadline_ms),
+                timeout_s=None,
+                what=f"send to topic {topic!r}",
+            )
+        acc = engine._accumulator
+        assert isinstance(acc, ThreadSafeRecordAccumulator)
+        while True:
+            self._check_open()
+            batch = engine._append(record, info, future)
+            if batch is not None:
+                return batch
+            remaining_ms = deadline_ms - monotonic_ms()
+            if remaining_ms <= 0:
+                raise engine._memory_timeout(topic)
+            engine._sender.wakeup_threadsafe()  # with waiters every batch is ready
+            acc.wait_for_memory(min(WAIT_SLICE_S, remaining_ms / 1000))
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued now and wait until each record is delivered or failed;
+        KafkaTimeoutError after `timeout` seconds (None: no limit)."""
+        self._check_open()
+        timeout_ms = None if timeout is None else int(timeout * 1000)
+        self._loop.run(self._engine.flush(timeout_ms), timeout_s=None, what="flush")
+
+    def close(self, timeout: float | None = None) -> None:
+        """Deliver what is queued within `timeout` seconds (None: no limit), fail the rest,
+        stop the loop thread. Idempotent."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        timeout_ms = None if timeout is None else int(timeout * 1000)
+        if self._loop.in_loop_thread():
+            # From a callback: waiting would wait for ourselves. Close without waiting.
+            self._loop.loop.create_task(self._engine.close(0))
+            return
+        try:
+            self._loop.run(self._engine.close(timeout_ms), timeout_s=None, what="close")
+        finally:
+            self._loop.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def partitions_for(self, topic: str) -> set[int]:
+        """The partition numbers of `topic` (waits up to max.block.ms for metadata)."""
+        self._check_open()
+        return self._loop.run(
+            self._engine.partitions_for(topic),
+            timeout_s=None,
+            what=f"partitions_for({topic!r})",
+        )
+
+    def metrics(self) -> dict[str, int]:
+        return self._engine.metrics()

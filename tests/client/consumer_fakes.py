@@ -1,0 +1,418 @@
+"""An in-process fake cluster for the consumer's unit tests: brokers, logs and a coordinator.
+
+`FakeCluster` stands in for the client's `Connections`: `connections()` returns an object whose
+`broker(address)` and `coordinator(address)` answer Metadata, Fetch, ListOffsets,
+FindCoordinator, OffsetCommit and OffsetFetch from in-memory partition logs and committed
+offsets, as a replog broker would (leader checks, leader-epoch fencing, OFFSET_OUT_OF_RANGE,
+reads bounded by the high watermark, whole batches from the one holding the fetch offset,
+long polls woken by appends). Tests steer it: move leaders, stop nodes (calls to them fail
+with gRPC UNAVAILABLE), script errors, hold back the high watermark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import pytest
+
+from replog.client import consumer as consumer_module
+from replog.client.records import OffsetAndMetadata, TopicPartition
+from replog.errors import (
+    FencedLeaderEpochError,
+    KafkaError,
+    NotCoordinatorError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    UnknownLeaderEpochError,
+    UnknownTopicOrPartitionError,
+)
+from replog.pb import common_pb2
+from replog.pb import controller_pb2 as pb
+from replog.record import build_batch, iter_batches, read_header
+from replog.replication import messages as m
+
+BASE_TIMESTAMP = 1_700_000_000_000
+
+
+def consumer_settings(cluster: FakeCluster, **overrides: object) -> dict[str, Any]:
+    """A consumer config for `cluster` with short timers (a test's overrides win)."""
+    return {
+        "bootstrap_servers": cluster.bootstrap,
+        "auto_offset_reset": "earliest",
+        "fetch_max_wait_ms": 50,
+        "request_timeout_ms": 2_000,
+        "default_api_timeout_ms": 3_000,
+        "retry_backoff_ms": 10,
+        "retry_backoff_max_ms": 50,
+        **overrides,
+    }
+
+
+def unavailable(address: str) -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.aio.Metadata(),
+        grpc.aio.Metadata(),
+        details=f"failed to connect to {address}: Connection refused",
+    )
+
+
+@dataclass
+class FakePartition:
+    leader: int
+    epoch: int = 0
+    batches: list[bytes] = field(default_factory=list)
+    log_start: int = 0
+    hw_lag: int = 0  # records at the end of the log not yet committed (above the HW)
+    errors: deque[KafkaError] = field(default_factory=deque)  # the next fetches answer these
+
+    @property
+    def log_end(self) -> int:
+        if not self.batches:
+            return self.log_start
+        return read_header(self.batches[-1]).next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return max(self.log_start, self.log_end - self.hw_lag)
+
+    def append(
+        self,
+        values: Sequence[bytes | None],
+        *,
+        key: bytes | None = None,
+        timestamp: int | None = None,
+        **options: object,
+    ) -> int:
+        base = self.log_end
+        records = [
+            (
+                (BASE_TIMESTAMP + base + i) if timestamp is None else timestamp,
+                key,
+                value,
+                (),
+            )
+            for i, value in enumerate(values)
+        ]
+        self.batches.append(
+            build_batch(records, base_offset=base, partition_leader_epoch=self.epoch, **options)  # type: ignore[arg-type]
+        )
+        return base
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        out: list[bytes] = []
+        size = 0
+        hw = self.high_watermark
+        for raw in self.batches:
+            batch = read_header(raw)  # no CRC check: tests plant corrupt batches
+            if batch.last_offset < offset or batch.base_offset < self.log_start:
+                continue
+            if batch.next_offset > hw:
+                break  # the leader serves consumers whole batches below the HW
+            if out and size + len(raw) > max_bytes:
+                break
+            out.append(raw)
+            size += len(raw)
+        return b"".join(out)
+
+    def offset_for_time(self, timestamp: int) -> tuple[int, int] | None:
+        for raw in self.batches:
+            for record in next(iter_batches(raw)).records():
+                if record.offset < self.log_start or record.offset >= self.high_watermark:
+                    continue
+                if record.timestamp >= timestamp:
+                    return record.offset, record.timestamp
+        return None
+
+
+@dataclass
+class FakeCluster:
+    nodes: int = 3
+    topics: dict[str, list[FakePartition]] = field(default_factory=dict)
+    down: set[int] = field(default_factory=set)
+    committed: dict[tuple[str, TopicPartition], OffsetAndMetadata] = field(default_factory=dict)
+    coordinator_node: int = 0
+    # Scripted answers: request-level errors the next calls raise, in order.
+    find_errors: deque[Exception] = field(default_factory=deque)
+    commit_errors: deque[Exception] = field(default_factory=deque)
+    commit_partition_errors: deque[dict[TopicPartition, KafkaError]] = field(default_factory=deque)
+    offset_fetch_errors: deque[Exception] = field(default_factory=deque)
+    # Calls cut off as by a channel reset: they raise CancelledError, nobody cancelled them.
+    cut_off: deque[str] = field(default_factory=deque)
+    calls: list[str] = field(default_factory=list)
+    fetches: list[tuple[int, tuple[tuple[str, int, int], ...]]] = field(default_factory=list)
+    commits: list[dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=list)
+    appended: asyncio.Event | None = None
+    appended_loop: asyncio.AbstractEventLoop | None = None
+
+    def address(self, node: int) -> str:
+        return f"node{node}:9092"
+
+    def node_of(self, address: str) -> int:
+        return int(address.split(":")[0].removeprefix("node"))
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(self.address(n) for n in range(self.nodes))
+
+    def create(self, topic: str, partitions: int = 1) -> list[FakePartition]:
+        self.topics[topic] = [FakePartition(leader=p % self.nodes) for p in range(partitions)]
+        return self.topics[topic]
+
+    def partition(self, topic: str, partition: int = 0) -> FakePartition:
+        return self.topics[topic][partition]
+
+    def append(
+        self, topic: str, partition: int, values: Sequence[bytes | None], **kw: object
+    ) -> int:
+        base = self.partition(topic, partition).append(values, **kw)  # type: ignore[arg-type]
+        self.wake()
+        return base
+
+    def wake(self) -> None:
+        """Wake long polls; safe from a test thread while a consumer's loop thread waits."""
+        event, loop = self.appended, self.appended_loop
+        if event is None or loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            event.set()
+        else:
+            loop.call_soon_threadsafe(event.set)
+
+    def move_leader(self, topic: str, partition: int, node: int) -> None:
+        state = self.partition(topic, partition)
+        state.leader = node
+        state.epoch += 1
+
+    def connections(self) -> FakeConnections:
+        return FakeConnections(self)
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Make every Consumer built from now on talk to this cluster."""
+        monkeypatch.setattr(consumer_module, "Connections", lambda **_: self.connections())
+
+    def check_up(self, address: str, call: str = "") -> int:
+        node = self.node_of(address)
+        if node in self.down:
+            raise unavailable(address)
+        if call and self.cut_off and self.cut_off[0] == call:
+            self.cut_off.popleft()
+            raise asyncio.CancelledError()
+        return node
+
+
+class FakeConnections:
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+        self.closed = False
+
+    def broker(self, address: str) -> FakeBroker:
+        return FakeBroker(self.cluster, address)
+
+    def coordinator(self, address: str) -> FakeCoordinator:
+        return FakeCoordinator(self.cluster, address)
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+@dataclass
+class FakeBroker:
+    cluster: FakeCluster
+    address: str
+
+    async def metadata(
+        self, topics: Sequence[str] | None = None, *, timeout_ms: int | None = None
+    ) -> pb.MetadataResponse:
+        cluster = self.cluster
+        cluster.check_up(self.address)
+        cluster.calls.append("Metadata")
+        answer = pb.MetadataResponse(controller_id=0, cluster_id="fake")
+        for node in range(cluster.nodes):
+            answer.brokers.append(pb.BrokerEndpoint(broker_id=node, host=f"node{node}", port=9092))
+        for name in topics or sorted(cluster.topics):
+            found = cluster.topics.get(name)
+            if found is None:
+                error = common_pb2.ErrorStatus(code=3, error_name="UNKNOWN_TOPIC_OR_PARTITION")
+                answer.topics.append(pb.TopicMetadata(name=name, error=error))
+                continue
+            answer.topics.append(
+                pb.TopicMetadata(
+                    name=name,
+                    partitions=[
+                        pb.PartitionMetadata(
+                            partition_index=i,
+                            leader_id=p.leader,
+                            leader_epoch=p.epoch,
+                            replicas=[p.leader],
+                            isr=[p.leader],
+                        )
+                        for i, p in enumerate(found)
+                    ],
+                )
+            )
+        return answer
+
+    def _led(self, node: int, topic: str, partition: int, epoch: int) -> FakePartition:
+        where = f"{topic}-{partition}"
+        found = self.cluster.topics.get(topic)
+        if found is None or partition >= len(found):
+            raise UnknownTopicOrPartitionError(f"{where}: not hosted here")
+        state = found[partition]
+        if state.leader != node:
+            raise NotLeaderOrFollowerError(f"{where}: broker {node} is not the leader")
+        if epoch >= 0 and epoch < state.epoch:
+            raise FencedLeaderEpochError(f"{where}: epoch {epoch} < {state.epoch}")
+        if epoch > state.epoch:
+            raise UnknownLeaderEpochError(f"{where}: epoch {epoch} > {state.epoch}")
+        return state
+
+    def _read(self, node: int, request: m.FetchRequest) -> list[m.FetchPartitionResult]:
+        results = []
+        for entry in request.partitions:
+            try:
+                state = self._led(node, entry.topic, entry.partition, entry.current_leader_epoch)
+                if state.errors:
+                    raise state.errors.popleft()
+                if not state.log_start <= entry.fetch_offset <= state.log_end:
+                    raise OffsetOutOfRangeError(
+                        f"{entry.topic}-{entry.partition}: offset {entry.fetch_offset} outside "
+                        f"[{state.log_start}, {state.log_end}]"
+                    )
+            except KafkaError as error:
+                results.append(m.FetchPartitionResult(entry.topic, entry.partition, error))
+                continue
+            results.append(
+                m.FetchPartitionResult(
+                    entry.topic,
+                    entry.partition,
+                    high_watermark=state.high_watermark,
+                    last_stable_offset=state.high_watermark,
+                    log_start_offset=state.log_start,
+                    records=state.read(entry.fetch_offset, entry.partition_max_bytes),
+                )
+            )
+        return results
+
+    async def fetch(
+        self, request: m.FetchRequest, *, timeout_ms: int | None = None
+    ) -> m.FetchResponse:
+        cluster = self.cluster
+        node = cluster.check_up(self.address, "Fetch")
+        cluster.fetches.append(
+            (node, tuple((p.topic, p.partition, p.fetch_offset) for p in request.partitions))
+        )
+        results = self._read(node, request)
+        if request.max_wait_ms > 0 and not any(r.records or r.error for r in results):
+            if cluster.appended is None or cluster.appended_loop is not asyncio.get_running_loop():
+                cluster.appended = asyncio.Event()
+                cluster.appended_loop = asyncio.get_running_loop()
+            cluster.appended.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(cluster.appended.wait(), request.max_wait_ms / 1000)
+            cluster.check_up(self.address)
+            results = self._read(node, request)
+        return m.FetchResponse(tuple(results))
+
+    async def list_offsets(
+        self, request: m.ListOffsetsRequest, *, timeout_ms: int | None = None
+    ) -> m.ListOffsetsResponse:
+        node = self.cluster.check_up(self.address, "ListOffsets")
+        self.cluster.calls.append("ListOffsets")
+        results = []
+        for entry in request.partitions:
+            try:
+                state = self._led(node, entry.topic, entry.partition, entry.current_leader_epoch)
+            except KafkaError as error:
+                results.append(m.ListOffsetsPartitionResult(entry.topic, entry.partition, error))
+                continue
+            if entry.timestamp == m.EARLIEST_TIMESTAMP:
+                offset, timestamp = state.log_start, -1
+            elif entry.timestamp == m.LATEST_TIMESTAMP:
+                offset, timestamp = state.high_watermark, -1
+            else:
+                found = state.offset_for_time(entry.timestamp)
+                offset, timestamp = found if found is not None else (-1, -1)
+            results.append(
+                m.ListOffsetsPartitionResult(
+                    entry.topic, entry.partition, None, timestamp, offset, state.epoch
+                )
+            )
+        return m.ListOffsetsResponse(tuple(results))
+
+    async def close(self) -> None:
+        pass
+
+
+@dataclass
+class FakeCoordinator:
+    cluster: FakeCluster
+    address: str
+
+    def _check(self, queue: deque[Exception], call: str) -> None:
+        node = self.cluster.check_up(self.address, call)
+        if queue:
+            raise queue.popleft()
+        if node != self.cluster.coordinator_node:
+            raise NotCoordinatorError(f"broker {node} is not the coordinator")
+
+    async def find_coordinator(
+        self, group_id: str, *, timeout_ms: int | None = None
+    ) -> tuple[int, str]:
+        self.cluster.check_up(self.address)
+        self.cluster.calls.append("FindCoordinator")
+        if self.cluster.find_errors:
+            raise self.cluster.find_errors.popleft()
+        node = self.cluster.coordinator_node
+        return node, self.cluster.address(node)
+
+    async def offset_commit(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        *,
+        generation_id: int = -1,
+        member_id: str = "",
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        self.cluster.calls.append("OffsetCommit")
+        self._check(self.cluster.commit_errors, "OffsetCommit")
+        errors = (
+            self.cluster.commit_partition_errors.popleft()
+            if self.cluster.commit_partition_errors
+            else {}
+        )
+        answer: dict[TopicPartition, KafkaError | None] = {}
+        stored = {}
+        for tp, offset in offsets.items():
+            answer[tp] = errors.get(tp)
+            if answer[tp] is None:
+                self.cluster.committed[(group_id, tp)] = offset
+                stored[tp] = offset
+        self.cluster.commits.append(stored)
+        return answer
+
+    async def offset_fetch(
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition] | None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        self.cluster.calls.append("OffsetFetch")
+        self._check(self.cluster.offset_fetch_errors, "OffsetFetch")
+        assert partitions is not None
+        return {tp: self.cluster.committed.get((group_id, tp)) for tp in partitions}
+
+    async def close(self) -> None:
+        pass

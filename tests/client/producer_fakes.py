@@ -1,0 +1,366 @@
+"""An in-process fake cluster for the producer's unit tests: brokers that take Produce,
+Metadata and InitProducerId, and partition logs that judge idempotent batches exactly as a
+replog broker does (`replog.replication.producer_state.ProducerStateTable`).
+
+`FakeCluster` stands in for the producer's `Connections` (`install(monkeypatch)`): every
+Producer built afterwards talks to it. Tests steer it:
+- `refuse(topic, partition, error, times)`: the next produces of that partition answer `error`
+  and append nothing;
+- `lose(topic, partition, times)`: the next produces append, then the call fails with gRPC
+  UNAVAILABLE (the answer is lost: the client cannot know the batch was written);
+- `gate`: while closed, produce calls wait before doing anything (`held` counts them); opening
+  it from any thread lets them go on, `release_one` lets exactly the oldest (or a chosen) one;
+- `down`: nodes whose calls fail with UNAVAILABLE; `move_leader`; `leader = -1` for none;
+- `pid_errors`: InitProducerId answers these first.
+It records every produce call (node, partitions with their base sequences) and the largest
+number of produce calls a node had outstanding at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import pytest
+
+from replog.client import producer as producer_module
+from replog.errors import KafkaError, NotLeaderOrFollowerError, UnknownTopicOrPartitionError
+from replog.pb import common_pb2
+from replog.pb import controller_pb2 as pb
+from replog.record import RecordBatch, iter_frames, read_header, stamp_batch
+from replog.replication import messages as m
+from replog.replication.producer_state import ProducerStateTable
+
+
+def unavailable(address: str, details: str = "Connection refused") -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(
+        grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), details=details
+    )
+
+
+class Gate:
+    """Open or closed; waiters on any loop; opened and closed from any thread."""
+
+    def __init__(self) -> None:
+        self._open = True
+        self._lock = threading.Lock()
+        self._waiters: deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = deque()
+
+    @property
+    def held(self) -> int:
+        with self._lock:
+            return sum(1 for _, f in self._waiters if not f.done())
+
+    def close(self) -> None:
+        with self._lock:
+            self._open = False
+
+    def open(self) -> None:
+        with self._lock:
+            self._open = True
+            waiters, self._waiters = self._waiters, deque()
+        for loop, future in waiters:
+            _resolve(loop, future)
+
+    def release_one(self, index: int = 0) -> None:
+        """Let the `index`-th oldest waiting call go on (the gate stays closed)."""
+        with self._lock:
+            live = [w for w in self._waiters if not w[1].done()]
+            loop, future = live[index]
+            self._waiters.remove((loop, future))
+        _resolve(loop, future)
+
+    async def wait(self) -> None:
+        with self._lock:
+            if self._open:
+                return
+            loop = asyncio.get_running_loop()
+            future: asyncio.Future[None] = loop.create_future()
+            self._waiters.append((loop, future))
+        await future
+
+
+def _resolve(loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> None:
+    def settle() -> None:
+        if not future.done():
+            future.set_result(None)
+
+    if loop.is_closed():
+        return
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        settle()
+    else:
+        loop.call_soon_threadsafe(settle)
+
+
+@dataclass
+class FakeLog:
+    """One partition's log: whole batches, offsets stamped, idempotence judged."""
+
+    name: str
+    leader: int
+    epoch: int = 1
+    batches: list[bytes] = field(default_factory=list)
+    next_offset: int = 0
+
+    def __post_init__(self) -> None:
+        self.state = ProducerStateTable(self.name)
+
+    def append(self, records: bytes) -> tuple[int, int]:
+        """(base offset, record count) of the append, or of the duplicate it repeats."""
+        headers = [read_header(records, position) for position, _ in iter_frames(records)]
+        duplicate = self.state.check_batches(headers)  # raises the sequence errors
+        if duplicate is not None:
+            return duplicate.first_offset, duplicate.last_offset - duplicate.first_offset + 1
+        base = self.next_offset
+        for position, size in iter_frames(records):
+            buf = bytearray(records[position : position + size])
+            stamp_batch(buf, 0, self.next_offset, self.epoch)
+            header = read_header(buf)
+            self.state.update(header)
+            self.batches.append(bytes(buf))
+            self.next_offset = header.next_offset
+        return base, self.next_offset - base
+
+    def values(self) -> list[bytes | None]:
+        return [r.value for b in self.batches for r in RecordBatch.parse(b).records()]
+
+    def records(self) -> list[Any]:
+        return [r for b in self.batches for r in RecordBatch.parse(b).records()]
+
+    def headers(self) -> list[Any]:
+        return [RecordBatch.parse(b).header for b in self.batches]
+
+
+@dataclass
+class ProduceCall:
+    node: int
+    acks: int
+    partitions: list[tuple[str, int, int, int]]  # topic, partition, base sequence, records
+
+
+@dataclass
+class FakeCluster:
+    nodes: int = 3
+    topics: dict[str, list[FakeLog]] = field(default_factory=dict)
+    down: set[int] = field(default_factory=set)
+    gate: Gate = field(default_factory=Gate)
+    refusals: dict[tuple[str, int], deque[KafkaError]] = field(default_factory=dict)
+    losses: dict[tuple[str, int], int] = field(default_factory=dict)
+    pid_errors: deque[Exception] = field(default_factory=deque)
+    calls: list[ProduceCall] = field(default_factory=list)
+    metadata_calls: int = 0
+    pid_calls: int = 0
+    next_pid: int = 1000
+    outstanding: dict[int, int] = field(default_factory=dict)
+    peak_outstanding: dict[int, int] = field(default_factory=dict)
+
+    def address(self, node: int) -> str:
+        return f"node{node}:9092"
+
+    def node_of(self, address: str) -> int:
+        return int(address.split(":")[0].removeprefix("node"))
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(self.address(n) for n in range(self.nodes))
+
+    def create(self, topic: str, partitions: int = 1) -> list[FakeLog]:
+        self.topics[topic] = [
+            FakeLog(f"{topic}-{p}", leader=p % self.nodes) for p in range(partitions)
+        ]
+        return self.topics[topic]
+
+    def log(self, topic: str, partition: int = 0) -> FakeLog:
+        return self.topics[topic][partition]
+
+    def move_leader(self, topic: str, partition: int, node: int) -> None:
+        log = self.log(topic, partition)
+        log.leader = node
+        log.epoch += 1
+
+    def refuse(self, topic: str, partition: int, error: KafkaError, times: int = 1) -> None:
+        self.refusals.setdefault((topic, partition), deque()).extend([error] * times)
+
+    def lose(self, topic: str, partition: int, times: int = 1) -> None:
+        self.losses[(topic, partition)] = self.losses.get((topic, partition), 0) + times
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Make every Producer built from now on talk to this cluster."""
+        monkeypatch.setattr(producer_module, "Connections", lambda **_: FakeConnections(self))
+
+    def check_up(self, address: str) -> int:
+        node = self.node_of(address)
+        if node in self.down:
+            raise unavailable(address)
+        return node
+
+    # --- the Broker service ---------------------------------------------------------------------
+
+    async def produce(self, address: str, request: m.ProduceRequest) -> m.ProduceResponse:
+        node = self.check_up(address)
+        self.calls.append(
+            ProduceCall(
+                node,
+                request.acks,
+                [
+                    (
+                        p.topic,
+                        p.partition,
+                        read_header(p.records).base_sequence,
+                        read_header(p.records).records_count,
+                    )
+                    for p in request.partitions
+                ],
+            )
+        )
+        self.outstanding[node] = self.outstanding.get(node, 0) + 1
+        self.peak_outstanding[node] = max(
+            self.peak_outstanding.get(node, 0), self.outstanding[node]
+        )
+        try:
+            await self.gate.wait()
+            self.check_up(address)
+            return self._produce(node, address, request)
+        finally:
+            self.outstanding[node] -= 1
+
+    def _produce(self, node: int, address: str, request: m.ProduceRequest) -> m.ProduceResponse:
+        results = []
+        lost = False
+        for entry in request.partitions:
+            key = (entry.topic, entry.partition)
+            logs = self.topics.get(entry.topic)
+            if logs is None or entry.partition >= len(logs):
+                results.append(
+                    m.ProducePartitionResult(
+                        *key, UnknownTopicOrPartitionError(f"{entry.topic}-{entry.partition}")
+                    )
+                )
+                continue
+            log = logs[entry.partition]
+            if log.leader != node:
+                results.append(
+                    m.ProducePartitionResult(
+                        *key, NotLeaderOrFollowerError(f"{log.name}: node {node} is not leader")
+                    )
+                )
+                continue
+            refusals = self.refusals.get(key)
+            if refusals:
+                results.append(m.ProducePartitionResult(*key, refusals.popleft()))
+                continue
+            try:
+                base, _ = log.append(entry.records)
+            except KafkaError as exc:
+                results.append(m.ProducePartitionResult(*key, exc))
+                continue
+            if self.losses.get(key):
+                self.losses[key] -= 1
+                lost = True
+            results.append(m.ProducePartitionResult(*key, base_offset=base))
+        if lost:
+            raise unavailable(address, "Socket closed")
+        if request.acks == m.ACKS_NONE:
+            return m.ProduceResponse(tuple(r for r in results if r.error is not None))
+        return m.ProduceResponse(tuple(results))
+
+    async def metadata(self, address: str, topics: Sequence[str] | None) -> pb.MetadataResponse:
+        self.check_up(address)
+        self.metadata_calls += 1
+        answered = []
+        for name in list(topics or ()) or sorted(self.topics):
+            logs = self.topics.get(name)
+            if logs is None:
+                error = common_pb2.ErrorStatus(
+                    code=3, error_name="UNKNOWN_TOPIC_OR_PARTITION", message=f"no topic {name!r}"
+                )
+                answered.append(pb.TopicMetadata(name=name, error=error))
+                continue
+            answered.append(
+                pb.TopicMetadata(
+                    name=name,
+                    partitions=[
+                        pb.PartitionMetadata(
+                            partition_index=p,
+                            leader_id=log.leader,
+                            leader_epoch=log.epoch,
+                            replicas=list(range(self.nodes)),
+                            isr=list(range(self.nodes)),
+                        )
+                        for p, log in enumerate(logs)
+                    ],
+                )
+            )
+        brokers = [
+            pb.BrokerEndpoint(broker_id=n, host=f"node{n}", port=9092)
+            for n in range(self.nodes)
+            if n not in self.down
+        ]
+        return pb.MetadataResponse(
+            controller_id=0, cluster_id="fake", brokers=brokers, topics=answered
+        )
+
+    async def init_producer_id(self, address: str) -> tuple[int, int]:
+        self.check_up(address)
+        self.pid_calls += 1
+        if self.pid_errors:
+            raise self.pid_errors.popleft()
+        self.next_pid += 1
+        return self.next_pid - 1, 0
+
+
+class FakeConnections:
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+        self.closed = False
+
+    def broker(self, address: str) -> FakeBroker:
+        return FakeBroker(self.cluster, address)
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+@dataclass
+class FakeBroker:
+    cluster: FakeCluster
+    address: str
+
+    async def produce(
+        self, request: m.ProduceRequest, *, timeout_ms: int | None = None
+    ) -> m.ProduceResponse:
+        return await self.cluster.produce(self.address, request)
+
+    async def metadata(
+        self, topics: Sequence[str] | None = None, *, timeout_ms: int | None = None
+    ) -> pb.MetadataResponse:
+        return await self.cluster.metadata(self.address, topics)
+
+    async def init_producer_id(self, *, timeout_ms: int | None = None) -> tuple[int, int]:
+        return await self.cluster.init_producer_id(self.address)
+
+    async def close(self) -> None:
+        return None
+
+
+def producer_settings(cluster: FakeCluster, **overrides: object) -> dict[str, Any]:
+    """A producer config for `cluster` with short timers (a test's overrides win)."""
+    return {
+        "bootstrap_servers": cluster.bootstrap,
+        "linger_ms": 0,
+        "request_timeout_ms": 2_000,
+        "retry_backoff_ms": 5,
+        "retry_backoff_max_ms": 20,
+        "max_block_ms": 3_000,
+        **overrides,
+    }

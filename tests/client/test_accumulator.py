@@ -1,0 +1,363 @@
+"""RecordAccumulator without a network: batching by batch.size, readiness (linger, full, flush,
+retry backoff), draining by leader within max.request.size, buffer.memory accounting and the
+blocking wait for it, expiry, re-enqueueing in sequence order, stamping, and completing the
+records' futures. Built batches are checked by decoding them (replog's reader and
+kafka-python's, the independent oracle)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from kafka.record.default_records import DefaultRecordBatch
+
+from replog.client.accumulator import (
+    RECORD_OVERHEAD_MAX,
+    ProducerBatch,
+    RecordAccumulator,
+    ThreadSafeRecordAccumulator,
+    encode_batches,
+    record_size_bound,
+)
+from replog.client.records import RecordMetadata, TopicPartition
+from replog.errors import NotEnoughReplicasError
+from replog.record import COMPRESSION_GZIP, RecordBatch, build_batch, validate_batch
+from replog.record.record import encode_record
+
+TP0 = TopicPartition("t", 0)
+TP1 = TopicPartition("t", 1)
+TP2 = TopicPartition("u", 0)
+TS = 1_700_000_000_000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+class Handle:
+    """A minimal record future (what asyncio.Future offers the accumulator)."""
+
+    def __init__(self) -> None:
+        self.result: RecordMetadata | None = None
+        self.error: BaseException | None = None
+
+    def done(self) -> bool:
+        return self.result is not None or self.error is not None
+
+    def set_result(self, result: RecordMetadata) -> None:
+        self.result = result
+
+    def set_exception(self, exception: BaseException) -> None:
+        self.error = exception
+
+
+def accumulator(thread_safe: bool = False, **overrides: object) -> tuple[RecordAccumulator, Clock]:
+    clock = Clock()
+    settings: dict[str, object] = {"batch_size": 1_000, "linger_ms": 5, "clock": clock}
+    settings.update(overrides)
+    kind = ThreadSafeRecordAccumulator if thread_safe else RecordAccumulator
+    return kind(**settings), clock  # type: ignore[arg-type]
+
+
+def leaders(mapping: dict[TopicPartition, int]) -> object:
+    return mapping.get
+
+
+def always(_: int) -> bool:
+    return True
+
+
+def test_the_size_bound_is_never_below_the_real_encoding() -> None:
+    cases = [
+        (None, None, ()),
+        (b"k", b"v" * 300, ()),
+        (b"k" * 200, None, (("trace", b"x" * 10), ("é", None))),
+        (None, b"v" * 70_000, (("h", b""),)),
+    ]
+    for key, value, headers in cases:
+        real = len(encode_record(127, 2**40, key, value, headers))
+        slack = RECORD_OVERHEAD_MAX + sum(10 + 3 * len(name) for name, _ in headers)
+        assert real <= record_size_bound(key, value, headers) <= real + slack
+
+
+def test_records_fill_a_batch_up_to_batch_size_then_start_the_next() -> None:
+    acc, _ = accumulator()
+    value = b"v" * 100  # 109 bytes encoded: 8 fit after the 61-byte header in 1000
+    batches = [acc.append(TP0, TS + i, None, value) for i in range(20)]
+    assert len({id(b) for b in batches}) == 3
+    assert [b.record_count for b in dict.fromkeys(batches)] == [8, 8, 4]  # type: ignore[union-attr]
+    assert batches[0].full and batches[0].size_in_bytes == 61 + 8 * 109  # type: ignore[union-attr]
+    big = acc.append(TP0, TS, None, b"x" * 5_000)  # larger than batch.size: a batch of its own
+    assert big is not None and big.record_count == 1 and big is not batches[-1]
+    assert acc.append(TP0, TS, None, b"y") is not big
+
+
+def test_a_built_batch_holds_the_records_as_appended() -> None:
+    acc, _ = accumulator(batch_size=16_384)
+    headers = (("trace", b"abc"), ("none", None))
+    acc.append(TP0, TS, b"k1", b"v1", headers)
+    acc.append(TP0, TS + 7, None, b"v2")
+    acc.append(TP0, TS + 3, b"k3", None)
+    (batch,) = acc.drain_all()
+    raw = batch.close()
+    assert raw is batch.close()  # built once
+    expected = build_batch(
+        [(TS, b"k1", b"v1", headers), (TS + 7, None, b"v2", ()), (TS + 3, b"k3", None, ())]
+    )
+    assert raw == expected
+    parsed = DefaultRecordBatch(bytearray(raw))
+    assert parsed.validate_crc()
+    records = list(parsed)
+    assert [(r.offset, r.timestamp, r.key, r.value) for r in records] == [
+        (0, TS, b"k1", b"v1"),
+        (1, TS + 7, None, b"v2"),
+        (2, TS + 3, b"k3", None),
+    ]
+    assert records[0].headers == [("trace", b"abc"), ("none", None)]
+
+
+def test_compression_happens_when_the_batch_is_closed() -> None:
+    acc, _ = accumulator(batch_size=16_384, compression=COMPRESSION_GZIP)
+    for i in range(50):
+        acc.append(TP0, TS, None, b"same text again and again %d" % (i % 3))
+    (batch,) = acc.drain_all()
+    raw = batch.close()
+    assert len(raw) < 50 * 28 / 3
+    parsed = RecordBatch.parse(raw)
+    assert parsed.compression_codec == COMPRESSION_GZIP
+    assert [r.value for r in parsed.records()][:2] == [
+        b"same text again and again 0",
+        b"same text again and again 1",
+    ]
+
+
+def test_encode_batches_builds_what_kafka_python_reads_back() -> None:
+    records = [(TS + i, None, bytes([i % 256]) * 1024) for i in range(40)]
+    built = encode_batches(records, batch_size=16_384)
+    assert len(built) == 3  # 15 records of 1 KiB per 16 KiB batch
+    oracles = [DefaultRecordBatch(bytearray(raw)) for raw in built]
+    assert all(batch.validate_crc() for batch in oracles)
+    decoded = [r for batch in oracles for r in batch]
+    assert [(r.timestamp, r.value) for r in decoded] == [(t, v) for t, _, v in records]
+
+
+def test_a_partition_is_ready_after_linger_or_when_full_or_flushing() -> None:
+    acc, clock = accumulator(linger_ms=5)
+    lead = leaders({TP0: 1, TP1: 2})
+    acc.append(TP0, TS, None, b"a")
+    result = acc.drain(clock.now, lead, always, 1_000_000)  # type: ignore[arg-type]
+    assert result.by_node == {} and result.next_ready_ms == clock.now + 5
+    clock.now += 5
+    result = acc.drain(clock.now, lead, always, 1_000_000)  # type: ignore[arg-type]
+    assert [b.record_count for b in result.by_node[1]] == [1]
+
+    for _ in range(9):  # the first batch fills up: ready before linger
+        acc.append(TP1, TS, None, b"v" * 100)
+    result = acc.drain(clock.now, lead, always, 1_000_000)  # type: ignore[arg-type]
+    assert [b.record_count for b in result.by_node[2]] == [8]
+
+    acc.append(TP0, TS, None, b"b")
+    acc.flushing += 1
+    result = acc.drain(clock.now, lead, always, 1_000_000)  # type: ignore[arg-type]
+    assert set(result.by_node) == {1, 2}  # TP1's remainder too
+    assert acc.incomplete()  # drained, not done
+
+
+def test_a_ready_leader_takes_the_first_batch_of_each_partition_it_leads() -> None:
+    acc, clock = accumulator(linger_ms=50)
+    lead = leaders({TP0: 1, TP1: 1, TP2: 2})
+    for _ in range(9):
+        acc.append(TP0, TS, None, b"v" * 100)  # TP0's first batch full: node 1 ready
+    acc.append(TP1, TS, None, b"x")  # lingering, but rides along to node 1
+    acc.append(TP2, TS, None, b"y")  # lingering on node 2: stays
+    result = acc.drain(clock.now, lead, always, 1_000_000)  # type: ignore[arg-type]
+    assert [(b.topic_partition, b.record_count) for b in result.by_node[1]] == [
+        (TP0, 8),
+        (TP1, 1),
+    ]
+    assert 2 not in result.by_node
+    # One batch per partition per request: TP0's second batch waits for the next drain.
+    assert set(acc.queued_partitions()) == {TP0, TP2}
+
+
+def test_max_request_size_splits_requests_and_partitions_take_turns() -> None:
+    acc, clock = accumulator(linger_ms=0, batch_size=300)
+    tps = [TopicPartition("t", p) for p in range(4)]
+    lead = leaders(dict.fromkeys(tps, 1))
+    for tp in tps:
+        acc.append(tp, TS, None, b"v" * 200)
+    first = acc.drain(clock.now, lead, always, 600)  # type: ignore[arg-type]
+    assert [b.topic_partition for b in first.by_node[1]] == tps[:2]
+    for tp in tps[:2]:
+        acc.append(tp, TS, None, b"v" * 200)
+    second = acc.drain(clock.now, lead, always, 600)  # type: ignore[arg-type]
+    assert [b.topic_partition for b in second.by_node[1]] == tps[2:]
+    # A batch larger than max.request.size still goes, alone, when its turn comes.
+    acc.append(TP2, TS, None, b"z" * 900)
+    lead = leaders({TP2: 1, **dict.fromkeys(tps, 1)})
+    third = acc.drain(clock.now, lead, always, 600)  # type: ignore[arg-type]
+    assert [b.topic_partition for b in third.by_node[1]] == tps[:2]
+    fourth = acc.drain(clock.now, lead, always, 600)  # type: ignore[arg-type]
+    assert [b.topic_partition for b in fourth.by_node[1]] == [TP2]
+
+
+def test_unknown_leaders_and_busy_nodes_keep_batches_queued() -> None:
+    acc, clock = accumulator(linger_ms=0)
+    acc.append(TP0, TS, None, b"a")
+    acc.append(TP1, TS, None, b"b")
+    result = acc.drain(clock.now, leaders({TP1: 3}), lambda node: node != 3, 1_000_000)  # type: ignore[arg-type]
+    assert result.by_node == {}
+    assert result.unknown_leaders == {TP0}
+    assert set(acc.queued_partitions()) == {TP0, TP1}
+
+
+def test_a_retry_waits_for_its_backoff_and_goes_back_in_sequence_order() -> None:
+    acc, clock = accumulator(linger_ms=0)
+    acc.idempotence = object()  # type: ignore[assignment]  # only tested for None
+    batches = []
+    for sequence in (10, 0, 5):
+        batch = ProducerBatch(TP0, None, clock.now, 0)  # type: ignore[arg-type]
+        batch.base_sequence = sequence
+        batch.attempts = 1
+        batches.append(batch)
+    new = acc.append(TP0, TS, None, b"new")
+    for batch in batches:
+        acc.reenqueue(batch, clock.now + 20)
+    with acc.lock:
+        queued = list(acc._deques[TP0])
+    assert [b.base_sequence for b in queued] == [0, 5, 10, -1]
+    assert queued[-1] is new
+
+
+def test_retry_backoff_delays_readiness() -> None:
+    acc, clock = accumulator(linger_ms=0)
+    acc.append(TP0, TS, None, b"a")
+    (batch,) = acc.drain(clock.now, leaders({TP0: 1}), always, 10**6).by_node[1]  # type: ignore[arg-type]
+    batch.attempts = 1
+    acc.reenqueue(batch, clock.now + 20)
+    result = acc.drain(clock.now, leaders({TP0: 1}), always, 10**6)  # type: ignore[arg-type]
+    assert result.by_node == {} and result.next_ready_ms == clock.now + 20
+    clock.now += 20
+    assert acc.drain(clock.now, leaders({TP0: 1}), always, 10**6).by_node[1] == [batch]  # type: ignore[arg-type]
+
+
+def test_buffer_memory_is_reserved_per_batch_and_returned_when_done() -> None:
+    acc, _ = accumulator(batch_size=1_000, buffer_memory=2_500)
+    first = acc.append(TP0, TS, None, b"a")
+    second = acc.append(TP1, TS, None, b"b")
+    assert first is not None and second is not None
+    assert acc.available_memory == 500
+    assert acc.append(TP2, TS, None, b"c") is None  # a third batch does not fit
+    assert acc.append(TP0, TS, None, b"d") is first  # appending to an open batch does
+    first.complete(0)
+    acc.deallocate(first)
+    acc.deallocate(first)  # once only
+    assert acc.available_memory == 1_500
+    assert acc.append(TP2, TS, None, b"c") is not None
+
+
+def test_a_blocked_thread_wakes_when_memory_is_freed() -> None:
+    acc, _ = accumulator(thread_safe=True, batch_size=1_000, buffer_memory=1_000)
+    assert isinstance(acc, ThreadSafeRecordAccumulator)
+    batch = acc.append(TP0, TS, None, b"a")
+    assert batch is not None and acc.append(TP1, TS, None, b"b") is None
+    woke = threading.Event()
+
+    def waiter() -> None:
+        while acc.append(TP1, TS, None, b"b") is None:
+            acc.wait_for_memory(5)
+        woke.set()
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while acc.memory_waiters == 0 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert acc.memory_waiters == 1
+    assert not woke.is_set()
+    batch.complete(0)
+    acc.deallocate(batch)
+    assert woke.wait(5)
+    thread.join(5)
+    assert acc.memory_waiters == 0
+
+
+def test_batches_older_than_the_delivery_timeout_expire_from_the_front() -> None:
+    acc, clock = accumulator(linger_ms=1_000, batch_size=200)
+    old = acc.append(TP0, TS, None, b"v" * 120)
+    clock.now += 50
+    young = acc.append(TP0, TS, None, b"v" * 120)
+    assert old is not young
+    assert acc.expired(clock.now, 100) == []
+    assert acc.next_expiry_ms(100) == 1_100
+    clock.now = 1_100
+    assert acc.expired(clock.now, 100) == [old]
+    assert old is not None and old.expired
+    assert acc.next_expiry_ms(100) == 1_150
+
+
+def test_stamping_writes_the_producer_fields_and_a_valid_crc() -> None:
+    acc, _ = accumulator()
+    acc.append(TP0, TS, None, b"a")
+    acc.append(TP0, TS, None, b"b")
+    (batch,) = acc.drain_all()
+    batch.stamp(4242, 3, 2**31 - 1)
+    header = validate_batch(batch.records)  # type: ignore[arg-type]
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (4242, 3, 2**31 - 1)
+    assert batch.last_sequence == 0  # wraps
+    assert header.records_count == 2
+
+
+def test_completing_a_batch_resolves_each_records_future() -> None:
+    acc, _ = accumulator()
+    handles = [Handle() for _ in range(3)]
+    acc.append(TP0, TS, b"key", b"v1", (), handles[0])
+    acc.append(TP0, TS + 1, None, b"v22", (), handles[1])
+    acc.append(TP0, TS + 2, None, None, (), handles[2])
+    (batch,) = acc.drain_all()
+    seen: list[ProducerBatch] = []
+    batch.add_done_callback(seen.append)
+    assert batch.complete(40)
+    assert not batch.complete(99) and not batch.fail(RuntimeError())
+    assert [h.result for h in handles] == [
+        RecordMetadata("t", 0, 40, TS, 3, 2),
+        RecordMetadata("t", 0, 41, TS + 1, -1, 3),
+        RecordMetadata("t", 0, 42, TS + 2, -1, -1),
+    ]
+    assert seen == [batch]
+    batch.add_done_callback(seen.append)  # already done: at once
+    assert seen == [batch, batch]
+
+
+def test_log_append_time_and_unknown_offsets_reach_the_futures() -> None:
+    acc, _ = accumulator()
+    handle = Handle()
+    acc.append(TP0, TS, None, b"v", (), handle)
+    (batch,) = acc.drain_all()
+    batch.complete(-1, 1_800_000_000_000)
+    assert handle.result == RecordMetadata("t", 0, -1, 1_800_000_000_000, -1, 1)
+
+
+def test_failing_a_batch_fails_each_future_with_the_error() -> None:
+    acc, _ = accumulator(thread_safe=True)
+    handles = [Handle(), Handle()]
+    for handle in handles:
+        acc.append(TP0, TS, None, b"v", (), handle)
+    (batch,) = acc.drain_all()
+    error = NotEnoughReplicasError("t-0: 1 in sync, 2 needed")
+    assert batch.done_event is not None and not batch.done_event.is_set()
+    batch.fail(error)
+    assert [h.error for h in handles] == [error, error]
+    assert batch.done_event.is_set()
+
+
+@pytest.mark.parametrize("batch_size", [0, 1])
+def test_a_tiny_batch_size_means_one_record_per_batch(batch_size: int) -> None:
+    acc, _ = accumulator(batch_size=batch_size)
+    batches = {id(acc.append(TP0, TS, None, b"v")) for _ in range(3)}
+    assert len(batches) == 3

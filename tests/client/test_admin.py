@@ -1,0 +1,133 @@
+"""The Admin clients without a cluster: bad configs fail at construction, a dead or hung
+cluster fails within the call's timeout naming the address, Ctrl-C interrupts a blocked call,
+close is final; and the package exports load lazily."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import replog
+import replog.aio
+from replog.client import admin as aio_admin
+from replog.client import sync_admin
+from replog.client.records import TopicPartition
+from replog.errors import (
+    ClientClosedError,
+    ConfigError,
+    KafkaTimeoutError,
+    NoBrokersAvailableError,
+    ReplogError,
+    RequestTimedOutError,
+)
+
+
+def dead_address() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+@pytest.fixture
+def hung_address() -> Iterator[str]:
+    """A port that takes connections into its backlog but never speaks: calls hang there."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+def test_a_bad_config_fails_at_construction_naming_the_key() -> None:
+    with pytest.raises(ConfigError, match=r"no\.such\.setting"):
+        replog.Admin({"bootstrap.servers": "127.0.0.1:1", "no.such.setting": 1})
+    with pytest.raises(ConfigError, match="request_timeout_ms"):
+        replog.aio.Admin(bootstrap_servers="127.0.0.1:1", request_timeout_ms="soon")
+
+
+def test_a_dead_cluster_fails_within_the_timeout_naming_the_address() -> None:
+    address = dead_address()
+    with replog.Admin(bootstrap_servers=address) as admin:
+        started = time.monotonic()
+        with pytest.raises(RequestTimedOutError, match=address):
+            admin.describe_cluster(timeout_ms=800)
+        assert time.monotonic() - started < 3
+        started = time.monotonic()
+        with pytest.raises(KafkaTimeoutError) as raised:
+            admin.list_offsets({TopicPartition("t", 0): -1}, timeout_ms=800)
+        assert time.monotonic() - started < 3
+        assert address in str(raised.value) and "connection refused" in str(raised.value)
+        with pytest.raises(NoBrokersAvailableError, match=address):
+            admin.describe_quorum(timeout_ms=800)
+
+
+def test_a_hung_cluster_fails_within_the_timeout(hung_address: str) -> None:
+    with replog.Admin(bootstrap_servers=hung_address, request_timeout_ms=30_000) as admin:
+        started = time.monotonic()
+        with pytest.raises(ReplogError):
+            admin.list_topics(timeout_ms=700)
+        assert time.monotonic() - started < 3
+
+
+def test_ctrl_c_interrupts_a_blocked_call(hung_address: str) -> None:
+    assert threading.current_thread() is threading.main_thread()
+    main = threading.main_thread().ident
+    assert main is not None
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
+    try:
+        with replog.Admin(bootstrap_servers=hung_address) as admin:
+            started = time.monotonic()
+            timer.start()
+            with pytest.raises(KeyboardInterrupt):
+                admin.describe_cluster(timeout_ms=30_000)
+            assert time.monotonic() - started < 2
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.asyncio
+async def test_the_asyncio_admin_refuses_calls_after_close() -> None:
+    admin = replog.aio.Admin(bootstrap_servers=dead_address())
+    await admin.close()
+    await admin.close()
+    with pytest.raises(ClientClosedError):
+        await admin.list_topics()
+    with pytest.raises(ClientClosedError):
+        await admin.delete_records({TopicPartition("t", 0): 1})
+
+
+def test_the_blocking_admin_refuses_calls_after_close() -> None:
+    admin = replog.Admin(bootstrap_servers=dead_address())
+    admin.close()
+    admin.close()
+    with pytest.raises(ClientClosedError):
+        admin.describe_cluster()
+
+
+def test_exports_are_the_client_classes() -> None:
+    assert replog.Admin is sync_admin.Admin
+    assert replog.aio.Admin is aio_admin.Admin
+    assert replog.TopicPartition is TopicPartition
+    assert replog.errors.KafkaTimeoutError is KafkaTimeoutError
+    assert {"Producer", "Consumer", "Admin", "TopicPartition"} <= set(replog.__all__)
+    assert {"Producer", "Consumer", "Admin", "TopicPartition"} <= set(replog.aio.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = replog.Nope
+
+
+def test_importing_replog_loads_no_client_code() -> None:
+    code = (
+        "import sys, replog, replog.aio; "
+        "loaded = [m for m in sys.modules if m.startswith(('grpc', 'replog.client'))]; "
+        "print(loaded); assert not loaded"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,320 @@
+"""ClusterMetadata against tiny in-process fake brokers (the `Broker` gRPC service's Metadata).
+
+Covered: the bootstrap failure names every address and its cause, a missing topic fails at once,
+concurrent callers share one refresh, stale and aged metadata is refreshed on use (and the cache
+serves when that fails), advertised brokers are asked when the bootstrap one is gone, and a
+caller giving up does not cancel a shared refresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import pytest
+import pytest_asyncio
+
+from replog.admin.controller_results import TopicPartition
+from replog.client.cluster_metadata import ClusterMetadata, PartitionState
+from replog.client.connections import Connections
+from replog.clock import monotonic_ms
+from replog.errors import (
+    InvalidTopicError,
+    KafkaTimeoutError,
+    NoBrokersAvailableError,
+    UnknownTopicOrPartitionError,
+)
+from replog.pb import broker_pb2_grpc, common_pb2
+from replog.pb import controller_pb2 as pb
+
+
+@dataclass
+class FakeBroker(broker_pb2_grpc.BrokerServicer):
+    """Answers Metadata from `topics` (name -> partition count; partition p led by node p % 3)."""
+
+    broker_id: int
+    topics: dict[str, int]
+    advertised: list[tuple[int, str]] = field(default_factory=list)  # (id, host:port)
+    calls: list[list[str]] = field(default_factory=list)
+    gate: asyncio.Event | None = None  # when set: answers wait for it
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    server: Any = None
+    address: str = ""
+
+    async def Metadata(self, request: pb.MetadataRequest, context: Any) -> pb.MetadataResponse:
+        self.calls.append(list(request.topics))
+        self.arrived.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        names = list(request.topics) or sorted(self.topics)
+        topics = []
+        for name in names:
+            count = self.topics.get(name)
+            if count is None:
+                error = common_pb2.ErrorStatus(
+                    code=3, error_name="UNKNOWN_TOPIC_OR_PARTITION", message=f"no topic {name!r}"
+                )
+                topics.append(pb.TopicMetadata(name=name, error=error))
+                continue
+            partitions = [
+                pb.PartitionMetadata(
+                    partition_index=p,
+                    leader_id=p % 3,
+                    leader_epoch=5,
+                    replicas=[0, 1, 2],
+                    isr=[0, 1, 2],
+                )
+                for p in reversed(range(count))  # out of order on purpose
+            ]
+            topics.append(pb.TopicMetadata(name=name, partitions=partitions))
+        brokers = [
+            pb.BrokerEndpoint(broker_id=i, host=a.rsplit(":", 1)[0], port=int(a.rsplit(":", 1)[1]))
+            for i, a in self.advertised
+        ]
+        return pb.MetadataResponse(
+            controller_id=7, cluster_id="fake-cluster", brokers=brokers, topics=topics
+        )
+
+
+async def start_fake(broker_id: int, topics: dict[str, int]) -> FakeBroker:
+    fake = FakeBroker(broker_id, topics)
+    server = grpc.aio.server()
+    broker_pb2_grpc.add_BrokerServicer_to_server(fake, server)  # type: ignore[no-untyped-call]
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    fake.server = server
+    fake.address = f"127.0.0.1:{port}"
+    fake.advertised = [(broker_id, fake.address)]
+    return fake
+
+
+def dead_address() -> str:
+    """A loopback address nobody listens at (connection refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+@dataclass
+class Harness:
+    connections: Connections
+    made: list[ClusterMetadata] = field(default_factory=list)
+
+    def metadata(self, bootstrap: list[str], **overrides: int) -> ClusterMetadata:
+        settings = {
+            "metadata_max_age_ms": 300_000,
+            "retry_backoff_ms": 10,
+            "retry_backoff_max_ms": 50,
+            "request_timeout_ms": 2_000,
+            **overrides,
+        }
+        made = ClusterMetadata(bootstrap, self.connections, **settings)
+        self.made.append(made)
+        return made
+
+
+@pytest_asyncio.fixture
+async def harness() -> AsyncIterator[Harness]:
+    h = Harness(Connections(request_timeout_ms=2_000, client_id="test"))
+    yield h
+    for made in h.made:
+        await made.close()
+    await h.connections.close()
+
+
+@pytest_asyncio.fixture
+async def fake() -> AsyncIterator[FakeBroker]:
+    broker = await start_fake(0, {"orders": 3, "events": 1})
+    yield broker
+    await broker.server.stop(None)
+
+
+def soon(ms: int = 5_000) -> int:
+    return monotonic_ms() + ms
+
+
+@pytest.mark.asyncio
+async def test_partitions_brokers_and_cluster_come_from_the_answer(
+    harness: Harness, fake: FakeBroker
+) -> None:
+    metadata = harness.metadata([fake.address])
+    refreshed: list[frozenset[str]] = []
+    metadata.add_listener(lambda: refreshed.append(metadata.topics))
+    states = await metadata.partitions_for("orders", deadline_ms=soon())
+    assert [s.partition for s in states] == [0, 1, 2]
+    assert states[1] == PartitionState("orders", 1, 1, 5, (0, 1, 2), (0, 1, 2), ())
+    assert metadata.partition(TopicPartition("orders", 2)) == states[2]
+    assert metadata.partition(TopicPartition("orders", 3)) is None
+    assert metadata.brokers() == {0: fake.address}
+    assert metadata.broker_address(0) == fake.address
+    assert metadata.broker_address(1) is None
+    assert metadata.cluster_id == "fake-cluster"
+    assert metadata.controller_id == 7
+    assert refreshed == [frozenset({"orders"})]
+    assert fake.calls == [["orders"]]
+
+
+@pytest.mark.asyncio
+async def test_bootstrap_failure_names_every_address_and_the_cause(harness: Harness) -> None:
+    first, second = dead_address(), dead_address()
+    metadata = harness.metadata([first, second])
+    with pytest.raises(NoBrokersAvailableError) as raised:
+        await metadata.refresh(deadline_ms=soon())
+    assert str(raised.value) == (
+        f"no broker reachable at {first} after 1 attempt, {second} after 1 attempt: "
+        "connection refused"
+    )
+    with pytest.raises(NoBrokersAvailableError, match=f"{first} after 2 attempts"):
+        await metadata.refresh(deadline_ms=soon())
+
+
+@pytest.mark.asyncio
+async def test_partitions_for_on_a_dead_cluster_times_out_naming_the_cause(
+    harness: Harness,
+) -> None:
+    address = dead_address()
+    metadata = harness.metadata([address])
+    started = time.monotonic()
+    with pytest.raises(KafkaTimeoutError) as raised:
+        await metadata.partitions_for("orders", deadline_ms=soon(400))
+    elapsed = time.monotonic() - started
+    assert 0.3 < elapsed < 2.0
+    text = str(raised.value)
+    assert "topic 'orders'" in text and address in text and "connection refused" in text
+
+
+@pytest.mark.asyncio
+async def test_a_missing_topic_fails_at_once(harness: Harness, fake: FakeBroker) -> None:
+    metadata = harness.metadata([fake.address])
+    started = time.monotonic()
+    with pytest.raises(UnknownTopicOrPartitionError, match=r"^topic 'nope' does not exist$"):
+        await metadata.partitions_for("nope", deadline_ms=soon(30_000))
+    assert time.monotonic() - started < 1.0
+    assert fake.calls == [["nope"]]
+
+
+@pytest.mark.asyncio
+async def test_an_illegal_topic_name_is_refused_without_asking(
+    harness: Harness, fake: FakeBroker
+) -> None:
+    metadata = harness.metadata([fake.address])
+    with pytest.raises(InvalidTopicError, match="bad name"):
+        await metadata.partitions_for("bad name", deadline_ms=soon())
+    assert fake.calls == []
+
+
+@pytest.mark.asyncio
+async def test_concurrent_callers_share_one_refresh(harness: Harness, fake: FakeBroker) -> None:
+    metadata = harness.metadata([fake.address])
+    fake.gate = asyncio.Event()
+    callers = [
+        asyncio.create_task(metadata.partitions_for("orders", deadline_ms=soon())) for _ in range(5)
+    ]
+    await asyncio.wait_for(fake.arrived.wait(), 5)
+    await asyncio.sleep(0.05)  # let the other callers reach the shared refresh
+    fake.gate.set()
+    answers = await asyncio.gather(*callers)
+    assert all(a == answers[0] for a in answers)
+    assert fake.calls == [["orders"]]
+
+
+@pytest.mark.asyncio
+async def test_a_caller_giving_up_does_not_cancel_the_shared_refresh(
+    harness: Harness, fake: FakeBroker
+) -> None:
+    metadata = harness.metadata([fake.address])
+    fake.gate = asyncio.Event()
+    impatient = asyncio.create_task(metadata.partitions_for("orders", deadline_ms=soon(100)))
+    patient = asyncio.create_task(metadata.partitions_for("orders", deadline_ms=soon()))
+    with pytest.raises(KafkaTimeoutError):
+        await impatient
+    fake.gate.set()
+    assert len(await patient) == 3
+    assert fake.calls == [["orders"]]
+
+
+@pytest.mark.asyncio
+async def test_a_refresh_for_other_topics_asks_for_every_topic_used(
+    harness: Harness, fake: FakeBroker
+) -> None:
+    metadata = harness.metadata([fake.address])
+    await metadata.partitions_for("orders", deadline_ms=soon())
+    await metadata.partitions_for("events", deadline_ms=soon())
+    assert fake.calls == [["orders"], ["events", "orders"]]
+    assert metadata.topics == {"orders", "events"}
+
+
+@pytest.mark.asyncio
+async def test_stale_metadata_is_refreshed_on_next_use(harness: Harness, fake: FakeBroker) -> None:
+    metadata = harness.metadata([fake.address])
+    await metadata.partitions_for("orders", deadline_ms=soon())
+    await metadata.partitions_for("orders", deadline_ms=soon())
+    assert len(fake.calls) == 1  # fresh: served from the cache
+    fake.topics["orders"] = 4
+    metadata.request_update()
+    assert len(await metadata.partitions_for("orders", deadline_ms=soon())) == 4
+    assert len(fake.calls) == 2
+    assert not metadata.needs_refresh()
+
+
+@pytest.mark.asyncio
+async def test_metadata_older_than_max_age_is_refreshed(harness: Harness, fake: FakeBroker) -> None:
+    metadata = harness.metadata([fake.address], metadata_max_age_ms=0)
+    await metadata.partitions_for("orders", deadline_ms=soon())
+    await metadata.partitions_for("orders", deadline_ms=soon())
+    assert len(fake.calls) == 2
+
+
+@pytest.mark.asyncio
+async def test_a_known_topic_is_served_from_cache_when_the_refresh_fails(
+    harness: Harness, fake: FakeBroker
+) -> None:
+    metadata = harness.metadata([fake.address])
+    before = await metadata.partitions_for("orders", deadline_ms=soon())
+    await fake.server.stop(None)
+    metadata.request_update()
+    started = time.monotonic()
+    assert await metadata.partitions_for("orders", deadline_ms=soon(10_000)) == before
+    assert time.monotonic() - started < 2.0
+    with pytest.raises(NoBrokersAvailableError, match=fake.address):
+        await metadata.refresh(deadline_ms=soon())
+
+
+@pytest.mark.asyncio
+async def test_advertised_brokers_are_asked_when_the_bootstrap_one_is_gone(
+    harness: Harness, fake: FakeBroker
+) -> None:
+    other = await start_fake(1, {"orders": 3})
+    try:
+        fake.advertised = [(0, fake.address), (1, other.address)]
+        metadata = harness.metadata([fake.address])
+        await metadata.partitions_for("orders", deadline_ms=soon())
+        await fake.server.stop(None)
+        await metadata.refresh(deadline_ms=soon())
+        assert other.calls == [["orders"]]
+        assert metadata.brokers() == {1: other.address}
+    finally:
+        await other.server.stop(None)
+
+
+@pytest.mark.asyncio
+async def test_listeners_run_after_each_refresh_and_a_failing_one_is_contained(
+    harness: Harness, fake: FakeBroker
+) -> None:
+    metadata = harness.metadata([fake.address])
+    seen: list[int] = []
+
+    def broken() -> None:
+        raise RuntimeError("listener bug")
+
+    record: Callable[[], None] = lambda: seen.append(len(fake.calls))  # noqa: E731
+    metadata.add_listener(broken)
+    metadata.add_listener(record)
+    await metadata.refresh(["orders"], deadline_ms=soon())
+    await metadata.refresh(deadline_ms=soon())
+    assert seen == [1, 2]

@@ -1,0 +1,89 @@
+"""Connections: one client per address, closed together; rpc_error turns every gRPC failure into
+the typed error a Kafka client would see, naming the broker, its address and the cause."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from replog.client.connections import Connections, rpc_error
+from replog.errors import (
+    ClientClosedError,
+    InvalidRequestError,
+    NetworkError,
+    RecordBatchTooLargeError,
+    ReplogError,
+    RequestTimedOutError,
+    UnknownServerError,
+    UnsupportedVersionError,
+)
+
+
+def failure(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details=details)
+
+
+@pytest.mark.parametrize(
+    ("code", "error", "retriable"),
+    [
+        (grpc.StatusCode.UNAVAILABLE, NetworkError, True),
+        (grpc.StatusCode.CANCELLED, NetworkError, True),
+        (grpc.StatusCode.ABORTED, NetworkError, True),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, RequestTimedOutError, True),
+        (grpc.StatusCode.INVALID_ARGUMENT, InvalidRequestError, False),
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, RecordBatchTooLargeError, False),
+        (grpc.StatusCode.UNIMPLEMENTED, UnsupportedVersionError, False),
+        (grpc.StatusCode.INTERNAL, UnknownServerError, False),
+        (grpc.StatusCode.PERMISSION_DENIED, UnknownServerError, False),
+    ],
+)
+def test_rpc_error_maps_each_status_and_names_broker_address_and_details(
+    code: grpc.StatusCode, error: type[ReplogError], retriable: bool
+) -> None:
+    mapped = rpc_error(
+        failure(code, "the server's words"), address="127.0.0.1:19093", what="Produce", node_id=2
+    )
+    assert type(mapped) is error
+    assert mapped.retriable is retriable
+    text = str(mapped)
+    assert "broker 2 at 127.0.0.1:19093" in text
+    assert "Produce" in text
+    assert "the server's words" in text
+
+
+def test_rpc_error_without_a_node_id_still_names_the_address() -> None:
+    mapped = rpc_error(
+        failure(grpc.StatusCode.UNAVAILABLE, "Connection refused"),
+        address="127.0.0.1:9092",
+        what="Metadata",
+    )
+    assert str(mapped) == "broker at 127.0.0.1:9092 unreachable during Metadata: Connection refused"
+
+
+@pytest.mark.asyncio
+async def test_one_client_per_address_and_close_releases_them() -> None:
+    connections = Connections(request_timeout_ms=1234, client_id="app-1")
+    first = connections.broker("127.0.0.1:1")
+    assert connections.broker("127.0.0.1:1") is first
+    other = connections.broker("127.0.0.1:2")
+    assert other is not first
+    assert first.request_timeout_ms == 1234
+    coordinator = connections.coordinator("127.0.0.1:1")
+    assert connections.coordinator("127.0.0.1:1") is coordinator
+    assert connections.coordinator("127.0.0.1:2") is not coordinator
+    await connections.close()
+    with pytest.raises(ClientClosedError):
+        connections.broker("127.0.0.1:1")
+    with pytest.raises(ClientClosedError):
+        connections.coordinator("127.0.0.1:1")
+    await connections.close()  # idempotent
+
+
+@pytest.mark.asyncio
+async def test_a_client_id_gRPC_cannot_carry_is_not_sent() -> None:
+    connections = Connections(request_timeout_ms=1000, client_id="café\n")
+    client = connections.broker("127.0.0.1:1")
+    assert client._metadata == ()
+    named = Connections(request_timeout_ms=1000, client_id="app-1").broker("127.0.0.1:1")
+    assert named._metadata == (("x-client-id", "app-1"),)
+    await connections.close()

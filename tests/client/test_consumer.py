@@ -1,0 +1,552 @@
+"""The asyncio Consumer against an in-process fake cluster (tests/client/consumer_fakes.py).
+
+Covered: assign and subscribe round trips, starting positions (committed offset, each
+auto.offset.reset policy), batches starting before the position, OFFSET_OUT_OF_RANGE with each
+policy, a leader change mid-stream, the seek family and offset lookups, commit / commit_async /
+committed, auto-commit committing only what poll returned, pause/resume, iteration and
+wakeup, a poll on a dead cluster returning within its timeout, calls cut off by a connection
+reset (retried, not taken for a close), a missing partition retried without spinning, and the
+typed errors of misuse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from consumer_fakes import BASE_TIMESTAMP, FakeCluster, consumer_settings
+
+from replog.aio import Consumer as ExportedConsumer
+from replog.client.consumer import Consumer
+from replog.client.records import (
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+    TopicPartition,
+)
+from replog.errors import (
+    ClientClosedError,
+    CorruptRecordError,
+    IllegalStateError,
+    InvalidGroupIdError,
+    NoOffsetForPartitionError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
+
+T0 = TopicPartition("t", 0)
+T1 = TopicPartition("t", 1)
+
+
+@pytest_asyncio.fixture
+async def cluster(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeCluster]:
+    fake = FakeCluster()
+    fake.install(monkeypatch)
+    yield fake
+
+
+def consumer(cluster: FakeCluster, *topics: str, **overrides: object) -> Consumer:
+    return Consumer(*topics, **consumer_settings(cluster, **overrides))
+
+
+async def poll_until(c: Consumer, count: int, timeout_s: float = 5.0) -> list[ConsumerRecord]:
+    got: list[ConsumerRecord] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < count:
+        assert time.monotonic() < deadline, f"only {len(got)} of {count} records arrived"
+        for records in (await c.poll(100)).values():
+            got.extend(records)
+    return got
+
+
+def values(records: list[ConsumerRecord]) -> list[bytes | None]:
+    return [r.value for r in records]
+
+
+@pytest.mark.asyncio
+async def test_assign_and_poll_from_the_beginning(cluster: FakeCluster) -> None:
+    cluster.create("t", 2)
+    cluster.append("t", 0, [b"a", b"b"])
+    cluster.append("t", 0, [b"c"])
+    cluster.append("t", 1, [b"x"])
+    async with consumer(cluster) as c:
+        c.assign([T0, T1])
+        assert c.assignment() == {T0, T1}
+        got = await poll_until(c, 4)
+        assert sorted(value or b"" for value in values(got)) == [b"a", b"b", b"c", b"x"]
+        first = next(r for r in got if r.value == b"a")
+        assert first == ConsumerRecord("t", 0, 0, BASE_TIMESTAMP, 0, None, b"a", (), 0)
+        assert await c.position(T0) == 3 and await c.position(T1) == 1
+        assert c.highwater(T0) == 3
+        assert await c.poll(0) == {}
+    assert ExportedConsumer is Consumer
+
+
+@pytest.mark.asyncio
+async def test_max_records_splits_one_fetch_over_polls(cluster: FakeCluster) -> None:
+    cluster.create("t")
+    cluster.append("t", 0, [b"%d" % i for i in range(10)])
+    async with consumer(cluster) as c:
+        c.assign([T0])
+        first = await c.poll(2_000, max_records=4)
+        assert [r.offset for r in first[T0]] == [0, 1, 2, 3]
+        assert await c.position(T0) == 4
+        second = await c.poll(2_000, max_records=100)
+        assert [r.offset for r in second[T0]] == [4, 5, 6, 7, 8, 9]
+
+
+@pytest.mark.asyncio
+async def test_subscribe_reads_every_partition_and_picks_up_new_ones(
+    cluster: FakeCluster,
+) -> None:
+    cluster.create("t", 2)
+    cluster.append("t", 0, [b"p0"])
+    cluster.append("t", 1, [b"p1"])
+    async with consumer(cluster, "t", metadata_max_age_ms=100) as c:
+        assert c.subscription() == {"t"}
+        assert sorted(value or b"" for value in values(await poll_until(c, 2))) == [b"p0", b"p1"]
+        assert c.assignment() == {T0, T1}
+        cluster.topics["t"].append(type(cluster.partition("t"))(leader=2))
+        cluster.append("t", 2, [b"p2"])
+        assert values(await poll_until(c, 1)) == [b"p2"]
+        assert TopicPartition("t", 2) in c.assignment()
+        c.unsubscribe()
+        assert c.subscription() is None and c.assignment() == set()
+
+
+@pytest.mark.asyncio
+async def test_a_missing_subscribed_topic_is_logged_and_read_once_it_exists(
+    cluster: FakeCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with consumer(cluster, "later", retry_backoff_max_ms=20) as c:
+        assert await c.poll(200) == {}
+        assert "topic 'later' does not exist" in caplog.text
+        cluster.create("later")
+        cluster.append("later", 0, [b"hello"])
+        assert values(await poll_until(c, 1)) == [b"hello"]
+
+
+@pytest.mark.asyncio
+async def test_an_assigned_partition_that_does_not_exist_is_logged_not_hammered(
+    cluster: FakeCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    cluster.create("t")
+    async with consumer(cluster, retry_backoff_max_ms=100) as c:
+        lookups = []
+        real = c._lookup.list_offsets
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            lookups.append(1)
+            return await real(*args, **kwargs)
+
+        c._lookup.list_offsets = counted  # type: ignore[method-assign]
+        c.assign([TopicPartition("t", 9)])
+        assert await c.poll(500) == {}
+        assert "partition t-9 does not exist: topic 't' has 1 partitions" in caplog.text
+        assert 2 <= len(lookups) <= 8, len(lookups)  # retried after backoffs, not in a spin
+
+
+@pytest.mark.asyncio
+async def test_assign_and_subscribe_exclude_each_other(cluster: FakeCluster) -> None:
+    cluster.create("t")
+    async with consumer(cluster) as c:
+        c.assign([T0])
+        with pytest.raises(IllegalStateError, match="unsubscribe"):
+            c.subscribe(["t"])
+        c.unsubscribe()
+        c.subscribe("t")  # one name, not its characters
+        assert c.subscription() == {"t"}
+        with pytest.raises(IllegalStateError, match="unsubscribe"):
+            c.assign([T0])
+        with pytest.raises(TypeError, match="TopicPartition"):
+            c.unsubscribe()
+            c.assign(["t"])  # type: ignore[list-item]
+
+
+@pytest.mark.asyncio
+async def test_committed_offset_is_the_start_and_a_batch_before_it_is_trimmed(
+    cluster: FakeCluster,
+) -> None:
+    cluster.create("t")
+    cluster.append("t", 0, [b"0", b"1", b"2", b"3", b"4"])
+    cluster.committed[("g", T0)] = OffsetAndMetadata(3)
+    async with consumer(cluster, group_id="g", enable_auto_commit=False) as c:
+        c.assign([T0])
+        got = await poll_until(c, 2)
+        assert [r.offset for r in got] == [3, 4]
+        assert cluster.fetches[0][1] == (("t", 0, 3),)
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"), [("earliest", [b"old", b"new"]), ("latest", [b"new"])]
+)
+@pytest.mark.asyncio
+async def test_without_a_committed_offset_the_reset_policy_decides(
+    cluster: FakeCluster, policy: str, expected: list[bytes]
+) -> None:
+    cluster.create("t")
+    cluster.append("t", 0, [b"old"])
+    async with consumer(cluster, group_id="g", auto_offset_reset=policy) as c:
+        c.assign([T0])
+        assert await c.position(T0) == (0 if policy == "earliest" else 1)
+        cluster.append("t", 0, [b"new"])
+        assert values(await poll_until(c, len(expected))) == expected
+
+
+@pytest.mark.asyncio
+async def test_reset_none_without_a_committed_offset_raises(cluster: FakeCluster) -> None:
+    cluster.create("t")
+    async with consumer(cluster, group_id="g", auto_offset_reset="none") as c:
+        c.assign([T0])
+        with pytest.raises(NoOffsetForPartitionError, match=r"t-0 \(group 'g'\)"):
+            await c.poll(1_000)
+        with pytest.raises(NoOffsetForPartitionError):
+            await c.position(T0)
+        c.seek(T0, 0)
+        assert await c.poll(100) == {}
+
+
+@pytest.mark.parametrize("policy", ["earliest", "latest"])
+@pytest.mark.asyncio
+async def test_offset_out_of_range_resets_by_policy(cluster: FakeCluster, policy: str) -> None:
+    cluster.create("t")
+    cluster.append("t", 0, [b"0", b"1"])
+    cluster.append("t", 0, [b"2", b"3"])
+    cluster.partition("t").log_start = 2  # records 0-1 deleted
+    async with consumer(cluster, auto_offset_reset=policy) as c:
+        c.assign([T0])
+        c.seek(T0, 1)
+        if policy == "earliest":
+            assert values(await poll_until(c, 2)) == [b"2", b"3"]
+        else:
+            assert await c.poll(300) == {}
+            assert await c.position(T0) == 4
+            cluster.append("t", 0, [b"4"])
+            assert values(await poll_until(c, 1)) == [b"4"]
+
+
+@pytest.mark.asyncio
+async def test_offset_out_of_range_with_reset_none_raises_naming_partition_and_offset(
+    cluster: FakeCluster,
+) -> None:
+    cluster.create("t")
+    cluster.append("t", 0, [b"0"])
+    async with consumer(cluster, auto_offset_reset="none") as c:
+        c.assign([T0])
+        c.seek(T0, 9)
+        with pytest.raises(OffsetOutOfRangeError, match="t-0: fetch offset 9 is out of range"):
+            await poll_until(c, 1)
+        c.seek(T0, 0)
+        assert values(await poll_until(c, 1)) == [b"0"]
+
+
+@pytest.mark.asyncio
+async def test_a_leader_change_mid_stream_loses_and_repeats_nothing(cluster: FakeCluster) -> None:
+    cluster.create("t")
+    cluster.append("t", 0, [b"0", b"1"])
+    async with consumer(cluster) as c:
+        c.assign([T0])
+        assert values(await poll_until(c, 2)) == [b"0", b"1"]
+        cluster.move_leader("t", 0, 1)  # node 0 now answers NOT_LEADER_OR_FOLLOWER
+        cluster.append("t", 0, [b"2", b"3"])
+        assert values(await poll_until(c, 2)) == [b"2", b"3"]
+        nodes = [node for node, _ in cluster.fetches]
+        assert nodes[-1] == 1 and 0 in nodes
+
+
+@pytest.mark.asyncio
+async def test_fencing_and_not_leader_answers_refresh_metadata(cluster: FakeCluster) -> None:
+    cluster.create("t")
+    cluster.append("t", 0, [b"0"])
+    cluster.partition("t").errors.extend(
+        [NotLeaderOrFollowerError("t-0: moving"), NotLeaderOrFollowerError("t-0: moving")]
+    )
+    async with consumer(cluster) as c:
+        c.assign([T0])
+        before = cluster.calls.count("Metadata")
+        assert values(await poll_until(c, 1)) == [b"0"]
+        assert cluster.calls.count("Metadata") > before
+
+
+@pytest.mark.asyncio
+async def test_calls_cut_off_by_a_connection_reset_are_retried(cluster: FakeCluster) -> None:
+    # Another call's UNAVAILABLE replaces the channel and cancels the calls in flight on it;
+    # for the consumer that is a network error to retry, not a close.
+    cluster.create("t")
+    cluster.append("t", 0, [b"0"])
+    cluster.cut_off.extend(["OffsetFetch", "ListOffsets", "Fetch"])
+    async with consumer(cluster, group_id="g") as c:
+        c.assign([T0])
+        assert values(await poll_until(c, 1)) == [b"0"]
+        cluster.cut_off.append("OffsetCommit")
+        await c.commit()
+        assert cluster.committed[("g", T0)].offset == 1
+        assert not cluster.cut_off
+
+
+@pytest.mark.asyncio
+async def test_records_above_the_high_watermark_are_not_returned(cluster: FakeCluster) -> None:
+    cluster.create("t")
+    cluster.append("t", 0, [b"0"])
+    cluster.append("t", 0, [b"1"])
+    cluster.partition("t").hw_lag = 1  # offset 1 is not committed yet
+    async with consumer(cluster) as c:
+        c.assign([T0])
+        assert values(await poll_until(c, 1)) == [b"0"]
+        assert await c.poll(200) == {}
+        assert await c.end_offsets([T0]) == {T0: 1}
+        cluster.partition("t").hw_lag = 0
+        cluster.wake()
+        assert values(await poll_until(c, 1)) == [b"1"]
+
+
+@pytest.mark.asyncio
+async def test_a_corrupt_batch_raises_after_the_records_before_it(cluster: FakeCluster) -> None:
+    cluster.create("t")
+    cluster.append("t", 0, [b"0"])
+    cluster.append("t", 0, [b"1"])
+    raw = bytearray(cluster.partition("t").batches[1])
+    raw[-2] ^= 0x01
+    cluster.partition("t").batches[1] = bytes(raw)
+    async with consumer(cluster) as c:
+        c.assign([T0])
+        assert values(await poll_until(c, 1)) == [b"0"]
+        with pytest.raises(CorruptRecordError, match="t-0: record batch at offset 1"):
+            await poll_until(c, 1)
+        with pytest.raises(CorruptRecordError):  # again, until the user seeks past it
+            await poll_until(c, 1)
+        c.seek(T0, 2)
+        assert await c.poll(100) == {}
+
+
+@pytest.mark.asyncio
+async def test_seek_family_and_offset_lookups(cluster: FakeCluster) -> None:
+    cluster.create("t", 2)
+    for i in range(5):
+        cluster.append("t", 0, [b"%d" % i])
+    cluster.partition("t").log_start = 1
+    async with consumer(cluster) as c:
+        c.assign([T0, T1])
+        assert await c.beginning_offsets([T0, T1]) == {T0: 1, T1: 0}
+        assert await c.end_offsets([T0, T1]) == {T0: 5, T1: 0}
+        found = await c.offsets_for_times({T0: BASE_TIMESTAMP + 3, T1: BASE_TIMESTAMP})
+        assert found == {T0: OffsetAndTimestamp(3, BASE_TIMESTAMP + 3, 0), T1: None}
+        c.seek(T0, 3)
+        assert await c.position(T0) == 3
+        assert values(await poll_until(c, 2)) == [b"3", b"4"]
+        c.seek_to_beginning(T0)
+        assert await c.position(T0) == 1
+        c.seek_to_end()
+        assert await c.position(T0) == 5 and await c.position(T1) == 0
+        with pytest.raises(TypeError, match=r"seek_to_beginning\(\): expected a TopicPartition"):
+            c.seek_to_beginning([T0])  # type: ignore[arg-type]
+        c.seek_to_beginning(T0)
+        assert values(await poll_until(c, 4)) == [b"1", b"2", b"3", b"4"]
+        with pytest.raises(IllegalStateError, match="not assigned"):
+            c.seek(TopicPartition("t", 7), 0)
+        with pytest.raises(ValueError, match="offset"):
+            c.seek(T0, -1)
+        with pytest.raises(ValueError, match="timestamp"):
+            await c.offsets_for_times({T0: -5})
+        with pytest.raises(UnknownTopicOrPartitionError, match="t-9 does not exist"):
+            await c.end_offsets([TopicPartition("t", 9)])
+        with pytest.raises(UnknownTopicOrPartitionError, match="'nope' does not exist"):
+            await c.beginning_offsets([TopicPartition("nope", 0)])
+
+
+@pytest.mark.asyncio
+async def test_commit_committed_and_commit_async(cluster: FakeCluster) -> None:
+    cluster.create("t")
+    cluster.append("t", 0, [b"0", b"1", b"2"])
+    async with consumer(cluster, group_id="g", enable_auto_commit=False) as c:
+        c.assign([T0])
+        assert await c.committed(T0) is None
+        await poll_until(c, 3)
+        await c.commit()
+        assert await c.committed(T0) == 3  # the next offset to read
+        await c.commit({T0: OffsetAndMetadata(1, "note")})
+        assert await c.committed(T0, metadata=True) == OffsetAndMetadata(1, "note", -1)
+        seen: list[tuple[dict[TopicPartition, OffsetAndMetadata], Exception | None]] = []
+        await c.commit_async({T0: 2}, lambda offsets, error: seen.append((offsets, error)))
+        assert seen == [({T0: OffsetAndMetadata(2)}, None)]
+        assert cluster.committed[("g", T0)].offset == 2
+        with pytest.raises(ValueError, match="must be >= 0"):
+            await c.commit({T0: -1})
+
+
+@pytest.mark.asyncio
+async def test_commit_needs_a_group_id(cluster: FakeCluster) -> None:
+    cluster.create("t")
+    async with consumer(cluster) as c:
+        c.assign([T0])
+        with pytest.raises(InvalidGroupIdError, match=r"commit\(\) needs a group\.id"):
+            await c.commit()
+        with pytest.raises(InvalidGroupIdError):
+            await c.committed(T0)
+        with pytest.raises(InvalidGroupIdError):
+            c.commit_async()
+
+
+@pytest.mark.asyncio
+async def test_auto_commit_commits_only_what_poll_returned(cluster: FakeCluster) -> None:
+    cluster.create("t")
+    cluster.append("t", 0, [b"%d" % i for i in range(5)])
+    c = consumer(cluster, group_id="g", auto_commit_interval_ms=0)
+    c.assign([T0])
+    first = await c.poll(2_000, max_records=2)
+    assert [r.offset for r in first[T0]] == [0, 1]
+    # The fetcher holds offsets 2-4 already; only what poll returned may be committed.
+    assert ("g", T0) not in cluster.committed or cluster.committed[("g", T0)].offset <= 2
+    second = await c.poll(2_000, max_records=1)  # auto-commits 2 before returning offset 2
+    assert [r.offset for r in second[T0]] == [2]
+    for _ in range(20):
+        if cluster.committed.get(("g", T0)) is not None:
+            break
+        await asyncio.sleep(0.01)
+    assert cluster.committed[("g", T0)].offset == 2
+    await c.close()  # commits what the last poll returned
+    assert cluster.committed[("g", T0)].offset == 3
+    assert all(entry[T0].offset <= 3 for entry in cluster.commits if T0 in entry)
+
+
+@pytest.mark.asyncio
+async def test_close_without_autocommit_commits_nothing(cluster: FakeCluster) -> None:
+    cluster.create("t")
+    cluster.append("t", 0, [b"0"])
+    c = consumer(cluster, group_id="g")
+    c.assign([T0])
+    await poll_until(c, 1)
+    await c.close(autocommit=False)
+    assert ("g", T0) not in cluster.committed
+
+
+@pytest.mark.asyncio
+async def test_a_restarted_consumer_continues_after_the_committed_offset(
+    cluster: FakeCluster,
+) -> None:
+    cluster.create("t")
+    cluster.append("t", 0, [b"0", b"1", b"2"])
+    async with consumer(cluster, "t", group_id="g") as c:
+        assert values(await poll_until(c, 3)) == [b"0", b"1", b"2"]
+    cluster.append("t", 0, [b"3"])
+    async with consumer(cluster, "t", group_id="g") as again:
+        assert values(await poll_until(again, 1)) == [b"3"]
+
+
+@pytest.mark.asyncio
+async def test_pause_and_resume(cluster: FakeCluster) -> None:
+    cluster.create("t", 2)
+    cluster.append("t", 0, [b"a"])
+    cluster.append("t", 1, [b"b"])
+    async with consumer(cluster) as c:
+        c.assign([T0, T1])
+        c.pause(T1)
+        assert c.paused() == {T1}
+        assert values(await poll_until(c, 1)) == [b"a"]
+        assert await c.poll(200) == {}
+        c.resume(T1)
+        assert values(await poll_until(c, 1)) == [b"b"]
+        with pytest.raises(IllegalStateError):
+            c.pause(TopicPartition("t", 5))
+
+
+@pytest.mark.asyncio
+async def test_async_iteration_ends_at_consumer_timeout_and_commits_only_yielded(
+    cluster: FakeCluster,
+) -> None:
+    cluster.create("t")
+    cluster.append("t", 0, [b"0", b"1", b"2", b"3"])
+    c = consumer(cluster, group_id="g", consumer_timeout_ms=300)
+    c.assign([T0])
+    seen = []
+    async for record in c:
+        seen.append(record.value)
+        if len(seen) == 2:
+            break
+    await c.commit()  # offsets 2 and 3 were polled but never yielded
+    assert cluster.committed[("g", T0)].offset == 2
+    assert await c.position(T0) == 2
+    started = time.monotonic()
+    async for record in c:
+        seen.append(record.value)
+    assert seen == [b"0", b"1", b"2", b"3"]
+    assert 0.25 < time.monotonic() - started < 2.0
+    await c.close()
+    assert cluster.committed[("g", T0)].offset == 4
+
+
+@pytest.mark.asyncio
+async def test_wakeup_makes_a_waiting_poll_return_and_ends_iteration(
+    cluster: FakeCluster,
+) -> None:
+    cluster.create("t")
+    async with consumer(cluster) as c:
+        c.assign([T0])
+        waiting = asyncio.create_task(c.poll(10_000))
+        await asyncio.sleep(0.1)
+        started = time.monotonic()
+        c.wakeup()
+        assert await waiting == {}
+        assert time.monotonic() - started < 0.5
+
+        async def iterate() -> list[ConsumerRecord]:
+            return [record async for record in c]
+
+        iterating = asyncio.create_task(iterate())
+        await asyncio.sleep(0.1)
+        c.wakeup()
+        assert await asyncio.wait_for(iterating, 1) == []
+
+
+@pytest.mark.asyncio
+async def test_poll_on_a_dead_cluster_returns_within_its_timeout(
+    cluster: FakeCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    cluster.create("t")
+    cluster.down.update({0, 1, 2})
+    async with consumer(cluster, group_id="g") as c:
+        c.assign([T0])
+        for timeout_ms in (0, 300):
+            started = time.monotonic()
+            assert await c.poll(timeout_ms) == {}
+            assert time.monotonic() - started < timeout_ms / 1000 + 0.3
+        assert "unreachable" in caplog.text or "no broker reachable" in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_a_poll_loop_with_zero_timeouts_still_makes_progress(cluster: FakeCluster) -> None:
+    cluster.create("t")
+    cluster.append("t", 0, [b"0"])
+    async with consumer(cluster, group_id="g") as c:
+        c.assign([T0])
+        got: list[ConsumerRecord] = []
+        deadline = time.monotonic() + 5
+        while not got:
+            assert time.monotonic() < deadline
+            for records in (await c.poll(0)).values():
+                got.extend(records)
+            await asyncio.sleep(0.005)
+        assert values(got) == [b"0"]
+
+
+@pytest.mark.asyncio
+async def test_misuse_raises_typed_errors(cluster: FakeCluster) -> None:
+    c = consumer(cluster)
+    with pytest.raises(IllegalStateError, match="neither subscribed"):
+        await c.poll(0)
+    with pytest.raises(ValueError, match="max_records"):
+        c.assign([T0])
+        await c.poll(0, max_records=0)
+    await c.close()
+    await c.close()  # idempotent
+    with pytest.raises(ClientClosedError, match="poll: the consumer is closed"):
+        await c.poll(0)
+    with pytest.raises(ClientClosedError):
+        c.assign([T0])
+    with pytest.raises(ClientClosedError):
+        await c.position(T0)

@@ -1,0 +1,247 @@
+"""Decoding a consumer's fetch answer: positions, the high watermark, CRCs, deserializers."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from replog.client.fetched_records import _fast_records, decode_fetched
+from replog.client.records import ConsumerRecord, TopicPartition
+from replog.errors import CorruptRecordError, InvalidRecordError
+from replog.record import (
+    COMPRESSION_GZIP,
+    RECORD_BATCH_OVERHEAD,
+    build_batch,
+    compute_crc,
+    iter_batches,
+    read_header,
+)
+from replog.record.record import encode_record
+
+TP = TopicPartition("t", 3)
+TS = 1_700_000_000_000
+
+
+def batch(base: int, count: int, **options: object) -> bytes:
+    records = [(TS + base + i, b"k", b"v%d" % (base + i), ()) for i in range(count)]
+    return build_batch(records, base_offset=base, partition_leader_epoch=4, **options)  # type: ignore[arg-type]
+
+
+def corrupt(raw: bytes) -> bytes:
+    flipped = bytearray(raw)
+    flipped[-1] ^= 0xFF  # inside the CRC-covered records
+    return bytes(flipped)
+
+
+def offsets(records: list[ConsumerRecord]) -> list[int]:
+    return [r.offset for r in records]
+
+
+def test_records_become_consumer_records_with_partition_epoch_and_timestamp() -> None:
+    data = build_batch(
+        [(TS, b"key", b"value", (("h", b"1"),))], base_offset=10, partition_leader_epoch=4
+    )
+    fetched = decode_fetched(TP, data, position=10, high_watermark=11)
+    assert fetched.records == [
+        ConsumerRecord("t", 3, 10, TS, 0, b"key", b"value", (("h", b"1"),), 4)
+    ]
+    assert fetched.next_offset == 11 and fetched.error is None
+
+
+def test_a_batch_starting_before_the_position_yields_only_records_from_it() -> None:
+    data = batch(5, 5) + batch(10, 3)
+    fetched = decode_fetched(TP, data, position=7, high_watermark=13)
+    assert offsets(fetched.records) == [7, 8, 9, 10, 11, 12]
+    assert fetched.next_offset == 13
+
+
+def test_batches_wholly_before_the_position_are_not_even_checked() -> None:
+    data = corrupt(batch(0, 5)) + batch(5, 2)
+    fetched = decode_fetched(TP, data, position=5, high_watermark=7)
+    assert offsets(fetched.records) == [5, 6] and fetched.error is None
+
+
+def test_nothing_at_or_above_the_high_watermark_is_returned() -> None:
+    data = batch(0, 3) + batch(3, 3)
+    fetched = decode_fetched(TP, data, position=1, high_watermark=4)
+    assert offsets(fetched.records) == [1, 2, 3]
+    assert fetched.next_offset == 4
+
+
+def test_a_crc_mismatch_names_partition_and_offset_after_the_records_before_it() -> None:
+    data = batch(0, 2) + corrupt(batch(2, 2))
+    fetched = decode_fetched(TP, data, position=0, high_watermark=4)
+    assert offsets(fetched.records) == [0, 1]
+    assert isinstance(fetched.error, CorruptRecordError)
+    assert "t-3" in str(fetched.error) and "offset 2" in str(fetched.error)
+    # The records are handed out; the position then stays at the bad batch.
+    assert offsets(fetched.take(10)) == [0, 1]
+    assert fetched.position == 2
+
+
+def test_check_crcs_off_skips_the_crc() -> None:
+    # Flip a bit of a value, so the records still parse: only the CRC can notice.
+    raw = bytearray(batch(0, 1))
+    raw[-2] ^= 0x01
+    assert decode_fetched(TP, bytes(raw), position=0, high_watermark=1).error is not None
+    fetched = decode_fetched(TP, bytes(raw), position=0, high_watermark=1, check_crcs=False)
+    assert fetched.error is None and len(fetched.records) == 1
+
+
+def test_a_partial_batch_at_the_end_is_ignored() -> None:
+    data = batch(0, 2) + batch(2, 2)[:30]
+    fetched = decode_fetched(TP, data, position=0, high_watermark=4)
+    assert offsets(fetched.records) == [0, 1]
+    assert fetched.next_offset == 2 and fetched.error is None
+
+
+def test_control_batches_are_skipped_but_move_the_position() -> None:
+    control = build_batch([(TS, b"\x00\x00\x00\x00", b"", ())], base_offset=2, is_control=True)
+    data = batch(0, 2) + control
+    fetched = decode_fetched(TP, data, position=0, high_watermark=3)
+    assert offsets(fetched.records) == [0, 1]
+    assert fetched.next_offset == 3
+    fetched.take(5)
+    assert fetched.position == 3
+
+
+def test_compressed_batches_starting_before_the_position() -> None:
+    data = batch(0, 10, compression=COMPRESSION_GZIP)
+    fetched = decode_fetched(TP, data, position=6, high_watermark=10)
+    assert offsets(fetched.records) == [6, 7, 8, 9]
+    assert fetched.records[0].value == b"v6"
+
+
+def test_log_append_time_batches_carry_the_broker_timestamp() -> None:
+    data = batch(0, 2, log_append_time=TS + 999)
+    fetched = decode_fetched(TP, data, position=0, high_watermark=2)
+    assert {(r.timestamp, r.timestamp_type) for r in fetched.records} == {(TS + 999, 1)}
+
+
+def test_deserializers_apply_and_a_failing_one_stops_at_its_record() -> None:
+    def value(raw: bytes | None) -> str:
+        assert raw is not None
+        if raw == b"v2":
+            raise ValueError("cannot decode v2")
+        return raw.decode()
+
+    fetched = decode_fetched(
+        TP,
+        batch(0, 4),
+        position=0,
+        high_watermark=4,
+        key_deserializer=lambda k: None if k is None else k.upper(),
+        value_deserializer=value,
+    )
+    assert [(r.key, r.value) for r in fetched.records] == [(b"K", "v0"), (b"K", "v1")]
+    assert isinstance(fetched.error, ValueError)
+    fetched.take(10)
+    assert fetched.position == 2
+
+
+def test_take_hands_out_in_slices_and_then_moves_to_the_next_offset() -> None:
+    control = build_batch([(TS, b"\x00\x00\x00\x00", b"", ())], base_offset=5, is_control=True)
+    fetched = decode_fetched(TP, batch(0, 5) + control, position=0, high_watermark=6)
+    assert offsets(fetched.take(2)) == [0, 1] and fetched.position == 2
+    assert offsets(fetched.take(2)) == [2, 3] and fetched.position == 4
+    assert offsets(fetched.take(2)) == [4] and fetched.position == 6
+    assert fetched.exhausted
+
+
+def test_an_answer_without_records_at_or_after_the_position_still_moves_on() -> None:
+    fetched = decode_fetched(TP, batch(0, 5), position=5, high_watermark=5)
+    assert fetched.records == [] and fetched.next_offset == 5
+
+
+@pytest.mark.parametrize("hw", [-1])
+def test_an_unknown_high_watermark_bounds_nothing(hw: int) -> None:
+    fetched = decode_fetched(TP, batch(0, 2), position=0, high_watermark=hw)
+    assert offsets(fetched.records) == [0, 1]
+
+
+# Long fields (three-byte lengths) are rare: they go to the strict decoder anyway.
+field = st.one_of(st.none(), st.binary(max_size=40), st.binary(max_size=40), st.just(b"L" * 8200))
+header = st.tuples(
+    st.one_of(st.text(max_size=5), st.text(min_size=64, max_size=70)),
+    st.one_of(st.none(), st.binary(max_size=5), st.binary(min_size=64, max_size=70)),
+)
+record = st.tuples(
+    st.integers(-20_000, 20_000),  # timestamp delta: one, two or three varint bytes
+    field,
+    field,
+    st.lists(header, max_size=3),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    records=st.lists(record, min_size=1, max_size=70),
+    base=st.integers(0, 1000),
+    skip=st.integers(0, 80),
+    compression=st.sampled_from([0, COMPRESSION_GZIP]),
+)
+def test_the_fast_decoder_agrees_with_the_strict_one(
+    records: list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
+    base: int,
+    skip: int,
+    compression: int,
+) -> None:
+    data = build_batch(
+        [(TS + delta, key, value, headers) for delta, key, value, headers in records],
+        base_offset=base,
+        partition_leader_epoch=2,
+        compression=compression,
+    )
+    position = base + skip
+    expected = [
+        ConsumerRecord("t", 3, r.offset, r.timestamp, 0, r.key, r.value, r.headers, 2)
+        for r in next(iter_batches(data)).records()
+        if r.offset >= position
+    ]
+    fetched = decode_fetched(TP, data, position=position, high_watermark=base + len(records))
+    assert fetched.error is None
+    assert fetched.records == expected
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        (bytes([0x0E, 0, 0, 0, 1, 2, 0x61, 0]), "offset delta 0, expected 1"),  # duplicate delta
+        (bytes([0x0E, 0, 0, 2, 1, 2, 0x61, 2]), "runs past the end"),  # a header missing
+        (bytes([0x0E, 0, 0, 2, 1, 0x7E, 0x61, 0]), "value of 63 bytes"),  # value runs past
+        (bytes([0x10, 0, 0, 2, 1, 2, 0x61, 0, 0]), "declared length 8"),  # a byte left over
+    ],
+)
+def test_malformed_records_get_the_strict_decoders_error(record: bytes, message: str) -> None:
+    good = encode_record(0, 0, None, b"a")
+    data = _with_records(good + record, count=2)
+    fetched = decode_fetched(TP, data, position=0, high_watermark=2)
+    assert isinstance(fetched.error, InvalidRecordError)
+    assert message in str(fetched.error)
+    assert fetched.records == []
+
+
+def _with_records(region: bytes, *, count: int) -> bytes:
+    """A batch whose records region is `region` as given (the builder would not make it)."""
+    batch = bytearray(build_batch([(TS, None, b"a", ())] * count))
+    del batch[RECORD_BATCH_OVERHEAD:]
+    batch += region
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    struct.pack_into(">I", batch, 17, compute_crc(batch, 0, len(batch)))
+    return bytes(batch)
+
+
+def test_the_fast_path_takes_the_common_shapes() -> None:
+    records = [
+        (TS + i * 7, None if i % 2 else b"key", b"v" * 300, (("trace", b"id"),)) for i in range(100)
+    ]
+    data = build_batch(records, base_offset=5)
+    header = read_header(data)
+    fast = _fast_records(TP, header, data, RECORD_BATCH_OVERHEAD, len(data), 0, 0, 1 << 62)
+    assert fast is not None and len(fast) == 100
+    assert fast[99] == ConsumerRecord(
+        "t", 3, 104, TS + 693, 0, None, b"v" * 300, (("trace", b"id"),), -1
+    )

@@ -1,0 +1,186 @@
+"""Idempotence bookkeeping on its own (no network): sequences assigned at drain, the one-batch
+start under an id the broker does not know, retries only from the oldest pending batch, real
+gaps and UNKNOWN_PRODUCER_ID renumbering the partition under a new id, failed batches settled
+as written or renumbered, and partitions moving to a new id only when idle. Stamped batches
+are checked against the broker's own rules (`ProducerStateTable`)."""
+
+from __future__ import annotations
+
+from replog.client.accumulator import ProducerBatch, RecordAccumulator
+from replog.client.idempotence import (
+    Idempotence,
+    ProducerIdAndEpoch,
+    increment_sequence,
+    sequence_after,
+)
+from replog.client.records import TopicPartition
+from replog.errors import (
+    NotEnoughReplicasError,
+    OutOfOrderSequenceNumberError,
+    UnknownProducerIdError,
+)
+from replog.record import read_header
+from replog.replication.producer_state import ProducerStateTable
+
+TP = TopicPartition("t", 0)
+OTHER = TopicPartition("t", 1)
+INT32_MAX = 2**31 - 1
+
+
+def batch(records: int = 2, tp: TopicPartition = TP) -> ProducerBatch:
+    acc = RecordAccumulator(batch_size=1_000_000)
+    for i in range(records):
+        acc.append(tp, 1_700_000_000_000 + i, None, b"v%d" % i)
+    (made,) = acc.drain_all()
+    return made
+
+
+def drain(idem: Idempotence, made: ProducerBatch) -> ProducerBatch:
+    assert idem.can_drain(made.topic_partition, made)
+    idem.on_drained(made)
+    made.attempts += 1
+    return made
+
+
+def started(pid: int = 7) -> Idempotence:
+    idem = Idempotence()
+    assert idem.needs_producer_id()
+    idem.set_producer_id(pid, 0)
+    assert not idem.needs_producer_id()
+    return idem
+
+
+def test_sequence_arithmetic_wraps_at_int32_max() -> None:
+    assert increment_sequence(5, 3) == 8
+    assert increment_sequence(INT32_MAX, 1) == 0
+    assert increment_sequence(INT32_MAX - 1, 3) == 1
+    assert sequence_after(1, 0) and not sequence_after(0, 1)
+    assert sequence_after(0, INT32_MAX)
+    assert not sequence_after(4, 4)
+
+
+def test_nothing_drains_before_the_producer_id() -> None:
+    idem = Idempotence()
+    assert not idem.can_drain(TP, batch())
+
+
+def test_sequences_are_assigned_at_drain_per_partition_and_stamped() -> None:
+    idem = started(pid=42)
+    first = drain(idem, batch(3))
+    idem.on_success(first)
+    second = drain(idem, batch(2))
+    other = drain(idem, batch(4, OTHER))
+    assert [(b.producer_id, b.producer_epoch, b.base_sequence) for b in (first, second, other)] == [
+        (42, 0, 0),
+        (42, 0, 3),
+        (42, 0, 0),
+    ]
+    header = read_header(second.records)  # type: ignore[arg-type]
+    assert (header.producer_id, header.base_sequence, header.last_sequence) == (42, 3, 4)
+    assert idem.next_sequence(TP) == 5 and idem.next_sequence(OTHER) == 4
+    # The broker accepts them in this order.
+    table = ProducerStateTable("t-0")
+    for made in (first, second):
+        assert table.check(read_header(made.records)) is None  # type: ignore[arg-type]
+        table.update(read_header(made.records))  # type: ignore[arg-type]
+
+
+def test_one_batch_at_a_time_until_the_broker_knows_the_id_then_up_to_five() -> None:
+    idem = started()
+    first = drain(idem, batch())
+    assert not idem.can_drain(TP, batch())  # a second could overtake the first
+    idem.on_success(first)
+    pending = [drain(idem, batch()) for _ in range(5)]
+    assert not idem.can_drain(TP, batch())  # the broker retains 5 batches per producer
+    idem.on_success(pending[0])
+    assert idem.can_drain(TP, batch())
+
+
+def test_a_retry_is_resent_only_as_the_oldest_pending_batch() -> None:
+    idem = started()
+    idem.on_success(drain(idem, batch()))
+    b1, b2, b3 = (drain(idem, batch()) for _ in range(3))
+    idem.on_retry(b2, OutOfOrderSequenceNumberError("t-0: overtook b1"))
+    assert not idem.can_drain(TP, b2)  # b1 is older and still out
+    idem.on_retry(b1, NotEnoughReplicasError("t-0"))
+    assert idem.can_drain(TP, b1) and not idem.can_drain(TP, b2)
+    drain(idem, b1)
+    idem.on_success(b1)
+    assert idem.can_drain(TP, b2)
+    assert not idem.is_blocked(TP)
+    assert idem.pending(TP) == [b2, b3]
+
+
+def test_out_of_order_on_the_next_expected_batch_renumbers_under_a_new_id() -> None:
+    idem = started(pid=7)
+    idem.on_success(drain(idem, batch(2)))
+    b1 = drain(idem, batch(2))
+    b2 = drain(idem, batch(2))
+    assert (b1.base_sequence, b2.base_sequence) == (2, 4)
+    idem.on_retry(b1, OutOfOrderSequenceNumberError("t-0: the broker lost its state"))
+    assert idem.is_blocked(TP)
+    idem.on_retry(b2, OutOfOrderSequenceNumberError("t-0"))
+    assert idem.needs_producer_id()
+    idem.set_producer_id(8, 0)
+    assert not idem.is_blocked(TP)
+    assert [(b.producer_id, b.base_sequence) for b in (b1, b2)] == [(8, 0), (8, 2)]
+    assert read_header(b2.records).producer_id == 8  # type: ignore[arg-type]
+    assert idem.next_sequence(TP) == 4 and idem.resets == 1
+    assert idem.can_drain(TP, b1) and not idem.can_drain(TP, b2)
+
+
+def test_renumbering_waits_until_nothing_of_the_partition_is_on_the_wire() -> None:
+    idem = started(pid=7)
+    idem.on_success(drain(idem, batch()))
+    b1 = drain(idem, batch())
+    b2 = drain(idem, batch())
+    idem.on_retry(b1, UnknownProducerIdError("t-0: no state for producer 7"))
+    assert not idem.needs_producer_id()  # b2 is still out
+    idem.on_retry(b2, OutOfOrderSequenceNumberError("t-0"))
+    assert idem.needs_producer_id()
+    idem.set_producer_id(9, 0)
+    assert [(b.producer_id, b.base_sequence) for b in (b1, b2)] == [(9, 0), (9, 2)]
+
+
+def test_a_failed_batch_followed_by_an_acknowledged_one_was_written() -> None:
+    idem = started()
+    idem.on_success(drain(idem, batch()))
+    b1 = drain(idem, batch())
+    b2 = drain(idem, batch())
+    idem.on_expired(b1)  # timed out on the wire: outcome unknown
+    assert idem.is_blocked(TP) and not idem.can_drain(TP, batch())
+    idem.on_success(b2)  # the broker took b2, so it had b1
+    idem.on_failed(b1)
+    idem.maybe_resolve()
+    assert not idem.is_blocked(TP) and not idem.needs_producer_id()
+    assert idem.can_drain(TP, batch())
+
+
+def test_a_failed_batch_with_nothing_after_it_acknowledged_renumbers() -> None:
+    idem = started(pid=7)
+    idem.on_success(drain(idem, batch()))
+    b1 = drain(idem, batch())
+    b2 = drain(idem, batch())
+    idem.on_failed(b1)  # e.g. expired after retries
+    idem.on_retry(b2, OutOfOrderSequenceNumberError("t-0: gap"))
+    idem.maybe_resolve()
+    assert idem.needs_producer_id()
+    idem.set_producer_id(8, 0)
+    assert (b2.producer_id, b2.base_sequence) == (8, 0)
+    assert idem.pending(TP) == [b2]
+
+
+def test_other_partitions_keep_their_id_until_idle_then_start_over() -> None:
+    idem = started(pid=7)
+    idem.on_success(drain(idem, batch(tp=OTHER)))
+    busy = drain(idem, batch(tp=OTHER))
+    idem.on_success(drain(idem, batch()))
+    gap = drain(idem, batch())
+    idem.on_retry(gap, OutOfOrderSequenceNumberError("t-0: gap"))
+    idem.set_producer_id(8, 0)
+    assert idem.producer == ProducerIdAndEpoch(8, 0)
+    assert busy.producer_id == 7
+    assert not idem.can_drain(OTHER, batch(tp=OTHER))  # waits for the old id's batch
+    idem.on_success(busy)
+    fresh = drain(idem, batch(tp=OTHER))
+    assert (fresh.producer_id, fresh.base_sequence) == (8, 0)

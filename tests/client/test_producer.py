@@ -1,0 +1,479 @@
+"""The asyncio Producer (accumulator + sender + idempotence) against a fake cluster whose logs
+judge idempotent batches as a replog broker does.
+
+Covered: delivery and offsets, keyed partitioning, acks=0, batching, retries of retriable
+errors, ordering with 5 requests in flight when an early batch fails or a later one overtakes
+it, lost answers deduplicated by the broker (and duplicated without idempotence), leader moves,
+expiry with its exact error, non-retriable errors, the producer id's retries, bad input and
+unknown topics failing fast, backpressure up to max.block.ms, flush and close, and the
+in-flight limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import pytest_asyncio
+from producer_fakes import FakeCluster, producer_settings
+
+from replog.client.partitioner import murmur2, to_positive
+from replog.client.producer import Producer
+from replog.client.records import RecordMetadata
+from replog.errors import (
+    ClientClosedError,
+    CoordinatorLoadInProgressError,
+    InvalidRecordError,
+    InvalidTopicError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    NotEnoughReplicasError,
+    UnknownTopicOrPartitionError,
+)
+
+
+@pytest.fixture
+def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
+    fake = FakeCluster()
+    fake.create("t", 3)
+    fake.create("one", 1)
+    fake.install(monkeypatch)
+    return fake
+
+
+class Made:
+    """Producers a test made, closed at its end."""
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+        self.producers: list[Producer] = []
+
+    def __call__(self, **overrides: object) -> Producer:
+        producer = Producer(producer_settings(self.cluster, **overrides))
+        self.producers.append(producer)
+        return producer
+
+
+@pytest_asyncio.fixture
+async def make(cluster: FakeCluster) -> AsyncIterator[Made]:
+    made = Made(cluster)
+    yield made
+    cluster.gate.open()
+    for producer in made.producers:
+        await producer.close(timeout_ms=0)
+
+
+async def until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.001)
+
+
+@pytest.mark.asyncio
+async def test_send_returns_where_the_record_landed(cluster: FakeCluster, make: Made) -> None:
+    producer = make()
+    metadata = await producer.send(
+        "one", b"hello", key=b"k", headers=[("h", b"1")], timestamp_ms=1_700_000_000_000
+    )
+    assert metadata == RecordMetadata("one", 0, 0, 1_700_000_000_000, 1, 5)
+    second = await producer.send("one", b"again")
+    assert (second.partition, second.offset) == (0, 1)
+    (record, _) = cluster.log("one").records()
+    assert (record.key, record.value, record.headers) == (b"k", b"hello", (("h", b"1"),))
+    header = cluster.log("one").headers()[0]
+    assert header.producer_id == 1000 and header.base_sequence == 0  # idempotent by default
+
+
+@pytest.mark.asyncio
+async def test_keyed_records_go_where_murmur2_says(cluster: FakeCluster, make: Made) -> None:
+    producer = make()
+    keys = [b"21", b"user-1", b"user-2", b"", b"x" * 50]
+    results = await asyncio.gather(*(producer.send("t", b"v", key=k) for k in keys))
+    assert [r.partition for r in results] == [to_positive(murmur2(k)) % 3 for k in keys]
+
+
+@pytest.mark.asyncio
+async def test_records_of_one_linger_share_a_batch(cluster: FakeCluster, make: Made) -> None:
+    producer = make(linger_ms=50)
+    futures = [producer.send_nowait("one", b"%d" % i) for i in range(100)]
+    results = await asyncio.gather(*futures)
+    assert [r.offset for r in results] == list(range(100))
+    assert len(cluster.calls) == 1
+    assert cluster.log("one").values() == [b"%d" % i for i in range(100)]
+
+
+@pytest.mark.asyncio
+async def test_null_keys_stick_to_one_partition_per_batch(cluster: FakeCluster, make: Made) -> None:
+    producer = make(linger_ms=50, batch_size=1_000)
+    results = await asyncio.gather(*(producer.send("t", b"v" * 100) for _ in range(40)))
+    runs = [results[i].partition for i in range(0, 40, 8)]  # 8 records of 109 B per batch
+    assert all(results[i].partition == results[i - i % 8].partition for i in range(40))
+    assert any(a != b for a, b in itertools.pairwise(runs))
+
+
+@pytest.mark.asyncio
+async def test_acks_0_delivers_without_offsets(cluster: FakeCluster, make: Made) -> None:
+    producer = make(acks=0)
+    result = await producer.send("one", b"fire and forget", timestamp_ms=5)
+    assert result == RecordMetadata("one", 0, -1, 5, -1, 15)
+    assert cluster.log("one").values() == [b"fire and forget"]
+    assert cluster.calls[0].acks == 0
+    assert cluster.log("one").headers()[0].producer_id == -1  # idempotence needs acks=all
+
+
+@pytest.mark.asyncio
+async def test_retriable_errors_are_retried_until_delivered(
+    cluster: FakeCluster, make: Made
+) -> None:
+    cluster.refuse("one", 0, NotEnoughReplicasError("one-0: ISR 1 < min.insync.replicas 2"), 3)
+    producer = make()
+    result = await producer.send("one", b"v")
+    assert result.offset == 0
+    assert len(cluster.calls) == 4
+    assert producer.metrics()["batches_retried"] == 3
+
+
+@pytest.mark.asyncio
+async def test_order_holds_when_an_early_batch_fails_with_five_in_flight(
+    cluster: FakeCluster, make: Made
+) -> None:
+    producer = make(batch_size=1)  # one record per batch
+    await producer.send("one", b"warm-up")  # the broker knows the id; the connection is warm
+    cluster.gate.close()
+    futures = [producer.send_nowait("one", b"%d" % i) for i in range(8)]
+    await until(lambda: cluster.gate.held == 5)
+    assert cluster.peak_outstanding[0] == 5  # max.in.flight.requests.per.connection
+    cluster.refuse("one", 0, NotEnoughReplicasError("one-0: not enough replicas"))
+    cluster.gate.open()  # the first refused; the four after it are out of order
+    results = await asyncio.gather(*futures)
+    assert [r.offset for r in results] == list(range(1, 9))
+    assert cluster.log("one").values() == [b"warm-up"] + [b"%d" % i for i in range(8)]
+    assert producer.metrics()["batches_retried"] >= 5
+
+
+@pytest.mark.asyncio
+async def test_order_holds_when_a_later_request_overtakes_an_earlier_one(
+    cluster: FakeCluster, make: Made
+) -> None:
+    producer = make(batch_size=1)
+    await producer.send("one", b"warm-up")
+    cluster.gate.close()
+    futures = [producer.send_nowait("one", b"%d" % i) for i in range(3)]
+    await until(lambda: cluster.gate.held == 3)
+    cluster.gate.release_one(2)  # the last overtakes: OUT_OF_ORDER_SEQUENCE_NUMBER
+    cluster.gate.release_one(1)
+    await until(lambda: len(cluster.calls) >= 4)  # retried (and held again)
+    cluster.gate.open()
+    results = await asyncio.gather(*futures)
+    assert [r.offset for r in results] == [1, 2, 3]
+    assert cluster.log("one").values() == [b"warm-up", b"0", b"1", b"2"]
+
+
+@pytest.mark.asyncio
+async def test_the_first_batch_under_a_new_id_goes_alone(cluster: FakeCluster, make: Made) -> None:
+    producer = make(batch_size=1)
+    cluster.gate.close()
+    futures = [producer.send_nowait("one", b"%d" % i) for i in range(3)]
+    await until(lambda: cluster.gate.held == 1)
+    await asyncio.sleep(0.02)
+    assert cluster.gate.held == 1  # an unknown id may start anywhere: nothing may overtake
+    cluster.gate.open()
+    assert [r.offset for r in await asyncio.gather(*futures)] == [0, 1, 2]
+
+
+@pytest.mark.asyncio
+async def test_a_lost_answer_is_retried_without_a_duplicate(
+    cluster: FakeCluster, make: Made
+) -> None:
+    producer = make(batch_size=1)
+    await producer.send("one", b"warm-up")
+    cluster.lose("one", 0, times=2)
+    results = await asyncio.gather(*(producer.send("one", b"%d" % i) for i in range(4)))
+    assert cluster.log("one").values() == [b"warm-up", b"0", b"1", b"2", b"3"]
+    assert [r.offset for r in results] == [1, 2, 3, 4]  # the original offsets
+    assert producer.metrics()["batches_retried"] >= 2
+
+
+@pytest.mark.asyncio
+async def test_without_idempotence_a_lost_answer_duplicates(
+    cluster: FakeCluster, make: Made
+) -> None:
+    producer = make(enable_idempotence=False)
+    cluster.lose("one", 0)
+    result = await producer.send("one", b"v")
+    assert cluster.log("one").values() == [b"v", b"v"]
+    assert result.offset == 1
+
+
+@pytest.mark.asyncio
+async def test_a_moved_leader_is_found_through_metadata(cluster: FakeCluster, make: Made) -> None:
+    producer = make()
+    assert (await producer.send("one", b"a")).offset == 0
+    refreshes = cluster.metadata_calls
+    cluster.move_leader("one", 0, 2)
+    assert (await producer.send("one", b"b")).offset == 1
+    assert cluster.metadata_calls > refreshes
+    assert [c.node for c in cluster.calls][-1] == 2
+    assert cluster.log("one").values() == [b"a", b"b"]
+
+
+@pytest.mark.asyncio
+async def test_a_partition_without_a_leader_expires_with_the_exact_error(
+    cluster: FakeCluster, make: Made
+) -> None:
+    cluster.log("one").leader = -1
+    producer = make(request_timeout_ms=200, delivery_timeout_ms=300)
+    started = time.monotonic()
+    with pytest.raises(KafkaTimeoutError) as raised:
+        await producer.send("one", b"v")
+    assert 0.25 < time.monotonic() - started < 2
+    assert str(raised.value) == (
+        "one-0: 1 record(s) expired in the queue: not delivered within "
+        "delivery.timeout.ms=300 ms of the batch's creation, after 0 attempt(s); "
+        "last error: no leader known for one-0"
+    )
+    assert producer.metrics()["batches_expired"] == 1
+
+
+@pytest.mark.asyncio
+async def test_expiry_after_retries_names_the_last_error(cluster: FakeCluster, make: Made) -> None:
+    cluster.refuse("one", 0, NotEnoughReplicasError("one-0: ISR 1 < min.insync.replicas 2"), 1000)
+    producer = make(request_timeout_ms=200, delivery_timeout_ms=300, retry_backoff_max_ms=20)
+    with pytest.raises(KafkaTimeoutError) as raised:
+        await producer.send("one", b"v")
+    text = str(raised.value)
+    assert text.startswith("one-0: 1 record(s) expired in the queue: not delivered within ")
+    assert "delivery.timeout.ms=300 ms" in text
+    assert text.endswith("last error: NotEnoughReplicasError: one-0: ISR 1 < min.insync.replicas 2")
+
+
+@pytest.mark.asyncio
+async def test_a_batch_expires_on_the_wire_and_its_late_answer_settles_the_partition(
+    cluster: FakeCluster, make: Made
+) -> None:
+    producer = make(request_timeout_ms=200, delivery_timeout_ms=300)
+    await producer.send("one", b"warm-up")
+    cluster.gate.close()
+    with pytest.raises(KafkaTimeoutError, match=r"expired on the wire.*no answer from the leader"):
+        await producer.send("one", b"late")
+    cluster.gate.open()  # the broker wrote it after all
+    result = await producer.send("one", b"next")
+    assert cluster.log("one").values() == [b"warm-up", b"late", b"next"]
+    assert result.offset == 2
+    assert producer.metrics()["producer_ids"] == 1  # written: no reset needed
+
+
+@pytest.mark.asyncio
+async def test_a_batch_lost_for_good_resets_the_partition_under_a_new_id(
+    cluster: FakeCluster, make: Made
+) -> None:
+    producer = make(request_timeout_ms=200, delivery_timeout_ms=300)
+    await producer.send("one", b"warm-up")
+    cluster.down.add(0)  # every call to the leader fails: the outcome stays unknown
+    with pytest.raises(KafkaTimeoutError, match="last error: NetworkError: broker 0 at node0"):
+        await producer.send("one", b"lost")
+    cluster.down.clear()
+    result = await producer.send("one", b"next")
+    assert cluster.log("one").values() == [b"warm-up", b"next"]
+    assert result.offset == 1
+    assert producer.metrics()["producer_ids"] == 2
+    assert cluster.log("one").headers()[-1].producer_id == 1001
+
+
+@pytest.mark.asyncio
+async def test_a_non_retriable_error_fails_only_its_batch(cluster: FakeCluster, make: Made) -> None:
+    producer = make()
+    await producer.send("one", b"ok")
+    cluster.refuse("one", 0, InvalidRecordError("one-0: compacted topics need keys"))
+    with pytest.raises(InvalidRecordError, match="compacted topics need keys"):
+        await producer.send("one", b"bad")
+    assert (await producer.send("one", b"fine")).offset == 1
+    assert cluster.log("one").values() == [b"ok", b"fine"]
+
+
+@pytest.mark.asyncio
+async def test_the_producer_id_request_is_retried(cluster: FakeCluster, make: Made) -> None:
+    cluster.pid_errors.extend([CoordinatorLoadInProgressError("no producer id block yet")] * 2)
+    producer = make()
+    assert (await producer.send("one", b"v")).offset == 0
+    assert cluster.pid_calls >= 3
+
+
+@pytest.mark.asyncio
+async def test_bad_input_raises_at_once(cluster: FakeCluster, make: Made) -> None:
+    producer = make(max_request_size=1_000)
+    with pytest.raises(TypeError, match=r"value must be bytes or None .*not str"):
+        producer.send_nowait("one", "text")
+    with pytest.raises(TypeError, match="key must be bytes"):
+        producer.send_nowait("one", b"v", key=12)
+    with pytest.raises(TypeError, match="header key must be a str"):
+        producer.send_nowait("one", b"v", headers=[(b"h", b"v")])
+    with pytest.raises(ValueError, match="partition must be an int >= 0"):
+        producer.send_nowait("one", b"v", partition=-1)
+    with pytest.raises(InvalidTopicError):
+        producer.send_nowait("bad topic!", b"v")
+    with pytest.raises(MessageSizeTooLargeError) as raised:
+        producer.send_nowait("one", b"v" * 2_000)
+    assert str(raised.value) == (
+        "the record to topic 'one' is up to 2097 bytes when serialized, larger than "
+        "max.request.size=1000"
+    )
+    assert cluster.calls == []
+
+
+@pytest.mark.asyncio
+async def test_serializers_turn_values_into_bytes(cluster: FakeCluster, make: Made) -> None:
+    producer = make(value_serializer=lambda v: v.encode(), key_serializer=str.encode)
+    await producer.send("one", "value", key="key")
+    (record,) = cluster.log("one").records()
+    assert (record.key, record.value) == (b"key", b"value")
+
+
+@pytest.mark.asyncio
+async def test_an_unknown_topic_fails_at_once(cluster: FakeCluster, make: Made) -> None:
+    producer = make(max_block_ms=30_000)
+    started = time.monotonic()
+    with pytest.raises(UnknownTopicOrPartitionError, match=r"^topic 'nope' does not exist$"):
+        await producer.send("nope", b"v")
+    assert time.monotonic() - started < 1
+
+
+@pytest.mark.asyncio
+async def test_a_missing_partition_fails_naming_the_count(cluster: FakeCluster, make: Made) -> None:
+    producer = make()
+    with pytest.raises(UnknownTopicOrPartitionError) as raised:
+        await producer.send("t", b"v", partition=3)
+    assert str(raised.value) == (
+        "partition 3 of topic 't' does not exist: the topic has 3 partition(s), 0-2"
+    )
+    assert (await producer.send("t", b"v", partition=2)).partition == 2
+
+
+@pytest.mark.asyncio
+async def test_a_dead_cluster_fails_sends_within_max_block_ms(
+    cluster: FakeCluster, make: Made
+) -> None:
+    cluster.down.update({0, 1, 2})
+    producer = make(max_block_ms=300)
+    started = time.monotonic()
+    with pytest.raises(KafkaTimeoutError) as raised:
+        await producer.send("one", b"v")
+    assert 0.25 < time.monotonic() - started < 2
+    text = str(raised.value)
+    assert "send to topic 'one': metadata not available within max.block.ms=300 ms" in text
+    assert "node0:9092" in text and "connection refused" in text
+
+
+@pytest.mark.asyncio
+async def test_a_full_buffer_makes_sends_wait_then_go_in_order(
+    cluster: FakeCluster, make: Made
+) -> None:
+    producer = make(batch_size=1_000, buffer_memory=3_000, max_block_ms=5_000)
+    await producer.send("one", b"warm-up")
+    cluster.gate.close()
+    futures = [producer.send_nowait("one", b"%d" % i + b"v" * 900) for i in range(6)]
+    await until(lambda: producer.metrics()["waiting_sends"] == 3)
+    assert producer.metrics()["buffer_available_bytes"] == 0
+    cluster.gate.open()
+    results = await asyncio.gather(*futures)
+    assert [r.offset for r in results] == list(range(1, 7))
+    assert producer.metrics()["buffer_available_bytes"] == 3_000
+
+
+@pytest.mark.asyncio
+async def test_a_buffer_full_for_max_block_ms_fails_the_send(
+    cluster: FakeCluster, make: Made
+) -> None:
+    producer = make(batch_size=1_000, buffer_memory=2_000, max_block_ms=200)
+    await producer.send("one", b"warm-up")
+    cluster.gate.close()
+    held = [producer.send_nowait("one", b"v" * 900) for _ in range(2)]
+    started = time.monotonic()
+    with pytest.raises(KafkaTimeoutError) as raised:
+        await producer.send("one", b"v" * 900)
+    assert 0.15 < time.monotonic() - started < 2
+    assert str(raised.value) == (
+        "send to topic 'one': no room in buffer.memory=2000 bytes within max.block.ms=200 ms "
+        "(records are produced faster than the cluster takes them)"
+    )
+    cluster.gate.open()
+    await asyncio.gather(*held)
+
+
+@pytest.mark.asyncio
+async def test_flush_sends_at_once_and_waits(cluster: FakeCluster, make: Made) -> None:
+    producer = make(linger_ms=60_000)
+    futures = [producer.send_nowait("one", b"%d" % i) for i in range(10)]
+    started = time.monotonic()
+    await producer.flush(timeout_ms=5_000)
+    assert time.monotonic() - started < 2
+    assert all(f.done() for f in futures)
+    assert len(cluster.log("one").values()) == 10
+
+
+@pytest.mark.asyncio
+async def test_flush_times_out_naming_what_is_left(cluster: FakeCluster, make: Made) -> None:
+    producer = make()
+    await producer.send("one", b"warm-up")
+    cluster.gate.close()
+    future = producer.send_nowait("one", b"v")
+    with pytest.raises(KafkaTimeoutError, match=r"flush did not finish within 100 ms: 1 batch"):
+        await producer.flush(timeout_ms=100)
+    cluster.gate.open()
+    await future
+
+
+@pytest.mark.asyncio
+async def test_close_delivers_what_is_queued(cluster: FakeCluster) -> None:
+    async with Producer(producer_settings(cluster, linger_ms=60_000)) as producer:
+        futures = [producer.send_nowait("one", b"%d" % i) for i in range(5)]
+    assert producer.closed
+    assert [f.result().offset for f in futures] == list(range(5))
+    with pytest.raises(ClientClosedError):
+        producer.send_nowait("one", b"late")
+    await producer.close()  # idempotent
+
+
+@pytest.mark.asyncio
+async def test_close_with_a_timeout_fails_what_is_left(cluster: FakeCluster) -> None:
+    producer = Producer(producer_settings(cluster))
+    await producer.send("one", b"warm-up")
+    cluster.gate.close()
+    on_wire = producer.send_nowait("one", b"on the wire")
+    await until(lambda: cluster.gate.held == 1)
+    queued = producer.send_nowait("one", b"queued")
+    await producer.close(timeout_ms=50)
+    for future in (on_wire, queued):
+        with pytest.raises(ClientClosedError, match=r"one-0: 1 record.* closed"):
+            future.result()
+    cluster.gate.open()
+
+
+@pytest.mark.asyncio
+async def test_in_flight_requests_per_broker_stay_within_the_limit(
+    cluster: FakeCluster, make: Made
+) -> None:
+    producer = make(batch_size=1, max_in_flight_requests_per_connection=2, enable_idempotence=False)
+    await producer.send("one", b"warm-up")
+    cluster.gate.close()
+    futures = [producer.send_nowait("one", b"%d" % i) for i in range(6)]
+    await until(lambda: cluster.gate.held == 2)
+    await asyncio.sleep(0.02)
+    assert cluster.gate.held == 2
+    cluster.gate.open()
+    await asyncio.gather(*futures)
+    assert cluster.peak_outstanding[0] == 2
+
+
+@pytest.mark.asyncio
+async def test_partitions_for_and_metrics(cluster: FakeCluster, make: Made) -> None:
+    producer = make()
+    assert await producer.partitions_for("t") == {0, 1, 2}
+    await producer.send("t", b"v", partition=1)
+    metrics = producer.metrics()
+    assert metrics["records_delivered"] == 1 and metrics["requests"] == 1
+    assert metrics["producer_ids"] == 1

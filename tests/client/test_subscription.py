@@ -1,0 +1,85 @@
+"""The consumer's assignment/subscription bookkeeping and per-partition positions."""
+
+from __future__ import annotations
+
+import pytest
+
+from replog.client.records import OffsetAndMetadata, TopicPartition
+from replog.client.subscription import EARLIEST, LATEST, Mode, SubscriptionState
+from replog.errors import IllegalStateError
+
+A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+
+
+def test_assign_keeps_the_state_of_partitions_that_stay() -> None:
+    subs = SubscriptionState()
+    subs.assign([A0, A1])
+    subs.seek(A0, 5)
+    subs.assign([A0, B0, A0])  # duplicates collapse
+    assert subs.assignment() == {A0, B0}
+    assert subs.state(A0, "t").position == 5
+    assert subs.state(B0, "t").position is None
+    assert subs.topics() == {"a", "b"}
+    subs.assign([])
+    assert subs.mode is Mode.NONE
+
+
+def test_subscribe_follows_the_metadata_and_excludes_assign() -> None:
+    subs = SubscriptionState()
+    subs.subscribe(["a"])
+    assert subs.assignment() == frozenset() and subs.topics() == {"a"}
+    assert subs.set_subscribed_partitions([A0, A1, B0])  # b is not subscribed
+    assert subs.assignment() == {A0, A1}
+    assert not subs.set_subscribed_partitions([A1, A0])  # unchanged
+    subs.seek(A1, 3)
+    assert subs.set_subscribed_partitions([A1])
+    assert subs.state(A1, "t").position == 3
+    with pytest.raises(IllegalStateError, match=r"assign\(\) after subscribe\(\)"):
+        subs.assign([A0])
+    subs.subscribe([])  # == unsubscribe
+    assert subs.mode is Mode.NONE
+    subs.assign([A0])
+    with pytest.raises(IllegalStateError, match=r"subscribe\(\) after assign\(\)"):
+        subs.subscribe(["a"])
+
+
+def test_positions_resets_and_what_to_commit() -> None:
+    subs = SubscriptionState()
+    subs.assign([A0, A1, B0])
+    assert subs.missing_positions() == [A0, A1, B0]
+    subs.request_reset(A0, EARLIEST)
+    subs.seek(A1, 7)
+    assert subs.missing_positions() == [B0]
+    assert subs.pending_resets() == {A0: EARLIEST}
+    subs.request_reset(A1, LATEST)  # a reset wins over the position until it is looked up
+    assert not subs.state(A1, "t").fetchable
+    subs.seek(A1, 8)  # a seek cancels it
+    assert subs.pending_resets() == {A0: EARLIEST}
+    assert not subs.has_all_positions()
+    subs.state(A1, "t").last_epoch = 3
+    assert subs.consumed() == {A1: OffsetAndMetadata(8, "", 3)}
+
+
+def test_pause_keeps_the_position_and_stops_fetching() -> None:
+    subs = SubscriptionState()
+    subs.assign([A0])
+    subs.seek(A0, 1)
+    subs.pause(A0)
+    assert subs.paused() == {A0} and not subs.state(A0, "t").fetchable
+    subs.resume(A0)
+    assert subs.state(A0, "t").fetchable
+
+
+def test_bad_input_and_unassigned_partitions_raise_typed_errors() -> None:
+    subs = SubscriptionState()
+    with pytest.raises(TypeError, match="TopicPartition"):
+        subs.assign([("a", -1)])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="non-empty strings"):
+        subs.subscribe([""])
+    subs.assign([A0])
+    with pytest.raises(ValueError, match="a-0 must be an int >= 0"):
+        subs.seek(A0, -3)
+    with pytest.raises(IllegalStateError, match=r"seek: partition b-0 is not assigned .*a-0"):
+        subs.seek(B0, 1)
+    with pytest.raises(IllegalStateError, match="pause"):
+        subs.pause(B0)

@@ -1,0 +1,153 @@
+"""The blocking Consumer against the in-process fake cluster: the thread hop, iteration,
+wakeup and close from another thread, Ctrl-C, timeouts on a dead cluster."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import signal
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from consumer_fakes import FakeCluster, consumer_settings
+
+from replog import Consumer as ExportedConsumer
+from replog.client.records import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from replog.client.sync_consumer import Consumer
+from replog.errors import ClientClosedError, ConfigError, IllegalStateError, InvalidGroupIdError
+
+T0 = TopicPartition("t", 0)
+
+
+@pytest.fixture
+def cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCluster]:
+    fake = FakeCluster()
+    fake.install(monkeypatch)
+    yield fake
+
+
+def consumer(cluster: FakeCluster, *topics: str, **overrides: object) -> Consumer:
+    return Consumer(*topics, **consumer_settings(cluster, **overrides))
+
+
+def poll_until(c: Consumer, count: int, timeout_s: float = 5.0) -> list[ConsumerRecord]:
+    got: list[ConsumerRecord] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < count:
+        assert time.monotonic() < deadline, f"only {len(got)} of {count} records arrived"
+        for records in c.poll(100).values():
+            got.extend(records)
+    return got
+
+
+def test_round_trip_commit_and_positions(cluster: FakeCluster) -> None:
+    assert ExportedConsumer is Consumer
+    cluster.create("t")
+    cluster.append("t", 0, [b"a", b"b"])
+    with consumer(cluster, "t", group_id="g") as c:
+        assert [r.value for r in poll_until(c, 2)] == [b"a", b"b"]
+        assert c.assignment() == {T0} and c.subscription() == {"t"}
+        assert c.position(T0) == 2
+        c.commit()
+        assert c.committed(T0) == 2
+        assert c.beginning_offsets([T0]) == {T0: 0} and c.end_offsets([T0]) == {T0: 2}
+        c.seek_to_beginning()
+        assert [r.value for r in poll_until(c, 2)] == [b"a", b"b"]
+        done = c.commit_async({T0: OffsetAndMetadata(1)})
+        assert done.result(timeout=5) is None
+        assert cluster.committed[("g", T0)].offset == 1
+        c.pause(T0)
+        assert c.paused() == {T0}
+        c.resume(T0)
+        assert c.highwater(T0) == 2
+
+
+def test_a_bad_config_fails_at_construction_without_a_thread() -> None:
+    before = threading.active_count()
+    with pytest.raises(ConfigError, match=r"auto_offset_reset='smallest-ish': accepted values"):
+        Consumer(bootstrap_servers="x:1", auto_offset_reset="smallest-ish")
+    assert threading.active_count() == before
+
+
+def test_iteration_stops_at_consumer_timeout(cluster: FakeCluster) -> None:
+    cluster.create("t")
+    cluster.append("t", 0, [b"%d" % i for i in range(5)])
+    with consumer(cluster, consumer_timeout_ms=200) as c:
+        c.assign([T0])
+        started = time.monotonic()
+        assert [r.offset for r in c] == [0, 1, 2, 3, 4]
+        assert time.monotonic() - started < 3
+
+
+def test_wakeup_from_another_thread_returns_a_blocked_poll(cluster: FakeCluster) -> None:
+    cluster.create("t")
+    with consumer(cluster) as c:
+        c.assign([T0])
+        timer = threading.Timer(0.2, c.wakeup)
+        timer.start()
+        started = time.monotonic()
+        assert c.poll(10_000) == {}
+        assert time.monotonic() - started < 2
+        timer.join()
+
+
+def test_close_from_another_thread_ends_a_blocked_iteration(cluster: FakeCluster) -> None:
+    cluster.create("t")
+    c = consumer(cluster)
+    c.assign([T0])
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        iterating = pool.submit(lambda: list(c))
+        time.sleep(0.2)
+        started = time.monotonic()
+        c.close()
+        assert iterating.result(timeout=5) == []
+        assert time.monotonic() - started < 3
+    with pytest.raises(ClientClosedError, match="poll: the consumer is closed"):
+        c.poll(0)
+    c.close()  # idempotent
+
+
+def test_poll_on_a_dead_cluster_returns_within_its_timeout(cluster: FakeCluster) -> None:
+    cluster.create("t")
+    cluster.down.update({0, 1, 2})
+    with consumer(cluster, group_id="g") as c:
+        c.assign([T0])
+        started = time.monotonic()
+        assert c.poll(500) == {}
+        assert 0.45 < time.monotonic() - started < 1.0
+
+
+def test_ctrl_c_interrupts_a_blocked_poll() -> None:
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals reach the main thread only")
+    cluster = FakeCluster()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    main = threading.main_thread().ident
+    assert main is not None
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            cluster.install(patch)
+            cluster.create("t")
+            with consumer(cluster) as c:
+                c.assign([T0])
+                timer = threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT))
+                timer.start()
+                started = time.monotonic()
+                with pytest.raises(KeyboardInterrupt):
+                    c.poll(10_000)
+                assert time.monotonic() - started < 2
+                timer.join()
+                assert c.poll(0) == {}  # still usable afterwards
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_misuse_raises_typed_errors(cluster: FakeCluster) -> None:
+    with consumer(cluster) as c:
+        with pytest.raises(IllegalStateError, match="neither subscribed"):
+            c.poll(0)
+        with pytest.raises(InvalidGroupIdError):
+            c.commit_async()
+        with pytest.raises(InvalidGroupIdError):
+            c.commit()

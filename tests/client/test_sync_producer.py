@@ -1,0 +1,340 @@
+"""The blocking Producer against the fake cluster: futures and callbacks (on the loop thread),
+the hot path without a loop round trip, blocking up to max.block.ms for metadata and memory,
+Ctrl-C in every blocking call, timeouts of get/flush/close, close semantics, and sends from
+many threads keeping each thread's order."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from producer_fakes import FakeCluster, producer_settings
+
+from replog.client.records import RecordMetadata
+from replog.client.sync_producer import FutureRecordMetadata, Producer
+from replog.errors import (
+    ClientClosedError,
+    InvalidRecordError,
+    KafkaTimeoutError,
+    UnknownTopicOrPartitionError,
+)
+
+
+@pytest.fixture
+def cluster(monkeypatch: pytest.MonkeyPatch) -> FakeCluster:
+    fake = FakeCluster()
+    fake.create("one", 1)
+    fake.create("t", 3)
+    fake.install(monkeypatch)
+    return fake
+
+
+@pytest.fixture
+def make(cluster: FakeCluster) -> Iterator[Callable[..., Producer]]:
+    made: list[Producer] = []
+
+    def build(**overrides: object) -> Producer:
+        producer = Producer(producer_settings(cluster, **overrides))
+        made.append(producer)
+        return producer
+
+    yield build
+    cluster.gate.open()
+    for producer in made:
+        producer.close(timeout=0)
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.001)
+
+
+class CtrlC:
+    """Deliver SIGINT to the main thread after `delay_s` (what pressing Ctrl-C does)."""
+
+    def __init__(self, delay_s: float) -> None:
+        self.delay_s = delay_s
+
+    def __enter__(self) -> CtrlC:
+        self._previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        main = threading.main_thread().ident
+        assert main is not None and threading.current_thread() is threading.main_thread()
+        self._timer = threading.Timer(self.delay_s, signal.pthread_kill, (main, signal.SIGINT))
+        self.started = time.monotonic()
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._timer.cancel()
+        self._timer.join()
+        self.elapsed = time.monotonic() - self.started
+        signal.signal(signal.SIGINT, self._previous)
+
+
+def test_send_returns_a_future_of_the_records_metadata(
+    cluster: FakeCluster, make: Callable[..., Producer]
+) -> None:
+    producer = make()
+    future = producer.send("one", b"v", key=b"k", timestamp_ms=1_700_000_000_000)
+    assert isinstance(future, FutureRecordMetadata)
+    metadata = future.get(timeout=5)
+    assert metadata == RecordMetadata("one", 0, 0, 1_700_000_000_000, 1, 1)
+    assert future.succeeded() and not future.failed()
+    assert future.value == metadata and future.exception is None and future.is_done
+    assert cluster.log("one").values() == [b"v"]
+
+
+def test_callbacks_run_on_the_loop_thread_and_errbacks_get_the_error(
+    cluster: FakeCluster, make: Callable[..., Producer]
+) -> None:
+    producer = make()
+    producer.send("one", b"warm-up").get(5)
+    seen: list[tuple[str, Any, str]] = []
+    done = threading.Event()
+
+    def record(tag: str, outcome: Any) -> None:
+        seen.append((tag, outcome, threading.current_thread().name))
+        if len(seen) == 2:
+            done.set()
+
+    cluster.gate.close()  # so that the callbacks are added before the outcome is known
+    ok = producer.send("one", b"ok").add_callback(record, "ok").add_errback(record, "ok-err")
+    cluster.gate.open()
+    ok.get(5)
+    cluster.gate.close()
+    cluster.refuse("one", 0, InvalidRecordError("one-0: bad record"))
+    bad = producer.send("one", b"bad").add_errback(record, "bad").add_callback(record, "bad-ok")
+    cluster.gate.open()
+    assert done.wait(5)
+    tags = sorted(tag for tag, _, _ in seen)
+    assert tags == ["bad", "ok"]
+    by_tag = {tag: (outcome, thread) for tag, outcome, thread in seen}
+    assert by_tag["ok"][0] == ok.get(1)
+    assert isinstance(by_tag["bad"][0], InvalidRecordError)
+    assert {thread for _, thread in by_tag.values()} == {"replog-producer-replog-producer"}
+    with pytest.raises(InvalidRecordError, match="bad record"):
+        bad.get(1)
+    assert bad.failed() and isinstance(bad.exception, InvalidRecordError)
+
+
+def test_a_callback_added_when_done_runs_at_once_and_a_raising_one_is_logged(
+    cluster: FakeCluster, make: Callable[..., Producer], caplog: pytest.LogCaptureFixture
+) -> None:
+    producer = make()
+    future = producer.send("one", b"v")
+    future.get(5)
+    seen: list[RecordMetadata] = []
+
+    def broken(_: RecordMetadata) -> None:
+        raise RuntimeError("user bug")
+
+    with caplog.at_level(logging.ERROR, logger="replog.client"):
+        future.add_callback(broken).add_callback(seen.append)
+    assert seen == [future.get()]
+    assert "callback for topic 'one' raised" in caplog.text
+
+
+def test_the_hot_path_does_not_wait_on_the_loop(
+    cluster: FakeCluster, make: Callable[..., Producer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    producer = make(linger_ms=20)
+    producer.send("t", b"first").get(5)  # learns the topic (one round trip)
+    runs: list[str] = []
+    original = producer._loop.run
+
+    def counting(coro: Any, *, timeout_s: float | None, what: str) -> Any:
+        runs.append(what)
+        return original(coro, timeout_s=timeout_s, what=what)
+
+    monkeypatch.setattr(producer._loop, "run", counting)
+    futures = [producer.send("t", b"%d" % i, key=b"k%d" % i) for i in range(500)]
+    assert runs == []
+    producer.flush(5)
+    assert all(f.succeeded() for f in futures)
+    assert sum(len(log.values()) for log in cluster.topics["t"]) == 501
+
+
+def test_an_unknown_topic_raises_from_send_at_once(
+    cluster: FakeCluster, make: Callable[..., Producer]
+) -> None:
+    producer = make(max_block_ms=30_000)
+    started = time.monotonic()
+    with pytest.raises(UnknownTopicOrPartitionError, match=r"^topic 'nope' does not exist$"):
+        producer.send("nope", b"v")
+    assert time.monotonic() - started < 1
+    with pytest.raises(UnknownTopicOrPartitionError, match="the topic has 1 partition"):
+        producer.send("one", b"v", partition=1)
+
+
+def test_a_dead_cluster_makes_send_raise_within_max_block_ms(
+    cluster: FakeCluster, make: Callable[..., Producer]
+) -> None:
+    cluster.down.update({0, 1, 2})
+    producer = make(max_block_ms=300)
+    started = time.monotonic()
+    with pytest.raises(KafkaTimeoutError, match=r"metadata not available within max\.block\.ms"):
+        producer.send("one", b"v")
+    assert 0.25 < time.monotonic() - started < 2
+
+
+def test_send_blocks_for_buffer_memory_then_goes_on(
+    cluster: FakeCluster, make: Callable[..., Producer]
+) -> None:
+    producer = make(batch_size=1_000, buffer_memory=2_000, max_block_ms=5_000)
+    producer.send("one", b"warm-up").get(5)
+    cluster.gate.close()
+    held = [producer.send("one", b"v" * 900) for _ in range(2)]
+    threading.Timer(0.2, cluster.gate.open).start()
+    started = time.monotonic()
+    third = producer.send("one", b"w" * 900)
+    assert 0.15 < time.monotonic() - started < 3
+    assert [f.get(5).offset for f in [*held, third]] == [1, 2, 3]
+
+
+def test_send_raises_when_the_buffer_stays_full_for_max_block_ms(
+    cluster: FakeCluster, make: Callable[..., Producer]
+) -> None:
+    producer = make(batch_size=1_000, buffer_memory=2_000, max_block_ms=200)
+    producer.send("one", b"warm-up").get(5)
+    cluster.gate.close()
+    held = [producer.send("one", b"v" * 900) for _ in range(2)]
+    started = time.monotonic()
+    with pytest.raises(KafkaTimeoutError, match=r"no room in buffer.memory=2000 bytes within"):
+        producer.send("one", b"v" * 900)
+    assert 0.15 < time.monotonic() - started < 2
+    cluster.gate.open()
+    for future in held:
+        future.get(5)
+
+
+def test_ctrl_c_interrupts_a_send_blocked_on_memory(
+    cluster: FakeCluster, make: Callable[..., Producer]
+) -> None:
+    producer = make(batch_size=1_000, buffer_memory=1_000, max_block_ms=60_000)
+    producer.send("one", b"warm-up").get(5)
+    cluster.gate.close()
+    producer.send("one", b"v" * 900)
+    with CtrlC(0.2) as ctrl_c, pytest.raises(KeyboardInterrupt):
+        producer.send("one", b"v" * 900)
+    assert ctrl_c.elapsed < 2
+
+
+def test_ctrl_c_interrupts_a_send_waiting_for_metadata(
+    cluster: FakeCluster, make: Callable[..., Producer]
+) -> None:
+    cluster.down.update({0, 1, 2})
+    producer = make(max_block_ms=60_000)
+    with CtrlC(0.2) as ctrl_c, pytest.raises(KeyboardInterrupt):
+        producer.send("one", b"v")
+    assert ctrl_c.elapsed < 2
+
+
+def test_ctrl_c_interrupts_get_and_flush(
+    cluster: FakeCluster, make: Callable[..., Producer]
+) -> None:
+    producer = make()
+    producer.send("one", b"warm-up").get(5)
+    cluster.gate.close()
+    future = producer.send("one", b"v")
+    with CtrlC(0.2) as ctrl_c, pytest.raises(KeyboardInterrupt):
+        future.get()
+    assert ctrl_c.elapsed < 2
+    with CtrlC(0.2) as ctrl_c, pytest.raises(KeyboardInterrupt):
+        producer.flush()
+    assert ctrl_c.elapsed < 2
+    cluster.gate.open()
+    assert future.get(5).offset == 1
+    producer.flush(5)  # the interrupted flush left nothing behind
+
+
+def test_get_and_flush_time_out(cluster: FakeCluster, make: Callable[..., Producer]) -> None:
+    producer = make()
+    producer.send("one", b"warm-up").get(5)
+    cluster.gate.close()
+    future = producer.send("one", b"v")
+    with pytest.raises(KafkaTimeoutError, match=r"not delivered within get\(timeout=0.1\)"):
+        future.get(timeout=0.1)
+    with pytest.raises(KafkaTimeoutError, match="flush did not finish within 100 ms"):
+        producer.flush(timeout=0.1)
+    cluster.gate.open()
+    future.get(5)
+
+
+def test_close_delivers_then_refuses_sends(cluster: FakeCluster) -> None:
+    with Producer(producer_settings(cluster, linger_ms=60_000)) as producer:
+        futures = [producer.send("one", b"%d" % i) for i in range(5)]
+    assert producer.closed
+    assert [f.get(0).offset for f in futures] == list(range(5))
+    with pytest.raises(ClientClosedError):
+        producer.send("one", b"late")
+    with pytest.raises(ClientClosedError):
+        producer.flush()
+    producer.close()  # idempotent
+
+
+def test_close_with_a_timeout_fails_what_is_left(cluster: FakeCluster) -> None:
+    producer = Producer(producer_settings(cluster))
+    producer.send("one", b"warm-up").get(5)
+    cluster.gate.close()
+    future = producer.send("one", b"v")
+    started = time.monotonic()
+    producer.close(timeout=0.1)
+    assert time.monotonic() - started < 2
+    with pytest.raises(ClientClosedError, match="closed"):
+        future.get(1)
+    cluster.gate.open()
+
+
+def test_close_from_a_callback_does_not_wait_for_itself(cluster: FakeCluster) -> None:
+    producer = Producer(producer_settings(cluster))
+    closed = threading.Event()
+
+    def close_now(_: RecordMetadata) -> None:
+        producer.close()
+        closed.set()
+
+    producer.send("one", b"v").add_callback(close_now)
+    assert closed.wait(5)
+    assert producer.closed
+    producer.close()
+
+
+def test_sends_from_many_threads_keep_each_threads_order(
+    cluster: FakeCluster, make: Callable[..., Producer]
+) -> None:
+    producer = make(batch_size=2_000)
+    errors: list[BaseException] = []
+
+    def worker(name: bytes) -> None:
+        try:
+            for i in range(200):
+                producer.send("one", b"%s:%03d" % (name, i))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(b"w%d" % n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    producer.flush(10)
+    assert errors == []
+    values = cluster.log("one").values()
+    assert len(values) == 800
+    for n in range(4):
+        mine = [v for v in values if v is not None and v.startswith(b"w%d:" % n)]
+        assert mine == [b"w%d:%03d" % (n, i) for i in range(200)]
+
+
+def test_partitions_for_and_metrics(cluster: FakeCluster, make: Callable[..., Producer]) -> None:
+    producer = make()
+    assert producer.partitions_for("t") == {0, 1, 2}
+    producer.send("t", b"v").get(5)
+    assert producer.metrics()["records_delivered"] == 1

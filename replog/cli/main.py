@@ -17,7 +17,7 @@ from replog.errors import ReplogError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from replog.cli import cluster, dump_log, node, quorum, storage_demo, topics
+    from replog.cli import cluster, dump_log, node, perf, quorum, storage_demo, topics
 
     parser = argparse.ArgumentParser(
         prog="replog",
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.register(commands)
     quorum.register(commands)
     topics.register(commands)
+    perf.register(commands)
     return parser
 
 

@@ -1,0 +1,195 @@
+"""A TCP proxy in front of one node, whose connections a test can cut like a failing network.
+
+`TcpProxy` listens on a free loopback port and forwards every connection to `upstream` (a
+node's listener), in both directions, on its own event loop in a daemon thread. A node that
+advertises the proxy's address (`advertised.listeners`) is then reached through it by every
+client that found the node through the metadata, and by the other brokers' replica fetchers,
+which look up the leader's address the same way.
+
+`hold()` stops passing bytes from the node back to its clients (requests still reach the node;
+its answers are dropped): a network that loses the responses of requests the node executed.
+`sever()` then resets every connection (RST, as a broken network or a dead NAT entry does) and
+forwards normally again for new connections. `cut_all` does both for several proxies: the
+calls in flight fail although the node may have executed them, the situation in which a
+producer's retry duplicates a record unless the producer is idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import struct
+import threading
+import time
+from collections.abc import Coroutine, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+CHUNK = 64 * 1024
+# SO_LINGER on, 0 s: close() sends RST instead of FIN (the peer's next read fails at once).
+RESET_ON_CLOSE = struct.pack("ii", 1, 0)
+
+
+@dataclass
+class _Link:
+    """One proxied connection: the client's side and the node's side."""
+
+    client: asyncio.StreamWriter
+    node: asyncio.StreamWriter
+    closed: bool = False
+
+    def close(self, *, reset: bool) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for writer in (self.client, self.node):
+            transport = writer.transport
+            if reset:
+                sock = transport.get_extra_info("socket")
+                if sock is not None:
+                    with contextlib.suppress(OSError):
+                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, RESET_ON_CLOSE)
+                transport.abort()
+            else:
+                transport.close()
+
+
+@dataclass
+class CutReport:
+    """What one cut did: connections reset, and node-to-client bytes dropped while holding."""
+
+    connections: int = 0
+    bytes_dropped: int = 0
+    requests_bytes_while_holding: int = 0
+
+    def add(self, other: CutReport) -> None:
+        self.connections += other.connections
+        self.bytes_dropped += other.bytes_dropped
+        self.requests_bytes_while_holding += other.requests_bytes_while_holding
+
+
+@dataclass
+class TcpProxy:
+    name: str
+    upstream: tuple[str, int] | None = None
+    port: int = 0
+
+    def __post_init__(self) -> None:
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self._sock.getsockname()[1]
+        self._open: dict[int, _Link] = {}
+        self._holding = False
+        self._report = CutReport()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name=f"proxy-{self.name}", daemon=True
+        )
+        self._thread.start()
+        self._server = self._call(asyncio.start_server(self._accept, sock=self._sock))
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def forward_to(self, address: str) -> None:
+        host, _, port = address.rpartition(":")
+        self.upstream = (host, int(port))
+
+    def hold(self) -> None:
+        """From now on, drop what the node sends to its clients (until `sever`)."""
+        self._call(self._set_holding())
+
+    def sever(self) -> CutReport:
+        """Reset every open connection and forward normally again; what the cut did."""
+        return self._call(self._sever())
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._call(self._shutdown())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        with contextlib.suppress(RuntimeError):
+            self._loop.close()
+
+    # --- on the proxy's loop ---
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(10)
+
+    async def _set_holding(self) -> None:
+        self._holding = True
+        self._report = CutReport()
+
+    async def _sever(self) -> CutReport:
+        report, self._report = self._report, CutReport()
+        links = list(self._open.values())
+        self._open.clear()
+        for link in links:
+            link.close(reset=True)
+        report.connections = len(links)
+        self._holding = False
+        return report
+
+    async def _shutdown(self) -> None:
+        self._server.close()
+        await self._sever()
+        # Let the connections' tasks see their sockets gone and end before the loop stops.
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        if others:
+            await asyncio.wait(others, timeout=2)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.upstream is None:
+            writer.transport.abort()
+            return
+        try:
+            node_reader, node_writer = await asyncio.open_connection(*self.upstream)
+        except OSError:  # the node is down: the client sees its connection closed at once
+            writer.transport.abort()
+            return
+        link = _Link(writer, node_writer)
+        key = id(link)
+        self._open[key] = link
+        try:
+            await asyncio.gather(
+                self._pump(reader, link, to_node=True),
+                self._pump(node_reader, link, to_node=False),
+            )
+        finally:
+            self._open.pop(key, None)
+            link.close(reset=False)
+
+    async def _pump(self, reader: asyncio.StreamReader, link: _Link, *, to_node: bool) -> None:
+        writer = link.node if to_node else link.client
+        try:
+            while not link.closed:
+                data = await reader.read(CHUNK)
+                if not data or link.closed:
+                    break
+                if self._holding:
+                    if not to_node:
+                        self._report.bytes_dropped += len(data)
+                        continue
+                    self._report.requests_bytes_while_holding += len(data)
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            link.close(reset=False)
+
+
+def cut_all(proxies: Iterable[TcpProxy], hold_s: float) -> CutReport:
+    """Drop the nodes' answers for `hold_s` (requests still arrive and execute), then reset
+    every connection of every proxy; the sum of what the cuts did."""
+    chosen = list(proxies)
+    for proxy in chosen:
+        proxy.hold()
+    time.sleep(hold_s)  # the length of the outage is the fault itself, not a wait for an event
+    total = CutReport()
+    for proxy in chosen:
+        total.add(proxy.sever())
+    return total

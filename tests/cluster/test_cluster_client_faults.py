@@ -1,0 +1,653 @@
+"""The client library under faults (issue #7), on a real 3-node cluster, through the public API.
+
+The clients under test are only `replog.Producer`, `replog.Consumer` and their results and
+errors; the faults are signals to node processes (`kill -9`, `replog cluster restart`) and a
+TCP proxy in front of every node (tests/cluster/tcp_proxy.py); the cluster is inspected with
+the controller's admin client, as an operator would.
+
+How the client's connections are cut (the brief: "cut the client's connection"). Each node
+*advertises* its proxy's address (`advertised.listeners`, written into its server.properties
+before `replog cluster start`), and the clients bootstrap from the proxies: every connection a
+client opens to a broker, found through bootstrap or metadata, goes through a proxy, and the
+client library is not touched. A cut first holds the nodes' answers (requests still reach the
+nodes and are executed, their responses are dropped) and then resets every connection with
+RST: the calls in flight fail although the broker appended their batches, which is what makes
+a retry duplicate unless the producer is idempotent. The cost of this honesty: a broker's
+replica fetchers look leaders up by the same advertised address, so replication goes through
+the proxies too and a cut also interrupts it for the same moment (a network blip between the
+nodes; they reconnect like the client does). Closing the client's gRPC channels through an
+internal handle was the alternative; it would test the client's reaction to its own close,
+not to a network that lost answers, and would reach into internals.
+
+The tests, in order (the last ones kill the whole cluster):
+- kill -9 of a partition's leader during a stream of sends to 3 partitions (acks=all,
+  idempotence on by default): every send is acknowledged, each record is in the log exactly
+  once, at its acknowledged offset, in send order per partition.
+- three cuts during such a stream: the same checks; each cut must have dropped answers and
+  reset connections, else the test proves nothing and says so.
+- the control: the same cuts with `enable.idempotence=false` do write duplicates. This is what
+  shows that the duplicate check can fail and that the cuts produce retried appends; if the
+  client ever stops retrying non-idempotent batches after a lost answer, it fails too.
+- committed offsets (the next offset to read) survive a consumer restart, then a kill -9 of
+  the group coordinator's node (the leader of the group's `__consumer_offsets` partition),
+  commits during its absence, and its restart.
+- a dead cluster (every node killed): a send whose metadata is known fails within
+  `delivery.timeout.ms`, a send that needs metadata within `max.block.ms`, both with
+  KafkaTimeoutError; `poll` returns within its timeout.
+- Ctrl-C (SIGINT to the test's own thread) interrupts a blocked `send`, `future.get()`,
+  `flush` and `poll` within a wait slice.
+
+How each check can fail: the exactly-once check compares the log of each partition with the
+list of values sent to it, so a duplicate, a loss, a reordering or a stray record fails it
+(the idempotence-off control shows duplicates are caught); the acknowledged-offset check fails
+when an acknowledgement named an offset that holds another record; the timing checks fail
+when a call outlives its timeout by more than a second of slack.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from client_cluster import ClientCluster
+from cluster_helpers import LoopbackCluster, free_base_port, wait_for
+from tcp_proxy import CutReport, TcpProxy, cut_all
+
+from replog import Consumer, OffsetAndMetadata, Producer, TopicPartition
+from replog.cli.local_cluster import LocalCluster
+from replog.errors import KafkaTimeoutError, ReplogError
+
+pytestmark = pytest.mark.slow
+
+NODES = 3
+# Written into every node's server.properties: a killed broker is fenced (out of the ISRs, its
+# leaderships moved) 3 s after its last heartbeat instead of Kafka's 9 s; acks=all needs two
+# copies; the offsets topic is small so that it is created quickly.
+SERVER_PROPERTIES = {
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "500",
+    "min.insync.replicas": "2",
+    "offsets.topic.num.partitions": "3",
+    "offsets.topic.replication.factor": "3",
+}
+OFFSETS_TOPIC = "__consumer_offsets"
+OUTSTANDING = 500  # sends not yet acknowledged, at most (bounds the stream's memory and pace)
+HOLD_S = 0.3  # how long a cut drops the nodes' answers before it resets the connections
+SLACK_S = 1.5  # what a timed call may take beyond its timeout (scheduling, a wait slice)
+
+
+# --- the cluster: every node behind a proxy it advertises ---------------------------------------
+
+
+@dataclass
+class ProxiedCluster:
+    cluster: ClientCluster
+    proxies: dict[int, TcpProxy]  # node id -> the proxy in front of it
+
+    @property
+    def loopback(self) -> LoopbackCluster:
+        return self.cluster.loopback
+
+    @property
+    def bootstrap(self) -> str:
+        """What the clients start from: the proxies (their only way in)."""
+        return ",".join(p.address for p in self.proxies.values())
+
+    def producer(self, **config: object) -> Producer:
+        return Producer(bootstrap_servers=self.bootstrap, **config)
+
+    def consumer(self, **config: object) -> Consumer:
+        return Consumer(bootstrap_servers=self.bootstrap, **config)
+
+    def leaders(self, topic: str) -> dict[int, int | None]:
+        """partition -> leader, as the active controller's metadata says."""
+        with self.cluster.admin() as admin:
+            (info,) = admin.metadata([topic]).topics
+        assert info.error is None, f"{topic}: {info.error!r}"
+        return {p.partition: p.leader for p in info.partitions}
+
+    def quorum_leader(self) -> int:
+        return self.loopback.wait_for_leader().leader_id
+
+    def alive(self) -> set[int]:
+        """The nodes whose process runs (a zombie does not)."""
+        return {n.node_id for n in self.loopback.layout.nodes if _running(Path(n.pid_path))}
+
+    def kill(self, node_id: int) -> None:
+        self.loopback.signal(node_id, signal.SIGKILL)
+        wait_for(lambda: node_id not in self.alive(), 10, f"node {node_id} to die")
+
+    def restart(self, node_id: int) -> None:
+        result = self.loopback.cli("restart", str(node_id))
+        assert result.returncode == 0, result.stderr
+
+    def wait_healthy(self, topics: Sequence[str], timeout_s: float = 30) -> None:
+        """Every broker unfenced and every partition of `topics` led, with a full ISR."""
+
+        def healthy() -> bool:
+            try:
+                with self.cluster.admin() as admin:
+                    brokers = admin.describe_cluster().brokers
+                    metadata = admin.metadata(list(topics)) if topics else None
+            except ReplogError:
+                return False
+            if len([b for b in brokers if not b.fenced]) < NODES:
+                return False
+            for topic in metadata.topics if metadata else ():
+                if topic.error is not None:
+                    return False
+                for p in topic.partitions:
+                    if p.leader is None or len(p.isr) < len(p.replicas):
+                        return False
+            return True
+
+        wait_for(healthy, timeout_s, f"all {NODES} brokers and full ISRs of {list(topics)}")
+
+    def revive(self) -> None:
+        """Start every node that is not running (after a test killed them)."""
+        down = sorted(set(range(1, NODES + 1)) - self.alive())
+        if len(down) == NODES:
+            result = self.loopback.cli("start")
+            assert result.returncode == 0, result.stderr
+        else:
+            for node_id in down:
+                self.restart(node_id)
+
+
+def _running(pid_file: Path) -> bool:
+    try:
+        stat = Path(f"/proc/{pid_file.read_text().strip()}/stat").read_text()
+    except (OSError, ValueError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def start_proxied_cluster(data_dir: Path) -> ProxiedCluster:
+    """Write a 3-node cluster whose nodes advertise their proxies, then start it with the CLI
+    (`cluster start` starts a written, stopped cluster as it is)."""
+    base_port = free_base_port(NODES)
+    layout = LocalCluster.plan(str(data_dir), NODES, base_port)
+    layout.write(SERVER_PROPERTIES)
+    proxies: dict[int, TcpProxy] = {}
+    for node in layout.nodes:
+        proxy = proxies[node.node_id] = TcpProxy(f"node-{node.node_id}")
+        proxy.forward_to(node.controller_address)
+        with open(node.config_path, "a", encoding="utf-8") as f:
+            f.write(f"advertised.listeners=PLAINTEXT://{proxy.address}\n")
+    loopback = LoopbackCluster(data_dir, base_port, NODES)
+    proxied = ProxiedCluster(ClientCluster(loopback), proxies)
+    try:
+        loopback.start()
+        loopback.wait_for_leader(timeout_s=30)
+        proxied.wait_healthy([])
+    except BaseException:
+        stop(proxied)
+        raise
+    return proxied
+
+
+def stop(proxied: ProxiedCluster) -> None:
+    try:
+        proxied.cluster.stop()
+    finally:
+        for proxy in proxied.proxies.values():
+            proxy.close()
+
+
+@pytest.fixture(scope="module")
+def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProxiedCluster]:
+    cluster = start_proxied_cluster(tmp_path_factory.mktemp("faults") / "cluster")
+    try:
+        yield cluster
+    finally:
+        stop(cluster)
+
+
+@pytest.fixture
+def live(proxied: ProxiedCluster) -> ProxiedCluster:
+    """The cluster with every node running (a test run out of order may find it dead)."""
+    if proxied.alive() != set(range(1, NODES + 1)):
+        proxied.revive()
+        proxied.wait_healthy([])
+    return proxied
+
+
+# --- a stream of sends, and what the log holds afterwards ---------------------------------------
+
+
+@dataclass
+class Stream:
+    """A thread sending unique values round-robin to a topic's partitions through one
+    producer, at most OUTSTANDING unacknowledged; records each value's acknowledgement."""
+
+    producer: Producer
+    topic: str
+    partitions: int
+    sent: dict[int, list[bytes]] = field(default_factory=dict)  # partition -> values, in order
+    acked: dict[bytes, Any] = field(default_factory=dict)  # value -> RecordMetadata
+    failed: dict[bytes, BaseException] = field(default_factory=dict)
+    send_errors: list[BaseException] = field(default_factory=list)
+    metrics: dict[str, int] = field(default_factory=dict)  # the producer's, at the end
+
+    def __post_init__(self) -> None:
+        self.sent = {p: [] for p in range(self.partitions)}
+        self._done = threading.Condition()
+        self._slots = threading.Semaphore(OUTSTANDING)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"stream-{self.topic}", daemon=True)
+
+    def __enter__(self) -> Stream:
+        self._thread.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is None:
+            self.stop()
+            return
+        # The block failed: stop without letting a flush error hide why.
+        with suppress(Exception):
+            self.stop(flush_timeout_s=5)
+
+    def stop(self, flush_timeout_s: float = 60) -> None:
+        """Stop sending and wait for every outstanding send's outcome."""
+        self._stop.set()
+        self._thread.join(30)
+        assert not self._thread.is_alive(), "the stream's send never returned"
+        try:
+            self.producer.flush(timeout=flush_timeout_s)
+        finally:
+            self.metrics = self.producer.metrics()
+
+    @property
+    def completed(self) -> int:
+        with self._done:
+            return len(self.acked) + len(self.failed)
+
+    def wait_acks(self, count: int, timeout_s: float, what: str) -> None:
+        """Until `count` more sends than now are acknowledged."""
+        with self._done:
+            target = len(self.acked) + count
+            ok = self._done.wait_for(
+                lambda: len(self.acked) >= target or bool(self.failed), timeout_s
+            )
+            assert not self.failed, f"sends failed: {self._first_failure()}"
+            assert ok, (
+                f"timed out after {timeout_s} s waiting for {count} acks {what}: "
+                f"{len(self.acked)} acks in all; send errors {self.send_errors[:1]}; producer "
+                f"metrics {self.producer.metrics()}"
+            )
+
+    def _run(self) -> None:
+        number = 0
+        while not self._stop.is_set():
+            if not self._slots.acquire(timeout=0.1):
+                continue
+            partition = number % self.partitions
+            value = f"{partition}:{number:09d}".encode()
+            try:
+                future = self.producer.send(self.topic, value=value, partition=partition)
+            except ReplogError as exc:
+                self.send_errors.append(exc)
+                self._slots.release()
+                return
+            self.sent[partition].append(value)
+            future.add_callback(lambda metadata, v=value: self._settle(v, metadata, None))
+            future.add_errback(lambda exc, v=value: self._settle(v, None, exc))
+            number += 1
+
+    def _settle(self, value: bytes, metadata: Any, error: BaseException | None) -> None:
+        with self._done:
+            if error is None:
+                self.acked[value] = metadata
+            else:
+                self.failed[value] = error
+            self._done.notify_all()
+        self._slots.release()
+
+    def _first_failure(self) -> str:
+        value, error = next(iter(self.failed.items()))
+        return f"{len(self.failed)}; first {value!r}: {type(error).__name__}: {error}"
+
+
+Log = dict[int, list[tuple[int, bytes]]]  # partition -> (offset, value) of every record
+
+
+def read_log(proxied: ProxiedCluster, topic: str, partitions: int) -> Log:
+    """Every record of `topic` as a consumer reads it: partition -> (offset, value), by offset."""
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    log: Log = {p: [] for p in range(partitions)}
+    with proxied.consumer(enable_auto_commit=False, auto_offset_reset="earliest") as consumer:
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        ends = consumer.end_offsets(tps)
+        deadline = time.monotonic() + 30
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, (
+                f"reading {topic}: positions {[consumer.position(tp) for tp in tps]}, ends {ends}"
+            )
+            for tp, records in consumer.poll(timeout_ms=500).items():
+                log[tp.partition].extend((r.offset, r.value or b"") for r in records)
+    return log
+
+
+def assert_exactly_once_in_order(stream: Stream, log: Log) -> int:
+    """Every sent value acknowledged, in the log once, at its acknowledged offset, in send
+    order per partition, and nothing else there; the number of records checked."""
+    assert not stream.send_errors, f"send raised: {stream.send_errors[0]!r}"
+    assert not stream.failed, f"sends failed: {stream._first_failure()}; {stream.metrics}"
+    checked = 0
+    for partition, entries in log.items():
+        values = [value for _, value in entries]
+        duplicated = {v: n for v, n in Counter(values).items() if n > 1}
+        assert not duplicated, (
+            f"{stream.topic}-{partition}: {len(duplicated)} values appended more than once, "
+            f"e.g. {next(iter(duplicated.items()))}; producer metrics {stream.metrics}"
+        )
+        sent = stream.sent[partition]
+        if values != sent:
+            missing = set(sent) - set(values)
+            stray = set(values) - set(sent)
+            first = next((i for i, (a, b) in enumerate(zip(values, sent, strict=False)) if a != b),
+                         min(len(values), len(sent)))  # fmt: skip
+            raise AssertionError(
+                f"{stream.topic}-{partition}: the log differs from what was sent: "
+                f"{len(values)} records vs {len(sent)} sent, {len(missing)} lost, {len(stray)} "
+                f"not sent; first difference at index {first}: "
+                f"{values[first : first + 3]} vs {sent[first : first + 3]}; producer metrics "
+                f"{stream.metrics}"
+            )
+        for offset, value in entries:
+            metadata = stream.acked[value]
+            assert (metadata.partition, metadata.offset) == (partition, offset), (
+                f"{value!r} acknowledged at {metadata.partition}/{metadata.offset}, "
+                f"found at {partition}/{offset}"
+            )
+        checked += len(entries)
+    return checked
+
+
+def duplicates(log: Log) -> int:
+    return sum(n - 1 for entries in log.values() for n in Counter(v for _, v in entries).values())
+
+
+def cuts_during(stream: Stream, proxied: ProxiedCluster, rounds: int) -> CutReport:
+    """`rounds` cuts of every proxy, each after 200 fresh acks; then 200 more."""
+    total = CutReport()
+    for _ in range(rounds):
+        stream.wait_acks(200, 30, "before a cut")
+        total.add(cut_all(proxied.proxies.values(), HOLD_S))
+    stream.wait_acks(200, 30, "after the cuts")
+    return total
+
+
+# --- idempotence under kill -9 and cut connections ----------------------------------------------
+
+
+def test_kill_9_of_a_partition_leader_neither_loses_nor_duplicates(live: ProxiedCluster) -> None:
+    topic, partitions = "kill9", 3
+    live.cluster.create_topic(topic, partitions, NODES)
+    quorum_leader = live.quorum_leader()
+    before = live.leaders(topic)
+    # A partition whose leader is not also the metadata quorum's leader: the kill is then a
+    # data-plane failover only, which keeps the test short.
+    victim_partition = next((p for p, leader in before.items() if leader != quorum_leader), 0)
+    victim = before[victim_partition]
+    assert victim is not None
+    with live.producer(acks="all", linger_ms=5) as producer:
+        with Stream(producer, topic, partitions) as stream:
+            stream.wait_acks(500, 30, "before the kill")
+            live.kill(victim)
+            acks_at_kill = len(stream.acked)
+            wait_for(
+                lambda: live.leaders(topic)[victim_partition] not in (None, victim),
+                20,
+                f"a new leader of {topic}-{victim_partition}",
+            )
+            stream.wait_acks(500, 30, "after the failover")
+            live.restart(victim)
+            live.wait_healthy([topic])
+            stream.wait_acks(200, 30, "after the restart")
+        assert len(stream.acked) > acks_at_kill
+    log = read_log(live, topic, partitions)
+    checked = assert_exactly_once_in_order(stream, log)
+    print(f"kill -9 of node {victim} (leader of {topic}-{victim_partition}): {checked} records")
+
+
+def stream_through_cuts(
+    live: ProxiedCluster, topic: str, **config: object
+) -> tuple[Stream, CutReport, Log]:
+    """A stream to a new 3-partition topic through three cuts; what the log then holds."""
+    live.cluster.create_topic(topic, 3, NODES)
+    with (
+        live.producer(acks="all", linger_ms=5, **config) as producer,
+        Stream(producer, topic, 3) as stream,
+    ):
+        report = cuts_during(stream, live, rounds=3)
+    return stream, report, read_log(live, topic, 3)
+
+
+def test_cut_connections_neither_lose_duplicate_nor_reorder(live: ProxiedCluster) -> None:
+    stream, report, log = stream_through_cuts(live, "cuts")
+    # Non-vacuity: the cuts reset connections and dropped answers of requests that arrived.
+    assert report.connections > 0 and report.bytes_dropped > 0, report
+    assert report.requests_bytes_while_holding > 0, report
+    checked = assert_exactly_once_in_order(stream, log)
+    print(f"3 cuts ({report}): {checked} records, each once and in order")
+
+
+def test_the_same_cuts_duplicate_records_without_idempotence(live: ProxiedCluster) -> None:
+    """The control of the test above: its faults do produce retried appends."""
+    stream, report, log = stream_through_cuts(live, "cuts-control", enable_idempotence=False)
+    found = duplicates(log)
+    print(f"without idempotence, 3 cuts ({report}): {found} duplicates")
+    assert found > 0, (
+        "three cuts that dropped answers wrote no duplicate without idempotence: either the "
+        f"cuts no longer hit requests in flight or the producer did not retry ({report})"
+    )
+    with pytest.raises(AssertionError, match="appended more than once"):
+        assert_exactly_once_in_order(stream, log)
+
+
+# --- committed offsets ----------------------------------------------------------------------------
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode (UTF-16 code units, 32-bit wrap-around), signed."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i : i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def offsets_partition(group: str, partitions: int) -> int:
+    """Kafka's partition of `__consumer_offsets` for a group (Utils.abs: MIN_VALUE -> 0)."""
+    h = java_string_hash(group)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def committed_offset(consumer: Consumer, tp: TopicPartition) -> int | None:
+    committed = consumer.committed(tp)
+    return getattr(committed, "offset", committed)
+
+
+def poll_records(consumer: Consumer, count: int, timeout_s: float = 20) -> list[Any]:
+    records: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    while len(records) < count:
+        assert time.monotonic() < deadline, f"{len(records)} of {count} records polled"
+        for batch in consumer.poll(timeout_ms=500, max_records=count - len(records)).values():
+            records.extend(batch)
+    return records
+
+
+def test_committed_offsets_survive_consumer_restart_and_coordinator_kill_9(
+    live: ProxiedCluster,
+) -> None:
+    topic, group = "committed", "faults-group"
+    tp = TopicPartition(topic, 0)
+    live.cluster.create_topic(topic, 1, NODES)
+    with live.producer() as producer:
+        for i in range(100):
+            producer.send(topic, value=b"%d" % i, partition=0)
+        producer.flush(timeout=30)
+    settings = {"group_id": group, "enable_auto_commit": False, "auto_offset_reset": "earliest"}
+
+    with live.consumer(**settings) as consumer:
+        consumer.assign([tp])
+        records = poll_records(consumer, 40)
+        assert [r.offset for r in records] == list(range(40))
+        consumer.commit()  # what poll returned: the next offset to read is 40
+        assert committed_offset(consumer, tp) == 40
+
+    # A new consumer of the group starts where the last one committed.
+    with live.consumer(**settings) as consumer:
+        consumer.assign([tp])
+        assert committed_offset(consumer, tp) == 40
+        assert consumer.position(tp) == 40
+        assert poll_records(consumer, 1)[0].offset == 40
+
+    # kill -9 the coordinator's node: the leader of the group's __consumer_offsets partition.
+    partitions = len(live.leaders(OFFSETS_TOPIC))
+    coordinator = live.leaders(OFFSETS_TOPIC)[offsets_partition(group, partitions)]
+    assert coordinator is not None
+    live.kill(coordinator)
+    with live.consumer(**settings) as consumer:
+        consumer.assign([tp])
+        assert committed_offset(consumer, tp) == 40  # loaded by the new coordinator
+        assert poll_records(consumer, 30)[-1].offset == 69
+        consumer.commit({tp: OffsetAndMetadata(70)})  # written while the node is down
+        assert committed_offset(consumer, tp) == 70
+    live.restart(coordinator)
+    live.wait_healthy([topic, OFFSETS_TOPIC])
+    with live.consumer(**settings) as consumer:
+        consumer.assign([tp])
+        assert committed_offset(consumer, tp) == 70
+        assert poll_records(consumer, 1)[0].offset == 70
+
+
+# --- Ctrl-C, and a dead cluster (last: it kills every node) -----------------------------------
+
+
+def test_ctrl_c_interrupts_a_blocked_poll(live: ProxiedCluster) -> None:
+    topic = "ctrl-c"
+    tp = TopicPartition(topic, 0)
+    live.cluster.create_topic(topic, 1, NODES)
+    # An empty partition: poll blocks for its whole timeout.
+    with live.consumer(auto_offset_reset="latest", enable_auto_commit=False) as consumer:
+        consumer.assign([tp])
+        consumer.poll(timeout_ms=100)
+        assert_interrupted(lambda: consumer.poll(timeout_ms=60_000), "poll(60 s)")
+
+
+def test_a_dead_cluster_fails_calls_within_their_timeouts_and_ctrl_c_interrupts_them(
+    live: ProxiedCluster,
+) -> None:
+    topic = "dead"
+    tp = TopicPartition(topic, 0)
+    live.cluster.create_topic(topic, 1, NODES)
+    timeouts = {"request_timeout_ms": 1000, "delivery_timeout_ms": 3000, "max_block_ms": 2000}
+    patient = {"max_block_ms": 60_000, "delivery_timeout_ms": 120_000}
+    with (
+        live.producer(linger_ms=5, **timeouts) as producer,
+        live.producer(**patient) as patient_producer,
+        live.consumer(auto_offset_reset="earliest", enable_auto_commit=False) as consumer,
+    ):
+        producer.send(topic, value=b"before").get(timeout=30)  # metadata now known
+        patient_producer.send(topic, value=b"before").get(timeout=30)
+        consumer.assign([tp])
+        assert [r.value for r in poll_records(consumer, 2)] == [b"before", b"before"]
+
+        live.loopback.kill_everything()
+
+        # metadata known: the batch expires at delivery.timeout.ms
+        future = producer.send(topic, value=b"after")
+        with (
+            timed(3 + SLACK_S, "a send's delivery on a dead cluster"),
+            pytest.raises(KafkaTimeoutError) as expired,
+        ):
+            future.get(timeout=30)
+        assert topic in str(expired.value), expired.value
+        # no metadata for the topic: send itself gives up at max.block.ms
+        with (
+            timed(2 + SLACK_S, "a send needing metadata on a dead cluster"),
+            pytest.raises(KafkaTimeoutError),
+        ):
+            producer.send("never-seen", value=b"x")
+        # poll returns within its timeout, with nothing
+        with timed(1 + SLACK_S, "poll(1000) on a dead cluster"):
+            assert not consumer.poll(timeout_ms=1000)
+
+        # Ctrl-C interrupts what would block for a minute or two
+        stuck = patient_producer.send(topic, value=b"stuck")
+        assert_interrupted(lambda: stuck.get(), "future.get() without a timeout")
+        assert_interrupted(lambda: patient_producer.flush(), "flush() without a timeout")
+        assert_interrupted(
+            lambda: patient_producer.send("unknown", value=b"x"), "a send needing metadata"
+        )
+        with suppress(ReplogError):
+            patient_producer.close(timeout=0)
+
+    # clients that never reached the cluster
+    with (
+        live.producer(**timeouts) as fresh,
+        timed(2 + SLACK_S, "a fresh producer's first send on a dead cluster"),
+        pytest.raises(KafkaTimeoutError),
+    ):
+        fresh.send(topic, value=b"x")
+    with live.consumer(auto_offset_reset="earliest", enable_auto_commit=False) as fresh_consumer:
+        fresh_consumer.assign([tp])
+        with timed(1 + SLACK_S, "a fresh consumer's poll(1000) on a dead cluster"):
+            assert not fresh_consumer.poll(timeout_ms=1000)
+
+
+# --- helpers of the timing tests ----------------------------------------------------------------
+
+
+@contextmanager
+def timed(limit_s: float, what: str) -> Iterator[None]:
+    started = time.monotonic()
+    yield
+    took = time.monotonic() - started
+    assert took <= limit_s, f"{what} took {took:.2f} s, more than {limit_s:.2f} s"
+
+
+@contextmanager
+def ctrl_c_after(delay_s: float) -> Iterator[list[float]]:
+    """SIGINT to this (the main) thread after `delay_s`, as Ctrl-C at a terminal; yields a
+    list that holds the time it was sent."""
+    assert threading.current_thread() is threading.main_thread(), "signals reach the main thread"
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    sent_at: list[float] = []
+    main_thread = threading.main_thread().ident
+    assert main_thread is not None
+
+    def interrupt() -> None:
+        sent_at.append(time.monotonic())
+        signal.pthread_kill(main_thread, signal.SIGINT)
+
+    timer = threading.Timer(delay_s, interrupt)
+    timer.start()
+    try:
+        yield sent_at
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+
+
+def assert_interrupted(call: Callable[[], object], what: str) -> None:
+    """`call` would block for much longer than 0.3 s; Ctrl-C then interrupts it within 1 s."""
+    with pytest.raises(KeyboardInterrupt), ctrl_c_after(0.3) as sent_at:
+        call()
+        raise AssertionError(f"{what} returned instead of blocking")
+    assert sent_at, f"{what} ended before Ctrl-C"
+    took = time.monotonic() - sent_at[0]
+    assert took < 1.0, f"{what} went on for {took:.2f} s after Ctrl-C"

@@ -63,6 +63,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
+from replog.cli.arguments import add_command, at_least, parse_key_values
 from replog.cli.local_cluster import DEFAULT_DATA_DIR, LocalCluster
 from replog.config import parse_properties
 from replog.errors import ReplogError
@@ -519,16 +520,7 @@ def ticking(action: Callable[[], None], console: Console) -> Iterator[None]:
 
 def parse_props(items: Sequence[str] | None, option: str) -> dict[str, str]:
     """`KEY=VALUE` arguments -> a dict; a malformed or repeated key is a one-line error."""
-    props: dict[str, str] = {}
-    for item in items or ():
-        key, equals, value = item.partition("=")
-        key = key.strip()
-        if not equals or not key:
-            raise ReplogError(f"{option} {item!r}: expected KEY=VALUE")
-        if key in props:
-            raise ReplogError(f"{option} {key}: given twice")
-        props[key] = value.strip()
-    return props
+    return parse_key_values(items, option, strip_values=True)
 
 
 def read_config_file(path: str | None, option: str) -> dict[str, str]:
@@ -742,24 +734,13 @@ def _wall_ms() -> int:
 
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser(
+    action = add_command(
+        commands,
         "perf",
-        help="measure producer and consumer throughput and latency (like kafka-*-perf-test.sh)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "measure producer and consumer throughput and latency (like kafka-*-perf-test.sh)",
+        __doc__,
+        headed=False,
     )
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-
-    def action(name: str, help_text: str, run: Any) -> argparse.ArgumentParser:
-        sub: argparse.ArgumentParser = actions.add_parser(
-            name,
-            help=help_text,
-            description=__doc__,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        sub.set_defaults(run=run)
-        return sub
-
     produce = action("produce", "send records and report throughput and latency", run_produce)
     produce.add_argument("--topic", required=True, metavar="TOPIC", help="the topic to send to")
     produce.add_argument(
@@ -874,23 +855,8 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type: a whole number >= `minimum`."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{text!r}: must be at least {minimum}")
-        return value
-
-    return parse
-
-
-_positive_int = _at_least(1)
-_non_negative_int = _at_least(0)
+_positive_int = at_least(1)
+_non_negative_int = at_least(0)
 
 
 def _throughput(text: str) -> float:

@@ -39,9 +39,9 @@ from replog.admin.controller_results import (
     raise_first_error,
     topic_id_text,
 )
+from replog.cli.arguments import add_command, at_least, parse_key_values
 from replog.cli.controller_connection import add_connection_arguments, connect
 from replog.errors import (
-    ReplogError,
     TopicAlreadyExistsError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
@@ -63,7 +63,7 @@ def run_create(args: argparse.Namespace) -> int:
         args.topic,
         num_partitions=args.partitions if args.partitions is not None else -1,
         replication_factor=args.replication_factor if args.replication_factor is not None else -1,
-        configs=parse_configs(args.config),
+        configs=parse_key_values(args.config, "--config", strip_values=False),
     )
     with connect(args) as client:
         results = client.create_topics([topic])
@@ -104,20 +104,6 @@ def _result_for(results: Sequence[_Named], topic: str) -> _Named:
     if result is None:
         raise UnknownServerError(f"the controller's answer says nothing of topic {topic!r}")
     return result
-
-
-def parse_configs(items: Sequence[str] | None) -> dict[str, str]:
-    """`KEY=VALUE` arguments -> a dict; a malformed or repeated key is a one-line error."""
-    configs: dict[str, str] = {}
-    for item in items or ():
-        key, equals, value = item.partition("=")
-        key = key.strip()
-        if not equals or not key:
-            raise ReplogError(f"--config {item!r}: expected KEY=VALUE")
-        if key in configs:
-            raise ReplogError(f"--config {key}: given twice")
-        configs[key] = value
-    return configs
 
 
 # --- describe ---------------------------------------------------------------------------------
@@ -250,24 +236,13 @@ def _java_str(value: str | None) -> str:
 
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser(
+    action = add_command(
+        commands,
         "topics",
-        help="create, list, describe and delete topics (like kafka-topics.sh)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "create, list, describe and delete topics (like kafka-topics.sh)",
+        __doc__,
+        headed=True,
     )
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-
-    def action(name: str, help_text: str, run: Any) -> argparse.ArgumentParser:
-        sub: argparse.ArgumentParser = actions.add_parser(
-            name,
-            help=help_text,
-            description=f"{help_text}.\n\n{__doc__}",
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        sub.set_defaults(run=run)
-        return sub
-
     create = action("create", "create a topic", run_create)
     create.add_argument("--topic", required=True, metavar="TOPIC", help="the topic's name")
     create.add_argument(
@@ -323,11 +298,4 @@ def register(commands: Any) -> None:
     add_connection_arguments(delete)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
-    return value
+_positive_int = at_least(1)

@@ -70,7 +70,7 @@ from replog.client.admin_results import (
 )
 from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.config import AdminConfig, admin_config
-from replog.client.connections import Connections, rpc_error
+from replog.client.connections import rpc_error
 from replog.client.offset_lookup import OffsetLookup
 from replog.client.records import OffsetAndTimestamp, TopicPartition
 from replog.clock import monotonic_ms
@@ -107,17 +107,8 @@ class Admin:
     ) -> None:
         self.config = admin_config(config, **kwargs)
         c = self.config
-        self._connections = Connections(
-            request_timeout_ms=c.request_timeout_ms, client_id=c.client_id
-        )
-        self._metadata = ClusterMetadata(
-            c.bootstrap_servers,
-            self._connections,
-            metadata_max_age_ms=c.metadata_max_age_ms,
-            retry_backoff_ms=c.retry_backoff_ms,
-            retry_backoff_max_ms=c.retry_backoff_max_ms,
-            request_timeout_ms=c.request_timeout_ms,
-        )
+        self._metadata = ClusterMetadata.for_client(c)
+        self._connections = self._metadata.connections
         self._offsets = OffsetLookup(
             self._metadata,
             self._connections,

@@ -38,6 +38,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -55,6 +56,9 @@ from replog.errors import (
 )
 from replog.pb import controller_pb2 as pb
 from replog.topic_names import check_topic_name
+
+if TYPE_CHECKING:
+    from replog.client.config import AdminConfig, ConsumerConfig, ProducerConfig
 
 log = logging.getLogger("replog.client")
 
@@ -130,6 +134,27 @@ class ClusterMetadata:
         self._addresses: dict[str, _AddressState] = {}
         self._inflight: _Refresh | None = None
         self._listeners: list[Callable[[], None]] = []
+
+    @classmethod
+    def for_client(cls, config: ProducerConfig | ConsumerConfig | AdminConfig) -> ClusterMetadata:
+        """The metadata of a Producer, Consumer or Admin built from `config`, over new
+        `Connections` (`self.connections`) with the config's client id and request timeout."""
+        connections = Connections(
+            request_timeout_ms=config.request_timeout_ms, client_id=config.client_id
+        )
+        return cls(
+            config.bootstrap_servers,
+            connections,
+            metadata_max_age_ms=config.metadata_max_age_ms,
+            retry_backoff_ms=config.retry_backoff_ms,
+            retry_backoff_max_ms=config.retry_backoff_max_ms,
+            request_timeout_ms=config.request_timeout_ms,
+        )
+
+    @property
+    def connections(self) -> Connections:
+        """The connections this metadata asks brokers over."""
+        return self._connections
 
     # --- reading what is known -----------------------------------------------------------------
 

@@ -49,7 +49,6 @@ from typing import Any, Literal, overload
 
 from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.config import ConsumerConfig, consumer_config
-from replog.client.connections import Connections
 from replog.client.fetcher import Fetcher, FetchSettings, isolation_level
 from replog.client.group_offsets import AutoCommitter, GroupOffsets
 from replog.client.offset_lookup import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetLookup
@@ -131,17 +130,8 @@ class Consumer:
     ) -> None:
         self.config = cfg = consumer_config(config, **kwargs)
         self._subscriptions = SubscriptionState()
-        self._connections = Connections(
-            request_timeout_ms=cfg.request_timeout_ms, client_id=cfg.client_id
-        )
-        self._metadata = ClusterMetadata(
-            cfg.bootstrap_servers,
-            self._connections,
-            metadata_max_age_ms=cfg.metadata_max_age_ms,
-            retry_backoff_ms=cfg.retry_backoff_ms,
-            retry_backoff_max_ms=cfg.retry_backoff_max_ms,
-            request_timeout_ms=cfg.request_timeout_ms,
-        )
+        self._metadata = ClusterMetadata.for_client(cfg)
+        self._connections = self._metadata.connections
         self._metadata.add_listener(self._apply_subscription)
         self._fetcher = Fetcher(
             self._subscriptions, self._metadata, self._connections, FetchSettings.of(cfg)

@@ -57,7 +57,6 @@ from replog.client.accumulator import (
 )
 from replog.client.cluster_metadata import ClusterMetadata, PartitionState
 from replog.client.config import ProducerConfig, producer_config
-from replog.client.connections import Connections
 from replog.client.partitioner import DefaultPartitioner
 from replog.client.records import RecordMetadata
 from replog.client.sender import Sender
@@ -137,17 +136,8 @@ class Producer:
             compression=cfg.compression_type,
         )
         self._partitioner = DefaultPartitioner(ignore_keys=cfg.partitioner_ignore_keys)
-        self._connections = Connections(
-            request_timeout_ms=cfg.request_timeout_ms, client_id=cfg.client_id
-        )
-        self._metadata = ClusterMetadata(
-            cfg.bootstrap_servers,
-            self._connections,
-            metadata_max_age_ms=cfg.metadata_max_age_ms,
-            retry_backoff_ms=cfg.retry_backoff_ms,
-            retry_backoff_max_ms=cfg.retry_backoff_max_ms,
-            request_timeout_ms=cfg.request_timeout_ms,
-        )
+        self._metadata = ClusterMetadata.for_client(cfg)
+        self._connections = self._metadata.connections
         self._sender = Sender(cfg, self._accumulator, self._metadata, self._connections)
         self._topics: dict[str, _TopicInfo] = {}
         self._metadata.add_listener(self._on_metadata)

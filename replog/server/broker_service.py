@@ -47,11 +47,10 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Protocol, TypeAlias, TypeVar
+from dataclasses import replace
+from typing import Any, Protocol, TypeVar
 
 import grpc
-from google.protobuf.message import DecodeError
 
 from quorum.metadata.image import MetadataImage
 from replog.errors import (
@@ -73,17 +72,20 @@ from replog.record.header import LOG_OVERHEAD, validate_batch
 from replog.replication import messages as m
 from replog.server import broker_codec as codec
 from replog.server.broker_metadata import metadata_response_from_image
+from replog.server.tolerant_service import (
+    Context,
+    Refused,
+    add_tolerant_service,
+    remaining_ms,
+    serve_guarded,
+)
 from replog.topic_names import topic_name_problem
 
 log = logging.getLogger("replog.server.broker")
 
-Context: TypeAlias = Any  # grpc.aio.ServicerContext (grpc ships no type hints)
-
 SERVICE_NAME = "replog.pb.broker.Broker"
 # Kafka's socket.request.max.bytes.
 REQUEST_BYTES_MAX_DEFAULT = 104_857_600
-# Answer this long before the caller's gRPC deadline (as the Controller service does).
-DEADLINE_MARGIN_MS = 20
 _VALID_ACKS = (m.ACKS_NONE, m.ACKS_LEADER, m.ACKS_ALL)
 
 
@@ -114,15 +116,6 @@ class _Entry(Protocol):
 
 E = TypeVar("E", bound=_Entry)
 R = TypeVar("R")
-
-
-class _Refused(Exception):
-    """The whole call fails with a gRPC status (raised inside the service only)."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(details)
-        self.code = code
-        self.details = details
 
 
 def records_problem(records: bytes) -> str | None:
@@ -202,7 +195,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     more = (
                         f" (and {len(failures) - 1} more partitions)" if len(failures) > 1 else ""
                     )
-                    raise _Refused(
+                    raise Refused(
                         grpc.StatusCode.ABORTED,
                         f"acks=0 produce to {topic}-{partition} failed with "
                         f"{error.error_name}: {error}{more}",
@@ -311,44 +304,30 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     # --- helpers -------------------------------------------------------------------------------
 
     async def _serve(self, request: Any, context: Context, serve: Callable[[], Awaitable[R]]) -> R:
-        """Run `serve` after the size check; a `_Refused` or an unexpected error aborts."""
-        name = type(request).__name__
-        try:
-            if isinstance(request, Undecodable):
-                raise _Refused(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"{request.method}: the {len(request.data)} request bytes are not a "
-                    f"{request.message_type} message: {request.reason}",
-                )
-            size = request.ByteSize()
-            if size > self._request_bytes_max:
-                raise _Refused(
-                    grpc.StatusCode.RESOURCE_EXHAUSTED,
-                    f"{name} of {size} bytes is larger than socket.request.max.bytes "
-                    f"({self._request_bytes_max})",
-                )
-            return await serve()
-        except _Refused as refused:
-            await context.abort(refused.code, f"broker {self.broker_id}: {refused.details}")
-            raise  # abort raised already; this keeps mypy sure the function never falls off
-        except Exception as exc:
-            log.exception("broker %d: %s failed unexpectedly", self.broker_id, name)
-            await context.abort(
-                grpc.StatusCode.INTERNAL,
-                f"broker {self.broker_id}: {name} failed: {type(exc).__name__}: {exc}",
+        """Run `serve` after the size check; a `Refused` or an unexpected error aborts."""
+        return await serve_guarded(
+            request, context, serve, who=f"broker {self.broker_id}", log=log, check=self._check_size
+        )
+
+    def _check_size(self, request: Any) -> None:
+        size = request.ByteSize()
+        if size > self._request_bytes_max:
+            raise Refused(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{type(request).__name__} of {size} bytes is larger than "
+                f"socket.request.max.bytes ({self._request_bytes_max})",
             )
-            raise
 
     def _decode(self, request: Any, decode: Callable[[Any], R]) -> R:
         try:
             return decode(request)
         except InvalidRequestError as error:
-            raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None
 
     def _ready(self) -> BrokerRequests:
         rm = self._replica_manager
         if rm is None:
-            raise _Refused(
+            raise Refused(
                 grpc.StatusCode.UNAVAILABLE,
                 "not serving data requests: its logs are not recovered yet or it is shutting "
                 "down; try again shortly",
@@ -387,7 +366,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         except KafkaStorageError as error:
             if self._on_storage_error is not None:
                 self._on_storage_error(error)
-            raise _Refused(grpc.StatusCode.UNAVAILABLE, f"storage error: {error}") from None
+            raise Refused(grpc.StatusCode.UNAVAILABLE, f"storage error: {error}") from None
         except KafkaError as error:
             return [failed(p, error) for p in valid]
         answered: Sequence[R] = response.partitions
@@ -400,26 +379,6 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     self._on_storage_error(result_error)
                     break
         return answered
-
-
-@dataclass(frozen=True, slots=True)
-class Undecodable:
-    """What the tolerant deserializer hands the service for bytes it cannot parse."""
-
-    method: str
-    message_type: str
-    data: bytes
-    reason: str
-
-
-def _tolerant(method: str, message_type: Any) -> Callable[[bytes], Any]:
-    def deserialize(data: bytes) -> Any:
-        try:
-            return message_type.FromString(data)
-        except DecodeError as error:
-            return Undecodable(method, message_type.DESCRIPTOR.full_name, data, str(error))
-
-    return deserialize
 
 
 _METHODS: dict[str, tuple[Any, Any]] = {
@@ -436,16 +395,7 @@ _METHODS: dict[str, tuple[Any, Any]] = {
 def add_broker_service(service: BrokerService, server: Any) -> None:
     """Register `service` on a grpc.aio server, as `broker_pb2_grpc.add_BrokerServicer_to_server`
     does, but with deserializers that hand garbage to the service instead of failing."""
-    handlers = {
-        method: grpc.unary_unary_rpc_method_handler(
-            getattr(service, method),
-            request_deserializer=_tolerant(method, request_type),
-            response_serializer=response_type.SerializeToString,
-        )
-        for method, (request_type, response_type) in _METHODS.items()
-    }
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
-    server.add_registered_method_handlers(SERVICE_NAME, handlers)
+    add_tolerant_service(server, SERVICE_NAME, service, _METHODS)
 
 
 def init_producer_id(
@@ -482,10 +432,10 @@ def init_producer_id(
 
 def _bounded_ms(requested_ms: int, context: Context) -> int:
     """`requested_ms`, cut to end a little before the caller's deadline."""
-    remaining_s = None if context is None else context.time_remaining()
-    if remaining_s is None:
+    left_ms = remaining_ms(context)
+    if left_ms is None:
         return requested_ms
-    return max(0, min(requested_ms, int(remaining_s * 1000) - DEADLINE_MARGIN_MS))
+    return max(0, min(requested_ms, left_ms))
 
 
 def _entry_problem(entry: _Entry) -> KafkaError | None:
@@ -513,13 +463,13 @@ def _produce_problem(entry: m.ProducePartition) -> KafkaError | None:
 def _refusals(
     entries: Sequence[E], where: str, problem: Callable[[E], KafkaError | None]
 ) -> dict[int, KafkaError]:
-    """Index -> error of each malformed entry; `_Refused` if a partition is named twice."""
+    """Index -> error of each malformed entry; `Refused` if a partition is named twice."""
     seen: set[tuple[str, int]] = set()
     refused: dict[int, KafkaError] = {}
     for index, entry in enumerate(entries):
         key = (entry.topic, entry.partition)
         if key in seen:
-            raise _Refused(
+            raise Refused(
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"{where} names {entry.topic}-{entry.partition} more than once",
             )

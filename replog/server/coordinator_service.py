@@ -22,25 +22,26 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeAlias, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import grpc
-from google.protobuf.message import DecodeError
 
 from replog.coordinator import messages as cm
 from replog.errors import CoordinatorNotAvailableError, InvalidRequestError
 from replog.pb import coordinator_pb2 as pb
 from replog.pb import coordinator_pb2_grpc
 from replog.server import coordinator_codec as codec
-from replog.server.broker_service import Undecodable
+from replog.server.tolerant_service import (
+    Context,
+    Refused,
+    add_tolerant_service,
+    remaining_ms,
+    serve_guarded,
+)
 
 log = logging.getLogger("replog.server.coordinator")
 
-Context: TypeAlias = Any  # grpc.aio.ServicerContext (grpc ships no type hints)
-
 SERVICE_NAME = "replog.pb.coordinator.GroupCoordinator"
-# Answer this long before the caller's gRPC deadline (as the Broker service does).
-DEADLINE_MARGIN_MS = 20
 
 R = TypeVar("R")
 
@@ -92,7 +93,7 @@ class CoordinatorService(coordinator_pb2_grpc.GroupCoordinatorServicer):
             if coordinator is None:
                 answer = cm.OffsetCommitResponse(self._unavailable())
             else:
-                answer = await coordinator.offset_commit(decoded, timeout_ms=_remaining_ms(context))
+                answer = await coordinator.offset_commit(decoded, timeout_ms=remaining_ms(context))
             return codec.offset_commit_response_to_proto(answer)
 
         return await self._serve(request, context, serve)
@@ -113,45 +114,16 @@ class CoordinatorService(coordinator_pb2_grpc.GroupCoordinatorServicer):
 
     async def _serve(self, request: Any, context: Context, serve: Callable[[], Awaitable[R]]) -> R:
         """Run `serve`; garbage and codec refusals abort INVALID_ARGUMENT, the rest INTERNAL."""
-        if isinstance(request, Undecodable):
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"broker {self.broker_id}: {request.method}: the {len(request.data)} request "
-                f"bytes are not a {request.message_type} message: {request.reason}",
-            )
-        try:
-            return await serve()
-        except InvalidRequestError as error:
-            await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"broker {self.broker_id}: {error}"
-            )
-            raise  # abort raised already; this keeps mypy sure the function never falls off
-        except Exception as exc:
-            name = type(request).__name__
-            log.exception("broker %d: %s failed unexpectedly", self.broker_id, name)
-            await context.abort(
-                grpc.StatusCode.INTERNAL,
-                f"broker {self.broker_id}: {name} failed: {type(exc).__name__}: {exc}",
-            )
-            raise
 
+        async def refusing_invalid() -> R:
+            try:
+                return await serve()
+            except InvalidRequestError as error:
+                raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None
 
-def _remaining_ms(context: Context) -> int | None:
-    """How long the caller still waits, less the margin; None without a deadline."""
-    remaining_s = None if context is None else context.time_remaining()
-    if remaining_s is None:
-        return None
-    return max(0, int(remaining_s * 1000) - DEADLINE_MARGIN_MS)
-
-
-def _tolerant(method: str, message_type: Any) -> Callable[[bytes], Any]:
-    def deserialize(data: bytes) -> Any:
-        try:
-            return message_type.FromString(data)
-        except DecodeError as error:
-            return Undecodable(method, message_type.DESCRIPTOR.full_name, data, str(error))
-
-    return deserialize
+        return await serve_guarded(
+            request, context, refusing_invalid, who=f"broker {self.broker_id}", log=log
+        )
 
 
 _METHODS: dict[str, tuple[Any, Any]] = {
@@ -164,13 +136,4 @@ _METHODS: dict[str, tuple[Any, Any]] = {
 def add_coordinator_service(service: CoordinatorService, server: Any) -> None:
     """Register `service` on a grpc.aio server with deserializers that hand garbage to the
     service instead of failing (see the module docstring)."""
-    handlers = {
-        method: grpc.unary_unary_rpc_method_handler(
-            getattr(service, method),
-            request_deserializer=_tolerant(method, request_type),
-            response_serializer=response_type.SerializeToString,
-        )
-        for method, (request_type, response_type) in _METHODS.items()
-    }
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
-    server.add_registered_method_handlers(SERVICE_NAME, handlers)
+    add_tolerant_service(server, SERVICE_NAME, service, _METHODS)

@@ -18,10 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import grpc
-import pytest
+from fake_nodes import FakeNodes, call_on, unavailable
 
-from replog.client import consumer as consumer_module
 from replog.client.records import OffsetAndMetadata, TopicPartition
 from replog.errors import (
     FencedLeaderEpochError,
@@ -52,15 +50,6 @@ def consumer_settings(cluster: FakeCluster, **overrides: object) -> dict[str, An
         "retry_backoff_max_ms": 50,
         **overrides,
     }
-
-
-def unavailable(address: str) -> grpc.aio.AioRpcError:
-    return grpc.aio.AioRpcError(
-        grpc.StatusCode.UNAVAILABLE,
-        grpc.aio.Metadata(),
-        grpc.aio.Metadata(),
-        details=f"failed to connect to {address}: Connection refused",
-    )
 
 
 @dataclass
@@ -132,7 +121,7 @@ class FakePartition:
 
 
 @dataclass
-class FakeCluster:
+class FakeCluster(FakeNodes):
     nodes: int = 3
     topics: dict[str, list[FakePartition]] = field(default_factory=dict)
     down: set[int] = field(default_factory=set)
@@ -151,16 +140,6 @@ class FakeCluster:
     appended: asyncio.Event | None = None
     appended_loop: asyncio.AbstractEventLoop | None = None
 
-    def address(self, node: int) -> str:
-        return f"node{node}:9092"
-
-    def node_of(self, address: str) -> int:
-        return int(address.split(":")[0].removeprefix("node"))
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(self.address(n) for n in range(self.nodes))
-
     def create(self, topic: str, partitions: int = 1) -> list[FakePartition]:
         self.topics[topic] = [FakePartition(leader=p % self.nodes) for p in range(partitions)]
         return self.topics[topic]
@@ -178,16 +157,8 @@ class FakeCluster:
     def wake(self) -> None:
         """Wake long polls; safe from a test thread while a consumer's loop thread waits."""
         event, loop = self.appended, self.appended_loop
-        if event is None or loop is None or loop.is_closed():
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            event.set()
-        else:
-            loop.call_soon_threadsafe(event.set)
+        if event is not None and loop is not None:
+            call_on(loop, event.set)
 
     def move_leader(self, topic: str, partition: int, node: int) -> None:
         state = self.partition(topic, partition)
@@ -197,14 +168,10 @@ class FakeCluster:
     def connections(self) -> FakeConnections:
         return FakeConnections(self)
 
-    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        """Make every Consumer built from now on talk to this cluster."""
-        monkeypatch.setattr(consumer_module, "Connections", lambda **_: self.connections())
-
     def check_up(self, address: str, call: str = "") -> int:
         node = self.node_of(address)
         if node in self.down:
-            raise unavailable(address)
+            raise unavailable(f"failed to connect to {address}: Connection refused")
         if call and self.cut_off and self.cut_off[0] == call:
             self.cut_off.popleft()
             raise asyncio.CancelledError()

@@ -25,22 +25,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import grpc
-import pytest
+from fake_nodes import FakeNodes, call_on, unavailable
 
-from replog.client import producer as producer_module
 from replog.errors import KafkaError, NotLeaderOrFollowerError, UnknownTopicOrPartitionError
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as pb
 from replog.record import RecordBatch, iter_frames, read_header, stamp_batch
 from replog.replication import messages as m
 from replog.replication.producer_state import ProducerStateTable
-
-
-def unavailable(address: str, details: str = "Connection refused") -> grpc.aio.AioRpcError:
-    return grpc.aio.AioRpcError(
-        grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), details=details
-    )
 
 
 class Gate:
@@ -90,16 +82,7 @@ def _resolve(loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]) -> N
         if not future.done():
             future.set_result(None)
 
-    if loop.is_closed():
-        return
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    if running is loop:
-        settle()
-    else:
-        loop.call_soon_threadsafe(settle)
+    call_on(loop, settle)
 
 
 @dataclass
@@ -149,7 +132,7 @@ class ProduceCall:
 
 
 @dataclass
-class FakeCluster:
+class FakeCluster(FakeNodes):
     nodes: int = 3
     topics: dict[str, list[FakeLog]] = field(default_factory=dict)
     down: set[int] = field(default_factory=set)
@@ -163,16 +146,6 @@ class FakeCluster:
     next_pid: int = 1000
     outstanding: dict[int, int] = field(default_factory=dict)
     peak_outstanding: dict[int, int] = field(default_factory=dict)
-
-    def address(self, node: int) -> str:
-        return f"node{node}:9092"
-
-    def node_of(self, address: str) -> int:
-        return int(address.split(":")[0].removeprefix("node"))
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(self.address(n) for n in range(self.nodes))
 
     def create(self, topic: str, partitions: int = 1) -> list[FakeLog]:
         self.topics[topic] = [
@@ -194,14 +167,13 @@ class FakeCluster:
     def lose(self, topic: str, partition: int, times: int = 1) -> None:
         self.losses[(topic, partition)] = self.losses.get((topic, partition), 0) + times
 
-    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        """Make every Producer built from now on talk to this cluster."""
-        monkeypatch.setattr(producer_module, "Connections", lambda **_: FakeConnections(self))
+    def connections(self) -> FakeConnections:
+        return FakeConnections(self)
 
     def check_up(self, address: str) -> int:
         node = self.node_of(address)
         if node in self.down:
-            raise unavailable(address)
+            raise unavailable("Connection refused")
         return node
 
     # --- the Broker service ---------------------------------------------------------------------
@@ -269,7 +241,7 @@ class FakeCluster:
                 lost = True
             results.append(m.ProducePartitionResult(*key, base_offset=base))
         if lost:
-            raise unavailable(address, "Socket closed")
+            raise unavailable("Socket closed")
         if request.acks == m.ACKS_NONE:
             return m.ProduceResponse(tuple(r for r in results if r.error is not None))
         return m.ProduceResponse(tuple(results))

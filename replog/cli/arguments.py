@@ -1,0 +1,71 @@
+"""Argument parsing the `replog` commands share: actions under a command, whole-number types
+and `KEY=VALUE` lists."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from replog.errors import ReplogError
+
+Action = Callable[[str, str, Any], argparse.ArgumentParser]
+
+
+def add_command(
+    commands: Any, name: str, help_text: str, doc: str | None, *, headed: bool
+) -> Action:
+    """Add `replog NAME ACTION ...` (described by `doc`) to `commands`; returns
+    `action(name, help_text, run)`, which adds an ACTION that runs `run(args)`, described by
+    `doc` too (after its own help text when `headed`)."""
+    parser = commands.add_parser(
+        name,
+        help=help_text,
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    def action(name: str, help_text: str, run: Any) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = actions.add_parser(
+            name,
+            help=help_text,
+            description=f"{help_text}.\n\n{doc}" if headed else doc,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        sub.set_defaults(run=run)
+        return sub
+
+    return action
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number >= `minimum`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be at least {minimum}")
+        return value
+
+    return parse
+
+
+def parse_key_values(
+    items: Sequence[str] | None, option: str, *, strip_values: bool
+) -> dict[str, str]:
+    """`KEY=VALUE` arguments of `option` -> a dict; a malformed or repeated key is a one-line
+    error. Keys are stripped of white space, values too when `strip_values`."""
+    found: dict[str, str] = {}
+    for item in items or ():
+        key, equals, value = item.partition("=")
+        key = key.strip()
+        if not equals or not key:
+            raise ReplogError(f"{option} {item!r}: expected KEY=VALUE")
+        if key in found:
+            raise ReplogError(f"{option} {key}: given twice")
+        found[key] = value.strip() if strip_values else value
+    return found

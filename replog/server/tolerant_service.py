@@ -1,0 +1,115 @@
+"""What the broker's gRPC services (`Broker`, `GroupCoordinator`) share in serving a call.
+
+- `add_tolerant_service`: registers a servicer as its generated `add_*Servicer_to_server` does,
+  but with deserializers that hand bytes which are not a message of the method's request type
+  to the servicer as `Undecodable` instead of failing (gRPC's own deserializer would answer
+  INTERNAL and log a traceback), so that the call fails with INVALID_ARGUMENT naming them.
+- `serve_guarded`: runs one call; `Undecodable` bytes and a `Refused` abort with their status,
+  any other exception is logged and aborts INTERNAL naming it; never a crashed process.
+- `remaining_ms`: how long the caller still waits, less `DEADLINE_MARGIN_MS`, so that a call
+  that waits ends with Kafka's answer rather than the caller's DEADLINE_EXCEEDED.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeAlias, TypeVar
+
+import grpc
+from google.protobuf.message import DecodeError
+
+Context: TypeAlias = Any  # grpc.aio.ServicerContext (grpc ships no type hints)
+
+# Answer this long before the caller's gRPC deadline (as the Controller service does).
+DEADLINE_MARGIN_MS = 20
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class Undecodable:
+    """What the tolerant deserializer hands the service for bytes it cannot parse."""
+
+    method: str
+    message_type: str
+    data: bytes
+    reason: str
+
+
+class Refused(Exception):
+    """The whole call fails with a gRPC status (raised inside a service only)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code = code
+        self.details = details
+
+
+def _tolerant(method: str, message_type: Any) -> Callable[[bytes], Any]:
+    def deserialize(data: bytes) -> Any:
+        try:
+            return message_type.FromString(data)
+        except DecodeError as error:
+            return Undecodable(method, message_type.DESCRIPTOR.full_name, data, str(error))
+
+    return deserialize
+
+
+def add_tolerant_service(
+    server: Any, service_name: str, service: Any, methods: Mapping[str, tuple[Any, Any]]
+) -> None:
+    """Register `service`'s `methods` (name -> (request type, response type)) under
+    `service_name` on a grpc.aio server, with tolerant deserializers (module docstring)."""
+    handlers = {
+        method: grpc.unary_unary_rpc_method_handler(
+            getattr(service, method),
+            request_deserializer=_tolerant(method, request_type),
+            response_serializer=response_type.SerializeToString,
+        )
+        for method, (request_type, response_type) in methods.items()
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service_name, handlers),))
+    server.add_registered_method_handlers(service_name, handlers)
+
+
+async def serve_guarded(
+    request: Any,
+    context: Context,
+    serve: Callable[[], Awaitable[R]],
+    *,
+    who: str,
+    log: logging.Logger,
+    check: Callable[[Any], None] | None = None,
+) -> R:
+    """`await serve()` for `request` (module docstring). `check(request)` runs first and may
+    raise `Refused`; every abort's details start with `who` ("broker 1")."""
+    name = type(request).__name__
+    try:
+        if isinstance(request, Undecodable):
+            raise Refused(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"{request.method}: the {len(request.data)} request bytes are not a "
+                f"{request.message_type} message: {request.reason}",
+            )
+        if check is not None:
+            check(request)
+        return await serve()
+    except Refused as refused:
+        await context.abort(refused.code, f"{who}: {refused.details}")
+        raise  # abort raised already; this keeps mypy sure the function never falls off
+    except Exception as exc:
+        log.exception("%s: %s failed unexpectedly", who, name)
+        await context.abort(
+            grpc.StatusCode.INTERNAL, f"{who}: {name} failed: {type(exc).__name__}: {exc}"
+        )
+        raise
+
+
+def remaining_ms(context: Context) -> int | None:
+    """How long the caller still waits, less the margin; None without a deadline."""
+    remaining_s = None if context is None else context.time_remaining()
+    if remaining_s is None:
+        return None
+    return max(0, int(remaining_s * 1000) - DEADLINE_MARGIN_MS)

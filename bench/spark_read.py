@@ -1,0 +1,488 @@
+"""Spark read benchmark (issue #8): rows/s of `spark.read.format("replog")` from a 3-node
+cluster against Spark reading the same rows from a local Parquet file, in the same run.
+
+Workload: 2 million records (`--records`) with a 100-byte random value (`--record-size`) and
+one of 100 keys (`key-00` .. `key-99`), spread round-robin over the topic's partitions
+(`--partitions`, default 3: one leader per node), replication factor 3, acks=all. The Parquet
+file holds exactly the rows the replog source returns (the same 7 columns: key, value, topic,
+partition, offset, timestamp, timestampType; written with pyarrow, snappy, as Spark writes by
+default), so both sides decode the same data into the same schema.
+
+Queries, each timed on both sources (wall time of the action, planning included):
+
+- `count`: `df.count()`. Parquet answers it from row-group metadata and reads no column; the
+  replog source has no column pruning (pyspark 4.3), so it reads and decodes every record.
+  This is the issue's figure, but not a like-for-like scan.
+- `group-by`: `df.groupBy("key").count().collect()`: Parquet reads the key column only.
+- `scan`: `df.agg(sum(length(value)))`: both read every value; the fairest comparison.
+
+Each run does every query once per source, alternating (replog, Parquet) so both see the same
+machine load; before the first run every query runs once untimed on both sources (JVM JIT,
+Python workers, Spark's first-use costs). The table shows per run rows/s, the ratio replog /
+Parquet and the issue's goals (>= 1M rows/s, >= 0.5x Parquet); with several runs, the medians
+(ratios taken within a run, then their median). Results are checked: every count must be
+`--records` and the group-by must return the 100 keys.
+
+    .venv/bin/python bench/spark_read.py                 # 3 runs, 2M records, ~8 minutes
+    .venv/bin/python bench/spark_read.py --quick         # 1 run, 500k records, ~3 minutes
+    .venv/bin/python bench/spark_read.py --runs 5 --json out.json
+
+The cluster is started here with `replog cluster start` (ports 19760-19762, data in a temporary
+directory) and stopped on exit; servers left by an interrupted earlier run (found by their data
+directory under $TMPDIR/replog-bench-spark-*) are killed at start. Needs Java 17+ and the dev
+venv's pyspark and pyarrow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# Run as `python bench/spark_read.py`, Python puts bench/ first on sys.path, where
+# bench/timeline.py would shadow the timeline package that replog imports: put the checkout
+# there instead.
+_BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _BENCH_DIR]
+sys.path.insert(0, os.path.dirname(_BENCH_DIR))
+
+# Spark's Python workers must run this interpreter (it has pyarrow and replog), bind to
+# loopback and see UTC; set before pyspark starts the JVM.
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("TZ", "UTC")
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from replog.cli.local_cluster import LocalCluster  # noqa: E402
+from replog.client.sync_producer import Producer  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+TEMP_PREFIX = "replog-bench-spark-"
+BASE_PORT = 19760
+NODES = 3
+TOPIC = "spark-read-bench"
+KEYS = [b"key-%02d" % i for i in range(100)]
+GOAL_ROWS_S = 1_000_000
+GOAL_RATIO = 0.5
+QUERIES = ("count", "group-by", "scan")
+
+
+# --- the cluster ------------------------------------------------------------------------------
+
+
+def replog_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "replog.cli.main", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
+def node_pids(directory: str) -> list[int]:
+    pids: list[int] = []
+    if not LocalCluster.exists(directory):
+        return pids
+    for node in LocalCluster.load(directory).nodes:
+        with contextlib.suppress(OSError, ValueError), open(node.pid_path) as f:
+            pids.append(int(f.read().strip()))
+    return pids
+
+
+def kill_pids(pids: Sequence[int], wait_s: float = 10) -> None:
+    """SIGKILL each node (its process group, else the process) and wait until it is gone, so
+    its directory can be removed without a dying node writing into it."""
+    for pid in pids:
+        for kill in (os.killpg, os.kill):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + wait_s
+    while any(os.path.exists(f"/proc/{p}") for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def reap_leftovers() -> list[int]:
+    """Kill the nodes of earlier runs that were interrupted before they stopped theirs."""
+    found: list[int] = []
+    for directory in glob.glob(os.path.join(tempfile.gettempdir(), TEMP_PREFIX + "*", "cluster")):
+        pids = [p for p in node_pids(directory) if os.path.exists(f"/proc/{p}")]
+        kill_pids(pids)
+        found.extend(pids)
+    return found
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        # As the servers bind: a port whose last connections are in TIME_WAIT is free.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+class Cluster:
+    """3 combined broker+controller nodes started with `replog cluster start`."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.bootstrap = ",".join(f"127.0.0.1:{BASE_PORT + i}" for i in range(NODES))
+
+    def start(self) -> None:
+        result = replog_cli(
+            "cluster", "start", "--nodes", str(NODES), "--data-dir", self.directory,
+            "--base-port", str(BASE_PORT), "--fresh",
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise RuntimeError(f"replog cluster start failed:\n{result.stdout}{result.stderr}")
+
+    def create_topic(self, partitions: int) -> None:
+        deadline = time.monotonic() + 60
+        while True:
+            result = replog_cli(
+                "topics", "create", "--topic", TOPIC, "--partitions", str(partitions),
+                "--replication-factor", "3", "--config", "min.insync.replicas=2",
+                "--bootstrap-server", self.bootstrap,
+            )  # fmt: skip
+            if result.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"creating {TOPIC}: {result.stdout}{result.stderr}")
+            time.sleep(0.5)  # brokers still registering
+
+    def stop(self) -> None:
+        pids = node_pids(self.directory)
+        with contextlib.suppress(Exception):
+            replog_cli("cluster", "stop", "--data-dir", self.directory, "--timeout", "10")
+        kill_pids(pids)  # whatever survived the graceful stop
+
+
+# --- the data ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Dataset:
+    records: int
+    record_size: int
+    partitions: int
+    values: bytes  # records * record_size random bytes; record i is the i-th slice
+    first_timestamp_ms: int  # record i has this + i: recent, so retention keeps every record
+
+    def value(self, i: int) -> bytes:
+        return self.values[i * self.record_size : (i + 1) * self.record_size]
+
+
+def produce(cluster: Cluster, data: Dataset) -> float:
+    """Write every record (record i to partition i % P, timestamp first + i); seconds taken.
+
+    Large batches and a long linger: loading is not what is measured."""
+    started = time.perf_counter()
+    settings = {
+        "bootstrap.servers": cluster.bootstrap,
+        "acks": "all",
+        "linger.ms": 50,
+        "batch.size": 1_000_000,
+        "buffer.memory": 256 * 1024 * 1024,
+    }
+    failures: list[BaseException] = []
+    with Producer(settings) as producer:
+        send, partitions = producer.send, data.partitions
+        for i in range(data.records):
+            future = send(
+                TOPIC,
+                data.value(i),
+                KEYS[i % len(KEYS)],
+                None,
+                i % partitions,
+                data.first_timestamp_ms + i,
+            )
+            if i % 10_000 == 0:
+                future.add_errback(failures.append)
+        producer.flush()
+    if failures:
+        raise RuntimeError(f"producing the data set failed: {failures[0]!r}")
+    return time.perf_counter() - started
+
+
+def write_parquet(data: Dataset, path: str) -> None:
+    """The rows the replog source returns for the topic, as one Parquet file."""
+    n, p = data.records, data.partitions
+    indexes = range(n)
+    table = pa.table(
+        {
+            "key": pa.array([KEYS[i % len(KEYS)] for i in indexes], pa.binary()),
+            "value": pa.array([data.value(i) for i in indexes], pa.binary()),
+            "topic": pa.array([TOPIC] * n, pa.string()),
+            "partition": pa.array([i % p for i in indexes], pa.int32()),
+            "offset": pa.array([i // p for i in indexes], pa.int64()),
+            "timestamp": pa.array(
+                [(data.first_timestamp_ms + i) * 1000 for i in indexes],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "timestampType": pa.array([0] * n, pa.int32()),
+        }
+    )
+    pq.write_table(table, path, compression="snappy")
+
+
+# --- Spark ------------------------------------------------------------------------------------
+
+
+def start_spark(driver_memory: str) -> Any:
+    from pyspark.sql import SparkSession
+
+    import replog.spark
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("replog-bench-spark-read")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    replog.spark.register(spark)
+    return spark
+
+
+def query_functions(
+    spark: Any, bootstrap: str, parquet_path: str, min_partitions: int | None
+) -> dict[str, Callable[[str], Any]]:
+    """For each query, a function of the source ("replog" | "parquet") returning its result;
+    each call builds a new DataFrame, so replog plans (and reads the high watermarks) anew."""
+    from pyspark.sql import functions as F
+
+    def frame(source: str) -> Any:
+        if source == "parquet":
+            return spark.read.parquet(parquet_path)
+        reader = (
+            spark.read.format("replog")
+            .option("bootstrap.servers", bootstrap)
+            .option("subscribe", TOPIC)
+        )
+        if min_partitions is not None:
+            reader = reader.option("minPartitions", str(min_partitions))
+        return reader.load()
+
+    return {
+        "count": lambda s: frame(s).count(),
+        "group-by": lambda s: sorted(
+            (bytes(r[0]), r[1]) for r in frame(s).groupBy("key").count().collect()
+        ),
+        "scan": lambda s: frame(s).agg(F.sum(F.length("value"))).collect()[0][0],
+    }
+
+
+def check(query: str, source: str, result: Any, data: Dataset) -> None:
+    if query == "count":
+        ok = result == data.records
+    elif query == "group-by":
+        ok = len(result) == len(KEYS) and sum(c for _, c in result) == data.records
+    else:
+        ok = result == data.records * data.record_size
+    if not ok:
+        raise RuntimeError(f"{query} on {source} returned a wrong result: {str(result)[:200]}")
+
+
+# --- results ----------------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    run: int
+    loadavg_start: str
+    seconds: dict[str, dict[str, float]] = field(default_factory=dict)  # query -> source -> s
+
+    def rows_s(self, query: str, source: str, records: int) -> float:
+        return records / self.seconds[query][source]
+
+    def ratio(self, query: str, records: int) -> float:
+        return self.rows_s(query, "replog", records) / self.rows_s(query, "parquet", records)
+
+
+def loadavg() -> str:
+    with open("/proc/loadavg", encoding="ascii") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def fmt_rows(rows_s: float) -> str:
+    return f"{rows_s / 1e6:.2f} M/s"
+
+
+def goal_text(rows_s: float, ratio: float) -> str:
+    rate = "met" if rows_s >= GOAL_ROWS_S else "missed"
+    share = "met" if ratio >= GOAL_RATIO else "missed"
+    return f">= 1M rows/s: {rate}; >= 0.5x: {share}"
+
+
+def table(rows: list[tuple[str, float, float, float]]) -> list[str]:
+    out = [
+        "| query | Parquet | replog | replog / Parquet | goal |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
+    for query, parquet, replog, ratio in rows:
+        out.append(
+            f"| {query} | {fmt_rows(parquet)} | {fmt_rows(replog)} | {ratio:.2f}x | "
+            f"{goal_text(replog, ratio)} |"
+        )
+    return out
+
+
+def run_table(result: RunResult, records: int) -> list[str]:
+    return table(
+        [
+            (
+                q,
+                result.rows_s(q, "parquet", records),
+                result.rows_s(q, "replog", records),
+                result.ratio(q, records),
+            )
+            for q in QUERIES
+        ]
+    )
+
+
+def median_table(runs: list[RunResult], records: int) -> list[str]:
+    return table(
+        [
+            (
+                q,
+                statistics.median(r.rows_s(q, "parquet", records) for r in runs),
+                statistics.median(r.rows_s(q, "replog", records) for r in runs),
+                statistics.median(r.ratio(q, records) for r in runs),
+            )
+            for q in QUERIES
+        ]
+    )
+
+
+# --- main -------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, help="timed runs; medians over them (default 3)")
+    parser.add_argument("--records", type=int, help="records to read (default 2,000,000)")
+    parser.add_argument("--record-size", type=int, default=100, help="value bytes")
+    parser.add_argument("--partitions", type=int, default=3, help="topic partitions")
+    parser.add_argument("--min-partitions", type=int, help="the source's minPartitions option")
+    parser.add_argument("--driver-memory", default="2g", help="spark.driver.memory")
+    parser.add_argument("--json", metavar="FILE", help="write every timing here")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 1 run, 500k records")
+    args = parser.parse_args(argv)
+    if args.runs is None:
+        args.runs = 1 if args.quick else 3
+    if args.records is None:
+        args.records = 500_000 if args.quick else 2_000_000
+    return args
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    leftovers = reap_leftovers()
+    if leftovers:
+        print(f"# killed servers left by an earlier run: pids {leftovers}")
+    busy = [BASE_PORT + i for i in range(NODES) if not port_free(BASE_PORT + i)]
+    if busy:
+        raise SystemExit(f"ports in use: {busy}")
+    # SIGTERM (e.g. a CI timeout) unwinds like Ctrl-C, so `finally` stops the cluster.
+    signal.signal(signal.SIGTERM, _interrupted)
+    import pyspark
+
+    print(
+        f"# pyspark {pyspark.__version__}, pyarrow {pa.__version__}; python "
+        f"{sys.version.split()[0]}; nproc {os.cpu_count()}; load average {loadavg()}; "
+        f"{args.runs} run(s); {args.records:,} records of {args.record_size} B, "
+        f"{args.partitions} partitions, RF 3; Spark local[2]",
+        flush=True,
+    )
+    workdir = tempfile.mkdtemp(prefix=TEMP_PREFIX)
+    cluster = Cluster(os.path.join(workdir, "cluster"))
+    spark = None
+    runs: list[RunResult] = []
+    try:
+        data = Dataset(
+            args.records, args.record_size, args.partitions,
+            os.urandom(args.records * args.record_size), int(time.time() * 1000),
+        )  # fmt: skip
+        cluster.start()
+        cluster.create_topic(args.partitions)
+        produced_s = produce(cluster, data)
+        print(
+            f"# produced {args.records:,} records in {produced_s:.1f} s "
+            f"({args.records / produced_s:,.0f} records/s, acks=all)",
+            flush=True,
+        )
+        parquet_path = os.path.join(workdir, "rows.parquet")
+        write_parquet(data, parquet_path)
+        print(f"# Parquet file: {os.path.getsize(parquet_path) / 1e6:.1f} MB", flush=True)
+        started = time.perf_counter()
+        spark = start_spark(args.driver_memory)
+        queries = query_functions(spark, cluster.bootstrap, parquet_path, args.min_partitions)
+        for query, run_query in queries.items():  # warm-up, untimed
+            for source in ("replog", "parquet"):
+                check(query, source, run_query(source), data)
+        print(f"# Spark started and warmed up in {time.perf_counter() - started:.1f} s")
+        for run in range(1, args.runs + 1):
+            result = RunResult(run, loadavg())
+            for query, run_query in queries.items():
+                for source in ("replog", "parquet"):
+                    t0 = time.perf_counter()
+                    answer = run_query(source)
+                    result.seconds.setdefault(query, {})[source] = time.perf_counter() - t0
+                    check(query, source, answer, data)
+            runs.append(result)
+            print(f"\nrun {run} (load average at start {result.loadavg_start}):")
+            print("\n".join(run_table(result, args.records)), flush=True)
+    finally:
+        if spark is not None:
+            spark.stop()
+        cluster.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+        if args.json and runs:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump(
+                    [
+                        {"run": r.run, "loadavg": r.loadavg_start, "seconds": r.seconds}
+                        for r in runs
+                    ],
+                    f,
+                    indent=1,
+                )
+    if len(runs) > 1:
+        print(f"\nmedians over {len(runs)} runs:")
+        print("\n".join(median_table(runs, args.records)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

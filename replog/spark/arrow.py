@@ -1,0 +1,83 @@
+"""Records as `pyarrow.RecordBatch`es in the exact schema Spark expects from the source.
+
+Spark checks the first batch a reader yields against `to_arrow_schema(schema,
+timezone="UTC")`: `binary` key and value, `string` topic, `int32` partition, `int64` offset,
+`timestamp[us, tz=UTC]` timestamp, `int32` timestampType and, with `includeHeaders`,
+`list<struct<key: string, value: binary>>` headers, all nullable. A mismatch (ms instead of
+us, a naive timestamp, `large_binary`) fails the query, so every batch is built against the
+Arrow schema derived from the Spark schema the reader was given.
+
+Rules:
+- Columns are built from Python lists of the decoded values (one `pa.array` per column), never
+  row by row: yielding tuples makes Spark convert each value, about 3x slower. A batch holds
+  one partition's records, so `topic` and `partition` are constant columns Arrow repeats.
+- Timestamps are the record's milliseconds times 1000 (microseconds, multiplied by Arrow), as
+  int64, cast to the timestamp type without going through `datetime`.
+- Columns the user's schema does not name are not built; a column the source cannot fill is
+  an error naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from replog.client.records import ConsumerRecord
+
+KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
+SCHEMA_DDL = (
+    "key binary, value binary, topic string, partition int, offset long, "
+    "timestamp timestamp, timestampType int"
+)
+HEADERS_DDL = ", headers array<struct<key: string, value: binary>>"
+
+
+def schema_ddl(include_headers: bool) -> str:
+    """The source's schema, as Spark's Kafka source has it."""
+    return SCHEMA_DDL + (HEADERS_DDL if include_headers else "")
+
+
+def to_record_batch(
+    topic: str, partition: int, records: Sequence[ConsumerRecord], schema: pa.Schema
+) -> pa.RecordBatch:
+    """One RecordBatch of `records`, all of partition `topic`-`partition`, in `schema`."""
+    columns = [_column(f, topic, partition, records) for f in schema]
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _column(
+    arrow_field: pa.Field, topic: str, partition: int, records: Sequence[ConsumerRecord]
+) -> pa.Array:
+    name = arrow_field.name
+    kind = arrow_field.type
+    count = len(records)
+    values: list[Any]
+    if name == "key":
+        values = [r.key for r in records]
+    elif name == "value":
+        values = [r.value for r in records]
+    elif name == "topic":
+        # One partition per batch: constant columns are built by Arrow, not per row.
+        return pa.repeat(pa.scalar(topic, type=kind), count)
+    elif name == "partition":
+        return pa.repeat(pa.scalar(partition, type=kind), count)
+    elif name == "offset":
+        values = [r.offset for r in records]
+    elif name == "timestamp":
+        millis = pa.array([r.timestamp for r in records], type=pa.int64())
+        return pc.multiply(millis, 1000).cast(kind)
+    elif name == "timestampType":
+        values = [r.timestamp_type for r in records]
+    elif name == "headers":
+        values = [
+            [{"key": k, "value": v} for k, v in r.headers] if r.headers else [] for r in records
+        ]
+    else:
+        raise ValueError(
+            f"column {name!r} of the requested schema is not a column of the replog source "
+            f"(columns: {', '.join((*KAFKA_COLUMNS, 'headers'))})"
+        )
+    return pa.array(values, type=kind)

@@ -1,0 +1,237 @@
+"""The `replog` Spark data source: batch and streaming reads of committed records.
+
+    spark.read.format("replog").option("bootstrap.servers", "...").option("subscribe", "t").load()
+    spark.readStream.format("replog")...load()
+
+`ReplogDataSource` is the Python Data Source (pyspark >= 4.2) named `replog`; the options and
+the schema are those of Spark's Kafka source (`replog.spark.options`, `replog.spark.arrow`).
+
+- Batch (`ReplogBatchReader`): at the first action, the driver resolves start and end per
+  partition ("latest" = the high watermark then) and plans one task per range
+  (`replog.spark.planning`); the DataFrame is a snapshot of that plan.
+- Streaming (`ReplogStreamReader`, with `Trigger.AvailableNow` support): offsets are
+  `{"topic": {"partition": next_offset}}` (`replog.spark.offsets`); the initial offset comes
+  from `startingOffsets`; each micro-batch ends at the high watermarks (limited by
+  `maxOffsetsPerTrigger`, or by the snapshot taken when an availableNow run starts); partitions
+  created later are read from their start. A restarted query resumes from the offsets Spark
+  checkpointed, and a replayed micro-batch reads exactly its logged range.
+- Tasks (`read`) run on executors with the blocking consumer (`replog.spark.range_reader`) and
+  yield Arrow record batches.
+
+Rules:
+- Every object Spark pickles (data source, readers, partitions) holds plain data only; clients
+  are opened lazily where they are used (the driver's `ClusterView`, a task's consumer).
+- Options are checked when a reader is built, i.e. at planning, with errors naming the option.
+- `read` accepts the plain `InputPartition(None)` Spark substitutes for an empty plan.
+- The sink classes live in `replog.spark.sink` and are imported when a write is planned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from replog.spark.arrow import schema_ddl
+from replog.spark.cluster_view import ClusterView
+from replog.spark.errors import DataLossError
+from replog.spark.offsets import describe, from_offset_dict, to_offset_dict
+from replog.spark.options import ByTimestamp, Mode, SourceOptions, parse_options
+from replog.spark.planning import (
+    Bounds,
+    OffsetRange,
+    check_covers,
+    check_order,
+    next_end,
+    plan_ranges,
+    rate_limit,
+    resolve_end,
+    resolve_start,
+)
+from replog.spark.range_reader import log, read_range
+
+if TYPE_CHECKING:
+    from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter
+
+NAME = "replog"
+
+TopicPartitionKey = tuple[str, int]
+
+
+class RangePartition(InputPartition):
+    """One task: one offset range of one partition (picklable)."""
+
+    def __init__(self, piece: OffsetRange) -> None:
+        super().__init__(piece)
+        self.piece = piece
+
+    def __repr__(self) -> str:
+        p = self.piece
+        return f"RangePartition({p.topic}-{p.partition} [{p.start}, {p.end}))"
+
+
+class ReplogDataSource(DataSource):
+    """`format("replog")` (module docstring)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        # Only includeHeaders matters here; the full check happens when a reader is built, so
+        # a write (whose options are the sink's) never trips over read options.
+        flag = str(self.options.get("includeHeaders", "false")).strip().lower()
+        return schema_ddl(flag == "true")
+
+    def reader(self, schema: StructType) -> ReplogBatchReader:
+        return ReplogBatchReader(parse_options(self.options, Mode.BATCH), schema)
+
+    def streamReader(self, schema: StructType) -> ReplogStreamReader:
+        return ReplogStreamReader(parse_options(self.options, Mode.STREAMING), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from replog.spark.sink import ReplogWriter
+
+        return ReplogWriter(dict(self.options), schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from replog.spark.sink import ReplogStreamWriter
+
+        return ReplogStreamWriter(dict(self.options), schema, overwrite)
+
+
+def _arrow_schema(schema: StructType) -> pa.Schema:
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def _start_positions(
+    options: SourceOptions,
+    view: ClusterView,
+    bounds: Mapping[TopicPartitionKey, Bounds],
+) -> dict[TopicPartitionKey, int]:
+    spec = options.starting
+    found: dict[TopicPartitionKey, int | None] | None = None
+    if isinstance(spec, ByTimestamp):
+        check_covers(spec, sorted(bounds))
+        times = {
+            tp: spec.everywhere if spec.per_partition is None else spec.per_partition[tp]
+            for tp in sorted(bounds)
+        }
+        found = view.offsets_for_times({tp: t for tp, t in times.items() if t is not None})
+    return resolve_start(spec, bounds, found)
+
+
+def _read(
+    partition: InputPartition, options: SourceOptions, schema: StructType
+) -> Iterator[pa.RecordBatch]:
+    if not isinstance(partition, RangePartition):
+        return iter(())  # Spark's stand-in for an empty plan
+    return read_range(partition.piece, options, _arrow_schema(schema))
+
+
+class ReplogBatchReader(DataSourceReader):
+    """A batch read: one planned snapshot of committed offsets (module docstring)."""
+
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+
+    def partitions(self) -> list[InputPartition]:
+        view = ClusterView(self.options.admin_settings(), strict=True)
+        try:
+            bounds = view.bounds(view.partitions(self.options.subscription))
+            start = _start_positions(self.options, view, bounds)
+        finally:
+            view.close()
+        end = resolve_end(self.options.ending, bounds)
+        check_order(start, end)
+        ranges = plan_ranges(start, end, self.options.min_partitions)
+        return [RangePartition(piece) for piece in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(partition, self.options, self.schema)
+
+
+class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """A streaming read (module docstring). One instance lives on the driver for the whole
+    query; executors get pickled copies that only `read`."""
+
+    def __init__(self, options: SourceOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+        self._view = ClusterView(options.admin_settings(), strict=False)
+        self._target: dict[TopicPartitionKey, int] | None = None  # availableNow snapshot
+        self._latest: dict[TopicPartitionKey, int] | None = None  # last HWs seen
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_view"] = ClusterView(self.options.admin_settings(), strict=False)
+        return state
+
+    def _high_watermarks(self) -> dict[TopicPartitionKey, int]:
+        bounds = self._view.bounds(self._view.partitions(self.options.subscription))
+        self._latest = {tp: b.latest for tp, b in bounds.items()}
+        return self._latest
+
+    def initialOffset(self) -> dict[str, dict[str, int]]:
+        bounds = self._view.bounds(self._view.partitions(self.options.subscription))
+        return to_offset_dict(_start_positions(self.options, self._view, bounds))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.options.max_offsets_per_trigger
+        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._high_watermarks()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, dict[str, int]]:
+        begin = from_offset_dict(start, "start offset")
+        latest = dict(self._target) if self._target is not None else self._high_watermarks()
+        gone = sorted(tp for tp in begin if tp not in latest)
+        if gone and self._target is None:
+            message = (
+                f"partitions {describe({tp: begin[tp] for tp in gone})} are no longer in the "
+                "cluster (topic deleted?)"
+            )
+            if self.options.fail_on_data_loss:
+                raise DataLossError(message + "; set failOnDataLoss=false to skip them")
+            log.warning("%s; skipped (failOnDataLoss=false)", message)
+        end = next_end(begin, latest)
+        if isinstance(limit, ReadMaxRows):
+            end = rate_limit(begin, end, limit.max_rows)
+        return to_offset_dict(end)
+
+    def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
+        return None if self._latest is None else to_offset_dict(self._latest)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        begin = from_offset_dict(start, "start offset")
+        finish = from_offset_dict(end, "end offset")
+        ranges = plan_ranges(begin, finish, self.options.min_partitions)
+        return [RangePartition(piece) for piece in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(partition, self.options, self.schema)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        # Progress lives in Spark's checkpoint; nothing to record in replog (and commit is
+        # lazy: it arrives one batch late).
+        pass
+
+    def stop(self) -> None:
+        self._view.close()

@@ -1,0 +1,73 @@
+"""Helpers of the source tests: write known records, read them back through Spark."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from client_cluster import ClientCluster
+from pyspark.sql import DataFrame, SparkSession
+
+from replog import Producer
+from replog.client.admin_results import OffsetSpec
+from replog.client.records import TopicPartition
+from replog.client.sync_admin import Admin
+
+# Record timestamps are recent: time-based retention (7 days by default) deletes records whose
+# timestamps are older, which a fixed date in the past would trigger within the test.
+TS = int(time.time()) * 1000
+
+
+def produce(
+    cluster: ClientCluster,
+    topic: str,
+    partition: int,
+    values: Sequence[bytes],
+    *,
+    keys: Sequence[bytes | None] | None = None,
+    headers: Sequence[list[tuple[str, bytes | None]]] | None = None,
+    first_ts: int = TS,
+    acks: str = "all",
+) -> list[int]:
+    """Write `values` to one partition, in order; their offsets."""
+    with Producer(bootstrap_servers=cluster.bootstrap, acks=acks, linger_ms=0) as producer:
+        futures = [
+            producer.send(
+                topic,
+                value,
+                key=None if keys is None else keys[i],
+                headers=None if headers is None else headers[i],
+                partition=partition,
+                timestamp_ms=first_ts + i,
+            )
+            for i, value in enumerate(values)
+        ]
+        return [f.get(timeout=30).offset for f in futures]
+
+
+def high_watermarks(cluster: ClientCluster, topic: str, partitions: int) -> list[int]:
+    with Admin(bootstrap_servers=cluster.bootstrap) as admin:
+        found = admin.list_offsets(
+            {TopicPartition(topic, p): OffsetSpec.LATEST for p in range(partitions)}
+        )
+    return [found[TopicPartition(topic, p)].offset for p in range(partitions)]  # type: ignore[union-attr]
+
+
+def reader(spark: SparkSession, cluster: ClientCluster, **options: str) -> DataFrame:
+    source = spark.read.format("replog").option("bootstrap.servers", cluster.bootstrap)
+    for key, value in options.items():
+        source = source.option(key, value)
+    return source.load()
+
+
+def rows(df: DataFrame) -> list[tuple[Any, ...]]:
+    """Every row as a plain tuple, sorted by (topic, partition, offset)."""
+    found = [tuple(r) for r in df.collect()]
+    return sorted(found, key=lambda r: (r[2], r[3], r[4]))
+
+
+def when(ms: int) -> dt.datetime:
+    """A record timestamp as Spark returns it (naive, in the session's UTC)."""
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).replace(tzinfo=None)

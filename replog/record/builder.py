@@ -1,4 +1,4 @@
-"""Build complete RecordBatch v2 bytes from records: the producer's (and tests') encoder.
+"""Build complete RecordBatch v2 bytes from records: the encoder of tests, tools and the broker.
 
 The batch grammar is in `header.py`, the record grammar in `record.py`. The builder fills in the
 header fields a producer owns and derives the rest:
@@ -16,10 +16,12 @@ of the reference digest, CRC 0x965A94B1::
     0000018b cfe56800 | 0000018b cfe56800 | ffffffff ffffffff | ffff | ffffffff |
     00000001 | 0e 00 00 00 01 02 61 00
 
-Speed matters here: it is the producer's cost per record. `append` encodes a record into three
-pieces (its fields up to the value joined into one small bytes, the value itself, the headers;
-table-driven varints) and `build` joins everything once, so a value is copied exactly once.
-`try_append` is `append` with the producer's batch.size decision on the exact encoded size.
+`append` encodes a record into three pieces (its fields up to the value joined into one small
+bytes, the value itself, the headers; table-driven varints) and `build` joins everything once,
+so a value is copied exactly once. `try_append` is `append` with a producer's batch.size
+decision on the exact encoded size. `seal_batch` (the header and CRC around an encoded records
+region) is shared with the producer's accumulator, which encodes records itself, inline, for
+speed (`replog.client.accumulator`).
 """
 
 from __future__ import annotations
@@ -224,28 +226,58 @@ class BatchBuilder:
         max_timestamp = (
             self._max_timestamp if self._log_append_time is None else self._log_append_time
         )
-        # Only the first timestamp is range-checked on append (later ones through their delta),
-        # so the largest may still overflow the int64 header field.
-        _check_range("max_timestamp", max_timestamp, INT64_MIN, INT64_MAX)
-        covered_head = _COVERED_HEAD.pack(
-            self._attributes,
-            self._records_count - 1,
+        return seal_batch(
+            records,
+            self._records_count,
             self._base_timestamp,
             max_timestamp,
-            self._producer_id,
-            self._producer_epoch,
-            self._base_sequence,
-            self._records_count,
+            self._attributes,
+            base_offset=self._base_offset,
+            partition_leader_epoch=self._partition_leader_epoch,
+            producer_id=self._producer_id,
+            producer_epoch=self._producer_epoch,
+            base_sequence=self._base_sequence,
         )
-        crc = crc32c(records, crc32c(covered_head))
-        head = _HEAD.pack(
-            self._base_offset,
-            RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records),
-            self._partition_leader_epoch,
-            MAGIC_V2,
-            crc,
-        )
-        return b"".join((head, covered_head, records))
+
+
+def seal_batch(
+    records: bytes,
+    records_count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    attributes: int = COMPRESSION_NONE,
+    *,
+    base_offset: int = 0,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """The complete batch around an encoded (and, per `attributes`, compressed) records region
+    of `records_count` records: the header, its CRC last. The header fields are the caller's
+    to check (`BatchBuilder` does), but `max_timestamp`: appends check the first timestamp and
+    the deltas, so the largest may still overflow the int64 header field."""
+    if not INT64_MIN <= max_timestamp <= INT64_MAX:
+        _check_range("max_timestamp", max_timestamp, INT64_MIN, INT64_MAX)
+    covered_head = _COVERED_HEAD.pack(
+        attributes,
+        records_count - 1,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        records_count,
+    )
+    crc = crc32c(records, crc32c(covered_head))
+    head = _HEAD.pack(
+        base_offset,
+        RECORD_BATCH_OVERHEAD - LOG_OVERHEAD + len(records),
+        partition_leader_epoch,
+        MAGIC_V2,
+        crc,
+    )
+    return b"".join((head, covered_head, records))
 
 
 def build_batch(records: Iterable[RecordInput], **options: Unpack[BatchOptions]) -> bytes:

@@ -45,14 +45,42 @@ from replog.record.varint import (
     decode_varlong,
     encode_varint,
     encode_varlong,
+    varint_size,
 )
 
 Header = tuple[str, bytes | None]
 HeaderInput = Sequence[tuple[str, bytes | None]]
 
+# Upper bound of a record's encoding beyond its key, value and header bytes: length varint (5),
+# attributes (1), timestamp delta varlong (10), offset delta (5), key and value lengths (5 + 5),
+# header count (5).
+RECORD_OVERHEAD_MAX = 36
+HEADER_OVERHEAD_MAX = 10  # a header's key and value length varints
+
 _NULL_LENGTH = encode_varint(-1)
-_NO_HEADERS = encode_varint(0)
+NO_HEADERS = encode_varint(0)
 _ATTRIBUTES = b"\x00"
+
+# Tables for the producer's fast path (inlined in `RecordAccumulator.try_append`): a record
+# with no headers and a value, at an offset delta below FAST_OFFSETS and a timestamp delta in
+# [0, FAST_DELTAS), has its fields up to the value in two or three lookups and one to three
+# concatenations:
+# - TIMESTAMP_FIELDS[d]: the attributes byte and timestamp delta d;
+# - NULL_KEY_FIELDS[n]: offset delta n and a null key's length (-1);
+# - EQUAL_TIMESTAMP_FIELDS[n]: attributes, timestamp delta 0, offset delta n and a null key;
+# - AFTER_EMPTY_HEADERS[n]: the previous record's headers count (0), then this record's length
+#   n, so that consecutive records without headers add two pieces each, not three.
+# Each entry equals what `append_record` writes (tests/record checks).
+FAST_OFFSETS = 1 << 12
+FAST_DELTAS = 1 << 10
+TIMESTAMP_FIELDS = tuple(_ATTRIBUTES + SMALL_SIZE_VARINTS[n] for n in range(FAST_DELTAS))
+NULL_KEY_FIELDS = tuple(SMALL_SIZE_VARINTS[n] + _NULL_LENGTH for n in range(FAST_OFFSETS))
+EQUAL_TIMESTAMP_FIELDS = tuple(TIMESTAMP_FIELDS[0] + fields for fields in NULL_KEY_FIELDS)
+AFTER_EMPTY_HEADERS = tuple(NO_HEADERS + length for length in SMALL_SIZE_VARINTS)
+# A fast record's body is its key and value plus at most 10 bytes (attributes 1, deltas 2 + 2,
+# lengths 2 + 2, headers count 1): key and value sizes summing below this keep every length
+# inside SMALL_SIZE_VARINTS.
+FAST_DATA_LIMIT = SMALL_SIZE_LIMIT - 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +141,7 @@ def append_record(
             if value_size < SMALL_SIZE_LIMIT
             else encode_varint(value_size)
         )
-    tail = _encode_headers(headers) if headers else _NO_HEADERS
+    tail = _encode_headers(headers) if headers else NO_HEADERS
     fields = b"".join(
         (_ATTRIBUTES, timestamp_bytes, offset_bytes, key_length_bytes, key, value_length_bytes)
     )
@@ -158,6 +186,54 @@ def _header_key_field(header_key: str) -> bytes:
     if len(_HEADER_KEY_FIELDS) < _HEADER_KEY_FIELDS_MAX:
         _HEADER_KEY_FIELDS[header_key] = field
     return field
+
+
+def record_size_bound(key: bytes | None, value: bytes | None, headers: HeaderInput) -> int:
+    """An upper bound of the record's encoded size, whatever its deltas (no encoding)."""
+    size = RECORD_OVERHEAD_MAX
+    if key is not None:
+        size += len(key)
+    if value is not None:
+        size += len(value)
+    for header_key, header_value in headers:
+        size += HEADER_OVERHEAD_MAX + len(header_key) * 4  # UTF-8: at most 4 bytes a character
+        if header_value is not None:
+            size += len(header_value)
+    return size
+
+
+def record_size(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: HeaderInput,
+) -> int:
+    """The record's exact encoded size, length prefix included, without encoding it (but the
+    headers, whose keys need UTF-8)."""
+    sizes = SMALL_SIZE_VARINTS
+    limit = SMALL_SIZE_LIMIT
+    body = (
+        1
+        + (
+            len(SMALL_VARINTS[timestamp_delta - SMALL_VARINTS_LOW])
+            if SMALL_VARINTS_LOW <= timestamp_delta < limit
+            else varint_size(timestamp_delta)
+        )
+        + (len(sizes[offset_delta]) if offset_delta < limit else varint_size(offset_delta))
+    )
+    if key is None:
+        body += 1
+    else:
+        size = len(key)
+        body += size + (len(sizes[size]) if size < limit else varint_size(size))
+    if value is None:
+        body += 1
+    else:
+        size = len(value)
+        body += size + (len(sizes[size]) if size < limit else varint_size(size))
+    body += len(_encode_headers(headers)) if headers else 1
+    return body + (len(sizes[body]) if body < limit else varint_size(body))
 
 
 def encode_record(

@@ -58,6 +58,8 @@ SMALL_SIZE_LIMIT = _TABLE_HIGH
 SMALL_SIZE_VARINTS = _ENCODED_SMALL[-_TABLE_LOW:]
 SMALL_VARINTS = _ENCODED_SMALL
 SMALL_VARINTS_LOW = _TABLE_LOW
+# SMALL_SIZE_LENGTHS[n] == len(SMALL_SIZE_VARINTS[n]) (1 or 2), a byte string: indexing gives an int
+SMALL_SIZE_LENGTHS = bytes(len(encoded) for encoded in SMALL_SIZE_VARINTS)
 
 
 def encode_varint(value: int) -> bytes:

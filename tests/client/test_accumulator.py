@@ -10,6 +10,8 @@ import threading
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 
 from replog.client.accumulator import (
@@ -22,8 +24,14 @@ from replog.client.accumulator import (
 )
 from replog.client.records import RecordMetadata, TopicPartition
 from replog.errors import NotEnoughReplicasError
-from replog.record import COMPRESSION_GZIP, RecordBatch, build_batch, validate_batch
-from replog.record.record import encode_record
+from replog.record import (
+    COMPRESSION_GZIP,
+    BatchBuilder,
+    RecordBatch,
+    build_batch,
+    validate_batch,
+)
+from replog.record.record import FAST_DATA_LIMIT, FAST_DELTAS, FAST_OFFSETS, encode_record
 
 TP0 = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)
@@ -221,7 +229,7 @@ def test_a_retry_waits_for_its_backoff_and_goes_back_in_sequence_order() -> None
     acc.idempotence = object()  # type: ignore[assignment]  # only tested for None
     batches = []
     for sequence in (10, 0, 5):
-        batch = ProducerBatch(TP0, None, clock.now, 0)  # type: ignore[arg-type]
+        batch = ProducerBatch(TP0, clock.now, 0)
         batch.base_sequence = sequence
         batch.attempts = 1
         batches.append(batch)
@@ -361,3 +369,155 @@ def test_a_tiny_batch_size_means_one_record_per_batch(batch_size: int) -> None:
     acc, _ = accumulator(batch_size=batch_size)
     batches = {id(acc.append(TP0, TS, None, b"v")) for _ in range(3)}
     assert len(batches) == 3
+
+
+# --- the encoding: the accumulator's own (fast path and general) against BatchBuilder ----------
+
+AppendedRecord = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
+
+# Records that reach every branch of `try_append`: null and non-null keys and values, headers,
+# timestamp deltas of 0, small, past the fast tables and negative, sizes around the limits.
+appended_records = st.tuples(
+    st.sampled_from([0, 0, 0, 1, 7, FAST_DELTAS - 1, FAST_DELTAS, 9_000, -1, -5_000]),
+    st.none() | st.binary(max_size=40) | st.just(b"k" * FAST_DATA_LIMIT),
+    st.none()
+    | st.binary(max_size=400)
+    | st.sampled_from([b"v" * (FAST_DATA_LIMIT - 1), b"w" * FAST_DATA_LIMIT, b"x" * 9_000]),
+    st.just([])
+    | st.lists(st.tuples(st.text(max_size=6), st.none() | st.binary(max_size=9)), max_size=2),
+)
+
+
+def expected_batches(records: list[AppendedRecord], batch_size: int) -> list[bytes]:
+    """The batches `BatchBuilder.try_append` (an independent encoder) makes of the records
+    with batch.size as the limit: what the accumulator must build, byte for byte."""
+    built: list[bytes] = []
+    builder = BatchBuilder()
+    for record in records:
+        if builder.try_append(*record, size_limit=batch_size) < 0:
+            built.append(builder.build())
+            builder = BatchBuilder()
+            builder.append(*record)
+    built.append(builder.build())
+    return built
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(appended_records, min_size=1, max_size=40),
+    st.sampled_from([0, 100, 1_000, 5_000, 16_384, 100_000]),
+    st.booleans(),
+)
+def test_batches_are_byte_identical_to_batch_builders(
+    records: list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
+    batch_size: int,
+    thread_safe: bool,
+) -> None:
+    acc, _ = accumulator(thread_safe, batch_size=batch_size, buffer_memory=10**9)
+    timed = [(TS + delta, key, value, headers) for delta, key, value, headers in records]
+    handles = [Handle() for _ in timed]
+    batches: list[ProducerBatch] = []
+    for (timestamp, key, value, headers), handle in zip(timed, handles, strict=True):
+        batch = acc.append(TP0, timestamp, key, value, headers, handle)
+        assert batch is not None
+        if not batches or batch is not batches[-1]:
+            batches.append(batch)
+        if len(batches) > 1 or batch.record_count > 1:
+            assert batch.size_in_bytes <= batch_size or batch.record_count == 1
+    assert acc.drain_all() == batches
+    expected = expected_batches(timed, batch_size)
+    assert [batch.close() for batch in batches] == expected
+    assert [batch.size_in_bytes for batch in batches] == [len(raw) for raw in expected]
+    # every record's future learns its offset, timestamp and sizes
+    base = 100
+    for batch in batches:
+        batch.complete(base)
+        base += batch.record_count
+        acc.deallocate(batch)
+    assert acc.available_memory == 10**9
+    assert [h.result for h in handles] == [
+        RecordMetadata(
+            "t",
+            0,
+            100 + index,
+            timestamp,
+            -1 if key is None else len(key),
+            -1 if value is None else len(value),
+        )
+        for index, (timestamp, key, value, _) in enumerate(timed)
+    ]
+
+
+def test_offset_deltas_past_the_fast_tables_take_the_general_path() -> None:
+    acc, _ = accumulator(batch_size=100_000)
+    count = FAST_OFFSETS + 50
+    for i in range(count):
+        assert acc.append(TP0, TS + i % 3, None if i % 2 else b"k", b"") is not None
+    (batch,) = acc.drain_all()
+    assert batch.close() == build_batch(
+        [(TS + i % 3, None if i % 2 else b"k", b"", ()) for i in range(count)]
+    )
+
+
+def test_a_timestamp_out_of_range_raises_and_changes_nothing() -> None:
+    acc, _ = accumulator(thread_safe=True, batch_size=16_384, buffer_memory=50_000)
+    with pytest.raises(ValueError, match="timestamp"):
+        acc.append(TP0, 2**63, None, b"a")
+    assert acc.available_memory == 50_000 and not acc.queued_partitions()
+    batch = acc.append(TP0, -(2**62), None, b"a")
+    assert batch is not None
+    with pytest.raises(ValueError, match="int64"):
+        acc.append(TP0, 2**62 + 1, None, b"b")  # the delta to the first is no int64
+    with pytest.raises(ValueError, match="timestamp"):
+        acc.append(TP0, -(2**63) - 1, None, b"c")
+    assert acc.append(TP0, -(2**62) + 5, b"k", b"d") is batch
+    (drained,) = acc.drain_all()
+    assert drained.close() == build_batch(
+        [(-(2**62), None, b"a", ()), (-(2**62) + 5, b"k", b"d", ())]
+    )
+
+
+def test_a_batch_holds_no_more_than_its_reservation() -> None:
+    """What a batch holds (its encoded pieces: its uncompressed size) never exceeds the
+    buffer.memory it reserved, whatever mix of records fills it; only a batch of one record
+    larger than batch.size reserves more than batch.size."""
+    acc, _ = accumulator(batch_size=2_000, buffer_memory=10**9)
+    sizes = [0, 5, 100, 700, 1_900, 3_000, 10, 1_950]
+    for i, size in enumerate(sizes * 5):
+        assert acc.append(TP0, TS + i, b"k" if i % 3 else None, b"v" * size) is not None
+    batches = acc.drain_all()
+    assert len(batches) > 10
+    for batch in batches:
+        built = len(batch.close())
+        assert built <= batch.reserved
+        if batch.record_count > 1 or built <= 2_000:
+            assert built <= 2_000 and batch.reserved == 2_000
+        else:  # one record past batch.size: its upper bound plus the header
+            assert batch.reserved - built <= RECORD_OVERHEAD_MAX
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        (TS, None, b"v" * 100, ()),  # fast path, the batch's first timestamp
+        (TS + 3, None, b"v" * 60, ()),  # fast path, a timestamp delta
+        (TS + 1, b"key", b"v" * 200, ()),  # fast path with a key
+        (TS, None, b"v" * 50, (("h", b"x"),)),  # general path: headers
+        (TS - 1, None, None, ()),  # general path: a negative delta, a null value
+    ],
+    ids=["equal-timestamps", "delta", "key", "headers", "general"],
+)
+@pytest.mark.parametrize("slack", [0, -1])
+def test_a_record_fits_exactly_up_to_batch_size(record: AppendedRecord, slack: int) -> None:
+    """batch.size is decided on exact sizes: k records whose batch is exactly batch.size bytes
+    share it, one byte less and the k-th starts the next batch."""
+    builder = BatchBuilder()
+    for _ in range(5):
+        builder.append(*record)
+    acc, _ = accumulator(batch_size=builder.size_in_bytes + slack)
+    batches = [acc.append(TP0, *record) for _ in range(6)]
+    first = batches[0]
+    assert first is not None
+    assert batches.count(first) == (5 if slack == 0 else 4)
+    assert first.size_in_bytes <= builder.size_in_bytes + slack
+    assert first.close() == build_batch([record] * batches.count(first))

@@ -25,7 +25,8 @@ When it asks:
   are returned: a stale leader only earns another NOT_LEADER, whereas waiting would block
   every send on a dead broker.
 - Concurrent callers share one refresh in flight when it covers their topics. A caller that
-  gives up (its deadline, cancellation) does not cancel the shared refresh.
+  gives up (its deadline, cancellation) does not cancel the shared refresh, nor does its
+  deadline bound the refresh's calls (`request.timeout.ms` does).
 
 Connection failures are logged once per change of an address's state (reachable ->
 unreachable and back), not once per attempt.
@@ -253,7 +254,11 @@ class ClusterMetadata:
                 await asyncio.sleep(wait_ms / 1000)
                 continue  # another caller may have started a pass meanwhile
             asked = frozenset(self._wanted) or None
-            task = asyncio.get_running_loop().create_task(self._pass(asked, deadline_ms))
+            # The pass is shared: its calls are bounded by request.timeout.ms, not by the
+            # deadline of whoever started it (an impatient starter would otherwise cut the
+            # refresh short for every caller waiting on it).
+            pass_deadline_ms = max(deadline_ms, monotonic_ms() + self.request_timeout_ms)
+            task = asyncio.get_running_loop().create_task(self._pass(asked, pass_deadline_ms))
             task.add_done_callback(self._pass_done)
             self._inflight = _Refresh(asked, task)
             await self._wait(task, deadline_ms)

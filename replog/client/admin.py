@@ -129,8 +129,7 @@ class Admin:
         controller, self._controller = self._controller, None
         if controller is not None:
             controller.close()
-        await self._metadata.close()
-        await self._connections.close()
+        await self._metadata.close()  # and the connections it made
 
     async def __aenter__(self) -> Admin:
         return self

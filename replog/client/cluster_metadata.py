@@ -113,6 +113,7 @@ class ClusterMetadata:
             raise ValueError("bootstrap.servers is empty")
         self.bootstrap = tuple(bootstrap)
         self._connections = connections
+        self._owns_connections = False  # True when `for_client` made them
         self.metadata_max_age_ms = metadata_max_age_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = retry_backoff_max_ms
@@ -139,11 +140,12 @@ class ClusterMetadata:
     @classmethod
     def for_client(cls, config: ProducerConfig | ConsumerConfig | AdminConfig) -> ClusterMetadata:
         """The metadata of a Producer, Consumer or Admin built from `config`, over new
-        `Connections` (`self.connections`) with the config's client id and request timeout."""
+        `Connections` (`self.connections`) with the config's client id and request timeout;
+        they are its own, so `close` closes them too."""
         connections = Connections(
             request_timeout_ms=config.request_timeout_ms, client_id=config.client_id
         )
-        return cls(
+        metadata = cls(
             config.bootstrap_servers,
             connections,
             metadata_max_age_ms=config.metadata_max_age_ms,
@@ -151,6 +153,8 @@ class ClusterMetadata:
             retry_backoff_max_ms=config.retry_backoff_max_ms,
             request_timeout_ms=config.request_timeout_ms,
         )
+        metadata._owns_connections = True
+        return metadata
 
     @property
     def connections(self) -> Connections:
@@ -290,11 +294,13 @@ class ClusterMetadata:
         return KafkaTimeoutError(f"{what} did not finish within the deadline{cause}")
 
     async def close(self) -> None:
-        """Cancel a refresh in flight."""
+        """Cancel a refresh in flight; close the connections if `for_client` made them."""
         inflight, self._inflight = self._inflight, None
         if inflight is not None and not inflight.task.done():
             inflight.task.cancel()
             await asyncio.gather(inflight.task, return_exceptions=True)
+        if self._owns_connections:
+            await self._connections.close()
 
     # --- one pass over the addresses -------------------------------------------------------------
 

@@ -760,8 +760,7 @@ class Consumer:
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
         await self._fetcher.close()
-        await self._metadata.close()
-        await self._connections.close()
+        await self._metadata.close()  # and the connections it made
 
     async def __aenter__(self) -> Consumer:
         return self

@@ -216,8 +216,7 @@ class Producer:
         if self._sender.started:
             remaining = None if deadline_ms is None else max(deadline_ms - monotonic_ms(), 0)
             await self._sender.close(remaining)
-        await self._metadata.close()
-        await self._connections.close()
+        await self._metadata.close()  # and the connections it made
 
     @property
     def closed(self) -> bool:

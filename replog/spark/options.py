@@ -189,6 +189,15 @@ class SourceOptions:
         return {**chosen, "bootstrap.servers": self.bootstrap_servers}
 
 
+def required_bootstrap_servers(given: Mapping[str, str], error: type[ConfigError]) -> str:
+    """`bootstrap.servers` (or `kafka.bootstrap.servers`) of lower-cased options, stripped;
+    `error` when neither is given (read and write options share the rule)."""
+    servers = given.get("bootstrap.servers") or given.get("kafka.bootstrap.servers")
+    if not servers or not servers.strip():
+        raise error("option 'bootstrap.servers' is required (host:port,...)")
+    return servers.strip()
+
+
 def parse_options(options: Mapping[str, str], mode: Mode) -> SourceOptions:
     """Checked read options (module docstring); raises SourceOptionError naming the option."""
     given = {str(k).lower(): str(v) for k, v in options.items()}
@@ -200,9 +209,7 @@ def parse_options(options: Mapping[str, str], mode: Mode) -> SourceOptions:
                 + ", ".join(sorted(KNOWN.values()))
                 + ", and kafka.<client setting>"
             )
-    servers = given.get("bootstrap.servers") or given.get("kafka.bootstrap.servers")
-    if not servers or not servers.strip():
-        raise SourceOptionError("option 'bootstrap.servers' is required (host:port,...)")
+    servers = required_bootstrap_servers(given, SourceOptionError)
     ending: EndSpec = Latest()
     if "endingoffsets" in given:
         if mode is Mode.STREAMING:
@@ -211,7 +218,7 @@ def parse_options(options: Mapping[str, str], mode: Mode) -> SourceOptions:
     poll = given.get("polltimeoutms", given.get("kafkaconsumer.polltimeoutms"))
     return SourceOptions(
         mode=mode,
-        bootstrap_servers=servers.strip(),
+        bootstrap_servers=servers,
         subscription=_subscription(given),
         starting=_starting(given, mode),
         ending=ending,

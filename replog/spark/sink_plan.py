@@ -49,6 +49,7 @@ from pyspark.sql.types import (
 
 from replog.client.config import producer_config
 from replog.errors import ConfigError, ReplogError
+from replog.spark.options import required_bootstrap_servers
 
 __all__ = [
     "SINK_PRODUCER_DEFAULTS",
@@ -151,9 +152,7 @@ def _producer_settings(given: Mapping[str, str]) -> dict[str, str]:
                 + ", ".join(sorted(KNOWN.values()))
                 + ", and kafka.<producer setting>"
             )
-    servers = given.get("bootstrap.servers") or given.get("kafka.bootstrap.servers")
-    if not servers or not servers.strip():
-        raise SinkOptionError("option 'bootstrap.servers' is required (host:port,...)")
+    servers = required_bootstrap_servers(given, SinkOptionError)
     settings = dict(SINK_PRODUCER_DEFAULTS)
     for key, value in given.items():
         if not key.startswith("kafka.") or key == "kafka.bootstrap.servers":
@@ -170,7 +169,7 @@ def _producer_settings(given: Mapping[str, str]) -> dict[str, str]:
                 f"with acks=all and enable.idempotence=true"
             )
         settings[setting] = value
-    settings.update({"bootstrap.servers": servers.strip(), "acks": "all"})
+    settings.update({"bootstrap.servers": servers, "acks": "all"})
     settings["enable.idempotence"] = "true"
     try:
         producer_config(settings)

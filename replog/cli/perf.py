@@ -63,9 +63,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
-from replog.cli.arguments import add_command, at_least, parse_key_values
-from replog.cli.local_cluster import DEFAULT_DATA_DIR, LocalCluster
-from replog.config import parse_properties
+from replog.cli.arguments import add_command, at_least
+from replog.cli.client_connection import add_client_connection_arguments, client_config
 from replog.errors import ReplogError
 
 MB = 1024 * 1024
@@ -518,62 +517,6 @@ def ticking(action: Callable[[], None], console: Console) -> Iterator[None]:
 # --- configuration -----------------------------------------------------------------------------
 
 
-def parse_props(items: Sequence[str] | None, option: str) -> dict[str, str]:
-    """`KEY=VALUE` arguments -> a dict; a malformed or repeated key is a one-line error."""
-    return parse_key_values(items, option, strip_values=True)
-
-
-def read_config_file(path: str | None, option: str) -> dict[str, str]:
-    if path is None:
-        return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as exc:
-        raise ReplogError(f"{option} {path}: {exc.strerror or exc}") from None
-    return parse_properties(text, source=path)
-
-
-def local_bootstrap(data_dir: str | None) -> str:
-    """The brokers of the local cluster in `data_dir` as a bootstrap.servers value."""
-    cluster = LocalCluster.load(data_dir or DEFAULT_DATA_DIR)
-    addresses = [
-        node.listeners.get("BROKER") or next(iter(node.listeners.values()))
-        for node in cluster.nodes
-        if "broker" in node.roles and node.listeners
-    ]
-    if not addresses:
-        raise ReplogError(
-            f"the local cluster in {cluster.directory} has no brokers; pass --bootstrap-server"
-        )
-    return ",".join(addresses)
-
-
-def client_config(
-    args: argparse.Namespace,
-    *,
-    file_option: str,
-    props_option: str,
-    defaults: Mapping[str, object],
-    forced: Mapping[str, object] | None = None,
-) -> dict[str, object]:
-    """The config a command's client gets: `defaults` < config file < props < `forced` and
-    `--bootstrap-server`; the local cluster's brokers when nothing names any."""
-    config: dict[str, object] = dict(defaults)
-    config.update(read_config_file(getattr(args, file_option), "--" + file_option))
-    config.update(parse_props(getattr(args, props_option), "--" + props_option.replace("_", "-")))
-    config.update(forced or {})
-    # Either spelling of the key counts (the client configs accept both).
-    named = {k for k in config if k.strip().replace("_", ".") == "bootstrap.servers"}
-    if args.bootstrap_server is not None:
-        for key in named:
-            del config[key]
-        config["bootstrap.servers"] = args.bootstrap_server
-    elif not named:
-        config["bootstrap.servers"] = local_bootstrap(args.data_dir)
-    return config
-
-
 # --- produce -----------------------------------------------------------------------------------
 
 
@@ -830,17 +773,7 @@ def register(commands: Any) -> None:
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--bootstrap-server",
-        metavar="HOST:PORT,...",
-        help="brokers to start from (default: bootstrap.servers from the props, else the "
-        "local cluster's brokers)",
-    )
-    parser.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        help=f"the local cluster whose brokers to use (default: {DEFAULT_DATA_DIR})",
-    )
+    add_client_connection_arguments(parser)
     parser.add_argument(
         "--output",
         choices=("text", "json"),

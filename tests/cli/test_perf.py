@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from replog.cli import perf
+from replog.cli import client_connection, perf
 from replog.cli.local_cluster import LocalCluster
 from replog.cli.main import build_parser, main
 from replog.errors import ConfigError, NotEnoughReplicasError, ReplogError
@@ -158,7 +158,7 @@ def produce_args(*extra: str) -> Any:
 
 
 def producer_config(args: Any) -> dict[str, object]:
-    return perf.client_config(
+    return client_connection.client_config(
         args, file_option="producer.config", props_option="producer_props", defaults={}
     )
 
@@ -189,7 +189,7 @@ def test_props_override_the_config_file_and_defaults(tmp_path: Path) -> None:
         "--producer.config", str(properties), "--producer-props", "acks=1", "client.id=me",
         "--bootstrap-server", "h:1",
     )  # fmt: skip
-    config = perf.client_config(
+    config = client_connection.client_config(
         args,
         file_option="producer.config",
         props_option="producer_props",
@@ -214,15 +214,15 @@ def test_no_local_cluster_and_no_bootstrap_is_one_clear_error(tmp_path: Path) ->
 
 def test_malformed_props_and_files_name_the_option(tmp_path: Path) -> None:
     with pytest.raises(ReplogError, match=r"--producer-props 'acks': expected KEY=VALUE"):
-        perf.parse_props(["acks"], "--producer-props")
+        client_connection.parse_props(["acks"], "--producer-props")
     with pytest.raises(ReplogError, match="--producer-props acks: given twice"):
-        perf.parse_props(["acks=1", "acks=all"], "--producer-props")
+        client_connection.parse_props(["acks=1", "acks=all"], "--producer-props")
     with pytest.raises(ReplogError, match=r"--producer\.config .*missing"):
-        perf.read_config_file(str(tmp_path / "missing"), "--producer.config")
+        client_connection.read_config_file(str(tmp_path / "missing"), "--producer.config")
     bad = tmp_path / "bad.properties"
     bad.write_text("acks\n")
     with pytest.raises(ConfigError, match=r"bad\.properties:1: expected key=value"):
-        perf.read_config_file(str(bad), "--producer.config")
+        client_connection.read_config_file(str(bad), "--producer.config")
 
 
 def test_payloads(tmp_path: Path) -> None:

@@ -20,3 +20,8 @@ def wall_clock_ms() -> int:
 def monotonic_ms() -> int:
     """Milliseconds on a clock that never goes back: timeouts, intervals, task periods."""
     return time.monotonic_ns() // 1_000_000
+
+
+def monotonic_s() -> float:
+    """Seconds (float, sub-millisecond) on a monotonic clock: latencies reported as metrics."""
+    return time.perf_counter()

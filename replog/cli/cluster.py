@@ -7,11 +7,13 @@
   committed its epoch, and prints the endpoints. On a directory whose cluster is stopped it
   starts the same nodes again, keeping their data (`--fresh` deletes it and starts anew).
 - `status [--json]`: per node: id, roles, pid, listener, alive (the process exists and is not a
-  zombie), whether it answers DescribeQuorum, and the leader and quorum epoch it knows.
+  zombie), whether it answers DescribeQuorum, the leader and quorum epoch it knows, and its
+  Prometheus metrics URL (METRICS; `-` for a cluster written before metrics existed).
 - `stop`: SIGTERM to every node (each resigns and closes its log), SIGKILL after `--timeout`.
 - `kill NODE_ID`: SIGKILL one node. `restart NODE_ID`: start a node that is not running.
 
-Defaults: 3 nodes, `./.replog/cluster`, base port 19092 (node i listens on base + i - 1).
+Defaults: 3 nodes, `./.replog/cluster`, base port 19092 (node i listens on base + i - 1 and
+serves metrics on base + 100 + i - 1).
 Every refusal (a port in use, a cluster already running, an unknown node id) is one line.
 """
 
@@ -182,7 +184,10 @@ def remove_pid_file(node: LocalNode) -> None:
 
 def check_ports_free(nodes: Iterable[LocalNode]) -> None:
     for node in nodes:
-        for address in node.listeners.values():
+        addresses = list(node.listeners.values())
+        if node.metrics_address is not None:
+            addresses.append(node.metrics_address)
+        for address in addresses:
             host, _, port = address.rpartition(":")
             with socket.socket() as probe:
                 probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -254,7 +259,8 @@ def run_start(args: argparse.Namespace) -> int:
     for node in cluster.nodes:
         listeners = ",".join(f"{name}://{a}" for name, a in node.listeners.items())
         roles = ",".join(node.roles)
-        print(f"  node {node.node_id}  {roles}  {listeners}  pid {pids[node.node_id]}")
+        metrics = "" if node.metrics_url is None else f"  metrics {node.metrics_url}"
+        print(f"  node {node.node_id}  {roles}  {listeners}  pid {pids[node.node_id]}{metrics}")
     print(f"bootstrap servers: {','.join(cluster.controller_addresses().values())}")
     return 0
 
@@ -359,13 +365,14 @@ def run_status(args: argparse.Namespace) -> int:
                 "leader_id": None if leader_id == -1 else leader_id,
                 "quorum_epoch": None if response is None else response.quorum_epoch,
                 "is_leader": response is not None and response.error_code == 0,
+                "metrics": node.metrics_url,
             }
         )
     if args.json:
         print(json.dumps({"data_dir": cluster.directory, "nodes": rows}, indent=2))
         return 0
     print(f"cluster in {cluster.directory}")
-    table = [["NODE", "ROLES", "PID", "LISTENER", "ALIVE", "ANSWERS", "LEADER", "EPOCH"]]
+    table = [["NODE", "ROLES", "PID", "LISTENER", "ALIVE", "ANSWERS", "LEADER", "EPOCH", "METRICS"]]
     for row in rows:
         table.append(
             [
@@ -377,6 +384,7 @@ def run_status(args: argparse.Namespace) -> int:
                 "yes" if row["answers"] else "no",
                 _or_dash(row["leader_id"]),
                 _or_dash(row["quorum_epoch"]),
+                _or_dash(row["metrics"]),
             ]
         )
     print_table(table)

@@ -15,10 +15,14 @@ Layout of a cluster directory (default `./.replog/cluster`)::
 
     {"version": 1, "voters": "1@127.0.0.1:19092,...", "cluster_id": "q1Sh-9_ISia_zwGINzRvyQ",
      "nodes": [{"node_id": 1, "roles": ["broker", "controller"],
-                "listeners": {"CONTROLLER": "127.0.0.1:19092"}, "dir": "node-1"}, ...]}
+                "listeners": {"CONTROLLER": "127.0.0.1:19092"}, "dir": "node-1",
+                "metrics": "http://127.0.0.1:19192/metrics"}, ...]}
 
 Rules:
-- Node ids are 1..N; node i's controller listener is `127.0.0.1:<base port + i - 1>`.
+- Node ids are 1..N; node i's controller listener is `127.0.0.1:<base port + i - 1>`, its
+  Prometheus metrics endpoint `http://127.0.0.1:<base port + 100 + i - 1>/metrics`
+  (`metrics.port` in its server.properties). A `cluster.json` written before metrics existed
+  names none, and its nodes serve none.
 - A new cluster gets a fresh cluster id (Kafka's form: a random UUID in unpadded url-safe
   base64, 22 characters), written to `cluster.json` and as `cluster.id` to every node's
   server.properties. A `cluster.json` written before cluster ids existed has none.
@@ -48,6 +52,7 @@ from replog.server.group_coordinator_config import OFFSETS_TOPIC_REPLICATION_FAC
 DEFAULT_DATA_DIR = os.path.join(".replog", "cluster")
 DEFAULT_NODE_COUNT = 3
 DEFAULT_BASE_PORT = 19092
+METRICS_PORT_OFFSET = 100  # node i's metrics port: base port + 100 + i - 1
 DEFAULT_ROLES = ("broker", "controller")
 LOOPBACK = "127.0.0.1"
 CLUSTER_FILE = "cluster.json"
@@ -63,6 +68,11 @@ class LocalNode:
     roles: tuple[str, ...]
     listeners: Mapping[str, str]  # listener name -> host:port
     directory: str
+    metrics_address: str | None = None  # host:port of its metrics endpoint; None: none
+
+    @property
+    def metrics_url(self) -> str | None:
+        return None if self.metrics_address is None else f"http://{self.metrics_address}/metrics"
 
     @property
     def is_controller(self) -> bool:
@@ -109,10 +119,11 @@ class LocalCluster:
         directory = os.path.realpath(directory)
         if node_count < 1:
             raise ReplogError(f"--nodes {node_count}: a cluster needs at least one node")
-        if not 1 <= base_port <= 65536 - node_count:
+        if not 1 <= base_port <= 65536 - node_count - METRICS_PORT_OFFSET:
+            last = base_port + METRICS_PORT_OFFSET + node_count - 1
             raise ReplogError(
-                f"--base-port {base_port}: ports {base_port}..{base_port + node_count - 1} "
-                "are not all in [1, 65535]"
+                f"--base-port {base_port}: ports {base_port}..{last} (listeners, then metrics "
+                f"from {base_port + METRICS_PORT_OFFSET}) are not all in [1, 65535]"
             )
         nodes = tuple(
             LocalNode(
@@ -120,6 +131,7 @@ class LocalCluster:
                 roles=roles,
                 listeners={CONTROLLER_LISTENER: f"{LOOPBACK}:{base_port + i - 1}"},
                 directory=os.path.join(directory, f"node-{i}"),
+                metrics_address=f"{LOOPBACK}:{base_port + METRICS_PORT_OFFSET + i - 1}",
             )
             for i in range(1, node_count + 1)
         )
@@ -188,6 +200,10 @@ class LocalCluster:
             "controller.listener.names": CONTROLLER_LISTENER,
             "log.dirs": node.data_path,
         }
+        if node.metrics_address is not None:
+            host, _, port = node.metrics_address.rpartition(":")
+            properties["metrics.host"] = host
+            properties["metrics.port"] = port
         if self.cluster_id is not None:
             properties["cluster.id"] = self.cluster_id
         brokers = sum(1 for n in self.nodes if "broker" in n.roles)
@@ -221,12 +237,15 @@ class LocalCluster:
         os.replace(path + ".tmp", path)
 
     def _node_to_json(self, node: LocalNode) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "node_id": node.node_id,
             "roles": list(node.roles),
             "listeners": dict(node.listeners),
             "dir": os.path.relpath(node.directory, self.directory),
         }
+        if node.metrics_url is not None:
+            document["metrics"] = node.metrics_url
+        return document
 
 
 def new_cluster_id() -> str:
@@ -240,7 +259,23 @@ def _node_from_json(directory: str, entry: dict[str, Any]) -> LocalNode:
         roles=tuple(str(r) for r in entry["roles"]),
         listeners={str(name): str(address) for name, address in entry["listeners"].items()},
         directory=os.path.join(directory, str(entry["dir"])),
+        metrics_address=_metrics_address(entry.get("metrics")),
     )
     if node.is_controller and CONTROLLER_LISTENER not in node.listeners:
         raise ValueError(f"controller {node.node_id} has no {CONTROLLER_LISTENER} listener")
     return node
+
+
+def _metrics_address(url: object) -> str | None:
+    """`http://host:port/metrics` -> `host:port` (None stays None)."""
+    if url is None:
+        return None
+    text = str(url)
+    prefix, suffix = "http://", "/metrics"
+    if not text.startswith(prefix) or not text.endswith(suffix):
+        raise ValueError(f"metrics {text!r}: expected http://host:port/metrics")
+    address = text[len(prefix) : -len(suffix)]
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"metrics {text!r}: expected http://host:port/metrics")
+    return address

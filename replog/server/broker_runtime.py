@@ -74,6 +74,7 @@ from replog.server.coordinator_service import CoordinatorService
 from replog.server.group_coordinator import GroupCoordinator
 from replog.server.group_coordinator_config import GroupCoordinatorConfig
 from replog.server.metadata_publisher import BrokerMetadataListener, LocalChangesLog
+from replog.server.metrics.instruments import BrokerCounters
 from replog.server.node_config import NodeConfig
 from replog.server.offsets_topic_creator import OffsetsTopicCreator, create_via_controller
 from replog.server.producer_id_manager import ProducerIdManager, allocate_from_controller
@@ -171,6 +172,8 @@ class BrokerRuntime:
         self.storage_failure = asyncio.Event()
         self.storage_error: KafkaStorageError | None = None
         self._stopping = False
+        # The data plane's metrics (the node sets its registry's; None: a private one).
+        self.counters: BrokerCounters | None = None
 
     @classmethod
     def for_node(cls, node: NodeConfig, raft_driver: RaftDriver) -> BrokerRuntime:
@@ -260,6 +263,7 @@ class BrokerRuntime:
             log_manager,
             clock=self._clock,
             broker_epoch=self._broker_epoch,
+            counters=self.counters,
         )
         self.replica_manager = replica_manager
         # Installed now, it first gets the whole current image and creates its partitions.

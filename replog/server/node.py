@@ -13,6 +13,12 @@ then written only by the controller (`MetadataLog.Append` refuses), unless
 `broker` role serves the `Broker` service (the data plane, `BrokerRuntime`) and the
 `GroupCoordinator` service (committed offsets of consumer groups) on the same listener;
 partition logs live in `log.dirs`, next to the metadata log's directory.
+
+Metrics (issue #9, `replog.server.metrics`): every node keeps its own Prometheus registry
+(requests and their latency through a server interceptor, the data plane's counters, the Raft
+commit latency, and gauges read from live state at scrape time). With `metrics.port` set it
+serves them on `http://<metrics.host>:<metrics.port>/metrics` from start to shutdown; a port in
+use stops the start with an error naming it.
 """
 
 from __future__ import annotations
@@ -31,6 +37,10 @@ from replog.server.broker_service import add_broker_service
 from replog.server.controller_driver import ControllerDriver
 from replog.server.controller_service import ControllerService
 from replog.server.coordinator_service import add_coordinator_service
+from replog.server.metrics.http_endpoint import MetricsEndpoint
+from replog.server.metrics.instruments import NodeMetrics
+from replog.server.metrics.node_state import NodeState, NodeStateCollector, read_node_state
+from replog.server.metrics.request_interceptor import RequestMetricsInterceptor
 from replog.server.node_config import NodeConfig
 from replog.server.raft_driver import RaftDriver
 from replog.server.raft_service import MetadataLogService, RaftQuorumService
@@ -64,7 +74,11 @@ class Node:
                 (key, receive_max if key == "grpc.max_receive_message_length" else value)
                 for key, value in options
             ]
-        self.server = grpc.aio.server(options=options)
+        self.metrics = NodeMetrics()
+        self.driver.on_commit_latency = self.metrics.raft_commit_latency.observe
+        self.server = grpc.aio.server(
+            options=options, interceptors=[RequestMetricsInterceptor(self.metrics)]
+        )
         raft_pb2_grpc.add_RaftQuorumServicer_to_server(  # type: ignore[no-untyped-call]
             RaftQuorumService(self.driver.transport), self.server
         )
@@ -89,11 +103,21 @@ class Node:
         self.broker: BrokerRuntime | None = None
         if "broker" in config.roles and not config.raw_metadata_appends:
             self.broker = BrokerRuntime.for_node(config, self.driver)
+            self.broker.counters = self.metrics.broker
             add_broker_service(self.broker.service, self.server)
             add_coordinator_service(self.broker.coordinator_service, self.server)
         bound = self.server.add_insecure_port(config.listener)
         if bound == 0:
             raise OSError(f"cannot listen on {config.listener}")
+        self.metrics.registry.register(NodeStateCollector(self._read_state))
+        self.metrics_endpoint: MetricsEndpoint | None = None
+        if config.metrics_port:
+            self.metrics_endpoint = MetricsEndpoint(
+                self.metrics.registry, config.metrics_host, config.metrics_port
+            )
+
+    def _read_state(self) -> NodeState:
+        return read_node_state(self.config.node_id, self.driver, self.controller, self.broker)
 
     async def serve(self) -> int:
         """Run until a stop signal; return the process exit code."""
@@ -101,6 +125,8 @@ class Node:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.start()  # first: a port in use fails before anything runs
         await self.server.start()
         roles = ",".join(sorted(self.config.roles))
         log.warning(
@@ -160,6 +186,8 @@ class Node:
         # stopped core end with UNAVAILABLE within the grace period instead of being cancelled.
         await self.driver.transport.close()
         await self.server.stop(grace=0.5)
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.stop()
         self.storage.close()
         log.warning("node %d: stopped", self.config.node_id)
         return code

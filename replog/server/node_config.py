@@ -11,6 +11,10 @@ broker configs the controller uses as static defaults (`min.insync.replicas`,
 snapshot schedule (`metadata.log.max.record.bytes.between.snapshots`,
 `metadata.log.max.snapshot.interval.ms`) and `broker.heartbeat.interval.ms`.
 
+Metrics (replog's own, issue #9): `metrics.port` (default 0: no endpoint) serves Prometheus
+metrics at `http://<metrics.host>:<metrics.port>/metrics`; `metrics.host` defaults to
+127.0.0.1 (loopback only).
+
 `metadata.log.raw.append.enable=true` (replog's own, default false) runs a controller node
 without its controller: the metadata log then holds raw values appended through
 `MetadataLog.Append`, as Kafka's TestRaftServer does, for the Raft tests and benchmarks. A log
@@ -39,6 +43,8 @@ from replog.errors import ConfigError
 ROLES = frozenset({"controller", "broker"})
 RAW_APPEND_PROPERTY = "metadata.log.raw.append.enable"
 BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT = 2000
+METRICS_PORT_DEFAULT = 0  # no endpoint
+METRICS_HOST_DEFAULT = "127.0.0.1"
 
 
 def _int(key: str, text: str) -> int:
@@ -91,6 +97,8 @@ class NodeConfig:
     snapshot_interval_ms: int = METADATA_LOG_MAX_SNAPSHOT_INTERVAL_MS
     retention_bytes: int = METADATA_MAX_RETENTION_BYTES
     broker_heartbeat_interval_ms: int = BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT
+    metrics_port: int = METRICS_PORT_DEFAULT
+    metrics_host: str = METRICS_HOST_DEFAULT
 
     @property
     def is_controller(self) -> bool:
@@ -172,6 +180,14 @@ class NodeConfig:
         )
         if heartbeat_ms <= 0:
             raise ConfigError(f"{heartbeat_key}={heartbeat_ms}: must be positive")
+        metrics_port = _int(
+            "metrics.port", properties.get("metrics.port", str(METRICS_PORT_DEFAULT))
+        )
+        if not 0 <= metrics_port <= 65535:
+            raise ConfigError(f"metrics.port={metrics_port}: must be in [0, 65535] (0: none)")
+        metrics_host = properties.get("metrics.host", METRICS_HOST_DEFAULT).strip()
+        if not metrics_host:
+            raise ConfigError("metrics.host: must not be empty")
         return cls(
             node_id=node_id,
             roles=roles,
@@ -188,6 +204,8 @@ class NodeConfig:
             snapshot_interval_ms=snapshot_interval_ms,
             retention_bytes=retention_bytes,
             broker_heartbeat_interval_ms=heartbeat_ms,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
         )
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -50,7 +51,7 @@ from quorum.raft.ready import (
     LoadSnapshot,
     LogOp,
 )
-from replog.clock import Clock, monotonic_ms
+from replog.clock import Clock, monotonic_ms, monotonic_s
 from replog.errors import KafkaStorageError, NotLeaderOrFollowerError, RequestTimedOutError
 from replog.server.raft_storage import RaftStorage
 from replog.server.raft_transport import RaftTransport, RequestFailed
@@ -61,6 +62,9 @@ Listener = Callable[[ApplyItem], None]
 # An input for the loop: called with the current time (ms, the driver's clock).
 Event = Callable[[int], None]
 TIMER_RETICK_MS = 10
+# Leader appends awaiting commit, kept for the commit-latency metric; more would mean the
+# quorum is stuck, and the oldest then say nothing the newest do not.
+_COMMIT_LATENCY_PENDING_MAX = 10_000
 
 
 class LoopTimer(Protocol):
@@ -137,6 +141,10 @@ class RaftDriver:
         self._high_watermark = 0
         self._stopped = False
         self._failed: BaseException | None = None
+        # Metrics (issue #9): called with the seconds from a leader's append of a batch to its
+        # commit; None: nobody measures. Pending: (end offset, append time) per leader append.
+        self.on_commit_latency: Callable[[float], None] | None = None
+        self._appended_at: deque[tuple[int, float]] = deque(maxlen=_COMMIT_LATENCY_PENDING_MAX)
 
     # --- wiring a state machine -----------------------------------------------------------------
 
@@ -291,6 +299,8 @@ class RaftDriver:
     async def _drain_ready(self) -> None:
         while self.node.has_ready():
             ready = self.node.ready()
+            if self.on_commit_latency is not None:
+                self._note_leader_appends(ready.log_ops)
             # Persist before send; a leader's Ready may send while its own fsync runs.
             early_send = ready.flush_log and not ready.flush_before_send
             if ready.election_state is None and not ready.log_ops and not ready.flush_log:
@@ -307,12 +317,29 @@ class RaftDriver:
             if early_send:
                 flushed = await asyncio.to_thread(self.storage.flush)
             self._high_watermark = ready.high_watermark
+            if self._appended_at:
+                self._observe_commits(ready.high_watermark)
             self.node.advance(ready, flushed_end_offset=flushed)
             # After advance: a listener (the controller) may propose or resign at once, and the
             # core takes no input between ready() and advance().
             for item in ready.to_apply:
                 self._apply(item)
             self._take_queued()
+
+    def _note_leader_appends(self, ops: tuple[LogOp, ...]) -> None:
+        for op in ops:
+            if isinstance(op, AppendBatches) and op.as_leader:
+                self._appended_at.append((op.end_offset, monotonic_s()))
+
+    def _observe_commits(self, high_watermark: int) -> None:
+        """Report every leader append the high watermark now covers (one per Ready batch)."""
+        observe = self.on_commit_latency
+        pending = self._appended_at
+        now = monotonic_s()
+        while pending and pending[0][0] <= high_watermark:
+            _, appended_at = pending.popleft()
+            if observe is not None:
+                observe(now - appended_at)
 
     def _take_queued(self) -> None:
         """Apply every input already queued (those that arrived while persisting, too), so
@@ -324,6 +351,8 @@ class RaftDriver:
         if isinstance(item, CommittedBatch):
             self._complete_waiters(item)
         elif isinstance(item, LeaderChange):
+            # Appends of an earlier leadership may be truncated away: they never commit.
+            self._appended_at.clear()
             log.info(
                 "node %d: leader is %s in quorum epoch %d",
                 self.node_id,

@@ -130,6 +130,7 @@ from replog.server.leader_offsets import (
     list_offset,
     offset_for_leader_epoch,
 )
+from replog.server.metrics.instruments import BrokerCounters
 from replog.server.partition import Partition
 from replog.server.replica_manager_config import ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
@@ -156,8 +157,11 @@ class ReplicaManager:
         clock: Clock = monotonic_ms,
         wall_clock: Clock = wall_clock_ms,
         broker_epoch: Callable[[], int] = lambda: -1,
+        counters: BrokerCounters | None = None,
     ) -> None:
         self.config = config
+        # Metrics (issue #9): per request and per batch, never per record.
+        self.counters = counters if counters is not None else BrokerCounters()
         self.broker_id = config.broker_id
         self.log_manager = log_manager
         self._clock = clock
@@ -214,6 +218,10 @@ class ReplicaManager:
 
     def partitions(self) -> dict[TopicPartition, Partition]:
         return dict(self._partitions)
+
+    def purgatory_sizes(self) -> dict[str, int]:
+        """How many requests wait in the produce and fetch purgatories (for metrics)."""
+        return {"produce": len(self._delayed.produce), "fetch": len(self._delayed.fetch)}
 
     def _current_leader(self, topic: str, partition_id: int) -> LeaderIdAndEpoch | None:
         topic_image = self.image.topics.by_name.get(topic)
@@ -389,12 +397,18 @@ class ReplicaManager:
 
     def _make_leader(self, local: LocalPartition, image: MetadataImage, now_ms: int) -> None:
         partition = self._partition_for(local, image)
+        # Metrics: an ISR change of a partition this broker goes on leading may arrive here
+        # (metadata) before the AlterPartition answer does (which then changes nothing).
+        led = partition.leader_state
+        isr_size_before = None if led is None else len(led.isr)
         moved = partition.make_leader(
             local.registration,
             config=self._replication_config(image, local.topic_name),
             eligibility=self._eligibility,
             now_ms=now_ms,
         )
+        if isr_size_before is not None and partition.leader_state is not None:
+            self.counters.isr_changed(isr_size_before, len(partition.leader_state.isr))
         key = partition.key
         if moved:
             self._on_high_watermark_moved(partition)
@@ -552,6 +566,9 @@ class ReplicaManager:
         info = plog.append_as_leader(entry.records, partition.leader_epoch)
         for header in info.batches:
             partition.producer_state.update(header)
+        self.counters.produced(
+            entry.topic, len(entry.records), info.last_offset - info.first_offset + 1
+        )
         moved = leader_state.on_leader_append(
             leader_log_end_offset=plog.log_end_offset, now_ms=now_ms
         )
@@ -604,14 +621,24 @@ class ReplicaManager:
             )
             or self._stopped
         ):
-            return FetchResponse(tuple(read.results))
+            return self._count_sent(request, FetchResponse(tuple(read.results)))
         try:
-            return await self._delayed.wait_fetch(
+            response = await self._delayed.wait_fetch(
                 DelayedFetch(request), now_ms + request.max_wait_ms
             )
         except PurgatoryFullError:
             log.warning("fetch purgatory full: answering a fetch at once")
-            return FetchResponse(tuple(read.results))
+            response = FetchResponse(tuple(read.results))
+        return self._count_sent(request, response)
+
+    def _count_sent(self, request: FetchRequest, response: FetchResponse) -> FetchResponse:
+        """Bytes out to consumers, per partition answered (followers' fetches are not)."""
+        if not request.is_from_follower:
+            sent = self.counters.sent
+            for result in response.partitions:
+                if result.records:
+                    sent(result.topic, len(result.records))
+        return response
 
     def _read_fetch(self, request: FetchRequest, now_ms: int, *, initial: bool) -> FetchRead:
         """Read every partition of a fetch with the §7.2 byte budget."""
@@ -849,6 +876,9 @@ class ReplicaManager:
         now_ms: int,
     ) -> None:
         """Apply a leader's Fetch answer (§5.4-5.6, §6.5 "Follower HW")."""
+        fetched = sum(len(result.records) for result in response.partitions)
+        if fetched:
+            self.counters.replication_bytes_in.inc(fetched)
         self._follower.process(source_broker_id, request, response, now_ms)
 
     def follower_fetch_failed(
@@ -897,6 +927,7 @@ class ReplicaManager:
             return  # leadership moved on meanwhile
         now_ms = self._clock()
         if error is None:
+            isr_size_before = len(leader_state.isr)
             moved = leader_state.on_isr_change_committed(
                 isr=isr,
                 leader_epoch=leader_epoch,
@@ -905,6 +936,7 @@ class ReplicaManager:
                 now_ms=now_ms,
                 change=change,
             )
+            self.counters.isr_changed(isr_size_before, len(leader_state.isr))
             log.info(
                 "%s: ISR is now %s (partition epoch %d)",
                 partition.name,

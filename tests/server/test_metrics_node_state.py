@@ -1,0 +1,102 @@
+"""The scrape-time gauges: `NodeStateCollector` against hand-made `NodeState` snapshots."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from replog.server.metrics.node_state import (
+    BrokerState,
+    NodeState,
+    NodeStateCollector,
+    RaftState,
+    ReplicaState,
+)
+
+RAFT = RaftState(high_watermark=40, log_end_offset=42, epoch=3, leader_id=2)
+
+
+def leader(
+    topic: str, partition: int, replicas: int, isr: int, min_isr: int, size: int = 0
+) -> ReplicaState:
+    return ReplicaState(topic, partition, True, replicas, isr, min_isr, size)
+
+
+def follower(topic: str, partition: int, size: int = 0) -> ReplicaState:
+    return ReplicaState(topic, partition, False, 0, 0, 0, size)
+
+
+def scrape(state: NodeState) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    registry.register(NodeStateCollector(lambda: state))
+    return registry
+
+
+def value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
+    return registry.get_sample_value(name, labels)
+
+
+def test_replication_health_counts_only_partitions_this_broker_leads() -> None:
+    replicas = (
+        leader("a", 0, replicas=3, isr=3, min_isr=2, size=100),  # healthy
+        leader("a", 1, replicas=3, isr=2, min_isr=2, size=7),  # under-replicated, at min ISR
+        leader("b", 0, replicas=3, isr=1, min_isr=2),  # under-replicated, under min ISR
+        leader("c", 0, replicas=1, isr=1, min_isr=1),  # RF 1: at min ISR, not under-replicated
+        follower("d", 0, size=55),  # a follower's ISR view is not its to report
+    )
+    registry = scrape(
+        NodeState(RAFT, BrokerState(replicas, {"produce": 4, "fetch": 9}, metadata_offset_lag=5))
+    )
+    assert value(registry, "replog_under_replicated_partitions") == 2
+    assert value(registry, "replog_under_min_isr_partitions") == 1
+    assert value(registry, "replog_at_min_isr_partitions") == 2
+    assert value(registry, "replog_log_size_bytes", topic="a", partition="0") == 100
+    assert value(registry, "replog_log_size_bytes", topic="a", partition="1") == 7
+    assert value(registry, "replog_log_size_bytes", topic="d", partition="0") == 55
+    assert value(registry, "replog_purgatory_size", purgatory="produce") == 4
+    assert value(registry, "replog_purgatory_size", purgatory="fetch") == 9
+    assert value(registry, "replog_metadata_offset_lag") == 5
+
+
+def test_a_healthy_broker_reports_zeros_and_missing_purgatories_as_zero() -> None:
+    registry = scrape(NodeState(RAFT, BrokerState((leader("a", 0, 3, 3, 2),), {}, 0)))
+    assert value(registry, "replog_under_replicated_partitions") == 0
+    assert value(registry, "replog_under_min_isr_partitions") == 0
+    assert value(registry, "replog_at_min_isr_partitions") == 0
+    assert value(registry, "replog_purgatory_size", purgatory="produce") == 0
+
+
+def test_raft_gauges() -> None:
+    registry = scrape(NodeState(RAFT))
+    assert value(registry, "replog_raft_high_watermark") == 40
+    assert value(registry, "replog_raft_log_end_offset") == 42
+    assert value(registry, "replog_raft_current_epoch") == 3
+    assert value(registry, "replog_raft_current_leader") == 2
+    unknown = scrape(NodeState(RaftState(0, 0, 0, -1)))
+    assert value(unknown, "replog_raft_current_leader") == -1
+
+
+def test_offline_partitions_come_from_the_active_controller_only() -> None:
+    active = scrape(
+        NodeState(RAFT, is_controller=True, active_controller=True, offline_partitions=3)
+    )
+    assert value(active, "replog_active_controller") == 1
+    assert value(active, "replog_offline_partitions") == 3
+    standby = scrape(NodeState(RAFT, is_controller=True, offline_partitions=3))
+    assert value(standby, "replog_active_controller") == 0
+    assert value(standby, "replog_offline_partitions") == 0
+
+
+def test_families_of_missing_roles_are_left_out() -> None:
+    text = generate_latest(scrape(NodeState(RAFT))).decode()
+    assert "replog_raft_high_watermark 40.0" in text
+    for absent in ("replog_active_controller", "replog_under_replicated", "replog_purgatory"):
+        assert absent not in text
+
+
+def test_every_scrape_reads_the_state_afresh() -> None:
+    states = [NodeState(RaftState(1, 1, 1, 1)), NodeState(RaftState(9, 9, 1, 1))]
+    registry = CollectorRegistry()
+    registry.register(NodeStateCollector(lambda: states[0]))
+    assert value(registry, "replog_raft_high_watermark") == 1
+    states.pop(0)
+    assert value(registry, "replog_raft_high_watermark") == 9

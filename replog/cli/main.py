@@ -17,7 +17,19 @@ from replog.errors import ReplogError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from replog.cli import cluster, dump_log, node, perf, quorum, storage_demo, topics
+    from replog.cli import (
+        cluster,
+        configs,
+        delete_records,
+        dump_log,
+        elect_leaders,
+        node,
+        perf,
+        quorum,
+        reassign,
+        storage_demo,
+        topics,
+    )
 
     parser = argparse.ArgumentParser(
         prog="replog",
@@ -32,6 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.register(commands)
     quorum.register(commands)
     topics.register(commands)
+    configs.register(commands)
+    reassign.register(commands)
+    elect_leaders.register(commands)
+    delete_records.register(commands)
     perf.register(commands)
     return parser
 

@@ -1,11 +1,13 @@
-"""`replog topics create|list|describe|delete`: manage topics, like `kafka-topics.sh`.
+"""`replog topics create|list|describe|alter|delete`: manage topics, like `kafka-topics.sh`.
 
 - `create --topic T [--partitions P] [--replication-factor R] [--config KEY=VALUE ...]
   [--if-not-exists]`: prints `Created topic T.`; without a count, the cluster's default
   (`num.partitions`, `default.replication.factor`) applies.
-- `list [--json]`: the topic names, sorted, one per line.
+- `list [--exclude-internal] [--json]`: the topic names, sorted, one per line.
 - `describe [--topic T] [--if-exists] [--under-replicated-partitions]
-  [--unavailable-partitions] [--json]`: kafka-topics.sh's layout, fields separated by tabs:
+  [--unavailable-partitions] [--under-min-isr-partitions] [--at-min-isr-partitions]
+  [--topics-with-overrides] [--exclude-internal] [--json]`: kafka-topics.sh's layout, fields
+  separated by tabs:
 
       Topic: T<TAB>TopicId: <id><TAB>PartitionCount: 3<TAB>ReplicationFactor: 3<TAB>Configs: k=v,...
       <TAB>Topic: T<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1,2,3<TAB>Isr: 1,2,3
@@ -14,7 +16,15 @@
   follow during a reassignment. Configs lists the topic's settings that are not at their
   default. TopicId is printed as Kafka prints it (URL-safe base64). With a filter, only the
   matching partition lines are printed (under-replicated: fewer in-sync replicas than the
-  replication factor; unavailable: no leader, or a leader that is not a live broker).
+  replication factor; unavailable: no leader, or a leader that is not a live broker;
+  under min ISR: no leader, or fewer in-sync replicas than the topic's effective
+  `min.insync.replicas`; at min ISR: exactly that many), a partition shown when it matches any
+  filter given. `--topics-with-overrides` prints only the topic lines of topics with a config
+  not at its default (it does not combine with the partition filters, as in Kafka).
+  `--exclude-internal` leaves out `__consumer_offsets` and `__transaction_state`.
+- `alter --topic T --partitions P [--if-exists]`: grows the topic to P partitions (placed by
+  the controller) and prints `Altered topic T: P partitions.`; fewer partitions than now is
+  refused (INVALID_PARTITIONS): partitions are never removed.
 - `delete --topic T [--if-exists]`: prints `Deleted topic T.`
 
 Every action asks the active controller: at `--bootstrap-server HOST:PORT,...` (entries may be
@@ -33,6 +43,7 @@ from typing import Any, Protocol, TypeVar
 from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import (
     ConfigResource,
+    NewPartitions,
     NewTopic,
     PartitionInfo,
     TopicInfo,
@@ -41,6 +52,7 @@ from replog.admin.controller_results import (
 )
 from replog.cli.arguments import add_command, at_least, parse_key_values
 from replog.cli.controller_connection import add_connection_arguments, connect
+from replog.client.admin_results import INTERNAL_TOPICS
 from replog.errors import (
     TopicAlreadyExistsError,
     UnknownServerError,
@@ -78,7 +90,11 @@ def run_create(args: argparse.Namespace) -> int:
 def run_list(args: argparse.Namespace) -> int:
     with connect(args) as client:
         metadata = client.metadata()
-    names = sorted(t.name for t in metadata.topics if t.error is None)
+    names = sorted(
+        t.name
+        for t in metadata.topics
+        if t.error is None and not (args.exclude_internal and t.name in INTERNAL_TOPICS)
+    )
     if args.json:
         print(json.dumps({"topics": names}, indent=2))
     else:
@@ -98,6 +114,19 @@ def run_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_alter(args: argparse.Namespace) -> int:
+    with connect(args) as client:
+        results = client.create_partitions([NewPartitions(args.topic, args.partitions)])
+    result = next((r for r in results if r.topic == args.topic), None)
+    if result is None:
+        raise UnknownServerError(f"the controller's answer says nothing of topic {args.topic!r}")
+    if isinstance(result.error, UnknownTopicOrPartitionError) and args.if_exists:
+        return 0
+    raise_first_error([result])
+    print(f"Altered topic {args.topic}: {args.partitions} partitions.")
+    return 0
+
+
 def _result_for(results: Sequence[_Named], topic: str) -> _Named:
     """The answer's item for `topic`; an answer without it is the server's fault."""
     result = next((r for r in results if r.name == topic), None)
@@ -109,23 +138,46 @@ def _result_for(results: Sequence[_Named], topic: str) -> _Named:
 # --- describe ---------------------------------------------------------------------------------
 
 
+PARTITION_FILTERS = (
+    "under_replicated_partitions",
+    "unavailable_partitions",
+    "under_min_isr_partitions",
+    "at_min_isr_partitions",
+)
+MIN_ISR = "min.insync.replicas"
+
+
 def run_describe(args: argparse.Namespace) -> int:
-    filtering = args.under_replicated_partitions or args.unavailable_partitions
+    filtering = any(getattr(args, name) for name in PARTITION_FILTERS)
+    if filtering and args.topics_with_overrides:
+        # As kafka-topics.sh: the reports are alternatives (one shows topics, the others
+        # partitions).
+        args.usage.error("--topics-with-overrides cannot be combined with a partition filter")
     with connect(args) as client:
         metadata = client.metadata([args.topic] if args.topic else None)
         topics = _found_topics(metadata.topics, args)
         configs = {} if filtering else _topic_configs(client, topics)
+        min_isr = (
+            _min_isr(client, topics)
+            if args.under_min_isr_partitions or args.at_min_isr_partitions
+            else {}
+        )
     live_brokers = {b.broker_id for b in metadata.brokers}
+    if args.topics_with_overrides:
+        topics = [t for t in topics if configs.get(t.name)]
 
-    def shown(partition: PartitionInfo) -> bool:
+    def shown(topic: TopicInfo, partition: PartitionInfo) -> bool:
         if not filtering:
             return True
+        floor = min_isr.get(topic.name)
         return bool(
             (args.under_replicated_partitions and is_under_replicated(partition))
             or (args.unavailable_partitions and is_unavailable(partition, live_brokers))
+            or (args.under_min_isr_partitions and is_under_min_isr(partition, floor))
+            or (args.at_min_isr_partitions and is_at_min_isr(partition, floor))
         )
 
-    selected = [(t, [p for p in t.partitions if shown(p)]) for t in topics]
+    selected = [(t, [p for p in t.partitions if shown(t, p)]) for t in topics]
     if filtering:
         selected = [(t, ps) for t, ps in selected if ps]
     if args.json:
@@ -135,6 +187,8 @@ def run_describe(args: argparse.Namespace) -> int:
     for topic, partitions in selected:
         if not filtering:
             print(topic_line(topic, configs.get(topic.name, {})))
+        if args.topics_with_overrides:
+            continue  # kafka-topics.sh shows only the topic lines of this report
         for partition in partitions:
             print(partition_line(topic.name, partition))
     return 0
@@ -149,6 +203,8 @@ def _found_topics(topics: Sequence[TopicInfo], args: argparse.Namespace) -> list
             continue
         if topic.error is not None:
             raise topic.error
+        if args.exclude_internal and topic.name in INTERNAL_TOPICS:
+            continue
         found.append(topic)
     return sorted(found, key=lambda t: t.name)
 
@@ -164,12 +220,40 @@ def _topic_configs(
     return {r.resource.name: r.overrides() for r in results if r.error is None}
 
 
+def _min_isr(client: ControllerClient, topics: Sequence[TopicInfo]) -> dict[str, int]:
+    """Each topic's effective min.insync.replicas (its own, else the brokers'), by name."""
+    if not topics:
+        return {}
+    results = client.describe_configs(
+        [ConfigResource.topic(t.name) for t in topics], keys=[MIN_ISR]
+    )
+    found: dict[str, int] = {}
+    for result in results:
+        for entry in result.entries:
+            if result.error is None and entry.name == MIN_ISR and entry.value is not None:
+                found[result.resource.name] = int(entry.value)
+    return found
+
+
 def is_under_replicated(partition: PartitionInfo) -> bool:
     return len(partition.isr) < partition.replication_factor
 
 
 def is_unavailable(partition: PartitionInfo, live_brokers: set[int]) -> bool:
     return partition.leader is None or partition.leader not in live_brokers
+
+
+def is_under_min_isr(partition: PartitionInfo, min_isr: int | None) -> bool:
+    """Kafka's rule: no leader, or fewer in-sync replicas than min.insync.replicas (None: not
+    known, e.g. the topic was deleted meanwhile)."""
+    if partition.leader is None:
+        return True
+    return min_isr is not None and len(partition.isr) < min_isr
+
+
+def is_at_min_isr(partition: PartitionInfo, min_isr: int | None) -> bool:
+    """Exactly min.insync.replicas in-sync replicas: one more loss stops acks=all writes."""
+    return min_isr is not None and len(partition.isr) == min_isr
 
 
 def topic_line(topic: TopicInfo, configs: Mapping[str, str | None]) -> str:
@@ -239,7 +323,7 @@ def register(commands: Any) -> None:
     action = add_command(
         commands,
         "topics",
-        "create, list, describe and delete topics (like kafka-topics.sh)",
+        "create, list, describe, alter and delete topics (like kafka-topics.sh)",
         __doc__,
         headed=True,
     )
@@ -270,9 +354,11 @@ def register(commands: Any) -> None:
 
     listing = action("list", "list the topics' names", run_list)
     listing.add_argument("--json", action="store_true", help='print JSON: {"topics": [...]}')
+    _add_exclude_internal(listing)
     add_connection_arguments(listing)
 
     describe = action("describe", "describe topics and their partitions", run_describe)
+    describe.set_defaults(usage=describe)  # usage.error(): a usage mistake, exit code 2
     describe.add_argument("--topic", metavar="TOPIC", help="only this topic (default: all)")
     describe.add_argument(
         "--if-exists", action="store_true", help="print nothing if --topic does not exist"
@@ -287,8 +373,39 @@ def register(commands: Any) -> None:
         action="store_true",
         help="only partitions without a live leader",
     )
+    describe.add_argument(
+        "--under-min-isr-partitions",
+        action="store_true",
+        help="only partitions without a leader or with fewer in-sync replicas than "
+        "min.insync.replicas",
+    )
+    describe.add_argument(
+        "--at-min-isr-partitions",
+        action="store_true",
+        help="only partitions with exactly min.insync.replicas in-sync replicas",
+    )
+    describe.add_argument(
+        "--topics-with-overrides",
+        action="store_true",
+        help="only the topic lines of topics with configs not at their default",
+    )
+    _add_exclude_internal(describe)
     describe.add_argument("--json", action="store_true", help="print JSON")
     add_connection_arguments(describe)
+
+    alter = action("alter", "add partitions to a topic", run_alter)
+    alter.add_argument("--topic", required=True, metavar="TOPIC", help="the topic's name")
+    alter.add_argument(
+        "--partitions",
+        type=_positive_int,
+        required=True,
+        metavar="P",
+        help="the new number of partitions (more than now: partitions are never removed)",
+    )
+    alter.add_argument(
+        "--if-exists", action="store_true", help="succeed quietly if the topic does not exist"
+    )
+    add_connection_arguments(alter)
 
     delete = action("delete", "delete a topic and its data", run_delete)
     delete.add_argument("--topic", required=True, metavar="TOPIC", help="the topic's name")
@@ -296,6 +413,14 @@ def register(commands: Any) -> None:
         "--if-exists", action="store_true", help="succeed quietly if the topic does not exist"
     )
     add_connection_arguments(delete)
+
+
+def _add_exclude_internal(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--exclude-internal",
+        action="store_true",
+        help="leave out internal topics (" + ", ".join(sorted(INTERNAL_TOPICS)) + ")",
+    )
 
 
 _positive_int = at_least(1)

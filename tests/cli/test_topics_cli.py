@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_controller import (
@@ -32,6 +33,7 @@ from fake_controller import (
 from replog.cli.local_cluster import LocalCluster, LocalNode
 from replog.cli.main import main
 from replog.errors import (
+    InvalidPartitionsError,
     InvalidReplicationFactorError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
@@ -278,6 +280,88 @@ def test_describe_json(controller: FakeController) -> None:
     ]
 
 
+def min_isr_configs(request: pb.DescribeConfigsRequest) -> pb.DescribeConfigsResponse:
+    """orders: min.insync.replicas 2 (a topic override); audit: 3 (from the brokers)."""
+    values = {"orders": ("2", "TOPIC_CONFIG"), "audit": ("3", "STATIC_BROKER_CONFIG")}
+    results = []
+    for resource in request.resources:
+        value, source = values[resource.resource_name]
+        entry = pb.ConfigEntry(name="min.insync.replicas", value=value, source=source)
+        results.append(
+            pb.DescribeConfigsResult(
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                configs=[entry],
+            )
+        )
+    return pb.DescribeConfigsResponse(controller_id=1, results=results)
+
+
+@pytest.mark.parametrize(
+    ("flags", "lines"),
+    [
+        # orders-2 has no leader; orders-1 has 2 in sync (= its min), audit-0 3 (= its min).
+        (["--under-min-isr-partitions"], ["orders\tPartition: 2"]),
+        (["--at-min-isr-partitions"], ["audit\tPartition: 0", "orders\tPartition: 1"]),
+        (
+            ["--at-min-isr-partitions", "--unavailable-partitions"],
+            ["audit\tPartition: 0", "orders\tPartition: 1", "orders\tPartition: 2"],
+        ),
+    ],
+)
+def test_describe_min_isr_filters(
+    controller: FakeController, flags: list[str], lines: list[str]
+) -> None:
+    controller.script("DescribeConfigs", min_isr_configs)
+    outcome = replog("topics", "describe", *flags, "--bootstrap-server", controller.address)
+    assert outcome.returncode == 0, outcome.stderr
+    printed = outcome.stdout.splitlines()
+    assert [line.split("\tLeader")[0] for line in printed] == [f"\tTopic: {x}" for x in lines]
+    assert all(line in DESCRIBE_GOLDEN.splitlines() for line in printed)
+    (asked,) = controller.asked("DescribeConfigs")  # only the key needed
+    assert [list(r.configuration_keys) for r in asked.resources] == [["min.insync.replicas"]] * 2
+
+
+def test_describe_topics_with_overrides(controller: FakeController) -> None:
+    outcome = replog(
+        "topics", "describe", "--topics-with-overrides", "--bootstrap-server", controller.address
+    )
+    assert outcome.returncode == 0, outcome.stderr
+    (line,) = outcome.stdout.splitlines()  # the topic line only, of the topic with overrides
+    assert line.startswith("Topic: orders\t") and line in DESCRIBE_GOLDEN.splitlines()
+    mixed = replog(
+        "topics", "describe", "--topics-with-overrides", "--under-replicated-partitions",
+        "--bootstrap-server", controller.address,
+    )  # fmt: skip
+    assert mixed.returncode == 2 and "cannot be combined" in mixed.stderr
+
+
+def with_internal(request: pb.MetadataRequest) -> pb.MetadataResponse:
+    answer = cluster_metadata(request)
+    if not request.topics:
+        answer.topics.append(
+            pb.TopicMetadata(name="__consumer_offsets", partitions=[partition(0, 1, [1], [1])])
+        )
+    return answer
+
+
+def test_exclude_internal(controller: FakeController) -> None:
+    controller.script("Metadata", with_internal)
+    listed = replog("topics", "list", "--bootstrap-server", controller.address)
+    assert listed.stdout.split() == ["__consumer_offsets", "audit", "orders"]
+    without = replog(
+        "topics", "list", "--exclude-internal", "--bootstrap-server", controller.address
+    )
+    assert without.stdout.split() == ["audit", "orders"]
+    described = replog(
+        "topics", "describe", "--exclude-internal", "--json", "--bootstrap-server",
+        controller.address,
+    )  # fmt: skip
+    assert [t["name"] for t in json.loads(described.stdout)["topics"]] == ["audit", "orders"]
+    everything = replog("topics", "describe", "--json", "--bootstrap-server", controller.address)
+    assert "__consumer_offsets" in [t["name"] for t in json.loads(everything.stdout)["topics"]]
+
+
 # --- list, create, delete -----------------------------------------------------------------------
 
 
@@ -339,6 +423,46 @@ def test_create_refusals(controller: FakeController) -> None:
     assert len(controller.asked("CreateTopics")) == sent  # refused before asking anyone
 
 
+def partitions_created(name: str, code: int = 0, message: str = "") -> Any:
+    result = pb.CreatePartitionsTopicResult(
+        name=name, error=status(code, message) if code else None
+    )
+    return pb.CreatePartitionsResponse(controller_id=1, results=[result])
+
+
+def test_alter_adds_partitions(controller: FakeController) -> None:
+    controller.script("CreatePartitions", partitions_created("orders"))
+    outcome = replog(
+        "topics", "alter", "--topic", "orders", "--partitions", "6",
+        "--bootstrap-server", controller.address,
+    )  # fmt: skip
+    assert (outcome.returncode, outcome.stdout, outcome.stderr) == (
+        0,
+        "Altered topic orders: 6 partitions.\n",
+        "",
+    )
+    (request,) = controller.asked("CreatePartitions")
+    (topic,) = request.topics
+    assert (topic.name, topic.count, list(topic.assignments)) == ("orders", 6, [])
+    assert not request.validate_only
+
+
+def test_alter_refusals(controller: FakeController) -> None:
+    base = ("topics", "alter", "--partitions", "2", "--bootstrap-server", controller.address)
+    controller.script(
+        "CreatePartitions",
+        partitions_created("orders", InvalidPartitionsError.code, "2 would not be an increase"),
+    )
+    assert_refused(replog(*base, "--topic", "orders"), "2 would not be an increase")
+    controller.script(
+        "CreatePartitions",
+        partitions_created("nope", UnknownTopicOrPartitionError.code, "no such topic"),
+    )
+    assert_refused(replog(*base, "--topic", "nope"), "no such topic")
+    quiet = replog(*base, "--topic", "nope", "--if-exists")
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -347,6 +471,8 @@ def test_create_refusals(controller: FakeController) -> None:
         ["topics", "create", "--topic", "t", "--replication-factor", "x"],
         ["topics", "describe", "--timeout", "0"],
         ["topics", "delete"],
+        ["topics", "alter", "--topic", "t"],  # no --partitions
+        ["topics", "alter", "--topic", "t", "--partitions", "0"],
         ["topics"],
     ],
 )
@@ -455,16 +581,29 @@ def test_ctrl_c_exits_130(controller: FakeController) -> None:
 @pytest.mark.parametrize(
     ("command", "flags"),
     [
-        ([], ["create", "list", "describe", "delete"]),
+        ([], ["create", "list", "describe", "alter", "delete"]),
         (
             ["create"],
             ["--topic", "--partitions", "--replication-factor", "--config", "--if-not-exists"],
         ),
-        (["list"], ["--json", "--bootstrap-server", "--data-dir", "--timeout"]),
+        (
+            ["list"],
+            ["--json", "--exclude-internal", "--bootstrap-server", "--data-dir", "--timeout"],
+        ),
         (
             ["describe"],
-            ["--topic", "--under-replicated-partitions", "--unavailable-partitions", "--json"],
+            [
+                "--topic",
+                "--under-replicated-partitions",
+                "--unavailable-partitions",
+                "--under-min-isr-partitions",
+                "--at-min-isr-partitions",
+                "--topics-with-overrides",
+                "--exclude-internal",
+                "--json",
+            ],
         ),
+        (["alter"], ["--topic", "--partitions", "--if-exists", "--bootstrap-server"]),
         (["delete"], ["--topic", "--if-exists", "--bootstrap-server"]),
     ],
 )

@@ -1,0 +1,709 @@
+"""`replog configs`, `reassign`, `elect-leaders` and `delete-records` against scripted fakes.
+
+The commands run in-process through the same `main` as the `replog` script; the controller is
+the fake of `tests/admin` (what was asked is checked too), and delete-records' Admin client is
+replaced by a fake. Output is compared with the Kafka tools' lines; a refusal is one line per
+failed item on stderr with exit code 1; a usage mistake is exit code 2. The same commands run
+against a real cluster in tests/cli/test_cli_admin_cluster.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import random
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_controller import FakeController, running, status
+
+from replog.admin.controller_results import OngoingReassignment, TopicPartition
+from replog.cli import delete_records, reassign
+from replog.cli.configs import parse_add_config, parse_delete_config
+from replog.cli.main import main
+from replog.client import records
+from replog.errors import (
+    ElectionNotNeededError,
+    InvalidConfigError,
+    NoReassignmentInProgressError,
+    OffsetOutOfRangeError,
+    PreferredLeaderNotAvailableError,
+    ReplogError,
+    UnknownTopicOrPartitionError,
+)
+from replog.pb import controller_pb2 as pb
+
+
+@dataclass(frozen=True)
+class Outcome:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def replog(*args: str) -> Outcome:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+    return Outcome(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture(autouse=True)
+def no_debug(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("REPLOG_DEBUG", raising=False)
+
+
+@pytest.fixture
+def controller() -> Iterator[FakeController]:
+    with running(1) as (node,):
+        node.controller_id = 1
+        node.script("Metadata", metadata)
+        node.script("DescribeCluster", cluster)
+        yield node
+
+
+def at(node: FakeController, *args: str) -> Outcome:
+    return replog(*args, "--bootstrap-server", node.address)
+
+
+# --- the fake cluster: topic t (3 partitions), brokers 1, 2, 3 ------------------------------------
+
+REPLICAS = {0: [1, 2], 1: [2, 3], 2: [3, 1]}
+
+
+def metadata(request: pb.MetadataRequest) -> pb.MetadataResponse:
+    topics = []
+    for name in list(request.topics) or ["t"]:
+        if name == "t":
+            partitions = [
+                pb.PartitionMetadata(partition_index=p, leader_id=r[0], replicas=r, isr=r)
+                for p, r in REPLICAS.items()
+            ]
+            topics.append(pb.TopicMetadata(name="t", partitions=partitions))
+        else:
+            error = status(UnknownTopicOrPartitionError.code, f"unknown topic {name!r}")
+            topics.append(pb.TopicMetadata(name=name, error=error))
+    return pb.MetadataResponse(controller_id=1, topics=topics)
+
+
+def cluster(request: pb.DescribeClusterRequest) -> pb.DescribeClusterResponse:
+    brokers = [pb.BrokerEndpoint(broker_id=i, host="127.0.0.1", port=9000 + i) for i in (1, 2, 3)]
+    return pb.DescribeClusterResponse(controller_id=1, brokers=brokers)
+
+
+def write(tmp_path: Path, name: str, document: Any) -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+def one_line_refusal(outcome: Outcome, command: str, *fragments: str) -> str:
+    assert outcome.returncode == 1, outcome
+    lines = outcome.stderr.splitlines()
+    assert len(lines) == 1, outcome.stderr
+    assert lines[0].startswith(f"replog {command}: ") and "Traceback" not in outcome.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+# --- configs ------------------------------------------------------------------------------------
+
+
+def described(request: pb.DescribeConfigsRequest) -> pb.DescribeConfigsResponse:
+    """Topic t: retention.ms set on it, retention.bytes from the brokers' static config,
+    cleanup.policy at its default. Broker 2: a dynamic min.insync.replicas and a sensitive
+    key; brokers 1 and 3 inherit min.insync.replicas from the cluster default, which sets
+    log.retention.ms."""
+    results = []
+    for resource in request.resources:
+        name = resource.resource_name
+        if resource.resource_type == 2 and name != "t":
+            error = status(UnknownTopicOrPartitionError.code, f"topic {name!r} is unknown")
+            results.append(
+                pb.DescribeConfigsResult(resource_type=2, resource_name=name, error=error)
+            )
+            continue
+        if resource.resource_type == 2:
+            entries = [
+                pb.ConfigEntry(name="cleanup.policy", value="delete", is_default=True,
+                               source="DEFAULT_CONFIG"),
+                pb.ConfigEntry(name="retention.bytes", value="1024",
+                               source="STATIC_BROKER_CONFIG"),
+                pb.ConfigEntry(name="retention.ms", value="1000", source="TOPIC_CONFIG"),
+            ]  # fmt: skip
+        elif name == "":
+            entries = [
+                pb.ConfigEntry(name="log.retention.ms", value="5",
+                               source="DYNAMIC_DEFAULT_BROKER_CONFIG"),
+            ]  # fmt: skip
+        elif name == "2":
+            entries = [
+                pb.ConfigEntry(name="min.insync.replicas", value="2",
+                               source="DYNAMIC_BROKER_CONFIG"),
+                pb.ConfigEntry(name="secret", is_sensitive=True, source="DYNAMIC_BROKER_CONFIG"),
+            ]  # fmt: skip
+        else:
+            entries = [
+                pb.ConfigEntry(name="min.insync.replicas", value="2",
+                               source="DYNAMIC_DEFAULT_BROKER_CONFIG"),
+            ]  # fmt: skip
+        results.append(
+            pb.DescribeConfigsResult(
+                resource_type=resource.resource_type, resource_name=name, configs=entries
+            )
+        )
+    return pb.DescribeConfigsResponse(controller_id=1, results=results)
+
+
+def test_configs_describe_prints_kafka_configs_lines(controller: FakeController) -> None:
+    controller.script("DescribeConfigs", described)
+    dynamic = at(controller, "configs", "describe", "--entity-type", "topics", "--entity-name", "t")
+    assert (dynamic.returncode, dynamic.stderr) == (0, "")
+    assert dynamic.stdout == (
+        "Dynamic configs for topic t are:\n"
+        "  retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000}\n"
+    )
+    every = at(controller, "configs", "describe", "--entity-type", "topics", "--entity-name", "t",
+               "--all")  # fmt: skip
+    assert every.stdout == (
+        "All configs for topic t are:\n"
+        "  cleanup.policy=delete sensitive=false synonyms={DEFAULT_CONFIG:cleanup.policy=delete}\n"
+        # A topic's value from a broker setting names the broker-level key, as Kafka does.
+        "  retention.bytes=1024 sensitive=false "
+        "synonyms={STATIC_BROKER_CONFIG:log.retention.bytes=1024}\n"
+        "  retention.ms=1000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=1000}\n"
+    )
+    (request,) = controller.asked("DescribeConfigs")[:1]
+    assert [(r.resource_type, r.resource_name) for r in request.resources] == [(2, "t")]
+
+
+def test_configs_describe_brokers(controller: FakeController) -> None:
+    controller.script("DescribeConfigs", described)
+    every_broker = at(controller, "configs", "describe", "--entity-type", "brokers")
+    assert every_broker.returncode == 0, every_broker.stderr
+    assert every_broker.stdout == (
+        "Dynamic configs for broker 1 are:\n"
+        "Dynamic configs for broker 2 are:\n"
+        "  min.insync.replicas=2 sensitive=false "
+        "synonyms={DYNAMIC_BROKER_CONFIG:min.insync.replicas=2}\n"
+        "  secret=null sensitive=true synonyms={DYNAMIC_BROKER_CONFIG:secret=null}\n"
+        "Dynamic configs for broker 3 are:\n"
+    )
+    default = at(controller, "configs", "describe", "--entity-type", "brokers", "--entity-default")
+    assert default.stdout == (
+        "Default configs for brokers in the cluster are:\n"
+        "  log.retention.ms=5 sensitive=false "
+        "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=5}\n"
+    )
+    as_json = at(controller, "configs", "describe", "--entity-type", "brokers", "--entity-name",
+                 "2", "--json")  # fmt: skip
+    assert json.loads(as_json.stdout) == {
+        "resources": [
+            {
+                "entity_type": "brokers",
+                "entity_name": "2",
+                "configs": [
+                    {"name": "min.insync.replicas", "value": "2",
+                     "source": "DYNAMIC_BROKER_CONFIG", "is_default": False,
+                     "is_sensitive": False, "read_only": False},
+                    {"name": "secret", "value": None, "source": "DYNAMIC_BROKER_CONFIG",
+                     "is_default": False, "is_sensitive": True, "read_only": False},
+                ],
+            }
+        ]
+    }  # fmt: skip
+
+
+def test_configs_describe_refusals(controller: FakeController) -> None:
+    controller.script("DescribeConfigs", described)
+    missing = at(controller, "configs", "describe", "--entity-type", "topics", "--entity-name", "x")
+    one_line_refusal(missing, "configs", "topic 'x' does not exist")
+    bad_broker = at(controller, "configs", "describe", "--entity-type", "brokers",
+                    "--entity-name", "one")  # fmt: skip
+    one_line_refusal(bad_broker, "configs", "'one': a broker's name is its id")
+    usage = at(controller, "configs", "describe", "--entity-type", "topics", "--entity-default")
+    assert usage.returncode == 2 and "--entity-default is only for" in usage.stderr
+    assert at(controller, "configs", "describe", "--entity-type", "users").returncode == 2
+
+
+def altered(request: pb.IncrementalAlterConfigsRequest) -> pb.IncrementalAlterConfigsResponse:
+    results = []
+    for resource in request.resources:
+        bad = [c.name for c in resource.configs if c.name.startswith("bogus")]
+        error = (
+            status(InvalidConfigError.code, f"topic {resource.resource_name!r}: unknown config "
+                   f"{bad[0]!r}")
+            if bad
+            else None
+        )  # fmt: skip
+        results.append(
+            pb.AlterConfigsResult(
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+                error=error,
+            )
+        )
+    return pb.IncrementalAlterConfigsResponse(controller_id=1, results=results)
+
+
+def test_configs_alter_sends_one_incremental_request(controller: FakeController) -> None:
+    controller.script("IncrementalAlterConfigs", altered)
+    done = at(controller, "configs", "alter", "--entity-type", "topics", "--entity-name", "t",
+              "--add-config", "retention.ms=1000,cleanup.policy=[compact,delete]",
+              "--delete-config", "segment.ms")  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "Completed updating config for topic t.\n")
+    (request,) = controller.asked("IncrementalAlterConfigs")
+    (resource,) = request.resources
+    assert (resource.resource_type, resource.resource_name) == (2, "t")
+    assert [(c.name, c.operation, c.value if c.HasField("value") else None)
+            for c in resource.configs] == [
+        ("retention.ms", 0, "1000"),
+        ("cleanup.policy", 0, "compact,delete"),
+        ("segment.ms", 1, None),
+    ]  # fmt: skip
+    broker = at(controller, "configs", "alter", "--entity-type", "brokers", "--entity-name", "2",
+                "--add-config", "min.insync.replicas=2")  # fmt: skip
+    assert broker.stdout == "Completed updating config for broker 2.\n"
+    default = at(controller, "configs", "alter", "--entity-type", "brokers", "--entity-default",
+                 "--delete-config", "log.retention.ms")  # fmt: skip
+    assert default.stdout == "Completed updating default config for brokers in the cluster.\n"
+    assert controller.asked("IncrementalAlterConfigs")[2].resources[0].resource_name == ""
+
+
+def test_configs_alter_refusals(controller: FakeController) -> None:
+    controller.script("IncrementalAlterConfigs", altered)
+    base = ("configs", "alter", "--entity-type", "topics", "--entity-name", "t")
+    bogus = at(controller, *base, "--add-config", "bogus.key=1")
+    assert one_line_refusal(bogus, "configs") == (
+        "replog configs: topic 't': unknown config 'bogus.key'"
+    )
+    both = at(controller, *base, "--add-config", "a=1", "--delete-config", "a")
+    one_line_refusal(both, "configs", "config a is both added and deleted")
+    malformed = at(controller, *base, "--add-config", "retention.ms")
+    one_line_refusal(malformed, "configs", "expected KEY=VALUE")
+    assert len(controller.asked("IncrementalAlterConfigs")) == 1  # only the bogus key was sent
+    nothing = at(controller, *base)
+    assert nothing.returncode == 2 and "nothing to alter" in nothing.stderr
+    unnamed = at(controller, "configs", "alter", "--entity-type", "topics", "--add-config", "a=1")
+    assert unnamed.returncode == 2 and "alter needs --entity-name" in unnamed.stderr
+
+
+def test_add_config_syntax() -> None:
+    assert parse_add_config("a=1, b = [x,y] ,c=d=e,") == {"a": "1", "b": "x,y", "c": "d=e"}
+    for bad, fragment in [("a=1,a=2", "a: given twice"), ("a=[x,y", "'[' is not closed"),
+                          ("=1", "expected KEY=VALUE"), (",", "names no config")]:  # fmt: skip
+        with pytest.raises(ReplogError, match=fragment.replace("[", r"\[")):
+            parse_add_config(bad)
+    assert parse_delete_config("a, b") == ["a", "b"]
+    with pytest.raises(ReplogError, match="given twice"):
+        parse_delete_config("a,a")
+
+
+# --- reassign -----------------------------------------------------------------------------------
+
+
+def test_propose_keeps_each_topics_replica_count_and_spreads_evenly() -> None:
+    current = {("t", p): (1, 2) for p in range(6)} | {("u", 0): (1, 2, 3)}
+    brokers = [(1, None), (2, None), (3, None), (4, None)]
+    proposed = reassign.propose(current, brokers, random.Random(7))
+    assert set(proposed) == set(current)
+    assert all(len(proposed[tp]) == len(current[tp]) for tp in current)
+    t_counts = [sum(b in proposed[("t", p)] for p in range(6)) for b in (1, 2, 3, 4)]
+    assert max(t_counts) - min(t_counts) <= 1 and sum(t_counts) == 12
+    with pytest.raises(ReplogError, match="'u' has 3 replicas per partition, more than the 2"):
+        reassign.propose(current, brokers[:2], random.Random(7))
+
+
+def test_reassignment_states_and_lines() -> None:
+    assert reassign.reassignment_state([1, 2], [1, 2], ongoing=False) == reassign.COMPLETED
+    assert reassign.reassignment_state([1, 2], [2, 1], ongoing=False) == reassign.DIFFERENT
+    assert reassign.reassignment_state([1, 2], [1, 2, 3], ongoing=True) == reassign.IN_PROGRESS
+    assert reassign.state_line("t", 0, reassign.DIFFERENT, [2, 1], [1, 2]) == (
+        "There is no active reassignment of partition t-0, but replica set is 2,1 rather than 1,2."
+    )
+    ongoing = OngoingReassignment(TopicPartition("t", 1), (1, 3, 2), (3,), (2,))
+    assert reassign.ongoing_line(ongoing) == "t-1: replicas: 1,3,2. adding: 3. removing: 2."
+    assert reassign.parse_broker_list("3, 1") == [3, 1]
+    for bad in ("1,1", "1,x", "-1"):
+        with pytest.raises(ReplogError, match="--broker-list"):
+            reassign.parse_broker_list(bad)
+
+
+def test_reassign_generate(controller: FakeController, tmp_path: Path) -> None:
+    move = write(tmp_path, "move.json", {"version": 1, "topics": [{"topic": "t"}]})
+    done = at(controller, "reassign", "generate", "--topics-to-move-json-file", move,
+              "--broker-list", "1,2,3")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "Current partition replica assignment"
+    assert json.loads(lines[1]) == {
+        "version": 1,
+        "partitions": [{"topic": "t", "partition": p, "replicas": r} for p, r in REPLICAS.items()],
+    }
+    assert lines[2:4] == ["", "Proposed partition reassignment configuration"]
+    proposed = json.loads(lines[4])["partitions"]
+    assert [(p["topic"], p["partition"], len(p["replicas"])) for p in proposed] == [
+        ("t", 0, 2), ("t", 1, 2), ("t", 2, 2)
+    ]  # fmt: skip
+    assert sorted(p["replicas"][0] for p in proposed) == [1, 2, 3]  # one leader each
+    assert controller.asked("AlterPartitionReassignments") == []  # generate changes nothing
+    unknown = at(controller, "reassign", "generate", "--topics-to-move-json-file", move,
+                 "--broker-list", "1,7")  # fmt: skip
+    one_line_refusal(unknown, "reassign", "broker 7 is not registered")
+    missing = write(tmp_path, "m2.json", {"version": 1, "topics": [{"topic": "nope"}]})
+    gone = at(controller, "reassign", "generate", "--topics-to-move-json-file", missing,
+              "--broker-list", "1,2")  # fmt: skip
+    one_line_refusal(gone, "reassign", "topic 'nope' does not exist")
+
+
+def reassignments_answer(failing: Mapping[int, tuple[int, str]]) -> Any:
+    def answer(request: pb.AlterPartitionReassignmentsRequest) -> Any:
+        results = []
+        for topic in request.topics:
+            for p in topic.partitions:
+                code, message = failing.get(p.partition_index, (0, ""))
+                results.append(
+                    pb.ReassignablePartitionResult(
+                        topic=topic.name,
+                        partition_index=p.partition_index,
+                        error=status(code, message) if code else None,
+                    )
+                )
+        return pb.AlterPartitionReassignmentsResponse(controller_id=1, results=results)
+
+    return answer
+
+
+PLAN = {
+    "version": 1,
+    "partitions": [
+        {"topic": "t", "partition": 0, "replicas": [2, 3]},
+        {"topic": "t", "partition": 1, "replicas": [2, 3]},
+    ],
+}
+
+
+def test_reassign_execute(controller: FakeController, tmp_path: Path) -> None:
+    plan = write(tmp_path, "plan.json", PLAN)
+    controller.script("AlterPartitionReassignments", reassignments_answer({}))
+    done = at(controller, "reassign", "execute", "--reassignment-json-file", plan)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == (
+        "Current partition replica assignment\n\n"
+        '{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]},'
+        '{"topic":"t","partition":1,"replicas":[2,3]}]}\n\n'
+        "Save this to use as the --reassignment-json-file option during rollback\n"
+        "Successfully started partition reassignments for t-0,t-1\n"
+    )
+    (request,) = controller.asked("AlterPartitionReassignments")
+    assert [(p.partition_index, list(p.replicas.broker_ids)) for p in request.topics[0].partitions
+            ] == [(0, [2, 3]), (1, [2, 3])]  # fmt: skip
+
+    invalid = (61, "cannot reassign t-1: broker 9 is not registered")  # INVALID_REPLICA_ASSIGNMENT
+    controller.script("AlterPartitionReassignments", reassignments_answer({1: invalid}))
+    half = at(controller, "reassign", "execute", "--reassignment-json-file", plan)
+    assert half.stdout.endswith("Successfully started partition reassignment for t-0\n")
+    one_line_refusal(half, "reassign", "cannot reassign t-1: broker 9 is not registered")
+
+
+def test_reassign_execute_refusals(controller: FakeController, tmp_path: Path) -> None:
+    controller.script(
+        "ListPartitionReassignments",
+        pb.ListPartitionReassignmentsResponse(
+            controller_id=1,
+            reassignments=[pb.OngoingReassignment(topic="t", partition_index=2, replicas=[3, 1])],
+        ),
+    )
+    plan = write(tmp_path, "plan.json", PLAN)
+    busy = at(controller, "reassign", "execute", "--reassignment-json-file", plan)
+    one_line_refusal(busy, "reassign", "a partition reassignment is in progress", "--additional")
+    assert controller.asked("AlterPartitionReassignments") == []
+    controller.script("AlterPartitionReassignments", reassignments_answer({}))
+    extra = at(controller, "reassign", "execute", "--reassignment-json-file", plan, "--additional")
+    assert extra.returncode == 0, extra.stderr
+    bad_partition = write(
+        tmp_path, "p.json", {"partitions": [{"topic": "t", "partition": 9, "replicas": [1]}]}
+    )
+    nine = at(controller, "reassign", "execute", "--reassignment-json-file", bad_partition)
+    one_line_refusal(nine, "reassign", "partition t-9 does not exist: topic 't' has 3 partitions")
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"partitions": [')
+    bad_json = at(controller, "reassign", "execute", "--reassignment-json-file", str(broken))
+    one_line_refusal(bad_json, "reassign", "broken.json: not valid JSON")
+
+
+def test_reassign_verify_cancel_and_list(controller: FakeController, tmp_path: Path) -> None:
+    plan = write(
+        tmp_path,
+        "plan.json",
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": "t", "partition": 0, "replicas": [1, 2]},  # completed
+                {"topic": "t", "partition": 1, "replicas": [1, 3]},  # in progress
+                {"topic": "t", "partition": 2, "replicas": [1, 2]},  # cancelled: [3, 1]
+            ],
+        },
+    )
+    ongoing = pb.ListPartitionReassignmentsResponse(
+        controller_id=1,
+        reassignments=[
+            pb.OngoingReassignment(
+                topic="t", partition_index=1, replicas=[2, 3, 1], adding_replicas=[1],
+                removing_replicas=[2],
+            )
+        ],
+    )  # fmt: skip
+    controller.script("ListPartitionReassignments", ongoing)
+    verify = at(controller, "reassign", "verify", "--reassignment-json-file", plan)
+    assert verify.returncode == 1  # not all complete
+    assert verify.stdout == (
+        "Status of partition reassignment:\n"
+        "Reassignment of partition t-0 is completed.\n"
+        "Reassignment of partition t-1 is still in progress.\n"
+        "There is no active reassignment of partition t-2, but replica set is 3,1 rather than "
+        "1,2.\n"
+    )
+    (asked,) = controller.asked("ListPartitionReassignments")
+    assert [(p.topic, p.partition) for p in asked.partitions] == [("t", 0), ("t", 1), ("t", 2)]
+    as_json = at(controller, "reassign", "verify", "--reassignment-json-file", plan, "--json")
+    states = [(p["partition"], p["state"]) for p in json.loads(as_json.stdout)["partitions"]]
+    assert states == [(0, "completed"), (1, "in progress"), (2, "different")]
+    done_plan = write(
+        tmp_path, "done.json", {"partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2]}]}
+    )
+    assert (
+        at(controller, "reassign", "verify", "--reassignment-json-file", done_plan).returncode == 0
+    )
+
+    listed = at(controller, "reassign", "list")
+    assert listed.stdout == (
+        "Current partition reassignments:\nt-1: replicas: 2,3,1. adding: 1. removing: 2.\n"
+    )
+    assert json.loads(at(controller, "reassign", "list", "--json").stdout) == {
+        "reassignments": [
+            {"topic": "t", "partition": 1, "replicas": [2, 3, 1], "adding_replicas": [1],
+             "removing_replicas": [2]}
+        ]
+    }  # fmt: skip
+    controller.script(
+        "ListPartitionReassignments", pb.ListPartitionReassignmentsResponse(controller_id=1)
+    )
+    assert at(controller, "reassign", "list").stdout == "No partition reassignments found.\n"
+
+    none = (NoReassignmentInProgressError.code, "no reassignment is in progress")
+    controller.script("AlterPartitionReassignments", reassignments_answer({0: none, 2: none}))
+    cancel = at(controller, "reassign", "cancel", "--reassignment-json-file", plan)
+    assert (cancel.returncode, cancel.stderr) == (0, "")
+    assert cancel.stdout == "Successfully cancelled partition reassignment for: t-1\n"
+    (request,) = controller.asked("AlterPartitionReassignments")
+    assert all(not p.HasField("replicas") for p in request.topics[0].partitions)  # = cancel
+    controller.script("AlterPartitionReassignments", reassignments_answer({0: none, 1: none,
+                                                                          2: none}))  # fmt: skip
+    idle = at(controller, "reassign", "cancel", "--reassignment-json-file", plan)
+    assert idle.stdout == "None of the specified partition reassignments are active.\n"
+
+
+# --- elect-leaders ------------------------------------------------------------------------------
+
+
+def elections(results: Mapping[tuple[str, int], tuple[int, str]]) -> pb.ElectLeadersResponse:
+    return pb.ElectLeadersResponse(
+        controller_id=1,
+        results=[
+            pb.PartitionElectionResult(
+                topic=t, partition_index=p, error=status(code, message) if code else None
+            )
+            for (t, p), (code, message) in results.items()
+        ],
+    )
+
+
+def test_elect_leaders_prints_kafkas_lines(controller: FakeController, tmp_path: Path) -> None:
+    not_needed = (ElectionNotNeededError.code, "the preferred replica leads")
+    failed = (PreferredLeaderNotAvailableError.code, "t-2: replica 3 is not in the ISR")
+    controller.script(
+        "ElectLeaders",
+        elections({("t", 1): (0, ""), ("t", 0): (0, ""), ("u", 0): not_needed, ("t", 2): failed}),
+    )
+    outcome = at(controller, "elect-leaders", "--election-type", "preferred",
+                 "--all-topic-partitions")  # fmt: skip
+    assert outcome.stdout == (
+        "Successfully completed leader election (PREFERRED) for partitions t-0, t-1\n"
+        "Valid replica already elected for partitions u-0\n"
+    )
+    assert one_line_refusal(outcome, "elect-leaders") == (
+        "replog elect-leaders: Error completing leader election (PREFERRED) for partition: t-2: "
+        "t-2: replica 3 is not in the ISR"
+    )
+    (request,) = controller.asked("ElectLeaders")
+    assert (request.election_type, list(request.partitions)) == (0, [])  # all partitions
+
+    controller.script("ElectLeaders", elections({("t", 0): (0, "")}))
+    one = at(controller, "elect-leaders", "--election-type", "UNCLEAN", "--topic", "t",
+             "--partition", "0", "--json")  # fmt: skip
+    assert one.returncode == 0
+    assert json.loads(one.stdout) == {
+        "partitions": [{"topic": "t", "partition": 0, "result": "elected", "error": None}]
+    }
+    request = controller.asked("ElectLeaders")[1]
+    assert request.election_type == 1
+    assert [(p.topic, p.partition) for p in request.partitions] == [("t", 0)]
+
+    listed = write(tmp_path, "e.json", {"partitions": [{"topic": "t", "partition": 0}]})
+    from_file = at(controller, "elect-leaders", "--election-type", "preferred",
+                   "--path-to-json-file", listed)  # fmt: skip
+    assert from_file.returncode == 0
+    assert [(p.topic, p.partition) for p in controller.asked("ElectLeaders")[2].partitions] == [
+        ("t", 0)
+    ]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--topic", "t"],
+        ["--all-topic-partitions", "--topic", "t", "--partition", "0"],
+        ["--all-topic-partitions", "--path-to-json-file", "f"],
+    ],
+)
+def test_elect_leaders_usage_mistakes_exit_2(controller: FakeController, args: list[str]) -> None:
+    outcome = at(controller, "elect-leaders", "--election-type", "preferred", *args)
+    assert outcome.returncode == 2 and "Traceback" not in outcome.stderr
+    assert controller.asked("ElectLeaders") == []
+
+
+# --- delete-records -----------------------------------------------------------------------------
+
+
+class FakeAdmin:
+    """delete_records as the Admin client answers it: the low watermark, or the first failed
+    partition's error for the whole call."""
+
+    high_watermark = 10
+    calls: list[dict[Any, int]] = []
+
+    def __init__(self, config: Mapping[str, object]) -> None:
+        self.config = config
+
+    def __enter__(self) -> FakeAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def delete_records(self, before: Mapping[Any, int], *, timeout_ms: int) -> dict[Any, int]:
+        FakeAdmin.calls.append(dict(before))
+        for tp, offset in before.items():
+            if tp.topic != "t":
+                raise UnknownTopicOrPartitionError(f"topic {tp.topic!r} does not exist")
+            if offset > self.high_watermark:
+                raise OffsetOutOfRangeError(f"{tp.topic}-{tp.partition}: offset {offset} is out")
+        return {tp: self.high_watermark if o == -1 else o for tp, o in before.items()}
+
+
+@pytest.fixture
+def fake_admin(monkeypatch: pytest.MonkeyPatch) -> type[FakeAdmin]:
+    FakeAdmin.calls = []
+    monkeypatch.setattr(delete_records, "Admin", FakeAdmin)
+    return FakeAdmin
+
+
+def offsets_file(tmp_path: Path, *entries: tuple[str, int, int]) -> str:
+    partitions = [{"topic": t, "partition": p, "offset": o} for t, p, o in entries]
+    return write(tmp_path, "offsets.json", {"partitions": partitions, "version": 1})
+
+
+def test_delete_records(fake_admin: type[FakeAdmin], tmp_path: Path) -> None:
+    path = offsets_file(tmp_path, ("t", 0, 3), ("t", 1, -1))
+    done = replog("delete-records", "--offset-json-file", path, "--bootstrap-server", "h:1")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == (
+        "Executing records delete operation\n"
+        "Records delete operation completed:\n"
+        "partition: t-0\tlow_watermark: 3\n"
+        "partition: t-1\tlow_watermark: 10\n"
+    )
+    assert fake_admin.calls == [
+        {records.TopicPartition("t", 0): 3, records.TopicPartition("t", 1): -1}
+    ]  # one request for all
+
+
+def test_delete_records_reports_each_failed_partition(
+    fake_admin: type[FakeAdmin], tmp_path: Path
+) -> None:
+    path = offsets_file(tmp_path, ("t", 0, 3), ("nope", 0, 1), ("t", 1, 99))
+    outcome = replog("delete-records", "--offset-json-file", path, "--bootstrap-server", "h:1")
+    assert outcome.returncode == 1
+    assert outcome.stdout.splitlines()[-1] == "partition: t-0\tlow_watermark: 3"
+    assert outcome.stderr.splitlines() == [
+        "replog delete-records: partition: nope-0\terror: topic 'nope' does not exist",
+        "replog delete-records: partition: t-1\terror: t-1: offset 99 is out",
+    ]
+    assert len(fake_admin.calls) == 4  # all at once, then each on its own
+    as_json = replog("delete-records", "--offset-json-file", path, "--json",
+                     "--bootstrap-server", "h:1")  # fmt: skip
+    assert json.loads(as_json.stdout)["partitions"] == [
+        {"topic": "t", "partition": 0, "low_watermark": 3, "error": None},
+        {"topic": "nope", "partition": 0, "low_watermark": None,
+         "error": "topic 'nope' does not exist"},
+        {"topic": "t", "partition": 1, "low_watermark": None, "error": "t-1: offset 99 is out"},
+    ]  # fmt: skip
+    single = offsets_file(tmp_path, ("nope", 0, 1))
+    alone = replog("delete-records", "--offset-json-file", single, "--bootstrap-server", "h:1")
+    one_line_refusal(alone, "delete-records", "partition: nope-0\terror: topic 'nope'")
+
+
+def test_delete_records_file_mistakes(fake_admin: type[FakeAdmin], tmp_path: Path) -> None:
+    bad = offsets_file(tmp_path, ("t", 0, -5))
+    one_line_refusal(
+        replog("delete-records", "--offset-json-file", bad, "--bootstrap-server", "h:1"),
+        "delete-records",
+        "offset -5: must be >= 0, or -1",
+    )
+    missing = str(tmp_path / "none.json")
+    one_line_refusal(
+        replog("delete-records", "--offset-json-file", missing, "--bootstrap-server", "h:1"),
+        "delete-records",
+        "none.json: No such file or directory",
+    )
+    assert fake_admin.calls == []
+
+
+# --- help ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "flags"),
+    [
+        (["configs"], ["describe", "alter"]),
+        (["configs", "describe"], ["--entity-type", "--entity-name", "--entity-default", "--all",
+                                   "--json", "--bootstrap-server"]),
+        (["configs", "alter"], ["--add-config", "--delete-config", "--entity-name"]),
+        (["reassign"], ["generate", "execute", "verify", "cancel", "list"]),
+        (["reassign", "generate"], ["--topics-to-move-json-file", "--broker-list"]),
+        (["reassign", "execute"], ["--reassignment-json-file", "--additional"]),
+        (["reassign", "verify"], ["--reassignment-json-file", "--json"]),
+        (["reassign", "cancel"], ["--reassignment-json-file"]),
+        (["reassign", "list"], ["--json"]),
+        (["elect-leaders"], ["--election-type", "--all-topic-partitions", "--path-to-json-file",
+                             "--topic", "--partition", "--json"]),
+        (["delete-records"], ["--offset-json-file", "--command-config", "--json",
+                              "--bootstrap-server"]),
+    ],
+)  # fmt: skip
+def test_every_command_has_help(command: list[str], flags: list[str]) -> None:
+    outcome = replog(*command, "--help")
+    assert outcome.returncode == 0
+    assert outcome.stdout.startswith(f"usage: replog {' '.join(command)}")
+    for flag in flags:
+        assert flag in outcome.stdout

@@ -1,24 +1,66 @@
-"""The README's two set-up commands are what they claim to be, and CI runs the test command."""
+"""The README's two set-up commands are what they claim to be, and CI runs both of them.
+
+- Command 1 installs replog with the `spark` extra and runs the main job, `replog demo`, which
+  tests/test_main_job.py runs (default arguments) as a subprocess; the ports and directory the
+  README names are the demo's defaults.
+- Command 2 is the test command, and `.ci/run` runs exactly it.
+"""
 
 from __future__ import annotations
 
+import os
 import re
+import tomllib
 from pathlib import Path
 
+from replog.cli import demo
+
 ROOT = Path(__file__).resolve().parent.parent
+MAIN_JOB = (
+    "python3 -m venv .venv && .venv/bin/pip install -q -e '.[spark]' && .venv/bin/replog demo"
+)
+TEST_COMMAND = (
+    "python3 -m venv .venv && .venv/bin/pip install -q -e '.[dev]' && .venv/bin/python -m pytest"
+)
+
+
+def quick_start() -> str:
+    text = (ROOT / "README.md").read_text()
+    return text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
 
 
 def readme_commands() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    quick_start = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```sh\n(.+?)\n```", quick_start)
+    return re.findall(r"```sh\n(.+?)\n```", quick_start())
 
 
 def test_readme_has_exactly_two_setup_commands() -> None:
-    commands = readme_commands()
-    assert len(commands) == 2, commands
-    assert "replog demo" in commands[0]
-    assert "pytest" in commands[1]
+    assert readme_commands() == [MAIN_JOB, TEST_COMMAND]
+
+
+def test_the_main_job_installs_what_the_demo_needs() -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert any(d.startswith("pyspark") for d in extras["spark"])
+    assert any(d.startswith("pyarrow") for d in extras["spark"])
+    text = " ".join(quick_start().split())
+    assert "Java 17+" in text  # the demo refuses to start without it
+
+
+def test_the_readme_names_the_demos_defaults() -> None:
+    text = " ".join(quick_start().split())
+    first, last = demo.DEFAULT_BASE_PORT, demo.DEFAULT_BASE_PORT + 2
+    assert f"ports {first}-{last}" in text
+    assert f"`./{demo.DEFAULT_DATA_DIR.replace(os.sep, '/')}`" in text
+    assert f"{demo.PARTITIONS} partitions" in text
+    assert f"min.insync.replicas={demo.MIN_INSYNC_REPLICAS}" in text
+
+
+def test_the_main_job_test_runs_the_readme_command() -> None:
+    test = (ROOT / "tests" / "test_main_job.py").read_text()
+    assert MAIN_JOB.endswith(".venv/bin/replog demo")
+    assert 'Path(sys.executable).parent / "replog"' in test  # the installed command
+    assert '"demo"' in test
 
 
 def test_ci_runs_the_readme_test_command() -> None:

@@ -21,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
         cluster,
         configs,
         delete_records,
+        demo,
         dump_log,
         elect_leaders,
         node,
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"replog {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    demo.register(commands)
     storage_demo.register(commands)
     dump_log.register(commands)
     node.register(commands)

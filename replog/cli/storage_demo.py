@@ -1,4 +1,4 @@
-"""`replog demo`: the storage engine surviving a crash, end to end, on embedded defaults.
+"""`replog storage-demo`: the storage engine surviving a crash, end to end, on embedded defaults.
 
 What it does, printing progress as it goes:
 1. A writer process opens a log and appends batches of keyed events, printing the offsets of
@@ -53,7 +53,7 @@ def demo_batch(first_offset: int, now_ms: int) -> bytes:
 
 def register(commands: Any) -> None:
     parser = commands.add_parser(
-        "demo",
+        "storage-demo",
         help="crash a writing log with SIGKILL, recover it, and verify every acknowledged write",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -115,6 +115,7 @@ def _run(directory: str, config: LogConfig, run_seconds: float) -> int:
             break
     writer.send_signal(signal.SIGKILL)
     writer.wait()
+    writer.stdout.close()
     _say(f"[2/6] killed the writer with SIGKILL after {acknowledged_end:,} acknowledged records")
     if acknowledged_end == 0:
         _say("FAILED: the writer acknowledged nothing")

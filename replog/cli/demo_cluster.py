@@ -1,0 +1,155 @@
+"""The local cluster `replog demo` runs on: started, one node killed and restarted, stopped.
+
+A thin shell over `replog cluster`'s functions (`replog/cli/cluster.py`, `local_cluster.py`),
+called in this process: the same files, node processes and pid files as `replog cluster start`,
+so `replog cluster status --data-dir DIR` works on the demo's cluster while it runs (and after
+`replog demo --keep`).
+
+Rules:
+- The directory is wiped at the start, but only if it is a stopped cluster's directory (it
+  holds `cluster.json` and no node of it runs) or empty: the demo never deletes a directory
+  it did not make, nor a running cluster.
+- Brokers are fenced 3 s after their last heartbeat (Kafka: 9 s), so the killed leader leaves
+  the ISRs and its partitions get a new leader within seconds.
+- `stop` stops every node that runs, whatever state the demo is in; it is safe to call twice.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+from replog.cli.cluster import (
+    check_ports_free,
+    exit_status,
+    kill_and_wait,
+    log_tails,
+    remove_pid_file,
+    running_pid,
+    spawn,
+    stop_nodes,
+    wait_for_leader,
+)
+from replog.cli.local_cluster import LocalCluster
+from replog.client.sync_admin import Admin
+from replog.errors import ReplogError
+
+NODE_COUNT = 3
+SERVER_PROPERTIES = {
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "500",
+}
+STOP_TIMEOUT_S = 10.0
+
+
+class DemoCluster:
+    def __init__(self, directory: str, base_port: int) -> None:
+        self.directory = os.path.realpath(directory)
+        self.base_port = base_port
+        self.layout: LocalCluster | None = None
+        self.pids: dict[int, int] = {}
+
+    @property
+    def bootstrap(self) -> str:
+        assert self.layout is not None
+        return ",".join(self.layout.controller_addresses().values())
+
+    def prepare(self) -> None:
+        """Wipe the directory (module rules) and write the new cluster's files."""
+        _wipe(self.directory)
+        layout = LocalCluster.plan(self.directory, NODE_COUNT, self.base_port)
+        check_ports_free(layout.nodes)
+        layout.write(SERVER_PROPERTIES)
+        self.layout = layout
+
+    def start(self, timeout_s: float = 60) -> str:
+        """Start every node; wait for a quorum leader and every broker unfenced."""
+        assert self.layout is not None
+        for node in self.layout.nodes:
+            self.pids[node.node_id] = spawn(node)
+        try:
+            leader = wait_for_leader(self.layout, self.pids, timeout_s)
+            self._wait_unfenced(timeout_s)
+        except ReplogError as exc:
+            raise ReplogError(f"{exc}\n{log_tails(self.layout.nodes)}") from None
+        return f"quorum leader: node {leader.leader_id} (epoch {leader.leader_epoch})"
+
+    def _wait_unfenced(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        last = "no answer yet"
+        with Admin(bootstrap_servers=self.bootstrap, request_timeout_ms=2000) as admin:
+            while time.monotonic() < deadline:
+                self.check_alive()
+                try:
+                    brokers = admin.describe_cluster(timeout_ms=2000).brokers
+                except ReplogError as exc:
+                    last = str(exc)
+                else:
+                    unfenced = [b for b in brokers if not b.fenced]
+                    if len(unfenced) == NODE_COUNT:
+                        return
+                    last = f"{len(unfenced)} of {NODE_COUNT} brokers unfenced"
+                time.sleep(0.2)
+        raise ReplogError(f"the brokers did not all register within {timeout_s:g} s ({last})")
+
+    def check_alive(self) -> None:
+        """Raise if a node the demo did not kill has exited."""
+        assert self.layout is not None
+        for node_id, pid in self.pids.items():
+            code = exit_status(pid)
+            if code is not None:
+                node = self.layout.node(node_id)
+                raise ReplogError(
+                    f"node {node_id} (pid {pid}) exited with code {code}\n{log_tails([node])}"
+                )
+
+    def kill(self, node_id: int) -> int:
+        """SIGKILL one node and wait until it is gone; its pid."""
+        assert self.layout is not None
+        node = self.layout.node(node_id)
+        pid = self.pids.pop(node_id)
+        kill_and_wait(node, pid)
+        remove_pid_file(node)
+        return pid
+
+    def restart(self, node_id: int) -> int:
+        """Start a killed node again with its data; its new pid (it recovers in the
+        background: the demo watches the ISRs to see it back)."""
+        assert self.layout is not None
+        node = self.layout.node(node_id)
+        check_ports_free([node])
+        pid = self.pids[node_id] = spawn(node)
+        return pid
+
+    def stop(self) -> list[str]:
+        """Stop every running node (SIGTERM, then SIGKILL); one line per node."""
+        if self.layout is None:
+            return []
+        running = []
+        for node in self.layout.nodes:
+            pid = running_pid(node)
+            if pid is not None:
+                running.append((node, pid))
+        self.pids.clear()
+        return stop_nodes(running, STOP_TIMEOUT_S)
+
+
+def _wipe(directory: str) -> None:
+    if not os.path.exists(directory):
+        return
+    if LocalCluster.exists(directory):
+        existing = LocalCluster.load(directory)
+        alive = [n.node_id for n in existing.nodes if running_pid(n) is not None]
+        if alive:
+            raise ReplogError(
+                f"a cluster is running in {directory} (nodes {', '.join(map(str, alive))}); "
+                f"stop it first with `replog cluster stop --data-dir {directory}`"
+            )
+    elif os.listdir(directory):
+        raise ReplogError(
+            f"{directory} is not empty and holds no cluster.json: the demo wipes its data "
+            "directory, so it only takes an empty one or one of its own (choose another "
+            "--data-dir)"
+        )
+    shutil.rmtree(directory)

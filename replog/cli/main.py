@@ -20,10 +20,13 @@ def build_parser() -> argparse.ArgumentParser:
     from replog.cli import (
         cluster,
         configs,
+        console_consumer,
+        console_producer,
         delete_records,
         demo,
         dump_log,
         elect_leaders,
+        log_dirs,
         node,
         perf,
         quorum,
@@ -51,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     elect_leaders.register(commands)
     delete_records.register(commands)
     perf.register(commands)
+    console_producer.register(commands)
+    console_consumer.register(commands)
+    log_dirs.register(commands)
     return parser
 
 

@@ -331,3 +331,51 @@ class InitProducerIdResponse(_message.Message):
     producer_id: int
     producer_epoch: int
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ...) -> None: ...
+
+class DescribeLogDirsRequest(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DescribeLogDirsPartition(_message.Message):
+    __slots__ = ("partition", "size", "offset_lag", "is_future", "log_start_offset", "log_end_offset", "high_watermark")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_LAG_FIELD_NUMBER: _ClassVar[int]
+    IS_FUTURE_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    size: int
+    offset_lag: int
+    is_future: bool
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    def __init__(self, partition: _Optional[int] = ..., size: _Optional[int] = ..., offset_lag: _Optional[int] = ..., is_future: _Optional[bool] = ..., log_start_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ...) -> None: ...
+
+class DescribeLogDirsTopic(_message.Message):
+    __slots__ = ("name", "partitions")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    partitions: _containers.RepeatedCompositeFieldContainer[DescribeLogDirsPartition]
+    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[DescribeLogDirsPartition, _Mapping]]] = ...) -> None: ...
+
+class DescribeLogDirsResult(_message.Message):
+    __slots__ = ("error", "log_dir", "topics")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    LOG_DIR_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorStatus
+    log_dir: str
+    topics: _containers.RepeatedCompositeFieldContainer[DescribeLogDirsTopic]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ..., log_dir: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[DescribeLogDirsTopic, _Mapping]]] = ...) -> None: ...
+
+class DescribeLogDirsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[DescribeLogDirsResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[DescribeLogDirsResult, _Mapping]]] = ...) -> None: ...

@@ -70,6 +70,11 @@ class BrokerStub:
                 request_serializer=replog_dot_pb_dot_broker__pb2.InitProducerIdRequest.SerializeToString,
                 response_deserializer=replog_dot_pb_dot_broker__pb2.InitProducerIdResponse.FromString,
                 _registered_method=True)
+        self.DescribeLogDirs = channel.unary_unary(
+                '/replog.pb.broker.Broker/DescribeLogDirs',
+                request_serializer=replog_dot_pb_dot_broker__pb2.DescribeLogDirsRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_broker__pb2.DescribeLogDirsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -119,6 +124,13 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeLogDirs(self, request, context):
+        """This broker's log dirs and the replicas in each (sizes and offsets).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -156,6 +168,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.InitProducerId,
                     request_deserializer=replog_dot_pb_dot_broker__pb2.InitProducerIdRequest.FromString,
                     response_serializer=replog_dot_pb_dot_broker__pb2.InitProducerIdResponse.SerializeToString,
+            ),
+            'DescribeLogDirs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeLogDirs,
+                    request_deserializer=replog_dot_pb_dot_broker__pb2.DescribeLogDirsRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_broker__pb2.DescribeLogDirsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -347,6 +364,33 @@ class Broker:
             '/replog.pb.broker.Broker/InitProducerId',
             replog_dot_pb_dot_broker__pb2.InitProducerIdRequest.SerializeToString,
             replog_dot_pb_dot_broker__pb2.InitProducerIdResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeLogDirs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.broker.Broker/DescribeLogDirs',
+            replog_dot_pb_dot_broker__pb2.DescribeLogDirsRequest.SerializeToString,
+            replog_dot_pb_dot_broker__pb2.DescribeLogDirsResponse.FromString,
             options,
             channel_credentials,
             insecure,

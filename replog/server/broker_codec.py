@@ -38,6 +38,7 @@ from replog.errors import (
 from replog.pb import broker_pb2 as pb
 from replog.pb import common_pb2
 from replog.replication import messages as m
+from replog.server import log_dirs
 
 UUID_BYTES = 16
 NONE = -1
@@ -628,4 +629,79 @@ def init_producer_id_response_from_proto(
         error=error_from_proto(message),
         producer_id=message.producer_id,
         producer_epoch=message.producer_epoch,
+    )
+
+
+# --- DescribeLogDirs ----------------------------------------------------------------------------
+
+
+def describe_log_dirs_request_to_proto(
+    request: log_dirs.DescribeLogDirsRequest,
+) -> pb.DescribeLogDirsRequest:
+    return pb.DescribeLogDirsRequest(topics=request.topics)
+
+
+def describe_log_dirs_request_from_proto(
+    message: pb.DescribeLogDirsRequest,
+) -> log_dirs.DescribeLogDirsRequest:
+    return log_dirs.DescribeLogDirsRequest(tuple(message.topics))
+
+
+def _log_dir_to_proto(described: log_dirs.LogDirDescription) -> pb.DescribeLogDirsResult:
+    result = pb.DescribeLogDirsResult(
+        error=error_to_proto(described.error), log_dir=described.log_dir
+    )
+    _add_grouped(
+        result.topics,
+        described.replicas,
+        _topic,
+        _new_topic_by_name,
+        lambda partitions, r: partitions.add(
+            partition=r.partition,
+            size=r.size,
+            offset_lag=r.offset_lag,
+            is_future=r.is_future,
+            log_start_offset=r.log_start_offset,
+            log_end_offset=r.log_end_offset,
+            high_watermark=r.high_watermark,
+        ),
+    )
+    return result
+
+
+def _new_topic_by_name(topics: Any, item: Any) -> Any:
+    return topics.add(name=item.topic)
+
+
+def describe_log_dirs_response_to_proto(
+    response: log_dirs.DescribeLogDirsResponse,
+) -> pb.DescribeLogDirsResponse:
+    return pb.DescribeLogDirsResponse(results=[_log_dir_to_proto(d) for d in response.log_dirs])
+
+
+def describe_log_dirs_response_from_proto(
+    message: pb.DescribeLogDirsResponse,
+) -> log_dirs.DescribeLogDirsResponse:
+    return log_dirs.DescribeLogDirsResponse(
+        tuple(
+            log_dirs.LogDirDescription(
+                log_dir=result.log_dir,
+                error=error_from_proto(result),
+                replicas=tuple(
+                    log_dirs.ReplicaLogInfo(
+                        topic=topic.name,
+                        partition=p.partition,
+                        size=p.size,
+                        offset_lag=p.offset_lag,
+                        is_future=p.is_future,
+                        log_start_offset=p.log_start_offset,
+                        log_end_offset=p.log_end_offset,
+                        high_watermark=p.high_watermark,
+                    )
+                    for topic in result.topics
+                    for p in topic.partitions
+                ),
+            )
+            for result in message.results
+        )
     )

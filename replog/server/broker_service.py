@@ -40,15 +40,19 @@ Rules:
   `KafkaStorageError` goes to `on_storage_error` and the call fails with UNAVAILABLE; another
   `KafkaError` becomes every partition's error; any other exception is logged and the call
   fails with INTERNAL. Never a crashed process.
+- DescribeLogDirs answers from the replica manager's log manager (`log_dirs.describe_log_dirs`:
+  every log dir and the replicas in it, filtered by topic); like the other data requests it is
+  UNAVAILABLE until the logs are recovered, and UNIMPLEMENTED for a replica manager without a
+  log manager (a test double).
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import grpc
 
@@ -72,6 +76,7 @@ from replog.record.header import LOG_OVERHEAD, validate_batch
 from replog.replication import messages as m
 from replog.server import broker_codec as codec
 from replog.server.broker_metadata import metadata_response_from_image
+from replog.server.log_dirs import LogView, describe_log_dirs
 from replog.server.tolerant_service import (
     Context,
     Refused,
@@ -99,6 +104,22 @@ class BrokerRequests(Protocol):
         self, request: m.OffsetsForLeaderEpochRequest
     ) -> m.OffsetsForLeaderEpochResponse: ...
     async def delete_records(self, request: m.DeleteRecordsRequest) -> m.DeleteRecordsResponse: ...
+
+
+class LogDirectories(Protocol):
+    """What DescribeLogDirs reads of a log manager (`replog.storage.LogManager`)."""
+
+    @property
+    def log_dirs(self) -> list[str]: ...
+    def all_logs(self) -> Mapping[tuple[str, int], LogView]: ...
+
+
+@runtime_checkable
+class HostsLogs(Protocol):
+    """A replica manager that exposes its log manager (`replica_manager.ReplicaManager`)."""
+
+    @property
+    def log_manager(self) -> LogDirectories: ...
 
 
 class ProducerIds(Protocol):
@@ -301,6 +322,23 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
         return await self._serve(request, context, serve)
 
+    async def DescribeLogDirs(
+        self, request: pb.DescribeLogDirsRequest, context: Context
+    ) -> pb.DescribeLogDirsResponse:
+        async def serve() -> pb.DescribeLogDirsResponse:
+            decoded = codec.describe_log_dirs_request_from_proto(request)
+            rm = self._ready()
+            if not isinstance(rm, HostsLogs):
+                raise Refused(
+                    grpc.StatusCode.UNIMPLEMENTED,
+                    f"broker {self.broker_id} cannot describe its log dirs: no log manager",
+                )
+            manager = rm.log_manager
+            described = describe_log_dirs(manager.log_dirs, manager.all_logs(), decoded.topics)
+            return codec.describe_log_dirs_response_to_proto(described)
+
+        return await self._serve(request, context, serve)
+
     # --- helpers -------------------------------------------------------------------------------
 
     async def _serve(self, request: Any, context: Context, serve: Callable[[], Awaitable[R]]) -> R:
@@ -389,6 +427,7 @@ _METHODS: dict[str, tuple[Any, Any]] = {
     "DeleteRecords": (pb.DeleteRecordsRequest, pb.DeleteRecordsResponse),
     "Metadata": (controller_pb.MetadataRequest, controller_pb.MetadataResponse),
     "InitProducerId": (pb.InitProducerIdRequest, pb.InitProducerIdResponse),
+    "DescribeLogDirs": (pb.DescribeLogDirsRequest, pb.DescribeLogDirsResponse),
 }
 
 

@@ -1,0 +1,210 @@
+"""`replog log-dirs describe`: each broker's log dirs and the replicas in them, like
+kafka-log-dirs.sh --describe.
+
+    replog log-dirs describe [--broker-list 1,2] [--topic-list a,b] [--json]
+        [--command-config FILE] [--bootstrap-server HOST:PORT,... | --data-dir DIR]
+
+Output: Kafka's lines -- `Querying brokers for log directories information`, then `Received
+log directory information from brokers 1,2,3`, then one JSON document (only the document with
+`--json`):
+
+    {"version":1,"brokers":[{"broker":1,"logDirs":[{"logDir":"/data/n1","error":null,
+     "partitions":[{"partition":"t-0","size":1234,"offsetLag":0,"isFuture":false,
+     "logStartOffset":0,"logEndOffset":10,"highWatermark":10}]}]}]}
+
+Rules:
+- Brokers come from the cluster (the admin client's describe_cluster, through the usual
+  bootstrap: `--bootstrap-server`, else the local cluster in `--data-dir`); by default every
+  unfenced broker. `--broker-list` may name any registered broker (fenced ones too); an id the
+  cluster does not know is an error naming it and the known ones (Kafka's check).
+- Each broker is asked for itself with the Broker service's DescribeLogDirs
+  (`replog/server/log_dirs.py` says what the numbers mean; `offsetLag` is Kafka's
+  max(0, HW - LEO), 0 in practice; `logStartOffset`, `logEndOffset` and `highWatermark` are
+  replog's additions, so the replicas' progress can be compared).
+- `--topic-list a,b` keeps only those topics' replicas (every topic, internal ones included, by
+  default). Brokers are listed in id order; partitions as each broker lists them.
+- A broker that does not answer (down, or still recovering its logs) is one stderr line naming
+  it and the error; the others are still printed, and the exit code is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+import grpc
+
+from replog.cli.client_connection import add_client_connection_arguments, client_config
+from replog.errors import ReplogError
+from replog.pb import broker_pb2 as pb
+from replog.pb import broker_pb2_grpc
+from replog.server import broker_codec as codec
+from replog.server.log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+
+QUERYING = "Querying brokers for log directories information"
+REQUEST_TIMEOUT_S = 10.0
+
+
+def id_list(text: str) -> list[int]:
+    """An argparse type: `1,2,3` -> [1, 2, 3]."""
+    try:
+        ids = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected broker ids like 1,2,3") from None
+    if not ids:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected broker ids like 1,2,3")
+    return ids
+
+
+def name_list(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected topic names like a,b")
+    return names
+
+
+def chosen_brokers(
+    brokers: Mapping[int, str], unfenced: Collection[int], wanted: Sequence[int] | None
+) -> dict[int, str]:
+    """The brokers to ask, id -> address: `wanted` (every one registered) or every unfenced
+    one."""
+    if wanted is None:
+        return {b: brokers[b] for b in sorted(brokers) if b in unfenced}
+    missing = sorted(set(wanted) - set(brokers))
+    if missing:
+        raise ReplogError(
+            "--broker-list: the given brokers do not exist: "
+            f"{','.join(map(str, missing))}; current brokers: "
+            f"{','.join(map(str, sorted(brokers))) or 'none'}"
+        )
+    return {b: brokers[b] for b in sorted(set(wanted))}
+
+
+def broker_json(broker_id: int, described: DescribeLogDirsResponse) -> dict[str, Any]:
+    """One broker's entry of Kafka's JSON document, with replog's three offsets added."""
+    return {
+        "broker": broker_id,
+        "logDirs": [
+            {
+                "logDir": d.log_dir,
+                "error": None if d.error is None else d.error.error_name,
+                "partitions": [
+                    {
+                        "partition": f"{r.topic}-{r.partition}",
+                        "size": r.size,
+                        "offsetLag": r.offset_lag,
+                        "isFuture": r.is_future,
+                        "logStartOffset": r.log_start_offset,
+                        "logEndOffset": r.log_end_offset,
+                        "highWatermark": r.high_watermark,
+                    }
+                    for r in d.replicas
+                ],
+            }
+            for d in described.log_dirs
+        ],
+    }
+
+
+def document(answers: Mapping[int, DescribeLogDirsResponse]) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "brokers": [broker_json(b, answers[b]) for b in sorted(answers)],
+    }
+
+
+def received_line(broker_ids: Sequence[int]) -> str:
+    return f"Received log directory information from brokers {','.join(map(str, broker_ids))}"
+
+
+# --- the shell -----------------------------------------------------------------------------------
+
+
+def cluster_brokers(config: Mapping[str, object]) -> tuple[dict[int, str], set[int]]:
+    """Every registered broker's id -> host:port, and the ids of the unfenced ones."""
+    from replog.client.sync_admin import Admin
+
+    with Admin(dict(config)) as admin:
+        cluster = admin.describe_cluster()
+    addresses = {b.broker_id: f"{b.host}:{b.port}" for b in cluster.brokers}
+    return addresses, {b.broker_id for b in cluster.brokers if not b.fenced}
+
+
+def ask_broker(address: str, topics: Sequence[str]) -> DescribeLogDirsResponse:
+    request = codec.describe_log_dirs_request_to_proto(DescribeLogDirsRequest(tuple(topics)))
+    with grpc.insecure_channel(address) as channel:
+        stub = broker_pb2_grpc.BrokerStub(channel)  # type: ignore[no-untyped-call]
+        answer: pb.DescribeLogDirsResponse = stub.DescribeLogDirs(
+            request, timeout=REQUEST_TIMEOUT_S
+        )
+    return codec.describe_log_dirs_response_from_proto(answer)
+
+
+def run_describe(args: argparse.Namespace) -> int:
+    config = client_config(
+        args,
+        file_option="command_config",
+        props_option="command_property",
+        defaults={"client.id": "replog-log-dirs"},
+    )
+    if not args.json:
+        print(QUERYING, flush=True)
+    brokers = chosen_brokers(*cluster_brokers(config), args.broker_list)
+    answers: dict[int, DescribeLogDirsResponse] = {}
+    failed = 0
+    for broker_id, address in brokers.items():
+        try:
+            answers[broker_id] = ask_broker(address, args.topic_list or ())
+        except grpc.RpcError as error:
+            failed += 1
+            code = error.code() if isinstance(error, grpc.Call) else None
+            details = error.details() if isinstance(error, grpc.Call) else str(error)
+            name = code.name if code is not None else "error"
+            print(
+                f"replog log-dirs: broker {broker_id} at {address}: {name}: {details}",
+                file=sys.stderr,
+            )
+    if not args.json:
+        print(received_line(sorted(answers)))
+    print(json.dumps(document(answers), separators=(",", ":")))
+    return 1 if failed else 0
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "log-dirs",
+        help="describe the brokers' log dirs (like kafka-log-dirs.sh)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    describe = actions.add_parser(
+        "describe",
+        help="each broker's log dirs and the size and offsets of every replica in them",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    describe.set_defaults(run=run_describe, command_property=None)
+    describe.add_argument(
+        "--broker-list",
+        type=id_list,
+        metavar="IDS",
+        help="the brokers to ask, e.g. 1,2 (default: every unfenced broker)",
+    )
+    describe.add_argument(
+        "--topic-list",
+        type=name_list,
+        metavar="TOPICS",
+        help="only these topics, e.g. a,b (default: every topic)",
+    )
+    describe.add_argument("--json", action="store_true", help="print the JSON document only")
+    describe.add_argument(
+        "--command-config",
+        dest="command_config",
+        metavar="FILE",
+        help="a properties file of admin client configs",
+    )
+    add_client_connection_arguments(describe)

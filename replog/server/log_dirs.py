@@ -1,0 +1,119 @@
+"""What a broker holds in each of its log dirs: the answer to DescribeLogDirs (Kafka's KIP-113).
+
+Pure: it reads the logs' current sizes and offsets and decides nothing else; the Broker service
+(`broker_service.DescribeLogDirs`) calls it with the replica manager's log manager.
+
+Rules (Kafka's `ReplicaManager.describeLogDirs`, with replog's additions):
+- One entry per configured log dir, in `log.dirs` order, its path made absolute; each lists
+  the replicas whose log lives in it (a log lives in the dir that holds its directory), sorted
+  by topic and partition. A dir with no log is listed, empty.
+- `topics` filters by topic name; empty means every topic, internal ones included (Kafka's null).
+- `size` is the bytes of every segment of the log (Kafka's `log.size`).
+- `offset_lag` is Kafka's formula for a replica that is not a future replica:
+  `max(0, high watermark - log end offset)` of the local log. A replica's high watermark never
+  passes its own log end offset, so this is 0 for leaders and followers alike (as it is in
+  Kafka); followers' distance from the leader shows in `log_end_offset` against the leader's.
+  replog moves no replica between dirs, so `is_future` is always false.
+- `error` is None: a log dir that fails takes the whole node down (the broker stops on a
+  storage error), so a broker that answers has every dir online.
+- replog adds each replica's `log_start_offset`, `log_end_offset` and `high_watermark`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from replog.errors import KafkaError
+
+
+class LogView(Protocol):
+    """What is read of a log (`replog.storage.Log`)."""
+
+    @property
+    def directory(self) -> str: ...
+    @property
+    def size_in_bytes(self) -> int: ...
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def log_end_offset(self) -> int: ...
+    @property
+    def high_watermark(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class ReplicaLogInfo:
+    """One replica's log in a log dir."""
+
+    topic: str
+    partition: int
+    size: int
+    offset_lag: int
+    is_future: bool
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+
+
+@dataclass(frozen=True)
+class LogDirDescription:
+    log_dir: str
+    error: KafkaError | None
+    replicas: tuple[ReplicaLogInfo, ...]
+
+
+@dataclass(frozen=True)
+class DescribeLogDirsRequest:
+    topics: tuple[str, ...] = ()  # empty: every topic
+
+
+@dataclass(frozen=True)
+class DescribeLogDirsResponse:
+    log_dirs: tuple[LogDirDescription, ...]
+
+
+def offset_lag(high_watermark: int, log_end_offset: int) -> int:
+    """Kafka's offsetLag of a replica that is not a future replica (module docstring)."""
+    return max(0, high_watermark - log_end_offset)
+
+
+def replica_info(topic: str, partition: int, log: LogView) -> ReplicaLogInfo:
+    # Read once each: the log may move between reads, and the answer should be one snapshot
+    # per field at least.
+    end = log.log_end_offset
+    high_watermark = log.high_watermark
+    return ReplicaLogInfo(
+        topic=topic,
+        partition=partition,
+        size=log.size_in_bytes,
+        offset_lag=offset_lag(high_watermark, end),
+        is_future=False,
+        log_start_offset=log.log_start_offset,
+        log_end_offset=end,
+        high_watermark=high_watermark,
+    )
+
+
+def describe_log_dirs(
+    log_dirs: Sequence[str],
+    logs: Mapping[tuple[str, int], LogView],
+    topics: Collection[str] = (),
+) -> DescribeLogDirsResponse:
+    """The log dirs and the replicas in each (module docstring)."""
+    wanted = set(topics)
+    absolute = [os.path.abspath(d) for d in log_dirs]
+    found: dict[str, list[ReplicaLogInfo]] = {d: [] for d in absolute}
+    for (topic, partition), log in sorted(logs.items(), key=lambda item: item[0]):
+        if wanted and topic not in wanted:
+            continue
+        parent = os.path.dirname(os.path.abspath(log.directory))
+        bucket = found.get(parent)
+        if bucket is None:  # not under a configured dir (cannot happen with a LogManager)
+            bucket = found.setdefault(parent, [])
+        bucket.append(replica_info(topic, partition, log))
+    return DescribeLogDirsResponse(
+        tuple(LogDirDescription(d, None, tuple(replicas)) for d, replicas in found.items())
+    )

@@ -1,0 +1,439 @@
+"""The reference docs cover what the code defines, and say what the code does.
+
+`docs/configuration.md` must have a row for every config key the code reads, in the section of
+its kind (node `server.properties`, topic, producer, consumer, admin, Spark source and sink
+options), and a documented default must equal the code's default wherever the code exposes one.
+`docs/errors.md` must list every gRPC method of `proto/replog/pb/*.proto` and every wire error
+code of `replog.errors` with its name and retriable flag, and must call every error the
+producer treats as an unknown outcome indeterminate.
+
+Rules:
+- Key sets, defaults, methods and codes are derived from the code here, never listed by hand:
+  the config dataclasses and mappings are imported, and the modules that read `server.properties`
+  are scanned (AST) for the keys they name and the defaults they pass, so a key added anywhere in
+  `replog/server/` (or the log settings) without a doc row fails this test.
+- Doc rows are Markdown table rows whose first cell holds the key(s) in backticks
+  (`` | `a.b`, `c.d` | `default` | meaning | ``); the first backticked text of the second cell is
+  the documented default. A row without one documents no default, which is only allowed where
+  the code has none (a required key, or one derived from another setting).
+- Documented defaults are compared by value (parsed the way the code parses that setting), so
+  ``all`` may document acks=-1 and ``none`` compression codec 0.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import inspect
+import math
+import re
+import textwrap
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from quorum.controller.config_definitions import BROKER_CONFIGS, TOPIC_CONFIGS
+from quorum.controller.controller_config import ControllerConfig
+from quorum.raft.config import PROPERTY_FIELDS, VOTERS_PROPERTY, RaftConfig
+from replog.client import config as client_config
+from replog.client import sender
+from replog.errors import wire_error_classes
+from replog.server import (
+    group_coordinator_config,
+    node_config,
+    replica_manager_config,
+)
+from replog.spark import options as source_options
+from replog.spark import sink_plan
+from replog.storage import log_config
+from replog.storage.log_manager import LogManagerConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGURATION = ROOT / "docs" / "configuration.md"
+ERRORS = ROOT / "docs" / "errors.md"
+
+# `## ` headings of docs/configuration.md, by kind of config.
+SECTIONS = {
+    "node": "Node configuration (server.properties)",
+    "topic": "Topic configs",
+    "producer": "Producer configs",
+    "consumer": "Consumer configs",
+    "admin": "Admin configs",
+    "source": "Spark source options",
+    "sink": "Spark sink options",
+}
+NO_DEFAULT = object()  # the code has a key but no default of its own for it
+DOTTED_KEY = re.compile(r"^[a-z][a-z0-9]*(\.[a-z0-9]+)+$")
+
+
+# --- reading the docs ----------------------------------------------------------------------------
+
+
+def doc_sections(path: Path) -> dict[str, str]:
+    text = path.read_text()
+    sections: dict[str, str] = {}
+    for chunk in re.split(r"^## ", text, flags=re.MULTILINE)[1:]:
+        heading, _, body = chunk.partition("\n")
+        sections[heading.strip()] = body
+    return sections
+
+
+def table_rows(text: str) -> Iterator[list[str]]:
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("|") and line.endswith("|") and not re.match(r"^\|[\s:|-]+\|$", line):
+            yield [cell.strip() for cell in line[1:-1].split("|")]
+
+
+def documented(kind: str) -> dict[str, str | None]:
+    """Key -> documented default (None: the row names no default) of one section."""
+    body = doc_sections(CONFIGURATION).get(SECTIONS[kind])
+    assert body is not None, f"docs/configuration.md has no section '## {SECTIONS[kind]}'"
+    rows: dict[str, str | None] = {}
+    for cells in table_rows(body):
+        keys = re.findall(r"`([^`]+)`", cells[0])
+        if not keys or len(cells) < 3:
+            continue
+        default = re.search(r"`([^`]*)`", cells[1])
+        for key in keys:
+            assert key not in rows, f"{key} has two rows in '## {SECTIONS[kind]}'"
+            rows[key] = default.group(1) if default else None
+    return rows
+
+
+# --- what the code defines -----------------------------------------------------------------------
+
+
+def field_defaults(cls: type) -> dict[str, Any]:
+    return {
+        f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING
+    }
+
+
+def _module_constants(tree: ast.Module, namespace: Mapping[str, Any]) -> dict[str, Any]:
+    """Module globals plus every `name = "literal"` assignment in the module (local key names)."""
+    names = dict(namespace)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+            and node.targets[0].id not in names
+        ):
+            names[node.targets[0].id] = node.value.value
+    return names
+
+
+def _evaluate(node: ast.expr, names: Mapping[str, Any]) -> Any:
+    """A key or default expression (`"a.b"`, `KEY_NAME`, `str(DEFAULT)`) in its module's names;
+    NO_DEFAULT when it needs more (a local variable, an attribute of the node's config)."""
+    try:
+        return eval(compile(ast.Expression(node), "<doc-test>", "eval"), {}, dict(names))
+    except Exception:
+        return NO_DEFAULT
+
+
+def scanned_node_keys() -> dict[str, Any]:
+    """Keys named by the modules that read a node's server.properties, with the default each
+    `properties.get(key, default)` or `positive_setting(properties, key, default)` passes."""
+    paths = sorted((ROOT / "replog" / "server").rglob("*.py"))
+    paths += [ROOT / "replog" / "storage" / "log_config.py"]
+    paths += [ROOT / "replog" / "storage" / "log_manager.py"]
+    found: dict[str, Any] = {}
+    for path in paths:
+        module_name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        tree = ast.parse(path.read_text())
+        names = _module_constants(tree, vars(importlib.import_module(module_name)))
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and DOTTED_KEY.match(node.value)
+                and not node.value.startswith("replog.")
+            ):
+                found.setdefault(node.value, NO_DEFAULT)
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr == "get" and len(node.args) == 2:
+                receiver = ast.unparse(func.value)
+                key_node, default_node = node.args
+            elif isinstance(func, ast.Name) and func.id == "positive_setting":
+                receiver, (_, key_node, default_node) = "properties", node.args
+            else:
+                continue
+            key = _evaluate(key_node, names)
+            if "propert" not in receiver or not isinstance(key, str):
+                continue
+            default = _evaluate(default_node, names)
+            if default == "" or default is NO_DEFAULT:  # "" reads as unset
+                found.setdefault(key, NO_DEFAULT)
+            else:
+                found[key] = default
+    return found
+
+
+def local_cluster_keys() -> set[str]:
+    """The keys `replog cluster start` writes into each server.properties."""
+    path = ROOT / "replog" / "cli" / "local_cluster.py"
+    tree = ast.parse(path.read_text())
+    function = next(
+        n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "node_properties"
+    )
+    keys = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Dict):
+            keys |= {k.value for k in node.keys if isinstance(k, ast.Constant)}
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            keys.add(node.slice.value)
+    return {k for k in keys if isinstance(k, str)}
+
+
+def _log_manager_names() -> dict[str, str]:
+    """The dotted names `LogManagerConfig.from_properties` maps (a literal dict in it)."""
+    source = textwrap.dedent(inspect.getsource(LogManagerConfig.from_properties))
+    tree = ast.parse(source)
+    mapping = next(n for n in ast.walk(tree) if isinstance(n, ast.Dict))
+    pairs = zip(mapping.keys, mapping.values, strict=True)
+    return {ast.literal_eval(k): ast.literal_eval(v) for k, v in pairs if k is not None}
+
+
+def node_code_defaults() -> dict[str, list[Any]]:
+    """Every server.properties key -> the defaults the code gives it (one per reader)."""
+    defaults: dict[str, list[Any]] = {}
+
+    def add(key: str, value: Any) -> None:
+        values = defaults.setdefault(key, [])
+        if value is not NO_DEFAULT:
+            values.append(value)
+
+    for key, value in scanned_node_keys().items():
+        add(key, value)
+    for key in local_cluster_keys():
+        add(key, NO_DEFAULT)
+    add(VOTERS_PROPERTY, NO_DEFAULT)
+    raft = field_defaults(RaftConfig)
+    for key, field in PROPERTY_FIELDS.items():
+        add(key, raft[field])
+    controller = field_defaults(ControllerConfig)
+    for key, (field, parse) in node_config.CONTROLLER_PROPERTIES.items():
+        value = controller[field]
+        add(key, value // 1000 if parse is node_config._seconds_as_ms else value)
+    for key, definition in BROKER_CONFIGS.items():
+        add(key, definition.parse(definition.default))
+    for cls, names in (
+        (replica_manager_config.ReplicaManagerConfig, replica_manager_config._PROPERTY_NAMES),
+        (group_coordinator_config.GroupCoordinatorConfig, group_coordinator_config._PROPERTY_NAMES),
+        (LogManagerConfig, _log_manager_names()),
+    ):
+        values = field_defaults(cls)
+        for key, field in names.items():
+            add(key, values[field])
+    log_values = field_defaults(log_config.LogConfig)
+    direct_parsers = {log_config._parse_int, log_config._parse_bool, log_config._parse_str}
+    for key, (field, log_parse) in log_config._BY_DOTTED_NAME.items():
+        direct = log_parse in direct_parsers
+        add(key, log_values[field] if direct else NO_DEFAULT)  # hours/minutes: derived
+    return defaults
+
+
+def client_code_defaults(cls: type) -> dict[str, tuple[Any, Callable[[str, object], object]]]:
+    """Dotted key -> (default, the parser of user values) of a client config dataclass."""
+    return {
+        f.name.replace("_", "."): (f.default, f.metadata["parse"])
+        for f in dataclasses.fields(cls)
+        if "parse" in f.metadata
+    }
+
+
+def source_code_defaults() -> dict[str, Any]:
+    """Spark read options -> default (what a batch query with only the required options gets)."""
+    parsed = source_options.parse_options(
+        {"bootstrap.servers": "localhost:9092", "subscribe": "t"}, source_options.Mode.BATCH
+    )
+    known: dict[str, Any] = {name: NO_DEFAULT for name in source_options.KNOWN.values()}
+    known["failOnDataLoss"] = parsed.fail_on_data_loss
+    known["includeHeaders"] = parsed.include_headers
+    known["pollTimeoutMs"] = parsed.poll_timeout_ms
+    known["kafkaConsumer.pollTimeoutMs"] = parsed.poll_timeout_ms
+    return known
+
+
+# --- comparing a documented default with the code's ----------------------------------------------
+
+
+def same_value(doc: str, code: Any) -> bool:
+    text = doc.strip().replace("_", "") if isinstance(code, int) else doc.strip()
+    if code is None:
+        return text in ("None", "null")
+    if isinstance(code, bool):
+        return text.lower() == str(code).lower()
+    if isinstance(code, float) and math.isinf(code):
+        return text == "inf"
+    if isinstance(code, int):
+        return text.lstrip("-").isdigit() and int(text) == code
+    if isinstance(code, tuple):
+        return tuple(item.strip() for item in text.split(",") if item.strip()) == code
+    return bool(text == str(code))
+
+
+def check_rows(
+    kind: str,
+    code: Mapping[str, list[Any]],
+    same: Callable[[str, str, Any], bool] = lambda key, doc, value: same_value(doc, value),
+) -> list[str]:
+    rows = documented(kind)
+    problems = []
+    for key in sorted(code):
+        if key not in rows:
+            problems.append(f"{key}: no row in '## {SECTIONS[kind]}'")
+            continue
+        doc = rows[key]
+        for value in code[key]:
+            if doc is None and value in ((), ""):  # "empty" needs no backticks
+                continue
+            if doc is None:
+                problems.append(f"{key}: the code's default is {value!r}; the doc gives none")
+            elif not same(key, doc, value):
+                problems.append(f"{key}: documented default {doc!r}, the code's is {value!r}")
+    return problems
+
+
+# --- the configuration reference -----------------------------------------------------------------
+
+
+def test_every_node_key_is_documented_with_the_codes_default() -> None:
+    code = node_code_defaults()
+    assert {"node.id", "replica.lag.time.max.ms", "log.segment.bytes", "listeners"} <= set(code)
+    assert check_rows("node", code) == []
+
+
+def test_node_section_names_no_key_the_code_does_not_read() -> None:
+    stale = set(documented("node")) - set(node_code_defaults())
+    assert stale == set(), f"documented but not read by the code: {sorted(stale)}"
+
+
+def test_every_topic_config_is_documented_with_the_controllers_default() -> None:
+    code = {key: [d.parse(d.default)] for key, d in TOPIC_CONFIGS.items()}
+
+    def same(key: str, doc: str, value: Any) -> bool:
+        return bool(TOPIC_CONFIGS[key].parse(doc) == value)
+
+    assert check_rows("topic", code, same) == []
+    assert set(documented("topic")) == set(code)
+
+
+@pytest.mark.parametrize(
+    ("kind", "cls"),
+    [
+        ("producer", client_config.ProducerConfig),
+        ("consumer", client_config.ConsumerConfig),
+        ("admin", client_config.AdminConfig),
+    ],
+)
+def test_every_client_config_is_documented_with_its_default(kind: str, cls: type) -> None:
+    code = client_code_defaults(cls)
+
+    def same(key: str, doc: str, value: Any) -> bool:
+        if doc in ("None", "null") or value is None:
+            return doc in ("None", "null") and value is None
+        return bool(code[key][1](key, doc) == value)
+
+    assert check_rows(kind, {k: [v] for k, (v, _) in code.items()}, same) == []
+    assert set(documented(kind)) == set(code)
+
+
+def test_every_spark_read_option_is_documented() -> None:
+    code = source_code_defaults()
+    rows = {k: v for k, v in documented("source").items() if "<" not in k}
+    problems = check_rows("source", {k: [] if v is NO_DEFAULT else [v] for k, v in code.items()})
+    assert problems == []
+    assert set(rows) == set(code)
+
+
+def test_every_spark_write_option_and_producer_default_is_documented() -> None:
+    code: dict[str, list[Any]] = {name: [] for name in sink_plan.KNOWN.values()}
+    for key, value in sink_plan.SINK_PRODUCER_DEFAULTS.items():
+        code[f"kafka.{key}"] = [value]
+    assert check_rows("sink", code) == []
+    rows = {k for k in documented("sink") if "<" not in k}
+    assert rows == set(code)
+
+
+def test_the_doc_check_can_fail() -> None:
+    """The comparisons above are not vacuous: a wrong default or a missing key is caught."""
+    assert not same_value("30000", 3000)
+    assert not same_value("true", False)
+    assert same_value("1_048_576", 1048576)
+    assert same_value("localhost:9092", ("localhost:9092",))
+    missing = check_rows("node", {"no.such.key": [1]})
+    assert missing == ["no.such.key: no row in '## Node configuration (server.properties)'"]
+    wrong = check_rows("node", {"replica.lag.time.max.ms": [1234]})
+    assert wrong and "documented default" in wrong[0]
+
+
+# --- the protocol and error-code reference -------------------------------------------------------
+
+
+def proto_methods() -> set[tuple[str, str]]:
+    methods = set()
+    for path in sorted((ROOT / "proto" / "replog" / "pb").glob("*.proto")):
+        text = re.sub(r"//[^\n]*", "", path.read_text())
+        for service, body in re.findall(r"service\s+(\w+)\s*\{(.*?)\n\}", text, re.DOTALL):
+            methods |= {(service, rpc) for rpc in re.findall(r"rpc\s+(\w+)\s*\(", body)}
+    return methods
+
+
+def documented_methods() -> set[tuple[str, str]]:
+    body = doc_sections(ERRORS)["gRPC services and methods"]
+    found = set()
+    for cells in table_rows(body):
+        service = re.fullmatch(r"`(\w+)`", cells[0])
+        if service:
+            found |= {(service.group(1), m) for m in re.findall(r"`(\w+)`", cells[2])}
+    return found
+
+
+def documented_codes() -> dict[int, list[str]]:
+    body = doc_sections(ERRORS)["Error codes"]
+    codes: dict[int, list[str]] = {}
+    for cells in table_rows(body):
+        if re.fullmatch(r"-?\d+", cells[0]):
+            assert int(cells[0]) not in codes, f"code {cells[0]} has two rows"
+            codes[int(cells[0])] = cells
+    return codes
+
+
+def test_every_grpc_method_is_in_the_services_table() -> None:
+    methods = proto_methods()
+    assert ("Broker", "Produce") in methods and ("RaftQuorum", "Vote") in methods
+    missing = methods - documented_methods()
+    assert missing == set(), f"not in docs/errors.md: {sorted(missing)}"
+
+
+def test_every_error_code_is_in_the_table_with_its_name_and_retriable_flag() -> None:
+    codes = documented_codes()
+    classes = wire_error_classes()
+    assert set(codes) == set(classes)
+    for code, cls in classes.items():
+        cells = codes[code]
+        assert cells[1] == f"`{cls.error_name}`", (code, cells[1])
+        assert cells[2] == ("yes" if cls.retriable else "no"), (code, cells[2])
+        assert cells[3] in ("definite", "indeterminate", "-"), (code, cells[3])
+
+
+def test_errors_the_producer_treats_as_unknown_outcomes_are_documented_indeterminate() -> None:
+    codes = documented_codes()
+    unknown = [cls.code for cls in sender._UNKNOWN_OUTCOME]
+    assert unknown, "the producer names no unknown-outcome error"
+    for code in unknown:
+        assert codes[code][3] == "indeterminate", (code, codes[code][3])
+    # A refusal before the append is definite: nothing was written.
+    for name in ("NOT_ENOUGH_REPLICAS", "INVALID_REQUIRED_ACKS", "CORRUPT_MESSAGE"):
+        (cells,) = [c for c in codes.values() if c[1] == f"`{name}`"]
+        assert cells[3] == "definite", name

@@ -16,8 +16,14 @@ Queries, each timed on both sources (wall time of the action, planning included)
 - `group-by`: `df.groupBy("key").count().collect()`: Parquet reads the key column only.
 - `scan`: `df.agg(sum(length(value)))`: both read every value; the fairest comparison.
 
-Each run does every query once per source, alternating (replog, Parquet) so both see the same
-machine load; before the first run every query runs once untimed on both sources (JVM JIT,
+A third source, "ceiling", is Spark's own limit for a Python data source on this machine: a
+source in this file whose tasks yield ready-made Arrow batches of the same schema and row
+shape (same key set, value size, partition split) without any I/O or decoding. replog's Python
+tasks cannot deliver rows faster than Spark takes them from Python workers, so replog / ceiling
+says how much of the remaining gap is the connector's.
+
+Each run does every query once per source, alternating (replog, Parquet, ceiling) so all see
+the same machine load; before the first run every query runs once untimed on both sources (JVM JIT,
 Python workers, Spark's first-use costs). The table shows per run rows/s, the ratio replog /
 Parquet and the issue's goals (>= 1M rows/s, >= 0.5x Parquet); with several runs, the medians
 (ratios taken within a run, then their median). Results are checked: every count must be
@@ -82,6 +88,7 @@ KEYS = [b"key-%02d" % i for i in range(100)]
 GOAL_ROWS_S = 1_000_000
 GOAL_RATIO = 0.5
 QUERIES = ("count", "group-by", "scan")
+SOURCES = ("replog", "parquet", "ceiling")
 
 
 # --- the cluster ------------------------------------------------------------------------------
@@ -267,19 +274,100 @@ def start_spark(driver_memory: str) -> Any:
     )
     spark.sparkContext.setLogLevel("ERROR")
     replog.spark.register(spark)
+    spark.dataSource.register(ceiling_source())
     return spark
 
 
+def ceiling_source() -> type:
+    """The "ceiling" data source (module docstring): defined here, so cloudpickle ships the
+    class by value to the Python workers (the script runs as __main__)."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class CeilingReader(DataSourceReader):
+        def __init__(self, options: dict[str, str]) -> None:
+            self.records = int(options["records"])
+            self.record_size = int(options["recordsize"])  # Spark lower-cases option names
+            self.parts = int(options["partitions"])
+
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(p) for p in range(self.parts)]
+
+        def read(self, partition: InputPartition) -> Any:
+            import numpy as np
+            import pyarrow as pa
+
+            part = int(partition.value)
+            rows = len(range(part, self.records, self.parts))  # as the topic's split
+            size = min(rows, 65_536)
+            keys = [b"key-%02d" % (i % 100) for i in range(size)]
+            values = np.frombuffer(os.urandom(size * self.record_size), dtype=np.uint8)
+            value_offsets = np.arange(size + 1, dtype=np.int32) * self.record_size
+            schema = pa.schema(
+                [
+                    ("key", pa.binary()),
+                    ("value", pa.binary()),
+                    ("topic", pa.string()),
+                    ("partition", pa.int32()),
+                    ("offset", pa.int64()),
+                    ("timestamp", pa.timestamp("us", tz="UTC")),
+                    ("timestampType", pa.int32()),
+                ]
+            )
+            offsets = np.arange(size, dtype=np.int64)
+            batch = pa.RecordBatch.from_arrays(
+                [
+                    pa.array(keys, pa.binary()),
+                    pa.Array.from_buffers(
+                        pa.binary(), size, [None, pa.py_buffer(value_offsets), pa.py_buffer(values)]
+                    ),
+                    pa.repeat(pa.scalar(TOPIC), size),
+                    pa.repeat(pa.scalar(part, pa.int32()), size),
+                    pa.array(offsets),
+                    pa.array(offsets * 1000).cast(pa.timestamp("us", tz="UTC")),
+                    pa.array(np.zeros(size, dtype=np.int32)),
+                ],
+                schema=schema,
+            )
+            while rows > 0:
+                take = min(rows, size)
+                rows -= take
+                yield batch.slice(0, take)
+
+    class CeilingSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "replog-bench-ceiling"
+
+        def schema(self) -> str:
+            return (
+                "key binary, value binary, topic string, partition int, offset long, "
+                "timestamp timestamp, timestampType int"
+            )
+
+        def reader(self, schema: Any) -> CeilingReader:
+            return CeilingReader(dict(self.options))
+
+    return CeilingSource
+
+
 def query_functions(
-    spark: Any, bootstrap: str, parquet_path: str, min_partitions: int | None
+    spark: Any, bootstrap: str, parquet_path: str, min_partitions: int | None, data: Dataset
 ) -> dict[str, Callable[[str], Any]]:
-    """For each query, a function of the source ("replog" | "parquet") returning its result;
+    """For each query, a function of the source (SOURCES) returning its result;
     each call builds a new DataFrame, so replog plans (and reads the high watermarks) anew."""
     from pyspark.sql import functions as F
 
     def frame(source: str) -> Any:
         if source == "parquet":
             return spark.read.parquet(parquet_path)
+        if source == "ceiling":
+            return (
+                spark.read.format("replog-bench-ceiling")
+                .option("records", str(data.records))
+                .option("recordSize", str(data.record_size))
+                .option("partitions", str(data.partitions))
+                .load()
+            )
         reader = (
             spark.read.format("replog")
             .option("bootstrap.servers", bootstrap)
@@ -321,8 +409,8 @@ class RunResult:
     def rows_s(self, query: str, source: str, records: int) -> float:
         return records / self.seconds[query][source]
 
-    def ratio(self, query: str, records: int) -> float:
-        return self.rows_s(query, "replog", records) / self.rows_s(query, "parquet", records)
+    def ratio(self, query: str, records: int, to: str = "parquet") -> float:
+        return self.rows_s(query, "replog", records) / self.rows_s(query, to, records)
 
 
 def loadavg() -> str:
@@ -340,15 +428,15 @@ def goal_text(rows_s: float, ratio: float) -> str:
     return f">= 1M rows/s: {rate}; >= 0.5x: {share}"
 
 
-def table(rows: list[tuple[str, float, float, float]]) -> list[str]:
+def table(rows: list[tuple[str, float, float, float, float, float]]) -> list[str]:
     out = [
-        "| query | Parquet | replog | replog / Parquet | goal |",
-        "| --- | ---: | ---: | ---: | --- |",
+        "| query | Parquet | replog | replog / Parquet | goal | ceiling | replog / ceiling |",
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: |",
     ]
-    for query, parquet, replog, ratio in rows:
+    for query, parquet, replog, ratio, ceiling, share in rows:
         out.append(
             f"| {query} | {fmt_rows(parquet)} | {fmt_rows(replog)} | {ratio:.2f}x | "
-            f"{goal_text(replog, ratio)} |"
+            f"{goal_text(replog, ratio)} | {fmt_rows(ceiling)} | {share:.2f}x |"
         )
     return out
 
@@ -361,6 +449,8 @@ def run_table(result: RunResult, records: int) -> list[str]:
                 result.rows_s(q, "parquet", records),
                 result.rows_s(q, "replog", records),
                 result.ratio(q, records),
+                result.rows_s(q, "ceiling", records),
+                result.ratio(q, records, "ceiling"),
             )
             for q in QUERIES
         ]
@@ -375,6 +465,8 @@ def median_table(runs: list[RunResult], records: int) -> list[str]:
                 statistics.median(r.rows_s(q, "parquet", records) for r in runs),
                 statistics.median(r.rows_s(q, "replog", records) for r in runs),
                 statistics.median(r.ratio(q, records) for r in runs),
+                statistics.median(r.rows_s(q, "ceiling", records) for r in runs),
+                statistics.median(r.ratio(q, records, "ceiling") for r in runs),
             )
             for q in QUERIES
         ]
@@ -447,15 +539,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"# Parquet file: {os.path.getsize(parquet_path) / 1e6:.1f} MB", flush=True)
         started = time.perf_counter()
         spark = start_spark(args.driver_memory)
-        queries = query_functions(spark, cluster.bootstrap, parquet_path, args.min_partitions)
+        queries = query_functions(spark, cluster.bootstrap, parquet_path, args.min_partitions, data)
         for query, run_query in queries.items():  # warm-up, untimed
-            for source in ("replog", "parquet"):
+            for source in SOURCES:
                 check(query, source, run_query(source), data)
         print(f"# Spark started and warmed up in {time.perf_counter() - started:.1f} s")
         for run in range(1, args.runs + 1):
             result = RunResult(run, loadavg())
             for query, run_query in queries.items():
-                for source in ("replog", "parquet"):
+                for source in SOURCES:
                     t0 = time.perf_counter()
                     answer = run_query(source)
                     result.seconds.setdefault(query, {})[source] = time.perf_counter() - t0

@@ -8,7 +8,9 @@ us, a naive timestamp, `large_binary`) fails the query, so every batch is built 
 Arrow schema derived from the Spark schema the reader was given.
 
 Rules:
-- Columns are built from Python lists of the decoded values (one `pa.array` per column), never
+- The range reader's batches come from `BatchColumns` (`columns_to_record_batch`): numpy
+  columns and Arrow binary arrays, wrapped without a Python object per record.
+  `to_record_batch` builds the same from `ConsumerRecord`s (one `pa.array` per column), never
   row by row: yielding tuples makes Spark convert each value, about 3x slower. A batch holds
   one partition's records, so `topic` and `partition` are constant columns Arrow repeats.
 - Timestamps are the record's milliseconds times 1000 (microseconds, multiplied by Arrow), as
@@ -22,10 +24,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from replog.client.records import ConsumerRecord
+from replog.spark.batch_columns import BatchColumns
 
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
 SCHEMA_DDL = (
@@ -81,3 +85,44 @@ def _column(
             f"(columns: {', '.join((*KAFKA_COLUMNS, 'headers'))})"
         )
     return pa.array(values, type=kind)
+
+
+def columns_to_record_batch(
+    topic: str, partition: int, columns: BatchColumns, schema: pa.Schema
+) -> pa.RecordBatch:
+    """One RecordBatch of decoded `columns`, all of partition `topic`-`partition`, in `schema`."""
+    arrays = [_from_columns(f, topic, partition, columns) for f in schema]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _from_columns(
+    arrow_field: pa.Field, topic: str, partition: int, columns: BatchColumns
+) -> pa.Array:
+    name = arrow_field.name
+    kind = arrow_field.type
+    count = len(columns)
+    if name == "key":
+        return columns.keys
+    if name == "value":
+        return columns.values
+    if name == "topic":
+        return pa.repeat(pa.scalar(topic, type=kind), count)
+    if name == "partition":
+        return pa.repeat(pa.scalar(partition, type=kind), count)
+    if name == "offset":
+        return pa.array(columns.offsets, type=kind)
+    if name == "timestamp":
+        return pa.array(columns.timestamps * 1000, type=pa.int64()).cast(kind)
+    if name == "timestampType":
+        return pa.array(columns.timestamp_types, type=kind)
+    if name == "headers":
+        if columns.headers is None:  # every list empty: offsets all 0 over no structs
+            empty = pa.array([], type=kind.value_type)
+            offsets = pa.array(np.zeros(count + 1, dtype=np.int32))
+            return pa.ListArray.from_arrays(offsets, empty, type=kind)
+        values = [[{"key": k, "value": v} for k, v in h] for h in columns.headers]
+        return pa.array(values, type=kind)
+    raise ValueError(
+        f"column {name!r} of the requested schema is not a column of the replog source "
+        f"(columns: {', '.join((*KAFKA_COLUMNS, 'headers'))})"
+    )

@@ -1,0 +1,390 @@
+"""Whole RecordBatches decoded straight to columns: offsets, timestamps, keys and values.
+
+The Spark source reads millions of records per task; building a Python object per record (what
+`replog.record.record.decode_records` and the consumer do) costs far more than Spark itself.
+This decoder walks each batch's records once in Python to find where each record starts (the
+records are length-prefixed, so this step is sequential), then decodes every field of every
+record at once with numpy over those start positions, and hands keys and values to Arrow
+without copying them one by one:
+
+- Record start positions, in one buffer that holds the records regions of every batch of the
+  call back to back (compressed batches decompressed first): a table lookup per record, or
+  one numpy check for a run of records of the same size (`_record_starts`).
+- The varints (timestamp delta, offset delta, key length, value length, header count) are read
+  for all records together: one numpy step per byte of the longest varint.
+- Keys and values become Arrow `binary_view` arrays whose views point into that buffer, then
+  one Arrow cast (C++) makes them the `binary` Spark expects; nulls (length -1) are Arrow nulls.
+- Headers are rare: only records that have some are walked in Python.
+
+Rules (the same as the record-by-record decoder's, `record.decode_records`, which the tests
+compare this with on random batches):
+- The caller gives batches whose header and CRC-32C were already validated (`validate_batch`),
+  none of them a control batch.
+- Every structural rule is checked: exactly `records_count` records filling the region, offset
+  deltas 0..n-1, lengths -1 or more (0 or more for counts and header keys), every field inside
+  its record, every body ending exactly at its declared length, varints not longer than 5
+  (varlong 10) bytes nor overflowing.
+- At any doubt (a rule broken, a varint the vectorised path does not take), the call decodes
+  its batches again with the record-by-record decoder, which raises `InvalidRecordError`
+  naming batch, record and byte, or, if the batch is valid after all, gives the columns.
+- With LogAppendTime a record's timestamp is its batch's max_timestamp.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from replog.errors import InvalidRecordError
+from replog.record.batch import RecordBatch
+from replog.record.compression import COMPRESSION_NONE, decompress
+from replog.record.header import RECORD_BATCH_OVERHEAD, BatchHeader
+from replog.record.record import Header
+from replog.record.varint import decode_varint
+
+Int64s = npt.NDArray[np.int64]
+Bytes = npt.NDArray[np.uint8]
+
+TIMESTAMP_TYPE_CREATE_TIME = 0
+TIMESTAMP_TYPE_LOG_APPEND_TIME = 1
+_PAD = 16  # zero bytes after the buffer: a varint or an 8-byte read may run past the end
+_MIN_BODY = 6  # attributes byte and five one-byte varints
+_INLINE_MAX = 12  # Arrow's view layout: values up to 12 bytes sit inside the view itself
+# _LOW_BYTES[k]: a mask keeping the low k bytes of a uint64 (k = 0..8).
+_LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchColumns:
+    """The decoded records of some batches, in offset order, as columns."""
+
+    offsets: Int64s
+    timestamps: Int64s  # milliseconds
+    timestamp_types: npt.NDArray[np.int32]  # 0 CreateTime, 1 LogAppendTime
+    keys: pa.Array  # binary, null where a record has no key
+    values: pa.Array  # binary, null for tombstones
+    headers: list[tuple[Header, ...]] | None  # None: no record has headers
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def slice(self, start: int, stop: int) -> BatchColumns:
+        """Rows [start, stop)."""
+        return BatchColumns(
+            self.offsets[start:stop],
+            self.timestamps[start:stop],
+            self.timestamp_types[start:stop],
+            self.keys.slice(start, stop - start),
+            self.values.slice(start, stop - start),
+            None if self.headers is None else self.headers[start:stop],
+        )
+
+
+class _NotVectorised(Exception):
+    """Something the vectorised path does not take: the strict decoder decides."""
+
+
+def decode_batches(
+    data: bytes, batches: Sequence[tuple[int, BatchHeader]], *, where: str
+) -> BatchColumns:
+    """The records of `batches` (each a validated, non-control batch at a position in
+    `data`), as columns (module docstring)."""
+    try:
+        return _vectorised(data, batches, where)
+    except (_NotVectorised, InvalidRecordError, IndexError):
+        return _record_by_record(data, batches, where)
+
+
+def _regions(
+    data: bytes, batches: Sequence[tuple[int, BatchHeader]], where: str
+) -> tuple[bytes, list[tuple[int, int]]]:
+    """One buffer holding every batch's records region, and each region's (start, end) in it."""
+    pieces: list[bytes | memoryview] = []
+    spans: list[tuple[int, int]] = []
+    view = memoryview(data)
+    at = 0
+    for position, header in batches:
+        region: bytes | memoryview = view[
+            position + RECORD_BATCH_OVERHEAD : position + header.size_in_bytes
+        ]
+        codec = header.compression_codec
+        if codec != COMPRESSION_NONE:
+            region = decompress(
+                codec, region, where=f"{where}: batch at offset {header.base_offset}"
+            )
+        pieces.append(region)
+        spans.append((at, at + len(region)))
+        at += len(region)
+    pieces.append(bytes(_PAD))
+    return b"".join(pieces), spans
+
+
+def _length_steps() -> list[list[int | None]]:
+    """_STEPS[b0][b1]: from a record's first byte to the next record's, when its length varint
+    starts with bytes b0, b1 and takes one or two bytes (bodies below 8 KiB); else None."""
+    table: list[list[int | None]] = []
+    for first in range(256):
+        row: list[int | None] = []
+        for second in range(256):
+            if first < 0x80:
+                row.append(1 + ((first >> 1) ^ -(first & 1)))
+            elif second < 0x80:
+                raw = (first & 0x7F) | (second << 7)
+                row.append(2 + ((raw >> 1) ^ -(raw & 1)))
+            else:
+                row.append(None)
+        table.append(row)
+    return table
+
+
+_STEPS = _length_steps()
+
+
+_RUN_MIN = 16  # records: a shorter run of equal sizes is not worth a numpy step
+_RUN_BACKOFF_MAX = 1024  # records walked one by one after a failed guess, at most
+
+
+def _record_starts(
+    buffer: bytes,
+    buf: Bytes,
+    spans: list[tuple[int, int]],
+    batches: Sequence[tuple[int, BatchHeader]],
+) -> Int64s:
+    """Where each record (its length varint) starts: the one sequential step.
+
+    One record at a time it is a table lookup. Records of one size often come in runs (fixed
+    size values and keys; a timestamp delta's varint grows only at 64 ms and 8 s), so at a
+    record whose length took `step` bytes in all, the next ones are guessed at pos + k * step
+    and the guess checked for all of them at once: the guessed positions up to the first one
+    whose length bytes differ are record starts (each record before it had the same length,
+    so it ended there). After a guess that did not pay, the next records are walked one by
+    one (twice as many after each failure, up to _RUN_BACKOFF_MAX), so records of varying
+    size cost little more than the plain walk. Nothing is checked here but that each region's
+    last record ends at the region's end; `_vectorised` checks every length.
+    """
+    pieces: list[Int64s] = []
+    singles = array("q")  # int64, handed to numpy without a conversion per element
+    add = singles.append
+    steps = _STEPS
+    backoff = _RUN_MIN
+    walk_until = 0  # guess again once this many records were walked one by one
+    walked = 0
+    for (begin, end), (_, header) in zip(spans, batches, strict=True):
+        pos = begin
+        left = header.records_count
+        while left:
+            first = buffer[pos]
+            step = steps[first][buffer[pos + 1]]
+            if step is None:  # a longer length varint (raises InvalidRecordError if bad)
+                size, after = decode_varint(buffer, pos, end)
+                step = after + size - pos
+            elif walked >= walk_until and left >= _RUN_MIN and step > 0:
+                guess = min(left, (end - pos) // step)
+                if guess >= _RUN_MIN:
+                    at = pos + step * np.arange(guess, dtype=np.int64)
+                    same = buf[at] == first
+                    if first >= 0x80:  # a two-byte length: both bytes must match
+                        same &= buf[at + 1] == buf[pos + 1]
+                    run = guess if bool(same.all()) else int(np.argmin(same))
+                    if run >= _RUN_MIN:
+                        if singles:
+                            pieces.append(np.frombuffer(singles, dtype=np.int64))
+                            singles = array("q")
+                            add = singles.append
+                        pieces.append(at[:run])
+                        pos += run * step
+                        left -= run
+                        backoff = _RUN_MIN
+                        continue
+                backoff = min(backoff * 2, _RUN_BACKOFF_MAX)
+                walk_until = walked + backoff
+            add(pos)  # a bad length can send pos anywhere: `_vectorised` then sees size < 6
+            pos += step
+            left -= 1
+            walked += 1
+        if pos != end:
+            raise _NotVectorised
+    if singles:
+        pieces.append(np.frombuffer(singles, dtype=np.int64))
+    if not pieces:
+        return np.zeros(0, dtype=np.int64)
+    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+
+def _varints(buf: Bytes, pos: Int64s, size_max: int) -> tuple[Int64s, Int64s]:
+    """(values, next positions) of the zig-zag varints at `pos`: int32 when size_max is 5,
+    int64 when 10."""
+    byte = buf[pos]
+    unsigned = (byte & 0x7F).astype(np.uint64)
+    length = np.ones(len(pos), dtype=np.int64)
+    more = np.flatnonzero(byte >= 0x80)
+    shift = 7
+    while len(more):
+        if shift // 7 >= size_max:
+            raise _NotVectorised  # too long
+        byte = buf[pos[more] + shift // 7]
+        if shift == 63 and np.any(byte > 1):
+            raise _NotVectorised  # a varlong overflowing 64 bits
+        unsigned[more] |= (byte & 0x7F).astype(np.uint64) << np.uint64(shift)
+        length[more] += 1
+        more = more[byte >= 0x80]
+        shift += 7
+    if size_max == 5 and np.any(unsigned >> np.uint64(32)):
+        raise _NotVectorised  # a varint overflowing 32 bits
+    values = (unsigned >> np.uint64(1)).astype(np.int64) ^ -(unsigned & np.uint64(1)).astype(
+        np.int64
+    )
+    return values, pos + length
+
+
+def _binary(buf: Bytes, buffer: pa.Buffer, starts: Int64s, lengths: Int64s) -> pa.Array:
+    """buffer[starts[i] : starts[i] + lengths[i]] as a binary array, null where length is -1.
+
+    Arrow's view layout (16 bytes each): the length as int32, then the value itself when it
+    has at most 12 bytes (zero padded), else its first 4 bytes, the buffer index (0) and its
+    offset in the buffer. Built with uint64 arithmetic, then cast to `binary` by Arrow.
+    """
+    count = len(starts)
+    valid = lengths >= 0
+    sizes = np.where(valid, lengths, 0).astype(np.uint64)
+    # 8 bytes at any position: an unaligned uint64 view over the buffer (padded by _PAD).
+    words = np.ndarray(shape=(len(buf) - 8,), dtype="<u8", buffer=buf, offset=0, strides=(1,))
+    head = words[starts]
+    tail = words[starts + 4]
+    short = sizes <= _INLINE_MAX
+    # Short: the value's bytes (the rest zeroed); long: its first 4 bytes, then buffer 0 and
+    # its offset. min(size, 4) is 4 for every long value, so one mask serves the first word.
+    head_bytes = np.minimum(sizes, 4).astype(np.intp)
+    tail_bytes = np.clip(lengths - 4, 0, 8).astype(np.intp)
+    views = np.empty((count, 2), dtype=np.uint64)
+    views[:, 0] = sizes | ((head & _LOW_BYTES[head_bytes]) << np.uint64(32))
+    views[:, 1] = np.where(
+        short, tail & _LOW_BYTES[tail_bytes], starts.astype(np.uint64) << np.uint64(32)
+    )
+    validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    array = pa.Array.from_buffers(pa.binary_view(), count, [validity, pa.py_buffer(views), buffer])
+    return array.cast(pa.binary())
+
+
+def _vectorised(
+    data: bytes, batches: Sequence[tuple[int, BatchHeader]], where: str
+) -> BatchColumns:
+    buffer, spans = _regions(data, batches, where)
+    if len(buffer) >= 1 << 31:
+        raise _NotVectorised  # Arrow views address their buffer with int32 offsets
+    buf = np.frombuffer(buffer, dtype=np.uint8)
+    record_start = _record_starts(buffer, buf, spans, batches)
+    body_size, start = _varints(buf, record_start, 5)
+    end = start + body_size
+    # The starts were found with these same lengths, so each body ends where the next record
+    # starts and the last one at its region's end; what is left to check is the size itself.
+    if np.any(body_size < _MIN_BODY):
+        raise _NotVectorised
+    counts = np.array([h.records_count for _, h in batches], dtype=np.int64)
+    # Per record: its batch's base offset, base timestamp, and its index in the batch.
+    first = np.cumsum(counts) - counts
+    index = np.arange(len(start), dtype=np.int64) - np.repeat(first, counts)
+
+    timestamp_delta, pos = _varints(buf, start + 1, 10)  # after the attributes byte
+    offset_delta, pos = _varints(buf, pos, 5)
+    if not np.array_equal(offset_delta, index):
+        raise _NotVectorised
+    key_length, pos = _varints(buf, pos, 5)
+    key_start = pos
+    pos = pos + np.maximum(key_length, 0)
+    if np.any(key_length < -1) or np.any(pos > end):
+        raise _NotVectorised
+    value_length, pos = _varints(buf, pos, 5)
+    value_start = pos
+    pos = pos + np.maximum(value_length, 0)
+    if np.any(value_length < -1) or np.any(pos > end):
+        raise _NotVectorised
+    header_count, pos = _varints(buf, pos, 5)
+    if np.any(header_count < 0) or np.any(pos > end):
+        raise _NotVectorised
+    headers: list[tuple[Header, ...]] | None = None
+    with_headers = np.flatnonzero(header_count)
+    if len(with_headers):
+        headers = [()] * len(start)
+        for row in with_headers.tolist():
+            headers[row], pos[row] = _headers(
+                buffer, int(pos[row]), int(end[row]), int(header_count[row])
+            )
+    if not np.array_equal(pos, end):
+        raise _NotVectorised
+
+    base_offsets = np.repeat(np.array([h.base_offset for _, h in batches], np.int64), counts)
+    append_time = np.array([h.is_log_append_time for _, h in batches], dtype=bool)
+    base_times = np.array(
+        [h.max_timestamp if h.is_log_append_time else h.base_timestamp for _, h in batches],
+        np.int64,
+    )
+    per_record_append = np.repeat(append_time, counts)
+    timestamps = np.repeat(base_times, counts) + np.where(per_record_append, 0, timestamp_delta)
+    arrow_buffer = pa.py_buffer(buffer)
+    return BatchColumns(
+        offsets=base_offsets + index,
+        timestamps=timestamps,
+        timestamp_types=per_record_append.astype(np.int32),
+        keys=_binary(buf, arrow_buffer, key_start, key_length),
+        values=_binary(buf, arrow_buffer, value_start, value_length),
+        headers=headers,
+    )
+
+
+def _headers(buffer: bytes, pos: int, end: int, count: int) -> tuple[tuple[Header, ...], int]:
+    """`count` headers at `pos`, inside a record ending at `end`; (headers, position after)."""
+    found: list[Header] = []
+    for _ in range(count):
+        size, pos = decode_varint(buffer, pos, end)
+        if size < 0 or pos + size > end:
+            raise _NotVectorised  # a null or oversized header key
+        key = buffer[pos : pos + size].decode("utf-8", "surrogateescape")
+        pos += size
+        size, pos = decode_varint(buffer, pos, end)
+        if size < -1 or pos + size > end:
+            raise _NotVectorised
+        if size == -1:
+            found.append((key, None))
+        else:
+            found.append((key, buffer[pos : pos + size]))
+            pos += size
+    return tuple(found), pos
+
+
+def _record_by_record(
+    data: bytes, batches: Sequence[tuple[int, BatchHeader]], where: str
+) -> BatchColumns:
+    """The strict decoder's answer as columns (it raises, and words, any structural error)."""
+    offsets: list[int] = []
+    timestamps: list[int] = []
+    types: list[int] = []
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    headers: list[tuple[Header, ...]] = []
+    for position, header in batches:
+        kind = (
+            TIMESTAMP_TYPE_LOG_APPEND_TIME
+            if header.is_log_append_time
+            else TIMESTAMP_TYPE_CREATE_TIME
+        )
+        for record in RecordBatch(header, data, position, where).records():
+            offsets.append(record.offset)
+            timestamps.append(record.timestamp)
+            types.append(kind)
+            keys.append(record.key)
+            values.append(record.value)
+            headers.append(record.headers)
+    return BatchColumns(
+        offsets=np.array(offsets, dtype=np.int64),
+        timestamps=np.array(timestamps, dtype=np.int64),
+        timestamp_types=np.array(types, dtype=np.int32),
+        keys=pa.array(keys, type=pa.binary()),
+        values=pa.array(values, type=pa.binary()),
+        headers=headers if any(headers) else None,
+    )

@@ -1,0 +1,206 @@
+"""A Spark task's fetches of one partition: the leader's RecordBatch bytes, not decoded.
+
+The range reader decodes whole batches into Arrow columns (`batch_columns`), so it needs the
+bytes a Fetch returns rather than the consumer's per-record objects. This is the consumer's
+fetch path (`replog.client.fetcher`) cut down to one partition and one request at a time, on
+the same client parts: `ClusterMetadata` to find the leader, its `Connections`, `OffsetLookup`
+for the log start offset, all on a private `LoopThread`. The consumer is not changed.
+
+Rules (the consumer's, with `auto.offset.reset=none`):
+- A Fetch goes to the partition's current leader with its known leader epoch, as a consumer
+  (replica id -1): the leader answers with committed data only, below its high watermark.
+- OFFSET_OUT_OF_RANGE raises `OffsetOutOfRangeError` naming the partition and offset.
+- NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH and the other retriable answers, a partition
+  without a leader and an unreachable broker mark the metadata stale, wait `retry.backoff.ms`
+  and ask again (the new leader, once the metadata names it). When the caller's deadline
+  passes first, the fetch answers None; the caller words the timeout.
+- Any other error is raised as the broker's typed error.
+- `submit` starts the next fetch while the caller decodes the previous answer (one at a
+  time: the caller only knows the next position from the answer before).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import grpc
+
+from replog.client.call_guard import guarded
+from replog.client.cluster_metadata import ClusterMetadata
+from replog.client.config import ConsumerConfig, consumer_config
+from replog.client.fetcher import isolation_level
+from replog.client.loop_thread import LoopThread
+from replog.client.offset_lookup import EARLIEST_TIMESTAMP, OffsetLookup
+from replog.client.records import TopicPartition
+from replog.clock import monotonic_ms
+from replog.errors import (
+    KafkaTimeoutError,
+    NoBrokersAvailableError,
+    OffsetOutOfRangeError,
+    ReplogError,
+)
+from replog.replication import messages as m
+
+SAFETY_MARGIN_S = 5.0  # a blocking wait outlasts the coroutine's own deadline by this much
+
+
+@dataclass(frozen=True, slots=True)
+class FetchAnswer:
+    """A leader's answer for one partition: its batches' bytes (possibly ending with a partial
+    batch) and what it said about the log."""
+
+    records: bytes
+    high_watermark: int  # -1: not said
+    log_start_offset: int  # -1: not said
+
+
+class PartitionFetcher:
+    """Blocking raw fetches of one partition (module docstring). Close it when done."""
+
+    def __init__(self, tp: TopicPartition, settings: Mapping[str, object]) -> None:
+        self.tp = tp
+        self.config: ConsumerConfig = consumer_config(settings)
+        self._loop = LoopThread(f"replog-spark-fetch-{tp.topic}-{tp.partition}")
+        self._metadata = self._loop.run(self._open(), timeout_s=None, what="open")
+
+    async def _open(self) -> ClusterMetadata:
+        # Built on the loop: its connections belong to that loop.
+        return ClusterMetadata.for_client(self.config)
+
+    def submit(
+        self, position: int, deadline_ms: int
+    ) -> concurrent.futures.Future[FetchAnswer | None]:
+        """Start a fetch from `position`; its answer, or None if `deadline_ms` (monotonic)
+        passed while only retriable failures came back."""
+        return self._loop.submit(self._fetch(position, deadline_ms))
+
+    def wait(
+        self, future: concurrent.futures.Future[FetchAnswer | None], deadline_ms: int
+    ) -> FetchAnswer | None:
+        """The answer of a submitted fetch (it bounds itself by its deadline)."""
+        remaining_s = max(0.0, (deadline_ms - monotonic_ms()) / 1000) + SAFETY_MARGIN_S
+        try:
+            return future.result(timeout=remaining_s)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            return None
+
+    def log_start_offset(self, timeout_ms: int) -> int:
+        """The partition's log start offset, asked of its leader."""
+        return self._loop.run(
+            self._log_start(monotonic_ms() + timeout_ms),
+            timeout_s=timeout_ms / 1000 + SAFETY_MARGIN_S,
+            what="log start offset",
+        )
+
+    async def _log_start(self, deadline_ms: int) -> int:
+        config = self.config
+        lookup = OffsetLookup(
+            self._metadata,
+            self._metadata.connections,
+            request_timeout_ms=config.request_timeout_ms,
+            retry_backoff_ms=config.retry_backoff_ms,
+            retry_backoff_max_ms=config.retry_backoff_max_ms,
+        )
+        found = await lookup.list_offsets(
+            {self.tp: EARLIEST_TIMESTAMP}, deadline_ms=deadline_ms, what="log start offset"
+        )
+        return found[self.tp].offset
+
+    async def _fetch(self, position: int, deadline_ms: int) -> FetchAnswer | None:
+        config = self.config
+        topic, partition = self.tp
+        while True:
+            leader = await self._leader(deadline_ms)
+            if leader is not None:
+                node, address, epoch = leader
+                request = m.FetchRequest(
+                    (
+                        m.FetchPartition(
+                            topic,
+                            partition,
+                            position,
+                            config.max_partition_fetch_bytes,
+                            current_leader_epoch=epoch,
+                        ),
+                    ),
+                    max_wait_ms=max(0, min(config.fetch_max_wait_ms, deadline_ms - monotonic_ms())),
+                    min_bytes=config.fetch_min_bytes,
+                    max_bytes=config.fetch_max_bytes,
+                    isolation_level=isolation_level(config.isolation_level),
+                )
+                answer = await self._ask(node, address, request)
+                if answer is not None:
+                    return answer
+                self._metadata.request_update()
+            now = monotonic_ms()
+            if now >= deadline_ms:
+                return None
+            await asyncio.sleep(min(config.retry_backoff_ms, deadline_ms - now) / 1000)
+
+    async def _leader(self, deadline_ms: int) -> tuple[int, str, int] | None:
+        """(node, address, leader epoch) of the partition's leader, or None for now."""
+        metadata = self._metadata
+        try:
+            await metadata.partitions_for(
+                self.tp.topic, deadline_ms=max(deadline_ms, monotonic_ms() + 1)
+            )
+        except (KafkaTimeoutError, NoBrokersAvailableError):
+            return None
+        state = metadata.partition(self.tp)
+        if state is None or state.leader < 0:
+            metadata.request_update()
+            return None
+        address = metadata.broker_address(state.leader)
+        if address is None:
+            metadata.request_update()
+            return None
+        return state.leader, address, state.leader_epoch
+
+    async def _ask(self, node: int, address: str, request: m.FetchRequest) -> FetchAnswer | None:
+        """The answer, None after a retriable failure; raises the rest."""
+        try:
+            response = await guarded(
+                self._metadata.connections.broker(address).fetch(
+                    request, timeout_ms=self.config.request_timeout_ms
+                ),
+                address=address,
+                what="Fetch",
+                node_id=node,
+            )
+        except (grpc.aio.AioRpcError, ReplogError):
+            # As the consumer does: an unreachable or reset broker is retried (new metadata,
+            # maybe a new leader) until the deadline.
+            return None
+        for result in response.partitions:
+            if (result.topic, result.partition) != self.tp:
+                continue
+            error = result.error
+            if error is None:
+                return FetchAnswer(result.records, result.high_watermark, result.log_start_offset)
+            if isinstance(error, OffsetOutOfRangeError):
+                raise OffsetOutOfRangeError(
+                    f"{self.tp.topic}-{self.tp.partition}: fetch offset "
+                    f"{request.partitions[0].fetch_offset} is out of range"
+                )
+            if error.retriable:
+                return None
+            raise error
+        return None  # the partition missing from the answer: ask again
+
+    def close(self) -> None:
+        try:
+            self._loop.run(self._metadata.close(), timeout_s=SAFETY_MARGIN_S, what="close")
+        except ReplogError:
+            pass
+        finally:
+            self._loop.close()
+
+    def __enter__(self) -> PartitionFetcher:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

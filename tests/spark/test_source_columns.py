@@ -1,0 +1,103 @@
+"""The range reader's raw path without a cluster: which batches of a fetch answer it decodes,
+and the Arrow batches it builds from decoded columns (no Spark session needed).
+
+- `_batches_to_read` keeps the consumer's rules: batches wholly before the position are
+  skipped, reading stops at the bound (the planned end or the high watermark), control batches
+  are skipped but move the position, a CRC mismatch is a `CorruptRecordError` unless
+  `check.crcs` is off, and a partial batch at the end is left for the next fetch.
+- `columns_to_record_batch` gives exactly what `to_record_batch` gives for the same records,
+  in the Arrow schema Spark derives, with and without headers, for a narrower schema too.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import LongType, StructField, StructType
+from test_source_arrow import SPARK_SCHEMA
+
+from replog.client.records import ConsumerRecord
+from replog.errors import CorruptRecordError
+from replog.record import COMPRESSION_NONE, RecordBatch, available_codecs, build_batch
+from replog.spark.arrow import columns_to_record_batch, to_record_batch
+from replog.spark.batch_columns import decode_batches
+from replog.spark.range_reader import _batches_to_read
+
+NOW = 1_700_000_000_000
+
+
+def _batch(base_offset: int, count: int, *, control: bool = False, codec: int = 0) -> bytes:
+    records = [(NOW + i, b"k%d" % i, b"v%d" % (base_offset + i), ()) for i in range(count)]
+    return build_batch(records, base_offset=base_offset, is_control=control, compression=codec)
+
+
+def _answer() -> bytes:
+    # offsets 0-4, 5-9, a control batch at 10, 11-15, and a partial batch (16-20) cut short
+    last = _batch(16, 5)
+    return _batch(0, 5) + _batch(5, 5) + _batch(10, 1, control=True) + _batch(11, 5) + last[:30]
+
+
+def _offsets(data: bytes, found: list) -> list[int]:  # type: ignore[type-arg]
+    return decode_batches(data, found, where="t").offsets.tolist()
+
+
+def test_batches_before_the_position_and_at_the_bound_are_not_read() -> None:
+    data = _answer()
+    found, next_position = _batches_to_read(data, 7, 1 << 62, True, "t")
+    assert [h.base_offset for _, h in found] == [5, 11]  # 0-4 skipped, control skipped
+    assert _offsets(data, found) == [5, 6, 7, 8, 9, 11, 12, 13, 14, 15]
+    assert next_position == 16  # the partial batch is fetched again next time
+    found, next_position = _batches_to_read(data, 7, 9, True, "t")
+    assert [h.base_offset for _, h in found] == [5]
+    assert next_position == 9  # never past the bound
+    found, next_position = _batches_to_read(data, 10, 11, True, "t")
+    assert found == [] and next_position == 11  # only the control batch: the position moves
+
+
+def test_a_crc_mismatch_is_corruption_unless_check_crcs_is_off() -> None:
+    good = _batch(0, 3)
+    bad = bytearray(good)
+    bad[-1] ^= 0x01  # a value byte: CRC-covered
+    with pytest.raises(CorruptRecordError, match=r"t: record batch at offset 0 failed its CRC"):
+        _batches_to_read(bytes(bad), 0, 10, True, "t")
+    found, next_position = _batches_to_read(bytes(bad), 0, 10, False, "t")
+    assert len(found) == 1 and next_position == 3
+
+
+@pytest.mark.parametrize("codec", sorted(available_codecs()))
+def test_columns_give_the_same_arrow_batch_as_records(codec: int) -> None:
+    headers = (("h", b"1"), ("n", None))
+    raw = build_batch(
+        [(NOW + 1, b"k", b"v", headers), (NOW + 2, None, None, ()), (NOW + 3, b"", b"x" * 20, ())],
+        base_offset=40,
+        compression=codec,
+    )
+    found, _ = _batches_to_read(raw, 41, 100, True, "t")
+    columns = decode_batches(raw, found, where="t")
+    records = [
+        ConsumerRecord("t", 3, r.offset, r.timestamp, 0, r.key, r.value, r.headers, -1)
+        for r in RecordBatch.parse(raw).records()
+    ]
+    schema = to_arrow_schema(SPARK_SCHEMA, timezone="UTC")
+    for first, stop in ((0, 3), (1, 3), (1, 2)):
+        got = columns_to_record_batch("t", 3, columns.slice(first, stop), schema)
+        assert got.schema.equals(schema)
+        assert got.to_pylist() == to_record_batch("t", 3, records[first:stop], schema).to_pylist()
+    narrow = to_arrow_schema(StructType([StructField("offset", LongType())]), timezone="UTC")
+    assert columns_to_record_batch("t", 3, columns, narrow).to_pylist() == [
+        {"offset": 40},
+        {"offset": 41},
+        {"offset": 42},
+    ]
+
+
+def test_without_headers_the_headers_column_is_empty_lists() -> None:
+    raw = _batch(0, 4, codec=COMPRESSION_NONE)
+    found, _ = _batches_to_read(raw, 0, 4, True, "t")
+    columns = decode_batches(raw, found, where="t")
+    assert columns.headers is None
+    schema = to_arrow_schema(SPARK_SCHEMA, timezone="UTC")
+    batch = columns_to_record_batch("t", 0, columns, schema)
+    assert batch.column("headers").to_pylist() == [[], [], [], []]
+    assert batch.schema.equals(schema)
+    batch.validate(full=True)

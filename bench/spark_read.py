@@ -256,23 +256,11 @@ def write_parquet(data: Dataset, path: str) -> None:
 
 
 def start_spark(driver_memory: str) -> Any:
-    from pyspark.sql import SparkSession
-
     import replog.spark
+    from replog.spark.local_session import local_session
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("replog-bench-spark-read")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.driver.memory", driver_memory)
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    # Full JIT: the benchmark measures Spark at speed, not its start-up.
+    spark = local_session("replog-bench-spark-read", driver_memory=driver_memory, fast_start=False)
     replog.spark.register(spark)
     spark.dataSource.register(ceiling_source())
     return spark

@@ -1,5 +1,5 @@
-"""Argument parsing the `replog` commands share: actions under a command, whole-number types
-and `KEY=VALUE` lists."""
+"""Argument parsing the `replog` commands share: actions under a command, whole-number and
+seconds types and `KEY=VALUE` lists."""
 
 from __future__ import annotations
 
@@ -12,18 +12,27 @@ from replog.errors import ReplogError
 Action = Callable[[str, str, Any], argparse.ArgumentParser]
 
 
+def add_documented_command(
+    commands: Any, name: str, help_text: str, doc: str | None
+) -> argparse.ArgumentParser:
+    """Add `replog NAME` to `commands`, its `--help` showing `doc` (a module docstring) as
+    written."""
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name,
+        help=help_text,
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
+
+
 def add_command(
     commands: Any, name: str, help_text: str, doc: str | None, *, headed: bool
 ) -> Action:
     """Add `replog NAME ACTION ...` (described by `doc`) to `commands`; returns
     `action(name, help_text, run)`, which adds an ACTION that runs `run(args)`, described by
     `doc` too (after its own help text when `headed`)."""
-    parser = commands.add_parser(
-        name,
-        help=help_text,
-        description=doc,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_documented_command(commands, name, help_text, doc)
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     def action(name: str, help_text: str, run: Any) -> argparse.ArgumentParser:
@@ -52,6 +61,17 @@ def at_least(minimum: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0")
+    return value
 
 
 def parse_key_values(

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from replog.cli.arguments import add_documented_command
 from replog.cli.local_cluster import (
     DEFAULT_BASE_PORT,
     DEFAULT_DATA_DIR,
@@ -94,6 +95,11 @@ def _pid_exists(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def running_node_ids(cluster: LocalCluster) -> list[int]:
+    """The ids of `cluster`'s nodes whose process runs."""
+    return [n.node_id for n in cluster.nodes if running_pid(n) is not None]
 
 
 def running_pid(node: LocalNode) -> int | None:
@@ -281,7 +287,7 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
     overrides = _parse_overrides(args.override)
     if LocalCluster.exists(directory):
         existing = LocalCluster.load(directory)
-        running = [n.node_id for n in existing.nodes if running_pid(n) is not None]
+        running = running_node_ids(existing)
         if running:
             raise ReplogError(
                 f"a cluster is already running in {directory} (nodes "
@@ -470,11 +476,11 @@ def _positive_int(text: str) -> int:
 
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser(
+    parser = add_documented_command(
+        commands,
         "cluster",
-        help="start, inspect and stop a local multi-process cluster",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "start, inspect and stop a local multi-process cluster",
+        __doc__,
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 

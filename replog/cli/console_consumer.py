@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from typing import Any, Protocol
 
-from replog.cli.arguments import at_least, parse_key_values
+from replog.cli.arguments import add_documented_command, at_least, parse_key_values
 from replog.cli.client_connection import add_client_connection_arguments, client_config
 from replog.cli.record_formatter import FormatterConfig, format_record
 from replog.client.records import ConsumerRecord, OffsetAndMetadata, TopicPartition
@@ -324,11 +324,11 @@ class _TextAdapter:
 
 
 def register(commands: Any) -> None:
-    parser: argparse.ArgumentParser = commands.add_parser(
+    parser = add_documented_command(
+        commands,
         "consume",
-        help="print records (like kafka-console-consumer.sh)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "print records (like kafka-console-consumer.sh)",
+        __doc__,
     )
     parser.set_defaults(run=run, usage_error=parser.error)
     source = parser.add_mutually_exclusive_group(required=True)

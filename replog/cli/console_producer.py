@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import suppress
 from typing import Any, BinaryIO, Protocol
 
-from replog.cli.arguments import parse_key_values
+from replog.cli.arguments import add_documented_command, parse_key_values
 from replog.cli.client_connection import add_client_connection_arguments, client_config
 from replog.cli.line_reader import LineReaderConfig, parse_line, strip_newline
 from replog.errors import ReplogError
@@ -184,11 +184,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser(
+    parser = add_documented_command(
+        commands,
         "produce",
-        help="send stdin lines as records (like kafka-console-producer.sh)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "send stdin lines as records (like kafka-console-producer.sh)",
+        __doc__,
     )
     parser.set_defaults(run=run)
     parser.add_argument("--topic", required=True, metavar="TOPIC", help="the topic to send to")

@@ -13,6 +13,7 @@ import argparse
 
 from replog.admin.bootstrap import parse_bootstrap
 from replog.admin.controller_client import ControllerClient
+from replog.cli.arguments import positive_seconds
 from replog.cli.local_cluster import DEFAULT_DATA_DIR, LocalCluster
 
 DEFAULT_TIMEOUT_S = 10.0  # long enough for a controller election, short enough at a terminal
@@ -31,7 +32,7 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=_positive_seconds,
+        type=positive_seconds,
         default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
         help="give up when no active controller answers within this time "
@@ -62,13 +63,3 @@ def connect(args: argparse.Namespace) -> ControllerClient:
         default_timeout_s=args.timeout,
         request_timeout_s=args.timeout,
     )
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0")
-    return value

@@ -32,6 +32,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from replog.cli.arguments import add_documented_command, positive_seconds
 from replog.cli.client_connection import add_client_connection_arguments, client_config
 from replog.cli.partition_files import PartitionOffset, load, parse_offsets
 from replog.client.records import TopicPartition
@@ -117,11 +118,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser(
+    parser = add_documented_command(
+        commands,
         "delete-records",
-        help="delete records before an offset (like kafka-delete-records.sh)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "delete records before an offset (like kafka-delete-records.sh)",
+        __doc__,
     )
     parser.set_defaults(run=run, command_property=None)
     parser.add_argument(
@@ -136,20 +137,10 @@ def register(commands: Any) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=_positive_seconds,
+        type=positive_seconds,
         default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
         help=f"give up on a partition after this long (default: {DEFAULT_TIMEOUT_S:g})",
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
     add_client_connection_arguments(parser)
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0")
-    return value

@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from replog.cli.arguments import add_documented_command
 from replog.cli.demo_cluster import NODE_COUNT, DemoCluster
 from replog.cli.demo_events import KEY_PREFIX, parse_event
 from replog.cli.demo_series import Sample, progress_line, series_table
@@ -393,12 +394,12 @@ def _port(text: str) -> int:
 
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser(
+    parser = add_documented_command(
+        commands,
         "demo",
-        help="the main job: a 3-node cluster streams exactly once through a leader's SIGKILL, "
+        "the main job: a 3-node cluster streams exactly once through a leader's SIGKILL, "
         "then Spark aggregates it",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        __doc__,
     )
     parser.add_argument(
         "--records",

@@ -26,6 +26,7 @@ from replog.cli.cluster import (
     kill_and_wait,
     log_tails,
     remove_pid_file,
+    running_node_ids,
     running_pid,
     spawn,
     stop_nodes,
@@ -140,7 +141,7 @@ def _wipe(directory: str) -> None:
         return
     if LocalCluster.exists(directory):
         existing = LocalCluster.load(directory)
-        alive = [n.node_id for n in existing.nodes if running_pid(n) is not None]
+        alive = running_node_ids(existing)
         if alive:
             raise ReplogError(
                 f"a cluster is running in {directory} (nodes {', '.join(map(str, alive))}); "

@@ -123,26 +123,12 @@ def _prepare_environment(work_dir: str) -> str:
 
 def start_session(work_dir: str) -> Any:
     log_config = _prepare_environment(work_dir)
-    from pyspark.sql import SparkSession
-
     import replog.spark
+    from replog.spark.local_session import local_session
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("replog-demo")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "1g")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config(
-            "spark.driver.extraJavaOptions",
-            f"-Dlog4j2.configurationFile=file:{log_config} -XX:+UseSerialGC "
-            "-XX:TieredStopAtLevel=1",
-        )
-        .getOrCreate()
+    spark = local_session(
+        "replog-demo", java_options=[f"-Dlog4j2.configurationFile=file:{log_config}"]
     )
-    spark.sparkContext.setLogLevel("ERROR")
     replog.spark.register(spark)
     return spark
 

@@ -15,6 +15,7 @@ import struct
 import sys
 from typing import Any, TextIO
 
+from replog.cli.arguments import add_documented_command
 from replog.errors import ReplogError
 from replog.record.batch import RecordBatch
 from replog.record.compression import codec_name
@@ -31,11 +32,11 @@ _READ_BYTES = 8 * 1024 * 1024
 
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser(
+    parser = add_documented_command(
+        commands,
         "dump-log",
-        help="print the batches of a .log segment (or the entries of an index)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "print the batches of a .log segment (or the entries of an index)",
+        __doc__,
     )
     parser.add_argument("files", nargs="+", metavar="FILE", help=".log, .index or .timeindex file")
     parser.add_argument("--print-data", action="store_true", help="print every record too")

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from replog.admin.controller_results import ElectionResult, ElectionType, TopicPartition
-from replog.cli.arguments import at_least
+from replog.cli.arguments import add_documented_command, at_least
 from replog.cli.controller_connection import add_connection_arguments, connect
 from replog.cli.partition_files import load, parse_election_partitions
 from replog.errors import ElectionNotNeededError
@@ -127,11 +127,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser(
+    parser = add_documented_command(
+        commands,
         "elect-leaders",
-        help="run preferred or unclean leader elections (like kafka-leader-election.sh)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "run preferred or unclean leader elections (like kafka-leader-election.sh)",
+        __doc__,
     )
     parser.set_defaults(run=run, usage=parser)  # usage.error(): a usage mistake, exit code 2
     parser.add_argument(

@@ -37,6 +37,7 @@ from typing import Any
 
 import grpc
 
+from replog.cli.arguments import add_documented_command
 from replog.cli.client_connection import add_client_connection_arguments, client_config
 from replog.errors import ReplogError
 from replog.pb import broker_pb2 as pb
@@ -174,11 +175,11 @@ def run_describe(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser(
+    parser = add_documented_command(
+        commands,
         "log-dirs",
-        help="describe the brokers' log dirs (like kafka-log-dirs.sh)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "describe the brokers' log dirs (like kafka-log-dirs.sh)",
+        __doc__,
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     describe = actions.add_parser(

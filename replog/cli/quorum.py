@@ -29,6 +29,7 @@ from typing import Any
 import grpc
 
 from replog.admin import bootstrap as admin_bootstrap
+from replog.cli.arguments import add_documented_command
 from replog.cli.controller_connection import bootstrap_and_addresses
 from replog.cli.local_cluster import DEFAULT_DATA_DIR
 from replog.errors import NotLeaderOrFollowerError, ReplogError
@@ -262,11 +263,11 @@ def parse_bootstrap(text: str) -> tuple[list[str], dict[int, str]]:
 
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser(
+    parser = add_documented_command(
+        commands,
         "quorum",
-        help="describe the metadata quorum (like kafka-metadata-quorum.sh)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "describe the metadata quorum (like kafka-metadata-quorum.sh)",
+        __doc__,
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     describe = actions.add_parser(

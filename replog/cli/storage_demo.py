@@ -28,6 +28,7 @@ import tempfile
 import time
 from typing import Any
 
+from replog.cli.arguments import add_documented_command
 from replog.record import RecordBatch, build_batch
 from replog.storage import Log, LogConfig
 
@@ -52,11 +53,11 @@ def demo_batch(first_offset: int, now_ms: int) -> bytes:
 
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser(
+    parser = add_documented_command(
+        commands,
         "storage-demo",
-        help="crash a writing log with SIGKILL, recover it, and verify every acknowledged write",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "crash a writing log with SIGKILL, recover it, and verify every acknowledged write",
+        __doc__,
     )
     parser.add_argument(
         "--data-dir", help="where to put the log (default: a temporary dir, removed after)"
@@ -133,14 +134,18 @@ def _run(directory: str, config: LogConfig, run_seconds: float) -> int:
 
     collector = _CollectWarnings()
     storage_log = logging.getLogger("replog.storage")
+    level, propagate = storage_log.level, storage_log.propagate
     storage_log.addHandler(collector)
     storage_log.setLevel(logging.INFO)
     storage_log.propagate = False  # the demo prints these lines itself
-    started = time.perf_counter()
-    log = Log.open(directory, config)
-    recovery_s = time.perf_counter() - started
-    storage_log.removeHandler(collector)
-    storage_log.propagate = True
+    try:
+        started = time.perf_counter()
+        log = Log.open(directory, config)
+        recovery_s = time.perf_counter() - started
+    finally:  # as it was: the demo may run inside a bigger program (or a test session)
+        storage_log.removeHandler(collector)
+        storage_log.setLevel(level)
+        storage_log.propagate = propagate
     _say(f"[4/6] reopened in {recovery_s * 1000:.1f} ms: {log}")
     for line in collector.lines:
         _say(f"      recovery: {line}")

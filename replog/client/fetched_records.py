@@ -29,22 +29,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from replog.client.answer_batches import answer_batches
 from replog.client.records import (
     TIMESTAMP_TYPE_CREATE_TIME,
     TIMESTAMP_TYPE_LOG_APPEND_TIME,
     ConsumerRecord,
     TopicPartition,
 )
-from replog.errors import CorruptRecordError
 from replog.record.batch import RecordBatch
 from replog.record.compression import COMPRESSION_NONE, decompress
 from replog.record.header import (
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
-    check_crc_and_count,
-    compute_crc,
-    iter_frames,
-    validate_batch,
 )
 from replog.record.record import Header
 
@@ -105,22 +101,15 @@ def decode_fetched(
     # -1: the leader did not say; then only the position bounds what is returned.
     bound = high_watermark if high_watermark >= 0 else 1 << 63
     try:
-        for batch_position, size in iter_frames(data):
-            header = validate_batch(data, batch_position, where=where, defer_crc=True)
-            if header.next_offset <= position:
-                continue  # entirely before the position: never decoded
-            if header.base_offset >= bound:
-                break
-            stored_crc = header.crc
-            if check_crcs:
-                actual = compute_crc(data, batch_position, size)
-                if actual != stored_crc:
-                    raise CorruptRecordError(
-                        f"{topic}-{partition}: record batch at offset {header.base_offset} "
-                        f"failed its CRC-32C check (stored {stored_crc:#010x}, computed "
-                        f"{actual:#010x}); seek past offset {header.last_offset} to skip it"
-                    )
-            check_crc_and_count(header, stored_crc, where)
+        for batch_position, header in answer_batches(
+            data,
+            position,
+            bound,
+            check_crcs=check_crcs,
+            name=f"{topic}-{partition}",
+            where=where,
+            skip_hint=True,
+        ):
             if header.is_control:
                 next_offset = min(header.next_offset, bound)
                 continue

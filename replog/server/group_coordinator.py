@@ -456,4 +456,3 @@ class GroupCoordinator:
 def _leader_of(topic: TopicImage, partition_id: int) -> int:
     registration = topic.partitions.get(partition_id)
     return -1 if registration is None else registration.leader
-

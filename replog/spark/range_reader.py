@@ -40,15 +40,12 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
+from replog.client.answer_batches import answer_batches
 from replog.client.records import TopicPartition
 from replog.clock import monotonic_ms
-from replog.errors import CorruptRecordError, OffsetOutOfRangeError
+from replog.errors import OffsetOutOfRangeError
 from replog.record.header import (
     BatchHeader,
-    check_crc_and_count,
-    compute_crc,
-    iter_frames,
-    validate_batch,
 )
 from replog.spark.arrow import columns_to_record_batch
 from replog.spark.batch_columns import decode_batches
@@ -122,20 +119,9 @@ def _batches_to_read(
     [position, bound), and the position after the last complete batch (at most `bound`)."""
     found: list[tuple[int, BatchHeader]] = []
     next_position = position
-    for batch_position, size in iter_frames(data):
-        header = validate_batch(data, batch_position, where=where, defer_crc=True)
-        if header.next_offset <= position:
-            continue  # entirely before the position: never decoded
-        if header.base_offset >= bound:
-            break
-        if check_crcs:
-            actual = compute_crc(data, batch_position, size)
-            if actual != header.crc:
-                raise CorruptRecordError(
-                    f"{where}: record batch at offset {header.base_offset} failed its CRC-32C "
-                    f"check (stored {header.crc:#010x}, computed {actual:#010x})"
-                )
-        check_crc_and_count(header, header.crc, where)
+    for batch_position, header in answer_batches(
+        data, position, bound, check_crcs=check_crcs, name=where, where=where
+    ):
         next_position = min(header.next_offset, bound)
         if not header.is_control:
             found.append((batch_position, header))

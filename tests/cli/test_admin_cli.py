@@ -9,22 +9,19 @@ against a real cluster in tests/cli/test_cli_admin_cluster.py.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import random
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import Outcome, replog
 from fake_controller import FakeController, running, status
 
 from replog.admin.controller_results import OngoingReassignment, TopicPartition
 from replog.cli import delete_records, reassign
 from replog.cli.configs import parse_add_config, parse_delete_config
-from replog.cli.main import main
 from replog.client import records
 from replog.errors import (
     ElectionNotNeededError,
@@ -36,23 +33,6 @@ from replog.errors import (
     UnknownTopicOrPartitionError,
 )
 from replog.pb import controller_pb2 as pb
-
-
-@dataclass(frozen=True)
-class Outcome:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def replog(*args: str) -> Outcome:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(args))
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-    return Outcome(code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture(autouse=True)

@@ -10,8 +10,6 @@ run as a real process; the tests run in file order and build on each other's top
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import signal
@@ -19,26 +17,17 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
+from cli_runner import Outcome
+from cli_runner import replog as run_replog
 from client_cluster import ClientCluster, client_cluster
 
 from replog import Admin, Producer
-from replog.cli.main import main
 from replog.client.admin_results import OffsetSpec
 from replog.client.records import TopicPartition
-
-
-@dataclass(frozen=True)
-class Outcome:
-    returncode: int
-    stdout: str
-    stderr: str
 
 
 @pytest.fixture(scope="module")
@@ -53,13 +42,7 @@ def no_debug(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def replog(cluster: ClientCluster, *args: str) -> Outcome:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main([*args, "--data-dir", str(cluster.loopback.data_dir)])
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-    return Outcome(code, out.getvalue(), err.getvalue())
+    return run_replog(*args, "--data-dir", str(cluster.loopback.data_dir))
 
 
 def ok(outcome: Outcome) -> str:

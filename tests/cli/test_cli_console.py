@@ -6,7 +6,6 @@ summary line, and every user mistake as one stderr line with a non-zero exit cod
 
 from __future__ import annotations
 
-import contextlib
 import io
 import re
 import signal
@@ -15,13 +14,9 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from unittest import mock
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
+from cli_runner import Outcome, replog, replog_process
 from client_cluster import ClientCluster, client_cluster
 
 from replog.cli import console_consumer
@@ -190,48 +185,6 @@ def test_a_closed_pipe_takes_back_what_it_did_not_print() -> None:
 
 
 # --- against a real cluster ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Outcome:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def replog(*args: str, stdin: str = "") -> Outcome:
-    """`replog ARGS` in this process (a subprocess costs seconds of imports on a busy machine),
-    with `stdin` as its standard input and its stdout and stderr captured."""
-    from replog.cli.main import main
-
-    raw_out = io.BytesIO()
-    out = io.TextIOWrapper(raw_out, encoding="utf-8", write_through=True)
-    err = io.StringIO()
-    with (
-        mock.patch.object(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode()))),
-        contextlib.redirect_stdout(out),
-        contextlib.redirect_stderr(err),
-    ):
-        try:
-            code = main(list(args))
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-    out.flush()
-    return Outcome(code, raw_out.getvalue().decode(), err.getvalue())
-
-
-def replog_process(
-    *args: str, stdin: str | None = None, timeout: float = 60
-) -> subprocess.CompletedProcess[str]:
-    """`replog ARGS` as a user runs it: a subprocess."""
-    return subprocess.run(
-        [sys.executable, "-m", "replog.cli.main", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")

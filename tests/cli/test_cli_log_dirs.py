@@ -5,20 +5,15 @@ stderr line, the others still printed, exit 1), and user mistakes; plus the pure
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import signal
-import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cluster"))
+from cli_runner import Outcome, replog
 from client_cluster import ClientCluster, client_cluster
 
 from replog import Producer
@@ -79,26 +74,6 @@ def test_the_document_is_kafkas_plus_three_offsets() -> None:
 
 
 # --- against a real cluster ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Outcome:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def replog(*args: str) -> Outcome:
-    """`replog ARGS` in this process (a subprocess costs seconds on a busy machine)."""
-    from replog.cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(args))
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-    return Outcome(code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture(scope="module")

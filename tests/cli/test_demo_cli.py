@@ -7,24 +7,16 @@ Refusals happen before anything starts: each is one line on stderr and exit code
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 from pathlib import Path
 
 import pytest
-
-from replog.cli.main import main
+from cli_runner import replog
 
 
 def run(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(args))
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-    return code, out.getvalue(), err.getvalue()
+    outcome = replog(*args)
+    return outcome.returncode, outcome.stdout, outcome.stderr
 
 
 def assert_one_line_refusal(result: tuple[int, str, str], code: int, *fragments: str) -> None:

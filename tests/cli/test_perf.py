@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import Outcome, replog
 
 from replog.cli import client_connection, perf
 from replog.cli.local_cluster import LocalCluster
-from replog.cli.main import build_parser, main
+from replog.cli.main import build_parser
 from replog.errors import ConfigError, NotEnoughReplicasError, ReplogError
 
 TOTAL_LINE = re.compile(
@@ -44,21 +45,8 @@ def parse(*argv: str) -> Any:
     return build_parser().parse_args(["perf", *argv])
 
 
-@dataclass(frozen=True)
-class Outcome:
-    code: int
-    out: str
-    err: str
-
-
 def run(*argv: str) -> Outcome:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(["perf", *argv])
-        except SystemExit as exit_:
-            code = exit_.code if isinstance(exit_.code, int) else 1
-    return Outcome(code, out.getvalue(), err.getvalue())
+    return replog("perf", *argv)
 
 
 @pytest.fixture
@@ -132,8 +120,8 @@ def test_produce_arguments_and_defaults() -> None:
 )  # fmt: skip
 def test_bad_arguments_are_usage_errors(argv: list[str]) -> None:
     outcome = run(*argv)
-    assert outcome.code == 2
-    assert "usage: replog perf" in outcome.err
+    assert outcome.returncode == 2
+    assert "usage: replog perf" in outcome.stderr
 
 
 def test_consume_arguments_and_defaults() -> None:
@@ -472,8 +460,8 @@ def test_produce_prints_kafkas_total_line(monkeypatch: pytest.MonkeyPatch) -> No
         "produce", "--topic", "t", "--num-records", "50", "--record-size", "100",
         "--bootstrap-server", "h:1", "--producer-props", "acks=1",
     )  # fmt: skip
-    assert outcome.code == 0, outcome.err
-    (line,) = outcome.out.splitlines()
+    assert outcome.returncode == 0, outcome.stderr
+    (line,) = outcome.stdout.splitlines()
     match = TOTAL_LINE.match(line)
     assert match and match.group(1) == "50", line
     (producer,) = made
@@ -485,7 +473,7 @@ def test_produce_prints_kafkas_total_line(monkeypatch: pytest.MonkeyPatch) -> No
     assert len(producer.sent) == 50 and {len(v or b"") for _, v in producer.sent} == {100}
     assert {t for t, _ in producer.sent} == {"t"}
     assert producer.closed_with == [None]
-    assert outcome.err == ""  # stderr is no terminal: no bar
+    assert outcome.stderr == ""  # stderr is no terminal: no bar
 
 
 def test_produce_json_and_windows(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -494,8 +482,8 @@ def test_produce_json_and_windows(monkeypatch: pytest.MonkeyPatch) -> None:
         "produce", "--topic", "t", "--num-records", "20", "--record-size", "10",
         "--bootstrap-server", "h:1", "--output", "json",
     )  # fmt: skip
-    assert outcome.code == 0, outcome.err
-    document = json.loads(outcome.out)
+    assert outcome.returncode == 0, outcome.stderr
+    document = json.loads(outcome.stdout)
     assert document["records"] == 20 and document["bytes"] == 200 and document["failed"] == 0
     assert set(document["latency_ms"]) == {"avg", "p50", "p95", "p99", "p999", "max"}
 
@@ -506,9 +494,9 @@ def test_produce_reports_failures_and_exits_1(monkeypatch: pytest.MonkeyPatch) -
         "produce", "--topic", "t", "--num-records", "20", "--record-size", "10",
         "--bootstrap-server", "h:1",
     )  # fmt: skip
-    assert outcome.code == 1
-    assert outcome.out.startswith("15 records sent, ")
-    assert outcome.err == (
+    assert outcome.returncode == 1
+    assert outcome.stdout.startswith("15 records sent, ")
+    assert outcome.stderr == (
         "replog perf produce: 5 of 20 records failed; first: NotEnoughReplicasError: t-0: not "
         "enough in-sync replicas\n"
     )
@@ -522,9 +510,9 @@ def test_produce_ctrl_c_prints_what_completed_and_exits_130(
         "produce", "--topic", "t", "--num-records", "20", "--record-size", "10",
         "--bootstrap-server", "h:1",
     )  # fmt: skip
-    assert outcome.code == 130
-    assert outcome.out.startswith("0 records sent, ")  # delivery only comes with flush
-    assert outcome.err == "replog perf: interrupted\n"
+    assert outcome.returncode == 130
+    assert outcome.stdout.startswith("0 records sent, ")  # delivery only comes with flush
+    assert outcome.stderr == "replog perf: interrupted\n"
     assert made[0].closed_with == [0]  # no waiting for the rest
 
 
@@ -544,8 +532,8 @@ def test_produce_window_lines_while_it_runs(monkeypatch: pytest.MonkeyPatch) -> 
         "produce", "--topic", "t", "--num-records", "100", "--record-size", "10",
         "--bootstrap-server", "h:1", "--reporting-interval", "1",
     )  # fmt: skip
-    assert outcome.code == 0, outcome.err
-    *windows, total = outcome.out.splitlines()
+    assert outcome.returncode == 0, outcome.stderr
+    *windows, total = outcome.stdout.splitlines()
     assert windows and all(WINDOW_LINE.match(w) for w in windows), windows
     assert sum(int(w.split()[0]) for w in windows) <= 100
     assert TOTAL_LINE.match(total)
@@ -558,7 +546,7 @@ def test_produce_throttles(monkeypatch: pytest.MonkeyPatch) -> None:
         "produce", "--topic", "t", "--num-records", "21", "--record-size", "1",
         "--bootstrap-server", "h:1", "--throughput", "100",
     )  # fmt: skip
-    assert outcome.code == 0, outcome.err
+    assert outcome.returncode == 0, outcome.stderr
     assert time.monotonic() - started >= 0.19  # record 21 is due at 0.2 s
 
 
@@ -609,8 +597,8 @@ def test_consume_prints_kafkas_csv(monkeypatch: pytest.MonkeyPatch) -> None:
     batches = [[Record(b"k", b"v" * 9)] * 3, [Record(None, b"v" * 10)] * 2]
     made = fake_consumer(monkeypatch, batches)
     outcome = run("consume", "--topic", "t", "--messages", "5", "--bootstrap-server", "h:1")
-    assert outcome.code == 0, outcome.err
-    header, row = outcome.out.splitlines()
+    assert outcome.returncode == 0, outcome.stderr
+    header, row = outcome.stdout.splitlines()
     assert header == perf.CONSUME_HEADER
     assert CSV_ROW.match(row), row
     fields = row.split(", ")
@@ -633,9 +621,9 @@ def test_consume_times_out_with_kafkas_warning(monkeypatch: pytest.MonkeyPatch) 
         "consume", "--topic", "t", "--messages", "5", "--bootstrap-server", "h:1",
         "--timeout", "150", "--group", "g", "--from-latest", "--hide-header", "--output", "text",
     )  # fmt: skip
-    assert outcome.code == 0
-    assert outcome.err == perf.timeout_warning(150) + "\n"
-    (row,) = outcome.out.splitlines()
+    assert outcome.returncode == 0
+    assert outcome.stderr == perf.timeout_warning(150) + "\n"
+    (row,) = outcome.stdout.splitlines()
     assert row.split(", ")[4] == "1"
     assert made[0].config["group.id"] == "g"
     assert made[0].config["auto.offset.reset"] == "latest"
@@ -647,8 +635,8 @@ def test_consume_json(monkeypatch: pytest.MonkeyPatch) -> None:
         "consume", "--topic", "t", "--messages", "4", "--bootstrap-server", "h:1",
         "--output", "json",
     )  # fmt: skip
-    assert outcome.code == 0, outcome.err
-    document = json.loads(outcome.out)
+    assert outcome.returncode == 0, outcome.stderr
+    document = json.loads(outcome.stdout)
     assert document["messages"] == 4 and document["bytes"] == 16
     assert document["timed_out"] is False and document["rebalance_time_ms"] == 0
 
@@ -662,5 +650,5 @@ def test_config_errors_are_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
         "produce", "--topic", "t", "--num-records", "1", "--record-size", "1",
         "--bootstrap-server", "h:1", "--producer-props", "acks=2",
     )  # fmt: skip
-    assert (outcome.code, outcome.out) == (1, "")
-    assert outcome.err == "replog perf: acks='2': accepted values: all, -1, 0, 1\n"
+    assert (outcome.returncode, outcome.stdout) == (1, "")
+    assert outcome.stderr == "replog perf: acks='2': accepted values: all, -1, 0, 1\n"

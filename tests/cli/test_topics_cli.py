@@ -7,19 +7,17 @@ stderr, exit code 1 and no traceback; an argparse mistake is exit code 2; Ctrl-C
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import Outcome, replog
 from fake_controller import (
     HANG,
     FakeController,
@@ -31,7 +29,6 @@ from fake_controller import (
 )
 
 from replog.cli.local_cluster import LocalCluster, LocalNode
-from replog.cli.main import main
 from replog.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
@@ -42,24 +39,6 @@ from replog.pb import controller_pb2 as pb
 
 ORDERS_ID = uuid.UUID("5d2a6f1e-8c3b-4a7d-9e0f-112233445566")  # XSpvHow7Sn2eDxEiM0RVZg
 AUDIT_ID = uuid.UUID("0a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3")  # ChssPU5fSmuMfY6foLHC0w
-
-
-@dataclass(frozen=True)
-class Outcome:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def replog(*args: str) -> Outcome:
-    """`replog ARGS...` in this process."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(args))
-        except SystemExit as exit_:  # argparse: --help, usage errors
-            code = exit_.code if isinstance(exit_.code, int) else 1
-    return Outcome(code, out.getvalue(), err.getvalue())
 
 
 def assert_refused(outcome: Outcome, *fragments: str) -> str:

@@ -37,25 +37,12 @@ import pyarrow  # noqa: E402,F401  (must be installed: fail, never skip)
 from client_cluster import ClientCluster, client_cluster  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
+from replog.spark.local_session import local_session  # noqa: E402
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("replog-spark-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.driver.memory", "1g")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config(
-            "spark.driver.extraJavaOptions",
-            "-Duser.timezone=UTC -XX:+UseSerialGC -XX:TieredStopAtLevel=1",
-        )
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_session("replog-spark-tests")
     try:
         yield session
     finally:

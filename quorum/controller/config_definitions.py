@@ -122,8 +122,10 @@ TOPIC_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
     ConfigDefinition("preallocate", _B, "false", "log.preallocate"),
     ConfigDefinition("retention.bytes", _L, "-1", "log.retention.bytes"),
     ConfigDefinition("retention.ms", _L, "604800000", "log.retention.ms", minimum=-1),
-    ConfigDefinition("segment.bytes", _I, "1073741824", "log.segment.bytes", minimum=14),
-    ConfigDefinition("segment.index.bytes", _I, "10485760", "log.index.size.max.bytes", minimum=4),
+    # Minimums are a replog log's (replog/storage/log_config.py), above Kafka's 14 and 4: a
+    # value the brokers could not use is refused here rather than ignored by every broker.
+    ConfigDefinition("segment.bytes", _I, "1073741824", "log.segment.bytes", minimum=64),
+    ConfigDefinition("segment.index.bytes", _I, "10485760", "log.index.size.max.bytes", minimum=48),
     ConfigDefinition("segment.ms", _L, "604800000", "log.roll.ms", minimum=1),
     ConfigDefinition(
         "unclean.leader.election.enable", _B, "false", "unclean.leader.election.enable"

@@ -146,7 +146,6 @@ class ProducerBatch:
     attempts = 0  # sends so far
     retry_at_ms = 0  # not before this (a retry's backoff)
     in_flight = False
-    maybe_written = False  # an attempt whose outcome is unknown (timeout, lost answer)
     expired = False
     last_error: BaseException | None = None
     done = False

@@ -85,13 +85,16 @@ _STALE_METADATA = (
     NetworkError,
     RequestTimedOutError,
 )
-# Errors that leave it unknown whether the broker wrote the batch.
+# Errors that leave it unknown whether the broker wrote the batch: docs/errors.md calls them
+# indeterminate (tests/test_docs.py holds it to this list). The idempotent producer treats
+# every failed batch's sequence as unresolved anyway (idempotence.py), so no flag is kept.
 _UNKNOWN_OUTCOME = (
     NetworkError,
     RequestTimedOutError,
     NotEnoughReplicasAfterAppendError,
     NotLeaderOrFollowerError,  # also the answer of an acks=all wait whose leader moved
     UnknownServerError,
+    KafkaStorageError,  # an fsync that failed after the append moved the log end offset
 )
 
 
@@ -503,8 +506,6 @@ class Sender:
             self._on_success(batch, -1, -1)  # Kafka: an old duplicate is a success
             return
         batch.last_error = error
-        if isinstance(error, _UNKNOWN_OUTCOME):
-            batch.maybe_written = True
         if isinstance(error, _STALE_METADATA):
             self._metadata.request_update()
         retriable = error.retriable or (idempotence is not None and idempotence.can_retry(error))

@@ -31,6 +31,13 @@ from replog.errors import ConfigError
 LONG_MAX = 9223372036854775807
 
 
+# The smallest sizes a log works with: a segment must hold one batch header (61 bytes), an
+# index a few entries (4 of the time index's 12 bytes). Kafka accepts 14 and 4; the controller
+# refuses what a broker could not use (quorum/controller/config_definitions.py).
+MIN_SEGMENT_BYTES = 64
+MIN_SEGMENT_INDEX_BYTES = 12 * 4
+
+
 @dataclass(frozen=True, slots=True)
 class LogConfig:
     segment_bytes: int = 1073741824
@@ -48,10 +55,10 @@ class LogConfig:
     cleanup_policy: str = "delete"
 
     def __post_init__(self) -> None:
-        _check_at_least("segment.bytes", self.segment_bytes, 64)
+        _check_at_least("segment.bytes", self.segment_bytes, MIN_SEGMENT_BYTES)
         _check_at_least("segment.ms", self.segment_ms, 1)
         _check_at_least("segment.jitter.ms", self.segment_jitter_ms, 0)
-        _check_at_least("segment.index.bytes", self.segment_index_bytes, 12 * 4)
+        _check_at_least("segment.index.bytes", self.segment_index_bytes, MIN_SEGMENT_INDEX_BYTES)
         _check_at_least("index.interval.bytes", self.index_interval_bytes, 0)
         _check_at_least("max.message.bytes", self.max_message_bytes, 0)
         _check_at_least("retention.ms", self.retention_ms, -1)

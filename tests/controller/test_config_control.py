@@ -58,7 +58,8 @@ def alter(
         ("retention.ms", "86400000"),
         ("retention.bytes", "-1"),
         ("retention.bytes", "1099511627776"),
-        ("segment.bytes", "14"),
+        ("segment.bytes", "64"),
+        ("segment.index.bytes", "48"),
         ("cleanup.policy", "compact,delete"),
         ("cleanup.policy", "compact"),
         ("max.message.bytes", "0"),
@@ -80,7 +81,8 @@ def test_valid_topic_configs(configs: ConfigControl, name: str, value: str) -> N
         ("unclean.leader.election.enable", "yes", "expected true or false"),
         ("retention.ms", "-2", "must be at least -1"),
         ("retention.bytes", "9223372036854775808", "out of the long range"),
-        ("segment.bytes", "13", "must be at least 14"),
+        ("segment.bytes", "63", "must be at least 64"),
+        ("segment.index.bytes", "47", "must be at least 48"),
         ("cleanup.policy", "compact,forever", "'forever' is not one of compact, delete"),
         ("max.message.bytes", "-1", "must be at least 0"),
         ("compression.type", "brotli", "must be one of"),
@@ -232,3 +234,10 @@ def test_config_records_for_a_new_topic_are_validated(configs: ConfigControl) ->
     ]
     with pytest.raises(InvalidConfigError, match=r"segment.bytes"):
         configs.validate_topic_configs("fresh", {"segment.bytes": "1"})
+
+
+def test_the_controller_refuses_segment_sizes_a_broker_log_cannot_use() -> None:
+    from replog.storage.log_config import MIN_SEGMENT_BYTES, MIN_SEGMENT_INDEX_BYTES
+
+    assert TOPIC_CONFIGS["segment.bytes"].minimum == MIN_SEGMENT_BYTES
+    assert TOPIC_CONFIGS["segment.index.bytes"].minimum == MIN_SEGMENT_INDEX_BYTES

@@ -11,11 +11,12 @@ Rules:
   value, preceded by the fields asked for in Kafka's fixed order (timestamp, partition, offset,
   headers, key), separated by `--key-separator` (default TAB). `--print-X` is
   `--property print.X=true`.
-- What is read: `--topic T` every partition of T; `--include REGEX` every non-internal topic
-  whose whole name matches REGEX when the command starts (no topic matching is an error:
-  replog's consumer has no pattern subscription that would wait for one); `--partition P`
-  (needs `--topic`) that partition only, from `--offset` (earliest, latest or an offset; default
-  latest) or the beginning with `--from-beginning`.
+- What is read: `--topic T` every partition of T (a topic the cluster does not have is a
+  one-line error at the start: replog creates no topic on a read); `--include REGEX` every
+  non-internal topic whose whole name matches REGEX when the command starts (no topic matching
+  is an error: replog's consumer has no pattern subscription that would wait for one);
+  `--partition P` (needs `--topic`) that partition only, from `--offset` (earliest, latest or
+  an offset; default latest) or the beginning with `--from-beginning`.
 - Where it starts without `--partition`: the group's committed offset when `--group` is given
   and one exists, else the beginning with `--from-beginning`, else the end (new records only).
   `--offset` needs `--partition`, and cannot be combined with `--from-beginning` (Kafka's rules;
@@ -83,12 +84,21 @@ def new_consumer(config: dict[str, object]) -> LineConsumer:
     return consumer
 
 
-def list_topics(config: Mapping[str, object]) -> list[str]:
-    """The cluster's non-internal topics, through the admin client."""
+def list_topics(config: Mapping[str, object], *, include_internal: bool = False) -> list[str]:
+    """The cluster's topics (internal ones only with `include_internal`), through the admin
+    client; an unreachable cluster is its one-line error."""
     from replog.client.sync_admin import Admin
 
     with Admin({"bootstrap.servers": config["bootstrap.servers"]}) as admin:
-        return admin.list_topics()
+        return admin.list_topics(include_internal=include_internal)
+
+
+def existing_topic(topic: str, topics: Sequence[str]) -> None:
+    """`topic`, if the cluster has it: replog creates no topic on a read, so waiting for one
+    would only end in the timeout (Kafka's consumer may wait for auto-creation)."""
+    if topic not in topics:
+        known = ", ".join(t for t in sorted(topics) if not t.startswith("__")) or "none"
+        raise ReplogError(f"--topic {topic!r}: no such topic (topics: {known})")
 
 
 # --- arguments -----------------------------------------------------------------------------------
@@ -257,7 +267,10 @@ def run(args: argparse.Namespace) -> int:
     formatter = formatter_config(args)
     config = consumer_config(args)
     # Before the consumer exists: a mistake here is one line, without a summary.
-    included = [] if args.include is None else matching_topics(args.include, list_topics(config))
+    topics = list_topics(config, include_internal=args.include is None)
+    if args.include is None:
+        existing_topic(args.topic, topics)
+    included = [] if args.include is None else matching_topics(args.include, topics)
     consumer = new_consumer(config)
     printer = Printer(_binary_stdout(), formatter)
     group = config.get("group.id")

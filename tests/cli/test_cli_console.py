@@ -296,6 +296,17 @@ def test_include_reads_every_matching_topic(cluster: ClientCluster) -> None:
     )
 
 
+def test_consuming_a_topic_that_does_not_exist_is_one_line_and_exit_1(
+    cluster: ClientCluster,
+) -> None:
+    missing = consume(cluster, "--topic", "no-such-topic", "--timeout-ms", "500")
+    assert missing.returncode == 1
+    assert missing.stderr.splitlines() == [
+        "replog consume: --topic 'no-such-topic': no such topic (topics: keyed, lines, other-1)"
+    ]
+    assert missing.stdout == ""
+
+
 def test_a_failed_send_is_one_line_and_exit_1(cluster: ClientCluster) -> None:
     failed = produce(cluster, "no-such-topic", "x\ny\n", "--producer-property", "max.block.ms=1500")
     assert failed.returncode == 1

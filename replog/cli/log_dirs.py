@@ -37,7 +37,7 @@ from typing import Any
 
 import grpc
 
-from replog.cli.arguments import add_documented_command
+from replog.cli.arguments import add_command
 from replog.cli.client_connection import add_client_connection_arguments, client_config
 from replog.errors import ReplogError
 from replog.pb import broker_pb2 as pb
@@ -175,20 +175,19 @@ def run_describe(args: argparse.Namespace) -> int:
 
 
 def register(commands: Any) -> None:
-    parser = add_documented_command(
+    action = add_command(
         commands,
         "log-dirs",
         "describe the brokers' log dirs (like kafka-log-dirs.sh)",
         __doc__,
+        headed=False,
     )
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    describe = actions.add_parser(
+    describe = action(
         "describe",
-        help="each broker's log dirs and the size and offsets of every replica in them",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "each broker's log dirs and the size and offsets of every replica in them",
+        run_describe,
     )
-    describe.set_defaults(run=run_describe, command_property=None)
+    describe.set_defaults(command_property=None)
     describe.add_argument(
         "--broker-list",
         type=id_list,

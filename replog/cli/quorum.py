@@ -29,7 +29,7 @@ from typing import Any
 import grpc
 
 from replog.admin import bootstrap as admin_bootstrap
-from replog.cli.arguments import add_documented_command
+from replog.cli.arguments import add_command
 from replog.cli.controller_connection import bootstrap_and_addresses
 from replog.cli.local_cluster import DEFAULT_DATA_DIR
 from replog.errors import NotLeaderOrFollowerError, ReplogError
@@ -263,18 +263,15 @@ def parse_bootstrap(text: str) -> tuple[list[str], dict[int, str]]:
 
 
 def register(commands: Any) -> None:
-    parser = add_documented_command(
+    action = add_command(
         commands,
         "quorum",
         "describe the metadata quorum (like kafka-metadata-quorum.sh)",
         __doc__,
+        headed=False,
     )
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    describe = actions.add_parser(
-        "describe",
-        help="the leader, epoch, high watermark and each replica's progress",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    describe = action(
+        "describe", "the leader, epoch, high watermark and each replica's progress", run_describe
     )
     view = describe.add_mutually_exclusive_group()
     view.add_argument("--status", action="store_true", help="the quorum's status (default)")
@@ -290,7 +287,6 @@ def register(commands: Any) -> None:
         metavar="DIR",
         help=f"the local cluster whose nodes to ask (default: {DEFAULT_DATA_DIR})",
     )
-    describe.set_defaults(run=run_describe)
 
 
 def run_describe(args: argparse.Namespace) -> int:

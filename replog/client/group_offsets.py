@@ -36,6 +36,7 @@ import grpc
 
 from replog.client.call_guard import guarded
 from replog.client.connections import rpc_error
+from replog.client.offset_lookup import describe_partitions
 from replog.client.records import OffsetAndMetadata, TopicPartition
 from replog.clock import monotonic_ms
 from replog.errors import (
@@ -92,7 +93,7 @@ class GroupOffsets:
         pending = dict(offsets)
         if not pending:
             return
-        what = f"commit of offsets for {_describe(pending)} in group '{self.group_id}'"
+        what = f"commit of offsets for {describe_partitions(pending)} in group '{self.group_id}'"
 
         async def attempt(client: CoordinatorClient, timeout_ms: int) -> None:
             answers = await client.offset_commit(self.group_id, pending, timeout_ms=timeout_ms)
@@ -118,7 +119,10 @@ class GroupOffsets:
         wanted = list(dict.fromkeys(partitions))
         if not wanted:
             return {}
-        what = f"fetch of committed offsets for {_describe(wanted)} in group '{self.group_id}'"
+        what = (
+            f"fetch of committed offsets for {describe_partitions(wanted)} "
+            f"in group '{self.group_id}'"
+        )
 
         async def attempt(
             client: CoordinatorClient, timeout_ms: int
@@ -258,10 +262,3 @@ class AutoCommitter:
         task, self._task = self._task, None
         if task is not None and not task.done():
             await asyncio.gather(task, return_exceptions=True)
-
-
-def _describe(partitions: Mapping[TopicPartition, object] | Sequence[TopicPartition]) -> str:
-    names = sorted(f"{tp.topic}-{tp.partition}" for tp in partitions)
-    if len(names) > 5:
-        return ", ".join(names[:5]) + f" and {len(names) - 5} more"
-    return ", ".join(names)

@@ -18,7 +18,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import grpc
 
@@ -82,7 +82,9 @@ class OffsetLookup:
                 by_leader, last = {}, NetworkError(f"metadata refresh during {what}: {exc}")
             leaderless = by_leader.pop(None, None)
             if leaderless:
-                last = LeaderNotAvailableError(f"no leader for {_names(leaderless)} during {what}")
+                last = LeaderNotAvailableError(
+                    f"no leader for {describe_partitions(leaderless)} during {what}"
+                )
                 self._metadata.request_update()
             answers = await asyncio.gather(
                 *(
@@ -114,7 +116,7 @@ class OffsetLookup:
             if now >= deadline_ms:
                 cause = f"; last error: {last}" if last is not None else ""
                 raise KafkaTimeoutError(
-                    f"{what} for {_names(pending)} did not finish within "
+                    f"{what} for {describe_partitions(pending)} did not finish within "
                     f"{deadline_ms - start_ms} ms{cause}"
                 )
             await asyncio.sleep(min(backoff_ms, deadline_ms - now) / 1000)
@@ -172,7 +174,10 @@ class OffsetLookup:
             return exc
 
 
-def _names(partitions: Mapping[TopicPartition, object] | list[TopicPartition]) -> str:
+def describe_partitions(
+    partitions: Mapping[TopicPartition, object] | Sequence[TopicPartition],
+) -> str:
+    """Sorted "topic-partition" names for messages, the first five and a count of the rest."""
     names = sorted(f"{tp.topic}-{tp.partition}" for tp in partitions)
     if len(names) > 5:
         return ", ".join(names[:5]) + f" and {len(names) - 5} more"

@@ -57,21 +57,22 @@ class OffsetsCache:
     def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None, offset: int) -> bool:
         """Apply the record at log `offset`; False if a later record of the key won already."""
         tp = (key.topic, key.partition)
+        deleted_key = (key.group, key.topic, key.partition)
         offsets = self._groups.get(key.group)
         current = offsets.get(tp) if offsets is not None else None
         if current is not None and current.record_offset >= offset:
             return False
-        deleted_at = self._deleted.get((key.group, key.topic, key.partition))
+        deleted_at = self._deleted.get(deleted_key)
         if deleted_at is not None and deleted_at >= offset:
             return False
         if value is None:
-            self._deleted[(key.group, key.topic, key.partition)] = offset
+            self._deleted[deleted_key] = offset
             if offsets is not None and current is not None:
                 del offsets[tp]
                 if not offsets:
                     del self._groups[key.group]
             return True
-        self._deleted.pop((key.group, key.topic, key.partition), None)
+        self._deleted.pop(deleted_key, None)
         if offsets is None:
             offsets = self._groups[key.group] = {}
         offsets[tp] = CommittedOffset(value, offset)

@@ -124,18 +124,18 @@ class ProducerIdBlocks:
 
     def start_request(self, now_ms: int) -> bool:
         """True if one AllocateProducerIds should go out now (it is then in flight)."""
-        if not self._wanted or self._in_flight or self._next_block is not None:
-            return False
-        if now_ms < self._retry_at_ms:
+        if not self._request_due() or now_ms < self._retry_at_ms:
             return False
         self._in_flight = True
         return True
 
     def retry_at_ms(self) -> int | None:
         """When a wanted block's request, held back by the backoff, may go out (None: not so)."""
-        if not self._wanted or self._in_flight or self._next_block is not None:
-            return None
-        return self._retry_at_ms
+        return self._retry_at_ms if self._request_due() else None
+
+    def _request_due(self) -> bool:
+        """A block is wanted, none is held in reserve, and no request for it is in flight."""
+        return self._wanted and not self._in_flight and self._next_block is None
 
     def on_block(self, first: int, size: int, now_ms: int) -> KafkaError | None:
         """The controller allocated `size` ids from `first`; the error if the block is refused

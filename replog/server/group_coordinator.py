@@ -295,8 +295,7 @@ class GroupCoordinator:
                 )
             )
         partition_id = partition_for_group(group_id, len(topic.partitions))
-        registration = topic.partitions.get(partition_id)
-        leader = -1 if registration is None else registration.leader
+        leader = _leader_of(topic, partition_id)
         if leader < 0:
             return cm.FindCoordinatorResponse(
                 CoordinatorNotAvailableError(
@@ -380,8 +379,8 @@ class GroupCoordinator:
             (ProducePartition(CONSUMER_OFFSETS_TOPIC, shard.partition, builder.build()),),
         )
         try:
-            # CONTRACT: helper A's internal append (`internal_topics_allowed`): the Broker
-            # service refuses clients on internal topics, the coordinator may write.
+            # `internal_topics_allowed`: the Broker service refuses clients on internal topics,
+            # the coordinator may write.
             answer = await self._replicas.produce(produce, internal_topics_allowed=True)
         except KafkaError as error:
             return -1, error

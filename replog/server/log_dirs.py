@@ -110,10 +110,8 @@ def describe_log_dirs(
         if wanted and topic not in wanted:
             continue
         parent = os.path.dirname(os.path.abspath(log.directory))
-        bucket = found.get(parent)
-        if bucket is None:  # not under a configured dir (cannot happen with a LogManager)
-            bucket = found.setdefault(parent, [])
-        bucket.append(replica_info(topic, partition, log))
+        # A parent not under a configured dir cannot happen with a LogManager; listed anyway.
+        found.setdefault(parent, []).append(replica_info(topic, partition, log))
     return DescribeLogDirsResponse(
         tuple(LogDirDescription(d, None, tuple(replicas)) for d, replicas in found.items())
     )

@@ -28,13 +28,9 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from replog.clock import Clock, monotonic_ms
-from replog.errors import (
-    KafkaError,
-    TopicAlreadyExistsError,
-    UnknownServerError,
-    error_for_code,
-)
+from replog.errors import KafkaError, TopicAlreadyExistsError, UnknownServerError
 from replog.pb import controller_pb2 as controller_pb
+from replog.server.broker_codec import error_from_proto
 from replog.server.controller_calls import ControllerCalls, Stub
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC
 
@@ -78,11 +74,10 @@ def create_via_controller(
         answer = await calls.call(
             f"CreateTopics {CONSUMER_OFFSETS_TOPIC} for broker {broker_id}", send
         )
-        if answer.HasField("error") and answer.error.code != 0:
-            raise error_for_code(answer.error.code, answer.error.message)
-        for result in answer.topics:
-            if result.HasField("error") and result.error.code != 0:
-                raise error_for_code(result.error.code, result.error.message)
+        for holder in (answer, *answer.topics):
+            error = error_from_proto(holder)
+            if error is not None:
+                raise error
 
     return create
 

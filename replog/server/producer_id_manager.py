@@ -29,13 +29,14 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from replog.clock import Clock, monotonic_ms
-from replog.errors import BrokerIdNotRegisteredError, KafkaError, UnknownServerError, error_for_code
+from replog.errors import BrokerIdNotRegisteredError, KafkaError, UnknownServerError
 from replog.pb import controller_pb2 as controller_pb
 from replog.replication.producer_id_blocks import (
     RETRY_BACKOFF_MAX_MS_DEFAULT,
     RETRY_BACKOFF_MS_DEFAULT,
     ProducerIdBlocks,
 )
+from replog.server.broker_codec import error_from_proto
 from replog.server.controller_calls import ControllerCalls, Stub
 
 log = logging.getLogger("replog.server.producer_ids")
@@ -58,8 +59,9 @@ def allocate_from_controller(calls: ControllerCalls, broker_id: int) -> Allocate
             return answer
 
         answer = await calls.call(f"AllocateProducerIds for broker {broker_id}", send)
-        if answer.HasField("error") and answer.error.code != 0:
-            raise error_for_code(answer.error.code, answer.error.message)
+        error = error_from_proto(answer)
+        if error is not None:
+            raise error
         return answer.producer_id_start, answer.producer_id_len
 
     return allocate

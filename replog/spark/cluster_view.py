@@ -22,10 +22,8 @@ from replog.client.admin_results import OffsetSpec
 from replog.client.records import TopicPartition
 from replog.client.sync_admin import Admin
 from replog.spark.errors import SourceOptionError
-from replog.spark.options import Assign, Subscribe, Subscription
+from replog.spark.options import Assign, Subscribe, Subscription, TopicPartitionKey
 from replog.spark.planning import Bounds
-
-TopicPartitionKey = tuple[str, int]
 
 
 class ClusterView:

@@ -17,9 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from replog.spark.errors import SourceOptionError
-
-TopicPartitionKey = tuple[str, int]
-Positions = dict[TopicPartitionKey, int]
+from replog.spark.options import Positions, TopicPartitionKey
 
 
 def to_offset_dict(positions: Mapping[TopicPartitionKey, int]) -> dict[str, dict[str, int]]:

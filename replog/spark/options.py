@@ -52,6 +52,7 @@ LATEST = -1
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 
 TopicPartitionKey = tuple[str, int]
+Positions = dict[TopicPartitionKey, int]
 
 # Documented spelling of every known option, by its lower-cased key.
 KNOWN = {

@@ -33,12 +33,11 @@ from replog.spark.options import (
     Earliest,
     EndSpec,
     Latest,
+    Positions,
     SpecificOffsets,
     StartSpec,
+    TopicPartitionKey,
 )
-
-TopicPartitionKey = tuple[str, int]
-Positions = dict[TopicPartitionKey, int]
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,7 +51,13 @@ from replog.spark.arrow import schema_ddl
 from replog.spark.cluster_view import ClusterView
 from replog.spark.errors import DataLossError
 from replog.spark.offsets import describe, from_offset_dict, to_offset_dict
-from replog.spark.options import ByTimestamp, Mode, SourceOptions, parse_options
+from replog.spark.options import (
+    ByTimestamp,
+    Mode,
+    SourceOptions,
+    TopicPartitionKey,
+    parse_options,
+)
 from replog.spark.planning import (
     Bounds,
     OffsetRange,
@@ -69,8 +75,6 @@ if TYPE_CHECKING:
     from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter
 
 NAME = "replog"
-
-TopicPartitionKey = tuple[str, int]
 
 
 class RangePartition(InputPartition):

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
+from unittest import mock
 
 import grpc
 
@@ -58,10 +59,14 @@ CHANNEL_OPTIONS = [
 ]
 
 
-def replog(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run the `replog` command as a user would; never raises on a non-zero exit."""
+def replog(
+    *args: str, stdin: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run the `replog` command as a user would (a subprocess, `stdin` as its input); never
+    raises on a non-zero exit."""
     return subprocess.run(
         [sys.executable, "-m", "replog.cli.main", *args],
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -76,15 +81,24 @@ class Outcome:
     stderr: str
 
 
-def replog_in_process(*args: str) -> Outcome:
-    """Run `replog` in this process (fast; for commands that start no node)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+def replog_in_process(*args: str, stdin: str = "") -> Outcome:
+    """Run `replog` in this process (fast; for commands that start no node), with `stdin` as
+    its standard input; argparse's exits (usage: 2, `--help`: 0) become the return code.
+    stdout is a text layer over bytes, as the real one is: commands may write to its buffer."""
+    raw_out = io.BytesIO()
+    out = io.TextIOWrapper(raw_out, encoding="utf-8", write_through=True)
+    err = io.StringIO()
+    with (
+        mock.patch.object(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode()))),
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
         try:
             code = main(list(args))
         except SystemExit as exit_:  # argparse
             code = exit_.code if isinstance(exit_.code, int) else 1
-    return Outcome(code, out.getvalue(), err.getvalue())
+    out.flush()
+    return Outcome(code, raw_out.getvalue().decode(), err.getvalue())
 
 
 def free_base_port(count: int) -> int:

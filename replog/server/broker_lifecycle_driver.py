@@ -156,6 +156,11 @@ class BrokerLifecycleDriver:
                 f"{self._shut_down_reason}"
             )
 
+    async def wait_shut_down(self) -> str:
+        """Until the lifecycle ended (SHUTTING_DOWN, or its loop stopped); returns why."""
+        await self._shut_down.wait()
+        return self._shut_down_reason
+
     async def controlled_shutdown(self, timeout_ms: int) -> bool:
         """Hand leaderships over and wait until the controller lets the broker go.
 

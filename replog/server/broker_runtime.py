@@ -37,7 +37,9 @@ Rules:
   `broker.session.timeout.ms`.
 - A `KafkaStorageError` anywhere in the data plane (recovery, an append, a fetch, a metadata
   change the replica manager applies) sets `storage_failure`; the node then stops with a
-  non-zero exit code (a disk it cannot trust).
+  non-zero exit code (a disk it cannot trust). So does a lifecycle that ends on its own (no
+  registration within `initial.broker.registration.timeout.ms`, as Kafka's broker exits):
+  `wait_failed` returns when either happens, saying which.
 - Configuration comes from the node's config (`cluster.id`, `broker.heartbeat.interval.ms`
   2000, `log.dirs`) and Kafka-named properties: `broker.session.timeout.ms` (9000),
   `initial.broker.registration.timeout.ms` (60000), `broker.rack` (none),
@@ -218,6 +220,20 @@ class BrokerRuntime:
     async def wait_until_running(self) -> None:
         """Until the controller unfenced the broker; `BrokerLifecycleError` if it gave up."""
         await self.lifecycle.wait_until_running()
+
+    async def wait_failed(self) -> str:
+        """Until the broker role cannot go on (a storage error, or its lifecycle ended without
+        `stop`); returns why. The node then stops with a non-zero exit code."""
+        storage = asyncio.ensure_future(self.storage_failure.wait())
+        lifecycle = asyncio.ensure_future(self.lifecycle.wait_shut_down())
+        try:
+            await asyncio.wait({storage, lifecycle}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            storage.cancel()
+            lifecycle.cancel()
+        if self.storage_failure.is_set():
+            return f"storage error: {self.storage_error}"
+        return f"the broker lifecycle ended: {lifecycle.result()}"
 
     async def stop(self, graceful: bool = True) -> None:
         self._stopping = True

@@ -3,8 +3,9 @@
 Lifecycle: open the metadata log (recovering it), start the Raft driver and the gRPC server on
 the node's listener, run until SIGTERM/SIGINT, then shut down gracefully: resign leadership
 (EndQuorumEpoch lets the others elect at once), stop serving, flush and close the log.
-A disk failure (of the metadata log or of a partition log), or a metadata record the controller
-cannot decode or replay, stops the process with a non-zero exit code.
+A disk failure (of the metadata log or of a partition log), a metadata record the controller
+cannot decode or replay, or a broker role that gave up (no registration within
+`initial.broker.registration.timeout.ms`) stops the process with a non-zero exit code.
 
 A node with the `controller` role runs the quorum controller on the Raft driver's loop
 (`ControllerDriver`) and serves the `Controller` service next to Raft's; the metadata log is
@@ -137,10 +138,10 @@ class Node:
             await self.broker.start()
         stopped = asyncio.create_task(stop.wait())
         waiting: set[asyncio.Task[object]] = {run, stopped}
-        storage_failed: asyncio.Task[object] | None = None
+        broker_failed: asyncio.Task[str] | None = None
         if self.broker is not None:
-            storage_failed = asyncio.create_task(self.broker.storage_failure.wait())
-            waiting.add(storage_failed)
+            broker_failed = asyncio.create_task(self.broker.wait_failed())
+            waiting.add(broker_failed)
         done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         code = 0
         if run in done:
@@ -156,14 +157,13 @@ class Node:
                 )
             if self.broker is not None:
                 await self.broker.stop(graceful=False)
-        elif storage_failed is not None and storage_failed in done:
-            # A partition log's disk failed: stop at once (no handover; the controller fences
-            # this broker and elects other leaders), let the quorum elect without us, exit 1.
+        elif broker_failed is not None and broker_failed in done:
+            # A partition log's disk failed, or the broker never registered: stop at once (no
+            # handover; the controller fences this broker and elects other leaders), let the
+            # quorum elect without us, exit 1 so that a supervisor sees it.
             assert self.broker is not None
             log.critical(
-                "node %d: stopping on a storage error: %s",
-                self.config.node_id,
-                self.broker.storage_error,
+                "node %d: stopping: %s", self.config.node_id, broker_failed.result()
             )
             code = 1
             await self.broker.stop(graceful=False)
@@ -179,8 +179,8 @@ class Node:
             await self.driver.stop(graceful=True)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(run, 5)
-        if storage_failed is not None:
-            storage_failed.cancel()
+        if broker_failed is not None:
+            broker_failed.cancel()
         stopped.cancel()
         # Fix (issue #4): close the transport first, so that requests still waiting for the
         # stopped core end with UNAVAILABLE within the grace period instead of being cancelled.

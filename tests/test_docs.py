@@ -25,10 +25,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 import importlib
-import inspect
 import math
 import re
-import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -46,9 +44,10 @@ from replog.server import (
     node_config,
     replica_manager_config,
 )
+from replog.server.known_properties import KNOWN_NODE_PROPERTIES
 from replog.spark import options as source_options
 from replog.spark import sink_plan
-from replog.storage import log_config
+from replog.storage import log_config, log_manager
 from replog.storage.log_manager import LogManagerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -194,15 +193,6 @@ def local_cluster_keys() -> set[str]:
     return {k for k in keys if isinstance(k, str)}
 
 
-def _log_manager_names() -> dict[str, str]:
-    """The dotted names `LogManagerConfig.from_properties` maps (a literal dict in it)."""
-    source = textwrap.dedent(inspect.getsource(LogManagerConfig.from_properties))
-    tree = ast.parse(source)
-    mapping = next(n for n in ast.walk(tree) if isinstance(n, ast.Dict))
-    pairs = zip(mapping.keys, mapping.values, strict=True)
-    return {ast.literal_eval(k): ast.literal_eval(v) for k, v in pairs if k is not None}
-
-
 def node_code_defaults() -> dict[str, list[Any]]:
     """Every server.properties key -> the defaults the code gives it (one per reader)."""
     defaults: dict[str, list[Any]] = {}
@@ -227,16 +217,16 @@ def node_code_defaults() -> dict[str, list[Any]]:
     for key, definition in BROKER_CONFIGS.items():
         add(key, definition.parse(definition.default))
     for cls, names in (
-        (replica_manager_config.ReplicaManagerConfig, replica_manager_config._PROPERTY_NAMES),
-        (group_coordinator_config.GroupCoordinatorConfig, group_coordinator_config._PROPERTY_NAMES),
-        (LogManagerConfig, _log_manager_names()),
+        (replica_manager_config.ReplicaManagerConfig, replica_manager_config.PROPERTY_NAMES),
+        (group_coordinator_config.GroupCoordinatorConfig, group_coordinator_config.PROPERTY_NAMES),
+        (LogManagerConfig, log_manager.PROPERTY_NAMES),
     ):
         values = field_defaults(cls)
         for key, field in names.items():
             add(key, values[field])
     log_values = field_defaults(log_config.LogConfig)
     direct_parsers = {log_config._parse_int, log_config._parse_bool, log_config._parse_str}
-    for key, (field, log_parse) in log_config._BY_DOTTED_NAME.items():
+    for key, (field, log_parse) in log_config.BY_DOTTED_NAME.items():
         direct = log_parse in direct_parsers
         add(key, log_values[field] if direct else NO_DEFAULT)  # hours/minutes: derived
     return defaults
@@ -316,6 +306,12 @@ def test_every_node_key_is_documented_with_the_codes_default() -> None:
 def test_node_section_names_no_key_the_code_does_not_read() -> None:
     stale = set(documented("node")) - set(node_code_defaults())
     assert stale == set(), f"documented but not read by the code: {sorted(stale)}"
+
+
+def test_the_unknown_key_warning_knows_exactly_the_keys_the_node_reads() -> None:
+    # A key read somewhere but missing from the known set would be warned about as unknown
+    # while it works; one known but read nowhere would hide a typo's warning.
+    assert set(node_code_defaults()) == KNOWN_NODE_PROPERTIES
 
 
 def test_every_topic_config_is_documented_with_the_controllers_default() -> None:

@@ -9,8 +9,11 @@ from typing import Any
 
 from replog.config import parse_properties
 from replog.server.allocator import keep_large_buffers
+from replog.server.known_properties import unknown_properties
 from replog.server.node import Node
 from replog.server.node_config import NodeConfig
+
+log = logging.getLogger("replog.server")
 
 
 def register(commands: Any) -> None:
@@ -31,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
         properties = parse_properties(f.read(), source=args.config)
     config = NodeConfig.from_properties(properties)
     logging.getLogger().setLevel(logging.INFO if args.verbose else logging.WARNING)
+    for message in unknown_properties(properties):
+        log.warning("%s: %s", args.config, message)
     # A node process owns its allocator: keep batch-sized buffers off mmap (allocator.py).
     keep_large_buffers()
 

@@ -89,6 +89,18 @@ log = logging.getLogger("replog.server.broker")
 
 CONTROLLED_SHUTDOWN_TIMEOUT_MS_DEFAULT = 30_000
 REPLICA_SOCKET_TIMEOUT_MS_DEFAULT = 30_000  # replica.socket.timeout.ms
+# The node properties read here (the log, replica manager and group coordinator settings are
+# their own configs' keys).
+BROKER_PROPERTIES = frozenset(
+    {
+        "broker.rack",
+        "advertised.listeners",
+        "broker.session.timeout.ms",
+        "initial.broker.registration.timeout.ms",
+        "replica.socket.timeout.ms",
+        "socket.request.max.bytes",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)

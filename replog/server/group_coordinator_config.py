@@ -17,7 +17,7 @@ from replog.errors import ConfigError
 
 OFFSETS_TOPIC_REPLICATION_FACTOR_DEFAULT = 3  # offsets.topic.replication.factor
 # Kafka's dotted name -> field of `GroupCoordinatorConfig`.
-_PROPERTY_NAMES = {
+PROPERTY_NAMES = {
     "offsets.topic.num.partitions": "offsets_topic_num_partitions",
     "offsets.topic.replication.factor": "offsets_topic_replication_factor",
     "offset.metadata.max.bytes": "offset_metadata_max_bytes",
@@ -51,4 +51,4 @@ class GroupCoordinatorConfig:
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> GroupCoordinatorConfig:
-        return cls(**integer_settings(properties, _PROPERTY_NAMES))
+        return cls(**integer_settings(properties, PROPERTY_NAMES))

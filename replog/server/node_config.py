@@ -41,6 +41,27 @@ from quorum.raft.config import RaftConfig
 from replog.errors import ConfigError
 
 ROLES = frozenset({"controller", "broker"})
+# The keys read here, besides the Raft and controller settings (`known_properties` joins them
+# with every other reader's). `controller.listener.names` is accepted for Kafka's sake: replog
+# serves every service on the first listener.
+NODE_PROPERTIES = frozenset(
+    {
+        "process.roles",
+        "node.id",
+        "cluster.id",
+        "listeners",
+        "log.dirs",
+        "metadata.log.dir",
+        "controller.listener.names",
+        "metadata.log.raw.append.enable",
+        "metadata.log.max.record.bytes.between.snapshots",
+        "metadata.log.max.snapshot.interval.ms",
+        "metadata.max.retention.bytes",
+        "broker.heartbeat.interval.ms",
+        "metrics.port",
+        "metrics.host",
+    }
+)
 RAW_APPEND_PROPERTY = "metadata.log.raw.append.enable"
 BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT = 2000
 METRICS_PORT_DEFAULT = 0  # no endpoint

@@ -14,7 +14,7 @@ from replog.config import integer_settings
 from replog.errors import ConfigError
 
 # Kafka's dotted name -> field of `ReplicaManagerConfig`.
-_PROPERTY_NAMES = {
+PROPERTY_NAMES = {
     "replica.lag.time.max.ms": "replica_lag_time_ms_max",
     "replica.fetch.wait.max.ms": "replica_fetch_wait_ms_max",
     "replica.fetch.min.bytes": "replica_fetch_min_bytes",
@@ -77,4 +77,4 @@ class ReplicaManagerConfig:
 
     @classmethod
     def from_properties(cls, broker_id: int, properties: Mapping[str, str]) -> ReplicaManagerConfig:
-        return cls(broker_id, **integer_settings(properties, _PROPERTY_NAMES))
+        return cls(broker_id, **integer_settings(properties, PROPERTY_NAMES))

@@ -103,7 +103,7 @@ class LogConfig:
         """
         changes: dict[str, Any] = {}
         for key, raw in properties.items():
-            entry = _BY_DOTTED_NAME.get(key)
+            entry = BY_DOTTED_NAME.get(key)
             if entry is None:
                 continue
             field, parse = entry
@@ -149,7 +149,7 @@ def _minutes_to_ms(raw: Any) -> int:
 
 
 # (field, parser) for each accepted dotted name: topic level first, then broker level.
-_BY_DOTTED_NAME: dict[str, tuple[str, Callable[[Any], Any]]] = {
+BY_DOTTED_NAME: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "segment.bytes": ("segment_bytes", _parse_int),
     "log.segment.bytes": ("segment_bytes", _parse_int),
     "segment.ms": ("segment_ms", _parse_int),

@@ -67,6 +67,15 @@ TopicPartition = tuple[str, int]
 # The metadata log's directory (`replog.server.raft_storage.METADATA_PARTITION_DIR`) and any
 # other directory named like it belong to the Raft storage, never to the log manager.
 METADATA_DIR_PREFIX = "__cluster_metadata"
+# Kafka's broker property -> LogManagerConfig field, for the log manager's own timers.
+PROPERTY_NAMES = {
+    "log.flush.offset.checkpoint.interval.ms": "flush_offset_checkpoint_interval_ms",
+    "replica.high.watermark.checkpoint.interval.ms": "high_watermark_checkpoint_interval_ms",
+    "log.flush.start.offset.checkpoint.interval.ms": "flush_start_offset_checkpoint_interval_ms",
+    "log.flush.scheduler.interval.ms": "flush_scheduler_interval_ms",
+    "log.retention.check.interval.ms": "retention_check_interval_ms",
+    "log.initial.task.delay.ms": "initial_task_delay_ms",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,19 +96,10 @@ class LogManagerConfig:
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, object]) -> LogManagerConfig:
-        names = {
-            "log.flush.offset.checkpoint.interval.ms": "flush_offset_checkpoint_interval_ms",
-            "replica.high.watermark.checkpoint.interval.ms": (
-                "high_watermark_checkpoint_interval_ms"
-            ),
-            "log.flush.start.offset.checkpoint.interval.ms": (
-                "flush_start_offset_checkpoint_interval_ms"
-            ),
-            "log.flush.scheduler.interval.ms": "flush_scheduler_interval_ms",
-            "log.retention.check.interval.ms": "retention_check_interval_ms",
-            "log.initial.task.delay.ms": "initial_task_delay_ms",
-        }
-        return cls(log=LogConfig.from_properties(properties), **integer_settings(properties, names))
+        return cls(
+            log=LogConfig.from_properties(properties),
+            **integer_settings(properties, PROPERTY_NAMES),
+        )
 
 
 class _Task:

@@ -1,8 +1,10 @@
-"""A node process whose broker role gives up exits non-zero, saying why (as Kafka's broker does).
+"""What `replog node` tells its operator: unknown settings at start, and why it gave up.
 
-A broker that cannot register with the controller quorum within
-`initial.broker.registration.timeout.ms` has nothing to serve: a process left running would
-look healthy to a supervisor that only watches the pid.
+- A key no part of the node reads is warned about with the closest known key (Kafka logs
+  "supplied but isn't a known config"); a typo must not leave the node silently on a default.
+- A broker that cannot register with the controller quorum within
+  `initial.broker.registration.timeout.ms` exits 1, saying why (as Kafka's broker does): a
+  process left running would look healthy to a supervisor that only watches the pid.
 """
 
 from __future__ import annotations
@@ -12,11 +14,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+from replog.server.known_properties import unknown_properties
+
 
 def _unused_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def test_unknown_keys_are_named_with_the_closest_known_one() -> None:
+    known = {"node.id": "1", "min.insync.replicas": "2", "log.retention.hours": "1"}
+    assert unknown_properties(known) == []
+    assert unknown_properties({"min.insync.replica": "2", "frobnicate": "x"}) == [
+        "frobnicate is not a setting replog knows; it is ignored",
+        "min.insync.replica is not a setting replog knows; it is ignored "
+        "(did you mean min.insync.replicas?)",
+    ]
 
 
 def test_broker_that_cannot_register_exits_1_naming_the_setting(tmp_path: Path) -> None:
@@ -32,6 +46,7 @@ def test_broker_that_cannot_register_exits_1_naming_the_setting(tmp_path: Path) 
                 f"listeners=PLAINTEXT://127.0.0.1:{_unused_port()}",
                 f"log.dirs={tmp_path / 'logs'}",
                 "initial.broker.registration.timeout.ms=1000",
+                "min.insync.replica=2",
                 "",
             ]
         )
@@ -47,3 +62,7 @@ def test_broker_that_cannot_register_exits_1_naming_the_setting(tmp_path: Path) 
         node.stderr
     )
     assert "node 2: stopping: the broker lifecycle ended" in node.stderr
+    assert (
+        f"{config}: min.insync.replica is not a setting replog knows; it is ignored "
+        "(did you mean min.insync.replicas?)"
+    ) in node.stderr

@@ -3,7 +3,11 @@
 Asked through the `Broker.Metadata` RPC of any broker; it lives on the client's event loop.
 
 Where it asks, in order, until one broker answers (one "pass"): the broker that answered
-last, then the brokers the cluster advertised in its last answer, then `bootstrap.servers`.
+last, then the brokers the cluster advertised in its last answer, then `bootstrap.servers`;
+an address whose last attempt failed goes after all the others (as Kafka's leastLoadedNode
+passes over a node it lost): a hung broker (SIGSTOP, a frozen VM) answers nothing until the
+request times out, and asked first it would take every pass's whole budget, so that the client
+never learned the partitions' new leaders while it hangs.
 A pass in which nobody answers raises NoBrokersAvailableError naming every address tried,
 how many times in a row it failed and its last cause ("no broker reachable at
 127.0.0.1:9092 after 3 attempts: connection refused"). After a failed pass the next one waits
@@ -306,7 +310,12 @@ class ClusterMetadata:
 
     def _addresses_to_try(self) -> list[str]:
         first = [self._last_good] if self._last_good is not None else []
-        return list(dict.fromkeys([*first, *self._brokers.values(), *self.bootstrap]))
+        addresses = dict.fromkeys([*first, *self._brokers.values(), *self.bootstrap])
+        return sorted(addresses, key=self._failed_last_time)  # stable: order kept otherwise
+
+    def _failed_last_time(self, address: str) -> bool:
+        state = self._addresses.get(address)
+        return state is not None and state.failures > 0
 
     async def _pass(self, topics: frozenset[str] | None, deadline_ms: int) -> None:
         tried: list[str] = []

@@ -303,6 +303,36 @@ async def test_advertised_brokers_are_asked_when_the_bootstrap_one_is_gone(
 
 
 @pytest.mark.asyncio
+async def test_a_hung_broker_is_asked_after_the_others_once_it_failed(
+    harness: Harness, fake: FakeBroker
+) -> None:
+    """A broker that accepts calls but never answers (SIGSTOP) must not take every pass:
+    after one timeout the next pass asks the others first and learns the new leaders."""
+    other = await start_fake(1, {"orders": 3})
+    try:
+        fake.advertised = other.advertised = [(0, fake.address), (1, other.address)]
+        metadata = harness.metadata([fake.address], request_timeout_ms=300)
+        await metadata.partitions_for("orders", deadline_ms=soon())
+        assert metadata.brokers() == {0: fake.address, 1: other.address}
+        fake.gate = asyncio.Event()  # hung from now on
+        asked_before = len(fake.calls)
+        # A caller as patient as the request timeout: the pass asks the last broker that
+        # answered, which hangs until the timeout ends the pass.
+        with pytest.raises(KafkaTimeoutError):
+            await metadata.refresh(deadline_ms=soon(100))
+        await asyncio.sleep(0.4)
+        assert len(fake.calls) == asked_before + 1 and not other.calls
+        asked_before = len(fake.calls)
+        started = time.monotonic()
+        await metadata.refresh(deadline_ms=soon())
+        assert time.monotonic() - started < 0.25  # not another request timeout
+        assert other.calls and len(fake.calls) == asked_before
+    finally:
+        fake.gate.set()
+        await other.server.stop(None)
+
+
+@pytest.mark.asyncio
 async def test_listeners_run_after_each_refresh_and_a_failing_one_is_contained(
     harness: Harness, fake: FakeBroker
 ) -> None:

@@ -28,6 +28,14 @@ The tests, in order (the last ones kill the whole cluster):
 - the control: the same cuts with `enable.idempotence=false` do write duplicates. This is what
   shows that the duplicate check can fail and that the cuts produce retried appends; if the
   client ever stops retrying non-idempotent batches after a lost answer, it fails too.
+- committed-only reads (the history check): with acks=1, where a leader acknowledges records
+  its followers may never copy, a consumer tails the topic from its start through a kill -9 of
+  a partition's leader, its restart, and a SIGSTOP of the next leader past the session timeout
+  (it is fenced, another replica leads, and it resumes believing it still leads). Every record
+  the consumer was given must be in the final log at the offset it was given at, and the
+  consumer's records must be exactly the log, in order from offset 0: a record served above
+  the high watermark and then truncated, a high watermark that moved back, or a reset to the
+  start would each break that.
 - committed offsets (the next offset to read) survive a consumer restart, then a kill -9 of
   the group coordinator's node (the leader of the group's `__consumer_offsets` partition),
   commits during its absence, and its restart.
@@ -454,6 +462,136 @@ def test_the_same_cuts_duplicate_records_without_idempotence(live: ProxiedCluste
     )
     with pytest.raises(AssertionError, match="appended more than once"):
         assert_exactly_once_in_order(stream, log)
+
+
+# --- committed-only reads under faults -----------------------------------------------------------
+
+
+@dataclass
+class Tail:
+    """A thread reading every partition of a topic from offset 0 as records are committed;
+    keeps (offset, value) per partition in the order poll returned them."""
+
+    consumer: Consumer
+    topic: str
+    partitions: int
+    seen: Log = field(default_factory=dict)
+    errors: list[BaseException] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.seen = {p: [] for p in range(self.partitions)}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"tail-{self.topic}", daemon=True)
+
+    def __enter__(self) -> Tail:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        assert not self._thread.is_alive(), "the tail's poll never returned"
+
+    @property
+    def count(self) -> int:
+        return sum(len(entries) for entries in self.seen.values())
+
+    def _run(self) -> None:
+        tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
+        self.consumer.assign(tps)
+        self.consumer.seek_to_beginning(*tps)
+        while not self._stop.is_set():
+            try:
+                batches = self.consumer.poll(timeout_ms=200)
+            except ReplogError as exc:  # a failed poll returns nothing: recorded, not fatal
+                self.errors.append(exc)
+                continue
+            for tp, records in batches.items():
+                self.seen[tp.partition].extend((r.offset, r.value or b"") for r in records)
+
+    def wait_for(self, ends: dict[int, int], timeout_s: float) -> None:
+        """Until the tail has read up to `ends` (partition -> end offset)."""
+        wait_for(
+            lambda: all(len(self.seen[p]) >= end for p, end in ends.items()),
+            timeout_s,
+            f"the tail to read up to {ends} (it has {[len(v) for v in self.seen.values()]})",
+        )
+
+
+def test_a_consumer_never_sees_a_record_that_later_vanishes(live: ProxiedCluster) -> None:
+    topic, partitions = "history", 3
+    live.cluster.create_topic(topic, partitions, NODES)
+    quorum_leader = live.quorum_leader()
+    # A partition whose leader is not the metadata quorum's leader (a data-plane failover).
+    leaders = live.leaders(topic)
+    victim_partition = next((p for p, node in leaders.items() if node != quorum_leader), 0)
+    tail_counts = []
+    # A stopped process keeps its connections open: calls to it end only at the request
+    # timeout, and until then its partitions' sends fill the stream's window (as in Kafka).
+    quick = {"request_timeout_ms": 3000}
+    with (
+        live.producer(acks=1, enable_idempotence=False, linger_ms=5, **quick) as producer,
+        live.consumer(enable_auto_commit=False, auto_offset_reset="earliest", **quick) as consumer,
+        Tail(consumer, topic, partitions) as tail,
+        Stream(producer, topic, partitions) as stream,
+    ):
+        stream.wait_acks(300, 30, "before the kill")
+        killed = live.leaders(topic)[victim_partition]
+        assert killed is not None
+        live.kill(killed)
+        wait_for(
+            lambda: live.leaders(topic)[victim_partition] not in (None, killed),
+            20,
+            f"a new leader of {topic}-{victim_partition} after kill -9 of node {killed}",
+        )
+        stream.wait_acks(300, 30, "after the kill")
+        live.restart(killed)
+        live.wait_healthy([topic])
+        tail_counts.append(tail.count)
+
+        stopped = live.leaders(topic)[victim_partition]
+        assert stopped is not None
+        if stopped == live.quorum_leader():  # keep the metadata quorum running
+            stopped = next(n for n in live.leaders(topic).values() if n != live.quorum_leader())
+        stopped_partitions = [p for p, n in live.leaders(topic).items() if n == stopped]
+        live.loopback.signal(stopped, signal.SIGSTOP)
+        try:
+            # Fenced after broker.session.timeout.ms (3 s): every partition it led moves.
+            wait_for(
+                lambda: all(live.leaders(topic)[p] != stopped for p in stopped_partitions),
+                20,
+                f"the partitions of SIGSTOPped node {stopped} to get new leaders",
+            )
+            stream.wait_acks(300, 30, "while a deposed leader is stopped")
+        finally:
+            live.loopback.signal(stopped, signal.SIGCONT)
+        stream.wait_acks(300, 30, "after SIGCONT")
+        live.wait_healthy([topic])
+        tail_counts.append(tail.count)
+        stream.stop()
+        log = read_log(live, topic, partitions)
+        tail.wait_for({p: len(entries) for p, entries in log.items()}, 30)
+    for partition, entries in log.items():
+        offsets = [offset for offset, _ in entries]
+        assert offsets == list(range(len(entries))), f"{topic}-{partition}: offsets not 0..n-1"
+        seen = tail.seen[partition]
+        first = next((i for i, (a, b) in enumerate(zip(seen, entries, strict=False)) if a != b),
+                     min(len(seen), len(entries)))  # fmt: skip
+        assert seen == entries, (
+            f"{topic}-{partition}: the consumer was given {len(seen)} records, the log holds "
+            f"{len(entries)}; first difference at index {first}: consumer "
+            f"{seen[first : first + 3]} vs log {entries[first : first + 3]}"
+        )
+    final = {value: (p, offset) for p, entries in log.items() for offset, value in entries}
+    lost = sum(1 for v, m in stream.acked.items() if final.get(v) != (m.partition, m.offset))
+    # The consumer was reading while the faults happened, not only afterwards.
+    assert 0 < tail_counts[0] < tail_counts[1] < tail.count, tail_counts
+    print(
+        f"kill -9 of node {killed}, SIGSTOP of node {stopped}: the consumer read "
+        f"{tail.count} records, each where the final log has it; {len(stream.acked)} acks=1 "
+        f"acknowledgements, {lost} of them not in the final log at their offset (acks=1 "
+        f"allows that); {len(tail.errors)} failed polls"
+    )
 
 
 # --- committed offsets ----------------------------------------------------------------------------

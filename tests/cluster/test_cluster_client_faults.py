@@ -396,34 +396,46 @@ def cuts_during(stream: Stream, proxied: ProxiedCluster, rounds: int) -> CutRepo
     return total
 
 
+def data_plane_victim(live: ProxiedCluster, topic: str) -> int:
+    """A partition whose leader is not also the metadata quorum's leader: killing or stopping
+    it is then a data-plane failover only, which keeps a test short."""
+    quorum_leader = live.quorum_leader()
+    return next((p for p, node in live.leaders(topic).items() if node != quorum_leader), 0)
+
+
+def kill_9_leader_and_restart(
+    live: ProxiedCluster, stream: Stream, topic: str, partition: int, acks: int
+) -> int:
+    """After `acks` more acknowledgements, kill -9 the partition's leader; wait for a new
+    leader and `acks` more; restart the node and wait for full ISRs. Returns the node id."""
+    stream.wait_acks(acks, 30, "before the kill")
+    victim = live.leaders(topic)[partition]
+    assert victim is not None
+    live.kill(victim)
+    wait_for(
+        lambda: live.leaders(topic)[partition] not in (None, victim),
+        20,
+        f"a new leader of {topic}-{partition} after kill -9 of node {victim}",
+    )
+    stream.wait_acks(acks, 30, "after the failover")
+    live.restart(victim)
+    live.wait_healthy([topic])
+    return victim
+
+
 # --- idempotence under kill -9 and cut connections ----------------------------------------------
 
 
 def test_kill_9_of_a_partition_leader_neither_loses_nor_duplicates(live: ProxiedCluster) -> None:
     topic, partitions = "kill9", 3
     live.cluster.create_topic(topic, partitions, NODES)
-    quorum_leader = live.quorum_leader()
-    before = live.leaders(topic)
-    # A partition whose leader is not also the metadata quorum's leader: the kill is then a
-    # data-plane failover only, which keeps the test short.
-    victim_partition = next((p for p, leader in before.items() if leader != quorum_leader), 0)
-    victim = before[victim_partition]
-    assert victim is not None
-    with live.producer(acks="all", linger_ms=5) as producer:
-        with Stream(producer, topic, partitions) as stream:
-            stream.wait_acks(500, 30, "before the kill")
-            live.kill(victim)
-            acks_at_kill = len(stream.acked)
-            wait_for(
-                lambda: live.leaders(topic)[victim_partition] not in (None, victim),
-                20,
-                f"a new leader of {topic}-{victim_partition}",
-            )
-            stream.wait_acks(500, 30, "after the failover")
-            live.restart(victim)
-            live.wait_healthy([topic])
-            stream.wait_acks(200, 30, "after the restart")
-        assert len(stream.acked) > acks_at_kill
+    victim_partition = data_plane_victim(live, topic)
+    with (
+        live.producer(acks="all", linger_ms=5) as producer,
+        Stream(producer, topic, partitions) as stream,
+    ):
+        victim = kill_9_leader_and_restart(live, stream, topic, victim_partition, acks=500)
+        stream.wait_acks(200, 30, "after the restart")
     log = read_log(live, topic, partitions)
     checked = assert_exactly_once_in_order(stream, log)
     print(f"kill -9 of node {victim} (leader of {topic}-{victim_partition}): {checked} records")
@@ -521,10 +533,7 @@ class Tail:
 def test_a_consumer_never_sees_a_record_that_later_vanishes(live: ProxiedCluster) -> None:
     topic, partitions = "history", 3
     live.cluster.create_topic(topic, partitions, NODES)
-    quorum_leader = live.quorum_leader()
-    # A partition whose leader is not the metadata quorum's leader (a data-plane failover).
-    leaders = live.leaders(topic)
-    victim_partition = next((p for p, node in leaders.items() if node != quorum_leader), 0)
+    victim_partition = data_plane_victim(live, topic)
     tail_counts = []
     # A stopped process keeps its connections open: calls to it end only at the request
     # timeout, and until then its partitions' sends fill the stream's window (as in Kafka).
@@ -535,18 +544,7 @@ def test_a_consumer_never_sees_a_record_that_later_vanishes(live: ProxiedCluster
         Tail(consumer, topic, partitions) as tail,
         Stream(producer, topic, partitions) as stream,
     ):
-        stream.wait_acks(300, 30, "before the kill")
-        killed = live.leaders(topic)[victim_partition]
-        assert killed is not None
-        live.kill(killed)
-        wait_for(
-            lambda: live.leaders(topic)[victim_partition] not in (None, killed),
-            20,
-            f"a new leader of {topic}-{victim_partition} after kill -9 of node {killed}",
-        )
-        stream.wait_acks(300, 30, "after the kill")
-        live.restart(killed)
-        live.wait_healthy([topic])
+        killed = kill_9_leader_and_restart(live, stream, topic, victim_partition, acks=300)
         tail_counts.append(tail.count)
 
         stopped = live.leaders(topic)[victim_partition]

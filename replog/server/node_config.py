@@ -41,6 +41,10 @@ from quorum.raft.config import RaftConfig
 from replog.errors import ConfigError
 
 ROLES = frozenset({"controller", "broker"})
+RAW_APPEND_PROPERTY = "metadata.log.raw.append.enable"
+BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT = 2000
+METRICS_PORT_DEFAULT = 0  # no endpoint
+METRICS_HOST_DEFAULT = "127.0.0.1"
 # The keys read here, besides the Raft and controller settings (`known_properties` joins them
 # with every other reader's). `controller.listener.names` is accepted for Kafka's sake: replog
 # serves every service on the first listener.
@@ -53,7 +57,7 @@ NODE_PROPERTIES = frozenset(
         "log.dirs",
         "metadata.log.dir",
         "controller.listener.names",
-        "metadata.log.raw.append.enable",
+        RAW_APPEND_PROPERTY,
         "metadata.log.max.record.bytes.between.snapshots",
         "metadata.log.max.snapshot.interval.ms",
         "metadata.max.retention.bytes",
@@ -62,10 +66,6 @@ NODE_PROPERTIES = frozenset(
         "metrics.host",
     }
 )
-RAW_APPEND_PROPERTY = "metadata.log.raw.append.enable"
-BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT = 2000
-METRICS_PORT_DEFAULT = 0  # no endpoint
-METRICS_HOST_DEFAULT = "127.0.0.1"
 
 
 def _int(key: str, text: str) -> int:

@@ -530,6 +530,21 @@ class Tail:
         )
 
 
+def settled_log(live: ProxiedCluster, topic: str, partitions: int) -> Log:
+    """The log once its high watermarks stop moving. After the last acks=1 acknowledgement
+    the followers may still be copying: a log read at once could end below records the tail
+    is about to be given, legitimately."""
+    log = read_log(live, topic, partitions)
+    deadline = time.monotonic() + 30
+    while True:
+        time.sleep(1)
+        again = read_log(live, topic, partitions)
+        if again == log:
+            return log
+        assert time.monotonic() < deadline, f"{topic}: high watermarks still moving after 30 s"
+        log = again
+
+
 def test_a_consumer_never_sees_a_record_that_later_vanishes(live: ProxiedCluster) -> None:
     topic, partitions = "history", 3
     live.cluster.create_topic(topic, partitions, NODES)
@@ -567,7 +582,7 @@ def test_a_consumer_never_sees_a_record_that_later_vanishes(live: ProxiedCluster
         live.wait_healthy([topic])
         tail_counts.append(tail.count)
         stream.stop()
-        log = read_log(live, topic, partitions)
+        log = settled_log(live, topic, partitions)
         tail.wait_for({p: len(entries) for p, entries in log.items()}, 30)
     for partition, entries in log.items():
         offsets = [offset for offset, _ in entries]

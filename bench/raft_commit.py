@@ -21,6 +21,7 @@ restarted and caught up between trials).
 
     .venv/bin/python bench/raft_commit.py                  # full run (~2 minutes)
     .venv/bin/python bench/raft_commit.py --quick          # smoke run
+    .venv/bin/python bench/raft_commit.py --systems etcd embedded --failover-trials 0
 
 etcd comes from Debian's etcd-server; `bench/install_etcd.sh` installs it when `etcd` is not on
 PATH.
@@ -58,6 +59,7 @@ EMBEDDED_BASE_PORT = 19502
 NOOP_PORT = 19512
 ETCD_BASE_PORT = 23790  # member i: client port base + 10 * i, peer port base + 10 * i + 1
 PUT_METHOD = "/etcdserverpb.KV/Put"
+SYSTEMS = ("etcd", "replog", "embedded", "grpc-noop")
 
 
 # --- results --------------------------------------------------------------------------------
@@ -512,6 +514,7 @@ async def run(
         ("embedded", embedded),
         ("grpc-noop", noop),
     ]
+    systems = [(name, system) for name, system in systems if name in args.systems]
     names = [name for name, _ in systems]
     for proposers in args.proposers:
         for trial in range(args.trials):
@@ -532,17 +535,19 @@ async def run(
         f"{'ratio to etcd':>14}  commits/s per trial"
     )
     for proposers in args.proposers:
-        base = summarize("etcd", proposers, results[("etcd", proposers)])
+        base = (
+            summarize("etcd", proposers, results[("etcd", proposers)]) if "etcd" in names else None
+        )
         for name in names:
             s = summarize(name, proposers, results[(name, proposers)])
-            ratio = s.rate / base.rate
+            ratio = "-" if base is None else f"{s.rate / base.rate:.2f}x"
             per_trial = ", ".join(fmt_rate(r) for r in s.rates)
             print(
                 f"{name:9} {proposers:>9} {fmt_rate(s.rate):>10} "
-                f"{s.p50_ms:>8.2f} {s.p99_ms:>8.2f} {ratio:>13.2f}x  {per_trial}"
+                f"{s.p50_ms:>8.2f} {s.p99_ms:>8.2f} {ratio:>14}  {per_trial}"
             )
 
-    if args.failover_trials:
+    if args.failover_trials and "replog" in names:
         print()
         trials = args.failover_trials
         print(f"failover (replog, leader kill -9 -> first new commit), {trials} trials:")
@@ -564,6 +569,13 @@ def main() -> None:
     parser.add_argument("--proposers", type=int, nargs="+", default=[1, 64])
     parser.add_argument("--failover-trials", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="1 s trials, 1 of each, 2 failovers")
+    parser.add_argument(
+        "--systems",
+        nargs="+",
+        choices=SYSTEMS,
+        default=list(SYSTEMS),
+        help="systems to run (failover needs replog; ratios need etcd)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.seconds, args.trials, args.failover_trials = 1.0, 1, 2
@@ -588,10 +600,14 @@ def main() -> None:
         noop = NoOpAppendServer()
         etcd = EtcdCluster(tmp)
         try:
-            etcd.start()
-            replog.start()
-            noop.start()
-            etcd.leader_endpoint()
+            if "etcd" in args.systems:
+                etcd.start()
+            if "replog" in args.systems:
+                replog.start()
+            if "grpc-noop" in args.systems:
+                noop.start()
+            if "etcd" in args.systems:
+                etcd.leader_endpoint()
             asyncio.run(run(args, replog, etcd, embedded, noop))
         finally:
             noop.stop()

@@ -72,6 +72,10 @@ class RaftConfig:
     append_batch_bytes_max: int = 8 * MIB
     # How long a leader keeps DescribeQuorum state of an observer that stopped fetching.
     observer_session_timeout_ms: int = 300_000
+    # Not in Kafka (it answers at once): how long a caught-up Fetch whose only news is a higher
+    # high watermark may stay parked, so that the next append carries the news with its records
+    # (node.py, "Fetch: leader side"). 0: answer at once, as Kafka does.
+    high_watermark_linger_ms: int = 5
 
     def __post_init__(self) -> None:
         if not self.voters:
@@ -83,7 +87,8 @@ class RaftConfig:
             value = getattr(self, field.name)
             if field.name == "voters":
                 continue
-            minimum = 0 if field.name in ("append_linger_ms", "retry_backoff_ms") else 1
+            zero_allowed = ("append_linger_ms", "retry_backoff_ms", "high_watermark_linger_ms")
+            minimum = 0 if field.name in zero_allowed else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
                 raise ConfigError(f"{_property_name(field.name)}: must be an integer >= {minimum}")
         if self.request_timeout_ms <= self.fetch_wait_ms_max:

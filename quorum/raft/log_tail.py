@@ -7,8 +7,12 @@ in order and a `LogSummary` of the log with them applied. It plays the part of e
 "unstable" log, without holding entries: bytes go straight into the operations.
 
 Rules:
-- Reads of record bytes always go to the written log: nothing reads pending bytes, so a Fetch
-  response or a committed batch only ever contains data the shell has written.
+- A committed batch is always read from the written log. A Fetch answer may also carry the
+  bytes of pending appends (`read`): the shell applies a Ready's log operations before it sends
+  any of its messages, so the answer still only leaves once its bytes are written (a leader may
+  send them before its fsync; it counts its own entries only once flushed). This lets a leader
+  answer parked fetches in the same Ready as its append instead of one Ready (and one fsync)
+  later: the follower's round trip overlaps the leader's fsync.
 - Every operation checks its precondition against the pending summary (appends start at its log
   end offset, truncations stay inside it, epochs never go back); a violation is a core bug.
 - The summary of the written log is cached until the shell reports the operations applied.
@@ -65,6 +69,27 @@ class LogTail:
             if isinstance(op, TruncateTo):
                 end = min(end, op.end_offset)
         return end
+
+    def read(self, start_offset: int, max_bytes: int) -> bytes:
+        """Whole batches from `start_offset` (at least one, if any): from the written log, or,
+        at or past its end, from the pending appends that follow it (module Rules)."""
+        written_end = self.written_summary().log_end_offset
+        if start_offset < written_end:
+            return self._log.read(start_offset, max_bytes)
+        chunks: list[bytes] = []
+        size = 0
+        for op in self._ops:
+            if isinstance(op, TruncateTo | InstallSnapshot | DeleteLogPrefix):
+                # The written log's end no longer locates the pending bytes: read nothing new.
+                return b""
+            if not isinstance(op, AppendBatches) or op.end_offset <= start_offset:
+                continue
+            if op.base_offset != start_offset or (chunks and size + len(op.batches) > max_bytes):
+                break
+            chunks.append(op.batches)
+            size += len(op.batches)
+            start_offset = op.end_offset
+        return b"".join(chunks)
 
     def has_ops(self) -> bool:
         return bool(self._ops)

@@ -42,7 +42,10 @@ Theory of operation:
 - Pull-based replication (KIP-595): there is no AppendEntries. A follower sends Fetch(log end
   offset, last epoch); the leader validates that position against its own log, answers with
   records, a diverging epoch, or a snapshot id, and learns the follower's progress from the fetch
-  offset. An empty answer is parked (long poll) until data or a new high watermark arrives.
+  offset. An empty answer is parked (long poll) until data arrives or the wait ends; one whose
+  only news is a higher high watermark waits at most `high_watermark_linger_ms`, so that the
+  next append, usually close behind a commit, answers it with records and high watermark
+  together. A leader answers parked fetches in the Ready of its append, before its fsync.
 - Request/response matching: a fetcher keeps one Fetch in flight and accepts only the response
   whose correlation id matches it; the response also echoes the fetch position, so a stale copy
   from an earlier run of this node is recognised too. Lost requests are retried after
@@ -1074,17 +1077,15 @@ class RaftNode:
         if isinstance(position, ValidPosition) and request.replica_id is not None:
             self._record_progress(leader, request.replica_id, request.fetch_offset, now_ms)
         response = self._fetch_answer(request, position)
-        # Park an answer with nothing new: no records and no high watermark beyond the fetcher's.
-        if (
-            isinstance(position, ValidPosition)
-            and not response.records
-            and (response.high_watermark or 0) <= request.high_watermark
-            and request.max_wait_ms > 0
-        ):
-            leader.parked[source] = ParkedFetch(
-                source, request, now_ms + min(request.max_wait_ms, self.config.fetch_wait_ms_max)
-            )
-            return
+        # Park an answer without records: until data arrives or the fetcher's wait ends, or,
+        # when the high watermark is news to the fetcher, at most the high watermark linger.
+        if isinstance(position, ValidPosition) and not response.records and request.max_wait_ms > 0:
+            wait_ms = min(request.max_wait_ms, self.config.fetch_wait_ms_max)
+            if (response.high_watermark or 0) > request.high_watermark:
+                wait_ms = min(wait_ms, self.config.high_watermark_linger_ms)
+            if wait_ms > 0:
+                leader.parked[source] = ParkedFetch(source, request, now_ms + wait_ms)
+                return
         leader.parked.pop(source, None)
         self._send(source, response)
 
@@ -1115,11 +1116,11 @@ class RaftNode:
             return replace(response, diverging_epoch=position.diverging_epoch)
         if isinstance(position, SnapshotPosition):
             return replace(response, snapshot_id=position.snapshot_id)
-        written = self._tail.written
-        if request.fetch_offset >= written.log_end_offset:
+        if request.fetch_offset >= self._tail.summary().log_end_offset:
             return response
         max_bytes = min(request.max_bytes, self.config.fetch_bytes_max)
-        return replace(response, records=written.read(request.fetch_offset, max_bytes))
+        # Pending appends too: sent only once written (see `LogTail.read`).
+        return replace(response, records=self._tail.read(request.fetch_offset, max_bytes))
 
     def _answer_parked(self, leader: Leader, parked: ParkedFetch) -> None:
         del leader.parked[parked.source_id]
@@ -1153,14 +1154,24 @@ class RaftNode:
             return
         leader.high_watermark = candidate
         self._raise_high_watermark(candidate)
-        # Followers learn the new high watermark from the answers to their parked fetches.
-        for parked in list(leader.parked.values()):
-            self._answer_parked(leader, parked)
         if leader.linger_deadline_ms is not None and self._everything_committed():
             # Group commit: the appends these proposals lingered behind are committed, so the
             # next batch goes now; the linger only bounds the wait (one batch per commit round
             # instead of one per linger time: 64 proposers got 2,000/s at a 25 ms linger).
+            # Before the parked fetches are answered, so that the answers carry it.
             self._drain_accumulator(leader)
+        # Followers learn the new high watermark from the answers to their parked fetches,
+        # within the high watermark linger: a Fetch that carried a follower's acknowledgement
+        # (answered at once, it costs the follower another round trip before its next Fetch is
+        # parked again) is then still parked when the next proposal arrives, usually moments
+        # after the commit, and its answer carries the new records with the high watermark.
+        # With one proposer that saves a whole Fetch round trip per commit.
+        linger_end_ms = self._now_ms + self.config.high_watermark_linger_ms
+        for parked in list(leader.parked.values()):
+            if linger_end_ms <= self._now_ms:
+                self._answer_parked(leader, parked)
+            else:
+                parked.deadline_ms = min(parked.deadline_ms, linger_end_ms)
 
     def _everything_committed(self) -> bool:
         return self._tail.summary().log_end_offset <= self._high_watermark
@@ -1188,6 +1199,11 @@ class RaftNode:
         self._tail.append(
             base_offset, end_offset, batch, [EpochStart(epoch, base_offset)], as_leader=True
         )
+        # Answer the parked fetches in this Ready, with the batch: a leader's Ready may send
+        # before its fsync, so the followers' append, fsync and next Fetch overlap the
+        # leader's fsync instead of following it (one fsync less per commit round).
+        for parked in list(leader.parked.values()):
+            self._answer_parked(leader, parked)
 
     # --- Fetch: fetcher side ----------------------------------------------------------------------
 

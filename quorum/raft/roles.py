@@ -93,7 +93,7 @@ class ReplicaProgress:
 
 @dataclass(slots=True)
 class ParkedFetch:
-    """A Fetch with nothing to return yet, answered when data or a new high watermark arrive."""
+    """A Fetch with nothing to return yet, answered when data arrive or its deadline passes."""
 
     source_id: int
     request: FetchRequest

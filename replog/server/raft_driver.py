@@ -81,7 +81,8 @@ class LoopTimer(Protocol):
 
 @dataclass(slots=True)
 class _Waiter:
-    result: ProposeResult
+    # None until the loop proposed it (the caller may time out before: nothing was appended).
+    result: ProposeResult | None
     future: asyncio.Future[ProposeResult]
 
 
@@ -187,31 +188,29 @@ class RaftDriver:
         """Propose `values` as one batch (leader only) and wait until they are committed."""
         if self._failed is not None:
             raise KafkaStorageError(f"node {self.node_id} stopped after a disk failure")
-        loop = asyncio.get_running_loop()
-        proposed: asyncio.Future[_Waiter] = loop.create_future()
+        # One future from the proposal to its commit (issue #4, 64 proposers: a second one for
+        # "proposed" woke every caller twice per record).
+        waiter = _Waiter(None, asyncio.get_running_loop().create_future())
 
         def propose(now: int) -> None:
-            if proposed.done():
+            if waiter.future.done():
                 # Fix (issue #4, the SIGSTOP test's "stall"): the caller was cancelled while
                 # this waited in the inbox (its client gave up during a freeze). Completing its
                 # future raised InvalidStateError, which killed the loop: the node stopped. A
                 # proposal nobody waits for is not appended at all.
                 return
             try:
-                result = self.node.propose(values, now)
+                waiter.result = result = self.node.propose(values, now)
             except Exception as exc:  # a typed error for the caller, not for the loop
-                proposed.set_exception(exc)
+                waiter.future.set_exception(exc)
                 return
-            waiter = _Waiter(result, loop.create_future())
             # Fix (issue #4, seen in node logs): a caller that gave up (timeout, client gone)
             # leaves the future unawaited; retrieving its outcome here keeps asyncio from
             # logging "Future exception was never retrieved" when it is later failed.
             waiter.future.add_done_callback(_retrieve_outcome)
             self._waiters.setdefault(result.base_offset, []).append(waiter)
-            proposed.set_result(waiter)
 
         self.post(propose)
-        waiter = await proposed
         timeout = (timeout_ms or self.config.request_timeout_ms * 15) / 1000
         try:
             # asyncio.timeout, not wait_for: no task per proposal. On expiry the waiter's
@@ -219,9 +218,9 @@ class RaftDriver:
             async with asyncio.timeout(timeout):
                 return await waiter.future
         except TimeoutError:
+            where = "" if waiter.result is None else f" at offset {waiter.result.base_offset}"
             raise RequestTimedOutError(
-                f"proposal at offset {waiter.result.base_offset} was not committed within "
-                f"{timeout:.1f} s"
+                f"proposal{where} was not committed within {timeout:.1f} s"
             ) from None
 
     def resign(self) -> None:
@@ -370,13 +369,15 @@ class RaftDriver:
             for waiter in self._waiters.pop(base):
                 if waiter.future.done():
                     continue
-                if base >= batch.base_offset and batch.quorum_epoch == waiter.result.quorum_epoch:
-                    waiter.future.set_result(waiter.result)
+                result = waiter.result
+                assert result is not None  # registered only once proposed
+                if base >= batch.base_offset and batch.quorum_epoch == result.quorum_epoch:
+                    waiter.future.set_result(result)
                 else:
                     waiter.future.set_exception(
                         NotLeaderOrFollowerError(
                             f"proposal at offset {base} in quorum epoch "
-                            f"{waiter.result.quorum_epoch} was replaced by a batch of quorum "
+                            f"{result.quorum_epoch} was replaced by a batch of quorum "
                             f"epoch {batch.quorum_epoch}"
                         )
                     )

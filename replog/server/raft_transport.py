@@ -190,9 +190,11 @@ class RaftTransport:
         self._waiting[correlation_id] = future
         self._deliver(Message(self.caller_id(context), self.node_id, request))
         try:
-            response = await asyncio.wait_for(
-                future, (self._config.request_timeout_ms + wait_ms) / 1000
-            )
+            # asyncio.timeout, not wait_for: the handler resumes straight from the core's
+            # answer, not through wait_for's inner future (one loop iteration less per request,
+            # on the commit path of every Fetch).
+            async with asyncio.timeout((self._config.request_timeout_ms + wait_ms) / 1000):
+                response = await future
         except TimeoutError:
             self._waiting.pop(correlation_id, None)
             await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "the quorum node did not answer")

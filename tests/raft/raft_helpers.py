@@ -23,7 +23,7 @@ VOTERS = (1, 2, 3)
 
 
 def config(voters: Sequence[int] = VOTERS, **overrides: int) -> RaftConfig:
-    settings = {"append_linger_ms": 0, **overrides}
+    settings = {"append_linger_ms": 0, "high_watermark_linger_ms": 0, **overrides}
     return RaftConfig(
         voters=tuple(VoterAddress(v, "localhost", 9000 + v) for v in voters), **settings
     )

@@ -34,7 +34,7 @@ from quorum.raft.messages import (
     VoteResponse,
 )
 from replog.errors import NotLeaderOrFollowerError
-from replog.record import build_batch
+from replog.record import build_batch, read_header
 
 EPOCH = 5
 
@@ -207,11 +207,70 @@ def test_a_parked_fetch_is_answered_empty_after_its_wait() -> None:
     assert (response.error, response.records) == (ErrorCode.NONE, b"")
 
 
-def test_a_fetcher_behind_the_high_watermark_is_answered_at_once() -> None:
-    raft, log = make_leader()
+def test_a_fetcher_behind_the_high_watermark_is_answered_within_the_linger() -> None:
+    raft, log = make_leader(high_watermark_linger_ms=5)
+    fetch_response(raft, log, 2, fetch(3, EPOCH))
+    start = raft.now_ms
+    assert not bodies(
+        step(raft, log, 3, fetch(3, EPOCH, replica=3, hw=0, max_wait_ms=500)), FetchResponse
+    )
+    raft.tick(start + 4)
+    assert not bodies(merge(drain(raft, log)), FetchResponse)
+    raft.tick(start + 5)
+    (response,) = bodies(merge(drain(raft, log)), FetchResponse, 3)
+    assert isinstance(response, FetchResponse)
+    assert (response.high_watermark, response.records) == (3, b"")
+
+
+def test_without_a_linger_a_fetcher_behind_the_high_watermark_is_answered_at_once() -> None:
+    raft, log = make_leader(high_watermark_linger_ms=0)
     fetch_response(raft, log, 2, fetch(3, EPOCH))
     response = fetch_response(raft, log, 3, fetch(3, EPOCH, replica=3, hw=0, max_wait_ms=500))
     assert response.high_watermark == 3
+
+
+def test_an_acknowledging_fetch_stays_parked_and_carries_the_next_append() -> None:
+    # The follower's Fetch that commits offset 3 is not answered with the high watermark
+    # alone: the next proposal's records go in its answer, with the high watermark.
+    raft, log = make_leader(high_watermark_linger_ms=5)
+    fetch_response(raft, log, 2, fetch(2, 1))  # records [2, 3)
+    assert not bodies(step(raft, log, 2, fetch(3, EPOCH, max_wait_ms=500)), FetchResponse)
+    assert raft.status().high_watermark == 3
+    raft.propose([b"x"], raft.now_ms)
+    (response,) = bodies(merge(drain(raft, log)), FetchResponse, 2)
+    assert isinstance(response, FetchResponse)
+    assert response.high_watermark == 3 and response.records
+
+
+def test_a_parked_fetch_is_answered_in_the_ready_of_the_append_before_the_fsync() -> None:
+    raft, log = make_leader()
+    fetch_response(raft, log, 2, fetch(3, EPOCH))  # catch up; high watermark 3
+    assert not bodies(step(raft, log, 2, fetch(3, EPOCH, hw=3, max_wait_ms=500)), FetchResponse)
+    raft.propose([b"x"], raft.now_ms)
+    ready = raft.ready()
+    (append,) = ready.log_ops
+    (response,) = bodies(ready, FetchResponse, 2)
+    assert isinstance(response, FetchResponse)
+    assert response.records == append.batches  # type: ignore[union-attr]
+    assert ready.flush_log and not ready.flush_before_send  # it may leave before the fsync
+    for op in ready.log_ops:
+        log.apply(op)
+    raft.advance(ready, flushed_end_offset=log.flushed_end_offset)
+    # Not flushed yet: the leader's own entry does not count; the follower's does not either.
+    assert raft.status().high_watermark == 3
+
+
+def test_an_acknowledgement_that_commits_carries_the_next_lingering_batch() -> None:
+    raft, log = make_leader(append_linger_ms=25)
+    fetch_response(raft, log, 2, fetch(3, EPOCH))  # catch up; high watermark 3
+    assert not bodies(step(raft, log, 2, fetch(3, EPOCH, hw=3, max_wait_ms=500)), FetchResponse)
+    raft.propose([b"a"], raft.now_ms)
+    merge(drain(raft, log))  # offset 3 appended, sent to follower 2
+    raft.propose([b"b"], raft.now_ms)  # lingers behind offset 3
+    response = fetch_response(raft, log, 2, fetch(4, EPOCH, hw=3, max_wait_ms=500))
+    assert raft.status().high_watermark == 4
+    assert response.high_watermark == 4
+    assert response.records and read_header(response.records, 0).base_offset == 4
 
 
 def test_fetch_snapshot_errors() -> None:

@@ -62,7 +62,9 @@ def test_the_runs_exercise_what_they_claim_to() -> None:
     # The workload must keep reaching the situations the properties are about; a change that
     # made it degenerate (every request refused, no failover) would pass every seed silently.
     totals: Counter[str] = Counter()
-    for seed in range(8):
+    # 16 seeds, not 8: a controlled shutdown starts in about one seed of six, so 8 seeds had
+    # none whenever a timing change (e.g. of the Raft fetch answers) moved the random draws.
+    for seed in range(16):
         report = run_controller_seed(seed, safety_ms=SAFETY_MS)
         totals.update(report.stats)
         totals["reverted batches"] += report.reverted_batches

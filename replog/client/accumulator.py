@@ -21,8 +21,17 @@ Rules:
   not fit), when `linger.ms` has passed since it was created, when it is a retry whose
   backoff has passed, or while a flush or close runs or an append waits for memory. Once a
   leader gets a request for a ready batch, the first batch of every other partition it leads
-  goes along (Kafka's drain), one batch per partition per request, up to `max.request.size`;
-  partitions take turns being first.
+  goes along (Kafka's drain), up to `max.request.size`; partitions take turns being first.
+- Unlike Kafka, a partition's complete batches behind a ready first batch go along too, in
+  order, as one entry of the request (the broker validates an entry's batches together and
+  appends them back to back): a producer with a backlog (a full buffer) pays the per-request
+  cost, which is what bounds a Python client and broker (docs/benchmarks.md), once per
+  request instead of once per batch. Only first sends (a retried batch goes alone: a
+  duplicate is recognised per batch, but the broker answers an entry as a whole), never the
+  open batch, in the room the first batches of all partitions left in `max.request.size`,
+  and with idempotence only within the partition's pending limit (5 batches), so every
+  retry is still among the broker's retained batches.
+  Batches keep `batch.size`: what is written is what Kafka's producer would write.
 - Compression and the v2 header happen when a batch is drained (`ProducerBatch.close`): the
   batch's bytes are built exactly once. An idempotent producer's id, epoch and sequence are
   written into the built header afterwards (`stamp`, with a new CRC), because sequences are
@@ -584,6 +593,7 @@ class RecordAccumulator:
         linger_ms = self.linger_ms
         urgent = self.flushing > 0 or self.closing or self.memory_waiters > 0
         lingering: list[tuple[TopicPartition, deque[ProducerBatch], int]] = []
+        backlogged: list[tuple[TopicPartition, deque[ProducerBatch], int]] = []
         taken: list[TopicPartition] = []
         sizes: dict[int, int] = {}
         busy: set[int] = set()  # nodes at their in-flight limit
@@ -609,12 +619,17 @@ class RecordAccumulator:
                 lingering.append((tp, dq, leader))
             elif take(tp, dq, leader, by_node, sizes, busy, node_ready, max_request_size):
                 taken.append(tp)
+                if dq and not by_node[leader][-1].attempts:
+                    backlogged.append((tp, dq, leader))
         # Batches still lingering ride along with a request their leader gets anyway.
         for tp, dq, leader in lingering:
             if leader in by_node and take(
                 tp, dq, leader, by_node, sizes, busy, node_ready, max_request_size
             ):
                 taken.append(tp)
+        # Then, every partition having had its turn, the room left goes to backlogs.
+        for tp, dq, leader in backlogged:
+            self._take_more(tp, dq, by_node[leader], leader, sizes, max_request_size)
         # Partitions that sent go to the back (the others are first next time); an empty
         # deque goes away, so a drain only walks partitions with something queued.
         for tp in taken:
@@ -658,6 +673,39 @@ class RecordAccumulator:
         if self._open.get(tp) is head:
             del self._open[tp]
         return True
+
+    def _take_more(
+        self,
+        tp: TopicPartition,
+        dq: deque[ProducerBatch],
+        batches: list[ProducerBatch],
+        leader: int,
+        sizes: dict[int, int],
+        max_request_size: int,
+    ) -> None:
+        """Under the lock, after `_take` moved `tp`'s first batch (a first send) into
+        `leader`'s request and every other partition had its turn: its next batches go along
+        while they are complete (not the partition's open batch), first sends, and fit in
+        `max.request.size`; with idempotence, only while the partition stays within its
+        pending limit."""
+        if self.idempotence is not None:
+            # The taken batch is not pending yet: `drain` stamps it after this.
+            allowed = self.idempotence.max_pending - len(self.idempotence.pending(tp)) - 1
+        else:
+            allowed = len(dq)
+        used = sizes[leader]
+        while allowed > 0 and dq:
+            batch = dq[0]
+            if batch.attempts or self._open.get(tp) is batch or batch.records is not None:
+                break
+            size = RECORD_BATCH_OVERHEAD + batch.limit - batch.room
+            if used + size > max_request_size:
+                break
+            used += size
+            batches.append(batch)
+            dq.popleft()
+            allowed -= 1
+        sizes[leader] = used
 
     def _close_for_appends(self, tp: TopicPartition, batch: ProducerBatch) -> None:
         """Under the lock: `batch` left its deque, so it takes no more records."""

@@ -128,7 +128,8 @@ class Idempotence:
         if state.pending and (state.last_acked == NO_SEQUENCE or state.producer != self.producer):
             # The broker takes any first sequence from an id it does not know, so a second
             # batch overtaking the first (concurrent gRPC calls may be reordered) would be
-            # written first. Until one batch is acknowledged, one at a time.
+            # written first. Until one batch is acknowledged, one request at a time (it may
+            # carry several of the partition's batches, in order: the accumulator's drain).
             return False
         return len(state.pending) < self.max_pending
 

@@ -2,8 +2,13 @@
 accumulator and sends them to the partition leaders, and decides what each answer means.
 
 Rules:
-- One Produce request per leader carries the ready batches of the partitions it leads, one
-  batch per partition, up to `max.request.size` (the accumulator's drain). At most
+- One Produce request per leader carries the ready batches of the partitions it leads, up
+  to `max.request.size` (the accumulator's drain); a partition's several batches go as one
+  entry, their bytes back to back, and each batch's base offset is the entry's plus the
+  records of the batches before it. An entry refused with an error that is not retriable
+  (e.g. one batch too large) is resent batch by batch, each alone, so that one batch's fault
+  does not fail its neighbours (without idempotence, not after an error that leaves it
+  unknown whether the entry was written: it fails as it is). At most
   `max.in.flight.requests.per.connection` requests per broker are outstanding, and only one
   until the broker answered once on its current connection: calls queued on a channel that
   is still connecting are dispatched together and may reach the broker out of order.
@@ -410,14 +415,24 @@ class Sender:
         address = self._metadata.broker_address(node)
         assert address is not None
         acks = self._config.acks
+        # A partition's batches (in `batches` in their order) go as one entry, their bytes
+        # back to back.
+        entries: dict[TopicPartition, list[bytes]] = {}
+        for b in batches:
+            records = b.records or b""
+            parts = entries.get(b.topic_partition)
+            if parts is None:
+                entries[b.topic_partition] = [records]
+            else:
+                parts.append(records)
         request = m.ProduceRequest(
             acks=acks,
             timeout_ms=self._config.request_timeout_ms if acks == m.ACKS_ALL else 0,
             partitions=tuple(
                 m.ProducePartition(
-                    b.topic_partition.topic, b.topic_partition.partition, b.records or b""
+                    tp.topic, tp.partition, parts[0] if len(parts) == 1 else b"".join(parts)
                 )
-                for b in batches
+                for tp, parts in entries.items()
             ),
         )
         for batch in batches:
@@ -473,20 +488,39 @@ class Sender:
             results = {(r.topic, r.partition): r for r in response.partitions}
         else:
             self._warm.discard(node)
+        # Per partition: how many of its batches the request carried, and the records of
+        # those already settled (a batch's base offset is the entry's plus the records of
+        # the batches before it: the broker appends an entry's batches back to back).
+        carried: dict[TopicPartition, int] = {}
+        for batch in batches:
+            carried[batch.topic_partition] = carried.get(batch.topic_partition, 0) + 1
+        before: dict[TopicPartition, int] = {}
+        # Retries go back to the front of their queues: last first, so that a partition's
+        # batches keep their order.
+        retries: list[tuple[ProducerBatch, int]] = []
         for batch in batches:
             self._on_wire.discard(batch)
             tp = batch.topic_partition
             result = results.get((tp.topic, tp.partition))
+            grouped = carried[tp] > 1
             if call_error is not None:
-                self._on_error(batch, call_error, now_ms)
+                self._on_error(batch, call_error, now_ms, retries)
             elif result is not None and result.error is not None:
-                self._on_error(batch, result.error, now_ms)
+                self._on_error(batch, result.error, now_ms, retries, grouped=grouped)
             elif acks == m.ACKS_NONE or result is None:
                 # acks=0 answers only failures; a missing answer otherwise is the broker's bug,
                 # but the call succeeded: offset unknown.
                 self._on_success(batch, -1, -1)
             else:
-                self._on_success(batch, result.base_offset, result.log_append_time_ms)
+                base_offset = result.base_offset
+                if grouped:
+                    skipped = before.get(tp, 0)
+                    before[tp] = skipped + batch.record_count
+                    if base_offset >= 0:
+                        base_offset += skipped
+                self._on_success(batch, base_offset, result.log_append_time_ms)
+        for batch, retry_at_ms in reversed(retries):
+            self._acc.reenqueue(batch, retry_at_ms)
         self.wakeup()
 
     # --- settling -------------------------------------------------------------------------------
@@ -500,7 +534,17 @@ class Sender:
             self.metrics.records_delivered += batch.record_count
         self._acc.deallocate(batch)
 
-    def _on_error(self, batch: ProducerBatch, error: ReplogError, now_ms: int) -> None:
+    def _on_error(
+        self,
+        batch: ProducerBatch,
+        error: ReplogError,
+        now_ms: int,
+        retries: list[tuple[ProducerBatch, int]],
+        *,
+        grouped: bool = False,
+    ) -> None:
+        """Settle or retry `batch`; a retry is added to `retries` (batch, not before) for the
+        caller to re-enqueue. `grouped`: the error answered an entry of several batches."""
         idempotence = self.idempotence
         if idempotence is not None and isinstance(error, DuplicateSequenceNumberError):
             self._on_success(batch, -1, -1)  # Kafka: an old duplicate is a success
@@ -510,6 +554,26 @@ class Sender:
             self._metadata.request_update()
         retriable = error.retriable or (idempotence is not None and idempotence.can_retry(error))
         deadline_ms = batch.created_ms + self._config.delivery_timeout_ms
+        if (
+            grouped
+            and not retriable
+            and (idempotence is not None or not isinstance(error, _UNKNOWN_OUTCOME))
+            and not batch.done
+            and not self._forced
+            and now_ms < deadline_ms
+        ):
+            # The broker refused the entry as a whole for what may be one batch's fault (too
+            # large, a bad timestamp): each batch is resent on its own (a retried batch goes
+            # alone) and gets its own answer. Not when the entry may have been written and
+            # no sequence would catch the duplicate.
+            if idempotence is not None:
+                idempotence.on_retry(batch, error)
+            else:
+                batch.in_flight = False
+            self.metrics.batches_retried += 1
+            log.debug("resending %r alone after %s", batch, _describe(error))
+            retries.append((batch, now_ms))
+            return
         if (
             retriable
             and not batch.done
@@ -523,7 +587,7 @@ class Sender:
                 batch.in_flight = False
             self.metrics.batches_retried += 1
             log.debug("retrying %r after %s", batch, _describe(error))
-            self._acc.reenqueue(batch, now_ms + self._backoff_ms(batch.attempts))
+            retries.append((batch, now_ms + self._backoff_ms(batch.attempts)))
             return
         if idempotence is not None:
             idempotence.on_failed(batch)

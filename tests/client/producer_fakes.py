@@ -129,6 +129,7 @@ class ProduceCall:
     node: int
     acks: int
     partitions: list[tuple[str, int, int, int]]  # topic, partition, base sequence, records
+    batches: list[int] = field(default_factory=list)  # how many batches each entry carried
 
 
 @dataclass
@@ -193,6 +194,7 @@ class FakeCluster(FakeNodes):
                     )
                     for p in request.partitions
                 ],
+                [sum(1 for _ in iter_frames(p.records)) for p in request.partitions],
             )
         )
         self.outstanding[node] = self.outstanding.get(node, 0) + 1

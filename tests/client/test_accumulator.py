@@ -22,6 +22,7 @@ from replog.client.accumulator import (
     encode_batches,
     record_size_bound,
 )
+from replog.client.idempotence import Idempotence
 from replog.client.records import RecordMetadata, TopicPartition
 from replog.errors import NotEnoughReplicasError
 from replog.record import (
@@ -191,6 +192,68 @@ def test_a_ready_leader_takes_the_first_batch_of_each_partition_it_leads() -> No
     assert 2 not in result.by_node
     # One batch per partition per request: TP0's second batch waits for the next drain.
     assert set(acc.queued_partitions()) == {TP0, TP2}
+
+
+def test_a_backlog_of_complete_batches_goes_in_one_request() -> None:
+    acc, clock = accumulator(linger_ms=50, batch_size=300)
+    lead = leaders({TP0: 1})
+    for _ in range(4):  # 200 B records: one per batch; three complete, the last still open
+        acc.append(TP0, TS, None, b"v" * 200)
+    with acc.lock:
+        queued = list(acc._deques[TP0])
+    result = acc.drain(clock.now, lead, always, 10**6)  # type: ignore[arg-type]
+    assert result.by_node[1] == queued[:3]  # in order; the open batch keeps lingering
+    assert all(b.records is not None for b in queued[:3])
+    assert acc.queued_partitions() == [TP0]
+    # max.request.size bounds how many go along.
+    for _ in range(4):
+        acc.append(TP0, TS, None, b"v" * 200)
+    size = queued[0].size_in_bytes
+    second = acc.drain(clock.now, lead, always, 2 * size)  # type: ignore[arg-type]
+    assert len(second.by_node[1]) == 2
+
+
+def test_every_partition_gets_its_turn_before_a_backlog_fills_the_request() -> None:
+    acc, clock = accumulator(linger_ms=50, batch_size=300)
+    lead = leaders({TP0: 1, TP1: 1})
+    for _ in range(5):
+        acc.append(TP0, TS, None, b"v" * 200)  # four complete batches and an open one
+    acc.append(TP1, TS, None, b"w" * 200)  # lingering: rides along
+    with acc.lock:
+        tp0 = list(acc._deques[TP0])
+        (tp1,) = acc._deques[TP1]
+    size = tp0[0].size_in_bytes
+    result = acc.drain(clock.now, lead, always, 3 * size)  # type: ignore[arg-type]
+    assert result.by_node[1] == [tp0[0], tp1, tp0[1]]
+
+
+def test_a_retried_batch_goes_alone() -> None:
+    acc, clock = accumulator(linger_ms=0, batch_size=300)
+    lead = leaders({TP0: 1})
+    acc.append(TP0, TS, None, b"v" * 200)
+    (retried,) = acc.drain(clock.now, lead, always, 10**6).by_node[1]  # type: ignore[arg-type]
+    for _ in range(3):
+        acc.append(TP0, TS, None, b"v" * 200)
+    retried.attempts = 1
+    acc.reenqueue(retried, clock.now)
+    assert acc.drain(clock.now, lead, always, 10**6).by_node[1] == [retried]  # type: ignore[arg-type]
+
+
+def test_with_idempotence_a_request_stays_within_the_pending_limit() -> None:
+    acc, clock = accumulator(linger_ms=0, batch_size=300)
+    idempotence = Idempotence()
+    idempotence.set_producer_id(7, 0)
+    acc.idempotence = idempotence
+    lead = leaders({TP0: 1})
+    for _ in range(9):
+        acc.append(TP0, TS, None, b"v" * 200)
+    first = acc.drain(clock.now, lead, always, 10**6).by_node[1]  # type: ignore[arg-type]
+    assert [b.base_sequence for b in first] == [0, 1, 2, 3, 4]  # 5 pending at most
+    assert acc.drain(clock.now, lead, always, 10**6).by_node == {}  # type: ignore[arg-type]
+    for batch in first[:2]:
+        idempotence.on_success(batch)
+    second = acc.drain(clock.now, lead, always, 10**6).by_node[1]  # type: ignore[arg-type]
+    assert [b.base_sequence for b in second] == [5, 6]
 
 
 def test_max_request_size_splits_requests_and_partitions_take_turns() -> None:

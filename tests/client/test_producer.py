@@ -31,6 +31,7 @@ from replog.errors import (
     KafkaTimeoutError,
     MessageSizeTooLargeError,
     NotEnoughReplicasError,
+    UnknownServerError,
     UnknownTopicOrPartitionError,
 )
 
@@ -144,8 +145,10 @@ async def test_order_holds_when_an_early_batch_fails_with_five_in_flight(
     producer = make(batch_size=1)  # one record per batch
     await producer.send("one", b"warm-up")  # the broker knows the id; the connection is warm
     cluster.gate.close()
-    futures = [producer.send_nowait("one", b"%d" % i) for i in range(8)]
-    await until(lambda: cluster.gate.held == 5)
+    futures = []
+    for i in range(8):  # one at a time: each of the first five goes in a request of its own
+        futures.append(producer.send_nowait("one", b"%d" % i))
+        await until(lambda: cluster.gate.held == min(i + 1, 5))  # noqa: B023
     assert cluster.peak_outstanding[0] == 5  # max.in.flight.requests.per.connection
     cluster.refuse("one", 0, NotEnoughReplicasError("one-0: not enough replicas"))
     cluster.gate.open()  # the first refused; the four after it are out of order
@@ -162,8 +165,10 @@ async def test_order_holds_when_a_later_request_overtakes_an_earlier_one(
     producer = make(batch_size=1)
     await producer.send("one", b"warm-up")
     cluster.gate.close()
-    futures = [producer.send_nowait("one", b"%d" % i) for i in range(3)]
-    await until(lambda: cluster.gate.held == 3)
+    futures = []
+    for i in range(3):  # one at a time: three requests
+        futures.append(producer.send_nowait("one", b"%d" % i))
+        await until(lambda: cluster.gate.held == i + 1)  # noqa: B023
     cluster.gate.release_one(2)  # the last overtakes: OUT_OF_ORDER_SEQUENCE_NUMBER
     cluster.gate.release_one(1)
     await until(lambda: len(cluster.calls) >= 4)  # retried (and held again)
@@ -293,6 +298,78 @@ async def test_a_non_retriable_error_fails_only_its_batch(cluster: FakeCluster, 
         await producer.send("one", b"bad")
     assert (await producer.send("one", b"fine")).offset == 1
     assert cluster.log("one").values() == [b"ok", b"fine"]
+
+
+@pytest.mark.asyncio
+async def test_a_backlog_goes_in_one_request_and_each_batch_gets_its_offsets(
+    cluster: FakeCluster, make: Made
+) -> None:
+    producer = make(batch_size=1)  # one record per batch
+    await producer.send("one", b"warm-up")
+    cluster.gate.close()
+    futures = [producer.send_nowait("one", b"%d" % i) for i in range(4)]
+    await until(lambda: cluster.gate.held == 2)
+    # The three complete batches in one entry; the fourth, still open then, in the next.
+    assert [call.batches for call in cluster.calls] == [[1], [3], [1]]
+    cluster.gate.open()
+    results = await asyncio.gather(*futures)
+    assert [r.offset for r in results] == [1, 2, 3, 4]
+    assert cluster.log("one").values() == [b"warm-up", b"0", b"1", b"2", b"3"]
+    assert [h.base_sequence for h in cluster.log("one").headers()] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("idempotence", [True, False])
+async def test_a_refused_entry_of_several_batches_is_resent_batch_by_batch(
+    cluster: FakeCluster, make: Made, idempotence: bool
+) -> None:
+    producer = make(
+        batch_size=1,
+        enable_idempotence=idempotence,
+        acks=-1 if idempotence else 1,
+        delivery_timeout_ms=3_000,
+    )
+    await producer.send("one", b"warm-up")
+    cluster.gate.close()
+    futures = [producer.send_nowait("one", b"%d" % i) for i in range(3)]
+    await until(lambda: cluster.gate.held == 2)  # [b0, b1] and, still open then, [b2]
+    # One batch's fault refuses the entry as a whole: each of its batches is resent alone.
+    error = InvalidRecordError("one-0: compacted topics need keys")
+    cluster.refuse("one", 0, error)
+    cluster.gate.release_one(0)
+    await until(lambda: len(cluster.calls) >= 4)  # b0 resent alone (held after [b2])
+    assert [call.batches for call in cluster.calls[1:4]] == [[2], [1], [1]]
+    assert cluster.calls[3].partitions[0][3] == 1
+    # The resent first batch is refused on its own: only it fails.
+    cluster.refuse("one", 0, error)
+    cluster.gate.release_one(1)
+    with pytest.raises(InvalidRecordError):
+        await futures[0]
+    cluster.gate.open()
+    delivered = await asyncio.gather(*futures[1:])
+    assert all(call.batches == [1] for call in cluster.calls[2:])
+    if idempotence:  # in order
+        assert [r.offset for r in delivered] == [1, 2]
+        assert cluster.log("one").values() == [b"warm-up", b"1", b"2"]
+    else:  # a retry may be overtaken, as in Kafka with max.in.flight > 1
+        assert sorted(v or b"" for v in cluster.log("one").values()) == [b"1", b"2", b"warm-up"]
+
+
+@pytest.mark.asyncio
+async def test_without_idempotence_an_entry_of_unknown_outcome_is_not_resent(
+    cluster: FakeCluster, make: Made
+) -> None:
+    producer = make(batch_size=1, enable_idempotence=False, acks=1)
+    await producer.send("one", b"warm-up")
+    cluster.gate.close()
+    futures = [producer.send_nowait("one", b"%d" % i) for i in range(3)]
+    await until(lambda: cluster.gate.held == 2)
+    # It may have been written: resending without sequences could duplicate it.
+    cluster.refuse("one", 0, UnknownServerError("one-0: the broker failed"))
+    cluster.gate.open()
+    outcomes = await asyncio.gather(*futures, return_exceptions=True)
+    assert [type(o) for o in outcomes[:2]] == [UnknownServerError] * 2
+    assert outcomes[2].offset == 1  # type: ignore[union-attr]
 
 
 @pytest.mark.asyncio

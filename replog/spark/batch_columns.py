@@ -7,13 +7,17 @@ records are length-prefixed, so this step is sequential), then decodes every fie
 record at once with numpy over those start positions, and hands keys and values to Arrow
 without copying them one by one:
 
-- Record start positions, in one buffer that holds the records regions of every batch of the
-  call back to back (compressed batches decompressed first): a table lookup per record, or
-  one numpy check for a run of records of the same size (`_record_starts`).
+- Record start positions, in one buffer holding the records regions of every batch of the
+  call: the fetch answer itself when no batch is compressed, else the (decompressed)
+  regions copied back to back. A table lookup per record, or one numpy check for a run of
+  records of the same size (`_record_starts`).
 - The varints (timestamp delta, offset delta, key length, value length, header count) are read
-  for all records together: one numpy step per byte of the longest varint.
-- Keys and values become Arrow `binary_view` arrays whose views point into that buffer, then
-  one Arrow cast (C++) makes them the `binary` Spark expects; nulls (length -1) are Arrow nulls.
+  for all records together: the 8 bytes at each position as one uint64 (one gather), the
+  varint's end found with bit tricks, one shift per byte of the longest varint.
+- Keys and values are copied into `binary` arrays, the type Spark expects: with one numpy
+  gather when all of a column's values have one size (fixed-size keys and values), else by
+  Arrow's `filter` over a binary array whose elements alternate values and the gaps between
+  them (`_binary`); nulls (length -1) are Arrow nulls.
 - Headers are rare: only records that have some are walked in Python.
 
 Rules (the same as the record-by-record decoder's, `record.decode_records`, which the tests
@@ -49,14 +53,11 @@ from replog.record.varint import decode_varint
 
 Int64s = npt.NDArray[np.int64]
 Bytes = npt.NDArray[np.uint8]
+Words = npt.NDArray[np.uint64]  # the 8 bytes at each position of a buffer
 
 TIMESTAMP_TYPE_CREATE_TIME = 0
 TIMESTAMP_TYPE_LOG_APPEND_TIME = 1
-_PAD = 16  # zero bytes after the buffer: a varint or an 8-byte read may run past the end
 _MIN_BODY = 6  # attributes byte and five one-byte varints
-_INLINE_MAX = 12  # Arrow's view layout: values up to 12 bytes sit inside the view itself
-# _LOW_BYTES[k]: a mask keeping the low k bytes of a uint64 (k = 0..8).
-_LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +104,22 @@ def decode_batches(
 def _regions(
     data: bytes, batches: Sequence[tuple[int, BatchHeader]], where: str
 ) -> tuple[bytes, list[tuple[int, int]]]:
-    """One buffer holding every batch's records region, and each region's (start, end) in it."""
-    pieces: list[bytes | memoryview] = []
+    """A buffer holding every batch's records region, and each region's (start, end) in it.
+
+    Uncompressed batches in order (as a fetch answer has them): `data` itself, the regions
+    where they are. Else one new buffer: the (decompressed) regions back to back.
+    """
     spans: list[tuple[int, int]] = []
+    after = 0
+    for position, header in batches:
+        if header.compression_codec != COMPRESSION_NONE or position < after:
+            break
+        after = position + header.size_in_bytes
+        spans.append((position + RECORD_BATCH_OVERHEAD, after))
+    else:
+        return data, spans
+    pieces: list[bytes | memoryview] = []
+    spans = []
     view = memoryview(data)
     at = 0
     for position, header in batches:
@@ -120,7 +134,6 @@ def _regions(
         pieces.append(region)
         spans.append((at, at + len(region)))
         at += len(region)
-    pieces.append(bytes(_PAD))
     return b"".join(pieces), spans
 
 
@@ -216,9 +229,68 @@ def _record_starts(
     return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 
 
-def _varints(buf: Bytes, pos: Int64s, size_max: int) -> tuple[Int64s, Int64s]:
+_STOP_BITS = np.uint64(0x8080808080808080)  # each byte's continuation bit
+_ONE = np.uint64(1)
+
+
+def _words_at(buf: Bytes, words: Words, pos: Int64s) -> Words:
+    """The 8 bytes at each of the increasing positions `pos`, as little-endian uint64s; bytes
+    past the end of the buffer read as zeros (the last records' varints end near it)."""
+    if not len(pos) or pos[-1] < len(words):
+        return words[pos]
+    inside = int(np.searchsorted(pos, len(words)))
+    found = np.empty(len(pos), dtype=np.uint64)
+    found[:inside] = words[pos[:inside]]
+    base = max(len(buf) - 8, 0)
+    tail = np.zeros(16, dtype=np.uint8)
+    tail[: len(buf) - base] = buf[base:]
+    tail_words = np.ndarray(shape=(9,), dtype="<u8", buffer=tail, offset=0, strides=(1,))
+    found[inside:] = tail_words[pos[inside:] - base]  # past the end: IndexError
+    return found
+
+
+def _varints(buf: Bytes, words: Words, pos: Int64s, size_max: int) -> tuple[Int64s, Int64s]:
     """(values, next positions) of the zig-zag varints at `pos`: int32 when size_max is 5,
-    int64 when 10."""
+    int64 when 10.
+
+    The 8 bytes at each position are read as one little-endian uint64 (one gather): the
+    varint's last byte is the lowest one without its continuation bit, found with bit tricks
+    for all positions at once, then the 7-bit groups of the bytes up to it are joined with
+    one shift per byte of the longest varint. A varlong longer than 8 bytes (only huge
+    timestamp deltas) takes the byte-by-byte path.
+    """
+    word = _words_at(buf, words, pos)
+    stops = np.invert(word)
+    stops &= _STOP_BITS
+    if size_max != 5 and not stops.all():
+        return _varints_bytewise(buf, pos, size_max)
+    # x ^ (x - 1): the lowest stop bit and every bit under it, i.e. the varint's bytes. The
+    # 7 value bits of byte k are picked by one mask after a shift by k, so the continuation
+    # bits need no clearing.
+    mask = stops - _ONE
+    mask ^= stops
+    length = np.bitwise_count(mask)  # 8 bits per byte of the varint; 64 when no stop bit
+    length >>= 3
+    longest = int(length.max())
+    if size_max == 5 and longest > 5:
+        raise _NotVectorised  # longer than 5 bytes
+    word &= mask
+    unsigned = word & np.uint64(0x7F)
+    part = np.empty_like(word)
+    for k in range(1, longest):
+        np.right_shift(word, np.uint64(k), out=part)
+        part &= np.uint64(0x7F << (7 * k))
+        unsigned |= part
+    if size_max == 5 and int(unsigned.max()) >> 32:
+        raise _NotVectorised  # a varint overflowing 32 bits
+    values = (unsigned >> _ONE).view(np.int64)
+    unsigned &= _ONE
+    values ^= -unsigned.view(np.int64)
+    return values, pos + length
+
+
+def _varints_bytewise(buf: Bytes, pos: Int64s, size_max: int) -> tuple[Int64s, Int64s]:
+    """`_varints` one byte position at a time: for varlongs of 9 or 10 bytes."""
     byte = buf[pos]
     unsigned = (byte & 0x7F).astype(np.uint64)
     length = np.ones(len(pos), dtype=np.int64)
@@ -234,8 +306,6 @@ def _varints(buf: Bytes, pos: Int64s, size_max: int) -> tuple[Int64s, Int64s]:
         length[more] += 1
         more = more[byte >= 0x80]
         shift += 7
-    if size_max == 5 and np.any(unsigned >> np.uint64(32)):
-        raise _NotVectorised  # a varint overflowing 32 bits
     values = (unsigned >> np.uint64(1)).astype(np.int64) ^ -(unsigned & np.uint64(1)).astype(
         np.int64
     )
@@ -245,30 +315,52 @@ def _varints(buf: Bytes, pos: Int64s, size_max: int) -> tuple[Int64s, Int64s]:
 def _binary(buf: Bytes, buffer: pa.Buffer, starts: Int64s, lengths: Int64s) -> pa.Array:
     """buffer[starts[i] : starts[i] + lengths[i]] as a binary array, null where length is -1.
 
-    Arrow's view layout (16 bytes each): the length as int32, then the value itself when it
-    has at most 12 bytes (zero padded), else its first 4 bytes, the buffer index (0) and its
-    offset in the buffer. Built with uint64 arithmetic, then cast to `binary` by Arrow.
+    `binary` wants the values back to back, so they are copied, in one of two ways:
+    - All values (nulls aside) of one size L, as keys and values often are: a numpy view of
+      the buffer as L-byte elements starting at every byte, indexed by the starts (one
+      gather), and offsets that grow by L.
+    - Else the values lie in order in the buffer with gaps between them (the rest of each
+      record), so one offsets array that alternates each value's start and end describes a
+      `binary` array over the buffer as it is, whose even elements are the values and odd
+      ones the gaps; Arrow's `filter` (C++) copies the even ones into a new array.
+    The caller has checked that every value ends before the next one starts.
     """
     count = len(starts)
     valid = lengths >= 0
-    sizes = np.where(valid, lengths, 0).astype(np.uint64)
-    # 8 bytes at any position: an unaligned uint64 view over the buffer (padded by _PAD).
-    words = np.ndarray(shape=(len(buf) - 8,), dtype="<u8", buffer=buf, offset=0, strides=(1,))
-    head = words[starts]
-    tail = words[starts + 4]
-    short = sizes <= _INLINE_MAX
-    # Short: the value's bytes (the rest zeroed); long: its first 4 bytes, then buffer 0 and
-    # its offset. min(size, 4) is 4 for every long value, so one mask serves the first word.
-    head_bytes = np.minimum(sizes, 4).astype(np.intp)
-    tail_bytes = np.clip(lengths - 4, 0, 8).astype(np.intp)
-    views = np.empty((count, 2), dtype=np.uint64)
-    views[:, 0] = sizes | ((head & _LOW_BYTES[head_bytes]) << np.uint64(32))
-    views[:, 1] = np.where(
-        short, tail & _LOW_BYTES[tail_bytes], starts.astype(np.uint64) << np.uint64(32)
+    nulls = not valid.all()
+    validity = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    present = lengths[valid] if nulls else lengths
+    size = int(present[0]) if len(present) else 0
+    if len(present) == 0 or (present.min() == size and present.max() == size):
+        if size == 0:
+            data = pa.py_buffer(b"")
+        else:
+            cells = np.ndarray(
+                shape=(len(buf) - size + 1,), dtype=f"V{size}", buffer=buf, offset=0, strides=(1,)
+            )
+            data = pa.py_buffer(cells[starts[valid] if nulls else starts])
+        if nulls:  # a null takes no bytes
+            offsets = np.zeros(count + 1, dtype=np.int32)
+            np.cumsum(valid, out=offsets[1:])
+        else:
+            offsets = np.arange(count + 1, dtype=np.int32)
+        offsets *= size
+        return pa.Array.from_buffers(pa.binary(), count, [validity, pa.py_buffer(offsets), data])
+    bounds = np.empty(2 * count + 1, dtype=np.int32)
+    bounds[0:-1:2] = starts
+    bounds[1::2] = starts
+    bounds[1::2] += lengths
+    if nulls:
+        bounds[1::2][~valid] = starts[~valid]  # a null is an empty element
+    bounds[-1] = bounds[-2]
+    both = pa.Array.from_buffers(pa.binary(), 2 * count, [None, pa.py_buffer(bounds), buffer])
+    evens = pa.Array.from_buffers(  # the bitmap 0b01010101...: every even element
+        pa.bool_(), 2 * count, [None, pa.py_buffer(bytes([0x55]) * ((2 * count + 7) // 8))]
     )
-    validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
-    array = pa.Array.from_buffers(pa.binary_view(), count, [validity, pa.py_buffer(views), buffer])
-    return array.cast(pa.binary())
+    values = both.filter(evens)
+    if not nulls:
+        return values
+    return pa.Array.from_buffers(pa.binary(), count, [validity, *values.buffers()[1:]])
 
 
 def _vectorised(
@@ -276,10 +368,14 @@ def _vectorised(
 ) -> BatchColumns:
     buffer, spans = _regions(data, batches, where)
     if len(buffer) >= 1 << 31:
-        raise _NotVectorised  # Arrow views address their buffer with int32 offsets
+        raise _NotVectorised  # Arrow's binary offsets into the buffer are int32
     buf = np.frombuffer(buffer, dtype=np.uint8)
+    # The 8 bytes at each position that has 8 after it: an unaligned uint64 view.
+    words = np.ndarray(
+        shape=(max(len(buf) - 7, 0),), dtype="<u8", buffer=buf, offset=0, strides=(1,)
+    )
     record_start = _record_starts(buffer, buf, spans, batches)
-    body_size, start = _varints(buf, record_start, 5)
+    body_size, start = _varints(buf, words, record_start, 5)
     end = start + body_size
     # The starts were found with these same lengths, so each body ends where the next record
     # starts and the last one at its region's end; what is left to check is the size itself.
@@ -290,21 +386,21 @@ def _vectorised(
     first = np.cumsum(counts) - counts
     index = np.arange(len(start), dtype=np.int64) - np.repeat(first, counts)
 
-    timestamp_delta, pos = _varints(buf, start + 1, 10)  # after the attributes byte
-    offset_delta, pos = _varints(buf, pos, 5)
+    timestamp_delta, pos = _varints(buf, words, start + 1, 10)  # after the attributes byte
+    offset_delta, pos = _varints(buf, words, pos, 5)
     if not np.array_equal(offset_delta, index):
         raise _NotVectorised
-    key_length, pos = _varints(buf, pos, 5)
+    key_length, pos = _varints(buf, words, pos, 5)
     key_start = pos
     pos = pos + np.maximum(key_length, 0)
     if np.any(key_length < -1) or np.any(pos > end):
         raise _NotVectorised
-    value_length, pos = _varints(buf, pos, 5)
+    value_length, pos = _varints(buf, words, pos, 5)
     value_start = pos
     pos = pos + np.maximum(value_length, 0)
     if np.any(value_length < -1) or np.any(pos > end):
         raise _NotVectorised
-    header_count, pos = _varints(buf, pos, 5)
+    header_count, pos = _varints(buf, words, pos, 5)
     if np.any(header_count < 0) or np.any(pos > end):
         raise _NotVectorised
     headers: list[tuple[Header, ...]] | None = None

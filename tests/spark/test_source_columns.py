@@ -7,21 +7,42 @@ and the Arrow batches it builds from decoded columns (no Spark session needed).
   `check.crcs` is off, and a partial batch at the end is left for the next fetch.
 - `columns_to_record_batch` gives exactly what `to_record_batch` gives for the same records,
   in the Arrow schema Spark derives, with and without headers, for a narrower schema too.
+- The decoder's paths a fetch answer takes, beyond tests/record/test_record_columnar.py:
+  uncompressed batches are read where they lie in the answer (no copy), with or without
+  bytes after the last one (varints read up to the answer's end), on random and on damaged
+  records; keys and values all of one size (a gather) or not (Arrow's filter), with nulls
+  and empty values, copied or not.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StructField, StructType
 from test_source_arrow import SPARK_SCHEMA
 
 from replog.client.records import ConsumerRecord
-from replog.errors import CorruptRecordError
-from replog.record import COMPRESSION_NONE, RecordBatch, available_codecs, build_batch
+from replog.errors import CorruptRecordError, InvalidRecordError
+from replog.record import (
+    COMPRESSION_NONE,
+    RECORD_BATCH_OVERHEAD,
+    RecordBatch,
+    available_codecs,
+    build_batch,
+    validate_batch,
+)
+from replog.spark import batch_columns
 from replog.spark.arrow import columns_to_record_batch, to_record_batch
-from replog.spark.batch_columns import decode_batches
+from replog.spark.batch_columns import BatchColumns, decode_batches
 from replog.spark.range_reader import _batches_to_read
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "record"))
+from record_test_support import record_lists, with_records_region
 
 NOW = 1_700_000_000_000
 
@@ -101,3 +122,103 @@ def test_without_headers_the_headers_column_is_empty_lists() -> None:
     assert batch.column("headers").to_pylist() == [[], [], [], []]
     assert batch.schema.equals(schema)
     batch.validate(full=True)
+
+
+def _oracle(data: bytes, placed: list) -> list[tuple]:  # type: ignore[type-arg]
+    rows = []
+    for position, header in placed:
+        kind = 1 if header.is_log_append_time else 0
+        for r in RecordBatch(header, data, position, "test").records():
+            rows.append((r.offset, r.timestamp, kind, r.key, r.value, r.headers))
+    return rows
+
+
+def _rows(columns: BatchColumns) -> list[tuple]:  # type: ignore[type-arg]
+    columns.keys.validate(full=True)
+    columns.values.validate(full=True)
+    headers = columns.headers if columns.headers is not None else [()] * len(columns)
+    return list(
+        zip(
+            columns.offsets.tolist(),
+            columns.timestamps.tolist(),
+            columns.timestamp_types.tolist(),
+            columns.keys.to_pylist(),
+            columns.values.to_pylist(),
+            headers,
+            strict=True,
+        )
+    )
+
+
+def _in_answer(batches: list[bytes], tail: bytes) -> tuple[bytes, list]:  # type: ignore[type-arg]
+    """The batches back to back, then `tail` (as a fetch answer ending with a partial batch)."""
+    data = b"".join(batches) + tail
+    placed, at = [], 0
+    for raw in batches:
+        placed.append((at, validate_batch(raw)))
+        at += len(raw)
+    return data, placed
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(record_lists, min_size=1, max_size=4), st.binary(max_size=20))
+def test_uncompressed_batches_are_decoded_where_they_lie(specs: list, tail: bytes) -> None:  # type: ignore[type-arg]
+    batches, base_offset = [], 0
+    for records in specs:
+        batches.append(build_batch(records, base_offset=base_offset))
+        base_offset += len(records)
+    data, placed = _in_answer(batches, tail)
+    buffer, _ = batch_columns._regions(data, placed, "test")
+    assert buffer is data  # no copy: the case under test
+    expected = _oracle(data, placed)
+    assert _rows(batch_columns._vectorised(data, placed, "test")) == expected
+    assert _rows(decode_batches(data, placed, where="test")) == expected
+
+
+def _outcome(decode, data: bytes, placed: list) -> object:  # type: ignore[no-untyped-def,type-arg]
+    try:
+        return decode(data, placed)
+    except InvalidRecordError as error:
+        return ("error", str(error))
+
+
+@settings(max_examples=300, deadline=None)
+@given(record_lists, st.data())
+def test_damaged_batch_where_it_lies_gives_the_record_decoders_answer(records, data) -> None:  # type: ignore[no-untyped-def]
+    raw = build_batch(records)
+    region = bytearray(raw[RECORD_BATCH_OVERHEAD:])
+    edits = data.draw(
+        st.lists(
+            st.tuples(st.integers(0, len(region) - 1), st.integers(0, 255)), min_size=1, max_size=3
+        )
+    )
+    for at, value in edits:
+        region[at] = value
+    cut = data.draw(st.integers(0, 2))
+    damaged = with_records_region(raw, bytes(region[: len(region) - cut]))
+    answer, placed = _in_answer([build_batch(records), damaged], data.draw(st.binary(max_size=9)))
+    assert batch_columns._regions(answer, placed, "test")[0] is answer
+
+    def columnar(d: bytes, p: list) -> list[tuple]:  # type: ignore[type-arg]
+        return _rows(decode_batches(d, p, where="test"))
+
+    assert _outcome(columnar, answer, placed) == _outcome(_oracle, answer, placed)
+
+
+@pytest.mark.parametrize(
+    "keys,values",
+    [
+        ([b"k1", None, b"k3", None], [b"v" * 100, b"w" * 100, None, b"x" * 100]),  # one size
+        ([None, None], [None, None]),  # all null
+        ([b"", b""], [b"", None]),  # empty
+        ([b"a", b"bb", None], [b"v" * 10, None, b"v" * 300]),  # sizes differ: filter
+    ],
+)
+def test_keys_and_values_of_one_size_or_not_with_nulls(keys: list, values: list) -> None:  # type: ignore[type-arg]
+    records = [(NOW + i, k, v, ()) for i, (k, v) in enumerate(zip(keys, values, strict=True))]
+    for codec in sorted(available_codecs()):  # where it lies (none), or copied
+        data, placed = _in_answer([build_batch(records, base_offset=7, compression=codec)], b"")
+        columns = batch_columns._vectorised(data, placed, "test")
+        assert columns.keys.to_pylist() == keys
+        assert columns.values.to_pylist() == values
+        assert _rows(columns) == _oracle(data, placed)

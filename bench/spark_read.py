@@ -33,10 +33,10 @@ Parquet and the issue's goals (>= 1M rows/s, >= 0.5x Parquet); with several runs
     .venv/bin/python bench/spark_read.py --quick         # 1 run, 500k records, ~3 minutes
     .venv/bin/python bench/spark_read.py --runs 5 --json out.json
 
-The cluster is started here with `replog cluster start` (ports 19760-19762, data in a temporary
-directory) and stopped on exit; servers left by an interrupted earlier run (found by their data
-directory under $TMPDIR/replog-bench-spark-*) are killed at start. Needs Java 17+ and the dev
-venv's pyspark and pyarrow.
+The cluster is started here with `replog cluster start` (ports 19760-19762, metrics endpoints
+19860-19862, data in a temporary directory) and stopped on exit; servers left by an interrupted
+earlier run (found by their data directory under $TMPDIR/replog-bench-spark-*) are killed at
+start. Needs Java 17+ and the dev venv's pyspark and pyarrow.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ os.environ.setdefault("TZ", "UTC")
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from replog.cli.local_cluster import LocalCluster  # noqa: E402
+from replog.cli.local_cluster import METRICS_PORT_OFFSET, LocalCluster  # noqa: E402
 from replog.client.sync_producer import Producer  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -491,7 +491,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     leftovers = reap_leftovers()
     if leftovers:
         print(f"# killed servers left by an earlier run: pids {leftovers}")
-    busy = [BASE_PORT + i for i in range(NODES) if not port_free(BASE_PORT + i)]
+    # The nodes' listeners and their metrics endpoints (`replog cluster start` puts those 100
+    # ports up).
+    bases = (BASE_PORT, BASE_PORT + METRICS_PORT_OFFSET)
+    ports = [base + i for base in bases for i in range(NODES)]
+    busy = [port for port in ports if not port_free(port)]
     if busy:
         raise SystemExit(f"ports in use: {busy}")
     # SIGTERM (e.g. a CI timeout) unwinds like Ctrl-C, so `finally` stops the cluster.

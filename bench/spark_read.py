@@ -491,8 +491,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     leftovers = reap_leftovers()
     if leftovers:
         print(f"# killed servers left by an earlier run: pids {leftovers}")
-    # The nodes' listeners and their metrics endpoints (`replog cluster start` puts those 100
-    # ports up).
+    # The nodes' listeners and their metrics endpoints (`replog cluster start` puts those
+    # METRICS_PORT_OFFSET ports above the listeners).
     bases = (BASE_PORT, BASE_PORT + METRICS_PORT_OFFSET)
     ports = [base + i for base in bases for i in range(NODES)]
     busy = [port for port in ports if not port_free(port)]

@@ -79,8 +79,9 @@ class LogTail:
         chunks: list[bytes] = []
         size = 0
         for op in self._ops:
-            if isinstance(op, TruncateTo | InstallSnapshot | DeleteLogPrefix):
-                # The written log's end no longer locates the pending bytes: read nothing new.
+            if isinstance(op, TruncateTo | InstallSnapshot):
+                # The log end moves: the written log's end no longer locates the pending bytes
+                # (a leader never has either pending; this keeps a wrong read impossible).
                 return b""
             if not isinstance(op, AppendBatches) or op.end_offset <= start_offset:
                 continue

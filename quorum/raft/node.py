@@ -480,10 +480,9 @@ class RaftNode:
         self._flushed_end_offset = flushed_end_offset
         leader = self._role
         if isinstance(leader, Leader):
+            # No parked fetch waits for the written log: each append answered them with its
+            # pending bytes already (`_drain_accumulator`).
             self._update_leader_high_watermark(leader)
-            for parked in list(leader.parked.values()):
-                if parked.request.fetch_offset < written_end:
-                    self._answer_parked(leader, parked)
 
     def status(self) -> NodeStatus:
         summary = self._tail.summary()
@@ -1116,7 +1115,7 @@ class RaftNode:
             return replace(response, diverging_epoch=position.diverging_epoch)
         if isinstance(position, SnapshotPosition):
             return replace(response, snapshot_id=position.snapshot_id)
-        if request.fetch_offset >= self._tail.summary().log_end_offset:
+        if request.fetch_offset >= summary.log_end_offset:
             return response
         max_bytes = min(request.max_bytes, self.config.fetch_bytes_max)
         # Pending appends too: sent only once written (see `LogTail.read`).
@@ -1161,17 +1160,16 @@ class RaftNode:
             # Before the parked fetches are answered, so that the answers carry it.
             self._drain_accumulator(leader)
         # Followers learn the new high watermark from the answers to their parked fetches,
-        # within the high watermark linger: a Fetch that carried a follower's acknowledgement
-        # (answered at once, it costs the follower another round trip before its next Fetch is
-        # parked again) is then still parked when the next proposal arrives, usually moments
-        # after the commit, and its answer carries the new records with the high watermark.
-        # With one proposer that saves a whole Fetch round trip per commit.
-        linger_end_ms = self._now_ms + self.config.high_watermark_linger_ms
+        # within the high watermark linger: a fetch still parked when the next proposal
+        # arrives, usually moments after the commit, is answered with its records and the
+        # high watermark together (answered at once, the follower would spend a Fetch round
+        # trip before it waits again; with one proposer, one round trip per commit).
+        linger_ms = self.config.high_watermark_linger_ms
         for parked in list(leader.parked.values()):
-            if linger_end_ms <= self._now_ms:
+            if linger_ms == 0:
                 self._answer_parked(leader, parked)
             else:
-                parked.deadline_ms = min(parked.deadline_ms, linger_end_ms)
+                parked.deadline_ms = min(parked.deadline_ms, self._now_ms + linger_ms)
 
     def _everything_committed(self) -> bool:
         return self._tail.summary().log_end_offset <= self._high_watermark

@@ -696,7 +696,9 @@ class RecordAccumulator:
         used = sizes[leader]
         while allowed > 0 and dq:
             batch = dq[0]
-            if batch.attempts or self._open.get(tp) is batch or batch.records is not None:
+            # A retry is re-enqueued ahead of every first send, so none should follow one
+            # here; were it to, it must go alone (the broker answers an entry as a whole).
+            if batch.attempts or self._open.get(tp) is batch:
                 break
             size = RECORD_BATCH_OVERHEAD + batch.limit - batch.room
             if used + size > max_request_size:

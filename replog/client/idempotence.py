@@ -13,10 +13,11 @@ the epoch):
   batch taking as many as it has records (Int32 max wraps to 0). At most 5 stamped batches of
   a partition are unacknowledged at a time, so that every retry is still among the broker's
   retained 5 and is recognised as a duplicate.
-- Until a partition has one batch acknowledged under its producer id, it has only one batch
-  pending: the broker accepts any first sequence from an id it does not know, and concurrent
+- Until a partition has one batch acknowledged under its producer id, it has only one request
+  pending (which may carry several of its batches, in order, as one entry: the accumulator's
+  drain): the broker accepts any first sequence from an id it does not know, and concurrent
   gRPC calls (unlike requests on one Kafka TCP connection) may be processed out of order, so a
-  second batch could otherwise be written before the first. Once the broker knows the id, an
+  second request could otherwise be written before the first. Once the broker knows the id, an
   overtaking batch is refused (OUT_OF_ORDER_SEQUENCE_NUMBER) and retried in turn.
 - A retried batch keeps its stamp and is resent only when it is the partition's oldest
   unacknowledged batch (`can_drain`), so batches are written in sequence order. Later batches

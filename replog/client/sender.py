@@ -554,31 +554,20 @@ class Sender:
             self._metadata.request_update()
         retriable = error.retriable or (idempotence is not None and idempotence.can_retry(error))
         deadline_ms = batch.created_ms + self._config.delivery_timeout_ms
-        if (
+        # The broker refused an entry of several batches as a whole for what may be one
+        # batch's fault (too large, a bad timestamp): each is resent at once on its own (a
+        # retried batch goes alone) to get its own answer, even with retries=0 (Kafka would
+        # have sent it alone). Not when the entry may have been written and no sequence
+        # would catch the duplicate.
+        alone = (
             grouped
             and not retriable
             and (idempotence is not None or not isinstance(error, _UNKNOWN_OUTCOME))
-            and not batch.done
-            and not self._forced
-            and now_ms < deadline_ms
-        ):
-            # The broker refused the entry as a whole for what may be one batch's fault (too
-            # large, a bad timestamp): each batch is resent on its own (a retried batch goes
-            # alone) and gets its own answer. Not when the entry may have been written and
-            # no sequence would catch the duplicate.
-            if idempotence is not None:
-                idempotence.on_retry(batch, error)
-            else:
-                batch.in_flight = False
-            self.metrics.batches_retried += 1
-            log.debug("resending %r alone after %s", batch, _describe(error))
-            retries.append((batch, now_ms))
-            return
+        )
         if (
-            retriable
+            (alone or (retriable and batch.attempts <= self._config.retries))
             and not batch.done
             and not self._forced
-            and batch.attempts <= self._config.retries
             and now_ms < deadline_ms
         ):
             if idempotence is not None:
@@ -586,8 +575,11 @@ class Sender:
             else:
                 batch.in_flight = False
             self.metrics.batches_retried += 1
-            log.debug("retrying %r after %s", batch, _describe(error))
-            retries.append((batch, now_ms + self._backoff_ms(batch.attempts)))
+            log.debug(
+                "%s %r after %s", "resending" if alone else "retrying", batch, _describe(error)
+            )
+            retry_at_ms = now_ms if alone else now_ms + self._backoff_ms(batch.attempts)
+            retries.append((batch, retry_at_ms))
             return
         if idempotence is not None:
             idempotence.on_failed(batch)

@@ -10,8 +10,9 @@ time, then drains `Ready`s:
     node.advance(ready, flushed_end_offset=flushed)
     deliver ready.to_apply             # committed batches, snapshot loads, leader changes
 
-and sleeps until the next input, `ready.wake_at_ms` or the next deadline of a timer. While the
-worker thread persists, inputs wait in the inbox, as the `Ready` contract requires.
+and sleeps until the next input, `node.wake_at_ms()` (read after `advance`, so it has any
+deadline `advance` moved) or the next deadline of a timer. While the worker thread persists,
+inputs wait in the inbox, as the `Ready` contract requires.
 
 The state machine on top of Raft (the quorum controller) lives on this same thread of
 decisions: its inputs are closures `post`ed to the same inbox, its timers are `add_timer`ed to
@@ -81,8 +82,7 @@ class LoopTimer(Protocol):
 
 @dataclass(slots=True)
 class _Waiter:
-    # None until the loop proposed it (the caller may time out before: nothing was appended).
-    result: ProposeResult | None
+    result: ProposeResult
     future: asyncio.Future[ProposeResult]
 
 
@@ -190,35 +190,38 @@ class RaftDriver:
             raise KafkaStorageError(f"node {self.node_id} stopped after a disk failure")
         # One future from the proposal to its commit (issue #4, 64 proposers: a second one for
         # "proposed" woke every caller twice per record).
-        waiter = _Waiter(None, asyncio.get_running_loop().create_future())
+        future: asyncio.Future[ProposeResult] = asyncio.get_running_loop().create_future()
+        # Set by the loop once proposed (the caller may time out before: nothing was appended).
+        proposed: ProposeResult | None = None
 
         def propose(now: int) -> None:
-            if waiter.future.done():
+            nonlocal proposed
+            if future.done():
                 # Fix (issue #4, the SIGSTOP test's "stall"): the caller was cancelled while
                 # this waited in the inbox (its client gave up during a freeze). Completing its
                 # future raised InvalidStateError, which killed the loop: the node stopped. A
                 # proposal nobody waits for is not appended at all.
                 return
             try:
-                waiter.result = result = self.node.propose(values, now)
+                proposed = self.node.propose(values, now)
             except Exception as exc:  # a typed error for the caller, not for the loop
-                waiter.future.set_exception(exc)
+                future.set_exception(exc)
                 return
             # Fix (issue #4, seen in node logs): a caller that gave up (timeout, client gone)
             # leaves the future unawaited; retrieving its outcome here keeps asyncio from
             # logging "Future exception was never retrieved" when it is later failed.
-            waiter.future.add_done_callback(_retrieve_outcome)
-            self._waiters.setdefault(result.base_offset, []).append(waiter)
+            future.add_done_callback(_retrieve_outcome)
+            self._waiters.setdefault(proposed.base_offset, []).append(_Waiter(proposed, future))
 
         self.post(propose)
         timeout = (timeout_ms or self.config.request_timeout_ms * 15) / 1000
         try:
-            # asyncio.timeout, not wait_for: no task per proposal. On expiry the waiter's
-            # future is cancelled, which _complete_waiters skips: the caller has given up.
+            # asyncio.timeout, not wait_for: no task per proposal. On expiry the future is
+            # cancelled, which `propose` and _complete_waiters skip: the caller has given up.
             async with asyncio.timeout(timeout):
-                return await waiter.future
+                return await future
         except TimeoutError:
-            where = "" if waiter.result is None else f" at offset {waiter.result.base_offset}"
+            where = "" if proposed is None else f" at offset {proposed.base_offset}"
             raise RequestTimedOutError(
                 f"proposal{where} was not committed within {timeout:.1f} s"
             ) from None
@@ -370,7 +373,6 @@ class RaftDriver:
                 if waiter.future.done():
                     continue
                 result = waiter.result
-                assert result is not None  # registered only once proposed
                 if base >= batch.base_offset and batch.quorum_epoch == result.quorum_epoch:
                     waiter.future.set_result(result)
                 else:

@@ -235,7 +235,13 @@ _ONE = np.uint64(1)
 
 def _words_at(buf: Bytes, words: Words, pos: Int64s) -> Words:
     """The 8 bytes at each of the increasing positions `pos`, as little-endian uint64s; bytes
-    past the end of the buffer read as zeros (the last records' varints end near it)."""
+    past the end of the buffer read as zeros (the last records' varints end near it).
+
+    Only a damaged batch gives positions out of order (a record length below the minimum, or
+    a field running past its record's end); later ones may then be read wrong or raise
+    IndexError. `_vectorised` still falls back: the record after which the order breaks is
+    read right, and it fails a check (its body too short, or its fields past its end).
+    """
     if not len(pos) or pos[-1] < len(words):
         return words[pos]
     inside = int(np.searchsorted(pos, len(words)))
@@ -257,7 +263,7 @@ def _varints(buf: Bytes, words: Words, pos: Int64s, size_max: int) -> tuple[Int6
     varint's last byte is the lowest one without its continuation bit, found with bit tricks
     for all positions at once, then the 7-bit groups of the bytes up to it are joined with
     one shift per byte of the longest varint. A varlong longer than 8 bytes (only huge
-    timestamp deltas) takes the byte-by-byte path.
+    timestamp deltas) sends the whole call down the byte-by-byte path.
     """
     word = _words_at(buf, words, pos)
     stops = np.invert(word)

@@ -4,9 +4,10 @@ judge idempotent batches as a replog broker does.
 Covered: delivery and offsets, keyed partitioning, acks=0, batching, retries of retriable
 errors, ordering with 5 requests in flight when an early batch fails or a later one overtakes
 it, lost answers deduplicated by the broker (and duplicated without idempotence), leader moves,
-expiry with its exact error, non-retriable errors, the producer id's retries, bad input and
-unknown topics failing fast, backpressure up to max.block.ms, flush and close, and the
-in-flight limit.
+expiry with its exact error, non-retriable errors, a backlog sent as one entry per partition
+(offsets per batch, order kept through retries, a refused entry resent batch by batch), the
+producer id's retries, bad input and unknown topics failing fast, backpressure up to
+max.block.ms, flush and close, and the in-flight limit.
 """
 
 from __future__ import annotations
@@ -319,6 +320,26 @@ async def test_a_backlog_goes_in_one_request_and_each_batch_gets_its_offsets(
 
 
 @pytest.mark.asyncio
+async def test_an_entry_retried_after_a_retriable_error_keeps_its_order(
+    cluster: FakeCluster, make: Made
+) -> None:
+    # Without idempotence nothing but the queue keeps the order: one request at a time.
+    producer = make(
+        batch_size=1, enable_idempotence=False, acks=1, max_in_flight_requests_per_connection=1
+    )
+    await producer.send("one", b"warm-up")
+    cluster.gate.close()
+    futures = [producer.send_nowait("one", b"%d" % i) for i in range(4)]
+    await until(lambda: cluster.gate.held == 1)
+    assert cluster.calls[1].batches == [3]  # b0-b2; b3, still open then, waits its turn
+    cluster.refuse("one", 0, NotEnoughReplicasError("one-0: not enough replicas"))
+    cluster.gate.open()
+    results = await asyncio.gather(*futures)
+    assert [r.offset for r in results] == [1, 2, 3, 4]
+    assert cluster.log("one").values() == [b"warm-up", b"0", b"1", b"2", b"3"]
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize("idempotence", [True, False])
 async def test_a_refused_entry_of_several_batches_is_resent_batch_by_batch(
     cluster: FakeCluster, make: Made, idempotence: bool
@@ -356,20 +377,27 @@ async def test_a_refused_entry_of_several_batches_is_resent_batch_by_batch(
 
 
 @pytest.mark.asyncio
-async def test_without_idempotence_an_entry_of_unknown_outcome_is_not_resent(
-    cluster: FakeCluster, make: Made
+@pytest.mark.parametrize("idempotence", [True, False])
+async def test_an_entry_of_unknown_outcome_is_resent_batch_by_batch_only_with_idempotence(
+    cluster: FakeCluster, make: Made, idempotence: bool
 ) -> None:
-    producer = make(batch_size=1, enable_idempotence=False, acks=1)
+    producer = make(batch_size=1, enable_idempotence=idempotence, acks=-1 if idempotence else 1)
     await producer.send("one", b"warm-up")
     cluster.gate.close()
     futures = [producer.send_nowait("one", b"%d" % i) for i in range(3)]
-    await until(lambda: cluster.gate.held == 2)
-    # It may have been written: resending without sequences could duplicate it.
+    await until(lambda: cluster.gate.held == 2)  # [b0, b1] and, still open then, [b2]
+    # It may have been written: a resent batch is recognised as a duplicate by its sequence;
+    # without sequences, resending could write it twice.
     cluster.refuse("one", 0, UnknownServerError("one-0: the broker failed"))
     cluster.gate.open()
     outcomes = await asyncio.gather(*futures, return_exceptions=True)
-    assert [type(o) for o in outcomes[:2]] == [UnknownServerError] * 2
-    assert outcomes[2].offset == 1  # type: ignore[union-attr]
+    if idempotence:
+        assert [o.offset for o in outcomes] == [1, 2, 3]  # type: ignore[union-attr]
+        assert cluster.calls[1].batches == [2]
+        assert all(call.batches == [1] for call in cluster.calls[2:])
+    else:
+        assert [type(o) for o in outcomes[:2]] == [UnknownServerError] * 2
+        assert outcomes[2].offset == 1  # type: ignore[union-attr]
 
 
 @pytest.mark.asyncio

@@ -6,7 +6,7 @@ Every command prints what happened: messages sent and delivered, role changes, a
 command itself reports. `run_script` renders a whole file; the test compares it with the file.
 
 Commands (node ids are integers; voters are 1..n, observers 101..):
-    add-nodes N [observers=K] [linger=MS] [hw-linger=MS] [fetch-bytes=B]
+    add-nodes N [observers=K] [linger=MS] [fetch-bytes=B]
                                              start N voters (and K observers)
     tick (NODE|all) MS                       advance clocks and run timers
     campaign NODE                            advance NODE's clock to its next deadline until it
@@ -217,8 +217,9 @@ class ScenarioEnv:
         config = RaftConfig(
             voters=tuple(VoterAddress(i, "localhost", 9090 + i) for i in range(1, voters + 1)),
             append_linger_ms=int(options.get("linger", "0")),
-            # 0: followers learn a new high watermark at once, without ticks in the scripts.
-            high_watermark_linger_ms=int(options.get("hw-linger", "0")),
+            # Followers learn a new high watermark at once, without ticks in the scripts (the
+            # linger has its own tests in test_node_rules.py).
+            high_watermark_linger_ms=0,
             fetch_bytes_max=int(options.get("fetch-bytes", str(8 << 20))),
         )
         ids = [*range(1, voters + 1), *range(OBSERVER_BASE_ID, OBSERVER_BASE_ID + observers)]

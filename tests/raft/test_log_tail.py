@@ -7,6 +7,7 @@ from raft_helpers import log_with
 
 from quorum.raft.log_tail import LogTail
 from quorum.raft.log_view import EpochStart
+from quorum.raft.snapshot_id import SnapshotId
 from replog.record import build_batch
 
 
@@ -49,3 +50,11 @@ def test_nothing_pending_is_read_across_a_pending_truncation() -> None:
     tail.truncate_to(2)
     append(tail, 2)
     assert tail.read(3, 1 << 20) == b""
+
+
+def test_a_pending_prefix_deletion_keeps_the_pending_appends_readable() -> None:
+    # Retention moves only the log start: the appends that follow still start at the written end.
+    tail = LogTail(log_with([(1, 3)]))
+    tail.delete_prefix(SnapshotId(2, 1))
+    data = append(tail, 3)
+    assert tail.read(3, 1 << 20) == data

@@ -183,17 +183,6 @@ def test_a_non_leader_answers_fetches_with_the_leader_it_knows() -> None:
     assert (response.error, response.leader_id) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, 3)
 
 
-def test_an_empty_answer_is_parked_until_data_arrives() -> None:
-    raft, log = make_leader()
-    fetch_response(raft, log, 2, fetch(3, EPOCH))  # catch up; high watermark 3
-    assert not bodies(step(raft, log, 2, fetch(3, EPOCH, hw=3, max_wait_ms=500)), FetchResponse)
-    raft.propose([b"x"], raft.now_ms)
-    ready = merge(drain(raft, log))
-    (response,) = bodies(ready, FetchResponse, 2)
-    assert isinstance(response, FetchResponse)
-    assert response.records  # answered as soon as the leader wrote the batch
-
-
 def test_a_parked_fetch_is_answered_empty_after_its_wait() -> None:
     raft, log = make_leader()
     fetch_response(raft, log, 2, fetch(3, EPOCH))
@@ -220,6 +209,30 @@ def test_a_fetcher_behind_the_high_watermark_is_answered_within_the_linger() -> 
     (response,) = bodies(merge(drain(raft, log)), FetchResponse, 3)
     assert isinstance(response, FetchResponse)
     assert (response.high_watermark, response.records) == (3, b"")
+
+
+def test_a_commit_shortens_every_parked_wait_to_the_linger_and_the_wake_time_shows_it() -> None:
+    raft, log = make_leader(high_watermark_linger_ms=5)
+    fetch_response(raft, log, 2, fetch(3, EPOCH))  # high watermark 3
+    raft.propose([b"x"], raft.now_ms)
+    merge(drain(raft, log))  # [3, 4) written and flushed
+    fetch_response(raft, log, 101, fetch(3, EPOCH, replica=101, hw=3))  # records [3, 4)
+    start = raft.now_ms
+    # The observer waits with nothing new; then follower 2's acknowledgement commits offset 4.
+    parked = fetch(4, EPOCH, replica=101, hw=3, max_wait_ms=500)
+    assert not bodies(step(raft, log, 101, parked), FetchResponse)
+    ready = step(raft, log, 2, fetch(4, EPOCH, hw=3, max_wait_ms=500))
+    assert raft.status().high_watermark == 4 and not bodies(ready, FetchResponse)
+    assert ready.wake_at_ms == raft.wake_at_ms() == start + 5
+    raft.tick(start + 4)
+    assert not bodies(merge(drain(raft, log)), FetchResponse)
+    raft.tick(start + 5)
+    answers = merge(drain(raft, log)).messages
+    assert sorted(
+        (m.destination_id, m.body.high_watermark)
+        for m in answers
+        if isinstance(m.body, FetchResponse)
+    ) == [(2, 4), (101, 4)]
 
 
 def test_without_a_linger_a_fetcher_behind_the_high_watermark_is_answered_at_once() -> None:

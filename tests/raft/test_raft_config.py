@@ -98,3 +98,10 @@ def test_errors_name_the_property(properties: dict[str, str], key: str, reason: 
 
 def test_parse_voters_keeps_the_order() -> None:
     assert [v.node_id for v in parse_voters("3@c:3, 1@a:1")] == [3, 1]
+
+
+def test_the_high_watermark_linger_may_be_zero_but_not_negative() -> None:
+    voters = (VoterAddress(1, "a", 1),)
+    assert RaftConfig(voters=voters, high_watermark_linger_ms=0).high_watermark_linger_ms == 0
+    with pytest.raises(ConfigError, match=r"^high_watermark_linger_ms: must be an integer >= 0"):
+        RaftConfig(voters=voters, high_watermark_linger_ms=-1)

@@ -123,9 +123,13 @@ def _damaged_outcome(decode, data: bytes, placed: list) -> object:  # type: igno
         return ("error", str(error))
 
 
-@settings(max_examples=400, deadline=None)
-@given(record_lists, st.data())
-def test_damaged_records_region_gives_the_record_decoders_answer(records: list, data) -> None:  # type: ignore[no-untyped-def]
+def _columnar_rows(data: bytes, placed: list) -> list[tuple]:  # type: ignore[type-arg]
+    return _rows(decode_batches(data, placed, where="test"))
+
+
+def draw_damaged_batch(records: list, data) -> bytes:  # type: ignore[no-untyped-def]
+    """A batch of `records` with 1-3 bytes of its records region overwritten and 0-2 bytes cut
+    from its end (its header and CRC made to match, so only the records are wrong)."""
     raw = build_batch(records)
     region = bytearray(raw[RECORD_BATCH_OVERHEAD:])
     edits = data.draw(
@@ -136,13 +140,17 @@ def test_damaged_records_region_gives_the_record_decoders_answer(records: list, 
     for at, value in edits:
         region[at] = value
     cut = data.draw(st.integers(0, 2))
-    damaged = with_records_region(raw, bytes(region[: len(region) - cut]))
+    return with_records_region(raw, bytes(region[: len(region) - cut]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(record_lists, st.data())
+def test_damaged_records_region_gives_the_record_decoders_answer(records: list, data) -> None:  # type: ignore[no-untyped-def]
+    damaged = draw_damaged_batch(records, data)
     placed = [(0, validate_batch(damaged))]
-
-    def columnar(d: bytes, p: list) -> list[tuple]:
-        return _rows(decode_batches(d, p, where="test"))
-
-    assert _damaged_outcome(columnar, damaged, placed) == _damaged_outcome(_oracle, damaged, placed)
+    assert _damaged_outcome(_columnar_rows, damaged, placed) == _damaged_outcome(
+        _oracle, damaged, placed
+    )
 
 
 def test_many_records_in_many_batches() -> None:

@@ -5,15 +5,23 @@
 - A broker that cannot register with the controller quorum within
   `initial.broker.registration.timeout.ms` exits 1, saying why (as Kafka's broker does): a
   process left running would look healthy to a supervisor that only watches the pid.
+- `BrokerRuntime.wait_failed`, which the node waits on, returns on either failure, saying
+  which (a storage error the same way, without the process).
 """
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
+
+from replog.errors import KafkaStorageError
+from replog.server.broker_runtime import BrokerRuntime
 from replog.server.known_properties import unknown_properties
 
 
@@ -66,3 +74,31 @@ def test_broker_that_cannot_register_exits_1_naming_the_setting(tmp_path: Path) 
         f"{config}: min.insync.replica is not a setting replog knows; it is ignored "
         "(did you mean min.insync.replicas?)"
     ) in node.stderr
+
+
+class _Lifecycle:
+    def __init__(self) -> None:
+        self.ended = asyncio.Event()
+
+    async def wait_shut_down(self) -> str:
+        await self.ended.wait()
+        return "broker 2 did not register"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("failure", ["storage", "lifecycle"])
+async def test_wait_failed_returns_on_either_failure_saying_which(failure: str) -> None:
+    runtime = SimpleNamespace(
+        storage_failure=asyncio.Event(), storage_error=None, lifecycle=_Lifecycle()
+    )
+    waiting = asyncio.create_task(BrokerRuntime.wait_failed(runtime))  # type: ignore[arg-type]
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    if failure == "storage":
+        runtime.storage_error = KafkaStorageError("log dir /data/1 failed")
+        runtime.storage_failure.set()
+        expected = "storage error: log dir /data/1 failed"
+    else:
+        runtime.lifecycle.ended.set()
+        expected = "the broker lifecycle ended: broker 2 did not register"
+    assert await asyncio.wait_for(waiting, 5) == expected

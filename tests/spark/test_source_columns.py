@@ -11,7 +11,9 @@ and the Arrow batches it builds from decoded columns (no Spark session needed).
   uncompressed batches are read where they lie in the answer (no copy), with or without
   bytes after the last one (varints read up to the answer's end), on random and on damaged
   records; keys and values all of one size (a gather) or not (Arrow's filter), with nulls
-  and empty values, copied or not.
+  and empty values, copied or not; varints at their limits (5-byte ints, 10-byte longs, not
+  minimal) decode, longer or overflowing ones get the strict decoder's error, at the
+  answer's end or before other bytes.
 """
 
 from __future__ import annotations
@@ -30,19 +32,28 @@ from replog.client.records import ConsumerRecord
 from replog.errors import CorruptRecordError, InvalidRecordError
 from replog.record import (
     COMPRESSION_NONE,
-    RECORD_BATCH_OVERHEAD,
     RecordBatch,
     available_codecs,
     build_batch,
     validate_batch,
 )
+from replog.record.varint import encode_varint, encode_varlong
 from replog.spark import batch_columns
 from replog.spark.arrow import columns_to_record_batch, to_record_batch
-from replog.spark.batch_columns import BatchColumns, decode_batches
+from replog.spark.batch_columns import decode_batches
 from replog.spark.range_reader import _batches_to_read
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "record"))
 from record_test_support import record_lists, with_records_region
+
+# The oracle and the comparison helpers of the decoder's own property tests, not a copy.
+from test_record_columnar import (
+    _columnar_rows,
+    _damaged_outcome,
+    _oracle,
+    _rows,
+    draw_damaged_batch,
+)
 
 NOW = 1_700_000_000_000
 
@@ -124,32 +135,6 @@ def test_without_headers_the_headers_column_is_empty_lists() -> None:
     batch.validate(full=True)
 
 
-def _oracle(data: bytes, placed: list) -> list[tuple]:  # type: ignore[type-arg]
-    rows = []
-    for position, header in placed:
-        kind = 1 if header.is_log_append_time else 0
-        for r in RecordBatch(header, data, position, "test").records():
-            rows.append((r.offset, r.timestamp, kind, r.key, r.value, r.headers))
-    return rows
-
-
-def _rows(columns: BatchColumns) -> list[tuple]:  # type: ignore[type-arg]
-    columns.keys.validate(full=True)
-    columns.values.validate(full=True)
-    headers = columns.headers if columns.headers is not None else [()] * len(columns)
-    return list(
-        zip(
-            columns.offsets.tolist(),
-            columns.timestamps.tolist(),
-            columns.timestamp_types.tolist(),
-            columns.keys.to_pylist(),
-            columns.values.to_pylist(),
-            headers,
-            strict=True,
-        )
-    )
-
-
 def _in_answer(batches: list[bytes], tail: bytes) -> tuple[bytes, list]:  # type: ignore[type-arg]
     """The batches back to back, then `tail` (as a fetch answer ending with a partial batch)."""
     data = b"".join(batches) + tail
@@ -175,34 +160,15 @@ def test_uncompressed_batches_are_decoded_where_they_lie(specs: list, tail: byte
     assert _rows(decode_batches(data, placed, where="test")) == expected
 
 
-def _outcome(decode, data: bytes, placed: list) -> object:  # type: ignore[no-untyped-def,type-arg]
-    try:
-        return decode(data, placed)
-    except InvalidRecordError as error:
-        return ("error", str(error))
-
-
 @settings(max_examples=300, deadline=None)
 @given(record_lists, st.data())
 def test_damaged_batch_where_it_lies_gives_the_record_decoders_answer(records, data) -> None:  # type: ignore[no-untyped-def]
-    raw = build_batch(records)
-    region = bytearray(raw[RECORD_BATCH_OVERHEAD:])
-    edits = data.draw(
-        st.lists(
-            st.tuples(st.integers(0, len(region) - 1), st.integers(0, 255)), min_size=1, max_size=3
-        )
-    )
-    for at, value in edits:
-        region[at] = value
-    cut = data.draw(st.integers(0, 2))
-    damaged = with_records_region(raw, bytes(region[: len(region) - cut]))
+    damaged = draw_damaged_batch(records, data)
     answer, placed = _in_answer([build_batch(records), damaged], data.draw(st.binary(max_size=9)))
     assert batch_columns._regions(answer, placed, "test")[0] is answer
-
-    def columnar(d: bytes, p: list) -> list[tuple]:  # type: ignore[type-arg]
-        return _rows(decode_batches(d, p, where="test"))
-
-    assert _outcome(columnar, answer, placed) == _outcome(_oracle, answer, placed)
+    assert _damaged_outcome(_columnar_rows, answer, placed) == _damaged_outcome(
+        _oracle, answer, placed
+    )
 
 
 @pytest.mark.parametrize(
@@ -222,3 +188,50 @@ def test_keys_and_values_of_one_size_or_not_with_nulls(keys: list, values: list)
         assert columns.keys.to_pylist() == keys
         assert columns.values.to_pylist() == values
         assert _rows(columns) == _oracle(data, placed)
+
+
+def _one_record(timestamp_delta: bytes, key_length: bytes, key: bytes) -> bytes:
+    """A records region of one record whose timestamp delta and key length are given encoded
+    (any length, minimal or not); offset delta 0, value b"v", no headers."""
+    body = b"\x00" + timestamp_delta + b"\x00" + key_length + key + encode_varint(1) + b"v\x00"
+    return encode_varint(len(body)) + body
+
+
+KEY_LENGTH = encode_varint(2)  # b"\x04"; spelt b"\x84\x80...\x00" below, at more bytes
+
+
+@pytest.mark.parametrize("tail", [b"", b"\xff" * 9], ids=["at-the-end", "0xff-after"])
+@pytest.mark.parametrize(
+    "region,error",
+    [
+        (_one_record(b"\x00", b"\x84\x80\x80\x80\x00", b"ab"), None),  # 5 bytes
+        (_one_record(encode_varlong(2**62), KEY_LENGTH, b"ab"), None),  # 10 bytes: bytewise
+        (_one_record(b"\x00", b"\x84\x80\x80\x80\x80\x00", b"ab"), "longer than 5"),
+        (_one_record(b"\x00", b"\x84\x80\x80\x80\x70", b"ab"), "overflows 32 bits"),
+        (_one_record(b"\x80" * 10 + b"\x00", KEY_LENGTH, b"ab"), "longer than 10"),
+        (_one_record(b"\xff" * 9 + b"\x02", KEY_LENGTH, b"ab"), "overflows 64 bits"),
+    ],
+    ids=[
+        "int-5-bytes",
+        "long-10-bytes",
+        "int-6-bytes",
+        "int-overflow",
+        "long-11-bytes",
+        "long-overflow",
+    ],
+)
+def test_varint_lengths_at_the_limits_decode_or_fall_back(
+    region: bytes, error: str | None, tail: bytes
+) -> None:
+    # Varints at the length limits, read 8 bytes at a time (ints) or byte by byte (a varlong
+    # longer than 8 bytes): the vectorised path itself decodes the valid ones and refuses
+    # the others, which then get the strict decoder's error.
+    raw = with_records_region(build_batch([(NOW, b"ab", b"v", ())]), region)
+    data, placed = _in_answer([raw], tail)
+    if error is None:
+        assert _rows(batch_columns._vectorised(data, placed, "test")) == _oracle(data, placed)
+        return
+    with pytest.raises(batch_columns._NotVectorised):
+        batch_columns._vectorised(data, placed, "test")
+    with pytest.raises(InvalidRecordError, match=error):
+        decode_batches(data, placed, where="test")

@@ -358,6 +358,24 @@ class Proposer(Background):
         return next(a for a in self.acks if a.quorum_epoch > epoch)
 
 
+def wait_acks_committed(acks: list[Ack], address: str, node: str, timeout_s: float = 5) -> None:
+    """Every acknowledged (offset, value) reaches the committed log at `address`, unchanged.
+
+    A follower learns a commit from its leader's next Fetch answer, so its high watermark may
+    lag the acknowledgement by a round trip (more when the leader lingers, docs/raft.md): an
+    acknowledged entry not yet below it is waited for, an entry below it that differs is lost.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        log = read_committed(address)
+        below = [a for a in acks if a.offset < log.high_watermark]
+        assert_acks_committed(below, log, node)
+        if len(below) == len(acks) or time.monotonic() > deadline:
+            assert_acks_committed(acks, log, node)
+            return
+        time.sleep(0.02)
+
+
 def assert_acks_committed(acks: list[Ack], log: CommittedLog, node: str) -> None:
     """Every acknowledged (offset, value) is in `log`, unchanged."""
     missing = [a for a in acks if log.values.get(a.offset) != a.value]

@@ -32,6 +32,7 @@ from cluster_helpers import (
     Proposer,
     assert_acks_committed,
     read_committed,
+    wait_acks_committed,
     wait_for,
 )
 
@@ -69,7 +70,7 @@ def test_kill_9_of_the_leader(cluster: LoopbackCluster) -> None:
             assert first.leader_id != leader.leader_id
             acks = list(proposer.acks)
             for node_id in (i for i in (1, 2, 3) if i != leader.leader_id):
-                assert_acks_committed(acks, read_committed(addresses[node_id]), f"node {node_id}")
+                wait_acks_committed(acks, addresses[node_id], f"node {node_id}")
             restarted = cluster.cli("restart", str(leader.leader_id))
             assert restarted.returncode == 0, restarted.stderr
             leader = cluster.wait_for_leader(after_epoch=leader.leader_epoch)
@@ -147,6 +148,4 @@ def test_graceful_sigterm_of_the_leader(cluster: LoopbackCluster) -> None:
     assert f"node {old.leader_id}: stopped" in log
     survivors = [i for i in (1, 2, 3) if i != old.leader_id]
     for node_id in survivors:
-        assert_acks_committed(
-            proposer.acks, read_committed(cluster.addresses[node_id]), f"node {node_id}"
-        )
+        wait_acks_committed(proposer.acks, cluster.addresses[node_id], f"node {node_id}")

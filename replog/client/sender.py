@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -419,12 +420,7 @@ class Sender:
         # back to back.
         entries: dict[TopicPartition, list[bytes]] = {}
         for b in batches:
-            records = b.records or b""
-            parts = entries.get(b.topic_partition)
-            if parts is None:
-                entries[b.topic_partition] = [records]
-            else:
-                parts.append(records)
+            entries.setdefault(b.topic_partition, []).append(b.records or b"")
         request = m.ProduceRequest(
             acks=acks,
             timeout_ms=self._config.request_timeout_ms if acks == m.ACKS_ALL else 0,
@@ -491,9 +487,7 @@ class Sender:
         # Per partition: how many of its batches the request carried, and the records of
         # those already settled (a batch's base offset is the entry's plus the records of
         # the batches before it: the broker appends an entry's batches back to back).
-        carried: dict[TopicPartition, int] = {}
-        for batch in batches:
-            carried[batch.topic_partition] = carried.get(batch.topic_partition, 0) + 1
+        carried = Counter(batch.topic_partition for batch in batches)
         before: dict[TopicPartition, int] = {}
         # Retries go back to the front of their queues: last first, so that a partition's
         # batches keep their order.

@@ -40,6 +40,7 @@ PROPERTY_FIELDS: Final[Mapping[str, str]] = {
     "controller.quorum.request.timeout.ms": "request_timeout_ms",
     "controller.quorum.append.linger.ms": "append_linger_ms",
     "controller.quorum.retry.backoff.ms": "retry_backoff_ms",
+    "controller.quorum.fetch.port": "fetch_port",
 }
 
 MIB: Final = 1 << 20
@@ -76,6 +77,9 @@ class RaftConfig:
     # high watermark may stay parked, so that the next append carries the news with its records
     # (node.py, "Fetch: leader side"). 0: answer at once, as Kafka does.
     high_watermark_linger_ms: int = 5
+    # Not in Kafka: the port of a voter's listener for Raft Fetch connections (the node's host;
+    # replog/server/raft_fetch_wire.py), which peers learn over gRPC. 0: any free port.
+    fetch_port: int = 0
 
     def __post_init__(self) -> None:
         if not self.voters:
@@ -87,10 +91,17 @@ class RaftConfig:
             value = getattr(self, field.name)
             if field.name == "voters":
                 continue
-            zero_allowed = ("append_linger_ms", "retry_backoff_ms", "high_watermark_linger_ms")
+            zero_allowed = (
+                "append_linger_ms",
+                "retry_backoff_ms",
+                "high_watermark_linger_ms",
+                "fetch_port",
+            )
             minimum = 0 if field.name in zero_allowed else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
                 raise ConfigError(f"{_property_name(field.name)}: must be an integer >= {minimum}")
+        if self.fetch_port > 65535:
+            raise ConfigError(f"{_property_name('fetch_port')}: must be in [0, 65535]")
         if self.request_timeout_ms <= self.fetch_wait_ms_max:
             # A long-polled Fetch would otherwise time out before the leader answers it.
             raise ConfigError(

@@ -152,6 +152,16 @@ class FetchSnapshotResponse(_message.Message):
     chunk: bytes
     def __init__(self, error_code: _Optional[int] = ..., quorum_epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., snapshot_id: _Optional[_Union[SnapshotId, _Mapping]] = ..., size: _Optional[int] = ..., position: _Optional[int] = ..., chunk: _Optional[bytes] = ...) -> None: ...
 
+class FetchEndpointRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class FetchEndpointResponse(_message.Message):
+    __slots__ = ("port",)
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    port: int
+    def __init__(self, port: _Optional[int] = ...) -> None: ...
+
 class DescribeQuorumRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

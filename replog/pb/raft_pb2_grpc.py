@@ -51,10 +51,10 @@ class RaftQuorumStub:
                 request_serializer=replog_dot_pb_dot_raft__pb2.EndQuorumEpochRequest.SerializeToString,
                 response_deserializer=replog_dot_pb_dot_raft__pb2.QuorumEpochResponse.FromString,
                 _registered_method=True)
-        self.Fetch = channel.unary_unary(
-                '/replog.pb.RaftQuorum/Fetch',
-                request_serializer=replog_dot_pb_dot_raft__pb2.FetchRequest.SerializeToString,
-                response_deserializer=replog_dot_pb_dot_raft__pb2.FetchResponse.FromString,
+        self.FetchEndpoint = channel.unary_unary(
+                '/replog.pb.RaftQuorum/FetchEndpoint',
+                request_serializer=replog_dot_pb_dot_raft__pb2.FetchEndpointRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_raft__pb2.FetchEndpointResponse.FromString,
                 _registered_method=True)
         self.FetchSnapshot = channel.unary_unary(
                 '/replog.pb.RaftQuorum/FetchSnapshot',
@@ -91,8 +91,10 @@ class RaftQuorumServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def Fetch(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+    def FetchEndpoint(self, request, context):
+        """Where this node listens for Raft Fetch connections (replog/server/raft_fetch_wire.py):
+        Fetch, on every commit's path, goes over a plain framed TCP connection, not gRPC.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -127,10 +129,10 @@ def add_RaftQuorumServicer_to_server(servicer, server):
                     request_deserializer=replog_dot_pb_dot_raft__pb2.EndQuorumEpochRequest.FromString,
                     response_serializer=replog_dot_pb_dot_raft__pb2.QuorumEpochResponse.SerializeToString,
             ),
-            'Fetch': grpc.unary_unary_rpc_method_handler(
-                    servicer.Fetch,
-                    request_deserializer=replog_dot_pb_dot_raft__pb2.FetchRequest.FromString,
-                    response_serializer=replog_dot_pb_dot_raft__pb2.FetchResponse.SerializeToString,
+            'FetchEndpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.FetchEndpoint,
+                    request_deserializer=replog_dot_pb_dot_raft__pb2.FetchEndpointRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_raft__pb2.FetchEndpointResponse.SerializeToString,
             ),
             'FetchSnapshot': grpc.unary_unary_rpc_method_handler(
                     servicer.FetchSnapshot,
@@ -237,7 +239,7 @@ class RaftQuorum:
             _registered_method=True)
 
     @staticmethod
-    def Fetch(request,
+    def FetchEndpoint(request,
             target,
             options=(),
             channel_credentials=None,
@@ -250,9 +252,9 @@ class RaftQuorum:
         return grpc.experimental.unary_unary(
             request,
             target,
-            '/replog.pb.RaftQuorum/Fetch',
-            replog_dot_pb_dot_raft__pb2.FetchRequest.SerializeToString,
-            replog_dot_pb_dot_raft__pb2.FetchResponse.FromString,
+            '/replog.pb.RaftQuorum/FetchEndpoint',
+            replog_dot_pb_dot_raft__pb2.FetchEndpointRequest.SerializeToString,
+            replog_dot_pb_dot_raft__pb2.FetchEndpointResponse.FromString,
             options,
             channel_credentials,
             insecure,

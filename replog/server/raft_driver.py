@@ -86,8 +86,8 @@ class _Waiter:
     future: asyncio.Future[ProposeResult]
 
 
-# Appends up to this size run on the event loop (tens of microseconds); larger ones, like every
-# fsync, go to a worker thread so that the loop keeps serving requests.
+# Appends up to this size run on the event loop (tens of microseconds); larger ones, and every
+# fsync unless `fsync_on_loop`, go to a worker thread so that the loop keeps serving requests.
 _INLINE_APPEND_BYTES_MAX = 64 * 1024
 
 
@@ -146,6 +146,12 @@ class RaftDriver:
         # commit; None: nobody measures. Pending: (end offset, append time) per leader append.
         self.on_commit_latency: Callable[[float], None] | None = None
         self._appended_at: deque[tuple[int, float]] = deque(maxlen=_COMMIT_LATENCY_PENDING_MAX)
+        # Whether a small append's fsync may block the loop (the node sets it where nothing
+        # else shares the loop: no broker). A follower's commit path waits on that fsync; the
+        # worker-thread hand-off around it costs about as much as the fsync itself (issue #4:
+        # one-proposer p50 2.3 -> 2.0 ms). A broker's loop must not stall on the disk: under a
+        # heavy produce load one fsync can take tens of milliseconds.
+        self.fsync_on_loop = False
 
     # --- wiring a state machine -----------------------------------------------------------------
 
@@ -312,6 +318,9 @@ class RaftDriver:
                 # A leader's small append without fsync only copies into the page cache: doing
                 # it here saves a thread round trip before its Fetch answers can leave.
                 flushed = self.storage.apply(ready, flush=False)
+            elif self.fsync_on_loop and ready.election_state is None and _small(ready.log_ops):
+                # A follower's small append and its fsync, before it acknowledges them.
+                flushed = self.storage.apply(ready, flush=not early_send)
             else:
                 flushed = await asyncio.to_thread(self.storage.apply, ready, flush=not early_send)
             for message in ready.messages:

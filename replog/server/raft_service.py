@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, TypeAlias
 
+import grpc
+
 from quorum.raft.messages import DescribeQuorumRequest
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.errors import InvalidRequestError, KafkaError, NotLeaderOrFollowerError
@@ -20,7 +22,6 @@ from replog.pb import raft_pb2_grpc
 from replog.server.raft_codec import (
     begin_quorum_epoch_request_from_proto,
     end_quorum_epoch_request_from_proto,
-    fetch_request_from_proto,
     fetch_snapshot_request_from_proto,
     vote_request_from_proto,
 )
@@ -52,10 +53,13 @@ class RaftQuorumService(raft_pb2_grpc.RaftQuorumServicer):
             context, lambda cid: end_quorum_epoch_request_from_proto(request, cid)
         )
 
-    async def Fetch(self, request: pb.FetchRequest, context: Context) -> object:
-        return await self._transport.handle(
-            context, lambda cid: fetch_request_from_proto(request, cid), request.max_wait_ms
-        )
+    async def FetchEndpoint(
+        self, request: pb.FetchEndpointRequest, context: Context
+    ) -> pb.FetchEndpointResponse:
+        port = self._transport.fetch_listener.port
+        if port is None:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "not listening for Fetch yet")
+        return pb.FetchEndpointResponse(port=port)
 
     async def FetchSnapshot(self, request: pb.FetchSnapshotRequest, context: Context) -> object:
         return await self._transport.handle(

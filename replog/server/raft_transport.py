@@ -1,10 +1,13 @@
 """Carries Raft messages between quorum nodes over gRPC.
 
 Theory of operation: the core addresses every message by node id. A request the core sends
-becomes one gRPC call to that node; its answer is turned back into a response message carrying
-the core's own correlation id and handed to the core. A request arriving over gRPC is given a
-local correlation id, handed to the core, and the gRPC call waits for the core's response with
-that id (a parked Fetch waits up to its max wait).
+becomes one gRPC call to that node, except Fetch, which goes on this node's Fetch connection to
+that peer (`raft_fetch_client`; on every commit's path, and a plain socket costs a fraction of a
+Python gRPC call); its answer is turned back into a response message carrying the core's own
+correlation id and handed to the core. A request arriving over gRPC or a peer's Fetch
+connection (`raft_fetch_server`) is given a local correlation id and handed to the core; the
+core's response with that id completes the waiting gRPC call, or is written straight back on
+the connection (a parked Fetch waits up to its max wait).
 
 Rules:
 - The network may lose, delay or duplicate anything; the core tolerates that. A failed or
@@ -14,8 +17,14 @@ Rules:
   (deadline exceeded, ...) as a plain failure.
 - Calls fail fast while a channel reconnects (no wait-for-ready): waiting would hide a dead
   peer from the core for a whole request timeout.
-- The caller's node id travels in the `replog-node-id` metadata key. Callers without one (the
-  CLI's DescribeQuorum) get a synthetic id above every node id.
+- The caller's node id travels in the `replog-node-id` metadata key (on a Fetch connection, in
+  its greeting). Callers without one (the CLI's DescribeQuorum) get a synthetic id above every
+  node id.
+- A peer's Fetch listener is found through its gRPC `FetchEndpoint`, asked once per connection:
+  the port may be chosen at start (`controller.quorum.fetch.port` 0), and the host is the one
+  this node reaches the peer's gRPC listener at.
+- Closing closes the Fetch listener and its connections too: peers learn at once that this node
+  is going away, as a parked gRPC call's UNAVAILABLE told them.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import grpc
 
@@ -41,8 +50,16 @@ from quorum.raft.messages import (
     RaftResponse,
     VoteRequest,
 )
+from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
-from replog.server.raft_codec import request_to_proto, response_from_proto, response_to_proto
+from replog.server.raft_codec import (
+    fetch_request_from_proto,
+    request_to_proto,
+    response_from_proto,
+    response_to_proto,
+)
+from replog.server.raft_fetch_client import EndpointUnknown, FetchConnection
+from replog.server.raft_fetch_server import FetchListener, Reply
 
 log = logging.getLogger("replog.server.raft")
 
@@ -66,7 +83,6 @@ _METHOD_BY_TYPE: dict[type, str] = {
     VoteRequest: "Vote",
     BeginQuorumEpochRequest: "BeginQuorumEpoch",
     EndQuorumEpochRequest: "EndQuorumEpoch",
-    FetchRequest: "Fetch",
     FetchSnapshotRequest: "FetchSnapshot",
     DescribeQuorumRequest: "DescribeQuorum",
 }
@@ -89,21 +105,33 @@ class RaftTransport:
         self._addresses = {v.node_id: f"{v.host}:{v.port}" for v in config.voters}
         self._channels: dict[int, grpc.aio.Channel] = {}
         self._stubs: dict[int, raft_pb2_grpc.RaftQuorumStub] = {}
-        self._waiting: dict[int, asyncio.Future[RaftResponse]] = {}
+        self._waiting: dict[int, asyncio.Future[RaftResponse]] = {}  # gRPC calls
+        self._answering: dict[int, Reply] = {}  # Fetches on peers' connections
         self._correlation_ids = itertools.count(1)
         self._synthetic_ids = itertools.count(_SYNTHETIC_ID_BASE)
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing: set[asyncio.Task[None]] = set()
         self._metadata = ((NODE_ID_METADATA_KEY, str(node_id)),)
+        self._fetch_connections: dict[int, FetchConnection] = {}  # outbound, by peer
+        self.fetch_listener = FetchListener(self._accept_fetch, self._forget_fetch)
+        self._closed = False
 
     # --- outbound -----------------------------------------------------------------------------
 
     def send(self, message: Message) -> None:
         """Send one message from the core: a request as a call, a response to its waiting call."""
+        if isinstance(message.body, FetchRequest):
+            self._send_fetch(message.destination_id, message.body)
+            return
         if message.is_request:
             task = asyncio.get_running_loop().create_task(self._call(message))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+            return
+        reply = self._answering.pop(message.body.correlation_id, None)
+        if reply is not None:
+            answer = cast(pb.FetchResponse, response_to_proto(message.body))  # type: ignore[arg-type]
+            reply(answer.SerializeToString())
             return
         waiting = self._waiting.pop(message.body.correlation_id, None)
         if waiting is not None and not waiting.done():
@@ -116,13 +144,10 @@ class RaftTransport:
         stub = self._stub(message.destination_id)
         if stub is None:
             return
-        timeout_ms = self._config.request_timeout_ms
-        if isinstance(request, FetchRequest):
-            timeout_ms += request.max_wait_ms
         try:
             answer = await getattr(stub, method)(
                 request_to_proto(request),  # type: ignore[arg-type]
-                timeout=timeout_ms / 1000,
+                timeout=self._config.request_timeout_ms / 1000,
                 metadata=self._metadata,
             )
         except grpc.aio.AioRpcError as exc:
@@ -139,6 +164,52 @@ class RaftTransport:
             return
         response = response_from_proto(request, answer)  # type: ignore[arg-type]
         self._deliver(Message(message.destination_id, self.node_id, response))
+
+    def _send_fetch(self, destination_id: int, request: FetchRequest) -> None:
+        connection = self._fetch_connections.get(destination_id)
+        if connection is None:
+            if destination_id not in self._addresses:
+                log.warning("no address for node %d", destination_id)
+                return
+            connection = FetchConnection(
+                destination_id,
+                self.node_id,
+                lambda: self._fetch_endpoint(destination_id),
+                self._config.request_timeout_ms,
+                lambda request, response: self._deliver(
+                    Message(destination_id, self.node_id, response)
+                ),
+                lambda request, unreachable: self._report_failure(
+                    RequestFailed(destination_id, request.correlation_id, unreachable)
+                ),
+                self._fetch_connection_finished,
+            )
+            self._fetch_connections[destination_id] = connection
+        connection.send(request)
+
+    async def _fetch_endpoint(self, node_id: int) -> tuple[str, int]:
+        """Ask `node_id` where it listens for Fetch connections."""
+        stub = self._stub(node_id)
+        assert stub is not None  # only asked for nodes with an address
+        try:
+            answer = await stub.FetchEndpoint(
+                pb.FetchEndpointRequest(),
+                timeout=self._config.request_timeout_ms / 1000,
+                metadata=self._metadata,
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise EndpointUnknown(
+                f"node {node_id} did not say where it listens for Fetch: {exc.code()}",
+                unreachable=exc.code() == grpc.StatusCode.UNAVAILABLE,
+            ) from exc
+        host = self._addresses[node_id].rsplit(":", 1)[0]
+        return host, answer.port
+
+    def _fetch_connection_finished(self, connection: FetchConnection, unreachable: bool) -> None:
+        if self._fetch_connections.get(connection.destination_id) is connection:
+            del self._fetch_connections[connection.destination_id]
+        if unreachable and not self._closed:
+            self._reconnect(connection.destination_id)
 
     def _stub(self, node_id: int) -> raft_pb2_grpc.RaftQuorumStub | None:
         stub = self._stubs.get(node_id)
@@ -181,7 +252,6 @@ class RaftTransport:
         self,
         context: Any,
         build: Callable[[int], RaftRequest],
-        wait_ms: int = 0,
     ) -> object:
         """Give a request built with a fresh correlation id to the core; await its response."""
         correlation_id = next(self._correlation_ids)
@@ -193,7 +263,7 @@ class RaftTransport:
             # asyncio.timeout, not wait_for: the handler resumes straight from the core's
             # answer, not through wait_for's inner future (one loop iteration less per request,
             # on the commit path of every Fetch).
-            async with asyncio.timeout((self._config.request_timeout_ms + wait_ms) / 1000):
+            async with asyncio.timeout(self._config.request_timeout_ms / 1000):
                 response = await future
         except TimeoutError:
             self._waiting.pop(correlation_id, None)
@@ -204,7 +274,25 @@ class RaftTransport:
             raise
         return response_to_proto(response)
 
+    def _accept_fetch(self, caller_id: int, request: pb.FetchRequest, reply: Reply) -> int:
+        """Hand a Fetch from a peer's connection to the core; `reply` takes its answer."""
+        correlation_id = next(self._correlation_ids)
+        self._answering[correlation_id] = reply
+        self._deliver(
+            Message(caller_id, self.node_id, fetch_request_from_proto(request, correlation_id))
+        )
+        return correlation_id
+
+    def _forget_fetch(self, correlation_id: int) -> None:
+        self._answering.pop(correlation_id, None)
+
     async def close(self) -> None:
+        self._closed = True
+        self.fetch_listener.close()
+        for connection in list(self._fetch_connections.values()):
+            connection.close()
+        self._fetch_connections.clear()
+        self._answering.clear()
         for task in list(self._tasks):
             task.cancel()
         for channel in self._channels.values():

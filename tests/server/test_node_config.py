@@ -36,6 +36,13 @@ def test_defaults_are_kafkas() -> None:
     assert config.snapshot_bytes_max == 20 * 1024 * 1024
     assert config.snapshot_interval_ms == 3_600_000
     assert not config.raw_metadata_appends
+    assert config.raft.fetch_port == 0  # replog's own: any free port, told to peers over gRPC
+    assert (
+        NodeConfig.from_properties(
+            properties(**{"controller.quorum.fetch.port": "19500"})
+        ).raft.fetch_port
+        == 19500
+    )
 
 
 def test_controller_settings_map_from_kafkas_names() -> None:
@@ -86,6 +93,8 @@ def test_raw_appends_run_no_controller() -> None:
         ({"metadata.log.max.snapshot.interval.ms": "-1"}, "snapshot.interval.ms"),
         ({"broker.heartbeat.interval.ms": "0"}, "broker.heartbeat.interval.ms"),
         ({"metadata.log.raw.append.enable": "1"}, "metadata.log.raw.append.enable"),
+        ({"controller.quorum.fetch.port": "70000"}, "controller.quorum.fetch.port"),
+        ({"controller.quorum.fetch.port": "-1"}, "controller.quorum.fetch.port"),
     ],
 )
 def test_problems_name_the_key(extra: dict[str, str], named: str) -> None:

@@ -31,6 +31,19 @@ def _unused_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _run_node(tmp_path: Path, *lines: str) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """Run `replog node` on a config of `lines` (plus log.dirs) until it exits by itself."""
+    config = tmp_path / "server.properties"
+    config.write_text("\n".join([*lines, f"log.dirs={tmp_path / 'logs'}", ""]))
+    node = subprocess.run(
+        [sys.executable, "-m", "replog.cli.main", "node", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return config, node
+
+
 def test_unknown_keys_are_named_with_the_closest_known_one() -> None:
     known = {"node.id": "1", "min.insync.replicas": "2", "log.retention.hours": "1"}
     assert unknown_properties(known) == []
@@ -43,27 +56,15 @@ def test_unknown_keys_are_named_with_the_closest_known_one() -> None:
 
 def test_broker_that_cannot_register_exits_1_naming_the_setting(tmp_path: Path) -> None:
     nobody_listens = _unused_port()  # the only voter: no controller ever answers
-    config = tmp_path / "server.properties"
-    config.write_text(
-        "\n".join(
-            [
-                "process.roles=broker",
-                "node.id=2",
-                "cluster.id=exit-test",
-                f"controller.quorum.voters=1@127.0.0.1:{nobody_listens}",
-                f"listeners=PLAINTEXT://127.0.0.1:{_unused_port()}",
-                f"log.dirs={tmp_path / 'logs'}",
-                "initial.broker.registration.timeout.ms=1000",
-                "min.insync.replica=2",
-                "",
-            ]
-        )
-    )
-    node = subprocess.run(
-        [sys.executable, "-m", "replog.cli.main", "node", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    config, node = _run_node(
+        tmp_path,
+        "process.roles=broker",
+        "node.id=2",
+        "cluster.id=exit-test",
+        f"controller.quorum.voters=1@127.0.0.1:{nobody_listens}",
+        f"listeners=PLAINTEXT://127.0.0.1:{_unused_port()}",
+        "initial.broker.registration.timeout.ms=1000",
+        "min.insync.replica=2",
     )
     assert node.returncode == 1, node.stderr
     assert "did not register within initial.broker.registration.timeout.ms (1000 ms)" in (
@@ -74,6 +75,25 @@ def test_broker_that_cannot_register_exits_1_naming_the_setting(tmp_path: Path) 
         f"{config}: min.insync.replica is not a setting replog knows; it is ignored "
         "(did you mean min.insync.replicas?)"
     ) in node.stderr
+
+
+def test_a_fetch_port_in_use_stops_the_node_naming_the_setting(tmp_path: Path) -> None:
+    listener_port = _unused_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        fetch_port = taken.getsockname()[1]
+        _, node = _run_node(
+            tmp_path,
+            "process.roles=controller",
+            "node.id=1",
+            "cluster.id=fetch-port-test",
+            f"controller.quorum.voters=1@127.0.0.1:{listener_port}",
+            f"listeners=CONTROLLER://127.0.0.1:{listener_port}",
+            f"controller.quorum.fetch.port={fetch_port}",
+        )
+    assert node.returncode == 1, node.stderr
+    assert f"controller.quorum.fetch.port: cannot listen on 127.0.0.1:{fetch_port}" in (node.stderr)
 
 
 class _Lifecycle:

@@ -1,0 +1,112 @@
+"""A quorum node's listener for peers' Fetch connections (`raft_fetch_wire`).
+
+Theory of operation: each connection's greeting names the fetching node; every frame after it
+is one Fetch, handed to `accept` with a `reply` callback that writes the answer as a frame with
+the request's sequence number. The core answers a parked Fetch from its own loop, so the answer
+leaves from that call, with no task switch.
+
+Rules:
+- Bytes that break the format end the connection with a warning naming what was wrong; the
+  node and its other connections go on.
+- `close` stops listening and closes every connection, so that peers learn at once that this
+  node is going away (they see the connection closed: unreachable).
+- A connection that closes drops its unanswered requests (`forget`): no answer is written to a
+  closed socket, and nothing is kept for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from replog.errors import InvalidRequestError
+from replog.pb import raft_pb2 as pb
+from replog.server import raft_fetch_wire as wire
+
+log = logging.getLogger("replog.server.raft")
+
+Reply = Callable[[bytes], None]
+# accept(caller id, request, reply) -> a handle for `forget` when the connection closes first
+Accept = Callable[[int, pb.FetchRequest, Reply], int]
+Forget = Callable[[int], None]
+
+
+class FetchListener:
+    """Serves Fetch connections on one port; see the module rules."""
+
+    def __init__(self, accept: Accept, forget: Forget) -> None:
+        self._accept = accept
+        self._forget = forget
+        self._server: asyncio.Server | None = None
+        self._connections: set[_InboundConnection] = set()
+        self.port: int | None = None  # once listening
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen on `host:port` (0: any free port); return the port."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _InboundConnection(self), host, port, reuse_address=True
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for connection in list(self._connections):
+            connection.close()
+
+
+class _InboundConnection(asyncio.Protocol):
+    def __init__(self, listener: FetchListener) -> None:
+        self._listener = listener
+        self._socket: asyncio.Transport | None = None
+        self._caller_id: int | None = None
+        self._greeting = b""
+        self._reader = wire.FrameReader()
+        self._pending: dict[int, int] = {}  # sequence -> handle: accepted, not yet answered
+        self._peer = "?"
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._socket = transport
+        self._peer = str(transport.get_extra_info("peername"))
+        self._listener._connections.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            if self._caller_id is None:
+                self._greeting += data
+                if len(self._greeting) < wire.GREETING_BYTES:
+                    return
+                self._caller_id = wire.parse_greeting(self._greeting[: wire.GREETING_BYTES])
+                data = self._greeting[wire.GREETING_BYTES :]
+                self._greeting = b""
+            for sequence, payload in self._reader.feed(data):
+                request = pb.FetchRequest.FromString(payload)
+                handle = self._listener._accept(self._caller_id, request, self._replier(sequence))
+                self._pending[sequence] = handle
+        except Exception as exc:  # malformed bytes: this connection ends, the node goes on
+            if not isinstance(exc, InvalidRequestError):
+                exc = InvalidRequestError(f"a malformed Fetch request: {exc}")
+            log.warning("Fetch connection from %s: %s; closing it", self._peer, exc)
+            self.close()
+
+    def _replier(self, sequence: int) -> Reply:
+        def reply(answer: bytes) -> None:
+            self._pending.pop(sequence, None)
+            if self._socket is not None and not self._socket.is_closing():
+                self._socket.write(wire.frame(sequence, answer))
+
+        return reply
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._listener._connections.discard(self)
+        for handle in self._pending.values():
+            self._listener._forget(handle)
+        self._pending.clear()
+
+    def close(self) -> None:
+        if self._socket is not None:
+            self._socket.close()

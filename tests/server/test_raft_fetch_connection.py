@@ -1,0 +1,236 @@
+"""A Fetch connection and a Fetch listener over real loopback sockets: answers reach the request
+they answer, and every way a connection can end reports each outstanding request once, with the
+right "unreachable" flag for the core's rules."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+import pytest_asyncio
+
+from quorum.raft.messages import ErrorCode, FetchRequest, FetchResponse, RaftResponse
+from replog.pb import raft_pb2 as pb
+from replog.server.raft_fetch_client import EndpointUnknown, FetchConnection
+from replog.server.raft_fetch_server import FetchListener, Reply
+
+
+@dataclass
+class Peer:
+    """The serving side: what arrived, and the means to answer it."""
+
+    listener: FetchListener
+    accepted: list[tuple[int, pb.FetchRequest, Reply]] = field(default_factory=list)
+    forgotten: list[int] = field(default_factory=list)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def port(self) -> int:
+        assert self.listener.port is not None
+        return self.listener.port
+
+    def answer(self, index: int, high_watermark: int) -> None:
+        _, request, reply = self.accepted[index]
+        reply(
+            pb.FetchResponse(
+                quorum_epoch=request.quorum_epoch,
+                leader_id=1,
+                fetch_offset=request.fetch_offset,
+                last_fetched_epoch=request.last_fetched_epoch,
+                high_watermark=high_watermark,
+                records=b"batch",
+            ).SerializeToString()
+        )
+
+    async def wait_for(self, count: int) -> None:
+        while len(self.accepted) < count:
+            self.arrived.clear()
+            await asyncio.wait_for(self.arrived.wait(), 5)
+
+
+@dataclass
+class Fetcher:
+    """The fetching side: answers and failures as the transport would hand them on."""
+
+    answers: list[FetchResponse] = field(default_factory=list)
+    failures: list[tuple[int, bool]] = field(default_factory=list)
+    finished: list[bool] = field(default_factory=list)
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def connect(
+        self, port: int, *, timeout_ms: int = 2000, lookup_error: EndpointUnknown | None = None
+    ) -> FetchConnection:
+        async def lookup() -> tuple[str, int]:
+            if lookup_error is not None:
+                raise lookup_error
+            return "127.0.0.1", port
+
+        def deliver(request: FetchRequest, response: RaftResponse) -> None:
+            assert isinstance(response, FetchResponse)
+            self.answers.append(response)
+            self.event.set()
+
+        def fail(request: FetchRequest, unreachable: bool) -> None:
+            self.failures.append((request.correlation_id, unreachable))
+            self.event.set()
+
+        def finished(connection: FetchConnection, unreachable: bool) -> None:
+            self.finished.append(unreachable)
+
+        return FetchConnection(1, 2, lookup, timeout_ms, deliver, fail, finished)
+
+    async def wait(self, answers: int = 0, failures: int = 0) -> None:
+        while len(self.answers) < answers or len(self.failures) < failures:
+            self.event.clear()
+            await asyncio.wait_for(self.event.wait(), 5)
+
+
+def fetch(correlation_id: int, fetch_offset: int = 5, max_wait_ms: int = 0) -> FetchRequest:
+    return FetchRequest(
+        correlation_id=correlation_id,
+        replica_id=2,
+        quorum_epoch=3,
+        fetch_offset=fetch_offset,
+        last_fetched_epoch=2,
+        high_watermark=4,
+        max_wait_ms=max_wait_ms,
+        max_bytes=1 << 20,
+    )
+
+
+@pytest_asyncio.fixture
+async def peer() -> AsyncIterator[Peer]:
+    holder: list[Peer] = []
+
+    def accept(caller_id: int, request: pb.FetchRequest, reply: Reply) -> int:
+        holder[0].accepted.append((caller_id, request, reply))
+        holder[0].arrived.set()
+        return len(holder[0].accepted)
+
+    def forget(handle: int) -> None:
+        holder[0].forgotten.append(handle)
+
+    listener = FetchListener(accept, forget)
+    holder.append(Peer(listener))
+    await listener.start("127.0.0.1", 0)
+    yield holder[0]
+    listener.close()
+
+
+@pytest.mark.asyncio
+async def test_an_answer_reaches_the_request_it_answers(peer: Peer) -> None:
+    fetcher = Fetcher()
+    connection = fetcher.connect(peer.port)
+    connection.send(fetch(41, fetch_offset=5))  # queued while the connection opens
+    await peer.wait_for(1)
+    caller_id, request, _ = peer.accepted[0]
+    assert caller_id == 2  # from the greeting
+    assert (request.fetch_offset, request.quorum_epoch, request.high_watermark) == (5, 3, 4)
+    peer.answer(0, high_watermark=5)
+    await fetcher.wait(answers=1)
+    answer = fetcher.answers[0]
+    assert answer.correlation_id == 41  # the core's own id, which never crossed the wire
+    assert (answer.error, answer.high_watermark, answer.records) == (ErrorCode.NONE, 5, b"batch")
+    assert not connection.finished and fetcher.failures == []
+    connection.close()
+
+
+@pytest.mark.asyncio
+async def test_answers_in_another_order_still_reach_their_requests(peer: Peer) -> None:
+    fetcher = Fetcher()
+    connection = fetcher.connect(peer.port)
+    connection.send(fetch(1, fetch_offset=10))
+    connection.send(fetch(2, fetch_offset=20))
+    await peer.wait_for(2)
+    peer.answer(1, high_watermark=20)
+    peer.answer(0, high_watermark=10)
+    await fetcher.wait(answers=2)
+    assert [(a.correlation_id, a.fetch_offset) for a in fetcher.answers] == [(2, 20), (1, 10)]
+    connection.close()
+
+
+@pytest.mark.asyncio
+async def test_a_request_past_its_deadline_fails_plainly_and_ends_the_connection(
+    peer: Peer,
+) -> None:
+    fetcher = Fetcher()
+    connection = fetcher.connect(peer.port, timeout_ms=50)
+    connection.send(fetch(7, max_wait_ms=20))  # never answered
+    await fetcher.wait(failures=1)
+    assert fetcher.failures == [(7, False)]  # a deadline is not "unreachable"
+    assert fetcher.finished == [False] and connection.finished
+
+
+@pytest.mark.asyncio
+async def test_a_peer_going_away_fails_what_is_outstanding_as_unreachable(peer: Peer) -> None:
+    fetcher = Fetcher()
+    connection = fetcher.connect(peer.port)
+    connection.send(fetch(1))
+    connection.send(fetch(2))
+    await peer.wait_for(2)
+    peer.answer(0, high_watermark=5)
+    await fetcher.wait(answers=1)
+    peer.listener.close()  # the node shuts down: its connections close
+    await fetcher.wait(failures=1)
+    assert fetcher.failures == [(2, True)]
+    assert fetcher.finished == [True] and connection.finished
+    assert peer.forgotten == [2]  # the unanswered request is dropped on the serving side
+
+
+@pytest.mark.asyncio
+async def test_a_refused_connection_and_an_unknown_endpoint_are_reported(peer: Peer) -> None:
+    closed = FetchListener(lambda *args: 0, lambda handle: None)
+    port = await closed.start("127.0.0.1", 0)
+    closed.close()
+    await asyncio.sleep(0.05)
+    refused = Fetcher()
+    refused.connect(port).send(fetch(1))
+    await refused.wait(failures=1)
+    assert refused.failures == [(1, True)]
+
+    timed_out = Fetcher()
+    error = EndpointUnknown("node 1 did not say: DEADLINE_EXCEEDED", unreachable=False)
+    timed_out.connect(0, lookup_error=error).send(fetch(2))
+    await timed_out.wait(failures=1)
+    assert timed_out.failures == [(2, False)]
+
+
+@pytest.mark.asyncio
+async def test_an_answer_to_nothing_ends_the_connection(
+    peer: Peer, caplog: pytest.LogCaptureFixture
+) -> None:
+    fetcher = Fetcher()
+    connection = fetcher.connect(peer.port)
+    connection.send(fetch(1))
+    connection.send(fetch(2))
+    await peer.wait_for(2)
+    with caplog.at_level(logging.WARNING, logger="replog.server.raft"):
+        peer.answer(0, high_watermark=5)
+        peer.answer(0, high_watermark=5)  # the same sequence number again
+        await fetcher.wait(answers=1, failures=1)
+    assert fetcher.failures == [(2, False)]
+    assert connection.finished
+    assert "an answer to request 1, never sent" in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_garbage_ends_only_its_own_connection(
+    peer: Peer, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="replog.server.raft"):
+        reader, writer = await asyncio.open_connection("127.0.0.1", peer.port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the listener
+        writer.close()
+    assert "not a Raft Fetch connection" in caplog.text
+    fetcher = Fetcher()
+    connection = fetcher.connect(peer.port)
+    connection.send(fetch(9))
+    await peer.wait_for(1)
+    peer.answer(0, high_watermark=6)
+    await fetcher.wait(answers=1)
+    assert fetcher.answers[0].correlation_id == 9
+    connection.close()

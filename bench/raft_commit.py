@@ -15,16 +15,20 @@ every proposer sending one 100-byte record at a time and waiting until it is com
 
 Trials alternate between the systems (etcd, replog, embedded, grpc-noop, etcd, ...) so all see
 the same machine load; the table reports the median over trials of commits/s, p50 and p99
-latency, and the ratio to etcd. Then failover: kill -9 the replog leader and time until a record
+latency, and the ratio to etcd. etcd is the baseline, measured in the same run: a run whose
+`--systems` leave it out neither needs etcd installed nor prints a ratio (the table says there
+is no etcd baseline in this run; a ratio to a figure from another run would compare machine
+loads, not systems). Then failover: kill -9 the replog leader and time until a record
 proposed to the survivors is committed, over `--failover-trials` trials (the killed node is
 restarted and caught up between trials).
 
     .venv/bin/python bench/raft_commit.py                  # full run (~2 minutes)
     .venv/bin/python bench/raft_commit.py --quick          # smoke run
     .venv/bin/python bench/raft_commit.py --systems etcd embedded --failover-trials 0
+    .venv/bin/python bench/raft_commit.py --quick --systems embedded   # no etcd needed
 
-etcd comes from Debian's etcd-server; `bench/install_etcd.sh` installs it when `etcd` is not on
-PATH.
+etcd comes from Debian's etcd-server; `bench/install_etcd.sh` installs it when etcd is among
+the systems and `etcd` is not on PATH.
 """
 
 from __future__ import annotations
@@ -60,6 +64,8 @@ NOOP_PORT = 19512
 ETCD_BASE_PORT = 23790  # member i: client port base + 10 * i, peer port base + 10 * i + 1
 PUT_METHOD = "/etcdserverpb.KV/Put"
 SYSTEMS = ("etcd", "replog", "embedded", "grpc-noop")
+BASELINE = "etcd"
+NO_BASELINE = f"no {BASELINE} baseline in this run: no ratios (add {BASELINE} to --systems)"
 
 
 # --- results --------------------------------------------------------------------------------
@@ -500,6 +506,46 @@ def fmt_rate(value: float) -> str:
     return f"{value:,.0f}"
 
 
+def table(
+    results: dict[tuple[str, int], list[Trial]], names: list[str], proposer_counts: list[int]
+) -> list[str]:
+    """The summary table: one row per system and proposer count, with the ratio of its rate to
+    the baseline's in the same run, or, without the baseline among `names`, a line saying so
+    and no ratio column (module docstring)."""
+    has_base = BASELINE in names
+    ratio_header = f" {'ratio to ' + BASELINE:>14}" if has_base else ""
+    lines = [] if has_base else [NO_BASELINE]
+    lines.append(
+        f"{'system':9} {'proposers':>9} {'commits/s':>10} {'p50 ms':>8} {'p99 ms':>8}"
+        f"{ratio_header}  commits/s per trial"
+    )
+    for proposers in proposer_counts:
+        base = summarize(BASELINE, proposers, results[(BASELINE, proposers)]) if has_base else None
+        for name in names:
+            s = summarize(name, proposers, results[(name, proposers)])
+            ratio = "" if base is None else f" {s.rate / base.rate:>13.2f}x"
+            per_trial = ", ".join(fmt_rate(r) for r in s.rates)
+            lines.append(
+                f"{name:9} {proposers:>9} {fmt_rate(s.rate):>10} "
+                f"{s.p50_ms:>8.2f} {s.p99_ms:>8.2f}{ratio}  {per_trial}"
+            )
+    return lines
+
+
+def ports_of(systems: list[str]) -> list[int]:
+    """The loopback ports the selected systems listen on (a run checks that they are free)."""
+    ports: list[int] = []
+    if "replog" in systems:
+        ports += [REPLOG_BASE_PORT + i for i in range(3)]
+    if "embedded" in systems:
+        ports += [EMBEDDED_BASE_PORT + i for i in range(3)]
+    if "grpc-noop" in systems:
+        ports.append(NOOP_PORT)
+    if "etcd" in systems:
+        ports += [ETCD_BASE_PORT + 10 * i + j for i in range(3) for j in (0, 1)]
+    return ports
+
+
 async def run(
     args: argparse.Namespace,
     replog: ReplogCluster,
@@ -530,22 +576,8 @@ async def run(
                 )
 
     print()
-    print(
-        f"{'system':9} {'proposers':>9} {'commits/s':>10} {'p50 ms':>8} {'p99 ms':>8} "
-        f"{'ratio to etcd':>14}  commits/s per trial"
-    )
-    for proposers in args.proposers:
-        base = (
-            summarize("etcd", proposers, results[("etcd", proposers)]) if "etcd" in names else None
-        )
-        for name in names:
-            s = summarize(name, proposers, results[(name, proposers)])
-            ratio = "-" if base is None else f"{s.rate / base.rate:.2f}x"
-            per_trial = ", ".join(fmt_rate(r) for r in s.rates)
-            print(
-                f"{name:9} {proposers:>9} {fmt_rate(s.rate):>10} "
-                f"{s.p50_ms:>8.2f} {s.p99_ms:>8.2f} {ratio:>14}  {per_trial}"
-            )
+    for line in table(results, names, args.proposers):
+        print(line)
 
     if args.failover_trials and "replog" in names:
         print()
@@ -580,17 +612,20 @@ def main() -> None:
     if args.quick:
         args.seconds, args.trials, args.failover_trials = 1.0, 1, 2
 
-    ensure_etcd()
-    ports = [REPLOG_BASE_PORT + i for i in range(3)] + [EMBEDDED_BASE_PORT + i for i in range(3)]
-    ports.append(NOOP_PORT)
-    ports += [ETCD_BASE_PORT + 10 * i + j for i in range(3) for j in (0, 1)]
-    busy = [p for p in ports if not port_free(p)]
+    # etcd only when it runs: a run without it must not need it installed (nor its ports free).
+    if BASELINE in args.systems:
+        ensure_etcd()
+        etcd_version = subprocess.run(
+            ["etcd", "--version"], capture_output=True, text=True, check=True
+        ).stdout.splitlines()[0]
+    else:
+        etcd_version = "no etcd in this run"
+    busy = [p for p in ports_of(args.systems) if not port_free(p)]
     if busy:
         raise SystemExit(f"ports in use: {busy}")
 
-    etcd_version = subprocess.run(["etcd", "--version"], capture_output=True, text=True).stdout
     print(
-        f"# {etcd_version.splitlines()[0]}; "
+        f"# {etcd_version}; "
         f"python {sys.version.split()[0]}; nproc {os.cpu_count()}; "
         f"{RECORD_SIZE} B records, {args.seconds:g} s x {args.trials} trials"
     )

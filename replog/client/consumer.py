@@ -180,12 +180,16 @@ class Consumer:
         if self._closed or self._closing:
             raise ClientClosedError(f"{what}: the consumer is closed")
 
-    def _deadline(self, timeout_ms: int | None, what: str) -> int:
+    def _timeout(self, timeout_ms: int | None, what: str) -> int:
+        """The caller's timeout, checked, or `default.api.timeout.ms`."""
         if timeout_ms is None:
             timeout_ms = self.config.default_api_timeout_ms
         if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or timeout_ms < 0:
             raise ValueError(f"{what}: timeout_ms must be an int >= 0, got {timeout_ms!r}")
-        return monotonic_ms() + timeout_ms
+        return timeout_ms
+
+    def _deadline(self, timeout_ms: int | None, what: str) -> int:
+        return monotonic_ms() + self._timeout(timeout_ms, what)
 
     async def start(self) -> None:
         """Optional: learn the cluster's metadata now rather than at the first poll."""
@@ -418,8 +422,9 @@ class Consumer:
         self._check_open("committed")
         group = self._require_group("committed()")
         tp = _partition(partition, "committed")
-        deadline = self._deadline(timeout_ms, "committed")
-        found = (await group.fetch([tp], deadline_ms=deadline))[tp]
+        timeout = self._timeout(timeout_ms, "committed")
+        deadline = monotonic_ms() + timeout
+        found = (await group.fetch([tp], deadline_ms=deadline, timeout_ms=timeout))[tp]
         if found is None:
             return None
         return found if metadata else found.offset
@@ -461,11 +466,12 @@ class Consumer:
         self._check_open("commit")
         group = self._require_group("commit()")
         chosen = self._offsets_to_commit(offsets)
-        deadline = self._deadline(timeout_ms, "commit")
+        timeout = self._timeout(timeout_ms, "commit")
+        deadline = monotonic_ms() + timeout
         if self._auto_commit is not None:
-            await self._auto_commit.commit_now(chosen, deadline_ms=deadline)
+            await self._auto_commit.commit_now(chosen, deadline_ms=deadline, timeout_ms=timeout)
         else:
-            await group.commit(chosen, deadline_ms=deadline)
+            await group.commit(chosen, deadline_ms=deadline, timeout_ms=timeout)
 
     def commit_async(
         self,
@@ -482,11 +488,12 @@ class Consumer:
     ) -> asyncio.Future[None]:
         group = self._group
         assert group is not None
-        deadline = monotonic_ms() + self.config.default_api_timeout_ms
+        timeout = self.config.default_api_timeout_ms
+        deadline = monotonic_ms() + timeout
         if self._auto_commit is not None:
-            work = self._auto_commit.commit_now(offsets, deadline_ms=deadline)
+            work = self._auto_commit.commit_now(offsets, deadline_ms=deadline, timeout_ms=timeout)
         else:
-            work = group.commit(offsets, deadline_ms=deadline)
+            work = group.commit(offsets, deadline_ms=deadline, timeout_ms=timeout)
         task = asyncio.get_running_loop().create_task(work)
         self._async_commits.add(task)
 

@@ -12,9 +12,12 @@ Rules (Kafka's `ConsumerCoordinator`):
 - Retriable answers (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
   timeouts, an unreachable broker) are retried with backoff (`retry.backoff.ms` doubling up
   to `retry.backoff.max.ms`) until the caller's deadline; then `KafkaTimeoutError` names the
-  operation, the timeout and the last cause. Anything else (INVALID_GROUP_ID,
-  OFFSET_METADATA_TOO_LARGE, ...) is raised at once. Per-partition retriable errors retry only
-  the partitions that failed.
+  operation, the timeout and the last cause. The timeout named is the caller's `timeout_ms`
+  (the configured timeout the deadline was computed from), never a figure derived from the
+  clock: a deadline read a millisecond later would name 199 ms for a 200 ms timeout. A caller
+  that passes only a deadline gets the time from its call to the deadline, said as such.
+  Anything else (INVALID_GROUP_ID, OFFSET_METADATA_TOO_LARGE, ...) is raised at once.
+  Per-partition retriable errors retry only the partitions that failed.
 - Commits are serialised: a commit starts only after the one before it finished, so an older
   auto-commit never lands after a newer explicit one.
 - A committed offset is the next offset to read (the position after the last record returned).
@@ -88,8 +91,15 @@ class GroupOffsets:
         self._coordinator = None
 
     async def commit(
-        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], *, deadline_ms: int
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        *,
+        deadline_ms: int,
+        timeout_ms: int | None = None,
     ) -> None:
+        """Commit `offsets` by `deadline_ms`; `timeout_ms`, the caller's timeout the deadline
+        was computed from, is what a `KafkaTimeoutError` names (module docstring)."""
+        budget = self._budget(deadline_ms, timeout_ms)
         pending = dict(offsets)
         if not pending:
             return
@@ -111,11 +121,17 @@ class GroupOffsets:
                 raise retry
 
         async with self._commit_lock:
-            await self._with_retries(what, deadline_ms, "OffsetCommit", attempt)
+            await self._with_retries(what, deadline_ms, budget, "OffsetCommit", attempt)
 
     async def fetch(
-        self, partitions: Sequence[TopicPartition], *, deadline_ms: int
+        self,
+        partitions: Sequence[TopicPartition],
+        *,
+        deadline_ms: int,
+        timeout_ms: int | None = None,
     ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The committed offsets of `partitions` by `deadline_ms` (`timeout_ms`: as `commit`)."""
+        budget = self._budget(deadline_ms, timeout_ms)
         wanted = list(dict.fromkeys(partitions))
         if not wanted:
             return {}
@@ -130,23 +146,30 @@ class GroupOffsets:
             answer = await client.offset_fetch(self.group_id, wanted, timeout_ms=timeout_ms)
             return {tp: answer.get(tp) for tp in wanted}
 
-        return await self._with_retries(what, deadline_ms, "OffsetFetch", attempt)
+        return await self._with_retries(what, deadline_ms, budget, "OffsetFetch", attempt)
+
+    def _budget(self, deadline_ms: int, timeout_ms: int | None) -> str:
+        """How a timeout error states the time the operation had, read when it is called (a
+        commit may then wait behind the one before it: that wait was part of its time)."""
+        if timeout_ms is not None:
+            return f"within {timeout_ms} ms"
+        return f"by its deadline, {max(0, deadline_ms - self._clock())} ms after it was called"
 
     async def _with_retries(
         self,
         what: str,
         deadline_ms: int,
+        budget: str,
         rpc: str,
         attempt: Callable[[CoordinatorClient, int], Awaitable[T]],
     ) -> T:
-        start_ms = self._clock()
         backoff_ms = self._retry_backoff_ms
         last: ReplogError | None = None
         while True:
             remaining = deadline_ms - self._clock()
             if remaining <= 0:
                 raise KafkaTimeoutError(
-                    f"{what} did not finish within {max(0, deadline_ms - start_ms)} ms"
+                    f"{what} did not finish {budget}"
                     + (f"; last error: {last}" if last is not None else "")
                 )
             address = "?"
@@ -239,15 +262,23 @@ class AutoCommitter:
 
     async def _commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
         try:
-            await self.commit_now(offsets, deadline_ms=self._clock() + self._request_timeout_ms)
+            await self.commit_now(
+                offsets,
+                deadline_ms=self._clock() + self._request_timeout_ms,
+                timeout_ms=self._request_timeout_ms,
+            )
         except ReplogError as exc:
             log.warning("auto-commit in group '%s' failed: %s", self._offsets.group_id, exc)
 
     async def commit_now(
-        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], *, deadline_ms: int
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        *,
+        deadline_ms: int,
+        timeout_ms: int | None = None,
     ) -> None:
         """Commit `offsets` and remember them as committed (also used by explicit commits)."""
-        await self._offsets.commit(offsets, deadline_ms=deadline_ms)
+        await self._offsets.commit(offsets, deadline_ms=deadline_ms, timeout_ms=timeout_ms)
         self._committed.update(offsets)
 
     def forget(self, partitions: Sequence[TopicPartition] | None = None) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
+from collections.abc import Callable
 
 import pytest
 from consumer_fakes import FakeCluster
@@ -25,7 +25,9 @@ A = TopicPartition("a", 0)
 B = TopicPartition("b", 1)
 
 
-def offsets_of(cluster: FakeCluster, **overrides: int) -> GroupOffsets:
+def offsets_of(
+    cluster: FakeCluster, clock: Callable[[], int] = monotonic_ms, **overrides: int
+) -> GroupOffsets:
     connections = cluster.connections()
     settings = {
         "request_timeout_ms": 1_000,
@@ -37,8 +39,22 @@ def offsets_of(cluster: FakeCluster, **overrides: int) -> GroupOffsets:
         "g",
         coordinator_for=connections.coordinator,
         brokers=lambda: [cluster.address(n) for n in range(cluster.nodes)],
+        clock=clock,
         **settings,
     )
+
+
+class TickingClock:
+    """A millisecond clock that moves `step_ms` at every read: time passes between any two
+    reads, deterministically (the retry loop's sleeps stay real, and short)."""
+
+    def __init__(self, step_ms: int, start_ms: int = 1_000_000) -> None:
+        self.now_ms = start_ms
+        self.step_ms = step_ms
+
+    def __call__(self) -> int:
+        self.now_ms += self.step_ms
+        return self.now_ms
 
 
 def soon(ms: int = 5_000) -> int:
@@ -141,18 +157,48 @@ async def test_invalid_group_id_is_not_retried() -> None:
 
 @pytest.mark.asyncio
 async def test_the_deadline_names_operation_group_timeout_and_last_error() -> None:
+    """The error names the caller's timeout as given: the clock moving between the caller
+    computing its deadline and the commit starting (here 7 ms at every read, a loaded machine's
+    worth) must not turn "200 ms" into "193 ms"."""
     cluster = FakeCluster()
     cluster.commit_errors.extend(
         CoordinatorLoadInProgressError("offsets loading") for _ in range(1000)
     )
-    group = offsets_of(cluster)
-    started = time.monotonic()
+    clock = TickingClock(step_ms=7)
+    group = offsets_of(cluster, clock=clock)
+    deadline = clock() + 200
     with pytest.raises(KafkaTimeoutError) as raised:
-        await group.commit({A: OffsetAndMetadata(1)}, deadline_ms=soon(200))
-    assert 0.15 < time.monotonic() - started < 1.5
+        await group.commit({A: OffsetAndMetadata(1)}, deadline_ms=deadline, timeout_ms=200)
+    assert clock.now_ms >= deadline and cluster.calls.count("OffsetCommit") >= 2
     text = str(raised.value)
-    assert "commit of offsets for a-0 in group 'g'" in text
-    assert "200 ms" in text and "offsets loading" in text
+    assert "commit of offsets for a-0 in group 'g' did not finish within 200 ms" in text
+    assert "offsets loading" in text
+    cluster.offset_fetch_errors.extend(
+        CoordinatorLoadInProgressError("offsets loading") for _ in range(1000)
+    )
+    with pytest.raises(KafkaTimeoutError, match=r"fetch .* did not finish within 300 ms"):
+        await group.fetch([A], deadline_ms=clock() + 300, timeout_ms=300)
+
+
+@pytest.mark.asyncio
+async def test_a_deadline_without_its_timeout_is_named_as_the_time_from_the_call() -> None:
+    """Given only a deadline, the error cannot know the caller's timeout: it names the time
+    from the call to the deadline and says so, counting a wait behind an earlier commit."""
+    cluster = FakeCluster()
+    cluster.commit_errors.extend(
+        CoordinatorLoadInProgressError("offsets loading") for _ in range(1000)
+    )
+    clock = TickingClock(step_ms=7)
+    group = offsets_of(cluster, clock=clock)
+    first = asyncio.create_task(
+        group.commit({A: OffsetAndMetadata(1)}, deadline_ms=clock() + 100, timeout_ms=100)
+    )
+    await asyncio.sleep(0)  # the first commit holds the lock until its deadline
+    with pytest.raises(KafkaTimeoutError) as raised:
+        await group.commit({A: OffsetAndMetadata(2)}, deadline_ms=clock.now_ms + 300)
+    assert "did not finish by its deadline, 293 ms after it was called" in str(raised.value)
+    with pytest.raises(KafkaTimeoutError, match="within 100 ms"):
+        await first
 
 
 @pytest.mark.asyncio
@@ -231,3 +277,21 @@ async def test_a_failed_auto_commit_is_logged_and_retried_later(
     committer.maybe_commit({A: OffsetAndMetadata(1)})
     await committer.close()
     assert cluster.committed[("g", A)].offset == 1
+
+
+@pytest.mark.asyncio
+async def test_an_auto_commit_that_times_out_names_the_request_timeout(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cluster = FakeCluster()
+    cluster.commit_errors.extend(
+        CoordinatorLoadInProgressError("offsets loading") for _ in range(1000)
+    )
+    clock = TickingClock(step_ms=7)
+    committer = AutoCommitter(
+        offsets_of(cluster, clock=clock), interval_ms=1, request_timeout_ms=250, clock=clock
+    )
+    committer.maybe_commit({A: OffsetAndMetadata(1)})
+    await committer.close()
+    assert "auto-commit in group 'g' failed" in caplog.text
+    assert "did not finish within 250 ms; last error: offsets loading" in caplog.text

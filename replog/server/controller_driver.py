@@ -16,8 +16,10 @@ from any of them: the Raft core takes no input between ready() and advance(), an
 posts none there.
 
 Rules:
-- Nothing else touches the controller. A gRPC handler reads only `controller_id`, a plain value
-  the loop publishes after every controller call.
+- Nothing else touches the controller. A gRPC handler, or the metrics scrape on its own thread,
+  reads only plain values the loop publishes after every controller call: `controller_id`, and
+  `offline_partitions` (partitions without a leader in the committed state, counted by the
+  active controller only, Kafka's OfflinePartitionsCount; 0 on a standby).
 - A write answers once its records commit (or fails: NOT_CONTROLLER on a standby or after a
   lost leadership, an invalid request's error). A caller that stops waiting after its timeout
   gets REQUEST_TIMED_OUT; the write may still commit, and its response is dropped.
@@ -44,6 +46,7 @@ from quorum.controller.controller_config import ControllerConfig
 from quorum.controller.operation import ReadOperation
 from quorum.controller.pending_response import PendingResponse
 from quorum.metadata.record_batches import encode_snapshot
+from quorum.metadata.records import NO_LEADER
 from quorum.metadata.snapshot_schedule import METADATA_MAX_RETENTION_BYTES, SnapshotSchedule
 from quorum.raft.ready import ApplyItem, CommittedBatch, LeaderChange, LoadSnapshot
 from quorum.raft.snapshot_id import SnapshotId
@@ -115,6 +118,7 @@ class ControllerDriver:
         )
         self._retention_bytes = retention_bytes
         self._controller_id = -1
+        self._offline_partitions = 0
         self._failover_reason: str | None = None
         # How many Raft snapshots this controller wrote and loaded (logs, tests).
         self.snapshots_taken = 0
@@ -126,6 +130,12 @@ class ControllerDriver:
     def controller_id(self) -> int:
         """The active controller as this node last knew it (-1: unknown)."""
         return self._controller_id
+
+    @property
+    def offline_partitions(self) -> int:
+        """Partitions without a leader at the last stable offset, while this controller is
+        active; 0 on a standby (module docstring)."""
+        return self._offline_partitions
 
     # --- for the service: coroutines on the loop's thread ----------------------------------------
 
@@ -268,6 +278,13 @@ class ControllerDriver:
         controller = self.controller
         leader = controller.leader_id
         self._controller_id = -1 if leader is None else leader
+        # Committed state only (a write replayed but not yet committed may still be reverted):
+        # the size of the leaderless index at the last stable offset, a lookup, not a scan.
+        self._offline_partitions = (
+            controller.replication.partitions_led_by(NO_LEADER, controller.last_stable_offset)
+            if controller.is_active
+            else 0
+        )
         reason = controller.last_failover_reason
         if reason is not None and reason is not self._failover_reason:
             self._failover_reason = reason

@@ -10,6 +10,9 @@ what the metrics must show:
   `replog_under_replicated_partitions` becomes 1 (and its ISR shrink counter moves); after
   SIGCONT the follower catches up and it goes back to 0 (an ISR expansion);
 - exactly one node reports `replog_active_controller 1`, the quorum leader every node names;
+- a broker frozen past the broker session timeout is fenced, and the partitions only it
+  hosts lose their leader: the active controller's `replog_offline_partitions` counts them
+  (from its committed state), every other node reports 0, and after SIGCONT it is 0 again;
 - producing N value bytes raises the leader's `replog_bytes_in_total{topic}` by at least N and
   `replog_messages_in_total` by the record count, followers count replication bytes, each
   replica reports its log size, the Produce request counter grows, and the Raft leader has
@@ -35,7 +38,7 @@ from client_cluster import ClientCluster, client_cluster
 from cluster_helpers import wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
-from replog import Admin, Producer
+from replog import Admin, NewTopic, Producer
 
 pytestmark = pytest.mark.slow
 
@@ -211,3 +214,34 @@ def test_cluster_status_shows_each_nodes_metrics_url(cluster: ClientCluster) -> 
             scrape(url)
         except urllib.error.URLError as exc:  # pragma: no cover - the failure message
             raise AssertionError(f"{url}: {exc}") from None
+
+
+# Last in the module: it freezes a broker past its session timeout (about 10 s).
+def test_the_active_controller_counts_the_partitions_a_fenced_broker_took_offline(
+    cluster: ClientCluster,
+) -> None:
+    metrics = urls(cluster)
+    controller = active_controller(cluster)
+    frozen = next(node_id for node_id in sorted(metrics) if node_id != controller)
+    with Admin(bootstrap_servers=cluster.bootstrap) as admin:
+        (created,) = admin.create_topics(
+            [NewTopic("offline", assignments={0: [frozen], 1: [frozen]})]
+        )
+    assert created.error is None, created.error
+    cluster.loopback.signal(frozen, signal.SIGSTOP)
+    try:
+        wait_for(
+            lambda: get(scrape(metrics[controller]), "replog_offline_partitions") == 2,
+            40,
+            f"the active controller (node {controller}) to count node {frozen}'s partitions",
+        )
+        for node_id, url in metrics.items():
+            if node_id not in (controller, frozen):
+                assert get(scrape(url), "replog_offline_partitions") == 0
+    finally:
+        cluster.loopback.signal(frozen, signal.SIGCONT)
+    wait_for(
+        lambda: get(scrape(metrics[controller]), "replog_offline_partitions") == 0,
+        40,
+        f"node {frozen}'s partitions to be led again",
+    )

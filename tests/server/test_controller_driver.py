@@ -306,6 +306,40 @@ def test_a_record_the_controller_cannot_decode_stops_the_node(tmp_path: Path) ->
     asyncio.run(scenario())
 
 
+def test_the_active_controller_publishes_its_committed_offline_partition_count(
+    tmp_path: Path,
+) -> None:
+    """`offline_partitions` counts the committed leaderless partitions (replog_offline_partitions
+    on any controller node, controller-only included): a fenced broker's single-replica
+    partitions go offline, and come back when it is unfenced."""
+
+    async def heartbeat(node: LoneController, epoch: int, *, want_fence: bool) -> None:
+        beat = await node.service.BrokerHeartbeat(
+            pb.BrokerHeartbeatRequest(
+                broker_id=1,
+                broker_epoch=epoch,
+                current_metadata_offset=1 << 40,
+                want_fence=want_fence,
+            ),
+            None,
+        )
+        assert not beat.HasField("error") and beat.is_fenced == want_fence, beat
+
+    async def scenario() -> None:
+        async with lone_controller(tmp_path) as node:
+            await active(node)
+            epochs = await start_brokers(node, (1,))
+            created = await node.service.CreateTopics(create_request("solo", 3, 1), None)
+            assert not created.topics[0].HasField("error")
+            assert node.driver.offline_partitions == 0
+            await heartbeat(node, epochs[1], want_fence=True)
+            await eventually(lambda: _value(node.driver.offline_partitions), lambda n: n == 3)
+            await heartbeat(node, epochs[1], want_fence=False)
+            await eventually(lambda: _value(node.driver.offline_partitions), lambda n: n == 0)
+
+    asyncio.run(scenario())
+
+
 class Deadline:
     def __init__(self, remaining_s: float | None) -> None:
         self.remaining_s = remaining_s

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 from prometheus_client import CollectorRegistry, generate_latest
 
 from replog.server.metrics.node_state import (
@@ -10,6 +13,7 @@ from replog.server.metrics.node_state import (
     NodeStateCollector,
     RaftState,
     ReplicaState,
+    read_node_state,
 )
 
 RAFT = RaftState(high_watermark=40, log_end_offset=42, epoch=3, leader_id=2)
@@ -84,6 +88,36 @@ def test_offline_partitions_come_from_the_active_controller_only() -> None:
     standby = scrape(NodeState(RAFT, is_controller=True, offline_partitions=3))
     assert value(standby, "replog_active_controller") == 0
     assert value(standby, "replog_offline_partitions") == 0
+
+
+def quorum_member(leader_id: int) -> Any:
+    """A `RaftDriver` as `read_node_state` reads it: its status only."""
+    status = SimpleNamespace(
+        high_watermark=40, log_end_offset=42, quorum_epoch=3, leader_id=leader_id
+    )
+    return SimpleNamespace(status=lambda: status)
+
+
+def controller(active_id: int, offline_partitions: int) -> Any:
+    """A `ControllerDriver` as `read_node_state` reads it: the values its loop publishes."""
+    return SimpleNamespace(controller_id=active_id, offline_partitions=offline_partitions)
+
+
+def test_a_controller_only_node_reports_the_controllers_offline_partitions() -> None:
+    """process.roles=controller: no broker image, and still the active controller's count."""
+    state = read_node_state(1, quorum_member(1), controller(1, 4), broker=None)
+    assert (state.broker, state.is_controller, state.active_controller) == (None, True, True)
+    assert state.offline_partitions == 4
+    registry = scrape(state)
+    assert value(registry, "replog_offline_partitions") == 4
+    assert value(registry, "replog_under_replicated_partitions") is None  # no broker role
+
+
+def test_a_standby_controller_reports_no_offline_partitions() -> None:
+    state = read_node_state(2, quorum_member(1), controller(1, 4), broker=None)
+    assert not state.active_controller
+    assert value(scrape(state), "replog_offline_partitions") == 0
+    assert value(scrape(state), "replog_active_controller") == 0
 
 
 def test_families_of_missing_roles_are_left_out() -> None:

@@ -9,9 +9,11 @@ Rules (Kafka's, digest §4.2):
   replica set. Under min ISR: one it leads whose ISR is below the effective
   `min.insync.replicas` (capped at the replica count); at min ISR: ISR equal to it. A broker
   reports only the partitions it leads, so summing over brokers counts each partition once.
-- Offline partitions: partitions without a leader in the metadata image, reported by the active
-  controller only (the others report 0, so a sum over nodes is the cluster's count). The
-  image is the node's broker image: a controller-only node has none and reports 0.
+- Offline partitions: partitions without a leader in the controller's committed state
+  (`ControllerDriver.offline_partitions`), reported by the active controller only, whatever
+  the node's other roles; the others report 0, so a sum over nodes is the cluster's count
+  (Kafka's OfflinePartitionsCount of the active controller). Not the broker's image: a
+  controller-only node has none, and it would report 0 while partitions are offline.
 - `replog_active_controller` is 1 on the node that believes it is the active controller.
 - The Raft gauges are the node's view of the metadata quorum (leader -1: unknown).
 - `replog_metadata_offset_lag`: the metadata log's high watermark minus the offset just past
@@ -182,24 +184,12 @@ def read_node_state(
         leader_id=NO_LEADER if status.leader_id is None else status.leader_id,
     )
     active = controller is not None and controller.controller_id == node_id
-    broker_state = None
-    offline = 0
-    if broker is not None:
-        image = broker.image
-        if active:
-            offline = sum(
-                1
-                for topic in tuple(image.topics.by_id.values())
-                for registration in tuple(topic.partitions.values())
-                if registration.leader == NO_LEADER
-            )
-        broker_state = _read_broker(broker, status.high_watermark)
     return NodeState(
         raft=raft,
-        broker=broker_state,
+        broker=None if broker is None else _read_broker(broker, status.high_watermark),
         is_controller=controller is not None,
         active_controller=active,
-        offline_partitions=offline,
+        offline_partitions=controller.offline_partitions if controller is not None else 0,
     )
 
 

@@ -20,6 +20,10 @@ without copying them one by one:
   them (`_binary`); nulls (length -1) are Arrow nulls.
 - Headers are rare: only records that have some are walked in Python.
 
+The answer may be bytes or a memoryview of them (the Spark fetcher hands a view of the
+serialized Fetch answer): numpy and Arrow read either where it lies; only the record-by-record
+fallback copies a view into bytes.
+
 Rules (the same as the record-by-record decoder's, `record.decode_records`, which the tests
 compare this with on random batches):
 - The caller gives batches whose header and CRC-32C were already validated (`validate_batch`),
@@ -39,6 +43,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -54,6 +59,7 @@ from replog.record.varint import decode_varint
 Int64s = npt.NDArray[np.int64]
 Bytes = npt.NDArray[np.uint8]
 Words = npt.NDArray[np.uint64]  # the 8 bytes at each position of a buffer
+Data = bytes | memoryview  # a fetch answer, or a view of one (module docstring)
 
 TIMESTAMP_TYPE_CREATE_TIME = 0
 TIMESTAMP_TYPE_LOG_APPEND_TIME = 1
@@ -91,7 +97,7 @@ class _NotVectorised(Exception):
 
 
 def decode_batches(
-    data: bytes, batches: Sequence[tuple[int, BatchHeader]], *, where: str
+    data: Data, batches: Sequence[tuple[int, BatchHeader]], *, where: str
 ) -> BatchColumns:
     """The records of `batches` (each a validated, non-control batch at a position in
     `data`), as columns (module docstring)."""
@@ -102,8 +108,8 @@ def decode_batches(
 
 
 def _regions(
-    data: bytes, batches: Sequence[tuple[int, BatchHeader]], where: str
-) -> tuple[bytes, list[tuple[int, int]]]:
+    data: Data, batches: Sequence[tuple[int, BatchHeader]], where: str
+) -> tuple[Data, list[tuple[int, int]]]:
     """A buffer holding every batch's records region, and each region's (start, end) in it.
 
     Uncompressed batches in order (as a fetch answer has them): `data` itself, the regions
@@ -163,7 +169,7 @@ _RUN_BACKOFF_MAX = 1024  # records walked one by one after a failed guess, at mo
 
 
 def _record_starts(
-    buffer: bytes,
+    buffer: Data,
     buf: Bytes,
     spans: list[tuple[int, int]],
     batches: Sequence[tuple[int, BatchHeader]],
@@ -194,7 +200,7 @@ def _record_starts(
             first = buffer[pos]
             step = steps[first][buffer[pos + 1]]
             if step is None:  # a longer length varint (raises InvalidRecordError if bad)
-                size, after = decode_varint(buffer, pos, end)
+                size, after = _varint(buffer, pos, end)
                 step = after + size - pos
             elif walked >= walk_until and left >= _RUN_MIN and step > 0:
                 guess = min(left, (end - pos) // step)
@@ -369,9 +375,7 @@ def _binary(buf: Bytes, buffer: pa.Buffer, starts: Int64s, lengths: Int64s) -> p
     return pa.Array.from_buffers(pa.binary(), count, [validity, *values.buffers()[1:]])
 
 
-def _vectorised(
-    data: bytes, batches: Sequence[tuple[int, BatchHeader]], where: str
-) -> BatchColumns:
+def _vectorised(data: Data, batches: Sequence[tuple[int, BatchHeader]], where: str) -> BatchColumns:
     buffer, spans = _regions(data, batches, where)
     if len(buffer) >= 1 << 31:
         raise _NotVectorised  # Arrow's binary offsets into the buffer are int32
@@ -439,30 +443,36 @@ def _vectorised(
     )
 
 
-def _headers(buffer: bytes, pos: int, end: int, count: int) -> tuple[tuple[Header, ...], int]:
+def _headers(buffer: Data, pos: int, end: int, count: int) -> tuple[tuple[Header, ...], int]:
     """`count` headers at `pos`, inside a record ending at `end`; (headers, position after)."""
     found: list[Header] = []
     for _ in range(count):
-        size, pos = decode_varint(buffer, pos, end)
+        size, pos = _varint(buffer, pos, end)
         if size < 0 or pos + size > end:
             raise _NotVectorised  # a null or oversized header key
-        key = buffer[pos : pos + size].decode("utf-8", "surrogateescape")
+        key = str(buffer[pos : pos + size], "utf-8", "surrogateescape")
         pos += size
-        size, pos = decode_varint(buffer, pos, end)
+        size, pos = _varint(buffer, pos, end)
         if size < -1 or pos + size > end:
             raise _NotVectorised
         if size == -1:
             found.append((key, None))
         else:
-            found.append((key, buffer[pos : pos + size]))
+            found.append((key, bytes(buffer[pos : pos + size])))  # a view's slice: copied
             pos += size
     return tuple(found), pos
 
 
+def _varint(buffer: Data, pos: int, end: int) -> tuple[int, int]:
+    # decode_varint only indexes its buffer, which a memoryview of bytes does alike.
+    return decode_varint(cast(bytes, buffer), pos, end)
+
+
 def _record_by_record(
-    data: bytes, batches: Sequence[tuple[int, BatchHeader]], where: str
+    data: Data, batches: Sequence[tuple[int, BatchHeader]], where: str
 ) -> BatchColumns:
     """The strict decoder's answer as columns (it raises, and words, any structural error)."""
+    data = bytes(data)  # a view is copied (the strict decoder takes bytes); bytes are not
     offsets: list[int] = []
     timestamps: list[int] = []
     types: list[int] = []

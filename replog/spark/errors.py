@@ -8,6 +8,8 @@
   both offsets.
 - `ReadTimeoutError`: a task could not read its planned range within `pollTimeoutMs`; names
   the partition, the range and how far it got.
+- `MalformedFetchAnswerError`: a Fetch answer's bytes are not a FetchResponse protobuf would
+  parse (`fetch_answer_wire`); names the message, the field and the byte position.
 
 All derive from `replog.errors.ReplogError` like every other replog error.
 """
@@ -27,3 +29,7 @@ class DataLossError(ReplogError):
 
 class ReadTimeoutError(ReplogError):
     """A task did not finish reading its range in time (module docstring)."""
+
+
+class MalformedFetchAnswerError(ReplogError):
+    """A Fetch answer's bytes are not a well-formed FetchResponse (module docstring)."""

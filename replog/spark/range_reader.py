@@ -36,6 +36,7 @@ import concurrent.futures
 import logging
 import time
 from collections.abc import Iterator
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -113,14 +114,15 @@ def read_range(
 
 
 def _batches_to_read(
-    data: bytes, position: int, bound: int, check_crcs: bool, where: str
+    data: bytes | memoryview, position: int, bound: int, check_crcs: bool, where: str
 ) -> tuple[list[tuple[int, BatchHeader]], int]:
     """The checked, non-control batches of a fetch answer that hold offsets in
     [position, bound), and the position after the last complete batch (at most `bound`)."""
     found: list[tuple[int, BatchHeader]] = []
     next_position = position
+    # answer_batches reads through struct and crc32c, which take a view as they take bytes.
     for batch_position, header in answer_batches(
-        data, position, bound, check_crcs=check_crcs, name=where, where=where
+        cast(bytes, data), position, bound, check_crcs=check_crcs, name=where, where=where
     ):
         next_position = min(header.next_offset, bound)
         if not header.is_control:

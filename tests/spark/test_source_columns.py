@@ -14,6 +14,8 @@ and the Arrow batches it builds from decoded columns (no Spark session needed).
   and empty values, copied or not; varints at their limits (5-byte ints, 10-byte longs, not
   minimal) decode, longer or overflowing ones get the strict decoder's error, at the
   answer's end or before other bytes.
+- The answer may be a memoryview (what the fetcher hands over): decoded where it lies, with
+  the same columns or the same error as from bytes, headers and the strict fallback included.
 """
 
 from __future__ import annotations
@@ -158,6 +160,10 @@ def test_uncompressed_batches_are_decoded_where_they_lie(specs: list, tail: byte
     expected = _oracle(data, placed)
     assert _rows(batch_columns._vectorised(data, placed, "test")) == expected
     assert _rows(decode_batches(data, placed, where="test")) == expected
+    view = memoryview(data)
+    assert batch_columns._regions(view, placed, "test")[0] is view  # a view: no copy either
+    assert _rows(batch_columns._vectorised(view, placed, "test")) == expected
+    assert _rows(decode_batches(view, placed, where="test")) == expected
 
 
 @settings(max_examples=300, deadline=None)
@@ -166,9 +172,9 @@ def test_damaged_batch_where_it_lies_gives_the_record_decoders_answer(records, d
     damaged = draw_damaged_batch(records, data)
     answer, placed = _in_answer([build_batch(records), damaged], data.draw(st.binary(max_size=9)))
     assert batch_columns._regions(answer, placed, "test")[0] is answer
-    assert _damaged_outcome(_columnar_rows, answer, placed) == _damaged_outcome(
-        _oracle, answer, placed
-    )
+    expected = _damaged_outcome(_oracle, answer, placed)
+    assert _damaged_outcome(_columnar_rows, answer, placed) == expected
+    assert _damaged_outcome(_columnar_rows, memoryview(answer), placed) == expected
 
 
 @pytest.mark.parametrize(
@@ -178,16 +184,18 @@ def test_damaged_batch_where_it_lies_gives_the_record_decoders_answer(records, d
         ([None, None], [None, None]),  # all null
         ([b"", b""], [b"", None]),  # empty
         ([b"a", b"bb", None], [b"v" * 10, None, b"v" * 300]),  # sizes differ: filter
+        ([b"k", b"k"], [b"v" * 20_000, b"w"]),  # a 3-byte record length: decode_varint
     ],
 )
 def test_keys_and_values_of_one_size_or_not_with_nulls(keys: list, values: list) -> None:  # type: ignore[type-arg]
     records = [(NOW + i, k, v, ()) for i, (k, v) in enumerate(zip(keys, values, strict=True))]
     for codec in sorted(available_codecs()):  # where it lies (none), or copied
         data, placed = _in_answer([build_batch(records, base_offset=7, compression=codec)], b"")
-        columns = batch_columns._vectorised(data, placed, "test")
-        assert columns.keys.to_pylist() == keys
-        assert columns.values.to_pylist() == values
-        assert _rows(columns) == _oracle(data, placed)
+        for answer in (data, memoryview(data)):
+            columns = batch_columns._vectorised(answer, placed, "test")
+            assert columns.keys.to_pylist() == keys
+            assert columns.values.to_pylist() == values
+            assert _rows(columns) == _oracle(data, placed)
 
 
 def _one_record(timestamp_delta: bytes, key_length: bytes, key: bytes) -> bytes:

@@ -146,12 +146,11 @@ class RaftDriver:
         # commit; None: nobody measures. Pending: (end offset, append time) per leader append.
         self.on_commit_latency: Callable[[float], None] | None = None
         self._appended_at: deque[tuple[int, float]] = deque(maxlen=_COMMIT_LATENCY_PENDING_MAX)
-        # Whether a small append's fsync, and a leader's fsync after its Fetch answers left,
-        # may block the loop (the node sets it where nothing else shares the loop: no broker).
-        # A commit waits on those fsyncs, and the worker-thread hand-off around one costs about
-        # as much as the fsync itself (issue #4: one-proposer p50 2.3 -> 2.0 ms for the
-        # follower's). A broker's loop must not stall on the disk: under a heavy produce load
-        # one fsync can take tens of milliseconds.
+        # Whether a small append's fsync may block the loop (the node sets it where nothing
+        # else shares the loop: no broker). A follower's commit path waits on that fsync; the
+        # worker-thread hand-off around it costs about as much as the fsync itself (issue #4:
+        # one-proposer p50 2.3 -> 2.0 ms). A broker's loop must not stall on the disk: under a
+        # heavy produce load one fsync can take tens of milliseconds.
         self.fsync_on_loop = False
 
     # --- wiring a state machine -----------------------------------------------------------------
@@ -327,11 +326,7 @@ class RaftDriver:
             for message in ready.messages:
                 self.transport.send(message)
             if early_send:
-                # The answers are already on their sockets: blocking now delays nobody's Fetch.
-                if self.fsync_on_loop:
-                    flushed = self.storage.flush()
-                else:
-                    flushed = await asyncio.to_thread(self.storage.flush)
+                flushed = await asyncio.to_thread(self.storage.flush)
             self._high_watermark = ready.high_watermark
             if self._appended_at:
                 self._observe_commits(ready.high_watermark)

@@ -60,8 +60,10 @@ from replication_helpers import (
     produce_values,
     read_replicas,
     replication_overrides,
+    wait_until,
 )
 
+from replog.errors import NotLeaderOrFollowerError
 from replog.replication import messages as m
 
 LAG_S = REPLICA_LAG_TIME_MAX_MS / 1000
@@ -381,7 +383,17 @@ async def test_unclean_leader_election_off_and_on(
         request = m.OffsetsForLeaderEpochRequest(
             (m.OffsetForLeaderPartition("unclean", 0, epochs["unclean"]),)
         )
-        (ended,) = (await brokers.client(new).offsets_for_leader_epoch(request)).partitions
+        answers: list[m.OffsetForLeaderPartitionResult] = []
+
+        async def new_leader_answers() -> bool:
+            # The broker a metadata answer names may not have replayed its own election yet
+            # (it was resumed from SIGSTOP moments ago): NOT_LEADER_OR_FOLLOWER until it has.
+            answer = await brokers.client(new).offsets_for_leader_epoch(request)
+            answers[:] = answer.partitions
+            return not isinstance(answers[0].error, NotLeaderOrFollowerError)
+
+        await wait_until(new_leader_answers, 15, f"broker {new} to lead", seen=lambda: answers)
+        (ended,) = answers
         assert ended.error is None and ended.end_offset == divergence, ended
         rewritten = await produce_values(
             brokers, new, "unclean", [f"c-{i}".encode() for i in range(5)]

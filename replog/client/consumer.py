@@ -44,7 +44,7 @@ import logging
 import math
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from typing import Any, Literal, overload
 
 from replog.client.cluster_metadata import ClusterMetadata
@@ -466,12 +466,22 @@ class Consumer:
         self._check_open("commit")
         group = self._require_group("commit()")
         chosen = self._offsets_to_commit(offsets)
-        timeout = self._timeout(timeout_ms, "commit")
-        deadline = monotonic_ms() + timeout
+        await self._commit_within(group, chosen, self._timeout(timeout_ms, "commit"))
+
+    def _commit_within(
+        self,
+        group: GroupOffsets,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata],
+        timeout_ms: int,
+    ) -> Coroutine[Any, Any, None]:
+        """A commit of `offsets` within `timeout_ms` from now; through the auto-committer when
+        there is one, so that it remembers them. A timeout error names `timeout_ms`."""
+        deadline = monotonic_ms() + timeout_ms
         if self._auto_commit is not None:
-            await self._auto_commit.commit_now(chosen, deadline_ms=deadline, timeout_ms=timeout)
-        else:
-            await group.commit(chosen, deadline_ms=deadline, timeout_ms=timeout)
+            return self._auto_commit.commit_now(
+                offsets, deadline_ms=deadline, timeout_ms=timeout_ms
+            )
+        return group.commit(offsets, deadline_ms=deadline, timeout_ms=timeout_ms)
 
     def commit_async(
         self,
@@ -488,12 +498,7 @@ class Consumer:
     ) -> asyncio.Future[None]:
         group = self._group
         assert group is not None
-        timeout = self.config.default_api_timeout_ms
-        deadline = monotonic_ms() + timeout
-        if self._auto_commit is not None:
-            work = self._auto_commit.commit_now(offsets, deadline_ms=deadline, timeout_ms=timeout)
-        else:
-            work = group.commit(offsets, deadline_ms=deadline, timeout_ms=timeout)
+        work = self._commit_within(group, offsets, self.config.default_api_timeout_ms)
         task = asyncio.get_running_loop().create_task(work)
         self._async_commits.add(task)
 

@@ -319,8 +319,9 @@ class RaftDriver:
                 # it here saves a thread round trip before its Fetch answers can leave.
                 flushed = self.storage.apply(ready, flush=False)
             elif self.fsync_on_loop and ready.election_state is None and _small(ready.log_ops):
-                # A follower's small append and its fsync, before it acknowledges them.
-                flushed = self.storage.apply(ready, flush=not early_send)
+                # A follower's small append and its fsync, before it acknowledges them (never
+                # an early send here: that case took the branch above).
+                flushed = self.storage.apply(ready, flush=True)
             else:
                 flushed = await asyncio.to_thread(self.storage.apply, ready, flush=not early_send)
             for message in ready.messages:

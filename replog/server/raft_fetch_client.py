@@ -12,8 +12,8 @@ Rules:
   every outstanding request is reported failed and the connection is finished: an answer
   arriving later could no longer be trusted. The transport opens a new one for the next request.
 - A refused or lost connection, and a peer that closes it (shutting down), is reported as
-  unreachable; a deadline or a malformed answer as a plain failure (as gRPC's UNAVAILABLE and
-  other codes were).
+  unreachable; a deadline, a malformed answer or any other failure to open as a plain failure
+  (as gRPC's UNAVAILABLE and other codes were).
 """
 
 from __future__ import annotations
@@ -97,6 +97,11 @@ class FetchConnection(asyncio.Protocol):
             self._finish(exc.unreachable, exc)
         except OSError as exc:
             self._finish(True, exc)
+        except Exception as exc:
+            # Unforeseen (a lookup's own bug): fail the requests now rather than at their
+            # deadline, and keep the task's exception from going unretrieved.
+            log.warning("Fetch connection to node %d could not open: %r", self.destination_id, exc)
+            self._finish(False, exc)
 
     # --- asyncio.Protocol ---------------------------------------------------------------------
 

@@ -12,6 +12,8 @@ Rules:
   node is going away (they see the connection closed: unreachable).
 - A connection that closes drops its unanswered requests (`forget`): no answer is written to a
   closed socket, and nothing is kept for it.
+- While answers wait in the socket's write buffer (the peer does not read them), no more
+  requests are read from it: a peer cannot make this node buffer answers without bound.
 """
 
 from __future__ import annotations
@@ -100,6 +102,16 @@ class _InboundConnection(asyncio.Protocol):
                 self._socket.write(wire.frame(sequence, answer))
 
         return reply
+
+    def pause_writing(self) -> None:
+        assert self._socket is not None
+        if not self._socket.is_closing():
+            self._socket.pause_reading()
+
+    def resume_writing(self) -> None:
+        assert self._socket is not None
+        if not self._socket.is_closing():
+            self._socket.resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._listener._connections.discard(self)

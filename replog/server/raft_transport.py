@@ -1,4 +1,4 @@
-"""Carries Raft messages between quorum nodes over gRPC.
+"""Carries Raft messages between quorum nodes: over gRPC, and Fetch over a framed TCP connection.
 
 Theory of operation: the core addresses every message by node id. A request the core sends
 becomes one gRPC call to that node, except Fetch, which goes on this node's Fetch connection to
@@ -24,7 +24,8 @@ Rules:
   the port may be chosen at start (`controller.quorum.fetch.port` 0), and the host is the one
   this node reaches the peer's gRPC listener at.
 - Closing closes the Fetch listener and its connections too: peers learn at once that this node
-  is going away, as a parked gRPC call's UNAVAILABLE told them.
+  is going away, as a parked gRPC call's UNAVAILABLE told them. Requests the core sends after
+  that are dropped: a channel or Fetch connection opened for them would never be closed.
 """
 
 from __future__ import annotations
@@ -120,6 +121,8 @@ class RaftTransport:
 
     def send(self, message: Message) -> None:
         """Send one message from the core: a request as a call, a response to its waiting call."""
+        if self._closed and message.is_request:
+            return  # see the module rules
         if isinstance(message.body, FetchRequest):
             self._send_fetch(message.destination_id, message.body)
             return

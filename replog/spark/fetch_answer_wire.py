@@ -141,7 +141,9 @@ def _partition(view: memoryview, pos: int, end: int) -> PartitionAnswer:
         elif number == 8:
             records = view[a:b]
         elif number == 2:
-            code, name, message = (0, "", "") if error is None else _status_fields(error)
+            code, name, message = (
+                (0, "", "") if error is None else (error.code, error.error_name, error.message)
+            )
             for field, x, y in _fields(view, a, b, _ERROR_STATUS, "ErrorStatus"):
                 if field == 1:
                     code = _int32(x)
@@ -167,10 +169,6 @@ def _partition(view: memoryview, pos: int, end: int) -> PartitionAnswer:
         records,
         log_end_offset,
     )
-
-
-def _status_fields(error: ErrorStatus) -> tuple[int, str, str]:
-    return error.code, error.error_name, error.message
 
 
 def _int_pair(

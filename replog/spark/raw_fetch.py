@@ -70,11 +70,12 @@ class RawFetchChannels:
             channel = self._channels[address] = RedialingChannel(
                 address, _RawFetchStub, CHANNEL_OPTIONS
             )
-        deadline_ms = (self.request_timeout_ms if timeout_ms is None else timeout_ms) + max(
+        # The call's gRPC timeout (a duration): the request timeout plus the long poll's wait.
+        call_timeout_ms = (self.request_timeout_ms if timeout_ms is None else timeout_ms) + max(
             0, request.max_wait_ms
         )
         answer: bytes = await channel.call(
-            _fetch, codec.fetch_request_to_proto(request), deadline_ms / 1000, self._metadata
+            _fetch, codec.fetch_request_to_proto(request), call_timeout_ms / 1000, self._metadata
         )
         return answer
 

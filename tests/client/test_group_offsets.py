@@ -6,8 +6,10 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
-from consumer_fakes import FakeCluster
+from consumer_fakes import FakeCluster, consumer_settings
 
+from replog.client import consumer as consumer_module
+from replog.client.consumer import Consumer
 from replog.client.group_offsets import AutoCommitter, GroupOffsets
 from replog.client.records import OffsetAndMetadata, TopicPartition
 from replog.clock import monotonic_ms
@@ -295,3 +297,27 @@ async def test_an_auto_commit_that_times_out_names_the_request_timeout(
     await committer.close()
     assert "auto-commit in group 'g' failed" in caplog.text
     assert "did not finish within 250 ms; last error: offsets loading" in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_the_consumer_names_the_timeout_its_caller_gave(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`Consumer.commit`/`committed` pass their caller's timeout down: the error names it even
+    when time passed between the consumer computing its deadline and the call starting (here
+    the consumer's clock lags by 50 ms, so the deadline leaves only 100 of the 150 ms)."""
+    cluster = FakeCluster()
+    cluster.install(monkeypatch)
+    cluster.commit_errors.extend(
+        CoordinatorLoadInProgressError("offsets loading") for _ in range(1000)
+    )
+    cluster.offset_fetch_errors.extend(
+        CoordinatorLoadInProgressError("offsets loading") for _ in range(1000)
+    )
+    monkeypatch.setattr(consumer_module, "monotonic_ms", lambda: monotonic_ms() - 50)
+    settings = consumer_settings(cluster, group_id="g", enable_auto_commit=False)
+    async with Consumer(**settings) as consumer:
+        with pytest.raises(KafkaTimeoutError, match=r"commit .* did not finish within 150 ms"):
+            await consumer.commit({A: 1}, timeout_ms=150)
+        with pytest.raises(KafkaTimeoutError, match=r"fetch .* did not finish within 150 ms"):
+            await consumer.committed(A, timeout_ms=150)

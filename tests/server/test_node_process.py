@@ -93,7 +93,7 @@ def test_a_fetch_port_in_use_stops_the_node_naming_the_setting(tmp_path: Path) -
             f"controller.quorum.fetch.port={fetch_port}",
         )
     assert node.returncode == 1, node.stderr
-    assert f"controller.quorum.fetch.port: cannot listen on 127.0.0.1:{fetch_port}" in (node.stderr)
+    assert f"controller.quorum.fetch.port: cannot listen on 127.0.0.1:{fetch_port}" in node.stderr
 
 
 class _Lifecycle:

@@ -12,10 +12,13 @@ from dataclasses import dataclass, field
 import pytest
 import pytest_asyncio
 
-from quorum.raft.messages import ErrorCode, FetchRequest, FetchResponse, RaftResponse
+from quorum.raft.config import RaftConfig, VoterAddress
+from quorum.raft.messages import ErrorCode, FetchRequest, FetchResponse, Message, RaftResponse
 from replog.pb import raft_pb2 as pb
+from replog.server import raft_fetch_wire as wire
 from replog.server.raft_fetch_client import EndpointUnknown, FetchConnection
 from replog.server.raft_fetch_server import FetchListener, Reply
+from replog.server.raft_transport import RaftTransport
 
 
 @dataclass
@@ -61,7 +64,7 @@ class Fetcher:
     event: asyncio.Event = field(default_factory=asyncio.Event)
 
     def connect(
-        self, port: int, *, timeout_ms: int = 2000, lookup_error: EndpointUnknown | None = None
+        self, port: int, *, timeout_ms: int = 2000, lookup_error: Exception | None = None
     ) -> FetchConnection:
         async def lookup() -> tuple[str, int]:
             if lookup_error is not None:
@@ -184,8 +187,7 @@ async def test_a_peer_going_away_fails_what_is_outstanding_as_unreachable(peer: 
 async def test_a_refused_connection_and_an_unknown_endpoint_are_reported(peer: Peer) -> None:
     closed = FetchListener(lambda *args: 0, lambda handle: None)
     port = await closed.start("127.0.0.1", 0)
-    closed.close()
-    await asyncio.sleep(0.05)
+    closed.close()  # stops listening at once: nothing to wait for
     refused = Fetcher()
     refused.connect(port).send(fetch(1))
     await refused.wait(failures=1)
@@ -196,6 +198,30 @@ async def test_a_refused_connection_and_an_unknown_endpoint_are_reported(peer: P
     timed_out.connect(0, lookup_error=error).send(fetch(2))
     await timed_out.wait(failures=1)
     assert timed_out.failures == [(2, False)]
+
+
+@pytest.mark.asyncio
+async def test_an_unforeseen_lookup_error_fails_the_requests_before_their_deadline(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    fetcher = Fetcher()
+    with caplog.at_level(logging.WARNING, logger="replog.server.raft"):
+        # A deadline far beyond `wait`'s: only the failure to open can report the request.
+        connection = fetcher.connect(0, timeout_ms=600_000, lookup_error=RuntimeError("a bug"))
+        connection.send(fetch(3))
+        await fetcher.wait(failures=1)
+    assert fetcher.failures == [(3, False)] and fetcher.finished == [False]
+    assert "could not open: RuntimeError('a bug')" in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_a_closed_transport_opens_no_fetch_connection() -> None:
+    voters = (VoterAddress(1, "127.0.0.1", 1), VoterAddress(2, "127.0.0.1", 2))
+    transport = RaftTransport(1, RaftConfig(voters=voters), lambda m: None, lambda f: None)
+    await transport.close()
+    tasks = len(asyncio.all_tasks())
+    transport.send(Message(1, 2, fetch(1)))  # the core's last Ready, after the node closed it
+    assert len(asyncio.all_tasks()) == tasks  # no connection began opening, nothing leaks
 
 
 @pytest.mark.asyncio
@@ -234,3 +260,22 @@ async def test_garbage_ends_only_its_own_connection(
     await fetcher.wait(answers=1)
     assert fetcher.answers[0].correlation_id == 9
     connection.close()
+
+
+@pytest.mark.asyncio
+async def test_a_peer_that_does_not_read_its_answers_is_not_read_from(peer: Peer) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", peer.port)
+    request = pb.FetchRequest(fetch_offset=1).SerializeToString()
+    writer.write(wire.greeting(2) + wire.frame(1, request))
+    await peer.wait_for(1)
+    _, _, reply = peer.accepted[0]
+    # Far more than the socket buffers hold: the rest waits in this node's write buffer.
+    big = pb.FetchResponse(records=b"x" * (16 << 20)).SerializeToString()
+    reply(big)
+    (inbound,) = peer.listener._connections
+    assert inbound._socket is not None and not inbound._socket.is_reading()
+    writer.write(wire.frame(2, request))  # read only once the answer has left
+    answer = await asyncio.wait_for(reader.readexactly(8 + len(big)), 5)
+    assert answer == wire.frame(1, big)
+    await peer.wait_for(2)
+    writer.close()

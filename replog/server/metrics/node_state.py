@@ -184,12 +184,14 @@ def read_node_state(
         leader_id=NO_LEADER if status.leader_id is None else status.leader_id,
     )
     active = controller is not None and controller.controller_id == node_id
+    # Gated by the same `active` as the gauge: the state holds what a scrape reports.
+    offline = controller.offline_partitions if controller is not None and active else 0
     return NodeState(
         raft=raft,
         broker=None if broker is None else _read_broker(broker, status.high_watermark),
         is_controller=controller is not None,
         active_controller=active,
-        offline_partitions=controller.offline_partitions if controller is not None else 0,
+        offline_partitions=offline,
     )
 
 

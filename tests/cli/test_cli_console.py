@@ -392,6 +392,10 @@ def test_ctrl_c_prints_the_summary_and_exits_130(cluster: ClientCluster) -> None
         text=True,
         # A consumer that does not exit is made to dump every thread's stack (SIGABRT below).
         env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+        # Ctrl-C reaches a foreground process with SIGINT's default action; a test run started
+        # in the background inherits SIGINT ignored, and so did the consumer (the stacks showed
+        # it still polling 30 s after the signal).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     ) as consumer:  # fmt: skip
         reader = threading.Thread(target=lambda: printed.extend(consumer.stdout or ()))
         reader.start()

@@ -45,15 +45,20 @@ if TYPE_CHECKING:
 CLIENT_ID_HEADER = "x-client-id"
 
 
+def client_id_metadata(client_id: str) -> tuple[tuple[str, str], ...]:
+    """The gRPC metadata that names `client_id`; none for an id gRPC cannot carry (metadata
+    values must be printable ASCII: another client id is simply not sent)."""
+    printable = client_id.isascii() and client_id.isprintable()
+    return ((CLIENT_ID_HEADER, client_id),) if client_id and printable else ()
+
+
 class Connections:
     """The broker and coordinator clients of one client, one per address (module docstring)."""
 
     def __init__(self, *, request_timeout_ms: int, client_id: str) -> None:
         self.request_timeout_ms = request_timeout_ms
         self.client_id = client_id
-        # gRPC metadata values must be printable ASCII; another client id is simply not sent.
-        printable = client_id.isascii() and client_id.isprintable()
-        self._metadata = ((CLIENT_ID_HEADER, client_id),) if client_id and printable else ()
+        self._metadata = client_id_metadata(client_id)
         self._brokers: dict[str, BrokerClient] = {}
         self._coordinators: dict[str, CoordinatorClient] = {}
         self._closed = False

@@ -103,6 +103,7 @@ class RaftTransport:
         self._config = config
         self._deliver = deliver
         self._report_failure = report_failure
+        self._hosts = {v.node_id: v.host for v in config.voters}
         self._addresses = {v.node_id: f"{v.host}:{v.port}" for v in config.voters}
         self._channels: dict[int, grpc.aio.Channel] = {}
         self._stubs: dict[int, raft_pb2_grpc.RaftQuorumStub] = {}
@@ -205,8 +206,7 @@ class RaftTransport:
                 f"node {node_id} did not say where it listens for Fetch: {exc.code()}",
                 unreachable=exc.code() == grpc.StatusCode.UNAVAILABLE,
             ) from exc
-        host = self._addresses[node_id].rsplit(":", 1)[0]
-        return host, answer.port
+        return self._hosts[node_id], answer.port
 
     def _fetch_connection_finished(self, connection: FetchConnection, unreachable: bool) -> None:
         if self._fetch_connections.get(connection.destination_id) is connection:

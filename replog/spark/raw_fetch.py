@@ -21,7 +21,7 @@ from typing import Any
 
 import grpc
 
-from replog.client.connections import CLIENT_ID_HEADER
+from replog.client.connections import client_id_metadata
 from replog.errors import ClientClosedError
 from replog.pb import broker_pb2 as pb
 from replog.replication import messages as m
@@ -53,9 +53,7 @@ class RawFetchChannels:
 
     def __init__(self, *, request_timeout_ms: int, client_id: str) -> None:
         self.request_timeout_ms = request_timeout_ms
-        # As Connections: gRPC metadata values must be printable ASCII, else none is sent.
-        printable = client_id.isascii() and client_id.isprintable()
-        self._metadata = ((CLIENT_ID_HEADER, client_id),) if client_id and printable else ()
+        self._metadata = client_id_metadata(client_id)
         self._channels: dict[str, RedialingChannel[_RawFetchStub]] = {}
         self._closed = False
 

@@ -4,8 +4,9 @@
   writes each node's `server.properties` and `DIR/cluster.json` (see `local_cluster`), starts
   one `replog node` process per node in the background (its own session; output appended to
   `node-<id>/node.log`, pid in `node-<id>/node.pid`), waits until the quorum has a leader that
-  committed its epoch, and prints the endpoints. On a directory whose cluster is stopped it
-  starts the same nodes again, keeping their data (`--fresh` deletes it and starts anew).
+  committed its epoch and every node answers, and prints the endpoints. On a directory whose
+  cluster is stopped it starts the same nodes again, keeping their data (`--fresh` deletes it
+  and starts anew).
 - `status [--json]`: per node: id, roles, pid, listener, alive (the process exists and is not a
   zombie), whether it answers DescribeQuorum, the leader and quorum epoch it knows, and its
   Prometheus metrics URL (METRICS; `-` for a cluster written before metrics existed).
@@ -222,9 +223,13 @@ def log_tails(nodes: Iterable[LocalNode], lines: int = LOG_TAIL_LINES) -> str:
 def wait_for_leader(
     cluster: LocalCluster, pids: dict[int, int], timeout_s: float
 ) -> QuorumDescription:
-    """Wait until a leader answers DescribeQuorum with a high watermark (its epoch committed).
+    """Wait until a leader answers DescribeQuorum with a high watermark (its epoch committed)
+    and every other node answers too.
 
-    Raises `ReplogError` if a node exits or no leader appears in time.
+    A quorum has a leader once a majority runs; the rest may still be importing or opening
+    their logs. "Started" means every node listens, so a command run right after `start`
+    reaches any node it names. Raises `ReplogError` if a node exits or this does not happen in
+    time.
     """
     addresses = cluster.controller_addresses()
     deadline = time.monotonic() + timeout_s
@@ -239,11 +244,22 @@ def wait_for_leader(
         except ReplogError as exc:
             last_error = str(exc)
         else:
-            if description.high_watermark is not None:
-                return description
-            last_error = f"node {description.leader_id} leads but has not committed yet"
+            if description.high_watermark is None:
+                last_error = f"node {description.leader_id} leads but has not committed yet"
+            else:
+                answers = ask_each(addresses.values(), PROBE_TIMEOUT_S)
+                silent = [
+                    f"node {node_id} ({answers[address]})"
+                    for node_id, address in addresses.items()
+                    if isinstance(answers[address], NodeUnreachable)
+                ]
+                if not silent:
+                    return description
+                last_error = f"node {description.leader_id} leads; no answer yet from " + (
+                    ", ".join(silent)
+                )
         time.sleep(POLL_INTERVAL_S * 2)
-    raise ReplogError(f"no quorum leader within {timeout_s:g} s ({last_error})")
+    raise ReplogError(f"the cluster was not up within {timeout_s:g} s ({last_error})")
 
 
 # --- the commands -----------------------------------------------------------------------------

@@ -150,7 +150,7 @@ def test_a_cluster_through_its_lifecycle(cluster: LoopbackCluster) -> None:
     leader_now = cluster.describe().leader_id
     assert read_committed(addresses[leader_now]).high_watermark >= high_watermark
     wait_for(
-        lambda: all(read_committed(addresses[i]).high_watermark >= high_watermark for i in (1, 2, 3)),
+        lambda: all(read_committed(a).high_watermark >= high_watermark for a in addresses.values()),
         10,
         f"every node's high watermark to reach {high_watermark} again",
     )

@@ -5,7 +5,8 @@
 active controller is node 3" can then go to node 3 directly.
 
 Rules: the order of the addresses is kept (it is the order they are tried in) and duplicates
-are dropped; a malformed entry is a `ConfigError` naming the entry and what was expected.
+are dropped; an IPv6 host is written in brackets (`[::1]:9092`, `net_address`); a malformed
+entry is a `ConfigError` naming the entry and what was expected.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from replog.errors import ConfigError
+from replog.net_address import format_host_port, parse_host_port
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,11 +36,12 @@ def parse_bootstrap(entries: str | Iterable[str], *, what: str = "bootstrap serv
     named: dict[int, str] = {}
     for text in texts:
         entry = text.strip()
-        node_text, at, address = entry.rpartition("@")
-        host, colon, port = address.rpartition(":")
+        node_text, at, written = entry.rpartition("@")
         bad_id = at and not (node_text.isascii() and node_text.isdigit())
-        if not entry or bad_id or not colon or not host or not (port.isascii() and port.isdigit()):
+        if not entry or bad_id:
             raise ConfigError(f"{what}: {entry!r}: expected host:port (or id@host:port)")
+        # Written back in one spelling ([::1]:9092 for an IPv6 host), the form gRPC dials.
+        address = format_host_port(*parse_host_port(written, f"{what}:"))
         if address not in addresses:
             addresses.append(address)
         if at:

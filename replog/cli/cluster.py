@@ -51,6 +51,7 @@ from replog.cli.quorum import (
     print_table,
 )
 from replog.errors import ReplogError
+from replog.net_address import parse_host_port
 from replog.server.node_config import NodeConfig
 
 POLL_INTERVAL_S = 0.05
@@ -195,11 +196,13 @@ def check_ports_free(nodes: Iterable[LocalNode]) -> None:
         if node.metrics_address is not None:
             addresses.append(node.metrics_address)
         for address in addresses:
-            host, _, port = address.rpartition(":")
-            with socket.socket() as probe:
+            host, port = parse_host_port(address, f"node {node.node_id}", error=ReplogError)
+            # The family of the host: an AF_INET socket cannot bind ::1.
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            with socket.socket(family) as probe:
                 probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 try:
-                    probe.bind((host, int(port)))
+                    probe.bind((host, port))
                 except OSError as exc:
                     reason = "in use" if exc.errno == errno.EADDRINUSE else exc.strerror
                     raise ReplogError(
@@ -351,7 +354,8 @@ def _count(n: int, noun: str) -> str:
 
 
 def _base_port(cluster: LocalCluster) -> int:
-    return int(cluster.nodes[0].controller_address.rpartition(":")[2])
+    first = cluster.nodes[0]
+    return parse_host_port(first.controller_address, f"node {first.node_id}", error=ReplogError)[1]
 
 
 def _parse_overrides(items: Sequence[str]) -> dict[str, str]:

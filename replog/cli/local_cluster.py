@@ -47,6 +47,7 @@ from typing import Any
 
 from replog.config import render_properties
 from replog.errors import ReplogError
+from replog.net_address import format_host_port, parse_host_port
 from replog.server.group_coordinator_config import OFFSETS_TOPIC_REPLICATION_FACTOR_DEFAULT
 
 DEFAULT_DATA_DIR = os.path.join(".replog", "cluster")
@@ -129,9 +130,9 @@ class LocalCluster:
             LocalNode(
                 node_id=i,
                 roles=roles,
-                listeners={CONTROLLER_LISTENER: f"{LOOPBACK}:{base_port + i - 1}"},
+                listeners={CONTROLLER_LISTENER: format_host_port(LOOPBACK, base_port + i - 1)},
                 directory=os.path.join(directory, f"node-{i}"),
-                metrics_address=f"{LOOPBACK}:{base_port + METRICS_PORT_OFFSET + i - 1}",
+                metrics_address=format_host_port(LOOPBACK, base_port + METRICS_PORT_OFFSET + i - 1),
             )
             for i in range(1, node_count + 1)
         )
@@ -201,9 +202,9 @@ class LocalCluster:
             "log.dirs": node.data_path,
         }
         if node.metrics_address is not None:
-            host, _, port = node.metrics_address.rpartition(":")
-            properties["metrics.host"] = host
-            properties["metrics.port"] = port
+            host, port = parse_host_port(node.metrics_address, f"node {node.node_id} metrics")
+            properties["metrics.host"] = host  # bare, as metrics.host is written
+            properties["metrics.port"] = str(port)
         if self.cluster_id is not None:
             properties["cluster.id"] = self.cluster_id
         brokers = sum(1 for n in self.nodes if "broker" in n.roles)
@@ -275,7 +276,8 @@ def _metrics_address(url: object) -> str | None:
     if not text.startswith(prefix) or not text.endswith(suffix):
         raise ValueError(f"metrics {text!r}: expected http://host:port/metrics")
     address = text[len(prefix) : -len(suffix)]
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ValueError(f"metrics {text!r}: expected http://host:port/metrics")
+    try:  # an IPv6 host is in brackets: http://[::1]:19192/metrics
+        parse_host_port(address, "address", error=ValueError)
+    except ValueError as exc:
+        raise ValueError(f"metrics {text!r}: expected http://host:port/metrics ({exc})") from None
     return address

@@ -40,6 +40,7 @@ import grpc
 from replog.cli.arguments import add_command
 from replog.cli.client_connection import add_client_connection_arguments, client_config
 from replog.errors import ReplogError
+from replog.net_address import format_host_port
 from replog.pb import broker_pb2 as pb
 from replog.pb import broker_pb2_grpc
 from replog.server import broker_codec as codec
@@ -130,7 +131,7 @@ def cluster_brokers(config: Mapping[str, object]) -> tuple[dict[int, str], set[i
 
     with Admin(dict(config)) as admin:
         cluster = admin.describe_cluster()
-    addresses = {b.broker_id: f"{b.host}:{b.port}" for b in cluster.brokers}
+    addresses = {b.broker_id: format_host_port(b.host, b.port) for b in cluster.brokers}
     return addresses, {b.broker_id for b in cluster.brokers if not b.fenced}
 
 

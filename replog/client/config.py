@@ -44,6 +44,7 @@ from typing import Any, TypeVar
 
 from replog.admin.bootstrap import parse_bootstrap
 from replog.errors import ConfigError
+from replog.net_address import format_host_port, parse_host_port
 from replog.record.compression import CODEC_NAMES, available_codecs, is_codec_available
 
 __all__ = [
@@ -191,26 +192,13 @@ def _servers(key: str, raw: object) -> tuple[str, ...]:
         scheme, separator, rest = entry.partition("://")
         if separator and scheme.replace("_", "").isalpha():  # PLAINTEXT://host:port, as Kafka
             entry = rest
-        host, port = entry, DEFAULT_PORT
-        if entry.startswith("["):  # [ipv6]:port or [ipv6]
-            close = entry.find("]")
-            rest = entry[close + 1 :] if close > 0 else "?"
-            if close < 0 or (rest and not rest.startswith(":")):
-                raise _bad(key, raw, f"{entry!r}: {accepted}")
-            host = entry[: close + 1]
-            port_text = rest[1:] if rest else str(DEFAULT_PORT)
-        elif entry.count(":") == 1:
-            host, port_text = entry.split(":")
-        elif ":" in entry:
-            raise _bad(key, raw, f"{entry!r}: write an IPv6 address as [address]:port")
-        else:
-            port_text = str(DEFAULT_PORT)
-        if not (port_text.isascii() and port_text.isdigit()) or not host:
-            raise _bad(key, raw, f"{entry!r}: {accepted}")
-        port = int(port_text)
+        try:  # host[:port] or [v6][:port]; an IPv6 host without brackets is refused
+            host, port = parse_host_port(entry, "entry", default_port=DEFAULT_PORT)
+        except ConfigError as exc:
+            raise _bad(key, raw, f"{exc}; {accepted}") from None
         if not 0 < port < 65536:
             raise _bad(key, raw, f"{entry!r}: port must be in [1, 65535]")
-        address = f"{host}:{port}"
+        address = format_host_port(host, port)
         if address not in addresses:
             addresses.append(address)
     if not addresses:

@@ -67,7 +67,8 @@ from quorum.raft.ready import ApplyItem
 from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, monotonic_ms
 from replog.config import positive_setting
-from replog.errors import BrokerLifecycleError, ConfigError, KafkaStorageError
+from replog.errors import BrokerLifecycleError, KafkaStorageError
+from replog.net_address import format_host_port, parse_host_port
 from replog.server.alter_partition_sender import AlterPartitionSender
 from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
 from replog.server.broker_service import REQUEST_BYTES_MAX_DEFAULT, BrokerService
@@ -380,7 +381,7 @@ class BrokerRuntime:
         if registration is None or not registration.endpoints:
             return None
         endpoint = registration.endpoints[0]
-        return f"{endpoint.host}:{endpoint.port}"
+        return format_host_port(endpoint.host, endpoint.port)
 
     def _on_leader_change(self, leader_id: int | None) -> None:
         self._raft_leader = leader_id
@@ -457,7 +458,9 @@ def broker_config_from_node(node: NodeConfig) -> tuple[BrokerLifecycleConfig, di
         ),
         request_timeout_ms=node.raft.request_timeout_ms,
     )
-    addresses = {voter.node_id: f"{voter.host}:{voter.port}" for voter in node.raft.voters}
+    addresses = {
+        voter.node_id: format_host_port(voter.host, voter.port) for voter in node.raft.voters
+    }
     return config, addresses
 
 
@@ -485,12 +488,11 @@ def _endpoints(text: str, key: str) -> tuple[Endpoint, ...]:
         if not entry:
             continue
         name, _, address = entry.rpartition("://")
-        host, sep, port = address.rpartition(":")
-        if not sep or not port.isdigit():
-            raise ConfigError(f"{key}={text!r}: expected NAME://host:port")
+        # An IPv6 host is registered without its brackets (`net_address`): clients bracket it.
+        host, port = parse_host_port(address, f"{key} entry", empty_host=True)
         name = name or "PLAINTEXT"
         protocol = (
             name if name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL") else "PLAINTEXT"
         )
-        endpoints.append(Endpoint(name, host.strip("[]"), int(port), protocol))
+        endpoints.append(Endpoint(name, host, port, protocol))
     return tuple(endpoints)

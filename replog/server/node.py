@@ -32,6 +32,7 @@ import signal
 import grpc
 
 from replog.errors import KafkaStorageError
+from replog.net_address import format_host_port
 from replog.pb import controller_pb2_grpc, raft_pb2_grpc
 from replog.server.broker_runtime import BrokerRuntime, data_plane_config_from_node
 from replog.server.broker_service import add_broker_service
@@ -140,7 +141,8 @@ class Node:
             except OSError as exc:
                 await self.server.stop(None)
                 raise OSError(
-                    f"controller.quorum.fetch.port: cannot listen on {host}:{port}: {exc}"
+                    "controller.quorum.fetch.port: cannot listen on "
+                    f"{format_host_port(host, port)}: {exc}"
                 ) from exc
         await self.server.start()
         roles = ",".join(sorted(self.config.roles))

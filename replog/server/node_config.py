@@ -3,7 +3,8 @@
 Required: `process.roles` (`controller`, `broker` or both), `node.id`, `cluster.id` (Kafka
 keeps it in meta.properties; `replog cluster start` writes it here),
 `controller.quorum.voters` (`id@host:port,...`), `listeners` (`NAME://host:port,...`; the node
-serves gRPC on the first), `log.dirs` (comma list). Optional: `metadata.log.dir` (default: the
+serves gRPC on the first; an IPv6 host in brackets, `[::1]:9093`, kept bare in `listener_host`),
+`log.dirs` (comma list). Optional: `metadata.log.dir` (default: the
 first log dir), every `controller.quorum.*` timer (`quorum.raft.config`), the controller's
 settings (`CONTROLLER_PROPERTIES`: `broker.session.timeout.ms`, `num.partitions`, ...), the
 broker configs the controller uses as static defaults (`min.insync.replicas`,
@@ -39,6 +40,7 @@ from quorum.metadata.snapshot_schedule import (
 )
 from quorum.raft.config import RaftConfig
 from replog.errors import ConfigError
+from replog.net_address import format_host_port, parse_host_port
 
 ROLES = frozenset({"controller", "broker"})
 RAW_APPEND_PROPERTY = "metadata.log.raw.append.enable"
@@ -127,7 +129,7 @@ class NodeConfig:
 
     @property
     def listener(self) -> str:
-        return f"{self.listener_host}:{self.listener_port}"
+        return format_host_port(self.listener_host, self.listener_port)
 
     @classmethod
     def from_properties(cls, properties: dict[str, str]) -> NodeConfig:
@@ -206,7 +208,8 @@ class NodeConfig:
         )
         if not 0 <= metrics_port <= 65535:
             raise ConfigError(f"metrics.port={metrics_port}: must be in [0, 65535] (0: none)")
-        metrics_host = properties.get("metrics.host", METRICS_HOST_DEFAULT).strip()
+        # A host alone, but `[::1]` is accepted as Kafka users write IPv6 hosts so.
+        metrics_host = properties.get("metrics.host", METRICS_HOST_DEFAULT).strip().strip("[]")
         if not metrics_host:
             raise ConfigError("metrics.host: must not be empty")
         return cls(
@@ -253,7 +256,5 @@ def controller_config_from_properties(
 def _first_listener(text: str) -> tuple[str, int]:
     first = text.split(",")[0].strip()
     address = first.split("://", 1)[1] if "://" in first else first
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ConfigError(f"listeners={text!r}: expected NAME://host:port")
-    return host or "0.0.0.0", int(port)
+    host, port = parse_host_port(address, "listeners entry", empty_host=True)
+    return host or "0.0.0.0", port

@@ -51,6 +51,7 @@ from quorum.raft.messages import (
     RaftResponse,
     VoteRequest,
 )
+from replog.net_address import format_host_port
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
 from replog.server.raft_codec import (
@@ -104,7 +105,7 @@ class RaftTransport:
         self._deliver = deliver
         self._report_failure = report_failure
         self._hosts = {v.node_id: v.host for v in config.voters}
-        self._addresses = {v.node_id: f"{v.host}:{v.port}" for v in config.voters}
+        self._addresses = {v.node_id: format_host_port(v.host, v.port) for v in config.voters}
         self._channels: dict[int, grpc.aio.Channel] = {}
         self._stubs: dict[int, raft_pb2_grpc.RaftQuorumStub] = {}
         self._waiting: dict[int, asyncio.Future[RaftResponse]] = {}  # gRPC calls

@@ -3,6 +3,8 @@
 prometheus_client's `start_http_server` runs a small threaded HTTP server on a daemon thread;
 the node starts it with its own registry when `metrics.port` is set (not 0) and stops it on
 shutdown, so ports are released for a restart. A port in use is an `OSError` naming the address.
+The host is bare (`::1`; prometheus_client picks the socket family from it); the URL brackets
+an IPv6 host (`http://[::1]:9100/metrics`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import threading
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, start_http_server
+
+from replog.net_address import format_host_port
 
 log = logging.getLogger("replog.server.metrics")
 
@@ -28,7 +32,7 @@ class MetricsEndpoint:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}/metrics"
+        return f"http://{format_host_port(self.host, self.port)}/metrics"
 
     def start(self) -> None:
         try:
@@ -37,7 +41,9 @@ class MetricsEndpoint:
             )
         except OSError as exc:
             raise OSError(
-                exc.errno, f"metrics endpoint cannot listen on {self.host}:{self.port}: {exc}"
+                exc.errno,
+                "metrics endpoint cannot listen on "
+                f"{format_host_port(self.host, self.port)}: {exc}",
             ) from None
         self.port = self._server.server_port  # the real one when asked for port 0 (tests)
         log.warning("metrics on %s", self.url)

@@ -1,0 +1,174 @@
+"""Real node processes configured entirely on the IPv6 loopback (`::1`), as Kafka users write it:
+`listeners=CONTROLLER://[::1]:port`, `controller.quorum.voters=1@[::1]:port`,
+`metrics.host=::1`, clients bootstrapped from `[::1]:port`.
+
+- one combined node starts, elects itself, registers its broker (advertised on ::1), and a
+  Producer and a Consumer bootstrapped from `[::1]:port` round-trip records through it (the
+  client dials the broker address the metadata gives: the bare host registered, bracketed);
+- two combined nodes elect a leader and the follower catches up over its Raft Fetch connection
+  to the leader's ::1 Fetch listener, and a topic replicated on both round-trips records.
+
+Skipped only when this machine cannot bind ::1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cluster_helpers import wait_for
+
+from replog import Consumer, Producer
+from replog.admin.controller_client import ControllerClient
+from replog.admin.controller_results import NewTopic
+from replog.cli.quorum import QuorumDescription, describe_quorum
+from replog.client.records import ConsumerRecord, TopicPartition
+from replog.errors import ReplogError
+from tests.ipv6_loopback import needs_ipv6
+
+pytestmark = pytest.mark.slow
+
+
+def _free_ipv6_ports(count: int) -> list[int]:
+    with contextlib.ExitStack() as held:
+        probes = [held.enter_context(socket.socket(socket.AF_INET6)) for _ in range(count)]
+        for probe in probes:
+            probe.bind(("::1", 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
+
+
+@contextlib.contextmanager
+def ipv6_nodes(tmp_path: Path, count: int) -> Iterator[tuple[dict[int, str], dict[int, int]]]:
+    """`count` combined nodes on ::1: node id -> `[::1]:port`, and node id -> metrics port."""
+    ports = _free_ipv6_ports(2 * count)
+    listen, metrics = dict(enumerate(ports[:count], 1)), dict(enumerate(ports[count:], 1))
+    voters = ",".join(f"{n}@[::1]:{port}" for n, port in listen.items())
+    processes = []
+    try:
+        for node_id, port in listen.items():
+            directory = tmp_path / f"node-{node_id}"
+            directory.mkdir()
+            config = directory / "server.properties"
+            config.write_text(
+                "\n".join(
+                    [
+                        "process.roles=broker,controller",
+                        f"node.id={node_id}",
+                        "cluster.id=ipv6-test",
+                        f"controller.quorum.voters={voters}",
+                        f"listeners=CONTROLLER://[::1]:{port}",
+                        "controller.listener.names=CONTROLLER",
+                        f"log.dirs={directory / 'data'}",
+                        f"offsets.topic.replication.factor={count}",
+                        "metrics.host=::1",
+                        f"metrics.port={metrics[node_id]}",
+                        "",
+                    ]
+                )
+            )
+            log = (directory / "node.log").open("w")
+            processes.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "replog.cli.main", "node", "--config", str(config)],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
+            log.close()
+        yield {n: f"[::1]:{port}" for n, port in listen.items()}, metrics
+    finally:
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+        for process in processes:
+            process.wait(timeout=10)
+
+
+def _leader(addresses: dict[int, str], timeout_s: float = 30) -> QuorumDescription:
+    found: list[QuorumDescription] = []
+
+    def elected() -> bool:
+        try:
+            answer = describe_quorum(list(addresses.values()), addresses, 1.0)
+        except ReplogError:
+            return False
+        if answer.high_watermark is None:
+            return False
+        found.append(answer)
+        return True
+
+    wait_for(elected, timeout_s, "a leader on ::1")
+    return found[-1]
+
+
+def _create_topic(addresses: dict[int, str], name: str, replicas: int) -> None:
+    def created() -> bool:
+        try:
+            with ControllerClient(list(addresses.values()), node_addresses=addresses) as admin:
+                brokers = admin.describe_cluster().brokers
+                if len(brokers) < replicas:
+                    return False  # not every broker unfenced yet
+                (result,) = admin.create_topics([NewTopic(name, 1, replicas, {})])
+        except ReplogError:
+            return False
+        return result.error is None
+
+    wait_for(created, 30, f"topic {name} created")
+
+
+def _round_trip(bootstrap: str, topic: str) -> list[ConsumerRecord]:
+    sent = [b"v6-%d" % i for i in range(5)]
+    with Producer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+        futures = [producer.send(topic, value, partition=0) for value in sent]
+        producer.flush(timeout=30)
+        for future in futures:
+            future.get(timeout=30)
+    got: list[ConsumerRecord] = []
+    with Consumer(
+        bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100
+    ) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+
+        def arrived() -> bool:
+            for records in consumer.poll(500).values():
+                got.extend(records)
+            return len(got) >= len(sent)
+
+        wait_for(arrived, 30, "the records back")
+    assert [r.value for r in got] == sent
+    return got
+
+
+@needs_ipv6
+def test_one_combined_node_on_ipv6_elects_itself_and_serves_clients(tmp_path: Path) -> None:
+    with ipv6_nodes(tmp_path, 1) as (addresses, metrics):
+        leader = _leader(addresses)
+        assert (leader.leader_id, leader.answered_by) == (1, addresses[1])
+        _create_topic(addresses, "v6", 1)
+        _round_trip(addresses[1], "v6")
+        with urllib.request.urlopen(f"http://[::1]:{metrics[1]}/metrics", timeout=5) as answer:
+            assert answer.status == 200
+
+
+@needs_ipv6
+def test_two_nodes_on_ipv6_replicate_over_their_fetch_connections(tmp_path: Path) -> None:
+    with ipv6_nodes(tmp_path, 2) as (addresses, _):
+        _leader(addresses)
+
+        def follower_caught_up() -> bool:
+            quorum = describe_quorum(list(addresses.values()), addresses, 1.0)
+            ends = {row.node_id: row.log_end_offset for row in quorum.replicas}
+            return len(ends) == 2 and len(set(ends.values())) == 1 and None not in ends.values()
+
+        wait_for(follower_caught_up, 30, "the follower caught up over Raft Fetch")
+        _create_topic(addresses, "v6-replicated", 2)
+        _round_trip(",".join(addresses.values()), "v6-replicated")

@@ -753,6 +753,23 @@ class PurgatoryFullError(UnknownServerError):
     """A delayed operation refused because its purgatory already holds its bound of pending ops."""
 
 
+# --- Answers a client cannot use ----------------------------------------------------------------
+
+
+class MalformedResponseError(UnknownServerError):
+    """An answer from a broker that is not an answer its RPC can have.
+
+    Bytes that do not parse as the RPC's protobuf message, or a message whose contents cannot
+    be: a partition the request did not ask for, named twice or left out, an offset below -1
+    or a negative producer id beside no error, a topic id that is not 16 bytes. The peer is not a
+    replog broker, or a buggy or incompatible one. The message names the peer's address, the
+    RPC and what was wrong. It keeps UNKNOWN_SERVER_ERROR's code (what Kafka's client makes of
+    an error code it does not know, and what a failed call of an unknown kind is here): not
+    retriable, since asking again gets the same answer, and for a Produce the outcome is
+    unknown (the broker may have appended the records before answering).
+    """
+
+
 # --- Local-only errors -------------------------------------------------------------------------
 
 

@@ -54,11 +54,13 @@ from replog.errors import (
     ClientClosedError,
     KafkaError,
     KafkaTimeoutError,
+    MalformedResponseError,
     NoBrokersAvailableError,
     ReplogError,
     UnknownTopicOrPartitionError,
     error_for_code,
 )
+from replog.net_address import format_host_port
 from replog.pb import controller_pb2 as pb
 from replog.topic_names import check_topic_name
 
@@ -332,6 +334,9 @@ class ClusterMetadata:
             except grpc.aio.AioRpcError as exc:
                 self._address_failed(address, _short_cause(exc))
                 continue
+            except MalformedResponseError as exc:  # not a replog broker: try the others
+                self._address_failed(address, str(exc))
+                continue
             if answer.error.code != 0:
                 error = error_for_code(answer.error.code, answer.error.message)
                 self._address_failed(address, f"{error.error_name}: {error}")
@@ -382,7 +387,7 @@ class ClusterMetadata:
     def _apply(self, answer: pb.MetadataResponse, topics: frozenset[str] | None) -> None:
         self.cluster_id = answer.cluster_id or None
         self.controller_id = max(answer.controller_id, -1)
-        self._brokers = {b.broker_id: f"{b.host}:{b.port}" for b in answer.brokers}
+        self._brokers = {b.broker_id: format_host_port(b.host, b.port) for b in answer.brokers}
         if topics is None:  # an answer about every topic: the ones it omits are gone
             self._topics.clear()
             self._topic_errors.clear()

@@ -20,8 +20,11 @@ Rules:
   and the other retriable answers, and an unreachable broker, mark the metadata stale and
   back the leader off for `retry.backoff.ms`; the partition is fetched again from the new
   leader once the metadata says who it is. They are logged once per change of cause.
-- Non-retriable answers and undecodable records (CRC mismatch with `check.crcs`) are raised
-  from `poll`, after the records before them were handed out.
+- Non-retriable answers and undecodable records (CRC mismatch with `check.crcs`, record bytes
+  that hold no whole batch at the position) are raised from `poll`, after the records before
+  them were handed out. So is an answer that is not one (`MalformedResponseError`:
+  unparseable bytes, a partition not asked for); its leader is backed off like an
+  unreachable one.
 """
 
 from __future__ import annotations
@@ -43,7 +46,12 @@ from replog.client.fetched_records import CompletedFetch, decode_fetched
 from replog.client.records import ConsumerRecord, TopicPartition
 from replog.client.subscription import NONE, SubscriptionState
 from replog.clock import monotonic_ms
-from replog.errors import OffsetOutOfRangeError, ReplogError
+from replog.errors import (
+    CorruptRecordError,
+    MalformedResponseError,
+    OffsetOutOfRangeError,
+    ReplogError,
+)
 from replog.replication import messages as m
 
 log = logging.getLogger("replog.client.consumer")
@@ -183,6 +191,14 @@ class Fetcher:
             self._back_off(node)
             self._metadata.request_update()
             return
+        except MalformedResponseError as exc:
+            # Not retriable (asking again gets the same answer): `poll` raises it, as Kafka's
+            # consumer raises a fetch error it cannot retry; the next poll asks again after
+            # the backoff. Once per pending error, not once per fetch.
+            self._log_once(node, f"fetch from broker {node} failed: {exc}")
+            self._back_off(node)
+            self._add_error(exc)
+            return
         except ReplogError as exc:  # a call cut off by a connection reset, ...
             self._log_once(node, f"fetch from broker {node} failed: {exc}")
             self._back_off(node)
@@ -194,8 +210,17 @@ class Fetcher:
             fetch_offset = offsets.get((result.topic, result.partition))
             if fetch_offset is not None:
                 self._handle(
-                    node, TopicPartition(result.topic, result.partition), fetch_offset, result
+                    node,
+                    address,
+                    TopicPartition(result.topic, result.partition),
+                    fetch_offset,
+                    result,
                 )
+
+    def _add_error(self, error: ReplogError) -> None:
+        """Queue `error` for `poll` unless the same one is pending (a fetch asked again)."""
+        if all(str(pending) != str(error) for pending in self._errors):
+            self._errors.append(error)
 
     def _back_off(self, node: int) -> None:
         self._backoff_until[node] = self._clock() + self.settings.retry_backoff_ms
@@ -203,6 +228,7 @@ class Fetcher:
     def _handle(
         self,
         node: int,
+        address: str,
         tp: TopicPartition,
         fetch_offset: int,
         result: m.FetchPartitionResult,
@@ -232,6 +258,19 @@ class Fetcher:
             )
             if completed.records or completed.error or completed.next_offset > fetch_offset:
                 self._buffered[tp] = completed
+                return
+            # Bytes, but no whole batch at or after the position: a broker reads whole batches
+            # only, the first one even beyond the byte limits (KIP-74), so these are not
+            # batches; fetching again would get them again. Kafka's consumer fails the same
+            # way ("no complete records were found").
+            self._back_off(node)
+            self._add_error(
+                CorruptRecordError(
+                    f"fetch of {tp.topic}-{tp.partition} at offset {fetch_offset} from broker "
+                    f"{node} at {address}: the answer's {len(result.records)} record bytes "
+                    "hold no whole record batch"
+                )
+            )
             return
         if isinstance(error, OffsetOutOfRangeError):
             self._out_of_range(tp, fetch_offset, result)

@@ -18,7 +18,9 @@ Rules:
   KIP-580), as long as `retries` attempts are not used up and `delivery.timeout.ms` since the
   batch was created has not passed. Another error fails the batch with the broker's typed
   error (whose message names the partition); a failed call is turned into the typed error of
-  `connections.rpc_error`, naming the broker, its address and the partitions.
+  `connections.rpc_error`, naming the broker, its address and the partitions. An answer that
+  is not one (`MalformedResponseError` from BrokerClient) fails every batch of the request at
+  once with it, naming the partitions too: retrying would get the same answer.
 - NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, fenced or unknown
   leader epochs, storage errors, timeouts and lost connections mark the metadata stale; a
   partition whose leader is unknown triggers a refresh (at most one in flight, then at least
@@ -61,6 +63,7 @@ from replog.errors import (
     KafkaStorageError,
     KafkaTimeoutError,
     LeaderNotAvailableError,
+    MalformedResponseError,
     NetworkError,
     NotEnoughReplicasAfterAppendError,
     NotLeaderOrFollowerError,
@@ -465,6 +468,13 @@ class Sender:
                 what=f"Produce to {_partitions_text(batches)}",
                 node_id=node,
             )
+        except MalformedResponseError as exc:
+            # The answer is not one (BrokerClient checked it): nothing in it can be trusted,
+            # not even which batches were written, so every batch gets the call's error
+            # (UNKNOWN_SERVER_ERROR's: not retriable, outcome unknown).
+            call_error = MalformedResponseError(
+                f"{exc}; the request carried {_partitions_text(batches)}"
+            )
         except ClientClosedError as exc:
             call_error = exc
         except asyncio.CancelledError:
@@ -502,8 +512,8 @@ class Sender:
             elif result is not None and result.error is not None:
                 self._on_error(batch, result.error, now_ms, retries, grouped=grouped)
             elif acks == m.ACKS_NONE or result is None:
-                # acks=0 answers only failures; a missing answer otherwise is the broker's bug,
-                # but the call succeeded: offset unknown.
+                # acks=0 answers only failures: offset unknown. (With acks=1/all BrokerClient
+                # refuses an answer that leaves a partition out as MalformedResponseError.)
                 self._on_success(batch, -1, -1)
             else:
                 base_offset = result.base_offset

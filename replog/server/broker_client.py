@@ -14,14 +14,25 @@ Rules:
 - Per-partition errors come back as `KafkaError` instances in the results; only a failed call
   raises (`grpc.aio.AioRpcError`: INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNAVAILABLE, ...).
   `init_producer_id` has no partitions: it raises the answer's `KafkaError` itself.
+- An answer that is not one the RPC can have raises `MalformedResponseError` naming the
+  address, the RPC and what was wrong, never a bare AttributeError or a result nobody can
+  trust: bytes that do not parse as the RPC's message (gRPC's aio stub then hands back None
+  and logs the parse error; older gRPC fails the call INTERNAL "Exception deserializing
+  response"), a partition the request did not ask for, named twice, or (except for an
+  acks=0 Produce, answered only for failures) left out, a topic id that is not 16 bytes, an
+  offset below -1 ("none") or a negative producer id or epoch beside no error. An error
+  code this client does not know stays a per-partition `UnknownServerError` naming the
+  code, as in Kafka.
+  `metadata` checks only that the answer parsed: its reader judges its contents.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol, TypeVar
 
-from replog.pb import broker_pb2_grpc
+from replog.errors import InvalidRequestError, MalformedResponseError
+from replog.pb import broker_pb2, broker_pb2_grpc
 from replog.pb import controller_pb2 as controller_pb
 from replog.replication import messages as m
 from replog.server import broker_codec as codec
@@ -41,6 +52,20 @@ CHANNEL_OPTIONS = [
 R = TypeVar("R")
 
 
+
+class _Result(Protocol):
+    """What every per-partition result has (the checks below need nothing else)."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def error(self) -> Any: ...
+
+
 class BrokerClient:
     def __init__(
         self,
@@ -56,79 +81,165 @@ class BrokerClient:
             address,
             broker_pb2_grpc.BrokerStub,
             CHANNEL_OPTIONS,
+            peer="broker",
+            service=broker_pb2.DESCRIPTOR.services_by_name["Broker"],
         )
 
     def reconnect(self) -> None:
         """Drop the channel: the next call dials again at once."""
         self._channel.reconnect()
 
+    def _malformed(self, rpc: str, what: str) -> MalformedResponseError:
+        return MalformedResponseError(f"broker at {self.address} answered {rpc} with {what}")
+
     async def _call(
         self,
-        method: Callable[[broker_pb2_grpc.BrokerStub], Callable[..., Awaitable[Any]]],
+        rpc: str,
         message: Any,
         timeout_ms: int | None,
         extra_ms: int = 0,
     ) -> Any:
+        """The answer of one call of the `Broker` method `rpc`; an unparseable one raises
+        MalformedResponseError (module docstring)."""
         deadline_ms = (self.request_timeout_ms if timeout_ms is None else timeout_ms) + extra_ms
-        return await self._channel.call(method, message, deadline_ms / 1000, self._metadata)
+        return await self._channel.call(
+            lambda stub: getattr(stub, rpc), message, deadline_ms / 1000, self._metadata, rpc=rpc
+        )
+
+    def _decoded(self, rpc: str, decode: Any, answer: Any) -> Any:
+        """`decode(answer)`, with a malformed field (a topic id that is not 16 bytes) raised as
+        MalformedResponseError."""
+        try:
+            return decode(answer, where=f"{rpc} answer of broker at {self.address}")
+        except InvalidRequestError as exc:  # the codec's word for a field it cannot hold
+            raise self._malformed(rpc, f"a malformed field: {exc}") from None
+
+    def _check_results(
+        self,
+        rpc: str,
+        asked: Iterable[Any],
+        results: Sequence[_Result],
+        offsets: tuple[str, ...] = (),
+        *,
+        all_answered: bool = True,
+    ) -> None:
+        """Every result answers a partition of `asked` (entries with `topic` and `partition`)
+        once; with `all_answered`, every one asked for has its result; and none of the named
+        `offsets` of a result without error is below -1 ("none" or "not said" throughout
+        `replication.messages`, which readers already take so). One pass: this runs for
+        every answer, a follower's fetches included."""
+        wanted = {(p.topic, p.partition) for p in asked}
+        seen: set[tuple[str, int]] = set()
+        for result in results:
+            key = (result.topic, result.partition)
+            if key not in wanted:
+                raise self._malformed(rpc, f"a partition it did not ask for: {_tp(key)}")
+            if key in seen:
+                raise self._malformed(rpc, f"partition {_tp(key)} twice")
+            seen.add(key)
+            if result.error is None:
+                for name in offsets:
+                    value = getattr(result, name)
+                    if value < m.NO_OFFSET:
+                        raise self._malformed(
+                            rpc, f"{name} {value} for {_tp(key)} beside no error (never below -1)"
+                        )
+        if all_answered and len(seen) != len(wanted):
+            missing = sorted(wanted - seen)
+            names = ", ".join(_tp(key) for key in missing[:5])
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            raise self._malformed(rpc, f"no result for {names}{more}")
 
     async def produce(
         self, request: m.ProduceRequest, *, timeout_ms: int | None = None
     ) -> m.ProduceResponse:
         answer = await self._call(
-            lambda s: s.Produce,
+            "Produce",
             codec.produce_request_to_proto(request),
             timeout_ms,
             max(0, request.timeout_ms),
         )
-        return codec.produce_response_from_proto(answer)
+        response: m.ProduceResponse = self._decoded(
+            "Produce", codec.produce_response_from_proto, answer
+        )
+        acks_none = request.acks == m.ACKS_NONE
+        self._check_results(
+            "Produce",
+            request.partitions,
+            response.partitions,
+            () if acks_none else ("base_offset",),
+            all_answered=not acks_none,  # acks=0 answers only the failed partitions
+        )
+        return response
 
     async def fetch(
         self, request: m.FetchRequest, *, timeout_ms: int | None = None
     ) -> m.FetchResponse:
         answer = await self._call(
-            lambda s: s.Fetch,
+            "Fetch",
             codec.fetch_request_to_proto(request),
             timeout_ms,
             max(0, request.max_wait_ms),
         )
-        return codec.fetch_response_from_proto(answer)
+        response: m.FetchResponse = self._decoded("Fetch", codec.fetch_response_from_proto, answer)
+        self._check_results(
+            "Fetch", request.partitions, response.partitions, ("high_watermark", "log_start_offset")
+        )
+        return response
 
     async def list_offsets(
         self, request: m.ListOffsetsRequest, *, timeout_ms: int | None = None
     ) -> m.ListOffsetsResponse:
         answer = await self._call(
-            lambda s: s.ListOffsets, codec.list_offsets_request_to_proto(request), timeout_ms
+            "ListOffsets", codec.list_offsets_request_to_proto(request), timeout_ms
         )
-        return codec.list_offsets_response_from_proto(answer)
+        response: m.ListOffsetsResponse = self._decoded(
+            "ListOffsets", codec.list_offsets_response_from_proto, answer
+        )
+        # offset -1: no record at or after the timestamp asked for.
+        self._check_results("ListOffsets", request.partitions, response.partitions, ("offset",))
+        return response
 
     async def offsets_for_leader_epoch(
         self, request: m.OffsetsForLeaderEpochRequest, *, timeout_ms: int | None = None
     ) -> m.OffsetsForLeaderEpochResponse:
         answer = await self._call(
-            lambda s: s.OffsetsForLeaderEpoch,
+            "OffsetsForLeaderEpoch",
             codec.offsets_for_leader_epoch_request_to_proto(request),
             timeout_ms,
         )
-        return codec.offsets_for_leader_epoch_response_from_proto(answer)
+        response: m.OffsetsForLeaderEpochResponse = self._decoded(
+            "OffsetsForLeaderEpoch", codec.offsets_for_leader_epoch_response_from_proto, answer
+        )
+        # end_offset -1: the epoch asked for is older than the log (UNDEFINED_EPOCH_OFFSET).
+        self._check_results(
+            "OffsetsForLeaderEpoch", request.partitions, response.partitions, ("end_offset",)
+        )
+        return response
 
     async def delete_records(
         self, request: m.DeleteRecordsRequest, *, timeout_ms: int | None = None
     ) -> m.DeleteRecordsResponse:
         answer = await self._call(
-            lambda s: s.DeleteRecords,
+            "DeleteRecords",
             codec.delete_records_request_to_proto(request),
             timeout_ms,
             max(0, request.timeout_ms),
         )
-        return codec.delete_records_response_from_proto(answer)
+        response: m.DeleteRecordsResponse = self._decoded(
+            "DeleteRecords", codec.delete_records_response_from_proto, answer
+        )
+        self._check_results(
+            "DeleteRecords", request.partitions, response.partitions, ("low_watermark",)
+        )
+        return response
 
     async def metadata(
         self, topics: Sequence[str] | None = None, *, timeout_ms: int | None = None
     ) -> controller_pb.MetadataResponse:
         """The broker's view of the cluster (the message the controller's Metadata answers)."""
         answer: controller_pb.MetadataResponse = await self._call(
-            lambda s: s.Metadata,
+            "Metadata",
             controller_pb.MetadataRequest(topics=list(topics or ())),
             timeout_ms,
         )
@@ -138,16 +249,25 @@ class BrokerClient:
         """A new producer id and its epoch (0) for an idempotent producer.
 
         Raises the `replog.errors` class of the answer's error (COORDINATOR_LOAD_IN_PROGRESS,
-        retriable, while the broker has no ids yet), or `grpc.aio.AioRpcError` for a failed call.
+        retriable, while the broker has no ids yet), MalformedResponseError for an answer
+        without error and without an id, or `grpc.aio.AioRpcError` for a failed call.
         """
         answer = await self._call(
-            lambda s: s.InitProducerId,
+            "InitProducerId",
             codec.init_producer_id_request_to_proto(m.InitProducerIdRequest()),
             timeout_ms,
         )
-        response = codec.init_producer_id_response_from_proto(answer)
+        response: m.InitProducerIdResponse = self._decoded(
+            "InitProducerId", codec.init_producer_id_response_from_proto, answer
+        )
         if response.error is not None:
             raise response.error
+        if response.producer_id < 0 or response.producer_epoch < 0:
+            raise self._malformed(
+                "InitProducerId",
+                f"producer id {response.producer_id} epoch {response.producer_epoch} beside "
+                "no error (neither is ever negative)",
+            )
         return response.producer_id, response.producer_epoch
 
     async def close(self) -> None:
@@ -158,3 +278,7 @@ class BrokerClient:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+
+def _tp(key: tuple[str, int]) -> str:
+    return f"{key[0]}-{key[1]}"

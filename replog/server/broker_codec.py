@@ -13,7 +13,8 @@ Rules:
 - Errors cross the wire as `ErrorStatus` (Kafka's code and name, and the message naming the
   topic-partition and offset); no error is an unset field or code 0. Decoding gives the
   `replog.errors` class registered for the code (`error_for_code`), so clients raise the
-  broker's types.
+  broker's types; a code not registered is UnknownServerError, whose message names the code
+  and the RPC and peer when the caller passes them as `where` (`error_from_proto`).
 - A request the dataclasses cannot even hold (a topic id that is not 16 bytes, an unknown
   isolation level) is `InvalidRequestError` naming the field and the value; the service answers
   it as gRPC INVALID_ARGUMENT.
@@ -33,6 +34,7 @@ from uuid import UUID
 from replog.errors import (
     InvalidRequestError,
     KafkaError,
+    UnknownServerError,
     error_for_code,
 )
 from replog.pb import broker_pb2 as pb
@@ -56,12 +58,30 @@ def error_to_proto(error: KafkaError | None) -> common_pb2.ErrorStatus | None:
     return common_pb2.ErrorStatus(code=error.code, error_name=error.error_name, message=str(error))
 
 
-def error_from_proto(holder: Any) -> KafkaError | None:
-    """The error a response entry carries (its `error` field), None when absent or code 0."""
+def error_from_proto(
+    holder: Any, where: str = "", topic: str | None = None, partition: int = NONE
+) -> KafkaError | None:
+    """The error a response entry carries (its `error` field), None when absent or code 0.
+
+    A code this process does not know (a newer or buggy peer) is UnknownServerError, as in
+    Kafka's client; given `where` (the RPC and its peer, as BrokerClient does), its message
+    names that, the topic-partition and the code with the name the peer gave it. Without,
+    the message is the peer's, as `error_for_code` words it (readers of the raw wire form,
+    the Spark source, are held to give the same as this function then).
+    """
     status: common_pb2.ErrorStatus = holder.error
     if not holder.HasField("error") or status.code == 0:
         return None
-    return error_for_code(status.code, status.message)
+    error = error_for_code(status.code, status.message)
+    if where and status.code != UnknownServerError.code and type(error) is UnknownServerError:
+        about = f"{where}: "
+        if topic is not None:
+            about += f"{topic}-{partition}: "
+        name = status.error_name or "no name"
+        return UnknownServerError(
+            f"{about}unknown error code {status.code} ({name}): {status.message or '-'}"
+        )
+    return error
 
 
 def topic_id_from_proto(value: bytes, where: str) -> UUID | None:
@@ -210,13 +230,13 @@ def produce_response_to_proto(response: m.ProduceResponse) -> pb.ProduceResponse
     return message
 
 
-def produce_response_from_proto(message: pb.ProduceResponse) -> m.ProduceResponse:
+def produce_response_from_proto(message: pb.ProduceResponse, where: str = "") -> m.ProduceResponse:
     return m.ProduceResponse(
         tuple(
             m.ProducePartitionResult(
                 topic=topic.topic,
                 partition=p.partition,
-                error=error_from_proto(p),
+                error=error_from_proto(p, where, topic.topic, p.partition),
                 base_offset=p.base_offset,
                 log_append_time_ms=p.log_append_time_ms,
                 log_start_offset=p.log_start_offset,
@@ -321,7 +341,7 @@ def fetch_response_to_proto(response: m.FetchResponse) -> pb.FetchResponse:
     return message
 
 
-def fetch_response_from_proto(message: pb.FetchResponse) -> m.FetchResponse:
+def fetch_response_from_proto(message: pb.FetchResponse, where: str = "") -> m.FetchResponse:
     results: list[m.FetchPartitionResult] = []
     for topic in message.topics:
         topic_id = topic_id_from_proto(topic.topic_id, f"Fetch response of topic {topic.topic!r}")
@@ -335,7 +355,7 @@ def fetch_response_from_proto(message: pb.FetchResponse) -> m.FetchResponse:
                 m.FetchPartitionResult(
                     topic=topic.topic,
                     partition=p.partition,
-                    error=error_from_proto(p),
+                    error=error_from_proto(p, where, topic.topic, p.partition),
                     high_watermark=p.high_watermark,
                     last_stable_offset=p.last_stable_offset,
                     log_start_offset=p.log_start_offset,
@@ -413,13 +433,15 @@ def list_offsets_response_to_proto(response: m.ListOffsetsResponse) -> pb.ListOf
     return message
 
 
-def list_offsets_response_from_proto(message: pb.ListOffsetsResponse) -> m.ListOffsetsResponse:
+def list_offsets_response_from_proto(
+    message: pb.ListOffsetsResponse, where: str = ""
+) -> m.ListOffsetsResponse:
     return m.ListOffsetsResponse(
         tuple(
             m.ListOffsetsPartitionResult(
                 topic=topic.topic,
                 partition=p.partition,
-                error=error_from_proto(p),
+                error=error_from_proto(p, where, topic.topic, p.partition),
                 timestamp=p.timestamp,
                 offset=p.offset,
                 leader_epoch=p.leader_epoch,
@@ -501,14 +523,14 @@ def offsets_for_leader_epoch_response_to_proto(
 
 
 def offsets_for_leader_epoch_response_from_proto(
-    message: pb.OffsetsForLeaderEpochResponse,
+    message: pb.OffsetsForLeaderEpochResponse, where: str = ""
 ) -> m.OffsetsForLeaderEpochResponse:
     return m.OffsetsForLeaderEpochResponse(
         tuple(
             m.OffsetForLeaderPartitionResult(
                 topic=topic.topic,
                 partition=p.partition,
-                error=error_from_proto(p),
+                error=error_from_proto(p, where, topic.topic, p.partition),
                 leader_epoch=p.leader_epoch,
                 end_offset=p.end_offset,
             )
@@ -569,14 +591,14 @@ def delete_records_response_to_proto(
 
 
 def delete_records_response_from_proto(
-    message: pb.DeleteRecordsResponse,
+    message: pb.DeleteRecordsResponse, where: str = ""
 ) -> m.DeleteRecordsResponse:
     return m.DeleteRecordsResponse(
         tuple(
             m.DeleteRecordsPartitionResult(
                 topic=topic.topic,
                 partition=p.partition,
-                error=error_from_proto(p),
+                error=error_from_proto(p, where, topic.topic, p.partition),
                 low_watermark=p.low_watermark,
             )
             for topic in message.topics
@@ -623,10 +645,10 @@ def init_producer_id_response_to_proto(
 
 
 def init_producer_id_response_from_proto(
-    message: pb.InitProducerIdResponse,
+    message: pb.InitProducerIdResponse, where: str = ""
 ) -> m.InitProducerIdResponse:
     return m.InitProducerIdResponse(
-        error=error_from_proto(message),
+        error=error_from_proto(message, where),
         producer_id=message.producer_id,
         producer_epoch=message.producer_epoch,
     )

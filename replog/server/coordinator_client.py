@@ -16,12 +16,13 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from replog.client.records import OffsetAndMetadata, TopicPartition
 from replog.coordinator import messages as cm
 from replog.errors import KafkaError, UnknownServerError
+from replog.net_address import format_host_port
 from replog.pb import coordinator_pb2 as pb
 from replog.pb import coordinator_pb2_grpc
 from replog.server import coordinator_codec as codec
@@ -41,20 +42,21 @@ class CoordinatorClient:
             address,
             coordinator_pb2_grpc.GroupCoordinatorStub,
             CHANNEL_OPTIONS,
+            peer="coordinator",
+            service=pb.DESCRIPTOR.services_by_name["GroupCoordinator"],
         )
 
     def reconnect(self) -> None:
         """Drop the channel: the next call dials again at once."""
         self._channel.reconnect()
 
-    async def _call(
-        self,
-        method: Callable[[Stub], Callable[..., Awaitable[Any]]],
-        message: Any,
-        timeout_ms: int | None,
-    ) -> Any:
+    async def _call(self, rpc: str, message: Any, timeout_ms: int | None) -> Any:
+        """The answer of one call of the `GroupCoordinator` method `rpc` (an unparseable one
+        raises MalformedResponseError, `RedialingChannel`)."""
         deadline_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
-        return await self._channel.call(method, message, deadline_ms / 1000)
+        return await self._channel.call(
+            lambda stub: getattr(stub, rpc), message, deadline_ms / 1000, rpc=rpc
+        )
 
     async def find_coordinator(
         self, group_id: str, *, timeout_ms: int | None = None
@@ -62,14 +64,14 @@ class CoordinatorClient:
         """(node id, "host:port") of the group's coordinator; raises the answer's error."""
         answer = codec.find_coordinator_response_from_proto(
             await self._call(
-                lambda s: s.FindCoordinator,
+                "FindCoordinator",
                 pb.FindCoordinatorRequest(group_id=group_id),
                 timeout_ms,
             )
         )
         if answer.error is not None:
             raise answer.error
-        return answer.node_id, f"{answer.host}:{answer.port}"
+        return answer.node_id, format_host_port(answer.host, answer.port)
 
     async def offset_commit(
         self,
@@ -95,7 +97,7 @@ class CoordinatorClient:
         )
         answer = codec.offset_commit_response_from_proto(
             await self._call(
-                lambda s: s.OffsetCommit, codec.offset_commit_request_to_proto(request), timeout_ms
+                "OffsetCommit", codec.offset_commit_request_to_proto(request), timeout_ms
             )
         )
         if answer.error is not None:
@@ -128,7 +130,7 @@ class CoordinatorClient:
         )
         answer = codec.offset_fetch_response_from_proto(
             await self._call(
-                lambda s: s.OffsetFetch, codec.offset_fetch_request_to_proto(request), timeout_ms
+                "OffsetFetch", codec.offset_fetch_request_to_proto(request), timeout_ms
             )
         )
         if answer.error is not None:

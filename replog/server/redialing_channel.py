@@ -14,6 +14,10 @@ Rules:
   closing it at once cancelled those calls, so callers nobody cancelled saw
   `asyncio.CancelledError` and took it for their own shutdown.
 - `close()` closes the current channel at once and abandons the background closes.
+- An answer that does not parse as the method's message is `MalformedResponseError` naming
+  the peer's address and the RPC (gRPC's aio stubs hand back None for it and log the parse
+  error; older versions fail the call INTERNAL "Exception deserializing response"): the peer
+  is not a replog node, or an incompatible one. Never a bare None for the caller to trip on.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 import grpc
+from google.protobuf.descriptor import ServiceDescriptor
+
+from replog.errors import MalformedResponseError
 
 StubT = TypeVar("StubT")
 
@@ -31,6 +38,10 @@ StubT = TypeVar("StubT")
 # timeout), so they end on their own.
 REPLACED_CHANNEL_GRACE_S = 300.0
 
+# How gRPC words a response it could not parse when it fails the call for it (its
+# `_common.deserialize` message).
+DESERIALIZE_FAILURE = "Exception deserializing response"
+
 
 class RedialingChannel(Generic[StubT]):
     def __init__(
@@ -38,8 +49,15 @@ class RedialingChannel(Generic[StubT]):
         address: str,
         make_stub: Callable[[grpc.aio.Channel], StubT],
         options: Sequence[tuple[str, Any]],
+        *,
+        peer: str = "peer",
+        service: ServiceDescriptor | None = None,
     ) -> None:
+        """`peer` and `service` only word a malformed answer's error ("broker at ...
+        answered Fetch with bytes that do not parse as a replog.pb.FetchResponse message")."""
         self.address = address
+        self._peer = peer
+        self._service = service
         self._make_stub = make_stub
         self._options = list(options)
         self._channel: grpc.aio.Channel | None = None
@@ -58,14 +76,34 @@ class RedialingChannel(Generic[StubT]):
         message: Any,
         timeout_s: float,
         metadata: Sequence[tuple[str, str]] = (),
+        *,
+        rpc: str = "a call",
     ) -> Any:
-        """One unary call; UNAVAILABLE replaces the channel and propagates."""
+        """One unary call (`rpc` names it in errors); UNAVAILABLE replaces the channel and
+        propagates; an unparseable answer raises MalformedResponseError (module docstring)."""
         try:
-            return await method(self.stub())(message, timeout=timeout_s, metadata=tuple(metadata))
+            answer = await method(self.stub())(
+                message, timeout=timeout_s, metadata=tuple(metadata)
+            )
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
                 self.reconnect()
+            elif exc.code() == grpc.StatusCode.INTERNAL and DESERIALIZE_FAILURE in (
+                exc.details() or ""
+            ):
+                raise self._unparsed(rpc) from None
             raise
+        if answer is None:
+            raise self._unparsed(rpc)
+        return answer
+
+    def _unparsed(self, rpc: str) -> MalformedResponseError:
+        method = None if self._service is None else self._service.methods_by_name.get(rpc)
+        expected = "its answer" if method is None else f"a {method.output_type.full_name}"
+        return MalformedResponseError(
+            f"{self._peer} at {self.address} answered {rpc} with bytes that do not parse as "
+            f"{expected} message (not a replog {self._peer}, or an incompatible version)"
+        )
 
     def reconnect(self) -> None:
         """Drop the channel: the next call dials again at once."""

@@ -1,5 +1,5 @@
 """RedialingChannel: a dead peer fails fast and is redialled; replacing a channel does not
-cancel the calls still in flight on it."""
+cancel the calls still in flight on it; an answer that does not parse is a typed error."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ import grpc
 import pytest
 import pytest_asyncio
 
+from replog.errors import MalformedResponseError
+from replog.pb import coordinator_pb2
+from replog.server.coordinator_client import CoordinatorClient
 from replog.server.redialing_channel import RedialingChannel
 
 SERVICE = "test.Slow"
@@ -71,3 +74,60 @@ async def test_a_call_in_flight_survives_the_channel_being_replaced(
         assert await asyncio.wait_for(call, 5) == b"ping"
     finally:
         await channel.close()
+
+
+@pytest_asyncio.fixture
+async def garbage_server() -> AsyncIterator[str]:
+    """A server whose every method of GroupCoordinator answers bytes no message parses from."""
+
+    async def garbage(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        return b"\xff\xff\xff"
+
+    server = grpc.aio.server()
+    methods = coordinator_pb2.DESCRIPTOR.services_by_name["GroupCoordinator"].methods_by_name
+    server.add_generic_rpc_handlers(
+        (
+            grpc.method_handlers_generic_handler(
+                coordinator_pb2.DESCRIPTOR.services_by_name["GroupCoordinator"].full_name,
+                {name: grpc.unary_unary_rpc_method_handler(garbage) for name in methods},
+            ),
+        )
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        await server.stop(None)
+
+
+@pytest.mark.asyncio
+async def test_an_unparseable_answer_is_a_malformed_response_naming_peer_and_rpc(
+    garbage_server: str,
+) -> None:
+    async with CoordinatorClient(garbage_server, request_timeout_ms=5000) as client:
+        with pytest.raises(MalformedResponseError) as caught:
+            await client.find_coordinator("billing")
+    assert str(caught.value) == (
+        f"coordinator at {garbage_server} answered FindCoordinator with bytes that do not parse "
+        "as a replog.pb.coordinator.FindCoordinatorResponse message (not a replog coordinator, "
+        "or an incompatible version)"
+    )
+
+
+@pytest.mark.asyncio
+async def test_an_internal_deserializing_status_is_a_malformed_response() -> None:
+    """The form older gRPC versions give an unparseable answer: the call fails INTERNAL."""
+
+    async def failing(*_: object, **__: object) -> None:
+        raise grpc.aio.AioRpcError(
+            grpc.StatusCode.INTERNAL,
+            grpc.aio.Metadata(),
+            grpc.aio.Metadata(),
+            details="Exception deserializing response!",
+        )
+
+    channel: RedialingChannel[Any] = RedialingChannel("127.0.0.1:1", lambda c: None, [])
+    with pytest.raises(MalformedResponseError) as caught:
+        await channel.call(lambda stub: failing, b"", 1.0, rpc="Echo")
+    assert str(caught.value).startswith("peer at 127.0.0.1:1 answered Echo with bytes that do not")

@@ -1,0 +1,108 @@
+"""An in-process fake of the Broker gRPC service that answers whatever bytes a test gives it.
+
+`FakeBroker()` serves every RPC of `broker.proto` on 127.0.0.1 (a free port), in a gRPC server
+thread pool. Every method is registered with identity (de)serializers, so an answer can be
+bytes that are no protobuf message at all (a peer that is not a replog broker, or a buggy or
+newer one); `answer(rpc, message)` serializes a message for a well-formed answer with
+impossible contents. An RPC without an answer aborts with UNIMPLEMENTED. Every request's raw
+bytes are recorded, per RPC.
+
+Imported by module name (`import fake_broker`): pytest puts this folder on `sys.path` for the
+tests in it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from concurrent import futures
+from contextlib import contextmanager
+from typing import Any
+
+import grpc
+
+from replog.pb import broker_pb2 as pb
+from replog.pb import controller_pb2
+
+SERVICE = pb.DESCRIPTOR.services_by_name["Broker"]
+RPCS = [method.name for method in SERVICE.methods]
+
+# Bytes that no protobuf message parses: field 1 with wire type 7 (there is none).
+GARBAGE = b"\x0f\xff\xff\xff\xff"
+
+
+class FakeBroker:
+    def __init__(self) -> None:
+        self.requests: dict[str, list[bytes]] = {rpc: [] for rpc in RPCS}
+        self._answers: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        handlers = {
+            rpc: grpc.unary_unary_rpc_method_handler(
+                self._handler(rpc),
+                request_deserializer=None,  # raw bytes in
+                response_serializer=None,  # raw bytes out
+            )
+            for rpc in RPCS
+        }
+        self._server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),)
+        )
+        self.port = self._server.add_insecure_port("127.0.0.1:0")
+        self._server.start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def metadata(self, topic: str, partitions: int = 1) -> controller_pb2.MetadataResponse:
+        """A Metadata answer naming this fake as broker 0, the leader of every partition of
+        `topic` (epoch 0)."""
+        return controller_pb2.MetadataResponse(
+            controller_id=-1,
+            cluster_id="fake",
+            brokers=[controller_pb2.BrokerEndpoint(broker_id=0, host="127.0.0.1", port=self.port)],
+            topics=[
+                controller_pb2.TopicMetadata(
+                    name=topic,
+                    topic_id=bytes(range(16)),
+                    partitions=[
+                        controller_pb2.PartitionMetadata(
+                            partition_index=p, leader_id=0, replicas=[0], isr=[0]
+                        )
+                        for p in range(partitions)
+                    ],
+                )
+            ],
+        )
+
+    def answer(self, rpc: str, answer: bytes | Any) -> None:
+        """Answer every later `rpc` call with `answer`: raw bytes, or a message to serialize."""
+        assert rpc in RPCS, rpc
+        raw = answer if isinstance(answer, bytes) else answer.SerializeToString()
+        with self._lock:
+            self._answers[rpc] = raw
+
+    def _handler(self, rpc: str) -> Any:
+        def handle(request: bytes, context: grpc.ServicerContext) -> bytes:
+            with self._lock:
+                self.requests[rpc].append(request)
+                raw = self._answers.get(rpc)
+            if raw is None:
+                context.abort(grpc.StatusCode.UNIMPLEMENTED, f"no scripted answer to {rpc}")
+            assert raw is not None  # abort raised
+            return raw
+
+        return handle
+
+    def stop(self) -> None:
+        self._server.stop(None).wait()
+
+
+@contextmanager
+def running() -> Iterator[FakeBroker]:
+    broker = FakeBroker()
+    try:
+        yield broker
+    finally:
+        broker.stop()

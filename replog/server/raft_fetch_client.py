@@ -111,6 +111,7 @@ class FetchConnection(asyncio.Protocol):
             transport.close()
             return
         self._socket = transport
+        wire.keep_alive(transport)
         transport.write(wire.greeting(self._caller_id) + b"".join(self._queued))
         self._queued.clear()
 

@@ -73,6 +73,7 @@ class _InboundConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._socket = transport
+        wire.keep_alive(transport)
         self._peer = str(transport.get_extra_info("peername"))
         self._listener._connections.add(self)
 

@@ -14,11 +14,16 @@ Format (all integers big-endian):
   to callee) or `FetchResponse` (back).
 
 Rules: bytes that do not follow the format raise `InvalidRequestError` naming what was wrong;
-a frame longer than `MAX_FRAME_BYTES` is refused before it is buffered.
+a frame longer than `MAX_FRAME_BYTES` is refused before it is buffered. Both ends turn on TCP
+keepalive (`keep_alive`): a peer whose machine died or whose link was cut sends no FIN, and
+the listener would otherwise hold its connection and parked fetch forever (the caller's own
+requests have deadlines; the listener's side has none).
 """
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import struct
 
 from replog.errors import InvalidRequestError
@@ -29,6 +34,27 @@ MAX_FRAME_BYTES = 64 * 1024 * 1024  # the same limit as the quorum's gRPC messag
 _GREETING = struct.Struct(">4sBi")
 _HEADER = struct.Struct(">II")  # length of the rest, sequence number
 GREETING_BYTES = _GREETING.size
+# Probe an idle connection after 10 s (the gRPC channels' keepalive_time_ms), every 5 s, and
+# give up after 3 unanswered probes: a dead peer's connection ends within about 25 s.
+KEEPALIVE_IDLE_S = 10
+KEEPALIVE_INTERVAL_S = 5
+KEEPALIVE_PROBES = 3
+
+
+def keep_alive(transport: asyncio.BaseTransport) -> None:
+    """Turn on TCP keepalive for a Fetch connection's socket (module rules)."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    # Linux names; elsewhere the system's defaults (hours) apply.
+    for option, value in (
+        ("TCP_KEEPIDLE", KEEPALIVE_IDLE_S),
+        ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_S),
+        ("TCP_KEEPCNT", KEEPALIVE_PROBES),
+    ):
+        if hasattr(socket, option):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
 
 
 def greeting(node_id: int) -> bytes:

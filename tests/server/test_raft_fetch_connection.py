@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -279,3 +280,24 @@ async def test_a_peer_that_does_not_read_its_answers_is_not_read_from(peer: Peer
     assert answer == wire.frame(1, big)
     await peer.wait_for(2)
     writer.close()
+
+
+@pytest.mark.asyncio
+async def test_both_ends_probe_an_idle_connection_with_tcp_keepalive(peer: Peer) -> None:
+    """A peer whose machine died sends no FIN: keepalive is what ends its connection (and the
+    listener's parked fetch for it)."""
+    fetcher = Fetcher()
+    connection = fetcher.connect(peer.port)
+    connection.send(fetch(1))
+    await peer.wait_for(1)
+    inbound = next(iter(peer.listener._connections))
+    assert connection._socket is not None and inbound._socket is not None
+    for transport in (connection._socket, inbound._socket):
+        sock = transport.get_extra_info("socket")
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == wire.KEEPALIVE_IDLE_S
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL) == (
+            wire.KEEPALIVE_INTERVAL_S
+        )
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT) == wire.KEEPALIVE_PROBES
+    connection.close()

@@ -13,8 +13,12 @@ Rules:
   An unbracketed host with more than one ':' is an error that shows the bracketed spelling;
   so is a missing or non-numeric port (unless the caller gives a default port), an empty host
   (unless the caller allows one: `listeners=PLAINTEXT://:9092` means every interface), and
-  anything after the closing bracket but `:port`. The port range is the caller's rule: each
-  setting has its own (a listener may ask for port 0, a client address may not).
+  anything after the closing bracket but `:port`, and a port outside [`min_port`, 65535]
+  (checked before `int()`, which refuses a string of thousands of digits with a bare
+  ValueError). `min_port` is the caller's rule: a listener may ask for port 0, a client
+  address may not.
+- `parse_host` reads a host written alone (`metrics.host`): `::1` or `[::1]`, never with a
+  port; a ':' outside an IPv6 literal is an error pointing at the port's own setting.
 - Errors are the caller's typed error class (default `ConfigError`) and name the text and
   what it was: `bootstrap.servers entry '::1:9092': an IPv6 host must be written in brackets,
   [::1]:9092`.
@@ -29,6 +33,8 @@ import ipaddress
 
 from replog.errors import ConfigError
 
+MAX_PORT = 65535
+
 
 def format_host_port(host: str, port: int) -> str:
     """`host:port`, with an IPv6 host in brackets (`[::1]:9092`)."""
@@ -41,6 +47,7 @@ def parse_host_port(
     *,
     default_port: int | None = None,
     empty_host: bool = False,
+    min_port: int = 0,
     error: type[Exception] = ConfigError,
 ) -> tuple[str, int]:
     """`host:port` or `[v6]:port` -> (host without brackets, port); see the module rules.
@@ -48,7 +55,7 @@ def parse_host_port(
     The error says `<what> '<text>': <reason>`, so `what` names the text (e.g.
     "bootstrap.servers entry", or "--bootstrap-server:" where a setting's messages have that
     form); `default_port` is the port of a text that gives none; `empty_host` accepts `:port`
-    (host "").
+    (host ""); `min_port` is the lowest port the setting takes.
     """
     entry = text.strip()
 
@@ -77,9 +84,30 @@ def parse_host_port(
         raise bad("expected host:port")
     if not (port_text.isascii() and port_text.isdigit()):
         raise bad(f"expected host:port, the port {port_text!r} is not a number")
+    if len(port_text.lstrip("0")) > 5 or not min_port <= int(port_text) <= MAX_PORT:
+        raise bad(f"port must be in [{min_port}, {MAX_PORT}]")
     if not host and not empty_host:
         raise bad("expected host:port, the host is empty")
     return host, int(port_text)
+
+
+def parse_host(text: str, what: str, *, error: type[Exception] = ConfigError) -> str:
+    """A host written alone (`localhost`, `::1` or `[::1]`) -> the host without brackets.
+
+    The error says `<what>='<text>': <reason>` (`what` is the setting's key). The port has a
+    setting of its own, so `host:port` is refused here rather than failing at bind time.
+    """
+    entry = text.strip()
+
+    def bad(reason: str) -> Exception:
+        return error(f"{what}={text!r}: {reason}")
+
+    host = entry[1:-1] if entry.startswith("[") and entry.endswith("]") else entry
+    if not host:
+        raise bad("must not be empty")
+    if "[" in host or "]" in host or (":" in host and not _is_ipv6(host)):
+        raise bad("expected a host alone (localhost, ::1 or [::1]); the port has its own setting")
+    return host
 
 
 def _bracketed(entry: str, default_port: int | None) -> str:

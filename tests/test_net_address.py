@@ -31,7 +31,7 @@ from replog.cli.cluster import check_ports_free
 from replog.cli.local_cluster import LocalCluster, LocalNode, _metrics_address
 from replog.client.config import admin_config
 from replog.errors import ConfigError, ReplogError
-from replog.net_address import format_host_port, parse_host_port
+from replog.net_address import format_host_port, parse_host, parse_host_port
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
 from replog.server.broker_runtime import broker_config_from_node
@@ -93,12 +93,57 @@ def test_parse_examples() -> None:
         ("h:x", "expected host:port, the port 'x' is not a number"),
         ("h:-1", "expected host:port, the port '-1' is not a number"),
         (":1", "expected host:port, the host is empty"),
+        ("h:65536", "port must be in [0, 65535]"),
+        ("[::1]:0065536", "port must be in [0, 65535]"),
     ],
 )
 def test_malformed_text_is_named_with_what_it_was(text: str, reason: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_host_port(text, "bootstrap.servers entry")
     assert str(caught.value) == f"bootstrap.servers entry {text!r}: {reason}"
+
+
+def test_a_port_of_thousands_of_digits_is_the_typed_error_not_ints_value_error() -> None:
+    # int() refuses strings over 4300 digits with a bare ValueError of its own.
+    with pytest.raises(ConfigError, match=r"port must be in \[0, 65535\]"):
+        parse_host_port("h:" + "9" * 5000, "listeners entry")
+    assert parse_host_port("h:0000009092", "x") == ("h", 9092)  # leading zeros are no size
+
+
+def test_the_lowest_port_is_the_callers_rule() -> None:
+    assert parse_host_port("h:0", "listeners entry") == ("h", 0)  # a listener: any free port
+    with pytest.raises(ConfigError, match=r"entry 'h:0': port must be in \[1, 65535\]"):
+        parse_host_port("h:0", "entry", min_port=1)
+
+
+@pytest.mark.parametrize(
+    ("text", "host"),
+    [
+        ("localhost", "localhost"),
+        (" ::1 ", "::1"),
+        ("[::1]", "::1"),
+        ("fe80::1%eth0", "fe80::1%eth0"),
+    ],
+)
+def test_a_host_alone_is_read_bare(text: str, host: str) -> None:
+    assert parse_host(text, "metrics.host") == host
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("", "must not be empty"),
+        ("[]", "must not be empty"),
+        ("localhost:9100", "expected a host alone"),
+        ("[::1]:9100", "expected a host alone"),
+        ("[::1", "expected a host alone"),
+        ("a:b", "expected a host alone"),
+    ],
+)
+def test_a_host_alone_refuses_a_port_or_stray_brackets(text: str, reason: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_host(text, "metrics.host")
+    assert str(caught.value).startswith(f"metrics.host={text!r}: {reason}")
 
 
 def test_the_error_is_the_callers_class() -> None:
@@ -142,6 +187,19 @@ def test_an_ipv6_listener_is_kept_bare_and_served_bracketed() -> None:
 def test_metrics_host_may_be_written_in_brackets() -> None:
     assert _node(**{"metrics.host": "[::1]", "metrics.port": "9100"}).metrics_host == "::1"
     assert _node(**{"metrics.host": "::1", "metrics.port": "9100"}).metrics_host == "::1"
+    # A port here would otherwise reach the bind as host "localhost:9100" (or "::1]:9100").
+    for written in ("localhost:9100", "[::1]:9100"):
+        with pytest.raises(ConfigError, match=r"metrics.host=.*: expected a host alone"):
+            _node(**{"metrics.host": written, "metrics.port": "9100"})
+
+
+def test_a_listener_port_above_65535_is_refused_where_it_is_read() -> None:
+    with pytest.raises(
+        ConfigError, match=r"listeners entry 'h:70000': port must be in \[0, 65535\]"
+    ):
+        _node(**{"process.roles": "broker", "listeners": "PLAINTEXT://h:70000"})
+    with pytest.raises(ConfigError, match=r"advertised.listeners entry 'h:70000': port must be"):
+        broker_config_from_node(_node(**{"advertised.listeners": "PLAINTEXT://h:70000"}))
 
 
 def test_the_broker_registers_bare_hosts_and_dials_controllers_bracketed() -> None:
@@ -240,6 +298,28 @@ async def test_the_raft_fetch_connection_reaches_a_peer_on_ipv6(
         await transport.close()
     assert (received.fetch_offset, received.quorum_epoch) == (11, 3)
     assert failures == []
+
+
+@needs_ipv6
+@pytest.mark.asyncio
+async def test_the_fetch_listener_names_an_ipv6_peer_bracketed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    listener = FetchListener(lambda caller, request, reply: 0, lambda handle: None)
+    port = await listener.start("::1", 0)
+    try:
+        _, writer = await asyncio.open_connection("::1", port)
+        local_port = writer.get_extra_info("sockname")[1]
+        writer.write(b"HTTP/1.1 GET /")  # not a Fetch greeting: the listener logs and closes
+        await writer.drain()
+        for _ in range(500):
+            if "Fetch connection from" in caplog.text:
+                break
+            await asyncio.sleep(0.01)
+        writer.close()
+    finally:
+        listener.close()
+    assert f"Fetch connection from [::1]:{local_port}: not a Raft Fetch connection" in caplog.text
 
 
 # --- metrics and the local cluster ---------------------------------------------------------------

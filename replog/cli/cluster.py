@@ -223,11 +223,11 @@ def log_tails(nodes: Iterable[LocalNode], lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(parts)
 
 
-def wait_for_leader(
+def wait_until_up(
     cluster: LocalCluster, pids: dict[int, int], timeout_s: float
 ) -> QuorumDescription:
-    """Wait until a leader answers DescribeQuorum with a high watermark (its epoch committed)
-    and every other node answers too.
+    """Wait until the cluster is up: a leader answers DescribeQuorum with a high watermark (its
+    epoch committed) and every other node answers too. Returns the leader's answer.
 
     A quorum has a leader once a majority runs; the rest may still be importing or opening
     their logs. "Started" means every node listens, so a command run right after `start`
@@ -272,7 +272,7 @@ def run_start(args: argparse.Namespace) -> int:
     cluster = _cluster_to_start(args)
     pids = {node.node_id: spawn(node, verbose=args.verbose) for node in cluster.nodes}
     try:
-        leader = wait_for_leader(cluster, pids, args.timeout)
+        leader = wait_until_up(cluster, pids, args.timeout)
     except ReplogError as exc:
         started = [(node, pids[node.node_id]) for node in cluster.nodes]
         stop_nodes(started, timeout_s=5)

@@ -30,7 +30,7 @@ from replog.cli.cluster import (
     running_pid,
     spawn,
     stop_nodes,
-    wait_for_leader,
+    wait_until_up,
 )
 from replog.cli.local_cluster import LocalCluster
 from replog.client.sync_admin import Admin
@@ -70,7 +70,7 @@ class DemoCluster:
         for node in self.layout.nodes:
             self.pids[node.node_id] = spawn(node)
         try:
-            leader = wait_for_leader(self.layout, self.pids, timeout_s)
+            leader = wait_until_up(self.layout, self.pids, timeout_s)
             self._wait_unfenced(timeout_s)
         except ReplogError as exc:
             raise ReplogError(f"{exc}\n{log_tails(self.layout.nodes)}") from None

@@ -193,11 +193,9 @@ def _servers(key: str, raw: object) -> tuple[str, ...]:
         if separator and scheme.replace("_", "").isalpha():  # PLAINTEXT://host:port, as Kafka
             entry = rest
         try:  # host[:port] or [v6][:port]; an IPv6 host without brackets is refused
-            host, port = parse_host_port(entry, "entry", default_port=DEFAULT_PORT)
+            host, port = parse_host_port(entry, "entry", default_port=DEFAULT_PORT, min_port=1)
         except ConfigError as exc:
             raise _bad(key, raw, f"{exc}; {accepted}") from None
-        if not 0 < port < 65536:
-            raise _bad(key, raw, f"{entry!r}: port must be in [1, 65535]")
         address = format_host_port(host, port)
         if address not in addresses:
             addresses.append(address)

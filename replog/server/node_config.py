@@ -40,7 +40,7 @@ from quorum.metadata.snapshot_schedule import (
 )
 from quorum.raft.config import RaftConfig
 from replog.errors import ConfigError
-from replog.net_address import format_host_port, parse_host_port
+from replog.net_address import format_host_port, parse_host, parse_host_port
 
 ROLES = frozenset({"controller", "broker"})
 RAW_APPEND_PROPERTY = "metadata.log.raw.append.enable"
@@ -208,10 +208,10 @@ class NodeConfig:
         )
         if not 0 <= metrics_port <= 65535:
             raise ConfigError(f"metrics.port={metrics_port}: must be in [0, 65535] (0: none)")
-        # A host alone, but `[::1]` is accepted as Kafka users write IPv6 hosts so.
-        metrics_host = properties.get("metrics.host", METRICS_HOST_DEFAULT).strip().strip("[]")
-        if not metrics_host:
-            raise ConfigError("metrics.host: must not be empty")
+        # A host alone; `[::1]` is accepted as Kafka users write IPv6 hosts so.
+        metrics_host = parse_host(
+            properties.get("metrics.host", METRICS_HOST_DEFAULT), "metrics.host"
+        )
         return cls(
             node_id=node_id,
             roles=roles,

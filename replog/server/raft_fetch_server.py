@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable
 
 from replog.errors import InvalidRequestError
+from replog.net_address import format_host_port
 from replog.pb import raft_pb2 as pb
 from replog.server import raft_fetch_wire as wire
 
@@ -73,9 +74,10 @@ class _InboundConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._socket = transport
-        wire.keep_alive(transport)
-        self._peer = str(transport.get_extra_info("peername"))
         self._listener._connections.add(self)
+        wire.keep_alive(transport)
+        peer = transport.get_extra_info("peername")  # (host, port[, flowinfo, scope id])
+        self._peer = format_host_port(peer[0], peer[1]) if isinstance(peer, tuple) else str(peer)
 
     def data_received(self, data: bytes) -> None:
         try:

@@ -15,14 +15,18 @@ Format (all integers big-endian):
 
 Rules: bytes that do not follow the format raise `InvalidRequestError` naming what was wrong;
 a frame longer than `MAX_FRAME_BYTES` is refused before it is buffered. Both ends turn on TCP
-keepalive (`keep_alive`): a peer whose machine died or whose link was cut sends no FIN, and
-the listener would otherwise hold its connection and parked fetch forever (the caller's own
-requests have deadlines; the listener's side has none).
+keepalive and a TCP user timeout (`keep_alive`): a peer whose machine died or whose link was
+cut sends no FIN, and the listener would otherwise hold its connection and parked fetch
+forever (the caller's own requests have deadlines; the listener's side has none). Keepalive
+probes only an idle connection; the user timeout ends one whose sent bytes go unacknowledged
+(an answer written to the dead peer), which TCP would otherwise retransmit for ~15 minutes.
+Both give up after the same ~25 s, as gRPC pairs its keepalive with TCP_USER_TIMEOUT.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import struct
 
@@ -39,22 +43,33 @@ GREETING_BYTES = _GREETING.size
 KEEPALIVE_IDLE_S = 10
 KEEPALIVE_INTERVAL_S = 5
 KEEPALIVE_PROBES = 3
+# Unacknowledged bytes end the connection after as long as the probes would take. (Linux also
+# counts it for keepalive: once set, the probes give up when it has passed, not after a count.)
+USER_TIMEOUT_MS = (KEEPALIVE_IDLE_S + KEEPALIVE_INTERVAL_S * KEEPALIVE_PROBES) * 1000
 
 
 def keep_alive(transport: asyncio.BaseTransport) -> None:
-    """Turn on TCP keepalive for a Fetch connection's socket (module rules)."""
+    """Turn on TCP keepalive and the user timeout for a Fetch connection's socket (module
+    rules). Never raises: a socket that refuses an option (a kernel or sandbox without it)
+    still carries Fetch, only a dead peer is noticed later; raising here, in
+    `connection_made`, would leave a connection half set up (no greeting sent, or not
+    tracked by its listener)."""
     sock = transport.get_extra_info("socket")
     if sock is None:
         return
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
     # Linux names; elsewhere the system's defaults (hours) apply.
-    for option, value in (
+    for name, value in (
         ("TCP_KEEPIDLE", KEEPALIVE_IDLE_S),
         ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_S),
         ("TCP_KEEPCNT", KEEPALIVE_PROBES),
+        ("TCP_USER_TIMEOUT", USER_TIMEOUT_MS),
     ):
-        if hasattr(socket, option):
-            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
+        if hasattr(socket, name):
+            options.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    for level, option, value in options:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(level, option, value)
 
 
 def greeting(node_id: int) -> bytes:

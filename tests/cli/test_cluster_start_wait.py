@@ -32,9 +32,7 @@ def layout(tmp_path: Path) -> LocalCluster:
     return LocalCluster.plan(str(tmp_path / "cluster"), 3, 39092)
 
 
-def _script(
-    monkeypatch: pytest.MonkeyPatch, layout: LocalCluster, silent_rounds: int
-) -> list[int]:
+def _script(monkeypatch: pytest.MonkeyPatch, layout: LocalCluster, silent_rounds: int) -> list[int]:
     """Node 3 refuses connections for `silent_rounds` polls, then answers; returns the count of
     polls made so far (a one-item list, updated in place)."""
     addresses = layout.controller_addresses()
@@ -62,7 +60,7 @@ def test_start_waits_for_a_node_that_is_not_listening_yet(
     monkeypatch: pytest.MonkeyPatch, layout: LocalCluster
 ) -> None:
     polls = _script(monkeypatch, layout, silent_rounds=3)
-    description = cluster_cli.wait_for_leader(layout, {1: 11, 2: 12, 3: 13}, timeout_s=10)
+    description = cluster_cli.wait_until_up(layout, {1: 11, 2: 12, 3: 13}, timeout_s=10)
     assert description.leader_id == 1
     assert polls[0] == 4  # three rounds with node 3 silent, then the one where it answered
 
@@ -72,7 +70,7 @@ def test_start_names_the_node_that_never_answers(
 ) -> None:
     _script(monkeypatch, layout, silent_rounds=10**9)
     with pytest.raises(ReplogError) as raised:
-        cluster_cli.wait_for_leader(layout, {1: 11, 2: 12, 3: 13}, timeout_s=0.2)
+        cluster_cli.wait_until_up(layout, {1: 11, 2: 12, 3: 13}, timeout_s=0.2)
     message = str(raised.value)
     assert message == (
         "the cluster was not up within 0.2 s (node 1 leads; no answer yet from "

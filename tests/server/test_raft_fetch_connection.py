@@ -282,10 +282,13 @@ async def test_a_peer_that_does_not_read_its_answers_is_not_read_from(peer: Peer
     writer.close()
 
 
+@pytest.mark.skipif(
+    not hasattr(socket, "TCP_USER_TIMEOUT"), reason="the keepalive timers are Linux socket options"
+)
 @pytest.mark.asyncio
 async def test_both_ends_probe_an_idle_connection_with_tcp_keepalive(peer: Peer) -> None:
-    """A peer whose machine died sends no FIN: keepalive is what ends its connection (and the
-    listener's parked fetch for it)."""
+    """A peer whose machine died sends no FIN: keepalive (idle) and the user timeout (bytes in
+    flight) are what end its connection (and the listener's parked fetch for it)."""
     fetcher = Fetcher()
     connection = fetcher.connect(peer.port)
     connection.send(fetch(1))
@@ -300,4 +303,26 @@ async def test_both_ends_probe_an_idle_connection_with_tcp_keepalive(peer: Peer)
             wire.KEEPALIVE_INTERVAL_S
         )
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT) == wire.KEEPALIVE_PROBES
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 25_000
     connection.close()
+
+
+class _RefusingSocket:
+    """A socket whose kernel (or sandbox) refuses every option."""
+
+    def setsockopt(self, *args: object) -> None:
+        raise OSError(92, "Protocol not available")
+
+
+class _TransportOf:
+    def __init__(self, sock: object) -> None:
+        self._sock = sock
+
+    def get_extra_info(self, name: str) -> object:
+        return self._sock if name == "socket" else None
+
+
+def test_a_socket_that_refuses_the_keepalive_options_still_connects() -> None:
+    # Raised from connection_made, the error would leave the connection untracked by its owner.
+    wire.keep_alive(_TransportOf(_RefusingSocket()))  # type: ignore[arg-type]
+    wire.keep_alive(_TransportOf(None))  # type: ignore[arg-type]

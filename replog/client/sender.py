@@ -512,8 +512,9 @@ class Sender:
             elif result is not None and result.error is not None:
                 self._on_error(batch, result.error, now_ms, retries, grouped=grouped)
             elif acks == m.ACKS_NONE or result is None:
-                # acks=0 answers only failures: offset unknown. (With acks=1/all BrokerClient
-                # refuses an answer that leaves a partition out as MalformedResponseError.)
+                # acks=0: the answer names no partition (a failure fails the call), so the
+                # offset is unknown. (With acks=1/all BrokerClient refuses an answer that
+                # leaves a partition out as MalformedResponseError.)
                 self._on_success(batch, -1, -1)
             else:
                 base_offset = result.base_offset

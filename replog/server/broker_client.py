@@ -12,23 +12,24 @@ Rules:
   `max_wait_ms`, and a Produce's or DeleteRecords' the request's own `timeout_ms`, so a long
   poll or an acks=all wait is not cut short by the transport.
 - Per-partition errors come back as `KafkaError` instances in the results; only a failed call
-  raises (`grpc.aio.AioRpcError`: INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNAVAILABLE, ...).
+  raises (`grpc.aio.AioRpcError`: INVALID_ARGUMENT, RESOURCE_EXHAUSTED, UNAVAILABLE, ...),
+  or an answer that is not one (below).
   `init_producer_id` has no partitions: it raises the answer's `KafkaError` itself.
 - An answer that is not one the RPC can have raises `MalformedResponseError` naming the
   address, the RPC and what was wrong, never a bare AttributeError or a result nobody can
   trust: bytes that do not parse as the RPC's message (gRPC's aio stub then hands back None
-  and logs the parse error; older gRPC fails the call INTERNAL "Exception deserializing
-  response"), a partition the request did not ask for, named twice, or (except for an
-  acks=0 Produce, answered only for failures) left out, a topic id that is not 16 bytes, an
-  offset below -1 ("none") or a negative producer id or epoch beside no error. An error
-  code this client does not know stays a per-partition `UnknownServerError` naming the
-  code, as in Kafka.
+  and logs the parse error; `RedialingChannel` turns that, or an INTERNAL "Exception
+  deserializing response!", into the error), a partition the request did not ask for,
+  named twice, or left out (an acks=0 Produce's answer names none: its failure is the call
+  ABORTED), a topic id that is not 16 bytes, an offset below -1 ("none") or a negative
+  producer id or epoch beside no error. An error code this client does not know stays a
+  per-partition `UnknownServerError` naming the code, as in Kafka.
   `metadata` checks only that the answer parsed: its reader judges its contents.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from replog.errors import InvalidRequestError, MalformedResponseError
@@ -50,7 +51,6 @@ CHANNEL_OPTIONS = [
 ]
 
 R = TypeVar("R")
-
 
 
 class _Result(Protocol):
@@ -106,7 +106,7 @@ class BrokerClient:
             lambda stub: getattr(stub, rpc), message, deadline_ms / 1000, self._metadata, rpc=rpc
         )
 
-    def _decoded(self, rpc: str, decode: Any, answer: Any) -> Any:
+    def _decoded(self, rpc: str, decode: Callable[..., R], answer: Any) -> R:
         """`decode(answer)`, with a malformed field (a topic id that is not 16 bytes) raised as
         MalformedResponseError."""
         try:
@@ -117,7 +117,7 @@ class BrokerClient:
     def _check_results(
         self,
         rpc: str,
-        asked: Iterable[Any],
+        asked: Sequence[Any],
         results: Sequence[_Result],
         offsets: tuple[str, ...] = (),
         *,
@@ -126,17 +126,18 @@ class BrokerClient:
         """Every result answers a partition of `asked` (entries with `topic` and `partition`)
         once; with `all_answered`, every one asked for has its result; and none of the named
         `offsets` of a result without error is below -1 ("none" or "not said" throughout
-        `replication.messages`, which readers already take so). One pass: this runs for
-        every answer, a follower's fetches included."""
-        wanted = {(p.topic, p.partition) for p in asked}
-        seen: set[tuple[str, int]] = set()
+        `replication.messages`, which readers already take so; beside an error they mean
+        nothing). One set, one pass: this runs for every answer, a follower's fetches
+        included; telling "not asked for" from "twice" is left to the failure."""
+        pending = {(p.topic, p.partition) for p in asked}
         for result in results:
             key = (result.topic, result.partition)
-            if key not in wanted:
-                raise self._malformed(rpc, f"a partition it did not ask for: {_tp(key)}")
-            if key in seen:
-                raise self._malformed(rpc, f"partition {_tp(key)} twice")
-            seen.add(key)
+            try:
+                pending.remove(key)
+            except KeyError:
+                if any((p.topic, p.partition) == key for p in asked):
+                    raise self._malformed(rpc, f"partition {_tp(key)} twice") from None
+                raise self._malformed(rpc, f"a partition it did not ask for: {_tp(key)}") from None
             if result.error is None:
                 for name in offsets:
                     value = getattr(result, name)
@@ -144,8 +145,8 @@ class BrokerClient:
                         raise self._malformed(
                             rpc, f"{name} {value} for {_tp(key)} beside no error (never below -1)"
                         )
-        if all_answered and len(seen) != len(wanted):
-            missing = sorted(wanted - seen)
+        if all_answered and pending:
+            missing = sorted(pending)
             names = ", ".join(_tp(key) for key in missing[:5])
             more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
             raise self._malformed(rpc, f"no result for {names}{more}")
@@ -168,7 +169,7 @@ class BrokerClient:
             request.partitions,
             response.partitions,
             () if acks_none else ("base_offset",),
-            all_answered=not acks_none,  # acks=0 answers only the failed partitions
+            all_answered=not acks_none,  # acks=0: no partitions; a failure is ABORTED
         )
         return response
 

@@ -65,9 +65,9 @@ def error_from_proto(
 
     A code this process does not know (a newer or buggy peer) is UnknownServerError, as in
     Kafka's client; given `where` (the RPC and its peer, as BrokerClient does), its message
-    names that, the topic-partition and the code with the name the peer gave it. Without,
-    the message is the peer's, as `error_for_code` words it (readers of the raw wire form,
-    the Spark source, are held to give the same as this function then).
+    names that, the topic-partition and the code with the name the peer gave it. Without, it
+    is `error_for_code`'s, the peer's message as is (what the Spark source's partition
+    fetcher, which reads the wire form itself, gives too).
     """
     status: common_pb2.ErrorStatus = holder.error
     if not holder.HasField("error") or status.code == 0:

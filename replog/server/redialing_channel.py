@@ -16,8 +16,9 @@ Rules:
 - `close()` closes the current channel at once and abandons the background closes.
 - An answer that does not parse as the method's message is `MalformedResponseError` naming
   the peer's address and the RPC (gRPC's aio stubs hand back None for it and log the parse
-  error; older versions fail the call INTERNAL "Exception deserializing response"): the peer
-  is not a replog node, or an incompatible one. Never a bare None for the caller to trip on.
+  error; its blocking stubs fail the call INTERNAL "Exception deserializing response!", taken
+  the same way): the peer is not a replog node, or an incompatible one. Never a bare None
+  for the caller to trip on.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ StubT = TypeVar("StubT")
 # timeout), so they end on their own.
 REPLACED_CHANNEL_GRACE_S = 300.0
 
-# How gRPC words a response it could not parse when it fails the call for it (its
-# `_common.deserialize` message).
+# How gRPC words a response it could not parse when it fails the call for it (grpcio 1.85's
+# blocking `_channel.py` does; its aio calls hand back None instead).
 DESERIALIZE_FAILURE = "Exception deserializing response"
 
 
@@ -82,9 +83,7 @@ class RedialingChannel(Generic[StubT]):
         """One unary call (`rpc` names it in errors); UNAVAILABLE replaces the channel and
         propagates; an unparseable answer raises MalformedResponseError (module docstring)."""
         try:
-            answer = await method(self.stub())(
-                message, timeout=timeout_s, metadata=tuple(metadata)
-            )
+            answer = await method(self.stub())(message, timeout=timeout_s, metadata=tuple(metadata))
         except grpc.aio.AioRpcError as exc:
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
                 self.reconnect()

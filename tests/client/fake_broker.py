@@ -4,8 +4,9 @@
 thread pool. Every method is registered with identity (de)serializers, so an answer can be
 bytes that are no protobuf message at all (a peer that is not a replog broker, or a buggy or
 newer one); `answer(rpc, message)` serializes a message for a well-formed answer with
-impossible contents. An RPC without an answer aborts with UNIMPLEMENTED. Every request's raw
-bytes are recorded, per RPC.
+impossible contents, and `answer(rpc, first, then)` scripts a sequence (a Fetch answered
+with records once, then with none, as a broker's log would). An RPC without an answer
+aborts with UNIMPLEMENTED.
 
 Imported by module name (`import fake_broker`): pytest puts this folder on `sys.path` for the
 tests in it.
@@ -33,10 +34,12 @@ GARBAGE = b"\x0f\xff\xff\xff\xff"
 
 class FakeBroker:
     def __init__(self) -> None:
-        self.requests: dict[str, list[bytes]] = {rpc: [] for rpc in RPCS}
-        self._answers: dict[str, bytes] = {}
+        self._answers: dict[str, list[bytes]] = {}
         self._lock = threading.Lock()
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        # Owned here: gRPC's server does not shut down the pool it is given, and a fake per
+        # test would otherwise leave its threads behind.
+        self._executor = futures.ThreadPoolExecutor(max_workers=4)
+        self._server = grpc.server(self._executor)
         handlers = {
             rpc: grpc.unary_unary_rpc_method_handler(
                 self._handler(rpc),
@@ -76,18 +79,22 @@ class FakeBroker:
             ],
         )
 
-    def answer(self, rpc: str, answer: bytes | Any) -> None:
-        """Answer every later `rpc` call with `answer`: raw bytes, or a message to serialize."""
+    def answer(self, rpc: str, answer: bytes | Any, *later: bytes | Any) -> None:
+        """Answer the next `rpc` call with `answer` (raw bytes, or a message to serialize), the
+        calls after it with the `later` ones in turn, and every call after those with the
+        last one."""
         assert rpc in RPCS, rpc
-        raw = answer if isinstance(answer, bytes) else answer.SerializeToString()
+        raw = [a if isinstance(a, bytes) else a.SerializeToString() for a in (answer, *later)]
         with self._lock:
             self._answers[rpc] = raw
 
     def _handler(self, rpc: str) -> Any:
         def handle(request: bytes, context: grpc.ServicerContext) -> bytes:
             with self._lock:
-                self.requests[rpc].append(request)
-                raw = self._answers.get(rpc)
+                answers = self._answers.get(rpc)
+                raw = None
+                if answers:  # the last one answers every call after it
+                    raw = answers.pop(0) if len(answers) > 1 else answers[0]
             if raw is None:
                 context.abort(grpc.StatusCode.UNIMPLEMENTED, f"no scripted answer to {rpc}")
             assert raw is not None  # abort raised
@@ -97,6 +104,7 @@ class FakeBroker:
 
     def stop(self) -> None:
         self._server.stop(None).wait()
+        self._executor.shutdown(wait=True)
 
 
 @contextmanager

@@ -5,7 +5,9 @@ Against `fake_broker` (a real gRPC server answering any bytes): per Broker RPC, 
 not parse as its response message, and parsed messages with impossible contents (a partition
 not asked for, one left out or named twice, a negative offset or producer id beside no error,
 a topic id that is not 16 bytes, an error code nobody knows); first through `BrokerClient`,
-then through the public clients (Producer, Consumer, Admin) that use it.
+then through the public clients (Producer, Consumer, Admin) that use it. Last, answers that
+look odd but are legitimate (a partition's error beside offsets of none, no records, only a
+control batch, a first batch beyond the byte limit) must pass the same checks.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from replog.errors import (
     CorruptRecordError,
     KafkaTimeoutError,
     MalformedResponseError,
+    NotLeaderOrFollowerError,
     ReplogError,
     UnknownServerError,
 )
 from replog.pb import broker_pb2 as bpb
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as cpb
+from replog.record.builder import build_batch
 from replog.replication import messages as m
 from replog.server.broker_client import BrokerClient
 
@@ -239,7 +243,8 @@ async def test_a_failed_call_still_raises_the_grpc_error(
 # --- the clients ----------------------------------------------------------------------------------
 
 T0 = TopicPartition("t", 0)
-# Small bounds: before the fixes these cases waited out a delivery timeout instead of failing.
+# Small bounds: a malformed answer wrongly retried ends as a KafkaTimeoutError within
+# seconds, not a wait of the default two minutes.
 PRODUCER: dict[str, Any] = {
     "delivery_timeout_ms": 3000,
     "request_timeout_ms": 2000,
@@ -403,8 +408,81 @@ def test_the_fake_answers_a_metadata_request_like_a_broker(broker: FakeBroker) -
     assert [p.leader_id for p in answer.topics[0].partitions] == [0, 0]
 
 
-def test_consumer_poll_raises_records_that_are_not_batches(cluster: FakeBroker) -> None:
-    cluster.answer("Fetch", answer_with("Fetch", 0, high_watermark=10, records=b"\x00" * 70))
+@pytest.mark.parametrize("kind", ["zeros", "a cut batch"])
+def test_consumer_poll_raises_records_that_are_not_batches(cluster: FakeBroker, kind: str) -> None:
+    """Record bytes without a whole batch at the position (a broker answers the first batch
+    whole, KIP-74): fetching again would get them again."""
+    whole = build_batch([(0, None, b"v" * 100, [])])
+    records = b"\x00" * 70 if kind == "zeros" else whole[: len(whole) // 2]
+    cluster.answer("Fetch", answer_with("Fetch", 0, high_watermark=10, records=records))
     error = poll_t0_until_error(cluster)
     assert isinstance(error, CorruptRecordError), repr(error)
-    assert "t-0" in str(error), str(error)
+    check_names(error, cluster, "fetch of t-0 at offset 0", "hold no whole record batch")
+
+
+# --- answers that are legitimate stay so ---------------------------------------------------------
+
+NOT_LEADER = common_pb2.ErrorStatus(
+    code=NotLeaderOrFollowerError.code, error_name=NotLeaderOrFollowerError.error_name
+)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("rpc", PARTITIONED)
+async def test_a_partition_error_beside_offsets_of_none_is_an_answer(
+    broker: FakeBroker, client: BrokerClient, rpc: str
+) -> None:
+    """A broker answers a failed partition with every offset -1 (none), as the checks allow."""
+    _, _, _, offset_field, _ = ENTRIES[rpc]
+    fields: dict[str, Any] = {offset_field: -1}
+    if rpc == "Fetch":
+        fields["log_start_offset"] = -1
+    broker.answer(rpc, answer_with(rpc, 0, error=NOT_LEADER, **fields))
+    response = await CALLS[rpc](client)
+    (result,) = response.partitions
+    assert type(result.error) is NotLeaderOrFollowerError
+
+
+def poll_t0(cluster: FakeBroker, polls: int = 3, **config: Any) -> tuple[list[Any], int]:
+    """The records a consumer of t-0 from offset 0 gets in `polls` polls, and its position."""
+    consumer = Consumer(bootstrap_servers=cluster.address, request_timeout_ms=2000, **config)
+    try:
+        consumer.assign([T0])
+        consumer.seek(T0, 0)
+        records: list[Any] = []
+        for _ in range(polls):
+            records += consumer.poll(timeout_ms=300).get(T0, [])
+        return records, consumer.position(T0)
+    finally:
+        consumer.close()
+
+
+def test_consumer_takes_an_answer_without_records(cluster: FakeBroker) -> None:
+    cluster.answer("Fetch", answer_with("Fetch", 0, high_watermark=0))
+    assert poll_t0(cluster) == ([], 0)
+
+
+def test_consumer_passes_over_a_control_batch(cluster: FakeBroker) -> None:
+    """A control batch holds no records for the consumer, but it is a whole batch: the position
+    moves past it, no CorruptRecordError."""
+    control = build_batch([(0, b"\x00\x00\x00\x00", b"", [])], is_control=True)
+    cluster.answer(
+        "Fetch",
+        answer_with("Fetch", 0, high_watermark=1, records=control),
+        answer_with("Fetch", 0, high_watermark=1),  # at offset 1: nothing more
+    )
+    assert poll_t0(cluster) == ([], 1)
+
+
+def test_consumer_takes_a_first_batch_beyond_its_byte_limit(cluster: FakeBroker) -> None:
+    """KIP-74: the broker answers the first batch whole even when it is larger than
+    max.partition.fetch.bytes."""
+    batch = build_batch([(0, None, b"v" * 4096, [])])
+    cluster.answer(
+        "Fetch",
+        answer_with("Fetch", 0, high_watermark=1, records=batch),
+        answer_with("Fetch", 0, high_watermark=1),
+    )
+    records, position = poll_t0(cluster, max_partition_fetch_bytes=1024)
+    assert [(r.offset, r.value) for r in records] == [(0, b"v" * 4096)]
+    assert position == 1

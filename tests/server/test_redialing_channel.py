@@ -4,7 +4,7 @@ cancel the calls still in flight on it; an answer that does not parse is a typed
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -115,19 +115,37 @@ async def test_an_unparseable_answer_is_a_malformed_response_naming_peer_and_rpc
     )
 
 
-@pytest.mark.asyncio
-async def test_an_internal_deserializing_status_is_a_malformed_response() -> None:
-    """The form older gRPC versions give an unparseable answer: the call fails INTERNAL."""
+def failing_with(details: str) -> Callable[..., Awaitable[None]]:
+    """A stub method whose call fails INTERNAL with `details`."""
 
     async def failing(*_: object, **__: object) -> None:
         raise grpc.aio.AioRpcError(
-            grpc.StatusCode.INTERNAL,
-            grpc.aio.Metadata(),
-            grpc.aio.Metadata(),
-            details="Exception deserializing response!",
+            grpc.StatusCode.INTERNAL, grpc.aio.Metadata(), grpc.aio.Metadata(), details=details
         )
 
+    return failing
+
+
+@pytest.mark.asyncio
+async def test_an_internal_deserializing_status_is_a_malformed_response() -> None:
+    """The form gRPC's blocking stubs give an unparseable answer: the call fails INTERNAL."""
     channel: RedialingChannel[Any] = RedialingChannel("127.0.0.1:1", lambda c: None, [])
-    with pytest.raises(MalformedResponseError) as caught:
-        await channel.call(lambda stub: failing, b"", 1.0, rpc="Echo")
+    try:
+        with pytest.raises(MalformedResponseError) as caught:
+            await channel.call(
+                lambda stub: failing_with("Exception deserializing response!"), b"", 1.0, rpc="Echo"
+            )
+    finally:
+        await channel.close()
     assert str(caught.value).startswith("peer at 127.0.0.1:1 answered Echo with bytes that do not")
+
+
+@pytest.mark.asyncio
+async def test_another_internal_status_stays_the_grpc_error() -> None:
+    channel: RedialingChannel[Any] = RedialingChannel("127.0.0.1:1", lambda c: None, [])
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await channel.call(lambda stub: failing_with("stream reset"), b"", 1.0, rpc="Echo")
+    finally:
+        await channel.close()
+    assert caught.value.code() == grpc.StatusCode.INTERNAL

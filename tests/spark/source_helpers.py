@@ -30,9 +30,12 @@ def produce(
     headers: Sequence[list[tuple[str, bytes | None]]] | None = None,
     first_ts: int = TS,
     acks: str = "all",
+    bootstrap: str | None = None,
 ) -> list[int]:
-    """Write `values` to one partition, in order; their offsets."""
-    with Producer(bootstrap_servers=cluster.bootstrap, acks=acks, linger_ms=0) as producer:
+    """Write `values` to one partition, in order; their offsets. `bootstrap` (default: every
+    node) is where the producer looks for metadata."""
+    servers = bootstrap or cluster.bootstrap
+    with Producer(bootstrap_servers=servers, acks=acks, linger_ms=0) as producer:
         futures = [
             producer.send(
                 topic,
@@ -47,19 +50,32 @@ def produce(
         return [f.get(timeout=30).offset for f in futures]
 
 
-def high_watermarks(cluster: ClientCluster, topic: str, partitions: int) -> list[int]:
-    with Admin(bootstrap_servers=cluster.bootstrap) as admin:
+def high_watermarks(
+    cluster: ClientCluster, topic: str, partitions: int, *, bootstrap: str | None = None
+) -> list[int]:
+    with Admin(bootstrap_servers=bootstrap or cluster.bootstrap) as admin:
         found = admin.list_offsets(
             {TopicPartition(topic, p): OffsetSpec.LATEST for p in range(partitions)}
         )
     return [found[TopicPartition(topic, p)].offset for p in range(partitions)]  # type: ignore[union-attr]
 
 
-def reader(spark: SparkSession, cluster: ClientCluster, **options: str) -> DataFrame:
-    source = spark.read.format("replog").option("bootstrap.servers", cluster.bootstrap)
+def reader(
+    spark: SparkSession, cluster: ClientCluster, *, bootstrap: str | None = None, **options: str
+) -> DataFrame:
+    servers = bootstrap or cluster.bootstrap
+    source = spark.read.format("replog").option("bootstrap.servers", servers)
     for key, value in options.items():
         source = source.option(key, value)
     return source.load()
+
+
+def bootstrap_without(cluster: ClientCluster, node_id: int) -> str:
+    """`bootstrap.servers` naming every node but `node_id`, for a test that freezes that node
+    (SIGSTOP): it accepts connections but never answers, and a new client that asks it first
+    for metadata may wait out a connection or request timeout there before trying the next
+    (12.9 s in one trial, where the other nodes answered at once)."""
+    return ",".join(a for n, a in sorted(cluster.addresses.items()) if n != node_id)
 
 
 def rows(df: DataFrame) -> list[tuple[Any, ...]]:

@@ -26,12 +26,11 @@ from pathlib import Path
 import pytest
 from cluster_helpers import wait_for
 
-from replog import Consumer, Producer
-from replog.admin.controller_client import ControllerClient
+from replog import Admin, Consumer, Producer
 from replog.admin.controller_results import NewTopic
 from replog.cli.quorum import QuorumDescription, describe_quorum
 from replog.client.records import ConsumerRecord, TopicPartition
-from replog.errors import ReplogError
+from replog.errors import InvalidReplicationFactorError, ReplogError
 from tests.ipv6_loopback import needs_ipv6
 
 pytestmark = pytest.mark.slow
@@ -111,18 +110,19 @@ def _leader(addresses: dict[int, str], timeout_s: float = 30) -> QuorumDescripti
 
 
 def _create_topic(addresses: dict[int, str], name: str, replicas: int) -> None:
-    def created() -> bool:
-        try:
-            with ControllerClient(list(addresses.values()), node_addresses=addresses) as admin:
-                brokers = admin.describe_cluster().brokers
-                if len(brokers) < replicas:
-                    return False  # not every broker unfenced yet
-                (result,) = admin.create_topics([NewTopic(name, 1, replicas, {})])
-        except ReplogError:
-            return False
-        return result.error is None
+    """Create `name` once `replicas` brokers are unfenced (until then the controller refuses
+    the replication factor); `Admin.create_topics` returns only when every broker knows the
+    partition's leader, so a produce right after finds it."""
+    with Admin(bootstrap_servers=",".join(addresses.values()), request_timeout_ms=30_000) as admin:
 
-    wait_for(created, 30, f"topic {name} created")
+        def created() -> bool:
+            try:
+                admin.create_topics([NewTopic(name, 1, replicas, {})], timeout_ms=30_000)
+            except InvalidReplicationFactorError:
+                return False  # not every broker unfenced yet
+            return True
+
+        wait_for(created, 30, f"topic {name} created on {replicas} unfenced brokers")
 
 
 def _round_trip(bootstrap: str, topic: str) -> list[ConsumerRecord]:

@@ -66,6 +66,16 @@ class _Result(Protocol):
     def error(self) -> Any: ...
 
 
+class _Answer(Protocol):
+    """A per-partition RPC's decoded answer."""
+
+    @property
+    def partitions(self) -> Sequence[_Result]: ...
+
+
+A = TypeVar("A", bound=_Answer)
+
+
 class BrokerClient:
     def __init__(
         self,
@@ -102,9 +112,7 @@ class BrokerClient:
         """The answer of one call of the `Broker` method `rpc`; an unparseable one raises
         MalformedResponseError (module docstring)."""
         deadline_ms = (self.request_timeout_ms if timeout_ms is None else timeout_ms) + extra_ms
-        return await self._channel.call(
-            lambda stub: getattr(stub, rpc), message, deadline_ms / 1000, self._metadata, rpc=rpc
-        )
+        return await self._channel.call_rpc(rpc, message, deadline_ms / 1000, self._metadata)
 
     def _decoded(self, rpc: str, decode: Callable[..., R], answer: Any) -> R:
         """`decode(answer)`, with a malformed field (a topic id that is not 16 bytes) raised as
@@ -113,6 +121,22 @@ class BrokerClient:
             return decode(answer, where=f"{rpc} answer of broker at {self.address}")
         except InvalidRequestError as exc:  # the codec's word for a field it cannot hold
             raise self._malformed(rpc, f"a malformed field: {exc}") from None
+
+    def _checked(
+        self,
+        rpc: str,
+        decode: Callable[..., A],
+        answer: Any,
+        asked: Sequence[Any],
+        offsets: tuple[str, ...] = (),
+        *,
+        all_answered: bool = True,
+    ) -> A:
+        """The decoded answer of a per-partition RPC, checked against the partitions `asked`
+        (`_check_results`)."""
+        response = self._decoded(rpc, decode, answer)
+        self._check_results(rpc, asked, response.partitions, offsets, all_answered=all_answered)
+        return response
 
     def _check_results(
         self,
@@ -160,18 +184,15 @@ class BrokerClient:
             timeout_ms,
             max(0, request.timeout_ms),
         )
-        response: m.ProduceResponse = self._decoded(
-            "Produce", codec.produce_response_from_proto, answer
-        )
         acks_none = request.acks == m.ACKS_NONE
-        self._check_results(
+        return self._checked(
             "Produce",
+            codec.produce_response_from_proto,
+            answer,
             request.partitions,
-            response.partitions,
             () if acks_none else ("base_offset",),
             all_answered=not acks_none,  # acks=0: no partitions; a failure is ABORTED
         )
-        return response
 
     async def fetch(
         self, request: m.FetchRequest, *, timeout_ms: int | None = None
@@ -182,11 +203,13 @@ class BrokerClient:
             timeout_ms,
             max(0, request.max_wait_ms),
         )
-        response: m.FetchResponse = self._decoded("Fetch", codec.fetch_response_from_proto, answer)
-        self._check_results(
-            "Fetch", request.partitions, response.partitions, ("high_watermark", "log_start_offset")
+        return self._checked(
+            "Fetch",
+            codec.fetch_response_from_proto,
+            answer,
+            request.partitions,
+            ("high_watermark", "log_start_offset"),
         )
-        return response
 
     async def list_offsets(
         self, request: m.ListOffsetsRequest, *, timeout_ms: int | None = None
@@ -194,12 +217,14 @@ class BrokerClient:
         answer = await self._call(
             "ListOffsets", codec.list_offsets_request_to_proto(request), timeout_ms
         )
-        response: m.ListOffsetsResponse = self._decoded(
-            "ListOffsets", codec.list_offsets_response_from_proto, answer
-        )
         # offset -1: no record at or after the timestamp asked for.
-        self._check_results("ListOffsets", request.partitions, response.partitions, ("offset",))
-        return response
+        return self._checked(
+            "ListOffsets",
+            codec.list_offsets_response_from_proto,
+            answer,
+            request.partitions,
+            ("offset",),
+        )
 
     async def offsets_for_leader_epoch(
         self, request: m.OffsetsForLeaderEpochRequest, *, timeout_ms: int | None = None
@@ -209,14 +234,14 @@ class BrokerClient:
             codec.offsets_for_leader_epoch_request_to_proto(request),
             timeout_ms,
         )
-        response: m.OffsetsForLeaderEpochResponse = self._decoded(
-            "OffsetsForLeaderEpoch", codec.offsets_for_leader_epoch_response_from_proto, answer
-        )
         # end_offset -1: the epoch asked for is older than the log (UNDEFINED_EPOCH_OFFSET).
-        self._check_results(
-            "OffsetsForLeaderEpoch", request.partitions, response.partitions, ("end_offset",)
+        return self._checked(
+            "OffsetsForLeaderEpoch",
+            codec.offsets_for_leader_epoch_response_from_proto,
+            answer,
+            request.partitions,
+            ("end_offset",),
         )
-        return response
 
     async def delete_records(
         self, request: m.DeleteRecordsRequest, *, timeout_ms: int | None = None
@@ -227,13 +252,13 @@ class BrokerClient:
             timeout_ms,
             max(0, request.timeout_ms),
         )
-        response: m.DeleteRecordsResponse = self._decoded(
-            "DeleteRecords", codec.delete_records_response_from_proto, answer
+        return self._checked(
+            "DeleteRecords",
+            codec.delete_records_response_from_proto,
+            answer,
+            request.partitions,
+            ("low_watermark",),
         )
-        self._check_results(
-            "DeleteRecords", request.partitions, response.partitions, ("low_watermark",)
-        )
-        return response
 
     async def metadata(
         self, topics: Sequence[str] | None = None, *, timeout_ms: int | None = None

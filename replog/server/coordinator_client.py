@@ -54,9 +54,7 @@ class CoordinatorClient:
         """The answer of one call of the `GroupCoordinator` method `rpc` (an unparseable one
         raises MalformedResponseError, `RedialingChannel`)."""
         deadline_ms = self.request_timeout_ms if timeout_ms is None else timeout_ms
-        return await self._channel.call(
-            lambda stub: getattr(stub, rpc), message, deadline_ms / 1000, rpc=rpc
-        )
+        return await self._channel.call_rpc(rpc, message, deadline_ms / 1000)
 
     async def find_coordinator(
         self, group_id: str, *, timeout_ms: int | None = None

@@ -96,6 +96,18 @@ class RedialingChannel(Generic[StubT]):
             raise self._unparsed(rpc)
         return answer
 
+    async def call_rpc(
+        self,
+        rpc: str,
+        message: Any,
+        timeout_s: float,
+        metadata: Sequence[tuple[str, str]] = (),
+    ) -> Any:
+        """`call` of the stub's method named `rpc` (which also names it in errors)."""
+        return await self.call(
+            lambda stub: getattr(stub, rpc), message, timeout_s, metadata, rpc=rpc
+        )
+
     def _unparsed(self, rpc: str) -> MalformedResponseError:
         method = None if self._service is None else self._service.methods_by_name.get(rpc)
         expected = "its answer" if method is None else f"a {method.output_type.full_name}"

@@ -1,0 +1,46 @@
+"""The node's start-up freeze (replog/server/collector.py): what exists is frozen, start-up
+garbage is collected first, and full collections then skip the frozen objects."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from replog.server.collector import freeze_startup_objects
+
+
+class Node:
+    def __init__(self) -> None:
+        self.other: Node | None = None
+
+
+@pytest.fixture
+def unfrozen() -> Iterator[None]:
+    """The freeze is process-wide: give the test process its collector back afterwards."""
+    assert gc.get_freeze_count() == 0
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def test_what_start_up_built_leaves_the_collectors_sight(unfrozen: None) -> None:
+    kept = [Node(), {"state": [1, 2, 3]}]
+    assert any(o is kept for o in gc.get_objects())
+    frozen = freeze_startup_objects()
+    assert frozen == gc.get_freeze_count() > 0
+    assert not any(o is kept for o in gc.get_objects())
+    born_later = [Node()]
+    assert any(o is born_later for o in gc.get_objects())  # later objects are collected as ever
+
+
+def test_start_up_garbage_is_collected_not_frozen(unfrozen: None) -> None:
+    a, b = Node(), Node()
+    a.other, b.other = b, a  # a cycle: reference counting alone never frees it
+    gone = weakref.ref(a)
+    del a, b
+    freeze_startup_objects()
+    assert gone() is None

@@ -544,9 +544,30 @@ class ReplogCluster:
             time.sleep(0.1)
 
     def delete_topic(self, name: str) -> None:
-        if self.controller is not None:
-            with contextlib.suppress(Exception):
-                self.controller.delete_topics([name], timeout_s=30)
+        """Delete `name` and wait (up to 30 s) until no node holds its files: brokers remove a
+        deleted partition's files on a background thread, and a trial that started meanwhile
+        would share the machine with that removal."""
+        if self.controller is None:
+            return
+        with contextlib.suppress(Exception):
+            self.controller.delete_topics([name], timeout_s=30)
+        deadline = time.monotonic() + 30
+        while self._partition_dirs(name) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def _partition_dirs(self, topic: str) -> list[str]:
+        """`topic`'s partition directories (live or renamed for deletion) on every node."""
+        def of_topic(name: str) -> bool:
+            if name.endswith("-delete"):  # <topic>-<partition>.<id>-delete
+                name = name.rpartition(".")[0]
+            return name.rpartition("-")[0] == topic
+
+        return [
+            os.path.join(root, d)
+            for root, dirs, _files in os.walk(self.directory)
+            for d in dirs
+            if of_topic(d)
+        ]
 
 
 def produce_request(topic: str, partition: int, records: bytes) -> msg.ProduceRequest:

@@ -41,6 +41,7 @@ import os
 import random
 import struct
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Sized
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -102,6 +103,23 @@ def parse_topic_partition(directory: str) -> tuple[str, int] | None:
     if not sep or not topic or not partition.isdigit():
         return None
     return topic, int(partition)
+
+
+# A deleted partition's directory ends with this until its files are removed (Kafka's name).
+DELETE_DIR_SUFFIX = "-delete"
+_DIR_NAME_BYTES_MAX = 255  # a file name's limit on common file systems
+
+
+def deletion_dir_name(directory: str) -> str:
+    """Kafka's name for a deleted partition's directory: `<topic>-<partition>.<id>-delete`, the
+    id unique (so a re-created partition can be deleted again before the first one is gone) and
+    the topic cut short where the whole name would not fit in 255 bytes."""
+    name = os.path.basename(os.path.normpath(directory))
+    topic, _, partition = name.rpartition("-")
+    suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    room = _DIR_NAME_BYTES_MAX - len(suffix.encode())
+    kept = topic.encode()[:room].decode(errors="ignore")
+    return kept + suffix
 
 
 class Log:
@@ -1252,11 +1270,24 @@ class Log:
 
     def delete(self) -> None:
         """Close and remove the partition directory with everything in it."""
+        self._fs.remove_tree(self.close_and_rename_for_deletion())
+
+    def close_and_rename_for_deletion(self) -> str:
+        """Close the log and rename its directory to Kafka's `<topic>-<partition>.<id>-delete`
+        (`deletion_dir_name`), which loading never opens; returns the new path. The rename is
+        what makes the deletion durable, so the parent directory is fsynced; removing the files
+        may then wait (`LogManager.delete_log`)."""
         with self._lock:
             for segment in self._segments.values():
                 segment.log_file.close()
             self._closed = True
-            self._fs.remove_tree(self.directory)
+            target = os.path.join(
+                os.path.dirname(os.path.normpath(self.directory)),
+                deletion_dir_name(self.directory),
+            )
+            self._fs.rename(self.directory, target)
+            self._fs.fsync_dir(os.path.dirname(target))
+            return target
 
     @property
     def closed(self) -> bool:

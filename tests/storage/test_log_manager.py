@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,7 @@ from replog.errors import (
 )
 from replog.storage import LogManager, LogManagerConfig
 from replog.storage.fs import FileSystem
+from replog.storage.log import deletion_dir_name, parse_topic_partition
 
 LOG_CONFIG = small_config(segment_bytes=1024, retention_ms=-1)
 OFFSET_CHECKPOINTS = (
@@ -429,3 +431,80 @@ def test_a_recovered_log_takes_its_topic_config_when_the_broker_names_it(tmp_pat
         append_batches(recovered, 1, value_size=400)
     assert recovered.update_config(topic_config) is False  # the same config changes nothing
     reopened.shutdown()
+
+
+# --- deleting a partition: renamed at once, files removed after log.segment.delete.delay.ms ---
+
+
+def deleted_dirs(log_dir: Path) -> list[str]:
+    return sorted(p.name for p in log_dir.iterdir() if p.name.endswith("-delete"))
+
+
+def test_a_deleted_partition_is_renamed_at_once_and_its_files_removed_in_the_background(
+    tmp_path: Path,
+) -> None:
+    d0 = tmp_path / "d0"
+    lm = manager([d0])
+    fill(lm)
+    lm.delete_log("orders", 0)
+    assert not (d0 / "orders-0").exists()
+    [renamed] = deleted_dirs(d0)
+    assert renamed.startswith("orders-0.") and len(renamed) == len("orders-0.") + 32 + 7
+    assert any((d0 / renamed).iterdir())  # the files wait for the background tasks
+    for name in OFFSET_CHECKPOINTS:
+        assert "orders 0 " not in (d0 / name).read_text()
+    # A partition of the same name can be created and deleted again meanwhile.
+    append_batches(lm.get_or_create_log("orders", 0), 2)
+    lm.delete_log("orders", 0)
+    assert len(deleted_dirs(d0)) == 2
+    lm.run_due_tasks()
+    assert deleted_dirs(d0) == []
+    assert lm.remove_deleted_logs() == 0
+    assert sorted(lm.all_logs()) == [("orders", 1), ("payments", 0)]
+    lm.shutdown()
+
+
+def test_deletions_pending_at_shutdown_are_finished_by_the_next_start(tmp_path: Path) -> None:
+    d0 = tmp_path / "d0"
+    lm = manager([d0])
+    fill(lm)
+    lm.delete_log("orders", 1)
+    lm.shutdown()
+    assert len(deleted_dirs(d0)) == 1
+    again = manager([d0])
+    assert deleted_dirs(d0) == []
+    assert sorted(again.all_logs()) == [("orders", 0), ("payments", 0)]
+
+
+class TreeRemovals(FileSystem):
+    """Signals each directory tree it removed."""
+
+    def __init__(self) -> None:
+        self.removed = threading.Event()
+
+    def remove_tree(self, path: str) -> None:
+        super().remove_tree(path)
+        self.removed.set()
+
+
+def test_the_background_thread_removes_a_deleted_partition_at_once(tmp_path: Path) -> None:
+    d0 = tmp_path / "d0"
+    fs = TreeRemovals()
+    lm = LogManager(str(d0), LogManagerConfig(log=LOG_CONFIG), fs=fs, clock=ManualClock())
+    append_batches(lm.get_or_create_log("orders", 0), 3)
+    lm.start(poll_interval_ms=600_000)  # only the deletion's wake-up runs the tasks in time
+    try:
+        lm.delete_log("orders", 0)
+        assert fs.removed.wait(30), "the background thread never removed the partition"
+        assert deleted_dirs(d0) == []
+    finally:
+        lm.shutdown()
+
+
+def test_a_deleted_partition_name_fits_a_file_name_however_long_the_topic() -> None:
+    topic = "t" * 249
+    name = deletion_dir_name(f"/data/{topic}-7")
+    assert len(name.encode()) == 255
+    assert name.endswith("-delete") and "-7." in name
+    assert parse_topic_partition(name) is None  # loading never takes it for a partition
+    assert deletion_dir_name("/data/orders-7") != deletion_dir_name("/data/orders-7")

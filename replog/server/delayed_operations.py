@@ -170,14 +170,17 @@ class DelayedOperations:
     def wake(
         self, key: TopicPartition, *, produce: bool = True, fetch: bool = True, delete: bool = True
     ) -> None:
-        """Re-check the operations waiting on `key` (its HW, LEO or leadership moved)."""
+        """Re-check the operations waiting on `key` (its HW, LEO or leadership moved): fetches
+        first, then produces, as Kafka's `checkAndCompleteAll` does. A consumer's fetch that a
+        higher HW completes is then answered before the produce that moved the HW: a trace of
+        the produce benchmark had the consumer's answer leave 0.5 ms after the producer's."""
+        if fetch:
+            for fetch_op in self.fetch.watchers(key):
+                self._try_complete_fetch(fetch_op)
         if produce:
             for produce_op in self.produce.watchers(key):
                 if self.check_produce(produce_op) and self.produce.complete(produce_op):
                     produce_op.finish(produce_op.results)
-        if fetch:
-            for fetch_op in self.fetch.watchers(key):
-                self._try_complete_fetch(fetch_op)
         if delete:
             for delete_op in self.delete_records.watchers(key):
                 if self.check_delete_records(delete_op) and self.delete_records.complete(delete_op):

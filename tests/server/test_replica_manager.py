@@ -1220,3 +1220,29 @@ async def test_parked_consumer_fetch_past_the_hw_completes_on_a_wake(
     await produce(leader, batch(1, tag=1))
     result = await asyncio.wait_for(task, 1)  # §7.3 F: past the bound, answered now
     assert result.error is None and result.records == b"" and result.high_watermark == 0
+
+
+@pytest.mark.asyncio
+async def test_a_higher_hw_answers_the_waiting_fetch_before_the_produce(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """Kafka's `checkAndCompleteAll` order: fetches, then produces. A consumer waiting for the
+    records an acks=all produce appended gets them before the producer gets its answer."""
+    leader, follower, _ = two_nodes(tmp_path, clock)
+    answered: list[str] = []
+    # Both straight on the manager, so neither task has more layers to unwind than the other.
+    fetch = asyncio.create_task(
+        leader.rm.fetch(FetchRequest((FetchPartition("t", 0, 0),), max_wait_ms=60000))
+    )
+    fetch.add_done_callback(lambda _: answered.append("fetch"))
+    await settle()
+    producing = asyncio.create_task(leader.rm.produce(produce_request(batch(2), acks=-1)))
+    producing.add_done_callback(lambda _: answered.append("produce"))
+    await settle()
+    await replicate(follower, leader)  # the follower gets the batch
+    await settle()
+    assert answered == []  # HW 0: nothing committed yet
+    await replicate(follower, leader)  # its next fetch moves the HW to 2
+    await asyncio.wait_for(asyncio.gather(fetch, producing), 1)
+    assert answered == ["fetch", "produce"]
+    assert batch_offsets(fetch.result().partitions[0].records) == [(0, 1)]

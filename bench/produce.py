@@ -20,7 +20,9 @@ Each run (`--runs N`, default 3) does, in order:
    batch (64, 256 or 1,023): the same bytes in flight per producer as replog.
 3. replog: `replog cluster start` with 3 combined broker+controller nodes (data in the run's
    temporary directory); a topic with replication factor 3 and min.insync.replicas=2 per trial
-   (created with the admin client, deleted after, so every trial starts on an empty log).
+   (created with the admin client, deleted after, so every trial starts on an empty log; the
+   next trial waits until no node holds the deleted topic's files, which brokers remove on a
+   background thread).
    Producers (one `BrokerClient` each) send real v2 batches of 1 KiB records (64 KiB, 256 KiB,
    1 MiB; built once with `replog.record.builder` and re-sent, each produce a real append) to
    the partition leader with acks=-1, one request in flight each.

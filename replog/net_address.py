@@ -19,6 +19,11 @@ Rules:
   address may not.
 - `parse_host` reads a host written alone (`metrics.host`): `::1` or `[::1]`, never with a
   port; a ':' outside an IPv6 literal is an error pointing at the port's own setting.
+- The wildcard: an empty host (`listeners=PLAINTEXT://:9092`) or an unspecified address
+  (`0.0.0.0`, `::`) binds every interface (`is_wildcard`). An empty host is advertised as
+  `local_canonical_host_name()`, Java's `InetAddress.getLocalHost().getCanonicalHostName()`
+  as Kafka's `ListenerInfo.withWildcardHostnamesResolved` uses it; an unspecified address is
+  never advertised (no client can dial it; the caller refuses it).
 - Errors are the caller's typed error class (default `ConfigError`) and name the text and
   what it was: `bootstrap.servers entry '::1:9092': an IPv6 host must be written in brackets,
   [::1]:9092`.
@@ -30,6 +35,7 @@ Worked example: `parse_host_port("[::1]:9092", "listeners")` is `("::1", 9092)`,
 from __future__ import annotations
 
 import ipaddress
+import socket
 
 from replog.errors import ConfigError
 
@@ -108,6 +114,46 @@ def parse_host(text: str, what: str, *, error: type[Exception] = ConfigError) ->
     if "[" in host or "]" in host or (":" in host and not _is_ipv6(host)):
         raise bad("expected a host alone (localhost, ::1 or [::1]); the port has its own setting")
     return host
+
+
+def is_wildcard(host: str) -> bool:
+    """Whether binding `host` means every interface: empty, `0.0.0.0`, `::` (any spelling)."""
+    if not host.strip():
+        return True
+    try:
+        return ipaddress.ip_address(host.strip()).is_unspecified
+    except ValueError:  # a name, not an address literal
+        return False
+
+
+def local_canonical_host_name() -> str:
+    """This machine's name as Java's `InetAddress.getLocalHost().getCanonicalHostName()` gives
+    it: the host name's first address (IPv4 first, Java's default order; `localhost` is the
+    loopback), then that address's reverse-lookup name if its forward lookup leads back to the
+    address (Java's spoofing check), else the address itself, bare.
+
+    `OSError` (`socket.gaierror`) when the host name does not resolve: Java's
+    UnknownHostException, which stops a Kafka broker at start-up; the caller names the setting.
+    """
+    name = socket.gethostname()
+    if name == "localhost":
+        address = "127.0.0.1"
+    else:
+        addresses = _addresses(name)
+        if not addresses:
+            raise socket.gaierror(f"{name!r} has no address")
+        address = next((a for a in addresses if ":" not in a), addresses[0])
+    try:
+        canonical = socket.gethostbyaddr(address)[0]
+        forward = _addresses(canonical)
+    except OSError:  # no reverse name, or it does not resolve: Java answers the address
+        return address
+    return canonical if address in forward else address
+
+
+def _addresses(name: str) -> list[str]:
+    """`name`'s addresses, in the resolver's order (`socket.gaierror` if it has none)."""
+    return [str(info[4][0]) for info in socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)]
 
 
 def _bracketed(entry: str, default_port: int | None) -> str:

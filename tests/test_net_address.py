@@ -6,6 +6,8 @@
 - Each site: listeners, advertised listeners, bootstrap lists, client `bootstrap.servers`, the
   Raft transport (gRPC target and Fetch connection to a peer on ::1), the metrics endpoint and
   URL, the local cluster's files and port probe.
+- The wildcard: which hosts bind every interface, and the name an empty host is advertised as
+  (Java's `InetAddress.getLocalHost().getCanonicalHostName()`, over a fake resolver).
 The end-to-end run of a node on ::1 is tests/cluster/test_cluster_ipv6.py.
 """
 
@@ -31,7 +33,13 @@ from replog.cli.cluster import check_ports_free
 from replog.cli.local_cluster import LocalCluster, LocalNode, _metrics_address
 from replog.client.config import admin_config
 from replog.errors import ConfigError, ReplogError
-from replog.net_address import format_host_port, parse_host, parse_host_port
+from replog.net_address import (
+    format_host_port,
+    is_wildcard,
+    local_canonical_host_name,
+    parse_host,
+    parse_host_port,
+)
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
 from replog.server.broker_runtime import broker_config_from_node
@@ -156,6 +164,97 @@ def test_the_suggestion_is_a_real_ipv6_literal() -> None:
         parse_host_port("::1:9092", "x")
     host, port = parse_host_port(str(caught.value).rsplit(", ", 1)[1], "x")
     assert ipaddress.IPv6Address(host) == ipaddress.IPv6Address("::1") and port == 9092
+
+
+# --- the wildcard and the machine's canonical name ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "wildcard"),
+    [
+        ("", True),
+        (" ", True),
+        ("0.0.0.0", True),
+        ("::", True),
+        ("0:0:0:0:0:0:0:0", True),
+        ("127.0.0.1", False),
+        ("::1", False),
+        ("localhost", False),
+        ("0.0.0.0.example", False),
+    ],
+)
+def test_the_wildcard_is_empty_or_an_unspecified_address(host: str, wildcard: bool) -> None:
+    assert is_wildcard(host) is wildcard
+
+
+def fake_resolver(
+    monkeypatch: pytest.MonkeyPatch,
+    hostname: str,
+    forward: dict[str, list[str]],
+    reverse: dict[str, str],
+) -> None:
+    """`socket`'s lookups answered from the two tables (unknown: the resolver's own errors)."""
+
+    def getaddrinfo(host: str, *args: object, **kwargs: object) -> list[tuple[object, ...]]:
+        if host not in forward:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [
+            (socket.AF_INET6 if ":" in a else socket.AF_INET, socket.SOCK_STREAM, 6, "", (a, 0))
+            for a in forward[host]
+        ]
+
+    def gethostbyaddr(address: str) -> tuple[str, list[str], list[str]]:
+        if address not in reverse:
+            raise socket.herror(1, "Unknown host")
+        return reverse[address], [], [address]
+
+    monkeypatch.setattr(socket, "gethostname", lambda: hostname)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    monkeypatch.setattr(socket, "gethostbyaddr", gethostbyaddr)
+
+
+def test_the_canonical_name_is_the_reverse_name_of_the_first_ipv4_address(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake_resolver(
+        monkeypatch,
+        "b2",
+        forward={"b2": ["fd00::2", "10.0.0.2", "10.0.0.3"], "b2.example.com": ["10.0.0.2"]},
+        reverse={"10.0.0.2": "b2.example.com", "fd00::2": "v6.example.com"},
+    )
+    assert local_canonical_host_name() == "b2.example.com"
+
+
+def test_the_canonical_name_falls_back_to_the_address_as_java_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # No reverse name: the address.
+    fake_resolver(monkeypatch, "b2", forward={"b2": ["10.0.0.2"]}, reverse={})
+    assert local_canonical_host_name() == "10.0.0.2"
+    # A reverse name that does not lead back to the address (Java's spoofing check).
+    fake_resolver(
+        monkeypatch,
+        "b2",
+        forward={"b2": ["10.0.0.2"], "elsewhere.example": ["10.9.9.9"]},
+        reverse={"10.0.0.2": "elsewhere.example"},
+    )
+    assert local_canonical_host_name() == "10.0.0.2"
+    # IPv6 only: its address, bare.
+    fake_resolver(monkeypatch, "b2", forward={"b2": ["fd00::2"]}, reverse={})
+    assert local_canonical_host_name() == "fd00::2"
+    # `localhost` is the loopback, without a lookup of the name.
+    fake_resolver(
+        monkeypatch, "localhost", forward={"localhost": ["127.0.0.1"]}, reverse={"127.0.0.1": "lo"}
+    )
+    assert local_canonical_host_name() == "127.0.0.1"  # "lo" does not resolve back
+
+
+def test_a_host_name_that_does_not_resolve_is_the_resolvers_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake_resolver(monkeypatch, "b2", forward={}, reverse={})
+    with pytest.raises(socket.gaierror):
+        local_canonical_host_name()
 
 
 # --- node configuration --------------------------------------------------------------------------

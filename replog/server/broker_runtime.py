@@ -43,7 +43,9 @@ Rules:
 - Configuration comes from the node's config (`cluster.id`, `broker.heartbeat.interval.ms`
   2000, `log.dirs`) and Kafka-named properties: `broker.session.timeout.ms` (9000),
   `initial.broker.registration.timeout.ms` (60000), `broker.rack` (none),
-  `advertised.listeners` (default: `listeners`), `replica.socket.timeout.ms` (30000),
+  the endpoints it registers (`NodeConfig.advertised_listeners`: `advertised.listeners`, else
+  `listeners`; an empty host is registered as this machine's canonical host name, resolved
+  here at start-up as Kafka's broker does), `replica.socket.timeout.ms` (30000),
   `socket.request.max.bytes` (104857600), the `LogManagerConfig`, `ReplicaManagerConfig` and
   `GroupCoordinatorConfig` keys; the controllers are `controller.quorum.voters`, the request
   timeout `controller.quorum.request.timeout.ms`.
@@ -67,8 +69,8 @@ from quorum.raft.ready import ApplyItem
 from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, monotonic_ms
 from replog.config import positive_setting
-from replog.errors import BrokerLifecycleError, KafkaStorageError
-from replog.net_address import format_host_port, parse_host_port
+from replog.errors import BrokerLifecycleError, ConfigError, KafkaStorageError
+from replog.net_address import format_host_port, local_canonical_host_name
 from replog.server.alter_partition_sender import AlterPartitionSender
 from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
 from replog.server.broker_service import REQUEST_BYTES_MAX_DEFAULT, BrokerService
@@ -95,7 +97,6 @@ REPLICA_SOCKET_TIMEOUT_MS_DEFAULT = 30_000  # replica.socket.timeout.ms
 BROKER_PROPERTIES = frozenset(
     {
         "broker.rack",
-        "advertised.listeners",
         "broker.session.timeout.ms",
         "initial.broker.registration.timeout.ms",
         "replica.socket.timeout.ms",
@@ -442,14 +443,11 @@ def broker_config_from_node(node: NodeConfig) -> tuple[BrokerLifecycleConfig, di
     properties = node.properties
 
     rack = properties.get("broker.rack", "").strip() or None
-    advertised = properties.get("advertised.listeners", "").strip()
     config = BrokerLifecycleConfig(
         broker_id=node.node_id,
         cluster_id=node.cluster_id,
         controller_ids=tuple(voter.node_id for voter in node.raft.voters),
-        listeners=_endpoints(advertised, "advertised.listeners")
-        if advertised
-        else _endpoints(properties.get("listeners", node.listener), "listeners"),
+        listeners=_advertised_endpoints(node),
         rack=rack,
         heartbeat_interval_ms=node.broker_heartbeat_interval_ms,
         session_timeout_ms=positive_setting(properties, "broker.session.timeout.ms", 9000),
@@ -481,18 +479,21 @@ def data_plane_config_from_node(node: NodeConfig) -> DataPlaneConfig:
     )
 
 
-def _endpoints(text: str, key: str) -> tuple[Endpoint, ...]:
-    """`NAME://host:port,...` (a bare host:port is listener PLAINTEXT)."""
-    endpoints = []
-    for entry in (e.strip() for e in text.split(",")):
-        if not entry:
-            continue
-        name, _, address = entry.rpartition("://")
-        # An IPv6 host is registered without its brackets (`net_address`): clients bracket it.
-        host, port = parse_host_port(address, f"{key} entry", empty_host=True)
-        name = name or "PLAINTEXT"
-        protocol = (
-            name if name in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL") else "PLAINTEXT"
-        )
-        endpoints.append(Endpoint(name, host, port, protocol))
-    return tuple(endpoints)
+def _advertised_endpoints(node: NodeConfig) -> tuple[Endpoint, ...]:
+    """The endpoints the broker registers: an empty host becomes this machine's canonical host
+    name (Kafka's `ListenerInfo.withWildcardHostnamesResolved`), looked up once."""
+    endpoints = node.advertised_listeners
+    blank = [e for e in endpoints if not e.host]
+    if not blank:
+        return endpoints
+    try:
+        host = local_canonical_host_name()
+    except OSError as error:  # Kafka's broker stops on the UnknownHostException too
+        entry = f"{blank[0].name}://:{blank[0].port}"
+        raise ConfigError(
+            f"{node.advertised_listeners_key} entry {entry!r}: an empty host is advertised as "
+            f"this machine's canonical host name, which cannot be found ({error}); set "
+            "advertised.listeners to a host clients can reach"
+        ) from None
+    log.info("broker %d: advertising the wildcard host as %s", node.node_id, host)
+    return tuple(Endpoint(e.name, e.host or host, e.port, e.security_protocol) for e in endpoints)

@@ -12,6 +12,21 @@ broker configs the controller uses as static defaults (`min.insync.replicas`,
 snapshot schedule (`metadata.log.max.record.bytes.between.snapshots`,
 `metadata.log.max.snapshot.interval.ms`) and `broker.heartbeat.interval.ms`.
 
+Listener hosts, Kafka's rules (`SocketServer`, `KafkaConfig.effectiveAdvertisedBrokerListeners`,
+`ListenerInfo.withWildcardHostnamesResolved`):
+- An empty host (`PLAINTEXT://:9092`) binds every interface: `listener_host` is then `0.0.0.0`,
+  which gRPC binds as its dual-stack wildcard (IPv4 and IPv6, as Java's wildcard; IPv4 alone
+  on a machine without IPv6). The Raft Fetch listener (asyncio) binds it IPv4 only.
+- The endpoints a broker registers, `advertised_listeners`, are `advertised.listeners`, else
+  `listeners` (every entry: one port serves every role here, so no controller listener is
+  left out as Kafka does). An empty host there is kept empty and advertised as the machine's
+  canonical host name (`net_address.local_canonical_host_name`), resolved when the broker
+  starts.
+- A broker refuses to start advertising an unspecified address (`0.0.0.0`, `::`): no client
+  can dial it. That holds for `listeners=PLAINTEXT://0.0.0.0:9092` without
+  `advertised.listeners` too, as in Kafka (whose check compares with "0.0.0.0" only; `::` is
+  the same mistake). A controller-only node registers nothing and may listen on `0.0.0.0`.
+
 Metrics (replog's own, issue #9): `metrics.port` (default 0: no endpoint) serves Prometheus
 metrics at `http://<metrics.host>:<metrics.port>/metrics`; `metrics.host` defaults to
 127.0.0.1 (loopback only).
@@ -33,6 +48,7 @@ from dataclasses import dataclass
 
 from quorum.controller.config_definitions import BROKER_CONFIGS
 from quorum.controller.controller_config import ControllerConfig
+from quorum.metadata.records import Endpoint
 from quorum.metadata.snapshot_schedule import (
     METADATA_LOG_MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS,
     METADATA_LOG_MAX_SNAPSHOT_INTERVAL_MS,
@@ -40,13 +56,15 @@ from quorum.metadata.snapshot_schedule import (
 )
 from quorum.raft.config import RaftConfig
 from replog.errors import ConfigError
-from replog.net_address import format_host_port, parse_host, parse_host_port
+from replog.net_address import format_host_port, is_wildcard, parse_host, parse_host_port
 
 ROLES = frozenset({"controller", "broker"})
 RAW_APPEND_PROPERTY = "metadata.log.raw.append.enable"
 BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT = 2000
 METRICS_PORT_DEFAULT = 0  # no endpoint
 METRICS_HOST_DEFAULT = "127.0.0.1"
+WILDCARD_BIND_HOST = "0.0.0.0"  # gRPC binds it dual-stack: every interface, both families
+SECURITY_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 # The keys read here, besides the Raft and controller settings (`known_properties` joins them
 # with every other reader's). `controller.listener.names` is accepted for Kafka's sake: replog
 # serves every service on the first listener.
@@ -56,6 +74,7 @@ NODE_PROPERTIES = frozenset(
         "node.id",
         "cluster.id",
         "listeners",
+        "advertised.listeners",
         "log.dirs",
         "metadata.log.dir",
         "controller.listener.names",
@@ -122,6 +141,10 @@ class NodeConfig:
     broker_heartbeat_interval_ms: int = BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT
     metrics_port: int = METRICS_PORT_DEFAULT
     metrics_host: str = METRICS_HOST_DEFAULT
+    # What a broker registers (`advertised.listeners`, else `listeners`); an empty host is
+    # resolved when the broker starts. `advertised_listeners_key` names the key they came from.
+    advertised_listeners: tuple[Endpoint, ...] = ()
+    advertised_listeners_key: str = "listeners"
 
     @property
     def is_controller(self) -> bool:
@@ -151,7 +174,16 @@ class NodeConfig:
             raise ConfigError(f"node.id={properties['node.id']!r}: must be an integer") from None
         if node_id < 0:
             raise ConfigError(f"node.id={node_id}: must be >= 0")
-        host, port = _first_listener(required("listeners"))
+        listeners = listener_endpoints(required("listeners"), "listeners")
+        if not listeners:
+            raise ConfigError(f"listeners={properties['listeners']!r}: no listener")
+        host, port = listeners[0].host or WILDCARD_BIND_HOST, listeners[0].port
+        advertised_key = "advertised.listeners"
+        advertised = listener_endpoints(properties.get(advertised_key, ""), advertised_key)
+        if not advertised:
+            advertised_key, advertised = "listeners", listeners
+        if "broker" in roles:
+            _refuse_unspecified(advertised, advertised_key)
         log_dirs = tuple(d.strip() for d in required("log.dirs").split(",") if d.strip())
         raft_properties = {
             k: v for k, v in properties.items() if k.startswith("controller.quorum.")
@@ -230,6 +262,8 @@ class NodeConfig:
             broker_heartbeat_interval_ms=heartbeat_ms,
             metrics_port=metrics_port,
             metrics_host=metrics_host,
+            advertised_listeners=advertised,
+            advertised_listeners_key=advertised_key,
         )
 
 
@@ -253,8 +287,34 @@ def controller_config_from_properties(
         raise ConfigError(str(error)) from None
 
 
-def _first_listener(text: str) -> tuple[str, int]:
-    first = text.split(",")[0].strip()
-    address = first.split("://", 1)[1] if "://" in first else first
-    host, port = parse_host_port(address, "listeners entry", empty_host=True)
-    return host or "0.0.0.0", port
+def listener_endpoints(text: str, key: str) -> tuple[Endpoint, ...]:
+    """`NAME://host:port,...` (a bare host:port is listener PLAINTEXT); an empty host stays
+    empty (the wildcard) and an IPv6 host is kept without its brackets (`net_address`)."""
+    endpoints = []
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        name, _, address = entry.rpartition("://")
+        host, port = parse_host_port(address, f"{key} entry", empty_host=True)
+        name = name or "PLAINTEXT"
+        protocol = name if name in SECURITY_PROTOCOLS else "PLAINTEXT"
+        endpoints.append(Endpoint(name, host, port, protocol))
+    return tuple(endpoints)
+
+
+def _refuse_unspecified(endpoints: tuple[Endpoint, ...], key: str) -> None:
+    """Kafka's start-up check: no broker advertises the non-routable meta-address."""
+    for endpoint in endpoints:
+        if endpoint.host and is_wildcard(endpoint.host):
+            entry = f"{endpoint.name}://{format_host_port(endpoint.host, endpoint.port)}"
+            inherited = (
+                " (advertised.listeners is unset, so the broker would advertise its listeners)"
+                if key == "listeners"
+                else ""
+            )
+            raise ConfigError(
+                f"{key} entry {entry!r}: cannot advertise the non-routable meta-address "
+                f"{endpoint.host}{inherited}; set advertised.listeners to a host clients can "
+                f"reach, or leave the host empty ({endpoint.name}://:{endpoint.port}) to bind "
+                "every interface and advertise this machine's host name"
+            )

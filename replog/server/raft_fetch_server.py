@@ -14,16 +14,19 @@ Rules:
   closed socket, and nothing is kept for it.
 - While answers wait in the socket's write buffer (the peer does not read them), no more
   requests are read from it: a peer cannot make this node buffer answers without bound.
+- A wildcard host (`0.0.0.0`, `::`, empty) listens on every interface of both families on one
+  socket, as the node's gRPC listener does: voters written as `[::1]` reach it too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Callable
 
 from replog.errors import InvalidRequestError
-from replog.net_address import format_host_port
+from replog.net_address import format_host_port, is_wildcard
 from replog.pb import raft_pb2 as pb
 from replog.server import raft_fetch_wire as wire
 
@@ -48,9 +51,15 @@ class FetchListener:
     async def start(self, host: str, port: int) -> int:
         """Listen on `host:port` (0: any free port); return the port."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: _InboundConnection(self), host, port, reuse_address=True
-        )
+        if is_wildcard(host) and socket.has_dualstack_ipv6():
+            # Every interface, both families, on one socket: asyncio would bind "::" IPv6 only,
+            # and "" as two sockets (two different ports when the port is 0).
+            sock = socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True)
+            self._server = await loop.create_server(lambda: _InboundConnection(self), sock=sock)
+        else:
+            self._server = await loop.create_server(
+                lambda: _InboundConnection(self), host, port, reuse_address=True
+            )
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 

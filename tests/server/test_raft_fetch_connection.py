@@ -20,6 +20,7 @@ from replog.server import raft_fetch_wire as wire
 from replog.server.raft_fetch_client import EndpointUnknown, FetchConnection
 from replog.server.raft_fetch_server import FetchListener, Reply
 from replog.server.raft_transport import RaftTransport
+from tests.ipv6_loopback import needs_ipv6
 
 
 @dataclass
@@ -326,3 +327,19 @@ def test_a_socket_that_refuses_the_keepalive_options_still_connects() -> None:
     # Raised from connection_made, the error would leave the connection untracked by its owner.
     wire.keep_alive(_TransportOf(_RefusingSocket()))  # type: ignore[arg-type]
     wire.keep_alive(_TransportOf(None))  # type: ignore[arg-type]
+
+
+@needs_ipv6
+@pytest.mark.asyncio
+async def test_a_wildcard_listener_takes_fetches_over_ipv4_and_ipv6_on_one_port() -> None:
+    """`listeners=CONTROLLER://:9093` binds every interface: asyncio alone would bind 0.0.0.0
+    IPv4 only, and voters written as [::1] never reached each other."""
+    listener = FetchListener(lambda *args: 0, lambda handle: None)
+    port = await listener.start("0.0.0.0", 0)
+    try:
+        for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                probe.settimeout(5)
+                probe.connect((host, port))  # refused before the dual-stack bind, for ::1
+    finally:
+        listener.close()

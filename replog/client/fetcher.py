@@ -23,8 +23,10 @@ Rules:
 - Non-retriable answers and undecodable records (CRC mismatch with `check.crcs`, record bytes
   that hold no whole batch at the position) are raised from `poll`, after the records before
   them were handed out. So is an answer that is not one (`MalformedResponseError`:
-  unparseable bytes, a partition not asked for); its leader is backed off like an
-  unreachable one.
+  unparseable bytes, a partition not asked for); its leader is treated like an unreachable
+  one, as Kafka's NetworkClient treats a connection whose bytes are no response (it closes
+  it, and a disconnect requests a metadata update): backed off, its channel dropped, the
+  metadata marked stale (the address may now belong to another process, or the leader moved).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from replog.client.records import ConsumerRecord, TopicPartition
 from replog.client.subscription import NONE, SubscriptionState
 from replog.clock import monotonic_ms
 from replog.errors import (
+    ClientClosedError,
     CorruptRecordError,
     MalformedResponseError,
     OffsetOutOfRangeError,
@@ -198,6 +201,9 @@ class Fetcher:
             self._log_once(node, f"fetch from broker {node} failed: {exc}")
             self._back_off(node)
             self._add_error(exc)
+            with contextlib.suppress(ClientClosedError):  # closing: no channel to drop
+                self._connections.broker(address).reconnect()
+            self._metadata.request_update()
             return
         except ReplogError as exc:  # a call cut off by a connection reset, ...
             self._log_once(node, f"fetch from broker {node} failed: {exc}")

@@ -20,7 +20,10 @@ Rules:
   error (whose message names the partition); a failed call is turned into the typed error of
   `connections.rpc_error`, naming the broker, its address and the partitions. An answer that
   is not one (`MalformedResponseError` from BrokerClient) fails every batch of the request at
-  once with it, naming the partitions too: retrying would get the same answer.
+  once with it, naming the partitions too: retrying would get the same answer. Like a lost
+  connection it also drops the channel to that broker and marks the metadata stale (Kafka's
+  NetworkClient closes a connection whose bytes are no response, and a disconnect requests a
+  metadata update: the address may now belong to something else).
 - NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, fenced or unknown
   leader epochs, storage errors, timeouts and lost connections mark the metadata stale; a
   partition whose leader is unknown triggers a refresh (at most one in flight, then at least
@@ -30,8 +33,12 @@ Rules:
   made and the last error (or why it never left: no leader, no producer id). A batch on the
   wire expires too; its answer, when it comes, still counts for the idempotence bookkeeping.
 - acks=0: a delivered batch's records get offset -1 (nothing is known of where they landed).
-- With idempotence, the producer id comes from `InitProducerId` on any live broker (retried
-  with backoff); batches wait for it.
+- With idempotence, the producer id comes from `InitProducerId` on any live broker; batches
+  wait for it. A failed call or a retriable error (COORDINATOR_LOAD_IN_PROGRESS) is retried
+  with backoff; any other error, a malformed answer included, is fatal as in Kafka's
+  TransactionManager ("Unexpected error in InitProducerIdResponse"): every batch waiting and
+  every later one fails at once with that typed error instead of expiring at
+  `delivery.timeout.ms`.
 - `close` stops taking new work, sends what is queued (every batch is ready at once) and
   waits for the answers up to its timeout; then it fails whatever is left with
   ClientClosedError and cancels the requests on the wire.
@@ -40,6 +47,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections import Counter
@@ -183,6 +191,7 @@ class Sender:
         self._stopping = False
         self._forced = False
         self._crashed: BaseException | None = None
+        self._fatal: KafkaError | None = None  # InitProducerId failed for good (module docstring)
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -330,6 +339,9 @@ class Sender:
     def run_once(self, now_ms: int) -> int | None:
         """One pass: expire, settle idempotence, drain and send. Returns when to look again
         (monotonic ms) if nothing else wakes the sender first; None: only a wakeup."""
+        if self._fatal is not None:
+            self._fail_for_fatal()
+            return None
         next_ms = self._expire(now_ms)
         idempotence = self.idempotence
         if idempotence is not None:
@@ -475,6 +487,7 @@ class Sender:
             call_error = MalformedResponseError(
                 f"{exc}; the request carried {_partitions_text(batches)}"
             )
+            self._peer_misbehaved(address)
         except ClientClosedError as exc:
             call_error = exc
         except asyncio.CancelledError:
@@ -666,6 +679,11 @@ class Sender:
                     self._pid_error = rpc_error(exc, address=address, what="InitProducerId")
                 except KafkaError as exc:
                     self._pid_error = exc
+                    if isinstance(exc, MalformedResponseError):
+                        self._peer_misbehaved(address)
+                    if not exc.retriable:
+                        self._producer_id_failed(exc)
+                        return
                 else:
                     self._pid_error = None
                     self.metrics.producer_ids += 1
@@ -676,6 +694,35 @@ class Sender:
             attempts += 1
             log.debug("no producer id yet: %s", _describe(self._pid_error))
             await asyncio.sleep(self._backoff_ms(attempts) / 1000)
+
+    def _producer_id_failed(self, error: KafkaError) -> None:
+        """Kafka's InitProducerIdHandler: an error that is neither retriable nor one it knows
+        is fatal (`fatalError(new KafkaException("Unexpected error in InitProducerIdResponse"))`
+        and the Sender then aborts every incomplete batch with it): asking again would only
+        run the batches into delivery.timeout.ms with the cause buried in a KafkaTimeoutError."""
+        self._fatal = type(error)(
+            f"the idempotent producer cannot send: it has no producer id, InitProducerId "
+            f"failed with an error that is not retriable: {error}"
+        )
+        log.error("%s", self._fatal)
+        self.wakeup()
+
+    def _fail_for_fatal(self) -> None:
+        """Fail every queued batch, new ones included, with the fatal error (batches on the
+        wire keep their answers)."""
+        fatal = self._fatal
+        assert fatal is not None
+        for batch in self._acc.abort_queued():
+            if self.idempotence is not None:
+                self.idempotence.on_failed(batch)
+            self._fail(batch, fatal)
+
+    def _peer_misbehaved(self, address: str) -> None:
+        """A broker answered bytes that are no answer: treat it as Kafka treats a connection
+        it had to close (module docstring): drop the channel, mark the metadata stale."""
+        with contextlib.suppress(ClientClosedError):  # closing: no channel to drop
+            self._connections.broker(address).reconnect()
+        self._metadata.request_update()
 
     # --- inspection -----------------------------------------------------------------------------
 

@@ -22,6 +22,15 @@ Rules:
   noticed.
 - Record bytes go from the response into the log append untouched (the codec never decodes
   them).
+- A fetch that failed as a whole (no address, a failed call, an answer that is not one:
+  `MalformedResponseError`) is Kafka's `AbstractFetcherThread.processFetchRequest` catch:
+  one WARNING per failure naming the leader, its address and what was wrong ("Error in
+  response for fetch request"), then `follower_fetch_failed`, where the replica manager
+  backs every partition of the request off for `replica.fetch.backoff.ms` (Kafka's
+  `delayPartitions(..., fetchBackOffMs)`), so a leader that keeps failing costs one request
+  and one warning per back-off, not per poll. The channel is dropped as well, as Kafka's
+  `BrokerBlockingSender` closes the connection after any failed request: the next attempt
+  dials afresh.
 - After a failure the task also pauses `idle_poll_ms` itself, so a manager that has no backoff
   for some partition cannot turn a dead peer into a busy loop.
 - A `KafkaStorageError` out of the replica manager goes to `on_storage_error` (the node
@@ -161,7 +170,11 @@ class ReplicaFetcherManager:
                     continue
                 address = self._addresses(source)
                 if address is None:
-                    log.warning("broker %d has no known address; cannot fetch from it", source)
+                    log.warning(
+                        "fetch from leader broker %d failed: it has no known address; backing "
+                        "off its partitions",
+                        source,
+                    )
                     self._failed_fetch(source, request)
                     await asyncio.sleep(self._idle_poll_ms / 1000)
                     continue
@@ -171,14 +184,10 @@ class ReplicaFetcherManager:
                     client = BrokerClient(address, request_timeout_ms=self._request_timeout_ms)
                 try:
                     response = await client.fetch(request)
-                except grpc.aio.AioRpcError as exc:
-                    log.debug("fetch from broker %d failed: %s", source, exc.code())
-                    self._failed_fetch(source, request)
-                    await asyncio.sleep(self._idle_poll_ms / 1000)
-                    continue
-                except KafkaError as error:  # a response the codec cannot hold
-                    log.warning("fetch from broker %d: bad response: %s", source, error)
-                    self._failed_fetch(source, request)
+                except (grpc.aio.AioRpcError, KafkaError) as exc:
+                    # KafkaError: an answer that is not one (MalformedResponseError).
+                    self._request_failed(source, address, request, exc)
+                    client.reconnect()
                     await asyncio.sleep(self._idle_poll_ms / 1000)
                     continue
                 self.fetches += 1
@@ -200,6 +209,20 @@ class ReplicaFetcherManager:
             return False
         return True
 
+    def _request_failed(
+        self, source: int, address: str, request: FetchRequest, exc: BaseException
+    ) -> None:
+        """One warning for a fetch that failed as a whole, then its partitions back off
+        (module docstring)."""
+        log.warning(
+            "fetch from leader broker %d at %s failed: %s; backing off its %d partition(s)",
+            source,
+            address,
+            _cause(exc),
+            len(request.partitions),
+        )
+        self._failed_fetch(source, request)
+
     def _failed_fetch(self, source: int, request: FetchRequest) -> None:
         self.failures += 1
         try:
@@ -213,3 +236,12 @@ class ReplicaFetcherManager:
         self._rm.fetch_wakeup.set()  # the manager task sees `_failed` and cancels the others
         if self._on_storage_error is not None:
             self._on_storage_error(error)
+
+
+def _cause(exc: BaseException) -> str:
+    """What was wrong, in a few words: a failed call's status and details ("UNAVAILABLE:
+    failed to connect"), or a typed error's own message (a malformed answer names the RPC)."""
+    if isinstance(exc, grpc.aio.AioRpcError):
+        details = exc.details()
+        return f"{exc.code().name}: {details}" if details else exc.code().name
+    return f"{type(exc).__name__}: {exc}"

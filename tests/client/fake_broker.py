@@ -6,7 +6,7 @@ bytes that are no protobuf message at all (a peer that is not a replog broker, o
 newer one); `answer(rpc, message)` serializes a message for a well-formed answer with
 impossible contents, and `answer(rpc, first, then)` scripts a sequence (a Fetch answered
 with records once, then with none, as a broker's log would). An RPC without an answer
-aborts with UNIMPLEMENTED.
+aborts with UNIMPLEMENTED. `calls` counts the calls of each RPC.
 
 Imported by module name (`import fake_broker`): pytest puts this folder on `sys.path` for the
 tests in it.
@@ -15,15 +15,18 @@ tests in it.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from concurrent import futures
 from contextlib import contextmanager
 from typing import Any
 
 import grpc
+import pytest
 
 from replog.pb import broker_pb2 as pb
 from replog.pb import controller_pb2
+from replog.server.broker_client import BrokerClient
 
 SERVICE = pb.DESCRIPTOR.services_by_name["Broker"]
 RPCS = [method.name for method in SERVICE.methods]
@@ -35,6 +38,7 @@ GARBAGE = b"\x0f\xff\xff\xff\xff"
 class FakeBroker:
     def __init__(self) -> None:
         self._answers: dict[str, list[bytes]] = {}
+        self.calls: Counter[str] = Counter()  # per RPC, the calls it got
         self._lock = threading.Lock()
         # Owned here: gRPC's server does not shut down the pool it is given, and a fake per
         # test would otherwise leave its threads behind.
@@ -91,6 +95,7 @@ class FakeBroker:
     def _handler(self, rpc: str) -> Any:
         def handle(request: bytes, context: grpc.ServicerContext) -> bytes:
             with self._lock:
+                self.calls[rpc] += 1
                 answers = self._answers.get(rpc)
                 raw = None
                 if answers:  # the last one answers every call after it
@@ -114,3 +119,16 @@ def running() -> Iterator[FakeBroker]:
         yield broker
     finally:
         broker.stop()
+
+
+def record_redials(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The addresses whose BrokerClient channel is dropped from now on, in order."""
+    redialled: list[str] = []
+    reconnect = BrokerClient.reconnect
+
+    def recording(client: BrokerClient) -> None:
+        redialled.append(client.address)
+        reconnect(client)
+
+    monkeypatch.setattr(BrokerClient, "reconnect", recording)
+    return redialled

@@ -5,13 +5,18 @@ Against `fake_broker` (a real gRPC server answering any bytes): per Broker RPC, 
 not parse as its response message, and parsed messages with impossible contents (a partition
 not asked for, one left out or named twice, a negative offset or producer id beside no error,
 a topic id that is not 16 bytes, an error code nobody knows); first through `BrokerClient`,
-then through the public clients (Producer, Consumer, Admin) that use it. Last, answers that
-look odd but are legitimate (a partition's error beside offsets of none, no records, only a
-control batch, a first batch beyond the byte limit) must pass the same checks.
+then through the public clients (Producer, Consumer, Admin) that use it, which also drop that
+broker's channel and mark their metadata stale, as Kafka's client does after a connection it
+had to close (a malformed InitProducerId answer is fatal to the idempotent producer, as any
+InitProducerId error Kafka does not retry). Last, answers that look odd but are legitimate
+(a partition's error beside offsets of none, no records, only a control batch, a first batch
+beyond the byte limit) must pass the same checks.
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
@@ -19,7 +24,7 @@ import fake_broker
 import grpc
 import pytest
 import pytest_asyncio
-from fake_broker import GARBAGE, FakeBroker
+from fake_broker import GARBAGE, FakeBroker, record_redials
 
 from replog import Admin, Consumer, Producer, TopicPartition
 from replog.errors import (
@@ -288,13 +293,21 @@ def test_producer_fails_the_batch_with_the_malformed_answer(
     check_names(caught.value, cluster, "Produce", "t-0")
 
 
-def test_producer_names_a_malformed_init_producer_id_answer(cluster: FakeBroker) -> None:
+def test_producer_fails_at_once_on_a_malformed_init_producer_id_answer(
+    cluster: FakeBroker,
+) -> None:
+    """Fatal, as Kafka's TransactionManager makes an unexpected InitProducerId error: the
+    send fails with the typed error long before delivery.timeout.ms (10 minutes here)."""
     cluster.answer("InitProducerId", GARBAGE)
-    with Producer(bootstrap_servers=cluster.address, **PRODUCER) as p:
+    settings = {**PRODUCER, "delivery_timeout_ms": 600_000}
+    p = Producer(bootstrap_servers=cluster.address, **settings)
+    try:
         future = p.send("t", b"v", partition=0)
-        with pytest.raises(KafkaTimeoutError) as caught:
+        with pytest.raises(MalformedResponseError) as caught:
             future.get(timeout=30)
-    check_names(caught.value, cluster, "InitProducerId", "MalformedResponseError")
+    finally:
+        p.close(timeout=0)
+    check_names(caught.value, cluster, "InitProducerId", "do not parse")
 
 
 def test_producer_send_names_a_malformed_metadata_answer(broker: FakeBroker) -> None:
@@ -310,16 +323,70 @@ def test_producer_send_names_a_malformed_metadata_answer(broker: FakeBroker) -> 
 
 
 def test_a_bootstrap_address_that_answers_garbage_is_passed_over(
-    broker: FakeBroker, cluster_broker: FakeBroker
+    broker: FakeBroker, cluster_broker: FakeBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Kafka's client tries the next bootstrap server when one fails; a peer that is not a
     replog broker is such a failure, not the end of the client."""
     broker.answer("Metadata", GARBAGE)
     cluster_broker.answer("Produce", answer_with("Produce", 0))
     servers = f"{broker.address},{cluster_broker.address}"
+    redialled = record_redials(monkeypatch)
     with Producer(bootstrap_servers=servers, enable_idempotence=False, **PRODUCER) as p:
         metadata = p.send("t", b"v", partition=0).get(timeout=30)
     assert (metadata.topic, metadata.partition, metadata.offset) == ("t", 0, 0)
+    assert broker.address in redialled  # its channel dropped, as Kafka closes the connection
+
+
+# --- after a malformed answer: the broker is treated like a failed connection -------------------
+# Kafka's NetworkClient closes a connection whose bytes are no response (Selector: "Unexpected
+# error from ...; closing connection"), and every disconnect requests a metadata update
+# (DefaultMetadataUpdater.handleServerDisconnect: "The disconnect may be the result of stale
+# metadata, so request an update").
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, f"not within 10 s: {what}"
+        time.sleep(0.01)
+
+
+def test_a_malformed_produce_answer_drops_the_channel_and_refreshes_metadata(
+    cluster: FakeBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    redialled = record_redials(monkeypatch)
+    cluster.answer("Produce", GARBAGE, answer_with("Produce", 0))
+    with Producer(bootstrap_servers=cluster.address, enable_idempotence=False, **PRODUCER) as p:
+        with pytest.raises(MalformedResponseError):
+            p.send("t", b"v", partition=0).get(timeout=30)
+        assert redialled == [cluster.address]
+        asked = cluster.calls["Metadata"]
+        assert p.send("t", b"w", partition=0).get(timeout=30).offset == 0
+        wait_until(lambda: cluster.calls["Metadata"] > asked, "a metadata refresh")
+
+
+def test_a_malformed_fetch_answer_drops_the_channel_and_refreshes_metadata(
+    cluster: FakeBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    redialled = record_redials(monkeypatch)
+    cluster.answer("Fetch", GARBAGE)
+    consumer = Consumer(bootstrap_servers=cluster.address, request_timeout_ms=2000)
+    try:
+        consumer.assign([T0])
+        consumer.seek(T0, 0)
+        with pytest.raises(MalformedResponseError):  # polls until it comes
+            for _ in range(5):
+                consumer.poll(timeout_ms=1000)
+        assert cluster.address in redialled
+        asked = cluster.calls["Metadata"]
+        for _ in range(20):
+            with contextlib.suppress(MalformedResponseError):
+                consumer.poll(timeout_ms=100)
+            if cluster.calls["Metadata"] > asked:
+                break
+        assert cluster.calls["Metadata"] > asked, "no metadata refresh after the bad answers"
+    finally:
+        consumer.close()
 
 
 def poll_t0_until_error(cluster: FakeBroker, polls: int = 5) -> ReplogError:

@@ -6,8 +6,8 @@ errors, ordering with 5 requests in flight when an early batch fails or a later 
 it, lost answers deduplicated by the broker (and duplicated without idempotence), leader moves,
 expiry with its exact error, non-retriable errors, a backlog sent as one entry per partition
 (offsets per batch, order kept through retries, a refused entry resent batch by batch), the
-producer id's retries, bad input and unknown topics failing fast, backpressure up to
-max.block.ms, flush and close, and the in-flight limit.
+producer id's retries (and the fatal end of one refused for good), bad input and unknown
+topics failing fast, backpressure up to max.block.ms, flush and close, and the in-flight limit.
 """
 
 from __future__ import annotations
@@ -406,6 +406,20 @@ async def test_the_producer_id_request_is_retried(cluster: FakeCluster, make: Ma
     producer = make()
     assert (await producer.send("one", b"v")).offset == 0
     assert cluster.pid_calls >= 3
+
+
+@pytest.mark.asyncio
+async def test_a_producer_id_error_that_is_not_retriable_is_fatal(
+    cluster: FakeCluster, make: Made
+) -> None:
+    """Kafka's InitProducerIdHandler makes an error that is not retriable fatal: the waiting
+    batch and every later one fail with it at once, not at delivery.timeout.ms."""
+    cluster.pid_errors.append(UnknownServerError("the broker failed"))
+    producer = make(delivery_timeout_ms=600_000)
+    for value in (b"waiting", b"later"):
+        with pytest.raises(UnknownServerError, match=r"cannot send.*: the broker failed"):
+            await asyncio.wait_for(producer.send("one", value), 10)
+    assert cluster.pid_calls == 1 and cluster.calls == []
 
 
 @pytest.mark.asyncio

@@ -1,11 +1,13 @@
 """ReplicaFetcherManager against fake leaders (grpc.aio Broker servers on 127.0.0.1:0) and a
 fake replica manager: one task per source, answers go to process_follower_fetch with the
-record bytes untouched, a dead or hung peer goes to follower_fetch_failed, tasks follow
-fetch_sources(), a storage error stops the fetchers, stop() ends everything."""
+record bytes untouched, a dead or hung peer or an answer that is not one goes to
+follower_fetch_failed with one warning naming leader, address and cause and a new channel,
+tasks follow fetch_sources(), a storage error stops the fetchers, stop() ends everything."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +31,8 @@ from replog.server.broker_service import BrokerService
 from replog.server.replica_fetcher import ReplicaFetcherManager
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_manager import LogManager
+from tests.client.fake_broker import GARBAGE, record_redials
+from tests.client.fake_broker import running as fake_broker_running
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 
 BATCH = build_batch([(0, b"k", b"v", ())])
@@ -171,8 +175,21 @@ async def test_tasks_follow_the_fetch_sources(leaders: Leaders) -> None:
         await fetchers.stop()
 
 
+def fetcher_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "replog.server.fetcher" and r.levelno == logging.WARNING
+    ]
+
+
 @pytest.mark.asyncio
-async def test_a_dead_peer_is_a_failed_fetch_and_the_task_keeps_trying() -> None:
+async def test_a_dead_peer_is_a_failed_fetch_and_the_task_keeps_trying(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Kafka's fetcher warns on every failed fetch ("Error in response for fetch request"),
+    a dead leader's included; the manager's back-off paces them."""
+    caplog.set_level(logging.WARNING, "replog.server.fetcher")
     rm = FakeFollower(sources=[1])
     fetchers = ReplicaFetcherManager(rm, {1: "127.0.0.1:1"}.get, idle_poll_ms=10)
     fetchers.start()
@@ -182,6 +199,38 @@ async def test_a_dead_peer_is_a_failed_fetch_and_the_task_keeps_trying() -> None
         assert rm.processed == []
     finally:
         await fetchers.stop()
+    warnings = fetcher_warnings(caplog)
+    assert len(warnings) == len(rm.failed)
+    assert "fetch from leader broker 1 at 127.0.0.1:1 failed: UNAVAILABLE" in warnings[0]
+
+
+@pytest.mark.asyncio
+async def test_an_answer_that_is_not_one_is_one_warning_and_a_new_channel_per_failure(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A leader answering garbage: each fetch fails as a whole (the manager backs its
+    partitions off), with one warning naming the leader, its address and what was wrong, and
+    the channel dropped as Kafka's BrokerBlockingSender closes the connection."""
+    caplog.set_level(logging.WARNING, "replog.server.fetcher")
+    redialled = record_redials(monkeypatch)
+    with fake_broker_running() as leader:
+        leader.answer("Fetch", GARBAGE)
+        rm = FakeFollower(sources=[1])
+        fetchers = ReplicaFetcherManager(rm, {1: leader.address}.get, idle_poll_ms=10)
+        fetchers.start()
+        try:
+            await eventually(lambda: len(rm.failed) >= 2, "two failed fetches")
+        finally:
+            await fetchers.stop()
+    assert rm.processed == []
+    warnings = fetcher_warnings(caplog)
+    assert len(warnings) == len(rm.failed) == fetchers.failures
+    assert warnings[0].startswith(
+        f"fetch from leader broker 1 at {leader.address} failed: MalformedResponseError: "
+        f"broker at {leader.address} answered Fetch with bytes that do not parse"
+    )
+    assert warnings[0].endswith("; backing off its 1 partition(s)")
+    assert redialled == [leader.address] * len(rm.failed)
 
 
 @pytest.mark.asyncio

@@ -559,6 +559,7 @@ class ReplogCluster:
 
     def _partition_dirs(self, topic: str) -> list[str]:
         """`topic`'s partition directories (live or renamed for deletion) on every node."""
+
         def of_topic(name: str) -> bool:
             if name.endswith("-delete"):  # <topic>-<partition>.<id>-delete
                 name = name.rpartition(".")[0]

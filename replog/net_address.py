@@ -132,8 +132,12 @@ def local_canonical_host_name() -> str:
     loopback), then that address's reverse-lookup name if its forward lookup leads back to the
     address (Java's spoofing check), else the address itself, bare.
 
-    `OSError` (`socket.gaierror`) when the host name does not resolve: Java's
-    UnknownHostException, which stops a Kafka broker at start-up; the caller names the setting.
+    `OSError` (`socket.gaierror`) when the host name does not resolve or is no valid name:
+    Java's UnknownHostException, which stops a Kafka broker at start-up; the caller names the
+    setting. It blocks for as long as the system resolver takes (its timeouts and retries when
+    DNS does not answer, as Java's lookup does): a broker calls it once, while its node is
+    built, before the node serves anything (an application that builds a node on its own
+    event loop waits that long there too).
     """
     name = socket.gethostname()
     if name == "localhost":
@@ -153,7 +157,11 @@ def local_canonical_host_name() -> str:
 
 def _addresses(name: str) -> list[str]:
     """`name`'s addresses, in the resolver's order (`socket.gaierror` if it has none)."""
-    return [str(info[4][0]) for info in socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)]
+    try:
+        infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+    except UnicodeError as error:  # an empty or over-long label: IDNA refuses it before DNS
+        raise socket.gaierror(f"{name!r} is not a valid host name ({error})") from None
+    return [str(info[4][0]) for info in infos]
 
 
 def _bracketed(entry: str, default_port: int | None) -> str:

@@ -18,6 +18,7 @@ import ipaddress
 import socket
 import urllib.request
 from collections.abc import AsyncIterator
+from typing import Any
 
 import grpc
 import pytest
@@ -255,6 +256,28 @@ def test_a_host_name_that_does_not_resolve_is_the_resolvers_error(
     fake_resolver(monkeypatch, "b2", forward={}, reverse={})
     with pytest.raises(socket.gaierror):
         local_canonical_host_name()
+
+
+def test_a_name_idna_refuses_is_the_resolvers_error_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python's getaddrinfo raises UnicodeError, no OSError, for an empty or 64-character
+    label: the broker's start-up then crashed instead of naming the setting."""
+    monkeypatch.setattr(socket, "gethostname", lambda: "b2..example")
+    with pytest.raises(socket.gaierror, match=r"'b2..example' is not a valid host name"):
+        local_canonical_host_name()
+    # A reverse name IDNA refuses: the address, as for any reverse name that does not resolve.
+    fake_resolver(monkeypatch, "b2", forward={"b2": ["10.0.0.2"]}, reverse={"10.0.0.2": "x" * 64})
+    monkeypatch.setattr(socket, "getaddrinfo", _idna_checked(socket.getaddrinfo))
+    assert local_canonical_host_name() == "10.0.0.2"
+
+
+def _idna_checked(getaddrinfo: Any) -> Any:
+    """The fake resolver, refusing names as the real one does before any lookup."""
+
+    def checked(host: str, *args: object, **kwargs: object) -> Any:
+        host.encode("idna")
+        return getaddrinfo(host, *args, **kwargs)
+
+    return checked
 
 
 # --- node configuration --------------------------------------------------------------------------

@@ -700,10 +700,13 @@ class Sender:
         is fatal (`fatalError(new KafkaException("Unexpected error in InitProducerIdResponse"))`
         and the Sender then aborts every incomplete batch with it): asking again would only
         run the batches into delivery.timeout.ms with the cause buried in a KafkaTimeoutError."""
+        # Same class, so callers catch what the broker answered; every KafkaError takes one
+        # message (`errors.error_for_code` relies on that too).
         self._fatal = type(error)(
             f"the idempotent producer cannot send: it has no producer id, InitProducerId "
             f"failed with an error that is not retriable: {error}"
         )
+        self._fatal.__cause__ = error
         log.error("%s", self._fatal)
         self.wakeup()
 

@@ -7,11 +7,12 @@ machine one full collection of them took about 30 ms of CPU. The collector start
 enough objects have survived the young generations, which a busy broker reaches every half
 minute or so; for those 30 ms the node's event loop answers nothing, so every produce and fetch
 in flight waits (docs/benchmarks.md, "Produce path": the stalls set the end-to-end p99).
-Objects that exist once the process has started live as long as the process, so moving them
-out of the collector's sight (`gc.freeze`) loses nothing and cuts a full collection to well
-under a millisecond. Collecting first keeps whatever startup left as cyclic garbage out of the
-frozen set: frozen objects are still freed by reference counting, but a cycle among them would
-never be collected.
+Objects that exist once the process has started nearly all live as long as the process, so
+moving them out of the collector's sight (`gc.freeze`) cuts a full collection to well under a
+millisecond and loses little. Collecting first keeps whatever startup left as cyclic garbage
+out of the frozen set: frozen objects are still freed by reference counting, but a cycle among
+them that later becomes garbage is never collected. That leak is bounded by the start-up set
+and happens once; objects made after the freeze are collected as ever.
 
 Rules: `gc.freeze` is process-wide, so only process entry points (`replog node`) call this, once
 their imports and set-up are done, never the library on an embedding application's behalf; an

@@ -15,7 +15,8 @@ Rules:
 - While answers wait in the socket's write buffer (the peer does not read them), no more
   requests are read from it: a peer cannot make this node buffer answers without bound.
 - A wildcard host (`0.0.0.0`, `::`, empty) listens on every interface of both families on one
-  socket, as the node's gRPC listener does: voters written as `[::1]` reach it too.
+  socket, as the node's gRPC listener does: voters written as `[::1]` reach it too. Where the
+  machine has no IPv6 (no dual-stack socket), a wildcard listens on IPv4's, on one socket.
 """
 
 from __future__ import annotations
@@ -57,8 +58,11 @@ class FetchListener:
             sock = socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True)
             self._server = await loop.create_server(lambda: _InboundConnection(self), sock=sock)
         else:
+            # A machine without IPv6 has only IPv4's interfaces to offer a wildcard (gRPC
+            # binds "[::]" there the same way); "::" would not bind, "" would bind twice.
+            bind_host = "0.0.0.0" if is_wildcard(host) else host
             self._server = await loop.create_server(
-                lambda: _InboundConnection(self), host, port, reuse_address=True
+                lambda: _InboundConnection(self), bind_host, port, reuse_address=True
             )
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port

@@ -15,20 +15,23 @@ Rules:
   `asyncio.CancelledError` and took it for their own shutdown.
 - `close()` closes the current channel at once and abandons the background closes.
 - An answer that does not parse as the method's message is `MalformedResponseError` naming
-  the peer's address and the RPC (gRPC's aio stubs hand back None for it and log the parse
-  error; its blocking stubs fail the call INTERNAL "Exception deserializing response!", taken
-  the same way): the peer is not a replog node, or an incompatible one. Never a bare None
-  for the caller to trip on.
+  the peer's address and the RPC (gRPC's aio stubs hand back None for it; its blocking stubs
+  fail the call INTERNAL "Exception deserializing response!", taken the same way): the peer
+  is not a replog node, or an incompatible one. Never a bare None for the caller to trip on.
+  The stub is built on a channel whose response deserializers answer None for a protobuf
+  `DecodeError` themselves: gRPC would otherwise log an ERROR with a traceback ("Exception
+  deserializing message!") for every such answer, beside the typed error that says it all.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
+from google.protobuf.message import DecodeError
 
 from replog.errors import MalformedResponseError
 
@@ -68,7 +71,7 @@ class RedialingChannel(Generic[StubT]):
     def stub(self) -> StubT:
         if self._stub is None:
             self._channel = grpc.aio.insecure_channel(self.address, options=self._options)
-            self._stub = self._make_stub(self._channel)
+            self._stub = self._make_stub(cast(grpc.aio.Channel, _QuietDecoding(self._channel)))
         return self._stub
 
     async def call(
@@ -130,3 +133,43 @@ class RedialingChannel(Generic[StubT]):
             await channel.close()
         for task in list(self._closing):
             task.cancel()
+
+
+class _QuietDecoding:
+    """The channel as a stub sees it when it builds its methods: each response deserializer
+    answers None for bytes that are no message instead of raising (module docstring)."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self._channel = channel
+
+    def unary_unary(
+        self,
+        method: str,
+        request_serializer: Callable[[Any], bytes] | None = None,
+        response_deserializer: Callable[[bytes], Any] | None = None,
+        **options: Any,
+    ) -> Any:
+        return self._channel.unary_unary(
+            method,
+            request_serializer=request_serializer,
+            response_deserializer=_none_on_decode_error(response_deserializer),
+            **options,
+        )
+
+    def __getattr__(self, name: str) -> Any:  # any other kind of method: the channel's own
+        return getattr(self._channel, name)
+
+
+def _none_on_decode_error(
+    deserializer: Callable[[bytes], Any] | None,
+) -> Callable[[bytes], Any] | None:
+    if deserializer is None:  # raw bytes: nothing to parse
+        return None
+
+    def deserialize(raw: bytes) -> Any:
+        try:
+            return deserializer(raw)
+        except DecodeError:  # `RedialingChannel.call` turns the None into the typed error
+            return None
+
+    return deserialize

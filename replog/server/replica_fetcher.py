@@ -15,8 +15,8 @@ cancelling tasks as that set changes (it re-reads it whenever the replica manage
 Rules:
 - The source's address comes from `addresses(broker_id)` (its registered endpoint in the
   current image) at every request, so a broker that re-registered elsewhere is followed there.
-- One channel per source; calls fail fast while it is down (no wait-for-ready), and an
-  UNAVAILABLE call replaces it, so the next attempt dials afresh (as the Raft transport does).
+- One channel per source; calls fail fast while it is down (no wait-for-ready), and any
+  failed fetch replaces it, so the next attempt dials afresh (below).
   A call's deadline is the request's `max_wait_ms` plus `request_timeout_ms`
   (`replica.socket.timeout.ms`), so a long poll is never cut short and a hung leader is
   noticed.

@@ -1276,7 +1276,8 @@ class Log:
         """Close the log and rename its directory to Kafka's `<topic>-<partition>.<id>-delete`
         (`deletion_dir_name`), which loading never opens; returns the new path. The rename is
         what makes the deletion durable, so the parent directory is fsynced; removing the files
-        may then wait (`LogManager.delete_log`)."""
+        may then wait (`LogManager.delete_log`). A failed rename or fsync is a
+        `KafkaStorageError` naming the directory: the node treats it as a failed disk."""
         with self._lock:
             for segment in self._segments.values():
                 segment.log_file.close()
@@ -1285,8 +1286,13 @@ class Log:
                 os.path.dirname(os.path.normpath(self.directory)),
                 deletion_dir_name(self.directory),
             )
-            self._fs.rename(self.directory, target)
-            self._fs.fsync_dir(os.path.dirname(target))
+            try:
+                self._fs.rename(self.directory, target)
+                self._fs.fsync_dir(os.path.dirname(target))
+            except OSError as exc:
+                raise KafkaStorageError(
+                    f"{self.name}: renaming {self.directory} for deletion failed: {exc}"
+                ) from exc
             return target
 
     @property

@@ -31,13 +31,14 @@ Rules (reference digest §3.1, §4.2, §8.3):
   the log's lock, so nothing can, and waiting would only let the kernel write the deleted
   data's dirty pages back to disk (measured: it cost a following workload a third of its
   throughput). A `-delete` directory found at startup (a deletion the last run did not finish)
-  is removed while loading.
+  is removed while loading; so is one whose files nobody removed (a manager whose tasks never
+  ran: no `start()`, no `run_due_tasks`), since the rename alone is the deletion.
 - Clean shutdown: flush and close every log, write the three checkpoints, then the marker
   (`Log.close` flushes from the recovery point, so it covers a pending roll flush too).
 
 Theory of operation: `run_due_tasks(now_ms)` runs whatever is due and returns when to call it
-next; the broker calls it from its event loop, and `start()` runs it on a background thread
-for applications that embed the manager.
+next; `start()` runs it on a background thread (the broker's, and an embedding application's
+unless it calls `run_due_tasks` itself), which rolls and deletions wake at once.
 """
 
 from __future__ import annotations
@@ -308,8 +309,9 @@ class LogManager:
 
     def delete_log(self, topic: str, partition: int) -> None:
         """Remove a partition's log and its checkpoint entries. The directory is renamed at once
-        (the deletion is then durable); the background tasks remove its files (module
-        docstring)."""
+        (the deletion is then durable); its files go at the next `run_due_tasks`, at once on
+        `start()`'s thread, or, if no task runs before shutdown, at the next load (module
+        docstring). KafkaStorageError if the rename fails."""
         with self._lock:
             doomed = self._logs.pop((topic, partition), None)
             if doomed is None:
@@ -440,8 +442,8 @@ class LogManager:
             return
 
         def loop() -> None:
-            # A roll wakes the thread at once (`_work_wanted`), so its old segments are
-            # synced promptly rather than on the next poll.
+            # A roll or a deletion wakes the thread at once (`_work_wanted`), so old segments
+            # are synced and deleted files removed promptly rather than on the next poll.
             while not self._stop.is_set():
                 self._work_wanted.wait(poll_interval_ms / 1000)
                 if self._stop.is_set():

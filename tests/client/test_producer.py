@@ -417,9 +417,12 @@ async def test_a_producer_id_error_that_is_not_retriable_is_fatal(
     cluster.pid_errors.append(UnknownServerError("the broker failed"))
     producer = make(delivery_timeout_ms=600_000)
     for value in (b"waiting", b"later"):
-        with pytest.raises(UnknownServerError, match=r"cannot send.*: the broker failed"):
+        with pytest.raises(UnknownServerError, match=r"cannot send.*: the broker failed") as caught:
             await asyncio.wait_for(producer.send("one", value), 10)
+        assert str(caught.value.__cause__) == "the broker failed"  # the broker's own error
     assert cluster.pid_calls == 1 and cluster.calls == []
+    assert producer.metrics()["batches_failed"] == 2
+    await asyncio.wait_for(producer.close(timeout_ms=None), 10)  # nothing left to wait for
 
 
 @pytest.mark.asyncio

@@ -19,12 +19,17 @@ class Node:
 
 @pytest.fixture
 def unfrozen() -> Iterator[None]:
-    """The freeze is process-wide: give the test process its collector back afterwards."""
+    """The freeze is process-wide: give the test process its collector back afterwards.
+    Automatic collections are off meanwhile, so only the one under test can free garbage."""
     assert gc.get_freeze_count() == 0
+    was_enabled = gc.isenabled()
+    gc.disable()
     try:
         yield
     finally:
         gc.unfreeze()
+        if was_enabled:
+            gc.enable()
 
 
 def test_what_start_up_built_leaves_the_collectors_sight(unfrozen: None) -> None:

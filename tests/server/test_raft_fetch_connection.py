@@ -343,3 +343,21 @@ async def test_a_wildcard_listener_takes_fetches_over_ipv4_and_ipv6_on_one_port(
                 probe.connect((host, port))  # refused before the dual-stack bind, for ::1
     finally:
         listener.close()
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("host", ["", "::"])
+async def test_a_wildcard_listener_without_dual_stack_takes_ipv4_on_one_socket(
+    host: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A machine without IPv6: asyncio would bind "::" not at all and "" as two sockets."""
+    monkeypatch.setattr(socket, "has_dualstack_ipv6", lambda: False)
+    listener = FetchListener(lambda *args: 0, lambda handle: None)
+    port = await listener.start(host, 0)
+    try:
+        assert listener._server is not None and len(listener._server.sockets) == 1
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.settimeout(5)
+            probe.connect(("127.0.0.1", port))
+    finally:
+        listener.close()

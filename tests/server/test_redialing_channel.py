@@ -1,5 +1,6 @@
 """RedialingChannel: a dead peer fails fast and is redialled; replacing a channel does not
-cancel the calls still in flight on it; an answer that does not parse is a typed error."""
+cancel the calls still in flight on it; an answer that does not parse is a typed error, and
+not also a traceback in gRPC's log."""
 
 from __future__ import annotations
 
@@ -149,3 +150,15 @@ async def test_another_internal_status_stays_the_grpc_error() -> None:
     finally:
         await channel.close()
     assert caught.value.code() == grpc.StatusCode.INTERNAL
+
+
+@pytest.mark.asyncio
+async def test_an_unparseable_answer_is_not_logged_by_grpc_as_well(
+    garbage_server: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The typed error says it all: gRPC's own ERROR with a traceback for each such answer
+    ("Exception deserializing message!") was noise in every client's log."""
+    async with CoordinatorClient(garbage_server, request_timeout_ms=5000) as client:
+        with pytest.raises(MalformedResponseError):
+            await client.find_coordinator("billing")
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("grpc")] == []

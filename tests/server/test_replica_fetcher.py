@@ -205,6 +205,24 @@ async def test_a_dead_peer_is_a_failed_fetch_and_the_task_keeps_trying(
 
 
 @pytest.mark.asyncio
+async def test_a_leader_with_no_known_address_is_a_failed_fetch_with_one_warning_each(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, "replog.server.fetcher")
+    rm = FakeFollower(sources=[1])
+    fetchers = ReplicaFetcherManager(rm, {}.get, idle_poll_ms=10)
+    fetchers.start()
+    try:
+        await eventually(lambda: len(rm.failed) >= 2, "two failed fetches")
+    finally:
+        await fetchers.stop()
+    assert rm.processed == [] and fetchers.fetches == 0
+    warnings = fetcher_warnings(caplog)
+    assert len(warnings) == len(rm.failed) == fetchers.failures
+    assert warnings[0].startswith("fetch from leader broker 1 failed: it has no known address")
+
+
+@pytest.mark.asyncio
 async def test_an_answer_that_is_not_one_is_one_warning_and_a_new_channel_per_failure(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -433,7 +433,7 @@ def test_a_recovered_log_takes_its_topic_config_when_the_broker_names_it(tmp_pat
     reopened.shutdown()
 
 
-# --- deleting a partition: renamed at once, files removed after log.segment.delete.delay.ms ---
+# --- deleting a partition: renamed at once, files removed by the background tasks -----------
 
 
 def deleted_dirs(log_dir: Path) -> list[str]:
@@ -508,3 +508,21 @@ def test_a_deleted_partition_name_fits_a_file_name_however_long_the_topic() -> N
     assert name.endswith("-delete") and "-7." in name
     assert parse_topic_partition(name) is None  # loading never takes it for a partition
     assert deletion_dir_name("/data/orders-7") != deletion_dir_name("/data/orders-7")
+
+
+class FailingRename(FileSystem):
+    def rename(self, source: str, target: str) -> None:
+        raise PermissionError(13, "Permission denied", source)
+
+
+def test_a_failed_rename_for_deletion_is_a_storage_error_naming_the_partition(
+    tmp_path: Path,
+) -> None:
+    """The node stops on a KafkaStorageError; a bare OSError would be logged and swallowed by
+    the metadata listener, leaving the partition neither served nor deleted."""
+    d0 = tmp_path / "d0"
+    lm = manager([d0], fs=FailingRename())
+    append_batches(lm.get_or_create_log("orders", 0), 1)
+    with pytest.raises(KafkaStorageError, match=r"orders-0: renaming .*orders-0 for deletion"):
+        lm.delete_log("orders", 0)
+    assert (d0 / "orders-0").is_dir() and deleted_dirs(d0) == []

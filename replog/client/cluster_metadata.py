@@ -337,8 +337,7 @@ class ClusterMetadata:
             except MalformedResponseError as exc:  # not a replog broker: try the others
                 # Kafka's NetworkClient closes a connection whose bytes are no response: the
                 # next attempt dials afresh (the address may belong to a new process by then).
-                with contextlib.suppress(ClientClosedError):
-                    self._connections.broker(address).reconnect()
+                self._connections.redial(address)
                 self._address_failed(address, str(exc))
                 continue
             if answer.error.code != 0:

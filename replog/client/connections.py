@@ -73,6 +73,14 @@ class Connections:
             )
         return client
 
+    def redial(self, address: str) -> None:
+        """Drop the channel to the broker at `address`, so the next call dials afresh (what
+        Kafka's client does with a connection whose bytes were no answer); nothing to drop
+        once the client is closed."""
+        client = None if self._closed else self._brokers.get(address)
+        if client is not None:
+            client.reconnect()
+
     def coordinator(self, address: str) -> CoordinatorClient:
         """The client of the `GroupCoordinator` service at `address` (cached)."""
         self._check_open()

@@ -49,7 +49,6 @@ from replog.client.records import ConsumerRecord, TopicPartition
 from replog.client.subscription import NONE, SubscriptionState
 from replog.clock import monotonic_ms
 from replog.errors import (
-    ClientClosedError,
     CorruptRecordError,
     MalformedResponseError,
     OffsetOutOfRangeError,
@@ -201,8 +200,7 @@ class Fetcher:
             self._log_once(node, f"fetch from broker {node} failed: {exc}")
             self._back_off(node)
             self._add_error(exc)
-            with contextlib.suppress(ClientClosedError):  # closing: no channel to drop
-                self._connections.broker(address).reconnect()
+            self._connections.redial(address)
             self._metadata.request_update()
             return
         except ReplogError as exc:  # a call cut off by a connection reset, ...

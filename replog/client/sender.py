@@ -47,7 +47,6 @@ Rules:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections import Counter
@@ -723,8 +722,7 @@ class Sender:
     def _peer_misbehaved(self, address: str) -> None:
         """A broker answered bytes that are no answer: treat it as Kafka treats a connection
         it had to close (module docstring): drop the channel, mark the metadata stale."""
-        with contextlib.suppress(ClientClosedError):  # closing: no channel to drop
-            self._connections.broker(address).reconnect()
+        self._connections.redial(address)
         self._metadata.request_update()
 
     # --- inspection -----------------------------------------------------------------------------

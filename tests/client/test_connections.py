@@ -17,6 +17,7 @@ from replog.errors import (
     UnknownServerError,
     UnsupportedVersionError,
 )
+from replog.server.broker_client import BrokerClient
 
 
 def failure(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
@@ -87,3 +88,20 @@ async def test_a_client_id_gRPC_cannot_carry_is_not_sent() -> None:
     named = Connections(request_timeout_ms=1000, client_id="app-1").broker("127.0.0.1:1")
     assert named._metadata == (("x-client-id", "app-1"),)
     await connections.close()
+
+
+@pytest.mark.asyncio
+async def test_redial_drops_only_a_known_channel_and_is_quiet_once_closed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dropped: list[str] = []
+    monkeypatch.setattr(BrokerClient, "reconnect", lambda client: dropped.append(client.address))
+    connections = Connections(request_timeout_ms=1234, client_id="app-1")
+    known = connections.broker("127.0.0.1:1")
+    connections.redial("127.0.0.1:1")
+    connections.redial("127.0.0.1:2")  # never dialled: nothing to drop, nothing created
+    assert dropped == ["127.0.0.1:1"]
+    assert connections.broker("127.0.0.1:1") is known  # the same client dials afresh
+    await connections.close()
+    connections.redial("127.0.0.1:1")  # a late bad answer while closing: no ClientClosedError
+    assert dropped == ["127.0.0.1:1"]

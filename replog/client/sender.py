@@ -35,10 +35,12 @@ Rules:
 - acks=0: a delivered batch's records get offset -1 (nothing is known of where they landed).
 - With idempotence, the producer id comes from `InitProducerId` on any live broker; batches
   wait for it. A failed call or a retriable error (COORDINATOR_LOAD_IN_PROGRESS) is retried
-  with backoff; any other error, a malformed answer included, is fatal as in Kafka's
-  TransactionManager ("Unexpected error in InitProducerIdResponse"): every batch waiting and
-  every later one fails at once with that typed error instead of expiring at
-  `delivery.timeout.ms`.
+  with backoff; any other error code is fatal as in Kafka's TransactionManager ("Unexpected
+  error in InitProducerIdResponse"): every batch waiting and every later one fails at once
+  with that typed error instead of expiring at `delivery.timeout.ms`. A malformed answer is
+  fatal too, as it fails a Produce at once here; Kafka would count unparseable bytes as a
+  lost connection and ask again, which against a peer that is no replog broker only runs the
+  batches into the timeout.
 - `close` stops taking new work, sends what is queued (every batch is ready at once) and
   waits for the answers up to its timeout; then it fails whatever is left with
   ClientClosedError and cancels the requests on the wire.

@@ -86,6 +86,7 @@ from replog.cli.local_cluster import LocalCluster  # noqa: E402
 from replog.record.batch import iter_batches  # noqa: E402
 from replog.record.builder import BatchBuilder, build_batch  # noqa: E402
 from replog.replication import messages as msg  # noqa: E402
+from replog.storage.log import deleted_topic_partition, parse_topic_partition  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -561,9 +562,8 @@ class ReplogCluster:
         """`topic`'s partition directories (live or renamed for deletion) on every node."""
 
         def of_topic(name: str) -> bool:
-            if name.endswith("-delete"):  # <topic>-<partition>.<id>-delete
-                name = name.rpartition(".")[0]
-            return name.rpartition("-")[0] == topic
+            found = parse_topic_partition(name) or deleted_topic_partition(name)
+            return found is not None and found[0] == topic
 
         return [
             os.path.join(root, d)

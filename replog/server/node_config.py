@@ -16,7 +16,7 @@ Listener hosts, Kafka's rules (`SocketServer`, `KafkaConfig.effectiveAdvertisedB
 `ListenerInfo.withWildcardHostnamesResolved`):
 - An empty host (`PLAINTEXT://:9092`) binds every interface: `listener_host` is then `0.0.0.0`,
   which gRPC binds as its dual-stack wildcard (IPv4 and IPv6, as Java's wildcard; IPv4 alone
-  on a machine without IPv6). The Raft Fetch listener (asyncio) binds it IPv4 only.
+  on a machine without IPv6); so does the Raft Fetch listener (`raft_fetch_server`).
 - The endpoints a broker registers, `advertised_listeners`, are `advertised.listeners`, else
   `listeners` (every entry: one port serves every role here, so no controller listener is
   left out as Kafka does). An empty host there is kept empty and advertised as the machine's

@@ -122,6 +122,15 @@ def deletion_dir_name(directory: str) -> str:
     return kept + suffix
 
 
+def deleted_topic_partition(directory: str) -> tuple[str, int] | None:
+    """(topic, partition) from a `deletion_dir_name` (the topic as kept there), or None for any
+    other name."""
+    name = os.path.basename(os.path.normpath(directory))
+    if not name.endswith(DELETE_DIR_SUFFIX):
+        return None
+    return parse_topic_partition(name.rpartition(".")[0])
+
+
 class Log:
     """A partition's segmented log. Open it with `Log.open`."""
 

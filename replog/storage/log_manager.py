@@ -395,7 +395,6 @@ class LogManager:
         """Sync the segments rolls left unsynced, log by log, and move their recovery points;
         returns how many logs' recovery points moved. The manager's lock is not held while
         syncing, nor a log's lock during its fsyncs (`Log.flush_rolled_segments`)."""
-        self._work_wanted.clear()
         with self._lock:
             if self._closed:
                 return 0
@@ -407,6 +406,9 @@ class LogManager:
 
         Rolled segments waiting for their fsync are synced first, whatever is due."""
         now = self._task_clock() if now_ms is None else now_ms
+        # Cleared before the work it stands for is taken: a roll or deletion after this point
+        # wakes the next pass.
+        self._work_wanted.clear()
         self.flush_rolled_segments()
         self.remove_deleted_logs()
         with self._lock:

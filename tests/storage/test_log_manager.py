@@ -35,7 +35,11 @@ from replog.errors import (
 )
 from replog.storage import LogManager, LogManagerConfig
 from replog.storage.fs import FileSystem
-from replog.storage.log import deletion_dir_name, parse_topic_partition
+from replog.storage.log import (
+    deleted_topic_partition,
+    deletion_dir_name,
+    parse_topic_partition,
+)
 
 LOG_CONFIG = small_config(segment_bytes=1024, retention_ms=-1)
 OFFSET_CHECKPOINTS = (
@@ -508,6 +512,12 @@ def test_a_deleted_partition_name_fits_a_file_name_however_long_the_topic() -> N
     assert name.endswith("-delete") and "-7." in name
     assert parse_topic_partition(name) is None  # loading never takes it for a partition
     assert deletion_dir_name("/data/orders-7") != deletion_dir_name("/data/orders-7")
+
+
+def test_a_deleted_partition_directory_names_its_topic_and_partition() -> None:
+    assert deleted_topic_partition(deletion_dir_name("/data/my.topic-7")) == ("my.topic", 7)
+    assert deleted_topic_partition("/data/my.topic-7") is None  # a live partition's
+    assert deleted_topic_partition("/data/lost+found") is None
 
 
 class FailingRename(FileSystem):

@@ -45,7 +45,8 @@ Rules:
   `initial.broker.registration.timeout.ms` (60000), `broker.rack` (none),
   the endpoints it registers (`NodeConfig.advertised_listeners`: `advertised.listeners`, else
   `listeners`; an empty host is registered as this machine's canonical host name, resolved
-  here at start-up as Kafka's broker does), `replica.socket.timeout.ms` (30000),
+  here at start-up as Kafka's broker does; port 0 as the port the node's listener bound, which
+  is why the node binds before it builds this runtime), `replica.socket.timeout.ms` (30000),
   `socket.request.max.bytes` (104857600), the `LogManagerConfig`, `ReplicaManagerConfig` and
   `GroupCoordinatorConfig` keys; the controllers are `controller.quorum.voters`, the request
   timeout `controller.quorum.request.timeout.ms`.
@@ -58,7 +59,7 @@ import logging
 import random
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from quorum.metadata.broker_lifecycle import BrokerLifecycleConfig, LifecycleState
 from quorum.metadata.delta import MetadataDelta
@@ -192,9 +193,13 @@ class BrokerRuntime:
         self.counters: BrokerCounters | None = None
 
     @classmethod
-    def for_node(cls, node: NodeConfig, raft_driver: RaftDriver) -> BrokerRuntime:
-        """The broker role of `node`, listening to its Raft driver (call before `run`)."""
-        config, addresses = broker_config_from_node(node)
+    def for_node(
+        cls, node: NodeConfig, raft_driver: RaftDriver, *, bound_port: int | None = None
+    ) -> BrokerRuntime:
+        """The broker role of `node`, listening to its Raft driver (call before `run`).
+        `bound_port` is the port the node's listener bound: it replaces port 0 (an ephemeral
+        port) in the endpoints the broker registers (`broker_config_from_node`)."""
+        config, addresses = broker_config_from_node(node, bound_port=bound_port)
         runtime = cls(
             config,
             addresses,
@@ -438,8 +443,12 @@ class _LifecycleFeed:
         self._first_image.set()
 
 
-def broker_config_from_node(node: NodeConfig) -> tuple[BrokerLifecycleConfig, dict[int, str]]:
-    """The lifecycle settings and controller addresses of a node's broker role."""
+def broker_config_from_node(
+    node: NodeConfig, *, bound_port: int | None = None
+) -> tuple[BrokerLifecycleConfig, dict[int, str]]:
+    """The lifecycle settings and controller addresses of a node's broker role. `bound_port`,
+    the port the node's listener bound, is needed only when an advertised endpoint has port 0
+    (`_advertised_endpoints`)."""
     properties = node.properties
 
     rack = properties.get("broker.rack", "").strip() or None
@@ -447,7 +456,7 @@ def broker_config_from_node(node: NodeConfig) -> tuple[BrokerLifecycleConfig, di
         broker_id=node.node_id,
         cluster_id=node.cluster_id,
         controller_ids=tuple(voter.node_id for voter in node.raft.voters),
-        listeners=_advertised_endpoints(node),
+        listeners=_advertised_endpoints(node, bound_port),
         rack=rack,
         heartbeat_interval_ms=node.broker_heartbeat_interval_ms,
         session_timeout_ms=positive_setting(properties, "broker.session.timeout.ms", 9000),
@@ -479,9 +488,18 @@ def data_plane_config_from_node(node: NodeConfig) -> DataPlaneConfig:
     )
 
 
-def _advertised_endpoints(node: NodeConfig) -> tuple[Endpoint, ...]:
-    """The endpoints the broker registers: an empty host becomes this machine's canonical host
-    name (Kafka's `ListenerInfo.withWildcardHostnamesResolved`), looked up once."""
+def _advertised_endpoints(node: NodeConfig, bound_port: int | None) -> tuple[Endpoint, ...]:
+    """The endpoints the broker registers: `node.advertised_listeners` with an empty host
+    resolved (`_wildcard_hosts_resolved`) and port 0 replaced by `bound_port`
+    (`_ephemeral_ports_bound`), so that no client is ever told to dial either."""
+    return _ephemeral_ports_bound(
+        _wildcard_hosts_resolved(node), bound_port, node.advertised_listeners_key
+    )
+
+
+def _wildcard_hosts_resolved(node: NodeConfig) -> tuple[Endpoint, ...]:
+    """An empty host becomes this machine's canonical host name (Kafka's
+    `ListenerInfo.withWildcardHostnamesResolved`), looked up once."""
     endpoints = node.advertised_listeners
     blank = [e for e in endpoints if not e.host]
     if not blank:
@@ -497,3 +515,28 @@ def _advertised_endpoints(node: NodeConfig) -> tuple[Endpoint, ...]:
         ) from None
     log.info("broker %d: advertising the wildcard host as %s", node.node_id, host)
     return tuple(Endpoint(e.name, e.host or host, e.port, e.security_protocol) for e in endpoints)
+
+
+def _ephemeral_ports_bound(
+    endpoints: tuple[Endpoint, ...], bound_port: int | None, key: str
+) -> tuple[Endpoint, ...]:
+    """Port 0 (an ephemeral port: "any free port") in an endpoint becomes `bound_port`, the port
+    the node's listener actually bound; any other port is kept (Kafka's
+    `ListenerInfo.withEphemeralPortsCorrected`). Kafka takes the bound port of the listener of
+    the same name; a replog node binds one socket, its first listener's, and serves every
+    listener name on it, so that port is each name's. `key` names where the endpoints came
+    from, for the error: without a bound port, port 0 cannot be registered at all."""
+    if all(endpoint.port != 0 for endpoint in endpoints):
+        return endpoints
+    if bound_port is None or not 1 <= bound_port <= 65535:
+        zero = next(e for e in endpoints if e.port == 0)
+        entry = f"{zero.name}://{format_host_port(zero.host, zero.port)}"
+        raise ValueError(
+            f"{key} entry {entry!r}: port 0 (an ephemeral port) is registered as the port the "
+            f"node's listener bound, and that is not known (bound port: {bound_port}); bind the "
+            "listener before building the broker"
+        )
+    return tuple(
+        endpoint if endpoint.port != 0 else replace(endpoint, port=bound_port)
+        for endpoint in endpoints
+    )

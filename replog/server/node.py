@@ -1,8 +1,9 @@
 """One replog node process: the composition root that wires storage, cores and gRPC together.
 
-Lifecycle: open the metadata log (recovering it), start the Raft driver and the gRPC server on
-the node's listener, run until SIGTERM/SIGINT, then shut down gracefully: resign leadership
-(EndQuorumEpoch lets the others elect at once), stop serving, flush and close the log.
+Lifecycle: open the metadata log (recovering it), bind the node's listener, start the Raft
+driver and the gRPC server on it, run until SIGTERM/SIGINT, then shut down gracefully: resign
+leadership (EndQuorumEpoch lets the others elect at once), stop serving, flush and close the
+log.
 A disk failure (of the metadata log or of a partition log), a metadata record the controller
 cannot decode or replay, or a broker role that gave up (no registration within
 `initial.broker.registration.timeout.ms`) stops the process with a non-zero exit code.
@@ -14,6 +15,13 @@ then written only by the controller (`MetadataLog.Append` refuses), unless
 `broker` role serves the `Broker` service (the data plane, `BrokerRuntime`) and the
 `GroupCoordinator` service (committed offsets of consumer groups) on the same listener;
 partition logs live in `log.dirs`, next to the metadata log's directory.
+
+Ephemeral ports (Kafka's BrokerServer order): the listener is bound when the node is built,
+before the broker role, and a `listeners` port of 0 gets a free port from the OS
+(`Node.listener_port` says which). The broker registers that port wherever an advertised
+endpoint says 0, so clients are never sent to port 0; any other port is registered as
+configured. A controller cannot listen on port 0: its voters dial the port
+`controller.quorum.voters` names (`node_config`).
 
 Metrics (issue #9, `replog.server.metrics`): every node keeps its own Prometheus registry
 (requests and their latency through a server interceptor, the data plane's counters, the Raft
@@ -62,6 +70,9 @@ _REQUEST_HEADROOM_BYTES = 1024 * 1024
 
 
 class Node:
+    """One node: `Node(config)` binds the listener and wires the roles, `serve()` runs them
+    until a stop signal. `listener_port` is the port bound (the OS's choice for port 0)."""
+
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
         self.storage = RaftStorage(config.metadata_log_dir, sorted(config.raft.voter_ids))
@@ -81,6 +92,13 @@ class Node:
         self.server = grpc.aio.server(
             options=options, interceptors=[RequestMetricsInterceptor(self.metrics)]
         )
+        # Bound first, as Kafka's broker binds before it builds its listener info: the broker
+        # role registers this port in place of an ephemeral port 0.
+        try:
+            self.listener_port = self.server.add_insecure_port(config.listener)
+        except RuntimeError as exc:  # gRPC's only word for a failed bind (a port in use)
+            self.storage.close()
+            raise OSError(f"listeners: cannot listen on {config.listener}: {exc}") from None
         raft_pb2_grpc.add_RaftQuorumServicer_to_server(  # type: ignore[no-untyped-call]
             RaftQuorumService(self.driver.transport), self.server
         )
@@ -104,16 +122,13 @@ class Node:
         # images, registers with the active controller and serves the data plane (issue #6).
         self.broker: BrokerRuntime | None = None
         if "broker" in config.roles and not config.raw_metadata_appends:
-            self.broker = BrokerRuntime.for_node(config, self.driver)
+            self.broker = BrokerRuntime.for_node(config, self.driver, bound_port=self.listener_port)
             self.broker.counters = self.metrics.broker
             add_broker_service(self.broker.service, self.server)
             add_coordinator_service(self.broker.coordinator_service, self.server)
         # Without a broker nothing else shares the loop: small metadata-log appends may fsync
         # on it (a follower acknowledges sooner; see RaftDriver.fsync_on_loop).
         self.driver.fsync_on_loop = self.broker is None
-        bound = self.server.add_insecure_port(config.listener)
-        if bound == 0:
-            raise OSError(f"cannot listen on {config.listener}")
         self.metrics.registry.register(NodeStateCollector(self._read_state))
         self.metrics_endpoint: MetricsEndpoint | None = None
         if config.metrics_port:
@@ -147,7 +162,10 @@ class Node:
         await self.server.start()
         roles = ",".join(sorted(self.config.roles))
         log.warning(
-            "replog node %d (%s) serving on %s", self.config.node_id, roles, self.config.listener
+            "replog node %d (%s) serving on %s",
+            self.config.node_id,
+            roles,
+            format_host_port(self.config.listener_host, self.listener_port),
         )
         run = asyncio.create_task(self.driver.run())
         if self.broker is not None:

@@ -19,8 +19,10 @@ from pathlib import Path
 import grpc
 from cluster_helpers import LoopbackCluster, free_base_port, wait_for
 
+from replog import Consumer, Producer
 from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import NewTopic
+from replog.client.records import ConsumerRecord, TopicPartition
 from replog.errors import ReplogError, TopicAlreadyExistsError
 from replog.pb import broker_pb2_grpc
 from replog.pb import controller_pb2 as pb
@@ -121,3 +123,28 @@ def client_cluster(
         yield cluster
     finally:
         cluster.stop()
+
+
+def produce_and_read_back(bootstrap: str, topic: str, values: list[bytes]) -> list[ConsumerRecord]:
+    """Send `values` to partition 0 of `topic` through the public Producer (each acknowledged),
+    read them back from the earliest offset with a Consumer, and check they came back in order;
+    return the records read."""
+    with Producer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+        futures = [producer.send(topic, value, partition=0) for value in values]
+        producer.flush(timeout=30)
+        for future in futures:
+            future.get(timeout=30)
+    got: list[ConsumerRecord] = []
+    with Consumer(
+        bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100
+    ) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+
+        def arrived() -> bool:
+            for records in consumer.poll(500).values():
+                got.extend(records)
+            return len(got) >= len(values)
+
+        wait_for(arrived, 30, f"the records of {topic} back from {bootstrap}")
+    assert [r.value for r in got] == values
+    return got

@@ -24,12 +24,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from client_cluster import produce_and_read_back
 from cluster_helpers import wait_for
 
-from replog import Admin, Consumer, Producer
+from replog import Admin
 from replog.admin.controller_results import NewTopic
 from replog.cli.quorum import QuorumDescription, describe_quorum
-from replog.client.records import ConsumerRecord, TopicPartition
 from replog.errors import InvalidReplicationFactorError, ReplogError
 from tests.ipv6_loopback import needs_ipv6
 
@@ -125,36 +125,13 @@ def _create_topic(addresses: dict[int, str], name: str, replicas: int) -> None:
         wait_for(created, 30, f"topic {name} created on {replicas} unfenced brokers")
 
 
-def _round_trip(bootstrap: str, topic: str) -> list[ConsumerRecord]:
-    sent = [b"v6-%d" % i for i in range(5)]
-    with Producer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
-        futures = [producer.send(topic, value, partition=0) for value in sent]
-        producer.flush(timeout=30)
-        for future in futures:
-            future.get(timeout=30)
-    got: list[ConsumerRecord] = []
-    with Consumer(
-        bootstrap_servers=bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=100
-    ) as consumer:
-        consumer.assign([TopicPartition(topic, 0)])
-
-        def arrived() -> bool:
-            for records in consumer.poll(500).values():
-                got.extend(records)
-            return len(got) >= len(sent)
-
-        wait_for(arrived, 30, "the records back")
-    assert [r.value for r in got] == sent
-    return got
-
-
 @needs_ipv6
 def test_one_combined_node_on_ipv6_elects_itself_and_serves_clients(tmp_path: Path) -> None:
     with ipv6_nodes(tmp_path, 1) as (addresses, metrics):
         leader = _leader(addresses)
         assert (leader.leader_id, leader.answered_by) == (1, addresses[1])
         _create_topic(addresses, "v6", 1)
-        _round_trip(addresses[1], "v6")
+        produce_and_read_back(addresses[1], "v6", [b"v6-%d" % i for i in range(5)])
         with urllib.request.urlopen(f"http://[::1]:{metrics[1]}/metrics", timeout=5) as answer:
             assert answer.status == 200
 
@@ -171,4 +148,6 @@ def test_two_nodes_on_ipv6_replicate_over_their_fetch_connections(tmp_path: Path
 
         wait_for(follower_caught_up, 30, "the follower caught up over Raft Fetch")
         _create_topic(addresses, "v6-replicated", 2)
-        _round_trip(",".join(addresses.values()), "v6-replicated")
+        produce_and_read_back(
+            ",".join(addresses.values()), "v6-replicated", [b"v6-%d" % i for i in range(5)]
+        )

@@ -76,6 +76,17 @@ class Node:
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
         self.storage = RaftStorage(config.metadata_log_dir, sorted(config.raft.voter_ids))
+        try:
+            self._wire(config)
+        except BaseException:
+            # Nothing runs yet. An application embedding the node (or a test) may try again
+            # in the same process: leave the metadata log closed, and the bound port to go
+            # with the unstarted server.
+            self.storage.close()
+            raise
+
+    def _wire(self, config: NodeConfig) -> None:
+        """Bind the listener and build the roles on the open metadata log."""
         self.driver = RaftDriver(config.node_id, config.raft, self.storage)
         options = list(GRPC_OPTIONS)
         if "broker" in config.roles and not config.raw_metadata_appends:
@@ -97,7 +108,6 @@ class Node:
         try:
             self.listener_port = self.server.add_insecure_port(config.listener)
         except RuntimeError as exc:  # gRPC's only word for a failed bind (a port in use)
-            self.storage.close()
             raise OSError(f"listeners: cannot listen on {config.listener}: {exc}") from None
         raft_pb2_grpc.add_RaftQuorumServicer_to_server(  # type: ignore[no-untyped-call]
             RaftQuorumService(self.driver.transport), self.server

@@ -132,9 +132,18 @@ def test_a_broker_on_port_0_registers_its_bound_port_and_serves_clients_there(
         assert f"replog node {EPHEMERAL_BROKER} (broker) serving on {address}" in (
             ephemeral_log.read_text()
         )
-        # The port-0 broker answers there, and describes itself with the same port.
-        itself = _registered(address, EPHEMERAL_BROKER)
-        assert itself is not None and itself.port == endpoint.port
+        # The port-0 broker answers there, and describes itself with the same port once it
+        # has replayed its own unfencing (it lists unfenced brokers only).
+        itself: list[controller_pb.BrokerEndpoint] = []
+
+        def answers_for_itself() -> bool:
+            seen = _registered(address, EPHEMERAL_BROKER)
+            if seen is not None:
+                itself.append(seen)
+            return seen is not None
+
+        wait_for(answers_for_itself, 30, f"broker {EPHEMERAL_BROKER} in its own Metadata")
+        assert itself[-1].port == endpoint.port
 
         topic = "on-the-ephemeral-broker"
         with Admin(bootstrap_servers=bootstrap, request_timeout_ms=30_000) as admin:

@@ -12,7 +12,7 @@ Each run (`--runs N`, default 3) does, in order:
    pagecache_no_sync`), the file deleted after each pass. This VM hands freed memory back to
    its host (virtio-balloon free page reporting, about 2 s after it is freed), and a page the
    host took back costs a fault to touch again: a pass right after the previous one's delete
-   reuses its pages at 4-6 GB/s, one 3 s or more after it writes at 1.1-1.9 GB/s. The servers
+   reuses its pages at 4-6 GB/s, one 2 s or more after it writes at 0.9-1.9 GB/s. The servers
    write in the second regime (every trial's topic is deleted, its pages reported, before the
    next trial writes), and so did the issue's reference figure (1.0-1.4 GB/s), so the goal's
    baseline is the median of 3 passes each started 5 s after the last delete; the median of
@@ -45,8 +45,8 @@ replog MB/s >= 40% of (page-cache bandwidth / 3), the three replicas sharing one
 page cache; end-to-end p99 <= 20 ms at 50% of peak. With several runs it then prints each
 figure's median over the runs (ratios are taken within a run, then their median).
 
-    .venv/bin/python bench/produce.py                  # 3 runs, about 7 minutes
-    .venv/bin/python bench/produce.py --quick          # smoke run, about 40 s
+    .venv/bin/python bench/produce.py                  # 3 runs, about 8 minutes
+    .venv/bin/python bench/produce.py --quick          # smoke run, about 1 minute
     .venv/bin/python bench/produce.py --runs 5 --json out.json
 
 `bash bench/install_nats.sh` installs nats-server (Debian) and nats-py when missing. Ports:
@@ -292,8 +292,8 @@ class CpuMeter:
 
 
 # How long freed memory takes to go back to the host on a VM with free page reporting (the
-# kernel reports free blocks about 2 s after they are freed; measured: a pass 1 s after the
-# previous one's unlink still ran at 5.3 GB/s, after 2 s 1.9, after 3 and 5 s 1.2).
+# kernel reports free blocks about 2 s after they are freed; measured once: a pass 1 s after
+# the previous one's unlink still ran at 5.3 GB/s, after 2 s at 1.9, after 3 and 5 s at 1.2).
 PAGE_REPORTING_SETTLE_S = 5.0
 
 
@@ -1092,9 +1092,14 @@ class RunResult:
     page_cache_mb_s: float
     page_cache_passes: list[float]
     loadavg_start: str
-    page_cache_reuse_mb_s: float
+    page_cache_reuse_passes: list[float]  # back to back, reusing the pages just freed
+    page_cache_warm_up_mb_s: float  # the untimed first pass
     replog: SystemResult | None = None
     nats: SystemResult | None = None
+
+    @property
+    def page_cache_reuse_mb_s(self) -> float:
+        return statistics.median(self.page_cache_reuse_passes)
 
     def figures(self) -> dict[str, float]:
         """Named figures of this run (for the medians over runs)."""
@@ -1180,9 +1185,7 @@ def one_run(run: int, args: argparse.Namespace, shapes: dict[int, BatchShape]) -
         size = args.page_cache_mib * MiB
         warm_up, *reuse = page_cache_write_mb_s(directory, size, 4)
         passes = page_cache_write_mb_s(directory, size, 3, PAGE_REPORTING_SETTLE_S)
-        result = RunResult(
-            run, statistics.median(passes), passes, start_load, statistics.median(reuse)
-        )
+        result = RunResult(run, statistics.median(passes), passes, start_load, reuse, warm_up)
         print(
             f"run {run}: load average {start_load}; page-cache write "
             f"{result.page_cache_mb_s:,.0f} MB/s (passes {PAGE_REPORTING_SETTLE_S:.0f} s apart: "
@@ -1394,7 +1397,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 {
                     "run": r.run,
                     "loadavg_start": r.loadavg_start,
-                    "page_cache_passes_MB_s": r.page_cache_passes,
+                    "page_cache_passes_MB_s": r.page_cache_passes,  # 5 s apart
+                    "page_cache_reuse_passes_MB_s": r.page_cache_reuse_passes,
+                    "page_cache_warm_up_MB_s": r.page_cache_warm_up_mb_s,
                     "figures": r.figures(),
                     "trials": [
                         t.summary()

@@ -118,10 +118,11 @@ def parse_host(text: str, what: str, *, error: type[Exception] = ConfigError) ->
 
 def is_wildcard(host: str) -> bool:
     """Whether binding `host` means every interface: empty, `0.0.0.0`, `::` (any spelling)."""
-    if not host.strip():
+    host = host.strip()
+    if not host:
         return True
     try:
-        return ipaddress.ip_address(host.strip()).is_unspecified
+        return ipaddress.ip_address(host).is_unspecified
     except ValueError:  # a name, not an address literal
         return False
 

@@ -52,7 +52,8 @@ class FetchListener:
     async def start(self, host: str, port: int) -> int:
         """Listen on `host:port` (0: any free port); return the port."""
         loop = asyncio.get_running_loop()
-        if is_wildcard(host) and socket.has_dualstack_ipv6():
+        wildcard = is_wildcard(host)
+        if wildcard and socket.has_dualstack_ipv6():
             # Every interface, both families, on one socket: asyncio would bind "::" IPv6 only,
             # and "" as two sockets (two different ports when the port is 0).
             sock = socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True)
@@ -60,7 +61,7 @@ class FetchListener:
         else:
             # A machine without IPv6 has only IPv4's interfaces to offer a wildcard (gRPC
             # binds "[::]" there the same way); "::" would not bind, "" would bind twice.
-            bind_host = "0.0.0.0" if is_wildcard(host) else host
+            bind_host = "0.0.0.0" if wildcard else host
             self._server = await loop.create_server(
                 lambda: _InboundConnection(self), bind_host, port, reuse_address=True
             )

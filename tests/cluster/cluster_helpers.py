@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
@@ -120,6 +120,40 @@ def free_base_port(count: int) -> int:
                 continue
         return base
     raise RuntimeError(f"no {count} consecutive free ports")
+
+
+@contextlib.contextmanager
+def node_processes(
+    tmp_path: Path, properties: Mapping[int, Mapping[str, str]]
+) -> Iterator[dict[int, Path]]:
+    """One `replog node` process per node id, each configured by its properties (`log.dirs`
+    is set to its directory's `data`), its output in its directory's `node.log`; yields node id
+    -> directory, and SIGKILLs every process on the way out."""
+    processes = []
+    directories = {}
+    try:
+        for node_id, keys in properties.items():
+            directory = directories[node_id] = tmp_path / f"node-{node_id}"
+            directory.mkdir()
+            config = directory / "server.properties"
+            lines = [f"{k}={v}" for k, v in {**keys, "log.dirs": directory / "data"}.items()]
+            config.write_text("\n".join([*lines, ""]))
+            with (directory / "node.log").open("w") as log:
+                processes.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "replog.cli.main", "node", "--config", str(config)],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
+                )
+        yield directories
+    finally:
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+        for process in processes:
+            process.wait(timeout=10)
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:

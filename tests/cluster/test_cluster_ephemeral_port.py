@@ -15,17 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from client_cluster import produce_and_read_back
-from cluster_helpers import wait_for
+from cluster_helpers import node_processes, wait_for
 
 from replog import Admin
 from replog.admin.controller_results import NewTopic
@@ -53,43 +49,20 @@ def two_nodes(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         1: ("broker,controller", f"CONTROLLER://127.0.0.1:{port}"),
         EPHEMERAL_BROKER: ("broker", "PLAINTEXT://127.0.0.1:0"),
     }
-    processes = []
-    try:
-        for node_id, (roles, listeners) in roles_and_listeners.items():
-            directory = tmp_path / f"node-{node_id}"
-            directory.mkdir()
-            config = directory / "server.properties"
-            config.write_text(
-                "\n".join(
-                    [
-                        f"process.roles={roles}",
-                        f"node.id={node_id}",
-                        "cluster.id=ephemeral-port-test",
-                        f"controller.quorum.voters={voters}",
-                        f"listeners={listeners}",
-                        "controller.listener.names=CONTROLLER",
-                        f"log.dirs={directory / 'data'}",
-                        "offsets.topic.replication.factor=1",
-                        "",
-                    ]
-                )
-            )
-            with (directory / "node.log").open("w") as log:
-                processes.append(
-                    subprocess.Popen(
-                        [sys.executable, "-m", "replog.cli.main", "node", "--config", str(config)],
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,
-                    )
-                )
-        yield f"127.0.0.1:{port}", tmp_path / f"node-{EPHEMERAL_BROKER}" / "node.log"
-    finally:
-        for process in processes:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-        for process in processes:
-            process.wait(timeout=10)
+    properties = {
+        node_id: {
+            "process.roles": roles,
+            "node.id": str(node_id),
+            "cluster.id": "ephemeral-port-test",
+            "controller.quorum.voters": voters,
+            "listeners": listeners,
+            "controller.listener.names": "CONTROLLER",
+            "offsets.topic.replication.factor": "1",
+        }
+        for node_id, (roles, listeners) in roles_and_listeners.items()
+    }
+    with node_processes(tmp_path, properties) as directories:
+        yield f"127.0.0.1:{port}", directories[EPHEMERAL_BROKER] / "node.log"
 
 
 def _metadata(address: str) -> controller_pb.MetadataResponse | None:
@@ -112,20 +85,29 @@ def _registered(address: str, broker_id: int) -> controller_pb.BrokerEndpoint | 
     return next((b for b in answer.brokers if b.broker_id == broker_id), None)
 
 
+def _wait_registered(
+    address: str, broker_id: int, timeout_s: float, what: str
+) -> controller_pb.BrokerEndpoint:
+    """`broker_id`'s endpoint once the broker at `address` lists it (unfenced brokers only)."""
+    found: list[controller_pb.BrokerEndpoint] = []
+
+    def listed() -> bool:
+        endpoint = _registered(address, broker_id)
+        if endpoint is not None:
+            found.append(endpoint)
+        return endpoint is not None
+
+    wait_for(listed, timeout_s, what)
+    return found[-1]
+
+
 def test_a_broker_on_port_0_registers_its_bound_port_and_serves_clients_there(
     tmp_path: Path,
 ) -> None:
     with two_nodes(tmp_path) as (bootstrap, ephemeral_log):
-        found: list[controller_pb.BrokerEndpoint] = []
-
-        def registered_and_unfenced() -> bool:
-            endpoint = _registered(bootstrap, EPHEMERAL_BROKER)
-            if endpoint is not None:
-                found.append(endpoint)
-            return endpoint is not None
-
-        wait_for(registered_and_unfenced, 60, f"broker {EPHEMERAL_BROKER} in node 1's Metadata")
-        endpoint = found[-1]
+        endpoint = _wait_registered(
+            bootstrap, EPHEMERAL_BROKER, 60, f"broker {EPHEMERAL_BROKER} in node 1's Metadata"
+        )
         assert endpoint.host == "127.0.0.1"
         assert endpoint.port != 0, "the broker registered port 0: clients cannot dial it"
         address = f"127.0.0.1:{endpoint.port}"
@@ -134,16 +116,10 @@ def test_a_broker_on_port_0_registers_its_bound_port_and_serves_clients_there(
         )
         # The port-0 broker answers there, and describes itself with the same port once it
         # has replayed its own unfencing (it lists unfenced brokers only).
-        itself: list[controller_pb.BrokerEndpoint] = []
-
-        def answers_for_itself() -> bool:
-            seen = _registered(address, EPHEMERAL_BROKER)
-            if seen is not None:
-                itself.append(seen)
-            return seen is not None
-
-        wait_for(answers_for_itself, 30, f"broker {EPHEMERAL_BROKER} in its own Metadata")
-        assert itself[-1].port == endpoint.port
+        itself = _wait_registered(
+            address, EPHEMERAL_BROKER, 30, f"broker {EPHEMERAL_BROKER} in its own Metadata"
+        )
+        assert itself.port == endpoint.port
 
         topic = "on-the-ephemeral-broker"
         with Admin(bootstrap_servers=bootstrap, request_timeout_ms=30_000) as admin:

@@ -14,18 +14,14 @@ Skipped only when this machine cannot bind ::1.
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import socket
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from client_cluster import produce_and_read_back
-from cluster_helpers import wait_for
+from cluster_helpers import node_processes, wait_for
 
 from replog import Admin
 from replog.admin.controller_results import NewTopic
@@ -50,46 +46,22 @@ def ipv6_nodes(tmp_path: Path, count: int) -> Iterator[tuple[dict[int, str], dic
     ports = _free_ipv6_ports(2 * count)
     listen, metrics = dict(enumerate(ports[:count], 1)), dict(enumerate(ports[count:], 1))
     voters = ",".join(f"{n}@[::1]:{port}" for n, port in listen.items())
-    processes = []
-    try:
-        for node_id, port in listen.items():
-            directory = tmp_path / f"node-{node_id}"
-            directory.mkdir()
-            config = directory / "server.properties"
-            config.write_text(
-                "\n".join(
-                    [
-                        "process.roles=broker,controller",
-                        f"node.id={node_id}",
-                        "cluster.id=ipv6-test",
-                        f"controller.quorum.voters={voters}",
-                        f"listeners=CONTROLLER://[::1]:{port}",
-                        "controller.listener.names=CONTROLLER",
-                        f"log.dirs={directory / 'data'}",
-                        f"offsets.topic.replication.factor={count}",
-                        "metrics.host=::1",
-                        f"metrics.port={metrics[node_id]}",
-                        "",
-                    ]
-                )
-            )
-            log = (directory / "node.log").open("w")
-            processes.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "replog.cli.main", "node", "--config", str(config)],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
-            log.close()
+    properties = {
+        node_id: {
+            "process.roles": "broker,controller",
+            "node.id": str(node_id),
+            "cluster.id": "ipv6-test",
+            "controller.quorum.voters": voters,
+            "listeners": f"CONTROLLER://[::1]:{port}",
+            "controller.listener.names": "CONTROLLER",
+            "offsets.topic.replication.factor": str(count),
+            "metrics.host": "::1",
+            "metrics.port": str(metrics[node_id]),
+        }
+        for node_id, port in listen.items()
+    }
+    with node_processes(tmp_path, properties):
         yield {n: f"[::1]:{port}" for n, port in listen.items()}, metrics
-    finally:
-        for process in processes:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-        for process in processes:
-            process.wait(timeout=10)
 
 
 def _leader(addresses: dict[int, str], timeout_s: float = 30) -> QuorumDescription:

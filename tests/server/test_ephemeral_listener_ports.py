@@ -32,21 +32,13 @@ from replog.server.broker_runtime import broker_config_from_node
 from replog.server.node import Node
 from replog.server.node_config import NodeConfig
 from replog.server.raft_storage import RaftStorage
+from tests.server.test_advertised_listeners import node as broker_node
 
 
 def node(**extra: str) -> NodeConfig:
-    """A broker (the voter is another node), with `extra` keys (dots written as-is)."""
-    return NodeConfig.from_properties(
-        {
-            "process.roles": "broker",
-            "node.id": "2",
-            "cluster.id": "c",
-            "controller.quorum.voters": "1@127.0.0.1:9093",
-            "listeners": "PLAINTEXT://127.0.0.1:0",
-            "log.dirs": "/tmp/unused",
-            **extra,
-        }
-    )
+    """The broker of test_advertised_listeners, listening on 127.0.0.1 port 0 unless `extra`
+    says otherwise."""
+    return broker_node(**{"listeners": "PLAINTEXT://127.0.0.1:0", **extra})
 
 
 def registered(config: NodeConfig, bound_port: int | None) -> list[tuple[str, str, int]]:

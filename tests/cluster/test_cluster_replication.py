@@ -111,10 +111,17 @@ async def new_topic(
     replicas: list[int],
     **configs: str,
 ) -> m.FetchPartition:
-    """Create `name` on `replicas` and wait until its preferred leader leads a full ISR."""
+    """Create `name` on `replicas` and wait until its preferred leader leads a full ISR, as
+    every replica itself reports it.
+
+    Fix (found by CI): the first node to answer Metadata was not always a replica, and a
+    replica that had not yet replayed the topic answered a produce with
+    UNKNOWN_TOPIC_OR_PARTITION. A broker answers Metadata from the image its replica manager has
+    already acted on, so asking each replica is enough."""
     topic_id = await in_thread(create_topic, cluster, name, replicas, configs)
-    info, _ = await brokers.wait_isr(name, replicas, 20)
-    assert info.leader == replicas[0], f"{name}: expected leader {replicas[0]}, got {info}"
+    for node_id in replicas:
+        info, _ = await brokers.wait_isr(name, replicas, 20, ask=[node_id])
+        assert info.leader == replicas[0], f"{name}: expected leader {replicas[0]}, got {info}"
     return m.FetchPartition(name, 0, 0, topic_id=topic_id)
 
 

@@ -10,28 +10,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from bench_script import load_bench_script
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def load_bench() -> ModuleType:
-    # By path, not through sys.path: bench/ first on it would shadow packages (bench/timeline.py).
-    spec = importlib.util.spec_from_file_location("raft_commit_bench", BENCH / "raft_commit.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-raft_commit = load_bench()
+raft_commit = load_bench_script("raft_commit.py", "raft_commit_bench")
 
 
 class FixedSystem:

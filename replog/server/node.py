@@ -103,6 +103,7 @@ class Node:
         self.server = grpc.aio.server(
             options=options, interceptors=[RequestMetricsInterceptor(self.metrics)]
         )
+        self._grpc_started = False
         # Bound first, as Kafka's broker binds before it builds its listener info: the broker
         # role registers this port in place of an ephemeral port 0.
         try:
@@ -150,11 +151,28 @@ class Node:
         return read_node_state(self.config.node_id, self.driver, self.controller, self.broker)
 
     async def serve(self) -> int:
-        """Run until a stop signal; return the process exit code."""
+        """Run until a stop signal; return the process exit code.
+
+        A failure to start (a port in use) closes what the node opened, so an application
+        embedding it may build a new Node in the same process; either way the signal handlers
+        installed here are removed on return."""
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        signals = (signal.SIGTERM, signal.SIGINT)
+        for sig in signals:
             loop.add_signal_handler(sig, stop.set)
+        try:
+            try:
+                await self._start_listening()
+            except BaseException:
+                await self._close_unstarted()
+                raise
+            return await self._run_until_stopped(stop)
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+
+    async def _start_listening(self) -> None:
         if self.metrics_endpoint is not None:
             self.metrics_endpoint.start()  # first: a port in use fails before anything runs
         if self.config.is_controller:
@@ -164,12 +182,12 @@ class Node:
             try:
                 await self.driver.transport.fetch_listener.start(host, port)
             except OSError as exc:
-                await self.server.stop(None)
                 raise OSError(
                     "controller.quorum.fetch.port: cannot listen on "
                     f"{format_host_port(host, port)}: {exc}"
                 ) from exc
         await self.server.start()
+        self._grpc_started = True
         roles = ",".join(sorted(self.config.roles))
         log.warning(
             "replog node %d (%s) serving on %s",
@@ -177,6 +195,25 @@ class Node:
             roles,
             format_host_port(self.config.listener_host, self.listener_port),
         )
+
+    async def _close_unstarted(self) -> None:
+        """After a failed start (nothing runs yet): release the ports and the metadata log.
+
+        Fix (found in review): only the gRPC server was stopped, and only when the Raft Fetch
+        port was in use; the metrics endpoint and the metadata log stayed open."""
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.stop()
+        await self.driver.transport.close()
+        if not self._grpc_started:
+            # gRPC gives a bound port back only when a started server stops (an unstarted
+            # one holds it until the process exits, garbage collection or not). With the
+            # transport closed and the stop at once, nothing that reaches it is served.
+            with contextlib.suppress(Exception):  # best effort: the start failure is raised
+                await self.server.start()
+        await self.server.stop(None)
+        self.storage.close()
+
+    async def _run_until_stopped(self, stop: asyncio.Event) -> int:
         run = asyncio.create_task(self.driver.run())
         if self.broker is not None:
             await self.broker.start()

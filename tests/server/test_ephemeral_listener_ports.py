@@ -20,18 +20,15 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from quorum.metadata.records import Endpoint
 from replog.errors import ConfigError
 from replog.server import broker_runtime
-from replog.server import node as node_module
 from replog.server.broker_runtime import broker_config_from_node
 from replog.server.node import Node
 from replog.server.node_config import NodeConfig
-from replog.server.raft_storage import RaftStorage
 from tests.server.test_advertised_listeners import node as broker_node
 
 
@@ -153,30 +150,19 @@ async def test_a_listener_port_in_use_is_an_os_error_naming_listeners(tmp_path: 
 
 @pytest.mark.asyncio
 async def test_a_node_that_fails_after_the_bind_closes_its_metadata_log(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, storage_events: list[str]
 ) -> None:
     """The broker role is built after the bind; when it fails (here: the wildcard host's
     canonical name cannot be found) the metadata log must not stay open."""
-    events: list[str] = []
-
-    class Recorded(RaftStorage):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            events.append("opened")
-
-        def close(self) -> None:
-            super().close()
-            events.append("closed")
 
     def unresolvable() -> str:
         raise OSError("no such host")
 
-    monkeypatch.setattr(node_module, "RaftStorage", Recorded)
     monkeypatch.setattr(broker_runtime, "local_canonical_host_name", unresolvable)
     config = node(**{"listeners": "PLAINTEXT://:0", "log.dirs": str(tmp_path / "logs")})
     with pytest.raises(ConfigError, match="canonical host name"):
         Node(config)
-    assert events == ["opened", "closed"]
+    assert storage_events == ["opened", "closed"]
 
 
 # --- controllers ---------------------------------------------------------------------------------

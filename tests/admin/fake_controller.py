@@ -14,7 +14,6 @@ the tests in it, and `tests/cli/conftest.py` adds it for the CLI tests.
 from __future__ import annotations
 
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -61,14 +60,6 @@ def not_controller(rpc: str, controller_id: int) -> Any:
         controller_id=controller_id,
         error=status(NotControllerError.code, "this node is not the active controller"),
     )
-
-
-def free_port() -> int:
-    """A port nobody listens on (bound, then closed): connecting to it is refused."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 class FakeController:

@@ -21,7 +21,6 @@ from fake_controller import (
     HANG,
     Abort,
     FakeController,
-    free_port,
     interrupt_main_when,
     not_controller,
     running,
@@ -59,6 +58,7 @@ from replog.errors import (
 )
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as pb
+from tests.local_ports import free_port
 
 TOPIC_ID = uuid.UUID("5d2a6f1e-8c3b-4a7d-9e0f-112233445566")
 # Every wire error but NOT_CONTROLLER, which the client retries instead of raising.

@@ -21,7 +21,6 @@ from cli_runner import Outcome, replog
 from fake_controller import (
     HANG,
     FakeController,
-    free_port,
     interrupt_main_when,
     not_controller,
     running,
@@ -36,6 +35,7 @@ from replog.errors import (
     UnknownTopicOrPartitionError,
 )
 from replog.pb import controller_pb2 as pb
+from tests.local_ports import free_port
 
 ORDERS_ID = uuid.UUID("5d2a6f1e-8c3b-4a7d-9e0f-112233445566")  # XSpvHow7Sn2eDxEiM0RVZg
 AUDIT_ID = uuid.UUID("0a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3")  # ChssPU5fSmuMfY6foLHC0w

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,23 +26,18 @@ from replog import Admin
 from replog.admin.controller_results import NewTopic
 from replog.pb import controller_pb2 as controller_pb
 from replog.server.broker_client import BrokerClient
+from tests.local_ports import free_port
 
 pytestmark = pytest.mark.slow
 
 EPHEMERAL_BROKER = 2
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @contextlib.contextmanager
 def two_nodes(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """Node 1 (controller and broker) on a fixed port, node 2 (broker) on port 0: node 1's
     `host:port`, and node 2's log file."""
-    port = _free_port()
+    port = free_port()
     voters = f"1@127.0.0.1:{port}"
     roles_and_listeners = {
         1: ("broker,controller", f"CONTROLLER://127.0.0.1:{port}"),

@@ -18,6 +18,7 @@ import pytest
 
 from replog.server.node import Node
 from replog.server.node_config import NodeConfig
+from tests.local_ports import free_port
 
 
 @pytest.fixture
@@ -26,12 +27,6 @@ def taken_port() -> Iterator[int]:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         yield taken.getsockname()[1]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def assert_free(port: int) -> None:

@@ -23,12 +23,7 @@ import pytest
 from replog.errors import KafkaStorageError
 from replog.server.broker_runtime import BrokerRuntime
 from replog.server.known_properties import unknown_properties
-
-
-def _unused_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from tests.local_ports import free_port
 
 
 def _run_node(tmp_path: Path, *lines: str) -> tuple[Path, subprocess.CompletedProcess[str]]:
@@ -55,14 +50,14 @@ def test_unknown_keys_are_named_with_the_closest_known_one() -> None:
 
 
 def test_broker_that_cannot_register_exits_1_naming_the_setting(tmp_path: Path) -> None:
-    nobody_listens = _unused_port()  # the only voter: no controller ever answers
+    nobody_listens = free_port()  # the only voter: no controller ever answers
     config, node = _run_node(
         tmp_path,
         "process.roles=broker",
         "node.id=2",
         "cluster.id=exit-test",
         f"controller.quorum.voters=1@127.0.0.1:{nobody_listens}",
-        f"listeners=PLAINTEXT://127.0.0.1:{_unused_port()}",
+        f"listeners=PLAINTEXT://127.0.0.1:{free_port()}",
         "initial.broker.registration.timeout.ms=1000",
         "min.insync.replica=2",
     )
@@ -78,7 +73,7 @@ def test_broker_that_cannot_register_exits_1_naming_the_setting(tmp_path: Path) 
 
 
 def test_a_fetch_port_in_use_stops_the_node_naming_the_setting(tmp_path: Path) -> None:
-    listener_port = _unused_port()
+    listener_port = free_port()
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

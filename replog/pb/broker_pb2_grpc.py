@@ -45,6 +45,11 @@ class BrokerStub:
                 request_serializer=replog_dot_pb_dot_broker__pb2.FetchRequest.SerializeToString,
                 response_deserializer=replog_dot_pb_dot_broker__pb2.FetchResponse.FromString,
                 _registered_method=True)
+        self.FetchStream = channel.stream_stream(
+                '/replog.pb.broker.Broker/FetchStream',
+                request_serializer=replog_dot_pb_dot_broker__pb2.FetchRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_broker__pb2.FetchResponse.FromString,
+                _registered_method=True)
         self.ListOffsets = channel.unary_unary(
                 '/replog.pb.broker.Broker/ListOffsets',
                 request_serializer=replog_dot_pb_dot_broker__pb2.ListOffsetsRequest.SerializeToString,
@@ -88,6 +93,16 @@ class BrokerServicer:
 
     def Fetch(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FetchStream(self, request_iterator, context):
+        """Fetch requests sent one after another on one call, each answered in order, as Fetch
+        would answer it: a follower's fetcher keeps one such stream per leader, which saves the
+        cost of a call per fetch. A request the broker refuses as a whole ends the stream with
+        the status Fetch would fail with.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -141,6 +156,11 @@ def add_BrokerServicer_to_server(servicer, server):
             ),
             'Fetch': grpc.unary_unary_rpc_method_handler(
                     servicer.Fetch,
+                    request_deserializer=replog_dot_pb_dot_broker__pb2.FetchRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_broker__pb2.FetchResponse.SerializeToString,
+            ),
+            'FetchStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.FetchStream,
                     request_deserializer=replog_dot_pb_dot_broker__pb2.FetchRequest.FromString,
                     response_serializer=replog_dot_pb_dot_broker__pb2.FetchResponse.SerializeToString,
             ),
@@ -227,6 +247,33 @@ class Broker:
             request,
             target,
             '/replog.pb.broker.Broker/Fetch',
+            replog_dot_pb_dot_broker__pb2.FetchRequest.SerializeToString,
+            replog_dot_pb_dot_broker__pb2.FetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/replog.pb.broker.Broker/FetchStream',
             replog_dot_pb_dot_broker__pb2.FetchRequest.SerializeToString,
             replog_dot_pb_dot_broker__pb2.FetchResponse.FromString,
             options,

@@ -29,10 +29,13 @@ Rules:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from replog.errors import InvalidRequestError, MalformedResponseError
+import grpc
+
+from replog.errors import InvalidRequestError, MalformedResponseError, RequestTimedOutError
 from replog.pb import broker_pb2, broker_pb2_grpc
 from replog.pb import controller_pb2 as controller_pb
 from replog.replication import messages as m
@@ -203,6 +206,9 @@ class BrokerClient:
             timeout_ms,
             max(0, request.max_wait_ms),
         )
+        return self._checked_fetch(request, answer)
+
+    def _checked_fetch(self, request: m.FetchRequest, answer: Any) -> m.FetchResponse:
         return self._checked(
             "Fetch",
             codec.fetch_response_from_proto,
@@ -210,6 +216,10 @@ class BrokerClient:
             request.partitions,
             ("high_watermark", "log_start_offset"),
         )
+
+    def fetch_stream(self) -> FetchStream:
+        """Fetches on one `FetchStream` call (`FetchStream`), what a follower's fetcher uses."""
+        return FetchStream(self)
 
     async def list_offsets(
         self, request: m.ListOffsetsRequest, *, timeout_ms: int | None = None
@@ -304,6 +314,75 @@ class BrokerClient:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+
+class FetchStream:
+    """Fetches sent one after another on one `FetchStream` call to the client's broker.
+
+    Rules:
+    - The call opens at the first fetch, and again at the first fetch after a failure: any
+      failed fetch cancels the call (a broker that failed one answer is not trusted with the
+      next), as a failed unary Fetch leaves nothing behind.
+    - An answer must come within the request's `max_wait_ms` plus the client's
+      `request_timeout_ms` (a unary Fetch's deadline); otherwise RequestTimedOutError naming
+      the broker and the wait.
+    - Failures are those of `BrokerClient.fetch`: the call's `grpc.aio.AioRpcError` (UNAVAILABLE
+      also drops the channel), `MalformedResponseError` for an answer that does not parse or
+      does not answer the request, and a stream the broker ends without an error is one too.
+    - Not for concurrent use: one fetch at a time, as a fetcher task does.
+    """
+
+    RPC = "FetchStream"
+
+    def __init__(self, client: BrokerClient) -> None:
+        self._client = client
+        self._call: Any = None
+
+    async def fetch(self, request: m.FetchRequest) -> m.FetchResponse:
+        client = self._client
+        wait_ms = client.request_timeout_ms + max(0, request.max_wait_ms)
+        if self._call is None:
+            self._call = client._channel.open_stream(self.RPC, client._metadata)
+        try:
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation that
+            # arrives as the answer does, and a fetcher told to stop would fetch on.
+            async with asyncio.timeout(wait_ms / 1000):
+                answer = await self._exchange(self._call, codec.fetch_request_to_proto(request))
+            return client._checked_fetch(request, answer)
+        except TimeoutError:
+            self.close()
+            raise RequestTimedOutError(
+                f"broker at {client.address} sent no {self.RPC} answer within {wait_ms} ms"
+            ) from None
+        except grpc.aio.AioRpcError as exc:
+            self.close()
+            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+                client.reconnect()
+            raise
+        except BaseException:
+            self.close()
+            raise
+
+    async def _exchange(self, call: Any, message: Any) -> Any:
+        # A call that ended with an error raises it (AioRpcError) from write() and read(); one
+        # the broker ended without an error is InvalidStateError from write(), EOF from read().
+        try:
+            await call.write(message)
+        except asyncio.InvalidStateError:
+            answer = grpc.aio.EOF
+        else:
+            answer = await call.read()
+        if answer is grpc.aio.EOF:
+            raise self._client._malformed(self.RPC, "the end of the stream instead of an answer")
+        if answer is None:
+            raise self._client._channel.unparsed(self.RPC)
+        return answer
+
+    def close(self) -> None:
+        """Cancel the call; the next fetch opens a new one."""
+        call, self._call = self._call, None
+        if call is not None:
+            call.cancel()
 
 
 def _tp(key: tuple[str, int]) -> str:

@@ -21,6 +21,11 @@ Rules:
 - acks=0 answers an empty response; if any partition failed, the call is aborted (ABORTED,
   naming the partition and its error): the gRPC analogue of Kafka closing the connection, so
   the producer notices and refreshes its metadata.
+- `FetchStream` answers Fetch requests sent one after another on one call, in order, each
+  exactly as `Fetch` would; a request `Fetch` would fail as a whole ends the stream with that
+  status. A follower's fetcher keeps one per leader: a stream message costs this process about
+  half of what a unary call does (measured: 170-200 against 400-430 us of CPU for a 256 KiB
+  answer), and a follower fetches several times per produced batch.
 - Waiting requests (acks=all produce, fetch long polls, DeleteRecords) wait at most their own
   timeout and end a little before the caller's gRPC deadline, so the caller gets Kafka's
   answer rather than DEADLINE_EXCEEDED.
@@ -50,8 +55,9 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import grpc
@@ -228,23 +234,31 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return await self._serve(request, context, serve)
 
     async def Fetch(self, request: pb.FetchRequest, context: Context) -> pb.FetchResponse:
-        async def serve() -> pb.FetchResponse:
-            decoded = self._decode(request, codec.fetch_request_from_proto)
-            rm = self._ready()
-            refused = _refusals(decoded.partitions, "Fetch", _entry_problem)
-            # Kafka answers at once when any partition has an error (§7.2).
-            max_wait_ms = 0 if refused else _bounded_ms(decoded.max_wait_ms, context)
-            results = await self._answer(
-                decoded.partitions,
-                refused,
-                lambda valid: rm.fetch(replace(decoded, partitions=valid, max_wait_ms=max_wait_ms)),
-                lambda p, error: m.FetchPartitionResult(
-                    p.topic, p.partition, error, topic_id=p.topic_id
-                ),
-            )
-            return codec.fetch_response_to_proto(m.FetchResponse(tuple(results)))
+        return await self._serve(request, context, lambda: self._fetch(request, context))
 
-        return await self._serve(request, context, serve)
+    async def FetchStream(
+        self, requests: AsyncIterator[Any], context: Context
+    ) -> AsyncIterator[pb.FetchResponse]:
+        """Each request answered in turn as `Fetch` answers it; one that `Fetch` would fail
+        ends the stream with that status (`serve_guarded` aborts the call)."""
+        async for request in requests:
+            yield await self._serve(request, context, partial(self._fetch, request, context))
+
+    async def _fetch(self, request: pb.FetchRequest, context: Context) -> pb.FetchResponse:
+        decoded = self._decode(request, codec.fetch_request_from_proto)
+        rm = self._ready()
+        refused = _refusals(decoded.partitions, "Fetch", _entry_problem)
+        # Kafka answers at once when any partition has an error (§7.2).
+        max_wait_ms = 0 if refused else _bounded_ms(decoded.max_wait_ms, context)
+        results = await self._answer(
+            decoded.partitions,
+            refused,
+            lambda valid: rm.fetch(replace(decoded, partitions=valid, max_wait_ms=max_wait_ms)),
+            lambda p, error: m.FetchPartitionResult(
+                p.topic, p.partition, error, topic_id=p.topic_id
+            ),
+        )
+        return codec.fetch_response_to_proto(m.FetchResponse(tuple(results)))
 
     async def ListOffsets(
         self, request: pb.ListOffsetsRequest, context: Context
@@ -431,10 +445,15 @@ _METHODS: dict[str, tuple[Any, Any]] = {
 }
 
 
+_STREAMS: dict[str, tuple[Any, Any]] = {
+    "FetchStream": (pb.FetchRequest, pb.FetchResponse),
+}
+
+
 def add_broker_service(service: BrokerService, server: Any) -> None:
     """Register `service` on a grpc.aio server, as `broker_pb2_grpc.add_BrokerServicer_to_server`
     does, but with deserializers that hand garbage to the service instead of failing."""
-    add_tolerant_service(server, SERVICE_NAME, service, _METHODS)
+    add_tolerant_service(server, SERVICE_NAME, service, _METHODS, _STREAMS)
 
 
 def init_producer_id(

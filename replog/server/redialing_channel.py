@@ -93,10 +93,10 @@ class RedialingChannel(Generic[StubT]):
             elif exc.code() == grpc.StatusCode.INTERNAL and DESERIALIZE_FAILURE in (
                 exc.details() or ""
             ):
-                raise self._unparsed(rpc) from None
+                raise self.unparsed(rpc) from None
             raise
         if answer is None:
-            raise self._unparsed(rpc)
+            raise self.unparsed(rpc)
         return answer
 
     async def call_rpc(
@@ -111,7 +111,14 @@ class RedialingChannel(Generic[StubT]):
             lambda stub: getattr(stub, rpc), message, timeout_s, metadata, rpc=rpc
         )
 
-    def _unparsed(self, rpc: str) -> MalformedResponseError:
+    def open_stream(self, rpc: str, metadata: Sequence[tuple[str, str]] = ()) -> Any:
+        """A new call of the stub's bidirectional-stream method `rpc`, with no deadline: its
+        user bounds each answer itself. A message that does not parse is read as None
+        (`unparsed` makes the typed error of it)."""
+        return getattr(self.stub(), rpc)(metadata=tuple(metadata))
+
+    def unparsed(self, rpc: str) -> MalformedResponseError:
+        """The error for an answer of `rpc` that does not parse (module docstring)."""
         method = None if self._service is None else self._service.methods_by_name.get(rpc)
         expected = "its answer" if method is None else f"a {method.output_type.full_name}"
         return MalformedResponseError(
@@ -142,22 +149,29 @@ class _QuietDecoding:
     def __init__(self, channel: grpc.aio.Channel) -> None:
         self._channel = channel
 
-    def unary_unary(
-        self,
-        method: str,
-        request_serializer: Callable[[Any], bytes] | None = None,
-        response_deserializer: Callable[[bytes], Any] | None = None,
-        **options: Any,
-    ) -> Any:
-        return self._channel.unary_unary(
-            method,
-            request_serializer=request_serializer,
-            response_deserializer=_none_on_decode_error(response_deserializer),
-            **options,
-        )
+    def __getattr__(self, name: str) -> Any:
+        factory = getattr(self._channel, name)
+        if name not in _METHOD_FACTORIES:  # anything else: the channel's own
+            return factory
 
-    def __getattr__(self, name: str) -> Any:  # any other kind of method: the channel's own
-        return getattr(self._channel, name)
+        def quiet_factory(
+            method: str,
+            request_serializer: Callable[[Any], bytes] | None = None,
+            response_deserializer: Callable[[bytes], Any] | None = None,
+            **options: Any,
+        ) -> Any:
+            return factory(
+                method,
+                request_serializer=request_serializer,
+                response_deserializer=_none_on_decode_error(response_deserializer),
+                **options,
+            )
+
+        return quiet_factory
+
+
+# The kinds of method replog's stubs build: unary calls, and FetchStream's two-way stream.
+_METHOD_FACTORIES = frozenset({"unary_unary", "stream_stream"})
 
 
 def _none_on_decode_error(

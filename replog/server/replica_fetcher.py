@@ -8,18 +8,20 @@ cancelling tasks as that set changes (it re-reads it whenever the replica manage
 `fetch_wakeup` is set, and once a second). Each fetcher task loops:
 
     request = build_follower_fetch(source, now)     None: idle until fetch_wakeup or idle_poll_ms
-    answer  = Fetch(request) on the source's channel
+    answer  = the next Fetch on the source's FetchStream call
     process_follower_fetch(source, request, answer, now)   or, on any failure,
     follower_fetch_failed(source, request, now)            (the manager backs the partitions off)
 
 Rules:
 - The source's address comes from `addresses(broker_id)` (its registered endpoint in the
   current image) at every request, so a broker that re-registered elsewhere is followed there.
-- One channel per source; calls fail fast while it is down (no wait-for-ready), and any
-  failed fetch replaces it, so the next attempt dials afresh (below).
-  A call's deadline is the request's `max_wait_ms` plus `request_timeout_ms`
-  (`replica.socket.timeout.ms`), so a long poll is never cut short and a hung leader is
-  noticed.
+- One channel per source, and on it one `FetchStream` call that carries every fetch
+  (`broker_client.FetchStream`): a fetch costs the leader and the follower half the CPU of a
+  unary Fetch call, and a follower fetches at least once per batch it replicates. Calls fail
+  fast while the channel is down (no wait-for-ready), and any failed fetch ends the call and
+  replaces the channel, so the next attempt dials afresh (below). An answer is waited for
+  the request's `max_wait_ms` plus `request_timeout_ms` (`replica.socket.timeout.ms`), a
+  unary call's deadline, so a long poll is never cut short and a hung leader is noticed.
 - Record bytes go from the response into the log append untouched (the codec never decodes
   them).
 - A fetch that failed as a whole (no address, a failed call, an answer that is not one:
@@ -53,7 +55,7 @@ import grpc
 from replog.clock import Clock, monotonic_ms
 from replog.errors import KafkaError, KafkaStorageError
 from replog.replication.messages import FetchRequest, FetchResponse
-from replog.server.broker_client import BrokerClient
+from replog.server.broker_client import BrokerClient, FetchStream
 
 log = logging.getLogger("replog.server.fetcher")
 
@@ -81,8 +83,11 @@ class FollowerFetching(Protocol):
 async def wait_for_wakeup(event: asyncio.Event, timeout_ms: int) -> None:
     """Until `event` is set or `timeout_ms` passed. The caller cleared it and polled its state
     with no await in between, so a wakeup is never lost."""
+    # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation that arrives
+    # as the event is set, and a fetcher told to stop would go on.
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(event.wait(), timeout_ms / 1000)
+        async with asyncio.timeout(timeout_ms / 1000):
+            await event.wait()
 
 
 class ReplicaFetcherManager:
@@ -161,6 +166,7 @@ class ReplicaFetcherManager:
 
     async def _fetch_from(self, source: int) -> None:
         client: BrokerClient | None = None
+        stream: FetchStream | None = None
         try:
             while not self._failed:
                 self._rm.fetch_wakeup.clear()
@@ -178,14 +184,18 @@ class ReplicaFetcherManager:
                     self._failed_fetch(source, request)
                     await asyncio.sleep(self._idle_poll_ms / 1000)
                     continue
-                if client is None or client.address != address:
+                if client is None or stream is None or client.address != address:
+                    if stream is not None:
+                        stream.close()
                     if client is not None:
                         await client.close()
                     client = BrokerClient(address, request_timeout_ms=self._request_timeout_ms)
+                    stream = client.fetch_stream()
                 try:
-                    response = await client.fetch(request)
+                    response = await stream.fetch(request)
                 except (grpc.aio.AioRpcError, KafkaError) as exc:
-                    # KafkaError: an answer that is not one (MalformedResponseError).
+                    # KafkaError: an answer that is not one (MalformedResponseError), or none
+                    # in time (RequestTimedOutError).
                     self._request_failed(source, address, request, exc)
                     client.reconnect()
                     await asyncio.sleep(self._idle_poll_ms / 1000)
@@ -194,6 +204,8 @@ class ReplicaFetcherManager:
                 if not self._process(source, request, response):
                     await asyncio.sleep(self._idle_poll_ms / 1000)
         finally:
+            if stream is not None:
+                stream.close()
             if client is not None:
                 await client.close()
 

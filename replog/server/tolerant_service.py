@@ -58,10 +58,15 @@ def _tolerant(method: str, message_type: Any) -> Callable[[bytes], Any]:
 
 
 def add_tolerant_service(
-    server: Any, service_name: str, service: Any, methods: Mapping[str, tuple[Any, Any]]
+    server: Any,
+    service_name: str,
+    service: Any,
+    methods: Mapping[str, tuple[Any, Any]],
+    streams: Mapping[str, tuple[Any, Any]] | None = None,
 ) -> None:
-    """Register `service`'s `methods` (name -> (request type, response type)) under
-    `service_name` on a grpc.aio server, with tolerant deserializers (module docstring)."""
+    """Register `service`'s unary `methods` and its bidirectional-stream `streams` (name ->
+    (request type, response type)) under `service_name` on a grpc.aio server, with tolerant
+    deserializers (module docstring; a stream's applies to each of its requests)."""
     handlers = {
         method: grpc.unary_unary_rpc_method_handler(
             getattr(service, method),
@@ -70,6 +75,12 @@ def add_tolerant_service(
         )
         for method, (request_type, response_type) in methods.items()
     }
+    for method, (request_type, response_type) in (streams or {}).items():
+        handlers[method] = grpc.stream_stream_rpc_method_handler(
+            getattr(service, method),
+            request_deserializer=_tolerant(method, request_type),
+            response_serializer=response_type.SerializeToString,
+        )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service_name, handlers),))
     server.add_registered_method_handlers(service_name, handlers)
 

@@ -6,7 +6,8 @@ bytes that are no protobuf message at all (a peer that is not a replog broker, o
 newer one); `answer(rpc, message)` serializes a message for a well-formed answer with
 impossible contents, and `answer(rpc, first, then)` scripts a sequence (a Fetch answered
 with records once, then with none, as a broker's log would). An RPC without an answer
-aborts with UNIMPLEMENTED. `calls` counts the calls of each RPC.
+aborts with UNIMPLEMENTED. `calls` counts the calls of each RPC. A stream RPC (`FetchStream`)
+answers each message of the stream as a call of its own (scripted and counted under its name).
 
 Imported by module name (`import fake_broker`): pytest puts this folder on `sys.path` for the
 tests in it.
@@ -29,7 +30,8 @@ from replog.pb import controller_pb2
 from replog.server.broker_client import BrokerClient
 
 SERVICE = pb.DESCRIPTOR.services_by_name["Broker"]
-RPCS = [method.name for method in SERVICE.methods]
+RPCS = [method.name for method in SERVICE.methods if not method.client_streaming]
+STREAMS = [method.name for method in SERVICE.methods if method.client_streaming]
 
 # Bytes that no protobuf message parses: field 1 with wire type 7 (there is none).
 GARBAGE = b"\x0f\xff\xff\xff\xff"
@@ -52,6 +54,10 @@ class FakeBroker:
             )
             for rpc in RPCS
         }
+        for rpc in STREAMS:
+            handlers[rpc] = grpc.stream_stream_rpc_method_handler(
+                self._stream_handler(rpc), request_deserializer=None, response_serializer=None
+            )
         self._server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(SERVICE.full_name, handlers),)
         )
@@ -87,23 +93,36 @@ class FakeBroker:
         """Answer the next `rpc` call with `answer` (raw bytes, or a message to serialize), the
         calls after it with the `later` ones in turn, and every call after those with the
         last one."""
-        assert rpc in RPCS, rpc
+        assert rpc in RPCS or rpc in STREAMS, rpc
         raw = [a if isinstance(a, bytes) else a.SerializeToString() for a in (answer, *later)]
         with self._lock:
             self._answers[rpc] = raw
 
+    def _next_answer(self, rpc: str, context: grpc.ServicerContext) -> bytes:
+        with self._lock:
+            self.calls[rpc] += 1
+            answers = self._answers.get(rpc)
+            raw = None
+            if answers:  # the last one answers every call after it
+                raw = answers.pop(0) if len(answers) > 1 else answers[0]
+        if raw is None:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, f"no scripted answer to {rpc}")
+        assert raw is not None  # abort raised
+        return raw
+
     def _handler(self, rpc: str) -> Any:
         def handle(request: bytes, context: grpc.ServicerContext) -> bytes:
-            with self._lock:
-                self.calls[rpc] += 1
-                answers = self._answers.get(rpc)
-                raw = None
-                if answers:  # the last one answers every call after it
-                    raw = answers.pop(0) if len(answers) > 1 else answers[0]
-            if raw is None:
-                context.abort(grpc.StatusCode.UNIMPLEMENTED, f"no scripted answer to {rpc}")
-            assert raw is not None  # abort raised
-            return raw
+            return self._next_answer(rpc, context)
+
+        return handle
+
+    def _stream_handler(self, rpc: str) -> Any:
+        """Each request of the stream answered as a call of `rpc` would be (and counted as
+        one in `calls`)."""
+
+        def handle(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
+            for _request in requests:
+                yield self._next_answer(rpc, context)
 
         return handle
 

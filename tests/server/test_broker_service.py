@@ -361,9 +361,17 @@ async def test_data_requests_wait_for_the_replica_manager_metadata_does_not() ->
         assert failure.value.code() == grpc.StatusCode.UNAVAILABLE
         assert "not recovered" in (failure.value.details() or "")
         assert (await client.metadata()).topics == []
+        stream = client.fetch_stream()
+        fetch = m.FetchRequest((m.FetchPartition("orders", 0, 0),))
+        with pytest.raises(grpc.aio.AioRpcError) as streamed:
+            await stream.fetch(fetch)
+        assert streamed.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert "not recovered" in (streamed.value.details() or "")
         service.attach(FakeReplicaManager())
         response = await client.produce(produce(("orders", 0, BATCH)))
         assert response.partitions[0].error is None
+        assert (await stream.fetch(fetch)).partitions[0].records == BATCH
+        stream.close()
     finally:
         await client.close()
         await server.stop(grace=None)
@@ -401,3 +409,63 @@ async def test_a_storage_error_answered_per_partition_is_reported_too(harness: H
     response = await harness.client.produce(produce(("orders", 0, BATCH)))
     assert isinstance(response.partitions[0].error, KafkaStorageError)
     assert [str(e) for e in harness.storage_errors] == ["orders-0: log dir /x: EIO"]
+
+
+# --- FetchStream: Fetch requests one after another on one call --------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_fetch_stream_answers_each_request_in_turn_as_fetch_does(harness: Harness) -> None:
+    stream = harness.client.fetch_stream()
+    try:
+        for offset in (0, 5, 9):
+            request = m.FetchRequest(
+                (
+                    m.FetchPartition("orders", 0, offset, topic_id=topic_id(5)),
+                    m.FetchPartition("orders", -2, 0),
+                ),
+                replica_id=2,
+                max_wait_ms=500,
+            )
+            good, bad = (await stream.fetch(request)).partitions
+            assert good.error is None and good.records == BATCH
+            assert isinstance(bad.error, UnknownTopicOrPartitionError)
+        # Every answer came from the manager, each with its own request (and, as for Fetch, no
+        # wait for a request with a bad partition).
+        assert [c.partitions[0].fetch_offset for c in harness.rm.calls] == [0, 5, 9]
+        assert {c.max_wait_ms for c in harness.rm.calls} == {0}
+    finally:
+        stream.close()
+
+
+@pytest.mark.asyncio
+async def test_a_refused_request_ends_the_stream_with_fetchs_status_and_the_next_fetch_reopens(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with grpc.aio.insecure_channel(harness.address) as channel:
+        call = channel.stream_stream("/replog.pb.broker.Broker/FetchStream")()
+        await call.write(pb.FetchRequest(isolation_level=5).SerializeToString())
+        with pytest.raises(grpc.aio.AioRpcError) as bad_isolation:
+            await call.read()
+        assert bad_isolation.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "isolation_level 5" in (bad_isolation.value.details() or "")
+        garbage = channel.stream_stream("/replog.pb.broker.Broker/FetchStream")()
+        await garbage.write(b"\xff" * 64)
+        with pytest.raises(grpc.aio.AioRpcError) as undecodable:
+            await garbage.read()
+        assert undecodable.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "FetchStream: the 64 request bytes are not a" in (undecodable.value.details() or "")
+    assert "Traceback" not in caplog.text
+    assert harness.rm.calls == []
+    # The client's stream: a failed fetch ends its call; the next one opens another.
+    stream = harness.client.fetch_stream()
+    try:
+        harness.rm.raise_error = KafkaStorageError("log dir /x: EIO")
+        with pytest.raises(grpc.aio.AioRpcError) as storage:
+            await stream.fetch(m.FetchRequest((m.FetchPartition("orders", 0, 0),)))
+        assert storage.value.code() == grpc.StatusCode.UNAVAILABLE
+        harness.rm.raise_error = None
+        answer = await stream.fetch(m.FetchRequest((m.FetchPartition("orders", 0, 0),)))
+        assert answer.partitions[0].records == BATCH
+    finally:
+        stream.close()

@@ -79,9 +79,23 @@ class FakeFollower:
 
 
 class FakeLeader(broker_pb2_grpc.BrokerServicer):
-    def __init__(self, hang: bool = False) -> None:
+    """Answers every fetch with BATCH; `hang`: never answers; `end_streams`: ends each
+    FetchStream call after its first answer, without an error."""
+
+    def __init__(self, hang: bool = False, end_streams: bool = False) -> None:
         self.hang = hang
+        self.end_streams = end_streams
         self.requests: list[pb.FetchRequest] = []
+        self.streams = 0  # FetchStream calls
+
+    async def FetchStream(
+        self, requests: AsyncIterator[pb.FetchRequest], context: Any
+    ) -> AsyncIterator[pb.FetchResponse]:
+        self.streams += 1
+        async for request in requests:
+            yield await self.Fetch(request, context)
+            if self.end_streams:
+                return
 
     async def Fetch(self, request: pb.FetchRequest, context: Any) -> pb.FetchResponse:
         self.requests.append(request)
@@ -104,6 +118,15 @@ class Leaders:
     servicers: dict[int, FakeLeader]
 
 
+async def serving(servicer: FakeLeader) -> tuple[Any, str]:
+    """A started grpc.aio server for `servicer` on a free port, and its address."""
+    server = grpc.aio.server()
+    broker_pb2_grpc.add_BrokerServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    return server, f"127.0.0.1:{port}"
+
+
 @pytest_asyncio.fixture
 async def leaders() -> AsyncIterator[Leaders]:
     servers = []
@@ -111,12 +134,8 @@ async def leaders() -> AsyncIterator[Leaders]:
     servicers: dict[int, FakeLeader] = {}
     for broker_id in (1, 2, 3):
         servicer = FakeLeader(hang=broker_id == 3)
-        server = grpc.aio.server()
-        broker_pb2_grpc.add_BrokerServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
+        server, addresses[broker_id] = await serving(servicer)
         servers.append(server)
-        addresses[broker_id] = f"127.0.0.1:{port}"
         servicers[broker_id] = servicer
     try:
         yield Leaders(addresses, servicers)
@@ -232,7 +251,7 @@ async def test_an_answer_that_is_not_one_is_one_warning_and_a_new_channel_per_fa
     caplog.set_level(logging.WARNING, "replog.server.fetcher")
     redialled = record_redials(monkeypatch)
     with fake_broker_running() as leader:
-        leader.answer("Fetch", GARBAGE)
+        leader.answer("FetchStream", GARBAGE)
         rm = FakeFollower(sources=[1])
         fetchers = ReplicaFetcherManager(rm, {1: leader.address}.get, idle_poll_ms=10)
         fetchers.start()
@@ -245,10 +264,59 @@ async def test_an_answer_that_is_not_one_is_one_warning_and_a_new_channel_per_fa
     assert len(warnings) == len(rm.failed) == fetchers.failures
     assert warnings[0].startswith(
         f"fetch from leader broker 1 at {leader.address} failed: MalformedResponseError: "
-        f"broker at {leader.address} answered Fetch with bytes that do not parse"
+        f"broker at {leader.address} answered FetchStream with bytes that do not parse as a "
+        "replog.pb.broker.FetchResponse message"
     )
     assert warnings[0].endswith("; backing off its 1 partition(s)")
     assert redialled == [leader.address] * len(rm.failed)
+
+
+@pytest.mark.asyncio
+async def test_every_fetch_from_a_source_goes_on_one_stream(leaders: Leaders) -> None:
+    rm = FakeFollower(sources=[1])
+    fetchers = ReplicaFetcherManager(rm, leaders.addresses.get, idle_poll_ms=10)
+    fetchers.start()
+    try:
+        await eventually(lambda: len(rm.processed) >= 5, "five fetches")
+    finally:
+        await fetchers.stop()
+    assert leaders.servicers[1].streams == 1
+    assert [r.topics[0].partitions[0].fetch_offset for r in leaders.servicers[1].requests[:5]] == [
+        0,
+        1,
+        2,
+        3,
+        4,
+    ]
+
+
+@pytest.mark.asyncio
+async def test_a_stream_the_leader_ends_is_a_failed_fetch_and_the_next_opens_another(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, "replog.server.fetcher")
+    servicer = FakeLeader(end_streams=True)
+    server, address = await serving(servicer)
+    rm = FakeFollower(sources=[1])
+    fetchers = ReplicaFetcherManager(rm, {1: address}.get, idle_poll_ms=10)
+    fetchers.start()
+    try:
+        await eventually(lambda: len(rm.failed) >= 2, "two ended streams")
+    finally:
+        await fetchers.stop()
+        await server.stop(grace=None)
+    # Each stream: one answer processed, then its end is a failed fetch; a new stream follows.
+    assert servicer.streams >= 2 and len(rm.processed) >= 2
+    warnings = fetcher_warnings(caplog)
+    assert len(warnings) == len(rm.failed)
+    # The end is seen by the next write: as the end of the stream, or, when the write races
+    # it inside gRPC, as gRPC's INTERNAL "Internal error from Core".
+    ended = (
+        f"MalformedResponseError: broker at {address} answered FetchStream with the end "
+        "of the stream instead of an answer",
+        "INTERNAL: Internal error from Core",
+    )
+    assert all(any(cause in w for cause in ended) for w in warnings), warnings
 
 
 @pytest.mark.asyncio

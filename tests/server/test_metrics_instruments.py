@@ -4,6 +4,7 @@ real ReplicaManager pair), and the request interceptor on a real grpc.aio server
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -118,10 +119,20 @@ def _test_service() -> grpc.GenericRpcHandler:
     async def crash(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         raise RuntimeError("a bug")
 
+    async def echoes(
+        requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[bytes]:
+        async for request in requests:
+            if request == b"stop":
+                await context.abort(grpc.StatusCode.OUT_OF_RANGE, "told to stop")
+            await asyncio.sleep(0.02)
+            yield request
+
     handlers = {
         name: grpc.unary_unary_rpc_method_handler(behavior)
         for name, behavior in (("Echo", echo), ("Refuse", refuse), ("Crash", crash))
     }
+    handlers["Echoes"] = grpc.stream_stream_rpc_method_handler(echoes)
     return grpc.method_handlers_generic_handler("test.pkg.Probe", handlers)
 
 
@@ -145,6 +156,15 @@ async def test_interceptor_counts_and_times_every_call_by_code() -> None:
             with pytest.raises(grpc.aio.AioRpcError) as crashed:
                 await crash(b"x")
             assert crashed.value.code() == grpc.StatusCode.UNKNOWN
+            # A stream: each answer is one request; the one it ends on counts with its code.
+            stream = channel.stream_stream("/test.pkg.Probe/Echoes")()
+            for _ in range(4):
+                await stream.write(b"hi")
+                assert await stream.read() == b"hi"
+            await stream.write(b"stop")
+            with pytest.raises(grpc.aio.AioRpcError) as stopped:
+                await stream.read()
+            assert stopped.value.code() == grpc.StatusCode.OUT_OF_RANGE
     finally:
         await server.stop(None)
 
@@ -160,6 +180,10 @@ async def test_interceptor_counts_and_times_every_call_by_code() -> None:
     assert total is not None and 0.06 <= total < 3
     # Below 10 ms: none of the three 20 ms calls.
     assert get("replog_request_duration_seconds_bucket", method="Echo", le="0.01", **probe) == 0
+    assert get("replog_requests_total", method="Echoes", code="OK", **probe) == 4
+    assert get("replog_requests_total", method="Echoes", code="OUT_OF_RANGE", **probe) == 1
+    assert get("replog_request_duration_seconds_count", method="Echoes", **probe) == 5
+    assert get("replog_request_duration_seconds_bucket", method="Echoes", le="0.01", **probe) == 1
 
 
 @pytest.mark.asyncio

@@ -12,7 +12,9 @@ Rules:
   RequestsPerSec counts every request.
 - Per call: one clock read each side, one counter increment and one histogram observation on
   children looked up once per (method, code); the wrapped handler is built once per method.
-- Streaming methods (none today) pass through unmeasured.
+- A bidirectional-stream method (`FetchStream`) counts each answer as one request, timed from
+  its request's arrival to the answer, OK; a stream that ends in an error or is cancelled counts
+  the request it was answering with that code. Other streaming kinds (none) pass through.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def status_name(code: object) -> str:
 
 
 class RequestMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Counts and times every unary call (module docstring)."""
+    """Counts and times every unary call and stream answer (module docstring)."""
 
     def __init__(self, metrics: NodeMetrics) -> None:
         self._metrics = metrics
@@ -67,17 +69,23 @@ class RequestMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[mis
         if wrapped is not None:
             return wrapped
         handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
+        if handler is None:
             return handler
-        wrapped = self._wrapped[method] = self._wrap(method, handler)
+        if handler.unary_unary is not None:
+            wrapped = self._wrap(method, handler)
+        elif handler.stream_stream is not None:
+            wrapped = self._wrap_stream(method, handler)
+        else:
+            return handler
+        self._wrapped[method] = wrapped
         return wrapped
 
-    def _wrap(self, full_method: str, handler: Handler) -> Handler:
+    def _instruments(self, full_method: str) -> tuple[Any, Callable[[str], None]]:
+        """The method's duration histogram and a `count(code)` for it."""
         service, method = split_method(full_method)
         metrics = self._metrics
         duration = metrics.request_duration.labels(service=service, method=method)
         counters: dict[str, Any] = {}
-        behavior = handler.unary_unary
 
         def count(code: str) -> None:
             counter = counters.get(code)
@@ -86,6 +94,47 @@ class RequestMetricsInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[mis
                     service=service, method=method, code=code
                 )
             counter.inc()
+
+        return duration, count
+
+    def _wrap_stream(self, full_method: str, handler: Handler) -> Handler:
+        duration, count = self._instruments(full_method)
+        behavior = handler.stream_stream
+
+        async def measured(requests: Any, context: grpc.aio.ServicerContext) -> Any:
+            arrivals: list[float] = []  # of the requests not answered yet, oldest first
+
+            async def arriving() -> Any:
+                async for request in requests:
+                    arrivals.append(monotonic_s())
+                    yield request
+
+            def answered(code: str) -> None:
+                if arrivals:
+                    duration.observe(monotonic_s() - arrivals.pop(0))
+                    count(code)
+
+            try:
+                async for answer in behavior(arriving(), context):
+                    answered("OK")
+                    yield answer
+            except asyncio.CancelledError:
+                answered("CANCELLED")
+                raise
+            except BaseException:
+                reported = _context_code(context)
+                answered("UNKNOWN" if reported is None else status_name(reported))
+                raise
+
+        return grpc.stream_stream_rpc_method_handler(
+            measured,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    def _wrap(self, full_method: str, handler: Handler) -> Handler:
+        duration, count = self._instruments(full_method)
+        behavior = handler.unary_unary
 
         async def measured(request: Any, context: grpc.aio.ServicerContext) -> Any:
             start = monotonic_s()

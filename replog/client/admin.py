@@ -372,10 +372,10 @@ class Admin:
         remaining_s = max(deadline_ms - monotonic_ms(), 1) / 1000
         attempt_s = min(self.config.request_timeout_ms / 1000, remaining_s)
         try:
-            return await asyncio.wait_for(
-                asyncio.to_thread(quorum.describe_quorum, bootstrap, addresses, attempt_s),
-                remaining_s,
-            )
+            async with asyncio.timeout(remaining_s):
+                return await asyncio.to_thread(
+                    quorum.describe_quorum, bootstrap, addresses, attempt_s
+                )
         except TimeoutError:
             raise KafkaTimeoutError(
                 f"describe_quorum did not finish within {int(remaining_s * 1000)} ms"

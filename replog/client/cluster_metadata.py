@@ -286,7 +286,8 @@ class ClusterMetadata:
         if remaining_ms <= 0 and not task.done():
             raise self._timeout("metadata refresh")
         try:
-            await asyncio.wait_for(asyncio.shield(task), max(remaining_ms, 0) / 1000)
+            async with asyncio.timeout(max(remaining_ms, 0) / 1000):
+                await asyncio.shield(task)
         except TimeoutError:
             raise self._timeout("metadata refresh") from None
         except asyncio.CancelledError:

@@ -378,7 +378,8 @@ class Fetcher:
         if timeout_ms <= 0 or self._arrived.is_set():
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._arrived.wait(), timeout_ms / 1000)
+            async with asyncio.timeout(timeout_ms / 1000):
+                await self._arrived.wait()
 
     def discard(self, partitions: frozenset[TopicPartition] | None = None) -> None:
         """Drop buffered records (of `partitions`, or all)."""

@@ -200,7 +200,8 @@ class Producer:
                 None if deadline_ms is None else max(deadline_ms - monotonic_ms(), 0) / 1000
             )
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(task), remaining_s)
+                async with asyncio.timeout(remaining_s):
+                    await asyncio.shield(task)
         while self._waiting:
             waiting = self._waiting.popleft()
             if not waiting.future.done():
@@ -376,7 +377,8 @@ class Producer:
         self._accumulator.memory_waiters += 1
         self._sender.wakeup()  # with waiters every batch is ready: free memory sooner
         try:
-            await asyncio.wait_for(event.wait(), remaining_ms / 1000)
+            async with asyncio.timeout(remaining_ms / 1000):
+                await event.wait()
         except TimeoutError:
             raise self._memory_timeout(waiting.record.topic) from None
         finally:

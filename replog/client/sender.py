@@ -258,7 +258,8 @@ class Sender:
         for batch in pending:
             batch.add_done_callback(one_done)
         try:
-            await asyncio.wait_for(all_done, None if timeout_ms is None else timeout_ms / 1000)
+            async with asyncio.timeout(None if timeout_ms is None else timeout_ms / 1000):
+                await all_done
         except TimeoutError:
             left = [b for b in pending if not b.done]
             records = sum(b.record_count for b in left)

@@ -175,7 +175,8 @@ class BrokerLifecycleDriver:
             return True
         self._post(self.core.begin_controlled_shutdown)
         try:
-            await asyncio.wait_for(self._shut_down.wait(), timeout_ms / 1000)
+            async with asyncio.timeout(timeout_ms / 1000):
+                await self._shut_down.wait()
         except TimeoutError:
             log.warning(
                 "broker %d: controlled shutdown not granted within %d ms; stopping anyway",
@@ -213,7 +214,8 @@ class BrokerLifecycleDriver:
                 wake_at = self.core.wake_at_ms()
                 timeout = None if wake_at is None else max(0, wake_at - self._clock()) / 1000
                 try:
-                    event = await asyncio.wait_for(self._inbox.get(), timeout)
+                    async with asyncio.timeout(timeout):
+                        event = await self._inbox.get()
                 except TimeoutError:
                     self.core.tick(self._clock())
                     continue
@@ -262,7 +264,8 @@ class BrokerLifecycleDriver:
         self._post(lambda now: self.core.begin_shutdown("the broker is stopping"))
         if self._task is not None:
             try:
-                await asyncio.wait_for(asyncio.shield(self._task), 1)
+                async with asyncio.timeout(1):
+                    await asyncio.shield(self._task)
             except (asyncio.CancelledError, TimeoutError):
                 pass
             except Exception:

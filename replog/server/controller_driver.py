@@ -153,7 +153,8 @@ class ControllerDriver:
 
         self._raft.post(run)
         try:
-            pending = await asyncio.wait_for(asyncio.shield(settled), timeout_ms / 1000)
+            async with asyncio.timeout(timeout_ms / 1000):
+                pending = await asyncio.shield(settled)
         except TimeoutError:
             what = described[0] if described else "the request"
             return ControllerAnswer(
@@ -190,7 +191,8 @@ class ControllerDriver:
 
         self._raft.post(run)
         try:
-            return await asyncio.wait_for(asyncio.shield(answered), READ_TIMEOUT_MS / 1000)
+            async with asyncio.timeout(READ_TIMEOUT_MS / 1000):
+                return await asyncio.shield(answered)
         except TimeoutError:
             return ControllerAnswer(
                 self._controller_id,

@@ -247,8 +247,9 @@ class Node:
             code = 1
             await self.broker.stop(graceful=False)
             await self.driver.stop(graceful=True)
-            with contextlib.suppress(asyncio.TimeoutError, Exception):
-                await asyncio.wait_for(run, 5)
+            with contextlib.suppress(TimeoutError, Exception):
+                async with asyncio.timeout(5):
+                    await run
         else:
             log.warning("node %d: shutting down", self.config.node_id)
             if self.broker is not None:
@@ -256,8 +257,9 @@ class Node:
                 # away while the Raft quorum still has this node.
                 await self.broker.stop(graceful=True)
             await self.driver.stop(graceful=True)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(run, 5)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(5):
+                    await run
         if broker_failed is not None:
             broker_failed.cancel()
         stopped.cancel()

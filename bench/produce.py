@@ -737,7 +737,15 @@ class ReplogSide:
                 raise RuntimeError(f"replog {name}: more than 100 errors; first: {text}")
 
         async def consumer(partition: int, offset: int) -> None:
-            client = consumers[partition]
+            # One FetchStream call, as the client library's consumer fetches (a failed fetch
+            # ends it; the next opens another).
+            stream = consumers[partition].fetch_stream()
+            try:
+                await read_from(partition, offset, stream)
+            finally:
+                stream.close()
+
+        async def read_from(partition: int, offset: int, stream: Any) -> None:
             while not (stop.is_set() and offset >= end_offsets[partition]):
                 request = msg.FetchRequest(
                     partitions=(msg.FetchPartition(name, partition, offset, 4 * MiB),),
@@ -746,7 +754,7 @@ class ReplogSide:
                     max_bytes=8 * MiB,
                 )
                 try:
-                    response = await client.fetch(request)
+                    response = await stream.fetch(request)
                 except grpc.RpcError as exc:
                     consumer_error(f"consumer: {type(exc).__name__}: {exc}")
                     await asyncio.sleep(0.05)

@@ -208,9 +208,11 @@ class BrokerClient:
         )
         return self._checked_fetch(request, answer)
 
-    def _checked_fetch(self, request: m.FetchRequest, answer: Any) -> m.FetchResponse:
+    def _checked_fetch(
+        self, request: m.FetchRequest, answer: Any, rpc: str = "Fetch"
+    ) -> m.FetchResponse:
         return self._checked(
-            "Fetch",
+            rpc,
             codec.fetch_response_from_proto,
             answer,
             request.partitions,
@@ -329,6 +331,10 @@ class FetchStream:
     - Failures are those of `BrokerClient.fetch`: the call's `grpc.aio.AioRpcError` (UNAVAILABLE
       also drops the channel), `MalformedResponseError` for an answer that does not parse or
       does not answer the request, and a stream the broker ends without an error is one too.
+    - A call on a channel the client has since dropped (another call saw UNAVAILABLE) is
+      cancelled before the next fetch and a new one opened on the current channel: the old
+      channel's grace period would cut it off in the middle of some later fetch. UNAVAILABLE
+      on such a call does not drop the current channel.
     - Not for concurrent use: one fetch at a time, as a fetcher task does.
     """
 
@@ -337,26 +343,32 @@ class FetchStream:
     def __init__(self, client: BrokerClient) -> None:
         self._client = client
         self._call: Any = None
+        self._generation = -1  # the channel generation `_call` was opened at
 
     async def fetch(self, request: m.FetchRequest) -> m.FetchResponse:
         client = self._client
+        channel = client._channel
         wait_ms = client.request_timeout_ms + max(0, request.max_wait_ms)
+        if self._call is not None and self._generation != channel.generation:
+            self.close()
         if self._call is None:
-            self._call = client._channel.open_stream(self.RPC, client._metadata)
+            self._call = channel.open_stream(self.RPC, client._metadata)
+            self._generation = channel.generation
         try:
             # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation that
             # arrives as the answer does, and a fetcher told to stop would fetch on.
             async with asyncio.timeout(wait_ms / 1000):
                 answer = await self._exchange(self._call, codec.fetch_request_to_proto(request))
-            return client._checked_fetch(request, answer)
+            return client._checked_fetch(request, answer, self.RPC)
         except TimeoutError:
             self.close()
             raise RequestTimedOutError(
                 f"broker at {client.address} sent no {self.RPC} answer within {wait_ms} ms"
             ) from None
         except grpc.aio.AioRpcError as exc:
+            current = self._generation == channel.generation
             self.close()
-            if exc.code() == grpc.StatusCode.UNAVAILABLE:
+            if exc.code() == grpc.StatusCode.UNAVAILABLE and current:
                 client.reconnect()
             raise
         except BaseException:

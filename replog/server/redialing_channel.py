@@ -67,6 +67,9 @@ class RedialingChannel(Generic[StubT]):
         self._channel: grpc.aio.Channel | None = None
         self._stub: StubT | None = None
         self._closing: set[asyncio.Task[None]] = set()
+        # Counts channels dropped: a stream call opened at another generation lives on a
+        # channel that is closing (`open_stream`).
+        self.generation = 0
 
     def stub(self) -> StubT:
         if self._stub is None:
@@ -114,7 +117,9 @@ class RedialingChannel(Generic[StubT]):
     def open_stream(self, rpc: str, metadata: Sequence[tuple[str, str]] = ()) -> Any:
         """A new call of the stub's bidirectional-stream method `rpc`, with no deadline: its
         user bounds each answer itself. A message that does not parse is read as None
-        (`unparsed` makes the typed error of it)."""
+        (`unparsed` makes the typed error of it). A call outlives a `reconnect` on the old
+        channel, which its grace period then cuts off: a user that keeps one open compares
+        `generation` before each use and opens a new one once it moved."""
         return getattr(self.stub(), rpc)(metadata=tuple(metadata))
 
     def unparsed(self, rpc: str) -> MalformedResponseError:
@@ -129,6 +134,7 @@ class RedialingChannel(Generic[StubT]):
     def reconnect(self) -> None:
         """Drop the channel: the next call dials again at once."""
         channel, self._channel, self._stub = self._channel, None, None
+        self.generation += 1
         if channel is not None:
             task = asyncio.get_running_loop().create_task(channel.close(REPLACED_CHANNEL_GRACE_S))
             self._closing.add(task)
@@ -136,6 +142,7 @@ class RedialingChannel(Generic[StubT]):
 
     async def close(self) -> None:
         channel, self._channel, self._stub = self._channel, None, None
+        self.generation += 1
         if channel is not None:
             await channel.close()
         for task in list(self._closing):

@@ -194,6 +194,19 @@ class FakeConnections:
 
 
 @dataclass
+class FakeFetchStream:
+    """A broker's `FetchStream` call: each fetch answered as `Fetch` answers it."""
+
+    broker: FakeBroker
+
+    async def fetch(self, request: m.FetchRequest) -> m.FetchResponse:
+        return await self.broker.fetch(request)
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
 class FakeBroker:
     cluster: FakeCluster
     address: str
@@ -290,6 +303,9 @@ class FakeBroker:
             cluster.check_up(self.address)
             results = self._read(node, request)
         return m.FetchResponse(tuple(results))
+
+    def fetch_stream(self) -> FakeFetchStream:
+        return FakeFetchStream(self)
 
     async def list_offsets(
         self, request: m.ListOffsetsRequest, *, timeout_ms: int | None = None

@@ -7,7 +7,8 @@ newer one); `answer(rpc, message)` serializes a message for a well-formed answer
 impossible contents, and `answer(rpc, first, then)` scripts a sequence (a Fetch answered
 with records once, then with none, as a broker's log would). An RPC without an answer
 aborts with UNIMPLEMENTED. `calls` counts the calls of each RPC. A stream RPC (`FetchStream`)
-answers each message of the stream as a call of its own (scripted and counted under its name).
+answers each message of the stream as a call of its own (scripted and counted under its name);
+`streams` counts the stream calls opened.
 
 Imported by module name (`import fake_broker`): pytest puts this folder on `sys.path` for the
 tests in it.
@@ -41,6 +42,7 @@ class FakeBroker:
     def __init__(self) -> None:
         self._answers: dict[str, list[bytes]] = {}
         self.calls: Counter[str] = Counter()  # per RPC, the calls it got
+        self.streams: Counter[str] = Counter()  # per stream RPC, the calls opened
         self._lock = threading.Lock()
         # Owned here: gRPC's server does not shut down the pool it is given, and a fake per
         # test would otherwise leave its threads behind.
@@ -121,6 +123,8 @@ class FakeBroker:
         one in `calls`)."""
 
         def handle(requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
+            with self._lock:
+                self.streams[rpc] += 1
             for _request in requests:
                 yield self._next_answer(rpc, context)
 

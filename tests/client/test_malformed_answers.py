@@ -369,7 +369,7 @@ def test_a_malformed_fetch_answer_drops_the_channel_and_refreshes_metadata(
     cluster: FakeBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     redialled = record_redials(monkeypatch)
-    cluster.answer("Fetch", GARBAGE)
+    cluster.answer("FetchStream", GARBAGE)
     consumer = Consumer(bootstrap_servers=cluster.address, request_timeout_ms=2000)
     try:
         consumer.assign([T0])
@@ -386,6 +386,31 @@ def test_a_malformed_fetch_answer_drops_the_channel_and_refreshes_metadata(
             return cluster.calls["Metadata"] > asked
 
         wait_until(refreshed, "a metadata refresh after the bad answers")
+    finally:
+        consumer.close()
+
+
+def test_consumer_fetches_on_one_stream_until_an_answer_fails(cluster: FakeBroker) -> None:
+    """A leader's fetches share one FetchStream call; after a bad answer the call is gone and
+    the next fetch opens another."""
+    empty = answer_with("Fetch", 0, high_watermark=0)
+    cluster.answer("FetchStream", empty, empty, empty, GARBAGE, empty)
+    consumer = Consumer(bootstrap_servers=cluster.address, request_timeout_ms=2000)
+    try:
+        consumer.assign([T0])
+        consumer.seek(T0, 0)
+        failed = False
+
+        def fetched_after_the_failure() -> bool:
+            nonlocal failed
+            try:
+                consumer.poll(timeout_ms=100)
+            except MalformedResponseError:
+                failed = True
+            return failed and cluster.calls["FetchStream"] >= 6
+
+        wait_until(fetched_after_the_failure, "fetches after the bad answer")
+        assert cluster.streams["FetchStream"] == 2
     finally:
         consumer.close()
 
@@ -414,17 +439,17 @@ def test_consumer_poll_raises_a_malformed_fetch_answer(cluster: FakeBroker, kind
         "negative offset": impossible("Fetch", "negative offset"),
     }
     answer, what = answers[kind]
-    cluster.answer("Fetch", answer)
+    cluster.answer("FetchStream", answer)
     error = poll_t0_until_error(cluster)
     assert isinstance(error, MalformedResponseError), repr(error)
-    check_names(error, cluster, "Fetch", what)
+    check_names(error, cluster, "FetchStream", what)
 
 
 def test_consumer_poll_raises_an_unknown_fetch_error_code(cluster: FakeBroker) -> None:
-    cluster.answer("Fetch", answer_with("Fetch", 0, error=UNKNOWN_CODE))
+    cluster.answer("FetchStream", answer_with("Fetch", 0, error=UNKNOWN_CODE))
     error = poll_t0_until_error(cluster)
     assert type(error) is UnknownServerError
-    check_names(error, cluster, "Fetch", "unknown error code 999")
+    check_names(error, cluster, "FetchStream", "unknown error code 999")
 
 
 def test_consumer_position_names_a_malformed_list_offsets_answer(cluster: FakeBroker) -> None:
@@ -482,7 +507,7 @@ def test_consumer_poll_raises_records_that_are_not_batches(cluster: FakeBroker, 
     whole, KIP-74): fetching again would get them again."""
     whole = build_batch([(0, None, b"v" * 100, [])])
     records = b"\x00" * 70 if kind == "zeros" else whole[: len(whole) // 2]
-    cluster.answer("Fetch", answer_with("Fetch", 0, high_watermark=10, records=records))
+    cluster.answer("FetchStream", answer_with("Fetch", 0, high_watermark=10, records=records))
     error = poll_t0_until_error(cluster)
     assert isinstance(error, CorruptRecordError), repr(error)
     check_names(error, cluster, "fetch of t-0 at offset 0", "hold no whole record batch")
@@ -526,7 +551,7 @@ def poll_t0(cluster: FakeBroker, polls: int = 3, **config: Any) -> tuple[list[An
 
 
 def test_consumer_takes_an_answer_without_records(cluster: FakeBroker) -> None:
-    cluster.answer("Fetch", answer_with("Fetch", 0, high_watermark=0))
+    cluster.answer("FetchStream", answer_with("Fetch", 0, high_watermark=0))
     assert poll_t0(cluster) == ([], 0)
 
 
@@ -535,7 +560,7 @@ def test_consumer_passes_over_a_control_batch(cluster: FakeBroker) -> None:
     moves past it, no CorruptRecordError."""
     control = build_batch([(0, b"\x00\x00\x00\x00", b"", [])], is_control=True)
     cluster.answer(
-        "Fetch",
+        "FetchStream",
         answer_with("Fetch", 0, high_watermark=1, records=control),
         answer_with("Fetch", 0, high_watermark=1),  # at offset 1: nothing more
     )
@@ -547,7 +572,7 @@ def test_consumer_takes_a_first_batch_beyond_its_byte_limit(cluster: FakeBroker)
     max.partition.fetch.bytes."""
     batch = build_batch([(0, None, b"v" * 4096, [])])
     cluster.answer(
-        "Fetch",
+        "FetchStream",
         answer_with("Fetch", 0, high_watermark=1, records=batch),
         answer_with("Fetch", 0, high_watermark=1),
     )

@@ -6,6 +6,7 @@ requests until its logs are recovered."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,7 @@ from replog.pb import broker_pb2 as pb
 from replog.pb import broker_pb2_grpc
 from replog.record import build_batch
 from replog.replication import messages as m
+from replog.server import redialing_channel
 from replog.server.broker_client import BrokerClient
 from replog.server.broker_service import BrokerService, add_broker_service
 from tests.metadata.metadata_helpers import (
@@ -467,5 +469,24 @@ async def test_a_refused_request_ends_the_stream_with_fetchs_status_and_the_next
         harness.rm.raise_error = None
         answer = await stream.fetch(m.FetchRequest((m.FetchPartition("orders", 0, 0),)))
         assert answer.partitions[0].records == BATCH
+    finally:
+        stream.close()
+
+
+@pytest.mark.asyncio
+async def test_a_fetch_stream_moves_to_the_new_channel_when_the_client_dropped_the_old_one(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another call's UNAVAILABLE drops the client's channel; the dropped one closes after a
+    # grace period (none here) and takes any call still open on it along.
+    monkeypatch.setattr(redialing_channel, "REPLACED_CHANNEL_GRACE_S", 0)
+    stream = harness.client.fetch_stream()
+    request = m.FetchRequest((m.FetchPartition("orders", 0, 0),), replica_id=2)
+    try:
+        assert (await stream.fetch(request)).partitions[0].records == BATCH
+        harness.client.reconnect()
+        await asyncio.sleep(0.2)  # the old channel's close has run
+        assert (await stream.fetch(request)).partitions[0].records == BATCH
+        assert len(harness.rm.calls) == 2
     finally:
         stream.close()

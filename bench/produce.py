@@ -59,7 +59,9 @@ figure's median over the runs (ratios are taken within a run, then their median)
 `bash bench/install_nats.sh` installs nats-server (Debian) and nats-py when missing. Ports:
 19720-19722 (replog), 14323-14325 and 16323-16325 (NATS). Every server started is stopped on
 exit, and servers left by an interrupted earlier run (found by their data directory under
-$TMPDIR/replog-bench-produce-*) are killed at start.
+$TMPDIR/replog-bench-produce-*) are killed at start. The benchmark process tunes glibc to keep
+its large buffers (`replog.server.allocator`, as the nodes do), so the load generator does not
+fault in fresh pages per batch.
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ from replog.cli.local_cluster import LocalCluster  # noqa: E402
 from replog.record.batch import iter_batches  # noqa: E402
 from replog.record.builder import BatchBuilder, build_batch  # noqa: E402
 from replog.replication import messages as msg  # noqa: E402
+from replog.server.allocator import keep_large_buffers  # noqa: E402
 from replog.storage.log import deleted_topic_partition, parse_topic_partition  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -1404,6 +1407,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     busy = [p for p in [*NatsCluster("").ports, *ReplogCluster("").ports] if not port_free(p)]
     if busy:
         raise SystemExit(f"ports in use: {busy}")
+    # The load generator must not compete with the servers for pages: with glibc's defaults its
+    # per-batch buffers (stamped copies, gRPC messages, fetch answers) are mmapped and unmapped
+    # each time, 15-20k fresh pages a second, each faulted in and zeroed, which on this VM costs
+    # the most exactly when the servers' own page-cache growth does (docs/benchmarks.md). A
+    # Kafka producer reuses its batch buffers (BufferPool); the nodes keep theirs the same way.
+    keep_large_buffers()
     # SIGTERM (e.g. a CI timeout) unwinds like Ctrl-C, so every `finally` stops its servers.
     signal.signal(signal.SIGTERM, _interrupted)
 

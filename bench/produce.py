@@ -45,7 +45,9 @@ peak: the same paced producer with its send time stamped in the first record of 
 (every NATS message), and a consumer in this process receiving the committed records (replog:
 a Fetch loop at the leader, which serves only up to the high watermark; JetStream: an ordered
 push consumer). Latency of a batch counts for its records; the time a record would wait in a
-filling batch is not counted (about 5 ms, see above).
+filling batch is not counted (about 5 ms, see above). A paced trial's line also says where its
+slowest 1% of sends came from (`slow_episodes`): how many stalls, and the longest one's place
+in the trial, its sends and its worst latency, since one stall can decide a p99.
 
 The table compares in one run and states the issue's goals: records/s >= 5x JetStream's;
 replog MB/s >= 40% of (page-cache bandwidth / 3), the three replicas sharing one machine's
@@ -184,6 +186,46 @@ def percentile_ms(latencies_s: Sequence[float], q: float) -> float:
     return ordered[index] * 1000.0
 
 
+@dataclass(frozen=True)
+class Stall:
+    """A run of slow sends in a trial: seconds from the trial's first send."""
+
+    start_s: float
+    end_s: float
+    count: int
+    worst_s: float
+
+    def summary(self) -> dict[str, float]:
+        return {
+            "start_s": round(self.start_s, 2),
+            "end_s": round(self.end_s, 2),
+            "count": self.count,
+            "worst_ms": round(self.worst_s * 1000, 1),
+        }
+
+
+def slow_episodes(
+    latencies_s: Sequence[float], ended_at_s: Sequence[float], gap_s: float = 0.2
+) -> list[Stall]:
+    """The slowest 1% of sends (at least one), grouped into stalls: sends that ended within
+    `gap_s` of each other belong to one. Tells one stall that decides a p99 (the case of a
+    paced trial's ~2,000 sends, whose p99 is the 20th slowest) from slowness spread over it."""
+    if not latencies_s:
+        return []
+    sends = list(zip(ended_at_s, latencies_s, strict=True))
+    first_send = min(at - latency for at, latency in sends)
+    slowest = sorted(sends, key=lambda send: send[1], reverse=True)[: max(1, len(sends) // 100)]
+    stalls: list[Stall] = []
+    for at, latency in sorted(slowest):
+        at -= first_send
+        last = stalls[-1] if stalls else None
+        if last is not None and at - last.end_s <= gap_s:
+            stalls[-1] = Stall(last.start_s, at, last.count + 1, max(last.worst_s, latency))
+        else:
+            stalls.append(Stall(at, at, 1, latency))
+    return stalls
+
+
 @dataclass
 class Trial:
     system: str  # "replog" | "nats"
@@ -199,6 +241,24 @@ class Trial:
     first_error: str = ""
     target_records_s: float | None = None
     cpu: dict[str, float] = field(default_factory=dict)  # cores used (CpuMeter)
+    # When each latency above ended (perf_counter seconds), to place the slow ones in the trial.
+    latencies_at_s: list[float] = field(default_factory=list)
+    e2e_at_s: list[float] = field(default_factory=list)
+
+    def add_latency(self, seconds: float) -> None:
+        self.latencies_s.append(seconds)
+        self.latencies_at_s.append(time.perf_counter())
+
+    def add_e2e(self, seconds: float, at_s: float) -> None:
+        self.e2e_s.append(seconds)
+        self.e2e_at_s.append(at_s)
+
+    def stalls(self) -> list[Stall]:
+        """Where the slowest 1% of a paced trial came from: end to end if measured, else
+        produce latency."""
+        if self.e2e_s:
+            return slow_episodes(self.e2e_s, self.e2e_at_s)
+        return slow_episodes(self.latencies_s, self.latencies_at_s)
 
     @property
     def records_s(self) -> float:
@@ -226,6 +286,7 @@ class Trial:
             out["e2e_p99_ms"] = round(percentile_ms(self.e2e_s, 0.99), 3)
         if self.target_records_s is not None:
             out["target_records_s"] = round(self.target_records_s, 1)
+            out["slowest_1pct_stalls"] = [stall.summary() for stall in self.stalls()]
         if self.first_error:
             out["first_error"] = self.first_error
         return out
@@ -245,6 +306,14 @@ class Trial:
             )
         if self.target_records_s is not None:
             text += f"  (target {self.target_records_s:,.0f} rec/s)"
+            stalls = self.stalls()
+            if stalls:
+                longest = max(stalls, key=lambda stall: stall.count)
+                text += (
+                    f"  slowest 1%: {len(stalls)} stall(s), the longest {longest.start_s:.1f}-"
+                    f"{longest.end_s:.1f} s into the trial ({longest.count} sends, worst "
+                    f"{longest.worst_s * 1000:.0f} ms)"
+                )
         if self.cpu:
             text += (
                 f"  cpu client {self.cpu['client']:.2f} servers {self.cpu['servers']:.2f}"
@@ -684,7 +753,7 @@ class ReplogSide:
                     began = time.perf_counter()
                     error = await produce_once(client, name, partition, shape.data)
                     if error is None:
-                        trial.latencies_s.append(time.perf_counter() - began)
+                        trial.add_latency(time.perf_counter() - began)
                         trial.records += shape.records
                         trial.bytes += len(shape.data)
                     else:
@@ -725,7 +794,7 @@ class ReplogSide:
             data = shape.stamped(int(due * 1e9)) if consume else shape.data
             error = await produce_once(clients[partition], name, partition, data)
             if error is None:
-                trial.latencies_s.append(time.perf_counter() - due)
+                trial.add_latency(time.perf_counter() - due)
                 trial.records += shape.records
                 trial.bytes += len(data)
                 end_offsets[partition] += shape.records
@@ -771,7 +840,7 @@ class ReplogSide:
                 for batch in iter_batches(result.records, strict=False):
                     stamp = read_stamp(next(iter(batch.records())).value)
                     if stamp is not None:
-                        trial.e2e_s.append((received - stamp) / 1e9)
+                        trial.add_e2e((received - stamp) / 1e9, received / 1e9)
                     offset = batch.header.last_offset + 1
 
         try:
@@ -973,7 +1042,7 @@ class NatsSide:
                         "cancelled" if fut.cancelled() else fut.exception()
                     )
                     return
-                trial.latencies_s.append(time.perf_counter() - began)
+                trial.add_latency(time.perf_counter() - began)
                 trial.records += 1
                 trial.bytes += len(payload)
 
@@ -1016,7 +1085,7 @@ class NatsSide:
             now = time.perf_counter_ns()
             stamp = read_stamp(message.data)
             if stamp is not None:
-                trial.e2e_s.append((now - stamp) / 1e9)
+                trial.add_e2e((now - stamp) / 1e9, now / 1e9)
             received += 1
             if received == published_total:
                 all_received.set()
@@ -1028,7 +1097,7 @@ class NatsSide:
                     "cancelled" if fut.cancelled() else fut.exception()
                 )
                 return
-            trial.latencies_s.append(time.perf_counter() - due)
+            trial.add_latency(time.perf_counter() - due)
             trial.records += 1
             trial.bytes += size
 

@@ -43,11 +43,11 @@ the size of `--batch-kib` nearest to the records that arrive in 5 ms (`paced_bat
 sending it; JetStream publishes every message at once. Then end-to-end latency at 50% of
 peak: the same paced producer with its send time stamped in the first record of each batch
 (every NATS message), and a consumer in this process receiving the committed records (replog:
-a Fetch loop at the leader, which serves only up to the high watermark; JetStream: an ordered
-push consumer). Latency of a batch counts for its records; the time a record would wait in a
-filling batch is not counted (about 5 ms, see above). A paced trial's line also says where its
-slowest 1% of sends came from (`slow_episodes`): how many stalls, and the longest one's place
-in the trial, its sends and its worst latency, since one stall can decide a p99.
+fetches at the leader on one FetchStream call, served only up to the high watermark; JetStream:
+an ordered push consumer). Latency of a batch counts for its records; the time a record would
+wait in a filling batch is not counted (about 5 ms, see above). A paced trial's line also says
+where its slowest 1% of sends came from (`slow_episodes`): how many stalls, and the longest
+one's place in the trial, its sends and its worst latency, since one stall can decide a p99.
 
 The table compares in one run and states the issue's goals: records/s >= 5x JetStream's;
 replog MB/s >= 40% of (page-cache bandwidth / 3), the three replicas sharing one machine's

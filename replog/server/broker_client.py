@@ -30,6 +30,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -376,14 +377,12 @@ class FetchStream:
             raise
 
     async def _exchange(self, call: Any, message: Any) -> Any:
-        # A call that ended with an error raises it (AioRpcError) from write() and read(); one
-        # the broker ended without an error is InvalidStateError from write(), EOF from read().
-        try:
+        # write() on a call that has ended raises InvalidStateError whatever its status; read()
+        # then raises the status (AioRpcError: UNAVAILABLE for a broker that went away while
+        # the stream was idle) or, for a call the broker ended without an error, returns EOF.
+        with contextlib.suppress(asyncio.InvalidStateError):
             await call.write(message)
-        except asyncio.InvalidStateError:
-            answer = grpc.aio.EOF
-        else:
-            answer = await call.read()
+        answer = await call.read()
         if answer is grpc.aio.EOF:
             raise self._client._malformed(self.RPC, "the end of the stream instead of an answer")
         if answer is None:

@@ -10,6 +10,7 @@ works while the application processes what `poll` returned (prefetching). A lead
 go one after another on one `FetchStream` call (`broker_client.FetchStream`), as a follower's
 do: a round trip on an open stream costs both sides half the CPU of a unary call
 (docs/benchmarks.md, "Produce path"). A failed fetch ends its call; the next opens another.
+A broker's stream is closed once it leads none of the assigned partitions.
 
 Rules:
 - An answer is used only if the partition is still assigned and its position is still the
@@ -132,10 +133,13 @@ class Fetcher:
         now = self._clock()
         by_node: dict[int, list[m.FetchPartition]] = {}
         addresses: dict[int, str] = {}
+        leading: set[int] = set()  # brokers leading an assigned partition, fetchable or not
         for tp, state in self._subscriptions.items():
+            leader = self._metadata.partition(tp)
+            if leader is not None and leader.leader >= 0:
+                leading.add(leader.leader)
             if not state.fetchable or tp in self._buffered:
                 continue
-            leader = self._metadata.partition(tp)
             if leader is None or leader.leader < 0:
                 self._metadata.request_update()
                 continue
@@ -170,6 +174,14 @@ class Fetcher:
             )
             self._in_flight[node] = task
             task.add_done_callback(functools.partial(self._fetch_done, node))
+        self._close_streams_except(leading)
+
+    def _close_streams_except(self, leading: set[int]) -> None:
+        """Close the stream to every broker that leads none of the assigned partitions and has
+        no fetch in flight. A former leader's idle call would hold an HTTP/2 stream and a handler
+        task there for the consumer's life, and delay that broker's shutdown by its grace."""
+        for node in [n for n in self._streams if n not in leading and n not in self._in_flight]:
+            self._streams.pop(node)[1].close()
 
     def _fetch_done(self, node: int, task: asyncio.Task[None]) -> None:
         if self._in_flight.get(node) is task:

@@ -136,6 +136,7 @@ class FakeCluster(FakeNodes):
     cut_off: deque[str] = field(default_factory=deque)
     calls: list[str] = field(default_factory=list)
     fetches: list[tuple[int, tuple[tuple[str, int, int], ...]]] = field(default_factory=list)
+    streams: list[FakeFetchStream] = field(default_factory=list)  # every FetchStream opened
     commits: list[dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=list)
     appended: asyncio.Event | None = None
     appended_loop: asyncio.AbstractEventLoop | None = None
@@ -198,12 +199,14 @@ class FakeFetchStream:
     """A broker's `FetchStream` call: each fetch answered as `Fetch` answers it."""
 
     broker: FakeBroker
+    closed: bool = False
 
     async def fetch(self, request: m.FetchRequest) -> m.FetchResponse:
+        assert not self.closed, "a fetch on a closed stream"
         return await self.broker.fetch(request)
 
     def close(self) -> None:
-        pass
+        self.closed = True
 
 
 @dataclass
@@ -305,7 +308,9 @@ class FakeBroker:
         return m.FetchResponse(tuple(results))
 
     def fetch_stream(self) -> FakeFetchStream:
-        return FakeFetchStream(self)
+        stream = FakeFetchStream(self)
+        self.cluster.streams.append(stream)
+        return stream
 
     async def list_offsets(
         self, request: m.ListOffsetsRequest, *, timeout_ms: int | None = None

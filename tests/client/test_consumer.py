@@ -257,6 +257,11 @@ async def test_a_leader_change_mid_stream_loses_and_repeats_nothing(cluster: Fak
         assert values(await poll_until(c, 2)) == [b"2", b"3"]
         nodes = [node for node, _ in cluster.fetches]
         assert nodes[-1] == 1 and 0 in nodes
+        # The stream to the former leader is closed; the new leader's stays open until close.
+        streams = {stream.broker.address: stream for stream in cluster.streams}
+        assert [s.broker.address for s in cluster.streams] == ["node0:9092", "node1:9092"]
+        assert streams["node0:9092"].closed and not streams["node1:9092"].closed
+    assert all(stream.closed for stream in cluster.streams)
 
 
 @pytest.mark.asyncio

@@ -99,6 +99,7 @@ from crc32c import crc32c  # noqa: E402
 from replog.admin.controller_client import ControllerClient  # noqa: E402
 from replog.admin.controller_results import NewTopic  # noqa: E402
 from replog.cli.local_cluster import LocalCluster  # noqa: E402
+from replog.errors import ReplogError  # noqa: E402
 from replog.record.batch import iter_batches  # noqa: E402
 from replog.record.builder import BatchBuilder, build_batch  # noqa: E402
 from replog.replication import messages as msg  # noqa: E402
@@ -827,7 +828,7 @@ class ReplogSide:
                 )
                 try:
                     response = await stream.fetch(request)
-                except grpc.RpcError as exc:
+                except (grpc.RpcError, ReplogError) as exc:  # ReplogError: a timeout, a bad answer
                     consumer_error(f"consumer: {type(exc).__name__}: {exc}")
                     await asyncio.sleep(0.05)
                     continue

@@ -126,6 +126,7 @@ class Harness:
     client: BrokerClient
     address: str
     storage_errors: list[KafkaStorageError]
+    server: grpc.aio.Server
 
 
 IMAGE = replayed(
@@ -156,7 +157,7 @@ async def harness() -> AsyncIterator[Harness]:
     address = f"127.0.0.1:{port}"
     client = BrokerClient(address, request_timeout_ms=5000)
     try:
-        yield Harness(service, rm, client, address, storage_errors)
+        yield Harness(service, rm, client, address, storage_errors, server)
     finally:
         await client.close()
         await server.stop(grace=None)
@@ -494,22 +495,17 @@ async def test_a_fetch_stream_moves_to_the_new_channel_when_the_client_dropped_t
 
 
 @pytest.mark.asyncio
-async def test_a_stream_cut_while_idle_fails_with_the_calls_status_and_redials() -> None:
+async def test_a_stream_cut_while_idle_fails_with_the_calls_status_and_redials(
+    harness: Harness,
+) -> None:
     # The broker goes away between two fetches: the next fetch is the call's UNAVAILABLE, as a
     # unary Fetch would be (a consumer backs off and retries it), not "the end of the stream",
     # and the client drops the channel.
-    rm = FakeReplicaManager()
-    service = BrokerService(1, cluster_id="c1", image=lambda: IMAGE, replica_manager=rm)
-    server = grpc.aio.server()
-    add_broker_service(service, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    client = BrokerClient(f"127.0.0.1:{port}", request_timeout_ms=5000)
-    stream = client.fetch_stream()
+    stream = harness.client.fetch_stream()
     request = m.FetchRequest((m.FetchPartition("orders", 0, 0),))
     try:
         assert (await stream.fetch(request)).partitions[0].records == BATCH
-        await server.stop(grace=None)
+        await harness.server.stop(grace=None)
         # Idle: the call ends with the connection, before the next fetch writes on it (a write
         # that races the end inside gRPC is INTERNAL instead, as test_replica_fetcher shows).
         deadline = time.monotonic() + 5
@@ -518,7 +514,6 @@ async def test_a_stream_cut_while_idle_fails_with_the_calls_status_and_redials()
         with pytest.raises(grpc.aio.AioRpcError) as cut:
             await stream.fetch(request)
         assert cut.value.code() == grpc.StatusCode.UNAVAILABLE
-        assert client._channel.generation == 1
+        assert harness.client._channel.generation == 1
     finally:
         stream.close()
-        await client.close()

@@ -40,6 +40,11 @@ class BrokerStub:
                 request_serializer=replog_dot_pb_dot_broker__pb2.ProduceRequest.SerializeToString,
                 response_deserializer=replog_dot_pb_dot_broker__pb2.ProduceResponse.FromString,
                 _registered_method=True)
+        self.ProduceStream = channel.stream_stream(
+                '/replog.pb.broker.Broker/ProduceStream',
+                request_serializer=replog_dot_pb_dot_broker__pb2.ProduceRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_broker__pb2.ProduceResponse.FromString,
+                _registered_method=True)
         self.Fetch = channel.unary_unary(
                 '/replog.pb.broker.Broker/Fetch',
                 request_serializer=replog_dot_pb_dot_broker__pb2.FetchRequest.SerializeToString,
@@ -87,6 +92,19 @@ class BrokerServicer:
 
     def Produce(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ProduceStream(self, request_iterator, context):
+        """Produce requests sent one after another on one call, answered in the order sent, each
+        as Produce would answer it. The broker appends each request's batches as it arrives, in
+        that order, without waiting for the answers before it (an acks=all answer waits for the
+        high watermark): a producer keeps one such stream per broker with several requests in
+        flight, as a Kafka producer pipelines requests on one connection. A request the broker
+        refuses as a whole ends the stream with the status Produce would fail with, after the
+        answers to the requests before it.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -151,6 +169,11 @@ def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Produce': grpc.unary_unary_rpc_method_handler(
                     servicer.Produce,
+                    request_deserializer=replog_dot_pb_dot_broker__pb2.ProduceRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_broker__pb2.ProduceResponse.SerializeToString,
+            ),
+            'ProduceStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.ProduceStream,
                     request_deserializer=replog_dot_pb_dot_broker__pb2.ProduceRequest.FromString,
                     response_serializer=replog_dot_pb_dot_broker__pb2.ProduceResponse.SerializeToString,
             ),
@@ -220,6 +243,33 @@ class Broker:
             request,
             target,
             '/replog.pb.broker.Broker/Produce',
+            replog_dot_pb_dot_broker__pb2.ProduceRequest.SerializeToString,
+            replog_dot_pb_dot_broker__pb2.ProduceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ProduceStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/replog.pb.broker.Broker/ProduceStream',
             replog_dot_pb_dot_broker__pb2.ProduceRequest.SerializeToString,
             replog_dot_pb_dot_broker__pb2.ProduceResponse.FromString,
             options,

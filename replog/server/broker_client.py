@@ -30,13 +30,20 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 import grpc
 
-from replog.errors import InvalidRequestError, MalformedResponseError, RequestTimedOutError
+from replog.errors import (
+    ClientClosedError,
+    InvalidRequestError,
+    MalformedResponseError,
+    NetworkError,
+    RequestTimedOutError,
+)
 from replog.pb import broker_pb2, broker_pb2_grpc
 from replog.pb import controller_pb2 as controller_pb
 from replog.replication import messages as m
@@ -188,15 +195,24 @@ class BrokerClient:
             timeout_ms,
             max(0, request.timeout_ms),
         )
+        return self._checked_produce(request, answer)
+
+    def _checked_produce(
+        self, request: m.ProduceRequest, answer: Any, rpc: str = "Produce"
+    ) -> m.ProduceResponse:
         acks_none = request.acks == m.ACKS_NONE
         return self._checked(
-            "Produce",
+            rpc,
             codec.produce_response_from_proto,
             answer,
             request.partitions,
             () if acks_none else ("base_offset",),
             all_answered=not acks_none,  # acks=0: no partitions; a failure is ABORTED
         )
+
+    def produce_stream(self) -> ProduceStream:
+        """Produce requests pipelined on one `ProduceStream` call (`ProduceStream`)."""
+        return ProduceStream(self)
 
     async def fetch(
         self, request: m.FetchRequest, *, timeout_ms: int | None = None
@@ -394,6 +410,159 @@ class FetchStream:
         call, self._call = self._call, None
         if call is not None:
             call.cancel()
+
+
+class ProduceStream:
+    """Produce requests pipelined on one `ProduceStream` call to the client's broker.
+
+    Rules:
+    - Requests go out in the order `produce` is called, and the broker appends and answers them
+      in that order; any number may be in flight (the caller bounds it, as a producer does with
+      max.in.flight.requests.per.connection). A caller that stops waiting (cancelled) does not
+      take its request back: it is sent and its answer read and dropped, so the answers after
+      it still match their requests.
+    - The call opens at the first request, and again at the first after a failure. A failure
+      ends the call and fails every request in flight on it with the same error, as a Kafka
+      producer's requests in flight on a connection fail together when it closes: each may or
+      may not have been appended. Failures are those of `BrokerClient.produce`: the call's
+      `grpc.aio.AioRpcError` (UNAVAILABLE also drops the channel), `MalformedResponseError` for
+      an answer that does not parse or does not answer its request, or the end of the stream
+      with requests unanswered; and `RequestTimedOutError` when a request has no answer within
+      its `timeout_ms` plus the client's `request_timeout_ms` (a unary Produce's deadline).
+    - A call on a channel the client has since dropped (another call saw UNAVAILABLE) is ended
+      before the next request, its requests in flight failing with NetworkError, and a new one
+      opened on the current channel: requests split over two calls could be appended out of
+      order.
+    - `close` ends the call; requests still in flight fail with ClientClosedError.
+    """
+
+    RPC = "ProduceStream"
+
+    def __init__(self, client: BrokerClient) -> None:
+        self._client = client
+        self._call: Any = None
+        self._generation = -1  # the channel generation `_call` was opened at
+        # Requests written or queued on `_call` and not answered yet, oldest first.
+        self._in_flight: collections.deque[tuple[m.ProduceRequest, asyncio.Future[Any]]] = (
+            collections.deque()
+        )
+        self._outbox: asyncio.Queue[Any] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    async def produce(
+        self, request: m.ProduceRequest, *, timeout_ms: int | None = None
+    ) -> m.ProduceResponse:
+        """Send `request` and wait for its answer: at most `timeout_ms` (default the client's
+        `request_timeout_ms`) plus the request's own `timeout_ms`, as a unary Produce."""
+        client = self._client
+        channel = client._channel
+        if self._call is not None and self._generation != channel.generation:
+            self._end(
+                NetworkError(
+                    f"the channel to broker at {client.address} was replaced (another call "
+                    f"found it unavailable) while this {self.RPC} request was in flight"
+                )
+            )
+        if self._call is None:
+            self._open()
+        answered: asyncio.Future[m.ProduceResponse] = asyncio.get_running_loop().create_future()
+        self._in_flight.append((request, answered))
+        self._outbox.put_nowait(codec.produce_request_to_proto(request))
+        transport_ms = client.request_timeout_ms if timeout_ms is None else timeout_ms
+        wait_ms = transport_ms + max(0, request.timeout_ms)
+        try:
+            async with asyncio.timeout(wait_ms / 1000):
+                return await asyncio.shield(answered)
+        except TimeoutError:
+            if not answered.done():  # else the answer came as the timeout fired
+                self._end(
+                    RequestTimedOutError(
+                        f"broker at {client.address} sent no {self.RPC} answer within {wait_ms} ms"
+                    )
+                )
+            return answered.result()  # `_end` failed it with that error
+
+    def _open(self) -> None:
+        client = self._client
+        call = client._channel.open_stream(self.RPC, client._metadata)
+        self._call = call
+        self._generation = client._channel.generation
+        self._outbox = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._write(call, self._outbox)),
+            loop.create_task(self._read(call, self._generation)),
+        ]
+
+    async def _write(self, call: Any, outbox: asyncio.Queue[Any]) -> None:
+        while True:
+            message = await outbox.get()
+            try:
+                await call.write(message)
+            except (asyncio.InvalidStateError, grpc.aio.AioRpcError):
+                return  # the call ended: `_read` gets its status and fails what is in flight
+
+    async def _read(self, call: Any, generation: int) -> None:
+        client = self._client
+        try:
+            while True:
+                answer = await call.read()
+                if answer is grpc.aio.EOF:
+                    raise client._malformed(
+                        self.RPC, f"the end of the stream with {len(self._in_flight)} unanswered"
+                    )
+                if answer is None:
+                    raise client._channel.unparsed(self.RPC)
+                if not self._in_flight:
+                    raise client._malformed(self.RPC, "an answer to no request")
+                request, answered = self._in_flight[0]
+                # Checked before it leaves `_in_flight`: a malformed answer fails it too.
+                response = client._checked_produce(request, answer, self.RPC)
+                self._in_flight.popleft()
+                if not answered.done():
+                    answered.set_result(response)
+        except asyncio.CancelledError:
+            raise
+        except grpc.aio.AioRpcError as exc:
+            if (
+                exc.code() == grpc.StatusCode.UNAVAILABLE
+                and generation == client._channel.generation
+            ):
+                client.reconnect()
+            self._end(exc)
+        except Exception as exc:
+            self._end(exc)
+
+    def _end(self, error: BaseException) -> None:
+        """End the call and fail every request in flight on it with `error`."""
+        call, self._call = self._call, None
+        if call is not None:
+            call.cancel()
+        current = asyncio.current_task()
+        for task in self._tasks:
+            if task is not current:
+                task.cancel()
+        self._tasks = []
+        while self._in_flight:
+            _, answered = self._in_flight.popleft()
+            if not answered.done():
+                answered.set_exception(error)
+                # Retrieved here too: a request whose caller stopped waiting has no one to.
+                answered.exception()
+
+    def close(self) -> None:
+        """End the call; requests in flight fail with ClientClosedError."""
+        if self._call is not None or self._in_flight:
+            self._end(
+                ClientClosedError(
+                    f"the {self.RPC} call to broker at {self._client.address} was closed with "
+                    f"{len(self._in_flight)} requests in flight"
+                )
+            )
 
 
 def _tp(key: tuple[str, int]) -> str:

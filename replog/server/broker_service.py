@@ -21,6 +21,15 @@ Rules:
 - acks=0 answers an empty response; if any partition failed, the call is aborted (ABORTED,
   naming the partition and its error): the gRPC analogue of Kafka closing the connection, so
   the producer notices and refreshes its metadata.
+- `ProduceStream` serves Produce requests pipelined on one call: each is appended as it
+  arrives, in the order sent, without waiting for the answers before it (its task reaches the
+  append before any later request's starts: tasks start in the order created, and nothing
+  waits before the append), and answered in that order, each exactly as `Produce` would; at
+  most `PRODUCE_STREAM_DEPTH` are served at once. A request `Produce` would fail as a whole
+  ends the call with that status after the answers to the requests before it; the requests
+  after it are not appended. Kafka's broker also reads one connection's requests in order;
+  a producer keeps one such call per broker (half the CPU of a unary call per request, see
+  `FetchStream`).
 - `FetchStream` answers Fetch requests sent one after another on one call, in order, each
   exactly as `Fetch` would; a request `Fetch` would fail as a whole ends the stream with that
   status. A follower's fetcher keeps one per leader: a stream message costs this process about
@@ -53,6 +62,7 @@ Rules:
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -86,7 +96,9 @@ from replog.server.log_dirs import LogView, describe_log_dirs
 from replog.server.tolerant_service import (
     Context,
     Refused,
+    abort_for,
     add_tolerant_service,
+    refuse_undecodable,
     remaining_ms,
     serve_guarded,
 )
@@ -98,6 +110,15 @@ SERVICE_NAME = "replog.pb.broker.Broker"
 # Kafka's socket.request.max.bytes.
 REQUEST_BYTES_MAX_DEFAULT = 104_857_600
 _VALID_ACKS = (m.ACKS_NONE, m.ACKS_LEADER, m.ACKS_ALL)
+# Requests of one ProduceStream call being served at once (appended, their answers not yet
+# sent); the call's later requests wait in gRPC's flow control. Kafka's producer keeps at most
+# 5 in flight per connection (max.in.flight.requests.per.connection); an open-loop sender may
+# have more after a stall, and serving them at once costs nothing a unary Produce would not.
+PRODUCE_STREAM_DEPTH = 32
+
+
+class _NotServed(Exception):
+    """A ProduceStream request not served because one sent before it failed the call."""
 
 
 class BrokerRequests(Protocol):
@@ -187,51 +208,107 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     # --- the calls -----------------------------------------------------------------------------
 
     async def Produce(self, request: pb.ProduceRequest, context: Context) -> pb.ProduceResponse:
-        async def serve() -> pb.ProduceResponse:
-            decoded = self._decode(request, codec.produce_request_from_proto)
-            rm = self._ready()
-            if decoded.acks not in _VALID_ACKS:
-                refused: dict[int, KafkaError] = {
-                    i: InvalidRequiredAcksError(
-                        f"{p.topic}-{p.partition}: acks={decoded.acks}: must be 0, 1 or -1 (all)"
-                    )
-                    for i, p in enumerate(decoded.partitions)
-                }
-            else:
-                refused = _refusals(decoded.partitions, "Produce", _produce_problem)
-            timeout_ms = _bounded_ms(decoded.timeout_ms, context)
+        return await self._serve(request, context, partial(self._produce, request, context))
 
-            def failed(p: m.ProducePartition, error: KafkaError) -> m.ProducePartitionResult:
-                return m.ProducePartitionResult(p.topic, p.partition, error)
+    async def ProduceStream(
+        self, requests: AsyncIterator[Any], context: Context
+    ) -> AsyncIterator[pb.ProduceResponse]:
+        """Each request appended as it arrives and answered in the order sent (module
+        docstring); at most `PRODUCE_STREAM_DEPTH` of them are being served at once."""
+        slots = asyncio.Semaphore(PRODUCE_STREAM_DEPTH)
+        started: asyncio.Queue[asyncio.Future[pb.ProduceResponse] | None] = asyncio.Queue()
+        refused = False  # a request failed: the later ones are not appended
 
-            answered = await self._ask_manager(
-                decoded.partitions,
-                refused,
-                lambda valid: rm.produce(replace(decoded, partitions=valid, timeout_ms=timeout_ms)),
-                failed,
-            )
-            if decoded.acks == m.ACKS_NONE:
-                # The manager answers acks=0 with the failed partitions only.
-                failures = [
-                    (p.topic, p.partition, error)
-                    for i, p in enumerate(decoded.partitions)
-                    if (error := refused.get(i)) is not None
-                ] + [(r.topic, r.partition, r.error) for r in answered if r.error is not None]
-                if failures:
-                    topic, partition, error = failures[0]
-                    more = (
-                        f" (and {len(failures) - 1} more partitions)" if len(failures) > 1 else ""
-                    )
-                    raise Refused(
-                        grpc.StatusCode.ABORTED,
-                        f"acks=0 produce to {topic}-{partition} failed with "
-                        f"{error.error_name}: {error}{more}",
-                    )
-                return pb.ProduceResponse()
-            results = _merged(decoded.partitions, refused, answered, failed)
-            return codec.produce_response_to_proto(m.ProduceResponse(tuple(results)))
+        async def served(request: Any) -> pb.ProduceResponse:
+            nonlocal refused
+            if refused:
+                raise _NotServed()
+            try:
+                refuse_undecodable(request)
+                self._check_size(request)
+                return await self._produce(request, context)
+            except BaseException:
+                refused = True
+                raise
 
-        return await self._serve(request, context, serve)
+        async def take() -> None:
+            try:
+                async for request in requests:
+                    await slots.acquire()
+                    # The task runs to its append before any later one starts (tasks start in
+                    # the order created, and nothing in `served` waits before the append), so
+                    # the log holds the requests in the order sent.
+                    started.put_nowait(asyncio.ensure_future(served(request)))
+            finally:
+                started.put_nowait(None)
+
+        reader = asyncio.create_task(take())
+        try:
+            while (answer := await started.get()) is not None:
+                try:
+                    response = await answer
+                except Exception as exc:
+                    await abort_for(
+                        exc, context, "ProduceRequest", who=f"broker {self.broker_id}", log=log
+                    )
+                slots.release()
+                yield response
+            await reader  # the requests ended: a failure reading them is the call's
+        finally:
+            reader.cancel()
+            while not started.empty():
+                pending = started.get_nowait()
+                if pending is None:
+                    continue
+                if pending.done():
+                    # Retrieved, so asyncio does not log it as never retrieved: the call's
+                    # status already says what ended it.
+                    if not pending.cancelled():
+                        pending.exception()
+                else:
+                    pending.cancel()
+
+    async def _produce(self, request: pb.ProduceRequest, context: Context) -> pb.ProduceResponse:
+        decoded = self._decode(request, codec.produce_request_from_proto)
+        rm = self._ready()
+        if decoded.acks not in _VALID_ACKS:
+            refused: dict[int, KafkaError] = {
+                i: InvalidRequiredAcksError(
+                    f"{p.topic}-{p.partition}: acks={decoded.acks}: must be 0, 1 or -1 (all)"
+                )
+                for i, p in enumerate(decoded.partitions)
+            }
+        else:
+            refused = _refusals(decoded.partitions, "Produce", _produce_problem)
+        timeout_ms = _bounded_ms(decoded.timeout_ms, context)
+
+        def failed(p: m.ProducePartition, error: KafkaError) -> m.ProducePartitionResult:
+            return m.ProducePartitionResult(p.topic, p.partition, error)
+
+        answered = await self._ask_manager(
+            decoded.partitions,
+            refused,
+            lambda valid: rm.produce(replace(decoded, partitions=valid, timeout_ms=timeout_ms)),
+            failed,
+        )
+        if decoded.acks == m.ACKS_NONE:
+            # The manager answers acks=0 with the failed partitions only.
+            failures = [
+                (p.topic, p.partition, error)
+                for i, p in enumerate(decoded.partitions)
+                if (error := refused.get(i)) is not None
+            ] + [(r.topic, r.partition, r.error) for r in answered if r.error is not None]
+            if failures:
+                topic, partition, error = failures[0]
+                more = f" (and {len(failures) - 1} more partitions)" if len(failures) > 1 else ""
+                raise Refused(
+                    grpc.StatusCode.ABORTED,
+                    f"acks=0 produce to {topic}-{partition} failed with "
+                    f"{error.error_name}: {error}{more}",
+                )
+            return pb.ProduceResponse()
+        results = _merged(decoded.partitions, refused, answered, failed)
+        return codec.produce_response_to_proto(m.ProduceResponse(tuple(results)))
 
     async def Fetch(self, request: pb.FetchRequest, context: Context) -> pb.FetchResponse:
         return await self._serve(request, context, lambda: self._fetch(request, context))
@@ -446,6 +523,7 @@ _METHODS: dict[str, tuple[Any, Any]] = {
 
 
 _STREAMS: dict[str, tuple[Any, Any]] = {
+    "ProduceStream": (pb.ProduceRequest, pb.ProduceResponse),
     "FetchStream": (pb.FetchRequest, pb.FetchResponse),
 }
 

@@ -6,6 +6,8 @@
   INTERNAL and log a traceback), so that the call fails with INVALID_ARGUMENT naming them.
 - `serve_guarded`: runs one call; `Undecodable` bytes and a `Refused` abort with their status,
   any other exception is logged and aborts INTERNAL naming it; never a crashed process.
+  `refuse_undecodable` and `abort_for` are its two halves, for a stream that checks a request
+  in one task and aborts the call in another.
 - `remaining_ms`: how long the caller still waits, less `DEADLINE_MARGIN_MS`, so that a call
   that waits ends with Kafka's answer rather than the caller's DEADLINE_EXCEEDED.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, NoReturn, TypeAlias, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -96,26 +98,38 @@ async def serve_guarded(
 ) -> R:
     """`await serve()` for `request` (module docstring). `check(request)` runs first and may
     raise `Refused`; every abort's details start with `who` ("broker 1")."""
-    name = type(request).__name__
     try:
-        if isinstance(request, Undecodable):
-            raise Refused(
-                grpc.StatusCode.INVALID_ARGUMENT,
-                f"{request.method}: the {len(request.data)} request bytes are not a "
-                f"{request.message_type} message: {request.reason}",
-            )
+        refuse_undecodable(request)
         if check is not None:
             check(request)
         return await serve()
-    except Refused as refused:
-        await context.abort(refused.code, f"{who}: {refused.details}")
-        raise  # abort raised already; this keeps mypy sure the function never falls off
     except Exception as exc:
-        log.exception("%s: %s failed unexpectedly", who, name)
-        await context.abort(
-            grpc.StatusCode.INTERNAL, f"{who}: {name} failed: {type(exc).__name__}: {exc}"
+        await abort_for(exc, context, type(request).__name__, who=who, log=log)
+
+
+def refuse_undecodable(request: Any) -> None:
+    """Raise `Refused` (INVALID_ARGUMENT, naming the bytes and why) for `Undecodable` bytes."""
+    if isinstance(request, Undecodable):
+        raise Refused(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"{request.method}: the {len(request.data)} request bytes are not a "
+            f"{request.message_type} message: {request.reason}",
         )
-        raise
+
+
+async def abort_for(
+    error: Exception, context: Context, name: str, *, who: str, log: logging.Logger
+) -> NoReturn:
+    """Abort the call for `error`, raised serving a request of type `name`: a `Refused` with its
+    status, anything else logged (with its traceback) and INTERNAL naming it."""
+    if isinstance(error, Refused):
+        await context.abort(error.code, f"{who}: {error.details}")
+    else:
+        log.error("%s: %s failed unexpectedly", who, name, exc_info=error)
+        await context.abort(
+            grpc.StatusCode.INTERNAL, f"{who}: {name} failed: {type(error).__name__}: {error}"
+        )
+    raise error  # abort raised already; this keeps mypy sure the function never returns
 
 
 def remaining_ms(context: Context) -> int | None:

@@ -18,12 +18,15 @@ import pytest_asyncio
 
 from quorum.metadata.image import MetadataImage
 from replog.errors import (
+    ClientClosedError,
     CorruptRecordError,
     InvalidRequiredAcksError,
     InvalidTopicError,
     KafkaError,
     KafkaStorageError,
+    NetworkError,
     NotLeaderOrFollowerError,
+    RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
 from replog.pb import broker_pb2 as pb
@@ -51,6 +54,10 @@ class FakeReplicaManager:
     fail: dict[tuple[str, int], KafkaError] = field(default_factory=dict)
     raise_error: BaseException | None = None
     calls: list[Any] = field(default_factory=list)
+    # Produce: seconds to wait before answering a partition (as acks=all waits for the HW),
+    # and how many calls the manager had had when it answered each.
+    delays: dict[tuple[str, int], float] = field(default_factory=dict)
+    calls_when_answered: list[int] = field(default_factory=list)
 
     def _check(self, request: Any) -> None:
         self.calls.append(request)
@@ -59,6 +66,12 @@ class FakeReplicaManager:
 
     async def produce(self, request: m.ProduceRequest) -> m.ProduceResponse:
         self._check(request)
+        delay = max(
+            (self.delays.get((p.topic, p.partition), 0.0) for p in request.partitions), default=0.0
+        )
+        if delay:
+            await asyncio.sleep(delay)
+        self.calls_when_answered.append(len(self.calls))
         results = tuple(
             m.ProducePartitionResult(
                 p.topic,
@@ -418,6 +431,16 @@ async def test_a_storage_error_answered_per_partition_is_reported_too(harness: H
 # --- FetchStream: Fetch requests one after another on one call --------------------------------
 
 
+async def stream_refusal(harness: Harness, rpc: str, message: bytes) -> grpc.aio.AioRpcError:
+    """The error that ends a new call of the stream `rpc` whose first message is `message`."""
+    async with grpc.aio.insecure_channel(harness.address) as channel:
+        call = channel.stream_stream(f"/replog.pb.broker.Broker/{rpc}")()
+        await call.write(message)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await call.read()
+    return refused.value
+
+
 @pytest.mark.asyncio
 async def test_a_fetch_stream_answers_each_request_in_turn_as_fetch_does(harness: Harness) -> None:
     stream = harness.client.fetch_stream()
@@ -446,19 +469,14 @@ async def test_a_fetch_stream_answers_each_request_in_turn_as_fetch_does(harness
 async def test_a_refused_request_ends_the_stream_with_fetchs_status_and_the_next_fetch_reopens(
     harness: Harness, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async with grpc.aio.insecure_channel(harness.address) as channel:
-        call = channel.stream_stream("/replog.pb.broker.Broker/FetchStream")()
-        await call.write(pb.FetchRequest(isolation_level=5).SerializeToString())
-        with pytest.raises(grpc.aio.AioRpcError) as bad_isolation:
-            await call.read()
-        assert bad_isolation.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert "isolation_level 5" in (bad_isolation.value.details() or "")
-        garbage = channel.stream_stream("/replog.pb.broker.Broker/FetchStream")()
-        await garbage.write(b"\xff" * 64)
-        with pytest.raises(grpc.aio.AioRpcError) as undecodable:
-            await garbage.read()
-        assert undecodable.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert "FetchStream: the 64 request bytes are not a" in (undecodable.value.details() or "")
+    bad_isolation = await stream_refusal(
+        harness, "FetchStream", pb.FetchRequest(isolation_level=5).SerializeToString()
+    )
+    assert bad_isolation.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "isolation_level 5" in (bad_isolation.details() or "")
+    undecodable = await stream_refusal(harness, "FetchStream", b"\xff" * 64)
+    assert undecodable.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "FetchStream: the 64 request bytes are not a" in (undecodable.details() or "")
     assert "Traceback" not in caplog.text
     assert harness.rm.calls == []
     # The client's stream: a failed fetch ends its call; the next one opens another.
@@ -515,5 +533,139 @@ async def test_a_stream_cut_while_idle_fails_with_the_calls_status_and_redials(
             await stream.fetch(request)
         assert cut.value.code() == grpc.StatusCode.UNAVAILABLE
         assert harness.client._channel.generation == 1
+    finally:
+        stream.close()
+
+
+# --- ProduceStream: Produce requests pipelined on one call ------------------------------------
+
+
+def one(partition: int, *, acks: int = -1, records: bytes = BATCH) -> m.ProduceRequest:
+    return produce(("orders", partition, records), acks=acks)
+
+
+@pytest.mark.asyncio
+async def test_a_produce_stream_appends_in_the_order_sent_and_answers_in_that_order(
+    harness: Harness,
+) -> None:
+    # The first request waits longest: pipelined, every request reaches the manager before the
+    # first is answered, in the order sent; each answer still goes to its own request.
+    harness.rm.delays = {("orders", p): 0.05 * (5 - p) for p in range(6)}
+    stream = harness.client.produce_stream()
+    try:
+        answers = await asyncio.gather(*(stream.produce(one(p)) for p in range(6)))
+        assert [a.partitions[0].partition for a in answers] == list(range(6))
+        assert [a.partitions[0].base_offset for a in answers] == [10] * 6
+        assert [c.partitions[0].partition for c in harness.rm.calls] == list(range(6))
+        assert harness.rm.calls_when_answered[0] == 6
+        assert all(0 < c.timeout_ms <= 1000 for c in harness.rm.calls)
+        # The call stays open for the next requests.
+        call = stream._call
+        assert (await stream.produce(one(1))).partitions[0].error is None
+        assert stream._call is call and stream.in_flight == 0
+    finally:
+        stream.close()
+
+
+@pytest.mark.asyncio
+async def test_a_refused_produce_ends_the_stream_after_the_answers_before_it(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Partition 0 is answered; the request naming a partition twice ends the call with
+    # Produce's status, and the one sent after it fails with it unappended.
+    harness.rm.delays = {("orders", 0): 0.1}
+    stream = harness.client.produce_stream()
+    twice = produce(("orders", 1, BATCH), ("orders", 1, BATCH))
+    try:
+        first, refused, after = await asyncio.gather(
+            stream.produce(one(0)),
+            stream.produce(twice),
+            stream.produce(one(2)),
+            return_exceptions=True,
+        )
+        assert isinstance(first, m.ProduceResponse) and first.partitions[0].error is None
+        for failed in (refused, after):
+            assert isinstance(failed, grpc.aio.AioRpcError)
+            assert failed.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert "names orders-1 more than once" in (failed.details() or "")
+        assert [c.partitions[0].partition for c in harness.rm.calls] == [0]
+        # The next request opens a new call.
+        assert (await stream.produce(one(2))).partitions[0].error is None
+    finally:
+        stream.close()
+    assert "Traceback" not in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_produce_stream_garbage_oversize_and_failed_acks_zero_end_the_call(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    undecodable = await stream_refusal(harness, "ProduceStream", b"\xff" * 64)
+    assert undecodable.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "ProduceStream: the 64 request bytes are not a" in (undecodable.details() or "")
+    stream = harness.client.produce_stream()
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as oversize:
+            await stream.produce(one(0, records=BATCH * 100))
+        assert oversize.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "larger than socket.request.max.bytes (4096)" in (oversize.value.details() or "")
+        # acks=0: an empty answer per request, and a failed partition aborts the call.
+        assert (await stream.produce(one(0, acks=0))).partitions == ()
+        with pytest.raises(grpc.aio.AioRpcError) as aborted:
+            await stream.produce(one(-1, acks=0))
+        assert aborted.value.code() == grpc.StatusCode.ABORTED
+        assert "orders--1" in (aborted.value.details() or "")
+    finally:
+        stream.close()
+    assert "Traceback" not in caplog.text
+    assert len(harness.rm.calls) == 1
+
+
+@pytest.mark.asyncio
+async def test_a_produce_stream_request_without_an_answer_in_time_fails_all_in_flight(
+    harness: Harness,
+) -> None:
+    client = BrokerClient(harness.address, request_timeout_ms=100)
+    harness.rm.delays = {("orders", 0): 5.0}
+    stream = client.produce_stream()
+    quick = produce(("orders", 0, BATCH))
+    quick = m.ProduceRequest(quick.acks, 0, quick.partitions)
+    try:
+        began = time.monotonic()
+        outcomes = await asyncio.gather(
+            stream.produce(quick), stream.produce(one(1)), return_exceptions=True
+        )
+        assert time.monotonic() - began < 2
+        assert all(isinstance(o, RequestTimedOutError) for o in outcomes), outcomes
+        assert "sent no ProduceStream answer within 100 ms" in str(outcomes[0])
+        assert stream.in_flight == 0
+        harness.rm.delays = {}
+        assert (await stream.produce(one(1))).partitions[0].error is None
+    finally:
+        stream.close()
+        await client.close()
+
+
+@pytest.mark.asyncio
+async def test_a_produce_stream_leaves_a_dropped_channel_and_close_fails_what_is_in_flight(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redialing_channel, "REPLACED_CHANNEL_GRACE_S", 0)
+    harness.rm.delays = {("orders", 0): 5.0}
+    stream = harness.client.produce_stream()
+    try:
+        waiting = asyncio.ensure_future(stream.produce(one(0)))
+        await asyncio.sleep(0.1)
+        # Another call found the broker unavailable: the requests in flight on the old call
+        # fail (they could be appended after the new call's), the next goes on a new call.
+        harness.client.reconnect()
+        assert (await stream.produce(one(1))).partitions[0].error is None
+        with pytest.raises(NetworkError, match="was replaced"):
+            await waiting
+        closing = asyncio.ensure_future(stream.produce(one(0)))
+        await asyncio.sleep(0.1)
+        stream.close()
+        with pytest.raises(ClientClosedError, match="closed with 1 requests in flight"):
+            await closing
     finally:
         stream.close()

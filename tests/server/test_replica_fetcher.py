@@ -24,6 +24,7 @@ from replog.errors import KafkaStorageError, NotLeaderOrFollowerError
 from replog.pb import broker_pb2 as pb
 from replog.pb import broker_pb2_grpc
 from replog.record import build_batch
+from replog.record.batch import iter_batches
 from replog.replication import messages as m
 from replog.server import broker_codec as codec
 from replog.server.broker_client import BrokerClient
@@ -487,10 +488,45 @@ async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> No
             (partition,) = fetched.partitions
             assert partition.error is None and partition.high_watermark == 1
             assert len(partition.records) == len(BATCH)
+            # Pipelined on one ProduceStream call: appended in the order sent, each answered
+            # with its own offset once the followers have it.
+            stream = client.produce_stream()
+            values = [f"pipelined-{i}".encode() for i in range(20)]
+            try:
+                answers = await asyncio.wait_for(
+                    asyncio.gather(
+                        *(
+                            stream.produce(
+                                m.ProduceRequest(
+                                    m.ACKS_ALL,
+                                    5000,
+                                    (
+                                        m.ProducePartition(
+                                            "orders", 0, build_batch([(0, None, value, ())])
+                                        ),
+                                    ),
+                                )
+                            )
+                            for value in values
+                        )
+                    ),
+                    TIMEOUT_S,
+                )
+            finally:
+                stream.close()
+            assert [a.partitions[0].error for a in answers] == [None] * 20
+            assert [a.partitions[0].base_offset for a in answers] == list(range(1, 21))
+            fetched = await client.fetch(m.FetchRequest((m.FetchPartition("orders", 0, 1),)))
+            stored = [
+                record.value
+                for batch in iter_batches(fetched.partitions[0].records)
+                for record in batch.records()
+            ]
+            assert stored == values
         # The followers learn the HW on their next fetch.
         await eventually(
             lambda: all(
-                brokers[b].log_manager.get_log("orders", 0).high_watermark == 1 for b in (2, 3)
+                brokers[b].log_manager.get_log("orders", 0).high_watermark == 21 for b in (2, 3)
             ),
             "the followers' high watermarks",
         )

@@ -12,8 +12,9 @@ Rules:
   RequestsPerSec counts every request.
 - Per call: one clock read each side, one counter increment and one histogram observation on
   children looked up once per (method, code); the wrapped handler is built once per method.
-- A bidirectional-stream method (`FetchStream`) counts each answer as one request, timed from
-  its request's arrival to the answer, OK; a stream that ends in an error or is cancelled counts
+- A bidirectional-stream method (`FetchStream`, `ProduceStream`) counts each answer as one
+  request, timed from its request's arrival to the answer (the answers come in the order of
+  the requests), OK; a stream that ends in an error or is cancelled counts
   the request it was answering with that code. Other streaming kinds (none) pass through.
 """
 

@@ -2,7 +2,9 @@
 
 `Connections` belongs to one Producer, Consumer or Admin and lives on its event loop: one
 `BrokerClient` (the `Broker` service) and one `CoordinatorClient` (the `GroupCoordinator`
-service) per address, created on first use and closed together by `close`.
+service) per address, created on first use and closed together by `close`; and for a
+producer one `ProduceStream` per broker address, the one call its requests to that broker are
+pipelined on (in order, as a Kafka producer's on its one connection per broker).
 
 `rpc_error` turns a `grpc.aio.AioRpcError` into the `replog.errors` class a Kafka client would
 see for the same failure, so that no bare gRPC error leaves the client API:
@@ -34,7 +36,7 @@ from replog.errors import (
     UnknownServerError,
     UnsupportedVersionError,
 )
-from replog.server.broker_client import BrokerClient
+from replog.server.broker_client import BrokerClient, ProduceStream
 
 if TYPE_CHECKING:
     # Written concurrently by another part of issue #7; typed once it exists.
@@ -60,6 +62,7 @@ class Connections:
         self.client_id = client_id
         self._metadata = client_id_metadata(client_id)
         self._brokers: dict[str, BrokerClient] = {}
+        self._produce_streams: dict[str, ProduceStream] = {}
         self._coordinators: dict[str, CoordinatorClient] = {}
         self._closed = False
 
@@ -72,6 +75,14 @@ class Connections:
                 address, request_timeout_ms=self.request_timeout_ms, metadata=self._metadata
             )
         return client
+
+    def produce_stream(self, address: str) -> ProduceStream:
+        """The `ProduceStream` to the broker at `address` (cached; it reopens its call itself
+        after a failure)."""
+        stream = self._produce_streams.get(address)
+        if stream is None:
+            stream = self._produce_streams[address] = self.broker(address).produce_stream()
+        return stream
 
     def redial(self, address: str) -> None:
         """Drop the channel to the broker at `address`, so the next call dials afresh (what
@@ -101,6 +112,9 @@ class Connections:
     async def close(self) -> None:
         """Close every channel; later `broker`/`coordinator` calls raise ClientClosedError."""
         self._closed = True
+        streams, self._produce_streams = self._produce_streams, {}
+        for stream in streams.values():
+            stream.close()
         brokers, self._brokers = self._brokers, {}
         coordinators, self._coordinators = self._coordinators, {}
         for broker in brokers.values():

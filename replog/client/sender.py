@@ -9,9 +9,10 @@ Rules:
   (e.g. one batch too large) is resent batch by batch, each alone, so that one batch's fault
   does not fail its neighbours (without idempotence, not after an error that leaves it
   unknown whether the entry was written: it fails as it is). At most
-  `max.in.flight.requests.per.connection` requests per broker are outstanding, and only one
-  until the broker answered once on its current connection: calls queued on a channel that
-  is still connecting are dispatched together and may reach the broker out of order.
+  `max.in.flight.requests.per.connection` requests per broker are outstanding, all on the
+  broker's one `ProduceStream` call (`Connections.produce_stream`), which the broker appends
+  in the order sent, as Kafka's broker reads one connection's requests in order. A failed
+  call fails every request on it, each batch settled by the call's error below.
 - A retriable error (and, with idempotence, OUT_OF_ORDER_SEQUENCE_NUMBER and
   UNKNOWN_PRODUCER_ID, see `idempotence`) puts the batch back in its queue after a backoff of
   `retry.backoff.ms` doubling per attempt up to `retry.backoff.max.ms` (with +-20% jitter,
@@ -180,8 +181,7 @@ class Sender:
         self._wake: asyncio.Event | None = None
         self._wake_scheduled = False
         self._task: asyncio.Task[None] | None = None
-        self._requests: dict[int, int] = {}  # node -> produce calls outstanding
-        self._warm: set[int] = set()  # nodes that answered on their current connection
+        self._requests: dict[int, int] = {}  # node -> produce requests outstanding
         self._request_tasks: set[asyncio.Task[None]] = set()
         self._on_wire: set[ProducerBatch] = set()
         self._metadata_task: asyncio.Task[None] | None = None
@@ -374,7 +374,7 @@ class Sender:
         return state.leader
 
     def _node_ready(self, node: int) -> bool:
-        limit = self._config.max_in_flight_requests_per_connection if node in self._warm else 1
+        limit = self._config.max_in_flight_requests_per_connection
         return self._requests.get(node, 0) < limit and not self._forced
 
     # --- expiry ---------------------------------------------------------------------------------
@@ -472,8 +472,13 @@ class Sender:
             TRANSPORT_MARGIN_MS if acks == m.ACKS_ALL else self._config.request_timeout_ms
         )
         try:
-            response = await self._connections.broker(address).produce(
+            response = await self._connections.produce_stream(address).produce(
                 request, timeout_ms=transport_ms
+            )
+        except (NetworkError, RequestTimedOutError) as exc:
+            # The stream's own: no answer in time, or the channel under it was replaced.
+            call_error = type(exc)(
+                f"broker {node} at {address}: Produce to {_partitions_text(batches)}: {exc}"
             )
         except grpc.aio.AioRpcError as exc:
             call_error = rpc_error(
@@ -505,10 +510,7 @@ class Sender:
         now_ms = self._clock()
         results: dict[tuple[str, int], m.ProducePartitionResult] = {}
         if response is not None:
-            self._warm.add(node)
             results = {(r.topic, r.partition): r for r in response.partitions}
-        else:
-            self._warm.discard(node)
         # Per partition: how many of its batches the request carried, and the records of
         # those already settled (a batch's base offset is the entry's plus the records of
         # the batches before it: the broker appends an entry's batches back to back).

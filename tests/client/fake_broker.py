@@ -6,9 +6,9 @@ bytes that are no protobuf message at all (a peer that is not a replog broker, o
 newer one); `answer(rpc, message)` serializes a message for a well-formed answer with
 impossible contents, and `answer(rpc, first, then)` scripts a sequence (a Fetch answered
 with records once, then with none, as a broker's log would). An RPC without an answer
-aborts with UNIMPLEMENTED. `calls` counts the calls of each RPC. A stream RPC (`FetchStream`)
-answers each message of the stream as a call of its own (scripted and counted under its name);
-`streams` counts the stream calls opened.
+aborts with UNIMPLEMENTED. `calls` counts the calls of each RPC. A stream RPC (`FetchStream`,
+`ProduceStream`) answers each message of the stream as a call of its own (scripted and counted
+under its name); `streams` counts the stream calls opened.
 
 Imported by module name (`import fake_broker`): pytest puts this folder on `sys.path` for the
 tests in it.

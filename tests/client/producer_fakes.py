@@ -301,6 +301,10 @@ class FakeConnections:
     def broker(self, address: str) -> FakeBroker:
         return FakeBroker(self.cluster, address)
 
+    def produce_stream(self, address: str) -> FakeBroker:
+        # Each request on its own, as a stream whose requests never fail together.
+        return FakeBroker(self.cluster, address)
+
     async def close(self) -> None:
         self.closed = True
 

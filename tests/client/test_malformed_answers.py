@@ -46,10 +46,20 @@ from replog.server.broker_client import BrokerClient
 
 Call = Callable[[BrokerClient], Awaitable[Any]]
 
+PRODUCE = m.ProduceRequest(acks=1, timeout_ms=100, partitions=(m.ProducePartition("t", 0, b"x"),))
+
+
+async def produce_on_a_stream(client: BrokerClient) -> m.ProduceResponse:
+    stream = client.produce_stream()
+    try:
+        return await stream.produce(PRODUCE)
+    finally:
+        stream.close()
+
+
 CALLS: dict[str, Call] = {
-    "Produce": lambda c: c.produce(
-        m.ProduceRequest(acks=1, timeout_ms=100, partitions=(m.ProducePartition("t", 0, b"x"),))
-    ),
+    "Produce": lambda c: c.produce(PRODUCE),
+    "ProduceStream": produce_on_a_stream,
     "Fetch": lambda c: c.fetch(m.FetchRequest((m.FetchPartition("t", 0, 0, 1000),), max_wait_ms=0)),
     "ListOffsets": lambda c: c.list_offsets(
         m.ListOffsetsRequest((m.ListOffsetsPartition("t", 0, -1),))
@@ -68,6 +78,13 @@ CALLS: dict[str, Call] = {
 # below `lowest` (-1 is "not said") beside no error.
 ENTRIES: dict[str, tuple[Any, Any, Any, str, int]] = {
     "Produce": (
+        bpb.ProduceResponse,
+        bpb.ProduceTopicResponse,
+        bpb.ProducePartitionResponse,
+        "base_offset",
+        -1,
+    ),
+    "ProduceStream": (
         bpb.ProduceResponse,
         bpb.ProduceTopicResponse,
         bpb.ProducePartitionResponse,
@@ -283,7 +300,7 @@ def test_producer_fails_the_batch_with_the_malformed_answer(
         "left out": bpb.ProduceResponse(),
         "not asked for": answer_with("Produce", 0, 3),
     }
-    cluster.answer("Produce", answers[kind])
+    cluster.answer("ProduceStream", answers[kind])
     with Producer(
         bootstrap_servers=cluster.address, enable_idempotence=idempotence, **PRODUCER
     ) as p:
@@ -328,7 +345,7 @@ def test_a_bootstrap_address_that_answers_garbage_is_passed_over(
     """Kafka's client tries the next bootstrap server when one fails; a peer that is not a
     replog broker is such a failure, not the end of the client."""
     broker.answer("Metadata", GARBAGE)
-    cluster_broker.answer("Produce", answer_with("Produce", 0))
+    cluster_broker.answer("ProduceStream", answer_with("Produce", 0))
     servers = f"{broker.address},{cluster_broker.address}"
     redialled = record_redials(monkeypatch)
     with Producer(bootstrap_servers=servers, enable_idempotence=False, **PRODUCER) as p:
@@ -355,7 +372,7 @@ def test_a_malformed_produce_answer_drops_the_channel_and_refreshes_metadata(
     cluster: FakeBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     redialled = record_redials(monkeypatch)
-    cluster.answer("Produce", GARBAGE, answer_with("Produce", 0))
+    cluster.answer("ProduceStream", GARBAGE, answer_with("Produce", 0))
     with Producer(bootstrap_servers=cluster.address, enable_idempotence=False, **PRODUCER) as p:
         with pytest.raises(MalformedResponseError):
             p.send("t", b"v", partition=0).get(timeout=30)

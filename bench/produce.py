@@ -32,7 +32,8 @@ Each run (`--runs N`, default 3) does, in order:
    background thread).
    Producers (one `BrokerClient` each) send real v2 batches of 1 KiB records (64 KiB, 256 KiB,
    1 MiB; built once with `replog.record.builder` and re-sent, each produce a real append) to
-   the partition leader with acks=-1, one request in flight each.
+   the partition leader with acks=-1 on one ProduceStream call each (as the client library's
+   producer sends), one request in flight each in the throughput trials.
 
 For each system: closed-loop throughput for every batch size x producer count (the peak is
 the best records/s), then produce latency at 50% of that peak (open loop, paced sends;
@@ -680,7 +681,8 @@ def produce_request(topic: str, partition: int, records: bytes) -> msg.ProduceRe
 
 
 async def produce_once(client: Any, topic: str, partition: int, records: bytes) -> str | None:
-    """One acks=all produce; None on success, else what went wrong."""
+    """One acks=all produce on `client` (a `BrokerClient` or one of its `ProduceStream`s); None
+    on success, else what went wrong."""
     try:
         response = await client.produce(produce_request(topic, partition, records))
     except Exception as exc:  # a failed request is counted, not fatal
@@ -737,22 +739,23 @@ class ReplogSide:
         clients = [
             open_broker_client(leaders[partitions[i % len(partitions)]]) for i in range(producers)
         ]
+        streams = [client.produce_stream() for client in clients]
         try:
             # warm-up: one request per producer, not counted
             await asyncio.gather(
                 *(
-                    produce_once(c, name, partitions[i % len(partitions)], shape.data)
-                    for i, c in enumerate(clients)
+                    produce_once(stream, name, partitions[i % len(partitions)], shape.data)
+                    for i, stream in enumerate(streams)
                 )
             )
             deadline = time.perf_counter() + seconds
 
             async def producer(index: int) -> None:
-                client = clients[index]
+                stream = streams[index]
                 partition = partitions[index % len(partitions)]
                 while time.perf_counter() < deadline:
                     began = time.perf_counter()
-                    error = await produce_once(client, name, partition, shape.data)
+                    error = await produce_once(stream, name, partition, shape.data)
                     if error is None:
                         trial.add_latency(time.perf_counter() - began)
                         trial.records += shape.records
@@ -767,6 +770,8 @@ class ReplogSide:
                 trial.seconds = time.perf_counter() - began
             trial.cpu = meter.result
         finally:
+            for stream in streams:
+                stream.close()
             for client in clients:
                 await close_client(client)
             await self.drop(name)
@@ -782,6 +787,8 @@ class ReplogSide:
         trial = Trial("replog", kind, shape.nominal_kib, 1, 0, 0, 0.0, target_records_s=records_s)
         partitions = sorted(leaders)
         clients = {p: open_broker_client(leaders[p]) for p in partitions}
+        # Paced sends overlap when an answer is slow: the stream pipelines them, in order.
+        streams = {p: client.produce_stream() for p, client in clients.items()}
         consumers = {p: open_broker_client(leaders[p]) for p in partitions} if consume else {}
         # The topic starts with one probe record per partition (offset 0).
         end_offsets = {p: 1 for p in partitions}
@@ -793,7 +800,7 @@ class ReplogSide:
             partition = partitions[sent % len(partitions)]
             sent += 1
             data = shape.stamped(int(due * 1e9)) if consume else shape.data
-            error = await produce_once(clients[partition], name, partition, data)
+            error = await produce_once(streams[partition], name, partition, data)
             if error is None:
                 trial.add_latency(time.perf_counter() - due)
                 trial.records += shape.records
@@ -847,7 +854,7 @@ class ReplogSide:
         try:
             # warm-up, not counted: one batch per partition; the consumers start after it
             await asyncio.gather(
-                *(produce_once(c, name, p, shape.data) for p, c in clients.items())
+                *(produce_once(stream, name, p, shape.data) for p, stream in streams.items())
             )
             for p in partitions:
                 end_offsets[p] += shape.records
@@ -860,6 +867,8 @@ class ReplogSide:
                     await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
             trial.cpu = meter.result
         finally:
+            for stream in streams.values():
+                stream.close()
             for c in [*clients.values(), *consumers.values()]:
                 await close_client(c)
             await self.drop(name)

@@ -497,6 +497,12 @@ class Sender:
             self._peer_misbehaved(address)
         except ClientClosedError as exc:
             call_error = exc
+        except Exception as exc:  # a bug must not stall the node's in-flight count
+            log.exception("Produce to %s failed unexpectedly", _partitions_text(batches))
+            call_error = UnknownServerError(
+                f"broker {node} at {address}: Produce to {_partitions_text(batches)} failed: "
+                f"{type(exc).__name__}: {exc}"
+            )
         except asyncio.CancelledError:
             self._requests[node] -= 1
             for batch in batches:

@@ -428,7 +428,12 @@ class ProduceStream:
       `grpc.aio.AioRpcError` (UNAVAILABLE also drops the channel), `MalformedResponseError` for
       an answer that does not parse or does not answer its request, or the end of the stream
       with requests unanswered; and `RequestTimedOutError` when a request has no answer within
-      its `timeout_ms` plus the client's `request_timeout_ms` (a unary Produce's deadline).
+      the `timeout_ms` given to `produce` (default the client's `request_timeout_ms`) plus the
+      request's own `timeout_ms` (a unary Produce's deadline). When the call ends with a
+      status or a malformed answer, only the oldest request in flight (the one it ended on)
+      gets that error; the later ones get NetworkError (the broker stops appending after a
+      request it refuses as a whole, and NetworkError is retriable with an unknown outcome).
+      A call cancelled under the stream (its channel closed) fails them with NetworkError.
     - A call on a channel the client has since dropped (another call saw UNAVAILABLE) is ended
       before the next request, its requests in flight failing with NetworkError, and a new one
       opened on the current channel: requests split over two calls could be appended out of
@@ -469,9 +474,10 @@ class ProduceStream:
             )
         if self._call is None:
             self._open()
+        message = codec.produce_request_to_proto(request)  # before it counts as in flight
         answered: asyncio.Future[m.ProduceResponse] = asyncio.get_running_loop().create_future()
         self._in_flight.append((request, answered))
-        self._outbox.put_nowait(codec.produce_request_to_proto(request))
+        self._outbox.put_nowait(message)
         transport_ms = client.request_timeout_ms if timeout_ms is None else timeout_ms
         wait_ms = transport_ms + max(0, request.timeout_ms)
         try:
@@ -526,19 +532,32 @@ class ProduceStream:
                 if not answered.done():
                     answered.set_result(response)
         except asyncio.CancelledError:
-            raise
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # `_end` stopped this reader
+            # The call was cancelled under the stream (its channel closed): fail what is on it.
+            self._end(NetworkError(f"the {self.RPC} call to broker at {client.address} ended"))
         except grpc.aio.AioRpcError as exc:
             if (
                 exc.code() == grpc.StatusCode.UNAVAILABLE
                 and generation == client._channel.generation
             ):
                 client.reconnect()
-            self._end(exc)
+            self._end(exc, behind=self._not_served(exc.code().name))
         except Exception as exc:
-            self._end(exc)
+            self._end(exc, behind=self._not_served(type(exc).__name__))
 
-    def _end(self, error: BaseException) -> None:
-        """End the call and fail every request in flight on it with `error`."""
+    def _not_served(self, why: str) -> NetworkError:
+        return NetworkError(
+            f"broker at {self._client.address}: {self.RPC} request not answered: the call "
+            f"ended ({why}) on an earlier request"
+        )
+
+    def _end(self, error: BaseException, *, behind: BaseException | None = None) -> None:
+        """End the call and fail every request in flight on it with `error`; with `behind`,
+        only the oldest (the one the call failed on) gets `error`, the later ones `behind`: a
+        broker that refuses a request as a whole does not append those after it, so they
+        fail retriably (NetworkError: outcome unknown) rather than with its refusal."""
         call, self._call = self._call, None
         if call is not None:
             call.cancel()
@@ -547,10 +566,13 @@ class ProduceStream:
             if task is not current:
                 task.cancel()
         self._tasks = []
+        first = True
         while self._in_flight:
             _, answered = self._in_flight.popleft()
+            failure = error if first or behind is None else behind
+            first = False
             if not answered.done():
-                answered.set_exception(error)
+                answered.set_exception(failure)
                 # Retrieved here too: a request whose caller stopped waiting has no one to.
                 answered.exception()
 

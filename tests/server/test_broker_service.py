@@ -584,10 +584,12 @@ async def test_a_refused_produce_ends_the_stream_after_the_answers_before_it(
             return_exceptions=True,
         )
         assert isinstance(first, m.ProduceResponse) and first.partitions[0].error is None
-        for failed in (refused, after):
-            assert isinstance(failed, grpc.aio.AioRpcError)
-            assert failed.code() == grpc.StatusCode.INVALID_ARGUMENT
-            assert "names orders-1 more than once" in (failed.details() or "")
+        assert isinstance(refused, grpc.aio.AioRpcError)
+        assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "names orders-1 more than once" in (refused.details() or "")
+        # Not appended, so not refused: retriable, as after a lost connection.
+        assert isinstance(after, NetworkError), after
+        assert "ended (INVALID_ARGUMENT) on an earlier request" in str(after)
         assert [c.partitions[0].partition for c in harness.rm.calls] == [0]
         # The next request opens a new call.
         assert (await stream.produce(one(2))).partitions[0].error is None
@@ -667,5 +669,38 @@ async def test_a_produce_stream_leaves_a_dropped_channel_and_close_fails_what_is
         stream.close()
         with pytest.raises(ClientClosedError, match="closed with 1 requests in flight"):
             await closing
+    finally:
+        stream.close()
+
+
+@pytest.mark.asyncio
+async def test_a_produce_stream_whose_channel_closes_under_it_fails_at_once(
+    harness: Harness,
+) -> None:
+    # The channel closing cancels the call under the stream: the request in flight fails
+    # with NetworkError at once, not at its timeout.
+    harness.rm.delays = {("orders", 0): 5.0}
+    stream = harness.client.produce_stream()
+    try:
+        waiting = asyncio.ensure_future(stream.produce(one(0)))
+        await asyncio.sleep(0.1)
+        await harness.client.close()
+        with pytest.raises(NetworkError, match="ended"):
+            await asyncio.wait_for(waiting, 2)
+    finally:
+        stream.close()
+
+
+@pytest.mark.asyncio
+async def test_a_produce_that_cannot_be_encoded_leaves_nothing_in_flight(
+    harness: Harness,
+) -> None:
+    stream = harness.client.produce_stream()
+    try:
+        with pytest.raises(ValueError):
+            await stream.produce(m.ProduceRequest(-1, 2**31, one(0).partitions))
+        assert stream.in_flight == 0
+        answers = await asyncio.gather(stream.produce(one(0)), stream.produce(one(1)))
+        assert [a.partitions[0].partition for a in answers] == [0, 1]
     finally:
         stream.close()

@@ -422,9 +422,9 @@ class ProduceStream:
       take its request back: it is sent and its answer read and dropped, so the answers after
       it still match their requests.
     - The call opens at the first request, and again at the first after a failure. A failure
-      ends the call and fails every request in flight on it with the same error, as a Kafka
-      producer's requests in flight on a connection fail together when it closes: each may or
-      may not have been appended. Failures are those of `BrokerClient.produce`: the call's
+      ends the call and fails every request in flight on it, as a Kafka producer's requests in
+      flight on a connection fail together when it closes: each may or may not have been
+      appended. Failures are those of `BrokerClient.produce`: the call's
       `grpc.aio.AioRpcError` (UNAVAILABLE also drops the channel), `MalformedResponseError` for
       an answer that does not parse or does not answer its request, or the end of the stream
       with requests unanswered; and `RequestTimedOutError` when a request has no answer within
@@ -566,15 +566,14 @@ class ProduceStream:
             if task is not current:
                 task.cancel()
         self._tasks = []
-        first = True
+        failure = error
         while self._in_flight:
             _, answered = self._in_flight.popleft()
-            failure = error if first or behind is None else behind
-            first = False
             if not answered.done():
                 answered.set_exception(failure)
                 # Retrieved here too: a request whose caller stopped waiting has no one to.
                 answered.exception()
+            failure = behind or error
 
     def close(self) -> None:
         """End the call; requests in flight fail with ClientClosedError."""

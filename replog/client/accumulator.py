@@ -36,8 +36,12 @@ Rules:
   batch's bytes are built exactly once. An idempotent producer's id, epoch and sequence are
   written into the built header afterwards (`stamp`, with a new CRC), because sequences are
   assigned only when a batch leaves (so they follow the send order, and a reset can renumber).
-- A retried batch goes back to the front of its deque; with idempotence, among the other
-  retried batches in sequence order, so that a partition's batches are resent in order.
+- A retried batch goes back to the front of its deque, among the other retried batches in
+  sequence order with idempotence, else in the order the batches were created (`serial`), so
+  that a partition's batches are resent in order however their answers arrive: a call that
+  fails fails its requests oldest first, and each one's retries must not jump ahead of the
+  older ones'. (Kafka's producer puts each retry first, so without idempotence a failed
+  connection with several requests in flight resends them newest first.)
 - Thread safety: `RecordAccumulator` is for one thread (the asyncio producer: appends and the
   sender share the event loop) and takes no lock at all. `ThreadSafeRecordAccumulator` takes
   `lock` in every method that reads or changes its state, so blocking producers append from
@@ -169,11 +173,14 @@ class ProducerBatch:
         compression: int = COMPRESSION_NONE,
         base_timestamp: int = 0,
         limit: int = 0,
+        serial: int = 0,
     ) -> None:
         """`base_timestamp`: the first record's (an int64); `limit`: what its records may take,
-        batch.size minus the header (the first record goes in regardless)."""
+        batch.size minus the header (the first record goes in regardless); `serial`: the
+        accumulator's count of batches created before this one (their order)."""
         self.topic_partition = topic_partition
         self.created_ms = created_ms
+        self.serial = serial
         self.reserved = reserved
         self.done_event = done_event
         if compression != COMPRESSION_NONE:
@@ -387,6 +394,7 @@ class RecordAccumulator:
         self._memory_freed = threading.Condition(self.lock)
         self._available = buffer_memory
         self._deques: dict[TopicPartition, deque[ProducerBatch]] = {}
+        self._batches_created = 0  # the next batch's serial
         # each partition's open batch (the last of its deque, if it still takes appends)
         self._open: dict[TopicPartition, ProducerBatch] = {}
         self._incomplete: set[ProducerBatch] = set()
@@ -523,7 +531,9 @@ class RecordAccumulator:
             self.compression,
             timestamp_ms,
             self.batch_size - RECORD_BATCH_OVERHEAD,
+            self._batches_created,
         )
+        self._batches_created += 1
         self._open[tp] = batch
         try:  # the first record goes in whatever its size (offset delta 0: no room check)
             RecordAccumulator.try_append(self, tp, timestamp_ms, key, value, headers, handle)
@@ -720,12 +730,22 @@ class RecordAccumulator:
         dq = self._deques.get(batch.topic_partition)
         if dq is None:
             dq = self._deques[batch.topic_partition] = deque()
-        if batch.base_sequence < 0 or self.idempotence is None:
+        if self.idempotence is None:
+
+            def behind(queued: ProducerBatch) -> bool:
+                return queued.serial > batch.serial
+
+        elif batch.base_sequence < 0:
             dq.appendleft(batch)
             return
+        else:
+
+            def behind(queued: ProducerBatch) -> bool:
+                return queued.base_sequence < 0 or queued.base_sequence > batch.base_sequence
+
         index = 0
         for index, queued in enumerate(dq):  # noqa: B007 - the index is the result
-            if queued.base_sequence < 0 or queued.base_sequence > batch.base_sequence:
+            if behind(queued):
                 break
         else:
             index = len(dq)

@@ -27,7 +27,12 @@ from typing import Any
 
 from fake_nodes import FakeNodes, call_on, unavailable
 
-from replog.errors import KafkaError, NotLeaderOrFollowerError, UnknownTopicOrPartitionError
+from replog.errors import (
+    KafkaError,
+    NetworkError,
+    NotLeaderOrFollowerError,
+    UnknownTopicOrPartitionError,
+)
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as pb
 from replog.record import RecordBatch, iter_frames, read_header, stamp_batch
@@ -147,6 +152,8 @@ class FakeCluster(FakeNodes):
     next_pid: int = 1000
     outstanding: dict[int, int] = field(default_factory=dict)
     peak_outstanding: dict[int, int] = field(default_factory=dict)
+    # Per node, the requests held at the gate, oldest first: what `cut` fails.
+    held: dict[int, list[asyncio.Future[None]]] = field(default_factory=dict)
 
     def create(self, topic: str, partitions: int = 1) -> list[FakeLog]:
         self.topics[topic] = [
@@ -170,6 +177,17 @@ class FakeCluster(FakeNodes):
 
     def connections(self) -> FakeConnections:
         return FakeConnections(self)
+
+    def cut(self, node: int, error: BaseException) -> int:
+        """Fail every request held at the gate on `node` together, none appended, as a
+        failed ProduceStream call does: the oldest with `error`, the later ones with
+        NetworkError. Returns how many failed."""
+        held = [f for f in self.held.pop(node, []) if not f.done()]
+        for i, cut in enumerate(held):
+            cut.set_exception(
+                error if i == 0 else NetworkError(f"node {node}: the call ended earlier")
+            )
+        return len(held)
 
     def check_up(self, address: str) -> int:
         node = self.node_of(address)
@@ -201,11 +219,21 @@ class FakeCluster(FakeNodes):
         self.peak_outstanding[node] = max(
             self.peak_outstanding.get(node, 0), self.outstanding[node]
         )
+        cut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.held.setdefault(node, []).append(cut)
+        opened = asyncio.ensure_future(self.gate.wait())
         try:
-            await self.gate.wait()
+            await asyncio.wait({opened, cut}, return_when=asyncio.FIRST_COMPLETED)
+            if cut.done():
+                opened.cancel()
+                cut.result()  # raises the cut's error
+            cut.cancel()
             self.check_up(address)
             return self._produce(node, address, request)
         finally:
+            opened.cancel()
+            if cut in self.held.get(node, ()):
+                self.held[node].remove(cut)
             self.outstanding[node] -= 1
 
     def _produce(self, node: int, address: str, request: m.ProduceRequest) -> m.ProduceResponse:
@@ -302,7 +330,7 @@ class FakeConnections:
         return FakeBroker(self.cluster, address)
 
     def produce_stream(self, address: str) -> FakeBroker:
-        # Each request on its own, as a stream whose requests never fail together.
+        # Each request on its own: they fail together only when the test cuts them.
         return FakeBroker(self.cluster, address)
 
     async def close(self) -> None:

@@ -305,6 +305,23 @@ def test_a_retry_waits_for_its_backoff_and_goes_back_in_sequence_order() -> None
     assert queued[-1] is new
 
 
+def test_without_idempotence_retries_go_back_in_creation_order() -> None:
+    # A failed call fails its requests oldest first; each request's retries go back then, and
+    # must not jump ahead of the older requests' (putting each one first would reverse them).
+    acc, clock = accumulator(linger_ms=0, batch_size=300)
+    lead = leaders({TP0: 1})
+    for _ in range(4):
+        acc.append(TP0, TS, None, b"v" * 200)
+    sent = [acc.drain(clock.now, lead, always, 300).by_node[1][0] for _ in range(3)]  # type: ignore[arg-type]
+    for batch in sent:  # three requests, answered (failed) oldest first
+        batch.attempts = 1
+        acc.reenqueue(batch, clock.now)
+    with acc.lock:
+        queued = list(acc._deques[TP0])
+    assert queued[:3] == sent
+    assert [b.serial for b in queued] == [0, 1, 2, 3]
+
+
 def test_retry_backoff_delays_readiness() -> None:
     acc, clock = accumulator(linger_ms=0)
     acc.append(TP0, TS, None, b"a")

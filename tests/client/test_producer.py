@@ -2,8 +2,8 @@
 judge idempotent batches as a replog broker does.
 
 Covered: delivery and offsets, keyed partitioning, acks=0, batching, retries of retriable
-errors, ordering with 5 requests in flight when an early batch fails or a later one overtakes
-it, lost answers deduplicated by the broker (and duplicated without idempotence), leader moves,
+errors, ordering with 5 requests in flight when an early batch fails, a later one overtakes
+it or a failed call fails them all together, lost answers deduplicated by the broker (and duplicated without idempotence), leader moves,
 expiry with its exact error, non-retriable errors, a backlog sent as one entry per partition
 (offsets per batch, order kept through retries, a refused entry resent batch by batch), the
 producer id's retries (and the fatal end of one refused for good), bad input and unknown
@@ -31,6 +31,7 @@ from replog.errors import (
     InvalidTopicError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
+    NetworkError,
     NotEnoughReplicasError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
@@ -177,6 +178,28 @@ async def test_order_holds_when_a_later_request_overtakes_an_earlier_one(
     results = await asyncio.gather(*futures)
     assert [r.offset for r in results] == [1, 2, 3]
     assert cluster.log("one").values() == [b"warm-up", b"0", b"1", b"2"]
+
+
+@pytest.mark.parametrize("idempotence", [True, False])
+@pytest.mark.asyncio
+async def test_order_holds_when_a_failed_call_fails_five_requests_together(
+    cluster: FakeCluster, make: Made, idempotence: bool
+) -> None:
+    # A failed ProduceStream call fails every request on it, oldest first, none appended;
+    # each request's batch is retried, and the retries must go back in the order sent.
+    producer = make(batch_size=1, enable_idempotence=idempotence, retries=5)
+    await producer.send("one", b"warm-up")
+    cluster.gate.close()
+    futures = []
+    for i in range(5):  # one at a time: each in a request of its own
+        futures.append(producer.send_nowait("one", b"%d" % i))
+        await until(lambda: cluster.gate.held == i + 1)  # noqa: B023
+    assert cluster.cut(0, NetworkError("node 0: the call failed")) == 5
+    cluster.gate.open()
+    results = await asyncio.gather(*futures)
+    assert [r.offset for r in results] == list(range(1, 6))
+    assert cluster.log("one").values() == [b"warm-up"] + [b"%d" % i for i in range(5)]
+    assert producer.metrics()["batches_retried"] == 5
 
 
 @pytest.mark.asyncio

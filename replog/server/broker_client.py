@@ -418,9 +418,11 @@ class ProduceStream:
     Rules:
     - Requests go out in the order `produce` is called, and the broker appends and answers them
       in that order; any number may be in flight (the caller bounds it, as a producer does with
-      max.in.flight.requests.per.connection). A caller that stops waiting (cancelled) does not
-      take its request back: it is sent and its answer read and dropped, so the answers after
-      it still match their requests.
+      max.in.flight.requests.per.connection). The broker serves `PRODUCE_STREAM_DEPTH` (32)
+      at once; the later ones wait in flow control, their timeouts running, as requests
+      queued behind a Kafka broker's muted connection do. A caller that stops waiting
+      (cancelled) does not take its request back: it is sent and its answer read and dropped,
+      so the answers after it still match their requests.
     - The call opens at the first request, and again at the first after a failure. A failure
       ends the call and fails every request in flight on it, as a Kafka producer's requests in
       flight on a connection fail together when it closes: each may or may not have been

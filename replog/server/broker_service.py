@@ -122,7 +122,10 @@ class _NotServed(Exception):
 
 
 class BrokerRequests(Protocol):
-    """What the service needs of the replica manager (`replica_manager.ReplicaManager`)."""
+    """What the service needs of the replica manager (`replica_manager.ReplicaManager`).
+
+    `produce` must append every batch before its first await (it may await afterwards, for
+    acks=all): ProduceStream relies on it to append one call's requests in the order sent."""
 
     async def produce(self, request: m.ProduceRequest) -> m.ProduceResponse: ...
     async def fetch(self, request: m.FetchRequest) -> m.FetchResponse: ...

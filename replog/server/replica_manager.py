@@ -471,6 +471,10 @@ class ReplicaManager:
 
         `internal_topics_allowed`: the broker itself appends to an internal topic (its group
         coordinator writing `__consumer_offsets`); a client's Produce never passes it.
+
+        Every append happens before the first await (only the acks=all wait for the high
+        watermark comes after): the ProduceStream service starts one call's requests in the
+        order sent and relies on each reaching its appends before the next starts.
         """
         if request.acks not in (ACKS_NONE, ACKS_LEADER, ACKS_ALL):
             return ProduceResponse(

@@ -33,7 +33,7 @@ from replog.pb import broker_pb2 as pb
 from replog.pb import broker_pb2_grpc
 from replog.record import build_batch
 from replog.replication import messages as m
-from replog.server import redialing_channel
+from replog.server import broker_service, redialing_channel
 from replog.server.broker_client import BrokerClient
 from replog.server.broker_service import BrokerService, add_broker_service
 from tests.metadata.metadata_helpers import (
@@ -687,6 +687,52 @@ async def test_a_produce_stream_whose_channel_closes_under_it_fails_at_once(
         await harness.client.close()
         with pytest.raises(NetworkError, match="ended"):
             await asyncio.wait_for(waiting, 2)
+    finally:
+        stream.close()
+
+
+@pytest.mark.asyncio
+async def test_a_produce_stream_serves_its_depth_at_once_and_the_rest_in_turn(
+    harness: Harness,
+) -> None:
+    # More requests in flight than the broker serves at once: the first PRODUCE_STREAM_DEPTH
+    # reach the manager before the first is answered, the rest wait in flow control, and
+    # every one is appended and answered in the order sent.
+    depth = broker_service.PRODUCE_STREAM_DEPTH
+    harness.rm.delays = {("orders", 0): 0.2}
+    stream = harness.client.produce_stream()
+    try:
+        requests = [one(0)] + [one(1 + i % 5) for i in range(depth + 7)]
+        answers = await asyncio.gather(*(stream.produce(r) for r in requests))
+        sent = [r.partitions[0].partition for r in requests]
+        assert [a.partitions[0].partition for a in answers] == sent
+        assert [c.partitions[0].partition for c in harness.rm.calls] == sent
+        # The first request, answered last of the first `depth`, saw exactly `depth` calls.
+        assert harness.rm.calls_when_answered[depth - 1] == depth
+        assert stream.in_flight == 0
+    finally:
+        stream.close()
+
+
+@pytest.mark.asyncio
+async def test_a_caller_that_stops_waiting_leaves_the_later_answers_matched(
+    harness: Harness,
+) -> None:
+    harness.rm.delays = {("orders", 0): 0.2}
+    stream = harness.client.produce_stream()
+    try:
+        first = asyncio.ensure_future(stream.produce(one(0)))
+        abandoned = asyncio.ensure_future(stream.produce(one(1)))
+        third = asyncio.ensure_future(stream.produce(one(2)))
+        await asyncio.sleep(0.05)
+        abandoned.cancel()
+        # Sent all the same; its answer is read and dropped, so the third still gets its own.
+        assert (await first).partitions[0].partition == 0
+        assert (await third).partitions[0].partition == 2
+        assert abandoned.cancelled()
+        assert [c.partitions[0].partition for c in harness.rm.calls] == [0, 1, 2]
+        assert stream.in_flight == 0
+        assert (await stream.produce(one(3))).partitions[0].partition == 3
     finally:
         stream.close()
 

@@ -49,6 +49,10 @@ an ordered push consumer). Latency of a batch counts for its records; the time a
 wait in a filling batch is not counted (about 5 ms, see above). A paced trial's line also says
 where its slowest 1% of sends came from (`slow_episodes`): how many stalls, and the longest
 one's place in the trial, its sends and its worst latency, since one stall can decide a p99.
+Each paced trial (both systems) starts once the VM has stopped handing the previous trial's
+freed memory back to its host (`wait_for_page_reporting_idle`; its line says how long that
+took): the host takes it back in bursts that stop the whole VM for 50-350 ms, so a paced
+trial right after a deleted topic measured that clean-up, not the system.
 
 The table compares in one run and states the issue's goals: records/s >= 5x JetStream's;
 replog MB/s >= 40% of (page-cache bandwidth / 3), the three replicas sharing one machine's
@@ -246,6 +250,9 @@ class Trial:
     # When each latency above ended (perf_counter seconds), to place the slow ones in the trial.
     latencies_at_s: list[float] = field(default_factory=list)
     e2e_at_s: list[float] = field(default_factory=list)
+    # A paced trial's wait for the VM's free page reporting to go idle before it (None: no
+    # such counter here; `wait_for_page_reporting_idle`).
+    page_reporting_wait_s: float | None = None
 
     def add_latency(self, seconds: float) -> None:
         self.latencies_s.append(seconds)
@@ -289,6 +296,9 @@ class Trial:
         if self.target_records_s is not None:
             out["target_records_s"] = round(self.target_records_s, 1)
             out["slowest_1pct_stalls"] = [stall.summary() for stall in self.stalls()]
+            out["page_reporting_wait_s"] = (
+                None if self.page_reporting_wait_s is None else round(self.page_reporting_wait_s, 1)
+            )
         if self.first_error:
             out["first_error"] = self.first_error
         return out
@@ -307,7 +317,10 @@ class Trial:
                 f"  p99 {percentile_ms(self.e2e_s, 0.99):7.2f} ms"
             )
         if self.target_records_s is not None:
-            text += f"  (target {self.target_records_s:,.0f} rec/s)"
+            text += f"  (target {self.target_records_s:,.0f} rec/s"
+            if self.page_reporting_wait_s is not None:
+                text += f"; page reporting idle after {self.page_reporting_wait_s:.0f} s"
+            text += ")"
             stalls = self.stalls()
             if stalls:
                 longest = max(stalls, key=lambda stall: stall.count)
@@ -379,6 +392,45 @@ class CpuMeter:
 # kernel reports free blocks about 2 s after they are freed; measured once: a pass 1 s after
 # the previous one's unlink still ran at 5.3 GB/s, after 2 s at 1.9, after 3 and 5 s at 1.2).
 PAGE_REPORTING_SETTLE_S = 5.0
+# This VM's count of the KiB it has reported free to its host (its kernel's page_reporting
+# module; absent on kernels without it, and on machines that are no VM).
+REPORTED_KIB_PATH = "/sys/module/page_reporting/parameters/reported_kib"
+# A paced trial starts once that count has not moved for this long (longer than the ~2 s a
+# freed block waits before it is reported), or after the limit.
+PAGE_REPORTING_QUIET_S = 3.0
+PAGE_REPORTING_WAIT_LIMIT_S = 120.0
+
+
+def wait_for_page_reporting_idle(
+    counter_path: str = REPORTED_KIB_PATH,
+    quiet_s: float = PAGE_REPORTING_QUIET_S,
+    limit_s: float = PAGE_REPORTING_WAIT_LIMIT_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> float | None:
+    """Wait until the VM has stopped handing freed memory back to its host; the seconds
+    waited, or None without such a counter.
+
+    Why (measured, docs/benchmarks.md): the host takes reported memory back in bursts of
+    64-384 MiB, and during a burst the whole VM stops for 50-350 ms: every process's event
+    loop (three nodes and the load generator) is late at the same instant, while the guest
+    counts no runnable task waiting. A trial's topic deleted before the next trial frees
+    gigabytes, reported over the next 15-20 s, so without this wait a paced trial measured
+    the previous trial's clean-up: its slowest 1% was one such stall."""
+    began = clock()
+    try:
+        with open(counter_path, encoding="ascii") as f:
+            last = int(f.read())
+    except (OSError, ValueError):
+        return None
+    quiet_since = began
+    while clock() - quiet_since < quiet_s and clock() - began < limit_s:
+        sleep(0.1)
+        with open(counter_path, encoding="ascii") as f:
+            current = int(f.read())
+        if current != last:
+            last, quiet_since = current, clock()
+    return clock() - began
 
 
 def page_cache_write_mb_s(
@@ -1266,11 +1318,13 @@ async def measure_system(
     if target <= 0:
         raise RuntimeError(f"{system}: no record was acknowledged in the throughput trials")
     for consume in (False, True):
+        waited_s = await asyncio.to_thread(wait_for_page_reporting_idle)
         if system == "replog":
             kib = args.latency_batch_kib or paced_batch_kib(target, args.batch_kib)
             trial = await side.paced_run(shapes[kib], target, args.latency_seconds, consume)
         else:
             trial = await side.paced_run(target, args.latency_seconds, consume)
+        trial.page_reporting_wait_s = waited_s
         print(trial.line(), flush=True)
         if consume:
             result.e2e = trial

@@ -10,6 +10,10 @@ pipelined on (in order, as a Kafka producer's on its one connection per broker).
 see for the same failure, so that no bare gRPC error leaves the client API:
 - UNAVAILABLE, CANCELLED, ABORTED -> NetworkError (retriable; the connection is gone, or the
   broker aborted an acks=0 produce the way Kafka closes the connection)
+- INTERNAL with gRPC's own "Internal error from Core" -> NetworkError too: an operation on
+  the call failed inside gRPC (a write racing the end of a stream, a connection cut
+  mid-stream), so whatever status the broker sent is lost and the outcome is unknown, as
+  after a lost connection. The broker's own INTERNAL names the broker and the failure.
 - DEADLINE_EXCEEDED -> RequestTimedOutError (retriable)
 - INVALID_ARGUMENT -> InvalidRequestError
 - RESOURCE_EXHAUSTED -> RecordBatchTooLargeError (Kafka's RECORD_LIST_TOO_LARGE: a request
@@ -37,6 +41,7 @@ from replog.errors import (
     UnsupportedVersionError,
 )
 from replog.server.broker_client import BrokerClient, ProduceStream
+from replog.server.redialing_channel import GRPC_CORE_INTERNAL
 
 if TYPE_CHECKING:
     # Written concurrently by another part of issue #7; typed once it exists.
@@ -132,6 +137,11 @@ def rpc_error(
     details = exc.details() or code.name
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):
         return NetworkError(f"{who} unreachable during {what}: {details}")
+    if code == grpc.StatusCode.INTERNAL and details == GRPC_CORE_INTERNAL:
+        return NetworkError(
+            f"{who}: the {what} call broke inside gRPC before a status from the broker "
+            f"arrived (INTERNAL: {details}); the outcome is unknown"
+        )
     if code == grpc.StatusCode.ABORTED:
         return NetworkError(f"{who} aborted {what}: {details}")
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:

@@ -45,6 +45,10 @@ REPLACED_CHANNEL_GRACE_S = 300.0
 # How gRPC words a response it could not parse when it fails the call for it (grpcio 1.85's
 # blocking `_channel.py` does; its aio calls hand back None instead).
 DESERIALIZE_FAILURE = "Exception deserializing response"
+# The details of the INTERNAL status gRPC's asyncio layer sets itself when an operation on a
+# call fails in its core: e.g. a stream's write racing the end of the call, or the connection
+# cut under it. No replog server sends these words (its INTERNAL names the failure).
+GRPC_CORE_INTERNAL = "Internal error from Core"
 
 
 class RedialingChannel(Generic[StubT]):

@@ -52,6 +52,23 @@ def test_rpc_error_maps_each_status_and_names_broker_address_and_details(
     assert "the server's words" in text
 
 
+def test_grpcs_own_internal_error_is_a_lost_connection_not_the_brokers() -> None:
+    # A stream cut under a write ends with gRPC's INTERNAL, not the broker's status: the
+    # outcome is unknown and a retry is right, as after UNAVAILABLE.
+    mapped = rpc_error(
+        failure(grpc.StatusCode.INTERNAL, "Internal error from Core"),
+        address="127.0.0.1:19093",
+        what="Produce to history-1",
+        node_id=3,
+    )
+    assert type(mapped) is NetworkError and mapped.retriable
+    assert str(mapped) == (
+        "broker 3 at 127.0.0.1:19093: the Produce to history-1 call broke inside gRPC before a "
+        "status from the broker arrived (INTERNAL: Internal error from Core); the outcome is "
+        "unknown"
+    )
+
+
 def test_rpc_error_without_a_node_id_still_names_the_address() -> None:
     mapped = rpc_error(
         failure(grpc.StatusCode.UNAVAILABLE, "Connection refused"),

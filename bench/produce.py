@@ -59,7 +59,7 @@ replog MB/s >= 40% of (page-cache bandwidth / 3), the three replicas sharing one
 page cache; end-to-end p99 <= 20 ms at 50% of peak. With several runs it then prints each
 figure's median over the runs (ratios are taken within a run, then their median).
 
-    .venv/bin/python bench/produce.py                  # 3 runs, about 8 minutes
+    .venv/bin/python bench/produce.py                  # 3 runs, about 10 minutes
     .venv/bin/python bench/produce.py --quick          # smoke run, about 1 minute
     .venv/bin/python bench/produce.py --runs 5 --json out.json
 

@@ -40,8 +40,8 @@ Rules:
   sequence order with idempotence, else in the order the batches were created (`serial`), so
   that a partition's batches are resent in order however their answers arrive: a call that
   fails fails its requests oldest first, and each one's retries must not jump ahead of the
-  older ones'. (Kafka's producer puts each retry first, so without idempotence a failed
-  connection with several requests in flight resends them newest first.)
+  older ones'. (Kafka's producer puts each retry without idempotence first, so retries
+  after a lost connection with several requests in flight can go out in reverse.)
 - Thread safety: `RecordAccumulator` is for one thread (the asyncio producer: appends and the
   sender share the event loop) and takes no lock at all. `ThreadSafeRecordAccumulator` takes
   `lock` in every method that reads or changes its state, so blocking producers append from

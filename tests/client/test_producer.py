@@ -2,12 +2,13 @@
 judge idempotent batches as a replog broker does.
 
 Covered: delivery and offsets, keyed partitioning, acks=0, batching, retries of retriable
-errors, ordering with 5 requests in flight when an early batch fails, a later one overtakes
-it or a failed call fails them all together, lost answers deduplicated by the broker (and duplicated without idempotence), leader moves,
-expiry with its exact error, non-retriable errors, a backlog sent as one entry per partition
-(offsets per batch, order kept through retries, a refused entry resent batch by batch), the
-producer id's retries (and the fatal end of one refused for good), bad input and unknown
-topics failing fast, backpressure up to max.block.ms, flush and close, and the in-flight limit.
+errors, ordering with 5 requests in flight when an early batch fails, a later one overtakes it
+or a failed call fails them all together, lost answers deduplicated by the broker (and
+duplicated without idempotence), leader moves, expiry with its exact error, non-retriable
+errors, a backlog sent as one entry per partition (offsets per batch, order kept through
+retries, a refused entry resent batch by batch), the producer id's retries (and the fatal end of
+one refused for good), bad input and unknown topics failing fast, backpressure up to
+max.block.ms, flush and close, and the in-flight limit.
 """
 
 from __future__ import annotations

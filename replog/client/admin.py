@@ -350,8 +350,12 @@ class Admin:
                     "OffsetSpec (EARLIEST, LATEST, MAX_TIMESTAMP)"
                 )
         self._check_open()
+        deadline_ms = self._deadline(timeout_ms)
         found = await self._offsets.list_offsets(
-            timestamps, deadline_ms=self._deadline(timeout_ms), what="list_offsets"
+            timestamps,
+            deadline_ms=deadline_ms,
+            what="list_offsets",
+            timeout_ms=self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms,
         )
         return {
             tp: None if r.offset < 0 else OffsetAndTimestamp(r.offset, r.timestamp, r.leader_epoch)

@@ -352,9 +352,12 @@ class Consumer:
                     f"(ms since the epoch), got {timestamp!r}"
                 )
             wanted[_partition(tp, "offsets_for_times")] = timestamp
-        deadline = self._deadline(timeout_ms, "offsets_for_times")
+        budget_ms = self._timeout(timeout_ms, "offsets_for_times")
         answers = await self._lookup.list_offsets(
-            wanted, deadline_ms=deadline, what="offsets_for_times"
+            wanted,
+            deadline_ms=monotonic_ms() + budget_ms,
+            what="offsets_for_times",
+            timeout_ms=budget_ms,
         )
         found: dict[TopicPartition, OffsetAndTimestamp | None] = {}
         for tp in wanted:
@@ -388,8 +391,10 @@ class Consumer:
         what = f"{which}_offsets"
         self._check_open(what)
         wanted = {_partition(tp, what): timestamp for tp in partitions}
-        deadline = self._deadline(timeout_ms, what)
-        answers = await self._lookup.list_offsets(wanted, deadline_ms=deadline, what=what)
+        budget_ms = self._timeout(timeout_ms, what)
+        answers = await self._lookup.list_offsets(
+            wanted, deadline_ms=monotonic_ms() + budget_ms, what=what, timeout_ms=budget_ms
+        )
         return {tp: answers[tp].offset for tp in wanted}
 
     # --- committed offsets ----------------------------------------------------------------------

@@ -63,9 +63,16 @@ class OffsetLookup:
         self._clock = clock
 
     async def list_offsets(
-        self, timestamps: Mapping[TopicPartition, int], *, deadline_ms: int, what: str
+        self,
+        timestamps: Mapping[TopicPartition, int],
+        *,
+        deadline_ms: int,
+        what: str,
+        timeout_ms: int | None = None,
     ) -> dict[TopicPartition, m.ListOffsetsPartitionResult]:
-        """Each partition's answer for its timestamp (or EARLIEST/LATEST_TIMESTAMP)."""
+        """Each partition's answer for its timestamp (or EARLIEST/LATEST_TIMESTAMP).
+        `timeout_ms`: the caller's timeout that set `deadline_ms`, named when it passes (else
+        the time from this call to the deadline is)."""
         pending = dict(timestamps)
         found: dict[TopicPartition, m.ListOffsetsPartitionResult] = {}
         start_ms = self._clock()
@@ -117,7 +124,7 @@ class OffsetLookup:
                 cause = f"; last error: {last}" if last is not None else ""
                 raise KafkaTimeoutError(
                     f"{what} for {describe_partitions(pending)} did not finish within "
-                    f"{deadline_ms - start_ms} ms{cause}"
+                    f"{deadline_ms - start_ms if timeout_ms is None else timeout_ms} ms{cause}"
                 )
             await asyncio.sleep(min(backoff_ms, deadline_ms - now) / 1000)
             backoff_ms = min(backoff_ms * 2, self._retry_backoff_max_ms)

@@ -20,6 +20,7 @@ import pytest
 import pytest_asyncio
 from consumer_fakes import BASE_TIMESTAMP, FakeCluster, consumer_settings
 
+import replog.client.consumer as consumer_module
 from replog.aio import Consumer as ExportedConsumer
 from replog.client.consumer import Consumer
 from replog.client.records import (
@@ -33,6 +34,7 @@ from replog.errors import (
     CorruptRecordError,
     IllegalStateError,
     InvalidGroupIdError,
+    KafkaTimeoutError,
     NoOffsetForPartitionError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
@@ -327,6 +329,26 @@ async def test_a_corrupt_batch_raises_after_the_records_before_it(cluster: FakeC
             await poll_until(c, 1)
         c.seek(T0, 2)
         assert await c.poll(100) == {}
+
+
+@pytest.mark.asyncio
+async def test_an_offset_lookup_that_times_out_names_the_callers_timeout(
+    cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The deadline is set a few ms before the lookup starts (here 5): the error still names
+    # the timeout the caller gave, not what was left of it.
+    cluster.create("t", 1)
+    cluster.down.add(cluster.partition("t").leader)
+    real = consumer_module.monotonic_ms
+    monkeypatch.setattr(consumer_module, "monotonic_ms", lambda: real() - 5)
+    async with consumer(cluster) as c:
+        c.assign([T0])
+        with pytest.raises(
+            KafkaTimeoutError, match="end_offsets for t-0 did not finish within 200 ms"
+        ):
+            await c.end_offsets([T0], timeout_ms=200)
+        with pytest.raises(KafkaTimeoutError, match=r"offsets_for_times .* within 150 ms"):
+            await c.offsets_for_times({T0: BASE_TIMESTAMP}, timeout_ms=150)
 
 
 @pytest.mark.asyncio

@@ -419,18 +419,20 @@ def wait_for_page_reporting_idle(
     counts no runnable task waiting. A trial's topic deleted before the next trial frees
     gigabytes, reported over the next 15-20 s, so without this wait a paced trial measured
     the previous trial's clean-up: its slowest 1% was one such stall."""
+
+    def reported_kib() -> int:
+        with open(counter_path, encoding="ascii") as f:
+            return int(f.read())
+
     began = clock()
     try:
-        with open(counter_path, encoding="ascii") as f:
-            last = int(f.read())
+        last = reported_kib()
     except (OSError, ValueError):
         return None
     quiet_since = began
     while clock() - quiet_since < quiet_s and clock() - began < limit_s:
         sleep(0.1)
-        with open(counter_path, encoding="ascii") as f:
-            current = int(f.read())
-        if current != last:
+        if (current := reported_kib()) != last:
             last, quiet_since = current, clock()
     return clock() - began
 

@@ -350,12 +350,12 @@ class Admin:
                     "OffsetSpec (EARLIEST, LATEST, MAX_TIMESTAMP)"
                 )
         self._check_open()
-        deadline_ms = self._deadline(timeout_ms)
+        budget_ms = self._budget_ms(timeout_ms)
         found = await self._offsets.list_offsets(
             timestamps,
-            deadline_ms=deadline_ms,
+            deadline_ms=monotonic_ms() + budget_ms,
             what="list_offsets",
-            timeout_ms=self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms,
+            timeout_ms=budget_ms,
         )
         return {
             tp: None if r.offset < 0 else OffsetAndTimestamp(r.offset, r.timestamp, r.leader_epoch)
@@ -399,11 +399,15 @@ class Admin:
         if self._closed:
             raise ClientClosedError("the Admin client is closed")
 
-    def _deadline(self, timeout_ms: int | None) -> int:
+    def _budget_ms(self, timeout_ms: int | None) -> int:
+        """The caller's timeout, checked, or `default.api.timeout.ms`."""
         budget_ms = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
         if budget_ms < 0:
             raise InvalidRequestError(f"timeout_ms={timeout_ms}: must be >= 0")
-        return monotonic_ms() + budget_ms
+        return budget_ms
+
+    def _deadline(self, timeout_ms: int | None) -> int:
+        return monotonic_ms() + self._budget_ms(timeout_ms)
 
     async def _controller_addresses(self, deadline_ms: int) -> tuple[list[str], dict[int, str]]:
         """Where the controllers are: the bootstrap list to ask and the node ids known."""

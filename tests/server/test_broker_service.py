@@ -34,7 +34,7 @@ from replog.pb import broker_pb2_grpc
 from replog.record import build_batch
 from replog.replication import messages as m
 from replog.server import broker_service, redialing_channel
-from replog.server.broker_client import BrokerClient
+from replog.server.broker_client import BrokerClient, ProduceStream
 from replog.server.broker_service import BrokerService, add_broker_service
 from tests.metadata.metadata_helpers import (
     bootstrapped,
@@ -544,81 +544,80 @@ def one(partition: int, *, acks: int = -1, records: bytes = BATCH) -> m.ProduceR
     return produce(("orders", partition, records), acks=acks)
 
 
+@pytest_asyncio.fixture
+async def stream(harness: Harness) -> AsyncIterator[ProduceStream]:
+    """A ProduceStream to the harness's broker, closed after the test."""
+    opened = harness.client.produce_stream()
+    yield opened
+    opened.close()
+
+
 @pytest.mark.asyncio
 async def test_a_produce_stream_appends_in_the_order_sent_and_answers_in_that_order(
     harness: Harness,
+    stream: ProduceStream,
 ) -> None:
     # The first request waits longest: pipelined, every request reaches the manager before the
     # first is answered, in the order sent; each answer still goes to its own request.
     harness.rm.delays = {("orders", p): 0.05 * (5 - p) for p in range(6)}
-    stream = harness.client.produce_stream()
-    try:
-        answers = await asyncio.gather(*(stream.produce(one(p)) for p in range(6)))
-        assert [a.partitions[0].partition for a in answers] == list(range(6))
-        assert [a.partitions[0].base_offset for a in answers] == [10] * 6
-        assert [c.partitions[0].partition for c in harness.rm.calls] == list(range(6))
-        assert harness.rm.calls_when_answered[0] == 6
-        assert all(0 < c.timeout_ms <= 1000 for c in harness.rm.calls)
-        # The call stays open for the next requests.
-        call = stream._call
-        assert (await stream.produce(one(1))).partitions[0].error is None
-        assert stream._call is call and stream.in_flight == 0
-    finally:
-        stream.close()
+    answers = await asyncio.gather(*(stream.produce(one(p)) for p in range(6)))
+    assert [a.partitions[0].partition for a in answers] == list(range(6))
+    assert [a.partitions[0].base_offset for a in answers] == [10] * 6
+    assert [c.partitions[0].partition for c in harness.rm.calls] == list(range(6))
+    assert harness.rm.calls_when_answered[0] == 6
+    assert all(0 < c.timeout_ms <= 1000 for c in harness.rm.calls)
+    # The call stays open for the next requests.
+    call = stream._call
+    assert (await stream.produce(one(1))).partitions[0].error is None
+    assert stream._call is call and stream.in_flight == 0
 
 
 @pytest.mark.asyncio
 async def test_a_refused_produce_ends_the_stream_after_the_answers_before_it(
-    harness: Harness, caplog: pytest.LogCaptureFixture
+    harness: Harness, stream: ProduceStream, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Partition 0 is answered; the request naming a partition twice ends the call with
     # Produce's status, and the one sent after it fails with it unappended.
     harness.rm.delays = {("orders", 0): 0.1}
-    stream = harness.client.produce_stream()
     twice = produce(("orders", 1, BATCH), ("orders", 1, BATCH))
-    try:
-        first, refused, after = await asyncio.gather(
-            stream.produce(one(0)),
-            stream.produce(twice),
-            stream.produce(one(2)),
-            return_exceptions=True,
-        )
-        assert isinstance(first, m.ProduceResponse) and first.partitions[0].error is None
-        assert isinstance(refused, grpc.aio.AioRpcError)
-        assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert "names orders-1 more than once" in (refused.details() or "")
-        # Not appended, so not refused: retriable, as after a lost connection.
-        assert isinstance(after, NetworkError), after
-        assert "ended (INVALID_ARGUMENT) on an earlier request" in str(after)
-        assert [c.partitions[0].partition for c in harness.rm.calls] == [0]
-        # The next request opens a new call.
-        assert (await stream.produce(one(2))).partitions[0].error is None
-    finally:
-        stream.close()
+    first, refused, after = await asyncio.gather(
+        stream.produce(one(0)),
+        stream.produce(twice),
+        stream.produce(one(2)),
+        return_exceptions=True,
+    )
+    assert isinstance(first, m.ProduceResponse) and first.partitions[0].error is None
+    assert isinstance(refused, grpc.aio.AioRpcError)
+    assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "names orders-1 more than once" in (refused.details() or "")
+    # Not appended, so not refused: retriable, as after a lost connection.
+    assert isinstance(after, NetworkError), after
+    assert "ended (INVALID_ARGUMENT) on an earlier request" in str(after)
+    assert [c.partitions[0].partition for c in harness.rm.calls] == [0]
+    # The next request opens a new call.
+    assert (await stream.produce(one(2))).partitions[0].error is None
+    stream.close()
     assert "Traceback" not in caplog.text
 
 
 @pytest.mark.asyncio
 async def test_produce_stream_garbage_oversize_and_failed_acks_zero_end_the_call(
-    harness: Harness, caplog: pytest.LogCaptureFixture
+    harness: Harness, stream: ProduceStream, caplog: pytest.LogCaptureFixture
 ) -> None:
     undecodable = await stream_refusal(harness, "ProduceStream", b"\xff" * 64)
     assert undecodable.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "ProduceStream: the 64 request bytes are not a" in (undecodable.details() or "")
-    stream = harness.client.produce_stream()
-    try:
-        with pytest.raises(grpc.aio.AioRpcError) as oversize:
-            await stream.produce(one(0, records=BATCH * 100))
-        assert oversize.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert "larger than socket.request.max.bytes (4096)" in (oversize.value.details() or "")
-        # acks=0: an empty answer per request, and a failed partition aborts the call.
-        assert (await stream.produce(one(0, acks=0))).partitions == ()
-        with pytest.raises(grpc.aio.AioRpcError) as aborted:
-            await stream.produce(one(-1, acks=0))
-        assert aborted.value.code() == grpc.StatusCode.ABORTED
-        assert "orders--1" in (aborted.value.details() or "")
-    finally:
-        stream.close()
+    with pytest.raises(grpc.aio.AioRpcError) as oversize:
+        await stream.produce(one(0, records=BATCH * 100))
+    assert oversize.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "larger than socket.request.max.bytes (4096)" in (oversize.value.details() or "")
+    # acks=0: an empty answer per request, and a failed partition aborts the call.
+    assert (await stream.produce(one(0, acks=0))).partitions == ()
+    with pytest.raises(grpc.aio.AioRpcError) as aborted:
+        await stream.produce(one(-1, acks=0))
+    assert aborted.value.code() == grpc.StatusCode.ABORTED
+    assert "orders--1" in (aborted.value.details() or "")
+    stream.close()
     assert "Traceback" not in caplog.text
     assert len(harness.rm.calls) == 1
 
@@ -650,103 +649,87 @@ async def test_a_produce_stream_request_without_an_answer_in_time_fails_all_in_f
 
 @pytest.mark.asyncio
 async def test_a_produce_stream_leaves_a_dropped_channel_and_close_fails_what_is_in_flight(
-    harness: Harness, monkeypatch: pytest.MonkeyPatch
+    harness: Harness, stream: ProduceStream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(redialing_channel, "REPLACED_CHANNEL_GRACE_S", 0)
     harness.rm.delays = {("orders", 0): 5.0}
-    stream = harness.client.produce_stream()
-    try:
-        waiting = asyncio.ensure_future(stream.produce(one(0)))
-        await asyncio.sleep(0.1)
-        # Another call found the broker unavailable: the requests in flight on the old call
-        # fail (they could be appended after the new call's), the next goes on a new call.
-        harness.client.reconnect()
-        assert (await stream.produce(one(1))).partitions[0].error is None
-        with pytest.raises(NetworkError, match="was replaced"):
-            await waiting
-        closing = asyncio.ensure_future(stream.produce(one(0)))
-        await asyncio.sleep(0.1)
-        stream.close()
-        with pytest.raises(ClientClosedError, match="closed with 1 requests in flight"):
-            await closing
-    finally:
-        stream.close()
+    waiting = asyncio.ensure_future(stream.produce(one(0)))
+    await asyncio.sleep(0.1)
+    # Another call found the broker unavailable: the requests in flight on the old call
+    # fail (they could be appended after the new call's), the next goes on a new call.
+    harness.client.reconnect()
+    assert (await stream.produce(one(1))).partitions[0].error is None
+    with pytest.raises(NetworkError, match="was replaced"):
+        await waiting
+    closing = asyncio.ensure_future(stream.produce(one(0)))
+    await asyncio.sleep(0.1)
+    stream.close()
+    with pytest.raises(ClientClosedError, match="closed with 1 requests in flight"):
+        await closing
 
 
 @pytest.mark.asyncio
 async def test_a_produce_stream_whose_channel_closes_under_it_fails_at_once(
     harness: Harness,
+    stream: ProduceStream,
 ) -> None:
     # The channel closing cancels the call under the stream: the request in flight fails
     # with NetworkError at once, not at its timeout.
     harness.rm.delays = {("orders", 0): 5.0}
-    stream = harness.client.produce_stream()
-    try:
-        waiting = asyncio.ensure_future(stream.produce(one(0)))
-        await asyncio.sleep(0.1)
-        await harness.client.close()
-        with pytest.raises(NetworkError, match="ended"):
-            await asyncio.wait_for(waiting, 2)
-    finally:
-        stream.close()
+    waiting = asyncio.ensure_future(stream.produce(one(0)))
+    await asyncio.sleep(0.1)
+    await harness.client.close()
+    with pytest.raises(NetworkError, match="ended"):
+        await asyncio.wait_for(waiting, 2)
 
 
 @pytest.mark.asyncio
 async def test_a_produce_stream_serves_its_depth_at_once_and_the_rest_in_turn(
     harness: Harness,
+    stream: ProduceStream,
 ) -> None:
     # More requests in flight than the broker serves at once: the first PRODUCE_STREAM_DEPTH
     # reach the manager before the first is answered, the rest wait in flow control, and
     # every one is appended and answered in the order sent.
     depth = broker_service.PRODUCE_STREAM_DEPTH
     harness.rm.delays = {("orders", 0): 0.2}
-    stream = harness.client.produce_stream()
-    try:
-        requests = [one(0)] + [one(1 + i % 5) for i in range(depth + 7)]
-        answers = await asyncio.gather(*(stream.produce(r) for r in requests))
-        sent = [r.partitions[0].partition for r in requests]
-        assert [a.partitions[0].partition for a in answers] == sent
-        assert [c.partitions[0].partition for c in harness.rm.calls] == sent
-        # The first request, answered last of the first `depth`, saw exactly `depth` calls.
-        assert harness.rm.calls_when_answered[depth - 1] == depth
-        assert stream.in_flight == 0
-    finally:
-        stream.close()
+    requests = [one(0)] + [one(1 + i % 5) for i in range(depth + 7)]
+    answers = await asyncio.gather(*(stream.produce(r) for r in requests))
+    sent = [r.partitions[0].partition for r in requests]
+    assert [a.partitions[0].partition for a in answers] == sent
+    assert [c.partitions[0].partition for c in harness.rm.calls] == sent
+    # The first request, answered last of the first `depth`, saw exactly `depth` calls.
+    assert harness.rm.calls_when_answered[depth - 1] == depth
+    assert stream.in_flight == 0
 
 
 @pytest.mark.asyncio
 async def test_a_caller_that_stops_waiting_leaves_the_later_answers_matched(
     harness: Harness,
+    stream: ProduceStream,
 ) -> None:
     harness.rm.delays = {("orders", 0): 0.2}
-    stream = harness.client.produce_stream()
-    try:
-        first = asyncio.ensure_future(stream.produce(one(0)))
-        abandoned = asyncio.ensure_future(stream.produce(one(1)))
-        third = asyncio.ensure_future(stream.produce(one(2)))
-        await asyncio.sleep(0.05)
-        abandoned.cancel()
-        # Sent all the same; its answer is read and dropped, so the third still gets its own.
-        assert (await first).partitions[0].partition == 0
-        assert (await third).partitions[0].partition == 2
-        assert abandoned.cancelled()
-        assert [c.partitions[0].partition for c in harness.rm.calls] == [0, 1, 2]
-        assert stream.in_flight == 0
-        assert (await stream.produce(one(3))).partitions[0].partition == 3
-    finally:
-        stream.close()
+    first = asyncio.ensure_future(stream.produce(one(0)))
+    abandoned = asyncio.ensure_future(stream.produce(one(1)))
+    third = asyncio.ensure_future(stream.produce(one(2)))
+    await asyncio.sleep(0.05)
+    abandoned.cancel()
+    # Sent all the same; its answer is read and dropped, so the third still gets its own.
+    assert (await first).partitions[0].partition == 0
+    assert (await third).partitions[0].partition == 2
+    assert abandoned.cancelled()
+    assert [c.partitions[0].partition for c in harness.rm.calls] == [0, 1, 2]
+    assert stream.in_flight == 0
+    assert (await stream.produce(one(3))).partitions[0].partition == 3
 
 
 @pytest.mark.asyncio
 async def test_a_produce_that_cannot_be_encoded_leaves_nothing_in_flight(
     harness: Harness,
+    stream: ProduceStream,
 ) -> None:
-    stream = harness.client.produce_stream()
-    try:
-        with pytest.raises(ValueError):
-            await stream.produce(m.ProduceRequest(-1, 2**31, one(0).partitions))
-        assert stream.in_flight == 0
-        answers = await asyncio.gather(stream.produce(one(0)), stream.produce(one(1)))
-        assert [a.partitions[0].partition for a in answers] == [0, 1]
-    finally:
-        stream.close()
+    with pytest.raises(ValueError):
+        await stream.produce(m.ProduceRequest(-1, 2**31, one(0).partitions))
+    assert stream.in_flight == 0
+    answers = await asyncio.gather(stream.produce(one(0)), stream.produce(one(1)))
+    assert [a.partitions[0].partition for a in answers] == [0, 1]

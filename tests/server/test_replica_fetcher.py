@@ -490,27 +490,19 @@ async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> No
             assert len(partition.records) == len(BATCH)
             # Pipelined on one ProduceStream call: appended in the order sent, each answered
             # with its own offset once the followers have it.
-            stream = client.produce_stream()
             values = [f"pipelined-{i}".encode() for i in range(20)]
+            requests = [
+                m.ProduceRequest(
+                    m.ACKS_ALL,
+                    5000,
+                    (m.ProducePartition("orders", 0, build_batch([(0, None, value, ())])),),
+                )
+                for value in values
+            ]
+            stream = client.produce_stream()
             try:
                 answers = await asyncio.wait_for(
-                    asyncio.gather(
-                        *(
-                            stream.produce(
-                                m.ProduceRequest(
-                                    m.ACKS_ALL,
-                                    5000,
-                                    (
-                                        m.ProducePartition(
-                                            "orders", 0, build_batch([(0, None, value, ())])
-                                        ),
-                                    ),
-                                )
-                            )
-                            for value in values
-                        )
-                    ),
-                    TIMEOUT_S,
+                    asyncio.gather(*(stream.produce(r) for r in requests)), TIMEOUT_S
                 )
             finally:
                 stream.close()

@@ -96,6 +96,8 @@ class LogSegment:
         prefix = os.path.join(directory, segment_file_prefix(base_offset))
         self.log_path = prefix + ".log"
         self.log_file = fs.open_segment_file(self.log_path, create=create)
+        # Only the active segment is appended to, and only appends hint (see fs.py).
+        self.log_file.tune_for_appends(config.segment_bytes)
         self.offset_index = OffsetIndex(
             prefix + ".index", base_offset, config.offset_index_entries_max, fs
         )
@@ -558,7 +560,9 @@ class LogSegment:
         return removed
 
     def on_become_inactive(self) -> None:
-        """A newer segment took over: add the final time-index entry (Kafka's roll step 2)."""
+        """A newer segment took over: add the final time-index entry (Kafka's roll step 2)
+        and give back the blocks reserved past the end."""
+        self.log_file.release_reserved()
         self.ensure_indexes()
         if self.max_timestamp_so_far >= 0:
             self.time_index.maybe_append(

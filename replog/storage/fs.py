@@ -11,9 +11,11 @@ Rules:
   buffers, written back to back with one gather write (`pwritev`): the log writes a stamped
   header prefix and the caller's batch bytes that way, without first copying them together.
 - A log segment's file (`tune_for_appends`) reserves disk blocks ahead of its end and starts
-  writeback behind it, every few MiB (`write_hints`: why, and what was measured). Its size,
-  contents and durability are as without. It gives back what it reserved past its end when it
-  is cut, rolled (`release_reserved`) or closed, keeping its modification time.
+  writeback behind it, every few MiB, and, with a page-cache tail (`log.page.cache.tail.bytes`),
+  drops from the page cache what lies more than the tail behind its end (`write_hints`: why,
+  and what was measured). Its size, contents and durability are as without. It gives back what
+  it reserved past its end when it is cut, rolled (`finish_appends`) or closed, keeping its
+  modification time; a rolled file drops all of its cache once synced.
 - Errors from the operating system surface as `OSError` here; callers (the log) turn them into
   `KafkaStorageError` with the partition and file named, because only they know what the
   failure means for acknowledged data.
@@ -51,10 +53,22 @@ class SegmentFile:
     tracked end, so reads (`os.pread`) and appends never share a file offset and need no seek.
     Tuned for appends: `_reserved` is how far blocks are known reserved (never below `size`),
     `_reserve_limit` how far reserving may go (0: off), `_written_back` where writeback was last
-    started up to (-1: off).
+    started up to (-1: off), `_cache_tail` how many of the newest bytes stay cached (-1: all),
+    `_uncached_to` where the page cache was last dropped up to, `_uncache_all_when_synced`
+    whether the next sync drops all of it (set when appends are finished).
     """
 
-    __slots__ = ("_fd", "_reserve_limit", "_reserved", "_written_back", "path", "size")
+    __slots__ = (
+        "_cache_tail",
+        "_fd",
+        "_reserve_limit",
+        "_reserved",
+        "_uncache_all_when_synced",
+        "_uncached_to",
+        "_written_back",
+        "path",
+        "size",
+    )
 
     def __init__(self, path: str, *, create: bool) -> None:
         flags = os.O_RDWR | (os.O_CREAT if create else 0)
@@ -64,15 +78,22 @@ class SegmentFile:
         self._reserved = self.size
         self._reserve_limit = 0
         self._written_back = -1
+        self._cache_tail = -1
+        self._uncached_to = 0
+        self._uncache_all_when_synced = False
 
-    def tune_for_appends(self, limit: int) -> None:
+    def tune_for_appends(self, limit: int, cache_tail: int = -1) -> None:
         """From now on, reserve blocks ahead of the appends (never past `limit` bytes, the most
         this file will hold, unless an append itself goes further) and start writeback behind
-        them, where the platform can."""
+        them, where the platform can; with `cache_tail` >= 0, also drop from the page cache
+        what lies more than `cache_tail` bytes behind the end, once its writeback was started.
+        """
         if write_hints.reserve_blocks is not None:
             self._reserve_limit = limit
         if write_hints.start_writeback is not None:
             self._written_back = self.size
+            if write_hints.drop_cached is not None:
+                self._cache_tail = cache_tail
 
     def append(self, data: Buffer | Sequence[Buffer]) -> int:
         """Write `data` (one buffer, or a list of buffers written back to back) at the end;
@@ -132,6 +153,27 @@ class SegmentFile:
         start = self._written_back
         error = write_hints.start_writeback(self._fd, start, end - start)
         self._written_back = -1 if error in write_hints.UNSUPPORTED else end
+        # What lies further back than the tail had its writeback started at least one range
+        # ago, so it is clean or nearly (pages still being written are left cached).
+        if self._cache_tail >= 0 and end - self._cache_tail - self._uncached_to >= (
+            WRITEBACK_BEHIND_BYTES
+        ):
+            self._drop_cache_to(end - self._cache_tail)
+
+    def _drop_cache_to(self, end: int) -> None:
+        """Drop the page cache from where it was last dropped up to `end`."""
+        assert write_hints.drop_cached is not None
+        start = self._uncached_to
+        error = write_hints.drop_cached(self._fd, start, end - start)
+        if error in write_hints.UNSUPPORTED:
+            self._cache_tail = -1
+        self._uncached_to = end
+
+    def finish_appends(self) -> None:
+        """No more appends (a newer segment took over): give back the reserved blocks now, and
+        drop the file's page cache after the next sync, when it is clean."""
+        self.release_reserved()
+        self._uncache_all_when_synced = self._cache_tail >= 0
 
     def release_reserved(self) -> None:
         """Give back the blocks reserved past the end. The file's contents, size and
@@ -168,14 +210,28 @@ class SegmentFile:
         os.ftruncate(self._fd, size)
         self.size = size
         self._reserved = size  # a cut frees the reserved blocks too
-        if self._written_back > size:
-            self._written_back = size
+        self._written_back = min(self._written_back, size)
+        self._uncached_to = min(self._uncached_to, size)
+        # A log cuts back into a segment only to append to it again.
+        self._uncache_all_when_synced = False
 
     def fsync(self) -> None:
         os.fsync(self._fd)
+        self._after_sync()
 
     def fdatasync(self) -> None:
         os.fdatasync(self._fd)
+        self._after_sync()
+
+    def _after_sync(self) -> None:
+        # A roll flush calls this on the log manager's thread without the log's lock; a cut
+        # racing it can at worst drop or keep some cache it should not: advice, never data.
+        if self._uncache_all_when_synced:
+            # From the start: the pages earlier drops skipped while they were being written
+            # are clean now too.
+            self._uncache_all_when_synced = False
+            self._uncached_to = 0
+            self._drop_cache_to(self.size)
 
     def fileno(self) -> int:
         return self._fd

@@ -17,6 +17,12 @@ append that returned: the bytes are in the kernel's page cache once `write` retu
   since the last flush; a power loss loses at most that window.
 - `flush.each.append=true` (replog's own setting): every append is fdatasync'ed before it
   returns, so every acknowledged append survives a power loss. Costs one disk sync per append.
+
+Page cache (`log.page.cache.tail.bytes`, replog's own broker setting, default 64 MiB): how
+many of the newest bytes of a log's active segment stay in the OS page cache. Older bytes, once
+their writeback has started, are dropped from the cache (never from the disk), and a rolled
+segment drops all of its cache once synced; reads of them then come from the disk. -1 leaves
+the cache to the kernel, as Kafka does. Why: docs/storage.md, "Page-cache tail".
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ class LogConfig:
     flush_each_append: bool = False
     message_timestamp_type: str = "CreateTime"
     cleanup_policy: str = "delete"
+    page_cache_tail_bytes: int = 64 << 20
 
     def __post_init__(self) -> None:
         _check_at_least("segment.bytes", self.segment_bytes, MIN_SEGMENT_BYTES)
@@ -65,6 +72,7 @@ class LogConfig:
         _check_at_least("retention.bytes", self.retention_bytes, -1)
         _check_at_least("flush.messages", self.flush_interval_messages, 1)
         _check_at_least("flush.ms", self.flush_interval_ms, 0)
+        _check_at_least("log.page.cache.tail.bytes", self.page_cache_tail_bytes, -1)
         if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
             raise ConfigError(
                 f"message.timestamp.type={self.message_timestamp_type!r}: "
@@ -179,4 +187,6 @@ BY_DOTTED_NAME: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "log.message.timestamp.type": ("message_timestamp_type", _parse_str),
     "cleanup.policy": ("cleanup_policy", _parse_str),
     "log.cleanup.policy": ("cleanup_policy", _parse_str),
+    # replog's own, broker level only (server.properties), like no topic config of Kafka's.
+    "log.page.cache.tail.bytes": ("page_cache_tail_bytes", _parse_int),
 }

@@ -23,9 +23,13 @@ Rules (reference digest §3.1, §4.2, §8.3):
   background thread, which runs `flush_rolled_segments` at once (so does `run_due_tasks`), and
   a log's recovery point moves only after that fsync returned. Standalone logs sync on roll.
 - Deleting a partition (Kafka's asynchronous delete): its directory is renamed at once to
-  `<topic>-<partition>.<id>-delete` (durable: the parent directory is fsynced) and its checkpoint
-  entries are rewritten, so a re-created partition of that name starts clean; the background
-  tasks then remove the files. Removing a large log takes the kernel tens to hundreds of ms,
+  `<topic>-<partition>.<id>-delete` (durable: the parent directory is fsynced); the background
+  tasks then rewrite its log dir's checkpoints without its entries and remove the files. The
+  rewrite is six fsyncs, which on the broker's event loop stalled every request for 60-200 ms
+  per deletion (measured: docs/benchmarks.md, produce path); until it runs, a stale entry is
+  harmless, since loading applies entries only to logs it finds, but a partition of that name
+  created meanwhile would inherit it after a crash, so creating a log rewrites any stale
+  checkpoints first. Removing a large log takes the kernel tens to hundreds of ms,
   which on the broker's event loop stalled every request. Kafka waits `file.delete.delay.ms`
   (60 s) first, because a fetch may still be sending from the old files; here reads copy under
   the log's lock, so nothing can, and waiting would only let the kernel write the deleted
@@ -164,6 +168,8 @@ class LogManager:
         self._work_wanted = threading.Event()
         # Deleted partitions' renamed directories, for the background thread to remove.
         self._doomed: list[str] = []
+        # Log dirs whose checkpoint files still name a deleted log (`delete_log`).
+        self._stale_checkpoints: set[str] = set()
         now = task_clock()
         first = now + self.config.initial_task_delay_ms
         self._tasks = {
@@ -290,6 +296,8 @@ class LogManager:
             for d in self._dir_of.values():
                 counts[d] += 1
             log_dir = min(self.log_dirs, key=lambda d: counts[d])
+            # A deleted namesake's entries must not outlive its deletion into this log's life.
+            self._rewrite_stale_checkpoints()
             created = Log.open(
                 os.path.join(log_dir, f"{topic}-{partition}"),
                 self._config_for(topic),
@@ -308,9 +316,10 @@ class LogManager:
             return created
 
     def delete_log(self, topic: str, partition: int) -> None:
-        """Remove a partition's log and its checkpoint entries. The directory is renamed at once
-        (the deletion is then durable); its files go at the next `run_due_tasks`, at once on
-        `start()`'s thread, or, if no task runs before shutdown, at the next load (module
+        """Remove a partition's log. The directory is renamed at once (the deletion is then
+        durable); its checkpoint entries and files go at the next `run_due_tasks`, at once on
+        `start()`'s thread, or, if no task runs before, at shutdown (the entries) and the next
+        load (the files); a log created meanwhile rewrites the checkpoints first (module
         docstring). KafkaStorageError if the rename fails."""
         with self._lock:
             doomed = self._logs.pop((topic, partition), None)
@@ -318,7 +327,7 @@ class LogManager:
                 raise UnknownTopicOrPartitionError(f"{topic}-{partition}: no log on this node")
             log_dir = self._dir_of.pop((topic, partition))
             self._doomed.append(doomed.close_and_rename_for_deletion())
-            self._write_checkpoints(log_dir)
+            self._stale_checkpoints.add(log_dir)
         self._work_wanted.set()
 
     def remove_deleted_logs(self) -> int:
@@ -371,6 +380,12 @@ class LogManager:
         self._write_log_start_offsets(log_dir)
         self._write_high_watermarks(log_dir)
 
+    def _rewrite_stale_checkpoints(self) -> None:
+        """Rewrite the checkpoints of log dirs that still name deleted logs (under the lock)."""
+        for log_dir in sorted(self._stale_checkpoints):
+            self._write_checkpoints(log_dir)
+            self._stale_checkpoints.discard(log_dir)  # only once written: a failure retries
+
     def checkpoint_recovery_points(self) -> None:
         with self._lock:
             for log_dir in self.log_dirs:
@@ -414,6 +429,7 @@ class LogManager:
         with self._lock:
             if self._closed:
                 return LONG_MAX
+            self._rewrite_stale_checkpoints()
             tasks = self._tasks
             if tasks["flush"].take(now):
                 wall_now = self._clock()
@@ -480,6 +496,7 @@ class LogManager:
                     os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER),
                     render_clean_shutdown_marker(broker_epoch),
                 )
+            self._stale_checkpoints.clear()  # every dir's were just written
             self._closed = True
 
     close = shutdown

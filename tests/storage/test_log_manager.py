@@ -359,16 +359,29 @@ def test_a_truncation_rewrites_the_recovery_point_checkpoint_at_once(tmp_path: P
     assert again.get_log("orders", 0).log_start_offset == 100
 
 
+def write_all_checkpoints(lm: LogManager) -> None:
+    lm.checkpoint_recovery_points()
+    lm.checkpoint_high_watermarks()
+    lm.checkpoint_log_start_offsets()
+
+
 def test_delete_log_removes_the_directory_and_its_checkpoint_entries(tmp_path: Path) -> None:
     d0 = tmp_path / "d0"
-    lm = manager([d0])
+    fs = RecordingFileSystem()
+    lm = manager([d0], fs=fs)
     fill(lm)
+    write_all_checkpoints(lm)
+    fs.take()
     lm.delete_log("orders", 0)
     assert not (d0 / "orders-0").exists()
     with pytest.raises(UnknownTopicOrPartitionError):
         lm.get_log("orders", 0)
     with pytest.raises(UnknownTopicOrPartitionError):
         lm.delete_log("orders", 0)
+    # The six fsyncs of the rewrite are left to the background tasks, off the caller's thread.
+    assert fs.take() == set()
+    lm.run_due_tasks()
+    assert fs.take() == set(OFFSET_CHECKPOINTS)
     for name in OFFSET_CHECKPOINTS:
         assert "orders 0 " not in (d0 / name).read_text()
     lm.shutdown()
@@ -455,8 +468,6 @@ def test_a_deleted_partition_is_renamed_at_once_and_its_files_removed_in_the_bac
     [renamed] = deleted_dirs(d0)
     assert renamed.startswith("orders-0.") and len(renamed) == len("orders-0.") + 32 + 7
     assert any((d0 / renamed).iterdir())  # the files wait for the background tasks
-    for name in OFFSET_CHECKPOINTS:
-        assert "orders 0 " not in (d0 / name).read_text()
     # A partition of the same name can be created and deleted again meanwhile.
     append_batches(lm.get_or_create_log("orders", 0), 2)
     lm.delete_log("orders", 0)
@@ -466,6 +477,26 @@ def test_a_deleted_partition_is_renamed_at_once_and_its_files_removed_in_the_bac
     assert lm.remove_deleted_logs() == 0
     assert sorted(lm.all_logs()) == [("orders", 1), ("payments", 0)]
     lm.shutdown()
+
+
+def test_a_partition_created_before_the_rewrite_does_not_inherit_the_deleted_ones_offsets(
+    tmp_path: Path,
+) -> None:
+    """A crash right after a deletion and a re-creation, before any background task ran."""
+    d0 = tmp_path / "d0"
+    lm = manager([d0])
+    fill(lm)  # orders-0: log start 3, HW 25
+    write_all_checkpoints(lm)
+    lm.delete_log("orders", 0)
+    append_batches(lm.get_or_create_log("orders", 0), 2)
+    for name in OFFSET_CHECKPOINTS:
+        assert "orders 0 " not in (d0 / name).read_text()
+    crash(lm)
+    again = manager([d0])
+    reborn = again.get_log("orders", 0)
+    assert (reborn.log_start_offset, reborn.log_end_offset) == (0, 2)
+    assert reborn.high_watermark <= 2
+    again.shutdown()
 
 
 def test_deletions_pending_at_shutdown_are_finished_by_the_next_start(tmp_path: Path) -> None:

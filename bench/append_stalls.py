@@ -11,10 +11,10 @@ replicas on one disk, as in bench/produce.py's paced trials), in 256 KiB + 61 by
 `fdatasync`s the first file, as the log manager does when a 1 GiB segment rolls. Each append's
 time is measured. The two sides are the same `SegmentFile` code: "plain" is an untuned file
 (what every append was before write hints), "hinted" is tuned for appends
-(`SegmentFile.tune_for_appends`: blocks reserved ahead, writeback started every 4 MiB; see
-replog/storage/write_hints.py). The order flips every run; between runs the files are deleted,
-`sync` runs, and the machine rests `--rest` seconds, so one run's writeback does not fall into
-the next. Figures are medians over the runs.
+(`SegmentFile.tune_for_appends`: writeback started every 4 MiB, the page cache left to the
+kernel; see replog/storage/write_hints.py). The order flips every run; between runs the files
+are deleted, `sync` runs, and the machine rests `--rest` seconds, so one run's writeback does
+not fall into the next. Figures are medians over the runs.
 
 What to look for: the slowest appends (p99.9, max) and the number over 5 ms. A broker appends
 on its event loop, so an append's stall is every request's stall. The fdatasync's own time is
@@ -63,7 +63,7 @@ def one_run(directory: str, mode: str, rate_mb: float, seconds: float) -> Run:
     files = [SegmentFile(os.path.join(directory, f"{i}.log"), create=True) for i in range(FILES)]
     if mode == "hinted":
         for file in files:
-            file.tune_for_appends(1 << 30)
+            file.tune_for_appends()
     data = os.urandom(APPEND_BYTES)
     interval = APPEND_BYTES / (rate_mb * 1e6)
     latencies: list[float] = []

@@ -9,9 +9,8 @@ Usage::
 What it measures. One file is appended to as fast as one thread can, in 1 MiB appends, until
 `--gib` GiB; each append is timed. Three sides:
 - "raw": `os.pwrite` at the end of a plain file, no hints (the baseline);
-- "kernel": a `SegmentFile` tuned for appends (blocks reserved ahead, writeback started every
-  4 MiB) with `page.cache.tail.bytes=-1`, which leaves the page cache to the kernel as Kafka
-  does;
+- "kernel": a `SegmentFile` tuned for appends (writeback started every 4 MiB) with
+  `log.page.cache.tail.bytes=-1`, which leaves the page cache to the kernel as Kafka does;
 - "tail": the same with the default tail (64 MiB): what lies further behind the end is dropped
   from the page cache once its writeback has started (replog/storage/write_hints.py).
 The order rotates every run; between sides the file is deleted, `sync` runs and the machine
@@ -92,7 +91,7 @@ def one_run(directory: str, side: str, total_bytes: int) -> Run:
             os.close(fd)
     else:
         file = SegmentFile(path, create=True)
-        file.tune_for_appends(total_bytes, TAIL_BYTES if side == "tail" else -1)
+        file.tune_for_appends(TAIL_BYTES if side == "tail" else -1)
         try:
             for _ in range(0, total_bytes, APPEND_BYTES):
                 t = time.perf_counter()

@@ -10,12 +10,11 @@ Rules:
   memory, so an append never asks the kernel where the end is. An append may be given several
   buffers, written back to back with one gather write (`pwritev`): the log writes a stamped
   header prefix and the caller's batch bytes that way, without first copying them together.
-- A log segment's file (`tune_for_appends`) reserves disk blocks ahead of its end and starts
-  writeback behind it, every few MiB, and, with a page-cache tail (`log.page.cache.tail.bytes`),
-  drops from the page cache what lies more than the tail behind its end (`write_hints`: why,
-  and what was measured). Its size, contents and durability are as without. It gives back what
-  it reserved past its end when it is cut, rolled (`finish_appends`) or closed, keeping its
-  modification time; a rolled file drops all of its cache once synced.
+- A log segment's file (`tune_for_appends`) starts writeback behind its end every few MiB and,
+  with a page-cache tail (`log.page.cache.tail.bytes`), drops from the page cache what lies
+  more than the tail behind its end; once rolled (`finish_appends`), it drops all of its cache
+  at its next sync (`write_hints`: why, and what was measured). Its size, contents and
+  durability are as without. It reserves no blocks ahead (`write_hints` says why not).
 - Errors from the operating system surface as `OSError` here; callers (the log) turn them into
   `KafkaStorageError` with the partition and file named, because only they know what the
   failure means for acknowledged data.
@@ -35,12 +34,6 @@ Buffer = bytes | bytearray | memoryview
 _IOV_MAX = max(16, min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 16, 1024))
 
 
-# How far ahead a log segment reserves: as much as it already holds (a busy file reserves more,
-# an idle one little, as XFS's speculative preallocation does), within these bounds. 16 MiB is
-# one `fallocate` (~20 µs) per 16 MiB appended; the bound keeps what a crash can leave reserved
-# past the ends of a broker's active segments small.
-RESERVE_AHEAD_MIN = 1 << 20
-RESERVE_AHEAD_MAX = 16 << 20
 # How much a log segment appends before starting writeback of it: ~0.3 ms per call, and a few
 # MiB of dirty data per active segment at most.
 WRITEBACK_BEHIND_BYTES = 4 << 20
@@ -51,18 +44,15 @@ class SegmentFile:
 
     Theory of operation: one file descriptor opened read-write; appends use `os.pwrite` at the
     tracked end, so reads (`os.pread`) and appends never share a file offset and need no seek.
-    Tuned for appends: `_reserved` is how far blocks are known reserved (never below `size`),
-    `_reserve_limit` how far reserving may go (0: off), `_written_back` where writeback was last
-    started up to (-1: off), `_cache_tail` how many of the newest bytes stay cached (-1: all),
-    `_uncached_to` where the page cache was last dropped up to, `_uncache_all_when_synced`
-    whether the next sync drops all of it (set when appends are finished).
+    Tuned for appends: `_written_back` is where writeback was last started up to (-1: off),
+    `_cache_tail` how many of the newest bytes stay cached (-1: all), `_uncached_to` where the
+    page cache was last dropped up to, `_uncache_all_when_synced` whether the next sync drops
+    all of it (set when appends are finished).
     """
 
     __slots__ = (
         "_cache_tail",
         "_fd",
-        "_reserve_limit",
-        "_reserved",
         "_uncache_all_when_synced",
         "_uncached_to",
         "_written_back",
@@ -75,21 +65,15 @@ class SegmentFile:
         self.path = path
         self._fd = os.open(path, flags, 0o644)
         self.size = os.fstat(self._fd).st_size
-        self._reserved = self.size
-        self._reserve_limit = 0
         self._written_back = -1
         self._cache_tail = -1
         self._uncached_to = 0
         self._uncache_all_when_synced = False
 
-    def tune_for_appends(self, limit: int, cache_tail: int = -1) -> None:
-        """From now on, reserve blocks ahead of the appends (never past `limit` bytes, the most
-        this file will hold, unless an append itself goes further) and start writeback behind
-        them, where the platform can; with `cache_tail` >= 0, also drop from the page cache
-        what lies more than `cache_tail` bytes behind the end, once its writeback was started.
-        """
-        if write_hints.reserve_blocks is not None:
-            self._reserve_limit = limit
+    def tune_for_appends(self, cache_tail: int = -1) -> None:
+        """From now on, start writeback behind the appends, where the platform can; with
+        `cache_tail` >= 0, also drop from the page cache what lies more than `cache_tail` bytes
+        behind the end, once its writeback was started."""
         if write_hints.start_writeback is not None:
             self._written_back = self.size
             if write_hints.drop_cached is not None:
@@ -112,8 +96,6 @@ class SegmentFile:
         else:
             parts = (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data
             total = sum(map(len, parts))
-        if position + total > self._reserved and self._reserve_limit:
-            self._reserve(position + total)
         written = 0
         try:
             # One system call for a header and its body: cheaper than joining them.
@@ -133,19 +115,6 @@ class SegmentFile:
         if end - self._written_back >= WRITEBACK_BEHIND_BYTES and self._written_back >= 0:
             self._start_writeback(end)
         return position
-
-    def _reserve(self, end: int) -> None:
-        """Reserve blocks from the end of the file to past `end`."""
-        ahead = min(max(end, RESERVE_AHEAD_MIN), RESERVE_AHEAD_MAX)
-        target = max(min(end + ahead, self._reserve_limit), end)
-        assert write_hints.reserve_blocks is not None
-        error = write_hints.reserve_blocks(self._fd, self.size, target - self.size)
-        if error in write_hints.UNSUPPORTED:
-            self._reserve_limit = 0  # this file system cannot: stop asking
-            return
-        # On success, and on a full disk or anything else (the write reports its own error):
-        # the next try is one window later rather than on every append.
-        self._reserved = target
 
     def _start_writeback(self, end: int) -> None:
         """Start writing back what was appended since the last time, up to `end`."""
@@ -170,22 +139,9 @@ class SegmentFile:
         self._uncached_to = end
 
     def finish_appends(self) -> None:
-        """No more appends (a newer segment took over): give back the reserved blocks now, and
-        drop the file's page cache after the next sync, when it is clean."""
-        self.release_reserved()
+        """No more appends (a newer segment took over): drop the file's page cache after the
+        next sync, when it is clean."""
         self._uncache_all_when_synced = self._cache_tail >= 0
-
-    def release_reserved(self) -> None:
-        """Give back the blocks reserved past the end. The file's contents, size and
-        modification time stay as they were (retention may fall back on the time). Like the
-        reservation, a hint: if the disk refuses, the blocks stay until the next cut or close,
-        and the appends and fsyncs that follow report the disk's trouble themselves."""
-        if self._reserved > self.size:
-            with contextlib.suppress(OSError):
-                times = os.fstat(self._fd)
-                os.ftruncate(self._fd, self.size)  # frees blocks past the size even when equal
-                os.utime(self._fd, ns=(times.st_atime_ns, times.st_mtime_ns))
-                self._reserved = self.size
 
     def read(self, position: int, length: int) -> bytes:
         """Up to `length` bytes from `position` (fewer only at the end of the file)."""
@@ -209,7 +165,6 @@ class SegmentFile:
     def truncate(self, size: int) -> None:
         os.ftruncate(self._fd, size)
         self.size = size
-        self._reserved = size  # a cut frees the reserved blocks too
         self._written_back = min(self._written_back, size)
         self._uncached_to = min(self._uncached_to, size)
         # A log cuts back into a segment only to append to it again.
@@ -238,7 +193,6 @@ class SegmentFile:
 
     def close(self) -> None:
         if self._fd >= 0:
-            self.release_reserved()
             os.close(self._fd)
             self._fd = -1
 

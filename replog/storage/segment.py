@@ -97,7 +97,7 @@ class LogSegment:
         self.log_path = prefix + ".log"
         self.log_file = fs.open_segment_file(self.log_path, create=create)
         # Only the active segment is appended to, and only appends hint (see fs.py).
-        self.log_file.tune_for_appends(config.segment_bytes, config.page_cache_tail_bytes)
+        self.log_file.tune_for_appends(config.page_cache_tail_bytes)
         self.offset_index = OffsetIndex(
             prefix + ".index", base_offset, config.offset_index_entries_max, fs
         )
@@ -560,9 +560,8 @@ class LogSegment:
         return removed
 
     def on_become_inactive(self) -> None:
-        """A newer segment took over: add the final time-index entry (Kafka's roll step 2),
-        give back the blocks reserved past the end, and let the next sync drop all of its page
-        cache (fs.py)."""
+        """A newer segment took over: add the final time-index entry (Kafka's roll step 2) and
+        let the next sync drop all of its page cache (fs.py)."""
         self.log_file.finish_appends()
         self.ensure_indexes()
         if self.max_timestamp_so_far >= 0:

@@ -1,5 +1,5 @@
-"""Kernel hints that keep a log segment's appends from stalling: block reservation ahead of the
-end, writeback started behind it, and page cache dropped further behind.
+"""Kernel hints that keep a log segment's appends from stalling: writeback started behind the
+end, and page cache dropped further behind.
 
 Why: on ext4 (measured on this project's 2-core VM, kernel 6.18, three files appended at 80 MB/s
 each: bench/append_stalls.py, figures in docs/benchmarks.md) a plain `pwrite` append waited
@@ -14,9 +14,6 @@ Rules:
   point still moves only after an fsync. A hint that fails is ignored (the append or fsync that
   follows reports a real problem itself); a file system that cannot take one (`EOPNOTSUPP`,
   `ENOSYS`, `EINVAL`) is reported as unsupported so the caller stops asking.
-- `reserve_blocks` is `fallocate(FALLOC_FL_KEEP_SIZE)`: blocks past the end are allocated
-  unwritten, so an append into them needs no block allocation. With both hints the slowest
-  append in bench/append_stalls.py fell from 131.6 to 28.2 ms (medians of 3 runs).
 - `start_writeback` is `sync_file_range(SYNC_FILE_RANGE_WRITE)`: it starts writing a range and
   returns without waiting for the disk (RocksDB's `bytes_per_sync` and PostgreSQL's
   `backend_flush_after` do the same). Dirty data then stays a few MiB per file instead of
@@ -29,7 +26,15 @@ Rules:
   with raw `pwrite`, 2,106 MB/s with a 64 MiB tail). A log left alone fills gigabytes of such
   page cache with data that followers and consumers at the tail read once, within
   milliseconds. Dropping it a tail behind the appends hands the same pages to the next ones.
-- Where the C library has none of these calls (macOS), each is None and nothing is hinted.
+- Where the C library has neither call (macOS), each is None and nothing is hinted.
+
+No block reservation. Reserving blocks ahead of the end (`fallocate(FALLOC_FL_KEEP_SIZE)`, 1-16
+MiB at a time, from 87ad0b8 to 58619f9) made single appends in bench/append_stalls.py steadier
+(p99.9 1.1 against 3.0 ms), but in a broker each `fallocate` takes the file's inode lock and
+then waits for the ext4 journal, which every node's metadata-log fsync commits twice a second:
+stack samples caught it blocking a node's event loop for 107-299 ms, and in 10 s paced trials
+at 90k records/s (4 with, 4 without, interleaved) the end-to-end p99 was 16.4-26.1 ms with it
+and 11.2-16.1 ms without (docs/benchmarks.md, produce path).
 """
 
 from __future__ import annotations
@@ -40,8 +45,6 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-# fallocate(2): reserve without changing the file's size.
-_FALLOC_FL_KEEP_SIZE = 0x01
 # sync_file_range(2): start writeback of dirty pages in the range, do not wait.
 _SYNC_FILE_RANGE_WRITE = 0x02
 
@@ -62,15 +65,9 @@ def _c_function(name: str, argtypes: list[type]) -> Any:
     return function
 
 
-_fallocate = _c_function("fallocate", [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64])
 _sync_file_range = _c_function(
     "sync_file_range", [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
 )
-
-
-def _reserve_blocks(fd: int, offset: int, length: int) -> int:
-    """Reserve [offset, offset + length) of `fd`; 0, or the errno."""
-    return 0 if _fallocate(fd, _FALLOC_FL_KEEP_SIZE, offset, length) == 0 else ctypes.get_errno()
 
 
 def _start_writeback(fd: int, offset: int, length: int) -> int:
@@ -90,6 +87,5 @@ def _drop_cached(fd: int, offset: int, length: int) -> int:
 
 
 # Each `hint(fd, offset, length) -> errno` (0 on success), or None where the call is missing.
-reserve_blocks: Hint | None = _reserve_blocks if _fallocate is not None else None
 start_writeback: Hint | None = _start_writeback if _sync_file_range is not None else None
 drop_cached: Hint | None = _drop_cached if hasattr(os, "posix_fadvise") else None

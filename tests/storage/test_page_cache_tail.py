@@ -56,7 +56,6 @@ class Recorder:
 def hints(monkeypatch: pytest.MonkeyPatch) -> tuple[Recorder, Recorder]:
     """(writeback started, cache dropped), recorded instead of asked of the kernel."""
     started, dropped = Recorder(), Recorder()
-    monkeypatch.setattr(write_hints, "reserve_blocks", None)
     monkeypatch.setattr(write_hints, "start_writeback", started)
     monkeypatch.setattr(write_hints, "drop_cached", dropped)
     return started, dropped
@@ -64,7 +63,7 @@ def hints(monkeypatch: pytest.MonkeyPatch) -> tuple[Recorder, Recorder]:
 
 def tuned(path: Path, cache_tail: int) -> SegmentFile:
     file = SegmentFile(str(path), create=True)
-    file.tune_for_appends(1 << 30, cache_tail)
+    file.tune_for_appends(cache_tail)
     return file
 
 
@@ -186,7 +185,6 @@ def test_a_file_system_that_refuses_the_drop_is_not_asked_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refusal: int
 ) -> None:
     dropped = Recorder(refusal)
-    monkeypatch.setattr(write_hints, "reserve_blocks", None)
     monkeypatch.setattr(write_hints, "start_writeback", Recorder())
     monkeypatch.setattr(write_hints, "drop_cached", dropped)
     file = tuned(tmp_path / "a.log", 0)

@@ -187,6 +187,6 @@ BY_DOTTED_NAME: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "log.message.timestamp.type": ("message_timestamp_type", _parse_str),
     "cleanup.policy": ("cleanup_policy", _parse_str),
     "log.cleanup.policy": ("cleanup_policy", _parse_str),
-    # replog's own, broker level only (server.properties), like no topic config of Kafka's.
+    # replog's own setting, broker level only (server.properties): there is no topic-level name.
     "log.page.cache.tail.bytes": ("page_cache_tail_bytes", _parse_int),
 }

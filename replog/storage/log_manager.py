@@ -296,8 +296,9 @@ class LogManager:
             for d in self._dir_of.values():
                 counts[d] += 1
             log_dir = min(self.log_dirs, key=lambda d: counts[d])
-            # A deleted namesake's entries must not outlive its deletion into this log's life.
-            self._rewrite_stale_checkpoints()
+            # A deleted namesake's entries in this dir must not outlive its deletion into this
+            # log's life (loading applies a dir's entries only to the logs in that dir).
+            self._rewrite_stale_checkpoints(log_dir)
             created = Log.open(
                 os.path.join(log_dir, f"{topic}-{partition}"),
                 self._config_for(topic),
@@ -380,11 +381,13 @@ class LogManager:
         self._write_log_start_offsets(log_dir)
         self._write_high_watermarks(log_dir)
 
-    def _rewrite_stale_checkpoints(self) -> None:
-        """Rewrite the checkpoints of log dirs that still name deleted logs (under the lock)."""
+    def _rewrite_stale_checkpoints(self, only: str | None = None) -> None:
+        """Rewrite the checkpoints of log dirs that still name deleted logs (all, or `only`
+        that dir if it does); call under the lock."""
         for log_dir in sorted(self._stale_checkpoints):
-            self._write_checkpoints(log_dir)
-            self._stale_checkpoints.discard(log_dir)  # only once written: a failure retries
+            if only is None or log_dir == only:
+                self._write_checkpoints(log_dir)
+                self._stale_checkpoints.discard(log_dir)  # once written: a failure retries
 
     def checkpoint_recovery_points(self) -> None:
         with self._lock:

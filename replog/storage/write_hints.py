@@ -54,20 +54,18 @@ UNSUPPORTED = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
 Hint = Callable[[int, int, int], int]
 
 
-def _c_function(name: str, argtypes: list[type]) -> Any:
-    """The C library's `name`, returning an int and setting errno, or None if it has none."""
+def _load_sync_file_range() -> Any:
+    """The C library's `sync_file_range` (setting errno), or None where it has none."""
     try:
-        function = getattr(ctypes.CDLL(None, use_errno=True), name)
+        function = ctypes.CDLL(None, use_errno=True).sync_file_range
     except (OSError, AttributeError):
         return None
-    function.argtypes = argtypes
+    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
     function.restype = ctypes.c_int
     return function
 
 
-_sync_file_range = _c_function(
-    "sync_file_range", [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-)
+_sync_file_range = _load_sync_file_range()
 
 
 def _start_writeback(fd: int, offset: int, length: int) -> int:

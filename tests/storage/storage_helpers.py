@@ -385,3 +385,19 @@ class NoSyncFileSystem(FileSystem):
 
 
 NO_SYNC_FS = NoSyncFileSystem()
+
+
+class HintRecorder:
+    """Stands in for one of `replog.storage.write_hints`' hints: records each (offset, length)
+    and, where /proc shows it, the file's name; answers `answer` (0, or an errno)."""
+
+    def __init__(self, answer: int = 0) -> None:
+        self.calls: list[tuple[int, int]] = []
+        self.files: set[str] = set()
+        self.answer = answer
+
+    def __call__(self, fd: int, offset: int, length: int) -> int:
+        self.calls.append((offset, length))
+        if os.path.isdir("/proc/self/fd"):
+            self.files.add(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        return self.answer

@@ -24,6 +24,7 @@ import os
 from pathlib import Path
 
 import pytest
+from storage_helpers import HintRecorder as Recorder
 from storage_helpers import append_batches, open_log, read_all, small_config
 
 from replog.errors import ConfigError
@@ -38,18 +39,6 @@ linux_only = pytest.mark.skipif(
     write_hints.start_writeback is None or write_hints.drop_cached is None,
     reason="sync_file_range and posix_fadvise are Linux calls",
 )
-
-
-class Recorder:
-    """Stands in for one hint: records (offset, length), answers `answer`."""
-
-    def __init__(self, answer: int = 0) -> None:
-        self.calls: list[tuple[int, int]] = []
-        self.answer = answer
-
-    def __call__(self, fd: int, offset: int, length: int) -> int:
-        self.calls.append((offset, length))
-        return self.answer
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 import pytest
+from storage_helpers import HintRecorder as Recorder
 from storage_helpers import append_batches, open_log, read_all, small_config
 
 from replog.storage import write_hints
@@ -38,20 +39,6 @@ def tuned(path: Path) -> SegmentFile:
     file = SegmentFile(str(path), create=True)
     file.tune_for_appends()
     return file
-
-
-class Recorder:
-    """Stands in for one hint: records (offset, length) and the file's name, answers `answer`."""
-
-    def __init__(self, answer: int = 0) -> None:
-        self.calls: list[tuple[int, int]] = []
-        self.files: set[str] = set()
-        self.answer = answer
-
-    def __call__(self, fd: int, offset: int, length: int) -> int:
-        self.calls.append((offset, length))
-        self.files.add(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
-        return self.answer
 
 
 @linux_only

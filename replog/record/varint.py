@@ -36,8 +36,9 @@ _TABLE_LOW = -(1 << 13)
 _TABLE_HIGH = 1 << 13
 
 
-def _encode_unsigned(unsigned: int) -> bytes:
-    """Base-128 little-endian groups of an already zig-zag-mapped, non-negative integer."""
+def encode_unsigned(unsigned: int) -> bytes:
+    """Base-128 little-endian groups of a non-negative integer: protobuf's varint (tags and
+    lengths, `replog.server.record_wire`), and the zig-zag encoders' last step."""
     out = bytearray()
     while unsigned >= 0x80:
         out.append((unsigned & 0x7F) | 0x80)
@@ -47,7 +48,7 @@ def _encode_unsigned(unsigned: int) -> bytes:
 
 
 _ENCODED_SMALL: tuple[bytes, ...] = tuple(
-    _encode_unsigned((value << 1) ^ (value >> 63)) for value in range(_TABLE_LOW, _TABLE_HIGH)
+    encode_unsigned((value << 1) ^ (value >> 63)) for value in range(_TABLE_LOW, _TABLE_HIGH)
 )
 
 
@@ -80,7 +81,7 @@ def _encode_checked(value: int, low: int, high: int, kind: str, type_name: str) 
     if not low <= value <= high:
         raise ValueError(f"{kind} value {value} is outside the {type_name} range")
     # The 64-bit zig-zag equals the 32-bit one for every int32, so one formula serves both.
-    return _encode_unsigned((value << 1) ^ (value >> 63))
+    return encode_unsigned((value << 1) ^ (value >> 63))
 
 
 def varint_size(value: int) -> int:

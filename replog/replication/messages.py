@@ -59,7 +59,9 @@ class EpochEndOffsetResult:
 class ProducePartition:
     topic: str
     partition: int
-    records: bytes
+    # Whole v2 batches: `bytes`, or a read-only view of `bytes` (a request's records as the
+    # broker decodes them, `broker_codec.produce_request_from_wire`).
+    records: bytes | memoryview
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from replog.errors import (
     ClientClosedError,
@@ -100,7 +101,7 @@ class BrokerClient:
         self._metadata = tuple(metadata)
         self._channel = RedialingChannel(
             address,
-            broker_pb2_grpc.BrokerStub,
+            _broker_stub,
             CHANNEL_OPTIONS,
             peer="broker",
             service=broker_pb2.DESCRIPTOR.services_by_name["Broker"],
@@ -132,6 +133,8 @@ class BrokerClient:
             return decode(answer, where=f"{rpc} answer of broker at {self.address}")
         except InvalidRequestError as exc:  # the codec's word for a field it cannot hold
             raise self._malformed(rpc, f"a malformed field: {exc}") from None
+        except DecodeError:  # a fetch answer, parsed here rather than by gRPC (`_broker_stub`)
+            raise self._channel.unparsed(rpc) from None
 
     def _checked(
         self,
@@ -191,7 +194,7 @@ class BrokerClient:
     ) -> m.ProduceResponse:
         answer = await self._call(
             "Produce",
-            codec.produce_request_to_proto(request),
+            codec.produce_request_to_wire(request),
             timeout_ms,
             max(0, request.timeout_ms),
         )
@@ -230,7 +233,7 @@ class BrokerClient:
     ) -> m.FetchResponse:
         return self._checked(
             rpc,
-            codec.fetch_response_from_proto,
+            codec.fetch_response_from_wire,
             answer,
             request.partitions,
             ("high_watermark", "log_start_offset"),
@@ -476,7 +479,7 @@ class ProduceStream:
             )
         if self._call is None:
             self._open()
-        message = codec.produce_request_to_proto(request)  # before it counts as in flight
+        message = codec.produce_request_to_wire(request)  # before it counts as in flight
         answered: asyncio.Future[m.ProduceResponse] = asyncio.get_running_loop().create_future()
         self._in_flight.append((request, answered))
         self._outbox.put_nowait(message)
@@ -586,6 +589,29 @@ class ProduceStream:
                     f"{len(self._in_flight)} requests in flight"
                 )
             )
+
+
+def _broker_stub(channel: grpc.aio.Channel) -> broker_pb2_grpc.BrokerStub:
+    """The generated stub, but with Produce requests and Fetch answers as serialized bytes:
+    the client writes and reads those itself (`broker_codec.produce_request_to_wire`,
+    `fetch_response_from_wire`), keeping record bytes out of protobuf's copies."""
+    stub = broker_pb2_grpc.BrokerStub(channel)  # type: ignore[no-untyped-call]
+    prefix = f"/{broker_pb2.DESCRIPTOR.services_by_name['Broker'].full_name}/"
+    produce_answer = broker_pb2.ProduceResponse.FromString
+    fetch_request = broker_pb2.FetchRequest.SerializeToString
+    stub.Produce = channel.unary_unary(
+        prefix + "Produce", response_deserializer=produce_answer, _registered_method=True
+    )
+    stub.ProduceStream = channel.stream_stream(
+        prefix + "ProduceStream", response_deserializer=produce_answer, _registered_method=True
+    )
+    stub.Fetch = channel.unary_unary(
+        prefix + "Fetch", request_serializer=fetch_request, _registered_method=True
+    )
+    stub.FetchStream = channel.stream_stream(
+        prefix + "FetchStream", request_serializer=fetch_request, _registered_method=True
+    )
+    return stub
 
 
 def _tp(key: tuple[str, int]) -> str:

@@ -18,7 +18,13 @@ Rules:
 - A request the dataclasses cannot even hold (a topic id that is not 16 bytes, an unknown
   isolation level) is `InvalidRequestError` naming the field and the value; the service answers
   it as gRPC INVALID_ARGUMENT.
-- Record bytes pass through as they are: never decoded, never copied more than protobuf does.
+- Record bytes pass through as they are, never decoded. The messages that carry them
+  (ProduceRequest, FetchResponse) have `*_to_wire` / `*_from_wire` functions working on
+  serialized bytes: with 64 KiB of records or more (`SPLIT_MIN_BYTES`) the records are
+  joined in or split off by `record_wire`, copied once on the way out and not at all on the
+  way into the broker (its produce records are views of the request's bytes), instead of
+  protobuf's two or three copies; below that, protobuf handles them whole. The Broker service
+  reads and writes them through `ProduceRequestWire` and `FetchResponseWire`.
 - Metadata is answered from a `MetadataImage` the way the controller answers it from its
   committed state (`quorum.controller.reads.metadata`): unfenced brokers only, offline replicas
   are those on fenced or unregistered brokers, LEADER_NOT_AVAILABLE for a partition without a
@@ -27,9 +33,11 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 from uuid import UUID
+
+from google.protobuf.message import Message
 
 from replog.errors import (
     InvalidRequestError,
@@ -39,13 +47,25 @@ from replog.errors import (
 )
 from replog.pb import broker_pb2 as pb
 from replog.pb import common_pb2
+from replog.record.batch import Buffer
 from replog.replication import messages as m
 from replog.server import log_dirs
+from replog.server.record_wire import join_records, split_records
 
 UUID_BYTES = 16
 NONE = -1
 
 T = TypeVar("T")
+M = TypeVar("M", bound=Message)
+
+# Where the records sit (`record_wire` paths): ProduceRequest.topics -> partitions -> records,
+# FetchResponse.topics -> partitions -> records.
+PRODUCE_RECORDS_PATH = (3, 2, 2)
+FETCH_RECORDS_PATH = (1, 3, 8)
+# Messages with this many bytes of records or more have them joined in or split off by
+# `record_wire`; below, protobuf's two copies cost less than the walk (16 KiB: 3.4 µs through
+# protobuf, 8.4 µs joined; 256 KiB: 22 µs through protobuf, 15 µs joined).
+SPLIT_MIN_BYTES = 64 * 1024
 
 
 # --- common -------------------------------------------------------------------------------------
@@ -183,28 +203,51 @@ def _appending(encode: Callable[[T], Any]) -> Callable[[Any, T], None]:
 # --- Produce ------------------------------------------------------------------------------------
 
 
-def produce_request_to_proto(request: m.ProduceRequest) -> pb.ProduceRequest:
+def produce_request_to_wire(request: m.ProduceRequest) -> bytes:
+    """The serialized ProduceRequest; records of `SPLIT_MIN_BYTES` or more are joined in by
+    `record_wire` rather than copied through protobuf (module docstring)."""
     message = pb.ProduceRequest(acks=request.acks, timeout_ms=request.timeout_ms)
-    _add_grouped(
-        message.topics,
-        request.partitions,
-        _topic,
-        _new_topic,
-        lambda partitions, p: partitions.add(partition=p.partition, records=p.records),
-    )
-    return message
+    joined = _records_bytes(request.partitions) >= SPLIT_MIN_BYTES
+    records: list[Buffer] = []
+
+    def add_partition(partitions: Any, p: m.ProducePartition) -> None:
+        if joined:
+            partitions.add(partition=p.partition)
+            records.append(p.records)
+        else:
+            partitions.add(partition=p.partition, records=p.records)
+
+    _add_grouped(message.topics, request.partitions, _topic, _new_topic, add_partition)
+    serialized: bytes = message.SerializeToString()
+    return join_records(serialized, PRODUCE_RECORDS_PATH, records) if joined else serialized
 
 
-def produce_request_from_proto(message: pb.ProduceRequest) -> m.ProduceRequest:
+def produce_request_from_wire(data: bytes) -> m.ProduceRequest:
+    """The ProduceRequest serialized in `data`; from `SPLIT_MIN_BYTES` on, each partition's
+    records are a read-only view of `data` (`record_wire`). Raises protobuf's DecodeError for
+    bytes that are not one."""
+    message, records = _parse_split(pb.ProduceRequest, data, PRODUCE_RECORDS_PATH)
     return m.ProduceRequest(
         acks=message.acks,
         timeout_ms=message.timeout_ms,
         partitions=tuple(
-            m.ProducePartition(topic.topic, partition.partition, partition.records)
+            m.ProducePartition(
+                topic.topic,
+                partition.partition,
+                partition.records if records is None else next(records),
+            )
             for topic in message.topics
             for partition in topic.partitions
         ),
     )
+
+
+class ProduceRequestWire:
+    """ProduceRequest as the Broker service reads it (`produce_request_from_wire`), in the
+    shape `tolerant_service.add_tolerant_service` takes a request type in."""
+
+    DESCRIPTOR = pb.ProduceRequest.DESCRIPTOR
+    FromString = staticmethod(produce_request_from_wire)
 
 
 def _produce_result_to_proto(result: m.ProducePartitionResult) -> pb.ProducePartitionResponse:
@@ -310,15 +353,21 @@ def fetch_request_from_proto(message: pb.FetchRequest) -> m.FetchRequest:
     )
 
 
-def _add_fetch_result(partitions: Any, result: m.FetchPartitionResult) -> None:
+def _add_fetch_result(
+    partitions: Any, result: m.FetchPartitionResult, records: list[Buffer] | None
+) -> None:
+    """Add `result` to `partitions`: its records too, or (given `records`) into that list."""
     added = partitions.add(
         partition=result.partition,
         high_watermark=result.high_watermark,
         last_stable_offset=result.last_stable_offset,
         log_start_offset=result.log_start_offset,
-        records=result.records,
         log_end_offset=result.log_end_offset,
     )
+    if records is None:
+        added.records = result.records
+    else:
+        records.append(result.records)
     if result.error is not None:
         added.error.CopyFrom(error_to_proto(result.error))
     if result.diverging_epoch is not None:
@@ -329,19 +378,39 @@ def _add_fetch_result(partitions: Any, result: m.FetchPartitionResult) -> None:
         added.current_leader.CopyFrom(leader)
 
 
-def fetch_response_to_proto(response: m.FetchResponse) -> pb.FetchResponse:
+def fetch_response_to_wire(response: m.FetchResponse) -> bytes:
+    """The serialized FetchResponse; records of `SPLIT_MIN_BYTES` or more are joined in by
+    `record_wire` rather than copied through protobuf (module docstring)."""
     message = pb.FetchResponse()
+    records: list[Buffer] | None = (
+        [] if _records_bytes(response.partitions) >= SPLIT_MIN_BYTES else None
+    )
     _add_grouped(
         message.topics,
         response.partitions,
         _topic_and_id,
         _new_topic_with_id,
-        _add_fetch_result,
+        lambda partitions, result: _add_fetch_result(partitions, result, records),
     )
-    return message
+    serialized: bytes = message.SerializeToString()
+    if records is None:
+        return serialized
+    return join_records(serialized, FETCH_RECORDS_PATH, records)
 
 
-def fetch_response_from_proto(message: pb.FetchResponse, where: str = "") -> m.FetchResponse:
+class FetchResponseWire:
+    """FetchResponse as the Broker service writes it (`fetch_response_to_wire`), in the shape
+    `tolerant_service.add_tolerant_service` takes a response type in."""
+
+    DESCRIPTOR = pb.FetchResponse.DESCRIPTOR
+    SerializeToString = staticmethod(fetch_response_to_wire)
+
+
+def fetch_response_from_wire(data: bytes, where: str = "") -> m.FetchResponse:
+    """The FetchResponse serialized in `data`; from `SPLIT_MIN_BYTES` on, its records are
+    split off by `record_wire` and copied once each (out of the view, into `bytes`). Raises
+    protobuf's DecodeError for bytes that are not one."""
+    message, records = _parse_split(pb.FetchResponse, data, FETCH_RECORDS_PATH)
     results: list[m.FetchPartitionResult] = []
     for topic in message.topics:
         topic_id = topic_id_from_proto(topic.topic_id, f"Fetch response of topic {topic.topic!r}")
@@ -361,12 +430,27 @@ def fetch_response_from_proto(message: pb.FetchResponse, where: str = "") -> m.F
                     log_start_offset=p.log_start_offset,
                     diverging_epoch=diverging,
                     current_leader=_leader_from_proto(p),
-                    records=p.records,
+                    records=p.records if records is None else bytes(next(records)),
                     topic_id=topic_id,
                     log_end_offset=p.log_end_offset,
                 )
             )
     return m.FetchResponse(tuple(results))
+
+
+def _records_bytes(entries: Iterable[Any]) -> int:
+    return sum(len(entry.records) for entry in entries)
+
+
+def _parse_split(
+    message_type: type[M], data: bytes, path: tuple[int, ...]
+) -> tuple[M, Iterator[memoryview] | None]:
+    """`data` parsed as `message_type`: whole below `SPLIT_MIN_BYTES` (records: None), else
+    without the records along `path`, which come beside it in wire order."""
+    if len(data) < SPLIT_MIN_BYTES:
+        return message_type.FromString(data), None
+    skeleton, records = split_records(data, path)
+    return message_type.FromString(skeleton), iter(records)
 
 
 # --- ListOffsets --------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """The `Broker` gRPC servicer: the data plane's requests to the replica manager.
 
-Thin: each method checks the request's size, decodes it (`broker_codec`), answers what is
-malformed per partition, hands the rest to the `ReplicaManager`, and encodes the answer; the
-replica manager (and the cores under it) decide everything else.
+Thin: each method decodes its request (`broker_codec`; Produce's is decoded, and every
+request's size checked, by the deserializer `add_broker_service` registers), answers what is
+malformed per partition, hands the rest to the `ReplicaManager`, and encodes the answer (a
+fetch's by its serializer); the replica manager (and the cores under it) decide everything
+else.
 
 Rules:
 - Bytes that are not a protobuf message of the method's request type fail with
@@ -96,6 +98,7 @@ from replog.server.log_dirs import LogView, describe_log_dirs
 from replog.server.tolerant_service import (
     Context,
     Refused,
+    RequestLimit,
     abort_for,
     add_tolerant_service,
     refuse_undecodable,
@@ -169,7 +172,7 @@ E = TypeVar("E", bound=_Entry)
 R = TypeVar("R")
 
 
-def records_problem(records: bytes) -> str | None:
+def records_problem(records: bytes | memoryview) -> str | None:
     """Why `records` are not whole v2 batches (framing and magic only), None if they are."""
     position = 0
     while position < len(records):
@@ -199,7 +202,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self._image = image
         self._controller_id = controller_id
         self._replica_manager = replica_manager
-        self._request_bytes_max = request_bytes_max
+        self.request_bytes_max = request_bytes_max
         self._on_storage_error = on_storage_error
         self._producer_ids = producer_ids
 
@@ -210,7 +213,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     # --- the calls -----------------------------------------------------------------------------
 
-    async def Produce(self, request: pb.ProduceRequest, context: Context) -> pb.ProduceResponse:
+    async def Produce(self, request: m.ProduceRequest, context: Context) -> pb.ProduceResponse:
         return await self._serve(request, context, partial(self._produce, request, context))
 
     async def ProduceStream(
@@ -228,7 +231,6 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 raise _NotServed()
             try:
                 refuse_undecodable(request)
-                self._check_size(request)
                 return await self._produce(request, context)
             except BaseException:
                 refused = True
@@ -271,8 +273,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 else:
                     pending.cancel()
 
-    async def _produce(self, request: pb.ProduceRequest, context: Context) -> pb.ProduceResponse:
-        decoded = self._decode(request, codec.produce_request_from_proto)
+    async def _produce(self, decoded: m.ProduceRequest, context: Context) -> pb.ProduceResponse:
         rm = self._ready()
         if decoded.acks not in _VALID_ACKS:
             refused: dict[int, KafkaError] = {
@@ -313,18 +314,18 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         results = _merged(decoded.partitions, refused, answered, failed)
         return codec.produce_response_to_proto(m.ProduceResponse(tuple(results)))
 
-    async def Fetch(self, request: pb.FetchRequest, context: Context) -> pb.FetchResponse:
+    async def Fetch(self, request: pb.FetchRequest, context: Context) -> m.FetchResponse:
         return await self._serve(request, context, lambda: self._fetch(request, context))
 
     async def FetchStream(
         self, requests: AsyncIterator[Any], context: Context
-    ) -> AsyncIterator[pb.FetchResponse]:
+    ) -> AsyncIterator[m.FetchResponse]:
         """Each request answered in turn as `Fetch` answers it; one that `Fetch` would fail
         ends the stream with that status (`serve_guarded` aborts the call)."""
         async for request in requests:
             yield await self._serve(request, context, partial(self._fetch, request, context))
 
-    async def _fetch(self, request: pb.FetchRequest, context: Context) -> pb.FetchResponse:
+    async def _fetch(self, request: pb.FetchRequest, context: Context) -> m.FetchResponse:
         decoded = self._decode(request, codec.fetch_request_from_proto)
         rm = self._ready()
         refused = _refusals(decoded.partitions, "Fetch", _entry_problem)
@@ -338,7 +339,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 p.topic, p.partition, error, topic_id=p.topic_id
             ),
         )
-        return codec.fetch_response_to_proto(m.FetchResponse(tuple(results)))
+        return m.FetchResponse(tuple(results))
 
     async def ListOffsets(
         self, request: pb.ListOffsetsRequest, context: Context
@@ -437,18 +438,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     async def _serve(self, request: Any, context: Context, serve: Callable[[], Awaitable[R]]) -> R:
         """Run `serve` after the size check; a `Refused` or an unexpected error aborts."""
-        return await serve_guarded(
-            request, context, serve, who=f"broker {self.broker_id}", log=log, check=self._check_size
-        )
-
-    def _check_size(self, request: Any) -> None:
-        size = request.ByteSize()
-        if size > self._request_bytes_max:
-            raise Refused(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"{type(request).__name__} of {size} bytes is larger than "
-                f"socket.request.max.bytes ({self._request_bytes_max})",
-            )
+        return await serve_guarded(request, context, serve, who=f"broker {self.broker_id}", log=log)
 
     def _decode(self, request: Any, decode: Callable[[Any], R]) -> R:
         try:
@@ -513,9 +503,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return answered
 
 
+# Produce requests and fetch answers go through `broker_codec`'s wire forms (record bytes kept
+# out of protobuf); the servicer gets `m.ProduceRequest` and answers `m.FetchResponse`.
 _METHODS: dict[str, tuple[Any, Any]] = {
-    "Produce": (pb.ProduceRequest, pb.ProduceResponse),
-    "Fetch": (pb.FetchRequest, pb.FetchResponse),
+    "Produce": (codec.ProduceRequestWire, pb.ProduceResponse),
+    "Fetch": (pb.FetchRequest, codec.FetchResponseWire),
     "ListOffsets": (pb.ListOffsetsRequest, pb.ListOffsetsResponse),
     "OffsetsForLeaderEpoch": (pb.OffsetsForLeaderEpochRequest, pb.OffsetsForLeaderEpochResponse),
     "DeleteRecords": (pb.DeleteRecordsRequest, pb.DeleteRecordsResponse),
@@ -526,15 +518,17 @@ _METHODS: dict[str, tuple[Any, Any]] = {
 
 
 _STREAMS: dict[str, tuple[Any, Any]] = {
-    "ProduceStream": (pb.ProduceRequest, pb.ProduceResponse),
-    "FetchStream": (pb.FetchRequest, pb.FetchResponse),
+    "ProduceStream": (codec.ProduceRequestWire, pb.ProduceResponse),
+    "FetchStream": (pb.FetchRequest, codec.FetchResponseWire),
 }
 
 
 def add_broker_service(service: BrokerService, server: Any) -> None:
     """Register `service` on a grpc.aio server, as `broker_pb2_grpc.add_BrokerServicer_to_server`
-    does, but with deserializers that hand garbage to the service instead of failing."""
-    add_tolerant_service(server, SERVICE_NAME, service, _METHODS, _STREAMS)
+    does, but with deserializers that hand garbage and requests over its `request_bytes_max`
+    to the service instead of failing."""
+    limit = RequestLimit(service.request_bytes_max, "socket.request.max.bytes")
+    add_tolerant_service(server, SERVICE_NAME, service, _METHODS, _STREAMS, limit)
 
 
 def init_producer_id(

@@ -593,7 +593,9 @@ class ReplicaManager:
             info.last_offset + 1,
         )
 
-    def _check_producer_state(self, partition: Partition, records: bytes) -> BatchMetadata | None:
+    def _check_producer_state(
+        self, partition: Partition, records: bytes | memoryview
+    ) -> BatchMetadata | None:
         """The duplicate's metadata for an idempotent retry, None to append, or an error.
 
         Reads only the batch headers. If the producer check fails, the batches are validated

@@ -4,10 +4,16 @@
   but with deserializers that hand bytes which are not a message of the method's request type
   to the servicer as `Undecodable` instead of failing (gRPC's own deserializer would answer
   INTERNAL and log a traceback), so that the call fails with INVALID_ARGUMENT naming them.
-- `serve_guarded`: runs one call; `Undecodable` bytes and a `Refused` abort with their status,
-  any other exception is logged and aborts INTERNAL naming it; never a crashed process.
-  `refuse_undecodable` and `abort_for` are its two halves, for a stream that checks a request
-  in one task and aborts the call in another.
+  Given a `RequestLimit`, a request longer than it is not parsed at all: the servicer gets it
+  as `Oversize`, and the call fails with RESOURCE_EXHAUSTED naming its size and the limit (as
+  Kafka's broker refuses a request over socket.request.max.bytes from its size prefix).
+  A method's request or response type is a generated message class, or anything with the same
+  `DESCRIPTOR` and `FromString` (request) or `SerializeToString` (response), such as the
+  Broker's record-carrying messages (`broker_codec.ProduceRequestWire`).
+- `serve_guarded`: runs one call; `Undecodable` or `Oversize` bytes and a `Refused` abort with
+  their status, any other exception is logged and aborts INTERNAL naming it; never a crashed
+  process. `refuse_undecodable` and `abort_for` are its two halves, for a stream that checks
+  a request in one task and aborts the call in another.
 - `remaining_ms`: how long the caller still waits, less `DEADLINE_MARGIN_MS`, so that a call
   that waits ends with Kafka's answer rather than the caller's DEADLINE_EXCEEDED.
 """
@@ -40,6 +46,23 @@ class Undecodable:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Oversize:
+    """What the tolerant deserializer hands the service for a request over its limit."""
+
+    message_type: str
+    size: int
+    limit: RequestLimit
+
+
+@dataclass(frozen=True, slots=True)
+class RequestLimit:
+    """The most bytes a request may have, and the setting that says so (named in refusals)."""
+
+    max_bytes: int
+    setting: str
+
+
 class Refused(Exception):
     """The whole call fails with a gRPC status (raised inside a service only)."""
 
@@ -49,8 +72,10 @@ class Refused(Exception):
         self.details = details
 
 
-def _tolerant(method: str, message_type: Any) -> Callable[[bytes], Any]:
+def _tolerant(method: str, message_type: Any, limit: RequestLimit | None) -> Callable[[bytes], Any]:
     def deserialize(data: bytes) -> Any:
+        if limit is not None and len(data) > limit.max_bytes:
+            return Oversize(message_type.DESCRIPTOR.name, len(data), limit)
         try:
             return message_type.FromString(data)
         except DecodeError as error:
@@ -65,14 +90,16 @@ def add_tolerant_service(
     service: Any,
     methods: Mapping[str, tuple[Any, Any]],
     streams: Mapping[str, tuple[Any, Any]] | None = None,
+    limit: RequestLimit | None = None,
 ) -> None:
     """Register `service`'s unary `methods` and its bidirectional-stream `streams` (name ->
     (request type, response type)) under `service_name` on a grpc.aio server, with tolerant
-    deserializers (module docstring; a stream's applies to each of its requests)."""
+    deserializers (module docstring; a stream's applies to each of its requests), refusing
+    requests over `limit` if given."""
     handlers = {
         method: grpc.unary_unary_rpc_method_handler(
             getattr(service, method),
-            request_deserializer=_tolerant(method, request_type),
+            request_deserializer=_tolerant(method, request_type, limit),
             response_serializer=response_type.SerializeToString,
         )
         for method, (request_type, response_type) in methods.items()
@@ -80,7 +107,7 @@ def add_tolerant_service(
     for method, (request_type, response_type) in (streams or {}).items():
         handlers[method] = grpc.stream_stream_rpc_method_handler(
             getattr(service, method),
-            request_deserializer=_tolerant(method, request_type),
+            request_deserializer=_tolerant(method, request_type, limit),
             response_serializer=response_type.SerializeToString,
         )
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service_name, handlers),))
@@ -94,21 +121,25 @@ async def serve_guarded(
     *,
     who: str,
     log: logging.Logger,
-    check: Callable[[Any], None] | None = None,
 ) -> R:
-    """`await serve()` for `request` (module docstring). `check(request)` runs first and may
-    raise `Refused`; every abort's details start with `who` ("broker 1")."""
+    """`await serve()` for `request` (module docstring); every abort's details start with
+    `who` ("broker 1")."""
     try:
         refuse_undecodable(request)
-        if check is not None:
-            check(request)
         return await serve()
     except Exception as exc:
         await abort_for(exc, context, type(request).__name__, who=who, log=log)
 
 
 def refuse_undecodable(request: Any) -> None:
-    """Raise `Refused` (INVALID_ARGUMENT, naming the bytes and why) for `Undecodable` bytes."""
+    """Raise `Refused` for `Undecodable` bytes (INVALID_ARGUMENT, naming the bytes and why)
+    and for an `Oversize` request (RESOURCE_EXHAUSTED, naming its size and the limit)."""
+    if isinstance(request, Oversize):
+        raise Refused(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"{request.message_type} of {request.size} bytes is larger than "
+            f"{request.limit.setting} ({request.limit.max_bytes})",
+        )
     if isinstance(request, Undecodable):
         raise Refused(
             grpc.StatusCode.INVALID_ARGUMENT,

@@ -94,6 +94,8 @@ _MAX_TIMESTAMP_OFFSET = 35
 _STAMPED_PREFIX = struct.Struct(">qii")
 _BATCH_LENGTH = struct.Struct(">i")
 _new_tuple = tuple.__new__  # builds a named tuple from its fields without a Python-level call
+# Bytes no one can change while they are validated and written: `bytes`, or a byte view of one.
+Unchangeable = bytes | memoryview
 
 
 def parse_topic_partition(directory: str) -> tuple[str, int] | None:
@@ -301,13 +303,11 @@ class Log:
         with self._lock:
             # Calls are the dearest part of this path (with a 16 KiB write evicting Python's
             # working set from the caches, each costs ~0.3 µs), so the common case calls only
-            # what it must: here `_check_open` only to raise, and `_immutable` inlined.
+            # what it must: here `_check_open` only to raise, and `_immutable` only for what
+            # is not `bytes`.
             if self._closed:
                 self._check_open()
-            # Share an immutable `bytes` (a request read off a socket is one); copy anything
-            # else, so the bytes validated are the bytes written even if the caller's buffer
-            # changes meanwhile.
-            data = batch_bytes if type(batch_bytes) is bytes else bytes(batch_bytes)
+            data = batch_bytes if type(batch_bytes) is bytes else _immutable(batch_bytes)
             if (
                 len(data) >= OVERLAPPED_CRC_BYTES_MIN
                 and not self.config.log_append_time
@@ -351,7 +351,7 @@ class Log:
             return self._append_validated(view, stamped, prefixes, now_ms, append_time)
 
     def _append_large_batch(
-        self, data: bytes, leader_epoch: int, allow_control: bool
+        self, data: Unchangeable, leader_epoch: int, allow_control: bool
     ) -> LogAppendInfo:
         """One large batch: its CRC-32C is computed on a worker thread while the bytes are
         written, and checked before anything records them.
@@ -384,7 +384,7 @@ class Log:
 
     def _append_one_batch(
         self,
-        data: bytes,
+        data: Unchangeable,
         header: BatchHeader,
         leader_epoch: int,
         now_ms: int,
@@ -439,7 +439,7 @@ class Log:
         )
 
     def _validate_leader_batches(
-        self, data: bytes, allow_control: bool
+        self, data: Unchangeable, allow_control: bool
     ) -> list[tuple[int, BatchHeader]]:
         size = len(data)
         if not size:
@@ -513,7 +513,7 @@ class Log:
         return f"{self.name} {kind}, batch {len(headers)} at byte {position}"
 
     def _raise_naming_batch(
-        self, kind: str, data: bytes, headers: Sized, position: int
+        self, kind: str, data: Unchangeable, headers: Sized, position: int
     ) -> NoReturn:
         """Check a batch that just failed validation again, to raise with the batch named.
 
@@ -556,7 +556,7 @@ class Log:
                     latest = epoch
             return self._append_validated(memoryview(buf), headers, None, self._clock(), -1)
 
-    def _validate_follower_batches(self, buf: bytes) -> list[BatchHeader]:
+    def _validate_follower_batches(self, buf: Unchangeable) -> list[BatchHeader]:
         if not buf:
             raise InvalidRecordError(f"{self.name}: a follower append needs at least one batch")
         headers: list[BatchHeader] = []
@@ -1344,11 +1344,16 @@ def _set_log_append_time(buf: bytearray, position: int, size: int, now_ms: int) 
     ).to_bytes(4, "big")
 
 
-def _immutable(data: bytes | bytearray | memoryview) -> bytes:
-    """`data` itself when it is `bytes`, else a copy, so the bytes validated are the bytes
-    written even if the caller's buffer changes meanwhile. Requests read off a socket are
-    `bytes`, so the usual append copies nothing."""
-    return data if type(data) is bytes else bytes(data)
+def _immutable(data: bytes | bytearray | memoryview) -> Unchangeable:
+    """`data` itself when nobody can change it (`bytes`, or a byte view of `bytes`), else a
+    copy, so the bytes validated are the bytes written even if the caller's buffer changes
+    meanwhile. Requests read off a socket are `bytes`, or views of them (a produce request's
+    records, `broker_codec.produce_request_from_wire`), so the usual append copies nothing."""
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, memoryview) and type(data.obj) is bytes and data.format == "B":
+        return data
+    return bytes(data)
 
 
 def _restamped(header: BatchHeader, base_offset: int, leader_epoch: int) -> BatchHeader:
@@ -1370,7 +1375,7 @@ def _crc_worker() -> ThreadPoolExecutor:
     return _crc_pool
 
 
-def _single_batch(data: bytes) -> bool:
+def _single_batch(data: Unchangeable) -> bool:
     """Whether `data` frames as exactly one batch (its length field covers all of it)."""
     return len(data) >= LOG_OVERHEAD and _BATCH_LENGTH.unpack_from(data, 8)[
         0

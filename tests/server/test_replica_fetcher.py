@@ -28,7 +28,7 @@ from replog.record.batch import iter_batches
 from replog.replication import messages as m
 from replog.server import broker_codec as codec
 from replog.server.broker_client import BrokerClient
-from replog.server.broker_service import BrokerService
+from replog.server.broker_service import BrokerService, add_broker_service
 from replog.server.replica_fetcher import ReplicaFetcherManager
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_manager import LogManager
@@ -103,14 +103,13 @@ class FakeLeader(broker_pb2_grpc.BrokerServicer):
         if self.hang:
             await asyncio.sleep(3600)
         decoded = codec.fetch_request_from_proto(request)
-        return codec.fetch_response_to_proto(
-            m.FetchResponse(
-                tuple(
-                    m.FetchPartitionResult(p.topic, p.partition, high_watermark=1, records=BATCH)
-                    for p in decoded.partitions
-                )
+        answer = m.FetchResponse(
+            tuple(
+                m.FetchPartitionResult(p.topic, p.partition, high_watermark=1, records=BATCH)
+                for p in decoded.partitions
             )
         )
+        return pb.FetchResponse.FromString(codec.fetch_response_to_wire(answer))
 
 
 @dataclass
@@ -444,7 +443,7 @@ async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> No
                 replica_manager=replica_manager,
             )
             server = grpc.aio.server()
-            broker_pb2_grpc.add_BrokerServicer_to_server(service, server)  # type: ignore[no-untyped-call]
+            add_broker_service(service, server)
             port = server.add_insecure_port("127.0.0.1:0")
             await server.start()
             brokers[broker_id] = Broker(

@@ -4,7 +4,7 @@ answer_for` over `fetch_answer_wire`), without a cluster.
 - The partition's records are a view of the serialized answer (no copy), with its high
   watermark and log start offset; an error field with code 0 is no error.
 - The error paths are those of the parsed answer the fetcher used before (the broker client's
-  `fetch_response_from_proto`): OFFSET_OUT_OF_RANGE raises `OffsetOutOfRangeError` naming the
+  `fetch_response_from_wire`): OFFSET_OUT_OF_RANGE raises `OffsetOutOfRangeError` naming the
   partition and the offset, retriable errors and a missing partition ask again (None), others
   raise the broker's typed error, a topic id that is neither empty nor 16 bytes asks again.
   Held for random answers by comparison with that path.
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_fetch_answer_wire import fetch_responses
 
 from replog.client.records import TopicPartition
 from replog.errors import (
@@ -29,6 +28,7 @@ from replog.pb import broker_pb2 as pb
 from replog.server import broker_codec as codec
 from replog.spark.fetch_answer_wire import fetch_answer_topics
 from replog.spark.partition_fetcher import FetchAnswer, answer_for
+from tests.server.broker_message_strategies import fetch_responses
 
 TP = TopicPartition("t", 0)
 
@@ -85,7 +85,7 @@ def _parsed_outcome(data: bytes) -> object:
     """The fetcher's answer before the wire walk, from the broker client's parse (its code at
     aa9adca, kept here as the reference)."""
     try:
-        response = codec.fetch_response_from_proto(pb.FetchResponse.FromString(data))
+        response = codec.fetch_response_from_wire(data)
     except InvalidRequestError:
         return None  # a ReplogError from the call: asked again
     for result in response.partitions:

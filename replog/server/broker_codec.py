@@ -207,19 +207,22 @@ def produce_request_to_wire(request: m.ProduceRequest) -> bytes:
     """The serialized ProduceRequest; records of `SPLIT_MIN_BYTES` or more are joined in by
     `record_wire` rather than copied through protobuf (module docstring)."""
     message = pb.ProduceRequest(acks=request.acks, timeout_ms=request.timeout_ms)
-    joined = _records_bytes(request.partitions) >= SPLIT_MIN_BYTES
-    records: list[Buffer] = []
+    records: list[Buffer] | None = (
+        [] if _records_bytes(request.partitions) >= SPLIT_MIN_BYTES else None
+    )
 
     def add_partition(partitions: Any, p: m.ProducePartition) -> None:
-        if joined:
+        if records is None:
+            partitions.add(partition=p.partition, records=p.records)
+        else:
             partitions.add(partition=p.partition)
             records.append(p.records)
-        else:
-            partitions.add(partition=p.partition, records=p.records)
 
     _add_grouped(message.topics, request.partitions, _topic, _new_topic, add_partition)
     serialized: bytes = message.SerializeToString()
-    return join_records(serialized, PRODUCE_RECORDS_PATH, records) if joined else serialized
+    if records is None:
+        return serialized
+    return join_records(serialized, PRODUCE_RECORDS_PATH, records)
 
 
 def produce_request_from_wire(data: bytes) -> m.ProduceRequest:

@@ -437,7 +437,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     # --- helpers -------------------------------------------------------------------------------
 
     async def _serve(self, request: Any, context: Context, serve: Callable[[], Awaitable[R]]) -> R:
-        """Run `serve` after the size check; a `Refused` or an unexpected error aborts."""
+        """Run `serve` (garbage and oversize requests were refused by the deserializer); a
+        `Refused` or an unexpected error aborts."""
         return await serve_guarded(request, context, serve, who=f"broker {self.broker_id}", log=log)
 
     def _decode(self, request: Any, decode: Callable[[Any], R]) -> R:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,6 +143,11 @@ async def leaders() -> AsyncIterator[Leaders]:
     finally:
         for server in servers:
             await server.stop(grace=None)
+
+
+def _log_bytes(log: Any) -> bytes:
+    """Every batch of `log`, as stored (offsets and leader epoch stamped)."""
+    return bytes(log.read(0, 64 * 1024 * 1024))
 
 
 async def eventually(condition: Any, what: str) -> None:
@@ -514,13 +520,33 @@ async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> No
                 for record in batch.records()
             ]
             assert stored == values
+            # A batch past SPLIT_MIN_BYTES goes record_wire's way: into the leader as a view of
+            # the request, joined into each fetch answer, split off it by the follower and the
+            # consumer. The same record everywhere, and the same bytes on every replica.
+            big_value = os.urandom(3 * codec.SPLIT_MIN_BYTES)
+            big = build_batch([(0, None, big_value, ())])
+            assert len(big) >= codec.SPLIT_MIN_BYTES
+            produced = await asyncio.wait_for(
+                client.produce(
+                    m.ProduceRequest(m.ACKS_ALL, 5000, (m.ProducePartition("orders", 0, big),))
+                ),
+                TIMEOUT_S,
+            )
+            assert produced.partitions[0].error is None
+            assert produced.partitions[0].base_offset == 21
+            fetched = await client.fetch(m.FetchRequest((m.FetchPartition("orders", 0, 21),)))
+            [batch] = iter_batches(fetched.partitions[0].records)
+            assert [record.value for record in batch.records()] == [big_value]
         # The followers learn the HW on their next fetch.
         await eventually(
             lambda: all(
-                brokers[b].log_manager.get_log("orders", 0).high_watermark == 21 for b in (2, 3)
+                brokers[b].log_manager.get_log("orders", 0).high_watermark == 22 for b in (2, 3)
             ),
             "the followers' high watermarks",
         )
+        leader_bytes = _log_bytes(brokers[1].log_manager.get_log("orders", 0))
+        assert leader_bytes == _log_bytes(brokers[2].log_manager.get_log("orders", 0))
+        assert leader_bytes == _log_bytes(brokers[3].log_manager.get_log("orders", 0))
         # A consumer may also ask a follower: it is not the leader.
         async with BrokerClient(brokers[2].address) as client:
             answer = await client.fetch(m.FetchRequest((m.FetchPartition("orders", 0, 0),)))

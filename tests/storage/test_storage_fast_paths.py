@@ -3,7 +3,9 @@
 - `SegmentFile.append` of several buffers (the gather write of a stamped prefix and the
   caller's bytes) writes their concatenation, across short writes and more buffers than one
   system call takes.
-- A leader append never changes the caller's buffer, yet writes the stamped batch.
+- A leader append never changes the caller's buffer, yet writes the stamped batch; a byte
+  view of `bytes` (a produce request's records) is written as it is, a view of anything else
+  copied first.
 - `Log.read` finds where its whole batches end from the offset index; it returns exactly what
   framing the bytes would return, for every start and budget, and an index entry that passes
   the load checks but points inside a batch is caught and the indexes rebuilt.
@@ -141,3 +143,24 @@ def test_an_index_entry_pointing_inside_a_batch_is_caught_and_rebuilt(
                 assert data == reads_by_framing(batches, start, max_bytes), (start, max_bytes)
     assert "rebuilding indexes" in caplog.text
     assert read_all(reopened) == batches
+
+
+def test_a_view_of_bytes_is_written_without_a_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = open_log(tmp_path / "t-0")
+    written: list[list[object]] = []
+    real_append = SegmentFile.append
+
+    def spy(self: SegmentFile, data: object, *args: object, **kwargs: object) -> int:
+        written.append(list(data) if isinstance(data, list) else [data])
+        return real_append(self, data, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SegmentFile, "append", spy)
+    request = b"header" + make_batch(4, tag=9)
+    log.append_as_leader(memoryview(request)[6:], 5)
+    assert any(isinstance(p, memoryview) and p.obj is request for p in written[-1])
+    changeable = bytearray(make_batch(4, tag=8))
+    log.append_as_leader(memoryview(changeable), 5)
+    assert not any(isinstance(p, memoryview) and p.obj is changeable for p in written[-1])
+    assert read_all(log)[-2:] == [stamped(request[6:], 0, 5), stamped(bytes(changeable), 4, 5)]

@@ -237,7 +237,7 @@ def produce_request_from_wire(data: bytes) -> m.ProduceRequest:
             m.ProducePartition(
                 topic.topic,
                 partition.partition,
-                partition.records if records is None else next(records),
+                next(records),
             )
             for topic in message.topics
             for partition in topic.partitions
@@ -433,7 +433,7 @@ def fetch_response_from_wire(data: bytes, where: str = "") -> m.FetchResponse:
                     log_start_offset=p.log_start_offset,
                     diverging_epoch=diverging,
                     current_leader=_leader_from_proto(p),
-                    records=p.records if records is None else bytes(next(records)),
+                    records=bytes(next(records)),  # a view's copy; `bytes` as it is
                     topic_id=topic_id,
                     log_end_offset=p.log_end_offset,
                 )
@@ -447,11 +447,13 @@ def _records_bytes(entries: Iterable[Any]) -> int:
 
 def _parse_split(
     message_type: type[M], data: bytes, path: tuple[int, ...]
-) -> tuple[M, Iterator[memoryview] | None]:
-    """`data` parsed as `message_type`: whole below `SPLIT_MIN_BYTES` (records: None), else
-    without the records along `path`, which come beside it in wire order."""
+) -> tuple[M, Iterator[bytes | memoryview]]:
+    """`data` parsed as `message_type` (its topics' partitions hold the records), and each
+    partition's records in wire order: from `SPLIT_MIN_BYTES` on split off along `path` as
+    views of `data`, below read from the message protobuf parsed whole."""
     if len(data) < SPLIT_MIN_BYTES:
-        return message_type.FromString(data), None
+        message: Any = message_type.FromString(data)
+        return message, (p.records for topic in message.topics for p in topic.partitions)
     skeleton, records = split_records(data, path)
     return message_type.FromString(skeleton), iter(records)
 

@@ -46,8 +46,9 @@ _VARINT_BYTES_MAX = 10
 # are one byte: a table lookup instead of a call.
 _ONE_BYTE = tuple(bytes((n,)) for n in range(128))
 
-# What to do with one holder, view[start:end]: append its pieces, return their size.
-_Holder = Callable[[memoryview, int, int, int, list[Buffer]], int]
+# What to do with one holder, view[start:end] (its records field number given): append its
+# pieces.
+_Holder = Callable[[memoryview, int, int, int, list[Buffer]], None]
 
 
 def varint(value: int) -> bytes:
@@ -61,17 +62,13 @@ def join_records(skeleton: bytes, path: Sequence[int], records: Sequence[Buffer]
     entry per holder; an empty one adds nothing."""
     left = list(reversed(records))
 
-    def holder(view: memoryview, start: int, end: int, number: int, pieces: list[Buffer]) -> int:
+    def holder(view: memoryview, start: int, end: int, number: int, pieces: list[Buffer]) -> None:
         if not left:
             raise ValueError("fewer records than holders")
         pieces.append(view[start:end])
-        size = end - start
         added = left.pop()
         if len(added):  # its records field last (module docstring)
-            tag, length = varint(number << 3 | _LEN), varint(len(added))
-            pieces += (tag, length, added)
-            size += len(tag) + len(length) + len(added)
-        return size
+            pieces += (varint(number << 3 | _LEN), varint(len(added)), added)
 
     pieces: list[Buffer] = []
     _rebuild(memoryview(skeleton), 0, len(skeleton), tuple(path), holder, pieces)
@@ -83,25 +80,19 @@ def join_records(skeleton: bytes, path: Sequence[int], records: Sequence[Buffer]
 def split_records(data: bytes, path: Sequence[int]) -> tuple[bytes, list[memoryview]]:
     """(the skeleton of the serialized message `data`: it without its holders' records fields,
     each holder's records in wire order) along `path` (module docstring)."""
-    view = memoryview(data)
-    if view.format != "B" or view.ndim != 1:
-        view = view.cast("B")
     records: list[memoryview] = []
 
-    def holder(view: memoryview, start: int, end: int, number: int, pieces: list[Buffer]) -> int:
+    def holder(view: memoryview, start: int, end: int, number: int, pieces: list[Buffer]) -> None:
         found = view[0:0]
-        size = 0
         for field, wire_type, at, payload, after in _fields(view, start, end):
             if field == number and wire_type == _LEN:
                 found = view[payload:after]  # the last occurrence wins
             else:
                 pieces.append(view[at:after])
-                size += after - at
         records.append(found)
-        return size
 
     pieces: list[Buffer] = []
-    _rebuild(view, 0, len(view), tuple(path), holder, pieces)
+    _rebuild(memoryview(data), 0, len(data), tuple(path), holder, pieces)
     return b"".join(pieces), records
 
 
@@ -112,33 +103,27 @@ def _rebuild(
     path: tuple[int, ...],
     holder: _Holder,
     pieces: list[Buffer],
-) -> int:
+) -> None:
     """Append the pieces of the message view[pos:end] rebuilt along `path`, each holder by
-    `holder`, every other field as it is; return their size. A path field's length is
-    written anew, as what is inside it changes size."""
+    `holder`, every other field as it is. A path field's length is written anew, as what is
+    inside it changes size."""
     if len(path) == 1:
-        return holder(view, pos, end, path[0], pieces)
-    size = 0
+        holder(view, pos, end, path[0], pieces)
+        return
     copied_from = pos
     for number, wire_type, at, start, stop in _fields(view, pos, end):
         if number != path[0] or wire_type != _LEN:
             continue
         if copied_from < at:
             pieces.append(view[copied_from:at])
-            size += at - copied_from
-        tag = varint(number << 3 | _LEN)
-        pieces.append(tag)
+        pieces.append(varint(number << 3 | _LEN))
         slot = len(pieces)
         pieces.append(b"")  # its length, known once what is inside is
-        inner = _rebuild(view, start, stop, path[1:], holder, pieces)
-        length = varint(inner)
-        pieces[slot] = length
-        size += len(tag) + len(length) + inner
+        _rebuild(view, start, stop, path[1:], holder, pieces)
+        pieces[slot] = varint(sum(map(len, pieces[slot + 1 :])))
         copied_from = stop
     if copied_from < end:
         pieces.append(view[copied_from:end])
-        size += end - copied_from
-    return size
 
 
 def _fields(view: memoryview, pos: int, end: int) -> list[tuple[int, int, int, int, int]]:

@@ -13,8 +13,9 @@ Rules:
 - A log segment's file (`tune_for_appends`) starts writeback behind its end every few MiB and,
   with a page-cache tail (`log.page.cache.tail.bytes`), drops from the page cache what lies
   more than the tail behind its end; once rolled (`finish_appends`), it drops all of its cache
-  at its next sync (`write_hints`: why, and what was measured). Its size, contents and
-  durability are as without. It reserves no blocks ahead (`write_hints` says why not).
+  at its next sync (`write_hints`: why, and what was measured). The hints run on their own
+  thread, never the appender's. Its size, contents and durability are as without. It reserves
+  no blocks ahead (`write_hints` says why not).
 - Errors from the operating system surface as `OSError` here; callers (the log) turn them into
   `KafkaStorageError` with the partition and file named, because only they know what the
   failure means for acknowledged data.
@@ -120,10 +121,13 @@ class SegmentFile:
         """Start writing back what was appended since the last time, up to `end`."""
         assert write_hints.start_writeback is not None
         start = self._written_back
-        error = write_hints.start_writeback(self._fd, start, end - start)
-        self._written_back = -1 if error in write_hints.UNSUPPORTED else end
+        self._written_back = end
+        write_hints.runner.submit(
+            write_hints.start_writeback, self._fd, start, end - start, self._writeback_refused
+        )
         # What lies further back than the tail had its writeback started at least one range
-        # ago, so it is clean or nearly (pages still being written are left cached).
+        # ago (hints run in order), so it is clean or nearly (pages still being written are
+        # left cached).
         if self._cache_tail >= 0 and end - self._cache_tail - self._uncached_to >= (
             WRITEBACK_BEHIND_BYTES
         ):
@@ -133,10 +137,18 @@ class SegmentFile:
         """Drop the page cache from where it was last dropped up to `end`."""
         assert write_hints.drop_cached is not None
         start = self._uncached_to
-        error = write_hints.drop_cached(self._fd, start, end - start)
-        if error in write_hints.UNSUPPORTED:
-            self._cache_tail = -1
         self._uncached_to = end
+        write_hints.runner.submit(
+            write_hints.drop_cached, self._fd, start, end - start, self._drop_refused
+        )
+
+    # On the hint thread, when the file system refuses a hint: stop asking. (A truncate racing
+    # it may re-enable hinting once; the next refusal turns it off again: advice, never data.)
+    def _writeback_refused(self) -> None:
+        self._written_back = -1
+
+    def _drop_refused(self) -> None:
+        self._cache_tail = -1
 
     def finish_appends(self) -> None:
         """No more appends (a newer segment took over): drop the file's page cache after the

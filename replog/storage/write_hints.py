@@ -27,6 +27,15 @@ Rules:
   page cache with data that followers and consumers at the tail read once, within
   milliseconds. Dropping it a tail behind the appends hands the same pages to the next ones.
 - Where the C library has neither call (macOS), each is None and nothing is hinted.
+- Hints run on one thread of their own (`HintThread`), in the order given, never on the thread
+  that appends. `sync_file_range` returns without waiting for the disk only while the block
+  device takes requests: with three replicas writing 100 MB/s each to one disk its queue fills,
+  and the call then waits for room. On a broker's event loop that was a 15-62 ms stall, in all
+  three nodes at once, every few seconds (stack samples in paced produce trials at 130k
+  records/s; docs/benchmarks.md, produce path). Each hint holds its own duplicate of the file
+  descriptor, so a file closed (or deleted) before its hints ran is never confused with another
+  file that reuses the number. A hint queued behind `PENDING_MAX` others is dropped: advice
+  lost, nothing else.
 
 No block reservation. Reserving blocks ahead of the end (`fallocate(FALLOC_FL_KEEP_SIZE)`, 1-16
 MiB at a time, from 87ad0b8 to 58619f9) made single appends in bench/append_stalls.py steadier
@@ -39,11 +48,16 @@ and 11.2-16.1 ms without (docs/benchmarks.md, produce path).
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import errno
+import logging
 import os
+import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
+
+log = logging.getLogger("replog.storage")
 
 # sync_file_range(2): start writeback of dirty pages in the range, do not wait.
 _SYNC_FILE_RANGE_WRITE = 0x02
@@ -87,3 +101,99 @@ def _drop_cached(fd: int, offset: int, length: int) -> int:
 # Each `hint(fd, offset, length) -> errno` (0 on success), or None where the call is missing.
 start_writeback: Hint | None = _start_writeback if _sync_file_range is not None else None
 drop_cached: Hint | None = _drop_cached if hasattr(os, "posix_fadvise") else None
+
+
+# What a file does when a hint says its file system never takes that hint (stop asking).
+Refused = Callable[[], None]
+
+
+class HintRunner(Protocol):
+    def submit(self, hint: Hint, fd: int, offset: int, length: int, refused: Refused) -> None:
+        """Have `hint(fd, offset, length)` run; call `refused()` if it answers an errno of
+        `UNSUPPORTED`."""
+
+
+class HintThread:
+    """Runs hints in the order submitted on one daemon thread, started on the first hint.
+
+    Theory of operation: `submit` duplicates the descriptor (the hint works on the duplicate
+    and closes it), queues the hint and wakes the thread; the thread runs one hint at a time
+    with no lock held, so `submit` never waits for a hint, only for the queue's lock. `refused`
+    runs on the hint thread: the file it belongs to only sets a flag there.
+    """
+
+    PENDING_MAX = 256
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._pending: collections.deque[tuple[Hint, int, int, int, Refused]] = collections.deque()
+        self._running = 0  # hints taken off the queue and not finished (0 or 1)
+        self._thread: threading.Thread | None = None
+        self.dropped = 0  # hints not run because the queue was full or the dup failed
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._forget_thread)
+
+    def submit(self, hint: Hint, fd: int, offset: int, length: int, refused: Refused) -> None:
+        try:
+            own = os.dup(fd)
+        except OSError:  # out of descriptors: advice can wait for the next range
+            self.dropped += 1
+            return
+        with self._lock:
+            if len(self._pending) >= self.PENDING_MAX:
+                self.dropped += 1
+                os.close(own)
+                return
+            self._pending.append((hint, own, offset, length, refused))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="replog-write-hints", daemon=True
+                )
+                self._thread.start()
+            self._changed.notify_all()
+
+    def wait_idle(self, timeout_s: float = 10.0) -> bool:
+        """Wait until every hint submitted so far has run; False if `timeout_s` passed first."""
+        with self._lock:
+            return self._changed.wait_for(
+                lambda: not self._pending and not self._running, timeout_s
+            )
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                self._running = 0
+                self._changed.notify_all()
+                while not self._pending:
+                    self._changed.wait()
+                hint, fd, offset, length, refused = self._pending.popleft()
+                self._running = 1
+            try:
+                if hint(fd, offset, length) in UNSUPPORTED:
+                    refused()
+            except Exception:  # a hint is advice: log it and keep serving the others
+                log.exception("write hint %s(%d, %d) failed", hint, offset, length)
+            finally:
+                os.close(fd)
+
+    def _forget_thread(self) -> None:
+        """In a forked child: the thread is gone and the lock may be held; start afresh (the
+        parent's queued descriptors are the parent's to close)."""
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._pending = collections.deque()
+        self._running = 0
+        self._thread = None
+
+
+class InlineHints:
+    """Runs each hint at once on the submitting thread (tests that record the hints)."""
+
+    def submit(self, hint: Hint, fd: int, offset: int, length: int, refused: Refused) -> None:
+        if hint(fd, offset, length) in UNSUPPORTED:
+            refused()
+
+
+# The process's hint runner: every tuned `SegmentFile` submits to it.
+runner: HintRunner = HintThread()

@@ -47,6 +47,7 @@ def hints(monkeypatch: pytest.MonkeyPatch) -> tuple[Recorder, Recorder]:
     started, dropped = Recorder(), Recorder()
     monkeypatch.setattr(write_hints, "start_writeback", started)
     monkeypatch.setattr(write_hints, "drop_cached", dropped)
+    monkeypatch.setattr(write_hints, "runner", write_hints.InlineHints())
     return started, dropped
 
 
@@ -176,6 +177,7 @@ def test_a_file_system_that_refuses_the_drop_is_not_asked_again(
     dropped = Recorder(refusal)
     monkeypatch.setattr(write_hints, "start_writeback", Recorder())
     monkeypatch.setattr(write_hints, "drop_cached", dropped)
+    monkeypatch.setattr(write_hints, "runner", write_hints.InlineHints())
     file = tuned(tmp_path / "a.log", 0)
     for _ in range(5):
         file.append(b"r" * WRITEBACK_BEHIND_BYTES)
@@ -218,8 +220,10 @@ def test_the_kernel_frees_the_pages_and_reads_return_the_same_bytes(tmp_path: Pa
     append_batches(log, 12, value_size=MiB - 1000)
     first = log.active_segment
     pages = first.size // PAGE
+    assert write_hints.runner.wait_idle()  # type: ignore[attr-defined]
     assert resident_pages(first.log_path) > pages // 10  # written: cached (the tail at least)
-    log.roll()  # synced, then all dropped
+    log.roll()  # synced, then all dropped (on the hint thread)
+    assert write_hints.runner.wait_idle()  # type: ignore[attr-defined]
     assert resident_pages(first.log_path) < pages // 20
     before = read_all(log)
     log.close()

@@ -8,12 +8,17 @@ appends, and no blocks reserved ahead.
   was appended.
 - A hint the file system refuses stops being asked; the data never changes.
 - Index files (and any file not tuned for appends) are never hinted.
+- Hints run on their own thread, in order: an append never waits for one, a hint reaches its
+  own file even after the file was closed and deleted, a full queue drops hints without leaking
+  descriptors, a refusal there stops the asking, and a hint that raises is logged.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -76,6 +81,7 @@ def test_writeback_is_started_for_consecutive_ranges_behind_the_appends(
 ) -> None:
     started = Recorder()
     monkeypatch.setattr(write_hints, "start_writeback", started)
+    monkeypatch.setattr(write_hints, "runner", write_hints.InlineHints())
     file = tuned(tmp_path / "a.log")
     chunk = b"z" * (MiB + 3)
     for _ in range(9):
@@ -102,6 +108,7 @@ def test_writeback_is_started_for_consecutive_ranges_behind_the_appends(
 def test_an_untuned_file_is_never_hinted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     started = Recorder()
     monkeypatch.setattr(write_hints, "start_writeback", started)
+    monkeypatch.setattr(write_hints, "runner", write_hints.InlineHints())
     file = SegmentFile(str(tmp_path / "a.index"), create=True)
     file.append(b"i" * (2 * WRITEBACK_BEHIND_BYTES))
     file.close()
@@ -119,6 +126,7 @@ def test_a_file_system_that_refuses_a_hint_is_not_asked_again(
 ) -> None:
     started = Recorder(refusal)
     monkeypatch.setattr(write_hints, "start_writeback", started)
+    monkeypatch.setattr(write_hints, "runner", write_hints.InlineHints())
     file = tuned(tmp_path / "a.log")
     for _ in range(5):
         file.append(b"r" * WRITEBACK_BEHIND_BYTES)
@@ -126,3 +134,129 @@ def test_a_file_system_that_refuses_a_hint_is_not_asked_again(
     assert file.size == 5 * WRITEBACK_BEHIND_BYTES
     file.close()
     assert (tmp_path / "a.log").read_bytes() == b"r" * (5 * WRITEBACK_BEHIND_BYTES)
+
+
+# --- the hint thread ----------------------------------------------------------------------------
+
+
+class BlockingRecorder(Recorder):
+    """A recorder whose calls wait until `release` is set (a block device with a full queue)."""
+
+    def __init__(self, answer: int = 0) -> None:
+        super().__init__(answer)
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        self.threads: set[str] = set()
+
+    def __call__(self, fd: int, offset: int, length: int) -> int:
+        self.threads.add(threading.current_thread().name)
+        self.entered.set()
+        assert self.release.wait(10)
+        return super().__call__(fd, offset, length)
+
+
+def test_an_append_never_waits_for_its_hint_and_hints_run_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert isinstance(write_hints.runner, write_hints.HintThread)  # what a broker uses
+    started = BlockingRecorder()
+    runner = write_hints.HintThread()
+    monkeypatch.setattr(write_hints, "start_writeback", started)
+    monkeypatch.setattr(write_hints, "runner", runner)
+    file = tuned(tmp_path / "a.log")
+    began = time.monotonic()
+    for _ in range(4):
+        file.append(b"w" * WRITEBACK_BEHIND_BYTES)  # each one starts a range
+    assert time.monotonic() - began < 5  # the first hint is still waiting
+    assert started.calls == []
+    started.release.set()
+    assert runner.wait_idle()
+    w = WRITEBACK_BEHIND_BYTES
+    assert started.calls == [(i * w, w) for i in range(4)]
+    assert started.threads == {"replog-write-hints"}
+    file.close()
+
+
+@linux_only  # reads /proc/self/fd
+def test_a_hint_still_reaches_its_own_file_after_the_file_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = BlockingRecorder()
+    runner = write_hints.HintThread()
+    monkeypatch.setattr(write_hints, "start_writeback", started)
+    monkeypatch.setattr(write_hints, "runner", runner)
+    file = tuned(tmp_path / "first.log")
+    file.append(b"f" * WRITEBACK_BEHIND_BYTES)
+    file.close()
+    os.remove(tmp_path / "first.log")  # deleted, as retention does
+    other = SegmentFile(str(tmp_path / "other.log"), create=True)  # may reuse the number
+    started.release.set()
+    assert runner.wait_idle()
+    assert started.files == {"first.log (deleted)"}
+    other.close()
+
+
+@linux_only  # reads /proc/self/fd
+def test_a_full_queue_drops_hints_without_leaking_descriptors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = BlockingRecorder()
+    runner = write_hints.HintThread()
+    monkeypatch.setattr(runner, "PENDING_MAX", 3)
+    monkeypatch.setattr(write_hints, "start_writeback", started)
+    monkeypatch.setattr(write_hints, "runner", runner)
+    before = len(os.listdir("/proc/self/fd"))
+    file = tuned(tmp_path / "a.log")
+    file.append(b"q" * WRITEBACK_BEHIND_BYTES)
+    assert started.entered.wait(10)
+    for _ in range(9):
+        file.append(b"q" * WRITEBACK_BEHIND_BYTES)
+    # One hint running, three queued, the other six dropped.
+    assert runner.dropped == 6
+    started.release.set()
+    assert runner.wait_idle()
+    assert len(started.calls) == 4
+    file.close()
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert (tmp_path / "a.log").read_bytes() == b"q" * (10 * WRITEBACK_BEHIND_BYTES)
+
+
+def test_a_refusal_on_the_hint_thread_stops_the_asking(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = Recorder(errno.EOPNOTSUPP)
+    runner = write_hints.HintThread()
+    monkeypatch.setattr(write_hints, "start_writeback", started)
+    monkeypatch.setattr(write_hints, "runner", runner)
+    file = tuned(tmp_path / "a.log")
+    file.append(b"r" * WRITEBACK_BEHIND_BYTES)
+    assert runner.wait_idle()
+    for _ in range(4):
+        file.append(b"r" * WRITEBACK_BEHIND_BYTES)
+    assert runner.wait_idle()
+    assert len(started.calls) == 1
+    file.close()
+
+
+def test_a_hint_that_raises_is_logged_and_the_thread_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls: list[int] = []
+
+    def flaky(fd: int, offset: int, length: int) -> int:
+        calls.append(offset)
+        if len(calls) == 1:
+            raise RuntimeError("hint exploded")
+        return 0
+
+    runner = write_hints.HintThread()
+    monkeypatch.setattr(write_hints, "start_writeback", flaky)
+    monkeypatch.setattr(write_hints, "runner", runner)
+    file = tuned(tmp_path / "a.log")
+    with caplog.at_level("ERROR", logger="replog.storage"):
+        for _ in range(3):
+            file.append(b"e" * WRITEBACK_BEHIND_BYTES)
+        assert runner.wait_idle()
+    assert calls == [0, WRITEBACK_BEHIND_BYTES, 2 * WRITEBACK_BEHIND_BYTES]
+    assert "hint exploded" in caplog.text
+    file.close()

@@ -39,9 +39,9 @@ For each system: closed-loop throughput for every batch size x producer count (t
 the best records/s), then produce latency at 50% of that peak (open loop, paced sends;
 latency counted from the scheduled send time, so a stall is not hidden). replog's paced
 batches are what a producer with `linger.ms` = 5 (Kafka 4.0's default) fills at that rate:
-the size of `--batch-kib` nearest to the records that arrive in 5 ms (`paced_batch_kib`:
-256 KiB at 50-70k records/s), as a 1 MiB batch would hold its first record about 16 ms before
-sending it; JetStream publishes every message at once. Then end-to-end latency at 50% of
+the records that arrive in 5 ms, within 64-1023 (`paced_batch_records`: 500 records, 500 KiB,
+at 100k records/s), as a 1 MiB batch would hold its first record 8-16 ms before sending it;
+JetStream publishes every message at once. Then end-to-end latency at 50% of
 peak: the same paced producer with its send time stamped in the first record of each batch
 (every NATS message), and a consumer in this process receiving the committed records (replog:
 fetches at the leader on one FetchStream call, served only up to the high watermark; JetStream:
@@ -120,7 +120,7 @@ RECORD_VALUE_BYTES = 1014  # with ~10 bytes of record framing, 1 KiB (as in benc
 # Records per batch for each nominal size; 1,024 records would exceed max.message.bytes.
 BATCH_RECORDS = {64: 64, 256: 256, 1024: 1023}
 # The paced trials' batches are what a producer with this linger fills at the paced rate
-# (Kafka 4.0's default `linger.ms`, KIP-1030): see `paced_batch_kib`.
+# (Kafka 4.0's default `linger.ms`, KIP-1030): see `paced_batch_records`.
 PRODUCER_LINGER_MS = 5.0
 # The send time (perf_counter_ns, big-endian int64) follows this marker in the first record's
 # value (every NATS message's payload): the consumer computes end-to-end latency from it.
@@ -157,8 +157,10 @@ class BatchShape:
         return bytes(buf)
 
 
-def make_shape(nominal_kib: int) -> BatchShape:
-    records = BATCH_RECORDS[nominal_kib]
+def make_shape(nominal_kib: int, records: int | None = None) -> BatchShape:
+    """A batch of `records` 1 KiB records (default: the nominal size's `BATCH_RECORDS`)."""
+    if records is None:
+        records = BATCH_RECORDS[nominal_kib]
     now_ms = int(time.time() * 1000)
     builder = BatchBuilder()
     first = STAMP_MARKER + bytes(STAMP.size) + os.urandom(RECORD_VALUE_BYTES - 24)
@@ -1220,16 +1222,29 @@ class NatsSide:
         return trial
 
 
-def paced_batch_kib(records_s: float, sizes: Sequence[int]) -> int:
-    """The batch size of the paced trials: of `sizes`, the one whose record count is nearest to
-    what arrives in PRODUCER_LINGER_MS at `records_s`.
+def paced_batch_records(records_s: float) -> int:
+    """The records in one batch of the paced trials: what arrives in PRODUCER_LINGER_MS at
+    `records_s`, within the benchmark's batch sizes (64 KiB to 1 MiB of 1 KiB records).
 
-    A producer batches what arrives while it lingers, so at half the peak rate a 1 MiB batch
-    (1,023 records) takes about 16 ms to fill: a throughput setting, whose first record would
-    wait that long before the batch is even sent. Kafka's producer at `linger.ms` = 5 sends what
-    5 ms brought (250-350 records at 50-70k records/s, so 256 KiB here)."""
-    lingered = records_s * PRODUCER_LINGER_MS / 1000
-    return min(sizes, key=lambda kib: abs(BATCH_RECORDS[kib] - lingered))
+    A producer batches what arrives while it lingers: Kafka's producer at `linger.ms` = 5
+    sends what 5 ms brought (500 records at 100k records/s, a 500 KiB batch), unless its
+    `batch.size` fills first. A 1 MiB batch at half the peak rate would hold its first record
+    8-16 ms before the send; a 256 KiB one (what this rule picked when it snapped to the
+    throughput trials' sizes) sends twice as many requests as that producer would at 100k
+    records/s, and on two cores each request's cost, not its bytes, sets the load."""
+    lingered = round(records_s * PRODUCER_LINGER_MS / 1000)
+    fewest, most = BATCH_RECORDS[min(BATCH_RECORDS)], BATCH_RECORDS[max(BATCH_RECORDS)]
+    return max(fewest, min(most, lingered))
+
+
+def paced_shape(
+    records_s: float, args: argparse.Namespace, shapes: dict[int, BatchShape]
+) -> BatchShape:
+    """replog's paced batch: `--latency-batch-kib` if given, else `paced_batch_records`."""
+    if args.latency_batch_kib:
+        return shapes[args.latency_batch_kib]
+    records = paced_batch_records(records_s)
+    return make_shape(records, records)  # 1 KiB records: as many KiB as records
 
 
 def window_kib(window: int) -> int:
@@ -1324,8 +1339,8 @@ async def measure_system(
     for consume in (False, True):
         waited_s = await asyncio.to_thread(wait_for_page_reporting_idle)
         if system == "replog":
-            kib = args.latency_batch_kib or paced_batch_kib(target, args.batch_kib)
-            trial = await side.paced_run(shapes[kib], target, args.latency_seconds, consume)
+            shape = paced_shape(target, args, shapes)
+            trial = await side.paced_run(shape, target, args.latency_seconds, consume)
         else:
             trial = await side.paced_run(target, args.latency_seconds, consume)
         trial.page_reporting_wait_s = waited_s
@@ -1509,8 +1524,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--latency-batch-kib",
         type=int,
         choices=BATCH_RECORDS,
-        help="replog batch size of the paced trials (default: the one of --batch-kib nearest "
-        f"to what linger.ms = {PRODUCER_LINGER_MS:g} collects at the paced rate)",
+        help="replog batch size of the paced trials (default: what linger.ms = "
+        f"{PRODUCER_LINGER_MS:g} collects at the paced rate, 64-1023 records)",
     )
     parser.add_argument("--load-fraction", type=float, default=0.5, help="of the peak (paced)")
     parser.add_argument(

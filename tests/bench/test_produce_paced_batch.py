@@ -1,29 +1,48 @@
 """bench/produce.py's paced trials use the batch a producer lingering 5 ms would fill.
 
-At half the peak rate a 1 MiB batch takes about 16 ms to fill, so the end-to-end goal is
-measured with the configured size nearest to what `linger.ms` = 5 collects at the paced rate.
+A producer with `linger.ms` = 5 sends what 5 ms brought, so the paced batch holds the records
+that arrive in 5 ms at the paced rate, within the benchmark's sizes (64 to 1,023 records of
+1 KiB); `--latency-batch-kib` picks one of the throughput trials' batches instead.
 """
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 from bench_script import load_bench_script
+
+from replog.record.batch import iter_batches
 
 produce = load_bench_script("produce.py", "produce_bench")
 
 
 @pytest.mark.parametrize(
-    ("records_s", "sizes", "expected"),
+    ("records_s", "expected"),
     [
-        (65_000, [64, 256, 1024], 256),  # 5 ms bring 325 records
-        (50_000, [64, 256, 1024], 256),  # 250: 256 KiB takes 5.1 ms, still the nearest
-        (20_000, [64, 256, 1024], 64),  # 100 records
-        (140_000, [64, 256, 1024], 1024),  # 700 records
-        (65_000, [64, 1024], 64),  # --quick's sizes: 261 records off beats 698
-        (65_000, [1024], 1024),  # only one size given: that one
+        (65_000, 325),  # 5 ms bring 325 records
+        (100_000, 500),
+        (129_999, 650),
+        (5_000, 64),  # 25 records: the smallest batch (64 KiB)
+        (400_000, 1023),  # 2,000 records: the largest (1 MiB) holds 1,023
     ],
 )
-def test_paced_batch_is_the_size_nearest_to_what_linger_collects(
-    records_s: float, sizes: list[int], expected: int
-) -> None:
-    assert produce.paced_batch_kib(records_s, sizes) == expected
+def test_the_paced_batch_holds_what_linger_collects(records_s: float, expected: int) -> None:
+    assert produce.paced_batch_records(records_s) == expected
+
+
+def test_the_paced_shape_is_a_valid_batch_of_that_many_stamped_records() -> None:
+    args = argparse.Namespace(latency_batch_kib=None)
+    shape = produce.paced_shape(100_000, args, {})
+    assert (shape.records, shape.nominal_kib) == (500, 500)
+    stamped = shape.stamped(123_456_789)
+    [batch] = iter_batches(stamped)  # CRC and framing checked
+    assert batch.header.records_count == 500
+    assert produce.read_stamp(next(iter(batch.records())).value) == 123_456_789
+    assert 500 * 1024 - 1024 < len(stamped) < 500 * 1024 + 1024
+
+
+def test_latency_batch_kib_picks_a_throughput_batch_instead() -> None:
+    shapes = {kib: produce.make_shape(kib) for kib in produce.BATCH_RECORDS}
+    args = argparse.Namespace(latency_batch_kib=256)
+    assert produce.paced_shape(100_000, args, shapes) is shapes[256]

@@ -49,6 +49,7 @@ and 11.2-16.1 ms without (docs/benchmarks.md, produce path).
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import errno
 import logging
@@ -178,8 +179,11 @@ class HintThread:
                 os.close(fd)
 
     def _forget_thread(self) -> None:
-        """In a forked child: the thread is gone and the lock may be held; start afresh (the
-        parent's queued descriptors are the parent's to close)."""
+        """In a forked child: the thread is gone and the lock may be held; close the child's
+        copies of the queued descriptors (the parent still runs its hints) and start afresh."""
+        for _, fd, _, _, _ in self._pending:
+            with contextlib.suppress(OSError):
+                os.close(fd)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._pending = collections.deque()

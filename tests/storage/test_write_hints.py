@@ -260,3 +260,38 @@ def test_a_hint_that_raises_is_logged_and_the_thread_goes_on(
     assert calls == [0, WRITEBACK_BEHIND_BYTES, 2 * WRITEBACK_BEHIND_BYTES]
     assert "hint exploded" in caplog.text
     file.close()
+
+
+@linux_only  # fork, /proc/self/fd
+def test_a_forked_child_starts_a_fresh_hint_thread_and_closes_the_queued_descriptors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = BlockingRecorder()
+    runner = write_hints.HintThread()
+    monkeypatch.setattr(write_hints, "start_writeback", started)
+    monkeypatch.setattr(write_hints, "runner", runner)
+    file = tuned(tmp_path / "a.log")
+    file.append(b"k" * WRITEBACK_BEHIND_BYTES)
+    assert started.entered.wait(10)
+    file.append(b"k" * WRITEBACK_BEHIND_BYTES)  # queued behind the blocked one
+    queued_fd = runner._pending[0][1]
+    pid = os.fork()
+    if pid == 0:  # the child: its copy of the queued descriptor is closed, hints run again
+        status = 1
+        try:
+            closed = not os.path.exists(f"/proc/self/fd/{queued_fd}")
+            started.release.set()  # the child's copy of the event (the parent's thread is gone)
+            started.calls.clear()
+            file.append(b"c" * WRITEBACK_BEHIND_BYTES)
+            ran = runner.wait_idle(5) and started.calls == [
+                (2 * WRITEBACK_BEHIND_BYTES, WRITEBACK_BEHIND_BYTES)
+            ]
+            status = 0 if closed and ran else 2
+        finally:
+            os._exit(status)
+    _, status = os.waitpid(pid, 0)
+    started.release.set()
+    assert runner.wait_idle()
+    assert len(started.calls) == 2  # the parent's hints all ran
+    assert os.waitstatus_to_exitcode(status) == 0
+    file.close()

@@ -122,6 +122,11 @@ BATCH_RECORDS = {64: 64, 256: 256, 1024: 1023}
 # The paced trials' batches are what a producer with this linger fills at the paced rate
 # (Kafka 4.0's default `linger.ms`, KIP-1030): see `paced_batch_records`.
 PRODUCER_LINGER_MS = 5.0
+# A paced trial first runs this long at its rate without counting (OpenMessaging Benchmark
+# discards a warm-up the same way): a new topic's first ~64 MiB per replica go into page cache
+# the VM has handed back to its host (a host fault per page on first touch), and those sends
+# stalled 50-300 ms in the first second of every paced trial of a full run.
+PACED_WARM_UP_S = 2.0
 # The send time (perf_counter_ns, big-endian int64) follows this marker in the first record's
 # value (every NATS message's payload): the consumer computes end-to-end latency from it.
 STAMP_MARKER = b"replog-bench-ts:"
@@ -255,14 +260,26 @@ class Trial:
     # A paced trial's wait for the VM's free page reporting to go idle before it (None: no
     # such counter here; `wait_for_page_reporting_idle`).
     page_reporting_wait_s: float | None = None
+    # A paced trial counts the sends due from this perf_counter time on; the ones before it
+    # (`warm_up_s` at the same rate) are not counted (`PACED_WARM_UP_S`).
+    counted_from_s: float = 0.0
+    warm_up_s: float = 0.0
 
     def add_latency(self, seconds: float) -> None:
-        self.latencies_s.append(seconds)
-        self.latencies_at_s.append(time.perf_counter())
+        now = time.perf_counter()
+        if now - seconds >= self.counted_from_s:
+            self.latencies_s.append(seconds)
+            self.latencies_at_s.append(now)
 
     def add_e2e(self, seconds: float, at_s: float) -> None:
-        self.e2e_s.append(seconds)
-        self.e2e_at_s.append(at_s)
+        if at_s - seconds >= self.counted_from_s:
+            self.e2e_s.append(seconds)
+            self.e2e_at_s.append(at_s)
+
+    def start_counting_after(self, warm_up_s: float) -> None:
+        """Count only the sends due `warm_up_s` from now on."""
+        self.warm_up_s = warm_up_s
+        self.counted_from_s = time.perf_counter() + warm_up_s
 
     def stalls(self) -> list[Stall]:
         """Where the slowest 1% of a paced trial came from: end to end if measured, else
@@ -301,6 +318,7 @@ class Trial:
             out["page_reporting_wait_s"] = (
                 None if self.page_reporting_wait_s is None else round(self.page_reporting_wait_s, 1)
             )
+            out["warm_up_s"] = self.warm_up_s
         if self.first_error:
             out["first_error"] = self.first_error
         return out
@@ -322,6 +340,8 @@ class Trial:
             text += f"  (target {self.target_records_s:,.0f} rec/s"
             if self.page_reporting_wait_s is not None:
                 text += f"; page reporting idle after {self.page_reporting_wait_s:.0f} s"
+            if self.warm_up_s:
+                text += f"; first {self.warm_up_s:g} s not counted"
             text += ")"
             stalls = self.stalls()
             if stalls:
@@ -919,7 +939,11 @@ class ReplogSide:
             start_offsets = dict(end_offsets)
             with CpuMeter(self.cluster.pids()) as meter:
                 tasks = [asyncio.create_task(consumer(p, start_offsets[p])) for p in consumers]
-                trial.seconds = await paced(send_one, records_s / shape.records, seconds)
+                warm_up_s = self.args.paced_warm_up_seconds
+                trial.start_counting_after(warm_up_s)
+                trial.seconds = await paced(
+                    send_one, records_s / shape.records, warm_up_s + seconds
+                )
                 stop.set()
                 if tasks:
                     await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
@@ -1185,9 +1209,11 @@ class NatsSide:
                 )
             contexts = [c.jetstream(publish_async_max_pending=1 << 20) for c in conns]
             with CpuMeter(self.cluster.pids()) as meter:
+                warm_up_s = self.args.paced_warm_up_seconds
+                trial.start_counting_after(warm_up_s)
                 began = time.perf_counter()
                 interval = 1.0 / records_s
-                total = int(seconds * records_s)
+                total = int((warm_up_s + seconds) * records_s)
                 index = 0
                 while index < total:
                     now = time.perf_counter()
@@ -1528,6 +1554,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         f"{PRODUCER_LINGER_MS:g} collects at the paced rate, 64-1023 records)",
     )
     parser.add_argument("--load-fraction", type=float, default=0.5, help="of the peak (paced)")
+    parser.add_argument(
+        "--paced-warm-up-seconds",
+        type=float,
+        default=PACED_WARM_UP_S,
+        help="sends at the paced rate before a paced trial's counted ones (default: "
+        f"{PACED_WARM_UP_S:g})",
+    )
     parser.add_argument(
         "--partitions", type=int, default=1, help="replog partitions = JetStream streams"
     )

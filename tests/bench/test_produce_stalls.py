@@ -1,10 +1,12 @@
 """bench/produce.py places a paced trial's slowest 1% of sends in time (`slow_episodes`).
 
 A p99 over ~2,000 sends is the 20th slowest, so one stall can decide it; the trial line says
-whether it did.
+whether it did. The sends of a paced trial's warm-up are not counted.
 """
 
 from __future__ import annotations
+
+import time
 
 from bench_script import load_bench_script
 
@@ -57,3 +59,17 @@ def test_a_paced_trial_line_names_its_longest_stall() -> None:
     assert trial.summary()["slowest_1pct_stalls"] == [
         {"start_s": 3.08, "end_s": 3.17, "count": 10, "worst_ms": 80.0}
     ]
+
+
+def test_sends_due_in_the_warm_up_are_not_counted() -> None:
+    trial = produce.Trial("replog", "e2e", 500, 1, 0, 0, 0.0, target_records_s=100.0)
+    trial.start_counting_after(2.0)
+    start = trial.counted_from_s
+    # Sent 0.5 s before the counted window (slow: a cold start) and just inside it.
+    trial.add_e2e(0.300, start - 0.5 + 0.300)
+    trial.add_e2e(0.004, start + 0.001 + 0.004)
+    assert trial.e2e_s == [0.004]
+    trial.add_latency(time.perf_counter() - (start - 2.0))  # sent at the warm-up's start
+    assert trial.latencies_s == []
+    assert "first 2 s not counted" in trial.line()
+    assert trial.summary()["warm_up_s"] == 2.0

@@ -41,7 +41,8 @@ latency counted from the scheduled send time, so a stall is not hidden). replog'
 batches are what a producer with `linger.ms` = 5 (Kafka 4.0's default) fills at that rate:
 the records that arrive in 5 ms, within 64-1023 (`paced_batch_records`: 500 records, 500 KiB,
 at 100k records/s), as a 1 MiB batch would hold its first record 8-16 ms before sending it;
-JetStream publishes every message at once. Then end-to-end latency at 50% of
+JetStream publishes every message at once. Each paced trial counts only after 2 s at its
+rate (`PACED_WARM_UP_S`, both systems). Then end-to-end latency at 50% of
 peak: the same paced producer with its send time stamped in the first record of each batch
 (every NATS message), and a consumer in this process receiving the committed records (replog:
 fetches at the leader on one FetchStream call, served only up to the high watermark; JetStream:
@@ -123,9 +124,10 @@ BATCH_RECORDS = {64: 64, 256: 256, 1024: 1023}
 # (Kafka 4.0's default `linger.ms`, KIP-1030): see `paced_batch_records`.
 PRODUCER_LINGER_MS = 5.0
 # A paced trial first runs this long at its rate without counting (OpenMessaging Benchmark
-# discards a warm-up the same way): a new topic's first ~64 MiB per replica go into page cache
-# the VM has handed back to its host (a host fault per page on first touch), and those sends
-# stalled 50-300 ms in the first second of every paced trial of a full run.
+# discards a warm-up the same way): without it, every paced trial of a full run had its
+# slowest 1% in one 32-306 ms stall in its first second, with no event loop silent for 15 ms;
+# likely (not proven) a new topic's first ~64 MiB per replica going into page cache the VM
+# has handed back to its host (docs/benchmarks.md, produce path).
 PACED_WARM_UP_S = 2.0
 # The send time (perf_counter_ns, big-endian int64) follows this marker in the first record's
 # value (every NATS message's payload): the consumer computes end-to-end latency from it.

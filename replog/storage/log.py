@@ -1351,7 +1351,13 @@ def _immutable(data: bytes | bytearray | memoryview) -> Unchangeable:
     records, `broker_codec.produce_request_from_wire`), so the usual append copies nothing."""
     if isinstance(data, bytes):
         return data
-    if isinstance(data, memoryview) and type(data.obj) is bytes and data.format == "B":
+    # A strided view of `bytes` is unchangeable too, but one write cannot take it: copied.
+    if (
+        isinstance(data, memoryview)
+        and type(data.obj) is bytes
+        and data.format == "B"
+        and data.c_contiguous
+    ):
         return data
     return bytes(data)
 

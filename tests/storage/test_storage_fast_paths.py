@@ -5,7 +5,7 @@
   system call takes.
 - A leader append never changes the caller's buffer, yet writes the stamped batch; a byte
   view of `bytes` (a produce request's records) is written as it is, a view of anything else
-  copied first.
+  (or a strided one) copied first.
 - `Log.read` finds where its whole batches end from the offset index; it returns exactly what
   framing the bytes would return, for every start and budget, and an index entry that passes
   the load checks but points inside a batch is caught and the indexes rebuilt.
@@ -164,3 +164,11 @@ def test_a_view_of_bytes_is_written_without_a_copy(
     log.append_as_leader(memoryview(changeable), 5)
     assert not any(isinstance(p, memoryview) and p.obj is changeable for p in written[-1])
     assert read_all(log)[-2:] == [stamped(request[6:], 0, 5), stamped(bytes(changeable), 4, 5)]
+
+
+def test_a_strided_view_of_bytes_is_copied_and_written_whole(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0")
+    batch = make_batch(3, tag=7)
+    doubled = bytes(b for byte in batch for b in (byte, 0))
+    log.append_as_leader(memoryview(doubled)[::2], 5)
+    assert read_all(log) == [stamped(batch, 0, 5)]

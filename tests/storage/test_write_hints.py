@@ -19,6 +19,7 @@ import errno
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,22 @@ def tuned(path: Path) -> SegmentFile:
     file = SegmentFile(str(path), create=True)
     file.tune_for_appends()
     return file
+
+
+def recorded_inline(monkeypatch: pytest.MonkeyPatch, started: Recorder) -> None:
+    """Writeback hints go to `started`, at once on the appending thread."""
+    monkeypatch.setattr(write_hints, "start_writeback", started)
+    monkeypatch.setattr(write_hints, "runner", write_hints.InlineHints())
+
+
+def on_a_hint_thread(
+    monkeypatch: pytest.MonkeyPatch, started: Callable[[int, int, int], int]
+) -> write_hints.HintThread:
+    """Writeback hints go to `started` on a fresh hint thread, which is returned."""
+    runner = write_hints.HintThread()
+    monkeypatch.setattr(write_hints, "start_writeback", started)
+    monkeypatch.setattr(write_hints, "runner", runner)
+    return runner
 
 
 @linux_only
@@ -80,8 +97,7 @@ def test_writeback_is_started_for_consecutive_ranges_behind_the_appends(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started = Recorder()
-    monkeypatch.setattr(write_hints, "start_writeback", started)
-    monkeypatch.setattr(write_hints, "runner", write_hints.InlineHints())
+    recorded_inline(monkeypatch, started)
     file = tuned(tmp_path / "a.log")
     chunk = b"z" * (MiB + 3)
     for _ in range(9):
@@ -107,8 +123,7 @@ def test_writeback_is_started_for_consecutive_ranges_behind_the_appends(
 @linux_only  # reads /proc/self/fd
 def test_an_untuned_file_is_never_hinted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     started = Recorder()
-    monkeypatch.setattr(write_hints, "start_writeback", started)
-    monkeypatch.setattr(write_hints, "runner", write_hints.InlineHints())
+    recorded_inline(monkeypatch, started)
     file = SegmentFile(str(tmp_path / "a.index"), create=True)
     file.append(b"i" * (2 * WRITEBACK_BEHIND_BYTES))
     file.close()
@@ -125,8 +140,7 @@ def test_a_file_system_that_refuses_a_hint_is_not_asked_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refusal: int
 ) -> None:
     started = Recorder(refusal)
-    monkeypatch.setattr(write_hints, "start_writeback", started)
-    monkeypatch.setattr(write_hints, "runner", write_hints.InlineHints())
+    recorded_inline(monkeypatch, started)
     file = tuned(tmp_path / "a.log")
     for _ in range(5):
         file.append(b"r" * WRITEBACK_BEHIND_BYTES)
@@ -160,9 +174,7 @@ def test_an_append_never_waits_for_its_hint_and_hints_run_in_order(
 ) -> None:
     assert isinstance(write_hints.runner, write_hints.HintThread)  # what a broker uses
     started = BlockingRecorder()
-    runner = write_hints.HintThread()
-    monkeypatch.setattr(write_hints, "start_writeback", started)
-    monkeypatch.setattr(write_hints, "runner", runner)
+    runner = on_a_hint_thread(monkeypatch, started)
     file = tuned(tmp_path / "a.log")
     began = time.monotonic()
     for _ in range(4):
@@ -182,9 +194,7 @@ def test_a_hint_still_reaches_its_own_file_after_the_file_closed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started = BlockingRecorder()
-    runner = write_hints.HintThread()
-    monkeypatch.setattr(write_hints, "start_writeback", started)
-    monkeypatch.setattr(write_hints, "runner", runner)
+    runner = on_a_hint_thread(monkeypatch, started)
     file = tuned(tmp_path / "first.log")
     file.append(b"f" * WRITEBACK_BEHIND_BYTES)
     file.close()
@@ -201,10 +211,8 @@ def test_a_full_queue_drops_hints_without_leaking_descriptors(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started = BlockingRecorder()
-    runner = write_hints.HintThread()
+    runner = on_a_hint_thread(monkeypatch, started)
     monkeypatch.setattr(runner, "PENDING_MAX", 3)
-    monkeypatch.setattr(write_hints, "start_writeback", started)
-    monkeypatch.setattr(write_hints, "runner", runner)
     before = len(os.listdir("/proc/self/fd"))
     file = tuned(tmp_path / "a.log")
     file.append(b"q" * WRITEBACK_BEHIND_BYTES)
@@ -225,9 +233,7 @@ def test_a_refusal_on_the_hint_thread_stops_the_asking(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started = Recorder(errno.EOPNOTSUPP)
-    runner = write_hints.HintThread()
-    monkeypatch.setattr(write_hints, "start_writeback", started)
-    monkeypatch.setattr(write_hints, "runner", runner)
+    runner = on_a_hint_thread(monkeypatch, started)
     file = tuned(tmp_path / "a.log")
     file.append(b"r" * WRITEBACK_BEHIND_BYTES)
     assert runner.wait_idle()
@@ -249,9 +255,7 @@ def test_a_hint_that_raises_is_logged_and_the_thread_goes_on(
             raise RuntimeError("hint exploded")
         return 0
 
-    runner = write_hints.HintThread()
-    monkeypatch.setattr(write_hints, "start_writeback", flaky)
-    monkeypatch.setattr(write_hints, "runner", runner)
+    runner = on_a_hint_thread(monkeypatch, flaky)
     file = tuned(tmp_path / "a.log")
     with caplog.at_level("ERROR", logger="replog.storage"):
         for _ in range(3):
@@ -267,9 +271,7 @@ def test_a_forked_child_starts_a_fresh_hint_thread_and_closes_the_queued_descrip
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started = BlockingRecorder()
-    runner = write_hints.HintThread()
-    monkeypatch.setattr(write_hints, "start_writeback", started)
-    monkeypatch.setattr(write_hints, "runner", runner)
+    runner = on_a_hint_thread(monkeypatch, started)
     file = tuned(tmp_path / "a.log")
     file.append(b"k" * WRITEBACK_BEHIND_BYTES)
     assert started.entered.wait(10)

@@ -39,15 +39,6 @@ _IOV_MAX = max(16, min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1
 # MiB of dirty data per active segment at most.
 WRITEBACK_BEHIND_BYTES = 4 << 20
 
-# Writeback stops short of the aligned block of this size that holds the end of the file. The
-# page cache keeps a file in folios of up to this size (x86-64's PMD size; ext4 uses large
-# folios since Linux 6.16), each aligned to its size, and writeback locks a folio while it
-# submits it: when that folio is the one the next append writes into (or a follower reads
-# from), the append waits (stack samples of paced produce trials, kernel 6.18: a node's event
-# loop in `__filemap_get_folio` for up to ~0.25 s of a 12 s trial). Ending every range on such
-# a boundary keeps writeback off the folio at the end, whatever its size.
-WRITEBACK_ALIGN_BYTES = 2 << 20
-
 
 class SegmentFile:
     """An open data file that grows by appends, is read at positions and can be cut back.
@@ -122,9 +113,8 @@ class SegmentFile:
                 self.truncate(position)
             raise
         self.size = end = position + written
-        settled = end & -WRITEBACK_ALIGN_BYTES  # (all of it before the end's folio)
-        if settled - self._written_back >= WRITEBACK_BEHIND_BYTES and self._written_back >= 0:
-            self._start_writeback(settled)
+        if end - self._written_back >= WRITEBACK_BEHIND_BYTES and self._written_back >= 0:
+            self._start_writeback(end)
         return position
 
     def _start_writeback(self, end: int) -> None:
@@ -138,11 +128,10 @@ class SegmentFile:
         # What lies further back than the tail had its writeback started at least one range
         # ago (hints run in order), so it is clean or nearly (pages still being written are
         # left cached).
-        # (`end` is at most the file's size: the tail counts from the size, but nothing
-        # past `end` is dropped, as its writeback has not started.)
-        drop_to = min(self.size - self._cache_tail, end)
-        if self._cache_tail >= 0 and drop_to - self._uncached_to >= WRITEBACK_BEHIND_BYTES:
-            self._drop_cache_to(drop_to)
+        if self._cache_tail >= 0 and end - self._cache_tail - self._uncached_to >= (
+            WRITEBACK_BEHIND_BYTES
+        ):
+            self._drop_cache_to(end - self._cache_tail)
 
     def _drop_cache_to(self, end: int) -> None:
         """Drop the page cache from where it was last dropped up to `end`."""

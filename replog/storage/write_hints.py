@@ -16,10 +16,8 @@ Rules:
   `ENOSYS`, `EINVAL`) is reported as unsupported so the caller stops asking.
 - `start_writeback` is `sync_file_range(SYNC_FILE_RANGE_WRITE)`: it starts writing a range and
   returns without waiting for the disk (RocksDB's `bytes_per_sync` and PostgreSQL's
-  `backend_flush_after` do the same). The caller (`fs.SegmentFile`) ends each range on a
-  `WRITEBACK_ALIGN_BYTES` boundary below the end, off the folio the appends are filling.
-  Dirty data then stays a few MiB per file instead of gigabytes, and a roll's `fdatasync`
-  finds almost nothing left to write.
+  `backend_flush_after` do the same). Dirty data then stays a few MiB per file instead of
+  gigabytes, and a roll's `fdatasync` finds almost nothing left to write.
 - `drop_cached` is `posix_fadvise(POSIX_FADV_DONTNEED)`: the kernel frees the range's clean
   page-cache pages (pages still dirty or being written are left alone; the data on disk is
   never touched). Why a log wants that: on this project's VM, which hands free memory back to

@@ -1,9 +1,8 @@
 """A log segment's write hints (replog/storage/write_hints.py): writeback started behind the
 appends, and no blocks reserved ahead.
 
-- Writeback is started for consecutive ranges, every `WRITEBACK_BEHIND_BYTES`, each ending on a
-  `WRITEBACK_ALIGN_BYTES` boundary below the end (never in the folio the next append writes
-  into), and never again for bytes a cut took away.
+- Writeback is started for consecutive ranges, every `WRITEBACK_BEHIND_BYTES`, never past the
+  end and never again for bytes a cut took away.
 - A segment holds no blocks past its end, through appends, a roll and a close (the block
   reservation was removed: write_hints says why), and its size and contents are exactly what
   was appended.
@@ -28,7 +27,7 @@ from storage_helpers import HintRecorder as Recorder
 from storage_helpers import append_batches, open_log, read_all, small_config
 
 from replog.storage import write_hints
-from replog.storage.fs import WRITEBACK_ALIGN_BYTES, WRITEBACK_BEHIND_BYTES, SegmentFile
+from replog.storage.fs import WRITEBACK_BEHIND_BYTES, SegmentFile
 
 MiB = 1 << 20
 BLOCK = 4096
@@ -108,35 +107,16 @@ def test_writeback_is_started_for_consecutive_ranges_behind_the_appends(
     ends = []
     last = 0
     for end in appended:
-        settled = end - end % WRITEBACK_ALIGN_BYTES
-        if settled - last >= w:
-            ends.append(settled)
-            last = settled
-    assert len(ends) >= 2
+        if end - last >= w:
+            ends.append(end)
+            last = end
     assert started.calls == [(a, b - a) for a, b in zip([0, *ends], ends, strict=False)]
+    assert all(offset + length <= file.size for offset, length in started.calls)
     # A cut back below the last range: the next range starts at the cut, not past it.
     file.truncate(MiB)
     started.calls.clear()
-    file.append(b"q" * (2 * w))
-    assert started.calls == [(MiB, 2 * w - MiB)]  # up to 2 * w, the boundary below the end
-    file.close()
-
-
-def test_writeback_never_reaches_the_aligned_block_the_next_append_writes_into(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Writeback locks each page-cache folio it submits; a folio (up to WRITEBACK_ALIGN_BYTES,
-    # aligned to its size) holding the end is where the next append writes and followers read.
-    started = Recorder()
-    recorded_inline(monkeypatch, started)
-    file = tuned(tmp_path / "a.log")
-    for size in (537_597, 1_048_637, 4096, 262_205, 3 * MiB + 1):
-        for _ in range(12):
-            file.append(b"e" * size)
-            boundary = file.size - file.size % WRITEBACK_ALIGN_BYTES
-            assert all(offset + length <= boundary for offset, length in started.calls)
-    covered = sum(length for _, length in started.calls)
-    assert file.size - covered < WRITEBACK_ALIGN_BYTES + WRITEBACK_BEHIND_BYTES  # kept up
+    file.append(b"q" * w)
+    assert started.calls == [(MiB, w)]
     file.close()
 
 

@@ -1364,10 +1364,11 @@ async def measure_system(
     target = peak.records_s * args.load_fraction
     if target <= 0:
         raise RuntimeError(f"{system}: no record was acknowledged in the throughput trials")
+    # One batch for both paced trials, built once (as the throughput trials' shapes are).
+    shape = paced_shape(target, args, shapes) if system == "replog" else None
     for consume in (False, True):
         waited_s = await asyncio.to_thread(wait_for_page_reporting_idle)
-        if system == "replog":
-            shape = paced_shape(target, args, shapes)
+        if shape is not None:
             trial = await side.paced_run(shape, target, args.latency_seconds, consume)
         else:
             trial = await side.paced_run(target, args.latency_seconds, consume)

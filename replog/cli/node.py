@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 from replog.config import parse_properties
+from replog.grpc_engine import engine_description
 from replog.server.allocator import keep_large_buffers
 from replog.server.collector import freeze_startup_objects
 from replog.server.known_properties import unknown_properties
@@ -37,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger().setLevel(logging.INFO if args.verbose else logging.WARNING)
     for message in unknown_properties(properties):
         log.warning("%s: %s", args.config, message)
+    log.info("%s", engine_description())
     # A node process owns its allocator: keep batch-sized buffers off mmap (allocator.py).
     keep_large_buffers()
 

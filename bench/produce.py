@@ -101,9 +101,9 @@ sys.path.insert(0, os.path.dirname(_BENCH_DIR))
 
 # The benchmark's client runs on the same gRPC engine as the nodes (replog/grpc_engine.py); it
 # must be chosen before grpc is imported.
-from replog.grpc_engine import select_poll_engine  # noqa: E402
+from replog.grpc_engine import choose_grpc_engine  # noqa: E402
 
-select_poll_engine()
+choose_grpc_engine()
 
 import grpc  # noqa: E402
 from crc32c import crc32c  # noqa: E402

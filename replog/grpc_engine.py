@@ -1,4 +1,5 @@
-"""gRPC core's I/O engine for replog's own processes, chosen before gRPC starts.
+"""gRPC core's I/O engine and fork handling for replog's own processes, chosen before gRPC
+starts.
 
 grpcio (1.85) can move a call's bytes two ways. By default its EventEngine reads and writes
 the sockets on a pool of its own threads and posts each completion to a completion queue,
@@ -11,15 +12,23 @@ cut the CPU per message by 15-25% on both ends, and took about 0.1 core off the 
 of the replicated produce benchmark at half load (docs/benchmarks.md): on two cores, CPU per
 message is what sets the latency tail.
 
+Fork support off (`GRPC_ENABLE_FORK_SUPPORT=0`). grpcio's fork handlers rebuild gRPC's
+threads in a child made by `fork()`, so that the child can go on using gRPC. No replog process
+does that: its children are started with `posix_spawn` or fork-then-exec. With the handlers on,
+a child forked while gRPC calls are running (a `subprocess.Popen` with `preexec_fn`, such as
+pyspark's launch of its JVM gateway) died before its `exec` in 36 of 150 launches (SIGSEGV or
+SIGABRT: a rebuilt poller thread finds its epoll descriptor closed), 7 of 150 on the polling
+engine; with the handlers off, none of 150 did. This is the "Java gateway process exited
+before sending its port number" the Spark tests met at times.
+
 Rules:
-- gRPC reads the variable once, when `grpc` is first imported. `select_poll_engine` must run
+- gRPC reads both variables once, when `grpc` is first imported. `choose_grpc_engine` must run
   before that; once grpc is imported it changes nothing and says so (returns False).
-- A `GRPC_EXPERIMENTS` already in the environment, even empty, is the operator's choice and is
-  kept.
-- replog's own processes select it: the command-line tool (`replog.cli`'s package import, so
-  also every node that `replog cluster start` spawns), the benchmarks and the test session. The
+- A variable already in the environment, even empty, is the operator's choice and is kept.
+- replog's own processes choose: the command-line tool (`replog.cli`'s package import, so also
+  every node that `replog cluster start` spawns), the benchmarks and the test session. The
   client library does not on import: an application that embeds replog owns its process's
-  gRPC, and may call `select_poll_engine()` first thing or set the variable itself.
+  gRPC, and may call `choose_grpc_engine()` first thing or set the variables itself.
 - Both engines are complete gRPC implementations; the switch changes threads, not behaviour.
 """
 
@@ -31,25 +40,41 @@ import sys
 GRPC_EXPERIMENTS_VARIABLE = "GRPC_EXPERIMENTS"
 # The EventEngine parts that carry calls' bytes: client channels and server listeners.
 POLL_ENGINE_EXPERIMENTS = "-event_engine_client,-event_engine_listener"
+FORK_SUPPORT_VARIABLE = "GRPC_ENABLE_FORK_SUPPORT"
+FORK_SUPPORT_OFF = "0"
+
+CHOICES = {
+    GRPC_EXPERIMENTS_VARIABLE: POLL_ENGINE_EXPERIMENTS,
+    FORK_SUPPORT_VARIABLE: FORK_SUPPORT_OFF,
+}
 
 
-def select_poll_engine() -> bool:
-    """Switch gRPC to its polling engine for this process (and the processes it starts).
+def choose_grpc_engine() -> bool:
+    """The polling engine and no fork handlers, for this process and the processes it starts.
 
-    Returns True if the variable was set here; False if the operator had set it or grpc was
-    already imported (too late to matter).
+    Returns True if a variable was set here; False if grpc was already imported (too late to
+    matter) or the operator had set both.
     """
-    if GRPC_EXPERIMENTS_VARIABLE in os.environ or "grpc" in sys.modules:
+    if "grpc" in sys.modules:
         return False
-    os.environ[GRPC_EXPERIMENTS_VARIABLE] = POLL_ENGINE_EXPERIMENTS
-    return True
+    chosen = False
+    for variable, value in CHOICES.items():
+        if variable not in os.environ:
+            os.environ[variable] = value
+            chosen = True
+    return chosen
 
 
 def engine_description() -> str:
-    """Which engine this process's gRPC runs on, for a start-up log line."""
+    """Which engine this process's gRPC runs on, and whether its fork handlers are on, for a
+    start-up log line."""
     experiments = os.environ.get(GRPC_EXPERIMENTS_VARIABLE)
     if experiments is None:
-        return "gRPC I/O: EventEngine (grpcio's default)"
-    if experiments == POLL_ENGINE_EXPERIMENTS:
-        return f"gRPC I/O: polling engine ({GRPC_EXPERIMENTS_VARIABLE}={experiments})"
-    return f"gRPC I/O: {GRPC_EXPERIMENTS_VARIABLE}={experiments!r} (set by the operator)"
+        engine = "EventEngine (grpcio's default)"
+    elif experiments == POLL_ENGINE_EXPERIMENTS:
+        engine = f"polling engine ({GRPC_EXPERIMENTS_VARIABLE}={experiments})"
+    else:
+        engine = f"{GRPC_EXPERIMENTS_VARIABLE}={experiments!r} (set by the operator)"
+    fork = os.environ.get(FORK_SUPPORT_VARIABLE)
+    handlers = "grpcio's default" if fork is None else f"{FORK_SUPPORT_VARIABLE}={fork!r}"
+    return f"gRPC I/O: {engine}; fork handlers: {handlers}"

@@ -26,7 +26,7 @@ Rules:
   before that; once grpc is imported it changes nothing and says so (returns False).
 - A variable already in the environment, even empty, is the operator's choice and is kept.
 - replog's own processes choose: the command-line tool (`replog.cli`'s package import, so also
-  every node that `replog cluster start` spawns), the benchmarks and the test session. The
+  every node that `replog cluster start` spawns), bench/produce.py and the test session. The
   client library does not on import: an application that embeds replog owns its process's
   gRPC, and may call `choose_grpc_engine()` first thing or set the variables itself.
 - Both engines are complete gRPC implementations; the switch changes threads, not behaviour.

@@ -21,11 +21,18 @@ from replog.grpc_engine import (
 )
 
 
-def run_python(code: str, **variables: str) -> subprocess.CompletedProcess[str]:
+def run_python(
+    code: str, *argv: str, timeout_s: float = 120, **variables: str
+) -> subprocess.CompletedProcess[str]:
+    """`code` in a fresh interpreter whose environment has none of `CHOICES` but `variables`."""
     env = {k: v for k, v in os.environ.items() if k not in CHOICES}
     env.update(variables)
     return subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code, *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
     )
 
 
@@ -124,15 +131,7 @@ asyncio.run(main())
 
 
 def children_that_died(launches: int, until: str, **variables: str) -> int:
-    env = {k: v for k, v in os.environ.items() if k not in CHOICES}
-    env.update(variables)
-    result = subprocess.run(
-        [sys.executable, "-c", FORK_WHILE_CALLING, str(launches), until],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_python(FORK_WHILE_CALLING, str(launches), until, timeout_s=300, **variables)
     return int(shown(result))
 
 

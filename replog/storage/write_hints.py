@@ -126,14 +126,18 @@ class HintThread:
     PENDING_MAX = 256
 
     def __init__(self) -> None:
+        self._start_afresh()
+        self.dropped = 0  # hints not run because the queue was full or the dup failed
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._forget_thread)
+
+    def _start_afresh(self) -> None:
+        """No thread, an empty queue, a new lock (a forked child's may be held)."""
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._pending: collections.deque[tuple[Hint, int, int, int, Refused]] = collections.deque()
         self._running = 0  # hints taken off the queue and not finished (0 or 1)
         self._thread: threading.Thread | None = None
-        self.dropped = 0  # hints not run because the queue was full or the dup failed
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._forget_thread)
 
     def submit(self, hint: Hint, fd: int, offset: int, length: int, refused: Refused) -> None:
         try:
@@ -184,11 +188,7 @@ class HintThread:
         for _, fd, _, _, _ in self._pending:
             with contextlib.suppress(OSError):
                 os.close(fd)
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
-        self._pending = collections.deque()
-        self._running = 0
-        self._thread = None
+        self._start_afresh()
 
 
 class InlineHints:

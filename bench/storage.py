@@ -23,6 +23,11 @@ first, unrecorded run of each warms both paths.
   rest) in a small and a large log with several segments, abandoned with
   `close_without_flush()`; `Log.open` is timed (warm page cache). Also a clean open of both.
   The goal is an open time independent of the log size.
+- Index: writing (`flush`) and loading the `.index` and `.timeindex` of a full default
+  segment of 4 KiB batches (1 GiB / `index.interval.bytes` = 262,144 entries each) against
+  `os.write` / reading back the same bytes of a plain file. A roll writes the old segment's
+  indexes under the log's lock, and a read of an old segment loads them, so their cost is a
+  stall of the partition's appends or reads, not a throughput figure.
 
 The batches are built with `build_batch` before any timed region, so the builder is not
 measured; a pool of distinct batches (`--pool-mib`, larger than the L2 cache) is appended
@@ -49,6 +54,8 @@ from dataclasses import dataclass
 
 from replog.record.builder import build_batch
 from replog.storage import Log, LogConfig
+from replog.storage.fs import FileSystem
+from replog.storage.index_file import IndexFile, OffsetIndex, TimeIndex
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -350,6 +357,87 @@ def bench_recovery(root: str, shape: BatchShape, mode: Mode, reps: int) -> dict[
     return results
 
 
+INDEX_ENTRIES = 262_144  # a 1 GiB segment with an entry every 4 KiB (index.interval.bytes)
+INDEX_BASE_OFFSET = 3_000_000_000  # beyond int32: the file holds offsets relative to it
+
+
+def filled_index(kind: type[IndexFile], path: str) -> IndexFile:
+    index = kind(path, INDEX_BASE_OFFSET, INDEX_ENTRIES + 1, FileSystem())
+    index.reset()
+    for i in range(INDEX_ENTRIES):
+        if isinstance(index, OffsetIndex):
+            index.append(INDEX_BASE_OFFSET + 4 * i, 4096 * i)
+        elif isinstance(index, TimeIndex):
+            index.maybe_append(1_700_000_000_000 + i, INDEX_BASE_OFFSET + 4 * i + 3)
+    return index
+
+
+def bench_index(root: str, reps: int) -> dict[str, object]:
+    """Write and load each index kind against writing and reading its bytes plainly."""
+    results: dict[str, object] = {}
+    for kind in (OffsetIndex, TimeIndex):
+        path, plain_path = os.path.join(root, "bench-index"), os.path.join(root, "plain-index")
+        times: dict[str, list[float]] = {
+            "write": [],
+            "plain write": [],
+            "load": [],
+            "plain read": [],
+        }
+        for rep in range(reps + 1):  # rep 0 is not recorded
+            index = filled_index(kind, path)
+            start = time.perf_counter()
+            index.flush(fsync=False)
+            write_s = time.perf_counter() - start
+            with open(path, "rb") as f:
+                data = f.read()
+            start = time.perf_counter()
+            fd = os.open(plain_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.write(fd, data)
+            os.close(fd)
+            plain_write_s = time.perf_counter() - start
+            loaded = kind(path, INDEX_BASE_OFFSET, INDEX_ENTRIES + 1, FileSystem())
+            start = time.perf_counter()
+            loaded.load(2**31 - 1)
+            load_s = time.perf_counter() - start
+            start = time.perf_counter()
+            with open(plain_path, "rb") as f:
+                read_back = f.read()
+            plain_read_s = time.perf_counter() - start
+            assert read_back == data and loaded.entries() == index.entries()
+            if rep:
+                for name, value in zip(
+                    times, (write_s, plain_write_s, load_s, plain_read_s), strict=True
+                ):
+                    times[name].append(value)
+            os.remove(path)
+            os.remove(plain_path)
+        medians = {name: statistics.median(values) for name, values in times.items()}
+        results[kind.__name__] = {
+            "entries": INDEX_ENTRIES,
+            "bytes": len(data),
+            **{f"{name.replace(' ', '_')}_s": value for name, value in medians.items()},
+            "write_ratio": medians["write"] / medians["plain write"],
+            "load_ratio": medians["load"] / medians["plain read"],
+        }
+    return results
+
+
+def print_index(results: dict[str, object], r: dict[str, object]) -> None:
+    results["index"] = r
+    print(
+        f"\n## Index files of a full segment ({INDEX_ENTRIES:,} entries each)\n\n"
+        "| index | bytes | write ms | plain write ms | ratio | load ms | plain read ms | ratio |\n"
+        "|---|---|---|---|---|---|---|---|"
+    )
+    for name, x in r.items():
+        f: dict[str, float] = x  # type: ignore[assignment]
+        print(
+            f"| {name} | {f['bytes']:,} | {f['write_s'] * 1e3:.1f} | "
+            f"{f['plain_write_s'] * 1e3:.1f} | {f['write_ratio']:.1f}x | "
+            f"{f['load_s'] * 1e3:.1f} | {f['plain_read_s'] * 1e3:.1f} | {f['load_ratio']:.1f}x |"
+        )
+
+
 # --- reporting -----------------------------------------------------------------------------
 
 
@@ -419,13 +507,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, finishes in < 30 s")
     parser.add_argument("--reps", type=int, help="measured runs per figure (default 11, quick 5)")
-    parser.add_argument("--only", choices=("append", "sync", "read", "recovery"), action="append")
+    parser.add_argument(
+        "--only", choices=("append", "sync", "read", "recovery", "index"), action="append"
+    )
     parser.add_argument("--pool-mib", type=int, default=16, help="distinct batches to cycle")
     parser.add_argument("--json", help="also write every result to this file")
     args = parser.parse_args(argv)
     mode = QUICK if args.quick else FULL
     reps = args.reps or mode.reps
-    parts = args.only or ["append", "sync", "read", "recovery"]
+    parts = args.only or ["append", "sync", "read", "recovery", "index"]
     began = time.perf_counter()
 
     pool_bytes = args.pool_mib * MIB
@@ -468,6 +558,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(_row(name, r, goals[shape.label]), flush=True)
         if "recovery" in parts:
             print_recovery(results, bench_recovery(root, shapes[0], mode, reps), mode, shapes[0])
+        if "index" in parts:
+            print_index(results, bench_index(root, reps))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"\n# took {time.perf_counter() - began:.1f} s")

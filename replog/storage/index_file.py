@@ -14,49 +14,124 @@ Rules:
   then rebuilds the index from its log.
 
 Theory of operation: Kafka memory-maps a preallocated file. Python gains nothing from mmap
-for entries this small, so the index lives in two `array('q')` columns (8 bytes per number, no
-per-entry objects) searched with `bisect`, and the file is only written and read whole.
+for entries this small, so the index lives in two `array` columns searched with `bisect`, and
+the file is only written and read whole. The columns hold the file's own fields (an offset
+relative to the segment's base, an int32 where the file has one), so writing and reading
+them is byte shuffling that never makes a Python object per entry: a segment of small
+batches holds hundreds of thousands of entries (one per `index.interval.bytes`), and a
+per-entry loop over them held the log's lock and the interpreter for ~0.1 s per index at every
+roll, and as long again to load one. The two columns are interleaved into entries, and back,
+by strided slice copies, one per byte of an entry. Queries and appends add or subtract the
+base where a field is relative.
 """
 
 from __future__ import annotations
 
 import struct
+import sys
 from abc import ABC, abstractmethod
 from array import array
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+from itertools import islice
+from operator import ge, gt, indexOf
 
 from replog.errors import CorruptIndexError
 from replog.storage.fs import FileSystem
 
+# The file's fields by width: int32 and int64 array type codes (checked here, as `array`'s
+# type codes name C types).
+INT32, INT64 = "i", "q"
+if array(INT32).itemsize != 4 or array(INT64).itemsize != 8:
+    raise ImportError("replog's index files need 4-byte 'i' and 8-byte 'q' arrays")
+_LITTLE_ENDIAN = sys.byteorder == "little"
+
+
+def entries_from_columns(columns: Sequence[array[int]]) -> bytearray:
+    """The big-endian fixed-size entries whose i-th holds the i-th item of each column, in
+    column order. The columns must be equally long."""
+    count = len(columns[0])
+    size = sum(column.itemsize for column in columns)
+    entries = bytearray(size * count)
+    at = 0
+    for column in columns:
+        if len(column) != count:
+            raise ValueError(f"columns of {count} and {len(column)} items")
+        if _LITTLE_ENDIAN:
+            column = array(column.typecode, column)  # a copy to swap: the caller keeps its own
+            column.byteswap()
+        raw = column.tobytes()
+        width = column.itemsize
+        for byte in range(width):
+            entries[at + byte :: size] = raw[byte::width]
+        at += width
+    return entries
+
+
+def columns_from_entries(raw: bytes, type_codes: Sequence[str]) -> list[array[int]]:
+    """The columns of the big-endian fixed-size entries in `raw`, one array per type code, in
+    entry order (the inverse of `entries_from_columns`). `raw` must hold whole entries."""
+    widths = [array(code).itemsize for code in type_codes]
+    size = sum(widths)
+    count, partial = divmod(len(raw), size)
+    if partial:
+        raise ValueError(f"{len(raw)} bytes are not whole {size}-byte entries")
+    columns = []
+    at = 0
+    for code, width in zip(type_codes, widths, strict=True):
+        column_bytes = bytearray(width * count)
+        for byte in range(width):
+            column_bytes[byte::width] = raw[at + byte :: size]
+        column = array(code)
+        column.frombytes(column_bytes)
+        if _LITTLE_ENDIAN:
+            column.byteswap()
+        columns.append(column)
+        at += width
+    return columns
+
+
+def first_out_of_order(column: array[int], *, strict: bool) -> int | None:
+    """The index of the first item not above (`strict`: not strictly above) the one before it,
+    or None when the column increases throughout. One C-level pass."""
+    went_back = map(ge if strict else gt, column, islice(column, 1, None))
+    try:
+        return indexOf(went_back, True) + 1
+    except ValueError:
+        return None
+
 
 class IndexFile(ABC):
-    """Sorted fixed-size entries of one segment index, loaded lazily from `path`."""
+    """Sorted fixed-size entries of one segment index, loaded lazily from `path`.
 
-    entry: struct.Struct  # set by subclasses: the on-disk layout of one entry
+    Subclasses say what the file holds: its layout (`entry`), its two fields' array type codes
+    (`file_fields`), and what is subtracted from a key and a value to get its field
+    (`_key_base`, `_value_base`: the segment's base offset where the field is relative, else 0).
+    """
+
+    entry: struct.Struct
+    file_fields: tuple[str, str]
 
     def __init__(self, path: str, base_offset: int, entries_max: int, fs: FileSystem) -> None:
         self.path = path
         self.base_offset = base_offset
         self.entries_max = entries_max
         self._fs = fs
-        self._keys = array("q")
-        self._values = array("q")
+        self._key_base, self._value_base = self._bases(base_offset)
+        self._keys = array(self.file_fields[0])  # the file's fields, not the keys themselves
+        self._values = array(self.file_fields[1])
         self._flushed_entries = 0  # how many entries the file holds
         self._loaded = False
 
-    # --- subclass hooks: translate between in-memory (key, value) and file fields ------------
-
+    @staticmethod
     @abstractmethod
-    def _to_file(self, key: int, value: int) -> bytes:
-        """The file bytes of one entry."""
-
-    @abstractmethod
-    def _from_file(self, first: int, second: int) -> tuple[int, int]:
-        """(key, value) from the two unpacked file fields; raises CorruptIndexError."""
+    def _bases(base_offset: int) -> tuple[int, int]:
+        """(key base, value base): what the file's fields are relative to."""
 
     @abstractmethod
     def _check_loaded(self, log_size: int) -> None:
-        """Raise CorruptIndexError if the loaded entries cannot describe a log of this size."""
+        """Raise CorruptIndexError if the loaded entries (keys already found increasing) cannot
+        describe a log of this size."""
 
     # --- loading ------------------------------------------------------------------------------
 
@@ -70,18 +145,14 @@ class IndexFile(ABC):
                 f"{self.path}: length {len(raw)} is not a multiple of the "
                 f"{self.entry.size}-byte entry size"
             )
-        keys = array("q")
-        values = array("q")
-        previous = None
-        for position, (first, second) in enumerate(self.entry.iter_unpack(raw)):
-            key, value = self._from_file(first, second)
-            if previous is not None and key <= previous:
-                raise CorruptIndexError(
-                    f"{self.path}: entry {position} key {key} does not increase past {previous}"
-                )
-            previous = key
-            keys.append(key)
-            values.append(value)
+        keys, values = columns_from_entries(raw, self.file_fields)
+        bad = first_out_of_order(keys, strict=True)
+        if bad is not None:
+            base = self._key_base
+            raise CorruptIndexError(
+                f"{self.path}: entry {bad} key {keys[bad] + base} does not increase past "
+                f"{keys[bad - 1] + base}"
+            )
         self._keys, self._values = keys, values
         self._flushed_entries = len(keys)
         self._loaded = True
@@ -89,8 +160,8 @@ class IndexFile(ABC):
 
     def reset(self) -> None:
         """Forget every entry (before a rebuild); the file is cut on the next flush."""
-        self._keys = array("q")
-        self._values = array("q")
+        self._keys = array(self.file_fields[0])
+        self._values = array(self.file_fields[1])
         self._flushed_entries = -1  # the file no longer matches: rewrite it whole
         self._loaded = True
 
@@ -103,37 +174,41 @@ class IndexFile(ABC):
     def is_full(self) -> bool:
         return len(self._keys) >= self.entries_max
 
+    def _entry(self, i: int) -> tuple[int, int]:
+        return self._keys[i] + self._key_base, self._values[i] + self._value_base
+
     def last_entry(self) -> tuple[int, int] | None:
         if not self._keys:
             return None
-        return self._keys[-1], self._values[-1]
+        return self._entry(-1)
 
     def floor_entry(self, key: int) -> tuple[int, int] | None:
         """The entry with the largest key <= `key`, or None."""
-        i = bisect_right(self._keys, key) - 1
+        i = bisect_right(self._keys, key - self._key_base) - 1
         if i < 0:
             return None
-        return self._keys[i], self._values[i]
+        return self._entry(i)
 
     def ceiling_entry(self, key: int) -> tuple[int, int] | None:
         """The entry with the smallest key >= `key`, or None."""
-        i = bisect_left(self._keys, key)
+        i = bisect_left(self._keys, key - self._key_base)
         if i == len(self._keys):
             return None
-        return self._keys[i], self._values[i]
+        return self._entry(i)
 
     def entries(self) -> list[tuple[int, int]]:
-        return list(zip(self._keys, self._values, strict=True))
+        return [self._entry(i) for i in range(len(self._keys))]
 
     # --- mutation -----------------------------------------------------------------------------
 
     def _append_entry(self, key: int, value: int) -> None:
         keys = self._keys
-        assert not keys or key > keys[-1], (self.path, key, keys[-1])
+        field = key - self._key_base
+        assert not keys or field > keys[-1], (self.path, key, keys[-1] + self._key_base)
         if len(keys) >= self.entries_max:  # `is_full`, without a call: appends come here
             raise CorruptIndexError(f"{self.path}: index is full at {self.entries_max} entries")
-        keys.append(key)
-        self._values.append(value)
+        keys.append(field)
+        self._values.append(value - self._value_base)
 
     def _truncate_entries(self, count: int) -> None:
         if count >= len(self._keys):
@@ -159,10 +234,7 @@ class IndexFile(ABC):
                 start = self._flushed_entries
             if start < len(self._keys):
                 segment_file.append(
-                    b"".join(
-                        self._to_file(k, v)
-                        for k, v in zip(self._keys[start:], self._values[start:], strict=True)
-                    )
+                    entries_from_columns((self._keys[start:], self._values[start:]))
                 )
             if fsync:
                 segment_file.fdatasync()
@@ -182,22 +254,23 @@ class OffsetIndex(IndexFile):
     """
 
     entry = struct.Struct(">ii")
+    file_fields = (INT32, INT32)
 
-    def _to_file(self, key: int, value: int) -> bytes:
-        return self.entry.pack(key - self.base_offset, value)
-
-    def _from_file(self, first: int, second: int) -> tuple[int, int]:
-        if first < 0 or second < 0:
-            raise CorruptIndexError(
-                f"{self.path}: negative entry (relative offset {first}, position {second})"
-            )
-        return self.base_offset + first, second
+    @staticmethod
+    def _bases(base_offset: int) -> tuple[int, int]:
+        return base_offset, 0
 
     def _check_loaded(self, log_size: int) -> None:
         positions = self._values
-        for i in range(1, len(positions)):
-            if positions[i] <= positions[i - 1]:
-                raise CorruptIndexError(f"{self.path}: position of entry {i} does not increase")
+        bad = first_out_of_order(positions, strict=True)
+        if bad is not None:
+            raise CorruptIndexError(f"{self.path}: position of entry {bad} does not increase")
+        # Both columns increase, so the first entry holds their smallest fields.
+        if positions and (self._keys[0] < 0 or positions[0] < 0):
+            raise CorruptIndexError(
+                f"{self.path}: negative entry (relative offset {self._keys[0]}, "
+                f"position {positions[0]})"
+            )
         if positions and positions[-1] >= log_size:
             raise CorruptIndexError(
                 f"{self.path}: last position {positions[-1]} is beyond the log's {log_size} bytes"
@@ -217,14 +290,14 @@ class OffsetIndex(IndexFile):
         i = bisect_right(self._values, position) - 1
         if i < 0:
             return None
-        return self._keys[i], self._values[i]
+        return self._entry(i)
 
     # append(offset, position): the shared entry append itself, one call less per append.
     append = IndexFile._append_entry
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= `offset`."""
-        self._truncate_entries(bisect_right(self._keys, offset - 1))
+        self._truncate_entries(bisect_right(self._keys, offset - 1 - self.base_offset))
 
 
 class TimeIndex(IndexFile):
@@ -237,20 +310,19 @@ class TimeIndex(IndexFile):
     """
 
     entry = struct.Struct(">qi")
+    file_fields = (INT64, INT32)
 
-    def _to_file(self, key: int, value: int) -> bytes:
-        return self.entry.pack(key, value - self.base_offset)
-
-    def _from_file(self, first: int, second: int) -> tuple[int, int]:
-        if second < 0:
-            raise CorruptIndexError(f"{self.path}: negative relative offset {second}")
-        return first, self.base_offset + second
+    @staticmethod
+    def _bases(base_offset: int) -> tuple[int, int]:
+        return 0, base_offset
 
     def _check_loaded(self, log_size: int) -> None:
-        offsets = self._values
-        for i in range(1, len(offsets)):
-            if offsets[i] < offsets[i - 1]:
-                raise CorruptIndexError(f"{self.path}: offset of entry {i} goes backwards")
+        relative_offsets = self._values
+        bad = first_out_of_order(relative_offsets, strict=False)
+        if bad is not None:
+            raise CorruptIndexError(f"{self.path}: offset of entry {bad} goes backwards")
+        if relative_offsets and relative_offsets[0] < 0:  # the smallest, as they never fall
+            raise CorruptIndexError(f"{self.path}: negative relative offset {relative_offsets[0]}")
 
     @property
     def is_full(self) -> bool:
@@ -267,7 +339,7 @@ class TimeIndex(IndexFile):
         elif len(keys) >= self.entries_max - 1:  # `is_full`, without a call
             raise CorruptIndexError(f"{self.path}: time index is full")
         keys.append(timestamp)
-        self._values.append(offset)
+        self._values.append(offset - self.base_offset)
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """(timestamp, offset) of the largest entry with timestamp <= `timestamp`,
@@ -277,7 +349,8 @@ class TimeIndex(IndexFile):
 
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= `offset`."""
+        relative = offset - self.base_offset
         keep = len(self._values)
-        while keep > 0 and self._values[keep - 1] >= offset:
+        while keep > 0 and self._values[keep - 1] >= relative:
             keep -= 1
         self._truncate_entries(keep)

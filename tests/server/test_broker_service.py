@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,13 +64,14 @@ class FakeReplicaManager:
         if self.raise_error is not None:
             raise self.raise_error
 
-    async def produce(self, request: m.ProduceRequest) -> m.ProduceResponse:
-        self._check(request)
-        delay = max(
-            (self.delays.get((p.topic, p.partition), 0.0) for p in request.partitions), default=0.0
-        )
+    async def _delay(self, partitions: Iterable[m.ProducePartition | m.FetchPartition]) -> None:
+        delay = max((self.delays.get((p.topic, p.partition), 0.0) for p in partitions), default=0.0)
         if delay:
             await asyncio.sleep(delay)
+
+    async def produce(self, request: m.ProduceRequest) -> m.ProduceResponse:
+        self._check(request)
+        await self._delay(request.partitions)
         self.calls_when_answered.append(len(self.calls))
         results = tuple(
             m.ProducePartitionResult(
@@ -88,6 +89,7 @@ class FakeReplicaManager:
 
     async def fetch(self, request: m.FetchRequest) -> m.FetchResponse:
         self._check(request)
+        await self._delay(request.partitions)
         return m.FetchResponse(
             tuple(
                 m.FetchPartitionResult(
@@ -491,6 +493,30 @@ async def test_a_refused_request_ends_the_stream_with_fetchs_status_and_the_next
         assert answer.partitions[0].records == BATCH
     finally:
         stream.close()
+
+
+@pytest.mark.asyncio
+async def test_a_fetch_stream_answer_late_past_its_wait_and_the_request_timeout_fails_and_reopens(
+    harness: Harness,
+) -> None:
+    client = BrokerClient(harness.address, request_timeout_ms=100)
+    stream = client.fetch_stream()
+    request = m.FetchRequest((m.FetchPartition("orders", 0, 0),), max_wait_ms=50)
+    try:
+        harness.rm.delays = {("orders", 0): 5.0}
+        began = time.monotonic()
+        with pytest.raises(RequestTimedOutError) as late:
+            await stream.fetch(request)
+        assert 0.14 <= time.monotonic() - began < 2  # max_wait_ms + request_timeout_ms
+        assert f"broker at {harness.address} sent no FetchStream answer within 150 ms" in str(
+            late.value
+        )
+        # The late call was cancelled; the next fetch opens another and is answered.
+        harness.rm.delays = {}
+        assert (await stream.fetch(request)).partitions[0].records == BATCH
+    finally:
+        stream.close()
+        await client.close()
 
 
 @pytest.mark.asyncio

@@ -125,12 +125,18 @@ def _test_service() -> grpc.GenericRpcHandler:
         async for request in requests:
             if request == b"stop":
                 await context.abort(grpc.StatusCode.OUT_OF_RANGE, "told to stop")
+            if request == b"hang":
+                await asyncio.Event().wait()  # until the caller cancels
             await asyncio.sleep(0.02)
             yield request
 
+    async def hang(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        await asyncio.Event().wait()  # until the caller cancels
+        raise AssertionError("never set")
+
     handlers = {
         name: grpc.unary_unary_rpc_method_handler(behavior)
-        for name, behavior in (("Echo", echo), ("Refuse", refuse), ("Crash", crash))
+        for name, behavior in (("Echo", echo), ("Refuse", refuse), ("Crash", crash), ("Hang", hang))
     }
     handlers["Echoes"] = grpc.stream_stream_rpc_method_handler(echoes)
     return grpc.method_handlers_generic_handler("test.pkg.Probe", handlers)
@@ -184,6 +190,45 @@ async def test_interceptor_counts_and_times_every_call_by_code() -> None:
     assert get("replog_requests_total", method="Echoes", code="OUT_OF_RANGE", **probe) == 1
     assert get("replog_request_duration_seconds_count", method="Echoes", **probe) == 5
     assert get("replog_request_duration_seconds_bucket", method="Echoes", le="0.01", **probe) == 1
+
+
+@pytest.mark.asyncio
+async def test_interceptor_counts_a_call_the_caller_cancelled() -> None:
+    metrics = NodeMetrics()
+    server = grpc.aio.server(interceptors=[RequestMetricsInterceptor(metrics)])
+    server.add_generic_rpc_handlers((_test_service(),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+
+    def get(name: str, **labels: str) -> float | None:
+        return metrics.registry.get_sample_value(name, {"service": "Probe", **labels})
+
+    async def counted(method: str, code: str) -> float | None:
+        for _ in range(200):  # the server learns of the cancel a moment after the caller
+            if (value := get("replog_requests_total", method=method, code=code)) is not None:
+                return value
+            await asyncio.sleep(0.01)
+        return None
+
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call = channel.unary_unary("/test.pkg.Probe/Hang")(b"x")
+            await asyncio.sleep(0.1)  # the handler is waiting
+            call.cancel()
+            assert await counted("Hang", "CANCELLED") == 1
+            # A stream: the answered request counts OK, the one it was cancelled on CANCELLED.
+            stream = channel.stream_stream("/test.pkg.Probe/Echoes")()
+            await stream.write(b"hi")
+            assert await stream.read() == b"hi"
+            await stream.write(b"hang")
+            await asyncio.sleep(0.1)
+            stream.cancel()
+            assert await counted("Echoes", "CANCELLED") == 1
+    finally:
+        await server.stop(None)
+    assert get("replog_requests_total", method="Echoes", code="OK") == 1
+    assert get("replog_request_duration_seconds_count", method="Hang") == 1
+    assert get("replog_request_duration_seconds_count", method="Echoes") == 2
 
 
 @pytest.mark.asyncio

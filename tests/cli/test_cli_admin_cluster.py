@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ from client_cluster import ClientCluster, client_cluster
 from replog import Admin, Producer
 from replog.client.admin_results import OffsetSpec
 from replog.client.records import TopicPartition
+from tests.eventually import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -65,14 +66,6 @@ def describe(cluster: ClientCluster, topic: str) -> dict[str, Any]:
     ]
     assert isinstance(found, dict)
     return found
-
-
-def eventually(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    """Poll gently (each poll is a whole command) until `condition()` holds."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout_s} s waiting for {what}"
-        time.sleep(0.2)
 
 
 def write(tmp_path: Path, name: str, document: Any) -> str:
@@ -236,7 +229,7 @@ def test_reassign_generate_execute_verify(cluster: ClientCluster, tmp_path: Path
             replog(cluster, "reassign", "verify", "--reassignment-json-file", plan).returncode == 0
         )
 
-    eventually(verified, 20, "the reassignment of tight-0 to complete")
+    wait_until(verified, "the reassignment of tight-0 to complete", timeout_s=20, poll_s=0.2)
     assert ok(replog(cluster, "reassign", "verify", "--reassignment-json-file", plan)) == (
         "Status of partition reassignment:\nReassignment of partition tight-0 is completed.\n"
     )
@@ -282,12 +275,13 @@ def test_reassign_in_progress_list_and_cancel(cluster: ClientCluster, tmp_path: 
     first = write(tmp_path, "first.json", {"version": 1, "partitions": [
         {"topic": "tight", "partition": 1, "replicas": [controller, other]}]})  # fmt: skip
     ok(replog(cluster, "reassign", "execute", "--reassignment-json-file", first))
-    eventually(
+    wait_until(  # gently: each poll is a whole command
         lambda: (
             replog(cluster, "reassign", "verify", "--reassignment-json-file", first).returncode == 0
         ),
-        20,
         "tight-1 to move to the controller's broker",
+        timeout_s=20,
+        poll_s=0.2,
     )
     tight1 = describe(cluster, "tight")["partitions"][1]
     target = [tight1["replicas"][0], outsider]

@@ -16,7 +16,6 @@ beyond the byte limit) must pass the same checks.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
@@ -41,6 +40,7 @@ from replog.pb import controller_pb2 as cpb
 from replog.record.builder import build_batch
 from replog.replication import messages as m
 from replog.server.broker_client import BrokerClient
+from tests.eventually import wait_until
 
 # --- BrokerClient ---------------------------------------------------------------------------------
 
@@ -359,13 +359,6 @@ def test_a_bootstrap_address_that_answers_garbage_is_passed_over(
 # error from ...; closing connection"), and every disconnect requests a metadata update
 # (DefaultMetadataUpdater.handleServerDisconnect: "The disconnect may be the result of stale
 # metadata, so request an update").
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 10
-    while not condition():
-        assert time.monotonic() < deadline, f"not within 10 s: {what}"
-        time.sleep(0.01)
 
 
 def test_a_malformed_produce_answer_drops_the_channel_and_refreshes_metadata(

@@ -49,13 +49,6 @@ def make(cluster: FakeCluster) -> Iterator[Callable[..., Producer]]:
         producer.close(timeout=0)
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.001)
-
-
 class CtrlC:
     """Deliver SIGINT to the main thread after `delay_s` (what pressing Ctrl-C does)."""
 

@@ -31,6 +31,7 @@ from replog.server.replica_fetcher import ReplicaFetcherManager
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
+from tests.eventually import eventually
 from tests.metadata.metadata_helpers import (
     bootstrapped,
     create_topic,
@@ -186,17 +187,6 @@ async def controllers() -> AsyncIterator[Harness]:
     finally:
         for server in servers:
             await server.stop(grace=None)
-
-
-async def eventually(condition: Any, what: str) -> None:
-    async def poll() -> None:
-        while not condition():
-            await asyncio.sleep(0.01)
-
-    try:
-        await asyncio.wait_for(poll(), TIMEOUT_S)
-    except TimeoutError:
-        raise AssertionError(f"not within {TIMEOUT_S}s: {what}") from None
 
 
 def sender(rm: FakeLeaders, addresses: dict[int, str], **kwargs: Any) -> AlterPartitionSender:

@@ -38,20 +38,10 @@ from replog.pb import common_pb2, controller_pb2_grpc
 from replog.pb import controller_pb2 as pb
 from replog.server.controller_calls import ActiveController, ControllerCalls
 from replog.server.producer_id_manager import ProducerIdManager, allocate_from_controller
+from tests.eventually import eventually
 from tests.server.test_controller_driver import active, lone_controller, start_brokers
 
 TIMEOUT_S = 10
-
-
-async def eventually(condition: Callable[[], bool], what: str) -> None:
-    async def poll() -> None:
-        while not condition():
-            await asyncio.sleep(0.005)
-
-    try:
-        await asyncio.wait_for(poll(), TIMEOUT_S)
-    except TimeoutError:
-        raise AssertionError(f"not within {TIMEOUT_S}s: {what}") from None
 
 
 @dataclass

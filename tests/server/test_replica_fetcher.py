@@ -35,6 +35,7 @@ from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_manager import LogManager
 from tests.client.fake_broker import GARBAGE, record_redials
 from tests.client.fake_broker import running as fake_broker_running
+from tests.eventually import eventually
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 
 BATCH = build_batch([(0, b"k", b"v", ())])
@@ -148,17 +149,6 @@ async def leaders() -> AsyncIterator[Leaders]:
 def _log_bytes(log: Any) -> bytes:
     """Every batch of `log`, as stored (offsets and leader epoch stamped)."""
     return bytes(log.read(0, 64 * 1024 * 1024))
-
-
-async def eventually(condition: Any, what: str) -> None:
-    async def poll() -> None:
-        while not condition():
-            await asyncio.sleep(0.01)
-
-    try:
-        await asyncio.wait_for(poll(), TIMEOUT_S)
-    except TimeoutError:
-        raise AssertionError(f"not within {TIMEOUT_S}s: {what}") from None
 
 
 @pytest.mark.asyncio

@@ -131,7 +131,7 @@ from replog.server.leader_offsets import (
     offset_for_leader_epoch,
 )
 from replog.server.metrics.instruments import BrokerCounters
-from replog.server.partition import Partition
+from replog.server.partition import Partition, ProducerExpiry
 from replog.server.replica_manager_config import ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
@@ -406,6 +406,9 @@ class ReplicaManager:
             config=self._replication_config(image, local.topic_name),
             eligibility=self._eligibility,
             now_ms=now_ms,
+            producer_expiry=ProducerExpiry(
+                self._wall_clock(), self.config.producer_id_expiration_ms
+            ),
         )
         if isr_size_before is not None and partition.leader_state is not None:
             self.counters.isr_changed(isr_size_before, len(partition.leader_state.isr))

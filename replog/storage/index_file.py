@@ -104,13 +104,22 @@ def first_out_of_order(column: array[int], *, strict: bool) -> int | None:
 class IndexFile(ABC):
     """Sorted fixed-size entries of one segment index, loaded lazily from `path`.
 
-    Subclasses say what the file holds: its layout (`entry`), its two fields' array type codes
-    (`file_fields`), and what is subtracted from a key and a value to get its field
-    (`_key_base`, `_value_base`: the segment's base offset where the field is relative, else 0).
+    Subclasses say what the file holds: its layout (`entry`, big-endian, whose two field codes
+    are also the columns' array type codes, `file_fields`), and what is subtracted from a key
+    and a value to get its field (`_key_base`, `_value_base`: the segment's base offset where
+    the field is relative, else 0).
     """
 
     entry: struct.Struct
-    file_fields: tuple[str, str]
+    file_fields: tuple[str, str]  # derived from `entry`
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        layout = cls.entry.format
+        order, codes = layout[0], list(layout[1:])
+        if order != ">" or len(codes) != 2 or not set(codes) <= {INT32, INT64}:
+            raise TypeError(f"{cls.__name__}: an entry is two big-endian int32/int64 fields")
+        cls.file_fields = (codes[0], codes[1])
 
     def __init__(self, path: str, base_offset: int, entries_max: int, fs: FileSystem) -> None:
         self.path = path
@@ -254,7 +263,6 @@ class OffsetIndex(IndexFile):
     """
 
     entry = struct.Struct(">ii")
-    file_fields = (INT32, INT32)
 
     @staticmethod
     def _bases(base_offset: int) -> tuple[int, int]:
@@ -310,7 +318,6 @@ class TimeIndex(IndexFile):
     """
 
     entry = struct.Struct(">qi")
-    file_fields = (INT64, INT32)
 
     @staticmethod
     def _bases(base_offset: int) -> tuple[int, int]:

@@ -4,6 +4,7 @@ real ReplicaManager pair), and the request interceptor on a real grpc.aio server
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from replog.server.metrics.request_interceptor import (
     split_method,
     status_name,
 )
+from tests.eventually import eventually
 from tests.metadata.metadata_helpers import replayed
 from tests.server.test_replica_manager import (
     TID,
@@ -142,37 +144,44 @@ def _test_service() -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler("test.pkg.Probe", handlers)
 
 
-@pytest.mark.asyncio
-async def test_interceptor_counts_and_times_every_call_by_code() -> None:
-    metrics = NodeMetrics()
+@contextlib.asynccontextmanager
+async def probe_channel(metrics: NodeMetrics) -> AsyncIterator[grpc.aio.Channel]:
+    """A channel to a grpc.aio server of the probe service behind the interceptor."""
     server = grpc.aio.server(interceptors=[RequestMetricsInterceptor(metrics)])
     server.add_generic_rpc_handlers((_test_service(),))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            echo = channel.unary_unary("/test.pkg.Probe/Echo")
-            refuse = channel.unary_unary("/test.pkg.Probe/Refuse")
-            crash = channel.unary_unary("/test.pkg.Probe/Crash")
-            for _ in range(3):
-                assert await echo(b"hi") == b"hi"
-            with pytest.raises(grpc.aio.AioRpcError) as refused:
-                await refuse(b"x")
-            assert refused.value.code() == grpc.StatusCode.NOT_FOUND
-            with pytest.raises(grpc.aio.AioRpcError) as crashed:
-                await crash(b"x")
-            assert crashed.value.code() == grpc.StatusCode.UNKNOWN
-            # A stream: each answer is one request; the one it ends on counts with its code.
-            stream = channel.stream_stream("/test.pkg.Probe/Echoes")()
-            for _ in range(4):
-                await stream.write(b"hi")
-                assert await stream.read() == b"hi"
-            await stream.write(b"stop")
-            with pytest.raises(grpc.aio.AioRpcError) as stopped:
-                await stream.read()
-            assert stopped.value.code() == grpc.StatusCode.OUT_OF_RANGE
+            yield channel
     finally:
         await server.stop(None)
+
+
+@pytest.mark.asyncio
+async def test_interceptor_counts_and_times_every_call_by_code() -> None:
+    metrics = NodeMetrics()
+    async with probe_channel(metrics) as channel:
+        echo = channel.unary_unary("/test.pkg.Probe/Echo")
+        refuse = channel.unary_unary("/test.pkg.Probe/Refuse")
+        crash = channel.unary_unary("/test.pkg.Probe/Crash")
+        for _ in range(3):
+            assert await echo(b"hi") == b"hi"
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await refuse(b"x")
+        assert refused.value.code() == grpc.StatusCode.NOT_FOUND
+        with pytest.raises(grpc.aio.AioRpcError) as crashed:
+            await crash(b"x")
+        assert crashed.value.code() == grpc.StatusCode.UNKNOWN
+        # A stream: each answer is one request; the one it ends on counts with its code.
+        stream = channel.stream_stream("/test.pkg.Probe/Echoes")()
+        for _ in range(4):
+            await stream.write(b"hi")
+            assert await stream.read() == b"hi"
+        await stream.write(b"stop")
+        with pytest.raises(grpc.aio.AioRpcError) as stopped:
+            await stream.read()
+        assert stopped.value.code() == grpc.StatusCode.OUT_OF_RANGE
 
     def get(name: str, **labels: str) -> float | None:
         return metrics.registry.get_sample_value(name, labels)
@@ -195,37 +204,31 @@ async def test_interceptor_counts_and_times_every_call_by_code() -> None:
 @pytest.mark.asyncio
 async def test_interceptor_counts_a_call_the_caller_cancelled() -> None:
     metrics = NodeMetrics()
-    server = grpc.aio.server(interceptors=[RequestMetricsInterceptor(metrics)])
-    server.add_generic_rpc_handlers((_test_service(),))
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
 
     def get(name: str, **labels: str) -> float | None:
         return metrics.registry.get_sample_value(name, {"service": "Probe", **labels})
 
     async def counted(method: str, code: str) -> float | None:
-        for _ in range(200):  # the server learns of the cancel a moment after the caller
-            if (value := get("replog_requests_total", method=method, code=code)) is not None:
-                return value
-            await asyncio.sleep(0.01)
-        return None
+        # The server learns of the cancel a moment after the caller.
+        await eventually(
+            lambda: get("replog_requests_total", method=method, code=code) is not None,
+            f"{method} counted {code}",
+        )
+        return get("replog_requests_total", method=method, code=code)
 
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            call = channel.unary_unary("/test.pkg.Probe/Hang")(b"x")
-            await asyncio.sleep(0.1)  # the handler is waiting
-            call.cancel()
-            assert await counted("Hang", "CANCELLED") == 1
-            # A stream: the answered request counts OK, the one it was cancelled on CANCELLED.
-            stream = channel.stream_stream("/test.pkg.Probe/Echoes")()
-            await stream.write(b"hi")
-            assert await stream.read() == b"hi"
-            await stream.write(b"hang")
-            await asyncio.sleep(0.1)
-            stream.cancel()
-            assert await counted("Echoes", "CANCELLED") == 1
-    finally:
-        await server.stop(None)
+    async with probe_channel(metrics) as channel:
+        call = channel.unary_unary("/test.pkg.Probe/Hang")(b"x")
+        await asyncio.sleep(0.1)  # the handler is waiting
+        call.cancel()
+        assert await counted("Hang", "CANCELLED") == 1
+        # A stream: the answered request counts OK, the one it was cancelled on CANCELLED.
+        stream = channel.stream_stream("/test.pkg.Probe/Echoes")()
+        await stream.write(b"hi")
+        assert await stream.read() == b"hi"
+        await stream.write(b"hang")
+        await asyncio.sleep(0.1)
+        stream.cancel()
+        assert await counted("Echoes", "CANCELLED") == 1
     assert get("replog_requests_total", method="Echoes", code="OK") == 1
     assert get("replog_request_duration_seconds_count", method="Hang") == 1
     assert get("replog_request_duration_seconds_count", method="Echoes") == 2

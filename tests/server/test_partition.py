@@ -124,6 +124,16 @@ def stamped(timestamp: int, count: int, producer_id: int, base_sequence: int) ->
     )
 
 
+def record_walk_starts(partition: Partition, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The start offset of every header walk `partition` makes from now on."""
+    walked_from: list[int] = []
+    walk = partition.batch_headers
+    monkeypatch.setattr(
+        partition, "batch_headers", lambda start: walked_from.append(start) or walk(start)
+    )
+    return walked_from
+
+
 def test_a_new_leader_reads_producers_only_from_the_first_segment_not_expired(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -138,18 +148,14 @@ def test_a_new_leader_reads_producers_only_from_the_first_segment_not_expired(
     plog.roll()
     plog.append_as_leader(stamped(old, 1, producer_id=9, base_sequence=3), 1)  # 6: 9's last
     plog.append_as_leader(stamped(recent, 1, producer_id=8, base_sequence=0), 1)  # 7
-    walked_from: list[int] = []
-    walk = partition.batch_headers
-    monkeypatch.setattr(
-        partition, "batch_headers", lambda start: walked_from.append(start) or walk(start)
-    )
+    walked_from = record_walk_starts(partition, monkeypatch)
     expiry = ProducerExpiry(wall_now_ms=T0, expiration_ms=DAY_MS)
     lead(partition, registration(), expiry)
     # The first segment (every batch two days old) is not read; the second is (one batch is
     # recent), old batch and all; so is the third, whose last batch for producer 9 is old.
     assert walked_from == [3]
     full = ProducerStateTable("full")
-    full.rebuild(walk(0))
+    full.rebuild(Partition.batch_headers(partition, 0))
     full.remove_expired(T0, DAY_MS)
     assert set(full.entries()) == set(partition.producer_state.entries()) == {8}
     # Producer 9's last batch is two days old: forgotten, as a full rebuild's expiry does.
@@ -177,11 +183,7 @@ def test_with_every_segment_expired_a_new_leader_reads_nothing(
 ) -> None:
     partition, _ = make(tmp_path)
     partition.log.append_as_leader(stamped(T0 - 2 * DAY_MS, 2, producer_id=9, base_sequence=0), 1)
-    walked_from: list[int] = []
-    walk = partition.batch_headers
-    monkeypatch.setattr(
-        partition, "batch_headers", lambda start: walked_from.append(start) or walk(start)
-    )
+    walked_from = record_walk_starts(partition, monkeypatch)
     lead(partition, registration(), ProducerExpiry(wall_now_ms=T0, expiration_ms=DAY_MS))
     assert walked_from == [partition.log.log_end_offset] and len(partition.producer_state) == 0
 

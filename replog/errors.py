@@ -777,6 +777,11 @@ class CorruptCheckpointError(ReplogError):
     """A checkpoint file that cannot be parsed; the message names file, line and reason."""
 
 
+class CorruptProducerSnapshotError(ReplogError):
+    """A producer-state snapshot file that fails its checks; the message names the file and
+    what is wrong (the replica deletes it and replays the log instead)."""
+
+
 class CorruptIndexError(ReplogError):
     """An offset or time index that fails its sanity check; the message names the file."""
 

@@ -39,9 +39,9 @@ produce before appending; a BatchMetadata answer means "duplicate: reply with th
 append nothing"; an exception is the partition's error. After the append the leader calls
 `update(header)` with each stamped header (real offsets). A follower only calls `update`. After
 truncation, or when a replica becomes leader from a log it did not track, the shell calls
-`rebuild(headers of the log)`; it must yield the same table as the incremental updates did,
-because both apply the same `_applied` step. Producer-state snapshots are not kept (yet): rebuild
-walks the log headers.
+`rebuild(headers of the log)`, or `load`s a snapshot's entries (`producer_snapshot.py`) and
+`update`s with the headers after it; a rebuild must yield the same table as the incremental
+updates did, because both apply the same `_applied` step.
 """
 
 from __future__ import annotations
@@ -211,6 +211,10 @@ class ProducerStateTable:
     def truncate(self) -> None:
         """Forget every producer (the log was emptied)."""
         self._entries = {}
+
+    def load(self, entries: Iterable[ProducerEntry]) -> None:
+        """Forget everything, then take `entries` (a producer-state snapshot's)."""
+        self._entries = {entry.producer_id: entry for entry in entries}
 
     def remove_expired(
         self, now_ms: int, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS

@@ -208,7 +208,7 @@ class FollowerFetchSteps:
             return
         if error is None:
             if result.records:
-                info = plog.append_as_follower(result.records)
+                info = partition.append_as_follower(result.records)
                 follower.last_fetched_epoch = info.last_leader_epoch
             follower.fetch_offset = plog.log_end_offset
             plog.update_high_watermark(

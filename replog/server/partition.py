@@ -7,10 +7,17 @@ Rules (reference digest §5.1, §5.5, §6.2, §6.5; Kafka's `Partition.makeLeade
 - Becoming leader of a new leader epoch writes `assign(leader_epoch, LEO)` into the leader-epoch
   cache before anything else, synchronously: a follower may hold entries of an epoch this
   replica never saw, and this replica must still answer with a boundary above them (§5.1).
-- The producer-state table is rebuilt from the log's batch headers when the replica becomes
-  leader (headers only; records are never decoded) and forgotten when it becomes a follower: a
-  follower does not answer produces, and a later election rebuilds from whatever the log holds
-  then, truncations included.
+- Every replica keeps the idempotent-producer table, leader or follower, as Kafka's do, so a
+  follower that is elected answers produces at once, without reading its log. The table is
+  loaded when the replica first takes a role: from the newest producer snapshot at or below the
+  LEO plus the batch headers after it, else from the log's headers (headers only; records are
+  never decoded). Every append updates it (`append_as_leader`, `append_as_follower`); a
+  truncation reloads it the same way, since an applied batch cannot be taken back.
+- A producer snapshot `<base>.snapshot` is written when an append rolls a new segment, as of
+  that base (the batches before the roll applied, the ones after not yet), and one at the LEO
+  when the replica manager stops; snapshots above the LEO (a truncation) or below the log start
+  (retention) are deleted. A snapshot that fails its checks is deleted and an older one, or the
+  log, is used instead.
 - A follower starts fetching at its LEO with `last_fetched_epoch` = its log's latest leader
   epoch (truncation on fetch, KIP-101): it never truncates to its high watermark. Only a log
   without leader epochs (nothing written with a leader epoch) starts at its HW, as Kafka does.
@@ -26,12 +33,12 @@ place, so the manager does not reach into storage for them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from uuid import UUID
 
 from quorum.metadata.partition_registration import PartitionRegistration
-from replog.errors import UnknownTopicOrPartitionError
+from replog.errors import CorruptProducerSnapshotError, UnknownTopicOrPartitionError
 from replog.record.header import BatchHeader, iter_frames, read_header
 from replog.replication.follower_truncation import initial_fetch_offset
 from replog.replication.leader_state import (
@@ -40,9 +47,15 @@ from replog.replication.leader_state import (
     ReplicaEligibility,
 )
 from replog.replication.messages import NO_LEADER_EPOCH, LeaderIdAndEpoch
-from replog.replication.producer_state import ProducerStateTable
+from replog.replication.producer_snapshot import (
+    decode_producer_snapshot,
+    encode_producer_snapshot,
+)
+from replog.replication.producer_state import ProducerEntry, ProducerStateTable
 from replog.storage.log import Log
+from replog.storage.log_append_info import LogAppendInfo
 from replog.storage.log_manager import LogManager
+from replog.storage.producer_snapshot_file import ProducerSnapshotFiles
 
 log = logging.getLogger("replog.server.partition")
 
@@ -88,6 +101,7 @@ class Partition:
         local_broker_id: int,
         log: Log,
         log_manager: LogManager,
+        producer_expiry: Callable[[], ProducerExpiry] | None = None,
     ) -> None:
         self.topic = topic
         self.topic_id = topic_id
@@ -100,6 +114,10 @@ class Partition:
         self.leader_state: PartitionLeaderState | None = None
         self.follower: FollowerFetchState | None = None
         self.producer_state = ProducerStateTable(self.name)
+        # Whether the table matches the log (loaded, then kept by every append and truncation).
+        self.producer_state_loaded = False
+        self._producer_expiry = producer_expiry
+        self.producer_snapshots = ProducerSnapshotFiles(log.directory)
         self.stopped = False
 
     def __repr__(self) -> str:
@@ -133,13 +151,8 @@ class Partition:
         config: PartitionReplicationConfig,
         eligibility: ReplicaEligibility,
         now_ms: int,
-        producer_expiry: ProducerExpiry | None = None,
     ) -> bool:
-        """Lead at `registration`'s leader epoch; returns whether the high watermark moved.
-
-        Taking the lead rebuilds the idempotent-producer table from the log's batch headers:
-        with `producer_expiry`, only from the first segment holding a batch that has not
-        expired (`rebuild_producer_state`), else from the log start."""
+        """Lead at `registration`'s leader epoch; returns whether the high watermark moved."""
         assert registration.leader == self.local_broker_id, (
             f"{self.name}: make_leader on broker {self.local_broker_id} but the leader is "
             f"{registration.leader}"
@@ -155,7 +168,7 @@ class Partition:
         leader_state = self.leader_state
         if leader_state is None:
             self.follower = None
-            self.rebuild_producer_state(producer_expiry)
+            self.ensure_producer_state()
             leader_state = self.leader_state = PartitionLeaderState(
                 topic=self.topic,
                 topic_id=self.topic_id,
@@ -186,31 +199,138 @@ class Partition:
         self.mirror_high_watermark()
         return moved
 
-    def rebuild_producer_state(self, expiry: ProducerExpiry | None) -> None:
-        """Rebuild the producer table from the log's batch headers, then forget the producers
-        that `expiry` says are expired.
+    # --- producer state -----------------------------------------------------------------------
 
-        Why not always from the log start: with no producer-state snapshots the rebuild reads
-        every byte it walks (~1.5 s per GiB not in page cache here), on the event loop, when a
-        broker takes over leadership. The segments before the first one whose largest
-        timestamp is not expired are skipped: a producer whose last batch lies in them is one
-        the expiry forgets anyway (its last batch's timestamp is at most that segment's
+    def ensure_producer_state(self) -> None:
+        """Load the producer table if this replica has not yet (see `load_producer_state`)."""
+        if not self.producer_state_loaded:
+            self.load_producer_state()
+
+    def load_producer_state(self) -> None:
+        """Make the producer table match the log: the newest usable snapshot plus the headers
+        after it, else the log's headers from `_rebuild_start`; then forget the expired
+        producers. Snapshots above the LEO or below the log start are deleted first."""
+        plog = self.log
+        expiry = self._producer_expiry() if self._producer_expiry is not None else None
+        start = self._rebuild_start(expiry)
+        snapshots = self.producer_snapshots
+        offsets = snapshots.offsets()
+        out_of_range = [o for o in offsets if o > plog.log_end_offset or o < plog.log_start_offset]
+        snapshots.delete_all(out_of_range, durable=True)
+        # A snapshot below where the rebuild would start saves nothing (Why: rebuild's doc).
+        usable = [o for o in offsets if o not in out_of_range and o >= start]
+        for offset in reversed(usable):
+            entries = self._read_snapshot(offset)
+            if entries is None:
+                continue
+            self.producer_state.load(entries)
+            # Snapshots sit on batch boundaries (a segment base, the LEO): the walk from one
+            # starts with the batch at its offset.
+            for header in self.batch_headers(offset):
+                self.producer_state.update(header)
+            log.info(
+                "%s: producer state from snapshot %d, replayed to %d",
+                self.name,
+                offset,
+                plog.log_end_offset,
+            )
+            break
+        else:
+            self.producer_state.rebuild(self.batch_headers(start))
+        if expiry is not None:
+            self.producer_state.remove_expired(expiry.wall_now_ms, expiry.expiration_ms)
+        self.producer_state_loaded = True
+
+    def _read_snapshot(self, offset: int) -> list[ProducerEntry] | None:
+        snapshots = self.producer_snapshots
+        data = snapshots.read(offset)
+        if data is None:
+            return None
+        try:
+            return decode_producer_snapshot(data, snapshots.path(offset))
+        except CorruptProducerSnapshotError as exc:
+            log.warning("%s: %s; deleting it and replaying the log instead", self.name, exc)
+            snapshots.delete(offset)
+            return None
+
+    def _rebuild_start(self, expiry: ProducerExpiry | None) -> int:
+        """Where a rebuild from the log's headers starts.
+
+        Why not always from the log start: the rebuild reads every byte it walks (~1.5 s per
+        GiB not in page cache here), on the event loop. The segments before the first one whose
+        largest timestamp is not expired are skipped: a producer whose last batch lies in them
+        is one the expiry forgets anyway (its last batch's timestamp is at most that segment's
         largest), and every other producer's last batch lies in the part read, so the table is
         the one a full rebuild then the expiry gives. Only the prefix is skipped: a later old
         segment may hold some producer's last batch. (A producer read in part keeps fewer of
         its earlier batches for duplicate detection; those are over `producer.id.expiration.ms`
         old, past any retry.)"""
         plog = self.log
-        start = plog.log_start_offset
-        if expiry is not None:
-            start = plog.log_end_offset
-            for segment in plog.segments():
-                if segment.largest_timestamp() >= expiry.oldest_kept_ms:
-                    start = max(segment.base_offset, plog.log_start_offset)
-                    break
-        self.producer_state.rebuild(self.batch_headers(start))
-        if expiry is not None:
-            self.producer_state.remove_expired(expiry.wall_now_ms, expiry.expiration_ms)
+        if expiry is None:
+            return plog.log_start_offset
+        for segment in plog.segments():
+            if segment.largest_timestamp() >= expiry.oldest_kept_ms:
+                return max(segment.base_offset, plog.log_start_offset)
+        return plog.log_end_offset
+
+    def write_producer_snapshot(self, offset: int | None = None) -> None:
+        """Write the table as a snapshot at `offset` (default: the LEO, which it is as of),
+        and delete the snapshots below the log start."""
+        if not self.producer_state_loaded:
+            return
+        plog = self.log
+        snapshots = self.producer_snapshots
+        at = plog.log_end_offset if offset is None else offset
+        snapshots.write(at, encode_producer_snapshot(self.producer_state.entries().values()))
+        snapshots.delete_all(o for o in snapshots.offsets() if o < plog.log_start_offset)
+
+    def write_producer_snapshot_at_stop(self) -> None:
+        """At a clean stop, snapshot the table at the LEO, so the next start loads it without
+        replaying the active segment; skipped when there is nothing to replay (an empty
+        active segment: its base's snapshot, if any, is as good), which keeps a stop of a
+        broker with many idle partitions from writing a file for each."""
+        plog = self.log
+        if not plog.closed and plog.log_end_offset > plog.active_segment.base_offset:
+            self.write_producer_snapshot()
+
+    def append_as_leader(self, records: bytes | memoryview, leader_epoch: int) -> LogAppendInfo:
+        """Append a produce's batches to the log and record them in the producer table."""
+        base_before = self.log.active_segment.base_offset
+        info = self.log.append_as_leader(records, leader_epoch)
+        self._record_appended(info.batches, base_before)
+        return info
+
+    def append_as_follower(self, records: bytes | memoryview) -> LogAppendInfo:
+        """Append fetched batches as they are and record them in the producer table."""
+        base_before = self.log.active_segment.base_offset
+        info = self.log.append_as_follower(records)
+        self._record_appended(info.batches, base_before)
+        return info
+
+    def _record_appended(self, headers: Iterable[BatchHeader], base_before: int) -> None:
+        if not self.producer_state_loaded:
+            return  # loaded from the log, these batches included, when the replica takes a role
+        update = self.producer_state.update
+        new_base = self.log.active_segment.base_offset
+        if new_base == base_before:
+            for header in headers:
+                update(header)
+            return
+        # The append rolled a segment: snapshot the table as of the new base (of the last roll,
+        # if it rolled more than once), between the batches before it and those after.
+        snapshotted = False
+        for header in headers:
+            if not snapshotted and header.base_offset >= new_base:
+                self._snapshot_at_roll(new_base)
+                snapshotted = True
+            update(header)
+
+    def _snapshot_at_roll(self, base_offset: int) -> None:
+        try:
+            self.write_producer_snapshot(base_offset)
+        except OSError as exc:
+            # Only a cache of the log's headers: the next load replays more instead.
+            log.warning("%s: producer snapshot at %d not written: %s", self.name, base_offset, exc)
 
     def make_follower(self, registration: PartitionRegistration, now_ms: int) -> bool:
         """Follow `registration.leader`; returns whether the fetch state was (re)started.
@@ -220,7 +340,7 @@ class Partition:
         """
         was_leader = self.leader_state is not None
         self.leader_state = None
-        self.producer_state.truncate()
+        self.ensure_producer_state()
         self.registration = registration
         current = self.follower
         if (
@@ -267,6 +387,7 @@ class Partition:
         self.leader_state = None
         self.follower = None
         self.producer_state.truncate()
+        self.producer_state_loaded = False
         self.stopped = True
 
     def delete(self) -> None:
@@ -286,13 +407,24 @@ class Partition:
             self.log.update_high_watermark(leader_state.high_watermark)
 
     def truncate_to(self, offset: int) -> None:
-        """Truncate through the log manager, which rewrites the recovery-point checkpoint."""
-        self._log_manager.truncate_to(self.topic, self.partition, offset)
+        """Truncate through the log manager, which rewrites the recovery-point checkpoint;
+        the producer table is reloaded as of the new LEO."""
+        if self._log_manager.truncate_to(self.topic, self.partition, offset):
+            if self.producer_state_loaded:
+                self.load_producer_state()  # deletes the snapshots above the new LEO first
+            else:
+                self.producer_snapshots.delete_all(
+                    (o for o in self.producer_snapshots.offsets() if o > self.log.log_end_offset),
+                    durable=True,
+                )
         self.sync_follower_offsets()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Empty the log and restart it at `offset` (the log tells the log manager)."""
+        """Empty the log and restart it at `offset` (the log tells the log manager); no
+        producer is left."""
         self.log.truncate_fully_and_start_at(offset)
+        self.producer_snapshots.delete_all(self.producer_snapshots.offsets(), durable=True)
+        self.producer_state.truncate()
         self.sync_follower_offsets()
 
     def sync_follower_offsets(self) -> None:

@@ -391,9 +391,13 @@ class ReplicaManager:
             local_broker_id=self.broker_id,
             log=log_,
             log_manager=self.log_manager,
+            producer_expiry=self._producer_expiry,
         )
         self._partitions[key] = created
         return created
+
+    def _producer_expiry(self) -> ProducerExpiry:
+        return ProducerExpiry(self._wall_clock(), self.config.producer_id_expiration_ms)
 
     def _make_leader(self, local: LocalPartition, image: MetadataImage, now_ms: int) -> None:
         partition = self._partition_for(local, image)
@@ -406,9 +410,6 @@ class ReplicaManager:
             config=self._replication_config(image, local.topic_name),
             eligibility=self._eligibility,
             now_ms=now_ms,
-            producer_expiry=ProducerExpiry(
-                self._wall_clock(), self.config.producer_id_expiration_ms
-            ),
         )
         if isr_size_before is not None and partition.leader_state is not None:
             self.counters.isr_changed(isr_size_before, len(partition.leader_state.isr))
@@ -570,9 +571,7 @@ class ReplicaManager:
                 partition,
                 duplicate.last_offset + 1,
             )
-        info = plog.append_as_leader(entry.records, partition.leader_epoch)
-        for header in info.batches:
-            partition.producer_state.update(header)
+        info = partition.append_as_leader(entry.records, partition.leader_epoch)
         self.counters.produced(
             entry.topic, len(entry.records), info.last_offset - info.first_offset + 1
         )
@@ -1005,13 +1004,11 @@ class ReplicaManager:
             self.fetch_wakeup.set()  # the fetcher may send again
 
     def _expire_producer_ids(self) -> None:
-        """Fix (found in review): nothing called `remove_expired`, so every led partition's
-        producer table grew without bound. Kafka's rule: forget a producer whose last batch's
-        max timestamp is `producer.id.expiration.ms` or more behind the wall clock."""
+        """Forget, in every replica's producer table (followers keep one too), a producer
+        whose last batch's max timestamp is `producer.id.expiration.ms` or more behind the
+        wall clock (Kafka's rule; without it the tables grow without bound)."""
         wall_now_ms = self._wall_clock()
         for partition in self._partitions.values():
-            if partition.leader_state is None:
-                continue  # a follower keeps no producer table
             expired = partition.producer_state.remove_expired(
                 wall_now_ms, self.config.producer_id_expiration_ms
             )
@@ -1058,6 +1055,11 @@ class ReplicaManager:
             self._timers_changed.set()  # the loop sees `_stopped` and returns
             await task
         self._delayed.answer_all_shutting_down()
+        for partition in self._partitions.values():
+            try:
+                partition.write_producer_snapshot_at_stop()
+            except OSError as exc:
+                log.warning("%s: producer snapshot at stop not written: %s", partition.name, exc)
 
 
 def _refuse_internal(topic: str, partition: int, what: str) -> None:

@@ -9,9 +9,8 @@ import pytest
 
 from checkpoints import RECOVERY_POINT_CHECKPOINT
 from quorum.metadata.partition_registration import PartitionRegistration
-from replog.record import build_batch, read_header
+from replog.record import build_batch
 from replog.replication.leader_state import PartitionReplicationConfig, ReplicaEligibility
-from replog.replication.producer_state import ProducerStateTable
 from replog.server import partition as partition_module
 from replog.server.partition import Partition, ProducerExpiry
 from replog.storage.log_config import LogConfig
@@ -39,8 +38,14 @@ def batch(count: int = 1, *, tag: int = 0, **options: Any) -> bytes:
     )
 
 
-def make(root: Path, broker_id: int = 1) -> tuple[Partition, LogManager]:
-    manager = LogManager(str(root), LogConfig())
+def make(
+    root: Path,
+    broker_id: int = 1,
+    *,
+    config: LogConfig | None = None,
+    expiry: ProducerExpiry | None = None,
+) -> tuple[Partition, LogManager]:
+    manager = LogManager(str(root), config or LogConfig())
     plog = manager.get_or_create_log("t", 0)
     return (
         Partition(
@@ -50,20 +55,18 @@ def make(root: Path, broker_id: int = 1) -> tuple[Partition, LogManager]:
             local_broker_id=broker_id,
             log=plog,
             log_manager=manager,
+            producer_expiry=None if expiry is None else lambda: expiry,
         ),
         manager,
     )
 
 
-def lead(
-    partition: Partition, reg: PartitionRegistration, expiry: ProducerExpiry | None = None
-) -> bool:
+def lead(partition: Partition, reg: PartitionRegistration) -> bool:
     return partition.make_leader(
         reg,
         config=PartitionReplicationConfig(),
         eligibility=ReplicaEligibility.everyone((1, 2)),
         now_ms=NOW_MS,
-        producer_expiry=expiry,
     )
 
 
@@ -94,98 +97,6 @@ def test_same_leader_epoch_again_is_an_update_not_a_new_term(tmp_path: Path) -> 
     assert [
         (e.leader_epoch, e.start_offset) for e in partition.log.leader_epoch_cache.entries()
     ] == [(3, 0), (4, 1)]
-
-
-def test_make_leader_rebuilds_producer_state_from_headers(tmp_path: Path) -> None:
-    partition, _ = make(tmp_path)
-    plog = partition.log
-    plog.append_as_leader(batch(2, producer_id=9, producer_epoch=0, base_sequence=0), 1)
-    plog.append_as_leader(batch(1), 1)
-    plog.append_as_leader(batch(3, tag=1, producer_id=9, producer_epoch=0, base_sequence=2), 1)
-    assert len(partition.producer_state) == 0
-    lead(partition, registration())
-    assert len(partition.producer_state) == 1
-    retry = read_header(batch(3, tag=1, producer_id=9, producer_epoch=0, base_sequence=2))
-    duplicate = partition.producer_state.check(retry)
-    assert duplicate is not None
-    assert (duplicate.first_offset, duplicate.last_offset) == (3, 5)
-    # Becoming a follower forgets it; leading again rebuilds it.
-    partition.make_follower(registration(leader=2, leader_epoch=4), NOW_MS)
-    assert len(partition.producer_state) == 0
-
-
-DAY_MS = 86_400_000
-
-
-def stamped(timestamp: int, count: int, producer_id: int, base_sequence: int) -> bytes:
-    records = [(timestamp + i, b"k", b"v", ()) for i in range(count)]
-    return build_batch(
-        records, producer_id=producer_id, producer_epoch=0, base_sequence=base_sequence
-    )
-
-
-def record_walk_starts(partition: Partition, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The start offset of every header walk `partition` makes from now on."""
-    walked_from: list[int] = []
-    walk = partition.batch_headers
-    monkeypatch.setattr(
-        partition, "batch_headers", lambda start: walked_from.append(start) or walk(start)
-    )
-    return walked_from
-
-
-def test_a_new_leader_reads_producers_only_from_the_first_segment_not_expired(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    partition, _ = make(tmp_path)
-    plog = partition.log
-    old, recent = T0 - 2 * DAY_MS, T0 - 1_000
-    plog.append_as_leader(stamped(old, 2, producer_id=7, base_sequence=0), 1)  # offsets 0-1
-    plog.append_as_leader(stamped(old, 1, producer_id=9, base_sequence=0), 1)  # 2
-    plog.roll()
-    plog.append_as_leader(stamped(old, 1, producer_id=5, base_sequence=0), 1)  # 3
-    plog.append_as_leader(stamped(recent, 2, producer_id=9, base_sequence=1), 1)  # 4-5
-    plog.roll()
-    plog.append_as_leader(stamped(old, 1, producer_id=9, base_sequence=3), 1)  # 6: 9's last
-    plog.append_as_leader(stamped(recent, 1, producer_id=8, base_sequence=0), 1)  # 7
-    walked_from = record_walk_starts(partition, monkeypatch)
-    expiry = ProducerExpiry(wall_now_ms=T0, expiration_ms=DAY_MS)
-    lead(partition, registration(), expiry)
-    # The first segment (every batch two days old) is not read; the second is (one batch is
-    # recent), old batch and all; so is the third, whose last batch for producer 9 is old.
-    assert walked_from == [3]
-    full = ProducerStateTable("full")
-    full.rebuild(Partition.batch_headers(partition, 0))
-    full.remove_expired(T0, DAY_MS)
-    assert set(full.entries()) == set(partition.producer_state.entries()) == {8}
-    # Producer 9's last batch is two days old: forgotten, as a full rebuild's expiry does.
-
-
-def test_a_producer_last_seen_past_the_skipped_segments_keeps_its_latest_batch(
-    tmp_path: Path,
-) -> None:
-    partition, _ = make(tmp_path)
-    plog = partition.log
-    old, recent = T0 - 2 * DAY_MS, T0 - 1_000
-    plog.append_as_leader(stamped(old, 2, producer_id=9, base_sequence=0), 1)  # 0-1
-    plog.roll()
-    plog.append_as_leader(stamped(recent, 3, producer_id=9, base_sequence=2), 1)  # 2-4
-    lead(partition, registration(), ProducerExpiry(wall_now_ms=T0, expiration_ms=DAY_MS))
-    entry = partition.producer_state.entry(9)
-    assert entry is not None and entry.last_sequence == 4
-    retry = read_header(stamped(recent, 3, producer_id=9, base_sequence=2))
-    duplicate = partition.producer_state.check(retry)
-    assert duplicate is not None and (duplicate.first_offset, duplicate.last_offset) == (2, 4)
-
-
-def test_with_every_segment_expired_a_new_leader_reads_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    partition, _ = make(tmp_path)
-    partition.log.append_as_leader(stamped(T0 - 2 * DAY_MS, 2, producer_id=9, base_sequence=0), 1)
-    walked_from = record_walk_starts(partition, monkeypatch)
-    lead(partition, registration(), ProducerExpiry(wall_now_ms=T0, expiration_ms=DAY_MS))
-    assert walked_from == [partition.log.log_end_offset] and len(partition.producer_state) == 0
 
 
 def test_make_follower_fetches_from_its_log_end_never_truncating_to_the_hw(

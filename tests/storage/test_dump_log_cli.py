@@ -19,6 +19,8 @@ from storage_helpers import (
 
 from replog.cli.main import main
 from replog.record import RECORD_BATCH_OVERHEAD, read_header
+from replog.replication.producer_snapshot import encode_producer_snapshot
+from replog.replication.producer_state import BatchMetadata, ProducerEntry
 
 BATCH_LINE = re.compile(
     r"baseOffset: (\d+) lastOffset: (\d+) count: (\d+) .*partitionLeaderEpoch: (-?\d+) "
@@ -149,3 +151,27 @@ def test_an_unknown_file_kind_is_an_error(
     assert "notes.txt" in capsys.readouterr().err
     assert main(["dump-log", str(tmp_path / "missing.log")]) == 1
     assert "missing.log" in capsys.readouterr().err
+
+
+def test_a_producer_snapshot_prints_each_producer_or_what_is_wrong(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "00000000000000000042.snapshot"
+    path.write_bytes(
+        encode_producer_snapshot(
+            [
+                ProducerEntry(9, 2, (BatchMetadata(10, 14, 37, 41, T0),), T0),
+                ProducerEntry(4, 0, (), T0 + 1),
+            ]
+        )
+    )
+    code, lines = dump(capsys, str(path))
+    assert code == 0
+    assert lines[1:] == [
+        f"producerId: 9 producerEpoch: 2 lastTimestamp: {T0} firstSequence: 10 "
+        "lastSequence: 14 firstOffset: 37 lastOffset: 41",
+        f"producerId: 4 producerEpoch: 0 lastTimestamp: {T0 + 1} no data batch",
+    ]
+    path.write_bytes(path.read_bytes()[:-1])
+    code, lines = dump(capsys, str(path))
+    assert code == 1 and "does not match the stored" in lines[1]

@@ -34,8 +34,14 @@ Rules:
    first response with `is_fenced` false. A RUNNING broker that the controller fenced (a missed
    session) stays RUNNING and keeps asking to be unfenced.
 7. Controlled shutdown: PENDING_CONTROLLED_SHUTDOWN, heartbeats with `want_shut_down`, until a
-   response says `should_shut_down`: SHUTTING_DOWN. A broker that never registered, or whose
-   registration the controller no longer knows, has nothing to hand over and stops at once.
+   response says `should_shut_down`: SHUTTING_DOWN. Meanwhile they go 50 ms apart, not
+   `broker.heartbeat.interval.ms`: Kafka sends only the first follow-up after 50 ms, then waits
+   the interval, but the controller answers a pending broker from soft state (no record
+   written), and the interval would add up to 2 s to every stop; worse, when every node of a
+   combined cluster stops at once, the controllers leave within a second of granting their own
+   brokers, and a broker still waiting 2 s for its next heartbeat finds no quorum left. A
+   broker that never registered, or whose registration the controller no longer knows, has
+   nothing to hand over and stops at once.
 8. Failures back off exponentially: 100 ms doubling per consecutive failure up to half of
    `broker.session.timeout.ms`, with +-2 % jitter from the injected random source; a success
    resets the count. Any error answer other than those below retries the same request after
@@ -67,6 +73,8 @@ ERROR_NONE = 0
 # Kafka's BrokerLifecycleManager: heartbeats this far apart while catching up, and resends after
 # a failure from this delay, doubling, up to half of the session timeout, with 2 % jitter.
 HEARTBEAT_CATCH_UP_INTERVAL_MS = 10
+# Heartbeats this far apart while a controlled shutdown is pending (Rule 7).
+CONTROLLED_SHUTDOWN_HEARTBEAT_INTERVAL_MS = 50
 RESEND_BACKOFF_MS_BASE = 100
 RESEND_BACKOFF_JITTER_PERCENT = 2
 
@@ -449,6 +457,8 @@ class BrokerLifecycle:
         elif state is LifecycleState.STARTING or not response.is_caught_up:
             # Catching up: heartbeat often, so that unfencing follows the catch-up closely.
             self._next_send_ms = now_ms + HEARTBEAT_CATCH_UP_INTERVAL_MS
+        elif state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN:
+            self._next_send_ms = now_ms + CONTROLLED_SHUTDOWN_HEARTBEAT_INTERVAL_MS
         else:
             self._next_send_ms = now_ms + self.config.heartbeat_interval_ms
 

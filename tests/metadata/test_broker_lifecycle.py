@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quorum.metadata.broker_lifecycle import (
+    CONTROLLED_SHUTDOWN_HEARTBEAT_INTERVAL_MS,
     HEARTBEAT_CATCH_UP_INTERVAL_MS,
     BrokerLifecycle,
     BrokerLifecycleConfig,
@@ -339,9 +340,14 @@ def test_controlled_shutdown_heartbeats_until_the_controller_lets_go() -> None:
     assert beat.want_shut_down and not beat.want_fence
     assert broker.core.state is S.PENDING_CONTROLLED_SHUTDOWN
     broker.answer(beat, is_caught_up=True, is_fenced=False, should_shut_down=False)
-    assert broker.until_next() == CONFIG.heartbeat_interval_ms
+    # Pending, the broker asks again every 50 ms, not every heartbeat interval (Rule 7).
+    for _ in range(3):
+        assert broker.until_next() == CONTROLLED_SHUTDOWN_HEARTBEAT_INTERVAL_MS
+        beat = broker.heartbeat()
+        assert beat.want_shut_down
+        broker.answer(beat, is_caught_up=True, is_fenced=False, should_shut_down=False)
+    assert broker.until_next() == CONTROLLED_SHUTDOWN_HEARTBEAT_INTERVAL_MS
     beat = broker.heartbeat()
-    assert beat.want_shut_down
     broker.answer(beat, is_caught_up=True, is_fenced=True, should_shut_down=True)
     assert broker.states[-2:] == [S.PENDING_CONTROLLED_SHUTDOWN, S.SHUTTING_DOWN]
     assert broker.core.wake_at_ms() is None

@@ -217,7 +217,7 @@ class Partition:
         offsets = snapshots.offsets()
         out_of_range = [o for o in offsets if o > plog.log_end_offset or o < plog.log_start_offset]
         snapshots.delete_all(out_of_range, durable=True)
-        # A snapshot below where the rebuild would start saves nothing (Why: rebuild's doc).
+        # A snapshot below where a rebuild would start saves nothing (`_rebuild_start` says why).
         usable = [o for o in offsets if o not in out_of_range and o >= start]
         for offset in reversed(usable):
             entries = self._read_snapshot(offset)

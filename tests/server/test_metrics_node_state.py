@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from replog.server.metrics.node_state import (
@@ -15,6 +16,7 @@ from replog.server.metrics.node_state import (
     ReplicaState,
     read_node_state,
 )
+from replog.storage import write_hints
 
 RAFT = RaftState(high_watermark=40, log_end_offset=42, epoch=3, leader_id=2)
 
@@ -48,7 +50,12 @@ def test_replication_health_counts_only_partitions_this_broker_leads() -> None:
         follower("d", 0, size=55),  # a follower's ISR view is not its to report
     )
     registry = scrape(
-        NodeState(RAFT, BrokerState(replicas, {"produce": 4, "fetch": 9}, metadata_offset_lag=5))
+        NodeState(
+            RAFT,
+            BrokerState(
+                replicas, {"produce": 4, "fetch": 9}, metadata_offset_lag=5, write_hints_dropped=3
+            ),
+        )
     )
     assert value(registry, "replog_under_replicated_partitions") == 2
     assert value(registry, "replog_under_min_isr_partitions") == 1
@@ -59,6 +66,7 @@ def test_replication_health_counts_only_partitions_this_broker_leads() -> None:
     assert value(registry, "replog_purgatory_size", purgatory="produce") == 4
     assert value(registry, "replog_purgatory_size", purgatory="fetch") == 9
     assert value(registry, "replog_metadata_offset_lag") == 5
+    assert value(registry, "replog_write_hints_dropped_total") == 3
 
 
 def test_a_healthy_broker_reports_zeros_and_missing_purgatories_as_zero() -> None:
@@ -134,3 +142,13 @@ def test_every_scrape_reads_the_state_afresh() -> None:
     assert value(registry, "replog_raft_high_watermark") == 1
     states.pop(0)
     assert value(registry, "replog_raft_high_watermark") == 9
+
+
+def test_the_dropped_write_hints_are_the_process_hint_runners_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(write_hints, "runner", SimpleNamespace(dropped=7))
+    broker = SimpleNamespace(metadata=SimpleNamespace(last_applied_offset=39), replica_manager=None)
+    state = read_node_state(1, quorum_member(1), None, broker)
+    assert state.broker is not None and state.broker.write_hints_dropped == 7
+    assert value(scrape(state), "replog_write_hints_dropped_total") == 7

@@ -18,6 +18,9 @@ Rules (Kafka's, digest §4.2):
 - The Raft gauges are the node's view of the metadata quorum (leader -1: unknown).
 - `replog_metadata_offset_lag`: the metadata log's high watermark minus the offset just past
   what the broker applied (0 when caught up).
+- `replog_write_hints_dropped_total`: writeback and page-cache hints the process's hint thread
+  skipped because its queue was full (the disk is behind the appends) or a descriptor could not
+  be duplicated; a counter, read from `write_hints.runner` (process-wide, like the thread).
 - Families of a role the node does not have (no broker, no controller) are left out.
 
 Thread safety: the HTTP endpoint scrapes on its own thread while the event loop changes the
@@ -33,8 +36,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from replog.storage import write_hints
 
 if TYPE_CHECKING:
     from replog.server.broker_runtime import BrokerRuntime
@@ -73,6 +78,7 @@ class BrokerState:
     replicas: tuple[ReplicaState, ...]
     purgatory_sizes: Mapping[str, int]  # "produce", "fetch" -> waiting requests
     metadata_offset_lag: int
+    write_hints_dropped: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +166,11 @@ class NodeStateCollector(Collector):
             "Metadata log high watermark minus the offset after the last one the broker applied",
             broker.metadata_offset_lag,
         )
+        yield CounterMetricFamily(
+            "replog_write_hints_dropped",
+            "Writeback and page-cache hints skipped (queue full: the disk is behind the appends)",
+            value=broker.write_hints_dropped,
+        )
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
@@ -199,8 +210,9 @@ def _read_broker(broker: BrokerRuntime, metadata_high_watermark: int) -> BrokerS
     applied_end = broker.metadata.last_applied_offset + 1
     lag = max(0, metadata_high_watermark - applied_end)
     replica_manager = broker.replica_manager
+    dropped = getattr(write_hints.runner, "dropped", 0)  # a test's runner may keep no count
     if replica_manager is None:  # the data plane is not up yet: no replicas to report
-        return BrokerState((), {}, lag)
+        return BrokerState((), {}, lag, dropped)
     replicas: tuple[ReplicaState, ...] = ()
     for attempt in (1, 2):
         try:
@@ -209,7 +221,7 @@ def _read_broker(broker: BrokerRuntime, metadata_high_watermark: int) -> BrokerS
             break
         except RuntimeError:  # a container changed size under the scrape (see docstring)
             log.debug("metrics scrape raced with a change (attempt %d)", attempt)
-    return BrokerState(replicas, replica_manager.purgatory_sizes(), lag)
+    return BrokerState(replicas, replica_manager.purgatory_sizes(), lag, dropped)
 
 
 def _replica_state(partition: Partition) -> ReplicaState:

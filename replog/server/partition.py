@@ -15,8 +15,8 @@ Rules (reference digest §5.1, §5.5, §6.2, §6.5; Kafka's `Partition.makeLeade
   truncation reloads it the same way, since an applied batch cannot be taken back.
 - A producer snapshot `<base>.snapshot` is written when an append rolls a new segment, as of
   that base (the batches before the roll applied, the ones after not yet), and one at the LEO
-  when the replica manager stops; snapshots above the LEO (a truncation) or below the log start
-  (retention) are deleted. A snapshot that fails its checks is deleted and an older one, or the
+  when the replica manager stops; snapshots above the LEO (a truncation) are deleted at once,
+  those below the log start (retention) at the next snapshot or producer-expiry check. A snapshot that fails its checks is deleted and an older one, or the
   log, is used instead.
 - A follower starts fetching at its LEO with `last_fetched_epoch` = its log's latest leader
   epoch (truncation on fetch, KIP-101): it never truncates to its high watermark. Only a log
@@ -118,6 +118,8 @@ class Partition:
         self.producer_state_loaded = False
         self._producer_expiry = producer_expiry
         self.producer_snapshots = ProducerSnapshotFiles(log.directory)
+        # The log start the snapshots below it were last deleted for (-1: never).
+        self._snapshots_pruned_below = -1
         self.stopped = False
 
     def __repr__(self) -> str:
@@ -282,7 +284,18 @@ class Partition:
         snapshots = self.producer_snapshots
         at = plog.log_end_offset if offset is None else offset
         snapshots.write(at, encode_producer_snapshot(self.producer_state.entries().values()))
-        snapshots.delete_all(o for o in snapshots.offsets() if o < plog.log_start_offset)
+        self.prune_producer_snapshots()
+
+    def prune_producer_snapshots(self) -> None:
+        """Delete the snapshots below the log start (retention or DeleteRecords moved it):
+        nothing reads them any more. Lists the directory only when the log start moved since
+        the last pruning, so the replica manager's periodic call costs nothing on idle logs."""
+        log_start = self.log.log_start_offset
+        if log_start == self._snapshots_pruned_below:
+            return
+        snapshots = self.producer_snapshots
+        snapshots.delete_all(o for o in snapshots.offsets() if o < log_start)
+        self._snapshots_pruned_below = log_start
 
     def write_producer_snapshot_at_stop(self) -> None:
         """At a clean stop, snapshot the table at the LEO, so the next start loads it without

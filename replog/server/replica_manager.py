@@ -1014,6 +1014,11 @@ class ReplicaManager:
             )
             if expired:
                 log.info("%s: expired %d producer ids", partition.name, len(expired))
+            # Retention deleted segments since the last check: their snapshots go too.
+            try:
+                partition.prune_producer_snapshots()
+            except OSError as exc:
+                log.warning("%s: old producer snapshots not deleted: %s", partition.name, exc)
 
     def next_tick_ms(self) -> int:
         """When `tick` has something to do next."""

@@ -13,6 +13,7 @@ from replog.replication.producer_snapshot import decode_producer_snapshot
 from replog.replication.producer_state import ProducerStateTable
 from replog.server.partition import Partition, ProducerExpiry
 from replog.storage.log_config import LogConfig
+from replog.storage.producer_snapshot_file import ProducerSnapshotFiles
 from tests.metadata.metadata_helpers import replayed
 from tests.server.test_partition import NOW_MS, T0, lead, make, registration
 from tests.server.test_replica_manager import TID, FakeClock, produce, replicate, two_nodes
@@ -269,6 +270,27 @@ def test_snapshots_below_the_log_start_go_at_the_next_roll(tmp_path: Path) -> No
     assert partition.producer_snapshots.offsets() == [2, 4]
     fill(partition, 2)  # 5, 6: rolls at 6
     assert partition.producer_snapshots.offsets() == [4, 6]
+
+
+def test_pruning_deletes_below_the_log_start_and_lists_only_when_it_moved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    partition = filled(tmp_path, 7)  # snapshots at 2, 4, 6
+    listed: list[str] = []
+    list_offsets = ProducerSnapshotFiles.offsets
+    monkeypatch.setattr(
+        ProducerSnapshotFiles,
+        "offsets",
+        lambda files: listed.append(files.directory) or list_offsets(files),
+    )
+    partition.prune_producer_snapshots()  # the log start (0) did not move since the last roll
+    assert listed == []
+    partition.log.update_high_watermark(7)
+    partition.log.increment_log_start_offset(5, "test")
+    partition.prune_producer_snapshots()
+    partition.prune_producer_snapshots()
+    assert len(listed) == 1
+    assert list_offsets(partition.producer_snapshots) == [6]
 
 
 # --- expiry -----------------------------------------------------------------------------------

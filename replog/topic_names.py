@@ -6,18 +6,23 @@ Rules (Kafka's `Topic.validate`): a name is 1 to 249 characters from ASCII lette
 name, `<topic>-<partition>`, within a file system's 255-byte limit.) The internal topics are
 Kafka's (`Topic.isInternal`): `__consumer_offsets` (committed offsets, written by the group
 coordinator) and `__transaction_state`; clients may read them but not produce to them.
+`__cluster_metadata` names the Raft metadata log (its directory is `__cluster_metadata-0`, which
+may share a log dir with the partitions): a legal name, but no topic may take it (Kafka's
+CreateTopics answers INVALID_REQUEST), or its partition's log would be the metadata log's
+directory.
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from replog.errors import InvalidTopicError
+from replog.errors import InvalidRequestError, InvalidTopicError
 
 MAX_TOPIC_NAME_LENGTH = 249
 LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 INTERNAL_TOPICS = frozenset({CONSUMER_OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 
 
 def is_internal_topic(name: str) -> bool:
@@ -49,3 +54,13 @@ def check_topic_name(name: str) -> None:
     problem = topic_name_problem(name)
     if problem is not None:
         raise InvalidTopicError(problem)
+
+
+def check_topic_creatable(name: str) -> None:
+    """`check_topic_name`, and InvalidRequestError for the metadata log's reserved name."""
+    check_topic_name(name)
+    if name == CLUSTER_METADATA_TOPIC:
+        raise InvalidRequestError(
+            f"creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited: the name is "
+            "the metadata log's"
+        )

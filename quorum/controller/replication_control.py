@@ -95,7 +95,7 @@ from replog.errors import (
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
-from replog.topic_names import check_topic_name
+from replog.topic_names import check_topic_creatable
 from timeline import SnapshotRegistry, TimelineHashMap, TimelineHashSet
 
 # Kafka's limits: one CreateTopics (here also CreatePartitions) request may add at most this
@@ -373,7 +373,7 @@ class ReplicationControl:
                     raise InvalidRequestError(
                         f"the request names it {occurrences[topic.name]} times"
                     )
-                check_topic_name(topic.name)
+                check_topic_creatable(topic.name)
                 if topic.name in self._topic_ids.live:
                     raise TopicAlreadyExistsError("it already exists")
                 self._check_collision(topic.name, claimed_keys)

@@ -25,7 +25,10 @@
 - `alter --topic T --partitions P [--if-exists]`: grows the topic to P partitions (placed by
   the controller) and prints `Altered topic T: P partitions.`; fewer partitions than now is
   refused (INVALID_PARTITIONS): partitions are never removed.
-- `delete --topic T [--if-exists]`: prints `Deleted topic T.`
+- `delete --topic T [--if-exists]`: prints `Deleted topic T.` An internal topic
+  (`__consumer_offsets`, `__transaction_state`) is refused before anything is sent, as
+  `kafka-topics.sh` refuses it: deleting `__consumer_offsets` loses every group's committed
+  offsets.
 
 Every action asks the active controller: at `--bootstrap-server HOST:PORT,...` (entries may be
 `id@host:port`), tried in turn, else at the controllers of the local cluster in `--data-dir`,
@@ -54,6 +57,7 @@ from replog.cli.arguments import add_command, at_least, parse_key_values
 from replog.cli.controller_connection import add_connection_arguments, connect
 from replog.client.admin_results import INTERNAL_TOPICS
 from replog.errors import (
+    InvalidTopicError,
     TopicAlreadyExistsError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
@@ -104,6 +108,11 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_delete(args: argparse.Namespace) -> int:
+    if args.topic in INTERNAL_TOPICS:
+        raise InvalidTopicError(
+            f"topic {args.topic} is an internal topic and is not allowed to be deleted (it "
+            "holds what the brokers keep for clients, e.g. committed offsets)"
+        )
     with connect(args) as client:
         results = client.delete_topics([args.topic])
     result = _result_for(results, args.topic)
@@ -243,17 +252,27 @@ def is_unavailable(partition: PartitionInfo, live_brokers: set[int]) -> bool:
     return partition.leader is None or partition.leader not in live_brokers
 
 
+def effective_min_isr(partition: PartitionInfo, min_isr: int | None) -> int | None:
+    """min.insync.replicas capped at the replica count, as the leader applies it (KIP-966's
+    effective min ISR, over every assigned replica, those a reassignment adds included); a min
+    ISR above the replication factor would otherwise list a partition that takes acks=all
+    writes as refusing them. None: not known."""
+    return None if min_isr is None else min(min_isr, len(partition.replicas))
+
+
 def is_under_min_isr(partition: PartitionInfo, min_isr: int | None) -> bool:
-    """Kafka's rule: no leader, or fewer in-sync replicas than min.insync.replicas (None: not
-    known, e.g. the topic was deleted meanwhile)."""
+    """Kafka's rule: no leader, or fewer in-sync replicas than the effective
+    min.insync.replicas (None: not known, e.g. the topic was deleted meanwhile)."""
     if partition.leader is None:
         return True
-    return min_isr is not None and len(partition.isr) < min_isr
+    floor = effective_min_isr(partition, min_isr)
+    return floor is not None and len(partition.isr) < floor
 
 
 def is_at_min_isr(partition: PartitionInfo, min_isr: int | None) -> bool:
-    """Exactly min.insync.replicas in-sync replicas: one more loss stops acks=all writes."""
-    return min_isr is not None and len(partition.isr) == min_isr
+    """Exactly the effective min.insync.replicas in sync: one more loss stops acks=all."""
+    floor = effective_min_isr(partition, min_isr)
+    return floor is not None and len(partition.isr) == floor
 
 
 def topic_line(topic: TopicInfo, configs: Mapping[str, str | None]) -> str:

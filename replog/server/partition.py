@@ -16,8 +16,8 @@ Rules (reference digest §5.1, §5.5, §6.2, §6.5; Kafka's `Partition.makeLeade
 - A producer snapshot `<base>.snapshot` is written when an append rolls a new segment, as of
   that base (the batches before the roll applied, the ones after not yet), and one at the LEO
   when the replica manager stops; snapshots above the LEO (a truncation) are deleted at once,
-  those below the log start (retention) at the next snapshot or producer-expiry check. A snapshot that fails its checks is deleted and an older one, or the
-  log, is used instead.
+  those below the log start (retention) at the next snapshot or producer-expiry check. A
+  snapshot that fails its checks is deleted and an older one, or the log, is used instead.
 - A follower starts fetching at its LEO with `last_fetched_epoch` = its log's latest leader
   epoch (truncation on fetch, KIP-101): it never truncates to its high watermark. Only a log
   without leader epochs (nothing written with a leader epoch) starts at its HW, as Kafka does.

@@ -67,6 +67,7 @@ from replog.config import integer_settings
 from replog.errors import (
     ConfigError,
     CorruptCheckpointError,
+    InvalidTopicError,
     KafkaStorageError,
     UnknownTopicOrPartitionError,
 )
@@ -74,7 +75,7 @@ from replog.storage.checkpoint_file import OffsetCheckpointFile
 from replog.storage.fs import LOCAL_FS, FileSystem
 from replog.storage.log import DELETE_DIR_SUFFIX, Log, parse_topic_partition
 from replog.storage.log_config import LONG_MAX, LogConfig
-from replog.topic_names import check_topic_name
+from replog.topic_names import CLUSTER_METADATA_TOPIC, check_topic_name
 
 log = logging.getLogger("replog.storage")
 
@@ -279,6 +280,10 @@ class LogManager:
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """The log of topic-partition, created in the log dir holding the fewest logs."""
         check_topic_name(topic)
+        if topic == CLUSTER_METADATA_TOPIC:
+            # Its partition directory is the Raft metadata log's (the controller refuses the
+            # name; this keeps any other path from writing into that log).
+            raise InvalidTopicError(f"{topic}-{partition}: the metadata log's name, not a topic's")
         if partition < 0:
             raise UnknownTopicOrPartitionError(f"{topic}-{partition}: partition must be >= 0")
         with self._lock:

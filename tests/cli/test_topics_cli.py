@@ -13,6 +13,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,9 @@ from fake_controller import (
     status,
 )
 
+from replog.admin.controller_results import PartitionInfo
 from replog.cli.local_cluster import LocalCluster, LocalNode
+from replog.cli.topics import is_at_min_isr, is_under_min_isr
 from replog.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
@@ -487,6 +490,19 @@ def test_delete(controller: FakeController) -> None:
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
 
 
+def test_deleting_an_internal_topic_is_refused_before_asking(controller: FakeController) -> None:
+    outcome = replog(
+        "topics",
+        "delete",
+        "--topic",
+        "__consumer_offsets",
+        "--bootstrap-server",
+        controller.address,
+    )
+    assert_refused(outcome, "__consumer_offsets is an internal topic and is not allowed")
+    assert controller.asked("DeleteTopics") == []
+
+
 # --- where the commands ask ---------------------------------------------------------------------
 
 
@@ -609,3 +625,15 @@ def test_the_replog_command_as_a_process(controller: FakeController) -> None:
     )  # fmt: skip
     assert missing.returncode == 1
     assert missing.stderr == "replog topics: unknown topic 'nope'\n"
+
+
+def test_a_min_isr_above_the_replication_factor_counts_as_the_factor() -> None:
+    """The leader caps min.insync.replicas at the replica count (KIP-966's effective min ISR)
+    and takes acks=all writes; the filters say what the leader does (found by a user review:
+    min ISR 5 on RF 3 was listed as under min ISR while writes went through)."""
+    full = PartitionInfo(0, 1, 0, 0, (1, 2, 3), (1, 2, 3), (), (), (), None)
+    assert not is_under_min_isr(full, 5) and is_at_min_isr(full, 5)
+    shrunk = replace(full, isr=(1, 2))
+    assert is_under_min_isr(shrunk, 5) and not is_at_min_isr(shrunk, 5)
+    assert not is_under_min_isr(shrunk, 2) and is_at_min_isr(shrunk, 2)
+    assert not is_under_min_isr(shrunk, None) and not is_at_min_isr(shrunk, None)

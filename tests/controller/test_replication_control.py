@@ -335,6 +335,19 @@ def test_legal_topic_names_are_accepted(name: str) -> None:
     assert response.error is None
 
 
+def test_the_metadata_logs_name_is_invalid_request() -> None:
+    """A topic named `__cluster_metadata` would put its partition log in the metadata log's
+    directory (found by a user review: the node then lost metadata and could not start)."""
+    (response,) = Rig().control.create_topics([CreatableTopic("__cluster_metadata", 1, 1)]).response
+    assert error_name(response.error) == "INVALID_REQUEST"
+    assert response.error is not None
+    assert "internal topic __cluster_metadata is prohibited" in response.error.message
+    (response,) = (
+        Rig().control.create_topics([CreatableTopic("__cluster_metadata2", 1, 1)]).response
+    )
+    assert response.error is None
+
+
 def test_an_existing_topic_is_topic_already_exists_even_before_it_commits() -> None:
     rig = Rig()
     rig.create("t", partitions=1, rf=1)

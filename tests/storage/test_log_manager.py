@@ -95,7 +95,9 @@ def test_logs_live_in_topic_partition_dirs_spread_over_the_log_dirs(tmp_path: Pa
     lm.shutdown()
 
 
-@pytest.mark.parametrize("topic", ["", ".", "..", "a/b", "a b", "t" * 250, "caf\u00e9", "x:y"])
+@pytest.mark.parametrize(
+    "topic", ["", ".", "..", "a/b", "a b", "t" * 250, "caf\u00e9", "x:y", "__cluster_metadata"]
+)
 def test_invalid_topic_names_are_refused(tmp_path: Path, topic: str) -> None:
     lm = manager([tmp_path / "d0"])
     with pytest.raises(InvalidTopicError):

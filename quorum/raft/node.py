@@ -193,10 +193,14 @@ class RaftNode:
         election_state: ElectionState,
         rng: RandomSource,
         now_ms: int,
+        record_time_offset_ms: int = 0,
     ) -> None:
         """Start from a recovered log and the persisted election state (all written, flushed).
 
         `election_state` is what the quorum-state file holds (`ElectionState(0)` for a new node).
+        `record_time_offset_ms` is added to `now_ms` to stamp the batches this node writes as
+        leader: the shell passes its wall clock minus its monotonic one, so the records carry
+        wall-clock time, as Kafka's do, while every timer runs on the monotonic clock.
         """
         self.node_id = node_id
         self.config = config
@@ -204,6 +208,7 @@ class RaftNode:
         self._is_voter = node_id in self._voter_ids
         self._rng = rng
         self._now_ms = now_ms
+        self._record_time_offset_ms = record_time_offset_ms
         self._tail = LogTail(log)
         self._election = election_state
         self._election_dirty = False
@@ -340,7 +345,8 @@ class RaftNode:
         ):
             self._drain_accumulator(leader)
         base_offset = self._tail.summary().log_end_offset + len(leader.accumulator)
-        leader.accumulator.extend(PendingRecord(now_ms, value) for value in values)
+        stamp = now_ms + self._record_time_offset_ms
+        leader.accumulator.extend(PendingRecord(stamp, value) for value in values)
         leader.accumulator_bytes += size
         if leader.linger_deadline_ms is None:
             # Linger only to group proposals behind an append still in flight (group commit):
@@ -635,7 +641,10 @@ class RaftNode:
             self.node_id, tuple(sorted(self._voter_ids)), tuple(sorted(granting_voters))
         )
         batch = leader_change_batch(
-            record, base_offset=epoch_start, quorum_epoch=epoch, timestamp_ms=now_ms
+            record,
+            base_offset=epoch_start,
+            quorum_epoch=epoch,
+            timestamp_ms=now_ms + self._record_time_offset_ms,
         )
         self._tail.append(
             epoch_start, epoch_start + 1, batch, [EpochStart(epoch, epoch_start)], as_leader=True

@@ -52,7 +52,7 @@ from quorum.raft.ready import (
     LoadSnapshot,
     LogOp,
 )
-from replog.clock import Clock, monotonic_ms, monotonic_s
+from replog.clock import Clock, monotonic_ms, monotonic_s, wall_clock_ms
 from replog.errors import KafkaStorageError, NotLeaderOrFollowerError, RequestTimedOutError
 from replog.server.raft_storage import RaftStorage
 from replog.server.raft_transport import RaftTransport, RequestFailed
@@ -116,6 +116,7 @@ class RaftDriver:
         storage: RaftStorage,
         *,
         clock: Clock = monotonic_ms,
+        wall_clock: Clock = wall_clock_ms,
         rng: random.Random | None = None,
         listener: Listener | None = None,
     ) -> None:
@@ -136,6 +137,9 @@ class RaftDriver:
             election_state=storage.read_election_state(),
             rng=rng or random.Random(),
             now_ms=clock(),
+            # Metadata batches carry wall-clock time (found by a user review: `dump-log` of
+            # the metadata log showed milliseconds since boot).
+            record_time_offset_ms=wall_clock() - clock(),
         )
         self._inbox: asyncio.Queue[Event] = asyncio.Queue()
         self._waiters: SortedDict = SortedDict()  # base offset -> list[_Waiter]

@@ -554,3 +554,27 @@ def test_snapshots_only_of_applied_state() -> None:
     assert snapshot_id == SnapshotId(3, EPOCH)
     with pytest.raises(ValueError, match="exists"):
         raft.create_snapshot(3, b"state", raft.now_ms)
+
+
+def test_a_leader_stamps_its_batches_with_now_plus_the_record_time_offset() -> None:
+    """Timers run on the monotonic `now_ms`; records carry wall-clock time (the shell's offset
+    between the two), as Kafka's metadata records do."""
+    wall_minus_monotonic = 1_700_000_000_000
+    log = log_with([(1, 2)])
+    raft = RaftNode(
+        node_id=1,
+        config=config(),
+        log=log,
+        election_state=ElectionState(EPOCH, None, 1),
+        rng=random.Random(7),
+        now_ms=500,
+        record_time_offset_ms=wall_minus_monotonic,
+    )
+    drain(raft, log)
+    step(raft, log, 3, VoteResponse(1, ErrorCode.NONE, EPOCH, None, True, False))
+    raft.propose([b"x"], raft.now_ms)
+    drain(raft, log)
+    leader_change, proposed = log.batches[-2:]
+    assert leader_change.is_control and not proposed.is_control
+    for stored in (leader_change, proposed):
+        assert read_header(stored.data).max_timestamp == raft.now_ms + wall_minus_monotonic

@@ -31,7 +31,8 @@ Timeouts and retries:
   (TOPIC_ALREADY_EXISTS after a create that timed out but happened).
 - Not retried: any other error. A request-level error raises its `replog.errors` class with
   the server's message; per-item errors are returned in the item's `error`. When the deadline
-  passes, `RequestTimedOutError` names every address tried and what it said. A node that does
+  passes, `KafkaTimeoutError` (the client-side timeout, as kafka-python's admin raises and
+  docs/client.md promises) names every address tried and what it said. A node that does
   not serve the Controller service (gRPC UNIMPLEMENTED) is skipped; if no node serves it,
   `UnsupportedVersionError`. A gRPC failure never escapes as a bare `grpc.RpcError`.
 - Ctrl-C (KeyboardInterrupt) interrupts a call at once, cancelling the RPC in flight.
@@ -74,9 +75,9 @@ from replog.admin.controller_results import (
 from replog.clock import monotonic_ms
 from replog.errors import (
     InvalidRequestError,
+    KafkaTimeoutError,
     NotControllerError,
     ReplogError,
-    RequestTimedOutError,
     UnknownServerError,
     UnsupportedVersionError,
 )
@@ -426,7 +427,7 @@ class ControllerClient:
                 continue  # the check at the top of the loop raises, without a pointless wait
             remaining_ms = deadline_ms - monotonic_ms()
             if remaining_ms <= 0:
-                raise RequestTimedOutError(
+                raise KafkaTimeoutError(
                     f"{rpc}: no answer from the active controller within {budget_s:g} s: "
                     f"{_summary(said)}"
                 )

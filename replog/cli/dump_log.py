@@ -4,7 +4,7 @@ producer `.snapshot`, holds.
 Like Kafka's `kafka-dump-log.sh`: one line per batch with its byte position, offsets, record
 count, leader epoch, producer fields, timestamps, codec and whether its CRC-32C is valid; with
 `--print-data`, one line per record. Damage is reported, never fatal: a batch with a bad CRC
-is printed as `crc_valid: false`, and bytes that do not frame as a batch are reported with
+is printed as `crcValid: false`, and bytes that do not frame as a batch are reported with
 their position. A producer snapshot prints one line per producer, or what fails its checks.
 The exit code is 1 when anything invalid was found.
 """

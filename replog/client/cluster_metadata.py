@@ -92,8 +92,11 @@ class _Refresh:
     topics: frozenset[str] | None  # None: every topic
     task: asyncio.Task[None]
 
-    def covers(self, wanted: frozenset[str]) -> bool:
-        return self.topics is None or wanted <= self.topics
+    def covers(self, wanted: frozenset[str] | None) -> bool:
+        """Whether this pass answers for `wanted` (None: every topic)."""
+        if self.topics is None:
+            return True
+        return wanted is not None and wanted <= self.topics
 
 
 @dataclass
@@ -240,13 +243,16 @@ class ClusterMetadata:
             wait_ms = max(self._next_pass_ms - now, 0) or self.retry_backoff_ms
             await asyncio.sleep(min(wait_ms, deadline_ms - now) / 1000)
 
-    async def refresh(self, topics: Iterable[str] | None = None, *, deadline_ms: int) -> None:
-        """Ask a broker for the metadata of `topics` and of every topic used so far.
+    async def refresh(
+        self, topics: Iterable[str] | None = None, *, deadline_ms: int, every_topic: bool = False
+    ) -> None:
+        """Ask a broker for the metadata of `topics` and of every topic used so far, or with
+        `every_topic` of every topic the cluster has.
 
         Raises NoBrokersAvailableError when no broker answered in one pass over the addresses,
         KafkaTimeoutError when the deadline passes first (naming the last cause)."""
-        wanted = frozenset(topics or ())
-        self._wanted |= wanted
+        wanted: frozenset[str] | None = None if every_topic else frozenset(topics or ())
+        self._wanted |= wanted or frozenset()
         while True:
             inflight = self._inflight
             if inflight is not None and inflight.covers(wanted):
@@ -263,7 +269,7 @@ class ClusterMetadata:
                     raise self._timeout("metadata refresh")
                 await asyncio.sleep(wait_ms / 1000)
                 continue  # another caller may have started a pass meanwhile
-            asked = frozenset(self._wanted) or None
+            asked = None if every_topic else (frozenset(self._wanted) or None)
             # The pass is shared: its calls are bounded by request.timeout.ms, not by the
             # deadline of whoever started it (an impatient starter would otherwise cut the
             # refresh short for every caller waiting on it).

@@ -369,6 +369,23 @@ class Consumer:
             )
         return found
 
+    async def partitions_for_topic(self, topic: str, timeout_ms: int | None = None) -> set[int]:
+        """The partition numbers of `topic` (kafka-python's name); UnknownTopicOrPartitionError
+        if it does not exist."""
+        what = "partitions_for_topic"
+        self._check_open(what)
+        budget_ms = self._timeout(timeout_ms, what)
+        states = await self._metadata.partitions_for(topic, deadline_ms=monotonic_ms() + budget_ms)
+        return {state.partition for state in states}
+
+    async def topics(self, timeout_ms: int | None = None) -> set[str]:
+        """Every topic of the cluster, internal ones included (kafka-python's `topics()`)."""
+        what = "topics"
+        self._check_open(what)
+        budget_ms = self._timeout(timeout_ms, what)
+        await self._metadata.refresh(deadline_ms=monotonic_ms() + budget_ms, every_topic=True)
+        return set(self._metadata.topics)
+
     async def beginning_offsets(
         self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
     ) -> dict[TopicPartition, int]:

@@ -170,6 +170,16 @@ class Consumer:
             self._api_timeout(timeout_ms),
         )
 
+    def partitions_for_topic(self, topic: str, timeout_ms: int | None = None) -> set[int]:
+        return self._run(
+            self._aio.partitions_for_topic(topic, timeout_ms),
+            "partitions_for_topic",
+            self._api_timeout(timeout_ms),
+        )
+
+    def topics(self, timeout_ms: int | None = None) -> set[str]:
+        return self._run(self._aio.topics(timeout_ms), "topics", self._api_timeout(timeout_ms))
+
     def beginning_offsets(
         self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
     ) -> dict[TopicPartition, int]:

@@ -577,3 +577,17 @@ async def test_misuse_raises_typed_errors(cluster: FakeCluster) -> None:
         c.assign([T0])
     with pytest.raises(ClientClosedError):
         await c.position(T0)
+
+
+@pytest.mark.asyncio
+async def test_kafka_pythons_topic_lookups(cluster: FakeCluster) -> None:
+    """`partitions_for_topic` and `topics()`, as kafka-python's consumer has them (found
+    missing by a user review: docs/client.md promises kafka-python's method names)."""
+    cluster.create("t", 2)
+    cluster.create("u", 1)
+    async with consumer(cluster) as c:
+        assert await c.partitions_for_topic("t") == {0, 1}
+        # Every topic, not only those the consumer has asked about.
+        assert await c.topics() == {"t", "u"}
+        with pytest.raises(UnknownTopicOrPartitionError, match="'nope'"):
+            await c.partitions_for_topic("nope", timeout_ms=500)

@@ -52,6 +52,7 @@ def test_round_trip_commit_and_positions(cluster: FakeCluster) -> None:
         c.commit()
         assert c.committed(T0) == 2
         assert c.beginning_offsets([T0]) == {T0: 0} and c.end_offsets([T0]) == {T0: 2}
+        assert c.partitions_for_topic("t") == {0} and c.topics() == {"t"}
         c.seek_to_beginning()
         assert [r.value for r in poll_until(c, 2)] == [b"a", b"b"]
         done = c.commit_async({T0: OffsetAndMetadata(1)})

@@ -525,8 +525,14 @@ def _classify(address: str, rpc: str, exc: grpc.RpcError, timeout_ms: int) -> Ex
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return _Unreachable(f"no answer within {timeout_ms / 1000:g} s")
     if code == grpc.StatusCode.UNAVAILABLE:
-        refused = "refused" in details.lower()
-        return _Unreachable("connection refused" if refused else f"unavailable: {details}")
+        lowered = details.lower()
+        if "refused" in lowered:
+            return _Unreachable("connection refused")
+        if "failed to connect" in lowered:
+            # gRPC's polling engine reports a refused reconnection as "FD Shutdown (connect()
+            # timed out)" at once: what is known is that nothing could be reached there.
+            return _Unreachable("cannot connect (nothing answers at this address)")
+        return _Unreachable(f"unavailable: {details}")
     if code == grpc.StatusCode.CANCELLED:
         return _Unreachable(f"cancelled: {details}")  # e.g. the node shutting down
     if code == grpc.StatusCode.UNIMPLEMENTED:

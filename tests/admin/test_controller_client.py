@@ -27,6 +27,7 @@ from fake_controller import (
     status,
 )
 
+from replog.admin import controller_client as controller_client_module
 from replog.admin.bootstrap import Bootstrap, parse_bootstrap
 from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import (
@@ -740,3 +741,40 @@ def test_a_closed_client_refuses_calls(
     client.close()
     with pytest.raises(ReplogError, match="closed"):
         client.metadata()
+
+
+class _Failed(grpc.RpcError):
+    def __init__(self, details: str) -> None:
+        self._details = details
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return self._details
+
+
+@pytest.mark.parametrize(
+    ("details", "said"),
+    [
+        (
+            "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: Failed "
+            "to connect to remote host: connect: Connection refused (111)",
+            "connection refused",
+        ),
+        (
+            # gRPC's polling engine, reconnecting to a port nobody listens on
+            "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: Failed "
+            "to connect to remote host: Timeout occurred: FD Shutdown (connect() timed out)",
+            "cannot connect (nothing answers at this address)",
+        ),
+        ("Socket closed", "unavailable: Socket closed"),
+    ],
+)
+def test_unreachable_addresses_are_named_in_plain_words(details: str, said: str) -> None:
+    """Found by a user review: the CLI printed gRPC's text, which said "timed out" for a port
+    that refused at once."""
+    classified = controller_client_module._classify(
+        "127.0.0.1:1", "Metadata", _Failed(details), 1000
+    )
+    assert str(classified) == said

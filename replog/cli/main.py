@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -70,6 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.run(args)
         return code
+    except BrokenPipeError:
+        # The reader went away (`replog dump-log ... | head`): stop quietly, as a shell tool
+        # killed by SIGPIPE would, and keep the interpreter's final flush from failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except (ReplogError, OSError) as exc:
         if os.environ.get("REPLOG_DEBUG"):
             raise

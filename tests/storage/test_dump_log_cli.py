@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -175,3 +177,19 @@ def test_a_producer_snapshot_prints_each_producer_or_what_is_wrong(
     path.write_bytes(path.read_bytes()[:-1])
     code, lines = dump(capsys, str(path))
     assert code == 1 and "does not match the stored" in lines[1]
+
+
+def test_a_reader_that_stops_early_ends_the_dump_quietly(
+    segment: tuple[Path, list[bytes]],
+) -> None:
+    """`replog dump-log ... | head -1`: no "[Errno 32] Broken pipe" line (found by a user
+    review), exit code 141 as a tool killed by SIGPIPE."""
+    path, _ = segment
+    command = [sys.executable, "-m", "replog.cli.main", "dump-log", "--print-data"]
+    process = subprocess.Popen(
+        [*command, *[str(path)] * 200], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert process.stdout is not None and process.stdout.readline().startswith(b"Dumping")
+    process.stdout.close()
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 141 and b"Broken pipe" not in stderr, stderr

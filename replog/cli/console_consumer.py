@@ -140,19 +140,36 @@ def offset_value(text: str) -> str | int:
 
 
 def consumer_config(args: argparse.Namespace) -> dict[str, object]:
+    """The consumer's config. `auto.offset.reset` as kafka-console-consumer.sh sets it:
+    earliest with `--from-beginning` (a user value saying otherwise is refused), else the
+    user's value, else latest; an invalid value is the consumer's ConfigError."""
     forced: dict[str, object] = {
-        "auto.offset.reset": EARLIEST if args.from_beginning else LATEST,
         "enable.auto.commit": "false",  # commits are explicit: only what was printed
     }
     if args.group is not None:
         forced["group.id"] = args.group
-    return client_config(
+    config = client_config(
         args,
         file_option="consumer.config",
         props_option="consumer_property",
         defaults={"client.id": "console-consumer"},
         forced=forced,
     )
+    # Either spelling of the key counts (the client configs accept both).
+    keys = [k for k in config if k.strip().replace("_", ".") == "auto.offset.reset"]
+    given = [str(config[k]) for k in keys]
+    if args.from_beginning:
+        refused = [value for value in given if value != EARLIEST]
+        if refused:
+            raise ReplogError(
+                f"--from-beginning and auto.offset.reset={refused[0]} cannot be used together"
+            )
+        for key in keys:
+            del config[key]
+        config["auto.offset.reset"] = EARLIEST
+    elif not keys:
+        config["auto.offset.reset"] = LATEST
+    return config
 
 
 def matching_topics(pattern: str, topics: Sequence[str]) -> list[str]:

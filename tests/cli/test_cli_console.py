@@ -336,6 +336,12 @@ def test_a_failed_send_is_one_line_and_exit_1(cluster: ClientCluster) -> None:
          "replog consume: --property print.kee: unknown; known: print.timestamp, "
          "print.partition, print.offset, print.headers, print.key, print.value, key.separator, "
          "line.separator, headers.separator, null.literal"),
+        (["consume", "--topic", "lines", "--from-beginning",
+          "--consumer-property", "auto.offset.reset=latest"], "",
+         "replog consume: --from-beginning and auto.offset.reset=latest cannot be used "
+         "together"),
+        (["consume", "--topic", "lines", "--consumer-property", "auto.offset.reset=bogus"], "",
+         "replog consume: auto.offset.reset='bogus': accepted values: earliest, latest, none"),
         (["consume", "--include", "("], "",
          "replog consume: --include '(': not a regular expression: missing ), unterminated "
          "subpattern at position 0"),

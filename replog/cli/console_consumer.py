@@ -84,13 +84,16 @@ def new_consumer(config: dict[str, object]) -> LineConsumer:
     return consumer
 
 
-def list_topics(config: Mapping[str, object], *, include_internal: bool = False) -> list[str]:
+def list_topics(
+    config: Mapping[str, object], *, include_internal: bool = False, timeout_ms: int | None = None
+) -> list[str]:
     """The cluster's topics (internal ones only with `include_internal`), through the admin
-    client; an unreachable cluster is its one-line error."""
+    client; an unreachable cluster is its one-line error, within `timeout_ms` when given (the
+    admin's default, 60 s, otherwise)."""
     from replog.client.sync_admin import Admin
 
     with Admin({"bootstrap.servers": config["bootstrap.servers"]}) as admin:
-        return admin.list_topics(include_internal=include_internal)
+        return admin.list_topics(include_internal=include_internal, timeout_ms=timeout_ms)
 
 
 def existing_topic(topic: str, topics: Sequence[str]) -> None:
@@ -284,7 +287,9 @@ def run(args: argparse.Namespace) -> int:
     formatter = formatter_config(args)
     config = consumer_config(args)
     # Before the consumer exists: a mistake here is one line, without a summary.
-    topics = list_topics(config, include_internal=args.include is None)
+    # `--timeout-ms` bounds this wait too: Kafka's console consumer gives up after it whether
+    # or not the cluster answers (found by a user review: a stopped cluster took 60 s).
+    topics = list_topics(config, include_internal=args.include is None, timeout_ms=args.timeout_ms)
     if args.include is None:
         existing_topic(args.topic, topics)
     included = [] if args.include is None else matching_topics(args.include, topics)

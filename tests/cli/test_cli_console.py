@@ -29,6 +29,7 @@ from replog.client.records import (
     TopicPartition,
 )
 from replog.errors import ReplogError
+from tests.local_ports import free_port
 
 # --- the line reader (pure) ----------------------------------------------------------------------
 
@@ -442,3 +443,13 @@ def test_help_on_every_command() -> None:
     for command in (["produce"], ["consume"]):
         result = replog(*command, "--help")
         assert result.returncode == 0 and "kafka-console" in result.stdout
+
+
+def test_timeout_ms_also_bounds_the_wait_for_an_unreachable_cluster() -> None:
+    """Kafka's console consumer gives up after `--timeout-ms` whether or not the cluster
+    answers; replog's waited the admin's 60 s for its topic check (found by a user review)."""
+    dead = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    result = replog("consume", "--topic", "t", "--timeout-ms", "500", "--bootstrap-server", dead)
+    assert time.monotonic() - started < 15
+    assert result.returncode == 1 and f"{dead}: " in result.stderr.splitlines()[-1]

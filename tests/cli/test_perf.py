@@ -12,6 +12,7 @@ import io
 import json
 import os
 import re
+import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -151,9 +152,30 @@ def producer_config(args: Any) -> dict[str, object]:
     )
 
 
-def test_bootstrap_comes_from_the_local_cluster_by_default(local_cluster: str) -> None:
+def test_bootstrap_comes_from_the_local_cluster_by_default(
+    local_cluster: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    probed: list[str] = []
+    monkeypatch.setattr(
+        client_connection, "accepts_connections", lambda a: probed.append(a) or a.endswith("3")
+    )
     config = producer_config(produce_args("--data-dir", local_cluster))
     assert config["bootstrap.servers"] == "127.0.0.1:29092,127.0.0.1:29093,127.0.0.1:29094"
+    assert probed == ["127.0.0.1:29092", "127.0.0.1:29093"]  # one broker that answers will do
+
+
+def test_a_local_cluster_whose_brokers_do_not_answer_is_one_clear_error_at_once(
+    local_cluster: str,
+) -> None:
+    """Found by a user review: produce to a stopped local cluster waited max.block.ms (60 s)."""
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        assert client_connection.accepts_connections(f"127.0.0.1:{listening.getsockname()[1]}")
+    started = time.monotonic()
+    with pytest.raises(ReplogError, match=r"no broker of the local cluster in .* answers at "):
+        producer_config(produce_args("--data-dir", local_cluster))  # nothing listens on 2909x
+    assert time.monotonic() - started < 5
 
 
 def test_bootstrap_precedence(local_cluster: str, tmp_path: Path) -> None:

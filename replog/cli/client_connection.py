@@ -86,6 +86,12 @@ def accepts_connections(address: str) -> bool:
         return False
 
 
+def keys_named(config: Mapping[str, object], dotted: str) -> list[str]:
+    """The keys of `config` that name the setting `dotted`, in either spelling the client
+    configs accept (`auto.offset.reset`, `auto_offset_reset`)."""
+    return [k for k in config if k.strip().replace("_", ".") == dotted]
+
+
 def client_config(
     args: argparse.Namespace,
     *,
@@ -100,8 +106,7 @@ def client_config(
     config.update(read_config_file(getattr(args, file_option), "--" + file_option))
     config.update(parse_props(getattr(args, props_option), "--" + props_option.replace("_", "-")))
     config.update(forced or {})
-    # Either spelling of the key counts (the client configs accept both).
-    named = {k for k in config if k.strip().replace("_", ".") == "bootstrap.servers"}
+    named = keys_named(config, "bootstrap.servers")
     if args.bootstrap_server is not None:
         for key in named:
             del config[key]

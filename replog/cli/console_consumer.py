@@ -43,7 +43,11 @@ from contextlib import suppress
 from typing import Any, Protocol
 
 from replog.cli.arguments import add_documented_command, at_least, parse_key_values
-from replog.cli.client_connection import add_client_connection_arguments, client_config
+from replog.cli.client_connection import (
+    add_client_connection_arguments,
+    client_config,
+    keys_named,
+)
 from replog.cli.record_formatter import FormatterConfig, format_record
 from replog.client.records import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from replog.errors import ReplogError
@@ -158,8 +162,7 @@ def consumer_config(args: argparse.Namespace) -> dict[str, object]:
         defaults={"client.id": "console-consumer"},
         forced=forced,
     )
-    # Either spelling of the key counts (the client configs accept both).
-    keys = [k for k in config if k.strip().replace("_", ".") == "auto.offset.reset"]
+    keys = keys_named(config, "auto.offset.reset")
     given = [str(config[k]) for k in keys]
     if args.from_beginning:
         refused = [value for value in given if value != EARLIEST]

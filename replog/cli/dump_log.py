@@ -175,16 +175,16 @@ def dump_producer_snapshot(path: str, out: TextIO) -> int:
         out.write(f"{exc}\n")
         return 1
     for entry in entries:
-        last = entry.batches[-1] if entry.batches else None
+        batch = "no data batch"
+        if entry.batches:
+            last = entry.batches[-1]
+            batch = (
+                f"firstSequence: {last.first_sequence} lastSequence: {last.last_sequence} "
+                f"firstOffset: {last.first_offset} lastOffset: {last.last_offset}"
+            )
         out.write(
             f"producerId: {entry.producer_id} producerEpoch: {entry.producer_epoch} "
-            f"lastTimestamp: {entry.last_timestamp_ms} "
-            + (
-                "no data batch\n"
-                if last is None
-                else f"firstSequence: {last.first_sequence} lastSequence: {last.last_sequence} "
-                f"firstOffset: {last.first_offset} lastOffset: {last.last_offset}\n"
-            )
+            f"lastTimestamp: {entry.last_timestamp_ms} {batch}\n"
         )
     return 0
 

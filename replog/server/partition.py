@@ -215,12 +215,8 @@ class Partition:
         plog = self.log
         expiry = self._producer_expiry() if self._producer_expiry is not None else None
         start = self._rebuild_start(expiry)
-        snapshots = self.producer_snapshots
-        offsets = snapshots.offsets()
-        out_of_range = [o for o in offsets if o > plog.log_end_offset or o < plog.log_start_offset]
-        snapshots.delete_all(out_of_range, durable=True)
         # A snapshot below where a rebuild would start saves nothing (`_rebuild_start` says why).
-        usable = [o for o in offsets if o not in out_of_range and o >= start]
+        usable = [o for o in self._drop_snapshots_outside_log() if o >= start]
         for offset in reversed(usable):
             entries = self._read_snapshot(offset)
             if entries is None:
@@ -242,6 +238,18 @@ class Partition:
         if expiry is not None:
             self.producer_state.remove_expired(expiry.wall_now_ms, expiry.expiration_ms)
         self.producer_state_loaded = True
+
+    def _drop_snapshots_outside_log(self) -> list[int]:
+        """Delete the snapshots above the LEO (durably: Rules of `producer_snapshot_file`) or
+        below the log start; the offsets of those left, ascending."""
+        plog = self.log
+        start, end = plog.log_start_offset, plog.log_end_offset
+        offsets = self.producer_snapshots.offsets()
+        self.producer_snapshots.delete_all(
+            (o for o in offsets if o > end or o < start), durable=True
+        )
+        self._snapshots_pruned_below = start
+        return [o for o in offsets if start <= o <= end]
 
     def _read_snapshot(self, offset: int) -> list[ProducerEntry] | None:
         snapshots = self.producer_snapshots
@@ -294,7 +302,12 @@ class Partition:
         if log_start == self._snapshots_pruned_below:
             return
         snapshots = self.producer_snapshots
-        snapshots.delete_all(o for o in snapshots.offsets() if o < log_start)
+        try:
+            snapshots.delete_all(o for o in snapshots.offsets() if o < log_start)
+        except OSError as exc:
+            # Files nothing reads: the next pruning tries again.
+            log.warning("%s: old producer snapshots not deleted: %s", self.name, exc)
+            return
         self._snapshots_pruned_below = log_start
 
     def write_producer_snapshot_at_stop(self) -> None:
@@ -304,7 +317,7 @@ class Partition:
         broker with many idle partitions from writing a file for each."""
         plog = self.log
         if not plog.closed and plog.log_end_offset > plog.active_segment.base_offset:
-            self.write_producer_snapshot()
+            self._write_snapshot_or_warn(plog.log_end_offset)
 
     def append_as_leader(self, records: bytes | memoryview, leader_epoch: int) -> LogAppendInfo:
         """Append a produce's batches to the log and record them in the producer table."""
@@ -325,25 +338,21 @@ class Partition:
             return  # loaded from the log, these batches included, when the replica takes a role
         update = self.producer_state.update
         new_base = self.log.active_segment.base_offset
-        if new_base == base_before:
-            for header in headers:
-                update(header)
-            return
-        # The append rolled a segment: snapshot the table as of the new base (of the last roll,
-        # if it rolled more than once), between the batches before it and those after.
-        snapshotted = False
+        # If the append rolled a segment, snapshot the table as of the new base (of the last
+        # roll, if it rolled more than once), between the batches before it and those after.
+        rolled_to = new_base if new_base != base_before else None
         for header in headers:
-            if not snapshotted and header.base_offset >= new_base:
-                self._snapshot_at_roll(new_base)
-                snapshotted = True
+            if rolled_to is not None and header.base_offset >= rolled_to:
+                self._write_snapshot_or_warn(rolled_to)
+                rolled_to = None
             update(header)
 
-    def _snapshot_at_roll(self, base_offset: int) -> None:
+    def _write_snapshot_or_warn(self, offset: int) -> None:
         try:
-            self.write_producer_snapshot(base_offset)
+            self.write_producer_snapshot(offset)
         except OSError as exc:
             # Only a cache of the log's headers: the next load replays more instead.
-            log.warning("%s: producer snapshot at %d not written: %s", self.name, base_offset, exc)
+            log.warning("%s: producer snapshot at %d not written: %s", self.name, offset, exc)
 
     def make_follower(self, registration: PartitionRegistration, now_ms: int) -> bool:
         """Follow `registration.leader`; returns whether the fetch state was (re)started.
@@ -426,10 +435,7 @@ class Partition:
             if self.producer_state_loaded:
                 self.load_producer_state()  # deletes the snapshots above the new LEO first
             else:
-                self.producer_snapshots.delete_all(
-                    (o for o in self.producer_snapshots.offsets() if o > self.log.log_end_offset),
-                    durable=True,
-                )
+                self._drop_snapshots_outside_log()
         self.sync_follower_offsets()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:

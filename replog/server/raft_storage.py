@@ -50,10 +50,11 @@ from replog.errors import KafkaStorageError
 from replog.storage.fs import LOCAL_FS, FileSystem
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
+from replog.topic_names import CLUSTER_METADATA_TOPIC
 
 log = logging.getLogger("replog.server.raft")
 
-METADATA_PARTITION_DIR = "__cluster_metadata-0"
+METADATA_PARTITION_DIR = f"{CLUSTER_METADATA_TOPIC}-0"
 _PART_SUFFIX = ".part"
 # Kafka's metadata.log.segment.bytes default is 1 GiB with an 8 MiB floor; the metadata log is
 # small and snapshotted, so smaller segments let retention free space sooner.

@@ -1015,10 +1015,7 @@ class ReplicaManager:
             if expired:
                 log.info("%s: expired %d producer ids", partition.name, len(expired))
             # Retention deleted segments since the last check: their snapshots go too.
-            try:
-                partition.prune_producer_snapshots()
-            except OSError as exc:
-                log.warning("%s: old producer snapshots not deleted: %s", partition.name, exc)
+            partition.prune_producer_snapshots()
 
     def next_tick_ms(self) -> int:
         """When `tick` has something to do next."""
@@ -1061,10 +1058,7 @@ class ReplicaManager:
             await task
         self._delayed.answer_all_shutting_down()
         for partition in self._partitions.values():
-            try:
-                partition.write_producer_snapshot_at_stop()
-            except OSError as exc:
-                log.warning("%s: producer snapshot at stop not written: %s", partition.name, exc)
+            partition.write_producer_snapshot_at_stop()
 
 
 def _refuse_internal(topic: str, partition: int, what: str) -> None:

@@ -82,7 +82,7 @@ log = logging.getLogger("replog.storage")
 TopicPartition = tuple[str, int]
 # The metadata log's directory (`replog.server.raft_storage.METADATA_PARTITION_DIR`) and any
 # other directory named like it belong to the Raft storage, never to the log manager.
-METADATA_DIR_PREFIX = "__cluster_metadata"
+METADATA_DIR_PREFIX = CLUSTER_METADATA_TOPIC
 # Kafka's broker property -> LogManagerConfig field, for the log manager's own timers.
 PROPERTY_NAMES = {
     "log.flush.offset.checkpoint.interval.ms": "flush_offset_checkpoint_interval_ms",

@@ -3,9 +3,9 @@
 - Brokers: `--bootstrap-server host:port,...`, else `bootstrap.servers` from the command's
   props or config file, else the brokers of the local cluster in `--data-dir` (default
   `./.replog/cluster`, from its `cluster.json`). `--bootstrap-server` wins over the props.
-  Local brokers are tried with a TCP connect first: when none accepts one, the command stops
-  at once saying the cluster does not run, instead of retrying for `max.block.ms` (60 s), as
-  it must for an address the user named.
+  Local brokers are tried with a TCP connect first (`LocalCluster.require_answering`): when
+  none accepts one, the command stops at once saying the cluster does not run, instead of
+  retrying for `max.block.ms` (60 s), as it must for an address the user named.
 - Config: the command's defaults < its config file < its `KEY=VALUE` props < what the command
   forces; a malformed or repeated key, or an unreadable file, is a one-line `ReplogError`.
 """
@@ -13,16 +13,12 @@
 from __future__ import annotations
 
 import argparse
-import socket
 from collections.abc import Mapping, Sequence
 
 from replog.cli.arguments import parse_key_values
 from replog.cli.local_cluster import DEFAULT_DATA_DIR, LocalCluster
 from replog.config import parse_properties
 from replog.errors import ReplogError
-from replog.net_address import parse_host_port
-
-LOCAL_PROBE_TIMEOUT_S = 0.5  # a TCP connect on loopback: refused or accepted at once
 
 
 def add_client_connection_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,22 +64,8 @@ def local_bootstrap(data_dir: str | None) -> str:
         raise ReplogError(
             f"the local cluster in {cluster.directory} has no brokers; pass --bootstrap-server"
         )
-    if not any(accepts_connections(address) for address in addresses):
-        raise ReplogError(
-            f"no broker of the local cluster in {cluster.directory} answers at "
-            f"{', '.join(addresses)}: is it running? (`replog cluster start`)"
-        )
+    cluster.require_answering(addresses, "broker")
     return ",".join(addresses)
-
-
-def accepts_connections(address: str) -> bool:
-    """Whether something accepts a TCP connection at `address` (host:port)."""
-    host, port = parse_host_port(address, "a broker address")
-    try:
-        with socket.create_connection((host, port), timeout=LOCAL_PROBE_TIMEOUT_S):
-            return True
-    except OSError:
-        return False
 
 
 def keys_named(config: Mapping[str, object], dotted: str) -> list[str]:

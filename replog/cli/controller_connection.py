@@ -4,7 +4,9 @@ The same convention as `replog quorum describe`: `--bootstrap-server host:port,.
 be `id@host:port`), tried in turn; without it, the controllers of the local cluster in
 `--data-dir` (default `./.replog/cluster`, read from its `cluster.json`). When both are given,
 the bootstrap list is asked and the local cluster's node ids still name addresses, so a
-redirect to "node 3" can be followed.
+redirect to "node 3" can be followed. The local cluster's controllers alone are tried with a TCP
+connect first: none accepting one is a one-line error at once ("is it running?"), not a wait
+of `--timeout` for an election that cannot happen.
 """
 
 from __future__ import annotations
@@ -45,7 +47,10 @@ def bootstrap_and_addresses(args: argparse.Namespace) -> tuple[list[str], dict[i
     `--bootstrap-server`, else (and also with `--data-dir`) from the local cluster's files."""
     addresses: dict[int, str] = {}
     if args.data_dir is not None or args.bootstrap_server is None:
-        addresses = LocalCluster.load(args.data_dir or DEFAULT_DATA_DIR).controller_addresses()
+        cluster = LocalCluster.load(args.data_dir or DEFAULT_DATA_DIR)
+        addresses = cluster.controller_addresses()
+        if args.bootstrap_server is None:
+            cluster.require_answering(list(addresses.values()), "controller")
     bootstrap: list[str] = list(addresses.values())
     if args.bootstrap_server is not None:
         parsed = parse_bootstrap(args.bootstrap_server, what="--bootstrap-server")

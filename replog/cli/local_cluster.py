@@ -33,6 +33,9 @@ Rules:
   gets `offsets.topic.replication.factor=<brokers>`, so `__consumer_offsets` can be created
   and consumer groups can commit offsets (an override given to `start` still wins).
 - Every problem with the files is a `ReplogError` naming the file.
+- Commands that find their servers through these files first try them with a TCP connect
+  (`require_answering`): when none accepts one, the cluster is not running, and the command
+  says so at once instead of retrying for its timeout, as it must for an address a user named.
 """
 
 from __future__ import annotations
@@ -40,8 +43,9 @@ from __future__ import annotations
 import base64
 import json
 import os
+import socket
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +62,7 @@ DEFAULT_ROLES = ("broker", "controller")
 LOOPBACK = "127.0.0.1"
 CLUSTER_FILE = "cluster.json"
 CONTROLLER_LISTENER = "CONTROLLER"
+PROBE_TIMEOUT_S = 0.5  # a TCP connect on loopback: refused or accepted at once
 FORMAT_VERSION = 1
 
 
@@ -185,6 +190,15 @@ class LocalCluster:
         """host:port of every controller, by node id."""
         return {n.node_id: n.controller_address for n in self.nodes if n.is_controller}
 
+    def require_answering(self, addresses: Sequence[str], servers: str) -> None:
+        """Raise a `ReplogError` naming the cluster unless one of `addresses` (this cluster's
+        `servers`: "broker", "controller") accepts a TCP connection."""
+        if not any(accepts_connections(address) for address in addresses):
+            raise ReplogError(
+                f"no {servers} of the local cluster in {self.directory} answers at "
+                f"{', '.join(addresses)}: is it running? (`replog cluster start`)"
+            )
+
     def voters(self) -> str:
         """The `controller.quorum.voters` value."""
         return ",".join(f"{i}@{a}" for i, a in self.controller_addresses().items())
@@ -247,6 +261,16 @@ class LocalCluster:
         if node.metrics_url is not None:
             document["metrics"] = node.metrics_url
         return document
+
+
+def accepts_connections(address: str) -> bool:
+    """Whether something accepts a TCP connection at `address` (host:port)."""
+    host, port = parse_host_port(address, "a node address")
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_TIMEOUT_S):
+            return True
+    except OSError:
+        return False
 
 
 def new_cluster_id() -> str:

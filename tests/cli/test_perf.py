@@ -23,6 +23,7 @@ import pytest
 from cli_runner import Outcome, replog
 
 from replog.cli import client_connection, perf
+from replog.cli import local_cluster as local_cluster_module
 from replog.cli.local_cluster import LocalCluster
 from replog.cli.main import build_parser
 from replog.errors import ConfigError, NotEnoughReplicasError, ReplogError
@@ -157,7 +158,7 @@ def test_bootstrap_comes_from_the_local_cluster_by_default(
 ) -> None:
     probed: list[str] = []
     monkeypatch.setattr(
-        client_connection, "accepts_connections", lambda a: probed.append(a) or a.endswith("3")
+        local_cluster_module, "accepts_connections", lambda a: probed.append(a) or a.endswith("3")
     )
     config = producer_config(produce_args("--data-dir", local_cluster))
     assert config["bootstrap.servers"] == "127.0.0.1:29092,127.0.0.1:29093,127.0.0.1:29094"
@@ -171,7 +172,7 @@ def test_a_local_cluster_whose_brokers_do_not_answer_is_one_clear_error_at_once(
     with socket.socket() as listening:
         listening.bind(("127.0.0.1", 0))
         listening.listen()
-        assert client_connection.accepts_connections(f"127.0.0.1:{listening.getsockname()[1]}")
+        assert local_cluster_module.accepts_connections(f"127.0.0.1:{listening.getsockname()[1]}")
     started = time.monotonic()
     with pytest.raises(ReplogError, match=r"no broker of the local cluster in .* answers at "):
         producer_config(produce_args("--data-dir", local_cluster))  # nothing listens on 2909x

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -555,6 +556,29 @@ def test_no_local_cluster_is_one_line(tmp_path: Path, monkeypatch: pytest.Monkey
     assert_refused(
         replog("topics", "list", "--bootstrap-server", "localhost"),
         "--bootstrap-server: 'localhost'",
+    )
+
+
+def test_a_stopped_local_cluster_is_one_line_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a user review: `topics list` on a stopped local cluster retried for --timeout
+    (10 s) before naming the addresses; a --bootstrap-server the user names still is retried."""
+    with running(1) as (gone,):
+        write_cluster_file(tmp_path / ".replog" / "cluster", gone)
+    monkeypatch.chdir(tmp_path)
+    started = time.monotonic()
+    outcome = replog("topics", "list", "--timeout", "30")
+    assert_refused(
+        outcome, "no controller of the local cluster in", f"answers at {gone.address}",
+        "is it running? (`replog cluster start`)",
+    )  # fmt: skip
+    assert time.monotonic() - started < 5
+    assert (
+        "no controller of"
+        not in replog(
+            "topics", "list", "--bootstrap-server", gone.address, "--timeout", "0.3"
+        ).stderr
     )
 
 

@@ -35,7 +35,9 @@ def run(args: argparse.Namespace) -> int:
     with open(args.config, encoding="utf-8") as f:
         properties = parse_properties(f.read(), source=args.config)
     config = NodeConfig.from_properties(properties)
-    logging.getLogger().setLevel(logging.INFO if args.verbose else logging.WARNING)
+    # A server's log is read after the fact: INFO (role changes, ISR changes, lifecycle), as
+    # Kafka's server.log; `-v` adds DEBUG.
+    logging.getLogger().setLevel(logging.DEBUG if args.verbose else logging.INFO)
     for message in unknown_properties(properties):
         log.warning("%s: %s", args.config, message)
     log.info("%s", engine_description())

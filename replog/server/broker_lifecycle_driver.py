@@ -243,7 +243,7 @@ class BrokerLifecycleDriver:
 
     def _on_state_change(self, change: StateChange) -> None:
         self.state_changes.append(change)
-        log.warning(
+        log.info(
             "broker %d: %s -> %s (%s)",
             self.config.broker_id,
             change.previous.value,

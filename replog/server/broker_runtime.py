@@ -286,7 +286,7 @@ class BrokerRuntime:
     async def _start_data_plane(self, data_plane: DataPlaneConfig) -> None:
         broker_id = self.config.broker_id
         log_config = LogManagerConfig.from_properties(data_plane.properties)
-        log.warning("broker %d: recovering the logs in %s", broker_id, list(data_plane.log_dirs))
+        log.info("broker %d: recovering the logs in %s", broker_id, list(data_plane.log_dirs))
         # Recovery reads every unflushed segment: off the event loop, which goes on replaying
         # metadata and heartbeating meanwhile.
         log_manager = await asyncio.to_thread(LogManager, list(data_plane.log_dirs), log_config)
@@ -325,7 +325,7 @@ class BrokerRuntime:
         self.producer_ids.start()
         self.service.attach(replica_manager)
         self._start_group_coordinator(data_plane, replica_manager)
-        log.warning(
+        log.info(
             "broker %d: %d partition logs recovered; serving the data plane",
             broker_id,
             len(log_manager.all_logs()),

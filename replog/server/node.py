@@ -189,7 +189,7 @@ class Node:
         await self.server.start()
         self._grpc_started = True
         roles = ",".join(sorted(self.config.roles))
-        log.warning(
+        log.info(
             "replog node %d (%s) serving on %s",
             self.config.node_id,
             roles,
@@ -251,7 +251,7 @@ class Node:
                 async with asyncio.timeout(5):
                     await run
         else:
-            log.warning("node %d: shutting down", self.config.node_id)
+            log.info("node %d: shutting down", self.config.node_id)
             if self.broker is not None:
                 # Controlled shutdown first: the controller moves this broker's leaderships
                 # away while the Raft quorum still has this node.
@@ -270,5 +270,5 @@ class Node:
         if self.metrics_endpoint is not None:
             self.metrics_endpoint.stop()
         self.storage.close()
-        log.warning("node %d: stopped", self.config.node_id)
+        log.info("node %d: stopped", self.config.node_id)
         return code

@@ -114,7 +114,7 @@ class OffsetsTopicCreator:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
-        log.warning(
+        log.info(
             "broker %d: %s does not exist; asking the controller to create it",
             self.broker_id,
             CONSUMER_OFFSETS_TOPIC,
@@ -141,7 +141,7 @@ class OffsetsTopicCreator:
             self._not_before_ms = self._clock() + self._retry_backoff_ms
             return
         self.last_failure = None
-        log.warning("broker %d: created %s", self.broker_id, CONSUMER_OFFSETS_TOPIC)
+        log.info("broker %d: created %s", self.broker_id, CONSUMER_OFFSETS_TOPIC)
 
     async def stop(self) -> None:
         task, self._task = self._task, None

@@ -393,11 +393,11 @@ class Partition:
             last_fetched_epoch=self._latest_epoch_or_none(),
         )
         log.info(
-            "%s: broker %d follows broker %d at leader epoch %d from offset %d "
+            "%s: broker %d follows %s at leader epoch %d from offset %d "
             "(last fetched leader epoch %d)",
             self.name,
             self.local_broker_id,
-            registration.leader,
+            f"broker {registration.leader}" if registration.leader >= 0 else "no leader",
             registration.leader_epoch,
             self.follower.fetch_offset,
             self.follower.last_fetched_epoch,

@@ -370,9 +370,9 @@ class RaftDriver:
             # Appends of an earlier leadership may be truncated away: they never commit.
             self._appended_at.clear()
             log.info(
-                "node %d: leader is %s in quorum epoch %d",
+                "node %d: %s in quorum epoch %d",
                 self.node_id,
-                item.leader_id,
+                "no leader" if item.leader_id is None else f"leader is node {item.leader_id}",
                 item.quorum_epoch,
             )
         elif isinstance(item, LoadSnapshot):

@@ -46,7 +46,7 @@ class MetricsEndpoint:
                 f"{format_host_port(self.host, self.port)}: {exc}",
             ) from None
         self.port = self._server.server_port  # the real one when asked for port 0 (tests)
-        log.warning("metrics on %s", self.url)
+        log.info("metrics on %s", self.url)
 
     def stop(self) -> None:
         server, self._server = self._server, None

@@ -267,6 +267,8 @@ class Fetcher:
         if state is None or state.position != fetch_offset or state.reset is not None:
             return  # unassigned, sought or reset since the request left: the answer is stale
         error = result.error
+        if error is not None or result.records:
+            self._subscriptions.move_to_end(tp)  # the others go first next time
         if error is None:
             self._logged.pop(tp, None)
             if result.high_watermark >= 0:

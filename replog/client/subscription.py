@@ -17,6 +17,10 @@ Rules (Kafka's `SubscriptionState`):
 - A paused partition keeps its position and is not fetched; its buffered records are kept
   until it is resumed.
 - Partitions that stay assigned across `assign` / a subscription change keep their state.
+- Partitions are fetched in this state's order; one whose fetch brought records or an error
+  moves to the back (`move_to_end`, Kafka's `movePartitionToEnd`), so that when a broker
+  spends a fetch's `fetch.max.bytes` on the partitions asked first, the others come first
+  next time instead of waiting until those run dry.
 """
 
 from __future__ import annotations
@@ -140,6 +144,12 @@ class SubscriptionState:
 
     def items(self) -> Iterator[tuple[TopicPartition, AssignedPartition]]:
         return iter(list(self._partitions.items()))
+
+    def move_to_end(self, tp: TopicPartition) -> None:
+        """Fetch `tp` after every other partition from now on (module Rules)."""
+        state = self._partitions.pop(tp, None)
+        if state is not None:
+            self._partitions[tp] = state
 
     # --- positions ----------------------------------------------------------------------------
 

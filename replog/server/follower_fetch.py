@@ -6,6 +6,10 @@ Rules (reference digest §5.4-§5.6, §6.5 "Follower HW"; Kafka's `ReplicaFetche
 - Each fetch carries, per followed partition, the LEO as fetch offset, the log's latest leader
   epoch as last fetched epoch, the local log start offset and the follower's leader epoch as
   current leader epoch; a partition backing off is left out until its back-off ends.
+- Partitions are asked in a rotating order (Kafka's `updateAndMoveToEnd`): one whose answer
+  carried records moves to the back. The leader fills an answer in the order asked until
+  `replica.fetch.response.max.bytes` is spent, so with a fixed order the partitions at the
+  front, while they have data, would take every answer and the rest would fall out of the ISR.
 - An answer is applied only to a partition that still follows that leader at that leader epoch
   and fetch offset (else it is stale: metadata or the log moved meanwhile).
 - Records are appended verbatim; HW := the leader's HW clamped into the local log; the log start
@@ -71,6 +75,8 @@ class FollowerFetchSteps:
         self._partitions = partitions
         self._broker_epoch = broker_epoch
         self._on_new_deadline = on_new_deadline
+        # The order partitions are asked in (module Rules); new ones join at the back.
+        self._fetch_order: dict[TopicPartition, None] = {}
 
     def fetch_sources(self, local_broker_id: int) -> list[int]:
         """The leader broker ids the followed partitions fetch from, sorted."""
@@ -87,7 +93,7 @@ class FollowerFetchSteps:
     def build(self, source_broker_id: int, now_ms: int) -> FetchRequest | None:
         """The next Fetch to send to `source_broker_id`; None when nothing is due."""
         entries = []
-        for partition in self._partitions.values():
+        for partition in self._in_fetch_order():
             follower = partition.follower
             if (
                 follower is None
@@ -109,7 +115,6 @@ class FollowerFetchSteps:
             )
         if not entries:
             return None
-        entries.sort(key=lambda e: (e.topic, e.partition))
         return FetchRequest(
             tuple(entries),
             replica_id=self._config.broker_id,
@@ -118,6 +123,15 @@ class FollowerFetchSteps:
             min_bytes=self._config.replica_fetch_min_bytes,
             max_bytes=self._config.replica_fetch_response_max_bytes,
         )
+
+    def _in_fetch_order(self) -> list[Partition]:
+        """Every partition, in the rotating fetch order; forgets partitions gone meanwhile."""
+        order, partitions = self._fetch_order, self._partitions
+        for key in sorted(partitions.keys() - order.keys()):
+            order[key] = None
+        for key in order.keys() - partitions.keys():
+            del order[key]
+        return [partitions[key] for key in order]
 
     def process(
         self,
@@ -210,6 +224,9 @@ class FollowerFetchSteps:
             if result.records:
                 info = partition.append_as_follower(result.records)
                 follower.last_fetched_epoch = info.last_leader_epoch
+                # To the back of the fetch order (module Rules).
+                self._fetch_order.pop(partition.key, None)
+                self._fetch_order[partition.key] = None
             follower.fetch_offset = plog.log_end_offset
             plog.update_high_watermark(
                 follower_high_watermark(

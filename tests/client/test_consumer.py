@@ -591,3 +591,25 @@ async def test_kafka_pythons_topic_lookups(cluster: FakeCluster) -> None:
         assert await c.topics() == {"t", "u"}
         with pytest.raises(UnknownTopicOrPartitionError, match="'nope'"):
             await c.partitions_for_topic("nope", timeout_ms=500)
+
+
+@pytest.mark.asyncio
+async def test_a_partition_whose_fetch_brought_records_is_asked_after_the_others(
+    cluster: FakeCluster,
+) -> None:
+    """Kafka's movePartitionToEnd: a broker spends fetch.max.bytes on the partitions in the
+    order asked, so with a fixed order t-0, while it had data, took every answer."""
+    for partition in cluster.create("t", 3):
+        partition.leader = 0  # one broker leads all three: one fetch asks for them all
+    cluster.append("t", 0, [b"a"])
+    async with consumer(cluster, fetch_max_wait_ms=50) as c:
+        c.assign([T0, T1, TopicPartition("t", 2)])
+        assert values(await poll_until(c, 1)) == [b"a"]
+        cluster.append("t", 1, [b"x"])
+        assert values(await poll_until(c, 1)) == [b"x"]
+        cluster.append("t", 0, [b"b"])
+        assert values(await poll_until(c, 1)) == [b"b"]
+    asked = [tuple(p for _, p, _ in fetch) for _, fetch in cluster.fetches if len(fetch) == 3]
+    assert asked[0] == (0, 1, 2)
+    assert (1, 2, 0) in asked and (2, 0, 1) in asked
+    assert asked.index((1, 2, 0)) < asked.index((2, 0, 1))

@@ -1246,3 +1246,37 @@ async def test_a_higher_hw_answers_the_waiting_fetch_before_the_produce(
     await asyncio.wait_for(asyncio.gather(fetch, producing), 1)
     assert answered == ["fetch", "produce"]
     assert batch_offsets(fetch.result().partitions[0].records) == [(0, 1)]
+
+
+@pytest.mark.asyncio
+async def test_follower_fetches_rotate_so_every_partition_gets_the_byte_budget(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """Kafka's `updateAndMoveToEnd`: with an answer budget of one batch and three partitions
+    that all have data, a fixed order gave every answer to t-0 until it caught up."""
+    one_batch = len(batch(1))
+    config = {"replica_fetch_response_max_bytes": one_batch + one_batch // 2}
+    image = cluster_image(*create_topic("t", TID, (1, 2), (1, 2), (1, 2)))
+    leader, follower = Node(tmp_path, 1, clock, **config), Node(tmp_path, 2, clock, **config)
+    for node in (leader, follower):
+        node.rm.apply_image(image)
+    for partition in (0, 1, 2):
+        for tag in range(3):
+            await produce(leader, batch(1, tag=tag), partition=partition)
+    asked_first = []
+    for _ in range(3):
+        request, response = await replicate(follower, leader)
+        asked_first.append(request.partitions[0].partition)
+        assert [bool(r.records) for r in response.partitions] == [True, False, False]
+    assert asked_first == [0, 1, 2]
+    assert [follower.log("t", p).log_end_offset for p in (0, 1, 2)] == [1, 1, 1]
+    for _ in range(6):
+        await replicate(follower, leader)
+    assert [follower.log("t", p).log_end_offset for p in (0, 1, 2)] == [3, 3, 3]
+    # Only an answer with records moves a partition back; empty answers keep the order.
+    await produce(leader, batch(1), partition=0)
+    await replicate(follower, leader)
+    for _ in range(2):
+        request, response = await replicate(follower, leader)
+        assert [e.partition for e in request.partitions] == [1, 2, 0]
+        assert not any(r.records for r in response.partitions)

@@ -687,3 +687,22 @@ def test_every_command_has_help(command: list[str], flags: list[str]) -> None:
     assert outcome.stdout.startswith(f"usage: replog {' '.join(command)}")
     for flag in flags:
         assert flag in outcome.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "usage", "unknown"),
+    [
+        (["produce", "--topic", "t", "--partition", "3"], "replog produce", "--partition 3"),
+        (["topics", "list", "--bogus"], "replog topics list", "--bogus"),
+        (["--bogus", "cluster", "status"], "replog cluster status", "--bogus"),
+    ],
+)
+def test_an_unknown_flag_is_named_with_its_commands_usage(
+    command: list[str], usage: str, unknown: str
+) -> None:
+    """Found by a user review: argparse named it under the top-level usage (`replog [-h] ...
+    COMMAND ...`), which does not say what the command takes."""
+    outcome = replog(*command)
+    assert outcome.returncode == 2
+    assert outcome.stderr.startswith(f"usage: {usage} "), outcome.stderr
+    assert outcome.stderr.endswith(f"{usage}: error: unrecognized arguments: {unknown}\n")

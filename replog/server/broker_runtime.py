@@ -301,6 +301,10 @@ class BrokerRuntime:
             counters=self.counters,
         )
         self.replica_manager = replica_manager
+        # Off the event loop too, before any replica exists (Kafka loads it with the logs).
+        await asyncio.to_thread(replica_manager.preload_producer_states)
+        if self._stopping:
+            return  # stop() shuts the log manager down
         # Installed now, it first gets the whole current image and creates its partitions.
         self.metadata.install(_StorageGuard(replica_manager, self._on_storage_error))
         await replica_manager.start()

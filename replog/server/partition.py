@@ -9,10 +9,11 @@ Rules (reference digest §5.1, §5.5, §6.2, §6.5; Kafka's `Partition.makeLeade
   replica never saw, and this replica must still answer with a boundary above them (§5.1).
 - Every replica keeps the idempotent-producer table, leader or follower, as Kafka's do, so a
   follower that is elected answers produces at once, without reading its log. The table is
-  loaded when the replica first takes a role: from the newest producer snapshot at or below the
-  LEO plus the batch headers after it, else from the log's headers (headers only; records are
-  never decoded). Every append updates it (`append_as_leader`, `append_as_follower`); a
-  truncation reloads it the same way, since an applied batch cannot be taken back.
+  loaded when the replica first takes a role, unless the broker's start-up loaded it already,
+  off the event loop (`producer_state_loader`: the newest producer snapshot at or below the
+  LEO plus the batch headers after it, else the log's headers; records are never decoded).
+  Every append updates it (`append_as_leader`, `append_as_follower`); a truncation reloads
+  it, since an applied batch cannot be taken back.
 - A producer snapshot `<base>.snapshot` is written when an append rolls a new segment, as of
   that base (the batches before the roll applied, the ones after not yet), and one at the LEO
   when the replica manager stops; snapshots above the LEO (a truncation) are deleted at once,
@@ -38,8 +39,8 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from quorum.metadata.partition_registration import PartitionRegistration
-from replog.errors import CorruptProducerSnapshotError, UnknownTopicOrPartitionError
-from replog.record.header import BatchHeader, iter_frames, read_header
+from replog.errors import UnknownTopicOrPartitionError
+from replog.record.header import BatchHeader
 from replog.replication.follower_truncation import initial_fetch_offset
 from replog.replication.leader_state import (
     PartitionLeaderState,
@@ -47,35 +48,21 @@ from replog.replication.leader_state import (
     ReplicaEligibility,
 )
 from replog.replication.messages import NO_LEADER_EPOCH, LeaderIdAndEpoch
-from replog.replication.producer_snapshot import (
-    decode_producer_snapshot,
-    encode_producer_snapshot,
+from replog.replication.producer_snapshot import encode_producer_snapshot
+from replog.replication.producer_state import ProducerStateTable
+from replog.server.producer_state_loader import (
+    PreloadedTable,
+    ProducerExpiry,
+    batch_headers,
+    drop_snapshots_outside_log,
+    load_producer_table,
 )
-from replog.replication.producer_state import ProducerEntry, ProducerStateTable
 from replog.storage.log import Log
 from replog.storage.log_append_info import LogAppendInfo
 from replog.storage.log_manager import LogManager
 from replog.storage.producer_snapshot_file import ProducerSnapshotFiles
 
 log = logging.getLogger("replog.server.partition")
-
-# How many bytes one read of a header walk asks the log for. The walk keeps only headers, so
-# this bounds the memory of a producer-state rebuild or a MAX_TIMESTAMP lookup.
-HEADER_WALK_CHUNK_BYTES = 1 << 20
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerExpiry:
-    """`producer.id.expiration.ms` at a wall-clock time: a producer whose last batch's largest
-    timestamp is `expiration_ms` or more behind `wall_now_ms` is forgotten (Kafka's rule)."""
-
-    wall_now_ms: int
-    expiration_ms: int
-
-    @property
-    def oldest_kept_ms(self) -> int:
-        """The smallest last-batch timestamp a kept producer can have."""
-        return self.wall_now_ms - self.expiration_ms + 1
 
 
 @dataclass(slots=True)
@@ -102,6 +89,7 @@ class Partition:
         log: Log,
         log_manager: LogManager,
         producer_expiry: Callable[[], ProducerExpiry] | None = None,
+        preloaded: PreloadedTable | None = None,
     ) -> None:
         self.topic = topic
         self.topic_id = topic_id
@@ -120,6 +108,11 @@ class Partition:
         self.producer_snapshots = ProducerSnapshotFiles(log.directory)
         # The log start the snapshots below it were last deleted for (-1: never).
         self._snapshots_pruned_below = -1
+        if preloaded is not None and preloaded.matches(log):
+            # Loaded by the broker's start-up, off the event loop (`producer_state_loader`).
+            self.producer_state = preloaded.table
+            self.producer_state_loaded = True
+            self._snapshots_pruned_below = log.log_start_offset
         self.stopped = False
 
     def __repr__(self) -> str:
@@ -209,79 +202,17 @@ class Partition:
             self.load_producer_state()
 
     def load_producer_state(self) -> None:
-        """Make the producer table match the log: the newest usable snapshot plus the headers
-        after it, else the log's headers from `_rebuild_start`; then forget the expired
-        producers. Snapshots above the LEO or below the log start are deleted first."""
-        plog = self.log
+        """Make the producer table match the log (`producer_state_loader`'s Rules)."""
         expiry = self._producer_expiry() if self._producer_expiry is not None else None
-        start = self._rebuild_start(expiry)
-        # A snapshot below where a rebuild would start saves nothing (`_rebuild_start` says why).
-        usable = [o for o in self._drop_snapshots_outside_log() if o >= start]
-        for offset in reversed(usable):
-            entries = self._read_snapshot(offset)
-            if entries is None:
-                continue
-            self.producer_state.load(entries)
-            # Snapshots sit on batch boundaries (a segment base, the LEO): the walk from one
-            # starts with the batch at its offset.
-            for header in self.batch_headers(offset):
-                self.producer_state.update(header)
-            log.info(
-                "%s: producer state from snapshot %d, replayed to %d",
-                self.name,
-                offset,
-                plog.log_end_offset,
-            )
-            break
-        else:
-            self.producer_state.rebuild(self.batch_headers(start))
-        if expiry is not None:
-            self.producer_state.remove_expired(expiry.wall_now_ms, expiry.expiration_ms)
+        load_producer_table(
+            self.producer_state, self.name, self.log, self.producer_snapshots, expiry
+        )
+        self._snapshots_pruned_below = self.log.log_start_offset
         self.producer_state_loaded = True
 
-    def _drop_snapshots_outside_log(self) -> list[int]:
-        """Delete the snapshots above the LEO (durably: Rules of `producer_snapshot_file`) or
-        below the log start; the offsets of those left, ascending."""
-        plog = self.log
-        start, end = plog.log_start_offset, plog.log_end_offset
-        offsets = self.producer_snapshots.offsets()
-        self.producer_snapshots.delete_all(
-            (o for o in offsets if o > end or o < start), durable=True
-        )
-        self._snapshots_pruned_below = start
-        return [o for o in offsets if start <= o <= end]
-
-    def _read_snapshot(self, offset: int) -> list[ProducerEntry] | None:
-        snapshots = self.producer_snapshots
-        data = snapshots.read(offset)
-        if data is None:
-            return None
-        try:
-            return decode_producer_snapshot(data, snapshots.path(offset))
-        except CorruptProducerSnapshotError as exc:
-            log.warning("%s: %s; deleting it and replaying the log instead", self.name, exc)
-            snapshots.delete(offset)
-            return None
-
-    def _rebuild_start(self, expiry: ProducerExpiry | None) -> int:
-        """Where a rebuild from the log's headers starts.
-
-        Why not always from the log start: the rebuild reads every byte it walks (~1.5 s per
-        GiB not in page cache here), on the event loop. The segments before the first one whose
-        largest timestamp is not expired are skipped: a producer whose last batch lies in them
-        is one the expiry forgets anyway (its last batch's timestamp is at most that segment's
-        largest), and every other producer's last batch lies in the part read, so the table is
-        the one a full rebuild then the expiry gives. Only the prefix is skipped: a later old
-        segment may hold some producer's last batch. (A producer read in part keeps fewer of
-        its earlier batches for duplicate detection; those are over `producer.id.expiration.ms`
-        old, past any retry.)"""
-        plog = self.log
-        if expiry is None:
-            return plog.log_start_offset
-        for segment in plog.segments():
-            if segment.largest_timestamp() >= expiry.oldest_kept_ms:
-                return max(segment.base_offset, plog.log_start_offset)
-        return plog.log_end_offset
+    def _drop_snapshots_outside_log(self) -> None:
+        drop_snapshots_outside_log(self.log, self.producer_snapshots)
+        self._snapshots_pruned_below = self.log.log_start_offset
 
     def write_producer_snapshot(self, offset: int | None = None) -> None:
         """Write the table as a snapshot at `offset` (default: the LEO, which it is as of),
@@ -462,17 +393,4 @@ class Partition:
     ) -> Iterator[BatchHeader]:
         """The headers of the batches from the one holding `start_offset` up to `end_offset`
         (default: the LEO), read in bounded chunks; records are never decoded."""
-        offset = start_offset
-        end = self.log.log_end_offset if end_offset is None else end_offset
-        while offset < end:
-            data = self.log.read(offset, HEADER_WALK_CHUNK_BYTES, end)
-            if not data:
-                return
-            next_offset = offset
-            for position, _ in iter_frames(data):
-                header = read_header(data, position)
-                yield header
-                next_offset = header.next_offset
-            if next_offset <= offset:
-                return
-            offset = next_offset
+        return batch_headers(self.log, start_offset, end_offset)

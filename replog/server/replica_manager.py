@@ -131,7 +131,12 @@ from replog.server.leader_offsets import (
     offset_for_leader_epoch,
 )
 from replog.server.metrics.instruments import BrokerCounters
-from replog.server.partition import Partition, ProducerExpiry
+from replog.server.partition import Partition
+from replog.server.producer_state_loader import (
+    PreloadedTable,
+    ProducerExpiry,
+    preload_producer_tables,
+)
 from replog.server.replica_manager_config import ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
@@ -186,6 +191,9 @@ class ReplicaManager:
             broker_epoch=broker_epoch,
             on_new_deadline=self._on_new_deadline,
         )
+        # Producer tables a starting broker loaded before its replicas existed, until the
+        # first metadata image's replicas take them (`preload_producer_states`).
+        self._preloaded: dict[TopicPartition, PreloadedTable] = {}
         self._isr_dirty: set[TopicPartition] = set()
         self._isr_sent: dict[TopicPartition, IsrChange] = {}
         self._isr_retry_at_ms: dict[TopicPartition, int] = {}
@@ -392,9 +400,20 @@ class ReplicaManager:
             log=log_,
             log_manager=self.log_manager,
             producer_expiry=self._producer_expiry,
+            preloaded=self._preloaded.pop(key, None),
         )
         self._partitions[key] = created
         return created
+
+    def preload_producer_states(self) -> None:
+        """Load every log's producer table now. A starting broker calls this in a worker
+        thread before it installs the metadata image, as Kafka loads producer state with its
+        logs: after a crash a table is its last snapshot plus the headers written since (up
+        to a segment), and the replicas the image creates then take their roles without
+        reading them on the event loop."""
+        self._preloaded = preload_producer_tables(
+            self.log_manager.all_logs(), self._producer_expiry()
+        )
 
     def _producer_expiry(self) -> ProducerExpiry:
         return ProducerExpiry(self._wall_clock(), self.config.producer_id_expiration_ms)
@@ -1031,6 +1050,8 @@ class ReplicaManager:
 
     async def start(self) -> None:
         """Run `tick` on the event loop whenever it is due."""
+        # Tables no replica took (a deleted topic's) are not kept: a later replica loads its own.
+        self._preloaded.clear()
         if self._timer_task is None:
             self._stopped = False
             self._timer_task = asyncio.get_running_loop().create_task(self._run_timers())

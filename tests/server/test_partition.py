@@ -11,8 +11,9 @@ from checkpoints import RECOVERY_POINT_CHECKPOINT
 from quorum.metadata.partition_registration import PartitionRegistration
 from replog.record import build_batch
 from replog.replication.leader_state import PartitionReplicationConfig, ReplicaEligibility
-from replog.server import partition as partition_module
-from replog.server.partition import Partition, ProducerExpiry
+from replog.server import producer_state_loader
+from replog.server.partition import Partition
+from replog.server.producer_state_loader import ProducerExpiry
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
 from tests.metadata.metadata_helpers import topic_id
@@ -188,7 +189,7 @@ def test_batch_headers_walks_in_bounded_chunks(
     partition, _ = make(tmp_path)
     for tag in range(5):
         partition.log.append_as_leader(batch(tag + 1, tag=tag), 0)
-    monkeypatch.setattr(partition_module, "HEADER_WALK_CHUNK_BYTES", 1)
+    monkeypatch.setattr(producer_state_loader, "HEADER_WALK_CHUNK_BYTES", 1)
     headers = list(partition.batch_headers(0))
     assert [(h.base_offset, h.last_offset) for h in headers] == [
         (0, 0),

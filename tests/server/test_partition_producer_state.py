@@ -3,20 +3,32 @@ a real Log under a real LogManager in tmp_path."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from quorum.metadata.records import PartitionChangeRecord
 from replog.record import build_batch, read_header
+from replog.record.header import BatchHeader
 from replog.replication.producer_snapshot import decode_producer_snapshot
 from replog.replication.producer_state import ProducerStateTable
-from replog.server.partition import Partition, ProducerExpiry
+from replog.server import producer_state_loader
+from replog.server.partition import Partition
+from replog.server.producer_state_loader import ProducerExpiry
 from replog.storage.log_config import LogConfig
 from replog.storage.producer_snapshot_file import ProducerSnapshotFiles
 from tests.metadata.metadata_helpers import replayed
 from tests.server.test_partition import NOW_MS, T0, lead, make, registration
-from tests.server.test_replica_manager import TID, FakeClock, produce, replicate, two_nodes
+from tests.server.test_replica_manager import (
+    TID,
+    FakeClock,
+    Node,
+    produce,
+    replicate,
+    two_nodes,
+)
 
 DAY_MS = 86_400_000
 SMALL = LogConfig(segment_bytes=150)  # two 70-byte single-record batches per segment
@@ -36,10 +48,14 @@ def idempotent(producer_id: int, base_sequence: int, count: int = 1) -> bytes:
 def record_walk_starts(partition: Partition, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The start offset of every header walk `partition` makes from now on."""
     walked_from: list[int] = []
-    walk = partition.batch_headers
-    monkeypatch.setattr(
-        partition, "batch_headers", lambda start: walked_from.append(start) or walk(start)
-    )
+    walk = producer_state_loader.batch_headers
+
+    def recording(plog: Any, start: int, end: int | None = None) -> Iterator[BatchHeader]:
+        if plog is partition.log:
+            walked_from.append(start)
+        return walk(plog, start, end)
+
+    monkeypatch.setattr(producer_state_loader, "batch_headers", recording)
     return walked_from
 
 
@@ -401,3 +417,53 @@ async def test_an_elected_follower_answers_a_retry_as_a_duplicate_without_readin
     # A clean stop leaves a snapshot at the LEO for the next start.
     await b.rm.stop()
     assert follower.producer_snapshots.offsets() == [4]
+
+
+@pytest.mark.asyncio
+async def test_a_starting_broker_loads_the_tables_before_its_replicas_take_roles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a crash a table is its last snapshot plus the headers after it: the broker's
+    start-up reads them in its log-loading thread (`preload_producer_states`), so taking a role
+    walks no log on the event loop, as Kafka loads producer state with its logs."""
+    clock = FakeClock()
+    a, _, image = two_nodes(tmp_path, clock)
+    for sequence in range(3):
+        await produce(a, idempotent(9, sequence))
+    a.log_manager.shutdown()  # the replica manager never stopped: no snapshot at the LEO
+    again = Node(tmp_path, 1, clock)
+    walked_from: list[int] = []
+    walk = producer_state_loader.batch_headers
+    monkeypatch.setattr(
+        producer_state_loader,
+        "batch_headers",
+        lambda plog, start, end=None: walked_from.append(start) or walk(plog, start, end),
+    )
+    again.rm.preload_producer_states()
+    assert walked_from == [0]
+    again.rm.apply_image(image)
+    await again.rm.start()
+    assert walked_from == [0]  # taking the lead read nothing
+    leader = again.rm.partition("t", 0)
+    assert leader is not None and last_batches(leader.producer_state) == {9: (0, 2, 2)}
+    answer = await produce(again, idempotent(9, 2))  # a retry: the duplicate's offset
+    assert answer.error is None and answer.base_offset == 2
+    assert again.log().log_end_offset == 3
+    await again.rm.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_preloaded_table_is_not_used_once_its_log_moved(tmp_path: Path) -> None:
+    clock = FakeClock()
+    a, _, image = two_nodes(tmp_path, clock)
+    await produce(a, idempotent(9, 0))
+    a.log_manager.shutdown()
+    again = Node(tmp_path, 1, clock)
+    again.rm.preload_producer_states()
+    # Something appended after the preload (only a replica may; here, by hand): stale.
+    again.log().append_as_leader(idempotent(7, 0), leader_epoch=0)
+    again.rm.apply_image(image)
+    leader = again.rm.partition("t", 0)
+    assert leader is not None and sorted(leader.producer_state.entries()) == [7, 9]
+    await again.rm.start()
+    await again.rm.stop()

@@ -55,13 +55,13 @@ from replog.admin.controller_results import (
 )
 from replog.cli.arguments import add_command, at_least, parse_key_values
 from replog.cli.controller_connection import add_connection_arguments, connect
-from replog.client.admin_results import INTERNAL_TOPICS
 from replog.errors import (
     InvalidTopicError,
     TopicAlreadyExistsError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
+from replog.topic_names import INTERNAL_TOPICS
 
 # --- create, list, delete ---------------------------------------------------------------------
 

@@ -63,11 +63,7 @@ from replog.admin.controller_results import (
     ReassignmentResult,
     ResourceConfigs,
 )
-from replog.client.admin_results import (
-    INTERNAL_TOPICS,
-    OffsetSpec,
-    TopicDescription,
-)
+from replog.client.admin_results import OffsetSpec, TopicDescription
 from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.config import AdminConfig, admin_config
 from replog.client.connections import rpc_error
@@ -86,6 +82,7 @@ from replog.errors import (
     UnknownTopicOrPartitionError,
 )
 from replog.replication import messages as m
+from replog.topic_names import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
     from replog.cli.quorum import QuorumDescription

@@ -7,7 +7,8 @@ client needs on top:
   tools compute, `offline` (no live leader) and `under_replicated` (fewer in-sync replicas than
   replicas).
 - `OffsetSpec`: the special "timestamps" of `list_offsets` (earliest, latest, max timestamp).
-- `INTERNAL_TOPICS`: topics `list_topics` leaves out unless asked.
+The internal topics `list_topics` leaves out unless asked are `replog.topic_names`'
+`INTERNAL_TOPICS`, as the brokers know them.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ from uuid import UUID
 
 from replog.admin.controller_results import PartitionInfo, TopicInfo
 from replog.replication import messages as m
-
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+from replog.topic_names import INTERNAL_TOPICS
 
 
 class OffsetSpec(IntEnum):

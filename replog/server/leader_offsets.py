@@ -72,7 +72,7 @@ def list_offset(
         )
     if timestamp == MAX_TIMESTAMP:
         best_timestamp, best_offset = -1, NO_OFFSET
-        for header in partition.batch_headers(plog.log_start_offset, bound):
+        for header in plog.batch_headers(plog.log_start_offset, bound):
             if header.max_timestamp > best_timestamp:
                 best_timestamp, best_offset = header.max_timestamp, header.last_offset
         if best_offset == NO_OFFSET:

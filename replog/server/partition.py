@@ -34,7 +34,7 @@ place, so the manager does not reach into storage for them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -53,7 +53,6 @@ from replog.replication.producer_state import ProducerStateTable
 from replog.server.producer_state_loader import (
     PreloadedTable,
     ProducerExpiry,
-    batch_headers,
     drop_snapshots_outside_log,
     load_producer_table,
 )
@@ -387,10 +386,3 @@ class Partition:
     def _latest_epoch_or_none(self) -> int:
         latest = self.log.latest_leader_epoch
         return NO_LEADER_EPOCH if latest is None else latest
-
-    def batch_headers(
-        self, start_offset: int, end_offset: int | None = None
-    ) -> Iterator[BatchHeader]:
-        """The headers of the batches from the one holding `start_offset` up to `end_offset`
-        (default: the LEO), read in bounded chunks; records are never decoded."""
-        return batch_headers(self.log, start_offset, end_offset)

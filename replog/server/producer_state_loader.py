@@ -10,27 +10,22 @@ Rules:
   log's headers from `rebuild_start`; then the expired producers are forgotten. Snapshots above
   the LEO (a truncation; deleted durably) or below the log start are deleted first, and one that
   fails its checks is deleted and the next older one, or the log, is used instead.
-- Header walks read the log in chunks of `HEADER_WALK_CHUNK_BYTES`; records are never decoded.
+- Headers are read with `Log.batch_headers` (bounded chunks); records are never decoded.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from replog.errors import CorruptProducerSnapshotError, KafkaError
-from replog.record.header import BatchHeader, iter_frames, read_header
 from replog.replication.producer_snapshot import decode_producer_snapshot
 from replog.replication.producer_state import ProducerEntry, ProducerStateTable
 from replog.storage.log import Log
 from replog.storage.producer_snapshot_file import ProducerSnapshotFiles
 
 log = logging.getLogger("replog.server.partition")
-
-# How many bytes one read of a header walk asks the log for. The walk keeps only headers, so
-# this bounds the memory of a producer-state rebuild or a MAX_TIMESTAMP lookup.
-HEADER_WALK_CHUNK_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,27 +59,6 @@ class PreloadedTable:
         )
 
 
-def batch_headers(
-    plog: Log, start_offset: int, end_offset: int | None = None
-) -> Iterator[BatchHeader]:
-    """The headers of the batches from the one holding `start_offset` up to `end_offset`
-    (default: the LEO), read in bounded chunks; records are never decoded."""
-    offset = start_offset
-    end = plog.log_end_offset if end_offset is None else end_offset
-    while offset < end:
-        data = plog.read(offset, HEADER_WALK_CHUNK_BYTES, end)
-        if not data:
-            return
-        next_offset = offset
-        for position, _ in iter_frames(data):
-            header = read_header(data, position)
-            yield header
-            next_offset = header.next_offset
-        if next_offset <= offset:
-            return
-        offset = next_offset
-
-
 def load_producer_table(
     table: ProducerStateTable,
     name: str,
@@ -103,7 +77,7 @@ def load_producer_table(
         table.load(entries)
         # Snapshots sit on batch boundaries (a segment base, the LEO): the walk from one
         # starts with the batch at its offset.
-        for header in batch_headers(plog, offset):
+        for header in plog.batch_headers(offset):
             table.update(header)
         log.info(
             "%s: producer state from snapshot %d, replayed to %d",
@@ -113,7 +87,7 @@ def load_producer_table(
         )
         break
     else:
-        table.rebuild(batch_headers(plog, start))
+        table.rebuild(plog.batch_headers(start))
     if expiry is not None:
         table.remove_expired(expiry.wall_now_ms, expiry.expiration_ms)
 

@@ -109,6 +109,9 @@ def parse_topic_partition(directory: str) -> tuple[str, int] | None:
 
 # A deleted partition's directory ends with this until its files are removed (Kafka's name).
 DELETE_DIR_SUFFIX = "-delete"
+# How many bytes one read of a header walk (`batch_headers`) asks for. The walk keeps only
+# headers, so this bounds the memory of a producer-state rebuild or a MAX_TIMESTAMP lookup.
+HEADER_WALK_CHUNK_BYTES = 1 << 20
 _DIR_NAME_BYTES_MAX = 255  # a file name's limit on common file systems
 
 
@@ -859,21 +862,51 @@ class Log:
     def read_batches(
         self, start_offset: int, upper_bound_offset: int | None = None, max_bytes: int = 1048576
     ) -> Iterator[tuple[int, bytes]]:
-        """Yield (base offset, batch bytes) from `start_offset` to the bound, batch by batch.
+        """Yield (base offset, batch bytes) from `start_offset` to the bound, batch by batch,
+        each one's CRC checked.
 
         A convenience for tools (dump-log, tests, the Spark reader); the broker uses `read`.
         """
+
+        def validated(data: bytes, position: int) -> BatchHeader:
+            base, _ = read_frame(data, position)
+            return validate_batch(data, position, where=f"{self.name} offset {base}")
+
+        for data, position, size, header in self._walk(
+            start_offset, upper_bound_offset, max_bytes, validated
+        ):
+            yield header.base_offset, data[position : position + size]
+
+    def batch_headers(
+        self, start_offset: int, upper_bound_offset: int | None = None
+    ) -> Iterator[BatchHeader]:
+        """The headers of the batches from the one holding `start_offset` up to the bound
+        (default: the LEO), read `HEADER_WALK_CHUNK_BYTES` at a time; no CRC is computed and
+        no record decoded (a producer-state rebuild, a MAX_TIMESTAMP lookup)."""
+        for _, _, _, header in self._walk(
+            start_offset, upper_bound_offset, HEADER_WALK_CHUNK_BYTES, read_header
+        ):
+            yield header
+
+    def _walk(
+        self,
+        start_offset: int,
+        upper_bound_offset: int | None,
+        chunk_bytes: int,
+        header_of: Callable[[bytes, int], BatchHeader],
+    ) -> Iterator[tuple[bytes, int, int, BatchHeader]]:
+        """(chunk, position, size, header) of every batch from the one holding `start_offset`
+        to the bound, reading `chunk_bytes` at a time (at least one batch per read)."""
         offset = start_offset
         bound = self._log_end_offset if upper_bound_offset is None else upper_bound_offset
         while offset < bound:
-            data = self.read(offset, max_bytes, bound)
+            data = self.read(offset, chunk_bytes, bound)
             if not data:
                 return
             next_offset = offset
             for position, size in iter_frames(data):
-                base, _ = read_frame(data, position)
-                header = validate_batch(data, position, where=f"{self.name} offset {base}")
-                yield base, data[position : position + size]
+                header = header_of(data, position)
+                yield data, position, size, header
                 next_offset = header.next_offset
             if next_offset <= offset:
                 return

@@ -11,9 +11,9 @@ from checkpoints import RECOVERY_POINT_CHECKPOINT
 from quorum.metadata.partition_registration import PartitionRegistration
 from replog.record import build_batch
 from replog.replication.leader_state import PartitionReplicationConfig, ReplicaEligibility
-from replog.server import producer_state_loader
 from replog.server.partition import Partition
 from replog.server.producer_state_loader import ProducerExpiry
+from replog.storage import log as log_module
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
 from tests.metadata.metadata_helpers import topic_id
@@ -189,8 +189,8 @@ def test_batch_headers_walks_in_bounded_chunks(
     partition, _ = make(tmp_path)
     for tag in range(5):
         partition.log.append_as_leader(batch(tag + 1, tag=tag), 0)
-    monkeypatch.setattr(producer_state_loader, "HEADER_WALK_CHUNK_BYTES", 1)
-    headers = list(partition.batch_headers(0))
+    monkeypatch.setattr(log_module, "HEADER_WALK_CHUNK_BYTES", 1)
+    headers = list(partition.log.batch_headers(0))
     assert [(h.base_offset, h.last_offset) for h in headers] == [
         (0, 0),
         (1, 2),
@@ -198,4 +198,4 @@ def test_batch_headers_walks_in_bounded_chunks(
         (6, 9),
         (10, 14),
     ]
-    assert [h.base_offset for h in partition.batch_headers(4, 10)] == [3, 6]
+    assert [h.base_offset for h in partition.log.batch_headers(4, 10)] == [3, 6]

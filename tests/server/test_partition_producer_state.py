@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -14,9 +13,9 @@ from replog.record import build_batch, read_header
 from replog.record.header import BatchHeader
 from replog.replication.producer_snapshot import decode_producer_snapshot
 from replog.replication.producer_state import ProducerStateTable
-from replog.server import producer_state_loader
 from replog.server.partition import Partition
 from replog.server.producer_state_loader import ProducerExpiry
+from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
 from replog.storage.producer_snapshot_file import ProducerSnapshotFiles
 from tests.metadata.metadata_helpers import replayed
@@ -48,14 +47,14 @@ def idempotent(producer_id: int, base_sequence: int, count: int = 1) -> bytes:
 def record_walk_starts(partition: Partition, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The start offset of every header walk `partition` makes from now on."""
     walked_from: list[int] = []
-    walk = producer_state_loader.batch_headers
+    walk = Log.batch_headers
 
-    def recording(plog: Any, start: int, end: int | None = None) -> Iterator[BatchHeader]:
+    def recording(plog: Log, start: int, end: int | None = None) -> Iterator[BatchHeader]:
         if plog is partition.log:
             walked_from.append(start)
         return walk(plog, start, end)
 
-    monkeypatch.setattr(producer_state_loader, "batch_headers", recording)
+    monkeypatch.setattr(Log, "batch_headers", recording)
     return walked_from
 
 
@@ -70,7 +69,7 @@ def last_batches(table: ProducerStateTable) -> dict[int, tuple[int, int, int]]:
 def rebuilt(partition: Partition, end: int) -> ProducerStateTable:
     """The table a walk of the log's headers below `end` gives."""
     table = ProducerStateTable("rebuilt")
-    table.rebuild(h for h in Partition.batch_headers(partition, 0) if h.base_offset < end)
+    table.rebuild(h for h in partition.log.batch_headers(0) if h.base_offset < end)
     return table
 
 
@@ -333,7 +332,7 @@ def test_loading_reads_producers_only_from_the_first_segment_not_expired(
     # recent), old batch and all; so is the third, whose last batch for producer 9 is old.
     assert walked_from == [3]
     full = ProducerStateTable("full")
-    full.rebuild(Partition.batch_headers(partition, 0))
+    full.rebuild(partition.log.batch_headers(0))
     full.remove_expired(T0, DAY_MS)
     assert set(full.entries()) == set(partition.producer_state.entries()) == {8}
     # Producer 9's last batch is two days old: forgotten, as a full rebuild's expiry does.
@@ -433,9 +432,9 @@ async def test_a_starting_broker_loads_the_tables_before_its_replicas_take_roles
     a.log_manager.shutdown()  # the replica manager never stopped: no snapshot at the LEO
     again = Node(tmp_path, 1, clock)
     walked_from: list[int] = []
-    walk = producer_state_loader.batch_headers
+    walk = Log.batch_headers
     monkeypatch.setattr(
-        producer_state_loader,
+        Log,
         "batch_headers",
         lambda plog, start, end=None: walked_from.append(start) or walk(plog, start, end),
     )

@@ -41,15 +41,22 @@ latency counted from the scheduled send time, so a stall is not hidden). replog'
 batches are what a producer with `linger.ms` = 5 (Kafka 4.0's default) fills at that rate:
 the records that arrive in 5 ms, within 64-1023 (`paced_batch_records`: 500 records, 500 KiB,
 at 100k records/s), as a 1 MiB batch would hold its first record 8-16 ms before sending it;
-JetStream publishes every message at once. Each paced trial counts only after 2 s at its
+JetStream publishes every message at once. When answers are slow, replog's paced producer does
+what Kafka's does (`PacedProducer`): at most 5 requests unanswered
+(`max.in.flight.requests.per.connection`); the windows that close meanwhile wait and then go
+in batches of up to 1,023 records (`batch.size` = the largest throughput batch), each window
+still timed from its due time, so the wait counts. (Before, each window was its own request,
+up to 512 outstanding: a stall was followed by hundreds of 5 ms batches queued behind it, a
+load no Kafka producer sends.) Each paced trial counts only after 2 s at its
 rate (`PACED_WARM_UP_S`, both systems). Then end-to-end latency at 50% of
 peak: the same paced producer with its send time stamped in the first record of each batch
 (every NATS message), and a consumer in this process receiving the committed records (replog:
 fetches at the leader on one FetchStream call, served only up to the high watermark; JetStream:
-an ordered push consumer). Latency of a batch counts for its records; the time a record would
-wait in a filling batch is not counted (about 5 ms, see above). A paced trial's line also says
-where its slowest 1% of sends came from (`slow_episodes`): how many stalls, and the longest
-one's place in the trial, its sends and its worst latency, since one stall can decide a p99.
+an ordered push consumer). Latency of a window counts for its records; the time a record
+would wait in a filling window is not counted (about 5 ms, see above). A paced trial's line
+also says where its slowest 1% of sends (windows) came from (`slow_episodes`): how many
+stalls, and the longest one's place in the trial, its sends and its worst latency, since one
+stall can decide a p99.
 Each paced trial (both systems) starts once the VM has stopped handing the previous trial's
 freed memory back to its host (`wait_for_page_reporting_idle`; its line says how long that
 took): the host takes it back in bursts that stop the whole VM for 50-350 ms, so a paced
@@ -89,7 +96,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,6 +121,8 @@ from replog.cli.local_cluster import LocalCluster  # noqa: E402
 from replog.errors import ReplogError  # noqa: E402
 from replog.record.batch import iter_batches  # noqa: E402
 from replog.record.builder import BatchBuilder, build_batch  # noqa: E402
+from replog.record.header import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD  # noqa: E402
+from replog.record.varint import decode_varint  # noqa: E402
 from replog.replication import messages as msg  # noqa: E402
 from replog.server.allocator import keep_large_buffers  # noqa: E402
 from replog.storage.log import deleted_topic_partition, parse_topic_partition  # noqa: E402
@@ -135,12 +144,19 @@ PRODUCER_LINGER_MS = 5.0
 # likely (not proven) a new topic's first ~64 MiB per replica going into page cache the VM
 # has handed back to its host (docs/benchmarks.md, produce path).
 PACED_WARM_UP_S = 2.0
+# A paced trial's producer keeps at most this many requests unanswered per partition (Kafka's
+# and the client library's `max.in.flight.requests.per.connection`): `PacedProducer`.
+PRODUCER_MAX_IN_FLIGHT = 5
 # The send time (perf_counter_ns, big-endian int64) follows this marker in the first record's
 # value (every NATS message's payload): the consumer computes end-to-end latency from it.
 STAMP_MARKER = b"replog-bench-ts:"
 STAMP = struct.Struct(">q")
-CRC_AT = 17  # RecordBatch v2: the CRC-32C field, covering bytes [21, end)
+# RecordBatch v2's header fields a batch of fewer records changes (`BatchShape.first_records`).
+BATCH_LENGTH_AT = 8  # the bytes after base offset and this field (LOG_OVERHEAD)
+CRC_AT = 17  # the CRC-32C, covering bytes [21, end)
 CRC_COVERED_FROM = 21
+LAST_OFFSET_DELTA_AT = 23
+RECORDS_COUNT_AT = 57  # the header's last field: records follow (RECORD_BATCH_OVERHEAD)
 TEMP_PREFIX = "replog-bench-produce-"
 REPLOG_BASE_PORT = 19720
 NATS_CLIENT_PORT = 14322  # node i (1..3): client port + i, route port NATS_ROUTE_PORT + i
@@ -161,10 +177,19 @@ class BatchShape:
     records: int
     data: bytes
     stamp_at: int  # where the 8-byte send time sits in `data`
+    record_ends: tuple[int, ...]  # where each record ends in `data`
 
-    def stamped(self, stamp_ns: int) -> bytes:
-        """A copy with `stamp_ns` as the first record's send time and the CRC made right."""
-        buf = bytearray(self.data)
+    def first_records(self, count: int, stamp_ns: int) -> bytes:
+        """A batch of this one's first `count` records, `stamp_ns` as the first one's send time.
+        A valid batch: its records' offset deltas run 0..count-1, so the header's length,
+        last offset delta, count and CRC are all that change."""
+        if not 0 < count <= self.records:
+            raise ValueError(f"a batch of {count} records from a shape of {self.records}")
+        end = self.record_ends[count - 1]
+        buf = bytearray(memoryview(self.data)[:end])
+        struct.pack_into(">i", buf, BATCH_LENGTH_AT, end - LOG_OVERHEAD)
+        struct.pack_into(">i", buf, LAST_OFFSET_DELTA_AT, count - 1)
+        struct.pack_into(">i", buf, RECORDS_COUNT_AT, count)
         STAMP.pack_into(buf, self.stamp_at, stamp_ns)
         struct.pack_into(">I", buf, CRC_AT, crc32c(memoryview(buf)[CRC_COVERED_FROM:]))
         return bytes(buf)
@@ -183,7 +208,21 @@ def make_shape(nominal_kib: int, records: int | None = None) -> BatchShape:
         builder.append(now_ms, None, values[i % len(values)])
     data = builder.build()
     stamp_at = data.index(STAMP_MARKER) + len(STAMP_MARKER)
-    return BatchShape(nominal_kib, records, data, stamp_at)
+    return BatchShape(nominal_kib, records, data, stamp_at, record_ends(data, records))
+
+
+def record_ends(data: bytes, records: int) -> tuple[int, ...]:
+    """Where each of a v2 batch's `records` ends: each record is its length (a varint) and
+    that many bytes."""
+    ends = []
+    position = RECORD_BATCH_OVERHEAD
+    for _ in range(records):
+        length, position = decode_varint(data, position, len(data))
+        position += length
+        ends.append(position)
+    if position != len(data):
+        raise ValueError(f"{records} records end at byte {position} of a {len(data)}-byte batch")
+    return tuple(ends)
 
 
 def nats_payload(stamp_ns: int, filler: bytes) -> bytes:
@@ -564,35 +603,68 @@ def log_tail(path: str, lines: int = 15) -> str:
 # --- the load loops shared by both systems -----------------------------------------------------
 
 
-async def paced(
-    send_one: Callable[[float], Coroutine[Any, Any, None]],
-    sends_per_s: float,
-    seconds: float,
-    max_outstanding: int = 512,
-) -> float:
-    """Start `send_one(scheduled_time)` at `sends_per_s` for `seconds` (open loop: a slow answer
-    does not delay later sends, so latency counted from the scheduled time shows stalls);
-    returns the wall time until the last send completed."""
-    began = time.perf_counter()
-    interval = 1.0 / sends_per_s
-    pending: set[asyncio.Task[None]] = set()
-    index = 0
-    while True:
-        due = began + index * interval
-        if due >= began + seconds:
-            break
-        delay = due - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        while len(pending) >= max_outstanding:
-            await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-        task = asyncio.create_task(send_one(due))
-        pending.add(task)
-        task.add_done_callback(pending.discard)
-        index += 1
-    if pending:
-        await asyncio.gather(*pending)
-    return time.perf_counter() - began
+class PacedProducer:
+    """Kafka's producer at a paced rate on one partition, its batches cut from a built one.
+
+    Every `interval_s` a linger window of `window_records` records closes (what the producer
+    collected over `linger.ms`; the time a record waits in its window is not counted) and its
+    records are ready to send. Ready records go at once in one request of at most
+    `batch_records` (`batch.size`) while fewer than `max_in_flight` requests are unanswered
+    (`max.in.flight.requests.per.connection`); when that many are, they wait, and the batches
+    sent once an answer comes are fuller: Kafka's RecordAccumulator keeps filling a batch the
+    sender cannot send yet. So a stall is followed by fewer, larger requests, as it is for any
+    Kafka producer, not by every 5 ms batch queued behind it.
+
+    Records are numbered from 0 in the order sent (the offsets of one partition, from the
+    trial's first). Each window is one latency sample, counted from its due time (`due`) to
+    the answer to, or the consumer's receipt of, the batch holding its last record
+    (`windows_ending_in`). The pure accounting: `ReplogSide.paced_run` drives it."""
+
+    def __init__(
+        self,
+        window_records: int,
+        interval_s: float,
+        first_due_s: float,
+        batch_records: int,
+        max_in_flight: int = PRODUCER_MAX_IN_FLIGHT,
+    ) -> None:
+        if not 0 < window_records <= batch_records:
+            raise ValueError(f"windows of {window_records} records in batches of {batch_records}")
+        self.window_records = window_records
+        self.interval_s = interval_s
+        self.first_due_s = first_due_s
+        self.batch_records = batch_records
+        self.max_in_flight = max_in_flight
+        self.ready = 0  # records whose window has closed
+        self.sent = 0  # records handed to a request
+        self.in_flight = 0
+
+    def due(self, window: int) -> float:
+        return self.first_due_s + window * self.interval_s
+
+    def close_window(self) -> None:
+        self.ready += self.window_records
+
+    def next_batch(self) -> tuple[int, int] | None:
+        """(first record, record count) of a request to send now, or None: nothing is ready,
+        or `max_in_flight` requests are unanswered."""
+        if self.in_flight >= self.max_in_flight or self.sent >= self.ready:
+            return None
+        first, count = self.sent, min(self.ready - self.sent, self.batch_records)
+        self.sent += count
+        self.in_flight += 1
+        return first, count
+
+    def answered(self) -> None:
+        self.in_flight -= 1
+
+    @property
+    def idle(self) -> bool:
+        return self.in_flight == 0 and self.sent == self.ready
+
+    def windows_ending_in(self, first: int, count: int) -> range:
+        """The windows whose last record is one of records [first, first + count)."""
+        return range(first // self.window_records, (first + count) // self.window_records)
 
 
 # --- replog -----------------------------------------------------------------------------------
@@ -864,37 +936,57 @@ class ReplogSide:
         return trial
 
     async def paced_run(
-        self, shape: BatchShape, records_s: float, seconds: float, consume: bool
+        self,
+        batches: BatchShape,
+        window_records: int,
+        records_s: float,
+        seconds: float,
+        consume: bool,
     ) -> Trial:
-        """Produce at `records_s` (batches of `shape`); with `consume`, also time each batch
-        from its send to a consumer receiving it."""
+        """Produce at `records_s` as a producer lingering `window_records` records does
+        (`PacedProducer`, its batches cut from `batches`); with `consume`, also time each
+        window from its due time to a consumer receiving its last record."""
         name, leaders = await self.topic()
         kind = "e2e" if consume else "latency"
-        trial = Trial("replog", kind, shape.nominal_kib, 1, 0, 0, 0.0, target_records_s=records_s)
+        # 1 KiB records: the window's records are its KiB
+        trial = Trial("replog", kind, window_records, 1, 0, 0, 0.0, target_records_s=records_s)
         partitions = sorted(leaders)
         clients = {p: open_broker_client(leaders[p]) for p in partitions}
-        # Paced sends overlap when an answer is slow: the stream pipelines them, in order.
+        # A partition's requests go in order on one stream, answered in order.
         streams = {p: client.produce_stream() for p, client in clients.items()}
         consumers = {p: open_broker_client(leaders[p]) for p in partitions} if consume else {}
         # The topic starts with one probe record per partition (offset 0).
         end_offsets = {p: 1 for p in partitions}
-        sent = 0
+        interval_s = window_records / records_s  # windows go to the partitions in turn
+        producers: dict[int, PacedProducer] = {}
+        requests: set[asyncio.Task[None]] = set()
         stop = asyncio.Event()
 
-        async def send_one(due: float) -> None:
-            nonlocal sent
-            partition = partitions[sent % len(partitions)]
-            sent += 1
-            data = shape.stamped(int(due * 1e9)) if consume else shape.data
-            error = await produce_once(streams[partition], name, partition, data)
+        async def send(partition: int, first: int, count: int) -> None:
+            producer = producers[partition]
+            stamp = producer.due(first // producer.window_records)
+            data = batches.first_records(count, int(stamp * 1e9))
+            try:
+                error = await produce_once(streams[partition], name, partition, data)
+            finally:
+                producer.answered()
             if error is None:
-                trial.add_latency(time.perf_counter() - due)
-                trial.records += shape.records
+                answered = time.perf_counter()
+                for window in producer.windows_ending_in(first, count):
+                    trial.add_latency(answered - producer.due(window))
+                trial.records += count
                 trial.bytes += len(data)
-                end_offsets[partition] += shape.records
+                end_offsets[partition] += count
             else:
                 trial.errors += 1
                 trial.first_error = trial.first_error or error
+            pump(partition)
+
+        def pump(partition: int) -> None:
+            while (batch := producers[partition].next_batch()) is not None:
+                task = asyncio.create_task(send(partition, *batch))
+                requests.add(task)
+                task.add_done_callback(requests.discard)
 
         def consumer_error(text: str) -> None:
             trial.errors += 1
@@ -912,6 +1004,8 @@ class ReplogSide:
                 stream.close()
 
         async def read_from(partition: int, offset: int, stream: Any) -> None:
+            producer = producers[partition]
+            first_offset = offset  # the producer's record 0
             while not (stop.is_set() and offset >= end_offsets[partition]):
                 request = msg.FetchRequest(
                     partitions=(msg.FetchPartition(name, partition, offset, 4 * MiB),),
@@ -925,33 +1019,57 @@ class ReplogSide:
                     consumer_error(f"consumer: {type(exc).__name__}: {exc}")
                     await asyncio.sleep(0.05)
                     continue
-                received = time.perf_counter_ns()
+                received = time.perf_counter_ns() / 1e9
                 [result] = response.partitions
                 if result.error is not None:
                     consumer_error(f"consumer: {type(result.error).__name__}: {result.error}")
                     await asyncio.sleep(0.05)
                     continue
                 for batch in iter_batches(result.records, strict=False):
-                    stamp = read_stamp(next(iter(batch.records())).value)
-                    if stamp is not None:
-                        trial.add_e2e((received - stamp) / 1e9, received / 1e9)
+                    stamp_ns = read_stamp(next(iter(batch.records())).value)
+                    first = batch.header.base_offset - first_offset
+                    if stamp_ns is not None:
+                        # The stamp is the due time of the window of the batch's first record.
+                        stamped_window = first // window_records
+                        for window in producer.windows_ending_in(first, batch.header.records_count):
+                            due = stamp_ns / 1e9 + (window - stamped_window) * producer.interval_s
+                            trial.add_e2e(received - due, received)
                     offset = batch.header.last_offset + 1
 
         try:
             # warm-up, not counted: one batch per partition; the consumers start after it
             await asyncio.gather(
-                *(produce_once(stream, name, p, shape.data) for p, stream in streams.items())
+                *(
+                    produce_once(stream, name, p, batches.first_records(window_records, 0))
+                    for p, stream in streams.items()
+                )
             )
             for p in partitions:
-                end_offsets[p] += shape.records
+                end_offsets[p] += window_records
             start_offsets = dict(end_offsets)
             with CpuMeter(self.cluster.pids()) as meter:
-                tasks = [asyncio.create_task(consumer(p, start_offsets[p])) for p in consumers]
                 warm_up_s = self.args.paced_warm_up_seconds
                 trial.start_counting_after(warm_up_s)
-                trial.seconds = await paced(
-                    send_one, records_s / shape.records, warm_up_s + seconds
-                )
+                began = time.perf_counter()
+                for i, p in enumerate(partitions):
+                    producers[p] = PacedProducer(
+                        window_records,
+                        interval_s * len(partitions),
+                        began + i * interval_s,
+                        batches.records,
+                    )
+                tasks = [asyncio.create_task(consumer(p, start_offsets[p])) for p in consumers]
+                windows = int((warm_up_s + seconds) / interval_s)
+                for window in range(windows):
+                    delay = began + window * interval_s - time.perf_counter()
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    partition = partitions[window % len(partitions)]
+                    producers[partition].close_window()
+                    pump(partition)
+                while requests:
+                    await asyncio.wait(requests)
+                trial.seconds = time.perf_counter() - began
                 stop.set()
                 if tasks:
                     await asyncio.wait_for(asyncio.gather(*tasks), timeout=30)
@@ -1271,14 +1389,12 @@ def paced_batch_records(records_s: float) -> int:
     return max(fewest, min(most, lingered))
 
 
-def paced_shape(
-    records_s: float, args: argparse.Namespace, shapes: dict[int, BatchShape]
-) -> BatchShape:
-    """replog's paced batch: `--latency-batch-kib` if given, else `paced_batch_records`."""
+def paced_window_records(records_s: float, args: argparse.Namespace) -> int:
+    """The records of replog's paced linger window: the records of `--latency-batch-kib`'s
+    batch if given, else `paced_batch_records`."""
     if args.latency_batch_kib:
-        return shapes[args.latency_batch_kib]
-    records = paced_batch_records(records_s)
-    return make_shape(records, records)  # 1 KiB records: as many KiB as records
+        return BATCH_RECORDS[args.latency_batch_kib]
+    return paced_batch_records(records_s)
 
 
 def window_kib(window: int) -> int:
@@ -1370,12 +1486,13 @@ async def measure_system(
     target = peak.records_s * args.load_fraction
     if target <= 0:
         raise RuntimeError(f"{system}: no record was acknowledged in the throughput trials")
-    # One batch for both paced trials, built once (as the throughput trials' shapes are).
-    shape = paced_shape(target, args, shapes) if system == "replog" else None
     for consume in (False, True):
         waited_s = await asyncio.to_thread(wait_for_page_reporting_idle)
-        if shape is not None:
-            trial = await side.paced_run(shape, target, args.latency_seconds, consume)
+        if system == "replog":
+            # Batches of up to `batch.size` = the largest throughput batch, cut from it.
+            batches = shapes[max(BATCH_RECORDS)]
+            window = paced_window_records(target, args)
+            trial = await side.paced_run(batches, window, target, args.latency_seconds, consume)
         else:
             trial = await side.paced_run(target, args.latency_seconds, consume)
         trial.page_reporting_wait_s = waited_s

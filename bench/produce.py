@@ -36,8 +36,9 @@ Each run (`--runs N`, default 3) does, in order:
    producer sends), one request in flight each in the throughput trials.
 
 For each system: closed-loop throughput for every batch size x producer count (the peak is
-the best records/s), then produce latency at 50% of that peak (open loop, paced sends;
-latency counted from the scheduled send time, so a stall is not hidden). replog's paced
+the best records/s), then produce latency at 50% of that peak (paced: records arrive on
+schedule whatever the answers do, and latency is counted from the scheduled send time, so a
+stall is not hidden). replog's paced
 batches are what a producer with `linger.ms` = 5 (Kafka 4.0's default) fills at that rate:
 the records that arrive in 5 ms, within 64-1023 (`paced_batch_records`: 500 records, 500 KiB,
 at 100k records/s), as a 1 MiB batch would hold its first record 8-16 ms before sending it;
@@ -45,9 +46,8 @@ JetStream publishes every message at once. When answers are slow, replog's paced
 what Kafka's does (`PacedProducer`): at most 5 requests unanswered
 (`max.in.flight.requests.per.connection`); the windows that close meanwhile wait and then go
 in batches of up to 1,023 records (`batch.size` = the largest throughput batch), each window
-still timed from its due time, so the wait counts. (Before, each window was its own request,
-up to 512 outstanding: a stall was followed by hundreds of 5 ms batches queued behind it, a
-load no Kafka producer sends.) Each paced trial counts only after 2 s at its
+still timed from its due time, so the wait counts: a stall is followed by a few full batches,
+not by hundreds of 5 ms ones queued behind it. Each paced trial counts only after 2 s at its
 rate (`PACED_WARM_UP_S`, both systems). Then end-to-end latency at 50% of
 peak: the same paced producer with its send time stamped in the first record of each batch
 (every NATS message), and a consumer in this process receiving the committed records (replog:
@@ -657,10 +657,6 @@ class PacedProducer:
 
     def answered(self) -> None:
         self.in_flight -= 1
-
-    @property
-    def idle(self) -> bool:
-        return self.in_flight == 0 and self.sent == self.ready
 
     def windows_ending_in(self, first: int, count: int) -> range:
         """The windows whose last record is one of records [first, first + count)."""

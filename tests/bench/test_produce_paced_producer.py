@@ -25,7 +25,7 @@ def test_windows_go_alone_while_answers_keep_up() -> None:
         assert producer.next_batch() is None  # nothing more is ready
         producer.answered()
     assert sent == [(0, 500), (500, 500), (1000, 500)]
-    assert producer.idle
+    assert (producer.in_flight, producer.sent) == (0, producer.ready)
 
 
 def test_a_backlog_goes_in_full_batches_once_answers_come() -> None:
@@ -47,7 +47,7 @@ def test_a_backlog_goes_in_full_batches_once_answers_come() -> None:
     producer.answered()
     assert producer.next_batch() == (3546, 454)
     producer.answered()
-    assert producer.idle
+    assert (producer.in_flight, producer.sent) == (0, producer.ready)
 
 
 @pytest.mark.parametrize(

@@ -46,11 +46,17 @@ def idempotent(producer_id: int, base_sequence: int, count: int = 1) -> bytes:
 
 def record_walk_starts(partition: Partition, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The start offset of every header walk `partition` makes from now on."""
+    return record_log_walk_starts(monkeypatch, partition.log)
+
+
+def record_log_walk_starts(monkeypatch: pytest.MonkeyPatch, of: Log | None = None) -> list[int]:
+    """The start offset of every header walk of the log `of` (of any log when None) from now
+    on."""
     walked_from: list[int] = []
     walk = Log.batch_headers
 
     def recording(plog: Log, start: int, end: int | None = None) -> Iterator[BatchHeader]:
-        if plog is partition.log:
+        if of is None or plog is of:
             walked_from.append(start)
         return walk(plog, start, end)
 
@@ -431,13 +437,7 @@ async def test_a_starting_broker_loads_the_tables_before_its_replicas_take_roles
         await produce(a, idempotent(9, sequence))
     a.log_manager.shutdown()  # the replica manager never stopped: no snapshot at the LEO
     again = Node(tmp_path, 1, clock)
-    walked_from: list[int] = []
-    walk = Log.batch_headers
-    monkeypatch.setattr(
-        Log,
-        "batch_headers",
-        lambda plog, start, end=None: walked_from.append(start) or walk(plog, start, end),
-    )
+    walked_from = record_log_walk_starts(monkeypatch)
     again.rm.preload_producer_states()
     assert walked_from == [0]
     again.rm.apply_image(image)

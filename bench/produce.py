@@ -425,8 +425,8 @@ def machine_times_s(cpu_line: str) -> tuple[float, float]:
     """(busy, steal) seconds summed over all CPUs from /proc/stat's first line ("cpu user nice
     system idle iowait irq softirq steal guest guest_nice", in clock ticks). Busy is what this
     machine ran; steal is time its virtual CPUs wanted to run while the host ran something
-    else: neither the servers' nor the client's work, and on this VM at times 0.2-0.3 cores
-    of a trial (guest time is already inside user, so it is not added again)."""
+    else, neither the servers' nor the client's work, yet taken from the cores a trial needs
+    (guest time is already inside user, so it is not added again)."""
     values = [int(x) for x in cpu_line.split()[1:]]
     values += [0] * (10 - len(values))
     steal = values[7]

@@ -427,11 +427,9 @@ def machine_times_s(cpu_line: str) -> tuple[float, float]:
     machine ran; steal is time its virtual CPUs wanted to run while the host ran something
     else, neither the servers' nor the client's work, yet taken from the cores a trial needs
     (guest time is already inside user, so it is not added again)."""
-    values = [int(x) for x in cpu_line.split()[1:]]
-    values += [0] * (10 - len(values))
-    steal = values[7]
-    busy = sum(values[:8]) - values[3] - values[4] - steal
-    return busy / TICKS, steal / TICKS
+    values = [int(x) for x in cpu_line.split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = values + [0] * (8 - len(values))
+    return (user + nice + system + irq + softirq) / TICKS, steal / TICKS
 
 
 def _machine_times_s() -> tuple[float, float]:

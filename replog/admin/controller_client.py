@@ -10,8 +10,10 @@ Finding the active controller:
   active one answers writes with NOT_CONTROLLER, and the client asks the named node next. Its
   address comes from `node_addresses` (the CLI fills it from the local cluster's
   `cluster.json`), else from `id@host:port` bootstrap entries, else from an earlier answer
-  (an address that accepted a write is the controller's); when it is unknown, the client
-  simply goes on with the other bootstrap addresses.
+  (an address that accepted a write is the controller's), else from the DescribeCluster answer
+  of the node that named it (its controllers, from `controller.quorum.voters`): one bootstrap
+  address is enough, as with Kafka's `--bootstrap-server`. When it is still unknown, the
+  client goes on with the other bootstrap addresses.
 - Reads (Metadata, DescribeCluster, DescribeConfigs, ListPartitionReassignments) are answered
   by any controller at its committed offset. A standby may lag the active controller by a
   moment, so when a standby answers and the active controller's address is known, the client
@@ -51,7 +53,7 @@ from uuid import UUID
 
 import grpc
 
-from replog.admin.bootstrap import parse_bootstrap
+from replog.admin.bootstrap import endpoint_addresses, parse_bootstrap
 from replog.admin.controller_results import (
     AlterConfigOp,
     ClusterDescription,
@@ -368,6 +370,7 @@ class ControllerClient:
         deadline_ms = monotonic_ms() + int(budget_s * 1000)
         said: dict[str, str] = {}  # address -> what it last said or why it said nothing
         skipped: set[str] = set()  # addresses that do not serve the Controller service
+        consulted: set[str] = set()  # addresses asked where the controller they named is
         backoff_s = self.retry_backoff_s
         while True:
             pending = deque(a for a in self._round() if a not in skipped)
@@ -400,6 +403,14 @@ class ControllerClient:
                     continue
                 not_controller = _is_not_controller(response)
                 controller = self._learn(address, response, write and not not_controller)
+                if (
+                    not_controller
+                    and controller is None
+                    and response.controller_id >= 0
+                    and address not in consulted
+                ):
+                    consulted.add(address)
+                    controller = self._discover(address, response.controller_id, deadline_ms)
                 if not_controller:
                     said[address] = f"not the controller ({self._controller_text(response)})"
                     if fallback is not None:
@@ -479,6 +490,33 @@ class ControllerClient:
             controller = self._node_addresses.get(controller_id) if controller_id >= 0 else None
             if accepted_write and controller is None:
                 controller = address
+            if controller is not None:
+                self._controller = controller
+            return controller
+
+    def _discover(self, address: str, controller_id: int, deadline_ms: int) -> str | None:
+        """The address of node `controller_id`, asked of the node at `address` that named it:
+        its DescribeCluster lists the quorum's controllers (`controller.quorum.voters`). One
+        attempt; None when it gives no answer or does not know the node either."""
+        remaining_ms = deadline_ms - monotonic_ms()
+        if remaining_ms <= 0:
+            return None
+        attempt_ms = min(int(self.request_timeout_s * 1000), remaining_ms)
+        try:
+            answer = self._attempt(
+                address,
+                "DescribeCluster",
+                pb.DescribeClusterRequest(),
+                pb.DescribeClusterResponse,
+                attempt_ms,
+            )
+        except (_Unreachable, ReplogError):
+            return None
+        with self._lock:
+            for node_id, node_address in endpoint_addresses(answer.controllers).items():
+                # Addresses the caller gave win: it may reach the nodes another way.
+                self._node_addresses.setdefault(node_id, node_address)
+            controller = self._node_addresses.get(controller_id)
             if controller is not None:
                 self._controller = controller
             return controller

@@ -227,7 +227,9 @@ def describe_quorum(
         if answer.leader_id == NONE:
             answers.append(f"{address}: no leader known in quorum epoch {answer.quorum_epoch}")
             continue
-        leader_address = addresses.get(answer.leader_id)
+        # The caller's names first; else where the answering node says the leader listens.
+        known = {**admin_bootstrap.endpoint_addresses(answer.nodes), **addresses}
+        leader_address = known.get(answer.leader_id)
         if leader_address is None:
             answers.append(
                 f"{address}: the leader is node {answer.leader_id}, whose address is unknown "

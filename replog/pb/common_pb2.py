@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16replog/pb/common.proto\x12\treplog.pb\"2\n\x0eTopicPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"@\n\x0b\x45rrorStatus\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x12\n\nerror_name\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\":\n\x0e\x45pochEndOffset\x12\x14\n\x0cleader_epoch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16replog/pb/common.proto\x12\treplog.pb\"2\n\x0eTopicPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"@\n\x0b\x45rrorStatus\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x12\n\nerror_name\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\":\n\x0e\x45pochEndOffset\x12\x14\n\x0cleader_epoch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\";\n\x0cNodeEndpoint\x12\x0f\n\x07node_id\x18\x01 \x01(\x05\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x0c\n\x04port\x18\x03 \x01(\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,4 +37,6 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ERRORSTATUS']._serialized_end=153
   _globals['_EPOCHENDOFFSET']._serialized_start=155
   _globals['_EPOCHENDOFFSET']._serialized_end=213
+  _globals['_NODEENDPOINT']._serialized_start=215
+  _globals['_NODEENDPOINT']._serialized_end=274
 # @@protoc_insertion_point(module_scope)

@@ -29,3 +29,13 @@ class EpochEndOffset(_message.Message):
     leader_epoch: int
     end_offset: int
     def __init__(self, leader_epoch: _Optional[int] = ..., end_offset: _Optional[int] = ...) -> None: ...
+
+class NodeEndpoint(_message.Message):
+    __slots__ = ("node_id", "host", "port")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    host: str
+    port: int
+    def __init__(self, node_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...

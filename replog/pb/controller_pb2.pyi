@@ -161,18 +161,20 @@ class DescribeClusterRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeClusterResponse(_message.Message):
-    __slots__ = ("controller_id", "error", "cluster_id", "brokers", "metadata_offset")
+    __slots__ = ("controller_id", "error", "cluster_id", "brokers", "metadata_offset", "controllers")
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     BROKERS_FIELD_NUMBER: _ClassVar[int]
     METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLERS_FIELD_NUMBER: _ClassVar[int]
     controller_id: int
     error: _common_pb2.ErrorStatus
     cluster_id: str
     brokers: _containers.RepeatedCompositeFieldContainer[BrokerEndpoint]
     metadata_offset: int
-    def __init__(self, controller_id: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ..., cluster_id: _Optional[str] = ..., brokers: _Optional[_Iterable[_Union[BrokerEndpoint, _Mapping]]] = ..., metadata_offset: _Optional[int] = ...) -> None: ...
+    controllers: _containers.RepeatedCompositeFieldContainer[_common_pb2.NodeEndpoint]
+    def __init__(self, controller_id: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ..., cluster_id: _Optional[str] = ..., brokers: _Optional[_Iterable[_Union[BrokerEndpoint, _Mapping]]] = ..., metadata_offset: _Optional[int] = ..., controllers: _Optional[_Iterable[_Union[_common_pb2.NodeEndpoint, _Mapping]]] = ...) -> None: ...
 
 class MetadataRequest(_message.Message):
     __slots__ = ("topics",)

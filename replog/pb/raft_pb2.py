@@ -22,57 +22,58 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from replog.pb import common_pb2 as replog_dot_pb_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14replog/pb/raft.proto\x12\treplog.pb\"{\n\x0bVoteRequest\x12\x14\n\x0cquorum_epoch\x18\x01 \x01(\x05\x12\x14\n\x0c\x63\x61ndidate_id\x18\x02 \x01(\x05\x12\x19\n\x11last_offset_epoch\x18\x03 \x01(\x05\x12\x13\n\x0blast_offset\x18\x04 \x01(\x03\x12\x10\n\x08pre_vote\x18\x05 \x01(\x08\"s\n\x0cVoteResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x14\n\x0cquorum_epoch\x18\x02 \x01(\x05\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x14\n\x0cvote_granted\x18\x04 \x01(\x08\x12\x10\n\x08pre_vote\x18\x05 \x01(\x08\"B\n\x17\x42\x65ginQuorumEpochRequest\x12\x14\n\x0cquorum_epoch\x18\x01 \x01(\x05\x12\x11\n\tleader_id\x18\x02 \x01(\x05\"^\n\x15\x45ndQuorumEpochRequest\x12\x14\n\x0cquorum_epoch\x18\x01 \x01(\x05\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x1c\n\x14preferred_successors\x18\x03 \x03(\x05\"R\n\x13QuorumEpochResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x14\n\x0cquorum_epoch\x18\x02 \x01(\x05\x12\x11\n\tleader_id\x18\x03 \x01(\x05\"\xaa\x01\n\x0c\x46\x65tchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x14\n\x0cquorum_epoch\x18\x02 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x03 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x04 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x05 \x01(\x03\x12\x13\n\x0bmax_wait_ms\x18\x06 \x01(\x05\x12\x11\n\tmax_bytes\x18\x07 \x01(\x05\"6\n\nSnapshotId\x12\x12\n\nend_offset\x18\x01 \x01(\x03\x12\x14\n\x0cquorum_epoch\x18\x02 \x01(\x05\":\n\x0e\x44ivergingEpoch\x12\x14\n\x0cquorum_epoch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"\xa1\x02\n\rFetchResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x14\n\x0cquorum_epoch\x18\x02 \x01(\x05\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x04 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x05 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x06 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x07 \x01(\x03\x12\x32\n\x0f\x64iverging_epoch\x18\x08 \x01(\x0b\x32\x19.replog.pb.DivergingEpoch\x12*\n\x0bsnapshot_id\x18\t \x01(\x0b\x32\x15.replog.pb.SnapshotId\x12\x0f\n\x07records\x18\n \x01(\x0c\"\x91\x01\n\x14\x46\x65tchSnapshotRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x14\n\x0cquorum_epoch\x18\x02 \x01(\x05\x12*\n\x0bsnapshot_id\x18\x03 \x01(\x0b\x32\x15.replog.pb.SnapshotId\x12\x10\n\x08position\x18\x04 \x01(\x03\x12\x11\n\tmax_bytes\x18\x05 \x01(\x05\"\xaf\x01\n\x15\x46\x65tchSnapshotResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x14\n\x0cquorum_epoch\x18\x02 \x01(\x05\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12*\n\x0bsnapshot_id\x18\x04 \x01(\x0b\x32\x15.replog.pb.SnapshotId\x12\x0c\n\x04size\x18\x05 \x01(\x03\x12\x10\n\x08position\x18\x06 \x01(\x03\x12\r\n\x05\x63hunk\x18\x07 \x01(\x0c\"\x16\n\x14\x46\x65tchEndpointRequest\"%\n\x15\x46\x65tchEndpointResponse\x12\x0c\n\x04port\x18\x01 \x01(\x05\"\x17\n\x15\x44\x65scribeQuorumRequest\"l\n\x0cReplicaState\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x16\n\x0elog_end_offset\x18\x02 \x01(\x03\x12\x15\n\rlast_fetch_ms\x18\x03 \x01(\x03\x12\x19\n\x11last_caught_up_ms\x18\x04 \x01(\x03\"\xc2\x01\n\x16\x44\x65scribeQuorumResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x14\n\x0cquorum_epoch\x18\x02 \x01(\x05\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x12\'\n\x06voters\x18\x05 \x03(\x0b\x32\x17.replog.pb.ReplicaState\x12*\n\tobservers\x18\x06 \x03(\x0b\x32\x17.replog.pb.ReplicaState\"\x1f\n\rAppendRequest\x12\x0e\n\x06values\x18\x01 \x03(\x0c\"\x8e\x01\n\x0e\x41ppendResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x14\n\x0cquorum_epoch\x18\x04 \x01(\x05\x12\x13\n\x0b\x62\x61se_offset\x18\x05 \x01(\x03\x12\x13\n\x0blast_offset\x18\x06 \x01(\x03\"?\n\x14ReadCommittedRequest\x12\x14\n\x0cstart_offset\x18\x01 \x01(\x03\x12\x11\n\tmax_bytes\x18\x02 \x01(\x05\"\x85\x01\n\x15ReadCommittedResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x16\n\x0ehigh_watermark\x18\x03 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x04 \x01(\x03\x12\x0f\n\x07records\x18\x05 \x01(\x0c\x32\xf0\x03\n\nRaftQuorum\x12\x37\n\x04Vote\x12\x16.replog.pb.VoteRequest\x1a\x17.replog.pb.VoteResponse\x12V\n\x10\x42\x65ginQuorumEpoch\x12\".replog.pb.BeginQuorumEpochRequest\x1a\x1e.replog.pb.QuorumEpochResponse\x12R\n\x0e\x45ndQuorumEpoch\x12 .replog.pb.EndQuorumEpochRequest\x1a\x1e.replog.pb.QuorumEpochResponse\x12R\n\rFetchEndpoint\x12\x1f.replog.pb.FetchEndpointRequest\x1a .replog.pb.FetchEndpointResponse\x12R\n\rFetchSnapshot\x12\x1f.replog.pb.FetchSnapshotRequest\x1a .replog.pb.FetchSnapshotResponse\x12U\n\x0e\x44\x65scribeQuorum\x12 .replog.pb.DescribeQuorumRequest\x1a!.replog.pb.DescribeQuorumResponse2\xa0\x01\n\x0bMetadataLog\x12=\n\x06\x41ppend\x12\x18.replog.pb.AppendRequest\x1a\x19.replog.pb.AppendResponse\x12R\n\rReadCommitted\x12\x1f.replog.pb.ReadCommittedRequest\x1a .replog.pb.ReadCommittedResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14replog/pb/raft.proto\x12\treplog.pb\x1a\x16replog/pb/common.proto\"{\n\x0bVoteRequest\x12\x14\n\x0cquorum_epoch\x18\x01 \x01(\x05\x12\x14\n\x0c\x63\x61ndidate_id\x18\x02 \x01(\x05\x12\x19\n\x11last_offset_epoch\x18\x03 \x01(\x05\x12\x13\n\x0blast_offset\x18\x04 \x01(\x03\x12\x10\n\x08pre_vote\x18\x05 \x01(\x08\"s\n\x0cVoteResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x14\n\x0cquorum_epoch\x18\x02 \x01(\x05\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x14\n\x0cvote_granted\x18\x04 \x01(\x08\x12\x10\n\x08pre_vote\x18\x05 \x01(\x08\"B\n\x17\x42\x65ginQuorumEpochRequest\x12\x14\n\x0cquorum_epoch\x18\x01 \x01(\x05\x12\x11\n\tleader_id\x18\x02 \x01(\x05\"^\n\x15\x45ndQuorumEpochRequest\x12\x14\n\x0cquorum_epoch\x18\x01 \x01(\x05\x12\x11\n\tleader_id\x18\x02 \x01(\x05\x12\x1c\n\x14preferred_successors\x18\x03 \x03(\x05\"R\n\x13QuorumEpochResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x14\n\x0cquorum_epoch\x18\x02 \x01(\x05\x12\x11\n\tleader_id\x18\x03 \x01(\x05\"\xaa\x01\n\x0c\x46\x65tchRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x14\n\x0cquorum_epoch\x18\x02 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x03 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x04 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x05 \x01(\x03\x12\x13\n\x0bmax_wait_ms\x18\x06 \x01(\x05\x12\x11\n\tmax_bytes\x18\x07 \x01(\x05\"6\n\nSnapshotId\x12\x12\n\nend_offset\x18\x01 \x01(\x03\x12\x14\n\x0cquorum_epoch\x18\x02 \x01(\x05\":\n\x0e\x44ivergingEpoch\x12\x14\n\x0cquorum_epoch\x18\x01 \x01(\x05\x12\x12\n\nend_offset\x18\x02 \x01(\x03\"\xa1\x02\n\rFetchResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x14\n\x0cquorum_epoch\x18\x02 \x01(\x05\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x04 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x05 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x06 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x07 \x01(\x03\x12\x32\n\x0f\x64iverging_epoch\x18\x08 \x01(\x0b\x32\x19.replog.pb.DivergingEpoch\x12*\n\x0bsnapshot_id\x18\t \x01(\x0b\x32\x15.replog.pb.SnapshotId\x12\x0f\n\x07records\x18\n \x01(\x0c\"\x91\x01\n\x14\x46\x65tchSnapshotRequest\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x14\n\x0cquorum_epoch\x18\x02 \x01(\x05\x12*\n\x0bsnapshot_id\x18\x03 \x01(\x0b\x32\x15.replog.pb.SnapshotId\x12\x10\n\x08position\x18\x04 \x01(\x03\x12\x11\n\tmax_bytes\x18\x05 \x01(\x05\"\xaf\x01\n\x15\x46\x65tchSnapshotResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x14\n\x0cquorum_epoch\x18\x02 \x01(\x05\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12*\n\x0bsnapshot_id\x18\x04 \x01(\x0b\x32\x15.replog.pb.SnapshotId\x12\x0c\n\x04size\x18\x05 \x01(\x03\x12\x10\n\x08position\x18\x06 \x01(\x03\x12\r\n\x05\x63hunk\x18\x07 \x01(\x0c\"\x16\n\x14\x46\x65tchEndpointRequest\"%\n\x15\x46\x65tchEndpointResponse\x12\x0c\n\x04port\x18\x01 \x01(\x05\"\x17\n\x15\x44\x65scribeQuorumRequest\"l\n\x0cReplicaState\x12\x12\n\nreplica_id\x18\x01 \x01(\x05\x12\x16\n\x0elog_end_offset\x18\x02 \x01(\x03\x12\x15\n\rlast_fetch_ms\x18\x03 \x01(\x03\x12\x19\n\x11last_caught_up_ms\x18\x04 \x01(\x03\"\xea\x01\n\x16\x44\x65scribeQuorumResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x14\n\x0cquorum_epoch\x18\x02 \x01(\x05\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x16\n\x0ehigh_watermark\x18\x04 \x01(\x03\x12\'\n\x06voters\x18\x05 \x03(\x0b\x32\x17.replog.pb.ReplicaState\x12*\n\tobservers\x18\x06 \x03(\x0b\x32\x17.replog.pb.ReplicaState\x12&\n\x05nodes\x18\x07 \x03(\x0b\x32\x17.replog.pb.NodeEndpoint\"\x1f\n\rAppendRequest\x12\x0e\n\x06values\x18\x01 \x03(\x0c\"\x8e\x01\n\x0e\x41ppendResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x11\n\tleader_id\x18\x03 \x01(\x05\x12\x14\n\x0cquorum_epoch\x18\x04 \x01(\x05\x12\x13\n\x0b\x62\x61se_offset\x18\x05 \x01(\x03\x12\x13\n\x0blast_offset\x18\x06 \x01(\x03\"?\n\x14ReadCommittedRequest\x12\x14\n\x0cstart_offset\x18\x01 \x01(\x03\x12\x11\n\tmax_bytes\x18\x02 \x01(\x05\"\x85\x01\n\x15ReadCommittedResponse\x12\x12\n\nerror_code\x18\x01 \x01(\x05\x12\x15\n\rerror_message\x18\x02 \x01(\t\x12\x16\n\x0ehigh_watermark\x18\x03 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x04 \x01(\x03\x12\x0f\n\x07records\x18\x05 \x01(\x0c\x32\xf0\x03\n\nRaftQuorum\x12\x37\n\x04Vote\x12\x16.replog.pb.VoteRequest\x1a\x17.replog.pb.VoteResponse\x12V\n\x10\x42\x65ginQuorumEpoch\x12\".replog.pb.BeginQuorumEpochRequest\x1a\x1e.replog.pb.QuorumEpochResponse\x12R\n\x0e\x45ndQuorumEpoch\x12 .replog.pb.EndQuorumEpochRequest\x1a\x1e.replog.pb.QuorumEpochResponse\x12R\n\rFetchEndpoint\x12\x1f.replog.pb.FetchEndpointRequest\x1a .replog.pb.FetchEndpointResponse\x12R\n\rFetchSnapshot\x12\x1f.replog.pb.FetchSnapshotRequest\x1a .replog.pb.FetchSnapshotResponse\x12U\n\x0e\x44\x65scribeQuorum\x12 .replog.pb.DescribeQuorumRequest\x1a!.replog.pb.DescribeQuorumResponse2\xa0\x01\n\x0bMetadataLog\x12=\n\x06\x41ppend\x12\x18.replog.pb.AppendRequest\x1a\x19.replog.pb.AppendResponse\x12R\n\rReadCommitted\x12\x1f.replog.pb.ReadCommittedRequest\x1a .replog.pb.ReadCommittedResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'replog.pb.raft_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_VOTEREQUEST']._serialized_start=35
-  _globals['_VOTEREQUEST']._serialized_end=158
-  _globals['_VOTERESPONSE']._serialized_start=160
-  _globals['_VOTERESPONSE']._serialized_end=275
-  _globals['_BEGINQUORUMEPOCHREQUEST']._serialized_start=277
-  _globals['_BEGINQUORUMEPOCHREQUEST']._serialized_end=343
-  _globals['_ENDQUORUMEPOCHREQUEST']._serialized_start=345
-  _globals['_ENDQUORUMEPOCHREQUEST']._serialized_end=439
-  _globals['_QUORUMEPOCHRESPONSE']._serialized_start=441
-  _globals['_QUORUMEPOCHRESPONSE']._serialized_end=523
-  _globals['_FETCHREQUEST']._serialized_start=526
-  _globals['_FETCHREQUEST']._serialized_end=696
-  _globals['_SNAPSHOTID']._serialized_start=698
-  _globals['_SNAPSHOTID']._serialized_end=752
-  _globals['_DIVERGINGEPOCH']._serialized_start=754
-  _globals['_DIVERGINGEPOCH']._serialized_end=812
-  _globals['_FETCHRESPONSE']._serialized_start=815
-  _globals['_FETCHRESPONSE']._serialized_end=1104
-  _globals['_FETCHSNAPSHOTREQUEST']._serialized_start=1107
-  _globals['_FETCHSNAPSHOTREQUEST']._serialized_end=1252
-  _globals['_FETCHSNAPSHOTRESPONSE']._serialized_start=1255
-  _globals['_FETCHSNAPSHOTRESPONSE']._serialized_end=1430
-  _globals['_FETCHENDPOINTREQUEST']._serialized_start=1432
-  _globals['_FETCHENDPOINTREQUEST']._serialized_end=1454
-  _globals['_FETCHENDPOINTRESPONSE']._serialized_start=1456
-  _globals['_FETCHENDPOINTRESPONSE']._serialized_end=1493
-  _globals['_DESCRIBEQUORUMREQUEST']._serialized_start=1495
-  _globals['_DESCRIBEQUORUMREQUEST']._serialized_end=1518
-  _globals['_REPLICASTATE']._serialized_start=1520
-  _globals['_REPLICASTATE']._serialized_end=1628
-  _globals['_DESCRIBEQUORUMRESPONSE']._serialized_start=1631
-  _globals['_DESCRIBEQUORUMRESPONSE']._serialized_end=1825
-  _globals['_APPENDREQUEST']._serialized_start=1827
-  _globals['_APPENDREQUEST']._serialized_end=1858
-  _globals['_APPENDRESPONSE']._serialized_start=1861
-  _globals['_APPENDRESPONSE']._serialized_end=2003
-  _globals['_READCOMMITTEDREQUEST']._serialized_start=2005
-  _globals['_READCOMMITTEDREQUEST']._serialized_end=2068
-  _globals['_READCOMMITTEDRESPONSE']._serialized_start=2071
-  _globals['_READCOMMITTEDRESPONSE']._serialized_end=2204
-  _globals['_RAFTQUORUM']._serialized_start=2207
-  _globals['_RAFTQUORUM']._serialized_end=2703
-  _globals['_METADATALOG']._serialized_start=2706
-  _globals['_METADATALOG']._serialized_end=2866
+  _globals['_VOTEREQUEST']._serialized_start=59
+  _globals['_VOTEREQUEST']._serialized_end=182
+  _globals['_VOTERESPONSE']._serialized_start=184
+  _globals['_VOTERESPONSE']._serialized_end=299
+  _globals['_BEGINQUORUMEPOCHREQUEST']._serialized_start=301
+  _globals['_BEGINQUORUMEPOCHREQUEST']._serialized_end=367
+  _globals['_ENDQUORUMEPOCHREQUEST']._serialized_start=369
+  _globals['_ENDQUORUMEPOCHREQUEST']._serialized_end=463
+  _globals['_QUORUMEPOCHRESPONSE']._serialized_start=465
+  _globals['_QUORUMEPOCHRESPONSE']._serialized_end=547
+  _globals['_FETCHREQUEST']._serialized_start=550
+  _globals['_FETCHREQUEST']._serialized_end=720
+  _globals['_SNAPSHOTID']._serialized_start=722
+  _globals['_SNAPSHOTID']._serialized_end=776
+  _globals['_DIVERGINGEPOCH']._serialized_start=778
+  _globals['_DIVERGINGEPOCH']._serialized_end=836
+  _globals['_FETCHRESPONSE']._serialized_start=839
+  _globals['_FETCHRESPONSE']._serialized_end=1128
+  _globals['_FETCHSNAPSHOTREQUEST']._serialized_start=1131
+  _globals['_FETCHSNAPSHOTREQUEST']._serialized_end=1276
+  _globals['_FETCHSNAPSHOTRESPONSE']._serialized_start=1279
+  _globals['_FETCHSNAPSHOTRESPONSE']._serialized_end=1454
+  _globals['_FETCHENDPOINTREQUEST']._serialized_start=1456
+  _globals['_FETCHENDPOINTREQUEST']._serialized_end=1478
+  _globals['_FETCHENDPOINTRESPONSE']._serialized_start=1480
+  _globals['_FETCHENDPOINTRESPONSE']._serialized_end=1517
+  _globals['_DESCRIBEQUORUMREQUEST']._serialized_start=1519
+  _globals['_DESCRIBEQUORUMREQUEST']._serialized_end=1542
+  _globals['_REPLICASTATE']._serialized_start=1544
+  _globals['_REPLICASTATE']._serialized_end=1652
+  _globals['_DESCRIBEQUORUMRESPONSE']._serialized_start=1655
+  _globals['_DESCRIBEQUORUMRESPONSE']._serialized_end=1889
+  _globals['_APPENDREQUEST']._serialized_start=1891
+  _globals['_APPENDREQUEST']._serialized_end=1922
+  _globals['_APPENDRESPONSE']._serialized_start=1925
+  _globals['_APPENDRESPONSE']._serialized_end=2067
+  _globals['_READCOMMITTEDREQUEST']._serialized_start=2069
+  _globals['_READCOMMITTEDREQUEST']._serialized_end=2132
+  _globals['_READCOMMITTEDRESPONSE']._serialized_start=2135
+  _globals['_READCOMMITTEDRESPONSE']._serialized_end=2268
+  _globals['_RAFTQUORUM']._serialized_start=2271
+  _globals['_RAFTQUORUM']._serialized_end=2767
+  _globals['_METADATALOG']._serialized_start=2770
+  _globals['_METADATALOG']._serialized_end=2930
 # @@protoc_insertion_point(module_scope)

@@ -1,3 +1,4 @@
+from replog.pb import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -179,20 +180,22 @@ class ReplicaState(_message.Message):
     def __init__(self, replica_id: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., last_fetch_ms: _Optional[int] = ..., last_caught_up_ms: _Optional[int] = ...) -> None: ...
 
 class DescribeQuorumResponse(_message.Message):
-    __slots__ = ("error_code", "quorum_epoch", "leader_id", "high_watermark", "voters", "observers")
+    __slots__ = ("error_code", "quorum_epoch", "leader_id", "high_watermark", "voters", "observers", "nodes")
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     QUORUM_EPOCH_FIELD_NUMBER: _ClassVar[int]
     LEADER_ID_FIELD_NUMBER: _ClassVar[int]
     HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
     VOTERS_FIELD_NUMBER: _ClassVar[int]
     OBSERVERS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
     error_code: int
     quorum_epoch: int
     leader_id: int
     high_watermark: int
     voters: _containers.RepeatedCompositeFieldContainer[ReplicaState]
     observers: _containers.RepeatedCompositeFieldContainer[ReplicaState]
-    def __init__(self, error_code: _Optional[int] = ..., quorum_epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., voters: _Optional[_Iterable[_Union[ReplicaState, _Mapping]]] = ..., observers: _Optional[_Iterable[_Union[ReplicaState, _Mapping]]] = ...) -> None: ...
+    nodes: _containers.RepeatedCompositeFieldContainer[_common_pb2.NodeEndpoint]
+    def __init__(self, error_code: _Optional[int] = ..., quorum_epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., high_watermark: _Optional[int] = ..., voters: _Optional[_Iterable[_Union[ReplicaState, _Mapping]]] = ..., observers: _Optional[_Iterable[_Union[ReplicaState, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[_common_pb2.NodeEndpoint, _Mapping]]] = ...) -> None: ...
 
 class AppendRequest(_message.Message):
     __slots__ = ("values",)

@@ -9,7 +9,9 @@ Rules:
 - Reads (DescribeCluster, Metadata, ListPartitionReassignments, DescribeConfigs) are served by
   every controller node at its committed (last stable) offset.
 - Every response carries `controller_id`; a failure of the whole request is its `error`
-  (a request that cannot be decoded: INVALID_REQUEST naming the field).
+  (a request that cannot be decoded: INVALID_REQUEST naming the field). DescribeCluster also
+  carries the controllers' addresses (`controller.quorum.voters`), so a client that knows one
+  node can reach the controller another node names by id.
 - A write waits at most the request's `timeout_ms` (0 or absent: `request_timeout_ms`), and
   ends a little before the caller's gRPC deadline; then it answers REQUEST_TIMED_OUT (the
   write may still commit).
@@ -17,15 +19,17 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeAlias, TypeVar
 
 from quorum.controller import reads
+from quorum.raft.config import VoterAddress
 from replog.errors import KafkaError
 from replog.pb import controller_pb2 as pb
 from replog.pb import controller_pb2_grpc
 from replog.server import controller_codec as codec
 from replog.server.controller_driver import ControllerAnswer, ControllerDriver
+from replog.server.voter_endpoints import voter_endpoints
 
 Context: TypeAlias = Any  # grpc.aio.ServicerContext (grpc ships no type hints)
 R = TypeVar("R")
@@ -55,10 +59,14 @@ def _respond(make: Callable[..., M], answer: ControllerAnswer[R], encode: Callab
 
 class ControllerService(controller_pb2_grpc.ControllerServicer):
     def __init__(
-        self, driver: ControllerDriver, request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT
+        self,
+        driver: ControllerDriver,
+        request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
+        voters: Iterable[VoterAddress] = (),
     ) -> None:
         self._driver = driver
         self._request_timeout_ms = request_timeout_ms
+        self._controllers = voter_endpoints(voters)
 
     def _refuse(self, make: Callable[..., M], error: KafkaError) -> M:
         return make(controller_id=self._driver.controller_id, error=codec.error_status(error))
@@ -124,7 +132,9 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
         self, request: pb.DescribeClusterRequest, context: Context
     ) -> pb.DescribeClusterResponse:
         answer = await self._driver.read(reads.describe_cluster())
-        return _respond(pb.DescribeClusterResponse, answer, codec.describe_cluster_to_proto)
+        response = _respond(pb.DescribeClusterResponse, answer, codec.describe_cluster_to_proto)
+        response.controllers.extend(self._controllers)  # with an error too: where to go next
+        return response
 
     async def Metadata(self, request: pb.MetadataRequest, context: Context) -> pb.MetadataResponse:
         answer = await self._driver.read(reads.metadata(list(request.topics) or None))

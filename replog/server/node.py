@@ -111,7 +111,7 @@ class Node:
         except RuntimeError as exc:  # gRPC's only word for a failed bind (a port in use)
             raise OSError(f"listeners: cannot listen on {config.listener}: {exc}") from None
         raft_pb2_grpc.add_RaftQuorumServicer_to_server(  # type: ignore[no-untyped-call]
-            RaftQuorumService(self.driver.transport), self.server
+            RaftQuorumService(self.driver.transport, voters=config.raft.voters), self.server
         )
         self.controller: ControllerDriver | None = None
         if config.controller is not None:
@@ -124,7 +124,7 @@ class Node:
                 retention_bytes=config.retention_bytes,
             )
             controller_pb2_grpc.add_ControllerServicer_to_server(  # type: ignore[no-untyped-call]
-                ControllerService(self.controller), self.server
+                ControllerService(self.controller, voters=config.raft.voters), self.server
             )
         raft_pb2_grpc.add_MetadataLogServicer_to_server(  # type: ignore[no-untyped-call]
             MetadataLogService(self.driver, raw_appends=self.controller is None), self.server

@@ -2,6 +2,8 @@
 
 Thin: each method turns the protobuf request into the core's message and waits for the answer
 through `RaftTransport`, or calls the driver; no protocol decision is made here.
+DescribeQuorum answers also carry where each voter listens (`nodes`, KIP-853), so that a tool
+told "the leader is node 2" by a follower can ask node 2.
 
 `MetadataLog.Append` writes raw values only on a node whose log has no controller (Raft tests,
 benchmarks): where the controller runs, every record of the log must be a metadata record it
@@ -10,10 +12,12 @@ wrote, so raw appends are refused with INVALID_REQUEST.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, TypeAlias
 
 import grpc
 
+from quorum.raft.config import VoterAddress
 from quorum.raft.messages import DescribeQuorumRequest
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.errors import InvalidRequestError, KafkaError, NotLeaderOrFollowerError
@@ -27,13 +31,20 @@ from replog.server.raft_codec import (
 )
 from replog.server.raft_driver import RaftDriver
 from replog.server.raft_transport import RaftTransport
+from replog.server.voter_endpoints import voter_endpoints
 
 Context: TypeAlias = Any  # grpc.aio.ServicerContext (grpc ships no type hints)
 
 
 class RaftQuorumService(raft_pb2_grpc.RaftQuorumServicer):
-    def __init__(self, transport: RaftTransport, clock: Clock = monotonic_ms) -> None:
+    def __init__(
+        self,
+        transport: RaftTransport,
+        clock: Clock = monotonic_ms,
+        voters: Iterable[VoterAddress] = (),
+    ) -> None:
         self._transport = transport
+        self._nodes = voter_endpoints(voters)
         self._clock = clock  # the driver's: the core's timestamps are on it
 
     async def Vote(self, request: pb.VoteRequest, context: Context) -> object:
@@ -69,6 +80,7 @@ class RaftQuorumService(raft_pb2_grpc.RaftQuorumServicer):
     async def DescribeQuorum(self, request: pb.DescribeQuorumRequest, context: Context) -> object:
         answer = await self._transport.handle(context, DescribeQuorumRequest)
         assert isinstance(answer, pb.DescribeQuorumResponse)
+        answer.nodes.extend(self._nodes)
         return _on_wall_clock(answer, self._clock(), wall_clock_ms())
 
 

@@ -28,7 +28,7 @@ from fake_controller import (
 )
 
 from replog.admin import controller_client as controller_client_module
-from replog.admin.bootstrap import Bootstrap, parse_bootstrap
+from replog.admin.bootstrap import Bootstrap, endpoint_addresses, parse_bootstrap
 from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import (
     AlterConfigOp,
@@ -113,6 +113,16 @@ def create_ok(controller_id: int, name: str = "orders") -> pb.CreateTopicsRespon
 
 
 # --- bootstrap ----------------------------------------------------------------------------------
+
+
+def test_node_endpoints_read_as_addresses_with_ipv6_in_brackets() -> None:
+    endpoints = [
+        common_pb2.NodeEndpoint(node_id=1, host="10.0.0.1", port=9093),
+        common_pb2.NodeEndpoint(node_id=2, host="::1", port=9093),
+        common_pb2.NodeEndpoint(node_id=3, host="", port=9093),  # unknown: left out
+        common_pb2.NodeEndpoint(node_id=4, host="h", port=0),
+    ]
+    assert endpoint_addresses(endpoints) == {1: "10.0.0.1:9093", 2: "[::1]:9093"}
 
 
 def test_bootstrap_lists_parse_like_kafka_and_controller_quorum_voters() -> None:
@@ -530,6 +540,51 @@ def test_not_controller_is_followed_to_the_node_it_names(
         assert len(standby.asked()) == 1 and len(active.asked()) == 2
 
 
+def test_with_one_bootstrap_address_the_standby_says_where_the_controller_is(
+    make_client: Callable[..., ControllerClient],
+) -> None:
+    # kafka-topics.sh --bootstrap-server one-node: the standby's NOT_CONTROLLER names node 2,
+    # and its DescribeCluster lists the quorum's controllers (controller.quorum.voters).
+    with running(1, 2) as (standby, active):
+        standby.script("CreateTopics", not_controller("CreateTopics", 2))
+        standby.script(
+            "DescribeCluster",
+            pb.DescribeClusterResponse(
+                controller_id=2,
+                controllers=[
+                    common_pb2.NodeEndpoint(node_id=1, host="127.0.0.1", port=standby.port),
+                    common_pb2.NodeEndpoint(node_id=2, host="127.0.0.1", port=active.port),
+                ],
+            ),
+        )
+        active.script("CreateTopics", create_ok(2))
+        client = make_client(standby.address)
+        (result,) = client.create_topics([NewTopic("orders")])
+        assert result.error is None
+        assert len(standby.asked("CreateTopics")) == 1 and len(active.asked()) == 1
+        assert client.node_addresses == {1: standby.address, 2: active.address}
+        assert client.controller_address == active.address
+
+
+def test_addresses_the_caller_gave_win_over_the_ones_a_node_lists(
+    make_client: Callable[..., ControllerClient],
+) -> None:
+    with running(1, 2) as (standby, active):
+        standby.script("DeleteTopics", not_controller("DeleteTopics", 2))
+        standby.script(
+            "DescribeCluster",
+            pb.DescribeClusterResponse(
+                controllers=[common_pb2.NodeEndpoint(node_id=3, host="::1", port=9093)]
+            ),
+        )
+        active.script("DeleteTopics", pb.DeleteTopicsResponse(controller_id=2))
+        client = make_client(standby.address, node_addresses={2: active.address})
+        client.delete_topics(["orders"])
+        # Node 2's address was given: no DescribeCluster needed.
+        assert standby.asked("DescribeCluster") == [] and len(active.asked()) == 1
+        assert client.node_addresses == {2: active.address}
+
+
 def test_id_entries_in_the_bootstrap_list_name_the_controller(
     make_client: Callable[..., ControllerClient],
 ) -> None:
@@ -552,7 +607,9 @@ def test_without_addresses_for_ids_each_bootstrap_address_is_tried(
         client = make_client(",".join(n.address for n in nodes))
         (result,) = client.create_topics([NewTopic("orders")])
         assert result.error is None
-        assert [len(n.asked()) for n in nodes] == [1, 1, 1]
+        assert [len(n.asked("CreateTopics")) for n in nodes] == [1, 1, 1]
+        # Each standby was asked once where node 3 is; their (unscripted) answers list none.
+        assert [len(n.asked("DescribeCluster")) for n in nodes] == [1, 1, 0]
         # The node that accepted the write is node 3: later redirects to 3 go there at once.
         assert client.node_addresses == {3: nodes[2].address}
         assert client.controller_address == nodes[2].address

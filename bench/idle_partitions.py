@@ -1,0 +1,220 @@
+"""What idle partitions cost the busy ones: produce latency next to N idle replicated partitions.
+
+A 3-node local cluster (`replog cluster start`, embedded defaults) holds a busy topic (3
+partitions, RF 3, `min.insync.replicas=2`) and, for a trial with N idle partitions, a second
+topic of N partitions (RF 3) that nobody writes. Each trial runs `replog perf produce` on the
+busy topic at a fixed, modest rate (100-byte records, acks=all, the producer's defaults) and
+reads its latency percentiles, while the nodes' CPU is metered from /proc.
+
+The baseline, measured in the same run, is N = 0: the same cluster and load with no idle
+topic. Each figure is the median over `--runs` rounds; the N values alternate within a round
+so that every N sees the same machine. Ratios are against the baseline's median.
+
+Why: a follower fetches all partitions it follows from one leader in one request, and every
+append on the leader answers it; each round costs every partition of that request a little
+Python on both sides (the leader's read and follower bookkeeping, the encoding, the
+follower's processing), so idle partitions tax the busy ones' replication round trip. Kafka
+meets the same cost with incremental fetch sessions (KIP-227) and compiled code.
+
+    .venv/bin/python bench/idle_partitions.py                    # N = 0 60 150 600, 3 runs
+    .venv/bin/python bench/idle_partitions.py --idle 0 300 --runs 1 --records 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUSY_TOPIC = "busy"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def replog(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
+    """`replog ARGS` in this interpreter; a non-zero exit raises with its stderr."""
+    done = subprocess.run(
+        [sys.executable, "-m", "replog.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        cwd=ROOT,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"replog {' '.join(args)}: exit {done.returncode}: {done.stderr}")
+    return done
+
+
+def cpu_s(pids: list[int]) -> float:
+    """User plus system CPU seconds of `pids` so far."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / CLK_TCK
+
+
+@dataclass
+class Trial:
+    idle: int
+    p50_ms: float
+    p99_ms: float
+    records_s: float
+    node_cores: float
+
+
+class Cluster:
+    """A local cluster in a temporary directory, stopped and removed by `stop`."""
+
+    def __init__(self, base_port: int) -> None:
+        self.directory = tempfile.mkdtemp(prefix="replog-bench-idle-")
+        self.data_dir = os.path.join(self.directory, "cluster")
+        self.base_port = base_port
+        self.bootstrap = ",".join(f"127.0.0.1:{base_port + i}" for i in range(3))
+
+    def start(self) -> None:
+        replog("cluster", "start", "--data-dir", self.data_dir, "--base-port", str(self.base_port))
+
+    def pids(self) -> list[int]:
+        pids = []
+        for node in (1, 2, 3):
+            with open(os.path.join(self.data_dir, f"node-{node}", "node.pid")) as f:
+                pids.append(int(f.read()))
+        return pids
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        replog(
+            "topics", "create", "--topic", name, "--partitions", str(partitions),
+            "--replication-factor", "3", "--config", "min.insync.replicas=2",
+            "--bootstrap-server", self.bootstrap,
+        )  # fmt: skip
+        self.wait_fully_replicated(name)
+
+    def wait_fully_replicated(self, name: str, timeout_s: float = 120) -> None:
+        """Until every partition of `name` has a leader and all three replicas in its ISR."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            described = replog(
+                "topics", "describe", "--topic", name, "--json",
+                "--bootstrap-server", self.bootstrap,
+            )  # fmt: skip
+            [topic] = json.loads(described.stdout)["topics"]
+            partitions = topic["partitions"]
+            if all(p["leader"] not in (None, -1) and len(p["isr"]) == 3 for p in partitions):
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"topic {name}: not fully replicated within {timeout_s:g} s")
+
+    def delete_topic(self, name: str) -> None:
+        replog("topics", "delete", "--topic", name, "--bootstrap-server", self.bootstrap)
+
+    def stop(self) -> None:
+        try:
+            replog("cluster", "stop", "--data-dir", self.data_dir)
+        finally:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def trial(cluster: Cluster, idle: int, args: argparse.Namespace, round_index: int) -> Trial:
+    idle_topic = f"idle-{idle}-{round_index}"
+    if idle:
+        cluster.create_topic(idle_topic, idle)
+    try:
+        time.sleep(args.settle_seconds)  # let the fetchers settle on the new partition set
+        pids = cluster.pids()
+        before, began = cpu_s(pids), time.monotonic()
+        done = replog(
+            "perf", "produce", "--topic", BUSY_TOPIC, "--num-records", str(args.records),
+            "--record-size", "100", "--throughput", str(args.rate), "--output", "json",
+            "--no-progress", "--bootstrap-server", cluster.bootstrap,
+        )  # fmt: skip
+        node_cores = (cpu_s(pids) - before) / (time.monotonic() - began)
+        result: dict[str, Any] = json.loads(done.stdout)
+        if result["failed"]:
+            raise RuntimeError(f"{result['failed']} records failed: {result['first_error']}")
+        latency = result["latency_ms"]
+        return Trial(idle, latency["p50"], latency["p99"], result["records_per_sec"], node_cores)
+    finally:
+        if idle:
+            cluster.delete_topic(idle_topic)
+
+
+def table(trials: list[Trial], idle_counts: list[int]) -> list[str]:
+    def median(n: int, key: str) -> float:
+        values: list[float] = [getattr(t, key) for t in trials if t.idle == n]
+        return statistics.median(values)
+
+    base_p50, base_p99 = median(0, "p50_ms"), median(0, "p99_ms")
+    lines = [
+        "| idle partitions | p50 ms | p99 ms | p50 vs baseline | p99 vs baseline "
+        "| records/s | node cores (3 nodes) |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n in idle_counts:
+        p50, p99 = median(n, "p50_ms"), median(n, "p99_ms")
+        lines.append(
+            f"| {n}{' (baseline)' if n == 0 else ''} | {p50:.1f} | {p99:.1f} | "
+            f"{p50 / base_p50:.2f}x | {p99 / base_p99:.2f}x | {median(n, 'records_s'):,.0f} | "
+            f"{median(n, 'node_cores'):.2f} |"
+        )
+    return lines
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--idle", type=int, nargs="+", default=[0, 60, 150, 600])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--records", type=int, default=25_000, help="records per trial")
+    parser.add_argument("--rate", type=int, default=5_000, help="records/s per trial")
+    parser.add_argument("--settle-seconds", type=float, default=3.0)
+    parser.add_argument("--base-port", type=int, default=39092)
+    args = parser.parse_args(argv)
+    if 0 not in args.idle:
+        parser.error("--idle must include 0: the baseline")
+    if min(args.idle) < 0 or args.runs < 1 or args.records < 1 or args.rate < 1:
+        parser.error("--idle counts must be >= 0; --runs, --records and --rate >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cluster = Cluster(args.base_port)
+    cluster.start()
+    trials: list[Trial] = []
+    try:
+        cluster.create_topic(BUSY_TOPIC, 3)
+        for round_index in range(args.runs):
+            order = args.idle if round_index % 2 == 0 else list(reversed(args.idle))
+            for n in order:
+                t = trial(cluster, n, args, round_index)
+                trials.append(t)
+                print(
+                    f"run {round_index + 1} idle {n:5d}: p50 {t.p50_ms:7.1f} ms  "
+                    f"p99 {t.p99_ms:7.1f} ms  {t.records_s:8,.0f} records/s  "
+                    f"nodes {t.node_cores:.2f} cores",
+                    flush=True,
+                )
+    finally:
+        cluster.stop()
+    print()
+    print(
+        f"{args.rate:,} records/s of 100 B, acks=all, to 3 partitions; "
+        f"medians of {args.runs} runs; load average {os.getloadavg()[0]:.1f}"
+    )
+    for line in table(trials, sorted(set(args.idle))):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

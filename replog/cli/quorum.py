@@ -23,7 +23,7 @@ import argparse
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import grpc
@@ -122,6 +122,8 @@ class QuorumDescription:
     observers: tuple[int, ...]
     replicas: tuple[ReplicaRow, ...]  # the leader, the other voters, the observers
     answered_by: str
+    # Where each voter listens, as the answering node's controller.quorum.voters says.
+    voter_addresses: Mapping[int, str] = field(default_factory=dict)
 
     @classmethod
     def from_answer(cls, answer: pb.DescribeQuorumResponse, address: str) -> QuorumDescription:
@@ -153,6 +155,7 @@ class QuorumDescription:
             observers=tuple(r.replica_id for r in answer.observers),
             replicas=(*leader, *followers, *observers),
             answered_by=address,
+            voter_addresses=admin_bootstrap.endpoint_addresses(answer.nodes),
         )
 
     @property
@@ -301,7 +304,7 @@ def run_describe(args: argparse.Namespace) -> int:
         else:
             print_replication_table(rows)
     else:
-        status = description.status(addresses)
+        status = description.status({**description.voter_addresses, **addresses})
         if args.json:
             print(json.dumps(status, indent=2))
         else:

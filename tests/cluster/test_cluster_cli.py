@@ -127,7 +127,11 @@ def test_a_cluster_through_its_lifecycle(cluster: LoopbackCluster) -> None:
         ("--bootstrap-server", one),
     ):
         followed = replog_in_process("quorum", "describe", "--json", *where)
-        assert json.loads(followed.stdout)["leader_id"] == leader.leader_id, followed.stderr
+        described = json.loads(followed.stdout)
+        assert described["leader_id"] == leader.leader_id, followed.stderr
+        assert [v["endpoints"] for v in described["current_voters"]] == [
+            [f"CONTROLLER://127.0.0.1:{port}"] for port in ports
+        ]
     # The same for a write: the standby's NOT_CONTROLLER names the controller by id, and its
     # DescribeCluster says where that node listens.
     created = replog_in_process(

@@ -189,9 +189,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cluster = Cluster(args.base_port)
-    cluster.start()
     trials: list[Trial] = []
     try:
+        cluster.start()  # inside: a failed start still stops what started and removes the dir
         cluster.create_topic(BUSY_TOPIC, 3)
         for round_index in range(args.runs):
             order = args.idle if round_index % 2 == 0 else list(reversed(args.idle))

@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -29,33 +27,12 @@ from pathlib import Path
 import pytest
 
 from replog.cli.demo import DEFAULT_RECORDS
+from tests.local_ports import free_base_port
 
 pytestmark = pytest.mark.slow
 
 NODES = 3
-# `replog cluster` gives node i a metrics endpoint at base port + 100 + i - 1: keep both free.
-PORT_RANGES = ((0, NODES), (100, 100 + NODES))
 TIMEOUT_S = 600
-
-
-def free_base_port() -> int:
-    """A base port whose node and metrics ports are all free now, below the kernel's ephemeral
-    range: inside it, the first nodes' outgoing connections may take a later node's metrics
-    port before that node binds it (seen once in CI: EADDRINUSE on node 3's metrics port)."""
-    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-        ephemeral_low = int(f.read().split()[0])
-    for _ in range(200):
-        base = random.randrange(10_000, ephemeral_low - 100 - NODES)
-        with contextlib.ExitStack() as held:
-            try:
-                for start, end in PORT_RANGES:
-                    for port in range(base + start, base + end):
-                        sock = held.enter_context(socket.socket())
-                        sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return base
-    raise RuntimeError("no free base port")
 
 
 def node_processes(data_dir: Path) -> list[int]:
@@ -82,7 +59,7 @@ def test_the_readme_main_job_holds_every_check(tmp_path: Path) -> None:
     command = [str(replog), "demo", "--data-dir", str(data_dir), "--base-port"]
     try:
         result = subprocess.run(
-            [*command, str(free_base_port())],
+            [*command, str(free_base_port(NODES))],
             capture_output=True,
             text=True,
             timeout=TIMEOUT_S,

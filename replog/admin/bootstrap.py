@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from replog.errors import ConfigError
 from replog.net_address import format_host_port, parse_host_port
+from replog.pb.common_pb2 import NodeEndpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,13 +52,7 @@ def parse_bootstrap(entries: str | Iterable[str], *, what: str = "bootstrap serv
     return Bootstrap(tuple(addresses), named)
 
 
-class _Endpoint(Protocol):
-    node_id: int
-    host: str
-    port: int
-
-
-def endpoint_addresses(endpoints: Iterable[_Endpoint]) -> dict[int, str]:
+def endpoint_addresses(endpoints: Iterable[NodeEndpoint]) -> dict[int, str]:
     """Node id -> `host:port` of the `NodeEndpoint`s an answer carries (DescribeCluster's
     controllers, DescribeQuorum's nodes); entries without a host or port are left out."""
     return {e.node_id: format_host_port(e.host, e.port) for e in endpoints if e.host and e.port}

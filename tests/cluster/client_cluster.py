@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from cluster_helpers import LoopbackCluster, free_base_port, wait_for
+from cluster_helpers import LoopbackCluster, wait_for
 
 from replog import Consumer, Producer
 from replog.admin.controller_client import ControllerClient
@@ -26,6 +26,7 @@ from replog.client.records import ConsumerRecord, TopicPartition
 from replog.errors import ReplogError, TopicAlreadyExistsError
 from replog.pb import broker_pb2_grpc
 from replog.pb import controller_pb2 as pb
+from tests.local_ports import free_base_port
 
 
 @dataclass

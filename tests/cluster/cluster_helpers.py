@@ -12,7 +12,6 @@ import contextlib
 import io
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,7 +24,7 @@ from unittest import mock
 
 import grpc
 
-from replog.cli.local_cluster import METRICS_PORT_OFFSET, LocalCluster
+from replog.cli.local_cluster import LocalCluster
 from replog.cli.main import main
 from replog.cli.quorum import QuorumDescription, ask_each, describe_quorum
 from replog.errors import ReplogError
@@ -99,27 +98,6 @@ def replog_in_process(*args: str, stdin: str = "") -> Outcome:
             code = exit_.code if isinstance(exit_.code, int) else 1
     out.flush()
     return Outcome(code, raw_out.getvalue().decode(), err.getvalue())
-
-
-def free_base_port(count: int) -> int:
-    """A port p such that p..p+count-1 are all free now (found by binding to port 0), and so
-    are the local cluster's metrics ports p+100..p+100+count-1 (`local_cluster`)."""
-    for _ in range(100):
-        with socket.socket() as first:
-            first.bind(("127.0.0.1", 0))
-            base: int = first.getsockname()[1]
-        if base + METRICS_PORT_OFFSET + count > 65535:
-            continue
-        metrics = base + METRICS_PORT_OFFSET
-        with contextlib.ExitStack() as held:
-            try:
-                for port in [*range(base, base + count), *range(metrics, metrics + count)]:
-                    probe = held.enter_context(socket.socket())
-                    probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return base
-    raise RuntimeError(f"no {count} consecutive free ports")
 
 
 @contextlib.contextmanager

@@ -6,7 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_helpers import LoopbackCluster, free_base_port
+from cluster_helpers import LoopbackCluster
+
+from tests.local_ports import free_base_port
 
 
 @pytest.fixture

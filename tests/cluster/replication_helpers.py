@@ -29,7 +29,7 @@ from typing import Self, TypeVar
 from uuid import UUID
 
 import grpc
-from cluster_helpers import LoopbackCluster, free_base_port
+from cluster_helpers import LoopbackCluster
 
 from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import ClusterMetadata, NewTopic, PartitionInfo
@@ -43,6 +43,7 @@ from replog.record import build_batch, iter_batches
 from replog.replication import messages as m
 from replog.server.broker_client import BrokerClient
 from replog.storage.log import Log
+from tests.local_ports import free_base_port
 
 T = TypeVar("T")
 

@@ -66,12 +66,13 @@ from typing import Any
 
 import pytest
 from client_cluster import ClientCluster
-from cluster_helpers import LoopbackCluster, free_base_port, wait_for
+from cluster_helpers import LoopbackCluster, wait_for
 from tcp_proxy import CutReport, TcpProxy, cut_all
 
 from replog import Consumer, OffsetAndMetadata, Producer, TopicPartition
 from replog.cli.local_cluster import LocalCluster
 from replog.errors import KafkaTimeoutError, ReplogError
+from tests.local_ports import free_base_port
 
 pytestmark = pytest.mark.slow
 

@@ -44,12 +44,7 @@ def idempotent(producer_id: int, base_sequence: int, count: int = 1) -> bytes:
     return stamped(T0, count, producer_id, base_sequence)
 
 
-def record_walk_starts(partition: Partition, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The start offset of every header walk `partition` makes from now on."""
-    return record_log_walk_starts(monkeypatch, partition.log)
-
-
-def record_log_walk_starts(monkeypatch: pytest.MonkeyPatch, of: Log | None = None) -> list[int]:
+def record_walk_starts(monkeypatch: pytest.MonkeyPatch, of: Log | None = None) -> list[int]:
     """The start offset of every header walk of the log `of` (of any log when None) from now
     on."""
     walked_from: list[int] = []
@@ -107,7 +102,7 @@ def test_a_follower_keeps_the_table_so_a_new_leader_reads_no_log(
         as_fetched(tmp_path / "leader", idempotent(9, 0, count=2), idempotent(9, 2))
     )
     assert last_batches(partition.producer_state) == {9: (0, 2, 2)}
-    walked_from = record_walk_starts(partition, monkeypatch)
+    walked_from = record_walk_starts(monkeypatch, partition.log)
     lead(partition, registration(leader_epoch=2))
     assert walked_from == []  # nothing read: the follower's table is the leader's
     duplicate = partition.producer_state.check(read_header(idempotent(9, 2)))
@@ -182,7 +177,7 @@ def restarted(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Partition, l
     """The partition under `root` opened again (its log closed first) and made a follower;
     with the start of every header walk it made doing so."""
     again = reopened(root)
-    walked_from = record_walk_starts(again, monkeypatch)
+    walked_from = record_walk_starts(monkeypatch, again.log)
     again.make_follower(registration(leader=2, leader_epoch=4), NOW_MS)
     return again, walked_from
 
@@ -248,7 +243,7 @@ def test_with_no_snapshot_the_whole_log_is_replayed(
     for snapshot in (tmp_path / "t-0").glob("*.snapshot"):
         snapshot.unlink()
     again = reopened(tmp_path)
-    walked_from = record_walk_starts(again, monkeypatch)
+    walked_from = record_walk_starts(monkeypatch, again.log)
     lead(again, registration(leader_epoch=4))
     assert walked_from == [0]
     assert last_batches(again.producer_state) == last_batches(rebuilt(again, 5))
@@ -262,7 +257,7 @@ def test_truncation_reloads_from_the_snapshot_below_and_deletes_those_above(
 ) -> None:
     partition = filled(tmp_path, 7)
     partition.make_follower(registration(leader=2, leader_epoch=4), NOW_MS)
-    walked_from = record_walk_starts(partition, monkeypatch)
+    walked_from = record_walk_starts(monkeypatch, partition.log)
     partition.truncate_to(5)
     assert partition.log.log_end_offset == 5
     assert partition.producer_snapshots.offsets() == [2, 4]
@@ -332,7 +327,7 @@ def test_loading_reads_producers_only_from_the_first_segment_not_expired(
     plog.roll()
     plog.append_as_leader(stamped(old, 1, producer_id=9, base_sequence=3), 1)  # 6: 9's last
     plog.append_as_leader(stamped(recent, 1, producer_id=8, base_sequence=0), 1)  # 7
-    walked_from = record_walk_starts(partition, monkeypatch)
+    walked_from = record_walk_starts(monkeypatch, partition.log)
     lead(partition, registration())
     # The first segment (every batch two days old) is not read; the second is (one batch is
     # recent), old batch and all; so is the third, whose last batch for producer 9 is old.
@@ -366,7 +361,7 @@ def test_with_every_segment_expired_loading_reads_nothing(
 ) -> None:
     partition, _ = make(tmp_path, expiry=ProducerExpiry(wall_now_ms=T0, expiration_ms=DAY_MS))
     partition.log.append_as_leader(stamped(T0 - 2 * DAY_MS, 2, producer_id=9, base_sequence=0), 1)
-    walked_from = record_walk_starts(partition, monkeypatch)
+    walked_from = record_walk_starts(monkeypatch, partition.log)
     lead(partition, registration())
     assert walked_from == [partition.log.log_end_offset] and len(partition.producer_state) == 0
 
@@ -388,7 +383,7 @@ def test_a_snapshot_older_than_the_expired_prefix_is_passed_over(
     again, _ = make(
         tmp_path, config=SMALL, expiry=ProducerExpiry(wall_now_ms=T0, expiration_ms=DAY_MS)
     )
-    walked_from = record_walk_starts(again, monkeypatch)
+    walked_from = record_walk_starts(monkeypatch, again.log)
     again.make_follower(registration(leader=2, leader_epoch=4), NOW_MS)
     # Snapshot 2 is below the first segment holding a recent batch (4): the walk starts there.
     assert walked_from == [4]
@@ -410,7 +405,7 @@ async def test_an_elected_follower_answers_a_retry_as_a_duplicate_without_readin
     assert b.log().log_end_offset == 3
     follower = b.rm.partition("t", 0)
     assert follower is not None and last_batches(follower.producer_state) == {9: (0, 2, 2)}
-    walked_from = record_walk_starts(follower, monkeypatch)
+    walked_from = record_walk_starts(monkeypatch, follower.log)
     moved = replayed(image, PartitionChangeRecord(TID, 0, leader=2, isr=(2,)))
     for node in (a, b):
         node.rm.apply_image(moved)
@@ -437,7 +432,7 @@ async def test_a_starting_broker_loads_the_tables_before_its_replicas_take_roles
         await produce(a, idempotent(9, sequence))
     a.log_manager.shutdown()  # the replica manager never stopped: no snapshot at the LEO
     again = Node(tmp_path, 1, clock)
-    walked_from = record_log_walk_starts(monkeypatch)
+    walked_from = record_walk_starts(monkeypatch)
     again.rm.preload_producer_states()
     assert walked_from == [0]
     again.rm.apply_image(image)

@@ -3,10 +3,11 @@ shutdown (Kafka's BrokerLifecycleManager, KIP-631; reference §6), as a state ma
 
 Inputs: `tick(now_ms)`, `handle_registration_response`, `handle_heartbeat_response`,
 `request_failed`, `update_metadata_offset`, `set_ready_to_unfence`, `begin_controlled_shutdown`,
-`begin_shutdown` and `controller_hint`. Outputs come out of `ready()` as a `LifecycleReady`: the
-requests to send now (each addressed to a controller by node id), the state changes since the
-last `ready()`, and when to tick next. Nothing here needs persisting, so there is no `advance`:
-`ready()` hands the outputs over and forgets them; the shell sends every request it got.
+`nothing_to_hand_over`, `begin_shutdown` and `controller_hint`. Outputs come out of `ready()`
+as a `LifecycleReady`: the requests to send now (each addressed to a controller by node id),
+the state changes since the last `ready()`, and when to tick next. Nothing here needs
+persisting, so there is no `advance`: `ready()` hands the outputs over and forgets them; the
+shell sends every request it got.
 
 States: STARTING -> RECOVERY -> RUNNING -> PENDING_CONTROLLED_SHUTDOWN -> SHUTTING_DOWN, in
 that order; a broker may enter controlled shutdown from any earlier state, and reach
@@ -42,6 +43,16 @@ Rules:
    brokers, and a broker still waiting 2 s for its next heartbeat finds no quorum left. A
    broker that never registered, or whose registration the controller no longer knows, has
    nothing to hand over and stops at once.
+7a. A pending controlled shutdown also ends without the grant (SHUTTING_DOWN) when
+   - the shell says the broker's published image leaves nothing to hand over
+     (`nothing_to_hand_over`: it leads no partition and no other broker is active): the whole
+     cluster is stopping, the grant could move nothing to nobody, and it needs a metadata
+     quorum whose other voters may already be gone (the last node of a combined cluster
+     stopped at once would otherwise wait for a controller that never comes); or
+   - no heartbeat has been answered for `broker.session.timeout.ms`, counted from the later of
+     the last answer and the start of the controlled shutdown: an active controller fences a
+     broker silent that long anyway (moving its leaderships as the handover would), and when
+     there is none, waiting longer finds none either. Kafka waits up to 5 minutes here.
 8. Failures back off exponentially: 100 ms doubling per consecutive failure up to half of
    `broker.session.timeout.ms`, with +-2 % jitter from the injected random source; a success
    resets the count. Any error answer other than those below retries the same request after
@@ -232,6 +243,8 @@ class BrokerLifecycle:
         self._urgent = False
         self._failed_attempts = 0
         self._redirects_in_a_row = 0
+        # Rule 7a: when a controller last answered (or the controlled shutdown began, if later).
+        self._last_answer_ms = now_ms
         self._next_correlation_id = 1
         self._last_error = "none"
         self._requests: list[LifecycleRequest] = []
@@ -305,8 +318,20 @@ class BrokerLifecycle:
             )
             return
         self._transition(LifecycleState.PENDING_CONTROLLED_SHUTDOWN, "controlled shutdown begins")
+        self._last_answer_ms = max(self._last_answer_ms, now_ms)
         self._hurry(now_ms)
         self._poll(now_ms)
+
+    def nothing_to_hand_over(self) -> None:
+        """The published image shows this broker leads no partition and no other broker is
+        active: a pending controlled shutdown ends without the grant (Rule 7a). Before one
+        begins this changes nothing (the shell asks again once it has begun)."""
+        if self._state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN:
+            self._transition(
+                LifecycleState.SHUTTING_DOWN,
+                "nothing to hand over: this broker leads no partition and no other broker is "
+                "active",
+            )
 
     def begin_shutdown(self, reason: str = "shutdown without handing over") -> None:
         """Stop at once: no more requests."""
@@ -377,6 +402,8 @@ class BrokerLifecycle:
         ]
         if not self._registered_once:
             deadlines.append(self._registration_deadline_ms)
+        if self._state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN:
+            deadlines.append(self._silence_deadline_ms())
         return min(deadlines)
 
     # --- decisions ---------------------------------------------------------------------------
@@ -401,8 +428,22 @@ class BrokerLifecycle:
                 f"{self._last_error}",
             )
             return
+        if (
+            self._state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN
+            and now_ms >= self._silence_deadline_ms()
+        ):
+            self._transition(
+                LifecycleState.SHUTTING_DOWN,
+                f"no controller answered for broker.session.timeout.ms "
+                f"({self.config.session_timeout_ms} ms) of the controlled shutdown; last error: "
+                f"{self._last_error}",
+            )
+            return
         if self._in_flight is None and now_ms >= self._next_send_ms:
             self._send(now_ms)
+
+    def _silence_deadline_ms(self) -> int:
+        return self._last_answer_ms + self.config.session_timeout_ms
 
     def _send(self, now_ms: int) -> None:
         correlation_id = self._next_correlation_id
@@ -438,6 +479,7 @@ class BrokerLifecycle:
 
     def _on_heartbeat_answer(self, response: HeartbeatResponse, now_ms: int) -> None:
         self._is_fenced = response.is_fenced
+        self._last_answer_ms = now_ms
         state = self._state
         if state is LifecycleState.STARTING and response.is_caught_up:
             self._caught_up = True

@@ -133,6 +133,18 @@ class MetadataImage:
 
     EMPTY: ClassVar[MetadataImage]
 
+    def leaves_nothing_to_hand_over(self, broker_id: int) -> bool:
+        """True when `broker_id` leads no partition and no other broker is active (unfenced and
+        not shutting down): a controlled shutdown could move nothing, to nobody. The whole
+        cluster is stopping (or this is the last broker), so its grant adds nothing."""
+        if any(b != broker_id for b in self.cluster.active_broker_ids()):
+            return False
+        return not any(
+            partition.leader == broker_id
+            for topic in self.topics.by_id.values()
+            for partition in topic.partitions.values()
+        )
+
     def is_empty(self) -> bool:
         """True when no record has changed anything (the provenance aside)."""
         return (

@@ -4,7 +4,9 @@
   writes each node's `server.properties` and `DIR/cluster.json` (see `local_cluster`), starts
   one `replog node` process per node in the background (its own session; output appended to
   `node-<id>/node.log`, pid in `node-<id>/node.pid`), waits until the quorum has a leader that
-  committed its epoch and every node answers, and prints the endpoints. On a directory whose
+  committed its epoch, every node answers and every broker is registered and unfenced (so a
+  topic created right after `start` can place its replicas on all of them), and prints the
+  endpoints. On a directory whose
   cluster is stopped it starts the same nodes again, keeping their data (`--fresh` deletes it
   and starts anew).
 - `status [--json]`: per node: id, roles, pid, listener, alive (the process exists and is not a
@@ -33,6 +35,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from replog.admin.controller_client import ControllerClient
 from replog.cli.arguments import add_documented_command
 from replog.cli.local_cluster import (
     DEFAULT_BASE_PORT,
@@ -50,11 +53,13 @@ from replog.cli.quorum import (
     describe_quorum,
     print_table,
 )
+from replog.config import parse_properties
 from replog.errors import ReplogError
 from replog.net_address import parse_host_port
 from replog.server.node_config import NodeConfig
 
 POLL_INTERVAL_S = 0.05
+STOP_TIMEOUT_S = 30.0
 PROBE_TIMEOUT_S = 0.5  # a node that does not answer DescribeQuorum within this "does not answer"
 LOG_TAIL_LINES = 15
 
@@ -227,12 +232,15 @@ def wait_until_up(
     cluster: LocalCluster, pids: dict[int, int], timeout_s: float
 ) -> QuorumDescription:
     """Wait until the cluster is up: a leader answers DescribeQuorum with a high watermark (its
-    epoch committed) and every other node answers too. Returns the leader's answer.
+    epoch committed), every other node answers too, and the active controller's DescribeCluster
+    shows every broker registered and unfenced. Returns the leader's answer.
 
     A quorum has a leader once a majority runs; the rest may still be importing or opening
     their logs. "Started" means every node listens, so a command run right after `start`
-    reaches any node it names. Raises `ReplogError` if a node exits or this does not happen in
-    time.
+    reaches any node it names, and every broker takes part: a topic created right after
+    `start` with a replication factor of the cluster's size succeeds (before, it could be
+    refused with "0 active brokers"). Raises `ReplogError` if a node exits or this does not
+    happen in time.
     """
     addresses = cluster.controller_addresses()
     deadline = time.monotonic() + timeout_s
@@ -256,13 +264,45 @@ def wait_until_up(
                     for node_id, address in addresses.items()
                     if isinstance(answers[address], NodeUnreachable)
                 ]
-                if not silent:
-                    return description
-                last_error = f"node {description.leader_id} leads; no answer yet from " + (
-                    ", ".join(silent)
-                )
+                if silent:
+                    last_error = f"node {description.leader_id} leads; no answer yet from " + (
+                        ", ".join(silent)
+                    )
+                else:
+                    waiting = brokers_not_active(cluster, addresses)
+                    if not waiting:
+                        return description
+                    last_error = waiting
         time.sleep(POLL_INTERVAL_S * 2)
     raise ReplogError(f"the cluster was not up within {timeout_s:g} s ({last_error})")
+
+
+def brokers_not_active(cluster: LocalCluster, addresses: dict[int, str]) -> str:
+    """Which of the cluster's brokers the active controller does not count as active yet
+    (unregistered, fenced or shutting down), as a sentence; "" when all are active."""
+    broker_ids = [node.node_id for node in cluster.nodes if _runs_broker(node)]
+    if not broker_ids:
+        return ""
+    try:
+        with ControllerClient(list(addresses.values()), node_addresses=addresses) as client:
+            brokers = client.describe_cluster(timeout_s=PROBE_TIMEOUT_S * 4).brokers
+    except ReplogError as exc:
+        return f"DescribeCluster: {exc}"
+    active = {b.broker_id for b in brokers if not b.fenced and not b.in_controlled_shutdown}
+    waiting = [b for b in broker_ids if b not in active]
+    if not waiting:
+        return ""
+    return f"broker{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} not active yet"
+
+
+def _runs_broker(node: LocalNode) -> bool:
+    """From the node's server.properties as written (an override may have made it a bare Raft
+    log without a broker)."""
+    if "broker" not in node.roles:
+        return False
+    with open(node.config_path, encoding="utf-8") as f:
+        properties = parse_properties(f.read(), source=node.config_path)
+    return NodeConfig.from_properties(properties).runs_broker
 
 
 # --- the commands -----------------------------------------------------------------------------
@@ -564,8 +604,11 @@ def register(commands: Any) -> None:
         "--timeout",
         type=float,
         metavar="SECONDS",
-        default=10.0,
-        help="seconds before SIGKILL (default: 10)",
+        # Above a node's own bounds: a broker whose controller stays silent gives up its
+        # controlled shutdown after broker.session.timeout.ms (9 s), and a SIGKILL leaves logs
+        # to recover at the next start. A stop normally takes 1-3 s.
+        default=STOP_TIMEOUT_S,
+        help=f"seconds before SIGKILL (default: {STOP_TIMEOUT_S:g})",
     )
 
     kill = action("kill", "SIGKILL one node", run_kill)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 
 from replog.cli.cluster import (
     check_ports_free,
@@ -33,7 +32,6 @@ from replog.cli.cluster import (
     wait_until_up,
 )
 from replog.cli.local_cluster import LocalCluster
-from replog.client.sync_admin import Admin
 from replog.errors import ReplogError
 
 NODE_COUNT = 3
@@ -70,29 +68,10 @@ class DemoCluster:
         for node in self.layout.nodes:
             self.pids[node.node_id] = spawn(node)
         try:
-            leader = wait_until_up(self.layout, self.pids, timeout_s)
-            self._wait_unfenced(timeout_s)
+            leader = wait_until_up(self.layout, self.pids, timeout_s)  # brokers unfenced too
         except ReplogError as exc:
             raise ReplogError(f"{exc}\n{log_tails(self.layout.nodes)}") from None
         return f"quorum leader: node {leader.leader_id} (epoch {leader.leader_epoch})"
-
-    def _wait_unfenced(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        last = "no answer yet"
-        with Admin(bootstrap_servers=self.bootstrap, request_timeout_ms=2000) as admin:
-            while time.monotonic() < deadline:
-                self.check_alive()
-                try:
-                    brokers = admin.describe_cluster(timeout_ms=2000).brokers
-                except ReplogError as exc:
-                    last = str(exc)
-                else:
-                    unfenced = [b for b in brokers if not b.fenced]
-                    if len(unfenced) == NODE_COUNT:
-                        return
-                    last = f"{len(unfenced)} of {NODE_COUNT} brokers unfenced"
-                time.sleep(0.2)
-        raise ReplogError(f"the brokers did not all register within {timeout_s:g} s ({last})")
 
     def check_alive(self) -> None:
         """Raise if a node the demo did not kill has exited."""

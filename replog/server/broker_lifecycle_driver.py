@@ -74,9 +74,14 @@ class BrokerLifecycleDriver:
         clock: Clock = monotonic_ms,
         rng: random.Random | None = None,
         incarnation_id: uuid.UUID | None = None,
+        leaves_nothing_to_hand_over: Callable[[], bool] = lambda: False,
     ) -> None:
         self.config = config
         self._clock = clock
+        # Asked (in the task) while a controlled shutdown is pending, after each new metadata
+        # offset and once as it begins: whether the published image leaves nothing to hand
+        # over (the core's Rule 7a).
+        self._leaves_nothing_to_hand_over = leaves_nothing_to_hand_over
         self.core = BrokerLifecycle(
             config,
             # A fresh incarnation per process start: the controller tells a restart from a
@@ -121,7 +126,18 @@ class BrokerLifecycleDriver:
 
     def update_metadata_offset(self, offset: int) -> None:
         """The broker published the image up to `offset` (its loader's last applied offset)."""
-        self._post(lambda now: self.core.update_metadata_offset(offset))
+        self._post(lambda now: self._on_metadata_offset(offset))
+
+    def _on_metadata_offset(self, offset: int) -> None:
+        self.core.update_metadata_offset(offset)
+        self._check_handover()
+
+    def _check_handover(self, now: int = 0) -> None:
+        if (
+            self.core.state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN
+            and self._leaves_nothing_to_hand_over()
+        ):
+            self.core.nothing_to_hand_over()
 
     def set_ready_to_unfence(self) -> None:
         """The first image is published and the logs are recovered: ask to be unfenced."""
@@ -174,6 +190,7 @@ class BrokerLifecycleDriver:
             self._drain_ready()
             return True
         self._post(self.core.begin_controlled_shutdown)
+        self._post(self._check_handover)
         try:
             async with asyncio.timeout(timeout_ms / 1000):
                 await self._shut_down.wait()

@@ -138,7 +138,14 @@ class BrokerRuntime:
         self._clock = clock
         self._controller_addresses = dict(controller_addresses)
         self.lifecycle = BrokerLifecycleDriver(
-            config, controller_addresses, clock=clock, rng=rng, incarnation_id=incarnation_id
+            config,
+            controller_addresses,
+            clock=clock,
+            rng=rng,
+            incarnation_id=incarnation_id,
+            leaves_nothing_to_hand_over=lambda: self.metadata.image.leaves_nothing_to_hand_over(
+                config.broker_id
+            ),
         )
         self._raft_leader: int | None = None
         self.metadata = BrokerMetadataListener(

@@ -89,7 +89,7 @@ class Node:
         """Bind the listener and build the roles on the open metadata log."""
         self.driver = RaftDriver(config.node_id, config.raft, self.storage)
         options = list(GRPC_OPTIONS)
-        if "broker" in config.roles and not config.raw_metadata_appends:
+        if config.runs_broker:
             receive_max = max(
                 GRPC_MESSAGE_BYTES_MAX,
                 data_plane_config_from_node(config).request_bytes_max + _REQUEST_HEADROOM_BYTES,
@@ -132,7 +132,7 @@ class Node:
         # The broker role replays the committed metadata log (the same Raft driver) into
         # images, registers with the active controller and serves the data plane (issue #6).
         self.broker: BrokerRuntime | None = None
-        if "broker" in config.roles and not config.raw_metadata_appends:
+        if config.runs_broker:
             self.broker = BrokerRuntime.for_node(config, self.driver, bound_port=self.listener_port)
             self.broker.counters = self.metrics.broker
             add_broker_service(self.broker.service, self.server)

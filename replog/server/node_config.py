@@ -151,6 +151,11 @@ class NodeConfig:
         return "controller" in self.roles
 
     @property
+    def runs_broker(self) -> bool:
+        """The broker role, unless raw appends turned the node into a bare Raft log."""
+        return "broker" in self.roles and not self.raw_metadata_appends
+
+    @property
     def listener(self) -> str:
         return format_host_port(self.listener_host, self.listener_port)
 

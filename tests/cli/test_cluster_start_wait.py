@@ -1,13 +1,16 @@
-"""`replog cluster start` returns only when the quorum has a committed leader and every node
-answers: a leader needs only a majority, and a command run right after `start` may name any
-node. Checked against scripted answers (no processes), so each case is exact."""
+"""`replog cluster start` returns only when the quorum has a committed leader, every node
+answers and every broker is active: a leader needs only a majority, a command run right after
+`start` may name any node, and a topic created right after it needs every broker unfenced.
+Checked against scripted answers (no processes), so each case is exact."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from replog.admin.controller_results import Broker, ClusterDescription
 from replog.cli import cluster as cluster_cli
 from replog.cli.local_cluster import LocalCluster
 from replog.cli.quorum import NodeUnreachable, QuorumDescription
@@ -29,12 +32,21 @@ def _committed_leader(address: str) -> QuorumDescription:
 
 @pytest.fixture
 def layout(tmp_path: Path) -> LocalCluster:
-    return LocalCluster.plan(str(tmp_path / "cluster"), 3, 39092)
+    cluster = LocalCluster.plan(str(tmp_path / "cluster"), 3, 39092)
+    cluster.write()
+    return cluster
 
 
-def _script(monkeypatch: pytest.MonkeyPatch, layout: LocalCluster, silent_rounds: int) -> list[int]:
-    """Node 3 refuses connections for `silent_rounds` polls, then answers; returns the count of
-    polls made so far (a one-item list, updated in place)."""
+def _script(
+    monkeypatch: pytest.MonkeyPatch,
+    layout: LocalCluster,
+    silent_rounds: int,
+    brokers_waiting: list[str] | None = None,
+) -> list[int]:
+    """Node 3 refuses connections for `silent_rounds` polls, then answers; once all answer,
+    `brokers_not_active` says each of `brokers_waiting` in turn, then "" (all active). Returns
+    the count of polls made so far (a one-item list, updated in place)."""
+    waiting = list(brokers_waiting or [])
     addresses = layout.controller_addresses()
     polls = [0]
 
@@ -53,6 +65,9 @@ def _script(monkeypatch: pytest.MonkeyPatch, layout: LocalCluster, silent_rounds
     monkeypatch.setattr(cluster_cli, "ask_each", ask_each)
     monkeypatch.setattr(cluster_cli, "exit_status", lambda pid: None)
     monkeypatch.setattr(cluster_cli, "POLL_INTERVAL_S", 0.001)
+    monkeypatch.setattr(
+        cluster_cli, "brokers_not_active", lambda c, a: waiting.pop(0) if waiting else ""
+    )
     return polls
 
 
@@ -76,3 +91,91 @@ def test_start_names_the_node_that_never_answers(
         "the cluster was not up within 0.2 s (node 1 leads; no answer yet from "
         "node 3 (127.0.0.1:39094: connection refused))"
     )
+
+
+def test_start_waits_until_every_broker_is_active(
+    monkeypatch: pytest.MonkeyPatch, layout: LocalCluster
+) -> None:
+    polls = _script(
+        monkeypatch, layout, silent_rounds=1, brokers_waiting=["brokers 2, 3 not active yet"] * 2
+    )
+    cluster_cli.wait_until_up(layout, {1: 11, 2: 12, 3: 13}, timeout_s=10)
+    assert polls[0] == 4  # node 3 silent once, then two rounds of brokers not yet active
+
+
+def test_start_names_the_brokers_that_never_become_active(
+    monkeypatch: pytest.MonkeyPatch, layout: LocalCluster
+) -> None:
+    _script(
+        monkeypatch, layout, silent_rounds=0, brokers_waiting=["broker 3 not active yet"] * 10**6
+    )
+    with pytest.raises(ReplogError, match=r"within 0.2 s \(broker 3 not active yet\)$"):
+        cluster_cli.wait_until_up(layout, {1: 11, 2: 12, 3: 13}, timeout_s=0.2)
+
+
+def _broker(broker_id: int, *, fenced: bool = False, leaving: bool = False) -> Broker:
+    return Broker(broker_id, "127.0.0.1", 9092, None, fenced, leaving, broker_epoch=broker_id)
+
+
+class _Controllers:
+    """A ControllerClient stand-in answering DescribeCluster with `brokers`, or raising."""
+
+    answer: tuple[Broker, ...] | ReplogError = ()
+    asked = 0
+
+    def __init__(self, bootstrap: Any, *, node_addresses: Any) -> None:
+        assert sorted(node_addresses) == [1, 2, 3]
+
+    def __enter__(self) -> _Controllers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def describe_cluster(self, *, timeout_s: float) -> ClusterDescription:
+        _Controllers.asked += 1
+        if isinstance(self.answer, ReplogError):
+            raise self.answer
+        return ClusterDescription("c", 1, self.answer, metadata_offset=9)
+
+
+@pytest.mark.parametrize(
+    ("brokers", "expected"),
+    [
+        ((_broker(1), _broker(2), _broker(3)), ""),
+        ((_broker(1), _broker(2, fenced=True)), "brokers 2, 3 not active yet"),
+        ((_broker(1), _broker(2), _broker(3, leaving=True)), "broker 3 not active yet"),
+        (ReplogError("no active controller"), "DescribeCluster: no active controller"),
+    ],
+)
+def test_brokers_not_active_names_unregistered_fenced_and_leaving_brokers(
+    monkeypatch: pytest.MonkeyPatch,
+    layout: LocalCluster,
+    brokers: tuple[Broker, ...] | ReplogError,
+    expected: str,
+) -> None:
+    monkeypatch.setattr(cluster_cli, "ControllerClient", _Controllers)
+    monkeypatch.setattr(_Controllers, "answer", brokers)
+    assert cluster_cli.brokers_not_active(layout, layout.controller_addresses()) == expected
+
+
+@pytest.mark.parametrize(
+    ("roles", "overrides"),
+    [
+        (("controller",), {}),
+        # Combined roles on a bare Raft log (the failover tests' nodes): no broker runs.
+        (("broker", "controller"), {"metadata.log.raw.append.enable": "true"}),
+    ],
+)
+def test_a_quorum_without_brokers_has_no_broker_to_wait_for(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    roles: tuple[str, ...],
+    overrides: dict[str, str],
+) -> None:
+    monkeypatch.setattr(cluster_cli, "ControllerClient", _Controllers)
+    monkeypatch.setattr(_Controllers, "asked", 0)
+    quorum = LocalCluster.plan(str(tmp_path / "quorum"), 3, 39092, roles=roles)
+    quorum.write(overrides)
+    assert cluster_cli.brokers_not_active(quorum, quorum.controller_addresses()) == ""
+    assert _Controllers.asked == 0

@@ -389,6 +389,62 @@ def test_a_hard_shutdown_stops_sending() -> None:
     assert broker.take() == []
 
 
+# --- Rule 7a: a controlled shutdown nobody can grant ----------------------------------------
+
+
+def test_nothing_to_hand_over_ends_a_pending_controlled_shutdown_only() -> None:
+    broker = Broker()
+    broker.to_running()
+    broker.core.nothing_to_hand_over()  # not shutting down: no effect
+    assert broker.core.state is S.RUNNING
+    broker.core.begin_controlled_shutdown(broker.now)
+    beat = broker.heartbeat()
+    broker.core.nothing_to_hand_over()
+    assert broker.states[-2:] == [S.PENDING_CONTROLLED_SHUTDOWN, S.SHUTTING_DOWN]
+    assert "leads no partition and no other broker is active" in broker.changes[-1].reason
+    broker.answer(beat, is_caught_up=True, is_fenced=False, should_shut_down=False)  # too late
+    assert broker.core.state is S.SHUTTING_DOWN
+    assert broker.take() == []
+
+
+def test_a_controlled_shutdown_no_controller_answers_ends_after_the_session_timeout() -> None:
+    broker = Broker()
+    broker.to_running()
+    broker.wait(5000)  # the last answer was 5 s before the shutdown: it still gets 9 s
+    began = broker.now
+    broker.core.begin_controlled_shutdown(broker.now)
+    while broker.core.state is S.PENDING_CONTROLLED_SHUTDOWN:
+        requests = broker.take()
+        for request in requests:
+            broker.core.request_failed(request.correlation_id, broker.now, "unreachable")
+        if not requests:
+            broker.until_next()
+    assert broker.now == began + CONFIG.session_timeout_ms
+    reason = broker.changes[-1].reason
+    assert "no controller answered for broker.session.timeout.ms (9000 ms)" in reason
+    assert "unreachable" in reason  # the last error names what went wrong
+    assert broker.core.wake_at_ms() is None
+
+
+def test_answered_heartbeats_keep_a_controlled_shutdown_waiting_for_the_grant() -> None:
+    broker = Broker()
+    broker.to_running()
+    broker.core.begin_controlled_shutdown(broker.now)
+    began = broker.now
+    while broker.now < began + 3 * CONFIG.session_timeout_ms:
+        beat = broker.heartbeat()
+        broker.answer(beat, is_caught_up=True, is_fenced=False, should_shut_down=False)
+        answered_at = broker.now
+        broker.until_next()
+    assert broker.core.state is S.PENDING_CONTROLLED_SHUTDOWN
+    # Then the controllers go silent: the session timeout counts from the last answer.
+    while broker.core.state is S.PENDING_CONTROLLED_SHUTDOWN:
+        for request in broker.take():
+            broker.core.request_failed(request.correlation_id, broker.now)
+        broker.until_next()
+    assert broker.now == answered_at + CONFIG.session_timeout_ms
+
+
 # --- Rule 8: backoff ---------------------------------------------------------------------------
 
 
@@ -559,6 +615,7 @@ step = st.one_of(
     st.tuples(st.just("ready"), st.just(0), st.just(False), st.just(False)),
     st.tuples(st.just("shutdown"), st.just(0), st.just(False), st.just(False)),
     st.tuples(st.just("offset"), st.integers(0, 1000), st.just(False), st.just(False)),
+    st.tuples(st.just("nothing"), st.just(0), st.just(False), st.just(False)),
 )
 
 
@@ -633,4 +690,10 @@ def test_invariants_hold_under_any_controller_answers(
             broker.core.begin_controlled_shutdown(broker.now)
         elif kind == "offset":
             broker.core.update_metadata_offset(value)
+        elif kind == "nothing":
+            before = broker.core.state
+            broker.core.nothing_to_hand_over()
+            # Rule 7a: it ends a pending controlled shutdown and nothing else.
+            expected = S.SHUTTING_DOWN if before is S.PENDING_CONTROLLED_SHUTDOWN else before
+            assert broker.core.state is expected
         collect()

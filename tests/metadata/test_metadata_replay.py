@@ -97,6 +97,31 @@ def test_an_unfenced_broker_outside_controlled_shutdown_is_active() -> None:
     assert image.cluster.active_broker_ids() == [1]
 
 
+def test_a_broker_has_nothing_to_hand_over_once_it_leads_nothing_and_no_other_is_active() -> None:
+    unfence = [BrokerRegistrationChangeRecord(b, b, FenceChange.UNFENCE) for b in (1, 2, 3)]
+    image = replayed(
+        bootstrapped(),
+        *(register(b, b) for b in (1, 2, 3)),
+        *unfence,
+        *create_topic("orders", ORDERS, (1, 2, 3), (2, 3, 1)),
+    )
+    stopping = [BrokerRegistrationChangeRecord(b, b, FenceChange.NONE, True) for b in (1, 2, 3)]
+    assert not image.leaves_nothing_to_hand_over(3)  # brokers 1 and 2 are active
+    image = replayed(image, stopping[0], stopping[1])
+    assert image.leaves_nothing_to_hand_over(3)  # leads nothing; the others are leaving
+    assert not image.leaves_nothing_to_hand_over(1)  # leads orders-0, and 3 is active
+    image = replayed(image, stopping[2], PartitionChangeRecord(ORDERS, 0, leader=NO_LEADER))
+    assert image.leaves_nothing_to_hand_over(1)
+    assert not image.leaves_nothing_to_hand_over(2)  # still leads orders-1
+    # A fenced broker is not active either; a new, unfenced registration is.
+    image = replayed(image, BrokerRegistrationChangeRecord(3, 3, FenceChange.FENCE))
+    assert image.leaves_nothing_to_hand_over(3)
+    image = replayed(
+        image, register(3, 10), BrokerRegistrationChangeRecord(3, 10, FenceChange.UNFENCE)
+    )
+    assert not image.leaves_nothing_to_hand_over(1)
+
+
 def test_unregister_broker_removes_the_registration() -> None:
     image = replayed(bootstrapped(), register(1, 1), register(2, 2))
     image = replayed(image, UnregisterBrokerRecord(1, 1))

@@ -346,6 +346,51 @@ async def test_a_controlled_shutdown_the_controller_never_grants_times_out(
 
 
 @pytest.mark.asyncio
+async def test_a_controlled_shutdown_with_nothing_to_hand_over_ends_without_the_grant(
+    controllers: Controllers,
+) -> None:
+    controllers.cluster.controlled_shutdown_beats = 1_000_000  # never granted
+    moot = False
+    lifecycle = BrokerLifecycleDriver(
+        config(), controllers.addresses, leaves_nothing_to_hand_over=lambda: moot
+    )
+    lifecycle.start()
+    lifecycle.update_metadata_offset(1000)
+    lifecycle.set_ready_to_unfence()
+    await asyncio.wait_for(lifecycle.wait_until_running(), TIMEOUT_S)
+    shutdown = asyncio.create_task(lifecycle.controlled_shutdown(timeout_ms=TIMEOUT_S * 1000))
+    await until(lambda: lifecycle.state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN, "pending")
+    await asyncio.sleep(0.2)
+    assert lifecycle.state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN
+    # The next published image shows the broker leads nothing and no other broker is active.
+    moot = True
+    lifecycle.update_metadata_offset(1001)
+    assert await asyncio.wait_for(shutdown, TIMEOUT_S)  # ended on its own, not timed out
+    assert "nothing to hand over" in lifecycle.state_changes[-1].reason
+    await lifecycle.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_controlled_shutdown_with_no_controller_left_ends_after_the_session_timeout(
+    controllers: Controllers,
+) -> None:
+    lifecycle = driver(controllers.addresses, session_timeout_ms=800, request_timeout_ms=200)
+    lifecycle.start()
+    lifecycle.update_metadata_offset(1000)
+    lifecycle.set_ready_to_unfence()
+    await asyncio.wait_for(lifecycle.wait_until_running(), TIMEOUT_S)
+    for server in controllers.servers:  # every controller leaves
+        await server.stop(grace=None)
+    assert await asyncio.wait_for(
+        lifecycle.controlled_shutdown(timeout_ms=TIMEOUT_S * 1000), TIMEOUT_S
+    )
+    assert "no controller answered for broker.session.timeout.ms (800 ms)" in (
+        lifecycle.state_changes[-1].reason
+    )
+    await lifecycle.stop()
+
+
+@pytest.mark.asyncio
 async def test_no_registration_in_time_fails_wait_until_running(controllers: Controllers) -> None:
     controllers.cluster.refuse_registration = InconsistentClusterIdError.code
     lifecycle = driver(controllers.addresses, initial_registration_timeout_ms=400)

@@ -14,7 +14,8 @@ Why: a follower fetches all partitions it follows from one leader in one request
 append on the leader answers it; each round costs every partition of that request a little
 Python on both sides (the leader's read and follower bookkeeping, the encoding, the
 follower's processing), so idle partitions tax the busy ones' replication round trip. Kafka
-meets the same cost with incremental fetch sessions (KIP-227) and compiled code.
+meets the same cost with incremental fetch sessions (KIP-227), which replog's followers use
+too (only changed partitions travel), and compiled code.
 
     .venv/bin/python bench/idle_partitions.py                    # N = 0 60 150 600, 3 runs
     .venv/bin/python bench/idle_partitions.py --idle 0 300 --runs 1 --records 10000

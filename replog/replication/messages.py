@@ -21,6 +21,7 @@ from replog.errors import KafkaError
 CONSUMER_REPLICA_ID = -1
 NO_LEADER_EPOCH = -1
 NO_OFFSET = -1
+NO_SESSION = -1  # FetchRequest.session_epoch of a fetch outside any session
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest constants).
 LATEST_TIMESTAMP = -1
@@ -111,6 +112,11 @@ class FetchRequest:
     min_bytes: int = 1
     max_bytes: int = 52428800
     isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
+    # KIP-227 incremental fetch session on a FetchStream call (`fetch_session`): NO_SESSION,
+    # 0 (a full fetch opening the session), or the epoch of an incremental one, which carries
+    # only changed partitions and, in `forgotten`, the (topic, partition)s dropped.
+    session_epoch: int = NO_SESSION
+    forgotten: tuple[tuple[str, int], ...] = ()
 
     @property
     def is_from_follower(self) -> bool:

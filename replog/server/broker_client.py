@@ -48,6 +48,7 @@ from replog.errors import (
 from replog.pb import broker_pb2, broker_pb2_grpc
 from replog.pb import controller_pb2 as controller_pb
 from replog.replication import messages as m
+from replog.replication.fetch_session import FULL_FETCH_EPOCH, FollowerFetchSession
 from replog.server import broker_codec as codec
 from replog.server.redialing_channel import RedialingChannel
 
@@ -229,7 +230,7 @@ class BrokerClient:
         return self._checked_fetch(request, answer)
 
     def _checked_fetch(
-        self, request: m.FetchRequest, answer: Any, rpc: str = "Fetch"
+        self, request: m.FetchRequest, answer: Any, rpc: str = "Fetch", *, all_answered: bool = True
     ) -> m.FetchResponse:
         return self._checked(
             rpc,
@@ -237,11 +238,13 @@ class BrokerClient:
             answer,
             request.partitions,
             ("high_watermark", "log_start_offset"),
+            all_answered=all_answered,
         )
 
-    def fetch_stream(self) -> FetchStream:
-        """Fetches on one `FetchStream` call (`FetchStream`), what a follower's fetcher uses."""
-        return FetchStream(self)
+    def fetch_stream(self, *, sessions: bool = False) -> FetchStream:
+        """Fetches on one `FetchStream` call (`FetchStream`), what a follower's fetcher uses
+        (with `sessions`: incremental fetch sessions, KIP-227)."""
+        return FetchStream(self, sessions=sessions)
 
     async def list_offsets(
         self, request: m.ListOffsetsRequest, *, timeout_ms: int | None = None
@@ -356,14 +359,20 @@ class FetchStream:
       channel's grace period would cut it off in the middle of some later fetch. UNAVAILABLE
       on such a call does not drop the current channel.
     - Not for concurrent use: one fetch at a time, as a fetcher task does.
+    - With `sessions` (a follower's fetcher), each call holds a KIP-227 fetch session
+      (`replication.fetch_session`): `fetch` takes every partition to fetch, sends the first
+      request of a call in full and later ones with only what changed, and returns the answer
+      as the broker sent it, which after the first has only the partitions with news. A new
+      call starts a new session.
     """
 
     RPC = "FetchStream"
 
-    def __init__(self, client: BrokerClient) -> None:
+    def __init__(self, client: BrokerClient, *, sessions: bool = False) -> None:
         self._client = client
         self._call: Any = None
         self._generation = -1  # the channel generation `_call` was opened at
+        self._session = FollowerFetchSession() if sessions else None
 
     async def fetch(self, request: m.FetchRequest) -> m.FetchResponse:
         client = self._client
@@ -374,12 +383,16 @@ class FetchStream:
         if self._call is None:
             self._call = channel.open_stream(self.RPC, client._metadata)
             self._generation = channel.generation
+        sent = request if self._session is None else self._session.to_send(request)
         try:
             # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation that
             # arrives as the answer does, and a fetcher told to stop would fetch on.
             async with asyncio.timeout(wait_ms / 1000):
-                answer = await self._exchange(self._call, codec.fetch_request_to_proto(request))
-            return client._checked_fetch(request, answer, self.RPC)
+                answer = await self._exchange(self._call, codec.fetch_request_to_proto(sent))
+            # An incremental answer may leave out any partition of the session.
+            return client._checked_fetch(
+                request, answer, self.RPC, all_answered=sent.session_epoch <= FULL_FETCH_EPOCH
+            )
         except TimeoutError:
             self.close()
             raise RequestTimedOutError(
@@ -409,10 +422,12 @@ class FetchStream:
         return answer
 
     def close(self) -> None:
-        """Cancel the call; the next fetch opens a new one."""
+        """Cancel the call; the next fetch opens a new one (and a new session)."""
         call, self._call = self._call, None
         if call is not None:
             call.cancel()
+        if self._session is not None:
+            self._session.reset()
 
 
 class ProduceStream:

@@ -325,6 +325,13 @@ def fetch_request_to_proto(request: m.FetchRequest) -> pb.FetchRequest:
         _new_topic_with_id,
         _appending(_fetch_partition_to_proto),
     )
+    if request.session_epoch != m.NO_SESSION:
+        message.session_epoch = request.session_epoch
+    forgotten: dict[str, list[int]] = {}
+    for topic, partition in request.forgotten:
+        forgotten.setdefault(topic, []).append(partition)
+    for topic, partitions in forgotten.items():
+        message.forgotten_topics.add(topic=topic, partitions=partitions)
     return message
 
 
@@ -353,7 +360,31 @@ def fetch_request_from_proto(message: pb.FetchRequest) -> m.FetchRequest:
         min_bytes=message.min_bytes,
         max_bytes=message.max_bytes,
         isolation_level=isolation_level_from_proto(message.isolation_level, "Fetch"),
+        session_epoch=_session_epoch_from_proto(message),
+        forgotten=tuple(
+            (topic.topic, partition)
+            for topic in message.forgotten_topics
+            for partition in topic.partitions
+        ),
     )
+
+
+def _session_epoch_from_proto(message: pb.FetchRequest) -> int:
+    """The session epoch (NO_SESSION when absent); forgotten partitions need an incremental
+    fetch (epoch > 0): a full or sessionless fetch has nothing to forget."""
+    epoch: int = m.NO_SESSION
+    if message.HasField("session_epoch"):
+        epoch = message.session_epoch
+        if epoch < 0:
+            raise InvalidRequestError(
+                f"Fetch: session_epoch {epoch}: a fetch session's epoch is 0 (full) or more; "
+                "leave it out for a fetch without a session"
+            )
+    if message.forgotten_topics and epoch <= 0:
+        raise InvalidRequestError(
+            "Fetch: forgotten_topics need an incremental fetch (session_epoch > 0)"
+        )
+    return epoch
 
 
 def _add_fetch_result(

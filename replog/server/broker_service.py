@@ -78,6 +78,7 @@ from quorum.metadata.image import MetadataImage
 from replog.errors import (
     CoordinatorLoadInProgressError,
     CorruptRecordError,
+    InvalidFetchSessionEpochError,
     InvalidRequestError,
     InvalidRequiredAcksError,
     InvalidTopicError,
@@ -92,6 +93,7 @@ from replog.pb import broker_pb2_grpc
 from replog.pb import controller_pb2 as controller_pb
 from replog.record.header import LOG_OVERHEAD, validate_batch
 from replog.replication import messages as m
+from replog.replication.fetch_session import LeaderFetchSession
 from replog.server import broker_codec as codec
 from replog.server.broker_metadata import metadata_response_from_image
 from replog.server.log_dirs import LogView, describe_log_dirs
@@ -315,19 +317,39 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return codec.produce_response_to_proto(m.ProduceResponse(tuple(results)))
 
     async def Fetch(self, request: pb.FetchRequest, context: Context) -> m.FetchResponse:
-        return await self._serve(request, context, lambda: self._fetch(request, context))
+        return await self._serve(request, context, lambda: self._fetch(request, context, None))
 
     async def FetchStream(
         self, requests: AsyncIterator[Any], context: Context
     ) -> AsyncIterator[m.FetchResponse]:
         """Each request answered in turn as `Fetch` answers it; one that `Fetch` would fail
-        ends the stream with that status (`serve_guarded` aborts the call)."""
+        ends the stream with that status (`serve_guarded` aborts the call). The call holds
+        one fetch session for the requests that use one (`fetch_session`)."""
+        session = LeaderFetchSession()
         async for request in requests:
-            yield await self._serve(request, context, partial(self._fetch, request, context))
+            yield await self._serve(
+                request, context, partial(self._fetch, request, context, session)
+            )
 
-    async def _fetch(self, request: pb.FetchRequest, context: Context) -> m.FetchResponse:
-        decoded = self._decode(request, codec.fetch_request_from_proto)
+    async def _fetch(
+        self, request: pb.FetchRequest, context: Context, session: LeaderFetchSession | None
+    ) -> m.FetchResponse:
+        sent = self._decode(request, codec.fetch_request_from_proto)
         rm = self._ready()
+        decoded = sent
+        if sent.session_epoch != m.NO_SESSION:
+            if session is None:
+                raise Refused(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    "Fetch: fetch sessions live on a FetchStream call; leave session_epoch "
+                    "out of a unary Fetch",
+                )
+            try:
+                decoded = session.full_request(sent)
+            except InvalidFetchSessionEpochError as error:
+                raise Refused(
+                    grpc.StatusCode.FAILED_PRECONDITION, f"{error.error_name}: {error}"
+                ) from None
         refused = _refusals(decoded.partitions, "Fetch", _entry_problem)
         # Kafka answers at once when any partition has an error (§7.2).
         max_wait_ms = 0 if refused else _bounded_ms(decoded.max_wait_ms, context)
@@ -339,7 +361,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 p.topic, p.partition, error, topic_id=p.topic_id
             ),
         )
-        return m.FetchResponse(tuple(results))
+        response = m.FetchResponse(tuple(results))
+        if session is None or sent.session_epoch == m.NO_SESSION:
+            return response
+        return session.answer(sent, response)
 
     async def ListOffsets(
         self, request: pb.ListOffsetsRequest, context: Context

@@ -22,6 +22,10 @@ Rules:
   replaces the channel, so the next attempt dials afresh (below). An answer is waited for
   the request's `max_wait_ms` plus `request_timeout_ms` (`replica.socket.timeout.ms`), a
   unary call's deadline, so a long poll is never cut short and a hung leader is noticed.
+- The call holds an incremental fetch session (KIP-227, `replication.fetch_session`): after its
+  first request only changed partitions travel, and the answer holds only partitions with news
+  (the replica manager builds and reads whole requests; the stream does the rest). A failed or
+  replaced call ends the session; the next call starts with a full fetch.
 - Record bytes go from the response into the log append untouched (the codec never decodes
   them).
 - A fetch that failed as a whole (no address, a failed call, an answer that is not one:
@@ -190,7 +194,7 @@ class ReplicaFetcherManager:
                     if client is not None:
                         await client.close()
                     client = BrokerClient(address, request_timeout_ms=self._request_timeout_ms)
-                    stream = client.fetch_stream()
+                    stream = client.fetch_stream(sessions=True)
                 try:
                     response = await stream.fetch(request)
                 except (grpc.aio.AioRpcError, KafkaError) as exc:

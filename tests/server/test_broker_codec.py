@@ -7,7 +7,7 @@ from an image matches the controller's answer."""
 
 from __future__ import annotations
 
-from dataclasses import fields, is_dataclass
+from dataclasses import fields, is_dataclass, replace
 from typing import Any
 from uuid import UUID
 
@@ -135,6 +135,16 @@ fetch_requests = st.builds(
     INT32,
     st.sampled_from(list(m.IsolationLevel)),
 )
+# Incremental fetches of a session (KIP-227): an epoch past 0 and partitions to forget, grouped
+# by topic as the wire groups them.
+session_fetch_requests = st.builds(
+    lambda request, epoch, forgotten: replace(
+        request, session_epoch=epoch, forgotten=tuple(sorted(forgotten))
+    ),
+    fetch_requests,
+    st.integers(1, 2**31 - 1),
+    st.sets(st.tuples(TOPIC, PARTITION)),
+)
 fetch_responses = st.builds(
     m.FetchResponse,
     st.lists(
@@ -197,6 +207,7 @@ ROUND_TRIPS = [
     (produce_requests, codec.produce_request_to_wire, codec.produce_request_from_wire),
     (produce_responses, codec.produce_response_to_proto, codec.produce_response_from_proto),
     (fetch_requests, codec.fetch_request_to_proto, codec.fetch_request_from_proto),
+    (session_fetch_requests, codec.fetch_request_to_proto, codec.fetch_request_from_proto),
     (fetch_responses, codec.fetch_response_to_wire, codec.fetch_response_from_wire),
     (
         list_offsets_requests,
@@ -303,6 +314,32 @@ def test_a_topic_id_that_is_not_16_bytes_is_an_invalid_request_naming_the_topic(
 def test_an_unknown_isolation_level_is_an_invalid_request(decode: Any, message: Any) -> None:
     with pytest.raises(InvalidRequestError, match="isolation_level"):
         decode(message)
+
+
+@pytest.mark.parametrize(
+    ("message", "named"),
+    [
+        (pb.FetchRequest(session_epoch=-1), "session_epoch -1"),
+        (
+            pb.FetchRequest(session_epoch=0, forgotten_topics=[pb.ForgottenTopic(topic="t")]),
+            "forgotten_topics need an incremental fetch",
+        ),
+        (
+            pb.FetchRequest(forgotten_topics=[pb.ForgottenTopic(topic="t", partitions=[1])]),
+            "forgotten_topics need an incremental fetch",
+        ),
+    ],
+)
+def test_a_fetch_session_field_out_of_place_is_an_invalid_request(message: Any, named: str) -> None:
+    with pytest.raises(InvalidRequestError, match=named):
+        codec.fetch_request_from_proto(message)
+
+
+def test_a_fetch_without_a_session_epoch_has_none() -> None:
+    decoded = codec.fetch_request_from_proto(pb.FetchRequest())
+    assert (decoded.session_epoch, decoded.forgotten) == (m.NO_SESSION, ())
+    assert not codec.fetch_request_to_proto(decoded).HasField("session_epoch")
+    assert codec.fetch_request_to_proto(replace(decoded, session_epoch=0)).session_epoch == 0
 
 
 def test_an_error_code_zero_is_no_error_and_an_unknown_code_is_unknown_server_error() -> None:

@@ -58,6 +58,9 @@ class FakeReplicaManager:
     # and how many calls the manager had had when it answered each.
     delays: dict[tuple[str, int], float] = field(default_factory=dict)
     calls_when_answered: list[int] = field(default_factory=list)
+    # Fetch: what every partition's answer carries.
+    records: bytes = BATCH
+    high_watermark: int = 1
 
     def _check(self, request: Any) -> None:
         self.calls.append(request)
@@ -96,8 +99,8 @@ class FakeReplicaManager:
                     p.topic,
                     p.partition,
                     self.fail.get((p.topic, p.partition)),
-                    high_watermark=1,
-                    records=BATCH,
+                    high_watermark=self.high_watermark,
+                    records=self.records,
                     topic_id=p.topic_id,
                 )
                 for p in request.partitions
@@ -465,6 +468,61 @@ async def test_a_fetch_stream_answers_each_request_in_turn_as_fetch_does(harness
         assert {c.max_wait_ms for c in harness.rm.calls} == {0}
     finally:
         stream.close()
+
+
+@pytest.mark.asyncio
+async def test_a_fetch_session_sends_changes_and_answers_news_only(harness: Harness) -> None:
+    stream = harness.client.fetch_stream(sessions=True)
+    rm = harness.rm
+    orders = topic_id(5)
+
+    def fetch(*offsets: int) -> m.FetchRequest:
+        entries = (m.FetchPartition("orders", p, o, topic_id=orders) for p, o in enumerate(offsets))
+        return m.FetchRequest(tuple(entries), replica_id=2, max_wait_ms=0)
+
+    try:
+        full = await stream.fetch(fetch(0, 0, 0))
+        assert [r.partition for r in full.partitions] == [0, 1, 2]
+        assert rm.calls[-1].session_epoch == 0
+        rm.records = b""  # nothing new: the next answer is empty, the manager still reads all
+        quiet = await stream.fetch(fetch(0, 0, 0))
+        assert quiet.partitions == ()
+        assert [p.partition for p in rm.calls[-1].partitions] == [0, 1, 2]
+        assert rm.calls[-1].session_epoch == 1
+        # Partition 1 moved on and partition 2 backs off (left out): the leader follows.
+        moved = await stream.fetch(fetch(0, 4))
+        assert moved.partitions == ()
+        assert [(p.partition, p.fetch_offset) for p in rm.calls[-1].partitions] == [(0, 0), (1, 4)]
+        rm.high_watermark = 2
+        news = await stream.fetch(fetch(0, 4))
+        assert [(r.partition, r.high_watermark) for r in news.partitions] == [(0, 2), (1, 2)]
+        # A failed fetch ends the call and the session: the next one is full again.
+        rm.raise_error = KafkaStorageError("log dir /x: EIO")
+        with pytest.raises(grpc.aio.AioRpcError):
+            await stream.fetch(fetch(0, 4))
+        rm.raise_error = None
+        again = await stream.fetch(fetch(0, 4))
+        assert [r.partition for r in again.partitions] == [0, 1]
+        assert rm.calls[-1].session_epoch == 0
+    finally:
+        stream.close()
+
+
+@pytest.mark.asyncio
+async def test_fetch_session_epochs_out_of_turn_or_on_a_unary_fetch_are_refused(
+    harness: Harness,
+) -> None:
+    out_of_turn = await stream_refusal(
+        harness, "FetchStream", pb.FetchRequest(replica_id=2, session_epoch=3).SerializeToString()
+    )
+    assert out_of_turn.code() == grpc.StatusCode.FAILED_PRECONDITION
+    expected = "INVALID_FETCH_SESSION_EPOCH: fetch session epoch 3 on this FetchStream call"
+    assert f"{expected}, which expects 0" in (out_of_turn.details() or "")
+    with pytest.raises(grpc.aio.AioRpcError) as unary:
+        await harness.client._call("Fetch", pb.FetchRequest(replica_id=2, session_epoch=0), 1000)
+    assert unary.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "fetch sessions live on a FetchStream call" in (unary.value.details() or "")
+    assert harness.rm.calls == []
 
 
 @pytest.mark.asyncio

@@ -1,0 +1,229 @@
+"""Incremental fetch sessions (`replication.fetch_session`, KIP-227): the follower sends what
+changed, the leader rebuilds the whole request and answers only what has news. Scenarios for
+each rule, and a property: over any sequence of rounds the leader sees exactly the partitions
+the follower wants, and the follower, reading missing partitions as "nothing new", always
+knows every partition's latest high watermark and log start offset."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from replog.errors import InvalidFetchSessionEpochError, NotLeaderOrFollowerError
+from replog.replication.fetch_session import (
+    FULL_FETCH_EPOCH,
+    FollowerFetchSession,
+    LeaderFetchSession,
+    next_session_epoch,
+)
+from replog.replication.messages import (
+    NO_SESSION,
+    EpochEndOffsetResult,
+    FetchPartition,
+    FetchPartitionResult,
+    FetchRequest,
+    FetchResponse,
+)
+
+
+def entry(partition: int, offset: int = 0, topic: str = "t") -> FetchPartition:
+    return FetchPartition(topic, partition, fetch_offset=offset, current_leader_epoch=1)
+
+
+def wanting(*entries: FetchPartition) -> FetchRequest:
+    return FetchRequest(entries, replica_id=2, replica_epoch=7)
+
+
+def result(partition: int, hw: int = 0, **fields: object) -> FetchPartitionResult:
+    return FetchPartitionResult(  # type: ignore[arg-type]
+        "t", partition, high_watermark=hw, last_stable_offset=hw, log_start_offset=0, **fields
+    )
+
+
+def keys(request: FetchRequest) -> list[int]:
+    return [e.partition for e in request.partitions]
+
+
+# --- the follower's side -------------------------------------------------------------------
+
+
+def test_the_follower_sends_everything_first_then_only_changes_and_drops() -> None:
+    follower = FollowerFetchSession()
+    first = follower.to_send(wanting(entry(0), entry(1), entry(2)))
+    assert first.session_epoch == FULL_FETCH_EPOCH and keys(first) == [0, 1, 2]
+    assert first.replica_id == 2 and first.replica_epoch == 7  # the rest travels as it is
+    same = follower.to_send(wanting(entry(0), entry(1), entry(2)))
+    assert (same.session_epoch, same.partitions, same.forgotten) == (1, (), ())
+    moved = follower.to_send(wanting(entry(0), entry(1, offset=5), entry(2)))
+    assert (moved.session_epoch, keys(moved), moved.forgotten) == (2, [1], ())
+    # Partition 2 backs off (left out), partition 3 is new.
+    dropped = follower.to_send(wanting(entry(0), entry(1, offset=5), entry(3)))
+    assert (keys(dropped), dropped.forgotten) == ([3], (("t", 2),))
+    back = follower.to_send(wanting(entry(0), entry(1, offset=5), entry(2), entry(3)))
+    assert (keys(back), back.forgotten) == ([2], ())
+    # Any field counts: a new leader epoch is a change.
+    bumped = follower.to_send(
+        wanting(replace(entry(0), current_leader_epoch=2), entry(1, 5), entry(2), entry(3))
+    )
+    assert keys(bumped) == [0]
+
+
+def test_a_reset_follower_session_starts_again_with_a_full_fetch() -> None:
+    follower = FollowerFetchSession()
+    follower.to_send(wanting(entry(0), entry(1)))
+    follower.to_send(wanting(entry(0)))
+    follower.reset()
+    again = follower.to_send(wanting(entry(0), entry(1)))
+    assert (again.session_epoch, keys(again), again.forgotten) == (0, [0, 1], ())
+
+
+def test_session_epochs_count_up_and_wrap_past_zero() -> None:
+    assert next_session_epoch(0) == 1
+    assert next_session_epoch(41) == 42
+    assert next_session_epoch(2**31 - 1) == 1  # 0 would open a new session
+
+
+# --- the leader's side ---------------------------------------------------------------------
+
+
+def test_the_leader_rebuilds_the_whole_request_from_the_changes() -> None:
+    leader = LeaderFetchSession()
+    full = leader.full_request(replace(wanting(entry(0), entry(1), entry(2)), session_epoch=0))
+    assert keys(full) == [0, 1, 2] and len(leader) == 3
+    step = replace(wanting(entry(1, offset=9), entry(5)), session_epoch=1, forgotten=(("t", 0),))
+    rebuilt = leader.full_request(step)
+    # A changed entry keeps its place; a new one joins the end; a forgotten one is gone.
+    assert [(e.partition, e.fetch_offset) for e in rebuilt.partitions] == [(1, 9), (2, 0), (5, 0)]
+    assert rebuilt.session_epoch == 1 and rebuilt.forgotten == ()
+    quiet = leader.full_request(replace(wanting(), session_epoch=2))
+    assert keys(quiet) == [1, 2, 5]
+
+
+@pytest.mark.parametrize(
+    ("epochs", "refused", "expects"),
+    [
+        ((1,), 1, 0),  # a new call must open with a full fetch
+        ((0, 2), 2, 1),  # one skipped
+        ((0, 1, 1), 1, 2),  # one repeated
+    ],
+)
+def test_an_epoch_out_of_turn_is_refused_naming_both(
+    epochs: tuple[int, ...], refused: int, expects: int
+) -> None:
+    leader = LeaderFetchSession()
+    *accepted, last = epochs
+    for epoch in accepted:
+        leader.full_request(replace(wanting(entry(0)), session_epoch=epoch))
+    with pytest.raises(InvalidFetchSessionEpochError) as raised:
+        leader.full_request(replace(wanting(entry(0)), session_epoch=last))
+    assert f"fetch session epoch {refused} on this FetchStream call, which expects {expects}" in (
+        str(raised.value)
+    )
+
+
+def test_a_full_fetch_mid_session_starts_the_session_afresh() -> None:
+    leader = LeaderFetchSession()
+    leader.full_request(replace(wanting(entry(0), entry(1)), session_epoch=0))
+    leader.full_request(replace(wanting(entry(2)), session_epoch=1))
+    again = leader.full_request(replace(wanting(entry(7)), session_epoch=0))
+    assert keys(again) == [7]
+
+
+def test_the_leader_answers_only_partitions_with_news_after_the_full_fetch() -> None:
+    leader = LeaderFetchSession()
+    first = replace(wanting(entry(0), entry(1), entry(2), entry(3)), session_epoch=0)
+    leader.full_request(first)
+    quiet = [result(p) for p in range(4)]
+    assert len(leader.answer(first, FetchResponse(tuple(quiet))).partitions) == 4  # full: all
+    second = replace(wanting(), session_epoch=1)
+    leader.full_request(second)
+    answered = leader.answer(second, FetchResponse(tuple(quiet)))
+    assert answered.partitions == ()  # nothing new anywhere
+    third = replace(wanting(), session_epoch=2)
+    leader.full_request(third)
+    news = FetchResponse(
+        (
+            result(0, records=b"batch"),
+            result(1, hw=4),  # the high watermark moved
+            result(2, error=NotLeaderOrFollowerError("t-2: not the leader")),
+            result(3, diverging_epoch=EpochEndOffsetResult(1, 0)),
+        )
+    )
+    assert [r.partition for r in leader.answer(third, news).partitions] == [0, 1, 2, 3]
+    fourth = replace(wanting(), session_epoch=3)
+    leader.full_request(fourth)
+    again = FetchResponse((result(0), result(1, hw=4), replace(result(2), log_start_offset=3)))
+    assert [r.partition for r in leader.answer(fourth, again).partitions] == [2]
+
+
+def test_partitions_that_got_records_move_to_the_end_of_the_session_order() -> None:
+    leader = LeaderFetchSession()
+    first = replace(wanting(entry(0), entry(1), entry(2)), session_epoch=0)
+    leader.full_request(first)
+    leader.answer(first, FetchResponse((result(0, records=b"x"), result(1), result(2))))
+    rotated = leader.full_request(replace(wanting(), session_epoch=1))
+    assert keys(rotated) == [1, 2, 0]
+
+
+def test_a_sessionless_request_is_not_a_session_request() -> None:
+    assert wanting(entry(0)).session_epoch == NO_SESSION
+    assert FollowerFetchSession().to_send(wanting(entry(0))).session_epoch == 0
+
+
+# --- the property ----------------------------------------------------------------------------
+
+PARTITIONS = range(6)
+round_step = st.tuples(
+    st.sets(st.sampled_from(PARTITIONS)),  # the partitions the follower fetches this round
+    st.dictionaries(st.sampled_from(PARTITIONS), st.integers(0, 3)),  # fetch offsets moved by
+    st.dictionaries(st.sampled_from(PARTITIONS), st.integers(0, 3)),  # leader HW moved by
+    st.sets(st.sampled_from(PARTITIONS)),  # partitions answered with records
+    st.booleans(),  # the call ends after this round
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rounds=st.lists(round_step, min_size=1, max_size=30))
+def test_both_sides_agree_over_any_rounds(
+    rounds: list[tuple[set[int], dict[int, int], dict[int, int], set[int], bool]],
+) -> None:
+    follower = FollowerFetchSession()
+    leader = LeaderFetchSession()
+    offsets = dict.fromkeys(PARTITIONS, 0)
+    leader_hw = dict.fromkeys(PARTITIONS, 0)
+    known_hw: dict[int, int] = {}  # what the follower learned, per partition
+    for wanted, moved, hw_moved, with_records, call_ends in rounds:
+        for p, by in moved.items():
+            offsets[p] += by
+        for p, by in hw_moved.items():
+            leader_hw[p] += by
+        intent = wanting(*(entry(p, offsets[p]) for p in sorted(wanted)))
+        sent = follower.to_send(intent)
+        seen = leader.full_request(sent)
+        # The leader's view is exactly the follower's intent (order aside: it rotates).
+        assert sorted(seen.partitions, key=lambda e: e.partition) == list(intent.partitions)
+        response = FetchResponse(
+            tuple(
+                result(
+                    e.partition,
+                    leader_hw[e.partition],
+                    records=b"r" * (e.partition in with_records),
+                )
+                for e in seen.partitions
+            )
+        )
+        answered = leader.answer(sent, response)
+        assert {r.partition for r in answered.partitions} <= wanted
+        if sent.session_epoch == FULL_FETCH_EPOCH:
+            known_hw = {}
+        for r in answered.partitions:
+            known_hw[r.partition] = r.high_watermark
+        # Missing means "nothing new": the follower knows every fetched partition's HW.
+        for p in wanted:
+            assert known_hw.get(p) == leader_hw[p], (p, known_hw, leader_hw)
+        if call_ends:
+            follower.reset()
+            leader = LeaderFetchSession()

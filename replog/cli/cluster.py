@@ -6,9 +6,8 @@
   `node-<id>/node.log`, pid in `node-<id>/node.pid`), waits until the quorum has a leader that
   committed its epoch, every node answers and every broker is registered and unfenced (so a
   topic created right after `start` can place its replicas on all of them), and prints the
-  endpoints. On a directory whose
-  cluster is stopped it starts the same nodes again, keeping their data (`--fresh` deletes it
-  and starts anew).
+  endpoints. On a directory whose cluster is stopped it starts the same nodes again, keeping
+  their data (`--fresh` deletes it and starts anew).
 - `status [--json]`: per node: id, roles, pid, listener, alive (the process exists and is not a
   zombie), whether it answers DescribeQuorum, the leader and quorum epoch it knows, and its
   Prometheus metrics URL (METRICS; `-` for a cluster written before metrics existed).
@@ -243,6 +242,7 @@ def wait_until_up(
     happen in time.
     """
     addresses = cluster.controller_addresses()
+    broker_ids = broker_node_ids(cluster)
     deadline = time.monotonic() + timeout_s
     last_error = "no node asked yet"
     while time.monotonic() < deadline:
@@ -269,7 +269,7 @@ def wait_until_up(
                         ", ".join(silent)
                     )
                 else:
-                    waiting = brokers_not_active(cluster, addresses)
+                    waiting = brokers_not_active(broker_ids, addresses)
                     if not waiting:
                         return description
                     last_error = waiting
@@ -277,10 +277,9 @@ def wait_until_up(
     raise ReplogError(f"the cluster was not up within {timeout_s:g} s ({last_error})")
 
 
-def brokers_not_active(cluster: LocalCluster, addresses: dict[int, str]) -> str:
-    """Which of the cluster's brokers the active controller does not count as active yet
-    (unregistered, fenced or shutting down), as a sentence; "" when all are active."""
-    broker_ids = [node.node_id for node in cluster.nodes if _runs_broker(node)]
+def brokers_not_active(broker_ids: Sequence[int], addresses: dict[int, str]) -> str:
+    """Which of `broker_ids` the active controller does not count as active yet (unregistered,
+    fenced or shutting down), as a sentence; "" when all are active."""
     if not broker_ids:
         return ""
     try:
@@ -295,14 +294,18 @@ def brokers_not_active(cluster: LocalCluster, addresses: dict[int, str]) -> str:
     return f"broker{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} not active yet"
 
 
-def _runs_broker(node: LocalNode) -> bool:
-    """From the node's server.properties as written (an override may have made it a bare Raft
-    log without a broker)."""
-    if "broker" not in node.roles:
-        return False
-    with open(node.config_path, encoding="utf-8") as f:
-        properties = parse_properties(f.read(), source=node.config_path)
-    return NodeConfig.from_properties(properties).runs_broker
+def broker_node_ids(cluster: LocalCluster) -> list[int]:
+    """The nodes that run a broker, from their server.properties as written (an override may
+    have made a combined node a bare Raft log without one)."""
+    ids = []
+    for node in cluster.nodes:
+        if "broker" not in node.roles:
+            continue
+        with open(node.config_path, encoding="utf-8") as f:
+            properties = parse_properties(f.read(), source=node.config_path)
+        if NodeConfig.from_properties(properties).runs_broker:
+            ids.append(node.node_id)
+    return ids
 
 
 # --- the commands -----------------------------------------------------------------------------

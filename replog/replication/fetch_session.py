@@ -84,7 +84,10 @@ class FollowerFetchSession:
             sent = self._sent
             wire = replace(
                 request,
-                partitions=tuple(e for k, e in wanted.items() if sent.get(k) != e),
+                # Identity first: a follower reuses an unchanged partition's entry object.
+                partitions=tuple(
+                    e for k, e in wanted.items() if (old := sent.get(k)) is not e and old != e
+                ),
                 forgotten=tuple(k for k in sent if k not in wanted),
                 session_epoch=self._epoch,
             )

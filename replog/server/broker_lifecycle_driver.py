@@ -133,6 +133,7 @@ class BrokerLifecycleDriver:
         self._check_handover()
 
     def _check_handover(self, now: int = 0) -> None:
+        """(`now`: the inbox's argument; unused.)"""
         if (
             self.core.state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN
             and self._leaves_nothing_to_hand_over()

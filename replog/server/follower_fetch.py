@@ -77,6 +77,10 @@ class FollowerFetchSteps:
         self._on_new_deadline = on_new_deadline
         # The order partitions are asked in (module Rules); new ones join at the back.
         self._fetch_order: dict[TopicPartition, None] = {}
+        # Each partition's last request entry, reused while its fields stay the same: a
+        # follower builds a request per round for every partition it follows, most of them
+        # unchanged, and the fetch session tells unchanged entries by identity first.
+        self._entries: dict[TopicPartition, FetchPartition] = {}
 
     def fetch_sources(self, local_broker_id: int) -> list[int]:
         """The leader broker ids the followed partitions fetch from, sorted."""
@@ -93,6 +97,7 @@ class FollowerFetchSteps:
     def build(self, source_broker_id: int, now_ms: int) -> FetchRequest | None:
         """The next Fetch to send to `source_broker_id`; None when nothing is due."""
         entries = []
+        cache = self._entries
         for partition in self._in_fetch_order():
             follower = partition.follower
             if (
@@ -101,18 +106,28 @@ class FollowerFetchSteps:
                 or now_ms < follower.backoff_until_ms
             ):
                 continue
-            entries.append(
-                FetchPartition(
+            log_start_offset = partition.log.log_start_offset
+            entry = cache.get(partition.key)
+            if (
+                entry is None
+                or entry.fetch_offset != follower.fetch_offset
+                or entry.current_leader_epoch != follower.leader_epoch
+                or entry.last_fetched_epoch != follower.last_fetched_epoch
+                or entry.log_start_offset != log_start_offset
+                or entry.topic_id != partition.topic_id
+            ):
+                entry = FetchPartition(
                     partition.topic,
                     partition.partition,
                     fetch_offset=follower.fetch_offset,
                     partition_max_bytes=self._config.replica_fetch_max_bytes,
                     current_leader_epoch=follower.leader_epoch,
                     last_fetched_epoch=follower.last_fetched_epoch,
-                    log_start_offset=partition.log.log_start_offset,
+                    log_start_offset=log_start_offset,
                     topic_id=partition.topic_id,
                 )
-            )
+                cache[partition.key] = entry
+            entries.append(entry)
         if not entries:
             return None
         return FetchRequest(
@@ -131,6 +146,7 @@ class FollowerFetchSteps:
             order[key] = None
         for key in order.keys() - partitions.keys():
             del order[key]
+            self._entries.pop(key, None)
         return [partitions[key] for key in order]
 
     def process(

@@ -156,7 +156,8 @@ def test_brokers_not_active_names_unregistered_fenced_and_leaving_brokers(
 ) -> None:
     monkeypatch.setattr(cluster_cli, "ControllerClient", _Controllers)
     monkeypatch.setattr(_Controllers, "answer", brokers)
-    assert cluster_cli.brokers_not_active(layout, layout.controller_addresses()) == expected
+    assert cluster_cli.broker_node_ids(layout) == [1, 2, 3]
+    assert cluster_cli.brokers_not_active([1, 2, 3], layout.controller_addresses()) == expected
 
 
 @pytest.mark.parametrize(
@@ -177,5 +178,6 @@ def test_a_quorum_without_brokers_has_no_broker_to_wait_for(
     monkeypatch.setattr(_Controllers, "asked", 0)
     quorum = LocalCluster.plan(str(tmp_path / "quorum"), 3, 39092, roles=roles)
     quorum.write(overrides)
-    assert cluster_cli.brokers_not_active(quorum, quorum.controller_addresses()) == ""
+    assert cluster_cli.broker_node_ids(quorum) == []
+    assert cluster_cli.brokers_not_active([], quorum.controller_addresses()) == ""
     assert _Controllers.asked == 0

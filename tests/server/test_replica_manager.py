@@ -1249,6 +1249,28 @@ async def test_a_higher_hw_answers_the_waiting_fetch_before_the_produce(
 
 
 @pytest.mark.asyncio
+async def test_a_follower_reuses_an_unchanged_partitions_request_entry(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """The fetch session tells unchanged entries by identity first; a moved one is new."""
+    image = cluster_image(*create_topic("t", TID, (1, 2), (1, 2)))
+    leader, follower = Node(tmp_path, 1, clock), Node(tmp_path, 2, clock)
+    for node in (leader, follower):
+        node.rm.apply_image(image)
+    first = follower.rm.build_follower_fetch(1, clock())
+    again = follower.rm.build_follower_fetch(1, clock())
+    assert first is not None and again is not None
+    assert all(a is b for a, b in zip(first.partitions, again.partitions, strict=True))
+    await produce(leader, batch(2), partition=1)
+    await replicate(follower, leader)
+    moved = follower.rm.build_follower_fetch(1, clock())
+    assert moved is not None
+    by_partition = {e.partition: e for e in moved.partitions}
+    assert by_partition[0] is first.partitions[0]
+    assert by_partition[1] is not first.partitions[1] and by_partition[1].fetch_offset == 2
+
+
+@pytest.mark.asyncio
 async def test_follower_fetches_rotate_so_every_partition_gets_the_byte_budget(
     tmp_path: Path, clock: FakeClock
 ) -> None:

@@ -47,7 +47,7 @@ from replog.replication.leader_state import (
     PartitionReplicationConfig,
     ReplicaEligibility,
 )
-from replog.replication.messages import NO_LEADER_EPOCH, LeaderIdAndEpoch
+from replog.replication.messages import NO_LEADER_EPOCH, FetchPartitionResult, LeaderIdAndEpoch
 from replog.replication.producer_snapshot import encode_producer_snapshot
 from replog.replication.producer_state import ProducerStateTable
 from replog.server.producer_state_loader import (
@@ -113,6 +113,10 @@ class Partition:
             self.producer_state_loaded = True
             self._snapshots_pruned_below = log.log_start_offset
         self.stopped = False
+        # The last answer without records this leader built for a fetch of it: every fetch of
+        # an idle partition has the same one while its offsets stand still, and a follower
+        # asks for each partition it follows every round (`ReplicaManager._read_partition`).
+        self.empty_fetch_result: FetchPartitionResult | None = None
 
     def __repr__(self) -> str:
         role = "leader" if self.leader_state else "follower" if self.follower else "none"

@@ -99,6 +99,7 @@ from replog.replication.messages import (
     DeleteRecordsPartitionResult,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
+    EpochEndOffsetResult,
     FetchPartition,
     FetchPartitionResult,
     FetchRequest,
@@ -726,14 +727,8 @@ class ReplicaManager:
             log_start_offset=log_start_offset,
         )
         if diverging is not None:
-            return FetchPartitionResult(
-                entry.topic,
-                entry.partition,
-                high_watermark=high_watermark,
-                last_stable_offset=high_watermark,
-                log_start_offset=log_start_offset,
-                diverging_epoch=diverging,
-                topic_id=partition.topic_id,
+            return _leader_answer(
+                partition, high_watermark, log_start_offset, diverging_epoch=diverging
             )
         check_fetch_offset(
             where,
@@ -748,16 +743,23 @@ class ReplicaManager:
             high_watermark=high_watermark,
             last_stable_offset=high_watermark,  # no transactions: LSO = HW
         )
-        records = plog.read(entry.fetch_offset, max_bytes, bound, min_one_message=min_one_message)
-        result = FetchPartitionResult(
-            entry.topic,
-            entry.partition,
-            high_watermark=high_watermark,
-            last_stable_offset=high_watermark,
-            log_start_offset=log_start_offset,
-            records=records,
-            topic_id=partition.topic_id,
+        # Nothing to read at or past the bound (the offset is in range: checked above); most
+        # partitions of a follower's request are idle, and are asked for every round.
+        records = (
+            plog.read(entry.fetch_offset, max_bytes, bound, min_one_message=min_one_message)
+            if entry.fetch_offset < bound
+            else b""
         )
+        result = partition.empty_fetch_result
+        if (
+            records
+            or result is None
+            or result.high_watermark != high_watermark
+            or result.log_start_offset != log_start_offset
+        ):
+            result = _leader_answer(partition, high_watermark, log_start_offset, records=records)
+            if not records:
+                partition.empty_fetch_result = result
         if request.is_from_follower and initial:
             update = leader_state.on_follower_fetch(
                 replica_id=request.replica_id,
@@ -1080,6 +1082,27 @@ class ReplicaManager:
         self._delayed.answer_all_shutting_down()
         for partition in self._partitions.values():
             partition.write_producer_snapshot_at_stop()
+
+
+def _leader_answer(
+    partition: Partition,
+    high_watermark: int,
+    log_start_offset: int,
+    *,
+    records: bytes = b"",
+    diverging_epoch: EpochEndOffsetResult | None = None,
+) -> FetchPartitionResult:
+    """A leader's answer for one partition of a fetch (no transactions: LSO = HW)."""
+    return FetchPartitionResult(
+        partition.topic,
+        partition.partition,
+        high_watermark=high_watermark,
+        last_stable_offset=high_watermark,
+        log_start_offset=log_start_offset,
+        diverging_epoch=diverging_epoch,
+        records=records,
+        topic_id=partition.topic_id,
+    )
 
 
 def _refuse_internal(topic: str, partition: int, what: str) -> None:

@@ -1249,6 +1249,32 @@ async def test_a_higher_hw_answers_the_waiting_fetch_before_the_produce(
 
 
 @pytest.mark.asyncio
+async def test_a_leader_answers_an_idle_partition_with_one_result_while_its_offsets_stand(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    image = cluster_image(*create_topic("t", TID, (1, 2)))
+    leader = Node(tmp_path, 1, clock)
+    leader.rm.apply_image(image)
+    await produce(leader, batch(2))
+
+    async def consume(offset: int) -> FetchPartitionResult:
+        request = FetchRequest((FetchPartition("t", 0, offset),), max_wait_ms=0)
+        return (await leader.rm.fetch(request)).partitions[0]
+
+    first, again = await consume(0), await consume(0)  # HW 0: nothing to read yet
+    assert first is again and first.records == b"" and first.high_watermark == 0
+    follower = Node(tmp_path, 2, clock)
+    follower.rm.apply_image(image)
+    await replicate(follower, leader)
+    await replicate(follower, leader)  # the HW moves to 2
+    data = await consume(0)
+    assert data.high_watermark == 2 and batch_offsets(data.records) == [(0, 1)]
+    caught_up = await consume(2)
+    assert caught_up is not first and caught_up.high_watermark == 2 and caught_up.records == b""
+    assert await consume(2) is caught_up
+
+
+@pytest.mark.asyncio
 async def test_a_follower_reuses_an_unchanged_partitions_request_entry(
     tmp_path: Path, clock: FakeClock
 ) -> None:

@@ -243,6 +243,19 @@ def wait_until_up(
     """
     addresses = cluster.controller_addresses()
     broker_ids = broker_node_ids(cluster)
+    # One client for every poll: it connects at its first DescribeCluster, once every node
+    # answers, and then goes straight to the active controller it learned.
+    with ControllerClient(list(addresses.values()), node_addresses=addresses) as controllers:
+        return _wait_until_up(pids, addresses, broker_ids, controllers, timeout_s)
+
+
+def _wait_until_up(
+    pids: dict[int, int],
+    addresses: dict[int, str],
+    broker_ids: Sequence[int],
+    controllers: ControllerClient,
+    timeout_s: float,
+) -> QuorumDescription:
     deadline = time.monotonic() + timeout_s
     last_error = "no node asked yet"
     while time.monotonic() < deadline:
@@ -269,7 +282,7 @@ def wait_until_up(
                         ", ".join(silent)
                     )
                 else:
-                    waiting = brokers_not_active(broker_ids, addresses)
+                    waiting = brokers_not_active(broker_ids, controllers)
                     if not waiting:
                         return description
                     last_error = waiting
@@ -277,14 +290,13 @@ def wait_until_up(
     raise ReplogError(f"the cluster was not up within {timeout_s:g} s ({last_error})")
 
 
-def brokers_not_active(broker_ids: Sequence[int], addresses: dict[int, str]) -> str:
+def brokers_not_active(broker_ids: Sequence[int], controllers: ControllerClient) -> str:
     """Which of `broker_ids` the active controller does not count as active yet (unregistered,
     fenced or shutting down), as a sentence; "" when all are active."""
     if not broker_ids:
         return ""
     try:
-        with ControllerClient(list(addresses.values()), node_addresses=addresses) as client:
-            brokers = client.describe_cluster(timeout_s=PROBE_TIMEOUT_S * 4).brokers
+        brokers = controllers.describe_cluster(timeout_s=PROBE_TIMEOUT_S * 4).brokers
     except ReplogError as exc:
         return f"DescribeCluster: {exc}"
     active = {b.broker_id for b in brokers if not b.fenced and not b.in_controlled_shutdown}

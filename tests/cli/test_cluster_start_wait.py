@@ -154,10 +154,10 @@ def test_brokers_not_active_names_unregistered_fenced_and_leaving_brokers(
     brokers: tuple[Broker, ...] | ReplogError,
     expected: str,
 ) -> None:
-    monkeypatch.setattr(cluster_cli, "ControllerClient", _Controllers)
     monkeypatch.setattr(_Controllers, "answer", brokers)
+    controllers: Any = _Controllers(None, node_addresses=layout.controller_addresses())
     assert cluster_cli.broker_node_ids(layout) == [1, 2, 3]
-    assert cluster_cli.brokers_not_active([1, 2, 3], layout.controller_addresses()) == expected
+    assert cluster_cli.brokers_not_active([1, 2, 3], controllers) == expected
 
 
 @pytest.mark.parametrize(
@@ -174,10 +174,10 @@ def test_a_quorum_without_brokers_has_no_broker_to_wait_for(
     roles: tuple[str, ...],
     overrides: dict[str, str],
 ) -> None:
-    monkeypatch.setattr(cluster_cli, "ControllerClient", _Controllers)
     monkeypatch.setattr(_Controllers, "asked", 0)
     quorum = LocalCluster.plan(str(tmp_path / "quorum"), 3, 39092, roles=roles)
     quorum.write(overrides)
+    controllers: Any = _Controllers(None, node_addresses=quorum.controller_addresses())
     assert cluster_cli.broker_node_ids(quorum) == []
-    assert cluster_cli.brokers_not_active([], quorum.controller_addresses()) == ""
+    assert cluster_cli.brokers_not_active([], controllers) == ""
     assert _Controllers.asked == 0

@@ -6,6 +6,13 @@ topic of N partitions (RF 3) that nobody writes. Each trial runs `replog perf pr
 busy topic at a fixed, modest rate (100-byte records, acks=all, the producer's defaults) and
 reads its latency percentiles, while the nodes' CPU is metered from /proc.
 
+With `--consumer`, a consumer (the client library's `Consumer`, in a process of its own) is
+assigned every partition of both topics from their ends during each trial, as an application
+reading many mostly idle partitions would be, and the trial also reports how long the busy
+topic's records took from `send` (their timestamps) to that consumer's `poll`, and the
+consumer's CPU. Its fetches carry every partition it reads, each round, unless fetch sessions
+leave the unchanged ones out.
+
 The baseline, measured in the same run, is N = 0: the same cluster and load with no idle
 topic. Each figure is the median over `--runs` rounds; the N values alternate within a round
 so that every N sees the same machine. Ratios are against the baseline's median.
@@ -19,6 +26,7 @@ too (only changed partitions travel), and compiled code.
 
     .venv/bin/python bench/idle_partitions.py                    # N = 0 60 150 600, 3 runs
     .venv/bin/python bench/idle_partitions.py --idle 0 300 --runs 1 --records 10000
+    .venv/bin/python bench/idle_partitions.py --idle 0 600 --consumer
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUSY_TOPIC = "busy"
+BUSY_PARTITIONS = 3
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -72,6 +81,73 @@ class Trial:
     p99_ms: float
     records_s: float
     node_cores: float
+    # With --consumer: send-to-poll latency of the busy topic's records, and its CPU.
+    consumer_p50_ms: float | None = None
+    consumer_p99_ms: float | None = None
+    consumer_cores: float | None = None
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def consume_worker(bootstrap: str, topics: dict[str, int], busy_records: int) -> dict[str, Any]:
+    """Run in a process of its own (`--consume-worker`): a Consumer assigned every partition of
+    `topics` from their ends prints "ready", then reads until `busy_records` records of the
+    busy topic came (or none for 30 s) and returns their send-to-poll latencies' percentiles
+    and its CPU from "ready" on."""
+    from replog import Consumer, TopicPartition
+
+    partitions = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
+    consumer = Consumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        consumer.assign(partitions)
+        consumer.seek_to_end(*partitions)
+        for tp in partitions:
+            consumer.position(tp)  # looked up now, not while the trial runs
+        latencies: list[float] = []
+        print("ready", flush=True)
+        cpu0, wall0, last = time.process_time(), time.monotonic(), time.monotonic()
+        while len(latencies) < busy_records and time.monotonic() - last < 30:
+            polled = consumer.poll(100)
+            now_ms = time.time() * 1000
+            for tp, records in polled.items():
+                if tp.topic == BUSY_TOPIC:
+                    latencies.extend(now_ms - r.timestamp for r in records)
+                    last = time.monotonic()
+        cores = (time.process_time() - cpu0) / (time.monotonic() - wall0)
+    finally:
+        consumer.close()
+    if len(latencies) < busy_records:
+        raise RuntimeError(f"consumer: {len(latencies)} of {busy_records} busy records came")
+    return {
+        "p50_ms": percentile(latencies, 0.5),
+        "p99_ms": percentile(latencies, 0.99),
+        "cores": cores,
+    }
+
+
+def start_consumer(cluster: Cluster, topics: dict[str, int], records: int) -> subprocess.Popen[str]:
+    """The `consume_worker` process, once it is ready to read."""
+    worker = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), "--consume-worker",
+         json.dumps({"bootstrap": cluster.bootstrap, "topics": topics, "records": records})],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert worker.stdout is not None
+    if worker.stdout.readline().strip() != "ready":
+        worker.kill()
+        raise RuntimeError(f"consumer worker did not start (exit {worker.wait()})")
+    return worker
+
+
+def consumer_result(worker: subprocess.Popen[str]) -> dict[str, Any]:
+    out, _ = worker.communicate(timeout=120)
+    if worker.returncode != 0:
+        raise RuntimeError(f"consumer worker: exit {worker.returncode}")
+    result: dict[str, Any] = json.loads(out)
+    return result
 
 
 class Cluster:
@@ -130,8 +206,12 @@ def trial(cluster: Cluster, idle: int, args: argparse.Namespace, round_index: in
     idle_topic = f"idle-{idle}-{round_index}"
     if idle:
         cluster.create_topic(idle_topic, idle)
+    worker = None
     try:
         time.sleep(args.settle_seconds)  # let the fetchers settle on the new partition set
+        if args.consumer:
+            topics = {BUSY_TOPIC: BUSY_PARTITIONS, **({idle_topic: idle} if idle else {})}
+            worker = start_consumer(cluster, topics, args.records)
         pids = cluster.pids()
         before, began = cpu_s(pids), time.monotonic()
         done = replog(
@@ -144,8 +224,17 @@ def trial(cluster: Cluster, idle: int, args: argparse.Namespace, round_index: in
         if result["failed"]:
             raise RuntimeError(f"{result['failed']} records failed: {result['first_error']}")
         latency = result["latency_ms"]
-        return Trial(idle, latency["p50"], latency["p99"], result["records_per_sec"], node_cores)
+        trial = Trial(idle, latency["p50"], latency["p99"], result["records_per_sec"], node_cores)
+        if worker is not None:
+            consumed = consumer_result(worker)
+            trial.consumer_p50_ms = consumed["p50_ms"]
+            trial.consumer_p99_ms = consumed["p99_ms"]
+            trial.consumer_cores = consumed["cores"]
+        return trial
     finally:
+        if worker is not None and worker.poll() is None:
+            worker.kill()  # the trial failed before the consumer was done
+            worker.wait()
         if idle:
             cluster.delete_topic(idle_topic)
 
@@ -155,19 +244,31 @@ def table(trials: list[Trial], idle_counts: list[int]) -> list[str]:
         values: list[float] = [getattr(t, key) for t in trials if t.idle == n]
         return statistics.median(values)
 
+    consumed = all(t.consumer_p50_ms is not None for t in trials)
     base_p50, base_p99 = median(0, "p50_ms"), median(0, "p99_ms")
-    lines = [
+    header = (
         "| idle partitions | p50 ms | p99 ms | p50 vs baseline | p99 vs baseline "
-        "| records/s | node cores (3 nodes) |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+        "| records/s | node cores (3 nodes) |"
+    )
+    rule = "|---:|---:|---:|---:|---:|---:|---:|"
+    if consumed:
+        header += " consumer p50 / p99 ms | vs baseline | consumer cores |"
+        rule += "---:|---:|---:|"
+    lines = [header, rule]
     for n in idle_counts:
         p50, p99 = median(n, "p50_ms"), median(n, "p99_ms")
-        lines.append(
+        line = (
             f"| {n}{' (baseline)' if n == 0 else ''} | {p50:.1f} | {p99:.1f} | "
             f"{p50 / base_p50:.2f}x | {p99 / base_p99:.2f}x | {median(n, 'records_s'):,.0f} | "
             f"{median(n, 'node_cores'):.2f} |"
         )
+        if consumed:
+            c50, c99 = median(n, "consumer_p50_ms"), median(n, "consumer_p99_ms")
+            line += (
+                f" {c50:.1f} / {c99:.1f} | {c50 / median(0, 'consumer_p50_ms'):.2f}x / "
+                f"{c99 / median(0, 'consumer_p99_ms'):.2f}x | {median(n, 'consumer_cores'):.2f} |"
+            )
+        lines.append(line)
     return lines
 
 
@@ -179,6 +280,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rate", type=int, default=5_000, help="records/s per trial")
     parser.add_argument("--settle-seconds", type=float, default=3.0)
     parser.add_argument("--base-port", type=int, default=39092)
+    parser.add_argument(
+        "--consumer",
+        action="store_true",
+        help="also read both topics with a consumer and time the busy records to it",
+    )
+    parser.add_argument("--consume-worker", metavar="JSON", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if 0 not in args.idle:
         parser.error("--idle must include 0: the baseline")
@@ -189,20 +296,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.consume_worker:
+        spec = json.loads(args.consume_worker)
+        print(json.dumps(consume_worker(spec["bootstrap"], spec["topics"], spec["records"])))
+        return 0
     cluster = Cluster(args.base_port)
     trials: list[Trial] = []
     try:
         cluster.start()  # inside: a failed start still stops what started and removes the dir
-        cluster.create_topic(BUSY_TOPIC, 3)
+        cluster.create_topic(BUSY_TOPIC, BUSY_PARTITIONS)
         for round_index in range(args.runs):
             order = args.idle if round_index % 2 == 0 else list(reversed(args.idle))
             for n in order:
                 t = trial(cluster, n, args, round_index)
                 trials.append(t)
+                consumed = ""
+                if t.consumer_p50_ms is not None:
+                    consumed = (
+                        f"  consumer p50 {t.consumer_p50_ms:7.1f} ms  p99 "
+                        f"{t.consumer_p99_ms:7.1f} ms  {t.consumer_cores:.2f} cores"
+                    )
                 print(
                     f"run {round_index + 1} idle {n:5d}: p50 {t.p50_ms:7.1f} ms  "
                     f"p99 {t.p99_ms:7.1f} ms  {t.records_s:8,.0f} records/s  "
-                    f"nodes {t.node_cores:.2f} cores",
+                    f"nodes {t.node_cores:.2f} cores{consumed}",
                     flush=True,
                 )
     finally:

@@ -12,9 +12,19 @@ do: a round trip on an open stream costs both sides half the CPU of a unary call
 (docs/benchmarks.md, "Produce path"). A failed fetch ends its call; the next opens another.
 A broker's stream is closed once it leads none of the assigned partitions.
 
+Each call holds an incremental fetch session (KIP-227, `replication.fetch_session`), as Kafka's
+consumer does: after the call's first request, a fetch carries only the partitions whose entry
+changed (a new position, a new leader epoch) or that joined, and names those it left out
+(records buffered, paused, a reset pending, led elsewhere now); the leader answers only those with
+records, an error, or a new high watermark or log start offset. A partition missing from an
+answer has nothing new. So a consumer of many mostly idle partitions exchanges small messages,
+not every partition both ways on every fetch (docs/benchmarks.md, "Idle partitions").
+
 Rules:
 - An answer is used only if the partition is still assigned and its position is still the
-  offset it was fetched from; a seek or a reset in between discards it.
+  offset it was fetched from; a seek or a reset in between discards its records. Its high
+  watermark and log start offset are kept even then (`highwater`): the session reports each
+  value once, so a discarded one might not come again.
 - Reads never go above the high watermark: the leader serves consumers only committed data,
   and `decode_fetched` drops anything at or above the HW the answer reported.
 - OFFSET_OUT_OF_RANGE applies `auto.offset.reset`: earliest/latest mark the partition for a
@@ -201,7 +211,7 @@ class Fetcher:
             return known[1]
         if known is not None:
             known[1].close()
-        stream = self._connections.broker(address).fetch_stream()
+        stream = self._connections.broker(address).fetch_stream(sessions=True)
         self._streams[node] = (address, stream)
         return stream
 
@@ -264,17 +274,22 @@ class Fetcher:
         result: m.FetchPartitionResult,
     ) -> None:
         state = self._subscriptions.get(tp)
-        if state is None or state.position != fetch_offset or state.reset is not None:
-            return  # unassigned, sought or reset since the request left: the answer is stale
+        if state is None:
+            return  # unassigned since the request left
         error = result.error
-        if error is not None or result.records:
-            self._subscriptions.move_to_end(tp)  # the others go first next time
         if error is None:
-            self._logged.pop(tp, None)
+            # The partition's, whatever the position: kept even from a stale answer, since
+            # the fetch session sends each new value once.
             if result.high_watermark >= 0:
                 state.high_watermark = result.high_watermark
             if result.log_start_offset >= 0:
                 state.log_start_offset = result.log_start_offset
+        if state.position != fetch_offset or state.reset is not None:
+            return  # sought or reset since the request left: the records are stale
+        if error is not None or result.records:
+            self._subscriptions.move_to_end(tp)  # the others go first next time
+        if error is None:
+            self._logged.pop(tp, None)
             if not result.records:
                 return
             settings = self.settings

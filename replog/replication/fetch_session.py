@@ -1,9 +1,9 @@
-"""Incremental fetch sessions (KIP-227) on one FetchStream call: a follower sends only the
+"""Incremental fetch sessions (KIP-227) on one FetchStream call: a fetcher sends only the
 partitions whose fetch position changed, and the leader answers only the partitions with news.
 
-A follower fetches every partition it follows from a leader in one request, several times per
-batch it replicates. Without sessions each round carries every partition both ways, so the
-cost of a round grows with the partitions a broker follows, busy or idle (the idle-partitions
+A fetcher (a follower's, or a consumer's) fetches every partition it reads from a leader in
+one request, again and again. Without sessions each round carries every partition both ways,
+so the cost of a round grows with the partitions fetched, busy or idle (the idle-partitions
 benchmark: produce p50 12.8x slower next to 600 idle partitions). A session makes the messages
 grow with what changed instead.
 
@@ -14,23 +14,24 @@ about which session a request belongs to.
 
 Rules:
 - Sessions are opt-in per request: `session_epoch` NO_SESSION (-1) is a sessionless fetch,
-  answered in full as before (consumers, and every unary Fetch).
+  answered in full (every unary Fetch, such as the Spark source's).
 - The first request of a session has epoch 0 and every partition to fetch (a full fetch); the
   leader keeps its entries, in order. Each later request has the next epoch (1, 2, ..., after
   2**31 - 1 back to 1) and carries only the partitions added or changed since the previous
   request (any field of the entry) and, as `forgotten`, those dropped (a follower backing a
-  partition off leaves it out until the back-off ends). A changed entry keeps its place; an
-  added one joins the end.
+  partition off, a consumer holding a partition's records unread or paused, leaves it out
+  until it fetches it again). A changed entry keeps its place; an added one joins the end.
 - A full request (epoch 0) may come at any time and starts the session afresh. An incremental
   request whose epoch is not the one the leader expects is refused as a whole
-  (INVALID_FETCH_SESSION_EPOCH); the call ends, and the follower's next call opens a new session
-  with a full request. A follower's session is reset whenever its call ends.
+  (INVALID_FETCH_SESSION_EPOCH); the call ends, and the fetcher's next call opens a new session
+  with a full request. A fetcher's session is reset whenever its call ends.
 - The leader serves the session's whole partition list each round, as a full fetch (follower
   progress, the high watermark and the ISR rules see every partition, as in Kafka).
 - The answer to a full request has every partition. The answer to an incremental one has a
   partition only when it carries records, an error or a diverging epoch, or a high watermark or
-  log start offset other than the last this session sent for it; a follower reads a missing
-  partition as "nothing new".
+  log start offset other than the last this session sent for it (for a partition forgotten
+  and added again: sent since it was added); a fetcher reads a missing partition as "nothing
+  new". (The last stable offset is the high watermark here: no transactions.)
 - A partition whose answer carried records moves to the end of the session's order (Kafka's
   rotation): the leader fills an answer in order until its byte budget is spent, and a fixed
   order would let the first partitions starve the rest.
@@ -62,8 +63,9 @@ def _key(entry: FetchPartition | FetchPartitionResult) -> TopicPartition:
     return (entry.topic, entry.partition)
 
 
-class FollowerFetchSession:
-    """The follower's side of one session: what the leader holds, and the next epoch."""
+class FetcherSession:
+    """The fetching side of one session (a follower's or a consumer's fetcher): what the
+    leader holds, and the next epoch."""
 
     def __init__(self) -> None:
         self._sent: dict[TopicPartition, FetchPartition] = {}

@@ -48,7 +48,7 @@ from replog.errors import (
 from replog.pb import broker_pb2, broker_pb2_grpc
 from replog.pb import controller_pb2 as controller_pb
 from replog.replication import messages as m
-from replog.replication.fetch_session import FULL_FETCH_EPOCH, FollowerFetchSession
+from replog.replication.fetch_session import FULL_FETCH_EPOCH, FetcherSession
 from replog.server import broker_codec as codec
 from replog.server.redialing_channel import RedialingChannel
 
@@ -242,8 +242,8 @@ class BrokerClient:
         )
 
     def fetch_stream(self, *, sessions: bool = False) -> FetchStream:
-        """Fetches on one `FetchStream` call (`FetchStream`), what a follower's fetcher uses
-        (with `sessions`: incremental fetch sessions, KIP-227)."""
+        """Fetches on one `FetchStream` call (`FetchStream`), what followers' and consumers'
+        fetchers use (with `sessions`: incremental fetch sessions, KIP-227)."""
         return FetchStream(self, sessions=sessions)
 
     async def list_offsets(
@@ -359,11 +359,11 @@ class FetchStream:
       channel's grace period would cut it off in the middle of some later fetch. UNAVAILABLE
       on such a call does not drop the current channel.
     - Not for concurrent use: one fetch at a time, as a fetcher task does.
-    - With `sessions` (a follower's fetcher), each call holds a KIP-227 fetch session
-      (`replication.fetch_session`): `fetch` takes every partition to fetch, sends the first
-      request of a call in full and later ones with only what changed, and returns the answer
-      as the broker sent it, which after the first has only the partitions with news. A new
-      call starts a new session.
+    - With `sessions` (followers' and consumers' fetchers), each call holds a KIP-227 fetch
+      session (`replication.fetch_session`): `fetch` takes every partition to fetch, sends the
+      first request of a call in full and later ones with only what changed, and returns the
+      answer as the broker sent it, which after the first has only the partitions with news.
+      A new call starts a new session.
     """
 
     RPC = "FetchStream"
@@ -372,7 +372,7 @@ class FetchStream:
         self._client = client
         self._call: Any = None
         self._generation = -1  # the channel generation `_call` was opened at
-        self._session = FollowerFetchSession() if sessions else None
+        self._session = FetcherSession() if sessions else None
 
     async def fetch(self, request: m.FetchRequest) -> m.FetchResponse:
         client = self._client

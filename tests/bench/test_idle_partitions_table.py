@@ -1,5 +1,6 @@
 """bench/idle_partitions.py's pure parts: its table is against the N = 0 baseline of the same
-run (medians over runs), and it refuses a run without that baseline."""
+run (medians over runs), with the consumer's columns when one read along, and it refuses a
+run without that baseline."""
 
 from __future__ import annotations
 
@@ -24,6 +25,27 @@ def test_the_table_gives_medians_and_ratios_to_the_baseline() -> None:
     assert rule.startswith("|---:")
     assert base == "| 0 (baseline) | 6.0 | 20.0 | 1.00x | 1.00x | 4,990 | 0.40 |"
     assert many == "| 600 | 90.0 | 200.0 | 15.00x | 10.00x | 4,800 | 1.80 |"
+
+
+def test_with_a_consumer_the_table_adds_its_latency_and_cores() -> None:
+    trials = [
+        Trial(0, 5.0, 10.0, 5000.0, 0.3, 6.0, 12.0, 0.08),
+        Trial(0, 7.0, 30.0, 4990.0, 0.5, 8.0, 16.0, 0.10),
+        Trial(600, 60.0, 200.0, 4900.0, 1.9, 21.0, 64.0, 0.30),
+        Trial(600, 120.0, 100.0, 4800.0, 1.7, 35.0, 48.0, 0.50),
+    ]
+    header, rule, base, many = idle_partitions.table(trials, [0, 600])
+    assert header.endswith("| consumer p50 / p99 ms | vs baseline | consumer cores |")
+    assert rule.count("---:") == 10
+    assert base.endswith("| 0.40 | 7.0 / 14.0 | 1.00x / 1.00x | 0.09 |")
+    assert many.endswith("| 1.80 | 28.0 / 56.0 | 4.00x / 4.00x | 0.40 |")
+
+
+def test_percentile_takes_the_value_at_or_above_the_rank() -> None:
+    values = [float(v) for v in range(1, 101)]  # 1..100
+    assert idle_partitions.percentile(values, 0.5) == 51.0
+    assert idle_partitions.percentile(values, 0.99) == 100.0
+    assert idle_partitions.percentile([3.0], 0.99) == 3.0
 
 
 def test_a_run_without_the_baseline_is_refused(capsys: pytest.CaptureFixture[str]) -> None:

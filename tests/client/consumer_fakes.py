@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Any
 
 from fake_nodes import FakeNodes, call_on, unavailable
 
-from replog.client.records import OffsetAndMetadata, TopicPartition
+from replog.client.records import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from replog.errors import (
     FencedLeaderEpochError,
     KafkaError,
@@ -34,6 +35,7 @@ from replog.pb import common_pb2
 from replog.pb import controller_pb2 as pb
 from replog.record import build_batch, iter_batches, read_header
 from replog.replication import messages as m
+from replog.replication.fetch_session import FetcherSession, LeaderFetchSession
 
 BASE_TIMESTAMP = 1_700_000_000_000
 
@@ -50,6 +52,17 @@ def consumer_settings(cluster: FakeCluster, **overrides: object) -> dict[str, An
         "retry_backoff_max_ms": 50,
         **overrides,
     }
+
+
+async def poll_until(c: Any, count: int, timeout_s: float = 5.0) -> list[ConsumerRecord]:
+    """Poll the asyncio Consumer `c` until `count` records came; fails after `timeout_s`."""
+    got: list[ConsumerRecord] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < count:
+        assert time.monotonic() < deadline, f"only {len(got)} of {count} records arrived"
+        for records in (await c.poll(100)).values():
+            got.extend(records)
+    return got
 
 
 @dataclass
@@ -137,6 +150,7 @@ class FakeCluster(FakeNodes):
     calls: list[str] = field(default_factory=list)
     fetches: list[tuple[int, tuple[tuple[str, int, int], ...]]] = field(default_factory=list)
     streams: list[FakeFetchStream] = field(default_factory=list)  # every FetchStream opened
+    wire_fetches: list[m.FetchRequest] = field(default_factory=list)  # as sent in a session
     commits: list[dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=list)
     appended: asyncio.Event | None = None
     appended_loop: asyncio.AbstractEventLoop | None = None
@@ -196,14 +210,31 @@ class FakeConnections:
 
 @dataclass
 class FakeFetchStream:
-    """A broker's `FetchStream` call: each fetch answered as `Fetch` answers it."""
+    """A broker's `FetchStream` call: each fetch answered as `Fetch` answers it. With
+    `sessions`, through the real KIP-227 session pair (`replication.fetch_session`): the wire
+    requests (`cluster.wire_fetches`) carry only what changed, the broker serves the session's
+    whole partition list, and the answer keeps only the partitions with news."""
 
     broker: FakeBroker
+    sessions: bool = False
     closed: bool = False
+    fetcher: FetcherSession = field(default_factory=FetcherSession)
+    leader: LeaderFetchSession = field(default_factory=LeaderFetchSession)
 
     async def fetch(self, request: m.FetchRequest) -> m.FetchResponse:
         assert not self.closed, "a fetch on a closed stream"
-        return await self.broker.fetch(request)
+        if not self.sessions:
+            return await self.broker.fetch(request)
+        wire = self.fetcher.to_send(request)
+        self.broker.cluster.wire_fetches.append(wire)
+        try:
+            served = self.leader.full_request(wire)
+            return self.leader.answer(wire, await self.broker.fetch(served))
+        except BaseException:
+            # A failed fetch ends the real stream's call, and the next opens a new session.
+            self.fetcher.reset()
+            self.leader = LeaderFetchSession()
+            raise
 
     def close(self) -> None:
         self.closed = True
@@ -307,8 +338,8 @@ class FakeBroker:
             results = self._read(node, request)
         return m.FetchResponse(tuple(results))
 
-    def fetch_stream(self) -> FakeFetchStream:
-        stream = FakeFetchStream(self)
+    def fetch_stream(self, *, sessions: bool = False) -> FakeFetchStream:
+        stream = FakeFetchStream(self, sessions)
         self.cluster.streams.append(stream)
         return stream
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from consumer_fakes import BASE_TIMESTAMP, FakeCluster, consumer_settings
+from consumer_fakes import BASE_TIMESTAMP, FakeCluster, consumer_settings, poll_until
 
 import replog.client.consumer as consumer_module
 from replog.aio import Consumer as ExportedConsumer
@@ -54,16 +54,6 @@ async def cluster(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeCluster]
 
 def consumer(cluster: FakeCluster, *topics: str, **overrides: object) -> Consumer:
     return Consumer(*topics, **consumer_settings(cluster, **overrides))
-
-
-async def poll_until(c: Consumer, count: int, timeout_s: float = 5.0) -> list[ConsumerRecord]:
-    got: list[ConsumerRecord] = []
-    deadline = time.monotonic() + timeout_s
-    while len(got) < count:
-        assert time.monotonic() < deadline, f"only {len(got)} of {count} records arrived"
-        for records in (await c.poll(100)).values():
-            got.extend(records)
-    return got
 
 
 def values(records: list[ConsumerRecord]) -> list[bytes | None]:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from replog.errors import InvalidFetchSessionEpochError, NotLeaderOrFollowerError
 from replog.replication.fetch_session import (
     FULL_FETCH_EPOCH,
-    FollowerFetchSession,
+    FetcherSession,
     LeaderFetchSession,
     next_session_epoch,
 )
@@ -51,7 +51,7 @@ def keys(request: FetchRequest) -> list[int]:
 
 
 def test_the_follower_sends_everything_first_then_only_changes_and_drops() -> None:
-    follower = FollowerFetchSession()
+    follower = FetcherSession()
     first = follower.to_send(wanting(entry(0), entry(1), entry(2)))
     assert first.session_epoch == FULL_FETCH_EPOCH and keys(first) == [0, 1, 2]
     assert first.replica_id == 2 and first.replica_epoch == 7  # the rest travels as it is
@@ -72,7 +72,7 @@ def test_the_follower_sends_everything_first_then_only_changes_and_drops() -> No
 
 
 def test_a_reset_follower_session_starts_again_with_a_full_fetch() -> None:
-    follower = FollowerFetchSession()
+    follower = FetcherSession()
     follower.to_send(wanting(entry(0), entry(1)))
     follower.to_send(wanting(entry(0)))
     follower.reset()
@@ -170,7 +170,7 @@ def test_partitions_that_got_records_move_to_the_end_of_the_session_order() -> N
 
 def test_a_sessionless_request_is_not_a_session_request() -> None:
     assert wanting(entry(0)).session_epoch == NO_SESSION
-    assert FollowerFetchSession().to_send(wanting(entry(0))).session_epoch == 0
+    assert FetcherSession().to_send(wanting(entry(0))).session_epoch == 0
 
 
 # --- the property ----------------------------------------------------------------------------
@@ -190,7 +190,7 @@ round_step = st.tuples(
 def test_both_sides_agree_over_any_rounds(
     rounds: list[tuple[set[int], dict[int, int], dict[int, int], set[int], bool]],
 ) -> None:
-    follower = FollowerFetchSession()
+    follower = FetcherSession()
     leader = LeaderFetchSession()
     offsets = dict.fromkeys(PARTITIONS, 0)
     leader_hw = dict.fromkeys(PARTITIONS, 0)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import shutil
 import statistics
 import subprocess
@@ -47,6 +48,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUSY_TOPIC = "busy"
 BUSY_PARTITIONS = 3
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# The consumer worker looks up every partition's end offset before it says "ready".
+CONSUMER_START_TIMEOUT_S = 120.0
 
 
 def replog(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
@@ -129,23 +132,39 @@ def consume_worker(bootstrap: str, topics: dict[str, int], busy_records: int) ->
 
 
 def start_consumer(cluster: Cluster, topics: dict[str, int], records: int) -> subprocess.Popen[str]:
-    """The `consume_worker` process, once it is ready to read."""
+    """The `consume_worker` process, once it is ready to read (its stderr goes to a file in
+    the cluster's directory, quoted if it fails)."""
+    spec = json.dumps({"bootstrap": cluster.bootstrap, "topics": topics, "records": records})
+    errors = open(os.path.join(cluster.directory, "consumer.stderr"), "w")  # noqa: SIM115
     worker = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), "--consume-worker",
-         json.dumps({"bootstrap": cluster.bootstrap, "topics": topics, "records": records})],
-        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        [sys.executable, os.path.abspath(__file__), "--consume-worker", spec],
+        stdout=subprocess.PIPE, stderr=errors, text=True, cwd=ROOT,
     )  # fmt: skip
-    assert worker.stdout is not None
-    if worker.stdout.readline().strip() != "ready":
+    errors.close()  # the child holds its own copy
+    try:
+        assert worker.stdout is not None
+        ready, _, _ = select.select([worker.stdout], [], [], CONSUMER_START_TIMEOUT_S)
+        if not ready or worker.stdout.readline().strip() != "ready":
+            raise RuntimeError(
+                f"consumer worker not ready within {CONSUMER_START_TIMEOUT_S:g} s: "
+                f"{consumer_errors(cluster)}"
+            )
+    except BaseException:
         worker.kill()
-        raise RuntimeError(f"consumer worker did not start (exit {worker.wait()})")
+        worker.wait()
+        raise
     return worker
 
 
-def consumer_result(worker: subprocess.Popen[str]) -> dict[str, Any]:
+def consumer_errors(cluster: Cluster) -> str:
+    with open(os.path.join(cluster.directory, "consumer.stderr")) as f:
+        return f.read()[-2000:] or "(no output on stderr)"
+
+
+def consumer_result(cluster: Cluster, worker: subprocess.Popen[str]) -> dict[str, Any]:
     out, _ = worker.communicate(timeout=120)
     if worker.returncode != 0:
-        raise RuntimeError(f"consumer worker: exit {worker.returncode}")
+        raise RuntimeError(f"consumer worker: exit {worker.returncode}: {consumer_errors(cluster)}")
     result: dict[str, Any] = json.loads(out)
     return result
 
@@ -226,7 +245,7 @@ def trial(cluster: Cluster, idle: int, args: argparse.Namespace, round_index: in
         latency = result["latency_ms"]
         trial = Trial(idle, latency["p50"], latency["p99"], result["records_per_sec"], node_cores)
         if worker is not None:
-            consumed = consumer_result(worker)
+            consumed = consumer_result(cluster, worker)
             trial.consumer_p50_ms = consumed["p50_ms"]
             trial.consumer_p99_ms = consumed["p99_ms"]
             trial.consumer_cores = consumed["cores"]

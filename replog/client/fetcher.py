@@ -14,17 +14,21 @@ A broker's stream is closed once it leads none of the assigned partitions.
 
 Each call holds an incremental fetch session (KIP-227, `replication.fetch_session`), as Kafka's
 consumer does: after the call's first request, a fetch carries only the partitions whose entry
-changed (a new position, a new leader epoch) or that joined, and names those it left out
-(records buffered, paused, a reset pending, led elsewhere now); the leader answers only those with
-records, an error, or a new high watermark or log start offset. A partition missing from an
-answer has nothing new. So a consumer of many mostly idle partitions exchanges small messages,
-not every partition both ways on every fetch (docs/benchmarks.md, "Idle partitions").
+changed (a new position, a new leader epoch) or that joined, and names those it no longer
+fetches there (records buffered, paused, a reset pending, led elsewhere now: on the next
+request to that leader); the leader answers only those with records, an error, or a high
+watermark or log start offset it has not yet sent without an error. A partition missing from
+an answer has nothing new. A partition whose high watermark the consumer does not know
+(newly assigned, or only errors so far) is sent each time until an answer brings it. So a
+consumer of many mostly idle partitions exchanges small messages, not every partition both
+ways on every fetch (docs/benchmarks.md, "Idle partitions").
 
 Rules:
 - An answer is used only if the partition is still assigned and its position is still the
   offset it was fetched from; a seek or a reset in between discards its records. Its high
-  watermark and log start offset are kept even then (`highwater`): the session reports each
-  value once, so a discarded one might not come again.
+  watermark and log start offset are kept even then (`highwater`), if the answering broker is
+  still the partition's leader in the metadata: the session reports each value once, so a
+  discarded one might not come again.
 - Reads never go above the high watermark: the leader serves consumers only committed data,
   and `decode_fetched` drops anything at or above the HW the answer reported.
 - OFFSET_OUT_OF_RANGE applies `auto.offset.reset`: earliest/latest mark the partition for a
@@ -142,6 +146,7 @@ class Fetcher:
         """Start a Fetch to every leader that has something to fetch and none in flight."""
         now = self._clock()
         by_node: dict[int, list[m.FetchPartition]] = {}
+        unknown: dict[int, set[tuple[str, int]]] = {}  # per leader: high watermark not known
         addresses: dict[int, str] = {}
         leading: set[int] = set()  # brokers leading an assigned partition, fetchable or not
         for tp, state in self._subscriptions.items():
@@ -162,6 +167,10 @@ class Fetcher:
                 continue
             addresses[node] = address
             assert state.position is not None
+            if state.high_watermark < 0:
+                # Unknown (newly assigned, or only errors so far): have the leader's session
+                # answer it in full even if its entry there has not changed.
+                unknown.setdefault(node, set()).add((tp.topic, tp.partition))
             by_node.setdefault(node, []).append(
                 m.FetchPartition(
                     tp.topic,
@@ -180,7 +189,7 @@ class Fetcher:
                 isolation_level=self.settings.isolation_level,
             )
             task = asyncio.get_running_loop().create_task(
-                self._fetch(node, addresses[node], request)
+                self._fetch(node, addresses[node], request, unknown.get(node, set()))
             )
             self._in_flight[node] = task
             task.add_done_callback(functools.partial(self._fetch_done, node))
@@ -215,10 +224,12 @@ class Fetcher:
         self._streams[node] = (address, stream)
         return stream
 
-    async def _fetch(self, node: int, address: str, request: m.FetchRequest) -> None:
+    async def _fetch(
+        self, node: int, address: str, request: m.FetchRequest, resend: set[tuple[str, int]]
+    ) -> None:
         try:
             response = await guarded(
-                self._stream(node, address).fetch(request),
+                self._stream(node, address).fetch(request, resend=resend),
                 address=address,
                 what="FetchStream",
                 node_id=node,
@@ -277,9 +288,12 @@ class Fetcher:
         if state is None:
             return  # unassigned since the request left
         error = result.error
-        if error is None:
+        leader = self._metadata.partition(tp)
+        if error is None and leader is not None and leader.leader == node:
             # The partition's, whatever the position: kept even from a stale answer, since
-            # the fetch session sends each new value once.
+            # the fetch session sends each new value once; but only from the leader the
+            # metadata names, not a late answer of a former one. (A leader the metadata does
+            # not know yet answers in full once it does: the entry's leader epoch changes.)
             if result.high_watermark >= 0:
                 state.high_watermark = result.high_watermark
             if result.log_start_offset >= 0:
@@ -287,7 +301,9 @@ class Fetcher:
         if state.position != fetch_offset or state.reset is not None:
             return  # sought or reset since the request left: the records are stale
         if error is not None or result.records:
-            self._subscriptions.move_to_end(tp)  # the others go first next time
+            # The others go first in the next full request (a session's leader rotates on
+            # its own after that).
+            self._subscriptions.move_to_end(tp)
         if error is None:
             self._logged.pop(tp, None)
             if not result.records:

@@ -29,9 +29,13 @@ Rules:
   progress, the high watermark and the ISR rules see every partition, as in Kafka).
 - The answer to a full request has every partition. The answer to an incremental one has a
   partition only when it carries records, an error or a diverging epoch, or a high watermark or
-  log start offset other than the last this session sent for it (for a partition forgotten
-  and added again: sent since it was added); a fetcher reads a missing partition as "nothing
-  new". (The last stable offset is the high watermark here: no transactions.)
+  log start offset other than the last one this session sent for it without an error since the
+  fetcher last sent its entry (so a partition whose entry the request carries, new or
+  changed, is answered, and so is the first answer after an error); a fetcher reads a missing
+  partition as "nothing new". (The last stable offset is the high watermark here: no
+  transactions.)
+- A fetcher may send an unchanged entry again to have it answered (a consumer that lost track
+  of the partition's high watermark does).
 - A partition whose answer carried records moves to the end of the session's order (Kafka's
   rotation): the leader fills an answer in order until its byte budget is spent, and a fixed
   order would let the first partitions starve the rest.
@@ -39,6 +43,7 @@ Rules:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 
 from replog.errors import InvalidFetchSessionEpochError
@@ -76,9 +81,12 @@ class FetcherSession:
         self._sent = {}
         self._epoch = FULL_FETCH_EPOCH
 
-    def to_send(self, request: FetchRequest) -> FetchRequest:
+    def to_send(
+        self, request: FetchRequest, resend: Collection[TopicPartition] = ()
+    ) -> FetchRequest:
         """The request to send for `request`, which lists every partition to fetch now: the
-        full one at a session's start, else only what changed, and what was dropped."""
+        full one at a session's start, else only what changed, what was dropped, and the
+        partitions in `resend` (to be answered in full, changed or not)."""
         wanted = {_key(entry): entry for entry in request.partitions}
         if self._epoch == FULL_FETCH_EPOCH:
             wire = replace(request, session_epoch=FULL_FETCH_EPOCH, forgotten=())
@@ -88,7 +96,9 @@ class FetcherSession:
                 request,
                 # Identity first: a follower reuses an unchanged partition's entry object.
                 partitions=tuple(
-                    e for k, e in wanted.items() if (old := sent.get(k)) is not e and old != e
+                    e
+                    for k, e in wanted.items()
+                    if ((old := sent.get(k)) is not e and old != e) or (resend and k in resend)
                 ),
                 forgotten=tuple(k for k in sent if k not in wanted),
                 session_epoch=self._epoch,
@@ -124,11 +134,16 @@ class LeaderFetchSession:
         if epoch == FULL_FETCH_EPOCH:
             entries.clear()
             self._sent.clear()
+        sent = self._sent
         for key in request.forgotten:
             entries.pop(key, None)
-            self._sent.pop(key, None)
+            sent.pop(key, None)
         for entry in request.partitions:
-            entries[_key(entry)] = entry
+            key = _key(entry)
+            entries[key] = entry
+            # A sent (new or changed) entry is answered in full next: the fetcher may have
+            # started that partition afresh (a consumer re-assigned it) and know nothing.
+            sent.pop(key, None)
         self._expected_epoch = next_session_epoch(epoch)
         return replace(request, partitions=tuple(entries.values()), forgotten=())
 
@@ -150,7 +165,12 @@ class LeaderFetchSession:
                 or sent.get(key) != news
             ):
                 kept.append(result)
-                sent[key] = news
+                if result.error is None:
+                    sent[key] = news
+                else:
+                    # A fetcher may not take an error's high watermark for the partition's;
+                    # the first answer without an error carries it again.
+                    sent.pop(key, None)
             if result.records:
                 entry = entries.pop(key, None)
                 if entry is not None:

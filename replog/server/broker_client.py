@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol, TypeVar
 
 import grpc
@@ -374,7 +374,11 @@ class FetchStream:
         self._generation = -1  # the channel generation `_call` was opened at
         self._session = FetcherSession() if sessions else None
 
-    async def fetch(self, request: m.FetchRequest) -> m.FetchResponse:
+    async def fetch(
+        self, request: m.FetchRequest, *, resend: Collection[tuple[str, int]] = ()
+    ) -> m.FetchResponse:
+        """The answer to `request`; in a session, the partitions in `resend` are sent (and
+        so answered in full) even if their entries did not change."""
         client = self._client
         channel = client._channel
         wait_ms = client.request_timeout_ms + max(0, request.max_wait_ms)
@@ -383,7 +387,7 @@ class FetchStream:
         if self._call is None:
             self._call = channel.open_stream(self.RPC, client._metadata)
             self._generation = channel.generation
-        sent = request if self._session is None else self._session.to_send(request)
+        sent = request if self._session is None else self._session.to_send(request, resend)
         try:
             # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation that
             # arrives as the answer does, and a fetcher told to stop would fetch on.

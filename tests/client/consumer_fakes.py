@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -221,11 +221,13 @@ class FakeFetchStream:
     fetcher: FetcherSession = field(default_factory=FetcherSession)
     leader: LeaderFetchSession = field(default_factory=LeaderFetchSession)
 
-    async def fetch(self, request: m.FetchRequest) -> m.FetchResponse:
+    async def fetch(
+        self, request: m.FetchRequest, *, resend: Collection[tuple[str, int]] = ()
+    ) -> m.FetchResponse:
         assert not self.closed, "a fetch on a closed stream"
         if not self.sessions:
             return await self.broker.fetch(request)
-        wire = self.fetcher.to_send(request)
+        wire = self.fetcher.to_send(request, resend)
         self.broker.cluster.wire_fetches.append(wire)
         try:
             served = self.leader.full_request(wire)
@@ -294,6 +296,7 @@ class FakeBroker:
     def _read(self, node: int, request: m.FetchRequest) -> list[m.FetchPartitionResult]:
         results = []
         for entry in request.partitions:
+            state = None
             try:
                 state = self._led(node, entry.topic, entry.partition, entry.current_leader_epoch)
                 if state.errors:
@@ -304,7 +307,16 @@ class FakeBroker:
                         f"[{state.log_start}, {state.log_end}]"
                     )
             except KafkaError as error:
-                results.append(m.FetchPartitionResult(entry.topic, entry.partition, error))
+                # As a replog leader answers: its high watermark and log start offset too.
+                results.append(
+                    m.FetchPartitionResult(
+                        entry.topic,
+                        entry.partition,
+                        error,
+                        high_watermark=-1 if state is None else state.high_watermark,
+                        log_start_offset=-1 if state is None else state.log_start,
+                    )
+                )
                 continue
             results.append(
                 m.FetchPartitionResult(

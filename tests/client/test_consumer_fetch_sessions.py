@@ -2,9 +2,12 @@
 cluster, whose FetchStream runs the real session pair (tests/client/consumer_fakes.py).
 
 Covered: after a stream's first (full) fetch, requests carry only the partitions whose entry
-changed and name the ones left out; a paused partition is forgotten and added back on resume;
-a failed fetch starts the next one afresh; a high watermark that arrives with records the
-consumer discards (a seek in between) is kept, since the session does not send it again.
+changed and name the ones left out; a paused partition is forgotten (no longer served) and
+added back on resume; a failed fetch starts the next one afresh (as the fake emulates the
+client's stream; tests/server/test_broker_service.py covers the real one); the high watermark
+stays known: one that arrives with records the consumer discards (a seek in between) is kept,
+one the session reported with an error comes again after an out-of-range reset, and a
+re-assigned partition whose entry the session already holds is asked for it again.
 """
 
 from __future__ import annotations
@@ -81,16 +84,18 @@ async def test_a_paused_partition_is_forgotten_and_added_back_on_resume(
         c.assign([tp(p) for p in range(PARTITIONS)])
         await c.poll(100)
         c.pause(tp(4))
+        await polling_until(c, lambda: any(("t", 4) in w.forgotten for w in cluster.wire_fetches))
+        served_from = len(cluster.fetches)
         cluster.append("t", 4, [b"held"])
         assert await c.poll(200) == {}
-        forgotten_at = next(
-            i for i, w in enumerate(cluster.wire_fetches) if ("t", 4) in w.forgotten
+        # Forgotten: the broker no longer serves it to this consumer.
+        assert all(
+            4 not in {p for _, p, _ in served} for _, served in cluster.fetches[served_from:]
         )
+        resumed_from = len(cluster.wire_fetches)
         c.resume(tp(4))
         assert [r.value for r in await poll_until(c, 1)] == [b"held"]
-        cluster.append("t", 4, [b"more"])
-        assert [r.value for r in await poll_until(c, 1)] == [b"more"]
-    back = cluster.wire_fetches[forgotten_at + 1 :]
+    back = cluster.wire_fetches[resumed_from:]
     assert any(4 in keys(w.partitions) for w in back)
     assert all(w.session_epoch > 0 for w in back)  # the same session throughout
 
@@ -129,3 +134,37 @@ async def test_a_high_watermark_that_came_with_discarded_records_is_kept(
         # The session reports a high watermark once; offset 3 brings no news to repeat it.
         assert c.highwater(tp(0)) == 3
         assert await c.position(tp(0)) == 3
+
+
+@pytest.mark.asyncio
+async def test_after_an_out_of_range_reset_the_high_watermark_is_known(
+    cluster: FakeCluster,
+) -> None:
+    # The session's first answer for the partition is the OFFSET_OUT_OF_RANGE error; the
+    # consumer resets to the end, and learns the high watermark with no new record.
+    cluster.append("t", 0, [b"a", b"b", b"c"])
+    async with Consumer(**consumer_settings(cluster, auto_offset_reset="latest")) as c:
+        c.assign([tp(0)])
+        c.seek(tp(0), 100)
+        await polling_until(c, lambda: c.highwater(tp(0)) is not None)
+        assert c.highwater(tp(0)) == 3
+        assert await c.position(tp(0)) == 3
+
+
+@pytest.mark.asyncio
+async def test_a_reassigned_partition_learns_its_high_watermark_again(
+    cluster: FakeCluster,
+) -> None:
+    # Re-assigned at the position the leader's session already holds: the unchanged entry is
+    # sent again, since the consumer's new state of the partition knows no high watermark.
+    cluster.append("t", 1, [b"x", b"y"])
+    async with Consumer(**consumer_settings(cluster)) as c:
+        c.assign([tp(0), tp(1)])
+        assert [r.value for r in await poll_until(c, 2)] == [b"x", b"y"]
+        await c.poll(100)  # the session's entry for t-1 is now at offset 2
+        c.assign([tp(0)])
+        c.assign([tp(0), tp(1)])
+        c.seek(tp(1), 2)
+        assert c.highwater(tp(1)) is None
+        await polling_until(c, lambda: c.highwater(tp(1)) is not None)
+        assert c.highwater(tp(1)) == 2

@@ -12,7 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replog.errors import InvalidFetchSessionEpochError, NotLeaderOrFollowerError
+from replog.errors import (
+    InvalidFetchSessionEpochError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+)
 from replog.replication.fetch_session import (
     FULL_FETCH_EPOCH,
     FetcherSession,
@@ -157,6 +161,43 @@ def test_the_leader_answers_only_partitions_with_news_after_the_full_fetch() -> 
     leader.full_request(fourth)
     again = FetchResponse((result(0), result(1, hw=4), replace(result(2), log_start_offset=3)))
     assert [r.partition for r in leader.answer(fourth, again).partitions] == [2]
+
+
+def test_after_an_error_the_first_clean_answer_carries_the_high_watermark_again() -> None:
+    # A fetcher does not take an error answer's high watermark for the partition's (a consumer
+    # resetting after OFFSET_OUT_OF_RANGE), so it must come again once the error is gone.
+    leader = LeaderFetchSession()
+    first = replace(wanting(entry(0), entry(1)), session_epoch=0)
+    leader.full_request(first)
+    leader.answer(first, FetchResponse((result(0), result(1))))
+    second = replace(wanting(), session_epoch=1)
+    leader.full_request(second)
+    failed = result(1, hw=5, error=OffsetOutOfRangeError("t-1: offset 9 out of range"))
+    assert leader.answer(second, FetchResponse((result(0), failed))).partitions == (failed,)
+    third = replace(wanting(), session_epoch=2)
+    leader.full_request(third)
+    clean = result(1, hw=5)
+    assert leader.answer(third, FetchResponse((result(0), clean))).partitions == (clean,)
+    fourth = replace(wanting(), session_epoch=3)
+    leader.full_request(fourth)
+    assert leader.answer(fourth, FetchResponse((result(0), clean))).partitions == ()
+
+
+def test_an_entry_the_fetcher_sends_is_answered_in_full_news_or_not() -> None:
+    # A consumer that re-assigned a partition knows nothing of it, though the leader's
+    # session may hold the very same entry; sending the entry asks for it in full.
+    fetcher, leader = FetcherSession(), LeaderFetchSession()
+    first = fetcher.to_send(wanting(entry(0), entry(1)))
+    leader.full_request(first)
+    leader.answer(first, FetchResponse((result(0, hw=3), result(1, hw=3))))
+    quiet = fetcher.to_send(wanting(entry(0), entry(1)))
+    leader.full_request(quiet)
+    assert leader.answer(quiet, FetchResponse((result(0, hw=3), result(1, hw=3)))).partitions == ()
+    again = fetcher.to_send(wanting(entry(0), entry(1)), resend={("t", 1)})
+    assert keys(again) == [1] and again.session_epoch == 2
+    leader.full_request(again)
+    answered = leader.answer(again, FetchResponse((result(0, hw=3), result(1, hw=3))))
+    assert [r.partition for r in answered.partitions] == [1]
 
 
 def test_partitions_that_got_records_move_to_the_end_of_the_session_order() -> None:

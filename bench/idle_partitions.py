@@ -135,12 +135,11 @@ def start_consumer(cluster: Cluster, topics: dict[str, int], records: int) -> su
     """The `consume_worker` process, once it is ready to read (its stderr goes to a file in
     the cluster's directory, quoted if it fails)."""
     spec = json.dumps({"bootstrap": cluster.bootstrap, "topics": topics, "records": records})
-    errors = open(os.path.join(cluster.directory, "consumer.stderr"), "w")  # noqa: SIM115
-    worker = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), "--consume-worker", spec],
-        stdout=subprocess.PIPE, stderr=errors, text=True, cwd=ROOT,
-    )  # fmt: skip
-    errors.close()  # the child holds its own copy
+    with open(os.path.join(cluster.directory, "consumer.stderr"), "w") as errors:
+        worker = subprocess.Popen(  # the child keeps its own copy of `errors`
+            [sys.executable, os.path.abspath(__file__), "--consume-worker", spec],
+            stdout=subprocess.PIPE, stderr=errors, text=True, cwd=ROOT,
+        )  # fmt: skip
     try:
         assert worker.stdout is not None
         ready, _, _ = select.select([worker.stdout], [], [], CONSUMER_START_TIMEOUT_S)

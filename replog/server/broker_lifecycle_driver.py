@@ -132,8 +132,11 @@ class BrokerLifecycleDriver:
         self.core.update_metadata_offset(offset)
         self._check_handover()
 
-    def _check_handover(self, now: int = 0) -> None:
-        """(`now`: the inbox's argument; unused.)"""
+    def _begin_controlled_shutdown(self, now: int) -> None:
+        self.core.begin_controlled_shutdown(now)
+        self._check_handover()
+
+    def _check_handover(self) -> None:
         if (
             self.core.state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN
             and self._leaves_nothing_to_hand_over()
@@ -190,8 +193,7 @@ class BrokerLifecycleDriver:
             self.core.begin_shutdown("controlled shutdown of a broker lifecycle not running")
             self._drain_ready()
             return True
-        self._post(self.core.begin_controlled_shutdown)
-        self._post(self._check_handover)
+        self._post(self._begin_controlled_shutdown)
         try:
             async with asyncio.timeout(timeout_ms / 1000):
                 await self._shut_down.wait()

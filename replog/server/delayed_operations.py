@@ -8,10 +8,18 @@ Rules (reference digest §6.6, §7.3, §8.2; Kafka's `DelayedProduce`, `DelayedF
   DeleteRecords partition when the low watermark reaches its offset. Either answers
   NOT_LEADER_OR_FOLLOWER (with the current leader for a produce) as soon as this broker no
   longer leads that replica, and REQUEST_TIMED_OUT naming the offset at its deadline.
-- A woken fetch first takes the cheap §7.3 look (`fetch_wake_verdict`); only when something may
-  have changed does it re-read, and it completes when the read reaches `min_bytes`, has an error
-  or a diverging epoch, or the look found a condition that answers it whatever it reads. At its
-  deadline it answers whatever a re-read finds.
+- A woken fetch first takes the cheap §7.3 look (`fetch_wake_verdict`) at the partition that
+  woke it; only when something may have changed there does it re-read, and it completes when
+  the read reaches `min_bytes`, has an error or a diverging epoch, or the look found a
+  condition that answers it whatever it reads. At its deadline it answers whatever a full
+  re-read finds.
+- A woken fetch re-reads only the partitions woken since it parked when its first read found
+  no records (Kafka's fetch with `min_bytes` 1 always, when it waits): every change that alters
+  a partition's answer (an append, an HW move, a leadership change, the leader's DeleteRecords)
+  wakes that partition, so the others would read what they read when it parked; a follower
+  fetch's own read that moves an HW counts as a wake of that entry (§6.1). A log start offset
+  that retention moves wakes nothing (it runs off the event loop): it never passes the HW, so
+  no parked fetch falls out of range, and the next read answers it.
 - An operation is answered exactly once: completion goes through `Purgatory.complete` (or
   `expire`), which removes it from every key, before its future is resolved; a caller that goes
   away takes its operation out of the purgatory.
@@ -27,8 +35,8 @@ a partition's HW, LEO, low watermark or leadership moves, `expire(now_ms)` from 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
 from replog.errors import KafkaError, NotLeaderOrFollowerError, RequestTimedOutError
@@ -90,22 +98,58 @@ DelayedProduce = DelayedPartitions[ProducePartitionResult]
 DelayedDeleteRecords = DelayedPartitions[DeleteRecordsPartitionResult]
 
 
-class DelayedFetch(DelayedOperation):
-    __slots__ = ("request",)
-
-    def __init__(self, request: FetchRequest) -> None:
-        super().__init__()
-        self.request = request
-
-
 @dataclass(slots=True)
 class FetchRead:
-    """One read of a whole fetch request."""
+    """One read of a whole fetch request. `hw_moved`: the indexes of the entries whose HW the
+    read itself moved (a follower's progress) after taking it for their answers (§6.1)."""
 
     results: list[FetchPartitionResult]
     bytes_read: int
     any_error: bool
     any_diverging: bool
+    hw_moved: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Reread:
+    """What a woken fetch reads again: the entries at `indexes` of its request; every other
+    entry keeps its result from `results` (its read when it parked, which found no records)."""
+
+    results: Sequence[FetchPartitionResult]
+    indexes: Collection[int]
+
+
+class DelayedFetch(DelayedOperation):
+    """A parked fetch. `woken` holds the indexes of the entries whose partitions woke it since
+    it parked; `parked_results` are the results of the read that parked it, kept only when that
+    read found no records, so the entries never woken are answered from them."""
+
+    __slots__ = ("_indexes_of", "parked_results", "request", "woken")
+
+    def __init__(self, request: FetchRequest, parked_read: FetchRead | None = None) -> None:
+        super().__init__()
+        self.request = request
+        self.parked_results: list[FetchPartitionResult] | None = (
+            parked_read.results if parked_read is not None and not parked_read.bytes_read else None
+        )
+        # An entry whose HW its own read moved is stale already: no wake comes for that move.
+        self.woken: set[int] = set(parked_read.hw_moved) if parked_read is not None else set()
+        self._indexes_of: dict[TopicPartition, list[int]] | None = None
+
+    def indexes_of(self, key: TopicPartition) -> list[int]:
+        """The indexes of the request's entries for `key` (built at the first wake: most parked
+        fetches complete at their first)."""
+        if self._indexes_of is None:
+            self._indexes_of = {}
+            for index, entry in enumerate(self.request.partitions):
+                self._indexes_of.setdefault((entry.topic, entry.partition), []).append(index)
+        return self._indexes_of.get(key, [])
+
+    def reread(self) -> Reread | None:
+        """What to read again now: the woken entries, or None for the whole request."""
+        if self.parked_results is None:
+            return None
+        return Reread(self.parked_results, self.woken)
 
 
 _OpT = TypeVar("_OpT", bound=DelayedOperation)
@@ -121,7 +165,7 @@ class DelayedOperations:
         pending_max: int,
         partitions: Mapping[TopicPartition, Partition],
         current_leader: Callable[[str, int], LeaderIdAndEpoch | None],
-        read_fetch: Callable[[FetchRequest, int], FetchRead],
+        read_fetch: Callable[[FetchRequest, int, Reread | None], FetchRead],
         clock: Callable[[], int],
         on_new_deadline: Callable[[], None],
     ) -> None:
@@ -176,7 +220,7 @@ class DelayedOperations:
         the produce benchmark had the consumer's answer leave 0.5 ms after the producer's."""
         if fetch:
             for fetch_op in self.fetch.watchers(key):
-                self._try_complete_fetch(fetch_op)
+                self._try_complete_fetch(fetch_op, key)
         if produce:
             for produce_op in self.produce.watchers(key):
                 if self.check_produce(produce_op) and self.produce.complete(produce_op):
@@ -231,8 +275,9 @@ class DelayedOperations:
                 del op.pending[index]
         return not op.pending
 
-    def fetch_wake_verdict(self, request: FetchRequest) -> str:
-        """A cheap §7.3 check before a woken fetch re-reads.
+    def fetch_wake_verdict(self, request: FetchRequest, indexes: Sequence[int]) -> str:
+        """A cheap §7.3 check of the request's entries at `indexes` before a woken fetch
+        re-reads.
 
         "complete": a condition that answers the fetch whatever it reads (A-C: no leader or
         replica here; E: its current leader epoch is fenced now; F: its offset is past the
@@ -241,7 +286,9 @@ class DelayedOperations:
         min_bytes (G). "wait": nothing changed for it.
         """
         verdict = "wait"
-        for entry in request.partitions:
+        entries = request.partitions
+        for index in indexes:
+            entry = entries[index]
             partition = self._partitions.get((entry.topic, entry.partition))
             if partition is None or partition.leader_state is None:
                 return "complete"
@@ -265,12 +312,15 @@ class DelayedOperations:
                 verdict = "read"
         return verdict
 
-    def _try_complete_fetch(self, op: DelayedFetch) -> None:
+    def _try_complete_fetch(self, op: DelayedFetch, key: TopicPartition) -> None:
         request = op.request
-        verdict = self.fetch_wake_verdict(request)
+        indexes = op.indexes_of(key)
+        # Woken even when the verdict waits: its answer (HW, log start) may have moved.
+        op.woken.update(indexes)
+        verdict = self.fetch_wake_verdict(request, indexes)
         if verdict == "wait":
             return
-        read = self._read_fetch(request, self._clock())
+        read = self._read_fetch(request, self._clock(), op.reread())
         if (
             verdict == "complete"
             or read.bytes_read >= request.min_bytes
@@ -318,7 +368,7 @@ class DelayedOperations:
         for produce_op in self.produce.expire(now_ms):
             self.expire_produce(produce_op)
         for fetch_op in self.fetch.expire(now_ms):
-            read = self._read_fetch(fetch_op.request, now_ms)
+            read = self._read_fetch(fetch_op.request, now_ms, None)
             fetch_op.finish(FetchResponse(tuple(read.results)))
         for delete_op in self.delete_records.expire(now_ms):
             self.expire_delete_records(delete_op)

@@ -138,7 +138,7 @@ def delete_records_offset(partition: Partition, entry: DeleteRecordsPartition) -
     return offset
 
 
-def delete_records_on_leader(partition: Partition, offset: int) -> None:
+def delete_records_on_leader(partition: Partition, offset: int) -> bool:
     """Raise the log start offset of a partition this broker leads to `offset`, which
-    `delete_records_offset` returned."""
-    partition.log.increment_log_start_offset(offset, "delete records")
+    `delete_records_offset` returned; whether it moved."""
+    return partition.log.increment_log_start_offset(offset, "delete records")

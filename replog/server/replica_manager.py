@@ -55,7 +55,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from uuid import UUID
 
 from quorum.metadata.delta import MetadataDelta
@@ -123,6 +123,7 @@ from replog.server.delayed_operations import (
     DelayedOperations,
     DelayedProduce,
     FetchRead,
+    Reread,
 )
 from replog.server.follower_fetch import FollowerFetchSteps
 from replog.server.leader_offsets import (
@@ -182,7 +183,9 @@ class ReplicaManager:
             pending_max=config.purgatory_pending_max,
             partitions=self._partitions,
             current_leader=self._current_leader,
-            read_fetch=lambda request, now_ms: self._read_fetch(request, now_ms, initial=False),
+            read_fetch=lambda request, now_ms, reread: self._read_fetch(
+                request, now_ms, initial=False, reread=reread
+            ),
             clock=clock,
             on_new_deadline=self._on_new_deadline,
         )
@@ -652,7 +655,7 @@ class ReplicaManager:
             return self._count_sent(request, FetchResponse(tuple(read.results)))
         try:
             response = await self._delayed.wait_fetch(
-                DelayedFetch(request), now_ms + request.max_wait_ms
+                DelayedFetch(request, read), now_ms + request.max_wait_ms
             )
         except PurgatoryFullError:
             log.warning("fetch purgatory full: answering a fetch at once")
@@ -668,18 +671,31 @@ class ReplicaManager:
                     sent(result.topic, len(result.records))
         return response
 
-    def _read_fetch(self, request: FetchRequest, now_ms: int, *, initial: bool) -> FetchRead:
-        """Read every partition of a fetch with the §7.2 byte budget."""
+    def _read_fetch(
+        self, request: FetchRequest, now_ms: int, *, initial: bool, reread: Reread | None = None
+    ) -> FetchRead:
+        """Read every partition of a fetch with the §7.2 byte budget; with `reread`, only the
+        entries it names, the others answered with its results (which hold no records, so
+        they take none of the budget)."""
         # The broker's fetch.max.bytes bounds what any request may ask for.
         remaining = min(request.max_bytes, self.config.fetch_max_bytes)
         min_one_message = True
-        read = FetchRead([], 0, False, False)
-        for entry in request.partitions:
+        entries = request.partitions
+        if reread is None:
+            read = FetchRead([], 0, False, False)
+            indexes: Iterable[int] = range(len(entries))
+        else:
+            read = FetchRead(list(reread.results), 0, False, False)
+            indexes = sorted(reread.indexes)
+        for index in indexes:
+            entry = entries[index]
             budget = max(0, min(entry.partition_max_bytes, remaining))
             try:
-                result = self._read_partition(
+                result, hw_moved = self._read_partition(
                     request, entry, budget, min_one_message, now_ms, initial=initial
                 )
+                if hw_moved:
+                    read.hw_moved.append(index)
             except KafkaError as exc:
                 result = self._fetch_error(request, entry, exc)
             except Exception as exc:  # a bug must not take the other partitions down
@@ -687,7 +703,10 @@ class ReplicaManager:
                 result = self._fetch_error(
                     request, entry, UnknownServerError(f"{entry.topic}-{entry.partition}: {exc!r}")
                 )
-            read.results.append(result)
+            if reread is None:
+                read.results.append(result)
+            else:
+                read.results[index] = result
             size = len(result.records)
             if size:
                 min_one_message = False
@@ -706,7 +725,9 @@ class ReplicaManager:
         now_ms: int,
         *,
         initial: bool,
-    ) -> FetchPartitionResult:
+    ) -> tuple[FetchPartitionResult, bool]:
+        """The entry's result, and whether this read then moved the partition's HW (only an
+        initial follower read records progress, §6.1)."""
         partition = self._leader_partition(entry.topic, entry.partition, entry.topic_id)
         leader_state = partition.leader_state
         assert leader_state is not None
@@ -727,9 +748,10 @@ class ReplicaManager:
             log_start_offset=log_start_offset,
         )
         if diverging is not None:
-            return _leader_answer(
+            answer = _leader_answer(
                 partition, high_watermark, log_start_offset, diverging_epoch=diverging
             )
+            return answer, False
         check_fetch_offset(
             where,
             fetch_offset=entry.fetch_offset,
@@ -773,10 +795,11 @@ class ReplicaManager:
                 self._mark_isr_dirty(partition.key)
             if update.high_watermark_moved:
                 self._on_high_watermark_moved(partition)
-            elif update.follower_log_start_offset_moved:
+                return result, True
+            if update.follower_log_start_offset_moved:
                 # The follower's log start offset may have lifted the low watermark (§8.2).
                 self._wake(partition.key, produce=False, fetch=False)
-        return result
+        return result, False
 
     def _fetch_error(
         self, request: FetchRequest, entry: FetchPartition, error: KafkaError
@@ -844,9 +867,14 @@ class ReplicaManager:
                 assert leader_state is not None
                 if may_wait:
                     self._check_delete_records_room(partition, offset)
-                delete_records_on_leader(partition, offset)
+                moved = delete_records_on_leader(partition, offset)
                 if leader_state.on_log_start_offset(partition.log.log_start_offset):
                     self._on_high_watermark_moved(partition)
+                elif moved:
+                    # Parked fetches answer with the log start offset: they read this
+                    # partition again when they complete (none waits below it: the log
+                    # start never passes the HW, a parked fetch is at or past it).
+                    self._wake(partition.key, produce=False, delete=False)
                 results.append(DeleteRecordsPartitionResult(entry.topic, entry.partition))
                 pending[index] = (partition, offset)
             except KafkaError as exc:

@@ -1222,6 +1222,144 @@ async def test_parked_consumer_fetch_past_the_hw_completes_on_a_wake(
     assert result.error is None and result.records == b"" and result.high_watermark == 0
 
 
+def count_partition_reads(node: Node) -> list[int]:
+    """Spy on the manager's per-partition reads: the partition of each read, in order."""
+    reads: list[int] = []
+    read_partition = node.rm._read_partition
+
+    def spy(request: FetchRequest, entry: FetchPartition, *args: Any, **kwargs: Any) -> Any:
+        reads.append(entry.partition)
+        return read_partition(request, entry, *args, **kwargs)
+
+    node.rm._read_partition = spy  # type: ignore[method-assign]
+    return reads
+
+
+def two_partition_solo_node(tmp_path: Path, clock: FakeClock) -> Node:
+    node = Node(tmp_path, 1, clock)
+    node.rm.apply_image(cluster_image(*create_topic("t", TID, (1,), (1,))))
+    return node
+
+
+async def answered_by_partition(task: asyncio.Task[FetchResponse]) -> dict[int, Any]:
+    return {r.partition: r for r in (await asyncio.wait_for(task, 1)).partitions}
+
+
+def fetch_both(offsets: tuple[int, int], **options: Any) -> FetchRequest:
+    entries = tuple(FetchPartition("t", p, offset) for p, offset in enumerate(offsets))
+    return FetchRequest(entries, **{"max_wait_ms": 60000, **options})
+
+
+@pytest.mark.asyncio
+async def test_a_woken_fetch_reads_again_only_the_partitions_that_woke_it(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """The others answer what they read when it parked: nothing changed for them."""
+    node = two_partition_solo_node(tmp_path, clock)
+    reads = count_partition_reads(node)
+    task = asyncio.create_task(node.rm.fetch(fetch_both((0, 0))))
+    await settle()
+    assert pending(task) and reads == [0, 1]
+    parked_p0 = (await node.rm.fetch(fetch_both((0, 0), max_wait_ms=0))).partitions[0]
+    del reads[:]
+    await produce(node, batch(2), partition=1)  # RF 1: the HW moves with the append
+    p0, p1 = (await asyncio.wait_for(task, 1)).partitions
+    assert reads == [1]  # the wake on partition 1 read partition 1 only
+    assert batch_offsets(p1.records) == [(0, 1)] and p1.high_watermark == 2
+    assert p0 is parked_p0 and p0.records == b"" and p0.high_watermark == 0
+
+
+@pytest.mark.asyncio
+async def test_a_woken_fetch_reads_again_every_partition_woken_since_it_parked(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """A wake that finds nothing to read still leaves its partition's answer stale: another
+    follower moving the HW gives a caught-up follower's parked fetch no records, but the HW
+    must be in the answer when another partition completes that fetch."""
+    image = cluster_image(*create_topic("t", TID, (1, 2, 3), (1, 2, 3)))
+    leader, second, third = (Node(tmp_path, b, clock) for b in (1, 2, 3))
+    for node in (leader, second, third):
+        node.rm.apply_image(image)
+    await produce(leader, batch(2))
+    await replicate(second, leader)
+    await replicate(third, leader)
+    request = second.rm.build_follower_fetch(1, clock())
+    assert request is not None
+    task = asyncio.create_task(leader.rm.fetch(request))  # caught up: it parks
+    await settle()
+    assert pending(task) and leader.leader().high_watermark == 0
+    await replicate(third, leader)  # the HW moves to 2: a wake with nothing to read
+    await settle()
+    assert pending(task) and leader.leader().high_watermark == 2
+    reads = count_partition_reads(leader)
+    await produce(leader, batch(1, tag=1), partition=1)
+    by_partition = await answered_by_partition(task)
+    assert sorted(reads) == [0, 1]
+    assert by_partition[0].records == b"" and by_partition[0].high_watermark == 2
+    assert batch_offsets(by_partition[1].records) == [(0, 0)]
+
+
+@pytest.mark.asyncio
+async def test_a_parked_follower_fetch_answers_the_hw_its_own_read_moved(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """A follower's fetch moves the HW after reading it (§6.1); if that fetch parks and
+    another partition completes it, the answer carries the moved HW, as a full re-read's
+    would: no wake told the parked fetch about that move."""
+    image = cluster_image(*create_topic("t", TID, (1, 2), (1, 2)))
+    leader, follower = Node(tmp_path, 1, clock), Node(tmp_path, 2, clock)
+    leader.rm.apply_image(image)
+    follower.rm.apply_image(image)
+    await produce(leader, batch(2))
+    await replicate(follower, leader)  # the follower has partition 0's offsets 0-1
+    request = follower.rm.build_follower_fetch(1, clock())
+    assert request is not None
+    task = asyncio.create_task(leader.rm.fetch(request))  # its read moves the HW to 2, parks
+    await settle()
+    assert pending(task) and leader.leader().high_watermark == 2
+    await produce(leader, batch(1, tag=1), partition=1)
+    by_partition = await answered_by_partition(task)
+    assert by_partition[0].records == b"" and by_partition[0].high_watermark == 2
+    assert batch_offsets(by_partition[1].records) == [(0, 0)]
+
+
+@pytest.mark.asyncio
+async def test_delete_records_moves_the_log_start_in_a_parked_fetchs_answer(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    node = two_partition_solo_node(tmp_path, clock)
+    await produce(node, batch(3))
+    task = asyncio.create_task(node.rm.fetch(fetch_both((3, 0))))
+    await settle()
+    deleted = await node.rm.delete_records(
+        DeleteRecordsRequest((DeleteRecordsPartition("t", 0, 2),))
+    )
+    assert deleted.partitions[0].error is None
+    await settle()
+    assert pending(task)  # offset 3 is still in range: nothing to answer yet
+    await produce(node, batch(1), partition=1)
+    p0, p1 = (await asyncio.wait_for(task, 1)).partitions
+    assert p0.log_start_offset == 2 and p0.high_watermark == 3 and p0.records == b""
+    assert batch_offsets(p1.records) == [(0, 0)]
+
+
+@pytest.mark.asyncio
+async def test_a_fetch_that_parked_with_records_below_min_bytes_reads_everything_again(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    node = two_partition_solo_node(tmp_path, clock)
+    await produce(node, batch(1))
+    one_batch = len(batch(1))
+    task = asyncio.create_task(node.rm.fetch(fetch_both((0, 0), min_bytes=2 * one_batch)))
+    await settle()
+    assert pending(task)  # one batch read, two wanted
+    reads = count_partition_reads(node)
+    await produce(node, batch(1, tag=1), partition=1)
+    p0, p1 = (await asyncio.wait_for(task, 1)).partitions
+    assert reads == [0, 1]
+    assert batch_offsets(p0.records) == [(0, 0)] and batch_offsets(p1.records) == [(0, 0)]
+
+
 @pytest.mark.asyncio
 async def test_a_higher_hw_answers_the_waiting_fetch_before_the_produce(
     tmp_path: Path, clock: FakeClock

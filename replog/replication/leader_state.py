@@ -180,6 +180,9 @@ class FollowerFetchUpdate:
     follower_log_start_offset_moved: bool = False
 
 
+_NOTHING_MOVED = FollowerFetchUpdate(high_watermark_moved=False, isr_change=None)
+
+
 class PartitionLeaderState:
     """One partition this broker leads: HW, ISR and acks rules (§6). No I/O."""
 
@@ -403,10 +406,13 @@ class PartitionLeaderState:
             progress.log_end_offset != previous_log_end_offset
             and self._maybe_increment_high_watermark(leader_log_end_offset, now_ms)
         )
+        log_start_offset_moved = progress.log_start_offset != previous_log_start_offset
+        if not high_watermark_moved and isr_change is None and not log_start_offset_moved:
+            return _NOTHING_MOVED  # an idle partition's fetch, every round
         return FollowerFetchUpdate(
             high_watermark_moved=high_watermark_moved,
             isr_change=isr_change,
-            follower_log_start_offset_moved=progress.log_start_offset != previous_log_start_offset,
+            follower_log_start_offset_moved=log_start_offset_moved,
         )
 
     def on_leader_append(self, *, leader_log_end_offset: int, now_ms: int) -> bool:

@@ -69,7 +69,7 @@ import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import grpc
@@ -597,13 +597,19 @@ def _bounded_ms(requested_ms: int, context: Context) -> int:
     return max(0, min(requested_ms, left_ms))
 
 
+# A fetch session's request names every partition of the session each round, and a broker
+# knows few topics: their names are checked once each (bounded, so made-up names cannot grow it).
+_topic_problem = lru_cache(maxsize=4096)(topic_name_problem)
+
+
 def _entry_problem(entry: _Entry) -> KafkaError | None:
-    where = f"{entry.topic}-{entry.partition}"
-    problem = topic_name_problem(entry.topic)
+    problem = _topic_problem(entry.topic)
     if problem is not None:
-        return InvalidTopicError(f"{where}: {problem}")
+        return InvalidTopicError(f"{entry.topic}-{entry.partition}: {problem}")
     if entry.partition < 0:
-        return UnknownTopicOrPartitionError(f"{where}: a partition number must be >= 0")
+        return UnknownTopicOrPartitionError(
+            f"{entry.topic}-{entry.partition}: a partition number must be >= 0"
+        )
     return None
 
 

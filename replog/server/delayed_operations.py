@@ -29,7 +29,8 @@ Theory of operation: `DelayedOperations` owns the three purgatories and nothing 
 the manager's partitions through the mapping it is given and re-reads fetches through the
 manager's `read_fetch`, so the replicas have one owner. The manager calls `wake(key)` whenever
 a partition's HW, LEO, low watermark or leadership moves, `expire(now_ms)` from its timer, and
-`wait_*` from the request coroutines; `on_new_deadline` tells its timer to look again.
+`wait_*` from the request coroutines; `on_new_deadline(deadline_ms)` tells its timer of each
+new deadline.
 """
 
 from __future__ import annotations
@@ -124,26 +125,29 @@ class DelayedFetch(DelayedOperation):
     it parked; `parked_results` are the results of the read that parked it, kept only when that
     read found no records, so the entries never woken are answered from them."""
 
-    __slots__ = ("_indexes_of", "parked_results", "request", "woken")
+    __slots__ = ("_index_of", "keys", "parked_results", "request", "woken")
 
     def __init__(self, request: FetchRequest, parked_read: FetchRead | None = None) -> None:
         super().__init__()
         self.request = request
+        self.keys = [(entry.topic, entry.partition) for entry in request.partitions]
         self.parked_results: list[FetchPartitionResult] | None = (
             parked_read.results if parked_read is not None and not parked_read.bytes_read else None
         )
         # An entry whose HW its own read moved is stale already: no wake comes for that move.
         self.woken: set[int] = set(parked_read.hw_moved) if parked_read is not None else set()
-        self._indexes_of: dict[TopicPartition, list[int]] | None = None
+        self._index_of: dict[TopicPartition, int] | None = None
 
-    def indexes_of(self, key: TopicPartition) -> list[int]:
-        """The indexes of the request's entries for `key` (built at the first wake: most parked
-        fetches complete at their first)."""
-        if self._indexes_of is None:
-            self._indexes_of = {}
-            for index, entry in enumerate(self.request.partitions):
-                self._indexes_of.setdefault((entry.topic, entry.partition), []).append(index)
-        return self._indexes_of.get(key, [])
+    def indexes_of(self, key: TopicPartition) -> Sequence[int]:
+        """The indexes of the request's entries for `key`. The map is built at the first wake
+        (most parked fetches complete at their first); a request that names a partition twice
+        (the service refuses those) is searched instead."""
+        if self._index_of is None:
+            self._index_of = dict(zip(self.keys, range(len(self.keys)), strict=True))
+        if len(self._index_of) == len(self.keys):
+            index = self._index_of.get(key)
+            return () if index is None else (index,)
+        return [index for index, named in enumerate(self.keys) if named == key]
 
     def reread(self) -> Reread | None:
         """What to read again now: the woken entries, or None for the whole request."""
@@ -167,7 +171,7 @@ class DelayedOperations:
         current_leader: Callable[[str, int], LeaderIdAndEpoch | None],
         read_fetch: Callable[[FetchRequest, int, Reread | None], FetchRead],
         clock: Callable[[], int],
-        on_new_deadline: Callable[[], None],
+        on_new_deadline: Callable[[int], None],
     ) -> None:
         self._broker_id = broker_id
         self._partitions = partitions
@@ -190,14 +194,13 @@ class DelayedOperations:
     async def wait_produce(self, op: DelayedProduce, deadline_ms: int) -> None:
         """Park `op` until its partitions are done or `deadline_ms`; PurgatoryFullError."""
         self.produce.watch(op, [p.key for p, _ in op.pending.values()], deadline_ms)
-        self._on_new_deadline()
+        self._on_new_deadline(deadline_ms)
         await _wait(op, self.produce)
 
     async def wait_fetch(self, op: DelayedFetch, deadline_ms: int) -> FetchResponse:
         """Park `op` until it can be answered or `deadline_ms`; PurgatoryFullError."""
-        keys = [(p.topic, p.partition) for p in op.request.partitions]
-        self.fetch.watch(op, keys, deadline_ms)
-        self._on_new_deadline()
+        self.fetch.watch(op, op.keys, deadline_ms)
+        self._on_new_deadline(deadline_ms)
         result = await _wait(op, self.fetch)
         assert isinstance(result, FetchResponse)
         return result
@@ -206,7 +209,7 @@ class DelayedOperations:
         """Park `op` until the low watermarks reach its offsets or `deadline_ms`."""
         keys = [p.key for p, _ in op.pending.values()]
         self.delete_records.watch(op, keys, deadline_ms)
-        self._on_new_deadline()
+        self._on_new_deadline(deadline_ms)
         await _wait(op, self.delete_records)
 
     # --- waking ---------------------------------------------------------------------------

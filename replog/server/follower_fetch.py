@@ -69,7 +69,7 @@ class FollowerFetchSteps:
         partitions: Mapping[TopicPartition, Partition],
         *,
         broker_epoch: Callable[[], int],
-        on_new_deadline: Callable[[], None],
+        on_new_deadline: Callable[[int], None],
     ) -> None:
         self._config = config
         self._partitions = partitions
@@ -279,7 +279,7 @@ class FollowerFetchSteps:
         follower = partition.follower
         if follower is not None:
             follower.backoff_until_ms = now_ms + self._config.replica_fetch_backoff_ms
-            self._on_new_deadline()
+            self._on_new_deadline(follower.backoff_until_ms)
 
 
 def _truncate_on_divergence(

@@ -212,11 +212,17 @@ class ReplicaManager:
         self.isr_wakeup = asyncio.Event()
         self.fetch_wakeup = asyncio.Event()
         self._timers_changed = asyncio.Event()
+        # When the timer loop wakes next by itself; no time while it is not waiting.
+        self._timer_due_ms: int | None = None
         self._timer_task: asyncio.Task[None] | None = None
         self._stopped = False
 
-    def _on_new_deadline(self) -> None:
-        self._timers_changed.set()
+    def _on_new_deadline(self, deadline_ms: int) -> None:
+        # Only a deadline before the timer's next wake needs it sooner. Fetches park hundreds
+        # of times a second with deadlines max_wait_ms away, and each wake ran a tick that
+        # walks every partition (back-offs) for nothing.
+        if self._timer_due_ms is None or deadline_ms < self._timer_due_ms:
+            self._timers_changed.set()
 
     @property
     def _isr_check_interval_ms(self) -> int:
@@ -246,14 +252,18 @@ class ReplicaManager:
         self, topic: str, partition_id: int, topic_id: UUID | None = None
     ) -> Partition:
         """The partition if this broker leads it; otherwise the error Kafka answers."""
-        where = f"{topic}-{partition_id}"
         found = self._partitions.get((topic, partition_id))
+        if (
+            found is not None
+            and found.leader_state is not None
+            and (topic_id is None or found.topic_id == topic_id)
+        ):
+            return found  # each round, for every partition of every session: kept lean
+        where = f"{topic}-{partition_id}"
         if found is not None and topic_id is not None and found.topic_id != topic_id:
             raise UnknownTopicIdError(
                 f"{where}: topic id {topic_id} is not this broker's {found.topic_id}"
             )
-        if found is not None and found.leader_state is not None:
-            return found
         topic_image = self.image.topics.by_name.get(topic)
         if topic_image is None or partition_id not in topic_image.partitions:
             raise UnknownTopicOrPartitionError(f"{where}: unknown topic-partition")
@@ -1092,13 +1102,18 @@ class ReplicaManager:
                 self.tick(self._clock())
             except Exception:  # a failing tick must not stop ISR shrinks and expiry for good
                 log.exception("replica manager tick failed")
-            delay_ms = max(0, self.next_tick_ms() - self._clock())
+            due_ms = self.next_tick_ms()
+            delay_ms = max(0, due_ms - self._clock())
             self._timers_changed.clear()
+            self._timer_due_ms = due_ms
             # (asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
             # cancellation that races with the event.)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay_ms / 1000):
-                    await self._timers_changed.wait()
+            try:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(delay_ms / 1000):
+                        await self._timers_changed.wait()
+            finally:
+                self._timer_due_ms = None
 
     async def stop(self) -> None:
         """Stop the timers and answer every waiting request (NOT_LEADER_OR_FOLLOWER)."""

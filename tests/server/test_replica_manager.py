@@ -7,6 +7,7 @@ follower.process_follower_fetch), so every replication step is deterministic.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -1111,6 +1112,38 @@ async def test_stop_answers_every_waiter(tmp_path: Path, clock: FakeClock) -> No
 
 
 @pytest.mark.asyncio
+async def test_the_timer_wakes_for_an_earlier_deadline_only(tmp_path: Path) -> None:
+    """Fetches park hundreds of times a second: one whose deadline is after the timer's next
+    wake must not wake it (each tick walks every partition), an earlier one must."""
+
+    def monotonic_ms() -> int:
+        return int(time.monotonic() * 1000)
+
+    node = solo_node(tmp_path, monotonic_ms)  # type: ignore[arg-type]
+    ticks = [0]
+    tick = node.rm.tick
+
+    def counted(now_ms: int) -> None:
+        ticks[0] += 1
+        tick(now_ms)
+
+    node.rm.tick = counted  # type: ignore[method-assign]
+    await node.rm.start()
+    try:
+        late = [asyncio.create_task(consumer_fetch(node, 0, max_wait_ms=4000))]
+        await settle()
+        ticks_before = ticks[0]
+        late += [asyncio.create_task(consumer_fetch(node, 0, max_wait_ms=4000)) for _ in range(20)]
+        await settle()
+        assert ticks[0] == ticks_before  # none of them moved the timer's next wake
+        soon = await consumer_fetch(node, 0, max_wait_ms=50)  # its deadline comes first
+        assert soon.error is None and soon.records == b""
+        assert ticks[0] > ticks_before and all(pending(task) for task in late)
+    finally:
+        await node.rm.stop()
+
+
+@pytest.mark.asyncio
 async def test_purgatory_is_bounded(tmp_path: Path, clock: FakeClock) -> None:
     leader, _, _ = two_nodes(tmp_path, clock, purgatory_pending_max=1)
     first = asyncio.create_task(leader.rm.produce(produce_request(batch(), acks=-1)))
@@ -1297,6 +1330,21 @@ async def test_a_woken_fetch_reads_again_every_partition_woken_since_it_parked(
     assert sorted(reads) == [0, 1]
     assert by_partition[0].records == b"" and by_partition[0].high_watermark == 2
     assert batch_offsets(by_partition[1].records) == [(0, 0)]
+
+
+@pytest.mark.asyncio
+async def test_a_woken_fetch_naming_a_partition_twice_reads_both_entries(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """The broker service refuses such requests; the manager still answers them whole."""
+    node = solo_node(tmp_path, clock)
+    twice = FetchRequest((FetchPartition("t", 0, 0), FetchPartition("t", 0, 0)), max_wait_ms=60000)
+    task = asyncio.create_task(node.rm.fetch(twice))
+    await settle()
+    assert pending(task)
+    await produce(node, batch(2))
+    first, second = (await asyncio.wait_for(task, 1)).partitions
+    assert batch_offsets(first.records) == batch_offsets(second.records) == [(0, 1)]
 
 
 @pytest.mark.asyncio

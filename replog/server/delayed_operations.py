@@ -127,15 +127,15 @@ class DelayedFetch(DelayedOperation):
 
     __slots__ = ("_index_of", "keys", "parked_results", "request", "woken")
 
-    def __init__(self, request: FetchRequest, parked_read: FetchRead | None = None) -> None:
+    def __init__(self, request: FetchRequest, parked_read: FetchRead) -> None:
         super().__init__()
         self.request = request
         self.keys = [(entry.topic, entry.partition) for entry in request.partitions]
         self.parked_results: list[FetchPartitionResult] | None = (
-            parked_read.results if parked_read is not None and not parked_read.bytes_read else None
+            None if parked_read.bytes_read else parked_read.results
         )
         # An entry whose HW its own read moved is stale already: no wake comes for that move.
-        self.woken: set[int] = set(parked_read.hw_moved) if parked_read is not None else set()
+        self.woken: set[int] = set(parked_read.hw_moved)
         self._index_of: dict[TopicPartition, int] | None = None
 
     def indexes_of(self, key: TopicPartition) -> Sequence[int]:

@@ -189,17 +189,28 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-def two_nodes(tmp_path: Path, clock: FakeClock, **config: Any) -> tuple[Node, Node, MetadataImage]:
-    image = cluster_image(*create_topic("t", TID, (1, 2)))
-    nodes = (Node(tmp_path, 1, clock, **config), Node(tmp_path, 2, clock, **config))
+def nodes_with(
+    tmp_path: Path, clock: FakeClock, *assignments: tuple[int, ...], **config: Any
+) -> tuple[Node, ...]:
+    """Brokers 1..N holding topic "t" with one partition per replica assignment (the first
+    replica leads), each with the image applied."""
+    image = cluster_image(*create_topic("t", TID, *assignments))
+    nodes = tuple(
+        Node(tmp_path, broker_id, clock, **config)
+        for broker_id in range(1, max(max(a) for a in assignments) + 1)
+    )
     for node in nodes:
         node.rm.apply_image(image)
-    return nodes[0], nodes[1], image
+    return nodes
+
+
+def two_nodes(tmp_path: Path, clock: FakeClock, **config: Any) -> tuple[Node, Node, MetadataImage]:
+    leader, follower = nodes_with(tmp_path, clock, (1, 2), **config)
+    return leader, follower, leader.rm.image
 
 
 def solo_node(tmp_path: Path, clock: FakeClock, **config: Any) -> Node:
-    node = Node(tmp_path, 1, clock, **config)
-    node.rm.apply_image(cluster_image(*create_topic("t", TID, (1,))))
+    (node,) = nodes_with(tmp_path, clock, (1,), **config)
     return node
 
 
@@ -563,8 +574,7 @@ async def test_consumer_fetch_never_returns_data_at_or_above_hw(
 
 @pytest.mark.asyncio
 async def test_fetch_byte_budget_over_partitions(tmp_path: Path, clock: FakeClock) -> None:
-    node = Node(tmp_path, 1, clock)
-    node.rm.apply_image(cluster_image(*create_topic("t", TID, (1,), (1,))))
+    (node,) = nodes_with(tmp_path, clock, (1,), (1,))
     for partition in (0, 1):
         for tag in range(3):
             await produce(node, batch(1, tag=tag), partition=partition)
@@ -1268,12 +1278,6 @@ def count_partition_reads(node: Node) -> list[int]:
     return reads
 
 
-def two_partition_solo_node(tmp_path: Path, clock: FakeClock) -> Node:
-    node = Node(tmp_path, 1, clock)
-    node.rm.apply_image(cluster_image(*create_topic("t", TID, (1,), (1,))))
-    return node
-
-
 async def answered_by_partition(task: asyncio.Task[FetchResponse]) -> dict[int, Any]:
     return {r.partition: r for r in (await asyncio.wait_for(task, 1)).partitions}
 
@@ -1288,7 +1292,7 @@ async def test_a_woken_fetch_reads_again_only_the_partitions_that_woke_it(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     """The others answer what they read when it parked: nothing changed for them."""
-    node = two_partition_solo_node(tmp_path, clock)
+    (node,) = nodes_with(tmp_path, clock, (1,), (1,))
     reads = count_partition_reads(node)
     task = asyncio.create_task(node.rm.fetch(fetch_both((0, 0))))
     await settle()
@@ -1309,10 +1313,7 @@ async def test_a_woken_fetch_reads_again_every_partition_woken_since_it_parked(
     """A wake that finds nothing to read still leaves its partition's answer stale: another
     follower moving the HW gives a caught-up follower's parked fetch no records, but the HW
     must be in the answer when another partition completes that fetch."""
-    image = cluster_image(*create_topic("t", TID, (1, 2, 3), (1, 2, 3)))
-    leader, second, third = (Node(tmp_path, b, clock) for b in (1, 2, 3))
-    for node in (leader, second, third):
-        node.rm.apply_image(image)
+    leader, second, third = nodes_with(tmp_path, clock, (1, 2, 3), (1, 2, 3))
     await produce(leader, batch(2))
     await replicate(second, leader)
     await replicate(third, leader)
@@ -1354,10 +1355,7 @@ async def test_a_parked_follower_fetch_answers_the_hw_its_own_read_moved(
     """A follower's fetch moves the HW after reading it (§6.1); if that fetch parks and
     another partition completes it, the answer carries the moved HW, as a full re-read's
     would: no wake told the parked fetch about that move."""
-    image = cluster_image(*create_topic("t", TID, (1, 2), (1, 2)))
-    leader, follower = Node(tmp_path, 1, clock), Node(tmp_path, 2, clock)
-    leader.rm.apply_image(image)
-    follower.rm.apply_image(image)
+    leader, follower = nodes_with(tmp_path, clock, (1, 2), (1, 2))
     await produce(leader, batch(2))
     await replicate(follower, leader)  # the follower has partition 0's offsets 0-1
     request = follower.rm.build_follower_fetch(1, clock())
@@ -1375,7 +1373,7 @@ async def test_a_parked_follower_fetch_answers_the_hw_its_own_read_moved(
 async def test_delete_records_moves_the_log_start_in_a_parked_fetchs_answer(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    node = two_partition_solo_node(tmp_path, clock)
+    (node,) = nodes_with(tmp_path, clock, (1,), (1,))
     await produce(node, batch(3))
     task = asyncio.create_task(node.rm.fetch(fetch_both((3, 0))))
     await settle()
@@ -1395,7 +1393,7 @@ async def test_delete_records_moves_the_log_start_in_a_parked_fetchs_answer(
 async def test_a_fetch_that_parked_with_records_below_min_bytes_reads_everything_again(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    node = two_partition_solo_node(tmp_path, clock)
+    (node,) = nodes_with(tmp_path, clock, (1,), (1,))
     await produce(node, batch(1))
     one_batch = len(batch(1))
     task = asyncio.create_task(node.rm.fetch(fetch_both((0, 0), min_bytes=2 * one_batch)))
@@ -1465,10 +1463,7 @@ async def test_a_follower_reuses_an_unchanged_partitions_request_entry(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     """The fetch session tells unchanged entries by identity first; a moved one is new."""
-    image = cluster_image(*create_topic("t", TID, (1, 2), (1, 2)))
-    leader, follower = Node(tmp_path, 1, clock), Node(tmp_path, 2, clock)
-    for node in (leader, follower):
-        node.rm.apply_image(image)
+    leader, follower = nodes_with(tmp_path, clock, (1, 2), (1, 2))
     first = follower.rm.build_follower_fetch(1, clock())
     again = follower.rm.build_follower_fetch(1, clock())
     assert first is not None and again is not None
@@ -1490,10 +1485,7 @@ async def test_follower_fetches_rotate_so_every_partition_gets_the_byte_budget(
     that all have data, a fixed order gave every answer to t-0 until it caught up."""
     one_batch = len(batch(1))
     config = {"replica_fetch_response_max_bytes": one_batch + one_batch // 2}
-    image = cluster_image(*create_topic("t", TID, (1, 2), (1, 2), (1, 2)))
-    leader, follower = Node(tmp_path, 1, clock, **config), Node(tmp_path, 2, clock, **config)
-    for node in (leader, follower):
-        node.rm.apply_image(image)
+    leader, follower = nodes_with(tmp_path, clock, (1, 2), (1, 2), (1, 2), **config)
     for partition in (0, 1, 2):
         for tag in range(3):
             await produce(leader, batch(1, tag=tag), partition=partition)

@@ -24,10 +24,12 @@ Rules (reference digest §5.4-§5.6, §6.5 "Follower HW"; Kafka's `ReplicaFetche
   at once (`Partition.make_follower`).
 
 Theory of operation: `FollowerFetchSteps` owns no replicas; it reads and steps the replica
-manager's partitions through the mapping it is given. The pure cores decide
-(`follower_truncation`); this class applies their answers to the logs. Back-off deadlines live
-on each partition's `FollowerFetchState`; the manager's timer calls `end_backoffs(now_ms)` and
-asks `next_backoff_end_ms()`, and `on_new_deadline` tells that timer a back-off started.
+manager's partitions through the mapping it is given, and the manager calls
+`partitions_changed()` whenever it adds a partition to that mapping or removes one. The pure
+cores decide (`follower_truncation`); this class applies their answers to the logs. Back-off
+deadlines live on each partition's `FollowerFetchState`; the manager's timer calls
+`end_backoffs(now_ms)` and asks `next_backoff_end_ms()`, and `on_new_deadline` tells that timer
+a back-off started.
 """
 
 from __future__ import annotations
@@ -77,6 +79,9 @@ class FollowerFetchSteps:
         self._on_new_deadline = on_new_deadline
         # The order partitions are asked in (module Rules); new ones join at the back.
         self._fetch_order: dict[TopicPartition, None] = {}
+        # Whether partitions came or went since the order last caught up with them: a build
+        # per round used to compare the two key sets, O(partitions), though they rarely differ.
+        self._membership_changed = True
         # Each partition's last request entry, reused while its fields stay the same: a
         # follower builds a request per round for every partition it follows, most of them
         # unchanged, and the fetch session tells unchanged entries by identity first.
@@ -93,6 +98,11 @@ class FollowerFetchSteps:
                 and p.follower.leader_id != local_broker_id
             }
         )
+
+    def partitions_changed(self) -> None:
+        """The replica manager added or removed a partition of the mapping it gave: the fetch
+        order catches up at the next build."""
+        self._membership_changed = True
 
     def build(self, source_broker_id: int, now_ms: int) -> FetchRequest | None:
         """The next Fetch to send to `source_broker_id`; None when nothing is due."""
@@ -142,11 +152,13 @@ class FollowerFetchSteps:
     def _in_fetch_order(self) -> list[Partition]:
         """Every partition, in the rotating fetch order; forgets partitions gone meanwhile."""
         order, partitions = self._fetch_order, self._partitions
-        for key in sorted(partitions.keys() - order.keys()):
-            order[key] = None
-        for key in order.keys() - partitions.keys():
-            del order[key]
-            self._entries.pop(key, None)
+        if self._membership_changed:
+            self._membership_changed = False
+            for key in sorted(partitions.keys() - order.keys()):
+                order[key] = None
+            for key in order.keys() - partitions.keys():
+                del order[key]
+                self._entries.pop(key, None)
         return [partitions[key] for key in order]
 
     def process(

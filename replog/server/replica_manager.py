@@ -417,6 +417,7 @@ class ReplicaManager:
             preloaded=self._preloaded.pop(key, None),
         )
         self._partitions[key] = created
+        self._follower.partitions_changed()
         return created
 
     def preload_producer_states(self) -> None:
@@ -473,6 +474,7 @@ class ReplicaManager:
     def _drop(self, partition: Partition, *, delete_log: bool) -> None:
         key = partition.key
         del self._partitions[key]
+        self._follower.partitions_changed()
         self._isr_sent.pop(key, None)
         self._isr_dirty.discard(key)
         if delete_log:

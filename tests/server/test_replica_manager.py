@@ -304,6 +304,29 @@ async def test_topic_deletion_removes_the_replica_and_its_log(
     assert isinstance(result.error, UnknownTopicOrPartitionError)
 
 
+def test_partitions_added_or_removed_after_a_fetch_join_or_leave_the_next_one(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    # The fetch order catches up with the replica set only when told it changed: a follower
+    # that missed the news would never fetch a new partition, or keep asking for a gone one.
+    leader, follower, image = two_nodes(tmp_path, clock)
+
+    def asked() -> list[tuple[str, int]]:
+        request = follower.rm.build_follower_fetch(1, clock())
+        return [] if request is None else [(e.topic, e.partition) for e in request.partitions]
+
+    assert asked() == [("t", 0)]
+    assert asked() == [("t", 0)]  # nothing changed: the same order
+    more = replayed(image, *create_topic("u", SOLO_TID, (1, 2)))
+    for node in (leader, follower):
+        node.rm.apply_image(more)
+    assert asked() == [("t", 0), ("u", 0)]  # a new partition joins at the back
+    fewer = replayed(more, RemoveTopicRecord(TID))
+    for node in (leader, follower):
+        node.rm.apply_image(fewer)
+    assert asked() == [("u", 0)]
+
+
 # --- produce ----------------------------------------------------------------------------------
 
 

@@ -38,7 +38,7 @@ Theory of operation: the leader calls `check(header)` (or `check_batches`) on th
 produce before appending; a BatchMetadata answer means "duplicate: reply with these offsets and
 append nothing"; an exception is the partition's error. After the append the leader calls
 `update(header)` with each stamped header (real offsets). A follower only calls `update`. After
-truncation, or when a replica becomes leader from a log it did not track, the shell calls
+truncation, or when a replica first takes a role (leader or follower), the shell calls
 `rebuild(headers of the log)`, or `load`s a snapshot's entries (`producer_snapshot.py`) and
 `update`s with the headers after it; a rebuild must yield the same table as the incremental
 updates did, because both apply the same `_applied` step.

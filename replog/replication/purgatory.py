@@ -6,7 +6,8 @@ Rules (reference digest §6.6, §7.3; Kafka's `DelayedOperationPurgatory` withou
   pending until `complete(op)` or until `expire(now_ms)` finds its deadline <= now_ms; either
   removes it from every key at once, so it can never be answered twice.
 - At most `max_pending` operations are pending; one more is refused with PurgatoryFullError
-  (the shell answers that request with the error instead of parking it).
+  and the shell answers that request without parking it: a fetch with what it already read, a
+  produce or DeleteRecords with UNKNOWN_SERVER_ERROR.
 - `watchers(key)` lists the pending ops on a key in the order they were watched; the shell
   re-checks them (`checkAndComplete`) when that partition's HW, LEO or leadership changes.
 - `expire(now_ms)` returns ops in deadline order (ties: watch order).

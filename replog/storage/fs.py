@@ -1,4 +1,5 @@
-"""The file-system seam: the only module in replog that opens, writes, syncs or renames files.
+"""The file-system seam: the only module of the storage engine that opens, writes, syncs or
+renames files.
 
 Rules:
 - Every durable file replog owns is reached through a `FileSystem`; tests may substitute one

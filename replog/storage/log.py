@@ -8,11 +8,13 @@ Rules (reference digest §1.3, §2, §3, §5, §8):
   batch its base offset and the leader epoch in its header, and appends the bytes. A rejected
   append leaves the log unchanged, and the caller's buffer is never changed.
 - A follower append writes the leader's bytes verbatim; its first offset must equal the log end
-  offset (no gaps), and it records each batch's leader epoch in the leader-epoch cache.
+  offset (no gaps; an empty log whose start falls inside the first batch restarts at its base),
+  and it records each batch's leader epoch in the leader-epoch cache.
 - Reads return whole batches, starting with the one that holds `start_offset`, and never a
   batch holding an offset at or above `upper_bound_offset` (the broker passes the high
   watermark for consumers). A start below the log start or above the end is out of range.
-- Retention never deletes the active segment nor anything at or above the high watermark.
+- Retention never deletes anything at or above the high watermark; the active segment goes only
+  when it is not empty and wholly below it, after a new empty segment replaced it.
 - The recovery point moves only after an fsync returned: everything below it is on disk.
 - Rolls: a standalone log (the Raft metadata log) fsyncs the old segments on the roll, under
   its lock, so the recovery point reaches the new base at once. A log under a LogManager

@@ -6,8 +6,8 @@ Rules:
   never compacts, so a gap or an overlap is corruption).
 - The broker path never decodes records: segments frame batches by their headers only. Full
   validation (CRC-32C) happens on the way in (the log validates appends) and in `recover`.
-- Indexes are sparse: an entry is added when more than `index.interval.bytes` were appended
-  since the last one, pointing at the start of the append that crossed the threshold.
+- Indexes are sparse: once more than `index.interval.bytes` were appended since the last entry,
+  the next append gets one, pointing at its start (Kafka's rule).
 - Indexes load lazily on first use; one that fails its sanity check is rebuilt from the `.log`.
 
 Theory of operation: the hot reads (`translate_offset`, `read`) look up the offset index. When

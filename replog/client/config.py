@@ -74,14 +74,16 @@ _UNSUPPORTED = {
     "transactional.id": "transactions are not supported",
     "transaction.timeout.ms": "transactions are not supported",
     "security.protocol": "replog clients speak plaintext gRPC only",
-    "sasl.mechanism": "replog clients do not authenticate (no SASL)",
-    "sasl.jaas.config": "replog clients do not authenticate (no SASL)",
-    "ssl.truststore.location": "replog clients speak plaintext gRPC only (no TLS)",
-    "ssl.keystore.location": "replog clients speak plaintext gRPC only (no TLS)",
     "partitioner.class": "replog has one built-in partitioner (murmur2, sticky for null keys)",
     "interceptor.classes": "interceptors are not supported",
     "partition.assignment.strategy": "consumers have no group membership (all partitions)",
     "group.instance.id": "consumers have no group membership (static membership)",
+}
+# Whole families of them (Java's `ssl.truststore.location`, librdkafka's `ssl.ca.location`,
+# `sasl.username`, ...): every key under these prefixes.
+_UNSUPPORTED_FAMILIES = {
+    "sasl.": "replog clients do not authenticate (no SASL)",
+    "ssl.": "replog clients speak plaintext gRPC only (no TLS)",
 }
 
 
@@ -337,8 +339,11 @@ def _parsers(cls: type[_CommonConfig]) -> dict[str, Parser]:
 def _unknown(cls: type[_CommonConfig], key: str) -> ConfigError:
     kind = _KINDS[cls]
     dotted = _dotted(key.replace(".", "_"))
-    if dotted in _UNSUPPORTED:
-        return ConfigError(f"{key}: not supported by replog: {_UNSUPPORTED[dotted]}")
+    why = _UNSUPPORTED.get(dotted)
+    if why is None:
+        why = next((w for p, w in _UNSUPPORTED_FAMILIES.items() if dotted.startswith(p)), None)
+    if why is not None:
+        return ConfigError(f"{key}: not supported by replog: {why}")
     for other, other_kind in _KINDS.items():
         if other is not cls and key.replace(".", "_") in _parsers(other):
             return ConfigError(f"{key}: a {other_kind} config, not a {kind} config")

@@ -307,6 +307,16 @@ def test_unsupported_kafka_keys_say_why() -> None:
     message = error_of(producer_config, {"transactional.id": "t"})
     assert message == "transactional.id: not supported by replog: transactions are not supported"
     assert "plaintext" in error_of(consumer_config, security_protocol="SSL")
+    # Every SASL and TLS key, whichever client's spelling, says why (not "did you mean").
+    for key in ("sasl.mechanism", "sasl.username", "sasl.mechanisms", "ssl.truststore.location"):
+        assert error_of(producer_config, {key: "x"}) == (
+            f"{key}: not supported by replog: replog clients do not authenticate (no SASL)"
+            if key.startswith("sasl.")
+            else f"{key}: not supported by replog: replog clients speak plaintext gRPC only "
+            "(no TLS)"
+        )
+    assert "no TLS" in error_of(consumer_config, ssl_ca_location="/ca.pem")
+    assert "no SASL" in error_of(admin_config, {"sasl.jaas.config": "x"})
 
 
 # --- Kafka's cross-checks --------------------------------------------------------------------

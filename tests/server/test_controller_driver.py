@@ -28,6 +28,8 @@ from replog.server.controller_service import ControllerService
 from replog.server.raft_driver import RaftDriver
 from replog.server.raft_service import MetadataLogService
 from replog.server.raft_storage import RaftStorage
+from replog.storage.log import Log
+from replog.storage.log_config import LogConfig
 
 CLUSTER_ID = "test-cluster"
 T = TypeVar("T")
@@ -205,14 +207,19 @@ def test_no_op_records_move_the_committed_offset(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
+async def snapshot_a_kept_topic(node: LoneController) -> None:
+    """Topic "kept" (2 partitions) created on an active controller, and two snapshots taken."""
+    await active(node)
+    await start_brokers(node, (1,))
+    created = await node.service.CreateTopics(create_request("kept", 2, 1), None)
+    assert not created.topics[0].HasField("error")
+    await eventually(lambda: _value(node.driver.snapshots_taken), lambda n: n >= 2)
+
+
 def test_a_snapshot_is_written_and_loaded_after_a_restart(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with lone_controller(tmp_path, snapshot_bytes_max=1) as node:
-            await active(node)
-            await start_brokers(node, (1,))
-            created = await node.service.CreateTopics(create_request("kept", 2, 1), None)
-            assert not created.topics[0].HasField("error")
-            await eventually(lambda: _value(node.driver.snapshots_taken), lambda n: n >= 2)
+            await snapshot_a_kept_topic(node)
         metadata_dir = tmp_path / "__cluster_metadata-0"
         assert any(name.endswith(".checkpoint") for name in os.listdir(metadata_dir))
         async with lone_controller(tmp_path) as node:
@@ -222,6 +229,32 @@ def test_a_snapshot_is_written_and_loaded_after_a_restart(tmp_path: Path) -> Non
             assert [p.partition_index for p in metadata.topics[0].partitions] == [0, 1]
             cluster = await node.service.DescribeCluster(pb.DescribeClusterRequest(), None)
             assert [b.broker_id for b in cluster.brokers] == [1]
+
+    asyncio.run(scenario())
+
+
+def test_a_restart_whose_log_ends_before_its_latest_snapshot_starts_from_the_snapshot(
+    tmp_path: Path,
+) -> None:
+    # Found in review: the core installs the snapshot it already holds when the log ends
+    # before it (a crash lost the log's unflushed tail), and the storage wanted a `.part`
+    # download to freeze, so the node failed to start (KafkaStorageError) for good.
+    async def scenario() -> None:
+        async with lone_controller(tmp_path, snapshot_bytes_max=1) as node:
+            await snapshot_a_kept_topic(node)
+            latest = node.raft.storage.snapshot_ids()[-1]
+        metadata_dir = str(tmp_path / "__cluster_metadata-0")
+        log = Log.open(metadata_dir, LogConfig(retention_ms=-1))
+        log.truncate_to(latest.end_offset - 1)  # the tail the crash lost
+        assert log.log_end_offset < latest.end_offset
+        log.close()
+        # Bounded: before the fix the node's start-up failed and the test hung.
+        async with asyncio.timeout(30), lone_controller(tmp_path) as node:
+            await active(node)
+            assert node.driver.snapshots_loaded == 1
+            assert node.raft.storage.log.log_start_offset >= latest.end_offset  # restarted at it
+            metadata = await node.service.Metadata(pb.MetadataRequest(topics=["kept"]), None)
+            assert [p.partition_index for p in metadata.topics[0].partitions] == [0, 1]
 
     asyncio.run(scenario())
 

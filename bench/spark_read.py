@@ -8,7 +8,8 @@ file holds exactly the rows the replog source returns (the same 7 columns: key, 
 partition, offset, timestamp, timestampType; written with pyarrow, snappy, as Spark writes by
 default), so both sides decode the same data into the same schema.
 
-Queries, each timed on both sources (wall time of the action, planning included):
+Queries, each timed on all three sources (replog, Parquet, the ceiling; wall time of the
+action, planning included):
 
 - `count`: `df.count()`. Parquet answers it from row-group metadata and reads no column; the
   replog source has no column pruning (pyspark 4.3), so it reads and decodes every record.
@@ -23,7 +24,7 @@ tasks cannot deliver rows faster than Spark takes them from Python workers, so r
 says how much of the remaining gap is the connector's.
 
 Each run does every query once per source, alternating (replog, Parquet, ceiling) so all see
-the same machine load; before the first run every query runs once untimed on both sources (JVM JIT,
+the same machine load; before the first run every query runs once untimed on every source (JVM JIT,
 Python workers, Spark's first-use costs). The table shows per run rows/s, the ratio replog /
 Parquet and the issue's goals (>= 1M rows/s, >= 0.5x Parquet); with several runs, the medians
 (ratios taken within a run, then their median). Results are checked: every count must be

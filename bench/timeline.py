@@ -1,10 +1,11 @@
 """How much do timeline structures cost next to a plain dict?
 
 Measures, in one process and against a plain dict baseline run alongside:
-- live reads (`m.live[k]`, `m[k]`, `m.get(k)`, `k in m`) and writes (`m[k] = v`, `del m[k]`)
-  with 0, 1 and 10 snapshots outstanding. Writes go one batch of keys per fresh snapshot, as a
-  controller replays them, and are measured on first touch (every write records a delta, the
-  common case on an active controller) and again on keys already recorded;
+- live reads (`m.live[k]`, `m[k]`, `m.get(k)`, `k in m`) with one snapshot outstanding (the
+  usual case), and writes (`m[k] = v`, `del m[k]`) with 0, 1 and 10 outstanding. Writes go
+  one batch of keys per fresh snapshot, as a controller replays them, and are measured on
+  first touch (every write records a delta, the common case on an active controller) and
+  again on keys already recorded;
 - revert time against the number of changes since the snapshot, next to what restoring a
   plain dict copy of the same live map costs (the copy-per-snapshot design it replaces);
 - bytes per recorded delta (tracemalloc), next to bytes per entry of a plain dict.

@@ -1,7 +1,9 @@
 """Checkpoint file formats (pure): bytes to values and back, no file I/O.
 
-Files are read and written by `replog.storage.checkpoint_file` through the file-system seam.
-Every parser raises `replog.errors.CorruptCheckpointError` naming the file, line and reason.
+Offset and leader-epoch checkpoints are read and written by `replog.storage.checkpoint_file`,
+quorum-state by `replog.server.raft_storage`, the clean-shutdown marker by the `LogManager`,
+all through the file-system seam. Every parser raises `replog.errors.CorruptCheckpointError`
+naming the file and the reason (and the line, for the line-based formats).
 """
 
 from checkpoints.clean_shutdown_marker import (

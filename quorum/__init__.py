@@ -1,5 +1,5 @@
-"""replog's metadata quorum (pure): the Raft core in `quorum.raft`; controller and metadata image
-arrive with later issues."""
+"""replog's metadata quorum (pure): the Raft core in `quorum.raft`, the controller in
+`quorum.controller`, metadata records and images in `quorum.metadata`."""
 
 from quorum.raft import RaftNode
 

@@ -1,8 +1,8 @@
 """The Raft quorum's configuration: the static voter set and the timers, with Kafka's names.
 
 Kafka's dotted property names are accepted in one place, `RaftConfig.from_properties`, and map
-to Python fields whose unit comes last (`controller.quorum.election.backoff.max.ms` is
-`election_backoff_ms_max`). Defaults are Kafka's.
+to Python fields with the unit before a trailing `_max`
+(`controller.quorum.election.backoff.max.ms` is `election_backoff_ms_max`). Defaults are Kafka's.
 
 Grammar of `controller.quorum.voters`::
 

@@ -1,9 +1,10 @@
 """The Raft RPCs between quorum nodes, as frozen dataclasses (requests, responses, envelope).
 
 Every RPC of KIP-595/KIP-630/KIP-996 that the static-quorum core needs: Vote (with the pre-vote
-flag), BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot and DescribeQuorum. The shell maps
-them to gRPC one to one; a request and its response share `correlation_id`, which the shell uses
-to route a response back to the call that waits for it.
+flag), BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot and DescribeQuorum. The shell
+carries Fetch on a framed TCP connection (`replog/server/raft_fetch_wire.py`) and the others on
+the gRPC `RaftQuorum` service; a request and its response share `correlation_id`, which the
+shell uses to route a response back to the call that waits for it.
 
 Rules:
 - "No leader" and "no epoch" are None in Python; the wire format maps them to -1.
@@ -112,8 +113,9 @@ class FetchRequest:
 
     `fetch_offset` is the fetcher's log end offset; for a voter it is also a promise that every
     offset below it is flushed. `last_fetched_epoch` is the epoch of the fetcher's last batch
-    (0 for an empty log). `high_watermark` is the one the fetcher knows: the leader answers at
-    once, instead of parking the request, when it knows a higher one. `replica_id` is None for
+    (0 for an empty log). `high_watermark` is the one the fetcher knows: when the leader knows
+    a higher one it answers after at most `high_watermark_linger_ms` (5 ms), instead of
+    parking the request for the full wait. `replica_id` is None for
     an anonymous observer.
     """
 

@@ -35,8 +35,9 @@ Rules:
 8. Followers truncate only on the leader's DIVERGING answer (`divergence.py`) and never below
    their high watermark; a fetcher below the leader's log start downloads the snapshot instead.
 9. A request the shell could not deliver or got no answer to (`request_failed`) is retried after
-   the retry backoff instead of a request timeout: Fetch at once to the same destination, votes
-   and EndQuorumEpoch to the voters that have not answered.
+   the retry backoff instead of a request timeout: Fetch after the backoff (to the leader, or
+   to a random voter while none is known), votes and EndQuorumEpoch to the voters that have not
+   answered. BeginQuorumEpoch is resent only by its own timer.
 
 Theory of operation:
 - Pull-based replication (KIP-595): there is no AppendEntries. A follower sends Fetch(log end

@@ -10,8 +10,8 @@ source by itself through the top-level module `pyspark_replog` (Spark imports ev
 named `pyspark_*` on the Python path and registers its `DefaultSource`), as long as replog is
 installed where Spark's Python runs.
 
-Rules: importing this package needs pyspark and pyarrow (the `spark` extra); the rest of
-replog never imports it.
+Rules: importing this package needs pyspark, pyarrow and numpy (the `spark` extra); the rest
+of replog imports it only lazily (the Spark step of `replog demo`, `replog/cli/demo_spark.py`).
 """
 
 from __future__ import annotations

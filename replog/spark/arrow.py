@@ -13,8 +13,9 @@ Rules:
   `to_record_batch` builds the same from `ConsumerRecord`s (one `pa.array` per column), never
   row by row: yielding tuples makes Spark convert each value, about 3x slower. A batch holds
   one partition's records, so `topic` and `partition` are constant columns Arrow repeats.
-- Timestamps are the record's milliseconds times 1000 (microseconds, multiplied by Arrow), as
-  int64, cast to the timestamp type without going through `datetime`.
+- Timestamps are the record's milliseconds times 1000 (microseconds; multiplied by numpy in
+  `columns_to_record_batch`, by Arrow in `to_record_batch`), as int64, cast to the timestamp
+  type without going through `datetime`.
 - Columns the user's schema does not name are not built; a column the source cannot fill is
   an error naming it.
 """

@@ -21,10 +21,10 @@ The names and meanings are those of Spark's Kafka source, so code written agains
 - `failOnDataLoss` (default true), `includeHeaders` (default false): booleans.
 - `pollTimeoutMs` (Kafka's `kafkaConsumer.pollTimeoutMs`, also accepted): how long a task may
   take to read its range (default 120000).
-- `kafka.<setting>`: passed to the executors' consumer and the driver's admin client, checked
-  like any client config; settings that would change what is read (`group.id`,
-  `auto.offset.reset`, `enable.auto.commit`, deserializers, ...) are refused, as Kafka refuses
-  them.
+- `kafka.<setting>`: passed to the executors' fetchers (checked as consumer settings) and, for
+  the `ADMIN_PASSTHROUGH` settings, the driver's admin client; settings that would change what
+  is read (`group.id`, `auto.offset.reset`, `enable.auto.commit`, deserializers, ...) are
+  refused, as Kafka refuses them.
 
 Rules:
 - Spark hands options over lower-cased (a case-insensitive dict), so keys are matched without

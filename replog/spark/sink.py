@@ -17,7 +17,8 @@ Rules:
 - A produce that fails fails the task with the client's typed error, the broker's own answer
   where there is one (`MessageSizeTooLargeError`, `UnknownTopicOrPartitionError`,
   `NotEnoughReplicasError`, `KafkaTimeoutError` naming the last cause, ...), with a note
-  saying how many rows the task had sent. The task stops sending at the first failure.
+  saying how many rows the task had sent. The task stops sending after the Arrow batch during
+  which a send failed (failures are checked once per batch).
 - Rows arrive as Arrow record batches (the Arrow writer classes), converted a column at a
   time: no per-row Spark `Row` objects.
 - Delivery is at least once, as with Spark's Kafka sink: records of a task that failed after

@@ -24,9 +24,11 @@ by changing the format name:
   are appended (in `complete` mode the whole result, every batch), as Kafka's sink does.
 
 Rules:
-- Every problem is raised here, at planning, never in a task: `SinkOptionError` names the
-  option (in its documented spelling) and the value; `SinkSchemaError` names the column, its
-  type and what is accepted. Both list what was given, so the message alone says what to fix.
+- Every option and schema problem is raised here, at planning, never in a task:
+  `SinkOptionError` names the option (in its documented spelling) and the value, and lists the
+  known options; `SinkSchemaError` names the column, its type and what is accepted, and lists
+  every column given, so the message alone says what to fix. Only a null `topic` value can be
+  seen no earlier than in a task (`SinkRecordError`).
 - A `SinkPlan` is small, frozen and picklable: it travels to every task inside the writer.
 """
 

@@ -13,14 +13,16 @@ the schema are those of Spark's Kafka source (`replog.spark.options`, `replog.sp
   `{"topic": {"partition": next_offset}}` (`replog.spark.offsets`); the initial offset comes
   from `startingOffsets`; each micro-batch ends at the high watermarks (limited by
   `maxOffsetsPerTrigger`, or by the snapshot taken when an availableNow run starts); partitions
-  created later are read from their start. A restarted query resumes from the offsets Spark
+  created later are read from offset 0 (records already deleted there count as data loss, as
+  in Spark's Kafka source). A restarted query resumes from the offsets Spark
   checkpointed, and a replayed micro-batch reads exactly its logged range.
-- Tasks (`read`) run on executors with the blocking consumer (`replog.spark.range_reader`) and
-  yield Arrow record batches.
+- Tasks (`read`) run on executors with raw fetches of one partition (`replog.spark.range_reader`
+  over `replog.spark.partition_fetcher`) and yield Arrow record batches.
 
 Rules:
 - Every object Spark pickles (data source, readers, partitions) holds plain data only; clients
-  are opened lazily where they are used (the driver's `ClusterView`, a task's consumer).
+  are opened lazily where they are used (the driver's `ClusterView`, a task's
+  `PartitionFetcher`).
 - Options are checked when a reader is built, i.e. at planning, with errors naming the option.
 - `read` accepts the plain `InputPartition(None)` Spark substitutes for an empty plan.
 - The sink classes live in `replog.spark.sink` and are imported when a write is planned.

@@ -115,8 +115,7 @@ class FetchRequest:
     offset below it is flushed. `last_fetched_epoch` is the epoch of the fetcher's last batch
     (0 for an empty log). `high_watermark` is the one the fetcher knows: when the leader knows
     a higher one it answers after at most `high_watermark_linger_ms` (5 ms), instead of
-    parking the request for the full wait. `replica_id` is None for
-    an anonymous observer.
+    parking the request for the full wait. `replica_id` is None for an anonymous observer.
     """
 
     correlation_id: int

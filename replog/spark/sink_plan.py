@@ -27,8 +27,8 @@ Rules:
 - Every option and schema problem is raised here, at planning, never in a task:
   `SinkOptionError` names the option (in its documented spelling) and the value, and lists the
   known options; `SinkSchemaError` names the column, its type and what is accepted, and lists
-  every column given, so the message alone says what to fix. Only a null `topic` value can be
-  seen no earlier than in a task (`SinkRecordError`).
+  every column given, so the message alone says what to fix. The one exception is a null
+  `topic` value, which only a task can see (`SinkRecordError`).
 - A `SinkPlan` is small, frozen and picklable: it travels to every task inside the writer.
 """
 

@@ -14,8 +14,8 @@ the schema are those of Spark's Kafka source (`replog.spark.options`, `replog.sp
   from `startingOffsets`; each micro-batch ends at the high watermarks (limited by
   `maxOffsetsPerTrigger`, or by the snapshot taken when an availableNow run starts); partitions
   created later are read from offset 0 (records already deleted there count as data loss, as
-  in Spark's Kafka source). A restarted query resumes from the offsets Spark
-  checkpointed, and a replayed micro-batch reads exactly its logged range.
+  in Spark's Kafka source). A restarted query resumes from the offsets Spark checkpointed, and
+  a replayed micro-batch reads exactly its logged range.
 - Tasks (`read`) run on executors with raw fetches of one partition (`replog.spark.range_reader`
   over `replog.spark.partition_fetcher`) and yield Arrow record batches.
 

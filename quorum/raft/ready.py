@@ -83,8 +83,10 @@ class WriteSnapshotChunk:
 
 @dataclass(frozen=True, slots=True)
 class InstallSnapshot:
-    """Freeze the downloaded `snapshot_id`, then empty the log and restart it at its end offset
-    (log start = log end = `snapshot_id.end_offset`)."""
+    """Freeze `snapshot_id` if it was downloaded (a snapshot the log already holds whole stays
+    as it is: the core installs its latest one at start-up when the log ends before it or
+    disagrees with it), then empty the log and restart it at its end offset (log start = log
+    end = `snapshot_id.end_offset`)."""
 
     snapshot_id: SnapshotId
 

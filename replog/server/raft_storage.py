@@ -187,9 +187,8 @@ class RaftStorage:
                 self._write_chunk(op)
             elif isinstance(op, InstallSnapshot):
                 part = self._snapshot_path(op.snapshot_id) + _PART_SUFFIX
-                # The core also installs a snapshot it already holds whole: at start-up, when
-                # the log ends before its latest snapshot or disagrees with it (a crash lost
-                # the log's unflushed tail). Only a download has a `.part` to freeze.
+                # Only a download has a `.part` to freeze; a snapshot already whole stays
+                # (`InstallSnapshot`: the core's start-up install after a lost log tail).
                 if op.snapshot_id not in self._snapshots or self._fs.exists(part):
                     self._freeze(op.snapshot_id)
                 self.log.truncate_fully_and_start_at(op.snapshot_id.end_offset)

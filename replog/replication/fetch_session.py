@@ -26,7 +26,8 @@ Rules:
   (INVALID_FETCH_SESSION_EPOCH); the call ends, and the fetcher's next call opens a new session
   with a full request. A fetcher's session is reset whenever its call ends.
 - The leader serves the session's whole partition list each round, as a full fetch (follower
-  progress, the high watermark and the ISR rules see every partition, as in Kafka).
+  progress, the high watermark and the ISR rules see every partition, as in Kafka); an idle
+  partition's read may be answered from the session's last one (`server/repeat_reads.py`).
 - The answer to a full request has every partition. The answer to an incremental one has a
   partition only when it carries records, an error or a diverging epoch, or a high watermark or
   log start offset other than the last one this session sent for it without an error since the

@@ -415,6 +415,62 @@ class PartitionLeaderState:
             follower_log_start_offset_moved=log_start_offset_moved,
         )
 
+    def fetch_inputs(self) -> tuple[object, ...]:
+        """Everything of this state that a fetch's checks, answer and follower update read
+        when the follower's log end offset stays put: equal values mean that the same fetch
+        would be answered and recorded the same way (`repeat_follower_fetch`). (The config
+        is read only when the HW is re-evaluated, and a change of it that moves the HW shows
+        in the HW. In KRaft the partition epoch moves with every ISR or leader epoch change;
+        those are listed too, as the fetch reads them.) Eligibility and the tuples are
+        replaced, never mutated, so they compare by identity first."""
+        return (
+            self._leader_epoch,
+            self._partition_epoch,
+            self._isr,
+            self._pending,
+            self._eligibility,
+            self._replicas,
+            self._high_watermark,
+        )
+
+    def repeat_follower_fetch(
+        self,
+        *,
+        replica_id: int,
+        broker_epoch: int,
+        fetch_offset: int,
+        log_start_offset: int,
+        leader_log_end_offset: int,
+        now_ms: int,
+    ) -> bool:
+        """Record a follower fetch that repeats one `on_follower_fetch` answered with nothing
+        moved, with `fetch_inputs()` and the leader log end offset unchanged since; False (and
+        nothing recorded) when the follower's progress is no longer what that fetch left
+        (another fetch of the same replica came between): take `on_follower_fetch` then.
+
+        Why this is `on_follower_fetch` for such a fetch: its checks see the same inputs and
+        pass again; the §6.2 update moves only T (and C, while the follower is at the leader's
+        log end offset); the ISR expansion check has the same inputs and no time condition, so
+        it finds nothing again; the follower's log end and start offsets do not change, so the
+        HW is not re-evaluated and no log start offset moved.
+        """
+        progress = self._progress.get(replica_id)
+        if (
+            progress is None
+            or progress.log_end_offset != fetch_offset
+            or progress.log_start_offset != log_start_offset
+            or progress.broker_epoch != broker_epoch
+        ):
+            return False
+        progress.update_fetch_state(
+            fetch_offset=fetch_offset,
+            log_start_offset=log_start_offset,
+            leader_log_end_offset=leader_log_end_offset,
+            broker_epoch=broker_epoch,
+            now_ms=now_ms,
+        )
+        return True
+
     def on_leader_append(self, *, leader_log_end_offset: int, now_ms: int) -> bool:
         """After a local append: returns whether the HW moved."""
         return self._maybe_increment_high_watermark(leader_log_end_offset, now_ms)

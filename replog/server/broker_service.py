@@ -93,10 +93,11 @@ from replog.pb import broker_pb2_grpc
 from replog.pb import controller_pb2 as controller_pb
 from replog.record.header import LOG_OVERHEAD, validate_batch
 from replog.replication import messages as m
-from replog.replication.fetch_session import LeaderFetchSession
+from replog.replication.fetch_session import FULL_FETCH_EPOCH, LeaderFetchSession
 from replog.server import broker_codec as codec
 from replog.server.broker_metadata import metadata_response_from_image
 from replog.server.log_dirs import LogView, describe_log_dirs
+from replog.server.repeat_reads import RepeatReads
 from replog.server.tolerant_service import (
     Context,
     Refused,
@@ -133,7 +134,9 @@ class BrokerRequests(Protocol):
     acks=all): ProduceStream relies on it to append one call's requests in the order sent."""
 
     async def produce(self, request: m.ProduceRequest) -> m.ProduceResponse: ...
-    async def fetch(self, request: m.FetchRequest) -> m.FetchResponse: ...
+    async def fetch(
+        self, request: m.FetchRequest, repeats: RepeatReads | None = None
+    ) -> m.FetchResponse: ...
     def list_offsets(self, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse: ...
     def offsets_for_leader_epoch(
         self, request: m.OffsetsForLeaderEpochRequest
@@ -326,18 +329,26 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         ends the stream with that status (`serve_guarded` aborts the call). The call holds
         one fetch session for the requests that use one (`fetch_session`)."""
         session = LeaderFetchSession()
+        # The session's reads that found nothing, which its unchanged entries reuse.
+        repeats = RepeatReads()
         async for request in requests:
             yield await self._serve(
-                request, context, partial(self._fetch, request, context, session)
+                request, context, partial(self._fetch, request, context, session, repeats)
             )
 
     async def _fetch(
-        self, request: pb.FetchRequest, context: Context, session: LeaderFetchSession | None
+        self,
+        request: pb.FetchRequest,
+        context: Context,
+        session: LeaderFetchSession | None,
+        repeats: RepeatReads | None = None,
     ) -> m.FetchResponse:
         sent = self._decode(request, codec.fetch_request_from_proto)
         rm = self._ready()
         decoded = sent
-        if sent.session_epoch != m.NO_SESSION:
+        if sent.session_epoch == m.NO_SESSION:
+            repeats = None  # a sessionless request is read in full
+        else:
             if session is None:
                 raise Refused(
                     grpc.StatusCode.INVALID_ARGUMENT,
@@ -350,13 +361,19 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 raise Refused(
                     grpc.StatusCode.FAILED_PRECONDITION, f"{error.error_name}: {error}"
                 ) from None
+            if repeats is not None:
+                if sent.session_epoch == FULL_FETCH_EPOCH:
+                    repeats.clear()
+                repeats.forget(sent.forgotten)
         refused = _refusals(decoded.partitions, "Fetch", _entry_problem)
         # Kafka answers at once when any partition has an error (§7.2).
         max_wait_ms = 0 if refused else _bounded_ms(decoded.max_wait_ms, context)
         results = await self._answer(
             decoded.partitions,
             refused,
-            lambda valid: rm.fetch(replace(decoded, partitions=valid, max_wait_ms=max_wait_ms)),
+            lambda valid: rm.fetch(
+                replace(decoded, partitions=valid, max_wait_ms=max_wait_ms), repeats
+            ),
             lambda p, error: m.FetchPartitionResult(
                 p.topic, p.partition, error, topic_id=p.topic_id
             ),

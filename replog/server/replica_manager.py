@@ -139,6 +139,7 @@ from replog.server.producer_state_loader import (
     ProducerExpiry,
     preload_producer_tables,
 )
+from replog.server.repeat_reads import EmptyRead, RepeatReads, asker_of
 from replog.server.replica_manager_config import ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
@@ -650,9 +651,13 @@ class ReplicaManager:
 
     # --- fetch --------------------------------------------------------------------------------
 
-    async def fetch(self, request: FetchRequest) -> FetchResponse:
+    async def fetch(
+        self, request: FetchRequest, repeats: RepeatReads | None = None
+    ) -> FetchResponse:
+        """Answer a fetch now or from the purgatory (§7.2-7.3). `repeats`: the calling fetch
+        session's kept reads (`repeat_reads`), which its unchanged idle entries reuse."""
         now_ms = self._clock()
-        read = self._read_fetch(request, now_ms, initial=True)
+        read = self._read_fetch(request, now_ms, initial=True, repeats=repeats)
         if (
             answer_immediately(
                 max_wait_ms=request.max_wait_ms,
@@ -684,15 +689,24 @@ class ReplicaManager:
         return response
 
     def _read_fetch(
-        self, request: FetchRequest, now_ms: int, *, initial: bool, reread: Reread | None = None
+        self,
+        request: FetchRequest,
+        now_ms: int,
+        *,
+        initial: bool,
+        reread: Reread | None = None,
+        repeats: RepeatReads | None = None,
     ) -> FetchRead:
         """Read every partition of a fetch with the §7.2 byte budget; with `reread`, only the
         entries it names, the others answered with its results (which hold no records, so
-        they take none of the budget)."""
+        they take none of the budget). With `repeats` (initial reads only), an entry whose
+        kept read still holds is answered from it (no records either)."""
         # The broker's fetch.max.bytes bounds what any request may ask for.
         remaining = min(request.max_bytes, self.config.fetch_max_bytes)
         min_one_message = True
         entries = request.partitions
+        asker = asker_of(request)
+        assert repeats is None or reread is None, "kept reads answer initial reads only"
         if reread is None:
             read = FetchRead([], 0, False, False)
             indexes: Iterable[int] = range(len(entries))
@@ -701,10 +715,21 @@ class ReplicaManager:
             indexes = sorted(reread.indexes)
         for index in indexes:
             entry = entries[index]
+            if repeats is not None:
+                repeated = repeats.answer(entry, self._partitions, asker, now_ms)
+                if repeated is not None:
+                    read.results.append(repeated)  # no records, no error: nothing to count
+                    continue
             budget = max(0, min(entry.partition_max_bytes, remaining))
             try:
                 result, hw_moved = self._read_partition(
-                    request, entry, budget, min_one_message, now_ms, initial=initial
+                    request,
+                    entry,
+                    budget,
+                    min_one_message,
+                    now_ms,
+                    initial=initial,
+                    repeats=repeats,
                 )
                 if hw_moved:
                     read.hw_moved.append(index)
@@ -737,9 +762,11 @@ class ReplicaManager:
         now_ms: int,
         *,
         initial: bool,
+        repeats: RepeatReads | None = None,
     ) -> tuple[FetchPartitionResult, bool]:
         """The entry's result, and whether this read then moved the partition's HW (only an
-        initial follower read records progress, §6.1)."""
+        initial follower read records progress, §6.1). A read that found nothing to read and
+        moved nothing goes into `repeats` (`repeat_reads` Rules)."""
         partition = self._leader_partition(entry.topic, entry.partition, entry.topic_id)
         leader_state = partition.leader_state
         assert leader_state is not None
@@ -811,6 +838,23 @@ class ReplicaManager:
             if update.follower_log_start_offset_moved:
                 # The follower's log start offset may have lifted the low watermark (§8.2).
                 self._wake(partition.key, produce=False, fetch=False)
+                return result, False
+            if update.isr_change is not None:
+                return result, False
+        if repeats is not None and not records and entry.fetch_offset >= bound:
+            repeats.keep(
+                EmptyRead(
+                    entry,
+                    asker_of(request),
+                    partition,
+                    plog,
+                    leader_state,
+                    leader_state.fetch_inputs(),
+                    log_end_offset,
+                    log_start_offset,
+                    result,
+                )
+            )
         return result, False
 
     def _fetch_error(

@@ -36,6 +36,7 @@ from replog.replication import messages as m
 from replog.server import broker_service, redialing_channel
 from replog.server.broker_client import BrokerClient, ProduceStream
 from replog.server.broker_service import BrokerService, add_broker_service
+from replog.server.repeat_reads import RepeatReads
 from tests.metadata.metadata_helpers import (
     bootstrapped,
     create_topic,
@@ -90,7 +91,9 @@ class FakeReplicaManager:
             results = tuple(r for r in results if r.error is not None)
         return m.ProduceResponse(results)
 
-    async def fetch(self, request: m.FetchRequest) -> m.FetchResponse:
+    async def fetch(
+        self, request: m.FetchRequest, repeats: RepeatReads | None = None
+    ) -> m.FetchResponse:
         self._check(request)
         await self._delay(request.partitions)
         return m.FetchResponse(

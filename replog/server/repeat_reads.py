@@ -1,0 +1,147 @@
+"""A leader's memory of one fetch session's reads that found nothing: the next round answers an
+unchanged entry of an unchanged partition from it, without reading again.
+
+Why: a fetch session (`replog.replication.fetch_session`) carries only changed entries, but the
+leader serves every partition of the session each round, as Kafka's does, and most of them are
+idle. Each idle partition cost a round about 2.3 us of Python on the full path (lookup, leader
+epoch and offset checks, diverging epoch, bound, answer reuse, follower progress), measured with
+200 idle partitions per session; at 600 idle partitions in a 3-node cluster that was a quarter of
+a leader's event loop (docs/benchmarks.md, idle partitions).
+
+Rules:
+- A read is kept only when it was a fetch's initial read that found nothing to read (the fetch
+  offset at or past the bound: a follower's at the leader's log end offset, a consumer's at the
+  high watermark), with no error and no diverging epoch, and, for a follower, whose progress
+  update moved nothing (no HW move, no ISR change, no new follower log start offset).
+- The next initial read of the same entry object in the same session reuses it only while
+  nothing it depended on changed: the partition object (a new leadership makes a new one), its
+  log and leader state objects, the leader state's `fetch_inputs()` (leader epoch, partition
+  epoch, ISR, pending ISR change, eligibility, replicas, config, HW) and the log's end and start
+  offsets. Those are all that the checks, the bound and the answer read, so the full read would
+  answer the same. A changed entry is a new object (the session replaces it), so it reads in
+  full.
+- A follower's reused read still records the fetch, as every fetch does in Kafka (§6.2: the last
+  fetch time, and the last caught-up time while at the leader's log end offset), through
+  `PartitionLeaderState.repeat_follower_fetch`; when that declines (another fetch of the same
+  replica moved its progress), the entry reads in full.
+- Reads woken from the purgatory and expired ones never use it: they are not initial reads and
+  record no progress.
+- The memory lives as long as the session's call; a full request (epoch 0) starts it afresh and
+  a forgotten partition leaves it, so it holds at most the session's partitions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from replog.replication.leader_state import PartitionLeaderState
+from replog.replication.messages import (
+    FetchPartition,
+    FetchPartitionResult,
+    FetchRequest,
+    IsolationLevel,
+)
+from replog.server.partition import Partition
+from replog.storage.log import Log
+
+TopicPartition = tuple[str, int]
+# A request's (replica id, replica epoch, isolation level): who asked, and how.
+Asker = tuple[int, int, IsolationLevel]
+
+
+def asker_of(request: FetchRequest) -> Asker:
+    return (request.replica_id, request.replica_epoch, request.isolation_level)
+
+
+@dataclass(frozen=True, slots=True)
+class EmptyRead:
+    """One kept read (module Rules) and what it depended on."""
+
+    entry: FetchPartition
+    asker: Asker
+    partition: Partition
+    log: Log
+    leader_state: PartitionLeaderState
+    inputs: tuple[object, ...]
+    log_end_offset: int
+    log_start_offset: int
+    result: FetchPartitionResult
+
+
+class RepeatReads:
+    """One session's kept reads, by topic-partition; each answers only its own asker."""
+
+    __slots__ = ("_reads",)
+
+    def __init__(self) -> None:
+        self._reads: dict[TopicPartition, EmptyRead] = {}
+
+    def __len__(self) -> int:
+        return len(self._reads)
+
+    def answer(
+        self,
+        entry: FetchPartition,
+        partitions: Mapping[TopicPartition, Partition],
+        asker: Asker,
+        now_ms: int,
+    ) -> FetchPartitionResult | None:
+        """The kept answer for `entry` if its read still holds (module Rules), a follower's
+        fetch recorded; None when the entry must be read in full."""
+        key = (entry.topic, entry.partition)
+        kept = self._reads.get(key)
+        if kept is None:
+            return None
+        if kept.entry is not entry or not _holds(kept, key, partitions, asker, now_ms):
+            # Dropped, so that nothing stale lingers: the full read that follows keeps a new
+            # one if it finds nothing again.
+            del self._reads[key]
+            return None
+        return kept.result
+
+    def keep(self, read: EmptyRead) -> None:
+        self._reads[(read.entry.topic, read.entry.partition)] = read
+
+    def forget(self, keys: Iterable[TopicPartition]) -> None:
+        """The session dropped these partitions."""
+        for key in keys:
+            self._reads.pop(key, None)
+
+    def clear(self) -> None:
+        """A full request started the session afresh."""
+        self._reads.clear()
+
+
+def _holds(
+    kept: EmptyRead,
+    key: TopicPartition,
+    partitions: Mapping[TopicPartition, Partition],
+    asker: Asker,
+    now_ms: int,
+) -> bool:
+    """Whether nothing `kept` read has changed (module Rules); for a follower, its fetch is
+    then recorded."""
+    partition = kept.partition
+    leader_state = kept.leader_state
+    plog = kept.log
+    if (
+        partitions.get(key) is not partition
+        or partition.leader_state is not leader_state
+        or partition.log is not plog
+        or plog.log_end_offset != kept.log_end_offset
+        or plog.log_start_offset != kept.log_start_offset
+        or leader_state.fetch_inputs() != kept.inputs
+        or kept.asker != asker
+    ):
+        return False
+    replica_id = asker[0]
+    entry = kept.entry
+    return replica_id < 0 or leader_state.repeat_follower_fetch(
+        replica_id=replica_id,
+        broker_epoch=asker[1],
+        fetch_offset=entry.fetch_offset,
+        log_start_offset=entry.log_start_offset,
+        leader_log_end_offset=kept.log_end_offset,
+        now_ms=now_ms,
+    )

@@ -420,9 +420,11 @@ class PartitionLeaderState:
         when the follower's log end offset stays put: equal values mean that the same fetch
         would be answered and recorded the same way (`repeat_follower_fetch`). (The config
         is read only when the HW is re-evaluated, and a change of it that moves the HW shows
-        in the HW. In KRaft the partition epoch moves with every ISR or leader epoch change;
-        those are listed too, as the fetch reads them.) Eligibility and the tuples are
-        replaced, never mutated, so they compare by identity first."""
+        in the HW. The leader epoch start offset and the log's leader epoch cache move only
+        with the leader epoch or the log end offset. In KRaft the partition epoch moves with
+        every ISR or leader epoch change; those are listed too, as the fetch reads them.)
+        Eligibility and the tuples are replaced, never mutated, so they compare by identity
+        first."""
         return (
             self._leader_epoch,
             self._partition_epoch,

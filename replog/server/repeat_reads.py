@@ -18,9 +18,11 @@ Rules:
   changed: the partition object (a re-created topic makes a new one), its log and leader-state
   objects (a new leadership makes a new leader state), the leader state's `fetch_inputs()`
   (leader epoch, partition epoch, ISR, pending ISR change, eligibility, replicas, HW) and the
-  log's end and start offsets. Those are all that the checks, the bound and the answer read, so
-  the full read would answer the same. A changed entry is a new object (the session replaces
-  it), so it reads in full. A kept read that no longer holds is dropped at once.
+  log's end and start offsets. Those are all that the checks, the bound and the answer read
+  (the leader epoch cache of the diverging-epoch check moves only with the leader epoch or the
+  log end offset), so the full read would answer the same. A changed entry is a new object
+  (the session replaces it), so it reads in full. A kept read that no longer holds is dropped
+  at once.
 - A follower's reused read still records the fetch, as every fetch does in Kafka (§6.2: the last
   fetch time, and the last caught-up time while at the leader's log end offset), through
   `PartitionLeaderState.repeat_follower_fetch`; when that declines (another fetch of the same

@@ -2,8 +2,9 @@
 replication rules can see.
 
 The main check is differential: two identical clusters go through the same random steps
-(appends, follower and consumer fetch rounds on sessions, partitions dropped and fetched
-again, answers cut short by max_bytes, sessions restarted, time passing with ISR shrinks and
+(appends, follower and consumer fetch rounds on sessions, consumer fetches that wait in the
+purgatory and are woken or expire, partitions dropped and fetched again, answers cut short by
+max_bytes, sessions restarted, time passing with ISR shrinks and
 expansions accepted or refused, DeleteRecords, new leader epochs, a follower fenced and
 unfenced, min.insync.replicas changes), one leader serving its sessions with kept reads and
 the other without. At every step both must give the same answers and the same follower
@@ -12,6 +13,7 @@ progress (§6.2), HW and ISR.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -89,7 +91,8 @@ class Fetcher:
         self.repeats = CountedRepeatReads() if self.keep_reads else None
 
     async def round(self, request: FetchRequest) -> FetchResponse:
-        sent = self.session.to_send(replace(request, max_wait_ms=0))
+        """One request answered; it waits in the purgatory only if `request` says so."""
+        sent = self.session.to_send(request)
         return await self.service._fetch(
             codec.fetch_request_to_proto(sent),
             _Context(),  # type: ignore[arg-type]
@@ -124,17 +127,30 @@ class Cluster:
         request = follower.rm.build_follower_fetch(1, now_ms)
         if request is None:
             return None
-        answer = await self.fetchers[broker_id].round(request)
+        answer = await self.fetchers[broker_id].round(replace(request, max_wait_ms=0))
         follower.rm.process_follower_fetch(1, request, answer, now_ms)
         return _seen(answer)
 
-    async def consumer_round(self, partitions: list[int], max_bytes: int) -> Any:
+    async def consumer_round(
+        self, partitions: list[int], max_bytes: int, wake: int | None = None
+    ) -> Any:
+        """A consumer round; with `wake`, the fetch waits in the purgatory while the leader
+        appends to partition `wake`, and expires if that did not answer it."""
         # A small max_bytes leaves later partitions empty although they have records.
         request = FetchRequest(
             tuple(FetchPartition("t", p, self.positions[p]) for p in partitions),
             max_bytes=max_bytes,
+            max_wait_ms=0 if wake is None else 100,
         )
-        answer = await self.fetchers[-1].round(request)
+        fetch = asyncio.ensure_future(self.fetchers[-1].round(request))
+        if wake is not None:
+            await asyncio.sleep(0)  # parked
+            await produce(self.leader, batch(1, tag=-1), partition=wake)
+            await asyncio.sleep(0)
+            if not fetch.done():
+                self.leader.rm.tick(self.clock.advance(200))
+        async with asyncio.timeout(5):
+            answer = await fetch
         for result in answer.partitions:
             if result.records:
                 self.positions[result.partition] = batch_offsets(result.records)[-1][1] + 1
@@ -191,7 +207,7 @@ async def _step(cluster: Cluster, step: tuple[Any, ...]) -> Any:
     if kind == "follower":
         return await cluster.follower_round(step[1])
     if kind == "consumer":
-        return await cluster.consumer_round(step[1], step[2])
+        return await cluster.consumer_round(*step[1:])
     if kind == "restart":
         cluster.fetchers[step[1]].restart()
         return None
@@ -232,7 +248,8 @@ def _random_steps(rng: random.Random, count: int) -> list[tuple[Any, ...]]:
             step = ("follower", steps_follower)
         elif roll < 0.75:
             partitions = [p for p in range(PARTITIONS) if rng.random() < 0.8]
-            step = ("consumer", partitions or [0], rng.choice([1, 100, 50 << 20]))
+            wake = rng.randrange(PARTITIONS) if rng.random() < 0.25 else None
+            step = ("consumer", partitions or [0], rng.choice([1, 100, 50 << 20]), wake)
         elif roll < 0.83:
             step = ("time", rng.choice([1, 50, 16_000, 31_000]), rng.random() < 0.7)
         elif roll < 0.87:

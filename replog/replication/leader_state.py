@@ -445,16 +445,18 @@ class PartitionLeaderState:
         leader_log_end_offset: int,
         now_ms: int,
     ) -> bool:
-        """Record a follower fetch that repeats one `on_follower_fetch` answered with nothing
-        moved, with `fetch_inputs()` and the leader log end offset unchanged since; False (and
-        nothing recorded) when the follower's progress is no longer what that fetch left
-        (another fetch of the same replica came between): take `on_follower_fetch` then.
+        """Record a follower fetch that repeats one `on_follower_fetch` took without moving
+        the HW, with `fetch_inputs()` (taken after that call) and the leader log end offset
+        unchanged since; False (and nothing recorded) when the follower's progress is no longer
+        what that fetch left (another fetch of the same replica came between): take
+        `on_follower_fetch` then.
 
         Why this is `on_follower_fetch` for such a fetch: its checks see the same inputs and
         pass again; the §6.2 update moves only T (and C, while the follower is at the leader's
-        log end offset); the ISR expansion check has the same inputs and no time condition, so
-        it finds nothing again; the follower's log end and start offsets do not change, so the
-        HW is not re-evaluated and no log start offset moved.
+        log end offset); the ISR expansion check has the same inputs (an expansion that fetch
+        started is pending now) and no time condition, so it finds nothing to do; the
+        follower's log end and start offsets do not change, so the HW is not re-evaluated and
+        no log start offset moved.
         """
         progress = self._progress.get(replica_id)
         if (

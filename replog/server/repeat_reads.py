@@ -12,7 +12,9 @@ Rules:
 - A read is kept only when it was a fetch's initial read that found nothing to read (the fetch
   offset at or past the bound: a follower's at the leader's log end offset, a consumer's at the
   high watermark), with no error and no diverging epoch, and, for a follower, whose progress
-  update moved nothing (no HW move, no ISR change, no new follower log start offset).
+  update did not move the HW (the answer holds the HW from before it, §6.1). What the update
+  did move otherwise (a pending ISR expansion, the follower's log start offset) is in the
+  state captured after it, so a repeat finds nothing to do again, as the full read would.
 - The next initial read of the same entry object in the same session, by the same asker
   (replica id, replica epoch, isolation level), reuses it only while nothing it depended on
   changed: the partition object (a re-created topic makes a new one), its log and leader-state
@@ -103,8 +105,30 @@ class RepeatReads:
             return None
         return kept.result
 
-    def keep(self, read: EmptyRead) -> None:
-        self._reads[(read.entry.topic, read.entry.partition)] = read
+    def keep(
+        self,
+        entry: FetchPartition,
+        asker: Asker,
+        partition: Partition,
+        log_end_offset: int,
+        log_start_offset: int,
+        result: FetchPartitionResult,
+    ) -> None:
+        """Keep `result`, the read of `entry` that found nothing (module Rules), with what it
+        depended on: the log offsets the read took and the partition's objects and inputs."""
+        leader_state = partition.leader_state
+        assert leader_state is not None, "only a leader's reads are kept"
+        self._reads[(entry.topic, entry.partition)] = EmptyRead(
+            entry,
+            asker,
+            partition,
+            partition.log,
+            leader_state,
+            leader_state.fetch_inputs(),
+            log_end_offset,
+            log_start_offset,
+            result,
+        )
 
     def forget(self, keys: Iterable[TopicPartition]) -> None:
         """The session dropped these partitions."""

@@ -139,7 +139,7 @@ from replog.server.producer_state_loader import (
     ProducerExpiry,
     preload_producer_tables,
 )
-from replog.server.repeat_reads import EmptyRead, RepeatReads, asker_of
+from replog.server.repeat_reads import RepeatReads, asker_of
 from replog.server.replica_manager_config import ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
@@ -766,7 +766,7 @@ class ReplicaManager:
     ) -> tuple[FetchPartitionResult, bool]:
         """The entry's result, and whether this read then moved the partition's HW (only an
         initial follower read records progress, §6.1). A read that found nothing to read and
-        moved nothing goes into `repeats` (`repeat_reads` Rules)."""
+        did not move the HW goes into `repeats` (`repeat_reads` Rules)."""
         partition = self._leader_partition(entry.topic, entry.partition, entry.topic_id)
         leader_state = partition.leader_state
         assert leader_state is not None
@@ -834,26 +834,13 @@ class ReplicaManager:
                 self._mark_isr_dirty(partition.key)
             if update.high_watermark_moved:
                 self._on_high_watermark_moved(partition)
-                return result, True
+                return result, True  # its answer holds the HW from before: not kept
             if update.follower_log_start_offset_moved:
                 # The follower's log start offset may have lifted the low watermark (§8.2).
                 self._wake(partition.key, produce=False, fetch=False)
-                return result, False
-            if update.isr_change is not None:
-                return result, False
         if repeats is not None and not records and entry.fetch_offset >= bound:
             repeats.keep(
-                EmptyRead(
-                    entry,
-                    asker_of(request),
-                    partition,
-                    plog,
-                    leader_state,
-                    leader_state.fetch_inputs(),
-                    log_end_offset,
-                    log_start_offset,
-                    result,
-                )
+                entry, asker_of(request), partition, log_end_offset, log_start_offset, result
             )
         return result, False
 

@@ -336,14 +336,25 @@ class PartitionLeaderState:
         new_leader_epoch = registration.leader_epoch > self._leader_epoch
         self._set_replicas(tuple(registration.replicas))
         if new_leader_epoch:
+            # Only the next epoch is surely this broker's own again. Past a skipped one (this
+            # broker missed metadata) another leader may have led, and a follower may have
+            # truncated under it: its log end offset from before would count towards the HW
+            # with records it no longer has (found by tests/replication/test_random_faults.py;
+            # Kafka keeps the offsets on any re-election, §6.2). Forget them, as a new leader.
+            epoch_skipped = registration.leader_epoch > self._leader_epoch + 1
             self._leader_epoch = registration.leader_epoch
             self._leader_epoch_start_offset = leader_log_end_offset
             for broker_id, progress in self._progress.items():
-                progress.reset_for_new_leader_epoch(
-                    in_isr=broker_id in registration.isr,
-                    leader_epoch_start_offset=leader_log_end_offset,
-                    now_ms=now_ms,
-                )
+                if epoch_skipped:
+                    progress.reset_for_new_leadership(
+                        in_isr=broker_id in registration.isr, now_ms=now_ms
+                    )
+                else:
+                    progress.reset_for_new_leader_epoch(
+                        in_isr=broker_id in registration.isr,
+                        leader_epoch_start_offset=leader_log_end_offset,
+                        now_ms=now_ms,
+                    )
         if new_leader_epoch or registration.partition_epoch > self._partition_epoch:
             # A pending change was based on an older partition epoch: the controller either
             # applied it (this registration shows the result) or will reject it.

@@ -15,7 +15,9 @@ Rules (reference digest §5.4-§5.6, §6.5 "Follower HW"; Kafka's `ReplicaFetche
 - Records are appended verbatim; HW := the leader's HW clamped into the local log; the log start
   follows the leader's, but never past the local HW.
 - A DivergingEpoch truncates by the KIP-101/KIP-279 rule (`offset_truncation_state`), never to
-  the HW, and the next fetch goes at once.
+  the HW, and the next fetch goes at once. A truncation point at or below the leader's log
+  start offset restarts the log at that offset instead (Kafka truncates to it, and then cannot
+  append when DeleteRecords left it inside a batch).
 - OFFSET_OUT_OF_RANGE follows §5.6 with the leader's LEO and log start offset from the answer:
   the leader's LEO below ours truncates to it; the leader's log start past our LEO restarts the
   log there; anything else backs off.
@@ -244,7 +246,10 @@ class FollowerFetchSteps:
         error = result.error
         if error is None and result.diverging_epoch is not None:
             _truncate_on_divergence(
-                partition, result.diverging_epoch.leader_epoch, result.diverging_epoch.end_offset
+                partition,
+                result.diverging_epoch.leader_epoch,
+                result.diverging_epoch.end_offset,
+                result.log_start_offset,
             )
             follower.backoff_until_ms = 0
             return
@@ -295,7 +300,7 @@ class FollowerFetchSteps:
 
 
 def _truncate_on_divergence(
-    partition: Partition, leader_epoch: int, leader_end_offset: int
+    partition: Partition, leader_epoch: int, leader_end_offset: int, leader_log_start_offset: int
 ) -> None:
     plog = partition.log
     cache = plog.leader_epoch_cache
@@ -313,6 +318,22 @@ def _truncate_on_divergence(
         follower_log_end_offset=plog.log_end_offset,
         initial_fetch_offset=plog.high_watermark,
     )
+    if leader_log_start_offset >= 0 and state.offset <= leader_log_start_offset:
+        # Nothing of ours is wanted: from the truncation point on we diverge, and below the
+        # leader's log start it deleted everything. Truncating to that offset would also
+        # strand us when DeleteRecords left it inside a batch: the leader answers a fetch
+        # there with the whole batch, from its base below our LEO, and only an empty log may
+        # take that (found by tests/replication/test_random_faults.py).
+        log.info(
+            "%s: diverging epoch %d ends at %d, at or below the leader's log start %d; "
+            "restarting the log there",
+            partition.name,
+            leader_epoch,
+            leader_end_offset,
+            leader_log_start_offset,
+        )
+        partition.truncate_fully_and_start_at(leader_log_start_offset)
+        return
     if state.offset < plog.high_watermark:
         log.warning(
             "%s: truncating to %d, below the high watermark %d (diverging epoch %d@%d)",

@@ -65,6 +65,9 @@ from replog.record import BatchOptions, RecordBatch, build_batch, iter_frames, r
 from replog.replication.leader_state import IsrChange
 from replog.replication.messages import (
     ACKS_ALL,
+    DeleteRecordsPartition,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
     FetchPartition,
     FetchRequest,
     FetchResponse,
@@ -198,7 +201,7 @@ class Cluster:
         self.ledger = Ledger()
         self.topic_ids: dict[str, UUID] = {}
         self._next_broker_epoch = 100
-        self._tasks: dict[int, list[asyncio.Task[ProducePartitionResult]]] = {}
+        self._tasks: dict[int, list[asyncio.Task[Any]]] = {}
         overrides = broker_overrides or {}
         for broker_id in broker_ids:
             config = ReplicaManagerConfig(
@@ -618,6 +621,18 @@ class Cluster:
             return result
 
         task = asyncio.ensure_future(run())
+        self._tasks.setdefault(broker_id, []).append(task)
+        return task
+
+    def start_delete_records(
+        self, broker_id: int, topic: str, offset: int, *, timeout_ms: int = 30_000
+    ) -> asyncio.Task[DeleteRecordsResponse]:
+        """DeleteRecords below `offset` on `broker_id`, answered when the low watermark
+        reaches it; cancelled, like a produce, if that broker crashes first."""
+        request = DeleteRecordsRequest(
+            (DeleteRecordsPartition(topic, 0, offset),), timeout_ms=timeout_ms
+        )
+        task = asyncio.ensure_future(self.rm(broker_id).delete_records(request))
         self._tasks.setdefault(broker_id, []).append(task)
         return task
 

@@ -678,6 +678,31 @@ def test_a_new_leader_epoch_resets_followers_as_already_leader() -> None:
     assert fresh_progress is not None and fresh_progress.log_end_offset == -1
 
 
+def test_a_leader_epoch_past_the_next_forgets_followers_as_a_new_leader() -> None:
+    # Epoch 6 may have had another leader, under which 2 truncated below 100: its old LEO
+    # must not hold up (or let through) the HW (tests/replication/test_found_by_simulation.py).
+    state = make_leader(isr=(1, 2, 3), leo=100, hw=80)
+    fetch(state, 2, 100, leo=100, now=NOW + 1, broker_epoch=7)
+    fetch(state, 3, 90, leo=100, now=NOW + 2, broker_epoch=8)
+    assert state.high_watermark == 90
+    state.update_registration(
+        registration(isr=(1, 2, 3), leader_epoch=7, partition_epoch=12),
+        leader_log_end_offset=100,
+        now_ms=NOW + 100,
+    )
+    assert state.leader_epoch == 7 and state.leader_epoch_start_offset == 100
+    for follower in (2, 3):
+        progress = state.progress(follower)
+        assert progress is not None
+        assert (progress.log_end_offset, progress.broker_epoch) == (-1, -1)
+        assert progress.last_caught_up_time_ms == NOW + 100  # in the ISR: the lag starts now
+    # 3 alone at 100 no longer moves the HW: 2's offset is unknown until it fetches.
+    assert not fetch(state, 3, 100, leo=100, now=NOW + 101).high_watermark_moved
+    assert state.high_watermark == 90
+    assert fetch(state, 2, 100, leo=100, now=NOW + 102).high_watermark_moved
+    assert state.high_watermark == 100
+
+
 def test_a_new_leader_epoch_clears_a_pending_change_and_raises_the_epoch_start() -> None:
     state = make_leader(replicas=(1, 2, 3), isr=(1, 2), leo=100, hw=100)
     change = fetch(state, 3, 100, leo=100).isr_change

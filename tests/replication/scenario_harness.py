@@ -245,6 +245,9 @@ class Cluster:
             broker.config,
             broker.log_manager,
             clock=self.clock,
+            # Record timestamps come from this clock too: producer-id expiry must compare
+            # them with it, not with the wall clock (which would expire every producer).
+            wall_clock=self.clock,
             broker_epoch=lambda: self.broker_epoch(broker_id),
         )
 

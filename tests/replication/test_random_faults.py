@@ -6,8 +6,12 @@ every step.
 The scenario tests (`test_scenarios_kafka.py`) replay the reference digest's §10 scripts; this
 file looks for the sequences nobody scripted. Each seed drives `scenario_harness.Cluster` (real
 ReplicaManagers over real logs; the harness plays controller, network and clock) through
-`STEPS` random steps on one topic (RF 3, min.insync.replicas 2, clean elections only), then
-heals every fault and lets replication settle.
+`STEPS` random steps on two topics (RF 3, min.insync.replicas 2, clean elections only, led by
+different brokers), then heals every fault and lets replication settle. One topic takes plain
+produces (acks=all and acks=1) and DeleteRecords; the other takes the batches of one idempotent
+producer, one in flight at a time, each retried with the same sequences after any retriable
+error or dropped call until it is acknowledged (Kafka's producer with
+`max.in.flight.requests.per.connection` = 1).
 
 Faults, and the controller's answers to them:
 - kill -9 of a broker (the page cache survives); the controller fences it a few steps later
@@ -38,9 +42,13 @@ Invariants, after every step:
   leader epoch;
 - a consumer (reading from the leader, its current leader epoch named) never receives a record
   at or above the answer's HW, and what any consumer read at an offset never changes;
-- no two acknowledged writes share an offset.
-After the settle: all three replicas are in the ISR with the same log, holding every
-acknowledged record and everything a consumer read (above the log start offset).
+- no two acknowledged writes share an offset, and the idempotent producer's batches fail only
+  with retriable errors (never OUT_OF_ORDER_SEQUENCE_NUMBER).
+After the settle: all three replicas are in every ISR with the same logs, holding every
+acknowledged record and everything a consumer read (above the log start offset), and the
+idempotent producer's batches are each in the log exactly once, in sequence order, with no
+sequence missing: retries of a batch that was appended but not answered are de-duplicated,
+through leader changes, truncations and rebuilt producer state.
 
 It found two faults, both now fixed and replayed step by step in
 `test_found_by_simulation.py`: a leader re-elected past a missed epoch counting a follower's
@@ -60,6 +68,12 @@ import pytest
 from scenario_harness import Cluster
 
 from quorum.metadata.records import NO_LEADER
+from replog.errors import (
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    RequestTimedOutError,
+)
 from replog.record import RecordBatch, iter_frames
 from replog.replication.messages import (
     ACKS_ALL,
@@ -68,17 +82,37 @@ from replog.replication.messages import (
 )
 from replog.storage.log_config import LogConfig
 
-T = "events"
+T = "events"  # plain produces (acks=all and acks=1) and DeleteRecords
+IDEM = "ledger"  # one idempotent producer, one batch in flight, retried until acked
+TOPICS = (T, IDEM)
 BROKERS = (1, 2, 3)
 SEEDS = range(24)
 STEPS = 400
 LAG_MS = 1_000
+PRODUCER_ID = 4_000
 # Rounds to catch up after healing: the slow broker fetches one batch per round.
 SETTLE_ROUNDS = 2 * STEPS
 SMALL_SEGMENT_BYTES = 1_024
 # A batch's base offset and length (64 bytes), with nothing after them.
 TORN_HEADER = (7).to_bytes(8, "big") + (64).to_bytes(4, "big")
 ONE_BATCH_PER_FETCH = {"replica_fetch_max_bytes": 1, "replica_fetch_response_max_bytes": 1}
+# What a retry may follow: the leader moved or died, or replication did not finish in time.
+RETRIABLE = (
+    NotLeaderOrFollowerError,
+    RequestTimedOutError,
+    NotEnoughReplicasError,
+    NotEnoughReplicasAfterAppendError,
+)
+
+
+@dataclass
+class InFlight:
+    """The idempotent producer's batch: sequences [sequence, sequence + len(values))."""
+
+    sequence: int
+    values: list[bytes]
+    task: asyncio.Task[ProducePartitionResult] | None = None  # None: to be sent (again)
+    attempts: int = 0
 
 
 @dataclass
@@ -89,13 +123,19 @@ class Sim:
     rng: random.Random
     crashed: set[int] = field(default_factory=set)  # down, not yet fenced by the controller
     fenced: set[int] = field(default_factory=set)  # down and fenced: may restart
-    power_failed: int | None = None  # lost its page cache; not back in the ISR yet
+    power_failed: int | None = None  # lost its page cache; not back in every ISR yet
     tasks: list[tuple[asyncio.Task[ProducePartitionResult], int, list[bytes]]] = field(
         default_factory=list
     )
-    acked: dict[int, bytes] = field(default_factory=dict)  # offset -> value (acks=all)
-    seen: dict[int, bytes | None] = field(default_factory=dict)  # offset -> value (consumers)
-    leader_hw: dict[tuple[int, int], int] = field(default_factory=dict)  # (broker, epoch) -> HW
+    in_flight: InFlight | None = None
+    next_sequence: int = 0
+    # Per topic: offset -> value acknowledged (acks=all), and read by consumers.
+    acked: dict[str, dict[int, bytes]] = field(default_factory=lambda: {t: {} for t in TOPICS})
+    seen: dict[str, dict[int, bytes | None]] = field(
+        default_factory=lambda: {t: {} for t in TOPICS}
+    )
+    # (topic, broker, leader epoch) -> the last HW seen there.
+    leader_hw: dict[tuple[str, int, int], int] = field(default_factory=dict)
     trace: list[str] = field(default_factory=list)
     next_value: int = 0
     counts: dict[str, int] = field(default_factory=dict)
@@ -105,17 +145,26 @@ class Sim:
     def alive(self) -> list[int]:
         return self.c.alive_ids()
 
-    def leader(self) -> int:
-        return self.c.partition(T).leader
+    def live_leader(self, topic: str) -> int | None:
+        leader = self.c.partition(topic).leader
+        return leader if leader != NO_LEADER and self.c.brokers[leader].alive else None
 
     def fragile(self) -> bool:
-        """A power-failed replica is still out of the ISR: no second fault now (module doc)."""
-        if self.power_failed is None:
+        """A power-failed replica is not back in every ISR: no second fault now (module doc).
+        Until the controller fences it, a dead broker is still listed in the ISRs: back means
+        restarted (which needs the fence, which takes it out) and in them again."""
+        broker = self.power_failed
+        if broker is None:
             return False
-        if self.power_failed in self.c.partition(T).isr:
+        if self.c.brokers[broker].alive and all(broker in self.c.partition(t).isr for t in TOPICS):
             self.power_failed = None
             return False
         return True
+
+    def new_values(self, count: int) -> list[bytes]:
+        values = [f"v{self.next_value + i}".encode() for i in range(count)]
+        self.next_value += count
+        return values
 
     def note(self, what: str) -> None:
         self.trace.append(what)
@@ -125,17 +174,40 @@ class Sim:
     # --- steps ----------------------------------------------------------------------------
 
     def produce(self) -> None:
-        leader = self.leader()
-        if leader == NO_LEADER or not self.c.brokers[leader].alive:
+        leader = self.live_leader(T)
+        if leader is None:
             return
         acks = ACKS_ALL if self.rng.random() < 0.85 else ACKS_LEADER
-        count = self.rng.randint(1, 3)
-        values = [f"v{self.next_value + i}".encode() for i in range(count)]
-        self.next_value += count
+        values = self.new_values(self.rng.randint(1, 3))
         timeout_ms = self.rng.choice((300, 1_000, 5_000))
         task = self.c.start_produce(leader, T, values, acks=acks, timeout_ms=timeout_ms)
         self.tasks.append((task, acks, values))
         self.note(f"produce acks={acks} {len(values)} to {leader}")
+
+    def produce_idempotent(self) -> None:
+        """The next batch, or the retry of the last one (same sequences, same values), as
+        Kafka's idempotent producer with max.in.flight.requests.per.connection = 1."""
+        leader = self.live_leader(IDEM)
+        flight = self.in_flight
+        if leader is None or (flight is not None and flight.task is not None):
+            return
+        if flight is None:
+            flight = InFlight(self.next_sequence, self.new_values(self.rng.randint(1, 3)))
+            self.next_sequence += len(flight.values)
+            self.in_flight = flight
+        flight.attempts += 1
+        flight.task = self.c.start_produce(
+            leader,
+            IDEM,
+            flight.values,
+            timeout_ms=self.rng.choice((300, 1_000, 5_000)),
+            batch_options={
+                "producer_id": PRODUCER_ID,
+                "producer_epoch": 0,
+                "base_sequence": flight.sequence,
+            },
+        )
+        self.note(f"produce-idempotent seq={flight.sequence} try={flight.attempts} to {leader}")
 
     async def fetch(self) -> None:
         followers = [b for b in self.alive() if self.c.rm(b).fetch_sources()]
@@ -152,7 +224,7 @@ class Sim:
 
     def answer_isr(self) -> None:
         committed = self.c.answer_isr_changes()
-        self.note(f"isr answered {committed} isr={list(self.c.partition(T).isr)}")
+        self.note(f"isr answered {committed}")
 
     def advance(self) -> None:
         ms = self.rng.choice((1, 10, 50, 100, 200)) if self.rng.random() < 0.9 else LAG_MS // 2
@@ -168,23 +240,24 @@ class Sim:
         if len(candidates) < len(BROKERS) and self.rng.random() < 0.7:
             return  # a second broker down at once, but less often
         broker = self.rng.choice(candidates)
-        registration = self.c.partition(T)
         others_ready = all(
             b in self.alive()
-            and b in registration.isr
             and b not in self.c.isolated
             and b not in self.c.held_back
+            and all(b in self.c.partition(t).isr for t in TOPICS)
             for b in BROKERS
             if b != broker
         )
         if others_ready and self.rng.random() < 0.3:
-            log = self.c.log(broker, T)
-            cut = self.rng.randint(log.log_start_offset, log.log_end_offset)
+            cuts = {}
+            for topic in TOPICS:
+                log = self.c.log(broker, topic)
+                cuts[topic] = self.rng.randint(log.log_start_offset, log.log_end_offset)
             # Half the time a batch header whose body never reached the disk.
-            torn = {T: TORN_HEADER} if cut % 2 else None
-            self.c.crash(broker, cut_to_offset={T: cut}, torn_tail=torn)
+            torn = {T: TORN_HEADER} if cuts[T] % 2 else None
+            self.c.crash(broker, cut_to_offset=cuts, torn_tail=torn)
             self.power_failed = broker
-            self.note(f"power-failure {broker} from offset {cut} torn={bool(torn)}")
+            self.note(f"power-failure {broker} from offsets {cuts} torn={bool(torn)}")
         else:
             self.c.crash(broker)
             self.note(f"crash {broker}")
@@ -197,8 +270,7 @@ class Sim:
         self.crashed.discard(broker)
         self.fenced.add(broker)
         self.c.fence(broker)
-        registration = self.c.partition(T)
-        self.note(f"fence {broker} leader={registration.leader} isr={list(registration.isr)}")
+        self.note(f"fence {broker}")
 
     def restart(self) -> None:
         if not self.fenced:
@@ -207,7 +279,7 @@ class Sim:
         self.fenced.discard(broker)
         self.c.held_back.discard(broker)  # a new incarnation reads the metadata log afresh
         self.c.restart(broker)
-        self.note(f"restart {broker} leader={self.leader()}")
+        self.note(f"restart {broker}")
 
     def isolate(self) -> None:
         if self.c.isolated or self.fragile():
@@ -236,7 +308,8 @@ class Sim:
             self.note(f"metadata caught-up {broker}")
 
     def elect(self) -> None:
-        registration = self.c.partition(T)
+        topic = self.rng.choice(TOPICS)
+        registration = self.c.partition(topic)
         candidates = [
             b
             for b in registration.isr
@@ -245,32 +318,36 @@ class Sim:
         if not candidates:
             return
         leader = self.rng.choice(candidates)
-        self.c.elect(T, leader)
-        self.note(f"elect {leader} epoch={self.c.partition(T).leader_epoch}")
+        self.c.elect(topic, leader)
+        self.note(f"elect {topic} {leader} epoch={self.c.partition(topic).leader_epoch}")
 
     async def consume(self) -> None:
-        registration = self.c.partition(T)
-        leader = registration.leader
-        if leader == NO_LEADER or not self.c.brokers[leader].alive:
+        topic = self.rng.choice(TOPICS)
+        leader = self.live_leader(topic)
+        if leader is None:
             return
-        log = self.c.log(leader, T)
+        log = self.c.log(leader, topic)
         offset = self.rng.randint(log.log_start_offset, log.high_watermark)
         result = await self.c.consumer_fetch(
-            leader, T, offset, leader_epoch=registration.leader_epoch
+            leader, topic, offset, leader_epoch=self.c.partition(topic).leader_epoch
         )
-        self.note(f"consume {leader}@{offset} error={type(result.error).__name__}")
+        self.note(f"consume {topic} {leader}@{offset} error={type(result.error).__name__}")
         if result.error is not None:
             return
+        seen = self.seen[topic]
         for offset_seen, value in records_of(result.records):
             assert offset_seen < result.high_watermark, (
-                f"consumer got offset {offset_seen} at or above the HW {result.high_watermark}"
+                f"{topic}: consumer got offset {offset_seen} at or above the HW "
+                f"{result.high_watermark}"
             )
-            before = self.seen.setdefault(offset_seen, value)
-            assert before == value, f"offset {offset_seen} read as {value!r}, earlier as {before!r}"
+            before = seen.setdefault(offset_seen, value)
+            assert before == value, (
+                f"{topic}: offset {offset_seen} read as {value!r}, earlier as {before!r}"
+            )
 
     def delete_records(self) -> None:
-        leader = self.leader()
-        if leader == NO_LEADER or not self.c.brokers[leader].alive:
+        leader = self.live_leader(T)
+        if leader is None:
             return
         log = self.c.log(leader, T)
         offset = self.rng.randint(log.log_start_offset, log.high_watermark)
@@ -279,7 +356,8 @@ class Sim:
 
     async def step(self) -> None:
         actions = (
-            (self.produce, 20),
+            (self.produce, 14),
+            (self.produce_idempotent, 8),
             (self.fetch, 40),
             (self.answer_isr, 8),
             (self.advance, 12),
@@ -304,54 +382,70 @@ class Sim:
 
     # --- invariants -----------------------------------------------------------------------
 
+    def ack(self, topic: str, base_offset: int, values: list[bytes]) -> None:
+        acked = self.acked[topic]
+        for i, value in enumerate(values):
+            offset = base_offset + i
+            assert offset not in acked, (
+                f"{topic}: offset {offset} acknowledged twice: {acked[offset]!r} and {value!r}"
+            )
+            acked[offset] = value
+        self.note(f"acked {topic} {base_offset}+{len(values)}")
+
     def collect(self) -> None:
         """Take the produce answers that came, checking that acked writes never overlap."""
         waiting = []
         for task, acks, values in self.tasks:
             if not task.done():
                 waiting.append((task, acks, values))
-                continue
-            if task.cancelled():
-                continue
-            result = task.result()
-            if result.error is not None or acks != ACKS_ALL:
-                continue
-            for i, value in enumerate(values):
-                offset = result.base_offset + i
-                assert offset not in self.acked, (
-                    f"offset {offset} acknowledged twice: {self.acked[offset]!r} and {value!r}"
-                )
-                self.acked[offset] = value
-            self.note(f"acked {result.base_offset}+{len(values)}")
+            elif not task.cancelled() and task.result().error is None and acks == ACKS_ALL:
+                self.ack(T, task.result().base_offset, values)
         self.tasks = waiting
+        flight = self.in_flight
+        if flight is None or flight.task is None or not flight.task.done():
+            return
+        # A crash of the leader cancels the call: the producer saw the connection drop.
+        result = None if flight.task.cancelled() else flight.task.result()
+        if result is not None and result.error is None:
+            self.ack(IDEM, result.base_offset, flight.values)
+            self.in_flight = None
+            return
+        error = None if result is None else result.error
+        assert error is None or isinstance(error, RETRIABLE), (
+            f"{IDEM}: the idempotent batch at sequence {flight.sequence} failed with {error!r}"
+        )
+        flight.task = None  # send it again
 
     def check(self) -> None:
+        for topic in TOPICS:
+            self.check_topic(topic)
+
+    def check_topic(self, topic: str) -> None:
         c = self.c
-        registration = c.partition(T)
+        registration = c.partition(topic)
         members = {registration.leader, *registration.isr} - {NO_LEADER}
-        records = {b: c.records(b, T) for b in self.alive()}
-        for broker in sorted(members & set(records)):
-            found = records[broker]
-            start = c.log(broker, T).log_start_offset  # DeleteRecords may have removed some
-            for offset, value in self.acked.items():
+        logs = {b: c.log(b, topic) for b in self.alive()}
+        for broker in sorted(members & set(logs)):
+            found = c.records(broker, topic)
+            start = logs[broker].log_start_offset  # DeleteRecords may have removed some
+            for offset, value in self.acked[topic].items():
                 assert offset < start or found.get(offset) == value, (
-                    f"broker {broker} (ISR {list(registration.isr)}, leader "
+                    f"{topic}: broker {broker} (ISR {list(registration.isr)}, leader "
                     f"{registration.leader}) has {found.get(offset)!r} at acked offset {offset}"
                     f" ({value!r})"
                 )
-        logs = {b: c.log(b, T) for b in self.alive()}
         for broker, log in logs.items():
             assert log.log_start_offset <= log.high_watermark <= log.log_end_offset, (
-                f"broker {broker}: start {log.log_start_offset}, HW {log.high_watermark}, "
-                f"LEO {log.log_end_offset}"
+                f"{topic}: broker {broker}: start {log.log_start_offset}, HW "
+                f"{log.high_watermark}, LEO {log.log_end_offset}"
             )
-            partition = c.rm(broker).partition(T, 0)
+            partition = c.rm(broker).partition(topic, 0)
             state = None if partition is None else partition.leader_state
             if state is not None:
-                key = (broker, state.leader_epoch)
+                key = (topic, broker, state.leader_epoch)
                 last = self.leader_hw.get(key, 0)
                 assert state.high_watermark >= last, (
-                    f"leader {broker} in epoch {key[1]}: HW went from {last} to "
+                    f"{topic}: leader {broker} in epoch {key[2]}: HW went from {last} to "
                     f"{state.high_watermark}"
                 )
                 self.leader_hw[key] = state.high_watermark
@@ -360,10 +454,31 @@ class Sim:
             for b in ids[i + 1 :]:
                 end = min(logs[a].high_watermark, logs[b].high_watermark)
                 start = max(logs[a].log_start_offset, logs[b].log_start_offset)
-                assert c.batches(a, T, start, end) == c.batches(b, T, start, end), (
-                    f"brokers {a} and {b} differ below offset {end} (their HWs "
+                assert c.batches(a, topic, start, end) == c.batches(b, topic, start, end), (
+                    f"{topic}: brokers {a} and {b} differ below offset {end} (their HWs "
                     f"{logs[a].high_watermark}, {logs[b].high_watermark})"
                 )
+
+    def check_exactly_once(self) -> None:
+        """The idempotent producer's batches are in the log once each, in sequence order,
+        every sequence it sent, at the offsets it was told."""
+        leader = self.live_leader(IDEM)
+        assert leader is not None
+        log = self.c.log(leader, IDEM)
+        expected = 0
+        for _, data in log.read_batches(log.log_start_offset):
+            header = RecordBatch.parse(data).header
+            if header.producer_id != PRODUCER_ID:
+                continue
+            assert header.base_sequence == expected, (
+                f"{IDEM}: batch at offset {header.base_offset} has sequence "
+                f"{header.base_sequence}, expected {expected} (a duplicate or a gap)"
+            )
+            expected = header.base_sequence + header.last_offset_delta + 1
+        assert expected == self.next_sequence, (
+            f"{IDEM}: the log ends at sequence {expected}; the producer sent up to "
+            f"{self.next_sequence}"
+        )
 
     # --- the end ----------------------------------------------------------------------------
 
@@ -380,27 +495,33 @@ class Sim:
             c.restart(broker)
         self.fenced.clear()
         for _ in range(40):
+            self.produce_idempotent()  # the retry of an unanswered batch, if any
             await c.settle(max_rounds=SETTLE_ROUNDS)
             c.advance(LAG_MS // 4)
             self.collect()
-            if set(c.partition(T).isr) == set(BROKERS) and not self.tasks:
+            full = all(set(c.partition(t).isr) == set(BROKERS) for t in TOPICS)
+            if full and not self.tasks and self.in_flight is None:
                 break
         else:
             raise AssertionError(
-                f"no full ISR after healing: {list(c.partition(T).isr)}, "
-                f"{len(self.tasks)} produces unanswered"
+                f"no full ISR after healing: {[list(c.partition(t).isr) for t in TOPICS]}, "
+                f"{len(self.tasks)} produces unanswered, idempotent batch {self.in_flight}"
             )
         await c.settle(max_rounds=SETTLE_ROUNDS)
         self.check()
-        end = c.assert_identical(T, BROKERS)
-        final = c.records(self.leader(), T)
-        assert c.log(self.leader(), T).high_watermark == end
-        start = c.log(self.leader(), T).log_start_offset
-        for offset, value in self.seen.items():
-            assert offset < start or final.get(offset) == value, (
-                f"a consumer read {value!r} at offset {offset}; the log now has "
-                f"{final.get(offset)!r}"
-            )
+        self.check_exactly_once()
+        for topic in TOPICS:
+            end = c.assert_identical(topic, BROKERS)
+            leader = self.live_leader(topic)
+            assert leader is not None
+            final = c.records(leader, topic)
+            assert c.log(leader, topic).high_watermark == end
+            start = c.log(leader, topic).log_start_offset
+            for offset, value in self.seen[topic].items():
+                assert offset < start or final.get(offset) == value, (
+                    f"{topic}: a consumer read {value!r} at offset {offset}; the log now has "
+                    f"{final.get(offset)!r}"
+                )
 
 
 def records_of(data: bytes) -> list[tuple[int, bytes | None]]:
@@ -431,6 +552,7 @@ async def simulate(root: Path, seed: int, steps: int = STEPS) -> Sim:
         log_config=LogConfig(segment_bytes=segment_bytes, segment_index_bytes=64 * 1024),
     ) as c:
         c.create_topic(T, BROKERS)
+        c.create_topic(IDEM, (2, 3, 1))  # led by another broker
         sim = Sim(c, rng)
         try:
             for _ in range(steps):
@@ -449,6 +571,7 @@ async def test_random_faults_keep_acknowledged_and_committed_records(tmp_path, s
     sim = await simulate(tmp_path, seed)
     # Not vacuous: the run must have acknowledged writes, read them and injected faults.
     counts = sim.counts
-    assert len(sim.acked) >= 5, counts
-    assert len(sim.seen) >= 20, counts
+    assert sum(len(acked) for acked in sim.acked.values()) >= 15, counts
+    assert len(sim.acked[IDEM]) >= 5, counts
+    assert sum(len(seen) for seen in sim.seen.values()) >= 5, counts
     assert counts.get("crash", 0) + counts.get("power-failure", 0) >= 1, counts

@@ -33,10 +33,13 @@ Rules (Kafka's `Partition.scala`; digest §6.2-6.6, §8.2):
   UNKNOWN_TOPIC_ID, INVALID_REQUEST and NEW_LEADER_ELECTED keep the change pending, not to be
   sent again, until a registration with a newer partition epoch or leader epoch settles it.
   Any other failure keeps it pending and asks for it to be sent again.
-- Metadata (`update_registration`): an older partition epoch is ignored. A newer leader epoch
-  (this broker stays leader) resets followers as for "already leader" (§6.2) and moves the
-  leader epoch start offset to the current log end offset. A newer partition epoch, or a new
-  leader epoch, replaces the committed ISR and clears any pending change.
+- Metadata (`update_registration`): an older partition epoch is ignored. The next leader epoch
+  (this broker stays leader) resets followers as for "already leader" (§6.2); a leader epoch
+  further on (this broker missed one, which another broker may have led) resets them as for a
+  new leader, forgetting their log end offsets (a deviation from Kafka, docs/replication.md).
+  Either moves the leader epoch start offset to the current log end offset. A newer
+  partition epoch, or a new leader epoch, replaces the committed ISR and clears any pending
+  change.
 - KIP-704: a leader elected while the partition is RECOVERING treats itself as RECOVERED at
   once (as Kafka's `makeLeader` does) and reports it: `pending_isr_change` is at once a change
   with the same ISR and leader_recovery_state RECOVERED. Every change it sends says RECOVERED.

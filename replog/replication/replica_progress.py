@@ -16,9 +16,10 @@ Rules (Kafka's `Replica.updateFetchStateOrThrow`, `isCaughtUp` and `resetReplica
 - `is_caught_up(L, now, max_lag)` = (follower LEO == L) or (now - C <= max_lag).
 - Becoming leader (`reset_for_new_leadership`): LEO, log start offset and P become unknown
   (-1), T = 0, the broker epoch is forgotten, and C = now for an ISR member, else 0.
-- A new leader epoch while already leader (`reset_for_new_leader_epoch`): LEO, log start
+- The next leader epoch while already leader (`reset_for_new_leader_epoch`): LEO, log start
   offset and broker epoch are kept, P = the new epoch's start offset, and T = C = now for an
-  ISR member, else 0.
+  ISR member, else 0. (A leader epoch further on resets as for becoming leader: the leader
+  state's Rules.)
 
 Theory of operation:
 - C answers "when did this follower last have everything the leader had?" without the leader

@@ -231,13 +231,13 @@ class LeaderMachine(RuleBasedStateMachine):
             assert self.state.pending_isr_change == change
             assert resend == isinstance(error, UnknownServerError)
 
-    @rule(applied=st.booleans(), new_leader_epoch=st.booleans())
-    def metadata(self, applied: bool, new_leader_epoch: bool) -> None:
-        """The controller's image arrives: with or without the pending change applied."""
+    @rule(applied=st.booleans(), epoch_step=st.sampled_from((0, 0, 1, 2)))
+    def metadata(self, applied: bool, epoch_step: int) -> None:
+        """The controller's image arrives: with or without the pending change applied, at the
+        same leader epoch, the next one, or one further on (this broker missed an epoch)."""
         change = self.state.pending_isr_change
         isr = change.new_isr if (applied and change is not None) else self.committed_isr
-        if new_leader_epoch:
-            self.leader_epoch += 1
+        self.leader_epoch += epoch_step
         moved = self.state.update_registration(
             PartitionRegistration(
                 replicas=self.replicas,
@@ -252,7 +252,7 @@ class LeaderMachine(RuleBasedStateMachine):
         self.checker.check_moved(moved, self.state)
         self.committed_isr = isr
         assert self.state.pending_isr_change is None
-        if new_leader_epoch:
+        if epoch_step:
             assert self.state.leader_epoch_start_offset == self.leo
 
     @rule(data=st.data(), min_isr=st.integers(1, 4), change_config=st.booleans())

@@ -11,7 +11,11 @@ The harness plays everything else, step by step and deterministically:
   (`pending_isr_changes` -> `on_isr_change_result`), fences, unfences, elects (clean, forced or
   unclean) with Kafka's KRaft rules of §8.1, without ELR;
 - the network: `deliver_fetch` moves one follower Fetch to its leader and the answer back, and
-  can drop the request or the answer; `isolate` cuts a broker off the data plane;
+  can drop the request or the answer; `isolate` cuts a broker off the data plane. With
+  `fetch_sessions`, each follower fetches from each leader as the real fetcher does: over a
+  FetchStream call's incremental fetch session, served by the leader's `BrokerService` (idle
+  entries answered from kept reads, `repeat_reads`); a failed or dropped exchange, or a
+  crash of either side, ends the call and its session on both sides;
 - the clock: one `FakeClock` for every broker and log manager; nothing moves unless a test
   advances it (`advance` also runs every broker's `tick`);
 - failures: `crash` closes the logs without flushing (no clean-shutdown marker, no checkpoint)
@@ -62,6 +66,7 @@ from replog.errors import (
     KafkaError,
 )
 from replog.record import BatchOptions, RecordBatch, build_batch, iter_frames, read_header
+from replog.replication.fetch_session import FetcherSession, LeaderFetchSession
 from replog.replication.leader_state import IsrChange
 from replog.replication.messages import (
     ACKS_ALL,
@@ -78,6 +83,9 @@ from replog.replication.messages import (
     ProducePartitionResult,
     ProduceRequest,
 )
+from replog.server import broker_codec
+from replog.server.broker_service import BrokerService
+from replog.server.repeat_reads import RepeatReads
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
@@ -126,6 +134,22 @@ class Broker:
     def lm(self) -> LogManager:
         assert self.log_manager is not None, f"broker {self.broker_id} is down"
         return self.log_manager
+
+
+class _NoDeadline:
+    """What `BrokerService._fetch` asks of a gRPC context: no deadline."""
+
+    def time_remaining(self) -> None:
+        return None
+
+
+@dataclass
+class _FetchStream:
+    """One follower's FetchStream call to one leader: both sides of its fetch session."""
+
+    fetcher: FetcherSession = field(default_factory=FetcherSession)
+    leader_session: LeaderFetchSession = field(default_factory=LeaderFetchSession)
+    kept_reads: RepeatReads = field(default_factory=RepeatReads)
 
 
 @dataclass
@@ -189,6 +213,7 @@ class Cluster:
         default_min_insync_replicas: int = 1,
         broker_overrides: dict[int, dict[str, Any]] | None = None,
         log_config: LogConfig | None = None,
+        fetch_sessions: bool = False,
     ) -> None:
         self.root = root
         self.clock = FakeClock()
@@ -202,6 +227,9 @@ class Cluster:
         self.topic_ids: dict[str, UUID] = {}
         self._next_broker_epoch = 100
         self._tasks: dict[int, list[asyncio.Task[Any]]] = {}
+        self.fetch_sessions = fetch_sessions
+        self._streams: dict[tuple[int, int], _FetchStream] = {}  # (follower, leader)
+        self._services: dict[int, tuple[ReplicaManager, BrokerService]] = {}
         overrides = broker_overrides or {}
         for broker_id in broker_ids:
             config = ReplicaManagerConfig(
@@ -280,6 +308,8 @@ class Cluster:
         broker = self.brokers[broker_id]
         for task in self._tasks.pop(broker_id, []):
             task.cancel()
+        for key in [k for k in self._streams if broker_id in k]:
+            del self._streams[key]  # the calls die with the process
         for log in broker.lm.all_logs().values():
             log.close_without_flush()
         broker.log_manager = None
@@ -524,19 +554,45 @@ class Cluster:
         leader = self.brokers[leader_id]
         cut = {follower_id, leader_id} & self.isolated
         if drop_request or cut or not leader.alive:
+            self._streams.pop((follower_id, leader_id), None)  # the call failed
             follower.follower_fetch_failed(leader_id, request, now)
             exchange = Exchange(follower_id, leader_id, request, None)
             self.exchanges.append(exchange)
             return exchange
-        response = await asyncio.wait_for(leader.rm.fetch(request), REAL_TIMEOUT_S)
+        response = await asyncio.wait_for(
+            self._leader_fetch(follower_id, leader_id, request), REAL_TIMEOUT_S
+        )
         exchange = Exchange(follower_id, leader_id, request, response)
         self.exchanges.append(exchange)
         if drop_response:
+            self._streams.pop((follower_id, leader_id), None)
             exchange.response = None
             follower.follower_fetch_failed(leader_id, request, self.clock.now_ms)
         else:
             follower.process_follower_fetch(leader_id, request, response, self.clock.now_ms)
         return exchange
+
+    async def _leader_fetch(
+        self, follower_id: int, leader_id: int, request: FetchRequest
+    ) -> FetchResponse:
+        """The leader's answer to `request`: straight from its replica manager, or with
+        `fetch_sessions` through its broker service on the pair's FetchStream session (whose
+        answer, after the first, holds only the partitions with news, as the wire's does)."""
+        rm = self.rm(leader_id)
+        if not self.fetch_sessions:
+            return await rm.fetch(request)
+        served = self._services.get(leader_id)
+        if served is None or served[0] is not rm:  # a new incarnation serves anew
+            served = (rm, BrokerService(leader_id, cluster_id="c", image=lambda: rm.image))
+            served[1].attach(rm)
+            self._services[leader_id] = served
+        stream = self._streams.setdefault((follower_id, leader_id), _FetchStream())
+        return await served[1]._fetch(
+            broker_codec.fetch_request_to_proto(stream.fetcher.to_send(request)),
+            _NoDeadline(),  # type: ignore[arg-type]
+            stream.leader_session,
+            stream.kept_reads,
+        )
 
     def _fingerprint(self) -> tuple[object, ...]:
         state: list[object] = [self.image.provenance.last_offset]

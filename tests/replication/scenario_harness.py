@@ -583,9 +583,10 @@ class Cluster:
             return await rm.fetch(request)
         served = self._services.get(leader_id)
         if served is None or served[0] is not rm:  # a new incarnation serves anew
-            served = (rm, BrokerService(leader_id, cluster_id="c", image=lambda: rm.image))
-            served[1].attach(rm)
-            self._services[leader_id] = served
+            service = BrokerService(
+                leader_id, cluster_id="c", image=lambda: rm.image, replica_manager=rm
+            )
+            served = self._services[leader_id] = (rm, service)
         stream = self._streams.setdefault((follower_id, leader_id), _FetchStream())
         return await served[1]._fetch(
             broker_codec.fetch_request_to_proto(stream.fetcher.to_send(request)),

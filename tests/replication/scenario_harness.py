@@ -187,9 +187,14 @@ class Ledger:
     forgiven: dict[str, dict[int, str]] = field(default_factory=dict)
 
     def record(self, topic: str, base_offset: int, values: Sequence[bytes]) -> None:
+        """Acked at `base_offset` on: no offset may be acknowledged twice."""
         acked = self.acked.setdefault(topic, {})
         for i, value in enumerate(values):
-            acked[base_offset + i] = value
+            offset = base_offset + i
+            assert offset not in acked, (
+                f"{topic}: offset {offset} acknowledged twice: {acked[offset]!r} and {value!r}"
+            )
+            acked[offset] = value
 
     def forgive_from(self, topic: str, offset: int, reason: str) -> list[int]:
         """Stop requiring acked offsets >= `offset` (a loss the digest documents)."""
@@ -771,6 +776,8 @@ class Cluster:
         return [(e.leader_epoch, e.start_offset) for e in cache.entries()]
 
     def assert_acked_present(self, topic: str) -> None:
+        """Every acked record is on the leader and every live ISR member, unless DeleteRecords
+        removed it there (below that replica's log start offset)."""
         registration = self.partition(topic)
         members = {registration.leader, *registration.isr} - {NO_LEADER}
         acked = self.ledger.acked.get(topic, {})
@@ -778,10 +785,13 @@ class Cluster:
             if not self.brokers[broker_id].alive:
                 continue
             found = self.records(broker_id, topic)
+            start = self.log(broker_id, topic).log_start_offset
             for offset, value in sorted(acked.items()):
-                assert found.get(offset) == value, (
-                    f"broker {broker_id} ({'leader' if broker_id == registration.leader else 'ISR'}"
-                    f") has {found.get(offset)!r} at offset {offset}, acked as {value!r}"
+                assert offset < start or found.get(offset) == value, (
+                    f"{topic}: broker {broker_id} ("
+                    f"{'leader' if broker_id == registration.leader else 'ISR'}, ISR "
+                    f"{list(registration.isr)}) has {found.get(offset)!r} at offset {offset}, "
+                    f"acked as {value!r}"
                 )
 
     def assert_identical(self, topic: str, replicas: Iterable[int] | None = None) -> int:

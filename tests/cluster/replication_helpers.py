@@ -513,15 +513,18 @@ class Replica:
         return values
 
 
-def read_replica(cluster: LoopbackCluster, node_id: int, topic: str, scratch: Path) -> Replica:
-    """The log of `topic`-0 on `node_id`, whose process must be dead."""
+def read_replica(
+    cluster: LoopbackCluster, node_id: int, topic: str, scratch: Path, partition: int = 0
+) -> Replica:
+    """The log of `topic`-`partition` on `node_id`, whose process must be dead."""
     assert not any(
         str(cluster.layout.node(node_id).config_path).encode() in _cmdline(pid)
         for pid in cluster.node_pids()
     ), f"node {node_id} still runs"
-    source = Path(cluster.layout.node(node_id).data_path) / f"{topic}-0"
-    assert source.is_dir(), f"node {node_id} has no log for {topic}-0 ({source})"
-    copy = scratch / f"node-{node_id}" / f"{topic}-0"
+    name = f"{topic}-{partition}"
+    source = Path(cluster.layout.node(node_id).data_path) / name
+    assert source.is_dir(), f"node {node_id} has no log for {name} ({source})"
+    copy = scratch / f"node-{node_id}" / name
     shutil.copytree(source, copy)
     log = Log.open(
         str(copy), had_clean_shutdown=False, recovery_point=0, log_start_offset=0, high_watermark=0
@@ -541,9 +544,9 @@ def _cmdline(pid: int) -> bytes:
 
 
 def read_replicas(
-    cluster: LoopbackCluster, node_ids: Iterable[int], topic: str, scratch: Path
+    cluster: LoopbackCluster, node_ids: Iterable[int], topic: str, scratch: Path, partition: int = 0
 ) -> list[Replica]:
-    return [read_replica(cluster, i, topic, scratch) for i in node_ids]
+    return [read_replica(cluster, i, topic, scratch, partition) for i in node_ids]
 
 
 def assert_identical(replicas: Sequence[Replica], high_watermark: int, topic: str) -> None:

@@ -12,6 +12,14 @@ its answers are dropped): a network that loses the responses of requests the nod
 forwards normally again for new connections. `cut_all` does both for several proxies: the
 calls in flight fail although the node may have executed them, the situation in which a
 producer's retry duplicates a record unless the producer is idempotent.
+
+`block(sources)` is the other kind of fault, a network partition: given `source_of` (which
+names the node a new connection comes from, see tests/cluster/partitioned_network.py), the
+connections from those nodes stop carrying bytes either way, and new ones from them are
+accepted but go nowhere, until they are unblocked. A connection `source_of` cannot name is
+reset at once, so that none escapes a partition. Nothing is dropped: bytes read before or
+during the block are delivered once it ends, as TCP's retransmissions deliver them after a
+partition heals; a connection the peers gave up on meanwhile is theirs to close.
 """
 
 from __future__ import annotations
@@ -22,13 +30,14 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 CHUNK = 64 * 1024
+TEST_PROCESS = 0  # the source of connections this process opened (node ids start at 1)
 # SO_LINGER on, 0 s: close() sends RST instead of FIN (the peer's next read fails at once).
 RESET_ON_CLOSE = struct.pack("ii", 1, 0)
 
@@ -39,6 +48,7 @@ class _Link:
 
     client: asyncio.StreamWriter
     node: asyncio.StreamWriter
+    source: int | None = None  # the node the client side belongs to, if it is one
     closed: bool = False
 
     def close(self, *, reset: bool) -> None:
@@ -75,14 +85,21 @@ class CutReport:
 class TcpProxy:
     name: str
     upstream: tuple[str, int] | None = None
-    port: int = 0
+    port: int = 0  # where to listen (0: any free port; then the port it took)
+    host: str = "127.0.0.1"
+    # (peer address, our address) of an accepted connection -> the node id of the process that
+    # opened it (TEST_PROCESS: this one), or None (unknown): what `block` keys on.
+    source_of: Callable[[tuple[str, int], tuple[str, int]], int | None] | None = None
 
     def __post_init__(self) -> None:
-        self._sock = socket.create_server(("127.0.0.1", 0))
+        self._sock = socket.create_server((self.host, self.port))
         self.port = self._sock.getsockname()[1]
         self._open: dict[int, _Link] = {}
         self._holding = False
         self._report = CutReport()
+        self._blocked: frozenset[int] = frozenset()
+        self._sources: dict[int | None, int] = {}  # connections accepted, by source
+        self._unblocked = asyncio.Condition()  # notified when `_blocked` shrinks or on a sever
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name=f"proxy-{self.name}", daemon=True
@@ -92,7 +109,7 @@ class TcpProxy:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def forward_to(self, address: str) -> None:
         host, _, port = address.rpartition(":")
@@ -105,6 +122,15 @@ class TcpProxy:
     def sever(self) -> CutReport:
         """Reset every open connection and forward normally again; what the cut did."""
         return self._call(self._sever())
+
+    def block(self, sources: Iterable[int]) -> None:
+        """Partition this node from `sources` (node ids): their connections stall both ways
+        and new ones wait, until a later `block` leaves them out (`block(())` heals)."""
+        self._call(self._set_blocked(frozenset(sources)))
+
+    def sources(self) -> dict[int | None, int]:
+        """Connections accepted so far, by the node they came from (None: not a node)."""
+        return self._call(self._count_sources())
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -123,6 +149,19 @@ class TcpProxy:
         self._holding = True
         self._report = CutReport()
 
+    async def _set_blocked(self, sources: frozenset[int]) -> None:
+        self._blocked = sources
+        async with self._unblocked:
+            self._unblocked.notify_all()
+
+    async def _count_sources(self) -> dict[int | None, int]:
+        return dict(self._sources)
+
+    async def _wait_open(self, link: _Link) -> None:
+        """Until `link`'s source is not blocked (or the link is closed)."""
+        async with self._unblocked:
+            await self._unblocked.wait_for(lambda: link.closed or link.source not in self._blocked)
+
     async def _sever(self) -> CutReport:
         report, self._report = self._report, CutReport()
         links = list(self._open.values())
@@ -131,6 +170,8 @@ class TcpProxy:
             link.close(reset=True)
         report.connections = len(links)
         self._holding = False
+        async with self._unblocked:  # links waiting behind a block see themselves closed
+            self._unblocked.notify_all()
         return report
 
     async def _shutdown(self) -> None:
@@ -145,12 +186,28 @@ class TcpProxy:
         if self.upstream is None:
             writer.transport.abort()
             return
+        source = None
+        if self.source_of is not None:
+            peer, ours = writer.get_extra_info("peername"), writer.get_extra_info("sockname")
+            source = self.source_of(peer[:2], ours[:2])
+        self._sources[source] = self._sources.get(source, 0) + 1
+        if self.source_of is not None and source is None:
+            # Nobody to attribute it to: most often a probe already closed by its process (its
+            # socket has no inode left). Were it live, it would escape every partition; reset,
+            # it is dialled again and named then.
+            writer.transport.abort()
+            return
+        if source in self._blocked:
+            # A partitioned peer's connect: accepted here, but it reaches the node only once
+            # the partition heals (a real one drops the SYN; either way nothing gets through).
+            pending = _Link(writer, writer, source)
+            await self._wait_open(pending)
         try:
             node_reader, node_writer = await asyncio.open_connection(*self.upstream)
         except OSError:  # the node is down: the client sees its connection closed at once
             writer.transport.abort()
             return
-        link = _Link(writer, node_writer)
+        link = _Link(writer, node_writer, source)
         key = id(link)
         self._open[key] = link
         try:
@@ -169,6 +226,10 @@ class TcpProxy:
                 data = await reader.read(CHUNK)
                 if not data or link.closed:
                     break
+                if link.source in self._blocked:
+                    await self._wait_open(link)  # held like packets a partition delays
+                    if link.closed:
+                        break
                 if self._holding:
                     if not to_node:
                         self._report.bytes_dropped += len(data)

@@ -57,158 +57,36 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
-from client_cluster import ClientCluster
-from cluster_helpers import LoopbackCluster, wait_for
-from tcp_proxy import CutReport, TcpProxy, cut_all
+from cluster_helpers import wait_for
+from proxied_cluster import (
+    NODES,
+    Log,
+    ProxiedCluster,
+    Stream,
+    Tail,
+    assert_consumer_was_given_the_log,
+    assert_exactly_once_in_order,
+    duplicates,
+    read_log,
+    settled_log,
+    start_proxied_cluster,
+    stop,
+)
+from tcp_proxy import CutReport, cut_all
 
-from replog import Consumer, OffsetAndMetadata, Producer, TopicPartition
-from replog.cli.local_cluster import LocalCluster
+from replog import Consumer, OffsetAndMetadata, TopicPartition
 from replog.errors import KafkaTimeoutError, ReplogError
-from tests.local_ports import free_base_port
 
 pytestmark = pytest.mark.slow
 
-NODES = 3
-# Written into every node's server.properties: a killed broker is fenced (out of the ISRs, its
-# leaderships moved) 3 s after its last heartbeat instead of Kafka's 9 s; acks=all needs two
-# copies; the offsets topic is small so that it is created quickly.
-SERVER_PROPERTIES = {
-    "broker.session.timeout.ms": "3000",
-    "broker.heartbeat.interval.ms": "500",
-    "min.insync.replicas": "2",
-    "offsets.topic.num.partitions": "3",
-    "offsets.topic.replication.factor": "3",
-}
 OFFSETS_TOPIC = "__consumer_offsets"
-OUTSTANDING = 500  # sends not yet acknowledged, at most (bounds the stream's memory and pace)
 HOLD_S = 0.3  # how long a cut drops the nodes' answers before it resets the connections
 SLACK_S = 1.5  # what a timed call may take beyond its timeout (scheduling, a wait slice)
-
-
-# --- the cluster: every node behind a proxy it advertises ---------------------------------------
-
-
-@dataclass
-class ProxiedCluster:
-    cluster: ClientCluster
-    proxies: dict[int, TcpProxy]  # node id -> the proxy in front of it
-
-    @property
-    def loopback(self) -> LoopbackCluster:
-        return self.cluster.loopback
-
-    @property
-    def bootstrap(self) -> str:
-        """What the clients start from: the proxies (their only way in)."""
-        return ",".join(p.address for p in self.proxies.values())
-
-    def producer(self, **config: object) -> Producer:
-        return Producer(bootstrap_servers=self.bootstrap, **config)
-
-    def consumer(self, **config: object) -> Consumer:
-        return Consumer(bootstrap_servers=self.bootstrap, **config)
-
-    def leaders(self, topic: str) -> dict[int, int | None]:
-        """partition -> leader, as the active controller's metadata says."""
-        with self.cluster.admin() as admin:
-            (info,) = admin.metadata([topic]).topics
-        assert info.error is None, f"{topic}: {info.error!r}"
-        return {p.partition: p.leader for p in info.partitions}
-
-    def quorum_leader(self) -> int:
-        return self.loopback.wait_for_leader().leader_id
-
-    def alive(self) -> set[int]:
-        """The nodes whose process runs (a zombie does not)."""
-        return {n.node_id for n in self.loopback.layout.nodes if _running(Path(n.pid_path))}
-
-    def kill(self, node_id: int) -> None:
-        self.loopback.signal(node_id, signal.SIGKILL)
-        wait_for(lambda: node_id not in self.alive(), 10, f"node {node_id} to die")
-
-    def restart(self, node_id: int) -> None:
-        result = self.loopback.cli("restart", str(node_id))
-        assert result.returncode == 0, result.stderr
-
-    def wait_healthy(self, topics: Sequence[str], timeout_s: float = 30) -> None:
-        """Every broker unfenced and every partition of `topics` led, with a full ISR."""
-
-        def healthy() -> bool:
-            try:
-                with self.cluster.admin() as admin:
-                    brokers = admin.describe_cluster().brokers
-                    metadata = admin.metadata(list(topics)) if topics else None
-            except ReplogError:
-                return False
-            if len([b for b in brokers if not b.fenced]) < NODES:
-                return False
-            for topic in metadata.topics if metadata else ():
-                if topic.error is not None:
-                    return False
-                for p in topic.partitions:
-                    if p.leader is None or len(p.isr) < len(p.replicas):
-                        return False
-            return True
-
-        wait_for(healthy, timeout_s, f"all {NODES} brokers and full ISRs of {list(topics)}")
-
-    def revive(self) -> None:
-        """Start every node that is not running (after a test killed them)."""
-        down = sorted(set(range(1, NODES + 1)) - self.alive())
-        if len(down) == NODES:
-            result = self.loopback.cli("start")
-            assert result.returncode == 0, result.stderr
-        else:
-            for node_id in down:
-                self.restart(node_id)
-
-
-def _running(pid_file: Path) -> bool:
-    try:
-        stat = Path(f"/proc/{pid_file.read_text().strip()}/stat").read_text()
-    except (OSError, ValueError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def start_proxied_cluster(data_dir: Path) -> ProxiedCluster:
-    """Write a 3-node cluster whose nodes advertise their proxies, then start it with the CLI
-    (`cluster start` starts a written, stopped cluster as it is)."""
-    base_port = free_base_port(NODES)
-    layout = LocalCluster.plan(str(data_dir), NODES, base_port)
-    layout.write(SERVER_PROPERTIES)
-    proxies: dict[int, TcpProxy] = {}
-    for node in layout.nodes:
-        proxy = proxies[node.node_id] = TcpProxy(f"node-{node.node_id}")
-        proxy.forward_to(node.controller_address)
-        with open(node.config_path, "a", encoding="utf-8") as f:
-            f.write(f"advertised.listeners=PLAINTEXT://{proxy.address}\n")
-    loopback = LoopbackCluster(data_dir, base_port, NODES)
-    proxied = ProxiedCluster(ClientCluster(loopback), proxies)
-    try:
-        loopback.start()
-        loopback.wait_for_leader(timeout_s=30)
-        proxied.wait_healthy([])
-    except BaseException:
-        stop(proxied)
-        raise
-    return proxied
-
-
-def stop(proxied: ProxiedCluster) -> None:
-    try:
-        proxied.cluster.stop()
-    finally:
-        for proxy in proxied.proxies.values():
-            proxy.close()
 
 
 @pytest.fixture(scope="module")
@@ -227,164 +105,6 @@ def live(proxied: ProxiedCluster) -> ProxiedCluster:
         proxied.revive()
         proxied.wait_healthy([])
     return proxied
-
-
-# --- a stream of sends, and what the log holds afterwards ---------------------------------------
-
-
-@dataclass
-class Stream:
-    """A thread sending unique values round-robin to a topic's partitions through one
-    producer, at most OUTSTANDING unacknowledged; records each value's acknowledgement."""
-
-    producer: Producer
-    topic: str
-    partitions: int
-    sent: dict[int, list[bytes]] = field(default_factory=dict)  # partition -> values, in order
-    acked: dict[bytes, Any] = field(default_factory=dict)  # value -> RecordMetadata
-    failed: dict[bytes, BaseException] = field(default_factory=dict)
-    send_errors: list[BaseException] = field(default_factory=list)
-    metrics: dict[str, int] = field(default_factory=dict)  # the producer's, at the end
-
-    def __post_init__(self) -> None:
-        self.sent = {p: [] for p in range(self.partitions)}
-        self._done = threading.Condition()
-        self._slots = threading.Semaphore(OUTSTANDING)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"stream-{self.topic}", daemon=True)
-
-    def __enter__(self) -> Stream:
-        self._thread.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
-        if exc_type is None:
-            self.stop()
-            return
-        # The block failed: stop without letting a flush error hide why.
-        with suppress(Exception):
-            self.stop(flush_timeout_s=5)
-
-    def stop(self, flush_timeout_s: float = 60) -> None:
-        """Stop sending and wait for every outstanding send's outcome."""
-        self._stop.set()
-        self._thread.join(30)
-        assert not self._thread.is_alive(), "the stream's send never returned"
-        try:
-            self.producer.flush(timeout=flush_timeout_s)
-        finally:
-            self.metrics = self.producer.metrics()
-
-    @property
-    def completed(self) -> int:
-        with self._done:
-            return len(self.acked) + len(self.failed)
-
-    def wait_acks(self, count: int, timeout_s: float, what: str) -> None:
-        """Until `count` more sends than now are acknowledged."""
-        with self._done:
-            target = len(self.acked) + count
-            ok = self._done.wait_for(
-                lambda: len(self.acked) >= target or bool(self.failed), timeout_s
-            )
-            assert not self.failed, f"sends failed: {self._first_failure()}"
-            assert ok, (
-                f"timed out after {timeout_s} s waiting for {count} acks {what}: "
-                f"{len(self.acked)} acks in all; send errors {self.send_errors[:1]}; producer "
-                f"metrics {self.producer.metrics()}"
-            )
-
-    def _run(self) -> None:
-        number = 0
-        while not self._stop.is_set():
-            if not self._slots.acquire(timeout=0.1):
-                continue
-            partition = number % self.partitions
-            value = f"{partition}:{number:09d}".encode()
-            try:
-                future = self.producer.send(self.topic, value=value, partition=partition)
-            except ReplogError as exc:
-                self.send_errors.append(exc)
-                self._slots.release()
-                return
-            self.sent[partition].append(value)
-            future.add_callback(lambda metadata, v=value: self._settle(v, metadata, None))
-            future.add_errback(lambda exc, v=value: self._settle(v, None, exc))
-            number += 1
-
-    def _settle(self, value: bytes, metadata: Any, error: BaseException | None) -> None:
-        with self._done:
-            if error is None:
-                self.acked[value] = metadata
-            else:
-                self.failed[value] = error
-            self._done.notify_all()
-        self._slots.release()
-
-    def _first_failure(self) -> str:
-        value, error = next(iter(self.failed.items()))
-        return f"{len(self.failed)}; first {value!r}: {type(error).__name__}: {error}"
-
-
-Log = dict[int, list[tuple[int, bytes]]]  # partition -> (offset, value) of every record
-
-
-def read_log(proxied: ProxiedCluster, topic: str, partitions: int) -> Log:
-    """Every record of `topic` as a consumer reads it: partition -> (offset, value), by offset."""
-    tps = [TopicPartition(topic, p) for p in range(partitions)]
-    log: Log = {p: [] for p in range(partitions)}
-    with proxied.consumer(enable_auto_commit=False, auto_offset_reset="earliest") as consumer:
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        ends = consumer.end_offsets(tps)
-        deadline = time.monotonic() + 30
-        while any(consumer.position(tp) < ends[tp] for tp in tps):
-            assert time.monotonic() < deadline, (
-                f"reading {topic}: positions {[consumer.position(tp) for tp in tps]}, ends {ends}"
-            )
-            for tp, records in consumer.poll(timeout_ms=500).items():
-                log[tp.partition].extend((r.offset, r.value or b"") for r in records)
-    return log
-
-
-def assert_exactly_once_in_order(stream: Stream, log: Log) -> int:
-    """Every sent value acknowledged, in the log once, at its acknowledged offset, in send
-    order per partition, and nothing else there; the number of records checked."""
-    assert not stream.send_errors, f"send raised: {stream.send_errors[0]!r}"
-    assert not stream.failed, f"sends failed: {stream._first_failure()}; {stream.metrics}"
-    checked = 0
-    for partition, entries in log.items():
-        values = [value for _, value in entries]
-        duplicated = {v: n for v, n in Counter(values).items() if n > 1}
-        assert not duplicated, (
-            f"{stream.topic}-{partition}: {len(duplicated)} values appended more than once, "
-            f"e.g. {next(iter(duplicated.items()))}; producer metrics {stream.metrics}"
-        )
-        sent = stream.sent[partition]
-        if values != sent:
-            missing = set(sent) - set(values)
-            stray = set(values) - set(sent)
-            first = next((i for i, (a, b) in enumerate(zip(values, sent, strict=False)) if a != b),
-                         min(len(values), len(sent)))  # fmt: skip
-            raise AssertionError(
-                f"{stream.topic}-{partition}: the log differs from what was sent: "
-                f"{len(values)} records vs {len(sent)} sent, {len(missing)} lost, {len(stray)} "
-                f"not sent; first difference at index {first}: "
-                f"{values[first : first + 3]} vs {sent[first : first + 3]}; producer metrics "
-                f"{stream.metrics}"
-            )
-        for offset, value in entries:
-            metadata = stream.acked[value]
-            assert (metadata.partition, metadata.offset) == (partition, offset), (
-                f"{value!r} acknowledged at {metadata.partition}/{metadata.offset}, "
-                f"found at {partition}/{offset}"
-            )
-        checked += len(entries)
-    return checked
-
-
-def duplicates(log: Log) -> int:
-    return sum(n - 1 for entries in log.values() for n in Counter(v for _, v in entries).values())
 
 
 def cuts_during(stream: Stream, proxied: ProxiedCluster, rounds: int) -> CutReport:
@@ -480,72 +200,6 @@ def test_the_same_cuts_duplicate_records_without_idempotence(live: ProxiedCluste
 # --- committed-only reads under faults -----------------------------------------------------------
 
 
-@dataclass
-class Tail:
-    """A thread reading every partition of a topic from offset 0 as records are committed;
-    keeps (offset, value) per partition in the order poll returned them."""
-
-    consumer: Consumer
-    topic: str
-    partitions: int
-    seen: Log = field(default_factory=dict)
-    errors: list[BaseException] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.seen = {p: [] for p in range(self.partitions)}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"tail-{self.topic}", daemon=True)
-
-    def __enter__(self) -> Tail:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        assert not self._thread.is_alive(), "the tail's poll never returned"
-
-    @property
-    def count(self) -> int:
-        return sum(len(entries) for entries in self.seen.values())
-
-    def _run(self) -> None:
-        tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
-        self.consumer.assign(tps)
-        self.consumer.seek_to_beginning(*tps)
-        while not self._stop.is_set():
-            try:
-                batches = self.consumer.poll(timeout_ms=200)
-            except ReplogError as exc:  # a failed poll returns nothing: recorded, not fatal
-                self.errors.append(exc)
-                continue
-            for tp, records in batches.items():
-                self.seen[tp.partition].extend((r.offset, r.value or b"") for r in records)
-
-    def wait_for(self, ends: dict[int, int], timeout_s: float) -> None:
-        """Until the tail has read up to `ends` (partition -> end offset)."""
-        wait_for(
-            lambda: all(len(self.seen[p]) >= end for p, end in ends.items()),
-            timeout_s,
-            f"the tail to read up to {ends} (it has {[len(v) for v in self.seen.values()]})",
-        )
-
-
-def settled_log(live: ProxiedCluster, topic: str, partitions: int) -> Log:
-    """The log once its high watermarks stop moving. After the last acks=1 acknowledgement
-    the followers may still be copying: a log read at once could end below records the tail
-    is about to be given, legitimately."""
-    log = read_log(live, topic, partitions)
-    deadline = time.monotonic() + 30
-    while True:
-        time.sleep(1)
-        again = read_log(live, topic, partitions)
-        if again == log:
-            return log
-        assert time.monotonic() < deadline, f"{topic}: high watermarks still moving after 30 s"
-        log = again
-
-
 def test_a_consumer_never_sees_a_record_that_later_vanishes(live: ProxiedCluster) -> None:
     topic, partitions = "history", 3
     live.cluster.create_topic(topic, partitions, NODES)
@@ -588,14 +242,7 @@ def test_a_consumer_never_sees_a_record_that_later_vanishes(live: ProxiedCluster
     for partition, entries in log.items():
         offsets = [offset for offset, _ in entries]
         assert offsets == list(range(len(entries))), f"{topic}-{partition}: offsets not 0..n-1"
-        seen = tail.seen[partition]
-        first = next((i for i, (a, b) in enumerate(zip(seen, entries, strict=False)) if a != b),
-                     min(len(seen), len(entries)))  # fmt: skip
-        assert seen == entries, (
-            f"{topic}-{partition}: the consumer was given {len(seen)} records, the log holds "
-            f"{len(entries)}; first difference at index {first}: consumer "
-            f"{seen[first : first + 3]} vs log {entries[first : first + 3]}"
-        )
+    assert_consumer_was_given_the_log(tail, log)
     final = {value: (p, offset) for p, entries in log.items() for offset, value in entries}
     lost = sum(1 for v, m in stream.acked.items() if final.get(v) != (m.partition, m.offset))
     # The consumer was reading while the faults happened, not only afterwards.

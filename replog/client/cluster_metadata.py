@@ -7,11 +7,22 @@ last, then the brokers the cluster advertised in its last answer, then `bootstra
 an address whose last attempt failed goes after all the others (as Kafka's leastLoadedNode
 passes over a node it lost): a hung broker (SIGSTOP, a frozen VM) answers nothing until the
 request times out, and asked first it would take every pass's whole budget, so that the client
-never learned the partitions' new leaders while it hangs.
+never learned the partitions' new leaders while it hangs. A broker whose produce or fetch
+timed out or broke (`distrust`) goes after the others too, until it answers a pass again: it
+may be a leader cut off from the cluster, which answers Metadata promptly with its own stale
+view (itself as the leader) and would keep the client sending to it for as long as the
+partition lasts (Kafka's client closes a connection whose request timed out, and its
+leastLoadedNode then picks another node).
+
 A pass in which nobody answers raises NoBrokersAvailableError naming every address tried,
 how many times in a row it failed and its last cause ("no broker reachable at
 127.0.0.1:9092 after 3 attempts: connection refused"). After a failed pass the next one waits
 `retry.backoff.ms`, doubling up to `retry.backoff.max.ms`; a good answer resets that.
+
+Answers never move a partition back to an older leader epoch (KIP-320): an answer whose
+leader epoch for a partition is below the one known keeps the known state of that partition,
+unless the topic's id changed (the topic was deleted and created again). Brokers catch up on
+metadata at different times, and a lagging or cut-off one still names the old leader.
 
 What it asks for: the topics the client has used (`refresh(topics)` and `partitions_for` add to
 that set; Kafka's producer and consumer also ask only for their topics). Before any topic is
@@ -134,6 +145,7 @@ class ClusterMetadata:
         self._topics: dict[str, tuple[PartitionState, ...]] = {}
         self._by_tp: dict[TopicPartition, PartitionState] = {}
         self._topic_errors: dict[str, KafkaError] = {}  # what the last answer said of a topic
+        self._topic_ids: dict[str, bytes] = {}
         self._wanted: set[str] = set()
 
         self._last_good: str | None = None
@@ -143,6 +155,7 @@ class ClusterMetadata:
         self._next_pass_ms = 0  # no pass before this (backoff after failed passes)
         self._last_failure: NoBrokersAvailableError | None = None
         self._addresses: dict[str, _AddressState] = {}
+        self._distrusted: set[str] = set()  # asked after the others (module docstring)
         self._inflight: _Refresh | None = None
         self._listeners: list[Callable[[], None]] = []
 
@@ -198,6 +211,15 @@ class ClusterMetadata:
     def request_update(self) -> None:
         """Mark the metadata stale: the next use refreshes it."""
         self._stale = True
+
+    def distrust(self, address: str) -> None:
+        """A produce or fetch to the broker at `address` timed out or broke: mark the metadata
+        stale and ask the other brokers first until this one answers a pass again (module
+        docstring: it may be a leader cut off from the cluster)."""
+        self._stale = True
+        self._distrusted.add(address)
+        if self._last_good == address:
+            self._last_good = None
 
     def needs_refresh(self) -> bool:
         if self._stale or self._updated_ms is None:
@@ -320,7 +342,8 @@ class ClusterMetadata:
     def _addresses_to_try(self) -> list[str]:
         first = [self._last_good] if self._last_good is not None else []
         addresses = dict.fromkeys([*first, *self._brokers.values(), *self.bootstrap])
-        return sorted(addresses, key=self._failed_last_time)  # stable: order kept otherwise
+        # Stable: the order above is kept within each rank.
+        return sorted(addresses, key=lambda a: (self._failed_last_time(a), a in self._distrusted))
 
     def _failed_last_time(self, address: str) -> bool:
         state = self._addresses.get(address)
@@ -392,23 +415,27 @@ class ClusterMetadata:
         if state is not None and state.failures:
             log.info("broker at %s reachable again", address)
         self._addresses[address] = _AddressState()
+        self._distrusted.discard(address)
         self._last_good = address
 
     def _apply(self, answer: pb.MetadataResponse, topics: frozenset[str] | None) -> None:
+        known, known_ids = dict(self._topics), dict(self._topic_ids)
         self.cluster_id = answer.cluster_id or None
         self.controller_id = max(answer.controller_id, -1)
         self._brokers = {b.broker_id: format_host_port(b.host, b.port) for b in answer.brokers}
         if topics is None:  # an answer about every topic: the ones it omits are gone
             self._topics.clear()
+            self._topic_ids.clear()
             self._topic_errors.clear()
         for topic in answer.topics:
             name = topic.name
             if topic.error.code != 0:
                 self._topics.pop(name, None)
+                self._topic_ids.pop(name, None)
                 self._topic_errors[name] = error_for_code(topic.error.code, topic.error.message)
                 continue
             self._topic_errors.pop(name, None)
-            self._topics[name] = tuple(
+            states = tuple(
                 PartitionState(
                     topic=name,
                     partition=p.partition_index,
@@ -420,6 +447,10 @@ class ClusterMetadata:
                 )
                 for p in sorted(topic.partitions, key=lambda p: p.partition_index)
             )
+            if known_ids.get(name) == topic.topic_id:
+                states = self._never_older(known.get(name, ()), states)
+            self._topic_ids[name] = topic.topic_id
+            self._topics[name] = states
         self._by_tp = {s.topic_partition: s for states in self._topics.values() for s in states}
         self._updated_ms = monotonic_ms()
         self._stale = False
@@ -431,6 +462,26 @@ class ClusterMetadata:
                 listener()
             except Exception:  # one listener's bug must not stop metadata updates
                 log.exception("a metadata listener failed")
+
+    @staticmethod
+    def _never_older(
+        known: tuple[PartitionState, ...], answered: tuple[PartitionState, ...]
+    ) -> tuple[PartitionState, ...]:
+        """`answered`, except partitions whose known state has a newer leader epoch."""
+        by_partition = {s.partition: s for s in known}
+        kept = []
+        for state in answered:
+            old = by_partition.get(state.partition)
+            if old is not None and old.leader_epoch > state.leader_epoch:
+                log.debug(
+                    "%s: an answer names leader %d at leader epoch %d, older than the known %d "
+                    "(leader %d): kept the known one",
+                    state.topic_partition, state.leader, state.leader_epoch, old.leader_epoch,
+                    old.leader,
+                )  # fmt: skip
+                state = old
+            kept.append(state)
+        return tuple(kept)
 
 
 def _short_cause(exc: grpc.aio.AioRpcError) -> str:

@@ -238,7 +238,7 @@ class Fetcher:
             error = rpc_error(exc, address=address, what="FetchStream", node_id=node)
             self._log_once(node, f"fetch from broker {node} failed: {error}")
             self._back_off(node)
-            self._metadata.request_update()
+            self._metadata.distrust(address)  # it may be a leader cut off from the cluster
             return
         except MalformedResponseError as exc:
             # Not retriable (asking again gets the same answer): `poll` raises it, as Kafka's
@@ -253,7 +253,7 @@ class Fetcher:
         except ReplogError as exc:  # a call cut off by a connection reset, ...
             self._log_once(node, f"fetch from broker {node} failed: {exc}")
             self._back_off(node)
-            self._metadata.request_update()
+            self._metadata.distrust(address)
             return
         self._logged.pop(node, None)
         offsets = {(p.topic, p.partition): p.fetch_offset for p in request.partitions}

@@ -11,6 +11,10 @@ Producer built afterwards talks to it. Tests steer it:
 - `gate`: while closed, produce calls wait before doing anything (`held` counts them); opening
   it from any thread lets them go on, `release_one` lets exactly the oldest (or a chosen) one;
 - `down`: nodes whose calls fail with UNAVAILABLE; `move_leader`; `leader = -1` for none;
+- `cut_off_leader(topic, partition, new_leader)`: the leader is cut off from the rest of the
+  cluster, which elects `new_leader`; the old one still believes it leads (its Metadata names
+  itself at the old epoch) and answers every produce REQUEST_TIMED_OUT, as acks=all waits for
+  followers that never fetch;
 - `pid_errors`: InitProducerId answers these first.
 It records every produce call (node, partitions with their base sequences) and the largest
 number of produce calls a node had outstanding at once.
@@ -31,6 +35,7 @@ from replog.errors import (
     KafkaError,
     NetworkError,
     NotLeaderOrFollowerError,
+    RequestTimedOutError,
     UnknownTopicOrPartitionError,
 )
 from replog.pb import common_pb2
@@ -148,6 +153,9 @@ class FakeCluster(FakeNodes):
     pid_errors: deque[Exception] = field(default_factory=deque)
     calls: list[ProduceCall] = field(default_factory=list)
     metadata_calls: int = 0
+    metadata_nodes: list[int] = field(default_factory=list)  # who was asked, in order
+    # node -> the partitions it still believes it leads, and at which leader epoch
+    zombies: dict[int, dict[tuple[str, int], int]] = field(default_factory=dict)
     pid_calls: int = 0
     next_pid: int = 1000
     outstanding: dict[int, int] = field(default_factory=dict)
@@ -168,6 +176,11 @@ class FakeCluster(FakeNodes):
         log = self.log(topic, partition)
         log.leader = node
         log.epoch += 1
+
+    def cut_off_leader(self, topic: str, partition: int, new_leader: int) -> None:
+        log = self.log(topic, partition)
+        self.zombies.setdefault(log.leader, {})[(topic, partition)] = log.epoch
+        self.move_leader(topic, partition, new_leader)
 
     def refuse(self, topic: str, partition: int, error: KafkaError, times: int = 1) -> None:
         self.refusals.setdefault((topic, partition), deque()).extend([error] * times)
@@ -248,6 +261,13 @@ class FakeCluster(FakeNodes):
                 )
                 continue
             log = logs[entry.partition]
+            if key in self.zombies.get(node, {}):
+                results.append(
+                    m.ProducePartitionResult(
+                        *key, RequestTimedOutError(f"{log.name}: the followers never came")
+                    )
+                )
+                continue
             if log.leader != node:
                 results.append(
                     m.ProducePartitionResult(
@@ -275,8 +295,10 @@ class FakeCluster(FakeNodes):
         return m.ProduceResponse(tuple(results))
 
     async def metadata(self, address: str, topics: Sequence[str] | None) -> pb.MetadataResponse:
-        self.check_up(address)
+        node = self.check_up(address)
         self.metadata_calls += 1
+        self.metadata_nodes.append(node)
+        believed = self.zombies.get(node, {})
         answered = []
         for name in list(topics or ()) or sorted(self.topics):
             logs = self.topics.get(name)
@@ -292,8 +314,8 @@ class FakeCluster(FakeNodes):
                     partitions=[
                         pb.PartitionMetadata(
                             partition_index=p,
-                            leader_id=log.leader,
-                            leader_epoch=log.epoch,
+                            leader_id=node if (name, p) in believed else log.leader,
+                            leader_epoch=believed.get((name, p), log.epoch),
                             replicas=list(range(self.nodes)),
                             isr=list(range(self.nodes)),
                         )

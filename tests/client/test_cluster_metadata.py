@@ -3,8 +3,10 @@
 Covered: the bootstrap failure names every address and its cause, a missing topic fails at once,
 concurrent callers share one refresh, stale and aged metadata is refreshed on use (and the cache
 serves when that fails), advertised brokers are asked when the bootstrap one is gone, a broker
-that failed (hung) is asked after the others, and a caller giving up does not cancel a shared
-refresh.
+that failed (hung) is asked after the others, and so is one whose produce or fetch timed out
+(`distrust`: it may be a leader cut off from the cluster) until it answers again; an answer
+never moves a partition back to an older leader epoch unless the topic's id changed (KIP-320);
+and a caller giving up does not cancel a shared refresh.
 """
 
 from __future__ import annotations
@@ -36,10 +38,14 @@ from replog.pb import controller_pb2 as pb
 
 @dataclass
 class FakeBroker(broker_pb2_grpc.BrokerServicer):
-    """Answers Metadata from `topics` (name -> partition count; partition p led by node p % 3)."""
+    """Answers Metadata from `topics` (name -> partition count; partition p led by node
+    (p + leader_shift) % 3 at `leader_epoch`)."""
 
     broker_id: int
     topics: dict[str, int]
+    leader_epoch: int = 5
+    leader_shift: int = 0
+    topic_id: bytes = b""
     advertised: list[tuple[int, str]] = field(default_factory=list)  # (id, host:port)
     calls: list[list[str]] = field(default_factory=list)
     gate: asyncio.Event | None = None  # when set: answers wait for it
@@ -65,14 +71,16 @@ class FakeBroker(broker_pb2_grpc.BrokerServicer):
             partitions = [
                 pb.PartitionMetadata(
                     partition_index=p,
-                    leader_id=p % 3,
-                    leader_epoch=5,
+                    leader_id=(p + self.leader_shift) % 3,
+                    leader_epoch=self.leader_epoch,
                     replicas=[0, 1, 2],
                     isr=[0, 1, 2],
                 )
                 for p in reversed(range(count))  # out of order on purpose
             ]
-            topics.append(pb.TopicMetadata(name=name, partitions=partitions))
+            topics.append(
+                pb.TopicMetadata(name=name, topic_id=self.topic_id, partitions=partitions)
+            )
         brokers = [
             pb.BrokerEndpoint(broker_id=i, host=a.rsplit(":", 1)[0], port=int(a.rsplit(":", 1)[1]))
             for i, a in self.advertised
@@ -332,6 +340,60 @@ async def test_a_hung_broker_is_asked_after_the_others_once_it_failed(
     finally:
         fake.gate.set()
         await other.server.stop(None)
+
+
+@pytest.mark.asyncio
+async def test_a_distrusted_broker_is_asked_after_the_others_until_it_answers_again(
+    harness: Harness, fake: FakeBroker
+) -> None:
+    """A leader cut off from the cluster answers Metadata at once, naming itself: after its
+    produce or fetch timed out, the others are asked first."""
+    other = await start_fake(1, {"orders": 3})
+    try:
+        fake.advertised = other.advertised = [(0, fake.address), (1, other.address)]
+        metadata = harness.metadata([fake.address])
+        await metadata.partitions_for("orders", deadline_ms=soon())
+        asked_before = len(fake.calls)
+        metadata.distrust(fake.address)
+        assert metadata.needs_refresh()
+        await metadata.refresh(deadline_ms=soon())
+        await metadata.refresh(deadline_ms=soon())
+        assert len(fake.calls) == asked_before and len(other.calls) == 2
+        # Still a broker: when the others fail, it is asked, and trusted again.
+        await other.server.stop(None)
+        await metadata.refresh(deadline_ms=soon())
+        assert len(fake.calls) == asked_before + 1
+        await metadata.refresh(deadline_ms=soon())
+        assert len(fake.calls) == asked_before + 2
+    finally:
+        await other.server.stop(None)
+
+
+@pytest.mark.asyncio
+async def test_an_answer_never_moves_a_partition_back_to_an_older_leader_epoch(
+    harness: Harness, fake: FakeBroker
+) -> None:
+    """KIP-320: a broker that lags on metadata (or is cut off) names an older leader; the
+    known newer one is kept. A topic created again (a new id) starts afresh."""
+    newer = await start_fake(1, {"orders": 3})
+    try:
+        newer.leader_epoch, newer.leader_shift = 6, 1
+        newer.advertised = [(1, newer.address), (0, fake.address)]
+        metadata = harness.metadata([newer.address])
+
+        def known() -> list[tuple[int, int]]:
+            return [(s.leader, s.leader_epoch) for s in metadata.cached_partitions("orders") or ()]
+
+        await metadata.refresh(["orders"], deadline_ms=soon())
+        assert known() == [(1, 6), (2, 6), (0, 6)]
+        await newer.server.stop(None)
+        await metadata.refresh(["orders"], deadline_ms=soon())  # fake: epoch 5, leader p % 3
+        assert fake.calls and known() == [(1, 6), (2, 6), (0, 6)]
+        fake.topic_id = bytes(16 * [7])  # deleted and created again
+        await metadata.refresh(["orders"], deadline_ms=soon())
+        assert known() == [(0, 5), (1, 5), (2, 5)]
+    finally:
+        await newer.server.stop(None)
 
 
 @pytest.mark.asyncio

@@ -253,6 +253,24 @@ async def test_a_moved_leader_is_found_through_metadata(cluster: FakeCluster, ma
 
 
 @pytest.mark.asyncio
+async def test_a_leader_cut_off_from_the_cluster_is_not_asked_who_leads(
+    cluster: FakeCluster, make: Made
+) -> None:
+    """A leader cut off from its followers and the controller answers acks=all with
+    REQUEST_TIMED_OUT and, asked for metadata, names itself. The producer must ask another
+    broker (cluster_metadata.py, `distrust`), or it sends to the cut-off one until the
+    partition heals or its batches expire."""
+    producer = make(delivery_timeout_ms=5_000)
+    assert (await producer.send("one", b"a")).offset == 0
+    cluster.cut_off_leader("one", 0, 2)
+    asked = len(cluster.metadata_nodes)
+    assert (await producer.send("one", b"b")).offset == 1
+    assert 0 not in cluster.metadata_nodes[asked:], cluster.metadata_nodes
+    assert [c.node for c in cluster.calls][-2:] == [0, 2]
+    assert cluster.log("one").values() == [b"a", b"b"]
+
+
+@pytest.mark.asyncio
 async def test_a_partition_without_a_leader_expires_with_the_exact_error(
     cluster: FakeCluster, make: Made
 ) -> None:

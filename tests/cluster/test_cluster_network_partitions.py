@@ -1,0 +1,296 @@
+"""Network partitions between live node processes (issue #6): the reliability plan's D1 and D2.
+
+Three combined broker+controller nodes run as real processes (`replog cluster start`), each
+behind a proxy that can cut node-to-node links pair by pair: Raft, heartbeats to the active
+controller and replica fetches all cross the proxies, and a cut link carries no byte either
+way until it heals (tests/cluster/proxied_cluster.py, tests/cluster/socket_owner.py). The
+test's clients are never cut: a client can reach every node, the isolated one too.
+
+- D1, the isolated leader (Jepsen's 2013 Kafka finding): a partition's leader is cut from both
+  other nodes while an idempotent acks=all producer and a consumer run through the public
+  client, and while the test sends acks=all and acks=1 batches straight to the cut-off leader.
+  The majority fences it (no heartbeats) and elects another ISR member; the old leader, unable
+  to shrink its ISR without the controller, keeps believing it leads. What must hold: it
+  acknowledges no acks=all batch; the acks=1 batches it acknowledges are lost when the
+  partition heals (acks=1 promises nothing more; they are the control that shows it did lead
+  on, cut off); the producer's acks continue on the new leader while the partition lasts; after
+  healing every acknowledged record is in the log exactly once at its acknowledged offset, the
+  consumer was given exactly the log, and the three replicas' files are identical below the
+  high watermark. Run twice: with the leader an ordinary voter, and with the leader also the
+  metadata quorum's leader (the controller moves too).
+- D2, flapping partitions: a seeded sequence of isolations of random nodes, some shorter than
+  the broker session timeout (the node stays registered; ISRs shrink and expand) and some
+  longer (it is fenced and its leaderships move), under the same producer and consumer on
+  three partitions. After each heal the producer must make progress again; at the end the
+  same exactly-once, consumer and replica checks hold for every partition.
+  `PARTITION_SEED=S` replays a sequence (timing still varies: these are real processes).
+
+How the checks can fail: a lost or duplicated acknowledged record, or one at another offset,
+fails `assert_exactly_once_in_order`; a record the consumer was given above the high watermark
+and then truncated fails the consumer-equals-log check; an acks=all acknowledgement from the
+isolated leader fails D1 at once; a truncation that left a replica divergent fails
+`assert_identical` on the files. Each test also checks that its fault happened (a new leader
+was elected, the isolated leader acknowledged acks=1 batches, node-to-node connections were
+identified by the proxies), else it would prove nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from proxied_cluster import (
+    NODES,
+    Log,
+    ProxiedCluster,
+    Stream,
+    Tail,
+    assert_consumer_was_given_the_log,
+    assert_exactly_once_in_order,
+    settled_log,
+    start_proxied_cluster,
+    stop,
+)
+from replication_helpers import (
+    ACKS_ALL,
+    ACKS_LEADER,
+    Brokers,
+    assert_identical,
+    create_topic,
+    error_code,
+    in_thread,
+    one_record,
+    read_replicas,
+)
+
+pytestmark = pytest.mark.slow
+
+REPLICA_LAG_TIME_MAX_MS = 2000  # a silent follower leaves the ISR 2-3 s after its last fetch
+# The producer gives up on a call to a cut-off leader after this and asks for metadata again.
+QUICK = {"request_timeout_ms": 3000}
+PROBE_EVERY_S = 0.1
+PROBE_TIMEOUT_MS = 1500  # how long an acks=all probe may wait for the ISR
+# What an isolated leader may answer an acks=all batch: it waits for followers that never come.
+ACKS_ALL_REFUSALS = {"REQUEST_TIMED_OUT", "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND"}
+ACKS = 200  # acknowledgements awaited before, during and after each fault
+
+
+@pytest.fixture
+def network(tmp_path: Path) -> Iterator[ProxiedCluster]:
+    cluster = start_proxied_cluster(
+        tmp_path / "cluster",
+        partitionable=True,
+        properties={"replica.lag.time.max.ms": str(REPLICA_LAG_TIME_MAX_MS)},
+    )
+    try:
+        yield cluster
+    finally:
+        stop(cluster)
+
+
+def all_nodes() -> list[int]:
+    return list(range(1, NODES + 1))
+
+
+def check_logs(
+    network: ProxiedCluster, stream: Stream, tail: Tail, log: Log, topic: str, scratch: Path
+) -> int:
+    """The end-of-test checks: exactly once at the acknowledged offsets, the consumer given
+    exactly the log, every replica's files identical below the high watermark (the nodes are
+    killed to read them). The number of records checked."""
+    checked = assert_exactly_once_in_order(stream, log)
+    assert_consumer_was_given_the_log(tail, log)
+    network.cluster.stop()
+    for partition, entries in log.items():
+        replicas = read_replicas(
+            network.loopback, all_nodes(), topic, scratch / str(partition), partition
+        )
+        assert_identical(replicas, len(entries), f"{topic}-{partition}")
+    return checked
+
+
+def assert_node_links_identified(network: ProxiedCluster) -> None:
+    """Non-vacuity: the proxies saw connections from every node, so the cuts applied to
+    them (a connection a proxy cannot attribute is reset, so none escapes a partition)."""
+    sources = network.connection_sources()
+    assert all(sources.get(n, 0) > 0 for n in all_nodes()), (
+        f"the proxies could not tell which node opened each connection: {sources}"
+    )
+
+
+# --- D1: the isolated leader ---------------------------------------------------------------------
+
+
+@dataclass
+class Probes:
+    """Batches sent straight to the isolated leader, and what it answered."""
+
+    acks_all: list[str] = field(default_factory=list)  # error names ("NONE" = acknowledged)
+    acks_one_acked: dict[bytes, int] = field(default_factory=dict)  # value -> offset
+    acks_one_refused: list[str] = field(default_factory=list)
+
+
+async def probe(
+    brokers: Brokers, node_id: int, topic: str, probes: Probes, stop: asyncio.Event
+) -> None:
+    """Every PROBE_EVERY_S until `stop`: one acks=all and one acks=1 batch to `node_id`."""
+
+    async def acks_all(value: bytes) -> None:
+        result = await brokers.produce(
+            node_id, topic, one_record(value), acks=ACKS_ALL, timeout_ms=PROBE_TIMEOUT_MS
+        )
+        probes.acks_all.append(error_code(result.error))
+
+    async def acks_one(value: bytes) -> None:
+        result = await brokers.produce(node_id, topic, one_record(value), acks=ACKS_LEADER)
+        if result.error is None:
+            probes.acks_one_acked[value] = result.base_offset
+        else:
+            probes.acks_one_refused.append(error_code(result.error))
+
+    calls = []
+    number = 0
+    while not stop.is_set():
+        calls.append(asyncio.create_task(acks_all(b"probe-all-%d" % number)))
+        calls.append(asyncio.create_task(acks_one(b"probe-one-%d" % number)))
+        number += 1
+        await asyncio.sleep(PROBE_EVERY_S)
+    await asyncio.gather(*calls)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("quorum_leader_too", [False, True], ids=["voter", "quorum-leader"])
+async def test_an_isolated_leader_acknowledges_nothing_that_is_then_lost(
+    network: ProxiedCluster, quorum_leader_too: bool, tmp_path: Path
+) -> None:
+    topic = "d1"
+    quorum_leader = await in_thread(network.quorum_leader)
+    leader = quorum_leader if quorum_leader_too else min(set(all_nodes()) - {quorum_leader})
+    majority = [n for n in all_nodes() if n != leader]
+    await in_thread(create_topic, network.loopback, topic, [leader, *majority], {})
+    await in_thread(network.cluster.wait_for_leaders, topic, 1, 30)
+    probes = Probes()
+    stop_probes = asyncio.Event()
+    async with Brokers(network.loopback) as brokers:
+        with (
+            network.producer(acks="all", linger_ms=5, **QUICK) as producer,
+            network.consumer(enable_auto_commit=False, **QUICK) as consumer,
+            Tail(consumer, topic, 1) as tail,
+            Stream(producer, topic, 1) as stream,
+        ):
+            await in_thread(stream.wait_acks, ACKS, 30, "before the partition")
+            assert_node_links_identified(network)
+            isolated_at = time.monotonic()
+            network.isolate(leader)
+            probing = asyncio.create_task(probe(brokers, leader, topic, probes, stop_probes))
+            try:
+                elected, elected_at = await brokers.wait_partition(
+                    topic,
+                    lambda p: p.leader not in (None, leader),
+                    30,
+                    f"a new leader on the majority side {majority}",
+                    ask=majority,
+                )
+                acks_before = len(stream.acked)
+                await in_thread(stream.wait_acks, ACKS, 30, "from the new leader")
+                acks_during = len(stream.acked) - acks_before
+            finally:
+                stop_probes.set()
+                await probing  # every probe answered while the partition still held
+                healed_at = time.monotonic()
+                network.heal()
+            _, rejoined_at = await brokers.wait_isr(topic, all_nodes(), 30, ask=majority)
+            assert_node_links_identified(network)  # the connections opened since, too
+            await in_thread(stream.wait_acks, ACKS, 30, "after healing")
+            await in_thread(stream.stop)
+            log = await in_thread(settled_log, network, topic, 1)
+            await in_thread(tail.wait_for, {0: len(log[0])}, 30)
+
+    assert elected.leader != leader
+    assert probes.acks_all, "no acks=all probe reached the isolated leader"
+    acknowledged = probes.acks_all.count("NONE")
+    assert acknowledged == 0, (
+        f"the isolated leader {leader} acknowledged {acknowledged} acks=all batches of "
+        f"{len(probes.acks_all)}: {probes.acks_all}"
+    )
+    assert set(probes.acks_all) <= ACKS_ALL_REFUSALS, probes.acks_all
+    # The control: cut off, it went on leading (acks=1 promises nothing more than that)...
+    assert probes.acks_one_acked, (
+        f"the isolated leader {leader} acknowledged no acks=1 batch ({probes.acks_one_refused}): "
+        "it was not cut off, or not leading"
+    )
+    # ... and what it appended alone is gone, truncated when it followed the new leader.
+    final = {value for _, value in log[0]}
+    survived = set(probes.acks_one_acked) & final
+    assert not survived, f"acks=1 batches of the isolated leader in the final log: {survived}"
+    checked = await in_thread(check_logs, network, stream, tail, log, topic, tmp_path / "replicas")
+    print(
+        f"D1 ({'quorum leader' if quorum_leader_too else 'voter'} {leader} isolated): new leader "
+        f"{elected.leader} after {elected_at - isolated_at:.1f} s; {acks_during} acks=all acks "
+        f"from it during the partition; probes to the isolated leader: "
+        f"{len(probes.acks_all)} acks=all, none acknowledged ({sorted(set(probes.acks_all))}), "
+        f"{len(probes.acks_one_acked)} acks=1 acknowledged and all lost on healing; back in the "
+        f"ISR {rejoined_at - healed_at:.1f} s after healing; {checked} records checked"
+    )
+
+
+# --- D2: flapping partitions ---------------------------------------------------------------------
+
+
+ROUNDS = 6
+SHORT_S = (0.5, 2.0)  # isolations shorter than the broker session timeout (3 s)
+LONG_S = (4.0, 6.0)  # longer: the node is fenced and its leaderships move
+
+
+@pytest.mark.asyncio
+async def test_flapping_partitions_lose_and_duplicate_nothing(
+    network: ProxiedCluster, tmp_path: Path
+) -> None:
+    topic, partitions = "d2", 3
+    seed = int(os.environ.get("PARTITION_SEED", random.randrange(1 << 32)))
+    chosen = random.Random(seed)
+    network.cluster.create_topic(topic, partitions, NODES)
+    try:
+        await flap(network, topic, partitions, chosen, tmp_path)
+    except BaseException as exc:
+        exc.add_note(f"replay the partitions with PARTITION_SEED={seed}")
+        raise
+
+
+async def flap(
+    network: ProxiedCluster, topic: str, partitions: int, chosen: random.Random, scratch: Path
+) -> None:
+    rounds = []
+    with (
+        network.producer(acks="all", linger_ms=5, **QUICK) as producer,
+        network.consumer(enable_auto_commit=False, **QUICK) as consumer,
+        Tail(consumer, topic, partitions) as tail,
+        Stream(producer, topic, partitions) as stream,
+    ):
+        await in_thread(stream.wait_acks, ACKS, 30, "before the partitions")
+        assert_node_links_identified(network)
+        for number in range(ROUNDS):
+            victim = chosen.choice(all_nodes())
+            length_s = chosen.uniform(*(LONG_S if number % 2 else SHORT_S))
+            network.isolate(victim)
+            await asyncio.sleep(length_s)  # the length of the partition is the fault itself
+            network.heal()
+            healed_at = time.monotonic()
+            await in_thread(stream.wait_acks, ACKS, 60, f"after healing round {number}")
+            rounds.append(f"node {victim} {length_s:.1f} s (+{time.monotonic() - healed_at:.1f})")
+        await in_thread(network.wait_healthy, [topic], 60)
+        assert_node_links_identified(network)
+        await in_thread(stream.stop)
+        log = await in_thread(settled_log, network, topic, partitions)
+        await in_thread(tail.wait_for, {p: len(entries) for p, entries in log.items()}, 30)
+    checked = await in_thread(check_logs, network, stream, tail, log, topic, scratch / "replicas")
+    print(
+        f"D2: isolated {'; '.join(rounds)} (+ time to {ACKS} acks after healing); "
+        f"{checked} records checked"
+    )

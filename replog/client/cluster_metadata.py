@@ -8,11 +8,14 @@ an address whose last attempt failed goes after all the others (as Kafka's least
 passes over a node it lost): a hung broker (SIGSTOP, a frozen VM) answers nothing until the
 request times out, and asked first it would take every pass's whole budget, so that the client
 never learned the partitions' new leaders while it hangs. A broker whose produce or fetch
-timed out or broke (`distrust`) goes after the others too, until it answers a pass again: it
-may be a leader cut off from the cluster, which answers Metadata promptly with its own stale
-view (itself as the leader) and would keep the client sending to it for as long as the
-partition lasts (Kafka's client closes a connection whose request timed out, and its
-leastLoadedNode then picks another node).
+timed out or broke (`distrust`) goes after the brokers in good standing, though before those
+that failed, until it answers a pass that started after it was distrusted: it may be a leader
+cut off from the cluster, which answers Metadata promptly with its own stale view (itself as
+the leader) and would keep the client sending to it for as long as the partition lasts
+(Kafka's client closes a connection whose request timed out, and its leastLoadedNode then
+picks another node). A pass already under way when the metadata is marked stale or a broker
+distrusted leaves the metadata stale (Kafka's update request version): its answer may come
+from that very broker.
 
 A pass in which nobody answers raises NoBrokersAvailableError naming every address tried,
 how many times in a row it failed and its last cause ("no broker reachable at
@@ -20,9 +23,12 @@ how many times in a row it failed and its last cause ("no broker reachable at
 `retry.backoff.ms`, doubling up to `retry.backoff.max.ms`; a good answer resets that.
 
 Answers never move a partition back to an older leader epoch (KIP-320): an answer whose
-leader epoch for a partition is below the one known keeps the known state of that partition,
-unless the topic's id changed (the topic was deleted and created again). Brokers catch up on
-metadata at different times, and a lagging or cut-off one still names the old leader.
+leader epoch for a partition is below the newest seen keeps the state seen with that epoch,
+unless the topic's id changed (both known and different: the topic was deleted and created
+again). Brokers catch up on metadata at different times, and a lagging or cut-off one still
+names the old leader. The newest state seen per partition outlives answers that leave the
+topic out or call it unknown (a lagging broker may not know it yet), as Kafka keeps its last
+seen leader epochs; an answer that lists fewer partitions than known is taken as it is.
 
 What it asks for: the topics the client has used (`refresh(topics)` and `partitions_for` add to
 that set; Kafka's producer and consumer also ask only for their topics). Before any topic is
@@ -145,12 +151,14 @@ class ClusterMetadata:
         self._topics: dict[str, tuple[PartitionState, ...]] = {}
         self._by_tp: dict[TopicPartition, PartitionState] = {}
         self._topic_errors: dict[str, KafkaError] = {}  # what the last answer said of a topic
-        self._topic_ids: dict[str, bytes] = {}
+        # topic -> (topic id, partition -> the state with the newest leader epoch seen)
+        self._newest: dict[str, tuple[bytes, dict[int, PartitionState]]] = {}
         self._wanted: set[str] = set()
 
         self._last_good: str | None = None
         self._updated_ms: int | None = None  # when the last good answer came
         self._stale = False
+        self._version = 0  # bumped by request_update and distrust (module docstring)
         self._failed_passes = 0
         self._next_pass_ms = 0  # no pass before this (backoff after failed passes)
         self._last_failure: NoBrokersAvailableError | None = None
@@ -211,12 +219,14 @@ class ClusterMetadata:
     def request_update(self) -> None:
         """Mark the metadata stale: the next use refreshes it."""
         self._stale = True
+        self._version += 1
 
     def distrust(self, address: str) -> None:
         """A produce or fetch to the broker at `address` timed out or broke: mark the metadata
-        stale and ask the other brokers first until this one answers a pass again (module
-        docstring: it may be a leader cut off from the cluster)."""
-        self._stale = True
+        stale, and ask the brokers in good standing before this one until it answers a pass
+        started after now (module docstring: it may be a leader cut off from the cluster).
+        Only the order changes: it is still asked when the others do not answer."""
+        self.request_update()
         self._distrusted.add(address)
         if self._last_good == address:
             self._last_good = None
@@ -350,6 +360,7 @@ class ClusterMetadata:
         return state is not None and state.failures > 0
 
     async def _pass(self, topics: frozenset[str] | None, deadline_ms: int) -> None:
+        version = self._version
         tried: list[str] = []
         for address in self._addresses_to_try():
             remaining_ms = deadline_ms - monotonic_ms()
@@ -374,8 +385,8 @@ class ClusterMetadata:
                 error = error_for_code(answer.error.code, answer.error.message)
                 self._address_failed(address, f"{error.error_name}: {error}")
                 continue
-            self._address_answered(address)
-            self._apply(answer, topics)
+            self._address_answered(address, version)
+            self._apply(answer, topics, version)
             return
         self._failed_passes += 1
         backoff_ms = min(
@@ -410,28 +421,30 @@ class ClusterMetadata:
         if self._last_good == address:
             self._last_good = None
 
-    def _address_answered(self, address: str) -> None:
+    def _address_answered(self, address: str, version: int) -> None:
+        """`address` answered a pass that started at `version`."""
         state = self._addresses.get(address)
         if state is not None and state.failures:
             log.info("broker at %s reachable again", address)
         self._addresses[address] = _AddressState()
-        self._distrusted.discard(address)
-        self._last_good = address
+        if version == self._version:  # not distrusted while the pass was under way
+            self._distrusted.discard(address)
+        self._last_good = address  # first among its rank (`_addresses_to_try`)
 
-    def _apply(self, answer: pb.MetadataResponse, topics: frozenset[str] | None) -> None:
-        known, known_ids = dict(self._topics), dict(self._topic_ids)
+    def _apply(
+        self, answer: pb.MetadataResponse, topics: frozenset[str] | None, version: int
+    ) -> None:
+        """Take a pass's answer (`topics` as asked; the pass started at `version`)."""
         self.cluster_id = answer.cluster_id or None
         self.controller_id = max(answer.controller_id, -1)
         self._brokers = {b.broker_id: format_host_port(b.host, b.port) for b in answer.brokers}
         if topics is None:  # an answer about every topic: the ones it omits are gone
             self._topics.clear()
-            self._topic_ids.clear()
             self._topic_errors.clear()
         for topic in answer.topics:
             name = topic.name
             if topic.error.code != 0:
                 self._topics.pop(name, None)
-                self._topic_ids.pop(name, None)
                 self._topic_errors[name] = error_for_code(topic.error.code, topic.error.message)
                 continue
             self._topic_errors.pop(name, None)
@@ -447,13 +460,10 @@ class ClusterMetadata:
                 )
                 for p in sorted(topic.partitions, key=lambda p: p.partition_index)
             )
-            if known_ids.get(name) == topic.topic_id:
-                states = self._never_older(known.get(name, ()), states)
-            self._topic_ids[name] = topic.topic_id
-            self._topics[name] = states
+            self._topics[name] = self._never_older(name, topic.topic_id, states)
         self._by_tp = {s.topic_partition: s for states in self._topics.values() for s in states}
         self._updated_ms = monotonic_ms()
-        self._stale = False
+        self._stale = version != self._version
         self._failed_passes = 0
         self._next_pass_ms = 0
         self._last_failure = None
@@ -463,15 +473,18 @@ class ClusterMetadata:
             except Exception:  # one listener's bug must not stop metadata updates
                 log.exception("a metadata listener failed")
 
-    @staticmethod
     def _never_older(
-        known: tuple[PartitionState, ...], answered: tuple[PartitionState, ...]
+        self, topic: str, topic_id: bytes, answered: tuple[PartitionState, ...]
     ) -> tuple[PartitionState, ...]:
-        """`answered`, except partitions whose known state has a newer leader epoch."""
-        by_partition = {s.partition: s for s in known}
+        """KIP-320: `answered`, except each partition whose newest state seen has a newer
+        leader epoch, which is kept; remembers the newest states. A topic id that changed
+        (both known and different) starts afresh."""
+        known_id, newest = self._newest.get(topic, (topic_id, {}))
+        if topic_id and known_id and topic_id != known_id:
+            newest = {}
         kept = []
         for state in answered:
-            old = by_partition.get(state.partition)
+            old = newest.get(state.partition)
             if old is not None and old.leader_epoch > state.leader_epoch:
                 log.debug(
                     "%s: an answer names leader %d at leader epoch %d, older than the known %d "
@@ -480,7 +493,9 @@ class ClusterMetadata:
                     old.leader,
                 )  # fmt: skip
                 state = old
+            newest[state.partition] = state
             kept.append(state)
+        self._newest[topic] = (topic_id or known_id, newest)
         return tuple(kept)
 
 

@@ -107,7 +107,7 @@ _STALE_METADATA = (
 # Errors after which the broker's own Metadata answer is not to be trusted first: it did not
 # answer in time, or its acks=all append waited out the request timeout (a leader cut off from
 # its followers and from the controller still names itself the leader).
-_UNRESPONSIVE = (NetworkError, RequestTimedOutError)
+_DISTRUST_AFTER = (NetworkError, RequestTimedOutError)
 # Errors that leave it unknown whether the broker wrote the batch: docs/errors.md calls them
 # indeterminate (tests/test_docs.py holds it to this list). The idempotent producer treats
 # every failed batch's sequence as unresolved anyway (idempotence.py), so no flag is kept.
@@ -521,8 +521,8 @@ class Sender:
         results: dict[tuple[str, int], m.ProducePartitionResult] = {}
         if response is not None:
             results = {(r.topic, r.partition): r for r in response.partitions}
-        if isinstance(call_error, _UNRESPONSIVE) or any(
-            isinstance(r.error, _UNRESPONSIVE) for r in results.values()
+        if isinstance(call_error, _DISTRUST_AFTER) or any(
+            isinstance(r.error, _DISTRUST_AFTER) for r in results.values()
         ):
             # It may be a leader cut off from the cluster, whose own Metadata answer would
             # name it the leader again: ask the other brokers (cluster_metadata.py).

@@ -347,8 +347,10 @@ async def test_a_distrusted_broker_is_asked_after_the_others_until_it_answers_ag
     harness: Harness, fake: FakeBroker
 ) -> None:
     """A leader cut off from the cluster answers Metadata at once, naming itself: after its
-    produce or fetch timed out, the others are asked first."""
+    produce or fetch timed out, the others are asked first; once it answers a pass again it
+    is trusted (and asked first, as the last to answer)."""
     other = await start_fake(1, {"orders": 3})
+    third = await start_fake(2, {"orders": 3})
     try:
         fake.advertised = other.advertised = [(0, fake.address), (1, other.address)]
         metadata = harness.metadata([fake.address])
@@ -359,12 +361,40 @@ async def test_a_distrusted_broker_is_asked_after_the_others_until_it_answers_ag
         await metadata.refresh(deadline_ms=soon())
         await metadata.refresh(deadline_ms=soon())
         assert len(fake.calls) == asked_before and len(other.calls) == 2
-        # Still a broker: when the others fail, it is asked, and trusted again.
+        # Still a broker: when the others fail, it is asked...
         await other.server.stop(None)
+        fake.advertised = [(2, third.address), (0, fake.address)]
         await metadata.refresh(deadline_ms=soon())
         assert len(fake.calls) == asked_before + 1
+        # ... and trusted again: the last to answer, it is asked before `third`.
         await metadata.refresh(deadline_ms=soon())
-        assert len(fake.calls) == asked_before + 2
+        assert len(fake.calls) == asked_before + 2 and not third.calls
+    finally:
+        await other.server.stop(None)
+        await third.server.stop(None)
+
+
+@pytest.mark.asyncio
+async def test_a_pass_under_way_when_a_broker_is_distrusted_leaves_the_metadata_stale(
+    harness: Harness, fake: FakeBroker
+) -> None:
+    """Its answer may come from that very broker (Kafka's update request version): the
+    metadata stays stale and the broker distrusted."""
+    other = await start_fake(1, {"orders": 3})
+    try:
+        fake.advertised = [(0, fake.address), (1, other.address)]
+        metadata = harness.metadata([fake.address])
+        await metadata.partitions_for("orders", deadline_ms=soon())
+        fake.gate = asyncio.Event()
+        fake.arrived.clear()
+        refresh = asyncio.create_task(metadata.refresh(deadline_ms=soon()))
+        await fake.arrived.wait()
+        metadata.distrust(fake.address)
+        fake.gate.set()
+        await refresh
+        assert metadata.needs_refresh()
+        await metadata.refresh(deadline_ms=soon())
+        assert other.calls, "the distrusted broker was asked first again"
     finally:
         await other.server.stop(None)
 
@@ -389,7 +419,21 @@ async def test_an_answer_never_moves_a_partition_back_to_an_older_leader_epoch(
         await newer.server.stop(None)
         await metadata.refresh(["orders"], deadline_ms=soon())  # fake: epoch 5, leader p % 3
         assert fake.calls and known() == [(1, 6), (2, 6), (0, 6)]
-        fake.topic_id = bytes(16 * [7])  # deleted and created again
+        await metadata.refresh(deadline_ms=soon(), every_topic=True)
+        assert known() == [(1, 6), (2, 6), (0, 6)]
+        fake.topics.pop("orders")  # a broker that does not know the topic yet...
+        await metadata.refresh(["orders"], deadline_ms=soon())
+        assert metadata.cached_partitions("orders") is None
+        fake.topics["orders"] = 3  # ... does not make an older epoch acceptable
+        await metadata.refresh(["orders"], deadline_ms=soon())
+        assert known() == [(1, 6), (2, 6), (0, 6)]
+        fake.topic_id = bytes(16 * [7])  # an id where there was none: not a new topic
+        await metadata.refresh(["orders"], deadline_ms=soon())
+        assert known() == [(1, 6), (2, 6), (0, 6)]
+        fake.topic_id = b""  # a broker that sends none: the id known stays
+        await metadata.refresh(["orders"], deadline_ms=soon())
+        assert known() == [(1, 6), (2, 6), (0, 6)]
+        fake.topic_id = bytes(16 * [8])  # another id: deleted and created again
         await metadata.refresh(["orders"], deadline_ms=soon())
         assert known() == [(0, 5), (1, 5), (2, 5)]
     finally:

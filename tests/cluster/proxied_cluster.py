@@ -73,6 +73,7 @@ class ProxiedCluster:
     proxies: dict[int, TcpProxy]  # node id -> the proxy in front of its listener
     # node id -> the proxy in front of its Raft Fetch listener (partitionable clusters only)
     raft_fetch_proxies: dict[int, TcpProxy] = field(default_factory=dict)
+    _pids: dict[int, int] = field(default_factory=dict)  # source_of's: node id -> process id
 
     def fronts(self, node_id: int) -> list[TcpProxy]:
         """Every proxy in front of `node_id`."""
@@ -143,8 +144,9 @@ class ProxiedCluster:
     def partition(self, *groups: Iterable[int]) -> None:
         """Cut every link between nodes of different groups (each node in exactly one group);
         links inside a group, and the test's own connections, stay up."""
+        members = [node for group in groups for node in group]
+        assert sorted(members) == sorted(self.proxies), f"{groups} must cover every node once"
         group_of = {node: i for i, group in enumerate(groups) for node in group}
-        assert sorted(group_of) == sorted(self.proxies), f"{groups} must cover every node once"
         for node in self.proxies:
             cut = [n for n in self.proxies if group_of[n] != group_of[node]]
             for proxy in self.fronts(node):
@@ -172,6 +174,16 @@ class ProxiedCluster:
                     if config in argv:
                         pids[node_id] = pid
         return pids
+
+    def source_of(self, peer: tuple[str, int], ours: tuple[str, int]) -> int | None:
+        """Which node (or TEST_PROCESS) opened the connection from `peer` to `ours`. Runs on
+        a proxy's loop for every connection it accepts: the process ids are looked up again
+        only when the ones known do not hold the socket (a node restarted, or not known yet)."""
+        owner = connection_owner(peer, ours, self._pids)
+        if owner is None:
+            self._pids = {**self.node_pids(), TEST_PROCESS: os.getpid()}
+            owner = connection_owner(peer, ours, self._pids)
+        return owner
 
     def connection_sources(self) -> dict[int | None, int]:
         """Connections the proxies accepted, by the node that opened them (TEST_PROCESS: this
@@ -232,9 +244,7 @@ def start_proxied_cluster(
         front.forward_to(node.controller_address)
         fetch.forward_to(f"{host}:{fetch_port}")
         for proxy in (front, fetch):
-            proxy.source_of = lambda peer, ours: connection_owner(
-                peer, ours, {**proxied.node_pids(), TEST_PROCESS: os.getpid()}
-            )
+            proxy.source_of = proxied.source_of
         voters = ",".join(
             f"{n.node_id}@{n.controller_address if n is node else proxy_address(n)}"
             for n in layout.nodes

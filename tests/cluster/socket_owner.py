@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import sys
 from collections.abc import Mapping
 
 TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
@@ -49,11 +50,12 @@ def _address(host: str, port: int) -> tuple[ipaddress.IPv4Address | ipaddress.IP
 
 
 def _parse(text: str) -> tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]:
-    """`0100007F:1F90` (IPv4) or 32 hex digits (IPv6), each 32-bit word in host byte order
-    (little-endian here), then the port in hex."""
+    """`0100007F:1F90` (IPv4) or 32 hex digits (IPv6), each 32-bit word printed as a number
+    in host byte order, then the port in hex."""
     hex_address, hex_port = text.split(":")
     raw = bytes.fromhex(hex_address)
-    packed = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    words = (raw[i : i + 4] for i in range(0, len(raw), 4))
+    packed = b"".join(w[::-1] if sys.byteorder == "little" else w for w in words)
     ip = ipaddress.ip_address(packed)
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped

@@ -14,12 +14,12 @@ calls in flight fail although the node may have executed them, the situation in 
 producer's retry duplicates a record unless the producer is idempotent.
 
 `block(sources)` is the other kind of fault, a network partition: given `source_of` (which
-names the node a new connection comes from, see tests/cluster/partitioned_network.py), the
+names the node a new connection comes from, see tests/cluster/socket_owner.py), the
 connections from those nodes stop carrying bytes either way, and new ones from them are
-accepted but go nowhere, until they are unblocked. A connection `source_of` cannot name is
-reset at once, so that none escapes a partition. Nothing is dropped: bytes read before or
-during the block are delivered once it ends, as TCP's retransmissions deliver them after a
-partition heals; a connection the peers gave up on meanwhile is theirs to close.
+accepted but go nowhere, until they are unblocked; a close or reset of one side reaches the
+other only then too. Nothing is dropped: bytes read before or during the block are delivered
+once it ends, as TCP's retransmissions deliver them after a partition heals. A connection
+`source_of` cannot name is reset at once, so that none escapes a partition.
 """
 
 from __future__ import annotations
@@ -200,8 +200,13 @@ class TcpProxy:
         if source in self._blocked:
             # A partitioned peer's connect: accepted here, but it reaches the node only once
             # the partition heals (a real one drops the SYN; either way nothing gets through).
+            # Kept in `_open` meanwhile, so that a sever or the proxy's close ends it.
             pending = _Link(writer, writer, source)
+            self._open[id(pending)] = pending
             await self._wait_open(pending)
+            self._open.pop(id(pending), None)
+            if pending.closed:
+                return
         try:
             node_reader, node_writer = await asyncio.open_connection(*self.upstream)
         except OSError:  # the node is down: the client sees its connection closed at once
@@ -217,7 +222,13 @@ class TcpProxy:
             )
         finally:
             self._open.pop(key, None)
-            link.close(reset=False)
+            await self._close(link)
+
+    async def _close(self, link: _Link) -> None:
+        """Close both sides, and wake the other direction if it waits behind a block."""
+        link.close(reset=False)
+        async with self._unblocked:
+            self._unblocked.notify_all()
 
     async def _pump(self, reader: asyncio.StreamReader, link: _Link, *, to_node: bool) -> None:
         writer = link.node if to_node else link.client
@@ -240,7 +251,11 @@ class TcpProxy:
         except (ConnectionError, OSError):
             pass
         finally:
-            link.close(reset=False)
+            if not link.closed and link.source in self._blocked:
+                # One side closed or broke during a partition: the other learns it only once
+                # the partition heals, as a FIN or RST would reach it only then.
+                await self._wait_open(link)
+            await self._close(link)
 
 
 def cut_all(proxies: Iterable[TcpProxy], hold_s: float) -> CutReport:

@@ -15,8 +15,9 @@ the node at, goes through a second proxy per node (`raft_fetch_proxies`). Those 
 on PROXY_HOST with the node's own port numbers, which is what makes the learned port land on
 them. Each proxy learns which node a connection comes from (tests/cluster/socket_owner.py):
 `partition`, `isolate` and `heal` then cut node-to-node links pair by pair. The test process's
-own connections (its clients, its admin calls) are never partitioned: a client can reach every
-node, as in the reliability plan's scenarios D1 and D2.
+own connections (its clients, its admin calls) are not partitioned by those: a client can
+reach every node, as in the reliability plan's scenarios D1 and D2; `cut_clients_from(node)`
+cuts them from one node alone (D4).
 
 The streams: `Stream` sends unique values through one `replog.Producer` and records every
 outcome; `Tail` reads a topic from offset 0 through one `replog.Consumer` as records commit;
@@ -155,6 +156,11 @@ class ProxiedCluster:
     def isolate(self, node_id: int) -> None:
         """Cut `node_id` from every other node."""
         self.partition([node_id], [n for n in self.proxies if n != node_id])
+
+    def cut_clients_from(self, node_id: int) -> None:
+        """Cut this process's own connections (its clients) to `node_id`; the nodes' links
+        stay up. `heal` ends it."""
+        self.proxies[node_id].block([TEST_PROCESS])
 
     def heal(self) -> None:
         self.partition(self.proxies)

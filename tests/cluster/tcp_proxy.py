@@ -99,6 +99,7 @@ class TcpProxy:
         self._report = CutReport()
         self._blocked: frozenset[int] = frozenset()
         self._sources: dict[int | None, int] = {}  # connections accepted, by source
+        self._held_bytes = 0
         self._unblocked = asyncio.Condition()  # notified when `_blocked` shrinks or on a sever
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
@@ -131,6 +132,11 @@ class TcpProxy:
     def sources(self) -> dict[int | None, int]:
         """Connections accepted so far, by the node they came from (None: not a node)."""
         return self._call(self._count_sources())
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes that waited behind a block so far (delivered once it ended)."""
+        return self._held_bytes
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -238,6 +244,7 @@ class TcpProxy:
                 if not data or link.closed:
                     break
                 if link.source in self._blocked:
+                    self._held_bytes += len(data)
                     await self._wait_open(link)  # held like packets a partition delays
                     if link.closed:
                         break

@@ -1,10 +1,10 @@
-"""Network partitions between live node processes (issue #6): the reliability plan's D1 and D2.
+"""Network partitions between live node processes (issue #6): the reliability plan's D1, D2, D4.
 
 Three combined broker+controller nodes run as real processes (`replog cluster start`), each
-behind a proxy that can cut node-to-node links pair by pair: Raft, heartbeats to the active
-controller and replica fetches all cross the proxies, and a cut link carries no byte either
-way until it heals (tests/cluster/proxied_cluster.py, tests/cluster/socket_owner.py). The
-test's clients are never cut: a client can reach every node, the isolated one too.
+behind a proxy that can cut links pair by pair: Raft, heartbeats to the active controller and
+replica fetches all cross the proxies, and a cut link carries no byte either way until it
+heals (tests/cluster/proxied_cluster.py, tests/cluster/socket_owner.py). The test's clients
+reach every node, the isolated one too, except in D4, which cuts them alone.
 
 - D1, the isolated leader (Jepsen's 2013 Kafka finding): a partition's leader is cut from both
   other nodes while an idempotent acks=all producer and a consumer run through the public
@@ -26,6 +26,10 @@ test's clients are never cut: a client can reach every node, the isolated one to
   some leadership must have moved; at the end the same exactly-once, consumer and replica
   checks hold for every partition.
   `PARTITION_SEED=S` replays a sequence (timing still varies: these are real processes).
+- D4, a client cut off from one leader: the test's own connections to one partition's leader
+  are cut for 8 s while the nodes stay connected; calls time out and are retried on the cut
+  connection, and the originals and the retries all reach the leader after the heal. The
+  same exactly-once, consumer and replica checks.
 
 How the checks can fail: a lost or duplicated acknowledged record, or one at another offset,
 fails `assert_exactly_once_in_order`; a record the consumer was given above the high watermark
@@ -315,4 +319,54 @@ async def flap(
     print(
         f"D2: isolated {'; '.join(rounds)} (+ time to {ACKS} acks after healing); "
         f"{moved} leader elections; {checked} records checked"
+    )
+
+
+# --- D4: a client cut off from one leader ------------------------------------------------------
+
+
+CLIENT_CUT_S = 8.0  # longer than the request timeout (3 s): calls time out and are retried
+
+
+@pytest.mark.asyncio
+async def test_a_client_cut_off_from_a_leader_neither_loses_nor_duplicates(
+    network: ProxiedCluster, tmp_path: Path
+) -> None:
+    """The plan's D4: the test's own connections to one partition's leader are cut for
+    CLIENT_CUT_S while the nodes stay connected. The producer's calls to it time out and its
+    batches are retried on the same (cut) connection; what was sent reaches the leader only
+    after the heal, the original requests with their retries (Redpanda #3039: duplicates).
+    Exactly once, the consumer given exactly the log, identical replicas."""
+    topic, partitions = "d4", 3
+    network.cluster.create_topic(topic, partitions, NODES)
+    with (
+        network.producer(acks="all", linger_ms=5, **QUICK) as producer,
+        network.consumer(enable_auto_commit=False, **QUICK) as consumer,
+        Tail(consumer, topic, partitions) as tail,
+        Stream(producer, topic, partitions) as stream,
+    ):
+        await in_thread(stream.wait_acks, ACKS, 30, "before the cut")
+        leader = network.leaders(topic)[0]
+        assert leader is not None
+        proxy = network.proxies[leader]
+        held_before, retried_before = proxy.held_bytes, producer.metrics()["batches_retried"]
+        network.cut_clients_from(leader)
+        await asyncio.sleep(CLIENT_CUT_S)  # the length of the cut is the fault itself
+        network.heal()
+        healed_at = time.monotonic()
+        await in_thread(stream.wait_acks, ACKS, 60, "after the cut")
+        resumed_s = time.monotonic() - healed_at
+        held = proxy.held_bytes - held_before
+        retried = producer.metrics()["batches_retried"] - retried_before
+        await in_thread(stream.stop)
+        log = await in_thread(settled_log, network, topic, partitions)
+        await in_thread(tail.wait_for, {p: len(entries) for p, entries in log.items()}, 30)
+    # Non-vacuity: the cut held requests (and fetches) that reached the leader only after it,
+    # and the producer retried meanwhile.
+    assert held > 0 and retried > 0, (held, retried)
+    checked = await in_thread(check_logs, network, stream, tail, log, topic, tmp_path / "replicas")
+    print(
+        f"D4: the client cut from leader {leader} for {CLIENT_CUT_S:g} s: {held} bytes held, "
+        f"{retried} batches retried; {ACKS} acks {resumed_s:.1f} s after the heal; {checked} "
+        "records checked"
     )

@@ -100,7 +100,7 @@ class TcpProxy:
         self._blocked: frozenset[int] = frozenset()
         self._sources: dict[int | None, int] = {}  # connections accepted, by source
         self._held_bytes = 0
-        self._unblocked = asyncio.Condition()  # notified when `_blocked` shrinks or on a sever
+        self._unblocked = asyncio.Condition()  # notified on a block change, a sever, a close
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name=f"proxy-{self.name}", daemon=True

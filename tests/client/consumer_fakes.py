@@ -6,7 +6,8 @@ FindCoordinator, OffsetCommit and OffsetFetch from in-memory partition logs and 
 offsets, as a replog broker would (leader checks, leader-epoch fencing, OFFSET_OUT_OF_RANGE,
 reads bounded by the high watermark, whole batches from the one holding the fetch offset,
 long polls woken by appends). Tests steer it: move leaders, stop nodes (calls to them fail
-with gRPC UNAVAILABLE), script errors, hold back the high watermark.
+with gRPC UNAVAILABLE), script errors, hold back the high watermark, and give a node a stale
+view of who leads (`stale_views`).
 """
 
 from __future__ import annotations
@@ -147,6 +148,9 @@ class FakeCluster(FakeNodes):
     offset_fetch_errors: deque[Exception] = field(default_factory=deque)
     # Calls cut off as by a channel reset: they raise CancelledError, nobody cancelled them.
     cut_off: deque[str] = field(default_factory=deque)
+    # node -> (topic, partition) -> the (leader, leader epoch) its Metadata still names: a
+    # broker behind on metadata, or a leader cut off from the cluster naming itself
+    stale_views: dict[int, dict[tuple[str, int], tuple[int, int]]] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)
     fetches: list[tuple[int, tuple[tuple[str, int, int], ...]]] = field(default_factory=list)
     streams: list[FakeFetchStream] = field(default_factory=list)  # every FetchStream opened
@@ -251,7 +255,7 @@ class FakeBroker:
         self, topics: Sequence[str] | None = None, *, timeout_ms: int | None = None
     ) -> pb.MetadataResponse:
         cluster = self.cluster
-        cluster.check_up(self.address)
+        view = cluster.stale_views.get(cluster.check_up(self.address), {})
         cluster.calls.append("Metadata")
         answer = pb.MetadataResponse(controller_id=0, cluster_id="fake")
         for node in range(cluster.nodes):
@@ -268,8 +272,8 @@ class FakeBroker:
                     partitions=[
                         pb.PartitionMetadata(
                             partition_index=i,
-                            leader_id=p.leader,
-                            leader_epoch=p.epoch,
+                            leader_id=view.get((name, i), (p.leader, p.epoch))[0],
+                            leader_epoch=view.get((name, i), (p.leader, p.epoch))[1],
                             replicas=[p.leader],
                             isr=[p.leader],
                         )

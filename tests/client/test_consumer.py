@@ -271,6 +271,27 @@ async def test_fencing_and_not_leader_answers_refresh_metadata(cluster: FakeClus
 
 
 @pytest.mark.asyncio
+async def test_after_a_failed_fetch_the_broker_is_not_asked_first_who_leads(
+    cluster: FakeCluster,
+) -> None:
+    """A leader cut off from the cluster names itself in Metadata. After a fetch from it
+    failed, the consumer asks the other brokers first (cluster_metadata.py, `distrust`);
+    asking it again would name it again, forever."""
+    cluster.create("t")
+    cluster.append("t", 0, [b"0"])
+    async with consumer(cluster) as c:
+        c.assign([T0])
+        assert values(await poll_until(c, 1)) == [b"0"]
+        old = cluster.partition("t")
+        cluster.stale_views[old.leader] = {("t", 0): (old.leader, old.epoch)}
+        cluster.move_leader("t", 0, 1)
+        cluster.append("t", 0, [b"1"])
+        cluster.cut_off.append("Fetch")
+        assert values(await poll_until(c, 1)) == [b"1"]
+        assert cluster.fetches[-1][0] == 1
+
+
+@pytest.mark.asyncio
 async def test_calls_cut_off_by_a_connection_reset_are_retried(cluster: FakeCluster) -> None:
     # Another call's UNAVAILABLE replaces the channel and cancels the calls in flight on it;
     # for the consumer that is a network error to retry, not a close.

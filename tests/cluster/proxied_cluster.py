@@ -162,6 +162,11 @@ class ProxiedCluster:
         stay up. `heal` ends it."""
         self.proxies[node_id].block([TEST_PROCESS])
 
+    def cut_answers(self, node_id: int, to: int) -> None:
+        """A one-way cut: what `node_id` sends to node `to` on the connections `to` opened
+        (its answers) waits, while `to`'s requests still arrive. `heal` ends it."""
+        self.proxies[node_id].block((), answers_to=[to])
+
     def heal(self) -> None:
         self.partition(self.proxies)
 

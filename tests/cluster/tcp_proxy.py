@@ -17,9 +17,10 @@ producer's retry duplicates a record unless the producer is idempotent.
 names the node a new connection comes from, see tests/cluster/socket_owner.py), the
 connections from those nodes stop carrying bytes either way, and new ones from them are
 accepted but go nowhere, until they are unblocked; a close or reset of one side reaches the
-other only then too. Nothing is dropped: bytes read before or during the block are delivered
-once it ends, as TCP's retransmissions deliver them after a partition heals. A connection
-`source_of` cannot name is reset at once, so that none escapes a partition.
+other only then too. `block(answers_to=...)` cuts one way: those nodes' requests arrive, and
+what the node sends back waits. Nothing is dropped: bytes read before or during the block
+are delivered once it ends, as TCP's retransmissions deliver them after a partition heals.
+A connection `source_of` cannot name is reset at once, so that none escapes a partition.
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ class TcpProxy:
         self._holding = False
         self._report = CutReport()
         self._blocked: frozenset[int] = frozenset()
+        self._answers_blocked: frozenset[int] = frozenset()  # one way: node -> client held
         self._sources: dict[int | None, int] = {}  # connections accepted, by source
         self._held_bytes = 0
         self._unblocked = asyncio.Condition()  # notified on a block change, a sever, a close
@@ -124,10 +126,12 @@ class TcpProxy:
         """Reset every open connection and forward normally again; what the cut did."""
         return self._call(self._sever())
 
-    def block(self, sources: Iterable[int]) -> None:
+    def block(self, sources: Iterable[int], *, answers_to: Iterable[int] = ()) -> None:
         """Partition this node from `sources` (node ids): their connections stall both ways
-        and new ones wait, until a later `block` leaves them out (`block(())` heals)."""
-        self._call(self._set_blocked(frozenset(sources)))
+        and new ones wait; for `answers_to` only what this node sends them stalls (a one-way
+        cut: their requests arrive, the answers do not). Until a later `block` leaves them
+        out (`block(())` heals)."""
+        self._call(self._set_blocked(frozenset(sources), frozenset(answers_to)))
 
     def sources(self) -> dict[int | None, int]:
         """Connections accepted so far, by the node they came from (None: not a node)."""
@@ -155,18 +159,23 @@ class TcpProxy:
         self._holding = True
         self._report = CutReport()
 
-    async def _set_blocked(self, sources: frozenset[int]) -> None:
-        self._blocked = sources
+    async def _set_blocked(self, sources: frozenset[int], answers_to: frozenset[int]) -> None:
+        self._blocked, self._answers_blocked = sources, answers_to
         async with self._unblocked:
             self._unblocked.notify_all()
 
     async def _count_sources(self) -> dict[int | None, int]:
         return dict(self._sources)
 
-    async def _wait_open(self, link: _Link) -> None:
-        """Until `link`'s source is not blocked (or the link is closed)."""
+    def _passes(self, link: _Link, to_node: bool) -> bool:
+        """Whether bytes may flow on `link` in this direction now."""
+        blocked = self._blocked if to_node else self._blocked | self._answers_blocked
+        return link.source not in blocked
+
+    async def _wait_open(self, link: _Link, to_node: bool = True) -> None:
+        """Until `link` passes bytes in this direction (or is closed)."""
         async with self._unblocked:
-            await self._unblocked.wait_for(lambda: link.closed or link.source not in self._blocked)
+            await self._unblocked.wait_for(lambda: link.closed or self._passes(link, to_node))
 
     async def _sever(self) -> CutReport:
         report, self._report = self._report, CutReport()
@@ -243,9 +252,9 @@ class TcpProxy:
                 data = await reader.read(CHUNK)
                 if not data or link.closed:
                     break
-                if link.source in self._blocked:
+                if not self._passes(link, to_node):
                     self._held_bytes += len(data)
-                    await self._wait_open(link)  # held like packets a partition delays
+                    await self._wait_open(link, to_node)  # held as a partition delays packets
                     if link.closed:
                         break
                 if self._holding:
@@ -258,10 +267,10 @@ class TcpProxy:
         except (ConnectionError, OSError):
             pass
         finally:
-            if not link.closed and link.source in self._blocked:
+            if not link.closed and not self._passes(link, to_node):
                 # One side closed or broke during a partition: the other learns it only once
                 # the partition heals, as a FIN or RST would reach it only then.
-                await self._wait_open(link)
+                await self._wait_open(link, to_node)
             await self._close(link)
 
 

@@ -1,4 +1,4 @@
-"""Network partitions between live node processes (issue #6): the reliability plan's D1, D2, D4.
+"""Network partitions between live processes (issue #6): the reliability plan's D1, D2, D4, D7.
 
 Three combined broker+controller nodes run as real processes (`replog cluster start`), each
 behind a proxy that can cut links pair by pair: Raft, heartbeats to the active controller and
@@ -30,6 +30,8 @@ reach every node, the isolated one too, except in D4, which cuts them alone.
   are cut for 8 s while the nodes stay connected; calls time out and are retried on the cut
   connection, and the originals and the retries all reach the leader after the heal. The
   same exactly-once, consumer and replica checks.
+- D7, a one-way cut: a follower's fetches reach its leader, the answers wait; the ISR must
+  shrink, commits go on, and the late answers do no harm after the heal.
 
 How the checks can fail: a lost or duplicated acknowledged record, or one at another offset,
 fails `assert_exactly_once_in_order`; a record the consumer was given above the high watermark
@@ -369,4 +371,55 @@ async def test_a_client_cut_off_from_a_leader_neither_loses_nor_duplicates(
         f"D4: the client cut from leader {leader} for {CLIENT_CUT_S:g} s: {held} bytes held, "
         f"{retried} batches retried; {ACKS} acks {resumed_s:.1f} s after the heal; {checked} "
         "records checked"
+    )
+
+
+# --- D7: a one-way cut ---------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_one_way_cut_shrinks_the_isr_and_late_answers_do_no_harm(
+    network: ProxiedCluster, tmp_path: Path
+) -> None:
+    """The plan's D7: a follower's fetches still reach the leader, but the leader's answers
+    to it wait (a one-way cut). The leader must drop it from the ISR (its fetch offset stops
+    advancing) and go on committing with the other follower; after the heal the held answers
+    arrive late, and the follower catches up and rejoins without harm: exactly once, the
+    consumer given exactly the log, identical replicas."""
+    topic = "d7"
+    quorum_leader = await in_thread(network.quorum_leader)
+    leader, follower = sorted(set(all_nodes()) - {quorum_leader})
+    await in_thread(create_topic, network.loopback, topic, [leader, follower, quorum_leader], {})
+    await in_thread(network.cluster.wait_for_leaders, topic, 1, 30)
+    async with Brokers(network.loopback) as brokers:
+        with (
+            network.producer(acks="all", linger_ms=5, **QUICK) as producer,
+            network.consumer(enable_auto_commit=False, **QUICK) as consumer,
+            Tail(consumer, topic, 1) as tail,
+            Stream(producer, topic, 1) as stream,
+        ):
+            await in_thread(stream.wait_acks, ACKS, 30, "before the cut")
+            assert (await brokers.partition(topic)).leader == leader
+            proxy = network.proxies[leader]
+            held_before = proxy.held_bytes
+            cut_at = time.monotonic()
+            network.cut_answers(leader, to=follower)
+            try:
+                _, shrunk_at = await brokers.wait_isr(topic, [leader, quorum_leader], 30)
+                await in_thread(stream.wait_acks, ACKS, 30, "with the follower out of the ISR")
+            finally:
+                held = proxy.held_bytes - held_before
+                healed_at = time.monotonic()
+                network.heal()
+            _, rejoined_at = await brokers.wait_isr(topic, all_nodes(), 30)
+            await in_thread(stream.wait_acks, ACKS, 30, "after the heal")
+            await in_thread(stream.stop)
+            log = await in_thread(settled_log, network, topic, 1)
+            await in_thread(tail.wait_for, {0: len(log[0])}, 30)
+    assert held > 0, "the cut held no answer"
+    checked = await in_thread(check_logs, network, stream, tail, log, topic, tmp_path / "replicas")
+    print(
+        f"D7: answers from leader {leader} to follower {follower} held ({held} bytes); the ISR "
+        f"shrank {shrunk_at - cut_at:.1f} s after the cut; the follower was back "
+        f"{rejoined_at - healed_at:.1f} s after the heal; {checked} records checked"
     )

@@ -205,8 +205,13 @@ class LoopbackCluster:
 
     def node_pids(self) -> list[int]:
         """Every live process whose command line names this cluster's directory."""
+        return list(self.node_commands())
+
+    def node_commands(self) -> dict[int, list[bytes]]:
+        """pid -> argv of every live process whose command line names this cluster's
+        directory."""
         marker = str(self.data_dir).encode()
-        pids = []
+        commands = {}
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
                 continue
@@ -216,8 +221,8 @@ class LoopbackCluster:
             except OSError:
                 continue
             if marker in argv and state != "Z":
-                pids.append(int(entry))
-        return pids
+                commands[int(entry)] = argv.split(b"\0")
+        return commands
 
     def kill_everything(self) -> None:
         for pid in self.node_pids():

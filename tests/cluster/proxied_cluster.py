@@ -40,7 +40,7 @@ from typing import Any
 
 from client_cluster import ClientCluster
 from cluster_helpers import LoopbackCluster, wait_for
-from socket_owner import connection_owner
+from socket_owner import connecting_inode, owner
 from tcp_proxy import TEST_PROCESS, TcpProxy
 
 from replog import Consumer, Producer, TopicPartition
@@ -177,24 +177,25 @@ class ProxiedCluster:
         configs = {
             node.node_id: str(node.config_path).encode() for node in self.loopback.layout.nodes
         }
-        pids = {}
-        for pid in self.loopback.node_pids():
-            with suppress(OSError):
-                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-                for node_id, config in configs.items():
-                    if config in argv:
-                        pids[node_id] = pid
-        return pids
+        return {
+            node_id: pid
+            for pid, argv in self.loopback.node_commands().items()
+            for node_id, config in configs.items()
+            if config in argv
+        }
 
     def source_of(self, peer: tuple[str, int], ours: tuple[str, int]) -> int | None:
         """Which node (or TEST_PROCESS) opened the connection from `peer` to `ours`. Runs on
         a proxy's loop for every connection it accepts: the process ids are looked up again
         only when the ones known do not hold the socket (a node restarted, or not known yet)."""
-        owner = connection_owner(peer, ours, self._pids)
-        if owner is None:
+        inode = connecting_inode(peer, ours)
+        if inode is None:  # already closed: no process holds it any more
+            return None
+        found = owner(inode, self._pids)
+        if found is None:
             self._pids = {**self.node_pids(), TEST_PROCESS: os.getpid()}
-            owner = connection_owner(peer, ours, self._pids)
-        return owner
+            found = owner(inode, self._pids)
+        return found
 
     def connection_sources(self) -> dict[int | None, int]:
         """Connections the proxies accepted, by the node that opened them (TEST_PROCESS: this

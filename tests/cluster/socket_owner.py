@@ -78,12 +78,3 @@ def owner(inode: int, pids: Mapping[int, int]) -> int | None:
             except OSError:  # closed meanwhile
                 continue
     return None
-
-
-def connection_owner(
-    peer: tuple[str, int], accepting: tuple[str, int], pids: Mapping[int, int]
-) -> int | None:
-    """Which of `pids` opened the connection from `peer` to `accepting`; None for any other
-    process (or a connection already gone)."""
-    inode = connecting_inode(peer, accepting)
-    return None if inode is None else owner(inode, pids)

@@ -49,6 +49,7 @@ import os
 import random
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +103,34 @@ def network(tmp_path: Path) -> Iterator[ProxiedCluster]:
 
 def all_nodes() -> list[int]:
     return list(range(1, NODES + 1))
+
+
+async def place_topic(network: ProxiedCluster, topic: str, replicas: list[int]) -> None:
+    """One partition on `replicas`, the first its leader, known to every broker."""
+    await in_thread(create_topic, network.loopback, topic, replicas, {})
+    await in_thread(network.cluster.wait_for_leaders, topic, 1, 30)
+
+
+@contextmanager
+def traffic(network: ProxiedCluster, topic: str, partitions: int) -> Iterator[tuple[Stream, Tail]]:
+    """An idempotent acks=all producer stream and a consumer tail on `topic`, through the
+    public client, giving up on a call after QUICK's request timeout."""
+    with (
+        network.producer(acks="all", linger_ms=5, **QUICK) as producer,
+        network.consumer(enable_auto_commit=False, **QUICK) as consumer,
+        Tail(consumer, topic, partitions) as tail,
+        Stream(producer, topic, partitions) as stream,
+    ):
+        yield stream, tail
+
+
+async def drain(network: ProxiedCluster, stream: Stream, tail: Tail) -> Log:
+    """Stop the stream (every send settled), and the log once it stops moving, read by the
+    tail too."""
+    await in_thread(stream.stop)
+    log = await in_thread(settled_log, network, stream.topic, stream.partitions)
+    await in_thread(tail.wait_for, {p: len(entries) for p, entries in log.items()}, 30)
+    return log
 
 
 def check_logs(
@@ -179,17 +208,11 @@ async def test_an_isolated_leader_acknowledges_nothing_that_is_then_lost(
     quorum_leader = await in_thread(network.quorum_leader)
     leader = quorum_leader if quorum_leader_too else min(set(all_nodes()) - {quorum_leader})
     majority = [n for n in all_nodes() if n != leader]
-    await in_thread(create_topic, network.loopback, topic, [leader, *majority], {})
-    await in_thread(network.cluster.wait_for_leaders, topic, 1, 30)
+    await place_topic(network, topic, [leader, *majority])
     probes = Probes()
     stop_probes = asyncio.Event()
     async with Brokers(network.loopback) as brokers:
-        with (
-            network.producer(acks="all", linger_ms=5, **QUICK) as producer,
-            network.consumer(enable_auto_commit=False, **QUICK) as consumer,
-            Tail(consumer, topic, 1) as tail,
-            Stream(producer, topic, 1) as stream,
-        ):
+        with traffic(network, topic, 1) as (stream, tail):
             await in_thread(stream.wait_acks, ACKS, 30, "before the partition")
             assert_node_links_identified(network)
             # What the test means to cut off: the partition's leader (and the quorum's).
@@ -217,9 +240,7 @@ async def test_an_isolated_leader_acknowledges_nothing_that_is_then_lost(
                 network.heal()
             _, rejoined_at = await brokers.wait_isr(topic, all_nodes(), 30, ask=majority)
             await in_thread(stream.wait_acks, ACKS, 30, "after healing")
-            await in_thread(stream.stop)
-            log = await in_thread(settled_log, network, topic, 1)
-            await in_thread(tail.wait_for, {0: len(log[0])}, 30)
+            log = await drain(network, stream, tail)
 
     assert elected.leader != leader
     assert probes.acks_all, "no acks=all probe reached the isolated leader"
@@ -287,12 +308,7 @@ async def flap(
     network: ProxiedCluster, topic: str, partitions: int, chosen: random.Random, scratch: Path
 ) -> None:
     rounds = []
-    with (
-        network.producer(acks="all", linger_ms=5, **QUICK) as producer,
-        network.consumer(enable_auto_commit=False, **QUICK) as consumer,
-        Tail(consumer, topic, partitions) as tail,
-        Stream(producer, topic, partitions) as stream,
-    ):
+    with traffic(network, topic, partitions) as (stream, tail):
         await in_thread(stream.wait_acks, ACKS, 30, "before the partitions")
         assert_node_links_identified(network)
         epochs_before = await in_thread(leader_epochs, network, topic)
@@ -314,9 +330,7 @@ async def flap(
         )
         # Non-vacuity: the long isolations fenced a leader, and its partitions moved.
         assert moved > 0, f"no leadership moved in {rounds}"
-        await in_thread(stream.stop)
-        log = await in_thread(settled_log, network, topic, partitions)
-        await in_thread(tail.wait_for, {p: len(entries) for p, entries in log.items()}, 30)
+        log = await drain(network, stream, tail)
     checked = await in_thread(check_logs, network, stream, tail, log, topic, scratch / "replicas")
     print(
         f"D2: isolated {'; '.join(rounds)} (+ time to {ACKS} acks after healing); "
@@ -341,17 +355,12 @@ async def test_a_client_cut_off_from_a_leader_neither_loses_nor_duplicates(
     Exactly once, the consumer given exactly the log, identical replicas."""
     topic, partitions = "d4", 3
     network.cluster.create_topic(topic, partitions, NODES)
-    with (
-        network.producer(acks="all", linger_ms=5, **QUICK) as producer,
-        network.consumer(enable_auto_commit=False, **QUICK) as consumer,
-        Tail(consumer, topic, partitions) as tail,
-        Stream(producer, topic, partitions) as stream,
-    ):
+    with traffic(network, topic, partitions) as (stream, tail):
         await in_thread(stream.wait_acks, ACKS, 30, "before the cut")
         leader = network.leaders(topic)[0]
         assert leader is not None
         proxy = network.proxies[leader]
-        held_before, retried_before = proxy.held_bytes, producer.metrics()["batches_retried"]
+        held_before, retried_before = proxy.held_bytes, stream.producer.metrics()["batches_retried"]
         network.cut_clients_from(leader)
         await asyncio.sleep(CLIENT_CUT_S)  # the length of the cut is the fault itself
         network.heal()
@@ -359,10 +368,8 @@ async def test_a_client_cut_off_from_a_leader_neither_loses_nor_duplicates(
         await in_thread(stream.wait_acks, ACKS, 60, "after the cut")
         resumed_s = time.monotonic() - healed_at
         held = proxy.held_bytes - held_before
-        retried = producer.metrics()["batches_retried"] - retried_before
-        await in_thread(stream.stop)
-        log = await in_thread(settled_log, network, topic, partitions)
-        await in_thread(tail.wait_for, {p: len(entries) for p, entries in log.items()}, 30)
+        retried = stream.producer.metrics()["batches_retried"] - retried_before
+        log = await drain(network, stream, tail)
     # Non-vacuity: the cut held requests (and fetches) that reached the leader only after it,
     # and the producer retried meanwhile.
     assert held > 0 and retried > 0, (held, retried)
@@ -389,15 +396,9 @@ async def test_a_one_way_cut_shrinks_the_isr_and_late_answers_do_no_harm(
     topic = "d7"
     quorum_leader = await in_thread(network.quorum_leader)
     leader, follower = sorted(set(all_nodes()) - {quorum_leader})
-    await in_thread(create_topic, network.loopback, topic, [leader, follower, quorum_leader], {})
-    await in_thread(network.cluster.wait_for_leaders, topic, 1, 30)
+    await place_topic(network, topic, [leader, follower, quorum_leader])
     async with Brokers(network.loopback) as brokers:
-        with (
-            network.producer(acks="all", linger_ms=5, **QUICK) as producer,
-            network.consumer(enable_auto_commit=False, **QUICK) as consumer,
-            Tail(consumer, topic, 1) as tail,
-            Stream(producer, topic, 1) as stream,
-        ):
+        with traffic(network, topic, 1) as (stream, tail):
             await in_thread(stream.wait_acks, ACKS, 30, "before the cut")
             assert (await brokers.partition(topic)).leader == leader
             proxy = network.proxies[leader]
@@ -413,9 +414,7 @@ async def test_a_one_way_cut_shrinks_the_isr_and_late_answers_do_no_harm(
                 network.heal()
             _, rejoined_at = await brokers.wait_isr(topic, all_nodes(), 30)
             await in_thread(stream.wait_acks, ACKS, 30, "after the heal")
-            await in_thread(stream.stop)
-            log = await in_thread(settled_log, network, topic, 1)
-            await in_thread(tail.wait_for, {0: len(log[0])}, 30)
+            log = await drain(network, stream, tail)
     assert held > 0, "the cut held no answer"
     checked = await in_thread(check_logs, network, stream, tail, log, topic, tmp_path / "replicas")
     print(

@@ -12,8 +12,10 @@ Rules (reference digest §5.4-§5.6, §6.5 "Follower HW"; Kafka's `ReplicaFetche
   front, while they have data, would take every answer and the rest would fall out of the ISR.
 - An answer is applied only to a partition that still follows that leader at that leader epoch
   and fetch offset (else it is stale: metadata or the log moved meanwhile).
-- Records are appended verbatim; HW := the leader's HW clamped into the local log; the log start
-  follows the leader's, but never past the local HW.
+- Records are appended verbatim, after their header checks and CRC-32C (a spoilt batch is an
+  error: the partition backs off and fetches it again); none may carry a leader epoch after
+  the leader's own, a bit flipped in that field outside the CRC. HW := the leader's HW clamped
+  into the local log; the log start follows the leader's, but never past the local HW.
 - A DivergingEpoch truncates by the KIP-101/KIP-279 rule (`offset_truncation_state`), never to
   the HW, and the next fetch goes at once. A truncation point at or below the leader's log
   start offset restarts the log at that offset instead (Kafka truncates to it, and then cannot
@@ -255,7 +257,9 @@ class FollowerFetchSteps:
             return
         if error is None:
             if result.records:
-                info = partition.append_as_follower(result.records)
+                info = partition.append_as_follower(
+                    result.records, leader_epoch=follower.leader_epoch
+                )
                 follower.last_fetched_epoch = info.last_leader_epoch
                 # To the back of the fetch order (module Rules).
                 self._fetch_order.pop(partition.key, None)

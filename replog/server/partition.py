@@ -260,10 +260,13 @@ class Partition:
         self._record_appended(info.batches, base_before)
         return info
 
-    def append_as_follower(self, records: bytes | memoryview) -> LogAppendInfo:
-        """Append fetched batches as they are and record them in the producer table."""
+    def append_as_follower(
+        self, records: bytes | memoryview, *, leader_epoch: int | None = None
+    ) -> LogAppendInfo:
+        """Append fetched batches as they are and record them in the producer table;
+        `leader_epoch`, of the leader that sent them, bounds theirs (`Log.append_as_follower`)."""
         base_before = self.log.active_segment.base_offset
-        info = self.log.append_as_follower(records)
+        info = self.log.append_as_follower(records, leader_epoch=leader_epoch)
         self._record_appended(info.batches, base_before)
         return info
 

@@ -9,7 +9,8 @@ Rules (reference digest §1.3, §2, §3, §5, §8):
   append leaves the log unchanged, and the caller's buffer is never changed.
 - A follower append writes the leader's bytes verbatim; its first offset must equal the log end
   offset (no gaps; an empty log whose start falls inside the first batch restarts at its base),
-  and it records each batch's leader epoch in the leader-epoch cache.
+  epochs never fall within it nor pass the sending leader's (when given), and it records each
+  batch's leader epoch in the leader-epoch cache.
 - Reads return whole batches, starting with the one that holds `start_offset`, and never a
   batch holding an offset at or above `upper_bound_offset` (the broker passes the high
   watermark for consumers). A start below the log start or above the end is out of range.
@@ -531,16 +532,22 @@ class Log:
             raise exc from None
         raise AssertionError(f"{self.name}: batch at byte {position} failed only once")
 
-    def append_as_follower(self, batches_bytes: bytes | bytearray | memoryview) -> LogAppendInfo:
+    def append_as_follower(
+        self, batches_bytes: bytes | bytearray | memoryview, *, leader_epoch: int | None = None
+    ) -> LogAppendInfo:
         """Append a leader's batches verbatim; they must start exactly at the log end offset.
 
         The one exception (Kafka's): an empty log whose start offset falls inside the first
         batch (DeleteRecords landed mid-batch on the leader) restarts at that batch's base.
+        With `leader_epoch`, the epoch of the leader that sent them, no batch may carry a
+        later one (no leader holds a batch of an epoch after its own): the batch's epoch
+        field is outside its CRC, and a bit flipped there on the way would otherwise be
+        stored and enter the leader-epoch cache.
         """
         with self._lock:
             self._check_open()
             buf = _immutable(batches_bytes)
-            headers = self._validate_follower_batches(buf)
+            headers = self._validate_follower_batches(buf, leader_epoch)
             first = headers[0].base_offset
             if first != self._log_end_offset:
                 empty = self._log_end_offset == self._log_start_offset
@@ -561,7 +568,9 @@ class Log:
                     latest = epoch
             return self._append_validated(memoryview(buf), headers, None, self._clock(), -1)
 
-    def _validate_follower_batches(self, buf: Unchangeable) -> list[BatchHeader]:
+    def _validate_follower_batches(
+        self, buf: Unchangeable, leader_epoch: int | None
+    ) -> list[BatchHeader]:
         if not buf:
             raise InvalidRecordError(f"{self.name}: a follower append needs at least one batch")
         headers: list[BatchHeader] = []
@@ -582,6 +591,11 @@ class Log:
                 raise InvalidRecordError(
                     f"{self._where('follower append', headers, position)}: leader epoch "
                     f"{header.partition_leader_epoch} after {epoch_floor}"
+                )
+            if leader_epoch is not None and header.partition_leader_epoch > leader_epoch:
+                raise InvalidRecordError(
+                    f"{self._where('follower append', headers, position)}: leader epoch "
+                    f"{header.partition_leader_epoch} after the leader's own, {leader_epoch}"
                 )
             epoch_floor = header.partition_leader_epoch
             expected = header.base_offset + header.last_offset_delta + 1

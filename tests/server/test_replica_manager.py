@@ -858,6 +858,39 @@ async def test_follower_errors_back_off_and_retry(tmp_path: Path, clock: FakeClo
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        pytest.param(lambda data, last: data.__setitem__(len(data) - 1, data[-1] ^ 4), id="crc"),
+        # The last batch's leader epoch (bytes 12-15, outside the CRC) gains bit 16.
+        pytest.param(
+            lambda data, last: data.__setitem__(last + 13, data[last + 13] ^ 1), id="epoch"
+        ),
+    ],
+)
+async def test_a_follower_stores_no_answer_spoilt_on_the_wire_and_fetches_it_again(
+    tmp_path: Path, clock: FakeClock, spoil: Any
+) -> None:
+    leader, follower, _ = two_nodes(tmp_path, clock, replica_fetch_backoff_ms=200)
+    await produce(leader, batch(2, tag=1))
+    await produce(leader, batch(3, tag=2))
+    request = follower.rm.build_follower_fetch(1, clock())
+    assert request is not None
+    answer = await leader.rm.fetch(replace(request, max_wait_ms=0))
+    (result,) = answer.partitions
+    records = bytearray(result.records)
+    spoil(records, [position for position, _ in iter_frames(bytes(records))][-1])
+    spoilt = FetchResponse((replace(result, records=bytes(records)),))
+    follower.rm.process_follower_fetch(1, request, spoilt, clock())
+    assert follower.log().log_end_offset == 0  # nothing of the answer stored
+    assert follower.rm.build_follower_fetch(1, clock()) is None  # backing off
+    clock.advance(200)
+    await replicate(follower, leader)
+    assert whole_log(follower) == whole_log(leader)
+    assert follower.log().leader_epoch_cache.entries() == leader.log().leader_epoch_cache.entries()
+
+
+@pytest.mark.asyncio
 async def test_follower_high_watermark_and_log_start_follow_the_leader(
     tmp_path: Path, clock: FakeClock
 ) -> None:

@@ -257,6 +257,21 @@ def test_follower_rejects_corrupt_batches_and_falling_epochs(follower: Log) -> N
     )
 
 
+def test_follower_rejects_epochs_after_the_sending_leaders(follower: Log) -> None:
+    # The epoch field is outside the CRC: a flipped bit there passes every other check.
+    follower.append_as_follower(leader_batch(0, 2, 3), leader_epoch=3)
+    later = leader_batch(2, 2, 3, tag=1) + leader_batch(4, 1, 4 | 1 << 20, tag=2)
+    assert_rejected_unchanged(
+        follower,
+        InvalidRecordError,
+        lambda: follower.append_as_follower(later, leader_epoch=4),
+    )
+    assert epoch_pairs(follower) == [(3, 0)]
+    # Up to the leader's own epoch is the leader's log: accepted, as without a bound.
+    follower.append_as_follower(leader_batch(2, 2, 3) + leader_batch(4, 1, 4), leader_epoch=4)
+    assert epoch_pairs(follower) == [(3, 0), (4, 4)]
+
+
 def test_follower_restarts_at_a_batch_straddling_its_empty_log_start(follower: Log) -> None:
     # DeleteRecords moved the leader's log start to 15, inside the batch holding 10-19.
     follower.truncate_fully_and_start_at(15)

@@ -17,7 +17,8 @@ them. Each proxy learns which node a connection comes from (tests/cluster/socket
 `partition`, `isolate` and `heal` then cut node-to-node links pair by pair. The test process's
 own connections (its clients, its admin calls) are not partitioned by those: a client can
 reach every node, as in the reliability plan's scenarios D1 and D2; `cut_clients_from(node)`
-cuts them from one node alone (D4).
+cuts them from one node alone (D4). `slow_links` and `corrupt_answers` spoil links without
+cutting them (D6, D8).
 
 The streams: `Stream` sends unique values through one `replog.Producer` and records every
 outcome; `Tail` reads a topic from offset 0 through one `replog.Consumer` as records commit;
@@ -32,7 +33,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,8 +168,24 @@ class ProxiedCluster:
         (its answers) waits, while `to`'s requests still arrive. `heal` ends it."""
         self.proxies[node_id].block((), answers_to=[to])
 
+    def slow_links(self, node_id: int, delays_s: Mapping[int, tuple[float, float]]) -> None:
+        """Delay both ways what each node in `delays_s` and `node_id` exchange on the
+        connections it opened to `node_id` (a follower's fetches; its heartbeats too if
+        `node_id` is the active controller), each chunk by a time drawn from its range;
+        the links of nodes left out are not delayed. `heal` ends it."""
+        self.proxies[node_id].slow(delays_s)
+
+    def corrupt_answers(self, node_id: int, to: Iterable[int], per_byte: float, seed: int) -> None:
+        """Flip a bit in `per_byte` of the bytes `node_id` answers the nodes `to` on its
+        listener (their fetches' answers, with the batches they copy; the proxy's
+        `flipped_bits` counts them). `heal` ends it."""
+        self.proxies[node_id].corrupt(to, per_byte, seed)
+
     def heal(self) -> None:
-        self.partition(self.proxies)
+        """End every fault between the nodes: partitions, delays, bit flips."""
+        for node in self.proxies:
+            for proxy in self.fronts(node):
+                proxy.heal()
 
     def node_pids(self) -> dict[int, int]:
         """node id -> process id, of the nodes running now. Found by command line (it names

@@ -21,17 +21,27 @@ other only then too. `block(answers_to=...)` cuts one way: those nodes' requests
 what the node sends back waits. Nothing is dropped: bytes read before or during the block
 are delivered once it ends, as TCP's retransmissions deliver them after a partition heals.
 A connection `source_of` cannot name is reset at once, so that none escapes a partition.
+
+Two more faults keep the bytes flowing but spoil the link, by source too: `slow(delays_s)`
+delivers each chunk read on a source's connections, either way, a random time drawn from its
+range later, in order (a link with that latency and jitter: a chunk never overtakes the one
+before it); `corrupt(answers_to, per_byte, seed)` flips one random bit in each byte this node
+sends them with probability `per_byte` (memory or a NIC corrupting data after TCP's checksum
+was verified: nothing below the application can catch it). `heal()` ends every fault.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+import random
 import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections import deque
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -102,6 +112,12 @@ class TcpProxy:
         self._answers_blocked: frozenset[int] = frozenset()  # one way: node -> client held
         self._sources: dict[int | None, int] = {}  # connections accepted, by source
         self._held_bytes = 0
+        self._delays: dict[int, tuple[float, float]] = {}  # source -> delay range (s), both ways
+        self._flip_to: frozenset[int] = frozenset()  # sources whose answers get bits flipped
+        self._flip_per_byte = 0.0
+        self._flip_rng = random.Random(0)
+        self._until_flip = 0  # bytes of flipped answers still to pass before the next flip
+        self.flipped_bits = 0
         self._unblocked = asyncio.Condition()  # notified on a block change, a sever, a close
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
@@ -133,6 +149,33 @@ class TcpProxy:
         out (`block(())` heals)."""
         self._call(self._set_blocked(frozenset(sources), frozenset(answers_to)))
 
+    def slow(self, delays_s: Mapping[int, tuple[float, float]]) -> None:
+        """Delay what travels on the connections from each source in `delays_s` (both ways):
+        each chunk by a time drawn uniformly from its range, never overtaking the chunk before
+        it. Until a later `slow` leaves the source out; bytes already delayed still arrive
+        when due."""
+        self._call(self._set(_delays=dict(delays_s)))
+
+    def corrupt(self, answers_to: Iterable[int], per_byte: float, seed: int = 0) -> None:
+        """Flip a random bit in each byte this node sends on the connections from
+        `answers_to`, with probability `per_byte` (`flipped_bits` counts them); `seed` makes
+        the choice of bytes and bits repeatable for the same stream of bytes."""
+        rng = random.Random(seed)
+        self._call(
+            self._set(
+                _flip_to=frozenset(answers_to),
+                _flip_per_byte=per_byte,
+                _flip_rng=rng,
+                _until_flip=_bytes_to_next_flip(rng, per_byte),
+            )
+        )
+
+    def heal(self) -> None:
+        """End every fault: blocks, delays, bit flips."""
+        self.block(())
+        self.slow({})
+        self.corrupt((), 0.0)
+
     def sources(self) -> dict[int | None, int]:
         """Connections accepted so far, by the node they came from (None: not a node)."""
         return self._call(self._count_sources())
@@ -163,6 +206,10 @@ class TcpProxy:
         self._blocked, self._answers_blocked = sources, answers_to
         async with self._unblocked:
             self._unblocked.notify_all()
+
+    async def _set(self, **state: Any) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
 
     async def _count_sources(self) -> dict[int | None, int]:
         return dict(self._sources)
@@ -247,6 +294,10 @@ class TcpProxy:
 
     async def _pump(self, reader: asyncio.StreamReader, link: _Link, *, to_node: bool) -> None:
         writer = link.node if to_node else link.client
+        loop = asyncio.get_running_loop()
+        delayed: deque[tuple[float, bytes]] = deque()  # (when due, chunk), in reading order
+        delivery: asyncio.Task[None] | None = None
+        due = 0.0  # when the last chunk delayed in this direction is due (loop time)
         try:
             while not link.closed:
                 data = await reader.read(CHUNK)
@@ -262,16 +313,68 @@ class TcpProxy:
                         self._report.bytes_dropped += len(data)
                         continue
                     self._report.requests_bytes_while_holding += len(data)
+                if not to_node and link.source in self._flip_to:
+                    data = self._flip_bits(data)
+                delay = self._delays.get(link.source) if link.source is not None else None
+                if delay or delayed:  # delayed, or queued behind a delayed chunk
+                    due = max(due, loop.time() + (random.uniform(*delay) if delay else 0.0))
+                    delayed.append((due, data))
+                    if delivery is None or delivery.done():
+                        delivery = asyncio.create_task(_deliver(delayed, link, writer))
+                    continue
                 writer.write(data)
                 await writer.drain()
+            if delivery is not None:  # the end of the stream travels behind its last bytes
+                await delivery
         except (ConnectionError, OSError):
             pass
         finally:
+            if delivery is not None and not delivery.done():
+                delivery.cancel()
             if not link.closed and not self._passes(link, to_node):
                 # One side closed or broke during a partition: the other learns it only once
                 # the partition heals, as a FIN or RST would reach it only then.
                 await self._wait_open(link, to_node)
             await self._close(link)
+
+    def _flip_bits(self, data: bytes) -> bytes:
+        """`data` with a bit flipped at each byte the per-byte draw picks."""
+        if self._until_flip >= len(data):
+            self._until_flip -= len(data)
+            return data
+        spoilt = bytearray(data)
+        position = self._until_flip
+        while position < len(spoilt):
+            spoilt[position] ^= 1 << self._flip_rng.randrange(8)
+            self.flipped_bits += 1
+            position += 1 + _bytes_to_next_flip(self._flip_rng, self._flip_per_byte)
+        self._until_flip = position - len(spoilt)
+        return bytes(spoilt)
+
+
+def _bytes_to_next_flip(rng: random.Random, per_byte: float) -> int:
+    """Bytes passed intact before the next flipped one: geometric, as if each byte were
+    flipped with probability `per_byte` on its own (never, when it is 0)."""
+    if per_byte <= 0:
+        return 1 << 62
+    return int(math.log(1.0 - rng.random()) / math.log(1.0 - per_byte))
+
+
+async def _deliver(
+    delayed: deque[tuple[float, bytes]], link: _Link, writer: asyncio.StreamWriter
+) -> None:
+    """Write the delayed chunks in order, each when due, until none is left (or the
+    connection broke: the pump reading the other way finds that out)."""
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(ConnectionError, OSError):
+        while delayed and not link.closed:
+            due, data = delayed[0]
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            delayed.popleft()
+            if link.closed:
+                return
+            writer.write(data)
+            await writer.drain()
 
 
 def cut_all(proxies: Iterable[TcpProxy], hold_s: float) -> CutReport:

@@ -36,14 +36,13 @@ from collections.abc import Iterator
 import pytest
 from client_cluster import ClientCluster, client_cluster
 from cluster_helpers import wait_for
-from prometheus_client.parser import text_string_to_metric_families
+from metrics_scrape import get, scrape
 
 from replog import Admin, NewTopic, Producer
 
 pytestmark = pytest.mark.slow
 
 LAG_MS = 2000
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 @pytest.fixture(scope="module")
@@ -57,20 +56,6 @@ def urls(cluster: ClientCluster) -> dict[int, str]:
     found = {node.node_id: node.metrics_url for node in cluster.loopback.layout.nodes}
     assert all(found.values()), found
     return {node_id: url for node_id, url in found.items() if url is not None}
-
-
-def scrape(url: str, timeout_s: float = 3.0) -> Samples:
-    with urllib.request.urlopen(url, timeout=timeout_s) as response:
-        text = response.read().decode()
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
-def get(samples: Samples, name: str, **labels: str) -> float:
-    return samples.get((name, frozenset(labels.items())), 0.0)
 
 
 def leader_of(cluster: ClientCluster, topic: str) -> tuple[int, tuple[int, ...]]:

@@ -49,114 +49,33 @@ import os
 import random
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from proxied_cluster import (
-    NODES,
-    Log,
-    ProxiedCluster,
-    Stream,
-    Tail,
-    assert_consumer_was_given_the_log,
-    assert_exactly_once_in_order,
-    settled_log,
-    start_proxied_cluster,
-    stop,
+from fault_traffic import (
+    ACKS,
+    all_nodes,
+    assert_node_links_identified,
+    check_logs,
+    drain,
+    fault_cluster,
+    place_topic,
+    traffic,
 )
-from replication_helpers import (
-    ACKS_ALL,
-    ACKS_LEADER,
-    Brokers,
-    assert_identical,
-    create_topic,
-    error_code,
-    in_thread,
-    one_record,
-    read_replicas,
-)
+from proxied_cluster import NODES, ProxiedCluster
+from replication_helpers import ACKS_ALL, ACKS_LEADER, Brokers, error_code, in_thread, one_record
 
 pytestmark = pytest.mark.slow
 
-REPLICA_LAG_TIME_MAX_MS = 2000  # a silent follower leaves the ISR 2-3 s after its last fetch
-# The producer gives up on a call to a cut-off leader after this and asks for metadata again.
-QUICK = {"request_timeout_ms": 3000}
 PROBE_EVERY_S = 0.1
 PROBE_TIMEOUT_MS = 1500  # how long an acks=all probe may wait for the ISR
-ACKS = 200  # acknowledgements awaited before, during and after each fault
 
 
 @pytest.fixture
 def network(tmp_path: Path) -> Iterator[ProxiedCluster]:
-    cluster = start_proxied_cluster(
-        tmp_path / "cluster",
-        partitionable=True,
-        properties={"replica.lag.time.max.ms": str(REPLICA_LAG_TIME_MAX_MS)},
-    )
-    try:
+    with fault_cluster(tmp_path / "cluster") as cluster:
         yield cluster
-    finally:
-        stop(cluster)
-
-
-def all_nodes() -> list[int]:
-    return list(range(1, NODES + 1))
-
-
-async def place_topic(network: ProxiedCluster, topic: str, replicas: list[int]) -> None:
-    """One partition on `replicas`, the first its leader, known to every broker."""
-    await in_thread(create_topic, network.loopback, topic, replicas, {})
-    await in_thread(network.cluster.wait_for_leaders, topic, 1, 30)
-
-
-@contextmanager
-def traffic(network: ProxiedCluster, topic: str, partitions: int) -> Iterator[tuple[Stream, Tail]]:
-    """An idempotent acks=all producer stream and a consumer tail on `topic`, through the
-    public client, giving up on a call after QUICK's request timeout."""
-    with (
-        network.producer(acks="all", linger_ms=5, **QUICK) as producer,
-        network.consumer(enable_auto_commit=False, **QUICK) as consumer,
-        Tail(consumer, topic, partitions) as tail,
-        Stream(producer, topic, partitions) as stream,
-    ):
-        yield stream, tail
-
-
-async def drain(network: ProxiedCluster, stream: Stream, tail: Tail) -> Log:
-    """Stop the stream (every send settled), and the log once it stops moving, read by the
-    tail too."""
-    await in_thread(stream.stop)
-    log = await in_thread(settled_log, network, stream.topic, stream.partitions)
-    await in_thread(tail.wait_for, {p: len(entries) for p, entries in log.items()}, 30)
-    return log
-
-
-def check_logs(
-    network: ProxiedCluster, stream: Stream, tail: Tail, log: Log, topic: str, scratch: Path
-) -> int:
-    """The end-of-test checks: exactly once at the acknowledged offsets, the consumer given
-    exactly the log, every replica's files identical below the high watermark (the nodes are
-    killed to read them). The number of records checked."""
-    checked = assert_exactly_once_in_order(stream, log)
-    assert_consumer_was_given_the_log(tail, log)
-    network.cluster.stop()
-    for partition, entries in log.items():
-        replicas = read_replicas(
-            network.loopback, all_nodes(), topic, scratch / str(partition), partition
-        )
-        assert_identical(replicas, len(entries), f"{topic}-{partition}")
-    return checked
-
-
-def assert_node_links_identified(network: ProxiedCluster) -> None:
-    """Non-vacuity: the proxies saw connections from every node, so the cuts applied to
-    them (a connection a proxy cannot attribute is reset, so none escapes a partition)."""
-    sources = network.connection_sources()
-    assert all(sources.get(n, 0) > 0 for n in all_nodes()), (
-        f"the proxies could not tell which node opened each connection: {sources}"
-    )
 
 
 # --- D1: the isolated leader ---------------------------------------------------------------------

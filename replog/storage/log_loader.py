@@ -14,8 +14,16 @@ Rules (reference digest §3.2):
   clean shutdown.
 - The leader-epoch cache is then cut to the log end and to the log start; if its checkpoint is
   unreadable it is rebuilt from the batch headers of the whole log.
-- The log start offset is max(checkpoint, first segment base); the high watermark is clamped to
-  [log start, log end]; the recovery point never exceeds the log end.
+- The log start offset is max(checkpoint, first segment base, start of the leader-epoch
+  checkpoint's first entry); the high watermark is clamped to [log start, log end]; the
+  recovery point never exceeds the log end. The epoch checkpoint is written synchronously
+  whenever the log start moves (`LeaderEpochCache.truncate_from_start`), the log-start-offset
+  checkpoint only periodically; without the third term a crash in between brought back
+  records DeleteRecords had removed while the epochs that covered them stayed gone, and such
+  a replica, leading, answered a follower's last fetched epoch with a boundary past the
+  follower's divergent records, which it then kept. (Kafka writes epoch truncations
+  asynchronously: there both checkpoints go back together, and the deleted records come back
+  with their epochs. replog keeps them deleted.)
 """
 
 from __future__ import annotations
@@ -120,6 +128,19 @@ def _load(
     _remove_leftovers(directory, fs)
     segments = _open_segments(directory, config, fs, clock)
     epoch_cache, epochs_trusted = _open_epoch_cache(directory, fs)
+    # The epoch checkpoint is written whenever the log start moves, the log start's own
+    # checkpoint only now and then: after a crash the first epoch's start can be the later
+    # witness of where the log started (module Rules).
+    earliest = epoch_cache.earliest_entry if epochs_trusted else None
+    if earliest is not None and earliest.start_offset > log_start_offset:
+        log.info(
+            "%s: log start offset %d from the leader-epoch checkpoint (the log start "
+            "checkpoint says %d)",
+            directory,
+            earliest.start_offset,
+            log_start_offset,
+        )
+        log_start_offset = earliest.start_offset
 
     def assign_newer_epoch(header: BatchHeader) -> None:
         epoch = header.partition_leader_epoch

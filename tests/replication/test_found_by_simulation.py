@@ -9,6 +9,13 @@ that they stay covered whatever the simulation's seeds do.
    offset truncated to it, and when DeleteRecords had left that offset inside a batch, every
    later fetch answered that batch from its base, below the follower's log end offset: the
    follower never appended again.
+3. A leader restarted after a kill -9 that came between DeleteRecords and the periodic
+   log-start checkpoint: its leader-epoch checkpoint (written when the log start moved) no
+   longer covered the deleted records, its log start came back from the older checkpoint, and
+   the records were served again. Asked about an epoch older than its first, it answered with
+   its first entry's start (the old data being gone, as the rule assumes), past a returning
+   follower's divergent records, which the follower then kept. The log start now comes back
+   from the epoch checkpoint too.
 """
 
 from __future__ import annotations
@@ -61,18 +68,25 @@ async def test_a_leader_that_missed_an_epoch_forgets_its_followers_offsets(tmp_p
         c.assert_invariants(T)
 
 
+async def b_leads_an_epoch_a_never_sees(c: Cluster, batch_sizes: list[int]) -> None:
+    """B leads epoch 0 and writes batches of "old" records, which A never fetches; B dies and
+    A leads epoch 1 from offset 0."""
+    c.create_topic(T, [B, A])
+    c.isolate(A)
+    start = 0
+    for size in batch_sizes:
+        await c.produce(B, T, values("old", start, start + size), acks=ACKS_LEADER, replicate=False)
+        start += size
+    c.crash(B)
+    c.heal(A)
+    c.fence(B)
+    assert c.partition(T).leader == A
+
+
 @pytest.mark.asyncio
 async def test_a_follower_truncated_to_a_log_start_inside_a_batch_catches_up(tmp_path):
     async with Cluster(tmp_path, [A, B]) as c:
-        # B leads epoch 0 and writes 0 and 1..2, which A never fetches.
-        c.create_topic(T, [B, A])
-        c.isolate(A)
-        await c.produce(B, T, values("old", 0, 1), acks=ACKS_LEADER, replicate=False)
-        await c.produce(B, T, values("old", 1, 3), acks=ACKS_LEADER, replicate=False)
-        c.crash(B)
-        c.heal(A)
-        c.fence(B)  # A leads epoch 1 from offset 0
-        assert c.partition(T).leader == A
+        await b_leads_an_epoch_a_never_sees(c, [1, 2])  # 0 and 1..2
         await c.produce(A, T, values("new", 0, 2), acks=ACKS_LEADER)
         await c.produce(A, T, values("new", 2, 4), acks=ACKS_LEADER)
         # DeleteRecords to offset 1: the log start falls inside the batch 0..1.
@@ -87,4 +101,28 @@ async def test_a_follower_truncated_to_a_log_start_inside_a_batch_catches_up(tmp
         await c.settle()
         assert c.log(B, T).log_end_offset == c.log(A, T).log_end_offset == 4
         assert c.records(B, T) == {0: b"new0", 1: b"new1", 2: b"new2", 3: b"new3"}
+        c.assert_identical(T)
+
+
+@pytest.mark.asyncio
+async def test_a_leader_restarted_after_delete_records_keeps_its_log_start(tmp_path):
+    async with Cluster(tmp_path, [A, B]) as c:
+        await b_leads_an_epoch_a_never_sees(c, [3])  # 0..2
+        for start in range(0, 30, 5):
+            await c.produce(A, T, values("new", start, start + 5), acks=ACKS_LEADER)
+        deleted = await c.finish(c.start_delete_records(A, T, 20))
+        assert deleted.partitions[0].error is None
+        assert c.epochs(A, T) == [(1, 20)]
+        # kill -9 before the log-start checkpoint: the epoch checkpoint already says 20.
+        c.crash(A)
+        c.fence(A)
+        c.restart(A)
+        assert c.partition(T).leader == A
+        assert c.log(A, T).log_start_offset == 20
+        # B returns with epoch 0's 0..2: its fetch at 3 is below A's log start, so it
+        # restarts its log there instead of keeping 0..2 under A's records.
+        c.restart(B)
+        await c.settle()
+        assert c.log(B, T).log_start_offset == 20
+        assert c.records(B, T) == {o: f"new{o}".encode() for o in range(20, 30)}
         c.assert_identical(T)

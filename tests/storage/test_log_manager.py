@@ -168,7 +168,9 @@ def test_restored_offsets_are_clamped_to_the_log(tmp_path: Path) -> None:
     again = manager([d0])
     orders0, orders1 = again.get_log("orders", 0), again.get_log("orders", 1)
     assert orders0.high_watermark == 30  # clamped to the log end
-    assert orders0.log_start_offset == 0  # no entry: the first segment's base
+    # No entry: not the first segment's base (0) but where the log start was, 3, which the
+    # leader-epoch checkpoint's first entry witnesses (written when it moved).
+    assert orders0.log_start_offset == 3
     assert (orders1.log_start_offset, orders1.high_watermark) == (2, 2)  # HW raised to the start
 
 

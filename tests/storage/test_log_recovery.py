@@ -548,6 +548,26 @@ def test_epoch_entries_before_the_log_start_are_clamped(closed: CrashedLog, tmp_
     )
 
 
+def test_a_log_start_the_epoch_checkpoint_saw_is_kept_when_its_own_checkpoint_lags(
+    closed: CrashedLog, tmp_path: Path
+) -> None:
+    """DeleteRecords to 20 wrote the epoch checkpoint (synchronously) but a crash came before
+    the periodic log-start checkpoint, which still says 0. Opened at 0, the log would serve
+    the deleted records again without the epochs that covered them (a leader then answers a
+    follower's older last fetched epoch with a boundary at 20, past its divergent records)."""
+    copy = closed.fresh_copy(tmp_path / "t-0")
+    deleted = reopen(copy.directory)
+    deleted.high_watermark = 30
+    deleted.increment_log_start_offset(20)
+    epochs = epoch_pairs(deleted)
+    deleted.close_without_flush()
+    write_state(str(copy.directory), LOCAL, StandaloneState(False, 0, 0, 0))
+    log = reopen(copy.directory)
+    assert log.log_start_offset == 20
+    assert epoch_pairs(log) == epochs and epochs[0][1] == 20
+    assert read_all(log) == [b for b in closed.batches if read_header(b).last_offset >= 20]
+
+
 def test_recovery_ends_each_time_index_with_the_segments_largest_timestamp(tmp_path: Path) -> None:
     """Kafka's LogSegment.recover appends the final time-index entry, as a roll does."""
     directory = tmp_path / "t-0"

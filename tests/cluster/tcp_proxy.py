@@ -42,7 +42,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -61,11 +61,15 @@ class _Link:
     node: asyncio.StreamWriter
     source: int | None = None  # the node the client side belongs to, if it is one
     closed: bool = False
+    # Tasks writing delayed chunks (`slow`): a closed connection drops what they still hold.
+    deliveries: set[asyncio.Task[None]] = field(default_factory=set)
 
     def close(self, *, reset: bool) -> None:
         if self.closed:
             return
         self.closed = True
+        for task in self.deliveries:
+            task.cancel()
         for writer in (self.client, self.node):
             transport = writer.transport
             if reset:
@@ -151,15 +155,17 @@ class TcpProxy:
 
     def slow(self, delays_s: Mapping[int, tuple[float, float]]) -> None:
         """Delay what travels on the connections from each source in `delays_s` (both ways):
-        each chunk by a time drawn uniformly from its range, never overtaking the chunk before
-        it. Until a later `slow` leaves the source out; bytes already delayed still arrive
-        when due."""
+        each chunk by a time drawn uniformly from its range (not seeded: timing varies
+        anyway), never overtaking the chunk before it. Until a later `slow` leaves the source
+        out; bytes already delayed still arrive when due, unless the connection closes
+        first."""
         self._call(self._set(_delays=dict(delays_s)))
 
     def corrupt(self, answers_to: Iterable[int], per_byte: float, seed: int = 0) -> None:
         """Flip a random bit in each byte this node sends on the connections from
         `answers_to`, with probability `per_byte` (`flipped_bits` counts them); `seed` makes
         the choice of bytes and bits repeatable for the same stream of bytes."""
+        assert 0 <= per_byte < 1, f"a probability below 1 per byte, not {per_byte}"
         rng = random.Random(seed)
         self._call(
             self._set(
@@ -321,11 +327,13 @@ class TcpProxy:
                     delayed.append((due, data))
                     if delivery is None or delivery.done():
                         delivery = asyncio.create_task(_deliver(delayed, link, writer))
+                        link.deliveries.add(delivery)
+                        delivery.add_done_callback(link.deliveries.discard)
                     continue
                 writer.write(data)
                 await writer.drain()
             if delivery is not None:  # the end of the stream travels behind its last bytes
-                await delivery
+                await asyncio.wait({delivery})  # (cancelled if the connection closes first)
         except (ConnectionError, OSError):
             pass
         finally:
@@ -363,10 +371,10 @@ def _bytes_to_next_flip(rng: random.Random, per_byte: float) -> int:
 async def _deliver(
     delayed: deque[tuple[float, bytes]], link: _Link, writer: asyncio.StreamWriter
 ) -> None:
-    """Write the delayed chunks in order, each when due, until none is left (or the
-    connection broke: the pump reading the other way finds that out)."""
+    """Write the delayed chunks in order, each when due, until none is left. A write that
+    fails breaks the connection: it is reset, and what is still delayed dropped."""
     loop = asyncio.get_running_loop()
-    with contextlib.suppress(ConnectionError, OSError):
+    try:
         while delayed and not link.closed:
             due, data = delayed[0]
             await asyncio.sleep(max(0.0, due - loop.time()))
@@ -375,6 +383,9 @@ async def _deliver(
                 return
             writer.write(data)
             await writer.drain()
+    except (ConnectionError, OSError):
+        delayed.clear()
+        link.close(reset=True)
 
 
 def cut_all(proxies: Iterable[TcpProxy], hold_s: float) -> CutReport:

@@ -30,7 +30,6 @@ import json
 import signal
 import time
 import urllib.error
-import urllib.request
 from collections.abc import Iterator
 
 import pytest

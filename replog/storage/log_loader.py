@@ -13,7 +13,8 @@ Rules (reference digest §3.2):
 - A segment with a missing `.index` or `.timeindex` gets its indexes rebuilt even after a
   clean shutdown.
 - The leader-epoch cache is then cut to the log end and to the log start; if its checkpoint is
-  unreadable it is rebuilt from the batch headers of the whole log.
+  unreadable, or missing or empty while the log holds records, it is rebuilt from the batch
+  headers of the whole log (and then witnesses nothing: below).
 - The log start offset is max(checkpoint, first segment base, start of the leader-epoch
   checkpoint's first entry); the high watermark is clamped to [log start, log end]; the
   recovery point never exceeds the log end. The epoch checkpoint is written synchronously
@@ -128,6 +129,11 @@ def _load(
     _remove_leftovers(directory, fs)
     segments = _open_segments(directory, config, fs, clock)
     epoch_cache, epochs_trusted = _open_epoch_cache(directory, fs)
+    if epochs_trusted and epoch_cache.earliest_entry is None and _holds_records(segments):
+        # Gone (or never written) while the log holds records: a first entry made later
+        # would start above the log start and pass for the witness below. Rebuilt instead.
+        log.warning("%s: no leader epochs for a log with records; rebuilding them", directory)
+        epochs_trusted = False
     # The epoch checkpoint is written whenever the log start moves, the log start's own
     # checkpoint only now and then: after a crash the first epoch's start can be the later
     # witness of where the log started (module Rules).
@@ -159,8 +165,8 @@ def _load(
         log_end_offset = segments.peekitem(-1)[1].next_offset
         if log_end_offset < log_start_offset:
             log.warning(
-                "%s: log end offset %d is below the checkpointed log start offset %d; "
-                "deleting all segments",
+                "%s: log end offset %d is below the log start offset %d (from the "
+                "checkpoints); deleting all segments",
                 directory,
                 log_end_offset,
                 log_start_offset,
@@ -241,6 +247,10 @@ def _rebuild_missing_indexes(
         if segment.size > 0 and not all(fs.exists(path) for path in indexes):
             log.warning("%s: index missing, rebuilding it", segment.log_path)
             segment.rebuild_indexes()
+
+
+def _holds_records(segments: SortedDict) -> bool:
+    return bool(segments) and segments.peekitem(-1)[1].next_offset > segments.peekitem(0)[0]
 
 
 def _open_epoch_cache(directory: str, fs: FileSystem) -> tuple[LeaderEpochCache, bool]:

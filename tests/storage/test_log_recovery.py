@@ -568,6 +568,27 @@ def test_a_log_start_the_epoch_checkpoint_saw_is_kept_when_its_own_checkpoint_la
     assert read_all(log) == [b for b in closed.batches if read_header(b).last_offset >= 20]
 
 
+@pytest.mark.parametrize("damage", ["missing", "empty"])
+def test_a_missing_epoch_checkpoint_is_rebuilt_and_witnesses_no_log_start(
+    closed: CrashedLog, tmp_path: Path, damage: str
+) -> None:
+    """Without it, the entry a new leader adds at its log end (5 is the next epoch here)
+    would be the cache's first, and the next open would take it for where the log starts."""
+    copy = closed.fresh_copy(tmp_path / "t-0")
+    expected = (copy.directory / "leader-epoch-checkpoint").read_bytes()
+    if damage == "missing":
+        (copy.directory / "leader-epoch-checkpoint").unlink()
+    else:
+        (copy.directory / "leader-epoch-checkpoint").write_text("0\n0\n")
+    log = reopen(copy.directory)
+    assert (copy.directory / "leader-epoch-checkpoint").read_bytes() == expected
+    log.leader_epoch_cache.assign(5, log.log_end_offset)
+    log.close()
+    again = reopen(copy.directory)
+    assert again.log_start_offset == 0
+    assert read_all(again) == closed.batches
+
+
 def test_recovery_ends_each_time_index_with_the_segments_largest_timestamp(tmp_path: Path) -> None:
     """Kafka's LogSegment.recover appends the final time-index entry, as a roll does."""
     directory = tmp_path / "t-0"
@@ -605,7 +626,7 @@ def test_a_log_start_beyond_the_log_end_means_the_files_were_lost(
     assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (end + 100,) * 3
     assert [p.name for p in files_with_suffix(copy.directory, ".log")] == [f"{end + 100:020d}.log"]
     assert epoch_pairs(log) == []
-    assert any("below the checkpointed log start offset" in r.getMessage() for r in caplog.records)
+    assert any("below the log start offset" in r.getMessage() for r in caplog.records)
 
 
 def test_leftovers_of_interrupted_work_are_removed_at_open(

@@ -36,8 +36,11 @@ Faults, and the controller's answers to them:
   fenced, the controller may elect a live replica outside the ISR (§8.1: ISR := [it],
   RECOVERING). The documented loss is computed before: from the first offset at which the new
   leader lacks (or holds otherwise) a record acknowledged under acks=all or read by a
-  consumer, those acknowledgements and reads are forgiven; everything below must survive. The
-  idempotent topic stays clean (a loss would break its exactly-once check by design).
+  consumer, those acknowledgements and reads are forgiven; everything below must survive, and
+  that offset may not lie below the new leader's HW (what a replica holds below its HW is
+  committed: a difference there is a replication fault, not the election's), unless an
+  earlier unclean election left it stale. The idempotent topic stays clean (a loss would
+  break its exactly-once check by design).
 In odd seeds followers fetch as the real fetcher does, over a FetchStream call's incremental
 fetch session served by the leader's `BrokerService` (idle entries answered from kept reads);
 in even ones straight from the replica managers. A second test runs seeds both ways without
@@ -47,11 +50,12 @@ Invariants, after every step:
 - every record acknowledged under acks=all is at its offset, with its value, on the leader
   and on every live ISR member (ISR as the controller committed it), unless DeleteRecords
   removed it there;
-- two live replicas hold the same batches below the smaller of their high watermarks (after
-  an unclean election, the leader and ISR members: a replica outside the ISR may hold what
-  the election lost below its old HW until it fetches and truncates);
-- `log start <= HW <= LEO` on every replica, and a leader's HW never goes back within its
-  leader epoch;
+- two live replicas hold the same batches below the smaller of their high watermarks (except
+  a replica that was outside the ISR at an unclean election, until it is back in the ISR:
+  below its old HW it may hold what the election lost until it fetches and truncates);
+- `log start <= HW <= LEO` on every replica, a log start no higher than the highest
+  DeleteRecords offset asked for (no retention runs here), and a leader's HW never goes back
+  within its leader epoch;
 - a consumer (reading from the leader, its current leader epoch named) never receives a record
   at or above the answer's HW, and what any consumer read at an offset never changes;
 - no two acknowledged writes share an offset, and the idempotent producer's batches fail only
@@ -156,10 +160,13 @@ class Sim:
     next_value: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     # Whether T allows unclean elections (IDEM never does: its exactly-once check would not
-    # hold across a documented loss), and T's leader epoch at its last one.
+    # hold across a documented loss).
     unclean: bool = False
-    unclean_epoch: int | None = None
+    # Replicas of T outside its ISR at an unclean election, until back in the ISR: below their
+    # old HW they may hold what the election lost, until they fetch and truncate.
+    stale: set[int] = field(default_factory=set)
     lost: list[int] = field(default_factory=list)  # acked offsets of T forgiven, in all
+    deleted_to: dict[str, int] = field(default_factory=dict)  # highest DeleteRecords offset
 
     # --- helpers --------------------------------------------------------------------------
 
@@ -365,15 +372,22 @@ class Sim:
             if offset >= log.log_start_offset and held.get(offset) != value
         ]
         loss_from = min(differing, default=log.log_end_offset)
+        # Below its HW a replica holds committed records: a loss there is a replication
+        # fault, not the election's (unless an earlier unclean election left it stale).
+        assert leader in self.stale or loss_from >= log.high_watermark, (
+            f"{T}: replica {leader} differs from what was acknowledged or read at offset "
+            f"{loss_from}, below its HW {log.high_watermark}"
+        )
         lost = self.c.ledger.forgive_from(T, loss_from, f"unclean election of {leader}")
         self.lost.extend(lost)
         for offset in [o for o in self.seen[T] if o >= loss_from]:
             del self.seen[T][offset]
+        self.stale |= set(candidates) - {leader}
+        self.stale.discard(leader)
         self.c.elect_unclean(T, leader)
-        self.unclean_epoch = self.c.partition(T).leader_epoch
         self.note(
-            f"elect-unclean {T} {leader} epoch={self.unclean_epoch} LEO={log.log_end_offset} "
-            f"loss-from={loss_from} acked-lost={len(lost)}"
+            f"elect-unclean {T} {leader} epoch={self.c.partition(T).leader_epoch} "
+            f"LEO={log.log_end_offset} loss-from={loss_from} acked-lost={len(lost)}"
         )
 
     async def consume(self) -> None:
@@ -406,6 +420,7 @@ class Sim:
             return
         log = self.c.log(leader, T)
         offset = self.rng.randint(log.log_start_offset, log.high_watermark)
+        self.deleted_to[T] = max(self.deleted_to.get(T, 0), offset)
         self.c.start_delete_records(leader, T, offset, timeout_ms=1_000)
         self.note(f"delete-records {leader} below {offset}")
 
@@ -476,6 +491,11 @@ class Sim:
                 f"{topic}: broker {broker}: start {log.log_start_offset}, HW "
                 f"{log.high_watermark}, LEO {log.log_end_offset}"
             )
+            # No retention here: only DeleteRecords moves a log start up.
+            assert log.log_start_offset <= self.deleted_to.get(topic, 0), (
+                f"{topic}: broker {broker}'s log starts at {log.log_start_offset}, past every "
+                f"DeleteRecords (up to {self.deleted_to.get(topic, 0)})"
+            )
             partition = c.rm(broker).partition(topic, 0)
             state = None if partition is None else partition.leader_state
             if state is not None:
@@ -487,12 +507,9 @@ class Sim:
                 )
                 self.leader_hw[key] = state.high_watermark
         ids = sorted(logs)
-        if topic == T and self.unclean_epoch is not None:
-            # After an unclean election a replica outside the ISR may still hold what the
-            # election lost, below its old HW, until it fetches and truncates: only the
-            # leader and the ISR must agree.
-            registration = c.partition(topic)
-            ids = [b for b in ids if b == registration.leader or b in registration.isr]
+        if topic == T and self.stale:
+            self.stale -= set(c.partition(topic).isr)  # back in the ISR: truncated and caught up
+            ids = [b for b in ids if b not in self.stale]
         for i, a in enumerate(ids):
             for b in ids[i + 1 :]:
                 end = min(logs[a].high_watermark, logs[b].high_watermark)

@@ -168,10 +168,9 @@ async def test_followers_reject_batches_spoilt_on_the_wire_and_fetch_them_again(
 SLOW_ROUND_S = 5.0
 # Each round's delay (s, each way) on each follower's link, +-30%. The first round's, 2 s,
 # makes every fetch round trip (2.8 s at least) longer than replica.lag.time.max.ms (2 s): the
-# ISR must shrink.
-# At the plan's 0.2-1.0 s it need not: a producer waiting for acks=all is slowed to the
-# followers' pace, and a follower whose fetch finds no newer record is caught up. The other
-# rounds' are drawn from the plan's range with the seed.
+# ISR must shrink. At the plan's 0.2-1.0 s it need not: a producer waiting for acks=all is
+# slowed to the followers' pace, and a follower whose fetch finds no newer record is caught
+# up. The other rounds' are drawn from the plan's range with the seed.
 FIRST_DELAY_S = 2.0
 SLOW_RANGE_S = (0.2, 1.0)
 SLOW_ROUNDS = 3

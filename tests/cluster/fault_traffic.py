@@ -36,15 +36,16 @@ ACKS = 200  # acknowledgements awaited before, during and after each fault
 
 @contextmanager
 def fault_cluster(
-    data_dir: Path, properties: dict[str, str] | None = None
+    data_dir: Path, properties: dict[str, str] | None = None, nodes: int = NODES
 ) -> Iterator[ProxiedCluster]:
-    """A partitionable proxied cluster (every node-to-node link through the proxies) whose
-    silent followers leave the ISR after REPLICA_LAG_TIME_MAX_MS, with `properties` (server
-    properties) added; stopped on the way out."""
+    """A partitionable proxied cluster of `nodes` nodes (every node-to-node link through the
+    proxies) whose silent followers leave the ISR after REPLICA_LAG_TIME_MAX_MS, with
+    `properties` (server properties) added; stopped on the way out."""
     cluster = start_proxied_cluster(
         data_dir,
         partitionable=True,
         properties={"replica.lag.time.max.ms": str(REPLICA_LAG_TIME_MAX_MS), **(properties or {})},
+        nodes=nodes,
     )
     try:
         yield cluster
@@ -95,7 +96,7 @@ def check_logs(
     network.cluster.stop()
     for partition, entries in log.items():
         replicas = read_replicas(
-            network.loopback, all_nodes(), topic, scratch / str(partition), partition
+            network.loopback, sorted(network.proxies), topic, scratch / str(partition), partition
         )
         assert_identical(replicas, len(entries), f"{topic}-{partition}")
     return checked
@@ -105,6 +106,6 @@ def assert_node_links_identified(network: ProxiedCluster) -> None:
     """Non-vacuity: the proxies saw connections from every node, so the cuts applied to
     them (a connection a proxy cannot attribute is reset, so none escapes a partition)."""
     sources = network.connection_sources()
-    assert all(sources.get(n, 0) > 0 for n in all_nodes()), (
+    assert all(sources.get(n, 0) > 0 for n in network.proxies), (
         f"the proxies could not tell which node opened each connection: {sources}"
     )

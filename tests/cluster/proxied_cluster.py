@@ -129,7 +129,7 @@ class ProxiedCluster:
                     metadata = admin.metadata(list(topics)) if topics else None
             except ReplogError:
                 return False
-            if len([b for b in brokers if not b.fenced]) < NODES:
+            if len([b for b in brokers if not b.fenced]) < len(self.proxies):
                 return False
             for topic in metadata.topics if metadata else ():
                 if topic.error is not None:
@@ -139,7 +139,9 @@ class ProxiedCluster:
                         return False
             return True
 
-        wait_for(healthy, timeout_s, f"all {NODES} brokers and full ISRs of {list(topics)}")
+        wait_for(
+            healthy, timeout_s, f"all {len(self.proxies)} brokers and full ISRs of {list(topics)}"
+        )
 
     # --- network partitions (a cluster started with partitionable=True) ----------------------
 
@@ -151,6 +153,18 @@ class ProxiedCluster:
         group_of = {node: i for i, group in enumerate(groups) for node in group}
         for node in self.proxies:
             cut = [n for n in self.proxies if group_of[n] != group_of[node]]
+            for proxy in self.fronts(node):
+                proxy.block(cut)
+
+    def cut_links(self, pairs: Iterable[tuple[int, int]]) -> None:
+        """Cut the links between the two nodes of each pair, both ways; every other link, and
+        the test's own connections, stay up (a partition that need not be transitive, as a
+        majorities ring). `heal` ends it."""
+        peers: dict[int, set[int]] = {node: set() for node in self.proxies}
+        for a, b in pairs:
+            peers[a].add(b)
+            peers[b].add(a)
+        for node, cut in peers.items():
             for proxy in self.fronts(node):
                 proxy.block(cut)
 
@@ -225,8 +239,8 @@ class ProxiedCluster:
 
     def revive(self) -> None:
         """Start every node that is not running (after a test killed them)."""
-        down = sorted(set(range(1, NODES + 1)) - self.alive())
-        if len(down) == NODES:
+        down = sorted(set(self.proxies) - self.alive())
+        if len(down) == len(self.proxies):
             result = self.loopback.cli("start")
             assert result.returncode == 0, result.stderr
         else:
@@ -243,17 +257,22 @@ def _running(pid_file: Path) -> bool:
 
 
 def start_proxied_cluster(
-    data_dir: Path, *, partitionable: bool = False, properties: dict[str, str] | None = None
+    data_dir: Path,
+    *,
+    partitionable: bool = False,
+    properties: dict[str, str] | None = None,
+    nodes: int = NODES,
 ) -> ProxiedCluster:
-    """Write a 3-node cluster whose nodes advertise their proxies, then start it with the CLI
-    (`cluster start` starts a written, stopped cluster as it is). `properties` are added to
-    SERVER_PROPERTIES; `partitionable` routes node-to-node traffic through the proxies too."""
-    base_port = free_base_port(NODES)
-    layout = LocalCluster.plan(str(data_dir), NODES, base_port)
+    """Write a cluster of `nodes` combined nodes whose nodes advertise their proxies, then
+    start it with the CLI (`cluster start` starts a written, stopped cluster as it is).
+    `properties` are added to SERVER_PROPERTIES; `partitionable` routes node-to-node traffic
+    through the proxies too."""
+    base_port = free_base_port(nodes)
+    layout = LocalCluster.plan(str(data_dir), nodes, base_port)
     layout.write({**SERVER_PROPERTIES, **(properties or {})})
-    loopback = LoopbackCluster(data_dir, base_port, NODES)
+    loopback = LoopbackCluster(data_dir, base_port, nodes)
     proxied = ProxiedCluster(ClientCluster(loopback), {})
-    fetch_base = free_base_port(NODES) if partitionable else 0
+    fetch_base = free_base_port(nodes) if partitionable else 0
     for index, node in enumerate(layout.nodes):
         if not partitionable:
             proxy = proxied.proxies[node.node_id] = TcpProxy(f"node-{node.node_id}")

@@ -1,6 +1,7 @@
-"""Network partitions between live processes (issue #6): the reliability plan's D1, D2, D4, D7.
+"""Network partitions between live processes (issue #6): the reliability plan's D1-D4 and D7.
 
-Three combined broker+controller nodes run as real processes (`replog cluster start`), each
+Three (D3: five) combined broker+controller nodes run as real processes (`replog cluster
+start`), each
 behind a proxy that can cut links pair by pair: Raft, heartbeats to the active controller and
 replica fetches all cross the proxies, and a cut link carries no byte either way until it
 heals (tests/cluster/proxied_cluster.py, tests/cluster/socket_owner.py). The test's clients
@@ -32,6 +33,8 @@ reach every node, the isolated one too, except in D4, which cuts them alone.
   same exactly-once, consumer and replica checks.
 - D7, a one-way cut: a follower's fetches reach its leader, the answers wait; the ISR must
   shrink, commits go on, and the late answers do no harm after the heal.
+- D3, a majorities ring on five nodes: each node reaches only its two neighbours; the quorum
+  keeps its leader and epoch throughout and after the heal (see the test).
 
 How the checks can fail: a lost or duplicated acknowledged record, or one at another offset,
 fails `assert_exactly_once_in_order`; a record the consumer was given above the high watermark
@@ -53,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from cluster_helpers import LeaderWatch
 from fault_traffic import (
     ACKS,
     all_nodes,
@@ -65,6 +69,8 @@ from fault_traffic import (
 )
 from proxied_cluster import NODES, ProxiedCluster
 from replication_helpers import ACKS_ALL, ACKS_LEADER, Brokers, error_code, in_thread, one_record
+
+from replog.cli.quorum import QuorumDescription
 
 pytestmark = pytest.mark.slow
 
@@ -340,4 +346,99 @@ async def test_a_one_way_cut_shrinks_the_isr_and_late_answers_do_no_harm(
         f"D7: answers from leader {leader} to follower {follower} held ({held} bytes); the ISR "
         f"shrank {shrunk_at - cut_at:.1f} s after the cut; the follower was back "
         f"{rejoined_at - healed_at:.1f} s after the heal; {checked} records checked"
+    )
+
+
+# --- D3: a majorities ring -----------------------------------------------------------------------
+
+
+RING_NODES = 5
+RING_S = 15.0  # past the election timeouts and the broker session timeout (3 s)
+AFTER_HEAL_S = 5.0  # a healed voter has had time to try deposing the leader
+
+
+@pytest.fixture
+def ring_network(tmp_path: Path) -> Iterator[ProxiedCluster]:
+    with fault_cluster(tmp_path / "cluster", nodes=RING_NODES) as cluster:
+        yield cluster
+
+
+def ring_cuts(nodes: list[int]) -> list[tuple[int, int]]:
+    """Every pair of nodes that are not neighbours on the ring nodes[0], nodes[1], ...: each
+    node keeps a majority (itself and its two neighbours), a different one for each."""
+    count = len(nodes)
+    return [
+        (nodes[i], nodes[j])
+        for i in range(count)
+        for j in range(i + 1, count)
+        if (j - i) % count not in (1, count - 1)
+    ]
+
+
+def assert_not_deposed(watch: LeaderWatch, before: QuorumDescription, when: str) -> None:
+    """No two leaders in one quorum epoch, and none in an epoch after `before`'s."""
+    watch.assert_no_split_brain()
+    later = watch.leaders_after(before.leader_epoch)
+    assert not later, (
+        f"{when}: the quorum's leader {before.leader_id} (epoch {before.leader_epoch}) was "
+        f"deposed: leaders by later epoch {later}"
+    )
+
+
+def fenced_brokers(network: ProxiedCluster) -> set[int]:
+    """The brokers the active controller has fenced."""
+    with network.cluster.admin() as admin:
+        return {b.broker_id for b in admin.describe_cluster().brokers if b.fenced}
+
+
+@pytest.mark.asyncio
+async def test_a_majorities_ring_elects_no_second_leader_and_loses_nothing(
+    ring_network: ProxiedCluster, tmp_path: Path
+) -> None:
+    """The plan's D3: five combined nodes (five voters), each linked to its two neighbours
+    on a ring only, for RING_S. Every node still reaches a majority, none the same. The
+    quorum's leader keeps its majority (its neighbours fetch from it); the two nodes that
+    cannot reach it time out, but their pre-votes find no majority (the leader's neighbours
+    still hear from it), so they start no quorum epoch: none while the ring lasts, none when
+    it heals (the plan: pre-vote keeps a healed voter from deposing a healthy leader), and
+    never two leaders in one epoch (every node's DescribeQuorum is polled throughout).
+    Without pre-vote they would: their logs fall behind (the leader appends), so they cannot
+    win, but a vote request in a higher epoch makes the leader's neighbours leave it. The
+    brokers that cannot reach the active controller are fenced and their leaderships move;
+    an acks=all producer and a consumer run throughout: after the heal, exactly once, the
+    consumer given exactly the log, identical replicas on all five."""
+    network = ring_network
+    nodes = sorted(network.proxies)
+    topic, partitions = "d3", 2
+    network.cluster.create_topic(topic, partitions, len(nodes))
+    watch = LeaderWatch(network.loopback.addresses)
+    with traffic(network, topic, partitions) as (stream, tail), watch:
+        await in_thread(stream.wait_acks, ACKS, 60, "before the ring")
+        assert_node_links_identified(network)
+        before = await in_thread(network.loopback.wait_for_leader)
+        cuts = ring_cuts(nodes)
+        acks_before = len(stream.acked)
+        network.cut_links(cuts)
+        await asyncio.sleep(RING_S)  # the length of the fault is the fault itself
+        acks_during = len(stream.acked) - acks_before
+        fenced = await in_thread(fenced_brokers, network)
+        # Non-vacuity: the ring held; the nodes that could not reach the active controller
+        # (the quorum's leader) were fenced, and only they.
+        cut_off = {n for n in nodes if tuple(sorted((before.leader_id, n))) in cuts}
+        assert fenced == cut_off, f"fenced at the end of the ring: {fenced}, cut off: {cut_off}"
+        assert_not_deposed(watch, before, "while the ring lasted")
+        network.heal()
+        await asyncio.sleep(AFTER_HEAL_S)  # time for a healed voter to try
+        assert_not_deposed(watch, before, "after the heal")
+        await in_thread(stream.wait_acks, ACKS, 60, "after healing")
+        await in_thread(network.wait_healthy, [topic], 60)
+        log = await drain(network, stream, tail)
+    assert_not_deposed(watch, before, "at the end")
+    assert watch.polls > 0 and watch.claims, "no node answered DescribeQuorum"
+    checked = await in_thread(check_logs, network, stream, tail, log, topic, tmp_path / "replicas")
+    print(
+        f"D3: ring {nodes} for {RING_S:g} s around quorum leader {before.leader_id} (epoch "
+        f"{before.leader_epoch}): no new epoch, no split brain in {watch.polls} polls; "
+        f"brokers {sorted(fenced)} fenced; {acks_during} acks during the ring; {checked} records "
+        "checked"
     )

@@ -1,7 +1,9 @@
-"""A 3-node loopback cluster whose every node sits behind a TCP proxy, and client streams on it.
+"""A loopback cluster (3 nodes unless asked) whose every node sits behind a TCP proxy, and client
+streams on it.
 
-Shared by the client fault tests (tests/cluster/test_cluster_client_faults.py) and the network
-partition tests (tests/cluster/test_cluster_network_partitions.py).
+Shared by the client fault tests (tests/cluster/test_cluster_client_faults.py), the network
+partition tests (tests/cluster/test_cluster_network_partitions.py) and the link fault tests
+(tests/cluster/test_cluster_link_faults.py).
 
 The cluster (`start_proxied_cluster`): each node *advertises* its proxy's address
 (`advertised.listeners`, written into its server.properties before `replog cluster start`), so
@@ -14,7 +16,8 @@ listener of its own whose port a peer learns from the node and dials at the host
 the node at, goes through a second proxy per node (`raft_fetch_proxies`). Those proxies listen
 on PROXY_HOST with the node's own port numbers, which is what makes the learned port land on
 them. Each proxy learns which node a connection comes from (tests/cluster/socket_owner.py):
-`partition`, `isolate` and `heal` then cut node-to-node links pair by pair. The test process's
+`partition`, `isolate`, `cut_links` (any pairs: D3's ring) and `heal` then cut node-to-node
+links pair by pair. The test process's
 own connections (its clients, its admin calls) are not partitioned by those: a client can
 reach every node, as in the reliability plan's scenarios D1 and D2; `cut_clients_from(node)`
 cuts them from one node alone (D4). `slow_links` and `corrupt_answers` spoil links without
@@ -151,10 +154,9 @@ class ProxiedCluster:
         members = [node for group in groups for node in group]
         assert sorted(members) == sorted(self.proxies), f"{groups} must cover every node once"
         group_of = {node: i for i, group in enumerate(groups) for node in group}
-        for node in self.proxies:
-            cut = [n for n in self.proxies if group_of[n] != group_of[node]]
-            for proxy in self.fronts(node):
-                proxy.block(cut)
+        self.cut_links(
+            (a, b) for a in self.proxies for b in self.proxies if group_of[a] < group_of[b]
+        )
 
     def cut_links(self, pairs: Iterable[tuple[int, int]]) -> None:
         """Cut the links between the two nodes of each pair, both ways; every other link, and

@@ -3,7 +3,8 @@ live nodes: the network partition tests (tests/cluster/test_cluster_network_part
 the slow and corrupting link tests (tests/cluster/test_cluster_link_faults.py).
 
 `traffic` runs an idempotent acks=all producer stream and a consumer tail through the public
-client; `drain` stops the stream and reads the settled log; `check_logs` is what every such
+client; `ready_for_the_fault` checks the ground a fault is aimed at; `drain` stops the stream
+and reads the settled log; `check_logs` is what every such
 test ends with: each acknowledged record exactly once at its acknowledged offset, the consumer
 given exactly the log, every replica's files identical below the high watermark.
 """
@@ -26,7 +27,7 @@ from proxied_cluster import (
     start_proxied_cluster,
     stop,
 )
-from replication_helpers import assert_identical, create_topic, in_thread, read_replicas
+from replication_helpers import Brokers, assert_identical, create_topic, in_thread, read_replicas
 
 REPLICA_LAG_TIME_MAX_MS = 2000  # a silent follower leaves the ISR 2-3 s after its last fetch
 # The producer gives up on a call to a cut-off leader after this and asks for metadata again.
@@ -100,6 +101,16 @@ def check_logs(
         )
         assert_identical(replicas, len(entries), f"{topic}-{partition}")
     return checked
+
+
+async def ready_for_the_fault(
+    network: ProxiedCluster, brokers: Brokers, stream: Stream, topic: str, leader: int, what: str
+) -> None:
+    """Before a fault aimed at `leader`: ACKS acknowledgements, every node's connections
+    named by the proxies, and `leader` leading `topic`, so the fault hits what it means to."""
+    await in_thread(stream.wait_acks, ACKS, 30, what)
+    assert_node_links_identified(network)
+    assert (await brokers.partition(topic)).leader == leader
 
 
 def assert_node_links_identified(network: ProxiedCluster) -> None:

@@ -337,8 +337,6 @@ class TcpProxy:
         except (ConnectionError, OSError):
             pass
         finally:
-            if delivery is not None and not delivery.done():
-                delivery.cancel()
             if not link.closed and not self._passes(link, to_node):
                 # One side closed or broke during a partition: the other learns it only once
                 # the partition heals, as a FIN or RST would reach it only then.

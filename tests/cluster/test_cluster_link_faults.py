@@ -47,11 +47,11 @@ import pytest
 from fault_traffic import (
     ACKS,
     all_nodes,
-    assert_node_links_identified,
     check_logs,
     drain,
     fault_cluster,
     place_topic,
+    ready_for_the_fault,
     traffic,
 )
 from metrics_scrape import get, scrape
@@ -118,9 +118,9 @@ async def test_followers_reject_batches_spoilt_on_the_wire_and_fetch_them_again(
     try:
         async with Brokers(network.loopback) as brokers:
             with traffic(network, topic, 1) as (stream, tail):
-                await in_thread(stream.wait_acks, ACKS, 30, "before the corruption")
-                assert_node_links_identified(network)
-                assert (await brokers.partition(topic)).leader == leader
+                await ready_for_the_fault(
+                    network, brokers, stream, topic, leader, "before the corruption"
+                )
                 flipped_before = proxy.flipped_bits
                 network.corrupt_answers(leader, to=followers, per_byte=FLIP_PER_BYTE, seed=seed)
                 acks_before = len(stream.acked)
@@ -208,9 +208,9 @@ async def test_slow_follower_links_churn_the_isr_and_a_leader_kill_loses_nothing
     try:
         async with Brokers(network.loopback) as brokers:
             with traffic(network, topic, 1) as (stream, tail):
-                await in_thread(stream.wait_acks, ACKS, 30, "before the slow links")
-                assert_node_links_identified(network)
-                assert (await brokers.partition(topic)).leader == leader
+                await ready_for_the_fault(
+                    network, brokers, stream, topic, leader, "before the slow links"
+                )
                 shrinks_before, expands_before = await in_thread(isr_changes, network, leader)
                 acks_before = len(stream.acked)
                 for number in range(SLOW_ROUNDS):

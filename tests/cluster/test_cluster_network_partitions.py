@@ -65,6 +65,7 @@ from fault_traffic import (
     drain,
     fault_cluster,
     place_topic,
+    ready_for_the_fault,
     traffic,
 )
 from proxied_cluster import NODES, ProxiedCluster
@@ -138,10 +139,10 @@ async def test_an_isolated_leader_acknowledges_nothing_that_is_then_lost(
     stop_probes = asyncio.Event()
     async with Brokers(network.loopback) as brokers:
         with traffic(network, topic, 1) as (stream, tail):
-            await in_thread(stream.wait_acks, ACKS, 30, "before the partition")
-            assert_node_links_identified(network)
             # What the test means to cut off: the partition's leader (and the quorum's).
-            assert (await brokers.partition(topic)).leader == leader
+            await ready_for_the_fault(
+                network, brokers, stream, topic, leader, "before the partition"
+            )
             if quorum_leader_too:
                 assert await in_thread(network.quorum_leader) == leader
             isolated_at = time.monotonic()

@@ -165,7 +165,6 @@ class Sim:
     # Replicas of T outside its ISR at an unclean election, until back in the ISR: below their
     # old HW they may hold what the election lost, until they fetch and truncate.
     stale: set[int] = field(default_factory=set)
-    lost: list[int] = field(default_factory=list)  # acked offsets of T forgiven, in all
     deleted_to: dict[str, int] = field(default_factory=dict)  # highest DeleteRecords offset
 
     # --- helpers --------------------------------------------------------------------------
@@ -379,11 +378,9 @@ class Sim:
             f"{loss_from}, below its HW {log.high_watermark}"
         )
         lost = self.c.ledger.forgive_from(T, loss_from, f"unclean election of {leader}")
-        self.lost.extend(lost)
         for offset in [o for o in self.seen[T] if o >= loss_from]:
             del self.seen[T][offset]
-        self.stale |= set(candidates) - {leader}
-        self.stale.discard(leader)
+        self.stale = (self.stale | set(candidates)) - {leader}
         self.c.elect_unclean(T, leader)
         self.note(
             f"elect-unclean {T} {leader} epoch={self.c.partition(T).leader_epoch} "

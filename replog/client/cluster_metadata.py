@@ -205,6 +205,13 @@ class ClusterMetadata:
         """The partitions of `topic` as last known, without refreshing (None: unknown)."""
         return self._topics.get(topic)
 
+    def topic_id(self, topic: str) -> bytes | None:
+        """The id of `topic` as last seen in any answer (None: never seen with one); it
+        outlives answers that leave the topic out or call it unknown, as its newest partition
+        states do."""
+        known = self._newest.get(topic)
+        return known[0] or None if known is not None else None
+
     def broker_address(self, node_id: int) -> str | None:
         return self._brokers.get(node_id)
 

@@ -18,6 +18,10 @@ local state. `start()` is optional: the first poll starts the consumer.
 Rules:
 - `subscribe(topics)` reads every partition of the topics (no group membership: generation -1,
   member ""); partitions added to a topic later are picked up when the metadata refreshes.
+  A metadata answer that calls a subscribed topic unknown (a broker behind on metadata, or
+  the topic deleted) takes its partitions out of the assignment, but their positions are
+  kept: when the topic comes back under the same topic id, reading goes on where it was
+  (neither the committed offset nor `auto.offset.reset`, which would skip or repeat records).
 - A partition's first position is the group's committed offset if `group.id` is set and one
   exists, else `auto.offset.reset` (earliest, latest = the high watermark, or none:
   `NoOffsetForPartitionError`). Seeks (`seek_to_beginning`/`seek_to_end` included) apply at the
@@ -162,6 +166,9 @@ class Consumer:
                     request_timeout_ms=cfg.request_timeout_ms,
                 )
         self._iteration = IterationBuffer()
+        # Positions of subscribed partitions that an answer took out of the metadata (module
+        # docstring: a lagging broker's "unknown topic"), with the topic id they belonged to.
+        self._departed: dict[TopicPartition, tuple[bytes | None, int]] = {}
         self._prepare_task: asyncio.Task[None] | None = None
         self._next_metadata_ms = 0
         self._next_prepare_ms = 0  # after a failed prepare: not before this
@@ -218,7 +225,10 @@ class Consumer:
         self._before_assignment_change()
         self._subscriptions.subscribe(names)
         self._apply_subscription()
-        self._next_metadata_ms = self._next_prepare_ms = 0
+        # The earlier topics' partitions left the assignment before `_apply_subscription`
+        # looked: their records held for iteration and their buffered fetches go here.
+        self._after_assignment_change()
+        self._next_metadata_ms = 0
 
     def unsubscribe(self) -> None:
         self._check_open("unsubscribe")
@@ -246,6 +256,8 @@ class Consumer:
 
     def _after_assignment_change(self) -> None:
         self._next_prepare_ms = 0
+        subscribed = self._subscriptions.subscription
+        self._departed = {tp: v for tp, v in self._departed.items() if tp.topic in subscribed}
         assigned = self._subscriptions.assignment()
         self._iteration.drop([tp for tp in self._iteration.first_offsets() if tp not in assigned])
         self._fetcher.discard()
@@ -260,17 +272,30 @@ class Consumer:
             for p in self._metadata.cached_partitions(topic) or ()
         ]
         before = self._subscriptions.assignment()
+        positions = {tp: self._subscriptions.state(tp, "subscribe").position for tp in before}
         if self._subscriptions.set_subscribed_partitions(partitions):
             after = self._subscriptions.assignment()
+            left, joined = before - after, after - before
             log.info(
                 "subscription now reads %d partitions (%d added, %d removed)",
                 len(after),
-                len(after - before),
-                len(before - after),
+                len(joined),
+                len(left),
             )
             if self._auto_commit is not None:
-                self._auto_commit.forget(list(before - after))
-            self._iteration.drop(before - after)
+                self._auto_commit.forget(list(left))
+            held = self._iteration.drop(left)  # records handed out by poll, not yet yielded
+            topic_id = self._metadata.topic_id
+            for tp in left:
+                position = held.get(tp, positions[tp])
+                if position is not None:
+                    self._departed[tp] = (topic_id(tp.topic), position)
+            for tp in joined:
+                departed = self._departed.pop(tp, None)
+                # Back after an answer that left its topic out: where it was, unless the
+                # topic is another one now (deleted and created again: a new id).
+                if departed is not None and departed[0] == topic_id(tp.topic):
+                    self._subscriptions.seek(tp, departed[1])
 
     # --- positions ----------------------------------------------------------------------------
 
@@ -769,7 +794,7 @@ class Consumer:
         deadline = self._deadline(timeout_ms, "close")
         try:
             if self._auto_commit is not None:
-                await self._auto_commit.close()
+                await self._auto_commit.close(deadline)
                 if autocommit:
                     changed = self._auto_commit.changed(self._consumed())
                     try:

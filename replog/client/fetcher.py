@@ -40,11 +40,15 @@ Rules:
   leader once the metadata says who it is. They are logged once per change of cause.
 - Non-retriable answers and undecodable records (CRC mismatch with `check.crcs`, record bytes
   that hold no whole batch at the position) are raised from `poll`, after the records before
-  them were handed out. So is an answer that is not one (`MalformedResponseError`:
-  unparseable bytes, a partition not asked for); its leader is treated like an unreachable
-  one, as Kafka's NetworkClient treats a connection whose bytes are no response (it closes
-  it, and a disconnect requests a metadata update): backed off, its channel dropped, the
-  metadata marked stale (the address may now belong to another process, or the leader moved).
+  them were handed out, by a poll that hands out nothing else. Such an error is the
+  partition's buffered fetch, tied to the position it was fetched at: the partition is not
+  fetched again until it is raised, and a seek, a reset or an unassignment in between drops
+  it (raised once per fetch, never a stale copy). An answer that is not one
+  (`MalformedResponseError`: unparseable bytes, a partition not asked for) is raised too; its
+  leader is treated like an unreachable one, as Kafka's NetworkClient treats a connection
+  whose bytes are no response (it closes it, and a disconnect requests a metadata update):
+  backed off, its channel dropped, the metadata marked stale (the address may now belong to
+  another process, or the leader moved).
 """
 
 from __future__ import annotations
@@ -327,12 +331,15 @@ class Fetcher:
             # batches; fetching again would get them again. Kafka's consumer fails the same
             # way ("no complete records were found").
             self._back_off(node)
-            self._add_error(
+            self._buffer_error(
+                tp,
+                fetch_offset,
+                result,
                 CorruptRecordError(
                     f"fetch of {tp.topic}-{tp.partition} at offset {fetch_offset} from broker "
                     f"{node} at {address}: the answer's {len(result.records)} record bytes "
                     "hold no whole record batch"
-                )
+                ),
             )
             return
         if isinstance(error, OffsetOutOfRangeError):
@@ -343,7 +350,29 @@ class Fetcher:
             self._metadata.request_update()
             self._back_off(node)
             return
-        self._errors.append(error)
+        self._buffer_error(tp, fetch_offset, result, error)
+
+    def _buffer_error(
+        self,
+        tp: TopicPartition,
+        fetch_offset: int,
+        result: m.FetchPartitionResult,
+        error: ReplogError,
+    ) -> None:
+        """Hold `error` as the partition's buffered fetch, tied to the position it was fetched
+        at: `drain` raises it only while the partition is assigned, unpaused and still there
+        (a seek, a reset or an unassignment drops it, as Kafka's consumer ignores an error of
+        a fetch whose offset is no longer the position), and the partition is not fetched
+        again meanwhile, so one cause is not queued once per prefetch."""
+        self._buffered[tp] = CompletedFetch(
+            tp,
+            fetch_offset,
+            [],
+            fetch_offset,
+            result.high_watermark,
+            result.log_start_offset,
+            error,
+        )
 
     def _out_of_range(
         self, tp: TopicPartition, fetch_offset: int, result: m.FetchPartitionResult
@@ -356,11 +385,14 @@ class Fetcher:
                     f" (the log holds [{result.log_start_offset}, {result.high_watermark}) "
                     "for consumers)"
                 )
-            self._errors.append(
+            self._buffer_error(
+                tp,
+                fetch_offset,
+                result,
                 OffsetOutOfRangeError(
                     f"{tp.topic}-{tp.partition}: fetch offset {fetch_offset} is out of range"
                     f"{known} and auto.offset.reset is none; seek to a valid offset"
-                )
+                ),
             )
             return
         log.info(
@@ -384,6 +416,7 @@ class Fetcher:
         once no records come before it."""
         drained: dict[TopicPartition, list[ConsumerRecord]] = {}
         remaining = max_records
+        failed: TopicPartition | None = None  # the first partition whose next step is an error
         for tp in list(self._buffered):
             completed = self._buffered[tp]
             state = self._subscriptions.get(tp)
@@ -402,17 +435,22 @@ class Fetcher:
             state.position = completed.position
             if completed.exhausted:
                 if completed.error is not None:
-                    if drained:
-                        continue  # hand out what came before it first
-                    del self._buffered[tp]
-                    raise completed.error
+                    # Raised only from a drain that hands out nothing: the records before it,
+                    # this partition's and the others', go first.
+                    failed = tp if failed is None else failed
+                    continue
                 del self._buffered[tp]
             else:
                 # Not exhausted: rotate it to the back so other partitions get their turn.
                 del self._buffered[tp]
                 self._buffered[tp] = completed
-        if not drained and self._errors:
-            raise self._errors.pop(0)
+        if not drained:
+            if failed is not None:
+                error = self._buffered.pop(failed).error
+                assert error is not None
+                raise error
+            if self._errors:
+                raise self._errors.pop(0)
         return drained
 
     def has_buffered(self) -> bool:

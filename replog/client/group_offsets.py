@@ -288,8 +288,18 @@ class AutoCommitter:
         for tp in partitions or ():
             self._committed.pop(tp, None)
 
-    async def close(self) -> None:
-        """Wait for a running auto-commit (its errors are already logged)."""
+    async def close(self, deadline_ms: int | None = None) -> None:
+        """Wait for a running auto-commit (its errors are already logged) until `deadline_ms`
+        on this committer's clock (None: until it ends), then cancel it: a close bounded by a
+        timeout may not wait out the commit's own retries (up to `request.timeout.ms`)."""
         task, self._task = self._task, None
-        if task is not None and not task.done():
+        if task is None or task.done():
+            return
+        remaining_s = None if deadline_ms is None else max(0, deadline_ms - self._clock()) / 1000
+        _, running = await asyncio.wait({task}, timeout=remaining_s)
+        if running:
+            log.warning(
+                "the running auto-commit did not finish before the close's deadline; cancelled"
+            )
+            task.cancel()
             await asyncio.gather(task, return_exceptions=True)

@@ -31,6 +31,7 @@ from replog.client.records import (
 )
 from replog.errors import (
     ClientClosedError,
+    CoordinatorLoadInProgressError,
     CorruptRecordError,
     IllegalStateError,
     InvalidGroupIdError,
@@ -143,6 +144,34 @@ async def test_an_assigned_partition_that_does_not_exist_is_logged_not_hammered(
         assert 2 <= len(lookups) <= 8, len(lookups)  # retried after backoffs, not in a spin
 
 
+@pytest.mark.parametrize("policy", ["earliest", "latest"])
+@pytest.mark.asyncio
+async def test_a_subscribed_topic_briefly_unknown_keeps_its_position(
+    cluster: FakeCluster, policy: str
+) -> None:
+    cluster.create("t")
+    cluster.append("t", 0, [b"0", b"1", b"2"])
+    async with consumer(cluster, "t", auto_offset_reset=policy, metadata_max_age_ms=50) as c:
+        await c.start()  # the metadata: t-0 is assigned
+        c.seek_to_beginning()
+        assert values(await poll_until(c, 3)) == [b"0", b"1", b"2"]
+        lagging = cluster.topics.pop("t")  # the next metadata answer calls "t" unknown
+        for _ in range(50):
+            await c.poll(20)
+            if not c.assignment():
+                break
+        assert c.assignment() == set()
+        cluster.topics["t"] = lagging
+        cluster.append("t", 0, [b"3", b"4"])
+        got: list[bytes | None] = []
+        for _ in range(50):
+            got += values([r for records in (await c.poll(20)).values() for r in records])
+            if len(got) >= 2:
+                break
+        assert got == [b"3", b"4"]  # not from the start again, not from the end
+        assert await c.position(T0) == 5
+
+
 @pytest.mark.asyncio
 async def test_assign_and_subscribe_exclude_each_other(cluster: FakeCluster) -> None:
     cluster.create("t")
@@ -235,6 +264,39 @@ async def test_offset_out_of_range_with_reset_none_raises_naming_partition_and_o
             await poll_until(c, 1)
         c.seek(T0, 0)
         assert values(await poll_until(c, 1)) == [b"0"]
+
+
+@pytest.mark.asyncio
+async def test_a_fetch_error_is_raised_once_and_never_after_a_seek_or_unassignment(
+    cluster: FakeCluster,
+) -> None:
+    # t-0 out of range under reset none, t-1 with records on the same leader: every poll hands
+    # out t-1 records, and the prefetches after them must not pile up copies of t-0's error
+    # that a later poll raises although the user sought to a valid offset or dropped t-0.
+    cluster.create("t", partitions=2)
+    cluster.append("t", 0, [b"a", b"b"])
+    cluster.append("t", 1, [b"%d" % i for i in range(5)])
+    async with consumer(cluster, auto_offset_reset="none") as c:
+        c.assign([T0, T1])
+        c.seek(T0, 9)
+        c.seek(T1, 0)
+        handed: list[int] = []
+        with pytest.raises(OffsetOutOfRangeError, match="t-0: fetch offset 9"):
+            for _ in range(20):
+                handed += [r.offset for r in (await c.poll(500, max_records=1)).get(T1, [])]
+                await asyncio.sleep(0.02)  # the application works; prefetches complete
+        assert handed == [0, 1, 2, 3, 4]  # records first, the error once nothing else is left
+        c.seek(T0, 0)
+        assert values(await poll_until(c, 2)) == [b"a", b"b"]
+        assert await c.poll(200) == {}  # no stale copy of the error
+
+        c.seek(T0, 9)
+        with pytest.raises(OffsetOutOfRangeError):
+            await poll_until(c, 1)
+        await c.poll(0)  # a prefetch of t-0 may be under way again
+        await asyncio.sleep(0.05)
+        c.assign([T1])  # t-0 dropped: its error goes with it
+        assert await c.poll(200) == {}
 
 
 @pytest.mark.asyncio
@@ -464,6 +526,22 @@ async def test_close_without_autocommit_commits_nothing(cluster: FakeCluster) ->
 
 
 @pytest.mark.asyncio
+async def test_close_keeps_its_timeout_while_an_auto_commit_retries(cluster: FakeCluster) -> None:
+    cluster.create("t")
+    cluster.append("t", 0, [b"0", b"1"])
+    c = consumer(cluster, group_id="g", auto_commit_interval_ms=50, request_timeout_ms=5_000)
+    c.assign([T0])
+    await poll_until(c, 2)
+    cluster.commit_errors.extend(CoordinatorLoadInProgressError("loading") for _ in range(10_000))
+    await asyncio.sleep(0.1)
+    await c.poll(0)  # the interval passed: an auto-commit starts, and retries
+    started = time.monotonic()
+    await c.close(timeout_ms=200)  # the failed commit is logged, not raised
+    assert time.monotonic() - started < 1.5  # not the commit's 5 s request timeout
+    assert ("g", T0) not in cluster.committed
+
+
+@pytest.mark.asyncio
 async def test_a_restarted_consumer_continues_after_the_committed_offset(
     cluster: FakeCluster,
 ) -> None:
@@ -516,6 +594,21 @@ async def test_async_iteration_ends_at_consumer_timeout_and_commits_only_yielded
     assert 0.25 < time.monotonic() - started < 2.0
     await c.close()
     assert cluster.committed[("g", T0)].offset == 4
+
+
+@pytest.mark.asyncio
+async def test_a_new_subscription_drops_the_old_topics_records_held_for_iteration(
+    cluster: FakeCluster,
+) -> None:
+    cluster.create("a")
+    cluster.create("b")
+    cluster.append("a", 0, [b"a0", b"a1", b"a2"])
+    cluster.append("b", 0, [b"b0"])
+    async with consumer(cluster, "a", consumer_timeout_ms=500) as c:
+        first = await c.__anext__()  # the poll behind it fetched a1 and a2 as well
+        assert first.value == b"a0"
+        c.subscribe(["b"])
+        assert [(r.topic, r.value) async for r in c] == [("b", b"b0")]
 
 
 @pytest.mark.asyncio

@@ -13,7 +13,7 @@ Rules (Kafka's `BrokerHeartbeatManager`, KIP-631):
   | current             | request                                         | next                |
   | ------------------- | ----------------------------------------------- | ------------------- |
   | FENCED              | want_shut_down                                  | SHUTDOWN_NOW        |
-  | FENCED              | not want_fence, metadata offset >= registration | UNFENCED            |
+  | FENCED              | not want_fence, metadata offset >= registration | UNFENCED (note)     |
   | FENCED              | otherwise                                       | FENCED              |
   | UNFENCED            | want_fence and want_shut_down                   | SHUTDOWN_NOW        |
   | UNFENCED            | want_fence                                      | FENCED              |
@@ -24,6 +24,11 @@ Rules (Kafka's `BrokerHeartbeatManager`, KIP-631):
   | CONTROLLED_SHUTDOWN | leads nothing, shutdown offset <= lowest active | SHUTDOWN_NOW        |
   | CONTROLLED_SHUTDOWN | otherwise                                       | CONTROLLED_SHUTDOWN |
 
+- Note: a fenced broker whose registration is still flagged in controlled shutdown stays
+  FENCED: that incarnation began to leave, and only the registration of a new incarnation
+  (which clears the flag) may come back. Otherwise it would be unfenced and elected while
+  every ISR change naming it is refused as ineligible (Kafka has the same gap; replog's own
+  brokers never send this).
 - The lowest active offset is the lowest metadata offset any active broker (unfenced, not
   shutting down) last reported, -1 for one not heard from in this session. A broker in
   controlled shutdown is told to stop only once every active broker has applied the records
@@ -75,12 +80,17 @@ def next_broker_state(
     has_leaderships: bool,
     controlled_shutdown_offset: int | None,
     lowest_active_offset: int,
+    flagged_in_controlled_shutdown: bool = False,
 ) -> BrokerState:
     """The state a heartbeat moves a broker to (the table in the module docstring)."""
     if current is BrokerState.FENCED:
         if request.want_shut_down:
             return BrokerState.SHUTDOWN_NOW
-        if not request.want_fence and request.current_metadata_offset >= registration_offset:
+        if (
+            not request.want_fence
+            and not flagged_in_controlled_shutdown
+            and request.current_metadata_offset >= registration_offset
+        ):
             return BrokerState.UNFENCED
         return BrokerState.FENCED
     if current is BrokerState.UNFENCED:

@@ -332,6 +332,7 @@ class ClusterControl:
             has_leaderships=has_leaderships,
             controlled_shutdown_offset=session.controlled_shutdown_offset,
             lowest_active_offset=lowest_active_offset,
+            flagged_in_controlled_shutdown=registration.in_controlled_shutdown,
         )
         records: list[MetadataRecord] = []
         on_batch_end: Callable[[int], None] | None = None

@@ -277,6 +277,14 @@ class TopicDescription:
     error: ApiError | None = None
 
 
+class _OverRequestLimit(Exception):
+    """CreatePartitions: one topic's new partitions alone exceed what the request may add."""
+
+    def __init__(self, additional: int) -> None:
+        super().__init__(additional)
+        self.additional = additional
+
+
 # -- state --------------------------------------------------------------------------------------
 
 
@@ -481,7 +489,14 @@ class ReplicationControl:
                     raise InvalidRequestError(
                         f"the request names it {occurrences[request.name]} times"
                     )
-                new_records = self._new_partitions(request)
+                new_records = self._new_partitions(request, MAX_PARTITIONS_PER_REQUEST - added)
+            except _OverRequestLimit as over:
+                # Checked before any placement: a count near 2**31 would otherwise build that
+                # many registrations on the controller's one thread before the refusal.
+                raise PolicyViolationError(
+                    f"CreatePartitions would add at least {added + over.additional} partitions; "
+                    f"at most {MAX_PARTITIONS_PER_REQUEST} are allowed per request"
+                ) from None
             except KafkaError as e:
                 error = ApiError(
                     type(e), f"cannot create partitions for topic {request.name!r}: {e}"
@@ -977,7 +992,9 @@ class ReplicationControl:
             for partition_id, replicas in enumerate(placements)
         ]
 
-    def _new_partitions(self, request: CreatePartitionsTopic) -> list[PartitionRecord]:
+    def _new_partitions(self, request: CreatePartitionsTopic, budget: int) -> list[PartitionRecord]:
+        """The records of `request`'s new partitions; `_OverRequestLimit` (before building
+        anything) if they would be more than `budget`."""
         topic_id = self._topic_ids.live.get(request.name)
         if topic_id is None:
             raise UnknownTopicOrPartitionError("no such topic")
@@ -990,6 +1007,8 @@ class ReplicationControl:
                 f"the topic has {existing} partition(s); {request.count} would not be an increase"
             )
         additional = request.count - existing
+        if additional > budget:
+            raise _OverRequestLimit(additional)
         first = topic.partitions.live[0]
         # The topic's replication factor is its target one: a reassignment in progress on
         # partition 0 lists the replicas it removes as well.
@@ -1198,11 +1217,21 @@ class ReplicationControl:
             ).build()
         wanted = tuple(target.replicas)
         self._check_assignment(target.partition_id, wanted, None)
-        # Relative to the original replicas, so that a replica an earlier reassignment was
-        # still adding is listed as adding again if the new target keeps it.
-        original = set(partition.replicas) - set(partition.adding_replicas)
+        # Relative to the original replicas (those not being added), so that a cancel, which
+        # takes the adding replicas away, returns to them even after a reassignment replaced
+        # another: a replica the earlier one was still adding is adding again if the new target
+        # keeps it, and leaves the replicas and the ISR at once if it does not.
+        was_adding = set(partition.adding_replicas)
+        original = set(partition.replicas) - was_adding
         wanted_set = set(wanted)
-        removing = tuple(r for r in partition.replicas if r not in wanted_set)
+        dropped = was_adding - wanted_set
+        isr = tuple(r for r in partition.isr if r not in dropped)
+        if not isr:
+            # Only replicas being added are in sync: dropping them would need an unclean
+            # election, so they stay (as removing replicas), and a cancel keeps them too.
+            dropped, original = set(), set(partition.replicas)
+            isr = partition.isr
+        removing = tuple(r for r in partition.replicas if r not in wanted_set and r not in dropped)
         adding = tuple(r for r in wanted if r not in original)
         # Starting a reassignment elects (if the leader is invalid) only cleanly, as in Kafka.
         return PartitionChangeBuilder(
@@ -1210,6 +1239,7 @@ class ReplicationControl:
             topic_id,
             target.partition_id,
             self._cluster.is_active,
+            target_isr=isr,
             target_replicas=wanted + removing,
             target_adding_replicas=adding,
             target_removing_replicas=removing,

@@ -392,6 +392,11 @@ def test_controlled_shutdown_waits_for_leaderships_and_for_active_brokers(h: Har
     # A later heartbeat asking to shut down is told so again, with nothing more to write.
     later, reply = h.heartbeat(1, 10, want_shut_down=True)
     assert not later.records and reply.should_shut_down
+    # The incarnation that began to leave may not come back: it stays fenced until it
+    # registers again (else it would be unfenced, electable, and refused in every ISR).
+    back, reply = h.heartbeat(1, h.next_offset)
+    assert not back.records and reply.is_fenced and not reply.should_shut_down
+    assert not h.cluster.is_active(1)
 
 
 def test_a_broker_leading_nothing_shuts_down_at_once(h: Harness) -> None:

@@ -8,6 +8,7 @@ the last one, as the controller does; reads then name those offsets.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -582,6 +583,21 @@ def test_create_partitions_errors(
     assert response.error is not None and fragment in response.error.message
 
 
+def test_create_partitions_refuses_a_huge_count_before_placing_anything() -> None:
+    rig = Rig()
+    rig.create("t", partitions=2, rf=2)
+    started = time.monotonic()
+    with pytest.raises(PolicyViolationError, match="at least 2147483645 partitions"):
+        rig.control.create_partitions([CreatePartitionsTopic("t", 2**31 - 1)])
+    assert time.monotonic() - started < 1.0  # no placement of two billion partitions first
+    # The limit counts the whole request: two topics of 6,000 new partitions each.
+    rig.create("u", partitions=1, rf=1)
+    with pytest.raises(PolicyViolationError, match=f"at most {MAX_PARTITIONS_PER_REQUEST}"):
+        rig.control.create_partitions(
+            [CreatePartitionsTopic("t", 6_002), CreatePartitionsTopic("u", 6_001)]
+        )
+
+
 def test_create_partitions_with_a_manual_assignment() -> None:
     rig = Rig()
     rig.create("t", partitions=1, rf=2)
@@ -990,6 +1006,41 @@ def test_cancelling_reverts_and_bumps_the_leader_epoch() -> None:
     assert (partition.replicas, partition.isr, partition.leader) == ((2, 0, 1), (0, 1, 2), 0)
     assert (partition.adding_replicas, partition.removing_replicas) == ((), ())
     assert partition.leader_epoch == 1  # 3 and 4 are fenced off
+
+
+def test_cancelling_a_reassignment_that_replaced_another_returns_to_the_original() -> None:
+    rig = Rig(broker_ids=(1, 2, 3, 4, 5, 6))
+    rig.create("t", {0: [1, 2, 3]})
+    reassign = rig.control.alter_partition_reassignments
+    rig.commit(reassign([ReassignablePartition("t", 0, (4, 5, 6))]))
+    rig.commit(reassign([ReassignablePartition("t", 0, (1, 4))]))
+    partition = rig.part("t")
+    # 5 and 6, which only the first reassignment was adding, are gone at once; 4 is adding.
+    assert (partition.replicas, partition.isr) == ((1, 4, 2, 3), (1, 2, 3))
+    assert (partition.adding_replicas, partition.removing_replicas) == ((4,), (2, 3))
+    rig.commit(reassign([ReassignablePartition("t", 0, None)]))
+    partition = rig.part("t")
+    assert (partition.replicas, partition.isr, partition.leader) == ((1, 2, 3), (1, 2, 3), 1)
+    assert (partition.adding_replicas, partition.removing_replicas) == ((), ())
+
+
+def test_a_replacing_reassignment_that_drops_the_leader_elects_another_in_sync_replica() -> None:
+    rig = Rig(broker_ids=(1, 2, 3, 4))
+    rig.create("t", {0: [1, 2]})
+    reassign = rig.control.alter_partition_reassignments
+    rig.commit(reassign([ReassignablePartition("t", 0, (3, 4))]))
+    rig.set_partition("t", 0, isr=(1, 2, 3), leader=3)  # 3 caught up and took over
+    rig.commit(reassign([ReassignablePartition("t", 0, (2, 4))]))
+    partition = rig.part("t")
+    assert (partition.replicas, partition.isr) == ((2, 4, 1), (1, 2))
+    assert partition.leader in (1, 2)
+    assert (partition.adding_replicas, partition.removing_replicas) == ((4,), (1,))
+    # Only replicas being added in sync: they stay (as removing), no unclean election.
+    rig.set_partition("t", 0, isr=(4,), leader=4)
+    rig.commit(reassign([ReassignablePartition("t", 0, (1, 2))]))
+    partition = rig.part("t")
+    assert (partition.replicas, partition.isr, partition.leader) == ((1, 2, 4), (4,), 4)
+    assert (partition.adding_replicas, partition.removing_replicas) == ((), (4,))
 
 
 def test_cancelling_without_a_reassignment_is_no_reassignment_in_progress() -> None:

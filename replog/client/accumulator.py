@@ -14,7 +14,10 @@ Rules:
   `buffer.memory`; the reservation is returned when the batch is done (delivered or failed),
   not when it is sent, since a sent batch may still be retried. When the reservation does not
   fit, `append_new` returns None and the caller waits for memory (`wait_for_memory` in a
-  blocking thread, or `memory_listener` on the loop) and asks again. What a batch holds (its
+  blocking thread, or `memory_listener` on the loop) and asks again. A reservation larger than
+  all of `buffer.memory` would wait forever: `append_new` raises at once instead (Kafka's
+  BufferPool refuses such an allocation), MessageSizeTooLargeError for a record larger than
+  the buffer, ConfigError when batch.size itself is (`never_fits`). What a batch holds (its
   encoded pieces and references to the values, exactly its uncompressed size) stays within
   its reservation.
 - A partition's first batch is ready when it is full (a newer batch exists or a record did
@@ -22,6 +25,13 @@ Rules:
   backoff has passed, or while a flush or close runs or an append waits for memory. Once a
   leader gets a request for a ready batch, the first batch of every other partition it leads
   goes along (Kafka's drain), up to `max.request.size`; partitions take turns being first.
+  A partition whose leader is unknown is reported (`unknown_leaders`) whether or not its batch
+  is ready, as Kafka's `ready()` does: the sender then refreshes the metadata while the batch
+  lingers, instead of learning of the missing leader only once it is ready (and being woken by
+  nothing). A muted partition (`mute`) is not drained at all: with
+  max.in.flight.requests.per.connection=1 the sender mutes a partition while one of its
+  requests is on the wire (Kafka's `guaranteeMessageOrder`), so that no later batch overtakes
+  a retry, not even through a new leader.
 - Unlike Kafka, a partition's complete batches behind a ready first batch go along too, in
   order, as one entry of the request (the broker validates an entry's batches together and
   appends them back to back): a producer with a backlog (a full buffer) pays the per-request
@@ -42,6 +52,10 @@ Rules:
   fails fails its requests oldest first, and each one's retries must not jump ahead of the
   older ones'. (Kafka's producer puts each retry without idempotence first, so retries
   after a lost connection with several requests in flight can go out in reverse.)
+- `abort_queued(refuse)` (a close, a crashed sender) takes every queued batch and makes every
+  later append raise `refuse(tp)`'s error, under the same lock: a blocking `send` racing
+  `close` from another thread either lands in time to be failed with the rest or raises; it
+  never lands in a queue nobody drains (Kafka: "Producer closed while send in progress").
 - Thread safety: `RecordAccumulator` is for one thread (the asyncio producer: appends and the
   sender share the event loop) and takes no lock at all. `ThreadSafeRecordAccumulator` takes
   `lock` in every method that reads or changes its state, so blocking producers append from
@@ -79,6 +93,7 @@ from crc32c import crc32c
 from replog.admin.controller_results import TopicPartition
 from replog.client.records import RecordMetadata
 from replog.clock import monotonic_ms
+from replog.errors import ConfigError, MessageSizeTooLargeError, ReplogError
 from replog.record.builder import seal_batch
 from replog.record.compression import COMPRESSION_NONE, compress
 from replog.record.header import ATTRIBUTES_OFFSET, CRC_OFFSET, RECORD_BATCH_OVERHEAD
@@ -404,6 +419,10 @@ class RecordAccumulator:
         self.wakeup: Callable[[], None] = _nothing
         self.memory_listener: Callable[[], None] = _nothing  # on the loop, after memory is freed
         self.idempotence: Idempotence | None = None
+        # partitions with a request on the wire, when the sender keeps one at a time (`mute`)
+        self._muted: set[TopicPartition] = set()
+        # set by `abort_queued(refuse)`: the error of every later append
+        self._refuse: Callable[[TopicPartition], ReplogError] | None = None
 
     # --- appending (any thread) ---------------------------------------------------------------
 
@@ -489,7 +508,9 @@ class RecordAccumulator:
         """Append, starting a new batch if needed; None when buffer.memory cannot hold it.
 
         The new batch reserves batch.size, or an upper bound of its first record's size plus
-        the header if that is more; the first record always goes in."""
+        the header if that is more; the first record always goes in. Raises what
+        `never_fits` says when that is more than all of buffer.memory, and the error of
+        `abort_queued(refuse)` after one."""
         batch = self._append_new(tp, timestamp_ms, key, value, headers, handle)
         if batch is not None:
             self.wakeup()
@@ -504,6 +525,8 @@ class RecordAccumulator:
         headers: HeaderInput,
         handle: RecordHandle | None,
     ) -> ProducerBatch | None:
+        if self._refuse is not None:
+            raise self._refuse(tp)
         if not INT64_MIN <= timestamp_ms <= INT64_MAX:
             raise ValueError(f"timestamp {timestamp_ms} is outside [{INT64_MIN}, {INT64_MAX}]")
         reserve = self.batch_size
@@ -512,7 +535,9 @@ class RecordAccumulator:
             or (0 if key is None else len(key)) + (0 if value is None else len(value))
             > reserve - RECORD_BATCH_OVERHEAD - RECORD_OVERHEAD_MAX
         ):
-            reserve = max(reserve, record_size_bound(key, value, headers) + RECORD_BATCH_OVERHEAD)
+            reserve = self.reservation(record_size_bound(key, value, headers))
+        if reserve > self.buffer_memory:
+            raise self.never_fits(tp.topic, reserve)
         batch = self._open.get(tp)
         if batch is not None:  # another thread started one meanwhile
             appended = RecordAccumulator.try_append(
@@ -563,6 +588,25 @@ class RecordAccumulator:
             batch = self.append_new(tp, timestamp_ms, key, value, headers, handle)
         return batch
 
+    def reservation(self, size_bound: int) -> int:
+        """What a new batch for a record of at most `size_bound` bytes reserves of
+        buffer.memory (module docstring)."""
+        return max(self.batch_size, size_bound + RECORD_BATCH_OVERHEAD)
+
+    def never_fits(self, topic: str, reserve: int) -> ReplogError:
+        """The error for a batch whose reservation is more than all of buffer.memory: no
+        amount of waiting makes room for it (Kafka's BufferPool refuses it at once)."""
+        if reserve > self.batch_size:
+            return MessageSizeTooLargeError(
+                f"the record to topic {topic!r} is up to {reserve} bytes when serialized, "
+                f"larger than buffer.memory={self.buffer_memory}"
+            )
+        return ConfigError(
+            f"batch.size={self.batch_size} is larger than buffer.memory={self.buffer_memory}: "
+            f"every batch reserves batch.size bytes of the buffer, so no record to topic "
+            f"{topic!r} can ever be sent (raise buffer.memory or lower batch.size)"
+        )
+
     @property
     def available_memory(self) -> int:
         return self._available
@@ -608,7 +652,10 @@ class RecordAccumulator:
         sizes: dict[int, int] = {}
         busy: set[int] = set()  # nodes at their in-flight limit
         take = self._take
+        muted = self._muted
         for tp, dq in deques.items():
+            if muted and tp in muted:
+                continue  # its request on the wire is answered first (module docstring)
             head = dq[0]
             if head.attempts:  # a retry: ready once its backoff passed
                 if head.retry_at_ms > now_ms:
@@ -621,8 +668,8 @@ class RecordAccumulator:
                 )
             leader = leader_of(tp)
             if leader is None:
-                if sendable:
-                    result.unknown_leaders.add(tp)
+                # Even while it lingers: the refresh wakes the sender when it brings a leader.
+                result.unknown_leaders.add(tp)
                 continue
             if not sendable:
                 result.wake_at(head.created_ms + linger_ms)
@@ -781,12 +828,27 @@ class RecordAccumulator:
             if self.memory_waiters:
                 self.memory_listener()
 
-    def abort_queued(self) -> list[ProducerBatch]:
-        """Remove and return every queued batch (a forced close fails them)."""
+    def abort_queued(
+        self, refuse: Callable[[TopicPartition], ReplogError] | None = None
+    ) -> list[ProducerBatch]:
+        """Remove and return every queued batch (a forced close fails them); with `refuse`,
+        every later append raises `refuse(tp)` (module docstring)."""
+        if refuse is not None:
+            self._refuse = refuse
         batches = [batch for dq in self._deques.values() for batch in dq]
         self._deques.clear()
-        self._open.clear()
+        self._open.clear()  # so every later append goes through `_append_new`, which refuses
         return batches
+
+    def mute(self, tp: TopicPartition) -> None:
+        """Drain nothing of `tp` until `unmute` (its request is on the wire)."""
+        self._muted.add(tp)
+
+    def unmute(self, tp: TopicPartition) -> None:
+        self._muted.discard(tp)
+
+    def is_muted(self, tp: TopicPartition) -> bool:
+        return tp in self._muted
 
     # --- state --------------------------------------------------------------------------------
 
@@ -887,9 +949,23 @@ class ThreadSafeRecordAccumulator(RecordAccumulator):
         if waiters:
             self.memory_listener()
 
-    def abort_queued(self) -> list[ProducerBatch]:
+    def abort_queued(
+        self, refuse: Callable[[TopicPartition], ReplogError] | None = None
+    ) -> list[ProducerBatch]:
         with self.lock:
-            return RecordAccumulator.abort_queued(self)
+            return RecordAccumulator.abort_queued(self, refuse)
+
+    def mute(self, tp: TopicPartition) -> None:
+        with self.lock:
+            RecordAccumulator.mute(self, tp)
+
+    def unmute(self, tp: TopicPartition) -> None:
+        with self.lock:
+            RecordAccumulator.unmute(self, tp)
+
+    def is_muted(self, tp: TopicPartition) -> bool:
+        with self.lock:
+            return RecordAccumulator.is_muted(self, tp)
 
     def incomplete(self) -> list[ProducerBatch]:
         with self.lock:
@@ -899,11 +975,14 @@ class ThreadSafeRecordAccumulator(RecordAccumulator):
         with self.lock:
             return RecordAccumulator.queued_partitions(self)
 
-    def wait_for_memory(self, timeout_s: float) -> None:
+    def wait_for_memory(self, timeout_s: float, needed: int | None = None) -> None:
         """Block the calling thread until some memory is freed or `timeout_s` passes (callers
-        wait in short slices and ask again; see `append_new`)."""
+        wait in short slices and ask again; see `append_new`). `needed`: what the refused
+        append would reserve (`reservation`; None: batch.size): only that much free memory
+        makes the call return at once, else a record larger than batch.size would have its
+        caller spin until max.block.ms."""
         with self.lock:
-            if self._available >= self.batch_size:
+            if self._available >= (self.batch_size if needed is None else needed):
                 return  # freed between the refused append and this call
             self.memory_waiters += 1
             try:

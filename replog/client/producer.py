@@ -12,18 +12,24 @@ Rules:
 - `await send(...)` returns once the record is delivered (acknowledged as `acks` asks), with
   its `RecordMetadata`; `send_nowait(...)` returns the future at once. Both raise at once for
   bad input: a topic name that cannot exist (InvalidTopicError), a key, value or header that is
-  not bytes without a serializer (TypeError naming which), a negative partition (ValueError),
-  a record larger than `max.request.size` or `buffer.memory` (MessageSizeTooLargeError naming
-  both sizes), a closed producer (ClientClosedError).
+  not bytes without a serializer (TypeError naming which), a header key that is no UTF-8 text,
+  a negative partition or a timestamp outside [0, Int64 max] (ValueError), a record larger
+  than `max.request.size` or `buffer.memory` (MessageSizeTooLargeError naming both sizes),
+  `batch.size` larger than `buffer.memory` (ConfigError naming both: no batch could ever be
+  allocated, so waiting for memory would never end), a closed producer (ClientClosedError), a
+  producer whose sender crashed (IllegalStateError naming the crash; `flush` raises it too).
+  What a send is checked for here is all that appending it can fail on.
 - What needs the cluster goes into the future: an unknown topic fails it with
   UnknownTopicOrPartitionError ("topic 'x' does not exist") as soon as a broker says so; a
   partition the topic does not have, with UnknownTopicOrPartitionError naming the count.
   Waiting for metadata, and for `buffer.memory` when the buffer is full (backpressure), is
   bounded by `max.block.ms` from the call: then the future fails with KafkaTimeoutError naming
   which of the two it waited for. Records that wait keep their order: while one waits, later
-  sends queue behind it instead of overtaking.
-- Cancelling the future (or the `await send`) before the record was appended drops it;
-  after that it is sent anyway (the batch is shared) and only the future is cancelled.
+  sends queue behind it instead of overtaking. Whatever goes wrong appending a waiting send
+  (even a bug) fails that send's future only: the sends behind it go on.
+- Cancelling the future (or the `await send`) before the record was appended drops it (a
+  waiting send is looked at again after each wait, before it is appended); after that it is
+  sent anyway (the batch is shared) and only the future is cancelled.
 - Delivery: see `sender` (retries within `delivery.timeout.ms`, expiry errors, idempotence)
   and `accumulator` (batching, linger, memory).
 - `flush(timeout_ms)` sends everything queued at once and waits for it; `close(timeout_ms)`
@@ -69,6 +75,7 @@ from replog.errors import (
     UnknownTopicOrPartitionError,
 )
 from replog.record.header import RECORD_BATCH_OVERHEAD
+from replog.record.varint import INT64_MAX
 from replog.topic_names import check_topic_name
 
 __all__ = ["Producer"]
@@ -181,6 +188,11 @@ class Producer:
         if self._closed:
             raise ClientClosedError("the producer is closed: create a new one to send")
 
+    def _check_crashed(self, what: str) -> None:
+        error = self._sender.crash_error(what)
+        if error is not None:
+            raise error
+
     async def close(self, timeout_ms: int | None = None) -> None:
         """Deliver what is queued within `timeout_ms` (None: no limit), fail the rest with
         ClientClosedError, release everything. Idempotent; concurrent calls wait together."""
@@ -248,6 +260,8 @@ class Producer:
     ) -> asyncio.Future[RecordMetadata]:
         """Queue one record; the future resolves when it is delivered (module docstring)."""
         self._check_open()
+        if self._sender.crashed:
+            self._check_crashed(f"send to topic {topic!r}")
         self._start()
         record = self._prepare(topic, value, key, headers, partition, timestamp_ms)
         assert self._loop is not None
@@ -297,19 +311,22 @@ class Producer:
             timestamp_ms = wall_clock_ms()
         elif not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool):
             raise TypeError(f"timestamp_ms must be an int, not {type(timestamp_ms).__name__}")
-        elif timestamp_ms < 0:
-            raise ValueError(f"timestamp_ms must be >= 0, not {timestamp_ms}")
+        elif not 0 <= timestamp_ms <= INT64_MAX:
+            # Checked here, not when appended: a send waiting for metadata must not fail later
+            # on what was wrong from the start.
+            raise ValueError(
+                f"timestamp_ms must be >= 0 and <= {INT64_MAX} (an Int64), not {timestamp_ms}"
+            )
         size = record_size_bound(key_bytes, value_bytes, header_tuple)
         if size + RECORD_BATCH_OVERHEAD > cfg.max_request_size:
             raise MessageSizeTooLargeError(
                 f"the record to topic {topic!r} is up to {size + RECORD_BATCH_OVERHEAD} bytes "
                 f"when serialized, larger than max.request.size={cfg.max_request_size}"
             )
-        if size + RECORD_BATCH_OVERHEAD > cfg.buffer_memory:
-            raise MessageSizeTooLargeError(
-                f"the record to topic {topic!r} is up to {size + RECORD_BATCH_OVERHEAD} bytes "
-                f"when serialized, larger than buffer.memory={cfg.buffer_memory}"
-            )
+        reserve = self._accumulator.reservation(size)
+        if reserve > cfg.buffer_memory:
+            # No wait for memory could end: fail now (Kafka's BufferPool does).
+            raise self._accumulator.never_fits(topic, reserve)
         return _Prepared(topic, partition, key_bytes, value_bytes, header_tuple, timestamp_ms, size)
 
     @staticmethod
@@ -319,6 +336,10 @@ class Producer:
         name, data = item
         if not isinstance(name, str):
             raise TypeError(f"a header key must be a str, not {type(name).__name__}")
+        try:
+            name.encode()  # what the batch will hold; a lone surrogate cannot be encoded
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"header key {name!r} is not valid UTF-8 text: {exc.reason}") from None
         return name, _to_bytes(f"header {name!r}", data)
 
     def _append(
@@ -355,15 +376,19 @@ class Producer:
             if waiting.future.done():  # cancelled by its caller
                 self._waiting.popleft()
                 continue
+            future = waiting.future
             try:
                 info = await self._topic_info(
                     waiting.record.topic, waiting.record.partition, waiting.deadline_ms
                 )
-                while self._append(waiting.record, info, waiting.future) is None:
+                # Cancelled while it waited: dropped, not appended (module docstring).
+                while not future.done() and self._append(waiting.record, info, future) is None:
                     await self._wait_for_memory(waiting)
-            except ReplogError as exc:
-                if not waiting.future.done():
-                    waiting.future.set_exception(exc)
+            except Exception as exc:  # whatever it is, it is this send's: the queue goes on
+                if not isinstance(exc, ReplogError):  # a bug: say so, loudly
+                    log.exception("appending a send to topic %r failed", waiting.record.topic)
+                if not future.done():
+                    future.set_exception(exc)
             if self._waiting and self._waiting[0] is waiting:
                 self._waiting.popleft()
 
@@ -438,7 +463,9 @@ class Producer:
 
     async def flush(self, timeout_ms: int | None = None) -> None:
         """Send everything queued now and wait until each record is delivered or failed;
-        KafkaTimeoutError after `timeout_ms` (None: no limit)."""
+        KafkaTimeoutError after `timeout_ms` (None: no limit); IllegalStateError naming the crash
+        if the sender crashed before or during it (its batches failed: nothing was flushed)."""
+        self._check_crashed("flush")
         if not self._sender.started:
             return
         deadline_ms = None if timeout_ms is None else monotonic_ms() + timeout_ms
@@ -463,6 +490,7 @@ class Producer:
             await self._sender.flush(remaining, what=f"flush did not finish within {timeout_ms} ms")
         finally:
             acc.flushing -= 1
+        self._check_crashed("flush")
 
     async def partitions_for(self, topic: str) -> set[int]:
         """The partition numbers of `topic` (waits up to max.block.ms for metadata)."""

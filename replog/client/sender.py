@@ -13,6 +13,12 @@ Rules:
   broker's one `ProduceStream` call (`Connections.produce_stream`), which the broker appends
   in the order sent, as Kafka's broker reads one connection's requests in order. A failed
   call fails every request on it, each batch settled by the call's error below.
+- With `max.in.flight.requests.per.connection=1` a partition is muted in the accumulator from
+  the moment one of its requests leaves until its answer is settled (Kafka's
+  `guaranteeMessageOrder`): the in-flight limit counts per broker, so without it a batch
+  could go to a new leader while an older one waits for its answer from the old leader, and
+  land first when that one is retried. Then the order holds without idempotence too (a retry
+  may still duplicate).
 - A retriable error (and, with idempotence, OUT_OF_ORDER_SEQUENCE_NUMBER and
   UNKNOWN_PRODUCER_ID, see `idempotence`) puts the batch back in its queue after a backoff of
   `retry.backoff.ms` doubling per attempt up to `retry.backoff.max.ms` (with +-20% jitter,
@@ -44,7 +50,12 @@ Rules:
   batches into the timeout.
 - `close` stops taking new work, sends what is queued (every batch is ready at once) and
   waits for the answers up to its timeout; then it fails whatever is left with
-  ClientClosedError and cancels the requests on the wire.
+  ClientClosedError and cancels the requests on the wire. From then on an append (a blocking
+  send that raced the close) raises ClientClosedError (`RecordAccumulator.abort_queued`).
+- An unexpected exception in the sender's loop (a bug) stops it: every batch fails with
+  UnknownServerError naming it, and every later send, append and flush raises
+  IllegalStateError naming it (`crash_error`), as Kafka's producer refuses calls once its I/O
+  thread is gone; nothing is accepted that no one would send.
 """
 
 from __future__ import annotations
@@ -69,6 +80,7 @@ from replog.errors import (
     ClientClosedError,
     DuplicateSequenceNumberError,
     FencedLeaderEpochError,
+    IllegalStateError,
     KafkaError,
     KafkaStorageError,
     KafkaTimeoutError,
@@ -195,7 +207,9 @@ class Sender:
         self._pid_error: BaseException | None = None
         self._stopping = False
         self._forced = False
-        self._crashed: BaseException | None = None
+        self._crashed: BaseException | None = None  # what stopped the loop (module docstring)
+        # Kafka's guaranteeMessageOrder: one request per partition on the wire (module docstring)
+        self._mute = config.max_in_flight_requests_per_connection == 1
         self._fatal: KafkaError | None = None  # InitProducerId failed for good (module docstring)
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -211,6 +225,21 @@ class Sender:
     @property
     def started(self) -> bool:
         return self._task is not None
+
+    @property
+    def crashed(self) -> bool:
+        return self._crashed is not None
+
+    def crash_error(self, what: str = "send") -> IllegalStateError | None:
+        """The error of a send, append or flush after the sender crashed (module docstring);
+        None while it has not."""
+        if self._crashed is None:
+            return None
+        return IllegalStateError(
+            f"{what}: the producer's sender stopped on an unexpected error "
+            f"({type(self._crashed).__name__}: {self._crashed}), so nothing more can be sent: "
+            "close this producer and create a new one"
+        )
 
     def wakeup(self) -> None:
         """Make the sender look again soon; from the loop thread."""
@@ -290,12 +319,27 @@ class Sender:
         self._force()
         await self._stop_tasks()
 
-    def _force(self) -> None:
+    def _force(self, error: BaseException | None = None) -> None:
+        """Fail every queued batch (with `error`, else ClientClosedError), refuse every later
+        append, cancel the requests on the wire."""
         self._forced = True
-        for batch in self._acc.abort_queued():
-            self._fail(batch, _closed_error(batch, "not sent", "before they could be delivered"))
+        for batch in self._acc.abort_queued(self._refusal):
+            self._fail(
+                batch,
+                error or _closed_error(batch, "not sent", "before they could be delivered"),
+            )
         for task in list(self._request_tasks):
             task.cancel()
+
+    def _refusal(self, tp: TopicPartition) -> ReplogError:
+        """The error of an append after `_force` (module docstring)."""
+        crashed = self.crash_error(f"send to {tp.topic}-{tp.partition}")
+        if crashed is not None:
+            return crashed
+        return ClientClosedError(
+            f"send to {tp.topic}-{tp.partition}: the producer was closed while the send was in "
+            "progress; the record was not sent"
+        )
 
     async def _stop_tasks(self) -> None:
         tasks = [
@@ -338,9 +382,10 @@ class Sender:
         except Exception as exc:  # a bug: fail every batch loudly instead of hanging sends
             log.exception("the producer's sender stopped on an unexpected error")
             self._crashed = exc
-            self._force()
+            error = UnknownServerError(f"the producer's sender failed: {exc!r}")
+            self._force(error)
             for batch in self._acc.incomplete():
-                self._fail(batch, UnknownServerError(f"the producer's sender failed: {exc!r}"))
+                self._fail(batch, error)
 
     def run_once(self, now_ms: int) -> int | None:
         """One pass: expire, settle idempotence, drain and send. Returns when to look again
@@ -429,6 +474,11 @@ class Sender:
             return f"no leader known for {tp.topic}-{tp.partition}{cause}"
         if idempotence is not None and idempotence.is_blocked(tp):
             return "waiting for earlier batches of the partition to be resolved"
+        if self._acc.is_muted(tp):
+            return (
+                "waiting for the answer to the partition's request on the wire "
+                "(max.in.flight.requests.per.connection=1 keeps the order)"
+            )
         return "never sent (the leader's in-flight requests were at their limit)"
 
     # --- sending --------------------------------------------------------------------------------
@@ -453,6 +503,8 @@ class Sender:
             ),
         )
         for batch in batches:
+            if self._mute:
+                self._acc.mute(batch.topic_partition)
             batch.attempts += 1
             batch.in_flight = True
             self._on_wire.add(batch)
@@ -515,6 +567,7 @@ class Sender:
                 self._fail(
                     batch, _closed_error(batch, "not confirmed", "while they were on the wire")
                 )
+            self._unmute(batches)
             raise
         self._requests[node] -= 1
         now_ms = self._clock()
@@ -559,7 +612,14 @@ class Sender:
                 self._on_success(batch, base_offset, result.log_append_time_ms)
         for batch, retry_at_ms in reversed(retries):
             self._acc.reenqueue(batch, retry_at_ms)
+        # Only now, the retries back in their queues ahead of the later batches.
+        self._unmute(batches)
         self.wakeup()
+
+    def _unmute(self, batches: list[ProducerBatch]) -> None:
+        if self._mute:
+            for batch in batches:
+                self._acc.unmute(batch.topic_partition)
 
     # --- settling -------------------------------------------------------------------------------
 

@@ -27,13 +27,20 @@ Rules:
   record is done; added to a future that is already done, they run at once in the caller's
   thread. They must not block: a blocking call of this producer from a callback raises
   IllegalStateError (it would wait for itself), except `close`, which then closes without
-  waiting. An exception in a callback is logged and does not affect the others.
+  waiting and ends the loop thread once the engine is closed. An exception in a callback is
+  logged and does not affect the others.
 - `flush(timeout)` and `close(timeout)` take seconds, like kafka-python (None: no limit);
-  `close` is idempotent, and the context manager closes.
+  `close` is idempotent, and the context manager closes. A `close` after one from a callback
+  waits (up to its timeout) until that one has ended the loop thread.
+- A `send` that started before `close` (another thread) and appends after it raises
+  ClientClosedError (the accumulator refuses appends once the sender gave up its queue): it
+  never returns a future that nothing will complete. After the sender crashed (a bug),
+  `send` and `flush` raise IllegalStateError naming the crash.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -192,6 +199,8 @@ class Producer:
         self.config = engine.config
         self._closed = False
         self._close_lock = threading.Lock()
+        self._closed_in_callback: threading.Event | None = None  # set once that close is done
+        self._close_task: asyncio.Task[None] | None = None  # held: the loop keeps weak references
         self._loop = LoopThread(f"replog-producer-{engine.config.client_id}")
         try:
             self._loop.run(engine.start(), timeout_s=None, what="starting the producer")
@@ -223,6 +232,8 @@ class Producer:
         """Queue one record (module docstring); the future tells when it is delivered."""
         self._check_open()
         engine = self._engine
+        if engine._sender.crashed:
+            engine._check_crashed(f"send to topic {topic!r}")
         record = engine._prepare(topic, value, key, headers, partition, timestamp_ms)
         future = FutureRecordMetadata(topic)
         info = engine._topics.get(topic)
@@ -249,6 +260,7 @@ class Producer:
             )
         acc = engine._accumulator
         assert isinstance(acc, ThreadSafeRecordAccumulator)
+        needed = acc.reservation(record.size)  # a record larger than batch.size needs more
         while True:
             self._check_open()
             batch = engine._append(record, info, future)
@@ -258,7 +270,7 @@ class Producer:
             if remaining_ms <= 0:
                 raise engine._memory_timeout(topic)
             engine._sender.wakeup_threadsafe()  # with waiters every batch is ready
-            acc.wait_for_memory(min(WAIT_SLICE_S, remaining_ms / 1000))
+            acc.wait_for_memory(min(WAIT_SLICE_S, remaining_ms / 1000), needed)
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now and wait until each record is delivered or failed;
@@ -270,19 +282,46 @@ class Producer:
     def close(self, timeout: float | None = None) -> None:
         """Deliver what is queued within `timeout` seconds (None: no limit), fail the rest,
         stop the loop thread. Idempotent."""
+        in_loop = self._loop.in_loop_thread()
         with self._close_lock:
-            if self._closed:
-                return
+            first = not self._closed
             self._closed = True
-        timeout_ms = None if timeout is None else int(timeout * 1000)
-        if self._loop.in_loop_thread():
-            # From a callback: waiting would wait for ourselves. Close without waiting.
-            self._loop.loop.create_task(self._engine.close(0))
+            if first and in_loop:
+                self._closed_in_callback = threading.Event()
+            closed_in_callback = self._closed_in_callback
+        if not first:
+            if closed_in_callback is not None and not in_loop:
+                self._wait_closed_in_callback(closed_in_callback, timeout)
             return
+        if closed_in_callback is not None:
+            # From a callback: waiting would wait for ourselves. Close without waiting; the
+            # task then stops the loop (LoopThread.close from its own thread only stops it),
+            # which ends the thread.
+            self._close_task = self._loop.loop.create_task(
+                self._close_from_callback(closed_in_callback)
+            )
+            return
+        timeout_ms = None if timeout is None else int(timeout * 1000)
         try:
             self._loop.run(self._engine.close(timeout_ms), timeout_s=None, what="close")
         finally:
             self._loop.close()
+
+    async def _close_from_callback(self, done: threading.Event) -> None:
+        try:
+            await self._engine.close(0)
+        finally:
+            self._loop.close()
+            done.set()
+
+    def _wait_closed_in_callback(self, done: threading.Event, timeout: float | None) -> None:
+        """Wait in slices (Ctrl-C) until the close a callback started has stopped the loop,
+        then join its thread."""
+        deadline_ms = None if timeout is None else monotonic_ms() + int(timeout * 1000)
+        while not done.wait(WAIT_SLICE_S):
+            if deadline_ms is not None and monotonic_ms() >= deadline_ms:
+                return
+        self._loop.close()  # already told to stop: this joins the thread
 
     @property
     def closed(self) -> bool:

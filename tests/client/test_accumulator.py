@@ -1,7 +1,9 @@
 """RecordAccumulator without a network: batching by batch.size, readiness (linger, full, flush,
 retry backoff), draining by leader within max.request.size, buffer.memory accounting and the
-blocking wait for it, expiry, re-enqueueing in sequence order, stamping, and completing the
-records' futures. Built batches are checked by decoding them (replog's reader and
+blocking wait for it (for what the record needs), a reservation larger than the whole buffer
+refused at once, unknown leaders reported whether or not the batch is ready, muted partitions,
+appends refused after `abort_queued(refuse)`, expiry, re-enqueueing in sequence order, stamping,
+and completing the records' futures. Built batches are checked by decoding them (replog's reader and
 kafka-python's, the independent oracle)."""
 
 from __future__ import annotations
@@ -24,7 +26,12 @@ from replog.client.accumulator import (
 )
 from replog.client.idempotence import Idempotence
 from replog.client.records import RecordMetadata, TopicPartition
-from replog.errors import NotEnoughReplicasError
+from replog.errors import (
+    ClientClosedError,
+    ConfigError,
+    MessageSizeTooLargeError,
+    NotEnoughReplicasError,
+)
 from replog.record import (
     COMPRESSION_GZIP,
     BatchBuilder,
@@ -285,6 +292,66 @@ def test_unknown_leaders_and_busy_nodes_keep_batches_queued() -> None:
     assert result.by_node == {}
     assert result.unknown_leaders == {TP0}
     assert set(acc.queued_partitions()) == {TP0, TP1}
+
+
+def test_an_unknown_leader_is_reported_while_the_batch_still_lingers() -> None:
+    # Else nothing asks for the leader until linger.ms passed, and nothing wakes the sender then.
+    acc, clock = accumulator(linger_ms=1_000)
+    acc.append(TP0, TS, None, b"a")
+    result = acc.drain(clock.now, leaders({}), always, 1_000_000)  # type: ignore[arg-type]
+    assert result.unknown_leaders == {TP0}
+    assert set(acc.queued_partitions()) == {TP0}
+
+
+def test_a_muted_partition_is_not_drained_until_unmuted() -> None:
+    acc, clock = accumulator(linger_ms=0)
+    acc.append(TP0, TS, None, b"a")
+    acc.append(TP1, TS, None, b"b")
+    acc.mute(TP0)
+    lead = leaders({TP0: 1, TP1: 1})
+    first = acc.drain(clock.now, lead, always, 1_000_000)  # type: ignore[arg-type]
+    assert [b.topic_partition for b in first.by_node[1]] == [TP1]
+    assert acc.is_muted(TP0) and not first.unknown_leaders
+    acc.unmute(TP0)
+    second = acc.drain(clock.now, lead, always, 1_000_000)  # type: ignore[arg-type]
+    assert [b.topic_partition for b in second.by_node[1]] == [TP0]
+
+
+@pytest.mark.parametrize("thread_safe", [False, True])
+def test_a_reservation_larger_than_all_of_buffer_memory_raises_at_once(thread_safe: bool) -> None:
+    acc, _ = accumulator(thread_safe, batch_size=1_000, buffer_memory=900)
+    with pytest.raises(ConfigError, match=r"^batch.size=1000 is larger than buffer.memory=900"):
+        acc.append(TP0, TS, None, b"a")
+    acc, _ = accumulator(thread_safe, batch_size=100, buffer_memory=900)
+    with pytest.raises(MessageSizeTooLargeError) as raised:
+        acc.append(TP0, TS, None, b"v" * 900)
+    assert str(raised.value) == (
+        "the record to topic 't' is up to 997 bytes when serialized, larger than buffer.memory=900"
+    )
+    assert acc.available_memory == 900 and not acc.has_queued()
+
+
+@pytest.mark.parametrize("thread_safe", [False, True])
+def test_after_abort_queued_with_refuse_every_append_raises(thread_safe: bool) -> None:
+    acc, _ = accumulator(thread_safe, linger_ms=1_000)
+    aborted = acc.append(TP0, TS, None, b"a")
+    assert acc.abort_queued(lambda tp: ClientClosedError(f"closed: {tp.partition}")) == [aborted]
+    for _ in range(2):  # also where an open batch was
+        with pytest.raises(ClientClosedError, match=r"^closed: 0$"):
+            acc.append(TP0, TS, None, b"b")
+    assert not acc.has_queued()
+
+
+def test_a_blocked_thread_waits_for_as_much_memory_as_the_record_needs() -> None:
+    acc, _ = accumulator(thread_safe=True, batch_size=1_000, buffer_memory=3_000)
+    assert isinstance(acc, ThreadSafeRecordAccumulator)
+    assert acc.append(TP0, TS, None, b"a") is not None  # 2000 left: more than batch.size
+    started = time.monotonic()
+    acc.wait_for_memory(0.2, needed=2_500)
+    assert time.monotonic() - started >= 0.15
+    started = time.monotonic()
+    acc.wait_for_memory(5, needed=2_000)
+    assert time.monotonic() - started < 1
 
 
 def test_a_retry_waits_for_its_backoff_and_goes_back_in_sequence_order() -> None:

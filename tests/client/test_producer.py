@@ -8,7 +8,11 @@ duplicated without idempotence), leader moves, expiry with its exact error, non-
 errors, a backlog sent as one entry per partition (offsets per batch, order kept through
 retries, a refused entry resent batch by batch), the producer id's retries (and the fatal end of
 one refused for good), bad input and unknown topics failing fast, backpressure up to
-max.block.ms, flush and close, and the in-flight limit.
+max.block.ms, flush and close, and the in-flight limit (one request per partition with a limit
+of 1, across a leader move). Also what once went wrong: a lingering batch whose leader was
+unknown waiting out delivery.timeout.ms, a send waiting for metadata that failed late and
+stalled every send behind it, a cancelled waiting send written anyway, batch.size above
+buffer.memory blocking every send, sends accepted after the sender crashed.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ from replog.client.producer import Producer
 from replog.client.records import RecordMetadata
 from replog.errors import (
     ClientClosedError,
+    ConfigError,
     CoordinatorLoadInProgressError,
+    IllegalStateError,
     InvalidRecordError,
     InvalidTopicError,
     KafkaTimeoutError,
@@ -289,6 +295,22 @@ async def test_a_partition_without_a_leader_expires_with_the_exact_error(
 
 
 @pytest.mark.asyncio
+async def test_a_lingering_batch_goes_as_soon_as_its_partition_gets_a_leader(
+    cluster: FakeCluster, make: Made
+) -> None:
+    # Kafka's default linger: the batch is not ready yet when the sender first sees that its
+    # leader is unknown, and must still make it refresh the metadata (and be woken by it).
+    producer = make(linger_ms=5, delivery_timeout_ms=10_000)
+    cluster.log("one").leader = -1  # an election in progress
+    future = producer.send_nowait("one", b"v")
+    await asyncio.sleep(0.2)
+    cluster.log("one").leader = 0
+    started = time.monotonic()
+    assert (await asyncio.wait_for(future, 2)).offset == 0
+    assert time.monotonic() - started < 1
+
+
+@pytest.mark.asyncio
 async def test_expiry_after_retries_names_the_last_error(cluster: FakeCluster, make: Made) -> None:
     cluster.refuse("one", 0, NotEnoughReplicasError("one-0: ISR 1 < min.insync.replicas 2"), 1000)
     producer = make(request_timeout_ms=200, delivery_timeout_ms=300, retry_backoff_max_ms=20)
@@ -496,6 +518,47 @@ async def test_bad_input_raises_at_once(cluster: FakeCluster, make: Made) -> Non
 
 
 @pytest.mark.asyncio
+async def test_what_appending_would_refuse_raises_before_waiting_for_metadata(
+    cluster: FakeCluster, make: Made
+) -> None:
+    producer = make()  # knows no topic yet: a send that got through would wait for metadata
+    with pytest.raises(ValueError) as raised:
+        producer.send_nowait("one", b"v", timestamp_ms=2**63)
+    assert str(raised.value) == (
+        "timestamp_ms must be >= 0 and <= 9223372036854775807 (an Int64), not 9223372036854775808"
+    )
+    surrogate = "\ud800"
+    with pytest.raises(ValueError, match=re.escape(f"header key {surrogate!r} is not valid UTF-8")):
+        producer.send_nowait("one", b"v", headers=[(surrogate, b"v")])
+    assert producer.metrics()["waiting_sends"] == 0
+    assert (await producer.send("one", b"v", timestamp_ms=2**63 - 1)).timestamp == 2**63 - 1
+
+
+@pytest.mark.asyncio
+async def test_an_unexpected_error_appending_a_waiting_send_fails_only_that_send(
+    cluster: FakeCluster, make: Made, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    producer = make()
+    append = producer._append
+    calls = 0
+
+    def broken_once(*args: object) -> object:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("a bug")
+        return append(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(producer, "_append", broken_once)
+    first = producer.send_nowait("one", b"a")  # the topic is not known yet: both wait
+    second = producer.send_nowait("one", b"b")
+    with pytest.raises(RuntimeError, match="a bug"):
+        await asyncio.wait_for(first, 2)
+    assert (await asyncio.wait_for(second, 2)).offset == 0
+    assert cluster.log("one").values() == [b"b"]
+
+
+@pytest.mark.asyncio
 async def test_serializers_turn_values_into_bytes(cluster: FakeCluster, make: Made) -> None:
     producer = make(value_serializer=lambda v: v.encode(), key_serializer=str.encode)
     await producer.send("one", "value", key="key")
@@ -552,6 +615,43 @@ async def test_a_full_buffer_makes_sends_wait_then_go_in_order(
     results = await asyncio.gather(*futures)
     assert [r.offset for r in results] == list(range(1, 7))
     assert producer.metrics()["buffer_available_bytes"] == 3_000
+
+
+@pytest.mark.asyncio
+async def test_a_send_cancelled_while_it_waits_for_memory_is_dropped(
+    cluster: FakeCluster, make: Made
+) -> None:
+    producer = make(batch_size=1_000, buffer_memory=1_500, max_block_ms=5_000)
+    await producer.send("one", b"warm-up")
+    cluster.gate.close()
+    first = producer.send_nowait("one", b"a" * 900)  # takes the buffer
+    await until(lambda: cluster.gate.held == 1)
+    cancelled = producer.send_nowait("one", b"b" * 900)  # waits for memory
+    behind = producer.send_nowait("one", b"c")
+    await until(lambda: producer._accumulator.memory_waiters == 1)  # in the wait, not before
+    assert producer.metrics()["waiting_sends"] == 2
+    cancelled.cancel()  # e.g. asyncio.wait_for(send, ...) gave up: the user will send again
+    cluster.gate.open()
+    await first
+    await asyncio.wait_for(behind, 2)
+    assert cluster.log("one").values() == [b"warm-up", b"a" * 900, b"c"]
+
+
+@pytest.mark.asyncio
+async def test_batch_size_larger_than_buffer_memory_fails_sends_at_once(
+    cluster: FakeCluster, make: Made
+) -> None:
+    # Kafka's BufferPool refuses at once an allocation larger than the whole buffer; every
+    # batch reserves batch.size (16384 here), so no send could ever get room.
+    producer = make(buffer_memory=10_000, max_block_ms=5_000)
+    with pytest.raises(ConfigError) as raised:
+        producer.send_nowait("one", b"tiny")
+    assert str(raised.value) == (
+        "batch.size=16384 is larger than buffer.memory=10000: every batch reserves batch.size "
+        "bytes of the buffer, so no record to topic 'one' can ever be sent (raise "
+        "buffer.memory or lower batch.size)"
+    )
+    assert producer.metrics()["waiting_sends"] == 0
 
 
 @pytest.mark.asyncio
@@ -637,6 +737,59 @@ async def test_in_flight_requests_per_broker_stay_within_the_limit(
     cluster.gate.open()
     await asyncio.gather(*futures)
     assert cluster.peak_outstanding[0] == 2
+
+
+@pytest.mark.parametrize("idempotence", [False, True])
+@pytest.mark.asyncio
+async def test_with_one_request_in_flight_a_new_leader_gets_nothing_before_the_retry(
+    cluster: FakeCluster, make: Made, idempotence: bool
+) -> None:
+    # The in-flight limit counts per broker: after a leader move, B could go to the new
+    # leader while A, on the wire to the old one, is still to be retried (and land after B).
+    producer = make(
+        enable_idempotence=idempotence,
+        max_in_flight_requests_per_connection=1,
+        batch_size=1,
+        metadata_max_age_ms=50,
+    )
+    await producer.send("one", b"warm-up")
+    cluster.gate.close()
+    first = producer.send_nowait("one", b"A")
+    await until(lambda: cluster.gate.held == 1)  # on the wire to node 0
+    cluster.move_leader("one", 0, 1)
+    await asyncio.sleep(0.1)  # the metadata ages out
+    refreshes = cluster.metadata_calls
+    second = producer.send_nowait("one", b"B")
+    await until(lambda: cluster.metadata_calls > refreshes)  # node 1 is known to lead
+    await asyncio.sleep(0.05)
+    assert cluster.gate.held == 1
+    cluster.gate.open()
+    await asyncio.gather(first, second)
+    assert cluster.log("one").values() == [b"warm-up", b"A", b"B"]
+
+
+@pytest.mark.asyncio
+async def test_after_the_sender_crashed_sends_and_flush_raise_naming_the_crash(
+    cluster: FakeCluster, make: Made, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    producer = make()
+    await producer.send("one", b"warm-up")
+
+    drain = producer._accumulator.drain
+
+    def broken(*args: object) -> object:
+        if producer._accumulator.has_queued():
+            raise RuntimeError("a bug in drain")
+        return drain(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(producer._accumulator, "drain", broken)
+    with pytest.raises(UnknownServerError, match="the producer's sender failed"):
+        await asyncio.wait_for(producer.send("one", b"v"), 2)
+    crash = r"the producer's sender stopped on an unexpected error \(RuntimeError: a bug in drain\)"
+    with pytest.raises(IllegalStateError, match=r"^send to topic 'one': " + crash):
+        producer.send_nowait("one", b"late")
+    with pytest.raises(IllegalStateError, match=r"^flush: " + crash):
+        await producer.flush(timeout_ms=1_000)
 
 
 @pytest.mark.asyncio

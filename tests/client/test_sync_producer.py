@@ -1,7 +1,10 @@
 """The blocking Producer against the fake cluster: futures and callbacks (on the loop thread),
 the hot path without a loop round trip, blocking up to max.block.ms for metadata and memory,
 Ctrl-C in every blocking call, timeouts of get/flush/close, close semantics, and sends from
-many threads keeping each thread's order."""
+many threads keeping each thread's order. Also what once went wrong: a send racing close
+returning a future that never completed, a send for a record larger than batch.size spinning
+while it waited for memory, close from a callback leaving the loop thread running, sends
+accepted after the sender crashed."""
 
 from __future__ import annotations
 
@@ -19,8 +22,10 @@ from replog.client.records import RecordMetadata
 from replog.client.sync_producer import FutureRecordMetadata, Producer
 from replog.errors import (
     ClientClosedError,
+    IllegalStateError,
     InvalidRecordError,
     KafkaTimeoutError,
+    UnknownServerError,
     UnknownTopicOrPartitionError,
 )
 
@@ -207,6 +212,32 @@ def test_send_raises_when_the_buffer_stays_full_for_max_block_ms(
         future.get(5)
 
 
+def test_a_send_waiting_for_memory_for_a_record_larger_than_batch_size_does_not_spin(
+    cluster: FakeCluster, make: Callable[..., Producer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    producer = make(batch_size=1_000, buffer_memory=10_000, max_block_ms=500)
+    producer.send("one", b"warm-up").get(5)
+    cluster.gate.close()
+    # Each reserves its size, 4097 bytes: 1806 left, more than batch.size, less than needed.
+    held = [producer.send("one", b"x" * 4_000) for _ in range(2)]
+    engine = producer._engine
+    append = engine._append
+    appends = 0
+
+    def counting(*args: Any) -> Any:
+        nonlocal appends
+        appends += 1
+        return append(*args)
+
+    monkeypatch.setattr(engine, "_append", counting)
+    with pytest.raises(KafkaTimeoutError, match=r"no room in buffer.memory=10000 bytes within"):
+        producer.send("one", b"x" * 4_000)
+    assert appends <= 10  # once per 0.1 s slice, not in a busy loop
+    cluster.gate.open()
+    for future in held:
+        future.get(5)
+
+
 def test_ctrl_c_interrupts_a_send_blocked_on_memory(
     cluster: FakeCluster, make: Callable[..., Producer]
 ) -> None:
@@ -297,6 +328,81 @@ def test_close_from_a_callback_does_not_wait_for_itself(cluster: FakeCluster) ->
     assert closed.wait(5)
     assert producer.closed
     producer.close()
+
+
+def test_close_from_a_callback_ends_the_loop_thread(cluster: FakeCluster) -> None:
+    producer = Producer(producer_settings(cluster, client_id="closes-in-a-callback"))
+
+    def loop_threads() -> list[threading.Thread]:
+        name = "replog-producer-closes-in-a-callback"
+        return [t for t in threading.enumerate() if t.name == name and t.is_alive()]
+
+    assert len(loop_threads()) == 1
+    producer.send("one", b"v").add_callback(lambda _: producer.close())
+    deadline = time.monotonic() + 5
+    while not producer.closed and time.monotonic() < deadline:
+        time.sleep(0.001)
+    producer.close(timeout=5)  # waits for the callback's close to end the thread
+    assert loop_threads() == []
+
+
+def test_a_send_racing_close_from_another_thread_raises(
+    cluster: FakeCluster, make: Callable[..., Producer]
+) -> None:
+    in_serializer = threading.Event()
+    go_on = threading.Event()
+
+    def slow(value: bytes) -> bytes:
+        if value == b"late":
+            in_serializer.set()
+            go_on.wait(5)
+        return value
+
+    producer = make(value_serializer=slow)
+    producer.send("one", b"warm-up").get(5)
+    outcome: dict[str, object] = {}
+
+    def send_late() -> None:
+        try:
+            outcome["future"] = producer.send("one", b"late")
+        except ClientClosedError as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=send_late)
+    thread.start()
+    assert in_serializer.wait(5)  # past the closed check, before the append
+    producer.close()
+    go_on.set()
+    thread.join(5)
+    assert "future" not in outcome  # it would never complete: nothing drains the queue now
+    assert str(outcome["error"]) == (
+        "send to one-0: the producer was closed while the send was in progress; the record "
+        "was not sent"
+    )
+    assert cluster.log("one").values() == [b"warm-up"]
+
+
+def test_after_the_sender_crashed_send_and_flush_raise_naming_the_crash(
+    cluster: FakeCluster, make: Callable[..., Producer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    producer = make()
+    producer.send("one", b"warm-up").get(5)
+    accumulator = producer._engine._accumulator
+    drain = accumulator.drain
+
+    def broken(*args: Any) -> Any:
+        if accumulator.has_queued():
+            raise RuntimeError("a bug in drain")
+        return drain(*args)
+
+    monkeypatch.setattr(accumulator, "drain", broken)
+    with pytest.raises(UnknownServerError, match="the producer's sender failed"):
+        producer.send("one", b"v").get(5)
+    crash = r"the producer's sender stopped on an unexpected error \(RuntimeError: a bug in drain\)"
+    with pytest.raises(IllegalStateError, match=r"^send to topic 'one': " + crash):
+        producer.send("one", b"late")
+    with pytest.raises(IllegalStateError, match=r"^flush: " + crash):
+        producer.flush(1)
 
 
 def test_sends_from_many_threads_keep_each_threads_order(

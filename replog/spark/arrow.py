@@ -16,6 +16,10 @@ Rules:
 - Timestamps are the record's milliseconds times 1000 (microseconds; multiplied by numpy in
   `columns_to_record_batch`, by Arrow in `to_record_batch`), as int64, cast to the timestamp
   type without going through `datetime`.
+- `headers` as Spark's Kafka source has it: null for a record without headers (not an empty
+  list); a header key whose bytes are not valid UTF-8 (the decoders keep such bytes as
+  surrogate escapes, losslessly) gets U+FFFD for each malformed sequence, as Java's UTF-8
+  decoding gives it, instead of failing the batch.
 - Columns the user's schema does not name are not built; a column the source cannot fill is
   an error naming it.
 """
@@ -25,11 +29,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from replog.client.records import ConsumerRecord
+from replog.record.record import Header
 from replog.spark.batch_columns import BatchColumns
 
 KAFKA_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "timestampType")
@@ -77,9 +81,7 @@ def _column(
     elif name == "timestampType":
         values = [r.timestamp_type for r in records]
     elif name == "headers":
-        values = [
-            [{"key": k, "value": v} for k, v in r.headers] if r.headers else [] for r in records
-        ]
+        return _headers([r.headers for r in records], kind)
     else:
         raise ValueError(
             f"column {name!r} of the requested schema is not a column of the replog source "
@@ -117,13 +119,27 @@ def _from_columns(
     if name == "timestampType":
         return pa.array(columns.timestamp_types, type=kind)
     if name == "headers":
-        if columns.headers is None:  # every list empty: offsets all 0 over no structs
-            empty = pa.array([], type=kind.value_type)
-            offsets = pa.array(np.zeros(count + 1, dtype=np.int32))
-            return pa.ListArray.from_arrays(offsets, empty, type=kind)
-        values = [[{"key": k, "value": v} for k, v in h] for h in columns.headers]
-        return pa.array(values, type=kind)
+        if columns.headers is None:  # no record has headers: all null, built by Arrow
+            return pa.nulls(count, type=kind)
+        return _headers(columns.headers, kind)
     raise ValueError(
         f"column {name!r} of the requested schema is not a column of the replog source "
         f"(columns: {', '.join((*KAFKA_COLUMNS, 'headers'))})"
     )
+
+
+def _headers(per_record: Sequence[Sequence[Header]], kind: pa.DataType) -> pa.Array:
+    """The `headers` column: null where a record has none (module docstring)."""
+    values = [
+        [{"key": _spark_string(k), "value": v} for k, v in headers] if headers else None
+        for headers in per_record
+    ]
+    return pa.array(values, type=kind)
+
+
+def _spark_string(key: str) -> str:
+    """`key` as Java would have decoded its bytes: each malformed UTF-8 sequence (a surrogate
+    escape here) as U+FFFD (module docstring)."""
+    if key.isascii():
+        return key
+    return key.encode("utf-8", "surrogateescape").decode("utf-8", "replace")

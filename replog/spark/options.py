@@ -20,7 +20,7 @@ The names and meanings are those of Spark's Kafka source, so code written agains
 - `minPartitions`: a positive hint; large ranges are split so there are at least this many tasks.
 - `failOnDataLoss` (default true), `includeHeaders` (default false): booleans.
 - `pollTimeoutMs` (Kafka's `kafkaConsumer.pollTimeoutMs`, also accepted): how long a task may
-  take to read its range (default 120000).
+  wait without progress, as Kafka's bounds one poll (default 120000; `range_reader`).
 - `kafka.<setting>`: passed to the executors' fetchers (checked as consumer settings) and, for
   the `ADMIN_PASSTHROUGH` settings, the driver's admin client; settings that would change what
   is read (`group.id`, `auto.offset.reset`, `enable.auto.commit`, deserializers, ...) are

@@ -4,7 +4,7 @@ The range reader decodes whole batches into Arrow columns (`batch_columns`), so 
 bytes a Fetch returns rather than the consumer's per-record objects. This is the consumer's
 fetch path (`replog.client.fetcher`) cut down to one partition and one request at a time, on
 the same client parts: `ClusterMetadata` to find the leader, `OffsetLookup` for the log start
-offset, all on a private `LoopThread`. The consumer is not changed.
+offset and the high watermark, all on a private `LoopThread`. The consumer is not changed.
 
 The Fetch itself goes over `RawFetchChannels`, which answer the serialized FetchResponse, and
 the answer is read where it lies (`fetch_answer_wire`): the records handed to the decoder are
@@ -19,6 +19,9 @@ Rules (the consumer's, with `auto.offset.reset=none`):
   without a leader and an unreachable broker mark the metadata stale, wait `retry.backoff.ms`
   and ask again (the new leader, once the metadata names it). When the caller's deadline
   passes first, the fetch answers None; the caller words the timeout.
+- A topic the metadata no longer has, or one with no such partition (deleted, or re-created
+  with fewer partitions), raises `UnknownTopicOrPartitionError` naming it, as `OffsetLookup`
+  does: the caller decides whether that is data loss.
 - Any other error is raised as the broker's typed error.
 - An answer that is not a well-formed FetchResponse raises `MalformedFetchAnswerError` naming
   what was wrong (the consumer's parse would fail there too); one whose topic id is neither
@@ -41,7 +44,7 @@ from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.config import ConsumerConfig, consumer_config
 from replog.client.fetcher import isolation_level
 from replog.client.loop_thread import LoopThread
-from replog.client.offset_lookup import EARLIEST_TIMESTAMP, OffsetLookup
+from replog.client.offset_lookup import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetLookup
 from replog.client.records import TopicPartition
 from replog.clock import monotonic_ms
 from replog.errors import (
@@ -49,6 +52,7 @@ from replog.errors import (
     NoBrokersAvailableError,
     OffsetOutOfRangeError,
     ReplogError,
+    UnknownTopicOrPartitionError,
     error_for_code,
 )
 from replog.replication import messages as m
@@ -106,13 +110,20 @@ class PartitionFetcher:
 
     def log_start_offset(self, timeout_ms: int) -> int:
         """The partition's log start offset, asked of its leader."""
+        return self._list_offset(EARLIEST_TIMESTAMP, timeout_ms, "log start offset")
+
+    def high_watermark(self, timeout_ms: int) -> int:
+        """The partition's high watermark (ListOffsets latest), asked of its leader."""
+        return self._list_offset(LATEST_TIMESTAMP, timeout_ms, "high watermark")
+
+    def _list_offset(self, timestamp: int, timeout_ms: int, what: str) -> int:
         return self._loop.run(
-            self._log_start(monotonic_ms() + timeout_ms),
+            self._lookup(timestamp, monotonic_ms() + timeout_ms, what),
             timeout_s=timeout_ms / 1000 + SAFETY_MARGIN_S,
-            what="log start offset",
+            what=what,
         )
 
-    async def _log_start(self, deadline_ms: int) -> int:
+    async def _lookup(self, timestamp: int, deadline_ms: int, what: str) -> int:
         config = self.config
         lookup = OffsetLookup(
             self._metadata,
@@ -121,9 +132,7 @@ class PartitionFetcher:
             retry_backoff_ms=config.retry_backoff_ms,
             retry_backoff_max_ms=config.retry_backoff_max_ms,
         )
-        found = await lookup.list_offsets(
-            {self.tp: EARLIEST_TIMESTAMP}, deadline_ms=deadline_ms, what="log start offset"
-        )
+        found = await lookup.list_offsets({self.tp: timestamp}, deadline_ms=deadline_ms, what=what)
         return found[self.tp].offset
 
     async def _fetch(self, position: int, deadline_ms: int) -> FetchAnswer | None:
@@ -160,12 +169,18 @@ class PartitionFetcher:
     async def _leader(self, deadline_ms: int) -> tuple[int, str, int] | None:
         """(node, address, leader epoch) of the partition's leader, or None for now."""
         metadata = self._metadata
+        topic, partition = self.tp
         try:
-            await metadata.partitions_for(
-                self.tp.topic, deadline_ms=max(deadline_ms, monotonic_ms() + 1)
+            partitions = await metadata.partitions_for(
+                topic, deadline_ms=max(deadline_ms, monotonic_ms() + 1)
             )
         except (KafkaTimeoutError, NoBrokersAvailableError):
             return None
+        if not 0 <= partition < len(partitions):
+            raise UnknownTopicOrPartitionError(
+                f"partition {topic}-{partition} does not exist: topic {topic!r} has "
+                f"{len(partitions)} partitions"
+            )
         state = metadata.partition(self.tp)
         if state is None or state.leader < 0:
             metadata.request_update()

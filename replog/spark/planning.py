@@ -5,8 +5,11 @@ watermark, HW) once per planning step; everything here works on those numbers:
 - `resolve_start` / `resolve_end`: a `startingOffsets` / `endingOffsets` spec as positions.
   "latest" is the HW at planning; an explicit end above the HW is clamped to it, so a batch
   never plans a record that is not committed; an explicit start above the HW, or a start
-  after its end, is an error naming the partition. Per-partition JSON must name exactly the
-  subscribed partitions (Spark's Kafka source asserts the same).
+  after its end, is an error naming the partition. An offset found by timestamp is never
+  above the HW either: the caller looks timestamps up before it reads the bounds, and should
+  an HW still read lower (a new leader's can, for a moment), the start is clamped to it.
+  Per-partition JSON must name exactly the subscribed partitions (Spark's Kafka source
+  asserts the same).
 - `plan_ranges`: one `OffsetRange` per non-empty partition range, split further when
   `minPartitions` asks for more tasks than partitions (proportionally to range size, as
   Spark's `KafkaOffsetRangeCalculator` does).
@@ -14,7 +17,10 @@ watermark, HW) once per planning step; everything here works on those numbers:
   across partitions by backlog (Spark's Kafka source rule).
 - `next_end`: the end of the next micro-batch: the HW of every partition known now (new
   partitions start at offset 0, as in Spark's Kafka source, so records already deleted there
-  count as data loss), never behind the start.
+  count as data loss). An HW below its partition's start (`moved_back`: the topic deleted and
+  re-created, or its log truncated) is the end all the same: the caller reports the data loss,
+  no range is planned for that partition, and the next micro-batch reads on from there, as
+  Spark's Kafka source does.
 
 Rules: no I/O; offsets are `(topic, partition) -> int` maps; results are sorted.
 """
@@ -114,7 +120,7 @@ def resolve_start(
                         "start at the latest offset instead)"
                     )
                 offset = bounds[tp].latest
-            start[tp] = offset
+            start[tp] = min(offset, bounds[tp].latest)  # never after the end (module docstring)
         return start
     for tp in partitions:
         wanted = spec.offsets[tp]
@@ -181,21 +187,30 @@ def plan_ranges(
     return split
 
 
+def moved_back(
+    start: Mapping[TopicPartitionKey, int], latest: Mapping[TopicPartitionKey, int]
+) -> Positions:
+    """The partitions whose HW is now below their start, with that HW (module docstring)."""
+    return {tp: latest[tp] for tp in sorted(start) if tp in latest and latest[tp] < start[tp]}
+
+
 def next_end(
     start: Mapping[TopicPartitionKey, int], latest: Mapping[TopicPartitionKey, int]
 ) -> Positions:
-    """Every partition known now, at its HW, never behind its start (module docstring).
+    """Every partition known now, at its HW, even one below its start (module docstring).
     A partition of `start` missing from `latest` stays where it is: an end offset never drops
     a partition, or a later batch would read it again from 0."""
     known = sorted(set(start) | set(latest))
-    return {tp: max(start.get(tp, 0), latest.get(tp, 0)) for tp in known}
+    return {tp: latest[tp] if tp in latest else start[tp] for tp in known}
 
 
 def rate_limit(
     start: Mapping[TopicPartitionKey, int], end: Mapping[TopicPartitionKey, int], max_rows: int
 ) -> Positions:
     """`end`, cut so at most about `max_rows` offsets are read, by backlog (module doc)."""
-    backlog = {tp: end[tp] - start.get(tp, 0) for tp in sorted(end)}
+    # An end below its start (moved_back) reads nothing: no negative backlog may shrink the
+    # total and so raise the other partitions' shares.
+    backlog = {tp: max(0, end[tp] - start.get(tp, 0)) for tp in sorted(end)}
     total = sum(backlog.values())
     if total <= max_rows:
         return dict(sorted(end.items()))

@@ -19,23 +19,35 @@ Rules:
   partition and offset); a partial batch at the end of an answer is fetched again next time;
   batches wholly before the position are skipped undecoded; control batches are skipped but
   move the position; the records themselves are checked by the decoder (`batch_columns`).
-- Offsets missing from the log are data loss (retention, DeleteRecords). The fetch says so
-  (OFFSET_OUT_OF_RANGE); the log start offset is then looked up. With `failOnDataLoss=true`
-  that is a `DataLossError` naming partition and offsets; with false the read continues from
-  the log start offset and a warning is logged. If the log start offset says the position is
-  still there (a leader change in between), the fetch is retried.
+- Offsets missing from the log are data loss, reported as `report_data_loss` says: with
+  `failOnDataLoss=true` a `DataLossError` naming partition and offsets, with false a warning,
+  and the read goes on where the log still has records. The cases, as Spark's Kafka source
+  has them:
+  - the fetch says OFFSET_OUT_OF_RANGE and the log start offset is above the position
+    (retention, DeleteRecords): read on from the log start;
+  - the fetch says OFFSET_OUT_OF_RANGE and the high watermark is at or below the position (an
+    unclean election truncated the log, or the topic was re-created): the rest of the range
+    is lost;
+  - no progress for `pollTimeoutMs` while the high watermark is at or below the position (a
+    re-created topic whose log ends exactly there): the rest of the range is lost;
+  - the topic or partition no longer exists (`UnknownTopicOrPartitionError`, deleted since
+    planning): the rest of the range is lost.
+  OFFSET_OUT_OF_RANGE with the position inside [log start, high watermark) (a leader change in
+  between) is fetched again.
 - Offsets missing inside the range because the log skips them (compaction) are not data loss:
   the range ends once the position (after the last batch read) reaches `end`.
-- The whole range must be read within `pollTimeoutMs`, else `ReadTimeoutError` names the
+- `pollTimeoutMs` bounds each wait without progress, as Kafka's poll timeout bounds one poll:
+  the timer restarts whenever the position moves and whenever Spark takes a batch (the time
+  it spends with a batch is not the fetch's). When it runs out, `ReadTimeoutError` names the
   partition, the range and the offset reached.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import logging
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
@@ -44,24 +56,32 @@ import pyarrow as pa
 from replog.client.answer_batches import answer_batches
 from replog.client.records import TopicPartition
 from replog.clock import monotonic_ms
-from replog.errors import OffsetOutOfRangeError
+from replog.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from replog.record.header import (
     BatchHeader,
 )
 from replog.spark.arrow import columns_to_record_batch
 from replog.spark.batch_columns import decode_batches
-from replog.spark.errors import DataLossError, ReadTimeoutError
+from replog.spark.errors import ReadTimeoutError, report_data_loss
 from replog.spark.options import SourceOptions
 from replog.spark.partition_fetcher import FetchAnswer, PartitionFetcher
 from replog.spark.planning import OffsetRange
-
-log = logging.getLogger(__name__)
 
 # Larger fetches than the consumer's defaults: a task reads one known range as fast as it can.
 READ_DEFAULTS = {
     "max.partition.fetch.bytes": "8388608",
     "fetch.max.bytes": "67108864",
 }
+
+
+@dataclass(slots=True)
+class _Cursor:
+    """Where a range read is: the next offset, when it gives up without progress, and the
+    high watermark the latest fetch answer reported (-1: none, or no answer)."""
+
+    position: int
+    deadline: int  # monotonic ms
+    high_watermark: int = -1
 
 
 def read_range(
@@ -72,45 +92,71 @@ def read_range(
         return
     tp = TopicPartition(piece.topic, piece.partition)
     settings = {**READ_DEFAULTS, **options.consumer_settings()}
-    deadline = monotonic_ms() + options.poll_timeout_ms
-    where = f"fetch of {piece.topic}-{piece.partition}"
     with PartitionFetcher(tp, settings) as fetcher:
-        check_crcs = fetcher.config.check_crcs
-        position = piece.start
-        pending: concurrent.futures.Future[FetchAnswer | None] | None = None
-        while position < piece.end:
-            if monotonic_ms() >= deadline:
-                raise _timeout(piece, options, position)
-            if pending is None:
-                pending = fetcher.submit(position, deadline)
-            try:
-                answer = fetcher.wait(pending, deadline)
-            except OffsetOutOfRangeError:
-                pending = None
-                moved = _checked_start(fetcher, tp, piece, position, options, deadline)
-                if moved == position:
-                    time.sleep(0.05)  # the log start says the offset is there: retry, not spin
-                position = moved
-                continue
-            pending = None
-            if answer is None:
-                raise _timeout(piece, options, position)
-            data = answer.records
-            bound = piece.end
-            if answer.high_watermark >= 0:
-                bound = min(bound, answer.high_watermark)
-            batches, next_position = _batches_to_read(data, position, bound, check_crcs, where)
-            if position < next_position < piece.end:
-                pending = fetcher.submit(next_position, deadline)  # while this one is decoded
-            if batches:
-                columns = decode_batches(data, batches, where=where)
-                first = int(np.searchsorted(columns.offsets, position))
-                stop = int(np.searchsorted(columns.offsets, bound))
-                if stop > first:
-                    yield columns_to_record_batch(
-                        piece.topic, piece.partition, columns.slice(first, stop), schema
-                    )
-            position = max(position, next_position)
+        cursor = _Cursor(piece.start, monotonic_ms() + options.poll_timeout_ms)
+        try:
+            yield from _batches(fetcher, piece, options, schema, cursor)
+        except UnknownTopicOrPartitionError as exc:
+            why = f"no longer in the cluster (topic deleted since planning?): {exc}"
+            report_data_loss(
+                _lost(piece, cursor.position, piece.end, why), options.fail_on_data_loss
+            )
+
+
+def _batches(
+    fetcher: PartitionFetcher,
+    piece: OffsetRange,
+    options: SourceOptions,
+    schema: pa.Schema,
+    cursor: _Cursor,
+) -> Iterator[pa.RecordBatch]:
+    """`read_range`'s loop; `cursor` says how far it got when it raises."""
+    check_crcs = fetcher.config.check_crcs
+    where = f"fetch of {piece.topic}-{piece.partition}"
+    pending: concurrent.futures.Future[FetchAnswer | None] | None = None
+    while cursor.position < piece.end:
+        position = cursor.position
+        if monotonic_ms() >= cursor.deadline:
+            cursor.position = _stalled(piece, cursor, options)
+            continue
+        if pending is None:
+            pending = fetcher.submit(position, cursor.deadline)
+        try:
+            answer = fetcher.wait(pending, cursor.deadline)
+        except OffsetOutOfRangeError:
+            pending, cursor.high_watermark = None, -1
+            cursor.position = _checked_position(fetcher, piece, position, options, cursor.deadline)
+            if cursor.position == position:
+                time.sleep(0.05)  # the log says the offset is there: retry, not spin
+            continue
+        pending = None
+        # Only the latest answer's word counts: a leader that stops answering is no sign that
+        # the log ends here.
+        cursor.high_watermark = -1 if answer is None else answer.high_watermark
+        if answer is None:
+            # The deadline passed (the check above words it), or a fetch submitted before Spark
+            # took the last batch gave up on that older deadline: asked again.
+            continue
+        data = answer.records
+        bound = piece.end
+        if answer.high_watermark >= 0:
+            bound = min(bound, answer.high_watermark)
+        batches, next_position = _batches_to_read(data, position, bound, check_crcs, where)
+        if next_position > position:
+            cursor.position = next_position
+            cursor.deadline = monotonic_ms() + options.poll_timeout_ms
+            if next_position < piece.end:
+                pending = fetcher.submit(next_position, cursor.deadline)  # while this is decoded
+        if batches:
+            columns = decode_batches(data, batches, where=where)
+            first = int(np.searchsorted(columns.offsets, position))
+            stop = int(np.searchsorted(columns.offsets, bound))
+            if stop > first:
+                yield columns_to_record_batch(
+                    piece.topic, piece.partition, columns.slice(first, stop), schema
+                )
+                # Spark's time with the batch is not the fetch's (module docstring).
+                cursor.deadline = monotonic_ms() + options.poll_timeout_ms
 
 
 def _batches_to_read(
@@ -132,30 +178,59 @@ def _batches_to_read(
 
 def _timeout(piece: OffsetRange, options: SourceOptions, position: int) -> ReadTimeoutError:
     return ReadTimeoutError(
-        f"reading {piece.topic}-{piece.partition} offsets [{piece.start}, {piece.end}) did "
-        f"not finish within pollTimeoutMs={options.poll_timeout_ms}: reached offset {position}"
+        f"reading {piece.topic}-{piece.partition} offsets [{piece.start}, {piece.end}) made no "
+        f"progress within pollTimeoutMs={options.poll_timeout_ms}: reached offset {position}"
     )
 
 
-def _checked_start(
+def _lost(piece: OffsetRange, lost_from: int, lost_to: int, why: str) -> str:
+    return (
+        f"{piece.topic}-{piece.partition}: offsets [{lost_from}, {lost_to}) of the planned range "
+        f"[{piece.start}, {piece.end}) are {why}"
+    )
+
+
+def _log_ends_before(
+    piece: OffsetRange, position: int, high_watermark: int, options: SourceOptions
+) -> int:
+    """`piece.end`, once the rest of the range is reported lost: the log now ends at
+    `high_watermark`, at or before `position` (module docstring)."""
+    why = (
+        f"no longer in the log (its high watermark is now {high_watermark}: the log was "
+        "truncated by an unclean leader election, or the topic re-created)"
+    )
+    report_data_loss(_lost(piece, position, piece.end, why), options.fail_on_data_loss)
+    return piece.end
+
+
+def _stalled(piece: OffsetRange, cursor: _Cursor, options: SourceOptions) -> int:
+    """Where to go on after `pollTimeoutMs` without progress: data loss if the leader said its
+    log ends at or before the position, else `ReadTimeoutError` (module docstring)."""
+    if 0 <= cursor.high_watermark <= cursor.position:
+        return _log_ends_before(piece, cursor.position, cursor.high_watermark, options)
+    raise _timeout(piece, options, cursor.position)
+
+
+def _checked_position(
     fetcher: PartitionFetcher,
-    tp: TopicPartition,
     piece: OffsetRange,
     position: int,
     options: SourceOptions,
     deadline: int,
 ) -> int:
-    """`position`, or the log start offset if the log no longer holds it (data loss rule)."""
+    """Where to read on after OFFSET_OUT_OF_RANGE at `position` (module docstring): the log
+    start offset, `piece.end` if the log now ends at or before `position`, or `position` if
+    the log still holds it."""
     earliest = fetcher.log_start_offset(max(1, deadline - monotonic_ms()))
-    if position >= earliest:
-        return position
-    lost_to = min(earliest, piece.end)
-    message = (
-        f"{tp.topic}-{tp.partition}: offsets [{position}, {lost_to}) of the planned range "
-        f"[{piece.start}, {piece.end}) are no longer in the log (log start offset {earliest}; "
-        "retention or DeleteRecords removed them)"
-    )
-    if options.fail_on_data_loss:
-        raise DataLossError(message + "; set failOnDataLoss=false to skip them")
-    log.warning("%s; skipped (failOnDataLoss=false)", message)
-    return earliest
+    if position < earliest:
+        why = (
+            f"no longer in the log (log start offset {earliest}; retention or DeleteRecords "
+            "removed them)"
+        )
+        lost = _lost(piece, position, min(earliest, piece.end), why)
+        report_data_loss(lost, options.fail_on_data_loss)
+        return earliest
+    high_watermark = fetcher.high_watermark(max(1, deadline - monotonic_ms()))
+    if high_watermark <= position:
+        return _log_ends_before(piece, position, high_watermark, options)
+    return position

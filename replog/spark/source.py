@@ -16,6 +16,13 @@ the schema are those of Spark's Kafka source (`replog.spark.options`, `replog.sp
   created later are read from offset 0 (records already deleted there count as data loss, as
   in Spark's Kafka source). A restarted query resumes from the offsets Spark checkpointed, and
   a replayed micro-batch reads exactly its logged range.
+- Data loss seen when a micro-batch is planned, as Spark's Kafka source sees it: partitions no
+  longer in the cluster, and an HW below the partition's start (the topic re-created, or its
+  log truncated: "offset was changed from A to B"). With `failOnDataLoss=true` that fails the
+  query (`DataLossError`); with false it is logged, a gone partition stays where it was, and
+  a moved-back one ends the micro-batch at its new HW (no range for it), so the next one reads
+  from there. An HW below the start is read again first (`HW_RECHECKS` times, as Spark's
+  Kafka source asks again): a new leader's HW can start lower for a moment.
 - Tasks (`read`) run on executors with raw fetches of one partition (`replog.spark.range_reader`
   over `replog.spark.partition_fetcher`) and yield Arrow record batches.
 
@@ -24,12 +31,15 @@ Rules:
   are opened lazily where they are used (the driver's `ClusterView`, a task's
   `PartitionFetcher`).
 - Options are checked when a reader is built, i.e. at planning, with errors naming the option.
+- Offsets by timestamp are looked up before the bounds are read, so a record written in
+  between cannot put a start above the end it is planned with.
 - `read` accepts the plain `InputPartition(None)` Spark substitutes for an empty plan.
 - The sink classes live in `replog.spark.sink` and are imported when a write is planned.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +61,7 @@ from pyspark.sql.types import StructType
 
 from replog.spark.arrow import schema_ddl
 from replog.spark.cluster_view import ClusterView
-from replog.spark.errors import DataLossError
+from replog.spark.errors import report_data_loss
 from replog.spark.offsets import describe, from_offset_dict, to_offset_dict
 from replog.spark.options import (
     ByTimestamp,
@@ -65,18 +75,21 @@ from replog.spark.planning import (
     OffsetRange,
     check_covers,
     check_order,
+    moved_back,
     next_end,
     plan_ranges,
     rate_limit,
     resolve_end,
     resolve_start,
 )
-from replog.spark.range_reader import log, read_range
+from replog.spark.range_reader import read_range
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter
 
 NAME = "replog"
+HW_RECHECKS = 3  # Spark's Kafka source: fetchOffset.numRetries
+HW_RECHECK_INTERVAL_S = 1.0  # and fetchOffset.retryIntervalMs
 
 
 class RangePartition(InputPartition):
@@ -126,20 +139,21 @@ def _arrow_schema(schema: StructType) -> pa.Schema:
 
 
 def _start_positions(
-    options: SourceOptions,
-    view: ClusterView,
-    bounds: Mapping[TopicPartitionKey, Bounds],
-) -> dict[TopicPartitionKey, int]:
+    options: SourceOptions, view: ClusterView, partitions: Sequence[TopicPartitionKey]
+) -> tuple[dict[TopicPartitionKey, int], dict[TopicPartitionKey, Bounds]]:
+    """Where `partitions` start, and the bounds read to resolve it (module docstring: offsets
+    by timestamp first, then the bounds, whose HW is then at or above any offset found)."""
     spec = options.starting
     found: dict[TopicPartitionKey, int | None] | None = None
     if isinstance(spec, ByTimestamp):
-        check_covers(spec, sorted(bounds))
+        check_covers(spec, partitions)
         times = {
             tp: spec.everywhere if spec.per_partition is None else spec.per_partition[tp]
-            for tp in sorted(bounds)
+            for tp in partitions
         }
         found = view.offsets_for_times({tp: t for tp, t in times.items() if t is not None})
-    return resolve_start(spec, bounds, found)
+    bounds = view.bounds(partitions)
+    return resolve_start(spec, bounds, found), bounds
 
 
 def _read(
@@ -160,8 +174,9 @@ class ReplogBatchReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         view = ClusterView(self.options.admin_settings(), strict=True)
         try:
-            bounds = view.bounds(view.partitions(self.options.subscription))
-            start = _start_positions(self.options, view, bounds)
+            start, bounds = _start_positions(
+                self.options, view, view.partitions(self.options.subscription)
+            )
         finally:
             view.close()
         end = resolve_end(self.options.ending, bounds)
@@ -195,8 +210,8 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._latest
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
-        bounds = self._view.bounds(self._view.partitions(self.options.subscription))
-        return to_offset_dict(_start_positions(self.options, self._view, bounds))
+        partitions = self._view.partitions(self.options.subscription)
+        return to_offset_dict(_start_positions(self.options, self._view, partitions)[0])
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.max_offsets_per_trigger
@@ -205,18 +220,49 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._high_watermarks()
 
+    def _ends_from(self, begin: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
+        """The HWs the next micro-batch may end at: the availableNow snapshot or the HWs now,
+        an HW below its start read again first (module docstring)."""
+        latest = dict(self._target) if self._target is not None else self._high_watermarks()
+        for _ in range(HW_RECHECKS):
+            behind = moved_back(begin, latest)
+            if not behind:
+                break
+            time.sleep(HW_RECHECK_INTERVAL_S)
+            fresh = self._high_watermarks()
+            if self._target is None:
+                latest = fresh
+                continue
+            for tp in behind:
+                if fresh.get(tp, -1) >= begin[tp]:
+                    # The snapshot caught an HW low for a moment: nothing more of this
+                    # partition in this run (the next run reads on from its start).
+                    latest[tp] = self._target[tp] = begin[tp]
+        return latest
+
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, dict[str, int]]:
         begin = from_offset_dict(start, "start offset")
-        latest = dict(self._target) if self._target is not None else self._high_watermarks()
+        latest = self._ends_from(begin)
         gone = sorted(tp for tp in begin if tp not in latest)
         if gone and self._target is None:
             message = (
                 f"partitions {describe({tp: begin[tp] for tp in gone})} are no longer in the "
                 "cluster (topic deleted?)"
             )
-            if self.options.fail_on_data_loss:
-                raise DataLossError(message + "; set failOnDataLoss=false to skip them")
-            log.warning("%s; skipped (failOnDataLoss=false)", message)
+            report_data_loss(message, self.options.fail_on_data_loss)
+        behind = moved_back(begin, latest)
+        if behind:
+            changes = ", ".join(
+                f"{t}-{p}'s offset was changed from {begin[(t, p)]} to {hw}"
+                for (t, p), hw in behind.items()
+            )
+            message = (
+                f"partition {changes} (the topic re-created, or its log truncated): some data "
+                "may have been missed"
+            )
+            report_data_loss(
+                message, self.options.fail_on_data_loss, instead="reading on from there"
+            )
         end = next_end(begin, latest)
         if isinstance(limit, ReadMaxRows):
             end = rate_limit(begin, end, limit.max_rows)

@@ -68,7 +68,7 @@ def test_batches_match_the_arrow_schema_spark_derives_and_hold_the_records() -> 
             "offset": 9,
             "timestamp": dt.datetime(2023, 11, 14, 22, 13, 20, 456000, tzinfo=dt.UTC),
             "timestampType": 1,
-            "headers": [],
+            "headers": None,  # no headers: null, as in Spark's Kafka source
         },
     ]
 

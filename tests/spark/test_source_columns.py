@@ -6,7 +6,9 @@ and the Arrow batches it builds from decoded columns (no Spark session needed).
   are skipped but move the position, a CRC mismatch is a `CorruptRecordError` unless
   `check.crcs` is off, and a partial batch at the end is left for the next fetch.
 - `columns_to_record_batch` gives exactly what `to_record_batch` gives for the same records,
-  in the Arrow schema Spark derives, with and without headers, for a narrower schema too.
+  in the Arrow schema Spark derives, with and without headers, for a narrower schema too;
+  `headers` is null for a record without any, and a header key that is not valid UTF-8 gets
+  U+FFFD for each malformed sequence (Java's decoding) instead of failing the batch.
 - The decoder's paths a fetch answer takes, beyond tests/record/test_record_columnar.py:
   uncompressed batches are read where they lie in the answer (no copy), with or without
   bytes after the last one (varints read up to the answer's end), on random and on damaged
@@ -125,16 +127,37 @@ def test_columns_give_the_same_arrow_batch_as_records(codec: int) -> None:
     ]
 
 
-def test_without_headers_the_headers_column_is_empty_lists() -> None:
+def test_records_without_headers_have_null_headers() -> None:
+    schema = to_arrow_schema(SPARK_SCHEMA, timezone="UTC")
     raw = _batch(0, 4, codec=COMPRESSION_NONE)
     found, _ = _batches_to_read(raw, 0, 4, True, "t")
     columns = decode_batches(raw, found, where="t")
     assert columns.headers is None
-    schema = to_arrow_schema(SPARK_SCHEMA, timezone="UTC")
     batch = columns_to_record_batch("t", 0, columns, schema)
-    assert batch.column("headers").to_pylist() == [[], [], [], []]
+    assert batch.column("headers").to_pylist() == [None, None, None, None]
     assert batch.schema.equals(schema)
     batch.validate(full=True)
+    # next to a record with headers, too
+    raw = build_batch([(NOW, b"k", b"v", (("h", b"1"),)), (NOW + 1, None, None, ())])
+    found, _ = _batches_to_read(raw, 0, 2, True, "t")
+    batch = columns_to_record_batch("t", 0, decode_batches(raw, found, where="t"), schema)
+    assert batch.column("headers").to_pylist() == [[{"key": "h", "value": b"1"}], None]
+
+
+@pytest.mark.parametrize("codec", sorted(available_codecs()))
+def test_a_header_key_that_is_not_utf8_gets_replacement_characters(codec: int) -> None:
+    # A non-Python producer may write any bytes as a key; Java decodes them with U+FFFD for
+    # each malformed sequence. The key is written here as the surrogate escapes of its bytes:
+    # 0xff, then a 3-byte sequence cut short (0xe2 0x82), then "ok".
+    key = b"\xff\xe2\x82ok".decode("utf-8", "surrogateescape")
+    raw = build_batch([(NOW, b"k", b"v", ((key, b"1"), ("fine", None)))], compression=codec)
+    found, _ = _batches_to_read(raw, 0, 1, True, "t")
+    schema = to_arrow_schema(SPARK_SCHEMA, timezone="UTC")
+    batch = columns_to_record_batch("t", 0, decode_batches(raw, found, where="t"), schema)
+    expected = [[{"key": "\ufffd\ufffdok", "value": b"1"}, {"key": "fine", "value": None}]]
+    assert batch.column("headers").to_pylist() == expected
+    records = [ConsumerRecord("t", 0, 0, NOW, 0, b"k", b"v", ((key, b"1"), ("fine", None)), -1)]
+    assert to_record_batch("t", 0, records, schema).column("headers").to_pylist() == expected
 
 
 def _in_answer(batches: list[bytes], tail: bytes) -> tuple[bytes, list]:  # type: ignore[type-arg]

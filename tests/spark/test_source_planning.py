@@ -13,6 +13,7 @@ from replog.spark.planning import (
     Bounds,
     OffsetRange,
     check_order,
+    moved_back,
     next_end,
     plan_ranges,
     rate_limit,
@@ -86,6 +87,10 @@ def test_timestamps_resolve_to_looked_up_offsets_or_follow_the_strategy() -> Non
         resolve_start(strict, bounds, found)
     lenient = ByTimestamp("startingTimestamp", None, 1000, latest_when_missing=True)
     assert resolve_start(lenient, bounds, found) == {("t", 0): 4, ("t", 1): 7}
+    # an offset found above the HW read (an HW read low for a moment) starts at that HW, never
+    # after the end the start is planned with
+    above = {("t", 0): 12, ("t", 1): 3}
+    assert resolve_start(strict, bounds, above) == {("t", 0): 10, ("t", 1): 3}
 
 
 def test_ranges_skip_empty_partitions_and_split_for_min_partitions() -> None:
@@ -108,10 +113,18 @@ def test_ranges_skip_empty_partitions_and_split_for_min_partitions() -> None:
     assert plan_ranges({}, {("n", 0): 3}) == [OffsetRange("n", 0, 0, 3)]
 
 
-def test_micro_batch_ends_are_high_watermarks_never_behind_the_start() -> None:
-    start = {("t", 0): 50, ("gone", 0): 9}
-    latest = {("t", 0): 40, ("t", 1): 12}
-    assert next_end(start, latest) == {("gone", 0): 9, ("t", 0): 50, ("t", 1): 12}
+def test_micro_batch_ends_are_high_watermarks_even_below_the_start() -> None:
+    # t-0's HW fell below its start (topic re-created, log truncated): moved_back names it for
+    # the data-loss report, its end is the new HW and no range is planned for it, so the next
+    # micro-batch reads on from 40; a gone partition stays where it was.
+    start = {("t", 0): 50, ("gone", 0): 9, ("t", 2): 7}
+    latest = {("t", 0): 40, ("t", 1): 12, ("t", 2): 7}
+    assert moved_back(start, latest) == {("t", 0): 40}
+    end = next_end(start, latest)
+    assert end == {("gone", 0): 9, ("t", 0): 40, ("t", 1): 12, ("t", 2): 7}
+    assert plan_ranges(start, end) == [OffsetRange("t", 1, 0, 12)]
+    assert moved_back(end, {("t", 0): 130}) == {}
+    assert plan_ranges(end, next_end(end, {("t", 0): 130})) == [OffsetRange("t", 0, 40, 130)]
 
 
 def test_rate_limit_splits_the_limit_by_backlog_like_kafka() -> None:
@@ -119,6 +132,9 @@ def test_rate_limit_splits_the_limit_by_backlog_like_kafka() -> None:
     end = {("t", 0): 100, ("t", 1): 50}
     assert rate_limit(start, end, 60) == {("t", 0): 40, ("t", 1): 20}
     assert rate_limit(start, end, 1000) == end
+    # an end below its start (moved back) keeps its end and takes no share of the limit
+    moved = rate_limit({("t", 0): 0, ("t", 1): 90}, {("t", 0): 100, ("t", 1): 10}, 60)
+    assert moved == {("t", 0): 60, ("t", 1): 10}
     # a tiny share still moves one offset
     assert rate_limit({("a", 0): 0, ("b", 0): 0}, {("a", 0): 1000, ("b", 0): 1}, 10) == {
         ("a", 0): 9,

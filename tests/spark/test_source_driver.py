@@ -1,0 +1,127 @@
+"""The driver's side of the source against a scripted cluster view: no cluster, no Spark.
+
+- A micro-batch planned after a partition's HW fell below its start (topic re-created, log
+  truncated) reports data loss as Spark's Kafka source does: `DataLossError` naming the
+  partition and both offsets, or with `failOnDataLoss=false` a warning and an end at the new
+  HW with no range planned, the next micro-batch reading on from there. An HW low for a
+  moment (a new leader's) is read again and is not data loss, in an availableNow run too.
+- Offsets by timestamp are looked up before the bounds are read, so records written in
+  between cannot put a start above the end it is planned with.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+from pyspark.sql.types import StructType
+
+from replog.spark import source
+from replog.spark.errors import DataLossError
+from replog.spark.options import Mode, Subscription, TopicPartitionKey, parse_options
+from replog.spark.planning import Bounds, OffsetRange
+from replog.spark.source import RangePartition, ReplogBatchReader, ReplogStreamReader
+
+T0 = ("t", 0)
+
+
+class ScriptedView:
+    """`ClusterView`'s surface: partition t-0, whose HW is the next of `high_watermarks` at
+    each read (the last one stays); a timestamp lookup finds `found` and, as records are
+    written meanwhile, raises the HW to `found + 3`."""
+
+    def __init__(self, *high_watermarks: int, found: int = 0) -> None:
+        self.high_watermarks = list(high_watermarks)
+        self.found = found
+        self.reads = 0
+
+    def partitions(self, subscription: Subscription) -> list[TopicPartitionKey]:
+        return [T0]
+
+    def bounds(self, partitions: list[TopicPartitionKey]) -> dict[TopicPartitionKey, Bounds]:
+        self.reads += 1
+        latest = self.high_watermarks.pop(0) if len(self.high_watermarks) > 1 else None
+        return {T0: Bounds(0, self.high_watermarks[0] if latest is None else latest)}
+
+    def offsets_for_times(
+        self, times: dict[TopicPartitionKey, int]
+    ) -> dict[TopicPartitionKey, int]:
+        self.high_watermarks = [self.found + 3]
+        return {T0: self.found}
+
+    def close(self) -> None:
+        pass
+
+
+def stream(
+    monkeypatch: pytest.MonkeyPatch, view: ScriptedView, *, fail_on_data_loss: bool = True
+) -> ReplogStreamReader:
+    monkeypatch.setattr(source, "HW_RECHECK_INTERVAL_S", 0)
+    options = {"bootstrap.servers": "scripted:9092", "subscribe": "t"}
+    options["failOnDataLoss"] = str(fail_on_data_loss).lower()
+    reader = ReplogStreamReader(parse_options(options, Mode.STREAMING), StructType())
+    reader._view = view  # type: ignore[assignment]
+    return reader
+
+
+def ranges(reader: ReplogStreamReader, start: dict, end: dict) -> list[OffsetRange]:  # type: ignore[type-arg]
+    return [p.piece for p in reader.partitions(start, end) if isinstance(p, RangePartition)]
+
+
+AT_100 = {"t": {"0": 100}}
+
+
+def test_an_hw_below_the_start_fails_the_query(monkeypatch: pytest.MonkeyPatch) -> None:
+    view = ScriptedView(5)  # re-created with 5 records since the checkpoint at 100
+    with pytest.raises(
+        DataLossError, match=r"t-0's offset was changed from 100 to 5 .* some data may have"
+    ):
+        stream(monkeypatch, view).latestOffset(AT_100, ReadAllAvailable())
+    assert view.reads == 1 + source.HW_RECHECKS  # read again first: it might have been brief
+
+
+def test_without_fail_on_data_loss_the_next_batch_reads_from_the_new_hw(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    view = ScriptedView(5)
+    reader = stream(monkeypatch, view, fail_on_data_loss=False)
+    with caplog.at_level(logging.WARNING, "replog.spark"):
+        end = reader.latestOffset(AT_100, ReadAllAvailable())
+    assert end == {"t": {"0": 5}}
+    assert "t-0's offset was changed from 100 to 5" in caplog.text
+    assert "reading on from there (failOnDataLoss=false)" in caplog.text
+    assert ranges(reader, AT_100, end) == []  # nothing read in this micro-batch
+    view.high_watermarks = [130]
+    later = reader.latestOffset(end, ReadAllAvailable())
+    assert later == {"t": {"0": 130}}
+    assert ranges(reader, end, later) == [OffsetRange("t", 0, 5, 130)]
+
+
+def test_an_hw_low_for_a_moment_is_read_again_and_is_no_loss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reader = stream(monkeypatch, ScriptedView(5, 120))
+    assert reader.latestOffset(AT_100, ReadAllAvailable()) == {"t": {"0": 120}}
+    # availableNow: a snapshot taken at the low HW reads nothing more of t-0 in this run
+    reader = stream(monkeypatch, ScriptedView(5, 120))
+    reader.prepareForTriggerAvailableNow()
+    assert reader.latestOffset(AT_100, ReadAllAvailable()) == AT_100
+    assert reader.latestOffset(AT_100, ReadAllAvailable()) == AT_100
+    # and a snapshot below the start that stays so is data loss
+    reader = stream(monkeypatch, ScriptedView(5))
+    reader.prepareForTriggerAvailableNow()
+    with pytest.raises(DataLossError, match="t-0's offset was changed from 100 to 5"):
+        reader.latestOffset(AT_100, ReadAllAvailable())
+
+
+def test_timestamps_are_looked_up_before_the_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    # HW 10 until the lookup, which finds offset 12 (written meanwhile; the HW is then 15).
+    options = {"bootstrap.servers": "scripted:9092", "subscribe": "t", "startingTimestamp": "7"}
+    view = ScriptedView(10, found=12)
+    monkeypatch.setattr(source, "ClusterView", lambda settings, strict: view)
+    batch = ReplogBatchReader(parse_options(options, Mode.BATCH), StructType())
+    assert [p.piece for p in batch.partitions()] == [OffsetRange("t", 0, 12, 15)]  # type: ignore[attr-defined]
+    reader = stream(monkeypatch, ScriptedView(10, found=12))
+    reader.options = parse_options(options, Mode.STREAMING)
+    assert reader.initialOffset() == {"t": {"0": 12}}

@@ -222,12 +222,23 @@ class GroupOffsets:
         )
 
 
+# How often auto-commit re-commits a position that has not changed (`AutoCommitter`).
+RECOMMIT_UNCHANGED_MS = 3_600_000
+
+
 class AutoCommitter:
     """`enable.auto.commit`: commit the consumer's positions every `interval_ms`, from `poll`.
 
     `maybe_commit` is called at the start of every poll; it starts a background commit of
-    the positions that changed when the interval has passed and none is running. A failed
+    the positions that changed when the interval has passed and none is running, together
+    with every unchanged position last committed `RECOMMIT_UNCHANGED_MS` or more ago. A failed
     auto-commit is logged and retried at the next interval (Kafka does the same).
+
+    Why the re-commit: a group's offsets expire `offsets.retention.minutes` (default 7 days)
+    after their commit (the coordinator's retention, KIP-211). Kafka's consumer re-commits
+    every position each interval, which keeps an idle partition's offset alive; replog sends
+    only what changed, because `__consumer_offsets` is never compacted here and every commit
+    stays in its log, and re-commits an unchanged position hourly instead.
     """
 
     def __init__(
@@ -244,6 +255,7 @@ class AutoCommitter:
         self._clock = clock
         self._next_ms = clock() + interval_ms
         self._committed: dict[TopicPartition, OffsetAndMetadata] = {}
+        self._committed_at: dict[TopicPartition, int] = {}  # this committer's clock, ms
         self._task: asyncio.Task[None] | None = None
 
     def changed(
@@ -256,7 +268,13 @@ class AutoCommitter:
         if now < self._next_ms or (self._task is not None and not self._task.done()):
             return
         self._next_ms = now + self._interval_ms
-        changed = self.changed(positions)
+        stale = now - RECOMMIT_UNCHANGED_MS
+        committed, committed_at = self._committed, self._committed_at
+        changed = {
+            tp: o
+            for tp, o in positions.items()
+            if committed.get(tp) != o or committed_at.get(tp, stale) <= stale
+        }
         if changed:
             self._task = asyncio.get_running_loop().create_task(self._commit(changed))
 
@@ -280,13 +298,17 @@ class AutoCommitter:
         """Commit `offsets` and remember them as committed (also used by explicit commits)."""
         await self._offsets.commit(offsets, deadline_ms=deadline_ms, timeout_ms=timeout_ms)
         self._committed.update(offsets)
+        now = self._clock()
+        self._committed_at.update((tp, now) for tp in offsets)
 
     def forget(self, partitions: Sequence[TopicPartition] | None = None) -> None:
         """Partitions no longer assigned: a later re-assignment commits them again."""
         if partitions is None:
             self._committed.clear()
+            self._committed_at.clear()
         for tp in partitions or ():
             self._committed.pop(tp, None)
+            self._committed_at.pop(tp, None)
 
     async def close(self, deadline_ms: int | None = None) -> None:
         """Wait for a running auto-commit (its errors are already logged) until `deadline_ms`

@@ -3,7 +3,11 @@ commit means to the committer.
 
 Rules (Kafka's group coordinator, for groups without membership, the only kind replog has):
 - A group id must not be empty (INVALID_GROUP_ID, for FindCoordinator, OffsetCommit and
-  OffsetFetch alike) and must fit a Kafka string (32767 UTF-8 bytes).
+  OffsetFetch alike) and must fit a Kafka string (32767 UTF-8 bytes). Differs from Kafka, on
+  purpose: Kafka refuses the empty group id elsewhere but accepts it for OffsetCommit and
+  OffsetFetch (backward compatibility with clients that committed under ""); replog's API is
+  its own gRPC service, whose client never sends an empty group id, so it refuses it for all
+  three.
 - Per partition of a commit, in Kafka's order: a topic-partition missing from the metadata
   image is UNKNOWN_TOPIC_OR_PARTITION; then the membership: generation -1 and member "" (a
   commit from outside any group generation, as an admin or a consumer with `assign` sends)

@@ -7,6 +7,14 @@ Rules:
   the key. Every entry remembers the log offset of the record that set it, and a record
   older than that changes nothing, so a commit acknowledged out of order (two commits of the
   same partition racing through acks=all) cannot undo a later one.
+- `remove` takes entries out as tombstones at their own log offsets would (a deleted topic's
+  offsets, expired ones): the removed keys come back for the shell to append tombstones of,
+  and a record of a removed key at or below the removed entry's offset, replayed later (a
+  commit acknowledged late), still changes nothing; a newer one is committed as usual.
+- Expiry (KIP-211, for a group without members, which every replog group is): an entry
+  expires once the wall clock is `offsets.retention.minutes` or more past its commit
+  timestamp (`expired`). Kafka uses a value's own expire timestamp (value version 1) instead;
+  replog reads that field but expires by the commit timestamp for every version.
 - Replay skips what is not an offset commit: control batches, records without a key, group
   membership records (key version 2), and records that do not decode (counted, the first
   reasons kept, so the shell can log them: one corrupt record must not take every group of the
@@ -15,7 +23,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from replog.coordinator.offsets_records import (
@@ -91,6 +99,29 @@ class OffsetsCache:
             entry = offsets.get(tp)
             answer[tp] = entry.value if entry is not None else None
         return answer
+
+    def remove(
+        self, predicate: Callable[[OffsetCommitKey, CommittedOffset], bool]
+    ) -> list[OffsetCommitKey]:
+        """Remove every entry `predicate` holds for (module docstring); the removed keys, by
+        group, topic and partition."""
+        removed: list[OffsetCommitKey] = []
+        for group in sorted(self._groups):
+            offsets = self._groups[group]
+            for tp, entry in sorted(offsets.items()):
+                key = OffsetCommitKey(group, tp[0], tp[1])
+                if predicate(key, entry):
+                    removed.append(key)
+                    del offsets[tp]
+                    self._deleted[(group, tp[0], tp[1])] = entry.record_offset
+            if not offsets:
+                del self._groups[group]
+        return removed
+
+
+def expired(entry: CommittedOffset, now_ms: int, retention_ms: int) -> bool:
+    """Whether `entry` expired at wall clock `now_ms` (module docstring)."""
+    return now_ms - entry.value.commit_timestamp_ms >= retention_ms
 
 
 @dataclass(slots=True)

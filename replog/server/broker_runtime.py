@@ -365,6 +365,7 @@ class BrokerRuntime:
         )
         self.group_coordinator = coordinator
         self.metadata.install(coordinator)
+        coordinator.start()  # offsets retention; `_stop_data_plane` stops it
         self.coordinator_service.attach(coordinator)
 
     async def _stop_data_plane(self) -> None:

@@ -12,7 +12,11 @@ partition's log from its start to its end on a worker thread (the Log is thread-
 loop goes on serving) and replays it into a fresh `OffsetsCache`; until it is done the
 partition answers COORDINATOR_LOAD_IN_PROGRESS. A commit appends one batch of offset records
 with acks=all through the replica manager, as the broker itself (internal topics allowed), and
-updates the cache only once the append is acknowledged.
+updates the cache only once the append is acknowledged. Removing offsets (a deleted topic's,
+expired ones) takes them out of the cache at once and appends their tombstones, one batch with
+acks=all, in a background task that no request waits for: a failure is logged, and the offsets
+come back only if a later load finds them in the log (where the load-time rules below and the
+next expiry remove them again).
 
 Rules:
 - FindCoordinator: INVALID_GROUP_ID for an empty group id; when `__consumer_offsets` does not
@@ -27,13 +31,32 @@ Rules:
 - OffsetFetch answers from the cache: the committed offset, or -1 for a partition without
   one; with no partitions named, every partition the group committed.
 - The commit timestamp is the wall clock at the commit; the batch is CreateTime, uncompressed.
+- A deleted topic's offsets go (Kafka's coordinator on partition deletion): on each image
+  whose topics changed, a topic name whose topic id changed or that vanished since the previous
+  image has its offsets removed from every loaded partition, with tombstones, and those of
+  commits still waiting for acks=all tombstoned too; a partition still loading remembers the
+  names and removes them when its load ends, together with the offsets of every topic-partition
+  absent from the image then (a commit is only accepted for an existing partition, so such an
+  offset belongs to a deleted topic). A commit acknowledged after its topic was deleted or
+  re-created (its topic id changed while it waited) is not put back into the cache.
+- Offsets retention (KIP-211; every replog group is one without members): every
+  `offsets.retention.check.interval.ms` each loaded partition removes, with tombstones, the
+  offsets committed `offsets.retention.minutes` or more before the wall clock
+  (`offsets_cache.expired`), except those with a commit still waiting for acks=all.
+- Order in the log: a commit waits (one turn of the event loop, never for acks) until the
+  tombstones of its partition that were scheduled before it are appended, so a tombstone never
+  lands after a commit accepted after the removal (the replica manager appends before its first
+  await).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 from uuid import UUID
@@ -45,7 +68,13 @@ from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.coordinator import messages as cm
 from replog.coordinator.commit_rules import append_error, commit_errors, group_id_problem
 from replog.coordinator.group_partition import partition_for_group
-from replog.coordinator.offsets_cache import OffsetsCache, ReplayStats, replay_batches
+from replog.coordinator.offsets_cache import (
+    CommittedOffset,
+    OffsetsCache,
+    ReplayStats,
+    expired,
+    replay_batches,
+)
 from replog.coordinator.offsets_records import (
     OffsetCommitKey,
     OffsetCommitValue,
@@ -110,6 +139,12 @@ class _Shard:
     cache: OffsetsCache = field(default_factory=OffsetsCache)
     task: asyncio.Task[None] | None = None
     failure: str = ""
+    # Topics deleted (or re-created) while the partition loads: removed when the load ends.
+    deleted_topics: set[str] = field(default_factory=set)
+    # Keys of the commits appended and waiting for acks=all.
+    in_flight: Counter[OffsetCommitKey] = field(default_factory=Counter)
+    # Set once the latest tombstones scheduled here are appended; commits wait for it.
+    tombstone_gate: asyncio.Event | None = None
 
     @property
     def name(self) -> str:
@@ -140,6 +175,9 @@ class GroupCoordinator:
         self.image = MetadataImage.EMPTY
         self._shards: dict[int, _Shard] = {}
         self._stopped = False
+        self._retention_task: asyncio.Task[None] | None = None
+        # Each tombstone append under way, and the gate it opens once it appended.
+        self._tombstone_tasks: dict[asyncio.Task[None], asyncio.Event] = {}
 
     # --- following leadership -----------------------------------------------------------------
 
@@ -155,6 +193,9 @@ class GroupCoordinator:
         if image.topics is previous.topics or self._stopped:
             return
         self._follow(image)
+        deleted = _topics_deleted(previous, image)
+        if deleted:
+            self._remove_deleted_topics(deleted)
 
     def _follow(self, image: MetadataImage) -> None:
         topic = image.topics.by_name.get(CONSUMER_OFFSETS_TOPIC)
@@ -219,6 +260,14 @@ class GroupCoordinator:
         if self._shards.get(shard.partition) is not shard:
             return  # leadership moved on while the worker thread read
         shard.cache = cache
+        deleted, shard.deleted_topics = shard.deleted_topics, set()
+        self._remove_offsets_of(
+            shard,
+            lambda key: (
+                key.topic in deleted or not self._partition_exists(key.topic, key.partition)
+            ),
+            "of deleted topics",
+        )
         shard.state = ShardState.ACTIVE
         if stats.skipped:
             log.warning(
@@ -266,11 +315,133 @@ class GroupCoordinator:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
+    async def wait_tombstones(self) -> None:
+        """Until every tombstone append under way ended (tests)."""
+        while self._tombstone_tasks:
+            await asyncio.gather(*self._tombstone_tasks, return_exceptions=True)
+
+    def start(self) -> None:
+        """Start the offsets retention task (on the event loop, with the data plane)."""
+        if self._retention_task is None and not self._stopped:
+            self._retention_task = asyncio.get_running_loop().create_task(self._run_retention())
+
     async def stop(self) -> None:
+        """Stop following images and the retention task; every tombstone append scheduled
+        appends first (one turn of the event loop), and only its wait for acks is cancelled."""
         self._stopped = True
+        task, self._retention_task = self._retention_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         for shard in list(self._shards.values()):
             self._unload(shard)
+        while self._tombstone_tasks:
+            task, gate = next(iter(self._tombstone_tasks.items()))
+            await gate.wait()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            self._tombstone_tasks.pop(task, None)
         await self._topic_creator.stop()
+
+    # --- removing offsets: deleted topics, retention -----------------------------------------
+
+    def _remove_deleted_topics(self, topics: set[str]) -> None:
+        for shard in list(self._shards.values()):
+            if shard.state is ShardState.LOADING:
+                shard.deleted_topics |= topics
+            elif shard.state is ShardState.ACTIVE:
+                self._remove_offsets_of(shard, lambda key: key.topic in topics, "of deleted topics")
+
+    def _remove_offsets_of(
+        self, shard: _Shard, matches: Callable[[OffsetCommitKey], bool], what: str
+    ) -> None:
+        """Remove the offsets of keys `matches` holds for, and tombstone them and the keys of
+        such commits still waiting for acks=all."""
+        removed = shard.cache.remove(lambda key, _entry: matches(key))
+        gone = set(removed)
+        keys = removed + sorted(
+            (k for k in shard.in_flight if k not in gone and matches(k)),
+            key=lambda k: (k.group, k.topic, k.partition),
+        )
+        self._tombstone(shard, keys, what)
+
+    def expire_offsets(self) -> int:
+        """Remove, with tombstones, every loaded partition's expired offsets (module docstring);
+        how many. The retention task's tick, called by tests directly."""
+        now_ms = self._wall_clock()
+        shards = [s for s in self._shards.values() if s.state is ShardState.ACTIVE]
+        return sum(self._expire(shard, now_ms) for shard in shards)
+
+    def _expire(self, shard: _Shard, now_ms: int) -> int:
+        retention_ms = self.config.offsets_retention_ms
+
+        def expiring(key: OffsetCommitKey, entry: CommittedOffset) -> bool:
+            return key not in shard.in_flight and expired(entry, now_ms, retention_ms)
+
+        keys = shard.cache.remove(expiring)
+        self._tombstone(shard, keys, "expired")
+        return len(keys)
+
+    async def _run_retention(self) -> None:
+        interval_s = self.config.offsets_retention_check_interval_ms / 1000
+        while not self._stopped:
+            await asyncio.sleep(interval_s)
+            try:
+                self.expire_offsets()
+            except Exception:  # a failing check must not end retention for good
+                log.exception("broker %d: expiring committed offsets failed", self.broker_id)
+
+    def _tombstone(self, shard: _Shard, keys: Sequence[OffsetCommitKey], what: str) -> None:
+        """Append tombstones of `keys` in the background; until they are appended the
+        partition's commits wait (module docstring, order in the log)."""
+        if not keys:
+            return
+        log.info(
+            "broker %d: %s: removed %d committed offsets %s",
+            self.broker_id,
+            shard.name,
+            len(keys),
+            what,
+        )
+        gate = shard.tombstone_gate = asyncio.Event()
+        task = asyncio.get_running_loop().create_task(
+            self._append_tombstones(shard, keys, what, gate)
+        )
+        self._tombstone_tasks[task] = gate
+
+        def done(finished: asyncio.Task[None]) -> None:
+            self._tombstone_tasks.pop(finished, None)
+            _open(shard, gate)  # also when cancelled before it appended
+
+        task.add_done_callback(done)
+
+    async def _append_tombstones(
+        self, shard: _Shard, keys: Sequence[OffsetCommitKey], what: str, gate: asyncio.Event
+    ) -> None:
+        # The waiting commits resume after this step, and it appends before its first await.
+        _open(shard, gate)
+        records: list[tuple[OffsetCommitKey, OffsetCommitValue | None]] = [(k, None) for k in keys]
+        try:
+            _, failure = await self._append(
+                shard, records, self._wall_clock(), self.config.offsets_commit_timeout_ms
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # logged, never raised: no request waits for it
+            failure = UnknownServerError(f"{type(error).__name__}: {error}")
+        if failure is not None:
+            log.warning(
+                "broker %d: %s: appending the tombstones of %d committed offsets %s failed "
+                "(they are out of the cache; a later load may find them again): %s: %s",
+                self.broker_id,
+                shard.name,
+                len(keys),
+                what,
+                failure.error_name,
+                failure,
+            )
 
     # --- FindCoordinator ----------------------------------------------------------------------
 
@@ -322,6 +493,9 @@ class GroupCoordinator:
         `offsets.commit.timeout.ms`)."""
         group_id = request.group_id
         shard, error = self._coordinating(group_id)
+        while shard is not None and shard.tombstone_gate is not None:
+            await shard.tombstone_gate.wait()  # one turn of the event loop (module docstring)
+            shard, error = self._coordinating(group_id)
         if error is not None:
             return cm.OffsetCommitResponse(error)
         assert shard is not None
@@ -336,24 +510,37 @@ class GroupCoordinator:
         accepted = [e for i, e in enumerate(request.entries) if i not in refused]
         if accepted:
             now_ms = self._wall_clock()
-            records = [
+            records: list[tuple[OffsetCommitKey, OffsetCommitValue | None]] = [
                 (
                     OffsetCommitKey(group_id, e.topic, e.partition),
                     OffsetCommitValue(e.offset, e.leader_epoch, e.metadata, now_ms),
                 )
                 for e in accepted
             ]
+            # The topic ids the commit was accepted for (each topic exists: commit_errors).
+            topic_ids = {e.topic: self.image.topics.by_name[e.topic].topic_id for e in accepted}
             commit_timeout_ms = self.config.offsets_commit_timeout_ms
             if timeout_ms is not None:
                 commit_timeout_ms = max(0, min(commit_timeout_ms, timeout_ms))
-            base_offset, failure = await self._append(shard, records, now_ms, commit_timeout_ms)
+            keys = [key for key, _ in records]
+            shard.in_flight.update(keys)
+            try:
+                base_offset, failure = await self._append(shard, records, now_ms, commit_timeout_ms)
+            finally:
+                shard.in_flight.subtract(keys)
+                for key in keys:
+                    if shard.in_flight[key] <= 0:
+                        del shard.in_flight[key]
             if failure is not None:
                 return cm.OffsetCommitResponse(
                     append_error(failure, f"group {group_id!r} in {shard.name}")
                 )
             if self._shards.get(shard.partition) is shard and shard.state is ShardState.ACTIVE:
+                topics = self.image.topics.by_name
                 for delta, (key, value) in enumerate(records):
-                    shard.cache.replay(key, value, base_offset + delta)
+                    topic = topics.get(key.topic)
+                    if topic is not None and topic.topic_id == topic_ids[key.topic]:
+                        shard.cache.replay(key, value, base_offset + delta)
         return cm.OffsetCommitResponse(
             None,
             tuple(
@@ -365,14 +552,15 @@ class GroupCoordinator:
     async def _append(
         self,
         shard: _Shard,
-        records: list[tuple[OffsetCommitKey, OffsetCommitValue]],
+        records: Sequence[tuple[OffsetCommitKey, OffsetCommitValue | None]],
         now_ms: int,
         timeout_ms: int,
     ) -> tuple[int, KafkaError | None]:
-        """Append one batch of `records` with acks=all: (base offset, None) or (-1, error)."""
+        """Append one batch of `records` (None: a tombstone) with acks=all: (base offset, None)
+        or (-1, error)."""
         builder = BatchBuilder()
         for key, value in records:
-            builder.append(now_ms, encode_key(key), encode_value(value))
+            builder.append(now_ms, encode_key(key), None if value is None else encode_value(value))
         produce = ProduceRequest(
             ACKS_ALL,
             timeout_ms,
@@ -455,3 +643,18 @@ class GroupCoordinator:
 def _leader_of(topic: TopicImage, partition_id: int) -> int:
     registration = topic.partitions.get(partition_id)
     return -1 if registration is None else registration.leader
+
+
+def _topics_deleted(previous: MetadataImage, image: MetadataImage) -> set[str]:
+    """The topic names of `previous` that `image` lacks or holds with another topic id: those
+    whose topic id is gone (a set difference in C, as this runs on every image whose topics
+    changed, ISR changes included)."""
+    before = previous.topics.by_id
+    return {before[topic_id].name for topic_id in before.keys() - image.topics.by_id.keys()}
+
+
+def _open(shard: _Shard, gate: asyncio.Event) -> None:
+    """Let the commits waiting for `gate` go on (`GroupCoordinator._tombstone`)."""
+    gate.set()
+    if shard.tombstone_gate is gate:
+        shard.tombstone_gate = None

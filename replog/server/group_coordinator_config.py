@@ -3,7 +3,10 @@
 Rules: every setting has Kafka's name, default and a lower bound; dotted names are read from
 `.properties` in `from_properties`, the one place that maps them to fields. The two
 `offsets.topic.*` settings apply when a broker creates `__consumer_offsets` (on the first
-FindCoordinator); a topic that exists keeps what it was created with.
+FindCoordinator); a topic that exists keeps what it was created with. The two
+`offsets.retention.*` settings are Kafka's offsets retention (KIP-211): every replog group is
+one without members, whose committed offsets expire `offsets.retention.minutes` after their
+commit, checked every `offsets.retention.check.interval.ms`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ PROPERTY_NAMES = {
     "offset.metadata.max.bytes": "offset_metadata_max_bytes",
     "offsets.commit.timeout.ms": "offsets_commit_timeout_ms",
     "offsets.load.buffer.size": "offsets_load_buffer_size",
+    "offsets.retention.minutes": "offsets_retention_minutes",
+    "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
 }
 
 
@@ -37,6 +42,10 @@ class GroupCoordinatorConfig:
     offsets_commit_timeout_ms: int = 5000
     # offsets.load.buffer.size: bytes per read when a partition's offsets are loaded.
     offsets_load_buffer_size: int = 5 * 1024 * 1024
+    # offsets.retention.minutes: a committed offset expires this long after its commit (7 days).
+    offsets_retention_minutes: int = 7 * 24 * 60
+    # offsets.retention.check.interval.ms: how often expired offsets are removed.
+    offsets_retention_check_interval_ms: int = 600_000
 
     def __post_init__(self) -> None:
         for name, value, minimum in (
@@ -45,9 +54,19 @@ class GroupCoordinatorConfig:
             ("offset.metadata.max.bytes", self.offset_metadata_max_bytes, 0),
             ("offsets.commit.timeout.ms", self.offsets_commit_timeout_ms, 1),
             ("offsets.load.buffer.size", self.offsets_load_buffer_size, 1),
+            ("offsets.retention.minutes", self.offsets_retention_minutes, 1),
+            (
+                "offsets.retention.check.interval.ms",
+                self.offsets_retention_check_interval_ms,
+                1,
+            ),
         ):
             if value < minimum:
                 raise ConfigError(f"{name}={value}: must be at least {minimum}")
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        return self.offsets_retention_minutes * 60_000
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> GroupCoordinatorConfig:

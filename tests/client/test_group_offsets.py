@@ -10,7 +10,7 @@ from consumer_fakes import FakeCluster, consumer_settings
 
 from replog.client import consumer as consumer_module
 from replog.client.consumer import Consumer
-from replog.client.group_offsets import AutoCommitter, GroupOffsets
+from replog.client.group_offsets import RECOMMIT_UNCHANGED_MS, AutoCommitter, GroupOffsets
 from replog.client.records import OffsetAndMetadata, TopicPartition
 from replog.clock import monotonic_ms
 from replog.errors import (
@@ -256,6 +256,15 @@ async def test_auto_committer_commits_changed_positions_at_its_interval() -> Non
     committer.maybe_commit({A: OffsetAndMetadata(1), B: OffsetAndMetadata(9)})  # nothing new
     await committer.close()
     assert cluster.commits == [{A: OffsetAndMetadata(1)}, {B: OffsetAndMetadata(9)}]
+    # An unchanged position is committed again once its last commit is an hour old, so that
+    # the coordinator's retention does not expire an idle partition's offset under a consumer.
+    now[0] = 1_000
+    committer.maybe_commit({A: OffsetAndMetadata(1), B: OffsetAndMetadata(10)})
+    await committer.close()
+    now[0] = 500 + RECOMMIT_UNCHANGED_MS  # A's commit (at 100) an hour old, B's (at 1,000) not
+    committer.maybe_commit({A: OffsetAndMetadata(1), B: OffsetAndMetadata(10)})
+    await committer.close()
+    assert cluster.commits[2:] == [{B: OffsetAndMetadata(10)}, {A: OffsetAndMetadata(1)}]
 
 
 @pytest.mark.asyncio

@@ -1,6 +1,8 @@
 """The committed-offsets cache and its replay from log batches: the latest record per key
 wins whatever order records are applied in, tombstones delete, and replay skips what is not
-an offset commit without losing the rest."""
+an offset commit without losing the rest; removed entries (a deleted topic's, expired ones) act
+as tombstones at their own offsets, and an entry expires `offsets.retention.minutes` after its
+commit."""
 
 from __future__ import annotations
 
@@ -9,7 +11,13 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from replog.coordinator.offsets_cache import OffsetsCache, ReplayStats, replay_batches
+from replog.coordinator.offsets_cache import (
+    CommittedOffset,
+    OffsetsCache,
+    ReplayStats,
+    expired,
+    replay_batches,
+)
 from replog.coordinator.offsets_records import (
     OffsetCommitKey,
     OffsetCommitValue,
@@ -53,6 +61,38 @@ def test_a_tombstone_deletes_and_an_older_record_never_wins() -> None:
     assert cache.committed("g") == {}
     assert cache.replay(key, value(8), 12)
     assert cache.committed("g") == {("t", 0): value(8)}
+
+
+def test_remove_returns_the_removed_keys_and_acts_as_tombstones_at_their_offsets() -> None:
+    cache = OffsetsCache()
+    cache.replay(OffsetCommitKey("g1", "t", 1), value(5), 10)
+    cache.replay(OffsetCommitKey("g1", "t", 0), value(6), 11)
+    cache.replay(OffsetCommitKey("g1", "u", 0), value(7), 12)
+    cache.replay(OffsetCommitKey("g2", "t", 0), value(8), 13)
+    removed = cache.remove(lambda key, _entry: key.topic == "t")
+    assert removed == [
+        OffsetCommitKey("g1", "t", 0),
+        OffsetCommitKey("g1", "t", 1),
+        OffsetCommitKey("g2", "t", 0),
+    ]
+    assert cache.committed("g1") == {("u", 0): value(7)}
+    assert cache.groups() == ["g1"] and len(cache) == 1
+    # An older record of a removed key, replayed late, changes nothing; a newer one commits.
+    assert not cache.replay(OffsetCommitKey("g1", "t", 0), value(4), 9)
+    assert not cache.replay(OffsetCommitKey("g1", "t", 0), value(4), 11)
+    assert cache.replay(OffsetCommitKey("g1", "t", 0), value(9), 20)
+    assert cache.committed("g1", [("t", 0)]) == {("t", 0): value(9)}
+    # A tombstone replayed later than a newer commit still does not undo it.
+    assert not cache.replay(OffsetCommitKey("g1", "t", 0), None, 19)
+    assert cache.committed("g1", [("t", 0)]) == {("t", 0): value(9)}
+    assert cache.remove(lambda key, entry: entry.record_offset > 100) == []
+
+
+def test_an_offset_expires_retention_ms_after_its_commit_timestamp() -> None:
+    entry = CommittedOffset(value(5), 0)
+    assert not expired(entry, T0 + 999, 1000)
+    assert expired(entry, T0 + 1000, 1000)
+    assert not expired(entry, T0 - 5000, 1000)  # the wall clock went back
 
 
 keys = st.builds(

@@ -1,11 +1,14 @@
 """GroupCoordinator over a real ReplicaManager and logs in tmp_path (and, for the failure
 paths, over a fake replica manager): it follows `__consumer_offsets` leadership from metadata
 images, loads a partition from its log before answering, commits with one acks=all batch in
-Kafka's record format, and maps every failure to the coordinator error a client acts on."""
+Kafka's record format, and maps every failure to the coordinator error a client acts on; a
+deleted (or re-created) topic's offsets and expired offsets leave the cache at once and get
+tombstones in the log."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -15,7 +18,7 @@ from typing import Any
 import pytest
 
 from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import MetadataRecord, PartitionChangeRecord
+from quorum.metadata.records import MetadataRecord, PartitionChangeRecord, RemoveTopicRecord
 from replog.coordinator import messages as cm
 from replog.coordinator.group_partition import partition_for_group
 from replog.coordinator.offsets_records import (
@@ -90,6 +93,8 @@ def offsets_topic(*leaders: int) -> list[MetadataRecord]:
 
 
 DATA = create_topic("orders", DATA_TID, (1,), (1,))
+USERS = create_topic("users", topic_id(52), (1,))
+ORDERS_AGAIN = create_topic("orders", topic_id(77), (1,), (1,))  # re-created: a new topic id
 
 
 class Broker:
@@ -99,8 +104,9 @@ class Broker:
         self.log_manager = LogManager(str(root), LogConfig())
         self.rm = ReplicaManager(ReplicaManagerConfig(1), self.log_manager)
         self.creator = FakeCreator()
+        self.now = NOW  # the coordinator's wall clock
         self.coordinator = GroupCoordinator(
-            1, self.rm, self.creator, config, wall_clock=lambda: NOW
+            1, self.rm, self.creator, config, wall_clock=lambda: self.now
         )
 
     def publish(self, image: MetadataImage) -> None:
@@ -134,6 +140,39 @@ def committed(response: cm.OffsetFetchResponse) -> dict[tuple[str, int], int]:
 async def loaded(broker: Broker, image: MetadataImage) -> None:
     broker.publish(image)
     await asyncio.wait_for(broker.coordinator.wait_loaded(), 5)
+
+
+Record = tuple[Any, OffsetCommitValue | None]
+
+
+def records_of(data: bytes | memoryview) -> list[Record]:
+    """(key, value or None for a tombstone) of every record of `data`'s batches."""
+    return [
+        (decode_key(r.key or b""), None if r.value is None else decode_value(r.value))
+        for batch in iter_batches(bytes(data))
+        for r in batch.records()
+    ]
+
+
+def log_records(broker: Broker, partition: int) -> list[Record]:
+    plog = broker.log_manager.get_log(CONSUMER_OFFSETS_TOPIC, partition)
+    return records_of(plog.read(plog.log_start_offset, 1 << 20))
+
+
+def tombstone(group: str, topic: str, partition: int) -> Record:
+    return (OffsetCommitKey(group, topic, partition), None)
+
+
+async def committed_after_restart(
+    root: Path, image: MetadataImage, *groups: str, config: GroupCoordinatorConfig | None = None
+) -> list[dict[tuple[str, int], int]]:
+    """What a broker started over `root` (its wall clock at NOW) loads for `groups`."""
+    broker = Broker(root, config)
+    try:
+        await loaded(broker, image)
+        return [committed(broker.coordinator.offset_fetch(fetch(group))) for group in groups]
+    finally:
+        broker.close()
 
 
 # --- FindCoordinator ----------------------------------------------------------------------------
@@ -349,13 +388,21 @@ class FakeReplicas:
         self, request: m.ProduceRequest, *, internal_topics_allowed: bool = False
     ) -> m.ProduceResponse:
         self.produced.append((request, internal_topics_allowed))
+        base_offset = 99 + len(self.produced)  # 100 for the first, then one per request
         await self.gate.wait()
         if self.raise_error is not None:
             raise self.raise_error
         (p,) = request.partitions
         return m.ProduceResponse(
-            (m.ProducePartitionResult(p.topic, p.partition, self.answer, 100),)
+            (m.ProducePartitionResult(p.topic, p.partition, self.answer, base_offset),)
         )
+
+
+async def until_produced(fake: FakeReplicas, count: int) -> None:
+    """Until `count` produce requests reached `fake` (at most 5 s)."""
+    async with asyncio.timeout(5):
+        while len(fake.produced) < count:
+            await asyncio.sleep(0)
 
 
 @pytest.fixture
@@ -366,7 +413,7 @@ def faked(broker: Broker) -> Iterator[tuple[Broker, FakeReplicas]]:
         fake,
         broker.creator,
         GroupCoordinatorConfig(offsets_commit_timeout_ms=1234),
-        wall_clock=lambda: NOW,
+        wall_clock=lambda: broker.now,
     )
     yield broker, fake
 
@@ -442,11 +489,19 @@ def test_config_from_properties_maps_kafkas_names_and_checks_bounds() -> None:
             "offset.metadata.max.bytes": "10",
             "offsets.commit.timeout.ms": "250",
             "offsets.load.buffer.size": "4096",
+            "offsets.retention.minutes": "3",
+            "offsets.retention.check.interval.ms": "1000",
             "unrelated.key": "x",
         }
     )
-    assert config == GroupCoordinatorConfig(7, 1, 10, 250, 4096)
-    assert GroupCoordinatorConfig.from_properties({}) == GroupCoordinatorConfig(50, 3, 4096, 5000)
+    assert config == GroupCoordinatorConfig(7, 1, 10, 250, 4096, 3, 1000)
+    assert config.offsets_retention_ms == 180_000
+    assert GroupCoordinatorConfig.from_properties({}) == GroupCoordinatorConfig(
+        50, 3, 4096, 5000, 5 * 1024 * 1024, 10080, 600_000
+    )
+    for key in ("offsets.retention.minutes", "offsets.retention.check.interval.ms"):
+        with pytest.raises(ConfigError, match=re.escape(f"{key}=0: must be at least 1")):
+            GroupCoordinatorConfig.from_properties({key: "0"})
     with pytest.raises(
         ConfigError, match=re.escape("offsets.topic.replication.factor=0: must be at least 1")
     ):
@@ -455,3 +510,253 @@ def test_config_from_properties_maps_kafkas_names_and_checks_bounds() -> None:
         ConfigError, match=re.escape("offsets.topic.num.partitions='many': must be an integer")
     ):
         GroupCoordinatorConfig.from_properties({"offsets.topic.num.partitions": "many"})
+
+
+# --- a deleted topic's offsets ------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_deleted_topics_offsets_go_at_once_and_get_tombstones(tmp_path: Path) -> None:
+    image = image_with(*offsets_topic(1, 1, 1), *DATA, *USERS)
+    groups = (GROUP_IN[0], GROUP_IN[1])
+    broker = Broker(tmp_path / "b")
+    try:
+        await loaded(broker, image)
+        for group in groups:
+            response = await broker.coordinator.offset_commit(
+                commit(
+                    group,
+                    cm.CommitEntry("orders", 0, 1000),
+                    cm.CommitEntry("orders", 1, 5),
+                    cm.CommitEntry("users", 0, 7),
+                )
+            )
+            assert response.error is None
+        image = replayed(image, RemoveTopicRecord(DATA_TID))
+        broker.publish(image)
+        for group in groups:  # at once: before any tombstone is acknowledged
+            assert committed(broker.coordinator.offset_fetch(fetch(group))) == {("users", 0): 7}
+        await asyncio.wait_for(broker.coordinator.wait_tombstones(), 5)
+        for partition, group in enumerate(groups):
+            assert log_records(broker, partition)[-2:] == [
+                tombstone(group, "orders", 0),
+                tombstone(group, "orders", 1),
+            ]
+        # Re-created: a consumer of the group starts without a committed offset.
+        image = replayed(image, *ORDERS_AGAIN)
+        broker.publish(image)
+        answer = broker.coordinator.offset_fetch(fetch(groups[0], ("orders", 0)))
+        assert committed(answer) == {("orders", 0): -1}
+        await broker.coordinator.stop()
+    finally:
+        broker.close()
+    # The tombstones hold when the partition loads again (the topic exists again, so only they
+    # keep the old offsets out).
+    assert await committed_after_restart(tmp_path / "b", image, *groups) == [
+        {("users", 0): 7},
+        {("users", 0): 7},
+    ]
+
+
+@pytest.mark.asyncio
+async def test_a_topic_re_created_in_one_image_and_a_commit_right_after(tmp_path: Path) -> None:
+    """The topic id changed between two images; a commit of the new topic accepted before the
+    tombstones' task ran still lands after them in the log."""
+    image = image_with(*offsets_topic(1, 1, 1), *DATA)
+    group = GROUP_IN[0]
+    broker = Broker(tmp_path / "b")
+    try:
+        await loaded(broker, image)
+        await broker.coordinator.offset_commit(commit(group, cm.CommitEntry("orders", 0, 1000)))
+        image = replayed(image, RemoveTopicRecord(DATA_TID), *ORDERS_AGAIN)
+        broker.publish(image)
+        assert committed(broker.coordinator.offset_fetch(fetch(group))) == {}
+        # Awaited in this very step: it reaches the coordinator before the tombstones' task.
+        response = await broker.coordinator.offset_commit(
+            commit(group, cm.CommitEntry("orders", 0, 3))
+        )
+        assert response.error is None
+        await asyncio.wait_for(broker.coordinator.wait_tombstones(), 5)
+        assert log_records(broker, 0)[-2:] == [
+            tombstone(group, "orders", 0),
+            (OffsetCommitKey(group, "orders", 0), OffsetCommitValue(3, -1, "", NOW)),
+        ]
+        assert committed(broker.coordinator.offset_fetch(fetch(group))) == {("orders", 0): 3}
+        await broker.coordinator.stop()
+    finally:
+        broker.close()
+    assert await committed_after_restart(tmp_path / "b", image, group) == [{("orders", 0): 3}]
+
+
+async def committed_and_stopped(root: Path, image: MetadataImage, group: str) -> None:
+    """Commit orders-0 = 1000 and users-0 = 7 for `group` on a broker over `root`, then stop."""
+    first = Broker(root)
+    try:
+        await loaded(first, image)
+        response = await first.coordinator.offset_commit(
+            commit(group, cm.CommitEntry("orders", 0, 1000), cm.CommitEntry("users", 0, 7))
+        )
+        assert response.error is None
+        await first.coordinator.stop()
+    finally:
+        first.close()
+
+
+@pytest.mark.parametrize("when", ["re-created while it loads", "deleted before it loads"])
+@pytest.mark.asyncio
+async def test_a_load_removes_a_deleted_topics_offsets(tmp_path: Path, when: str) -> None:
+    """Re-created while the partition loads: the name is remembered until the load ends.
+    Deleted while no broker led the partition (here: while the broker was down): the
+    topic-partition is absent from the image when the load ends."""
+    image = image_with(*offsets_topic(1, 1, 1), *DATA, *USERS)
+    group = GROUP_IN[0]
+    await committed_and_stopped(tmp_path / "b", image, group)
+    second = Broker(tmp_path / "b")
+    try:
+        if when == "re-created while it loads":
+            second.publish(image)
+            assert second.coordinator.state_of(0) is ShardState.LOADING
+            second.publish(replayed(image, RemoveTopicRecord(DATA_TID), *ORDERS_AGAIN))
+        else:
+            second.publish(replayed(image, RemoveTopicRecord(DATA_TID)))
+        await asyncio.wait_for(second.coordinator.wait_loaded(), 5)
+        assert committed(second.coordinator.offset_fetch(fetch(group))) == {("users", 0): 7}
+        await asyncio.wait_for(second.coordinator.wait_tombstones(), 5)
+        assert log_records(second, 0)[-1] == tombstone(group, "orders", 0)
+    finally:
+        second.close()
+
+
+@pytest.mark.asyncio
+async def test_a_commit_acknowledged_after_its_topic_was_re_created_stays_out(
+    faked: tuple[Broker, FakeReplicas],
+) -> None:
+    broker, fake = faked
+    image = image_with(*offsets_topic(1, 1, 1), *DATA)
+    await loaded(broker, image)
+    group = GROUP_IN[0]
+    task = asyncio.create_task(
+        broker.coordinator.offset_commit(commit(group, cm.CommitEntry("orders", 0, 8)))
+    )
+    await until_produced(fake, 1)
+    broker.publish(replayed(image, RemoveTopicRecord(DATA_TID), *ORDERS_AGAIN))
+    await until_produced(fake, 2)
+    # Nothing of it was in the cache, yet the waiting commit's key gets its tombstone.
+    (partition,) = fake.produced[1][0].partitions
+    assert records_of(partition.records) == [tombstone(group, "orders", 0)]
+    fake.gate.set()
+    assert (await asyncio.wait_for(task, 5)).error is None
+    answer = broker.coordinator.offset_fetch(fetch(group, ("orders", 0)))
+    assert committed(answer) == {("orders", 0): -1}
+    await broker.coordinator.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_failed_tombstone_append_is_logged_and_stop_cancels_a_waiting_one(
+    faked: tuple[Broker, FakeReplicas], caplog: pytest.LogCaptureFixture
+) -> None:
+    broker, fake = faked
+    image = image_with(*offsets_topic(1, 1, 1), *DATA, *USERS)
+    await loaded(broker, image)
+    group = GROUP_IN[0]
+    fake.gate.set()
+    response = await broker.coordinator.offset_commit(
+        commit(group, cm.CommitEntry("orders", 0, 1), cm.CommitEntry("users", 0, 2))
+    )
+    assert response.error is None
+    fake.answer = NotEnoughReplicasError("isr 1 < 2")
+    with caplog.at_level(logging.WARNING, "replog.server.group_coordinator"):
+        image = replayed(image, RemoveTopicRecord(DATA_TID))
+        broker.publish(image)
+        await asyncio.wait_for(broker.coordinator.wait_tombstones(), 5)
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "__consumer_offsets-0" in warning and "1 committed offsets" in warning
+    assert "NOT_ENOUGH_REPLICAS: isr 1 < 2" in warning
+    assert committed(broker.coordinator.offset_fetch(fetch(group))) == {("users", 0): 2}
+    # A tombstone append waiting for acks=all when the coordinator stops.
+    fake.gate.clear()
+    broker.publish(replayed(image, RemoveTopicRecord(topic_id(52))))
+    await until_produced(fake, 3)
+    await asyncio.wait_for(broker.coordinator.stop(), 5)
+    await asyncio.wait_for(broker.coordinator.wait_tombstones(), 1)
+
+
+# --- offsets retention --------------------------------------------------------------------------
+
+MINUTE_MS = 60_000
+
+
+@pytest.mark.asyncio
+async def test_offsets_expire_retention_minutes_after_their_commit(tmp_path: Path) -> None:
+    config = GroupCoordinatorConfig(offsets_retention_minutes=10)
+    image = image_with(*offsets_topic(1, 1, 1), *DATA, *USERS)
+    group, other = GROUP_IN[0], GROUP_IN[1]
+    broker = Broker(tmp_path / "b", config)
+    try:
+        await loaded(broker, image)
+        await broker.coordinator.offset_commit(commit(group, cm.CommitEntry("orders", 0, 1)))
+        broker.now = NOW + MINUTE_MS
+        await broker.coordinator.offset_commit(commit(group, cm.CommitEntry("orders", 1, 2)))
+        await broker.coordinator.offset_commit(commit(other, cm.CommitEntry("users", 0, 3)))
+        broker.now = NOW + 10 * MINUTE_MS - 1
+        assert broker.coordinator.expire_offsets() == 0
+        broker.now = NOW + 10 * MINUTE_MS
+        assert broker.coordinator.expire_offsets() == 1
+        assert committed(broker.coordinator.offset_fetch(fetch(group))) == {("orders", 1): 2}
+        await asyncio.wait_for(broker.coordinator.wait_tombstones(), 5)
+        assert log_records(broker, 0)[-1] == tombstone(group, "orders", 0)
+        broker.now = NOW + 11 * MINUTE_MS
+        assert broker.coordinator.expire_offsets() == 2
+        assert committed(broker.coordinator.offset_fetch(fetch(group))) == {}
+        assert committed(broker.coordinator.offset_fetch(fetch(other))) == {}
+        await broker.coordinator.stop()
+    finally:
+        broker.close()
+    # The restarted broker's clock is back at NOW: only the tombstones keep the offsets out.
+    reloaded = await committed_after_restart(tmp_path / "b", image, group, other, config=config)
+    assert reloaded == [{}, {}]
+
+
+@pytest.mark.asyncio
+async def test_an_offset_with_a_commit_waiting_for_acks_does_not_expire(
+    faked: tuple[Broker, FakeReplicas],
+) -> None:
+    broker, fake = faked
+    await loaded(broker, image_with(*offsets_topic(1, 1, 1), *DATA))
+    group = GROUP_IN[0]
+    fake.gate.set()
+    await broker.coordinator.offset_commit(commit(group, cm.CommitEntry("orders", 0, 1)))
+    fake.gate.clear()
+    broker.now = NOW + 7 * 24 * 60 * MINUTE_MS  # offsets.retention.minutes' default
+    task = asyncio.create_task(
+        broker.coordinator.offset_commit(commit(group, cm.CommitEntry("orders", 0, 2)))
+    )
+    await until_produced(fake, 2)
+    assert broker.coordinator.expire_offsets() == 0
+    assert len(fake.produced) == 2  # no tombstone
+    fake.gate.set()
+    assert (await asyncio.wait_for(task, 5)).error is None
+    assert committed(broker.coordinator.offset_fetch(fetch(group))) == {("orders", 0): 2}
+    assert broker.coordinator.expire_offsets() == 0  # committed now
+
+
+@pytest.mark.asyncio
+async def test_the_retention_task_runs_every_check_interval_until_stop(tmp_path: Path) -> None:
+    config = GroupCoordinatorConfig(
+        offsets_retention_minutes=1, offsets_retention_check_interval_ms=1
+    )
+    broker = Broker(tmp_path / "b", config)
+    try:
+        await loaded(broker, image_with(*offsets_topic(1, 1, 1), *DATA))
+        group = GROUP_IN[0]
+        await broker.coordinator.offset_commit(commit(group, cm.CommitEntry("orders", 0, 1)))
+        broker.coordinator.start()
+        await asyncio.sleep(0.02)
+        assert committed(broker.coordinator.offset_fetch(fetch(group))) == {("orders", 0): 1}
+        broker.now = NOW + MINUTE_MS
+        async with asyncio.timeout(5):
+            while committed(broker.coordinator.offset_fetch(fetch(group))):
+                await asyncio.sleep(0.001)
+        await asyncio.wait_for(broker.coordinator.stop(), 5)  # cancels the task
+    finally:
+        broker.close()

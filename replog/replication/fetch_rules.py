@@ -3,11 +3,12 @@
 Rules (reference digest §5.3, §5.5, §7.1, §7.2; Kafka's `Partition.readRecords`,
 `ReplicaManager.fetchMessages`, `FetchIsolation`):
 
-- Current-leader-epoch fencing (Fetch, ListOffsets, OffsetsForLeaderEpoch): a request epoch of
-  -1 is not checked; below the local leader epoch is FENCED_LEADER_EPOCH (the sender is behind);
-  above it is UNKNOWN_LEADER_EPOCH (this broker is behind).
-- Diverging epoch (a Fetch with LastFetchedEpoch >= 0), with (E, O) = the leader's end offset
-  for that epoch:
+- Current-leader-epoch fencing (Fetch, ListOffsets, OffsetsForLeaderEpoch): a negative request
+  epoch (-1: none sent) is not checked, as Kafka reads any negative one as absent; below the
+  local leader epoch is FENCED_LEADER_EPOCH (the sender is behind); above it is
+  UNKNOWN_LEADER_EPOCH (this broker is behind).
+- Diverging epoch (a Fetch with LastFetchedEpoch >= 0; a negative one is absent), with (E, O) =
+  the leader's end offset for that epoch:
   1. E == -1 or O == -1 (the leader cannot place the epoch): OFFSET_OUT_OF_RANGE.
   2. fetch offset < log start offset: OFFSET_OUT_OF_RANGE, whether or not the epochs diverge.
   3. E < LastFetchedEpoch or O < fetch offset: answer DivergingEpoch(E, O) with no records (and
@@ -38,8 +39,8 @@ UNDEFINED_END_OFFSET = -1
 def check_current_leader_epoch(
     where: str, request_leader_epoch: int, local_leader_epoch: int
 ) -> None:
-    """Fence a request by its CurrentLeaderEpoch (-1: not checked)."""
-    if request_leader_epoch == NO_LEADER_EPOCH:
+    """Fence a request by its CurrentLeaderEpoch (negative: not checked)."""
+    if request_leader_epoch < 0:
         return
     if request_leader_epoch < local_leader_epoch:
         raise FencedLeaderEpochError(
@@ -65,9 +66,9 @@ def diverging_epoch(
 
     `leader_end_offset_for_last_epoch` is the leader's `end_offset_for(last_fetched_epoch, LEO)`.
     Returns the DivergingEpoch to answer with, or None to read normally. A `last_fetched_epoch`
-    of -1 (the fetcher sent none) skips the check entirely, as Kafka does.
+    below 0 (-1: the fetcher sent none) skips the check entirely, as Kafka does.
     """
-    if last_fetched_epoch == NO_LEADER_EPOCH:
+    if last_fetched_epoch < 0:
         return None
     epoch, end_offset = leader_end_offset_for_last_epoch
     if epoch == NO_LEADER_EPOCH or end_offset == UNDEFINED_END_OFFSET:

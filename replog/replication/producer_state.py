@@ -14,6 +14,13 @@ Rules (paraphrasing Kafka's broker: `storage/src/main/java/org/apache/kafka/stor
   (first sequence, last sequence) equals one of the 5 retained batches is a retry of a batch
   already in the log. It is not appended; the producer is answered with the original batch's
   offsets. The lookup is against the table as it was before the request.
+- A request (one partition's entry) of several batches is a retry as a whole or not at all:
+  when every batch is a duplicate and they lie back to back in the log, it is answered with the
+  first one's first offset up to the last one's last offset; when only some are, or they are
+  not contiguous, the entry is refused with INVALID_RECORD naming which (one answer cannot say
+  where each batch is; replog's client then sends each batch alone, Kafka's allows one batch
+  per entry). Answering from the first duplicate alone would drop the new batches silently
+  and, for acks=all, acknowledge before the later batches were replicated.
 - Epoch: a batch whose producer epoch is lower than the current one is refused with
   INVALID_PRODUCER_EPOCH (a fenced "zombie" producer).
 - Sequence, when the batch's epoch differs from the current one (an epoch bump): the batch must
@@ -47,9 +54,14 @@ updates did, because both apply the same `_applied` step.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from itertools import pairwise
 
-from replog.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from replog.errors import (
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    OutOfOrderSequenceNumberError,
+)
 from replog.record.header import BatchHeader
 
 NUM_BATCHES_TO_RETAIN = 5
@@ -141,22 +153,41 @@ class ProducerStateTable:
         return self.check_batches((header,))
 
     def check_batches(self, headers: Iterable[BatchHeader]) -> BatchMetadata | None:
-        """Validate the batches of one produce in order (Rules); the first duplicate found
-        answers the whole request, as in Kafka."""
+        """Validate the batches of one produce in order (Rules): None to append them, the
+        offsets of the duplicates when all are, or an error."""
         pending: dict[int, ProducerEntry] = {}
+        duplicates: list[BatchMetadata] = []
+        fresh = 0  # batches that are not duplicates
         for header in headers:
             producer_id = header.producer_id
+            committed = self._entries.get(producer_id) if producer_id >= 0 else None
+            duplicate = committed.find_duplicate(header) if committed is not None else None
+            if duplicate is not None:
+                duplicates.append(duplicate)
+                continue
+            fresh += 1
             if producer_id < 0:
                 continue
-            committed = self._entries.get(producer_id)
-            if committed is not None:
-                duplicate = committed.find_duplicate(header)
-                if duplicate is not None:
-                    return duplicate
             current = pending.get(producer_id, committed)
             self._validate(committed, current, header)
             pending[producer_id] = _applied(current, header)
-        return None
+        if not duplicates:
+            return None
+        if fresh:
+            raise InvalidRecordError(
+                f"{self.where}: {len(duplicates)} of the request's {len(duplicates) + fresh} "
+                "batches are retries of batches already written and the others are not; send "
+                "them in separate requests"
+            )
+        for before, after in pairwise(duplicates):
+            if after.first_offset != before.last_offset + 1:
+                raise InvalidRecordError(
+                    f"{self.where}: the request's batches are retries of batches written apart "
+                    f"(offsets {before.first_offset}-{before.last_offset} and "
+                    f"{after.first_offset}-{after.last_offset}); send them in separate requests"
+                )
+        first, last = duplicates[0], duplicates[-1]
+        return replace(first, last_sequence=last.last_sequence, last_offset=last.last_offset)
 
     def _validate(
         self, committed: ProducerEntry | None, current: ProducerEntry | None, header: BatchHeader

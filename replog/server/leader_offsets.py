@@ -10,6 +10,11 @@ Rules (reference digest §5.2, §7.1, §8.2; Kafka's `Partition.fetchOffsetForTi
   batch with the largest timestamp below the bound (its last offset); a time is the first
   offset at or after it below the bound, else no offset. Any other negative is
   INVALID_REQUEST. Each answer carries the leader epoch of its offset.
+- While a new leader's HW is still below the start offset of its leader epoch (its followers
+  have not fetched since the election; the HW it inherited can be far behind what the old
+  leader had acknowledged), a consumer's -1 and a time or -3 that finds nothing below the HW
+  are OFFSET_NOT_AVAILABLE (retriable), as in Kafka: "latest" would be a stale HW, and "no
+  record at or after that time" may be false.
 - OffsetsForLeaderEpoch answers the leader-epoch cache's end offset for the asked epoch.
 - DeleteRecords needs cleanup.policy to include "delete" (else POLICY_VIOLATION); offset -1
   means the HW, an offset outside [0, HW] is OFFSET_OUT_OF_RANGE; the log start offset rises
@@ -21,7 +26,12 @@ manager finds the partition (or the error Kafka answers instead) and does any wa
 
 from __future__ import annotations
 
-from replog.errors import InvalidRequestError, OffsetOutOfRangeError, PolicyViolationError
+from replog.errors import (
+    InvalidRequestError,
+    OffsetNotAvailableError,
+    OffsetOutOfRangeError,
+    PolicyViolationError,
+)
 from replog.replication.fetch_rules import check_current_leader_epoch
 from replog.replication.leader_state import PartitionLeaderState
 from replog.replication.messages import (
@@ -60,6 +70,16 @@ def list_offset(
         found = cache.epoch_for_offset(offset)
         return NO_LEADER_EPOCH if found is None else found
 
+    def check_available() -> None:
+        """OFFSET_NOT_AVAILABLE while a consumer's bound lags the leader epoch (module doc)."""
+        start = leader_state.leader_epoch_start_offset
+        if not is_replica and bound < start:
+            raise OffsetNotAvailableError(
+                f"{partition.name}: the high watermark {bound} of leader epoch "
+                f"{leader_state.leader_epoch} is still below the epoch's start offset {start} "
+                "(its followers have not caught up since the election); retry"
+            )
+
     timestamp = entry.timestamp
     if timestamp == EARLIEST_TIMESTAMP:
         offset = plog.log_start_offset
@@ -67,6 +87,7 @@ def list_offset(
             entry.topic, entry.partition, offset=offset, leader_epoch=epoch_of(offset)
         )
     if timestamp == LATEST_TIMESTAMP:
+        check_available()
         return ListOffsetsPartitionResult(
             entry.topic, entry.partition, offset=bound, leader_epoch=leader_state.leader_epoch
         )
@@ -76,6 +97,7 @@ def list_offset(
             if header.max_timestamp > best_timestamp:
                 best_timestamp, best_offset = header.max_timestamp, header.last_offset
         if best_offset == NO_OFFSET:
+            check_available()
             return ListOffsetsPartitionResult(entry.topic, entry.partition)
         return ListOffsetsPartitionResult(
             entry.topic,
@@ -91,6 +113,7 @@ def list_offset(
         )
     found = plog.offsets_for_times(timestamp)
     if found is None or found[0] >= bound:
+        check_available()
         return ListOffsetsPartitionResult(entry.topic, entry.partition)
     offset, record_timestamp = found
     return ListOffsetsPartitionResult(

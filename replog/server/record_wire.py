@@ -42,6 +42,7 @@ from replog.record.varint import encode_unsigned
 
 _VARINT, _I64, _LEN, _GROUP_START, _GROUP_END, _I32 = 0, 1, 2, 3, 4, 5
 _VARINT_BYTES_MAX = 10
+_GROUP_DEPTH_MAX = 100  # protobuf's default recursion limit
 # Tags and lengths below 128 (every tag along the paths, and the lengths of small messages)
 # are one byte: a table lookup instead of a call.
 _ONE_BYTE = tuple(bytes((n,)) for n in range(128))
@@ -152,9 +153,11 @@ def _tag(view: memoryview, pos: int, end: int) -> tuple[int, int, int]:
 
 
 def _skip(
-    view: memoryview, pos: int, end: int, number: int, wire_type: int, at: int
+    view: memoryview, pos: int, end: int, number: int, wire_type: int, at: int, depth: int = 0
 ) -> tuple[int, int]:
-    """(payload start, position after the field) of the field whose tag ended at `pos`."""
+    """(payload start, position after the field) of the field whose tag ended at `pos`.
+    Groups nest at most `_GROUP_DEPTH_MAX` deep (protobuf's own recursion limit): a request of
+    nested group tags is malformed, not a reason to exhaust the stack."""
     if wire_type == _VARINT:
         _, after = _varint(view, pos, end)
         return pos, after
@@ -167,6 +170,10 @@ def _skip(
             )
         return start, start + size
     if wire_type == _GROUP_START:
+        if depth >= _GROUP_DEPTH_MAX:
+            raise DecodeError(
+                f"group of field {number} at byte {at} nests deeper than {_GROUP_DEPTH_MAX} groups"
+            )
         start = pos
         while True:
             if pos >= end:
@@ -180,7 +187,7 @@ def _skip(
                         f"{inner_at}"
                     )
                 return start, pos
-            _, pos = _skip(view, pos, end, inner, inner_type, inner_at)
+            _, pos = _skip(view, pos, end, inner, inner_type, inner_at, depth + 1)
     width = 8 if wire_type == _I64 else 4
     if width > end - pos:
         raise DecodeError(f"field {number} at byte {at} needs {width} bytes past its message")

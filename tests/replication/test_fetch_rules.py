@@ -23,7 +23,8 @@ WHERE = "orders-3"
 
 def test_an_unchecked_epoch_passes_whatever_the_local_epoch() -> None:
     for local in (0, 5, 100):
-        check_current_leader_epoch(WHERE, -1, local)
+        for absent in (-1, -2, -(2**31)):  # Kafka reads any negative epoch as none sent
+            check_current_leader_epoch(WHERE, absent, local)
 
 
 def test_the_current_epoch_passes() -> None:
@@ -40,10 +41,10 @@ def test_a_newer_request_epoch_is_unknown() -> None:
         check_current_leader_epoch(WHERE, 6, 5)
 
 
-@given(st.integers(-1, 50), st.integers(0, 50))
+@given(st.integers(-3, 50), st.integers(0, 50))
 def test_fencing_against_a_three_way_model(request_epoch: int, local_epoch: int) -> None:
     expected: type[Exception] | None
-    if request_epoch == -1 or request_epoch == local_epoch:
+    if request_epoch < 0 or request_epoch == local_epoch:
         expected = None
     elif request_epoch < local_epoch:
         expected = FencedLeaderEpochError
@@ -76,6 +77,7 @@ def test_no_last_fetched_epoch_skips_the_check() -> None:
     # Even an unknown epoch and a fetch offset below the log start: the normal range check
     # handles those for fetchers that send no epoch.
     assert check(3, -1, (-1, -1), log_start_offset=10) is None
+    assert check(3, -2, (-2, 0), log_start_offset=0) is None  # any negative epoch is none sent
 
 
 @pytest.mark.parametrize("answer", [(-1, -1), (-1, 7), (3, -1)])

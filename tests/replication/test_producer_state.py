@@ -10,7 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replog.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from replog.errors import (
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    OutOfOrderSequenceNumberError,
+)
 from replog.record.header import CONTROL_FLAG_MASK, BatchHeader
 from replog.replication.producer_state import (
     INT32_MAX,
@@ -223,11 +227,25 @@ def test_a_duplicate_answer_carries_the_batch_metadata() -> None:
     assert leader.table.check(batch(1, 0, 0, count=4)) == BatchMetadata(0, 3, 0, 3, 777)
 
 
-def test_the_first_duplicate_answers_the_whole_request() -> None:
+def test_a_request_is_a_retry_as_a_whole_or_refused() -> None:
     leader = Leader()
-    leader.produce(batch(1, 0, 0))
-    found = leader.table.check_batches([batch(2, 0, 0), batch(1, 0, 0)])
-    assert found == BatchMetadata(0, 0, 0, 0, 1000)
+    leader.produce(batch(1, 0, 0, count=2))  # offsets 0-1
+    leader.produce(batch(1, 0, 2, count=3))  # offsets 2-4
+    # Every batch a duplicate, back to back in the log: answered as one run, so that acks=all
+    # waits for the last of them.
+    found = leader.table.check_batches([batch(1, 0, 0, count=2), batch(1, 0, 2, count=3)])
+    assert found == BatchMetadata(0, 4, 0, 4, 1000)
+    # A retry next to a new batch: one answer cannot place both, and answering from the
+    # retry alone would drop the new batch unwritten.
+    with pytest.raises(InvalidRecordError, match="1 of the request's 2 batches are retries"):
+        leader.table.check_batches([batch(1, 0, 2, count=3), batch(1, 0, 5)])
+    with pytest.raises(InvalidRecordError, match="1 of the request's 2 batches are retries"):
+        leader.table.check_batches([batch(2, 0, 0), batch(1, 0, 0, count=2)])
+    # Retries of batches another producer's batch separates in the log.
+    leader.produce(batch(2, 0, 0))  # offset 5
+    leader.produce(batch(1, 0, 5))  # offset 6
+    with pytest.raises(InvalidRecordError, match="offsets 2-4 and 6-6"):
+        leader.table.check_batches([batch(1, 0, 2, count=3), batch(1, 0, 5)])
 
 
 def test_batches_of_one_request_are_checked_in_order() -> None:

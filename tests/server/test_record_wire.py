@@ -134,6 +134,17 @@ def test_malformed_bytes_raise_decode_error_naming_the_byte(data: bytes, named: 
         pb.ProduceRequest.FromString(data)
 
 
+def test_groups_nested_past_protobufs_limit_are_malformed_not_a_stack_overflow() -> None:
+    # Field 9 (unknown) opening 5,000 groups inside one another: what a client can send.
+    data = bytes([(9 << 3) | 3]) * 5_000
+    with pytest.raises(DecodeError, match="nests deeper than 100 groups"):
+        split_records(data, PRODUCE_PATH)
+    # Within the limit a nested group is skipped as protobuf skips it.
+    nested = bytes([(9 << 3) | 3]) * 50 + bytes([(9 << 3) | 4]) * 50
+    skeleton, _ = split_records(nested, PRODUCE_PATH)
+    assert pb.ProduceRequest.FromString(skeleton) == pb.ProduceRequest.FromString(nested)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     message=produce_requests(),

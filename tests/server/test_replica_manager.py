@@ -34,6 +34,7 @@ from replog.errors import (
     KafkaError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceNumberError,
     PolicyViolationError,
@@ -1060,6 +1061,34 @@ async def test_list_offsets_latest_is_hw_for_consumers_and_leo_for_replicas(
     )  # nothing below the HW yet
     not_leader = follower.rm.list_offsets(request).partitions[0]
     assert isinstance(not_leader.error, NotLeaderOrFollowerError)
+
+
+@pytest.mark.asyncio
+async def test_a_new_leader_whose_hw_lags_its_epoch_answers_offset_not_available(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    leader, follower, image = two_nodes(tmp_path, clock)
+    produced = asyncio.create_task(produce(leader, batch(3, timestamp=T0), acks=-1))
+    await asyncio.sleep(0)
+    await replicate(follower, leader)
+    await replicate(follower, leader)
+    assert (await produced).error is None  # acknowledged: offsets 0-2 committed
+    # The old leader dies before the follower learns the HW; the follower is elected.
+    follower.rm.apply_image(replayed(image, PartitionChangeRecord(TID, 0, leader=2)))
+    state = follower.leader()
+    assert (state.leader_epoch_start_offset, state.high_watermark) == (3, 0)
+
+    def ask(timestamp: int, replica_id: int = -1) -> Any:
+        request = ListOffsetsRequest((ListOffsetsPartition("t", 0, timestamp),), replica_id)
+        return follower.rm.list_offsets(request).partitions[0]
+
+    # "latest" would be 0, and "nothing at or after T0" false: retry, as Kafka answers.
+    for timestamp in (LATEST_TIMESTAMP, T0, MAX_TIMESTAMP):
+        answer = ask(timestamp)
+        assert isinstance(answer.error, OffsetNotAvailableError), timestamp
+        assert "high watermark 0 of leader epoch 1" in str(answer.error)
+    assert ask(EARLIEST_TIMESTAMP).offset == 0  # the log start needs no HW
+    assert ask(LATEST_TIMESTAMP, replica_id=1).offset == 3  # a replica's bound is the LEO
 
 
 @pytest.mark.asyncio

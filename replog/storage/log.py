@@ -69,9 +69,11 @@ from replog.errors import (
 )
 from replog.record.header import (
     ATTRIBUTES_OFFSET,
+    COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
     CRC_OFFSET,
     LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
     check_crc_and_count,
@@ -85,7 +87,7 @@ from replog.record.header import (
 from replog.storage.fs import LOCAL_FS, Buffer, FileSystem
 from replog.storage.log_append_info import LogAppendInfo
 from replog.storage.log_config import LogConfig
-from replog.storage.segment import LogSegment
+from replog.storage.segment import INT32_MAX, LogSegment
 
 if TYPE_CHECKING:
     from replog.storage.leader_epoch_cache import LeaderEpochCache
@@ -95,6 +97,9 @@ log = logging.getLogger("replog.storage")
 _MAX_TIMESTAMP_OFFSET = 35
 # Bytes 0-15 of a batch as a leader writes them: base offset, batch length, leader epoch.
 _STAMPED_PREFIX = struct.Struct(">qii")
+# The smallest record: length, attributes, timestamp delta, offset delta, key length, value
+# length and header count, one byte each (null key, null value, no headers).
+MIN_RECORD_BYTES = 7
 _BATCH_LENGTH = struct.Struct(">i")
 _new_tuple = tuple.__new__  # builds a named tuple from its fields without a Python-level call
 # Bytes no one can change while they are validated and written: `bytes`, or a byte view of one.
@@ -380,6 +385,7 @@ class Log:
 
         def verify() -> None:
             check_crc_and_count(header, crc.result(), self._where("append", (), 0))
+            self._check_records_fit(header, (), 0)
             if leader_epoch >= 0 and leader_epoch != latest:
                 self.leader_epoch_cache.assign(leader_epoch, start_offset)
 
@@ -461,8 +467,16 @@ class Log:
                 self._raise_naming_batch("append", data, headers, position)
             batch_size = header.batch_length + LOG_OVERHEAD
             self._check_leader_batch(header, headers, position, allow_control, max_message_bytes)
+            self._check_records_fit(header, headers, position)
             headers.append((position, header))
             position += batch_size
+        if len(headers) > 1 and sum(h.records_count for _, h in headers) > INT32_MAX:
+            # No segment could hold them: offsets are stored relative to a segment's base
+            # offset in 32 bits (a single batch is bounded by its own count field).
+            raise InvalidRecordError(
+                f"{self.name}: an append of {len(headers)} batches claims more than {INT32_MAX} "
+                "records"
+            )
         return headers
 
     def _check_leader_epoch(self, leader_epoch: int) -> int | None:
@@ -512,6 +526,21 @@ class Log:
             raise MessageSizeTooLargeError(
                 f"{self._where('append', headers, position)}: batch of {batch_size} bytes "
                 f"exceeds max.message.bytes {max_message_bytes}"
+            )
+
+    def _check_records_fit(self, header: BatchHeader, headers: Sized, position: int) -> None:
+        """Records are not decoded here, but an uncompressed client batch that claims more
+        records than its bytes can hold would take that many offsets and fail every reader.
+        After the CRC check (a flipped count is corruption first)."""
+        records_bytes = header.batch_length + LOG_OVERHEAD - RECORD_BATCH_OVERHEAD
+        if (
+            not header.attributes & COMPRESSION_CODEC_MASK
+            and records_bytes < MIN_RECORD_BYTES * header.records_count
+        ):
+            raise InvalidRecordError(
+                f"{self._where('append', headers, position)}: claims {header.records_count} "
+                f"records in {records_bytes} bytes of uncompressed records (each takes at "
+                f"least {MIN_RECORD_BYTES})"
             )
 
     def _where(self, kind: str, headers: Sized, position: int) -> str:
@@ -942,16 +971,20 @@ class Log:
                     continue
                 segment.ensure_indexes()
                 _, indexed_offset = segment.time_index.lookup(timestamp_ms)
-                start = max(indexed_offset, self._log_start_offset, segment.base_offset)
-                _, position = segment.offset_index.lookup(start)
+                # The time index only says where to start reading: its offset is the last of
+                # the batch holding a timestamp, and records before it in that batch may
+                # carry the timestamp too (all of them under LogAppendTime), or a larger one.
+                # Records are filtered by the log start alone, as Kafka's search is.
+                floor = max(self._log_start_offset, segment.base_offset)
+                _, position = segment.offset_index.lookup(max(indexed_offset, floor))
                 for batch_position, header in segment._walk_headers(position):
-                    if header.max_timestamp < timestamp_ms or header.last_offset < start:
+                    if header.max_timestamp < timestamp_ms or header.last_offset < floor:
                         continue
                     data = segment.log_file.read_fully(batch_position, header.size_in_bytes)
                     for record in RecordBatch.parse(
                         data, where=f"{segment.log_path}@{batch_position}"
                     ).records():
-                        if record.timestamp >= timestamp_ms and record.offset >= start:
+                        if record.timestamp >= timestamp_ms and record.offset >= floor:
                             return record.offset, record.timestamp
             return None
 

@@ -24,7 +24,9 @@ Rules (reference digest §3.2):
   a replica, leading, answered a follower's last fetched epoch with a boundary past the
   follower's divergent records, which it then kept. (Kafka writes epoch truncations
   asynchronously: there both checkpoints go back together, and the deleted records come back
-  with their epochs. replog keeps them deleted.)
+  with their epochs. replog keeps them deleted.) The third term applies only when the log's
+  first batch carries a leader epoch: a standalone log may begin with batches appended
+  without one, which no epoch entry covers.
 """
 
 from __future__ import annotations
@@ -37,7 +39,12 @@ from typing import TYPE_CHECKING
 from sortedcontainers import SortedDict
 
 from replog.clock import Clock
-from replog.errors import CorruptCheckpointError, CorruptRecordError, KafkaStorageError
+from replog.errors import (
+    CorruptCheckpointError,
+    CorruptRecordError,
+    KafkaStorageError,
+    ReplogError,
+)
 from replog.record.header import BatchHeader
 from replog.storage.checkpoint_file import LeaderEpochCheckpointFile
 from replog.storage.fs import FileSystem
@@ -138,7 +145,11 @@ def _load(
     # checkpoint only now and then: after a crash the first epoch's start can be the later
     # witness of where the log started (module Rules).
     earliest = epoch_cache.earliest_entry if epochs_trusted else None
-    if earliest is not None and earliest.start_offset > log_start_offset:
+    if (
+        earliest is not None
+        and earliest.start_offset > log_start_offset
+        and _first_batch_has_an_epoch(segments)
+    ):
         log.info(
             "%s: log start offset %d from the leader-epoch checkpoint (the log start "
             "checkpoint says %d)",
@@ -247,6 +258,24 @@ def _rebuild_missing_indexes(
         if segment.size > 0 and not all(fs.exists(path) for path in indexes):
             log.warning("%s: index missing, rebuilding it", segment.log_path)
             segment.rebuild_indexes()
+
+
+def _first_batch_has_an_epoch(segments: SortedDict) -> bool:
+    """Whether the log's first batch carries a leader epoch (>= 0). Only then does the epoch
+    cache cover the log from its start: a standalone log may begin with batches appended
+    without one (epoch -1, which the cache never records), and its first entry, made by a later
+    append, is no witness that those records were deleted. (Epochs never decrease along a log,
+    so only such a prefix can lack them.) A first batch that cannot be read counts as having
+    one: the witness is what protects a crashed log."""
+    for segment in segments.values():
+        if segment.size == 0:
+            continue
+        try:
+            first = next(segment._walk_headers(0), None)
+        except ReplogError:
+            return True
+        return first is None or first[1].partition_leader_epoch >= 0
+    return True
 
 
 def _holds_records(segments: SortedDict) -> bool:

@@ -158,6 +158,11 @@ class LogManager:
         self._task_clock = task_clock
         self._topic_configs: dict[str, LogConfig] = dict(topic_configs or {})
         self._lock = threading.RLock()
+        # Guards the recovery-point checkpoint's writes, and nothing is locked under it: a
+        # truncation writes that file from inside its log's lock (`_on_truncate`), and the
+        # manager's lock, which is held while taking log locks (retention, flushes, closes),
+        # may not be taken there (a lock-order deadlock).
+        self._recovery_points_lock = threading.Lock()
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, str] = {}
         self._previous_broker_epochs: dict[str, int] = {}
@@ -352,22 +357,28 @@ class LogManager:
         return self.get_log(topic, partition).truncate_to(offset)
 
     def _on_truncate(self, truncated: Log) -> None:
-        """A truncation moved a recovery point back: record it before anything else happens."""
+        """A truncation moved a recovery point back: record it before anything else happens.
+        Called under the truncated log's lock, so without the manager's (see `__init__`)."""
         if truncated.topic_partition is None:
             return
-        with self._lock:
-            log_dir = self._dir_of.get(truncated.topic_partition)
-            if log_dir is not None:
-                self._write_recovery_points(log_dir)
+        log_dir = self._dir_of.get(truncated.topic_partition)
+        if log_dir is not None:
+            self._write_recovery_points(log_dir)
 
     # --- checkpoints --------------------------------------------------------------------------
 
     def _logs_in(self, log_dir: str) -> dict[TopicPartition, Log]:
-        return {tp: lg for tp, lg in self._logs.items() if self._dir_of.get(tp) == log_dir}
+        # A snapshot (one C-level copy under the GIL): `_on_truncate` reads it without the
+        # manager's lock while another thread may add or remove logs.
+        dir_of = self._dir_of
+        return {tp: lg for tp, lg in list(self._logs.items()) if dir_of.get(tp) == log_dir}
 
     def _write_recovery_points(self, log_dir: str) -> None:
-        offsets = {tp: lg.recovery_point for tp, lg in self._logs_in(log_dir).items()}
-        self._checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT).write(offsets)
+        # The offsets are read inside the lock, so that of two writers the later write holds
+        # the later values (a truncation's lowered point is never overwritten by an older one).
+        with self._recovery_points_lock:
+            offsets = {tp: lg.recovery_point for tp, lg in self._logs_in(log_dir).items()}
+            self._checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT).write(offsets)
 
     def _write_high_watermarks(self, log_dir: str) -> None:
         offsets = {tp: lg.high_watermark for tp, lg in self._logs_in(log_dir).items()}

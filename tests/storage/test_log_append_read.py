@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from storage_helpers import (
     T0,
     ManualClock,
@@ -19,7 +22,7 @@ from storage_helpers import (
 )
 
 from replog.errors import LogClosedError, OffsetOutOfRangeError
-from replog.record import RecordBatch, iter_batches, read_header
+from replog.record import RecordBatch, build_batch, iter_batches, read_header
 from replog.storage import Log
 
 
@@ -171,6 +174,26 @@ def test_offsets_for_times(tmp_path: Path) -> None:
     assert log.offsets_for_times(T0) == (33, T0 + 161)
 
 
+@pytest.mark.parametrize("stamps", [[100, 100, 100], [100, 90]], ids=["equal", "backwards"])
+def test_offsets_for_times_finds_records_before_the_time_index_entry_in_its_batch(
+    tmp_path: Path, stamps: list[int]
+) -> None:
+    # A time-index entry names the last offset of the batch that holds its timestamp: records
+    # before it in the batch carry that timestamp too (all of them under LogAppendTime), or a
+    # larger one. They must still be found once the index has the entry (after a roll).
+    log = open_log(tmp_path / "t-0", small_config())
+    log.append_as_leader(build_batch([(ts, None, b"x", ()) for ts in stamps]), 0)
+    log.append_as_leader(build_batch([(50, None, b"later", ())]), 0)
+    assert log.offsets_for_times(100) == (0, 100)
+    log.roll()
+    assert log.segments()[0].time_index.entries() == [(100, len(stamps) - 1)]
+    assert log.offsets_for_times(100) == (0, 100)
+    log.close()
+    again = open_log(tmp_path / "t-0", small_config())
+    assert again.offsets_for_times(100) == (0, 100)
+    again.close()
+
+
 def test_a_closed_log_refuses_work(log: Log) -> None:
     append_batches(log, 1)
     log.close()
@@ -179,3 +202,46 @@ def test_a_closed_log_refuses_work(log: Log) -> None:
     with pytest.raises(LogClosedError):
         log.read(0, 100)
     log.close()  # idempotent
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    segment_bytes=st.sampled_from([400, 700, 1000]),
+    index_interval_bytes=st.sampled_from([0, 50, 300]),
+    steps=st.lists(
+        st.one_of(
+            st.lists(st.integers(0, 50), min_size=1, max_size=4),  # one batch's timestamps
+            st.just("roll"),
+            st.just("reopen"),
+            st.integers(0, 3),  # move the log start this many offsets up
+        ),
+        max_size=25,
+    ),
+)
+def test_offsets_for_times_matches_a_scan_of_every_record(
+    segment_bytes: int, index_interval_bytes: int, steps: list[object]
+) -> None:
+    # The first record at or after each time, over timestamps that repeat and go backwards
+    # inside and across batches, with rolls (time-index entries) and reopens (rebuilt ones).
+    config = small_config(segment_bytes=segment_bytes, index_interval_bytes=index_interval_bytes)
+    with tempfile.TemporaryDirectory() as tmp:
+        log = open_log(Path(tmp) / "t-0", config)
+        model: list[tuple[int, int]] = []  # (offset, timestamp) of every record
+        for step in steps:
+            if isinstance(step, list):
+                info = log.append_as_leader(build_batch([(t, None, b"v", ()) for t in step]), 0)
+                model += [(info.first_offset + i, t) for i, t in enumerate(step)]
+                log.high_watermark = log.log_end_offset
+            elif step == "roll":
+                log.roll()
+            elif step == "reopen":
+                log.close()
+                log = open_log(Path(tmp) / "t-0", config)
+            else:
+                assert isinstance(step, int)
+                log.increment_log_start_offset(min(log.log_start_offset + step, log.high_watermark))
+            start = log.log_start_offset
+            for target in (0, 10, 25, 50):
+                expected = next(((o, t) for o, t in model if t >= target and o >= start), None)
+                assert log.offsets_for_times(target) == expected, (target, model, start)
+        log.close()

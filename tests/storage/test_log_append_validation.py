@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from crc32c import crc32c
 from storage_helpers import (
     T0,
     ManualClock,
@@ -77,6 +78,18 @@ def corrupt_records(batch: bytes) -> bytes:
     return bytes(edited)
 
 
+def claiming(records: int, *, compressed: bool = False) -> bytes:
+    """A one-record batch whose header claims `records` records (count and last offset delta
+    agree, the CRC is right): only the records region could tell."""
+    edited = bytearray(make_batch(1))
+    struct.pack_into(">i", edited, 23, records - 1)  # last_offset_delta
+    struct.pack_into(">i", edited, 57, records)  # records_count
+    if compressed:
+        edited[22] |= 1  # gzip in the attributes' low byte: the region is not decoded
+    struct.pack_into(">I", edited, 17, crc32c(bytes(edited[21:])))
+    return bytes(edited)
+
+
 def with_magic(batch: bytes, magic: int) -> bytes:
     edited = bytearray(batch)
     edited[16] = magic  # not CRC-covered, so only the magic check can catch it
@@ -121,6 +134,12 @@ def log(tmp_path: Path) -> Log:
             lambda: make_batch(tag=1) + make_batch(base_offset=1, tag=2),
             InvalidRecordError,
             id="second-batch-bad",
+        ),
+        pytest.param(lambda: claiming(1000), InvalidRecordError, id="more-records-than-bytes"),
+        pytest.param(
+            lambda: claiming(2**30 + 1, compressed=True) * 2,
+            InvalidRecordError,
+            id="more-offsets-than-a-segment-holds",
         ),
     ],
 )

@@ -82,3 +82,20 @@ def test_a_count_that_does_not_match_is_an_invalid_record(tmp_path: Path) -> Non
     with pytest.raises(InvalidRecordError, match="records_count 399"):
         log.append_as_leader(bytes(bad), leader_epoch=0)
     assert log.log_end_offset == 0
+
+
+def test_more_records_than_the_bytes_hold_is_an_invalid_record_after_the_crc(
+    tmp_path: Path,
+) -> None:
+    log = open_log(tmp_path / "t-0", LogConfig())
+    from replog.record.header import compute_crc
+
+    bad = bytearray(large_batch())  # 400 records of about 1 KB
+    claimed = 100_000  # at 7 bytes each, more than the batch's 400 KB hold
+    bad[23:27] = (claimed - 1).to_bytes(4, "big")  # last_offset_delta
+    bad[57:61] = claimed.to_bytes(4, "big")  # records_count
+    bad[17:21] = compute_crc(bad, 0, len(bad)).to_bytes(4, "big")
+    with pytest.raises(InvalidRecordError, match="claims 100000 records"):
+        log.append_as_leader(bytes(bad), leader_epoch=0)
+    assert log.log_end_offset == 0
+    assert log.append_as_leader(large_batch(), leader_epoch=0).first_offset == 0

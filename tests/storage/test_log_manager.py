@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time as time_module
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,7 @@ from replog.errors import (
 from replog.storage import LogManager, LogManagerConfig
 from replog.storage.fs import FileSystem
 from replog.storage.log import (
+    Log,
     deleted_topic_partition,
     deletion_dir_name,
     parse_topic_partition,
@@ -361,6 +363,40 @@ def test_a_truncation_rewrites_the_recovery_point_checkpoint_at_once(tmp_path: P
     again = manager([d0])
     assert again.get_log("orders", 0).log_end_offset == 101
     assert again.get_log("orders", 0).log_start_offset == 100
+
+
+def test_a_truncation_during_a_retention_pass_does_not_deadlock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The manager's thread holds its lock while a retention pass takes each log's lock in
+    # turn; a follower truncation holds its log's lock while it records the lowered recovery
+    # point. Neither may wait for the other's lock.
+    d0 = tmp_path / "d0"
+    lm = manager([d0])
+    first, second = lm.get_or_create_log("a", 0), lm.get_or_create_log("b", 0)
+    for lg in (first, second):
+        append_batches(lg, 3)
+        lg.flush()  # recovery points 3
+    in_pass = threading.Event()
+    original = Log.delete_old_segments
+
+    def slow_on_the_first_log(self: Log, now_ms: int | None = None) -> int:
+        if self is first:
+            in_pass.set()
+            time_module.sleep(0.3)  # the pass is busy with an earlier log, manager lock held
+        return original(self, now_ms)
+
+    monkeypatch.setattr(Log, "delete_old_segments", slow_on_the_first_log)
+    retention = threading.Thread(target=lm.run_retention, daemon=True)
+    truncation = threading.Thread(target=lambda: second.truncate_to(1), daemon=True)
+    retention.start()
+    assert in_pass.wait(5)
+    truncation.start()
+    retention.join(5)
+    truncation.join(5)
+    assert not retention.is_alive() and not truncation.is_alive(), "deadlocked"
+    assert (d0 / RECOVERY_POINT_CHECKPOINT).read_text().splitlines()[2:] == ["a 0 3", "b 0 1"]
+    lm.shutdown()
 
 
 def write_all_checkpoints(lm: LogManager) -> None:

@@ -23,6 +23,7 @@ from storage_helpers import (
     files_with_suffix,
     flip_byte,
     loaded_index_entries,
+    make_batch,
     next_offset_after,
     open_log,
     read_all,
@@ -587,6 +588,28 @@ def test_a_missing_epoch_checkpoint_is_rebuilt_and_witnesses_no_log_start(
     again = reopen(copy.directory)
     assert again.log_start_offset == 0
     assert read_all(again) == closed.batches
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_records_appended_without_a_leader_epoch_stay_when_a_later_append_has_one(
+    tmp_path: Path, clean: bool
+) -> None:
+    """A standalone log may be written without epochs (-1, which the cache never records),
+    then with one: the cache's first entry starts after those records, and is no witness that
+    they were deleted."""
+    directory = tmp_path / "t-0"
+    log = open_log(directory, CONFIG, clock=ManualClock())
+    for _ in range(3):
+        log.append_as_leader(make_batch(), -1)
+    log.append_as_leader(make_batch(), 0)
+    log.high_watermark = 4
+    if clean:
+        log.close()
+    else:
+        log.close_without_flush()
+    again = reopen(directory)
+    assert (again.log_start_offset, again.log_end_offset) == (0, 4)
+    assert [read_header(b).base_offset for b in read_all(again)] == [0, 1, 2, 3]
 
 
 def test_recovery_ends_each_time_index_with_the_segments_largest_timestamp(tmp_path: Path) -> None:

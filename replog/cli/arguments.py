@@ -48,8 +48,13 @@ def add_command(
     return action
 
 
-def at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type: a whole number >= `minimum`."""
+INT32_MAX = 2**31 - 1  # partitions, replicas, counts and times in ms on the wire
+INT64_MAX = 2**63 - 1  # offsets and record counts
+
+
+def at_least(minimum: int, maximum: int = INT32_MAX) -> Callable[[str], int]:
+    """An argparse type: a whole number in [`minimum`, `maximum`] (int32 unless the field is
+    wider on the wire: a larger number is a usage error, not a traceback from the encoder)."""
 
     def parse(text: str) -> int:
         try:
@@ -58,6 +63,8 @@ def at_least(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{text!r}: must be at least {minimum}")
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be at most {maximum}")
         return value
 
     return parse

@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from typing import Any, Protocol
 
-from replog.cli.arguments import add_documented_command, at_least, parse_key_values
+from replog.cli.arguments import INT64_MAX, add_documented_command, at_least, parse_key_values
 from replog.cli.client_connection import (
     add_client_connection_arguments,
     client_config,
@@ -143,6 +143,8 @@ def offset_value(text: str) -> str | int:
         ) from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r}: an offset must be >= 0")
+    if value > INT64_MAX:
+        raise argparse.ArgumentTypeError(f"{text!r}: an offset must be at most {INT64_MAX}")
     return value
 
 

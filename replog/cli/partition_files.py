@@ -27,6 +27,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
+from replog.cli.arguments import INT32_MAX, INT64_MAX
 from replog.errors import ReplogError
 
 T = TypeVar("T")
@@ -140,6 +141,10 @@ def parse_offsets(text: str, source: str) -> list[PartitionOffset]:
         where = f"{source}: partitions[{index}]"
         topic, partition = _topic_partition(entry, where)
         offset = _field(entry, "offset", int, where)
+        if offset > INT64_MAX:
+            raise FileFormatError(
+                f"{where} ({topic}-{partition}): offset {offset}: must be at most {INT64_MAX}"
+            )
         if offset < -1:
             raise FileFormatError(
                 f"{where} ({topic}-{partition}): offset {offset}: must be >= 0, or -1 for the "
@@ -204,6 +209,8 @@ def _topic_partition(entry: Any, where: str) -> tuple[str, int]:
         raise FileFormatError(f"{where}: topic is empty")
     if partition < 0:
         raise FileFormatError(f"{where}: partition {partition} is negative")
+    if partition > INT32_MAX:
+        raise FileFormatError(f"{where}: partition {partition} is above {INT32_MAX}")
     return topic, partition
 
 
@@ -223,6 +230,8 @@ def _int_list(entry: Mapping[str, Any], key: str, where: str) -> tuple[int, ...]
     value = _field(entry, key, list, where)
     if any(type(item) is not int for item in value):
         raise FileFormatError(f'{where}: "{key}" must be a list of whole numbers')
+    if any(not -(2**31) <= item <= INT32_MAX for item in value):
+        raise FileFormatError(f'{where}: "{key}" holds a number outside the int32 range')
     return tuple(value)
 
 

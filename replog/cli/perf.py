@@ -63,7 +63,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
-from replog.cli.arguments import add_command, at_least
+from replog.cli.arguments import INT64_MAX, add_command, at_least
 from replog.cli.client_connection import add_client_connection_arguments, client_config
 from replog.errors import ReplogError
 
@@ -687,7 +687,7 @@ def register(commands: Any) -> None:
     produce = action("produce", "send records and report throughput and latency", run_produce)
     produce.add_argument("--topic", required=True, metavar="TOPIC", help="the topic to send to")
     produce.add_argument(
-        "--num-records", required=True, type=_positive_int, metavar="N", help="records to send"
+        "--num-records", required=True, type=_positive_long, metavar="N", help="records to send"
     )
     payload = produce.add_mutually_exclusive_group(required=True)
     payload.add_argument(
@@ -739,7 +739,7 @@ def register(commands: Any) -> None:
     )
     consume.add_argument("--topic", required=True, metavar="TOPIC", help="the topic to read")
     consume.add_argument(
-        "--messages", required=True, type=_positive_int, metavar="N", help="records to read"
+        "--messages", required=True, type=_positive_long, metavar="N", help="records to read"
     )
     consume.add_argument(
         "--group", metavar="GROUP", help="the consumer group (default: perf-consumer-<random>)"
@@ -789,6 +789,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 
 _positive_int = at_least(1)
+_positive_long = at_least(1, INT64_MAX)
 _non_negative_int = at_least(0)
 
 

@@ -48,8 +48,9 @@ class PartitionDescription:
 
     @property
     def under_replicated(self) -> bool:
-        """Fewer in-sync replicas than replicas."""
-        return len(self.isr) < len(self.replicas)
+        """Fewer in-sync replicas than the replication factor, which during a reassignment
+        leaves out the replicas being added (as Kafka's tools and metric count it)."""
+        return len(self.isr) < len(self.replicas) - len(self.adding_replicas)
 
     @classmethod
     def of(cls, info: PartitionInfo) -> PartitionDescription:

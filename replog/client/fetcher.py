@@ -211,6 +211,9 @@ class Fetcher:
             del self._in_flight[node]
         if not task.cancelled() and task.exception() is not None:
             log.error("fetch from broker %d failed", node, exc_info=task.exception())
+            # A bug, or a request that cannot be encoded: asking again at once would fail
+            # again at once, in a loop that only floods the log.
+            self._back_off(node)
         self._arrived.set()
 
     @property

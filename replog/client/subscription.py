@@ -38,6 +38,9 @@ NONE = "none"
 RESET_STRATEGIES = (EARLIEST, LATEST, NONE)
 
 
+OFFSET_MAX = 2**63 - 1  # an offset is an int64 on the wire
+
+
 class Mode(Enum):
     NONE = "none"
     ASSIGNED = "assigned"
@@ -154,9 +157,10 @@ class SubscriptionState:
     # --- positions ----------------------------------------------------------------------------
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
-        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= OFFSET_MAX:
             raise ValueError(
-                f"seek(): offset for {tp.topic}-{tp.partition} must be an int >= 0, got {offset!r}"
+                f"seek(): offset for {tp.topic}-{tp.partition} must be an int in [0, "
+                f"{OFFSET_MAX}], got {offset!r}"
             )
         state = self.state(tp, "seek")
         state.position = offset

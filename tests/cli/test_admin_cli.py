@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from replog.client import records
 from replog.errors import (
     ElectionNotNeededError,
     InvalidConfigError,
+    KafkaTimeoutError,
     NoReassignmentInProgressError,
     OffsetOutOfRangeError,
     PreferredLeaderNotAvailableError,
@@ -613,9 +615,33 @@ def test_delete_records(fake_admin: type[FakeAdmin], tmp_path: Path) -> None:
         "partition: t-0\tlow_watermark: 3\n"
         "partition: t-1\tlow_watermark: 10\n"
     )
-    assert fake_admin.calls == [
-        {records.TopicPartition("t", 0): 3, records.TopicPartition("t", 1): -1}
-    ]  # one request for all
+    assert sorted(tuple(call.items()) for call in fake_admin.calls) == [
+        ((records.TopicPartition("t", 0), 3),),
+        ((records.TopicPartition("t", 1), -1),),
+    ]  # one request per partition
+
+
+def test_delete_records_waits_for_the_partitions_together(
+    fake_admin: type[FakeAdmin], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two partitions that time out: the command takes one --timeout, not one per partition
+    # (the whole set first, then each again, took three).
+    spans: list[tuple[float, float]] = []
+
+    def stuck(self: FakeAdmin, before: Mapping[Any, int], *, timeout_ms: int) -> dict[Any, int]:
+        began = time.monotonic()
+        time.sleep(timeout_ms / 1000)
+        spans.append((began, time.monotonic()))
+        raise KafkaTimeoutError(f"delete_records did not finish within {timeout_ms} ms")
+
+    monkeypatch.setattr(FakeAdmin, "delete_records", stuck)
+    path = offsets_file(tmp_path, ("t", 0, 3), ("t", 1, 3))
+    outcome = replog(
+        "delete-records", "--offset-json-file", path, "--timeout", "0.3",
+        "--bootstrap-server", "h:1",
+    )  # fmt: skip
+    assert outcome.returncode == 1 and len(spans) == 2
+    assert max(start for start, _ in spans) < min(end for _, end in spans)  # together
 
 
 def test_delete_records_reports_each_failed_partition(
@@ -629,7 +655,7 @@ def test_delete_records_reports_each_failed_partition(
         "replog delete-records: partition: nope-0\terror: topic 'nope' does not exist",
         "replog delete-records: partition: t-1\terror: t-1: offset 99 is out",
     ]
-    assert len(fake_admin.calls) == 4  # all at once, then each on its own
+    assert len(fake_admin.calls) == 3  # each partition on its own
     as_json = replog("delete-records", "--offset-json-file", path, "--json",
                      "--bootstrap-server", "h:1")  # fmt: skip
     assert json.loads(as_json.stdout)["partitions"] == [

@@ -70,6 +70,14 @@ def test_reassignment_json_round_trips_sorted_and_compact() -> None:
             '"partition" must be a whole number, found true/false',
         ),
         ('{"partitions": [{"topic": "t", "partition": -1, "replicas": [1]}]}', "is negative"),
+        (
+            '{"partitions": [{"topic": "t", "partition": 2147483648, "replicas": [1]}]}',
+            "partition 2147483648 is above 2147483647",
+        ),
+        (
+            '{"partitions": [{"topic": "t", "partition": 0, "replicas": [99999999999]}]}',
+            '"replicas" holds a number outside the int32 range',
+        ),
         ('{"partitions": [{"topic": "t", "partition": 0, "replicas": []}]}', "replicas is empty"),
         (
             '{"partitions": [{"topic": "t", "partition": 0, "replicas": [1, 1]}]}',
@@ -133,6 +141,11 @@ def test_offsets() -> None:
         parse_offsets('{"partitions": [{"topic": "t", "partition": 0, "offset": 1.5}]}', "o")
     with pytest.raises(FileFormatError, match='no "offset"'):
         parse_offsets('{"partitions": [{"topic": "t", "partition": 0}]}', "o")
+    with pytest.raises(FileFormatError, match="must be at most 9223372036854775807"):
+        parse_offsets(
+            '{"partitions": [{"topic": "t", "partition": 0, "offset": 99999999999999999999}]}',
+            "o",
+        )
 
 
 def test_load_reads_the_file_or_names_why_not(tmp_path: Path) -> None:
@@ -144,3 +157,17 @@ def test_load_reads_the_file_or_names_why_not(tmp_path: Path) -> None:
     path.write_bytes(b"\xff\xfe")
     with pytest.raises(ReplogError, match="not a UTF-8 text file"):
         load(str(path), "--f", parse_election_partitions)
+
+
+def test_numbers_past_the_wire_limits_are_usage_errors() -> None:
+    import argparse
+
+    from replog.cli.arguments import INT64_MAX, at_least
+    from replog.cli.console_consumer import offset_value
+
+    with pytest.raises(argparse.ArgumentTypeError, match="must be at most 2147483647"):
+        at_least(1)("99999999999")  # `topics create --partitions`, `--partition`
+    assert at_least(1, INT64_MAX)("99999999999") == 99999999999  # `perf --num-records`
+    with pytest.raises(argparse.ArgumentTypeError, match="at most 9223372036854775807"):
+        offset_value("99999999999999999999")  # `consume --offset`
+    assert offset_value(str(INT64_MAX)) == INT64_MAX

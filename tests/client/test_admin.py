@@ -130,3 +130,16 @@ def test_importing_replog_loads_no_client_code() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_under_replicated_leaves_out_the_replicas_a_reassignment_is_adding() -> None:
+    from replog.client.admin_results import PartitionDescription
+
+    def described(isr: tuple[int, ...], adding: tuple[int, ...]) -> PartitionDescription:
+        # 1,2 -> 2,3: replicas 2,3,1 while 3 catches up (Kafka's order), 1 being removed.
+        return PartitionDescription(0, 2, 1, (2, 3, 1), isr, (), adding, (1,) if adding else ())
+
+    # As `topics describe --under-replicated-partitions` and the leader's gauge count it.
+    assert not described(isr=(1, 2), adding=(3,)).under_replicated
+    assert described(isr=(2,), adding=(3,)).under_replicated
+    assert described(isr=(1, 2), adding=()).under_replicated  # no reassignment: 3 is behind

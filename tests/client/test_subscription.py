@@ -77,8 +77,10 @@ def test_bad_input_and_unassigned_partitions_raise_typed_errors() -> None:
     with pytest.raises(TypeError, match="non-empty strings"):
         subs.subscribe([""])
     subs.assign([A0])
-    with pytest.raises(ValueError, match="a-0 must be an int >= 0"):
+    with pytest.raises(ValueError, match=r"a-0 must be an int in \[0, 9223372036854775807\]"):
         subs.seek(A0, -3)
+    with pytest.raises(ValueError, match="got 9223372036854775808"):
+        subs.seek(A0, 2**63)  # no int64: a fetch could not even be encoded
     with pytest.raises(IllegalStateError, match=r"seek: partition b-0 is not assigned .*a-0"):
         subs.seek(B0, 1)
     with pytest.raises(IllegalStateError, match="pause"):

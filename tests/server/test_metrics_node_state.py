@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -152,3 +153,20 @@ def test_the_dropped_write_hints_are_the_process_hint_runners_count(
     state = read_node_state(1, quorum_member(1), None, broker)
     assert state.broker is not None and state.broker.write_hints_dropped == 7
     assert value(scrape(state), "replog_write_hints_dropped_total") == 7
+
+
+def test_a_leaders_replication_factor_leaves_out_the_replicas_being_added(tmp_path: Path) -> None:
+    # As Kafka's UnderReplicatedPartitions counts it: during a reassignment the replicas being
+    # added are not expected in the ISR yet.
+    from quorum.metadata.records import PartitionChangeRecord
+    from replog.server.metrics.node_state import _replica_state
+    from tests.metadata.metadata_helpers import replayed
+    from tests.server.test_replica_manager import TID, FakeClock, two_nodes
+
+    leader_node, _, image = two_nodes(tmp_path, FakeClock())
+    adding = PartitionChangeRecord(TID, 0, replicas=(1, 2, 3), adding_replicas=(3,))
+    leader_node.rm.apply_image(replayed(image, adding))
+    partition = leader_node.rm.partition("t", 0)
+    assert partition is not None
+    state = _replica_state(partition)
+    assert (state.replica_count, state.isr_size) == (2, 2)  # not under-replicated

@@ -230,11 +230,14 @@ def _replica_state(partition: Partition) -> ReplicaState:
         return ReplicaState(
             partition.topic, partition.partition, False, 0, 0, 0, partition.log.size_in_bytes
         )
+    adding = partition.registration.adding_replicas if partition.registration else ()
     return ReplicaState(
         topic=partition.topic,
         partition=partition.partition,
         is_leader=True,
-        replica_count=len(leader_state.replicas),
+        # The replication factor as Kafka counts it: replicas a reassignment is still adding
+        # do not count (they are not expected in the ISR yet).
+        replica_count=len(leader_state.replicas) - len(adding),
         isr_size=len(leader_state.isr),
         min_isr=leader_state.effective_min_isr,
         size_bytes=partition.log.size_in_bytes,

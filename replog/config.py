@@ -6,13 +6,38 @@ around keys and values is dropped. A repeated key or a line without a separator 
 naming the file and line. `integer_settings` reads a config dataclass's integer fields from
 parsed properties and `positive_setting` one positive integer: the one place their "must be an
 integer" error is worded.
+
+Integers (`parse_integer`, every node setting and the controller's topic and broker configs):
+Kafka's reading, which is Java's `Long.parseLong` after a trim: optional whitespace around, an
+optional sign, ASCII digits and nothing else. Python's `int` also takes `1_000` and non-ASCII
+digits; a value Kafka refuses must not mean a number here (`node.id=1_0` is not node 10).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from replog.errors import ConfigError
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_integer(text: str) -> int:
+    """The integer `text` spells the way Kafka reads one (module docstring); `ValueError`
+    otherwise, for the caller to name the key."""
+    stripped = text.strip()
+    if not _INTEGER.fullmatch(stripped):
+        raise ValueError("must be an integer")
+    return int(stripped)
+
+
+def integer_setting(key: str, text: str) -> int:
+    """`parse_integer` of the value of `key`, or a ConfigError naming the key."""
+    try:
+        return parse_integer(text)
+    except ValueError:
+        raise ConfigError(f"{key}={text!r}: must be an integer") from None
 
 
 def parse_properties(text: str, *, source: str = "<properties>") -> dict[str, str]:
@@ -48,10 +73,7 @@ def integer_settings(properties: Mapping[str, object], names: Mapping[str, str])
     values: dict[str, int] = {}
     for key, attribute in names.items():
         if key in properties:
-            try:
-                values[attribute] = int(str(properties[key]))
-            except ValueError:
-                raise ConfigError(f"{key}={properties[key]!r}: must be an integer") from None
+            values[attribute] = integer_setting(key, str(properties[key]))
     return values
 
 
@@ -61,10 +83,7 @@ def positive_setting(properties: Mapping[str, str], key: str, default: int) -> i
     text = properties.get(key)
     if text is None:
         return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ConfigError(f"{key}={text!r}: must be an integer") from None
+    value = integer_setting(key, text)
     if value <= 0:
         raise ConfigError(f"{key}={value}: must be positive")
     return value

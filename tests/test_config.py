@@ -1,4 +1,5 @@
-"""replog/config.py: the properties parser's integer readers and their errors."""
+"""replog/config.py: the properties parser's integer readers and their errors; integers are
+read as Kafka reads them (Java's Long.parseLong after a trim)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import re
 
 import pytest
 
-from replog.config import integer_settings, positive_setting
+from replog.config import integer_setting, integer_settings, parse_integer, positive_setting
 from replog.errors import ConfigError
 
 
@@ -29,3 +30,24 @@ def test_integer_settings_maps_dotted_keys_to_fields_and_leaves_unset_ones_out()
     assert integer_settings({"x.y.ms": "-1"}, names) == {"x_y_ms": -1}
     with pytest.raises(ConfigError, match=re.escape("x.y.ms='1.5': must be an integer")):
         integer_settings({"x.y.ms": "1.5"}, names)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("10", 10), (" 10 ", 10), ("-7", -7), ("+7", 7), ("007", 7)]
+)
+def test_integers_are_read_as_kafka_reads_them(text: str, value: int) -> None:
+    assert parse_integer(text) == value
+    assert integer_setting("a.b", text) == value
+
+
+@pytest.mark.parametrize(
+    "text", ["1_0", "1_000_000", "\u0661\u0660", "1.0", "0x10", "", " ", "-", "1 0"]
+)
+def test_what_kafka_refuses_is_no_integer_here(text: str) -> None:
+    # Fix (found in review): Python's int() read `node.id=1_0` as node 10.
+    with pytest.raises(ValueError, match="must be an integer"):
+        parse_integer(text)
+    with pytest.raises(ConfigError, match=re.escape(f"a.b={text!r}: must be an integer")):
+        integer_setting("a.b", text)
+    with pytest.raises(ConfigError, match=re.escape(f"a.b={text!r}: must be an integer")):
+        integer_settings({"a.b": text}, {"a.b": "a_b"})

@@ -12,6 +12,11 @@ Rules (Kafka's ConfigurationControlManager):
   and the records of the valid ones are written together, in one atomic batch.
 - Operations: SET and DELETE for every key; APPEND and SUBTRACT for list keys
   (`cleanup.policy`), which add or remove items of the current value (or its default).
+- A read-only broker key (`ConfigDefinition.dynamic` False: `replica.lag.time.max.ms`,
+  `auto.leader.rebalance.enable`, ...) is read only from server.properties: setting it is
+  INVALID_REQUEST naming it ("cannot update these configs dynamically", Kafka's answer, which
+  keeps INVALID_REQUEST for it since KAFKA-13609). Deleting one is allowed, so that a value
+  stored before can go; DescribeConfigs ignores such a value (it never had an effect).
 - ConfigRecord with a value sets the key; with None it deletes it. A resource with no keys
   left disappears. Deleting a topic (RemoveTopicRecord, replayed by the replication manager)
   deletes its configs through `delete_topic_configs`.
@@ -192,12 +197,18 @@ class ConfigControl:
             definition = known[name]
             # The broker-level key that stands in for this one below its own value.
             broker_key = definition.broker_name if is_topic else name
-            candidates: list[tuple[str | None, ConfigSource]] = [(own.get(name), own_source)]
+            candidates: list[tuple[str | None, ConfigSource]] = []
+            if definition.dynamic:
+                candidates.append((own.get(name), own_source))
             if broker_key is not None:
-                candidates += [
-                    (cluster_default.get(broker_key), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
-                    (self._static.get(broker_key), ConfigSource.STATIC_BROKER_CONFIG),
-                ]
+                if definition.dynamic:
+                    candidates.append(
+                        (
+                            cluster_default.get(broker_key),
+                            ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                        )
+                    )
+                candidates.append((self._static.get(broker_key), ConfigSource.STATIC_BROKER_CONFIG))
             described.append(
                 next(
                     (DescribedConfig(name, v, s) for v, s in candidates if v is not None),
@@ -282,6 +293,11 @@ class ConfigControl:
             if op.value is None:
                 raise InvalidConfigError(
                     f"{_describe(resource)}: {op.op.name} of config {op.name} needs a value"
+                )
+            if not definition.dynamic:
+                raise InvalidRequestError(
+                    f"{_describe(resource)}: cannot update these configs dynamically: {op.name} "
+                    "(read-only: set it in server.properties; every node reads it at start-up)"
                 )
             if op.op is AlterConfigOpType.SET:
                 _parse(resource, definition, op.value)

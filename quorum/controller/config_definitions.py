@@ -8,9 +8,20 @@ Rules:
 - Names, types, defaults and ranges are Kafka's (`TopicConfig`, `LogConfig`, `KafkaConfig`).
 - Values arrive as strings (the wire form). `parse` returns the typed value or raises
   `ValueError` saying why; callers turn that into INVALID_CONFIG naming the key.
-- int is Kafka's int32 and long its int64; both take optional surrounding whitespace, as
-  Kafka's parser does. A boolean is "true" or "false", any case. A list is comma-separated,
-  whitespace around items ignored.
+- int is Kafka's int32 and long its int64, read as Kafka reads them
+  (`replog.config.parse_integer`: optional surrounding whitespace and sign, ASCII digits, no
+  `1_000`). A boolean is "true" or "false", any case. A string is trimmed before it is checked
+  against its valid values, as Kafka's parser trims it. A list is comma-separated, whitespace
+  around items ignored; an empty list is valid (an empty `cleanup.policy`: neither delete nor
+  compact).
+- Every value accepted for a topic key that a broker's log reads (`segment.bytes`,
+  `retention.ms`, `cleanup.policy`, ...) is one `replog.storage.log_config.LogConfig` accepts
+  too (tests/storage/test_log_config.py holds the two to that): a value the controller writes
+  and the brokers refuse would leave every broker on its default for that key.
+- Read-only broker keys (`dynamic=False`: Kafka's "read-only" update mode) are read from
+  server.properties and described, but an alter that sets one is INVALID_REQUEST ("cannot
+  update these configs dynamically", Kafka's answer): stored, they would be reported and
+  have no effect.
 """
 
 from __future__ import annotations
@@ -19,6 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from types import MappingProxyType
+
+from replog.config import parse_integer
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -43,6 +56,7 @@ class ConfigDefinition:
     broker_name: str | None = None  # the broker-level synonym, if Kafka has one
     minimum: int | None = None
     valid_values: tuple[str, ...] | None = None  # strings: one of; lists: each item one of
+    dynamic: bool = True  # False: read-only, set only in server.properties (module docstring)
 
     def parse(self, value: str) -> ConfigValue:
         """The typed value of `value`; `ValueError` naming what is wrong with it."""
@@ -54,7 +68,7 @@ class ConfigDefinition:
             return lowered == "true"
         if kind in (ConfigType.INT, ConfigType.LONG):
             try:
-                number = int(value.strip(), 10)
+                number = parse_integer(value)
             except ValueError:
                 raise ValueError(f"not a valid {kind.value}") from None
             low, high = (INT32_MIN, INT32_MAX) if kind is ConfigType.INT else (INT64_MIN, INT64_MAX)
@@ -70,9 +84,9 @@ class ConfigDefinition:
                     if item not in self.valid_values:
                         raise ValueError(f"{item!r} is not one of {', '.join(self.valid_values)}")
             return items
-        if self.valid_values is not None and value not in self.valid_values:
+        if self.valid_values is not None and value.strip() not in self.valid_values:
             raise ValueError(f"must be one of {', '.join(self.valid_values)}")
-        return value
+        return value.strip()
 
 
 def _defs(*definitions: ConfigDefinition) -> Mapping[str, ConfigDefinition]:
@@ -141,10 +155,14 @@ BROKER_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
         for d in TOPIC_CONFIGS.values()
         if d.broker_name is not None
     ),
-    ConfigDefinition("auto.leader.rebalance.enable", _B, "true"),
-    ConfigDefinition("leader.imbalance.check.interval.seconds", _L, "300", minimum=1),
-    ConfigDefinition("log.retention.check.interval.ms", _L, "300000", minimum=1),
-    ConfigDefinition("replica.lag.time.max.ms", _L, "30000", minimum=0),
+    # Read-only in Kafka, and read here only at start-up: the controller's rebalance timer,
+    # the log manager's retention task, the replica manager's ISR check.
+    ConfigDefinition("auto.leader.rebalance.enable", _B, "true", dynamic=False),
+    ConfigDefinition(
+        "leader.imbalance.check.interval.seconds", _L, "300", minimum=1, dynamic=False
+    ),
+    ConfigDefinition("log.retention.check.interval.ms", _L, "300000", minimum=1, dynamic=False),
+    ConfigDefinition("replica.lag.time.max.ms", _L, "30000", minimum=0, dynamic=False),
 )
 
 # Topic config name -> the broker key that defaults it.

@@ -55,6 +55,7 @@ from replog.cli.quorum import (
 from replog.config import parse_properties
 from replog.errors import ReplogError
 from replog.net_address import parse_host_port
+from replog.server.broker_runtime import data_plane_config_from_node
 from replog.server.node_config import NodeConfig
 
 POLL_INTERVAL_S = 0.05
@@ -397,8 +398,11 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
                 f"{node.directory} exists but {LocalCluster.file_path(directory)} does not; "
                 "remove it or choose another --data-dir"
             )
-        # A bad override fails here, before anything is written or started.
-        NodeConfig.from_properties(cluster.node_properties(node, overrides))
+        # A bad override fails here, before anything is written or started: the node's
+        # settings, and a broker's data plane settings, which the node reads at start-up too.
+        config = NodeConfig.from_properties(cluster.node_properties(node, overrides))
+        if config.runs_broker:
+            data_plane_config_from_node(config)
     check_ports_free(cluster.nodes)
     cluster.write(overrides)
     return cluster

@@ -38,8 +38,11 @@ Rules:
 - A `KafkaStorageError` anywhere in the data plane (recovery, an append, a fetch, a metadata
   change the replica manager applies) sets `storage_failure`; the node then stops with a
   non-zero exit code (a disk it cannot trust). So does a lifecycle that ends on its own (no
-  registration within `initial.broker.registration.timeout.ms`, as Kafka's broker exits):
-  `wait_failed` returns when either happens, saying which.
+  registration within `initial.broker.registration.timeout.ms`, as Kafka's broker exits), and
+  so does any other error that stops the data plane from starting (logged with its traceback;
+  a bad setting is refused before the node starts, `node_config`): `wait_failed` returns when
+  any of these happens, saying which. A broker never waits in recovery for a start-up that
+  has already failed.
 - Configuration comes from the node's config (`cluster.id`, `broker.heartbeat.interval.ms`
   2000, `log.dirs`) and Kafka-named properties: `broker.session.timeout.ms` (9000),
   `initial.broker.registration.timeout.ms` (60000), `broker.rack` (none),
@@ -195,6 +198,9 @@ class BrokerRuntime:
         self.alter_partition: AlterPartitionSender | None = None
         self.storage_failure = asyncio.Event()
         self.storage_error: KafkaStorageError | None = None
+        # Set when the data plane could not start for another reason (module docstring).
+        self.start_failure = asyncio.Event()
+        self.start_error: str | None = None
         self._stopping = False
         # The data plane's metrics (the node sets its registry's; None: a private one).
         self.counters: BrokerCounters | None = None
@@ -248,17 +254,22 @@ class BrokerRuntime:
         await self.lifecycle.wait_until_running()
 
     async def wait_failed(self) -> str:
-        """Until the broker role cannot go on (a storage error, or its lifecycle ended without
-        `stop`); returns why. The node then stops with a non-zero exit code."""
+        """Until the broker role cannot go on (a storage error, a data plane that did not
+        start, or its lifecycle ended without `stop`); returns why. The node then stops with
+        a non-zero exit code."""
         storage = asyncio.ensure_future(self.storage_failure.wait())
+        start = asyncio.ensure_future(self.start_failure.wait())
         lifecycle = asyncio.ensure_future(self.lifecycle.wait_shut_down())
         try:
-            await asyncio.wait({storage, lifecycle}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({storage, start, lifecycle}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             storage.cancel()
+            start.cancel()
             lifecycle.cancel()
         if self.storage_failure.is_set():
             return f"storage error: {self.storage_error}"
+        if self.start_failure.is_set():
+            return f"the data plane did not start: {self.start_error}"
         return f"the broker lifecycle ended: {lifecycle.result()}"
 
     async def stop(self, graceful: bool = True) -> None:
@@ -283,6 +294,11 @@ class BrokerRuntime:
                 await self._start_data_plane(self.data_plane)
             except KafkaStorageError as error:
                 self._on_storage_error(error)
+                return
+            except Exception as error:
+                # Fix (found in review): anything else ended this task silently, leaving the
+                # broker in recovery for good while the node looked alive.
+                self._on_start_error(error)
                 return
             if self._stopping:
                 return
@@ -404,6 +420,19 @@ class BrokerRuntime:
     def _on_leader_change(self, leader_id: int | None) -> None:
         self._raft_leader = leader_id
         self.lifecycle.controller_hint(leader_id)
+
+    def _on_start_error(self, error: Exception) -> None:
+        if self._stopping:
+            log.info("broker %d: data plane start abandoned: %r", self.config.broker_id, error)
+            return
+        self.start_error = f"{type(error).__name__}: {error}"
+        log.critical(
+            "broker %d: the data plane did not start, stopping: %s",
+            self.config.broker_id,
+            self.start_error,
+            exc_info=error,
+        )
+        self.start_failure.set()
 
     def _on_storage_error(self, error: KafkaStorageError) -> None:
         if self._stopping and self.log_manager is None:

@@ -4,8 +4,8 @@ Required: `process.roles` (`controller`, `broker` or both), `node.id`, `cluster.
 keeps it in meta.properties; `replog cluster start` writes it here),
 `controller.quorum.voters` (`id@host:port,...`), `listeners` (`NAME://host:port,...`; the node
 serves gRPC on the first; an IPv6 host in brackets, `[::1]:9093`, kept bare in `listener_host`),
-`log.dirs` (comma list). Optional: `metadata.log.dir` (default: the
-first log dir), every `controller.quorum.*` timer (`quorum.raft.config`), the controller's
+`log.dirs` (comma list). Optional: `metadata.log.dir` (default: the first log dir; empty is
+refused), every `controller.quorum.*` timer (`quorum.raft.config`), the controller's
 settings (`CONTROLLER_PROPERTIES`: `broker.session.timeout.ms`, `num.partitions`, ...), the
 broker configs the controller uses as static defaults (`min.insync.replicas`,
 `unclean.leader.election.enable`, every key of `config_definitions.BROKER_CONFIGS`), the
@@ -38,7 +38,21 @@ written that way is not a metadata log, and a node with the controller refuses r
 
 Rules: a controller must be one of the voters and listen where the voter list says it does;
 every problem is a `ConfigError` naming the key. Kafka's dotted names map to the
-`ControllerConfig` fields here and nowhere else.
+`ControllerConfig` fields here and nowhere else. Integers are read as Kafka reads them
+(`replog.config.parse_integer`: `node.id=1_0` is refused, not node 10).
+
+Checked here, before anything starts, though the broker builds them only once it has caught up
+with the metadata log: the log manager's and replica manager's settings (`LogManagerConfig`,
+`ReplicaManagerConfig`). A bad value there is one error naming the key, and the node does not
+start, rather than a broker stuck in recovery.
+
+Static broker configs (what the controller describes as STATIC_BROKER_CONFIG and decides
+with): the `BROKER_CONFIGS` keys of the file, except that each log setting is the value the
+broker's logs use (`static_broker_configs`), under Kafka's broker key: `log.retention.hours`
+and `log.retention.minutes` are reported as `log.retention.ms`, `log.roll.hours` as
+`log.roll.ms`, a topic-level name in the file (`segment.bytes`) as its broker key, the later of
+two synonyms wins as it does for the logs, and an unset `log.flush.interval.ms` is
+`log.flush.scheduler.interval.ms`.
 """
 
 from __future__ import annotations
@@ -46,7 +60,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from quorum.controller.config_definitions import BROKER_CONFIGS
+from quorum.controller.config_definitions import BROKER_CONFIGS, TOPIC_CONFIGS
 from quorum.controller.controller_config import ControllerConfig
 from quorum.metadata.records import Endpoint
 from quorum.metadata.snapshot_schedule import (
@@ -55,8 +69,12 @@ from quorum.metadata.snapshot_schedule import (
     METADATA_MAX_RETENTION_BYTES,
 )
 from quorum.raft.config import RaftConfig
+from replog.config import integer_setting
 from replog.errors import ConfigError
 from replog.net_address import format_host_port, is_wildcard, parse_host, parse_host_port
+from replog.server.replica_manager_config import ReplicaManagerConfig
+from replog.storage.log_config import BY_DOTTED_NAME, LogConfig
+from replog.storage.log_manager import LogManagerConfig
 
 ROLES = frozenset({"controller", "broker"})
 RAW_APPEND_PROPERTY = "metadata.log.raw.append.enable"
@@ -90,10 +108,7 @@ NODE_PROPERTIES = frozenset(
 
 
 def _int(key: str, text: str) -> int:
-    stripped = text.strip()
-    if not stripped.lstrip("-").isdigit() or not stripped.isascii():
-        raise ConfigError(f"{key}={text!r}: expected an integer")
-    return int(stripped)
+    return integer_setting(key, text)
 
 
 def _bool(key: str, text: str) -> bool:
@@ -173,10 +188,7 @@ class NodeConfig:
                 f"process.roles={properties['process.roles']!r}: accepted values are "
                 "controller, broker, or both"
             )
-        try:
-            node_id = int(required("node.id"))
-        except ValueError:
-            raise ConfigError(f"node.id={properties['node.id']!r}: must be an integer") from None
+        node_id = _int("node.id", required("node.id"))
         if node_id < 0:
             raise ConfigError(f"node.id={node_id}: must be >= 0")
         listeners = listener_endpoints(required("listeners"), "listeners")
@@ -190,6 +202,17 @@ class NodeConfig:
         if "broker" in roles:
             _refuse_unspecified(advertised, advertised_key)
         log_dirs = tuple(d.strip() for d in required("log.dirs").split(",") if d.strip())
+        metadata_log_dir = properties.get("metadata.log.dir", log_dirs[0]).strip()
+        if not metadata_log_dir:
+            # Empty, it would put the metadata log in the current directory.
+            raise ConfigError(
+                "metadata.log.dir: empty; leave it out to keep the metadata log in the first "
+                "of log.dirs"
+            )
+        # The broker's settings, checked now (module docstring); the log settings also give
+        # the controller its static broker configs.
+        log_manager = LogManagerConfig.from_properties(properties)
+        ReplicaManagerConfig.from_properties(node_id, properties)
         raft_properties = {
             k: v for k, v in properties.items() if k.startswith("controller.quorum.")
         }
@@ -210,7 +233,9 @@ class NodeConfig:
         raw = _bool(RAW_APPEND_PROPERTY, properties.get(RAW_APPEND_PROPERTY, "false"))
         controller = None
         if "controller" in roles and not raw:
-            controller = controller_config_from_properties(node_id, cluster_id, properties)
+            controller = controller_config_from_properties(
+                node_id, cluster_id, properties, log_manager.log
+            )
         snapshot_bytes_key = "metadata.log.max.record.bytes.between.snapshots"
         snapshot_interval_key = "metadata.log.max.snapshot.interval.ms"
         snapshot_bytes_max = _int(
@@ -255,7 +280,7 @@ class NodeConfig:
             listener_host=host,
             listener_port=port,
             log_dirs=log_dirs,
-            metadata_log_dir=properties.get("metadata.log.dir", log_dirs[0]),
+            metadata_log_dir=metadata_log_dir,
             raft=raft,
             properties=dict(properties),
             cluster_id=cluster_id,
@@ -273,14 +298,21 @@ class NodeConfig:
 
 
 def controller_config_from_properties(
-    node_id: int, cluster_id: str, properties: Mapping[str, str]
+    node_id: int,
+    cluster_id: str,
+    properties: Mapping[str, str],
+    log_config: LogConfig | None = None,
 ) -> ControllerConfig:
-    """The `ControllerConfig` a node's properties describe (Kafka's names, Kafka's defaults)."""
+    """The `ControllerConfig` a node's properties describe (Kafka's names, Kafka's defaults).
+    `log_config`: the default log settings the broker resolves from the same properties
+    (`LogManagerConfig.from_properties`; built here when not given)."""
     values: dict[str, object] = {}
     for key, (field, parse) in CONTROLLER_PROPERTIES.items():
         if key in properties:
             values[field] = parse(key, properties[key])
-    static = {key: value for key, value in properties.items() if key in BROKER_CONFIGS}
+    if log_config is None:
+        log_config = LogManagerConfig.from_properties(properties).log
+    static = static_broker_configs(properties, log_config)
     try:
         return ControllerConfig(
             node_id=node_id,
@@ -290,6 +322,36 @@ def controller_config_from_properties(
         )
     except ValueError as error:
         raise ConfigError(str(error)) from None
+
+
+# Log field -> Kafka's broker key of it, for the log settings the controller knows.
+_LOG_BROKER_KEYS: Mapping[str, str] = {
+    BY_DOTTED_NAME[name][0]: definition.broker_name
+    for name, definition in TOPIC_CONFIGS.items()
+    if name in BY_DOTTED_NAME and definition.broker_name is not None
+}
+
+
+def static_broker_configs(properties: Mapping[str, str], log_config: LogConfig) -> dict[str, str]:
+    """The node's static broker configs (module docstring): the `BROKER_CONFIGS` keys set in
+    `properties`, with each log setting set under any of its names reported as `log_config`
+    (the broker's resolution of the same properties) has it, under Kafka's broker key.
+
+    Fix (found in review): the keys were copied as written, so `log.retention.hours` and
+    `log.roll.hours` never reached DescribeConfigs and a later synonym did not win there.
+    """
+    static = {
+        key: value
+        for key, value in properties.items()
+        if key in BROKER_CONFIGS and key not in _LOG_BROKER_KEYS.values()
+    }
+    fields = {BY_DOTTED_NAME[key][0] for key in properties if key in BY_DOTTED_NAME}
+    if "log.flush.scheduler.interval.ms" in properties:
+        fields.add("flush_interval_ms")  # its fallback (`LogManagerConfig.from_properties`)
+    for field, broker_key in _LOG_BROKER_KEYS.items():
+        if field in fields:
+            static[broker_key] = str(getattr(log_config, field))
+    return static
 
 
 def listener_endpoints(text: str, key: str) -> tuple[Endpoint, ...]:

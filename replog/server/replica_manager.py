@@ -7,7 +7,9 @@ Rules (reference digest §5-§8; Kafka's `ReplicaManager`):
   (deletes first, then leaders, then followers) and brings each replica to the state the image
   describes. Every image also refreshes ISR eligibility (registered, unfenced, not shutting
   down) and each leader's `min.insync.replicas` (topic config, else this broker's dynamic
-  config, else the dynamic cluster default, else server.properties: Kafka's precedence).
+  config, else the dynamic cluster default, else server.properties: Kafka's precedence). Each
+  replica's log settings follow the same precedence, key by key: a value this broker refuses
+  is skipped with a warning, and the level below gives that key (`_log_config`).
 - Produce: acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS). Per partition: an internal topic
   (`__consumer_offsets`, `topic_names.INTERNAL_TOPICS`) -> INVALID_TOPIC_EXCEPTION naming it,
   unless the caller passes `internal_topics_allowed=True` (Kafka's `internalTopicsAllowed`:
@@ -65,7 +67,6 @@ from quorum.metadata.local_changes import LocalChanges, LocalPartition, local_ch
 from quorum.metadata.records import ConfigResourceType
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.errors import (
-    ConfigError,
     FencedLeaderEpochError,
     InvalidRequiredAcksError,
     InvalidTopicError,
@@ -367,14 +368,37 @@ class ReplicaManager:
                 )
         return self.config.default_min_insync_replicas
 
+    def _log_config_resources(self, topic: str) -> tuple[ConfigResource, ...]:
+        """Where a topic's log settings come from over server.properties, weakest first:
+        the dynamic cluster default, this broker's dynamic config, the topic's own (Kafka's
+        DynamicLogConfig and topic overrides)."""
+        return (
+            ConfigResource(ConfigResourceType.BROKER, ""),
+            ConfigResource(ConfigResourceType.BROKER, str(self.broker_id)),
+            ConfigResource(ConfigResourceType.TOPIC, topic),
+        )
+
     def _log_config(self, image: MetadataImage, topic: str) -> LogConfig:
-        configs = image.configs.get(ConfigResource(ConfigResourceType.TOPIC, topic))
-        base = self.log_manager.config.log
-        try:
-            return LogConfig.from_properties(configs, base=base)
-        except ConfigError as exc:
-            log.warning("%s: using the broker's log defaults: %s", topic, exc)
-            return base
+        """The topic's `LogConfig`: server.properties, then each level of
+        `_log_config_resources` over it.
+
+        Fix (found in review): a value this broker refuses used to cost the topic every
+        setting (one bad key and `retention.ms=-1` was dropped: data deleted after 7 days),
+        and the dynamic broker levels were ignored. Now only a refused key keeps the level
+        below's value, with a warning naming the topic, the key and the value.
+        """
+        config = self.log_manager.config.log
+        for resource in self._log_config_resources(topic):
+            config, refused = config.with_each_valid(image.configs.get(resource))
+            for error in refused:
+                log.warning(
+                    "%s: ignoring a log setting of %s %r, keeping the value below it: %s",
+                    topic,
+                    resource.resource_type.name.lower(),
+                    resource.resource_name,
+                    error,
+                )
+        return config
 
     def _refresh_log_configs(self, previous: MetadataImage, image: MetadataImage) -> None:
         """Give every local replica of a topic whose configs changed its new `LogConfig`.
@@ -388,8 +412,10 @@ class ReplicaManager:
         new_configs: dict[str, LogConfig | None] = {}
         for (topic, partition_id), partition in self._partitions.items():
             if topic not in new_configs:
-                resource = ConfigResource(ConfigResourceType.TOPIC, topic)
-                changed = image.configs.get(resource) != previous.configs.get(resource)
+                changed = any(
+                    image.configs.get(resource) != previous.configs.get(resource)
+                    for resource in self._log_config_resources(topic)
+                )
                 new_configs[topic] = self._log_config(image, topic) if changed else None
             config = new_configs[topic]
             if config is not None:

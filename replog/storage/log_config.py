@@ -6,7 +6,19 @@ Rules:
 - Dotted names are accepted in both forms Kafka has: the topic-level name (`segment.bytes`) and
   the broker-level default (`log.segment.bytes`). `LogConfig.from_properties` is the only code
   that knows them; everything else uses attribute names.
-- Invalid values raise `ConfigError` naming the key, the value and what is accepted.
+- Invalid values raise `ConfigError` naming the key as the caller wrote it, the value and what
+  is accepted. Values are read as Kafka reads them (`replog.config.parse_integer`; int32 for
+  Kafka's int settings), and every value the controller accepts for a topic key is accepted
+  here too (`quorum/controller/config_definitions.py`; tests/storage/test_log_config.py): a
+  topic config the brokers refused would leave them on their defaults for it.
+- `cleanup.policy` is a list: items trimmed (`compact, delete`), stored as `compact,delete`;
+  an empty list is valid and means neither delete nor compact (nothing is deleted by retention,
+  and DeleteRecords, which needs the delete policy, is POLICY_VIOLATION). Only segments below
+  the log start offset go.
+- `retention.bytes`: any negative value means no size limit (Kafka has no lower bound).
+- Broker-level retention times (`log.retention.ms`, `.minutes`, `.hours`): any negative value
+  means keep forever, -1, as Kafka's broker reads them; the topic-level `retention.ms` must be
+  at least -1.
 
 Flush modes, and what each promises on power loss (a process crash alone never loses an
 append that returned: the bytes are in the kernel's page cache once `write` returns):
@@ -32,9 +44,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from replog.config import parse_integer
 from replog.errors import ConfigError
 
 LONG_MAX = 9223372036854775807
+LONG_MIN = -LONG_MAX - 1
+INT_MAX = 2147483647  # Kafka's int settings are Java ints
 
 
 # The smallest sizes a log works with: a segment must hold one batch header (61 bytes), an
@@ -42,6 +57,24 @@ LONG_MAX = 9223372036854775807
 # refuses what a broker could not use (quorum/controller/config_definitions.py).
 MIN_SEGMENT_BYTES = 64
 MIN_SEGMENT_INDEX_BYTES = 12 * 4
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+CLEANUP_POLICIES = ("compact", "delete")
+
+# Integer field -> (its name in messages, minimum, maximum): Kafka's ranges, the controller's
+# for every topic key.
+INTEGER_RANGES: dict[str, tuple[str, int, int]] = {
+    "segment_bytes": ("segment.bytes", MIN_SEGMENT_BYTES, INT_MAX),
+    "segment_ms": ("segment.ms", 1, LONG_MAX),
+    "segment_jitter_ms": ("segment.jitter.ms", 0, LONG_MAX),
+    "segment_index_bytes": ("segment.index.bytes", MIN_SEGMENT_INDEX_BYTES, INT_MAX),
+    "index_interval_bytes": ("index.interval.bytes", 0, INT_MAX),
+    "max_message_bytes": ("max.message.bytes", 0, INT_MAX),
+    "retention_ms": ("retention.ms", -1, LONG_MAX),
+    "retention_bytes": ("retention.bytes", LONG_MIN, LONG_MAX),  # negative: no limit
+    "flush_interval_messages": ("flush.messages", 1, LONG_MAX),
+    "flush_interval_ms": ("flush.ms", 0, LONG_MAX),
+    "page_cache_tail_bytes": ("log.page.cache.tail.bytes", -1, LONG_MAX),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,27 +95,10 @@ class LogConfig:
     page_cache_tail_bytes: int = 64 << 20
 
     def __post_init__(self) -> None:
-        _check_at_least("segment.bytes", self.segment_bytes, MIN_SEGMENT_BYTES)
-        _check_at_least("segment.ms", self.segment_ms, 1)
-        _check_at_least("segment.jitter.ms", self.segment_jitter_ms, 0)
-        _check_at_least("segment.index.bytes", self.segment_index_bytes, MIN_SEGMENT_INDEX_BYTES)
-        _check_at_least("index.interval.bytes", self.index_interval_bytes, 0)
-        _check_at_least("max.message.bytes", self.max_message_bytes, 0)
-        _check_at_least("retention.ms", self.retention_ms, -1)
-        _check_at_least("retention.bytes", self.retention_bytes, -1)
-        _check_at_least("flush.messages", self.flush_interval_messages, 1)
-        _check_at_least("flush.ms", self.flush_interval_ms, 0)
-        _check_at_least("log.page.cache.tail.bytes", self.page_cache_tail_bytes, -1)
-        if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
-            raise ConfigError(
-                f"message.timestamp.type={self.message_timestamp_type!r}: "
-                "accepted values are CreateTime and LogAppendTime"
-            )
-        policies = set(self.cleanup_policy.split(","))
-        if not policies or not policies <= {"delete", "compact"}:
-            raise ConfigError(
-                f"cleanup.policy={self.cleanup_policy!r}: accepted values are delete, compact"
-            )
+        for field_name, (name, _, _) in INTEGER_RANGES.items():
+            _check(name, field_name, getattr(self, field_name))
+        _check("message.timestamp.type", "message_timestamp_type", self.message_timestamp_type)
+        _check("cleanup.policy", "cleanup_policy", self.cleanup_policy)
 
     @property
     def log_append_time(self) -> bool:
@@ -90,7 +106,7 @@ class LogConfig:
 
     @property
     def deletes_by_retention(self) -> bool:
-        return "delete" in self.cleanup_policy.split(",")
+        return "delete" in _policy_items(self.cleanup_policy)
 
     @property
     def offset_index_entries_max(self) -> int:
@@ -106,31 +122,87 @@ class LogConfig:
     ) -> LogConfig:
         """Build a config from Kafka-style dotted names (topic or broker level).
 
-        Unknown keys that look like log settings raise; keys of other subsystems are ignored so
-        a whole broker properties file can be passed.
+        Keys of other subsystems are ignored so a whole broker properties file can be passed.
+        A bad value is a ConfigError naming the key as given (`with_each_valid` keeps the
+        good ones instead).
         """
         changes: dict[str, Any] = {}
         for key, raw in properties.items():
             entry = BY_DOTTED_NAME.get(key)
-            if entry is None:
-                continue
-            field, parse = entry
-            try:
-                changes[field] = parse(raw)
-            except (TypeError, ValueError) as exc:
-                raise ConfigError(f"{key}={raw!r}: {exc}") from None
+            if entry is not None:
+                changes[entry[0]] = parse_setting(key, raw)
         return dataclasses.replace(base or cls(), **changes)
 
+    def with_each_valid(self, properties: Mapping[str, Any]) -> tuple[LogConfig, list[ConfigError]]:
+        """This config with every valid log setting of `properties`, and the error of each
+        invalid one, which keeps this config's value: a topic whose one bad key cost it every
+        other setting (its retention, its size limit) would lose data it was set to keep."""
+        changes: dict[str, Any] = {}
+        refused = []
+        for key, raw in properties.items():
+            entry = BY_DOTTED_NAME.get(key)
+            if entry is None:
+                continue
+            try:
+                changes[entry[0]] = parse_setting(key, raw)
+            except ConfigError as error:
+                refused.append(error)
+        return dataclasses.replace(self, **changes), refused
 
-def _check_at_least(name: str, value: int, minimum: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise ConfigError(f"{name}={value!r}: must be an integer >= {minimum}")
+
+def parse_setting(key: str, raw: Any) -> Any:
+    """The checked field value of dotted `key` (a name of `BY_DOTTED_NAME`) set to `raw`; a
+    ConfigError naming the key otherwise."""
+    field_name, parse = BY_DOTTED_NAME[key]
+    try:
+        value = parse(raw)
+        _check_value(field_name, value)
+    except (TypeError, ValueError) as reason:
+        raise ConfigError(f"{key}={raw!r}: {reason}") from None
+    return value
+
+
+def _check(name: str, field_name: str, value: Any) -> None:
+    try:
+        _check_value(field_name, value)
+    except ValueError as reason:
+        raise ConfigError(f"{name}={value!r}: {reason}") from None
+
+
+def _check_value(field_name: str, value: Any) -> None:
+    """`ValueError` saying what is accepted unless `value` is valid for the field."""
+    if field_name in INTEGER_RANGES:
+        _, minimum, maximum = INTEGER_RANGES[field_name]
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            bound = "" if minimum == LONG_MIN else f" >= {minimum}"
+            raise ValueError(f"must be an integer{bound}")
+        if value > maximum:
+            raise ValueError(f"must be at most {maximum}")
+    elif field_name == "message_timestamp_type":
+        if value not in TIMESTAMP_TYPES:
+            raise ValueError("accepted values are CreateTime and LogAppendTime")
+    elif field_name == "cleanup_policy":
+        _policy_items(value)
+
+
+def _policy_items(policy: str) -> tuple[str, ...]:
+    """The items of a `cleanup.policy` list (none for an empty one); `ValueError` for an item
+    that is neither delete nor compact."""
+    items = tuple(item.strip() for item in policy.split(",")) if policy.strip() else ()
+    for item in items:
+        if item not in CLEANUP_POLICIES:
+            raise ValueError(
+                "accepted values are a comma list of delete and compact, or empty (neither)"
+            )
+    return items
 
 
 def _parse_int(raw: Any) -> int:
     if isinstance(raw, bool):
         raise ValueError("expected an integer, got a boolean")
-    return int(raw)
+    if isinstance(raw, int):
+        return raw
+    return parse_integer(str(raw))
 
 
 def _parse_bool(raw: Any) -> bool:
@@ -148,12 +220,33 @@ def _parse_str(raw: Any) -> str:
     return str(raw).strip()
 
 
-def _hours_to_ms(raw: Any) -> int:
-    return _parse_int(raw) * 3_600_000
+def _parse_policy(raw: Any) -> str:
+    return ",".join(_policy_items(str(raw)))
 
 
-def _minutes_to_ms(raw: Any) -> int:
-    return _parse_int(raw) * 60_000
+def _keep_forever_if_negative(ms: int) -> int:
+    # Kafka's broker turns any negative retention time into -1 (keep forever), so
+    # `log.retention.hours=-1` is not -3600000 refused.
+    return -1 if ms < 0 else ms
+
+
+def _broker_retention_ms(raw: Any) -> int:
+    return _keep_forever_if_negative(_parse_int(raw))
+
+
+def _retention_minutes(raw: Any) -> int:
+    return _keep_forever_if_negative(_parse_int(raw) * 60_000)
+
+
+def _retention_hours(raw: Any) -> int:
+    return _keep_forever_if_negative(_parse_int(raw) * 3_600_000)
+
+
+def _roll_hours(raw: Any) -> int:
+    hours = _parse_int(raw)
+    if hours < 1:  # Kafka's bound on log.roll.hours
+        raise ValueError("must be an integer >= 1")
+    return hours * 3_600_000
 
 
 # (field, parser) for each accepted dotted name: topic level first, then broker level.
@@ -162,7 +255,7 @@ BY_DOTTED_NAME: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "log.segment.bytes": ("segment_bytes", _parse_int),
     "segment.ms": ("segment_ms", _parse_int),
     "log.roll.ms": ("segment_ms", _parse_int),
-    "log.roll.hours": ("segment_ms", _hours_to_ms),
+    "log.roll.hours": ("segment_ms", _roll_hours),
     "segment.jitter.ms": ("segment_jitter_ms", _parse_int),
     "log.roll.jitter.ms": ("segment_jitter_ms", _parse_int),
     "segment.index.bytes": ("segment_index_bytes", _parse_int),
@@ -172,9 +265,9 @@ BY_DOTTED_NAME: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "max.message.bytes": ("max_message_bytes", _parse_int),
     "message.max.bytes": ("max_message_bytes", _parse_int),
     "retention.ms": ("retention_ms", _parse_int),
-    "log.retention.ms": ("retention_ms", _parse_int),
-    "log.retention.minutes": ("retention_ms", _minutes_to_ms),
-    "log.retention.hours": ("retention_ms", _hours_to_ms),
+    "log.retention.ms": ("retention_ms", _broker_retention_ms),
+    "log.retention.minutes": ("retention_ms", _retention_minutes),
+    "log.retention.hours": ("retention_ms", _retention_hours),
     "retention.bytes": ("retention_bytes", _parse_int),
     "log.retention.bytes": ("retention_bytes", _parse_int),
     "flush.messages": ("flush_interval_messages", _parse_int),
@@ -185,8 +278,8 @@ BY_DOTTED_NAME: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "log.flush.each.append": ("flush_each_append", _parse_bool),
     "message.timestamp.type": ("message_timestamp_type", _parse_str),
     "log.message.timestamp.type": ("message_timestamp_type", _parse_str),
-    "cleanup.policy": ("cleanup_policy", _parse_str),
-    "log.cleanup.policy": ("cleanup_policy", _parse_str),
+    "cleanup.policy": ("cleanup_policy", _parse_policy),
+    "log.cleanup.policy": ("cleanup_policy", _parse_policy),
     # replog's own setting, broker level only (server.properties): there is no topic-level name.
     "log.page.cache.tail.bytes": ("page_cache_tail_bytes", _parse_int),
 }

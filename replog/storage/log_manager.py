@@ -17,7 +17,9 @@ Rules (reference digest §3.1, §4.2, §8.3):
   start lies inside their first segment), `log.flush.scheduler.interval.ms` (time-based flush),
   `log.retention.check.interval.ms` 300000 (retention), all first run after
   `log.initial.task.delay.ms` 30000, except the high-watermark checkpoint, which starts at once
-  as Kafka's ReplicaManager does. A truncation rewrites the recovery points at once.
+  as Kafka's ReplicaManager does. A truncation rewrites the recovery points at once. Every
+  period is at least 1 ms and the initial delay at least 0 (`LogManagerConfig`);
+  `log.flush.interval.ms` left unset is `log.flush.scheduler.interval.ms`, as in Kafka.
 - Rolled segments are fsynced asynchronously (Kafka's flush of rolled segments): the manager
   turns on `Log.enable_async_roll_flush` for every log it loads or creates, a roll wakes the
   background thread, which runs `flush_rolled_segments` at once (so does `run_due_tasks`), and
@@ -51,7 +53,7 @@ import logging
 import os
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from checkpoints import (
     CLEAN_SHUTDOWN_MARKER,
@@ -110,12 +112,33 @@ class LogManagerConfig:
     initial_task_delay_ms: int = 30000  # log.initial.task.delay.ms
     log: LogConfig = field(default_factory=LogConfig)
 
+    def __post_init__(self) -> None:
+        # Kafka's bounds: log.initial.task.delay.ms >= 0, log.retention.check.interval.ms >= 1.
+        # Every other period is at least 1 too, where Kafka allows 0 (the checkpoints) or
+        # anything (the flush task, the HW checkpoint): Kafka's scheduler runs a task whose
+        # period is 0 or less once, and here such a task would run on every pass.
+        for key, attribute in PROPERTY_NAMES.items():
+            minimum = 0 if attribute == "initial_task_delay_ms" else 1
+            value = getattr(self, attribute)
+            if value < minimum:
+                raise ConfigError(f"{key}={value}: must be at least {minimum}")
+
     @classmethod
     def from_properties(cls, properties: Mapping[str, object]) -> LogManagerConfig:
-        return cls(
+        """The broker's log manager settings and the default `LogConfig` of its logs.
+
+        `log.flush.interval.ms` left unset is `log.flush.scheduler.interval.ms`, as in Kafka:
+        a broker that sets only the flush task's period flushes each log that often.
+        """
+        config = cls(
             log=LogConfig.from_properties(properties),
             **integer_settings(properties, PROPERTY_NAMES),
         )
+        flush_ms_set = any(key in properties for key in ("log.flush.interval.ms", "flush.ms"))
+        if "log.flush.scheduler.interval.ms" in properties and not flush_ms_set:
+            flush_ms = config.flush_scheduler_interval_ms
+            config = replace(config, log=replace(config.log, flush_interval_ms=flush_ms))
+        return config
 
 
 class _Task:

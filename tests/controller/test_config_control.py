@@ -66,6 +66,13 @@ def alter(
         ("compression.type", "zstd"),
         ("message.timestamp.type", "LogAppendTime"),
         ("segment.ms", " 3600000 "),
+        # Kafka's readings (found in review: the brokers refused these three, the controller
+        # did not): list items trimmed, an empty list, any negative size bound.
+        ("cleanup.policy", "compact, delete"),
+        ("cleanup.policy", ""),
+        ("retention.bytes", "-2"),
+        ("message.timestamp.type", " LogAppendTime "),  # Kafka trims strings
+        ("segment.ms", "+3600000"),
     ],
 )
 def test_valid_topic_configs(configs: ConfigControl, name: str, value: str) -> None:
@@ -86,6 +93,11 @@ def test_valid_topic_configs(configs: ConfigControl, name: str, value: str) -> N
         ("cleanup.policy", "compact,forever", "'forever' is not one of compact, delete"),
         ("max.message.bytes", "-1", "must be at least 0"),
         ("compression.type", "brotli", "must be one of"),
+        # Python's int() reads these; Kafka does not (found in review).
+        ("segment.bytes", "1_000_000", "not a valid int"),
+        ("retention.ms", "86_400_000", "not a valid long"),
+        ("segment.bytes", "\u0661\u0660\u0660\u0660", "not a valid int"),
+        ("cleanup.policy", "delete,", "'' is not one of compact, delete"),
     ],
 )
 def test_invalid_values_are_invalid_config_naming_the_key(
@@ -241,3 +253,47 @@ def test_the_controller_refuses_segment_sizes_a_broker_log_cannot_use() -> None:
 
     assert TOPIC_CONFIGS["segment.bytes"].minimum == MIN_SEGMENT_BYTES
     assert TOPIC_CONFIGS["segment.index.bytes"].minimum == MIN_SEGMENT_INDEX_BYTES
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "auto.leader.rebalance.enable",
+        "leader.imbalance.check.interval.seconds",
+        "log.retention.check.interval.ms",
+        "replica.lag.time.max.ms",
+    ],
+)
+@pytest.mark.parametrize("broker_id", [None, 1])
+def test_read_only_broker_configs_cannot_be_altered(name: str, broker_id: int | None) -> None:
+    # Fix (found in review): these were stored and described, and nothing read them but the
+    # node's server.properties at start-up. Kafka answers INVALID_REQUEST naming the key.
+    configs = ConfigControl(SnapshotRegistry(), {name: BROKER_CONFIGS[name].default})
+    resource = broker_resource(broker_id)
+    value = "false" if name == "auto.leader.rebalance.enable" else "1000"
+    outcome = alter(configs, {resource: [AlterConfigOp(name, SET, value)]})
+    error = outcome[resource]
+    assert isinstance(error, InvalidRequestError)
+    assert f"cannot update these configs dynamically: {name}" in str(error)
+    assert configs.describe(resource) == {}
+    # A value stored before (an older controller accepted it) is ignored and may be deleted.
+    configs.replay(ConfigRecord(ConfigResourceType.BROKER, resource.resource_name, name, value), 0)
+    (described,) = configs.describe_configs(resource, [name], None, topic_exists=True)
+    assert described.source.name == "STATIC_BROKER_CONFIG"
+    assert alter(configs, {resource: [AlterConfigOp(name, DELETE)]}) == {resource: None}
+    assert configs.describe(resource) == {}
+
+
+def test_dynamic_broker_configs_stay_alterable(configs: ConfigControl) -> None:
+    resource = broker_resource()
+    changes = [
+        AlterConfigOp("message.max.bytes", SET, "100"),
+        AlterConfigOp("log.retention.ms", SET, "-1"),
+        AlterConfigOp("min.insync.replicas", SET, "2"),
+    ]
+    assert alter(configs, {resource: changes}) == {resource: None}
+    assert configs.describe(resource) == {
+        "log.retention.ms": "-1",
+        "message.max.bytes": "100",
+        "min.insync.replicas": "2",
+    }

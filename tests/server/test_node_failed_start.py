@@ -5,10 +5,16 @@ must release the gRPC listener, the metrics endpoint, the Raft Fetch listener an
 log, and give back the SIGTERM/SIGINT handlers `serve()` installed (left behind, Ctrl-C would
 set an event nobody waits for). The process-level checks (the CLI exits 1 naming the setting)
 are in test_node_process.py and test_metrics_endpoint.py.
+
+A broker whose data plane fails to start for a reason other than a disk (a bug, a setting
+nothing checked) stops the node with exit code 1, logging why, instead of staying in recovery
+with the node looking alive.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import signal
 import socket
 from collections.abc import Iterator
@@ -16,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from replog.server import broker_runtime
 from replog.server.node import Node
 from replog.server.node_config import NodeConfig
 from tests.local_ports import free_port
@@ -78,3 +85,19 @@ async def test_a_fetch_port_in_use_also_releases_the_metrics_endpoint(
     assert_free(metrics_port)
     assert_free(built.listener_port)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.asyncio
+async def test_a_data_plane_that_fails_to_start_stops_the_node_saying_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken_log_manager(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(broker_runtime, "LogManager", broken_log_manager)
+    node = Node(combined_node(tmp_path))
+    with caplog.at_level(logging.INFO):
+        # Before the fix the start-up task died silently and this never returned.
+        assert await asyncio.wait_for(node.serve(), 30) == 1
+    assert "the data plane did not start, stopping: RuntimeError: boom" in caplog.text
+    assert "stopping: the data plane did not start: RuntimeError: boom" in caplog.text

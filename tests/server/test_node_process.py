@@ -5,8 +5,12 @@
 - A broker that cannot register with the controller quorum within
   `initial.broker.registration.timeout.ms` exits 1, saying why (as Kafka's broker does): a
   process left running would look healthy to a supervisor that only watches the pid.
-- `BrokerRuntime.wait_failed`, which the node waits on, returns on either failure, saying
-  which (a storage error the same way, without the process).
+- `BrokerRuntime.wait_failed`, which the node waits on, returns on any failure, saying
+  which (a storage error and a data plane that failed to start the same way, without the
+  process).
+- A bad broker setting (`log.retention.hours=abc`) is one error line naming the key and exit 1,
+  before anything starts; a broker whose data plane fails to start for any other reason stops
+  the node with exit 1 and the reason, instead of staying in recovery.
 """
 
 from __future__ import annotations
@@ -72,6 +76,45 @@ def test_broker_that_cannot_register_exits_1_naming_the_setting(tmp_path: Path) 
     ) in node.stderr
 
 
+@pytest.mark.parametrize(
+    ("line", "refusal"),
+    [
+        ("log.retention.hours=abc", "log.retention.hours='abc': must be an integer"),
+        (
+            "replica.fetch.wait.max.ms=60000",
+            "replica.fetch.wait.max.ms=60000 must not exceed replica.lag.time.max.ms=30000",
+        ),
+        ("segment.bytes=10", "segment.bytes='10': must be an integer >= 64"),
+        (
+            "log.page.cache.tail.bytes=-5",
+            "log.page.cache.tail.bytes='-5': must be an integer >= -1",
+        ),
+        (
+            "log.flush.offset.checkpoint.interval.ms=x",
+            "log.flush.offset.checkpoint.interval.ms='x': must be an integer",
+        ),
+    ],
+)
+def test_a_bad_broker_setting_is_one_error_line_and_exit_1(
+    tmp_path: Path, line: str, refusal: str
+) -> None:
+    # Fix (found in review): the log manager's and replica manager's settings were read only
+    # once the broker caught up, and a bad one left it in recovery for good, the node alive.
+    port = free_port()
+    _, node = _run_node(
+        tmp_path,
+        "process.roles=broker,controller",
+        "node.id=1",
+        "cluster.id=bad-setting",
+        f"controller.quorum.voters=1@127.0.0.1:{port}",
+        f"listeners=PLAINTEXT://127.0.0.1:{port}",
+        line,
+    )
+    assert node.returncode == 1, node.stderr
+    assert node.stderr.strip().splitlines() == [f"replog node: {refusal}"]
+    assert not (tmp_path / "logs").exists()  # nothing started
+
+
 def test_a_fetch_port_in_use_stops_the_node_naming_the_setting(tmp_path: Path) -> None:
     listener_port = free_port()
     with socket.socket() as taken:
@@ -101,10 +144,14 @@ class _Lifecycle:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("failure", ["storage", "lifecycle"])
-async def test_wait_failed_returns_on_either_failure_saying_which(failure: str) -> None:
+@pytest.mark.parametrize("failure", ["storage", "start", "lifecycle"])
+async def test_wait_failed_returns_on_any_failure_saying_which(failure: str) -> None:
     runtime = SimpleNamespace(
-        storage_failure=asyncio.Event(), storage_error=None, lifecycle=_Lifecycle()
+        storage_failure=asyncio.Event(),
+        storage_error=None,
+        start_failure=asyncio.Event(),
+        start_error=None,
+        lifecycle=_Lifecycle(),
     )
     waiting = asyncio.create_task(BrokerRuntime.wait_failed(runtime))  # type: ignore[arg-type]
     await asyncio.sleep(0)
@@ -113,6 +160,10 @@ async def test_wait_failed_returns_on_either_failure_saying_which(failure: str) 
         runtime.storage_error = KafkaStorageError("log dir /data/1 failed")
         runtime.storage_failure.set()
         expected = "storage error: log dir /data/1 failed"
+    elif failure == "start":
+        runtime.start_error = "RuntimeError: boom"
+        runtime.start_failure.set()
+        expected = "the data plane did not start: RuntimeError: boom"
     else:
         runtime.lifecycle.ended.set()
         expected = "the broker lifecycle ended: broker 2 did not register"

@@ -489,6 +489,69 @@ async def test_topic_config_changes_reach_the_existing_logs(
 
 
 @pytest.mark.asyncio
+async def test_a_refused_topic_setting_costs_only_its_own_key(
+    tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Fix (found in review): one value the broker refused made it run the whole topic on the
+    # broker defaults, so `retention.ms=-1` next to it was lost (data deleted after 7 days).
+    node = Node(tmp_path, 1, clock)
+    topic = ConfigResourceType.TOPIC
+    image = cluster_image(
+        *create_topic("t", TID, (1,)),
+        ConfigRecord(topic, "t", "retention.ms", "-1"),
+        ConfigRecord(topic, "t", "max.message.bytes", "100"),
+        ConfigRecord(topic, "t", "segment.bytes", "10"),  # below what a log can use
+    )
+    node.rm.apply_image(image)
+    config = node.log().config
+    assert (config.retention_ms, config.max_message_bytes) == (-1, 100)
+    assert config.segment_bytes == LogConfig().segment_bytes  # the broker default
+    assert "t: ignoring a log setting of topic 't'" in caplog.text
+    assert "segment.bytes='10': must be an integer >= 64" in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_dynamic_broker_log_configs_reach_the_logs_below_the_topics_own(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    # Fix (found in review): a dynamic `message.max.bytes` (or any `log.*` key) on the cluster
+    # default or on this broker was stored and described but never reached a log. Kafka's
+    # precedence: the topic's config, this broker's, the cluster default, server.properties.
+    def config(resource: str, key: str, value: str | None, *, topic: bool = False) -> ConfigRecord:
+        kind = ConfigResourceType.TOPIC if topic else ConfigResourceType.BROKER
+        return ConfigRecord(kind, resource, key, value)
+
+    node = Node(tmp_path, 1, clock)
+    image = cluster_image(*create_topic("t", TID, (1,)))
+    node.rm.apply_image(image)
+    assert node.log().config == LogConfig()
+    image = replayed(
+        image, config("", "message.max.bytes", "100"), config("", "log.retention.ms", "-1")
+    )
+    node.rm.apply_image(image)
+    assert (node.log().config.max_message_bytes, node.log().config.retention_ms) == (100, -1)
+    too_large = await produce(node, batch(5))
+    assert too_large.error is not None and too_large.error.error_name == "MESSAGE_TOO_LARGE"
+    image = replayed(
+        image, config("1", "message.max.bytes", "200"), config("2", "message.max.bytes", "50")
+    )
+    node.rm.apply_image(image)
+    assert node.log().config.max_message_bytes == 200  # this broker's own, not broker 2's
+    image = replayed(image, config("t", "max.message.bytes", "300", topic=True))
+    node.rm.apply_image(image)
+    assert node.log().config.max_message_bytes == 300  # the topic's wins
+    image = replayed(
+        image,
+        config("t", "max.message.bytes", None, topic=True),
+        config("1", "message.max.bytes", None),
+        config("", "message.max.bytes", None),
+    )
+    node.rm.apply_image(image)
+    assert node.log().config.max_message_bytes == LogConfig().max_message_bytes
+    assert node.log().config.retention_ms == -1  # still the cluster default's
+
+
+@pytest.mark.asyncio
 async def test_produce_errors_per_partition(tmp_path: Path, clock: FakeClock) -> None:
     leader, follower, _ = two_nodes(tmp_path, clock)
     bad_acks = await leader.rm.produce(produce_request(batch(), acks=2))
@@ -1319,21 +1382,37 @@ async def test_metadata_publisher_entry_point(tmp_path: Path, clock: FakeClock) 
 
 
 @pytest.mark.asyncio
-async def test_delete_records_needs_the_delete_policy(tmp_path: Path, clock: FakeClock) -> None:
+@pytest.mark.parametrize(
+    ("policy", "in_the_log", "deletes"),
+    [
+        ("compact", "compact", False),
+        # Fix (found in review): Kafka's empty list (neither policy) and its trimmed items
+        # were refused by the brokers, which then ran the topic on the broker's `delete`.
+        ("", "", False),
+        ("compact, delete", "compact,delete", True),
+    ],
+)
+async def test_delete_records_needs_the_delete_policy(
+    tmp_path: Path, clock: FakeClock, policy: str, in_the_log: str, deletes: bool
+) -> None:
     node = Node(tmp_path, 1, clock)
     node.rm.apply_image(
         cluster_image(
             *create_topic("t", TID, (1,)),
-            ConfigRecord(ConfigResourceType.TOPIC, "t", "cleanup.policy", "compact"),
+            ConfigRecord(ConfigResourceType.TOPIC, "t", "cleanup.policy", policy),
         )
     )
-    assert node.log().config.cleanup_policy == "compact"  # the topic config reached the log
+    assert node.log().config.cleanup_policy == in_the_log  # the topic config reached the log
     await produce(node, batch())
     response = await node.rm.delete_records(
         DeleteRecordsRequest((DeleteRecordsPartition("t", 0, 1),))
     )
-    assert isinstance(response.partitions[0].error, PolicyViolationError)
-    assert node.log().log_start_offset == 0
+    if deletes:
+        assert response.partitions[0].error is None
+        assert node.log().log_start_offset == 1
+    else:
+        assert isinstance(response.partitions[0].error, PolicyViolationError)
+        assert node.log().log_start_offset == 0
 
 
 @pytest.mark.asyncio

@@ -1,0 +1,45 @@
+"""`replog cluster start --override K=V` refuses a bad setting in one line before it writes or
+starts anything, the broker's own settings (log manager, replica manager, data plane) included:
+a node started with one would stay in recovery or exit, and `start` would only time out."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from replog.cli import cluster as cluster_cli
+from replog.errors import ConfigError
+
+
+def start_args(data_dir: Path, *overrides: str) -> argparse.Namespace:
+    return argparse.Namespace(
+        data_dir=str(data_dir),
+        override=list(overrides),
+        fresh=False,
+        nodes=3,
+        base_port=39192,
+        roles=("broker", "controller"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("override", "refusal"),
+    [
+        ("log.retention.hours=abc", "log.retention.hours='abc': must be an integer"),
+        ("segment.bytes=10", "segment.bytes='10': must be an integer >= 64"),
+        ("replica.fetch.wait.max.ms=60000", "replica.fetch.wait.max.ms=60000 must not exceed"),
+        ("log.initial.task.delay.ms=-7", "log.initial.task.delay.ms=-7: must be at least 0"),
+        ("offsets.topic.num.partitions=0", "offsets.topic.num.partitions=0: must be at least 1"),
+        ("replica.socket.timeout.ms=0", "replica.socket.timeout.ms=0: must be positive"),
+    ],
+)
+def test_a_bad_broker_setting_is_refused_before_anything_is_written(
+    tmp_path: Path, override: str, refusal: str
+) -> None:
+    data_dir = tmp_path / "cluster"
+    with pytest.raises(ConfigError) as refused:
+        cluster_cli._cluster_to_start(start_args(data_dir, override))
+    assert refusal in str(refused.value)
+    assert not data_dir.exists()

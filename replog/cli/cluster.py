@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from replog.admin.controller_client import ControllerClient
-from replog.cli.arguments import add_documented_command
+from replog.cli.arguments import add_documented_command, positive_seconds
 from replog.cli.local_cluster import (
     DEFAULT_BASE_PORT,
     DEFAULT_DATA_DIR,
@@ -524,6 +524,7 @@ def run_restart(args: argparse.Namespace) -> int:
     def answers() -> bool:
         code = exit_status(pid)
         if code is not None:
+            remove_pid_file(node)  # else `status` shows a dead pid as this node's
             raise ReplogError(
                 f"node {node.node_id} (pid {pid}) exited with code {code}\n{log_tails([node])}"
             )
@@ -607,7 +608,7 @@ def register(commands: Any) -> None:
     )
     start.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         metavar="SECONDS",
         default=30.0,
         help="seconds to wait for a leader (default: 30)",
@@ -621,7 +622,7 @@ def register(commands: Any) -> None:
     stop = action("stop", "SIGTERM every node; SIGKILL after --timeout", run_stop)
     stop.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         metavar="SECONDS",
         # Above a node's own bounds: a broker whose controller stays silent gives up its
         # controlled shutdown after broker.session.timeout.ms (9 s), and a SIGKILL leaves logs
@@ -637,7 +638,7 @@ def register(commands: Any) -> None:
     restart.add_argument("node_id", type=int, metavar="NODE_ID")
     restart.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         metavar="SECONDS",
         default=30.0,
         help="seconds to wait for it to answer",

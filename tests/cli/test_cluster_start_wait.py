@@ -5,6 +5,7 @@ Checked against scripted answers (no processes), so each case is exact."""
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +182,36 @@ def test_a_quorum_without_brokers_has_no_broker_to_wait_for(
     assert cluster_cli.broker_node_ids(quorum) == []
     assert cluster_cli.brokers_not_active([], controllers) == ""
     assert _Controllers.asked == 0
+
+
+def test_a_restart_whose_node_exits_leaves_no_pid_file(
+    monkeypatch: pytest.MonkeyPatch, layout: LocalCluster
+) -> None:
+    # A node that dies at start (a bad property, a held port) must not stay on record as
+    # running: `status` would show its dead pid.
+    node = layout.node(2)
+
+    def spawned(n: Any, *, verbose: bool = False) -> int:
+        Path(n.pid_path).write_text("4242\n")
+        return 4242
+
+    monkeypatch.setattr(cluster_cli, "running_pid", lambda n: None)
+    monkeypatch.setattr(cluster_cli, "check_ports_free", lambda nodes: None)
+    monkeypatch.setattr(cluster_cli, "spawn", spawned)
+    monkeypatch.setattr(cluster_cli, "exit_status", lambda pid: 1)
+    monkeypatch.setattr(cluster_cli, "POLL_INTERVAL_S", 0.001)
+    args = argparse.Namespace(data_dir=layout.directory, node_id=2, verbose=False, timeout=5.0)
+    with pytest.raises(ReplogError, match="exited with code 1"):
+        cluster_cli.run_restart(args)
+    assert not Path(node.pid_path).exists()
+
+
+@pytest.mark.parametrize("action", [("start",), ("stop",), ("restart", "2")])
+@pytest.mark.parametrize("timeout", ["-1", "0", "nan"])
+def test_cluster_timeouts_must_be_positive(action: tuple[str, ...], timeout: str) -> None:
+    # `stop --timeout -1` SIGKILLed every node at once; `nan` never reached the deadline.
+    from cli_runner import replog
+
+    outcome = replog("cluster", *action, "--timeout", timeout)
+    assert outcome.returncode == 2
+    assert "must be more than 0" in outcome.stderr

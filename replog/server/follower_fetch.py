@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping
 from replog.errors import (
     FencedLeaderEpochError,
     KafkaError,
+    KafkaStorageError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
@@ -189,9 +190,23 @@ class FollowerFetchSteps:
                 continue
             try:
                 self._process_partition(partition, result, now_ms)
+            except KafkaStorageError:
+                raise  # the disk failed: the node stops (ReplicaFetcherManager, broker runtime)
+            except OSError as exc:
+                # A write, truncation or file removal the OS refused is a storage failure here
+                # as on the leader's side: going on would follow from a log in an unknown state.
+                raise KafkaStorageError(
+                    f"{partition.name}: follower step failed on the disk: {exc}"
+                ) from exc
             except KafkaError as exc:
                 log.warning("%s: follower step failed, backing off: %s", partition.name, exc)
                 self._back_off(partition, now_ms)
+            finally:
+                # The step may have changed the log before it failed (a truncation, some
+                # segments of an append): the next fetch goes from where the log now ends,
+                # never from a position the log has left.
+                if partition.follower is not None and not partition.stopped:
+                    partition.sync_follower_offsets()
 
     def fetch_failed(self, source_broker_id: int, request: FetchRequest, now_ms: int) -> None:
         """The fetch itself failed (peer down, timeout): back off every partition it asked."""

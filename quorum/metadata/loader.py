@@ -10,10 +10,12 @@ does no I/O and calls nobody: each input returns the publication it produced, if
 Rules:
 - Catch-up first (Kafka's `stillNeedToCatchUp`): nothing is published until the loader has
   loaded every offset below the high watermark known at the time (a high watermark must be
-  known, and the last loaded offset >= high watermark - 1). A node that restarts or falls behind
-  thus never publishes a half-replayed history of what it knows to be committed; the batches it
-  loads meanwhile accumulate in one delta. Once caught up, the loader stays caught up: from then
-  on every batch end publishes.
+  known, and the last loaded offset >= high watermark - 1). After a start the shell passes None
+  until the Raft node has learned the high watermark from its leader: the snapshot a node
+  restarts from is committed, but may be far behind the quorum. A node that restarts or falls
+  behind thus never publishes a half-replayed history of what it knows to be committed (nor a
+  stale snapshot as current); the batches it loads meanwhile accumulate in one delta. Once
+  caught up, the loader stays caught up: from then on every batch end publishes.
 - Publications happen only at batch ends (and after a snapshot load): never in the middle of a
   batch. replog writes no metadata transactions, so a batch end is always a consistent state.
 - A control batch (Raft's LeaderChange and friends) holds no metadata records, but it is a batch

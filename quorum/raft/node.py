@@ -23,7 +23,9 @@ Rules:
    watermark only once that offset is committed. The high watermark is the offset that a
    majority of voters reached, counting a voter's entries (the leader's included) only once they
    are flushed: a follower's Fetch offset is flushed by the Ready contract, the leader's own end
-   is what `advance` reports flushed. The high watermark never decreases.
+   is what `advance` reports flushed. The high watermark never decreases. After a start it is
+   the latest snapshot's end, a lower bound, until learned in this run (`high_watermark_known`:
+   the leader's Fetch answer, or the leader's own epoch start commit); nothing waits for that.
 7. A leader that heard no Fetch from a majority of voters within 1.5 x fetch timeout resigns
    (check-quorum). A follower takes its leader for lost when it heard nothing from it within the
    fetch timeout, when two Fetches in a row could not be delivered to it (refused: the process is
@@ -46,7 +48,8 @@ Theory of operation:
   offset. An empty answer is parked (long poll) until data arrives or the wait ends; one whose
   only news is a higher high watermark waits at most `high_watermark_linger_ms`, so that the
   next append, usually close behind a commit, answers it with records and high watermark
-  together. A leader answers parked fetches in the Ready of its append, before its fsync.
+  together. A leader answers parked fetches in the Ready of its append, before its fsync. It
+  parks one Fetch per fetcher: a second one answers the first, as its expiry would.
 - Request/response matching: a fetcher keeps one Fetch in flight and accepts only the response
   whose correlation id matches it; the response also echoes the fetch position, so a stale copy
   from an earlier run of this node is recognised too. Lost requests are retried after
@@ -180,6 +183,9 @@ class NodeStatus:
     flushed_end_offset: int
     applied_offset: int
     epoch_start_offset: int | None
+    # Whether `high_watermark` was learned in this run (see RaftNode.__init__); before, it is
+    # only the latest snapshot's end, a lower bound.
+    high_watermark_known: bool
 
 
 class RaftNode:
@@ -220,6 +226,12 @@ class RaftNode:
         self._announced: LeaderChange | None = None
         self._flushed_end_offset = log.log_end_offset
         self._high_watermark = 0
+        # Kafka's high watermark is unknown after a start until the leader's first answer (or,
+        # on the leader, its epoch start's commit). Ours starts at the latest snapshot's end,
+        # which is committed but may be far behind: this flag says whether the value was
+        # learned in this run, for a state machine that must not take it for the current one
+        # (the broker's metadata loader). Nothing in the core waits for it.
+        self._high_watermark_known = False
         self._applied_offset = 0
         self._snapshot_to_load: SnapshotId | None = None
         self._snapshot_end_offset_max = 0
@@ -508,6 +520,7 @@ class RaftNode:
             flushed_end_offset=self._flushed_end_offset,
             applied_offset=self._applied_offset,
             epoch_start_offset=role.epoch_start_offset if isinstance(role, Leader) else None,
+            high_watermark_known=self._high_watermark_known,
         )
 
     @property
@@ -1082,6 +1095,14 @@ class RaftNode:
                 source, self._fetch_error(request, error or ErrorCode.NOT_LEADER_OR_FOLLOWER)
             )
             return
+        replaced = leader.parked.get(source)
+        if replaced is not None:
+            # A fetcher keeps one Fetch in flight, so a second one means it gave up waiting for
+            # the parked one (or the network repeated it). Answer that one now, as its expiry
+            # would, before the new one may take its place: the shell's transport awaits an
+            # answer to every request, and one never answered times out and takes the
+            # fetcher's connection down with it.
+            self._answer_parked(leader, replaced)
         position = self._fetch_position(request)
         if isinstance(position, ValidPosition) and request.replica_id is not None:
             self._record_progress(leader, request.replica_id, request.fetch_offset, now_ms)
@@ -1095,7 +1116,6 @@ class RaftNode:
             if wait_ms > 0:
                 leader.parked[source] = ParkedFetch(source, request, now_ms + wait_ms)
                 return
-        leader.parked.pop(source, None)
         self._send(source, response)
 
     def _fetch_position(self, request: FetchRequest) -> FetchPosition:
@@ -1163,6 +1183,7 @@ class RaftNode:
             return
         leader.high_watermark = candidate
         self._raise_high_watermark(candidate)
+        self._high_watermark_known = True
         if leader.linger_deadline_ms is not None and self._everything_committed():
             # Group commit: the appends these proposals lingered behind are committed, so the
             # next batch goes now; the linger only bounds the wait (one batch per commit round
@@ -1266,6 +1287,7 @@ class RaftNode:
             if response.high_watermark is not None:
                 end = self._tail.summary().log_end_offset
                 self._raise_high_watermark(min(response.high_watermark, end))
+                self._high_watermark_known = True
 
     def _append_fetched(self, response: FetchResponse) -> bool:
         """Append the fetched batches after checking their framing, CRC, offsets and epochs;

@@ -217,7 +217,9 @@ class BrokerRuntime:
             config,
             addresses,
             read_snapshot=raft_driver.storage.read_whole_snapshot,
-            high_watermark=lambda: raft_driver.status().high_watermark,
+            # Unknown (None) after a restart until the leader answers, so that the loader does
+            # not count itself caught up at the snapshot it restarted from.
+            high_watermark=raft_driver.learned_high_watermark,
             clock=raft_driver.clock,
             data_plane=data_plane_config_from_node(node),
         )

@@ -27,9 +27,11 @@ Rules:
   A read changes nothing, so a bug in one fails only its caller (UNKNOWN_SERVER_ERROR).
 - A failure while replaying or decoding committed records is fatal: it escapes the loop, which
   stops the node (`RaftDriver` rules). The log is committed: going on would diverge.
-- Snapshots: after every commit the `SnapshotSchedule` decides; a snapshot holds the
-  controller's state at its last stable offset (committed state only), ends after its last
-  committed offset (control batches carry no metadata), and goes to Raft's `create_snapshot`.
+- Snapshots: after every commit (and on the timer) the node's `SnapshotWriter`
+  (`metadata_snapshots`, shared with a broker-only node's snapshots) applies the log retention
+  and, when its schedule says so, writes the controller's state at its last stable offset
+  (committed state only), ending after its last committed offset (control batches carry no
+  metadata), through Raft's `create_snapshot`.
 """
 
 from __future__ import annotations
@@ -45,13 +47,13 @@ from quorum.controller.controller import QuorumController
 from quorum.controller.controller_config import ControllerConfig
 from quorum.controller.operation import ReadOperation
 from quorum.controller.pending_response import PendingResponse
-from quorum.metadata.record_batches import encode_snapshot
-from quorum.metadata.records import NO_LEADER
-from quorum.metadata.snapshot_schedule import METADATA_MAX_RETENTION_BYTES, SnapshotSchedule
+from quorum.metadata.records import NO_LEADER, MetadataRecord
+from quorum.metadata.snapshot_schedule import METADATA_MAX_RETENTION_BYTES
 from quorum.raft.ready import ApplyItem, CommittedBatch, LeaderChange, LoadSnapshot
 from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, wall_clock_ms
 from replog.errors import KafkaError, RequestTimedOutError, UnknownServerError
+from replog.server.metadata_snapshots import SnapshotWriter
 from replog.server.raft_driver import RaftDriver
 from replog.server.raft_metadata_log import RaftMetadataLog, committed_records, snapshot_records
 
@@ -107,22 +109,19 @@ class ControllerDriver:
         self.node_id = config.node_id
         self._raft = raft
         self._clock = raft.clock
-        self._wall_clock = wall_clock
         self._read_snapshot = read_snapshot
         self.metadata_log = RaftMetadataLog(raft.node, raft.clock)
         self.controller = QuorumController(config, self.metadata_log, rng or random.Random())
-        self._schedule = SnapshotSchedule(
-            self._clock(),
-            max_bytes_between=snapshot_bytes_max,
-            max_interval_ms=snapshot_interval_ms,
+        self.snapshots = SnapshotWriter(
+            raft,
+            snapshot_bytes_max=snapshot_bytes_max,
+            snapshot_interval_ms=snapshot_interval_ms,
+            retention_bytes=retention_bytes,
+            wall_clock=wall_clock,
         )
-        self._retention_bytes = retention_bytes
         self._controller_id = -1
         self._offline_partitions = 0
         self._failover_reason: str | None = None
-        # How many Raft snapshots this controller wrote and loaded (logs, tests).
-        self.snapshots_taken = 0
-        self.snapshots_loaded = 0
         raft.add_listener(self._on_apply)
         raft.add_timer(self)
 
@@ -130,6 +129,16 @@ class ControllerDriver:
     def controller_id(self) -> int:
         """The active controller as this node last knew it (-1: unknown)."""
         return self._controller_id
+
+    @property
+    def snapshots_taken(self) -> int:
+        """How many Raft snapshots this controller wrote (logs, tests)."""
+        return self.snapshots.snapshots_taken
+
+    @property
+    def snapshots_loaded(self) -> int:
+        """How many Raft snapshots this controller loaded (logs, tests)."""
+        return self.snapshots.snapshots_loaded
 
     @property
     def offline_partitions(self) -> int:
@@ -208,22 +217,21 @@ class ControllerDriver:
         controller = self.controller
         if isinstance(item, CommittedBatch):
             controller.handle_commit(committed_records(item, node_id=self.node_id))
-            self._schedule.committed(len(item.batch), is_control=item.is_control)
+            self.snapshots.committed(item)
             self._maybe_snapshot(now_ms)
         elif isinstance(item, LeaderChange):
             controller.handle_leader_change(item.leader_id, item.quorum_epoch, now_ms)
         elif isinstance(item, LoadSnapshot):
             data = self._read_snapshot(item.snapshot_id)
             controller.handle_load_snapshot(snapshot_records(item, data, node_id=self.node_id))
-            self._schedule.taken(item.snapshot_id.end_offset, now_ms)
-            self.snapshots_loaded += 1
+            self.snapshots.loaded(item.snapshot_id, now_ms)
             log.info("node %d: loaded metadata snapshot %s", self.node_id, item.snapshot_id)
         self._publish()
 
     # --- on the loop: time (RaftDriver's LoopTimer) -----------------------------------------------
 
     def next_wake_ms(self, now_ms: int) -> int | None:
-        deadlines = (self.controller.next_wake_ms(now_ms), self._schedule.next_due_ms())
+        deadlines = (self.controller.next_wake_ms(now_ms), self.snapshots.next_due_ms())
         known = [deadline for deadline in deadlines if deadline is not None]
         return min(known) if known else None
 
@@ -234,46 +242,14 @@ class ControllerDriver:
 
     # --- internals --------------------------------------------------------------------------------
 
-    def _apply_retention(self, now_ms: int) -> None:
-        """KIP-630 retention, as `metadata.max.retention.bytes`: once the metadata log holds
-        more than that, its start moves up to the newest snapshot (a follower behind it
-        fetches the snapshot instead). Only a snapshot this node wrote and applied qualifies."""
-        snapshots = self._raft.storage.snapshot_ids()
-        if not snapshots:
-            return
-        newest = snapshots[-1]
-        storage_log = self._raft.storage.log
-        if newest.end_offset <= storage_log.log_start_offset:
-            return
-        if storage_log.size_in_bytes <= self._retention_bytes:
-            return
-        if newest.end_offset > self._raft.node.status().applied_offset:
-            return
-        self._raft.node.delete_log_prefix(newest, now_ms)
-        log.info("node %d: metadata log start moves to snapshot %s", self.node_id, newest)
-
     def _maybe_snapshot(self, now_ms: int) -> None:
-        self._apply_retention(now_ms)
         controller = self.controller
-        end_offset = controller.last_committed_offset + 1
-        if not self._schedule.due(end_offset, now_ms):
-            return
-        records = controller.snapshot_records(controller.last_stable_offset)
-        data = encode_snapshot(
-            records,
-            quorum_epoch=controller.offset_control.last_committed_quorum_epoch,
-            timestamp_ms=self._wall_clock(),
-        )
-        snapshot_id = self._raft.node.create_snapshot(end_offset, data, now_ms)
-        self._schedule.taken(end_offset, now_ms)
-        self.snapshots_taken += 1
-        log.info(
-            "node %d: metadata snapshot %s: %d records, %d bytes",
-            self.node_id,
-            snapshot_id,
-            len(records),
-            len(data),
-        )
+
+        def state() -> tuple[list[MetadataRecord], int]:
+            records = controller.snapshot_records(controller.last_stable_offset)
+            return records, controller.offset_control.last_committed_quorum_epoch
+
+        self.snapshots.maybe_write(controller.last_committed_offset + 1, now_ms, state)
 
     def _publish(self) -> None:
         """Publish what handlers may read, after every controller call."""

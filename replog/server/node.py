@@ -16,6 +16,12 @@ then written only by the controller (`MetadataLog.Append` refuses), unless
 `GroupCoordinator` service (committed offsets of consumer groups) on the same listener;
 partition logs live in `log.dirs`, next to the metadata log's directory.
 
+Metadata snapshots: every node snapshots its own committed metadata and keeps its metadata log
+within `metadata.max.retention.bytes` (`metadata_snapshots`). A controller snapshots its state
+(`ControllerDriver`); a node without one (process.roles=broker) snapshots the image its broker
+published (`BrokerMetadataSnapshots`), so its log does not grow without bound and a restart
+loads the latest snapshot instead of replaying the log from offset 0.
+
 Ephemeral ports (Kafka's BrokerServer order): the listener is bound when the node is built,
 before the broker role, and a `listeners` port of 0 gets a free port from the OS
 (`Node.listener_port` says which). The broker registers that port wherever an advertised
@@ -47,6 +53,7 @@ from replog.server.broker_service import add_broker_service
 from replog.server.controller_driver import ControllerDriver
 from replog.server.controller_service import ControllerService
 from replog.server.coordinator_service import add_coordinator_service
+from replog.server.metadata_snapshots import BrokerMetadataSnapshots
 from replog.server.metrics.http_endpoint import MetricsEndpoint
 from replog.server.metrics.instruments import NodeMetrics
 from replog.server.metrics.node_state import NodeState, NodeStateCollector, read_node_state
@@ -137,6 +144,13 @@ class Node:
             self.broker.counters = self.metrics.broker
             add_broker_service(self.broker.service, self.server)
             add_coordinator_service(self.broker.coordinator_service, self.server)
+        # Without a controller the broker snapshots the metadata (a controller does it itself).
+        # Built after the broker: its Raft listener must follow the broker's.
+        self.broker_snapshots: BrokerMetadataSnapshots | None = None
+        if self.broker is not None and self.controller is None:
+            self.broker_snapshots = BrokerMetadataSnapshots.for_node(
+                config, self.driver, self.broker.metadata
+            )
         # Without a broker nothing else shares the loop: small metadata-log appends may fsync
         # on it (a follower acknowledges sooner; see RaftDriver.fsync_on_loop).
         self.driver.fsync_on_loop = self.broker is None

@@ -245,6 +245,13 @@ class RaftDriver:
     def status(self) -> NodeStatus:
         return self.node.status()
 
+    def learned_high_watermark(self) -> int | None:
+        """The high watermark once learned in this run, from the leader (or as the leader);
+        None before: after a restart the core knows only its latest snapshot's end, which a
+        state machine must not take for the quorum's current high watermark."""
+        status = self.node.status()
+        return status.high_watermark if status.high_watermark_known else None
+
     def read_committed(self, start_offset: int, max_bytes: int) -> tuple[bytes, int, int]:
         """Committed batches from `start_offset`: (bytes, high watermark, log start offset)."""
         high_watermark = self._high_watermark

@@ -7,6 +7,7 @@ what comes out of its Readies.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from raft_helpers import bodies, config, drain, log_with, merge, node, step, vote_request
@@ -17,8 +18,10 @@ from quorum.raft import (
     ElectionState,
     EpochEndOffset,
     LeaderChange,
+    LoadSnapshot,
     Message,
     RaftNode,
+    Ready,
     SnapshotId,
     TruncateTo,
 )
@@ -109,6 +112,41 @@ def test_the_high_watermark_never_decreases() -> None:
     assert raft.status().high_watermark == 3
 
 
+def test_after_a_restart_the_high_watermark_is_known_only_once_the_leader_answers() -> None:
+    # Found in review: a restarted node gave its latest snapshot's end as its high watermark,
+    # and the broker's metadata loader counted itself caught up on the snapshot alone.
+    log = log_with([(1, 4)])
+    log.snapshots[SnapshotId(2, 1)] = b"state"
+    raft, log, first = node(101, ElectionState(1, 2), log)  # an observer following node 2
+    assert isinstance(first.to_apply[0], LoadSnapshot)
+    status = raft.status()
+    assert (status.high_watermark, status.high_watermark_known) == (2, False)
+    (request,) = bodies(first, FetchRequest, 2)
+    assert isinstance(request, FetchRequest)
+    # An answer without a high watermark (a new leader's, before its epoch start commits)
+    # teaches nothing; the next one does, even when it is the value the node already had.
+    answer = FetchResponse(request.correlation_id, ErrorCode.NONE, 1, 2, 4, 1)
+    (again,) = bodies(step(raft, log, 2, answer), FetchRequest, 2)
+    assert not raft.status().high_watermark_known
+    assert isinstance(again, FetchRequest)
+    step(raft, log, 2, replace(answer, correlation_id=again.correlation_id, high_watermark=2))
+    status = raft.status()
+    assert (status.high_watermark, status.high_watermark_known) == (2, True)
+
+
+def test_a_leader_knows_its_high_watermark_once_its_epoch_start_commits() -> None:
+    raft, log = make_leader([(1, 2)])
+    assert not raft.status().high_watermark_known
+    fetch_response(raft, log, 2, fetch(3, EPOCH))
+    assert raft.status().high_watermark_known
+    # A lone voter restarted from a snapshot comes up at once: it leads, and commits alone.
+    log = log_with([(1, 4)])
+    log.snapshots[SnapshotId(2, 1)] = b"state"
+    alone, _, _ = node(1, ElectionState(1, 1, 1), log, voters=(1,))
+    status = alone.status()
+    assert (status.role, status.high_watermark, status.high_watermark_known) == ("leader", 5, True)
+
+
 def test_observers_do_not_count_for_the_high_watermark() -> None:
     raft, log = make_leader([(1, 2)])
     fetch_response(raft, log, 101, fetch(3, EPOCH, replica=101))
@@ -194,6 +232,32 @@ def test_a_parked_fetch_is_answered_empty_after_its_wait() -> None:
     (response,) = bodies(merge(drain(raft, log)), FetchResponse)
     assert isinstance(response, FetchResponse)
     assert (response.error, response.records) == (ErrorCode.NONE, b"")
+
+
+@pytest.mark.parametrize("second_waits", [True, False])
+def test_a_second_fetch_from_the_same_fetcher_answers_the_parked_one(second_waits: bool) -> None:
+    # Found in review: the second Fetch replaced the parked one, which was never answered; the
+    # follower's transport then timed out on it and tore the connection down.
+    raft, log = make_leader()
+    fetch_response(raft, log, 2, fetch(3, EPOCH))  # caught up; high watermark 3
+    first = replace(fetch(3, EPOCH, hw=3, max_wait_ms=500), correlation_id=301)
+    assert not bodies(step(raft, log, 2, first), FetchResponse)
+    second = replace(first, correlation_id=302, max_wait_ms=500 if second_waits else 0)
+    answered = fetch_answers(step(raft, log, 2, second))
+    # The parked one is answered as at its expiry: empty, no error.
+    assert answered == [(301, ErrorCode.NONE, b"")] + (
+        [] if second_waits else [(302, ErrorCode.NONE, b"")]
+    )
+    raft.tick(raft.now_ms + 500)
+    assert fetch_answers(merge(drain(raft, log))) == (
+        [(302, ErrorCode.NONE, b"")] if second_waits else []
+    )
+
+
+def fetch_answers(ready: Ready) -> list[tuple[int, ErrorCode, bytes]]:
+    """(correlation id, error, records) of each Fetch answer to node 2 in `ready`."""
+    answers = [b for b in bodies(ready, FetchResponse, 2) if isinstance(b, FetchResponse)]
+    return [(a.correlation_id, a.error, a.records) for a in answers]
 
 
 def test_a_fetcher_behind_the_high_watermark_is_answered_within_the_linger() -> None:

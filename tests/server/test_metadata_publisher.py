@@ -231,8 +231,8 @@ def test_the_broker_runtime_listens_to_the_raft_driver() -> None:
             def read_whole_snapshot(snapshot_id: SnapshotId) -> bytes:
                 raise AssertionError("no snapshot here")
 
-        def status(self) -> Any:
-            return type("Status", (), {"high_watermark": 1})()
+        def learned_high_watermark(self) -> int | None:
+            return 1
 
         def add_listener(self, listener: Any) -> None:
             self.listeners.append(listener)

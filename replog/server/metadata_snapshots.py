@@ -1,0 +1,200 @@
+"""Snapshots and retention of a node's metadata log, taken on the Raft driver's loop.
+
+Every node snapshots its own committed metadata state (reference §2: Kafka's SnapshotGenerator
+runs on brokers and controllers alike), so that a restart loads the latest snapshot instead of
+replaying the whole log, and the log's start can move up to it. Two callers share one
+`SnapshotWriter`, the schedule and the retention of one node:
+
+    ControllerDriver        a node with the controller role: the controller's state at its
+                            last stable offset
+    BrokerMetadataSnapshots a node without a controller (process.roles=broker): the image its
+                            broker's metadata loader published last
+
+Rules:
+- Called only on the Raft driver's loop, outside `ready()`/`advance()`: from a Raft listener
+  (run after `advance`) or a loop timer. `create_snapshot` and `delete_log_prefix` only queue
+  log operations, which the next Ready writes.
+- When (`SnapshotSchedule`): once `metadata.log.max.record.bytes.between.snapshots` bytes of
+  committed data batches arrived since the last snapshot, or once
+  `metadata.log.max.snapshot.interval.ms` passed with some arrived; loading a snapshot counts
+  as taking one.
+- What: committed state only, at a batch boundary, ending after its last offset. The
+  controller's state at its last stable offset is that; so is an image the loader published
+  (it publishes only committed batches, at batch ends). An image not published yet is never
+  written: before the loader's first publication nothing is snapshotted.
+- Retention (KIP-630, `metadata.max.retention.bytes`), checked before each decision: once the
+  metadata log holds more than that, its start moves up to the newest snapshot, provided this
+  node applied it (one it wrote, or one it loaded); a fetcher behind the new start downloads
+  the snapshot instead. `metadata.max.retention.ms` is not applied.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from quorum.metadata.image import MetadataImage
+from quorum.metadata.record_batches import encode_snapshot
+from quorum.metadata.records import MetadataRecord
+from quorum.metadata.snapshot import image_to_records
+from quorum.metadata.snapshot_schedule import METADATA_MAX_RETENTION_BYTES, SnapshotSchedule
+from quorum.raft.ready import ApplyItem, CommittedBatch, LoadSnapshot
+from quorum.raft.snapshot_id import SnapshotId
+from replog.clock import Clock, wall_clock_ms
+from replog.server.node_config import NodeConfig
+from replog.server.raft_driver import RaftDriver
+
+log = logging.getLogger("replog.server.metadata")
+
+
+class Published(Protocol):
+    """Whatever holds the last published image (the broker's `BrokerMetadataListener`)."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+
+# The state to write, asked for only once a snapshot is due: its records and the quorum epoch
+# of its last offset.
+SnapshotState = Callable[[], tuple[Sequence[MetadataRecord], int]]
+
+
+class SnapshotWriter:
+    """One node's snapshot schedule and log retention (module docstring)."""
+
+    def __init__(
+        self,
+        raft: RaftDriver,
+        *,
+        snapshot_bytes_max: int,
+        snapshot_interval_ms: int,
+        retention_bytes: int = METADATA_MAX_RETENTION_BYTES,
+        wall_clock: Clock = wall_clock_ms,
+    ) -> None:
+        self._raft = raft
+        self._wall_clock = wall_clock
+        self.schedule = SnapshotSchedule(
+            raft.clock(),
+            max_bytes_between=snapshot_bytes_max,
+            max_interval_ms=snapshot_interval_ms,
+        )
+        self.retention_bytes = retention_bytes
+        # How many snapshots this node wrote and loaded (logs, tests).
+        self.snapshots_taken = 0
+        self.snapshots_loaded = 0
+
+    def committed(self, batch: CommittedBatch) -> None:
+        """A batch committed (control batches carry no metadata and never count)."""
+        self.schedule.committed(len(batch.batch), is_control=batch.is_control)
+
+    def loaded(self, snapshot_id: SnapshotId, now_ms: int) -> None:
+        """The state machine loaded a snapshot: as good as one taken."""
+        self.schedule.taken(snapshot_id.end_offset, now_ms)
+        self.snapshots_loaded += 1
+
+    def next_due_ms(self) -> int | None:
+        """When the interval rule makes a snapshot due (None: not by time alone)."""
+        return self.schedule.next_due_ms()
+
+    def maybe_write(self, end_offset: int, now_ms: int, state: SnapshotState) -> SnapshotId | None:
+        """Apply the retention, then write the committed state ending at `end_offset`
+        (exclusive, a batch boundary this node applied) if a snapshot is due."""
+        self.apply_retention(now_ms)
+        if not self.schedule.due(end_offset, now_ms):
+            return None
+        records, quorum_epoch = state()
+        data = encode_snapshot(records, quorum_epoch=quorum_epoch, timestamp_ms=self._wall_clock())
+        snapshot_id = self._raft.node.create_snapshot(end_offset, data, now_ms)
+        self.schedule.taken(end_offset, now_ms)
+        self.snapshots_taken += 1
+        log.info(
+            "node %d: metadata snapshot %s: %d records, %d bytes",
+            self._raft.node_id,
+            snapshot_id,
+            len(records),
+            len(data),
+        )
+        return snapshot_id
+
+    def apply_retention(self, now_ms: int) -> None:
+        """Move the log start up to the newest snapshot once the log outgrew the retention
+        size; only a snapshot this node applied qualifies (module docstring)."""
+        snapshots = self._raft.storage.snapshot_ids()
+        if not snapshots:
+            return
+        newest = snapshots[-1]
+        storage_log = self._raft.storage.log
+        if newest.end_offset <= storage_log.log_start_offset:
+            return
+        if storage_log.size_in_bytes <= self.retention_bytes:
+            return
+        if newest.end_offset > self._raft.node.status().applied_offset:
+            return
+        self._raft.node.delete_log_prefix(newest, now_ms)
+        log.info("node %d: metadata log start moves to snapshot %s", self._raft.node_id, newest)
+
+
+class BrokerMetadataSnapshots:
+    """Snapshots the published metadata image of a node without a controller: a Raft listener
+    behind the broker's own (so it sees what the broker published for the same item) and a
+    loop timer for the interval rule."""
+
+    def __init__(
+        self, raft: RaftDriver, image: Callable[[], MetadataImage], writer: SnapshotWriter
+    ) -> None:
+        self._clock = raft.clock
+        self._image = image
+        self.writer = writer
+        raft.add_listener(self._on_apply)
+        raft.add_timer(self)
+
+    @classmethod
+    def for_node(
+        cls, config: NodeConfig, raft: RaftDriver, published: Published
+    ) -> BrokerMetadataSnapshots:
+        """The snapshots of `config`'s node, of what `published` (its broker's metadata
+        listener) published last. Call after the broker's listener was added to `raft`."""
+        writer = SnapshotWriter(
+            raft,
+            snapshot_bytes_max=config.snapshot_bytes_max,
+            snapshot_interval_ms=config.snapshot_interval_ms,
+            retention_bytes=config.retention_bytes,
+        )
+        return cls(raft, lambda: published.image, writer)
+
+    def _on_apply(self, item: ApplyItem) -> None:
+        if isinstance(item, CommittedBatch):
+            self.writer.committed(item)
+            self._maybe_snapshot(self._clock())
+        elif isinstance(item, LoadSnapshot):
+            self.writer.loaded(item.snapshot_id, self._clock())
+
+    # --- RaftDriver's LoopTimer ------------------------------------------------------------------
+
+    def next_wake_ms(self, now_ms: int) -> int | None:
+        # Until the loader publishes past the newest snapshot there is nothing to write: wait
+        # for a commit rather than wake the loop every few milliseconds for nothing.
+        if not self._has_news():
+            return None
+        return self.writer.next_due_ms()
+
+    def tick(self, now_ms: int) -> None:
+        self._maybe_snapshot(now_ms)
+
+    # --- internals -------------------------------------------------------------------------------
+
+    def _has_news(self) -> bool:
+        end_offset = self._image().provenance.last_offset + 1
+        return end_offset > self.writer.schedule.last_end_offset
+
+    def _maybe_snapshot(self, now_ms: int) -> None:
+        image = self._image()
+        provenance = image.provenance
+        # Before the first publication the image is the empty one, ending at offset 0: never
+        # due (a snapshot must end past 0), though the retention still applies.
+        self.writer.maybe_write(
+            provenance.last_offset + 1,
+            now_ms,
+            lambda: (image_to_records(image), provenance.last_quorum_epoch),
+        )

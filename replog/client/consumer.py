@@ -49,6 +49,7 @@ import math
 import threading
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal, overload
 
 from replog.client.cluster_metadata import ClusterMetadata
@@ -168,7 +169,10 @@ class Consumer:
         self._iteration = IterationBuffer()
         # Positions of subscribed partitions that an answer took out of the metadata (module
         # docstring: a lagging broker's "unknown topic"), with the topic id they belonged to.
-        self._departed: dict[TopicPartition, tuple[bytes | None, int]] = {}
+        self._departed: dict[TopicPartition, _Departed] = {}
+        # Each subscribed topic's id as of the last `_apply_subscription`: a partition that
+        # departs belongs to the topic as it was, not as the answer that removed it says.
+        self._topic_ids: dict[str, bytes | None] = {}
         self._prepare_task: asyncio.Task[None] | None = None
         self._next_metadata_ms = 0
         self._next_prepare_ms = 0  # after a failed prepare: not before this
@@ -272,7 +276,16 @@ class Consumer:
             for p in self._metadata.cached_partitions(topic) or ()
         ]
         before = self._subscriptions.assignment()
-        positions = {tp: self._subscriptions.state(tp, "subscribe").position for tp in before}
+        states = {tp: self._subscriptions.state(tp, "subscribe") for tp in before}
+        previous_ids = self._topic_ids
+        self._topic_ids = ids = {
+            t: self._metadata.topic_id(t) for t in self._subscriptions.subscription
+        }
+        # A topic deleted and created again (a new id) starts afresh: its departed positions
+        # belong to the old one.
+        self._departed = {
+            tp: d for tp, d in self._departed.items() if d.topic_id == ids.get(tp.topic)
+        }
         if self._subscriptions.set_subscribed_partitions(partitions):
             after = self._subscriptions.assignment()
             left, joined = before - after, after - before
@@ -285,17 +298,25 @@ class Consumer:
             if self._auto_commit is not None:
                 self._auto_commit.forget(list(left))
             held = self._iteration.drop(left)  # records handed out by poll, not yet yielded
-            topic_id = self._metadata.topic_id
             for tp in left:
-                position = held.get(tp, positions[tp])
-                if position is not None:
-                    self._departed[tp] = (topic_id(tp.topic), position)
+                state = states[tp]
+                position = held.get(tp, state.position)
+                if position is not None or state.reset is not None:
+                    self._departed[tp] = _Departed(
+                        previous_ids.get(tp.topic), position, state.reset, state.paused
+                    )
             for tp in joined:
                 departed = self._departed.pop(tp, None)
-                # Back after an answer that left its topic out: where it was, unless the
-                # topic is another one now (deleted and created again: a new id).
-                if departed is not None and departed[0] == topic_id(tp.topic):
-                    self._subscriptions.seek(tp, departed[1])
+                # Back after an answer that left its topic out: where it was (a seek to the
+                # beginning or end still pending included), unless the topic is another one
+                # now (deleted and created again: a new id).
+                if departed is not None and departed.topic_id == ids.get(tp.topic):
+                    if departed.reset is not None:
+                        self._subscriptions.request_reset(tp, departed.reset)
+                    elif departed.position is not None:
+                        self._subscriptions.seek(tp, departed.position)
+                    if departed.paused:
+                        self._subscriptions.pause(tp)
 
     # --- positions ----------------------------------------------------------------------------
 
@@ -826,6 +847,16 @@ class Consumer:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Departed:
+    """A subscribed partition an answer took out of the metadata, kept for its return."""
+
+    topic_id: bytes | None  # the topic it belonged to
+    position: int | None
+    reset: str | None  # a seek to the beginning or end still pending
+    paused: bool
 
 
 def _partition(value: object, what: str) -> TopicPartition:

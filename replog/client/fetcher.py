@@ -40,7 +40,7 @@ Rules:
   leader once the metadata says who it is. They are logged once per change of cause.
 - Non-retriable answers and undecodable records (CRC mismatch with `check.crcs`, record bytes
   that hold no whole batch at the position) are raised from `poll`, after the records before
-  them were handed out, by a poll that hands out nothing else. Such an error is the
+  them in the buffer were handed out (by the next poll at the latest). Such an error is the
   partition's buffered fetch, tied to the position it was fetched at: the partition is not
   fetched again until it is raised, and a seek, a reset or an unassignment in between drops
   it (raised once per fetch, never a stale copy). An answer that is not one
@@ -419,7 +419,6 @@ class Fetcher:
         once no records come before it."""
         drained: dict[TopicPartition, list[ConsumerRecord]] = {}
         remaining = max_records
-        failed: TopicPartition | None = None  # the first partition whose next step is an error
         for tp in list(self._buffered):
             completed = self._buffered[tp]
             state = self._subscriptions.get(tp)
@@ -438,22 +437,21 @@ class Fetcher:
             state.position = completed.position
             if completed.exhausted:
                 if completed.error is not None:
-                    # Raised only from a drain that hands out nothing: the records before it,
-                    # this partition's and the others', go first.
-                    failed = tp if failed is None else failed
-                    continue
+                    if drained:
+                        # Records came before it in this drain: they go out, and the error is
+                        # raised by the next poll (it stays in place, ahead of what arrives
+                        # later), as Kafka's consumer raises it; never held back while other
+                        # partitions keep delivering.
+                        continue
+                    del self._buffered[tp]
+                    raise completed.error
                 del self._buffered[tp]
             else:
                 # Not exhausted: rotate it to the back so other partitions get their turn.
                 del self._buffered[tp]
                 self._buffered[tp] = completed
-        if not drained:
-            if failed is not None:
-                error = self._buffered.pop(failed).error
-                assert error is not None
-                raise error
-            if self._errors:
-                raise self._errors.pop(0)
+        if not drained and self._errors:
+            raise self._errors.pop(0)
         return drained
 
     def has_buffered(self) -> bool:

@@ -202,6 +202,8 @@ class NodeConfig:
         if "broker" in roles:
             _refuse_unspecified(advertised, advertised_key)
         log_dirs = tuple(d.strip() for d in required("log.dirs").split(",") if d.strip())
+        if not log_dirs:
+            raise ConfigError("log.dirs: names no directory")
         metadata_log_dir = properties.get("metadata.log.dir", log_dirs[0]).strip()
         if not metadata_log_dir:
             # Empty, it would put the metadata log in the current directory.

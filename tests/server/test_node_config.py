@@ -106,6 +106,7 @@ def test_raw_appends_run_no_controller() -> None:
         ({"node.id": "1_0"}, "node.id='1_0': must be an integer"),
         ({"num.partitions": "1_0"}, "num.partitions='1_0': must be an integer"),
         ({"metadata.log.dir": ""}, "metadata.log.dir: empty"),
+        ({"log.dirs": " , "}, "log.dirs: names no directory"),  # was an IndexError
         ({"metadata.log.dir": " "}, "metadata.log.dir: empty"),
         # The broker's log and replica manager settings, checked before anything starts.
         ({"log.retention.hours": "abc"}, "log.retention.hours='abc': must be an integer"),

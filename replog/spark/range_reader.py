@@ -28,10 +28,12 @@ Rules:
   - the fetch says OFFSET_OUT_OF_RANGE and the high watermark is at or below the position (an
     unclean election truncated the log, or the topic was re-created): the rest of the range
     is lost;
-  - no progress for `pollTimeoutMs` while the high watermark is at or below the position (a
-    re-created topic whose log ends exactly there): the rest of the range is lost;
+  - no progress for `pollTimeoutMs` while the fetch answers' high watermark is at or below
+    the position and ListOffsets confirms it (a re-created topic whose log ends exactly
+    there): the rest of the range is lost;
   - the topic or partition no longer exists (`UnknownTopicOrPartitionError`, deleted since
-    planning): the rest of the range is lost.
+    planning) for `pollTimeoutMs`: the rest of the range is lost (a single such answer may be
+    a broker behind on metadata, and is asked again).
   OFFSET_OUT_OF_RANGE with the position inside [log start, high watermark) (a leader change in
   between) is fetched again.
 - Offsets missing inside the range because the log skips them (compaction) are not data loss:
@@ -56,7 +58,7 @@ import pyarrow as pa
 from replog.client.answer_batches import answer_batches
 from replog.client.records import TopicPartition
 from replog.clock import monotonic_ms
-from replog.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from replog.errors import OffsetOutOfRangeError, ReplogError, UnknownTopicOrPartitionError
 from replog.record.header import (
     BatchHeader,
 )
@@ -82,6 +84,9 @@ class _Cursor:
     position: int
     deadline: int  # monotonic ms
     high_watermark: int = -1
+    # The last UNKNOWN_TOPIC_OR_PARTITION since the last progress: a broker behind on metadata
+    # answers it for a topic it does not know yet, so it is data loss only if it lasts.
+    unknown_topic: UnknownTopicOrPartitionError | None = None
 
 
 def read_range(
@@ -94,13 +99,7 @@ def read_range(
     settings = {**READ_DEFAULTS, **options.consumer_settings()}
     with PartitionFetcher(tp, settings) as fetcher:
         cursor = _Cursor(piece.start, monotonic_ms() + options.poll_timeout_ms)
-        try:
-            yield from _batches(fetcher, piece, options, schema, cursor)
-        except UnknownTopicOrPartitionError as exc:
-            why = f"no longer in the cluster (topic deleted since planning?): {exc}"
-            report_data_loss(
-                _lost(piece, cursor.position, piece.end, why), options.fail_on_data_loss
-            )
+        yield from _batches(fetcher, piece, options, schema, cursor)
 
 
 def _batches(
@@ -117,12 +116,16 @@ def _batches(
     while cursor.position < piece.end:
         position = cursor.position
         if monotonic_ms() >= cursor.deadline:
-            cursor.position = _stalled(piece, cursor, options)
+            cursor.position = _stalled(fetcher, piece, cursor, options)
             continue
         if pending is None:
             pending = fetcher.submit(position, cursor.deadline)
         try:
             answer = fetcher.wait(pending, cursor.deadline)
+        except UnknownTopicOrPartitionError as exc:
+            pending, cursor.unknown_topic = None, exc
+            time.sleep(0.05)  # asked again until it lasts pollTimeoutMs (`_stalled`)
+            continue
         except OffsetOutOfRangeError:
             pending, cursor.high_watermark = None, -1
             cursor.position = _checked_position(fetcher, piece, position, options, cursor.deadline)
@@ -142,6 +145,7 @@ def _batches(
         if answer.high_watermark >= 0:
             bound = min(bound, answer.high_watermark)
         batches, next_position = _batches_to_read(data, position, bound, check_crcs, where)
+        cursor.unknown_topic = None
         if next_position > position:
             cursor.position = next_position
             cursor.deadline = monotonic_ms() + options.poll_timeout_ms
@@ -203,12 +207,27 @@ def _log_ends_before(
     return piece.end
 
 
-def _stalled(piece: OffsetRange, cursor: _Cursor, options: SourceOptions) -> int:
-    """Where to go on after `pollTimeoutMs` without progress: data loss if the leader said its
-    log ends at or before the position, else `ReadTimeoutError` (module docstring)."""
-    if 0 <= cursor.high_watermark <= cursor.position:
-        return _log_ends_before(piece, cursor.position, cursor.high_watermark, options)
-    raise _timeout(piece, options, cursor.position)
+def _stalled(
+    fetcher: PartitionFetcher, piece: OffsetRange, cursor: _Cursor, options: SourceOptions
+) -> int:
+    """Where to go on after `pollTimeoutMs` without progress (module docstring): data loss
+    if the topic stayed unknown the whole time, or if the fetch answers put the log's end at or
+    before the position and ListOffsets confirms it (a new leader's fetch answers can carry
+    the lower HW it inherited until its followers catch up; ListOffsets refuses to answer
+    that one); else `ReadTimeoutError`."""
+    position = cursor.position
+    if cursor.unknown_topic is not None:
+        why = f"no longer in the cluster (topic deleted since planning?): {cursor.unknown_topic}"
+        report_data_loss(_lost(piece, position, piece.end, why), options.fail_on_data_loss)
+        return piece.end
+    if 0 <= cursor.high_watermark <= position:
+        try:
+            high_watermark = fetcher.high_watermark(options.poll_timeout_ms)
+        except ReplogError as exc:
+            raise _timeout(piece, options, position) from exc
+        if high_watermark <= position:
+            return _log_ends_before(piece, position, high_watermark, options)
+    raise _timeout(piece, options, position)
 
 
 def _checked_position(

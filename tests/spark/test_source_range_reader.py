@@ -52,6 +52,7 @@ class ScriptedFetcher:
         self.log_end = 50  # also the high watermark
         self.control_below = 0  # batches below this offset are control batches
         self.silent = False  # no answer at all: a leader that stopped answering
+        self.answered_hw: int | None = None  # a fetch answer's HW other than ListOffsets' one
 
     def submit(self, position: int, deadline_ms: int) -> Any:
         return (position, deadline_ms)
@@ -70,7 +71,10 @@ class ScriptedFetcher:
         if base + 5 <= self.log_end:
             control = base < self.control_below
             records = build_batch([(0, None, b"v", ())] * 5, base_offset=base, is_control=control)
-        return FetchAnswer(memoryview(records), self.log_end, self.log_start)
+        high_watermark = self.log_end if self.answered_hw is None else self.answered_hw
+        if base + 5 > high_watermark:
+            records = b""
+        return FetchAnswer(memoryview(records), high_watermark, self.log_start)
 
     def log_start_offset(self, timeout_ms: int) -> int:
         return self.log_start
@@ -164,6 +168,34 @@ def test_a_topic_deleted_while_reading_is_data_loss(
         caplog.text
     )
     assert "skipped (failOnDataLoss=false)" in caplog.text
+
+
+def test_one_unknown_topic_answer_is_asked_again_not_data_loss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A broker behind on metadata may not know the topic yet: one answer proves nothing.
+    answered = set()
+
+    def lagging_once_at_20(fetcher: ScriptedFetcher, position: int) -> None:
+        if position >= 20 and "lag" not in answered:
+            answered.add("lag")
+            raise UnknownTopicOrPartitionError("topic 't' does not exist")
+
+    assert read(monkeypatch, lagging_once_at_20, fail_on_data_loss=False) == list(range(50))
+
+
+def test_a_stalled_read_below_a_stale_fetch_hw_is_a_timeout_not_data_loss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A new leader's fetch answers carry the lower HW it inherited until its followers catch
+    # up; ListOffsets (which refuses to answer that HW) says the records are there: the task
+    # fails and Spark retries it, rather than skipping them.
+    def stale_hw_from_20(fetcher: ScriptedFetcher, position: int) -> None:
+        if position >= 20:
+            fetcher.answered_hw = 20
+
+    with pytest.raises(ReadTimeoutError, match="reached offset 20"):
+        read(monkeypatch, stale_hw_from_20, fail_on_data_loss=False)
 
 
 def test_offsets_below_the_log_start_are_skipped_to_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,7 +30,6 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from replog.cli.arguments import add_documented_command, positive_seconds
@@ -74,19 +73,9 @@ def result_json(outcomes: Sequence[Outcome]) -> dict[str, Any]:
 
 def delete(admin: Admin, entries: Sequence[PartitionOffset], timeout_ms: int) -> list[Outcome]:
     """Each entry with its new low watermark or its error (module docstring)."""
-
-    def one(entry: PartitionOffset) -> Outcome:
-        tp = TopicPartition(entry.topic, entry.partition)
-        try:
-            return entry, admin.delete_records({tp: entry.offset}, timeout_ms=timeout_ms)[tp]
-        except ReplogError as exc:
-            return entry, exc
-
-    if len(entries) == 1:
-        return [one(entries[0])]
-    # The blocking Admin's calls run on its loop thread: threads here only wait for them.
-    with ThreadPoolExecutor(max_workers=len(entries)) as pool:
-        return list(pool.map(one, entries))
+    wanted = {TopicPartition(e.topic, e.partition): e.offset for e in entries}
+    found = admin.delete_records_each(wanted, timeout_ms=timeout_ms)
+    return [(e, found[TopicPartition(e.topic, e.partition)]) for e in entries]
 
 
 def run(args: argparse.Namespace) -> int:

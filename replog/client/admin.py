@@ -330,6 +330,23 @@ class Admin:
                 )
         return await self._at_leaders(pending, deadline_ms, "delete_records", self._delete_at)
 
+    async def delete_records_each(
+        self, before: Mapping[TopicPartition, int], *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int | ReplogError]:
+        """As `delete_records`, with each partition's own outcome: its new low watermark, or
+        its error (as Kafka's Admin gives one future per partition). The partitions go at
+        once, each on its own, under the one timeout."""
+
+        async def one(tp: TopicPartition, offset: int) -> int | ReplogError:
+            try:
+                return (await self.delete_records({tp: offset}, timeout_ms=timeout_ms))[tp]
+            except ReplogError as exc:
+                return exc
+
+        wanted = [(TopicPartition(*tp), offset) for tp, offset in before.items()]
+        outcomes = await asyncio.gather(*(one(tp, offset) for tp, offset in wanted))
+        return {tp: outcome for (tp, _), outcome in zip(wanted, outcomes, strict=True)}
+
     async def list_offsets(
         self,
         specs: Mapping[TopicPartition, OffsetSpec | int],

@@ -39,7 +39,7 @@ from replog.client.admin_results import OffsetSpec, TopicDescription
 from replog.client.config import AdminConfig
 from replog.client.loop_thread import LoopThread
 from replog.client.records import OffsetAndTimestamp, TopicPartition
-from replog.errors import ClientClosedError
+from replog.errors import ClientClosedError, ReplogError
 
 if TYPE_CHECKING:
     from replog.cli.quorum import QuorumDescription
@@ -197,6 +197,12 @@ class Admin:
         self, before: Mapping[TopicPartition, int], *, timeout_ms: int | None = None
     ) -> dict[TopicPartition, int]:
         coro = self._admin.delete_records(before, timeout_ms=timeout_ms)
+        return self._run(coro, timeout_ms, "delete_records")
+
+    def delete_records_each(
+        self, before: Mapping[TopicPartition, int], *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int | ReplogError]:
+        coro = self._admin.delete_records_each(before, timeout_ms=timeout_ms)
         return self._run(coro, timeout_ms, "delete_records")
 
     def list_offsets(

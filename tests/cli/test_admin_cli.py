@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,6 @@ from replog.client import records
 from replog.errors import (
     ElectionNotNeededError,
     InvalidConfigError,
-    KafkaTimeoutError,
     NoReassignmentInProgressError,
     OffsetOutOfRangeError,
     PreferredLeaderNotAvailableError,
@@ -573,6 +571,7 @@ class FakeAdmin:
 
     high_watermark = 10
     calls: list[dict[Any, int]] = []
+    each_timeouts: list[int] = []  # one blocking call per command, under its one timeout
 
     def __init__(self, config: Mapping[str, object]) -> None:
         self.config = config
@@ -592,10 +591,24 @@ class FakeAdmin:
                 raise OffsetOutOfRangeError(f"{tp.topic}-{tp.partition}: offset {offset} is out")
         return {tp: self.high_watermark if o == -1 else o for tp, o in before.items()}
 
+    def delete_records_each(
+        self, before: Mapping[Any, int], *, timeout_ms: int
+    ) -> dict[Any, int | ReplogError]:
+        """The Admin's per-partition outcomes: each partition asked on its own."""
+        FakeAdmin.each_timeouts.append(timeout_ms)
+        outcomes: dict[Any, int | ReplogError] = {}
+        for tp, offset in before.items():
+            try:
+                outcomes[tp] = self.delete_records({tp: offset}, timeout_ms=timeout_ms)[tp]
+            except ReplogError as exc:
+                outcomes[tp] = exc
+        return outcomes
+
 
 @pytest.fixture
 def fake_admin(monkeypatch: pytest.MonkeyPatch) -> type[FakeAdmin]:
     FakeAdmin.calls = []
+    FakeAdmin.each_timeouts = []
     monkeypatch.setattr(delete_records, "Admin", FakeAdmin)
     return FakeAdmin
 
@@ -621,27 +634,18 @@ def test_delete_records(fake_admin: type[FakeAdmin], tmp_path: Path) -> None:
     ]  # one request per partition
 
 
-def test_delete_records_waits_for_the_partitions_together(
-    fake_admin: type[FakeAdmin], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_delete_records_is_one_call_under_one_timeout(
+    fake_admin: type[FakeAdmin], tmp_path: Path
 ) -> None:
-    # Two partitions that time out: the command takes one --timeout, not one per partition
-    # (the whole set first, then each again, took three).
-    spans: list[tuple[float, float]] = []
-
-    def stuck(self: FakeAdmin, before: Mapping[Any, int], *, timeout_ms: int) -> dict[Any, int]:
-        began = time.monotonic()
-        time.sleep(timeout_ms / 1000)
-        spans.append((began, time.monotonic()))
-        raise KafkaTimeoutError(f"delete_records did not finish within {timeout_ms} ms")
-
-    monkeypatch.setattr(FakeAdmin, "delete_records", stuck)
+    # The partitions went all at once, then each again when that failed: --timeout spent twice.
+    # Now one blocking call (Ctrl-C cancels it) with each partition's own outcome.
     path = offsets_file(tmp_path, ("t", 0, 3), ("t", 1, 3))
     outcome = replog(
         "delete-records", "--offset-json-file", path, "--timeout", "0.3",
         "--bootstrap-server", "h:1",
     )  # fmt: skip
-    assert outcome.returncode == 1 and len(spans) == 2
-    assert max(start for start, _ in spans) < min(end for _, end in spans)  # together
+    assert outcome.returncode == 0
+    assert fake_admin.each_timeouts == [300]
 
 
 def test_delete_records_reports_each_failed_partition(

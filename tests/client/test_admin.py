@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -143,3 +144,37 @@ def test_under_replicated_leaves_out_the_replicas_a_reassignment_is_adding() -> 
     assert not described(isr=(1, 2), adding=(3,)).under_replicated
     assert described(isr=(2,), adding=(3,)).under_replicated
     assert described(isr=(1, 2), adding=()).under_replicated  # no reassignment: 3 is behind
+
+
+@pytest.mark.asyncio
+async def test_delete_records_each_asks_every_partition_at_once_and_keeps_each_outcome(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As Kafka's Admin gives one future per partition: one partition's error does not cost
+    # the others their answer, and the timeout bounds them together, not one after another.
+    import asyncio
+
+    from replog.errors import UnknownTopicOrPartitionError
+
+    async def one_partition(
+        self: Any, before: Any, *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        ((tp, offset),) = before.items()
+        await asyncio.sleep(0.3)
+        if tp.partition == 1:
+            raise UnknownTopicOrPartitionError("t-1 is not there")
+        return {tp: offset}
+
+    monkeypatch.setattr(aio_admin.Admin, "delete_records", one_partition)
+    admin = replog.aio.Admin(bootstrap_servers="127.0.0.1:1")
+    try:
+        started = time.monotonic()
+        wanted = {TopicPartition("t", p): 5 + p for p in range(3)}
+        found: dict[TopicPartition, int | ReplogError] = await admin.delete_records_each(
+            wanted, timeout_ms=1_000
+        )
+        assert time.monotonic() - started < 0.8  # together: 0.3 s, not 0.9 s
+        assert found[TopicPartition("t", 0)] == 5 and found[TopicPartition("t", 2)] == 7
+        assert isinstance(found[TopicPartition("t", 1)], UnknownTopicOrPartitionError)
+    finally:
+        await admin.close()

@@ -7,10 +7,13 @@ Rules:
   the key. Every entry remembers the log offset of the record that set it, and a record
   older than that changes nothing, so a commit acknowledged out of order (two commits of the
   same partition racing through acks=all) cannot undo a later one.
-- `remove` takes entries out as tombstones at their own log offsets would (a deleted topic's
-  offsets, expired ones): the removed keys come back for the shell to append tombstones of,
-  and a record of a removed key at or below the removed entry's offset, replayed later (a
-  commit acknowledged late), still changes nothing; a newer one is committed as usual.
+- `remove` and `remove_topics` take entries out (expired offsets, a deleted topic's): the
+  removed keys come back for the shell to append tombstones of. They leave no mark behind
+  (unlike a replayed tombstone), so a removed key costs no memory: the shell never replays an
+  older record of a removed key afterwards (a commit waiting for acks=all is never expired,
+  and one acknowledged after its topic was deleted is not put back). An index by topic (how many
+  entries each group has of it) lets `remove_topics` scan only the entries of the groups that
+  committed a deleted topic; `remove` scans every entry.
 - Expiry (KIP-211, for a group without members, which every replog group is): an entry
   expires once the wall clock is `offsets.retention.minutes` or more past its commit
   timestamp (`expired`). Kafka uses a value's own expire timestamp (value version 1) instead;
@@ -51,8 +54,10 @@ class OffsetsCache:
 
     def __init__(self) -> None:
         self._groups: dict[str, dict[TopicPartitionKey, CommittedOffset]] = {}
-        # Log offset of the latest tombstone per key: a tombstone of a key that is not in the
-        # cache must still beat an older commit replayed after it (records out of order).
+        # Topic -> group -> how many partitions of the topic the group has an entry of.
+        self._topics: dict[str, dict[str, int]] = {}
+        # Log offset of the latest tombstone replayed per key: a tombstone of a key that is not
+        # in the cache must still beat an older commit replayed after it (records out of order).
         self._deleted: dict[tuple[str, str, int], int] = {}
 
     def __len__(self) -> int:
@@ -61,6 +66,11 @@ class OffsetsCache:
 
     def groups(self) -> list[str]:
         return sorted(self._groups)
+
+    def has(self, key: OffsetCommitKey) -> bool:
+        """Whether `key` has a committed offset here."""
+        offsets = self._groups.get(key.group)
+        return offsets is not None and (key.topic, key.partition) in offsets
 
     def replay(self, key: OffsetCommitKey, value: OffsetCommitValue | None, offset: int) -> bool:
         """Apply the record at log `offset`; False if a later record of the key won already."""
@@ -76,15 +86,35 @@ class OffsetsCache:
         if value is None:
             self._deleted[deleted_key] = offset
             if offsets is not None and current is not None:
-                del offsets[tp]
-                if not offsets:
-                    del self._groups[key.group]
+                self._drop(key.group, offsets, tp)
             return True
-        self._deleted.pop(deleted_key, None)
+        if deleted_at is not None:
+            del self._deleted[deleted_key]
         if offsets is None:
             offsets = self._groups[key.group] = {}
+        if current is None:
+            by_group = self._topics.get(key.topic)
+            if by_group is None:
+                by_group = self._topics[key.topic] = {}
+            by_group[key.group] = by_group.get(key.group, 0) + 1
         offsets[tp] = CommittedOffset(value, offset)
         return True
+
+    def _drop(
+        self, group: str, offsets: dict[TopicPartitionKey, CommittedOffset], tp: TopicPartitionKey
+    ) -> None:
+        """Delete the entry of `tp` from `group`'s `offsets` and from the index."""
+        del offsets[tp]
+        if not offsets:
+            del self._groups[group]
+        by_group = self._topics[tp[0]]
+        left = by_group[group] - 1
+        if left:
+            by_group[group] = left
+        else:
+            del by_group[group]
+            if not by_group:
+                del self._topics[tp[0]]
 
     def committed(
         self, group: str, partitions: Iterable[TopicPartitionKey] | None = None
@@ -103,20 +133,34 @@ class OffsetsCache:
     def remove(
         self, predicate: Callable[[OffsetCommitKey, CommittedOffset], bool]
     ) -> list[OffsetCommitKey]:
-        """Remove every entry `predicate` holds for (module docstring); the removed keys, by
-        group, topic and partition."""
+        """Remove every entry `predicate` holds for (module docstring); the removed keys, in
+        the cache's order (a scan of every entry)."""
         removed: list[OffsetCommitKey] = []
-        for group in sorted(self._groups):
-            offsets = self._groups[group]
-            for tp, entry in sorted(offsets.items()):
-                key = OffsetCommitKey(group, tp[0], tp[1])
+        for group, offsets in self._groups.items():
+            for (topic, partition), entry in offsets.items():
+                key = OffsetCommitKey(group, topic, partition)
                 if predicate(key, entry):
                     removed.append(key)
-                    del offsets[tp]
-                    self._deleted[(group, tp[0], tp[1])] = entry.record_offset
-            if not offsets:
-                del self._groups[group]
+        self._remove_keys(removed)
         return removed
+
+    def remove_topics(self, topics: Iterable[str]) -> list[OffsetCommitKey]:
+        """Remove every entry of `topics` (module docstring); the removed keys, topic by topic
+        in name order. Scans only the entries of the groups with an entry of one of them."""
+        removed: list[OffsetCommitKey] = []
+        for topic in sorted(topics):
+            for group in self._topics.get(topic, {}):
+                removed.extend(
+                    OffsetCommitKey(group, topic, tp[1])
+                    for tp in self._groups[group]
+                    if tp[0] == topic
+                )
+        self._remove_keys(removed)
+        return removed
+
+    def _remove_keys(self, keys: Iterable[OffsetCommitKey]) -> None:
+        for key in keys:
+            self._drop(key.group, self._groups[key.group], (key.topic, key.partition))
 
 
 def expired(entry: CommittedOffset, now_ms: int, retention_ms: int) -> bool:

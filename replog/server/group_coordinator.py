@@ -13,10 +13,17 @@ loop goes on serving) and replays it into a fresh `OffsetsCache`; until it is do
 partition answers COORDINATOR_LOAD_IN_PROGRESS. A commit appends one batch of offset records
 with acks=all through the replica manager, as the broker itself (internal topics allowed), and
 updates the cache only once the append is acknowledged. Removing offsets (a deleted topic's,
-expired ones) takes them out of the cache at once and appends their tombstones, one batch with
-acks=all, in a background task that no request waits for: a failure is logged, and the offsets
-come back only if a later load finds them in the log (where the load-time rules below and the
-next expiry remove them again).
+expired ones) takes them out of the cache at once and appends their tombstones with acks=all in
+a background task that no request waits for (`_tombstone_entries`): record batches each within
+the partition's `max.message.bytes`, back to back in produce entries each within its
+`segment.bytes`, all in one produce request. The keys of an entry that failed stay on the
+partition as pending tombstones, appended again after a backoff (1 s, doubling up to 60 s) and
+at each retention check, except a key committed again since (back in the cache: the newer
+commit must stay); a key with a commit waiting for acks=all stays pending until that commit is
+decided. Pending tombstones die with the partition's leadership: a later load that finds their
+offsets in the log serves them again, except what the load-time rules below remove (the
+offsets of topic-partitions absent then) and what the next expiry removes; so a topic deleted
+and re-created with the same partitions before the retry succeeded gets the old offsets.
 
 Rules:
 - FindCoordinator: INVALID_GROUP_ID for an empty group id; when `__consumer_offsets` does not
@@ -45,8 +52,8 @@ Rules:
   (`offsets_cache.expired`), except those with a commit still waiting for acks=all.
 - Order in the log: a commit waits (one turn of the event loop, never for acks) until the
   tombstones of its partition that were scheduled before it are appended, so a tombstone never
-  lands after a commit accepted after the removal (the replica manager appends before its first
-  await).
+  lands after a commit accepted after the removal (the replica manager appends every entry of a
+  produce request, each entry's batches together, before its first await).
 """
 
 from __future__ import annotations
@@ -56,7 +63,7 @@ import contextlib
 import enum
 import logging
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 from uuid import UUID
@@ -98,6 +105,7 @@ from replog.replication.messages import (
 from replog.server.group_coordinator_config import GroupCoordinatorConfig
 from replog.server.partition import Partition
 from replog.storage.log import Log
+from replog.storage.log_config import LogConfig
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC
 
 log = logging.getLogger("replog.server.group_coordinator")
@@ -145,6 +153,11 @@ class _Shard:
     in_flight: Counter[OffsetCommitKey] = field(default_factory=Counter)
     # Set once the latest tombstones scheduled here are appended; commits wait for it.
     tombstone_gate: asyncio.Event | None = None
+    # Keys whose tombstones failed to append, to append again (`_retry_tombstones`), the timer
+    # of that retry, and the backoff of the next one.
+    pending_tombstones: dict[OffsetCommitKey, None] = field(default_factory=dict)
+    retry_timer: asyncio.TimerHandle | None = None
+    retry_backoff_ms: int = 0
 
     @property
     def name(self) -> str:
@@ -155,6 +168,8 @@ class GroupCoordinator:
     """The group coordinator of one broker (module docstring). A MetadataPublisher."""
 
     name = "group-coordinator"
+    # The backoff of appending failed tombstones again: doubling from the first to the last.
+    tombstone_retry_backoff_ms = (1000, 60_000)
 
     def __init__(
         self,
@@ -225,6 +240,9 @@ class GroupCoordinator:
         del self._shards[shard.partition]
         if shard.task is not None:
             shard.task.cancel()
+        if shard.retry_timer is not None:
+            shard.retry_timer.cancel()
+            shard.retry_timer = None
         log.info(
             "broker %d: no longer the coordinator of the groups of %s (%d committed offsets "
             "dropped)",
@@ -261,13 +279,12 @@ class GroupCoordinator:
             return  # leadership moved on while the worker thread read
         shard.cache = cache
         deleted, shard.deleted_topics = shard.deleted_topics, set()
-        self._remove_offsets_of(
-            shard,
-            lambda key: (
-                key.topic in deleted or not self._partition_exists(key.topic, key.partition)
-            ),
-            "of deleted topics",
-        )
+
+        def gone(key: OffsetCommitKey) -> bool:
+            return key.topic in deleted or not self._partition_exists(key.topic, key.partition)
+
+        removed = cache.remove(lambda key, _entry: gone(key))
+        self._tombstone_removed(shard, removed, gone, "of deleted topics")
         shard.state = ShardState.ACTIVE
         if stats.skipped:
             log.warning(
@@ -352,14 +369,20 @@ class GroupCoordinator:
             if shard.state is ShardState.LOADING:
                 shard.deleted_topics |= topics
             elif shard.state is ShardState.ACTIVE:
-                self._remove_offsets_of(shard, lambda key: key.topic in topics, "of deleted topics")
+                removed = shard.cache.remove_topics(topics)
+                self._tombstone_removed(
+                    shard, removed, lambda key: key.topic in topics, "of deleted topics"
+                )
 
-    def _remove_offsets_of(
-        self, shard: _Shard, matches: Callable[[OffsetCommitKey], bool], what: str
+    def _tombstone_removed(
+        self,
+        shard: _Shard,
+        removed: list[OffsetCommitKey],
+        matches: Callable[[OffsetCommitKey], bool],
+        what: str,
     ) -> None:
-        """Remove the offsets of keys `matches` holds for, and tombstone them and the keys of
-        such commits still waiting for acks=all."""
-        removed = shard.cache.remove(lambda key, _entry: matches(key))
+        """Tombstone the keys `removed` from the cache and those of the commits still waiting
+        for acks=all that `matches` holds for."""
         gone = set(removed)
         keys = removed + sorted(
             (k for k in shard.in_flight if k not in gone and matches(k)),
@@ -372,7 +395,11 @@ class GroupCoordinator:
         how many. The retention task's tick, called by tests directly."""
         now_ms = self._wall_clock()
         shards = [s for s in self._shards.values() if s.state is ShardState.ACTIVE]
-        return sum(self._expire(shard, now_ms) for shard in shards)
+        expired_count = 0
+        for shard in shards:
+            expired_count += self._expire(shard, now_ms)
+            self._retry_tombstones(shard)
+        return expired_count
 
     def _expire(self, shard: _Shard, now_ms: int) -> int:
         retention_ms = self.config.offsets_retention_ms
@@ -393,13 +420,52 @@ class GroupCoordinator:
             except Exception:  # a failing check must not end retention for good
                 log.exception("broker %d: expiring committed offsets failed", self.broker_id)
 
+    def _retry_tombstones(self, shard: _Shard) -> None:
+        """Append the pending tombstones of `shard` again (module docstring): not those of keys
+        committed again since; those of keys with a commit waiting for acks=all stay pending."""
+        if shard.retry_timer is not None:
+            shard.retry_timer.cancel()
+            shard.retry_timer = None
+        if (
+            not shard.pending_tombstones
+            or self._stopped
+            or self._shards.get(shard.partition) is not shard
+            or shard.state is not ShardState.ACTIVE
+        ):
+            return
+        keys: list[OffsetCommitKey] = []
+        waiting: dict[OffsetCommitKey, None] = {}
+        for key in shard.pending_tombstones:
+            if key in shard.in_flight:
+                waiting[key] = None
+            elif not shard.cache.has(key):
+                keys.append(key)
+        shard.pending_tombstones = waiting
+        self._tombstone(shard, keys, "whose tombstones failed before")
+        if waiting:
+            self._schedule_retry(shard)
+
+    def _schedule_retry(self, shard: _Shard) -> None:
+        """Retry the pending tombstones of `shard` after its backoff, unless a retry is already
+        scheduled or the shard is gone."""
+        if shard.retry_timer is not None or self._stopped:
+            return
+        if self._shards.get(shard.partition) is not shard:
+            return
+        first_ms, last_ms = self.tombstone_retry_backoff_ms
+        delay_ms = max(first_ms, shard.retry_backoff_ms)
+        shard.retry_backoff_ms = min(2 * delay_ms, last_ms)
+        shard.retry_timer = asyncio.get_running_loop().call_later(
+            delay_ms / 1000, self._retry_tombstones, shard
+        )
+
     def _tombstone(self, shard: _Shard, keys: Sequence[OffsetCommitKey], what: str) -> None:
         """Append tombstones of `keys` in the background; until they are appended the
         partition's commits wait (module docstring, order in the log)."""
         if not keys:
             return
         log.info(
-            "broker %d: %s: removed %d committed offsets %s",
+            "broker %d: %s: tombstoning %d committed offsets %s",
             self.broker_id,
             shard.name,
             len(keys),
@@ -422,26 +488,46 @@ class GroupCoordinator:
     ) -> None:
         # The waiting commits resume after this step, and it appends before its first await.
         _open(shard, gate)
-        records: list[tuple[OffsetCommitKey, OffsetCommitValue | None]] = [(k, None) for k in keys]
+        entries: list[tuple[bytes, list[OffsetCommitKey]]] = [(b"", list(keys))]
         try:
-            _, failure = await self._append(
-                shard, records, self._wall_clock(), self.config.offsets_commit_timeout_ms
+            partition = self._replicas.partition(CONSUMER_OFFSETS_TOPIC, shard.partition)
+            config = partition.log.config if partition is not None else LogConfig()
+            entries = _tombstone_entries(
+                keys,
+                self._wall_clock(),
+                min(config.max_message_bytes, config.segment_bytes),
+                config.segment_bytes,
+            )
+            results = await self._produce(
+                shard, [records for records, _ in entries], self.config.offsets_commit_timeout_ms
             )
         except asyncio.CancelledError:
             raise
         except Exception as error:  # logged, never raised: no request waits for it
-            failure = UnknownServerError(f"{type(error).__name__}: {error}")
-        if failure is not None:
-            log.warning(
-                "broker %d: %s: appending the tombstones of %d committed offsets %s failed "
-                "(they are out of the cache; a later load may find them again): %s: %s",
-                self.broker_id,
-                shard.name,
-                len(keys),
-                what,
-                failure.error_name,
-                failure,
-            )
+            results = [(-1, UnknownServerError(f"{type(error).__name__}: {error}"))] * len(entries)
+        failed: list[OffsetCommitKey] = []
+        failure: KafkaError | None = None
+        for (_, entry_keys), (_, entry_failure) in zip(entries, results, strict=True):
+            if entry_failure is not None:
+                failed.extend(entry_keys)
+                failure = failure or entry_failure
+        if failure is None:
+            shard.retry_backoff_ms = 0
+            return
+        shard.pending_tombstones.update(dict.fromkeys(failed))
+        self._schedule_retry(shard)
+        log.warning(
+            "broker %d: %s: appending the tombstones of %d of %d committed offsets %s failed "
+            "(pending: appended again after a backoff and at each retention check, unless "
+            "committed again): %s: %s",
+            self.broker_id,
+            shard.name,
+            len(failed),
+            len(keys),
+            what,
+            failure.error_name,
+            failure,
+        )
 
     # --- FindCoordinator ----------------------------------------------------------------------
 
@@ -510,7 +596,7 @@ class GroupCoordinator:
         accepted = [e for i, e in enumerate(request.entries) if i not in refused]
         if accepted:
             now_ms = self._wall_clock()
-            records: list[tuple[OffsetCommitKey, OffsetCommitValue | None]] = [
+            records: list[tuple[OffsetCommitKey, OffsetCommitValue]] = [
                 (
                     OffsetCommitKey(group_id, e.topic, e.partition),
                     OffsetCommitValue(e.offset, e.leader_epoch, e.metadata, now_ms),
@@ -522,10 +608,15 @@ class GroupCoordinator:
             commit_timeout_ms = self.config.offsets_commit_timeout_ms
             if timeout_ms is not None:
                 commit_timeout_ms = max(0, min(commit_timeout_ms, timeout_ms))
+            batch = BatchBuilder()
+            for key, value in records:
+                batch.append(now_ms, encode_key(key), encode_value(value))
             keys = [key for key, _ in records]
             shard.in_flight.update(keys)
             try:
-                base_offset, failure = await self._append(shard, records, now_ms, commit_timeout_ms)
+                ((base_offset, failure),) = await self._produce(
+                    shard, [batch.build()], commit_timeout_ms
+                )
             finally:
                 shard.in_flight.subtract(keys)
                 for key in keys:
@@ -549,38 +640,35 @@ class GroupCoordinator:
             ),
         )
 
-    async def _append(
-        self,
-        shard: _Shard,
-        records: Sequence[tuple[OffsetCommitKey, OffsetCommitValue | None]],
-        now_ms: int,
-        timeout_ms: int,
-    ) -> tuple[int, KafkaError | None]:
-        """Append one batch of `records` (None: a tombstone) with acks=all: (base offset, None)
-        or (-1, error)."""
-        builder = BatchBuilder()
-        for key, value in records:
-            builder.append(now_ms, encode_key(key), None if value is None else encode_value(value))
+    async def _produce(
+        self, shard: _Shard, entries: Sequence[bytes], timeout_ms: int
+    ) -> list[tuple[int, KafkaError | None]]:
+        """Append `entries` (each: record batches back to back) to the partition of `shard` in
+        one produce request with acks=all: per entry, (base offset, None) or (-1, error)."""
         produce = ProduceRequest(
             ACKS_ALL,
             timeout_ms,
-            (ProducePartition(CONSUMER_OFFSETS_TOPIC, shard.partition, builder.build()),),
+            tuple(
+                ProducePartition(CONSUMER_OFFSETS_TOPIC, shard.partition, records)
+                for records in entries
+            ),
         )
         try:
             # `internal_topics_allowed`: the Broker service refuses clients on internal topics,
             # the coordinator may write.
             answer = await self._replicas.produce(produce, internal_topics_allowed=True)
         except KafkaError as error:
-            return -1, error
-        if len(answer.partitions) != 1:
-            return -1, UnknownServerError(
+            return [(-1, error)] * len(entries)
+        if len(answer.partitions) != len(entries):
+            wrong = UnknownServerError(
                 f"{shard.name}: the replica manager answered {len(answer.partitions)} partitions "
-                "for one"
+                f"for {len(entries)}"
             )
-        result = answer.partitions[0]
-        if result.error is not None:
-            return -1, result.error
-        return result.base_offset, None
+            return [(-1, wrong)] * len(entries)
+        return [
+            (-1, result.error) if result.error is not None else (result.base_offset, None)
+            for result in answer.partitions
+        ]
 
     # --- OffsetFetch --------------------------------------------------------------------------
 
@@ -651,6 +739,47 @@ def _topics_deleted(previous: MetadataImage, image: MetadataImage) -> set[str]:
     changed, ISR changes included)."""
     before = previous.topics.by_id
     return {before[topic_id].name for topic_id in before.keys() - image.topics.by_id.keys()}
+
+
+def _tombstone_batches(
+    keys: Iterable[OffsetCommitKey], timestamp_ms: int, max_batch_bytes: int
+) -> Iterator[tuple[bytes, list[OffsetCommitKey]]]:
+    """The tombstones of `keys` in record batches of at most `max_batch_bytes` each, by their
+    exact encoded size (a tombstone larger than that alone is a batch of its own, refused by
+    the log), with the keys of each."""
+    batch = BatchBuilder()
+    batch_keys: list[OffsetCommitKey] = []
+    for key in keys:
+        encoded = encode_key(key)
+        if batch.try_append(timestamp_ms, encoded, None, size_limit=max_batch_bytes) < 0:
+            yield batch.build(), batch_keys
+            batch, batch_keys = BatchBuilder(), []
+            batch.append(timestamp_ms, encoded, None)
+        batch_keys.append(key)
+    if batch_keys:
+        yield batch.build(), batch_keys
+
+
+def _tombstone_entries(
+    keys: Iterable[OffsetCommitKey],
+    timestamp_ms: int,
+    max_batch_bytes: int,
+    max_entry_bytes: int,
+) -> list[tuple[bytes, list[OffsetCommitKey]]]:
+    """The tombstones of `keys` as produce entries, each the batches of `_tombstone_batches`
+    back to back, at most `max_entry_bytes` (segment.bytes: a log refuses a larger append) or
+    one batch, with the keys of each. Every batch of an entry is checked against
+    max.message.bytes, and the entry appended whole or not at all."""
+    entries: list[tuple[list[bytes], list[OffsetCommitKey]]] = []
+    entry_bytes = 0
+    for batch, batch_keys in _tombstone_batches(keys, timestamp_ms, max_batch_bytes):
+        if not entries or entry_bytes + len(batch) > max_entry_bytes:
+            entries.append(([], []))
+            entry_bytes = 0
+        entries[-1][0].append(batch)
+        entries[-1][1].extend(batch_keys)
+        entry_bytes += len(batch)
+    return [(b"".join(batches), entry_keys) for batches, entry_keys in entries]
 
 
 def _open(shard: _Shard, gate: asyncio.Event) -> None:

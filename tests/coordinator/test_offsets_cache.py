@@ -1,8 +1,7 @@
 """The committed-offsets cache and its replay from log batches: the latest record per key
 wins whatever order records are applied in, tombstones delete, and replay skips what is not
-an offset commit without losing the rest; removed entries (a deleted topic's, expired ones) act
-as tombstones at their own offsets, and an entry expires `offsets.retention.minutes` after its
-commit."""
+an offset commit without losing the rest; removed entries (a deleted topic's, expired ones)
+leave no mark, and an entry expires `offsets.retention.minutes` after its commit."""
 
 from __future__ import annotations
 
@@ -63,29 +62,50 @@ def test_a_tombstone_deletes_and_an_older_record_never_wins() -> None:
     assert cache.committed("g") == {("t", 0): value(8)}
 
 
-def test_remove_returns_the_removed_keys_and_acts_as_tombstones_at_their_offsets() -> None:
+def test_remove_returns_the_removed_keys_and_leaves_no_mark() -> None:
     cache = OffsetsCache()
     cache.replay(OffsetCommitKey("g1", "t", 1), value(5), 10)
     cache.replay(OffsetCommitKey("g1", "t", 0), value(6), 11)
     cache.replay(OffsetCommitKey("g1", "u", 0), value(7), 12)
     cache.replay(OffsetCommitKey("g2", "t", 0), value(8), 13)
     removed = cache.remove(lambda key, _entry: key.topic == "t")
-    assert removed == [
-        OffsetCommitKey("g1", "t", 0),
+    assert removed == [  # in the cache's order
         OffsetCommitKey("g1", "t", 1),
+        OffsetCommitKey("g1", "t", 0),
         OffsetCommitKey("g2", "t", 0),
     ]
     assert cache.committed("g1") == {("u", 0): value(7)}
     assert cache.groups() == ["g1"] and len(cache) == 1
-    # An older record of a removed key, replayed late, changes nothing; a newer one commits.
-    assert not cache.replay(OffsetCommitKey("g1", "t", 0), value(4), 9)
-    assert not cache.replay(OffsetCommitKey("g1", "t", 0), value(4), 11)
+    assert not cache.has(OffsetCommitKey("g1", "t", 0)) and cache.has(OffsetCommitKey("g1", "u", 0))
+    assert cache.remove(lambda key, entry: entry.record_offset > 100) == []
+    # No mark is kept (expiry must not grow memory with every group ever seen): the key is as
+    # if never committed, and the shell replays no older record of it afterwards.
+    assert cache.replay(OffsetCommitKey("g1", "t", 0), value(4), 9)
+    assert cache.committed("g1", [("t", 0)]) == {("t", 0): value(4)}
+    # The replay rules still hold for what is replayed: a newer commit wins, a tombstone
+    # replayed later than a newer commit does not undo it.
     assert cache.replay(OffsetCommitKey("g1", "t", 0), value(9), 20)
-    assert cache.committed("g1", [("t", 0)]) == {("t", 0): value(9)}
-    # A tombstone replayed later than a newer commit still does not undo it.
     assert not cache.replay(OffsetCommitKey("g1", "t", 0), None, 19)
     assert cache.committed("g1", [("t", 0)]) == {("t", 0): value(9)}
-    assert cache.remove(lambda key, entry: entry.record_offset > 100) == []
+
+
+def test_remove_topics_removes_only_those_topics_of_every_group() -> None:
+    cache = OffsetsCache()
+    cache.replay(OffsetCommitKey("g1", "t", 1), value(5), 10)
+    cache.replay(OffsetCommitKey("g1", "u", 0), value(6), 11)
+    cache.replay(OffsetCommitKey("g2", "t", 0), value(7), 12)
+    cache.replay(OffsetCommitKey("g2", "v", 0), value(8), 13)
+    cache.replay(OffsetCommitKey("g3", "v", 0), value(9), 14)
+    cache.replay(OffsetCommitKey("g3", "v", 0), None, 15)  # a tombstone leaves the index too
+    assert cache.remove_topics({"v", "t", "nope"}) == [
+        OffsetCommitKey("g1", "t", 1),
+        OffsetCommitKey("g2", "t", 0),
+        OffsetCommitKey("g2", "v", 0),
+    ]
+    assert cache.groups() == ["g1"] and cache.committed("g1") == {("u", 0): value(6)}
+    assert cache.remove_topics(["t", "v"]) == []
+    cache.replay(OffsetCommitKey("g2", "t", 0), value(1), 16)  # committed again
+    assert cache.remove_topics(["t"]) == [OffsetCommitKey("g2", "t", 0)]
 
 
 def test_an_offset_expires_retention_ms_after_its_commit_timestamp() -> None:
@@ -125,6 +145,11 @@ def test_any_apply_order_gives_the_latest_record_per_key(
             if k.group == group and v is not None
         }
         assert cache.committed(group) == expected
+    # The index by topic agrees with the entries.
+    assert set(cache.remove_topics(["a"])) == {
+        k for k, v in latest.items() if k.topic == "a" and v is not None
+    }
+    assert all(key.topic == "b" for key in cache.remove(lambda _key, _entry: True))
 
 
 def commit_record(

@@ -100,8 +100,13 @@ ORDERS_AGAIN = create_topic("orders", topic_id(77), (1,), (1,))  # re-created: a
 class Broker:
     """Broker 1's log manager, replica manager and group coordinator over `root`."""
 
-    def __init__(self, root: Path, config: GroupCoordinatorConfig | None = None) -> None:
-        self.log_manager = LogManager(str(root), LogConfig())
+    def __init__(
+        self,
+        root: Path,
+        config: GroupCoordinatorConfig | None = None,
+        log_config: LogConfig | None = None,
+    ) -> None:
+        self.log_manager = LogManager(str(root), log_config or LogConfig())
         self.rm = ReplicaManager(ReplicaManagerConfig(1), self.log_manager)
         self.creator = FakeCreator()
         self.now = NOW  # the coordinator's wall clock
@@ -157,6 +162,18 @@ def records_of(data: bytes | memoryview) -> list[Record]:
 def log_records(broker: Broker, partition: int) -> list[Record]:
     plog = broker.log_manager.get_log(CONSUMER_OFFSETS_TOPIC, partition)
     return records_of(plog.read(plog.log_start_offset, 1 << 20))
+
+
+def log_batches(broker: Broker, partition: int) -> list[tuple[int, list[Record]]]:
+    """(size in bytes, records) of every batch of the partition's log, segment by segment."""
+    plog = broker.log_manager.get_log(CONSUMER_OFFSETS_TOPIC, partition)
+    batches: list[tuple[int, list[Record]]] = []
+    offset = plog.log_start_offset
+    while offset < plog.log_end_offset:
+        for batch in iter_batches(plog.read(offset, 1 << 20)):
+            batches.append((batch.header.size_in_bytes, records_of(batch.to_bytes())))
+            offset = batch.header.next_offset
+    return batches
 
 
 def tombstone(group: str, topic: str, partition: int) -> Record:
@@ -392,9 +409,11 @@ class FakeReplicas:
         await self.gate.wait()
         if self.raise_error is not None:
             raise self.raise_error
-        (p,) = request.partitions
         return m.ProduceResponse(
-            (m.ProducePartitionResult(p.topic, p.partition, self.answer, base_offset),)
+            tuple(
+                m.ProducePartitionResult(p.topic, p.partition, self.answer, base_offset)
+                for p in request.partitions
+            )
         )
 
 
@@ -758,5 +777,215 @@ async def test_the_retention_task_runs_every_check_interval_until_stop(tmp_path:
             while committed(broker.coordinator.offset_fetch(fetch(group))):
                 await asyncio.sleep(0.001)
         await asyncio.wait_for(broker.coordinator.stop(), 5)  # cancels the task
+    finally:
+        broker.close()
+
+
+# --- large removals, failed tombstones ----------------------------------------------------------
+
+# max.message.bytes 2 KiB: a removal's tombstones need many batches; segment.bytes 8 KiB: and
+# several produce entries (a log refuses an append larger than a segment).
+SMALL_LOG = LogConfig(max_message_bytes=2048, segment_bytes=8192)
+MANY = 100
+MANY_ORDERS = create_topic("orders", DATA_TID, *([(1,)] * MANY))
+MANY_ORDERS_AGAIN = create_topic("orders", topic_id(77), *([(1,)] * MANY))
+# A long group id in partition 0 too: ~330-byte tombstones.
+LONG_GROUP = next(
+    f"{'x' * 300}{i}" for i in range(100) if partition_for_group(f"{'x' * 300}{i}", 3) == 0
+)
+
+
+async def many_committed(broker: Broker, image: MetadataImage) -> tuple[str, str]:
+    """Load `image` and commit orders-0..99 and users-0 for two groups of partition 0."""
+    await loaded(broker, image)
+    groups = (GROUP_IN[0], LONG_GROUP)
+    for group in groups:
+        for first in range(0, MANY, 4):  # commits within max.message.bytes
+            entries = (cm.CommitEntry("orders", p, 1000 + p) for p in range(first, first + 4))
+            assert (await broker.coordinator.offset_commit(commit(group, *entries))).error is None
+        response = await broker.coordinator.offset_commit(
+            commit(group, cm.CommitEntry("users", 0, 7))
+        )
+        assert response.error is None
+    return groups
+
+
+@pytest.mark.asyncio
+async def test_a_removal_larger_than_max_message_bytes_appends_every_tombstone_first(
+    tmp_path: Path,
+) -> None:
+    """Its tombstones go in batches within max.message.bytes, in several produce entries; a
+    commit of the re-created topic issued meanwhile lands after all of them."""
+    image = image_with(*offsets_topic(1, 1, 1), *MANY_ORDERS, *USERS)
+    broker = Broker(tmp_path / "b", log_config=SMALL_LOG)
+    try:
+        groups = await many_committed(broker, image)
+        image = replayed(image, RemoveTopicRecord(DATA_TID), *MANY_ORDERS_AGAIN)
+        broker.publish(image)
+        # Awaited in this very step: it reaches the coordinator before the tombstones' task.
+        response = await broker.coordinator.offset_commit(
+            commit(groups[1], cm.CommitEntry("orders", 5, 3))
+        )
+        assert response.error is None
+        await asyncio.wait_for(broker.coordinator.wait_tombstones(), 5)
+        batches = log_batches(broker, 0)
+        new_commit = (OffsetCommitKey(groups[1], "orders", 5), OffsetCommitValue(3, -1, "", NOW))
+        assert batches[-1][1] == [new_commit]
+        tombstones = [b for b in batches if all(value is None for _, value in b[1])]
+        assert len(tombstones) > 4 and all(size <= 2048 for size, _ in tombstones)
+        assert sum(size for size, _ in tombstones) > 8192  # several produce entries
+        assert [record for _, batch in batches[-1 - len(tombstones) : -1] for record in batch] == [
+            tombstone(group, "orders", p) for group in groups for p in range(MANY)
+        ]
+        await broker.coordinator.stop()
+    finally:
+        broker.close()
+    # The topic exists again: only the tombstones keep the old offsets out.
+    assert await committed_after_restart(tmp_path / "b", image, *groups) == [
+        {("users", 0): 7},
+        {("orders", 5): 3, ("users", 0): 7},
+    ]
+
+
+def produced_tombstones(fake: FakeReplicas, index: int) -> list[Record]:
+    """The records of the `index`th produce request (every entry)."""
+    request = fake.produced[index][0]
+    return [record for entry in request.partitions for record in records_of(entry.records)]
+
+
+async def failed_removal(broker: Broker, fake: FakeReplicas) -> MetadataImage:
+    """orders-0, orders-1 and users-0 committed for GROUP_IN[0]; orders deleted, and the
+    tombstones' append failed (the second produce request)."""
+    image = image_with(*offsets_topic(1, 1, 1), *DATA, *USERS)
+    await loaded(broker, image)
+    group = GROUP_IN[0]
+    fake.gate.set()
+    response = await broker.coordinator.offset_commit(
+        commit(
+            group,
+            cm.CommitEntry("orders", 0, 1),
+            cm.CommitEntry("orders", 1, 2),
+            cm.CommitEntry("users", 0, 3),
+        )
+    )
+    assert response.error is None
+    fake.answer = NotEnoughReplicasError("isr 1 < 2")
+    image = replayed(image, RemoveTopicRecord(DATA_TID))
+    broker.publish(image)
+    await asyncio.wait_for(broker.coordinator.wait_tombstones(), 5)
+    assert len(fake.produced) == 2
+    assert produced_tombstones(fake, 1) == [
+        tombstone(group, "orders", 0),
+        tombstone(group, "orders", 1),
+    ]
+    fake.answer = None
+    return image
+
+
+@pytest.mark.asyncio
+async def test_a_failed_tombstone_append_is_retried_on_the_next_tick(
+    faked: tuple[Broker, FakeReplicas],
+) -> None:
+    broker, fake = faked
+    await failed_removal(broker, fake)
+    group = GROUP_IN[0]
+    assert broker.coordinator.expire_offsets() == 0  # nothing expired, the tombstones retried
+    await asyncio.wait_for(broker.coordinator.wait_tombstones(), 5)
+    assert produced_tombstones(fake, 2) == [
+        tombstone(group, "orders", 0),
+        tombstone(group, "orders", 1),
+    ]
+    broker.coordinator.expire_offsets()  # appended: nothing left to retry
+    await asyncio.wait_for(broker.coordinator.wait_tombstones(), 5)
+    assert len(fake.produced) == 3
+    await broker.coordinator.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_failed_tombstone_append_is_retried_after_a_backoff_until_unloaded(
+    faked: tuple[Broker, FakeReplicas],
+) -> None:
+    broker, fake = faked
+    broker.coordinator.tombstone_retry_backoff_ms = (5, 10)
+    image = await failed_removal(broker, fake)
+    fake.answer = NotEnoughReplicasError("isr 1 < 2")
+    await until_produced(fake, 4)  # retried twice, without a tick
+    assert produced_tombstones(fake, 3) == produced_tombstones(fake, 1)
+    # Leadership moves: the pending tombstones die with the partition.
+    broker.publish(
+        replayed(image, PartitionChangeRecord(OFFSETS_TID, 0, leader=2, isr=(2,), replicas=(1, 2)))
+    )
+    await asyncio.wait_for(broker.coordinator.wait_tombstones(), 5)
+    count = len(fake.produced)
+    await asyncio.sleep(0.05)
+    assert len(fake.produced) == count
+    await broker.coordinator.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_key_committed_again_before_the_retry_gets_no_tombstone(
+    faked: tuple[Broker, FakeReplicas],
+) -> None:
+    broker, fake = faked
+    image = await failed_removal(broker, fake)
+    group = GROUP_IN[0]
+    broker.publish(replayed(image, *ORDERS_AGAIN))
+    response = await broker.coordinator.offset_commit(commit(group, cm.CommitEntry("orders", 0, 5)))
+    assert response.error is None  # the third produce request
+    # A commit of orders-1 waits for acks=all at the tick: its key stays pending.
+    fake.gate.clear()
+    task = asyncio.create_task(
+        broker.coordinator.offset_commit(commit(group, cm.CommitEntry("orders", 1, 6)))
+    )
+    await until_produced(fake, 4)
+    broker.coordinator.expire_offsets()
+    await asyncio.sleep(0)
+    assert len(fake.produced) == 4  # orders-0 is committed again, orders-1 waits
+    fake.answer = RequestTimedOutError("no acks")  # orders-1's commit fails after all
+    fake.gate.set()
+    assert (await asyncio.wait_for(task, 5)).error is not None
+    fake.answer = None
+    broker.coordinator.expire_offsets()
+    await asyncio.wait_for(broker.coordinator.wait_tombstones(), 5)
+    assert produced_tombstones(fake, 4) == [tombstone(group, "orders", 1)]
+    assert committed(broker.coordinator.offset_fetch(fetch(group))) == {
+        ("orders", 0): 5,
+        ("users", 0): 3,
+    }
+    await broker.coordinator.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_large_removal_is_one_produce_request_that_a_commit_waits_for(
+    tmp_path: Path,
+) -> None:
+    """Its entries go in one request (the replica manager appends them all before its first
+    await); a commit issued in the same step is the next request, even while the tombstones
+    wait for acks=all."""
+    broker = Broker(tmp_path / "b", log_config=SMALL_LOG)
+    fake = FakeReplicas(broker.rm)
+    broker.coordinator = GroupCoordinator(1, fake, broker.creator, wall_clock=lambda: broker.now)
+    try:
+        image = image_with(*offsets_topic(1, 1, 1), *MANY_ORDERS)
+        await loaded(broker, image)
+        fake.gate.set()
+        for group in (GROUP_IN[0], LONG_GROUP):
+            entries = (cm.CommitEntry("orders", p, p) for p in range(MANY))
+            assert (await broker.coordinator.offset_commit(commit(group, *entries))).error is None
+        fake.gate.clear()
+        broker.publish(replayed(image, RemoveTopicRecord(DATA_TID), *MANY_ORDERS_AGAIN))
+        task = asyncio.create_task(
+            broker.coordinator.offset_commit(commit(GROUP_IN[0], cm.CommitEntry("orders", 0, 3)))
+        )
+        await until_produced(fake, 4)
+        removal, new_commit = fake.produced[2][0], fake.produced[3][0]
+        assert len(removal.partitions) > 1  # several entries, each within segment.bytes
+        assert len(produced_tombstones(fake, 2)) == 2 * MANY
+        assert records_of(new_commit.partitions[0].records) == [
+            (OffsetCommitKey(GROUP_IN[0], "orders", 0), OffsetCommitValue(3, -1, "", NOW))
+        ]
+        fake.gate.set()
+        assert (await asyncio.wait_for(task, 5)).error is None
+        await broker.coordinator.stop()
     finally:
         broker.close()

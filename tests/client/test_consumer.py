@@ -68,6 +68,15 @@ def values(records: list[ConsumerRecord]) -> list[bytes | None]:
     return [r.value for r in records]
 
 
+async def poll_until_assigned(c: Consumer, assigned: set[TopicPartition]) -> None:
+    """Poll until the subscription reads exactly `assigned` (metadata refreshes in between)."""
+    for _ in range(100):
+        await c.poll(20)
+        if c.assignment() == assigned:
+            return
+    assert c.assignment() == assigned
+
+
 @pytest.mark.asyncio
 async def test_assign_and_poll_from_the_beginning(cluster: FakeCluster) -> None:
     cluster.create("t", 2)
@@ -163,11 +172,7 @@ async def test_a_subscribed_topic_briefly_unknown_keeps_its_position(
         c.seek_to_beginning()
         assert values(await poll_until(c, 3)) == [b"0", b"1", b"2"]
         lagging = cluster.topics.pop("t")  # the next metadata answer calls "t" unknown
-        for _ in range(50):
-            await c.poll(20)
-            if not c.assignment():
-                break
-        assert c.assignment() == set()
+        await poll_until_assigned(c, set())
         cluster.topics["t"] = lagging
         cluster.append("t", 0, [b"3", b"4"])
         got: list[bytes | None] = []
@@ -203,11 +208,7 @@ async def test_a_partition_of_a_re_created_topic_does_not_get_the_old_topics_pos
         assert len(await poll_until(c, 10)) == 10
         cluster.topics["t"] = [FakePartition(leader=0)]
         ids["t"] = b"y" * 16
-        for _ in range(100):
-            await c.poll(20)
-            if c.assignment() == {T0}:
-                break
-        assert c.assignment() == {T0}
+        await poll_until_assigned(c, {T0})
         cluster.topics["t"].append(FakePartition(leader=1))
         cluster.append("t", 1, [b"new%d" % i for i in range(12)])
         got = await poll_until(c, 12)
@@ -224,16 +225,9 @@ async def test_a_pending_seek_survives_a_blip(cluster: FakeCluster) -> None:
         c.seek_to_beginning(T0)  # pending until the next poll
         c.pause(T0)
         lagging = cluster.topics.pop("t")
-        for _ in range(50):
-            await c.poll(20)
-            if not c.assignment():
-                break
-        assert c.assignment() == set()
+        await poll_until_assigned(c, set())
         cluster.topics["t"] = lagging
-        for _ in range(50):
-            await c.poll(20)
-            if c.assignment():
-                break
+        await poll_until_assigned(c, {T0})
         assert c.paused() == {T0}  # still paused
         c.resume(T0)
         assert values(await poll_until(c, 3)) == [b"0", b"1", b"2"]  # the seek still applies

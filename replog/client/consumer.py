@@ -301,7 +301,7 @@ class Consumer:
             for tp in left:
                 state = states[tp]
                 position = held.get(tp, state.position)
-                if position is not None or state.reset is not None:
+                if position is not None or state.reset is not None or state.paused:
                     self._departed[tp] = _Departed(
                         previous_ids.get(tp.topic), position, state.reset, state.paused
                     )

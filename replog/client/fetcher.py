@@ -417,6 +417,11 @@ class Fetcher:
     def drain(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Up to `max_records` buffered records, moving positions; raises a pending error
         once no records come before it."""
+        if self._errors:
+            # An answer that was no answer (a broker's, not a partition's): raised first, or a
+            # partition on another broker that keeps delivering would hold it back for good.
+            # The buffered records wait for the next poll.
+            raise self._errors.pop(0)
         drained: dict[TopicPartition, list[ConsumerRecord]] = {}
         remaining = max_records
         for tp in list(self._buffered):
@@ -450,8 +455,6 @@ class Fetcher:
                 # Not exhausted: rotate it to the back so other partitions get their turn.
                 del self._buffered[tp]
                 self._buffered[tp] = completed
-        if not drained and self._errors:
-            raise self._errors.pop(0)
         return drained
 
     def has_buffered(self) -> bool:

@@ -177,6 +177,9 @@ class PartitionFetcher:
         except (KafkaTimeoutError, NoBrokersAvailableError):
             return None
         if not 0 <= partition < len(partitions):
+            # The cached answer may predate the partition (partitions added since, or a broker
+            # behind on metadata answered): the caller asks again, with fresh metadata.
+            metadata.request_update()
             raise UnknownTopicOrPartitionError(
                 f"partition {topic}-{partition} does not exist: topic {topic!r} has "
                 f"{len(partitions)} partitions"

@@ -76,10 +76,14 @@ READ_DEFAULTS = {
 }
 
 
+UNKNOWN_TOPIC_BACKOFF_S = 0.1  # the first pause after an unknown-topic answer
+
+
 @dataclass(slots=True)
 class _Cursor:
-    """Where a range read is: the next offset, when it gives up without progress, and the
-    high watermark the latest fetch answer reported (-1: none, or no answer)."""
+    """Where a range read is: the next offset, when it gives up without progress, the high
+    watermark the latest fetch answer reported (-1: none, or no answer), and whether the latest
+    attempt found the topic unknown."""
 
     position: int
     deadline: int  # monotonic ms
@@ -87,6 +91,7 @@ class _Cursor:
     # The last UNKNOWN_TOPIC_OR_PARTITION since the last progress: a broker behind on metadata
     # answers it for a topic it does not know yet, so it is data loss only if it lasts.
     unknown_topic: UnknownTopicOrPartitionError | None = None
+    unknown_backoff_s: float = UNKNOWN_TOPIC_BACKOFF_S / 2  # the pause before asking again
 
 
 def read_range(
@@ -124,18 +129,23 @@ def _batches(
             answer = fetcher.wait(pending, cursor.deadline)
         except UnknownTopicOrPartitionError as exc:
             pending, cursor.unknown_topic = None, exc
-            time.sleep(0.05)  # asked again until it lasts pollTimeoutMs (`_stalled`)
+            # Asked again (with fresh metadata) until it lasts pollTimeoutMs (`_stalled`), the
+            # pause doubling up to a second: each ask costs a Metadata request.
+            cursor.unknown_backoff_s = min(2 * cursor.unknown_backoff_s, 1.0)
+            time.sleep(cursor.unknown_backoff_s)
             continue
         except OffsetOutOfRangeError:
-            pending, cursor.high_watermark = None, -1
+            pending, cursor.high_watermark, cursor.unknown_topic = None, -1, None
             cursor.position = _checked_position(fetcher, piece, position, options, cursor.deadline)
             if cursor.position == position:
                 time.sleep(0.05)  # the log says the offset is there: retry, not spin
             continue
         pending = None
         # Only the latest answer's word counts: a leader that stops answering is no sign that
-        # the log ends here.
+        # the log ends here, nor that the topic is gone.
         cursor.high_watermark = -1 if answer is None else answer.high_watermark
+        cursor.unknown_topic = None
+        cursor.unknown_backoff_s = UNKNOWN_TOPIC_BACKOFF_S / 2
         if answer is None:
             # The deadline passed (the check above words it), or a fetch submitted before Spark
             # took the last batch gave up on that older deadline: asked again.
@@ -145,7 +155,6 @@ def _batches(
         if answer.high_watermark >= 0:
             bound = min(bound, answer.high_watermark)
         batches, next_position = _batches_to_read(data, position, bound, check_crcs, where)
-        cursor.unknown_topic = None
         if next_position > position:
             cursor.position = next_position
             cursor.deadline = monotonic_ms() + options.poll_timeout_ms

@@ -184,6 +184,24 @@ def test_one_unknown_topic_answer_is_asked_again_not_data_loss(
     assert read(monkeypatch, lagging_once_at_20, fail_on_data_loss=False) == list(range(50))
 
 
+def test_one_unknown_topic_answer_then_a_silent_leader_is_a_timeout_not_data_loss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The unknown-topic answer is old news once a later attempt got past it: only one that
+    # lasts until the poll timeout counts as a deleted topic.
+    answered = set()
+
+    def unknown_once_then_silent(fetcher: ScriptedFetcher, position: int) -> None:
+        if position >= 20:
+            if "unknown" not in answered:
+                answered.add("unknown")
+                raise UnknownTopicOrPartitionError("topic 't' does not exist")
+            fetcher.silent = True
+
+    with pytest.raises(ReadTimeoutError, match="reached offset 20"):
+        read(monkeypatch, unknown_once_then_silent, fail_on_data_loss=False)
+
+
 def test_a_stalled_read_below_a_stale_fetch_hw_is_a_timeout_not_data_loss(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -236,16 +254,24 @@ def test_a_log_now_ending_at_or_before_the_position_loses_the_rest_of_the_range(
 
 
 class _OnePartitionMetadata:
+    updates_requested = 0
+
     async def partitions_for(self, topic: str, *, deadline_ms: int) -> tuple[object, ...]:
         return (object(),)
 
+    def request_update(self) -> None:
+        self.updates_requested += 1
+
 
 def test_the_fetcher_refuses_a_partition_its_topic_no_longer_has() -> None:
-    # Re-created with fewer partitions: the fetcher says so at once instead of retrying.
+    # Re-created with fewer partitions: the fetcher says so at once instead of retrying, and
+    # asks for fresh metadata (the cached answer may predate partitions added since).
     fetcher = PartitionFetcher.__new__(PartitionFetcher)
     fetcher.tp = TopicPartition("t", 3)
-    fetcher._metadata = _OnePartitionMetadata()  # type: ignore[assignment]
+    metadata = _OnePartitionMetadata()
+    fetcher._metadata = metadata  # type: ignore[assignment]
     with pytest.raises(
         UnknownTopicOrPartitionError, match="partition t-3 does not exist: topic 't' has 1"
     ):
         asyncio.run(fetcher._leader(deadline_ms=0))
+    assert metadata.updates_requested == 1

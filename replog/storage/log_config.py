@@ -134,7 +134,8 @@ class LogConfig:
         return dataclasses.replace(base or cls(), **changes)
 
     def with_each_valid(self, properties: Mapping[str, Any]) -> tuple[LogConfig, list[ConfigError]]:
-        """This config with every valid log setting of `properties`, and the error of each
+        """This config with every valid log setting of `properties` (stored configs, from the
+        metadata: a legacy integer spelling is read, `_legacy_spelling`), and the error of each
         invalid one, which keeps this config's value: a topic whose one bad key cost it every
         other setting (its retention, its size limit) would lose data it was set to keep."""
         changes: dict[str, Any] = {}
@@ -144,7 +145,7 @@ class LogConfig:
             if entry is None:
                 continue
             try:
-                changes[entry[0]] = parse_setting(key, raw)
+                changes[entry[0]] = parse_setting(key, _legacy_spelling(raw))
             except ConfigError as error:
                 refused.append(error)
         return dataclasses.replace(self, **changes), refused
@@ -202,17 +203,26 @@ def _parse_int(raw: Any) -> int:
         raise ValueError("expected an integer, got a boolean")
     if isinstance(raw, int):
         return raw
+    return parse_integer(str(raw))
+
+
+def _legacy_spelling(raw: Any) -> Any:
+    """`raw`, or the canonical spelling of an integer Python reads and Kafka does not
+    (`2_592_000_000`): the controller refuses such values now but accepted them before, so a
+    stored topic config may hold one, and it must keep its value rather than fall back to the
+    broker default (which would delete data early). For stored configs only
+    (`with_each_valid`); server.properties is read strictly."""
+    if not isinstance(raw, str):
+        return raw
     try:
-        return parse_integer(str(raw))
+        parse_integer(raw)
+        return raw
     except ValueError:
-        # A spelling Python reads and Kafka does not (`2_592_000_000`): the controller refuses
-        # it now, but it accepted it before, so a topic config stored then may hold one; it
-        # keeps its value rather than falling back to the broker default (which would delete
-        # data early).
-        try:
-            return int(str(raw).strip())
-        except ValueError:
-            raise ValueError("must be an integer") from None
+        pass
+    try:
+        return str(int(raw.strip()))
+    except ValueError:
+        return raw
 
 
 def _parse_bool(raw: Any) -> bool:

@@ -48,7 +48,10 @@ def test_the_meter_measures_this_process_and_the_machine() -> None:
         while produce.time.process_time() < deadline:
             pass
     assert meter.result["client"] > 0.3  # it spun for the whole interval
-    # The machine's figure counts whole clock ticks (10 ms): 0.3 s of it is within a few.
-    assert meter.result["machine"] >= meter.result["client"] - 0.15
+    # The machine's figure counts whole clock ticks (10 ms): 0.3 s of it is within a few. Its
+    # busy time leaves out steal (the host running something else on this VM's core), which
+    # this process's own CPU time counts as its own: the two together cover the spin. (A CI
+    # run failed here with the machine at 0.71 against 1.0, the VM busy with other work.)
+    assert meter.result["machine"] + meter.result["steal"] >= meter.result["client"] - 0.15
     assert meter.result["steal"] >= 0.0
     assert meter.result["servers"] == 0.0

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from replog.errors import ReplogError
+from replog.record.varint import INT32_MAX
 
 Action = Callable[[str, str, Any], argparse.ArgumentParser]
 
@@ -46,10 +47,6 @@ def add_command(
         return sub
 
     return action
-
-
-INT32_MAX = 2**31 - 1  # partitions, replicas, counts and times in ms on the wire
-INT64_MAX = 2**63 - 1  # offsets and record counts
 
 
 def at_least(minimum: int, maximum: int = INT32_MAX) -> Callable[[str], int]:

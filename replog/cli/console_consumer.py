@@ -42,7 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from typing import Any, Protocol
 
-from replog.cli.arguments import INT64_MAX, add_documented_command, at_least, parse_key_values
+from replog.cli.arguments import add_documented_command, at_least, parse_key_values
 from replog.cli.client_connection import (
     add_client_connection_arguments,
     client_config,
@@ -51,6 +51,7 @@ from replog.cli.client_connection import (
 from replog.cli.record_formatter import FormatterConfig, format_record
 from replog.client.records import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from replog.errors import ReplogError
+from replog.record.varint import INT64_MAX
 
 POLL_MS = 200  # one poll; bounds how late max-messages, timeouts and Ctrl-C are noticed
 COMMIT_INTERVAL_S = 1.0

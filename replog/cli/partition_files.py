@@ -27,8 +27,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
-from replog.cli.arguments import INT32_MAX, INT64_MAX
 from replog.errors import ReplogError
+from replog.record.varint import INT32_MAX, INT32_MIN, INT64_MAX
 
 T = TypeVar("T")
 
@@ -230,7 +230,7 @@ def _int_list(entry: Mapping[str, Any], key: str, where: str) -> tuple[int, ...]
     value = _field(entry, key, list, where)
     if any(type(item) is not int for item in value):
         raise FileFormatError(f'{where}: "{key}" must be a list of whole numbers')
-    if any(not -(2**31) <= item <= INT32_MAX for item in value):
+    if any(not INT32_MIN <= item <= INT32_MAX for item in value):
         raise FileFormatError(f'{where}: "{key}" holds a number outside the int32 range')
     return tuple(value)
 

@@ -63,9 +63,10 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
-from replog.cli.arguments import INT64_MAX, add_command, at_least
+from replog.cli.arguments import add_command, at_least
 from replog.cli.client_connection import add_client_connection_arguments, client_config
 from replog.errors import ReplogError
+from replog.record.varint import INT64_MAX
 
 MB = 1024 * 1024
 REPORTING_INTERVAL_MS = 5000

@@ -31,14 +31,12 @@ from enum import Enum
 
 from replog.client.records import OffsetAndMetadata, TopicPartition
 from replog.errors import IllegalStateError
+from replog.record.varint import INT64_MAX
 
 EARLIEST = "earliest"
 LATEST = "latest"
 NONE = "none"
 RESET_STRATEGIES = (EARLIEST, LATEST, NONE)
-
-
-OFFSET_MAX = 2**63 - 1  # an offset is an int64 on the wire
 
 
 class Mode(Enum):
@@ -157,10 +155,10 @@ class SubscriptionState:
     # --- positions ----------------------------------------------------------------------------
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
-        if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= OFFSET_MAX:
+        if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= INT64_MAX:
             raise ValueError(
                 f"seek(): offset for {tp.topic}-{tp.partition} must be an int in [0, "
-                f"{OFFSET_MAX}], got {offset!r}"
+                f"{INT64_MAX}], got {offset!r}"
             )
         state = self.state(tp, "seek")
         state.position = offset

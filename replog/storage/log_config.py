@@ -46,10 +46,10 @@ from typing import Any
 
 from replog.config import parse_integer
 from replog.errors import ConfigError
+from replog.record.varint import INT32_MAX  # Kafka's int settings are Java ints
 
 LONG_MAX = 9223372036854775807
 LONG_MIN = -LONG_MAX - 1
-INT_MAX = 2147483647  # Kafka's int settings are Java ints
 
 
 # The smallest sizes a log works with: a segment must hold one batch header (61 bytes), an
@@ -63,12 +63,12 @@ CLEANUP_POLICIES = ("compact", "delete")
 # Integer field -> (its name in messages, minimum, maximum): Kafka's ranges, the controller's
 # for every topic key.
 INTEGER_RANGES: dict[str, tuple[str, int, int]] = {
-    "segment_bytes": ("segment.bytes", MIN_SEGMENT_BYTES, INT_MAX),
+    "segment_bytes": ("segment.bytes", MIN_SEGMENT_BYTES, INT32_MAX),
     "segment_ms": ("segment.ms", 1, LONG_MAX),
     "segment_jitter_ms": ("segment.jitter.ms", 0, LONG_MAX),
-    "segment_index_bytes": ("segment.index.bytes", MIN_SEGMENT_INDEX_BYTES, INT_MAX),
-    "index_interval_bytes": ("index.interval.bytes", 0, INT_MAX),
-    "max_message_bytes": ("max.message.bytes", 0, INT_MAX),
+    "segment_index_bytes": ("segment.index.bytes", MIN_SEGMENT_INDEX_BYTES, INT32_MAX),
+    "index_interval_bytes": ("index.interval.bytes", 0, INT32_MAX),
+    "max_message_bytes": ("max.message.bytes", 0, INT32_MAX),
     "retention_ms": ("retention.ms", -1, LONG_MAX),
     "retention_bytes": ("retention.bytes", LONG_MIN, LONG_MAX),  # negative: no limit
     "flush_interval_messages": ("flush.messages", 1, LONG_MAX),

@@ -162,8 +162,9 @@ def test_load_reads_the_file_or_names_why_not(tmp_path: Path) -> None:
 def test_numbers_past_the_wire_limits_are_usage_errors() -> None:
     import argparse
 
-    from replog.cli.arguments import INT64_MAX, at_least
+    from replog.cli.arguments import at_least
     from replog.cli.console_consumer import offset_value
+    from replog.record.varint import INT64_MAX
 
     with pytest.raises(argparse.ArgumentTypeError, match="must be at most 2147483647"):
         at_least(1)("99999999999")  # `topics create --partitions`, `--partition`

@@ -200,14 +200,10 @@ class ConfigControl:
             candidates: list[tuple[str | None, ConfigSource]] = []
             if definition.dynamic:
                 candidates.append((own.get(name), own_source))
+                if broker_key is not None:
+                    default_source = ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+                    candidates.append((cluster_default.get(broker_key), default_source))
             if broker_key is not None:
-                if definition.dynamic:
-                    candidates.append(
-                        (
-                            cluster_default.get(broker_key),
-                            ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
-                        )
-                    )
                 candidates.append((self._static.get(broker_key), ConfigSource.STATIC_BROKER_CONFIG))
             described.append(
                 next(

@@ -1183,7 +1183,6 @@ class RaftNode:
             return
         leader.high_watermark = candidate
         self._raise_high_watermark(candidate)
-        self._high_watermark_known = True
         if leader.linger_deadline_ms is not None and self._everything_committed():
             # Group commit: the appends these proposals lingered behind are committed, so the
             # next batch goes now; the linger only bounds the wait (one batch per commit round
@@ -1206,6 +1205,9 @@ class RaftNode:
         return self._tail.summary().log_end_offset <= self._high_watermark
 
     def _raise_high_watermark(self, value: int) -> None:
+        """Learn a high watermark in this run (the leader's word, or its own commit): known
+        from now on, even when it is the value the node already had."""
+        self._high_watermark_known = True
         if value > self._high_watermark:
             assert value <= self._tail.summary().log_end_offset, (value, self._tail.summary())
             self._high_watermark = value
@@ -1287,7 +1289,6 @@ class RaftNode:
             if response.high_watermark is not None:
                 end = self._tail.summary().log_end_offset
                 self._raise_high_watermark(min(response.high_watermark, end))
-                self._high_watermark_known = True
 
     def _append_fetched(self, response: FetchResponse) -> bool:
         """Append the fetched batches after checking their framing, CRC, offsets and epochs;

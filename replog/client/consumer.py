@@ -309,8 +309,9 @@ class Consumer:
                 departed = self._departed.pop(tp, None)
                 # Back after an answer that left its topic out: where it was (a seek to the
                 # beginning or end still pending included), unless the topic is another one
-                # now (deleted and created again: a new id).
-                if departed is not None and departed.topic_id == ids.get(tp.topic):
+                # now (deleted and created again: a new id; `_departed` was cut to the current
+                # ids above).
+                if departed is not None:
                     if departed.reset is not None:
                         self._subscriptions.request_reset(tp, departed.reset)
                     elif departed.position is not None:

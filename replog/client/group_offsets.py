@@ -254,27 +254,32 @@ class AutoCommitter:
         self._request_timeout_ms = request_timeout_ms
         self._clock = clock
         self._next_ms = clock() + interval_ms
-        self._committed: dict[TopicPartition, OffsetAndMetadata] = {}
-        self._committed_at: dict[TopicPartition, int] = {}  # this committer's clock, ms
+        # Per partition: what was committed, and when (this committer's clock, ms).
+        self._committed: dict[TopicPartition, tuple[OffsetAndMetadata, int]] = {}
         self._task: asyncio.Task[None] | None = None
 
     def changed(
-        self, positions: Mapping[TopicPartition, OffsetAndMetadata]
+        self,
+        positions: Mapping[TopicPartition, OffsetAndMetadata],
+        committed_before_ms: int | None = None,
     ) -> dict[TopicPartition, OffsetAndMetadata]:
-        return {tp: o for tp, o in positions.items() if self._committed.get(tp) != o}
+        """The positions not committed as they are, and, with `committed_before_ms`, those
+        whose last commit is that old or older."""
+        committed = self._committed
+        stale = committed_before_ms
+        changed = {}
+        for tp, offset in positions.items():
+            last = committed.get(tp)
+            if last is None or last[0] != offset or (stale is not None and last[1] <= stale):
+                changed[tp] = offset
+        return changed
 
     def maybe_commit(self, positions: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         now = self._clock()
         if now < self._next_ms or (self._task is not None and not self._task.done()):
             return
         self._next_ms = now + self._interval_ms
-        stale = now - RECOMMIT_UNCHANGED_MS
-        committed, committed_at = self._committed, self._committed_at
-        changed = {
-            tp: o
-            for tp, o in positions.items()
-            if committed.get(tp) != o or committed_at.get(tp, stale) <= stale
-        }
+        changed = self.changed(positions, now - RECOMMIT_UNCHANGED_MS)
         if changed:
             self._task = asyncio.get_running_loop().create_task(self._commit(changed))
 
@@ -297,18 +302,15 @@ class AutoCommitter:
     ) -> None:
         """Commit `offsets` and remember them as committed (also used by explicit commits)."""
         await self._offsets.commit(offsets, deadline_ms=deadline_ms, timeout_ms=timeout_ms)
-        self._committed.update(offsets)
         now = self._clock()
-        self._committed_at.update((tp, now) for tp in offsets)
+        self._committed.update((tp, (offset, now)) for tp, offset in offsets.items())
 
     def forget(self, partitions: Sequence[TopicPartition] | None = None) -> None:
         """Partitions no longer assigned: a later re-assignment commits them again."""
         if partitions is None:
             self._committed.clear()
-            self._committed_at.clear()
         for tp in partitions or ():
             self._committed.pop(tp, None)
-            self._committed_at.pop(tp, None)
 
     async def close(self, deadline_ms: int | None = None) -> None:
         """Wait for a running auto-commit (its errors are already logged) until `deadline_ms`

@@ -193,6 +193,11 @@ class Producer:
         if error is not None:
             raise error
 
+    def _check_sender_for(self, topic: str) -> None:
+        """A send's crash check (the flag first: the message is built only after a crash)."""
+        if self._sender.crashed:
+            self._check_crashed(f"send to topic {topic!r}")
+
     async def close(self, timeout_ms: int | None = None) -> None:
         """Deliver what is queued within `timeout_ms` (None: no limit), fail the rest with
         ClientClosedError, release everything. Idempotent; concurrent calls wait together."""
@@ -260,8 +265,7 @@ class Producer:
     ) -> asyncio.Future[RecordMetadata]:
         """Queue one record; the future resolves when it is delivered (module docstring)."""
         self._check_open()
-        if self._sender.crashed:
-            self._check_crashed(f"send to topic {topic!r}")
+        self._check_sender_for(topic)
         self._start()
         record = self._prepare(topic, value, key, headers, partition, timestamp_ms)
         assert self._loop is not None

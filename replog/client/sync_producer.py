@@ -232,8 +232,7 @@ class Producer:
         """Queue one record (module docstring); the future tells when it is delivered."""
         self._check_open()
         engine = self._engine
-        if engine._sender.crashed:
-            engine._check_crashed(f"send to topic {topic!r}")
+        engine._check_sender_for(topic)
         record = engine._prepare(topic, value, key, headers, partition, timestamp_ms)
         future = FutureRecordMetadata(topic)
         info = engine._topics.get(topic)

@@ -63,7 +63,7 @@ import contextlib
 import enum
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 from uuid import UUID
@@ -279,12 +279,13 @@ class GroupCoordinator:
             return  # leadership moved on while the worker thread read
         shard.cache = cache
         deleted, shard.deleted_topics = shard.deleted_topics, set()
-
-        def gone(key: OffsetCommitKey) -> bool:
-            return key.topic in deleted or not self._partition_exists(key.topic, key.partition)
-
-        removed = cache.remove(lambda key, _entry: gone(key))
-        self._tombstone_removed(shard, removed, gone, "of deleted topics")
+        # No commit waits for acks here: a loading partition accepts none.
+        removed = cache.remove(
+            lambda key, _entry: (
+                key.topic in deleted or not self._partition_exists(key.topic, key.partition)
+            )
+        )
+        self._tombstone(shard, removed, "of deleted topics")
         shard.state = ShardState.ACTIVE
         if stats.skipped:
             log.warning(
@@ -369,26 +370,15 @@ class GroupCoordinator:
             if shard.state is ShardState.LOADING:
                 shard.deleted_topics |= topics
             elif shard.state is ShardState.ACTIVE:
+                # Tombstoned too: the keys of commits of those topics still waiting for
+                # acks=all, whose records may already be in the log.
                 removed = shard.cache.remove_topics(topics)
-                self._tombstone_removed(
-                    shard, removed, lambda key: key.topic in topics, "of deleted topics"
+                gone = set(removed)
+                waiting = sorted(
+                    (k for k in shard.in_flight if k.topic in topics and k not in gone),
+                    key=lambda k: (k.group, k.topic, k.partition),
                 )
-
-    def _tombstone_removed(
-        self,
-        shard: _Shard,
-        removed: list[OffsetCommitKey],
-        matches: Callable[[OffsetCommitKey], bool],
-        what: str,
-    ) -> None:
-        """Tombstone the keys `removed` from the cache and those of the commits still waiting
-        for acks=all that `matches` holds for."""
-        gone = set(removed)
-        keys = removed + sorted(
-            (k for k in shard.in_flight if k not in gone and matches(k)),
-            key=lambda k: (k.group, k.topic, k.partition),
-        )
-        self._tombstone(shard, keys, what)
+                self._tombstone(shard, removed + waiting, "of deleted topics")
 
     def expire_offsets(self) -> int:
         """Remove, with tombstones, every loaded partition's expired offsets (module docstring);
@@ -618,10 +608,7 @@ class GroupCoordinator:
                     shard, [batch.build()], commit_timeout_ms
                 )
             finally:
-                shard.in_flight.subtract(keys)
-                for key in keys:
-                    if shard.in_flight[key] <= 0:
-                        del shard.in_flight[key]
+                shard.in_flight -= Counter(keys)  # drops the keys whose count reaches 0
             if failure is not None:
                 return cm.OffsetCommitResponse(
                     append_error(failure, f"group {group_id!r} in {shard.name}")

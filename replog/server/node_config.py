@@ -303,17 +303,15 @@ def controller_config_from_properties(
     node_id: int,
     cluster_id: str,
     properties: Mapping[str, str],
-    log_config: LogConfig | None = None,
+    log_config: LogConfig,
 ) -> ControllerConfig:
     """The `ControllerConfig` a node's properties describe (Kafka's names, Kafka's defaults).
     `log_config`: the default log settings the broker resolves from the same properties
-    (`LogManagerConfig.from_properties`; built here when not given)."""
+    (`LogManagerConfig.from_properties`)."""
     values: dict[str, object] = {}
     for key, (field, parse) in CONTROLLER_PROPERTIES.items():
         if key in properties:
             values[field] = parse(key, properties[key])
-    if log_config is None:
-        log_config = LogManagerConfig.from_properties(properties).log
     static = static_broker_configs(properties, log_config)
     try:
         return ControllerConfig(

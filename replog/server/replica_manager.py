@@ -348,11 +348,7 @@ class ReplicaManager:
         the image and DescribeConfigs reports, used to be ignored. `_apply` re-reads this on
         every image whose configs changed, for every led partition.
         """
-        for resource in (
-            ConfigResource(ConfigResourceType.TOPIC, topic),
-            ConfigResource(ConfigResourceType.BROKER, str(self.broker_id)),
-            ConfigResource(ConfigResourceType.BROKER, ""),
-        ):
+        for resource in reversed(self._log_config_resources(topic)):  # strongest first
             raw = image.configs.get(resource).get("min.insync.replicas")
             if raw is None:
                 continue
@@ -372,10 +368,13 @@ class ReplicaManager:
         """Where a topic's log settings come from over server.properties, weakest first:
         the dynamic cluster default, this broker's dynamic config, the topic's own (Kafka's
         DynamicLogConfig and topic overrides)."""
+        return (*self._broker_config_resources(), ConfigResource(ConfigResourceType.TOPIC, topic))
+
+    def _broker_config_resources(self) -> tuple[ConfigResource, ...]:
+        """The dynamic broker levels, weakest first: the cluster default, this broker's."""
         return (
             ConfigResource(ConfigResourceType.BROKER, ""),
             ConfigResource(ConfigResourceType.BROKER, str(self.broker_id)),
-            ConfigResource(ConfigResourceType.TOPIC, topic),
         )
 
     def _log_config(self, image: MetadataImage, topic: str) -> LogConfig:
@@ -409,12 +408,16 @@ class ReplicaManager:
         changed are recomputed; `get_or_create_log` applies the config to the open log (and
         does nothing when it is equal).
         """
+
+        def differs(resource: ConfigResource) -> bool:
+            return image.configs.get(resource) != previous.configs.get(resource)
+
+        brokers_changed = any(differs(resource) for resource in self._broker_config_resources())
         new_configs: dict[str, LogConfig | None] = {}
         for (topic, partition_id), partition in self._partitions.items():
             if topic not in new_configs:
-                changed = any(
-                    image.configs.get(resource) != previous.configs.get(resource)
-                    for resource in self._log_config_resources(topic)
+                changed = brokers_changed or differs(
+                    ConfigResource(ConfigResourceType.TOPIC, topic)
                 )
                 new_configs[topic] = self._log_config(image, topic) if changed else None
             config = new_configs[topic]

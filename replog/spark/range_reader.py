@@ -91,7 +91,7 @@ class _Cursor:
     # The last UNKNOWN_TOPIC_OR_PARTITION since the last progress: a broker behind on metadata
     # answers it for a topic it does not know yet, so it is data loss only if it lasts.
     unknown_topic: UnknownTopicOrPartitionError | None = None
-    unknown_backoff_s: float = UNKNOWN_TOPIC_BACKOFF_S / 2  # the pause before asking again
+    unknown_backoff_s: float = UNKNOWN_TOPIC_BACKOFF_S  # the next pause before asking again
 
 
 def read_range(
@@ -131,8 +131,8 @@ def _batches(
             pending, cursor.unknown_topic = None, exc
             # Asked again (with fresh metadata) until it lasts pollTimeoutMs (`_stalled`), the
             # pause doubling up to a second: each ask costs a Metadata request.
-            cursor.unknown_backoff_s = min(2 * cursor.unknown_backoff_s, 1.0)
             time.sleep(cursor.unknown_backoff_s)
+            cursor.unknown_backoff_s = min(2 * cursor.unknown_backoff_s, 1.0)
             continue
         except OffsetOutOfRangeError:
             pending, cursor.high_watermark, cursor.unknown_topic = None, -1, None
@@ -145,7 +145,7 @@ def _batches(
         # the log ends here, nor that the topic is gone.
         cursor.high_watermark = -1 if answer is None else answer.high_watermark
         cursor.unknown_topic = None
-        cursor.unknown_backoff_s = UNKNOWN_TOPIC_BACKOFF_S / 2
+        cursor.unknown_backoff_s = UNKNOWN_TOPIC_BACKOFF_S
         if answer is None:
             # The deadline passed (the check above words it), or a fetch submitted before Spark
             # took the last batch gave up on that older deadline: asked again.
@@ -203,17 +203,22 @@ def _lost(piece: OffsetRange, lost_from: int, lost_to: int, why: str) -> str:
     )
 
 
+def _rest_lost(piece: OffsetRange, position: int, why: str, options: SourceOptions) -> int:
+    """`piece.end`, once the rest of the range from `position` is reported lost for `why`."""
+    report_data_loss(_lost(piece, position, piece.end, why), options.fail_on_data_loss)
+    return piece.end
+
+
 def _log_ends_before(
     piece: OffsetRange, position: int, high_watermark: int, options: SourceOptions
 ) -> int:
-    """`piece.end`, once the rest of the range is reported lost: the log now ends at
-    `high_watermark`, at or before `position` (module docstring)."""
+    """`_rest_lost`: the log now ends at `high_watermark`, at or before `position` (module
+    docstring)."""
     why = (
         f"no longer in the log (its high watermark is now {high_watermark}: the log was "
         "truncated by an unclean leader election, or the topic re-created)"
     )
-    report_data_loss(_lost(piece, position, piece.end, why), options.fail_on_data_loss)
-    return piece.end
+    return _rest_lost(piece, position, why, options)
 
 
 def _stalled(
@@ -227,8 +232,7 @@ def _stalled(
     position = cursor.position
     if cursor.unknown_topic is not None:
         why = f"no longer in the cluster (topic deleted since planning?): {cursor.unknown_topic}"
-        report_data_loss(_lost(piece, position, piece.end, why), options.fail_on_data_loss)
-        return piece.end
+        return _rest_lost(piece, position, why, options)
     if 0 <= cursor.high_watermark <= position:
         try:
             high_watermark = fetcher.high_watermark(options.poll_timeout_ms)

@@ -46,10 +46,10 @@ from typing import Any
 
 from replog.config import parse_integer
 from replog.errors import ConfigError
-from replog.record.varint import INT32_MAX  # Kafka's int settings are Java ints
+from replog.record.varint import INT32_MAX, INT64_MAX, INT64_MIN
 
-LONG_MAX = 9223372036854775807
-LONG_MIN = -LONG_MAX - 1
+# Kafka's int settings are Java ints, its long ones Java longs.
+LONG_MIN, LONG_MAX = INT64_MIN, INT64_MAX
 
 
 # The smallest sizes a log works with: a segment must hold one batch header (61 bytes), an

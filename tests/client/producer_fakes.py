@@ -390,3 +390,22 @@ def producer_settings(cluster: FakeCluster, **overrides: object) -> dict[str, An
         "max_block_ms": 3_000,
         **overrides,
     }
+
+
+# What a crashed sender's refusals say (`break_drain`), after "send to topic 't': " or "flush: ".
+SENDER_CRASH = (
+    r"the producer's sender stopped on an unexpected error \(RuntimeError: a bug in drain\)"
+)
+
+
+def break_drain(monkeypatch: Any, accumulator: Any) -> None:
+    """Make the accumulator's drain raise (a bug) as soon as a batch is queued: the sender
+    crashes on its next pass."""
+    drain = accumulator.drain
+
+    def broken(*args: Any) -> Any:
+        if accumulator.has_queued():
+            raise RuntimeError("a bug in drain")
+        return drain(*args)
+
+    monkeypatch.setattr(accumulator, "drain", broken)

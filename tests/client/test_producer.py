@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 import pytest_asyncio
-from producer_fakes import FakeCluster, producer_settings
+from producer_fakes import SENDER_CRASH, FakeCluster, break_drain, producer_settings
 
 from replog.client.partitioner import murmur2, to_positive
 from replog.client.producer import Producer
@@ -774,21 +774,12 @@ async def test_after_the_sender_crashed_sends_and_flush_raise_naming_the_crash(
 ) -> None:
     producer = make()
     await producer.send("one", b"warm-up")
-
-    drain = producer._accumulator.drain
-
-    def broken(*args: object) -> object:
-        if producer._accumulator.has_queued():
-            raise RuntimeError("a bug in drain")
-        return drain(*args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(producer._accumulator, "drain", broken)
+    break_drain(monkeypatch, producer._accumulator)
     with pytest.raises(UnknownServerError, match="the producer's sender failed"):
         await asyncio.wait_for(producer.send("one", b"v"), 2)
-    crash = r"the producer's sender stopped on an unexpected error \(RuntimeError: a bug in drain\)"
-    with pytest.raises(IllegalStateError, match=r"^send to topic 'one': " + crash):
+    with pytest.raises(IllegalStateError, match=r"^send to topic 'one': " + SENDER_CRASH):
         producer.send_nowait("one", b"late")
-    with pytest.raises(IllegalStateError, match=r"^flush: " + crash):
+    with pytest.raises(IllegalStateError, match=r"^flush: " + SENDER_CRASH):
         await producer.flush(timeout_ms=1_000)
 
 

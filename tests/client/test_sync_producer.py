@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from producer_fakes import FakeCluster, producer_settings
+from producer_fakes import SENDER_CRASH, FakeCluster, break_drain, producer_settings
 
 from replog.client.records import RecordMetadata
 from replog.client.sync_producer import FutureRecordMetadata, Producer
@@ -387,21 +387,12 @@ def test_after_the_sender_crashed_send_and_flush_raise_naming_the_crash(
 ) -> None:
     producer = make()
     producer.send("one", b"warm-up").get(5)
-    accumulator = producer._engine._accumulator
-    drain = accumulator.drain
-
-    def broken(*args: Any) -> Any:
-        if accumulator.has_queued():
-            raise RuntimeError("a bug in drain")
-        return drain(*args)
-
-    monkeypatch.setattr(accumulator, "drain", broken)
+    break_drain(monkeypatch, producer._engine._accumulator)
     with pytest.raises(UnknownServerError, match="the producer's sender failed"):
         producer.send("one", b"v").get(5)
-    crash = r"the producer's sender stopped on an unexpected error \(RuntimeError: a bug in drain\)"
-    with pytest.raises(IllegalStateError, match=r"^send to topic 'one': " + crash):
+    with pytest.raises(IllegalStateError, match=r"^send to topic 'one': " + SENDER_CRASH):
         producer.send("one", b"late")
-    with pytest.raises(IllegalStateError, match=r"^flush: " + crash):
+    with pytest.raises(IllegalStateError, match=r"^flush: " + SENDER_CRASH):
         producer.flush(1)
 
 

@@ -150,18 +150,17 @@ async def loaded(broker: Broker, image: MetadataImage) -> None:
 Record = tuple[Any, OffsetCommitValue | None]
 
 
-def records_of(data: bytes | memoryview) -> list[Record]:
-    """(key, value or None for a tombstone) of every record of `data`'s batches."""
+def batch_records(batch: Any) -> list[Record]:
+    """(key, value or None for a tombstone) of every record of `batch`."""
     return [
         (decode_key(r.key or b""), None if r.value is None else decode_value(r.value))
-        for batch in iter_batches(bytes(data))
         for r in batch.records()
     ]
 
 
-def log_records(broker: Broker, partition: int) -> list[Record]:
-    plog = broker.log_manager.get_log(CONSUMER_OFFSETS_TOPIC, partition)
-    return records_of(plog.read(plog.log_start_offset, 1 << 20))
+def records_of(data: bytes | memoryview) -> list[Record]:
+    """The records of every batch of `data`."""
+    return [record for batch in iter_batches(bytes(data)) for record in batch_records(batch)]
 
 
 def log_batches(broker: Broker, partition: int) -> list[tuple[int, list[Record]]]:
@@ -171,9 +170,13 @@ def log_batches(broker: Broker, partition: int) -> list[tuple[int, list[Record]]
     offset = plog.log_start_offset
     while offset < plog.log_end_offset:
         for batch in iter_batches(plog.read(offset, 1 << 20)):
-            batches.append((batch.header.size_in_bytes, records_of(batch.to_bytes())))
+            batches.append((batch.header.size_in_bytes, batch_records(batch)))
             offset = batch.header.next_offset
     return batches
+
+
+def log_records(broker: Broker, partition: int) -> list[Record]:
+    return [record for _, records in log_batches(broker, partition) for record in records]
 
 
 def tombstone(group: str, topic: str, partition: int) -> Record:

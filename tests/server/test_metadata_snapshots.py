@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -39,6 +39,7 @@ from replog.server.node import Node
 from replog.server.node_config import NodeConfig
 from replog.server.raft_driver import RaftDriver
 from replog.server.raft_storage import RaftStorage
+from tests.eventually import eventually
 from tests.local_ports import free_port
 
 BROKER = 1
@@ -119,14 +120,6 @@ async def lone_broker(directory: Path, **extra: str) -> AsyncIterator[LoneBroker
         raft.storage.close()
         if loop.done() and loop.exception() is not None:
             raise loop.exception()  # type: ignore[misc]
-
-
-async def eventually(check: Callable[[], bool], what: str) -> None:
-    for _ in range(500):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"never held: {what}")
 
 
 def snapshot_image(storage: RaftStorage) -> MetadataImage:

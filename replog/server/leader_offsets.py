@@ -39,7 +39,6 @@ from replog.replication.messages import (
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
     NO_LEADER_EPOCH,
-    NO_OFFSET,
     DeleteRecordsPartition,
     ListOffsetsPartition,
     ListOffsetsPartitionResult,
@@ -92,13 +91,11 @@ def list_offset(
             entry.topic, entry.partition, offset=bound, leader_epoch=leader_state.leader_epoch
         )
     if timestamp == MAX_TIMESTAMP:
-        best_timestamp, best_offset = -1, NO_OFFSET
-        for header in plog.batch_headers(plog.log_start_offset, bound):
-            if header.max_timestamp > best_timestamp:
-                best_timestamp, best_offset = header.max_timestamp, header.last_offset
-        if best_offset == NO_OFFSET:
+        largest = plog.max_timestamp_and_offset(bound)
+        if largest is None:
             check_available()
             return ListOffsetsPartitionResult(entry.topic, entry.partition)
+        best_timestamp, best_offset = largest
         return ListOffsetsPartitionResult(
             entry.topic,
             entry.partition,

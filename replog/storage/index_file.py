@@ -354,6 +354,14 @@ class TimeIndex(IndexFile):
         entry = self.floor_entry(timestamp)
         return entry if entry is not None else (-1, self.base_offset)
 
+    def last_entry_below(self, offset: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the last entry whose offset is < `offset`, or None: the
+        largest timestamp of the batches up to it (offsets never fall, so one bisect)."""
+        i = bisect_left(self._values, offset - self.base_offset) - 1
+        if i < 0:
+            return None
+        return self._entry(i)
+
     def truncate_to(self, offset: int) -> None:
         """Remove every entry whose offset is >= `offset`."""
         relative = offset - self.base_offset

@@ -118,7 +118,7 @@ def parse_topic_partition(directory: str) -> tuple[str, int] | None:
 # A deleted partition's directory ends with this until its files are removed (Kafka's name).
 DELETE_DIR_SUFFIX = "-delete"
 # How many bytes one read of a header walk (`batch_headers`) asks for. The walk keeps only
-# headers, so this bounds the memory of a producer-state rebuild or a MAX_TIMESTAMP lookup.
+# headers, so this bounds the memory of a producer-state rebuild.
 HEADER_WALK_CHUNK_BYTES = 1 << 20
 _DIR_NAME_BYTES_MAX = 255  # a file name's limit on common file systems
 
@@ -927,7 +927,7 @@ class Log:
     ) -> Iterator[BatchHeader]:
         """The headers of the batches from the one holding `start_offset` up to the bound
         (default: the LEO), read `HEADER_WALK_CHUNK_BYTES` at a time; no CRC is computed and
-        no record decoded (a producer-state rebuild, a MAX_TIMESTAMP lookup)."""
+        no record decoded (a producer-state rebuild)."""
         for _, _, _, header in self._walk(
             start_offset, upper_bound_offset, HEADER_WALK_CHUNK_BYTES, read_header
         ):
@@ -956,6 +956,26 @@ class Log:
             if next_offset <= offset:
                 return
             offset = next_offset
+
+    def max_timestamp_and_offset(self, upper_bound_offset: int) -> tuple[int, int] | None:
+        """(largest timestamp, last offset of the first batch carrying it) among the batches
+        holding an offset in [log start, `upper_bound_offset`), or None when none has a
+        timestamp: ListOffsets' MAX_TIMESTAMP (KIP-734). Each segment answers from its tracked
+        maximum and its time index, so only the batches after the last time-index entry below
+        the bound, and those of a segment cut by the log start, are read."""
+        with self._lock:
+            self._check_open()
+            start = self._log_start_offset
+            first = next(self._segments.irange(maximum=start, reverse=True), None)
+            best_ts, best_offset = -1, -1
+            for base in self._segments.irange(minimum=first, maximum=upper_bound_offset - 1):
+                segment = self._segments[base]
+                if segment.size == 0:
+                    continue
+                ts, offset = segment.max_timestamp_between(start, upper_bound_offset)
+                if ts > best_ts:
+                    best_ts, best_offset = ts, offset
+            return None if best_offset < 0 else (best_ts, best_offset)
 
     def offsets_for_times(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the earliest record with timestamp >= `timestamp_ms`, or None.

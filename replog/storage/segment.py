@@ -165,6 +165,31 @@ class LogSegment:
             return self.max_timestamp_so_far
         return self._fs.mtime_ms(self.log_path)
 
+    def max_timestamp_between(self, start_offset: int, end_offset: int) -> tuple[int, int]:
+        """(largest timestamp, last offset of the first batch carrying it) over the batches
+        holding an offset in [`start_offset`, `end_offset`), or (-1, -1) if none has one.
+
+        The segment's own maximum answers when its batch lies in the range (every sealed
+        segment below a high watermark); otherwise the time index's last entry below the end
+        answers for everything before it, and only the batches after it are read.
+        """
+        max_ts = self.max_timestamp_so_far  # loads the indexes and the tail state
+        max_offset = self._offset_of_max_timestamp_so_far
+        if start_offset <= max_offset < end_offset:
+            return max_ts, max_offset
+        best_ts, best_offset = -1, -1
+        walk_from = max(start_offset, self.base_offset)
+        entry = self.time_index.last_entry_below(end_offset)
+        if entry is not None and entry[1] >= start_offset:
+            (best_ts, best_offset), walk_from = entry, entry[1] + 1
+        _, position = self.offset_index.lookup(walk_from)
+        for _, header in self._walk_headers(position):
+            if header.base_offset >= end_offset:
+                break
+            if header.last_offset >= walk_from and header.max_timestamp > best_ts:
+                best_ts, best_offset = header.max_timestamp, header.last_offset
+        return best_ts, best_offset
+
     def ensure_indexes(self) -> None:
         """Load both indexes; rebuild them from the log if either fails its sanity check."""
         if self._indexes_loaded:

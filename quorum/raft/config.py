@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Final
 
+from replog.config import parse_integer
 from replog.errors import ConfigError
 
 VOTERS_PROPERTY: Final = "controller.quorum.voters"
@@ -145,10 +146,11 @@ def _property_name(field_name: str) -> str:
 
 
 def _parse_int(name: str, text: str) -> int:
-    stripped = text.strip()
-    if not stripped.lstrip("-").isdigit() or not stripped.isascii():
-        raise ConfigError(f"{name}: expected an integer, got {text!r}")
-    return int(stripped)
+    """Kafka's reading of an integer (`parse_integer`: a leading '+' is fine, `1_000` is not)."""
+    try:
+        return parse_integer(text)
+    except ValueError:
+        raise ConfigError(f"{name}: expected an integer, got {text!r}") from None
 
 
 def parse_voters(text: str) -> tuple[VoterAddress, ...]:

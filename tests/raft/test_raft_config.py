@@ -67,6 +67,11 @@ def test_dotted_names_map_to_fields_and_other_components_keys_are_ignored() -> N
             "expected an integer",
         ),
         (
+            {VOTERS: "1@a:1", "controller.quorum.election.timeout.ms": "1_000"},
+            "controller.quorum.election.timeout.ms",
+            "expected an integer",
+        ),
+        (
             {VOTERS: "1@a:1", "controller.quorum.fetch.timeout.ms": "0"},
             "controller.quorum.fetch.timeout.ms",
             "must be an integer >= 1",
@@ -105,3 +110,11 @@ def test_the_high_watermark_linger_may_be_zero_but_not_negative() -> None:
     assert RaftConfig(voters=voters, high_watermark_linger_ms=0).high_watermark_linger_ms == 0
     with pytest.raises(ConfigError, match=r"^high_watermark_linger_ms: must be an integer >= 0"):
         RaftConfig(voters=voters, high_watermark_linger_ms=-1)
+
+
+def test_integers_are_read_as_kafka_reads_them() -> None:
+    # Java's Long.parseLong after a trim: a leading '+' is a number (it used to be refused).
+    config = RaftConfig.from_properties(
+        {VOTERS: "1@a:1", "controller.quorum.election.timeout.ms": " +1500 "}
+    )
+    assert config.election_timeout_ms == 1500

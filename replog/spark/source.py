@@ -211,7 +211,15 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
         partitions = self._view.partitions(self.options.subscription)
-        return to_offset_dict(_start_positions(self.options, self._view, partitions)[0])
+        start, bounds = _start_positions(self.options, self._view, partitions)
+        if self._target is not None:
+            # A new availableNow query: Spark asks for the snapshot first, then for the start,
+            # which may be resolved against HWs that moved meanwhile ("latest" above the
+            # snapshot). Spark's Kafka source reads its snapshot after the start; so does
+            # this, from the bounds just read, rather than taking the start above the
+            # snapshot for an HW gone back and re-reading it for seconds.
+            self._target = self._latest = {tp: b.latest for tp, b in bounds.items()}
+        return to_offset_dict(start)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.max_offsets_per_trigger

@@ -125,3 +125,22 @@ def test_timestamps_are_looked_up_before_the_bounds(monkeypatch: pytest.MonkeyPa
     reader = stream(monkeypatch, ScriptedView(10, found=12))
     reader.options = parse_options(options, Mode.STREAMING)
     assert reader.initialOffset() == {"t": {"0": 12}}
+
+
+def test_a_new_available_now_query_snapshots_after_resolving_its_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Spark calls prepareForTriggerAvailableNow (HW 100) before initialOffset, which resolves
+    # "latest" against an HW that moved meanwhile (130): the run ends at 130, at once, with
+    # no re-read of an HW that looked as if it went back.
+    view = ScriptedView(100, 130)
+    reader = stream(monkeypatch, view)
+    reader.options = parse_options(
+        {"bootstrap.servers": "scripted:9092", "subscribe": "t", "startingOffsets": "latest"},
+        Mode.STREAMING,
+    )
+    reader.prepareForTriggerAvailableNow()
+    start = reader.initialOffset()
+    assert start == {"t": {"0": 130}}
+    assert reader.latestOffset(start, ReadAllAvailable()) == start
+    assert view.reads == 2  # the snapshot and the start: nothing read again

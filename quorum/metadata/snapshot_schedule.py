@@ -18,6 +18,8 @@ from __future__ import annotations
 METADATA_LOG_MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS = 20 * 1024 * 1024
 # metadata.max.retention.bytes: past this size the log start moves up to the newest snapshot.
 METADATA_MAX_RETENTION_BYTES = 100 * 1024 * 1024
+# metadata.max.retention.ms: a snapshot older than this lets the log start move to the next one.
+METADATA_MAX_RETENTION_MS = 7 * 24 * 3_600_000
 METADATA_LOG_MAX_SNAPSHOT_INTERVAL_MS = 3_600_000
 
 

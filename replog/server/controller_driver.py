@@ -48,7 +48,10 @@ from quorum.controller.controller_config import ControllerConfig
 from quorum.controller.operation import ReadOperation
 from quorum.controller.pending_response import PendingResponse
 from quorum.metadata.records import NO_LEADER, MetadataRecord
-from quorum.metadata.snapshot_schedule import METADATA_MAX_RETENTION_BYTES
+from quorum.metadata.snapshot_schedule import (
+    METADATA_MAX_RETENTION_BYTES,
+    METADATA_MAX_RETENTION_MS,
+)
 from quorum.raft.ready import ApplyItem, CommittedBatch, LeaderChange, LoadSnapshot
 from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, wall_clock_ms
@@ -103,6 +106,7 @@ class ControllerDriver:
         snapshot_bytes_max: int,
         snapshot_interval_ms: int,
         retention_bytes: int = METADATA_MAX_RETENTION_BYTES,
+        retention_ms: int = METADATA_MAX_RETENTION_MS,
         rng: random.Random | None = None,
         wall_clock: Clock = wall_clock_ms,
     ) -> None:
@@ -117,6 +121,7 @@ class ControllerDriver:
             snapshot_bytes_max=snapshot_bytes_max,
             snapshot_interval_ms=snapshot_interval_ms,
             retention_bytes=retention_bytes,
+            retention_ms=retention_ms,
             wall_clock=wall_clock,
         )
         self._controller_id = -1

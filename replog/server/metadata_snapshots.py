@@ -22,23 +22,33 @@ Rules:
   controller's state at its last stable offset is that; so is an image the loader published
   (it publishes only committed batches, at batch ends). An image not published yet is never
   written: before the loader's first publication nothing is snapshotted.
-- Retention (KIP-630, `metadata.max.retention.bytes`), checked before each decision: once the
-  metadata log holds more than that, its start moves up to the newest snapshot, provided this
-  node applied it (one it wrote, or one it loaded); a fetcher behind the new start downloads
-  the snapshot instead. `metadata.max.retention.ms` is not applied.
+- Retention (KIP-630), checked before each decision, by size and by age; negative: no limit.
+  Size (`metadata.max.retention.bytes`): once the metadata log holds more than that, its start
+  moves up to the newest snapshot. Age (`metadata.max.retention.ms`), Kafka's pairwise rule:
+  walking the snapshots oldest first, while one was taken longer ago than that, the start moves
+  up to the next one (so the newest snapshot always stays, and one old snapshot alone removes
+  nothing). Either way the target must be a snapshot this node applied (one it wrote, or one
+  it loaded); older snapshots go with the prefix; a fetcher behind the new start downloads the
+  snapshot instead. A snapshot's age is from the time its writer took it (the timestamp of its
+  records), which a downloaded copy keeps.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 from typing import Protocol
 
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.record_batches import encode_snapshot
 from quorum.metadata.records import MetadataRecord
 from quorum.metadata.snapshot import image_to_records
-from quorum.metadata.snapshot_schedule import METADATA_MAX_RETENTION_BYTES, SnapshotSchedule
+from quorum.metadata.snapshot_schedule import (
+    METADATA_MAX_RETENTION_BYTES,
+    METADATA_MAX_RETENTION_MS,
+    SnapshotSchedule,
+)
 from quorum.raft.ready import ApplyItem, CommittedBatch, LoadSnapshot
 from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, wall_clock_ms
@@ -70,6 +80,7 @@ class SnapshotWriter:
         snapshot_bytes_max: int,
         snapshot_interval_ms: int,
         retention_bytes: int = METADATA_MAX_RETENTION_BYTES,
+        retention_ms: int = METADATA_MAX_RETENTION_MS,
         wall_clock: Clock = wall_clock_ms,
     ) -> None:
         self._raft = raft
@@ -80,6 +91,8 @@ class SnapshotWriter:
             max_interval_ms=snapshot_interval_ms,
         )
         self.retention_bytes = retention_bytes
+        self.retention_ms = retention_ms
+        self._taken_ms: dict[SnapshotId, int] = {}  # snapshot -> when it was taken (age rule)
         # How many snapshots this node wrote and loaded (logs, tests).
         self.snapshots_taken = 0
         self.snapshots_loaded = 0
@@ -118,21 +131,50 @@ class SnapshotWriter:
         return snapshot_id
 
     def apply_retention(self, now_ms: int) -> None:
-        """Move the log start up to the newest snapshot once the log outgrew the retention
-        size; only a snapshot this node applied qualifies (module docstring)."""
+        """Move the log start up to the snapshot the retention size or age asks for; only a
+        snapshot this node applied qualifies (module docstring)."""
         snapshots = self._raft.storage.snapshot_ids()
         if not snapshots:
             return
-        newest = snapshots[-1]
         storage_log = self._raft.storage.log
-        if newest.end_offset <= storage_log.log_start_offset:
+        target: SnapshotId | None
+        if 0 <= self.retention_bytes < storage_log.size_in_bytes:
+            target, reason = snapshots[-1], f"the log outgrew {self.retention_bytes} bytes"
+        else:
+            target = self._expired_by_age(snapshots)
+            reason = f"the snapshots before it are older than {self.retention_ms} ms"
+        if target is None or target.end_offset <= storage_log.log_start_offset:
             return
-        if storage_log.size_in_bytes <= self.retention_bytes:
+        if target.end_offset > self._raft.node.status().applied_offset:
             return
-        if newest.end_offset > self._raft.node.status().applied_offset:
-            return
-        self._raft.node.delete_log_prefix(newest, now_ms)
-        log.info("node %d: metadata log start moves to snapshot %s", self._raft.node_id, newest)
+        self._raft.node.delete_log_prefix(target, now_ms)
+        log.info(
+            "node %d: metadata log start moves to snapshot %s (%s)",
+            self._raft.node_id,
+            target,
+            reason,
+        )
+
+    def _expired_by_age(self, snapshots: Sequence[SnapshotId]) -> SnapshotId | None:
+        """The snapshot after the last of the oldest ones taken longer ago than the retention
+        age (module docstring), or None."""
+        if self.retention_ms < 0 or len(snapshots) < 2:
+            return None
+        taken = self._taken_ms
+        for gone in taken.keys() - set(snapshots):
+            del taken[gone]
+        oldest_kept = self._wall_clock() - self.retention_ms
+        target = None
+        for older, newer in pairwise(snapshots):
+            if older not in taken:
+                found = self._raft.storage.snapshot_timestamp_ms(older)
+                if found is None:
+                    break
+                taken[older] = found
+            if taken[older] >= oldest_kept:
+                break
+            target = newer
+        return target
 
 
 class BrokerMetadataSnapshots:
@@ -160,6 +202,7 @@ class BrokerMetadataSnapshots:
             snapshot_bytes_max=config.snapshot_bytes_max,
             snapshot_interval_ms=config.snapshot_interval_ms,
             retention_bytes=config.retention_bytes,
+            retention_ms=config.retention_ms,
         )
         return cls(raft, lambda: published.image, writer)
 

@@ -129,6 +129,7 @@ class Node:
                 snapshot_bytes_max=config.snapshot_bytes_max,
                 snapshot_interval_ms=config.snapshot_interval_ms,
                 retention_bytes=config.retention_bytes,
+                retention_ms=config.retention_ms,
             )
             controller_pb2_grpc.add_ControllerServicer_to_server(  # type: ignore[no-untyped-call]
                 ControllerService(self.controller, voters=config.raft.voters), self.server

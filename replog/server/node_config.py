@@ -67,6 +67,7 @@ from quorum.metadata.snapshot_schedule import (
     METADATA_LOG_MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS,
     METADATA_LOG_MAX_SNAPSHOT_INTERVAL_MS,
     METADATA_MAX_RETENTION_BYTES,
+    METADATA_MAX_RETENTION_MS,
 )
 from quorum.raft.config import RaftConfig
 from replog.config import integer_setting
@@ -100,6 +101,7 @@ NODE_PROPERTIES = frozenset(
         "metadata.log.max.record.bytes.between.snapshots",
         "metadata.log.max.snapshot.interval.ms",
         "metadata.max.retention.bytes",
+        "metadata.max.retention.ms",
         "broker.heartbeat.interval.ms",
         "metrics.port",
         "metrics.host",
@@ -152,7 +154,8 @@ class NodeConfig:
     raw_metadata_appends: bool = False
     snapshot_bytes_max: int = METADATA_LOG_MAX_RECORD_BYTES_BETWEEN_SNAPSHOTS
     snapshot_interval_ms: int = METADATA_LOG_MAX_SNAPSHOT_INTERVAL_MS
-    retention_bytes: int = METADATA_MAX_RETENTION_BYTES
+    retention_bytes: int = METADATA_MAX_RETENTION_BYTES  # negative: no limit
+    retention_ms: int = METADATA_MAX_RETENTION_MS  # negative: no limit
     broker_heartbeat_interval_ms: int = BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT
     metrics_port: int = METRICS_PORT_DEFAULT
     metrics_host: str = METRICS_HOST_DEFAULT
@@ -250,12 +253,16 @@ class NodeConfig:
             snapshot_interval_key,
             properties.get(snapshot_interval_key, str(METADATA_LOG_MAX_SNAPSHOT_INTERVAL_MS)),
         )
-        retention_key = "metadata.max.retention.bytes"
+        # Kafka's: any long, a negative one for no limit.
+        retention_bytes_key = "metadata.max.retention.bytes"
         retention_bytes = _int(
-            retention_key, properties.get(retention_key, str(METADATA_MAX_RETENTION_BYTES))
+            retention_bytes_key,
+            properties.get(retention_bytes_key, str(METADATA_MAX_RETENTION_BYTES)),
         )
-        if retention_bytes <= 0:
-            raise ConfigError(f"{retention_key}={retention_bytes}: must be positive")
+        retention_ms_key = "metadata.max.retention.ms"
+        retention_ms = _int(
+            retention_ms_key, properties.get(retention_ms_key, str(METADATA_MAX_RETENTION_MS))
+        )
         if snapshot_bytes_max <= 0:
             raise ConfigError(f"{snapshot_bytes_key}={snapshot_bytes_max}: must be positive")
         if snapshot_interval_ms < 0:
@@ -291,6 +298,7 @@ class NodeConfig:
             snapshot_bytes_max=snapshot_bytes_max,
             snapshot_interval_ms=snapshot_interval_ms,
             retention_bytes=retention_bytes,
+            retention_ms=retention_ms,
             broker_heartbeat_interval_ms=heartbeat_ms,
             metrics_port=metrics_port,
             metrics_host=metrics_host,

@@ -47,6 +47,7 @@ from quorum.raft.ready import (
 from quorum.raft.snapshot_id import SnapshotId, parse_snapshot_file_name
 from replog.clock import Clock, wall_clock_ms
 from replog.errors import KafkaStorageError
+from replog.record import RECORD_BATCH_OVERHEAD, read_header
 from replog.storage.fs import LOCAL_FS, FileSystem
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
@@ -124,6 +125,19 @@ class RaftStorage:
             return snapshot.read(position, max_bytes)
         finally:
             snapshot.close()
+
+    def snapshot_timestamp_ms(self, snapshot_id: SnapshotId) -> int | None:
+        """When `snapshot_id` was taken: its first batch's timestamp (every record of a
+        snapshot carries the time its writer took it, wherever it was downloaded from), else
+        the file's modification time; None if the file is gone (retention removed it)."""
+        path = self._snapshot_path(snapshot_id)
+        try:
+            head = self.read_snapshot(snapshot_id, 0, RECORD_BATCH_OVERHEAD)
+            if len(head) == RECORD_BATCH_OVERHEAD:
+                return read_header(head).max_timestamp
+            return self._fs.mtime_ms(path)
+        except (OSError, KafkaStorageError):
+            return None
 
     def read_whole_snapshot(self, snapshot_id: SnapshotId) -> bytes:
         data = self._fs.read_bytes(self._snapshot_path(snapshot_id))

@@ -171,3 +171,11 @@ def test_static_broker_configs_are_what_the_logs_use(
             field = BY_DOTTED_NAME[described.name][0]
             as_described = LogConfig.from_properties({described.name: described.value})
             assert getattr(as_described, field) == getattr(logs_use, field), described
+
+
+def test_metadata_retention_limits_are_kafkas_and_negative_means_none() -> None:
+    default = NodeConfig.from_properties(properties())
+    assert (default.retention_bytes, default.retention_ms) == (104_857_600, 604_800_000)
+    limits = {"metadata.max.retention.bytes": "-1", "metadata.max.retention.ms": "+60000"}
+    configured = NodeConfig.from_properties(properties() | limits)
+    assert (configured.retention_bytes, configured.retention_ms) == (-1, 60_000)

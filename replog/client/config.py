@@ -175,7 +175,12 @@ def _compression(key: str, raw: object) -> int:
         raise _bad(key, raw, accepted)
     if not is_codec_available(codec):
         usable = ", ".join(CODEC_NAMES[c] for c in sorted(available_codecs()))
-        raise _bad(key, raw, f"the {CODEC_NAMES[codec]} package is not installed; usable: {usable}")
+        raise _bad(
+            key,
+            raw,
+            f"the {CODEC_NAMES[codec]} package is not installed (pip install "
+            f"'replog[compression]'); usable: {usable}",
+        )
     return codec
 
 

@@ -9,6 +9,7 @@ import struct
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from kafka.protocol.old import types as kafka_types  # kafka-python: a dev dependency
 
 from replog.coordinator.offsets_records import (
     GroupMetadataKey,
@@ -49,7 +50,6 @@ def test_a_longer_vector_with_utf8_and_negative_numbers() -> None:
     )
 
 
-kafka_types = pytest.importorskip("kafka.protocol.old.types")
 KEY_SCHEMA = kafka_types.Schema(
     ("version", kafka_types.Int16),
     ("group", kafka_types.String("utf-8")),

@@ -75,7 +75,8 @@ def test_cap_is_inclusive(codec: int) -> None:
 class FakeSnappy:
     """Stands in for python-snappy: a raw block is its length preamble, then the data as is.
 
-    Real snappy is not a test dependency; this checks replog's Xerial framing and bounds.
+    Its blocks are readable by eye, so the tests below can state replog's Xerial framing and
+    bounds byte for byte; real snappy against kafka-python's is in test_record_oracle.py.
     """
 
     class UncompressError(Exception):

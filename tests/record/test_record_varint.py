@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from kafka.record import util as kafka_util  # kafka-python: a dev dependency
 
 from replog.errors import InvalidRecordError
 from replog.record.varint import (
@@ -22,8 +23,6 @@ from replog.record.varint import (
     encode_varlong,
     varint_size,
 )
-
-kafka_util = pytest.importorskip("kafka.record.util")
 
 Decoder = Callable[[bytes, int, int], tuple[int, int]]
 

@@ -369,6 +369,7 @@ class ControllerClient:
         budget_s = self.default_timeout_s if timeout_s is None else timeout_s
         deadline_ms = monotonic_ms() + int(budget_s * 1000)
         said: dict[str, str] = {}  # address -> what it last said or why it said nothing
+        answered: set[str] = set()  # addresses whose Controller service gave any answer
         skipped: set[str] = set()  # addresses that do not serve the Controller service
         consulted: set[str] = set()  # addresses asked where the controller they named is
         backoff_s = self.retry_backoff_s
@@ -401,6 +402,7 @@ class ControllerClient:
                     if fallback is not None:
                         return fallback
                     continue
+                answered.add(address)
                 not_controller = _is_not_controller(response)
                 controller = self._learn(address, response, write and not not_controller)
                 if (
@@ -438,10 +440,7 @@ class ControllerClient:
                 continue  # the check at the top of the loop raises, without a pointless wait
             remaining_ms = deadline_ms - monotonic_ms()
             if remaining_ms <= 0:
-                raise KafkaTimeoutError(
-                    f"{rpc}: no answer from the active controller within {budget_s:g} s: "
-                    f"{_summary(said)}"
-                )
+                raise KafkaTimeoutError(_no_answer(rpc, budget_s, said, answered))
             time.sleep(min(backoff_s, remaining_ms / 1000))
             backoff_s = min(backoff_s * 2, self.max_retry_backoff_s)
 
@@ -578,6 +577,19 @@ def _classify(address: str, rpc: str, exc: grpc.RpcError, timeout_ms: int) -> Ex
     if code == grpc.StatusCode.INVALID_ARGUMENT:
         return InvalidRequestError(f"{address}: {rpc}: {details}")
     return UnknownServerError(f"{address}: {rpc} failed: {code.name}: {details}")
+
+
+def _no_answer(rpc: str, budget_s: float, said: Mapping[str, str], answered: set[str]) -> str:
+    """The deadline passed. When no address answered at all, the message names the addresses
+    tried, usually the caller's bootstrap list (a typo, a stopped cluster), not an active
+    controller the caller never named; what each said follows (one address is not named
+    twice)."""
+    if not said or answered:
+        return (
+            f"{rpc}: no answer from the active controller within {budget_s:g} s: {_summary(said)}"
+        )
+    what = next(iter(said.values())) if len(said) == 1 else _summary(said)
+    return f"{rpc}: no answer from {', '.join(said)} within {budget_s:g} s: {what}"
 
 
 def _summary(said: Mapping[str, str]) -> str:

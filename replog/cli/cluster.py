@@ -7,7 +7,9 @@
   committed its epoch, every node answers and every broker is registered and unfenced (so a
   topic created right after `start` can place its replicas on all of them), and prints the
   endpoints. On a directory whose cluster is stopped it starts the same nodes again, keeping
-  their data (`--fresh` deletes it and starts anew).
+  their data (`--fresh` deletes it and starts anew). An `--override` key no node reads (a typo:
+  `num.partitons`) is a warning on stderr naming the closest known key, and the cluster starts
+  anyway, as Kafka warns about unknown keys without refusing them (`known_properties`).
 - `status [--json]`: per node: id, roles, pid, listener, alive (the process exists and is not a
   zombie), whether it answers DescribeQuorum, the leader and quorum epoch it knows, and its
   Prometheus metrics URL (METRICS; `-` for a cluster written before metrics existed).
@@ -56,6 +58,7 @@ from replog.config import parse_properties
 from replog.errors import ReplogError
 from replog.net_address import parse_host_port
 from replog.server.broker_runtime import data_plane_config_from_node
+from replog.server.known_properties import unknown_properties
 from replog.server.node_config import NodeConfig
 
 POLL_INTERVAL_S = 0.05
@@ -403,6 +406,9 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
         config = NodeConfig.from_properties(cluster.node_properties(node, overrides))
         if config.runs_broker:
             data_plane_config_from_node(config)
+    # Each node warns too, but in its node.log, which nobody reads after a clean start.
+    for message in unknown_properties(overrides):
+        print(f"replog cluster: warning: --override {message}", file=sys.stderr, flush=True)
     check_ports_free(cluster.nodes)
     cluster.write(overrides)
     return cluster

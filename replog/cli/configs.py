@@ -21,7 +21,8 @@
   (SET for each added key, DELETE for each deleted one); prints `Completed updating config for
   topic T.` (`broker N.`, or `Completed updating default config for brokers in the cluster.`).
   As in Kafka, `--add-config` items are separated by commas, and a value holding commas (a
-  list) is written in square brackets.
+  list) is written in square brackets. A topic's `min.insync.replicas` set above its
+  replication factor is accepted with a warning on stderr, as `topics create` warns.
 
 Refusals, each one line on stderr with exit code 1: an unknown topic, an unknown or invalid
 config key or value (the controller's INVALID_CONFIG message), a broker name that is not a
@@ -33,7 +34,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+import sys
+from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 from quorum.controller.config_definitions import TOPIC_CONFIGS
@@ -49,6 +51,7 @@ from replog.admin.controller_results import (
 )
 from replog.cli.arguments import add_command
 from replog.cli.controller_connection import add_connection_arguments, connect
+from replog.cli.topics import MIN_ISR, min_isr_warning
 from replog.errors import ReplogError, UnknownTopicOrPartitionError
 
 ENTITY_TYPES = {"topics": ConfigResourceType.TOPIC, "brokers": ConfigResourceType.BROKER}
@@ -281,14 +284,34 @@ def run_alter(args: argparse.Namespace) -> int:
     ops = alter_ops(added, deleted)
     with connect(args) as client:
         results = client.incremental_alter_configs({resource: ops})
-    if not any(r.resource == resource for r in results):
-        raise ReplogError(f"the controller's answer says nothing of {_what(resource)}")
-    raise_first_error(r for r in results if r.resource == resource)
+        if not any(r.resource == resource for r in results):
+            raise ReplogError(f"the controller's answer says nothing of {_what(resource)}")
+        raise_first_error(r for r in results if r.resource == resource)
+        warning = _min_isr_warning(client, resource, added)
     if resource_kind(resource) == "default":
         print("Completed updating default config for brokers in the cluster.")
     else:
         print(f"Completed updating config for {resource_kind(resource)} {resource.name}.")
+    if warning is not None:
+        print(f"replog configs: {warning}", file=sys.stderr)
     return 0
+
+
+def _min_isr_warning(
+    client: ControllerClient, resource: ConfigResource, added: Mapping[str, str]
+) -> str | None:
+    """`topics.min_isr_warning` for a topic's min.insync.replicas just set, against its
+    replication factor."""
+    if resource.resource_type != ConfigResourceType.TOPIC or MIN_ISR not in added:
+        return None
+    # Best effort: the change is made; a failure to read the factor must not report it failed.
+    try:
+        (topic,) = client.metadata([resource.name]).topics
+    except (ReplogError, ValueError):
+        return None
+    if topic.error is not None:
+        return None
+    return min_isr_warning(added, topic.replication_factor)
 
 
 def _what(resource: ConfigResource) -> str:

@@ -16,7 +16,8 @@ Rules:
   non-internal topic whose whole name matches REGEX when the command starts (no topic matching
   is an error: replog's consumer has no pattern subscription that would wait for one);
   `--partition P` (needs `--topic`) that partition only, from `--offset` (earliest, latest or
-  an offset; default latest) or the beginning with `--from-beginning`.
+  an offset; default latest) or the beginning with `--from-beginning` (a partition T does not
+  have is a one-line error at the start too: nothing would ever arrive from it).
 - Where it starts without `--partition`: the group's committed offset when `--group` is given
   and one exists, else the beginning with `--from-beginning`, else the end (new records only).
   `--offset` needs `--partition`, and cannot be combined with `--from-beginning` (Kafka's rules;
@@ -38,7 +39,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import suppress
 from typing import Any, Protocol
 
@@ -89,24 +90,31 @@ def new_consumer(config: dict[str, object]) -> LineConsumer:
     return consumer
 
 
-def list_topics(
+def cluster_topics(
     config: Mapping[str, object], *, include_internal: bool = False, timeout_ms: int | None = None
-) -> list[str]:
-    """The cluster's topics (internal ones only with `include_internal`), through the admin
-    client; an unreachable cluster is its one-line error, within `timeout_ms` when given (the
-    admin's default, 60 s, otherwise)."""
+) -> dict[str, int]:
+    """The cluster's topics (internal ones only with `include_internal`) and their partition
+    counts, through the admin client; an unreachable cluster is its one-line error, within
+    `timeout_ms` when given (the admin's default, 60 s, otherwise)."""
     from replog.client.sync_admin import Admin
 
     with Admin({"bootstrap.servers": config["bootstrap.servers"]}) as admin:
-        return admin.list_topics(include_internal=include_internal, timeout_ms=timeout_ms)
+        described = admin.describe_topics(include_internal=include_internal, timeout_ms=timeout_ms)
+    return {name: len(topic.partitions) for name, topic in described.items()}
 
 
-def existing_topic(topic: str, topics: Sequence[str]) -> None:
-    """`topic`, if the cluster has it: replog creates no topic on a read, so waiting for one
-    would only end in the timeout (Kafka's consumer may wait for auto-creation)."""
+def existing_topic(topic: str, topics: Mapping[str, int], partition: int | None = None) -> None:
+    """`topic` (and its `partition`, when given), if the cluster has it: replog creates no topic
+    on a read, so waiting for one would only end in the timeout (Kafka's consumer may wait for
+    auto-creation), or never for a partition past the topic's last, which no timeout ends."""
     if topic not in topics:
         known = ", ".join(t for t in sorted(topics) if not t.startswith("__")) or "none"
         raise ReplogError(f"--topic {topic!r}: no such topic (topics: {known})")
+    if partition is not None and partition >= topics[topic]:
+        raise ReplogError(
+            f"partition {topic}-{partition} does not exist: topic {topic!r} has "
+            f"{topics[topic]} partitions"
+        )
 
 
 # --- arguments -----------------------------------------------------------------------------------
@@ -181,7 +189,7 @@ def consumer_config(args: argparse.Namespace) -> dict[str, object]:
     return config
 
 
-def matching_topics(pattern: str, topics: Sequence[str]) -> list[str]:
+def matching_topics(pattern: str, topics: Collection[str]) -> list[str]:
     try:
         compiled = re.compile(pattern)
     except re.error as error:
@@ -295,9 +303,11 @@ def run(args: argparse.Namespace) -> int:
     # Before the consumer exists: a mistake here is one line, without a summary.
     # `--timeout-ms` bounds this wait too: Kafka's console consumer gives up after it whether
     # or not the cluster answers (found by a user review: a stopped cluster took 60 s).
-    topics = list_topics(config, include_internal=args.include is None, timeout_ms=args.timeout_ms)
+    topics = cluster_topics(
+        config, include_internal=args.include is None, timeout_ms=args.timeout_ms
+    )
     if args.include is None:
-        existing_topic(args.topic, topics)
+        existing_topic(args.topic, topics, args.partition)
     included = [] if args.include is None else matching_topics(args.include, topics)
     consumer = new_consumer(config)
     printer = Printer(_binary_stdout(), formatter)

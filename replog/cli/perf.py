@@ -23,6 +23,8 @@
       rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
 
   It stops early when no record arrived for `--timeout` ms (10000), with a warning on stderr.
+  A topic the cluster does not have is a one-line error at the start (exit 1), as with
+  `replog consume`; `--timeout` bounds that check's wait for the cluster too.
 
 Rules (as Kafka's tools measure, unless said otherwise):
 - A record's latency runs from just before `send` to its delivery callback (so time blocked in
@@ -65,6 +67,7 @@ from typing import Any, Protocol, TextIO
 
 from replog.cli.arguments import add_command, at_least
 from replog.cli.client_connection import add_client_connection_arguments, client_config
+from replog.cli.console_consumer import cluster_topics, existing_topic
 from replog.errors import ReplogError
 from replog.record.varint import INT64_MAX
 
@@ -624,6 +627,11 @@ def run_consume(args: argparse.Namespace) -> int:
             "group.id": group,
             "auto.offset.reset": "latest" if args.from_latest else "earliest",
         },
+    )
+    # Before the clock starts, as `replog consume` checks it: a topic the cluster does not have
+    # would only wait out --timeout and print a row of zeros (found by a user walkthrough).
+    existing_topic(
+        args.topic, cluster_topics(config, include_internal=True, timeout_ms=args.timeout)
     )
     clock = time.monotonic
     started = clock()

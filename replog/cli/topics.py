@@ -2,7 +2,9 @@
 
 - `create --topic T [--partitions P] [--replication-factor R] [--config KEY=VALUE ...]
   [--if-not-exists]`: prints `Created topic T.`; without a count, the cluster's default
-  (`num.partitions`, `default.replication.factor`) applies.
+  (`num.partitions`, `default.replication.factor`) applies. A `min.insync.replicas` above the
+  replication factor is accepted, as in Kafka, with a warning on stderr: the leader caps it at
+  the replica count, so acks=all writes need every replica in sync.
 - `list [--exclude-internal] [--json]`: the topic names, sorted, one per line.
 - `describe [--topic T] [--if-exists] [--under-replicated-partitions]
   [--unavailable-partitions] [--under-min-isr-partitions] [--at-min-isr-partitions]
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
@@ -88,6 +91,11 @@ def run_create(args: argparse.Namespace) -> int:
         return 0
     raise_first_error([result])
     print(f"Created topic {args.topic}.")
+    # The factor the controller chose when none was given; a fake or older answer may lack it.
+    factor = result.replication_factor or args.replication_factor
+    warning = min_isr_warning(topic.configs, factor)
+    if warning is not None:
+        print(f"replog topics: {warning}", file=sys.stderr)
     return 0
 
 
@@ -258,6 +266,29 @@ def effective_min_isr(partition: PartitionInfo, min_isr: int | None) -> int | No
     ISR above the replication factor would otherwise list a partition that takes acks=all
     writes as refusing them. None: not known."""
     return None if min_isr is None else min(min_isr, len(partition.replicas))
+
+
+def min_isr_warning(
+    configs: Mapping[str, str | None], replication_factor: int | None
+) -> str | None:
+    """The warning for a `min.insync.replicas` in `configs` above `replication_factor`
+    (accepted, as Kafka accepts it): the leader caps it at the replica count
+    (`effective_min_isr`), so acks=all writes then need every replica in sync, and one replica
+    out of sync stops them. None: no such setting, or the factor is not known."""
+    value = configs.get(MIN_ISR)
+    if value is None or replication_factor is None or replication_factor < 1:
+        return None
+    try:
+        min_isr = int(value)
+    except ValueError:
+        return None  # the controller accepted it, so it is an int; nothing to say otherwise
+    if min_isr <= replication_factor:
+        return None
+    return (
+        f"warning: {MIN_ISR}={min_isr} is above the replication factor ({replication_factor}); "
+        f"it is capped at {replication_factor} (KIP-966's effective min ISR), so acks=all "
+        "writes need every replica in sync"
+    )
 
 
 def is_under_min_isr(partition: PartitionInfo, min_isr: int | None) -> bool:

@@ -258,6 +258,27 @@ def test_configs_alter_sends_one_incremental_request(controller: FakeController)
     assert controller.asked("IncrementalAlterConfigs")[2].resources[0].resource_name == ""
 
 
+def test_configs_alter_warns_of_a_topic_min_isr_above_its_replication_factor(
+    controller: FakeController,
+) -> None:
+    """As `topics create` warns (topic t has 2 replicas); the change is made either way."""
+    controller.script("IncrementalAlterConfigs", altered)
+    base = ("configs", "alter", "--add-config")
+    above = at(controller, *base, "min.insync.replicas=3", "--entity-type", "topics",
+               "--entity-name", "t")  # fmt: skip
+    assert (above.returncode, above.stdout) == (0, "Completed updating config for topic t.\n")
+    assert above.stderr.splitlines() == [
+        "replog configs: warning: min.insync.replicas=3 is above the replication factor (2); it "
+        "is capped at 2 (KIP-966's effective min ISR), so acks=all writes need every replica "
+        "in sync"
+    ]
+    at_factor = at(controller, *base, "min.insync.replicas=2", "--entity-type", "topics",
+                   "--entity-name", "t")  # fmt: skip
+    broker = at(controller, *base, "min.insync.replicas=5", "--entity-type", "brokers",
+                "--entity-name", "2")  # fmt: skip
+    assert [(o.returncode, o.stderr) for o in (at_factor, broker)] == [(0, ""), (0, "")]
+
+
 def test_configs_alter_refusals(controller: FakeController) -> None:
     controller.script("IncrementalAlterConfigs", altered)
     base = ("configs", "alter", "--entity-type", "topics", "--entity-name", "t")

@@ -604,15 +604,20 @@ class FakeConsumer:
 
 
 def fake_consumer(
-    monkeypatch: pytest.MonkeyPatch, batches: list[list[Record]]
+    monkeypatch: pytest.MonkeyPatch, batches: list[list[Record]], topics: Sequence[str] = ("t",)
 ) -> list[FakeConsumer]:
+    """Consumers that hand out `batches`, in a cluster that has `topics`."""
     made: list[FakeConsumer] = []
 
     def new(config: dict[str, object]) -> FakeConsumer:
         made.append(FakeConsumer(config, batches))
         return made[-1]
 
+    def cluster_topics(config: dict[str, object], **_: object) -> dict[str, int]:
+        return dict.fromkeys(topics, 1)
+
     monkeypatch.setattr(perf, "new_consumer", new)
+    monkeypatch.setattr(perf, "cluster_topics", cluster_topics)
     return made
 
 
@@ -650,6 +655,19 @@ def test_consume_times_out_with_kafkas_warning(monkeypatch: pytest.MonkeyPatch) 
     assert row.split(", ")[4] == "1"
     assert made[0].config["group.id"] == "g"
     assert made[0].config["auto.offset.reset"] == "latest"
+
+
+def test_consume_refuses_a_topic_the_cluster_does_not_have_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As `replog consume` and `perf produce` do; it waited out --timeout and printed a row of
+    zeros with exit code 0 (found by a newcomer walkthrough)."""
+    made = fake_consumer(monkeypatch, [], topics=["orders", "__consumer_offsets"])
+    started = time.monotonic()
+    outcome = run("consume", "--topic", "benc", "--messages", "10", "--bootstrap-server", "h:1")
+    assert (outcome.returncode, outcome.stdout) == (1, "")
+    assert outcome.stderr == "replog perf: --topic 'benc': no such topic (topics: orders)\n"
+    assert made == [] and time.monotonic() - started < 5  # not the 10 s --timeout
 
 
 def test_consume_json(monkeypatch: pytest.MonkeyPatch) -> None:

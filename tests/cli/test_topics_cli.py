@@ -406,6 +406,30 @@ def test_create_refusals(controller: FakeController) -> None:
     assert len(controller.asked("CreateTopics")) == sent  # refused before asking anyone
 
 
+def test_create_warns_of_a_min_isr_above_the_replication_factor(controller: FakeController) -> None:
+    """Accepted, as Kafka accepts it, but said: the leader caps it at the replica count, so
+    acks=all then needs every replica (found by a newcomer walkthrough: it was silent)."""
+    base = ("topics", "create", "--topic", "orders", "--bootstrap-server", controller.address)
+    controller.script("CreateTopics", created("orders"))
+    above = replog(*base, "--replication-factor", "3", "--config", "min.insync.replicas=5")
+    assert (above.returncode, above.stdout) == (0, "Created topic orders.\n")
+    assert above.stderr.splitlines() == [
+        "replog topics: warning: min.insync.replicas=5 is above the replication factor (3); it "
+        "is capped at 3 (KIP-966's effective min ISR), so acks=all writes need every replica "
+        "in sync"
+    ]
+    # Without --replication-factor: the factor the controller chose, from its answer.
+    chosen = pb.CreateTopicsResponse(
+        controller_id=1, topics=[pb.CreatableTopicResult(name="orders", replication_factor=2)]
+    )
+    controller.script("CreateTopics", chosen)
+    defaulted = replog(*base, "--config", "min.insync.replicas=3")
+    assert defaulted.returncode == 0 and "above the replication factor (2)" in defaulted.stderr
+    controller.script("CreateTopics", created("orders"))
+    at_factor = replog(*base, "--replication-factor", "3", "--config", "min.insync.replicas=3")
+    assert (at_factor.returncode, at_factor.stderr) == (0, "")
+
+
 def partitions_created(name: str, code: int = 0, message: str = "") -> Any:
     result = pb.CreatePartitionsTopicResult(
         name=name, error=status(code, message) if code else None
@@ -585,7 +609,16 @@ def test_a_stopped_local_cluster_is_one_line_at_once(
 def test_no_controller_reachable_is_one_line_naming_the_addresses() -> None:
     dead = f"127.0.0.1:{free_port()}"
     outcome = replog("topics", "list", "--bootstrap-server", dead, "--timeout", "0.3")
-    assert_refused(outcome, "within 0.3 s", f"{dead}: connection refused")
+    assert assert_refused(outcome) == (
+        f"replog topics: Metadata: no answer from {dead} within 0.3 s: connection refused"
+    )
+    # The user named no controller: the addresses given are, each with what it said.
+    other = f"127.0.0.1:{free_port()}"
+    both = replog("topics", "list", "--bootstrap-server", f"{dead},{other}", "--timeout", "0.3")
+    assert assert_refused(both).startswith(
+        f"replog topics: Metadata: no answer from {dead}, {other} within 0.3 s: "
+        f"{dead}: connection refused; {other}: "
+    )
 
 
 def test_ctrl_c_exits_130(controller: FakeController) -> None:

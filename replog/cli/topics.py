@@ -32,10 +32,15 @@
   `kafka-topics.sh` refuses it: deleting `__consumer_offsets` loses every group's committed
   offsets.
 
-Every action asks the active controller: at `--bootstrap-server HOST:PORT,...` (entries may be
-`id@host:port`), tried in turn, else at the controllers of the local cluster in `--data-dir`,
-giving up after `--timeout` seconds. A refusal (the topic exists, an invalid replication factor
-or config, no controller reachable) is one line on stderr naming the cause, exit code 1.
+Changes go to the active controller, found from `--bootstrap-server HOST:PORT,...` (entries may
+be `id@host:port`), tried in turn, else from the controllers of the local cluster in
+`--data-dir`, giving up after `--timeout` seconds. Reads (`list`, `describe`) are answered by
+any controller at its committed offset, the active one when it answers: with no active
+controller (the metadata quorum lost its majority) `describe` still prints what the answering
+node last committed, with a warning on stderr that leaders and ISRs may be stale (a dead
+leader is fenced only by an active controller). A refusal (the topic exists, an invalid
+replication factor or config, no controller reachable) is one line on stderr naming the cause,
+exit code 1.
 """
 
 from __future__ import annotations
@@ -178,6 +183,13 @@ def run_describe(args: argparse.Namespace) -> int:
             _min_isr(client, topics)
             if args.under_min_isr_partitions or args.at_min_isr_partitions
             else {}
+        )
+    if metadata.controller_id is None:
+        print(
+            "replog topics: warning: no active controller (has the metadata quorum lost its "
+            "majority?): this is the answering node's last committed metadata, and its "
+            "leaders and ISRs may be stale (only an active controller fences a dead broker)",
+            file=sys.stderr,
         )
     live_brokers = {b.broker_id for b in metadata.brokers}
     if args.topics_with_overrides:

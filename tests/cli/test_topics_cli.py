@@ -195,6 +195,24 @@ def test_describe_one_topic(controller: FakeController) -> None:
     assert list(controller.asked("Metadata")[0].topics) == ["orders"]
 
 
+def test_describe_without_an_active_controller_warns_that_it_may_be_stale(
+    controller: FakeController,
+) -> None:
+    # Found by a user walkthrough: with two of three nodes killed the answer still showed the
+    # dead node as leader, exit 0, and nothing said that no controller could have fenced it.
+    def leaderless(request: pb.MetadataRequest) -> pb.MetadataResponse:
+        answer = cluster_metadata(request)
+        answer.controller_id = -1
+        return answer
+
+    controller.script("Metadata", leaderless)
+    outcome = replog("topics", "describe", "--bootstrap-server", controller.address)
+    assert outcome.returncode == 0, outcome.stderr
+    assert outcome.stdout == DESCRIBE_GOLDEN  # still shown: it is all there is
+    assert outcome.stderr.startswith("replog topics: warning: no active controller")
+    assert "leaders and ISRs may be stale" in outcome.stderr
+
+
 def test_describing_a_missing_topic_is_refused_unless_if_exists(controller: FakeController) -> None:
     args = ("topics", "describe", "--topic", "nope", "--bootstrap-server", controller.address)
     line = assert_refused(replog(*args))

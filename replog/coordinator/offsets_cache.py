@@ -7,6 +7,11 @@ Rules:
   the key. Every entry remembers the log offset of the record that set it, and a record
   older than that changes nothing, so a commit acknowledged out of order (two commits of the
   same partition racing through acks=all) cannot undo a later one.
+- A replayed tombstone leaves a mark (its log offset) so that an older commit of the key
+  applied after it changes nothing. `loaded()` drops the marks when a load has replayed the log
+  to its end: every record applied afterwards (this leader's commits) is newer than the whole
+  log, so none is needed any more, and a log holding many tombstones (expired or deleted
+  topics' offsets) would otherwise keep one per key in memory until the key commits again.
 - `remove` and `remove_topics` take entries out (expired offsets, a deleted topic's): the
   removed keys come back for the shell to append tombstones of. They leave no mark behind
   (unlike a replayed tombstone), so a removed key costs no memory: the shell never replays an
@@ -99,6 +104,10 @@ class OffsetsCache:
             by_group[key.group] = by_group.get(key.group, 0) + 1
         offsets[tp] = CommittedOffset(value, offset)
         return True
+
+    def loaded(self) -> None:
+        """The log was replayed to its end: drop the tombstones' marks (module docstring)."""
+        self._deleted.clear()
 
     def _drop(
         self, group: str, offsets: dict[TopicPartitionKey, CommittedOffset], tp: TopicPartitionKey

@@ -320,6 +320,7 @@ class GroupCoordinator:
             if next_offset <= offset:
                 break
             offset = next_offset
+        cache.loaded()
         return cache, stats
 
     def state_of(self, partition: int) -> ShardState | None:

@@ -336,9 +336,12 @@ class TimeIndex(IndexFile):
         return len(self._keys) >= self.entries_max - 1
 
     def maybe_append(self, timestamp: int, offset: int, *, final: bool = False) -> None:
-        """Add (timestamp, offset) if the timestamp grew; `final` may use the reserved slot."""
+        """Add (timestamp, offset) if the timestamp grew; `final` may use the reserved slot.
+
+        An empty index starts at Kafka's NO_TIMESTAMP (-1): batches without timestamps add no
+        entry (one of (-1, -1) failed the next load's check, and the index was rebuilt)."""
         keys = self._keys
-        if keys and timestamp <= keys[-1]:
+        if timestamp < 0 or (keys and timestamp <= keys[-1]):
             return
         if final:
             if len(keys) >= self.entries_max:

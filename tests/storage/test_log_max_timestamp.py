@@ -10,6 +10,7 @@ segments load their maximum lazily from the time index).
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -152,3 +153,22 @@ def test_a_larger_timestamp_below_the_log_start_is_not_the_answer(
     assert log.max_timestamp_and_offset(log.log_end_offset) == (19, 10)
     assert log.max_timestamp_and_offset(8) == (16, 7)
     log.close()
+
+
+def test_batches_without_timestamps_add_no_time_index_entry(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Found in review: an empty time index took (-1, -1) from a first batch without a
+    # timestamp, which the next load refused (a negative offset), rebuilding both indexes.
+    # Kafka's empty index starts at NO_TIMESTAMP, which no entry is added for.
+    config = small_config(segment_bytes=1 << 20, index_interval_bytes=50)
+    log = open_log(tmp_path / "t-0", config)
+    for ts in (-1, -1, 5, 7):
+        append(log, [ts])
+    assert log.segments()[0].time_index.entries() == [(5, 2), (7, 3)]
+    log.close()
+    with caplog.at_level(logging.WARNING, "replog"):
+        again = open_log(tmp_path / "t-0", config)
+        assert again.max_timestamp_and_offset(again.log_end_offset) == (7, 3)
+        again.close()
+    assert "rebuild" not in caplog.text

@@ -398,6 +398,7 @@ class ControllerClient:
                     said[address] = exc.reason
                     if exc.permanent:
                         skipped.add(address)
+                        answered.add(address)  # it answered: not with the Controller service
                     self._forget_controller(address)
                     if fallback is not None:
                         return fallback

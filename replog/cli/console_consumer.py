@@ -98,7 +98,9 @@ def cluster_topics(
     `timeout_ms` when given (the admin's default, 60 s, otherwise)."""
     from replog.client.sync_admin import Admin
 
-    with Admin({"bootstrap.servers": config["bootstrap.servers"]}) as admin:
+    # The config may spell the key either way (`client_config` keeps the user's spelling).
+    servers = config[keys_named(config, "bootstrap.servers")[-1]]
+    with Admin({"bootstrap.servers": servers}) as admin:
         described = admin.describe_topics(include_internal=include_internal, timeout_ms=timeout_ms)
     return {name: len(topic.partitions) for name, topic in described.items()}
 

@@ -735,6 +735,21 @@ def test_nobody_reachable_is_a_timeout_naming_each_address(
         assert f"{address}: connection refused" in str(raised.value)
 
 
+def test_a_node_without_the_controller_service_is_not_said_to_give_no_answer(
+    make_client: Callable[..., ControllerClient],
+) -> None:
+    # Found in review: a broker-only node (UNIMPLEMENTED) was listed among the addresses that
+    # gave "no answer"; a node did answer, so the timeout is the active controller's.
+    dead = f"127.0.0.1:{free_port()}"
+    with running(1) as (broker_only,):
+        broker_only.script("Metadata", Abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!"))
+        with pytest.raises(KafkaTimeoutError) as raised:
+            make_client(f"{broker_only.address},{dead}", default_timeout_s=0.4).metadata()
+    message = str(raised.value)
+    assert message.startswith("Metadata: no answer from the active controller within 0.4 s")
+    assert f"{broker_only.address}: does not serve the Controller service" in message
+
+
 def test_a_node_that_does_not_answer_times_out_at_the_deadline(
     node: FakeController, make_client: Callable[..., ControllerClient]
 ) -> None:

@@ -473,3 +473,20 @@ def test_timeout_ms_also_bounds_the_wait_for_an_unreachable_cluster() -> None:
     assert result.stderr.splitlines()[-1].startswith(
         f"replog consume: Metadata: no answer from {dead} within "
     )
+
+
+@pytest.mark.parametrize("command", ["consume", "perf"])
+def test_the_bootstrap_servers_may_be_given_in_either_spelling(command: str) -> None:
+    # Found in review: the topic check read config["bootstrap.servers"] only, so
+    # --consumer-property bootstrap_servers=... (a spelling the client accepts) was a KeyError
+    # traceback.
+    dead = f"127.0.0.1:{free_port()}"
+    if command == "consume":
+        args = ["consume", "--topic", "t", "--timeout-ms", "500", "--consumer-property"]
+    else:
+        args = ["perf", "consume", "--topic", "t", "--messages", "1", "--timeout", "500"]
+        args.append("--consumer-props")
+    result = replog(*args, f"bootstrap_servers={dead}")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert f"no answer from {dead} within " in result.stderr.splitlines()[-1]

@@ -7,8 +7,8 @@ Rules (reference digest §5.2, §7.1, §8.2; Kafka's `Partition.fetchOffsetForTi
   (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
 - ListOffsets: consumers see only committed data (bound = HW), replicas up to the LEO.
   -2 (earliest) is the log start offset, -1 (latest) the bound with the leader's epoch, -3 the
-  batch with the largest timestamp below the bound (its last offset); a time is the first
-  offset at or after it below the bound, else no offset. Any other negative is
+  first record with the largest timestamp below the bound (Kafka 3.8's answer); a time is the
+  first offset at or after it below the bound, else no offset. Any other negative is
   INVALID_REQUEST. Each answer carries the leader epoch of its offset.
 - While a new leader's HW is still below the start offset of its leader epoch (its followers
   have not fetched since the election; the HW it inherited can be far behind what the old

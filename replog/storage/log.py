@@ -958,11 +958,14 @@ class Log:
             offset = next_offset
 
     def max_timestamp_and_offset(self, upper_bound_offset: int) -> tuple[int, int] | None:
-        """(largest timestamp, last offset of the first batch carrying it) among the batches
+        """(largest timestamp, offset of the first record carrying it) among the batches
         holding an offset in [log start, `upper_bound_offset`), or None when none has a
-        timestamp: ListOffsets' MAX_TIMESTAMP (KIP-734). Each segment answers from its tracked
-        maximum and its time index, so only the batches after the last time-index entry below
-        the bound, and those of a segment cut by the log start, are read."""
+        timestamp: ListOffsets' MAX_TIMESTAMP (KIP-734, with Kafka 3.8's record offset,
+        KAFKA-16310). Each segment answers from its tracked maximum and its time index, so only
+        the batches after the last time-index entry below the bound, and those of a segment cut
+        by the log start, are read; then the one batch found is decoded. A batch straddling the
+        log start counts by its header; if its largest timestamp lies below the start, the
+        answer is its first offset at or above the start."""
         with self._lock:
             self._check_open()
             start = self._log_start_offset
@@ -975,7 +978,21 @@ class Log:
                 ts, offset = segment.max_timestamp_between(start, upper_bound_offset)
                 if ts > best_ts:
                     best_ts, best_offset = ts, offset
-            return None if best_offset < 0 else (best_ts, best_offset)
+            if best_offset < 0:
+                return None
+            return best_ts, self._first_record_at(best_ts, best_offset, start)
+
+    def _first_record_at(self, timestamp: int, offset: int, floor: int) -> int:
+        """The offset of the first record at or above `floor` with `timestamp` in the batch
+        holding `offset` (decoded), else the batch's first offset at or above `floor`."""
+        from replog.record.batch import RecordBatch
+
+        data = self.read(offset, 1)  # the batch holding it, whole (min_one_message)
+        batch = RecordBatch.parse(data, where=f"{self.name} at offset {offset}")
+        for record in batch.records():
+            if record.offset >= floor and record.timestamp == timestamp:
+                return record.offset
+        return max(floor, batch.base_offset)
 
     def offsets_for_times(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the earliest record with timestamp >= `timestamp_ms`, or None.

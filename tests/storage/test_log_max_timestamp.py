@@ -1,6 +1,6 @@
 """ListOffsets' MAX_TIMESTAMP lookup (`Log.max_timestamp_and_offset`, KIP-734) against a scan of
 every batch: the largest timestamp among the batches holding an offset in [log start, bound),
-answered with the last offset of the first batch that carries it.
+answered with the offset of the first record that carries it (Kafka 3.8, KAFKA-16310).
 
 The lookup reads each segment's tracked maximum and its time index instead of the batches, so
 the property runs it over small segments with a dense index, timestamps that rise, fall and
@@ -25,21 +25,28 @@ from replog.record import build_batch
 from replog.storage import Log
 from replog.storage.segment import LogSegment
 
-Batch = tuple[int, int, int]  # (base offset, last offset, max timestamp)
+Batch = tuple[int, int, list[int]]  # (base offset, last offset, each record's timestamp)
 
 
 def scanned(batches: list[Batch], start: int, bound: int) -> tuple[int, int] | None:
-    """The answer by reading every batch, the obvious way."""
-    best_ts, best_offset = -1, -1
-    for base, last, max_ts in batches:
-        if last >= start and base < bound and max_ts > best_ts:
-            best_ts, best_offset = max_ts, last
-    return None if best_offset < 0 else (best_ts, best_offset)
+    """The answer by reading every batch, the obvious way: the first batch (by its header's
+    largest timestamp) wins, then its first record at or above the start with that timestamp
+    (else its first offset at or above the start)."""
+    best: tuple[int, Batch] | None = None
+    for batch in batches:
+        base, last, stamps = batch
+        if last >= start and base < bound and (best is None or max(stamps) > best[0]):
+            best = (max(stamps), batch)
+    if best is None or best[0] < 0:
+        return None
+    largest, (base, _, stamps) = best
+    offsets = [base + i for i, ts in enumerate(stamps) if ts == largest and base + i >= start]
+    return largest, offsets[0] if offsets else max(start, base)
 
 
 def append(log: Log, stamps: list[int]) -> Batch:
     info = log.append_as_leader(build_batch([(ts, None, b"v" * 30, ()) for ts in stamps]), 0)
-    return info.first_offset, info.last_offset, max(stamps)
+    return info.first_offset, info.last_offset, stamps
 
 
 stamps = st.lists(st.integers(0, 40), min_size=1, max_size=4)
@@ -110,7 +117,7 @@ def record_walks(segment: LogSegment) -> list[int]:
     return walked
 
 
-def test_a_sealed_segment_answers_without_reading_its_batches(tmp_path: Path) -> None:
+def test_a_sealed_segment_answers_without_scanning_its_batches(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0", small_config(segment_bytes=4096, index_interval_bytes=100))
     for i in range(20):
         append(log, [1000 + i])
@@ -118,7 +125,8 @@ def test_a_sealed_segment_answers_without_reading_its_batches(tmp_path: Path) ->
     append(log, [5])
     walked = record_walks(log.segments()[0])
     assert log.max_timestamp_and_offset(log.log_end_offset) == (1019, 19)
-    assert walked == []
+    # Only the found batch is read, from its offset-index entry: no scan of the segment.
+    assert walked and min(walked) >= 15
     log.close()
 
 
@@ -172,3 +180,22 @@ def test_batches_without_timestamps_add_no_time_index_entry(
         assert again.max_timestamp_and_offset(again.log_end_offset) == (7, 3)
         again.close()
     assert "rebuild" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("stamps", "answer"),
+    [([100, 50, 100], (100, 2)), ([100, 50], (100, 1))],
+    ids=["a-later-record-carries-it", "only-below-the-start"],
+)
+def test_in_a_batch_straddling_the_log_start_records_below_it_are_not_the_answer(
+    tmp_path: Path, stamps: list[int], answer: tuple[int, int]
+) -> None:
+    # The batch counts by its header (its largest timestamp may lie below the start); the
+    # answer is a record at or above the start: the first carrying that timestamp, else the
+    # batch's first offset there.
+    log = open_log(tmp_path / "t-0", small_config())
+    append(log, stamps)
+    log.high_watermark = log.log_end_offset
+    log.increment_log_start_offset(1)
+    assert log.max_timestamp_and_offset(log.log_end_offset) == answer
+    log.close()

@@ -39,7 +39,10 @@ When it asks:
   its deadline; a broker's answer that the topic does not exist raises
   UnknownTopicOrPartitionError ("topic 'x' does not exist") at once instead of waiting (the
   complaint about clients that block on a missing topic); at the deadline KafkaTimeoutError
-  names the last cause.
+  names the last cause. A topic this client has seen is different: an answer calling it unknown
+  comes from a broker that has not caught up on the metadata log (restarting, lagging), so it
+  is retried until the deadline, as Kafka's producer waits up to max.block.ms (found by a soak
+  test: after a whole-cluster restart, sends to an existing topic failed by the thousand).
 - A known topic is refreshed when the metadata is stale (`request_update`, after
   NOT_LEADER_OR_FOLLOWER and the like) or older than `metadata.max.age.ms` (checked lazily on
   use). If that refresh fails, or failed a moment ago and is backing off, the cached partitions
@@ -264,7 +267,7 @@ class ClusterMetadata:
                 last_cause = self._last_failure or exc
             else:
                 error = self._topic_errors.get(topic)
-                if isinstance(error, UnknownTopicOrPartitionError):
+                if isinstance(error, UnknownTopicOrPartitionError) and topic not in self._newest:
                     raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
                 if error is not None:
                     last_cause = error

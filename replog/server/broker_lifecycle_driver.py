@@ -119,6 +119,11 @@ class BrokerLifecycleDriver:
     def is_fenced(self) -> bool:
         return self.core.is_fenced
 
+    @property
+    def caught_up(self) -> bool:
+        """A heartbeat answer said the broker caught up with the metadata log (it stays so)."""
+        return self._caught_up.is_set()
+
     # --- inputs (post to the task) -----------------------------------------------------------
 
     def _post(self, event: Callable[[int], None]) -> None:

@@ -187,6 +187,7 @@ class BrokerRuntime:
             ),
             on_storage_error=self._on_storage_error,
             producer_ids=self.producer_ids,
+            metadata_ready=lambda: self.lifecycle.caught_up and self._first_image.is_set(),
         )
         # The GroupCoordinator service; it answers COORDINATOR_NOT_AVAILABLE until the data
         # plane runs and the group coordinator is attached.

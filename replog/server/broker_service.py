@@ -41,7 +41,10 @@ Rules:
   timeout and end a little before the caller's gRPC deadline, so the caller gets Kafka's
   answer rather than DEADLINE_EXCEEDED.
 - Until the broker has recovered its logs and created its replica manager (`attach`), data
-  requests fail with UNAVAILABLE; Metadata is answered from the image from the start.
+  requests fail with UNAVAILABLE. Metadata is answered from the image once the broker caught
+  up with the metadata log (`metadata_ready`: a heartbeat answer said so and its first image is
+  published), UNAVAILABLE before, as Kafka's broker serves nothing before it caught up: a
+  partial image would call existing topics unknown.
 - InitProducerId (Kafka's rules for a producer without a transactional id): a transactional
   id is UNSUPPORTED_VERSION (transactions are not supported); exactly one of producer id and
   epoch -1 is INVALID_REQUEST; otherwise a new id from the producer-id manager with epoch 0
@@ -201,8 +204,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         request_bytes_max: int = REQUEST_BYTES_MAX_DEFAULT,
         on_storage_error: Callable[[KafkaStorageError], None] | None = None,
         producer_ids: ProducerIds | None = None,
+        metadata_ready: Callable[[], bool] = lambda: True,
     ) -> None:
         self.broker_id = broker_id
+        self._metadata_ready = metadata_ready
         self._cluster_id = cluster_id
         self._image = image
         self._controller_id = controller_id
@@ -440,6 +445,15 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self, request: controller_pb.MetadataRequest, context: Context
     ) -> controller_pb.MetadataResponse:
         async def serve() -> controller_pb.MetadataResponse:
+            if not self._metadata_ready():
+                # Kafka's broker serves no request before its metadata caught up. Answering
+                # from a partial image called existing topics unknown to clients (found by a
+                # soak test: after a whole-cluster restart sends failed by the thousand).
+                raise Refused(
+                    grpc.StatusCode.UNAVAILABLE,
+                    "not caught up with the metadata log yet (starting); ask another broker or "
+                    "try again shortly",
+                )
             return metadata_response_from_image(
                 self._image(),
                 request,

@@ -208,6 +208,31 @@ async def test_a_missing_topic_fails_at_once(harness: Harness, fake: FakeBroker)
 
 
 @pytest.mark.asyncio
+async def test_a_topic_seen_before_and_called_unknown_is_waited_for(
+    harness: Harness, fake: FakeBroker
+) -> None:
+    # Found by a soak test: after a whole-cluster restart a broker answered before it caught
+    # up on the metadata log, and every send to the existing topic failed at once with "does
+    # not exist". A topic seen before is retried until the deadline (max.block.ms).
+    metadata = harness.metadata([fake.address])
+    before = await metadata.partitions_for("orders", deadline_ms=soon())
+    fake.topics.pop("orders")  # the restarted broker does not know it yet
+    metadata.request_update()
+
+    async def catch_up() -> None:
+        await asyncio.sleep(0.3)
+        fake.topics["orders"] = 3
+
+    caught_up = asyncio.create_task(catch_up())
+    assert await metadata.partitions_for("orders", deadline_ms=soon(10_000)) == before
+    await caught_up
+    fake.topics.pop("orders")  # deleted for good: the deadline ends the wait
+    metadata.request_update()
+    with pytest.raises(KafkaTimeoutError, match="metadata for topic 'orders' not available"):
+        await metadata.partitions_for("orders", deadline_ms=soon(500))
+
+
+@pytest.mark.asyncio
 async def test_an_illegal_topic_name_is_refused_without_asking(
     harness: Harness, fake: FakeBroker
 ) -> None:

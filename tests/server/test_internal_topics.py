@@ -124,3 +124,35 @@ async def test_the_broker_service_refuses_a_clients_produce_to_an_internal_topic
     finally:
         await client.close()
         await server.stop(grace=None)
+
+
+@pytest.mark.asyncio
+async def test_metadata_waits_for_the_broker_to_catch_up_with_the_metadata_log(
+    tmp_path: Path,
+) -> None:
+    # Found by a soak test: a restarted broker answered Metadata from the image it had replayed
+    # so far, calling existing topics unknown, and clients' sends failed at once.
+    node = solo_leader(tmp_path)
+    ready = False
+    service = BrokerService(
+        1, cluster_id="c1", image=lambda: node.rm.image, metadata_ready=lambda: ready
+    )
+    server = grpc.aio.server()
+    add_broker_service(service, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    client = BrokerClient(f"127.0.0.1:{port}", request_timeout_ms=5000)
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as early:
+            await client.metadata([OFFSETS])
+        assert early.value.code() == grpc.StatusCode.UNAVAILABLE  # retriable: another broker
+        assert early.value.details() == (
+            "broker 1: not caught up with the metadata log yet (starting); ask another broker "
+            "or try again shortly"
+        )
+        ready = True
+        answer = await client.metadata([OFFSETS])
+        assert [t.name for t in answer.topics] == [OFFSETS]
+    finally:
+        await client.close()
+        await server.stop(None)

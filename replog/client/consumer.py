@@ -133,6 +133,12 @@ class Consumer:
         config: Mapping[str, object] | ConsumerConfig | None = None,
         **kwargs: object,
     ) -> None:
+        if topics and isinstance(topics[0], Mapping):
+            # Consumer({...}) as confluent-kafka and replog's Producer take a config: the dict
+            # was read as a topic name (found by a misuse review: "unhashable type: 'dict'").
+            if config is not None:
+                raise TypeError("Consumer: a config dict given twice (positionally and config=)")
+            config, topics = topics[0], topics[1:]
         self.config = cfg = consumer_config(config, **kwargs)
         self._subscriptions = SubscriptionState()
         self._metadata = ClusterMetadata.for_client(cfg)
@@ -225,7 +231,17 @@ class Consumer:
     def subscribe(self, topics: Iterable[str]) -> None:
         """Read every partition of `topics` (replaces an earlier subscription)."""
         self._check_open("subscribe")
-        names = [topics] if isinstance(topics, str) else list(topics)
+        if isinstance(topics, str):
+            names = [topics]
+        elif isinstance(topics, Iterable) and not isinstance(topics, Mapping):
+            names = list(topics)
+        else:
+            raise TypeError(f"subscribe: expected topic names, got {type(topics).__name__}")
+        for name in names:
+            if not isinstance(name, str):
+                raise TypeError(
+                    f"subscribe: a topic name must be a str, not {type(name).__name__} ({name!r})"
+                )
         self._before_assignment_change()
         self._subscriptions.subscribe(names)
         self._apply_subscription()

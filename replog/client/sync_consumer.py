@@ -96,8 +96,10 @@ class Consumer:
         return self._call("assignment", self._aio.assignment)
 
     def subscribe(self, topics: Iterable[str]) -> None:
-        names = [topics] if isinstance(topics, str) else list(topics)
-        self._call("subscribe", self._aio.subscribe, names)
+        # A generator is drained here, on the caller's thread; the asyncio consumer checks
+        # the names (and refuses what is not a collection of them).
+        plain = isinstance(topics, str | Mapping) or not isinstance(topics, Iterable)
+        self._call("subscribe", self._aio.subscribe, topics if plain else list(topics))
 
     def unsubscribe(self) -> None:
         self._call("unsubscribe", self._aio.unsubscribe)

@@ -152,3 +152,18 @@ def test_misuse_raises_typed_errors(cluster: FakeCluster) -> None:
             c.commit_async()
         with pytest.raises(InvalidGroupIdError):
             c.commit()
+
+
+def test_a_config_dict_may_come_first_and_topic_names_must_be_str(cluster: FakeCluster) -> None:
+    # Found by a misuse review: Consumer({...}) (confluent-kafka's form, which replog's
+    # Producer takes) and subscribe(None) or a non-str name were raw TypeErrors from inside.
+    settings = consumer_settings(cluster)
+    with Consumer(dict(settings), "orders") as c:
+        assert c.subscription() == {"orders"}
+        with pytest.raises(TypeError, match="subscribe: expected topic names, got NoneType"):
+            c.subscribe(None)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"a topic name must be a str, not int \(7\)"):
+            c.subscribe(["orders", 7])  # type: ignore[list-item]
+        assert c.subscription() == {"orders"}  # unchanged by the refused calls
+    with pytest.raises(TypeError, match="config dict given twice"):
+        Consumer(dict(settings), config=dict(settings))

@@ -69,6 +69,7 @@ from replog.client.sender import Sender
 from replog.clock import monotonic_ms, wall_clock_ms
 from replog.errors import (
     ClientClosedError,
+    IllegalStateError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
     ReplogError,
@@ -163,6 +164,7 @@ class Producer:
 
     def _start(self) -> None:
         if self._loop is not None:
+            self._check_loop()
             return
         self._check_open()
         try:
@@ -188,6 +190,20 @@ class Producer:
         if self._closed:
             raise ClientClosedError("the producer is closed: create a new one to send")
 
+    def _check_loop(self) -> None:
+        """The producer's tasks and futures live on the loop it started on; used from another
+        one, asyncio failed deep inside ("attached to a different loop": found by a misuse
+        review)."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not self._loop:
+            raise IllegalStateError(
+                "this asyncio Producer runs on the event loop it started on, not this one: "
+                "create one per event loop (or use replog.Producer, which any thread may use)"
+            )
+
     def _check_crashed(self, what: str) -> None:
         error = self._sender.crash_error(what)
         if error is not None:
@@ -201,6 +217,12 @@ class Producer:
     async def close(self, timeout_ms: int | None = None) -> None:
         """Deliver what is queued within `timeout_ms` (None: no limit), fail the rest with
         ClientClosedError, release everything. Idempotent; concurrent calls wait together."""
+        if self._loop is not None and self._loop.is_closed():
+            # Its loop ended (an asyncio.run that returned): nothing of it can run any more.
+            self._closed = True
+            return
+        if self._loop is not None:
+            self._check_loop()
         if self._close_task is None:
             self._closed = True
             self._close_task = asyncio.get_running_loop().create_task(self._close(timeout_ms))
@@ -472,6 +494,7 @@ class Producer:
         self._check_crashed("flush")
         if not self._sender.started:
             return
+        self._check_loop()
         deadline_ms = None if timeout_ms is None else monotonic_ms() + timeout_ms
         acc = self._accumulator
         acc.flushing += 1  # every batch is ready at once, also those appended meanwhile

@@ -791,3 +791,25 @@ async def test_partitions_for_and_metrics(cluster: FakeCluster, make: Made) -> N
     metrics = producer.metrics()
     assert metrics["records_delivered"] == 1 and metrics["requests"] == 1
     assert metrics["producer_ids"] == 1
+
+
+def test_a_producer_is_bound_to_the_event_loop_it_started_on(cluster: FakeCluster) -> None:
+    # Found by a misuse review: used from a second loop, a send failed deep inside asyncio
+    # ("Future attached to a different loop") and close() failed the same way.
+    producer = Producer(producer_settings(cluster))
+
+    async def first() -> int:
+        return (await producer.send("one", b"a")).offset
+
+    assert asyncio.run(first()) == 0
+
+    async def elsewhere() -> None:
+        with pytest.raises(IllegalStateError, match="runs on the event loop it started on"):
+            await producer.send("one", b"b")
+        with pytest.raises(IllegalStateError, match="create one per event loop"):
+            await producer.flush()
+
+    asyncio.run(elsewhere())
+    asyncio.run(producer.close())  # its loop ended: nothing of it can run, close just ends
+    with pytest.raises(ClientClosedError):
+        asyncio.run(first())

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -148,7 +149,7 @@ class Admin:
         results = await self._controller_call(
             ControllerClient.create_topics,
             deadline_ms,
-            list(new_topics),
+            [_new_topic(t) for t in _entries(new_topics, "create_topics", "NewTopic")],
             validate_only=validate_only,
         )
         _raise_failed(results, lambda r: f"topic {r.name!r}")
@@ -616,7 +617,46 @@ def _names(names: Iterable[str], what: str) -> list[str]:
         raise InvalidRequestError(
             f"{what}: expected a list of topic names, got the string {names!r}"
         )
-    return list(names)
+    found = _entries(names, what, "topic names")
+    for name in found:
+        if not isinstance(name, str):
+            raise InvalidRequestError(
+                f"{what}: a topic name must be a str, not {type(name).__name__} ({name!r})"
+            )
+    return found
+
+
+def _entries(values: Iterable[T], what: str, expected: str) -> list[T]:
+    """`values` as a list, or InvalidRequestError naming what came instead (found by a misuse
+    review: None or a single entry failed deep inside with a TypeError)."""
+    if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable):
+        raise InvalidRequestError(
+            f"{what}: expected a list of {expected}, got {type(values).__name__} ({values!r})"
+        )
+    return list(values)
+
+
+def _new_topic(topic: object) -> NewTopic:
+    """`topic` checked as a NewTopic, its config values as text (as `incremental_alter_configs`
+    takes them: `{"retention.ms": 1000}` is "1000")."""
+    if not isinstance(topic, NewTopic):
+        raise InvalidRequestError(
+            f"create_topics: expected NewTopic entries, got {type(topic).__name__} ({topic!r})"
+        )
+    for field_name in ("num_partitions", "replication_factor"):
+        value = getattr(topic, field_name)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InvalidRequestError(
+                f"create_topics: topic {topic.name!r}: {field_name} must be an int, not "
+                f"{type(value).__name__} ({value!r})"
+            )
+    for key, value in topic.configs.items():
+        if value is None:
+            raise InvalidRequestError(
+                f"create_topics: topic {topic.name!r}: config {key!r} is None"
+            )
+    configs = {str(k): str(v) for k, v in topic.configs.items()}
+    return dataclasses.replace(topic, configs=configs)
 
 
 def _new_partitions(topic: str, value: NewPartitions | int) -> NewPartitions:

@@ -23,6 +23,7 @@ from replog.client.records import TopicPartition
 from replog.errors import (
     ClientClosedError,
     ConfigError,
+    InvalidRequestError,
     KafkaTimeoutError,
     NoBrokersAvailableError,
     ReplogError,
@@ -178,3 +179,33 @@ async def test_delete_records_each_asks_every_partition_at_once_and_keeps_each_o
         assert isinstance(found[TopicPartition("t", 1)], UnknownTopicOrPartitionError)
     finally:
         await admin.close()
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda a: a.create_topics(["orders"]), r"expected NewTopic entries, got str \('orders'\)"),
+        (
+            lambda a: a.create_topics([replog.NewTopic("x", "3", 1)]),
+            r"topic 'x': num_partitions must be an int, not str \('3'\)",
+        ),
+        (lambda a: a.create_topics(replog.NewTopic("x", 1, 1)), "expected a list of NewTopic"),
+        (lambda a: a.delete_topics(None), r"expected a list of topic names, got NoneType"),
+        (lambda a: a.delete_topics([7]), r"a topic name must be a str, not int \(7\)"),
+    ],
+    ids=["str-entry", "str-count", "one-topic", "none", "int-name"],
+)
+def test_wrong_argument_types_are_invalid_requests_naming_them(call: Any, message: str) -> None:
+    # Found by a misuse review: these failed deep inside (AttributeError: 'str' object has no
+    # attribute 'to_pb', TypeError from protobuf or from iterating None).
+    with (
+        replog.Admin(bootstrap_servers=dead_address(), default_api_timeout_ms=500) as admin,
+        pytest.raises(InvalidRequestError, match=message),
+    ):
+        call(admin)
+
+
+def test_new_topic_config_values_are_sent_as_text() -> None:
+    # As incremental_alter_configs takes them: {"retention.ms": 1000} failed in protobuf.
+    topic = aio_admin._new_topic(replog.NewTopic("x", 1, 1, configs={"retention.ms": 1000}))
+    assert topic.configs == {"retention.ms": "1000"}

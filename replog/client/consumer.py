@@ -539,6 +539,17 @@ class Consumer:
                 raise ValueError(
                     f"commit(): offset for {tp[0]}-{tp[1]} must be >= 0, got {entry.offset}"
                 )
+            # Found by a misuse review: an int metadata failed in protobuf's encoder.
+            if not isinstance(entry.metadata, str):
+                raise TypeError(
+                    f"commit(): metadata for {tp[0]}-{tp[1]} must be a str, got "
+                    f"{type(entry.metadata).__name__} ({entry.metadata!r})"
+                )
+            if not isinstance(entry.leader_epoch, int) or isinstance(entry.leader_epoch, bool):
+                raise TypeError(
+                    f"commit(): leader_epoch for {tp[0]}-{tp[1]} must be an int, got "
+                    f"{entry.leader_epoch!r}"
+                )
             chosen[_partition(tp, "commit")] = entry
         return chosen
 

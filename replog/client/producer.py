@@ -117,14 +117,19 @@ class _Waiting:
     deadline_ms: int
 
 
-def _to_bytes(what: str, data: object) -> bytes | None:
+def _to_bytes(what: str, data: object, hint: str) -> bytes | None:
+    """`data` as bytes; a TypeError naming `what` and, as `hint` says, what to do about it."""
     if data is None or type(data) is bytes:
         return data
     if isinstance(data, _BYTES_LIKE):
         return bytes(data)
-    raise TypeError(
-        f"{what} must be bytes or None (or configure {what}.serializer), not {type(data).__name__}"
-    )
+    raise TypeError(f"{what} must be bytes or None, not {type(data).__name__} ({hint})")
+
+
+def _serializer_hint(what: str, serializer: object) -> str:
+    if serializer is None:
+        return f"or configure {what}.serializer"
+    return f"as the configured {what}.serializer returned"
 
 
 class Producer:
@@ -324,8 +329,10 @@ class Producer:
             key = cfg.key_serializer(key)
         if cfg.value_serializer is not None and value is not None:
             value = cfg.value_serializer(value)
-        key_bytes = _to_bytes("key", key)
-        value_bytes = _to_bytes("value", value)
+        # The hint names the configured serializer that returned it, else the setting to use:
+        # a misuse review found "configure value.serializer" said with one configured.
+        key_bytes = _to_bytes("key", key, _serializer_hint("key", cfg.key_serializer))
+        value_bytes = _to_bytes("value", value, _serializer_hint("value", cfg.value_serializer))
         header_tuple: Headers = ()
         if headers:
             header_tuple = tuple(self._header(item) for item in headers)
@@ -366,7 +373,7 @@ class Producer:
             name.encode()  # what the batch will hold; a lone surrogate cannot be encoded
         except UnicodeEncodeError as exc:
             raise ValueError(f"header key {name!r} is not valid UTF-8 text: {exc.reason}") from None
-        return name, _to_bytes(f"header {name!r}", data)
+        return name, _to_bytes(f"header {name!r}", data, "encode header values yourself")
 
     def _append(
         self, record: _Prepared, info: _TopicInfo, handle: RecordHandle | None

@@ -598,6 +598,12 @@ async def test_commit_committed_and_commit_async(cluster: FakeCluster) -> None:
         assert cluster.committed[("g", T0)].offset == 2
         with pytest.raises(ValueError, match="must be >= 0"):
             await c.commit({T0: -1})
+        # Found by a misuse review: these failed in protobuf's encoder.
+        with pytest.raises(TypeError, match=r"metadata for t-0 must be a str, got int \(7\)"):
+            await c.commit({T0: OffsetAndMetadata(5, 7)})  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="leader_epoch for t-0 must be an int"):
+            await c.commit({T0: OffsetAndMetadata(5, "", "3")})  # type: ignore[arg-type]
+        assert cluster.committed[("g", T0)].offset == 2
 
 
 @pytest.mark.asyncio

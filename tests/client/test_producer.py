@@ -498,8 +498,15 @@ async def test_a_producer_id_error_that_is_not_retriable_is_fatal(
 @pytest.mark.asyncio
 async def test_bad_input_raises_at_once(cluster: FakeCluster, make: Made) -> None:
     producer = make(max_request_size=1_000)
-    with pytest.raises(TypeError, match=r"value must be bytes or None .*not str"):
+    with pytest.raises(TypeError, match=r"value must be bytes or None, not str \(or configure"):
         producer.send_nowait("one", "text")
+    # Found by a misuse review: a header, which has no serializer setting, and a configured
+    # serializer returning str were both told to "configure ....serializer".
+    with pytest.raises(TypeError, match=r"header 'h' .*not str \(encode header values"):
+        producer.send_nowait("one", b"v", headers=[("h", "x")])
+    stringly = make(value_serializer=str)
+    with pytest.raises(TypeError, match=r"not str \(as the configured value.serializer returned"):
+        stringly.send_nowait("one", 7)
     with pytest.raises(TypeError, match="key must be bytes"):
         producer.send_nowait("one", b"v", key=12)
     with pytest.raises(TypeError, match="header key must be a str"):

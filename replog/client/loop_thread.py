@@ -37,6 +37,17 @@ T = TypeVar("T")
 WAIT_SLICE_S = 0.1  # how soon a waiting thread notices Ctrl-C
 
 
+def checked_wait(what: str, name: str, value: object) -> float | None:
+    """A blocking call's timeout argument `name` (ms or s), checked before the call turns it
+    into its own wait: a number >= 0, None or infinity for no limit. Found by a misuse review:
+    poll("100") was a TypeError from adding to a str, flush("1") an OverflowError."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ValueError(f"{what}: {name} must be a number >= 0 or None, got {value!r}")
+    return None if value == float("inf") else value
+
+
 class LoopThread:
     """A daemon thread running a private asyncio loop for one blocking client."""
 

@@ -37,7 +37,7 @@ from replog.admin.controller_results import (
 from replog.client import admin as aio
 from replog.client.admin_results import OffsetSpec, TopicDescription
 from replog.client.config import AdminConfig
-from replog.client.loop_thread import LoopThread
+from replog.client.loop_thread import LoopThread, checked_wait
 from replog.client.records import OffsetAndTimestamp, TopicPartition
 from replog.errors import ClientClosedError, ReplogError
 
@@ -85,6 +85,11 @@ class Admin:
         if self._closed:
             coro.close()
             raise ClientClosedError(f"{what}: the Admin client is closed")
+        try:
+            checked_wait(what, "timeout_ms", timeout_ms)
+        except ValueError:
+            coro.close()
+            raise
         budget_ms = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
         limit_s = (max(budget_ms, 0) + BACKSTOP_MS) / 1000
         return self._loop.run(coro, timeout_s=limit_s, what=what)

@@ -33,7 +33,7 @@ from typing import Any, Literal, TypeVar, overload
 from replog.client.config import ConsumerConfig
 from replog.client.consumer import CommitCallback
 from replog.client.consumer import Consumer as AioConsumer
-from replog.client.loop_thread import LoopThread
+from replog.client.loop_thread import LoopThread, checked_wait
 from replog.client.records import (
     ConsumerRecord,
     OffsetAndMetadata,
@@ -73,6 +73,11 @@ class Consumer:
         if self._closed:
             coro.close()
             raise ClientClosedError(f"{what}: the consumer is closed")
+        try:
+            checked_wait(what, "timeout_ms", timeout_ms)
+        except ValueError:
+            coro.close()
+            raise
         timeout_s = None if timeout_ms is None else (timeout_ms + SAFETY_MARGIN_MS) / 1000
         return self._loop.run(coro, timeout_s=timeout_s, what=what)
 

@@ -48,7 +48,7 @@ from typing import Any
 
 from replog.client.accumulator import ProducerBatch, ThreadSafeRecordAccumulator
 from replog.client.config import ProducerConfig
-from replog.client.loop_thread import WAIT_SLICE_S, LoopThread
+from replog.client.loop_thread import WAIT_SLICE_S, LoopThread, checked_wait
 from replog.client.producer import Producer as AsyncProducer
 from replog.client.producer import _Prepared, _TopicInfo
 from replog.client.records import RecordMetadata
@@ -275,7 +275,8 @@ class Producer:
         """Send everything queued now and wait until each record is delivered or failed;
         KafkaTimeoutError after `timeout` seconds (None: no limit)."""
         self._check_open()
-        timeout_ms = None if timeout is None else int(timeout * 1000)
+        seconds = checked_wait("flush", "timeout", timeout)
+        timeout_ms = None if seconds is None else int(seconds * 1000)
         self._loop.run(self._engine.flush(timeout_ms), timeout_s=None, what="flush")
 
     def close(self, timeout: float | None = None) -> None:

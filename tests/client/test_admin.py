@@ -209,3 +209,12 @@ def test_new_topic_config_values_are_sent_as_text() -> None:
     # As incremental_alter_configs takes them: {"retention.ms": 1000} failed in protobuf.
     topic = aio_admin._new_topic(replog.NewTopic("x", 1, 1, configs={"retention.ms": 1000}))
     assert topic.configs == {"retention.ms": "1000"}
+
+
+def test_a_timeout_that_is_no_number_is_a_value_error() -> None:
+    # Found by a misuse review: list_topics(timeout_ms="5") was a TypeError from comparing.
+    with (
+        replog.Admin(bootstrap_servers=dead_address()) as admin,
+        pytest.raises(ValueError, match="timeout_ms must be a number >= 0 or None, got '5'"),
+    ):
+        admin.list_topics(timeout_ms="5")  # type: ignore[arg-type]

@@ -167,3 +167,13 @@ def test_a_config_dict_may_come_first_and_topic_names_must_be_str(cluster: FakeC
         assert c.subscription() == {"orders"}  # unchanged by the refused calls
     with pytest.raises(TypeError, match="config dict given twice"):
         Consumer(dict(settings), config=dict(settings))
+
+
+def test_a_timeout_that_is_no_number_is_a_value_error(cluster: FakeCluster) -> None:
+    # Found by a misuse review: poll("100") was a TypeError from adding an int to a str.
+    with consumer(cluster, group_id="g") as c:
+        c.assign([TopicPartition("t", 0)])
+        with pytest.raises(ValueError, match="poll: timeout_ms must be a number >= 0"):
+            c.poll("100")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="timeout_ms must be a number >= 0 or None"):
+            c.committed(TopicPartition("t", 0), timeout_ms="100")  # type: ignore[call-overload]

@@ -428,3 +428,14 @@ def test_partitions_for_and_metrics(cluster: FakeCluster, make: Callable[..., Pr
     assert producer.partitions_for("t") == {0, 1, 2}
     producer.send("t", b"v").get(5)
     assert producer.metrics()["records_delivered"] == 1
+
+
+@pytest.mark.parametrize("timeout", ["1", -1, float("nan"), True])
+def test_a_flush_timeout_that_is_no_number_is_a_value_error(
+    make: Callable[..., Producer], timeout: object
+) -> None:
+    # Found by a misuse review: flush("1") was an OverflowError (int("1" * 1000)).
+    producer = make()
+    with pytest.raises(ValueError, match=r"flush: timeout must be a number >= 0 or None"):
+        producer.flush(timeout)  # type: ignore[arg-type]
+    producer.flush(float("inf"))  # no limit, as None

@@ -243,7 +243,8 @@ ROUND_TRIPS = [
 ]
 
 
-@pytest.mark.parametrize(
+# Every message of ROUND_TRIPS, as (strategy, encode, decode).
+over_every_message = pytest.mark.parametrize(
     ("strategy", "encode", "decode"),
     ROUND_TRIPS,
     ids=[
@@ -251,6 +252,9 @@ ROUND_TRIPS = [
         for _, encode, _ in ROUND_TRIPS
     ],
 )
+
+
+@over_every_message
 def test_every_message_survives_the_wire(strategy: Any, encode: Any, decode: Any) -> None:
     @settings(max_examples=60, deadline=None)
     @given(strategy)
@@ -277,14 +281,7 @@ def interleaved(message: Any) -> Any:
     )
 
 
-@pytest.mark.parametrize(
-    ("strategy", "encode", "decode"),
-    ROUND_TRIPS,
-    ids=[
-        encode.__name__.removesuffix("_to_proto").removesuffix("_to_wire")
-        for _, encode, _ in ROUND_TRIPS
-    ],
-)
+@over_every_message
 def test_interleaved_topics_keep_each_partitions_data(
     strategy: Any, encode: Any, decode: Any
 ) -> None:

@@ -7,6 +7,8 @@ appends with acks=all and gets its ProduceResponse."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -97,6 +99,21 @@ async def test_a_client_may_not_delete_records_of_an_internal_topic(tmp_path: Pa
     assert allowed.partitions[0].error is None and node.log(OFFSETS).log_start_offset == 1
 
 
+@contextlib.asynccontextmanager
+async def serving(service: BrokerService) -> AsyncIterator[BrokerClient]:
+    """`service` on a loopback gRPC server, and a client of it."""
+    server = grpc.aio.server()
+    add_broker_service(service, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    client = BrokerClient(f"127.0.0.1:{port}", request_timeout_ms=5000)
+    try:
+        yield client
+    finally:
+        await client.close()
+        await server.stop(grace=None)
+
+
 @pytest.mark.asyncio
 async def test_the_broker_service_refuses_a_clients_produce_to_an_internal_topic(
     tmp_path: Path,
@@ -105,12 +122,7 @@ async def test_the_broker_service_refuses_a_clients_produce_to_an_internal_topic
     service = BrokerService(
         1, cluster_id="c1", image=lambda: node.rm.image, replica_manager=node.rm
     )
-    server = grpc.aio.server()
-    add_broker_service(service, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    client = BrokerClient(f"127.0.0.1:{port}", request_timeout_ms=5000)
-    try:
+    async with serving(service) as client:
         response = await client.produce(request(-1, OFFSETS, "t"))
         refused, accepted = response.partitions
         assert isinstance(refused.error, InvalidTopicError)
@@ -121,9 +133,6 @@ async def test_the_broker_service_refuses_a_clients_produce_to_an_internal_topic
         assert aborted.value.code() == grpc.StatusCode.ABORTED
         assert "INVALID_TOPIC_EXCEPTION" in (aborted.value.details() or "")
         assert node.log(OFFSETS).log_end_offset == 0
-    finally:
-        await client.close()
-        await server.stop(grace=None)
 
 
 @pytest.mark.asyncio
@@ -137,12 +146,7 @@ async def test_metadata_waits_for_the_broker_to_catch_up_with_the_metadata_log(
     service = BrokerService(
         1, cluster_id="c1", image=lambda: node.rm.image, metadata_ready=lambda: ready
     )
-    server = grpc.aio.server()
-    add_broker_service(service, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    client = BrokerClient(f"127.0.0.1:{port}", request_timeout_ms=5000)
-    try:
+    async with serving(service) as client:
         with pytest.raises(grpc.aio.AioRpcError) as early:
             await client.metadata([OFFSETS])
         assert early.value.code() == grpc.StatusCode.UNAVAILABLE  # retriable: another broker
@@ -153,6 +157,3 @@ async def test_metadata_waits_for_the_broker_to_catch_up_with_the_metadata_log(
         ready = True
         answer = await client.metadata([OFFSETS])
         assert [t.name for t in answer.topics] == [OFFSETS]
-    finally:
-        await client.close()
-        await server.stop(None)

@@ -126,6 +126,10 @@ _VALID_ACKS = (m.ACKS_NONE, m.ACKS_LEADER, m.ACKS_ALL)
 PRODUCE_STREAM_DEPTH = 32
 
 
+# Put into an open ProduceStream's answer queue when the broker stops serving (`attach`).
+_STOPPING: Any = object()
+
+
 class _NotServed(Exception):
     """A ProduceStream request not served because one sent before it failed the call."""
 
@@ -215,11 +219,22 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self.request_bytes_max = request_bytes_max
         self._on_storage_error = on_storage_error
         self._producer_ids = producer_ids
+        # The answer queues of the open ProduceStream calls, told to end when the broker stops
+        # serving (`attach(None)`).
+        self._produce_streams: set[asyncio.Queue[Any]] = set()
 
     def attach(self, replica_manager: BrokerRequests | None) -> None:
         """The logs are recovered: serve data requests from now on (None: stop serving them,
-        before the replica manager and the logs shut down)."""
+        before the replica manager and the logs shut down).
+
+        Stopping also ends every open ProduceStream with UNAVAILABLE once the answers queued
+        before it went out: a producer keeps its stream open, and the server's stop cancelled
+        it after the grace period, which gRPC logged as an unhandled CancelledError traceback
+        on every graceful stop (found by a soak test)."""
         self._replica_manager = replica_manager
+        if replica_manager is None:
+            for answers in self._produce_streams:
+                answers.put_nowait(_STOPPING)
 
     # --- the calls -----------------------------------------------------------------------------
 
@@ -258,8 +273,17 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 started.put_nowait(None)
 
         reader = asyncio.create_task(take())
+        self._produce_streams.add(started)
         try:
             while (answer := await started.get()) is not None:
+                if answer is _STOPPING:
+                    await abort_for(
+                        Refused(grpc.StatusCode.UNAVAILABLE, "the broker is stopping"),
+                        context,
+                        "ProduceRequest",
+                        who=f"broker {self.broker_id}",
+                        log=log,
+                    )
                 try:
                     response = await answer
                 except Exception as exc:
@@ -270,10 +294,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 yield response
             await reader  # the requests ended: a failure reading them is the call's
         finally:
+            self._produce_streams.discard(started)
             reader.cancel()
             while not started.empty():
                 pending = started.get_nowait()
-                if pending is None:
+                if pending is None or pending is _STOPPING:
                     continue
                 if pending.done():
                     # Retrieved, so asyncio does not log it as never retrieved: the call's

@@ -821,3 +821,20 @@ async def test_a_produce_that_cannot_be_encoded_leaves_nothing_in_flight(
     assert stream.in_flight == 0
     answers = await asyncio.gather(stream.produce(one(0)), stream.produce(one(1)))
     assert [a.partitions[0].partition for a in answers] == [0, 1]
+
+
+@pytest.mark.asyncio
+async def test_an_open_produce_stream_ends_with_unavailable_when_the_broker_stops_serving(
+    harness: Harness, stream: ProduceStream
+) -> None:
+    # Found by a soak test: a producer keeps its stream open, and the server's stop cancelled
+    # the handler after its grace period, which gRPC logged as an unhandled CancelledError
+    # traceback on every graceful stop. Stopping to serve (attach(None), before the server
+    # stops) now ends the call itself, after the answers queued before.
+    assert (await stream.produce(one(1))).partitions[0].error is None
+    call = stream._call
+    assert call is not None
+    harness.service.attach(None)
+    await asyncio.wait_for(call.wait_for_connection(), 5)
+    assert await asyncio.wait_for(call.code(), 5) == grpc.StatusCode.UNAVAILABLE
+    assert await call.details() == "broker 1: the broker is stopping"

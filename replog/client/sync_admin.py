@@ -39,7 +39,7 @@ from replog.client.admin_results import OffsetSpec, TopicDescription
 from replog.client.config import AdminConfig
 from replog.client.loop_thread import LoopThread, checked_wait
 from replog.client.records import OffsetAndTimestamp, TopicPartition
-from replog.errors import ClientClosedError, ReplogError
+from replog.errors import ClientClosedError, InvalidRequestError, ReplogError
 
 if TYPE_CHECKING:
     from replog.cli.quorum import QuorumDescription
@@ -87,9 +87,10 @@ class Admin:
             raise ClientClosedError(f"{what}: the Admin client is closed")
         try:
             checked_wait(what, "timeout_ms", timeout_ms)
-        except ValueError:
+        except ValueError as exc:
             coro.close()
-            raise
+            # The Admin's bad arguments are InvalidRequestError, as its asyncio side raises.
+            raise InvalidRequestError(str(exc)) from None
         budget_ms = self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
         limit_s = (max(budget_ms, 0) + BACKSTOP_MS) / 1000
         return self._loop.run(coro, timeout_s=limit_s, what=what)

@@ -215,6 +215,8 @@ def test_a_timeout_that_is_no_number_is_a_value_error() -> None:
     # Found by a misuse review: list_topics(timeout_ms="5") was a TypeError from comparing.
     with (
         replog.Admin(bootstrap_servers=dead_address()) as admin,
-        pytest.raises(ValueError, match="timeout_ms must be a number >= 0 or None, got '5'"),
+        pytest.raises(
+            InvalidRequestError, match="timeout_ms must be a number >= 0 or None, got '5'"
+        ),
     ):
         admin.list_topics(timeout_ms="5")  # type: ignore[arg-type]

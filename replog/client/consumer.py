@@ -221,6 +221,12 @@ class Consumer:
         self._check_open("assign")
         if isinstance(partitions, TopicPartition):
             raise TypeError("assign() takes a list of TopicPartition, not one TopicPartition")
+        if isinstance(partitions, str | bytes | Mapping) or not isinstance(partitions, Iterable):
+            # A misuse review: assign("t3") was iterated and reported "got 't'".
+            raise TypeError(
+                f"assign() takes a list of TopicPartition, not {type(partitions).__name__} "
+                f"({partitions!r})"
+            )
         self._before_assignment_change()
         self._subscriptions.assign(partitions)
         self._after_assignment_change()

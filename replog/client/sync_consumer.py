@@ -95,7 +95,12 @@ class Consumer:
     # --- assignment and subscription ----------------------------------------------------------
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        self._call("assign", self._aio.assign, list(partitions))
+        # A generator is drained here, on the caller's thread; the asyncio consumer checks
+        # the rest (a string or a single TopicPartition is refused there, not iterated here).
+        plain = isinstance(partitions, str | bytes | Mapping | tuple) or not isinstance(
+            partitions, Iterable
+        )
+        self._call("assign", self._aio.assign, partitions if plain else list(partitions))
 
     def assignment(self) -> set[TopicPartition]:
         return self._call("assignment", self._aio.assignment)

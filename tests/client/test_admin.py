@@ -120,6 +120,9 @@ def test_exports_are_the_client_classes() -> None:
     assert replog.errors.KafkaTimeoutError is KafkaTimeoutError
     assert {"Producer", "Consumer", "Admin", "TopicPartition"} <= set(replog.__all__)
     assert {"Producer", "Consumer", "Admin", "TopicPartition"} <= set(replog.aio.__all__)
+    # kafka-python exports it too (found by a misuse review: it was missing).
+    assert replog.ConfigResourceType is replog.aio.ConfigResourceType
+    assert "ConfigResourceType" in replog.__all__ and "ConfigResourceType" in replog.aio.__all__
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         _ = replog.Nope
 

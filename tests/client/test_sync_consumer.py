@@ -177,3 +177,14 @@ def test_a_timeout_that_is_no_number_is_a_value_error(cluster: FakeCluster) -> N
             c.poll("100")  # type: ignore[arg-type]
         with pytest.raises(ValueError, match="timeout_ms must be a number >= 0 or None"):
             c.committed(TopicPartition("t", 0), timeout_ms="100")  # type: ignore[call-overload]
+
+
+def test_assign_takes_a_collection_of_partitions_only(cluster: FakeCluster) -> None:
+    # Found by a misuse review: assign("t3") was iterated and reported "got 't'".
+    with consumer(cluster) as c:
+        with pytest.raises(TypeError, match=r"takes a list of TopicPartition, not str \('t3'\)"):
+            c.assign("t3")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="not one TopicPartition"):
+            c.assign(TopicPartition("t", 0))  # type: ignore[arg-type]
+        c.assign((TopicPartition("t", 0),))  # a tuple of them is a collection
+        assert c.assignment() == {TopicPartition("t", 0)}

@@ -39,10 +39,12 @@ When it asks:
   its deadline; a broker's answer that the topic does not exist raises
   UnknownTopicOrPartitionError ("topic 'x' does not exist") at once instead of waiting (the
   complaint about clients that block on a missing topic); at the deadline KafkaTimeoutError
-  names the last cause. A topic this client has seen is different: an answer calling it unknown
-  comes from a broker that has not caught up on the metadata log (restarting, lagging), so it
-  is retried until the deadline, as Kafka's producer waits up to max.block.ms (found by a soak
-  test: after a whole-cluster restart, sends to an existing topic failed by the thousand).
+  names the last cause. For a producer's send a topic this client has seen is different
+  (`wait_for_seen_topic`): an answer calling it unknown comes from a broker that has not caught
+  up on the metadata log (restarting, lagging), so it is retried until the deadline, as Kafka's
+  producer waits up to max.block.ms (found by a soak test: after a whole-cluster restart, sends
+  to an existing topic failed by the thousand). A consumer keeps the answer at once: it drops
+  the partitions and keeps their positions for the topic's return (its "blip" rule).
 - A known topic is refreshed when the metadata is stale (`request_update`, after
   NOT_LEADER_OR_FOLLOWER and the like) or older than `metadata.max.age.ms` (checked lazily on
   use). If that refresh fails, or failed a moment ago and is backing off, the cached partitions
@@ -248,8 +250,13 @@ class ClusterMetadata:
 
     # --- asking ----------------------------------------------------------------------------------
 
-    async def partitions_for(self, topic: str, *, deadline_ms: int) -> tuple[PartitionState, ...]:
-        """The partitions of `topic`, refreshing first if unknown or stale (module docstring)."""
+    async def partitions_for(
+        self, topic: str, *, deadline_ms: int, wait_for_seen_topic: bool = False
+    ) -> tuple[PartitionState, ...]:
+        """The partitions of `topic`, refreshing first if unknown or stale (module docstring).
+
+        `wait_for_seen_topic` (a producer's send): an answer calling a topic seen before
+        unknown is retried until the deadline instead of raised."""
         check_topic_name(topic)
         self._wanted.add(topic)
         last_cause: ReplogError | None = None
@@ -267,7 +274,9 @@ class ClusterMetadata:
                 last_cause = self._last_failure or exc
             else:
                 error = self._topic_errors.get(topic)
-                if isinstance(error, UnknownTopicOrPartitionError) and topic not in self._newest:
+                if isinstance(error, UnknownTopicOrPartitionError) and not (
+                    wait_for_seen_topic and topic in self._newest
+                ):
                     raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
                 if error is not None:
                     last_cause = error

@@ -460,7 +460,9 @@ class Producer:
             # Maybe partitions were added since: look once more before refusing.
             self._metadata.request_update()
         try:
-            states = await self._metadata.partitions_for(topic, deadline_ms=deadline_ms)
+            states = await self._metadata.partitions_for(
+                topic, deadline_ms=deadline_ms, wait_for_seen_topic=True
+            )
         except KafkaTimeoutError as exc:
             raise KafkaTimeoutError(
                 f"send to topic {topic!r}: metadata not available within "

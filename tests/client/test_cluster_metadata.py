@@ -224,12 +224,18 @@ async def test_a_topic_seen_before_and_called_unknown_is_waited_for(
         fake.topics["orders"] = 3
 
     caught_up = asyncio.create_task(catch_up())
-    assert await metadata.partitions_for("orders", deadline_ms=soon(10_000)) == before
+    waited = await metadata.partitions_for(
+        "orders", deadline_ms=soon(10_000), wait_for_seen_topic=True
+    )
+    assert waited == before
     await caught_up
     fake.topics.pop("orders")  # deleted for good: the deadline ends the wait
     metadata.request_update()
     with pytest.raises(KafkaTimeoutError, match="metadata for topic 'orders' not available"):
-        await metadata.partitions_for("orders", deadline_ms=soon(500))
+        await metadata.partitions_for("orders", deadline_ms=soon(500), wait_for_seen_topic=True)
+    # Without the flag (a consumer's refresh) the answer is taken at once.
+    with pytest.raises(UnknownTopicOrPartitionError, match="does not exist"):
+        await metadata.partitions_for("orders", deadline_ms=soon(10_000))
 
 
 @pytest.mark.asyncio

@@ -369,7 +369,7 @@ class ControllerClient:
         budget_s = self.default_timeout_s if timeout_s is None else timeout_s
         deadline_ms = monotonic_ms() + int(budget_s * 1000)
         said: dict[str, str] = {}  # address -> what it last said or why it said nothing
-        answered: set[str] = set()  # addresses whose Controller service gave any answer
+        answered: set[str] = set()  # addresses whose Controller service answered
         skipped: set[str] = set()  # addresses that do not serve the Controller service
         consulted: set[str] = set()  # addresses asked where the controller they named is
         backoff_s = self.retry_backoff_s
@@ -398,7 +398,6 @@ class ControllerClient:
                     said[address] = exc.reason
                     if exc.permanent:
                         skipped.add(address)
-                        answered.add(address)  # it answered: not with the Controller service
                     self._forget_controller(address)
                     if fallback is not None:
                         return fallback
@@ -441,7 +440,8 @@ class ControllerClient:
                 continue  # the check at the top of the loop raises, without a pointless wait
             remaining_ms = deadline_ms - monotonic_ms()
             if remaining_ms <= 0:
-                raise KafkaTimeoutError(_no_answer(rpc, budget_s, said, answered))
+                # A node without the Controller service (skipped) answered too.
+                raise KafkaTimeoutError(_no_answer(rpc, budget_s, said, answered | skipped))
             time.sleep(min(backoff_s, remaining_ms / 1000))
             backoff_s = min(backoff_s * 2, self.max_retry_backoff_s)
 

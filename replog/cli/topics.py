@@ -63,6 +63,7 @@ from replog.admin.controller_results import (
 )
 from replog.cli.arguments import add_command, at_least, parse_key_values
 from replog.cli.controller_connection import add_connection_arguments, connect
+from replog.config import parse_integer
 from replog.errors import (
     InvalidTopicError,
     TopicAlreadyExistsError,
@@ -291,7 +292,7 @@ def min_isr_warning(
     if value is None or replication_factor is None or replication_factor < 1:
         return None
     try:
-        min_isr = int(value)
+        min_isr = parse_integer(value)
     except ValueError:
         return None  # the controller accepted it, so it is an int; nothing to say otherwise
     if min_isr <= replication_factor:

@@ -95,21 +95,13 @@ class Consumer:
     # --- assignment and subscription ----------------------------------------------------------
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        # A generator is drained here, on the caller's thread; the asyncio consumer checks
-        # the rest (a string or a single TopicPartition is refused there, not iterated here).
-        plain = isinstance(partitions, str | bytes | Mapping | tuple) or not isinstance(
-            partitions, Iterable
-        )
-        self._call("assign", self._aio.assign, partitions if plain else list(partitions))
+        self._call("assign", self._aio.assign, _drained(partitions))
 
     def assignment(self) -> set[TopicPartition]:
         return self._call("assignment", self._aio.assignment)
 
     def subscribe(self, topics: Iterable[str]) -> None:
-        # A generator is drained here, on the caller's thread; the asyncio consumer checks
-        # the names (and refuses what is not a collection of them).
-        plain = isinstance(topics, str | Mapping) or not isinstance(topics, Iterable)
-        self._call("subscribe", self._aio.subscribe, topics if plain else list(topics))
+        self._call("subscribe", self._aio.subscribe, _drained(topics))
 
     def unsubscribe(self) -> None:
         self._call("unsubscribe", self._aio.unsubscribe)
@@ -285,3 +277,12 @@ class Consumer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _drained(values: Any) -> Any:
+    """`values` for the asyncio consumer, which checks them: an iterator drained here, on the
+    caller's thread; a string, mapping or tuple (a single TopicPartition included) or anything
+    not iterable passed as it is, to be refused there rather than iterated here."""
+    if isinstance(values, str | bytes | Mapping | tuple) or not isinstance(values, Iterable):
+        return values
+    return list(values)

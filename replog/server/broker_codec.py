@@ -174,9 +174,10 @@ def _add_grouped(
     """
     groups: dict[object, list[T]] = {}
     for item in items:
-        group = groups.get(key(item))
+        group_key = key(item)
+        group = groups.get(group_key)
         if group is None:
-            groups[key(item)] = [item]
+            groups[group_key] = [item]
         else:
             group.append(item)
     for group in groups.values():

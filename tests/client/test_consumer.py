@@ -69,8 +69,13 @@ def values(records: list[ConsumerRecord]) -> list[bytes | None]:
 
 
 async def poll_until_assigned(c: Consumer, assigned: set[TopicPartition]) -> None:
-    """Poll until the subscription reads exactly `assigned` (metadata refreshes in between)."""
-    for _ in range(100):
+    """Poll until the subscription reads exactly `assigned` (metadata refreshes in between),
+    for up to 10 s: a prepare step waiting out a committed-offset fetch (request.timeout.ms,
+    2 s here) delays the next metadata refresh by that much. The fixed 100 polls of 20 ms were
+    about 2 s, so the blip test failed in about half its runs, before this session's changes
+    too (seen in CI)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
         await c.poll(20)
         if c.assignment() == assigned:
             return

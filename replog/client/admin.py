@@ -68,6 +68,7 @@ from replog.client.admin_results import OffsetSpec, TopicDescription
 from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.config import AdminConfig, admin_config
 from replog.client.connections import rpc_error
+from replog.client.event_loop_binding import EventLoopBinding
 from replog.client.offset_lookup import OffsetLookup
 from replog.client.records import OffsetAndTimestamp, TopicPartition
 from replog.clock import monotonic_ms
@@ -116,6 +117,7 @@ class Admin:
         )
         self._controller: ControllerClient | None = None
         self._closed = False
+        self._home = EventLoopBinding("asyncio Admin", "replog.Admin")
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -123,6 +125,10 @@ class Admin:
         """Release every connection; idempotent."""
         if self._closed:
             return
+        if self._home.ended:
+            self._closed = True  # nothing of it can run any more (event_loop_binding)
+            return
+        self._home.check()
         self._closed = True
         controller, self._controller = self._controller, None
         if controller is not None:
@@ -413,6 +419,7 @@ class Admin:
     def _check_open(self) -> None:
         if self._closed:
             raise ClientClosedError("the Admin client is closed")
+        self._home.check()
 
     def _budget_ms(self, timeout_ms: int | None) -> int:
         """The caller's timeout, checked, or `default.api.timeout.ms`."""

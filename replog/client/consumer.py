@@ -54,6 +54,7 @@ from typing import Any, Literal, overload
 
 from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.config import ConsumerConfig, consumer_config
+from replog.client.event_loop_binding import EventLoopBinding
 from replog.client.fetcher import Fetcher, FetchSettings, isolation_level
 from replog.client.group_offsets import AutoCommitter, GroupOffsets
 from replog.client.offset_lookup import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetLookup
@@ -187,6 +188,7 @@ class Consumer:
         self._woken = False
         self._closing = False
         self._closed = False
+        self._home = EventLoopBinding("asyncio Consumer", "replog.Consumer")
         if topics:
             self.subscribe(topics)
 
@@ -196,6 +198,7 @@ class Consumer:
     def _check_open(self, what: str) -> None:
         if self._closed or self._closing:
             raise ClientClosedError(f"{what}: the consumer is closed")
+        self._home.check()
 
     def _timeout(self, timeout_ms: int | None, what: str) -> int:
         """The caller's timeout, checked, or `default.api.timeout.ms`."""
@@ -844,6 +847,10 @@ class Consumer:
         Idempotent. A commit failure is logged, not raised: the consumer closes anyway."""
         if self._closed or self._closing:
             return
+        if self._home.ended:
+            self._closed = True  # nothing of it can run any more (event_loop_binding)
+            return
+        self._home.check()
         self._closing = True
         self.wakeup()
         deadline = self._deadline(timeout_ms, "close")

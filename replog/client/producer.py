@@ -63,13 +63,13 @@ from replog.client.accumulator import (
 )
 from replog.client.cluster_metadata import ClusterMetadata, PartitionState
 from replog.client.config import ProducerConfig, producer_config
+from replog.client.event_loop_binding import EventLoopBinding
 from replog.client.partitioner import DefaultPartitioner
 from replog.client.records import RecordMetadata
 from replog.client.sender import Sender
 from replog.clock import monotonic_ms, wall_clock_ms
 from replog.errors import (
     ClientClosedError,
-    IllegalStateError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
     ReplogError,
@@ -159,7 +159,7 @@ class Producer:
         self._memory_freed: asyncio.Event | None = None
         self._closed = False
         self._close_task: asyncio.Task[None] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._home = EventLoopBinding("asyncio Producer", "replog.Producer")
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -168,17 +168,11 @@ class Producer:
         self._start()
 
     def _start(self) -> None:
-        if self._loop is not None:
-            self._check_loop()
+        if self._home.loop is not None:
+            self._home.bind_running("send")  # the loop it started on, and a running one
             return
         self._check_open()
-        try:
-            self._loop = asyncio.get_running_loop()
-        except RuntimeError:
-            raise RuntimeError(
-                "the asyncio Producer needs a running event loop (use replog.Producer for "
-                "blocking code)"
-            ) from None
+        self._home.bind_running("send")
         self._memory_freed = asyncio.Event()
         self._accumulator.memory_listener = self._memory_freed.set
         self._accumulator.wakeup = self._sender.wakeup
@@ -195,20 +189,6 @@ class Producer:
         if self._closed:
             raise ClientClosedError("the producer is closed: create a new one to send")
 
-    def _check_loop(self) -> None:
-        """The producer's tasks and futures live on the loop it started on; used from another
-        one, asyncio failed deep inside ("attached to a different loop": found by a misuse
-        review)."""
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is not self._loop:
-            raise IllegalStateError(
-                "this asyncio Producer runs on the event loop it started on, not this one: "
-                "create one per event loop (or use replog.Producer, which any thread may use)"
-            )
-
     def _check_crashed(self, what: str) -> None:
         error = self._sender.crash_error(what)
         if error is not None:
@@ -222,12 +202,10 @@ class Producer:
     async def close(self, timeout_ms: int | None = None) -> None:
         """Deliver what is queued within `timeout_ms` (None: no limit), fail the rest with
         ClientClosedError, release everything. Idempotent; concurrent calls wait together."""
-        if self._loop is not None and self._loop.is_closed():
-            # Its loop ended (an asyncio.run that returned): nothing of it can run any more.
-            self._closed = True
+        if self._home.ended:
+            self._closed = True  # nothing of it can run any more (event_loop_binding)
             return
-        if self._loop is not None:
-            self._check_loop()
+        self._home.check()
         if self._close_task is None:
             self._closed = True
             self._close_task = asyncio.get_running_loop().create_task(self._close(timeout_ms))
@@ -295,8 +273,9 @@ class Producer:
         self._check_sender_for(topic)
         self._start()
         record = self._prepare(topic, value, key, headers, partition, timestamp_ms)
-        assert self._loop is not None
-        future: asyncio.Future[RecordMetadata] = self._loop.create_future()
+        loop = self._home.loop
+        assert loop is not None
+        future: asyncio.Future[RecordMetadata] = loop.create_future()
         if not self._waiting:
             info = self._topics.get(topic)
             if (
@@ -307,7 +286,7 @@ class Producer:
                 return future
         self._waiting.append(_Waiting(record, future, monotonic_ms() + self.config.max_block_ms))
         if self._waiting_task is None or self._waiting_task.done():
-            self._waiting_task = self._loop.create_task(self._serve_waiting())
+            self._waiting_task = loop.create_task(self._serve_waiting())
         return future
 
     def _prepare(
@@ -503,7 +482,7 @@ class Producer:
         self._check_crashed("flush")
         if not self._sender.started:
             return
-        self._check_loop()
+        self._home.check()
         deadline_ms = None if timeout_ms is None else monotonic_ms() + timeout_ms
         acc = self._accumulator
         acc.flushing += 1  # every batch is ready at once, also those appended meanwhile

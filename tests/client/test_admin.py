@@ -23,6 +23,7 @@ from replog.client.records import TopicPartition
 from replog.errors import (
     ClientClosedError,
     ConfigError,
+    IllegalStateError,
     InvalidRequestError,
     KafkaTimeoutError,
     NoBrokersAvailableError,
@@ -223,3 +224,22 @@ def test_a_timeout_that_is_no_number_is_a_value_error() -> None:
         ),
     ):
         admin.list_topics(timeout_ms="5")  # type: ignore[arg-type]
+
+
+def test_an_asyncio_admin_is_bound_to_the_event_loop_it_was_first_used_on() -> None:
+    # Found by a misuse review: its gRPC channels belong to the loop of its first call, and a
+    # call from another loop failed deep inside asyncio.
+    import asyncio
+
+    admin = replog.aio.Admin(bootstrap_servers=dead_address())
+    with pytest.raises(ReplogError):  # nothing listens there, but the loop is bound
+        asyncio.run(admin.describe_cluster(timeout_ms=300))
+
+    async def elsewhere() -> None:
+        with pytest.raises(IllegalStateError, match="asyncio Admin runs on the event loop"):
+            await admin.describe_cluster(timeout_ms=300)
+
+    asyncio.run(elsewhere())
+    asyncio.run(admin.close())  # its loop ended: close just ends
+    with pytest.raises(ClientClosedError):
+        asyncio.run(admin.describe_cluster())

@@ -849,3 +849,34 @@ async def test_a_partition_whose_fetch_brought_records_is_asked_after_the_others
     assert asked[0] == (0, 1, 2)
     assert (1, 2, 0) in asked and (2, 0, 1) in asked
     assert asked.index((1, 2, 0)) < asked.index((2, 0, 1))
+
+
+def test_a_consumer_is_bound_to_the_event_loop_it_was_first_used_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Found by a misuse review: used from a second asyncio.run, poll failed deep inside asyncio
+    # ("bound to a different event loop") and position with "Event loop is closed".
+    fake = FakeCluster()
+    fake.install(monkeypatch)
+    fake.create("t", 1)
+    fake.append("t", 0, [b"a"])
+    c = consumer(fake)
+    c.assign([T0])  # no running loop: binds nothing
+
+    async def first() -> list[bytes | None]:
+        return values(await poll_until(c, 1))
+
+    assert asyncio.run(first()) == [b"a"]
+
+    async def elsewhere() -> None:
+        with pytest.raises(IllegalStateError, match="asyncio Consumer runs on the event loop"):
+            await c.poll(0)
+        with pytest.raises(IllegalStateError, match="create one per event loop"):
+            await c.position(T0)
+        c.seek(T0, 0)  # a setter on another loop would start a commit there: refused too
+
+    with pytest.raises(IllegalStateError):
+        asyncio.run(elsewhere())
+    asyncio.run(c.close())  # its loop ended: nothing of it can run, close just ends
+    with pytest.raises(ClientClosedError):
+        asyncio.run(first())

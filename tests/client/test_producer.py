@@ -811,7 +811,7 @@ def test_a_producer_is_bound_to_the_event_loop_it_started_on(cluster: FakeCluste
     assert asyncio.run(first()) == 0
 
     async def elsewhere() -> None:
-        with pytest.raises(IllegalStateError, match="runs on the event loop it started on"):
+        with pytest.raises(IllegalStateError, match="runs on the event loop it was first used on"):
             await producer.send("one", b"b")
         with pytest.raises(IllegalStateError, match="create one per event loop"):
             await producer.flush()

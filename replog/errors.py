@@ -814,6 +814,26 @@ class IllegalStateError(ReplogError):
     seek on a partition not assigned, subscribe after assign)."""
 
 
+class RecordDeserializationError(ReplogError):
+    """The consumer's key or value deserializer raised on a record (Kafka's
+    RecordDeserializationException): names the partition, the offset and which of the two
+    (`origin`: "key" or "value"); the deserializer's own exception is the `__cause__`. The
+    position stays at the record: `seek` past it (`offset + 1`) to go on."""
+
+    def __init__(
+        self, topic_partition: tuple[str, int], offset: int, origin: str, cause: BaseException
+    ) -> None:
+        topic, partition = topic_partition
+        super().__init__(
+            f"the {origin} deserializer failed on the record at offset {offset} of "
+            f"{topic}-{partition}: {type(cause).__name__}: {cause} (seek to {offset + 1} to "
+            "skip it)"
+        )
+        self.topic_partition = topic_partition
+        self.offset = offset
+        self.origin = origin
+
+
 class NoOffsetForPartitionError(OffsetOutOfRangeError):
     """`auto.offset.reset=none` and no committed offset for a partition (names it)."""
 

@@ -30,8 +30,8 @@ Rules:
   empty dict. Retriable trouble (no broker reachable, no leader, the coordinator loading)
   never raises from poll: it is logged once per change and retried while the poll waits, so a
   poll on a dead cluster returns empty within its timeout. Errors the user must act on
-  (OFFSET_OUT_OF_RANGE with reset none, a CRC mismatch, a deserializer's exception,
-  `NoOffsetForPartitionError`) are raised.
+  (OFFSET_OUT_OF_RANGE with reset none, a CRC mismatch, `NoOffsetForPartitionError`, a
+  deserializer's exception as RecordDeserializationError naming the record) are raised.
 - Committed offsets are the next offset to read. `enable.auto.commit` commits, from `poll`
   every `auto.commit.interval.ms` and from `close()`, the positions after what `poll` (and
   iteration) handed out -- never records the application did not get (at-least-once).

@@ -19,8 +19,11 @@ Rules:
   last complete batch read, so a fetch of only skipped records (control batches, records
   below the position) still moves the position forward.
 - Records decoded before a bad batch (or a record the user's deserializer rejects) are still
-  handed out; the error is raised, unchanged, by the poll after them, and again by every poll
-  until the user seeks past it (Kafka's behaviour). The position stays at the bad record.
+  handed out; the error is raised by the poll after them, and again by every poll until the
+  user seeks past it (Kafka's behaviour). The position stays at the bad record. A
+  deserializer's exception is wrapped in RecordDeserializationError naming the partition, the
+  offset and key or value (Kafka's RecordDeserializationException), so the caller knows where
+  to seek.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from replog.client.records import (
     ConsumerRecord,
     TopicPartition,
 )
+from replog.errors import RecordDeserializationError
 from replog.record.batch import RecordBatch
 from replog.record.compression import COMPRESSION_NONE, decompress
 from replog.record.header import (
@@ -125,10 +129,17 @@ def decode_fetched(
                 records += batch_records
             else:
                 for record in batch_records:
-                    key = record.key if key_deserializer is None else key_deserializer(record.key)
-                    value = record[6]
-                    if value_deserializer is not None:
-                        value = value_deserializer(value)
+                    origin = "key"
+                    try:
+                        key = record.key
+                        if key_deserializer is not None:
+                            key = key_deserializer(key)
+                        origin = "value"
+                        value = record[6]
+                        if value_deserializer is not None:
+                            value = value_deserializer(value)
+                    except Exception as exc:
+                        raise RecordDeserializationError(tp, record.offset, origin, exc) from exc
                     append(
                         _new_tuple(
                             ConsumerRecord,

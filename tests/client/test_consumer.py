@@ -46,6 +46,7 @@ from replog.errors import (
     NoOffsetForPartitionError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
+    RecordDeserializationError,
     UnknownTopicOrPartitionError,
 )
 
@@ -423,6 +424,24 @@ async def test_a_corrupt_batch_is_raised_while_another_partition_keeps_deliverin
                 break
         else:
             raise AssertionError("t-0's corrupt batch was never raised")
+
+
+@pytest.mark.asyncio
+async def test_a_record_the_deserializer_rejects_is_named_and_skipped_by_a_seek(
+    cluster: FakeCluster,
+) -> None:
+    cluster.create("t")
+    cluster.append("t", 0, [b"1", b"two", b"3"])
+    async with consumer(cluster, value_deserializer=lambda v: int(v)) as c:
+        c.assign([T0])
+        assert values(await poll_until(c, 1)) == [1]
+        for _ in range(2):  # raised again until the caller seeks past it, as Kafka does
+            with pytest.raises(RecordDeserializationError) as raised:
+                await c.poll(1000)
+            assert (raised.value.topic_partition, raised.value.offset) == (T0, 1)
+            assert await c.position(T0) == 1
+        c.seek(T0, raised.value.offset + 1)
+        assert values(await poll_until(c, 1)) == [3]
 
 
 @pytest.mark.asyncio

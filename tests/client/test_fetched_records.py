@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from replog.client.fetched_records import _fast_records, decode_fetched
 from replog.client.records import ConsumerRecord, TopicPartition
-from replog.errors import CorruptRecordError, InvalidRecordError
+from replog.errors import CorruptRecordError, InvalidRecordError, RecordDeserializationError
 from replog.record import (
     COMPRESSION_GZIP,
     RECORD_BATCH_OVERHEAD,
@@ -137,9 +137,29 @@ def test_deserializers_apply_and_a_failing_one_stops_at_its_record() -> None:
         value_deserializer=value,
     )
     assert [(r.key, r.value) for r in fetched.records] == [(b"K", "v0"), (b"K", "v1")]
-    assert isinstance(fetched.error, ValueError)
+    # Kafka's RecordDeserializationException: where, and which of key and value.
+    error = fetched.error
+    assert isinstance(error, RecordDeserializationError)
+    assert (error.topic_partition, error.offset, error.origin) == (TP, 2, "value")
+    assert isinstance(error.__cause__, ValueError)
+    assert str(error) == (
+        "the value deserializer failed on the record at offset 2 of t-3: ValueError: cannot "
+        "decode v2 (seek to 3 to skip it)"
+    )
     fetched.take(10)
     assert fetched.position == 2
+
+
+def test_a_failing_key_deserializer_is_named_as_the_key() -> None:
+    def key(raw: bytes | None) -> str:
+        raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+
+    fetched = decode_fetched(TP, batch(3, 2), position=3, high_watermark=5, key_deserializer=key)
+    assert fetched.records == []
+    error = fetched.error
+    assert isinstance(error, RecordDeserializationError)
+    assert (error.offset, error.origin) == (3, "key")
+    assert isinstance(error.__cause__, UnicodeDecodeError)
 
 
 def test_take_hands_out_in_slices_and_then_moves_to_the_next_offset() -> None:

@@ -50,6 +50,7 @@ from quorum.controller.controller_result import ControllerResult
 from quorum.metadata.image import ConfigResource
 from quorum.metadata.records import ConfigRecord, ConfigResourceType, MetadataRecord
 from replog.errors import (
+    BrokerNotAvailableError,
     InvalidConfigError,
     InvalidRequestError,
     KafkaError,
@@ -169,17 +170,25 @@ class ConfigControl:
         names: Sequence[str] | None,
         offset: int | None,
         *,
-        topic_exists: bool,
+        exists: bool,
     ) -> tuple[DescribedConfig, ...]:
         """DescribeConfigs of one resource at `offset`: every known key (`names` None) or the
         known keys among `names` (unknown names are left out, as Kafka does), sorted, each
-        with its effective value and source. `topic_exists`: whether the topic of a topic
-        resource exists at `offset` (UNKNOWN_TOPIC_OR_PARTITION if not)."""
+        with its effective value and source. `exists`: whether the resource's topic exists, or
+        its broker is registered, at `offset` (UNKNOWN_TOPIC_OR_PARTITION or
+        BROKER_NOT_AVAILABLE if not: Kafka's admin could not reach a broker that is not there,
+        and listing defaults for it would read as if it were)."""
         _check_resource_name(resource)
         is_topic = resource.resource_type is ConfigResourceType.TOPIC
-        if is_topic and not topic_exists:
-            raise UnknownTopicOrPartitionError(
-                f"cannot describe configs of topic {resource.resource_name!r}: it does not exist"
+        if not exists:
+            if is_topic:
+                raise UnknownTopicOrPartitionError(
+                    f"cannot describe configs of topic {resource.resource_name!r}: it does not "
+                    "exist"
+                )
+            raise BrokerNotAvailableError(
+                f"cannot describe configs of broker {resource.resource_name}: no broker with "
+                "that id is registered"
             )
         known = TOPIC_CONFIGS if is_topic else BROKER_CONFIGS
         wanted = sorted(known) if names is None else sorted({n for n in names if n in known})

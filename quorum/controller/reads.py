@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
-from quorum.controller.config_control import DescribedConfig
+from quorum.controller.config_control import CLUSTER_DEFAULT, DescribedConfig
 from quorum.controller.operation import ReadContext, ReadOperation
 from quorum.controller.replication_control import ApiError, OngoingReassignment
 from quorum.metadata.broker_registration import BrokerRegistration
@@ -166,15 +166,14 @@ def describe_configs(
         topics: set[str] | None = None
         described: list[ConfigDescription] = []
         for resource, names in resources:
-            exists = False
             if resource.resource_type is ConfigResourceType.TOPIC:
                 if topics is None:
                     topics = set(ctx.replication.topic_ids(ctx.offset))
                 exists = resource.resource_name in topics
+            else:
+                exists = _broker_exists(ctx, resource.resource_name)
             try:
-                configs = ctx.configs.describe_configs(
-                    resource, names, ctx.offset, topic_exists=exists
-                )
+                configs = ctx.configs.describe_configs(resource, names, ctx.offset, exists=exists)
             except KafkaError as error:
                 described.append(ConfigDescription(resource, error=ApiError.of(error)))
                 continue
@@ -182,3 +181,15 @@ def describe_configs(
         return tuple(described)
 
     return read
+
+
+def _broker_exists(ctx: ReadContext, name: str) -> bool:
+    """Whether a broker resource names the cluster default or a registered broker (a name
+    that is no broker id is the config manager's to refuse, as INVALID_REQUEST)."""
+    if name == CLUSTER_DEFAULT:
+        return True
+    try:
+        broker_id = int(name)
+    except ValueError:
+        return True
+    return ctx.cluster.registration(broker_id, ctx.offset) is not None

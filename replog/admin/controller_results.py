@@ -23,7 +23,7 @@ from enum import IntEnum
 from typing import NamedTuple, Protocol
 from uuid import UUID
 
-from replog.errors import KafkaError, UnknownServerError, error_for_code
+from replog.errors import InvalidRequestError, KafkaError, UnknownServerError, error_for_code
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as pb
 
@@ -298,11 +298,37 @@ class ConfigResourceType(IntEnum):
     BROKER = 4
 
 
-class ConfigResource(NamedTuple):
-    """A topic by name, a broker by id, or `""` with BROKER: the cluster-wide default."""
-
+class _ConfigResourceFields(NamedTuple):
     resource_type: ConfigResourceType
     name: str
+
+
+class ConfigResource(_ConfigResourceFields):
+    """A topic by name, a broker by id, or `""` with BROKER: the cluster-wide default.
+
+    The type may also be given as its wire code (2, 4) or its name in any case ("TOPIC", as
+    kafka-python's ConfigResource takes it), and a broker's id as an int: each is made the
+    enum and the text, so the resource equals (and finds its result under) the canonical one.
+    Anything else is an InvalidRequestError naming it."""
+
+    __slots__ = ()
+
+    def __new__(
+        cls, resource_type: ConfigResourceType | int | str, name: str | int
+    ) -> ConfigResource:
+        kind = _resource_type(resource_type)
+        if (
+            kind is ConfigResourceType.BROKER
+            and isinstance(name, int)
+            and not isinstance(name, bool)
+        ):
+            name = str(name)
+        if not isinstance(name, str):
+            raise InvalidRequestError(
+                f"ConfigResource: the {kind.name.lower()}'s name must be a str, not "
+                f"{type(name).__name__} ({name!r})"
+            )
+        return super().__new__(cls, kind, name)
 
     @classmethod
     def topic(cls, name: str) -> ConfigResource:
@@ -312,6 +338,20 @@ class ConfigResource(NamedTuple):
     def broker(cls, broker_id: int | None = None) -> ConfigResource:
         """A broker's resource; None: the cluster-wide default."""
         return cls(ConfigResourceType.BROKER, "" if broker_id is None else str(broker_id))
+
+
+def _resource_type(value: ConfigResourceType | int | str) -> ConfigResourceType:
+    try:
+        if isinstance(value, str):
+            return ConfigResourceType[value.upper()]
+        if isinstance(value, int) and not isinstance(value, bool):
+            return ConfigResourceType(value)
+    except (KeyError, ValueError):
+        pass
+    known = ", ".join(f"{t.name} ({t.value})" for t in ConfigResourceType)
+    raise InvalidRequestError(
+        f"ConfigResource: unknown resource type {value!r}; expected one of {known}"
+    )
 
 
 def _resource(resource_type: int, name: str) -> ConfigResource:

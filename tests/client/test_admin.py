@@ -243,3 +243,20 @@ def test_an_asyncio_admin_is_bound_to_the_event_loop_it_was_first_used_on() -> N
     asyncio.run(admin.close())  # its loop ended: close just ends
     with pytest.raises(ClientClosedError):
         asyncio.run(admin.describe_cluster())
+
+
+def test_a_config_resource_takes_kafka_pythons_spellings_and_names_what_it_refuses() -> None:
+    topic = replog.ConfigResource(replog.ConfigResourceType.TOPIC, "orders")
+    # kafka-python's ConfigResource takes the type's name; the wire code and an int broker id
+    # are as plain. Each equals the canonical resource, so results are found under either.
+    assert replog.ConfigResource("TOPIC", "orders") == topic
+    assert replog.ConfigResource("topic", "orders").resource_type is replog.ConfigResourceType.TOPIC
+    assert replog.ConfigResource(2, "orders") == topic
+    assert replog.ConfigResource("BROKER", 1) == replog.ConfigResource.broker(1)
+    assert {topic: "found"}[replog.ConfigResource("TOPIC", "orders")] == "found"
+    with pytest.raises(InvalidRequestError, match=r"unknown resource type 'GROUP'.*TOPIC \(2\)"):
+        replog.ConfigResource("GROUP", "g")
+    with pytest.raises(InvalidRequestError, match="unknown resource type 3"):
+        replog.ConfigResource(3, "x")
+    with pytest.raises(InvalidRequestError, match=r"topic's name must be a str, not int \(5\)"):
+        replog.ConfigResource("TOPIC", 5)

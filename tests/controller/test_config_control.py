@@ -278,7 +278,7 @@ def test_read_only_broker_configs_cannot_be_altered(name: str, broker_id: int | 
     assert configs.describe(resource) == {}
     # A value stored before (an older controller accepted it) is ignored and may be deleted.
     configs.replay(ConfigRecord(ConfigResourceType.BROKER, resource.resource_name, name, value), 0)
-    (described,) = configs.describe_configs(resource, [name], None, topic_exists=True)
+    (described,) = configs.describe_configs(resource, [name], None, exists=True)
     assert described.source.name == "STATIC_BROKER_CONFIG"
     assert alter(configs, {resource: [AlterConfigOp(name, DELETE)]}) == {resource: None}
     assert configs.describe(resource) == {}

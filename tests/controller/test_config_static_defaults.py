@@ -65,7 +65,7 @@ def test_bad_static_configs_are_refused_naming_the_key(static: dict[str, str], n
 
 def test_describe_reports_every_known_key_with_its_source() -> None:
     configs = configs_with({"min.insync.replicas": "2"})
-    described = configs.describe_configs(topic_resource("t"), None, None, topic_exists=True)
+    described = configs.describe_configs(topic_resource("t"), None, None, exists=True)
     by_name = {c.name: c for c in described}
     assert [c.name for c in described] == sorted(by_name)
     assert by_name["min.insync.replicas"].source is ConfigSource.STATIC_BROKER_CONFIG

@@ -18,6 +18,7 @@ from quorum.controller.replication_control import CreatableTopic, ReassignablePa
 from quorum.metadata.image import ConfigResource
 from quorum.metadata.records import NO_LEADER, ConfigResourceType
 from replog.errors import (
+    BrokerNotAvailableError,
     InvalidRequestError,
     LeaderNotAvailableError,
     UnknownTopicOrPartitionError,
@@ -126,11 +127,12 @@ def test_configs_name_their_source(cluster: Cluster) -> None:
 
 
 def test_config_errors_are_per_resource(cluster: Cluster) -> None:
-    missing, bad, good = cluster.active.read(
+    missing, bad, unregistered, good = cluster.active.read(
         reads.describe_configs(
             [
                 (topic_resource("nope"), None),
                 (ConfigResource(ConfigResourceType.BROKER, "x"), None),
+                (broker_resource(7), None),
                 (broker_resource(), ["log.retention.ms", "no.such.key"]),
             ]
         )
@@ -138,6 +140,11 @@ def test_config_errors_are_per_resource(cluster: Cluster) -> None:
     assert missing.error is not None and missing.error.error is UnknownTopicOrPartitionError
     assert "'nope'" in missing.error.message
     assert bad.error is not None and bad.error.error is InvalidRequestError
+    # A broker that is not registered has no configs to list (defaults would read as if it
+    # were there).
+    assert unregistered.error is not None
+    assert unregistered.error.error is BrokerNotAvailableError
+    assert "broker 7" in unregistered.error.message
     assert [c.name for c in good.configs] == ["log.retention.ms"]
 
 

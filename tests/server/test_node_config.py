@@ -166,7 +166,7 @@ def test_static_broker_configs_are_what_the_logs_use(
     assert dict(controller.static_broker_configs) == static
     logs_use = LogManagerConfig.from_properties(props).log
     configs = ConfigControl(SnapshotRegistry(), controller.static_broker_configs)
-    for described in configs.describe_configs(topic_resource("t"), None, None, topic_exists=True):
+    for described in configs.describe_configs(topic_resource("t"), None, None, exists=True):
         if described.name in BY_DOTTED_NAME:
             field = BY_DOTTED_NAME[described.name][0]
             as_described = LogConfig.from_properties({described.name: described.value})

@@ -15,15 +15,20 @@ Rules:
   at once (a callback that calls a blocking method of its own client).
 - `close` cancels what still runs on the loop, lets it finish, closes the loop and joins the
   thread; idempotent, and safe from any thread (from the loop thread it only stops the loop).
+- A client never closed is closed that way when the interpreter exits (an `atexit` hook that
+  holds the thread weakly and is removed by `close`): the daemon thread used to be frozen with
+  its tasks pending, and Python printed "Task was destroyed but it is pending!" for each.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import contextlib
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -60,6 +65,8 @@ class LoopThread:
         self._thread = threading.Thread(target=self._main, args=(started,), name=name, daemon=True)
         self._thread.start()
         started.wait()
+        self._at_exit = _close_at_exit(weakref.ref(self))
+        atexit.register(self._at_exit)
 
     @property
     def closed(self) -> bool:
@@ -190,6 +197,7 @@ class LoopThread:
         with self._close_lock:
             if not self._closed:
                 self._closed = True
+                atexit.unregister(self._at_exit)
                 with contextlib.suppress(RuntimeError):  # RuntimeError: already closed
                     self.loop.call_soon_threadsafe(self.loop.stop)
         if not self.in_loop_thread():
@@ -200,3 +208,17 @@ class LoopThread:
                     self.name,
                     timeout_s,
                 )
+
+
+EXIT_CLOSE_S = 2.0  # how long the interpreter's exit waits for a forgotten client's loop
+
+
+def _close_at_exit(ref: weakref.ref[LoopThread]) -> Callable[[], None]:
+    """The exit hook of one loop thread: close it if it still exists (module docstring)."""
+
+    def close() -> None:
+        thread = ref()
+        if thread is not None:
+            thread.close(EXIT_CLOSE_S)
+
+    return close

@@ -245,6 +245,11 @@ class Producer:
     def closed(self) -> bool:
         return self._closed
 
+    def undelivered(self) -> int:
+        """Records accepted and not yet delivered or failed (any thread: a snapshot)."""
+        batches = self._accumulator.incomplete()
+        return len(self._waiting) + sum(batch.record_count for batch in batches)
+
     # --- sending --------------------------------------------------------------------------------
 
     async def send(

@@ -32,6 +32,9 @@ Rules:
 - `flush(timeout)` and `close(timeout)` take seconds, like kafka-python (None: no limit);
   `close` is idempotent, and the context manager closes. A `close` after one from a callback
   waits (up to its timeout) until that one has ended the loop thread.
+- A producer never closed is closed without waiting when the interpreter exits (as
+  kafka-python's is); records it had not delivered by then are lost, so a WARNING says how
+  many ("call flush() or close() before exiting") rather than lose them silently.
 - A `send` that started before `close` (another thread) and appends after it raises
   ClientClosedError (the accumulator refuses appends once the sender gave up its queue): it
   never returns a future that nothing will complete. After the sender crashed (a bug),
@@ -41,8 +44,10 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -209,6 +214,9 @@ class Producer:
             raise
         # Appends come from user threads now: the sender must be woken through the loop.
         engine._accumulator.wakeup = engine._sender.wakeup_threadsafe
+        # Registered after the loop thread's own hook, so it runs first (atexit is LIFO).
+        self._at_exit = _close_at_exit(weakref.ref(self))
+        atexit.register(self._at_exit)
 
     def __enter__(self) -> Producer:
         return self
@@ -289,6 +297,7 @@ class Producer:
             if first and in_loop:
                 self._closed_in_callback = threading.Event()
             closed_in_callback = self._closed_in_callback
+        atexit.unregister(self._at_exit)
         if not first:
             if closed_in_callback is not None and not in_loop:
                 self._wait_closed_in_callback(closed_in_callback, timeout)
@@ -338,3 +347,25 @@ class Producer:
 
     def metrics(self) -> dict[str, int]:
         return self._engine.metrics()
+
+
+def _close_at_exit(ref: weakref.ref[Producer]) -> Callable[[], None]:
+    """The exit hook of one producer: if it still exists and is open, say what it had not
+    delivered and close it without waiting (module docstring)."""
+
+    def close() -> None:
+        producer = ref()
+        if producer is None or producer.closed:
+            return
+        undelivered = producer._engine.undelivered()
+        if undelivered:
+            log.warning(
+                "a replog.Producer (client.id %r) was never closed: the interpreter exits with "
+                "%d record(s) it had not delivered, which are lost; call flush() or close() "
+                "before exiting",
+                producer.config.client_id,
+                undelivered,
+            )
+        producer.close(timeout=0)
+
+    return close

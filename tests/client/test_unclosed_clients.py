@@ -1,0 +1,91 @@
+"""Blocking clients a script never closed, at the interpreter's exit (replog/client/loop_thread.py
+and replog/client/sync_producer.py): each script runs in its own interpreter against the fake
+clusters of tests/client, and the test reads what that interpreter printed as it exited.
+
+Before the exit hooks, the daemon loop thread was frozen with its tasks pending and Python
+printed "Task was destroyed but it is pending!" for each; a producer's undelivered records were
+lost without a word.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+TESTS_CLIENT = Path(__file__).parent
+
+PRELUDE = """
+import sys
+sys.path.insert(0, {path!r})
+import pytest
+"""
+
+
+def exit_output(body: str) -> str:
+    """What a script printed on stderr by the time its interpreter exited (it must exit 0)."""
+    script = PRELUDE.format(path=str(TESTS_CLIENT)) + textwrap.dedent(body)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stderr
+
+
+def test_a_producer_never_closed_exits_quietly_when_everything_was_delivered() -> None:
+    stderr = exit_output(
+        """
+        from producer_fakes import FakeCluster, producer_settings
+        from replog.client.sync_producer import Producer
+        fake = FakeCluster()
+        fake.create("t", 1)
+        fake.install(pytest.MonkeyPatch())
+        producer = Producer(producer_settings(fake))
+        producer.send("t", b"a").get(10)
+        """
+    )
+    assert stderr == ""
+
+
+def test_a_producer_never_closed_says_how_many_records_it_had_not_delivered() -> None:
+    stderr = exit_output(
+        """
+        from producer_fakes import FakeCluster, producer_settings
+        from replog.client.sync_producer import Producer
+        fake = FakeCluster()
+        fake.create("t", 1)
+        fake.install(pytest.MonkeyPatch())
+        producer = Producer(producer_settings(fake, linger_ms=60_000))
+        for value in (b"a", b"b", b"c"):
+            producer.send("t", value)
+        """
+    )
+    assert "Task was destroyed" not in stderr
+    assert "was never closed" in stderr
+    assert "3 record(s) it had not delivered" in stderr
+    assert "call flush() or close()" in stderr
+
+
+def test_a_consumer_and_an_admin_never_closed_exit_quietly() -> None:
+    stderr = exit_output(
+        """
+        from consumer_fakes import FakeCluster, consumer_settings
+        from replog import Admin, TopicPartition
+        from replog.client.sync_consumer import Consumer
+        fake = FakeCluster()
+        fake.create("t", 1)
+        fake.append("t", 0, [b"a"])
+        fake.install(pytest.MonkeyPatch())
+        consumer = Consumer(**consumer_settings(fake))
+        consumer.assign([TopicPartition("t", 0)])
+        records = {}
+        for _ in range(50):
+            records = consumer.poll(100)
+            if records:
+                break
+        assert records
+        admin = Admin(bootstrap_servers="127.0.0.1:1")
+        """
+    )
+    assert stderr == ""

@@ -73,7 +73,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache, partial
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, NoReturn, Protocol, TypeVar, runtime_checkable
 
 import grpc
 
@@ -126,7 +126,7 @@ _VALID_ACKS = (m.ACKS_NONE, m.ACKS_LEADER, m.ACKS_ALL)
 PRODUCE_STREAM_DEPTH = 32
 
 
-# Put into an open ProduceStream's answer queue when the broker stops serving (`attach`).
+# Put into an open stream call's queue when the broker stops serving (`attach`).
 _STOPPING: Any = object()
 
 
@@ -219,22 +219,23 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self.request_bytes_max = request_bytes_max
         self._on_storage_error = on_storage_error
         self._producer_ids = producer_ids
-        # The answer queues of the open ProduceStream calls, told to end when the broker stops
-        # serving (`attach(None)`).
-        self._produce_streams: set[asyncio.Queue[Any]] = set()
+        # The queues the open ProduceStream and FetchStream calls read, told to end when the
+        # broker stops serving (`attach(None)`).
+        self._open_streams: set[asyncio.Queue[Any]] = set()
 
     def attach(self, replica_manager: BrokerRequests | None) -> None:
         """The logs are recovered: serve data requests from now on (None: stop serving them,
         before the replica manager and the logs shut down).
 
-        Stopping also ends every open ProduceStream with UNAVAILABLE once the answers queued
-        before it went out: a producer keeps its stream open, and the server's stop cancelled
-        it after the grace period, which gRPC logged as an unhandled CancelledError traceback
-        on every graceful stop (found by a soak test)."""
+        Stopping also ends every open ProduceStream and FetchStream with UNAVAILABLE once the
+        answers queued before it went out: clients keep their streams open, and the server's
+        stop cancelled them after the grace period, which gRPC logged as an unhandled
+        CancelledError traceback (found by a soak test on graceful stops, ProduceStream, and by
+        a full-disk test on a storage-error stop, FetchStream)."""
         self._replica_manager = replica_manager
         if replica_manager is None:
-            for answers in self._produce_streams:
-                answers.put_nowait(_STOPPING)
+            for queue in self._open_streams:
+                queue.put_nowait(_STOPPING)
 
     # --- the calls -----------------------------------------------------------------------------
 
@@ -273,17 +274,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 started.put_nowait(None)
 
         reader = asyncio.create_task(take())
-        self._produce_streams.add(started)
+        self._open_streams.add(started)
         try:
             while (answer := await started.get()) is not None:
                 if answer is _STOPPING:
-                    await abort_for(
-                        Refused(grpc.StatusCode.UNAVAILABLE, "the broker is stopping"),
-                        context,
-                        "ProduceRequest",
-                        who=f"broker {self.broker_id}",
-                        log=log,
-                    )
+                    await self._abort_stopping(context, "ProduceRequest")
                 try:
                     response = await answer
                 except Exception as exc:
@@ -294,7 +289,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 yield response
             await reader  # the requests ended: a failure reading them is the call's
         finally:
-            self._produce_streams.discard(started)
+            self._open_streams.discard(started)
             reader.cancel()
             while not started.empty():
                 pending = started.get_nowait()
@@ -361,10 +356,41 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         session = LeaderFetchSession()
         # The session's reads that found nothing, which its unchanged entries reuse.
         repeats = RepeatReads()
-        async for request in requests:
-            yield await self._serve(
-                request, context, partial(self._fetch, request, context, session, repeats)
-            )
+        # Requests go through a queue, not straight from `requests`, so that `attach(None)` can
+        # end a call that waits for its next request (a queue get that finds one does not
+        # suspend: no cost per request beyond the put).
+        arrived: asyncio.Queue[Any] = asyncio.Queue()
+
+        async def take() -> None:
+            try:
+                async for request in requests:
+                    arrived.put_nowait(request)
+            finally:
+                arrived.put_nowait(None)
+
+        reader = asyncio.create_task(take())
+        self._open_streams.add(arrived)
+        try:
+            while (request := await arrived.get()) is not None:
+                if request is _STOPPING:
+                    await self._abort_stopping(context, "FetchRequest")
+                yield await self._serve(
+                    request, context, partial(self._fetch, request, context, session, repeats)
+                )
+            await reader  # the requests ended: a failure reading them is the call's
+        finally:
+            self._open_streams.discard(arrived)
+            reader.cancel()
+
+    async def _abort_stopping(self, context: Context, what: str) -> NoReturn:
+        """End a stream call because the broker stopped serving (`attach(None)`)."""
+        await abort_for(
+            Refused(grpc.StatusCode.UNAVAILABLE, "the broker is stopping"),
+            context,
+            what,
+            who=f"broker {self.broker_id}",
+            log=log,
+        )
 
     async def _fetch(
         self,

@@ -474,6 +474,27 @@ async def test_a_fetch_stream_answers_each_request_in_turn_as_fetch_does(harness
 
 
 @pytest.mark.asyncio
+async def test_an_open_fetch_stream_ends_with_unavailable_when_the_broker_stops_serving(
+    harness: Harness,
+) -> None:
+    # Found by a full-disk test: a broker stopping on a storage error had followers' and
+    # consumers' FetchStream calls open, and the server's stop cancelled them after its grace
+    # period, which gRPC logged as unhandled CancelledError tracebacks. As for ProduceStream,
+    # stopping to serve (attach(None), before the server stops) ends the call itself.
+    stream = harness.client.fetch_stream()
+    try:
+        request = m.FetchRequest((m.FetchPartition("orders", 0, 0, topic_id=topic_id(5)),))
+        assert (await stream.fetch(request)).partitions[0].error is None
+        call = stream._call
+        assert call is not None
+        harness.service.attach(None)
+        assert await asyncio.wait_for(call.code(), 5) == grpc.StatusCode.UNAVAILABLE
+        assert await call.details() == "broker 1: the broker is stopping"
+    finally:
+        stream.close()
+
+
+@pytest.mark.asyncio
 async def test_a_fetch_session_sends_changes_and_answers_news_only(harness: Harness) -> None:
     stream = harness.client.fetch_stream(sessions=True)
     rm = harness.rm

@@ -195,10 +195,12 @@ class Consumer:
     def _broker_addresses(self) -> list[str]:
         return [*self._metadata.brokers().values(), *self.config.bootstrap_servers]
 
-    def _check_open(self, what: str) -> None:
+    def _check_open(self, what: str, *, on_loop: bool = False) -> None:
+        """ClientClosedError once closed; the event loop check (`event_loop_binding`), which
+        binds the loop for a coroutine or a call that starts work on the loop (`on_loop`)."""
         if self._closed or self._closing:
             raise ClientClosedError(f"{what}: the consumer is closed")
-        self._home.check()
+        self._home.check(bind=on_loop)
 
     def _timeout(self, timeout_ms: int | None, what: str) -> int:
         """The caller's timeout, checked, or `default.api.timeout.ms`."""
@@ -213,7 +215,7 @@ class Consumer:
 
     async def start(self) -> None:
         """Optional: learn the cluster's metadata now rather than at the first poll."""
-        self._check_open("start")
+        self._check_open("start", on_loop=True)
         deadline = self._deadline(None, "start")
         await self._metadata.refresh(self._subscriptions.topics(), deadline_ms=deadline)
 
@@ -376,7 +378,7 @@ class Consumer:
 
     async def position(self, partition: TopicPartition, timeout_ms: int | None = None) -> int:
         """The offset of the next record poll returns for `partition` (looked up if needed)."""
-        self._check_open("position")
+        self._check_open("position", on_loop=True)
         tp = _partition(partition, "position")
         state = self._subscriptions.state(tp, "position")
         deadline = self._deadline(timeout_ms, "position")
@@ -415,7 +417,7 @@ class Consumer:
         self, timestamps: Mapping[TopicPartition, int], timeout_ms: int | None = None
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
         """Per partition the first offset whose timestamp is >= the given one (None: none)."""
-        self._check_open("offsets_for_times")
+        self._check_open("offsets_for_times", on_loop=True)
         wanted: dict[TopicPartition, int] = {}
         for tp, timestamp in timestamps.items():
             if not isinstance(timestamp, int) or isinstance(timestamp, bool) or timestamp < 0:
@@ -445,7 +447,7 @@ class Consumer:
         """The partition numbers of `topic` (kafka-python's name); UnknownTopicOrPartitionError
         if it does not exist."""
         what = "partitions_for_topic"
-        self._check_open(what)
+        self._check_open(what, on_loop=True)
         budget_ms = self._timeout(timeout_ms, what)
         states = await self._metadata.partitions_for(topic, deadline_ms=monotonic_ms() + budget_ms)
         return {state.partition for state in states}
@@ -453,7 +455,7 @@ class Consumer:
     async def topics(self, timeout_ms: int | None = None) -> set[str]:
         """Every topic of the cluster, internal ones included (kafka-python's `topics()`)."""
         what = "topics"
-        self._check_open(what)
+        self._check_open(what, on_loop=True)
         budget_ms = self._timeout(timeout_ms, what)
         await self._metadata.refresh(deadline_ms=monotonic_ms() + budget_ms, every_topic=True)
         return set(self._metadata.topics)
@@ -478,7 +480,7 @@ class Consumer:
         which: str,
     ) -> dict[TopicPartition, int]:
         what = f"{which}_offsets"
-        self._check_open(what)
+        self._check_open(what, on_loop=True)
         wanted = {_partition(tp, what): timestamp for tp in partitions}
         budget_ms = self._timeout(timeout_ms, what)
         answers = await self._lookup.list_offsets(
@@ -513,7 +515,7 @@ class Consumer:
         """The group's committed offset of `partition` (the next offset to read), or None.
 
         With ``metadata=True`` the whole `OffsetAndMetadata` (kafka-python's flag)."""
-        self._check_open("committed")
+        self._check_open("committed", on_loop=True)
         group = self._require_group("committed()")
         tp = _partition(partition, "committed")
         timeout = self._timeout(timeout_ms, "committed")
@@ -568,7 +570,7 @@ class Consumer:
         timeout_ms: int | None = None,
     ) -> None:
         """Commit `offsets` (default: the positions after what poll returned) and wait."""
-        self._check_open("commit")
+        self._check_open("commit", on_loop=True)
         group = self._require_group("commit()")
         chosen = self._offsets_to_commit(offsets)
         await self._commit_within(group, chosen, self._timeout(timeout_ms, "commit"))
@@ -594,7 +596,7 @@ class Consumer:
         callback: CommitCallback | None = None,
     ) -> asyncio.Future[None]:
         """Start a commit; `callback(offsets, exception_or_None)` runs when it is done."""
-        self._check_open("commit_async")
+        self._check_open("commit_async", on_loop=True)
         self._require_group("commit_async()")
         return self._commit_in_background(self._offsets_to_commit(offsets), callback)
 
@@ -635,7 +637,7 @@ class Consumer:
         self, timeout_ms: int, max_records: int | None
     ) -> tuple[dict[TopicPartition, list[ConsumerRecord]], bool]:
         """poll, and whether it returned because of wakeup/close."""
-        self._check_open("poll")
+        self._check_open("poll", on_loop=True)
         if not isinstance(timeout_ms, int | float) or timeout_ms < 0:
             raise ValueError(f"poll(): timeout_ms must be a number >= 0, got {timeout_ms!r}")
         if max_records is None:

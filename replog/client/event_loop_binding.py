@@ -4,12 +4,17 @@ A client creates tasks, futures, events and gRPC channels on the loop it is firs
 asyncio ties each of them to that loop. Used from another loop (a second `asyncio.run`, a thread
 with its own loop), asyncio failed deep inside: "attached to a different loop", "bound to a
 different event loop", "Event loop is closed" (found by a misuse review). So a client binds to
-the running loop of its first call, and every later call made on a running loop checks it:
+the running loop of its first coroutine call, and every later call made on a running loop
+checks it:
 
 - another running loop is an IllegalStateError that says to make one client per event loop (or
   use the blocking client, which any thread may use);
 - a call with no running loop (the plain setters such as a consumer's `assign`) is not checked:
   it creates nothing on a loop;
+- a plain (not async) method never binds, it only compares: a blocking client builds its
+  asyncio engine in the caller's thread, which in a notebook runs the kernel's event loop, and
+  the engine's home is the blocking client's private loop, where its coroutines run (binding at
+  the constructor's `subscribe` made every later call fail);
 - a client whose loop has ended (`ended`: the `asyncio.run` that used it returned) can still be
   closed, which then only marks it closed: nothing of it can run any more.
 """
@@ -30,14 +35,15 @@ class EventLoopBinding:
         self._blocking = blocking
         self.loop: asyncio.AbstractEventLoop | None = None
 
-    def check(self) -> None:
-        """Bind to the running loop, or check that it is the bound one; no running loop: no
-        check."""
+    def check(self, *, bind: bool = True) -> None:
+        """Check that the running loop is the bound one, binding it first if none is and
+        `bind` (a coroutine call); no running loop: no check."""
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             return
-        self._check(running)
+        if bind or self.loop is not None:
+            self._check(running)
 
     def bind_running(self, what: str) -> asyncio.AbstractEventLoop:
         """The bound loop, binding it now; `what` needs a running loop (RuntimeError without

@@ -6,6 +6,7 @@ from __future__ import annotations
 import concurrent.futures
 import signal
 import threading
+import asyncio
 import time
 from collections.abc import Iterator
 
@@ -188,3 +189,21 @@ def test_assign_takes_a_collection_of_partitions_only(cluster: FakeCluster) -> N
             c.assign(TopicPartition("t", 0))  # type: ignore[arg-type]
         c.assign((TopicPartition("t", 0),))  # a tuple of them is a collection
         assert c.assignment() == {TopicPartition("t", 0)}
+
+
+def test_a_blocking_consumer_works_where_an_event_loop_runs(cluster: FakeCluster) -> None:
+    # A notebook cell runs inside the kernel's event loop: a blocking consumer made and used
+    # there must not take that loop for its own (its engine lives on its private loop thread).
+    cluster.create("t", 1)
+    cluster.append("t", 0, [b"a", b"b"])
+
+    async def cell() -> list[bytes | None]:
+        c = consumer(cluster, "t", auto_offset_reset="earliest")
+        try:
+            got = [r.value for r in poll_until(c, 2)]
+            c.seek(TopicPartition("t", 0), 1)
+            return got + [r.value for r in poll_until(c, 1)]
+        finally:
+            c.close()
+
+    assert asyncio.run(cell()) == [b"a", b"b", b"b"]

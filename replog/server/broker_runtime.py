@@ -58,6 +58,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import uuid
@@ -199,6 +200,7 @@ class BrokerRuntime:
         self.alter_partition: AlterPartitionSender | None = None
         self.storage_failure = asyncio.Event()
         self.storage_error: KafkaStorageError | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the data plane's, once it starts
         # Set when the data plane could not start for another reason (module docstring).
         self.start_failure = asyncio.Event()
         self.start_error: str | None = None
@@ -351,7 +353,8 @@ class BrokerRuntime:
             request_timeout_ms=self.config.request_timeout_ms,
         )
         self.alter_partition.start()
-        log_manager.start()
+        self._loop = asyncio.get_running_loop()
+        log_manager.start(on_storage_error=self._storage_error_from_thread)
         self.producer_ids.start()
         self.service.attach(replica_manager)
         self._start_group_coordinator(data_plane, replica_manager)
@@ -436,6 +439,13 @@ class BrokerRuntime:
             exc_info=error,
         )
         self.start_failure.set()
+
+    def _storage_error_from_thread(self, error: KafkaStorageError) -> None:
+        """`_on_storage_error` from another thread (the log manager's background tasks): the
+        broker's state lives on the event loop. A loop already closed has stopped anyway."""
+        assert self._loop is not None  # set before the log manager's thread starts
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._on_storage_error, error)
 
     def _on_storage_error(self, error: KafkaStorageError) -> None:
         if self._stopping and self.log_manager is None:

@@ -1279,12 +1279,14 @@ class Log:
                 self._roll_flush_pending = 0  # a truncation took away what was pending
                 return False
             truncations = self._truncations
-            try:
-                for segment in chosen:
-                    segment.offset_index.flush(fsync=False)
-                    segment.time_index.flush(fsync=False)
-            except OSError as exc:
-                raise KafkaStorageError(f"{self.name}: flush failed: {exc}") from exc
+            for segment in chosen:
+                for index in (segment.offset_index, segment.time_index):
+                    try:
+                        index.flush(fsync=False)
+                    except OSError as exc:
+                        raise KafkaStorageError(
+                            f"{self.name}: flush failed: writing {index.path}: {exc}"
+                        ) from exc
         # ValueError: a file closed under us (its descriptor is then -1).
         failure: tuple[LogSegment | None, OSError | ValueError] | None = None
         synced_to: int | None = None  # set only once every fsync below returned

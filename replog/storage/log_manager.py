@@ -41,6 +41,12 @@ Rules (reference digest §3.1, §4.2, §8.3):
   ran: no `start()`, no `run_due_tasks`), since the rename alone is the deletion.
 - Clean shutdown: flush and close every log, write the three checkpoints, then the marker
   (`Log.close` flushes from the recovery point, so it covers a pending roll flush too).
+- A background task that fails on the disk (a KafkaStorageError or an OSError: a full disk
+  under a rolled segment's index or a checkpoint) ends the background thread and is handed to
+  `start`'s `on_storage_error` (the broker fail-stops, as Kafka's does once its only log dir
+  is offline), or logged as CRITICAL without one. Retrying a failed disk every poll only
+  logged a traceback every 100 ms while the broker served on (found by the full-disk test).
+  Any other exception is a bug in one task: logged, and the tasks go on.
 
 Theory of operation: `run_due_tasks(now_ms)` runs whatever is due and returns when to call it
 next; `start()` runs it on a background thread (the broker's, and an embedding application's
@@ -52,7 +58,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from checkpoints import (
@@ -496,8 +502,14 @@ class LogManager:
                 deleted += lg.delete_old_segments(wall_now)
         return deleted
 
-    def start(self, poll_interval_ms: int = 100) -> None:
-        """Run the background tasks on a daemon thread until `shutdown`."""
+    def start(
+        self,
+        poll_interval_ms: int = 100,
+        *,
+        on_storage_error: Callable[[KafkaStorageError], object] | None = None,
+    ) -> None:
+        """Run the background tasks on a daemon thread until `shutdown` or a storage error,
+        which goes to `on_storage_error`, called on that thread (module docstring)."""
         if self._thread is not None:
             return
 
@@ -510,7 +522,18 @@ class LogManager:
                     break
                 try:
                     self.run_due_tasks()
-                except Exception:  # a failing task must not silently stop all the others
+                except (KafkaStorageError, OSError) as exc:
+                    error = (
+                        exc
+                        if isinstance(exc, KafkaStorageError)
+                        else KafkaStorageError(f"log manager background task: {exc}")
+                    )
+                    if on_storage_error is None:
+                        log.critical("log manager: background tasks stop: %s", error)
+                    else:
+                        on_storage_error(error)
+                    return
+                except Exception:  # a bug in one task must not silently stop all the others
                     log.exception("log manager background task failed")
 
         self._thread = threading.Thread(target=loop, name="replog-log-manager", daemon=True)

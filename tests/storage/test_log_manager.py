@@ -607,3 +607,62 @@ def test_a_failed_rename_for_deletion_is_a_storage_error_naming_the_partition(
     with pytest.raises(KafkaStorageError, match=r"orders-0: renaming .*orders-0 for deletion"):
         lm.delete_log("orders", 0)
     assert (d0 / "orders-0").is_dir() and deleted_dirs(d0) == []
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        OSError(28, "No space left on device"),
+        KafkaStorageError("orders-0: flush failed: [Errno 28] No space left on device"),
+    ],
+    ids=["os-error", "storage-error"],
+)
+def test_a_background_task_failing_on_the_disk_ends_the_tasks_and_is_reported_once(
+    tmp_path: Path, failure: Exception
+) -> None:
+    # Found by the full-disk test: a rolled segment's index flush failing with ENOSPC was
+    # logged with a traceback every 100 ms while the broker served on.
+    lm = LogManager(str(tmp_path / "d0"), LogManagerConfig(log=LOG_CONFIG), clock=ManualClock())
+    passes = 0
+
+    def failing() -> int:
+        nonlocal passes
+        passes += 1
+        raise failure
+
+    lm.flush_rolled_segments = failing  # type: ignore[method-assign]
+    reported: list[KafkaStorageError] = []
+    lm.start(poll_interval_ms=5, on_storage_error=reported.append)
+    try:
+        thread = lm._thread
+        assert thread is not None
+        thread.join(10)
+        assert not thread.is_alive(), "the background tasks went on after the disk failed"
+        assert passes == 1 and len(reported) == 1
+        assert isinstance(reported[0], KafkaStorageError)
+        assert "No space left on device" in str(reported[0])
+    finally:
+        lm.shutdown()
+
+
+def test_a_background_task_failing_otherwise_is_logged_and_the_tasks_go_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    lm = LogManager(str(tmp_path / "d0"), LogManagerConfig(log=LOG_CONFIG), clock=ManualClock())
+    passes = threading.Semaphore(0)
+
+    def buggy() -> int:
+        passes.release()
+        raise ValueError("a bug in one task")
+
+    lm.flush_rolled_segments = buggy  # type: ignore[method-assign]
+    reported: list[KafkaStorageError] = []
+    with caplog.at_level(logging.ERROR, logger="replog.storage"):
+        lm.start(poll_interval_ms=5, on_storage_error=reported.append)
+        try:
+            for _ in range(3):
+                assert passes.acquire(timeout=10), "the tasks stopped after a bug in one"
+        finally:
+            lm.shutdown()
+    assert reported == []
+    assert "log manager background task failed" in caplog.text

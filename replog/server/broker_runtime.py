@@ -462,7 +462,9 @@ class BrokerRuntime:
 class _StorageGuard:
     """The replica manager as a publisher, with its storage errors made fatal: the metadata
     listener logs and swallows publisher errors, which is right for a bug in one publisher
-    but not for a disk that failed under it."""
+    but not for a disk that failed under it. A storage error (or an OSError that escaped
+    unwrapped) goes to the broker's storage-failure path, which says what failed and stops
+    the broker; it is not raised on, where the listener would log it again with a traceback."""
 
     def __init__(
         self, replica_manager: ReplicaManager, on_storage_error: Callable[[KafkaStorageError], None]
@@ -478,7 +480,13 @@ class _StorageGuard:
             self._replica_manager.on_metadata_update(delta, image, manifest)
         except KafkaStorageError as error:
             self._on_storage_error(error)
-            raise
+        except OSError as exc:
+            self._on_storage_error(
+                KafkaStorageError(
+                    f"applying the metadata image at offset "
+                    f"{manifest.provenance.last_offset}: {exc}"
+                )
+            )
 
 
 class _LifecycleFeed:

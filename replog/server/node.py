@@ -284,6 +284,13 @@ class Node:
         await self.server.stop(grace=0.5)
         if self.metrics_endpoint is not None:
             self.metrics_endpoint.stop()
-        self.storage.close()
+        try:
+            self.storage.close()
+        except KafkaStorageError as error:
+            # A full or failed disk: the metadata log's last index writes failed (its records
+            # are safe: the next start rebuilds indexes it cannot trust). Said, not raised as
+            # a bare OSError without a file name (found by the full-disk test).
+            log.critical("node %d: closing the metadata log failed: %s", self.config.node_id, error)
+            code = 1
         log.info("node %d: stopped", self.config.node_id)
         return code

@@ -48,6 +48,7 @@ from quorum.raft.snapshot_id import SnapshotId, parse_snapshot_file_name
 from replog.clock import Clock, wall_clock_ms
 from replog.errors import KafkaStorageError
 from replog.record import RECORD_BATCH_OVERHEAD, read_header
+from replog.storage.checkpoint_file import atomic_replace
 from replog.storage.fs import LOCAL_FS, FileSystem
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
@@ -156,10 +157,7 @@ class RaftStorage:
 
     def write_election_state(self, state: ElectionState) -> None:
         data = render_quorum_state(state.to_file_data(self._voter_ids))
-        try:
-            self._fs.atomic_write(self._quorum_state_path, data)
-        except OSError as exc:
-            raise KafkaStorageError(f"{self._quorum_state_path}: write failed: {exc}") from exc
+        atomic_replace(self._fs, self._quorum_state_path, data)
 
     # --- carrying out a Ready -----------------------------------------------------------------
 

@@ -9,7 +9,11 @@ Rules:
 - `write` replaces the whole file through `FileSystem.atomic_write` (`<path>.tmp`, fsync, rename,
   fsync the directory), so a crash leaves the old content or the new, never a mix. A stale
   `<path>.tmp` left by a crash between write and rename is never read, and the next `write`
-  truncates and reuses it.
+  truncates and reuses it. A failed write (a full disk) is a `KafkaStorageError` naming the
+  file (`atomic_replace`, also used for the other small files: markers, the Raft quorum state,
+  a standalone log's state): the broker's storage-failure paths take that type, and the OS's
+  error from writing to a descriptor names no file (found by a full-disk test: a leader-epoch
+  checkpoint's ENOSPC escaped as a bare OSError, which the broker logged and went on from).
 - Unlike Kafka, constructing a checkpoint file does not create an empty file: a missing file
   reads the same as an empty one, and a constructor that does I/O is harder to test.
 - No lock: every checkpoint file has one owner that orders its calls (the log manager for the
@@ -30,7 +34,16 @@ from checkpoints.offset_checkpoint import (
     parse_offset_checkpoint,
     render_offset_checkpoint,
 )
+from replog.errors import KafkaStorageError
 from replog.storage.fs import LOCAL_FS, FileSystem
+
+
+def atomic_replace(fs: FileSystem, path: str, data: bytes) -> None:
+    """`fs.atomic_write(path, data)`, its failure a KafkaStorageError naming `path`."""
+    try:
+        fs.atomic_write(path, data)
+    except OSError as exc:
+        raise KafkaStorageError(f"{path}: write failed: {exc}") from exc
 
 
 class _CheckpointFile:
@@ -47,7 +60,7 @@ class _CheckpointFile:
         return b"" if data is None else data
 
     def _replace(self, data: bytes) -> None:
-        self._fs.atomic_write(self.path, data)
+        atomic_replace(self._fs, self.path, data)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r})"

@@ -1385,9 +1385,18 @@ class Log:
                 return
             # A clean shutdown trusts every index at the next open: sync them all.
             self._flush(self._log_end_offset, indexes_of_last=True)
+            failed: tuple[LogSegment, OSError] | None = None
             for segment in self._segments.values():
-                segment.close()
+                try:
+                    segment.close()
+                except OSError as exc:  # the others still release their files
+                    failed = failed or (segment, exc)
             self._closed = True
+            if failed is not None:
+                where, error = failed
+                raise KafkaStorageError(
+                    f"{self.name}: close failed: writing the indexes of {where.log_path}: {error}"
+                ) from error
             if self._persist_standalone_state is not None:
                 self._persist_standalone_state(self, True)
 

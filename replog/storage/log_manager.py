@@ -79,7 +79,7 @@ from replog.errors import (
     KafkaStorageError,
     UnknownTopicOrPartitionError,
 )
-from replog.storage.checkpoint_file import OffsetCheckpointFile
+from replog.storage.checkpoint_file import OffsetCheckpointFile, atomic_replace
 from replog.storage.fs import LOCAL_FS, FileSystem
 from replog.storage.log import DELETE_DIR_SUFFIX, Log, parse_topic_partition
 from replog.storage.log_config import LONG_MAX, LogConfig
@@ -557,7 +557,8 @@ class LogManager:
                 lg.close()
             for log_dir in self.log_dirs:
                 self._write_checkpoints(log_dir)
-                self._fs.atomic_write(
+                atomic_replace(
+                    self._fs,
                     os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER),
                     render_clean_shutdown_marker(broker_epoch),
                 )

@@ -25,6 +25,7 @@ import logging
 import os
 from dataclasses import dataclass
 
+from replog.storage.checkpoint_file import atomic_replace
 from replog.storage.fs import FileSystem
 
 STATE_FILE_NAME = ".replog-log-state"
@@ -76,4 +77,4 @@ def write_state(directory: str, fs: FileSystem, state: StandaloneState) -> None:
         "log_start_offset": state.log_start_offset,
         "high_watermark": state.high_watermark,
     }
-    fs.atomic_write(state_path(directory), json.dumps(doc, sort_keys=True).encode("utf-8"))
+    atomic_replace(fs, state_path(directory), json.dumps(doc, sort_keys=True).encode("utf-8"))

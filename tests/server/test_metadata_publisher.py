@@ -28,7 +28,7 @@ from quorum.metadata.snapshot import image_from_records, image_to_records
 from quorum.raft.control_records import LeaderChangeRecord, leader_change_batch
 from quorum.raft.ready import CommittedBatch, LeaderChange, LoadSnapshot
 from quorum.raft.snapshot_id import SnapshotId
-from replog.errors import CorruptRecordError, MetadataLoadError
+from replog.errors import CorruptRecordError, KafkaStorageError, MetadataLoadError
 from replog.record import build_batch
 from replog.server.broker_runtime import BrokerRuntime, broker_config_from_node
 from replog.server.metadata_publisher import BrokerMetadataListener, LocalChangesLog
@@ -242,3 +242,34 @@ def test_the_broker_runtime_listens_to_the_raft_driver() -> None:
     (feed,) = driver.listeners
     feed(committed(0, BOOTSTRAP))
     assert runtime.image.features.metadata_version == 7
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        OSError(28, "No space left on device"),
+        KafkaStorageError("t-0: write failed: No space left on device"),
+    ],
+    ids=["os-error", "storage-error"],
+)
+def test_a_storage_error_applying_an_image_stops_the_broker_without_a_traceback(
+    caplog: pytest.LogCaptureFixture, failure: Exception
+) -> None:
+    # Found by a full-disk test: a leader-epoch checkpoint's ENOSPC (a bare OSError then) was
+    # logged as a publisher fault with a traceback and the broker went on.
+    from replog.server.broker_runtime import _StorageGuard
+
+    class FailingManager:
+        name = "replica-manager"
+
+        def on_metadata_update(self, *_: object) -> None:
+            raise failure
+
+    feed, _, _ = listener(high_watermark=1)
+    stopped: list[KafkaStorageError] = []
+    feed.install(_StorageGuard(FailingManager(), stopped.append))  # type: ignore[arg-type]
+    with caplog.at_level(logging.ERROR, logger="replog.server.metadata"):
+        feed(committed(0, BOOTSTRAP))
+    assert len(stopped) == 1 and isinstance(stopped[0], KafkaStorageError)
+    assert "no space left" in str(stopped[0]).lower()
+    assert feed.publisher_faults == 0 and "Traceback" not in caplog.text

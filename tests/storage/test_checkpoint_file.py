@@ -9,7 +9,7 @@ import pytest
 
 from checkpoints.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT, EpochEntry
 from checkpoints.offset_checkpoint import REPLICATION_OFFSET_CHECKPOINT
-from replog.errors import CorruptCheckpointError
+from replog.errors import CorruptCheckpointError, KafkaStorageError
 from replog.storage.checkpoint_file import LeaderEpochCheckpointFile, OffsetCheckpointFile
 from replog.storage.fs import FileSystem
 
@@ -122,3 +122,25 @@ def test_all_file_access_goes_through_the_injected_file_system(offsets_path: Pat
     checkpoint.write(OLD_OFFSETS)
     assert checkpoint.read() == OLD_OFFSETS
     assert fs.calls == [("atomic_write", str(offsets_path)), ("read_bytes", str(offsets_path))]
+
+
+class NoSpaceForSmallFiles(FileSystem):
+    def atomic_write(self, path: str, data: bytes) -> None:
+        raise OSError(28, "No space left on device")  # as os.write on a descriptor: no file
+
+
+@pytest.mark.parametrize("kind", ["offsets", "leader-epochs"])
+def test_a_failed_write_is_a_storage_error_naming_the_file(tmp_path: Path, kind: str) -> None:
+    # Found by a full-disk test: a leader-epoch checkpoint's ENOSPC escaped as a bare OSError,
+    # which the broker's metadata listener logged and went on from.
+    fs = NoSpaceForSmallFiles()
+    if kind == "offsets":
+        path = tmp_path / REPLICATION_OFFSET_CHECKPOINT
+        with pytest.raises(KafkaStorageError) as failed:
+            OffsetCheckpointFile(str(path), fs).write(NEW_OFFSETS)
+    else:
+        path = tmp_path / LEADER_EPOCH_CHECKPOINT
+        with pytest.raises(KafkaStorageError) as failed:
+            LeaderEpochCheckpointFile(str(path), fs).write([EpochEntry(3, 10)])
+    assert str(failed.value) == f"{path}: write failed: [Errno 28] No space left on device"
+    assert isinstance(failed.value.__cause__, OSError)

@@ -118,3 +118,29 @@ def test_a_full_disk_right_after_a_roll(tmp_path: Path) -> None:
     assert [p.name[:20] for p in files_with_suffix(reopened.directory, ".log")] == [
         f"{s.base_offset:020d}" for s in reopened.segments()
     ]
+
+
+def test_a_close_whose_index_writes_fail_names_the_file_and_still_releases_every_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Found by the full-disk test: the metadata log's close at a node's stop hit ENOSPC in an
+    # index write and a bare OSError ended the process, naming no file.
+    log = open_log(tmp_path / "orders-5", CONFIG, clock=ManualClock())
+    append_batches(log, 40, records=2)
+    segments = list(log.segments())
+    assert len(segments) >= 3
+    failing = segments[1]
+
+    def no_space() -> None:
+        failing.log_file.close()
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(failing, "close", no_space)
+    with pytest.raises(KafkaStorageError) as failed:
+        log.close()
+    assert str(failed.value).startswith(
+        f"orders-5: close failed: writing the indexes of {failing.log_path}"
+    )
+    assert "No space left on device" in str(failed.value)
+    assert all(s.log_file._fd == -1 for s in segments)  # every file released
+    log.close()  # closed: nothing more to do

@@ -1,9 +1,10 @@
 """Checkpoint file formats (pure): bytes to values and back, no file I/O.
 
-Offset and leader-epoch checkpoints are read and written by `replog.storage.checkpoint_file`,
-quorum-state by `replog.server.raft_storage`, the clean-shutdown marker by the `LogManager`,
-all through the file-system seam. Every parser raises `replog.errors.CorruptCheckpointError`
-naming the file and the reason (and the line, for the line-based formats).
+Offset and leader-epoch checkpoints and partition.metadata are read and written by
+`replog.storage.checkpoint_file`, quorum-state by `replog.server.raft_storage`, the
+clean-shutdown marker by the `LogManager`, all through the file-system seam. Every parser raises
+`replog.errors.CorruptCheckpointError` naming the file and the reason (and the line, for the
+line-based formats).
 """
 
 from checkpoints.clean_shutdown_marker import (
@@ -28,6 +29,11 @@ from checkpoints.offset_checkpoint import (
     parse_offset_checkpoint,
     render_offset_checkpoint,
 )
+from checkpoints.partition_metadata import (
+    PARTITION_METADATA,
+    parse_partition_metadata,
+    render_partition_metadata,
+)
 from checkpoints.quorum_state import (
     QUORUM_STATE,
     QuorumStateData,
@@ -44,6 +50,7 @@ __all__ = [
     "LEADER_EPOCH_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT",
     "NO_BROKER_EPOCH",
+    "PARTITION_METADATA",
     "QUORUM_STATE",
     "RECOVERY_POINT_CHECKPOINT",
     "REPLICATION_OFFSET_CHECKPOINT",
@@ -55,9 +62,11 @@ __all__ = [
     "parse_clean_shutdown_marker",
     "parse_leader_epoch_checkpoint",
     "parse_offset_checkpoint",
+    "parse_partition_metadata",
     "parse_quorum_state",
     "render_clean_shutdown_marker",
     "render_leader_epoch_checkpoint",
     "render_offset_checkpoint",
+    "render_partition_metadata",
     "render_quorum_state",
 ]

@@ -42,7 +42,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from checkpoints.text_format import INT32_MAX, INT64_MAX
+from checkpoints.text_format import INT32_MAX, INT64_MAX, decode_utf8
 from replog.errors import CorruptCheckpointError
 
 QUORUM_STATE = "quorum-state"
@@ -138,10 +138,7 @@ def parse_quorum_state(data: bytes, *, source: str) -> QuorumStateData:
     def corrupt(reason: str) -> CorruptCheckpointError:
         return CorruptCheckpointError(f"{source}: {reason}")
 
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise corrupt(f"not UTF-8 ({e.reason} at byte {e.start})") from None
+    text = decode_utf8(data, source=source)
     first_line = text.split("\n", 1)[0]
     if not first_line.strip():
         raise corrupt("empty file, expected one line of JSON")

@@ -177,3 +177,14 @@ def render(entries: Sequence[Sequence[str | int]], *, version: int = CHECKPOINT_
         lines.append(" ".join(fields))
     lines.append("")  # so that the last entry line ends with "\n" too
     return "\n".join(lines).encode("utf-8")
+
+
+def decode_utf8(data: bytes, *, source: str) -> str:
+    """`data` as text; CorruptCheckpointError naming `source` and the first byte that is not
+    UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorruptCheckpointError(
+            f"{source}: not UTF-8 ({e.reason} at byte {e.start})"
+        ) from None

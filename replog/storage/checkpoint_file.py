@@ -23,6 +23,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from uuid import UUID
 
 from checkpoints.leader_epoch_checkpoint import (
     EpochEntry,
@@ -33,6 +34,10 @@ from checkpoints.offset_checkpoint import (
     TopicPartitionKey,
     parse_offset_checkpoint,
     render_offset_checkpoint,
+)
+from checkpoints.partition_metadata import (
+    parse_partition_metadata,
+    render_partition_metadata,
 )
 from replog.errors import KafkaStorageError
 from replog.storage.fs import LOCAL_FS, FileSystem
@@ -88,3 +93,16 @@ class LeaderEpochCheckpointFile(_CheckpointFile):
 
     def write(self, entries: Sequence[EpochEntry]) -> None:
         self._replace(render_leader_epoch_checkpoint(entries))
+
+
+class PartitionMetadataFile(_CheckpointFile):
+    """The `partition.metadata` of one partition directory: its topic id (None: no file)."""
+
+    __slots__ = ()
+
+    def read(self) -> UUID | None:
+        data = self._fs.read_bytes(self.path)
+        return None if data is None else parse_partition_metadata(data, source=self.path)
+
+    def write(self, topic_id: UUID) -> None:
+        self._replace(render_partition_metadata(topic_id))

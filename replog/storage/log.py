@@ -54,8 +54,10 @@ from typing import TYPE_CHECKING, NoReturn
 from crc32c import crc32c
 from sortedcontainers import SortedDict
 
+from checkpoints.partition_metadata import PARTITION_METADATA
 from replog.clock import Clock, wall_clock_ms
 from replog.errors import (
+    CorruptCheckpointError,
     CorruptRecordError,
     FencedLeaderEpochError,
     InvalidRecordError,
@@ -84,6 +86,7 @@ from replog.record.header import (
     stamp_batch,
     validate_batch,
 )
+from replog.storage.checkpoint_file import PartitionMetadataFile
 from replog.storage.fs import LOCAL_FS, Buffer, FileSystem
 from replog.storage.log_append_info import LogAppendInfo
 from replog.storage.log_config import LogConfig
@@ -1399,6 +1402,25 @@ class Log:
                 ) from error
             if self._persist_standalone_state is not None:
                 self._persist_standalone_state(self, True)
+
+    # --- the topic id (partition.metadata) -----------------------------------------------------
+
+    def topic_id(self) -> uuid.UUID | None:
+        """The topic id this log's `partition.metadata` records; None when it has none (a log
+        made before its replica took it, or by a replog that wrote no such file). A file
+        that does not parse is a KafkaStorageError, as Kafka takes such a log dir offline:
+        replog writes it atomically, so only something else can have damaged it."""
+        metadata = PartitionMetadataFile(os.path.join(self.directory, PARTITION_METADATA), self._fs)
+        try:
+            return metadata.read()
+        except CorruptCheckpointError as exc:
+            raise KafkaStorageError(f"{self.name}: {exc}") from exc
+
+    def record_topic_id(self, topic_id: uuid.UUID) -> None:
+        """Write `partition.metadata` (atomically): the log belongs to `topic_id` from now on.
+        KafkaStorageError naming the file if the write fails."""
+        path = os.path.join(self.directory, PARTITION_METADATA)
+        PartitionMetadataFile(path, self._fs).write(topic_id)
 
     def close_without_flush(self) -> None:
         """Release files as a crash would leave them (tests and fault injection only)."""

@@ -7,6 +7,7 @@ follower.process_follower_fetch), so every replication step is deterministic.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -303,6 +304,81 @@ async def test_topic_deletion_removes_the_replica_and_its_log(
     assert follower.rm.fetch_sources() == []
     result = await produce(leader, batch())
     assert isinstance(result.error, UnknownTopicOrPartitionError)
+
+
+# --- logs of deleted topics: partition.metadata and stray logs ----------------------------------
+
+
+def restarted(node: Node, tmp_path: Path, clock: FakeClock) -> Node:
+    """The same broker after a clean restart: a new manager over the same log dir."""
+    node.log_manager.shutdown()
+    return Node(tmp_path, node.broker_id, clock)
+
+
+@pytest.mark.asyncio
+async def test_a_topic_deleted_while_a_broker_was_down_leaves_nothing_on_its_disk(
+    tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Found by the whole-system soak: a topic deleted while a broker started stayed on its disk,
+    # and a topic created later under the same name took that log, serving the deleted
+    # topic's records as its own.
+    node = solo_node(tmp_path, clock)
+    await produce(node, batch(3))
+    again = restarted(node, tmp_path, clock)
+    with caplog.at_level(logging.WARNING, logger="replog.server"):
+        again.rm.apply_image(cluster_image())  # the topic is gone at the first image
+    assert again.log_manager.all_logs() == {}
+    assert "t-0: stray log (its topic no longer exists; log end offset 3): deleting it" in (
+        caplog.text
+    )
+    again.rm.apply_image(cluster_image(*create_topic("t", topic_id(9), (1,))))
+    assert again.log("t").log_end_offset == 0  # the new topic starts empty
+
+
+@pytest.mark.asyncio
+async def test_a_log_of_an_earlier_topic_of_the_same_name_is_replaced_not_taken(
+    tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    node = solo_node(tmp_path, clock)
+    await produce(node, batch(3))
+    assert node.log("t").topic_id() == TID
+    again = restarted(node, tmp_path, clock)
+    # Deleted and created again while the broker was down: the first image has the new id.
+    with caplog.at_level(logging.WARNING, logger="replog.server"):
+        again.rm.apply_image(cluster_image(*create_topic("t", topic_id(9), (1,))))
+    log_ = again.log("t")
+    assert log_.log_end_offset == 0 and log_.topic_id() == topic_id(9)
+    assert f"belongs to topic id {TID}, a deleted topic of the same name" in caplog.text
+    assert (await produce(again, batch(2))).error is None
+    assert again.log("t").log_end_offset == 2
+
+
+@pytest.mark.asyncio
+async def test_a_log_without_partition_metadata_is_taken_and_gets_the_file(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    # A log that a replog without the file wrote (or an empty one made just before a crash).
+    node = solo_node(tmp_path, clock)
+    await produce(node, batch(3))
+    directory = Path(node.log("t").directory)
+    again = restarted(node, tmp_path, clock)
+    (directory / "partition.metadata").unlink()
+    again.rm.apply_image(cluster_image(*create_topic("t", TID, (1,))))
+    assert again.log("t").log_end_offset == 3
+    assert (directory / "partition.metadata").read_bytes().startswith(b"version: 0\ntopic_id: ")
+    assert again.log("t").topic_id() == TID
+
+
+@pytest.mark.asyncio
+async def test_a_partition_moved_away_while_the_broker_was_down_is_deleted_at_the_first_image(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    node = solo_node(tmp_path, clock)
+    await produce(node, batch(3))
+    again = restarted(node, tmp_path, clock)
+    again.rm.apply_image(cluster_image(*create_topic("t", TID, (2, 3))))
+    assert again.log_manager.all_logs() == {}
+    assert again.rm.partition("t", 0) is None
 
 
 def test_partitions_added_or_removed_after_a_fetch_join_or_leave_the_next_one(

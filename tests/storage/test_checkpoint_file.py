@@ -144,3 +144,26 @@ def test_a_failed_write_is_a_storage_error_naming_the_file(tmp_path: Path, kind:
             LeaderEpochCheckpointFile(str(path), fs).write([EpochEntry(3, 10)])
     assert str(failed.value) == f"{path}: write failed: [Errno 28] No space left on device"
     assert isinstance(failed.value.__cause__, OSError)
+
+
+def test_partition_metadata_round_trips_and_a_missing_file_is_none(tmp_path: Path) -> None:
+    import uuid
+
+    from replog.storage.checkpoint_file import PartitionMetadataFile
+
+    metadata = PartitionMetadataFile(str(tmp_path / "partition.metadata"))
+    assert metadata.read() is None
+    topic_id = uuid.uuid4()
+    metadata.write(topic_id)
+    assert metadata.read() == topic_id
+
+
+def test_a_damaged_partition_metadata_is_a_storage_error_of_its_log(tmp_path: Path) -> None:
+    from storage_helpers import open_log
+
+    log = open_log(tmp_path / "orders-3")
+    (tmp_path / "orders-3" / "partition.metadata").write_bytes(b"version: 0\ntopic_id: nope")
+    damaged = r"^orders-3: .*partition\.metadata: topic_id 'nope'"
+    with pytest.raises(KafkaStorageError, match=damaged):
+        log.topic_id()
+    log.close()

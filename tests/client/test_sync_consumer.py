@@ -3,10 +3,10 @@ wakeup and close from another thread, Ctrl-C, timeouts on a dead cluster."""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import signal
 import threading
-import asyncio
 import time
 from collections.abc import Iterator
 

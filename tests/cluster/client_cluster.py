@@ -3,15 +3,16 @@
 `start_client_cluster` starts a real multi-process cluster through the CLI (`replog cluster
 start`) and waits until every broker is unfenced; `ClientCluster.create_topic` creates a topic
 through the controller and waits until every broker's metadata shows a leader for each of its
-partitions, so a client that starts right after sees the topic. `stop` kills every process
-(also after a failed test). Tests drive the cluster only through the public client API, the
-CLI and signals.
+partitions, so a client that starts right after sees the topic; `ClientCluster.wait_healthy`
+waits until every broker is unfenced and the partitions of the topics named are led with full
+ISRs and not being reassigned (after faults). `stop` kills every process (also after a failed
+test). Tests drive the cluster only through the public client API, the CLI and signals.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,46 @@ class ClientCluster:
     def admin(self) -> ControllerClient:
         addresses = self.addresses
         return ControllerClient(list(addresses.values()), node_addresses=addresses)
+
+    def producer(self, **config: object) -> Producer:
+        return Producer(bootstrap_servers=self.bootstrap, **config)
+
+    def consumer(self, **config: object) -> Consumer:
+        return Consumer(bootstrap_servers=self.bootstrap, **config)
+
+    def unhealthy(self, topics: Sequence[str]) -> str | None:
+        """What keeps the cluster from being healthy, as the active controller sees it: a
+        fenced broker, or a partition of `topics` without a leader, with an ISR short of its
+        replicas, or being reassigned. None: healthy."""
+        try:
+            with self.admin() as admin:
+                brokers = admin.describe_cluster().brokers
+                metadata = admin.metadata(list(topics)) if topics else None
+        except ReplogError as exc:
+            return f"no answer from the controller: {exc}"
+        unfenced = sorted(b.broker_id for b in brokers if not b.fenced)
+        if len(unfenced) < self.loopback.node_count:
+            return f"unfenced brokers {unfenced} of {self.loopback.node_count}"
+        for topic in metadata.topics if metadata else ():
+            if topic.error is not None:
+                return f"{topic.name}: {topic.error!r}"
+            for p in topic.partitions:
+                moving = p.adding_replicas or p.removing_replicas
+                if p.leader is None or len(p.isr) < len(p.replicas) or moving:
+                    return (
+                        f"{topic.name}-{p.partition}: leader {p.leader}, replicas "
+                        f"{list(p.replicas)}, ISR {list(p.isr)}, adding {list(p.adding_replicas)}"
+                        f", removing {list(p.removing_replicas)}"
+                    )
+        return None
+
+    def wait_healthy(self, topics: Sequence[str], timeout_s: float = 30) -> None:
+        """Until every broker is unfenced and every partition of `topics` led, with a full ISR,
+        and not being reassigned."""
+        deadline = time.monotonic() + timeout_s
+        while (problem := self.unhealthy(topics)) is not None:
+            assert time.monotonic() < deadline, f"not healthy after {timeout_s:g} s: {problem}"
+            time.sleep(0.05)
 
     def create_topic(
         self,
@@ -147,5 +188,8 @@ def produce_and_read_back(bootstrap: str, topic: str, values: list[bytes]) -> li
             return len(got) >= len(values)
 
         wait_for(arrived, 30, f"the records of {topic} back from {bootstrap}")
-    assert [r.value for r in got] == values
+    assert [r.value for r in got] == values, (
+        f"{topic}-0: sent {len(values)} values, read back {len(got)} records (offset, value): "
+        f"{[(r.offset, r.value) for r in got][:50]}; sent {values}"
+    )
     return got

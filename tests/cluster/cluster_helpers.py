@@ -203,6 +203,21 @@ class LoopbackCluster:
     def signal(self, node_id: int, sig: signal.Signals) -> None:
         os.killpg(self.pid(node_id), sig)
 
+    def running(self) -> set[int]:
+        """The nodes whose process runs, by their pid files (a zombie does not run)."""
+        return {n.node_id for n in self.layout.nodes if _running(Path(n.pid_path))}
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL a node; returns once its process is gone."""
+        self.signal(node_id, signal.SIGKILL)
+        wait_for(lambda: node_id not in self.running(), 10, f"node {node_id} to die")
+
+    def restart(self, node_id: int) -> None:
+        """Start a node that is not running (`replog cluster restart`: it waits until the node
+        answers)."""
+        result = self.cli("restart", str(node_id))
+        assert result.returncode == 0, f"restart of node {node_id}: {result.stderr}"
+
     def node_pids(self) -> list[int]:
         """Every live process whose command line names this cluster's directory."""
         return list(self.node_commands())
@@ -230,6 +245,14 @@ class LoopbackCluster:
                 os.kill(pid, signal.SIGCONT)  # a stopped process dies only once continued
                 os.killpg(pid, signal.SIGKILL)
         wait_for(lambda: not self.node_pids(), 10, "the cluster's processes to exit")
+
+
+def _running(pid_file: Path) -> bool:
+    try:
+        stat = Path(f"/proc/{pid_file.read_text().strip()}/stat").read_text()
+    except (OSError, ValueError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 # --- reading committed logs -------------------------------------------------------------------

@@ -32,7 +32,6 @@ a stream against the log, `assert_consumer_was_given_the_log` a tail.
 from __future__ import annotations
 
 import os
-import signal
 import threading
 import time
 from collections import Counter
@@ -40,7 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from client_cluster import ClientCluster
 from cluster_helpers import LoopbackCluster, wait_for
@@ -112,39 +111,18 @@ class ProxiedCluster:
 
     def alive(self) -> set[int]:
         """The nodes whose process runs (a zombie does not)."""
-        return {n.node_id for n in self.loopback.layout.nodes if _running(Path(n.pid_path))}
+        return self.loopback.running()
 
     def kill(self, node_id: int) -> None:
-        self.loopback.signal(node_id, signal.SIGKILL)
-        wait_for(lambda: node_id not in self.alive(), 10, f"node {node_id} to die")
+        self.loopback.kill(node_id)
 
     def restart(self, node_id: int) -> None:
-        result = self.loopback.cli("restart", str(node_id))
-        assert result.returncode == 0, result.stderr
+        self.loopback.restart(node_id)
 
     def wait_healthy(self, topics: Sequence[str], timeout_s: float = 30) -> None:
-        """Every broker unfenced and every partition of `topics` led, with a full ISR."""
-
-        def healthy() -> bool:
-            try:
-                with self.cluster.admin() as admin:
-                    brokers = admin.describe_cluster().brokers
-                    metadata = admin.metadata(list(topics)) if topics else None
-            except ReplogError:
-                return False
-            if len([b for b in brokers if not b.fenced]) < len(self.proxies):
-                return False
-            for topic in metadata.topics if metadata else ():
-                if topic.error is not None:
-                    return False
-                for p in topic.partitions:
-                    if p.leader is None or len(p.isr) < len(p.replicas):
-                        return False
-            return True
-
-        wait_for(
-            healthy, timeout_s, f"all {len(self.proxies)} brokers and full ISRs of {list(topics)}"
-        )
+        """Every broker unfenced and every partition of `topics` led, with a full ISR, and not
+        being reassigned."""
+        self.cluster.wait_healthy(topics, timeout_s)
 
     # --- network partitions (a cluster started with partitionable=True) ----------------------
 
@@ -250,14 +228,6 @@ class ProxiedCluster:
                 self.restart(node_id)
 
 
-def _running(pid_file: Path) -> bool:
-    try:
-        stat = Path(f"/proc/{pid_file.read_text().strip()}/stat").read_text()
-    except (OSError, ValueError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def start_proxied_cluster(
     data_dir: Path,
     *,
@@ -346,11 +316,16 @@ def stop(proxied: ProxiedCluster) -> None:
 @dataclass
 class Stream:
     """A thread sending unique values round-robin to a topic's partitions through one
-    producer, at most OUTSTANDING unacknowledged; records each value's acknowledgement."""
+    producer, at most OUTSTANDING unacknowledged; records each value's acknowledgement.
+    `rate`: values per second at most (None: as fast as acknowledgements allow); after a stall
+    it catches up by one second's worth at most. `value_size`: values padded to that many
+    bytes. Several streams may share one producer (its requests then mix their topics)."""
 
     producer: Producer
     topic: str
     partitions: int
+    rate: float | None = None
+    value_size: int = 0
     sent: dict[int, list[bytes]] = field(default_factory=dict)  # partition -> values, in order
     acked: dict[bytes, Any] = field(default_factory=dict)  # value -> RecordMetadata
     failed: dict[bytes, BaseException] = field(default_factory=dict)
@@ -407,11 +382,16 @@ class Stream:
 
     def _run(self) -> None:
         number = 0
+        next_at = time.monotonic()
         while not self._stop.is_set():
+            if self.rate is not None:
+                next_at = max(next_at + 1 / self.rate, time.monotonic() - 1)
+                if self._stop.wait(next_at - time.monotonic()):
+                    return
             if not self._slots.acquire(timeout=0.1):
                 continue
             partition = number % self.partitions
-            value = f"{partition}:{number:09d}".encode()
+            value = f"{partition}:{number:09d}".encode().ljust(self.value_size, b".")
             try:
                 future = self.producer.send(self.topic, value=value, partition=partition)
             except ReplogError as exc:
@@ -440,15 +420,17 @@ class Stream:
 Log = dict[int, list[tuple[int, bytes]]]  # partition -> (offset, value) of every record
 
 
-def read_log(proxied: ProxiedCluster, topic: str, partitions: int) -> Log:
+def read_log(
+    clients: ProxiedCluster | ClientCluster, topic: str, partitions: int, timeout_s: float = 30
+) -> Log:
     """Every record of `topic` as a consumer reads it: partition -> (offset, value), by offset."""
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     log: Log = {p: [] for p in range(partitions)}
-    with proxied.consumer(enable_auto_commit=False, auto_offset_reset="earliest") as consumer:
+    with clients.consumer(enable_auto_commit=False, auto_offset_reset="earliest") as consumer:
         consumer.assign(tps)
         consumer.seek_to_beginning(*tps)
         ends = consumer.end_offsets(tps)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + timeout_s
         while any(consumer.position(tp) < ends[tp] for tp in tps):
             assert time.monotonic() < deadline, (
                 f"reading {topic}: positions {[consumer.position(tp) for tp in tps]}, ends {ends}"
@@ -458,9 +440,13 @@ def read_log(proxied: ProxiedCluster, topic: str, partitions: int) -> Log:
     return log
 
 
-def assert_exactly_once_in_order(stream: Stream, log: Log) -> int:
+def assert_exactly_once_in_order(
+    stream: Stream, log: Log, log_start: Mapping[int, int] | None = None
+) -> int:
     """Every sent value acknowledged, in the log once, at its acknowledged offset, in send
-    order per partition, and nothing else there; the number of records checked."""
+    order per partition, and nothing else there; the number of records checked. `log_start`:
+    partition -> its log start offset, below which DeleteRecords removed the records (values
+    acknowledged there are excused)."""
     assert not stream.send_errors, f"send raised: {stream.send_errors[0]!r}"
     assert not stream.failed, f"sends failed: {stream._first_failure()}; {stream.metrics}"
     checked = 0
@@ -472,6 +458,9 @@ def assert_exactly_once_in_order(stream: Stream, log: Log) -> int:
             f"e.g. {next(iter(duplicated.items()))}; producer metrics {stream.metrics}"
         )
         sent = stream.sent[partition]
+        start = (log_start or {}).get(partition, 0)
+        if start:
+            sent = [v for v in sent if v not in stream.acked or stream.acked[v].offset >= start]
         if values != sent:
             missing = set(sent) - set(values)
             stray = set(values) - set(sent)
@@ -494,9 +483,18 @@ def assert_exactly_once_in_order(stream: Stream, log: Log) -> int:
     return checked
 
 
-def assert_consumer_was_given_the_log(tail: Tail, log: Log) -> None:
-    """The consumer was given exactly the final log, in order from offset 0: no record served
-    above the high watermark and later truncated, none skipped, none given twice."""
+class Reader(Protocol):
+    """A consumer's record of what it was given (a `Tail`, or the soak's consumer group)."""
+
+    topic: str
+
+    @property
+    def seen(self) -> Log: ...  # partition -> (offset, value), in the order given
+
+
+def assert_consumer_was_given_the_log(tail: Reader, log: Log) -> None:
+    """The consumer was given exactly the final log, in order from its start: no record
+    served above the high watermark and later truncated, none skipped, none given twice."""
     for partition, entries in log.items():
         seen = tail.seen[partition]
         first = next((i for i, (a, b) in enumerate(zip(seen, entries, strict=False)) if a != b),

@@ -502,8 +502,9 @@ class Replica:
     batches: tuple[tuple[int, bytes], ...]  # (base offset, bytes) of every batch
     leader_epochs: tuple[tuple[int, int], ...]  # (leader epoch, start offset)
 
-    def below(self, offset: int) -> tuple[tuple[int, bytes], ...]:
-        return tuple(b for b in self.batches if b[0] < offset)
+    def below(self, offset: int, start: int = 0) -> tuple[tuple[int, bytes], ...]:
+        """The batches whose base offset is in [start, offset)."""
+        return tuple(b for b in self.batches if start <= b[0] < offset)
 
     @property
     def values(self) -> dict[int, bytes]:
@@ -530,7 +531,8 @@ def read_replica(
         str(copy), had_clean_shutdown=False, recovery_point=0, log_start_offset=0, high_watermark=0
     )
     try:
-        batches = tuple(log.read_batches(0))
+        # From its first segment: after DeleteRecords the files below it are gone.
+        batches = tuple(log.read_batches(log.log_start_offset))
         epochs = tuple((e.leader_epoch, e.start_offset) for e in log.leader_epoch_cache.entries())
         return Replica(node_id, log.log_end_offset, batches, epochs)
     finally:
@@ -549,17 +551,21 @@ def read_replicas(
     return [read_replica(cluster, i, topic, scratch, partition) for i in node_ids]
 
 
-def assert_identical(replicas: Sequence[Replica], high_watermark: int, topic: str) -> None:
-    """Every replica reaches the high watermark and holds the same batches below it."""
+def assert_identical(
+    replicas: Sequence[Replica], high_watermark: int, topic: str, start: int = 0
+) -> None:
+    """Every replica reaches the high watermark and holds the same batches below it, from the
+    batch at `start` on (below it, after DeleteRecords, each replica deletes its own segments
+    in its own time)."""
     for replica in replicas:
         assert replica.log_end_offset >= high_watermark, (
             f"{topic}: node {replica.node_id} ends at {replica.log_end_offset}, below the high "
             f"watermark {high_watermark}"
         )
     first = replicas[0]
-    reference = first.below(high_watermark)
+    reference = first.below(high_watermark, start)
     for replica in replicas[1:]:
-        batches = replica.below(high_watermark)
+        batches = replica.below(high_watermark, start)
         if batches == reference:
             continue
         differ = next(

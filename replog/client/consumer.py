@@ -569,7 +569,10 @@ class Consumer:
         offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
         timeout_ms: int | None = None,
     ) -> None:
-        """Commit `offsets` (default: the positions after what poll returned) and wait."""
+        """Commit `offsets` (default: the positions after what poll returned) and wait. The
+        default covers only partitions with a position: with none yet (right after subscribe,
+        before a poll found the group's offsets) it commits nothing and returns at once, as
+        Kafka's commitSync does."""
         self._check_open("commit", on_loop=True)
         group = self._require_group("commit()")
         chosen = self._offsets_to_commit(offsets)

@@ -280,7 +280,12 @@ class GroupReader(Background):
     Per partition it keeps the value first given at each offset, and every time a record given
     was not the one after the one before: a jump forward (records skipped: only DeleteRecords
     may explain it), or a move back (a re-delivery: harmless unless it goes below the last
-    commit that succeeded, which would mean committed offsets were lost)."""
+    commit that succeeded, which would mean committed offsets were lost).
+
+    A commit covers only the partitions this session was given records of: the consumer
+    commits its positions, and a session that has none yet (its coordinator still down) commits
+    nothing and succeeds at once, as Kafka's commitSync of no offsets does. Counting such a call
+    as a commit of everything read before once made a re-delivery look like a lost commit."""
 
     clients: ClientCluster
     topic: str
@@ -292,12 +297,14 @@ class GroupReader(Background):
     redelivered: int = 0
     sessions: int = 0
     commits: int = 0
+    empty_commits: int = 0  # sessions with no positions yet: nothing to commit
     commit_failures: Counter[str] = field(default_factory=Counter)
     poll_errors: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
         self._next: dict[int, int] = {}  # partition -> the offset after the last one given
-        self._committed: dict[int, int] = {}  # _next at the last commit that succeeded
+        self._session_next: dict[int, int] = {}  # the same, for this session's records only
+        self._committed: dict[int, int] = {}  # what the last commits that succeeded covered
         self._starts: dict[int, int] = {}
         self._ends: dict[int, int] | None = None  # set by finish: read up to these, then end
         self._crash: BaseException | None = None
@@ -339,7 +346,8 @@ class GroupReader(Background):
         return (
             f"consumer group: {sum(len(g) for g in self.given.values())} offsets given in "
             f"{self.sessions} sessions, {self.redelivered} again, {len(self.jumps)} jumps to "
-            f"deletion points; {self.commits} commits, failures {dict(self.commit_failures)}, "
+            f"deletion points; {self.commits} commits ({self.empty_commits} of nothing), "
+            f"failures {dict(self.commit_failures)}, "
             f"poll errors {dict(self.poll_errors)}"
         )
 
@@ -360,6 +368,7 @@ class GroupReader(Background):
 
     def _session(self) -> None:
         self.sessions += 1
+        self._session_next = {}
         consumer = self.clients.consumer(
             group_id="soak",
             enable_auto_commit=False,
@@ -406,12 +415,18 @@ class GroupReader(Background):
         if first != value:
             self.changed.append(f"{self.topic}-{partition}@{offset}: {first!r}, then {value!r}")
         self._next[partition] = offset + 1
+        self._session_next[partition] = offset + 1
 
     def _commit(self, consumer: Consumer) -> None:
+        # The consumer's positions: the partitions this session was given records of.
+        covered = dict(self._session_next)
         try:
             consumer.commit(timeout_ms=10_000)
         except ReplogError as exc:  # the coordinator may be down: the next commit covers it
             self.commit_failures[type(exc).__name__] += 1
             return
+        if not covered:
+            self.empty_commits += 1
+            return
         self.commits += 1
-        self._committed = dict(self._next)
+        self._committed.update(covered)

@@ -832,6 +832,11 @@ class RecordDeserializationError(ReplogError):
         self.topic_partition = topic_partition
         self.offset = offset
         self.origin = origin
+        self._cause = cause
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Its arguments, not its message: it crosses processes (a multiprocessing pool).
+        return (type(self), (self.topic_partition, self.offset, self.origin, self._cause))
 
 
 class NoOffsetForPartitionError(OffsetOutOfRangeError):

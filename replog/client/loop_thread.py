@@ -27,6 +27,7 @@ import atexit
 import concurrent.futures
 import contextlib
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Callable, Coroutine
@@ -214,11 +215,13 @@ EXIT_CLOSE_S = 2.0  # how long the interpreter's exit waits for a forgotten clie
 
 
 def _close_at_exit(ref: weakref.ref[LoopThread]) -> Callable[[], None]:
-    """The exit hook of one loop thread: close it if it still exists (module docstring)."""
+    """The exit hook of one loop thread: close it if it still exists (module docstring), in
+    the process that started it (a forked child has no such thread)."""
+    owner = os.getpid()
 
     def close() -> None:
         thread = ref()
-        if thread is not None:
+        if thread is not None and os.getpid() == owner:
             thread.close(EXIT_CLOSE_S)
 
     return close

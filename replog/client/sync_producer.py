@@ -45,7 +45,9 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping
@@ -53,7 +55,7 @@ from typing import Any
 
 from replog.client.accumulator import ProducerBatch, ThreadSafeRecordAccumulator
 from replog.client.config import ProducerConfig
-from replog.client.loop_thread import WAIT_SLICE_S, LoopThread, checked_wait
+from replog.client.loop_thread import EXIT_CLOSE_S, WAIT_SLICE_S, LoopThread, checked_wait
 from replog.client.producer import Producer as AsyncProducer
 from replog.client.producer import _Prepared, _TopicInfo
 from replog.client.records import RecordMetadata
@@ -215,7 +217,7 @@ class Producer:
         # Appends come from user threads now: the sender must be woken through the loop.
         engine._accumulator.wakeup = engine._sender.wakeup_threadsafe
         # Registered after the loop thread's own hook, so it runs first (atexit is LIFO).
-        self._at_exit = _close_at_exit(weakref.ref(self))
+        self._at_exit = _close_at_exit(engine, self._loop, engine.config.client_id)
         atexit.register(self._at_exit)
 
     def __enter__(self) -> Producer:
@@ -349,23 +351,32 @@ class Producer:
         return self._engine.metrics()
 
 
-def _close_at_exit(ref: weakref.ref[Producer]) -> Callable[[], None]:
-    """The exit hook of one producer: if it still exists and is open, say what it had not
-    delivered and close it without waiting (module docstring)."""
+def _close_at_exit(engine: AsyncProducer, loop: LoopThread, client_id: str) -> Callable[[], None]:
+    """The exit hook of one producer (module docstring): if its engine is still open, say what
+    it had not delivered and close it without waiting for deliveries. It holds the engine and
+    the loop thread weakly, not the producer: a producer made in a function and never closed
+    is collected when the function returns, while its engine runs on (its tasks hold it), and
+    its undelivered records must still be reported. A forked child does nothing: the loop
+    thread is its parent's, and waiting for it would hang the child's exit."""
+    engine_ref, loop_ref = weakref.ref(engine), weakref.ref(loop)
+    owner = os.getpid()
 
     def close() -> None:
-        producer = ref()
-        if producer is None or producer.closed:
+        engine, thread = engine_ref(), loop_ref()
+        if os.getpid() != owner or engine is None or thread is None:
             return
-        undelivered = producer._engine.undelivered()
+        if engine.closed or thread.closed:
+            return
+        undelivered = engine.undelivered()
         if undelivered:
             log.warning(
                 "a replog.Producer (client.id %r) was never closed: the interpreter exits with "
                 "%d record(s) it had not delivered, which are lost; call flush() or close() "
                 "before exiting",
-                producer.config.client_id,
+                client_id,
                 undelivered,
             )
-        producer.close(timeout=0)
+        with contextlib.suppress(Exception):  # exiting anyway: the loop's own hook follows
+            thread.run(engine.close(0), timeout_s=EXIT_CLOSE_S, what="closing at exit")
 
     return close

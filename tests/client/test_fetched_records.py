@@ -265,3 +265,14 @@ def test_the_fast_path_takes_the_common_shapes() -> None:
     assert fast[99] == ConsumerRecord(
         "t", 3, 104, TS + 693, 0, None, b"v" * 300, (("trace", b"id"),), -1
     )
+
+
+def test_a_deserialization_error_survives_pickling() -> None:
+    # Found by a review: its own __init__ made pickle.loads fail with a TypeError, so it could
+    # not cross processes (a multiprocessing pool of consumers).
+    import pickle
+
+    error = RecordDeserializationError(TP, 7, "value", ValueError("bad"))
+    again = pickle.loads(pickle.dumps(error))
+    assert str(again) == str(error)
+    assert (again.topic_partition, again.offset, again.origin) == (TP, 7, "value")

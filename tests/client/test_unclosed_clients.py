@@ -23,9 +23,21 @@ import pytest
 """
 
 
+# A script's blocking producers talk to this fake cluster, which holds topic "t".
+PRODUCER_FAKE = """
+from producer_fakes import FakeCluster, producer_settings
+from replog.client.sync_producer import Producer
+fake = FakeCluster()
+fake.create("t", 1)
+fake.install(pytest.MonkeyPatch())
+"""
+
+
 def exit_output(body: str) -> str:
-    """What a script printed on stderr by the time its interpreter exited (it must exit 0)."""
-    script = PRELUDE.format(path=str(TESTS_CLIENT)) + textwrap.dedent(body)
+    """What a script printed on stderr by the time its interpreter exited (it must exit 0);
+    `{producer_fake}` in `body` stands for PRODUCER_FAKE."""
+    body = textwrap.dedent(body).replace("{producer_fake}", PRODUCER_FAKE)
+    script = PRELUDE.format(path=str(TESTS_CLIENT)) + body
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
     )
@@ -36,11 +48,7 @@ def exit_output(body: str) -> str:
 def test_a_producer_never_closed_exits_quietly_when_everything_was_delivered() -> None:
     stderr = exit_output(
         """
-        from producer_fakes import FakeCluster, producer_settings
-        from replog.client.sync_producer import Producer
-        fake = FakeCluster()
-        fake.create("t", 1)
-        fake.install(pytest.MonkeyPatch())
+        {producer_fake}
         producer = Producer(producer_settings(fake))
         producer.send("t", b"a").get(10)
         """
@@ -51,11 +59,7 @@ def test_a_producer_never_closed_exits_quietly_when_everything_was_delivered() -
 def test_a_producer_never_closed_says_how_many_records_it_had_not_delivered() -> None:
     stderr = exit_output(
         """
-        from producer_fakes import FakeCluster, producer_settings
-        from replog.client.sync_producer import Producer
-        fake = FakeCluster()
-        fake.create("t", 1)
-        fake.install(pytest.MonkeyPatch())
+        {producer_fake}
         producer = Producer(producer_settings(fake, linger_ms=60_000))
         for value in (b"a", b"b", b"c"):
             producer.send("t", value)
@@ -89,3 +93,51 @@ def test_a_consumer_and_an_admin_never_closed_exit_quietly() -> None:
         """
     )
     assert stderr == ""
+
+
+def test_a_producer_collected_unclosed_still_says_what_it_had_not_delivered() -> None:
+    # Found by a review: the hook held the producer weakly, and a producer made in a function
+    # and never closed was collected when it returned, so its lost records went unreported.
+    stderr = exit_output(
+        """
+        import gc
+        {producer_fake}
+
+        def main():
+            producer = Producer(producer_settings(fake, linger_ms=60_000))
+            producer.send("t", b"a")
+            producer.send("t", b"b")
+
+        main()
+        gc.collect()
+        """
+    )
+    assert "2 record(s) it had not delivered" in stderr
+    assert "Task was destroyed" not in stderr
+
+
+def test_a_forked_child_of_a_process_with_an_open_producer_exits_at_once() -> None:
+    # Found by a review: the exit hook waited for the parent's loop thread, which a forked
+    # child does not have (gunicorn --preload, multiprocessing's fork), and the child hung.
+    stderr = exit_output(
+        """
+        import os, sys, time
+        {producer_fake}
+        producer = Producer(producer_settings(fake))
+        producer.send("t", b"a").get(10)
+        child = os.fork()
+        if child == 0:
+            sys.exit(0)  # runs the exit hooks in the child
+        started = time.monotonic()
+        while time.monotonic() - started < 10:
+            done, status = os.waitpid(child, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(child, 9)
+            raise SystemExit("the forked child did not exit within 10 s")
+        producer.close()
+        """
+    )
+    assert "did not exit" not in stderr

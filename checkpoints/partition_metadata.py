@@ -18,7 +18,8 @@ Rules:
   exactly the keys version and topic_id, in that order; version 0 only.
 - Anything else (no file content, another key, an id that is not 16 bytes of base64) raises
   `CorruptCheckpointError` naming the file; the caller decides what a log with an unreadable
-  file is (the replica manager treats it as a log without one).
+  file is (`Log.topic_id` makes it a KafkaStorageError, which stops the broker until the file
+  is fixed or removed, as Kafka takes such a log dir offline).
 """
 
 from __future__ import annotations

@@ -124,10 +124,24 @@ _VALID_ACKS = (m.ACKS_NONE, m.ACKS_LEADER, m.ACKS_ALL)
 # 5 in flight per connection (max.in.flight.requests.per.connection); an open-loop sender may
 # have more after a stall, and serving them at once costs nothing a unary Produce would not.
 PRODUCE_STREAM_DEPTH = 32
+# How many FetchStream requests are read ahead of the one being answered: a follower or a
+# consumer sends its next fetch after the answer, so one is the norm; beyond the bound, gRPC's
+# flow control holds a client that sends without waiting, as it did before the queue.
+FETCH_STREAM_DEPTH = 8
 
 
 # Put into an open stream call's queue when the broker stops serving (`attach`).
 _STOPPING: Any = object()
+
+
+def _end_reader(reader: asyncio.Task[None]) -> None:
+    """Stop a stream call's request reader; a failure it ended with is retrieved (the call's
+    status already says what ended it), so asyncio does not log it as never retrieved."""
+    if reader.done():
+        if not reader.cancelled():
+            reader.exception()
+    else:
+        reader.cancel()
 
 
 class _NotServed(Exception):
@@ -222,6 +236,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         # The queues the open ProduceStream and FetchStream calls read, told to end when the
         # broker stops serving (`attach(None)`).
         self._open_streams: set[asyncio.Queue[Any]] = set()
+        self._stopped_serving = False  # attach(None) was called: a new stream ends at once
 
     def attach(self, replica_manager: BrokerRequests | None) -> None:
         """The logs are recovered: serve data requests from now on (None: stop serving them,
@@ -233,6 +248,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         CancelledError traceback (found by a soak test on graceful stops, ProduceStream, and by
         a full-disk test on a storage-error stop, FetchStream)."""
         self._replica_manager = replica_manager
+        self._stopped_serving = replica_manager is None
         if replica_manager is None:
             for queue in self._open_streams:
                 queue.put_nowait(_STOPPING)
@@ -273,6 +289,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             finally:
                 started.put_nowait(None)
 
+        if self._stopped_serving:  # opened after the broker stopped serving
+            await self._abort_stopping(context, "ProduceRequest")
         reader = asyncio.create_task(take())
         self._open_streams.add(started)
         try:
@@ -290,7 +308,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             await reader  # the requests ended: a failure reading them is the call's
         finally:
             self._open_streams.discard(started)
-            reader.cancel()
+            _end_reader(reader)
             while not started.empty():
                 pending = started.get_nowait()
                 if pending is None or pending is _STOPPING:
@@ -358,29 +376,34 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         repeats = RepeatReads()
         # Requests go through a queue, not straight from `requests`, so that `attach(None)` can
         # end a call that waits for its next request (a queue get that finds one does not
-        # suspend: no cost per request beyond the put).
+        # suspend: the cost per request is a put and an uncontended semaphore).
         arrived: asyncio.Queue[Any] = asyncio.Queue()
+        slots = asyncio.Semaphore(FETCH_STREAM_DEPTH)
 
         async def take() -> None:
             try:
                 async for request in requests:
+                    await slots.acquire()
                     arrived.put_nowait(request)
             finally:
                 arrived.put_nowait(None)
 
+        if self._stopped_serving:  # opened after the broker stopped serving
+            await self._abort_stopping(context, "FetchRequest")
         reader = asyncio.create_task(take())
         self._open_streams.add(arrived)
         try:
             while (request := await arrived.get()) is not None:
                 if request is _STOPPING:
                     await self._abort_stopping(context, "FetchRequest")
+                slots.release()
                 yield await self._serve(
                     request, context, partial(self._fetch, request, context, session, repeats)
                 )
             await reader  # the requests ended: a failure reading them is the call's
         finally:
             self._open_streams.discard(arrived)
-            reader.cancel()
+            _end_reader(reader)
 
     async def _abort_stopping(self, context: Context, what: str) -> NoReturn:
         """End a stream call because the broker stopped serving (`attach(None)`)."""

@@ -17,7 +17,11 @@ Rules (reference digest §5-§8; Kafka's `ReplicaManager`):
   taken as it is (an empty log made just before a crash, or one a replog without the file
   wrote). The first image also deletes every log on disk that no replica took (its topic
   deleted, its partition gone, or this broker no longer a replica: all while the broker was
-  down or starting), with a warning naming it. Before this, a topic deleted while a broker
+  down or starting), with a warning naming it. Kafka renames stray logs aside (`-stray`) for
+  an operator to remove; replog deletes them, as it would had it been up for the change. A
+  log without the file is a stray in Kafka (it has written the file since 2.8); replog takes
+  it, so that logs written before replog had the file keep their data. Before this, a topic
+  deleted while a broker
   started was still on its disk, and a topic created later under the same name took that log:
   its first committed records were the deleted topic's (found by the whole-system soak). The
   file costs a new replica one small atomic write (about 0.45 ms here, as much again as

@@ -1386,15 +1386,22 @@ class Log:
         with self._lock:
             if self._closed:
                 return
-            # A clean shutdown trusts every index at the next open: sync them all.
-            self._flush(self._log_end_offset, indexes_of_last=True)
+            # A clean shutdown trusts every index at the next open: sync them all. A failure
+            # (a full disk) still releases every file, then is raised.
+            flush_failure: KafkaStorageError | None = None
+            try:
+                self._flush(self._log_end_offset, indexes_of_last=True)
+            except KafkaStorageError as exc:
+                flush_failure = exc
             failed: tuple[LogSegment, OSError] | None = None
             for segment in self._segments.values():
                 try:
                     segment.close()
-                except OSError as exc:  # the others still release their files
+                except OSError as exc:
                     failed = failed or (segment, exc)
             self._closed = True
+            if flush_failure is not None:
+                raise flush_failure
             if failed is not None:
                 where, error = failed
                 raise KafkaStorageError(

@@ -602,18 +602,22 @@ class LogSegment:
 
     def close(self) -> None:
         """Add the final time-index entry, write pending index entries (without fsync) and
-        close the file."""
-        if self.offset_index._loaded:
-            # Kafka's LogSegment.close appends the final time-index entry, as a roll does
-            # (digest §2.4), so a cleanly closed active segment's .timeindex holds its largest
-            # timestamp. Only when the tail state is known: closing must not read the file.
-            if self._max_timestamp_so_far is not None:
-                self._append_final_time_entry(
-                    self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
-                )
-            self.offset_index.flush(fsync=False)
-            self.time_index.flush(fsync=False)
-        self.log_file.close()
+        close the file; the file is closed even when an index write fails (a full disk), and
+        that failure is then raised."""
+        try:
+            if self.offset_index._loaded:
+                # Kafka's LogSegment.close appends the final time-index entry, as a roll does
+                # (digest §2.4), so a cleanly closed active segment's .timeindex holds its
+                # largest timestamp. Only when the tail state is known: closing must not read
+                # the file.
+                if self._max_timestamp_so_far is not None:
+                    self._append_final_time_entry(
+                        self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
+                    )
+                self.offset_index.flush(fsync=False)
+                self.time_index.flush(fsync=False)
+        finally:
+            self.log_file.close()
 
     def delete(self) -> None:
         self.log_file.close()

@@ -495,6 +495,19 @@ async def test_an_open_fetch_stream_ends_with_unavailable_when_the_broker_stops_
 
 
 @pytest.mark.asyncio
+async def test_a_stream_opened_after_the_broker_stopped_serving_ends_at_once(
+    harness: Harness,
+) -> None:
+    # Found by a review: only streams open at attach(None) were told; a later one could sit
+    # idle until the server's stop cancelled it (the traceback d8593db removed).
+    harness.service.attach(None)
+    for rpc in ("FetchStream", "ProduceStream"):
+        refused = await stream_refusal(harness, rpc, b"")
+        assert refused.code() == grpc.StatusCode.UNAVAILABLE
+        assert refused.details() == "broker 1: the broker is stopping"
+
+
+@pytest.mark.asyncio
 async def test_a_fetch_session_sends_changes_and_answers_news_only(harness: Harness) -> None:
     stream = harness.client.fetch_stream(sessions=True)
     rm = harness.rm

@@ -131,11 +131,12 @@ def test_a_close_whose_index_writes_fail_names_the_file_and_still_releases_every
     assert len(segments) >= 3
     failing = segments[1]
 
-    def no_space() -> None:
-        failing.log_file.close()
+    def no_space(*, fsync: bool) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(failing, "close", no_space)
+    # The index writes of the real close fail (a review found the fake close this test first
+    # used closed its file itself, so a leak in LogSegment.close went unseen).
+    monkeypatch.setattr(failing.offset_index, "flush", no_space)
     with pytest.raises(KafkaStorageError) as failed:
         log.close()
     assert str(failed.value).startswith(

@@ -100,9 +100,10 @@ def node_log(cluster: ClientCluster, node_id: int) -> str:
 
 def assert_stopped_on_the_full_disk(cluster: ClientCluster, disk: Path, what: str) -> None:
     """The full node said, at CRITICAL, that it stops on a storage error naming `what` (a
-    pattern) and a file on `disk` with the kernel's ENOSPC."""
+    pattern) and a file on `disk` with the kernel's ENOSPC: its broker's (`storage error`) or
+    its metadata log's (`disk failure`, when a Raft append or state write failed first)."""
     critical = [line for line in node_log(cluster, FULL_NODE).splitlines() if "CRITICAL" in line]
-    stopping = rf"storage error, stopping: {what}.*{re.escape(str(disk))}/"
+    stopping = rf"(storage error|disk failure), stopping: {what}.*{re.escape(str(disk))}/"
     assert any(
         re.search(stopping, line) and "No space left on device" in line for line in critical
     ), critical

@@ -21,11 +21,10 @@ Rules (reference digest §5-§8; Kafka's `ReplicaManager`):
   an operator to remove; replog deletes them, as it would had it been up for the change. A
   log without the file is a stray in Kafka (it has written the file since 2.8); replog takes
   it, so that logs written before replog had the file keep their data. Before this, a topic
-  deleted while a broker
-  started was still on its disk, and a topic created later under the same name took that log:
-  its first committed records were the deleted topic's (found by the whole-system soak). The
-  file costs a new replica one small atomic write (about 0.45 ms here, as much again as
-  creating the log); a log that has one costs a read of it at start-up.
+  deleted while a broker started was still on its disk, and a topic created later under the
+  same name took that log: its first committed records were the deleted topic's (found by the
+  whole-system soak). The file costs a new replica one small atomic write (about 0.45 ms
+  here, as much again as creating the log); a log that has one costs a read of it at start-up.
 - Produce: acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS). Per partition: an internal topic
   (`__consumer_offsets`, `topic_names.INTERNAL_TOPICS`) -> INVALID_TOPIC_EXCEPTION naming it,
   unless the caller passes `internal_topics_allowed=True` (Kafka's `internalTopicsAllowed`:

@@ -125,10 +125,9 @@ class Admin:
         """Release every connection; idempotent."""
         if self._closed:
             return
-        if self._home.ended:
+        if self._home.ended_for_close():
             self._closed = True  # nothing of it can run any more (event_loop_binding)
             return
-        self._home.check()
         self._closed = True
         controller, self._controller = self._controller, None
         if controller is not None:

@@ -852,10 +852,9 @@ class Consumer:
         Idempotent. A commit failure is logged, not raised: the consumer closes anyway."""
         if self._closed or self._closing:
             return
-        if self._home.ended:
+        if self._home.ended_for_close():
             self._closed = True  # nothing of it can run any more (event_loop_binding)
             return
-        self._home.check()
         self._closing = True
         self.wakeup()
         deadline = self._deadline(timeout_ms, "close")

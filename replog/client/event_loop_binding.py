@@ -63,6 +63,14 @@ class EventLoopBinding:
         """Whether the bound loop is closed (never bound: False)."""
         return self.loop is not None and self.loop.is_closed()
 
+    def ended_for_close(self) -> bool:
+        """For `close`: True when the bound loop has ended, so that closing only marks the
+        client closed; otherwise the running loop is checked (and bound) as for any call."""
+        if self.ended:
+            return True
+        self.check()
+        return False
+
     def _check(self, running: asyncio.AbstractEventLoop) -> None:
         if self.loop is None:
             self.loop = running

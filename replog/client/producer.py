@@ -168,11 +168,12 @@ class Producer:
         self._start()
 
     def _start(self) -> None:
-        if self._home.loop is not None:
-            self._home.bind_running("send")  # the loop it started on, and a running one
+        first = self._home.loop is None
+        if first:
+            self._check_open()
+        self._home.bind_running("send")  # the loop it started on, and a running one
+        if not first:
             return
-        self._check_open()
-        self._home.bind_running("send")
         self._memory_freed = asyncio.Event()
         self._accumulator.memory_listener = self._memory_freed.set
         self._accumulator.wakeup = self._sender.wakeup
@@ -202,10 +203,9 @@ class Producer:
     async def close(self, timeout_ms: int | None = None) -> None:
         """Deliver what is queued within `timeout_ms` (None: no limit), fail the rest with
         ClientClosedError, release everything. Idempotent; concurrent calls wait together."""
-        if self._home.ended:
+        if self._home.ended_for_close():
             self._closed = True  # nothing of it can run any more (event_loop_binding)
             return
-        self._home.check()
         if self._close_task is None:
             self._closed = True
             self._close_task = asyncio.get_running_loop().create_task(self._close(timeout_ms))

@@ -134,14 +134,48 @@ FETCH_STREAM_DEPTH = 8
 _STOPPING: Any = object()
 
 
-def _end_reader(reader: asyncio.Task[None]) -> None:
-    """Stop a stream call's request reader; a failure it ended with is retrieved (the call's
-    status already says what ended it), so asyncio does not log it as never retrieved."""
-    if reader.done():
-        if not reader.cancelled():
-            reader.exception()
-    else:
-        reader.cancel()
+class _StreamRequests:
+    """The request side of one ProduceStream or FetchStream call: a task reads `requests`
+    ahead of the answers, at most `depth` of them not yet `release`d, and queues `admit(r)`
+    for each request r, then None when they end. `stop` (the broker stops serving) queues
+    _STOPPING, which ends the call even while it waits for its next request; the queue is what
+    the call reads, rather than `requests` itself, for that. A get that finds an item does not
+    suspend: the cost per request is a put and an uncontended semaphore."""
+
+    def __init__(
+        self, requests: AsyncIterator[Any], depth: int, admit: Callable[[Any], Any]
+    ) -> None:
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._slots = asyncio.Semaphore(depth)
+        self._reader = asyncio.create_task(self._take(requests, admit))
+
+    async def _take(self, requests: AsyncIterator[Any], admit: Callable[[Any], Any]) -> None:
+        try:
+            async for request in requests:
+                await self._slots.acquire()
+                self.queue.put_nowait(admit(request))
+        finally:
+            self.queue.put_nowait(None)
+
+    def release(self) -> None:
+        """One request's turn is over: the reader may read one more ahead."""
+        self._slots.release()
+
+    def stop(self) -> None:
+        self.queue.put_nowait(_STOPPING)
+
+    async def ended(self) -> None:
+        """After the None: a failure reading the requests is the call's."""
+        await self._reader
+
+    def close(self) -> None:
+        """Stop the reader; a failure it ended with is retrieved (the call's status already
+        says what ended it), so asyncio does not log it as never retrieved."""
+        if self._reader.done():
+            if not self._reader.cancelled():
+                self._reader.exception()
+        else:
+            self._reader.cancel()
 
 
 class _NotServed(Exception):
@@ -233,9 +267,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self.request_bytes_max = request_bytes_max
         self._on_storage_error = on_storage_error
         self._producer_ids = producer_ids
-        # The queues the open ProduceStream and FetchStream calls read, told to end when the
-        # broker stops serving (`attach(None)`).
-        self._open_streams: set[asyncio.Queue[Any]] = set()
+        # The open ProduceStream and FetchStream calls, told to end when the broker stops
+        # serving (`attach(None)`).
+        self._open_streams: set[_StreamRequests] = set()
         self._stopped_serving = False  # attach(None) was called: a new stream ends at once
 
     def attach(self, replica_manager: BrokerRequests | None) -> None:
@@ -250,8 +284,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self._replica_manager = replica_manager
         self._stopped_serving = replica_manager is None
         if replica_manager is None:
-            for queue in self._open_streams:
-                queue.put_nowait(_STOPPING)
+            for stream in self._open_streams:
+                stream.stop()
 
     # --- the calls -----------------------------------------------------------------------------
 
@@ -263,8 +297,6 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     ) -> AsyncIterator[pb.ProduceResponse]:
         """Each request appended as it arrives and answered in the order sent (module
         docstring); at most `PRODUCE_STREAM_DEPTH` of them are being served at once."""
-        slots = asyncio.Semaphore(PRODUCE_STREAM_DEPTH)
-        started: asyncio.Queue[asyncio.Future[pb.ProduceResponse] | None] = asyncio.Queue()
         refused = False  # a request failed: the later ones are not appended
 
         async def served(request: Any) -> pb.ProduceResponse:
@@ -278,21 +310,17 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 refused = True
                 raise
 
-        async def take() -> None:
-            try:
-                async for request in requests:
-                    await slots.acquire()
-                    # The task runs to its append before any later one starts (tasks start in
-                    # the order created, and nothing in `served` waits before the append), so
-                    # the log holds the requests in the order sent.
-                    started.put_nowait(asyncio.ensure_future(served(request)))
-            finally:
-                started.put_nowait(None)
-
-        if self._stopped_serving:  # opened after the broker stopped serving
-            await self._abort_stopping(context, "ProduceRequest")
-        reader = asyncio.create_task(take())
-        self._open_streams.add(started)
+        # Each request is served by a task as soon as it is read. The task runs to its append
+        # before any later one starts (tasks start in the order created, and nothing in
+        # `served` waits before the append), so the log holds the requests in the order sent.
+        stream = await self._open_stream(
+            requests,
+            context,
+            "ProduceRequest",
+            PRODUCE_STREAM_DEPTH,
+            lambda request: asyncio.ensure_future(served(request)),
+        )
+        started = stream.queue
         try:
             while (answer := await started.get()) is not None:
                 if answer is _STOPPING:
@@ -303,12 +331,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     await abort_for(
                         exc, context, "ProduceRequest", who=f"broker {self.broker_id}", log=log
                     )
-                slots.release()
+                stream.release()
                 yield response
-            await reader  # the requests ended: a failure reading them is the call's
+            await stream.ended()
         finally:
-            self._open_streams.discard(started)
-            _end_reader(reader)
+            self._close_stream(stream)
             while not started.empty():
                 pending = started.get_nowait()
                 if pending is None or pending is _STOPPING:
@@ -374,36 +401,40 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         session = LeaderFetchSession()
         # The session's reads that found nothing, which its unchanged entries reuse.
         repeats = RepeatReads()
-        # Requests go through a queue, not straight from `requests`, so that `attach(None)` can
-        # end a call that waits for its next request (a queue get that finds one does not
-        # suspend: the cost per request is a put and an uncontended semaphore).
-        arrived: asyncio.Queue[Any] = asyncio.Queue()
-        slots = asyncio.Semaphore(FETCH_STREAM_DEPTH)
-
-        async def take() -> None:
-            try:
-                async for request in requests:
-                    await slots.acquire()
-                    arrived.put_nowait(request)
-            finally:
-                arrived.put_nowait(None)
-
-        if self._stopped_serving:  # opened after the broker stopped serving
-            await self._abort_stopping(context, "FetchRequest")
-        reader = asyncio.create_task(take())
-        self._open_streams.add(arrived)
+        stream = await self._open_stream(
+            requests, context, "FetchRequest", FETCH_STREAM_DEPTH, lambda request: request
+        )
         try:
-            while (request := await arrived.get()) is not None:
+            while (request := await stream.queue.get()) is not None:
                 if request is _STOPPING:
                     await self._abort_stopping(context, "FetchRequest")
-                slots.release()
+                stream.release()
                 yield await self._serve(
                     request, context, partial(self._fetch, request, context, session, repeats)
                 )
-            await reader  # the requests ended: a failure reading them is the call's
+            await stream.ended()
         finally:
-            self._open_streams.discard(arrived)
-            _end_reader(reader)
+            self._close_stream(stream)
+
+    async def _open_stream(
+        self,
+        requests: AsyncIterator[Any],
+        context: Context,
+        what: str,
+        depth: int,
+        admit: Callable[[Any], Any],
+    ) -> _StreamRequests:
+        """A stream call's requests (`_StreamRequests`), registered to be told when the broker
+        stops serving; a call opened after that ends at once."""
+        if self._stopped_serving:
+            await self._abort_stopping(context, what)
+        stream = _StreamRequests(requests, depth, admit)
+        self._open_streams.add(stream)
+        return stream
+
+    def _close_stream(self, stream: _StreamRequests) -> None:
+        self._open_streams.discard(stream)
+        stream.close()
 
     async def _abort_stopping(self, context: Context, what: str) -> NoReturn:
         """End a stream call because the broker stopped serving (`attach(None)`)."""

@@ -216,7 +216,6 @@ class ReplicaManager:
         # Producer tables a starting broker loaded before its replicas existed, until the
         # first metadata image's replicas take them (`preload_producer_states`).
         self._preloaded: dict[TopicPartition, PreloadedTable] = {}
-        self._applied_any = False  # the first image also deletes stray logs
         self._isr_dirty: set[TopicPartition] = set()
         self._isr_sent: dict[TopicPartition, IsrChange] = {}
         self._isr_retry_at_ms: dict[TopicPartition, int] = {}
@@ -319,8 +318,7 @@ class ReplicaManager:
 
     def _apply(self, changes: LocalChanges, image: MetadataImage) -> None:
         previous = self.image
-        first = not self._applied_any
-        self._applied_any = True
+        first = previous is MetadataImage.EMPTY  # the first image also deletes stray logs
         self.image = image
         now_ms = self._clock()
         cluster_changed = image.cluster is not previous.cluster

@@ -1417,17 +1417,18 @@ class Log:
         made before its replica took it, or by a replog that wrote no such file). A file
         that does not parse is a KafkaStorageError, as Kafka takes such a log dir offline:
         replog writes it atomically, so only something else can have damaged it."""
-        metadata = PartitionMetadataFile(os.path.join(self.directory, PARTITION_METADATA), self._fs)
         try:
-            return metadata.read()
+            return self._partition_metadata().read()
         except CorruptCheckpointError as exc:
             raise KafkaStorageError(f"{self.name}: {exc}") from exc
 
     def record_topic_id(self, topic_id: uuid.UUID) -> None:
         """Write `partition.metadata` (atomically): the log belongs to `topic_id` from now on.
         KafkaStorageError naming the file if the write fails."""
-        path = os.path.join(self.directory, PARTITION_METADATA)
-        PartitionMetadataFile(path, self._fs).write(topic_id)
+        self._partition_metadata().write(topic_id)
+
+    def _partition_metadata(self) -> PartitionMetadataFile:
+        return PartitionMetadataFile(os.path.join(self.directory, PARTITION_METADATA), self._fs)
 
     def close_without_flush(self) -> None:
         """Release files as a crash would leave them (tests and fault injection only)."""

@@ -309,8 +309,11 @@ async def test_topic_deletion_removes_the_replica_and_its_log(
 # --- logs of deleted topics: partition.metadata and stray logs ----------------------------------
 
 
-def restarted(node: Node, tmp_path: Path, clock: FakeClock) -> Node:
-    """The same broker after a clean restart: a new manager over the same log dir."""
+async def restarted_with_three_records(tmp_path: Path, clock: FakeClock) -> Node:
+    """Broker 1, sole replica of "t" (TID), after 3 records and a clean restart: a new manager
+    over the same log dir, no image applied yet."""
+    node = solo_node(tmp_path, clock)
+    await produce(node, batch(3))
     node.log_manager.shutdown()
     return Node(tmp_path, node.broker_id, clock)
 
@@ -322,9 +325,7 @@ async def test_a_topic_deleted_while_a_broker_was_down_leaves_nothing_on_its_dis
     # Found by the whole-system soak: a topic deleted while a broker started stayed on its disk,
     # and a topic created later under the same name took that log, serving the deleted
     # topic's records as its own.
-    node = solo_node(tmp_path, clock)
-    await produce(node, batch(3))
-    again = restarted(node, tmp_path, clock)
+    again = await restarted_with_three_records(tmp_path, clock)
     with caplog.at_level(logging.WARNING, logger="replog.server"):
         again.rm.apply_image(cluster_image())  # the topic is gone at the first image
     assert again.log_manager.all_logs() == {}
@@ -339,10 +340,8 @@ async def test_a_topic_deleted_while_a_broker_was_down_leaves_nothing_on_its_dis
 async def test_a_log_of_an_earlier_topic_of_the_same_name_is_replaced_not_taken(
     tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    node = solo_node(tmp_path, clock)
-    await produce(node, batch(3))
-    assert node.log("t").topic_id() == TID
-    again = restarted(node, tmp_path, clock)
+    again = await restarted_with_three_records(tmp_path, clock)
+    assert again.log("t").topic_id() == TID
     # Deleted and created again while the broker was down: the first image has the new id.
     with caplog.at_level(logging.WARNING, logger="replog.server"):
         again.rm.apply_image(cluster_image(*create_topic("t", topic_id(9), (1,))))
@@ -358,10 +357,8 @@ async def test_a_log_without_partition_metadata_is_taken_and_gets_the_file(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     # A log that a replog without the file wrote (or an empty one made just before a crash).
-    node = solo_node(tmp_path, clock)
-    await produce(node, batch(3))
-    directory = Path(node.log("t").directory)
-    again = restarted(node, tmp_path, clock)
+    again = await restarted_with_three_records(tmp_path, clock)
+    directory = Path(again.log("t").directory)
     (directory / "partition.metadata").unlink()
     again.rm.apply_image(cluster_image(*create_topic("t", TID, (1,))))
     assert again.log("t").log_end_offset == 3
@@ -373,9 +370,7 @@ async def test_a_log_without_partition_metadata_is_taken_and_gets_the_file(
 async def test_a_partition_moved_away_while_the_broker_was_down_is_deleted_at_the_first_image(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    node = solo_node(tmp_path, clock)
-    await produce(node, batch(3))
-    again = restarted(node, tmp_path, clock)
+    again = await restarted_with_three_records(tmp_path, clock)
     again.rm.apply_image(cluster_image(*create_topic("t", TID, (2, 3))))
     assert again.log_manager.all_logs() == {}
     assert again.rm.partition("t", 0) is None

@@ -1,4 +1,5 @@
-"""The clock seam: the only module in replog that reads the time.
+"""The clock seam: the only module of the engine that reads the time (tests/test_architecture.py
+checks it; the CLI's demos and tools time themselves).
 
 Pure cores never call this; they receive `now_ms: int`. Shells and storage take a clock
 callable (defaulting to these functions) so tests can drive time by hand.

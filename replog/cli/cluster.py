@@ -617,7 +617,10 @@ def register(commands: Any) -> None:
         type=positive_seconds,
         metavar="SECONDS",
         default=30.0,
-        help="seconds to wait for a leader (default: 30)",
+        help=(
+            "seconds to wait for the cluster to come up: a leader, every node answering,"
+            " every broker unfenced (default: 30)"
+        ),
     )
 
     status = action(

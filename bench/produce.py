@@ -125,7 +125,7 @@ from replog.record.header import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD  # noqa: E4
 from replog.record.varint import decode_varint  # noqa: E402
 from replog.replication import messages as msg  # noqa: E402
 from replog.server.allocator import keep_large_buffers  # noqa: E402
-from replog.storage.log import deleted_topic_partition, parse_topic_partition  # noqa: E402
+from replog.storage.log import parse_topic_partition, renamed_topic_partition  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -827,7 +827,7 @@ class ReplogCluster:
         """`topic`'s partition directories (live or renamed for deletion) on every node."""
 
         def of_topic(name: str) -> bool:
-            found = parse_topic_partition(name) or deleted_topic_partition(name)
+            found = parse_topic_partition(name) or renamed_topic_partition(name)
             return found is not None and found[0] == topic
 
         return [

@@ -12,19 +12,21 @@ Rules (reference digest §5-§8; Kafka's `ReplicaManager`):
   is skipped with a warning, and the level below gives that key (`_log_config`).
 - Logs of deleted topics (Kafka's KIP-516 topic ids and stray logs): a replica's log records
   its topic id in `partition.metadata` before the replica appends anything. A log whose file
-  names another topic id belongs to a deleted topic of the same name, and is deleted and
-  replaced by an empty one when the new topic's replica takes it; a log without the file is
-  taken as it is (an empty log made just before a crash, or one a replog without the file
-  wrote). The first image also deletes every log on disk that no replica took (its topic
-  deleted, its partition gone, or this broker no longer a replica: all while the broker was
-  down or starting), with a warning naming it. Kafka renames stray logs aside (`-stray`) for
-  an operator to remove; replog deletes them, as it would had it been up for the change. A
-  log without the file is a stray in Kafka (it has written the file since 2.8); replog takes
-  it, so that logs written before replog had the file keep their data. Before this, a topic
-  deleted while a broker started was still on its disk, and a topic created later under the
-  same name took that log: its first committed records were the deleted topic's (found by the
-  whole-system soak). The file costs a new replica one small atomic write (about 0.45 ms
-  here, as much again as creating the log); a log that has one costs a read of it at start-up.
+  names another topic id belongs to a deleted topic of the same name: it is set aside as a
+  stray log and an empty one replaces it when the new topic's replica takes it; a log without
+  the file is taken as it is (an empty log made just before a crash, or one a replog without
+  the file wrote). The first image also sets aside every log on disk that no replica took (its
+  topic deleted, its partition gone, or this broker no longer a replica: all while the broker
+  was down or starting), with a warning naming it. Setting aside is Kafka's: the directory is
+  renamed `<topic>-<partition>.<id>-stray` (`LogManager.set_aside_stray_log`), never served
+  or opened again, and left for an operator to remove, so that a wrong verdict (a bug, a
+  metadata log restored from elsewhere) costs disk, not data. A log without the file is a
+  stray in Kafka (it has written the file since 2.8); replog takes it, so that logs written
+  before replog had the file keep their data. Before this, a topic deleted while a broker
+  started was still on its disk, and a topic created later under the same name took that
+  log: its first committed records were the deleted topic's (found by the whole-system soak).
+  The file costs a new replica one small atomic write (about 0.45 ms here, as much again as
+  creating the log); a log that has one costs a read of it at start-up.
 - Produce: acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS). Per partition: an internal topic
   (`__consumer_offsets`, `topic_names.INTERNAL_TOPICS`) -> INVALID_TOPIC_EXCEPTION naming it,
   unless the caller passes `internal_topics_allowed=True` (Kafka's `internalTopicsAllowed`:
@@ -318,7 +320,7 @@ class ReplicaManager:
 
     def _apply(self, changes: LocalChanges, image: MetadataImage) -> None:
         previous = self.image
-        first = previous is MetadataImage.EMPTY  # the first image also deletes stray logs
+        first = previous is MetadataImage.EMPTY  # the first image also sets stray logs aside
         self.image = image
         now_ms = self._clock()
         cluster_changed = image.cluster is not previous.cluster
@@ -331,7 +333,7 @@ class ReplicaManager:
         for local in changes.followers:
             self._make_follower(local, image, now_ms)
         if first:
-            self._delete_stray_logs(image)
+            self._set_aside_stray_logs(image)
         if image.configs is not previous.configs:
             self._refresh_log_configs(previous, image)
         if cluster_changed or image.configs is not previous.configs:
@@ -480,20 +482,24 @@ class ReplicaManager:
             return found, False
         replaced = recorded is not None
         if replaced:
+            end = found.log_end_offset
+            aside = self.log_manager.set_aside_stray_log(name, partition_id)
             log.warning(
                 "%s: the log on disk belongs to topic id %s, a deleted topic of the same name "
-                "(the topic is now %s): deleting it and starting an empty one",
+                "(the topic is now %s): set aside as %s (log end offset %d), starting an "
+                "empty one",
                 found.name,
                 recorded,
                 local.topic_id,
+                aside,
+                end,
             )
-            self.log_manager.delete_log(name, partition_id)
             found = self.log_manager.get_or_create_log(name, partition_id, config)
         found.record_topic_id(local.topic_id)
         return found, replaced
 
-    def _delete_stray_logs(self, image: MetadataImage) -> None:
-        """At the first image: delete every log no replica took (module docstring)."""
+    def _set_aside_stray_logs(self, image: MetadataImage) -> None:
+        """At the first image: set aside every log no replica took (module docstring)."""
         taken = set(self._partitions)
         for (topic, partition_id), stray in sorted(self.log_manager.all_logs().items()):
             if (topic, partition_id) in taken:
@@ -507,13 +513,16 @@ class ReplicaManager:
                 if registration is None
                 else f"broker {self.broker_id} is not one of its replicas"
             )
+            end = stray.log_end_offset
+            aside = self.log_manager.set_aside_stray_log(topic, partition_id)
             log.warning(
-                "%s: stray log (%s; log end offset %d): deleting it",
+                "%s: stray log (%s; log end offset %d): set aside as %s, not served; remove "
+                "it once nothing in it is wanted",
                 stray.name,
                 why,
-                stray.log_end_offset,
+                end,
+                aside,
             )
-            self.log_manager.delete_log(topic, partition_id)
             self._preloaded.pop((topic, partition_id), None)
 
     def preload_producer_states(self) -> None:

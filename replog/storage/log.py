@@ -120,29 +120,36 @@ def parse_topic_partition(directory: str) -> tuple[str, int] | None:
 
 # A deleted partition's directory ends with this until its files are removed (Kafka's name).
 DELETE_DIR_SUFFIX = "-delete"
+# A stray log's directory (a partition of a deleted topic, or one this broker no longer holds,
+# found at start-up) ends with this; it is kept for an operator, never opened (Kafka's name).
+STRAY_DIR_SUFFIX = "-stray"
+RENAMED_DIR_SUFFIXES = (DELETE_DIR_SUFFIX, STRAY_DIR_SUFFIX)
 # How many bytes one read of a header walk (`batch_headers`) asks for. The walk keeps only
 # headers, so this bounds the memory of a producer-state rebuild.
 HEADER_WALK_CHUNK_BYTES = 1 << 20
 _DIR_NAME_BYTES_MAX = 255  # a file name's limit on common file systems
 
 
-def deletion_dir_name(directory: str) -> str:
-    """Kafka's name for a deleted partition's directory: `<topic>-<partition>.<id>-delete`, the
-    id unique (so a re-created partition can be deleted again before the first one is gone) and
-    the topic cut short where the whole name would not fit in 255 bytes."""
+def renamed_dir_name(directory: str, suffix: str = DELETE_DIR_SUFFIX) -> str:
+    """Kafka's name for a partition's directory renamed aside: `<topic>-<partition>.<id>-delete`
+    for a deleted one, `...-stray` for a stray one (`RENAMED_DIR_SUFFIXES`), the id unique (so
+    a re-created partition can be renamed aside again before the first one is gone) and the
+    topic cut short where the whole name would not fit in 255 bytes."""
+    if suffix not in RENAMED_DIR_SUFFIXES:
+        raise ValueError(f"{suffix!r} is not one of {RENAMED_DIR_SUFFIXES}")
     name = os.path.basename(os.path.normpath(directory))
     topic, _, partition = name.rpartition("-")
-    suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-    room = _DIR_NAME_BYTES_MAX - len(suffix.encode())
+    ending = f"-{partition}.{uuid.uuid4().hex}{suffix}"
+    room = _DIR_NAME_BYTES_MAX - len(ending.encode())
     kept = topic.encode()[:room].decode(errors="ignore")
-    return kept + suffix
+    return kept + ending
 
 
-def deleted_topic_partition(directory: str) -> tuple[str, int] | None:
-    """(topic, partition) from a `deletion_dir_name` (the topic as kept there), or None for any
+def renamed_topic_partition(directory: str) -> tuple[str, int] | None:
+    """(topic, partition) from a `renamed_dir_name` (the topic as kept there), or None for any
     other name."""
     name = os.path.basename(os.path.normpath(directory))
-    if not name.endswith(DELETE_DIR_SUFFIX):
+    if not name.endswith(RENAMED_DIR_SUFFIXES):
         return None
     return parse_topic_partition(name.rpartition(".")[0])
 
@@ -1439,28 +1446,27 @@ class Log:
 
     def delete(self) -> None:
         """Close and remove the partition directory with everything in it."""
-        self._fs.remove_tree(self.close_and_rename_for_deletion())
+        self._fs.remove_tree(self.close_and_rename())
 
-    def close_and_rename_for_deletion(self) -> str:
-        """Close the log and rename its directory to Kafka's `<topic>-<partition>.<id>-delete`
-        (`deletion_dir_name`), which loading never opens; returns the new path. The rename is
-        what makes the deletion durable, so the parent directory is fsynced; removing the files
-        may then wait (`LogManager.delete_log`). A failed rename or fsync is a
+    def close_and_rename(self, suffix: str = DELETE_DIR_SUFFIX) -> str:
+        """Close the log and rename its directory aside to Kafka's
+        `<topic>-<partition>.<id><suffix>` (`renamed_dir_name`: `-delete` or `-stray`), which
+        loading never opens; returns the new path. The rename is what makes a deletion durable
+        (removing the files may then wait: `LogManager.delete_log`) and a stray log's setting
+        aside, so the parent directory is fsynced. A failed rename or fsync is a
         `KafkaStorageError` naming the directory: the node treats it as a failed disk."""
+        target_name = renamed_dir_name(self.directory, suffix)
         with self._lock:
             for segment in self._segments.values():
                 segment.log_file.close()
             self._closed = True
-            target = os.path.join(
-                os.path.dirname(os.path.normpath(self.directory)),
-                deletion_dir_name(self.directory),
-            )
+            target = os.path.join(os.path.dirname(os.path.normpath(self.directory)), target_name)
             try:
                 self._fs.rename(self.directory, target)
                 self._fs.fsync_dir(os.path.dirname(target))
             except OSError as exc:
                 raise KafkaStorageError(
-                    f"{self.name}: renaming {self.directory} for deletion failed: {exc}"
+                    f"{self.name}: renaming {self.directory} to {target} failed: {exc}"
                 ) from exc
             return target
 

@@ -39,6 +39,10 @@ Rules (reference digest §3.1, §4.2, §8.3):
   throughput). A `-delete` directory found at startup (a deletion the last run did not finish)
   is removed while loading; so is one whose files nobody removed (a manager whose tasks never
   ran: no `start()`, no `run_due_tasks`), since the rename alone is the deletion.
+- Setting a stray log aside (Kafka's `-stray` rename; the broker decides what is stray,
+  `ReplicaManager`): the directory is renamed to `<topic>-<partition>.<id>-stray` and its
+  checkpoint entries go as a deletion's, but its files stay. Loading never opens such a
+  directory and warns about each one at every start, until an operator removes it.
 - Clean shutdown: flush and close every log, write the three checkpoints, then the marker
   (`Log.close` flushes from the recovery point, so it covers a pending roll flush too).
 - A background task that fails on the disk (a KafkaStorageError or an OSError: a full disk
@@ -81,7 +85,12 @@ from replog.errors import (
 )
 from replog.storage.checkpoint_file import OffsetCheckpointFile, atomic_replace
 from replog.storage.fs import LOCAL_FS, FileSystem
-from replog.storage.log import DELETE_DIR_SUFFIX, Log, parse_topic_partition
+from replog.storage.log import (
+    DELETE_DIR_SUFFIX,
+    STRAY_DIR_SUFFIX,
+    Log,
+    parse_topic_partition,
+)
 from replog.storage.log_config import LONG_MAX, LogConfig
 from replog.topic_names import CLUSTER_METADATA_TOPIC, check_topic_name
 
@@ -265,6 +274,14 @@ class LogManager:
                     log.info("%s: finishing the deletion of %s", log_dir, name)
                     self._fs.remove_tree(path)
                     continue
+                if name.endswith(STRAY_DIR_SUFFIX):
+                    log.warning(
+                        "%s: stray log %s kept aside, not served; remove it once nothing in it "
+                        "is wanted",
+                        log_dir,
+                        name,
+                    )
+                    continue
                 tp = parse_topic_partition(path)
                 if tp is None:
                     log.warning(
@@ -361,14 +378,27 @@ class LogManager:
         `start()`'s thread, or, if no task runs before, at shutdown (the entries) and the next
         load (the files); a log created meanwhile rewrites the checkpoints first (module
         docstring). KafkaStorageError if the rename fails."""
+        with self._lock:  # `remove_deleted_logs` swaps the list under it
+            self._doomed.append(self._rename_aside(topic, partition, DELETE_DIR_SUFFIX))
+        self._work_wanted.set()
+
+    def set_aside_stray_log(self, topic: str, partition: int) -> str:
+        """Stop managing a stray log without deleting it (Kafka's `-stray` rename): its
+        directory is renamed to `<topic>-<partition>.<id>-stray`, which no later load opens,
+        and its checkpoint entries go as a deletion's do; its files stay for an operator to
+        inspect or remove. Returns the new path. KafkaStorageError if the rename fails."""
+        path = self._rename_aside(topic, partition, STRAY_DIR_SUFFIX)
+        self._work_wanted.set()
+        return path
+
+    def _rename_aside(self, topic: str, partition: int, suffix: str) -> str:
         with self._lock:
-            doomed = self._logs.pop((topic, partition), None)
-            if doomed is None:
+            gone = self._logs.pop((topic, partition), None)
+            if gone is None:
                 raise UnknownTopicOrPartitionError(f"{topic}-{partition}: no log on this node")
             log_dir = self._dir_of.pop((topic, partition))
-            self._doomed.append(doomed.close_and_rename_for_deletion())
             self._stale_checkpoints.add(log_dir)
-        self._work_wanted.set()
+            return gone.close_and_rename(suffix)
 
     def remove_deleted_logs(self) -> int:
         """Remove the files of deleted partitions; returns how many directories went. Runs

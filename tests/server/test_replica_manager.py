@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from checkpoints.partition_metadata import render_partition_metadata
 from quorum.metadata.image import MetadataImage, MetadataProvenance
 from quorum.metadata.loader import LoaderManifest, ManifestKind
 from quorum.metadata.records import (
@@ -318,19 +319,32 @@ async def restarted_with_three_records(tmp_path: Path, clock: FakeClock) -> Node
     return Node(tmp_path, node.broker_id, clock)
 
 
+def set_aside(node: Node) -> list[Path]:
+    """The stray logs set aside in the node's log dir (`<topic>-<partition>.<id>-stray`)."""
+    return sorted(Path(node.log_manager.log_dirs[0]).glob("*-stray"))
+
+
+def batch_bytes(directory: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+
+
 @pytest.mark.asyncio
-async def test_a_topic_deleted_while_a_broker_was_down_leaves_nothing_on_its_disk(
+async def test_a_topic_deleted_while_a_broker_was_down_is_set_aside_not_served(
     tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Found by the whole-system soak: a topic deleted while a broker started stayed on its disk,
     # and a topic created later under the same name took that log, serving the deleted
     # topic's records as its own.
     again = await restarted_with_three_records(tmp_path, clock)
+    written = batch_bytes(Path(again.log("t").directory))
     with caplog.at_level(logging.WARNING, logger="replog.server"):
         again.rm.apply_image(cluster_image())  # the topic is gone at the first image
     assert again.log_manager.all_logs() == {}
-    assert "t-0: stray log (its topic no longer exists; log end offset 3): deleting it" in (
-        caplog.text
+    [aside] = set_aside(again)
+    assert batch_bytes(aside) == written  # kept for an operator, as Kafka's `-stray` rename
+    assert (
+        f"t-0: stray log (its topic no longer exists; log end offset 3): set aside as {aside}"
+        in caplog.text
     )
     again.rm.apply_image(cluster_image(*create_topic("t", topic_id(9), (1,))))
     assert again.log("t").log_end_offset == 0  # the new topic starts empty
@@ -347,7 +361,10 @@ async def test_a_log_of_an_earlier_topic_of_the_same_name_is_replaced_not_taken(
         again.rm.apply_image(cluster_image(*create_topic("t", topic_id(9), (1,))))
     log_ = again.log("t")
     assert log_.log_end_offset == 0 and log_.topic_id() == topic_id(9)
+    [aside] = set_aside(again)
     assert f"belongs to topic id {TID}, a deleted topic of the same name" in caplog.text
+    assert f"set aside as {aside} (log end offset 3)" in caplog.text
+    assert (aside / "partition.metadata").read_bytes() == render_partition_metadata(TID)
     assert (await produce(again, batch(2))).error is None
     assert again.log("t").log_end_offset == 2
 
@@ -367,13 +384,14 @@ async def test_a_log_without_partition_metadata_is_taken_and_gets_the_file(
 
 
 @pytest.mark.asyncio
-async def test_a_partition_moved_away_while_the_broker_was_down_is_deleted_at_the_first_image(
+async def test_a_partition_moved_away_while_the_broker_was_down_is_set_aside_at_the_first_image(
     tmp_path: Path, clock: FakeClock
 ) -> None:
     again = await restarted_with_three_records(tmp_path, clock)
     again.rm.apply_image(cluster_image(*create_topic("t", TID, (2, 3))))
     assert again.log_manager.all_logs() == {}
     assert again.rm.partition("t", 0) is None
+    assert len(set_aside(again)) == 1
 
 
 def test_partitions_added_or_removed_after_a_fetch_join_or_leave_the_next_one(

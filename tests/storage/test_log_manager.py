@@ -38,9 +38,9 @@ from replog.storage import LogManager, LogManagerConfig
 from replog.storage.fs import FileSystem
 from replog.storage.log import (
     Log,
-    deleted_topic_partition,
-    deletion_dir_name,
     parse_topic_partition,
+    renamed_dir_name,
+    renamed_topic_partition,
 )
 
 LOG_CONFIG = small_config(segment_bytes=1024, retention_ms=-1)
@@ -551,6 +551,46 @@ def test_deletions_pending_at_shutdown_are_finished_by_the_next_start(tmp_path: 
     assert sorted(again.all_logs()) == [("orders", 0), ("payments", 0)]
 
 
+# --- stray logs: renamed aside, kept, never opened again ---------------------------------------
+
+
+def stray_dirs(log_dir: Path) -> list[str]:
+    return sorted(p.name for p in log_dir.iterdir() if p.name.endswith("-stray"))
+
+
+def test_a_stray_log_is_set_aside_with_its_files_and_never_loaded_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    d0 = tmp_path / "d0"
+    lm = manager([d0])
+    fill(lm)
+    write_all_checkpoints(lm)
+    files = sorted(p.name for p in (d0 / "orders-0").iterdir())
+    aside = lm.set_aside_stray_log("orders", 0)
+    [renamed] = stray_dirs(d0)
+    assert aside == str(d0 / renamed) and renamed.startswith("orders-0.")
+    assert sorted(p.name for p in (d0 / renamed).iterdir()) == files  # nothing deleted
+    assert not (d0 / "orders-0").exists()
+    with pytest.raises(UnknownTopicOrPartitionError):
+        lm.get_log("orders", 0)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        lm.set_aside_stray_log("orders", 0)
+    # Its checkpoint entries go as a deletion's; its files stay, whatever the tasks run.
+    lm.run_due_tasks()
+    for name in OFFSET_CHECKPOINTS:
+        assert "orders 0 " not in (d0 / name).read_text()
+    assert stray_dirs(d0) == [renamed] and deleted_dirs(d0) == []
+    lm.shutdown()
+    with caplog.at_level(logging.WARNING, logger="replog.storage"):
+        again = manager([d0])
+    assert sorted(again.all_logs()) == [("orders", 1), ("payments", 0)]
+    assert stray_dirs(d0) == [renamed]
+    assert f"stray log {renamed} kept aside, not served" in caplog.text
+    # A partition of the same name starts empty beside it.
+    assert again.get_or_create_log("orders", 0).log_end_offset == 0
+    again.shutdown()
+
+
 class TreeRemovals(FileSystem):
     """Signals each directory tree it removed."""
 
@@ -576,19 +616,24 @@ def test_the_background_thread_removes_a_deleted_partition_at_once(tmp_path: Pat
         lm.shutdown()
 
 
-def test_a_deleted_partition_name_fits_a_file_name_however_long_the_topic() -> None:
-    topic = "t" * 249
-    name = deletion_dir_name(f"/data/{topic}-7")
+@pytest.mark.parametrize("suffix", ["-delete", "-stray"])
+def test_a_renamed_partition_name_fits_a_file_name_however_long_the_topic(suffix: str) -> None:
+    topic = "t" * 250
+    name = renamed_dir_name(f"/data/{topic}-7", suffix)
     assert len(name.encode()) == 255
-    assert name.endswith("-delete") and "-7." in name
+    assert name.endswith(suffix) and "-7." in name
     assert parse_topic_partition(name) is None  # loading never takes it for a partition
-    assert deletion_dir_name("/data/orders-7") != deletion_dir_name("/data/orders-7")
+    assert renamed_dir_name("/data/orders-7", suffix) != renamed_dir_name("/data/orders-7", suffix)
 
 
-def test_a_deleted_partition_directory_names_its_topic_and_partition() -> None:
-    assert deleted_topic_partition(deletion_dir_name("/data/my.topic-7")) == ("my.topic", 7)
-    assert deleted_topic_partition("/data/my.topic-7") is None  # a live partition's
-    assert deleted_topic_partition("/data/lost+found") is None
+def test_a_renamed_partition_directory_names_its_topic_and_partition() -> None:
+    for suffix in ("-delete", "-stray"):
+        renamed = renamed_dir_name("/data/my.topic-7", suffix)
+        assert renamed_topic_partition(renamed) == ("my.topic", 7)
+    assert renamed_topic_partition("/data/my.topic-7") is None  # a live partition's
+    assert renamed_topic_partition("/data/lost+found") is None
+    with pytest.raises(ValueError, match="-future"):
+        renamed_dir_name("/data/my.topic-7", "-future")
 
 
 class FailingRename(FileSystem):
@@ -596,17 +641,19 @@ class FailingRename(FileSystem):
         raise PermissionError(13, "Permission denied", source)
 
 
-def test_a_failed_rename_for_deletion_is_a_storage_error_naming_the_partition(
-    tmp_path: Path,
+@pytest.mark.parametrize("suffix", ["-delete", "-stray"])
+def test_a_failed_rename_aside_is_a_storage_error_naming_the_partition(
+    tmp_path: Path, suffix: str
 ) -> None:
     """The node stops on a KafkaStorageError; a bare OSError would be logged and swallowed by
-    the metadata listener, leaving the partition neither served nor deleted."""
+    the metadata listener, leaving the partition neither served nor deleted (or set aside)."""
     d0 = tmp_path / "d0"
     lm = manager([d0], fs=FailingRename())
     append_batches(lm.get_or_create_log("orders", 0), 1)
-    with pytest.raises(KafkaStorageError, match=r"orders-0: renaming .*orders-0 for deletion"):
-        lm.delete_log("orders", 0)
-    assert (d0 / "orders-0").is_dir() and deleted_dirs(d0) == []
+    rename_aside = lm.delete_log if suffix == "-delete" else lm.set_aside_stray_log
+    with pytest.raises(KafkaStorageError, match=rf"orders-0: renaming .*orders-0 to .*{suffix}"):
+        rename_aside("orders", 0)
+    assert (d0 / "orders-0").is_dir() and deleted_dirs(d0) == stray_dirs(d0) == []
 
 
 @pytest.mark.parametrize(

@@ -125,7 +125,11 @@ from replog.record.header import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD  # noqa: E4
 from replog.record.varint import decode_varint  # noqa: E402
 from replog.replication import messages as msg  # noqa: E402
 from replog.server.allocator import keep_large_buffers  # noqa: E402
-from replog.storage.log import parse_topic_partition, renamed_topic_partition  # noqa: E402
+from replog.storage.log import (  # noqa: E402
+    STRAY_DIR_SUFFIX,
+    parse_topic_partition,
+    renamed_topic_partition,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -824,9 +828,12 @@ class ReplogCluster:
             time.sleep(0.05)
 
     def _partition_dirs(self, topic: str) -> list[str]:
-        """`topic`'s partition directories (live or renamed for deletion) on every node."""
+        """`topic`'s partition directories (live or renamed for deletion, not stray logs set
+        aside, which stay) on every node."""
 
         def of_topic(name: str) -> bool:
+            if name.endswith(STRAY_DIR_SUFFIX):
+                return False
             found = parse_topic_partition(name) or renamed_topic_partition(name)
             return found is not None and found[0] == topic
 

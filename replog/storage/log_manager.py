@@ -97,9 +97,6 @@ from replog.topic_names import CLUSTER_METADATA_TOPIC, check_topic_name
 log = logging.getLogger("replog.storage")
 
 TopicPartition = tuple[str, int]
-# The metadata log's directory (`replog.server.raft_storage.METADATA_PARTITION_DIR`) and any
-# other directory named like it belong to the Raft storage, never to the log manager.
-METADATA_DIR_PREFIX = CLUSTER_METADATA_TOPIC
 # Kafka's broker property -> LogManagerConfig field, for the log manager's own timers.
 PROPERTY_NAMES = {
     "log.flush.offset.checkpoint.interval.ms": "flush_offset_checkpoint_interval_ms",
@@ -212,7 +209,8 @@ class LogManager:
         self._work_wanted = threading.Event()
         # Deleted partitions' renamed directories, for the background thread to remove.
         self._doomed: list[str] = []
-        # Log dirs whose checkpoint files still name a deleted log (`delete_log`).
+        # Log dirs whose checkpoint files still name a log no longer here (`delete_log`,
+        # `set_aside_stray_log`, or one of those just before a crash: `_load_dir`).
         self._stale_checkpoints: set[str] = set()
         now = task_clock()
         first = now + self.config.initial_task_delay_ms
@@ -262,13 +260,10 @@ class LogManager:
             recovery_points = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
             start_offsets = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
             high_watermarks = self._read_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT)
+            checkpoints = (recovery_points, start_offsets, high_watermarks)
             for name in self._fs.list_dir(log_dir):
                 path = os.path.join(log_dir, name)
                 if not self._fs.is_dir(path):
-                    continue
-                if name.startswith(METADATA_DIR_PREFIX):
-                    # The Raft metadata log (`__cluster_metadata-0`) may share this log dir;
-                    # it is not a partition this manager owns.
                     continue
                 if name.endswith(DELETE_DIR_SUFFIX):
                     log.info("%s: finishing the deletion of %s", log_dir, name)
@@ -283,6 +278,11 @@ class LogManager:
                     )
                     continue
                 tp = parse_topic_partition(path)
+                if tp is not None and tp[0] == CLUSTER_METADATA_TOPIC:
+                    # The Raft metadata log (`__cluster_metadata-0`) may share this log dir;
+                    # it is not a partition this manager owns (a topic named like
+                    # `__cluster_metadata_x` is).
+                    continue
                 if tp is None:
                     log.warning(
                         "%s: ignoring directory %s, not a <topic>-<partition> name", log_dir, name
@@ -305,6 +305,11 @@ class LogManager:
                 )
                 self._logs[tp].enable_async_roll_flush(self._on_roll_flush_pending)
                 self._dir_of[tp] = log_dir
+            loaded = {tp for tp, where in self._dir_of.items() if where == log_dir}
+            if any(set(entries) - loaded for entries in checkpoints):
+                # Entries of a log deleted or set aside just before a crash, whose rewrite never
+                # ran: a partition of that name created later must not inherit them.
+                self._stale_checkpoints.add(log_dir)
         except OSError as exc:
             raise KafkaStorageError(f"log dir {log_dir}: cannot load: {exc}") from exc
 
@@ -393,12 +398,15 @@ class LogManager:
 
     def _rename_aside(self, topic: str, partition: int, suffix: str) -> str:
         with self._lock:
-            gone = self._logs.pop((topic, partition), None)
+            gone = self._logs.get((topic, partition))
             if gone is None:
                 raise UnknownTopicOrPartitionError(f"{topic}-{partition}: no log on this node")
-            log_dir = self._dir_of.pop((topic, partition))
-            self._stale_checkpoints.add(log_dir)
-            return gone.close_and_rename(suffix)
+            # Renamed first: if that fails the directory is still the partition's, and so
+            # are its checkpoint entries (the node stops on the KafkaStorageError).
+            path = gone.close_and_rename(suffix)
+            del self._logs[(topic, partition)]
+            self._stale_checkpoints.add(self._dir_of.pop((topic, partition)))
+            return path
 
     def remove_deleted_logs(self) -> int:
         """Remove the files of deleted partitions; returns how many directories went. Runs

@@ -337,6 +337,7 @@ async def test_a_topic_deleted_while_a_broker_was_down_is_set_aside_not_served(
     # topic's records as its own.
     again = await restarted_with_three_records(tmp_path, clock)
     written = batch_bytes(Path(again.log("t").directory))
+    assert written
     with caplog.at_level(logging.WARNING, logger="replog.server"):
         again.rm.apply_image(cluster_image())  # the topic is gone at the first image
     assert again.log_manager.all_logs() == {}

@@ -445,6 +445,21 @@ def test_loading_finishes_deletions_and_ignores_foreign_dirs(
     assert any("lost+found" in r.getMessage() for r in caplog.records)
 
 
+def test_loading_leaves_the_metadata_log_alone_but_not_topics_named_like_it(
+    tmp_path: Path,
+) -> None:
+    d0 = tmp_path / "d0"
+    lm = manager([d0])
+    append_batches(lm.get_or_create_log("__cluster_metadata_x", 0), 3)
+    lm.shutdown()
+    (d0 / "__cluster_metadata-0").mkdir()  # the Raft storage's, when it shares the log dir
+    (d0 / "__cluster_metadata-0" / "quorum-state").write_bytes(b"{}")
+    again = manager([d0])
+    assert sorted(again.all_logs()) == [("__cluster_metadata_x", 0)]
+    assert again.get_log("__cluster_metadata_x", 0).log_end_offset == 3
+    assert (d0 / "__cluster_metadata-0" / "quorum-state").read_bytes() == b"{}"
+
+
 def test_a_partition_in_two_log_dirs_is_refused(tmp_path: Path) -> None:
     d0, d1 = tmp_path / "d0", tmp_path / "d1"
     lm = manager([d0])
@@ -539,6 +554,30 @@ def test_a_partition_created_before_the_rewrite_does_not_inherit_the_deleted_one
     again.shutdown()
 
 
+@pytest.mark.parametrize("rename_aside", ["delete_log", "set_aside_stray_log"])
+def test_a_crash_before_the_rewrite_does_not_hand_the_old_offsets_to_a_later_partition(
+    tmp_path: Path, rename_aside: str
+) -> None:
+    """The rename is durable but the checkpoints still name the partition when the process
+    dies; the next start must not keep those entries for a partition of the same name created
+    later (found in review: after a second crash its log start offset was the old one, 3
+    here, past its end, and loading deleted all its segments)."""
+    d0 = tmp_path / "d0"
+    lm = manager([d0])
+    fill(lm)  # orders-0: log start 3, HW 25
+    write_all_checkpoints(lm)
+    getattr(lm, rename_aside)("orders", 0)
+    crash(lm)  # no background task ran: the checkpoints still have "orders 0 ..."
+    assert "orders 0 3" in (d0 / LOG_START_OFFSET_CHECKPOINT).read_text()
+    again = manager([d0])
+    append_batches(again.get_or_create_log("orders", 0), 2)
+    crash(again)
+    last = manager([d0])
+    reborn = last.get_log("orders", 0)
+    assert (reborn.log_start_offset, reborn.log_end_offset) == (0, 2)
+    last.shutdown()
+
+
 def test_deletions_pending_at_shutdown_are_finished_by_the_next_start(tmp_path: Path) -> None:
     d0 = tmp_path / "d0"
     lm = manager([d0])
@@ -618,7 +657,7 @@ def test_the_background_thread_removes_a_deleted_partition_at_once(tmp_path: Pat
 
 @pytest.mark.parametrize("suffix", ["-delete", "-stray"])
 def test_a_renamed_partition_name_fits_a_file_name_however_long_the_topic(suffix: str) -> None:
-    topic = "t" * 250
+    topic = "t" * 249  # the longest topic name
     name = renamed_dir_name(f"/data/{topic}-7", suffix)
     assert len(name.encode()) == 255
     assert name.endswith(suffix) and "-7." in name

@@ -126,7 +126,7 @@ from replog.record.varint import decode_varint  # noqa: E402
 from replog.replication import messages as msg  # noqa: E402
 from replog.server.allocator import keep_large_buffers  # noqa: E402
 from replog.storage.log import (  # noqa: E402
-    STRAY_DIR_SUFFIX,
+    DELETE_DIR_SUFFIX,
     parse_topic_partition,
     renamed_topic_partition,
 )
@@ -832,9 +832,9 @@ class ReplogCluster:
         aside, which stay) on every node."""
 
         def of_topic(name: str) -> bool:
-            if name.endswith(STRAY_DIR_SUFFIX):
-                return False
-            found = parse_topic_partition(name) or renamed_topic_partition(name)
+            found = parse_topic_partition(name) or renamed_topic_partition(
+                name, (DELETE_DIR_SUFFIX,)
+            )
             return found is not None and found[0] == topic
 
         return [

@@ -50,7 +50,7 @@ def parse_partition_metadata(data: bytes, *, source: str) -> uuid.UUID:
         return CorruptCheckpointError(f"{source}: {reason}")
 
     text = decode_utf8(data, source=source)
-    lines = text[:-1].split("\n") if text.endswith("\n") else text.split("\n")
+    lines = text.removesuffix("\n").split("\n")
     fields = []
     for number, line in enumerate(lines, start=1):
         matched = _LINE.fullmatch(line)

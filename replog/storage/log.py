@@ -145,11 +145,13 @@ def renamed_dir_name(directory: str, suffix: str = DELETE_DIR_SUFFIX) -> str:
     return kept + ending
 
 
-def renamed_topic_partition(directory: str) -> tuple[str, int] | None:
-    """(topic, partition) from a `renamed_dir_name` (the topic as kept there), or None for any
-    other name."""
+def renamed_topic_partition(
+    directory: str, suffixes: tuple[str, ...] = RENAMED_DIR_SUFFIXES
+) -> tuple[str, int] | None:
+    """(topic, partition) from a `renamed_dir_name` ending in one of `suffixes` (the topic as
+    kept there), or None for any other name."""
     name = os.path.basename(os.path.normpath(directory))
-    if not name.endswith(RENAMED_DIR_SUFFIXES):
+    if not name.endswith(suffixes):
         return None
     return parse_topic_partition(name.rpartition(".")[0])
 

@@ -278,15 +278,15 @@ class LogManager:
                     )
                     continue
                 tp = parse_topic_partition(path)
-                if tp is not None and tp[0] == CLUSTER_METADATA_TOPIC:
-                    # The Raft metadata log (`__cluster_metadata-0`) may share this log dir;
-                    # it is not a partition this manager owns (a topic named like
-                    # `__cluster_metadata_x` is).
-                    continue
                 if tp is None:
                     log.warning(
                         "%s: ignoring directory %s, not a <topic>-<partition> name", log_dir, name
                     )
+                    continue
+                if tp[0] == CLUSTER_METADATA_TOPIC:
+                    # The Raft metadata log (`__cluster_metadata-0`) may share this log dir;
+                    # it is not a partition this manager owns (a topic named like
+                    # `__cluster_metadata_x` is).
                     continue
                 if tp in self._logs:
                     raise KafkaStorageError(

@@ -136,7 +136,11 @@ def _load(
     _remove_leftovers(directory, fs)
     segments = _open_segments(directory, config, fs, clock)
     epoch_cache, epochs_trusted = _open_epoch_cache(directory, fs)
-    if epochs_trusted and epoch_cache.earliest_entry is None and _holds_records(segments):
+    if (
+        epochs_trusted
+        and epoch_cache.earliest_entry is None
+        and _holds_records(segments, log_start_offset)
+    ):
         # Gone (or never written) while the log holds records: a first entry made later
         # would start above the log start and pass for the witness below. Rebuilt instead.
         log.warning("%s: no leader epochs for a log with records; rebuilding them", directory)
@@ -278,8 +282,14 @@ def _first_batch_has_an_epoch(segments: SortedDict) -> bool:
     return True
 
 
-def _holds_records(segments: SortedDict) -> bool:
-    return bool(segments) and segments.peekitem(-1)[1].next_offset > segments.peekitem(0)[0]
+def _holds_records(segments: SortedDict, log_start_offset: int) -> bool:
+    """Whether the segments hold records at or above the log start (those below it, which
+    DeleteRecords left in the first segment, need no leader epoch: a truncation to the log
+    start empties the cache of such a log, and its reopening must keep it empty)."""
+    if not segments:
+        return False
+    first = max(segments.peekitem(0)[0], log_start_offset)
+    return bool(segments.peekitem(-1)[1].next_offset > first)
 
 
 def _open_epoch_cache(directory: str, fs: FileSystem) -> tuple[LeaderEpochCache, bool]:

@@ -53,6 +53,7 @@ from replog.server.broker_service import add_broker_service
 from replog.server.controller_driver import ControllerDriver
 from replog.server.controller_service import ControllerService
 from replog.server.coordinator_service import add_coordinator_service
+from replog.server.loop_stall_monitor import LoopStallMonitor
 from replog.server.metadata_snapshots import BrokerMetadataSnapshots
 from replog.server.metrics.http_endpoint import MetricsEndpoint
 from replog.server.metrics.instruments import NodeMetrics
@@ -107,6 +108,7 @@ class Node:
             ]
         self.metrics = NodeMetrics()
         self.driver.on_commit_latency = self.metrics.raft_commit_latency.observe
+        self.stall_monitor = LoopStallMonitor(self.metrics.event_loop_stall.observe)
         self.server = grpc.aio.server(
             options=options, interceptors=[RequestMetricsInterceptor(self.metrics)]
         )
@@ -229,6 +231,13 @@ class Node:
         self.storage.close()
 
     async def _run_until_stopped(self, stop: asyncio.Event) -> int:
+        stall_monitor = asyncio.create_task(self.stall_monitor.run())
+        try:
+            return await self._run_driver_until_stopped(stop)
+        finally:
+            stall_monitor.cancel()
+
+    async def _run_driver_until_stopped(self, stop: asyncio.Event) -> int:
         run = asyncio.create_task(self.driver.run())
         if self.broker is not None:
             await self.broker.start()

@@ -180,7 +180,7 @@ class Partition:
                 now_ms=now_ms,
             )
             moved = leader_state.high_watermark != self.log.high_watermark
-            log.info(
+            log.debug(
                 "%s: broker %d leads at leader epoch %d (LEO %d, HW %d, ISR %s)",
                 self.name,
                 self.local_broker_id,
@@ -329,7 +329,7 @@ class Partition:
             fetch_offset=self.log.log_end_offset,
             last_fetched_epoch=self._latest_epoch_or_none(),
         )
-        log.info(
+        log.debug(
             "%s: broker %d follows %s at leader epoch %d from offset %d "
             "(last fetched leader epoch %d)",
             self.name,

@@ -75,6 +75,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 from uuid import UUID
 
 from quorum.metadata.delta import MetadataDelta
@@ -88,6 +89,7 @@ from replog.errors import (
     InvalidRequiredAcksError,
     InvalidTopicError,
     KafkaError,
+    KafkaStorageError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     PurgatoryFullError,
@@ -158,6 +160,13 @@ from replog.server.producer_state_loader import (
     preload_producer_tables,
 )
 from replog.server.repeat_reads import RepeatReads, asker_of
+from replog.server.replica_change_queue import (
+    DELETE,
+    FOLLOWER,
+    LEADER,
+    ReplicaChange,
+    ReplicaChangeQueue,
+)
 from replog.server.replica_manager_config import ReplicaManagerConfig
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
@@ -169,6 +178,23 @@ __all__ = ["ReplicaManager", "ReplicaManagerConfig"]
 log = logging.getLogger("replog.server.replica_manager")
 
 TopicPartition = tuple[str, int]
+
+# Changes one round applies before it yields to the event loop, and the most log creations one
+# worker-thread batch (one file-system sync) carries. A round of leader changes costs ~25 ms
+# here; a batch's sync is one `syncfs`, whatever its size.
+APPLY_ROUND_CHANGES = 250
+
+
+class _Creation(NamedTuple):
+    """A leader or follower change whose replica needs its log opened first."""
+
+    change: ReplicaChange
+    config: LogConfig
+
+
+# What `_open_logs` hands `_install`: the change, its log, whether an older log was set aside
+# for it, and its producer table when `_open_logs` loaded one.
+_Opened = tuple[_Creation, Log, bool, PreloadedTable | None]
 
 
 class ReplicaManager:
@@ -185,6 +211,7 @@ class ReplicaManager:
         wall_clock: Clock = wall_clock_ms,
         broker_epoch: Callable[[], int] = lambda: -1,
         counters: BrokerCounters | None = None,
+        on_storage_error: Callable[[KafkaStorageError], None] | None = None,
     ) -> None:
         self.config = config
         # Metrics (issue #9): per request and per batch, never per record.
@@ -236,6 +263,16 @@ class ReplicaManager:
         self._timer_due_ms: int | None = None
         self._timer_task: asyncio.Task[None] | None = None
         self._stopped = False
+        # Local changes not applied yet; once `start` ran, a task applies them a round at a
+        # time (docs/storage.md, "Creating many replicas"), before that `_apply` does at once.
+        self._changes = ReplicaChangeQueue()
+        self._applier_task: asyncio.Task[None] | None = None
+        self._applier_wake = asyncio.Event()
+        self._applied = asyncio.Event()
+        self._on_applied: list[Callable[[MetadataImage], None]] = []
+        self._on_storage_error = on_storage_error
+        self._strays_unchecked = False
+        self._roles_taken: dict[str, list[str]] = {LEADER: [], FOLLOWER: []}
 
     def _on_new_deadline(self, deadline_ms: int) -> None:
         # Only a deadline before the timer's next wake needs it sooner. Fetches park hundreds
@@ -320,20 +357,14 @@ class ReplicaManager:
 
     def _apply(self, changes: LocalChanges, image: MetadataImage) -> None:
         previous = self.image
-        first = previous is MetadataImage.EMPTY  # the first image also sets stray logs aside
+        if previous is MetadataImage.EMPTY:
+            self._strays_unchecked = True  # once the first image's replicas exist
         self.image = image
         now_ms = self._clock()
         cluster_changed = image.cluster is not previous.cluster
         if cluster_changed:
             self._eligibility = ReplicaEligibility.from_cluster(image.cluster)
-        for local in changes.deletes:
-            self._delete_partition(local)
-        for local in changes.leaders:
-            self._make_leader(local, image, now_ms)
-        for local in changes.followers:
-            self._make_follower(local, image, now_ms)
-        if first:
-            self._set_aside_stray_logs(image)
+        self._changes.add(changes)
         if image.configs is not previous.configs:
             self._refresh_log_configs(previous, image)
         if cluster_changed or image.configs is not previous.configs:
@@ -353,7 +384,184 @@ class ReplicaManager:
                     )
                 if moved:
                     self._on_high_watermark_moved(partition)
+        if self._applier_task is not None:
+            self._applied.clear()
+            self._applier_wake.set()
+        else:
+            self._apply_changes_now()
+
+    # --- applying local changes (docs/storage.md, "Creating many replicas") ----------------------
+
+    def _apply_changes_now(self) -> None:
+        """Apply every queued change on this thread (no event loop applies them: tests, tools
+        and harnesses that call `apply_image` expect the replicas at once)."""
+        while not self._changes.idle:
+            creations = self._apply_round(len(self._changes))
+            if creations:
+                self._install(self._open_logs(creations))
+        self._log_roles_taken()
         self._refresh_fetch_sources()
+        self._on_changes_applied()
+
+    async def _run_applier(self) -> None:
+        """Apply queued changes a round at a time, yielding to the event loop between rounds,
+        with every log creation's file work in a worker thread."""
+        while not self._stopped:
+            if self._changes.idle:
+                self._on_changes_applied()
+                self._applier_wake.clear()
+                await self._applier_wake.wait()
+                continue
+            try:
+                started = self._clock()
+                waiting = len(self._changes)
+                creations = self._apply_round(APPLY_ROUND_CHANGES)
+                self._refresh_fetch_sources()
+                if creations:
+                    opened = await asyncio.to_thread(self._open_logs, creations)
+                    for first in range(0, len(opened), APPLY_ROUND_CHANGES):
+                        await asyncio.sleep(0)
+                        self._install(opened[first : first + APPLY_ROUND_CHANGES])
+                        self._refresh_fetch_sources()
+                    self._log_roles_taken()
+                    if waiting > APPLY_ROUND_CHANGES:
+                        log.info(
+                            "broker %d: created %d replica logs in %d ms; %d replica changes "
+                            "still to apply",
+                            self.broker_id,
+                            len(opened),
+                            self._clock() - started,
+                            len(self._changes),
+                        )
+                self._log_roles_taken()
+                await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                raise
+            except (KafkaStorageError, OSError) as exc:
+                error = (
+                    exc
+                    if isinstance(exc, KafkaStorageError)
+                    else KafkaStorageError(f"applying replica changes: {exc}")
+                )
+                if self._on_storage_error is None:
+                    log.critical("broker %d: replica changes stop: %s", self.broker_id, error)
+                else:
+                    self._on_storage_error(error)
+                return
+            except Exception:  # a bug in one change must not stop all the later ones
+                log.exception("broker %d: applying replica changes failed", self.broker_id)
+
+    def _apply_round(self, limit: int) -> list[_Creation]:
+        """Take up to `limit` queued changes and apply those that need no new log; return
+        the others, their partitions held, for `_open_logs` and `_install`."""
+        now_ms = self._clock()
+        creations: list[_Creation] = []
+        for change in self._changes.take(limit):
+            local = change.local
+            if change.kind == DELETE:
+                self._delete_partition(local)
+                continue
+            existing = self._partitions.get(change.key)
+            if existing is not None and existing.topic_id == local.topic_id:
+                self._take_role(change, existing, now_ms)
+                continue
+            if existing is not None:
+                # Same name, another topic id: the old topic was deleted and the name reused.
+                self._drop(existing, delete_log=True)
+            self._changes.hold(change.key)
+            creations.append(_Creation(change, self._log_config(self.image, local.topic_name)))
+        return creations
+
+    def _open_logs(self, creations: list[_Creation]) -> list[_Opened]:
+        """Open (creating where needed) the logs of `creations`, each with its topic id
+        recorded and, for a leader, its leader epoch assigned, then make all of them durable
+        with one sync of their file systems. Runs in a worker thread: no replica uses these
+        logs until `_install`."""
+        self.log_manager.rewrite_stale_checkpoints()
+        with self.log_manager.deferred_sync():
+            opened = [(creation, *self._log_of_topic(creation)) for creation in creations]
+        # Producer tables too (a snapshot directory's listing, at least), for the logs the
+        # broker's start-up did not preload: no replica reads its log on the loop.
+        unloaded = {
+            creation.change.key: log_
+            for creation, log_, replaced in opened
+            if replaced or creation.change.key not in self._preloaded
+        }
+        tables = preload_producer_tables(unloaded, self._producer_expiry())
+        return [
+            (creation, log_, replaced, tables.get(creation.change.key))
+            for creation, log_, replaced in opened
+        ]
+
+    def _install(self, opened: list[_Opened]) -> None:
+        """Make replicas of logs `_open_logs` opened, and give each its role."""
+        now_ms = self._clock()
+        for creation, log_, replaced, table in opened:
+            change = creation.change
+            local = change.local
+            key = change.key
+            self._changes.release(key)
+            preloaded = self._preloaded.pop(key, None) if table is None else table
+            created = Partition(
+                topic=local.topic_name,
+                topic_id=local.topic_id,
+                partition=local.partition_id,
+                local_broker_id=self.broker_id,
+                log=log_,
+                log_manager=self.log_manager,
+                producer_expiry=self._producer_expiry,
+                preloaded=None if replaced else preloaded,
+            )
+            self._partitions[key] = created
+            self._follower.partitions_changed()
+            self._take_role(change, created, now_ms)
+
+    def _take_role(self, change: ReplicaChange, partition: Partition, now_ms: int) -> None:
+        if change.kind == LEADER:
+            self._make_leader(partition, change.local, now_ms)
+        else:
+            self._make_follower(partition, change.local, now_ms)
+        self._roles_taken[change.kind].append(partition.name)
+
+    def _log_roles_taken(self) -> None:
+        """One line per round for the roles it gave (a line per replica cost a broker creating
+        10,000 replicas seconds of its event loop; each replica's own line is at DEBUG)."""
+        for kind, names in self._roles_taken.items():
+            if names:
+                shown = ", ".join(names[:5]) + (
+                    f" and {len(names) - 5} more" if len(names) > 5 else ""
+                )
+                verb = "leads" if kind == LEADER else "follows"
+                log.info("broker %d %s %d replicas: %s", self.broker_id, verb, len(names), shown)
+                names.clear()
+
+    def _on_changes_applied(self) -> None:
+        """Every queued change is applied: the replicas are those `self.image` describes."""
+        if self._strays_unchecked:
+            self._strays_unchecked = False
+            self._set_aside_stray_logs(self.image)
+            # Tables no replica took (a deleted topic's) are not kept: a later replica loads
+            # its own.
+            self._preloaded.clear()
+        self._applied.set()
+        for follower in self._on_applied:
+            follower(self.image)
+
+    def follow_applied_images(self, follower: Callable[[MetadataImage], None]) -> None:
+        """Call `follower` with the image each time every replica it describes exists in its
+        role (the group coordinator loads offsets partitions only then)."""
+        self._on_applied.append(follower)
+        if self._changes.idle and self.image is not MetadataImage.EMPTY:
+            follower(self.image)
+
+    @property
+    def pending_changes(self) -> int:
+        """Replica changes not applied yet (metrics, progress lines)."""
+        return len(self._changes)
+
+    async def wait_applied(self) -> None:
+        """Until every change of the images so far is applied."""
+        await self._applied.wait()
 
     def _replication_config(self, image: MetadataImage, topic: str) -> PartitionReplicationConfig:
         return PartitionReplicationConfig(
@@ -446,41 +654,16 @@ class ReplicaManager:
                 found = self.log_manager.get_or_create_log(topic, partition_id, config)
                 assert found is partition.log, f"{partition.name}: another log is open"
 
-    def _partition_for(self, local: LocalPartition, image: MetadataImage) -> Partition:
-        key = (local.topic_name, local.partition_id)
-        existing = self._partitions.get(key)
-        if existing is not None and existing.topic_id == local.topic_id:
-            return existing
-        if existing is not None:
-            # Same name, another topic id: the old topic was deleted and the name reused.
-            self._drop(existing, delete_log=True)
-        log_, replaced = self._log_of_topic(local, image)
-        preloaded = self._preloaded.pop(key, None)
-        created = Partition(
-            topic=local.topic_name,
-            topic_id=local.topic_id,
-            partition=local.partition_id,
-            local_broker_id=self.broker_id,
-            log=log_,
-            log_manager=self.log_manager,
-            producer_expiry=self._producer_expiry,
-            preloaded=None if replaced else preloaded,
-        )
-        self._partitions[key] = created
-        self._follower.partitions_changed()
-        return created
-
-    def _log_of_topic(self, local: LocalPartition, image: MetadataImage) -> tuple[Log, bool]:
-        """The log of `local`'s replica, its `partition.metadata` naming `local`'s topic id,
+    def _log_of_topic(self, creation: _Creation) -> tuple[Log, bool]:
+        """The log of a new replica, its `partition.metadata` naming the topic id and, for a
+        leader, its leader epoch assigned (what `make_leader` would write on the event loop),
         and whether an older log had to be replaced (module docstring: logs of deleted
         topics). The file is written before the replica appends anything."""
+        local = creation.change.local
         name, partition_id = local.topic_name, local.partition_id
-        config = self._log_config(image, name)
-        found = self.log_manager.get_or_create_log(name, partition_id, config)
+        found = self.log_manager.get_or_create_log(name, partition_id, creation.config)
         recorded = found.topic_id()
-        if recorded == local.topic_id:
-            return found, False
-        replaced = recorded is not None
+        replaced = recorded is not None and recorded != local.topic_id
         if replaced:
             end = found.log_end_offset
             aside = self.log_manager.set_aside_stray_log(name, partition_id)
@@ -494,8 +677,11 @@ class ReplicaManager:
                 aside,
                 end,
             )
-            found = self.log_manager.get_or_create_log(name, partition_id, config)
-        found.record_topic_id(local.topic_id)
+            found = self.log_manager.get_or_create_log(name, partition_id, creation.config)
+        if recorded != local.topic_id:
+            found.record_topic_id(local.topic_id)
+        if creation.change.kind == LEADER:
+            found.leader_epoch_cache.assign(local.registration.leader_epoch, found.log_end_offset)
         return found, replaced
 
     def _set_aside_stray_logs(self, image: MetadataImage) -> None:
@@ -538,15 +724,14 @@ class ReplicaManager:
     def _producer_expiry(self) -> ProducerExpiry:
         return ProducerExpiry(self._wall_clock(), self.config.producer_id_expiration_ms)
 
-    def _make_leader(self, local: LocalPartition, image: MetadataImage, now_ms: int) -> None:
-        partition = self._partition_for(local, image)
+    def _make_leader(self, partition: Partition, local: LocalPartition, now_ms: int) -> None:
         # Metrics: an ISR change of a partition this broker goes on leading may arrive here
         # (metadata) before the AlterPartition answer does (which then changes nothing).
         led = partition.leader_state
         isr_size_before = None if led is None else len(led.isr)
         moved = partition.make_leader(
             local.registration,
-            config=self._replication_config(image, local.topic_name),
+            config=self._replication_config(self.image, local.topic_name),
             eligibility=self._eligibility,
             now_ms=now_ms,
         )
@@ -560,8 +745,7 @@ class ReplicaManager:
         self._isr_sent.pop(key, None)
         self._mark_isr_dirty(key)
 
-    def _make_follower(self, local: LocalPartition, image: MetadataImage, now_ms: int) -> None:
-        partition = self._partition_for(local, image)
+    def _make_follower(self, partition: Partition, local: LocalPartition, now_ms: int) -> None:
         partition.make_follower(local.registration, now_ms)
         key = partition.key
         self._isr_sent.pop(key, None)
@@ -1226,12 +1410,13 @@ class ReplicaManager:
         return min(candidates)
 
     async def start(self) -> None:
-        """Run `tick` on the event loop whenever it is due."""
-        # Tables no replica took (a deleted topic's) are not kept: a later replica loads its own.
-        self._preloaded.clear()
+        """Run `tick` on the event loop whenever it is due, and apply metadata changes from
+        now on in rounds, off the loop where they touch files."""
         if self._timer_task is None:
             self._stopped = False
-            self._timer_task = asyncio.get_running_loop().create_task(self._run_timers())
+            loop = asyncio.get_running_loop()
+            self._timer_task = loop.create_task(self._run_timers())
+            self._applier_task = loop.create_task(self._run_applier())
 
     async def _run_timers(self) -> None:
         while not self._stopped:
@@ -1259,6 +1444,11 @@ class ReplicaManager:
         if task is not None:
             self._timers_changed.set()  # the loop sees `_stopped` and returns
             await task
+        applier, self._applier_task = self._applier_task, None
+        if applier is not None:
+            applier.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await applier
         self._delayed.answer_all_shutting_down()
         for partition in self._partitions.values():
             partition.write_producer_snapshot_at_stop()

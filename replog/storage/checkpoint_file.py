@@ -101,8 +101,11 @@ class PartitionMetadataFile(_CheckpointFile):
     __slots__ = ()
 
     def read(self) -> UUID | None:
+        """The topic id; None when there is no file, or an empty one: what a power loss can
+        leave of a file written in a batch whose sync had not happened yet (a new replica's,
+        docs/storage.md, "Creating many replicas"), which holds no topic id either."""
         data = self._fs.read_bytes(self.path)
-        return None if data is None else parse_partition_metadata(data, source=self.path)
+        return None if not data else parse_partition_metadata(data, source=self.path)
 
     def write(self, topic_id: UUID) -> None:
         self._replace(render_partition_metadata(topic_id))

@@ -193,6 +193,8 @@ class Log:
         self._recovery_point = min(recovery_point, self._log_end_offset)
         self._high_watermark = max(log_start_offset, min(high_watermark, self._log_end_offset))
         self._last_flush_ms = clock()
+        # `partition.metadata`'s topic id once read or written, in a 1-tuple (None: not yet).
+        self._known_topic_id: tuple[uuid.UUID | None] | None = None
         # The segment holding the recovery point when the standalone state was last written.
         self._persisted_recovery_base = -2
         # Asynchronous roll flush (off for a standalone log; a LogManager turns it on): a roll
@@ -249,6 +251,24 @@ class Log:
             had_clean_shutdown=had_clean_shutdown,
             on_truncate=on_truncate,
         )
+
+    @classmethod
+    def create(
+        cls,
+        directory: str,
+        config: LogConfig,
+        *,
+        fs: FileSystem = LOCAL_FS,
+        clock: Clock = wall_clock_ms,
+        on_truncate: Callable[[Log], None] | None = None,
+    ) -> Log:
+        """A new, empty log in `directory`, which must not exist (a `LogManager`'s new
+        partition: `log_loader.create_log`)."""
+        from replog.storage.log_loader import create_log
+
+        created = create_log(cls, directory, config, fs=fs, clock=clock, on_truncate=on_truncate)
+        created._known_topic_id = (None,)
+        return created
 
     # --- offsets ------------------------------------------------------------------------------
 
@@ -1425,16 +1445,21 @@ class Log:
         """The topic id this log's `partition.metadata` records; None when it has none (a log
         made before its replica took it, or by a replog that wrote no such file). A file
         that does not parse is a KafkaStorageError, as Kafka takes such a log dir offline:
-        replog writes it atomically, so only something else can have damaged it."""
-        try:
-            return self._partition_metadata().read()
-        except CorruptCheckpointError as exc:
-            raise KafkaStorageError(f"{self.name}: {exc}") from exc
+        replog writes it atomically, so only something else can have damaged it. Read once:
+        only this log writes the file."""
+        if self._known_topic_id is None:
+            try:
+                self._known_topic_id = (self._partition_metadata().read(),)
+            except CorruptCheckpointError as exc:
+                raise KafkaStorageError(f"{self.name}: {exc}") from exc
+        return self._known_topic_id[0]
 
     def record_topic_id(self, topic_id: uuid.UUID) -> None:
         """Write `partition.metadata` (atomically): the log belongs to `topic_id` from now on.
         KafkaStorageError naming the file if the write fails."""
+        self._known_topic_id = None
         self._partition_metadata().write(topic_id)
+        self._known_topic_id = (topic_id,)
 
     def _partition_metadata(self) -> PartitionMetadataFile:
         return PartitionMetadataFile(os.path.join(self.directory, PARTITION_METADATA), self._fs)
@@ -1450,7 +1475,7 @@ class Log:
         """Close and remove the partition directory with everything in it."""
         self._fs.remove_tree(self.close_and_rename())
 
-    def close_and_rename(self, suffix: str = DELETE_DIR_SUFFIX) -> str:
+    def close_and_rename(self, suffix: str = DELETE_DIR_SUFFIX, *, sync_parent: bool = True) -> str:
         """Close the log and rename its directory aside to Kafka's
         `<topic>-<partition>.<id><suffix>` (`renamed_dir_name`: `-delete` or `-stray`), which
         loading never opens; returns the new path. The rename is what makes a deletion durable
@@ -1465,7 +1490,8 @@ class Log:
             target = os.path.join(os.path.dirname(os.path.normpath(self.directory)), target_name)
             try:
                 self._fs.rename(self.directory, target)
-                self._fs.fsync_dir(os.path.dirname(target))
+                if sync_parent:
+                    self._fs.fsync_dir(os.path.dirname(target))
             except OSError as exc:
                 raise KafkaStorageError(
                     f"{self.name}: renaming {self.directory} to {target} failed: {exc}"

@@ -94,6 +94,41 @@ def load_log(
         raise KafkaStorageError(f"{directory}: cannot open log: {exc}") from exc
 
 
+def create_log(
+    log_class: type[Log],
+    directory: str,
+    config: LogConfig,
+    *,
+    fs: FileSystem,
+    clock: Clock,
+    on_truncate: Callable[[Log], None] | None,
+) -> Log:
+    """A new, empty log of a `LogManager` in `directory`, which must not exist yet: nothing to
+    look for, load or recover, so the directory is made and one empty segment opened (a new
+    replica's log costs its directory, its `.log` file and nothing else)."""
+    try:
+        fs.make_dir(directory)
+        segment = LogSegment(directory, 0, config, fs, clock(), create=True)
+    except OSError as exc:
+        raise KafkaStorageError(f"{directory}: cannot create log: {exc}") from exc
+    segment.offset_index.reset()
+    segment.time_index.reset()
+    checkpoint = LeaderEpochCheckpointFile(os.path.join(directory, LEADER_EPOCH_FILE), fs)
+    return log_class(
+        directory,
+        config,
+        SortedDict({0: segment}),
+        LeaderEpochCache(checkpoint, name=directory, entries=()),
+        log_start_offset=0,
+        recovery_point=0,
+        high_watermark=0,
+        fs=fs,
+        clock=clock,
+        on_truncate=on_truncate,
+        persist_standalone_state=None,
+    )
+
+
 def _load(
     log_class: type[Log],
     directory: str,

@@ -476,7 +476,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     repeats.clear()
                 repeats.forget(sent.forgotten)
         refused = _refusals(decoded.partitions, "Fetch", _entry_problem)
-        # Kafka answers at once when any partition has an error (§7.2).
+        # Kafka answers at once when any partition has an error
+        # (docs/design/replication.md#answer-now-or-wait).
         max_wait_ms = 0 if refused else _bounded_ms(decoded.max_wait_ms, context)
         results = await self._answer(
             decoded.partitions,

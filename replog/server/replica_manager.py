@@ -2,7 +2,7 @@
 Produce, Fetch, ListOffsets, OffsetsForLeaderEpoch and DeleteRecords, and replicating as a
 follower through synchronous steps an async fetcher drives.
 
-Rules (reference digest §5-§8; Kafka's `ReplicaManager`):
+Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
 - Declarative: on every metadata image the manager computes this broker's local changes
   (deletes first, then leaders, then followers) and brings each replica to the state the image
   describes. Every image also refreshes ISR eligibility (registered, unfenced, not shutting
@@ -42,16 +42,20 @@ Rules (reference digest §5-§8; Kafka's `ReplicaManager`):
   partition (the gRPC form of Kafka closing the connection; `broker_service`).
 - Fetch: only the leader serves. Followers read up to the LEO, consumers up to the HW (never a
   batch at or above it); the HW in the answer is captured before a follower's fetch updates its
-  progress, and a fetch that reports a diverging epoch updates nothing (§5.5, §6.1). The byte
+  progress, and a fetch that reports a diverging epoch updates nothing
+  (docs/design/replication.md#truncate-on-fetch, #follower-progress). The byte
   budget is `max_bytes` over partitions, `partition_max_bytes` each, and the first batch is
-  returned whole until the first partition with data (§7.2). A fetch that cannot be answered at
+  returned whole until the first partition with data
+  (docs/design/replication.md#answer-now-or-wait). A fetch that cannot be answered at
   once waits in the fetch purgatory until a wake (leader append, HW move, leadership change)
-  finds enough data or a §7.3 condition, or `max_wait_ms` passes; either way it re-reads.
+  finds enough data or a docs/design/replication.md#delayed-fetch-completion condition, or
+  `max_wait_ms` passes; either way it re-reads.
 - ListOffsets, OffsetsForLeaderEpoch and DeleteRecords' log-start move: `leader_offsets`.
   DeleteRecords then answers once the low watermark reaches the offset, or REQUEST_TIMED_OUT.
   DeleteRecords on an internal topic is INVALID_TOPIC_EXCEPTION unless
   `internal_topics_allowed=True` (Kafka's `allowInternalTopicDeletion`).
-- Follower: `follower_fetch` (truncation on a diverging epoch, §5.6 OFFSET_OUT_OF_RANGE,
+- Follower: `follower_fetch` (truncation on a diverging epoch, OFFSET_OUT_OF_RANGE as in
+  docs/design/replication.md#follower-out-of-range,
   back-off for `replica.fetch.backoff.ms`).
 - Waiting requests: `delayed_operations`. Every waiting operation is bounded
   (`purgatory_pending_max` per purgatory); every error names the topic-partition and carries
@@ -721,7 +725,8 @@ class ReplicaManager:
         if moved:
             self._on_high_watermark_moved(partition)
         else:
-            # A follower fetch bounded by the LEO may now have data (§7.3).
+            # A follower fetch bounded by the LEO may now have data
+            # (docs/design/replication.md#delayed-fetch-completion).
             self._wake(partition.key, produce=False, delete=False)
         return (
             ProducePartitionResult(
@@ -758,7 +763,8 @@ class ReplicaManager:
     async def fetch(
         self, request: FetchRequest, repeats: RepeatReads | None = None
     ) -> FetchResponse:
-        """Answer a fetch now or from the purgatory (§7.2-7.3). `repeats`: the calling fetch
+        """Answer a fetch now or from the purgatory (docs/design/replication.md#answer-now-or-wait,
+        #delayed-fetch-completion). `repeats`: the calling fetch
         session's kept reads (`repeat_reads`), which its unchanged idle entries reuse."""
         now_ms = self._clock()
         read = self._read_fetch(request, now_ms, initial=True, repeats=repeats)
@@ -801,7 +807,8 @@ class ReplicaManager:
         reread: Reread | None = None,
         repeats: RepeatReads | None = None,
     ) -> FetchRead:
-        """Read every partition of a fetch with the §7.2 byte budget; with `reread`, only the
+        """Read every partition of a fetch with the byte budget of
+        docs/design/replication.md#answer-now-or-wait; with `reread`, only the
         entries it names, the others answered with its results (which hold no records, so
         they take none of the budget). With `repeats` (initial reads only), an entry whose
         kept read still holds is answered from it (no records either)."""
@@ -869,7 +876,8 @@ class ReplicaManager:
         repeats: RepeatReads | None = None,
     ) -> tuple[FetchPartitionResult, bool]:
         """The entry's result, and whether this read then moved the partition's HW (only an
-        initial follower read records progress, §6.1). A read that found nothing to read and
+        initial follower read records progress, docs/design/replication.md#follower-progress). A
+        read that found nothing to read and
         did not move the HW goes into `repeats` (`repeat_reads` Rules)."""
         partition = self._leader_partition(entry.topic, entry.partition, entry.topic_id)
         leader_state = partition.leader_state
@@ -877,7 +885,8 @@ class ReplicaManager:
         where = partition.name
         check_current_leader_epoch(where, entry.current_leader_epoch, leader_state.leader_epoch)
         plog = partition.log
-        # Captured before this fetch changes any progress (§6.1).
+        # Captured before this fetch changes any progress
+        # (docs/design/replication.md#follower-progress).
         log_end_offset = plog.log_end_offset
         log_start_offset = plog.log_start_offset
         high_watermark = leader_state.high_watermark
@@ -940,7 +949,8 @@ class ReplicaManager:
                 self._on_high_watermark_moved(partition)
                 return result, True  # its answer holds the HW from before: not kept
             if update.follower_log_start_offset_moved:
-                # The follower's log start offset may have lifted the low watermark (§8.2).
+                # The follower's log start offset may have lifted the low watermark
+                # (docs/design/replication.md#low-watermark).
                 self._wake(partition.key, produce=False, fetch=False)
         if repeats is not None and not records and entry.fetch_offset >= bound:
             repeats.keep(
@@ -957,7 +967,9 @@ class ReplicaManager:
             high_watermark = partition.leader_state.high_watermark
             log_start_offset = partition.log.log_start_offset
             if request.is_from_follower and isinstance(error, OffsetOutOfRangeError):
-                log_end_offset = partition.log.log_end_offset  # for the follower's §5.6
+                # The follower places itself with it
+                # (docs/design/replication.md#follower-out-of-range).
+                log_end_offset = partition.log.log_end_offset
         return FetchPartitionResult(
             entry.topic,
             entry.partition,
@@ -1079,7 +1091,8 @@ class ReplicaManager:
         response: FetchResponse,
         now_ms: int,
     ) -> None:
-        """Apply a leader's Fetch answer (§5.4-5.6, §6.5 "Follower HW")."""
+        """Apply a leader's Fetch answer (docs/design/replication.md#follower-truncation,
+        #truncate-on-fetch, #follower-out-of-range, #high-watermark "Follower HW")."""
         fetched = sum(len(result.records) for result in response.partitions)
         if fetched:
             self.counters.replication_bytes_in.inc(fetched)

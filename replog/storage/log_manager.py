@@ -1,6 +1,6 @@
 """Many partitions' logs across one or more log dirs, with Kafka's background tasks.
 
-Rules (reference digest §3.1, §4.2, §8.3):
+Rules (docs/design/storage.md#clean-shutdown, #checkpoint-files, #retention):
 - Each log dir holds `<topic>-<partition>` directories plus three checkpoint files
   (`recovery-point-offset-checkpoint`, `replication-offset-checkpoint` for high watermarks,
   `log-start-offset-checkpoint`) and, after a clean shutdown, the `.kafka_cleanshutdown` marker.

@@ -1,4 +1,5 @@
-"""PartitionChangeBuilder: one table row per rule of kraft-quorum.md section 7.3, plus properties.
+"""PartitionChangeBuilder: one table row per rule of docs/design/kraft.md#partition-change-builder,
+plus properties.
 
 Each scenario states the partition, the targets, which brokers are acceptable leaders and the
 election type, and the exact record expected (or None).

@@ -277,7 +277,8 @@ async def test_image_makes_leader_and_follower_with_fetch_sources(
     state = follower.rm.partition("t", 0)
     assert state is not None and state.follower is not None
     assert (state.follower.leader_id, state.follower.leader_epoch) == (1, 0)
-    # The leader recorded its epoch before any append (§5.1).
+    # The leader recorded its epoch before any append
+    # (docs/design/replication.md#leader-epoch-cache).
     assert leader.log().leader_epoch_cache.latest_epoch == 0
     request = follower.rm.build_follower_fetch(1, clock())
     assert request is not None
@@ -885,7 +886,8 @@ async def test_diverging_epoch_then_follower_truncation(tmp_path: Path, clock: F
     assert result.error is None and result.records == b""
     assert result.diverging_epoch == EpochEndOffsetResult(0, 2)
     progress = b.leader().progress(1)
-    assert progress is not None and progress.log_end_offset == -1  # not recorded (§5.5)
+    # not recorded (docs/design/replication.md#truncate-on-fetch)
+    assert progress is not None and progress.log_end_offset == -1
 
     a.rm.process_follower_fetch(2, request, response, clock())
     assert a.log().log_end_offset == 2  # truncated at the divergence, not to its HW
@@ -904,7 +906,8 @@ async def test_diverging_epoch_then_follower_truncation(tmp_path: Path, clock: F
 
 @pytest.mark.asyncio
 async def test_multi_round_truncation_through_fetches(tmp_path: Path, clock: FakeClock) -> None:
-    """Follower epochs {0, 2}, leader epochs {0, 1, 3}: two DivergingEpoch rounds (§5.7)."""
+    """Follower epochs {0, 2}, leader epochs {0, 1, 3}: two DivergingEpoch rounds
+    (docs/design/replication.md#iterative-truncation-example)."""
     a, b, image = two_nodes(tmp_path, clock)
     await produce(a, batch(1, tag=0))  # 0@e0 on A
     await replicate(b, a)
@@ -1513,9 +1516,11 @@ async def test_parked_consumer_fetch_past_the_hw_completes_on_a_wake(
     await produce(leader, batch(3))  # LEO 3, HW 0: the follower has not fetched
     task = asyncio.create_task(consumer_fetch(leader, 2, max_wait_ms=60000))
     await settle()
-    assert pending(task)  # HW <= offset <= LEO: empty, so it waits (§7.1)
+    # HW <= offset <= LEO: empty, so it waits (docs/design/replication.md#read-bounds)
+    assert pending(task)
     await produce(leader, batch(1, tag=1))
-    result = await asyncio.wait_for(task, 1)  # §7.3 F: past the bound, answered now
+    # docs/design/replication.md#delayed-fetch-completion F: past the bound, answered now
+    result = await asyncio.wait_for(task, 1)
     assert result.error is None and result.records == b"" and result.high_watermark == 0
 
 
@@ -1606,9 +1611,10 @@ async def test_a_woken_fetch_naming_a_partition_twice_reads_both_entries(
 async def test_a_parked_follower_fetch_answers_the_hw_its_own_read_moved(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    """A follower's fetch moves the HW after reading it (§6.1); if that fetch parks and
-    another partition completes it, the answer carries the moved HW, as a full re-read's
-    would: no wake told the parked fetch about that move."""
+    """A follower's fetch moves the HW after reading it
+    (docs/design/replication.md#follower-progress); if that fetch parks and another partition
+    completes it, the answer carries the moved HW, as a full re-read's would: no wake told the
+    parked fetch about that move."""
     leader, follower = nodes_with(tmp_path, clock, (1, 2), (1, 2))
     await produce(leader, batch(2))
     await replicate(follower, leader)  # the follower has partition 0's offsets 0-1

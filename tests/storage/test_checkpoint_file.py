@@ -58,7 +58,8 @@ def test_leader_epoch_checkpoint_file_round_trips(tmp_path: Path) -> None:
 def test_crash_between_tmp_write_and_rename_keeps_old_content_then_tmp_is_reused(
     offsets_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Reference S8.7: the old checkpoint survives, and the stale `.tmp` is ignored, then reused."""
+    """docs/design/storage.md#crash-scenarios, S8 item 7: the old checkpoint survives, and the stale
+    `.tmp` is ignored, then reused."""
     OffsetCheckpointFile(str(offsets_path)).write(OLD_OFFSETS)
 
     def crash(source: str, target: str) -> None:

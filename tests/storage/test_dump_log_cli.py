@@ -1,4 +1,5 @@
-"""`replog dump-log`: batches, records, damage and index entries of segment files (issue #2 §7)."""
+"""`replog dump-log`: batches, records, damage and index entries of segment files (issue #2, item
+7)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""A full disk under an append (issue #2 §8): the append fails with KafkaStorageError naming the
-partition and the file, the log stays as it was, appends work again once there is space, and a
+"""A full disk under an append (issue #2, item 8): the append fails with KafkaStorageError naming
+the partition and the file, the log stays as it was, appends work again once there is space, and a
 reopened log is consistent."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """LogManager: partition directories over several log dirs, Kafka's checkpoint files and clean-
 shutdown marker, restoring offsets, crash recovery from the checkpointed recovery point, the
-background tasks' periods (digest §3.1, §3.2, §4, §8.3, §10 S9)."""
+background tasks' periods (docs/design/storage.md#clean-shutdown, #log-recovery, #checkpoint-files,
+#retention, #crash-scenarios, S9)."""
 
 from __future__ import annotations
 

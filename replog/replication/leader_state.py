@@ -349,7 +349,7 @@ class PartitionLeaderState:
             # Only the next epoch is surely this broker's own again. Past a skipped one (this
             # broker missed metadata) another leader may have led, and a follower may have
             # truncated under it: its log end offset from before would count towards the HW
-            # with records it no longer has (found by tests/replication/test_random_faults.py;
+            # with records it no longer has (tests/replication/test_random_faults.py holds this;
             # Kafka keeps the offsets on any re-election,
             # docs/design/replication.md#caught-up-time). Forget them, as a new leader.
             epoch_skipped = registration.leader_epoch > self._leader_epoch + 1

@@ -85,8 +85,8 @@ class FollowerFetchSteps:
         self._on_new_deadline = on_new_deadline
         # The order partitions are asked in (module Rules); new ones join at the back.
         self._fetch_order: dict[TopicPartition, None] = {}
-        # Whether partitions came or went since the order last caught up with them: a build
-        # per round used to compare the two key sets, O(partitions), though they rarely differ.
+        # Whether partitions came or went since the order last caught up with them, so that a
+        # build per round need not compare the two key sets, O(partitions), which rarely differ.
         self._membership_changed = True
         # Each partition's last request entry, reused while its fields stay the same: a
         # follower builds a request per round for every partition it follows, most of them
@@ -344,7 +344,7 @@ def _truncate_on_divergence(
         # leader's log start it deleted everything. Truncating to that offset would also
         # strand us when DeleteRecords left it inside a batch: the leader answers a fetch
         # there with the whole batch, from its base below our LEO, and only an empty log may
-        # take that (found by tests/replication/test_random_faults.py).
+        # take that (tests/replication/test_random_faults.py holds this).
         log.info(
             "%s: diverging epoch %d ends at %d, at or below the leader's log start %d; "
             "restarting the log there",

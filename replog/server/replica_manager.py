@@ -22,9 +22,9 @@ Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
   or opened again, and left for an operator to remove, so that a wrong verdict (a bug, a
   metadata log restored from elsewhere) costs disk, not data. A log without the file is a
   stray in Kafka (it has written the file since 2.8); replog takes it, so that logs written
-  before replog had the file keep their data. Before this, a topic deleted while a broker
-  started was still on its disk, and a topic created later under the same name took that
-  log: its first committed records were the deleted topic's (found by the whole-system soak).
+  before replog had the file keep their data. Without the id check, a topic deleted while a
+  broker started would stay on its disk, and a topic created later under the same name would
+  take that log: its first committed records would be the deleted topic's.
   The file costs a new replica one small atomic write (about 0.45 ms here, as much again as
   creating the log); a log that has one costs a read of it at start-up.
 - Produce: acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS). Per partition: an internal topic
@@ -228,8 +228,8 @@ class ReplicaManager:
         self._next_isr_check_ms = clock() + self._isr_check_interval_ms
         self._next_producer_expiry_ms = clock() + config.producer_id_expiration_check_interval_ms
         self._fetch_sources: list[int] = []
-        # One wake per consumer. Fix (found in review): a single event shared by the fetcher
-        # and the AlterPartition sender let one clear the other's wake, so an ISR change or a
+        # One wake per consumer: with a single event shared by the fetcher and the
+        # AlterPartition sender, one could clear the other's wake, and an ISR change or a
         # new fetch source could wait for the 1 s idle poll. `isr_wakeup`: IsrChanges are
         # pending (the sender); `fetch_wakeup`: fetch sources changed or a back-off ended
         # (the fetchers).
@@ -369,8 +369,8 @@ class ReplicaManager:
         """Kafka's precedence: the topic's config, else this broker's dynamic config, else the
         dynamic cluster default (the broker resource named ""), else server.properties.
 
-        Fix (found in review): the two dynamic broker levels, which the controller stores in
-        the image and DescribeConfigs reports, used to be ignored. `_apply` re-reads this on
+        The two dynamic broker levels count: the controller stores them in the image and
+        DescribeConfigs reports them as in force. `_apply` re-reads this on
         every image whose configs changed, for every led partition.
         """
         for resource in reversed(self._log_config_resources(topic)):  # strongest first
@@ -406,10 +406,10 @@ class ReplicaManager:
         """The topic's `LogConfig`: server.properties, then each level of
         `_log_config_resources` over it.
 
-        Fix (found in review): a value this broker refuses used to cost the topic every
-        setting (one bad key and `retention.ms=-1` was dropped: data deleted after 7 days),
-        and the dynamic broker levels were ignored. Now only a refused key keeps the level
-        below's value, with a warning naming the topic, the key and the value.
+        A value this broker refuses keeps the level below's value for that key alone, with a
+        warning naming the topic, the key and the value: dropping the whole level would lose
+        its good settings too (one bad key beside `retention.ms=-1` would have data deleted
+        after 7 days). The dynamic broker levels count, as for `min.insync.replicas`.
         """
         config = self.log_manager.config.log
         for resource in self._log_config_resources(topic):
@@ -427,9 +427,9 @@ class ReplicaManager:
     def _refresh_log_configs(self, previous: MetadataImage, image: MetadataImage) -> None:
         """Give every local replica of a topic whose configs changed its new `LogConfig`.
 
-        Fix (found in review): the topic's log settings (`segment.bytes`, `retention.ms`,
-        `max.message.bytes`, ...) used to be read only when the Partition was created, so a
-        later change never reached an existing log. Only topics whose config resource
+        A topic's log settings (`segment.bytes`, `retention.ms`, `max.message.bytes`, ...)
+        may change at any time, so they reach open logs too, not only a Partition being
+        created. Only topics whose config resource
         changed are recomputed; `get_or_create_log` applies the config to the open log (and
         does nothing when it is equal).
         """
@@ -1057,10 +1057,10 @@ class ReplicaManager:
         """PurgatoryFullError if deleting up to `offset` would have to wait in a full
         DeleteRecords purgatory.
 
-        Fix (found in review): the bound used to be met only when the request parked, after
-        the log start had moved, so the records were deleted and the caller told it failed.
-        Checked before the move, as produce checks before its append; a partition whose low
-        watermark reaches the offset at once never waits, so it is not refused.
+        The bound is checked before the log start moves, as produce checks before its append:
+        refused after the move, the records would be deleted and the caller told it failed. A
+        partition whose low watermark reaches the offset at once never waits, so it is not
+        refused.
         """
         leader_state = partition.leader_state
         assert leader_state is not None

@@ -129,8 +129,8 @@ def create_topic(
     addresses = cluster.addresses
     with ControllerClient(list(addresses.values()), node_addresses=addresses) as admin:
         deadline = time.monotonic() + 30
-        # Fix (found by a docs run): the controller elects the first *unfenced* replica, so a
-        # topic created while the preferred leader was still fenced got another leader.
+        # The controller elects the first *unfenced* replica, so a topic created while the
+        # preferred leader is still fenced gets another leader: wait for all to be unfenced.
         while not _unfenced(admin, replicas):
             assert time.monotonic() < deadline, f"brokers {list(replicas)} never all unfenced"
             time.sleep(0.1)

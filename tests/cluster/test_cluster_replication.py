@@ -115,10 +115,10 @@ async def new_topic(
     """Create `name` on `replicas` and wait until its preferred leader leads a full ISR, as
     every replica itself reports it.
 
-    Fix (found by CI): the first node to answer Metadata was not always a replica, and a
-    replica that had not yet replayed the topic answered a produce with
-    UNKNOWN_TOPIC_OR_PARTITION. A broker answers Metadata from the image its replica manager has
-    already acted on, so asking each replica is enough."""
+    Not just the first node to answer Metadata: it is not always a replica, and a replica
+    that has not yet replayed the topic answers a produce with UNKNOWN_TOPIC_OR_PARTITION. A
+    broker answers Metadata from the image its replica manager has already acted on, so asking
+    each replica is enough."""
     topic_id = await in_thread(create_topic, cluster, name, replicas, configs)
     for node_id in replicas:
         info, _ = await brokers.wait_isr(name, replicas, 20, ask=[node_id])

@@ -333,9 +333,9 @@ def batch_bytes(directory: Path) -> bytes:
 async def test_a_topic_deleted_while_a_broker_was_down_is_set_aside_not_served(
     tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # Found by the whole-system soak: a topic deleted while a broker started stayed on its disk,
-    # and a topic created later under the same name took that log, serving the deleted
-    # topic's records as its own.
+    # A topic deleted while a broker started must not stay on its disk: a topic created later
+    # under the same name would take that log, serving the deleted topic's records as its
+    # own.
     again = await restarted_with_three_records(tmp_path, clock)
     written = batch_bytes(Path(again.log("t").directory))
     assert written
@@ -515,8 +515,8 @@ async def test_produce_acks_all_needs_min_isr_before_append(
 async def test_min_insync_replicas_follows_kafkas_config_precedence(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    # Fix (found in review): the dynamic broker configs (this broker's, then the cluster
-    # default) sit between the topic's config and server.properties, as in Kafka.
+    # The dynamic broker configs (this broker's, then the cluster default) sit between the
+    # topic's config and server.properties, as in Kafka.
     def config(resource_name: str, value: str | None, *, topic: bool = False) -> ConfigRecord:
         kind = ConfigResourceType.TOPIC if topic else ConfigResourceType.BROKER
         return ConfigRecord(kind, resource_name, "min.insync.replicas", value)
@@ -549,8 +549,8 @@ async def test_min_insync_replicas_follows_kafkas_config_precedence(
 async def test_topic_config_changes_reach_the_existing_logs(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    # Fix (found in review): a topic's log settings used to be read only when the replica was
-    # created, so a later change never reached its log, on the leader or on the follower.
+    # A topic's log settings reach an existing log when they change, on the leader and on the
+    # follower, not only when the replica is created.
     leader, follower, image = two_nodes(tmp_path, clock)
     other = replayed(image, *create_topic("u", SOLO_TID, (1, 2)))
     for node in (leader, follower):
@@ -583,8 +583,8 @@ async def test_topic_config_changes_reach_the_existing_logs(
 async def test_a_refused_topic_setting_costs_only_its_own_key(
     tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # Fix (found in review): one value the broker refused made it run the whole topic on the
-    # broker defaults, so `retention.ms=-1` next to it was lost (data deleted after 7 days).
+    # One value the broker refuses must not put the whole topic on the broker defaults, or
+    # `retention.ms=-1` next to it is lost (data deleted after 7 days).
     node = Node(tmp_path, 1, clock)
     topic = ConfigResourceType.TOPIC
     image = cluster_image(
@@ -605,9 +605,9 @@ async def test_a_refused_topic_setting_costs_only_its_own_key(
 async def test_dynamic_broker_log_configs_reach_the_logs_below_the_topics_own(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    # Fix (found in review): a dynamic `message.max.bytes` (or any `log.*` key) on the cluster
-    # default or on this broker was stored and described but never reached a log. Kafka's
-    # precedence: the topic's config, this broker's, the cluster default, server.properties.
+    # A dynamic `message.max.bytes` (or any `log.*` key) on the cluster default or on this
+    # broker reaches the logs, not only DescribeConfigs. Kafka's precedence: the topic's
+    # config, this broker's, the cluster default, server.properties.
     def config(resource: str, key: str, value: str | None, *, topic: bool = False) -> ConfigRecord:
         kind = ConfigResourceType.TOPIC if topic else ConfigResourceType.BROKER
         return ConfigRecord(kind, resource, key, value)
@@ -1072,8 +1072,8 @@ async def test_follower_high_watermark_and_log_start_follow_the_leader(
 async def test_idle_producer_ids_expire_against_the_wall_clock(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    # Fix (found in review): nothing called `remove_expired`, so the producer table of a led
-    # partition grew without bound. The table holds batch timestamps (wall-clock ms), so the
+    # `remove_expired` runs on a timer, or the producer table of a led partition grows without
+    # bound. The table holds batch timestamps (wall-clock ms), so the
     # check reads the wall clock, every producer.id.expiration.check.interval.ms of the timers.
     wall = FakeClock(T0)
     node = Node(
@@ -1410,8 +1410,8 @@ async def test_purgatory_is_bounded(tmp_path: Path, clock: FakeClock) -> None:
 async def test_delete_records_with_a_full_purgatory_deletes_nothing(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    # Fix (found in review): the log start used to move before the full purgatory was found,
-    # so the records were gone and the caller was told the deletion failed.
+    # A full purgatory refuses before the log start moves: refused after it, the records would
+    # be gone and the caller told the deletion failed.
     leader, follower, _ = two_nodes(tmp_path, clock, purgatory_pending_max=1)
     for tag in range(4):
         await produce(leader, batch(1, tag=tag))
@@ -1479,8 +1479,8 @@ async def test_metadata_publisher_entry_point(tmp_path: Path, clock: FakeClock) 
     ("policy", "in_the_log", "deletes"),
     [
         ("compact", "compact", False),
-        # Fix (found in review): Kafka's empty list (neither policy) and its trimmed items
-        # were refused by the brokers, which then ran the topic on the broker's `delete`.
+        # Kafka's empty list (neither policy) and its trimmed items are valid; a broker that
+        # refused them would run the topic on the broker's `delete`.
         ("", "", False),
         ("compact, delete", "compact,delete", True),
     ],

@@ -132,8 +132,8 @@ class NoSpaceForSmallFiles(FileSystem):
 
 @pytest.mark.parametrize("kind", ["offsets", "leader-epochs"])
 def test_a_failed_write_is_a_storage_error_naming_the_file(tmp_path: Path, kind: str) -> None:
-    # Found by a full-disk test: a leader-epoch checkpoint's ENOSPC escaped as a bare OSError,
-    # which the broker's metadata listener logged and went on from.
+    # A leader-epoch checkpoint's ENOSPC is a KafkaStorageError: as a bare OSError the
+    # broker's metadata listener would log it and go on.
     fs = NoSpaceForSmallFiles()
     if kind == "offsets":
         path = tmp_path / REPLICATION_OFFSET_CHECKPOINT

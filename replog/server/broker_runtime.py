@@ -303,8 +303,8 @@ class BrokerRuntime:
                 self._on_storage_error(error)
                 return
             except Exception as error:
-                # Fix (found in review): anything else ended this task silently, leaving the
-                # broker in recovery for good while the node looked alive.
+                # Anything else would end this task silently, leaving the broker in recovery
+                # for good while the node looked alive.
                 self._on_start_error(error)
                 return
             if self._stopping:

@@ -2,7 +2,7 @@
 Produce, Fetch, ListOffsets, OffsetsForLeaderEpoch and DeleteRecords, and replicating as a
 follower through synchronous steps an async fetcher drives.
 
-Rules (reference digest §5-§8; Kafka's `ReplicaManager`):
+Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
 - Declarative: on every metadata image the manager computes this broker's local changes
   (deletes first, then leaders, then followers) and brings each replica to the state the image
   describes. Every image also refreshes ISR eligibility (registered, unfenced, not shutting
@@ -22,9 +22,9 @@ Rules (reference digest §5-§8; Kafka's `ReplicaManager`):
   or opened again, and left for an operator to remove, so that a wrong verdict (a bug, a
   metadata log restored from elsewhere) costs disk, not data. A log without the file is a
   stray in Kafka (it has written the file since 2.8); replog takes it, so that logs written
-  before replog had the file keep their data. Before this, a topic deleted while a broker
-  started was still on its disk, and a topic created later under the same name took that
-  log: its first committed records were the deleted topic's (found by the whole-system soak).
+  before replog had the file keep their data. Without the id check, a topic deleted while a
+  broker started would stay on its disk, and a topic created later under the same name would
+  take that log: its first committed records would be the deleted topic's.
   The file costs a new replica one small atomic write (about 0.45 ms here, as much again as
   creating the log); a log that has one costs a read of it at start-up.
 - Produce: acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS). Per partition: an internal topic
@@ -42,16 +42,20 @@ Rules (reference digest §5-§8; Kafka's `ReplicaManager`):
   partition (the gRPC form of Kafka closing the connection; `broker_service`).
 - Fetch: only the leader serves. Followers read up to the LEO, consumers up to the HW (never a
   batch at or above it); the HW in the answer is captured before a follower's fetch updates its
-  progress, and a fetch that reports a diverging epoch updates nothing (§5.5, §6.1). The byte
+  progress, and a fetch that reports a diverging epoch updates nothing
+  (docs/design/replication.md#truncate-on-fetch, #follower-progress). The byte
   budget is `max_bytes` over partitions, `partition_max_bytes` each, and the first batch is
-  returned whole until the first partition with data (§7.2). A fetch that cannot be answered at
+  returned whole until the first partition with data
+  (docs/design/replication.md#answer-now-or-wait). A fetch that cannot be answered at
   once waits in the fetch purgatory until a wake (leader append, HW move, leadership change)
-  finds enough data or a §7.3 condition, or `max_wait_ms` passes; either way it re-reads.
+  finds enough data or a docs/design/replication.md#delayed-fetch-completion condition, or
+  `max_wait_ms` passes; either way it re-reads.
 - ListOffsets, OffsetsForLeaderEpoch and DeleteRecords' log-start move: `leader_offsets`.
   DeleteRecords then answers once the low watermark reaches the offset, or REQUEST_TIMED_OUT.
   DeleteRecords on an internal topic is INVALID_TOPIC_EXCEPTION unless
   `internal_topics_allowed=True` (Kafka's `allowInternalTopicDeletion`).
-- Follower: `follower_fetch` (truncation on a diverging epoch, §5.6 OFFSET_OUT_OF_RANGE,
+- Follower: `follower_fetch` (truncation on a diverging epoch, OFFSET_OUT_OF_RANGE as in
+  docs/design/replication.md#follower-out-of-range,
   back-off for `replica.fetch.backoff.ms`).
 - Waiting requests: `delayed_operations`. Every waiting operation is bounded
   (`purgatory_pending_max` per purgatory); every error names the topic-partition and carries
@@ -251,8 +255,8 @@ class ReplicaManager:
         self._next_isr_check_ms = clock() + self._isr_check_interval_ms
         self._next_producer_expiry_ms = clock() + config.producer_id_expiration_check_interval_ms
         self._fetch_sources: list[int] = []
-        # One wake per consumer. Fix (found in review): a single event shared by the fetcher
-        # and the AlterPartition sender let one clear the other's wake, so an ISR change or a
+        # One wake per consumer: with a single event shared by the fetcher and the
+        # AlterPartition sender, one could clear the other's wake, and an ISR change or a
         # new fetch source could wait for the 1 s idle poll. `isr_wakeup`: IsrChanges are
         # pending (the sender); `fetch_wakeup`: fetch sources changed or a back-off ended
         # (the fetchers).
@@ -573,8 +577,8 @@ class ReplicaManager:
         """Kafka's precedence: the topic's config, else this broker's dynamic config, else the
         dynamic cluster default (the broker resource named ""), else server.properties.
 
-        Fix (found in review): the two dynamic broker levels, which the controller stores in
-        the image and DescribeConfigs reports, used to be ignored. `_apply` re-reads this on
+        The two dynamic broker levels count: the controller stores them in the image and
+        DescribeConfigs reports them as in force. `_apply` re-reads this on
         every image whose configs changed, for every led partition.
         """
         for resource in reversed(self._log_config_resources(topic)):  # strongest first
@@ -610,10 +614,10 @@ class ReplicaManager:
         """The topic's `LogConfig`: server.properties, then each level of
         `_log_config_resources` over it.
 
-        Fix (found in review): a value this broker refuses used to cost the topic every
-        setting (one bad key and `retention.ms=-1` was dropped: data deleted after 7 days),
-        and the dynamic broker levels were ignored. Now only a refused key keeps the level
-        below's value, with a warning naming the topic, the key and the value.
+        A value this broker refuses keeps the level below's value for that key alone, with a
+        warning naming the topic, the key and the value: dropping the whole level would lose
+        its good settings too (one bad key beside `retention.ms=-1` would have data deleted
+        after 7 days). The dynamic broker levels count, as for `min.insync.replicas`.
         """
         config = self.log_manager.config.log
         for resource in self._log_config_resources(topic):
@@ -631,9 +635,9 @@ class ReplicaManager:
     def _refresh_log_configs(self, previous: MetadataImage, image: MetadataImage) -> None:
         """Give every local replica of a topic whose configs changed its new `LogConfig`.
 
-        Fix (found in review): the topic's log settings (`segment.bytes`, `retention.ms`,
-        `max.message.bytes`, ...) used to be read only when the Partition was created, so a
-        later change never reached an existing log. Only topics whose config resource
+        A topic's log settings (`segment.bytes`, `retention.ms`, `max.message.bytes`, ...)
+        may change at any time, so they reach open logs too, not only a Partition being
+        created. Only topics whose config resource
         changed are recomputed; `get_or_create_log` applies the config to the open log (and
         does nothing when it is equal).
         """
@@ -905,7 +909,8 @@ class ReplicaManager:
         if moved:
             self._on_high_watermark_moved(partition)
         else:
-            # A follower fetch bounded by the LEO may now have data (§7.3).
+            # A follower fetch bounded by the LEO may now have data
+            # (docs/design/replication.md#delayed-fetch-completion).
             self._wake(partition.key, produce=False, delete=False)
         return (
             ProducePartitionResult(
@@ -942,7 +947,8 @@ class ReplicaManager:
     async def fetch(
         self, request: FetchRequest, repeats: RepeatReads | None = None
     ) -> FetchResponse:
-        """Answer a fetch now or from the purgatory (§7.2-7.3). `repeats`: the calling fetch
+        """Answer a fetch now or from the purgatory (docs/design/replication.md#answer-now-or-wait,
+        #delayed-fetch-completion). `repeats`: the calling fetch
         session's kept reads (`repeat_reads`), which its unchanged idle entries reuse."""
         now_ms = self._clock()
         read = self._read_fetch(request, now_ms, initial=True, repeats=repeats)
@@ -985,7 +991,8 @@ class ReplicaManager:
         reread: Reread | None = None,
         repeats: RepeatReads | None = None,
     ) -> FetchRead:
-        """Read every partition of a fetch with the §7.2 byte budget; with `reread`, only the
+        """Read every partition of a fetch with the byte budget of
+        docs/design/replication.md#answer-now-or-wait; with `reread`, only the
         entries it names, the others answered with its results (which hold no records, so
         they take none of the budget). With `repeats` (initial reads only), an entry whose
         kept read still holds is answered from it (no records either)."""
@@ -1053,7 +1060,8 @@ class ReplicaManager:
         repeats: RepeatReads | None = None,
     ) -> tuple[FetchPartitionResult, bool]:
         """The entry's result, and whether this read then moved the partition's HW (only an
-        initial follower read records progress, §6.1). A read that found nothing to read and
+        initial follower read records progress, docs/design/replication.md#follower-progress). A
+        read that found nothing to read and
         did not move the HW goes into `repeats` (`repeat_reads` Rules)."""
         partition = self._leader_partition(entry.topic, entry.partition, entry.topic_id)
         leader_state = partition.leader_state
@@ -1061,7 +1069,8 @@ class ReplicaManager:
         where = partition.name
         check_current_leader_epoch(where, entry.current_leader_epoch, leader_state.leader_epoch)
         plog = partition.log
-        # Captured before this fetch changes any progress (§6.1).
+        # Captured before this fetch changes any progress
+        # (docs/design/replication.md#follower-progress).
         log_end_offset = plog.log_end_offset
         log_start_offset = plog.log_start_offset
         high_watermark = leader_state.high_watermark
@@ -1124,7 +1133,8 @@ class ReplicaManager:
                 self._on_high_watermark_moved(partition)
                 return result, True  # its answer holds the HW from before: not kept
             if update.follower_log_start_offset_moved:
-                # The follower's log start offset may have lifted the low watermark (§8.2).
+                # The follower's log start offset may have lifted the low watermark
+                # (docs/design/replication.md#low-watermark).
                 self._wake(partition.key, produce=False, fetch=False)
         if repeats is not None and not records and entry.fetch_offset >= bound:
             repeats.keep(
@@ -1141,7 +1151,9 @@ class ReplicaManager:
             high_watermark = partition.leader_state.high_watermark
             log_start_offset = partition.log.log_start_offset
             if request.is_from_follower and isinstance(error, OffsetOutOfRangeError):
-                log_end_offset = partition.log.log_end_offset  # for the follower's §5.6
+                # The follower places itself with it
+                # (docs/design/replication.md#follower-out-of-range).
+                log_end_offset = partition.log.log_end_offset
         return FetchPartitionResult(
             entry.topic,
             entry.partition,
@@ -1229,10 +1241,10 @@ class ReplicaManager:
         """PurgatoryFullError if deleting up to `offset` would have to wait in a full
         DeleteRecords purgatory.
 
-        Fix (found in review): the bound used to be met only when the request parked, after
-        the log start had moved, so the records were deleted and the caller told it failed.
-        Checked before the move, as produce checks before its append; a partition whose low
-        watermark reaches the offset at once never waits, so it is not refused.
+        The bound is checked before the log start moves, as produce checks before its append:
+        refused after the move, the records would be deleted and the caller told it failed. A
+        partition whose low watermark reaches the offset at once never waits, so it is not
+        refused.
         """
         leader_state = partition.leader_state
         assert leader_state is not None
@@ -1263,7 +1275,8 @@ class ReplicaManager:
         response: FetchResponse,
         now_ms: int,
     ) -> None:
-        """Apply a leader's Fetch answer (§5.4-5.6, §6.5 "Follower HW")."""
+        """Apply a leader's Fetch answer (docs/design/replication.md#follower-truncation,
+        #truncate-on-fetch, #follower-out-of-range, #high-watermark "Follower HW")."""
         fetched = sum(len(result.records) for result in response.partitions)
         if fetched:
             self.counters.replication_bytes_in.inc(fetched)

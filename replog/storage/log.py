@@ -1,7 +1,8 @@
 """One partition's log: an ordered run of segments with Kafka's append, read, truncation,
 retention and recovery rules.
 
-Rules (reference digest §1.3, §2, §3, §5, §8):
+Rules (docs/design/storage.md#leader-validation-on-produce, #segment-files-and-names, #log-recovery,
+docs/design/replication.md):
 - Offsets are dense. `log_start_offset <= high_watermark <= log_end_offset`; the log start
   offset and the recovery point only move forward, except that truncation pulls them back.
 - A leader append validates every batch's header and CRC-32C (never its records), gives each
@@ -19,11 +20,11 @@ Rules (reference digest §1.3, §2, §3, §5, §8):
 - The recovery point moves only after an fsync returned: everything below it is on disk.
 - Rolls: a standalone log (the Raft metadata log) fsyncs the old segments on the roll, under
   its lock, so the recovery point reaches the new base at once. A log under a LogManager
-  (`enable_async_roll_flush`) does as Kafka does (§3, §10 S8 item 4): the roll only records
-  the offset to reach, and `flush_rolled_segments`, on the manager's background thread, fsyncs
-  the old segments and the directory without the lock (appends go on), then moves the
-  recovery point unless a truncation, a deletion or a close came in between. A crash before
-  that rescans from the old segment.
+  (`enable_async_roll_flush`) does as Kafka does (docs/design/storage.md#log-recovery,
+  #crash-scenarios, S8 item 4): the roll only records the offset to reach, and
+  `flush_rolled_segments`, on the manager's background thread, fsyncs the old segments and the
+  directory without the lock (appends go on), then moves the recovery point unless a truncation, a
+  deletion or a close came in between. A crash before that rescans from the old segment.
 
 Theory of operation: `Log.open` loads segments (`log_loader`), recovering those at or after the
 recovery point after an unclean shutdown. Every public method holds the log's lock, so a log
@@ -537,7 +538,8 @@ class Log:
         allow_control: bool,
         max_message_bytes: int,
     ) -> None:
-        """The rules a client batch must follow beyond being a valid batch (§1.3)."""
+        """The rules a client batch must follow beyond being a valid batch
+        (docs/design/storage.md#leader-validation-on-produce)."""
         if header.base_offset != 0:
             raise InvalidRecordError(
                 f"{self._where('append', headers, position)}: base offset must be 0, got "
@@ -767,7 +769,8 @@ class Log:
         return groups
 
     def _after_append(self, now_ms: int) -> None:
-        """Apply the flush policy (reference digest §9: flush.messages, flush.ms)."""
+        """Apply the flush policy (docs/design/storage.md#flush-and-defaults: flush.messages,
+        flush.ms)."""
         if self.config.flush_each_append and self._roll_flush_pending > self._recovery_point:
             # Rolled segments are not synced yet (flush.each.append was turned on after an
             # asynchronous roll): sync them with the active segment.
@@ -809,7 +812,7 @@ class Log:
         ):
             # Kafka's way: the old segments are synced by `flush_rolled_segments`, off the
             # appending thread; until it returns the recovery point stays where it is, so a
-            # crash meanwhile rescans them (reference digest §10 S8 item 4).
+            # crash meanwhile rescans them (docs/design/storage.md#crash-scenarios, S8 item 4).
             self._roll_flush_pending = max(self._roll_flush_pending, new_base)
             if self._on_roll_flush_pending is not None:
                 self._on_roll_flush_pending(self)
@@ -1185,7 +1188,8 @@ class Log:
         self.leader_epoch_cache.truncate_from_start(value)
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """One retention pass (reference digest §8.3); returns how many segments it deleted.
+        """One retention pass (docs/design/storage.md#retention); returns how many segments it
+        deleted.
 
         Order: segments wholly below the log start offset, then `retention.bytes`, then
         `retention.ms`. A segment goes only if the high watermark has passed its end, and the

@@ -1,6 +1,6 @@
 """Opening a partition's log: housekeeping, segment loading, and crash recovery.
 
-Rules (reference digest §3.2):
+Rules (docs/design/storage.md#log-recovery):
 - Leftovers of interrupted work are removed first: `*.deleted`, `*.cleaned`, `*.swap` files and
   index files whose `.log` is gone.
 - After a clean shutdown nothing is rescanned, so opening costs O(number of segments), not

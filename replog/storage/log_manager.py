@@ -1,6 +1,6 @@
 """Many partitions' logs across one or more log dirs, with Kafka's background tasks.
 
-Rules (reference digest §3.1, §4.2, §8.3):
+Rules (docs/design/storage.md#clean-shutdown, #checkpoint-files, #retention):
 - Each log dir holds `<topic>-<partition>` directories plus three checkpoint files
   (`recovery-point-offset-checkpoint`, `replication-offset-checkpoint` for high watermarks,
   `log-start-offset-checkpoint`) and, after a clean shutdown, the `.kafka_cleanshutdown` marker.
@@ -48,8 +48,8 @@ Rules (reference digest §3.1, §4.2, §8.3):
 - A background task that fails on the disk (a KafkaStorageError or an OSError: a full disk
   under a rolled segment's index or a checkpoint) ends the background thread and is handed to
   `start`'s `on_storage_error` (the broker fail-stops, as Kafka's does once its only log dir
-  is offline), or logged as CRITICAL without one. Retrying a failed disk every poll only
-  logged a traceback every 100 ms while the broker served on (found by the full-disk test).
+  is offline), or logged as CRITICAL without one. Retrying a failed disk every poll would only
+  log a traceback every 100 ms while the broker served on.
   Any other exception is a bug in one task: logged, and the tasks go on.
 
 Theory of operation: `run_due_tasks(now_ms)` runs whatever is due and returns when to call it
@@ -349,8 +349,8 @@ class LogManager:
                 self._topic_configs[topic] = config
             existing = self._logs.get((topic, partition))
             if existing is not None:
-                # Fix (found in review): a log recovered at start-up was opened with the
-                # broker defaults; it takes its topic's config as soon as the broker knows it.
+                # A log recovered at start-up is opened with the broker defaults (its topic's
+                # config is not known yet); it takes that config as soon as the broker knows it.
                 if config is not None and existing.update_config(config):
                     log.info("%s-%d: topic config applied", topic, partition)
                 return existing

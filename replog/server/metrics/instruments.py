@@ -3,7 +3,8 @@
 Rules:
 - Each node owns a `CollectorRegistry`; nothing here touches prometheus_client's global
   `REGISTRY`, so several nodes (or replica managers in tests) in one process never collide.
-- Names follow the digest §4.2: base units (seconds, bytes), counters end in `_total`.
+- Names follow docs/design/clients.md#metric-names: base units (seconds, bytes), counters end in
+  `_total`.
 - Hot paths call plain methods here once per request or per batch (never per record). A
   labelled child is looked up once per label value and cached in a dict (`labels()` validates
   and locks on every call; a dict lookup does not).

@@ -4,7 +4,7 @@
 gauge families from it; nothing is kept up to date between scrapes, so the hot paths pay
 nothing. `read_node_state` builds the snapshot from the live objects of a node.
 
-Rules (Kafka's, digest §4.2):
+Rules (Kafka's, docs/design/clients.md#metric-names):
 - Under-replicated: a partition this broker leads whose committed ISR is smaller than its
   replica set. Under min ISR: one it leads whose ISR is below the effective
   `min.insync.replicas` (capped at the replica count); at min ISR: ISR equal to it. A broker

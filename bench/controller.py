@@ -9,8 +9,10 @@ them over gRPC, and runs its in-process baselines in child processes of its own.
    CreateTopics requests of `--request-sizes` topics each (900 is about the most one request
    may hold: its 11 records per topic must fit one metadata batch of 10,000 records). Trials
    alternate between the request sizes, so the image grows under all of them alike (0 to
-   100k partitions in the full run). Per trial: wall time from the first request to the last
-   answer, partitions/s, and metadata records/s, the records counted as the committed offset
+   100k partitions in the full run). Per trial: wall time from the first request until every
+   broker reports every replica created and every partition led, with no replica change left
+   to apply (its metrics endpoint: `cluster_metrics.py`), and, printed beside it, to the last
+   answer; partitions/s, and metadata records/s, the records counted as the committed offset
    after minus before (DescribeCluster's `metadata_offset`; NoOpRecords, one per 500 ms, are
    counted too and are negligible here). The CPU time of the three nodes and of this client
    over the trial says how busy the 2 cores were.
@@ -77,10 +79,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import grpc
+from cluster_metrics import metrics_urls, wait_replicas
 
 from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import ClusterDescription, NewTopic
 from replog.cli.local_cluster import LocalCluster
+from replog.errors import TopicAlreadyExistsError
 from replog.pb import controller_pb2 as cpb
 from replog.pb import controller_pb2_grpc, raft_pb2, raft_pb2_grpc
 
@@ -120,10 +124,11 @@ class CreateTrial:
     topics_per_request: int
     partitions: int
     image_before: int  # partitions already in the image
-    seconds: float
+    seconds: float  # end to end: every replica created and led
     records: int
     node_cpu_s: float
     client_cpu_s: float
+    answered_s: float = 0.0  # to the last CreateTopics answer
 
     @property
     def partitions_per_s(self) -> float:
@@ -368,10 +373,21 @@ class BenchCluster:
         assert self.client is not None
         for start in range(0, len(topics), per_request):
             results = self.client.create_topics(topics[start : start + per_request], timeout_s=120)
-            failed = [r for r in results if r.error is not None]
+            # This script's names are new: "already exists" answers a retry of this very request
+            # whose first attempt committed (the client retries a timed-out CreateTopics).
+            failed = [
+                r
+                for r in results
+                if r.error is not None and not isinstance(r.error, TopicAlreadyExistsError)
+            ]
             if failed:
                 raise RuntimeError(f"CreateTopics: {failed[0].name}: {failed[0].error!r}")
         self.partitions += sum(t.num_partitions for t in topics)
+
+    def wait_replicas(self) -> None:
+        """Until every broker has created every replica of the image and every partition is
+        led (the end of a creation, end to end)."""
+        wait_replicas(metrics_urls(self.base_port, NODES), self.partitions, REPLICATION_FACTOR, 600)
 
     def grow_to(self, partitions: int) -> None:
         """Create topics (largest requests) until the image holds `partitions` partitions."""
@@ -398,6 +414,8 @@ def create_trial(cluster: BenchCluster, topics_count: int, per_request: int) -> 
     client_cpu = time.process_time()
     began = time.perf_counter()
     cluster.create(topics, per_request)
+    answered = time.perf_counter() - began
+    cluster.wait_replicas()
     seconds = time.perf_counter() - began
     client_cpu = time.process_time() - client_cpu
     nodes_cpu = sum(cpu_seconds(p) for p in pids.values()) - nodes_cpu
@@ -412,6 +430,7 @@ def create_trial(cluster: BenchCluster, topics_count: int, per_request: int) -> 
         offset_after - offset_before,
         nodes_cpu,
         client_cpu,
+        answered,
     )
 
 
@@ -771,7 +790,8 @@ def report(results: Results, mode: Mode) -> None:
     print("Create (cluster: 3 combined nodes; core: QuorumController in-process)")
     print(
         f"{'topics/request':>14} {'cluster s':>10} {'partitions/s':>13} {'records/s':>10} "
-        f"{'cores':>6} {'core s':>8} {'core part./s':>13} {'ratio':>7}  cluster s per trial"
+        f"{'cores':>6} {'core s':>8} {'core part./s':>13} {'ratio':>7}  cluster s per trial "
+        "(answered s)"
     )
     for size in mode.request_sizes:
         trials = [t for t in results.create if t.topics_per_request == size]
@@ -784,7 +804,7 @@ def report(results: Results, mode: Mode) -> None:
             f"{median([t.records_per_s for t in trials]):>10,.0f} "
             f"{median([t.cores for t in trials]):>6.2f} {core_s:>8.3f} "
             f"{partitions / core_s:>13,.0f} {core_s / seconds:>6.3f}x  "
-            + ", ".join(f"{t.seconds:.2f}" for t in trials)
+            + ", ".join(f"{t.seconds:.2f} ({t.answered_s:.2f})" for t in trials)
         )
 
     print()

@@ -39,18 +39,18 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import asdict, dataclass, field
+
+from cluster_metrics import Scrape, longest_stall_bucket, metrics_urls, scrapes, wait_replicas
 
 from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import NewTopic
-from replog.cli.local_cluster import METRICS_PORT_OFFSET, LocalCluster
+from replog.cli.local_cluster import LocalCluster
 
 NODES = 3
 PARTITIONS_PER_TOPIC = 10
 REPLICATION_FACTOR = 3
 TOPIC_ALREADY_EXISTS = "TopicAlreadyExistsError"
-STALL_HISTOGRAM = "replog_event_loop_stall_seconds_bucket"
 
 
 def replog_cli(*args: str, timeout: float = 600) -> None:
@@ -65,65 +65,11 @@ def replog_cli(*args: str, timeout: float = 600) -> None:
         raise RuntimeError(f"replog {' '.join(args)} failed: {done.stderr.strip()[-2000:]}")
 
 
-@dataclass
-class Scrape:
-    """The figures of one node's metrics endpoint this benchmark reads."""
-
-    partitions: int = 0
-    leaders: int = 0
-    pending: int = 0
-    epoch: int = -1
-    stall_buckets: dict[float, float] = field(default_factory=dict)  # le -> count
-
-
-def scrape(url: str) -> Scrape | None:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as answer:
-            text = answer.read().decode()
-    except OSError:
-        return None
-    found = Scrape()
-    for line in text.splitlines():
-        if line.startswith("#") or not line:
-            continue
-        name, _, value = line.rpartition(" ")
-        if name == "replog_partitions":
-            found.partitions = int(float(value))
-        elif name == "replog_leader_partitions":
-            found.leaders = int(float(value))
-        elif name == "replog_pending_replica_changes":
-            found.pending = int(float(value))
-        elif name == "replog_raft_current_epoch":
-            found.epoch = int(float(value))
-        elif name.startswith(STALL_HISTOGRAM):
-            bound = name.split('le="', 1)[1].split('"', 1)[0]
-            found.stall_buckets[float(bound)] = float(value)
-    return found
-
-
-def longest_stall_bucket(before: Scrape, after: Scrape) -> float:
-    """The upper bound of the largest bucket that counted a stall between the two scrapes."""
-    largest = 0.0
-    previous = 0.0
-    for bound in sorted(after.stall_buckets):
-        added = after.stall_buckets[bound] - before.stall_buckets.get(bound, 0.0)
-        if added > previous:  # cumulative buckets: a rise means stalls of up to `bound`
-            largest = bound
-        previous = added
-    return largest
-
-
 class Cluster:
     def __init__(self, directory: str, base_port: int) -> None:
         self.directory = directory
         self.base_port = base_port
         self.client: ControllerClient | None = None
-
-    def metrics_urls(self) -> list[str]:
-        return [
-            f"http://127.0.0.1:{self.base_port + METRICS_PORT_OFFSET + i}/metrics"
-            for i in range(NODES)
-        ]
 
     def start(self, *, fresh: bool) -> float:
         """Start the cluster; seconds until `cluster start` returned."""
@@ -146,29 +92,12 @@ class Cluster:
             replog_cli("cluster", "stop", "--data-dir", self.directory, "--timeout", "120")
 
     def scrapes(self) -> list[Scrape]:
-        found = [scrape(url) for url in self.metrics_urls()]
-        return [s if s is not None else Scrape() for s in found]
+        return scrapes(metrics_urls(self.base_port, NODES))
 
     def wait_replicas(self, partitions: int, timeout_s: float = 900) -> list[Scrape]:
-        """Until every replica of `partitions` partitions exists and every one is led."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            now = self.scrapes()
-            replicas = sum(s.partitions for s in now)
-            leaders = sum(s.leaders for s in now)
-            if (
-                replicas == partitions * REPLICATION_FACTOR
-                and leaders == partitions
-                and not any(s.pending for s in now)
-            ):
-                return now
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"replicas not all created and led after {timeout_s:.0f} s: {replicas} of "
-                    f"{partitions * REPLICATION_FACTOR} replicas, {leaders} of {partitions} "
-                    f"leaders, pending {[s.pending for s in now]}"
-                )
-            time.sleep(0.05)
+        return wait_replicas(
+            metrics_urls(self.base_port, NODES), partitions, REPLICATION_FACTOR, timeout_s
+        )
 
     def create(self, prefix: str, topics: int, per_request: int) -> None:
         assert self.client is not None

@@ -1,0 +1,36 @@
+"""bench/cluster_metrics.py: parsing a node's metrics page and the longest stall between two
+scrapes, against a page in Prometheus' text format."""
+
+from __future__ import annotations
+
+from bench_script import load_bench_script
+
+metrics = load_bench_script("cluster_metrics.py", "bench_cluster_metrics")
+
+PAGE = """# HELP replog_partitions Partition replicas on this broker
+# TYPE replog_partitions gauge
+replog_partitions 3334.0
+replog_leader_partitions 1111.0
+replog_pending_replica_changes 0.0
+replog_raft_current_epoch 4.0
+replog_event_loop_stall_seconds_bucket{le="0.01"} 90.0
+replog_event_loop_stall_seconds_bucket{le="0.05"} 99.0
+replog_event_loop_stall_seconds_bucket{le="0.1"} 100.0
+replog_event_loop_stall_seconds_bucket{le="+Inf"} 100.0
+"""
+
+
+def test_a_page_is_read_into_its_figures() -> None:
+    found = metrics.parse(PAGE)
+    assert (found.partitions, found.leaders, found.pending, found.epoch) == (3334, 1111, 0, 4)
+    assert found.stall_buckets == {0.01: 90.0, 0.05: 99.0, 0.1: 100.0, float("inf"): 100.0}
+
+
+def test_the_longest_stall_is_the_bucket_that_counted_the_last_new_stall() -> None:
+    before = metrics.parse(PAGE)
+    after = metrics.parse(
+        PAGE.replace('"0.1"} 100.0', '"0.1"} 103.0').replace('Inf"} 100', 'Inf"} 103')
+    )
+    # Three new stalls, all between 50 and 100 ms.
+    assert metrics.longest_stall_bucket(before, after) == 0.1
+    assert metrics.longest_stall_bucket(before, before) == 0.0

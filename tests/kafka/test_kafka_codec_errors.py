@@ -116,6 +116,22 @@ def test_the_error_names_the_nested_field_it_stopped_in() -> None:
     assert info.value.field == "timeout_ms"
 
 
+def test_lengths_are_read_as_kafka_reads_them() -> None:
+    # any negative length is null (Kafka's generated readers test `length < 0`)
+    v3 = b"\xff\xfe" + b"\x00\x01" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
+    assert ProduceRequest.decode(v3, 3) == ProduceRequest(transactional_id=None, acks=1)
+    with pytest.raises(ProtocolDecodeError, match="field topic_data: null for a non-nullable"):
+        ProduceRequest.decode(
+            b"\xff\xff" + b"\x00\x01" + b"\x00\x00\x00\x00" + b"\xff\xff\xff\xfe", 3
+        )
+    # a compact string over 32767 bytes is invalid even when the bytes are there
+    long_name = b"\x81\x80\x02" + b"a" * 32768  # uvarint 32769 = length 32768
+    with pytest.raises(
+        ProtocolDecodeError, match="field client_software_name: string length 32768"
+    ):
+        ApiVersionsRequest.decode(long_name + b"\x01\x00", 3)
+
+
 def test_records_stay_a_view_of_the_frame() -> None:
     batch = bytes(range(61))
     request = ProduceRequest(

@@ -5,7 +5,8 @@ Rules:
   writers append to a `bytearray`. The generated code in `replog.kafka.messages` calls them
   straight-line, one call per field: there is no schema walked per message.
 - Big-endian integers, float64, 16-byte UUIDs; STRING/BYTES/ARRAY carry an int16/int32/int32
-  length, their COMPACT forms an unsigned varint holding length + 1; -1 (or 0) is null.
+  length, their COMPACT forms an unsigned varint holding length + 1; a negative length (0 in
+  the COMPACT forms) is null, as Kafka reads it; a string is at most 32767 bytes.
 - RECORDS stay raw: a `memoryview` slice of the frame, never decoded or copied here.
 - A helper that meets bad bytes raises `CodecFault` (or lets struct.error / IndexError out);
   `Message.decode` turns any of them into one `ProtocolDecodeError` naming the message,
@@ -171,11 +172,12 @@ def _span(b: memoryview, p: int, n: int, what: str) -> int:
 
 
 def read_array_length(b: memoryview, p: int) -> tuple[int, int]:
-    """An int32 element count; -1 is null. More elements than bytes left is corrupt (as Kafka)."""
+    """An int32 element count; any negative count is null (-1 returned), as Kafka reads it.
+    More elements than bytes left is corrupt (Kafka's check too)."""
     (n,) = _I32.unpack_from(b, p)
     p += 4
-    if n < -1:
-        raise CodecFault(f"negative array length {n}")
+    if n < 0:
+        return -1, p
     if n > len(b) - p:
         raise CodecFault(f"array of {n} elements but only {len(b) - p} bytes left")
     return n, p
@@ -204,8 +206,6 @@ def read_nstr(b: memoryview, p: int) -> tuple[str | None, int]:
     (n,) = _I16.unpack_from(b, p)
     p += 2
     if n < 0:
-        if n != -1:
-            raise CodecFault(f"negative string length {n}")
         return None, p
     end = _span(b, p, n, "string")
     return str(b[p:end], "utf-8"), end
@@ -220,6 +220,8 @@ def read_cnstr(b: memoryview, p: int) -> tuple[str | None, int]:
     n, p = read_uvarint(b, p)
     if n == 0:
         return None, p
+    if n - 1 > 0x7FFF:
+        raise CodecFault(f"string length {n - 1} is over 32767")
     end = _span(b, p, n - 1, "string")
     return str(b[p:end], "utf-8"), end
 
@@ -271,8 +273,6 @@ def read_nrecords(b: memoryview, p: int) -> tuple[memoryview | None, int]:
     (n,) = _I32.unpack_from(b, p)
     p += 4
     if n < 0:
-        if n != -1:
-            raise CodecFault(f"negative bytes length {n}")
         return None, p
     end = _span(b, p, n, "bytes")
     return b[p:end], end

@@ -412,6 +412,41 @@ class MetadataLoadError(MetadataReplayError):
         self.offset = offset
 
 
+class ProtocolDecodeError(InvalidRequestError):
+    """Bytes that do not decode as the Kafka protocol message and version they claim to be.
+
+    Truncated frames, lengths past the end, null where the spec forbids it, invalid UTF-8, bytes
+    left over: the message names the message, its version and the field path
+    (``topics.partitions.records``). Kafka answers such a request with INVALID_REQUEST.
+    """
+
+    def __init__(self, message_name: str, version: int, field: str, reason: str) -> None:
+        super().__init__(f"{message_name} v{version}: field {field or '(unknown)'}: {reason}")
+        self.message_name = message_name
+        self.version = version
+        self.field = field
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.message_name, self.version, self.field, self.reason))
+
+
+class ProtocolEncodeError(ReplogError):
+    """A Kafka protocol message whose values cannot be written at the version asked: None for a
+    non-nullable field, an integer out of its type's range, a value of the wrong type. Names the
+    message, version and field path."""
+
+    def __init__(self, message_name: str, version: int, field: str, reason: str) -> None:
+        super().__init__(f"{message_name} v{version}: field {field or '(unknown)'}: {reason}")
+        self.message_name = message_name
+        self.version = version
+        self.field = field
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.message_name, self.version, self.field, self.reason))
+
+
 class BrokerLifecycleError(ReplogError):
     """The broker could not join the cluster or left it before running: no registration
     within `initial.broker.registration.timeout.ms`, or a shutdown while starting. The message

@@ -3,7 +3,8 @@
 1. Pure cores import no I/O, clock, randomness or concurrency modules.
 2. Inside the engine, only `replog/storage/fs.py` touches files and only `replog/clock.py`
    reads the clock.
-3. Generated protobuf code is current (`proto/generate.py --check`).
+3. Generated protobuf code and Kafka codecs are current (`proto/generate.py --check`,
+   `proto/generate_kafka.py --check`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ PURE_PACKAGES = [
     "quorum",
     "replog/replication",
     "replog/coordinator",
+    "replog/kafka",
 ]
 FORBIDDEN_IN_PURE = {
     "asyncio",
@@ -145,9 +147,10 @@ def test_the_rule_checker_can_fail() -> None:
     assert {"os.fsync", "time.monotonic"} <= dotted_calls(tree)
 
 
-def test_generated_protobuf_code_is_current() -> None:
+@pytest.mark.parametrize("generator", ["generate.py", "generate_kafka.py"])
+def test_generated_code_is_current(generator: str) -> None:
     result = subprocess.run(
-        [sys.executable, str(ROOT / "proto" / "generate.py"), "--check"],
+        [sys.executable, str(ROOT / "proto" / generator), "--check"],
         capture_output=True,
         text=True,
         check=False,

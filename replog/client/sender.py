@@ -86,6 +86,7 @@ from replog.errors import (
     KafkaTimeoutError,
     LeaderNotAvailableError,
     MalformedResponseError,
+    MessageSizeTooLargeError,
     NetworkError,
     NotEnoughReplicasAfterAppendError,
     NotLeaderOrFollowerError,
@@ -145,12 +146,17 @@ class SenderMetrics:
     records_delivered: int = 0
     metadata_refreshes: int = 0
     producer_ids: int = 0
+    batches_split: int = 0
 
 
 def _describe(error: BaseException | None) -> str:
     if error is None:
         return "none"
     return f"{type(error).__name__}: {error}"
+
+
+def _ignore_topic(topic: str) -> None:
+    return None
 
 
 def _closed_error(batch: ProducerBatch, outcome: str, when: str) -> ClientClosedError:
@@ -211,6 +217,11 @@ class Sender:
         # Kafka's guaranteeMessageOrder: one request per partition on the wire (module docstring)
         self._mute = config.max_in_flight_requests_per_connection == 1
         self._fatal: KafkaError | None = None  # InitProducerId failed for good (module docstring)
+        # (partition, error class) warned about while retrying (module docstring)
+        self._warned: set[tuple[TopicPartition, str]] = set()
+        # Called with a topic whose batch the broker refused as too large (the producer asks
+        # for the topic's max.message.bytes again).
+        self.on_too_large: Callable[[str], None] = _ignore_topic
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -628,6 +639,9 @@ class Sender:
             self.idempotence.on_success(batch)
         else:
             batch.in_flight = False
+        if self._warned:  # the partition recovered: a new spell of errors is warned about again
+            tp = batch.topic_partition
+            self._warned = {key for key in self._warned if key[0] != tp}
         if batch.complete(base_offset, log_append_time_ms):
             self.metrics.records_delivered += batch.record_count
         self._acc.deallocate(batch)
@@ -650,6 +664,17 @@ class Sender:
         batch.last_error = error
         if isinstance(error, _STALE_METADATA):
             self._metadata.request_update()
+        if (
+            isinstance(error, MessageSizeTooLargeError)
+            and not grouped
+            and not batch.done
+            and not self._forced
+            and now_ms < batch.created_ms + self._config.delivery_timeout_ms
+        ):
+            if batch.record_count > 1:
+                self._split(batch, error, now_ms)
+                return
+            error = self._record_too_large(batch, error)
         retriable = error.retriable or (idempotence is not None and idempotence.can_retry(error))
         deadline_ms = batch.created_ms + self._config.delivery_timeout_ms
         # The broker refused an entry of several batches as a whole for what may be one
@@ -673,9 +698,10 @@ class Sender:
             else:
                 batch.in_flight = False
             self.metrics.batches_retried += 1
-            log.debug(
-                "%s %r after %s", "resending" if alone else "retrying", batch, _describe(error)
-            )
+            if alone:
+                log.debug("resending %r alone after %s", batch, _describe(error))
+            else:
+                self._warn_retry(batch, error, "retrying", deadline_ms - now_ms)
             retry_at_ms = now_ms if alone else now_ms + self._backoff_ms(batch.attempts)
             retries.append((batch, retry_at_ms))
             return
@@ -691,6 +717,64 @@ class Sender:
             self._fail(batch, self._expiry_error(batch))
         else:
             self._fail(batch, error)
+
+    def _warn_retry(
+        self, batch: ProducerBatch, error: ReplogError, action: str, left_ms: int
+    ) -> None:
+        """Say why a partition's batch is not delivered yet, at WARNING once per partition
+        and cause until the partition delivers again (Kafka's "Got error produce response
+        ..., retrying"), else at DEBUG: a retry loop that can last delivery.timeout.ms must
+        not be silent, nor flood the log."""
+        tp = batch.topic_partition
+        name = getattr(error, "error_name", type(error).__name__)
+        key = (tp, type(error).__name__)
+        first = key not in self._warned
+        self._warned.add(key)
+        log.log(
+            logging.WARNING if first else logging.DEBUG,
+            "Got error produce response on topic-partition %s-%d, %s (%d record(s), attempt "
+            "%d, up to %d ms left of delivery.timeout.ms). Error: %s: %s",
+            tp.topic,
+            tp.partition,
+            action,
+            batch.record_count,
+            batch.attempts,
+            max(left_ms, 0),
+            name,
+            error,
+        )
+
+    def _split(self, batch: ProducerBatch, error: ReplogError, now_ms: int) -> None:
+        """The broker refused a batch of several records as larger than the topic's
+        max.message.bytes, although each record may fit: split it and send the pieces at
+        once, in order (Kafka's Sender splits and re-enqueues such a batch; the attempt is
+        not counted against `retries`). The pieces are sized to the topic's limit when the
+        producer knows it, else halves (split again if still too large)."""
+        tp = batch.topic_partition
+        limit = self._acc.topic_limit(tp.topic)
+        max_bytes = limit if limit is not None else (batch.size_in_bytes + 1) // 2
+        left_ms = batch.created_ms + self._config.delivery_timeout_ms - now_ms
+        self._warn_retry(batch, error, "splitting the batch and retrying", left_ms)
+        pieces = self._acc.split_and_reenqueue(batch, max_bytes, now_ms)
+        if self.idempotence is not None:
+            self.idempotence.on_split(batch, pieces)
+        else:
+            batch.in_flight = False
+        self.metrics.batches_split += 1
+        self.on_too_large(tp.topic)
+
+    def _record_too_large(
+        self, batch: ProducerBatch, error: MessageSizeTooLargeError
+    ) -> MessageSizeTooLargeError:
+        """A batch of one record refused as too large: the record itself is, so say so."""
+        tp = batch.topic_partition
+        limit = self._acc.topic_limit(tp.topic)
+        known = f" (the topic's max.message.bytes={limit})" if limit is not None else ""
+        return MessageSizeTooLargeError(
+            f"{tp.topic}-{tp.partition}: the record is {batch.size_in_bytes} bytes as a batch, "
+            f"larger than the topic's max.message.bytes allows{known}, so it cannot be sent "
+            f"on its own; the broker said: {error}"
+        )
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
         if batch.fail(error):

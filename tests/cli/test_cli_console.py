@@ -490,3 +490,27 @@ def test_the_bootstrap_servers_may_be_given_in_either_spelling(command: str) -> 
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert f"no answer from {dead} within " in result.stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize("command", ["produce", "consume"])
+def test_a_refused_bootstrap_address_is_said_at_once_and_fails_after_the_setup_timeout(
+    command: str,
+) -> None:
+    """Issue #52: a --bootstrap-server whose port refuses connections used to wait 60 s in
+    silence. The refusal is a WARNING at once, and the command fails with it once the
+    refusals have lasted socket.connection.setup.timeout.max.ms."""
+    dead = f"127.0.0.1:{free_port()}"
+    option = {"produce": "--producer-property", "consume": "--consumer-property"}[command]
+    started = time.monotonic()
+    result = replog_process(
+        command, "--topic", "t", "--bootstrap-server", dead,
+        option, "socket.connection.setup.timeout.max.ms=1000", stdin="v\n",
+    )  # fmt: skip
+    assert time.monotonic() - started < 20  # the interpreter's start-up included
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    warnings = [line for line in lines if " WARNING " in line and "connection refused" in line]
+    assert warnings and all(dead in line for line in warnings)
+    assert "retrying for up to socket.connection.setup.timeout.max.ms=1000 ms" in warnings[0]
+    assert f"{dead}: connection refused, at every attempt for " in lines[-1]
+    assert lines[-1].startswith(f"replog {command}: ")

@@ -20,6 +20,7 @@ import pytest
 from cli_runner import Outcome, replog, replog_process
 from client_cluster import ClientCluster, client_cluster
 
+from replog import Admin
 from replog.cli import console_consumer
 from replog.cli.line_reader import LineReaderConfig, LineRecord, parse_line
 from replog.cli.record_formatter import FormatterConfig, format_record
@@ -514,3 +515,23 @@ def test_a_refused_bootstrap_address_is_said_at_once_and_fails_after_the_setup_t
     assert "retrying for up to socket.connection.setup.timeout.max.ms=1000 ms" in warnings[0]
     assert f"{dead}: connection refused, at every attempt for " in lines[-1]
     assert lines[-1].startswith(f"replog {command}: ")
+
+
+def test_consuming_below_the_log_start_offset_says_it_resets(cluster: ClientCluster) -> None:
+    """Issue #52: `--offset` below the log start offset (after delete-records) printed nothing
+    and said nothing; the reset auto.offset.reset makes is now a WARNING on stderr."""
+    cluster.create_topic("trimmed-lines", partitions=1)
+    assert produce(cluster, "trimmed-lines", "".join(f"{i}\n" for i in range(10))).returncode == 0
+    with Admin(bootstrap_servers=cluster.bootstrap) as admin:
+        admin.delete_records({TopicPartition("trimmed-lines", 0): 5})
+    result = replog_process(  # a process of its own: its logging goes to its stderr
+        "consume", "--bootstrap-server", cluster.bootstrap, "--timeout-ms", "5000",
+        "--topic", "trimmed-lines", "--partition", "0", "--offset", "2",
+        "--consumer-property", "auto.offset.reset=earliest", "--max-messages", "5",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["5", "6", "7", "8", "9"]
+    assert (
+        "Fetch position 2 is out of range for partition trimmed-lines-0 (the log holds [5, 10) "
+        "for consumers), resetting offset to earliest"
+    ) in result.stderr

@@ -388,6 +388,11 @@ class ClusterMetadata:
 
     # --- one pass over the addresses -------------------------------------------------------------
 
+    def addresses_to_try(self) -> list[str]:
+        """Every address known, in the order a metadata pass asks them (module docstring):
+        for other requests any broker can answer."""
+        return self._addresses_to_try()
+
     def _addresses_to_try(self) -> list[str]:
         first = [self._last_good] if self._last_good is not None else []
         addresses = dict.fromkeys([*first, *self._brokers.values(), *self.bootstrap])

@@ -3,8 +3,9 @@ to it up front instead of being refused whole (the sender splits a refused batch
 
 Rules:
 - Asked with DescribeConfigs (the topic's `max.message.bytes` only) of the `Controller`
-  service at the addresses the metadata knows, the advertised brokers first, then
-  `bootstrap.servers`: a combined replog node serves it on its broker's address. An address
+  service at the addresses the metadata knows, in the order a metadata refresh asks them
+  (the broker that answered last first, those that failed last): a combined replog node
+  serves it on its broker's address. An address
   that does not serve it (a broker-only node: UNIMPLEMENTED), does not answer or answers
   nonsense is skipped; when none answers the limit stays unknown (batches keep batch.size),
   said at DEBUG only: the split still delivers every record.
@@ -105,8 +106,7 @@ class TopicLimits:
 
     async def _ask(self, topics: list[str]) -> dict[str, dict[str, str | None] | KafkaError]:
         """The first answer of an address that serves DescribeConfigs ({} if none does)."""
-        brokers = list(self._metadata.brokers().values())
-        addresses = list(dict.fromkeys([*brokers, *self._metadata.bootstrap]))
+        addresses = self._metadata.addresses_to_try()
         connections = self._metadata.connections
         causes = []
         for address in addresses:

@@ -42,12 +42,19 @@ Rules:
   and with idempotence only within the partition's pending limit (5 batches), so every
   retry is still among the broker's retained batches.
   Batches keep `batch.size`: what is written is what Kafka's producer would write.
+- A topic whose `max.message.bytes` is below batch.size (`set_topic_limit`, from the
+  producer's describe of the topic) gets batches of at most that size (a single larger record
+  still gets a batch of its own). A built batch the broker refused as too large is split
+  (`split_and_reenqueue`, `ProducerBatch.split`): its records are decoded (this rare path
+  only) and re-encoded into pieces that replace it in its deque and among the incomplete
+  batches, in order, with its futures, reservation and (stamped) sequences shared out.
 - Compression and the v2 header happen when a batch is drained (`ProducerBatch.close`): the
   batch's bytes are built exactly once. An idempotent producer's id, epoch and sequence are
   written into the built header afterwards (`stamp`, with a new CRC), because sequences are
   assigned only when a batch leaves (so they follow the send order, and a reset can renumber).
 - A retried batch goes back to the front of its deque, among the other retried batches in
-  sequence order with idempotence, else in the order the batches were created (`serial`), so
+  sequence order with idempotence, else in the order the batches were created (`serial`, then
+  a split batch's pieces by `part`), so
   that a partition's batches are resent in order however their answers arrive: a call that
   fails fails its requests oldest first, and each one's retries must not jump ahead of the
   older ones'. (Kafka's producer puts each retry without idempotence first, so retries

@@ -31,6 +31,17 @@ Rules:
   connection it also drops the channel to that broker and marks the metadata stale (Kafka's
   NetworkClient closes a connection whose bytes are no response, and a disconnect requests a
   metadata update: the address may now belong to something else).
+- A retry is not silent: the first retry of each (partition, error class) is logged at
+  WARNING, as Kafka's Sender does ("Got error produce response on topic-partition t-0,
+  retrying (...). Error: NOT_ENOUGH_REPLICAS: ..."), later ones at DEBUG until the partition
+  delivers a batch again (then a new spell of errors is warned about again).
+- MESSAGE_TOO_LARGE for a batch of several records sent alone: the batch is split
+  (`RecordAccumulator.split_and_reenqueue`: pieces sized to the topic's `max.message.bytes`
+  when the producer knows it, else halves) and the pieces are sent at once, in order, not
+  counted against `retries` (Kafka's Sender splitAndReenqueue); with idempotence the pieces
+  take over the batch's sequences (`Idempotence.on_split`). The producer is told
+  (`on_too_large`) so that it describes the topic's limit again. A batch of one record fails
+  with MessageSizeTooLargeError naming the record's size and the limit.
 - NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, fenced or unknown
   leader epochs, storage errors, timeouts and lost connections mark the metadata stale; a
   partition whose leader is unknown triggers a refresh (at most one in flight, then at least

@@ -35,6 +35,9 @@ Rules:
   WARNING, as Kafka's Sender does ("Got error produce response on topic-partition t-0,
   retrying (...). Error: NOT_ENOUGH_REPLICAS: ..."), later ones at DEBUG until the partition
   delivers a batch again (then a new spell of errors is warned about again).
+- Records waiting for a leader (the metadata names none for their partition) are not silent
+  either: once they have waited `NO_LEADER_WARN_MS` (3 s; an election takes less), a WARNING
+  names the partition, once until it delivers again.
 - MESSAGE_TOO_LARGE for a batch of several records sent alone: the batch is split
   (`RecordAccumulator.split_and_reenqueue`: pieces sized to the topic's `max.message.bytes`
   when the producer knows it, else halves) and the pieces are sent at once, in order, not
@@ -115,6 +118,9 @@ log = logging.getLogger("replog.client")
 # request.timeout.ms on the broker, then answers REQUEST_TIMED_OUT itself).
 TRANSPORT_MARGIN_MS = 1_000
 BACKOFF_JITTER = 0.2
+# A partition whose records have waited this long for a leader is warned about (module
+# docstring): an election takes moments, a wait longer than a few seconds says what it is.
+NO_LEADER_WARN_MS = 3_000
 
 # Errors after which the cached leaders may be wrong (Kafka's InvalidMetadataException family,
 # plus lost connections and timeouts).
@@ -230,6 +236,8 @@ class Sender:
         self._fatal: KafkaError | None = None  # InitProducerId failed for good (module docstring)
         # (partition, error class) warned about while retrying (module docstring)
         self._warned: set[tuple[TopicPartition, str]] = set()
+        # partitions with queued records and no leader, since when (module docstring)
+        self._leaderless: dict[TopicPartition, int] = {}
         # Called with a topic whose batch the broker refused as too large (the producer asks
         # for the topic's max.message.bytes again).
         self.on_too_large: Callable[[str], None] = _ignore_topic
@@ -428,6 +436,10 @@ class Sender:
             refresh_at = self._request_metadata({tp.topic for tp in result.unknown_leaders})
             if refresh_at is not None:
                 next_ms = refresh_at if next_ms is None else min(next_ms, refresh_at)
+        if result.unknown_leaders or self._leaderless:
+            warn_at = self._warn_leaderless(result.unknown_leaders, now_ms)
+            if warn_at is not None:
+                next_ms = warn_at if next_ms is None else min(next_ms, warn_at)
         for node, batches in result.by_node.items():
             self._send(node, batches)
         if result.next_ready_ms is not None:
@@ -435,6 +447,35 @@ class Sender:
                 result.next_ready_ms if next_ms is None else min(next_ms, result.next_ready_ms)
             )
         return next_ms
+
+    def _warn_leaderless(self, partitions: set[TopicPartition], now_ms: int) -> int | None:
+        """Warn once about each partition whose records have waited NO_LEADER_WARN_MS for a
+        leader (module docstring); returns when to look again for one not warned about yet."""
+        since = self._leaderless
+        for tp in [tp for tp in since if tp not in partitions]:
+            del since[tp]
+        look_at: int | None = None
+        for tp in partitions:
+            first_ms = since.setdefault(tp, now_ms)
+            key = (tp, "no leader")
+            if key in self._warned:
+                continue
+            if now_ms - first_ms < NO_LEADER_WARN_MS:
+                due = first_ms + NO_LEADER_WARN_MS
+                look_at = due if look_at is None else min(look_at, due)
+                continue
+            self._warned.add(key)
+            cause = f"; last metadata error: {_describe(self._metadata_error)}"
+            log.warning(
+                "Partition %s-%d has had no leader for %d ms: its records wait for one (up to "
+                "delivery.timeout.ms=%d ms from their send)%s",
+                tp.topic,
+                tp.partition,
+                now_ms - first_ms,
+                self._config.delivery_timeout_ms,
+                cause if self._metadata_error is not None else "",
+            )
+        return look_at
 
     def _leader_of(self, tp: TopicPartition) -> int | None:
         state = self._metadata.partition(tp)

@@ -17,6 +17,7 @@ from replog.admin.controller_results import TopicPartition
 from replog.client.accumulator import RecordAccumulator
 from replog.errors import MessageSizeTooLargeError
 from replog.record import RecordBatch
+from replog.record.compression import COMPRESSION_GZIP, COMPRESSION_NONE
 
 VALUES = [b"%d" % i + b"x" * 298 for i in range(10)]  # 10 records of 300 bytes
 
@@ -83,9 +84,10 @@ async def test_a_record_too_large_alone_fails_naming_its_size_and_the_limit(
     assert "one-0: the record is 1" in message and "max.message.bytes 1000" in message
 
 
-def test_split_shares_out_records_futures_sequences_and_memory() -> None:
+@pytest.mark.parametrize("compression", [COMPRESSION_NONE, COMPRESSION_GZIP])
+def test_split_shares_out_records_futures_sequences_and_memory(compression: int) -> None:
     tp = TopicPartition("t", 0)
-    acc = RecordAccumulator(batch_size=16_384, linger_ms=0)
+    acc = RecordAccumulator(batch_size=16_384, linger_ms=0, compression=compression)
     futures = [Handle() for _ in VALUES]
     for index, (value, future) in enumerate(zip(VALUES, futures, strict=True)):
         acc.append(tp, 1_000 + index, b"k", value, (("h", b"v"),), future)
@@ -95,6 +97,9 @@ def test_split_shares_out_records_futures_sequences_and_memory() -> None:
     pieces = batch.split(1000)
     assert len(pieces) == 4 and [p.record_count for p in pieces] == [3, 3, 3, 1]
     assert all(len(p.records or b"") <= 1000 for p in pieces)
+    assert {RecordBatch.parse(p.records or b"").compression_codec for p in pieces} == {
+        compression
+    }
     assert [p.base_sequence for p in pieces] == [40, 43, 46, 49]
     assert {(p.producer_id, p.producer_epoch) for p in pieces} == {(7, 1)}
     assert sum(p.reserved for p in pieces) == reserved

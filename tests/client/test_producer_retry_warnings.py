@@ -2,10 +2,12 @@
 in-sync replicas used to retry for delivery.timeout.ms (120 s) with nothing printed. Now the
 cause is logged at WARNING once per partition and cause while it lasts (Kafka's "Got error
 produce response ... on topic-partition ..., retrying ... Error: NOT_ENOUGH_REPLICAS"), again
-after the partition delivered and the error came back, and `replog produce` prints it."""
+after the partition delivered and the error came back, and `replog produce` prints it.
+Records that wait for a leader (none elected) are warned about too, once."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import logging
@@ -14,9 +16,10 @@ from unittest import mock
 
 import pytest
 from producer_fakes import FakeCluster
-from test_producer import Made, cluster, make  # noqa: F401 - fixtures
+from test_producer import Made, cluster, make, until  # noqa: F401 - fixtures
 
 from replog.cli.main import main
+from replog.client import sender
 from replog.errors import NotEnoughReplicasError
 
 
@@ -55,6 +58,31 @@ async def test_a_retried_cause_is_warned_about_once_per_partition_and_spell(
     cluster.refuse("t", 0, not_enough("t-0"), times=2)
     assert (await producer.send("t", b"c", partition=0)).offset == 1
     assert len(retry_warnings(caplog)) == 1
+
+
+@pytest.mark.asyncio
+async def test_records_waiting_for_a_leader_are_warned_about_once(
+    cluster: FakeCluster,  # noqa: F811
+    make: Made,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sender, "NO_LEADER_WARN_MS", 100)
+    caplog.set_level(logging.WARNING, logger="replog.client")
+    cluster.log("one").leader = -1  # the metadata names no leader (all replicas down)
+    producer = make(delivery_timeout_ms=10_000)
+    future = producer.send_nowait("one", b"v")
+
+    def warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "no leader" in r.getMessage()]
+
+    await until(lambda: bool(warnings()))
+    await asyncio.sleep(0.3)  # more passes of the sender: still one warning
+    (warning,) = warnings()
+    assert warning.startswith("Partition one-0 has had no leader for ")
+    assert "delivery.timeout.ms=10000 ms" in warning
+    cluster.log("one").leader = 0
+    assert (await future).offset == 0
 
 
 def test_replog_produce_prints_the_retried_cause(

@@ -535,3 +535,20 @@ def test_consuming_below_the_log_start_offset_says_it_resets(cluster: ClientClus
         "Fetch position 2 is out of range for partition trimmed-lines-0 (the log holds [5, 10) "
         "for consumers), resetting offset to earliest"
     ) in result.stderr
+
+
+def test_lines_that_each_fit_the_topics_limit_all_land_together(cluster: ClientCluster) -> None:
+    """Issue #52: 10 lines of 300 bytes to a topic of max.message.bytes=1000 all failed with
+    the default linger (one batch over the limit); now every line lands, once, in order."""
+    cluster.create_topic("small-lines", partitions=1, configs={"max.message.bytes": "1000"})
+    lines = [f"{i}".ljust(300, "x") for i in range(10)]
+    produced = produce(
+        cluster, "small-lines", "".join(f"{line}\n" for line in lines),
+        "--producer-property", "linger.ms=100",
+    )  # fmt: skip
+    assert (produced.returncode, produced.stderr) == (0, "")
+    consumed = consume(
+        cluster, "--topic", "small-lines", "--from-beginning", "--max-messages", "10"
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.splitlines() == lines

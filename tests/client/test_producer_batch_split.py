@@ -97,9 +97,7 @@ def test_split_shares_out_records_futures_sequences_and_memory(compression: int)
     pieces = batch.split(1000)
     assert len(pieces) == 4 and [p.record_count for p in pieces] == [3, 3, 3, 1]
     assert all(len(p.records or b"") <= 1000 for p in pieces)
-    assert {RecordBatch.parse(p.records or b"").compression_codec for p in pieces} == {
-        compression
-    }
+    assert {RecordBatch.parse(p.records or b"").compression_codec for p in pieces} == {compression}
     assert [p.base_sequence for p in pieces] == [40, 43, 46, 49]
     assert {(p.producer_id, p.producer_epoch) for p in pieces} == {(7, 1)}
     assert sum(p.reserved for p in pieces) == reserved

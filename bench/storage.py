@@ -1,4 +1,4 @@
-"""Storage engine benchmark (issue #2 §10): replog's `Log` against a plain file, same run.
+"""Storage engine benchmark (issue #2, item 10): replog's `Log` against a plain file, same run.
 
 Usage::
 

@@ -1,25 +1,33 @@
-"""Typed errors for replog, one class per Kafka wire error code plus local-only errors.
+"""Typed errors for replog: Kafka's wire errors, built from Kafka's error table, and local ones.
 
 Rules:
 - Every error that can cross the wire subclasses `KafkaError` and carries Kafka's numeric
   `code`, its protocol `error_name` (e.g. ``OFFSET_OUT_OF_RANGE``) and whether a client may
-  retry it (`retriable`). The class names follow Kafka's exception names with ``Error``.
+  retry it (`retriable`). The three come from one row of `replog.error_codes.KAFKA_ERRORS`
+  (Kafka's `Errors` enum, every code of Kafka 4.x); a class names only its code.
+- A code gets a named class here only when replog raises, catches or documents it by name (its
+  code, tests or docs). The name follows Kafka's exception name with ``Error``, or the error
+  name (``NON_EMPTY_GROUP`` -> ``NonEmptyGroupError``) as kafka-python names them; kafka-python's
+  spellings of older ones are aliases at the end of this module. Every other code of the table
+  gets a `GenericKafkaError` subclass built at import, named the same way but not a module
+  attribute: `error_for_code` still gives each code its own type with Kafka's flags.
+- The named classes are one-line `class X(KafkaError, code=N)` statements, not generated source
+  nor a loop over the table: mypy (strict) and readers need each importable name written out,
+  the table stays the only place a name or flag is spelled, and `tests/test_errors.py` checks
+  that the two agree, so no generator or `--check` step is needed.
 - Errors that never cross the wire (a corrupt checkpoint file, a bad config) subclass
   `ReplogError` directly.
 - Every message names the thing it is about: file and line, topic-partition, offset.
-- `error_for_code(code, message)` turns a wire code back into the matching class, so clients
-  raise the same types the broker raised.
-- Every code of Kafka's protocol error table (-1 and 1-133, Kafka 4.x) has its class, with
-  Kafka's retriable flag (the Java exception is a `RetriableException`), including codes only
-  Kafka features replog lacks use (SASL, transactions, share groups): a client can then name
-  any answer precisely. New classes are named after the error name (``NON_EMPTY_GROUP`` ->
-  `NonEmptyGroupError`), as kafka-python names them; kafka-python's spellings of the older
-  ones are aliases at the end of this module.
+- `error_for_code(code, message)` turns a wire code back into its class, so clients raise the
+  same types the broker raised; a code outside the table becomes `UnknownServerError`.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+import types
+from typing import Any, ClassVar
+
+from replog.error_codes import ERRORS_BY_CODE, KAFKA_ERRORS, ErrorSpec
 
 
 class ReplogError(Exception):
@@ -28,28 +36,30 @@ class ReplogError(Exception):
     retriable: ClassVar[bool] = False
 
 
+_BY_CODE: dict[int, type[KafkaError]] = {}
+
+
 class KafkaError(ReplogError):
-    """An error with a Kafka protocol error code."""
+    """An error with a Kafka protocol error code.
+
+    `class X(KafkaError, code=N)` takes code N's name and retriable flag from Kafka's error
+    table and registers X for `error_for_code`; a subclass without `code` inherits its parent's.
+    """
 
     code: ClassVar[int] = -1
     error_name: ClassVar[str] = "UNKNOWN_SERVER_ERROR"
 
-
-_BY_CODE: dict[int, type[KafkaError]] = {}
-
-
-def _wire(code: int, error_name: str, *, retriable: bool = False):  # type: ignore[no-untyped-def]
-    """Class decorator: attach a wire code and register the class for `error_for_code`."""
-
-    def attach(cls: type[KafkaError]) -> type[KafkaError]:
-        cls.code = code
-        cls.error_name = error_name
-        cls.retriable = retriable
-        assert code not in _BY_CODE, f"error code {code} registered twice"
+    def __init_subclass__(cls, code: int | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if code is None:
+            return
+        spec = ERRORS_BY_CODE[code]
+        cls.code = spec.code
+        cls.error_name = spec.name
+        cls.retriable = spec.retriable
+        if code in _BY_CODE:
+            raise TypeError(f"error code {code} has two classes: {_BY_CODE[code]} and {cls}")
         _BY_CODE[code] = cls
-        return cls
-
-    return attach
 
 
 def error_for_code(code: int, message: str = "") -> KafkaError:
@@ -58,678 +68,205 @@ def error_for_code(code: int, message: str = "") -> KafkaError:
     return cls(message or cls.error_name)
 
 
+def _class_name(error_name: str) -> str:
+    """The name of a code's generic class: ``NON_EMPTY_GROUP`` -> ``NonEmptyGroupError``."""
+    return "".join(word.capitalize() for word in error_name.split("_")) + "Error"
+
+
 # --- Wire errors (codes and retriability as in Kafka's protocol) -----------------------------
 
 
-@_wire(-1, "UNKNOWN_SERVER_ERROR")
-class UnknownServerError(KafkaError):
-    pass
+class UnknownServerError(KafkaError, code=-1): ...
 
 
-@_wire(1, "OFFSET_OUT_OF_RANGE")
-class OffsetOutOfRangeError(KafkaError):
+class OffsetOutOfRangeError(KafkaError, code=1):
     """A read or fetch offset outside [log_start_offset, log_end_offset]."""
 
 
-@_wire(2, "CORRUPT_MESSAGE", retriable=True)
-class CorruptRecordError(KafkaError):
+class CorruptRecordError(KafkaError, code=2):
     """Bytes that fail framing or the CRC-32C check."""
 
 
-@_wire(3, "UNKNOWN_TOPIC_OR_PARTITION", retriable=True)
-class UnknownTopicOrPartitionError(KafkaError):
-    pass
+class UnknownTopicOrPartitionError(KafkaError, code=3): ...
 
 
-@_wire(4, "INVALID_FETCH_SIZE")
-class InvalidFetchSizeError(KafkaError):
-    pass
+class InvalidFetchSizeError(KafkaError, code=4): ...
 
 
-@_wire(5, "LEADER_NOT_AVAILABLE", retriable=True)
-class LeaderNotAvailableError(KafkaError):
-    pass
+class LeaderNotAvailableError(KafkaError, code=5): ...
 
 
-@_wire(6, "NOT_LEADER_OR_FOLLOWER", retriable=True)
-class NotLeaderOrFollowerError(KafkaError):
-    pass
+class NotLeaderOrFollowerError(KafkaError, code=6): ...
 
 
-@_wire(7, "REQUEST_TIMED_OUT", retriable=True)
-class RequestTimedOutError(KafkaError):
-    pass
+class RequestTimedOutError(KafkaError, code=7): ...
 
 
-@_wire(8, "BROKER_NOT_AVAILABLE")
-class BrokerNotAvailableError(KafkaError):
-    pass
+class BrokerNotAvailableError(KafkaError, code=8): ...
 
 
-@_wire(9, "REPLICA_NOT_AVAILABLE", retriable=True)
-class ReplicaNotAvailableError(KafkaError):
-    pass
-
-
-@_wire(10, "MESSAGE_TOO_LARGE")
-class MessageSizeTooLargeError(KafkaError):
+class MessageSizeTooLargeError(KafkaError, code=10):
     """A batch larger than `max.message.bytes`."""
 
 
-@_wire(11, "STALE_CONTROLLER_EPOCH")
-class StaleControllerEpochError(KafkaError):
-    """ZooKeeper-era: a request from a controller of an older epoch."""
-
-
-@_wire(12, "OFFSET_METADATA_TOO_LARGE")
-class OffsetMetadataTooLargeError(KafkaError):
+class OffsetMetadataTooLargeError(KafkaError, code=12):
     """A committed offset's metadata string longer than `offset.metadata.max.bytes`."""
 
 
-@_wire(13, "NETWORK_EXCEPTION", retriable=True)
-class NetworkError(KafkaError):
-    pass
+class NetworkError(KafkaError, code=13): ...
 
 
-@_wire(14, "COORDINATOR_LOAD_IN_PROGRESS", retriable=True)
-class CoordinatorLoadInProgressError(KafkaError):
+class CoordinatorLoadInProgressError(KafkaError, code=14):
     """The group coordinator is still loading its partition of `__consumer_offsets`."""
 
 
-@_wire(15, "COORDINATOR_NOT_AVAILABLE", retriable=True)
-class CoordinatorNotAvailableError(KafkaError):
+class CoordinatorNotAvailableError(KafkaError, code=15):
     """No coordinator for the group yet (`__consumer_offsets` missing, leaderless or too small)."""
 
 
-@_wire(16, "NOT_COORDINATOR", retriable=True)
-class NotCoordinatorError(KafkaError):
+class NotCoordinatorError(KafkaError, code=16):
     """The broker asked is not the group's coordinator (any more); find it again."""
 
 
-@_wire(17, "INVALID_TOPIC_EXCEPTION")
-class InvalidTopicError(KafkaError):
-    pass
+class InvalidTopicError(KafkaError, code=17): ...
 
 
-@_wire(18, "RECORD_LIST_TOO_LARGE")
-class RecordBatchTooLargeError(KafkaError):
+class RecordBatchTooLargeError(KafkaError, code=18):
     """An append larger than a whole segment (`segment.bytes`)."""
 
 
-@_wire(19, "NOT_ENOUGH_REPLICAS", retriable=True)
-class NotEnoughReplicasError(KafkaError):
-    pass
+class NotEnoughReplicasError(KafkaError, code=19): ...
 
 
-@_wire(20, "NOT_ENOUGH_REPLICAS_AFTER_APPEND", retriable=True)
-class NotEnoughReplicasAfterAppendError(KafkaError):
-    pass
+class NotEnoughReplicasAfterAppendError(KafkaError, code=20): ...
 
 
-@_wire(21, "INVALID_REQUIRED_ACKS")
-class InvalidRequiredAcksError(KafkaError):
-    pass
+class InvalidRequiredAcksError(KafkaError, code=21): ...
 
 
-@_wire(22, "ILLEGAL_GENERATION")
-class IllegalGenerationError(KafkaError):
+class IllegalGenerationError(KafkaError, code=22):
     """An offset commit naming a group generation the coordinator does not have (replog's
     groups have no membership: only generation -1 is accepted)."""
 
 
-@_wire(23, "INCONSISTENT_GROUP_PROTOCOL")
-class InconsistentGroupProtocolError(KafkaError):
-    pass
-
-
-@_wire(24, "INVALID_GROUP_ID")
-class InvalidGroupIdError(KafkaError):
+class InvalidGroupIdError(KafkaError, code=24):
     """An empty or malformed `group.id`."""
 
 
-@_wire(25, "UNKNOWN_MEMBER_ID")
-class UnknownMemberIdError(KafkaError):
+class UnknownMemberIdError(KafkaError, code=25):
     """An offset commit naming a member the coordinator does not know (only "" is accepted)."""
 
 
-@_wire(26, "INVALID_SESSION_TIMEOUT")
-class InvalidSessionTimeoutError(KafkaError):
-    pass
+class InvalidCommitOffsetSizeError(KafkaError, code=28): ...
 
 
-@_wire(27, "REBALANCE_IN_PROGRESS")
-class RebalanceInProgressError(KafkaError):
-    pass
+class TopicAuthorizationFailedError(KafkaError, code=29): ...
 
 
-@_wire(28, "INVALID_COMMIT_OFFSET_SIZE")
-class InvalidCommitOffsetSizeError(KafkaError):
-    pass
+class UnsupportedVersionError(KafkaError, code=35): ...
 
 
-@_wire(29, "TOPIC_AUTHORIZATION_FAILED")
-class TopicAuthorizationFailedError(KafkaError):
-    pass
+class TopicAlreadyExistsError(KafkaError, code=36): ...
 
 
-@_wire(30, "GROUP_AUTHORIZATION_FAILED")
-class GroupAuthorizationFailedError(KafkaError):
-    pass
+class InvalidPartitionsError(KafkaError, code=37): ...
 
 
-@_wire(31, "CLUSTER_AUTHORIZATION_FAILED")
-class ClusterAuthorizationFailedError(KafkaError):
-    pass
+class InvalidReplicationFactorError(KafkaError, code=38): ...
 
 
-@_wire(32, "INVALID_TIMESTAMP")
-class InvalidTimestampError(KafkaError):
-    pass
+class InvalidReplicaAssignmentError(KafkaError, code=39): ...
 
 
-@_wire(33, "UNSUPPORTED_SASL_MECHANISM")
-class UnsupportedSaslMechanismError(KafkaError):
-    pass
+class InvalidConfigError(KafkaError, code=40): ...
 
 
-@_wire(34, "ILLEGAL_SASL_STATE")
-class IllegalSaslStateError(KafkaError):
-    pass
+class NotControllerError(KafkaError, code=41): ...
 
 
-@_wire(35, "UNSUPPORTED_VERSION")
-class UnsupportedVersionError(KafkaError):
-    pass
+class InvalidRequestError(KafkaError, code=42): ...
 
 
-@_wire(36, "TOPIC_ALREADY_EXISTS")
-class TopicAlreadyExistsError(KafkaError):
-    pass
+class PolicyViolationError(KafkaError, code=44): ...
 
 
-@_wire(37, "INVALID_PARTITIONS")
-class InvalidPartitionsError(KafkaError):
-    pass
+class OutOfOrderSequenceNumberError(KafkaError, code=45): ...
 
 
-@_wire(38, "INVALID_REPLICATION_FACTOR")
-class InvalidReplicationFactorError(KafkaError):
-    pass
+class DuplicateSequenceNumberError(KafkaError, code=46): ...
 
 
-@_wire(39, "INVALID_REPLICA_ASSIGNMENT")
-class InvalidReplicaAssignmentError(KafkaError):
-    pass
+class InvalidProducerEpochError(KafkaError, code=47): ...
 
 
-@_wire(40, "INVALID_CONFIG")
-class InvalidConfigError(KafkaError):
-    pass
-
-
-@_wire(41, "NOT_CONTROLLER", retriable=True)
-class NotControllerError(KafkaError):
-    pass
-
-
-@_wire(42, "INVALID_REQUEST")
-class InvalidRequestError(KafkaError):
-    pass
-
-
-@_wire(43, "UNSUPPORTED_FOR_MESSAGE_FORMAT")
-class UnsupportedForMessageFormatError(KafkaError):
-    pass
-
-
-@_wire(44, "POLICY_VIOLATION")
-class PolicyViolationError(KafkaError):
-    pass
-
-
-@_wire(45, "OUT_OF_ORDER_SEQUENCE_NUMBER")
-class OutOfOrderSequenceNumberError(KafkaError):
-    pass
-
-
-@_wire(46, "DUPLICATE_SEQUENCE_NUMBER")
-class DuplicateSequenceNumberError(KafkaError):
-    pass
-
-
-@_wire(47, "INVALID_PRODUCER_EPOCH")
-class InvalidProducerEpochError(KafkaError):
-    pass
-
-
-@_wire(48, "INVALID_TXN_STATE")
-class InvalidTxnStateError(KafkaError):
-    pass
-
-
-@_wire(49, "INVALID_PRODUCER_ID_MAPPING")
-class InvalidProducerIdMappingError(KafkaError):
-    pass
-
-
-@_wire(50, "INVALID_TRANSACTION_TIMEOUT")
-class InvalidTransactionTimeoutError(KafkaError):
-    pass
-
-
-@_wire(51, "CONCURRENT_TRANSACTIONS", retriable=True)
-class ConcurrentTransactionsError(KafkaError):
-    pass
-
-
-@_wire(52, "TRANSACTION_COORDINATOR_FENCED")
-class TransactionCoordinatorFencedError(KafkaError):
-    pass
-
-
-@_wire(53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
-class TransactionalIdAuthorizationFailedError(KafkaError):
-    pass
-
-
-@_wire(54, "SECURITY_DISABLED")
-class SecurityDisabledError(KafkaError):
-    pass
-
-
-@_wire(55, "OPERATION_NOT_ATTEMPTED")
-class OperationNotAttemptedError(KafkaError):
+class OperationNotAttemptedError(KafkaError, code=55):
     """The controller did not try this change because another in the same request failed."""
 
 
-@_wire(56, "KAFKA_STORAGE_ERROR", retriable=True)
-class KafkaStorageError(KafkaError):
+class KafkaStorageError(KafkaError, code=56):
     """The disk failed under a write or read (full disk, I/O error)."""
 
 
-@_wire(57, "LOG_DIR_NOT_FOUND")
-class LogDirNotFoundError(KafkaError):
-    pass
+class UnknownProducerIdError(KafkaError, code=59): ...
 
 
-@_wire(58, "SASL_AUTHENTICATION_FAILED")
-class SaslAuthenticationFailedError(KafkaError):
-    pass
+class InvalidFetchSessionEpochError(KafkaError, code=71): ...
 
 
-@_wire(59, "UNKNOWN_PRODUCER_ID")
-class UnknownProducerIdError(KafkaError):
-    pass
+class FencedLeaderEpochError(KafkaError, code=74): ...
 
 
-@_wire(60, "REASSIGNMENT_IN_PROGRESS")
-class ReassignmentInProgressError(KafkaError):
-    pass
+class UnknownLeaderEpochError(KafkaError, code=75): ...
 
 
-@_wire(61, "DELEGATION_TOKEN_AUTH_DISABLED")
-class DelegationTokenAuthDisabledError(KafkaError):
-    pass
+class UnsupportedCompressionTypeError(KafkaError, code=76): ...
 
 
-@_wire(62, "DELEGATION_TOKEN_NOT_FOUND")
-class DelegationTokenNotFoundError(KafkaError):
-    pass
+class StaleBrokerEpochError(KafkaError, code=77): ...
 
 
-@_wire(63, "DELEGATION_TOKEN_OWNER_MISMATCH")
-class DelegationTokenOwnerMismatchError(KafkaError):
-    pass
+class OffsetNotAvailableError(KafkaError, code=78): ...
 
 
-@_wire(64, "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED")
-class DelegationTokenRequestNotAllowedError(KafkaError):
-    pass
+class PreferredLeaderNotAvailableError(KafkaError, code=80): ...
 
 
-@_wire(65, "DELEGATION_TOKEN_AUTHORIZATION_FAILED")
-class DelegationTokenAuthorizationFailedError(KafkaError):
-    pass
+class EligibleLeadersNotAvailableError(KafkaError, code=83): ...
 
 
-@_wire(66, "DELEGATION_TOKEN_EXPIRED")
-class DelegationTokenExpiredError(KafkaError):
-    pass
+class ElectionNotNeededError(KafkaError, code=84): ...
 
 
-@_wire(67, "INVALID_PRINCIPAL_TYPE")
-class InvalidPrincipalTypeError(KafkaError):
-    pass
+class NoReassignmentInProgressError(KafkaError, code=85): ...
 
 
-@_wire(68, "NON_EMPTY_GROUP")
-class NonEmptyGroupError(KafkaError):
-    pass
-
-
-@_wire(69, "GROUP_ID_NOT_FOUND")
-class GroupIdNotFoundError(KafkaError):
-    pass
-
-
-@_wire(70, "FETCH_SESSION_ID_NOT_FOUND", retriable=True)
-class FetchSessionIdNotFoundError(KafkaError):
-    pass
-
-
-@_wire(71, "INVALID_FETCH_SESSION_EPOCH", retriable=True)
-class InvalidFetchSessionEpochError(KafkaError):
-    pass
-
-
-@_wire(72, "LISTENER_NOT_FOUND", retriable=True)
-class ListenerNotFoundError(KafkaError):
-    pass
-
-
-@_wire(73, "TOPIC_DELETION_DISABLED")
-class TopicDeletionDisabledError(KafkaError):
-    pass
-
-
-@_wire(74, "FENCED_LEADER_EPOCH", retriable=True)
-class FencedLeaderEpochError(KafkaError):
-    pass
-
-
-@_wire(75, "UNKNOWN_LEADER_EPOCH", retriable=True)
-class UnknownLeaderEpochError(KafkaError):
-    pass
-
-
-@_wire(76, "UNSUPPORTED_COMPRESSION_TYPE")
-class UnsupportedCompressionTypeError(KafkaError):
-    pass
-
-
-@_wire(77, "STALE_BROKER_EPOCH")
-class StaleBrokerEpochError(KafkaError):
-    pass
-
-
-@_wire(78, "OFFSET_NOT_AVAILABLE", retriable=True)
-class OffsetNotAvailableError(KafkaError):
-    pass
-
-
-@_wire(79, "MEMBER_ID_REQUIRED")
-class MemberIdRequiredError(KafkaError):
-    pass
-
-
-@_wire(80, "PREFERRED_LEADER_NOT_AVAILABLE", retriable=True)
-class PreferredLeaderNotAvailableError(KafkaError):
-    pass
-
-
-@_wire(81, "GROUP_MAX_SIZE_REACHED")
-class GroupMaxSizeReachedError(KafkaError):
-    pass
-
-
-@_wire(82, "FENCED_INSTANCE_ID")
-class FencedInstanceIdError(KafkaError):
-    pass
-
-
-@_wire(83, "ELIGIBLE_LEADERS_NOT_AVAILABLE", retriable=True)
-class EligibleLeadersNotAvailableError(KafkaError):
-    pass
-
-
-@_wire(84, "ELECTION_NOT_NEEDED", retriable=True)
-class ElectionNotNeededError(KafkaError):
-    pass
-
-
-@_wire(85, "NO_REASSIGNMENT_IN_PROGRESS")
-class NoReassignmentInProgressError(KafkaError):
-    pass
-
-
-@_wire(86, "GROUP_SUBSCRIBED_TO_TOPIC")
-class GroupSubscribedToTopicError(KafkaError):
-    pass
-
-
-@_wire(87, "INVALID_RECORD")
-class InvalidRecordError(KafkaError):
+class InvalidRecordError(KafkaError, code=87):
     """A batch that is well framed and CRC-valid but breaks a record-level rule."""
 
 
-@_wire(88, "UNSTABLE_OFFSET_COMMIT", retriable=True)
-class UnstableOffsetCommitError(KafkaError):
-    pass
-
-
-@_wire(89, "THROTTLING_QUOTA_EXCEEDED", retriable=True)
-class ThrottlingQuotaExceededError(KafkaError):
-    pass
-
-
-@_wire(90, "PRODUCER_FENCED")
-class ProducerFencedError(KafkaError):
-    pass
-
-
-@_wire(91, "RESOURCE_NOT_FOUND")
-class ResourceNotFoundError(KafkaError):
-    pass
-
-
-@_wire(92, "DUPLICATE_RESOURCE")
-class DuplicateResourceError(KafkaError):
-    pass
-
-
-@_wire(93, "UNACCEPTABLE_CREDENTIAL")
-class UnacceptableCredentialError(KafkaError):
-    pass
-
-
-@_wire(94, "INCONSISTENT_VOTER_SET")
-class InconsistentVoterSetError(KafkaError):
-    pass
-
-
-@_wire(95, "INVALID_UPDATE_VERSION")
-class InvalidUpdateVersionError(KafkaError):
+class InvalidUpdateVersionError(KafkaError, code=95):
     """An AlterPartition whose partition epoch is older than the controller's."""
 
 
-@_wire(96, "FEATURE_UPDATE_FAILED")
-class FeatureUpdateFailedError(KafkaError):
-    pass
+class UnknownTopicIdError(KafkaError, code=100): ...
 
 
-@_wire(97, "PRINCIPAL_DESERIALIZATION_FAILURE")
-class PrincipalDeserializationFailureError(KafkaError):
-    pass
+class DuplicateBrokerRegistrationError(KafkaError, code=101): ...
 
 
-@_wire(98, "SNAPSHOT_NOT_FOUND")
-class SnapshotNotFoundError(KafkaError):
-    pass
+class BrokerIdNotRegisteredError(KafkaError, code=102): ...
 
 
-@_wire(99, "POSITION_OUT_OF_RANGE")
-class PositionOutOfRangeError(KafkaError):
-    pass
-
-
-@_wire(100, "UNKNOWN_TOPIC_ID", retriable=True)
-class UnknownTopicIdError(KafkaError):
-    pass
-
-
-@_wire(101, "DUPLICATE_BROKER_REGISTRATION")
-class DuplicateBrokerRegistrationError(KafkaError):
-    pass
-
-
-@_wire(102, "BROKER_ID_NOT_REGISTERED")
-class BrokerIdNotRegisteredError(KafkaError):
-    pass
-
-
-@_wire(103, "INCONSISTENT_TOPIC_ID", retriable=True)
-class InconsistentTopicIdError(KafkaError):
-    pass
-
-
-@_wire(104, "INCONSISTENT_CLUSTER_ID")
-class InconsistentClusterIdError(KafkaError):
+class InconsistentClusterIdError(KafkaError, code=104):
     """A broker registration that names another cluster id than the controller's."""
 
 
-@_wire(105, "TRANSACTIONAL_ID_NOT_FOUND")
-class TransactionalIdNotFoundError(KafkaError):
-    pass
-
-
-@_wire(106, "FETCH_SESSION_TOPIC_ID_ERROR", retriable=True)
-class FetchSessionTopicIdErrorError(KafkaError):
-    pass
-
-
-@_wire(107, "INELIGIBLE_REPLICA")
-class IneligibleReplicaError(KafkaError):
+class IneligibleReplicaError(KafkaError, code=107):
     """A proposed ISR member that is unregistered, fenced, shutting down or of another epoch."""
 
 
-@_wire(108, "NEW_LEADER_ELECTED")
-class NewLeaderElectedError(KafkaError):
+class NewLeaderElectedError(KafkaError, code=108):
     """The AlterPartition applied, but completing a reassignment moved leadership away."""
-
-
-@_wire(109, "OFFSET_MOVED_TO_TIERED_STORAGE")
-class OffsetMovedToTieredStorageError(KafkaError):
-    pass
-
-
-@_wire(110, "FENCED_MEMBER_EPOCH")
-class FencedMemberEpochError(KafkaError):
-    pass
-
-
-@_wire(111, "UNRELEASED_INSTANCE_ID")
-class UnreleasedInstanceIdError(KafkaError):
-    pass
-
-
-@_wire(112, "UNSUPPORTED_ASSIGNOR")
-class UnsupportedAssignorError(KafkaError):
-    pass
-
-
-@_wire(113, "STALE_MEMBER_EPOCH")
-class StaleMemberEpochError(KafkaError):
-    pass
-
-
-@_wire(114, "MISMATCHED_ENDPOINT_TYPE")
-class MismatchedEndpointTypeError(KafkaError):
-    pass
-
-
-@_wire(115, "UNSUPPORTED_ENDPOINT_TYPE")
-class UnsupportedEndpointTypeError(KafkaError):
-    pass
-
-
-@_wire(116, "UNKNOWN_CONTROLLER_ID")
-class UnknownControllerIdError(KafkaError):
-    pass
-
-
-@_wire(117, "UNKNOWN_SUBSCRIPTION_ID")
-class UnknownSubscriptionIdError(KafkaError):
-    pass
-
-
-@_wire(118, "TELEMETRY_TOO_LARGE")
-class TelemetryTooLargeError(KafkaError):
-    pass
-
-
-@_wire(119, "INVALID_REGISTRATION")
-class InvalidRegistrationError(KafkaError):
-    pass
-
-
-@_wire(120, "TRANSACTION_ABORTABLE")
-class TransactionAbortableError(KafkaError):
-    pass
-
-
-@_wire(121, "INVALID_RECORD_STATE")
-class InvalidRecordStateError(KafkaError):
-    pass
-
-
-@_wire(122, "SHARE_SESSION_NOT_FOUND", retriable=True)
-class ShareSessionNotFoundError(KafkaError):
-    pass
-
-
-@_wire(123, "INVALID_SHARE_SESSION_EPOCH", retriable=True)
-class InvalidShareSessionEpochError(KafkaError):
-    pass
-
-
-@_wire(124, "FENCED_STATE_EPOCH")
-class FencedStateEpochError(KafkaError):
-    pass
-
-
-@_wire(125, "INVALID_VOTER_KEY")
-class InvalidVoterKeyError(KafkaError):
-    pass
-
-
-@_wire(126, "DUPLICATE_VOTER")
-class DuplicateVoterError(KafkaError):
-    pass
-
-
-@_wire(127, "VOTER_NOT_FOUND")
-class VoterNotFoundError(KafkaError):
-    pass
-
-
-@_wire(128, "INVALID_REGULAR_EXPRESSION")
-class InvalidRegularExpressionError(KafkaError):
-    pass
-
-
-@_wire(129, "REBOOTSTRAP_REQUIRED")
-class RebootstrapRequiredError(KafkaError):
-    """The client's metadata is too stale to trust: start again from the bootstrap servers."""
-
-
-@_wire(130, "STREAMS_INVALID_TOPOLOGY")
-class StreamsInvalidTopologyError(KafkaError):
-    pass
-
-
-@_wire(131, "STREAMS_INVALID_TOPOLOGY_EPOCH")
-class StreamsInvalidTopologyEpochError(KafkaError):
-    pass
-
-
-@_wire(132, "STREAMS_TOPOLOGY_FENCED")
-class StreamsTopologyFencedError(KafkaError):
-    pass
-
-
-@_wire(133, "SHARE_SESSION_LIMIT_REACHED", retriable=True)
-class ShareSessionLimitReachedError(KafkaError):
-    pass
 
 
 # --- Storage errors without their own wire code ------------------------------------------------
@@ -893,6 +430,29 @@ InvalidConfigurationError = InvalidConfigError
 IncompatibleBrokerVersion = UnsupportedVersionError
 KafkaConfigurationError = ConfigError
 NoBrokersAvailable = NoBrokersAvailableError
+
+
+class GenericKafkaError(KafkaError):
+    """A Kafka error code replog neither raises nor handles by name (a transaction, share-group
+    or authentication code, say): each such code of the table has its own subclass, built at
+    import and named as kafka-python names it, carrying the code, name and retriable flag. It
+    pickles by code and message, as its class is not a module attribute."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (error_for_code, (self.code, str(self)))
+
+
+def _generic_class(spec: ErrorSpec) -> type[KafkaError]:
+    def body(namespace: dict[str, Any]) -> None:
+        namespace["__module__"] = __name__
+        namespace["__doc__"] = spec.message
+
+    return types.new_class(_class_name(spec.name), (GenericKafkaError,), {"code": spec.code}, body)
+
+
+for _spec in KAFKA_ERRORS:
+    if _spec.code not in _BY_CODE:
+        _generic_class(_spec)
 
 
 def wire_error_classes() -> dict[int, type[KafkaError]]:

@@ -1,4 +1,4 @@
-"""The architecture rules of DESIGN.md, held mechanically.
+"""The architecture rules of docs/design/architecture.md, held mechanically.
 
 1. Pure cores import no I/O, clock, randomness or concurrency modules.
 2. Inside the engine, only `replog/storage/fs.py` touches files and only `replog/clock.py`

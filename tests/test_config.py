@@ -44,7 +44,7 @@ def test_integers_are_read_as_kafka_reads_them(text: str, value: int) -> None:
     "text", ["1_0", "1_000_000", "\u0661\u0660", "1.0", "0x10", "", " ", "-", "1 0"]
 )
 def test_what_kafka_refuses_is_no_integer_here(text: str) -> None:
-    # Fix (found in review): Python's int() read `node.id=1_0` as node 10.
+    # Python's int() would read `node.id=1_0` as node 10; Kafka refuses it.
     with pytest.raises(ValueError, match="must be an integer"):
         parse_integer(text)
     with pytest.raises(ConfigError, match=re.escape(f"a.b={text!r}: must be an integer")):

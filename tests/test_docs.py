@@ -6,6 +6,10 @@ options), and a documented default must equal the code's default wherever the co
 `docs/errors.md` must list every gRPC method of `proto/replog/pb/*.proto` and every wire error
 code of `replog.errors` with its name and retriable flag, and must call every error the
 producer treats as an unknown outcome indeterminate.
+The docs live in the repo: nothing cites the team's notes outside it or their section signs,
+every `docs/design/<note>.md#<heading>` citation and every link between docs resolves,
+`docs/README.md` lists every doc, `docs/benchmarks.md` holds no earlier runs (they are in
+`docs/benchmarks-history.md`), and no comment tells how the code got there.
 
 Rules:
 - Key sets, defaults, methods and codes are derived from the code here, never listed by hand:
@@ -26,6 +30,7 @@ import ast
 import dataclasses
 import importlib
 import math
+import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -447,3 +452,118 @@ def test_errors_the_producer_treats_as_unknown_outcomes_are_documented_indetermi
     for name in ("NOT_ENOUGH_REPLICAS", "INVALID_REQUIRED_ACKS", "CORRUPT_MESSAGE"):
         (cells,) = [c for c in codes.values() if c[1] == f"`{name}`"]
         assert cells[3] == "definite", name
+
+
+# --- the docs live in the repo -------------------------------------------------------------------
+# A clone has nothing beside the repository: citations name files in it (docs/design/*.md and a
+# heading anchor), never the team's notes outside it, nor their section numbers.
+
+SKIPPED_DIRS = {
+    ".git",
+    ".venv",
+    "venv",
+    "build",
+    "dist",
+    "__pycache__",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+    ".hypothesis",
+}
+# Built from parts, so that this file does not hold what it looks for.
+OUTSIDE_CITATIONS = ("/".join(("..", "shared")), "\N{SECTION SIGN}")
+DOCS = ROOT / "docs"
+DESIGN_CITATION = re.compile(r"docs/design/([\w-]+)\.md((?:#[\w-]+)?(?:, #[\w-]+)*)")
+DOC_LINK = re.compile(r"\]\(([\w/.-]+\.md)(?:#([\w-]+))?\)")
+
+
+def repo_text_files() -> Iterator[tuple[Path, str]]:
+    for directory, subdirs, files in os.walk(ROOT):
+        subdirs[:] = [d for d in subdirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")]
+        for name in files:
+            path = Path(directory, name)
+            data = path.read_bytes()
+            if b"\0" in data:
+                continue
+            try:
+                yield path, data.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+
+
+def heading_anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives a Markdown file's headings."""
+    anchors = set()
+    for line in path.read_text().splitlines():
+        heading = re.match(r"#+ (.+)", line)
+        if heading:
+            text = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower())
+            anchors.add(text.replace(" ", "-"))
+    return anchors
+
+
+def test_no_file_cites_what_a_clone_does_not_have() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path, text in repo_text_files()
+        for number, line in enumerate(text.splitlines(), 1)
+        if any(citation in line for citation in OUTSIDE_CITATIONS)
+    ]
+    assert found == [], "cite docs/design/*.md headings instead:\n" + "\n".join(found)
+
+
+def test_every_design_note_citation_names_an_existing_heading() -> None:
+    anchors = {path.stem: heading_anchors(path) for path in (DOCS / "design").glob("*.md")}
+    broken = []
+    cited = 0
+    for path, text in repo_text_files():
+        for match in DESIGN_CITATION.finditer(text):
+            note, tail = match.group(1), match.group(2)
+            cited += 1
+            if note not in anchors:
+                broken.append(f"{path.relative_to(ROOT)}: docs/design/{note}.md does not exist")
+                continue
+            for anchor in re.findall(r"#([\w-]+)", tail):
+                if anchor not in anchors[note]:
+                    broken.append(f"{path.relative_to(ROOT)}: docs/design/{note}.md#{anchor}")
+    assert cited > 100  # the code cites the notes; a broken pattern must not pass vacuously
+    assert broken == []
+
+
+def test_every_link_between_docs_resolves() -> None:
+    broken = []
+    for path in DOCS.rglob("*.md"):
+        for target, anchor in DOC_LINK.findall(path.read_text()):
+            linked = (path.parent / target).resolve()
+            if not linked.is_file():
+                broken.append(f"{path.relative_to(ROOT)}: {target}")
+            elif anchor and anchor not in heading_anchors(linked):
+                broken.append(f"{path.relative_to(ROOT)}: {target}#{anchor}")
+    assert broken == []
+
+
+def test_the_docs_index_lists_every_doc() -> None:
+    index = (DOCS / "README.md").read_text()
+    listed = {target for target, _ in DOC_LINK.findall(index)}
+    docs = {str(path.relative_to(DOCS)) for path in DOCS.rglob("*.md") if path.name != "README.md"}
+    assert docs - listed == set(), "docs/README.md lacks a line for these"
+    assert listed - docs == set(), "docs/README.md lists docs that do not exist"
+
+
+def test_benchmarks_show_current_figures_and_the_history_keeps_the_rest() -> None:
+    current = (DOCS / "benchmarks.md").read_text()
+    assert not re.search(r"^### Earlier", current, flags=re.MULTILINE)
+    history = (DOCS / "benchmarks-history.md").read_text()
+    assert re.search(r"^### Earlier", history, flags=re.MULTILINE)
+
+
+def test_comments_say_why_not_how_the_code_got_there() -> None:
+    marker = re.compile(r"Fix \((found|issue)|[Ff]ound in review")
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path, text in repo_text_files()
+        if path.suffix in (".py", ".proto")
+        for number, line in enumerate(text.splitlines(), 1)
+        if marker.search(line)
+    ]
+    assert found == [], "history goes to commit messages"

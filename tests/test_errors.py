@@ -1,11 +1,16 @@
-"""replog's error classes carry Kafka's wire codes, checked against kafka-python's table."""
+"""replog's error table and classes carry Kafka's wire codes, checked against kafka-python's."""
 
 from __future__ import annotations
+
+import pickle
+import re
+from pathlib import Path
 
 import kafka.errors as kafka_errors
 import pytest
 
 from replog import errors
+from replog.error_codes import ERRORS_BY_CODE, KAFKA_ERRORS
 
 
 def wire_classes() -> list[type[errors.KafkaError]]:
@@ -105,7 +110,6 @@ def test_new_classes_carry_kafka_python_names() -> None:
         errors.CoordinatorLoadInProgressError,
         errors.NotCoordinatorError,
         errors.UnknownTopicIdError,
-        errors.ThrottlingQuotaExceededError,
         errors.ElectionNotNeededError,
     ],
 )
@@ -124,7 +128,6 @@ def test_retriable_errors_are_marked(cls: type[errors.KafkaError]) -> None:
         errors.IllegalGenerationError,
         errors.UnknownMemberIdError,
         errors.TopicAuthorizationFailedError,
-        errors.RebootstrapRequiredError,
     ],
 )
 def test_fatal_errors_are_not_retriable(cls: type[errors.KafkaError]) -> None:
@@ -148,3 +151,83 @@ def test_error_for_code_round_trips() -> None:
 def test_local_storage_errors_keep_a_wire_code() -> None:
     assert errors.UnexpectedAppendOffsetError.code == -1
     assert errors.LogClosedError.code == errors.KafkaStorageError.code
+
+
+def test_table_codes_and_names_are_unique_and_in_order() -> None:
+    codes = [spec.code for spec in KAFKA_ERRORS]
+    assert codes == sorted(codes)
+    assert set(codes) == KAFKA_CODES and len(codes) == len(KAFKA_CODES)
+    names = [spec.name for spec in KAFKA_ERRORS]
+    assert len(set(names)) == len(names)
+    assert all(spec.message.endswith(".") and spec.message[0].isupper() for spec in KAFKA_ERRORS)
+
+
+def test_table_retriable_flags_are_kafkas() -> None:
+    assert {spec.code for spec in KAFKA_ERRORS if spec.retriable} == KAFKA_RETRIABLE
+
+
+def test_every_class_takes_its_name_and_flag_from_the_table() -> None:
+    for code, cls in errors.wire_error_classes().items():
+        spec = ERRORS_BY_CODE[code]
+        assert (cls.code, cls.error_name, cls.retriable) == (code, spec.name, spec.retriable)
+
+
+def named_wire_classes() -> dict[str, type[errors.KafkaError]]:
+    return {
+        name: value
+        for name, value in vars(errors).items()
+        if isinstance(value, type)
+        and name == value.__name__  # not one of kafka-python's aliases
+        and issubclass(value, errors.KafkaError)
+        and value.code in errors.wire_error_classes()
+        and errors.wire_error_classes()[value.code] is value
+    }
+
+
+def test_codes_without_a_named_class_get_a_generic_one() -> None:
+    named = {cls.code for cls in named_wire_classes().values()}
+    assert {-1, 6, 56, 108} <= named
+    for code, cls in errors.wire_error_classes().items():
+        if code in named:
+            assert not issubclass(cls, errors.GenericKafkaError), cls
+            continue
+        assert issubclass(cls, errors.GenericKafkaError), cls
+        assert not hasattr(errors, cls.__name__), cls.__name__
+        assert cls.__doc__ == ERRORS_BY_CODE[code].message
+    err = errors.error_for_code(51, "txn busy")
+    assert isinstance(err, errors.GenericKafkaError)
+    assert (err.code, err.error_name, err.retriable) == (51, "CONCURRENT_TRANSACTIONS", True)
+    assert type(err).__name__ == "ConcurrentTransactionsError"
+    assert str(errors.error_for_code(89)) == "THROTTLING_QUOTA_EXCEEDED"
+    assert not errors.error_for_code(129).retriable  # REBOOTSTRAP_REQUIRED
+
+
+def test_generic_errors_pickle_by_code() -> None:
+    err = errors.error_for_code(90, "fenced: producer 7")
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is type(err) and str(back) == "fenced: producer 7"
+
+
+def test_named_classes_are_the_ones_replog_uses_by_name() -> None:
+    # A named class whose name nothing outside replog/errors.py and this test mentions is one
+    # the table's generic classes should carry instead.
+    root = Path(__file__).resolve().parent.parent
+    texts = [
+        path.read_text(encoding="utf-8")
+        for pattern in ("replog/**/*.py", "quorum/**/*.py", "tests/**/*.py", "bench/**/*.py",
+                        "docs/**/*.md", "*.md", "*.py")
+        for path in root.glob(pattern)
+        if path.name not in ("errors.py", "test_errors.py") and ".venv" not in path.parts
+    ]  # fmt: skip
+    unused = [
+        name
+        for name in named_wire_classes()
+        if not any(re.search(rf"\b{name}\b", text) for text in texts)
+    ]
+    assert unused == []
+
+
+def test_a_second_class_for_a_code_is_refused() -> None:
+    with pytest.raises(TypeError, match="error code 6 has two classes"):
+
+        class _Twice(errors.KafkaError, code=6): ...

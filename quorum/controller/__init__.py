@@ -4,7 +4,7 @@ The active controller validates each request against its latest in-memory state,
 the offsets the records will land at, replays them into timeline structures at once, and
 answers only once Raft has committed those offsets. Standby controllers replay the committed
 log into the same structures. See `controller.py` for the theory of operation, and
-`../shared/reference/kraft-quorum.md` sections 3, 4 and 6 for the rules it follows.
+docs/design/kraft.md (#controller, #timeline, #broker-lifecycle) for the rules it follows.
 
 Rules:
 - Pure: no I/O, no clock (time arrives as `now_ms`), no threads, randomness only as an

@@ -9,8 +9,8 @@ of each write, settled when its records commit.
 Rules:
 - Only the active controller writes. A write on a standby fails at once with NOT_CONTROLLER,
   naming the active controller when one is known.
-- Write path (reference section 3.2): run the operation against the latest state; split its
-  records into batches of at most `max_records_per_batch` (an atomic result must fit in one);
+- Write path (docs/design/kraft.md#controller): run the operation against the latest state; split
+  its records into batches of at most `max_records_per_batch` (an atomic result must fit in one);
   for each batch ask the log for its offsets, replay every record at its future offset at once,
   and snapshot the state at the batch's last offset; then park the response until that offset
   commits. A write without records waits for the highest offset still pending (or answers at
@@ -35,7 +35,7 @@ Rules:
   answer. So does any sign that its idea of the log is wrong: a batch placed at another offset
   than expected, or a committed batch it did not write. A replay failure is fatal: it
   propagates, and the shell must stop the process.
-- Periodic work on the active controller (reference section 3.5): a NoOpRecord every
+- Periodic work on the active controller (docs/design/kraft.md#controller): a NoOpRecord every
   `metadata_max_idle_interval_ms`; fencing of brokers whose session expired, one broker per
   write, oldest first, when the oldest session expires; preferred-leader elections every
   `leader_imbalance_check_interval_ms` (if `auto_leader_rebalance_enable`) and unclean

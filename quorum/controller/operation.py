@@ -9,7 +9,8 @@ that could still be rolled back.
 Rules:
 - A write operation changes no timeline state itself (its records do, when replayed); it may
   raise a `KafkaError` to answer the caller with that error, which changes nothing else.
-  Any other exception is a bug: the controller gives up leadership (reference section 3.3).
+  Any other exception is a bug: the controller gives up leadership
+  (docs/design/kraft.md#controller).
 - A read operation changes nothing.
 """
 

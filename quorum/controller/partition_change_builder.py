@@ -5,7 +5,7 @@ leader elections, reassignment start and cancel) describes the state it wants (t
 replicas, adding and removing replicas, leader recovery state) plus an election type and an
 "acceptable leader" predicate; `build()` returns the single `PartitionChangeRecord` that gets
 there, or None when nothing would change. Keeping the rules here means every path elects and
-completes reassignments the same way (reference `kraft-quorum.md` section 7.3, Kafka's
+completes reassignments the same way (docs/design/kraft.md#partition-change-builder, Kafka's
 `PartitionChangeBuilder`).
 
 Rules, applied in this order:

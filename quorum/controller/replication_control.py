@@ -1,10 +1,10 @@
 """ReplicationControl: topics, partitions, ISRs and leaders, as the controller keeps them.
 
-The controller's replication manager (Kafka's `ReplicationControlManager`; reference
-`kraft-quorum.md` sections 3.4, 5 and 7). It turns admin requests (CreateTopics, DeleteTopics,
-CreatePartitions, ElectLeaders, AlterPartitionReassignments) and broker events (AlterPartition,
-fencing, unfencing, controlled shutdown) into metadata records, replays those records into
-timeline structures, and answers reads at the committed offset.
+The controller's replication manager (Kafka's `ReplicationControlManager`;
+docs/design/kraft.md#controller, #metadata-records, #partitions-and-alterpartition). It turns admin
+requests (CreateTopics, DeleteTopics, CreatePartitions, ElectLeaders, AlterPartitionReassignments)
+and broker events (AlterPartition, fencing, unfencing, controlled shutdown) into metadata records,
+replays those records into timeline structures, and answers reads at the committed offset.
 
 Rules:
 - Writes validate against the *latest* state, uncommitted records included, so that successive

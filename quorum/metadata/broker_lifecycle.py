@@ -1,5 +1,6 @@
 """BrokerLifecycle: one broker's side of registration, heartbeats, unfencing and controlled
-shutdown (Kafka's BrokerLifecycleManager, KIP-631; reference §6), as a state machine with no I/O.
+shutdown (Kafka's BrokerLifecycleManager, KIP-631; docs/design/kraft.md#broker-lifecycle), as a
+state machine with no I/O.
 
 Inputs: `tick(now_ms)`, `handle_registration_response`, `handle_heartbeat_response`,
 `request_failed`, `update_metadata_offset`, `set_ready_to_unfence`, `begin_controlled_shutdown`,

@@ -1,4 +1,5 @@
-"""MetadataLoader: turns the committed metadata log into published images (reference §7.6).
+"""MetadataLoader: turns the committed metadata log into published images
+(docs/design/kraft.md#brokers-react-to-metadata).
 
 A node's Raft listener feeds the loader every committed batch and every snapshot load, in log
 order, each with the high watermark the node knows at that moment. The loader replays them into

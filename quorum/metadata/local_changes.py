@@ -1,5 +1,5 @@
 """The partition changes one broker must act on after a metadata delta (Kafka's
-TopicDelta.localChanges, reference §7.6).
+TopicDelta.localChanges, docs/design/kraft.md#brokers-react-to-metadata).
 
 Brokers receive no commands: each compares the partitions before and after a delta and reaches
 the state the image describes. For broker `b`, a partition whose registration changed is:

@@ -1,8 +1,8 @@
 """A metadata image as the records of a snapshot, and back.
 
-Every node snapshots its own committed image (reference §2); a snapshot's state-machine part is
-the image written as ordinary metadata records, which a node replays into the empty image to
-load it.
+Every node snapshots its own committed image (docs/design/kraft.md#snapshots); a snapshot's
+state-machine part is the image written as ordinary metadata records, which a node replays into the
+empty image to load it.
 
 Rules:
 - Order: the `metadata.version` FeatureLevelRecord first (new logs and snapshots begin with it),

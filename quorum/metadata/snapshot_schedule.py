@@ -1,4 +1,5 @@
-"""SnapshotSchedule: when a node snapshots the metadata state it has committed (reference §2).
+"""SnapshotSchedule: when a node snapshots the metadata state it has committed
+(docs/design/kraft.md#snapshots).
 
 Every node snapshots its own committed state; a snapshot lets a restart load the state instead
 of replaying the whole log, and lets a new or far-behind node download it (FetchSnapshot).

@@ -896,7 +896,8 @@ class RaftNode:
             )
 
     def _log_is_up_to_date(self, last_offset_epoch: int, last_offset: int) -> bool:
-        """Whether a candidate's log is at least as up to date as ours (Raft §5.4.1)."""
+        """Whether a candidate's log is at least as up to date as ours (Raft paper, section
+        5.4.1)."""
         summary = self._tail.summary()
         return (last_offset_epoch, last_offset) >= (
             summary.last_quorum_epoch,

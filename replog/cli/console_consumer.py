@@ -309,7 +309,7 @@ def run(args: argparse.Namespace) -> int:
     config = consumer_config(args)
     # Before the consumer exists: a mistake here is one line, without a summary.
     # `--timeout-ms` bounds this wait too: Kafka's console consumer gives up after it whether
-    # or not the cluster answers (found by a user review: a stopped cluster took 60 s).
+    # or not the cluster answers (a stopped cluster would otherwise take the admin's 60 s).
     topics = cluster_topics(
         config, include_internal=args.include is None, timeout_ms=args.timeout_ms
     )

@@ -629,7 +629,7 @@ def run_consume(args: argparse.Namespace) -> int:
         },
     )
     # Before the clock starts, as `replog consume` checks it: a topic the cluster does not have
-    # would only wait out --timeout and print a row of zeros (found by a user walkthrough).
+    # would only wait out --timeout and print a row of zeros.
     existing_topic(
         args.topic, cluster_topics(config, include_internal=True, timeout_ms=args.timeout)
     )

@@ -634,8 +634,8 @@ def _names(names: Iterable[str], what: str) -> list[str]:
 
 
 def _entries(values: Iterable[T], what: str, expected: str) -> list[T]:
-    """`values` as a list, or InvalidRequestError naming what came instead (found by a misuse
-    review: None or a single entry failed deep inside with a TypeError)."""
+    """`values` as a list, or InvalidRequestError naming what came instead (None or a single
+    entry would otherwise fail deep inside with a TypeError)."""
     if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable):
         raise InvalidRequestError(
             f"{what}: expected a list of {expected}, got {type(values).__name__} ({values!r})"

@@ -50,8 +50,8 @@ When it asks:
   names the last cause. For a producer's send a topic this client has seen is different
   (`wait_for_seen_topic`): an answer calling it unknown comes from a broker that has not caught
   up on the metadata log (restarting, lagging), so it is retried until the deadline, as Kafka's
-  producer waits up to max.block.ms (found by a soak test: after a whole-cluster restart, sends
-  to an existing topic failed by the thousand). A consumer keeps the answer at once: it drops
+  producer waits up to max.block.ms (else, after a whole-cluster restart, sends to an existing
+  topic would fail by the thousand). A consumer keeps the answer at once: it drops
   the partitions and keeps their positions for the topic's return (its "blip" rule).
 - A known topic is refreshed when the metadata is stale (`request_update`, after
   NOT_LEADER_OR_FOLLOWER and the like) or older than `metadata.max.age.ms` (checked lazily on

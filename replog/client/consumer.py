@@ -136,7 +136,7 @@ class Consumer:
     ) -> None:
         if topics and isinstance(topics[0], Mapping):
             # Consumer({...}) as confluent-kafka and replog's Producer take a config: the dict
-            # was read as a topic name (found by a misuse review: "unhashable type: 'dict'").
+            # would be read as a topic name ("unhashable type: 'dict'").
             if config is not None:
                 raise TypeError("Consumer: a config dict given twice (positionally and config=)")
             config, topics = topics[0], topics[1:]
@@ -550,7 +550,7 @@ class Consumer:
                 raise ValueError(
                     f"commit(): offset for {tp[0]}-{tp[1]} must be >= 0, got {entry.offset}"
                 )
-            # Found by a misuse review: an int metadata failed in protobuf's encoder.
+            # An int metadata would fail in protobuf's encoder: say what is wrong here.
             if not isinstance(entry.metadata, str):
                 raise TypeError(
                     f"commit(): metadata for {tp[0]}-{tp[1]} must be a str, got "

@@ -2,8 +2,8 @@
 
 A client creates tasks, futures, events and gRPC channels on the loop it is first used on, and
 asyncio ties each of them to that loop. Used from another loop (a second `asyncio.run`, a thread
-with its own loop), asyncio failed deep inside: "attached to a different loop", "bound to a
-different event loop", "Event loop is closed" (found by a misuse review). So a client binds to
+with its own loop), asyncio would fail deep inside: "attached to a different loop", "bound to a
+different event loop", "Event loop is closed". So a client binds to
 the running loop of its first coroutine call, and every later call made on a running loop
 checks it:
 

@@ -16,8 +16,8 @@ Rules:
 - `close` cancels what still runs on the loop, lets it finish, closes the loop and joins the
   thread; idempotent, and safe from any thread (from the loop thread it only stops the loop).
 - A client never closed is closed that way when the interpreter exits (an `atexit` hook that
-  holds the thread weakly and is removed by `close`): the daemon thread used to be frozen with
-  its tasks pending, and Python printed "Task was destroyed but it is pending!" for each.
+  holds the thread weakly and is removed by `close`): otherwise the daemon thread is frozen with
+  its tasks pending, and Python prints "Task was destroyed but it is pending!" for each.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ WAIT_SLICE_S = 0.1  # how soon a waiting thread notices Ctrl-C
 
 def checked_wait(what: str, name: str, value: object) -> float | None:
     """A blocking call's timeout argument `name` (ms or s), checked before the call turns it
-    into its own wait: a number >= 0, None or infinity for no limit. Found by a misuse review:
-    poll("100") was a TypeError from adding to a str, flush("1") an OverflowError."""
+    into its own wait: a number >= 0, None or infinity for no limit. Unchecked, poll("100")
+    would be a TypeError from adding to a str, flush("1") an OverflowError."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:

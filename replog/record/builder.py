@@ -10,7 +10,7 @@ header fields a producer owns and derives the rest:
 - CRC-32C over bytes [21, end), computed last.
 
 Worked example: ``build_batch([(1700000000000, None, b"a", ())])`` is the 69-byte golden vector
-of the reference digest, CRC 0x965A94B1::
+of docs/design/storage.md#records-inside-a-batch, CRC 0x965A94B1::
 
     00000000 00000000 | 00000039 | ffffffff | 02 | 965a94b1 | 0000 | 00000000 |
     0000018b cfe56800 | 0000018b cfe56800 | ffffffff ffffffff | ffff | ffffffff |

@@ -23,10 +23,10 @@ Grammar (all integers big-endian; offsets in bytes from the batch start)::
     57 records_count           int32
     61 records ...
 
-Worked example (the golden vector of the reference digest): one record with a null key, value
-``b"a"``, CreateTime 1700000000000, not idempotent, is a 69-byte batch with batch_length 57 and
-CRC 0x965A94B1. Stamping base offset 42 and leader epoch 7 changes bytes 0-7 and 12-15 only;
-the CRC stays 0x965A94B1 because it does not cover them.
+Worked example (the golden vector of docs/design/storage.md#records-inside-a-batch): one record with
+a null key, value ``b"a"``, CreateTime 1700000000000, not idempotent, is a 69-byte batch with
+batch_length 57 and CRC 0x965A94B1. Stamping base offset 42 and leader epoch 7 changes bytes 0-7 and
+12-15 only; the CRC stays 0x965A94B1 because it does not cover them.
 """
 
 from __future__ import annotations

@@ -14,10 +14,10 @@ Grammar (every integer a zig-zag varint, see `varint.py`, except the attributes 
     headers         headersCount x (keyLength varint >= 0, key UTF-8,
                                     valueLength varint (-1 null), value bytes)
 
-Worked example (the golden record of the reference digest): offset delta 0, timestamp delta 0,
-null key, value ``b"a"``, no headers encodes as ``0e 00 00 00 01 02 61 00``: length 7 (zig-zag
-0x0e), attributes 0, timestampDelta 0, offsetDelta 0, keyLength -1 (0x01), valueLength 1 (0x02),
-``a`` (0x61), headersCount 0.
+Worked example (the golden record of docs/design/storage.md#records-inside-a-batch): offset delta 0,
+timestamp delta 0, null key, value ``b"a"``, no headers encodes as ``0e 00 00 00 01 02 61 00``:
+length 7 (zig-zag 0x0e), attributes 0, timestampDelta 0, offsetDelta 0, keyLength -1 (0x01),
+valueLength 1 (0x02), ``a`` (0x61), headersCount 0.
 
 Header keys are text. They are encoded and decoded as UTF-8 with ``surrogateescape``, so a key
 some other client wrote with invalid UTF-8 still decodes (to lone surrogates) and re-encodes to

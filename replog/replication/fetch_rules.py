@@ -1,7 +1,8 @@
 """The leader's read decisions: epoch fencing, diverging epochs, read bounds, when to answer.
 
-Rules (reference digest §5.3, §5.5, §7.1, §7.2; Kafka's `Partition.readRecords`,
-`ReplicaManager.fetchMessages`, `FetchIsolation`):
+Rules (docs/design/replication.md#offsetsforleaderepoch, #truncate-on-fetch, #read-bounds,
+#answer-now-or-wait; Kafka's `Partition.readRecords`, `ReplicaManager.fetchMessages`,
+`FetchIsolation`):
 
 - Current-leader-epoch fencing (Fetch, ListOffsets, OffsetsForLeaderEpoch): a negative request
   epoch (-1: none sent) is not checked, as Kafka reads any negative one as absent; below the
@@ -94,7 +95,7 @@ def fetch_upper_bound(
     high_watermark: int,
     last_stable_offset: int,
 ) -> int:
-    """The exclusive offset a fetch may read up to (§7.1)."""
+    """The exclusive offset a fetch may read up to (docs/design/replication.md#read-bounds)."""
     if is_follower:
         return log_end_offset
     if isolation_level == IsolationLevel.READ_COMMITTED:
@@ -122,7 +123,8 @@ def answer_immediately(
     any_error: bool,
     any_diverging: bool,
 ) -> bool:
-    """Whether a fetch is answered now rather than parked in the fetch purgatory (§7.2 step 2)."""
+    """Whether a fetch is answered now rather than parked in the fetch purgatory
+    (docs/design/replication.md#answer-now-or-wait step 2)."""
     return (
         max_wait_ms <= 0
         or partition_count == 0

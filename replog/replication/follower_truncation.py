@@ -1,6 +1,7 @@
 """Where a follower truncates its log when it learns where the leader's epochs end (KIP-101/279).
 
-Rules (reference digest §5.4-§5.6, Kafka's `AbstractFetcherThread.getOffsetTruncationState`):
+Rules (docs/design/replication.md#follower-truncation, #truncate-on-fetch, #follower-out-of-range,
+Kafka's `AbstractFetcherThread.getOffsetTruncationState`):
 
 The leader's answer is `(leader_epoch, leader_end_offset)` = (E_L, O_L): an OffsetsForLeaderEpoch
 reply for the follower's latest epoch, or a Fetch response's DivergingEpoch. The follower then
@@ -94,8 +95,9 @@ def follower_high_watermark(
 def initial_fetch_offset(
     *, log_end_offset: int, latest_leader_epoch: int | None, high_watermark: int
 ) -> int:
-    """Where a new follower starts fetching (§5.5): its LEO when its log knows a leader epoch
-    (truncate on fetch, KIP-101 safe), else its HW (no epochs: truncate to the HW)."""
+    """Where a new follower starts fetching (docs/design/replication.md#truncate-on-fetch): its LEO
+    when its log knows a leader epoch (truncate on fetch, KIP-101 safe), else its HW (no epochs:
+    truncate to the HW)."""
     if latest_leader_epoch is not None and latest_leader_epoch >= 0:
         return log_end_offset
     return high_watermark

@@ -1,31 +1,35 @@
 """The leader side of one partition: high watermark, ISR changes and the acks=all rules.
 
-Rules (Kafka's `Partition.scala`; digest §6.2-6.6, §8.2):
+Rules (Kafka's `Partition.scala`; docs/design/replication.md#caught-up-time, #isr-shrink,
+#isr-expansion, #high-watermark, #acks-and-min-isr, #low-watermark):
 - Becoming leader: the leader epoch start offset is the leader's log end offset; every
-  follower's progress is reset as for "just became leader" (§6.2); the high watermark starts
-  at the log's (checkpointed) value, capped at the log end offset, and may then rise.
-- High watermark (§6.5): it does not move at all while the committed ISR is smaller than the
-  effective min ISR = min(min.insync.replicas, number of assigned replicas). Otherwise the
-  candidate is the leader log end offset, lowered to the log end offset of every follower that
-  is in the maximal ISR, or that is caught up and ISR-eligible (a replica about to join). The
-  high watermark only rises to the candidate; it never decreases and never exceeds the leader
-  log end offset. A follower whose log end offset is unknown (-1) and that is in the maximal
+  follower's progress is reset as for "just became leader"
+  (docs/design/replication.md#caught-up-time); the high watermark starts at the log's (checkpointed)
+  value, capped at the log end offset, and may then rise.
+- High watermark (docs/design/replication.md#high-watermark): it does not move at all while the
+  committed ISR is smaller than the effective min ISR = min(min.insync.replicas, number of assigned
+  replicas). Otherwise the candidate is the leader log end offset, lowered to the log end offset of
+  every follower that is in the maximal ISR, or that is caught up and ISR-eligible (a replica about
+  to join). The high watermark only rises to the candidate; it never decreases and never exceeds the
+  leader log end offset. A follower whose log end offset is unknown (-1) and that is in the maximal
   ISR pins the candidate below any high watermark, so nothing moves until it fetches.
   It is re-evaluated after a leader append, a follower fetch that changed that follower's log
   end offset, becoming leader, a new registration, a committed ISR change, and changes of
   eligibility or config. A rising log start offset lifts it (`on_log_start_offset`).
-- ISR shrink (§6.3), only with no ISR change pending: the followers of the committed ISR that
-  are not caught up (`ReplicaProgress.is_caught_up`, `replica.lag.time.max.ms`) or that have
-  no progress are dropped. While the shrink is pending the maximal ISR is still the old one,
-  so a failed shrink can never have let the high watermark advance.
-- ISR expansion (§6.4), checked on every follower fetch, only with no ISR change pending: a
-  follower outside the committed ISR joins when it is ISR-eligible (registered, unfenced, not
-  in controlled shutdown, and the broker epoch of its fetch is -1 or the registered one), and
-  its log end offset is >= the high watermark and >= the leader epoch start offset. There is
-  no time condition. While pending it already counts in the maximal ISR (the stricter choice).
-- Stale fetches (§6.2, KRaft fencing): a fetch whose broker epoch is not -1 and is lower than
-  the broker's registered epoch fails with NOT_LEADER_OR_FOLLOWER, as does a fetch from a
-  replica that is not assigned.
+- ISR shrink (docs/design/replication.md#isr-shrink), only with no ISR change pending: the followers
+  of the committed ISR that are not caught up (`ReplicaProgress.is_caught_up`,
+  `replica.lag.time.max.ms`) or that have no progress are dropped. While the shrink is pending the
+  maximal ISR is still the old one, so a failed shrink can never have let the high watermark
+  advance.
+- ISR expansion (docs/design/replication.md#isr-expansion), checked on every follower fetch, only
+  with no ISR change pending: a follower outside the committed ISR joins when it is ISR-eligible
+  (registered, unfenced, not in controlled shutdown, and the broker epoch of its fetch is -1 or the
+  registered one), and its log end offset is >= the high watermark and >= the leader epoch start
+  offset. There is no time condition. While pending it already counts in the maximal ISR (the
+  stricter choice).
+- Stale fetches (docs/design/replication.md#caught-up-time, KRaft fencing): a fetch whose broker
+  epoch is not -1 and is lower than the broker's registered epoch fails with NOT_LEADER_OR_FOLLOWER,
+  as does a fetch from a replica that is not assigned.
 - AlterPartition answers: a committed answer for the current leader epoch and a partition
   epoch >= the current one becomes the committed ISR. A failure with INELIGIBLE_REPLICA or
   OPERATION_NOT_ATTEMPTED reverts to the committed state (the controller says it applied
@@ -34,21 +38,22 @@ Rules (Kafka's `Partition.scala`; digest §6.2-6.6, §8.2):
   sent again, until a registration with a newer partition epoch or leader epoch settles it.
   Any other failure keeps it pending and asks for it to be sent again.
 - Metadata (`update_registration`): an older partition epoch is ignored. The next leader epoch
-  (this broker stays leader) resets followers as for "already leader" (§6.2); a leader epoch
-  further on (this broker missed one, which another broker may have led) resets them as for a
-  new leader, forgetting their log end offsets (a deviation from Kafka, docs/replication.md).
-  Either moves the leader epoch start offset to the current log end offset. A newer
-  partition epoch, or a new leader epoch, replaces the committed ISR and clears any pending
-  change.
+  (this broker stays leader) resets followers as for "already leader"
+  (docs/design/replication.md#caught-up-time); a leader epoch further on (this broker missed one,
+  which another broker may have led) resets them as for a new leader, forgetting their log end
+  offsets (a deviation from Kafka, docs/replication.md). Either moves the leader epoch start offset
+  to the current log end offset. A newer partition epoch, or a new leader epoch, replaces the
+  committed ISR and clears any pending change.
 - KIP-704: a leader elected while the partition is RECOVERING treats itself as RECOVERED at
   once (as Kafka's `makeLeader` does) and reports it: `pending_isr_change` is at once a change
   with the same ISR and leader_recovery_state RECOVERED. Every change it sends says RECOVERED.
-- acks (§6.6): before an acks=all append the committed ISR must reach the effective min ISR
-  (NOT_ENOUGH_REPLICAS, nothing appended). A waiting acks=all produce completes once the high
-  watermark reaches its required offset: with success if the maximal ISR reaches the effective
-  min ISR, else with NOT_ENOUGH_REPLICAS_AFTER_APPEND.
-- Low watermark (§8.2): the minimum of the leader's log start offset and the log start offset
-  of every follower on an alive (unfenced) broker; -1 while such a follower has not fetched.
+- acks (docs/design/replication.md#acks-and-min-isr): before an acks=all append the committed ISR
+  must reach the effective min ISR (NOT_ENOUGH_REPLICAS, nothing appended). A waiting acks=all
+  produce completes once the high watermark reaches its required offset: with success if the maximal
+  ISR reaches the effective min ISR, else with NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+- Low watermark (docs/design/replication.md#low-watermark): the minimum of the leader's log start
+  offset and the log start offset of every follower on an alive (unfenced) broker; -1 while such a
+  follower has not fetched.
 
 Theory of operation:
 - This object holds no log. Every call that depends on the log passes the leader log end
@@ -115,7 +120,8 @@ class PartitionReplicationConfig:
 
 @dataclass(frozen=True, slots=True)
 class ReplicaEligibility:
-    """Brokers that may join an ISR (§6.4): registered, unfenced, not in controlled shutdown.
+    """Brokers that may join an ISR (docs/design/replication.md#isr-expansion): registered,
+    unfenced, not in controlled shutdown.
 
     `alive_broker_epochs` also holds the unfenced brokers in controlled shutdown: they may not
     join an ISR, but their registered epoch still fences stale fetches and their log start
@@ -161,7 +167,8 @@ class ReplicaEligibility:
 
 @dataclass(frozen=True, slots=True)
 class IsrChange:
-    """An AlterPartition the leader asks the controller for (§6.3/6.4); the shell sends it."""
+    """An AlterPartition the leader asks the controller for (docs/design/replication.md#isr-shrink,
+    #isr-expansion); the shell sends it."""
 
     topic: str
     topic_id: UUID
@@ -187,7 +194,7 @@ _NOTHING_MOVED = FollowerFetchUpdate(high_watermark_moved=False, isr_change=None
 
 
 class PartitionLeaderState:
-    """One partition this broker leads: HW, ISR and acks rules (§6). No I/O."""
+    """One partition this broker leads: HW, ISR and acks rules. No I/O."""
 
     def __init__(
         self,
@@ -342,8 +349,9 @@ class PartitionLeaderState:
             # Only the next epoch is surely this broker's own again. Past a skipped one (this
             # broker missed metadata) another leader may have led, and a follower may have
             # truncated under it: its log end offset from before would count towards the HW
-            # with records it no longer has (found by tests/replication/test_random_faults.py;
-            # Kafka keeps the offsets on any re-election, §6.2). Forget them, as a new leader.
+            # with records it no longer has (tests/replication/test_random_faults.py holds this;
+            # Kafka keeps the offsets on any re-election,
+            # docs/design/replication.md#caught-up-time). Forget them, as a new leader.
             epoch_skipped = registration.leader_epoch > self._leader_epoch + 1
             self._leader_epoch = registration.leader_epoch
             self._leader_epoch_start_offset = leader_log_end_offset
@@ -379,7 +387,9 @@ class PartitionLeaderState:
         leader_log_end_offset: int,
         now_ms: int,
     ) -> FollowerFetchUpdate:
-        """Record a follower fetch (§6.2); maybe expand the ISR (§6.4) and move the HW (§6.5).
+        """Record a follower fetch (docs/design/replication.md#caught-up-time); maybe expand the ISR
+        (docs/design/replication.md#isr-expansion) and move the HW
+        (docs/design/replication.md#high-watermark).
 
         `leader_log_end_offset` is the leader's log end offset captured before the read.
         """
@@ -466,11 +476,11 @@ class PartitionLeaderState:
         `on_follower_fetch` then.
 
         Why this is `on_follower_fetch` for such a fetch: its checks see the same inputs and
-        pass again; the §6.2 update moves only T (and C, while the follower is at the leader's
-        log end offset); the ISR expansion check has the same inputs (an expansion that fetch
-        started is pending now) and no time condition, so it finds nothing to do; the
-        follower's log end and start offsets do not change, so the HW is not re-evaluated and
-        no log start offset moved.
+        pass again; the caught-up-time update (docs/design/replication.md) moves only T (and C,
+        while the follower is at the leader's log end offset); the ISR expansion check has the same
+        inputs (an expansion that fetch started is pending now) and no time condition, so it finds
+        nothing to do; the follower's log end and start offsets do not change, so the HW is not
+        re-evaluated and no log start offset moved.
         """
         progress = self._progress.get(replica_id)
         if (
@@ -494,7 +504,8 @@ class PartitionLeaderState:
         return self._maybe_increment_high_watermark(leader_log_end_offset, now_ms)
 
     def maybe_shrink_isr(self, *, leader_log_end_offset: int, now_ms: int) -> IsrChange | None:
-        """The isr-expiration task (§6.3): the change to send now, recorded as pending.
+        """The isr-expiration task (docs/design/replication.md#isr-shrink): the change to send now,
+        recorded as pending.
 
         With nothing to shrink, a leader whose committed state still says RECOVERING and whose
         report of RECOVERED was rejected proposes that report again here (a periodic retry).
@@ -578,13 +589,14 @@ class PartitionLeaderState:
         return self._maybe_increment_high_watermark(leader_log_end_offset, now_ms)
 
     def on_log_start_offset(self, log_start_offset: int) -> bool:
-        """The leader's log start offset rose; lifts the HW to it if lower (§6.5, §8.2)."""
+        """The leader's log start offset rose; lifts the HW to it if lower
+        (docs/design/replication.md#high-watermark, #low-watermark)."""
         if log_start_offset <= self._high_watermark:
             return False
         self._high_watermark = log_start_offset
         return True
 
-    # --- acks (§6.6) and the low watermark (§8.2) ------------------------------------------
+    # --- acks and the low watermark (docs/design/replication.md) ----------------------------------
 
     def check_enough_replicas(self) -> None:
         """Before an acks=all append: the committed ISR must reach the effective min ISR."""
@@ -609,7 +621,8 @@ class PartitionLeaderState:
         )
 
     def low_watermark(self, leader_log_start_offset: int) -> int:
-        """Min log start offset of the leader and every follower on an alive broker (§8.2)."""
+        """Min log start offset of the leader and every follower on an alive broker
+        (docs/design/replication.md#low-watermark)."""
         low_watermark = leader_log_start_offset
         for broker_id, progress in self._progress.items():
             if self._eligibility.is_alive(broker_id):
@@ -680,7 +693,8 @@ class PartitionLeaderState:
             return None
         # The follower must hold everything committed and must have reached the current
         # leader epoch: committed records between this leader's HW and its epoch start
-        # offset would be lost if a follower without them were elected (§10 S4).
+        # offset would be lost if a follower without them were elected
+        # (docs/design/replication.md#scenarios, S4).
         if (
             progress.log_end_offset < self._high_watermark
             or progress.log_end_offset < self._leader_epoch_start_offset
@@ -691,7 +705,8 @@ class PartitionLeaderState:
 
     def _maybe_increment_high_watermark(self, leader_log_end_offset: int, now_ms: int) -> bool:
         if len(self._isr) < self.effective_min_isr:
-            return False  # §6.5 rule 1 (KIP-966): frozen below min ISR
+            # docs/design/replication.md#high-watermark rule 1 (KIP-966): frozen below min ISR
+            return False
         maximal_isr = self.maximal_isr
         lag_ms_max = self._config.replica_lag_time_ms_max
         candidate = leader_log_end_offset

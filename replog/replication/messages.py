@@ -136,7 +136,8 @@ class FetchPartitionResult:
     current_leader: LeaderIdAndEpoch | None = None
     records: bytes = b""
     topic_id: UUID | None = None
-    # To followers only, with OffsetOutOfRangeError: the leader's log end offset (§5.6).
+    # To followers only, with OffsetOutOfRangeError: the leader's log end offset
+    # (docs/design/replication.md#follower-out-of-range).
     log_end_offset: int = NO_OFFSET
 
 

@@ -3,8 +3,9 @@
 A snapshot named N holds a partition's idempotent-producer table as the batches below offset N
 left it, so a replica that needs the table (at start-up, after a truncation) reads the newest
 snapshot at or below where it needs to be and replays only the log's headers after it, instead
-of the whole log (reference digest §2.1 names the file, §2.5 takes one at every roll, §3.2 item
-9 loads one).
+of the whole log (docs/design/storage.md#segment-files-and-names names the file,
+docs/design/storage.md#segment-roll takes one at every roll, docs/design/storage.md#log-recovery
+item 9 loads one).
 
 Layout, big-endian (Kafka's `ProducerStateManager` schema, version 1):
   version int16 = 1 | crc uint32 | count int32 | count entries of

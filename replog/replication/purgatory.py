@@ -1,6 +1,7 @@
 """Bookkeeping of delayed operations (acks=all produces, long-poll fetches, DeleteRecords).
 
-Rules (reference digest §6.6, §7.3; Kafka's `DelayedOperationPurgatory` without its timer thread):
+Rules (docs/design/replication.md#acks-and-min-isr, #delayed-fetch-completion; Kafka's
+`DelayedOperationPurgatory` without its timer thread):
 
 - An operation is watched on one or more keys (topic-partitions) with one deadline. It stays
   pending until `complete(op)` or until `expire(now_ms)` finds its deadline <= now_ms; either

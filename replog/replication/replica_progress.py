@@ -1,7 +1,7 @@
 """What a partition leader knows of one follower: its offsets and when it was last caught up.
 
-Rules (Kafka's `Replica.updateFetchStateOrThrow`, `isCaughtUp` and `resetReplicaState`; digest
-§6.1-6.2):
+Rules (Kafka's `Replica.updateFetchStateOrThrow`, `isCaughtUp` and `resetReplicaState`;
+docs/design/replication.md#follower-progress, #caught-up-time):
 - A follower's log end offset, as the leader sees it, is the fetch offset of its latest Fetch;
   its log start offset comes from the same request. -1 means "not known yet".
 - Per follower the leader keeps P (`last_fetch_leader_log_end_offset`), T
@@ -29,7 +29,7 @@ Theory of operation:
   stuck or slow one ages out after `replica.lag.time.max.ms`.
 - Resetting C to now for ISR members on a new leader epoch gives them one full lag period to
   fetch from the new leader before the ISR shrinks them; C = 0 for the others keeps a stale
-  follower from holding back the high watermark (§6.5 rule 3).
+  follower from holding back the high watermark (docs/design/replication.md#high-watermark rule 3).
 - This is a plain mutable record owned by one `PartitionLeaderState`; the broker-epoch fencing
   of stale fetches needs the cluster's registrations and so lives there.
 """
@@ -44,7 +44,8 @@ UNKNOWN_BROKER_EPOCH = -1
 
 @dataclass(slots=True)
 class ReplicaProgress:
-    """What a partition leader knows of one follower (§6.1-6.2)."""
+    """What a partition leader knows of one follower (docs/design/replication.md#follower-progress,
+    #caught-up-time)."""
 
     broker_id: int
     log_end_offset: int = UNKNOWN_OFFSET  # the follower's last FetchOffset; -1 unknown
@@ -68,7 +69,8 @@ class ReplicaProgress:
         broker_epoch: int,
         now_ms: int,
     ) -> None:
-        """Record one follower fetch: the §6.2 lastCaughtUpTimeMs rule, then P, T and offsets."""
+        """Record one follower fetch: the lastCaughtUpTimeMs rule
+        (docs/design/replication.md#caught-up-time), then P, T and offsets."""
         if fetch_offset < 0:
             raise ValueError(
                 f"replica {self.broker_id}: fetch offset {fetch_offset} must not be negative"
@@ -95,7 +97,8 @@ class ReplicaProgress:
         )
 
     def reset_for_new_leadership(self, *, in_isr: bool, now_ms: int) -> None:
-        """This broker just became leader: forget the follower's offsets (§6.2)."""
+        """This broker just became leader: forget the follower's offsets
+        (docs/design/replication.md#caught-up-time)."""
         self.log_end_offset = UNKNOWN_OFFSET
         self.log_start_offset = UNKNOWN_OFFSET
         self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
@@ -106,7 +109,8 @@ class ReplicaProgress:
     def reset_for_new_leader_epoch(
         self, *, in_isr: bool, leader_epoch_start_offset: int, now_ms: int
     ) -> None:
-        """This broker was leader already and only the leader epoch changed (§6.2)."""
+        """This broker was leader already and only the leader epoch changed
+        (docs/design/replication.md#caught-up-time)."""
         self.last_fetch_leader_log_end_offset = leader_epoch_start_offset
         # T = 0 for a non-ISR follower so that its next fetch cannot claim it was caught up
         # at a time before it fetched from this leader epoch (the f >= P branch uses T).

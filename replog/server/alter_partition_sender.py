@@ -158,8 +158,8 @@ class AlterPartitionSender:
         failures = 0  # request-level failures in a row
         redirects = 0  # NOT_CONTROLLER answers in a row
         while True:
-            # Fix (found in review): `isr_wakeup`, set only when IsrChanges become pending; the
-            # fetchers clear their own event, so they can no longer swallow this wake.
+            # `isr_wakeup`, set only when IsrChanges become pending; the fetchers clear their
+            # own event, so they cannot swallow this wake.
             self._rm.isr_wakeup.clear()
             for change in self._rm.pending_isr_changes():
                 self._unsent[_key(change)] = change

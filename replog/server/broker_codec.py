@@ -164,9 +164,9 @@ def _add_grouped(
 
     `add_partition` is called in the order the partitions will be serialized (topic by topic),
     not in `items`' order: the record-carrying messages collect their records' bytes in those
-    calls for `record_wire` to join in, in serialized order. (Found by a soak test: calling it
-    in item order gave interleaved topics' records, a-0 b-0 a-1 with 64 KiB or more, to each
-    other's partitions, on produce and on follower fetches.)
+    calls for `record_wire` to join in, in serialized order. (Called in item order, it would
+    give interleaved topics' records, a-0 b-0 a-1 with 64 KiB or more, to each other's
+    partitions, on produce and on follower fetches.)
 
     For messages that carry record bytes: protobuf copies a sub-message handed to a parent's
     constructor, so building bottom-up copies each batch once per nesting level (a 1 MiB fetch

@@ -21,12 +21,14 @@ Rules:
 - Ready to unfence (Kafka's BrokerServer order): once the lifecycle has caught up (RECOVERY),
   the first image is published, and the logs are recovered: the `LogManager` over `log.dirs`
   is opened (log recovery, on a worker thread so the event loop keeps replaying metadata), the
-  `ReplicaManager` is installed as a publisher (it gets the current image at once), the
+  `ReplicaManager` is started and installed as a publisher (it gets the current image at once
+  and applies it in rounds, its log work in a worker thread; the data plane waits until every
+  replica of that image exists: docs/storage.md, "Creating many replicas"), the
   fetchers, the AlterPartition sender, the log manager's task thread and the producer-id
   manager (which asks the controller for its first block at once) start, and the Broker
   service starts serving data requests (it answers UNAVAILABLE before; Metadata always;
   InitProducerId COORDINATOR_LOAD_IN_PROGRESS until the first block arrived); last the group
-  coordinator is installed as a publisher after the replica manager (it follows the
+  coordinator follows the images the replica manager has applied (it follows the
   `__consumer_offsets` leaderships the replica manager took) and the GroupCoordinator service
   serves from it (COORDINATOR_NOT_AVAILABLE before, and again once the data plane stops).
 - `stop(graceful=True)`: controlled shutdown first (the controller moves leaderships away while
@@ -301,8 +303,8 @@ class BrokerRuntime:
                 self._on_storage_error(error)
                 return
             except Exception as error:
-                # Fix (found in review): anything else ended this task silently, leaving the
-                # broker in recovery for good while the node looked alive.
+                # Anything else would end this task silently, leaving the broker in recovery
+                # for good while the node looked alive.
                 self._on_start_error(error)
                 return
             if self._stopping:
@@ -327,15 +329,21 @@ class BrokerRuntime:
             clock=self._clock,
             broker_epoch=self._broker_epoch,
             counters=self.counters,
+            on_storage_error=self._on_storage_error,
         )
         self.replica_manager = replica_manager
         # Off the event loop too, before any replica exists (Kafka loads it with the logs).
         await asyncio.to_thread(replica_manager.preload_producer_states)
         if self._stopping:
             return  # stop() shuts the log manager down
-        # Installed now, it first gets the whole current image and creates its partitions.
-        self.metadata.install(_StorageGuard(replica_manager, self._on_storage_error))
+        # Started first, so that it applies the whole current image, which installing hands it,
+        # in rounds with the file work off the event loop; the broker serves (and may be
+        # unfenced) once every replica of that image exists.
         await replica_manager.start()
+        self.metadata.install(_StorageGuard(replica_manager, self._on_storage_error))
+        await self._wait_replicas_applied(replica_manager)
+        if self._stopping:
+            return
         self.fetchers = ReplicaFetcherManager(
             replica_manager,
             self._broker_address,
@@ -364,6 +372,25 @@ class BrokerRuntime:
             len(log_manager.all_logs()),
         )
 
+    async def _wait_replicas_applied(self, replica_manager: ReplicaManager) -> None:
+        """Until the replicas of the current image exist, saying every 5 s what it waits for."""
+        started_ms = self._clock()
+        while True:
+            try:
+                async with asyncio.timeout(5):
+                    await replica_manager.wait_applied()
+                return
+            except TimeoutError:
+                if self._stopping:
+                    return
+                log.info(
+                    "broker %d: still creating and loading replicas (%d changes to apply, %d "
+                    "ms so far); serving once every replica of the metadata image exists",
+                    self.config.broker_id,
+                    replica_manager.pending_changes,
+                    self._clock() - started_ms,
+                )
+
     def _start_group_coordinator(
         self, data_plane: DataPlaneConfig, replica_manager: ReplicaManager
     ) -> None:
@@ -386,7 +413,9 @@ class BrokerRuntime:
             broker_id, replica_manager, creator, config, clock=self._clock
         )
         self.group_coordinator = coordinator
-        self.metadata.install(coordinator)
+        # It follows the images whose replicas exist: an offsets partition it is to load must
+        # be led here already.
+        replica_manager.follow_applied_images(coordinator.apply_image)
         coordinator.start()  # offsets retention; `_stop_data_plane` stops it
         self.coordinator_service.attach(coordinator)
 

@@ -278,9 +278,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
         Stopping also ends every open ProduceStream and FetchStream with UNAVAILABLE once the
         answers queued before it went out: clients keep their streams open, and the server's
-        stop cancelled them after the grace period, which gRPC logged as an unhandled
-        CancelledError traceback (found by a soak test on graceful stops, ProduceStream, and by
-        a full-disk test on a storage-error stop, FetchStream)."""
+        stop would cancel them after the grace period, which gRPC logs as an unhandled
+        CancelledError traceback (on graceful stops and on storage-error stops alike)."""
         self._replica_manager = replica_manager
         self._stopped_serving = replica_manager is None
         if replica_manager is None:
@@ -476,7 +475,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     repeats.clear()
                 repeats.forget(sent.forgotten)
         refused = _refusals(decoded.partitions, "Fetch", _entry_problem)
-        # Kafka answers at once when any partition has an error (§7.2).
+        # Kafka answers at once when any partition has an error
+        # (docs/design/replication.md#answer-now-or-wait).
         max_wait_ms = 0 if refused else _bounded_ms(decoded.max_wait_ms, context)
         results = await self._answer(
             decoded.partitions,
@@ -552,8 +552,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         async def serve() -> controller_pb.MetadataResponse:
             if not self._metadata_ready():
                 # Kafka's broker serves no request before its metadata caught up. Answering
-                # from a partial image called existing topics unknown to clients (found by a
-                # soak test: after a whole-cluster restart sends failed by the thousand).
+                # from a partial image would call existing topics unknown to clients (after a
+                # whole-cluster restart, sends would fail by the thousand).
                 raise Refused(
                     grpc.StatusCode.UNAVAILABLE,
                     "not caught up with the metadata log yet (starting); ask another broker or "

@@ -1,25 +1,26 @@
 """The replica manager's delayed operations: acks=all produces, long-poll fetches and
 DeleteRecords that wait in a purgatory, and when each completes, expires or is cut short.
 
-Rules (reference digest §6.6, §7.3, §8.2; Kafka's `DelayedProduce`, `DelayedFetch`,
-`DelayedDeleteRecords`):
+Rules (docs/design/replication.md#acks-and-min-isr, #delayed-fetch-completion, #low-watermark;
+Kafka's `DelayedProduce`, `DelayedFetch`, `DelayedDeleteRecords`):
 - A waiting produce partition is done when the leader core says so (`acks_all_outcome`: HW
   past the append, or an error such as NOT_ENOUGH_REPLICAS_AFTER_APPEND); a waiting
   DeleteRecords partition when the low watermark reaches its offset. Either answers
   NOT_LEADER_OR_FOLLOWER (with the current leader for a produce) as soon as this broker no
   longer leads that replica, and REQUEST_TIMED_OUT naming the offset at its deadline.
-- A woken fetch first takes the cheap §7.3 look (`fetch_wake_verdict`) at the partition that
-  woke it; only when something may have changed there does it re-read, and it completes when
-  the read reaches `min_bytes`, has an error or a diverging epoch, or the look found a
-  condition that answers it whatever it reads. At its deadline it answers whatever a full
-  re-read finds.
-- A woken fetch re-reads only the partitions woken since it parked when its first read found
-  no records (Kafka's fetch with `min_bytes` 1 always, when it waits): every change that alters
-  a partition's answer (an append, an HW move, a leadership change, the leader's DeleteRecords)
-  wakes that partition, so the others would read what they read when it parked; a follower
-  fetch's own read that moves an HW counts as a wake of that entry (§6.1). A log start offset
-  that retention moves wakes nothing (it runs off the event loop): it never passes the HW, so
-  no parked fetch falls out of range, and the next read answers it.
+- A woken fetch first takes the cheap docs/design/replication.md#delayed-fetch-completion look
+  (`fetch_wake_verdict`) at the partition that woke it; only when something may have changed
+  there does it re-read, and it completes when the read reaches `min_bytes`, has an error or a
+  diverging epoch, or the look found a condition that answers it whatever it reads. At its
+  deadline it answers what a re-read finds, by the next rule.
+- A woken or expiring fetch re-reads only the partitions woken since it parked when its first
+  read found no records (Kafka's fetch with `min_bytes` 1 always, when it waits): every change
+  that alters a partition's answer (an append, an HW move, a leadership change, the leader's
+  DeleteRecords) wakes that partition, so the others would read what they read when it
+  parked; a follower fetch's own read that moves an HW counts as a wake of that entry
+  (docs/design/replication.md#follower-progress). A log start offset that retention moves
+  wakes nothing (it runs off the event loop): it never passes the HW, so no parked fetch
+  falls out of range, and the next read answers it.
 - An operation is answered exactly once: completion goes through `Purgatory.complete` (or
   `expire`), which removes it from every key, before its future is resolved; a caller that goes
   away takes its operation out of the purgatory.
@@ -74,7 +75,8 @@ class DelayedOperation:
 
 
 class DelayedPartitions(DelayedOperation, Generic[ResultT]):
-    """A produce (§6.6) or DeleteRecords (§8.2) waiting per partition for an offset.
+    """A produce (docs/design/replication.md#acks-and-min-isr) or DeleteRecords
+    (docs/design/replication.md#low-watermark) waiting per partition for an offset.
 
     `pending` maps an index in `results` to (partition, required offset): the offset the HW
     must pass (produce) or the low watermark must reach (DeleteRecords). A partition leaves
@@ -102,7 +104,8 @@ DelayedDeleteRecords = DelayedPartitions[DeleteRecordsPartitionResult]
 @dataclass(slots=True)
 class FetchRead:
     """One read of a whole fetch request. `hw_moved`: the indexes of the entries whose HW the
-    read itself moved (a follower's progress) after taking it for their answers (§6.1)."""
+    read itself moved (a follower's progress) after taking it for their answers
+    (docs/design/replication.md#follower-progress)."""
 
     results: list[FetchPartitionResult]
     bytes_read: int
@@ -279,8 +282,8 @@ class DelayedOperations:
         return not op.pending
 
     def fetch_wake_verdict(self, request: FetchRequest, indexes: Sequence[int]) -> str:
-        """A cheap §7.3 check of the request's entries at `indexes` before a woken fetch
-        re-reads.
+        """A cheap docs/design/replication.md#delayed-fetch-completion check of the request's
+        entries at `indexes` before a woken fetch re-reads.
 
         "complete": a condition that answers the fetch whatever it reads (A-C: no leader or
         replica here; E: its current leader epoch is fenced now; F: its offset is past the
@@ -371,7 +374,10 @@ class DelayedOperations:
         for produce_op in self.produce.expire(now_ms):
             self.expire_produce(produce_op)
         for fetch_op in self.fetch.expire(now_ms):
-            read = self._read_fetch(fetch_op.request, now_ms, None)
+            # An idle follower's fetch expires every `replica.fetch.wait.max.ms`: a full re-read
+            # of its session's partitions each time cost a broker 60 us of CPU per partition
+            # per second with nothing to replicate.
+            read = self._read_fetch(fetch_op.request, now_ms, fetch_op.reread())
             fetch_op.finish(FetchResponse(tuple(read.results)))
         for delete_op in self.delete_records.expire(now_ms):
             self.expire_delete_records(delete_op)

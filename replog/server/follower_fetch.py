@@ -1,8 +1,8 @@
 """The follower side of replication: the synchronous steps an async fetcher drives, one Fetch
 per leader broker at a time.
 
-Rules (reference digest §5.4-§5.6, §6.5 "Follower HW"; Kafka's `ReplicaFetcherThread`,
-`AbstractFetcherThread`):
+Rules (docs/design/replication.md#follower-truncation, #truncate-on-fetch, #follower-out-of-range,
+#high-watermark "Follower HW"; Kafka's `ReplicaFetcherThread`, `AbstractFetcherThread`):
 - Each fetch carries, per followed partition, the LEO as fetch offset, the log's latest leader
   epoch as last fetched epoch, the local log start offset and the follower's leader epoch as
   current leader epoch; a partition backing off is left out until its back-off ends.
@@ -20,7 +20,8 @@ Rules (reference digest §5.4-§5.6, §6.5 "Follower HW"; Kafka's `ReplicaFetche
   the HW, and the next fetch goes at once. A truncation point at or below the leader's log
   start offset restarts the log at that offset instead (Kafka truncates to it, and then cannot
   append when DeleteRecords left it inside a batch).
-- OFFSET_OUT_OF_RANGE follows §5.6 with the leader's LEO and log start offset from the answer:
+- OFFSET_OUT_OF_RANGE follows docs/design/replication.md#follower-out-of-range with the leader's LEO
+  and log start offset from the answer:
   the leader's LEO below ours truncates to it; the leader's log start past our LEO restarts the
   log there; anything else backs off.
 - Any other error, a step that raises a KafkaError, or a fetch that failed as a whole backs the
@@ -84,8 +85,8 @@ class FollowerFetchSteps:
         self._on_new_deadline = on_new_deadline
         # The order partitions are asked in (module Rules); new ones join at the back.
         self._fetch_order: dict[TopicPartition, None] = {}
-        # Whether partitions came or went since the order last caught up with them: a build
-        # per round used to compare the two key sets, O(partitions), though they rarely differ.
+        # Whether partitions came or went since the order last caught up with them, so that a
+        # build per round need not compare the two key sets, O(partitions), which rarely differ.
         self._membership_changed = True
         # Each partition's last request entry, reused while its fields stay the same: a
         # follower builds a request per round for every partition it follows, most of them
@@ -173,7 +174,8 @@ class FollowerFetchSteps:
         response: FetchResponse,
         now_ms: int,
     ) -> None:
-        """Apply a leader's Fetch answer (§5.4-5.6, §6.5 "Follower HW")."""
+        """Apply a leader's Fetch answer (docs/design/replication.md#follower-truncation,
+        #truncate-on-fetch, #follower-out-of-range, #high-watermark "Follower HW")."""
         asked = {(e.topic, e.partition): e for e in request.partitions}
         for result in response.partitions:
             entry = asked.get((result.topic, result.partition))
@@ -342,7 +344,7 @@ def _truncate_on_divergence(
         # leader's log start it deleted everything. Truncating to that offset would also
         # strand us when DeleteRecords left it inside a batch: the leader answers a fetch
         # there with the whole batch, from its base below our LEO, and only an empty log may
-        # take that (found by tests/replication/test_random_faults.py).
+        # take that (tests/replication/test_random_faults.py holds this).
         log.info(
             "%s: diverging epoch %d ends at %d, at or below the leader's log start %d; "
             "restarting the log there",
@@ -371,12 +373,14 @@ def _truncate_on_divergence(
             leader_end_offset,
             "" if state.truncation_completed else " (not done: asks again)",
         )
-    # Always through the log: even a target at the LEO drops a dangling epoch entry (§5.1).
+    # Always through the log: even a target at the LEO drops a dangling epoch entry
+    # (docs/design/replication.md#leader-epoch-cache).
     partition.truncate_to(state.offset)
 
 
 def _follow_out_of_range(partition: Partition, result: FetchPartitionResult) -> bool:
-    """§5.6 with the leader's LEO and log start offset from the answer; False: back off."""
+    """docs/design/replication.md#follower-out-of-range with the leader's LEO and log start offset
+    from the answer; False: back off."""
     plog = partition.log
     leader_log_end_offset = result.log_end_offset
     leader_log_start_offset = result.log_start_offset

@@ -1,8 +1,8 @@
 """Offset questions and the log-start move a leader replica answers from its own log:
 ListOffsets, OffsetsForLeaderEpoch and the first, synchronous step of DeleteRecords.
 
-Rules (reference digest §5.2, §7.1, §8.2; Kafka's `Partition.fetchOffsetForTimestamp`,
-`lastOffsetForLeaderEpoch`, `deleteRecordsOnLeader`):
+Rules (docs/design/replication.md#end-offset-for-an-epoch, #read-bounds, #low-watermark; Kafka's
+`Partition.fetchOffsetForTimestamp`, `lastOffsetForLeaderEpoch`, `deleteRecordsOnLeader`):
 - Every question first checks the request's current leader epoch against the leader's
   (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
 - ListOffsets: consumers see only committed data (bound = HW), replicas up to the LEO.
@@ -58,11 +58,12 @@ def _checked_leader_state(partition: Partition, current_leader_epoch: int) -> Pa
 def list_offset(
     partition: Partition, entry: ListOffsetsPartition, *, is_replica: bool
 ) -> ListOffsetsPartitionResult:
-    """ListOffsets for one partition this broker leads (§7.1)."""
+    """ListOffsets for one partition this broker leads (docs/design/replication.md#read-bounds)."""
     leader_state = _checked_leader_state(partition, entry.current_leader_epoch)
     plog = partition.log
     cache = plog.leader_epoch_cache
-    # Consumers see only committed data; replicas see up to the LEO (§7.1).
+    # Consumers see only committed data; replicas see up to the LEO
+    # (docs/design/replication.md#read-bounds).
     bound = plog.log_end_offset if is_replica else leader_state.high_watermark
 
     def epoch_of(offset: int) -> int:
@@ -125,7 +126,8 @@ def list_offset(
 def offset_for_leader_epoch(
     partition: Partition, entry: OffsetForLeaderPartition
 ) -> OffsetForLeaderPartitionResult:
-    """OffsetsForLeaderEpoch for one partition this broker leads (§5.2)."""
+    """OffsetsForLeaderEpoch for one partition this broker leads
+    (docs/design/replication.md#end-offset-for-an-epoch)."""
     _checked_leader_state(partition, entry.current_leader_epoch)
     plog = partition.log
     end = plog.leader_epoch_cache.end_offset_for(entry.leader_epoch, plog.log_end_offset)
@@ -136,7 +138,8 @@ def offset_for_leader_epoch(
 
 def delete_records_offset(partition: Partition, entry: DeleteRecordsPartition) -> int:
     """The offset `entry` asks the log start of a partition this broker leads to move to, and
-    the low watermark to reach for the request to be done (§8.2); nothing changes yet.
+    the low watermark to reach for the request to be done
+    (docs/design/replication.md#low-watermark); nothing changes yet.
 
     POLICY_VIOLATION without the delete policy, OFFSET_OUT_OF_RANGE outside [0, HW].
     """

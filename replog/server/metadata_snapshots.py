@@ -1,9 +1,9 @@
 """Snapshots and retention of a node's metadata log, taken on the Raft driver's loop.
 
-Every node snapshots its own committed metadata state (reference §2: Kafka's SnapshotGenerator
-runs on brokers and controllers alike), so that a restart loads the latest snapshot instead of
-replaying the whole log, and the log's start can move up to it. Two callers share one
-`SnapshotWriter`, the schedule and the retention of one node:
+Every node snapshots its own committed metadata state (docs/design/kraft.md#snapshots: Kafka's
+SnapshotGenerator runs on brokers and controllers alike), so that a restart loads the latest
+snapshot instead of replaying the whole log, and the log's start can move up to it. Two callers
+share one `SnapshotWriter`, the schedule and the retention of one node:
 
     ControllerDriver        a node with the controller role: the controller's state at its
                             last stable offset

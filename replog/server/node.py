@@ -53,6 +53,7 @@ from replog.server.broker_service import add_broker_service
 from replog.server.controller_driver import ControllerDriver
 from replog.server.controller_service import ControllerService
 from replog.server.coordinator_service import add_coordinator_service
+from replog.server.loop_stall_monitor import LoopStallMonitor
 from replog.server.metadata_snapshots import BrokerMetadataSnapshots
 from replog.server.metrics.http_endpoint import MetricsEndpoint
 from replog.server.metrics.instruments import NodeMetrics
@@ -107,6 +108,7 @@ class Node:
             ]
         self.metrics = NodeMetrics()
         self.driver.on_commit_latency = self.metrics.raft_commit_latency.observe
+        self.stall_monitor = LoopStallMonitor(self.metrics.event_loop_stall.observe)
         self.server = grpc.aio.server(
             options=options, interceptors=[RequestMetricsInterceptor(self.metrics)]
         )
@@ -214,8 +216,8 @@ class Node:
     async def _close_unstarted(self) -> None:
         """After a failed start (nothing runs yet): release the ports and the metadata log.
 
-        Fix (found in review): only the gRPC server was stopped, and only when the Raft Fetch
-        port was in use; the metrics endpoint and the metadata log stayed open."""
+        Everything a start opened is closed, whichever step failed: the gRPC server, the
+        metrics endpoint and the metadata log."""
         if self.metrics_endpoint is not None:
             self.metrics_endpoint.stop()
         await self.driver.transport.close()
@@ -229,6 +231,13 @@ class Node:
         self.storage.close()
 
     async def _run_until_stopped(self, stop: asyncio.Event) -> int:
+        stall_monitor = asyncio.create_task(self.stall_monitor.run())
+        try:
+            return await self._run_driver_until_stopped(stop)
+        finally:
+            stall_monitor.cancel()
+
+    async def _run_driver_until_stopped(self, stop: asyncio.Event) -> int:
         run = asyncio.create_task(self.driver.run())
         if self.broker is not None:
             await self.broker.start()
@@ -244,8 +253,8 @@ class Node:
             failure = run.exception()
             code = 1 if failure is not None else 0
             if failure is not None and not isinstance(failure, KafkaStorageError):
-                # Fix (issue #4, found by the SIGSTOP test): an unexpected error stopped the
-                # node silently; fail-stop is right, but say why, with the traceback.
+                # Fail-stop on an unexpected error, but say why, with the traceback: a silent
+                # stop leaves nothing to go on.
                 log.critical(
                     "node %d: stopping on an unexpected error",
                     self.config.node_id,
@@ -278,8 +287,8 @@ class Node:
         if broker_failed is not None:
             broker_failed.cancel()
         stopped.cancel()
-        # Fix (issue #4): close the transport first, so that requests still waiting for the
-        # stopped core end with UNAVAILABLE within the grace period instead of being cancelled.
+        # The transport closes first, so that requests still waiting for the stopped core end
+        # with UNAVAILABLE within the grace period instead of being cancelled.
         await self.driver.transport.close()
         await self.server.stop(grace=0.5)
         if self.metrics_endpoint is not None:
@@ -289,7 +298,7 @@ class Node:
         except KafkaStorageError as error:
             # A full or failed disk: the metadata log's last index writes failed (its records
             # are safe: the next start rebuilds indexes it cannot trust). Said, not raised as
-            # a bare OSError without a file name (found by the full-disk test).
+            # a bare OSError without a file name (tests/storage/test_log_disk_full.py).
             log.critical("node %d: closing the metadata log failed: %s", self.config.node_id, error)
             code = 1
         log.info("node %d: stopped", self.config.node_id)

@@ -345,8 +345,8 @@ def static_broker_configs(properties: Mapping[str, str], log_config: LogConfig) 
     `properties`, with each log setting set under any of its names reported as `log_config`
     (the broker's resolution of the same properties) has it, under Kafka's broker key.
 
-    Fix (found in review): the keys were copied as written, so `log.retention.hours` and
-    `log.roll.hours` never reached DescribeConfigs and a later synonym did not win there.
+    Keys are mapped, not copied as written, so that `log.retention.hours` and `log.roll.hours`
+    reach DescribeConfigs and a later synonym wins there as it does in the broker.
     """
     static = {
         key: value

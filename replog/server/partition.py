@@ -1,12 +1,14 @@
 """One partition replica on this broker: its Log, its role, and the role's state.
 
-Rules (reference digest §5.1, §5.5, §6.2, §6.5; Kafka's `Partition.makeLeader` / `makeFollower`):
+Rules (docs/design/replication.md#leader-epoch-cache, #truncate-on-fetch, #caught-up-time,
+#high-watermark; Kafka's `Partition.makeLeader` / `makeFollower`):
 - A replica is a leader (it holds a `PartitionLeaderState`, the pure core of HW, ISR and acks),
   a follower (it holds a `FollowerFetchState`: whom it fetches from, at which leader epoch, its
   fetch offset and last fetched leader epoch, and a back-off deadline), or neither (stopped).
 - Becoming leader of a new leader epoch writes `assign(leader_epoch, LEO)` into the leader-epoch
   cache before anything else, synchronously: a follower may hold entries of an epoch this
-  replica never saw, and this replica must still answer with a boundary above them (§5.1).
+  replica never saw, and this replica must still answer with a boundary above them
+  (docs/design/replication.md#leader-epoch-cache).
 - Every replica keeps the idempotent-producer table, leader or follower, as Kafka's do, so a
   follower that is elected answers produces at once, without reading its log. The table is
   loaded when the replica first takes a role, unless the broker's start-up loaded it already,
@@ -66,7 +68,7 @@ log = logging.getLogger("replog.server.partition")
 
 @dataclass(slots=True)
 class FollowerFetchState:
-    """What a follower replica fetches next (§5.5 "truncate on fetch")."""
+    """What a follower replica fetches next (docs/design/replication.md#truncate-on-fetch)."""
 
     leader_id: int  # -1: no leader, nothing to fetch
     leader_epoch: int  # the epoch the follower fetches in (the request's current_leader_epoch)
@@ -161,7 +163,8 @@ class Partition:
             or self.registration.leader_epoch != registration.leader_epoch
         )
         if new_epoch:
-            # Durable before any append of this epoch, and before any follower can ask (§5.1).
+            # Durable before any append of this epoch, and before any follower can ask
+            # (docs/design/replication.md#leader-epoch-cache).
             self.log.leader_epoch_cache.assign(registration.leader_epoch, self.log.log_end_offset)
         leader_state = self.leader_state
         if leader_state is None:
@@ -180,7 +183,7 @@ class Partition:
                 now_ms=now_ms,
             )
             moved = leader_state.high_watermark != self.log.high_watermark
-            log.info(
+            log.debug(
                 "%s: broker %d leads at leader epoch %d (LEO %d, HW %d, ISR %s)",
                 self.name,
                 self.local_broker_id,
@@ -329,7 +332,7 @@ class Partition:
             fetch_offset=self.log.log_end_offset,
             last_fetched_epoch=self._latest_epoch_or_none(),
         )
-        log.info(
+        log.debug(
             "%s: broker %d follows %s at leader epoch %d from offset %d "
             "(last fetched leader epoch %d)",
             self.name,

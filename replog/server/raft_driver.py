@@ -137,8 +137,8 @@ class RaftDriver:
             election_state=storage.read_election_state(),
             rng=rng or random.Random(),
             now_ms=clock(),
-            # Metadata batches carry wall-clock time (found by a user review: `dump-log` of
-            # the metadata log showed milliseconds since boot).
+            # Metadata batches carry wall-clock time, so that `dump-log` of the metadata log
+            # shows dates, not milliseconds since boot.
             record_time_offset_ms=wall_clock() - clock(),
         )
         self._inbox: asyncio.Queue[Event] = asyncio.Queue()
@@ -207,18 +207,18 @@ class RaftDriver:
         def propose(now: int) -> None:
             nonlocal proposed
             if future.done():
-                # Fix (issue #4, the SIGSTOP test's "stall"): the caller was cancelled while
-                # this waited in the inbox (its client gave up during a freeze). Completing its
-                # future raised InvalidStateError, which killed the loop: the node stopped. A
-                # proposal nobody waits for is not appended at all.
+                # The caller was cancelled while this waited in the inbox (its client gave up,
+                # during a freeze, say). Completing its future would raise InvalidStateError and
+                # kill the loop, stopping the node; a proposal nobody waits for is not appended
+                # at all.
                 return
             try:
                 proposed = self.node.propose(values, now)
             except Exception as exc:  # a typed error for the caller, not for the loop
                 future.set_exception(exc)
                 return
-            # Fix (issue #4, seen in node logs): a caller that gave up (timeout, client gone)
-            # leaves the future unawaited; retrieving its outcome here keeps asyncio from
+            # A caller that gave up (timeout, client gone) leaves the future unawaited;
+            # retrieving its outcome here keeps asyncio from
             # logging "Future exception was never retrieved" when it is later failed.
             future.add_done_callback(_retrieve_outcome)
             self._waiters.setdefault(proposed.base_offset, []).append(_Waiter(proposed, future))

@@ -87,9 +87,9 @@ class RaftQuorumService(raft_pb2_grpc.RaftQuorumServicer):
 def _on_wall_clock(
     answer: pb.DescribeQuorumResponse, now_ms: int, wall_now_ms: int
 ) -> pb.DescribeQuorumResponse:
-    """Fix (issue #4, cluster CLI): the core stamps replicas with this process's monotonic clock,
-    which means nothing to a client; Kafka's DescribeQuorum carries wall-clock timestamps, and
-    the leader describes itself as fetched and caught up now (the core leaves it unknown)."""
+    """Wall-clock times for a client: the core stamps replicas with this process's monotonic
+    clock, which means nothing outside it; Kafka's DescribeQuorum carries wall-clock timestamps,
+    and the leader describes itself as fetched and caught up now (the core leaves it unknown)."""
     for replica in (*answer.voters, *answer.observers):
         if replica.replica_id == answer.leader_id:
             replica.last_fetch_ms = replica.last_caught_up_ms = now_ms

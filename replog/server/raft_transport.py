@@ -71,11 +71,11 @@ _CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
     ("grpc.keepalive_time_ms", 10_000),
-    # Fix (issue #4, found by tests/cluster): after a peer was down, gRPC's default reconnect
-    # backoff (1 s growing to 120 s) kept the channel failing fast long after the peer came
-    # back, so Fetches to a new leader failed for seconds and the follower hit its fetch
-    # timeout and started a needless election (5-8 s failovers). Kafka's client reconnect
-    # backoff instead: reconnect.backoff.ms 50, reconnect.backoff.max.ms 1000.
+    # After a peer was down, gRPC's default reconnect backoff (1 s growing to 120 s) keeps the
+    # channel failing fast long after the peer is back, so Fetches to a new leader would fail
+    # for seconds and the follower would hit its fetch timeout and start a needless election
+    # (5-8 s failovers). Kafka's client reconnect backoff instead: reconnect.backoff.ms 50,
+    # reconnect.backoff.max.ms 1000.
     ("grpc.initial_reconnect_backoff_ms", 50),
     ("grpc.min_reconnect_backoff_ms", 50),
     ("grpc.max_reconnect_backoff_ms", 1000),
@@ -230,9 +230,9 @@ class RaftTransport:
     def _reconnect(self, node_id: int) -> None:
         """Replace the channel to `node_id` so that the next call connects at once.
 
-        Fix (issue #4, found by tests/cluster): a channel whose peer was down keeps failing
-        calls fast for its reconnect backoff (up to 1 s) after the peer is back, so a follower
-        of a restarted-then-elected node took the live leader for unreachable. A fresh channel
+        A channel whose peer was down keeps failing calls fast for its reconnect backoff (up
+        to 1 s) after the peer is back, so a follower of a restarted-then-elected node would
+        take the live leader for unreachable. A fresh channel
         makes every retry a real connection attempt, so "refused" means what it says.
         """
         self._stubs.pop(node_id, None)
@@ -303,9 +303,9 @@ class RaftTransport:
             await channel.close()
         for closing in list(self._closing):
             closing.cancel()
-        # Fix (issue #4, seen in node logs): cancelling these futures cancelled the handlers of
-        # parked Fetches, which gRPC logged as an unhandled CancelledError traceback on every
-        # graceful shutdown; failing them lets each call end with UNAVAILABLE instead.
+        # Failed, not cancelled: cancelling these futures would cancel the handlers of parked
+        # Fetches, which gRPC logs as an unhandled CancelledError traceback on every graceful
+        # shutdown; failing them lets each call end with UNAVAILABLE instead.
         for future in self._waiting.values():
             if not future.done():
                 future.set_exception(_Closed())

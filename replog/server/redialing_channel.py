@@ -10,9 +10,9 @@ Rules:
   otherwise keep failing calls fast for up to a second after the peer is back, so "refused"
   would not mean what it says.
 - The replaced channel closes in the background with a grace period: calls still in flight on
-  it finish or end at their own deadlines. Fix (issue #7, found by the consumer's tests):
-  closing it at once cancelled those calls, so callers nobody cancelled saw
-  `asyncio.CancelledError` and took it for their own shutdown.
+  it finish or end at their own deadlines. Closing it at once would cancel those calls, and
+  callers nobody cancelled would see `asyncio.CancelledError` and take it for their own
+  shutdown.
 - `close()` closes the current channel at once and abandons the background closes.
 - An answer that does not parse as the method's message is `MalformedResponseError` naming
   the peer's address and the RPC (gRPC's aio stubs hand back None for it; its blocking stubs

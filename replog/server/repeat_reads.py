@@ -12,9 +12,10 @@ Rules:
 - A read is kept only when it was a fetch's initial read that found nothing to read (the fetch
   offset at or past the bound: a follower's at the leader's log end offset, a consumer's at the
   high watermark), with no error and no diverging epoch, and, for a follower, whose progress
-  update did not move the HW (the answer holds the HW from before it, §6.1). What the update
-  did move otherwise (a pending ISR expansion, the follower's log start offset) is in the
-  state captured after it, so a repeat finds nothing to do again, as the full read would.
+  update did not move the HW (the answer holds the HW from before it,
+  docs/design/replication.md#follower-progress). What the update did move otherwise (a pending ISR
+  expansion, the follower's log start offset) is in the state captured after it, so a repeat finds
+  nothing to do again, as the full read would.
 - The next initial read of the same entry object in the same session, by the same asker
   (replica id, replica epoch, isolation level), reuses it only while nothing it depended on
   changed: the partition object (a re-created topic makes a new one), its log and leader-state
@@ -25,10 +26,10 @@ Rules:
   log end offset), so the full read would answer the same. A changed entry is a new object
   (the session replaces it), so it reads in full. A kept read that no longer holds is dropped
   at once.
-- A follower's reused read still records the fetch, as every fetch does in Kafka (§6.2: the last
-  fetch time, and the last caught-up time while at the leader's log end offset), through
-  `PartitionLeaderState.repeat_follower_fetch`; when that declines (another fetch of the same
-  replica moved its progress), the entry reads in full.
+- A follower's reused read still records the fetch, as every fetch does in Kafka
+  (docs/design/replication.md#caught-up-time: the last fetch time, and the last caught-up time while
+  at the leader's log end offset), through `PartitionLeaderState.repeat_follower_fetch`; when that
+  declines (another fetch of the same replica moved its progress), the entry reads in full.
 - Reads woken from the purgatory and expired ones never use it: they are not initial reads and
   record no progress.
 - The memory lives as long as the session's call; a full request (epoch 0) starts it afresh and

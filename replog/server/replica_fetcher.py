@@ -140,8 +140,8 @@ class ReplicaFetcherManager:
 
     async def _manage(self) -> None:
         while not self._failed:
-            # Fix (found in review): `fetch_wakeup`, not an event shared with the
-            # AlterPartition sender, whose wakes this clear would swallow.
+            # `fetch_wakeup`, not an event shared with the AlterPartition sender, whose wakes
+            # this clear would swallow.
             self._rm.fetch_wakeup.clear()
             self._reconcile(set(self._rm.fetch_sources()))
             await wait_for_wakeup(self._rm.fetch_wakeup, SOURCES_POLL_MS)

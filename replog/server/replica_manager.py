@@ -2,7 +2,7 @@
 Produce, Fetch, ListOffsets, OffsetsForLeaderEpoch and DeleteRecords, and replicating as a
 follower through synchronous steps an async fetcher drives.
 
-Rules (reference digest §5-§8; Kafka's `ReplicaManager`):
+Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
 - Declarative: on every metadata image the manager computes this broker's local changes
   (deletes first, then leaders, then followers) and brings each replica to the state the image
   describes. Every image also refreshes ISR eligibility (registered, unfenced, not shutting
@@ -22,9 +22,9 @@ Rules (reference digest §5-§8; Kafka's `ReplicaManager`):
   or opened again, and left for an operator to remove, so that a wrong verdict (a bug, a
   metadata log restored from elsewhere) costs disk, not data. A log without the file is a
   stray in Kafka (it has written the file since 2.8); replog takes it, so that logs written
-  before replog had the file keep their data. Before this, a topic deleted while a broker
-  started was still on its disk, and a topic created later under the same name took that
-  log: its first committed records were the deleted topic's (found by the whole-system soak).
+  before replog had the file keep their data. Without the id check, a topic deleted while a
+  broker started would stay on its disk, and a topic created later under the same name would
+  take that log: its first committed records would be the deleted topic's.
   The file costs a new replica one small atomic write (about 0.45 ms here, as much again as
   creating the log); a log that has one costs a read of it at start-up.
 - Produce: acks must be 0, 1 or -1 (INVALID_REQUIRED_ACKS). Per partition: an internal topic
@@ -42,16 +42,20 @@ Rules (reference digest §5-§8; Kafka's `ReplicaManager`):
   partition (the gRPC form of Kafka closing the connection; `broker_service`).
 - Fetch: only the leader serves. Followers read up to the LEO, consumers up to the HW (never a
   batch at or above it); the HW in the answer is captured before a follower's fetch updates its
-  progress, and a fetch that reports a diverging epoch updates nothing (§5.5, §6.1). The byte
+  progress, and a fetch that reports a diverging epoch updates nothing
+  (docs/design/replication.md#truncate-on-fetch, #follower-progress). The byte
   budget is `max_bytes` over partitions, `partition_max_bytes` each, and the first batch is
-  returned whole until the first partition with data (§7.2). A fetch that cannot be answered at
+  returned whole until the first partition with data
+  (docs/design/replication.md#answer-now-or-wait). A fetch that cannot be answered at
   once waits in the fetch purgatory until a wake (leader append, HW move, leadership change)
-  finds enough data or a §7.3 condition, or `max_wait_ms` passes; either way it re-reads.
+  finds enough data or a docs/design/replication.md#delayed-fetch-completion condition, or
+  `max_wait_ms` passes; either way it re-reads.
 - ListOffsets, OffsetsForLeaderEpoch and DeleteRecords' log-start move: `leader_offsets`.
   DeleteRecords then answers once the low watermark reaches the offset, or REQUEST_TIMED_OUT.
   DeleteRecords on an internal topic is INVALID_TOPIC_EXCEPTION unless
   `internal_topics_allowed=True` (Kafka's `allowInternalTopicDeletion`).
-- Follower: `follower_fetch` (truncation on a diverging epoch, §5.6 OFFSET_OUT_OF_RANGE,
+- Follower: `follower_fetch` (truncation on a diverging epoch, OFFSET_OUT_OF_RANGE as in
+  docs/design/replication.md#follower-out-of-range,
   back-off for `replica.fetch.backoff.ms`).
 - Waiting requests: `delayed_operations`. Every waiting operation is bounded
   (`purgatory_pending_max` per purgatory); every error names the topic-partition and carries
@@ -75,6 +79,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 from uuid import UUID
 
 from quorum.metadata.delta import MetadataDelta
@@ -88,6 +93,7 @@ from replog.errors import (
     InvalidRequiredAcksError,
     InvalidTopicError,
     KafkaError,
+    KafkaStorageError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     PurgatoryFullError,
@@ -158,6 +164,13 @@ from replog.server.producer_state_loader import (
     preload_producer_tables,
 )
 from replog.server.repeat_reads import RepeatReads, asker_of
+from replog.server.replica_change_queue import (
+    DELETE,
+    FOLLOWER,
+    LEADER,
+    ReplicaChange,
+    ReplicaChangeQueue,
+)
 from replog.server.replica_manager_config import ReplicaManagerConfig
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
@@ -169,6 +182,23 @@ __all__ = ["ReplicaManager", "ReplicaManagerConfig"]
 log = logging.getLogger("replog.server.replica_manager")
 
 TopicPartition = tuple[str, int]
+
+# Changes one round applies before it yields to the event loop, and the most log creations one
+# worker-thread batch (one file-system sync) carries. A round of leader changes costs ~25 ms
+# here; a batch's sync is one `syncfs`, whatever its size.
+APPLY_ROUND_CHANGES = 250
+
+
+class _Creation(NamedTuple):
+    """A leader or follower change whose replica needs its log opened first."""
+
+    change: ReplicaChange
+    config: LogConfig
+
+
+# What `_open_logs` hands `_install`: the change, its log, whether an older log was set aside
+# for it, and its producer table when `_open_logs` loaded one.
+_Opened = tuple[_Creation, Log, bool, PreloadedTable | None]
 
 
 class ReplicaManager:
@@ -185,6 +215,7 @@ class ReplicaManager:
         wall_clock: Clock = wall_clock_ms,
         broker_epoch: Callable[[], int] = lambda: -1,
         counters: BrokerCounters | None = None,
+        on_storage_error: Callable[[KafkaStorageError], None] | None = None,
     ) -> None:
         self.config = config
         # Metrics (issue #9): per request and per batch, never per record.
@@ -224,8 +255,8 @@ class ReplicaManager:
         self._next_isr_check_ms = clock() + self._isr_check_interval_ms
         self._next_producer_expiry_ms = clock() + config.producer_id_expiration_check_interval_ms
         self._fetch_sources: list[int] = []
-        # One wake per consumer. Fix (found in review): a single event shared by the fetcher
-        # and the AlterPartition sender let one clear the other's wake, so an ISR change or a
+        # One wake per consumer: with a single event shared by the fetcher and the
+        # AlterPartition sender, one could clear the other's wake, and an ISR change or a
         # new fetch source could wait for the 1 s idle poll. `isr_wakeup`: IsrChanges are
         # pending (the sender); `fetch_wakeup`: fetch sources changed or a back-off ended
         # (the fetchers).
@@ -236,6 +267,16 @@ class ReplicaManager:
         self._timer_due_ms: int | None = None
         self._timer_task: asyncio.Task[None] | None = None
         self._stopped = False
+        # Local changes not applied yet; once `start` ran, a task applies them a round at a
+        # time (docs/storage.md, "Creating many replicas"), before that `_apply` does at once.
+        self._changes = ReplicaChangeQueue()
+        self._applier_task: asyncio.Task[None] | None = None
+        self._applier_wake = asyncio.Event()
+        self._applied = asyncio.Event()
+        self._on_applied: list[Callable[[MetadataImage], None]] = []
+        self._on_storage_error = on_storage_error
+        self._strays_unchecked = False
+        self._roles_taken: dict[str, list[str]] = {LEADER: [], FOLLOWER: []}
 
     def _on_new_deadline(self, deadline_ms: int) -> None:
         # Only a deadline before the timer's next wake needs it sooner. Fetches park hundreds
@@ -320,20 +361,14 @@ class ReplicaManager:
 
     def _apply(self, changes: LocalChanges, image: MetadataImage) -> None:
         previous = self.image
-        first = previous is MetadataImage.EMPTY  # the first image also sets stray logs aside
+        if previous is MetadataImage.EMPTY:
+            self._strays_unchecked = True  # once the first image's replicas exist
         self.image = image
         now_ms = self._clock()
         cluster_changed = image.cluster is not previous.cluster
         if cluster_changed:
             self._eligibility = ReplicaEligibility.from_cluster(image.cluster)
-        for local in changes.deletes:
-            self._delete_partition(local)
-        for local in changes.leaders:
-            self._make_leader(local, image, now_ms)
-        for local in changes.followers:
-            self._make_follower(local, image, now_ms)
-        if first:
-            self._set_aside_stray_logs(image)
+        self._changes.add(changes)
         if image.configs is not previous.configs:
             self._refresh_log_configs(previous, image)
         if cluster_changed or image.configs is not previous.configs:
@@ -353,7 +388,184 @@ class ReplicaManager:
                     )
                 if moved:
                     self._on_high_watermark_moved(partition)
+        if self._applier_task is not None:
+            self._applied.clear()
+            self._applier_wake.set()
+        else:
+            self._apply_changes_now()
+
+    # --- applying local changes (docs/storage.md, "Creating many replicas") ----------------------
+
+    def _apply_changes_now(self) -> None:
+        """Apply every queued change on this thread (no event loop applies them: tests, tools
+        and harnesses that call `apply_image` expect the replicas at once)."""
+        while not self._changes.idle:
+            creations = self._apply_round(len(self._changes))
+            if creations:
+                self._install(self._open_logs(creations))
+        self._log_roles_taken()
         self._refresh_fetch_sources()
+        self._on_changes_applied()
+
+    async def _run_applier(self) -> None:
+        """Apply queued changes a round at a time, yielding to the event loop between rounds,
+        with every log creation's file work in a worker thread."""
+        while not self._stopped:
+            if self._changes.idle:
+                self._on_changes_applied()
+                self._applier_wake.clear()
+                await self._applier_wake.wait()
+                continue
+            try:
+                started = self._clock()
+                waiting = len(self._changes)
+                creations = self._apply_round(APPLY_ROUND_CHANGES)
+                self._refresh_fetch_sources()
+                if creations:
+                    opened = await asyncio.to_thread(self._open_logs, creations)
+                    for first in range(0, len(opened), APPLY_ROUND_CHANGES):
+                        await asyncio.sleep(0)
+                        self._install(opened[first : first + APPLY_ROUND_CHANGES])
+                        self._refresh_fetch_sources()
+                    self._log_roles_taken()
+                    if waiting > APPLY_ROUND_CHANGES:
+                        log.info(
+                            "broker %d: created %d replica logs in %d ms; %d replica changes "
+                            "still to apply",
+                            self.broker_id,
+                            len(opened),
+                            self._clock() - started,
+                            len(self._changes),
+                        )
+                self._log_roles_taken()
+                await asyncio.sleep(0)
+            except asyncio.CancelledError:
+                raise
+            except (KafkaStorageError, OSError) as exc:
+                error = (
+                    exc
+                    if isinstance(exc, KafkaStorageError)
+                    else KafkaStorageError(f"applying replica changes: {exc}")
+                )
+                if self._on_storage_error is None:
+                    log.critical("broker %d: replica changes stop: %s", self.broker_id, error)
+                else:
+                    self._on_storage_error(error)
+                return
+            except Exception:  # a bug in one change must not stop all the later ones
+                log.exception("broker %d: applying replica changes failed", self.broker_id)
+
+    def _apply_round(self, limit: int) -> list[_Creation]:
+        """Take up to `limit` queued changes and apply those that need no new log; return
+        the others, their partitions held, for `_open_logs` and `_install`."""
+        now_ms = self._clock()
+        creations: list[_Creation] = []
+        for change in self._changes.take(limit):
+            local = change.local
+            if change.kind == DELETE:
+                self._delete_partition(local)
+                continue
+            existing = self._partitions.get(change.key)
+            if existing is not None and existing.topic_id == local.topic_id:
+                self._take_role(change, existing, now_ms)
+                continue
+            if existing is not None:
+                # Same name, another topic id: the old topic was deleted and the name reused.
+                self._drop(existing, delete_log=True)
+            self._changes.hold(change.key)
+            creations.append(_Creation(change, self._log_config(self.image, local.topic_name)))
+        return creations
+
+    def _open_logs(self, creations: list[_Creation]) -> list[_Opened]:
+        """Open (creating where needed) the logs of `creations`, each with its topic id
+        recorded and, for a leader, its leader epoch assigned, then make all of them durable
+        with one sync of their file systems. Runs in a worker thread: no replica uses these
+        logs until `_install`."""
+        self.log_manager.rewrite_stale_checkpoints()
+        with self.log_manager.deferred_sync():
+            opened = [(creation, *self._log_of_topic(creation)) for creation in creations]
+        # Producer tables too (a snapshot directory's listing, at least), for the logs the
+        # broker's start-up did not preload: no replica reads its log on the loop.
+        unloaded = {
+            creation.change.key: log_
+            for creation, log_, replaced in opened
+            if replaced or creation.change.key not in self._preloaded
+        }
+        tables = preload_producer_tables(unloaded, self._producer_expiry())
+        return [
+            (creation, log_, replaced, tables.get(creation.change.key))
+            for creation, log_, replaced in opened
+        ]
+
+    def _install(self, opened: list[_Opened]) -> None:
+        """Make replicas of logs `_open_logs` opened, and give each its role."""
+        now_ms = self._clock()
+        for creation, log_, replaced, table in opened:
+            change = creation.change
+            local = change.local
+            key = change.key
+            self._changes.release(key)
+            preloaded = self._preloaded.pop(key, None) if table is None else table
+            created = Partition(
+                topic=local.topic_name,
+                topic_id=local.topic_id,
+                partition=local.partition_id,
+                local_broker_id=self.broker_id,
+                log=log_,
+                log_manager=self.log_manager,
+                producer_expiry=self._producer_expiry,
+                preloaded=None if replaced else preloaded,
+            )
+            self._partitions[key] = created
+            self._follower.partitions_changed()
+            self._take_role(change, created, now_ms)
+
+    def _take_role(self, change: ReplicaChange, partition: Partition, now_ms: int) -> None:
+        if change.kind == LEADER:
+            self._make_leader(partition, change.local, now_ms)
+        else:
+            self._make_follower(partition, change.local, now_ms)
+        self._roles_taken[change.kind].append(partition.name)
+
+    def _log_roles_taken(self) -> None:
+        """One line per round for the roles it gave (a line per replica cost a broker creating
+        10,000 replicas seconds of its event loop; each replica's own line is at DEBUG)."""
+        for kind, names in self._roles_taken.items():
+            if names:
+                shown = ", ".join(names[:5]) + (
+                    f" and {len(names) - 5} more" if len(names) > 5 else ""
+                )
+                verb = "leads" if kind == LEADER else "follows"
+                log.info("broker %d %s %d replicas: %s", self.broker_id, verb, len(names), shown)
+                names.clear()
+
+    def _on_changes_applied(self) -> None:
+        """Every queued change is applied: the replicas are those `self.image` describes."""
+        if self._strays_unchecked:
+            self._strays_unchecked = False
+            self._set_aside_stray_logs(self.image)
+            # Tables no replica took (a deleted topic's) are not kept: a later replica loads
+            # its own.
+            self._preloaded.clear()
+        self._applied.set()
+        for follower in self._on_applied:
+            follower(self.image)
+
+    def follow_applied_images(self, follower: Callable[[MetadataImage], None]) -> None:
+        """Call `follower` with the image each time every replica it describes exists in its
+        role (the group coordinator loads offsets partitions only then)."""
+        self._on_applied.append(follower)
+        if self._changes.idle and self.image is not MetadataImage.EMPTY:
+            follower(self.image)
+
+    @property
+    def pending_changes(self) -> int:
+        """Replica changes not applied yet (metrics, progress lines)."""
+        return len(self._changes)
+
+    async def wait_applied(self) -> None:
+        """Until every change of the images so far is applied."""
+        await self._applied.wait()
 
     def _replication_config(self, image: MetadataImage, topic: str) -> PartitionReplicationConfig:
         return PartitionReplicationConfig(
@@ -365,8 +577,8 @@ class ReplicaManager:
         """Kafka's precedence: the topic's config, else this broker's dynamic config, else the
         dynamic cluster default (the broker resource named ""), else server.properties.
 
-        Fix (found in review): the two dynamic broker levels, which the controller stores in
-        the image and DescribeConfigs reports, used to be ignored. `_apply` re-reads this on
+        The two dynamic broker levels count: the controller stores them in the image and
+        DescribeConfigs reports them as in force. `_apply` re-reads this on
         every image whose configs changed, for every led partition.
         """
         for resource in reversed(self._log_config_resources(topic)):  # strongest first
@@ -402,10 +614,10 @@ class ReplicaManager:
         """The topic's `LogConfig`: server.properties, then each level of
         `_log_config_resources` over it.
 
-        Fix (found in review): a value this broker refuses used to cost the topic every
-        setting (one bad key and `retention.ms=-1` was dropped: data deleted after 7 days),
-        and the dynamic broker levels were ignored. Now only a refused key keeps the level
-        below's value, with a warning naming the topic, the key and the value.
+        A value this broker refuses keeps the level below's value for that key alone, with a
+        warning naming the topic, the key and the value: dropping the whole level would lose
+        its good settings too (one bad key beside `retention.ms=-1` would have data deleted
+        after 7 days). The dynamic broker levels count, as for `min.insync.replicas`.
         """
         config = self.log_manager.config.log
         for resource in self._log_config_resources(topic):
@@ -423,9 +635,9 @@ class ReplicaManager:
     def _refresh_log_configs(self, previous: MetadataImage, image: MetadataImage) -> None:
         """Give every local replica of a topic whose configs changed its new `LogConfig`.
 
-        Fix (found in review): the topic's log settings (`segment.bytes`, `retention.ms`,
-        `max.message.bytes`, ...) used to be read only when the Partition was created, so a
-        later change never reached an existing log. Only topics whose config resource
+        A topic's log settings (`segment.bytes`, `retention.ms`, `max.message.bytes`, ...)
+        may change at any time, so they reach open logs too, not only a Partition being
+        created. Only topics whose config resource
         changed are recomputed; `get_or_create_log` applies the config to the open log (and
         does nothing when it is equal).
         """
@@ -446,41 +658,16 @@ class ReplicaManager:
                 found = self.log_manager.get_or_create_log(topic, partition_id, config)
                 assert found is partition.log, f"{partition.name}: another log is open"
 
-    def _partition_for(self, local: LocalPartition, image: MetadataImage) -> Partition:
-        key = (local.topic_name, local.partition_id)
-        existing = self._partitions.get(key)
-        if existing is not None and existing.topic_id == local.topic_id:
-            return existing
-        if existing is not None:
-            # Same name, another topic id: the old topic was deleted and the name reused.
-            self._drop(existing, delete_log=True)
-        log_, replaced = self._log_of_topic(local, image)
-        preloaded = self._preloaded.pop(key, None)
-        created = Partition(
-            topic=local.topic_name,
-            topic_id=local.topic_id,
-            partition=local.partition_id,
-            local_broker_id=self.broker_id,
-            log=log_,
-            log_manager=self.log_manager,
-            producer_expiry=self._producer_expiry,
-            preloaded=None if replaced else preloaded,
-        )
-        self._partitions[key] = created
-        self._follower.partitions_changed()
-        return created
-
-    def _log_of_topic(self, local: LocalPartition, image: MetadataImage) -> tuple[Log, bool]:
-        """The log of `local`'s replica, its `partition.metadata` naming `local`'s topic id,
+    def _log_of_topic(self, creation: _Creation) -> tuple[Log, bool]:
+        """The log of a new replica, its `partition.metadata` naming the topic id and, for a
+        leader, its leader epoch assigned (what `make_leader` would write on the event loop),
         and whether an older log had to be replaced (module docstring: logs of deleted
         topics). The file is written before the replica appends anything."""
+        local = creation.change.local
         name, partition_id = local.topic_name, local.partition_id
-        config = self._log_config(image, name)
-        found = self.log_manager.get_or_create_log(name, partition_id, config)
+        found = self.log_manager.get_or_create_log(name, partition_id, creation.config)
         recorded = found.topic_id()
-        if recorded == local.topic_id:
-            return found, False
-        replaced = recorded is not None
+        replaced = recorded is not None and recorded != local.topic_id
         if replaced:
             end = found.log_end_offset
             aside = self.log_manager.set_aside_stray_log(name, partition_id)
@@ -494,8 +681,11 @@ class ReplicaManager:
                 aside,
                 end,
             )
-            found = self.log_manager.get_or_create_log(name, partition_id, config)
-        found.record_topic_id(local.topic_id)
+            found = self.log_manager.get_or_create_log(name, partition_id, creation.config)
+        if recorded != local.topic_id:
+            found.record_topic_id(local.topic_id)
+        if creation.change.kind == LEADER:
+            found.leader_epoch_cache.assign(local.registration.leader_epoch, found.log_end_offset)
         return found, replaced
 
     def _set_aside_stray_logs(self, image: MetadataImage) -> None:
@@ -538,15 +728,14 @@ class ReplicaManager:
     def _producer_expiry(self) -> ProducerExpiry:
         return ProducerExpiry(self._wall_clock(), self.config.producer_id_expiration_ms)
 
-    def _make_leader(self, local: LocalPartition, image: MetadataImage, now_ms: int) -> None:
-        partition = self._partition_for(local, image)
+    def _make_leader(self, partition: Partition, local: LocalPartition, now_ms: int) -> None:
         # Metrics: an ISR change of a partition this broker goes on leading may arrive here
         # (metadata) before the AlterPartition answer does (which then changes nothing).
         led = partition.leader_state
         isr_size_before = None if led is None else len(led.isr)
         moved = partition.make_leader(
             local.registration,
-            config=self._replication_config(image, local.topic_name),
+            config=self._replication_config(self.image, local.topic_name),
             eligibility=self._eligibility,
             now_ms=now_ms,
         )
@@ -560,8 +749,7 @@ class ReplicaManager:
         self._isr_sent.pop(key, None)
         self._mark_isr_dirty(key)
 
-    def _make_follower(self, local: LocalPartition, image: MetadataImage, now_ms: int) -> None:
-        partition = self._partition_for(local, image)
+    def _make_follower(self, partition: Partition, local: LocalPartition, now_ms: int) -> None:
         partition.make_follower(local.registration, now_ms)
         key = partition.key
         self._isr_sent.pop(key, None)
@@ -721,7 +909,8 @@ class ReplicaManager:
         if moved:
             self._on_high_watermark_moved(partition)
         else:
-            # A follower fetch bounded by the LEO may now have data (§7.3).
+            # A follower fetch bounded by the LEO may now have data
+            # (docs/design/replication.md#delayed-fetch-completion).
             self._wake(partition.key, produce=False, delete=False)
         return (
             ProducePartitionResult(
@@ -758,7 +947,8 @@ class ReplicaManager:
     async def fetch(
         self, request: FetchRequest, repeats: RepeatReads | None = None
     ) -> FetchResponse:
-        """Answer a fetch now or from the purgatory (§7.2-7.3). `repeats`: the calling fetch
+        """Answer a fetch now or from the purgatory (docs/design/replication.md#answer-now-or-wait,
+        #delayed-fetch-completion). `repeats`: the calling fetch
         session's kept reads (`repeat_reads`), which its unchanged idle entries reuse."""
         now_ms = self._clock()
         read = self._read_fetch(request, now_ms, initial=True, repeats=repeats)
@@ -801,7 +991,8 @@ class ReplicaManager:
         reread: Reread | None = None,
         repeats: RepeatReads | None = None,
     ) -> FetchRead:
-        """Read every partition of a fetch with the §7.2 byte budget; with `reread`, only the
+        """Read every partition of a fetch with the byte budget of
+        docs/design/replication.md#answer-now-or-wait; with `reread`, only the
         entries it names, the others answered with its results (which hold no records, so
         they take none of the budget). With `repeats` (initial reads only), an entry whose
         kept read still holds is answered from it (no records either)."""
@@ -869,7 +1060,8 @@ class ReplicaManager:
         repeats: RepeatReads | None = None,
     ) -> tuple[FetchPartitionResult, bool]:
         """The entry's result, and whether this read then moved the partition's HW (only an
-        initial follower read records progress, §6.1). A read that found nothing to read and
+        initial follower read records progress, docs/design/replication.md#follower-progress). A
+        read that found nothing to read and
         did not move the HW goes into `repeats` (`repeat_reads` Rules)."""
         partition = self._leader_partition(entry.topic, entry.partition, entry.topic_id)
         leader_state = partition.leader_state
@@ -877,7 +1069,8 @@ class ReplicaManager:
         where = partition.name
         check_current_leader_epoch(where, entry.current_leader_epoch, leader_state.leader_epoch)
         plog = partition.log
-        # Captured before this fetch changes any progress (§6.1).
+        # Captured before this fetch changes any progress
+        # (docs/design/replication.md#follower-progress).
         log_end_offset = plog.log_end_offset
         log_start_offset = plog.log_start_offset
         high_watermark = leader_state.high_watermark
@@ -940,7 +1133,8 @@ class ReplicaManager:
                 self._on_high_watermark_moved(partition)
                 return result, True  # its answer holds the HW from before: not kept
             if update.follower_log_start_offset_moved:
-                # The follower's log start offset may have lifted the low watermark (§8.2).
+                # The follower's log start offset may have lifted the low watermark
+                # (docs/design/replication.md#low-watermark).
                 self._wake(partition.key, produce=False, fetch=False)
         if repeats is not None and not records and entry.fetch_offset >= bound:
             repeats.keep(
@@ -957,7 +1151,9 @@ class ReplicaManager:
             high_watermark = partition.leader_state.high_watermark
             log_start_offset = partition.log.log_start_offset
             if request.is_from_follower and isinstance(error, OffsetOutOfRangeError):
-                log_end_offset = partition.log.log_end_offset  # for the follower's §5.6
+                # The follower places itself with it
+                # (docs/design/replication.md#follower-out-of-range).
+                log_end_offset = partition.log.log_end_offset
         return FetchPartitionResult(
             entry.topic,
             entry.partition,
@@ -1045,10 +1241,10 @@ class ReplicaManager:
         """PurgatoryFullError if deleting up to `offset` would have to wait in a full
         DeleteRecords purgatory.
 
-        Fix (found in review): the bound used to be met only when the request parked, after
-        the log start had moved, so the records were deleted and the caller told it failed.
-        Checked before the move, as produce checks before its append; a partition whose low
-        watermark reaches the offset at once never waits, so it is not refused.
+        The bound is checked before the log start moves, as produce checks before its append:
+        refused after the move, the records would be deleted and the caller told it failed. A
+        partition whose low watermark reaches the offset at once never waits, so it is not
+        refused.
         """
         leader_state = partition.leader_state
         assert leader_state is not None
@@ -1079,7 +1275,8 @@ class ReplicaManager:
         response: FetchResponse,
         now_ms: int,
     ) -> None:
-        """Apply a leader's Fetch answer (§5.4-5.6, §6.5 "Follower HW")."""
+        """Apply a leader's Fetch answer (docs/design/replication.md#follower-truncation,
+        #truncate-on-fetch, #follower-out-of-range, #high-watermark "Follower HW")."""
         fetched = sum(len(result.records) for result in response.partitions)
         if fetched:
             self.counters.replication_bytes_in.inc(fetched)
@@ -1226,12 +1423,13 @@ class ReplicaManager:
         return min(candidates)
 
     async def start(self) -> None:
-        """Run `tick` on the event loop whenever it is due."""
-        # Tables no replica took (a deleted topic's) are not kept: a later replica loads its own.
-        self._preloaded.clear()
+        """Run `tick` on the event loop whenever it is due, and apply metadata changes from
+        now on in rounds, off the loop where they touch files."""
         if self._timer_task is None:
             self._stopped = False
-            self._timer_task = asyncio.get_running_loop().create_task(self._run_timers())
+            loop = asyncio.get_running_loop()
+            self._timer_task = loop.create_task(self._run_timers())
+            self._applier_task = loop.create_task(self._run_applier())
 
     async def _run_timers(self) -> None:
         while not self._stopped:
@@ -1259,6 +1457,11 @@ class ReplicaManager:
         if task is not None:
             self._timers_changed.set()  # the loop sees `_stopped` and returns
             await task
+        applier, self._applier_task = self._applier_task, None
+        if applier is not None:
+            applier.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await applier
         self._delayed.answer_all_shutting_down()
         for partition in self._partitions.values():
             partition.write_producer_snapshot_at_stop()

@@ -12,8 +12,8 @@ Rules:
   truncates and reuses it. A failed write (a full disk) is a `KafkaStorageError` naming the
   file (`atomic_replace`, also used for the other small files: markers, the Raft quorum state,
   a standalone log's state): the broker's storage-failure paths take that type, and the OS's
-  error from writing to a descriptor names no file (found by a full-disk test: a leader-epoch
-  checkpoint's ENOSPC escaped as a bare OSError, which the broker logged and went on from).
+  error from writing to a descriptor names no file (a leader-epoch checkpoint's ENOSPC as a
+  bare OSError would be logged and the broker would go on).
 - Unlike Kafka, constructing a checkpoint file does not create an empty file: a missing file
   reads the same as an empty one, and a constructor that does I/O is harder to test.
 - No lock: every checkpoint file has one owner that orders its calls (the log manager for the
@@ -101,8 +101,11 @@ class PartitionMetadataFile(_CheckpointFile):
     __slots__ = ()
 
     def read(self) -> UUID | None:
+        """The topic id; None when there is no file, or an empty one: what a power loss can
+        leave of a file written in a batch whose sync had not happened yet (a new replica's,
+        docs/storage.md, "Creating many replicas"), which holds no topic id either."""
         data = self._fs.read_bytes(self.path)
-        return None if data is None else parse_partition_metadata(data, source=self.path)
+        return None if not data else parse_partition_metadata(data, source=self.path)
 
     def write(self, topic_id: UUID) -> None:
         self._replace(render_partition_metadata(topic_id))

@@ -110,11 +110,18 @@ class LeaderEpochCache:
 
     __slots__ = ("_entries", "_store", "name")
 
-    def __init__(self, store: LeaderEpochStore, *, name: str = "leader-epoch cache") -> None:
-        """Load the entries from `store`; `name` (e.g. the topic-partition) prefixes errors."""
+    def __init__(
+        self,
+        store: LeaderEpochStore,
+        *,
+        name: str = "leader-epoch cache",
+        entries: Sequence[EpochEntry] | None = None,
+    ) -> None:
+        """Load the entries from `store` (or take `entries`, what the store is known to hold:
+        none, for a new log's); `name` (e.g. the topic-partition) prefixes errors."""
         self.name = name
         self._store = store
-        entries = list(store.read())
+        entries = list(store.read() if entries is None else entries)
         # The checkpoint parser refuses out-of-order files; this guards every other store.
         assert is_strictly_increasing(entries), f"{name}: loaded entries out of order: {entries}"
         self._entries = entries

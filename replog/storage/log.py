@@ -1,7 +1,8 @@
 """One partition's log: an ordered run of segments with Kafka's append, read, truncation,
 retention and recovery rules.
 
-Rules (reference digest §1.3, §2, §3, §5, §8):
+Rules (docs/design/storage.md#leader-validation-on-produce, #segment-files-and-names, #log-recovery,
+docs/design/replication.md):
 - Offsets are dense. `log_start_offset <= high_watermark <= log_end_offset`; the log start
   offset and the recovery point only move forward, except that truncation pulls them back.
 - A leader append validates every batch's header and CRC-32C (never its records), gives each
@@ -19,11 +20,11 @@ Rules (reference digest §1.3, §2, §3, §5, §8):
 - The recovery point moves only after an fsync returned: everything below it is on disk.
 - Rolls: a standalone log (the Raft metadata log) fsyncs the old segments on the roll, under
   its lock, so the recovery point reaches the new base at once. A log under a LogManager
-  (`enable_async_roll_flush`) does as Kafka does (§3, §10 S8 item 4): the roll only records
-  the offset to reach, and `flush_rolled_segments`, on the manager's background thread, fsyncs
-  the old segments and the directory without the lock (appends go on), then moves the
-  recovery point unless a truncation, a deletion or a close came in between. A crash before
-  that rescans from the old segment.
+  (`enable_async_roll_flush`) does as Kafka does (docs/design/storage.md#log-recovery,
+  #crash-scenarios, S8 item 4): the roll only records the offset to reach, and
+  `flush_rolled_segments`, on the manager's background thread, fsyncs the old segments and the
+  directory without the lock (appends go on), then moves the recovery point unless a truncation, a
+  deletion or a close came in between. A crash before that rescans from the old segment.
 
 Theory of operation: `Log.open` loads segments (`log_loader`), recovering those at or after the
 recovery point after an unclean shutdown. Every public method holds the log's lock, so a log
@@ -193,6 +194,8 @@ class Log:
         self._recovery_point = min(recovery_point, self._log_end_offset)
         self._high_watermark = max(log_start_offset, min(high_watermark, self._log_end_offset))
         self._last_flush_ms = clock()
+        # `partition.metadata`'s topic id once read or written, in a 1-tuple (None: not yet).
+        self._known_topic_id: tuple[uuid.UUID | None] | None = None
         # The segment holding the recovery point when the standalone state was last written.
         self._persisted_recovery_base = -2
         # Asynchronous roll flush (off for a standalone log; a LogManager turns it on): a roll
@@ -249,6 +252,24 @@ class Log:
             had_clean_shutdown=had_clean_shutdown,
             on_truncate=on_truncate,
         )
+
+    @classmethod
+    def create(
+        cls,
+        directory: str,
+        config: LogConfig,
+        *,
+        fs: FileSystem = LOCAL_FS,
+        clock: Clock = wall_clock_ms,
+        on_truncate: Callable[[Log], None] | None = None,
+    ) -> Log:
+        """A new, empty log in `directory`, which must not exist (a `LogManager`'s new
+        partition: `log_loader.create_log`)."""
+        from replog.storage.log_loader import create_log
+
+        created = create_log(cls, directory, config, fs=fs, clock=clock, on_truncate=on_truncate)
+        created._known_topic_id = (None,)
+        return created
 
     # --- offsets ------------------------------------------------------------------------------
 
@@ -517,7 +538,8 @@ class Log:
         allow_control: bool,
         max_message_bytes: int,
     ) -> None:
-        """The rules a client batch must follow beyond being a valid batch (§1.3)."""
+        """The rules a client batch must follow beyond being a valid batch
+        (docs/design/storage.md#leader-validation-on-produce)."""
         if header.base_offset != 0:
             raise InvalidRecordError(
                 f"{self._where('append', headers, position)}: base offset must be 0, got "
@@ -747,7 +769,8 @@ class Log:
         return groups
 
     def _after_append(self, now_ms: int) -> None:
-        """Apply the flush policy (reference digest §9: flush.messages, flush.ms)."""
+        """Apply the flush policy (docs/design/storage.md#flush-and-defaults: flush.messages,
+        flush.ms)."""
         if self.config.flush_each_append and self._roll_flush_pending > self._recovery_point:
             # Rolled segments are not synced yet (flush.each.append was turned on after an
             # asynchronous roll): sync them with the active segment.
@@ -789,7 +812,7 @@ class Log:
         ):
             # Kafka's way: the old segments are synced by `flush_rolled_segments`, off the
             # appending thread; until it returns the recovery point stays where it is, so a
-            # crash meanwhile rescans them (reference digest §10 S8 item 4).
+            # crash meanwhile rescans them (docs/design/storage.md#crash-scenarios, S8 item 4).
             self._roll_flush_pending = max(self._roll_flush_pending, new_base)
             if self._on_roll_flush_pending is not None:
                 self._on_roll_flush_pending(self)
@@ -1165,7 +1188,8 @@ class Log:
         self.leader_epoch_cache.truncate_from_start(value)
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
-        """One retention pass (reference digest §8.3); returns how many segments it deleted.
+        """One retention pass (docs/design/storage.md#retention); returns how many segments it
+        deleted.
 
         Order: segments wholly below the log start offset, then `retention.bytes`, then
         `retention.ms`. A segment goes only if the high watermark has passed its end, and the
@@ -1425,16 +1449,21 @@ class Log:
         """The topic id this log's `partition.metadata` records; None when it has none (a log
         made before its replica took it, or by a replog that wrote no such file). A file
         that does not parse is a KafkaStorageError, as Kafka takes such a log dir offline:
-        replog writes it atomically, so only something else can have damaged it."""
-        try:
-            return self._partition_metadata().read()
-        except CorruptCheckpointError as exc:
-            raise KafkaStorageError(f"{self.name}: {exc}") from exc
+        replog writes it atomically, so only something else can have damaged it. Read once:
+        only this log writes the file."""
+        if self._known_topic_id is None:
+            try:
+                self._known_topic_id = (self._partition_metadata().read(),)
+            except CorruptCheckpointError as exc:
+                raise KafkaStorageError(f"{self.name}: {exc}") from exc
+        return self._known_topic_id[0]
 
     def record_topic_id(self, topic_id: uuid.UUID) -> None:
         """Write `partition.metadata` (atomically): the log belongs to `topic_id` from now on.
         KafkaStorageError naming the file if the write fails."""
+        self._known_topic_id = None
         self._partition_metadata().write(topic_id)
+        self._known_topic_id = (topic_id,)
 
     def _partition_metadata(self) -> PartitionMetadataFile:
         return PartitionMetadataFile(os.path.join(self.directory, PARTITION_METADATA), self._fs)
@@ -1450,7 +1479,7 @@ class Log:
         """Close and remove the partition directory with everything in it."""
         self._fs.remove_tree(self.close_and_rename())
 
-    def close_and_rename(self, suffix: str = DELETE_DIR_SUFFIX) -> str:
+    def close_and_rename(self, suffix: str = DELETE_DIR_SUFFIX, *, sync_parent: bool = True) -> str:
         """Close the log and rename its directory aside to Kafka's
         `<topic>-<partition>.<id><suffix>` (`renamed_dir_name`: `-delete` or `-stray`), which
         loading never opens; returns the new path. The rename is what makes a deletion durable
@@ -1465,7 +1494,8 @@ class Log:
             target = os.path.join(os.path.dirname(os.path.normpath(self.directory)), target_name)
             try:
                 self._fs.rename(self.directory, target)
-                self._fs.fsync_dir(os.path.dirname(target))
+                if sync_parent:
+                    self._fs.fsync_dir(os.path.dirname(target))
             except OSError as exc:
                 raise KafkaStorageError(
                     f"{self.name}: renaming {self.directory} to {target} failed: {exc}"

@@ -1,8 +1,8 @@
 """Per-log configuration with Kafka's names and defaults, and the one place dotted names map.
 
 Rules:
-- Every field has Kafka's default (reference digest §9) unless replog adds the setting itself,
-  in which case the docstring says so.
+- Every field has Kafka's default (docs/design/storage.md#flush-and-defaults) unless replog adds the
+  setting itself, in which case the docstring says so.
 - Dotted names are accepted in both forms Kafka has: the topic-level name (`segment.bytes`) and
   the broker-level default (`log.segment.bytes`). `LogConfig.from_properties` is the only code
   that knows them; everything else uses attribute names.

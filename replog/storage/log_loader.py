@@ -1,6 +1,6 @@
 """Opening a partition's log: housekeeping, segment loading, and crash recovery.
 
-Rules (reference digest §3.2):
+Rules (docs/design/storage.md#log-recovery):
 - Leftovers of interrupted work are removed first: `*.deleted`, `*.cleaned`, `*.swap` files and
   index files whose `.log` is gone.
 - After a clean shutdown nothing is rescanned, so opening costs O(number of segments), not
@@ -94,6 +94,41 @@ def load_log(
         raise KafkaStorageError(f"{directory}: cannot open log: {exc}") from exc
 
 
+def create_log(
+    log_class: type[Log],
+    directory: str,
+    config: LogConfig,
+    *,
+    fs: FileSystem,
+    clock: Clock,
+    on_truncate: Callable[[Log], None] | None,
+) -> Log:
+    """A new, empty log of a `LogManager` in `directory`, which must not exist yet: nothing to
+    look for, load or recover, so the directory is made and one empty segment opened (a new
+    replica's log costs its directory, its `.log` file and nothing else)."""
+    try:
+        fs.make_dir(directory)
+        segment = LogSegment(directory, 0, config, fs, clock(), create=True)
+    except OSError as exc:
+        raise KafkaStorageError(f"{directory}: cannot create log: {exc}") from exc
+    segment.offset_index.reset()
+    segment.time_index.reset()
+    checkpoint = LeaderEpochCheckpointFile(os.path.join(directory, LEADER_EPOCH_FILE), fs)
+    return log_class(
+        directory,
+        config,
+        SortedDict({0: segment}),
+        LeaderEpochCache(checkpoint, name=directory, entries=()),
+        log_start_offset=0,
+        recovery_point=0,
+        high_watermark=0,
+        fs=fs,
+        clock=clock,
+        on_truncate=on_truncate,
+        persist_standalone_state=None,
+    )
+
+
 def _load(
     log_class: type[Log],
     directory: str,
@@ -136,7 +171,11 @@ def _load(
     _remove_leftovers(directory, fs)
     segments = _open_segments(directory, config, fs, clock)
     epoch_cache, epochs_trusted = _open_epoch_cache(directory, fs)
-    if epochs_trusted and epoch_cache.earliest_entry is None and _holds_records(segments):
+    if (
+        epochs_trusted
+        and epoch_cache.earliest_entry is None
+        and _holds_records(segments, log_start_offset)
+    ):
         # Gone (or never written) while the log holds records: a first entry made later
         # would start above the log start and pass for the witness below. Rebuilt instead.
         log.warning("%s: no leader epochs for a log with records; rebuilding them", directory)
@@ -278,8 +317,14 @@ def _first_batch_has_an_epoch(segments: SortedDict) -> bool:
     return True
 
 
-def _holds_records(segments: SortedDict) -> bool:
-    return bool(segments) and segments.peekitem(-1)[1].next_offset > segments.peekitem(0)[0]
+def _holds_records(segments: SortedDict, log_start_offset: int) -> bool:
+    """Whether the segments hold records at or above the log start (those below it, which
+    DeleteRecords left in the first segment, need no leader epoch: a truncation to the log
+    start empties the cache of such a log, and its reopening must keep it empty)."""
+    if not segments:
+        return False
+    first = max(segments.peekitem(0)[0], log_start_offset)
+    return bool(segments.peekitem(-1)[1].next_offset > first)
 
 
 def _open_epoch_cache(directory: str, fs: FileSystem) -> tuple[LeaderEpochCache, bool]:

@@ -5,8 +5,9 @@ names, lists, writes and deletes them, through the file-system seam.
 
 Rules:
 - A file is named by the offset its table is as of (every batch below it applied), zero-padded
-  to 20 digits like the segment files (reference digest §2.1): `00000000000000170410.snapshot`.
-  Other names ending in `.snapshot` (or a leftover `.snapshot.tmp`) are ignored.
+  to 20 digits like the segment files (docs/design/storage.md#segment-files-and-names):
+  `00000000000000170410.snapshot`. Other names ending in `.snapshot` (or a leftover `.snapshot.tmp`)
+  are ignored.
 - A snapshot is a cache of what the log's headers say, never the only copy of anything: the
   replica can always replay the log instead. So a write is `<name>.tmp` then a rename, without
   fsync: after a crash a file may be missing, empty or torn, and the reader's CRC and length

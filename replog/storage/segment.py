@@ -373,7 +373,7 @@ class LogSegment:
     def should_roll(
         self, append_bytes: int, max_timestamp: int, last_offset: int, now_ms: int, jitter_ms: int
     ) -> bool:
-        """Kafka's roll rule, checked before every append (reference digest §2.5)."""
+        """Kafka's roll rule, checked before every append (docs/design/storage.md#segment-roll)."""
         if not self._indexes_loaded:
             self.ensure_indexes()
         config = self.config
@@ -531,7 +531,8 @@ class LogSegment:
             self.log_file.truncate(position)
         self._next_offset = expected_offset
         # Kafka's recover ends as a roll or a close does: the final time-index entry records
-        # the largest timestamp (digest §3.2 step 3b.5), so it is not lost between entries.
+        # the largest timestamp (docs/design/storage.md#log-recovery, step 3), so it is not lost
+        # between entries.
         self._append_final_time_entry(
             self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
         )
@@ -607,9 +608,9 @@ class LogSegment:
         try:
             if self.offset_index._loaded:
                 # Kafka's LogSegment.close appends the final time-index entry, as a roll does
-                # (digest §2.4), so a cleanly closed active segment's .timeindex holds its
-                # largest timestamp. Only when the tail state is known: closing must not read
-                # the file.
+                # (docs/design/storage.md#time-index), so a cleanly closed active segment's
+                # .timeindex holds its largest timestamp. Only when the tail state is known: closing
+                # must not read the file.
                 if self._max_timestamp_so_far is not None:
                     self._append_final_time_entry(
                         self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far

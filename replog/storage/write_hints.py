@@ -38,7 +38,7 @@ Rules:
   lost, nothing else.
 
 No block reservation. Reserving blocks ahead of the end (`fallocate(FALLOC_FL_KEEP_SIZE)`, 1-16
-MiB at a time, from 87ad0b8 to 58619f9) made single appends in bench/append_stalls.py steadier
+MiB at a time) makes single appends in bench/append_stalls.py steadier
 (p99.9 1.1 against 3.0 ms), but in a broker each `fallocate` takes the file's inode lock and
 then waits for the ext4 journal, which every node's metadata-log fsync commits twice a second:
 stack samples caught it blocking a node's event loop for 107-299 ms, and in 10 s paced trials

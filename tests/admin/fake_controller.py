@@ -159,9 +159,9 @@ def interrupt_main_when(condition: Callable[[], bool], timeout_s: float = 10.0) 
     10 ms): a real SIGINT sent to the main thread, which also cuts a `time.sleep` short, as a
     terminal's does (`_thread.interrupt_main` only sets a flag a sleeping thread sees later).
 
-    Fixes (found by CI): a fixed 0.2 s timer could fire while the client was still setting up
-    the call; and a test run started in the background inherits SIGINT ignored (a shell's
-    rule for background jobs), so Python never raised KeyboardInterrupt. The block installs
+    A condition, not a fixed timer, which could fire while the client is still setting up the
+    call; and a test run started in the background inherits SIGINT ignored (a shell's rule for
+    background jobs), so Python would never raise KeyboardInterrupt: the block installs
     Python's default SIGINT handler and restores the previous one after.
     """
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -738,8 +738,8 @@ def test_nobody_reachable_is_a_timeout_naming_each_address(
 def test_a_node_without_the_controller_service_is_not_said_to_give_no_answer(
     make_client: Callable[..., ControllerClient],
 ) -> None:
-    # Found in review: a broker-only node (UNIMPLEMENTED) was listed among the addresses that
-    # gave "no answer"; a node did answer, so the timeout is the active controller's.
+    # A broker-only node (UNIMPLEMENTED) did answer, so it is not listed among the addresses
+    # that gave "no answer": the timeout is the active controller's.
     dead = f"127.0.0.1:{free_port()}"
     with running(1) as (broker_only,):
         broker_only.script("Metadata", Abort(grpc.StatusCode.UNIMPLEMENTED, "Method not found!"))
@@ -844,8 +844,8 @@ class _Failed(grpc.RpcError):
     ],
 )
 def test_unreachable_addresses_are_named_in_plain_words(details: str, said: str) -> None:
-    """Found by a user review: the CLI printed gRPC's text, which said "timed out" for a port
-    that refused at once."""
+    """Classified, not gRPC's text, which says "timed out" for a port that refused at
+    once."""
     classified = controller_client_module._classify(
         "127.0.0.1:1", "Metadata", _Failed(details), 1000
     )

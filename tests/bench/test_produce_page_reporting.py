@@ -1,6 +1,6 @@
 """bench/produce.py waits before a paced trial until the VM stops handing freed memory back
 to its host (`wait_for_page_reporting_idle`): a burst of that stops the whole VM, and the
-previous trial's deleted topic sets one off (docs/benchmarks.md)."""
+previous trial's deleted topic sets one off (docs/benchmarks-history.md)."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ OFFSET_SOURCE = f"/data/log-dir/{RECOVERY_POINT_CHECKPOINT}"
 EPOCH_SOURCE = f"/data/log-dir/orders-0/{LEADER_EPOCH_CHECKPOINT}"
 MARKER_SOURCE = f"/data/log-dir/{CLEAN_SHUTDOWN_MARKER}"
 
-# The two example files of the reference digest (§4.2), as Kafka writes them.
+# The two example files of docs/design/storage.md#checkpoint-files, as Kafka writes them.
 KAFKA_RECOVERY_POINTS = b"0\n2\norders 0 170410\norders 1 98\n"
 KAFKA_LEADER_EPOCHS = b"0\n3\n0 0\n2 1500\n5 3200\n"
 

@@ -751,8 +751,8 @@ def test_every_command_has_help(command: list[str], flags: list[str]) -> None:
 def test_an_unknown_flag_is_named_with_its_commands_usage(
     command: list[str], usage: str, unknown: str
 ) -> None:
-    """Found by a user review: argparse named it under the top-level usage (`replog [-h] ...
-    COMMAND ...`), which does not say what the command takes."""
+    """Under the command's own usage, not the top-level one (`replog [-h] ... COMMAND ...`),
+    which does not say what the command takes."""
     outcome = replog(*command)
     assert outcome.returncode == 2
     assert outcome.stderr.startswith(f"usage: {usage} "), outcome.stderr

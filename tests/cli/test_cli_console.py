@@ -313,8 +313,8 @@ def test_consuming_a_topic_that_does_not_exist_is_one_line_and_exit_1(
 def test_consuming_a_partition_the_topic_does_not_have_is_one_line_and_exit_1(
     cluster: ClientCluster,
 ) -> None:
-    """Found by a newcomer walkthrough: the consumer warned and waited forever (nothing ever
-    arrives from a partition past the topic's last; --timeout-ms here only bounds the test)."""
+    """Refused at once, not warned about and waited on forever (nothing ever arrives from a
+    partition past the topic's last; --timeout-ms here only bounds the test)."""
     missing = consume(
         cluster, "--topic", "keyed", "--partition", "7", "--from-beginning", "--max-messages", "1"
     )
@@ -463,14 +463,13 @@ def test_help_on_every_command() -> None:
 
 def test_timeout_ms_also_bounds_the_wait_for_an_unreachable_cluster() -> None:
     """Kafka's console consumer gives up after `--timeout-ms` whether or not the cluster
-    answers; replog's waited the admin's 60 s for its topic check (found by a user review)."""
+    answers; replog's topic check must not wait the admin's 60 s."""
     dead = f"127.0.0.1:{free_port()}"
     started = time.monotonic()
     result = replog("consume", "--topic", "t", "--timeout-ms", "500", "--bootstrap-server", dead)
     assert time.monotonic() - started < 15
     assert result.returncode == 1
-    # The address the user gave, not "the active controller" they never named (found by a
-    # newcomer walkthrough).
+    # The address the user gave, not "the active controller" they never named.
     assert result.stderr.splitlines()[-1].startswith(
         f"replog consume: Metadata: no answer from {dead} within "
     )
@@ -478,9 +477,9 @@ def test_timeout_ms_also_bounds_the_wait_for_an_unreachable_cluster() -> None:
 
 @pytest.mark.parametrize("command", ["consume", "perf"])
 def test_the_bootstrap_servers_may_be_given_in_either_spelling(command: str) -> None:
-    # Found in review: the topic check read config["bootstrap.servers"] only, so
-    # --consumer-property bootstrap_servers=... (a spelling the client accepts) was a KeyError
-    # traceback.
+    # The topic check reads either spelling: reading config["bootstrap.servers"] only,
+    # --consumer-property bootstrap_servers=... (a spelling the client accepts) would be a
+    # KeyError traceback.
     dead = f"127.0.0.1:{free_port()}"
     if command == "consume":
         args = ["consume", "--topic", "t", "--timeout-ms", "500", "--consumer-property"]

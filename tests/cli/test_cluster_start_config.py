@@ -51,7 +51,7 @@ def test_an_unknown_override_is_a_warning_on_stderr_and_the_cluster_is_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Kafka's rule (warned, not refused), said where the user looks: each node warned only in
-    its node.log (found by a newcomer walkthrough: `num.partitons=3` started silently)."""
+    its node.log (a misspelled `num.partitons=3` must not start silently)."""
     data_dir = tmp_path / "cluster"
     args = start_args(data_dir, "num.partitons=3", "num.partitions=2")
     args.base_port = free_base_port(3)

@@ -198,8 +198,8 @@ def test_describe_one_topic(controller: FakeController) -> None:
 def test_describe_without_an_active_controller_warns_that_it_may_be_stale(
     controller: FakeController,
 ) -> None:
-    # Found by a user walkthrough: with two of three nodes killed the answer still showed the
-    # dead node as leader, exit 0, and nothing said that no controller could have fenced it.
+    # With two of three nodes killed the answer may still show the dead node as leader: the
+    # CLI must say that no controller could have fenced it, and not exit 0.
     def leaderless(request: pb.MetadataRequest) -> pb.MetadataResponse:
         answer = cluster_metadata(request)
         answer.controller_id = -1
@@ -426,7 +426,7 @@ def test_create_refusals(controller: FakeController) -> None:
 
 def test_create_warns_of_a_min_isr_above_the_replication_factor(controller: FakeController) -> None:
     """Accepted, as Kafka accepts it, but said: the leader caps it at the replica count, so
-    acks=all then needs every replica (found by a newcomer walkthrough: it was silent)."""
+    acks=all then needs every replica (saying nothing would leave the user to find out)."""
     base = ("topics", "create", "--topic", "orders", "--bootstrap-server", controller.address)
     controller.script("CreateTopics", created("orders"))
     above = replog(*base, "--replication-factor", "3", "--config", "min.insync.replicas=5")
@@ -604,8 +604,8 @@ def test_no_local_cluster_is_one_line(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_a_stopped_local_cluster_is_one_line_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Found by a user review: `topics list` on a stopped local cluster retried for --timeout
-    (10 s) before naming the addresses; a --bootstrap-server the user names still is retried."""
+    """`topics list` on a stopped local cluster names the addresses at once instead of retrying
+    for --timeout (10 s); a --bootstrap-server the user names still is retried."""
     with running(1) as (gone,):
         write_cluster_file(tmp_path / ".replog" / "cluster", gone)
     monkeypatch.chdir(tmp_path)
@@ -704,8 +704,8 @@ def test_the_replog_command_as_a_process(controller: FakeController) -> None:
 
 def test_a_min_isr_above_the_replication_factor_counts_as_the_factor() -> None:
     """The leader caps min.insync.replicas at the replica count (KIP-966's effective min ISR)
-    and takes acks=all writes; the filters say what the leader does (found by a user review:
-    min ISR 5 on RF 3 was listed as under min ISR while writes went through)."""
+    and takes acks=all writes; the filters say what the leader does (min ISR 5 on RF 3 must not
+    be listed as under min ISR while writes go through)."""
     full = PartitionInfo(0, 1, 0, 0, (1, 2, 3), (1, 2, 3), (), (), (), None)
     assert not is_under_min_isr(full, 5) and is_at_min_isr(full, 5)
     shrunk = replace(full, isr=(1, 2))

@@ -121,7 +121,7 @@ def test_exports_are_the_client_classes() -> None:
     assert replog.errors.KafkaTimeoutError is KafkaTimeoutError
     assert {"Producer", "Consumer", "Admin", "TopicPartition"} <= set(replog.__all__)
     assert {"Producer", "Consumer", "Admin", "TopicPartition"} <= set(replog.aio.__all__)
-    # kafka-python exports it too (found by a misuse review: it was missing).
+    # kafka-python exports it too.
     assert replog.ConfigResourceType is replog.aio.ConfigResourceType
     assert "ConfigResourceType" in replog.__all__ and "ConfigResourceType" in replog.aio.__all__
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
@@ -200,7 +200,7 @@ async def test_delete_records_each_asks_every_partition_at_once_and_keeps_each_o
     ids=["str-entry", "str-count", "one-topic", "none", "int-name"],
 )
 def test_wrong_argument_types_are_invalid_requests_naming_them(call: Any, message: str) -> None:
-    # Found by a misuse review: these failed deep inside (AttributeError: 'str' object has no
+    # Typed errors at the call, not failures deep inside (AttributeError: 'str' object has no
     # attribute 'to_pb', TypeError from protobuf or from iterating None).
     with (
         replog.Admin(bootstrap_servers=dead_address(), default_api_timeout_ms=500) as admin,
@@ -216,7 +216,7 @@ def test_new_topic_config_values_are_sent_as_text() -> None:
 
 
 def test_a_timeout_that_is_no_number_is_a_value_error() -> None:
-    # Found by a misuse review: list_topics(timeout_ms="5") was a TypeError from comparing.
+    # list_topics(timeout_ms="5") is a clear error, not a TypeError from comparing.
     with (
         replog.Admin(bootstrap_servers=dead_address()) as admin,
         pytest.raises(
@@ -227,8 +227,8 @@ def test_a_timeout_that_is_no_number_is_a_value_error() -> None:
 
 
 def test_an_asyncio_admin_is_bound_to_the_event_loop_it_was_first_used_on() -> None:
-    # Found by a misuse review: its gRPC channels belong to the loop of its first call, and a
-    # call from another loop failed deep inside asyncio.
+    # Its gRPC channels belong to the loop of its first call: a call from another loop is
+    # refused clearly instead of failing deep inside asyncio.
     import asyncio
 
     admin = replog.aio.Admin(bootstrap_servers=dead_address())

@@ -211,9 +211,9 @@ async def test_a_missing_topic_fails_at_once(harness: Harness, fake: FakeBroker)
 async def test_a_topic_seen_before_and_called_unknown_is_waited_for(
     harness: Harness, fake: FakeBroker
 ) -> None:
-    # Found by a soak test: after a whole-cluster restart a broker answered before it caught
-    # up on the metadata log, and every send to the existing topic failed at once with "does
-    # not exist". A topic seen before is retried until the deadline (max.block.ms).
+    # After a whole-cluster restart a broker may answer before it caught up on the metadata
+    # log, calling an existing topic unknown: a topic seen before is retried until the deadline
+    # (max.block.ms), so sends to it do not fail at once with "does not exist".
     metadata = harness.metadata([fake.address])
     before = await metadata.partitions_for("orders", deadline_ms=soon())
     fake.topics.pop("orders")  # the restarted broker does not know it yet

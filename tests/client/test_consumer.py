@@ -73,8 +73,7 @@ async def poll_until_assigned(c: Consumer, assigned: set[TopicPartition]) -> Non
     """Poll until the subscription reads exactly `assigned` (metadata refreshes in between),
     for up to 10 s: a prepare step waiting out a committed-offset fetch (request.timeout.ms,
     2 s here) delays the next metadata refresh by that much. The fixed 100 polls of 20 ms were
-    about 2 s, so the blip test failed in about half its runs, before this session's changes
-    too (seen in CI)."""
+    about 2 s, too short: the blip test would fail in about half its runs."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         await c.poll(20)
@@ -358,8 +357,8 @@ async def test_a_fetch_error_is_raised_once_and_never_after_a_seek_or_unassignme
 ) -> None:
     # t-0 out of range under reset none, t-1 with records: t-0's error is raised once per
     # fetch, soon, while t-1 goes on delivering each record once; after the user seeks to a
-    # valid offset or drops t-0, no stale copy of the error is raised (it used to be queued
-    # once per prefetch and raised by every later poll).
+    # valid offset or drops t-0, no stale copy of the error is raised (not one queued per
+    # prefetch and raised by every later poll).
     cluster.create("t", partitions=2)
     cluster.append("t", 0, [b"a", b"b"])
     cluster.append("t", 1, [b"%d" % i for i in range(5)])
@@ -622,7 +621,7 @@ async def test_commit_committed_and_commit_async(cluster: FakeCluster) -> None:
         assert cluster.committed[("g", T0)].offset == 2
         with pytest.raises(ValueError, match="must be >= 0"):
             await c.commit({T0: -1})
-        # Found by a misuse review: these failed in protobuf's encoder.
+        # Clear errors here, not failures in protobuf's encoder.
         with pytest.raises(TypeError, match=r"metadata for t-0 must be a str, got int \(7\)"):
             await c.commit({T0: OffsetAndMetadata(5, 7)})  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="leader_epoch for t-0 must be an int"):
@@ -873,8 +872,8 @@ async def test_a_partition_whose_fetch_brought_records_is_asked_after_the_others
 def test_a_consumer_is_bound_to_the_event_loop_it_was_first_used_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Found by a misuse review: used from a second asyncio.run, poll failed deep inside asyncio
-    # ("bound to a different event loop") and position with "Event loop is closed".
+    # Used from a second asyncio.run, poll and position are refused clearly, not failing deep
+    # inside asyncio ("bound to a different event loop", "Event loop is closed").
     fake = FakeCluster()
     fake.install(monkeypatch)
     fake.create("t", 1)

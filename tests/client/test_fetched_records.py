@@ -268,8 +268,8 @@ def test_the_fast_path_takes_the_common_shapes() -> None:
 
 
 def test_a_deserialization_error_survives_pickling() -> None:
-    # Found by a review: its own __init__ made pickle.loads fail with a TypeError, so it could
-    # not cross processes (a multiprocessing pool of consumers).
+    # It crosses processes (a multiprocessing pool of consumers): its own __init__ must not make
+    # pickle.loads fail with a TypeError.
     import pickle
 
     error = RecordDeserializationError(TP, 7, "value", ValueError("bad"))

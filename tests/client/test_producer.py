@@ -500,8 +500,8 @@ async def test_bad_input_raises_at_once(cluster: FakeCluster, make: Made) -> Non
     producer = make(max_request_size=1_000)
     with pytest.raises(TypeError, match=r"value must be bytes or None, not str \(or configure"):
         producer.send_nowait("one", "text")
-    # Found by a misuse review: a header, which has no serializer setting, and a configured
-    # serializer returning str were both told to "configure ....serializer".
+    # A header, which has no serializer setting, and a configured serializer returning str get
+    # different advice, not both "configure ....serializer".
     with pytest.raises(TypeError, match=r"header 'h' .*not str \(encode header values"):
         producer.send_nowait("one", b"v", headers=[("h", "x")])
     stringly = make(value_serializer=str)
@@ -801,8 +801,8 @@ async def test_partitions_for_and_metrics(cluster: FakeCluster, make: Made) -> N
 
 
 def test_a_producer_is_bound_to_the_event_loop_it_started_on(cluster: FakeCluster) -> None:
-    # Found by a misuse review: used from a second loop, a send failed deep inside asyncio
-    # ("Future attached to a different loop") and close() failed the same way.
+    # Used from a second loop, a send and close() are refused clearly, not failing deep inside
+    # asyncio ("Future attached to a different loop").
     producer = Producer(producer_settings(cluster))
 
     async def first() -> int:

@@ -156,8 +156,8 @@ def test_misuse_raises_typed_errors(cluster: FakeCluster) -> None:
 
 
 def test_a_config_dict_may_come_first_and_topic_names_must_be_str(cluster: FakeCluster) -> None:
-    # Found by a misuse review: Consumer({...}) (confluent-kafka's form, which replog's
-    # Producer takes) and subscribe(None) or a non-str name were raw TypeErrors from inside.
+    # Consumer({...}) (confluent-kafka's form, which replog's Producer takes) works, and
+    # subscribe(None) or a non-str name are clear errors, not raw TypeErrors from inside.
     settings = consumer_settings(cluster)
     with Consumer(dict(settings), "orders") as c:
         assert c.subscription() == {"orders"}
@@ -171,7 +171,7 @@ def test_a_config_dict_may_come_first_and_topic_names_must_be_str(cluster: FakeC
 
 
 def test_a_timeout_that_is_no_number_is_a_value_error(cluster: FakeCluster) -> None:
-    # Found by a misuse review: poll("100") was a TypeError from adding an int to a str.
+    # poll("100") is a clear error, not a TypeError from adding an int to a str.
     with consumer(cluster, group_id="g") as c:
         c.assign([TopicPartition("t", 0)])
         with pytest.raises(ValueError, match="poll: timeout_ms must be a number >= 0"):
@@ -181,7 +181,7 @@ def test_a_timeout_that_is_no_number_is_a_value_error(cluster: FakeCluster) -> N
 
 
 def test_assign_takes_a_collection_of_partitions_only(cluster: FakeCluster) -> None:
-    # Found by a misuse review: assign("t3") was iterated and reported "got 't'".
+    # assign("t3") names the string, not "got 't'" from iterating it.
     with consumer(cluster) as c:
         with pytest.raises(TypeError, match=r"takes a list of TopicPartition, not str \('t3'\)"):
             c.assign("t3")  # type: ignore[arg-type]

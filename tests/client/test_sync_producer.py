@@ -434,7 +434,7 @@ def test_partitions_for_and_metrics(cluster: FakeCluster, make: Callable[..., Pr
 def test_a_flush_timeout_that_is_no_number_is_a_value_error(
     make: Callable[..., Producer], timeout: object
 ) -> None:
-    # Found by a misuse review: flush("1") was an OverflowError (int("1" * 1000)).
+    # flush("1") is a clear error, not an OverflowError (int("1" * 1000)).
     producer = make()
     with pytest.raises(ValueError, match=r"flush: timeout must be a number >= 0 or None"):
         producer.flush(timeout)  # type: ignore[arg-type]

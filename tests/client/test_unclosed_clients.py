@@ -96,8 +96,8 @@ def test_a_consumer_and_an_admin_never_closed_exit_quietly() -> None:
 
 
 def test_a_producer_collected_unclosed_still_says_what_it_had_not_delivered() -> None:
-    # Found by a review: the hook held the producer weakly, and a producer made in a function
-    # and never closed was collected when it returned, so its lost records went unreported.
+    # The hook holds the producer strongly: held weakly, a producer made in a function and
+    # never closed would be collected when it returned, its lost records unreported.
     stderr = exit_output(
         """
         import gc
@@ -117,8 +117,8 @@ def test_a_producer_collected_unclosed_still_says_what_it_had_not_delivered() ->
 
 
 def test_a_forked_child_of_a_process_with_an_open_producer_exits_at_once() -> None:
-    # Found by a review: the exit hook waited for the parent's loop thread, which a forked
-    # child does not have (gunicorn --preload, multiprocessing's fork), and the child hung.
+    # A forked child (gunicorn --preload, multiprocessing's fork) does not have the parent's
+    # loop thread: an exit hook waiting for it would hang the child.
     stderr = exit_output(
         """
         import os, sys, time

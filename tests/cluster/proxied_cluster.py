@@ -19,7 +19,7 @@ them. Each proxy learns which node a connection comes from (tests/cluster/socket
 `partition`, `isolate`, `cut_links` (any pairs: D3's ring) and `heal` then cut node-to-node
 links pair by pair. The test process's
 own connections (its clients, its admin calls) are not partitioned by those: a client can
-reach every node, as in the reliability plan's scenarios D1 and D2; `cut_clients_from(node)`
+reach every node, as in scenarios D1 and D2 of docs/design/reliability.md; `cut_clients_from(node)`
 cuts them from one node alone (D4). `slow_links` and `corrupt_answers` spoil links without
 cutting them (D6, D8).
 

@@ -8,7 +8,8 @@ metadata is asked again; an unreachable broker makes it ask too), recording ever
 acknowledged (offset, value). `read_committed` reads a partition up to its high watermark as a
 consumer, and `read_replica` reads a replica's log files directly once its node is dead.
 
-What the tests check with these (kafka-replication.md §6, §8.1, §10 S5-S7):
+What the tests check with these (docs/design/replication.md: the leader rules, #leader-election,
+#scenarios, S5-S7):
 - an acknowledged record is at its acknowledged offset, with its value, on every replica
   (`assert_acked`); retries may append a value twice, so only acknowledged offsets count;
 - replicas hold byte-identical batches below the high watermark (`assert_identical`);
@@ -128,8 +129,8 @@ def create_topic(
     addresses = cluster.addresses
     with ControllerClient(list(addresses.values()), node_addresses=addresses) as admin:
         deadline = time.monotonic() + 30
-        # Fix (found by a docs run): the controller elects the first *unfenced* replica, so a
-        # topic created while the preferred leader was still fenced got another leader.
+        # The controller elects the first *unfenced* replica, so a topic created while the
+        # preferred leader is still fenced gets another leader: wait for all to be unfenced.
         while not _unfenced(admin, replicas):
             assert time.monotonic() < deadline, f"brokers {list(replicas)} never all unfenced"
             time.sleep(0.1)

@@ -6,9 +6,9 @@ address and its inode, and /proc/<pid>/fd links every open socket of a process t
 `socket:[inode]`. The connecting socket is the one whose local address is the peer's and
 whose remote address is the proxy's; its owner is the process holding that inode.
 
-Why the kernel and not a packet filter on per-node addresses (the reliability plan's nftables
-recipe): gRPC offers no way to bind a channel's outgoing socket to a source address, so the
-nodes' connections cannot be told apart by address, and nftables would also need root.
+Why the kernel and not a packet filter on per-node addresses (an nftables recipe): gRPC offers no
+way to bind a channel's outgoing socket to a source address, so the nodes' connections cannot be
+told apart by address, and nftables would also need root.
 """
 
 from __future__ import annotations

@@ -116,7 +116,6 @@ def test_round_trip_with_every_acks_mode(
         batch_size=4096,
         # Without idempotence a retry may reorder when several requests are in flight (as in
         # Kafka, docs/client.md "Ordering"); one in flight is Kafka's way to keep send order.
-        # Seen in CI: a retried request's batches landed after 71 later records.
         max_in_flight_requests_per_connection=5 if idempotence else 1,
     ) as producer:
         futures = [producer.send(topic, v, key=k, headers=list(h)) for k, v, h in sent]

@@ -1,4 +1,4 @@
-"""Network partitions between live processes (issue #6): the reliability plan's D1-D4 and D7.
+"""Network partitions between live processes (issue #6): docs/design/reliability.md, D1-D4 and D7.
 
 Three (D3: five) combined broker+controller nodes run as real processes (`replog cluster
 start`), each

@@ -16,10 +16,11 @@ is a data-plane failure and not also a controller failover.
 - two followers stopped (5 nodes: stopping two of three combined nodes would stop the
   metadata quorum too, and with it every ISR change): acks=all gets NOT_ENOUGH_REPLICAS and
   appends nothing; acks=1 appends but the high watermark does not move until they return.
-- unclean leader election (5 nodes, same reason), §10 S6: with the leader the last ISR member
-  and killed, a topic with unclean election off stays offline until the leader returns (nothing
-  lost); a topic with it on elects a stale replica and loses exactly the acknowledged records
-  above that replica's log end, and the replicas converge on the new leader's log.
+- unclean leader election (5 nodes, same reason), docs/design/replication.md#scenarios, S6: with the
+  leader the last ISR member and killed, a topic with unclean election off stays offline until the
+  leader returns (nothing lost); a topic with it on elects a stale replica and loses exactly the
+  acknowledged records above that replica's log end, and the replicas converge on the new leader's
+  log.
 - every produce and fetch error path a client can reach answers its Kafka error code; garbage
   bytes and an oversize request fail the call; no node process dies of any of it.
 """
@@ -114,10 +115,10 @@ async def new_topic(
     """Create `name` on `replicas` and wait until its preferred leader leads a full ISR, as
     every replica itself reports it.
 
-    Fix (found by CI): the first node to answer Metadata was not always a replica, and a
-    replica that had not yet replayed the topic answered a produce with
-    UNKNOWN_TOPIC_OR_PARTITION. A broker answers Metadata from the image its replica manager has
-    already acted on, so asking each replica is enough."""
+    Not just the first node to answer Metadata: it is not always a replica, and a replica
+    that has not yet replayed the topic answers a produce with UNKNOWN_TOPIC_OR_PARTITION. A
+    broker answers Metadata from the image its replica manager has already acted on, so asking
+    each replica is enough."""
     topic_id = await in_thread(create_topic, cluster, name, replicas, configs)
     for node_id in replicas:
         info, _ = await brokers.wait_isr(name, replicas, 20, ask=[node_id])
@@ -272,10 +273,10 @@ async def test_sigstop_of_a_follower_shrinks_the_isr_and_sigcont_rejoins_it(
 async def test_two_stopped_followers_make_acks_all_fail_with_not_enough_replicas(
     cluster5: LoopbackCluster, tmp_path: Path
 ) -> None:
-    """§10 S7 and S5 T1, with min.insync.replicas = 2 (this cluster's static broker
-    setting). An acks=all produce appended just as both followers stop times out (the ISR
-    shrinks below the minimum before the high watermark reaches it); acks=all is then refused
-    with NOT_ENOUGH_REPLICAS before any append; acks=1 appends, but the high watermark waits
+    """docs/design/replication.md#scenarios, S7 and S5 T1, with min.insync.replicas = 2 (this
+    cluster's static broker setting). An acks=all produce appended just as both followers stop times
+    out (the ISR shrinks below the minimum before the high watermark reaches it); acks=all is then
+    refused with NOT_ENOUGH_REPLICAS before any append; acks=1 appends, but the high watermark waits
     for the followers."""
     cluster = cluster5
     await start(cluster, session_timeout_ms=KAFKA_SESSION_TIMEOUT_MS, min_isr=2)
@@ -291,7 +292,8 @@ async def test_two_stopped_followers_make_acks_all_fail_with_not_enough_replicas
         brokers.down.update(followers)
         try:
             # Followers as far as the leader's log end stay in sync however long they are
-            # silent (§6.2): this append moves the log end, and stays uncommitted.
+            # silent (docs/design/replication.md#caught-up-time): this append moves the log end, and
+            # stays uncommitted.
             raced = asyncio.create_task(
                 brokers.produce(leader, "gated", one_record(b"raced"), timeout_ms=RACED_TIMEOUT_MS)
             )
@@ -310,7 +312,8 @@ async def test_two_stopped_followers_make_acks_all_fail_with_not_enough_replicas
                 assert "gated-0" in str(result.error), result.error
             unsafe = await produce_values(brokers, leader, "gated", [b"unsafe"], acks=ACKS_LEADER)
             assert [a.offset for a in unsafe] == [11], unsafe
-            # The high watermark does not move with the ISR below min.insync.replicas (§6.5).
+            # The high watermark does not move with the ISR below min.insync.replicas
+            # (docs/design/replication.md#high-watermark).
             for _ in range(2):
                 assert await brokers.high_watermark(leader, "gated") == 10
                 result = await brokers.fetch(leader, m.FetchPartition("gated", 0, 10))
@@ -344,8 +347,9 @@ async def test_two_stopped_followers_make_acks_all_fail_with_not_enough_replicas
 async def test_unclean_leader_election_off_and_on(
     cluster5: LoopbackCluster, tmp_path: Path
 ) -> None:
-    """§10 S6 on two topics placed alike, min.insync.replicas=1: the followers are stopped until
-    the leader alone holds the last records, the leader is killed, the followers continue."""
+    """docs/design/replication.md#scenarios, S6 on two topics placed alike, min.insync.replicas=1:
+    the followers are stopped until the leader alone holds the last records, the leader is killed,
+    the followers continue."""
     cluster = cluster5
     await start(cluster, session_timeout_ms=SHORT_SESSION_TIMEOUT_MS, min_isr=1)
     order = await placement(cluster, 3)

@@ -1,6 +1,6 @@
 """The whole-system soak: a real 3-node cluster under seeded faults while a producer, a consumer
 group and topic churn run, checked end to end afterwards (docs/reliability.md, "Whole-system
-soak"; it found 9eabd73, c8cdc63 and 8b1d3a5 before it was landed here).
+soak").
 
 The cluster: 3 combined nodes (`replog cluster start`, plain loopback, no proxies: every fault is
 a signal or an admin call) with short timers, `replica.lag.time.max.ms` 2 s and
@@ -12,7 +12,8 @@ The traffic, for the whole run:
   two topics of 6 partitions (RF 3, `min.insync.replicas=2`): `soak`, small records, and `wide`,
   4 KiB records. Sharing one producer, its requests interleave the two topics' partitions and
   pass 64 KiB whenever a backlog forms (after every fault that moves a leader): the shape that
-  sent one topic's records to the other's partitions before 9eabd73. Followers catching up
+  would send one topic's records to the other's partitions if the codec joined records out of
+  serialized order (replog/server/broker_codec.py). Followers catching up
   fetch the same mix;
 - a consumer group member on `soak` that commits every 3 s and is closed and reopened every 20
   s, resuming from its commits;
@@ -37,7 +38,7 @@ What must hold at the end:
 - after a clean stop, every replica's files hold the same batches below the high watermark
   (from the first batch all still hold), for every partition of every topic;
 - no node logged a traceback, an ERROR or CRITICAL line, or a follower append at the wrong
-  offset (a fetch answer carrying another partition's batches, 9eabd73's other symptom).
+  offset (a fetch answer carrying another partition's batches).
 
 Running it: CI runs the default seed with 90 s of chaos (under 2 minutes in all on a 2-core
 machine). By hand, for longer or other seeds (`-s` shows the chaos as it happens; a basetemp of
@@ -113,7 +114,7 @@ MIN_FAULTS = 10
 HEALTHY_WITHIN_S = 60  # after the last fault (the soak script saw 1-2 s)
 READ_TIMEOUT_S = 120  # reading a whole topic back, or the group up to the end
 # A node log line that fails the soak. "follower append starts at": a follower was given batches
-# that do not continue its log (another partition's, before 9eabd73); a WARNING, but never
+# that do not continue its log (another partition's); a WARNING, but never
 # legitimate.
 FORBIDDEN = re.compile(r"Traceback|\bERROR\b|\bCRITICAL\b|follower append starts at")
 

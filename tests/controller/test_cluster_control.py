@@ -1,5 +1,5 @@
-"""ClusterControl: registration, heartbeats, fencing, unfencing, controlled shutdown (reference
-section 6), driven directly with a scripted replication manager."""
+"""ClusterControl: registration, heartbeats, fencing, unfencing, controlled shutdown
+(docs/design/kraft.md#broker-lifecycle), driven directly with a scripted replication manager."""
 
 from __future__ import annotations
 

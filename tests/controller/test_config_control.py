@@ -66,8 +66,8 @@ def alter(
         ("compression.type", "zstd"),
         ("message.timestamp.type", "LogAppendTime"),
         ("segment.ms", " 3600000 "),
-        # Kafka's readings (found in review: the brokers refused these three, the controller
-        # did not): list items trimmed, an empty list, any negative size bound.
+        # Kafka's readings, which brokers and controller must share: list items trimmed, an
+        # empty list, any negative size bound.
         ("cleanup.policy", "compact, delete"),
         ("cleanup.policy", ""),
         ("retention.bytes", "-2"),
@@ -93,7 +93,7 @@ def test_valid_topic_configs(configs: ConfigControl, name: str, value: str) -> N
         ("cleanup.policy", "compact,forever", "'forever' is not one of compact, delete"),
         ("max.message.bytes", "-1", "must be at least 0"),
         ("compression.type", "brotli", "must be one of"),
-        # Python's int() reads these; Kafka does not (found in review).
+        # Python's int() reads these; Kafka does not.
         ("segment.bytes", "1_000_000", "not a valid int"),
         ("retention.ms", "86_400_000", "not a valid long"),
         ("segment.bytes", "\u0661\u0660\u0660\u0660", "not a valid int"),
@@ -266,8 +266,8 @@ def test_the_controller_refuses_segment_sizes_a_broker_log_cannot_use() -> None:
 )
 @pytest.mark.parametrize("broker_id", [None, 1])
 def test_read_only_broker_configs_cannot_be_altered(name: str, broker_id: int | None) -> None:
-    # Fix (found in review): these were stored and described, and nothing read them but the
-    # node's server.properties at start-up. Kafka answers INVALID_REQUEST naming the key.
+    # Only the node's server.properties sets these, at start-up: a dynamic value would be
+    # stored and described but never used. Kafka answers INVALID_REQUEST naming the key.
     configs = ConfigControl(SnapshotRegistry(), {name: BROKER_CONFIGS[name].default})
     resource = broker_resource(broker_id)
     value = "false" if name == "auto.leader.rebalance.enable" else "1000"

@@ -1,5 +1,5 @@
 """QuorumController scenarios: brokers, topics and failovers on a shared in-memory log, with the
-real replication manager (reference sections 3.3, 3.5 and 6)."""
+real replication manager (docs/design/kraft.md#controller, #broker-lifecycle)."""
 
 from __future__ import annotations
 

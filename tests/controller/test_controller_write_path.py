@@ -1,5 +1,5 @@
 """QuorumController: the write path, the purgatory, reads at the stable offset, leadership
-changes and failures (reference sections 3.2-3.4)."""
+changes and failures (docs/design/kraft.md#controller)."""
 
 from __future__ import annotations
 

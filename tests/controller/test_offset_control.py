@@ -1,5 +1,5 @@
 """OffsetControl: the snapshot at the last stable offset, per-batch snapshots, commits, reverts
-(reference section 3.2, "OffsetControlManager rules")."""
+(docs/design/kraft.md#controller, "Offset control")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""PartitionChangeBuilder: one table row per rule of kraft-quorum.md section 7.3, plus properties.
+"""PartitionChangeBuilder: one table row per rule of docs/design/kraft.md#partition-change-builder,
+plus properties.
 
 Each scenario states the partition, the targets, which brokers are acceptable leaders and the
 election type, and the exact record expected (or None).
@@ -179,7 +180,7 @@ def test_unclean_on_an_already_recovering_partition_does_not_rewrite_the_state()
 
 
 def test_unclean_keeping_the_leader_the_target_isr_left_out_keeps_it_in_the_isr() -> None:
-    # Found by the property below: the leader stays, so it must stay in sync with itself.
+    # The leader stays, so it must stay in sync with itself (the property below needs it).
     partition = part((1, 3, 2), (2, 1), 2)
     record = build(partition, acceptable={2}, isr=(1,), election=Election.UNCLEAN)
     assert record == change(isr=(2,))

@@ -338,7 +338,7 @@ def test_legal_topic_names_are_accepted(name: str) -> None:
 
 def test_the_metadata_logs_name_is_invalid_request() -> None:
     """A topic named `__cluster_metadata` would put its partition log in the metadata log's
-    directory (found by a user review: the node then lost metadata and could not start)."""
+    directory (the node would lose metadata and could not start)."""
     (response,) = Rig().control.create_topics([CreatableTopic("__cluster_metadata", 1, 1)]).response
     assert error_name(response.error) == "INVALID_REQUEST"
     assert response.error is not None
@@ -1301,8 +1301,8 @@ def random_step(rig: Rig, chooser: random.Random, names: Sequence[str]) -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), steps=st.integers(1, 60))
-# Found by this property: cancelling a reassignment whose ISR held only adding replicas, on a
-# RECOVERING partition, once left it RECOVERING with an ISR of two.
+# The seed of a case the property must keep: cancelling a reassignment whose ISR holds only
+# adding replicas, on a RECOVERING partition, must not leave it RECOVERING with an ISR of two.
 @example(seed=1033, steps=32)
 def test_fencing_never_leaves_an_inactive_broker_in_an_isr_but_as_the_last_member(
     seed: int, steps: int

@@ -1,6 +1,6 @@
 """local_changes: which partitions one broker must delete, lead or follow after a delta
-(reference §7.6), scenario by scenario. Every scenario also checks that diffing the two images
-(`local_changes_between`) gives the same answer as the delta."""
+(docs/design/kraft.md#brokers-react-to-metadata), scenario by scenario. Every scenario also checks
+that diffing the two images (`local_changes_between`) gives the same answer as the delta."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Properties over random valid metadata logs (reference §8.4 item 5):
+"""Properties over random valid metadata logs (docs/design/kraft.md#test-plan item 5):
 
 - replaying a log in one delta or in chunks of deltas (one image per chunk) gives equal images;
 - a snapshot of an image (its records) replays into an equal image, through the codec too;

@@ -1,4 +1,5 @@
-"""Log epochs, fetch position validation and divergence truncation (reference §1.8)."""
+"""Log epochs, fetch position validation and divergence truncation
+(docs/design/kraft.md#raft-divergence-and-truncation)."""
 
 from __future__ import annotations
 

@@ -113,8 +113,8 @@ def test_the_high_watermark_never_decreases() -> None:
 
 
 def test_after_a_restart_the_high_watermark_is_known_only_once_the_leader_answers() -> None:
-    # Found in review: a restarted node gave its latest snapshot's end as its high watermark,
-    # and the broker's metadata loader counted itself caught up on the snapshot alone.
+    # Not the latest snapshot's end: with that as its high watermark, the broker's metadata
+    # loader would count itself caught up on the snapshot alone.
     log = log_with([(1, 4)])
     log.snapshots[SnapshotId(2, 1)] = b"state"
     raft, log, first = node(101, ElectionState(1, 2), log)  # an observer following node 2
@@ -236,8 +236,8 @@ def test_a_parked_fetch_is_answered_empty_after_its_wait() -> None:
 
 @pytest.mark.parametrize("second_waits", [True, False])
 def test_a_second_fetch_from_the_same_fetcher_answers_the_parked_one(second_waits: bool) -> None:
-    # Found in review: the second Fetch replaced the parked one, which was never answered; the
-    # follower's transport then timed out on it and tore the connection down.
+    # A second Fetch must not just replace the parked one: left unanswered, the parked one
+    # times out in the follower's transport, which tears the connection down.
     raft, log = make_leader()
     fetch_response(raft, log, 2, fetch(3, EPOCH))  # caught up; high watermark 3
     first = replace(fetch(3, EPOCH, hw=3, max_wait_ms=500), correlation_id=301)

@@ -113,7 +113,7 @@ def test_the_high_watermark_linger_may_be_zero_but_not_negative() -> None:
 
 
 def test_integers_are_read_as_kafka_reads_them() -> None:
-    # Java's Long.parseLong after a trim: a leading '+' is a number (it used to be refused).
+    # Java's Long.parseLong after a trim: a leading '+' is a number.
     config = RaftConfig.from_properties(
         {VOTERS: "1@a:1", "controller.quorum.election.timeout.ms": " +1500 "}
     )

@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 
 from replog.record.header import CRC_OFFSET, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, compute_crc
 
-# The reference digest's golden vector (§1.2): one record, null key, value b"a", CreateTime
-# 1700000000000, not idempotent. 69 bytes, batch_length 57, CRC 0x965A94B1.
+# The golden vector of docs/design/storage.md#records-inside-a-batch: one record,
+# null key, value b"a", CreateTime 1700000000000, not idempotent. 69 bytes, batch_length 57, CRC
+# 0x965A94B1.
 GOLDEN_HEX = (
     "0000000000000000" "00000039" "ffffffff" "02" "965a94b1" "0000" "00000000"
     "0000018bcfe56800" "0000018bcfe56800" "ffffffffffffffff" "ffff" "ffffffff" "00000001"

@@ -1,4 +1,5 @@
-"""Known-answer vectors: the reference digest's golden batch and kafka-python's three vectors."""
+"""Known-answer vectors: the golden batch of docs/design/storage.md#records-inside-a-batch and
+kafka-python's three vectors (docs/design/clients.md#kafka-python-known-answer-vectors)."""
 
 from __future__ import annotations
 
@@ -69,8 +70,9 @@ def test_builder_writes_base_offset_and_leader_epoch_like_a_stamp() -> None:
     assert built == bytes(stamped)
 
 
-# Produced by kafka-python 3.0.12 (client-ecosystem digest §2.4). kafka-python writes leader
-# epoch 0 where Java and replog write -1, so bytes 12-15 are compared after stamping 0.
+# Produced by kafka-python 3.0.12 (docs/design/clients.md#kafka-python-known-answer-vectors).
+# kafka-python writes leader epoch 0 where Java and replog write -1, so bytes 12-15 are compared
+# after stamping 0.
 KAFKA_PYTHON_VECTORS = [
     pytest.param(
         [

@@ -1,4 +1,5 @@
-"""Zig-zag varints: the digest's examples, round trips over the full ranges, strict decoding."""
+"""Zig-zag varints: the examples of docs/design/storage.md#records-inside-a-batch, round trips over
+the full ranges, strict decoding."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""An in-process cluster for the replication scenarios of the reference digest §10.
+"""An in-process cluster for the replication scenarios of docs/design/replication.md#scenarios.
 
 Imported by module name (`from scenario_harness import Cluster`): pytest puts this folder on
 `sys.path` (tests/ holds no packages).
@@ -9,7 +9,7 @@ The harness plays everything else, step by step and deterministically:
 - the controller: it owns the metadata image (built from the same records the real controller
   writes), publishes it to the brokers with `apply_image`, answers their AlterPartition requests
   (`pending_isr_changes` -> `on_isr_change_result`), fences, unfences, elects (clean, forced or
-  unclean) with Kafka's KRaft rules of §8.1, without ELR;
+  unclean) with Kafka's KRaft rules of docs/design/replication.md#leader-election, without ELR;
 - the network: `deliver_fetch` moves one follower Fetch to its leader and the answer back, and
   can drop the request or the answer; `isolate` cuts a broker off the data plane. With
   `fetch_sessions`, each follower fetches from each leader as the real fetcher does: over a
@@ -197,7 +197,8 @@ class Ledger:
             acked[offset] = value
 
     def forgive_from(self, topic: str, offset: int, reason: str) -> list[int]:
-        """Stop requiring acked offsets >= `offset` (a loss the digest documents)."""
+        """Stop requiring acked offsets >= `offset` (a loss docs/design/replication.md#scenarios
+        documents)."""
         lost = sorted(o for o in self.acked.get(topic, {}) if o >= offset)
         for o in lost:
             self.forgiven.setdefault(topic, {})[o] = reason
@@ -422,12 +423,14 @@ class Cluster:
         return self.change_partition(topic, isr=isr, leader=leader, publish=publish)
 
     def elect_unclean(self, topic: str, leader: int) -> PartitionRegistration:
-        """KRaft unclean election (§8.1): ISR := [leader], RECOVERING, leader epoch + 1."""
+        """KRaft unclean election (docs/design/replication.md#leader-election): ISR := [leader],
+        RECOVERING, leader epoch + 1."""
         return self.change_partition(topic, isr=[leader], leader=leader, recovering=True)
 
     def fence(self, broker_id: int, *, publish: bool = True) -> None:
         """The broker missed its heartbeats: fenced, dropped from every ISR unless it is the last
-        member (no ELR: the ISR keeps it and the leader becomes -1), leaders moved (§8.1)."""
+        member (no ELR: the ISR keeps it and the leader becomes -1), leaders moved
+        (docs/design/replication.md#leader-election)."""
         records: list[MetadataRecord] = [
             BrokerRegistrationChangeRecord(
                 broker_id, self.broker_epoch(broker_id), fenced=FenceChange.FENCE
@@ -651,9 +654,10 @@ class Cluster:
         self.tick()
 
     async def advance_past_lag(self, leader_id: int) -> None:
-        """Enough time for the isr-expiration task to drop a stuck follower (§6.3: lag plus up
-        to one period of lag/2), in steps so the task gets its chances; connected followers
-        keep fetching meanwhile, so only the cut-off ones fall out."""
+        """Enough time for the isr-expiration task to drop a stuck follower
+        (docs/design/replication.md#isr-shrink: lag plus up to one period of lag/2), in steps so the
+        task gets its chances; connected followers keep fetching meanwhile, so only the cut-off ones
+        fall out."""
         lag = self.brokers[leader_id].config.replica_lag_time_ms_max
         step = max(lag // 4, 1)
         for _ in range(8):

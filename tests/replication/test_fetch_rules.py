@@ -1,4 +1,5 @@
-"""The leader's read decisions (§5.3, §5.5, §7.1, §7.2): every rule, with error messages."""
+"""The leader's read decisions (docs/design/replication.md#offsetsforleaderepoch,
+#truncate-on-fetch, #read-bounds, #answer-now-or-wait): every rule, with error messages."""
 
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def test_fencing_against_a_three_way_model(request_epoch: int, local_epoch: int)
     assert raised is expected
 
 
-# --- diverging epoch (§5.5 leader side) -----------------------------------------------------
+# --- diverging epoch, leader side (docs/design/replication.md#truncate-on-fetch) ------------------
 
 
 def check(
@@ -152,7 +153,7 @@ def test_fetch_offsets_outside_the_log_are_out_of_range(fetch_offset: int) -> No
         check_fetch_offset(WHERE, fetch_offset=fetch_offset, log_start_offset=5, log_end_offset=20)
 
 
-# --- answer now or park (§7.2) --------------------------------------------------------------
+# --- answer now or park (docs/design/replication.md#answer-now-or-wait) --------------------------
 
 PARKED = {
     "max_wait_ms": 500,

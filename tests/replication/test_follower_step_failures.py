@@ -1,10 +1,10 @@
 """A follower step that fails part-way: a disk failure stops the node (as on the leader's side),
 and any other failure leaves the follower fetching from where its log now ends.
 
-Found by review: `FollowerFetchSteps.process` swallowed `KafkaStorageError` with the other
-errors (the node went on with a failed disk), and a step that emptied the log before failing
-(OFFSET_OUT_OF_RANGE restart, then an error) left the fetch position at the old offset, from
-which every later fetch failed the same way: the follower never caught up again."""
+`FollowerFetchSteps.process` must not swallow `KafkaStorageError` with the other errors (the
+node would go on with a failed disk), and a step that emptied the log before failing
+(OFFSET_OUT_OF_RANGE restart, then an error) must not leave the fetch position at the old offset,
+from which every later fetch would fail the same way: the follower would never catch up."""
 
 from __future__ import annotations
 

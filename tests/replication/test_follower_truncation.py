@@ -1,4 +1,6 @@
-"""Follower truncation (§5.4-§5.7, §10 S1-S3): every branch, the worked examples, convergence.
+"""Follower truncation (docs/design/replication.md#follower-truncation, #truncate-on-fetch,
+#follower-out-of-range, #iterative-truncation-example, #scenarios, S1-S3): every branch, the worked
+examples, convergence.
 
 Replicas are modelled as a list of leader epochs (one per offset) plus a leader-epoch cache kept
 by Kafka's rules (assign on append and election, truncate-from-end on truncation), so the
@@ -51,7 +53,7 @@ class Replica:
         return self.cache[-1][0] if self.cache else None
 
     def assign(self, leader_epoch: int, start_offset: int) -> None:
-        """§5.1 assign."""
+        """`assign` of docs/design/replication.md#leader-epoch-cache."""
         if self.cache and self.cache[-1][0] == leader_epoch and self.cache[-1][1] <= start_offset:
             return
         while self.cache and (
@@ -65,14 +67,15 @@ class Replica:
         self.log.append(leader_epoch)
 
     def truncate_to(self, target: int) -> None:
-        """§5.4: the log, then the cache from the end (with LEO even when target >= LEO)."""
+        """docs/design/replication.md#follower-truncation: the log, then the cache from the end
+        (with LEO even when target >= LEO)."""
         end = min(target, len(self.log))
         del self.log[end:]
         self.cache = [(e, s) for e, s in self.cache if s < end]
         self.high_watermark = min(self.high_watermark, end)
 
     def end_offset_for(self, requested: int) -> tuple[int, int]:
-        """§5.2, written out naively."""
+        """docs/design/replication.md#end-offset-for-an-epoch, written out naively."""
         if requested == -1:
             return (-1, -1)
         if self.cache and requested == self.cache[-1][0]:
@@ -112,7 +115,7 @@ def truncate_via_offsets_for_leader_epoch(follower: Replica, leader: Replica) ->
     targets = []
     while True:
         if follower.latest_epoch is None:
-            # No epochs: truncate to the HW (§5.5).
+            # No epochs: truncate to the HW (docs/design/replication.md#truncate-on-fetch).
             follower.truncate_to(follower.high_watermark)
             targets.append(follower.high_watermark)
             return targets
@@ -125,8 +128,9 @@ def truncate_via_offsets_for_leader_epoch(follower: Replica, leader: Replica) ->
 
 
 def truncate_via_fetch(follower: Replica, leader: Replica) -> list[int]:
-    """The Fetch v12 path: DivergingEpoch answers until a fetch is not divergent (§5.5).
-    Returns the truncation targets; leaves the follower ready to read at its LEO."""
+    """The Fetch v12 path: DivergingEpoch answers until a fetch is not divergent
+    (docs/design/replication.md#truncate-on-fetch). Returns the truncation targets; leaves the
+    follower ready to read at its LEO."""
     targets = []
     while True:
         fetch_offset = follower.log_end_offset
@@ -148,7 +152,8 @@ def truncate_via_fetch(follower: Replica, leader: Replica) -> list[int]:
                 )
                 return targets
         except OffsetOutOfRangeError:
-            # §5.6: the leader's LEO is below ours: truncate to it.
+            # docs/design/replication.md#follower-out-of-range: the leader's LEO is below ours:
+            # truncate to it.
             assert leader.log_end_offset < follower.log_end_offset
             follower.truncate_to(leader.log_end_offset)
             targets.append(leader.log_end_offset)
@@ -208,7 +213,8 @@ def test_every_branch(
 
 
 def test_the_follower_cache_lookup_matches_the_storage_cache() -> None:
-    """The test model's §5.2 agrees with replog's LeaderEpochCache on a spread of requests."""
+    """The test model of docs/design/replication.md#end-offset-for-an-epoch agrees with replog's
+    LeaderEpochCache on a spread of requests."""
     replica = Replica.of([0, 0, 2, 2, 2, 5, 7, 7])
     cache = LeaderEpochCache(InMemoryLeaderEpochStore([EpochEntry(e, s) for e, s in replica.cache]))
     for requested in range(-1, 10):
@@ -216,7 +222,7 @@ def test_the_follower_cache_lookup_matches_the_storage_cache() -> None:
         assert (real.leader_epoch, real.end_offset) == replica.end_offset_for(requested)
 
 
-# --- §5.5 initial fetch offset and §6.5 follower HW -----------------------------------------
+# --- initial fetch offset and follower HW (docs/design/replication.md#truncate-on-fetch) ----------
 
 
 @pytest.mark.parametrize(
@@ -249,7 +255,7 @@ def test_follower_high_watermark_may_move_backwards() -> None:
     assert follower_high_watermark(4, 0, 10) == 4
 
 
-# --- §5.7 worked examples ------------------------------------------------------------------
+# --- worked examples (docs/design/replication.md#iterative-truncation-example) --------------------
 
 
 def test_worked_example_needs_three_rounds_and_ends_at_zero() -> None:
@@ -319,7 +325,7 @@ def test_diverging_epoch_variant_of_the_worked_example() -> None:
     assert follower.log == [0, 2, 5]
 
 
-# --- §10 S1-S3 ------------------------------------------------------------------------------
+# --- docs/design/replication.md#scenarios, S1-S3 -------------------------------------------------
 
 
 def test_s1_a_restarted_follower_keeps_acked_data_above_its_high_watermark() -> None:

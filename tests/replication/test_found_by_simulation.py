@@ -2,9 +2,10 @@
 that they stay covered whatever the simulation's seeds do.
 
 1. A leader re-elected after missing another leader's epoch kept its followers' log end
-   offsets from before (Kafka keeps them on any re-election, reference digest §6.2). A follower
-   that truncated under the other leader then counted with its old, higher offset, and the HW
-   passed records that ISR member no longer had: acknowledged records it would lose if elected.
+   offsets from before (Kafka keeps them on any re-election,
+   docs/design/replication.md#caught-up-time). A follower that truncated under the other leader then
+   counted with its old, higher offset, and the HW passed records that ISR member no longer had:
+   acknowledged records it would lose if elected.
 2. A follower whose old, divergent epoch ended (per the leader) at the leader's log start
    offset truncated to it, and when DeleteRecords had left that offset inside a batch, every
    later fetch answered that batch from its base, below the follower's log end offset: the

@@ -1,4 +1,5 @@
-"""PartitionLeaderState: HW, ISR shrink/expand, AlterPartition answers and acks (§6, §8.2, §10)."""
+"""PartitionLeaderState: HW, ISR shrink/expand, AlterPartition answers and acks
+(docs/design/replication.md: the leader rules, #low-watermark, #scenarios)."""
 
 from __future__ import annotations
 
@@ -166,7 +167,7 @@ def test_registration_naming_another_leader_is_refused() -> None:
         )
 
 
-# --- high watermark (§6.5) -----------------------------------------------------------------
+# --- high watermark (docs/design/replication.md#high-watermark) ----------------------------------
 
 
 def test_high_watermark_is_the_minimum_log_end_offset_over_the_isr_and_never_decreases() -> None:
@@ -322,7 +323,7 @@ def test_progress_is_a_copy() -> None:
     assert again is not None and again.log_end_offset == -1
 
 
-# --- ISR shrink (§6.3) -------------------------------------------------------------------
+# --- ISR shrink (docs/design/replication.md#isr-shrink) ------------------------------------------
 
 
 def test_isr_shrinks_followers_not_caught_up_within_the_lag_limit() -> None:
@@ -388,7 +389,7 @@ def test_shrink_carries_the_local_broker_epoch_and_the_followers_last_fetch_epoc
     assert change.broker_epochs == (11, 12)
 
 
-# --- ISR expansion (§6.4) ----------------------------------------------------------------
+# --- ISR expansion (docs/design/replication.md#isr-expansion) ------------------------------------
 
 
 def test_isr_expansion_needs_eligibility_and_a_matching_broker_epoch() -> None:
@@ -471,8 +472,8 @@ def test_no_expansion_while_a_change_is_pending_and_pending_expansion_counts_at_
 
 
 def test_s4_a_follower_must_reach_the_current_epoch_before_joining_the_isr() -> None:
-    # §10 S4: replicas A=1, B=2, C=3, D=4. B becomes leader (epoch 6) with ISR {B, D}, LEO 100,
-    # its own HW 95. C is out of sync.
+    # docs/design/replication.md#scenarios, S4: replicas A=1, B=2, C=3, D=4. B becomes leader (epoch
+    # 6) with ISR {B, D}, LEO 100, its own HW 95. C is out of sync.
     a, b, c, d = 1, 2, 3, 4
     state = make_leader(replicas=(a, b, c, d), isr=(b, d), local=b, leo=100, hw=95, leader_epoch=6)
     assert state.leader_epoch_start_offset == 100
@@ -765,7 +766,7 @@ def test_a_recovered_leader_proposes_nothing() -> None:
     assert state.maybe_shrink_isr(leader_log_end_offset=40, now_ms=NOW) is None
 
 
-# --- acks (§6.6) and S7 / S5 ----------------------------------------------------------------
+# --- acks (docs/design/replication.md#acks-and-min-isr) and S7 / S5 ------------------------------
 
 
 def test_s7_min_isr_gates() -> None:
@@ -821,7 +822,8 @@ def test_not_enough_replicas_after_append_when_the_isr_shrank_after_the_high_wat
 
 
 def test_s5_last_replica_standing_at_the_leader() -> None:
-    # §10 S5 steps 1-4 at the leader: RF=3 [0, 1, 2], min.isr=2, leader 2 (epoch 5).
+    # docs/design/replication.md#scenarios, S5 steps 1-4 at the leader: RF=3 [0, 1, 2], min.isr=2,
+    # leader 2 (epoch 5).
     state = make_leader(replicas=(0, 1, 2), local=2, min_isr=2, leo=0, hw=0)
     t = NOW
     state.on_leader_append(leader_log_end_offset=100, now_ms=t)
@@ -855,7 +857,7 @@ def test_s5_last_replica_standing_at_the_leader() -> None:
     assert state.high_watermark == 150
 
 
-# --- low watermark (§8.2) ----------------------------------------------------------------
+# --- low watermark (docs/design/replication.md#low-watermark) ------------------------------------
 
 
 def test_low_watermark_over_the_leader_and_alive_followers() -> None:

@@ -1,5 +1,5 @@
 """Random sequences of follower fetches, appends, ISR shrinks and AlterPartition answers
-against the leader invariants of §6:
+against the leader invariants of docs/design/replication.md:
 
 - the high watermark never decreases and never exceeds the leader log end offset;
 - while the committed ISR reaches the effective min ISR, the HW is <= the log end offset of

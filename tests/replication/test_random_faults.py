@@ -3,8 +3,8 @@ consumer reads, crashes, power failures, restarts, network cuts, metadata that a
 leader changes and time passing, in random order, with the safety invariants checked after
 every step.
 
-The scenario tests (`test_scenarios_kafka.py`) replay the reference digest's §10 scripts; this
-file looks for the sequences nobody scripted. Each seed drives `scenario_harness.Cluster` (real
+The scenario tests (`test_scenarios_kafka.py`) replay docs/design/replication.md#scenarios scripts;
+this file looks for the sequences nobody scripted. Each seed drives `scenario_harness.Cluster` (real
 ReplicaManagers over real logs; the harness plays controller, network and clock) through
 `STEPS` random steps on two topics (RF 3, min.insync.replicas 2, led by different brokers),
 then heals every fault and lets replication settle. One topic takes plain
@@ -18,10 +18,11 @@ Faults, and the controller's answers to them:
   (its session times out), moving leadership to a live ISR member; it restarts only once
   fenced (KRaft refuses a second registration of a live incarnation);
 - a power failure: the active `.log` loses its tail from a random batch on, sometimes with torn
-  bytes left behind. Without ELR (§8.1, KIP-966) a replica that lost acknowledged records may
-  be left the last ISR member and lead, which the digest documents as a loss (S5), so a power
-  failure strikes only while every other broker is up, connected, current and in the ISR, and
-  no other fault is injected until the broker is back in the ISR;
+  bytes left behind. Without ELR (docs/design/replication.md#leader-election, KIP-966) a replica
+  that lost acknowledged records may be left the last ISR member and lead, which
+  docs/design/replication.md#scenarios documents as a loss (S5), so a power failure strikes only
+  while every other broker is up, connected, current and in the ISR, and no other fault is injected
+  until the broker is back in the ISR;
 - a broker cut off the data plane (its fetches and the fetches to it fail; the controller still
   hears it), healed later;
 - a broker that stops receiving metadata for a while (it acts on a stale image), then catches
@@ -33,14 +34,14 @@ Faults, and the controller's answers to them:
 - one broker per seed fetching one batch per request (a slow link), so that followers trail
   the HW by whole batches for many steps;
 - in every fourth seed, unclean elections on the plain topic: once its last ISR member is
-  fenced, the controller may elect a live replica outside the ISR (§8.1: ISR := [it],
-  RECOVERING). The documented loss is computed before: from the first offset at which the new
-  leader lacks (or holds otherwise) a record acknowledged under acks=all or read by a
-  consumer, those acknowledgements and reads are forgiven; everything below must survive, and
-  that offset may not lie below the new leader's HW (what a replica holds below its HW is
-  committed: a difference there is a replication fault, not the election's), unless an
-  earlier unclean election left it stale. The idempotent topic stays clean (a loss would
-  break its exactly-once check by design).
+  fenced, the controller may elect a live replica outside the ISR
+  (docs/design/replication.md#leader-election: ISR := [it], RECOVERING). The documented loss is
+  computed before: from the first offset at which the new leader lacks (or holds otherwise) a record
+  acknowledged under acks=all or read by a consumer, those acknowledgements and reads are forgiven;
+  everything below must survive, and that offset may not lie below the new leader's HW (what a
+  replica holds below its HW is committed: a difference there is a replication fault, not the
+  election's), unless an earlier unclean election left it stale. The idempotent topic stays clean (a
+  loss would break its exactly-once check by design).
 In odd seeds followers fetch as the real fetcher does, over a FetchStream call's incremental
 fetch session served by the leader's `BrokerService` (idle entries answered from kept reads);
 in even ones straight from the replica managers. A second test runs seeds both ways without
@@ -350,9 +351,10 @@ class Sim:
 
     def elect_unclean(self) -> None:
         """With T leaderless (its last ISR member fenced), the controller elects a live
-        replica outside the ISR (§8.1). What the new leader does not hold as acknowledged or
-        read, from the first such offset on, is the loss the digest documents: forgiven in
-        the ledger and in what consumers read, and nothing else may go."""
+        replica outside the ISR (docs/design/replication.md#leader-election). What the new leader
+        does not hold as acknowledged or read, from the first such offset on, is the loss the design
+        note documents: forgiven in the ledger and in what consumers read, and nothing else may
+        go."""
         registration = self.c.partition(T)
         if not self.unclean or registration.leader != NO_LEADER:
             return

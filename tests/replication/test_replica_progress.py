@@ -1,4 +1,5 @@
-"""ReplicaProgress: Kafka's exact lastCaughtUpTimeMs rule, isCaughtUp and the two resets (§6.2)."""
+"""ReplicaProgress: Kafka's exact lastCaughtUpTimeMs rule, isCaughtUp and the two resets
+(docs/design/replication.md#caught-up-time)."""
 
 from __future__ import annotations
 

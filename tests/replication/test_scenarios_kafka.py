@@ -1,11 +1,10 @@
-"""The data-loss and divergence scenarios of the reference digest §10 (S1-S9), run on real
-ReplicaManagers over real logs, with `scenario_harness.Cluster` as controller, network and clock.
-
-Each test follows the digest's steps and ends with the two invariants: every record acknowledged
-under acks=all is at its offset on the leader and every ISR member (minus the losses the digest
-documents, named where they happen), and live replicas are byte-identical below the smallest
-log end offset. Epoch numbers can differ from the digest's by the bumps the harness's controller
-makes on fencing; the tests assert the relations the digest states.
+"""The data-loss and divergence scenarios of docs/design/replication.md#scenarios (S1-S9), run on
+real ReplicaManagers over real logs, with `scenario_harness.Cluster` as controller, network and
+clock. Each test follows the scenario's steps and ends with the two invariants: every record
+acknowledged under acks=all is at its offset on the leader and every ISR member (minus the losses
+the design note documents, named where they happen), and live replicas are byte-identical below the
+smallest log end offset. Epoch numbers can differ from the note's by the bumps the harness's
+controller makes on fencing; the tests assert the relations the note states.
 """
 
 from __future__ import annotations
@@ -232,8 +231,9 @@ async def test_s3_dangling_epoch_of_a_leader_that_wrote_nothing_is_removed(tmp_p
 
 @pytest.mark.asyncio
 async def test_s3_acks_all_waiter_answers_not_leader_when_leadership_moves(tmp_path):
-    """§6.6: a DelayedProduce whose partition is no longer led here completes with
-    NOT_LEADER_OR_FOLLOWER (the record was never committed, so it may vanish)."""
+    """docs/design/replication.md#acks-and-min-isr: a DelayedProduce whose partition is no longer
+    led here completes with NOT_LEADER_OR_FOLLOWER (the record was never committed, so it may
+    vanish)."""
     async with Cluster(tmp_path, [A, B]) as c:
         c.create_topic(T, [A, B], leader_epoch=1)
         assert (await c.produce(A, T, [b"m0"])).error is None
@@ -254,8 +254,8 @@ async def test_s3_acks_all_waiter_answers_not_leader_when_leadership_moves(tmp_p
 
 
 async def _s3_multi_round_logs(c: Cluster, follower: int, leader: int) -> None:
-    """§5.7: follower log e0@0, e2@1, e4@2; leader log e1@0, e3@1, e5@2 (each broker hears
-    only of its own elections)."""
+    """docs/design/replication.md#iterative-truncation-example: follower log e0@0, e2@1, e4@2;
+    leader log e1@0, e3@1, e5@2 (each broker hears only of its own elections)."""
     c.create_topic(T, [follower, leader], leader_epoch=0)
     for epoch in range(6):
         me = follower if epoch % 2 == 0 else leader
@@ -284,7 +284,8 @@ async def test_s3_multi_round_truncation_through_diverging_epoch_fetches(tmp_pat
 @pytest.mark.asyncio
 async def test_s3_multi_round_truncation_through_offsets_for_leader_epoch(tmp_path):
     """The old path: the follower asks OffsetsForLeaderEpoch about its latest epoch, truncates
-    per §5.4 and asks again until done: 3 rounds, ending at offset 0."""
+    per docs/design/replication.md#follower-truncation and asks again until done: 3 rounds, ending
+    at offset 0."""
     async with Cluster(tmp_path, [A, B]) as c:
         await _s3_multi_round_logs(c, follower=A, leader=B)
         log = c.log(A, T)
@@ -323,9 +324,9 @@ async def test_s3_multi_round_truncation_through_offsets_for_leader_epoch(tmp_pa
 
 @pytest.mark.asyncio
 async def test_s7_pending_isr_shrink_keeps_the_hw_and_a_stale_one_is_refused(tmp_path):
-    """§6.3: while a shrink is in flight the maximal ISR is the old one, so the HW waits for
-    the commit; a shrink the controller refuses as stale (partition epoch moved meanwhile)
-    leaves the leader on the controller's ISR, and it proposes again from there."""
+    """docs/design/replication.md#isr-shrink: while a shrink is in flight the maximal ISR is the old
+    one, so the HW waits for the commit; a shrink the controller refuses as stale (partition epoch
+    moved meanwhile) leaves the leader on the controller's ISR, and it proposes again from there."""
     async with Cluster(tmp_path, [A, B, C]) as c:
         c.create_topic(T, [A, B, C])
         assert (await c.produce(A, T, [b"r0"])).error is None
@@ -430,8 +431,8 @@ async def test_s5_last_replica_standing_without_elr_loses_acked_records(tmp_path
         await c.settle()
         assert c.log(2, T).high_watermark == 100
         # T0: broker 0 cut off. (A caught-up follower stays in the ISR while nothing new is
-        # written, §6.2, so the shrink comes once a produce leaves broker 0 behind.) The ISR
-        # shrinks to {1, 2}; acks=all works.
+        # written, docs/design/replication.md#caught-up-time, so the shrink comes once a produce
+        # leaves broker 0 behind.) The ISR shrinks to {1, 2}; acks=all works.
         c.isolate(0)
         task = c.start_produce(2, T, values("v", 100, 120))
         await c.advance_past_lag(2)
@@ -668,7 +669,8 @@ async def test_s9_stale_high_watermark_checkpoint_gives_empty_reads_not_errors(t
             return answer
 
         # Not the stale HW as "latest": OFFSET_NOT_AVAILABLE (retriable) while the HW is below
-        # the start offset of A's new leader epoch, as Kafka answers (reliability plan §7.1).
+        # the start offset of A's new leader epoch, as Kafka answers
+        # (docs/design/replication.md#read-bounds).
         assert isinstance(latest().error, OffsetNotAvailableError)
         # The HW rises again as B fetches.
         await c.settle()
@@ -691,7 +693,7 @@ def _offsets(records: bytes) -> list[int]:
 async def test_s9_log_start_offset_after_delete_records_and_a_crash_of_every_replica(tmp_path):
     """S9.2: DeleteRecords(to 5) is acked once the low watermark reaches 5; a hard crash of all
     replicas before the 60 s log-start checkpoint. In Kafka the log start may come back at the
-    segment base (the digest leaves the choice to replog); replog keeps it at 5: the
+    segment base (the design note leaves the choice to replog); replog keeps it at 5: the
     leader-epoch checkpoint, written when the log start moved, witnesses it (log_loader.py;
     without it the leader could also mislead a divergent follower, test_found_by_simulation.py
     no. 3). The replicas agree and nothing below the HW is lost above the start."""

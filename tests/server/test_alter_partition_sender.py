@@ -307,8 +307,8 @@ async def test_nothing_is_sent_before_the_broker_has_an_epoch(controllers: Harne
 async def test_an_isr_change_is_sent_at_once_while_the_fetcher_waits(
     controllers: Harness, tmp_path: Path
 ) -> None:
-    # Fix (found in review): the fetcher and the sender shared one wake event, so either could
-    # clear the other's wake and an ISR change could wait for the sender's 1 s idle poll.
+    # The fetcher and the sender each have their own wake event: with one shared event either
+    # could clear the other's wake and an ISR change could wait for the sender's 1 s idle poll.
     now_ms = [1_000_000]
     log_manager = LogManager(str(tmp_path), LogConfig(), task_clock=lambda: now_ms[0])
     rm = ReplicaManager(

@@ -443,8 +443,10 @@ async def stream_refusal(harness: Harness, rpc: str, message: bytes) -> grpc.aio
     """The error that ends a new call of the stream `rpc` whose first message is `message`."""
     async with grpc.aio.insecure_channel(harness.address) as channel:
         call = channel.stream_stream(f"/replog.pb.broker.Broker/{rpc}")()
-        await call.write(message)
         with pytest.raises(grpc.aio.AioRpcError) as refused:
+            # A service that ends the call at once may do so before the write is sent: then
+            # the write raises the refusal, else the read does.
+            await call.write(message)
             await call.read()
     return refused.value
 
@@ -477,10 +479,10 @@ async def test_a_fetch_stream_answers_each_request_in_turn_as_fetch_does(harness
 async def test_an_open_fetch_stream_ends_with_unavailable_when_the_broker_stops_serving(
     harness: Harness,
 ) -> None:
-    # Found by a full-disk test: a broker stopping on a storage error had followers' and
-    # consumers' FetchStream calls open, and the server's stop cancelled them after its grace
-    # period, which gRPC logged as unhandled CancelledError tracebacks. As for ProduceStream,
-    # stopping to serve (attach(None), before the server stops) ends the call itself.
+    # A broker stopping on a storage error has followers' and consumers' FetchStream calls
+    # open; the server's stop would cancel them after its grace period, which gRPC logs as
+    # unhandled CancelledError tracebacks. As for ProduceStream, stopping to serve
+    # (attach(None), before the server stops) ends the call itself.
     stream = harness.client.fetch_stream()
     try:
         request = m.FetchRequest((m.FetchPartition("orders", 0, 0, topic_id=topic_id(5)),))
@@ -498,8 +500,8 @@ async def test_an_open_fetch_stream_ends_with_unavailable_when_the_broker_stops_
 async def test_a_stream_opened_after_the_broker_stopped_serving_ends_at_once(
     harness: Harness,
 ) -> None:
-    # Found by a review: only streams open at attach(None) were told; a later one could sit
-    # idle until the server's stop cancelled it (the traceback d8593db removed).
+    # Streams opened after attach(None) are told too: otherwise a later one could sit idle
+    # until the server's stop cancelled it, with the traceback that comes with that.
     harness.service.attach(None)
     for rpc in ("FetchStream", "ProduceStream"):
         refused = await stream_refusal(harness, rpc, b"")
@@ -861,10 +863,10 @@ async def test_a_produce_that_cannot_be_encoded_leaves_nothing_in_flight(
 async def test_an_open_produce_stream_ends_with_unavailable_when_the_broker_stops_serving(
     harness: Harness, stream: ProduceStream
 ) -> None:
-    # Found by a soak test: a producer keeps its stream open, and the server's stop cancelled
-    # the handler after its grace period, which gRPC logged as an unhandled CancelledError
-    # traceback on every graceful stop. Stopping to serve (attach(None), before the server
-    # stops) now ends the call itself, after the answers queued before.
+    # A producer keeps its stream open, and the server's stop would cancel the handler after
+    # its grace period, which gRPC logs as an unhandled CancelledError traceback on every
+    # graceful stop. Stopping to serve (attach(None), before the server stops) ends the call
+    # itself, after the answers queued before.
     assert (await stream.produce(one(1))).partitions[0].error is None
     call = stream._call
     assert call is not None

@@ -236,9 +236,9 @@ def test_a_snapshot_is_written_and_loaded_after_a_restart(tmp_path: Path) -> Non
 def test_a_restart_whose_log_ends_before_its_latest_snapshot_starts_from_the_snapshot(
     tmp_path: Path,
 ) -> None:
-    # Found in review: the core installs the snapshot it already holds when the log ends
-    # before it (a crash lost the log's unflushed tail), and the storage wanted a `.part`
-    # download to freeze, so the node failed to start (KafkaStorageError) for good.
+    # The core installs the snapshot it already holds when the log ends before it (a crash
+    # lost the log's unflushed tail); a storage that wanted a `.part` download to freeze then
+    # would fail the start (KafkaStorageError) for good.
     async def scenario() -> None:
         async with lone_controller(tmp_path, snapshot_bytes_max=1) as node:
             await snapshot_a_kept_topic(node)

@@ -139,8 +139,8 @@ async def test_the_broker_service_refuses_a_clients_produce_to_an_internal_topic
 async def test_metadata_waits_for_the_broker_to_catch_up_with_the_metadata_log(
     tmp_path: Path,
 ) -> None:
-    # Found by a soak test: a restarted broker answered Metadata from the image it had replayed
-    # so far, calling existing topics unknown, and clients' sends failed at once.
+    # A restarted broker must not answer Metadata from the image it has replayed so far: it
+    # would call existing topics unknown, and clients' sends would fail at once.
     node = solo_leader(tmp_path)
     ready = False
     service = BrokerService(

@@ -255,8 +255,8 @@ def test_the_broker_runtime_listens_to_the_raft_driver() -> None:
 def test_a_storage_error_applying_an_image_stops_the_broker_without_a_traceback(
     caplog: pytest.LogCaptureFixture, failure: Exception
 ) -> None:
-    # Found by a full-disk test: a leader-epoch checkpoint's ENOSPC (a bare OSError then) was
-    # logged as a publisher fault with a traceback and the broker went on.
+    # A leader-epoch checkpoint's ENOSPC is a storage failure, not a publisher fault to log
+    # with a traceback while the broker goes on.
     from replog.server.broker_runtime import _StorageGuard
 
     class FailingManager:

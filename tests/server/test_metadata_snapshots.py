@@ -137,8 +137,8 @@ def snapshot_image(storage: RaftStorage) -> MetadataImage:
 async def test_a_broker_only_node_snapshots_its_image_trims_its_log_and_restarts_from_it(
     tmp_path: Path,
 ) -> None:
-    # Found in review: only the controller driver snapshotted, so a broker-only node's metadata
-    # log grew without bound and every restart replayed it from offset 0.
+    # A broker-only node snapshots too: otherwise its metadata log grows without bound and
+    # every restart replays it from offset 0.
     settings = {
         "metadata.log.max.record.bytes.between.snapshots": "1",
         "metadata.max.retention.bytes": "1",
@@ -254,9 +254,9 @@ def write_metadata_log(
 def test_a_restarted_broker_publishes_nothing_before_the_leader_tells_the_high_watermark(
     tmp_path: Path,
 ) -> None:
-    # Found in review: at start-up the Raft core gave its latest snapshot's end as the high
-    # watermark, so the loader counted itself caught up on the snapshot alone and the broker
-    # published (and served) a possibly stale image as current.
+    # At start-up the high watermark is unknown until the leader answers: taking the latest
+    # snapshot's end for it, the loader would count itself caught up on the snapshot alone and
+    # the broker would publish (and serve) a possibly stale image as current.
     end = write_metadata_log(tmp_path, [BOOTSTRAP, topic("a", 1), topic("b", 2)], snapshot_at=2)
     # Restarted as a broker-only observer (node 4) of a three-voter quorum led by node 1.
     storage = RaftStorage(str(tmp_path), [1, 2, 3])

@@ -156,9 +156,9 @@ def test_the_metadata_log_defaults_to_the_first_log_dir() -> None:
 def test_static_broker_configs_are_what_the_logs_use(
     extra: dict[str, str], static: dict[str, str]
 ) -> None:
-    # Fix (found in review): only keys spelled as BROKER_CONFIGS names reached the controller,
-    # so DescribeConfigs reported the default for `log.retention.hours=24` while the logs kept
-    # a day, and ignored which of two synonyms won.
+    # Synonyms reach the controller under their BROKER_CONFIGS names, or DescribeConfigs would
+    # report the default for `log.retention.hours=24` while the logs keep a day, and ignore
+    # which of two synonyms won.
     props = properties()
     props.update(extra)
     controller = NodeConfig.from_properties(props).controller

@@ -98,8 +98,8 @@ def test_broker_that_cannot_register_exits_1_naming_the_setting(tmp_path: Path) 
 def test_a_bad_broker_setting_is_one_error_line_and_exit_1(
     tmp_path: Path, line: str, refusal: str
 ) -> None:
-    # Fix (found in review): the log manager's and replica manager's settings were read only
-    # once the broker caught up, and a bad one left it in recovery for good, the node alive.
+    # The log manager's and replica manager's settings are checked at start-up: read only once
+    # the broker caught up, a bad one would leave it in recovery for good, the node alive.
     port = free_port()
     _, node = _run_node(
         tmp_path,

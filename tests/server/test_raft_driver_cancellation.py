@@ -1,6 +1,6 @@
 """The Raft driver outlives callers that give up: a proposal whose caller was cancelled while it
-waited in the inbox is dropped, and the loop keeps serving (regression: issue #4's SIGSTOP
-"stall" was a node whose loop died completing such a caller's future)."""
+waited in the inbox is dropped, and the loop keeps serving (completing such a caller's future
+would kill the loop, and with it the node)."""
 
 from __future__ import annotations
 

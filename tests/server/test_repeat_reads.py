@@ -8,7 +8,7 @@ max_bytes, sessions restarted, time passing with ISR shrinks and
 expansions accepted or refused, DeleteRecords, new leader epochs, a follower fenced and
 unfenced, min.insync.replicas changes), one leader serving its sessions with kept reads and
 the other without. At every step both must give the same answers and the same follower
-progress (§6.2), HW and ISR.
+progress (docs/design/replication.md#caught-up-time), HW and ISR.
 """
 
 from __future__ import annotations

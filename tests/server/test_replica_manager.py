@@ -277,7 +277,8 @@ async def test_image_makes_leader_and_follower_with_fetch_sources(
     state = follower.rm.partition("t", 0)
     assert state is not None and state.follower is not None
     assert (state.follower.leader_id, state.follower.leader_epoch) == (1, 0)
-    # The leader recorded its epoch before any append (§5.1).
+    # The leader recorded its epoch before any append
+    # (docs/design/replication.md#leader-epoch-cache).
     assert leader.log().leader_epoch_cache.latest_epoch == 0
     request = follower.rm.build_follower_fetch(1, clock())
     assert request is not None
@@ -332,9 +333,9 @@ def batch_bytes(directory: Path) -> bytes:
 async def test_a_topic_deleted_while_a_broker_was_down_is_set_aside_not_served(
     tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # Found by the whole-system soak: a topic deleted while a broker started stayed on its disk,
-    # and a topic created later under the same name took that log, serving the deleted
-    # topic's records as its own.
+    # A topic deleted while a broker started must not stay on its disk: a topic created later
+    # under the same name would take that log, serving the deleted topic's records as its
+    # own.
     again = await restarted_with_three_records(tmp_path, clock)
     written = batch_bytes(Path(again.log("t").directory))
     assert written
@@ -514,8 +515,8 @@ async def test_produce_acks_all_needs_min_isr_before_append(
 async def test_min_insync_replicas_follows_kafkas_config_precedence(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    # Fix (found in review): the dynamic broker configs (this broker's, then the cluster
-    # default) sit between the topic's config and server.properties, as in Kafka.
+    # The dynamic broker configs (this broker's, then the cluster default) sit between the
+    # topic's config and server.properties, as in Kafka.
     def config(resource_name: str, value: str | None, *, topic: bool = False) -> ConfigRecord:
         kind = ConfigResourceType.TOPIC if topic else ConfigResourceType.BROKER
         return ConfigRecord(kind, resource_name, "min.insync.replicas", value)
@@ -548,8 +549,8 @@ async def test_min_insync_replicas_follows_kafkas_config_precedence(
 async def test_topic_config_changes_reach_the_existing_logs(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    # Fix (found in review): a topic's log settings used to be read only when the replica was
-    # created, so a later change never reached its log, on the leader or on the follower.
+    # A topic's log settings reach an existing log when they change, on the leader and on the
+    # follower, not only when the replica is created.
     leader, follower, image = two_nodes(tmp_path, clock)
     other = replayed(image, *create_topic("u", SOLO_TID, (1, 2)))
     for node in (leader, follower):
@@ -582,8 +583,8 @@ async def test_topic_config_changes_reach_the_existing_logs(
 async def test_a_refused_topic_setting_costs_only_its_own_key(
     tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # Fix (found in review): one value the broker refused made it run the whole topic on the
-    # broker defaults, so `retention.ms=-1` next to it was lost (data deleted after 7 days).
+    # One value the broker refuses must not put the whole topic on the broker defaults, or
+    # `retention.ms=-1` next to it is lost (data deleted after 7 days).
     node = Node(tmp_path, 1, clock)
     topic = ConfigResourceType.TOPIC
     image = cluster_image(
@@ -604,9 +605,9 @@ async def test_a_refused_topic_setting_costs_only_its_own_key(
 async def test_dynamic_broker_log_configs_reach_the_logs_below_the_topics_own(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    # Fix (found in review): a dynamic `message.max.bytes` (or any `log.*` key) on the cluster
-    # default or on this broker was stored and described but never reached a log. Kafka's
-    # precedence: the topic's config, this broker's, the cluster default, server.properties.
+    # A dynamic `message.max.bytes` (or any `log.*` key) on the cluster default or on this
+    # broker reaches the logs, not only DescribeConfigs. Kafka's precedence: the topic's
+    # config, this broker's, the cluster default, server.properties.
     def config(resource: str, key: str, value: str | None, *, topic: bool = False) -> ConfigRecord:
         kind = ConfigResourceType.TOPIC if topic else ConfigResourceType.BROKER
         return ConfigRecord(kind, resource, key, value)
@@ -885,7 +886,8 @@ async def test_diverging_epoch_then_follower_truncation(tmp_path: Path, clock: F
     assert result.error is None and result.records == b""
     assert result.diverging_epoch == EpochEndOffsetResult(0, 2)
     progress = b.leader().progress(1)
-    assert progress is not None and progress.log_end_offset == -1  # not recorded (§5.5)
+    # not recorded (docs/design/replication.md#truncate-on-fetch)
+    assert progress is not None and progress.log_end_offset == -1
 
     a.rm.process_follower_fetch(2, request, response, clock())
     assert a.log().log_end_offset == 2  # truncated at the divergence, not to its HW
@@ -904,7 +906,8 @@ async def test_diverging_epoch_then_follower_truncation(tmp_path: Path, clock: F
 
 @pytest.mark.asyncio
 async def test_multi_round_truncation_through_fetches(tmp_path: Path, clock: FakeClock) -> None:
-    """Follower epochs {0, 2}, leader epochs {0, 1, 3}: two DivergingEpoch rounds (§5.7)."""
+    """Follower epochs {0, 2}, leader epochs {0, 1, 3}: two DivergingEpoch rounds
+    (docs/design/replication.md#iterative-truncation-example)."""
     a, b, image = two_nodes(tmp_path, clock)
     await produce(a, batch(1, tag=0))  # 0@e0 on A
     await replicate(b, a)
@@ -1069,8 +1072,8 @@ async def test_follower_high_watermark_and_log_start_follow_the_leader(
 async def test_idle_producer_ids_expire_against_the_wall_clock(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    # Fix (found in review): nothing called `remove_expired`, so the producer table of a led
-    # partition grew without bound. The table holds batch timestamps (wall-clock ms), so the
+    # `remove_expired` runs on a timer, or the producer table of a led partition grows without
+    # bound. The table holds batch timestamps (wall-clock ms), so the
     # check reads the wall clock, every producer.id.expiration.check.interval.ms of the timers.
     wall = FakeClock(T0)
     node = Node(
@@ -1407,8 +1410,8 @@ async def test_purgatory_is_bounded(tmp_path: Path, clock: FakeClock) -> None:
 async def test_delete_records_with_a_full_purgatory_deletes_nothing(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    # Fix (found in review): the log start used to move before the full purgatory was found,
-    # so the records were gone and the caller was told the deletion failed.
+    # A full purgatory refuses before the log start moves: refused after it, the records would
+    # be gone and the caller told the deletion failed.
     leader, follower, _ = two_nodes(tmp_path, clock, purgatory_pending_max=1)
     for tag in range(4):
         await produce(leader, batch(1, tag=tag))
@@ -1476,8 +1479,8 @@ async def test_metadata_publisher_entry_point(tmp_path: Path, clock: FakeClock) 
     ("policy", "in_the_log", "deletes"),
     [
         ("compact", "compact", False),
-        # Fix (found in review): Kafka's empty list (neither policy) and its trimmed items
-        # were refused by the brokers, which then ran the topic on the broker's `delete`.
+        # Kafka's empty list (neither policy) and its trimmed items are valid; a broker that
+        # refused them would run the topic on the broker's `delete`.
         ("", "", False),
         ("compact, delete", "compact,delete", True),
     ],
@@ -1513,9 +1516,11 @@ async def test_parked_consumer_fetch_past_the_hw_completes_on_a_wake(
     await produce(leader, batch(3))  # LEO 3, HW 0: the follower has not fetched
     task = asyncio.create_task(consumer_fetch(leader, 2, max_wait_ms=60000))
     await settle()
-    assert pending(task)  # HW <= offset <= LEO: empty, so it waits (§7.1)
+    # HW <= offset <= LEO: empty, so it waits (docs/design/replication.md#read-bounds)
+    assert pending(task)
     await produce(leader, batch(1, tag=1))
-    result = await asyncio.wait_for(task, 1)  # §7.3 F: past the bound, answered now
+    # docs/design/replication.md#delayed-fetch-completion F: past the bound, answered now
+    result = await asyncio.wait_for(task, 1)
     assert result.error is None and result.records == b"" and result.high_watermark == 0
 
 
@@ -1606,9 +1611,10 @@ async def test_a_woken_fetch_naming_a_partition_twice_reads_both_entries(
 async def test_a_parked_follower_fetch_answers_the_hw_its_own_read_moved(
     tmp_path: Path, clock: FakeClock
 ) -> None:
-    """A follower's fetch moves the HW after reading it (§6.1); if that fetch parks and
-    another partition completes it, the answer carries the moved HW, as a full re-read's
-    would: no wake told the parked fetch about that move."""
+    """A follower's fetch moves the HW after reading it
+    (docs/design/replication.md#follower-progress); if that fetch parks and another partition
+    completes it, the answer carries the moved HW, as a full re-read's would: no wake told the
+    parked fetch about that move."""
     leader, follower = nodes_with(tmp_path, clock, (1, 2), (1, 2))
     await produce(leader, batch(2))
     await replicate(follower, leader)  # the follower has partition 0's offsets 0-1

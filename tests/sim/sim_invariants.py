@@ -1,6 +1,6 @@
 """The simulator's safety checker: Raft's properties, checked after every event.
 
-Properties (the reference digest's §8.1, restated for this simulator):
+Properties (docs/design/kraft.md#properties, restated for this simulator):
 1. Election safety: at most one leader per quorum epoch, judged from every quorum-state write
    (followers persist the leader they know, so every node must agree on it) and from the roles
    nodes take.

@@ -169,7 +169,7 @@ def index_file_entries(path: Path, layout: str) -> list[tuple[int, int]]:
     return [(a, b) for a, b in entry.iter_unpack(raw)]
 
 
-# --- independent models of Kafka's index rules (reference digest §2.3, §2.4) --------------------
+# --- models of Kafka's index rules (docs/design/storage.md#offset-index, #time-index) -------------
 
 
 @dataclass(frozen=True)

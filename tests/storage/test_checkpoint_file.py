@@ -58,7 +58,8 @@ def test_leader_epoch_checkpoint_file_round_trips(tmp_path: Path) -> None:
 def test_crash_between_tmp_write_and_rename_keeps_old_content_then_tmp_is_reused(
     offsets_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Reference S8.7: the old checkpoint survives, and the stale `.tmp` is ignored, then reused."""
+    """docs/design/storage.md#crash-scenarios, S8 item 7: the old checkpoint survives, and the stale
+    `.tmp` is ignored, then reused."""
     OffsetCheckpointFile(str(offsets_path)).write(OLD_OFFSETS)
 
     def crash(source: str, target: str) -> None:
@@ -131,8 +132,8 @@ class NoSpaceForSmallFiles(FileSystem):
 
 @pytest.mark.parametrize("kind", ["offsets", "leader-epochs"])
 def test_a_failed_write_is_a_storage_error_naming_the_file(tmp_path: Path, kind: str) -> None:
-    # Found by a full-disk test: a leader-epoch checkpoint's ENOSPC escaped as a bare OSError,
-    # which the broker's metadata listener logged and went on from.
+    # A leader-epoch checkpoint's ENOSPC is a KafkaStorageError: as a bare OSError the
+    # broker's metadata listener would log it and go on.
     fs = NoSpaceForSmallFiles()
     if kind == "offsets":
         path = tmp_path / REPLICATION_OFFSET_CHECKPOINT

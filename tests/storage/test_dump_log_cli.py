@@ -1,4 +1,5 @@
-"""`replog dump-log`: batches, records, damage and index entries of segment files (issue #2 §7)."""
+"""`replog dump-log`: batches, records, damage and index entries of segment files (issue #2, item
+7)."""
 
 from __future__ import annotations
 
@@ -182,8 +183,8 @@ def test_a_producer_snapshot_prints_each_producer_or_what_is_wrong(
 def test_a_reader_that_stops_early_ends_the_dump_quietly(
     segment: tuple[Path, list[bytes]],
 ) -> None:
-    """`replog dump-log ... | head -1`: no "[Errno 32] Broken pipe" line (found by a user
-    review), exit code 141 as a tool killed by SIGPIPE."""
+    """`replog dump-log ... | head -1`: no "[Errno 32] Broken pipe" line, exit code
+    141 as a tool killed by SIGPIPE."""
     path, _ = segment
     command = [sys.executable, "-m", "replog.cli.main", "dump-log", "--print-data"]
     process = subprocess.Popen(

@@ -1,6 +1,6 @@
 """Cross-check with kafka-python (an independent implementation of the format): batches it built
 go through a replog log, and what comes back, and the segment files themselves, decode with its
-reader (issue #2 §9)."""
+reader (issue #2, item 9)."""
 
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ def pairs_of(cache: LeaderEpochCache) -> list[tuple[int, int]]:
     return [(e.leader_epoch, e.start_offset) for e in cache.entries()]
 
 
-# --- assign (§5.1) -------------------------------------------------------------------------------
+# --- assign (docs/design/replication.md#leader-epoch-cache) --------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -103,7 +103,7 @@ def test_assign_rejects_out_of_range_values_naming_them(
     assert pairs_of(cache) == [(0, 0)]
 
 
-# --- end_offset_for (§5.2) -----------------------------------------------------------------------
+# --- end_offset_for (docs/design/replication.md#end-offset-for-an-epoch) -------------------------
 
 LEADER_EPOCHS = [(1, 0), (3, 10), (5, 20)]
 LOG_END_OFFSET = 30
@@ -196,7 +196,8 @@ def test_clear_and_flush_empties_and_always_writes() -> None:
 
 
 def test_recovery_repairs_a_checkpoint_left_stale_by_a_crash() -> None:
-    """Reference S8.6 / §3.2 step 7, on the cache: cut to the log end, then to the log start."""
+    """docs/design/storage.md#crash-scenarios S8 item 6 and #log-recovery step 7, on the cache: cut
+    to the log end, then to the log start."""
     cache = cache_of((0, 0), (1, 40), (2, 90), (3, 120))
     recovered_log_end_offset, log_start_offset_checkpoint = 100, 50
     cache.truncate_from_end(recovered_log_end_offset)
@@ -294,7 +295,7 @@ def test_loading_out_of_order_entries_from_another_store_is_a_bug() -> None:
         LeaderEpochCache(InMemoryLeaderEpochStore([EpochEntry(2, 0), EpochEntry(1, 5)]))
 
 
-# --- The follower truncation algorithm (§5.4) run to convergence (§5.7) --------------------------
+# --- follower truncation (docs/design/replication.md#follower-truncation) to convergence ----------
 
 
 @dataclass
@@ -336,7 +337,8 @@ class Round:
 
 
 def truncation_round(follower: Replica, leader_answer: tuple[int, int]) -> Round:
-    """The follower's side of §5.4 for one leader answer (E_L, O_L); truncates the follower."""
+    """The follower's side of docs/design/replication.md#follower-truncation for one leader answer
+    (E_L, O_L); truncates the follower."""
     leader_epoch, leader_end_offset = leader_answer
     log_end_offset = follower.log_end_offset
     follower_answer: tuple[int, int] | None = None
@@ -396,7 +398,8 @@ def assert_identical(follower: Replica, leader: Replica) -> None:
 
 
 def test_iterative_truncation_worked_example() -> None:
-    """Reference §5.7: one round per divergent leader epoch, then the logs are identical."""
+    """docs/design/replication.md#iterative-truncation-example: one round per divergent
+    leader epoch, then the logs are identical."""
     follower = Replica.with_log([0, 2, 4])
     leader = Replica.with_log([1, 3, 5])
     assert pairs_of(follower.cache) == [(0, 0), (2, 1), (4, 2)]
@@ -415,7 +418,8 @@ def test_iterative_truncation_worked_example() -> None:
 
 
 def test_diverging_epoch_worked_example() -> None:
-    """Reference §5.7, Fetch v12+: the leader answers DivergingEpoch(2, 2), then data."""
+    """docs/design/replication.md#iterative-truncation-example, Fetch v12+: the leader
+    answers DivergingEpoch(2, 2), then data."""
     follower = Replica.with_log([0, 2, 4])
     leader = Replica.with_log([0, 2, 5])
 
@@ -447,7 +451,8 @@ def caches_and_log_end(draw: st.DrawFn) -> tuple[list[tuple[int, int]], int]:
 def naive_end_offset_for(
     pairs: list[tuple[int, int]], requested: int, log_end_offset: int
 ) -> tuple[int, int]:
-    """§5.2 in words: the largest known leader epoch <= requested and where it ends in the log.
+    """docs/design/replication.md#end-offset-for-an-epoch in words: the largest known leader epoch
+    <= requested and where it ends in the log.
 
     Where it ends is found by walking the log offset by offset, not from the next entry.
     """

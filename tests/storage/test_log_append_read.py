@@ -1,4 +1,5 @@
-"""Leader appends and reads: dense offsets, stamping, read bounds and sizes (digest §1.3, §2.6)."""
+"""Leader appends and reads: dense offsets, stamping, read bounds and sizes
+(docs/design/storage.md#leader-validation-on-produce, #reads)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What leader and follower appends accept and reject; a rejected append changes nothing
-(digest §1.3, issue #2 §8)."""
+(docs/design/storage.md#leader-validation-on-produce; issue #2, item 8)."""
 
 from __future__ import annotations
 

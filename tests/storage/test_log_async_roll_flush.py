@@ -1,4 +1,5 @@
-"""Asynchronous roll flush (log and log_manager docstrings; reference digest §3, §10 S8 item 4):
+"""Asynchronous roll flush (log and log_manager docstrings; docs/design/storage.md#log-recovery,
+#crash-scenarios, S8 item 4):
 under a LogManager a roll does not fsync on the appending thread; `flush_rolled_segments` syncs
 the old segments without the log's lock and only then moves the recovery point. A crash before
 it rescans the old segment; a truncation or retention meanwhile leaves a consistent log."""

@@ -1,5 +1,5 @@
-"""A full disk under an append (issue #2 §8): the append fails with KafkaStorageError naming the
-partition and the file, the log stays as it was, appends work again once there is space, and a
+"""A full disk under an append (issue #2, item 8): the append fails with KafkaStorageError naming
+the partition and the file, the log stays as it was, appends work again once there is space, and a
 reopened log is consistent."""
 
 from __future__ import annotations
@@ -123,8 +123,8 @@ def test_a_full_disk_right_after_a_roll(tmp_path: Path) -> None:
 def test_a_close_whose_index_writes_fail_names_the_file_and_still_releases_every_segment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Found by the full-disk test: the metadata log's close at a node's stop hit ENOSPC in an
-    # index write and a bare OSError ended the process, naming no file.
+    # The metadata log's close at a node's stop can hit ENOSPC in an index write: that is a
+    # KafkaStorageError naming the file, not a bare OSError ending the process.
     log = open_log(tmp_path / "orders-5", CONFIG, clock=ManualClock())
     append_batches(log, 40, records=2)
     segments = list(log.segments())

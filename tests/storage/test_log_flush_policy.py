@@ -1,5 +1,5 @@
-"""Flush policies and the recovery point (issue #2 §3, log_config docstring): the recovery point
-moves only when the data below it was fsynced."""
+"""Flush policies and the recovery point (issue #2, item 3, log_config docstring): the recovery
+point moves only when the data below it was fsynced."""
 
 from __future__ import annotations
 

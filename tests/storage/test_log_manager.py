@@ -1,6 +1,7 @@
 """LogManager: partition directories over several log dirs, Kafka's checkpoint files and clean-
 shutdown marker, restoring offsets, crash recovery from the checkpointed recovery point, the
-background tasks' periods (digest §3.1, §3.2, §4, §8.3, §10 S9)."""
+background tasks' periods (docs/design/storage.md#clean-shutdown, #log-recovery, #checkpoint-files,
+#retention, #crash-scenarios, S9)."""
 
 from __future__ import annotations
 
@@ -560,8 +561,8 @@ def test_a_crash_before_the_rewrite_does_not_hand_the_old_offsets_to_a_later_par
 ) -> None:
     """The rename is durable but the checkpoints still name the partition when the process
     dies; the next start must not keep those entries for a partition of the same name created
-    later (found in review: after a second crash its log start offset was the old one, 3
-    here, past its end, and loading deleted all its segments)."""
+    later (after a second crash its log start offset would be the old one, 3 here, past its
+    end, and loading would delete all its segments)."""
     d0 = tmp_path / "d0"
     lm = manager([d0])
     fill(lm)  # orders-0: log start 3, HW 25
@@ -706,8 +707,8 @@ def test_a_failed_rename_aside_is_a_storage_error_naming_the_partition(
 def test_a_background_task_failing_on_the_disk_ends_the_tasks_and_is_reported_once(
     tmp_path: Path, failure: Exception
 ) -> None:
-    # Found by the full-disk test: a rolled segment's index flush failing with ENOSPC was
-    # logged with a traceback every 100 ms while the broker served on.
+    # A rolled segment's index flush failing with ENOSPC is reported once, not logged with a
+    # traceback every 100 ms while the broker serves on.
     lm = LogManager(str(tmp_path / "d0"), LogManagerConfig(log=LOG_CONFIG), clock=ManualClock())
     passes = 0
 

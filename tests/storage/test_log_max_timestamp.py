@@ -166,8 +166,8 @@ def test_a_larger_timestamp_below_the_log_start_is_not_the_answer(
 def test_batches_without_timestamps_add_no_time_index_entry(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # Found in review: an empty time index took (-1, -1) from a first batch without a
-    # timestamp, which the next load refused (a negative offset), rebuilding both indexes.
+    # An empty time index must not take (-1, -1) from a first batch without a timestamp: the
+    # next load would refuse it (a negative offset) and rebuild both indexes.
     # Kafka's empty index starts at NO_TIMESTAMP, which no entry is added for.
     config = small_config(segment_bytes=1 << 20, index_interval_bytes=50)
     log = open_log(tmp_path / "t-0", config)

@@ -1,4 +1,5 @@
-"""Opening a log costs what its unflushed tail costs, not what the whole log costs (issue #2 §4):
+"""Opening a log costs what its unflushed tail costs, not what the whole log costs (issue #2, item
+4):
 bytes read through a counting file-system seam."""
 
 from __future__ import annotations

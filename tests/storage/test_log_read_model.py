@@ -1,5 +1,6 @@
 """Property: after random appends to a log with small segments, every read equals a naive model
-computed from the list of appended batches (digest §2.5 roll-by-size, §2.6 reads)."""
+computed from the list of appended batches (docs/design/storage.md#segment-roll by size,
+#reads)."""
 
 from __future__ import annotations
 

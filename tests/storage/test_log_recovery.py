@@ -1,6 +1,6 @@
-"""Crash recovery of a standalone log (digest §3.2, §10 S8): torn tails, flipped bytes, damaged
-indexes, the recovery-point scope, clean opens that do not rescan, the state file and the
-leader-epoch checkpoint."""
+"""Crash recovery of a standalone log (docs/design/storage.md#log-recovery, #crash-scenarios, S8):
+torn tails, flipped bytes, damaged indexes, the recovery-point scope, clean opens that do not
+rescan, the state file and the leader-epoch checkpoint."""
 
 from __future__ import annotations
 
@@ -641,7 +641,8 @@ def test_recovery_ends_each_time_index_with_the_segments_largest_timestamp(tmp_p
 def test_a_log_start_beyond_the_log_end_means_the_files_were_lost(
     closed: CrashedLog, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Digest §3.2 step 4: LEO below the checkpointed log start deletes every segment."""
+    """docs/design/storage.md#log-recovery, step 4: LEO below the checkpointed log start
+    deletes every segment."""
     copy = closed.fresh_copy(tmp_path / "t-0")
     end = next_offset_after(closed.batches)
     write_state(str(copy.directory), LOCAL, StandaloneState(True, end, end + 100, end + 100))

@@ -1,4 +1,5 @@
-"""Retention and the log start offset (digest §8.2, §8.3)."""
+"""Retention and the log start offset (docs/design/replication.md#low-watermark,
+docs/design/storage.md#retention)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Stateful property: random appends (with leader changes), high-watermark moves, DeleteRecords
 with retention, truncations, clean and unclean reopens and bounded reads keep a log equal to a
-model that knows nothing about segments (digest §2.6, §5.1, §8.2, §8.3)."""
+model that knows nothing about segments (docs/design/storage.md#reads,
+docs/design/replication.md#leader-epoch-cache, #low-watermark, docs/design/storage.md#retention)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,8 @@ class LogMachine(RuleBasedStateMachine):
     def visible(self) -> list[bytes]:
         return [b for b in self.batches if read_header(b).last_offset >= self.start]
 
-    # Kafka's cache operations (digest §5.1), applied where Kafka applies them.
+    # Kafka's cache operations (docs/design/replication.md#leader-epoch-cache), applied where Kafka
+    # applies them.
 
     def assign_epoch(self, epoch: int, start: int) -> None:
         if self.epochs and self.epochs[-1][0] == epoch and self.epochs[-1][1] <= start:
@@ -132,7 +134,8 @@ class LogMachine(RuleBasedStateMachine):
         else:
             self.log.close_without_flush()
         self.log = open_log(self.tmp / "sm-0", CONFIG, clock=self.clock, fs=NO_SYNC_FS)
-        if not clean:  # recovery assigns epochs newer than the cache's latest (digest §3.2)
+        # Recovery assigns epochs newer than the cache's latest: docs/design/storage.md#log-recovery
+        if not clean:
             for batch in self.batches:
                 header = read_header(batch)
                 latest = self.epochs[-1][0] if self.epochs else -1

@@ -1,4 +1,5 @@
-"""Truncation: `truncate_to` and `truncate_fully_and_start_at` (digest §5.1, §8.2)."""
+"""Truncation: `truncate_to` and `truncate_fully_and_start_at`
+(docs/design/replication.md#leader-epoch-cache, #low-watermark)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Segment rolling (size, time, full index) and the sparse indexes, in memory and on disk
-(digest §2.1, §2.3, §2.4, §2.5)."""
+(docs/design/storage.md#segment-files-and-names, #offset-index, #time-index, #segment-roll)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Kafka's timeline worked example (reference digest §4.3), step by step, plus the CAS(1, 2)
-story that the timeline exists for: an uncommitted write must vanish when leadership is lost."""
+"""Kafka's timeline worked example (docs/design/kraft.md#timeline-worked-example), step by step,
+plus the CAS(1, 2) story that the timeline exists for: an uncommitted write must vanish when
+leadership is lost."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from timeline import SnapshotRegistry, TimelineHashMap, TimelineInteger, Timelin
 
 
 class WorkedExample:
-    """The state of §4.3 just before its revert."""
+    """The state of docs/design/kraft.md#timeline-worked-example just before its revert."""
 
     def __init__(self) -> None:
         self.reg = SnapshotRegistry()

@@ -1,4 +1,4 @@
-"""Prometheus metrics of one replog node (issue #9; names from the client-ecosystem digest §4.2).
+"""Prometheus metrics of one replog node (issue #9; names from docs/design/clients.md#metric-names).
 
 One concept per module:
 

@@ -3,7 +3,8 @@
 Rules:
 - Each node owns a `CollectorRegistry`; nothing here touches prometheus_client's global
   `REGISTRY`, so several nodes (or replica managers in tests) in one process never collide.
-- Names follow the digest §4.2: base units (seconds, bytes), counters end in `_total`.
+- Names follow docs/design/clients.md#metric-names: base units (seconds, bytes), counters end in
+  `_total`.
 - Hot paths call plain methods here once per request or per batch (never per record). A
   labelled child is looked up once per label value and cached in a dict (`labels()` validates
   and locks on every call; a dict lookup does not).
@@ -16,6 +17,9 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 # Request and commit latencies on loopback run from ~100 µs to seconds (a timeout).
+# Fine around the 100 ms a node's loop may stall at most (docs/benchmarks.md, controller).
+STALL_BUCKETS_S = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
 LATENCY_BUCKETS_S = (
     0.0005,
     0.001,
@@ -134,6 +138,13 @@ class NodeMetrics:
             "Time from a gRPC request's arrival to its answer, by service and method",
             ["service", "method"],
             buckets=LATENCY_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.event_loop_stall = Histogram(
+            "replog_event_loop_stall_seconds",
+            "How much later than asked the node's event loop ran a 10 ms timer: the stall "
+            "every request, Raft fetch and heartbeat on that loop saw",
+            buckets=STALL_BUCKETS_S,
             registry=self.registry,
         )
         self.raft_commit_latency = Histogram(

@@ -4,7 +4,7 @@
 gauge families from it; nothing is kept up to date between scrapes, so the hot paths pay
 nothing. `read_node_state` builds the snapshot from the live objects of a node.
 
-Rules (Kafka's, digest §4.2):
+Rules (Kafka's, docs/design/clients.md#metric-names):
 - Under-replicated: a partition this broker leads whose committed ISR is smaller than its
   replica set. Under min ISR: one it leads whose ISR is below the effective
   `min.insync.replicas` (capped at the replica count); at min ISR: ISR equal to it. A broker
@@ -79,6 +79,7 @@ class BrokerState:
     purgatory_sizes: Mapping[str, int]  # "produce", "fetch" -> waiting requests
     metadata_offset_lag: int
     write_hints_dropped: int = 0
+    pending_replica_changes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +154,21 @@ class NodeStateCollector(Collector):
             at_min_isr,
         )
         yield sizes
+        yield _gauge(
+            "replog_partitions",
+            "Partition replicas on this broker (Kafka's PartitionCount)",
+            len(broker.replicas),
+        )
+        yield _gauge(
+            "replog_leader_partitions",
+            "Partitions this broker leads (Kafka's LeaderCount)",
+            sum(1 for replica in broker.replicas if replica.is_leader),
+        )
+        yield _gauge(
+            "replog_pending_replica_changes",
+            "Replica changes of applied metadata images this broker has yet to carry out",
+            broker.pending_replica_changes,
+        )
         purgatory = GaugeMetricFamily(
             "replog_purgatory_size",
             "Requests waiting in a purgatory (produce: acks=all; fetch: min bytes)",
@@ -221,7 +237,13 @@ def _read_broker(broker: BrokerRuntime, metadata_high_watermark: int) -> BrokerS
             break
         except RuntimeError:  # a container changed size under the scrape (see docstring)
             log.debug("metrics scrape raced with a change (attempt %d)", attempt)
-    return BrokerState(replicas, replica_manager.purgatory_sizes(), lag, dropped)
+    return BrokerState(
+        replicas,
+        replica_manager.purgatory_sizes(),
+        lag,
+        dropped,
+        replica_manager.pending_changes,
+    )
 
 
 def _replica_state(partition: Partition) -> ReplicaState:

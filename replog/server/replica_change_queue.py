@@ -1,0 +1,100 @@
+"""The local changes a broker has yet to apply to its replicas, in the order it must apply them.
+
+Rules:
+- Each partition (topic name, partition id) has its own sequence of changes, applied strictly
+  in arrival order; different partitions are independent, so they are taken round by round,
+  the first waiting change of each partition per round.
+- A leader or follower change overtaken, before it was taken, by another leader or follower
+  change of the same topic id is dropped: the later one names the newer registration, and
+  roles are declarative. Deletes are never merged: a delete of an older topic id stays ahead
+  of a change for a new topic id of the same name (the old log must go first), and a delete
+  after a change keeps that change (whatever replica it replaces goes with it).
+- A partition whose change is being carried out off the event loop (its log is being created)
+  is held: none of its later changes is taken until it is released, so they apply in order.
+
+Pure: no I/O, no clock; `ReplicaManager` drives it (docs/storage.md, "Creating many replicas").
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import NamedTuple
+
+from quorum.metadata.local_changes import DELETE, FOLLOWER, LEADER, LocalChanges, LocalPartition
+
+__all__ = ["DELETE", "FOLLOWER", "LEADER", "ReplicaChange", "ReplicaChangeQueue"]
+
+TopicPartition = tuple[str, int]
+
+
+class ReplicaChange(NamedTuple):
+    """One local change: `kind` is DELETE, LEADER or FOLLOWER."""
+
+    kind: str
+    local: LocalPartition
+
+    @property
+    def key(self) -> TopicPartition:
+        return (self.local.topic_name, self.local.partition_id)
+
+
+class ReplicaChangeQueue:
+    """Per-partition sequences of changes not yet applied (module docstring)."""
+
+    __slots__ = ("_held", "_waiting")
+
+    def __init__(self) -> None:
+        self._waiting: dict[TopicPartition, deque[ReplicaChange]] = {}
+        self._held: set[TopicPartition] = set()
+
+    def __len__(self) -> int:
+        """How many changes wait (held partitions' changes under way not counted)."""
+        return sum(len(entries) for entries in self._waiting.values())
+
+    @property
+    def idle(self) -> bool:
+        """Nothing waits and nothing is under way."""
+        return not self._waiting and not self._held
+
+    def add(self, changes: LocalChanges) -> None:
+        """Queue a delta's changes: deletes first, then leaders, then followers."""
+        for kind, locals_ in (
+            (DELETE, changes.deletes),
+            (LEADER, changes.leaders),
+            (FOLLOWER, changes.followers),
+        ):
+            for local in locals_:
+                self._add(ReplicaChange(kind, local))
+
+    def _add(self, change: ReplicaChange) -> None:
+        entries = self._waiting.setdefault(change.key, deque())
+        if change.kind != DELETE:
+            topic_id = change.local.topic_id
+            while entries and entries[-1].kind != DELETE and entries[-1].local.topic_id == topic_id:
+                entries.pop()
+        entries.append(change)
+
+    def take(self, limit: int) -> list[ReplicaChange]:
+        """Up to `limit` changes: the first waiting change of each partition not held, in the
+        order partitions first got a change."""
+        taken: list[ReplicaChange] = []
+        for key in list(self._waiting):
+            if len(taken) >= limit:
+                break
+            if key in self._held:
+                continue
+            entries = self._waiting[key]
+            taken.append(entries.popleft())
+            if not entries:
+                del self._waiting[key]
+        return taken
+
+    def hold(self, key: TopicPartition) -> None:
+        """`key`'s taken change is under way: take none of its later ones until `release`."""
+        self._held.add(key)
+
+    def release(self, key: TopicPartition) -> None:
+        self._held.discard(key)
+
+    def is_held(self, key: TopicPartition) -> bool:
+        return key in self._held

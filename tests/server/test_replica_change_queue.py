@@ -1,0 +1,148 @@
+"""The order rules of `ReplicaChangeQueue`: scenarios, and a property against sequential
+application (applying what the queue hands out, in rounds with holds, ends where applying every
+change one by one ends)."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from quorum.metadata.local_changes import LocalChanges, LocalPartition
+from quorum.metadata.partition_registration import PartitionRegistration
+from replog.server.replica_change_queue import (
+    DELETE,
+    FOLLOWER,
+    LEADER,
+    ReplicaChange,
+    ReplicaChangeQueue,
+)
+
+IDS = [UUID(int=n) for n in range(1, 4)]
+
+
+def local(partition: int, topic_id: UUID, leader_epoch: int = 0) -> LocalPartition:
+    registration = PartitionRegistration(
+        replicas=(1, 2), isr=(1, 2), leader=1, leader_epoch=leader_epoch, partition_epoch=0
+    )
+    return LocalPartition("t", topic_id, partition, registration, None)
+
+
+def changes(*items: tuple[str, LocalPartition]) -> LocalChanges:
+    return LocalChanges(
+        deletes=tuple(p for kind, p in items if kind == DELETE),
+        leaders=tuple(p for kind, p in items if kind == LEADER),
+        followers=tuple(p for kind, p in items if kind == FOLLOWER),
+    )
+
+
+def test_a_later_change_of_the_same_topic_id_overtakes_a_waiting_one() -> None:
+    queue = ReplicaChangeQueue()
+    queue.add(changes((LEADER, local(0, IDS[0], 1))))
+    queue.add(changes((FOLLOWER, local(0, IDS[0], 2))))
+    [taken] = queue.take(10)
+    assert (taken.kind, taken.local.registration.leader_epoch) == (FOLLOWER, 2)
+    assert queue.idle
+
+
+def test_a_delete_of_an_old_topic_id_stays_ahead_of_the_new_one() -> None:
+    queue = ReplicaChangeQueue()
+    queue.add(changes((DELETE, local(0, IDS[0]))))
+    queue.add(changes((LEADER, local(0, IDS[1]))))
+    assert [c.kind for c in queue.take(10)] == [DELETE]  # one change per partition per round
+    assert [c.kind for c in queue.take(10)] == [LEADER]
+
+
+def test_a_held_partition_gives_nothing_until_released() -> None:
+    queue = ReplicaChangeQueue()
+    queue.add(changes((LEADER, local(0, IDS[0])), (LEADER, local(1, IDS[0]))))
+    first = queue.take(1)
+    queue.hold(first[0].key)
+    queue.add(changes((DELETE, local(0, IDS[0]))))
+    assert [c.key for c in queue.take(10)] == [("t", 1)]
+    assert queue.take(10) == [] and not queue.idle
+    queue.release(first[0].key)
+    assert [c.kind for c in queue.take(10)] == [DELETE]
+    assert queue.idle
+
+
+def sequential(all_changes: list[ReplicaChange]) -> dict[tuple[str, int], UUID | None]:
+    """Where applying every change one by one ends: per partition, the topic id of its replica
+    (None: none). A delete removes a replica of its own topic id only, as the manager does."""
+    state: dict[tuple[str, int], UUID | None] = {}
+    for change in all_changes:
+        if change.kind == DELETE:
+            if state.get(change.key) == change.local.topic_id:
+                state[change.key] = None
+        else:
+            state[change.key] = change.local.topic_id
+    return {k: v for k, v in state.items() if v is not None}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.sampled_from([DELETE, LEADER, FOLLOWER]),
+                st.integers(0, 3),
+                st.sampled_from(IDS),
+            ),
+            max_size=6,
+        ),
+        max_size=8,
+    ),
+    st.integers(1, 4),
+    st.randoms(use_true_random=False),
+)
+def test_rounds_with_holds_end_where_sequential_application_ends(
+    deltas: list[list[tuple[str, int, UUID]]], limit: int, rnd: object
+) -> None:
+    queue = ReplicaChangeQueue()
+    everything: list[ReplicaChange] = []
+    state: dict[tuple[str, int], UUID | None] = {}
+    in_flight: list[ReplicaChange] = []
+
+    def apply(change: ReplicaChange) -> None:
+        if change.kind == DELETE:
+            if state.get(change.key) == change.local.topic_id:
+                state[change.key] = None
+        else:
+            state[change.key] = change.local.topic_id
+
+    def step() -> None:
+        for change in queue.take(limit):
+            if change.kind != DELETE and state.get(change.key) != change.local.topic_id:
+                queue.hold(change.key)  # a new log: off the loop, finished later
+                in_flight.append(change)
+            else:
+                apply(change)
+        if in_flight and rnd.random() < 0.5:  # type: ignore[attr-defined]
+            done = in_flight.pop(0)
+            apply(done)
+            queue.release(done.key)
+
+    for delta in deltas:
+        # One delta holds at most one change per partition.
+        seen: dict[int, tuple[str, int, UUID]] = {}
+        for kind, partition, tid in delta:
+            seen.setdefault(partition, (kind, partition, tid))
+        items = [(kind, local(partition, tid)) for kind, partition, tid in seen.values()]
+        # The queue sees a delta's deletes first, then leaders, then followers.
+        ordered = [
+            ReplicaChange(kind, p)
+            for wanted in (DELETE, LEADER, FOLLOWER)
+            for kind, p in items
+            if kind == wanted
+        ]
+        everything.extend(ordered)
+        queue.add(changes(*items))
+        step()
+    while not queue.idle or in_flight:
+        step()
+        if in_flight and queue.take(0) == []:
+            done = in_flight.pop(0)
+            apply(done)
+            queue.release(done.key)
+    assert {k: v for k, v in state.items() if v is not None} == sequential(everything)

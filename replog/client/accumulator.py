@@ -508,7 +508,8 @@ class RecordAccumulator:
         self._deques: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._batches_created = 0  # the next batch's serial
         # min(batch.size, the topic's max.message.bytes) of topics whose limit is lower
-        self._topic_limits: dict[str, int] = {}
+        self._batch_limits: dict[str, int] = {}
+        self._topic_limits: dict[str, int] = {}  # each topic's max.message.bytes, when known
         # each partition's open batch (the last of its deque, if it still takes appends)
         self._open: dict[TopicPartition, ProducerBatch] = {}
         self._incomplete: set[ProducerBatch] = set()
@@ -654,7 +655,7 @@ class RecordAccumulator:
             threading.Event() if self.thread_events else None,
             self.compression,
             timestamp_ms,
-            self._topic_limits.get(tp.topic, self.batch_size) - RECORD_BATCH_OVERHEAD,
+            self._batch_limits.get(tp.topic, self.batch_size) - RECORD_BATCH_OVERHEAD,
             self._batches_created,
         )
         self._batches_created += 1
@@ -690,13 +691,17 @@ class RecordAccumulator:
     def set_topic_limit(self, topic: str, max_message_bytes: int | None) -> None:
         """The topic's `max.message.bytes` (None: unknown): later batches of the topic hold
         at most min(batch.size, it) bytes, unless one record alone is larger."""
-        if max_message_bytes is None or max_message_bytes >= self.batch_size:
+        if max_message_bytes is None:
             self._topic_limits.pop(topic, None)
         else:
-            self._topic_limits[topic] = max(max_message_bytes, RECORD_BATCH_OVERHEAD)
+            self._topic_limits[topic] = max_message_bytes
+        if max_message_bytes is None or max_message_bytes >= self.batch_size:
+            self._batch_limits.pop(topic, None)
+        else:
+            self._batch_limits[topic] = max(max_message_bytes, RECORD_BATCH_OVERHEAD)
 
     def topic_limit(self, topic: str) -> int | None:
-        """The batch limit `set_topic_limit` set for `topic` (None: batch.size)."""
+        """The topic's `max.message.bytes` as `set_topic_limit` gave it (None: unknown)."""
         return self._topic_limits.get(topic)
 
     def reservation(self, size_bound: int) -> int:

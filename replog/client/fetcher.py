@@ -36,8 +36,8 @@ Rules:
   position 2 is out of range for partition t-0 (the log holds [5, 10)), resetting offset to
   earliest"; Kafka's Fetcher says it at INFO, which a console consumer does not show: a
   position below the log start offset reset to latest returns nothing, and the user must
-  learn why); none raises `OffsetOutOfRangeError` from `poll` naming the partition, the offset and the
-  log's range.
+  learn why); none raises `OffsetOutOfRangeError` from `poll` naming the partition, the
+  offset and the log's range.
 - NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION
   and the other retriable answers, and an unreachable broker, mark the metadata stale and
   back the leader off for `retry.backoff.ms`; the partition is fetched again from the new

@@ -530,10 +530,10 @@ class Producer:
     async def partitions_for(self, topic: str) -> set[int]:
         """The partition numbers of `topic` (waits up to max.block.ms for metadata)."""
         self._check_open()
-        states = await self._metadata.partitions_for(
-            topic, deadline_ms=monotonic_ms() + self.config.max_block_ms
-        )
+        deadline_ms = monotonic_ms() + self.config.max_block_ms
+        states = await self._metadata.partitions_for(topic, deadline_ms=deadline_ms)
         self._remember(topic, states)
+        await self._limits.ensure(topic, deadline_ms)  # as a first send would
         return {s.partition for s in states}
 
     def metrics(self) -> dict[str, int]:

@@ -804,7 +804,9 @@ class Sender:
         producer knows it, else halves (split again if still too large)."""
         tp = batch.topic_partition
         limit = self._acc.topic_limit(tp.topic)
-        max_bytes = limit if limit is not None else (batch.size_in_bytes + 1) // 2
+        max_bytes = (batch.size_in_bytes + 1) // 2
+        if limit is not None and limit < batch.size_in_bytes:
+            max_bytes = limit
         left_ms = batch.created_ms + self._config.delivery_timeout_ms - now_ms
         self._warn_retry(batch, error, "splitting the batch and retrying", left_ms)
         pieces = self._acc.split_and_reenqueue(batch, max_bytes, now_ms)

@@ -58,6 +58,7 @@ async def test_a_known_topic_limit_sizes_batches_up_front(
     log = cluster.log("one")
     log.max_message_bytes = 1000
     producer = make(linger_ms=100)
+    assert await producer.partitions_for("one") == {0}  # learns the limit, as a send would
     results = await asyncio.gather(*(producer.send_nowait("one", v) for v in VALUES))
     assert [r.offset for r in results] == list(range(10))
     assert producer.metrics()["batches_split"] == 0
@@ -67,12 +68,14 @@ async def test_a_known_topic_limit_sizes_batches_up_front(
 
 
 @pytest.mark.asyncio
+@pytest.mark.parametrize("described", [True, False])
 async def test_a_record_too_large_alone_fails_naming_its_size_and_the_limit(
     cluster: FakeCluster,  # noqa: F811
     make: Made,  # noqa: F811
+    described: bool,
 ) -> None:
     cluster.log("one").max_message_bytes = 1000
-    cluster.serves_configs = False
+    cluster.serves_configs = described
     producer = make(linger_ms=100)
     small = producer.send_nowait("one", b"small")
     big = producer.send_nowait("one", b"x" * 1500)
@@ -82,6 +85,7 @@ async def test_a_record_too_large_alone_fails_naming_its_size_and_the_limit(
     assert (await small).offset == 0 and (await after).offset == 1
     message = str(raised.value)
     assert "one-0: the record is 1" in message and "max.message.bytes 1000" in message
+    assert ("the topic's max.message.bytes=1000" in message) == described
 
 
 @pytest.mark.parametrize("compression", [COMPRESSION_NONE, COMPRESSION_GZIP])

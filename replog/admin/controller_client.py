@@ -31,6 +31,11 @@ Timeouts and retries:
   addresses the client backs off (`retry_backoff_s`, doubling up to `max_retry_backoff_s`).
   As in Kafka, a retried write whose first attempt was applied reports the item's new state
   (TOPIC_ALREADY_EXISTS after a create that timed out but happened).
+- Refused from the start: when every address of a round refuses the connection and none has
+  answered during the call, the first refusal is logged at WARNING (once per call), and once
+  the refusals have lasted `refused_timeout_s` (a client's
+  `socket.connection.setup.timeout.max.ms`, 30 s) the call raises NoBrokersAvailableError
+  naming the addresses and "connection refused" instead of waiting out its deadline.
 - Not retried: any other error. A request-level error raises its `replog.errors` class with
   the server's message; per-item errors are returned in the item's `error`. When the deadline
   passes, `KafkaTimeoutError` (the client-side timeout, as kafka-python's admin raises and
@@ -44,6 +49,7 @@ Thread safety: one client may be shared between threads; calls do not block each
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -78,6 +84,7 @@ from replog.clock import monotonic_ms
 from replog.errors import (
     InvalidRequestError,
     KafkaTimeoutError,
+    NoBrokersAvailableError,
     NotControllerError,
     ReplogError,
     UnknownServerError,
@@ -90,6 +97,12 @@ DEFAULT_TIMEOUT_S = 30.0  # a whole call, retries included (Kafka: default.api.t
 REQUEST_TIMEOUT_S = 10.0  # one attempt
 RETRY_BACKOFF_S = 0.1  # Kafka: retry.backoff.ms
 MAX_RETRY_BACKOFF_S = 1.0  # Kafka: retry.backoff.max.ms
+REFUSED_TIMEOUT_S = 30.0  # Kafka: socket.connection.setup.timeout.max.ms
+# What `_classify` says of an address that refused the connection (the polling engine words a
+# refused reconnection as a failure to connect).
+_REFUSALS = ("connection refused", "cannot connect (nothing answers at this address)")
+
+log = logging.getLogger("replog.admin")
 
 _CHANNEL_OPTIONS = [
     # A private subchannel per channel: gRPC otherwise shares connections between channels to
@@ -141,6 +154,7 @@ class ControllerClient:
         request_timeout_s: float = REQUEST_TIMEOUT_S,
         retry_backoff_s: float = RETRY_BACKOFF_S,
         max_retry_backoff_s: float = MAX_RETRY_BACKOFF_S,
+        refused_timeout_s: float = REFUSED_TIMEOUT_S,
     ) -> None:
         parsed = parse_bootstrap(bootstrap)
         self.bootstrap: tuple[str, ...] = parsed.addresses
@@ -149,6 +163,7 @@ class ControllerClient:
         self.request_timeout_s = request_timeout_s
         self.retry_backoff_s = retry_backoff_s
         self.max_retry_backoff_s = max_retry_backoff_s
+        self.refused_timeout_s = refused_timeout_s
         self._lock = threading.Lock()
         self._stubs: dict[str, tuple[grpc.Channel, Any]] = {}
         self._controller: str | None = None  # the active controller's address, once known
@@ -373,6 +388,7 @@ class ControllerClient:
         skipped: set[str] = set()  # addresses that do not serve the Controller service
         consulted: set[str] = set()  # addresses asked where the controller they named is
         backoff_s = self.retry_backoff_s
+        refused_since_ms: int | None = None  # every address refused since (module docstring)
         while True:
             pending = deque(a for a in self._round() if a not in skipped)
             if not pending:
@@ -438,11 +454,35 @@ class ControllerClient:
                 return fallback
             if all(a in skipped for a in self._round()):
                 continue  # the check at the top of the loop raises, without a pointless wait
-            remaining_ms = deadline_ms - monotonic_ms()
+            now_ms = monotonic_ms()
+            remaining_ms = deadline_ms - now_ms
+            if answered or not asked or any(said.get(a) not in _REFUSALS for a in asked):
+                refused_since_ms = None
+            elif refused_since_ms is None:
+                refused_since_ms = now_ms
+                log.warning(
+                    "%s: connection refused at %s; retrying for up to "
+                    "socket.connection.setup.timeout.max.ms=%d ms",
+                    rpc,
+                    ", ".join(asked),
+                    int(self.refused_timeout_s * 1000),
+                )
+            wait_ms = remaining_ms
+            if refused_since_ms is not None:
+                refused_ms = int(self.refused_timeout_s * 1000) - (now_ms - refused_since_ms)
+                if refused_ms <= 0:
+                    raise NoBrokersAvailableError(
+                        f"{rpc}: no answer from {', '.join(asked)}: connection refused, at "
+                        f"every attempt for {now_ms - refused_since_ms} ms "
+                        f"(socket.connection.setup.timeout.max.ms="
+                        f"{int(self.refused_timeout_s * 1000)}): is the cluster running, and "
+                        "is the bootstrap address right?"
+                    )
+                wait_ms = min(wait_ms, refused_ms)
             if remaining_ms <= 0:
                 # A node without the Controller service (skipped) answered too.
                 raise KafkaTimeoutError(_no_answer(rpc, budget_s, said, answered | skipped))
-            time.sleep(min(backoff_s, remaining_ms / 1000))
+            time.sleep(min(backoff_s, wait_ms / 1000))
             backoff_s = min(backoff_s * 2, self.max_retry_backoff_s)
 
     def _round(self) -> list[str]:

@@ -100,7 +100,12 @@ def cluster_topics(
 
     # The config may spell the key either way (`client_config` keeps the user's spelling).
     servers = config[keys_named(config, "bootstrap.servers")[-1]]
-    with Admin({"bootstrap.servers": servers}) as admin:
+    admin_config: dict[str, object] = {"bootstrap.servers": servers}
+    # How long a refusing bootstrap address is retried: the consumer's setting goes along.
+    refused = keys_named(config, "socket.connection.setup.timeout.max.ms")
+    if refused:
+        admin_config["socket.connection.setup.timeout.max.ms"] = config[refused[-1]]
+    with Admin(admin_config) as admin:
         described = admin.describe_topics(include_internal=include_internal, timeout_ms=timeout_ms)
     return {name: len(topic.partitions) for name, topic in described.items()}
 

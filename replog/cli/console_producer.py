@@ -15,6 +15,8 @@ Rules:
   `--producer-property` < `--acks` and `--compression-codec` (explicit flags win, as in Kafka).
   `--sync` waits for each record before reading the next line.
 - At EOF it waits for every send (flush) and prints nothing when all succeeded (exit 0).
+  While it waits, the client's WARNINGs go to stderr (`replog.cli.main` sets up logging): a
+  bootstrap address refusing connections, a produce error being retried.
 - A send that fails (the broker's error, or no metadata for the topic within max.block.ms)
   makes one stderr line naming the topic, how many records failed and the first error, and exit
   code 1; reading stops at the first failure. With `--property ignore.error=true` the line is

@@ -42,12 +42,19 @@ Rules:
   and with idempotence only within the partition's pending limit (5 batches), so every
   retry is still among the broker's retained batches.
   Batches keep `batch.size`: what is written is what Kafka's producer would write.
+- A topic whose `max.message.bytes` is below batch.size (`set_topic_limit`, from the
+  producer's describe of the topic) gets batches of at most that size (a single larger record
+  still gets a batch of its own). A built batch the broker refused as too large is split
+  (`split_and_reenqueue`, `ProducerBatch.split`): its records are decoded (this rare path
+  only) and re-encoded into pieces that replace it in its deque and among the incomplete
+  batches, in order, with its futures, reservation and (stamped) sequences shared out.
 - Compression and the v2 header happen when a batch is drained (`ProducerBatch.close`): the
   batch's bytes are built exactly once. An idempotent producer's id, epoch and sequence are
   written into the built header afterwards (`stamp`, with a new CRC), because sequences are
   assigned only when a batch leaves (so they follow the send order, and a reset can renumber).
 - A retried batch goes back to the front of its deque, among the other retried batches in
-  sequence order with idempotence, else in the order the batches were created (`serial`), so
+  sequence order with idempotence, else in the order the batches were created (`serial`, then
+  a split batch's pieces by `part`), so
   that a partition's batches are resent in order however their answers arrive: a call that
   fails fails its requests oldest first, and each one's retries must not jump ahead of the
   older ones'. (Kafka's producer puts each retry without idempotence first, so retries
@@ -94,6 +101,7 @@ from replog.admin.controller_results import TopicPartition
 from replog.client.records import RecordMetadata
 from replog.clock import monotonic_ms
 from replog.errors import ConfigError, MessageSizeTooLargeError, ReplogError
+from replog.record.batch import RecordBatch
 from replog.record.builder import seal_batch
 from replog.record.compression import COMPRESSION_NONE, compress
 from replog.record.header import ATTRIBUTES_OFFSET, CRC_OFFSET, RECORD_BATCH_OVERHEAD
@@ -178,6 +186,9 @@ class ProducerBatch:
     last_error: BaseException | None = None
     done = False
     compression = COMPRESSION_NONE
+    # a piece of a split batch: its place among the pieces (which share the serial), at each
+    # level of splitting
+    part: tuple[int, ...] = ()
 
     def __init__(
         self,
@@ -316,6 +327,92 @@ class ProducerBatch:
         self.producer_epoch = producer_epoch
         self.base_sequence = base_sequence
 
+    def split(self, max_bytes: int) -> list[ProducerBatch]:
+        """New batches holding this built batch's records in order, each at most `max_bytes`
+        (built, uncompressed) unless it holds one record, and at least two of them: the
+        records are packed greedily up to `max_bytes`, or halved by count when they would
+        all fit in one (the broker refused the whole for its size). Each keeps this batch's
+        creation time, serial, attempts and compression; its records' futures go with them;
+        the reservation is shared out so that the pieces together hold this batch's. With a
+        stamped batch each piece is stamped with the same producer id and epoch, its base
+        sequence this batch's plus the records before it (Kafka's ProducerBatch.split), so
+        the partition's sequences do not change. Decodes the records: for the rare
+        MESSAGE_TOO_LARGE, never on the hot path."""
+        assert self.records is not None and self.count > 1, "only a built multi-record batch"
+        records = list(RecordBatch.parse(self.records, where="split batch").records())
+        by_offset = {handle[1]: handle for handle in self.handles}
+        room = max_bytes - RECORD_BATCH_OVERHEAD
+        sizes = [
+            record_size(r.offset, r.timestamp - records[0].timestamp, r.key, r.value, r.headers)
+            for r in records
+        ]
+        groups: list[list[int]] = [[]]
+        used = 0
+        for index, size in enumerate(sizes):
+            if groups[-1] and used + size > room:
+                groups.append([])
+                used = 0
+            groups[-1].append(index)
+            used += size
+        if len(groups) == 1:
+            half = (len(records) + 1) // 2
+            groups = [list(range(half)), list(range(half, len(records)))]
+        pieces: list[ProducerBatch] = []
+        reserved_left = self.reserved
+        for number, group in enumerate(groups):
+            first = records[group[0]]
+            piece = ProducerBatch(
+                self.topic_partition,
+                self.created_ms,
+                0,
+                threading.Event() if self.done_event is not None else None,
+                self.compression,
+                first.timestamp,
+                INT32_MAX,  # no room check: the groups are sized already
+                self.serial,
+            )
+            for index in group:
+                record = records[index]
+                handle = by_offset.get(record.offset)
+                piece.append_general(
+                    record.timestamp,
+                    record.key,
+                    record.value,
+                    record.headers,
+                    None if handle is None else handle[0],
+                )
+            piece.limit = piece.room = 0  # complete: takes no more records
+            piece.full = True
+            share = RECORD_BATCH_OVERHEAD + sum(sizes[i] for i in group)
+            last = number == len(groups) - 1
+            piece.reserved = reserved_left if last else min(share, reserved_left)
+            reserved_left -= piece.reserved
+            piece.attempts = self.attempts
+            piece.part = (*self.part, number)
+            piece.close()
+            pieces.append(piece)
+        if self.base_sequence >= 0:
+            sequence = self.base_sequence
+            for piece in pieces:
+                piece.stamp(self.producer_id, self.producer_epoch, sequence)
+                sequence = (sequence + piece.count) & INT32_MAX
+        self.handles = []  # the pieces settle the records now
+        left = len(pieces)
+
+        def piece_done(piece: ProducerBatch) -> None:
+            # This batch is done once its pieces are (a flush may wait for it).
+            nonlocal left
+            left -= 1
+            if piece.last_error is not None:
+                self.last_error = piece.last_error
+            if left == 0 and not self.done:
+                self.done = True
+                self._finish()
+
+        for piece in pieces:
+            piece.add_done_callback(piece_done)
+        return pieces
+
     def add_done_callback(self, fn: Callable[[ProducerBatch], object]) -> None:
         """Call `fn(batch)` when the batch is done (at once if it already is)."""
         if self.done:
@@ -410,6 +507,9 @@ class RecordAccumulator:
         self._available = buffer_memory
         self._deques: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._batches_created = 0  # the next batch's serial
+        # min(batch.size, the topic's max.message.bytes) of topics whose limit is lower
+        self._batch_limits: dict[str, int] = {}
+        self._topic_limits: dict[str, int] = {}  # each topic's max.message.bytes, when known
         # each partition's open batch (the last of its deque, if it still takes appends)
         self._open: dict[TopicPartition, ProducerBatch] = {}
         self._incomplete: set[ProducerBatch] = set()
@@ -555,7 +655,7 @@ class RecordAccumulator:
             threading.Event() if self.thread_events else None,
             self.compression,
             timestamp_ms,
-            self.batch_size - RECORD_BATCH_OVERHEAD,
+            self._batch_limits.get(tp.topic, self.batch_size) - RECORD_BATCH_OVERHEAD,
             self._batches_created,
         )
         self._batches_created += 1
@@ -587,6 +687,22 @@ class RecordAccumulator:
         if batch is None:
             batch = self.append_new(tp, timestamp_ms, key, value, headers, handle)
         return batch
+
+    def set_topic_limit(self, topic: str, max_message_bytes: int | None) -> None:
+        """The topic's `max.message.bytes` (None: unknown): later batches of the topic hold
+        at most min(batch.size, it) bytes, unless one record alone is larger."""
+        if max_message_bytes is None:
+            self._topic_limits.pop(topic, None)
+        else:
+            self._topic_limits[topic] = max_message_bytes
+        if max_message_bytes is None or max_message_bytes >= self.batch_size:
+            self._batch_limits.pop(topic, None)
+        else:
+            self._batch_limits[topic] = max(max_message_bytes, RECORD_BATCH_OVERHEAD)
+
+    def topic_limit(self, topic: str) -> int | None:
+        """The topic's `max.message.bytes` as `set_topic_limit` gave it (None: unknown)."""
+        return self._topic_limits.get(topic)
 
     def reservation(self, size_bound: int) -> int:
         """What a new batch for a record of at most `size_bound` bytes reserves of
@@ -780,7 +896,7 @@ class RecordAccumulator:
         if self.idempotence is None:
 
             def behind(queued: ProducerBatch) -> bool:
-                return queued.serial > batch.serial
+                return (queued.serial, queued.part) > (batch.serial, batch.part)
 
         elif batch.base_sequence < 0:
             dq.appendleft(batch)
@@ -797,6 +913,22 @@ class RecordAccumulator:
         else:
             index = len(dq)
         dq.insert(index, batch)
+
+    def split_and_reenqueue(
+        self, batch: ProducerBatch, max_bytes: int, retry_at_ms: int
+    ) -> list[ProducerBatch]:
+        """Split a built batch the broker refused as too large (`ProducerBatch.split`) and put
+        the pieces back in its place, in order, to be sent from `retry_at_ms`: they replace
+        it among the incomplete batches (and take over its reservation)."""
+        pieces = batch.split(max_bytes)
+        self._replace_incomplete(batch, pieces)
+        for piece in pieces:
+            self.reenqueue(piece, retry_at_ms)
+        return pieces
+
+    def _replace_incomplete(self, batch: ProducerBatch, pieces: list[ProducerBatch]) -> None:
+        self._incomplete.discard(batch)
+        self._incomplete.update(pieces)
 
     def expired(self, now_ms: int, delivery_timeout_ms: int) -> list[ProducerBatch]:
         """Remove and return queued batches older than delivery.timeout.ms (from the front of
@@ -928,6 +1060,10 @@ class ThreadSafeRecordAccumulator(RecordAccumulator):
     def reenqueue(self, batch: ProducerBatch, retry_at_ms: int) -> None:
         with self.lock:
             RecordAccumulator.reenqueue(self, batch, retry_at_ms)
+
+    def _replace_incomplete(self, batch: ProducerBatch, pieces: list[ProducerBatch]) -> None:
+        with self.lock:
+            RecordAccumulator._replace_incomplete(self, batch, pieces)
 
     def expired(self, now_ms: int, delivery_timeout_ms: int) -> list[ProducerBatch]:
         with self.lock:

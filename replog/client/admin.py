@@ -462,6 +462,7 @@ class Admin:
                     request_timeout_s=c.request_timeout_ms / 1000,
                     retry_backoff_s=c.retry_backoff_ms / 1000,
                     max_retry_backoff_s=max(c.retry_backoff_max_ms, c.retry_backoff_ms) / 1000,
+                    refused_timeout_s=c.socket_connection_setup_timeout_max_ms / 1000,
                 )
         return self._controller
 

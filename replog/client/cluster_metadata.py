@@ -22,6 +22,14 @@ how many times in a row it failed and its last cause ("no broker reachable at
 127.0.0.1:9092 after 3 attempts: connection refused"). After a failed pass the next one waits
 `retry.backoff.ms`, doubling up to `retry.backoff.max.ms`; a good answer resets that.
 
+Refused from the start: while no broker has ever answered and every address asked refuses
+the connection, the refusal is known at the first attempt (logged at WARNING then, once per
+address) and lasts: once it has lasted `socket.connection.setup.timeout.max.ms` (Kafka's
+name; default 30 s), `partitions_for` raises NoBrokersAvailableError naming the addresses and
+"connection refused" instead of waiting out its own deadline (max.block.ms, 60 s). A pass is
+made at that moment whatever the backoff, so the call fails close to the timeout. Any other
+outcome (an answer, a timeout, an address that accepts and says nothing) ends the spell.
+
 Answers never move a partition back to an older leader epoch (KIP-320): an answer whose
 leader epoch for a partition is below the newest seen keeps the state seen with that epoch,
 unless the topic's id changed (both known and different: the topic was deleted and created
@@ -92,6 +100,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("replog.client")
 
 NO_LEADER = -1
+REFUSED = "connection refused"  # `_short_cause` of a refused connection
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +148,7 @@ class ClusterMetadata:
         retry_backoff_ms: int,
         retry_backoff_max_ms: int,
         request_timeout_ms: int,
+        connection_setup_timeout_ms: int = 30_000,
     ) -> None:
         if not bootstrap:
             raise ValueError("bootstrap.servers is empty")
@@ -149,6 +159,7 @@ class ClusterMetadata:
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_backoff_max_ms = retry_backoff_max_ms
         self.request_timeout_ms = request_timeout_ms
+        self.connection_setup_timeout_ms = connection_setup_timeout_ms
 
         self.cluster_id: str | None = None
         self.controller_id: int = -1
@@ -167,6 +178,8 @@ class ClusterMetadata:
         self._failed_passes = 0
         self._next_pass_ms = 0  # no pass before this (backoff after failed passes)
         self._last_failure: NoBrokersAvailableError | None = None
+        # when every address began refusing, before any broker answered (module docstring)
+        self._refused_since_ms: int | None = None
         self._addresses: dict[str, _AddressState] = {}
         self._distrusted: set[str] = set()  # asked after the others (module docstring)
         self._inflight: _Refresh | None = None
@@ -187,6 +200,7 @@ class ClusterMetadata:
             retry_backoff_ms=config.retry_backoff_ms,
             retry_backoff_max_ms=config.retry_backoff_max_ms,
             request_timeout_ms=config.request_timeout_ms,
+            connection_setup_timeout_ms=config.socket_connection_setup_timeout_max_ms,
         )
         metadata._owns_connections = True
         return metadata
@@ -271,6 +285,9 @@ class ClusterMetadata:
             except (NoBrokersAvailableError, KafkaTimeoutError) as exc:
                 if known is not None:
                     return known
+                refused = self._refused_for_good()
+                if refused is not None:
+                    raise refused from None
                 last_cause = self._last_failure or exc
             else:
                 error = self._topic_errors.get(topic)
@@ -292,6 +309,9 @@ class ClusterMetadata:
                     f"metadata for topic {topic!r} not available within the deadline{cause}"
                 )
             wait_ms = max(self._next_pass_ms - now, 0) or self.retry_backoff_ms
+            if self._refused_since_ms is not None:  # look again when the refusal times out
+                refused_end_ms = self._refused_since_ms + self.connection_setup_timeout_ms
+                wait_ms = min(wait_ms, max(refused_end_ms - now, 1))
             await asyncio.sleep(min(wait_ms, deadline_ms - now) / 1000)
 
     async def refresh(
@@ -368,6 +388,11 @@ class ClusterMetadata:
 
     # --- one pass over the addresses -------------------------------------------------------------
 
+    def addresses_to_try(self) -> list[str]:
+        """Every address known, in the order a metadata pass asks them (module docstring):
+        for other requests any broker can answer."""
+        return self._addresses_to_try()
+
     def _addresses_to_try(self) -> list[str]:
         first = [self._last_good] if self._last_good is not None else []
         addresses = dict.fromkeys([*first, *self._brokers.values(), *self.bootstrap])
@@ -378,8 +403,42 @@ class ClusterMetadata:
         state = self._addresses.get(address)
         return state is not None and state.failures > 0
 
+    def _refused_for_good(self) -> NoBrokersAvailableError | None:
+        """The error once every address has refused for the connection setup timeout
+        (module docstring); None before."""
+        since = self._refused_since_ms
+        if since is None:
+            return None
+        lasted_ms = monotonic_ms() - since
+        if lasted_ms < self.connection_setup_timeout_ms:
+            return None
+        addresses = ", ".join(self._addresses_to_try())
+        return NoBrokersAvailableError(
+            f"no broker reachable at {addresses}: connection refused, at every attempt for "
+            f"{lasted_ms} ms (socket.connection.setup.timeout.max.ms="
+            f"{self.connection_setup_timeout_ms}): is the cluster running, and is "
+            "bootstrap.servers right?"
+        )
+
+    def _note_refusals(self, tried: Sequence[str], started_ms: int) -> None:
+        """After a failed pass: start or end the spell of refusals (module docstring)."""
+        refused = (
+            self._updated_ms is None
+            and bool(tried)
+            and all(self._addresses[a].cause == REFUSED for a in tried)
+        )
+        if not refused:
+            self._refused_since_ms = None
+            return
+        if self._refused_since_ms is None:
+            self._refused_since_ms = started_ms
+        # The pass that decides comes when the timeout ends, not a backoff later.
+        end_ms = self._refused_since_ms + self.connection_setup_timeout_ms
+        self._next_pass_ms = min(self._next_pass_ms, max(end_ms, monotonic_ms()))
+
     async def _pass(self, topics: frozenset[str] | None, deadline_ms: int) -> None:
         version = self._version
+        started_ms = monotonic_ms()
         tried: list[str] = []
         for address in self._addresses_to_try():
             remaining_ms = deadline_ms - monotonic_ms()
@@ -412,6 +471,7 @@ class ClusterMetadata:
             self.retry_backoff_ms * 2 ** (self._failed_passes - 1), self.retry_backoff_max_ms
         )
         self._next_pass_ms = monotonic_ms() + backoff_ms
+        self._note_refusals(tried, started_ms)
         failure = NoBrokersAvailableError(self._failure_text(tried))
         self._last_failure = failure
         raise failure
@@ -434,7 +494,13 @@ class ClusterMetadata:
     def _address_failed(self, address: str, cause: str) -> None:
         state = self._addresses.setdefault(address, _AddressState())
         if state.failures == 0 or state.cause != cause:
-            log.warning("broker at %s unreachable for metadata: %s", address, cause)
+            retrying = ""
+            if cause == REFUSED and self._updated_ms is None:
+                retrying = (
+                    f"; retrying for up to socket.connection.setup.timeout.max.ms="
+                    f"{self.connection_setup_timeout_ms} ms"
+                )
+            log.warning("broker at %s unreachable for metadata: %s%s", address, cause, retrying)
         state.failures += 1
         state.cause = cause
         if self._last_good == address:
@@ -446,6 +512,7 @@ class ClusterMetadata:
         if state is not None and state.failures:
             log.info("broker at %s reachable again", address)
         self._addresses[address] = _AddressState()
+        self._refused_since_ms = None
         if version == self._version:  # not distrusted while the pass was under way
             self._distrusted.discard(address)
         self._last_good = address  # first among its rank (`_addresses_to_try`)
@@ -523,7 +590,7 @@ def _short_cause(exc: grpc.aio.AioRpcError) -> str:
     code = exc.code()
     details = exc.details() or ""
     if code == grpc.StatusCode.UNAVAILABLE and "refused" in details.lower():
-        return "connection refused"
+        return REFUSED
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return "no answer in time"
     if code == grpc.StatusCode.UNIMPLEMENTED:

@@ -261,6 +261,9 @@ class _CommonConfig:
     retry_backoff_ms: int = _setting(100, _integer(0, INT64_MAX))
     retry_backoff_max_ms: int = _setting(1_000, _integer(0, INT64_MAX))
     metadata_max_age_ms: int = _setting(300_000, _integer(0, INT64_MAX))
+    # How long every bootstrap address may refuse connections before a call that waits for
+    # the cluster fails with that cause (Kafka's name and default).
+    socket_connection_setup_timeout_max_ms: int = _setting(30_000, _integer(0, INT64_MAX))
     # dotted names of the settings the user gave (not a setting itself)
     user_keys: frozenset[str] = field(default=frozenset(), compare=False)
 

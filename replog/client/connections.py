@@ -4,7 +4,9 @@
 `BrokerClient` (the `Broker` service) and one `CoordinatorClient` (the `GroupCoordinator`
 service) per address, created on first use and closed together by `close`; and for a
 producer one `ProduceStream` per broker address, the one call its requests to that broker are
-pipelined on (in order, as a Kafka producer's on its one connection per broker).
+pipelined on (in order, as a Kafka producer's on its one connection per broker), and a
+channel to the `Controller` service for `topic_configs` (a combined node serves it on the
+broker's address; a broker-only node answers UNIMPLEMENTED).
 
 `rpc_error` turns a `grpc.aio.AioRpcError` into the `replog.errors` class a Kafka client would
 see for the same failure, so that no bare gRPC error leaves the client API:
@@ -33,15 +35,18 @@ import grpc
 from replog.errors import (
     ClientClosedError,
     InvalidRequestError,
+    KafkaError,
     NetworkError,
     RecordBatchTooLargeError,
     ReplogError,
     RequestTimedOutError,
     UnknownServerError,
     UnsupportedVersionError,
+    error_for_code,
 )
-from replog.server.broker_client import BrokerClient, ProduceStream
-from replog.server.redialing_channel import GRPC_CORE_INTERNAL
+from replog.pb import controller_pb2, controller_pb2_grpc
+from replog.server.broker_client import CHANNEL_OPTIONS, BrokerClient, ProduceStream
+from replog.server.redialing_channel import GRPC_CORE_INTERNAL, RedialingChannel
 
 if TYPE_CHECKING:
     # Written concurrently by another part of issue #7; typed once it exists.
@@ -50,6 +55,7 @@ if TYPE_CHECKING:
     )
 
 CLIENT_ID_HEADER = "x-client-id"
+TOPIC_RESOURCE = 2  # Kafka's ConfigResource.Type TOPIC
 
 
 def client_id_metadata(client_id: str) -> tuple[tuple[str, str], ...]:
@@ -69,6 +75,7 @@ class Connections:
         self._brokers: dict[str, BrokerClient] = {}
         self._produce_streams: dict[str, ProduceStream] = {}
         self._coordinators: dict[str, CoordinatorClient] = {}
+        self._controllers: dict[str, RedialingChannel[controller_pb2_grpc.ControllerStub]] = {}
         self._closed = False
 
     def broker(self, address: str) -> BrokerClient:
@@ -110,6 +117,49 @@ class Connections:
             )
         return client
 
+    async def topic_configs(
+        self, address: str, topics: list[str], keys: list[str], *, timeout_ms: int
+    ) -> dict[str, dict[str, str | None] | KafkaError]:
+        """The configs `keys` of each of `topics` (or the topic's error), asked of the
+        `Controller` service's DescribeConfigs at `address`. Raises `grpc.aio.AioRpcError`
+        for a failed call (UNIMPLEMENTED where no controller listens), MalformedResponseError
+        for an answer that does not parse, and the answer's own error."""
+        self._check_open()
+        channel = self._controllers.get(address)
+        if channel is None:
+            channel = self._controllers[address] = RedialingChannel(
+                address,
+                controller_pb2_grpc.ControllerStub,
+                CHANNEL_OPTIONS,
+                peer="controller",
+                service=controller_pb2.DESCRIPTOR.services_by_name["Controller"],
+            )
+        request = controller_pb2.DescribeConfigsRequest(
+            resources=[
+                controller_pb2.ConfigResourceKeys(
+                    resource_type=TOPIC_RESOURCE, resource_name=topic, configuration_keys=keys
+                )
+                for topic in topics
+            ]
+        )
+        answer = await channel.call_rpc(
+            "DescribeConfigs", request, timeout_ms / 1000, self._metadata
+        )
+        if answer.error.code != 0:
+            raise error_for_code(answer.error.code, answer.error.message)
+        configs: dict[str, dict[str, str | None] | KafkaError] = {}
+        for result in answer.results:
+            if result.error.code != 0:
+                configs[result.resource_name] = error_for_code(
+                    result.error.code, result.error.message
+                )
+            else:
+                configs[result.resource_name] = {
+                    entry.name: entry.value if entry.HasField("value") else None
+                    for entry in result.configs
+                }
+        return configs
+
     def _check_open(self) -> None:
         if self._closed:
             raise ClientClosedError("the client is closed: its connections are released")
@@ -126,6 +176,9 @@ class Connections:
             await broker.close()
         for coordinator in coordinators.values():
             await coordinator.close()
+        controllers, self._controllers = self._controllers, {}
+        for controller in controllers.values():
+            await controller.close()
 
 
 def rpc_error(

@@ -32,8 +32,12 @@ Rules:
 - Reads never go above the high watermark: the leader serves consumers only committed data,
   and `decode_fetched` drops anything at or above the HW the answer reported.
 - OFFSET_OUT_OF_RANGE applies `auto.offset.reset`: earliest/latest mark the partition for a
-  reset (looked up before the next fetch); none raises `OffsetOutOfRangeError` from `poll`
-  naming the partition, the offset and the log's range.
+  reset (looked up before the next fetch), said at WARNING with the log's range ("Fetch
+  position 2 is out of range for partition t-0 (the log holds [5, 10)), resetting offset to
+  earliest"; Kafka's Fetcher says it at INFO, which a console consumer does not show: a
+  position below the log start offset reset to latest returns nothing, and the user must
+  learn why); none raises `OffsetOutOfRangeError` from `poll` naming the partition, the
+  offset and the log's range.
 - NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION
   and the other retriable answers, and an unreachable broker, mark the metadata stale and
   back the leader off for `retry.backoff.ms`; the partition is fetched again from the new
@@ -381,13 +385,13 @@ class Fetcher:
         self, tp: TopicPartition, fetch_offset: int, result: m.FetchPartitionResult
     ) -> None:
         policy = self.settings.auto_offset_reset
+        known = ""
+        if result.log_start_offset >= 0 and result.high_watermark >= 0:
+            known = (
+                f" (the log holds [{result.log_start_offset}, {result.high_watermark}) "
+                "for consumers)"
+            )
         if policy == NONE:
-            known = ""
-            if result.log_start_offset >= 0 and result.high_watermark >= 0:
-                known = (
-                    f" (the log holds [{result.log_start_offset}, {result.high_watermark}) "
-                    "for consumers)"
-                )
             self._buffer_error(
                 tp,
                 fetch_offset,
@@ -398,11 +402,13 @@ class Fetcher:
                 ),
             )
             return
-        log.info(
-            "%s-%d: fetch offset %d out of range, resetting to %s",
+        log.warning(
+            "Fetch position %d is out of range for partition %s-%d%s, resetting offset to %s "
+            "(auto.offset.reset)",
+            fetch_offset,
             tp.topic,
             tp.partition,
-            fetch_offset,
+            known,
             policy,
         )
         self._subscriptions.request_reset(tp, policy)

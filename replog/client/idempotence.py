@@ -21,7 +21,9 @@ the epoch):
   overtaking batch is refused (OUT_OF_ORDER_SEQUENCE_NUMBER) and retried in turn.
 - A retried batch keeps its stamp and is resent only when it is the partition's oldest
   unacknowledged batch (`can_drain`), so batches are written in sequence order. Later batches
-  already on the wire fail with OUT_OF_ORDER_SEQUENCE_NUMBER and are retried in turn.
+  already on the wire fail with OUT_OF_ORDER_SEQUENCE_NUMBER and are retried in turn. A batch
+  refused as too large and split (`on_split`) is replaced by its pieces, which share out its
+  sequences in order: the partition's sequences stay as they were.
 - OUT_OF_ORDER_SEQUENCE_NUMBER is retried. When the refused batch is exactly the next sequence
   after the last acknowledged one (nothing earlier is pending), the broker lost the producer's
   state (truncation, data loss): the partition is renumbered under a new id.
@@ -182,6 +184,18 @@ class Idempotence:
             and batch.base_sequence == state.expected_sequence()
         ):
             self._renumber(state)  # a real gap: the broker lost what it had acknowledged
+
+    def on_split(self, batch: ProducerBatch, pieces: list[ProducerBatch]) -> None:
+        """The broker refused `batch` as too large (nothing written) and it was split into
+        `pieces`, stamped with its id and its sequences in order: they take its place among
+        the pending batches and are sent in turn, the first when it is the oldest (Kafka's
+        TransactionManager tracks split batches under the sequences they were given)."""
+        batch.in_flight = False
+        state = self._partitions.get(batch.topic_partition)
+        if state is None or batch not in state.pending:
+            return
+        index = state.pending.index(batch)
+        state.pending[index : index + 1] = pieces
 
     def on_failed(self, batch: ProducerBatch) -> None:
         """The batch ended without success (it is not resent): a possible gap. For a batch

@@ -30,8 +30,10 @@ Rules:
 - Cancelling the future (or the `await send`) before the record was appended drops it (a
   waiting send is looked at again after each wait, before it is appended); after that it is
   sent anyway (the batch is shared) and only the future is cancelled.
-- Delivery: see `sender` (retries within `delivery.timeout.ms`, expiry errors, idempotence)
-  and `accumulator` (batching, linger, memory).
+- Delivery: see `sender` (retries within `delivery.timeout.ms`, expiry errors, idempotence,
+  a batch refused as too large split) and `accumulator` (batching, linger, memory). The first
+  send to a topic also waits for the topic's `max.message.bytes` (`topic_limits`), to which
+  batches are then sized.
 - `flush(timeout_ms)` sends everything queued at once and waits for it; `close(timeout_ms)`
   refuses new sends, delivers what is queued within the timeout (None: no limit), fails the
   rest with ClientClosedError and releases the connections; idempotent. `async with` starts
@@ -67,6 +69,7 @@ from replog.client.event_loop_binding import EventLoopBinding
 from replog.client.partitioner import DefaultPartitioner
 from replog.client.records import RecordMetadata
 from replog.client.sender import Sender
+from replog.client.topic_limits import TopicLimits
 from replog.clock import monotonic_ms, wall_clock_ms
 from replog.errors import (
     ClientClosedError,
@@ -152,6 +155,13 @@ class Producer:
         self._metadata = ClusterMetadata.for_client(cfg)
         self._connections = self._metadata.connections
         self._sender = Sender(cfg, self._accumulator, self._metadata, self._connections)
+        self._limits = TopicLimits(
+            self._metadata,
+            self._accumulator.set_topic_limit,
+            request_timeout_ms=cfg.request_timeout_ms,
+            max_age_ms=cfg.metadata_max_age_ms,
+        )
+        self._sender.on_too_large = self._limits.stale
         self._topics: dict[str, _TopicInfo] = {}
         self._metadata.add_listener(self._on_metadata)
         self._waiting: deque[_Waiting] = deque()
@@ -239,6 +249,7 @@ class Producer:
         if self._sender.started:
             remaining = None if deadline_ms is None else max(deadline_ms - monotonic_ms(), 0)
             await self._sender.close(remaining)
+        await self._limits.close()
         await self._metadata.close()  # and the connections it made
 
     @property
@@ -452,7 +463,10 @@ class Producer:
                 f"send to topic {topic!r}: metadata not available within "
                 f"max.block.ms={self.config.max_block_ms} ms: {exc}"
             ) from None
+        first = topic not in self._topics
         info = self._remember(topic, states)
+        if first:  # batches are sized to the topic's max.message.bytes from the start
+            await self._limits.ensure(topic, deadline_ms)
         if partition is not None and partition >= info.count:
             raise UnknownTopicOrPartitionError(
                 f"partition {partition} of topic {topic!r} does not exist: the topic has "
@@ -476,6 +490,7 @@ class Producer:
                     len(states), tuple(s.partition for s in states if s.leader >= 0)
                 )
         self._topics = topics
+        self._limits.on_metadata()
         self._sender.wakeup()
 
     # --- flush and the rest ---------------------------------------------------------------------
@@ -515,10 +530,10 @@ class Producer:
     async def partitions_for(self, topic: str) -> set[int]:
         """The partition numbers of `topic` (waits up to max.block.ms for metadata)."""
         self._check_open()
-        states = await self._metadata.partitions_for(
-            topic, deadline_ms=monotonic_ms() + self.config.max_block_ms
-        )
+        deadline_ms = monotonic_ms() + self.config.max_block_ms
+        states = await self._metadata.partitions_for(topic, deadline_ms=deadline_ms)
         self._remember(topic, states)
+        await self._limits.ensure(topic, deadline_ms)  # as a first send would
         return {s.partition for s in states}
 
     def metrics(self) -> dict[str, int]:
@@ -535,6 +550,7 @@ class Producer:
             "batches_retried": sender.batches_retried,
             "batches_failed": sender.batches_failed,
             "batches_expired": sender.batches_expired,
+            "batches_split": sender.batches_split,
             "metadata_refreshes": sender.metadata_refreshes,
             "producer_ids": sender.producer_ids,
             "sequence_resets": idempotence.resets if idempotence is not None else 0,

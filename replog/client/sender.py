@@ -31,6 +31,20 @@ Rules:
   connection it also drops the channel to that broker and marks the metadata stale (Kafka's
   NetworkClient closes a connection whose bytes are no response, and a disconnect requests a
   metadata update: the address may now belong to something else).
+- A retry is not silent: the first retry of each (partition, error class) is logged at
+  WARNING, as Kafka's Sender does ("Got error produce response on topic-partition t-0,
+  retrying (...). Error: NOT_ENOUGH_REPLICAS: ..."), later ones at DEBUG until the partition
+  delivers a batch again (then a new spell of errors is warned about again).
+- Records waiting for a leader (the metadata names none for their partition) are not silent
+  either: once they have waited `NO_LEADER_WARN_MS` (3 s; an election takes less), a WARNING
+  names the partition, once until it delivers again.
+- MESSAGE_TOO_LARGE for a batch of several records sent alone: the batch is split
+  (`RecordAccumulator.split_and_reenqueue`: pieces sized to the topic's `max.message.bytes`
+  when the producer knows it, else halves) and the pieces are sent at once, in order, not
+  counted against `retries` (Kafka's Sender splitAndReenqueue); with idempotence the pieces
+  take over the batch's sequences (`Idempotence.on_split`). The producer is told
+  (`on_too_large`) so that it describes the topic's limit again. A batch of one record fails
+  with MessageSizeTooLargeError naming the record's size and the limit.
 - NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, fenced or unknown
   leader epochs, storage errors, timeouts and lost connections mark the metadata stale; a
   partition whose leader is unknown triggers a refresh (at most one in flight, then at least
@@ -86,6 +100,7 @@ from replog.errors import (
     KafkaTimeoutError,
     LeaderNotAvailableError,
     MalformedResponseError,
+    MessageSizeTooLargeError,
     NetworkError,
     NotEnoughReplicasAfterAppendError,
     NotLeaderOrFollowerError,
@@ -103,6 +118,9 @@ log = logging.getLogger("replog.client")
 # request.timeout.ms on the broker, then answers REQUEST_TIMED_OUT itself).
 TRANSPORT_MARGIN_MS = 1_000
 BACKOFF_JITTER = 0.2
+# A partition whose records have waited this long for a leader is warned about (module
+# docstring): an election takes moments, a wait longer than a few seconds says what it is.
+NO_LEADER_WARN_MS = 3_000
 
 # Errors after which the cached leaders may be wrong (Kafka's InvalidMetadataException family,
 # plus lost connections and timeouts).
@@ -145,12 +163,17 @@ class SenderMetrics:
     records_delivered: int = 0
     metadata_refreshes: int = 0
     producer_ids: int = 0
+    batches_split: int = 0
 
 
 def _describe(error: BaseException | None) -> str:
     if error is None:
         return "none"
     return f"{type(error).__name__}: {error}"
+
+
+def _ignore_topic(topic: str) -> None:
+    return None
 
 
 def _closed_error(batch: ProducerBatch, outcome: str, when: str) -> ClientClosedError:
@@ -211,6 +234,13 @@ class Sender:
         # Kafka's guaranteeMessageOrder: one request per partition on the wire (module docstring)
         self._mute = config.max_in_flight_requests_per_connection == 1
         self._fatal: KafkaError | None = None  # InitProducerId failed for good (module docstring)
+        # (partition, error class) warned about while retrying (module docstring)
+        self._warned: set[tuple[TopicPartition, str]] = set()
+        # partitions with queued records and no leader, since when (module docstring)
+        self._leaderless: dict[TopicPartition, int] = {}
+        # Called with a topic whose batch the broker refused as too large (the producer asks
+        # for the topic's max.message.bytes again).
+        self.on_too_large: Callable[[str], None] = _ignore_topic
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -406,6 +436,10 @@ class Sender:
             refresh_at = self._request_metadata({tp.topic for tp in result.unknown_leaders})
             if refresh_at is not None:
                 next_ms = refresh_at if next_ms is None else min(next_ms, refresh_at)
+        if result.unknown_leaders or self._leaderless:
+            warn_at = self._warn_leaderless(result.unknown_leaders, now_ms)
+            if warn_at is not None:
+                next_ms = warn_at if next_ms is None else min(next_ms, warn_at)
         for node, batches in result.by_node.items():
             self._send(node, batches)
         if result.next_ready_ms is not None:
@@ -413,6 +447,35 @@ class Sender:
                 result.next_ready_ms if next_ms is None else min(next_ms, result.next_ready_ms)
             )
         return next_ms
+
+    def _warn_leaderless(self, partitions: set[TopicPartition], now_ms: int) -> int | None:
+        """Warn once about each partition whose records have waited NO_LEADER_WARN_MS for a
+        leader (module docstring); returns when to look again for one not warned about yet."""
+        since = self._leaderless
+        for tp in [tp for tp in since if tp not in partitions]:
+            del since[tp]
+        look_at: int | None = None
+        for tp in partitions:
+            first_ms = since.setdefault(tp, now_ms)
+            key = (tp, "no leader")
+            if key in self._warned:
+                continue
+            if now_ms - first_ms < NO_LEADER_WARN_MS:
+                due = first_ms + NO_LEADER_WARN_MS
+                look_at = due if look_at is None else min(look_at, due)
+                continue
+            self._warned.add(key)
+            cause = f"; last metadata error: {_describe(self._metadata_error)}"
+            log.warning(
+                "Partition %s-%d has had no leader for %d ms: its records wait for one (up to "
+                "delivery.timeout.ms=%d ms from their send)%s",
+                tp.topic,
+                tp.partition,
+                now_ms - first_ms,
+                self._config.delivery_timeout_ms,
+                cause if self._metadata_error is not None else "",
+            )
+        return look_at
 
     def _leader_of(self, tp: TopicPartition) -> int | None:
         state = self._metadata.partition(tp)
@@ -628,6 +691,9 @@ class Sender:
             self.idempotence.on_success(batch)
         else:
             batch.in_flight = False
+        if self._warned:  # the partition recovered: a new spell of errors is warned about again
+            tp = batch.topic_partition
+            self._warned = {key for key in self._warned if key[0] != tp}
         if batch.complete(base_offset, log_append_time_ms):
             self.metrics.records_delivered += batch.record_count
         self._acc.deallocate(batch)
@@ -650,6 +716,17 @@ class Sender:
         batch.last_error = error
         if isinstance(error, _STALE_METADATA):
             self._metadata.request_update()
+        if (
+            isinstance(error, MessageSizeTooLargeError)
+            and not grouped
+            and not batch.done
+            and not self._forced
+            and now_ms < batch.created_ms + self._config.delivery_timeout_ms
+        ):
+            if batch.record_count > 1:
+                self._split(batch, error, now_ms)
+                return
+            error = self._record_too_large(batch, error)
         retriable = error.retriable or (idempotence is not None and idempotence.can_retry(error))
         deadline_ms = batch.created_ms + self._config.delivery_timeout_ms
         # The broker refused an entry of several batches as a whole for what may be one
@@ -673,9 +750,10 @@ class Sender:
             else:
                 batch.in_flight = False
             self.metrics.batches_retried += 1
-            log.debug(
-                "%s %r after %s", "resending" if alone else "retrying", batch, _describe(error)
-            )
+            if alone:
+                log.debug("resending %r alone after %s", batch, _describe(error))
+            else:
+                self._warn_retry(batch, error, "retrying", deadline_ms - now_ms)
             retry_at_ms = now_ms if alone else now_ms + self._backoff_ms(batch.attempts)
             retries.append((batch, retry_at_ms))
             return
@@ -691,6 +769,66 @@ class Sender:
             self._fail(batch, self._expiry_error(batch))
         else:
             self._fail(batch, error)
+
+    def _warn_retry(
+        self, batch: ProducerBatch, error: ReplogError, action: str, left_ms: int
+    ) -> None:
+        """Say why a partition's batch is not delivered yet, at WARNING once per partition
+        and cause until the partition delivers again (Kafka's "Got error produce response
+        ..., retrying"), else at DEBUG: a retry loop that can last delivery.timeout.ms must
+        not be silent, nor flood the log."""
+        tp = batch.topic_partition
+        name = getattr(error, "error_name", type(error).__name__)
+        key = (tp, type(error).__name__)
+        first = key not in self._warned
+        self._warned.add(key)
+        log.log(
+            logging.WARNING if first else logging.DEBUG,
+            "Got error produce response on topic-partition %s-%d, %s (%d record(s), attempt "
+            "%d, up to %d ms left of delivery.timeout.ms). Error: %s: %s",
+            tp.topic,
+            tp.partition,
+            action,
+            batch.record_count,
+            batch.attempts,
+            max(left_ms, 0),
+            name,
+            error,
+        )
+
+    def _split(self, batch: ProducerBatch, error: ReplogError, now_ms: int) -> None:
+        """The broker refused a batch of several records as larger than the topic's
+        max.message.bytes, although each record may fit: split it and send the pieces at
+        once, in order (Kafka's Sender splits and re-enqueues such a batch; the attempt is
+        not counted against `retries`). The pieces are sized to the topic's limit when the
+        producer knows it, else halves (split again if still too large)."""
+        tp = batch.topic_partition
+        limit = self._acc.topic_limit(tp.topic)
+        max_bytes = (batch.size_in_bytes + 1) // 2
+        if limit is not None and limit < batch.size_in_bytes:
+            max_bytes = limit
+        left_ms = batch.created_ms + self._config.delivery_timeout_ms - now_ms
+        self._warn_retry(batch, error, "splitting the batch and retrying", left_ms)
+        pieces = self._acc.split_and_reenqueue(batch, max_bytes, now_ms)
+        if self.idempotence is not None:
+            self.idempotence.on_split(batch, pieces)
+        else:
+            batch.in_flight = False
+        self.metrics.batches_split += 1
+        self.on_too_large(tp.topic)
+
+    def _record_too_large(
+        self, batch: ProducerBatch, error: MessageSizeTooLargeError
+    ) -> MessageSizeTooLargeError:
+        """A batch of one record refused as too large: the record itself is, so say so."""
+        tp = batch.topic_partition
+        limit = self._acc.topic_limit(tp.topic)
+        known = f" (the topic's max.message.bytes={limit})" if limit is not None else ""
+        return MessageSizeTooLargeError(
+            f"{tp.topic}-{tp.partition}: the record is {batch.size_in_bytes} bytes as a batch, "
+            f"larger than the topic's max.message.bytes allows{known}, so it cannot be sent "
+            f"on its own; the broker said: {error}"
+        )
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
         if batch.fail(error):

@@ -20,6 +20,7 @@ import pytest
 from cli_runner import Outcome, replog, replog_process
 from client_cluster import ClientCluster, client_cluster
 
+from replog import Admin
 from replog.cli import console_consumer
 from replog.cli.line_reader import LineReaderConfig, LineRecord, parse_line
 from replog.cli.record_formatter import FormatterConfig, format_record
@@ -489,3 +490,64 @@ def test_the_bootstrap_servers_may_be_given_in_either_spelling(command: str) -> 
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert f"no answer from {dead} within " in result.stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize("command", ["produce", "consume"])
+def test_a_refused_bootstrap_address_is_said_at_once_and_fails_after_the_setup_timeout(
+    command: str,
+) -> None:
+    """Issue #52: a --bootstrap-server whose port refuses connections used to wait 60 s in
+    silence. The refusal is a WARNING at once, and the command fails with it once the
+    refusals have lasted socket.connection.setup.timeout.max.ms."""
+    dead = f"127.0.0.1:{free_port()}"
+    option = {"produce": "--producer-property", "consume": "--consumer-property"}[command]
+    started = time.monotonic()
+    result = replog_process(
+        command, "--topic", "t", "--bootstrap-server", dead,
+        option, "socket.connection.setup.timeout.max.ms=1000", stdin="v\n",
+    )  # fmt: skip
+    assert time.monotonic() - started < 20  # the interpreter's start-up included
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    warnings = [line for line in lines if " WARNING " in line and "connection refused" in line]
+    assert warnings and all(dead in line for line in warnings)
+    assert "retrying for up to socket.connection.setup.timeout.max.ms=1000 ms" in warnings[0]
+    assert f"{dead}: connection refused, at every attempt for " in lines[-1]
+    assert lines[-1].startswith(f"replog {command}: ")
+
+
+def test_consuming_below_the_log_start_offset_says_it_resets(cluster: ClientCluster) -> None:
+    """Issue #52: `--offset` below the log start offset (after delete-records) printed nothing
+    and said nothing; the reset auto.offset.reset makes is now a WARNING on stderr."""
+    cluster.create_topic("trimmed-lines", partitions=1)
+    assert produce(cluster, "trimmed-lines", "".join(f"{i}\n" for i in range(10))).returncode == 0
+    with Admin(bootstrap_servers=cluster.bootstrap) as admin:
+        admin.delete_records({TopicPartition("trimmed-lines", 0): 5})
+    result = replog_process(  # a process of its own: its logging goes to its stderr
+        "consume", "--bootstrap-server", cluster.bootstrap, "--timeout-ms", "5000",
+        "--topic", "trimmed-lines", "--partition", "0", "--offset", "2",
+        "--consumer-property", "auto.offset.reset=earliest", "--max-messages", "5",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["5", "6", "7", "8", "9"]
+    assert (
+        "Fetch position 2 is out of range for partition trimmed-lines-0 (the log holds [5, 10) "
+        "for consumers), resetting offset to earliest"
+    ) in result.stderr
+
+
+def test_lines_that_each_fit_the_topics_limit_all_land_together(cluster: ClientCluster) -> None:
+    """Issue #52: 10 lines of 300 bytes to a topic of max.message.bytes=1000 all failed with
+    the default linger (one batch over the limit); now every line lands, once, in order."""
+    cluster.create_topic("small-lines", partitions=1, configs={"max.message.bytes": "1000"})
+    lines = [f"{i}".ljust(300, "x") for i in range(10)]
+    produced = produce(
+        cluster, "small-lines", "".join(f"{line}\n" for line in lines),
+        "--producer-property", "linger.ms=100",
+    )  # fmt: skip
+    assert (produced.returncode, produced.stderr) == (0, "")
+    consumed = consume(
+        cluster, "--topic", "small-lines", "--from-beginning", "--max-messages", "10"
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.splitlines() == lines

@@ -4,6 +4,8 @@ replog broker does (`replog.replication.producer_state.ProducerStateTable`).
 
 `FakeCluster` stands in for the producer's `Connections` (`install(monkeypatch)`): every
 Producer built afterwards talks to it. Tests steer it:
+- `log(topic, partition).max_message_bytes`: batches larger than that are refused with
+  MESSAGE_TOO_LARGE, as the topic's `max.message.bytes` makes a broker refuse them;
 - `refuse(topic, partition, error, times)`: the next produces of that partition answer `error`
   and append nothing;
 - `lose(topic, partition, times)`: the next produces append, then the call fails with gRPC
@@ -15,7 +17,9 @@ Producer built afterwards talks to it. Tests steer it:
   cluster, which elects `new_leader`; the old one still believes it leads (its Metadata names
   itself at the old epoch) and answers every produce REQUEST_TIMED_OUT, as acks=all waits for
   followers that never fetch;
-- `pid_errors`: InitProducerId answers these first.
+- `pid_errors`: InitProducerId answers these first;
+- `serves_configs`: DescribeConfigs (the topic's max.message.bytes) is answered, or refused
+  UNIMPLEMENTED as by a broker-only node.
 It records every produce call (node, partitions with their base sequences) and the largest
 number of produce calls a node had outstanding at once.
 """
@@ -29,10 +33,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
 from fake_nodes import FakeNodes, call_on, unavailable
 
 from replog.errors import (
     KafkaError,
+    MessageSizeTooLargeError,
     NetworkError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
@@ -104,12 +110,19 @@ class FakeLog:
     epoch: int = 1
     batches: list[bytes] = field(default_factory=list)
     next_offset: int = 0
+    max_message_bytes: int | None = None  # the topic's limit on a batch, as a broker checks it
 
     def __post_init__(self) -> None:
         self.state = ProducerStateTable(self.name)
 
     def append(self, records: bytes) -> tuple[int, int]:
         """(base offset, record count) of the append, or of the duplicate it repeats."""
+        limit = self.max_message_bytes
+        for _, size in iter_frames(records):
+            if limit is not None and size > limit:
+                raise MessageSizeTooLargeError(
+                    f"{self.name}: batch of {size} bytes exceeds max.message.bytes {limit}"
+                )
         headers = [read_header(records, position) for position, _ in iter_frames(records)]
         duplicate = self.state.check_batches(headers)  # raises the sequence errors
         if duplicate is not None:
@@ -158,6 +171,8 @@ class FakeCluster(FakeNodes):
     zombies: dict[int, dict[tuple[str, int], int]] = field(default_factory=dict)
     pid_calls: int = 0
     next_pid: int = 1000
+    serves_configs: bool = True  # DescribeConfigs: answered, or UNIMPLEMENTED (broker-only)
+    config_calls: int = 0
     outstanding: dict[int, int] = field(default_factory=dict)
     peak_outstanding: dict[int, int] = field(default_factory=dict)
     # Per node, the requests held at the gate, oldest first: what `cut` fails.
@@ -352,6 +367,25 @@ class FakeConnections:
     def produce_stream(self, address: str) -> FakeBroker:
         # Each request on its own: they fail together only when the test cuts them.
         return FakeBroker(self.cluster, address)
+
+    async def topic_configs(
+        self, address: str, topics: list[str], keys: list[str], *, timeout_ms: int
+    ) -> dict[str, dict[str, str | None] | KafkaError]:
+        self.cluster.check_up(address)
+        if not self.cluster.serves_configs:
+            raise grpc.aio.AioRpcError(
+                grpc.StatusCode.UNIMPLEMENTED, grpc.aio.Metadata(), grpc.aio.Metadata()
+            )
+        self.cluster.config_calls += 1
+        answer: dict[str, dict[str, str | None] | KafkaError] = {}
+        for topic in topics:
+            logs = self.cluster.topics.get(topic)
+            if logs is None:
+                answer[topic] = UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+                continue
+            limit = logs[0].max_message_bytes
+            answer[topic] = {"max.message.bytes": None if limit is None else str(limit)}
+        return answer
 
     async def close(self) -> None:
         self.closed = True

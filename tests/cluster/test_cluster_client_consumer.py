@@ -8,6 +8,8 @@ the one end to end depend on nothing of the producer's.
 - committed offsets survive a consumer restart (the group's offsets topic is created by the
   first FindCoordinator); auto-commit is at-least-once and never commits past what poll
   returned; auto.offset.reset latest and none;
+- a position below the log start offset (after DeleteRecords) is reset by
+  auto.offset.reset, saying so at WARNING, or raises OffsetOutOfRangeError with `none`;
 - records never above the high watermark: with the follower of an RF=2 partition stopped, an
   acks=1 record is on the leader but not committed, and no consumer sees it until the
   follower is back;
@@ -19,6 +21,7 @@ the one end to end depend on nothing of the producer's.
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import socket
 import time
@@ -29,9 +32,14 @@ import grpc
 import pytest
 from client_cluster import ClientCluster, client_cluster
 
-from replog import Consumer, Producer, aio
+from replog import Admin, Consumer, Producer, aio
 from replog.client.records import ConsumerRecord, OffsetAndTimestamp, TopicPartition
-from replog.errors import KafkaTimeoutError, NoOffsetForPartitionError, NotLeaderOrFollowerError
+from replog.errors import (
+    KafkaTimeoutError,
+    NoOffsetForPartitionError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+)
 from replog.record import build_batch
 from replog.replication import messages as m
 from replog.server.broker_client import BrokerClient
@@ -292,3 +300,41 @@ def test_a_dead_bootstrap_address_bounds_every_call_by_its_timeout() -> None:
         assert time.monotonic() - started < 1.5
         with pytest.raises(KafkaTimeoutError, match="did not finish within 300 ms"):
             consumer.end_offsets([tp], timeout_ms=300)
+
+
+def test_a_position_below_the_log_start_offset_is_reset_and_said(
+    cluster: ClientCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue #52: reading from below the log start offset (after DeleteRecords) used to return
+    nothing, silently. OFFSET_OUT_OF_RANGE applies auto.offset.reset and says so (Kafka's
+    Fetcher: "Fetch position ... is out of range for partition ..., resetting offset"); with
+    `none` it raises OffsetOutOfRangeError naming the partition and the offset."""
+    cluster.create_topic("trimmed", 1, 3)
+    tp = TopicPartition("trimmed", 0)
+    produce(cluster, "trimmed", 0, [b"%d" % i for i in range(5)])
+    produce(cluster, "trimmed", 0, [b"%d" % i for i in range(5, 10)])
+    with Admin(bootstrap_servers=cluster.bootstrap) as admin:
+        assert admin.delete_records({tp: 5}) == {tp: 5}
+    caplog.set_level(logging.INFO, logger="replog.client")
+    with Consumer(**settings(cluster, auto_offset_reset="earliest")) as earliest:
+        earliest.assign([tp])
+        earliest.seek(tp, 2)
+        assert [r.offset for r in poll_until(earliest, 5)] == [5, 6, 7, 8, 9]
+    (said,) = [r for r in caplog.records if "out of range" in r.getMessage()]
+    assert said.levelno == logging.WARNING
+    assert said.getMessage() == (
+        "Fetch position 2 is out of range for partition trimmed-0 (the log holds [5, 10) for "
+        "consumers), resetting offset to earliest (auto.offset.reset)"
+    )
+    with Consumer(**settings(cluster, auto_offset_reset="latest")) as latest:
+        latest.assign([tp])
+        latest.seek(tp, 0)
+        deadline = time.monotonic() + 20
+        while latest.position(tp) != 10:
+            assert latest.poll(200) == {}
+            assert time.monotonic() < deadline
+    with Consumer(**settings(cluster, auto_offset_reset="none")) as none:
+        none.assign([tp])
+        none.seek(tp, 0)
+        with pytest.raises(OffsetOutOfRangeError, match=r"trimmed-0: fetch offset 0 is out of"):
+            poll_until(none, 1)

@@ -12,7 +12,8 @@ a producer bug cannot hide behind a matching consumer bug.
 - Compressed batches (gzip) round-trip.
 - An unknown topic and a missing partition fail at once, naming them; a record larger than the
   topic's `max.message.bytes` fails with the broker's MessageSizeTooLargeError while the
-  records around it are delivered.
+  records around it are delivered; records that each fit, lingering into one batch that
+  would not, all land once and in order (batches sized to the described limit, or split).
 
 How these can fail: the log comparison catches loss, duplicates, reordering and mangled keys,
 values or headers; the offset check catches an acknowledgement pointing elsewhere; the header
@@ -32,6 +33,7 @@ from client_cluster import ClientCluster, client_cluster
 from replog import Producer
 from replog.aio import Producer as AsyncProducer
 from replog.client.partitioner import murmur2, to_positive
+from replog.client.topic_limits import TopicLimits
 from replog.errors import MessageSizeTooLargeError, UnknownTopicOrPartitionError
 from replog.record import RecordBatch, iter_batches
 from replog.replication import messages as m
@@ -199,3 +201,35 @@ def test_a_record_over_the_topics_limit_fails_alone(cluster: ClientCluster) -> N
         too_big.get(0)
     assert after.get(0).offset == 1
     assert [r.value for r in records_of(read_log(cluster, topic, 0))] == [b"small", b"small again"]
+
+
+@pytest.mark.parametrize("limit_known", [True, False], ids=["sized-up-front", "split"])
+def test_records_that_fit_the_topics_limit_all_land_though_their_batch_would_not(
+    cluster: ClientCluster, monkeypatch: pytest.MonkeyPatch, limit_known: bool
+) -> None:
+    """Issue #52: 10 records of 300 bytes on a topic of max.message.bytes=1000, with a linger
+    that batches them together: every record lands once, in order. Either the producer sized
+    its batches to the limit it described, or (the limit not known: the describe disabled)
+    the broker refused the whole batch and the producer split it."""
+    topic = f"small-batches-{'known' if limit_known else 'split'}"
+    cluster.create_topic(topic, 1, 3, {"max.message.bytes": "1000"})
+    if not limit_known:
+        monkeypatch.setattr(TopicLimits, "ensure", _no_describe)
+    values = [b"%d" % i + b"x" * 298 for i in range(10)]
+
+    async def produce() -> tuple[list[int], dict[str, int]]:
+        async with AsyncProducer(bootstrap_servers=cluster.bootstrap, linger_ms=200) as producer:
+            futures = [producer.send_nowait(topic, value) for value in values]
+            offsets = [(await future).offset for future in futures]
+            return offsets, producer.metrics()
+
+    offsets, metrics = asyncio.run(produce())
+    assert offsets == list(range(10))
+    assert (metrics["batches_split"] == 0) == limit_known
+    batches = read_log(cluster, topic, 0, at_least=10)
+    assert [r.value for r in records_of(batches)] == values
+    assert all(batch.size_in_bytes <= 1000 for batch in batches)
+
+
+async def _no_describe(self: TopicLimits, topic: str, deadline_ms: int) -> None:
+    return None

@@ -1,0 +1,81 @@
+"""Bootstrap addresses that refuse connections (issue #52 item 3): the refusal is known at the
+first attempt, so it is logged at WARNING at once (once, not per retry), and a call that
+waits for the cluster fails once the refusals have lasted
+`socket.connection.setup.timeout.max.ms`, with a typed error naming the addresses and
+"connection refused", instead of waiting out max.block.ms (60 s)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from replog import Consumer, Producer
+from replog.aio import Producer as AsyncProducer
+from replog.client.config import consumer_config, producer_config
+from replog.errors import ConfigError, NoBrokersAvailableError
+from tests.local_ports import free_port
+
+TIMEOUT_MS = 1000
+
+
+def refusals(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [
+        r
+        for r in caplog.records
+        if r.levelno == logging.WARNING and "connection refused" in r.getMessage()
+    ]
+
+
+def test_send_fails_once_every_bootstrap_address_refused_for_the_timeout(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    dead = [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
+    caplog.set_level(logging.DEBUG, logger="replog.client")
+    with Producer(
+        bootstrap_servers=",".join(dead),
+        socket_connection_setup_timeout_max_ms=TIMEOUT_MS,
+        max_block_ms=60_000,
+    ) as producer:
+        started, started_wall = time.monotonic(), time.time()
+        with pytest.raises(NoBrokersAvailableError) as raised:
+            producer.send("t", b"v")
+        took = time.monotonic() - started
+    assert TIMEOUT_MS / 1000 <= took < TIMEOUT_MS / 1000 + 2.5
+    message = str(raised.value)
+    assert all(address in message for address in dead)
+    assert "connection refused" in message
+    assert "socket.connection.setup.timeout.max.ms=1000" in message
+    warned = refusals(caplog)
+    assert sorted(address for r in warned for address in dead if address in r.getMessage()) == (
+        sorted(dead)
+    )  # one warning per address, however many retries
+    assert all(r.created - started_wall < 0.5 for r in warned)  # said at the first refusal
+
+
+@pytest.mark.asyncio
+async def test_the_asyncio_send_fails_the_same_way() -> None:
+    dead = f"127.0.0.1:{free_port()}"
+    async with AsyncProducer(
+        bootstrap_servers=dead, socket_connection_setup_timeout_max_ms=TIMEOUT_MS
+    ) as producer:
+        started = time.monotonic()
+        with pytest.raises(NoBrokersAvailableError, match=f"{dead}: connection refused"):
+            await producer.send("t", b"v")
+        assert time.monotonic() - started < TIMEOUT_MS / 1000 + 2.5
+        # A later send knows the refusal by now: it fails after one more attempt.
+        started = time.monotonic()
+        with pytest.raises(NoBrokersAvailableError):
+            await producer.send("t", b"w")
+        assert time.monotonic() - started < 1
+
+
+def test_the_setting_has_kafkas_name_and_default() -> None:
+    assert producer_config().socket_connection_setup_timeout_max_ms == 30_000
+    given = consumer_config({"socket.connection.setup.timeout.max.ms": "500"})
+    assert given.socket_connection_setup_timeout_max_ms == 500
+    with pytest.raises(ConfigError, match=r"socket\.connection\.setup\.timeout\.max\.ms=-1"):
+        producer_config({"socket.connection.setup.timeout.max.ms": -1})
+    with Consumer(bootstrap_servers=f"127.0.0.1:{free_port()}") as consumer:
+        assert consumer.config.socket_connection_setup_timeout_max_ms == 30_000

@@ -92,6 +92,10 @@ class FollowerFetchSteps:
         # follower builds a request per round for every partition it follows, most of them
         # unchanged, and the fetch session tells unchanged entries by identity first.
         self._entries: dict[TopicPartition, FetchPartition] = {}
+        # The partitions `_back_off` put in a back-off, which may not have ended yet: the timer
+        # looks at these, not at every partition (twice per tick, with 10,000 replicas, that
+        # walk was most of an idle broker's timer work).
+        self._backing_off: dict[TopicPartition, Partition] = {}
 
     def fetch_sources(self, local_broker_id: int) -> list[int]:
         """The leader broker ids the followed partitions fetch from, sorted."""
@@ -224,10 +228,15 @@ class FollowerFetchSteps:
     def end_backoffs(self, now_ms: int) -> bool:
         """End the back-offs due by `now_ms`; True when any ended (the fetcher may send)."""
         ended = False
-        for partition in self._partitions.values():
+        for key, partition in list(self._backing_off.items()):
             follower = partition.follower
-            if follower is not None and 0 < follower.backoff_until_ms <= now_ms:
+            until = 0 if follower is None else follower.backoff_until_ms
+            if until <= 0 or self._partitions.get(key) is not partition:
+                del self._backing_off[key]  # ended otherwise (an answer, a new role)
+            elif until <= now_ms:
+                assert follower is not None
                 follower.backoff_until_ms = 0
+                del self._backing_off[key]
                 ended = True
         return ended
 
@@ -235,7 +244,7 @@ class FollowerFetchSteps:
         return min(
             (
                 p.follower.backoff_until_ms
-                for p in self._partitions.values()
+                for p in self._backing_off.values()
                 if p.follower is not None and p.follower.backoff_until_ms > 0
             ),
             default=None,
@@ -317,6 +326,7 @@ class FollowerFetchSteps:
         follower = partition.follower
         if follower is not None:
             follower.backoff_until_ms = now_ms + self._config.replica_fetch_backoff_ms
+            self._backing_off[partition.key] = partition
             self._on_new_deadline(follower.backoff_until_ms)
 
 

@@ -419,14 +419,22 @@ class ReplicaManager:
             try:
                 started = self._clock()
                 waiting = len(self._changes)
-                creations = self._apply_round(APPLY_ROUND_CHANGES)
+                # New leaders' epoch checkpoints are written without a sync on the loop and
+                # synced together off it (docs/storage.md, "Creating many replicas").
+                with self.log_manager.collect_unsynced() as unsynced:
+                    creations = self._apply_round(APPLY_ROUND_CHANGES)
                 self._refresh_fetch_sources()
+                if unsynced:
+                    await asyncio.to_thread(self.log_manager.sync_unsynced, unsynced)
                 if creations:
                     opened = await asyncio.to_thread(self._open_logs, creations)
                     for first in range(0, len(opened), APPLY_ROUND_CHANGES):
                         await asyncio.sleep(0)
-                        self._install(opened[first : first + APPLY_ROUND_CHANGES])
+                        with self.log_manager.collect_unsynced() as unsynced:
+                            self._install(opened[first : first + APPLY_ROUND_CHANGES])
                         self._refresh_fetch_sources()
+                        if unsynced:
+                            await asyncio.to_thread(self.log_manager.sync_unsynced, unsynced)
                     self._log_roles_taken()
                     if waiting > APPLY_ROUND_CHANGES:
                         log.info(

@@ -22,6 +22,7 @@ Rules:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from uuid import UUID
 
@@ -84,15 +85,42 @@ class OffsetCheckpointFile(_CheckpointFile):
 
 
 class LeaderEpochCheckpointFile(_CheckpointFile):
-    """The `leader-epoch-checkpoint` of one partition directory."""
+    """The `leader-epoch-checkpoint` of one partition directory.
 
-    __slots__ = ()
+    Written inside a `FileSystem.deferred_sync` block (a broker's round of leadership changes),
+    the file is replaced without a sync and remembers it until the block's sync tells it
+    (`mark_synced`); until then `make_durable` syncs it, and the log calls that before its
+    recovery point passes records of an epoch the file may not hold yet (docs/storage.md,
+    "Creating many replicas")."""
+
+    __slots__ = ("needs_sync",)
+
+    def __init__(self, path: str, fs: FileSystem = LOCAL_FS) -> None:
+        super().__init__(path, fs)
+        self.needs_sync = False
 
     def read(self) -> list[EpochEntry]:
         return parse_leader_epoch_checkpoint(self._read_bytes(), source=self.path)
 
     def write(self, entries: Sequence[EpochEntry]) -> None:
+        deferred = self._fs.defer_file(self, os.path.dirname(self.path) or ".")
         self._replace(render_leader_epoch_checkpoint(entries))
+        if deferred:
+            self.needs_sync = True
+
+    def mark_synced(self) -> None:
+        self.needs_sync = False
+
+    def make_durable(self) -> None:
+        """Sync the file if its last write was not (KafkaStorageError naming it if that fails)."""
+        if not self.needs_sync:
+            return
+        try:
+            self._fs.fsync_file(self.path)
+            self._fs.fsync_dir(os.path.dirname(self.path) or ".")
+        except OSError as exc:
+            raise KafkaStorageError(f"{self.path}: sync failed: {exc}") from exc
+        self.needs_sync = False
 
 
 class PartitionMetadataFile(_CheckpointFile):

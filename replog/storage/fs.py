@@ -36,6 +36,7 @@ import ctypes.util
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Protocol
 
 from replog.storage import write_hints
 
@@ -234,12 +235,31 @@ def _load_syncfs() -> Callable[[int], int] | None:
 _SYNCFS = _load_syncfs()
 
 
-class _DeferredSyncs(threading.local):
-    """Per thread: the paths whose file systems a `deferred_sync` block must sync at its end
-    (None outside a block)."""
+class Unsynced:
+    """What a `collect_unsynced` block wrote without syncing: the directories whose file
+    systems must be synced, and the files to tell (`mark_synced`) once they are."""
+
+    __slots__ = ("files", "paths")
 
     def __init__(self) -> None:
-        self.paths: set[str] | None = None
+        self.paths: set[str] = set()
+        self.files: list[SyncedLater] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.paths)
+
+
+class SyncedLater(Protocol):
+    """A small file that remembers it was written without a sync until told otherwise."""
+
+    def mark_synced(self) -> None: ...
+
+
+class _DeferredSyncs(threading.local):
+    """Per thread: what the current `collect_unsynced` block wrote (None outside one)."""
+
+    def __init__(self) -> None:
+        self.unsynced: Unsynced | None = None
 
 
 class FileSystem:
@@ -252,33 +272,65 @@ class FileSystem:
         """Within the block, this thread's `atomic_write` and `fsync_dir` do not fsync; at its
         end every file system they touched is synced once (module docstring). Nested blocks
         sync at the outermost end. An exception inside the block skips the sync."""
-        if self._deferred.paths is not None:
+        with self.collect_unsynced() as unsynced:
             yield
+        self.sync_unsynced(unsynced)
+
+    @contextlib.contextmanager
+    def collect_unsynced(self) -> Iterator[Unsynced]:
+        """Like `deferred_sync`, but the caller syncs what it yields, when and on whichever
+        thread it likes (`sync_unsynced`). Nested in another block, it yields an empty
+        collection and the outer block collects."""
+        if self._deferred.unsynced is not None:
+            yield Unsynced()
             return
-        paths: set[str] = set()
-        self._deferred.paths = paths
+        unsynced = Unsynced()
+        self._deferred.unsynced = unsynced
         try:
-            yield
+            yield unsynced
         finally:
-            self._deferred.paths = None
-        self.sync_file_systems(paths)
+            self._deferred.unsynced = None
+
+    def sync_unsynced(self, unsynced: Unsynced) -> None:
+        """Sync what a `collect_unsynced` block wrote, then tell its files."""
+        if unsynced.paths:
+            self.sync_file_systems(unsynced.paths)
+        for synced in unsynced.files:
+            synced.mark_synced()
 
     @contextlib.contextmanager
     def undeferred(self) -> Iterator[None]:
         """Within a `deferred_sync` block, a part whose writes must be durable when it ends."""
-        paths, self._deferred.paths = self._deferred.paths, None
+        unsynced, self._deferred.unsynced = self._deferred.unsynced, None
         try:
             yield
         finally:
-            self._deferred.paths = paths
+            self._deferred.unsynced = unsynced
 
     def _defer(self, directory: str) -> bool:
         """Whether this thread is inside a `deferred_sync` block (noting `directory` if so)."""
-        paths = self._deferred.paths
-        if paths is None:
+        unsynced = self._deferred.unsynced
+        if unsynced is None:
             return False
-        paths.add(directory)
+        unsynced.paths.add(directory)
         return True
+
+    def defer_file(self, synced_later: SyncedLater, directory: str) -> bool:
+        """In a `deferred_sync` block: note `synced_later` to be told when its write (in
+        `directory`) is synced, and return True; outside one, return False."""
+        if not self._defer(directory):
+            return False
+        unsynced = self._deferred.unsynced
+        assert unsynced is not None
+        unsynced.files.append(synced_later)
+        return True
+
+    def fsync_file(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def sync_file_systems(self, directories: Iterable[str]) -> None:
         """Make everything written under each of `directories` durable: one `syncfs` per file

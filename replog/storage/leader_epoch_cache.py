@@ -126,6 +126,13 @@ class LeaderEpochCache:
         assert is_strictly_increasing(entries), f"{name}: loaded entries out of order: {entries}"
         self._entries = entries
 
+    def make_durable(self) -> None:
+        """Sync the store's last write if it was made without one (a store that is always
+        durable, or in memory, has nothing to do)."""
+        make_durable = getattr(self._store, "make_durable", None)
+        if make_durable is not None:
+            make_durable()
+
     # --- Queries ---------------------------------------------------------------------------
 
     def __len__(self) -> int:

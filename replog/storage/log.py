@@ -1341,8 +1341,10 @@ class Log:
         if failure is None:
             try:
                 self._fs.fsync_dir(self.directory)
-            except OSError as exc:
-                failure = (None, exc)
+                # The epochs of those segments' records too (`_flush`).
+                self.leader_epoch_cache.make_durable()
+            except (OSError, KafkaStorageError) as exc:
+                failure = (None, OSError(str(exc)) if isinstance(exc, KafkaStorageError) else exc)
             else:
                 synced_to = target
         with self._lock:
@@ -1394,6 +1396,9 @@ class Log:
         if up_to_offset <= self._recovery_point:
             return
         floor = self._recovery_segment_base()
+        # The epochs of the records the recovery point is about to pass must be durable too:
+        # recovery re-derives them only above it.
+        self.leader_epoch_cache.make_durable()
         try:
             if self._roll_flush_pending > self._recovery_point:
                 # An asynchronous roll has not synced the directory yet: the new segments'

@@ -85,7 +85,7 @@ from replog.errors import (
     UnknownTopicOrPartitionError,
 )
 from replog.storage.checkpoint_file import OffsetCheckpointFile, atomic_replace
-from replog.storage.fs import LOCAL_FS, FileSystem
+from replog.storage.fs import LOCAL_FS, FileSystem, Unsynced
 from replog.storage.log import (
     DELETE_DIR_SUFFIX,
     STRAY_DIR_SUFFIX,
@@ -409,6 +409,17 @@ class LogManager:
             )
         self._work_wanted.set()
 
+    def collect_unsynced(self) -> contextlib.AbstractContextManager[Unsynced]:
+        """`FileSystem.collect_unsynced`: writes (new leaders' epoch checkpoints) that the
+        caller syncs later, off its thread, with `sync_unsynced`."""
+        return self._fs.collect_unsynced()
+
+    def sync_unsynced(self, unsynced: Unsynced) -> None:
+        try:
+            self._fs.sync_unsynced(unsynced)
+        except OSError as exc:
+            raise KafkaStorageError(f"syncing {sorted(unsynced.paths)}: {exc}") from exc
+
     def deferred_sync(self) -> contextlib.AbstractContextManager[None]:
         """A block in which creating logs (and writing their small files) syncs nothing until
         its end, which syncs their file systems once (`FileSystem.deferred_sync`)."""
@@ -470,7 +481,10 @@ class LogManager:
             return
         log_dir = self._dir_of.get(truncated.topic_partition)
         if log_dir is not None:
-            self._write_recovery_points(log_dir)
+            # Durable at once even in a round of deferred writes: a recovery point above a
+            # truncation that a crash undid would skip checking the records it brought back.
+            with self._fs.undeferred():
+                self._write_recovery_points(log_dir)
 
     # --- checkpoints --------------------------------------------------------------------------
 

@@ -227,3 +227,35 @@ def test_a_power_loss_during_removal_leaves_a_directory_loading_removes(tmp_path
     again = Broker(tmp_path)
     assert not list(again.log_dir.glob("*-delete"))
     assert again.log_manager.all_logs() == {}
+
+
+def test_a_leader_epoch_written_without_a_sync_is_synced_before_the_recovery_point_passes(
+    tmp_path: Path,
+) -> None:
+    fs = SyncCounting()
+    broker = Broker(tmp_path, fs)
+    broker.rm.apply_image(many_partitions())
+    plog = broker.log_manager.get_log("t", 0)
+    checkpoint = plog.leader_epoch_cache._store
+    # A round of leadership changes on the loop: the epoch is written, its sync deferred.
+    with broker.log_manager.collect_unsynced() as unsynced:
+        plog.leader_epoch_cache.assign(5, plog.log_end_offset)
+    assert checkpoint.needs_sync and unsynced  # type: ignore[attr-defined]
+    plog.append_as_leader(batch(2), leader_epoch=5)
+    before = fs.fsyncs
+    plog.flush()  # the recovery point passes epoch 5's records: the epoch file first
+    assert not checkpoint.needs_sync  # type: ignore[attr-defined]
+    assert fs.fsyncs > before
+    assert plog.recovery_point == 2
+
+
+def test_a_round_sync_marks_the_deferred_epoch_files_synced(tmp_path: Path) -> None:
+    broker = Broker(tmp_path)
+    broker.rm.apply_image(many_partitions())
+    logs = [broker.log_manager.get_log("t", p) for p in range(3)]
+    with broker.log_manager.collect_unsynced() as unsynced:
+        for plog in logs:
+            plog.leader_epoch_cache.assign(7, 0)
+    assert all(plog.leader_epoch_cache._store.needs_sync for plog in logs)  # type: ignore[attr-defined]
+    broker.log_manager.sync_unsynced(unsynced)
+    assert not any(plog.leader_epoch_cache._store.needs_sync for plog in logs)  # type: ignore[attr-defined]

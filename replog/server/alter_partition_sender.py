@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Protocol
@@ -45,6 +46,9 @@ from replog.server.peer_channels import PeerChannels
 from replog.server.replica_fetcher import wait_for_wakeup
 
 log = logging.getLogger("replog.server.alter_partition")
+
+# Partitions per AlterPartition request (the rest follow in the next requests, at once).
+ALTER_PARTITION_BATCH_MAX = 500
 
 REQUEST_TIMEOUT_MS_DEFAULT = 30_000
 RETRY_BACKOFF_MS_DEFAULT = 50  # Kafka's AlterPartitionManager retry delay
@@ -167,8 +171,12 @@ class AlterPartitionSender:
             if not self._unsent or broker_epoch is None or broker_epoch < 0:
                 await wait_for_wakeup(self._rm.isr_wakeup, IDLE_POLL_MS)
                 continue
-            batch = dict(self._unsent)
-            self._unsent.clear()
+            # At most ALTER_PARTITION_BATCH_MAX partitions a request: the controller applies a
+            # request in one write on its event loop, and 3,300 ISR changes at once (a broker
+            # back from a restart) held that loop for seconds.
+            batch = dict(itertools.islice(self._unsent.items(), ALTER_PARTITION_BATCH_MAX))
+            for key in batch:
+                del self._unsent[key]
             controller_id = self._active.target()
             outcome = await self._send(controller_id, broker_epoch, batch)
             # Answered partitions are done; the rest go back unless a newer change came.

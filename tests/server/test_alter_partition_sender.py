@@ -26,7 +26,11 @@ from replog.errors import (
 from replog.pb import common_pb2, controller_pb2_grpc
 from replog.pb import controller_pb2 as pb
 from replog.replication.leader_state import IsrChange
-from replog.server.alter_partition_sender import IDLE_POLL_MS, AlterPartitionSender
+from replog.server.alter_partition_sender import (
+    ALTER_PARTITION_BATCH_MAX,
+    IDLE_POLL_MS,
+    AlterPartitionSender,
+)
 from replog.server.replica_fetcher import ReplicaFetcherManager
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
@@ -346,3 +350,24 @@ async def test_an_isr_change_is_sent_at_once_while_the_fetcher_waits(
         await fetchers.stop()
         await rm.stop()
         log_manager.shutdown()
+
+
+@pytest.mark.asyncio
+async def test_many_changes_go_in_requests_of_a_bounded_size(controllers: Harness) -> None:
+    # The controller applies one request in one write on its event loop: a broker back from a
+    # restart with thousands of ISR changes must not hand it all of them at once.
+    rm = FakeLeaders()
+    alter = sender(rm, controllers.addresses)
+    count = ALTER_PARTITION_BATCH_MAX * 2 + 7
+    rm.hand_over(*(change(p) for p in range(count)))
+    alter.start()
+    try:
+        await eventually(lambda: len(rm.results) == count, "every answer")
+    finally:
+        await alter.stop()
+    sizes = [
+        sum(len(t.partitions) for t in request.topics)
+        for node, request in controllers.quorum.requests
+        if node == controllers.quorum.active
+    ]
+    assert sizes == [ALTER_PARTITION_BATCH_MAX, ALTER_PARTITION_BATCH_MAX, 7]

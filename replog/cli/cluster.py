@@ -565,7 +565,6 @@ def register(commands: Any) -> None:
     parser = add_documented_command(
         commands,
         "cluster",
-        "start, inspect and stop a local multi-process cluster",
         __doc__,
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)

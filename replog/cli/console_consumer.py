@@ -380,7 +380,6 @@ def register(commands: Any) -> None:
     parser = add_documented_command(
         commands,
         "consume",
-        "print records (like kafka-console-consumer.sh)",
         __doc__,
     )
     parser.set_defaults(run=run, usage_error=parser.error)

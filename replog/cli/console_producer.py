@@ -187,7 +187,6 @@ def register(commands: Any) -> None:
     parser = add_documented_command(
         commands,
         "produce",
-        "send stdin lines as records (like kafka-console-producer.sh)",
         __doc__,
     )
     parser.set_defaults(run=run)

@@ -52,7 +52,6 @@ from typing import Any
 from replog.config import render_properties
 from replog.errors import ReplogError
 from replog.net_address import format_host_port, parse_host_port
-from replog.server.group_coordinator_config import OFFSETS_TOPIC_REPLICATION_FACTOR_DEFAULT
 
 DEFAULT_DATA_DIR = os.path.join(".replog", "cluster")
 DEFAULT_NODE_COUNT = 3
@@ -221,6 +220,11 @@ class LocalCluster:
             properties["metrics.port"] = str(port)
         if self.cluster_id is not None:
             properties["cluster.id"] = self.cluster_id
+        # Imported here: the client tools read cluster.json without the server's settings.
+        from replog.server.group_coordinator_config import (
+            OFFSETS_TOPIC_REPLICATION_FACTOR_DEFAULT,
+        )
+
         brokers = sum(1 for n in self.nodes if "broker" in n.roles)
         if 0 < brokers < OFFSETS_TOPIC_REPLICATION_FACTOR_DEFAULT:
             properties["offsets.topic.replication.factor"] = str(brokers)

@@ -179,7 +179,6 @@ def register(commands: Any) -> None:
     action = add_command(
         commands,
         "log-dirs",
-        "describe the brokers' log dirs (like kafka-log-dirs.sh)",
         __doc__,
         headed=False,
     )

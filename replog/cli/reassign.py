@@ -361,7 +361,6 @@ def register(commands: Any) -> None:
     action = add_command(
         commands,
         "reassign",
-        "move partition replicas between brokers (like kafka-reassign-partitions.sh)",
         __doc__,
         headed=True,
     )

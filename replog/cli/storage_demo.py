@@ -56,7 +56,6 @@ def register(commands: Any) -> None:
     parser = add_documented_command(
         commands,
         "storage-demo",
-        "crash a writing log with SIGKILL, recover it, and verify every acknowledged write",
         __doc__,
     )
     parser.add_argument(

@@ -28,7 +28,10 @@ Rules:
   server.properties. A `cluster.json` written before cluster ids existed has none.
 - Roles are per node and drive what its `server.properties` says. By default every node is
   combined: a controller (a voter) and a broker, both served on the node's one listener (the
-  broker data plane's `Broker` service included).
+  broker data plane's `Broker` service included). `cluster.json` calls that listener
+  `CONTROLLER`; server.properties and `cluster start` name it for what it serves, as Kafka's
+  `listeners` would: `PLAINTEXT` on a node with the broker role, `CONTROLLER` on a
+  controller-only node.
 - A cluster with fewer brokers than Kafka's `offsets.topic.replication.factor` default (3)
   gets `offsets.topic.replication.factor=<brokers>`, so `__consumer_offsets` can be created
   and consumer groups can commit offsets (an override given to `start` still wins).
@@ -61,6 +64,7 @@ DEFAULT_ROLES = ("broker", "controller")
 LOOPBACK = "127.0.0.1"
 CLUSTER_FILE = "cluster.json"
 CONTROLLER_LISTENER = "CONTROLLER"
+BROKER_LISTENER = "PLAINTEXT"  # Kafka's default broker listener name
 PROBE_TIMEOUT_S = 0.5  # a TCP connect on loopback: refused or accepted at once
 FORMAT_VERSION = 1
 
@@ -86,6 +90,19 @@ class LocalNode:
     @property
     def controller_address(self) -> str:
         return self.listeners[CONTROLLER_LISTENER]
+
+    def served_listener_name(self, name: str) -> str:
+        """What listener `name` (a `cluster.json` key) is called in the node's `listeners`:
+        a combined node serves its broker and its controller on one listener, named, as in
+        Kafka's `listeners`, for what clients use it for: the broker's."""
+        if name == CONTROLLER_LISTENER and "broker" in self.roles:
+            return BROKER_LISTENER
+        return name
+
+    @property
+    def served_listeners(self) -> str:
+        """The node's `listeners` value, `NAME://host:port,...`."""
+        return ",".join(f"{self.served_listener_name(n)}://{a}" for n, a in self.listeners.items())
 
     @property
     def config_path(self) -> str:
@@ -210,8 +227,8 @@ class LocalCluster:
             "process.roles": ",".join(node.roles),
             "node.id": str(node.node_id),
             "controller.quorum.voters": self.voters(),
-            "listeners": ",".join(f"{name}://{a}" for name, a in node.listeners.items()),
-            "controller.listener.names": CONTROLLER_LISTENER,
+            "listeners": node.served_listeners,
+            "controller.listener.names": node.served_listener_name(CONTROLLER_LISTENER),
             "log.dirs": node.data_path,
         }
         if node.metrics_address is not None:

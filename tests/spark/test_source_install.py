@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -24,6 +25,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# What a copy of the checkout to install from leaves out (.gitignore's entries): environments,
+# caches, build output, local clusters' and benchmarks' data.
+NOT_SOURCE_ANYWHERE = shutil.ignore_patterns("__pycache__", "*.egg-info", ".*_cache", ".hypothesis")
+NOT_SOURCE_AT_TOP = {".venv", ".git", "build", "dist", "data", ".replog"}
+
+
+def not_source(directory: str, names: list[str]) -> set[str]:
+    ignored = set(NOT_SOURCE_ANYWHERE(directory, names))
+    if Path(directory) == ROOT:
+        ignored |= NOT_SOURCE_AT_TOP & set(names)
+    if Path(directory) == ROOT / "bench":
+        ignored |= {"out"} & set(names)
+    return ignored
+
 
 # Runs pyspark's lookup as a Spark worker would (its `_main`), then prints what it registered
 # and where the modules came from.
@@ -63,7 +78,9 @@ SESSION = textwrap.dedent(
 
 
 def fresh_venv(path: Path, *, editable: bool) -> Path:
-    """A venv at `path` with replog installed from the checkout; returns its python."""
+    """A venv at `path` with replog installed from the checkout (a normal install from a copy
+    of it: pip builds in the source tree, and the checkout keeps no `build/`); returns its
+    python."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
     python = path / "bin" / "python"
     purelib = subprocess.run(
@@ -74,7 +91,12 @@ def fresh_venv(path: Path, *, editable: bool) -> Path:
     ).stdout.strip()
     (Path(purelib) / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     install = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q"]
-    target = ["-e", str(ROOT)] if editable else [str(ROOT)]
+    if editable:
+        target = ["-e", str(ROOT)]
+    else:
+        source = path.parent / "source"
+        shutil.copytree(ROOT, source, ignore=not_source)
+        target = [str(source)]
     result = subprocess.run(
         [*install, "--no-deps", *target], capture_output=True, text=True, timeout=300
     )

@@ -1,4 +1,4 @@
-"""The `replog` subcommands: name, module and one-line summary, in `replog --help` order.
+"""The `replog` subcommands: name, one-line summary and module, in `replog --help` order.
 
 Rules: this module imports nothing of replog's, so `replog --help` lists every command without
 loading any; `replog.cli.main` imports only the chosen command's module (a command's module may
@@ -13,63 +13,50 @@ from typing import NamedTuple
 
 class Command(NamedTuple):
     name: str
-    module: str  # under replog.cli; it has `register(commands)`
     help: str
+    module: str = ""  # its module under replog.cli, which has `register(commands)`; "": the name
+
+    @property
+    def module_name(self) -> str:
+        return f"replog.cli.{self.module or self.name.replace('-', '_')}"
 
 
 COMMANDS: tuple[Command, ...] = (
     Command(
-        "demo",
         "demo",
         "the main job: a 3-node cluster streams exactly once through a leader's SIGKILL, "
         "then Spark aggregates it",
     ),
     Command(
         "storage-demo",
-        "storage_demo",
         "crash a writing log with SIGKILL, recover it, and verify every acknowledged write",
     ),
     Command(
         "dump-log",
-        "dump_log",
         "print the batches of a .log segment (or the entries of an index or producer snapshot)",
     ),
-    Command("node", "node", "run one replog node (controller and/or broker) in the foreground"),
-    Command("cluster", "cluster", "start, inspect and stop a local multi-process cluster"),
-    Command("quorum", "quorum", "describe the metadata quorum (like kafka-metadata-quorum.sh)"),
+    Command("node", "run one replog node (controller and/or broker) in the foreground"),
+    Command("cluster", "start, inspect and stop a local multi-process cluster"),
+    Command("quorum", "describe the metadata quorum (like kafka-metadata-quorum.sh)"),
+    Command("topics", "create, list, describe, alter and delete topics (like kafka-topics.sh)"),
+    Command("configs", "describe and alter topic and broker configs (like kafka-configs.sh)"),
     Command(
-        "topics", "topics", "create, list, describe, alter and delete topics (like kafka-topics.sh)"
+        "reassign", "move partition replicas between brokers (like kafka-reassign-partitions.sh)"
     ),
     Command(
-        "configs", "configs", "describe and alter topic and broker configs (like kafka-configs.sh)"
+        "elect-leaders", "run preferred or unclean leader elections (like kafka-leader-election.sh)"
     ),
+    Command("delete-records", "delete records before an offset (like kafka-delete-records.sh)"),
     Command(
-        "reassign",
-        "reassign",
-        "move partition replicas between brokers (like kafka-reassign-partitions.sh)",
-    ),
-    Command(
-        "elect-leaders",
-        "elect_leaders",
-        "run preferred or unclean leader elections (like kafka-leader-election.sh)",
-    ),
-    Command(
-        "delete-records",
-        "delete_records",
-        "delete records before an offset (like kafka-delete-records.sh)",
-    ),
-    Command(
-        "perf",
-        "perf",
-        "measure producer and consumer throughput and latency (like kafka-*-perf-test.sh)",
+        "perf", "measure producer and consumer throughput and latency (like kafka-*-perf-test.sh)"
     ),
     Command(
         "produce",
-        "console_producer",
         "send stdin lines as records (like kafka-console-producer.sh)",
+        "console_producer",
     ),
-    Command("consume", "console_consumer", "print records (like kafka-console-consumer.sh)"),
-    Command("log-dirs", "log_dirs", "describe the brokers' log dirs (like kafka-log-dirs.sh)"),
+    Command("consume", "print records (like kafka-console-consumer.sh)", "console_consumer"),
+    Command("log-dirs", "describe the brokers' log dirs (like kafka-log-dirs.sh)"),
 )
 
 _BY_NAME = {command.name: command for command in COMMANDS}

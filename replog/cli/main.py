@@ -34,7 +34,7 @@ def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         if load is None or command.name in load:
-            importlib.import_module(f"replog.cli.{command.module}").register(commands)
+            importlib.import_module(command.module_name).register(commands)
         else:
             commands.add_parser(command.name, help=command.help)
     return parser

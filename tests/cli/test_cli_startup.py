@@ -54,7 +54,7 @@ def under(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
 def test_help_loads_no_command_module_nor_grpc() -> None:
     loaded = modules_loaded_by("--help")
     assert under(loaded, ("grpc", "google.protobuf", *SERVER_SIDE, *SPARK)) == []
-    commands = {f"replog.cli.{c.module}" for c in COMMANDS}
+    commands = {c.module_name for c in COMMANDS}
     assert sorted(commands & set(loaded)) == []
 
 

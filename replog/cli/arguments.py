@@ -7,33 +7,33 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from replog.cli.commands import command_help
 from replog.errors import ReplogError
-from replog.record.varint import INT32_MAX
+
+# Spelled out, not imported from replog.record: that package loads the batch codec, which a
+# command's argument parser does not need (`replog --help` stays fast).
+INT32_MAX = 2**31 - 1
 
 Action = Callable[[str, str, Any], argparse.ArgumentParser]
 
 
-def add_documented_command(
-    commands: Any, name: str, help_text: str, doc: str | None
-) -> argparse.ArgumentParser:
-    """Add `replog NAME` to `commands`, its `--help` showing `doc` (a module docstring) as
-    written."""
+def add_documented_command(commands: Any, name: str, doc: str | None) -> argparse.ArgumentParser:
+    """Add `replog NAME` to `commands`, summed up as `replog --help` lists it, its `--help`
+    showing `doc` (a module docstring) as written."""
     parser: argparse.ArgumentParser = commands.add_parser(
         name,
-        help=help_text,
+        help=command_help(name),
         description=doc,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     return parser
 
 
-def add_command(
-    commands: Any, name: str, help_text: str, doc: str | None, *, headed: bool
-) -> Action:
+def add_command(commands: Any, name: str, doc: str | None, *, headed: bool) -> Action:
     """Add `replog NAME ACTION ...` (described by `doc`) to `commands`; returns
     `action(name, help_text, run)`, which adds an ACTION that runs `run(args)`, described by
     `doc` too (after its own help text when `headed`)."""
-    parser = add_documented_command(commands, name, help_text, doc)
+    parser = add_documented_command(commands, name, doc)
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     def action(name: str, help_text: str, run: Any) -> argparse.ArgumentParser:

@@ -1,7 +1,8 @@
 """`replog cluster start|status|stop|kill|restart`: a local multi-process cluster in one directory.
 
 - `start [--nodes N] [--data-dir DIR] [--base-port P] [--fresh] [--override KEY=VALUE]`:
-  writes each node's `server.properties` and `DIR/cluster.json` (see `local_cluster`), starts
+  writes each node's `server.properties` and `DIR/cluster.json` (the nodes, their roles and
+  listeners; docs/operations.md describes these files), starts
   one `replog node` process per node in the background (its own session; output appended to
   `node-<id>/node.log`, pid in `node-<id>/node.pid`), waits until the quorum has a leader that
   committed its epoch, every node answers and every broker is registered and unfenced (so a
@@ -9,7 +10,7 @@
   endpoints. On a directory whose cluster is stopped it starts the same nodes again, keeping
   their data (`--fresh` deletes it and starts anew). An `--override` key no node reads (a typo:
   `num.partitons`) is a warning on stderr naming the closest known key, and the cluster starts
-  anyway, as Kafka warns about unknown keys without refusing them (`known_properties`).
+  anyway, as Kafka warns about unknown keys without refusing them.
 - `status [--json]`: per node: id, roles, pid, listener, alive (the process exists and is not a
   zombie), whether it answers DescribeQuorum, the leader and quorum epoch it knows, and its
   Prometheus metrics URL (METRICS; `-` for a cluster written before metrics existed).
@@ -17,7 +18,9 @@
 - `kill NODE_ID`: SIGKILL one node. `restart NODE_ID`: start a node that is not running.
 
 Defaults: 3 nodes, `./.replog/cluster`, base port 19092 (node i listens on base + i - 1 and
-serves metrics on base + 100 + i - 1).
+serves metrics on base + 100 + i - 1). A node's one listener serves every role it has; it is
+named for what it serves, as in Kafka's `listeners`: `PLAINTEXT` on a node with the broker role
+(where clients connect), `CONTROLLER` on a controller-only node.
 Every refusal (a port in use, a cluster already running, an unknown node id) is one line.
 """
 
@@ -341,9 +344,9 @@ def run_start(args: argparse.Namespace) -> int:
         f"{leader.leader_id} (quorum epoch {leader.leader_epoch})"
     )
     for node in cluster.nodes:
-        listeners = ",".join(f"{name}://{a}" for name, a in node.listeners.items())
         roles = ",".join(node.roles)
         metrics = "" if node.metrics_url is None else f"  metrics {node.metrics_url}"
+        listeners = node.served_listeners
         print(f"  node {node.node_id}  {roles}  {listeners}  pid {pids[node.node_id]}{metrics}")
     print(f"bootstrap servers: {','.join(cluster.controller_addresses().values())}")
     return 0
@@ -565,7 +568,6 @@ def register(commands: Any) -> None:
     parser = add_documented_command(
         commands,
         "cluster",
-        "start, inspect and stop a local multi-process cluster",
         __doc__,
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)

@@ -343,7 +343,6 @@ def register(commands: Any) -> None:
     action = add_command(
         commands,
         "configs",
-        "describe and alter topic and broker configs (like kafka-configs.sh)",
         __doc__,
         headed=True,
     )

@@ -7,10 +7,11 @@
         [--consumer-property K=V ...] [--consumer.config FILE]
 
 Rules:
-- Each record is printed on stdout by Kafka's default formatter (`record_formatter.py`): the
-  value, preceded by the fields asked for in Kafka's fixed order (timestamp, partition, offset,
-  headers, key), separated by `--key-separator` (default TAB). `--print-X` is
-  `--property print.X=true`.
+- Each record is printed on stdout as Kafka's default formatter prints it: the value, preceded
+  by the fields asked for in Kafka's fixed order (timestamp, partition, offset, headers, key),
+  separated by `--key-separator` (default TAB). `--print-X` is `--property print.X=true`.
+  Printing offsets prints partitions too (`Partition:0<TAB>Offset:0`: every partition has an
+  offset 0), unless `--property print.partition=false`.
 - What is read: `--topic T` every partition of T (a topic the cluster does not have is a
   one-line error at the start: replog creates no topic on a read); `--include REGEX` every
   non-internal topic whose whole name matches REGEX when the command starts (no topic matching
@@ -385,7 +386,6 @@ def register(commands: Any) -> None:
     parser = add_documented_command(
         commands,
         "consume",
-        "print records (like kafka-console-consumer.sh)",
         __doc__,
     )
     parser.set_defaults(run=run, usage_error=parser.error)

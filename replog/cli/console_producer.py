@@ -5,9 +5,9 @@
         [--compression-codec none|gzip|snappy|lz4|zstd] [--sync]
 
 Rules:
-- Each line is parsed by Kafka's line-reader properties (`replog/cli/line_reader.py`:
-  parse.key, key.separator, parse.headers, headers.delimiter, headers.separator,
-  headers.key.separator, null.marker, ignore.error). `--key-separator SEP` is
+- Each line is parsed by Kafka's line-reader properties (`--property NAME=VALUE`: parse.key,
+  key.separator, parse.headers, headers.delimiter, headers.separator, headers.key.separator,
+  null.marker, ignore.error). `--key-separator SEP` is
   `parse.key=true key.separator=SEP`. `--header K=V` adds a header to every record, before the
   headers a line carries.
 - Sends go through the blocking `replog.Producer` (acks=all and idempotence unless configured
@@ -189,7 +189,6 @@ def register(commands: Any) -> None:
     parser = add_documented_command(
         commands,
         "produce",
-        "send stdin lines as records (like kafka-console-producer.sh)",
         __doc__,
     )
     parser.set_defaults(run=run)

@@ -108,7 +108,6 @@ def register(commands: Any) -> None:
     parser = add_documented_command(
         commands,
         "delete-records",
-        "delete records before an offset (like kafka-delete-records.sh)",
         __doc__,
     )
     parser.set_defaults(run=run, command_property=None)

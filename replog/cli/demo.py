@@ -397,8 +397,6 @@ def register(commands: Any) -> None:
     parser = add_documented_command(
         commands,
         "demo",
-        "the main job: a 3-node cluster streams exactly once through a leader's SIGKILL, "
-        "then Spark aggregates it",
         __doc__,
     )
     parser.add_argument(

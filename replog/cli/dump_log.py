@@ -38,7 +38,6 @@ def register(commands: Any) -> None:
     parser = add_documented_command(
         commands,
         "dump-log",
-        "print the batches of a .log segment (or the entries of an index or producer snapshot)",
         __doc__,
     )
     parser.add_argument(

@@ -130,7 +130,6 @@ def register(commands: Any) -> None:
     parser = add_documented_command(
         commands,
         "elect-leaders",
-        "run preferred or unclean leader elections (like kafka-leader-election.sh)",
         __doc__,
     )
     parser.set_defaults(run=run, usage=parser)  # usage.error(): a usage mistake, exit code 2

@@ -28,7 +28,10 @@ Rules:
   server.properties. A `cluster.json` written before cluster ids existed has none.
 - Roles are per node and drive what its `server.properties` says. By default every node is
   combined: a controller (a voter) and a broker, both served on the node's one listener (the
-  broker data plane's `Broker` service included).
+  broker data plane's `Broker` service included). `cluster.json` calls that listener
+  `CONTROLLER`; server.properties and `cluster start` name it for what it serves, as Kafka's
+  `listeners` would: `PLAINTEXT` on a node with the broker role, `CONTROLLER` on a
+  controller-only node.
 - A cluster with fewer brokers than Kafka's `offsets.topic.replication.factor` default (3)
   gets `offsets.topic.replication.factor=<brokers>`, so `__consumer_offsets` can be created
   and consumer groups can commit offsets (an override given to `start` still wins).
@@ -52,7 +55,6 @@ from typing import Any
 from replog.config import render_properties
 from replog.errors import ReplogError
 from replog.net_address import format_host_port, parse_host_port
-from replog.server.group_coordinator_config import OFFSETS_TOPIC_REPLICATION_FACTOR_DEFAULT
 
 DEFAULT_DATA_DIR = os.path.join(".replog", "cluster")
 DEFAULT_NODE_COUNT = 3
@@ -62,6 +64,7 @@ DEFAULT_ROLES = ("broker", "controller")
 LOOPBACK = "127.0.0.1"
 CLUSTER_FILE = "cluster.json"
 CONTROLLER_LISTENER = "CONTROLLER"
+BROKER_LISTENER = "PLAINTEXT"  # Kafka's default broker listener name
 PROBE_TIMEOUT_S = 0.5  # a TCP connect on loopback: refused or accepted at once
 FORMAT_VERSION = 1
 
@@ -87,6 +90,19 @@ class LocalNode:
     @property
     def controller_address(self) -> str:
         return self.listeners[CONTROLLER_LISTENER]
+
+    def served_listener_name(self, name: str) -> str:
+        """What listener `name` (a `cluster.json` key) is called in the node's `listeners`:
+        a combined node serves its broker and its controller on one listener, named, as in
+        Kafka's `listeners`, for what clients use it for: the broker's."""
+        if name == CONTROLLER_LISTENER and "broker" in self.roles:
+            return BROKER_LISTENER
+        return name
+
+    @property
+    def served_listeners(self) -> str:
+        """The node's `listeners` value, `NAME://host:port,...`."""
+        return ",".join(f"{self.served_listener_name(n)}://{a}" for n, a in self.listeners.items())
 
     @property
     def config_path(self) -> str:
@@ -211,8 +227,8 @@ class LocalCluster:
             "process.roles": ",".join(node.roles),
             "node.id": str(node.node_id),
             "controller.quorum.voters": self.voters(),
-            "listeners": ",".join(f"{name}://{a}" for name, a in node.listeners.items()),
-            "controller.listener.names": CONTROLLER_LISTENER,
+            "listeners": node.served_listeners,
+            "controller.listener.names": node.served_listener_name(CONTROLLER_LISTENER),
             "log.dirs": node.data_path,
         }
         if node.metrics_address is not None:
@@ -221,6 +237,11 @@ class LocalCluster:
             properties["metrics.port"] = str(port)
         if self.cluster_id is not None:
             properties["cluster.id"] = self.cluster_id
+        # Imported here: the client tools read cluster.json without the server's settings.
+        from replog.server.group_coordinator_config import (
+            OFFSETS_TOPIC_REPLICATION_FACTOR_DEFAULT,
+        )
+
         brokers = sum(1 for n in self.nodes if "broker" in n.roles)
         if 0 < brokers < OFFSETS_TOPIC_REPLICATION_FACTOR_DEFAULT:
             properties["offsets.topic.replication.factor"] = str(brokers)

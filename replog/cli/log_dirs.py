@@ -5,8 +5,14 @@ kafka-log-dirs.sh --describe.
         [--command-config FILE] [--bootstrap-server HOST:PORT,... | --data-dir DIR]
 
 Output: Kafka's lines -- `Querying brokers for log directories information`, then `Received
-log directory information from brokers 1,2,3`, then one JSON document (only the document with
-`--json`):
+log directory information from brokers 1,2,3` -- then a table, one line per replica (a log dir
+holding none, or failing, gets one line of its own, `-` in the replica's columns):
+
+    BROKER  LOG-DIR   PARTITION  SIZE  OFFSET-LAG  FUTURE  LOG-START  LOG-END  HW  ERROR
+    1       /data/n1  t-0        1234  0           no      0          10       10  -
+
+With `--json`, only Kafka's JSON document, on one line (what kafka-log-dirs.sh prints after its
+two lines):
 
     {"version":1,"brokers":[{"broker":1,"logDirs":[{"logDir":"/data/n1","error":null,
      "partitions":[{"partition":"t-0","size":1234,"offsetLag":0,"isFuture":false,
@@ -17,10 +23,10 @@ Rules:
   bootstrap: `--bootstrap-server`, else the local cluster in `--data-dir`); by default every
   unfenced broker. `--broker-list` may name any registered broker (fenced ones too); an id the
   cluster does not know is an error naming it and the known ones (Kafka's check).
-- Each broker is asked for itself with the Broker service's DescribeLogDirs
-  (`replog/server/log_dirs.py` says what the numbers mean; `offsetLag` is Kafka's
-  max(0, HW - LEO), 0 in practice; `logStartOffset`, `logEndOffset` and `highWatermark` are
-  replog's additions, so the replicas' progress can be compared).
+- Each broker is asked for itself. `size` is the bytes of the replica's segment files;
+  `offsetLag` is Kafka's max(0, HW - LEO), 0 in practice; `logStartOffset`, `logEndOffset` and
+  `highWatermark` (the table's LOG-START, LOG-END and HW) are replog's additions, so the
+  replicas' progress can be compared.
 - `--topic-list a,b` keeps only those topics' replicas (every topic, internal ones included, by
   default). Brokers are listed in id order; partitions as each broker lists them.
 - A broker that does not answer (down, or still recovering its logs) is one stderr line naming
@@ -39,6 +45,7 @@ import grpc
 
 from replog.cli.arguments import add_command
 from replog.cli.client_connection import add_client_connection_arguments, client_config
+from replog.cli.quorum import print_table
 from replog.errors import ReplogError
 from replog.net_address import format_host_port
 from replog.pb import broker_pb2 as pb
@@ -118,6 +125,38 @@ def document(answers: Mapping[int, DescribeLogDirsResponse]) -> dict[str, Any]:
     }
 
 
+TABLE_HEADER = (
+    "BROKER", "LOG-DIR", "PARTITION", "SIZE", "OFFSET-LAG", "FUTURE", "LOG-START", "LOG-END", "HW",
+    "ERROR",
+)  # fmt: skip
+
+
+def table(answers: Mapping[int, DescribeLogDirsResponse]) -> list[list[str]]:
+    """The text mode's table (module docstring), header first."""
+    lines = [list(TABLE_HEADER)]
+    for broker_id in sorted(answers):
+        for d in answers[broker_id].log_dirs:
+            head = [str(broker_id), d.log_dir]
+            error = "-" if d.error is None else d.error.error_name
+            if not d.replicas:
+                lines.append([*head, *["-"] * 7, error])
+            for r in d.replicas:
+                lines.append(
+                    [
+                        *head,
+                        f"{r.topic}-{r.partition}",
+                        str(r.size),
+                        str(r.offset_lag),
+                        "yes" if r.is_future else "no",
+                        str(r.log_start_offset),
+                        str(r.log_end_offset),
+                        str(r.high_watermark),
+                        error,
+                    ]
+                )
+    return lines
+
+
 def received_line(broker_ids: Sequence[int]) -> str:
     return f"Received log directory information from brokers {','.join(map(str, broker_ids))}"
 
@@ -169,9 +208,11 @@ def run_describe(args: argparse.Namespace) -> int:
                 f"replog log-dirs: broker {broker_id} at {address}: {name}: {details}",
                 file=sys.stderr,
             )
-    if not args.json:
+    if args.json:
+        print(json.dumps(document(answers), separators=(",", ":")))
+    else:
         print(received_line(sorted(answers)))
-    print(json.dumps(document(answers), separators=(",", ":")))
+        print_table(table(answers))
     return 1 if failed else 0
 
 
@@ -179,7 +220,6 @@ def register(commands: Any) -> None:
     action = add_command(
         commands,
         "log-dirs",
-        "describe the brokers' log dirs (like kafka-log-dirs.sh)",
         __doc__,
         headed=False,
     )
@@ -201,7 +241,9 @@ def register(commands: Any) -> None:
         metavar="TOPICS",
         help="only these topics, e.g. a,b (default: every topic)",
     )
-    describe.add_argument("--json", action="store_true", help="print the JSON document only")
+    describe.add_argument(
+        "--json", action="store_true", help="print Kafka's JSON document only, instead of a table"
+    )
     describe.add_argument(
         "--command-config",
         dest="command_config",

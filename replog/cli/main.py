@@ -2,40 +2,29 @@
 
 Rules: a user mistake (bad path, corrupt file, bad flag) prints one clear line on stderr and
 exits non-zero; tracebacks are for bugs only (`REPLOG_DEBUG=1` shows them for any error).
+Only the chosen command's module is imported (`replog.cli.commands` lists them): `replog --help`
+and the client tools start without the server runtime, gRPC's server side or Spark.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from replog import __version__
+from replog.cli.commands import COMMANDS, find_command
 from replog.errors import ReplogError
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from replog.cli import (
-        cluster,
-        configs,
-        console_consumer,
-        console_producer,
-        delete_records,
-        demo,
-        dump_log,
-        elect_leaders,
-        log_dirs,
-        node,
-        perf,
-        quorum,
-        reassign,
-        storage_demo,
-        topics,
-    )
-
+def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The `replog` parser. Only the commands named in `load` (every command when None) get
+    their full parser, which imports their module; the others are listed by name and summary,
+    so `replog --help` or one command loads no other command's dependencies."""
     parser = argparse.ArgumentParser(
         prog="replog",
         description="replog: an embeddable replicated log with Kafka's format and guarantees.",
@@ -43,22 +32,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"replog {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    demo.register(commands)
-    storage_demo.register(commands)
-    dump_log.register(commands)
-    node.register(commands)
-    cluster.register(commands)
-    quorum.register(commands)
-    topics.register(commands)
-    configs.register(commands)
-    reassign.register(commands)
-    elect_leaders.register(commands)
-    delete_records.register(commands)
-    perf.register(commands)
-    console_producer.register(commands)
-    console_consumer.register(commands)
-    log_dirs.register(commands)
+    for command in COMMANDS:
+        if load is None or command.name in load:
+            importlib.import_module(command.module_name).register(commands)
+        else:
+            commands.add_parser(command.name, help=command.help)
     return parser
+
+
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The command `argv` names: its first word that is not an option (the top-level options
+    take no value), if that is a command."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if find_command(word) else None
+    return None
 
 
 def innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
@@ -74,8 +62,10 @@ def innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argp
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    chosen = chosen_command(words)
+    parser = build_parser(load=() if chosen is None else (chosen,))
+    args, unknown = parser.parse_known_args(words)
     if unknown:
         # argparse would name them with the top-level usage; the command's own is the help.
         innermost(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")

@@ -7,6 +7,7 @@ import asyncio
 import logging
 from typing import Any
 
+from replog.cli.commands import command_help
 from replog.config import parse_properties
 from replog.grpc_engine import engine_description
 from replog.server.allocator import keep_large_buffers
@@ -21,7 +22,7 @@ log = logging.getLogger("replog.server")
 def register(commands: Any) -> None:
     parser = commands.add_parser(
         "node",
-        help="run one replog node (controller and/or broker) in the foreground",
+        help=command_help("node"),
         description=(
             "Run one replog node from a Kafka-style properties file (process.roles, node.id, "
             "controller.quorum.voters, listeners, log.dirs). SIGTERM shuts it down gracefully."

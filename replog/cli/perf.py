@@ -689,7 +689,6 @@ def register(commands: Any) -> None:
     action = add_command(
         commands,
         "perf",
-        "measure producer and consumer throughput and latency (like kafka-*-perf-test.sh)",
         __doc__,
         headed=False,
     )

@@ -271,7 +271,6 @@ def register(commands: Any) -> None:
     action = add_command(
         commands,
         "quorum",
-        "describe the metadata quorum (like kafka-metadata-quorum.sh)",
         __doc__,
         headed=False,
     )

@@ -1,7 +1,7 @@
 """`replog reassign generate|execute|verify|cancel|list`: move partition replicas between
 brokers, like `kafka-reassign-partitions.sh`.
 
-The files are Kafka's (`replog/cli/partition_files.py`):
+The files are Kafka's JSON, as kafka-reassign-partitions.sh reads and writes them:
 `{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2,3]}]}`.
 
 - `generate --topics-to-move-json-file F --broker-list 1,2,3`: proposes new replicas for every
@@ -361,7 +361,6 @@ def register(commands: Any) -> None:
     action = add_command(
         commands,
         "reassign",
-        "move partition replicas between brokers (like kafka-reassign-partitions.sh)",
         __doc__,
         headed=True,
     )

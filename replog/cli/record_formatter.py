@@ -5,7 +5,8 @@ Pure: a record in, the bytes of its output line out.
 Rules (Kafka's `DefaultMessageFormatter` properties, given with `--property NAME=VALUE`):
 - Fields in Kafka's fixed order, each only when asked for: `print.timestamp`
   (`CreateTime:<ms>` or `LogAppendTime:<ms>`; `NO_TIMESTAMP` for -1), `print.partition`
-  (`Partition:<n>`), `print.offset` (`Offset:<n>`), `print.headers` (`k1:v1,k2:v2` joined by
+  (`Partition:<n>`; default: as `print.offset`, so an offset never prints without its
+  partition, unlike Kafka), `print.offset` (`Offset:<n>`), `print.headers` (`k1:v1,k2:v2` joined by
   `headers.separator`, `NO_HEADERS` when there are none), `print.key`, then `print.value`
   (default true). Fields are separated by `key.separator` (default TAB) and the line ends with
   `line.separator` (default `\\n`); a line of no field at all is empty (Kafka prints nothing
@@ -69,7 +70,9 @@ class FormatterConfig:
 
         return cls(
             print_timestamp=flag("print.timestamp", False),
-            print_partition=flag("print.partition", False),
+            # An offset alone is ambiguous (every partition has an offset 0): the partition is
+            # printed with it unless turned off (Kafka prints it only when asked).
+            print_partition=flag("print.partition", flag("print.offset", False)),
             print_offset=flag("print.offset", False),
             print_headers=flag("print.headers", False),
             print_key=flag("print.key", False),

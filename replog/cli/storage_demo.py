@@ -2,7 +2,7 @@
 
 What it does, printing progress as it goes:
 1. A writer process opens a log and appends batches of keyed events, printing the offsets of
-   each acknowledged append (`append_as_leader` returned).
+   each acknowledged append (the log's append returned).
 2. The demo kills the writer with SIGKILL mid-stream: no flush, no clean shutdown.
 3. It then tears the log's tail the way a power loss mid-write would: the first half of one
    more batch is left at the end of the active segment.
@@ -56,7 +56,6 @@ def register(commands: Any) -> None:
     parser = add_documented_command(
         commands,
         "storage-demo",
-        "crash a writing log with SIGKILL, recover it, and verify every acknowledged write",
         __doc__,
     )
     parser.add_argument(

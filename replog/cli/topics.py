@@ -386,7 +386,6 @@ def register(commands: Any) -> None:
     action = add_command(
         commands,
         "topics",
-        "create, list, describe, alter and delete topics (like kafka-topics.sh)",
         __doc__,
         headed=True,
     )

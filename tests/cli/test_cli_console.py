@@ -116,6 +116,17 @@ def test_every_field_in_kafkas_order() -> None:
     assert formatted(config, timestamp=-1).startswith(b"NO_TIMESTAMP\t")
 
 
+def test_an_offset_is_printed_with_its_partition_unless_that_is_turned_off() -> None:
+    """Two partitions' records at offset 0 must not print as two identical `Offset:0` lines."""
+    offset = FormatterConfig.from_properties({"print.offset": "true"})
+    assert formatted(offset) == b"Partition:2\tOffset:41\tv\n"
+    alone = FormatterConfig.from_properties({"print.offset": "true", "print.partition": "false"})
+    assert formatted(alone) == b"Offset:41\tv\n"
+    assert formatted(FormatterConfig.from_properties({"print.partition": "true"})) == (
+        b"Partition:2\tv\n"
+    )
+
+
 def test_separators_null_literal_and_no_value() -> None:
     config = FormatterConfig.from_properties(
         {
@@ -123,8 +134,8 @@ def test_separators_null_literal_and_no_value() -> None:
             "line.separator": ";", "null.literal": "-", "print.offset": "true",
         }
     )  # fmt: skip
-    assert formatted(config) == b"Offset:41 | k;"
-    assert formatted(config, key=None) == b"Offset:41 | -;"
+    assert formatted(config) == b"Partition:2 | Offset:41 | k;"
+    assert formatted(config, key=None) == b"Partition:2 | Offset:41 | -;"
     assert formatted(FormatterConfig(print_value=False)) == b""
     with pytest.raises(ReplogError, match=re.escape("--property print.keys: unknown")):
         FormatterConfig.from_properties({"print.keys": "true"})
@@ -278,10 +289,10 @@ def test_partition_and_offset(cluster: ClientCluster) -> None:
     read = consume(cluster, "--topic", "lines", "--partition", "0", "--offset", "3",
                    "--max-messages", "2", "--print-offset")  # fmt: skip
     assert read.returncode == 0, read.stderr
-    assert read.stdout.splitlines() == ["Offset:3\tp3", "Offset:4\tp4"]
+    assert read.stdout.splitlines() == ["Partition:0\tOffset:3\tp3", "Partition:0\tOffset:4\tp4"]
     earliest = consume(cluster, "--topic", "lines", "--partition", "0", "--offset", "earliest",
                        "--max-messages", "1", "--print-offset")  # fmt: skip
-    assert earliest.stdout.startswith("Offset:0\t")
+    assert earliest.stdout.startswith("Partition:0\tOffset:0\t")
     latest = consume(cluster, "--topic", "lines", "--partition", "0", "--timeout-ms", "1500")
     assert (latest.returncode, latest.stdout) == (0, "")  # only new records, none came
     assert latest.stderr == "Processed a total of 0 messages\n"

@@ -17,8 +17,15 @@ from cli_runner import Outcome, replog
 from client_cluster import ClientCluster, client_cluster
 
 from replog import Producer
-from replog.cli.log_dirs import QUERYING, chosen_brokers, document, received_line
-from replog.errors import ReplogError
+from replog.cli.log_dirs import (
+    QUERYING,
+    TABLE_HEADER,
+    chosen_brokers,
+    document,
+    received_line,
+    table,
+)
+from replog.errors import KafkaStorageError, ReplogError
 from replog.server.log_dirs import DescribeLogDirsResponse, LogDirDescription, ReplicaLogInfo
 
 RECORDS = {0: 30, 1: 12}  # per partition of topic "sized"
@@ -144,15 +151,35 @@ def test_json_sizes_and_offsets_match_each_nodes_disk(cluster: ClientCluster) ->
     assert len(sizes) == 1  # the same batches on every replica
 
 
-def test_text_mode_prints_kafkas_lines_then_the_document(cluster: ClientCluster) -> None:
+def test_text_mode_prints_kafkas_lines_then_a_table(cluster: ClientCluster) -> None:
+    doc = caught_up(cluster)
     outcome = describe(cluster)
     assert outcome.returncode == 0, outcome.stderr
-    querying, received, body = outcome.stdout.splitlines()
+    querying, received, header, *rows = outcome.stdout.splitlines()
     assert querying == QUERYING == "Querying brokers for log directories information"
     assert received == "Received log directory information from brokers 1,2,3"
-    partitions = {p for (_, p) in replicas(json.loads(body))}
-    assert {"sized-0", "sized-1", "other-0"} <= partitions  # every topic by default
-    assert '"logDirs":[{"logDir":' in body  # compact, as Kafka prints it
+    assert header.split() == list(TABLE_HEADER)
+    cells = {(int(r.split()[0]), r.split()[2]): r.split() for r in rows}
+    assert {"sized-0", "sized-1", "other-0"} <= {p for (_, p) in cells}  # every topic by default
+    for (broker, partition), entry in replicas(doc).items():
+        assert cells[(broker, partition)][3:] == [
+            str(entry["size"]), "0", "no", "0", *[str(RECORDS[int(partition[-1])])] * 2, "-"
+        ]  # fmt: skip
+    json.loads(describe(cluster, "--json").stdout)  # the document is --json's
+
+
+def test_the_table_has_a_line_per_replica_and_per_empty_or_failed_dir() -> None:
+    answer = DescribeLogDirsResponse(
+        (
+            LogDirDescription("/d", None, (ReplicaLogInfo("t", 0, 100, 0, False, 1, 9, 8),)),
+            LogDirDescription("/e", KafkaStorageError(), ()),
+        )
+    )
+    assert table({2: answer, 1: DescribeLogDirsResponse(())}) == [
+        list(TABLE_HEADER),
+        ["2", "/d", "t-0", "100", "0", "no", "1", "9", "8", "-"],
+        ["2", "/e", "-", "-", "-", "-", "-", "-", "-", "KAFKA_STORAGE_ERROR"],
+    ]
 
 
 def test_broker_and_topic_lists(cluster: ClientCluster) -> None:

@@ -1,0 +1,87 @@
+"""Start-up cost of the `replog` command: `replog --help` and the client tools import only what
+they run, never the server runtime, the storage engine or Spark (each `replog` call paid
+0.65-0.8 s for them). Checked structurally, by the modules loaded in a fresh interpreter, so the
+check holds however busy the machine is; docs/operations.md ("Start-up time") has the timings."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from replog.cli.commands import COMMANDS
+from replog.cli.main import build_parser
+from tests.local_ports import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# What no client tool needs: the node's runtime and storage, the controller, Spark.
+SERVER_SIDE = ("replog.server", "replog.storage", "replog.replication", "quorum", "timeline")
+SPARK = ("pyspark", "pyarrow", "replog.spark")
+
+
+def modules_loaded_by(*argv: str) -> list[str]:
+    """The modules a fresh interpreter has loaded once `replog ARGV` returned."""
+    probe = (
+        "import json, sys\n"
+        "from replog.cli.main import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    loaded: list[str] = json.loads(result.stdout.splitlines()[-1])
+    return loaded
+
+
+def under(modules: list[str], prefixes: tuple[str, ...]) -> list[str]:
+    return [m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes)]
+
+
+def test_help_loads_no_command_module_nor_grpc() -> None:
+    loaded = modules_loaded_by("--help")
+    assert under(loaded, ("grpc", "google.protobuf", *SERVER_SIDE, *SPARK)) == []
+    commands = {c.module_name for c in COMMANDS}
+    assert sorted(commands & set(loaded)) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        # A refused address and a short timeout: the command fails fast, after its imports.
+        ["topics", "list", "--bootstrap-server", "REFUSED", "--timeout", "0.5"],
+        ["produce", "--topic", "t", "--help"],
+        ["consume", "--help"],
+    ],
+)
+def test_client_tools_load_neither_the_server_nor_spark(argv: list[str]) -> None:
+    refused = f"127.0.0.1:{free_port()}"
+    loaded = modules_loaded_by(*(refused if word == "REFUSED" else word for word in argv))
+    assert under(loaded, (*SERVER_SIDE, *SPARK)) == []
+
+
+def test_every_command_is_listed_and_loads_its_own_parser() -> None:
+    """The summary `replog --help` lists without importing a command is the one the command's
+    full parser carries, and every listed command has a module that registers it."""
+    listed = summaries(build_parser())
+    assert listed == {c.name: c.help for c in COMMANDS}
+    assert summaries(build_parser(load=())) == listed
+
+
+def summaries(parser: argparse.ArgumentParser) -> dict[str, str | None]:
+    """Command name -> the summary `replog --help` prints for it."""
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {action.dest: action.help for action in commands._choices_actions}

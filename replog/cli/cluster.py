@@ -18,9 +18,9 @@
 - `kill NODE_ID`: SIGKILL one node. `restart NODE_ID`: start a node that is not running.
 
 Defaults: 3 nodes, `./.replog/cluster`, base port 19092 (node i listens on base + i - 1 and
-serves metrics on base + 100 + i - 1). A node's one listener serves every role it has; it is
-named for what it serves, as in Kafka's `listeners`: `PLAINTEXT` on a node with the broker role
-(where clients connect), `CONTROLLER` on a controller-only node.
+serves metrics on base + 100 + i - 1). A node's one gRPC listener serves every role it has;
+`start` and `status` show it with the roles it serves ("127.0.0.1:19092 (gRPC:
+broker+controller)"), not by its `server.properties` name.
 Every refusal (a port in use, a cluster already running, an unknown node id) is one line.
 """
 
@@ -346,7 +346,7 @@ def run_start(args: argparse.Namespace) -> int:
     for node in cluster.nodes:
         roles = ",".join(node.roles)
         metrics = "" if node.metrics_url is None else f"  metrics {node.metrics_url}"
-        listeners = node.served_listeners
+        listeners = node.listener_summary
         print(f"  node {node.node_id}  {roles}  {listeners}  pid {pids[node.node_id]}{metrics}")
     print(f"bootstrap servers: {','.join(cluster.controller_addresses().values())}")
     return 0

@@ -28,10 +28,9 @@ Rules:
   server.properties. A `cluster.json` written before cluster ids existed has none.
 - Roles are per node and drive what its `server.properties` says. By default every node is
   combined: a controller (a voter) and a broker, both served on the node's one listener (the
-  broker data plane's `Broker` service included). `cluster.json` calls that listener
-  `CONTROLLER`; server.properties and `cluster start` name it for what it serves, as Kafka's
-  `listeners` would: `PLAINTEXT` on a node with the broker role, `CONTROLLER` on a
-  controller-only node.
+  broker data plane's `Broker` service included), named `CONTROLLER` in `server.properties`
+  (`PLAINTEXT` is left for a Kafka-protocol listener); `cluster start` and `cluster status`
+  show it by what it serves (`listener_summary`).
 - A cluster with fewer brokers than Kafka's `offsets.topic.replication.factor` default (3)
   gets `offsets.topic.replication.factor=<brokers>`, so `__consumer_offsets` can be created
   and consumer groups can commit offsets (an override given to `start` still wins).
@@ -64,7 +63,6 @@ DEFAULT_ROLES = ("broker", "controller")
 LOOPBACK = "127.0.0.1"
 CLUSTER_FILE = "cluster.json"
 CONTROLLER_LISTENER = "CONTROLLER"
-BROKER_LISTENER = "PLAINTEXT"  # Kafka's default broker listener name
 PROBE_TIMEOUT_S = 0.5  # a TCP connect on loopback: refused or accepted at once
 FORMAT_VERSION = 1
 
@@ -91,18 +89,19 @@ class LocalNode:
     def controller_address(self) -> str:
         return self.listeners[CONTROLLER_LISTENER]
 
-    def served_listener_name(self, name: str) -> str:
-        """What listener `name` (a `cluster.json` key) is called in the node's `listeners`:
-        a combined node serves its broker and its controller on one listener, named, as in
-        Kafka's `listeners`, for what clients use it for: the broker's."""
-        if name == CONTROLLER_LISTENER and "broker" in self.roles:
-            return BROKER_LISTENER
-        return name
-
     @property
-    def served_listeners(self) -> str:
-        """The node's `listeners` value, `NAME://host:port,...`."""
-        return ",".join(f"{self.served_listener_name(n)}://{a}" for n, a in self.listeners.items())
+    def listener_summary(self) -> str:
+        """How `cluster start` and `cluster status` show the node's listeners: each address
+        with what it serves (the `CONTROLLER` listener of `server.properties` is replog's gRPC
+        listener, which serves the broker role's clients too on a combined node)."""
+        shown = []
+        for name, address in self.listeners.items():
+            if name == CONTROLLER_LISTENER:
+                served = "+".join(role for role in ("broker", "controller") if role in self.roles)
+                shown.append(f"{address} (gRPC: {served})")
+            else:
+                shown.append(f"{name}://{address}")
+        return ", ".join(shown)
 
     @property
     def config_path(self) -> str:
@@ -227,8 +226,8 @@ class LocalCluster:
             "process.roles": ",".join(node.roles),
             "node.id": str(node.node_id),
             "controller.quorum.voters": self.voters(),
-            "listeners": node.served_listeners,
-            "controller.listener.names": node.served_listener_name(CONTROLLER_LISTENER),
+            "listeners": ",".join(f"{name}://{a}" for name, a in node.listeners.items()),
+            "controller.listener.names": CONTROLLER_LISTENER,
             "log.dirs": node.data_path,
         }
         if node.metrics_address is not None:

@@ -1,7 +1,7 @@
-"""A local cluster's listeners are named for what they serve, as in Kafka's `listeners`: a node
-with the broker role serves clients (and its controller) on `PLAINTEXT`, a controller-only node
-on `CONTROLLER` (combined nodes were labelled `CONTROLLER://`, though clients connect there).
-`cluster.json` keeps its own key, so clusters written before still load."""
+"""A local cluster's listeners: `server.properties` names replog's gRPC listener `CONTROLLER`
+(Kafka's `PLAINTEXT` is left for a Kafka-protocol listener), and `cluster start` shows each
+listener by what it serves, so a combined node is not labelled `CONTROLLER://` although clients
+connect there."""
 
 from __future__ import annotations
 
@@ -15,18 +15,20 @@ from replog.server.node_config import NodeConfig
 
 
 @pytest.mark.parametrize(
-    ("roles", "name"), [(("broker", "controller"), "PLAINTEXT"), (("controller",), "CONTROLLER")]
+    ("roles", "served"),
+    [(("broker", "controller"), "broker+controller"), (("controller",), "controller")],
 )
-def test_listeners_are_named_for_what_they_serve(
-    tmp_path: Path, roles: tuple[str, ...], name: str
+def test_listeners_are_shown_for_what_they_serve(
+    tmp_path: Path, roles: tuple[str, ...], served: str
 ) -> None:
     cluster = LocalCluster.plan(str(tmp_path / "c"), 2, 29092, roles=roles)
     cluster.write()
     loaded = LocalCluster.load(str(tmp_path / "c"))
     for node, port in zip(loaded.nodes, (29092, 29093), strict=True):
-        assert node.served_listeners == f"{name}://127.0.0.1:{port}"
+        assert node.listener_summary == f"127.0.0.1:{port} (gRPC: {served})"
+        assert "CONTROLLER://" not in node.listener_summary
         properties = parse_properties(Path(node.config_path).read_text())
-        assert properties["listeners"] == f"{name}://127.0.0.1:{port}"
-        assert properties["controller.listener.names"] == name
+        assert properties["listeners"] == f"CONTROLLER://127.0.0.1:{port}"
+        assert properties["controller.listener.names"] == "CONTROLLER"
         assert NodeConfig.from_properties(properties).listener == f"127.0.0.1:{port}"
         assert node.controller_address == f"127.0.0.1:{port}"

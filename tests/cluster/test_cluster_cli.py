@@ -77,11 +77,14 @@ def test_a_cluster_through_its_lifecycle(cluster: LoopbackCluster) -> None:
     ports = [cluster.base_port + i for i in range(3)]
     assert f"leader: node {leader.leader_id}" in started.stdout
     for node_id, port in zip((1, 2, 3), ports, strict=True):
-        assert f"node {node_id}  broker,controller  PLAINTEXT://127.0.0.1:{port}" in started.stdout
+        assert (
+            f"node {node_id}  broker,controller  127.0.0.1:{port} (gRPC: broker+controller)"
+            in started.stdout
+        )
         config = (cluster.data_dir / f"node-{node_id}" / "server.properties").read_text()
         assert "process.roles=broker,controller\n" in config
         assert f"node.id={node_id}\n" in config
-        assert f"listeners=PLAINTEXT://127.0.0.1:{port}\n" in config
+        assert f"listeners=CONTROLLER://127.0.0.1:{port}\n" in config
         assert f"log.dirs={cluster.data_dir / f'node-{node_id}' / 'data'}\n" in config
     assert f"bootstrap servers: {','.join(f'127.0.0.1:{p}' for p in ports)}" in started.stdout
 

@@ -250,7 +250,10 @@ class Unsynced:
 
 
 class SyncedLater(Protocol):
-    """A small file that remembers it was written without a sync until told otherwise."""
+    """A small file whose write a `collect_unsynced` block deferred: `write_pending` writes
+    it (without a sync), `mark_synced` tells it the file system was synced since."""
+
+    def write_pending(self) -> None: ...
 
     def mark_synced(self) -> None: ...
 
@@ -292,7 +295,10 @@ class FileSystem:
             self._deferred.unsynced = None
 
     def sync_unsynced(self, unsynced: Unsynced) -> None:
-        """Sync what a `collect_unsynced` block wrote, then tell its files."""
+        """Write what a `collect_unsynced` block left to write, sync everything it touched,
+        then tell its files."""
+        for deferred in unsynced.files:
+            deferred.write_pending()
         if unsynced.paths:
             self.sync_file_systems(unsynced.paths)
         for synced in unsynced.files:

@@ -140,7 +140,7 @@ from replog.replication.messages import (
     ProduceRequest,
     ProduceResponse,
 )
-from replog.replication.producer_state import BatchMetadata
+from replog.replication.producer_state import BatchMetadata, ProducerStateTable
 from replog.server.delayed_operations import (
     DelayedDeleteRecords,
     DelayedFetch,
@@ -497,9 +497,14 @@ class ReplicaManager:
         unloaded = {
             creation.change.key: log_
             for creation, log_, replaced in opened
-            if replaced or creation.change.key not in self._preloaded
+            if not _fresh(log_) and (replaced or creation.change.key not in self._preloaded)
         }
         tables = preload_producer_tables(unloaded, self._producer_expiry())
+        for creation, log_, _replaced in opened:
+            if _fresh(log_):  # nothing to read: an empty table
+                tables[creation.change.key] = PreloadedTable(
+                    log_, 0, 0, ProducerStateTable(log_.name)
+                )
         return [
             (creation, log_, replaced, tables.get(creation.change.key))
             for creation, log_, replaced in opened
@@ -1473,6 +1478,11 @@ class ReplicaManager:
         self._delayed.answer_all_shutting_down()
         for partition in self._partitions.values():
             partition.write_producer_snapshot_at_stop()
+
+
+def _fresh(plog: Log) -> bool:
+    """A log this broker created empty and nothing appended to since: no producer state."""
+    return plog.created_empty and plog.log_end_offset == 0
 
 
 def _leader_answer(

@@ -194,6 +194,9 @@ class Log:
         self._recovery_point = min(recovery_point, self._log_end_offset)
         self._high_watermark = max(log_start_offset, min(high_watermark, self._log_end_offset))
         self._last_flush_ms = clock()
+        # Made by `create` in a directory that did not exist: it holds no records, no producer
+        # snapshot and no epoch, so nothing of it needs reading.
+        self.created_empty = False
         # `partition.metadata`'s topic id once read or written, in a 1-tuple (None: not yet).
         self._known_topic_id: tuple[uuid.UUID | None] | None = None
         # The segment holding the recovery point when the standalone state was last written.
@@ -269,6 +272,7 @@ class Log:
 
         created = create_log(cls, directory, config, fs=fs, clock=clock, on_truncate=on_truncate)
         created._known_topic_id = (None,)
+        created.created_empty = True
         return created
 
     # --- offsets ------------------------------------------------------------------------------

@@ -105,9 +105,10 @@ def create_log(
 ) -> Log:
     """A new, empty log of a `LogManager` in `directory`, which must not exist yet: nothing to
     look for, load or recover, so the directory is made and one empty segment opened (a new
-    replica's log costs its directory, its `.log` file and nothing else)."""
+    replica's log costs its directory, its `.log` file and nothing else). FileExistsError if
+    the directory exists; any other failure is a KafkaStorageError naming it."""
+    fs.make_dir(directory)  # FileExistsError (unwrapped) if it exists: open it instead
     try:
-        fs.make_dir(directory)
         segment = LogSegment(directory, 0, config, fs, clock(), create=True)
     except OSError as exc:
         raise KafkaStorageError(f"{directory}: cannot create log: {exc}") from exc

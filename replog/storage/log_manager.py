@@ -359,7 +359,15 @@ class LogManager:
             # log's life (loading applies a dir's entries only to the logs in that dir).
             self._rewrite_stale_checkpoints(log_dir)
             path = os.path.join(log_dir, f"{topic}-{partition}")
-            if self._fs.exists(path):  # a directory loading did not take: opened, as it is
+            try:
+                created = Log.create(
+                    path,
+                    self._config_for(topic),
+                    fs=self._fs,
+                    clock=self._clock,
+                    on_truncate=self._on_truncate,
+                )
+            except FileExistsError:  # a directory loading did not take: opened, as it is
                 created = Log.open(
                     path,
                     self._config_for(topic),
@@ -371,14 +379,8 @@ class LogManager:
                     had_clean_shutdown=True,
                     on_truncate=self._on_truncate,
                 )
-            else:
-                created = Log.create(
-                    path,
-                    self._config_for(topic),
-                    fs=self._fs,
-                    clock=self._clock,
-                    on_truncate=self._on_truncate,
-                )
+            except OSError as exc:
+                raise KafkaStorageError(f"{path}: cannot create log: {exc}") from exc
             created.enable_async_roll_flush(self._on_roll_flush_pending)
             self._fs.fsync_dir(log_dir)
             self._logs[(topic, partition)] = created

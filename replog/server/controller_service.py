@@ -15,10 +15,13 @@ Rules:
 - A write waits at most the request's `timeout_ms` (0 or absent: `request_timeout_ms`), and
   ends a little before the caller's gRPC deadline; then it answers REQUEST_TIMED_OUT (the
   write may still commit).
+- Registered with `add_controller_service`: bytes that are not a request of the method's type
+  fail with INVALID_ARGUMENT naming them (`tolerant_service`), not gRPC's UNKNOWN.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeAlias, TypeVar
 
@@ -29,10 +32,13 @@ from replog.pb import controller_pb2 as pb
 from replog.pb import controller_pb2_grpc
 from replog.server import controller_codec as codec
 from replog.server.controller_driver import ControllerAnswer, ControllerDriver
+from replog.server.tolerant_service import add_guarded_service
 from replog.server.voter_endpoints import voter_endpoints
 
 Context: TypeAlias = Any  # grpc.aio.ServicerContext (grpc ships no type hints)
 R = TypeVar("R")
+
+log = logging.getLogger("replog.server.controller")
 
 
 class _Response(Protocol):
@@ -281,3 +287,9 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             answer,
             codec.producer_ids_to_proto,
         )
+
+
+def add_controller_service(service: ControllerService, server: Any, *, node_id: int) -> None:
+    """Register `service` on a grpc.aio server, guarded (module docstring)."""
+    descriptor = pb.DESCRIPTOR.services_by_name["Controller"]
+    add_guarded_service(server, service, descriptor, who=f"node {node_id}", log=log)

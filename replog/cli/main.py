@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         reassign,
         storage_demo,
         topics,
+        verify_log,
     )
 
     parser = argparse.ArgumentParser(
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.register(commands)
     storage_demo.register(commands)
     dump_log.register(commands)
+    verify_log.register(commands)
     node.register(commands)
     cluster.register(commands)
     quorum.register(commands)

@@ -136,7 +136,9 @@ def add_guarded_service(
     handlers: dict[str, Callable[[Any, Context], Awaitable[Any]]] = {}
     for method in descriptor.methods:
         if method.client_streaming or method.server_streaming:
-            raise ValueError(f"{descriptor.full_name}.{method.name}: only unary methods are guarded")
+            raise ValueError(
+                f"{descriptor.full_name}.{method.name}: only unary methods are guarded"
+            )
         methods[method.name] = (
             GetMessageClass(method.input_type),
             GetMessageClass(method.output_type),

@@ -8,6 +8,9 @@ Rules:
   naming the active controller in the message and in `controller_id`.
 - Reads (DescribeCluster, Metadata, ListPartitionReassignments, DescribeConfigs) are served by
   every controller node at its committed (last stable) offset.
+- A Metadata answer says how current it is (`metadata_staleness`): whether the node knows no
+  quorum leader now (`stale`), how long since it last heard from one, and, when stale, the
+  brokers it has not heard from within `broker.session.timeout.ms`.
 - Every response carries `controller_id`; a failure of the whole request is its `error`
   (a request that cannot be decoded: INVALID_REQUEST naming the field). DescribeCluster also
   carries the controllers' addresses (`controller.quorum.voters`), so a client that knows one
@@ -144,7 +147,17 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
 
     async def Metadata(self, request: pb.MetadataRequest, context: Context) -> pb.MetadataResponse:
         answer = await self._driver.read(reads.metadata(list(request.topics) or None))
-        return _respond(pb.MetadataResponse, answer, codec.metadata_to_proto)
+        response = _respond(pb.MetadataResponse, answer, codec.metadata_to_proto)
+        # How current it is (module docstring): said on every answer, an error's too.
+        staleness, contact_ms = self._driver.metadata_staleness(
+            b.broker_id for b in response.brokers
+        )
+        response.stale = staleness.stale
+        response.metadata_age_ms = staleness.age_ms
+        response.quorum_contact_time_ms = contact_ms
+        response.unreachable_broker_ids.extend(sorted(staleness.unreachable))
+        response.answering_node_id = self._driver.node_id
+        return response
 
     async def ListPartitionReassignments(
         self, request: pb.ListPartitionReassignmentsRequest, context: Context

@@ -141,13 +141,12 @@ class GroupOffsets:
             self._shared_reported.add(found.other.instance_id)
             log.warning(
                 "another consumer commits offsets for group '%s' and the same partitions (%s): "
-                "%s, %d ms before this commit; both read every record of them, because replog "
-                "does not balance a group's partitions between its consumers yet (no group "
-                "membership): give each consumer its own partitions (assign) or group.id",
+                "%s, %d ms before this commit; both read every record of them, %s",
                 self.group_id,
-                ", ".join(f"{topic}-{partition}" for topic, partition in found.partitions),
+                found.partition_names(),
                 found.other.describe(),
                 found.last_commit_age_ms,
+                cm.SHARED_COMMIT_ADVICE,
             )
 
     async def fetch(

@@ -61,6 +61,16 @@ class SharedCommit:
     partitions: tuple[tuple[str, int], ...]
     last_commit_age_ms: int
 
+    def partition_names(self) -> str:
+        return ", ".join(f"{topic}-{partition}" for topic, partition in self.partitions)
+
+
+# What both sides of a shared commit are told it means, and what to do.
+SHARED_COMMIT_ADVICE = (
+    "because replog does not balance a group's partitions between its consumers yet (no group "
+    "membership): give each consumer its own partitions (assign) or group.id"
+)
+
 
 @dataclass(frozen=True, slots=True)
 class OffsetCommitRequest:

@@ -650,14 +650,13 @@ class GroupCoordinator:
         for found in new:
             log.warning(
                 "group %r: two consumers commit offsets for the same partitions (%s): %s and "
-                "%s (last commit %d ms before); each reads every record of them, because replog "
-                "does not balance a group's partitions between its consumers yet (no group "
-                "membership): give each consumer its own partitions (assign) or group.id",
+                "%s (last commit %d ms before); each reads every record of them, %s",
                 request.group_id,
-                ", ".join(f"{topic}-{partition}" for topic, partition in found.partitions),
+                found.partition_names(),
                 request.committer.describe(),
                 found.other.describe(),
                 found.last_commit_age_ms,
+                cm.SHARED_COMMIT_ADVICE,
             )
         return shared
 

@@ -27,6 +27,19 @@ def describe(cluster: LoopbackCluster, topic: str) -> dict[str, Any]:
     return described
 
 
+def create_when_registered(cluster: LoopbackCluster, topic: str) -> None:
+    """Create `topic` (6 partitions, 3 replicas) once the brokers have registered."""
+
+    def created() -> bool:
+        result = topics(
+            cluster, "create", "--topic", topic, "--partitions", "6",
+            "--replication-factor", "3",
+        )  # fmt: skip
+        return result.returncode == 0
+
+    wait_for(created, 20, f"topic {topic} to be created")
+
+
 def test_topics_on_a_default_cluster(cluster: LoopbackCluster) -> None:
     cluster.start()
 
@@ -88,15 +101,7 @@ def test_sigterm_of_a_broker_moves_its_leaderships_away_first(cluster: LoopbackC
     leadership of its broker to another replica and takes it out of the ISRs, so no partition
     waits for a session timeout; the node then exits on its own."""
     cluster.start()
-
-    def created() -> bool:
-        result = topics(
-            cluster, "create", "--topic", "events", "--partitions", "6",
-            "--replication-factor", "3",
-        )  # fmt: skip
-        return result.returncode == 0
-
-    wait_for(created, 20, "topic events to be created")
+    create_when_registered(cluster, "events")
     assert 3 in [p["leader"] for p in describe(cluster, "events")["partitions"]]
     pid = cluster.pid(3)
     cluster.signal(3, signal.SIGTERM)
@@ -114,15 +119,7 @@ def test_describe_with_the_quorum_lost_says_the_metadata_is_stale_and_counts_dea
     (dead leaders, full ISRs). Before: no word of how old it is, and
     `--unavailable-partitions` printed nothing."""
     cluster.start()
-
-    def created() -> bool:
-        result = topics(
-            cluster, "create", "--topic", "orders", "--partitions", "6",
-            "--replication-factor", "3",
-        )  # fmt: skip
-        return result.returncode == 0
-
-    wait_for(created, 20, "topic orders to be created")
+    create_when_registered(cluster, "orders")
     healthy = json.loads(topics(cluster, "describe", "--topic", "orders", "--json").stdout)
     assert healthy["stale"] is False and healthy["metadata_age_ms"] < 5_000
     leaders = {p["partition"]: p["leader"] for p in healthy["topics"][0]["partitions"]}

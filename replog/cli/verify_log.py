@@ -2,8 +2,10 @@
 
 DIR is a log dir (one of a node's `log.dirs`: every partition directory in it is checked,
 the metadata log's too) or one partition directory. For each segment: every batch's CRC-32C
-and framing, offsets ascending and contiguous from the segment's base offset, and the entries
-of its `.index` and `.timeindex` (`segment_checks` says what exactly). Each problem is one
+and framing, offsets ascending and contiguous from the segment's base offset (and from the
+segment before it), and the entries of its `.index` (offsets and positions ascending, each
+pointing at the start of a batch holding its offset) and `.timeindex` (timestamps and
+offsets never decreasing, inside the segment). Each problem is one
 line naming the file, the byte position and the offset where known, and what is wrong; a
 summary line ends the output. `--json` prints one document instead (`problems`, each with
 `file`, `position`, `offset`, `problem`; `clean`; counts).

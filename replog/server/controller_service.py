@@ -8,9 +8,10 @@ Rules:
   naming the active controller in the message and in `controller_id`.
 - Reads (DescribeCluster, Metadata, ListPartitionReassignments, DescribeConfigs) are served by
   every controller node at its committed (last stable) offset.
-- A Metadata answer says how current it is (`metadata_staleness`): whether the node knows no
-  quorum leader now (`stale`), how long since it last heard from one, and, when stale, the
-  brokers it has not heard from within `broker.session.timeout.ms`.
+- A Metadata answer says how current it is (`metadata_staleness`): whether the node neither
+  leads nor follows a quorum leader now (`stale`), how long since it last heard from one, and,
+  when stale for longer than `broker.session.timeout.ms`, the brokers it has not heard from
+  within that timeout.
 - Every response carries `controller_id`; a failure of the whole request is its `error`
   (a request that cannot be decoded: INVALID_REQUEST naming the field). DescribeCluster also
   carries the controllers' addresses (`controller.quorum.voters`), so a client that knows one

@@ -8,8 +8,9 @@ Rules:
   naming the active controller in the message and in `controller_id`.
 - Reads (DescribeCluster, Metadata, ListPartitionReassignments, DescribeConfigs) are served by
   every controller node at its committed (last stable) offset.
-- A Metadata answer says how current it is (`metadata_staleness`): whether the node neither
-  leads nor follows a quorum leader now (`stale`), how long since it last heard from one, and,
+- A Metadata answer says how current it is (`metadata_staleness`): whether the node has not
+  heard from a quorum leader within the fetch timeout and does not lead (`stale`), how long
+  since it last heard from one, and,
   when stale for longer than `broker.session.timeout.ms`, the brokers it has not heard from
   within that timeout.
 - Every response carries `controller_id`; a failure of the whole request is its `error`

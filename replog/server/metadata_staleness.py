@@ -7,10 +7,11 @@ fences a dead broker or moves a leadership), and nothing in them says so. This s
 - `age_ms`: how long since the node last heard from the quorum's leader (0 while it leads: a
   leader that loses its majority resigns within the check-quorum timeout); since the node
   started if it never did.
-- `stale`: the node neither leads nor follows a leader now (it campaigns, or waits for one:
-  the quorum is lost, or an election runs). A follower turns to campaigning once its leader
-  has not answered for the fetch timeout, a leader resigns once a majority has not fetched
-  for the check-quorum timeout.
+- `stale`: the node does not lead, and has not heard from a leader within the fetch timeout
+  (`controller.quorum.fetch.timeout.ms`, after which a follower gives up on its leader): the
+  quorum is lost, or an election runs. Not the role alone: with the quorum lost a node goes
+  from campaigning back to following its last leader (KIP-996's prospective state) and on,
+  and a follower that has not heard from its leader for that long is no more current.
 - `unreachable`: once stale for longer than `broker.session.timeout.ms`, the brokers of the
   answer the node has not heard from (any Raft message) within that timeout, itself excepted:
   what an active controller would have fenced by now, as far as this node can tell. Judged
@@ -35,6 +36,7 @@ class QuorumContact:
     now_ms: int
     started_ms: int
     role: str  # RaftNode.role: "leader", "follower", "prospective", "candidate", ...
+    fetch_timeout_ms: int
     leader_contact_ms: int | None  # last heard from (or was) the leader; None: never
     heard_ms: Mapping[int, int]  # other node id -> last message from it
 
@@ -54,7 +56,7 @@ def metadata_staleness(
     reached = contact.leader_contact_ms
     since = contact.started_ms if reached is None else reached
     age_ms = max(0, contact.now_ms - since)
-    stale = contact.role not in ("leader", "follower")
+    stale = contact.role != "leader" and age_ms > contact.fetch_timeout_ms
     unreachable: frozenset[int] = frozenset()
     if stale and age_ms > session_timeout_ms:
         unreachable = frozenset(

@@ -209,6 +209,7 @@ class RaftDriver:
             now_ms=now,
             started_ms=self._started_ms,
             role=self.node.role,
+            fetch_timeout_ms=self.config.fetch_timeout_ms,
             leader_contact_ms=self._leader_contact_ms,
             heard_ms=dict(self._heard_ms),
         )

@@ -14,6 +14,7 @@ def contact(role: str, now_ms: int, leader_ms: int | None, **heard: int) -> Quor
         now_ms=now_ms,
         started_ms=0,
         role=role,
+        fetch_timeout_ms=2_000,
         leader_contact_ms=leader_ms,
         heard_ms={int(k.removeprefix("n")): v for k, v in heard.items()},
     )
@@ -24,6 +25,13 @@ def test_a_leader_or_follower_is_current_and_judges_no_broker() -> None:
     assert (leading.stale, leading.age_ms, leading.unreachable) == (False, 0, frozenset())
     following = metadata_staleness(contact("follower", 50_000, 49_800), [1, 2, 3], SESSION_MS)
     assert (following.stale, following.age_ms, following.unreachable) == (False, 200, frozenset())
+
+
+def test_a_follower_not_heard_from_its_leader_for_the_fetch_timeout_is_stale() -> None:
+    """With the quorum lost a node goes back from campaigning to following its last leader
+    (KIP-996) and on: its role alone would say "current" half of the time."""
+    found = metadata_staleness(contact("follower", 50_000, 45_000), [1, 2, 3], SESSION_MS)
+    assert (found.stale, found.age_ms) == (True, 5_000)
 
 
 def test_a_campaigning_node_is_stale_and_counts_silent_brokers_once_past_the_timeout() -> None:

@@ -7,7 +7,9 @@ Rules (Kafka's ConfigurationControlManager):
 - Only known keys with valid values are written (`config_definitions`); anything else is
   INVALID_CONFIG naming the resource, the key and what is wrong. A topic resource must name an
   existing topic (UNKNOWN_TOPIC_OR_PARTITION); a broker resource is "" or a broker id
-  (INVALID_REQUEST otherwise).
+  (INVALID_REQUEST otherwise), and an alteration's broker id must be a registered broker's
+  (BROKER_ID_NOT_REGISTERED naming the registered ones, as Kafka's controller refuses a node id
+  it does not know).
 - IncrementalAlterConfigs validates each resource on its own: each succeeds or fails alone,
   and the records of the valid ones are written together, in one atomic batch.
 - Operations: SET and DELETE for every key; APPEND and SUBTRACT for list keys
@@ -32,7 +34,7 @@ Rules (Kafka's ConfigurationControlManager):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 from types import MappingProxyType
@@ -50,6 +52,7 @@ from quorum.controller.controller_result import ControllerResult
 from quorum.metadata.image import ConfigResource
 from quorum.metadata.records import ConfigRecord, ConfigResourceType, MetadataRecord
 from replog.errors import (
+    BrokerIdNotRegisteredError,
     BrokerNotAvailableError,
     InvalidConfigError,
     InvalidRequestError,
@@ -255,6 +258,7 @@ class ConfigControl:
         changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
         *,
         topic_exists: Callable[[str], bool],
+        registered_brokers: Callable[[], Collection[int]],
         validate_only: bool = False,
     ) -> ControllerResult[dict[ConfigResource, KafkaError | None]]:
         """Apply `changes` per resource; the response maps each resource to its error (None:
@@ -263,7 +267,8 @@ class ConfigControl:
         outcome: dict[ConfigResource, KafkaError | None] = {}
         for resource, ops in changes.items():
             try:
-                records.extend(self._alter_one(resource, ops, topic_exists))
+                _check_exists(resource, topic_exists, registered_brokers)
+                records.extend(self._alter_one(resource, ops))
                 outcome[resource] = None
             except KafkaError as error:
                 outcome[resource] = error
@@ -273,15 +278,7 @@ class ConfigControl:
         self,
         resource: ConfigResource,
         ops: Sequence[AlterConfigOp],
-        topic_exists: Callable[[str], bool],
     ) -> list[ConfigRecord]:
-        _check_resource_name(resource)
-        if resource.resource_type is ConfigResourceType.TOPIC and not topic_exists(
-            resource.resource_name
-        ):
-            raise UnknownTopicOrPartitionError(
-                f"cannot alter configs of topic {resource.resource_name!r}: it does not exist"
-            )
         current = dict(self._configs.get(resource, _EMPTY))
         updated = dict(current)
         seen: set[str] = set()
@@ -376,6 +373,32 @@ def _describe(resource: ConfigResource) -> str:
     if resource.resource_name == CLUSTER_DEFAULT:
         return "the cluster default broker config"
     return f"broker {resource.resource_name}"
+
+
+def _check_exists(
+    resource: ConfigResource,
+    topic_exists: Callable[[str], bool],
+    registered_brokers: Callable[[], Collection[int]],
+) -> None:
+    """Refuse an alteration of a topic that does not exist or of a broker not registered."""
+    _check_resource_name(resource)
+    name = resource.resource_name
+    if resource.resource_type is ConfigResourceType.TOPIC:
+        if not topic_exists(name):
+            raise UnknownTopicOrPartitionError(
+                f"cannot alter configs of topic {name!r}: it does not exist"
+            )
+        return
+    if name == CLUSTER_DEFAULT:
+        return
+    registered = sorted(registered_brokers())
+    if int(name) not in registered:
+        known = ", ".join(map(str, registered)) or "none"
+        raise BrokerIdNotRegisteredError(
+            f"cannot alter configs of broker {name}: no broker with that id is registered "
+            f"(registered brokers: {known}); the cluster-wide default is the broker resource "
+            'named ""'
+        )
 
 
 def _check_resource_name(resource: ConfigResource) -> None:

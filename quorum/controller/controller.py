@@ -274,7 +274,10 @@ class QuorumController:
     ) -> PendingResponse[dict[ConfigResource, KafkaError | None]]:
         return self.write(
             lambda ctx: ctx.configs.incremental_alter_configs(
-                changes, topic_exists=ctx.replication.topic_exists, validate_only=validate_only
+                changes,
+                topic_exists=ctx.replication.topic_exists,
+                registered_brokers=lambda: ctx.cluster.registrations().keys(),
+                validate_only=validate_only,
             ),
             now_ms,
             "alter configs",

@@ -509,7 +509,7 @@ class RaftNode:
         return NodeStatus(
             node_id=self.node_id,
             is_voter=self._is_voter,
-            role=type(role).__name__.lower(),
+            role=self.role,
             quorum_epoch=self._election.quorum_epoch,
             leader_id=self._known_leader(),
             voted_id=self._election.voted_id,
@@ -522,6 +522,16 @@ class RaftNode:
             epoch_start_offset=role.epoch_start_offset if isinstance(role, Leader) else None,
             high_watermark_known=self._high_watermark_known,
         )
+
+    @property
+    def leader_id(self) -> int | None:
+        """The leader this node knows now (itself when it leads); None if none."""
+        return self._known_leader()
+
+    @property
+    def role(self) -> str:
+        """The current role's name, as `status().role` says it ("leader", "follower", ...)."""
+        return type(self._role).__name__.lower()
 
     @property
     def now_ms(self) -> int:

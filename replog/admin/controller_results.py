@@ -276,6 +276,14 @@ class ClusterMetadata:
     brokers: tuple[Broker, ...]  # unfenced brokers only, as clients see them
     topics: tuple[TopicInfo, ...]
     metadata_offset: int
+    # How current the answer is (`replog/server/metadata_staleness.py`): the answering node
+    # knows no quorum leader now; ms since it last heard from one; the wall-clock time of that
+    # (None: never since it started); brokers it has not heard from for the session timeout.
+    stale: bool = False
+    metadata_age_ms: int = 0
+    quorum_contact_time_ms: int | None = None
+    unreachable_brokers: frozenset[int] = frozenset()
+    answering_node_id: int | None = None
 
     @classmethod
     def from_pb(cls, m: pb.MetadataResponse) -> ClusterMetadata:
@@ -285,6 +293,11 @@ class ClusterMetadata:
             tuple(Broker.from_pb(b) for b in m.brokers),
             tuple(TopicInfo.from_pb(t) for t in m.topics),
             m.metadata_offset,
+            m.stale,
+            m.metadata_age_ms,
+            m.quorum_contact_time_ms if m.quorum_contact_time_ms > 0 else None,
+            frozenset(m.unreachable_broker_ids),
+            m.answering_node_id if m.HasField("answering_node_id") else None,
         )
 
 

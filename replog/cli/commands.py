@@ -35,6 +35,10 @@ COMMANDS: tuple[Command, ...] = (
         "dump-log",
         "print the batches of a .log segment (or the entries of an index or producer snapshot)",
     ),
+    Command(
+        "verify-log",
+        "check every batch's CRC, offsets and index entries of a stopped node's logs",
+    ),
     Command("node", "run one replog node (controller and/or broker) in the foreground"),
     Command("cluster", "start, inspect and stop a local multi-process cluster"),
     Command("quorum", "describe the metadata quorum (like kafka-metadata-quorum.sh)"),

@@ -5,7 +5,9 @@ Like Kafka's `kafka-dump-log.sh`: one line per batch with its byte position, off
 count, leader epoch, producer fields, timestamps, codec and whether its CRC-32C is valid; with
 `--print-data`, one line per record. Damage is reported, never fatal: a batch with a bad CRC
 is printed as `crcValid: false`, and bytes that do not frame as a batch are reported with
-their position. A producer snapshot prints one line per producer, or what fails its checks.
+their position. An index prints one line per entry, and stops at the first entry that is out
+of order or outside its segment (its `.log`, when next to it), naming its byte position. A
+producer snapshot prints one line per producer, or what fails its checks.
 The exit code is 1 when anything invalid was found.
 """
 
@@ -13,11 +15,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import struct
 import sys
 from typing import Any, TextIO
 
 from replog.cli.arguments import add_documented_command
+from replog.cli.segment_checks import base_offset_of, offset_index_entries, time_index_entries
 from replog.errors import CorruptProducerSnapshotError, ReplogError
 from replog.record.batch import RecordBatch
 from replog.record.compression import codec_name
@@ -56,10 +58,8 @@ def run(args: argparse.Namespace) -> int:
             status |= dump_segment(
                 path, sys.stdout, print_data=args.print_data, max_bytes=args.max_bytes
             )
-        elif path.endswith(".index"):
-            status |= dump_index(path, ">ii", ("offset", "position"), sys.stdout)
-        elif path.endswith(".timeindex"):
-            status |= dump_index(path, ">qi", ("timestamp", "offset"), sys.stdout)
+        elif path.endswith((".index", ".timeindex")):
+            status |= dump_index(path, sys.stdout)
         elif path.endswith(".snapshot"):
             status |= dump_producer_snapshot(path, sys.stdout)
         else:
@@ -142,26 +142,33 @@ def _print_records(data: bytes, path: str, position: int, out: TextIO) -> int:
     return 0
 
 
-def dump_index(path: str, layout: str, names: tuple[str, str], out: TextIO) -> int:
-    """Print every entry of an index file (relative offsets made absolute)."""
-    entry = struct.Struct(layout)
-    base_offset = _base_offset_of(path) or 0
+def dump_index(path: str, out: TextIO) -> int:
+    """Print every entry of an offset or time index (offsets made absolute), checking each
+    (`segment_checks`: ascending, within the segment, positions within its `.log` when that
+    file is next to it); the first bad entry is reported with its byte position, and ends the
+    dump with status 1."""
     with open(path, "rb") as f:
         raw = f.read()
-    status = 0
-    if len(raw) % entry.size:
-        out.write(
-            f"{path}: length {len(raw)} is not a multiple of {entry.size}; ignoring the tail\n"
-        )
-        status = 1
-    usable = len(raw) - len(raw) % entry.size
-    for first, second in entry.iter_unpack(raw[:usable]):
-        if names[0] == "offset":
-            first += base_offset
-        else:
-            second += base_offset
-        out.write(f"{names[0]}: {first} {names[1]}: {second}\n")
-    return status
+    base_offset = base_offset_of(path) or 0
+    if path.endswith(".timeindex"):
+        names = ("timestamp", "offset")
+        entries = time_index_entries(raw, base_offset, None)
+    else:
+        names = ("offset", "position")
+        log_path = path.removesuffix(".index") + ".log"
+        log_size = os.path.getsize(log_path) if os.path.isfile(log_path) else None
+        entries = offset_index_entries(raw, base_offset, log_size)
+    for entry in entries:
+        if entry.problem is not None:
+            shown = (
+                "" if entry.partial else f" ({names[0]}: {entry.first} {names[1]}: {entry.second})"
+            )
+            out.write(
+                f"{path}: bad entry at byte {entry.position}{shown}: {entry.problem}; stopping\n"
+            )
+            return 1
+        out.write(f"{names[0]}: {entry.first} {names[1]}: {entry.second}\n")
+    return 0
 
 
 def dump_producer_snapshot(path: str, out: TextIO) -> int:
@@ -186,11 +193,6 @@ def dump_producer_snapshot(path: str, out: TextIO) -> int:
             f"lastTimestamp: {entry.last_timestamp_ms} {batch}\n"
         )
     return 0
-
-
-def _base_offset_of(path: str) -> int | None:
-    stem = os.path.basename(path).split(".", 1)[0]
-    return int(stem) if stem.isdigit() else None
 
 
 def _show(value: bytes | None) -> str:

@@ -37,8 +37,12 @@ be `id@host:port`), tried in turn, else from the controllers of the local cluste
 `--data-dir`, giving up after `--timeout` seconds. Reads (`list`, `describe`) are answered by
 any controller at its committed offset, the active one when it answers: with no active
 controller (the metadata quorum lost its majority) `describe` still prints what the answering
-node last committed, with a warning on stderr that leaders and ISRs may be stale (a dead
-leader is fenced only by an active controller). A refusal (the topic exists, an invalid
+node last committed, with a warning on stderr that the metadata is stale and how old it is
+("metadata stale: the quorum has not been reached for 42 s (node 1 last heard from the
+quorum's leader at ...)"); `--json` carries `stale` and `metadata_age_ms` always. Leaders and
+ISRs are then as last committed (a dead leader is fenced only by an active controller), so
+`--unavailable-partitions` also counts a partition whose leader the answering node has not
+heard from within `broker.session.timeout.ms`. A refusal (the topic exists, an invalid
 replication factor or config, no controller reachable) is one line on stderr naming the cause,
 exit code 1.
 """
@@ -49,10 +53,12 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import (
+    ClusterMetadata,
     ConfigResource,
     NewPartitions,
     NewTopic,
@@ -63,6 +69,7 @@ from replog.admin.controller_results import (
 )
 from replog.cli.arguments import add_command, at_least, parse_key_values
 from replog.cli.controller_connection import add_connection_arguments, connect
+from replog.clock import wall_clock_ms
 from replog.config import parse_integer
 from replog.errors import (
     InvalidTopicError,
@@ -185,14 +192,13 @@ def run_describe(args: argparse.Namespace) -> int:
             if args.under_min_isr_partitions or args.at_min_isr_partitions
             else {}
         )
-    if metadata.controller_id is None:
-        print(
-            "replog topics: warning: no active controller (has the metadata quorum lost its "
-            "majority?): this is the answering node's last committed metadata, and its "
-            "leaders and ISRs may be stale (only an active controller fences a dead broker)",
-            file=sys.stderr,
-        )
-    live_brokers = {b.broker_id for b in metadata.brokers}
+    warning = staleness_warning(metadata, wall_clock_ms())
+    if warning is not None:
+        print(f"replog topics: warning: {warning}", file=sys.stderr)
+    # With the quorum lost, no controller fences a dead broker: a leader the answering node
+    # has not heard from within the session timeout counts as not live (as a controller
+    # would have fenced it by now).
+    live_brokers = {b.broker_id for b in metadata.brokers} - metadata.unreachable_brokers
     if args.topics_with_overrides:
         topics = [t for t in topics if configs.get(t.name)]
 
@@ -211,7 +217,11 @@ def run_describe(args: argparse.Namespace) -> int:
     if filtering:
         selected = [(t, ps) for t, ps in selected if ps]
     if args.json:
-        document = {"topics": [topic_json(t, ps, configs.get(t.name, {})) for t, ps in selected]}
+        document: dict[str, Any] = {
+            "stale": metadata.stale,
+            "metadata_age_ms": metadata.metadata_age_ms,
+            "topics": [topic_json(t, ps, configs.get(t.name, {})) for t, ps in selected],
+        }
         print(json.dumps(document, indent=2))
         return 0
     for topic, partitions in selected:
@@ -222,6 +232,44 @@ def run_describe(args: argparse.Namespace) -> int:
         for partition in partitions:
             print(partition_line(topic.name, partition))
     return 0
+
+
+def staleness_warning(metadata: ClusterMetadata, now_ms: int) -> str | None:
+    """What to say of metadata the answering node may not have current: None when a quorum
+    leader is known to it."""
+    node = "" if metadata.answering_node_id is None else f"node {metadata.answering_node_id} "
+    if metadata.stale:
+        seconds = metadata.metadata_age_ms / 1000
+        if metadata.quorum_contact_time_ms is None:
+            since = f"{node}has not reached it since it started {seconds:.0f} s ago"
+        else:
+            at = _utc(metadata.quorum_contact_time_ms)
+            since = f"{node}last heard from the quorum's leader at {at}"
+        unreachable = ""
+        if metadata.unreachable_brokers:
+            ids = ",".join(map(str, sorted(metadata.unreachable_brokers)))
+            several = len(metadata.unreachable_brokers) > 1
+            unreachable = (
+                f"; broker{'s' if several else ''} {ids} {'were' if several else 'was'} not "
+                "heard from within broker.session.timeout.ms, so the partitions "
+                f"{'they lead' if several else 'it leads'} count as unavailable"
+            )
+        return (
+            f"metadata stale: the quorum has not been reached for {seconds:.0f} s ({since}); "
+            "leaders and ISRs are as last committed then (only an active controller fences a "
+            f"dead broker or moves a leadership){unreachable}"
+        )
+    if metadata.controller_id is None:
+        return (
+            "no active controller (has the metadata quorum lost its majority?): this is the "
+            "answering node's last committed metadata, and its leaders and ISRs may be stale "
+            "(only an active controller fences a dead broker)"
+        )
+    return None
+
+
+def _utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def _found_topics(topics: Sequence[TopicInfo], args: argparse.Namespace) -> list[TopicInfo]:

@@ -47,6 +47,7 @@ import asyncio
 import logging
 import math
 import threading
+import uuid
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
@@ -66,6 +67,7 @@ from replog.client.records import (
 )
 from replog.client.subscription import EARLIEST, LATEST, NONE, Mode, SubscriptionState
 from replog.clock import monotonic_ms
+from replog.coordinator import messages as cm
 from replog.errors import (
     ClientClosedError,
     IllegalStateError,
@@ -166,6 +168,7 @@ class Consumer:
                 request_timeout_ms=cfg.request_timeout_ms,
                 retry_backoff_ms=cfg.retry_backoff_ms,
                 retry_backoff_max_ms=cfg.retry_backoff_max_ms,
+                committer=cm.Committer(cfg.client_id, uuid.uuid4().hex),
             )
             if cfg.enable_auto_commit:
                 self._auto_commit = AutoCommitter(

@@ -26,6 +26,10 @@ Rules (Kafka's `ConsumerCoordinator`):
   and before processing cannot happen, because the commit is made by a later `poll`, or by
   `close`, after the application got the records). Positions that did not change since the
   last successful commit are not committed again.
+- Every commit names its committer (client.id and a random id per consumer instance). When the
+  coordinator answers that another consumer commits the same partitions of the group (there is
+  no group membership yet, so both read everything), a WARNING says so, once per other
+  consumer instance.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from replog.client.connections import rpc_error
 from replog.client.offset_lookup import describe_partitions
 from replog.client.records import OffsetAndMetadata, TopicPartition
 from replog.clock import monotonic_ms
+from replog.coordinator import messages as cm
 from replog.errors import (
     CoordinatorNotAvailableError,
     InvalidGroupIdError,
@@ -68,6 +73,7 @@ class GroupOffsets:
         request_timeout_ms: int,
         retry_backoff_ms: int,
         retry_backoff_max_ms: int,
+        committer: cm.Committer = cm.NO_COMMITTER,
         clock: Callable[[], int] = monotonic_ms,
     ) -> None:
         if not group_id:
@@ -81,6 +87,8 @@ class GroupOffsets:
         self._clock = clock
         self._coordinator: tuple[int, str] | None = None
         self._commit_lock = asyncio.Lock()
+        self.committer = committer
+        self._shared_reported: set[str] = set()  # other instances already warned about
 
     @property
     def coordinator(self) -> tuple[int, str] | None:
@@ -106,7 +114,10 @@ class GroupOffsets:
         what = f"commit of offsets for {describe_partitions(pending)} in group '{self.group_id}'"
 
         async def attempt(client: CoordinatorClient, timeout_ms: int) -> None:
-            answers = await client.offset_commit(self.group_id, pending, timeout_ms=timeout_ms)
+            answers, shared = await client.offset_commit(
+                self.group_id, pending, committer=self.committer, timeout_ms=timeout_ms
+            )
+            self._warn_shared(shared)
             retry: KafkaError | None = None
             for tp, error in answers.items():
                 if error is None:
@@ -122,6 +133,21 @@ class GroupOffsets:
 
         async with self._commit_lock:
             await self._with_retries(what, deadline_ms, budget, "OffsetCommit", attempt)
+
+    def _warn_shared(self, shared: Sequence[cm.SharedCommit]) -> None:
+        for found in shared:
+            if found.other.instance_id in self._shared_reported:
+                continue
+            self._shared_reported.add(found.other.instance_id)
+            log.warning(
+                "another consumer commits offsets for group '%s' and the same partitions (%s): "
+                "%s, %d ms before this commit; both read every record of them, %s",
+                self.group_id,
+                found.partition_names(),
+                found.other.describe(),
+                found.last_commit_age_ms,
+                cm.SHARED_COMMIT_ADVICE,
+            )
 
     async def fetch(
         self,

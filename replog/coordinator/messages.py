@@ -36,11 +36,49 @@ class CommitEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class Committer:
+    """Who sends a commit: its client.id, a random id per consumer instance, and the host the
+    coordinator saw the commit come from ("": not known)."""
+
+    client_id: str = ""
+    instance_id: str = ""
+    host: str = ""
+
+    def describe(self) -> str:
+        where = f" at {self.host}" if self.host else ""
+        return f"client {self.client_id!r} (instance {self.instance_id}){where}"
+
+
+NO_COMMITTER = Committer()  # a commit that does not say who sends it
+
+
+@dataclass(frozen=True, slots=True)
+class SharedCommit:
+    """Another consumer instance that committed for the same group and some of the same
+    partitions `last_commit_age_ms` before this commit (`shared_commits`)."""
+
+    other: Committer
+    partitions: tuple[tuple[str, int], ...]
+    last_commit_age_ms: int
+
+    def partition_names(self) -> str:
+        return ", ".join(f"{topic}-{partition}" for topic, partition in self.partitions)
+
+
+# What both sides of a shared commit are told it means, and what to do.
+SHARED_COMMIT_ADVICE = (
+    "because replog does not balance a group's partitions between its consumers yet (no group "
+    "membership): give each consumer its own partitions (assign) or group.id"
+)
+
+
+@dataclass(frozen=True, slots=True)
 class OffsetCommitRequest:
     group_id: str
     entries: tuple[CommitEntry, ...]
     generation_id: int = -1
     member_id: str = ""
+    committer: Committer = NO_COMMITTER
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +92,7 @@ class OffsetCommitPartitionResult:
 class OffsetCommitResponse:
     error: KafkaError | None = None  # request-level: then nothing was committed
     partitions: tuple[OffsetCommitPartitionResult, ...] = ()
+    shared: tuple[SharedCommit, ...] = ()  # other consumers committing the same partitions
 
 
 @dataclass(frozen=True, slots=True)

@@ -219,20 +219,30 @@ class TopicMetadata(_message.Message):
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ..., name: _Optional[str] = ..., topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[_Union[PartitionMetadata, _Mapping]]] = ...) -> None: ...
 
 class MetadataResponse(_message.Message):
-    __slots__ = ("controller_id", "error", "cluster_id", "brokers", "topics", "metadata_offset")
+    __slots__ = ("controller_id", "error", "cluster_id", "brokers", "topics", "metadata_offset", "stale", "metadata_age_ms", "quorum_contact_time_ms", "unreachable_broker_ids", "answering_node_id")
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     BROKERS_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     METADATA_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    STALE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_AGE_MS_FIELD_NUMBER: _ClassVar[int]
+    QUORUM_CONTACT_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    UNREACHABLE_BROKER_IDS_FIELD_NUMBER: _ClassVar[int]
+    ANSWERING_NODE_ID_FIELD_NUMBER: _ClassVar[int]
     controller_id: int
     error: _common_pb2.ErrorStatus
     cluster_id: str
     brokers: _containers.RepeatedCompositeFieldContainer[BrokerEndpoint]
     topics: _containers.RepeatedCompositeFieldContainer[TopicMetadata]
     metadata_offset: int
-    def __init__(self, controller_id: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ..., cluster_id: _Optional[str] = ..., brokers: _Optional[_Iterable[_Union[BrokerEndpoint, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[TopicMetadata, _Mapping]]] = ..., metadata_offset: _Optional[int] = ...) -> None: ...
+    stale: bool
+    metadata_age_ms: int
+    quorum_contact_time_ms: int
+    unreachable_broker_ids: _containers.RepeatedScalarFieldContainer[int]
+    answering_node_id: int
+    def __init__(self, controller_id: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ..., cluster_id: _Optional[str] = ..., brokers: _Optional[_Iterable[_Union[BrokerEndpoint, _Mapping]]] = ..., topics: _Optional[_Iterable[_Union[TopicMetadata, _Mapping]]] = ..., metadata_offset: _Optional[int] = ..., stale: _Optional[bool] = ..., metadata_age_ms: _Optional[int] = ..., quorum_contact_time_ms: _Optional[int] = ..., unreachable_broker_ids: _Optional[_Iterable[int]] = ..., answering_node_id: _Optional[int] = ...) -> None: ...
 
 class Listener(_message.Message):
     __slots__ = ("name", "host", "port", "security_protocol")

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from replog.pb import common_pb2 as replog_dot_pb_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1breplog/pb/coordinator.proto\x12\x15replog.pb.coordinator\x1a\x16replog/pb/common.proto\"*\n\x16\x46indCoordinatorRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\"m\n\x17\x46indCoordinatorResponse\x12%\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x16.replog.pb.ErrorStatus\x12\x0f\n\x07node_id\x18\x02 \x01(\x05\x12\x0c\n\x04host\x18\x03 \x01(\t\x12\x0c\n\x04port\x18\x04 \x01(\x05\"\x80\x01\n\x15OffsetCommitPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x18\n\x10\x63ommitted_offset\x18\x02 \x01(\x03\x12\x1e\n\x16\x63ommitted_leader_epoch\x18\x03 \x01(\x05\x12\x1a\n\x12\x63ommitted_metadata\x18\x04 \x01(\t\"c\n\x11OffsetCommitTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12@\n\npartitions\x18\x02 \x03(\x0b\x32,.replog.pb.coordinator.OffsetCommitPartition\"\x8b\x01\n\x13OffsetCommitRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x15\n\rgeneration_id\x18\x02 \x01(\x05\x12\x11\n\tmember_id\x18\x03 \x01(\t\x12\x38\n\x06topics\x18\x04 \x03(\x0b\x32(.replog.pb.coordinator.OffsetCommitTopic\"Y\n\x1dOffsetCommitPartitionResponse\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12%\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x16.replog.pb.ErrorStatus\"s\n\x19OffsetCommitTopicResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12H\n\npartitions\x18\x02 \x03(\x0b\x32\x34.replog.pb.coordinator.OffsetCommitPartitionResponse\"\x7f\n\x14OffsetCommitResponse\x12%\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x16.replog.pb.ErrorStatus\x12@\n\x06topics\x18\x02 \x03(\x0b\x32\x30.replog.pb.coordinator.OffsetCommitTopicResponse\"4\n\x10OffsetFetchTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"w\n\x12OffsetFetchRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x37\n\x06topics\x18\x02 \x03(\x0b\x32\'.replog.pb.coordinator.OffsetFetchTopic\x12\x16\n\x0e\x61ll_partitions\x18\x03 \x01(\x08\"\xa4\x01\n\x1cOffsetFetchPartitionResponse\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x18\n\x10\x63ommitted_offset\x18\x02 \x01(\x03\x12\x1e\n\x16\x63ommitted_leader_epoch\x18\x03 \x01(\x05\x12\x10\n\x08metadata\x18\x04 \x01(\t\x12%\n\x05\x65rror\x18\x05 \x01(\x0b\x32\x16.replog.pb.ErrorStatus\"q\n\x18OffsetFetchTopicResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12G\n\npartitions\x18\x02 \x03(\x0b\x32\x33.replog.pb.coordinator.OffsetFetchPartitionResponse\"}\n\x13OffsetFetchResponse\x12%\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x16.replog.pb.ErrorStatus\x12?\n\x06topics\x18\x02 \x03(\x0b\x32/.replog.pb.coordinator.OffsetFetchTopicResponse2\xd3\x02\n\x10GroupCoordinator\x12p\n\x0f\x46indCoordinator\x12-.replog.pb.coordinator.FindCoordinatorRequest\x1a..replog.pb.coordinator.FindCoordinatorResponse\x12g\n\x0cOffsetCommit\x12*.replog.pb.coordinator.OffsetCommitRequest\x1a+.replog.pb.coordinator.OffsetCommitResponse\x12\x64\n\x0bOffsetFetch\x12).replog.pb.coordinator.OffsetFetchRequest\x1a*.replog.pb.coordinator.OffsetFetchResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1breplog/pb/coordinator.proto\x12\x15replog.pb.coordinator\x1a\x16replog/pb/common.proto\"*\n\x16\x46indCoordinatorRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\"m\n\x17\x46indCoordinatorResponse\x12%\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x16.replog.pb.ErrorStatus\x12\x0f\n\x07node_id\x18\x02 \x01(\x05\x12\x0c\n\x04host\x18\x03 \x01(\t\x12\x0c\n\x04port\x18\x04 \x01(\x05\"\x80\x01\n\x15OffsetCommitPartition\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x18\n\x10\x63ommitted_offset\x18\x02 \x01(\x03\x12\x1e\n\x16\x63ommitted_leader_epoch\x18\x03 \x01(\x05\x12\x1a\n\x12\x63ommitted_metadata\x18\x04 \x01(\t\"c\n\x11OffsetCommitTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12@\n\npartitions\x18\x02 \x03(\x0b\x32,.replog.pb.coordinator.OffsetCommitPartition\"\xba\x01\n\x13OffsetCommitRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x15\n\rgeneration_id\x18\x02 \x01(\x05\x12\x11\n\tmember_id\x18\x03 \x01(\t\x12\x38\n\x06topics\x18\x04 \x03(\x0b\x32(.replog.pb.coordinator.OffsetCommitTopic\x12\x11\n\tclient_id\x18\x05 \x01(\t\x12\x1a\n\x12\x63lient_instance_id\x18\x06 \x01(\t\"\xa4\x01\n\x0cSharedCommit\x12\x11\n\tclient_id\x18\x01 \x01(\t\x12\x1a\n\x12\x63lient_instance_id\x18\x02 \x01(\t\x12\x0c\n\x04host\x18\x03 \x01(\t\x12;\n\npartitions\x18\x04 \x03(\x0b\x32\'.replog.pb.coordinator.OffsetFetchTopic\x12\x1a\n\x12last_commit_age_ms\x18\x05 \x01(\x03\"Y\n\x1dOffsetCommitPartitionResponse\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12%\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x16.replog.pb.ErrorStatus\"s\n\x19OffsetCommitTopicResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12H\n\npartitions\x18\x02 \x03(\x0b\x32\x34.replog.pb.coordinator.OffsetCommitPartitionResponse\"\xbc\x01\n\x14OffsetCommitResponse\x12%\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x16.replog.pb.ErrorStatus\x12@\n\x06topics\x18\x02 \x03(\x0b\x32\x30.replog.pb.coordinator.OffsetCommitTopicResponse\x12;\n\x0eshared_commits\x18\x03 \x03(\x0b\x32#.replog.pb.coordinator.SharedCommit\"4\n\x10OffsetFetchTopic\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"w\n\x12OffsetFetchRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x37\n\x06topics\x18\x02 \x03(\x0b\x32\'.replog.pb.coordinator.OffsetFetchTopic\x12\x16\n\x0e\x61ll_partitions\x18\x03 \x01(\x08\"\xa4\x01\n\x1cOffsetFetchPartitionResponse\x12\x11\n\tpartition\x18\x01 \x01(\x05\x12\x18\n\x10\x63ommitted_offset\x18\x02 \x01(\x03\x12\x1e\n\x16\x63ommitted_leader_epoch\x18\x03 \x01(\x05\x12\x10\n\x08metadata\x18\x04 \x01(\t\x12%\n\x05\x65rror\x18\x05 \x01(\x0b\x32\x16.replog.pb.ErrorStatus\"q\n\x18OffsetFetchTopicResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12G\n\npartitions\x18\x02 \x03(\x0b\x32\x33.replog.pb.coordinator.OffsetFetchPartitionResponse\"}\n\x13OffsetFetchResponse\x12%\n\x05\x65rror\x18\x01 \x01(\x0b\x32\x16.replog.pb.ErrorStatus\x12?\n\x06topics\x18\x02 \x03(\x0b\x32/.replog.pb.coordinator.OffsetFetchTopicResponse2\xd3\x02\n\x10GroupCoordinator\x12p\n\x0f\x46indCoordinator\x12-.replog.pb.coordinator.FindCoordinatorRequest\x1a..replog.pb.coordinator.FindCoordinatorResponse\x12g\n\x0cOffsetCommit\x12*.replog.pb.coordinator.OffsetCommitRequest\x1a+.replog.pb.coordinator.OffsetCommitResponse\x12\x64\n\x0bOffsetFetch\x12).replog.pb.coordinator.OffsetFetchRequest\x1a*.replog.pb.coordinator.OffsetFetchResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,23 +41,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_OFFSETCOMMITTOPIC']._serialized_start=364
   _globals['_OFFSETCOMMITTOPIC']._serialized_end=463
   _globals['_OFFSETCOMMITREQUEST']._serialized_start=466
-  _globals['_OFFSETCOMMITREQUEST']._serialized_end=605
-  _globals['_OFFSETCOMMITPARTITIONRESPONSE']._serialized_start=607
-  _globals['_OFFSETCOMMITPARTITIONRESPONSE']._serialized_end=696
-  _globals['_OFFSETCOMMITTOPICRESPONSE']._serialized_start=698
-  _globals['_OFFSETCOMMITTOPICRESPONSE']._serialized_end=813
-  _globals['_OFFSETCOMMITRESPONSE']._serialized_start=815
-  _globals['_OFFSETCOMMITRESPONSE']._serialized_end=942
-  _globals['_OFFSETFETCHTOPIC']._serialized_start=944
-  _globals['_OFFSETFETCHTOPIC']._serialized_end=996
-  _globals['_OFFSETFETCHREQUEST']._serialized_start=998
-  _globals['_OFFSETFETCHREQUEST']._serialized_end=1117
-  _globals['_OFFSETFETCHPARTITIONRESPONSE']._serialized_start=1120
-  _globals['_OFFSETFETCHPARTITIONRESPONSE']._serialized_end=1284
-  _globals['_OFFSETFETCHTOPICRESPONSE']._serialized_start=1286
-  _globals['_OFFSETFETCHTOPICRESPONSE']._serialized_end=1399
-  _globals['_OFFSETFETCHRESPONSE']._serialized_start=1401
-  _globals['_OFFSETFETCHRESPONSE']._serialized_end=1526
-  _globals['_GROUPCOORDINATOR']._serialized_start=1529
-  _globals['_GROUPCOORDINATOR']._serialized_end=1868
+  _globals['_OFFSETCOMMITREQUEST']._serialized_end=652
+  _globals['_SHAREDCOMMIT']._serialized_start=655
+  _globals['_SHAREDCOMMIT']._serialized_end=819
+  _globals['_OFFSETCOMMITPARTITIONRESPONSE']._serialized_start=821
+  _globals['_OFFSETCOMMITPARTITIONRESPONSE']._serialized_end=910
+  _globals['_OFFSETCOMMITTOPICRESPONSE']._serialized_start=912
+  _globals['_OFFSETCOMMITTOPICRESPONSE']._serialized_end=1027
+  _globals['_OFFSETCOMMITRESPONSE']._serialized_start=1030
+  _globals['_OFFSETCOMMITRESPONSE']._serialized_end=1218
+  _globals['_OFFSETFETCHTOPIC']._serialized_start=1220
+  _globals['_OFFSETFETCHTOPIC']._serialized_end=1272
+  _globals['_OFFSETFETCHREQUEST']._serialized_start=1274
+  _globals['_OFFSETFETCHREQUEST']._serialized_end=1393
+  _globals['_OFFSETFETCHPARTITIONRESPONSE']._serialized_start=1396
+  _globals['_OFFSETFETCHPARTITIONRESPONSE']._serialized_end=1560
+  _globals['_OFFSETFETCHTOPICRESPONSE']._serialized_start=1562
+  _globals['_OFFSETFETCHTOPICRESPONSE']._serialized_end=1675
+  _globals['_OFFSETFETCHRESPONSE']._serialized_start=1677
+  _globals['_OFFSETFETCHRESPONSE']._serialized_end=1802
+  _globals['_GROUPCOORDINATOR']._serialized_start=1805
+  _globals['_GROUPCOORDINATOR']._serialized_end=2144
 # @@protoc_insertion_point(module_scope)

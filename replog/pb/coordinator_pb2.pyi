@@ -46,16 +46,34 @@ class OffsetCommitTopic(_message.Message):
     def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetCommitPartition, _Mapping]]] = ...) -> None: ...
 
 class OffsetCommitRequest(_message.Message):
-    __slots__ = ("group_id", "generation_id", "member_id", "topics")
+    __slots__ = ("group_id", "generation_id", "member_id", "topics", "client_id", "client_instance_id")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     generation_id: int
     member_id: str
     topics: _containers.RepeatedCompositeFieldContainer[OffsetCommitTopic]
-    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[OffsetCommitTopic, _Mapping]]] = ...) -> None: ...
+    client_id: str
+    client_instance_id: str
+    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[OffsetCommitTopic, _Mapping]]] = ..., client_id: _Optional[str] = ..., client_instance_id: _Optional[str] = ...) -> None: ...
+
+class SharedCommit(_message.Message):
+    __slots__ = ("client_id", "client_instance_id", "host", "partitions", "last_commit_age_ms")
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    LAST_COMMIT_AGE_MS_FIELD_NUMBER: _ClassVar[int]
+    client_id: str
+    client_instance_id: str
+    host: str
+    partitions: _containers.RepeatedCompositeFieldContainer[OffsetFetchTopic]
+    last_commit_age_ms: int
+    def __init__(self, client_id: _Optional[str] = ..., client_instance_id: _Optional[str] = ..., host: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetFetchTopic, _Mapping]]] = ..., last_commit_age_ms: _Optional[int] = ...) -> None: ...
 
 class OffsetCommitPartitionResponse(_message.Message):
     __slots__ = ("partition", "error")
@@ -74,12 +92,14 @@ class OffsetCommitTopicResponse(_message.Message):
     def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetCommitPartitionResponse, _Mapping]]] = ...) -> None: ...
 
 class OffsetCommitResponse(_message.Message):
-    __slots__ = ("error", "topics")
+    __slots__ = ("error", "topics", "shared_commits")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_COMMITS_FIELD_NUMBER: _ClassVar[int]
     error: _common_pb2.ErrorStatus
     topics: _containers.RepeatedCompositeFieldContainer[OffsetCommitTopicResponse]
-    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[OffsetCommitTopicResponse, _Mapping]]] = ...) -> None: ...
+    shared_commits: _containers.RepeatedCompositeFieldContainer[SharedCommit]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[OffsetCommitTopicResponse, _Mapping]]] = ..., shared_commits: _Optional[_Iterable[_Union[SharedCommit, _Mapping]]] = ...) -> None: ...
 
 class OffsetFetchTopic(_message.Message):
     __slots__ = ("name", "partitions")

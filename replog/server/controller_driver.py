@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -57,6 +57,7 @@ from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, wall_clock_ms
 from replog.errors import KafkaError, RequestTimedOutError, UnknownServerError
 from replog.server.metadata_snapshots import SnapshotWriter
+from replog.server.metadata_staleness import Staleness, metadata_staleness
 from replog.server.raft_driver import RaftDriver
 from replog.server.raft_metadata_log import RaftMetadataLog, committed_records, snapshot_records
 
@@ -113,6 +114,8 @@ class ControllerDriver:
         self.node_id = config.node_id
         self._raft = raft
         self._clock = raft.clock
+        self._wall_clock = wall_clock
+        self._session_timeout_ms = config.broker_session_timeout_ms
         self._read_snapshot = read_snapshot
         self.metadata_log = RaftMetadataLog(raft.node, raft.clock)
         self.controller = QuorumController(config, self.metadata_log, rng or random.Random())
@@ -184,6 +187,14 @@ class ControllerDriver:
         if not isinstance(error, KafkaError):
             error = UnknownServerError(f"{pending.description} failed: {error!r}")
         return ControllerAnswer(self._controller_id, error=error)
+
+    def metadata_staleness(self, broker_ids: Iterable[int]) -> tuple[Staleness, int]:
+        """How stale this node's committed metadata may be (`metadata_staleness`), with the
+        wall-clock time of its last contact with the quorum's leader (-1: none)."""
+        contact = self._raft.quorum_contact()
+        found = metadata_staleness(contact, broker_ids, self._session_timeout_ms)
+        contact_ms = self._wall_clock() - found.age_ms if found.ever_reached else -1
+        return found, contact_ms
 
     async def read(self, query: ReadOperation[R]) -> ControllerAnswer[R]:
         """Run `query` on the controller's committed state, on the loop."""

@@ -8,6 +8,11 @@ Rules:
   naming the active controller in the message and in `controller_id`.
 - Reads (DescribeCluster, Metadata, ListPartitionReassignments, DescribeConfigs) are served by
   every controller node at its committed (last stable) offset.
+- A Metadata answer says how current it is (`metadata_staleness`): whether the node has not
+  heard from a quorum leader within the fetch timeout and does not lead (`stale`), how long
+  since it last heard from one, and,
+  when stale for longer than `broker.session.timeout.ms`, the brokers it has not heard from
+  within that timeout.
 - Every response carries `controller_id`; a failure of the whole request is its `error`
   (a request that cannot be decoded: INVALID_REQUEST naming the field). DescribeCluster also
   carries the controllers' addresses (`controller.quorum.voters`), so a client that knows one
@@ -15,10 +20,13 @@ Rules:
 - A write waits at most the request's `timeout_ms` (0 or absent: `request_timeout_ms`), and
   ends a little before the caller's gRPC deadline; then it answers REQUEST_TIMED_OUT (the
   write may still commit).
+- Registered with `add_controller_service`: bytes that are not a request of the method's type
+  fail with INVALID_ARGUMENT naming them (`tolerant_service`), not gRPC's UNKNOWN.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeAlias, TypeVar
 
@@ -29,10 +37,13 @@ from replog.pb import controller_pb2 as pb
 from replog.pb import controller_pb2_grpc
 from replog.server import controller_codec as codec
 from replog.server.controller_driver import ControllerAnswer, ControllerDriver
+from replog.server.tolerant_service import add_guarded_service
 from replog.server.voter_endpoints import voter_endpoints
 
 Context: TypeAlias = Any  # grpc.aio.ServicerContext (grpc ships no type hints)
 R = TypeVar("R")
+
+log = logging.getLogger("replog.server.controller")
 
 
 class _Response(Protocol):
@@ -138,7 +149,17 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
 
     async def Metadata(self, request: pb.MetadataRequest, context: Context) -> pb.MetadataResponse:
         answer = await self._driver.read(reads.metadata(list(request.topics) or None))
-        return _respond(pb.MetadataResponse, answer, codec.metadata_to_proto)
+        response = _respond(pb.MetadataResponse, answer, codec.metadata_to_proto)
+        # How current it is (module docstring): said on every answer, an error's too.
+        staleness, contact_ms = self._driver.metadata_staleness(
+            b.broker_id for b in response.brokers
+        )
+        response.stale = staleness.stale
+        response.metadata_age_ms = staleness.age_ms
+        response.quorum_contact_time_ms = contact_ms
+        response.unreachable_broker_ids.extend(sorted(staleness.unreachable))
+        response.answering_node_id = self._driver.node_id
+        return response
 
     async def ListPartitionReassignments(
         self, request: pb.ListPartitionReassignmentsRequest, context: Context
@@ -281,3 +302,9 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
             answer,
             codec.producer_ids_to_proto,
         )
+
+
+def add_controller_service(service: ControllerService, server: Any, *, node_id: int) -> None:
+    """Register `service` on a grpc.aio server, guarded (module docstring)."""
+    descriptor = pb.DESCRIPTOR.services_by_name["Controller"]
+    add_guarded_service(server, service, descriptor, who=f"node {node_id}", log=log)

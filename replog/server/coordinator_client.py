@@ -11,7 +11,8 @@ Rules:
 - A request-level error of the answer (INVALID_GROUP_ID, NOT_COORDINATOR,
   COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, and for a commit whose append
   failed REQUEST_TIMED_OUT or INVALID_COMMIT_OFFSET_SIZE) is raised as its `replog.errors`
-  class; per-partition errors of a commit are returned, one per partition asked.
+  class; per-partition errors of a commit are returned, one per partition asked, with the
+  other consumers the coordinator saw commit the same partitions (`cm.SharedCommit`).
 """
 
 from __future__ import annotations
@@ -78,10 +79,12 @@ class CoordinatorClient:
         *,
         generation_id: int = -1,
         member_id: str = "",
+        committer: cm.Committer = cm.NO_COMMITTER,
         timeout_ms: int | None = None,
-    ) -> dict[TopicPartition, KafkaError | None]:
-        """Commit `offsets` (the next offset to read of each partition); per-partition errors
-        are returned, a request-level one raised (module docstring)."""
+    ) -> tuple[dict[TopicPartition, KafkaError | None], tuple[cm.SharedCommit, ...]]:
+        """Commit `offsets` (the next offset to read of each partition) as `committer`;
+        per-partition errors and other committers are returned, a request-level error raised
+        (module docstring)."""
         request = cm.OffsetCommitRequest(
             group_id,
             tuple(
@@ -92,6 +95,7 @@ class CoordinatorClient:
             ),
             generation_id,
             member_id,
+            committer,
         )
         answer = codec.offset_commit_response_from_proto(
             await self._call(
@@ -110,7 +114,7 @@ class CoordinatorClient:
                 f"coordinator at {self.address} gave no answer for {tp.topic}-{tp.partition}"
             )
             for tp in offsets
-        }
+        }, answer.shared
 
     async def offset_fetch(
         self,

@@ -88,6 +88,8 @@ def offset_commit_request_to_proto(request: cm.OffsetCommitRequest) -> pb.Offset
             )
             for topic, entries in _grouped(request.entries, lambda e: e.topic).items()
         ],
+        client_id=request.committer.client_id,
+        client_instance_id=request.committer.instance_id,
     )
 
 
@@ -105,7 +107,11 @@ def offset_commit_request_from_proto(message: pb.OffsetCommitRequest) -> cm.Offs
     )
     _check_unique([(e.topic, e.partition) for e in entries], "OffsetCommit")
     return cm.OffsetCommitRequest(
-        message.group_id, entries, message.generation_id, message.member_id
+        message.group_id,
+        entries,
+        message.generation_id,
+        message.member_id,
+        cm.Committer(message.client_id, message.client_instance_id),
     )
 
 
@@ -124,6 +130,19 @@ def offset_commit_response_to_proto(response: cm.OffsetCommitResponse) -> pb.Off
             )
             for topic, results in _grouped(response.partitions, lambda r: r.topic).items()
         ],
+        shared_commits=[
+            pb.SharedCommit(
+                client_id=shared.other.client_id,
+                client_instance_id=shared.other.instance_id,
+                host=shared.other.host,
+                partitions=[
+                    pb.OffsetFetchTopic(name=topic, partitions=[p for _, p in tps])
+                    for topic, tps in _grouped(shared.partitions, lambda tp: tp[0]).items()
+                ],
+                last_commit_age_ms=shared.last_commit_age_ms,
+            )
+            for shared in response.shared
+        ],
     )
 
 
@@ -134,6 +153,14 @@ def offset_commit_response_from_proto(message: pb.OffsetCommitResponse) -> cm.Of
             cm.OffsetCommitPartitionResult(topic.name, p.partition, error_from_proto(p))
             for topic in message.topics
             for p in topic.partitions
+        ),
+        tuple(
+            cm.SharedCommit(
+                cm.Committer(shared.client_id, shared.client_instance_id, shared.host),
+                tuple((topic.name, p) for topic in shared.partitions for p in topic.partitions),
+                shared.last_commit_age_ms,
+            )
+            for shared in message.shared_commits
         ),
     )
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
 import grpc
@@ -89,6 +90,8 @@ class CoordinatorService(coordinator_pb2_grpc.GroupCoordinatorServicer):
     ) -> pb.OffsetCommitResponse:
         async def serve() -> pb.OffsetCommitResponse:
             decoded = codec.offset_commit_request_from_proto(request)
+            host = peer_host(context.peer() if context is not None else None)
+            decoded = replace(decoded, committer=replace(decoded.committer, host=host))
             coordinator = self._coordinator
             if coordinator is None:
                 answer = cm.OffsetCommitResponse(self._unavailable())
@@ -124,6 +127,15 @@ class CoordinatorService(coordinator_pb2_grpc.GroupCoordinatorServicer):
         return await serve_guarded(
             request, context, refusing_invalid, who=f"broker {self.broker_id}", log=log
         )
+
+
+def peer_host(peer: str | None) -> str:
+    """The host of a gRPC peer (`ipv4:127.0.0.1:5000`, `ipv6:[::1]:5000`): "" if none."""
+    if not peer or ":" not in peer:
+        return ""
+    address = peer.split(":", 1)[1]
+    host = address.rsplit(":", 1)[0] if ":" in address else address
+    return host.strip("[]")
 
 
 _METHODS: dict[str, tuple[Any, Any]] = {

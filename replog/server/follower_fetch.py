@@ -24,6 +24,11 @@ Rules (docs/design/replication.md#follower-truncation, #truncate-on-fetch, #foll
   and log start offset from the answer:
   the leader's LEO below ours truncates to it; the leader's log start past our LEO restarts the
   log there; anything else backs off.
+- A corrupt batch (CRC-32C or framing; found here, or answered CORRUPT_MESSAGE by the leader)
+  backs off like any error, counts in `replog_follower_corrupt_fetch_total{topic,partition}`
+  on every refusal, and is logged at ERROR once per partition and offset, naming the leader:
+  the leader serves the same bytes again, so the follower refuses them forever (Kafka does the
+  same) and only an operator can end it (docs/operations.md, "A corrupt segment").
 - Any other error, a step that raises a KafkaError, or a fetch that failed as a whole backs the
   partition off for `replica.fetch.backoff.ms`; a new leader epoch in the metadata restarts it
   at once (`Partition.make_follower`).
@@ -43,13 +48,16 @@ import logging
 from collections.abc import Callable, Mapping
 
 from replog.errors import (
+    CorruptRecordError,
     FencedLeaderEpochError,
+    InvalidRecordError,
     KafkaError,
     KafkaStorageError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
+from replog.record.header import LOG_OVERHEAD, read_frame, validate_batch
 from replog.replication.follower_truncation import (
     follower_high_watermark,
     offset_truncation_state,
@@ -60,6 +68,7 @@ from replog.replication.messages import (
     FetchRequest,
     FetchResponse,
 )
+from replog.server.metrics.instruments import BrokerCounters
 from replog.server.partition import Partition
 from replog.server.replica_manager_config import ReplicaManagerConfig
 
@@ -78,6 +87,7 @@ class FollowerFetchSteps:
         *,
         broker_epoch: Callable[[], int],
         on_new_deadline: Callable[[int], None],
+        counters: BrokerCounters | None = None,
     ) -> None:
         self._config = config
         self._partitions = partitions
@@ -96,6 +106,9 @@ class FollowerFetchSteps:
         # looks at these, not at every partition (twice per tick, with 10,000 replicas, that
         # walk was most of an idle broker's timer work).
         self._backing_off: dict[TopicPartition, Partition] = {}
+        self._counters = counters if counters is not None else BrokerCounters()
+        # The offset of the corrupt batch each partition last logged at ERROR (module Rules).
+        self._corrupt_logged: dict[TopicPartition, int] = {}
 
     def fetch_sources(self, local_broker_id: int) -> list[int]:
         """The leader broker ids the followed partitions fetch from, sorted."""
@@ -204,6 +217,9 @@ class FollowerFetchSteps:
                 raise KafkaStorageError(
                     f"{partition.name}: follower step failed on the disk: {exc}"
                 ) from exc
+            except CorruptRecordError as exc:
+                self._refuse_corrupt(partition, source_broker_id, entry, result.records, exc)
+                self._back_off(partition, now_ms)
             except KafkaError as exc:
                 log.warning("%s: follower step failed, backing off: %s", partition.name, exc)
                 self._back_off(partition, now_ms)
@@ -302,6 +318,8 @@ class FollowerFetchSteps:
                 plog.increment_log_start_offset(new_start, "follower copies the leader's")
             follower.backoff_until_ms = 0
             return
+        if isinstance(error, CorruptRecordError):
+            raise error  # as if found here (`process`)
         if isinstance(error, OffsetOutOfRangeError):
             if _follow_out_of_range(partition, result):
                 assert partition.follower is not None
@@ -322,12 +340,53 @@ class FollowerFetchSteps:
             log.warning("%s: fetch error %s: %s", partition.name, error.error_name, error)
         self._back_off(partition, now_ms)
 
+    def _refuse_corrupt(
+        self,
+        partition: Partition,
+        leader_id: int,
+        entry: FetchPartition,
+        records: bytes | memoryview,
+        error: CorruptRecordError,
+    ) -> None:
+        """Count a corrupt answer and log it at ERROR once per partition and offset."""
+        self._counters.follower_corrupt_fetch(partition.topic, partition.partition)
+        offset = _first_corrupt_offset(records, entry.fetch_offset)
+        if self._corrupt_logged.get(partition.key) == offset:
+            log.debug("%s: corrupt batch at offset %d again: %s", partition.name, offset, error)
+            return
+        self._corrupt_logged[partition.key] = offset
+        log.error(
+            "%s: the leader, broker %d, sends a corrupt batch at offset %d (%s); this replica "
+            "refuses it and fetches it again every replica.fetch.backoff.ms (%d ms), so it stays "
+            "out of the ISR until the leader's copy is repaired (counted in "
+            "replog_follower_corrupt_fetch_total; see docs/operations.md, 'A corrupt segment')",
+            partition.name,
+            leader_id,
+            offset,
+            error,
+            self._config.replica_fetch_backoff_ms,
+        )
+
     def _back_off(self, partition: Partition, now_ms: int) -> None:
         follower = partition.follower
         if follower is not None:
             follower.backoff_until_ms = now_ms + self._config.replica_fetch_backoff_ms
             self._backing_off[partition.key] = partition
             self._on_new_deadline(follower.backoff_until_ms)
+
+
+def _first_corrupt_offset(records: bytes | memoryview, default: int) -> int:
+    """The base offset of the first batch of `records` that fails its checks; `default` if
+    none does (the leader reported the corruption itself)."""
+    position = 0
+    while position + LOG_OVERHEAD <= len(records):
+        base_offset, size = read_frame(records, position)
+        try:
+            validate_batch(records, position)
+        except (CorruptRecordError, InvalidRecordError):
+            return base_offset
+        position += size
+    return default
 
 
 def _truncate_on_divergence(

@@ -35,6 +35,10 @@ Rules:
   broker does not lead the group's partition (or its load failed);
   COORDINATOR_LOAD_IN_PROGRESS while it loads. Per partition: `commit_rules`. A failed append
   is a request-level error as `commit_rules.append_error` maps it (nothing was committed).
+- Two consumers of one group (no membership yet): a commit from a consumer instance for
+  partitions another instance committed within Kafka's default session timeout is answered
+  with that other committer (`shared_commits`), and each pair is logged once at WARNING
+  naming the group, the partitions and both clients (client id, instance, host).
 - OffsetFetch answers from the cache: the committed offset, or -1 for a partition without
   one; with no partitions named, every partition the group committed.
 - The commit timestamp is the wall clock at the commit; the batch is CreateTime, uncompressed.
@@ -88,6 +92,7 @@ from replog.coordinator.offsets_records import (
     encode_key,
     encode_value,
 )
+from replog.coordinator.shared_commits import SharedCommits
 from replog.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -187,6 +192,7 @@ class GroupCoordinator:
         self._topic_creator = topic_creator
         self._clock = clock
         self._wall_clock = wall_clock
+        self._shared_commits = SharedCommits()
         self.image = MetadataImage.EMPTY
         self._shards: dict[int, _Shard] = {}
         self._stopped = False
@@ -585,6 +591,7 @@ class GroupCoordinator:
             metadata_max_bytes=self.config.offset_metadata_max_bytes,
         )
         accepted = [e for i, e in enumerate(request.entries) if i not in refused]
+        shared = self._note_committer(request, accepted)
         if accepted:
             now_ms = self._wall_clock()
             records: list[tuple[OffsetCommitKey, OffsetCommitValue]] = [
@@ -626,7 +633,32 @@ class GroupCoordinator:
                 cm.OffsetCommitPartitionResult(e.topic, e.partition, refused.get(i))
                 for i, e in enumerate(request.entries)
             ),
+            shared,
         )
+
+    def _note_committer(
+        self, request: cm.OffsetCommitRequest, accepted: Sequence[cm.CommitEntry]
+    ) -> tuple[cm.SharedCommit, ...]:
+        """Other consumers committing the same partitions of the group (module Rules), each
+        pair logged once at WARNING."""
+        shared, new = self._shared_commits.record(
+            request.group_id,
+            request.committer,
+            [(e.topic, e.partition) for e in accepted],
+            self._wall_clock(),
+        )
+        for found in new:
+            log.warning(
+                "group %r: two consumers commit offsets for the same partitions (%s): %s and "
+                "%s (last commit %d ms before); each reads every record of them, %s",
+                request.group_id,
+                found.partition_names(),
+                request.committer.describe(),
+                found.other.describe(),
+                found.last_commit_age_ms,
+                cm.SHARED_COMMIT_ADVICE,
+            )
+        return shared
 
     async def _produce(
         self, shard: _Shard, entries: Sequence[bytes], timeout_ms: int

@@ -47,11 +47,10 @@ import grpc
 
 from replog.errors import KafkaStorageError
 from replog.net_address import format_host_port
-from replog.pb import controller_pb2_grpc, raft_pb2_grpc
 from replog.server.broker_runtime import BrokerRuntime, data_plane_config_from_node
 from replog.server.broker_service import add_broker_service
 from replog.server.controller_driver import ControllerDriver
-from replog.server.controller_service import ControllerService
+from replog.server.controller_service import ControllerService, add_controller_service
 from replog.server.coordinator_service import add_coordinator_service
 from replog.server.loop_stall_monitor import LoopStallMonitor
 from replog.server.metadata_snapshots import BrokerMetadataSnapshots
@@ -61,7 +60,11 @@ from replog.server.metrics.node_state import NodeState, NodeStateCollector, read
 from replog.server.metrics.request_interceptor import RequestMetricsInterceptor
 from replog.server.node_config import NodeConfig
 from replog.server.raft_driver import RaftDriver
-from replog.server.raft_service import MetadataLogService, RaftQuorumService
+from replog.server.raft_service import (
+    MetadataLogService,
+    RaftQuorumService,
+    add_raft_services,
+)
 from replog.server.raft_storage import RaftStorage
 
 log = logging.getLogger("replog.server")
@@ -119,9 +122,7 @@ class Node:
             self.listener_port = self.server.add_insecure_port(config.listener)
         except RuntimeError as exc:  # gRPC's only word for a failed bind (a port in use)
             raise OSError(f"listeners: cannot listen on {config.listener}: {exc}") from None
-        raft_pb2_grpc.add_RaftQuorumServicer_to_server(  # type: ignore[no-untyped-call]
-            RaftQuorumService(self.driver.transport, voters=config.raft.voters), self.server
-        )
+        raft_quorum = RaftQuorumService(self.driver.transport, voters=config.raft.voters)
         self.controller: ControllerDriver | None = None
         if config.controller is not None:
             self.controller = ControllerDriver(
@@ -133,11 +134,16 @@ class Node:
                 retention_bytes=config.retention_bytes,
                 retention_ms=config.retention_ms,
             )
-            controller_pb2_grpc.add_ControllerServicer_to_server(  # type: ignore[no-untyped-call]
-                ControllerService(self.controller, voters=config.raft.voters), self.server
+            add_controller_service(
+                ControllerService(self.controller, voters=config.raft.voters),
+                self.server,
+                node_id=config.node_id,
             )
-        raft_pb2_grpc.add_MetadataLogServicer_to_server(  # type: ignore[no-untyped-call]
-            MetadataLogService(self.driver, raw_appends=self.controller is None), self.server
+        add_raft_services(
+            raft_quorum,
+            MetadataLogService(self.driver, raw_appends=self.controller is None),
+            self.server,
+            node_id=config.node_id,
         )
         # The broker role replays the committed metadata log (the same Raft driver) into
         # images, registers with the active controller and serves the data plane (issue #6).

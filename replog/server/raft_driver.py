@@ -27,6 +27,10 @@ Rules:
   it means the state machine is broken, or its log is corrupt; going on could act on it.
 - A timer is ticked at most every `TIMER_RETICK_MS`, so one that stays due (work it could not
   do now) retries soon without spinning the loop (Kafka delays immediate re-runs by 10 ms).
+- How current this node's committed state is (`quorum_contact`): the last time it heard from
+  the quorum's leader, or led with a majority (a leader that loses its majority resigns within
+  the check-quorum timeout), and when it last heard from each other node; a state machine
+  says from it how stale what it serves may be (`metadata_staleness`).
 """
 
 from __future__ import annotations
@@ -54,8 +58,9 @@ from quorum.raft.ready import (
 )
 from replog.clock import Clock, monotonic_ms, monotonic_s, wall_clock_ms
 from replog.errors import KafkaStorageError, NotLeaderOrFollowerError, RequestTimedOutError
+from replog.server.metadata_staleness import QuorumContact
 from replog.server.raft_storage import RaftStorage
-from replog.server.raft_transport import RaftTransport, RequestFailed
+from replog.server.raft_transport import RaftTransport, RequestFailed, is_quorum_node_id
 
 log = logging.getLogger("replog.server.raft")
 
@@ -156,6 +161,10 @@ class RaftDriver:
         # one-proposer p50 2.3 -> 2.0 ms). A broker's loop must not stall on the disk: under a
         # heavy produce load one fsync can take tens of milliseconds.
         self.fsync_on_loop = False
+        # `quorum_contact` (module Rules), on the driver's clock.
+        self._started_ms = clock()
+        self._leader_contact_ms: int | None = None
+        self._heard_ms: dict[int, int] = {}
 
     # --- wiring a state machine -----------------------------------------------------------------
 
@@ -179,7 +188,31 @@ class RaftDriver:
         self._inbox.put_nowait(event)
 
     def _post_message(self, message: Message) -> None:
-        self.post(lambda now: self.node.step(message, now))
+        def step(now: int) -> None:
+            self.node.step(message, now)
+            source = message.source_id
+            if is_quorum_node_id(source):
+                self._heard_ms[source] = now
+                if source == self.node.leader_id:
+                    self._leader_contact_ms = now
+
+        self.post(step)
+
+    def quorum_contact(self) -> QuorumContact:
+        """When this node last heard from the quorum's leader (now, if it leads) and from each
+        other node, on the driver's clock (module Rules)."""
+        now = self._clock()
+        if self.node.leader_id == self.node_id:
+            self._leader_contact_ms = now
+        return QuorumContact(
+            node_id=self.node_id,
+            now_ms=now,
+            started_ms=self._started_ms,
+            role=self.node.role,
+            fetch_timeout_ms=self.config.fetch_timeout_ms,
+            leader_contact_ms=self._leader_contact_ms,
+            heard_ms=dict(self._heard_ms),
+        )
 
     def _post_request_failed(self, failed: RequestFailed) -> None:
         def report(now: int) -> None:
@@ -268,6 +301,8 @@ class RaftDriver:
             while not self._stopped:
                 await self._drain_ready()
                 now = self._clock()
+                if self.node.leader_id == self.node_id:
+                    self._leader_contact_ms = now  # leading: the quorum is reached (Rules)
                 # Checked after every input too: a busy node may never time out waiting.
                 if self._tick_due_timers(now) and self.node.has_ready():
                     continue

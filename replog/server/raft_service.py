@@ -8,10 +8,14 @@ told "the leader is node 2" by a follower can ask node 2.
 `MetadataLog.Append` writes raw values only on a node whose log has no controller (Raft tests,
 benchmarks): where the controller runs, every record of the log must be a metadata record it
 wrote, so raw appends are refused with INVALID_REQUEST.
+
+Register both with `add_raft_services`: bytes that are not a request of the method's type fail
+with INVALID_ARGUMENT naming them (`tolerant_service`), not gRPC's UNKNOWN.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any, TypeAlias
 
@@ -31,9 +35,12 @@ from replog.server.raft_codec import (
 )
 from replog.server.raft_driver import RaftDriver
 from replog.server.raft_transport import RaftTransport
+from replog.server.tolerant_service import add_guarded_service
 from replog.server.voter_endpoints import voter_endpoints
 
 Context: TypeAlias = Any  # grpc.aio.ServicerContext (grpc ships no type hints)
+
+log = logging.getLogger("replog.server.raft")
 
 
 class RaftQuorumService(raft_pb2_grpc.RaftQuorumServicer):
@@ -145,3 +152,12 @@ class MetadataLogService(raft_pb2_grpc.MetadataLogServicer):
         return pb.ReadCommittedResponse(
             high_watermark=high_watermark, log_start_offset=log_start, records=records
         )
+
+
+def add_raft_services(
+    quorum: RaftQuorumService, metadata_log: MetadataLogService, server: Any, *, node_id: int
+) -> None:
+    """Register both servicers on a grpc.aio server, guarded (module docstring)."""
+    for service, name in ((quorum, "RaftQuorum"), (metadata_log, "MetadataLog")):
+        descriptor = pb.DESCRIPTOR.services_by_name[name]
+        add_guarded_service(server, service, descriptor, who=f"node {node_id}", log=log)

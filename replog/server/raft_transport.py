@@ -90,6 +90,11 @@ _METHOD_BY_TYPE: dict[type, str] = {
 }
 
 
+def is_quorum_node_id(node_id: int) -> bool:
+    """Whether `node_id` may be a quorum node's, not one given to a caller without one."""
+    return node_id < _SYNTHETIC_ID_BASE
+
+
 class RaftTransport:
     """Sends the core's messages and receives other nodes' requests for it."""
 

@@ -245,6 +245,7 @@ class ReplicaManager:
             self._partitions,
             broker_epoch=broker_epoch,
             on_new_deadline=self._on_new_deadline,
+            counters=self.counters,
         )
         # Producer tables a starting broker loaded before its replicas existed, until the
         # first metadata image's replicas take them (`preload_producer_states`).

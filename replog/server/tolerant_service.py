@@ -1,4 +1,4 @@
-"""What the broker's gRPC services (`Broker`, `GroupCoordinator`) share in serving a call.
+"""What every gRPC service a node serves shares in serving a call.
 
 - `add_tolerant_service`: registers a servicer as its generated `add_*Servicer_to_server` does,
   but with deserializers that hand bytes which are not a message of the method's request type
@@ -10,6 +10,10 @@
   A method's request or response type is a generated message class, or anything with the same
   `DESCRIPTOR` and `FromString` (request) or `SerializeToString` (response), such as the
   Broker's record-carrying messages (`broker_codec.ProduceRequestWire`).
+- `add_guarded_service`: registers a servicer that does not guard its own calls (`RaftQuorum`,
+  `MetadataLog`, `Controller`) tolerantly, every method of its protobuf service descriptor
+  run through `serve_guarded`: garbage fails with INVALID_ARGUMENT naming it, as on the
+  `Broker` and `GroupCoordinator` services, which guard their calls themselves.
 - `serve_guarded`: runs one call; `Undecodable` or `Oversize` bytes and a `Refused` abort with
   their status, any other exception is logged and aborts INTERNAL naming it; never a crashed
   process. `refuse_undecodable` and `abort_for` are its two halves, for a stream that checks
@@ -23,10 +27,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, NoReturn, TypeAlias, TypeVar
 
 import grpc
+from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import DecodeError
+from google.protobuf.message_factory import GetMessageClass
 
 Context: TypeAlias = Any  # grpc.aio.ServicerContext (grpc ships no type hints)
 
@@ -114,6 +121,43 @@ def add_tolerant_service(
     server.add_registered_method_handlers(service_name, handlers)
 
 
+def add_guarded_service(
+    server: Any,
+    service: Any,
+    descriptor: ServiceDescriptor,
+    *,
+    who: str,
+    log: logging.Logger,
+) -> None:
+    """Register `service`, which implements every (unary) method of `descriptor`, on a grpc.aio
+    server as `add_tolerant_service` does, each call run through `serve_guarded` (module
+    docstring): a servicer need not check for `Undecodable` requests itself."""
+    methods: dict[str, tuple[Any, Any]] = {}
+    handlers: dict[str, Callable[[Any, Context], Awaitable[Any]]] = {}
+    for method in descriptor.methods:
+        if method.client_streaming or method.server_streaming:
+            raise ValueError(
+                f"{descriptor.full_name}.{method.name}: only unary methods are guarded"
+            )
+        methods[method.name] = (
+            GetMessageClass(method.input_type),
+            GetMessageClass(method.output_type),
+        )
+        handlers[method.name] = _guarded(getattr(service, method.name), who, log)
+    add_tolerant_service(server, descriptor.full_name, SimpleNamespace(**handlers), methods)
+
+
+def _guarded(
+    handler: Callable[[Any, Context], Awaitable[R]], who: str, log: logging.Logger
+) -> Callable[[Any, Context], Awaitable[R]]:
+    async def guarded(request: Any, context: Context) -> R:
+        return await serve_guarded(
+            request, context, lambda: handler(request, context), who=who, log=log
+        )
+
+    return guarded
+
+
 async def serve_guarded(
     request: Any,
     context: Context,
@@ -152,7 +196,10 @@ async def abort_for(
     error: Exception, context: Context, name: str, *, who: str, log: logging.Logger
 ) -> NoReturn:
     """Abort the call for `error`, raised serving a request of type `name`: a `Refused` with its
-    status, anything else logged (with its traceback) and INTERNAL naming it."""
+    status, anything else logged (with its traceback) and INTERNAL naming it; an abort the
+    service made itself (`context.abort`) is left as it is."""
+    if isinstance(error, grpc.aio.AbortError):
+        raise error
     if isinstance(error, Refused):
         await context.abort(error.code, f"{who}: {error.details}")
     else:

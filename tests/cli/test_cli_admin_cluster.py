@@ -187,6 +187,13 @@ def test_configs_describe_and_alter(cluster: ClientCluster) -> None:
         "configs",
         "nope",
     )  # fmt: skip
+    # A broker the cluster does not have: refused (Kafka's BROKER_ID_NOT_REGISTERED), naming
+    # the registered ones, never "Completed updating config for broker 9."
+    refused(
+        replog(cluster, *brokers, "--entity-name", "9", "--add-config", "log.retention.ms=1"),
+        "configs",
+        "broker 9: no broker with that id is registered (registered brokers: 1, 2, 3)",
+    )
 
 
 # --- reassign and elect-leaders -----------------------------------------------------------------

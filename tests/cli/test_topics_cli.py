@@ -213,6 +213,46 @@ def test_describe_without_an_active_controller_warns_that_it_may_be_stale(
     assert "leaders and ISRs may be stale" in outcome.stderr
 
 
+def test_describe_of_stale_metadata_says_how_old_and_counts_silent_leaders_unavailable(
+    controller: FakeController,
+) -> None:
+    """The answering node campaigns (the quorum is lost): its age and last contact are said,
+    and leaders it has not heard from count as unavailable (the real cluster's check is in
+    tests/cluster/test_cluster_topics_cli.py)."""
+
+    def stale(request: pb.MetadataRequest) -> pb.MetadataResponse:
+        answer = cluster_metadata(request)
+        answer.controller_id = -1
+        answer.stale = True
+        answer.metadata_age_ms = 42_300
+        answer.quorum_contact_time_ms = 1_764_064_800_000  # 2025-11-25T10:00:00Z
+        answer.answering_node_id = 1
+        answer.unreachable_broker_ids.extend([2])
+        return answer
+
+    controller.script("Metadata", stale)
+    outcome = replog("topics", "describe", "--bootstrap-server", controller.address)
+    assert outcome.returncode == 0, outcome.stderr
+    assert outcome.stdout == DESCRIBE_GOLDEN
+    assert outcome.stderr == (
+        "replog topics: warning: metadata stale: the quorum has not been reached for 42 s "
+        "(node 1 last heard from the quorum's leader at 2025-11-25T10:00:00.000Z); leaders and "
+        "ISRs are as last committed then (only an active controller fences a dead broker or "
+        "moves a leadership); broker 2 was not heard from within broker.session.timeout.ms, so "
+        "the partitions it leads count as unavailable\n"
+    )
+    document = json.loads(
+        replog("topics", "describe", "--json", "--bootstrap-server", controller.address).stdout
+    )
+    assert (document["stale"], document["metadata_age_ms"]) == (True, 42_300)
+    unavailable = replog(
+        "topics", "describe", "--unavailable-partitions", "--bootstrap-server", controller.address
+    )
+    led_by_2 = [line for line in DESCRIBE_GOLDEN.splitlines() if "\tLeader: 2\t" in line]
+    assert led_by_2
+    assert all(line in unavailable.stdout.splitlines() for line in led_by_2)
+
+
 def test_describing_a_missing_topic_is_refused_unless_if_exists(controller: FakeController) -> None:
     args = ("topics", "describe", "--topic", "nope", "--bootstrap-server", controller.address)
     line = assert_refused(replog(*args))

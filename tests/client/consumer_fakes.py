@@ -23,6 +23,7 @@ from typing import Any
 from fake_nodes import FakeNodes, call_on, unavailable
 
 from replog.client.records import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from replog.coordinator import messages as cm
 from replog.errors import (
     FencedLeaderEpochError,
     KafkaError,
@@ -145,6 +146,9 @@ class FakeCluster(FakeNodes):
     find_errors: deque[Exception] = field(default_factory=deque)
     commit_errors: deque[Exception] = field(default_factory=deque)
     commit_partition_errors: deque[dict[TopicPartition, KafkaError]] = field(default_factory=deque)
+    # Other consumers the coordinator says commit the same partitions, per commit answer.
+    shared_commits: deque[tuple[cm.SharedCommit, ...]] = field(default_factory=deque)
+    committers: list[cm.Committer] = field(default_factory=list)  # who sent each commit
     offset_fetch_errors: deque[Exception] = field(default_factory=deque)
     # Calls cut off as by a channel reset: they raise CancelledError, nobody cancelled them.
     cut_off: deque[str] = field(default_factory=deque)
@@ -418,9 +422,11 @@ class FakeCoordinator:
         *,
         generation_id: int = -1,
         member_id: str = "",
+        committer: cm.Committer = cm.NO_COMMITTER,
         timeout_ms: int | None = None,
-    ) -> dict[TopicPartition, KafkaError | None]:
+    ) -> tuple[dict[TopicPartition, KafkaError | None], tuple[cm.SharedCommit, ...]]:
         self.cluster.calls.append("OffsetCommit")
+        self.cluster.committers.append(committer)
         self._check(self.cluster.commit_errors, "OffsetCommit")
         errors = (
             self.cluster.commit_partition_errors.popleft()
@@ -435,7 +441,8 @@ class FakeCoordinator:
                 self.cluster.committed[(group_id, tp)] = offset
                 stored[tp] = offset
         self.cluster.commits.append(stored)
-        return answer
+        shared = self.cluster.shared_commits
+        return answer, (shared.popleft() if shared else ())
 
     async def offset_fetch(
         self,

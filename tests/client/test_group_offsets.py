@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 
 import pytest
@@ -13,6 +14,7 @@ from replog.client.consumer import Consumer
 from replog.client.group_offsets import RECOMMIT_UNCHANGED_MS, AutoCommitter, GroupOffsets
 from replog.client.records import OffsetAndMetadata, TopicPartition
 from replog.clock import monotonic_ms
+from replog.coordinator import messages as cm
 from replog.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -330,3 +332,41 @@ async def test_the_consumer_names_the_timeout_its_caller_gave(
             await consumer.commit({A: 1}, timeout_ms=150)
         with pytest.raises(KafkaTimeoutError, match=r"fetch .* did not finish within 150 ms"):
             await consumer.committed(A, timeout_ms=150)
+
+
+@pytest.mark.asyncio
+async def test_a_consumer_told_of_another_committer_warns_once_per_other_consumer(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Commits name the consumer (client.id, a random instance id per consumer); an answer
+    naming another consumer of the group on the same partitions is a WARNING, once per other
+    consumer however often it is named (no group membership yet)."""
+    cluster = FakeCluster()
+    cluster.install(monkeypatch)
+    other = cm.Committer("reader", "f" * 32, "10.0.0.7")
+    third = cm.Committer("reader", "e" * 32, "10.0.0.8")
+    cluster.shared_commits.extend(
+        [
+            (cm.SharedCommit(other, (("a", 0),), 1_200),),
+            (cm.SharedCommit(other, (("a", 0),), 900),),
+            (cm.SharedCommit(third, (("a", 0),), 300),),
+        ]
+    )
+    settings = consumer_settings(cluster, group_id="g", enable_auto_commit=False)
+    caplog.set_level(logging.WARNING, logger="replog.client.consumer")
+    async with Consumer(**settings, client_id="reader") as first, Consumer(**settings) as second:
+        for _ in range(3):
+            await first.commit({A: 1})
+        await second.commit({A: 2})
+    me, _, _, them = cluster.committers
+    assert me.client_id == "reader" and len(me.instance_id) == 32 and me.host == ""
+    assert them.client_id == "replog-consumer" and them.instance_id != me.instance_id
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == [
+        "another consumer commits offsets for group 'g' and the same partitions (a-0): client "
+        f"'reader' (instance {'f' * 32}) at 10.0.0.7, 1200 ms before this commit; both read "
+        f"every record of them, {cm.SHARED_COMMIT_ADVICE}",
+        "another consumer commits offsets for group 'g' and the same partitions (a-0): client "
+        f"'reader' (instance {'e' * 32}) at 10.0.0.8, 300 ms before this commit; both read "
+        f"every record of them, {cm.SHARED_COMMIT_ADVICE}",
+    ]

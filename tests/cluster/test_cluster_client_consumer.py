@@ -185,6 +185,42 @@ def test_subscribe_commit_and_restart_continue_after_the_committed_offset(
         assert again.poll(300) == {}
 
 
+def test_two_consumers_of_one_group_are_warned_by_the_coordinator_and_the_consumers(
+    cluster: ClientCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No group membership yet: both read everything. Before: silence on both sides."""
+    cluster.create_topic("shared", 2, 3)
+    for partition in range(2):
+        produce(cluster, "shared", partition, [b"%d" % partition])
+    group = settings(cluster, group_id="twins", enable_auto_commit=False, client_id="twin")
+    caplog.set_level(logging.WARNING, logger="replog.client.consumer")
+    with Consumer("shared", **group) as first, Consumer("shared", **group) as second:
+        assert len(poll_until(first, 2)) == len(poll_until(second, 2)) == 2  # both read all
+        first.commit()
+        assert not [r for r in caplog.records if "another consumer" in r.getMessage()]
+        second.commit()
+        second.commit()
+        first.commit()
+    told = [r.getMessage() for r in caplog.records if "another consumer" in r.getMessage()]
+    assert len(told) == 2, told  # each consumer once, however often it commits
+    assert all(
+        "another consumer commits offsets for group 'twins' and the same partitions "
+        "(shared-0, shared-1): client 'twin' (instance "
+        in message
+        and "replog does not balance a group's partitions" in message
+        for message in told
+    ), told
+    logs = "".join(
+        (cluster.loopback.data_dir / f"node-{n}" / "node.log").read_text()
+        for n in cluster.addresses
+    )
+    warned = [line for line in logs.splitlines() if "two consumers commit offsets" in line]
+    assert len(warned) == 1, warned  # once per group and pair of consumers
+    assert "WARNING" in warned[0] and "group 'twins'" in warned[0]
+    assert "(shared-0, shared-1)" in warned[0] and warned[0].count("client 'twin' (instance") == 2
+    assert "at 127.0.0.1" in warned[0]
+
+
 def test_auto_commit_is_at_least_once_and_never_ahead_of_poll(cluster: ClientCluster) -> None:
     cluster.create_topic("autocommit", 1, 3)
     tp = TopicPartition("autocommit", 0)

@@ -27,6 +27,19 @@ def describe(cluster: LoopbackCluster, topic: str) -> dict[str, Any]:
     return described
 
 
+def create_when_registered(cluster: LoopbackCluster, topic: str) -> None:
+    """Create `topic` (6 partitions, 3 replicas) once the brokers have registered."""
+
+    def created() -> bool:
+        result = topics(
+            cluster, "create", "--topic", topic, "--partitions", "6",
+            "--replication-factor", "3",
+        )  # fmt: skip
+        return result.returncode == 0
+
+    wait_for(created, 20, f"topic {topic} to be created")
+
+
 def test_topics_on_a_default_cluster(cluster: LoopbackCluster) -> None:
     cluster.start()
 
@@ -88,15 +101,7 @@ def test_sigterm_of_a_broker_moves_its_leaderships_away_first(cluster: LoopbackC
     leadership of its broker to another replica and takes it out of the ISRs, so no partition
     waits for a session timeout; the node then exits on its own."""
     cluster.start()
-
-    def created() -> bool:
-        result = topics(
-            cluster, "create", "--topic", "events", "--partitions", "6",
-            "--replication-factor", "3",
-        )  # fmt: skip
-        return result.returncode == 0
-
-    wait_for(created, 20, "topic events to be created")
+    create_when_registered(cluster, "events")
     assert 3 in [p["leader"] for p in describe(cluster, "events")["partitions"]]
     pid = cluster.pid(3)
     cluster.signal(3, signal.SIGTERM)
@@ -105,3 +110,53 @@ def test_sigterm_of_a_broker_moves_its_leaderships_away_first(cluster: LoopbackC
     assert all(p["leader"] in (1, 2) and 3 not in p["isr"] for p in after), after
     log = (cluster.data_dir / "node-3" / "node.log").read_text()
     assert "node 3: stopped" in log and "CRITICAL" not in log
+
+
+def test_describe_with_the_quorum_lost_says_the_metadata_is_stale_and_counts_dead_leaders(
+    cluster: LoopbackCluster,
+) -> None:
+    """2 of 3 controllers killed: the survivor still answers with its last committed metadata
+    (dead leaders, full ISRs). Before: no word of how old it is, and
+    `--unavailable-partitions` printed nothing."""
+    cluster.start()
+    create_when_registered(cluster, "orders")
+    healthy = json.loads(topics(cluster, "describe", "--topic", "orders", "--json").stdout)
+    assert healthy["stale"] is False and healthy["metadata_age_ms"] < 5_000
+    leaders = {p["partition"]: p["leader"] for p in healthy["topics"][0]["partitions"]}
+    assert set(leaders.values()) == {1, 2, 3}
+    cluster.kill(2)
+    cluster.kill(3)
+
+    def stale_for(seconds: float) -> dict[str, Any] | None:
+        result = topics(cluster, "describe", "--topic", "orders", "--json")
+        assert result.returncode == 0, result.stderr
+        document: dict[str, Any] = json.loads(result.stdout)
+        stale = document["stale"] and document["metadata_age_ms"] > seconds * 1000
+        return document if stale else None
+
+    wait_for(lambda: stale_for(0) is not None, 30, "the metadata to be reported stale")
+    text = topics(cluster, "describe", "--topic", "orders")
+    assert text.returncode == 0
+    warning = text.stderr.strip()
+    assert warning.startswith("replog topics: warning: metadata stale: the quorum has not been "
+                              "reached for "), warning  # fmt: skip
+    assert "(node 1 last heard from the quorum's leader at 20" in warning, warning
+    # The leaders are stale: every partition still names its leader, 2 and 3 included.
+    assert "Leader: 2" in text.stdout and "Leader: 3" in text.stdout
+    # Once nodes 2 and 3 have been silent for the session timeout, their partitions count as
+    # unavailable, as an active controller would have fenced them by then; node 1's do not.
+    wait_for(
+        lambda: stale_for(SESSION_TIMEOUT_S) is not None,
+        SESSION_TIMEOUT_S + 15,
+        "the metadata to be stale for the session timeout",
+    )
+    unavailable = topics(
+        cluster, "describe", "--topic", "orders", "--unavailable-partitions", "--json"
+    )
+    assert unavailable.returncode == 0, unavailable.stderr
+    (listed,) = json.loads(unavailable.stdout)["topics"]
+    shown = {p["partition"] for p in listed["partitions"]}
+    assert shown == {p for p, leader in leaders.items() if leader in (2, 3)}
+    assert "brokers 2,3 were not heard from within broker.session.timeout.ms" in (
+        unavailable.stderr
+    )

@@ -15,6 +15,7 @@ from quorum.controller.config_definitions import BROKER_CONFIGS, TOPIC_CONFIGS
 from quorum.metadata.image import ConfigResource
 from quorum.metadata.records import ConfigRecord, ConfigResourceType
 from replog.errors import (
+    BrokerIdNotRegisteredError,
     InvalidConfigError,
     InvalidRequestError,
     KafkaError,
@@ -40,9 +41,12 @@ def alter(
     configs: ConfigControl,
     changes: dict[ConfigResource, list[AlterConfigOp]],
     topics: tuple[str, ...] = ("orders",),
+    brokers: tuple[int, ...] = (1, 2, 3),
 ) -> dict[ConfigResource, KafkaError | None]:
     """Alter and replay the records at once; return the per-resource outcome."""
-    result = configs.incremental_alter_configs(changes, topic_exists=lambda name: name in topics)
+    result = configs.incremental_alter_configs(
+        changes, topic_exists=lambda name: name in topics, registered_brokers=lambda: brokers
+    )
     for offset, record in enumerate(result.records):
         assert isinstance(record, ConfigRecord)
         configs.replay(record, offset)
@@ -186,6 +190,31 @@ def test_each_resource_succeeds_or_fails_alone(configs: ConfigControl) -> None:
     assert isinstance(outcome[missing], UnknownTopicOrPartitionError)
     assert configs.describe(broker) == {"log.retention.ms": "5000"}
     assert configs.describe(TOPIC) == {}
+
+
+def test_a_broker_that_is_not_registered_is_refused_naming_the_registered_ones(
+    configs: ConfigControl,
+) -> None:
+    """Kafka's controller refuses a config resource of a node id it does not know
+    (BROKER_ID_NOT_REGISTERED); the cluster default needs no broker."""
+    absent = broker_resource(9)
+    outcome = alter(
+        configs,
+        {
+            absent: [AlterConfigOp("log.retention.ms", SET, "5000")],
+            broker_resource(): [AlterConfigOp("log.retention.ms", SET, "6000")],
+        },
+        brokers=(3, 1, 2),
+    )
+    error = outcome[absent]
+    assert isinstance(error, BrokerIdNotRegisteredError)
+    assert "broker 9: no broker with that id is registered (registered brokers: 1, 2, 3)" in (
+        str(error)
+    )
+    assert configs.describe(absent) == {}
+    assert configs.describe(broker_resource()) == {"log.retention.ms": "6000"}
+    outcome = alter(configs, {absent: [AlterConfigOp("log.retention.ms", SET, "1")]}, brokers=())
+    assert "(registered brokers: none)" in str(outcome[absent])
 
 
 def test_a_key_named_twice_in_one_resource_is_invalid(configs: ConfigControl) -> None:

@@ -37,12 +37,14 @@ def test_static_configs_sit_below_the_dynamic_cluster_default() -> None:
     result = configs.incremental_alter_configs(
         {broker_resource(): [AlterConfigOp("log.retention.ms", SET, "7")]},
         topic_exists=lambda name: True,
+        registered_brokers=lambda: (),
     )
     replay_all(configs, result.records)
     assert configs.topic_config("orders", "retention.ms") == "7"
     result = configs.incremental_alter_configs(
         {topic_resource("orders"): [AlterConfigOp("retention.ms", SET, "9")]},
         topic_exists=lambda name: True,
+        registered_brokers=lambda: (),
     )
     replay_all(configs, result.records)
     assert configs.topic_config("orders", "retention.ms") == "9"
@@ -81,6 +83,7 @@ def test_validate_only_writes_nothing_but_reports_errors() -> None:
             topic_resource("t"): [AlterConfigOp("retention.ms", SET, "soon")],
         },
         topic_exists=lambda name: True,
+        registered_brokers=lambda: (),
         validate_only=True,
     )
     assert result.records == ()

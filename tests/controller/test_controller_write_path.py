@@ -107,6 +107,7 @@ def test_a_response_waits_for_the_commit_of_its_records(cluster: Cluster) -> Non
 
 def test_the_worked_timeline_of_section_3_4(cluster: Cluster) -> None:
     active = cluster.controller(1)
+    cluster.register(1)  # the second write alters broker 1's configs
     stable = active.last_stable_offset
     first = active.incremental_alter_configs(
         {

@@ -115,7 +115,10 @@ async def test_commit_returns_per_partition_errors_and_raises_request_level_ones
         T("orders", 1): OffsetAndMetadata(11, "too long"),
         T("users", 0): OffsetAndMetadata(12),
     }
-    results = await harness.client.offset_commit("g", offsets, timeout_ms=3000)
+    results, shared = await harness.client.offset_commit(
+        "g", offsets, committer=cm.Committer("app", "i-1"), timeout_ms=3000
+    )
+    assert shared == ()
     assert results[T("orders", 0)] is None and results[T("users", 0)] is None
     error = results[T("orders", 1)]
     assert isinstance(error, OffsetMetadataTooLargeError) and "orders-1" in str(error)
@@ -129,6 +132,7 @@ async def test_commit_returns_per_partition_errors_and_raises_request_level_ones
         ),
         -1,
         "",
+        cm.Committer("app", "i-1", "127.0.0.1"),  # the host as the service saw the call
     )
     assert 0 < timeout_ms < 3000  # the caller's deadline, less the margin
     for error_class in (

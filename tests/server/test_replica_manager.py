@@ -1048,6 +1048,48 @@ async def test_a_follower_stores_no_answer_spoilt_on_the_wire_and_fetches_it_aga
 
 
 @pytest.mark.asyncio
+async def test_a_leader_serving_a_corrupt_batch_counts_each_refusal_and_logs_one_error(
+    tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before: a WARNING per retry, forever, and nothing an alert could watch."""
+    leader, follower, _ = two_nodes(tmp_path, clock, replica_fetch_backoff_ms=200)
+    await produce(leader, batch(2, tag=1))
+    await produce(leader, batch(3, tag=2))
+
+    def refused() -> float | None:
+        return follower.rm.counters.registry.get_sample_value(
+            "replog_follower_corrupt_fetch_total", {"topic": "t", "partition": "0"}
+        )
+
+    for _ in range(3):  # the leader serves the same damaged bytes on every retry
+        request = follower.rm.build_follower_fetch(1, clock())
+        assert request is not None
+        (result,) = (await leader.rm.fetch(replace(request, max_wait_ms=0))).partitions
+        records = bytearray(result.records)
+        records[-1] ^= 4  # the second batch (offsets 2-4) fails its CRC
+        with caplog.at_level(logging.DEBUG, logger="replog.server.replica_manager"):
+            follower.rm.process_follower_fetch(
+                1, request, FetchResponse((replace(result, records=bytes(records)),)), clock()
+            )
+        clock.advance(200)
+    assert refused() == 3
+    errors = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.levelname for r in errors] == ["ERROR"]
+    message = errors[0].getMessage()
+    assert message.startswith("t-0: the leader, broker 1, sends a corrupt batch at offset 2 (")
+    assert "CRC-32C mismatch" in message and "replog_follower_corrupt_fetch_total" in message
+    # The leader itself answering CORRUPT_MESSAGE counts too, at the fetch offset: a new ERROR.
+    caplog.clear()
+    request = follower.rm.build_follower_fetch(1, clock())
+    assert request is not None
+    answered = FetchResponse((FetchPartitionResult("t", 0, CorruptRecordError("t-0: bad")),))
+    follower.rm.process_follower_fetch(1, request, answered, clock())
+    assert refused() == 4
+    (again,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "sends a corrupt batch at offset 0 (t-0: bad)" in again.getMessage()
+
+
+@pytest.mark.asyncio
 async def test_follower_high_watermark_and_log_start_follow_the_leader(
     tmp_path: Path, clock: FakeClock
 ) -> None:

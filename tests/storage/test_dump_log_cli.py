@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -194,3 +195,41 @@ def test_a_reader_that_stops_early_ends_the_dump_quietly(
     process.stdout.close()
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 141 and b"Broken pipe" not in stderr, stderr
+
+
+def test_a_garbage_index_stops_at_its_first_bad_entry_naming_its_byte(
+    segment: tuple[Path, list[bytes]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: garbage printed as entries (negative offsets, positions past the file), exit 0."""
+    path, _ = segment
+    index = path.with_suffix(".index")
+    good = index_file_entries(index, ">ii")[:2]
+    garbage = [(good[1][0] - 1, good[1][1] + 50), (-7, 1 << 30)]
+    index.write_bytes(b"".join(struct.pack(">ii", o, p) for o, p in [*good, *garbage]))
+    code, lines = dump(capsys, str(index))
+    assert code == 1
+    assert lines[1:3] == [f"offset: {o} position: {p}" for o, p in good]
+    assert lines[3] == (
+        f"{index}: bad entry at byte 16 (offset: {good[1][0] - 1} position: {good[1][1] + 50}): "
+        f"offset {good[1][0] - 1} does not ascend past the previous entry's {good[1][0]}; stopping"
+    )
+    assert len(lines) == 4
+    index.write_bytes(struct.pack(">ii", 1, path.stat().st_size))  # past the .log's end
+    code, lines = dump(capsys, str(index))
+    assert code == 1 and f"is beyond the .log's {path.stat().st_size} bytes" in lines[-1]
+    index.write_bytes(bytes(range(256)) * 3)  # plain garbage
+    code, lines = dump(capsys, str(index))
+    assert code == 1 and "bad entry at byte" in lines[-1]
+
+
+def test_a_time_index_whose_timestamps_go_back_is_reported(
+    segment: tuple[Path, list[bytes]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    timeindex = segment[0].with_suffix(".timeindex")
+    timeindex.write_bytes(struct.pack(">qiqi", T0 + 50, 3, T0 + 10, 5))
+    code, lines = dump(capsys, str(timeindex))
+    assert code == 1
+    assert lines[-1].endswith(
+        f"bad entry at byte 12 (timestamp: {T0 + 10} offset: 5): timestamp {T0 + 10} is below "
+        f"the previous entry's {T0 + 50}; stopping"
+    )

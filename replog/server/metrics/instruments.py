@@ -104,6 +104,16 @@ class BrokerCounters:
             registry=self.registry,
         )
 
+        # One per refused answer: a follower fetching a batch that fails its CRC refuses it and
+        # fetches it again after replica.fetch.backoff.ms, for as long as the leader serves it.
+        self.follower_corrupt_fetches = Counter(
+            "replog_follower_corrupt_fetch",
+            "Fetch answers a follower refused because a batch from the leader was corrupt "
+            "(CRC-32C or framing), by partition",
+            ["topic", "partition"],
+            registry=self.registry,
+        )
+
     def produced(self, topic: str, size_bytes: int, records: int) -> None:
         """One partition's batches appended as leader."""
         self._bytes_in.inc(topic, size_bytes)
@@ -112,6 +122,11 @@ class BrokerCounters:
     def sent(self, topic: str, size_bytes: int) -> None:
         """One partition's records in a consumer's fetch answer."""
         self._bytes_out.inc(topic, size_bytes)
+
+    def follower_corrupt_fetch(self, topic: str, partition: int) -> None:
+        """A follower refused a corrupt batch of this partition from its leader (rare: no
+        cached child)."""
+        self.follower_corrupt_fetches.labels(topic=topic, partition=str(partition)).inc()
 
     def isr_changed(self, old_size: int, new_size: int) -> None:
         """A committed ISR change of a partition this broker leads."""

@@ -39,7 +39,7 @@ any controller at its committed offset, the active one when it answers: with no 
 controller (the metadata quorum lost its majority) `describe` still prints what the answering
 node last committed, with a warning on stderr that the metadata is stale and how old it is
 ("metadata stale: the quorum has not been reached for 42 s (node 1 last heard from the
-quorum's leader at ...)"); `--json` carries `stale` and `metadata_age_ms` always. Leaders and
+quorum's leader at ...)"); `--json` carries "stale" and "metadata_age_ms" always. Leaders and
 ISRs are then as last committed (a dead leader is fenced only by an active controller), so
 `--unavailable-partitions` also counts a partition whose leader the answering node has not
 heard from within `broker.session.timeout.ms`. A refusal (the topic exists, an invalid

@@ -13,7 +13,7 @@ summary line ends the output. `--json` prints one document instead (`problems`, 
 Exit code 0 only when nothing is wrong, 1 otherwise. Nothing is written: run it on a stopped
 node (a running one may be appending to its last segment). A batch damaged below the recovery
 point is served by its leader and refused by followers (CORRUPT_MESSAGE, the
-`replog_follower_corrupt_fetch_total` metric); this finds it, and docs/operations.md says what
+"replog_follower_corrupt_fetch_total" metric); this finds it, and docs/operations.md says what
 to do next.
 """
 

@@ -1433,6 +1433,9 @@ class Log:
             flush_failure: KafkaStorageError | None = None
             try:
                 self._flush(self._log_end_offset, indexes_of_last=True)
+                # A clean shutdown leaves every epoch on disk, those of a log with no records
+                # since its leader took them too (`_flush` syncs them only with records).
+                self.leader_epoch_cache.make_durable()
             except KafkaStorageError as exc:
                 flush_failure = exc
             failed: tuple[LogSegment, OSError] | None = None

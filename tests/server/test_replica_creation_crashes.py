@@ -259,3 +259,15 @@ def test_a_round_sync_marks_the_deferred_epoch_files_synced(tmp_path: Path) -> N
     assert all(plog.leader_epoch_cache._store.needs_sync for plog in logs)  # type: ignore[attr-defined]
     broker.log_manager.sync_unsynced(unsynced)
     assert not any(plog.leader_epoch_cache._store.needs_sync for plog in logs)  # type: ignore[attr-defined]
+
+
+def test_a_clean_close_leaves_an_epoch_written_without_a_sync_on_disk(tmp_path: Path) -> None:
+    broker = Broker(tmp_path)
+    broker.rm.apply_image(many_partitions())
+    plog = broker.log_manager.get_log("t", 0)
+    with broker.log_manager.collect_unsynced():
+        plog.leader_epoch_cache.assign(9, 0)  # no record of epoch 9 yet
+    path = Path(plog.directory) / "leader-epoch-checkpoint"
+    assert b"9 0" not in path.read_bytes()  # left to the round's worker
+    broker.log_manager.shutdown()
+    assert b"9 0" in path.read_bytes()

@@ -361,6 +361,8 @@ class ReplicaManager:
         self._apply(local_changes_between(self.image, image, self.broker_id), image)
 
     def _apply(self, changes: LocalChanges, image: MetadataImage) -> None:
+        if self._stopped:
+            return  # stopping: no replica is created, deleted or given a role any more
         previous = self.image
         if previous is MetadataImage.EMPTY:
             self._strays_unchecked = True  # once the first image's replicas exist
@@ -402,8 +404,9 @@ class ReplicaManager:
         and harnesses that call `apply_image` expect the replicas at once)."""
         while not self._changes.idle:
             creations = self._apply_round(len(self._changes))
-            if creations:
-                self._install(self._open_logs(creations))
+            if not creations:
+                continue
+            self._install(self._open_logs_or_release(creations))
         self._log_roles_taken()
         self._refresh_fetch_sources()
         self._on_changes_applied()
@@ -428,7 +431,11 @@ class ReplicaManager:
                 if unsynced:
                     await asyncio.to_thread(self.log_manager.sync_unsynced, unsynced)
                 if creations:
-                    opened = await asyncio.to_thread(self._open_logs, creations)
+                    try:
+                        opened = await asyncio.to_thread(self._open_logs, creations)
+                    except BaseException:
+                        self._release(creations)
+                        raise
                     for first in range(0, len(opened), APPLY_ROUND_CHANGES):
                         await asyncio.sleep(0)
                         with self.log_manager.collect_unsynced() as unsynced:
@@ -484,6 +491,19 @@ class ReplicaManager:
             self._changes.hold(change.key)
             creations.append(_Creation(change, self._log_config(self.image, local.topic_name)))
         return creations
+
+    def _open_logs_or_release(self, creations: list[_Creation]) -> list[_Opened]:
+        """`_open_logs`; if it fails (a storage error: the broker stops), its partitions are
+        released, so that nothing waits for them."""
+        try:
+            return self._open_logs(creations)
+        except BaseException:
+            self._release(creations)
+            raise
+
+    def _release(self, creations: list[_Creation]) -> None:
+        for creation in creations:
+            self._changes.release(creation.change.key)
 
     def _open_logs(self, creations: list[_Creation]) -> list[_Opened]:
         """Open (creating where needed) the logs of `creations`, each with its topic id

@@ -17,6 +17,7 @@ import pytest
 
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import RemoveTopicRecord
+from replog.errors import KafkaStorageError
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.fs import FileSystem
 from replog.storage.log_config import LogConfig
@@ -271,3 +272,31 @@ def test_a_clean_close_leaves_an_epoch_written_without_a_sync_on_disk(tmp_path: 
     assert b"9 0" not in path.read_bytes()  # left to the round's worker
     broker.log_manager.shutdown()
     assert b"9 0" in path.read_bytes()
+
+
+def test_a_storage_error_creating_a_batch_fails_the_apply_and_leaves_nothing_held(
+    tmp_path: Path,
+) -> None:
+    class NoRoomForMetadata(FileSystem):
+        def atomic_write(self, path: str, data: bytes) -> None:
+            if "partition.metadata" in path:
+                raise OSError(28, "No space left on device", path)
+            super().atomic_write(path, data)
+
+    broker = Broker(tmp_path, NoRoomForMetadata())
+    with pytest.raises(KafkaStorageError, match=r"partition\.metadata.*No space left"):
+        broker.rm.apply_image(many_partitions())
+    # Nothing is left held: a later image is applied (and fails the same way) instead of
+    # spinning on partitions nobody will release (a stopping broker hung so on a full disk).
+    with pytest.raises(KafkaStorageError):
+        broker.rm.apply_image(many_partitions(topic_id(3)))
+
+
+@pytest.mark.asyncio
+async def test_a_stopped_manager_takes_no_more_images(tmp_path: Path) -> None:
+    broker = Broker(tmp_path)
+    await broker.rm.start()
+    await broker.rm.stop()
+    broker.rm.apply_image(many_partitions())
+    assert broker.rm.partitions() == {}
+    assert broker.log_manager.all_logs() == {}

@@ -206,13 +206,9 @@ class ClassicGroupCoordinator:
             group = self.groups[request.group_id] = ClassicGroup(
                 request.group_id, state_timestamp_ms=self._now_ms
             )
-            # Kafka stores a group as soon as a join creates it, even one the join refuses.
-            result.records.append(
-                GroupRecord(
-                    GroupMetadataKey(group.group_id),
-                    GroupMetadataValue("", 0, None, None, self._now_ms, ()),
-                )
-            )
+            created = True
+        else:
+            created = False
         if not self._accept_joining_member(group, request.member_id):
             self._remove_member(group, request.member_id)
             result.joins.append(
@@ -235,6 +231,14 @@ class ClassicGroupCoordinator:
             self._join_new_member(group, request, request_id, result)
         else:
             self._join_existing_member(group, request, request_id, result)
+        if created and not result.records:
+            # Kafka stores a group as soon as a join creates it, even one the join refuses.
+            result.records.append(
+                GroupRecord(
+                    GroupMetadataKey(group.group_id),
+                    GroupMetadataValue("", 0, None, None, group.state_timestamp_ms, ()),
+                )
+            )
         return result
 
     def _join_request_error(self, request: JoinGroupRequest) -> KafkaError | None:
@@ -581,8 +585,8 @@ class ClassicGroupCoordinator:
             return
         if member_id in group.pending_members:
             group.remove(member_id)
-            if group.state is GroupState.PREPARING_REBALANCE:
-                self._maybe_complete_join_phase(group, result)
+            if group.state is GroupState.PREPARING_REBALANCE and group.has_all_members_joined():
+                self._complete_join(group, result)
             return
         member = group.members.get(member_id)
         if member is not None and not member.has_satisfied_heartbeat():

@@ -17,6 +17,7 @@ does. Rules (Kafka's `ClassicGroup`):
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import Enum
@@ -188,16 +189,9 @@ class ClassicGroup:
         old = self.members.pop(old_id)
         if old.awaiting_join is not None:
             self.awaiting_join_count -= 1
-        new = ClassicMember(
-            new_id,
-            old.group_instance_id,
-            old.client_id,
-            old.client_host,
-            old.rebalance_timeout_ms,
-            old.session_timeout_ms,
-            old.protocol_type,
-            old.protocols,
-            old.assignment,
+        # The same member under a new id: nothing of the old id's requests or newness.
+        new = dataclasses.replace(
+            old, member_id=new_id, is_new=False, awaiting_join=None, awaiting_sync=None
         )
         self.members[new_id] = new
         if self.is_leader(old_id):

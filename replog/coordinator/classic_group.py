@@ -8,7 +8,8 @@ does. Rules (Kafka's `ClassicGroup`):
 - The group's protocol type is the first member's; a protocol is a candidate when every member
   lists it; each member votes for its first listed candidate and the most votes win (ties go
   to the name that sorts first, where Kafka leaves the order to a hash map).
-- The first member added leads; when the leader leaves, the oldest remaining member does.
+- The first member added leads; when the leader leaves, the oldest remaining member does
+  (Kafka takes whichever its hash map lists first).
 - A pending member (KIP-394) has a member id but has not joined with it yet; it counts against
   "every member has joined" and is not a member.
 - Waiting requests are the shell's request ids: a member awaiting join or sync holds the id of

@@ -22,6 +22,7 @@ The rules are Kafka's `GroupMetadataManager` classic handlers (docs/groups.md wa
 
 from __future__ import annotations
 
+import heapq
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -125,6 +126,9 @@ class ClassicGroupCoordinator:
         self._new_uuid = new_uuid
         self.groups: dict[str, ClassicGroup] = {}
         self._timers: dict[_TimerKey, _Timer] = {}
+        # (deadline, seq, key) of every timer scheduled; an entry whose seq is no longer the
+        # key's timer was cancelled or rescheduled and is skipped when it comes up.
+        self._heap: list[tuple[int, int, _TimerKey]] = []
         self._seq = 0
         self._now_ms = 0
 
@@ -132,7 +136,8 @@ class ClassicGroupCoordinator:
 
     def _schedule(self, key: _TimerKey, delay_ms: int, args: tuple[int, ...] = ()) -> None:
         self._seq += 1
-        self._timers[key] = _Timer(self._now_ms + delay_ms, self._seq, args)
+        timer = self._timers[key] = _Timer(self._now_ms + delay_ms, self._seq, args)
+        heapq.heappush(self._heap, (timer.deadline_ms, timer.seq, key))
 
     def _cancel(self, key: _TimerKey) -> None:
         self._timers.pop(key, None)
@@ -141,9 +146,20 @@ class ClassicGroupCoordinator:
         key = (group.group_id, _HEARTBEAT, member.member_id)
         self._schedule(key, member.session_timeout_ms if timeout_ms < 0 else timeout_ms)
 
+    def _earliest(self) -> tuple[int, int, _TimerKey] | None:
+        """The earliest live timer's heap entry, dropping the stale ones above it."""
+        while self._heap:
+            deadline, seq, key = self._heap[0]
+            timer = self._timers.get(key)
+            if timer is not None and timer.seq == seq:
+                return deadline, seq, key
+            heapq.heappop(self._heap)
+        return None
+
     def next_deadline_ms(self) -> int | None:
         """When `tick` next has something to do; None: no timer."""
-        return min((t.deadline_ms for t in self._timers.values()), default=None)
+        earliest = self._earliest()
+        return None if earliest is None else earliest[0]
 
     def timers(self) -> list[tuple[int, str, str, str]]:
         """(deadline, group, kind, member) of every timer, earliest first (for inspection)."""
@@ -155,15 +171,12 @@ class ClassicGroupCoordinator:
         the shell ticks."""
         result = GroupResult()
         while True:
-            due = [
-                (t.deadline_ms, t.seq, k)
-                for k, t in self._timers.items()
-                if t.deadline_ms <= now_ms
-            ]
-            if not due:
+            earliest = self._earliest()
+            if earliest is None or earliest[0] > now_ms:
                 self._now_ms = max(self._now_ms, now_ms)
                 return result
-            _, _, key = min(due)
+            heapq.heappop(self._heap)
+            key = earliest[2]
             timer = self._timers.pop(key)
             self._now_ms = max(self._now_ms, timer.deadline_ms)
             group = self.groups.get(key[0])
@@ -932,6 +945,7 @@ class ClassicGroupCoordinator:
                     member.awaiting_sync = None
             group.transition_to(GroupState.DEAD, self._now_ms)
         self._timers.clear()
+        self._heap.clear()
         return result
 
 

@@ -145,8 +145,11 @@ class InvalidRequiredAcksError(KafkaError, code=21): ...
 
 
 class IllegalGenerationError(KafkaError, code=22):
-    """An offset commit naming a group generation the coordinator does not have (replog's
-    groups have no membership: only generation -1 is accepted)."""
+    """A request naming a group generation that is not the group's current one."""
+
+
+class InconsistentGroupProtocolError(KafkaError, code=23):
+    """A JoinGroup whose protocol type or protocols no member of the group shares."""
 
 
 class InvalidGroupIdError(KafkaError, code=24):
@@ -154,7 +157,15 @@ class InvalidGroupIdError(KafkaError, code=24):
 
 
 class UnknownMemberIdError(KafkaError, code=25):
-    """An offset commit naming a member the coordinator does not know (only "" is accepted)."""
+    """A request naming a member the group does not have."""
+
+
+class InvalidSessionTimeoutError(KafkaError, code=26):
+    """A JoinGroup session timeout outside group.min/max.session.timeout.ms."""
+
+
+class RebalanceInProgressError(KafkaError, code=27):
+    """The group is rebalancing: the member rejoins (JoinGroup) before it syncs or commits."""
 
 
 class InvalidCommitOffsetSizeError(KafkaError, code=28): ...
@@ -210,6 +221,14 @@ class KafkaStorageError(KafkaError, code=56):
 class UnknownProducerIdError(KafkaError, code=59): ...
 
 
+class NonEmptyGroupError(KafkaError, code=68):
+    """A group deletion refused because the group still has members."""
+
+
+class GroupIdNotFoundError(KafkaError, code=69):
+    """A group deletion of a group the coordinator does not have."""
+
+
 class InvalidFetchSessionEpochError(KafkaError, code=71): ...
 
 
@@ -228,7 +247,19 @@ class StaleBrokerEpochError(KafkaError, code=77): ...
 class OffsetNotAvailableError(KafkaError, code=78): ...
 
 
+class MemberIdRequiredError(KafkaError, code=79):
+    """A first JoinGroup (v4+) answered with the member id to rejoin with (KIP-394)."""
+
+
 class PreferredLeaderNotAvailableError(KafkaError, code=80): ...
+
+
+class GroupMaxSizeReachedError(KafkaError, code=81):
+    """A JoinGroup refused because the group has group.max.size members."""
+
+
+class FencedInstanceIdError(KafkaError, code=82):
+    """A static member (group.instance.id) whose member id another join replaced (KIP-345)."""
 
 
 class EligibleLeadersNotAvailableError(KafkaError, code=83): ...

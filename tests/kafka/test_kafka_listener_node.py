@@ -1,0 +1,270 @@
+"""A real node (`replog node`, broker and controller) with a Kafka PLAINTEXT listener next to its
+gRPC one, driven by kafka-python and by raw sockets:
+
+- kafka-python's admin client and consumer bootstrap (ApiVersions, Metadata), list and
+  describe topics created through replog's own admin client, and find the broker at the Kafka
+  listener's address (the listener the client connected through), not at the gRPC one;
+- an unknown topic is UNKNOWN_TOPIC_OR_PARTITION and is not created;
+- ApiVersions at a version above the served range is answered UNSUPPORTED_VERSION (v0 body);
+- garbage, a negative size, an oversize frame and an unknown API key each close only their own
+  connection, with one WARNING line naming the peer and the cause, while the others are served.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replog.admin.controller_client import ControllerClient
+from replog.admin.controller_results import NewTopic
+from replog.kafka.messages.api_versions_request import ApiVersionsRequest
+from replog.kafka.messages.api_versions_response import ApiVersionsResponse
+from replog.kafka.messages.request_header import RequestHeader
+from replog.kafka.protocol.framing import decode_response, encode_request
+from tests.eventually import wait_until
+from tests.local_ports import free_port
+
+kafka = pytest.importorskip("kafka")
+API_VERSIONS = ApiVersionsRequest(
+    client_software_name="replog-tests", client_software_version="1.0"
+)
+
+
+class RunningNode:
+    def __init__(self, process: subprocess.Popen[bytes], log: Path, grpc: int, kafka: int):
+        self.process = process
+        self.log = log
+        self.grpc_port = grpc
+        self.kafka_port = kafka
+
+    @property
+    def kafka_address(self) -> str:
+        return f"127.0.0.1:{self.kafka_port}"
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[RunningNode]:
+    grpc_port, kafka_port = free_port(), free_port()
+    config = tmp_path / "server.properties"
+    config.write_text(
+        "\n".join(
+            [
+                "process.roles=broker,controller",
+                "node.id=1",
+                "cluster.id=kafka-listener-test",
+                f"controller.quorum.voters=1@127.0.0.1:{grpc_port}",
+                f"listeners=CONTROLLER://127.0.0.1:{grpc_port},PLAINTEXT://127.0.0.1:{kafka_port}",
+                f"log.dirs={tmp_path / 'logs'}",
+                "socket.request.max.bytes=1048576",
+                "",
+            ]
+        )
+    )
+    log = tmp_path / "node.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "replog.cli.main", "node", "--config", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    running = RunningNode(process, log, grpc_port, kafka_port)
+    try:
+        yield running
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def create_topic(node: RunningNode, name: str, partitions: int) -> None:
+    with ControllerClient(f"127.0.0.1:{node.grpc_port}", default_timeout_s=30) as admin:
+        (created,) = admin.create_topics([NewTopic(name, partitions, 1)])
+        assert created.error is None, created
+
+
+def wait_serving(node: RunningNode) -> None:
+    def accepts() -> bool:
+        assert node.process.poll() is None, node.log_text()
+        try:
+            api_versions(node, version=3, correlation_id=1)
+        except OSError:
+            return False
+        return True
+
+    wait_until(accepts, "the Kafka listener answers ApiVersions", timeout_s=60)
+
+
+def raw(node: RunningNode) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", node.kafka_port), timeout=10)
+
+
+def read_frame(sock: socket.socket) -> bytes:
+    prefix = read_exactly(sock, 4)
+    (size,) = struct.unpack(">i", prefix)
+    return read_exactly(sock, size)
+
+
+def read_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError(f"closed after {len(data)} of {n} bytes")
+        data += chunk
+    return data
+
+
+def api_versions(node: RunningNode, *, version: int, correlation_id: int) -> ApiVersionsResponse:
+    header = RequestHeader(
+        request_api_key=18, request_api_version=version, correlation_id=correlation_id
+    )
+    with raw(node) as sock:
+        sock.sendall(encode_request(header, API_VERSIONS))
+        got_header, body = decode_response(read_frame(sock), 18, version)
+    assert got_header.correlation_id == correlation_id
+    assert isinstance(body, ApiVersionsResponse)
+    return body
+
+
+def closed_by_peer(sock: socket.socket) -> bool:
+    """The broker closed the connection (EOF or reset) within the socket's timeout."""
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_kafka_python_bootstraps_and_reads_metadata_through_the_listener(
+    node: RunningNode,
+) -> None:
+    create_topic(node, "orders", 3)
+    wait_serving(node)
+    admin: Any = kafka.KafkaAdminClient(
+        bootstrap_servers=node.kafka_address, request_timeout_ms=10_000
+    )
+    try:
+        wait_until(lambda: "orders" in admin.list_topics(), "orders listed", timeout_s=30)
+        (described,) = admin.describe_topics(["orders"])
+        assert described["error_code"] == 0
+        partitions = sorted(described["partitions"], key=lambda p: p["partition_index"])
+        assert [p["partition_index"] for p in partitions] == [0, 1, 2]
+        for partition in partitions:
+            assert partition["leader_id"] == 1
+            assert partition["replica_nodes"] == [1] and partition["isr_nodes"] == [1]
+            assert partition["leader_epoch"] >= 0
+        cluster = admin.describe_cluster()  # through Metadata: DescribeCluster is not served
+        assert cluster["cluster_id"] == "kafka-listener-test"
+        assert [(b["broker_id"], b["host"], b["port"]) for b in cluster["brokers"]] == [
+            (1, "127.0.0.1", node.kafka_port)
+        ]
+    finally:
+        admin.close()
+    consumer: Any = kafka.KafkaConsumer(bootstrap_servers=node.kafka_address)
+    try:
+        assert consumer.partitions_for_topic("orders") == {0, 1, 2}
+        assert not consumer.partitions_for_topic("absent")  # unknown, and not created
+    finally:
+        consumer.close()
+
+
+def test_an_unknown_topic_is_unknown_and_not_created(node: RunningNode) -> None:
+    wait_serving(node)
+    from replog.kafka.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+    from replog.kafka.messages.metadata_response import MetadataResponse
+
+    header = RequestHeader(request_api_key=3, request_api_version=12, correlation_id=5)
+    request = MetadataRequest(
+        topics=[MetadataRequestTopic(name="nope")], allow_auto_topic_creation=True
+    )
+    for _ in range(2):
+        with raw(node) as sock:
+            sock.sendall(encode_request(header, request))
+            _, body = decode_response(read_frame(sock), 3, 12)
+        assert isinstance(body, MetadataResponse)
+        (topic,) = body.topics
+        assert (topic.name, topic.error_code, topic.partitions) == ("nope", 3, [])
+
+
+def test_api_versions_above_the_served_range_is_answered_unsupported(node: RunningNode) -> None:
+    wait_serving(node)
+    served = api_versions(node, version=4, correlation_id=2)
+    assert served.error_code == 0
+    assert {(k.api_key, k.min_version, k.max_version) for k in served.api_keys} == {
+        (3, 0, 13),
+        (18, 0, 4),
+    }
+    # v5: the header is a flexible one; the answer is a v0 body under header v0.
+    frame = struct.pack(">hhih", 18, 5, 9, -1) + b"\x00" + b"\x01\x01\x00"
+    with raw(node) as sock:
+        sock.sendall(struct.pack(">i", len(frame)) + frame)
+        header, body = decode_response(read_frame(sock), 18, 0)
+    assert header.correlation_id == 9
+    assert isinstance(body, ApiVersionsResponse)
+    assert body.error_code == 35
+    assert [(k.api_key, k.min_version, k.max_version) for k in body.api_keys] == [(18, 0, 4)]
+
+
+def test_bad_input_closes_only_its_own_connection_with_one_log_line(node: RunningNode) -> None:
+    wait_serving(node)
+    bystander = raw(node)  # open throughout: served before and after the others' garbage
+    header = RequestHeader(request_api_key=18, request_api_version=3, correlation_id=40)
+    bystander.sendall(encode_request(header, API_VERSIONS))
+    read_frame(bystander)
+    rng = random.Random(53)
+    attacks = {
+        "negative": struct.pack(">i", -5),
+        "oversize": struct.pack(">i", 1048577),
+        "unknown key": struct.pack(">ihhi", 8, 999, 0, 1),
+        "garbage": struct.pack(">i", 64) + bytes(rng.randrange(256) for _ in range(64)),
+    }
+    peers = {}
+    for what, payload in attacks.items():
+        with raw(node) as sock:
+            peers[what] = f"127.0.0.1:{sock.getsockname()[1]}"
+            sock.sendall(payload)
+            assert closed_by_peer(sock), what
+    bystander.sendall(encode_request(header, API_VERSIONS))
+    got, _ = decode_response(read_frame(bystander), 18, 3)
+    assert got.correlation_id == 40
+    bystander.close()
+    assert api_versions(node, version=3, correlation_id=41).error_code == 0
+
+    def logged() -> list[str]:
+        return [
+            line
+            for line in node.log_text().splitlines()
+            if "Kafka listener PLAINTEXT: closing connection from" in line
+        ]
+
+    wait_until(lambda: len(logged()) >= len(attacks), "a line per closed connection")
+    time.sleep(0.2)  # a second line per connection would show up by now
+    lines = logged()
+    assert len(lines) == len(attacks), lines
+    causes = {
+        "negative": "invalid frame size -5 (negative)",
+        "oversize": "frame size 1048577 is larger than socket.request.max.bytes (1048576)",
+        "unknown key": "API key 999 (correlation id 1) is not served",
+        "garbage": "",
+    }
+    for what, cause in causes.items():
+        (line,) = [line for line in lines if f"from {peers[what]}: " in line]
+        assert "WARNING" in line and cause in line, line
+    assert node.process.poll() is None

@@ -467,6 +467,13 @@ class InvalidFrameSizeError(KafkaConnectionError):
     InvalidReceiveException): nothing after it can be framed, so the connection closes."""
 
 
+class RequestRefusedError(ReplogError):
+    """A request a Kafka listener's handler refuses as a whole, where the gRPC service would
+    abort the call with a status (acks=0 produce that failed, a partition named twice, a
+    broker not serving data yet): the connection closes, as Kafka's broker closes it, and the
+    message says which request and why."""
+
+
 class BrokerLifecycleError(ReplogError):
     """The broker could not join the cluster or left it before running: no registration
     within `initial.broker.registration.timeout.ms`, or a shutdown while starting. The message

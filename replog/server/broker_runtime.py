@@ -199,7 +199,10 @@ class BrokerRuntime:
             cluster_id=config.cluster_id,
             image=lambda: self.metadata.image,
             controller_id=lambda: -1 if self._raft_leader is None else self._raft_leader,
+            broker_service=self.service,
+            producer_ids=self.producer_ids,
         )
+        self._serving_clients = asyncio.Event()  # what `wait_serving_clients` waits for
         # The GroupCoordinator service; it answers COORDINATOR_NOT_AVAILABLE until the data
         # plane runs and the group coordinator is attached.
         self.coordinator_service = CoordinatorService(config.broker_id)
@@ -276,11 +279,11 @@ class BrokerRuntime:
         """Until the controller unfenced the broker; `BrokerLifecycleError` if it gave up."""
         await self.lifecycle.wait_until_running()
 
-    async def wait_metadata_ready(self) -> None:
-        """Until the broker caught up with the metadata log and published its first image
-        (what Metadata answers need); `BrokerLifecycleError` if the lifecycle shut down first."""
-        await self.lifecycle.wait_until_caught_up()
-        await self._first_image.wait()
+    async def wait_serving_clients(self) -> None:
+        """Until the broker serves clients: it caught up with the metadata log, published its
+        first image and (with a data plane) recovered its logs and attached the replica manager
+        to the Broker service, as Kafka's broker enables its listeners once started."""
+        await self._serving_clients.wait()
 
     async def wait_failed(self) -> str:
         """Until the broker role cannot go on (a storage error, a data plane that did not
@@ -318,7 +321,9 @@ class BrokerRuntime:
         except BrokerLifecycleError:  # it shut down first: nothing to get ready for
             return
         await self._first_image.wait()
-        if self.data_plane is not None:
+        if self.data_plane is None:
+            self._serving_clients.set()
+        else:
             try:
                 await self._start_data_plane(self.data_plane)
             except KafkaStorageError as error:
@@ -387,6 +392,7 @@ class BrokerRuntime:
         log_manager.start(on_storage_error=self._storage_error_from_thread)
         self.producer_ids.start()
         self.service.attach(replica_manager)
+        self._serving_clients.set()
         self._start_group_coordinator(data_plane, replica_manager)
         log.info(
             "broker %d: %d partition logs recovered; serving the data plane",

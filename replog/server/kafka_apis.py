@@ -18,12 +18,24 @@ Rules:
   lowest listed broker (a KRaft broker names some live broker: clients send their admin
   requests there), -1 with none.
 - Metadata v0: an empty topic list means every topic; v1+: null means every topic, empty none.
+- Produce (v3-12, topics by name) goes through the gRPC Broker service's own produce path
+  (`BrokerService.Produce`, with a context that has no deadline): the same refusals (illegal
+  topic names, negative partitions, bytes that are not whole v2 batches, acks), the same
+  ReplicaManager call, the same storage-error handling; only the encoding differs. What that
+  path would abort the call for (acks=0 with a failed partition, a partition named twice, a
+  broker not serving data) is a `RequestRefusedError`: the listener closes the connection,
+  as Kafka's broker does for a failed acks=0 produce. acks=0 gets no response. Null records are
+  empty records. `current_leader` is filled when the replica manager names one;
+  `node_endpoints` and `record_errors` are left empty.
+- InitProducerId (v0-5) is `broker_service.init_producer_id`: a new id with epoch 0, a
+  transactional id UNSUPPORTED_VERSION (transactions are not supported).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from typing import NoReturn
 from uuid import UUID
 
 from quorum.controller.reads import PartitionView, TopicView
@@ -31,12 +43,16 @@ from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import Endpoint
 from replog.errors import (
     InvalidRequestError,
+    KafkaError,
     LeaderNotAvailableError,
+    RequestRefusedError,
     UnknownTopicIdError,
 )
 from replog.kafka.connection import KafkaRequest, Served
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
 from replog.kafka.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+from replog.kafka.messages.init_producer_id_request import InitProducerIdRequest
+from replog.kafka.messages.init_producer_id_response import InitProducerIdResponse
 from replog.kafka.messages.metadata_request import MetadataRequest
 from replog.kafka.messages.metadata_response import (
     MetadataResponse,
@@ -44,16 +60,30 @@ from replog.kafka.messages.metadata_response import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
+from replog.kafka.messages.produce_request import ProduceRequest
+from replog.kafka.messages.produce_response import (
+    LeaderIdAndEpoch,
+    PartitionProduceResponse,
+    ProduceResponse,
+    TopicProduceResponse,
+)
 from replog.kafka.protocol.codec import ZERO_UUID, Message
+from replog.replication import messages as m
+from replog.server import broker_codec
 from replog.server.broker_metadata import metadata_view_from_image
+from replog.server.broker_service import BrokerService, ProducerIds, init_producer_id
 from replog.topic_names import is_internal_topic
 
-API_VERSIONS = 18
+PRODUCE = 0
 METADATA = 3
-# The handler table: API key -> (min, max) version handled. Kafka 4.x serves the same ranges.
+API_VERSIONS = 18
+INIT_PRODUCER_ID = 22
+# The handler table: API key -> (min, max) version handled.
 SERVED: Mapping[int, tuple[int, int]] = {
+    PRODUCE: (3, 12),
     METADATA: (0, 13),
     API_VERSIONS: (0, 4),
+    INIT_PRODUCER_ID: (0, 5),
 }
 LISTENER_NOT_FOUND = 72
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
@@ -69,11 +99,15 @@ class KafkaApis:
         cluster_id: str,
         image: Callable[[], MetadataImage],
         controller_id: Callable[[], int] = lambda: -1,
+        broker_service: BrokerService | None = None,
+        producer_ids: ProducerIds | None = None,
     ) -> None:
         self.broker_id = broker_id
         self._cluster_id = cluster_id
         self._image = image
         self._controller_id = controller_id
+        self._broker_service = broker_service
+        self._producer_ids = producer_ids
 
     @property
     def served(self) -> Served:
@@ -87,6 +121,10 @@ class KafkaApis:
             return self.api_versions(body, request.api_version)
         if isinstance(body, MetadataRequest):
             return self.metadata(body, request.api_version, listener_name)
+        if isinstance(body, ProduceRequest):
+            return await self.produce(body)
+        if isinstance(body, InitProducerIdRequest):
+            return self.init_producer_id(body)
         raise InvalidRequestError(f"no handler for {type(body).__name__}")
 
     # --- ApiVersions ---------------------------------------------------------------------------
@@ -156,6 +194,96 @@ class KafkaApis:
             controller_id=controller,
             topics=topics,
         )
+
+    # --- Produce -------------------------------------------------------------------------------
+
+    async def produce(self, request: ProduceRequest) -> ProduceResponse | None:
+        """Through the gRPC Broker service's own produce path (`BrokerService.Produce`), so
+        that every refusal and answer is the one gRPC clients get; only the encoding differs.
+        None for acks=0, which gets no response."""
+        service = self._broker_service
+        if service is None:
+            raise RequestRefusedError(f"broker {self.broker_id} serves no Produce (no data plane)")
+        partitions = tuple(
+            m.ProducePartition(topic.name, data.index, _records(data.records))
+            for topic in request.topic_data
+            for data in topic.partition_data
+        )
+        decoded = m.ProduceRequest(request.acks, request.timeout_ms, partitions)
+        answer = await service.Produce(decoded, _KafkaCall())
+        if request.acks == m.ACKS_NONE:
+            return None
+        results = iter(broker_codec.produce_response_from_proto(answer).partitions)
+        topics = [
+            TopicProduceResponse(
+                name=topic.name,
+                partition_responses=[
+                    _produce_partition(next(results)) for _ in topic.partition_data
+                ],
+            )
+            for topic in request.topic_data
+        ]
+        return ProduceResponse(responses=topics)
+
+    # --- InitProducerId ------------------------------------------------------------------------
+
+    def init_producer_id(self, request: InitProducerIdRequest) -> InitProducerIdResponse:
+        """The gRPC service's rule (`broker_service.init_producer_id`): a new producer id with
+        epoch 0, a transactional id UNSUPPORTED_VERSION (no transactions yet)."""
+        answer = init_producer_id(
+            self.broker_id,
+            m.InitProducerIdRequest(
+                transactional_id=request.transactional_id,
+                transaction_timeout_ms=request.transaction_timeout_ms,
+                producer_id=request.producer_id,
+                producer_epoch=request.producer_epoch,
+            ),
+            self._producer_ids,
+        )
+        return InitProducerIdResponse(
+            error_code=_code(answer.error),
+            producer_id=answer.producer_id,
+            producer_epoch=answer.producer_epoch,
+        )
+
+
+class _KafkaCall:
+    """What the Broker service asks of a gRPC call's context, for a Kafka request: no deadline
+    (the request carries its own timeout), and an abort refuses the request as a whole."""
+
+    def time_remaining(self) -> None:
+        return None
+
+    async def abort(self, code: object, details: str) -> NoReturn:
+        raise RequestRefusedError(details)
+
+
+def _records(records: bytes | bytearray | memoryview | None) -> bytes | memoryview:
+    """A request's records as the replica manager takes them (a view of the frame's bytes)."""
+    if records is None:
+        return b""
+    return records if isinstance(records, bytes | memoryview) else bytes(records)
+
+
+def _code(error: KafkaError | None) -> int:
+    return 0 if error is None else error.code
+
+
+def _produce_partition(result: m.ProducePartitionResult) -> PartitionProduceResponse:
+    leader = result.current_leader
+    return PartitionProduceResponse(
+        index=result.partition,
+        error_code=_code(result.error),
+        error_message=None if result.error is None else str(result.error),
+        base_offset=result.base_offset,
+        log_append_time_ms=result.log_append_time_ms,
+        log_start_offset=result.log_start_offset,
+        current_leader=(
+            LeaderIdAndEpoch()
+            if leader is None
+            else LeaderIdAndEpoch(leader_id=leader.leader_id, leader_epoch=leader.leader_epoch)
+        ),
+    )
 
 
 def _endpoint(image: MetadataImage, broker_id: int, listener_name: str) -> Endpoint | None:

@@ -13,8 +13,9 @@ Rules (docs/kafka-protocol.md, "Listener"):
 - A connection with no bytes read or written for `connections.max.idle.ms` is closed.
 - A connection that breaks the protocol (`KafkaConnectionError`: bad frame size, unknown API
   key or version, undecodable request) is closed with one WARNING line naming the listener,
-  the peer and the cause; every other connection goes on. A handler that fails unexpectedly
-  closes its connection too, logged with its traceback.
+  the peer and the cause; so is one whose request a handler refuses as a whole
+  (`RequestRefusedError`: a failed acks=0 produce). Every other connection goes on. A handler
+  that fails unexpectedly closes its connection too, logged with its traceback.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from replog.config import positive_setting
-from replog.errors import KafkaConnectionError
+from replog.errors import KafkaConnectionError, RequestRefusedError
 from replog.kafka.connection import (
     REQUEST_BYTES_MAX_DEFAULT,
     KafkaConnection,
@@ -95,7 +96,8 @@ class KafkaListener:
         self.config = config or KafkaListenerConfig()
         self._socket: socket.socket | None = None
         self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        # Open connections and their tasks.
+        self._connections: dict[asyncio.Task[None], _Connection] = {}
 
     @property
     def address(self) -> str:
@@ -147,10 +149,14 @@ class KafkaListener:
         elif self._socket is not None:
             self._socket.close()
         self._socket = None
-        for task in list(self._connections):
-            task.cancel()
+        # Each connection ends itself once its socket is gone: a cancelled connection task
+        # would be logged by asyncio's stream callback as an error.
+        for connection in self._connections.values():
+            connection.abort()
         if self._connections:
-            await asyncio.wait(self._connections, timeout=5)
+            _, stuck = await asyncio.wait(set(self._connections), timeout=5)
+            for task in stuck:
+                task.cancel()
         if server is not None:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(5):
@@ -159,11 +165,12 @@ class KafkaListener:
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
+        connection = _Connection(self, reader, writer)
+        self._connections[task] = connection
         try:
-            await _Connection(self, reader, writer).serve()
+            await connection.serve()
         finally:
-            self._connections.discard(task)
+            del self._connections[task]
 
 
 class _Connection:
@@ -207,19 +214,26 @@ class _Connection:
             with contextlib.suppress(Exception):
                 await self._writer.wait_closed()
 
+    def abort(self) -> None:
+        """The listener stops: drop the socket and wake the loops, which end on their own."""
+        if self._failure is None:
+            self._failure = _Stopping("the listener stops")
+        self._writer.transport.abort()
+        self._room.set()
+        self._answered.set()
+
     def _report(self) -> None:
         failure = self._failure
         listener = self._listener.name
+        closing = "Kafka listener %s: closing connection from %s: %s"
         if isinstance(failure, KafkaConnectionError):
-            log.warning("Kafka listener %s: closing connection from %s", listener, failure)
+            log.warning(closing, listener, failure.peer, failure.cause)
+        elif isinstance(failure, _Refused):
+            log.warning(closing, listener, self.peer, failure)
         elif isinstance(failure, _Idle):
-            log.info(
-                "Kafka listener %s: closing connection from %s: %s", listener, self.peer, failure
-            )
-        elif isinstance(failure, ConnectionError):
-            log.debug(
-                "Kafka listener %s: connection from %s lost: %s", listener, self.peer, failure
-            )
+            log.info(closing, listener, self.peer, failure)
+        elif isinstance(failure, ConnectionError | _Stopping):
+            log.debug("Kafka listener %s: lost %s: %s", listener, self.peer, failure)
         elif failure is not None:
             log.error(
                 "Kafka listener %s: closing connection from %s on an unexpected error",
@@ -274,6 +288,14 @@ class _Connection:
             self._core.respond(request, body)
         except asyncio.CancelledError:
             raise
+        except RequestRefusedError as exc:
+            if self._failure is None:
+                self._failure = _Refused(
+                    f"{api_name(request.api_key)} v{request.api_version} (correlation id "
+                    f"{request.correlation_id}) refused: {exc}"
+                )
+            self._answered.set()
+            return
         except BaseException as exc:
             if self._failure is None:
                 self._failure = _HandlerFailed(
@@ -306,6 +328,14 @@ class _Connection:
 class _Idle(Exception):
     def __init__(self, idle_s: float, what: str) -> None:
         super().__init__(f"idle for connections.max.idle.ms ({int(idle_s * 1000)} ms): {what}")
+
+
+class _Stopping(Exception):
+    """The listener closes every connection (the node stops)."""
+
+
+class _Refused(Exception):
+    """A handler refused its request as a whole: the connection closes (one WARNING line)."""
 
 
 class _HandlerFailed(Exception):

@@ -16,8 +16,8 @@ then written only by the controller (`MetadataLog.Append` refuses), unless
 `GroupCoordinator` service (committed offsets of consumer groups) on the same listener;
 partition logs live in `log.dirs`, next to the metadata log's directory. A broker also serves
 Kafka's own protocol on each later PLAINTEXT `listeners` entry (`kafka_listener`), bound with
-the gRPC listener and accepting once the broker caught up with the metadata log; none is
-configured by default.
+the gRPC listener and accepting once the broker serves clients (metadata caught up, logs
+recovered); none is configured by default.
 
 Metadata snapshots: every node snapshots its own committed metadata and keeps its metadata log
 within `metadata.max.retention.bytes` (`metadata_snapshots`). A controller snapshots its state
@@ -48,7 +48,7 @@ import signal
 
 import grpc
 
-from replog.errors import BrokerLifecycleError, KafkaStorageError
+from replog.errors import KafkaStorageError
 from replog.net_address import format_host_port
 from replog.pb import controller_pb2_grpc, raft_pb2_grpc
 from replog.server.broker_runtime import BrokerRuntime, data_plane_config_from_node
@@ -235,12 +235,9 @@ class Node:
         )
 
     async def _serve_kafka(self, broker: BrokerRuntime) -> None:
-        """The Kafka listeners accept once the broker caught up with the metadata log (Kafka's
-        broker serves no client before); a lifecycle that ended first starts none."""
-        try:
-            await broker.wait_metadata_ready()
-        except BrokerLifecycleError:
-            return
+        """The Kafka listeners accept once the broker serves clients (caught up with the
+        metadata log, logs recovered: Kafka's broker serves no client before)."""
+        await broker.wait_serving_clients()
         for listener in self.kafka_listeners:
             await listener.start(broker.kafka_apis)
 

@@ -4,10 +4,14 @@ gRPC one, driven by kafka-python and by raw sockets:
 - kafka-python's admin client and consumer bootstrap (ApiVersions, Metadata), list and
   describe topics created through replog's own admin client, and find the broker at the Kafka
   listener's address (the listener the client connected through), not at the gRPC one;
+- kafka-python's producer (idempotent with acks=all, and acks=1, acks=0) appends through the
+  listener, and replog's own consumer reads the records back over gRPC, in order, once each;
 - an unknown topic is UNKNOWN_TOPIC_OR_PARTITION and is not created;
 - ApiVersions at a version above the served range is answered UNSUPPORTED_VERSION (v0 body);
 - garbage, a negative size, an oversize frame and an unknown API key each close only their own
-  connection, with one WARNING line naming the peer and the cause, while the others are served.
+  connection, with one WARNING line naming the peer and the cause, while the others are served;
+  so does an acks=0 produce that fails (Kafka's broker closes the connection: no response can
+  carry the error).
 """
 
 from __future__ import annotations
@@ -30,8 +34,14 @@ from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import NewTopic
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
 from replog.kafka.messages.api_versions_response import ApiVersionsResponse
+from replog.kafka.messages.produce_request import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.framing import decode_response, encode_request
+from replog.record import build_batch
 from tests.eventually import wait_until
 from tests.local_ports import free_port
 
@@ -185,6 +195,42 @@ def test_kafka_python_bootstraps_and_reads_metadata_through_the_listener(
         consumer.close()
 
 
+def test_kafka_python_produces_and_replogs_consumer_reads_the_records(node: RunningNode) -> None:
+    create_topic(node, "events", 1)
+    wait_serving(node)
+    sent: list[bytes] = []
+    for acks, idempotent in (("all", True), (1, False), (0, False)):
+        producer: Any = kafka.KafkaProducer(
+            bootstrap_servers=node.kafka_address, acks=acks, enable_idempotence=idempotent
+        )
+        try:
+            for i in range(5):
+                value = f"{acks}-{i}".encode()
+                metadata = producer.send("events", key=b"k", value=value).get(timeout=30)
+                assert metadata.topic == "events" and metadata.partition == 0
+                if acks != 0:
+                    assert metadata.offset == len(sent)
+                sent.append(value)
+            producer.flush(timeout=30)
+        finally:
+            producer.close(timeout=10)
+    from replog import Consumer, TopicPartition
+
+    consumer = Consumer(bootstrap_servers=f"127.0.0.1:{node.grpc_port}")
+    try:
+        partition = TopicPartition("events", 0)
+        consumer.assign([partition])
+        consumer.seek_to_beginning(partition)
+        read: list[bytes | None] = []
+        deadline = time.monotonic() + 30
+        while len(read) < len(sent) and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                read += [r.value for r in records]
+        assert read == sent
+    finally:
+        consumer.close()
+
+
 def test_an_unknown_topic_is_unknown_and_not_created(node: RunningNode) -> None:
     wait_serving(node)
     from replog.kafka.messages.metadata_request import MetadataRequest, MetadataRequestTopic
@@ -208,8 +254,10 @@ def test_api_versions_above_the_served_range_is_answered_unsupported(node: Runni
     served = api_versions(node, version=4, correlation_id=2)
     assert served.error_code == 0
     assert {(k.api_key, k.min_version, k.max_version) for k in served.api_keys} == {
+        (0, 3, 12),
         (3, 0, 13),
         (18, 0, 4),
+        (22, 0, 5),
     }
     # v5: the header is a flexible one; the answer is a v0 body under header v0.
     frame = struct.pack(">hhih", 18, 5, 9, -1) + b"\x00" + b"\x01\x01\x00"
@@ -268,3 +316,32 @@ def test_bad_input_closes_only_its_own_connection_with_one_log_line(node: Runnin
         (line,) = [line for line in lines if f"from {peers[what]}: " in line]
         assert "WARNING" in line and cause in line, line
     assert node.process.poll() is None
+
+
+def test_a_failed_acks_0_produce_closes_the_connection(node: RunningNode) -> None:
+    wait_serving(node)
+    header = RequestHeader(request_api_key=0, request_api_version=9, correlation_id=12)
+    request = ProduceRequest(
+        acks=0,
+        timeout_ms=1000,
+        topic_data=[
+            TopicProduceData(
+                name="nope",
+                partition_data=[
+                    PartitionProduceData(index=0, records=build_batch([(0, b"k", b"v", ())]))
+                ],
+            )
+        ],
+    )
+    with raw(node) as sock:
+        sock.sendall(encode_request(header, request))
+        assert closed_by_peer(sock)
+        peer = f"127.0.0.1:{sock.getsockname()[1]}"
+
+    def logged() -> list[str]:
+        return [line for line in node.log_text().splitlines() if f"from {peer}: " in line]
+
+    wait_until(logged, "the closed connection logged")
+    (line,) = logged()
+    assert "Produce v9 (correlation id 12) refused: " in line
+    assert "acks=0 produce to nope-0 failed with UNKNOWN_TOPIC_OR_PARTITION" in line, line

@@ -27,6 +27,8 @@ Rules:
   as Kafka's broker does for a failed acks=0 produce. acks=0 gets no response. Null records are
   empty records. `current_leader` is filled when the replica manager names one;
   `node_endpoints` and `record_errors` are left empty.
+- ListOffsets (v1-7: earliest, latest, by timestamp, max timestamp) goes through the gRPC
+  service's ListOffsets the same way.
 - InitProducerId (v0-5) is `broker_service.init_producer_id`: a new id with epoch 0, a
   transactional id UNSUPPORTED_VERSION (transactions are not supported).
 """
@@ -53,6 +55,12 @@ from replog.kafka.messages.api_versions_request import ApiVersionsRequest
 from replog.kafka.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from replog.kafka.messages.init_producer_id_request import InitProducerIdRequest
 from replog.kafka.messages.init_producer_id_response import InitProducerIdResponse
+from replog.kafka.messages.list_offsets_request import ListOffsetsRequest
+from replog.kafka.messages.list_offsets_response import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
 from replog.kafka.messages.metadata_request import MetadataRequest
 from replog.kafka.messages.metadata_response import (
     MetadataResponse,
@@ -75,12 +83,14 @@ from replog.server.broker_service import BrokerService, ProducerIds, init_produc
 from replog.topic_names import is_internal_topic
 
 PRODUCE = 0
+LIST_OFFSETS = 2
 METADATA = 3
 API_VERSIONS = 18
 INIT_PRODUCER_ID = 22
 # The handler table: API key -> (min, max) version handled.
 SERVED: Mapping[int, tuple[int, int]] = {
     PRODUCE: (3, 12),
+    LIST_OFFSETS: (1, 7),
     METADATA: (0, 13),
     API_VERSIONS: (0, 4),
     INIT_PRODUCER_ID: (0, 5),
@@ -125,6 +135,8 @@ class KafkaApis:
             return await self.produce(body)
         if isinstance(body, InitProducerIdRequest):
             return self.init_producer_id(body)
+        if isinstance(body, ListOffsetsRequest):
+            return await self.list_offsets(body)
         raise InvalidRequestError(f"no handler for {type(body).__name__}")
 
     # --- ApiVersions ---------------------------------------------------------------------------
@@ -201,9 +213,7 @@ class KafkaApis:
         """Through the gRPC Broker service's own produce path (`BrokerService.Produce`), so
         that every refusal and answer is the one gRPC clients get; only the encoding differs.
         None for acks=0, which gets no response."""
-        service = self._broker_service
-        if service is None:
-            raise RequestRefusedError(f"broker {self.broker_id} serves no Produce (no data plane)")
+        service = self._service("Produce")
         partitions = tuple(
             m.ProducePartition(topic.name, data.index, _records(data.records))
             for topic in request.topic_data
@@ -224,6 +234,44 @@ class KafkaApis:
             for topic in request.topic_data
         ]
         return ProduceResponse(responses=topics)
+
+    # --- ListOffsets ---------------------------------------------------------------------------
+
+    async def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
+        """Through the gRPC Broker service's ListOffsets (its refusals, the same
+        `ReplicaManager.list_offsets` call); only the encoding differs."""
+        service = self._service("ListOffsets")
+        decoded = m.ListOffsetsRequest(
+            partitions=tuple(
+                m.ListOffsetsPartition(
+                    topic.name, p.partition_index, p.timestamp, p.current_leader_epoch
+                )
+                for topic in request.topics
+                for p in topic.partitions
+            ),
+            replica_id=request.replica_id,
+            isolation_level=broker_codec.isolation_level_from_proto(
+                request.isolation_level, "ListOffsets"
+            ),
+        )
+        answer = await service.ListOffsets(
+            broker_codec.list_offsets_request_to_proto(decoded), _KafkaCall()
+        )
+        results = iter(broker_codec.list_offsets_response_from_proto(answer).partitions)
+        return ListOffsetsResponse(
+            topics=[
+                ListOffsetsTopicResponse(
+                    name=topic.name,
+                    partitions=[_list_offsets_partition(next(results)) for _ in topic.partitions],
+                )
+                for topic in request.topics
+            ]
+        )
+
+    def _service(self, api: str) -> BrokerService:
+        if self._broker_service is None:
+            raise RequestRefusedError(f"broker {self.broker_id} serves no {api} (no data plane)")
+        return self._broker_service
 
     # --- InitProducerId ------------------------------------------------------------------------
 
@@ -283,6 +331,16 @@ def _produce_partition(result: m.ProducePartitionResult) -> PartitionProduceResp
             if leader is None
             else LeaderIdAndEpoch(leader_id=leader.leader_id, leader_epoch=leader.leader_epoch)
         ),
+    )
+
+
+def _list_offsets_partition(result: m.ListOffsetsPartitionResult) -> ListOffsetsPartitionResponse:
+    return ListOffsetsPartitionResponse(
+        partition_index=result.partition,
+        error_code=_code(result.error),
+        timestamp=result.timestamp,
+        offset=result.offset,
+        leader_epoch=result.leader_epoch,
     )
 
 

@@ -14,7 +14,8 @@ Rules (docs/kafka-protocol.md, "Listener"):
 - A connection that breaks the protocol (`KafkaConnectionError`: bad frame size, unknown API
   key or version, undecodable request) is closed with one WARNING line naming the listener,
   the peer and the cause; so is one whose request a handler refuses as a whole
-  (`RequestRefusedError`: a failed acks=0 produce). Every other connection goes on. A handler
+  (`RequestRefusedError`: a failed acks=0 produce; or a typed `KafkaError` such as an
+  isolation level that is neither 0 nor 1). Every other connection goes on. A handler
   that fails unexpectedly closes its connection too, logged with its traceback.
 """
 
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from replog.config import positive_setting
-from replog.errors import KafkaConnectionError, RequestRefusedError
+from replog.errors import KafkaConnectionError, KafkaError, RequestRefusedError
 from replog.kafka.connection import (
     REQUEST_BYTES_MAX_DEFAULT,
     KafkaConnection,
@@ -288,7 +289,7 @@ class _Connection:
             self._core.respond(request, body)
         except asyncio.CancelledError:
             raise
-        except RequestRefusedError as exc:
+        except (RequestRefusedError, KafkaError) as exc:
             if self._failure is None:
                 self._failure = _Refused(
                     f"{api_name(request.api_key)} v{request.api_version} (correlation id "

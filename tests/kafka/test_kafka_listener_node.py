@@ -6,6 +6,7 @@ gRPC one, driven by kafka-python and by raw sockets:
   listener's address (the listener the client connected through), not at the gRPC one;
 - kafka-python's producer (idempotent with acks=all, and acks=1, acks=0) appends through the
   listener, and replog's own consumer reads the records back over gRPC, in order, once each;
+  kafka-python's consumer finds the earliest, latest and by-timestamp offsets (ListOffsets);
 - an unknown topic is UNKNOWN_TOPIC_OR_PARTITION and is not created;
 - ApiVersions at a version above the served range is answered UNSUPPORTED_VERSION (v0 body);
 - garbage, a negative size, an oversize frame and an unknown API key each close only their own
@@ -229,6 +230,17 @@ def test_kafka_python_produces_and_replogs_consumer_reads_the_records(node: Runn
         assert read == sent
     finally:
         consumer.close()
+    # ListOffsets through the listener: earliest, latest, by timestamp.
+    kafka_consumer: Any = kafka.KafkaConsumer(bootstrap_servers=node.kafka_address)
+    try:
+        events = kafka.TopicPartition("events", 0)
+        assert kafka_consumer.beginning_offsets([events]) == {events: 0}
+        assert kafka_consumer.end_offsets([events]) == {events: len(sent)}
+        (found,) = kafka_consumer.offsets_for_times({events: 0}).values()
+        assert found.offset == 0
+        assert kafka_consumer.offsets_for_times({events: 2**62}) == {events: None}
+    finally:
+        kafka_consumer.close()
 
 
 def test_an_unknown_topic_is_unknown_and_not_created(node: RunningNode) -> None:
@@ -255,6 +267,7 @@ def test_api_versions_above_the_served_range_is_answered_unsupported(node: Runni
     assert served.error_code == 0
     assert {(k.api_key, k.min_version, k.max_version) for k in served.api_keys} == {
         (0, 3, 12),
+        (2, 1, 7),
         (3, 0, 13),
         (18, 0, 4),
         (22, 0, 5),

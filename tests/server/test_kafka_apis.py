@@ -68,7 +68,7 @@ def test_api_versions_advertises_exactly_the_handler_table() -> None:
     assert [(k.api_key, k.min_version, k.max_version) for k in answer.api_keys] == sorted(
         (key, low, high) for key, (low, high) in SERVED.items()
     )
-    assert SERVED == {0: (3, 12), 3: (0, 13), 18: (0, 4), 22: (0, 5)}
+    assert SERVED == {0: (3, 12), 2: (1, 7), 3: (0, 13), 18: (0, 4), 22: (0, 5)}
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from typing import TypeVar
 
 import pytest
 
+from replog.errors import InvalidRequestError
 from replog.kafka.connection import KafkaRequest
 from replog.kafka.messages.metadata_request import MetadataRequest
 from replog.kafka.messages.metadata_response import MetadataResponse, MetadataResponseBroker
@@ -33,7 +34,7 @@ T = TypeVar("T")
 
 class Handlers:
     """Metadata answered once the test releases its correlation id (or at once if `hold` is
-    false); correlation id 666 fails."""
+    false); correlation id 666 fails, 667 is refused (a typed error)."""
 
     served = {3: (0, 13), 18: (0, 4)}
 
@@ -50,6 +51,8 @@ class Handlers:
         self.called.append(request.correlation_id)
         if request.correlation_id == 666:
             raise RuntimeError("the handler broke")
+        if request.correlation_id == 667:
+            raise InvalidRequestError("isolation_level 7 is neither 0 nor 1")
         if self.hold:
             await self.gate(request.correlation_id).wait()
         return MetadataResponse(
@@ -163,3 +166,21 @@ async def handler_fails(listener: KafkaListener, caplog: pytest.LogCaptureFixtur
     )
     await eventually(lambda: listener.open_connections == 0, "the connection closed")
     writer.close()
+
+
+@pytest.mark.asyncio
+async def test_a_refused_request_closes_its_connection_with_one_warning_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with listening(Handlers(hold=False)) as listener:
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        peer = f"127.0.0.1:{writer.get_extra_info('sockname')[1]}"
+        writer.write(metadata_frame(667))
+        assert await within(5, reader.read(1)) == b""
+        writer.close()
+    (record,) = [r for r in caplog.records if r.name == "replog.server.kafka"]
+    assert record.levelno == logging.WARNING and record.exc_info is None
+    assert record.getMessage() == (
+        f"Kafka listener PLAINTEXT: closing connection from {peer}: Metadata v12 (correlation "
+        "id 667) refused: isolation_level 7 is neither 0 nor 1"
+    )

@@ -48,6 +48,7 @@ from replog.kafka.protocol.framing import (
 SIZE_PREFIX_BYTES = 4
 REQUEST_BYTES_MAX_DEFAULT = 104_857_600  # socket.request.max.bytes
 _SIZE = struct.Struct(">i")
+_COMPACT_AFTER_BYTES = 64 * 1024
 
 # Served versions by API key: (min, max).
 Served = Mapping[int, tuple[int, int]]
@@ -93,6 +94,7 @@ class KafkaConnection:
         self._served = dict(served)
         self._request_bytes_max = request_bytes_max
         self._buffer = bytearray()
+        self._start = 0  # where the unread bytes of `_buffer` begin
         self._next_sequence = 0
         self._head = 0  # the oldest slot not released
         # Slot -> (api key, version, correlation id) of requests not answered yet.
@@ -108,7 +110,7 @@ class KafkaConnection:
 
     @property
     def buffered_bytes(self) -> int:
-        return len(self._buffer)
+        return len(self._buffer) - self._start
 
     def next_request(self) -> KafkaRequest | None:
         """The next complete request, None until more bytes arrive. Requests the core answers
@@ -123,9 +125,10 @@ class KafkaConnection:
                 return request
 
     def _next_frame(self) -> bytes | None:
-        if len(self._buffer) < SIZE_PREFIX_BYTES:
+        start = self._start
+        if len(self._buffer) - start < SIZE_PREFIX_BYTES:
             return None
-        (size,) = _SIZE.unpack_from(self._buffer, 0)
+        (size,) = _SIZE.unpack_from(self._buffer, start)
         if size < 0:
             raise InvalidFrameSizeError(self.peer, f"invalid frame size {size} (negative)")
         if size > self._request_bytes_max:
@@ -134,11 +137,20 @@ class KafkaConnection:
                 f"frame size {size} is larger than socket.request.max.bytes "
                 f"({self._request_bytes_max})",
             )
-        end = SIZE_PREFIX_BYTES + size
+        end = start + SIZE_PREFIX_BYTES + size
         if len(self._buffer) < end:
             return None
-        frame = bytes(self._buffer[SIZE_PREFIX_BYTES:end])
-        del self._buffer[:end]
+        frame = bytes(self._buffer[start + SIZE_PREFIX_BYTES : end])
+        # Consumed bytes are dropped at once only when nothing follows them, else in one move
+        # per chunk's worth: a chunk of many small frames costs no move per frame.
+        if end == len(self._buffer):
+            self._buffer.clear()
+            self._start = 0
+        elif end >= _COMPACT_AFTER_BYTES:
+            del self._buffer[:end]
+            self._start = 0
+        else:
+            self._start = end
         return frame
 
     def _admit(self, frame: bytes) -> KafkaRequest | None:

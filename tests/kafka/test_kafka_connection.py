@@ -79,6 +79,15 @@ def test_any_chunking_of_a_stream_of_frames_gives_the_same_requests(
     assert whole[0].body == MetadataRequest(topics=[MetadataRequestTopic(name="topic-0")])
 
 
+@pytest.mark.parametrize("chunk", [7777, 65536, 200_000])
+def test_a_long_stream_of_small_frames_in_chunks_loses_nothing(chunk: int) -> None:
+    stream = b"".join(request_frame(i) for i in range(3000))  # ~150 KB: buffers compact
+    chunks = [stream[i : i + chunk] for i in range(0, len(stream), chunk)]
+    requests = drain_fed(connection(), chunks)
+    assert [r.correlation_id for r in requests] == list(range(3000))
+    assert [r.sequence for r in requests] == list(range(3000))
+
+
 def drain_fed(core: KafkaConnection, chunks: list[bytes]) -> list[KafkaRequest]:
     requests = []
     for chunk in chunks:

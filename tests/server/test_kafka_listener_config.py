@@ -5,10 +5,15 @@
   `listener.security.protocol.map`) is one; SSL and SASL entries are not served;
 - a Kafka listener may not share a port with the gRPC listener or another Kafka listener;
 - port 0 is registered as the port that listener bound, not the gRPC one;
-- `queued.max.requests`, `connections.max.idle.ms`, `socket.request.max.bytes` must be positive.
+- `queued.max.requests`, `connections.max.idle.ms`, `socket.request.max.bytes` must be positive;
+- a Kafka listener port in use is an OSError naming the listener, and a failed start lets go of
+  the Kafka ports it bound already.
 """
 
 from __future__ import annotations
+
+import socket
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +22,9 @@ from replog.errors import ConfigError
 from replog.server.broker_runtime import broker_config_from_node
 from replog.server.kafka_listener import KafkaListenerConfig
 from replog.server.known_properties import unknown_properties
+from replog.server.node import Node
 from replog.server.node_config import NodeConfig
+from tests.local_ports import free_port
 
 
 def node(listeners: str, **extra: str) -> NodeConfig:
@@ -90,3 +97,36 @@ def test_the_listener_settings() -> None:
         with pytest.raises(ConfigError, match=key):
             KafkaListenerConfig.from_properties({key: "0"})
     assert unknown_properties({"queued.max.requests": "1", "connections.max.idle.ms": "1"}) == []
+
+
+@pytest.mark.asyncio
+async def test_a_kafka_listener_port_in_use_is_an_os_error_naming_it(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        first = free_port()
+        config = node(
+            f"PLAINTEXT://127.0.0.1:0,PLAINTEXT2://127.0.0.1:{first},PLAINTEXT3://127.0.0.1:{port}",
+            **{
+                "log.dirs": str(tmp_path / "logs"),
+                "listener.security.protocol.map": "PLAINTEXT2:PLAINTEXT,PLAINTEXT3:PLAINTEXT",
+            },
+        )
+        with pytest.raises(
+            OSError, match=rf"listeners: cannot listen on PLAINTEXT3://127.0.0.1:{port}: "
+        ):
+            Node(config)
+    # The listener bound before the failure let its port go with the failed start.
+    again = node(
+        f"PLAINTEXT://127.0.0.1:0,PLAINTEXT2://127.0.0.1:{first}",
+        **{
+            "log.dirs": str(tmp_path / "logs"),
+            "listener.security.protocol.map": "PLAINTEXT2:PLAINTEXT",
+        },
+    )
+    built = Node(again)
+    assert [listener.port for listener in built.kafka_listeners] == [first]
+    for listener in built.kafka_listeners:
+        listener.close_unstarted()
+    built.storage.close()

@@ -27,6 +27,12 @@ Rules:
   as Kafka's broker does for a failed acks=0 produce. acks=0 gets no response. Null records are
   empty records. `current_leader` is filled when the replica manager names one;
   `node_endpoints` and `record_errors` are left empty.
+- Fetch (v4-12, topics by name, consumers only) goes through the gRPC service's unary Fetch
+  the same way; no fetch session is ever opened (session id 0 in every answer, which Kafka's
+  clients take as "send full fetches"); an incremental fetch is FETCH_SESSION_ID_NOT_FOUND, a
+  fetch from a replica (replica id >= 0) is refused. Records are the log's bytes as the
+  replica manager read them; aborted transactions are null for READ_UNCOMMITTED, empty for
+  READ_COMMITTED (no transactions yet).
 - ListOffsets (v1-7: earliest, latest, by timestamp, max timestamp) goes through the gRPC
   service's ListOffsets the same way.
 - InitProducerId (v0-5) is `broker_service.init_producer_id`: a new id with epoch 0, a
@@ -51,8 +57,10 @@ from replog.errors import (
     UnknownTopicIdError,
 )
 from replog.kafka.connection import KafkaRequest, Served
+from replog.kafka.messages import fetch_response as kf
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
 from replog.kafka.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+from replog.kafka.messages.fetch_request import FetchRequest
 from replog.kafka.messages.init_producer_id_request import InitProducerIdRequest
 from replog.kafka.messages.init_producer_id_response import InitProducerIdResponse
 from replog.kafka.messages.list_offsets_request import ListOffsetsRequest
@@ -83,6 +91,7 @@ from replog.server.broker_service import BrokerService, ProducerIds, init_produc
 from replog.topic_names import is_internal_topic
 
 PRODUCE = 0
+FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
 API_VERSIONS = 18
@@ -90,12 +99,14 @@ INIT_PRODUCER_ID = 22
 # The handler table: API key -> (min, max) version handled.
 SERVED: Mapping[int, tuple[int, int]] = {
     PRODUCE: (3, 12),
+    FETCH: (4, 12),
     LIST_OFFSETS: (1, 7),
     METADATA: (0, 13),
     API_VERSIONS: (0, 4),
     INIT_PRODUCER_ID: (0, 5),
 }
 LISTENER_NOT_FOUND = 72
+FETCH_SESSION_ID_NOT_FOUND = 70
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
@@ -137,6 +148,8 @@ class KafkaApis:
             return self.init_producer_id(body)
         if isinstance(body, ListOffsetsRequest):
             return await self.list_offsets(body)
+        if isinstance(body, FetchRequest):
+            return await self.fetch(body)
         raise InvalidRequestError(f"no handler for {type(body).__name__}")
 
     # --- ApiVersions ---------------------------------------------------------------------------
@@ -235,6 +248,57 @@ class KafkaApis:
         ]
         return ProduceResponse(responses=topics)
 
+    # --- Fetch ---------------------------------------------------------------------------------
+
+    async def fetch(self, request: FetchRequest) -> kf.FetchResponse:
+        """Through the gRPC Broker service's unary Fetch (its refusals, the same
+        `ReplicaManager.fetch` call, the records as the log holds them). Sessionless: every
+        answer has session id 0, which tells a client that no session was opened, so it sends
+        full fetches; an incremental fetch (epoch > 0) names a session that cannot exist here
+        and is FETCH_SESSION_ID_NOT_FOUND."""
+        service = self._service("Fetch")
+        if request.replica_id >= 0:
+            raise RequestRefusedError(
+                f"Fetch from replica {request.replica_id}: followers fetch over replog's gRPC "
+                "listener"
+            )
+        if request.session_epoch > 0:
+            return kf.FetchResponse(error_code=FETCH_SESSION_ID_NOT_FOUND)
+        isolation = broker_codec.isolation_level_from_proto(request.isolation_level, "Fetch")
+        decoded = m.FetchRequest(
+            partitions=tuple(
+                m.FetchPartition(
+                    topic.topic,
+                    p.partition,
+                    p.fetch_offset,
+                    partition_max_bytes=p.partition_max_bytes,
+                    current_leader_epoch=p.current_leader_epoch,
+                    last_fetched_epoch=p.last_fetched_epoch,
+                    log_start_offset=p.log_start_offset,
+                )
+                for topic in request.topics
+                for p in topic.partitions
+            ),
+            max_wait_ms=request.max_wait_ms,
+            min_bytes=request.min_bytes,
+            max_bytes=request.max_bytes,
+            isolation_level=isolation,
+        )
+        answer = await service.Fetch(broker_codec.fetch_request_to_proto(decoded), _KafkaCall())
+        results = iter(answer.partitions)
+        aborted: list[kf.AbortedTransaction] | None = (
+            None if isolation is m.IsolationLevel.READ_UNCOMMITTED else []
+        )
+        return kf.FetchResponse(
+            responses=[
+                kf.FetchableTopicResponse(
+                    topic=topic.topic,
+                    partitions=[_fetched(next(results), aborted) for _ in topic.partitions],
+                )
+                for topic in request.topics
+            ]
+        )
+
     # --- ListOffsets ---------------------------------------------------------------------------
 
     async def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
@@ -331,6 +395,31 @@ def _produce_partition(result: m.ProducePartitionResult) -> PartitionProduceResp
             if leader is None
             else LeaderIdAndEpoch(leader_id=leader.leader_id, leader_epoch=leader.leader_epoch)
         ),
+    )
+
+
+def _fetched(
+    result: m.FetchPartitionResult, aborted: list[kf.AbortedTransaction] | None
+) -> kf.PartitionData:
+    diverging, leader = result.diverging_epoch, result.current_leader
+    return kf.PartitionData(
+        partition_index=result.partition,
+        error_code=_code(result.error),
+        high_watermark=result.high_watermark,
+        last_stable_offset=result.last_stable_offset,
+        log_start_offset=result.log_start_offset,
+        diverging_epoch=(
+            kf.EpochEndOffset()
+            if diverging is None
+            else kf.EpochEndOffset(epoch=diverging.leader_epoch, end_offset=diverging.end_offset)
+        ),
+        current_leader=(
+            kf.LeaderIdAndEpoch()
+            if leader is None
+            else kf.LeaderIdAndEpoch(leader_id=leader.leader_id, leader_epoch=leader.leader_epoch)
+        ),
+        aborted_transactions=None if aborted is None else list(aborted),
+        records=result.records,
     )
 
 

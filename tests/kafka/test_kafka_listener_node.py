@@ -6,7 +6,8 @@ gRPC one, driven by kafka-python and by raw sockets:
   listener's address (the listener the client connected through), not at the gRPC one;
 - kafka-python's producer (idempotent with acks=all, and acks=1, acks=0) appends through the
   listener, and replog's own consumer reads the records back over gRPC, in order, once each;
-  kafka-python's consumer finds the earliest, latest and by-timestamp offsets (ListOffsets);
+  kafka-python's consumer finds the earliest, latest and by-timestamp offsets (ListOffsets) and
+  reads every record back through the listener, from the beginning and from an offset (Fetch);
 - an unknown topic is UNKNOWN_TOPIC_OR_PARTITION and is not created;
 - ApiVersions at a version above the served range is answered UNSUPPORTED_VERSION (v0 body);
 - garbage, a negative size, an oversize frame and an unknown API key each close only their own
@@ -239,6 +240,19 @@ def test_kafka_python_produces_and_replogs_consumer_reads_the_records(node: Runn
         (found,) = kafka_consumer.offsets_for_times({events: 0}).values()
         assert found.offset == 0
         assert kafka_consumer.offsets_for_times({events: 2**62}) == {events: None}
+        # Fetch through the listener: every record, in order, once.
+        kafka_consumer.assign([events])
+        kafka_consumer.seek_to_beginning(events)
+        fetched: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(fetched) < len(sent) and time.monotonic() < deadline:
+            for records in kafka_consumer.poll(timeout_ms=500).values():
+                fetched += [r.value for r in records]
+        assert fetched == sent
+        assert kafka_consumer.poll(timeout_ms=200) == {}  # nothing twice
+        kafka_consumer.seek(events, 7)
+        (records,) = kafka_consumer.poll(timeout_ms=5000, max_records=3).values()
+        assert [(r.offset, r.value) for r in records] == [(i, sent[i]) for i in (7, 8, 9)]
     finally:
         kafka_consumer.close()
 
@@ -267,6 +281,7 @@ def test_api_versions_above_the_served_range_is_answered_unsupported(node: Runni
     assert served.error_code == 0
     assert {(k.api_key, k.min_version, k.max_version) for k in served.api_keys} == {
         (0, 3, 12),
+        (1, 4, 12),
         (2, 1, 7),
         (3, 0, 13),
         (18, 0, 4),

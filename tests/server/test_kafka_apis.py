@@ -2,6 +2,8 @@
 
 - ApiVersions advertises exactly the handler table; v3+ with a bad client software name is
   INVALID_REQUEST with no APIs, as Kafka answers;
+- Fetch opens no session: an incremental fetch is FETCH_SESSION_ID_NOT_FOUND, and a fetch from
+  a replica is refused (followers use the gRPC listener);
 - Metadata advertises each broker at its endpoint of the listener the client connected through,
   leaves out brokers without one (their partitions: leader -1, LISTENER_NOT_FOUND from v6,
   LEADER_NOT_AVAILABLE before), leaves out fenced brokers, answers UNKNOWN_TOPIC_OR_PARTITION
@@ -17,9 +19,12 @@ import pytest
 
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import Endpoint, RegisterBrokerRecord
+from replog.errors import RequestRefusedError
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
+from replog.kafka.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from replog.kafka.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from replog.kafka.messages.metadata_response import MetadataResponse
+from replog.server.broker_service import BrokerService
 from replog.server.kafka_apis import SERVED, KafkaApis
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 
@@ -68,7 +73,7 @@ def test_api_versions_advertises_exactly_the_handler_table() -> None:
     assert [(k.api_key, k.min_version, k.max_version) for k in answer.api_keys] == sorted(
         (key, low, high) for key, (low, high) in SERVED.items()
     )
-    assert SERVED == {0: (3, 12), 2: (1, 7), 3: (0, 13), 18: (0, 4), 22: (0, 5)}
+    assert SERVED == {0: (3, 12), 1: (4, 12), 2: (1, 7), 3: (0, 13), 18: (0, 4), 22: (0, 5)}
 
 
 @pytest.mark.parametrize(
@@ -149,3 +154,16 @@ def test_every_topic_forms() -> None:
 def test_the_controller_id_is_a_listed_broker(raft_leader: int, named_controller: int) -> None:
     answer = apis(raft_leader).metadata(named(), 12, "PLAINTEXT")
     assert answer.controller_id == named_controller
+
+
+@pytest.mark.asyncio
+async def test_fetch_opens_no_session_and_serves_no_replica() -> None:
+    current = image()
+    service = BrokerService(2, cluster_id="c1", image=lambda: current)
+    handlers = KafkaApis(2, cluster_id="c1", image=lambda: current, broker_service=service)
+    topics = [FetchTopic(topic="orders", partitions=[FetchPartition(partition=0)])]
+    incremental = FetchRequest(session_id=5, session_epoch=3, topics=topics)
+    answer = await handlers.fetch(incremental)
+    assert (answer.error_code, answer.session_id, answer.responses) == (70, 0, [])
+    with pytest.raises(RequestRefusedError, match="Fetch from replica 3: followers fetch"):
+        await handlers.fetch(FetchRequest(replica_id=3, topics=topics))

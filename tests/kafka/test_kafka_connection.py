@@ -1,4 +1,5 @@
 """The connection core (`replog.kafka.connection`): framing of a byte stream cut anywhere,
+random bytes and random frames giving nothing but requests or a typed refusal,
 responses in request order whatever order the handlers finish in, and the refusals that close
 a connection (bad frame sizes, unserved keys and versions, undecodable requests), each a typed
 error naming the peer and the cause; ApiVersions at an unserved version answered as Kafka does.
@@ -220,3 +221,33 @@ def test_api_versions_inside_the_range_reaches_the_handler() -> None:
     core.feed(request_frame(3, key=18, version=4))
     (request,) = drain(core)
     assert request.api_key == 18 and request.api_version == 4
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=st.sampled_from([0, 1, 2, 3, 18, 22, 7, 999, -1]),
+    version=st.integers(-2, 20),
+    body=st.binary(max_size=200),
+)
+def test_random_frames_give_requests_or_a_typed_refusal_only(
+    key: int, version: int, body: bytes
+) -> None:
+    served = {0: (3, 12), 1: (4, 12), 2: (1, 7), 3: (0, 13), 18: (0, 4), 22: (0, 5)}
+    core = KafkaConnection(PEER, served)
+    frame = struct.pack(">hhi", key, version, 1) + body
+    core.feed(struct.pack(">i", len(frame)) + frame)
+    try:
+        drain(core)
+    except KafkaConnectionError as refused:
+        assert refused.peer == PEER and refused.cause
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300))
+def test_random_bytes_give_requests_or_a_typed_refusal_only(data: bytes) -> None:
+    core = connection(limit=256)
+    core.feed(data)
+    try:
+        drain(core)
+    except KafkaConnectionError as refused:
+        assert refused.peer == PEER and refused.cause

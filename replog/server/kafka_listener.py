@@ -7,7 +7,9 @@ Rules (docs/kafka-protocol.md, "Listener"):
   with the metadata log: like Kafka's broker, it serves no client before), `stop` closes the
   socket and every connection.
 - Each request is handled in its own task as soon as it is read (pipelined), and answered in
-  request order (the core). While `queued.max.requests` requests of a connection are read and
+  request order (the core). Tasks start in the order created and a produce handler reaches its
+  append before its first suspension (`BrokerRequests.produce`'s contract, which ProduceStream
+  relies on too), so one connection's Produce requests are appended in the order sent. While `queued.max.requests` requests of a connection are read and
   not yet written, or the socket's send buffer is full (a client that sends and never reads),
   the connection is not read: memory per connection stays bounded.
 - A connection with no bytes read or written for `connections.max.idle.ms` is closed.

@@ -8,6 +8,7 @@ gRPC one, driven by kafka-python and by raw sockets:
   listener, and replog's own consumer reads the records back over gRPC, in order, once each;
   kafka-python's consumer finds the earliest, latest and by-timestamp offsets (ListOffsets) and
   reads every record back through the listener, from the beginning and from an offset (Fetch);
+- Produce requests pipelined on one connection are appended and answered in the order sent;
 - an unknown topic is UNKNOWN_TOPIC_OR_PARTITION and is not created;
 - ApiVersions at a version above the served range is answered UNSUPPORTED_VERSION (v0 body);
 - garbage, a negative size, an oversize frame and an unknown API key each close only their own
@@ -41,6 +42,7 @@ from replog.kafka.messages.produce_request import (
     ProduceRequest,
     TopicProduceData,
 )
+from replog.kafka.messages.produce_response import ProduceResponse as KafkaProduceResponse
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.framing import decode_response, encode_request
 from replog.record import build_batch
@@ -373,3 +375,36 @@ def test_a_failed_acks_0_produce_closes_the_connection(node: RunningNode) -> Non
     (line,) = logged()
     assert "Produce v9 (correlation id 12) refused: " in line
     assert "acks=0 produce to nope-0 failed with UNKNOWN_TOPIC_OR_PARTITION" in line, line
+
+
+def test_pipelined_produce_requests_are_appended_and_answered_in_the_order_sent(
+    node: RunningNode,
+) -> None:
+    create_topic(node, "piped", 1)
+    wait_serving(node)
+    frames = b""
+    for i in range(30):
+        header = RequestHeader(request_api_key=0, request_api_version=9, correlation_id=100 + i)
+        records = build_batch([(0, b"k", str(i).encode(), ())])
+        request = ProduceRequest(
+            acks=1,
+            timeout_ms=5000,
+            topic_data=[
+                TopicProduceData(
+                    name="piped", partition_data=[PartitionProduceData(index=0, records=records)]
+                )
+            ],
+        )
+        frames += encode_request(header, request)
+    with raw(node) as sock:
+        sock.sendall(frames)  # all 30 before reading any answer
+        answers = [decode_response(read_frame(sock), 0, 9) for _ in range(30)]
+    assert [header.correlation_id for header, _ in answers] == [100 + i for i in range(30)]
+    offsets = []
+    for _, body in answers:
+        assert isinstance(body, KafkaProduceResponse)
+        (topic,) = body.responses
+        (partition,) = topic.partition_responses
+        assert partition.error_code == 0, partition
+        offsets.append(partition.base_offset)
+    assert offsets == list(range(30))

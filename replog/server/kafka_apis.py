@@ -33,6 +33,8 @@ Rules:
   fetch from a replica (replica id >= 0) is refused. Records are the log's bytes as the
   replica manager read them; aborted transactions are null for READ_UNCOMMITTED, empty for
   READ_COMMITTED (no transactions yet).
+- OffsetForLeaderEpoch (v2-4, consumers only) goes through the gRPC service's
+  OffsetsForLeaderEpoch the same way.
 - ListOffsets (v1-7: earliest, latest, by timestamp, max timestamp) goes through the gRPC
   service's ListOffsets the same way.
 - InitProducerId (v0-5) is `broker_service.init_producer_id`: a new id with epoch 0, a
@@ -76,6 +78,12 @@ from replog.kafka.messages.metadata_response import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
+from replog.kafka.messages.offset_for_leader_epoch_request import OffsetForLeaderEpochRequest
+from replog.kafka.messages.offset_for_leader_epoch_response import (
+    EpochEndOffset,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderTopicResult,
+)
 from replog.kafka.messages.produce_request import ProduceRequest
 from replog.kafka.messages.produce_response import (
     LeaderIdAndEpoch,
@@ -94,6 +102,7 @@ PRODUCE = 0
 FETCH = 1
 LIST_OFFSETS = 2
 METADATA = 3
+OFFSET_FOR_LEADER_EPOCH = 23
 API_VERSIONS = 18
 INIT_PRODUCER_ID = 22
 # The handler table: API key -> (min, max) version handled.
@@ -104,9 +113,13 @@ SERVED: Mapping[int, tuple[int, int]] = {
     METADATA: (0, 13),
     API_VERSIONS: (0, 4),
     INIT_PRODUCER_ID: (0, 5),
+    OFFSET_FOR_LEADER_EPOCH: (2, 4),
 }
 LISTENER_NOT_FOUND = 72
 FETCH_SESSION_ID_NOT_FOUND = 70
+# The first versions whose answers carry the leader (and for Fetch the diverging epoch).
+PRODUCE_CURRENT_LEADER_VERSION = 10
+FETCH_TAGGED_LEADER_VERSION = 12
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
@@ -143,13 +156,15 @@ class KafkaApis:
         if isinstance(body, MetadataRequest):
             return self.metadata(body, request.api_version, listener_name)
         if isinstance(body, ProduceRequest):
-            return await self.produce(body)
+            return await self.produce(body, request.api_version)
         if isinstance(body, InitProducerIdRequest):
             return self.init_producer_id(body)
         if isinstance(body, ListOffsetsRequest):
             return await self.list_offsets(body)
         if isinstance(body, FetchRequest):
-            return await self.fetch(body)
+            return await self.fetch(body, request.api_version)
+        if isinstance(body, OffsetForLeaderEpochRequest):
+            return await self.offset_for_leader_epoch(body)
         raise InvalidRequestError(f"no handler for {type(body).__name__}")
 
     # --- ApiVersions ---------------------------------------------------------------------------
@@ -222,7 +237,7 @@ class KafkaApis:
 
     # --- Produce -------------------------------------------------------------------------------
 
-    async def produce(self, request: ProduceRequest) -> ProduceResponse | None:
+    async def produce(self, request: ProduceRequest, version: int) -> ProduceResponse | None:
         """Through the gRPC Broker service's own produce path (`BrokerService.Produce`), so
         that every refusal and answer is the one gRPC clients get; only the encoding differs.
         None for acks=0, which gets no response."""
@@ -241,7 +256,7 @@ class KafkaApis:
             TopicProduceResponse(
                 name=topic.name,
                 partition_responses=[
-                    _produce_partition(next(results)) for _ in topic.partition_data
+                    _produce_partition(next(results), version) for _ in topic.partition_data
                 ],
             )
             for topic in request.topic_data
@@ -250,18 +265,14 @@ class KafkaApis:
 
     # --- Fetch ---------------------------------------------------------------------------------
 
-    async def fetch(self, request: FetchRequest) -> kf.FetchResponse:
+    async def fetch(self, request: FetchRequest, version: int) -> kf.FetchResponse:
         """Through the gRPC Broker service's unary Fetch (its refusals, the same
         `ReplicaManager.fetch` call, the records as the log holds them). Sessionless: every
         answer has session id 0, which tells a client that no session was opened, so it sends
         full fetches; an incremental fetch (epoch > 0) names a session that cannot exist here
         and is FETCH_SESSION_ID_NOT_FOUND."""
         service = self._service("Fetch")
-        if request.replica_id >= 0:
-            raise RequestRefusedError(
-                f"Fetch from replica {request.replica_id}: followers fetch over replog's gRPC "
-                "listener"
-            )
+        _refuse_replica("Fetch", request.replica_id)
         if request.session_epoch > 0:
             return kf.FetchResponse(error_code=FETCH_SESSION_ID_NOT_FOUND)
         isolation = broker_codec.isolation_level_from_proto(request.isolation_level, "Fetch")
@@ -293,7 +304,40 @@ class KafkaApis:
             responses=[
                 kf.FetchableTopicResponse(
                     topic=topic.topic,
-                    partitions=[_fetched(next(results), aborted) for _ in topic.partitions],
+                    partitions=[
+                        _fetched(next(results), aborted, version) for _ in topic.partitions
+                    ],
+                )
+                for topic in request.topics
+            ]
+        )
+
+    # --- OffsetForLeaderEpoch ------------------------------------------------------------------
+
+    async def offset_for_leader_epoch(
+        self, request: OffsetForLeaderEpochRequest
+    ) -> OffsetForLeaderEpochResponse:
+        """Through the gRPC Broker service's OffsetsForLeaderEpoch (consumers only)."""
+        service = self._service("OffsetForLeaderEpoch")
+        _refuse_replica("OffsetForLeaderEpoch", request.replica_id)
+        decoded = m.OffsetsForLeaderEpochRequest(
+            tuple(
+                m.OffsetForLeaderPartition(
+                    topic.topic, p.partition, p.leader_epoch, p.current_leader_epoch
+                )
+                for topic in request.topics
+                for p in topic.partitions
+            )
+        )
+        answer = await service.OffsetsForLeaderEpoch(
+            broker_codec.offsets_for_leader_epoch_request_to_proto(decoded), _KafkaCall()
+        )
+        results = iter(broker_codec.offsets_for_leader_epoch_response_from_proto(answer).partitions)
+        return OffsetForLeaderEpochResponse(
+            topics=[
+                OffsetForLeaderTopicResult(
+                    topic=topic.topic,
+                    partitions=[_epoch_end_offset(next(results)) for _ in topic.partitions],
                 )
                 for topic in request.topics
             ]
@@ -381,8 +425,8 @@ def _code(error: KafkaError | None) -> int:
     return 0 if error is None else error.code
 
 
-def _produce_partition(result: m.ProducePartitionResult) -> PartitionProduceResponse:
-    leader = result.current_leader
+def _produce_partition(result: m.ProducePartitionResult, version: int) -> PartitionProduceResponse:
+    leader = result.current_leader if version >= PRODUCE_CURRENT_LEADER_VERSION else None
     return PartitionProduceResponse(
         index=result.partition,
         error_code=_code(result.error),
@@ -399,9 +443,11 @@ def _produce_partition(result: m.ProducePartitionResult) -> PartitionProduceResp
 
 
 def _fetched(
-    result: m.FetchPartitionResult, aborted: list[kf.AbortedTransaction] | None
+    result: m.FetchPartitionResult, aborted: list[kf.AbortedTransaction] | None, version: int
 ) -> kf.PartitionData:
     diverging, leader = result.diverging_epoch, result.current_leader
+    if version < FETCH_TAGGED_LEADER_VERSION:  # the versions without these fields
+        diverging = leader = None
     return kf.PartitionData(
         partition_index=result.partition,
         error_code=_code(result.error),
@@ -420,6 +466,24 @@ def _fetched(
         ),
         aborted_transactions=None if aborted is None else list(aborted),
         records=result.records,
+    )
+
+
+def _refuse_replica(api: str, replica_id: int) -> None:
+    """Followers replicate over replog's gRPC listener; a Kafka client is a consumer (-1, or
+    -2 for Kafka's debugging consumers)."""
+    if replica_id >= 0:
+        raise RequestRefusedError(
+            f"{api} from replica {replica_id}: followers fetch over replog's gRPC listener"
+        )
+
+
+def _epoch_end_offset(result: m.OffsetForLeaderPartitionResult) -> EpochEndOffset:
+    return EpochEndOffset(
+        error_code=_code(result.error),
+        partition=result.partition,
+        leader_epoch=result.leader_epoch,
+        end_offset=result.end_offset,
     )
 
 

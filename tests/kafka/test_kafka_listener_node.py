@@ -8,7 +8,8 @@ gRPC one, driven by kafka-python and by raw sockets:
   listener, and replog's own consumer reads the records back over gRPC, in order, once each;
   kafka-python's consumer finds the earliest, latest and by-timestamp offsets (ListOffsets) and
   reads every record back through the listener, from the beginning and from an offset (Fetch);
-- Produce requests pipelined on one connection are appended and answered in the order sent;
+- Produce requests pipelined on one connection are appended and answered in the order sent, and
+  OffsetForLeaderEpoch finds where the current epoch ends;
 - an unknown topic is UNKNOWN_TOPIC_OR_PARTITION and is not created;
 - ApiVersions at a version above the served range is answered UNSUPPORTED_VERSION (v0 body);
 - garbage, a negative size, an oversize frame and an unknown API key each close only their own
@@ -37,6 +38,14 @@ from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import NewTopic
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
 from replog.kafka.messages.api_versions_response import ApiVersionsResponse
+from replog.kafka.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+from replog.kafka.messages.metadata_response import MetadataResponse
+from replog.kafka.messages.offset_for_leader_epoch_request import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
+from replog.kafka.messages.offset_for_leader_epoch_response import OffsetForLeaderEpochResponse
 from replog.kafka.messages.produce_request import (
     PartitionProduceData,
     ProduceRequest,
@@ -261,9 +270,6 @@ def test_kafka_python_produces_and_replogs_consumer_reads_the_records(node: Runn
 
 def test_an_unknown_topic_is_unknown_and_not_created(node: RunningNode) -> None:
     wait_serving(node)
-    from replog.kafka.messages.metadata_request import MetadataRequest, MetadataRequestTopic
-    from replog.kafka.messages.metadata_response import MetadataResponse
-
     header = RequestHeader(request_api_key=3, request_api_version=12, correlation_id=5)
     request = MetadataRequest(
         topics=[MetadataRequestTopic(name="nope")], allow_auto_topic_creation=True
@@ -288,6 +294,7 @@ def test_api_versions_above_the_served_range_is_answered_unsupported(node: Runni
         (3, 0, 13),
         (18, 0, 4),
         (22, 0, 5),
+        (23, 2, 4),
     }
     # v5: the header is a flexible one; the answer is a v0 body under header v0.
     frame = struct.pack(">hhih", 18, 5, 9, -1) + b"\x00" + b"\x01\x01\x00"
@@ -382,8 +389,8 @@ def test_pipelined_produce_requests_are_appended_and_answered_in_the_order_sent(
 ) -> None:
     create_topic(node, "piped", 1)
     wait_serving(node)
-    frames = b""
-    for i in range(30):
+
+    def produce_frame(i: int) -> bytes:
         header = RequestHeader(request_api_key=0, request_api_version=9, correlation_id=100 + i)
         records = build_batch([(0, b"k", str(i).encode(), ())])
         request = ProduceRequest(
@@ -395,16 +402,62 @@ def test_pipelined_produce_requests_are_appended_and_answered_in_the_order_sent(
                 )
             ],
         )
-        frames += encode_request(header, request)
-    with raw(node) as sock:
-        sock.sendall(frames)  # all 30 before reading any answer
-        answers = [decode_response(read_frame(sock), 0, 9) for _ in range(30)]
-    assert [header.correlation_id for header, _ in answers] == [100 + i for i in range(30)]
-    offsets = []
-    for _, body in answers:
+        return encode_request(header, request)
+
+    def partition_answer(body: object) -> Any:
         assert isinstance(body, KafkaProduceResponse)
         (topic,) = body.responses
         (partition,) = topic.partition_responses
-        assert partition.error_code == 0, partition
-        offsets.append(partition.base_offset)
-    assert offsets == list(range(30))
+        return partition
+
+    def first_appended() -> bool:  # once the broker leads the new partition
+        with raw(node) as sock:
+            sock.sendall(produce_frame(0))
+            return bool(
+                partition_answer(decode_response(read_frame(sock), 0, 9)[1]).error_code == 0
+            )
+
+    wait_until(first_appended, "the broker leads piped-0")
+    with raw(node) as sock:
+        sock.sendall(b"".join(produce_frame(i) for i in range(1, 30)))  # all before any answer
+        answers = [decode_response(read_frame(sock), 0, 9) for _ in range(1, 30)]
+    assert [header.correlation_id for header, _ in answers] == [100 + i for i in range(1, 30)]
+    partitions = [partition_answer(body) for _, body in answers]
+    assert [p.error_code for p in partitions] == [0] * 29
+    assert [p.base_offset for p in partitions] == list(range(1, 30))
+    # OffsetForLeaderEpoch: the current epoch ends at the log end.
+    (described,) = metadata(node, "piped").topics
+    (partition_metadata,) = described.partitions
+    epoch = partition_metadata.leader_epoch
+    header = RequestHeader(request_api_key=23, request_api_version=4, correlation_id=3)
+    asked = OffsetForLeaderEpochRequest(
+        replica_id=-1,
+        topics=[
+            OffsetForLeaderTopic(
+                topic="piped",
+                partitions=[
+                    OffsetForLeaderPartition(
+                        partition=0,
+                        current_leader_epoch=epoch,
+                        leader_epoch=epoch,
+                    )
+                ],
+            )
+        ],
+    )
+    with raw(node) as sock:
+        sock.sendall(encode_request(header, asked))
+        _, answer = decode_response(read_frame(sock), 23, 4)
+    assert isinstance(answer, OffsetForLeaderEpochResponse)
+    (result,) = answer.topics[0].partitions
+    assert (result.error_code, result.leader_epoch, result.end_offset) == (0, epoch, 30)
+
+
+def metadata(node: RunningNode, *topics: str) -> MetadataResponse:
+    header = RequestHeader(request_api_key=3, request_api_version=12, correlation_id=8)
+    request = MetadataRequest(topics=[MetadataRequestTopic(name=t) for t in topics])
+    with raw(node) as sock:
+        sock.sendall(encode_request(header, request))
+        _, body = decode_response(read_frame(sock), 3, 12)
+    assert isinstance(body, MetadataResponse)
+    return body

@@ -4,6 +4,7 @@
   INVALID_REQUEST with no APIs, as Kafka answers;
 - Fetch opens no session: an incremental fetch is FETCH_SESSION_ID_NOT_FOUND, and a fetch from
   a replica is refused (followers use the gRPC listener);
+- a leader hint or diverging epoch is written only into the versions that have the field;
 - Metadata advertises each broker at its endpoint of the listener the client connected through,
   leaves out brokers without one (their partitions: leader -1, LISTENER_NOT_FOUND from v6,
   LEADER_NOT_AVAILABLE before), leaves out fenced brokers, answers UNKNOWN_TOPIC_OR_PARTITION
@@ -19,13 +20,16 @@ import pytest
 
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import Endpoint, RegisterBrokerRecord
-from replog.errors import RequestRefusedError
+from replog.errors import NotLeaderOrFollowerError, RequestRefusedError
+from replog.kafka.messages import fetch_response as kf
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
 from replog.kafka.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from replog.kafka.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from replog.kafka.messages.metadata_response import MetadataResponse
+from replog.kafka.messages.produce_response import ProduceResponse, TopicProduceResponse
+from replog.replication import messages as m
 from replog.server.broker_service import BrokerService
-from replog.server.kafka_apis import SERVED, KafkaApis
+from replog.server.kafka_apis import SERVED, KafkaApis, _fetched, _produce_partition
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 
 
@@ -73,7 +77,15 @@ def test_api_versions_advertises_exactly_the_handler_table() -> None:
     assert [(k.api_key, k.min_version, k.max_version) for k in answer.api_keys] == sorted(
         (key, low, high) for key, (low, high) in SERVED.items()
     )
-    assert SERVED == {0: (3, 12), 1: (4, 12), 2: (1, 7), 3: (0, 13), 18: (0, 4), 22: (0, 5)}
+    assert SERVED == {
+        0: (3, 12),
+        1: (4, 12),
+        2: (1, 7),
+        3: (0, 13),
+        18: (0, 4),
+        22: (0, 5),
+        23: (2, 4),
+    }
 
 
 @pytest.mark.parametrize(
@@ -163,7 +175,43 @@ async def test_fetch_opens_no_session_and_serves_no_replica() -> None:
     handlers = KafkaApis(2, cluster_id="c1", image=lambda: current, broker_service=service)
     topics = [FetchTopic(topic="orders", partitions=[FetchPartition(partition=0)])]
     incremental = FetchRequest(session_id=5, session_epoch=3, topics=topics)
-    answer = await handlers.fetch(incremental)
+    answer = await handlers.fetch(incremental, 12)
     assert (answer.error_code, answer.session_id, answer.responses) == (70, 0, [])
     with pytest.raises(RequestRefusedError, match="Fetch from replica 3: followers fetch"):
-        await handlers.fetch(FetchRequest(replica_id=3, topics=topics))
+        await handlers.fetch(FetchRequest(replica_id=3, topics=topics), 12)
+
+
+@pytest.mark.parametrize(("version", "carried"), [(9, False), (10, True), (12, True)])
+def test_the_produce_leader_hint_is_written_only_where_the_version_has_it(
+    version: int, carried: bool
+) -> None:
+    result = m.ProducePartitionResult(
+        "t", 0, NotLeaderOrFollowerError("moved"), current_leader=m.LeaderIdAndEpoch(3, 7)
+    )
+    partition = _produce_partition(result, version)
+    answer = ProduceResponse(
+        responses=[TopicProduceResponse(name="t", partition_responses=[partition])]
+    )
+    answer.encode(version)  # no field the version lacks holds a value
+    leader = (partition.current_leader.leader_id, partition.current_leader.leader_epoch)
+    assert leader == ((3, 7) if carried else (-1, -1))
+    assert partition.error_code == NotLeaderOrFollowerError.code
+
+
+@pytest.mark.parametrize(("version", "carried"), [(4, False), (11, False), (12, True)])
+def test_the_fetch_leader_and_diverging_epoch_are_written_only_where_the_version_has_them(
+    version: int, carried: bool
+) -> None:
+    result = m.FetchPartitionResult(
+        "t",
+        0,
+        diverging_epoch=m.EpochEndOffsetResult(2, 40),
+        current_leader=m.LeaderIdAndEpoch(3, 7),
+        records=b"",
+    )
+    partition = _fetched(result, None, version)
+    kf.FetchResponse(
+        responses=[kf.FetchableTopicResponse(topic="t", partitions=[partition])]
+    ).encode(version)
+    assert (partition.diverging_epoch.end_offset == 40) == carried
+    assert (partition.current_leader.leader_id == 3) == carried

@@ -44,8 +44,8 @@ Rules:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from typing import NoReturn
+from collections.abc import Callable, Mapping, Sequence, Sized
+from typing import NoReturn, TypeVar
 from uuid import UUID
 
 from quorum.controller.reads import PartitionView, TopicView
@@ -116,6 +116,8 @@ SERVED: Mapping[int, tuple[int, int]] = {
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
 }
 LISTENER_NOT_FOUND = 72
+T = TypeVar("T")
+R = TypeVar("R")
 FETCH_SESSION_ID_NOT_FOUND = 70
 # The first versions whose answers carry the leader (and for Fetch the diverging epoch).
 PRODUCE_CURRENT_LEADER_VERSION = 10
@@ -251,17 +253,18 @@ class KafkaApis:
         answer = await service.Produce(decoded, _KafkaCall())
         if request.acks == m.ACKS_NONE:
             return None
-        results = iter(broker_codec.produce_response_from_proto(answer).partitions)
-        topics = [
-            TopicProduceResponse(
-                name=topic.name,
-                partition_responses=[
-                    _produce_partition(next(results), version) for _ in topic.partition_data
-                ],
-            )
-            for topic in request.topic_data
-        ]
-        return ProduceResponse(responses=topics)
+        results = broker_codec.produce_response_from_proto(answer).partitions
+        return ProduceResponse(
+            responses=[
+                TopicProduceResponse(
+                    name=topic.name,
+                    partition_responses=[_produce_partition(r, version) for r in answered],
+                )
+                for topic, answered in _per_topic(
+                    request.topic_data, lambda t: t.partition_data, results
+                )
+            ]
+        )
 
     # --- Fetch ---------------------------------------------------------------------------------
 
@@ -296,7 +299,7 @@ class KafkaApis:
             isolation_level=isolation,
         )
         answer = await service.Fetch(broker_codec.fetch_request_to_proto(decoded), _KafkaCall())
-        results = iter(answer.partitions)
+        results = answer.partitions
         aborted: list[kf.AbortedTransaction] | None = (
             None if isolation is m.IsolationLevel.READ_UNCOMMITTED else []
         )
@@ -304,11 +307,9 @@ class KafkaApis:
             responses=[
                 kf.FetchableTopicResponse(
                     topic=topic.topic,
-                    partitions=[
-                        _fetched(next(results), aborted, version) for _ in topic.partitions
-                    ],
+                    partitions=[_fetched(r, aborted, version) for r in answered],
                 )
-                for topic in request.topics
+                for topic, answered in _per_topic(request.topics, lambda t: t.partitions, results)
             ]
         )
 
@@ -332,14 +333,13 @@ class KafkaApis:
         answer = await service.OffsetsForLeaderEpoch(
             broker_codec.offsets_for_leader_epoch_request_to_proto(decoded), _KafkaCall()
         )
-        results = iter(broker_codec.offsets_for_leader_epoch_response_from_proto(answer).partitions)
+        results = broker_codec.offsets_for_leader_epoch_response_from_proto(answer).partitions
         return OffsetForLeaderEpochResponse(
             topics=[
                 OffsetForLeaderTopicResult(
-                    topic=topic.topic,
-                    partitions=[_epoch_end_offset(next(results)) for _ in topic.partitions],
+                    topic=topic.topic, partitions=[_epoch_end_offset(r) for r in answered]
                 )
-                for topic in request.topics
+                for topic, answered in _per_topic(request.topics, lambda t: t.partitions, results)
             ]
         )
 
@@ -365,14 +365,13 @@ class KafkaApis:
         answer = await service.ListOffsets(
             broker_codec.list_offsets_request_to_proto(decoded), _KafkaCall()
         )
-        results = iter(broker_codec.list_offsets_response_from_proto(answer).partitions)
+        results = broker_codec.list_offsets_response_from_proto(answer).partitions
         return ListOffsetsResponse(
             topics=[
                 ListOffsetsTopicResponse(
-                    name=topic.name,
-                    partitions=[_list_offsets_partition(next(results)) for _ in topic.partitions],
+                    name=topic.name, partitions=[_list_offsets_partition(r) for r in answered]
                 )
-                for topic in request.topics
+                for topic, answered in _per_topic(request.topics, lambda t: t.partitions, results)
             ]
         )
 
@@ -467,6 +466,20 @@ def _fetched(
         aborted_transactions=None if aborted is None else list(aborted),
         records=result.records,
     )
+
+
+def _per_topic(
+    topics: Sequence[T], partitions: Callable[[T], Sized], results: Sequence[R]
+) -> list[tuple[T, Sequence[R]]]:
+    """Each topic of a request with its partitions' results: `results` holds one per
+    partition, in request order (the Broker service merges its answers so)."""
+    grouped: list[tuple[T, Sequence[R]]] = []
+    position = 0
+    for topic in topics:
+        count = len(partitions(topic))
+        grouped.append((topic, results[position : position + count]))
+        position += count
+    return grouped
 
 
 def _refuse_replica(api: str, replica_id: int) -> None:

@@ -3,15 +3,16 @@
 
 Rules (docs/kafka-protocol.md, "Listener"):
 - `bind` binds and listens synchronously, so that the broker can register the port the OS
-  chose for port 0; `start` accepts from then on (the node calls it once the broker caught up
-  with the metadata log: like Kafka's broker, it serves no client before), `stop` closes the
-  socket and every connection.
+  chose for port 0; `start` accepts from then on (the node calls it once the broker serves
+  clients: like Kafka's broker, it serves none before), `stop` closes the socket and every
+  connection.
 - Each request is handled in its own task as soon as it is read (pipelined), and answered in
   request order (the core). Tasks start in the order created and a produce handler reaches its
   append before its first suspension (`BrokerRequests.produce`'s contract, which ProduceStream
-  relies on too), so one connection's Produce requests are appended in the order sent. While `queued.max.requests` requests of a connection are read and
-  not yet written, or the socket's send buffer is full (a client that sends and never reads),
-  the connection is not read: memory per connection stays bounded.
+  relies on too), so one connection's Produce requests are appended in the order sent.
+- While `queued.max.requests` requests of a connection are read and not yet written, or the
+  socket's send buffer is full (a client that sends and never reads), the connection is not
+  read: memory per connection stays bounded.
 - A connection with no bytes read or written for `connections.max.idle.ms` is closed.
 - A connection that breaks the protocol (`KafkaConnectionError`: bad frame size, unknown API
   key or version, undecodable request) is closed with one WARNING line naming the listener,

@@ -478,6 +478,33 @@ class ProtocolEncodeError(ReplogError):
         return (type(self), (self.message_name, self.version, self.field, self.reason))
 
 
+class KafkaConnectionError(ReplogError):
+    """A Kafka client connection that broke the protocol so that the broker closes it: a
+    request header that does not decode, an API key or version the listener does not serve, a
+    request body that does not decode (Kafka's broker closes such connections too). Names the
+    peer and the cause."""
+
+    def __init__(self, peer: str, cause: str) -> None:
+        super().__init__(f"{peer}: {cause}")
+        self.peer = peer
+        self.cause = cause
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.peer, self.cause))
+
+
+class InvalidFrameSizeError(KafkaConnectionError):
+    """A frame whose int32 size prefix is negative or above `socket.request.max.bytes` (Kafka's
+    InvalidReceiveException): nothing after it can be framed, so the connection closes."""
+
+
+class RequestRefusedError(ReplogError):
+    """A request a Kafka listener's handler refuses as a whole, where the gRPC service would
+    abort the call with a status (acks=0 produce that failed, a partition named twice, a
+    broker not serving data yet): the connection closes, as Kafka's broker closes it, and the
+    message says which request and why."""
+
+
 class BrokerLifecycleError(ReplogError):
     """The broker could not join the cluster or left it before running: no registration
     within `initial.broker.registration.timeout.ms`, or a shutdown while starting. The message

@@ -85,6 +85,7 @@ from replog.server.controller_calls import ControllerCalls
 from replog.server.coordinator_service import CoordinatorService
 from replog.server.group_coordinator import GroupCoordinator
 from replog.server.group_coordinator_config import GroupCoordinatorConfig
+from replog.server.kafka_apis import KafkaApis
 from replog.server.metadata_publisher import BrokerMetadataListener, LocalChangesLog
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.node_config import NodeConfig
@@ -192,6 +193,16 @@ class BrokerRuntime:
             producer_ids=self.producer_ids,
             metadata_ready=lambda: self.lifecycle.caught_up and self._first_image.is_set(),
         )
+        # The handlers of the Kafka listeners (if any `listeners` entry is one).
+        self.kafka_apis = KafkaApis(
+            config.broker_id,
+            cluster_id=config.cluster_id,
+            image=lambda: self.metadata.image,
+            controller_id=lambda: -1 if self._raft_leader is None else self._raft_leader,
+            broker_service=self.service,
+            producer_ids=self.producer_ids,
+        )
+        self._serving_clients = asyncio.Event()  # what `wait_serving_clients` waits for
         # The GroupCoordinator service; it answers COORDINATOR_NOT_AVAILABLE until the data
         # plane runs and the group coordinator is attached.
         self.coordinator_service = CoordinatorService(config.broker_id)
@@ -212,12 +223,20 @@ class BrokerRuntime:
 
     @classmethod
     def for_node(
-        cls, node: NodeConfig, raft_driver: RaftDriver, *, bound_port: int | None = None
+        cls,
+        node: NodeConfig,
+        raft_driver: RaftDriver,
+        *,
+        bound_port: int | None = None,
+        kafka_ports: Mapping[str, int] | None = None,
     ) -> BrokerRuntime:
         """The broker role of `node`, listening to its Raft driver (call before `run`).
         `bound_port` is the port the node's listener bound: it replaces port 0 (an ephemeral
-        port) in the endpoints the broker registers (`broker_config_from_node`)."""
-        config, addresses = broker_config_from_node(node, bound_port=bound_port)
+        port) in the endpoints the broker registers (`broker_config_from_node`);
+        `kafka_ports` the ports its Kafka listeners bound, by listener name."""
+        config, addresses = broker_config_from_node(
+            node, bound_port=bound_port, kafka_ports=kafka_ports
+        )
         runtime = cls(
             config,
             addresses,
@@ -260,6 +279,12 @@ class BrokerRuntime:
         """Until the controller unfenced the broker; `BrokerLifecycleError` if it gave up."""
         await self.lifecycle.wait_until_running()
 
+    async def wait_serving_clients(self) -> None:
+        """Until the broker serves clients: it caught up with the metadata log, published its
+        first image and (with a data plane) recovered its logs and attached the replica manager
+        to the Broker service, as Kafka's broker enables its listeners once started."""
+        await self._serving_clients.wait()
+
     async def wait_failed(self) -> str:
         """Until the broker role cannot go on (a storage error, a data plane that did not
         start, or its lifecycle ended without `stop`); returns why. The node then stops with
@@ -296,7 +321,9 @@ class BrokerRuntime:
         except BrokerLifecycleError:  # it shut down first: nothing to get ready for
             return
         await self._first_image.wait()
-        if self.data_plane is not None:
+        if self.data_plane is None:
+            self._serving_clients.set()
+        else:
             try:
                 await self._start_data_plane(self.data_plane)
             except KafkaStorageError as error:
@@ -365,6 +392,7 @@ class BrokerRuntime:
         log_manager.start(on_storage_error=self._storage_error_from_thread)
         self.producer_ids.start()
         self.service.attach(replica_manager)
+        self._serving_clients.set()
         self._start_group_coordinator(data_plane, replica_manager)
         log.info(
             "broker %d: %d partition logs recovered; serving the data plane",
@@ -535,11 +563,15 @@ class _LifecycleFeed:
 
 
 def broker_config_from_node(
-    node: NodeConfig, *, bound_port: int | None = None
+    node: NodeConfig,
+    *,
+    bound_port: int | None = None,
+    kafka_ports: Mapping[str, int] | None = None,
 ) -> tuple[BrokerLifecycleConfig, dict[int, str]]:
     """The lifecycle settings and controller addresses of a node's broker role. `bound_port`,
     the port the node's listener bound, is needed only when an advertised endpoint has port 0
-    (`_advertised_endpoints`)."""
+    (`_advertised_endpoints`); `kafka_ports` are the ports the Kafka listeners bound, by
+    listener name, which an advertised port 0 of that name becomes."""
     properties = node.properties
 
     rack = properties.get("broker.rack", "").strip() or None
@@ -547,7 +579,7 @@ def broker_config_from_node(
         broker_id=node.node_id,
         cluster_id=node.cluster_id,
         controller_ids=tuple(voter.node_id for voter in node.raft.voters),
-        listeners=_advertised_endpoints(node, bound_port),
+        listeners=_advertised_endpoints(node, bound_port, kafka_ports or {}),
         rack=rack,
         heartbeat_interval_ms=node.broker_heartbeat_interval_ms,
         session_timeout_ms=positive_setting(properties, "broker.session.timeout.ms", 9000),
@@ -579,13 +611,18 @@ def data_plane_config_from_node(node: NodeConfig) -> DataPlaneConfig:
     )
 
 
-def _advertised_endpoints(node: NodeConfig, bound_port: int | None) -> tuple[Endpoint, ...]:
+def _advertised_endpoints(
+    node: NodeConfig, bound_port: int | None, kafka_ports: Mapping[str, int]
+) -> tuple[Endpoint, ...]:
     """The endpoints the broker registers: `node.advertised_listeners` with an empty host
-    resolved (`_wildcard_hosts_resolved`) and port 0 replaced by `bound_port`
-    (`_ephemeral_ports_bound`), so that no client is ever told to dial either."""
-    return _ephemeral_ports_bound(
-        _wildcard_hosts_resolved(node), bound_port, node.advertised_listeners_key
+    resolved (`_wildcard_hosts_resolved`) and port 0 replaced by the port its Kafka listener
+    bound (by name), else by `bound_port` (`_ephemeral_ports_bound`), so that no client is ever
+    told to dial either."""
+    endpoints = tuple(
+        replace(e, port=kafka_ports[e.name]) if e.port == 0 and e.name in kafka_ports else e
+        for e in _wildcard_hosts_resolved(node)
     )
+    return _ephemeral_ports_bound(endpoints, bound_port, node.advertised_listeners_key)
 
 
 def _wildcard_hosts_resolved(node: NodeConfig) -> tuple[Endpoint, ...]:

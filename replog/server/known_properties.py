@@ -23,6 +23,7 @@ from quorum.controller.config_definitions import BROKER_CONFIGS
 from quorum.raft.config import PROPERTY_FIELDS, VOTERS_PROPERTY
 from replog.server import group_coordinator_config, replica_manager_config
 from replog.server.broker_runtime import BROKER_PROPERTIES
+from replog.server.kafka_listener import KAFKA_LISTENER_PROPERTIES
 from replog.server.node_config import CONTROLLER_PROPERTIES, NODE_PROPERTIES
 from replog.storage import log_config, log_manager
 
@@ -32,6 +33,7 @@ KNOWN_NODE_PROPERTIES = frozenset(
     | PROPERTY_FIELDS.keys()
     | CONTROLLER_PROPERTIES.keys()
     | BROKER_PROPERTIES
+    | KAFKA_LISTENER_PROPERTIES
     | BROKER_CONFIGS.keys()
     | replica_manager_config.PROPERTY_NAMES.keys()
     | group_coordinator_config.PROPERTY_NAMES.keys()

@@ -14,7 +14,10 @@ then written only by the controller (`MetadataLog.Append` refuses), unless
 `metadata.log.raw.append.enable` asks for a bare Raft log (`node_config`). A node with the
 `broker` role serves the `Broker` service (the data plane, `BrokerRuntime`) and the
 `GroupCoordinator` service (committed offsets of consumer groups) on the same listener;
-partition logs live in `log.dirs`, next to the metadata log's directory.
+partition logs live in `log.dirs`, next to the metadata log's directory. A broker also serves
+Kafka's own protocol on each later PLAINTEXT `listeners` entry (`kafka_listener`), bound with
+the gRPC listener and accepting once the broker serves clients (metadata caught up, logs
+recovered); none is configured by default.
 
 Metadata snapshots: every node snapshots its own committed metadata and keeps its metadata log
 within `metadata.max.retention.bytes` (`metadata_snapshots`). A controller snapshots its state
@@ -52,13 +55,14 @@ from replog.server.broker_service import add_broker_service
 from replog.server.controller_driver import ControllerDriver
 from replog.server.controller_service import ControllerService, add_controller_service
 from replog.server.coordinator_service import add_coordinator_service
+from replog.server.kafka_listener import KafkaListener, KafkaListenerConfig
 from replog.server.loop_stall_monitor import LoopStallMonitor
 from replog.server.metadata_snapshots import BrokerMetadataSnapshots
 from replog.server.metrics.http_endpoint import MetricsEndpoint
 from replog.server.metrics.instruments import NodeMetrics
 from replog.server.metrics.node_state import NodeState, NodeStateCollector, read_node_state
 from replog.server.metrics.request_interceptor import RequestMetricsInterceptor
-from replog.server.node_config import NodeConfig
+from replog.server.node_config import WILDCARD_BIND_HOST, NodeConfig
 from replog.server.raft_driver import RaftDriver
 from replog.server.raft_service import (
     MetadataLogService,
@@ -93,6 +97,8 @@ class Node:
             # Nothing runs yet. An application embedding the node (or a test) may try again
             # in the same process: leave the metadata log closed, and the bound port to go
             # with the unstarted server.
+            for listener in getattr(self, "kafka_listeners", ()):
+                listener.close_unstarted()
             self.storage.close()
             raise
 
@@ -148,8 +154,23 @@ class Node:
         # The broker role replays the committed metadata log (the same Raft driver) into
         # images, registers with the active controller and serves the data plane (issue #6).
         self.broker: BrokerRuntime | None = None
+        # Kafka listeners (`listeners` entries after the first with protocol PLAINTEXT): bound
+        # now, so the broker registers their ports; they accept once its metadata caught up.
+        self.kafka_listeners: list[KafkaListener] = []
         if config.runs_broker:
-            self.broker = BrokerRuntime.for_node(config, self.driver, bound_port=self.listener_port)
+            kafka_config = KafkaListenerConfig.from_properties(config.properties)
+            for endpoint in config.kafka_listeners:
+                listener = KafkaListener(
+                    endpoint.name, endpoint.host or WILDCARD_BIND_HOST, endpoint.port, kafka_config
+                )
+                self.kafka_listeners.append(listener)
+                listener.bind()
+            self.broker = BrokerRuntime.for_node(
+                config,
+                self.driver,
+                bound_port=self.listener_port,
+                kafka_ports={listener.name: listener.port for listener in self.kafka_listeners},
+            )
             self.broker.counters = self.metrics.broker
             add_broker_service(self.broker.service, self.server)
             add_coordinator_service(self.broker.coordinator_service, self.server)
@@ -219,6 +240,13 @@ class Node:
             format_host_port(self.config.listener_host, self.listener_port),
         )
 
+    async def _serve_kafka(self, broker: BrokerRuntime) -> None:
+        """The Kafka listeners accept once the broker serves clients (caught up with the
+        metadata log, logs recovered: Kafka's broker serves no client before)."""
+        await broker.wait_serving_clients()
+        for listener in self.kafka_listeners:
+            await listener.start(broker.kafka_apis)
+
     async def _close_unstarted(self) -> None:
         """After a failed start (nothing runs yet): release the ports and the metadata log.
 
@@ -226,6 +254,8 @@ class Node:
         metrics endpoint and the metadata log."""
         if self.metrics_endpoint is not None:
             self.metrics_endpoint.stop()
+        for listener in self.kafka_listeners:
+            listener.close_unstarted()
         await self.driver.transport.close()
         if not self._grpc_started:
             # gRPC gives a bound port back only when a started server stops (an unstarted
@@ -245,8 +275,11 @@ class Node:
 
     async def _run_driver_until_stopped(self, stop: asyncio.Event) -> int:
         run = asyncio.create_task(self.driver.run())
+        kafka: asyncio.Task[None] | None = None
         if self.broker is not None:
             await self.broker.start()
+            if self.kafka_listeners:
+                kafka = asyncio.create_task(self._serve_kafka(self.broker))
         stopped = asyncio.create_task(stop.wait())
         waiting: set[asyncio.Task[object]] = {run, stopped}
         broker_failed: asyncio.Task[str] | None = None
@@ -254,6 +287,11 @@ class Node:
             broker_failed = asyncio.create_task(self.broker.wait_failed())
             waiting.add(broker_failed)
         done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        # Kafka clients first: nothing new reaches a broker that is stopping.
+        if kafka is not None:
+            kafka.cancel()
+        for listener in self.kafka_listeners:
+            await listener.stop()
         code = 0
         if run in done:
             failure = run.exception()

@@ -3,7 +3,8 @@
 Required: `process.roles` (`controller`, `broker` or both), `node.id`, `cluster.id` (Kafka
 keeps it in meta.properties; `replog cluster start` writes it here),
 `controller.quorum.voters` (`id@host:port,...`), `listeners` (`NAME://host:port,...`; the node
-serves gRPC on the first; an IPv6 host in brackets, `[::1]:9093`, kept bare in `listener_host`),
+serves gRPC on the first; an IPv6 host in brackets, `[::1]:9093`, kept bare in `listener_host`;
+a broker serves Kafka's protocol on each later PLAINTEXT entry, `kafka_listener_endpoints`),
 `log.dirs` (comma list). Optional: `metadata.log.dir` (default: the first log dir; empty is
 refused), every `controller.quorum.*` timer (`quorum.raft.config`), the controller's
 settings (`CONTROLLER_PROPERTIES`: `broker.session.timeout.ms`, `num.partitions`, ...), the
@@ -94,6 +95,7 @@ NODE_PROPERTIES = frozenset(
         "cluster.id",
         "listeners",
         "advertised.listeners",
+        "listener.security.protocol.map",
         "log.dirs",
         "metadata.log.dir",
         "controller.listener.names",
@@ -163,6 +165,8 @@ class NodeConfig:
     # resolved when the broker starts. `advertised_listeners_key` names the key they came from.
     advertised_listeners: tuple[Endpoint, ...] = ()
     advertised_listeners_key: str = "listeners"
+    # The `listeners` entries served with Kafka's protocol (`kafka_listener_endpoints`).
+    kafka_listeners: tuple[Endpoint, ...] = ()
 
     @property
     def is_controller(self) -> bool:
@@ -204,6 +208,9 @@ class NodeConfig:
             advertised_key, advertised = "listeners", listeners
         if "broker" in roles:
             _refuse_unspecified(advertised, advertised_key)
+        kafka_listeners = kafka_listener_endpoints(
+            listeners, properties.get("listener.security.protocol.map", "")
+        )
         log_dirs = tuple(d.strip() for d in required("log.dirs").split(",") if d.strip())
         if not log_dirs:
             raise ConfigError("log.dirs: names no directory")
@@ -304,6 +311,7 @@ class NodeConfig:
             metrics_host=metrics_host,
             advertised_listeners=advertised,
             advertised_listeners_key=advertised_key,
+            kafka_listeners=kafka_listeners,
         )
 
 
@@ -375,6 +383,42 @@ def listener_endpoints(text: str, key: str) -> tuple[Endpoint, ...]:
         protocol = name if name in SECURITY_PROTOCOLS else "PLAINTEXT"
         endpoints.append(Endpoint(name, host, port, protocol))
     return tuple(endpoints)
+
+
+def kafka_listener_endpoints(
+    listeners: tuple[Endpoint, ...], protocol_map: str
+) -> tuple[Endpoint, ...]:
+    """The `listeners` entries a broker serves with Kafka's protocol: every entry after the
+    first (the first is the node's gRPC listener) whose security protocol is PLAINTEXT, by
+    `listener.security.protocol.map` (`NAME:PROTOCOL,...`) or, for a name it does not map, by
+    being named PLAINTEXT. Two such entries may not share a port, nor use the gRPC port."""
+    key = "listener.security.protocol.map"
+    mapped: dict[str, str] = {}
+    for entry in (e.strip() for e in protocol_map.split(",")):
+        if not entry:
+            continue
+        name, sep, protocol = (part.strip() for part in entry.partition(":"))
+        if not sep or not name or protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"{key} entry {entry!r}: expected NAME:PROTOCOL with PROTOCOL one of "
+                f"{', '.join(sorted(SECURITY_PROTOCOLS))}"
+            )
+        mapped[name] = protocol
+    served = tuple(
+        endpoint
+        for endpoint in listeners[1:]
+        if mapped.get(endpoint.name, endpoint.name) == "PLAINTEXT"
+    )
+    taken = {listeners[0].port} if listeners and listeners[0].port else set()
+    for endpoint in served:
+        if endpoint.port and endpoint.port in taken:
+            raise ConfigError(
+                f"listeners entry '{endpoint.name}://"
+                f"{format_host_port(endpoint.host, endpoint.port)}': port {endpoint.port} is "
+                "already another listener's; each Kafka listener needs its own port"
+            )
+        taken.add(endpoint.port)
+    return served
 
 
 def _refuse_unspecified(endpoints: tuple[Endpoint, ...], key: str) -> None:

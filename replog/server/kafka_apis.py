@@ -1,0 +1,556 @@
+"""The Kafka listener's API handlers: each request translated into what the broker already
+knows, its answer into Kafka's response (docs/kafka-protocol.md, "Listener").
+
+Rules:
+- `SERVED` is the handler table and the only source of the ApiVersions answer: an API is
+  advertised exactly when it has a handler here, at exactly the versions handled.
+- ApiVersions v3+ with a client software name or version that is not
+  `[a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])?` is INVALID_REQUEST with no APIs (Kafka's check;
+  librdkafka then retries v0). Supported and finalized features are left empty.
+- Metadata is the broker's view of its image (`broker_metadata.metadata_view_from_image`, the
+  same view the gRPC Broker service answers from): unfenced brokers only, a partition without a
+  leader LEADER_NOT_AVAILABLE, a topic asked for and absent UNKNOWN_TOPIC_OR_PARTITION (topics
+  are never created automatically), one asked for by an unknown id UNKNOWN_TOPIC_ID.
+- Brokers are advertised with their endpoint of the listener name the client connected through
+  (Kafka's rule); a broker that registered no such endpoint is left out, and a partition whose
+  leader is such a broker has leader -1 and LISTENER_NOT_FOUND (v6+) or LEADER_NOT_AVAILABLE.
+- `controller_id` is the active controller when it is a broker listed in the answer, else the
+  lowest listed broker (a KRaft broker names some live broker: clients send their admin
+  requests there), -1 with none.
+- Metadata v0: an empty topic list means every topic; v1+: null means every topic, empty none.
+- Produce (v3-12, topics by name) goes through the gRPC Broker service's own produce path
+  (`BrokerService.Produce`, with a context that has no deadline): the same refusals (illegal
+  topic names, negative partitions, bytes that are not whole v2 batches, acks), the same
+  ReplicaManager call, the same storage-error handling; only the encoding differs. What that
+  path would abort the call for (acks=0 with a failed partition, a partition named twice, a
+  broker not serving data) is a `RequestRefusedError`: the listener closes the connection,
+  as Kafka's broker does for a failed acks=0 produce. acks=0 gets no response. Null records are
+  empty records. `current_leader` is filled when the replica manager names one;
+  `node_endpoints` and `record_errors` are left empty.
+- Fetch (v4-12, topics by name, consumers only) goes through the gRPC service's unary Fetch
+  the same way; no fetch session is ever opened (session id 0 in every answer, which Kafka's
+  clients take as "send full fetches"); an incremental fetch is FETCH_SESSION_ID_NOT_FOUND, a
+  fetch from a replica (replica id >= 0) is refused. Records are the log's bytes as the
+  replica manager read them; aborted transactions are null for READ_UNCOMMITTED, empty for
+  READ_COMMITTED (no transactions yet).
+- OffsetForLeaderEpoch (v2-4, consumers only) goes through the gRPC service's
+  OffsetsForLeaderEpoch the same way.
+- ListOffsets (v1-7: earliest, latest, by timestamp, max timestamp) goes through the gRPC
+  service's ListOffsets the same way.
+- InitProducerId (v0-5) is `broker_service.init_producer_id`: a new id with epoch 0, a
+  transactional id UNSUPPORTED_VERSION (transactions are not supported).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence, Sized
+from typing import NoReturn, TypeVar
+from uuid import UUID
+
+from quorum.controller.reads import PartitionView, TopicView
+from quorum.metadata.image import MetadataImage
+from quorum.metadata.records import Endpoint
+from replog.errors import (
+    InvalidRequestError,
+    KafkaError,
+    LeaderNotAvailableError,
+    RequestRefusedError,
+    UnknownTopicIdError,
+)
+from replog.kafka.connection import KafkaRequest, Served
+from replog.kafka.messages import fetch_response as kf
+from replog.kafka.messages.api_versions_request import ApiVersionsRequest
+from replog.kafka.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+from replog.kafka.messages.fetch_request import FetchRequest
+from replog.kafka.messages.init_producer_id_request import InitProducerIdRequest
+from replog.kafka.messages.init_producer_id_response import InitProducerIdResponse
+from replog.kafka.messages.list_offsets_request import ListOffsetsRequest
+from replog.kafka.messages.list_offsets_response import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+from replog.kafka.messages.metadata_request import MetadataRequest
+from replog.kafka.messages.metadata_response import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from replog.kafka.messages.offset_for_leader_epoch_request import OffsetForLeaderEpochRequest
+from replog.kafka.messages.offset_for_leader_epoch_response import (
+    EpochEndOffset,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderTopicResult,
+)
+from replog.kafka.messages.produce_request import ProduceRequest
+from replog.kafka.messages.produce_response import (
+    LeaderIdAndEpoch,
+    PartitionProduceResponse,
+    ProduceResponse,
+    TopicProduceResponse,
+)
+from replog.kafka.protocol.codec import ZERO_UUID, Message
+from replog.replication import messages as m
+from replog.server import broker_codec
+from replog.server.broker_metadata import metadata_view_from_image
+from replog.server.broker_service import BrokerService, ProducerIds, init_producer_id
+from replog.topic_names import is_internal_topic
+
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+OFFSET_FOR_LEADER_EPOCH = 23
+API_VERSIONS = 18
+INIT_PRODUCER_ID = 22
+# The handler table: API key -> (min, max) version handled.
+SERVED: Mapping[int, tuple[int, int]] = {
+    PRODUCE: (3, 12),
+    FETCH: (4, 12),
+    LIST_OFFSETS: (1, 7),
+    METADATA: (0, 13),
+    API_VERSIONS: (0, 4),
+    INIT_PRODUCER_ID: (0, 5),
+    OFFSET_FOR_LEADER_EPOCH: (2, 4),
+}
+LISTENER_NOT_FOUND = 72
+T = TypeVar("T")
+R = TypeVar("R")
+FETCH_SESSION_ID_NOT_FOUND = 70
+# The first versions whose answers carry the leader (and for Fetch the diverging epoch).
+PRODUCE_CURRENT_LEADER_VERSION = 10
+FETCH_TAGGED_LEADER_VERSION = 12
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+class KafkaApis:
+    """The handlers of one broker's Kafka listeners (every listener shares them)."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        *,
+        cluster_id: str,
+        image: Callable[[], MetadataImage],
+        controller_id: Callable[[], int] = lambda: -1,
+        broker_service: BrokerService | None = None,
+        producer_ids: ProducerIds | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self._cluster_id = cluster_id
+        self._image = image
+        self._controller_id = controller_id
+        self._broker_service = broker_service
+        self._producer_ids = producer_ids
+
+    @property
+    def served(self) -> Served:
+        return SERVED
+
+    async def handle(self, request: KafkaRequest, listener_name: str) -> Message | None:
+        """The response to `request` (its key and version are in `SERVED`: the connection core
+        refuses the others), None when the request gets none."""
+        body = request.body
+        if isinstance(body, ApiVersionsRequest):
+            return self.api_versions(body, request.api_version)
+        if isinstance(body, MetadataRequest):
+            return self.metadata(body, request.api_version, listener_name)
+        if isinstance(body, ProduceRequest):
+            return await self.produce(body, request.api_version)
+        if isinstance(body, InitProducerIdRequest):
+            return self.init_producer_id(body)
+        if isinstance(body, ListOffsetsRequest):
+            return await self.list_offsets(body)
+        if isinstance(body, FetchRequest):
+            return await self.fetch(body, request.api_version)
+        if isinstance(body, OffsetForLeaderEpochRequest):
+            return await self.offset_for_leader_epoch(body)
+        raise InvalidRequestError(f"no handler for {type(body).__name__}")
+
+    # --- ApiVersions ---------------------------------------------------------------------------
+
+    def api_versions(self, request: ApiVersionsRequest, version: int) -> ApiVersionsResponse:
+        if version >= 3 and not (
+            _SOFTWARE.fullmatch(request.client_software_name)
+            and _SOFTWARE.fullmatch(request.client_software_version)
+        ):
+            return ApiVersionsResponse(error_code=InvalidRequestError.code)
+        return ApiVersionsResponse(
+            api_keys=[
+                ApiVersion(api_key=key, min_version=low, max_version=high)
+                for key, (low, high) in sorted(SERVED.items())
+            ]
+        )
+
+    # --- Metadata ------------------------------------------------------------------------------
+
+    def metadata(
+        self, request: MetadataRequest, version: int, listener_name: str
+    ) -> MetadataResponse:
+        image = self._image()
+        names: list[str] | None
+        unknown_ids: list[UUID] = []
+        if request.topics is None or (version == 0 and not request.topics):
+            names = None
+        else:
+            names = []
+            for wanted in request.topics:
+                if wanted.name is not None:
+                    names.append(wanted.name)
+                    continue
+                topic = image.topics.by_id.get(wanted.topic_id)
+                if topic is None:
+                    unknown_ids.append(wanted.topic_id)
+                else:
+                    names.append(topic.name)
+        view = metadata_view_from_image(image, names, self._cluster_id)
+        endpoints = {
+            broker.broker_id: endpoint
+            for broker in view.brokers
+            if (endpoint := _endpoint(image, broker.broker_id, listener_name)) is not None
+        }
+        brokers = [
+            MetadataResponseBroker(
+                node_id=broker.broker_id,
+                host=endpoints[broker.broker_id].host,
+                port=endpoints[broker.broker_id].port,
+                rack=broker.rack,
+            )
+            for broker in view.brokers
+            if broker.broker_id in endpoints
+        ]
+        missing_listener = LISTENER_NOT_FOUND if version >= 6 else LeaderNotAvailableError.code
+        topics = [_topic(topic, endpoints, missing_listener) for topic in view.topics]
+        topics += [
+            MetadataResponseTopic(error_code=UnknownTopicIdError.code, name=None, topic_id=topic_id)
+            for topic_id in unknown_ids
+        ]
+        controller = self._controller_id()
+        if controller not in endpoints:
+            controller = min(endpoints, default=-1)
+        return MetadataResponse(
+            brokers=brokers,
+            cluster_id=self._cluster_id,
+            controller_id=controller,
+            topics=topics,
+        )
+
+    # --- Produce -------------------------------------------------------------------------------
+
+    async def produce(self, request: ProduceRequest, version: int) -> ProduceResponse | None:
+        """Through the gRPC Broker service's own produce path (`BrokerService.Produce`), so
+        that every refusal and answer is the one gRPC clients get; only the encoding differs.
+        None for acks=0, which gets no response."""
+        service = self._service("Produce")
+        partitions = tuple(
+            m.ProducePartition(topic.name, data.index, _records(data.records))
+            for topic in request.topic_data
+            for data in topic.partition_data
+        )
+        decoded = m.ProduceRequest(request.acks, request.timeout_ms, partitions)
+        answer = await service.Produce(decoded, _KafkaCall())
+        if request.acks == m.ACKS_NONE:
+            return None
+        results = broker_codec.produce_response_from_proto(answer).partitions
+        return ProduceResponse(
+            responses=[
+                TopicProduceResponse(
+                    name=topic.name,
+                    partition_responses=[_produce_partition(r, version) for r in answered],
+                )
+                for topic, answered in _per_topic(
+                    request.topic_data, lambda t: t.partition_data, results
+                )
+            ]
+        )
+
+    # --- Fetch ---------------------------------------------------------------------------------
+
+    async def fetch(self, request: FetchRequest, version: int) -> kf.FetchResponse:
+        """Through the gRPC Broker service's unary Fetch (its refusals, the same
+        `ReplicaManager.fetch` call, the records as the log holds them). Sessionless: every
+        answer has session id 0, which tells a client that no session was opened, so it sends
+        full fetches; an incremental fetch (epoch > 0) names a session that cannot exist here
+        and is FETCH_SESSION_ID_NOT_FOUND."""
+        service = self._service("Fetch")
+        _refuse_replica("Fetch", request.replica_id)
+        if request.session_epoch > 0:
+            return kf.FetchResponse(error_code=FETCH_SESSION_ID_NOT_FOUND)
+        isolation = broker_codec.isolation_level_from_proto(request.isolation_level, "Fetch")
+        decoded = m.FetchRequest(
+            partitions=tuple(
+                m.FetchPartition(
+                    topic.topic,
+                    p.partition,
+                    p.fetch_offset,
+                    partition_max_bytes=p.partition_max_bytes,
+                    current_leader_epoch=p.current_leader_epoch,
+                    last_fetched_epoch=p.last_fetched_epoch,
+                    log_start_offset=p.log_start_offset,
+                )
+                for topic in request.topics
+                for p in topic.partitions
+            ),
+            max_wait_ms=request.max_wait_ms,
+            min_bytes=request.min_bytes,
+            max_bytes=request.max_bytes,
+            isolation_level=isolation,
+        )
+        answer = await service.Fetch(broker_codec.fetch_request_to_proto(decoded), _KafkaCall())
+        results = answer.partitions
+        aborted: list[kf.AbortedTransaction] | None = (
+            None if isolation is m.IsolationLevel.READ_UNCOMMITTED else []
+        )
+        return kf.FetchResponse(
+            responses=[
+                kf.FetchableTopicResponse(
+                    topic=topic.topic,
+                    partitions=[_fetched(r, aborted, version) for r in answered],
+                )
+                for topic, answered in _per_topic(request.topics, lambda t: t.partitions, results)
+            ]
+        )
+
+    # --- OffsetForLeaderEpoch ------------------------------------------------------------------
+
+    async def offset_for_leader_epoch(
+        self, request: OffsetForLeaderEpochRequest
+    ) -> OffsetForLeaderEpochResponse:
+        """Through the gRPC Broker service's OffsetsForLeaderEpoch (consumers only)."""
+        service = self._service("OffsetForLeaderEpoch")
+        _refuse_replica("OffsetForLeaderEpoch", request.replica_id)
+        decoded = m.OffsetsForLeaderEpochRequest(
+            tuple(
+                m.OffsetForLeaderPartition(
+                    topic.topic, p.partition, p.leader_epoch, p.current_leader_epoch
+                )
+                for topic in request.topics
+                for p in topic.partitions
+            )
+        )
+        answer = await service.OffsetsForLeaderEpoch(
+            broker_codec.offsets_for_leader_epoch_request_to_proto(decoded), _KafkaCall()
+        )
+        results = broker_codec.offsets_for_leader_epoch_response_from_proto(answer).partitions
+        return OffsetForLeaderEpochResponse(
+            topics=[
+                OffsetForLeaderTopicResult(
+                    topic=topic.topic, partitions=[_epoch_end_offset(r) for r in answered]
+                )
+                for topic, answered in _per_topic(request.topics, lambda t: t.partitions, results)
+            ]
+        )
+
+    # --- ListOffsets ---------------------------------------------------------------------------
+
+    async def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
+        """Through the gRPC Broker service's ListOffsets (its refusals, the same
+        `ReplicaManager.list_offsets` call); only the encoding differs."""
+        service = self._service("ListOffsets")
+        decoded = m.ListOffsetsRequest(
+            partitions=tuple(
+                m.ListOffsetsPartition(
+                    topic.name, p.partition_index, p.timestamp, p.current_leader_epoch
+                )
+                for topic in request.topics
+                for p in topic.partitions
+            ),
+            replica_id=request.replica_id,
+            isolation_level=broker_codec.isolation_level_from_proto(
+                request.isolation_level, "ListOffsets"
+            ),
+        )
+        answer = await service.ListOffsets(
+            broker_codec.list_offsets_request_to_proto(decoded), _KafkaCall()
+        )
+        results = broker_codec.list_offsets_response_from_proto(answer).partitions
+        return ListOffsetsResponse(
+            topics=[
+                ListOffsetsTopicResponse(
+                    name=topic.name, partitions=[_list_offsets_partition(r) for r in answered]
+                )
+                for topic, answered in _per_topic(request.topics, lambda t: t.partitions, results)
+            ]
+        )
+
+    def _service(self, api: str) -> BrokerService:
+        if self._broker_service is None:
+            raise RequestRefusedError(f"broker {self.broker_id} serves no {api} (no data plane)")
+        return self._broker_service
+
+    # --- InitProducerId ------------------------------------------------------------------------
+
+    def init_producer_id(self, request: InitProducerIdRequest) -> InitProducerIdResponse:
+        """The gRPC service's rule (`broker_service.init_producer_id`): a new producer id with
+        epoch 0, a transactional id UNSUPPORTED_VERSION (no transactions yet)."""
+        answer = init_producer_id(
+            self.broker_id,
+            m.InitProducerIdRequest(
+                transactional_id=request.transactional_id,
+                transaction_timeout_ms=request.transaction_timeout_ms,
+                producer_id=request.producer_id,
+                producer_epoch=request.producer_epoch,
+            ),
+            self._producer_ids,
+        )
+        return InitProducerIdResponse(
+            error_code=_code(answer.error),
+            producer_id=answer.producer_id,
+            producer_epoch=answer.producer_epoch,
+        )
+
+
+class _KafkaCall:
+    """What the Broker service asks of a gRPC call's context, for a Kafka request: no deadline
+    (the request carries its own timeout), and an abort refuses the request as a whole."""
+
+    def time_remaining(self) -> None:
+        return None
+
+    async def abort(self, code: object, details: str) -> NoReturn:
+        raise RequestRefusedError(details)
+
+
+def _records(records: bytes | bytearray | memoryview | None) -> bytes | memoryview:
+    """A request's records as the replica manager takes them (a view of the frame's bytes)."""
+    if records is None:
+        return b""
+    return records if isinstance(records, bytes | memoryview) else bytes(records)
+
+
+def _code(error: KafkaError | None) -> int:
+    return 0 if error is None else error.code
+
+
+def _produce_partition(result: m.ProducePartitionResult, version: int) -> PartitionProduceResponse:
+    leader = result.current_leader if version >= PRODUCE_CURRENT_LEADER_VERSION else None
+    return PartitionProduceResponse(
+        index=result.partition,
+        error_code=_code(result.error),
+        error_message=None if result.error is None else str(result.error),
+        base_offset=result.base_offset,
+        log_append_time_ms=result.log_append_time_ms,
+        log_start_offset=result.log_start_offset,
+        current_leader=(
+            LeaderIdAndEpoch()
+            if leader is None
+            else LeaderIdAndEpoch(leader_id=leader.leader_id, leader_epoch=leader.leader_epoch)
+        ),
+    )
+
+
+def _fetched(
+    result: m.FetchPartitionResult, aborted: list[kf.AbortedTransaction] | None, version: int
+) -> kf.PartitionData:
+    diverging, leader = result.diverging_epoch, result.current_leader
+    if version < FETCH_TAGGED_LEADER_VERSION:  # the versions without these fields
+        diverging = leader = None
+    return kf.PartitionData(
+        partition_index=result.partition,
+        error_code=_code(result.error),
+        high_watermark=result.high_watermark,
+        last_stable_offset=result.last_stable_offset,
+        log_start_offset=result.log_start_offset,
+        diverging_epoch=(
+            kf.EpochEndOffset()
+            if diverging is None
+            else kf.EpochEndOffset(epoch=diverging.leader_epoch, end_offset=diverging.end_offset)
+        ),
+        current_leader=(
+            kf.LeaderIdAndEpoch()
+            if leader is None
+            else kf.LeaderIdAndEpoch(leader_id=leader.leader_id, leader_epoch=leader.leader_epoch)
+        ),
+        aborted_transactions=None if aborted is None else list(aborted),
+        records=result.records,
+    )
+
+
+def _per_topic(
+    topics: Sequence[T], partitions: Callable[[T], Sized], results: Sequence[R]
+) -> list[tuple[T, Sequence[R]]]:
+    """Each topic of a request with its partitions' results: `results` holds one per
+    partition, in request order (the Broker service merges its answers so)."""
+    grouped: list[tuple[T, Sequence[R]]] = []
+    position = 0
+    for topic in topics:
+        count = len(partitions(topic))
+        grouped.append((topic, results[position : position + count]))
+        position += count
+    return grouped
+
+
+def _refuse_replica(api: str, replica_id: int) -> None:
+    """Followers replicate over replog's gRPC listener; a Kafka client is a consumer (-1, or
+    -2 for Kafka's debugging consumers)."""
+    if replica_id >= 0:
+        raise RequestRefusedError(
+            f"{api} from replica {replica_id}: followers fetch over replog's gRPC listener"
+        )
+
+
+def _epoch_end_offset(result: m.OffsetForLeaderPartitionResult) -> EpochEndOffset:
+    return EpochEndOffset(
+        error_code=_code(result.error),
+        partition=result.partition,
+        leader_epoch=result.leader_epoch,
+        end_offset=result.end_offset,
+    )
+
+
+def _list_offsets_partition(result: m.ListOffsetsPartitionResult) -> ListOffsetsPartitionResponse:
+    return ListOffsetsPartitionResponse(
+        partition_index=result.partition,
+        error_code=_code(result.error),
+        timestamp=result.timestamp,
+        offset=result.offset,
+        leader_epoch=result.leader_epoch,
+    )
+
+
+def _endpoint(image: MetadataImage, broker_id: int, listener_name: str) -> Endpoint | None:
+    registration = image.cluster.brokers.get(broker_id)
+    if registration is None:
+        return None
+    return next((e for e in registration.endpoints if e.name == listener_name), None)
+
+
+def _topic(
+    topic: TopicView, endpoints: Mapping[int, Endpoint], missing_listener: int
+) -> MetadataResponseTopic:
+    if topic.error is not None:
+        return MetadataResponseTopic(error_code=topic.error.code, name=topic.name)
+    return MetadataResponseTopic(
+        name=topic.name,
+        topic_id=topic.topic_id or ZERO_UUID,
+        is_internal=is_internal_topic(topic.name),
+        partitions=[_partition(p, endpoints, missing_listener) for p in topic.partitions],
+    )
+
+
+def _partition(
+    partition: PartitionView, endpoints: Mapping[int, Endpoint], missing_listener: int
+) -> MetadataResponsePartition:
+    registration = partition.registration
+    error = 0 if partition.error is None else partition.error.code
+    leader = registration.leader
+    if error == 0 and leader not in endpoints:
+        # Alive (it has a leader) but unreachable through this listener, or not live at all.
+        error = missing_listener if leader in _live(partition) else LeaderNotAvailableError.code
+        leader = -1
+    return MetadataResponsePartition(
+        error_code=error,
+        partition_index=partition.partition_id,
+        leader_id=leader,
+        leader_epoch=registration.leader_epoch,
+        replica_nodes=list(registration.replicas),
+        isr_nodes=list(registration.isr),
+        offline_replicas=list(partition.offline_replicas),
+    )
+
+
+def _live(partition: PartitionView) -> set[int]:
+    offline = set(partition.offline_replicas)
+    return {r for r in partition.registration.replicas if r not in offline}

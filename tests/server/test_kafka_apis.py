@@ -1,0 +1,217 @@
+"""The Kafka listener's handlers (`kafka_apis`) on metadata images built from records:
+
+- ApiVersions advertises exactly the handler table; v3+ with a bad client software name is
+  INVALID_REQUEST with no APIs, as Kafka answers;
+- Fetch opens no session: an incremental fetch is FETCH_SESSION_ID_NOT_FOUND, and a fetch from
+  a replica is refused (followers use the gRPC listener);
+- a leader hint or diverging epoch is written only into the versions that have the field;
+- Metadata advertises each broker at its endpoint of the listener the client connected through,
+  leaves out brokers without one (their partitions: leader -1, LISTENER_NOT_FOUND from v6,
+  LEADER_NOT_AVAILABLE before), leaves out fenced brokers, answers UNKNOWN_TOPIC_OR_PARTITION
+  for an absent name and UNKNOWN_TOPIC_ID for an absent id, reads topics named by id, and takes
+  Kafka's "every topic" forms (v0 empty list, v1+ null).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from quorum.metadata.image import MetadataImage
+from quorum.metadata.records import Endpoint, RegisterBrokerRecord
+from replog.errors import NotLeaderOrFollowerError, RequestRefusedError
+from replog.kafka.messages import fetch_response as kf
+from replog.kafka.messages.api_versions_request import ApiVersionsRequest
+from replog.kafka.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from replog.kafka.messages.metadata_request import MetadataRequest, MetadataRequestTopic
+from replog.kafka.messages.metadata_response import MetadataResponse
+from replog.kafka.messages.produce_response import ProduceResponse, TopicProduceResponse
+from replog.replication import messages as m
+from replog.server.broker_service import BrokerService
+from replog.server.kafka_apis import SERVED, KafkaApis, _fetched, _produce_partition
+from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
+
+
+def broker(broker_id: int, *endpoints: Endpoint, fenced: bool = False) -> RegisterBrokerRecord:
+    return RegisterBrokerRecord(
+        broker_id, uuid.UUID(int=broker_id), 10, endpoints=endpoints, fenced=fenced
+    )
+
+
+def grpc_and_kafka(broker_id: int) -> tuple[Endpoint, Endpoint]:
+    return (
+        Endpoint("CONTROLLER", f"b{broker_id}", 19090 + broker_id),
+        Endpoint("PLAINTEXT", f"b{broker_id}", 9090 + broker_id),
+    )
+
+
+def image() -> MetadataImage:
+    return replayed(
+        bootstrapped(),
+        broker(1, *grpc_and_kafka(1)),
+        broker(2, *grpc_and_kafka(2)),
+        broker(3, grpc_and_kafka(3)[0]),  # no Kafka listener
+        broker(4, *grpc_and_kafka(4), fenced=True),
+        *create_topic("orders", topic_id(1), (1, 2), (2, 1)),
+        *create_topic("old", topic_id(2), (3, 1), leader_epoch=4),
+    )
+
+
+def apis(controller: int = -1) -> KafkaApis:
+    current = image()
+    return KafkaApis(2, cluster_id="c1", image=lambda: current, controller_id=lambda: controller)
+
+
+def metadata(request: MetadataRequest, version: int = 12) -> MetadataResponse:
+    return apis().metadata(request, version, "PLAINTEXT")
+
+
+def named(*names: str) -> MetadataRequest:
+    return MetadataRequest(topics=[MetadataRequestTopic(name=n) for n in names])
+
+
+def test_api_versions_advertises_exactly_the_handler_table() -> None:
+    answer = apis().api_versions(ApiVersionsRequest(), 2)
+    assert answer.error_code == 0
+    assert [(k.api_key, k.min_version, k.max_version) for k in answer.api_keys] == sorted(
+        (key, low, high) for key, (low, high) in SERVED.items()
+    )
+    assert SERVED == {
+        0: (3, 12),
+        1: (4, 12),
+        2: (1, 7),
+        3: (0, 13),
+        18: (0, 4),
+        22: (0, 5),
+        23: (2, 4),
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "code"),
+    [
+        ("librdkafka", "2.16.0", 0),
+        ("apache-kafka-java", "4.0.0", 0),
+        ("", "1.0", 42),
+        ("bad name", "1.0", 42),
+        ("ok", "-1.0", 42),
+    ],
+)
+def test_api_versions_v3_checks_the_client_software_name(
+    name: str, version: str, code: int
+) -> None:
+    request = ApiVersionsRequest(client_software_name=name, client_software_version=version)
+    answer = apis().api_versions(request, 3)
+    assert answer.error_code == code
+    assert bool(answer.api_keys) == (code == 0)
+    assert apis().api_versions(request, 2).error_code == 0  # not checked before v3
+
+
+def test_brokers_are_advertised_at_the_listener_the_client_connected_through() -> None:
+    answer = metadata(named())
+    assert [(b.node_id, b.host, b.port) for b in answer.brokers] == [
+        (1, "b1", 9091),
+        (2, "b2", 9092),
+    ]
+    assert answer.cluster_id == "c1" and answer.topics == []
+    through_grpc_name = apis().metadata(named(), 12, "CONTROLLER")
+    assert [(b.node_id, b.port) for b in through_grpc_name.brokers] == [
+        (1, 19091),
+        (2, 19092),
+        (3, 19093),
+    ]
+
+
+def test_topics_with_leaders_replicas_isr_and_epochs() -> None:
+    (orders,) = metadata(named("orders")).topics
+    assert (orders.error_code, orders.name, orders.topic_id) == (0, "orders", topic_id(1))
+    assert not orders.is_internal
+    assert [
+        (p.partition_index, p.leader_id, p.leader_epoch, p.replica_nodes, p.isr_nodes)
+        for p in orders.partitions
+    ] == [(0, 1, 0, [1, 2], [1, 2]), (1, 2, 0, [2, 1], [2, 1])]
+    assert all(p.error_code == 0 for p in orders.partitions)
+
+
+@pytest.mark.parametrize(("version", "code"), [(12, 72), (6, 72), (5, 5), (0, 5)])
+def test_a_leader_without_the_listener_is_not_advertised(version: int, code: int) -> None:
+    (old,) = metadata(named("old"), version).topics
+    (partition,) = old.partitions
+    assert (partition.error_code, partition.leader_id) == (code, -1)
+    assert partition.leader_epoch == 4 and partition.replica_nodes == [3, 1]
+
+
+def test_unknown_names_and_ids_are_errors_and_ids_are_read() -> None:
+    request = MetadataRequest(
+        topics=[
+            MetadataRequestTopic(name="nope"),
+            MetadataRequestTopic(name=None, topic_id=topic_id(1)),
+            MetadataRequestTopic(name=None, topic_id=topic_id(99)),
+        ]
+    )
+    nope, orders, unknown = metadata(request).topics
+    assert (nope.name, nope.error_code, nope.partitions) == ("nope", 3, [])
+    assert (orders.name, orders.error_code, len(orders.partitions)) == ("orders", 0, 2)
+    assert (unknown.name, unknown.error_code, unknown.topic_id) == (None, 100, topic_id(99))
+
+
+def test_every_topic_forms() -> None:
+    assert [t.name for t in metadata(MetadataRequest(topics=None)).topics] == ["old", "orders"]
+    assert [t.name for t in metadata(MetadataRequest(topics=[]), 0).topics] == ["old", "orders"]
+    assert metadata(MetadataRequest(topics=[]), 1).topics == []
+
+
+@pytest.mark.parametrize(("raft_leader", "named_controller"), [(2, 2), (3, 1), (-1, 1)])
+def test_the_controller_id_is_a_listed_broker(raft_leader: int, named_controller: int) -> None:
+    answer = apis(raft_leader).metadata(named(), 12, "PLAINTEXT")
+    assert answer.controller_id == named_controller
+
+
+@pytest.mark.asyncio
+async def test_fetch_opens_no_session_and_serves_no_replica() -> None:
+    current = image()
+    service = BrokerService(2, cluster_id="c1", image=lambda: current)
+    handlers = KafkaApis(2, cluster_id="c1", image=lambda: current, broker_service=service)
+    topics = [FetchTopic(topic="orders", partitions=[FetchPartition(partition=0)])]
+    incremental = FetchRequest(session_id=5, session_epoch=3, topics=topics)
+    answer = await handlers.fetch(incremental, 12)
+    assert (answer.error_code, answer.session_id, answer.responses) == (70, 0, [])
+    with pytest.raises(RequestRefusedError, match="Fetch from replica 3: followers fetch"):
+        await handlers.fetch(FetchRequest(replica_id=3, topics=topics), 12)
+
+
+@pytest.mark.parametrize(("version", "carried"), [(9, False), (10, True), (12, True)])
+def test_the_produce_leader_hint_is_written_only_where_the_version_has_it(
+    version: int, carried: bool
+) -> None:
+    result = m.ProducePartitionResult(
+        "t", 0, NotLeaderOrFollowerError("moved"), current_leader=m.LeaderIdAndEpoch(3, 7)
+    )
+    partition = _produce_partition(result, version)
+    answer = ProduceResponse(
+        responses=[TopicProduceResponse(name="t", partition_responses=[partition])]
+    )
+    answer.encode(version)  # no field the version lacks holds a value
+    leader = (partition.current_leader.leader_id, partition.current_leader.leader_epoch)
+    assert leader == ((3, 7) if carried else (-1, -1))
+    assert partition.error_code == NotLeaderOrFollowerError.code
+
+
+@pytest.mark.parametrize(("version", "carried"), [(4, False), (11, False), (12, True)])
+def test_the_fetch_leader_and_diverging_epoch_are_written_only_where_the_version_has_them(
+    version: int, carried: bool
+) -> None:
+    result = m.FetchPartitionResult(
+        "t",
+        0,
+        diverging_epoch=m.EpochEndOffsetResult(2, 40),
+        current_leader=m.LeaderIdAndEpoch(3, 7),
+        records=b"",
+    )
+    partition = _fetched(result, None, version)
+    kf.FetchResponse(
+        responses=[kf.FetchableTopicResponse(topic="t", partitions=[partition])]
+    ).encode(version)
+    assert (partition.diverging_epoch.end_offset == 40) == carried
+    assert (partition.current_leader.leader_id == 3) == carried

@@ -1,0 +1,186 @@
+"""The Kafka listener's asyncio shell (`kafka_listener`) over loopback sockets, with handlers
+whose completion the test controls:
+
+- pipelined requests are answered in request order though their handlers finish in reverse;
+- a client that sends and never reads is read no further once `queued.max.requests` answers
+  wait (the handlers stop being called), and every other connection is still served;
+- an idle connection is closed after `connections.max.idle.ms`;
+- a handler that fails closes its connection, logged with the cause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
+
+import pytest
+
+from replog.errors import InvalidRequestError
+from replog.kafka.connection import KafkaRequest
+from replog.kafka.messages.metadata_request import MetadataRequest
+from replog.kafka.messages.metadata_response import MetadataResponse, MetadataResponseBroker
+from replog.kafka.messages.request_header import RequestHeader
+from replog.kafka.protocol.codec import Message
+from replog.kafka.protocol.framing import decode_response, encode_request
+from replog.server.kafka_listener import KafkaListener, KafkaListenerConfig
+from tests.eventually import eventually
+
+T = TypeVar("T")
+
+
+class Handlers:
+    """Metadata answered once the test releases its correlation id (or at once if `hold` is
+    false); correlation id 666 fails, 667 is refused (a typed error)."""
+
+    served = {3: (0, 13), 18: (0, 4)}
+
+    def __init__(self, *, hold: bool, brokers: int = 0) -> None:
+        self.hold = hold
+        self.brokers = brokers
+        self.called: list[int] = []
+        self.release: dict[int, asyncio.Event] = {}
+
+    def gate(self, correlation_id: int) -> asyncio.Event:
+        return self.release.setdefault(correlation_id, asyncio.Event())
+
+    async def handle(self, request: KafkaRequest, listener_name: str) -> Message | None:
+        self.called.append(request.correlation_id)
+        if request.correlation_id == 666:
+            raise RuntimeError("the handler broke")
+        if request.correlation_id == 667:
+            raise InvalidRequestError("isolation_level 7 is neither 0 nor 1")
+        if self.hold:
+            await self.gate(request.correlation_id).wait()
+        return MetadataResponse(
+            cluster_id=listener_name,
+            brokers=[
+                MetadataResponseBroker(node_id=i, host="h" * 200, port=9092)
+                for i in range(self.brokers)
+            ],
+        )
+
+
+def metadata_frame(correlation_id: int) -> bytes:
+    header = RequestHeader(request_api_key=3, request_api_version=12, correlation_id=correlation_id)
+    return encode_request(header, MetadataRequest(topics=[]))
+
+
+async def read_response(reader: asyncio.StreamReader) -> tuple[int, Message]:
+    (size,) = struct.unpack(">i", await reader.readexactly(4))
+    header, body = decode_response(await reader.readexactly(size), 3, 12)
+    return header.correlation_id, body
+
+
+@contextlib.asynccontextmanager
+async def listening(handlers: Handlers, **config: int) -> AsyncIterator[KafkaListener]:
+    listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0, KafkaListenerConfig(**config))
+    await listener.start(handlers)
+    try:
+        yield listener
+    finally:
+        await listener.stop()
+
+
+async def within(seconds: float, awaitable: Awaitable[T]) -> T:
+    async with asyncio.timeout(seconds):
+        return await awaitable
+
+
+@pytest.mark.asyncio
+async def test_pipelined_requests_are_answered_in_order_when_handlers_finish_in_reverse() -> None:
+    handlers = Handlers(hold=True)
+    async with listening(handlers) as listener:
+        await pipelined_in_order(listener, handlers)
+
+
+async def pipelined_in_order(listener: KafkaListener, handlers: Handlers) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+    writer.write(b"".join(metadata_frame(i) for i in range(5)))
+    await eventually(lambda: len(handlers.called) == 5, "all five handled at once (pipelined)")
+    for i in reversed(range(5)):
+        handlers.gate(i).set()
+        await asyncio.sleep(0.01)
+    answers = [await within(5, read_response(reader)) for _ in range(5)]
+    assert [correlation for correlation, _ in answers] == [0, 1, 2, 3, 4]
+    assert answers[0][1] == MetadataResponse(cluster_id="PLAINTEXT")
+    writer.close()
+
+
+@pytest.mark.asyncio
+async def test_a_client_that_never_reads_is_not_read_beyond_the_queue_bound() -> None:
+    handlers = Handlers(hold=False, brokers=2000)  # ~450 KB per answer: the buffers fill
+    async with listening(handlers, queued_max_requests=4) as listener:
+        await never_reads(listener, handlers)
+
+
+async def never_reads(listener: KafkaListener, handlers: Handlers) -> None:
+    _, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+    frame = metadata_frame(1)
+    for _ in range(2000):  # ~60 KB of requests, answers of ~900 MB if all were served
+        writer.write(frame)
+    await eventually(lambda: len(handlers.called) > 4, "the first requests handled")
+    seen = -1
+    while seen != len(handlers.called):  # until the listener stops calling handlers
+        seen = len(handlers.called)
+        await asyncio.sleep(0.3)
+    assert seen < 200, f"{seen} requests handled for a client that reads nothing"
+    # Another client is served meanwhile.
+    reader2, writer2 = await asyncio.open_connection("127.0.0.1", listener.port)
+    writer2.write(metadata_frame(7))
+    correlation, _ = await within(5, read_response(reader2))
+    assert correlation == 7
+    writer.transport.abort()
+    writer2.close()
+
+
+@pytest.mark.asyncio
+async def test_an_idle_connection_is_closed(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="replog.server.kafka")
+    async with listening(Handlers(hold=False), connections_max_idle_ms=200) as listener:
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        assert await within(5, reader.read(1)) == b""
+    assert "idle for connections.max.idle.ms (200 ms): no request" in caplog.text
+    writer.close()
+
+
+@pytest.mark.asyncio
+async def test_a_failing_handler_closes_its_connection_with_the_cause_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with listening(Handlers(hold=False)) as listener:
+        await handler_fails(listener, caplog)
+
+
+async def handler_fails(listener: KafkaListener, caplog: pytest.LogCaptureFixture) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+    writer.write(metadata_frame(666))
+    assert await within(5, reader.read(1)) == b""
+    (record,) = [r for r in caplog.records if r.name == "replog.server.kafka"]
+    assert record.levelno == logging.ERROR
+    assert "Metadata v12 (correlation id 666) failed: RuntimeError('the handler broke')" in (
+        str(record.exc_info[1]) if record.exc_info else ""
+    )
+    await eventually(lambda: listener.open_connections == 0, "the connection closed")
+    writer.close()
+
+
+@pytest.mark.asyncio
+async def test_a_refused_request_closes_its_connection_with_one_warning_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with listening(Handlers(hold=False)) as listener:
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        peer = f"127.0.0.1:{writer.get_extra_info('sockname')[1]}"
+        writer.write(metadata_frame(667))
+        assert await within(5, reader.read(1)) == b""
+        writer.close()
+    (record,) = [r for r in caplog.records if r.name == "replog.server.kafka"]
+    assert record.levelno == logging.WARNING and record.exc_info is None
+    assert record.getMessage() == (
+        f"Kafka listener PLAINTEXT: closing connection from {peer}: Metadata v12 (correlation "
+        "id 667) refused: isolation_level 7 is neither 0 nor 1"
+    )

@@ -1,0 +1,132 @@
+"""Which `listeners` entries are Kafka listeners, and their settings:
+
+- none by default: the first entry is always the gRPC listener, so existing configs change
+  nothing; each later entry whose security protocol is PLAINTEXT (its name, or
+  `listener.security.protocol.map`) is one; SSL and SASL entries are not served;
+- a Kafka listener may not share a port with the gRPC listener or another Kafka listener;
+- port 0 is registered as the port that listener bound, not the gRPC one;
+- `queued.max.requests`, `connections.max.idle.ms`, `socket.request.max.bytes` must be positive;
+- a Kafka listener port in use is an OSError naming the listener, and a failed start lets go of
+  the Kafka ports it bound already.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from quorum.metadata.records import Endpoint
+from replog.errors import ConfigError
+from replog.server.broker_runtime import broker_config_from_node
+from replog.server.kafka_listener import KafkaListenerConfig
+from replog.server.known_properties import unknown_properties
+from replog.server.node import Node
+from replog.server.node_config import NodeConfig
+from tests.local_ports import free_port
+
+
+def node(listeners: str, **extra: str) -> NodeConfig:
+    return NodeConfig.from_properties(
+        {
+            "process.roles": "broker",
+            "node.id": "2",
+            "cluster.id": "c",
+            "controller.quorum.voters": "1@127.0.0.1:9093",
+            "listeners": listeners,
+            "log.dirs": "/tmp/unused",
+            **extra,
+        }
+    )
+
+
+def test_no_kafka_listener_by_default() -> None:
+    assert node("PLAINTEXT://127.0.0.1:9092").kafka_listeners == ()
+    assert node("CONTROLLER://127.0.0.1:9093").kafka_listeners == ()
+    assert node("PLAINTEXT://h:9092,SSL://h:9093").kafka_listeners == ()
+
+
+def test_a_later_plaintext_entry_is_a_kafka_listener() -> None:
+    config = node("CONTROLLER://127.0.0.1:19092,PLAINTEXT://127.0.0.1:9092")
+    assert config.kafka_listeners == (Endpoint("PLAINTEXT", "127.0.0.1", 9092),)
+    assert config.listener == "127.0.0.1:19092"  # gRPC stays on the first
+
+
+def test_the_security_protocol_map_names_kafka_listeners() -> None:
+    config = node(
+        "CONTROLLER://h:19092,CLIENT://h:9092,PLAINTEXT://h:9093",
+        **{"listener.security.protocol.map": "CLIENT:PLAINTEXT, PLAINTEXT:SSL"},
+    )
+    assert [e.name for e in config.kafka_listeners] == ["CLIENT"]
+    with pytest.raises(ConfigError, match=r"listener.security.protocol.map entry 'CLIENT'"):
+        node("CONTROLLER://h:1,CLIENT://h:2", **{"listener.security.protocol.map": "CLIENT"})
+    with pytest.raises(ConfigError, match=r"entry 'CLIENT:TLS': expected NAME:PROTOCOL"):
+        node("CONTROLLER://h:1,CLIENT://h:2", **{"listener.security.protocol.map": "CLIENT:TLS"})
+    assert unknown_properties({"listener.security.protocol.map": "A:PLAINTEXT"}) == []
+
+
+@pytest.mark.parametrize(
+    "listeners",
+    ["CONTROLLER://h:9092,PLAINTEXT://h:9092", "CONTROLLER://h:1,PLAINTEXT://h:2,X://h:2"],
+)
+def test_a_kafka_listener_needs_its_own_port(listeners: str) -> None:
+    extra = {"listener.security.protocol.map": "X:PLAINTEXT"}
+    with pytest.raises(ConfigError, match=r"each Kafka listener needs its own port"):
+        node(listeners, **extra)
+
+
+def test_port_0_is_registered_as_the_port_the_kafka_listener_bound() -> None:
+    config = node("CONTROLLER://127.0.0.1:0,PLAINTEXT://127.0.0.1:0")
+    lifecycle, _ = broker_config_from_node(
+        config, bound_port=19092, kafka_ports={"PLAINTEXT": 9092}
+    )
+    assert [(e.name, e.port) for e in lifecycle.listeners] == [
+        ("CONTROLLER", 19092),
+        ("PLAINTEXT", 9092),
+    ]
+
+
+def test_the_listener_settings() -> None:
+    assert KafkaListenerConfig.from_properties({}) == KafkaListenerConfig(104857600, 500, 600000)
+    custom = KafkaListenerConfig.from_properties(
+        {"queued.max.requests": "8", "connections.max.idle.ms": "1000"}
+    )
+    assert (custom.queued_max_requests, custom.connections_max_idle_ms) == (8, 1000)
+    for key in ("queued.max.requests", "connections.max.idle.ms", "socket.request.max.bytes"):
+        with pytest.raises(ConfigError, match=key):
+            KafkaListenerConfig.from_properties({key: "0"})
+    assert unknown_properties({"queued.max.requests": "1", "connections.max.idle.ms": "1"}) == []
+
+
+@pytest.mark.asyncio
+async def test_a_kafka_listener_port_in_use_is_an_os_error_naming_it(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        first = free_port()
+        config = node(
+            f"PLAINTEXT://127.0.0.1:0,PLAINTEXT2://127.0.0.1:{first},PLAINTEXT3://127.0.0.1:{port}",
+            **{
+                "log.dirs": str(tmp_path / "logs"),
+                "listener.security.protocol.map": "PLAINTEXT2:PLAINTEXT,PLAINTEXT3:PLAINTEXT",
+            },
+        )
+        with pytest.raises(
+            OSError, match=rf"listeners: cannot listen on PLAINTEXT3://127.0.0.1:{port}: "
+        ):
+            Node(config)
+    # The listener bound before the failure let its port go with the failed start.
+    again = node(
+        f"PLAINTEXT://127.0.0.1:0,PLAINTEXT2://127.0.0.1:{first}",
+        **{
+            "log.dirs": str(tmp_path / "logs"),
+            "listener.security.protocol.map": "PLAINTEXT2:PLAINTEXT",
+        },
+    )
+    built = Node(again)
+    assert [listener.port for listener in built.kafka_listeners] == [first]
+    for listener in built.kafka_listeners:
+        listener.close_unstarted()
+    built.storage.close()

@@ -356,9 +356,10 @@ class FollowerFetchSteps:
             return
         self._corrupt_logged[partition.key] = offset
         log.error(
-            "%s: the leader, broker %d, sends a corrupt batch at offset %d (%s); this replica "
-            "refuses it and fetches it again every replica.fetch.backoff.ms (%d ms), so it stays "
-            "out of the ISR until the leader's copy is repaired (counted in "
+            "%s: the leader, broker %d, sent a corrupt batch at offset %d (%s); this replica "
+            "refuses it and fetches it again every replica.fetch.backoff.ms (%d ms): a batch "
+            "damaged on the way arrives whole next time, one damaged in the leader's log keeps "
+            "this replica out of the ISR until it is repaired (counted in "
             "replog_follower_corrupt_fetch_total; see docs/operations.md, 'A corrupt segment')",
             partition.name,
             leader_id,

@@ -3,18 +3,18 @@ Produce, Fetch, ListOffsets, OffsetsForLeaderEpoch and DeleteRecords, and replic
 follower through synchronous steps an async fetcher drives.
 
 Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
-- Declarative: on every metadata image the manager computes this broker's local changes
-  (deletes first, then leaders, then followers) and brings each replica to the state the image
-  describes. Once started, it applies them in rounds (`APPLY_ROUND_CHANGES` a round, then the
-  event loop runs others), each partition's changes in order (`ReplicaChangeQueue`), and a
-  replica that needs its log opened or created gets it from a worker thread, in one batch per
-  round with one file-system sync (docs/storage.md, "Creating many replicas"); a new leader's
-  epoch checkpoint of a round is written and synced there too. Before `start` (tests, tools),
-  `apply_image` applies everything at once. Every image also refreshes ISR eligibility (registered, unfenced, not shutting
-  down) and each leader's `min.insync.replicas` (topic config, else this broker's dynamic
-  config, else the dynamic cluster default, else server.properties: Kafka's precedence). Each
-  replica's log settings follow the same precedence, key by key: a value this broker refuses
-  is skipped with a warning, and the level below gives that key (`_log_config`).
+- Declarative: on every metadata image the manager computes this broker's local changes (deletes
+  first, then leaders, then followers) and brings each replica to the state the image describes.
+  Once started, it applies them in rounds (`APPLY_ROUND_CHANGES` a round, then the event loop
+  runs others), each partition's changes in order (`ReplicaChangeQueue`), and a replica that
+  needs its log opened or created gets it from a worker thread, in one batch per round with one
+  file-system sync (docs/storage.md, "Creating many replicas"); a new leader's epoch checkpoint
+  of a round is written and synced there too. Before `start` (tests, tools), `apply_image`
+  applies everything at once. Every image also refreshes ISR eligibility (registered, unfenced,
+  not shutting down) and each leader's `min.insync.replicas` (topic config, else this broker's
+  dynamic config, else the dynamic cluster default, else server.properties: Kafka's precedence).
+  Each replica's log settings follow the same precedence, key by key: a value this broker
+  refuses is skipped with a warning, and the level below gives that key (`_log_config`).
 - Logs of deleted topics (Kafka's KIP-516 topic ids and stray logs): a replica's log records
   its topic id in `partition.metadata` before the replica appends anything. A log whose file
   names another topic id belongs to a deleted topic of the same name: it is set aside as a
@@ -66,14 +66,14 @@ Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
   (`purgatory_pending_max` per purgatory); every error names the topic-partition and carries
   its Kafka class.
 
-Theory of operation: everything here runs on the event loop thread and is synchronous except
-the `await` of a delayed operation's future and the applier's worker-thread batches (which
-touch only logs no replica uses yet, and epoch files under their own lock). The pure cores decide (leader_state, fetch_rules,
-follower_truncation, producer_state, purgatory); this shell owns the replicas, reads and writes
-logs, and wakes delayed operations on the keys whose state moved. It is the facade of the data
-plane: `DelayedOperations` (the purgatories) and `FollowerFetchSteps` (the follower side) read
-its partition map, which only this class changes. Timers (ISR shrink every
-`replica.lag.time.max.ms / 2`, producer-id expiry every
+Theory of operation: everything here runs on the event loop thread and is synchronous except the
+`await` of a delayed operation's future and the applier's worker-thread batches (which touch
+only logs no replica uses yet, and epoch files under their own lock). The pure cores decide
+(leader_state, fetch_rules, follower_truncation, producer_state, purgatory); this shell owns the
+replicas, reads and writes logs, and wakes delayed operations on the keys whose state moved. It
+is the facade of the data plane: `DelayedOperations` (the purgatories) and `FollowerFetchSteps`
+(the follower side) read its partition map, which only this class changes. Timers (ISR shrink
+every `replica.lag.time.max.ms / 2`, producer-id expiry every
 `producer.id.expiration.check.interval.ms` against the wall clock, purgatory expiry, follower
 back-offs, AlterPartition retries) run in `tick(now_ms)`, which `start()` schedules from
 `next_tick_ms()` and tests call by hand with a fake clock.

@@ -97,10 +97,10 @@ def test_a_new_follower_refusing_a_corrupt_batch_counts_it_and_logs_one_error(
     wait_for(lambda: refusals() >= 3, 30, "the new follower to refuse the batch three times")
     leader = partition(cluster)["leader"]
     log = (cluster.data_dir / f"node-{outsider}" / "node.log").read_text()
-    errors = [line for line in log.splitlines() if "sends a corrupt batch" in line]
+    errors = [line for line in log.splitlines() if "sent a corrupt batch" in line]
     assert len(errors) == 1, errors  # one ERROR, not one per refusal
     assert "ERROR" in errors[0]
     assert (
-        f"damaged-0: the leader, broker {leader}, sends a corrupt batch at offset 0" in (errors[0])
+        f"damaged-0: the leader, broker {leader}, sent a corrupt batch at offset 0" in (errors[0])
     )
     assert outsider not in partition(cluster)["isr"]  # it never caught up

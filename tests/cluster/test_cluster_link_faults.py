@@ -103,7 +103,8 @@ FLIP_PER_BYTE = 2e-5
 CORRUPT_S = 10.0
 MIN_FLIPS = 8
 MAX_CORRUPT_S = 60.0
-CRC_REJECTED = re.compile(r"follower step failed, backing off: .*CRC-32C mismatch")
+# A follower logs a refused corrupt batch once per partition and offset (at ERROR).
+CRC_REJECTED = re.compile(r"sent a corrupt batch at offset \d+ \(.*CRC-32C mismatch")
 FETCH_FAILED = re.compile(r"fetch from leader broker \d+ at \S+ failed")  # the call, as a whole
 
 

@@ -1076,7 +1076,7 @@ async def test_a_leader_serving_a_corrupt_batch_counts_each_refusal_and_logs_one
     errors = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert [r.levelname for r in errors] == ["ERROR"]
     message = errors[0].getMessage()
-    assert message.startswith("t-0: the leader, broker 1, sends a corrupt batch at offset 2 (")
+    assert message.startswith("t-0: the leader, broker 1, sent a corrupt batch at offset 2 (")
     assert "CRC-32C mismatch" in message and "replog_follower_corrupt_fetch_total" in message
     # The leader itself answering CORRUPT_MESSAGE counts too, at the fetch offset: a new ERROR.
     caplog.clear()
@@ -1086,7 +1086,7 @@ async def test_a_leader_serving_a_corrupt_batch_counts_each_refusal_and_logs_one
     follower.rm.process_follower_fetch(1, request, answered, clock())
     assert refused() == 4
     (again,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
-    assert "sends a corrupt batch at offset 0 (t-0: bad)" in again.getMessage()
+    assert "sent a corrupt batch at offset 0 (t-0: bad)" in again.getMessage()
 
 
 @pytest.mark.asyncio

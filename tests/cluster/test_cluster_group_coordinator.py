@@ -91,7 +91,8 @@ async def test_commit_fetch_and_failover_of_the_coordinator(cluster: ClientClust
         coordinator = clients[node_id]
 
         async def commit() -> dict[TopicPartition, KafkaError | None]:
-            return await coordinator.offset_commit(GROUP, offsets)
+            errors, _others = await coordinator.offset_commit(GROUP, offsets)
+            return errors
 
         assert await retried(commit, 20, "OffsetCommit") == dict.fromkeys(offsets)
         assert await coordinator.offset_fetch(GROUP, list(offsets)) == offsets
@@ -114,7 +115,8 @@ async def test_commit_fetch_and_failover_of_the_coordinator(cluster: ClientClust
 
         assert await retried(fetch_again, 20, "OffsetFetch after failover") == offsets
         later = {TopicPartition(TOPIC, 0): OffsetAndMetadata(50)}
-        assert await clients[new_id].offset_commit(GROUP, later) == {TopicPartition(TOPIC, 0): None}
+        errors, others = await clients[new_id].offset_commit(GROUP, later)
+        assert errors == {TopicPartition(TOPIC, 0): None} and others == ()
         assert (await clients[new_id].offset_fetch(GROUP, None))[TopicPartition(TOPIC, 0)] == (
             OffsetAndMetadata(50)
         )

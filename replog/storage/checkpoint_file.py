@@ -117,6 +117,10 @@ class LeaderEpochCheckpointFile(_CheckpointFile):
             self._pending = None
             self._replace(render_leader_epoch_checkpoint(entries))
 
+    @property
+    def directory(self) -> str:
+        return os.path.dirname(self.path) or "."
+
     def write_pending(self) -> None:
         """Write the entries a deferred `write` left, without a sync (its block syncs)."""
         with self._lock:

@@ -253,9 +253,14 @@ class SyncedLater(Protocol):
     """A small file whose write a `collect_unsynced` block deferred: `write_pending` writes
     it (without a sync), `mark_synced` tells it the file system was synced since."""
 
+    @property
+    def directory(self) -> str: ...
+
     def write_pending(self) -> None: ...
 
     def mark_synced(self) -> None: ...
+
+    def make_durable(self) -> None: ...
 
 
 class _DeferredSyncs(threading.local):
@@ -294,14 +299,22 @@ class FileSystem:
         finally:
             self._deferred.unsynced = None
 
-    def sync_unsynced(self, unsynced: Unsynced) -> None:
+    def sync_unsynced(self, unsynced: Unsynced, *, each_up_to: int = 0) -> None:
         """Write what a `collect_unsynced` block left to write, sync everything it touched,
-        then tell its files."""
-        for deferred in unsynced.files:
+        then tell its files. When the block's only writes were those files and there are at
+        most `each_up_to` of them, each is written and synced on its own (`make_durable`):
+        a file-system sync writes back everything else dirty on it too."""
+        files = unsynced.files
+        only_files = unsynced.paths <= {f.directory for f in files}
+        if files and only_files and len(files) <= each_up_to:
+            for synced in files:
+                synced.make_durable()
+            return
+        for deferred in files:
             deferred.write_pending()
         if unsynced.paths:
             self.sync_file_systems(unsynced.paths)
-        for synced in unsynced.files:
+        for synced in files:
             synced.mark_synced()
 
     @contextlib.contextmanager

@@ -416,9 +416,9 @@ class LogManager:
         caller syncs later, off its thread, with `sync_unsynced`."""
         return self._fs.collect_unsynced()
 
-    def sync_unsynced(self, unsynced: Unsynced) -> None:
+    def sync_unsynced(self, unsynced: Unsynced, *, each_up_to: int = 0) -> None:
         try:
-            self._fs.sync_unsynced(unsynced)
+            self._fs.sync_unsynced(unsynced, each_up_to=each_up_to)
         except OSError as exc:
             raise KafkaStorageError(f"syncing {sorted(unsynced.paths)}: {exc}") from exc
 

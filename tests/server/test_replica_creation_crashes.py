@@ -300,3 +300,32 @@ async def test_a_stopped_manager_takes_no_more_images(tmp_path: Path) -> None:
     broker.rm.apply_image(many_partitions())
     assert broker.rm.partitions() == {}
     assert broker.log_manager.all_logs() == {}
+
+
+def test_a_few_new_replicas_sync_each_write_and_no_file_system(tmp_path: Path) -> None:
+    # A file-system sync also writes back everything else dirty on the disk (0.1-0.5 s under
+    # a produce load), so a small batch syncs its own few files instead.
+    fs = SyncCounting()
+    broker = Broker(tmp_path, fs)
+    broker.rm.apply_image(cluster_image(*create_topic("t", TID, (1,), (1,))))
+    assert len(broker.rm.partitions()) == 2
+    assert fs.fs_syncs == 0
+    for partition in broker.rm.partitions().values():
+        assert partition.log.topic_id() == TID
+        assert not partition.log.leader_epoch_cache._store.needs_sync  # type: ignore[attr-defined]
+
+
+def test_a_round_of_few_epoch_files_syncs_each_and_no_file_system(tmp_path: Path) -> None:
+    fs = SyncCounting()
+    broker = Broker(tmp_path, fs)
+    broker.rm.apply_image(many_partitions())
+    syncs = fs.fs_syncs
+    logs = [broker.log_manager.get_log("t", p) for p in range(3)]
+    with broker.log_manager.collect_unsynced() as unsynced:
+        for plog in logs:
+            plog.leader_epoch_cache.assign(7, 0)
+    broker.log_manager.sync_unsynced(unsynced, each_up_to=8)
+    assert fs.fs_syncs == syncs
+    for plog in logs:
+        assert not plog.leader_epoch_cache._store.needs_sync  # type: ignore[attr-defined]
+        assert b"7 0" in (Path(plog.directory) / "leader-epoch-checkpoint").read_bytes()

@@ -196,6 +196,8 @@ APPLY_ROUND_CHANGES = 250
 # Up to this many writes a round or a batch makes are each synced on their own (a few fsyncs of
 # small files, ~1-5 ms each here); above it one `syncfs` syncs them all.
 SYNC_EACH_MAX = 8
+# A delta of at most this many local changes, arriving with none queued, is applied at once.
+APPLY_AT_ONCE_MAX = 4
 
 
 class _Creation(NamedTuple):
@@ -380,6 +382,7 @@ class ReplicaManager:
         cluster_changed = image.cluster is not previous.cluster
         if cluster_changed:
             self._eligibility = ReplicaEligibility.from_cluster(image.cluster)
+        was_idle = self._changes.idle
         self._changes.add(changes)
         if image.configs is not previous.configs:
             self._refresh_log_configs(previous, image)
@@ -400,10 +403,15 @@ class ReplicaManager:
                     )
                 if moved:
                     self._on_high_watermark_moved(partition)
-        if self._applier_task is not None:
+        small = len(changes.deletes) + len(changes.leaders) + len(changes.followers)
+        if self._applier_task is not None and not (was_idle and small <= APPLY_AT_ONCE_MAX):
             self._applied.clear()
             self._applier_wake.set()
         else:
+            # Not started, or a small delta with nothing queued before it (a CreateTopics of a
+            # few partitions): applied at once, as Kafka's broker applies a delta before its
+            # next one, so a replica exists when its image is published (a few small files
+            # synced, milliseconds on the loop).
             self._apply_changes_now()
 
     # --- applying local changes (docs/storage.md, "Creating many replicas") ----------------------

@@ -532,13 +532,11 @@ class ReplicaManager:
         with one sync of their file systems. Runs in a worker thread: no replica uses these
         logs until `_install`."""
         self.log_manager.rewrite_stale_checkpoints()
-        if len(creations) <= SYNC_EACH_MAX:
-            # A few logs: each write is synced as it goes. A file-system sync also writes back
-            # everything else dirty on the disk: 0.1-0.5 s under a produce load here.
+        # A few logs sync each write as it goes: a file-system sync also writes back
+        # everything else dirty on the disk, 0.1-0.5 s under a produce load here.
+        batched = len(creations) > SYNC_EACH_MAX
+        with self.log_manager.deferred_sync() if batched else contextlib.nullcontext():
             opened = [(creation, *self._log_of_topic(creation)) for creation in creations]
-        else:
-            with self.log_manager.deferred_sync():
-                opened = [(creation, *self._log_of_topic(creation)) for creation in creations]
         # Producer tables too (a snapshot directory's listing, at least), for the logs the
         # broker's start-up did not preload: no replica reads its log on the loop.
         unloaded = {

@@ -345,6 +345,7 @@ class FileSystem:
         return True
 
     def fsync_file(self, path: str) -> None:
+        """fsync a file or a directory by its path (never deferred)."""
         fd = os.open(path, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -409,13 +410,8 @@ class FileSystem:
         self.fsync_dir(directory)
 
     def fsync_dir(self, path: str) -> None:
-        if self._defer(path):
-            return
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        if not self._defer(path):
+            self.fsync_file(path)
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)

@@ -1828,6 +1828,10 @@ def test_leadership_errors_of_one_answer_are_logged_in_one_line(
         follower.rm.process_follower_fetch(1, request, response, clock())
         follower.rm.process_follower_fetch(1, request, response, clock())
     lines = [r.getMessage() for r in caplog.records if "waiting for new metadata" in r.getMessage()]
-    assert lines == [
-        "broker 1 answered NOT_LEADER_OR_FOLLOWER for 1 partition(s): t-0; waiting for new metadata"
-    ] * 2
+    assert (
+        lines
+        == [
+            "broker 1 answered NOT_LEADER_OR_FOLLOWER for 1 partition(s): t-0; waiting for new metadata"
+        ]
+        * 2
+    )

@@ -2,7 +2,7 @@
 
 One frozen dataclass per data-plane message of `proto/replog/pb/broker.proto` (not Metadata or
 DescribeLogDirs), flattened to one entry per partition (the wire groups partitions by topic;
-`replog/server/broker_codec.py` translates).
+`replog/wire/broker_codec.py` translates).
 Errors are `replog.errors.KafkaError` instances, so each carries Kafka's code and a message
 that names the topic-partition and offset it is about; None means success.
 

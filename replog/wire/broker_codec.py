@@ -50,7 +50,7 @@ from replog.pb import common_pb2
 from replog.record.batch import Buffer
 from replog.replication import messages as m
 from replog.server import log_dirs
-from replog.server.record_wire import join_records, split_records
+from replog.wire.record_wire import join_records, split_records
 
 UUID_BYTES = 16
 NONE = -1

@@ -26,9 +26,9 @@ from replog.errors import KafkaError, UnknownServerError
 from replog.net_address import format_host_port
 from replog.pb import coordinator_pb2 as pb
 from replog.pb import coordinator_pb2_grpc
-from replog.server import coordinator_codec as codec
-from replog.server.broker_client import CHANNEL_OPTIONS, REQUEST_TIMEOUT_MS_DEFAULT
-from replog.server.redialing_channel import RedialingChannel
+from replog.wire import coordinator_codec as codec
+from replog.wire.broker_client import CHANNEL_OPTIONS, REQUEST_TIMEOUT_MS_DEFAULT
+from replog.wire.redialing_channel import RedialingChannel
 
 Stub = Any  # coordinator_pb2_grpc.GroupCoordinatorStub (generated code has no precise types)
 

@@ -1,5 +1,5 @@
 """A small asyncio client of one broker's `GroupCoordinator` service: find a group's
-coordinator, commit and fetch its offsets, in the client library's types.
+coordinator, commit and fetch its offsets, in `replog.common`'s types.
 
 One gRPC channel per client (`RedialingChannel`, as `BrokerClient`).
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from replog.client.records import OffsetAndMetadata, TopicPartition
+from replog.common import OffsetAndMetadata, TopicPartition
 from replog.coordinator import messages as cm
 from replog.errors import KafkaError, UnknownServerError
 from replog.net_address import format_host_port

@@ -289,7 +289,7 @@ def test_api_versions_above_the_served_range_is_answered_unsupported(node: Runni
     assert served.error_code == 0
     assert {(k.api_key, k.min_version, k.max_version) for k in served.api_keys} == {
         (0, 3, 12),
-        (1, 4, 12),
+        (1, 4, 18),
         (2, 1, 7),
         (3, 0, 13),
         (18, 0, 4),

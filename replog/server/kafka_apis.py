@@ -136,6 +136,7 @@ _UNKNOWN_ID_PREFIX = "<unknown topic id> "
 # The first versions whose answers carry the leader (and for Fetch the diverging epoch).
 PRODUCE_CURRENT_LEADER_VERSION = 10
 FETCH_TAGGED_LEADER_VERSION = 12
+LIST_OFFSETS_LEADER_EPOCH_VERSION = 4
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
@@ -182,7 +183,7 @@ class KafkaApis:
         if isinstance(body, InitProducerIdRequest):
             return self.init_producer_id(body)
         if isinstance(body, ListOffsetsRequest):
-            return await self.list_offsets(body)
+            return await self.list_offsets(body, request.api_version)
         if isinstance(body, FetchRequest):
             return await self.fetch(body, request.api_version)
         if isinstance(body, OffsetForLeaderEpochRequest):
@@ -415,7 +416,7 @@ class KafkaApis:
 
     # --- ListOffsets ---------------------------------------------------------------------------
 
-    async def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
+    async def list_offsets(self, request: ListOffsetsRequest, version: int) -> ListOffsetsResponse:
         """Through the gRPC Broker service's ListOffsets (its refusals, the same
         `ReplicaManager.list_offsets` call); only the encoding differs."""
         service = self._service("ListOffsets")
@@ -439,7 +440,8 @@ class KafkaApis:
         return ListOffsetsResponse(
             topics=[
                 ListOffsetsTopicResponse(
-                    name=topic.name, partitions=[_list_offsets_partition(r) for r in answered]
+                    name=topic.name,
+                    partitions=[_list_offsets_partition(r, version) for r in answered],
                 )
                 for topic, answered in _per_topic(request.topics, lambda t: t.partitions, results)
             ]
@@ -588,13 +590,16 @@ def _epoch_end_offset(result: m.OffsetForLeaderPartitionResult) -> EpochEndOffse
     )
 
 
-def _list_offsets_partition(result: m.ListOffsetsPartitionResult) -> ListOffsetsPartitionResponse:
+def _list_offsets_partition(
+    result: m.ListOffsetsPartitionResult, version: int
+) -> ListOffsetsPartitionResponse:
     return ListOffsetsPartitionResponse(
         partition_index=result.partition,
         error_code=_code(result.error),
         timestamp=result.timestamp,
         offset=result.offset,
-        leader_epoch=result.leader_epoch,
+        # The epoch only where the version has the field (v4+, KIP-320).
+        leader_epoch=result.leader_epoch if version >= LIST_OFFSETS_LEADER_EPOCH_VERSION else -1,
     )
 
 

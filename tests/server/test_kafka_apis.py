@@ -33,13 +33,23 @@ from replog.kafka.messages.fetch_request import (
     ForgottenTopic,
     ReplicaState,
 )
+from replog.kafka.messages.list_offsets_response import (
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
 from replog.kafka.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from replog.kafka.messages.metadata_response import MetadataResponse
 from replog.kafka.messages.produce_response import ProduceResponse, TopicProduceResponse
 from replog.kafka.protocol.codec import ZERO_UUID
 from replog.replication import messages as m
 from replog.server.broker_service import BrokerService
-from replog.server.kafka_apis import SERVED, KafkaApis, _fetched, _produce_partition
+from replog.server.kafka_apis import (
+    SERVED,
+    KafkaApis,
+    _fetched,
+    _list_offsets_partition,
+    _produce_partition,
+)
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 
 
@@ -332,3 +342,15 @@ def test_the_fetch_leader_and_diverging_epoch_are_written_only_where_the_version
     ).encode(version)
     assert (partition.diverging_epoch.end_offset == 40) == carried
     assert (partition.current_leader.leader_id == 3) == carried
+
+
+@pytest.mark.parametrize(("version", "carried"), [(1, False), (3, False), (4, True), (7, True)])
+def test_the_list_offsets_leader_epoch_is_written_only_where_the_version_has_it(
+    version: int, carried: bool
+) -> None:
+    result = m.ListOffsetsPartitionResult("t", 0, timestamp=5, offset=9, leader_epoch=3)
+    partition = _list_offsets_partition(result, version)
+    ListOffsetsResponse(topics=[ListOffsetsTopicResponse(name="t", partitions=[partition])]).encode(
+        version
+    )  # no field the version lacks holds a value (kafkajs sends v2 and v3)
+    assert (partition.offset, partition.leader_epoch) == (9, 3 if carried else -1)

@@ -194,6 +194,7 @@ class FetchLog:
 
     def __init__(self) -> None:
         self.high_watermarks: dict[tuple[str, int], int] = {}
+        self.diverging: dict[tuple[str, int], m.EpochEndOffsetResult] = {}
         self.reads: list[m.FetchRequest] = []
 
     async def fetch(self, request: m.FetchRequest, repeats: object = None) -> m.FetchResponse:
@@ -206,6 +207,7 @@ class FetchLog:
                     high_watermark=self.high_watermarks.get((p.topic, p.partition), 0),
                     log_start_offset=0,
                     topic_id=p.topic_id,
+                    diverging_epoch=self.diverging.get((p.topic, p.partition)),
                 )
                 for p in request.partitions
             )
@@ -296,6 +298,22 @@ async def test_fetch_v13_names_topics_by_id() -> None:
     # A session opened with ids is not used with names.
     switched = await handlers.fetch(FetchRequest(session_id=answer.session_id, session_epoch=1), 12)
     assert switched.error_code == 106
+
+
+@pytest.mark.asyncio
+async def test_fetch_passes_the_epochs_and_answers_a_diverging_epoch() -> None:
+    handlers, log = fetching()
+    log.diverging[("orders", 0)] = m.EpochEndOffsetResult(2, 40)
+    entry = FetchPartition(
+        partition=0, fetch_offset=50, current_leader_epoch=4, last_fetched_epoch=3
+    )
+    answer = await handlers.fetch(
+        FetchRequest(topics=[FetchTopic(topic="orders", partitions=[entry])]), 12
+    )
+    (read,) = log.reads[0].partitions
+    assert (read.fetch_offset, read.current_leader_epoch, read.last_fetched_epoch) == (50, 4, 3)
+    (partition,) = answer.responses[0].partitions
+    assert (partition.diverging_epoch.epoch, partition.diverging_epoch.end_offset) == (2, 40)
 
 
 @pytest.mark.asyncio

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import re
 import shutil
 import subprocess
 import threading
@@ -44,6 +46,7 @@ FROM_REPLOG = "from-replog"
 # create time a second apart, starting at T0.
 T0 = (int(time.time()) - 3600) * 1000
 FROM = 10  # the record a read "from a timestamp" starts at: T0 + FROM seconds
+FETCH_SENT = re.compile(r"Sent FetchRequest \(v(\d+)")
 KAFKAJS_CLIENT = Path(__file__).with_name("kafkajs_client.js")
 
 
@@ -109,16 +112,33 @@ def assert_replog_reads(cluster: KafkaCluster, topic: str, client: str, headers:
 # --- confluent-kafka ---------------------------------------------------------------------------
 
 
-def ck_consume(cluster: KafkaCluster, offset: int, count: int) -> list[Any]:
-    consumer = confluent_kafka.Consumer(
-        {
-            "bootstrap.servers": cluster.bootstrap,
-            # librdkafka needs a group id for a consumer; with assign() and no commits the group
-            # is never joined.
-            "group.id": "unused",
-            "enable.auto.commit": False,
-        }
-    )
+class Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def ck_consume(
+    cluster: KafkaCluster, offset: int, count: int, protocol: Lines | None = None
+) -> list[Any]:
+    logger = logging.getLogger("confluent-kafka-consumer")
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    if protocol is not None:
+        logger.addHandler(protocol)
+    config: dict[str, object] = {
+        "bootstrap.servers": cluster.bootstrap,
+        # librdkafka needs a group id for a consumer; with assign() and no commits the group is
+        # never joined.
+        "group.id": "unused",
+        "enable.auto.commit": False,
+    }
+    if protocol is not None:
+        config["debug"] = "protocol"
+    consumer = confluent_kafka.Consumer(config, logger=logger)
     try:
         consumer.assign([confluent_kafka.TopicPartition(FROM_REPLOG, 0, offset)])
         read: list[Any] = []
@@ -133,6 +153,8 @@ def ck_consume(cluster: KafkaCluster, offset: int, count: int) -> list[Any]:
         return read
     finally:
         consumer.close()
+        if protocol is not None:
+            logger.removeHandler(protocol)
 
 
 def test_confluent_kafka(cluster: KafkaCluster) -> None:
@@ -154,7 +176,12 @@ def test_confluent_kafka(cluster: KafkaCluster) -> None:
     assert delivered == [(None, i) for i in range(COUNT)]
     assert_replog_reads(cluster, topic, "confluent-kafka", headers=True)
 
-    beginning = ck_consume(cluster, confluent_kafka.OFFSET_BEGINNING, COUNT)
+    protocol = Lines()
+    beginning = ck_consume(cluster, confluent_kafka.OFFSET_BEGINNING, COUNT, protocol)
+    # librdkafka 2.16 fetches by topic id (Fetch v13+), as Metadata gives it the ids.
+    fetches = {m.group(1) for line in protocol.lines if (m := FETCH_SENT.search(line))}
+    assert fetches and all(int(v) >= 13 for v in fetches), protocol.lines[:40]
+    print(f"librdkafka {confluent_kafka.libversion()[0]} fetched with Fetch v{sorted(fetches)}")
     assert [(m.key(), m.value(), m.timestamp()[1]) for m in beginning] == expected()
     assert [m.headers() for m in beginning] == [[("n", str(i).encode())] for i in range(COUNT)]
     consumer = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "u"})
@@ -206,6 +233,9 @@ def test_kafka_python(cluster: KafkaCluster) -> None:
         consumer.seek(partition, found.offset)
         later = poll_kafka_python(consumer, COUNT - FROM)
         assert [(r.key, r.value, r.timestamp) for r in later] == expected(FROM)
+        # The reads went through an incremental session (the seek was an incremental change).
+        sessions = [h.next_metadata for h in consumer._fetcher._session_handlers.values()]
+        assert any(s.session_id > 0 and s.epoch > 1 for s in sessions), sessions
     finally:
         consumer.close()
 

@@ -99,6 +99,8 @@ from replog.kafka.messages.produce_response import (
 from replog.kafka.protocol.codec import ZERO_UUID, Message
 from replog.replication import messages as m
 from replog.replication.fetch_session_cache import (
+    CACHE_SLOTS_DEFAULT,
+    EVICTION_MS_DEFAULT,
     SESSION_ID_MAX,
     FetchSessionCache,
     SessionRefusal,
@@ -162,9 +164,7 @@ class KafkaApis:
         self._broker_service = broker_service
         self._producer_ids = producer_ids
         self._clock = clock
-        self._fetch_sessions = fetch_sessions or FetchSessionCache(
-            partial(random.Random().randint, 1, SESSION_ID_MAX)
-        )
+        self._fetch_sessions = fetch_sessions or fetch_session_cache()
 
     @property
     def served(self) -> Served:
@@ -472,6 +472,17 @@ class KafkaApis:
             producer_id=answer.producer_id,
             producer_epoch=answer.producer_epoch,
         )
+
+
+def fetch_session_cache(
+    max_slots: int = CACHE_SLOTS_DEFAULT, eviction_ms: int = EVICTION_MS_DEFAULT
+) -> FetchSessionCache:
+    """A broker's fetch session cache, its session ids drawn at random (Kafka's)."""
+    return FetchSessionCache(
+        partial(random.Random().randint, 1, SESSION_ID_MAX),
+        max_slots=max_slots,
+        eviction_ms=eviction_ms,
+    )
 
 
 class _KafkaCall:

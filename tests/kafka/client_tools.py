@@ -2,8 +2,9 @@
 directory (`REPLOG_TEST_TOOLS`, default `~/.cache/replog-test-tools`), once per machine:
 
 - kcat from Debian's packages: `apt-get download` of kcat and the libraries it needs that a
-  machine may lack (librdkafka1 2.0.2, libyajl2), unpacked with `dpkg -x` (no root needed),
-  run with `LD_LIBRARY_PATH` pointing into the unpacked tree;
+  machine may lack (librdkafka1 2.0.2, libyajl2), unpacked with `dpkg -x` (no root needed;
+  as root, `apt-get update` first if the package lists lack them), run with `LD_LIBRARY_PATH`
+  pointing into the unpacked tree;
 - kafkajs from npm, at a pinned version, with `npm install --prefix`.
 
 A client that cannot be installed fails the test that needs it (never a skip): the Kafka
@@ -58,6 +59,14 @@ def _run(what: str, command: list[str], cwd: Path) -> None:
         )
 
 
+def _succeeds(command: list[str], cwd: Path) -> bool:
+    try:
+        done = subprocess.run(command, cwd=cwd, capture_output=True, timeout=_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
 @dataclass(frozen=True)
 class Kcat:
     binary: Path
@@ -87,7 +96,12 @@ def kcat() -> Kcat:
                 pytest.fail("cannot install kcat: apt-get and dpkg (Debian) are needed")
             for deb in directory.glob("*.deb"):
                 deb.unlink()
-            _run("kcat", ["apt-get", "download", *KCAT_PACKAGES], directory)
+            download = ["apt-get", "download", *KCAT_PACKAGES]
+            if not _succeeds(download, directory) and os.geteuid() == 0:
+                # A fresh machine may have no package lists yet (root can fetch them).
+                _run("kcat", ["apt-get", "update"], directory)
+            if not list(directory.glob("*.deb")):
+                _run("kcat", download, directory)
             for deb in sorted(directory.glob("*.deb")):
                 _run("kcat", ["dpkg", "-x", str(deb), str(root)], directory)
         libraries = [str(p) for p in (root / "usr" / "lib").glob("*-linux-gnu")]

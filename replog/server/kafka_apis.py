@@ -164,7 +164,8 @@ class KafkaApis:
         self._broker_service = broker_service
         self._producer_ids = producer_ids
         self._clock = clock
-        self._fetch_sessions = fetch_sessions or fetch_session_cache()
+        # `is None`, not `or`: an empty cache is falsy.
+        self._fetch_sessions = fetch_session_cache() if fetch_sessions is None else fetch_sessions
 
     @property
     def served(self) -> Served:

@@ -42,6 +42,7 @@ from replog.kafka.messages.metadata_response import MetadataResponse
 from replog.kafka.messages.produce_response import ProduceResponse, TopicProduceResponse
 from replog.kafka.protocol.codec import ZERO_UUID
 from replog.replication import messages as m
+from replog.replication.fetch_session_cache import FetchSessionCache
 from replog.server.broker_service import BrokerService
 from replog.server.kafka_apis import (
     SERVED,
@@ -49,6 +50,7 @@ from replog.server.kafka_apis import (
     _fetched,
     _list_offsets_partition,
     _produce_partition,
+    fetch_session_cache,
 )
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 
@@ -214,11 +216,14 @@ class FetchLog:
         )
 
 
-def fetching() -> tuple[KafkaApis, FetchLog]:
+def fetching(sessions: FetchSessionCache | None = None) -> tuple[KafkaApis, FetchLog]:
     current = image()
     log = FetchLog()
     service = BrokerService(2, cluster_id="c1", image=lambda: current, replica_manager=log)  # type: ignore[arg-type]
-    return KafkaApis(2, cluster_id="c1", image=lambda: current, broker_service=service), log
+    handlers = KafkaApis(
+        2, cluster_id="c1", image=lambda: current, broker_service=service, fetch_sessions=sessions
+    )
+    return handlers, log
 
 
 def orders(*partitions: int, by_id: bool = False) -> list[FetchTopic]:
@@ -273,6 +278,13 @@ async def test_fetch_sessions_open_answer_only_news_and_close() -> None:
     assert (closed.session_id, answered(closed)) == (0, [("orders", 0, 3)])
     gone = await handlers.fetch(FetchRequest(session_id=session, session_epoch=4), 12)
     assert gone.error_code == 70
+
+
+@pytest.mark.asyncio
+async def test_the_broker_uses_the_fetch_session_cache_it_is_given() -> None:
+    handlers, _ = fetching(fetch_session_cache(max_slots=0))  # no sessions
+    full = await handlers.fetch(FetchRequest(session_epoch=0, topics=orders(0)), 12)
+    assert (full.error_code, full.session_id, answered(full)) == (0, 0, [("orders", 0, 0)])
 
 
 @pytest.mark.asyncio

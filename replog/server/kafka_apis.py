@@ -334,7 +334,7 @@ class KafkaApis:
         read = context.request
         known = tuple(p for p in read.partitions if not _unknown_id(p.topic))
         results: dict[tuple[str, int], m.FetchPartitionResult] = {}
-        if known:
+        if known:  # (with none, the Broker service too answers at once, reading nothing)
             # Kafka answers at once when a partition has an error: an unknown topic id is one.
             wait_ms = read.max_wait_ms if len(known) == len(read.partitions) else 0
             proto = broker_codec.fetch_request_to_proto(
@@ -366,9 +366,9 @@ class KafkaApis:
                 kf.FetchableTopicResponse(
                     topic="" if uses_ids else topic,
                     topic_id=(ids.get(topic) or ZERO_UUID) if uses_ids else ZERO_UUID,
-                    partitions=[_fetched(r, aborted, version) for r in answered],
+                    partitions=[_fetched(r, aborted, version) for r in run],
                 )
-                for topic, answered in _runs_by_topic(answered.partitions)
+                for topic, run in _runs_by_topic(answered.partitions)
             ],
         )
 

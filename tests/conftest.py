@@ -1,4 +1,4 @@
-"""The test session runs gRPC as replog's own processes do (replog/grpc_engine.py): on its
+"""The test session runs gRPC as replog's own processes do (replog/wire/grpc_engine.py): on its
 polling engine, without fork handlers (with them, pyspark's launch of its JVM gateway, a fork
 then exec while gRPC calls run, at times killed the child before its exec).
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import compileall
 from pathlib import Path
 
-from replog.grpc_engine import choose_grpc_engine
+from replog.wire.grpc_engine import choose_grpc_engine
 
 choose_grpc_engine()
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
+from replog.common import TopicPartitionKey
 from replog.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
@@ -75,8 +76,6 @@ from replog.server.replica_manager_config import ReplicaManagerConfig
 
 log = logging.getLogger("replog.server.replica_manager")
 
-TopicPartition = tuple[str, int]
-
 
 class FollowerFetchSteps:
     """Builds the follower Fetch requests of one broker and applies their answers."""
@@ -84,7 +83,7 @@ class FollowerFetchSteps:
     def __init__(
         self,
         config: ReplicaManagerConfig,
-        partitions: Mapping[TopicPartition, Partition],
+        partitions: Mapping[TopicPartitionKey, Partition],
         *,
         broker_epoch: Callable[[], int],
         on_new_deadline: Callable[[int], None],
@@ -95,21 +94,21 @@ class FollowerFetchSteps:
         self._broker_epoch = broker_epoch
         self._on_new_deadline = on_new_deadline
         # The order partitions are asked in (module Rules); new ones join at the back.
-        self._fetch_order: dict[TopicPartition, None] = {}
+        self._fetch_order: dict[TopicPartitionKey, None] = {}
         # Whether partitions came or went since the order last caught up with them, so that a
         # build per round need not compare the two key sets, O(partitions), which rarely differ.
         self._membership_changed = True
         # Each partition's last request entry, reused while its fields stay the same: a
         # follower builds a request per round for every partition it follows, most of them
         # unchanged, and the fetch session tells unchanged entries by identity first.
-        self._entries: dict[TopicPartition, FetchPartition] = {}
+        self._entries: dict[TopicPartitionKey, FetchPartition] = {}
         # The partitions `_back_off` put in a back-off, which may not have ended yet: the timer
         # looks at these, not at every partition (twice per tick, with 10,000 replicas, that
         # walk was most of an idle broker's timer work).
-        self._backing_off: dict[TopicPartition, Partition] = {}
+        self._backing_off: dict[TopicPartitionKey, Partition] = {}
         self._counters = counters if counters is not None else BrokerCounters()
         # The offset of the corrupt batch each partition last logged at ERROR (module Rules).
-        self._corrupt_logged: dict[TopicPartition, int] = {}
+        self._corrupt_logged: dict[TopicPartitionKey, int] = {}
         # Per error name, the partitions of the answer being processed that wait for new
         # metadata (a leadership error): logged once per answer.
         self._awaiting_metadata: dict[str, list[str]] = {}

@@ -106,10 +106,10 @@ from replog.replication.fetch_session_cache import (
     SessionRefusal,
     new_context,
 )
-from replog.server import broker_codec
 from replog.server.broker_metadata import metadata_view_from_image
 from replog.server.broker_service import BrokerService, ProducerIds, init_producer_id
 from replog.topic_names import is_internal_topic
+from replog.wire import broker_codec
 
 PRODUCE = 0
 FETCH = 1

@@ -1831,7 +1831,8 @@ def test_leadership_errors_of_one_answer_are_logged_in_one_line(
     assert (
         lines
         == [
-            "broker 1 answered NOT_LEADER_OR_FOLLOWER for 1 partition(s): t-0; waiting for new metadata"
+            "broker 1 answered NOT_LEADER_OR_FOLLOWER for 1 partition(s): t-0; "
+            "waiting for new metadata"
         ]
         * 2
     )

@@ -69,6 +69,7 @@ from replog.replication.messages import (
     FetchRequest,
     FetchResponse,
 )
+from replog.server.log_summaries import few_names
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.partition import Partition
 from replog.server.replica_manager_config import ReplicaManagerConfig
@@ -108,6 +109,9 @@ class FollowerFetchSteps:
         self._counters = counters if counters is not None else BrokerCounters()
         # The offset of the corrupt batch each partition last logged at ERROR (module Rules).
         self._corrupt_logged: dict[TopicPartitionKey, int] = {}
+        # Per error name, the partitions of the answer being processed that wait for new
+        # metadata (a leadership error): logged once per answer.
+        self._awaiting_metadata: dict[str, list[str]] = {}
 
     def fetch_sources(self, local_broker_id: int) -> list[int]:
         """The leader broker ids the followed partitions fetch from, sorted."""
@@ -193,41 +197,55 @@ class FollowerFetchSteps:
         """Apply a leader's Fetch answer (docs/design/replication.md#follower-truncation,
         #truncate-on-fetch, #follower-out-of-range, #high-watermark "Follower HW")."""
         asked = {(e.topic, e.partition): e for e in request.partitions}
-        for result in response.partitions:
-            entry = asked.get((result.topic, result.partition))
-            if entry is None:
-                log.warning(
-                    "%s-%d: broker %d answered a partition this fetch did not ask for",
-                    result.topic,
-                    result.partition,
-                    source_broker_id,
-                )
-                continue
-            partition = self._following(source_broker_id, entry)
-            if partition is None:
-                continue
-            try:
-                self._process_partition(partition, result, now_ms)
-            except KafkaStorageError:
-                raise  # the disk failed: the node stops (ReplicaFetcherManager, broker runtime)
-            except OSError as exc:
-                # A write, truncation or file removal the OS refused is a storage failure here
-                # as on the leader's side: going on would follow from a log in an unknown state.
-                raise KafkaStorageError(
-                    f"{partition.name}: follower step failed on the disk: {exc}"
-                ) from exc
-            except CorruptRecordError as exc:
-                self._refuse_corrupt(partition, source_broker_id, entry, result.records, exc)
-                self._back_off(partition, now_ms)
-            except KafkaError as exc:
-                log.warning("%s: follower step failed, backing off: %s", partition.name, exc)
-                self._back_off(partition, now_ms)
-            finally:
-                # The step may have changed the log before it failed (a truncation, some
-                # segments of an append): the next fetch goes from where the log now ends,
-                # never from a position the log has left.
-                if partition.follower is not None and not partition.stopped:
-                    partition.sync_follower_offsets()
+        try:
+            for result in response.partitions:
+                entry = asked.get((result.topic, result.partition))
+                if entry is None:
+                    log.warning(
+                        "%s-%d: broker %d answered a partition this fetch did not ask for",
+                        result.topic,
+                        result.partition,
+                        source_broker_id,
+                    )
+                    continue
+                partition = self._following(source_broker_id, entry)
+                if partition is None:
+                    continue
+                try:
+                    self._process_partition(partition, result, now_ms)
+                except KafkaStorageError:
+                    raise  # the disk failed: the node stops (ReplicaFetcherManager, broker runtime)
+                except OSError as exc:
+                    # A write, truncation or file removal the OS refused is a storage failure here
+                    # as on the leader's side: going on would follow from a log in an unknown state.
+                    raise KafkaStorageError(
+                        f"{partition.name}: follower step failed on the disk: {exc}"
+                    ) from exc
+                except CorruptRecordError as exc:
+                    self._refuse_corrupt(partition, source_broker_id, entry, result.records, exc)
+                    self._back_off(partition, now_ms)
+                except KafkaError as exc:
+                    log.warning("%s: follower step failed, backing off: %s", partition.name, exc)
+                    self._back_off(partition, now_ms)
+                finally:
+                    # The step may have changed the log before it failed (a truncation, some
+                    # segments of an append): the next fetch goes from where the log now ends,
+                    # never from a position the log has left.
+                    if partition.follower is not None and not partition.stopped:
+                        partition.sync_follower_offsets()
+        finally:
+            self._log_awaiting_metadata(source_broker_id)
+
+    def _log_awaiting_metadata(self, source_broker_id: int) -> None:
+        for error_name, names in self._awaiting_metadata.items():
+            log.info(
+                "broker %d answered %s for %d partition(s): %s; waiting for new metadata",
+                source_broker_id,
+                error_name,
+                len(names),
+                few_names(names),
+            )
+        self._awaiting_metadata.clear()
 
     def fetch_failed(self, source_broker_id: int, request: FetchRequest, now_ms: int) -> None:
         """The fetch itself failed (peer down, timeout): back off every partition it asked."""
@@ -329,12 +347,15 @@ class FollowerFetchSteps:
         if isinstance(
             error, FencedLeaderEpochError | UnknownLeaderEpochError | NotLeaderOrFollowerError
         ):
-            log.info(
+            # One line per answer for all such partitions (`process`): a leader moving away
+            # answers this for every partition it led.
+            log.debug(
                 "%s: leader answered %s; waiting for new metadata (%s)",
                 partition.name,
                 error.error_name,
                 error,
             )
+            self._awaiting_metadata.setdefault(error.error_name, []).append(partition.name)
         else:
             log.warning("%s: fetch error %s: %s", partition.name, error.error_name, error)
         self._back_off(partition, now_ms)

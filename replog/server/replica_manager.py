@@ -163,6 +163,7 @@ from replog.server.leader_offsets import (
     list_offset,
     offset_for_leader_epoch,
 )
+from replog.server.log_summaries import few_names
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.partition import Partition
 from replog.server.producer_state_loader import (
@@ -596,11 +597,14 @@ class ReplicaManager:
         10,000 replicas seconds of its event loop; each replica's own line is at DEBUG)."""
         for kind, names in self._roles_taken.items():
             if names:
-                shown = ", ".join(names[:5]) + (
-                    f" and {len(names) - 5} more" if len(names) > 5 else ""
-                )
                 verb = "leads" if kind == LEADER else "follows"
-                log.info("broker %d %s %d replicas: %s", self.broker_id, verb, len(names), shown)
+                log.info(
+                    "broker %d %s %d replicas: %s",
+                    self.broker_id,
+                    verb,
+                    len(names),
+                    few_names(names),
+                )
                 names.clear()
 
     def _on_changes_applied(self) -> None:

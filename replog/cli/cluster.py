@@ -390,12 +390,10 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
                 args.nodes or len(existing.nodes),
                 args.base_port or _base_port(existing),
             )
-            kafka_moved = kafka_base_port is not None and [
-                n.kafka_address for n in existing.nodes
-            ] != [
-                format_host_port(LOOPBACK, kafka_base_port + n.node_id - 1)
-                for n in existing.nodes
-            ]
+            kafka_moved = kafka_base_port is not None and any(
+                node.kafka_address != format_host_port(LOOPBACK, kafka_base_port + node.node_id - 1)
+                for node in existing.nodes
+            )
             if planned.voters() != existing.voters() or overrides or kafka_moved:
                 raise ReplogError(
                     f"{directory} holds a stopped {len(existing.nodes)}-node cluster "
@@ -412,9 +410,7 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
         args.nodes or DEFAULT_NODE_COUNT,
         args.base_port or DEFAULT_BASE_PORT,
         roles=args.roles,
-        kafka_base_port=(
-            DEFAULT_KAFKA_BASE_PORT if kafka_base_port is None else kafka_base_port
-        ),
+        kafka_base_port=(DEFAULT_KAFKA_BASE_PORT if kafka_base_port is None else kafka_base_port),
     )
     for node in cluster.nodes:
         if os.path.exists(node.directory):

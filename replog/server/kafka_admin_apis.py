@@ -821,9 +821,7 @@ def transactions_unsupported(body: Message, version: int) -> Message:
     raise InvalidRequestError(f"no handler for {type(body).__name__}")
 
 
-def _results(
-    answer: Any, field: str, count: int, failure: KafkaError | None
-) -> list[Any]:
+def _results(answer: Any, field: str, count: int, failure: KafkaError | None) -> list[Any]:
     """The controller's `count` per-entry results (request order), or `failure` for each; a
     controller that answered another number of entries is UNKNOWN_SERVER_ERROR for each."""
     if failure is not None:

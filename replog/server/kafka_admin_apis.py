@@ -165,10 +165,6 @@ NO_COORDINATOR_EPOCH = -1
 T = TypeVar("T")
 # Sends one request to the active controller: `ControllerCalls.call`.
 ForwardToController = Callable[[str, Callable[[Stub, float], Awaitable[Any]]], Awaitable[Any]]
-TRANSACTIONS_UNSUPPORTED = (
-    "transactions are not supported by replog (idempotent producers are: leave "
-    "transactional.id unset)"
-)
 
 
 class KafkaAdminApis:
@@ -431,15 +427,7 @@ class KafkaAdminApis:
             )
         outcome = await self._alter(changes, request.validate_only)
         return acr.AlterConfigsResponse(
-            responses=[
-                acr.AlterConfigsResourceResponse(
-                    error_code=error_code(error),
-                    error_message=_message(error),
-                    resource_type=resource_type,
-                    resource_name=resource_name,
-                )
-                for (resource_type, resource_name, _), error in zip(changes, outcome, strict=True)
-            ]
+            responses=_per_resource(acr.AlterConfigsResourceResponse, changes, outcome)
         )
 
     async def incremental_alter_configs(
@@ -455,15 +443,7 @@ class KafkaAdminApis:
         ]
         outcome = await self._alter(changes, request.validate_only)
         return iacr.IncrementalAlterConfigsResponse(
-            responses=[
-                iacr.AlterConfigsResourceResponse(
-                    error_code=error_code(error),
-                    error_message=_message(error),
-                    resource_type=resource_type,
-                    resource_name=resource_name,
-                )
-                for (resource_type, resource_name, _), error in zip(changes, outcome, strict=True)
-            ]
+            responses=_per_resource(iacr.AlterConfigsResourceResponse, changes, outcome)
         )
 
     async def _alter(
@@ -833,6 +813,24 @@ def _results(answer: Any, field: str, count: int, failure: KafkaError | None) ->
         )
         return [error] * count
     return results
+
+
+def _per_resource(
+    make: Callable[..., T],
+    changes: Sequence[tuple[int, str, object]],
+    outcome: Sequence[KafkaError | None],
+) -> list[T]:
+    """One answer per resource altered (AlterConfigs and IncrementalAlterConfigs answer
+    alike, in classes of their own)."""
+    return [
+        make(
+            error_code=error_code(error),
+            error_message=_message(error),
+            resource_type=resource_type,
+            resource_name=resource_name,
+        )
+        for (resource_type, resource_name, _), error in zip(changes, outcome, strict=True)
+    ]
 
 
 def _error_of(result: Any) -> KafkaError | None:

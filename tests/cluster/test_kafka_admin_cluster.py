@@ -22,6 +22,7 @@ from typing import Any
 import confluent_kafka
 import kafka
 import pytest
+from cluster_helpers import LoopbackCluster
 from confluent_kafka.admin import (  # type: ignore[attr-defined]  # no __all__ there
     AdminClient,
     AlterConfigOpType,
@@ -33,7 +34,6 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # no __all__ 
 )
 
 from replog.admin.controller_client import ControllerClient
-from tests.cluster.cluster_helpers import LoopbackCluster
 from tests.eventually import wait_until
 from tests.local_ports import KAFKA_PORT_OFFSET, free_base_port
 

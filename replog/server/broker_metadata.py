@@ -17,7 +17,7 @@ from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import Endpoint
 from replog.errors import UnknownTopicOrPartitionError
 from replog.pb import controller_pb2 as controller_pb
-from replog.server.controller_codec import metadata_to_proto
+from replog.wire.controller_codec import metadata_to_proto
 
 
 def metadata_view_from_image(

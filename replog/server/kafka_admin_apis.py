@@ -96,11 +96,11 @@ from replog.pb import broker_pb2 as bpb
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as cpb
 from replog.replication.producer_state import ProducerEntry
-from replog.server.broker_codec import error_from_proto
 from replog.server.broker_metadata import listener_endpoint
 from replog.server.broker_service import BrokerService
 from replog.server.controller_calls import Stub
 from replog.server.kafka_apis import KafkaCall, error_code, per_topic
+from replog.wire.broker_codec import error_from_proto
 
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20

@@ -58,9 +58,9 @@ from replog.pb import common_pb2
 from replog.pb import controller_pb2 as cpb
 from replog.replication.producer_state import BatchMetadata, ProducerEntry
 from replog.server.broker_service import BrokerService
-from replog.server.controller_codec import error_status
 from replog.server.kafka_admin_apis import ADMIN_SERVED, KafkaAdminApis
 from replog.server.kafka_apis import SERVED, KafkaApis
+from replog.wire.controller_codec import error_status
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 
 UNSUPPORTED_VERSION = 35

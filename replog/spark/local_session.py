@@ -24,15 +24,20 @@ def local_session(
     driver_memory: str = "1g",
     fast_start: bool = True,
     java_options: Sequence[str] = (),
+    jars: Sequence[str] = (),
 ) -> Any:
-    """The SparkSession `app_name` on `local[2]` (module docstring), created or reused."""
+    """The SparkSession `app_name` on `local[2]` (module docstring), created or reused;
+    `jars` go on its class path (`spark.jars`), e.g. Spark's Kafka source (`kafka_jars`)."""
     from pyspark.sql import SparkSession
 
     options = ["-Duser.timezone=UTC", *java_options]
     if fast_start:
         options += FAST_START_JAVA_OPTIONS
+    builder = SparkSession.builder
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
     session = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName(app_name)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

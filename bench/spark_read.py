@@ -1,5 +1,6 @@
-"""Spark read benchmark (issue #8): rows/s of `spark.read.format("replog")` from a 3-node
-cluster against Spark reading the same rows from a local Parquet file, in the same run.
+"""Spark read benchmark (issues #8, #56): rows/s of `spark.read.format("replog")` and of Spark's
+own Kafka source (`format("kafka")`, the JVM connector, through the nodes' Kafka listeners) from
+a 3-node cluster against Spark reading the same rows from a local Parquet file, in the same run.
 
 Workload: 2 million records (`--records`) with a 100-byte random value (`--record-size`) and
 one of 100 keys (`key-00` .. `key-99`), spread round-robin over the topic's partitions
@@ -8,7 +9,7 @@ file holds exactly the rows the replog source returns (the same 7 columns: key, 
 partition, offset, timestamp, timestampType; written with pyarrow, snappy, as Spark writes by
 default), so both sides decode the same data into the same schema.
 
-Queries, each timed on all three sources (replog, Parquet, the ceiling; wall time of the
+Queries, each timed on all four sources (replog, Parquet, the ceiling, kafka; wall time of the
 action, planning included):
 
 - `count`: `df.count()`. Parquet answers it from row-group metadata and reads no column; the
@@ -23,7 +24,12 @@ shape (same key set, value size, partition split) without any I/O or decoding. r
 tasks cannot deliver rows faster than Spark takes them from Python workers, so replog / ceiling
 says how much of the remaining gap is the connector's.
 
-Each run does every query once per source, alternating (replog, Parquet, ceiling) so all see
+The fourth source, "kafka", is Spark's own Kafka source reading the same topic through the
+nodes' Kafka listeners (`replog.spark.kafka_jars` fetches its jars from Maven Central once and
+caches them): it decodes in the JVM and prunes columns, so its figures say what the JVM path
+gives on the same rows (goal: >= 0.5x Parquet for count and group-by).
+
+Each run does every query once per source, alternating (replog, Parquet, ceiling, kafka) so all see
 the same machine load; before the first run every query runs once untimed on every source (JVM JIT,
 Python workers, Spark's first-use costs). The table shows per run rows/s, the ratio replog /
 Parquet and the issue's goals (>= 1M rows/s, >= 0.5x Parquet); with several runs, the medians
@@ -35,9 +41,10 @@ Parquet and the issue's goals (>= 1M rows/s, >= 0.5x Parquet); with several runs
     .venv/bin/python bench/spark_read.py --runs 5 --json out.json
 
 The cluster is started here with `replog cluster start` (ports 19760-19762, metrics endpoints
-19860-19862, data in a temporary directory) and stopped on exit; servers left by an interrupted
-earlier run (found by their data directory under $TMPDIR/replog-bench-spark-*) are killed at
-start. Needs Java 17+ and the dev venv's pyspark and pyarrow.
+19860-19862, Kafka listeners 19960-19962, data in a temporary directory) and stopped on exit;
+servers left by an interrupted earlier run (found by their data directory under
+$TMPDIR/replog-bench-spark-*) are killed at start. Needs Java 17+, the dev venv's pyspark and
+pyarrow, and Maven Central once (the Kafka source's jars).
 """
 
 from __future__ import annotations
@@ -83,13 +90,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 TEMP_PREFIX = "replog-bench-spark-"
 BASE_PORT = 19760
+KAFKA_BASE_PORT = BASE_PORT + 200
 NODES = 3
 TOPIC = "spark-read-bench"
 KEYS = [b"key-%02d" % i for i in range(100)]
 GOAL_ROWS_S = 1_000_000
 GOAL_RATIO = 0.5
 QUERIES = ("count", "group-by", "scan")
-SOURCES = ("replog", "parquet", "ceiling")
+SOURCES = ("replog", "parquet", "ceiling", "kafka")
 
 
 # --- the cluster ------------------------------------------------------------------------------
@@ -155,11 +163,12 @@ class Cluster:
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self.bootstrap = ",".join(f"127.0.0.1:{BASE_PORT + i}" for i in range(NODES))
+        self.kafka_bootstrap = ",".join(f"127.0.0.1:{KAFKA_BASE_PORT + i}" for i in range(NODES))
 
     def start(self) -> None:
         result = replog_cli(
             "cluster", "start", "--nodes", str(NODES), "--data-dir", self.directory,
-            "--base-port", str(BASE_PORT), "--fresh",
+            "--base-port", str(BASE_PORT), "--kafka-base-port", str(KAFKA_BASE_PORT), "--fresh",
         )  # fmt: skip
         if result.returncode != 0:
             raise RuntimeError(f"replog cluster start failed:\n{result.stdout}{result.stderr}")
@@ -258,10 +267,16 @@ def write_parquet(data: Dataset, path: str) -> None:
 
 def start_spark(driver_memory: str) -> Any:
     import replog.spark
+    from replog.spark.kafka_jars import kafka_source_jars
     from replog.spark.local_session import local_session
 
     # Full JIT: the benchmark measures Spark at speed, not its start-up.
-    spark = local_session("replog-bench-spark-read", driver_memory=driver_memory, fast_start=False)
+    spark = local_session(
+        "replog-bench-spark-read",
+        driver_memory=driver_memory,
+        fast_start=False,
+        jars=[str(jar) for jar in kafka_source_jars()],
+    )
     replog.spark.register(spark)
     spark.dataSource.register(ceiling_source())
     return spark
@@ -340,7 +355,7 @@ def ceiling_source() -> type:
 
 
 def query_functions(
-    spark: Any, bootstrap: str, parquet_path: str, min_partitions: int | None, data: Dataset
+    spark: Any, cluster: Cluster, parquet_path: str, min_partitions: int | None, data: Dataset
 ) -> dict[str, Callable[[str], Any]]:
     """For each query, a function of the source (SOURCES) returning its result;
     each call builds a new DataFrame, so replog plans (and reads the high watermarks) anew."""
@@ -357,9 +372,19 @@ def query_functions(
                 .option("partitions", str(data.partitions))
                 .load()
             )
+        if source == "kafka":
+            kafka = (
+                spark.read.format("kafka")
+                .option("kafka.bootstrap.servers", cluster.kafka_bootstrap)
+                .option("subscribe", TOPIC)
+                .option("startingOffsets", "earliest")
+            )
+            if min_partitions is not None:
+                kafka = kafka.option("minPartitions", str(min_partitions))
+            return kafka.load()
         reader = (
             spark.read.format("replog")
-            .option("bootstrap.servers", bootstrap)
+            .option("bootstrap.servers", cluster.bootstrap)
             .option("subscribe", TOPIC)
         )
         if min_partitions is not None:
@@ -398,8 +423,8 @@ class RunResult:
     def rows_s(self, query: str, source: str, records: int) -> float:
         return records / self.seconds[query][source]
 
-    def ratio(self, query: str, records: int, to: str = "parquet") -> float:
-        return self.rows_s(query, "replog", records) / self.rows_s(query, to, records)
+    def ratio(self, query: str, records: int, to: str = "parquet", source: str = "replog") -> float:
+        return self.rows_s(query, source, records) / self.rows_s(query, to, records)
 
 
 def loadavg() -> str:
@@ -417,49 +442,48 @@ def goal_text(rows_s: float, ratio: float) -> str:
     return f">= 1M rows/s: {rate}; >= 0.5x: {share}"
 
 
-def table(rows: list[tuple[str, float, float, float, float, float]]) -> list[str]:
+Row = tuple[str, float, float, float, float, float, float, float]
+
+
+def table(rows: list[Row]) -> list[str]:
     out = [
-        "| query | Parquet | replog | replog / Parquet | goal | ceiling | replog / ceiling |",
-        "| --- | ---: | ---: | ---: | --- | ---: | ---: |",
+        "| query | Parquet | replog | replog / Parquet | goal | ceiling | replog / ceiling "
+        "| kafka (JVM) | kafka / Parquet |",
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
-    for query, parquet, replog, ratio, ceiling, share in rows:
+    for query, parquet, replog, ratio, ceiling, share, kafka, kafka_ratio in rows:
         out.append(
             f"| {query} | {fmt_rows(parquet)} | {fmt_rows(replog)} | {ratio:.2f}x | "
-            f"{goal_text(replog, ratio)} | {fmt_rows(ceiling)} | {share:.2f}x |"
+            f"{goal_text(replog, ratio)} | {fmt_rows(ceiling)} | {share:.2f}x | "
+            f"{fmt_rows(kafka)} | {kafka_ratio:.2f}x |"
         )
     return out
 
 
-def run_table(result: RunResult, records: int) -> list[str]:
-    return table(
-        [
-            (
-                q,
-                result.rows_s(q, "parquet", records),
-                result.rows_s(q, "replog", records),
-                result.ratio(q, records),
-                result.rows_s(q, "ceiling", records),
-                result.ratio(q, records, "ceiling"),
-            )
-            for q in QUERIES
-        ]
+def table_row(query: str, runs: list[RunResult], records: int) -> Row:
+    """One query's figures: the medians over `runs` (ratios taken within a run)."""
+
+    def median(figure: Callable[[RunResult], float]) -> float:
+        return statistics.median(figure(r) for r in runs)
+
+    return (
+        query,
+        median(lambda r: r.rows_s(query, "parquet", records)),
+        median(lambda r: r.rows_s(query, "replog", records)),
+        median(lambda r: r.ratio(query, records)),
+        median(lambda r: r.rows_s(query, "ceiling", records)),
+        median(lambda r: r.ratio(query, records, "ceiling")),
+        median(lambda r: r.rows_s(query, "kafka", records)),
+        median(lambda r: r.ratio(query, records, source="kafka")),
     )
+
+
+def run_table(result: RunResult, records: int) -> list[str]:
+    return table([table_row(q, [result], records) for q in QUERIES])
 
 
 def median_table(runs: list[RunResult], records: int) -> list[str]:
-    return table(
-        [
-            (
-                q,
-                statistics.median(r.rows_s(q, "parquet", records) for r in runs),
-                statistics.median(r.rows_s(q, "replog", records) for r in runs),
-                statistics.median(r.ratio(q, records) for r in runs),
-                statistics.median(r.rows_s(q, "ceiling", records) for r in runs),
-                statistics.median(r.ratio(q, records, "ceiling") for r in runs),
-            )
-            for q in QUERIES
-        ]
-    )
+    return table([table_row(q, runs, records) for q in QUERIES])
 
 
 # --- main -------------------------------------------------------------------------------------
@@ -492,9 +516,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     leftovers = reap_leftovers()
     if leftovers:
         print(f"# killed servers left by an earlier run: pids {leftovers}")
-    # The nodes' listeners and their metrics endpoints (`replog cluster start` puts those
-    # METRICS_PORT_OFFSET ports above the listeners).
-    bases = (BASE_PORT, BASE_PORT + METRICS_PORT_OFFSET)
+    # The nodes' listeners, their metrics endpoints (`replog cluster start` puts those
+    # METRICS_PORT_OFFSET ports above the listeners) and their Kafka listeners.
+    bases = (BASE_PORT, BASE_PORT + METRICS_PORT_OFFSET, KAFKA_BASE_PORT)
     ports = [base + i for base in bases for i in range(NODES)]
     busy = [port for port in ports if not port_free(port)]
     if busy:
@@ -532,7 +556,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"# Parquet file: {os.path.getsize(parquet_path) / 1e6:.1f} MB", flush=True)
         started = time.perf_counter()
         spark = start_spark(args.driver_memory)
-        queries = query_functions(spark, cluster.bootstrap, parquet_path, args.min_partitions, data)
+        queries = query_functions(spark, cluster, parquet_path, args.min_partitions, data)
         for query, run_query in queries.items():  # warm-up, untimed
             for source in SOURCES:
                 check(query, source, run_query(source), data)

@@ -27,9 +27,7 @@ def kafka_bootstrap(cluster: ClientCluster) -> str:
 
 
 def collected(df: DataFrame) -> list[tuple[Any, ...]]:
-    return sorted(
-        (tuple(row) for row in df.select(*COLUMNS).collect()), key=lambda r: (r[3], r[4])
-    )
+    return sorted((tuple(row) for row in df.select(*COLUMNS).collect()), key=lambda r: (r[3], r[4]))
 
 
 def test_spark_kafka_source_reads_the_committed_rows_replog_reads(

@@ -39,6 +39,9 @@ Rules:
 - `wakeup()` makes a poll that is waiting (or the next one) return at once with what it has
   (usually nothing) and ends an `async for` loop. `close()` wakes a waiting poll too.
 - After `close()` every method raises `ClientClosedError`.
+- The fetches run in the consumer's TaskGroup (`task_owner`): one that dies on an unexpected
+  error (a bug) fails the consumer, logged once: a waiting poll and every later call raise
+  IllegalStateError naming the cause.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ from replog.client.records import (
     TopicPartition,
 )
 from replog.client.subscription import EARLIEST, LATEST, NONE, Mode, SubscriptionState
+from replog.client.task_owner import TaskOwner
 from replog.clock import monotonic_ms
 from replog.coordinator import messages as cm
 from replog.errors import (
@@ -147,8 +151,13 @@ class Consumer:
         self._metadata = ClusterMetadata.for_client(cfg)
         self._connections = self._metadata.connections
         self._metadata.add_listener(self._apply_subscription)
+        self._tasks = TaskOwner("the consumer's fetcher", self._failed, log)
         self._fetcher = Fetcher(
-            self._subscriptions, self._metadata, self._connections, FetchSettings.of(cfg)
+            self._subscriptions,
+            self._metadata,
+            self._connections,
+            FetchSettings.of(cfg),
+            tasks=self._tasks,
         )
         self._lookup = OffsetLookup(
             self._metadata,
@@ -203,7 +212,17 @@ class Consumer:
         binds the loop for a coroutine or a call that starts work on the loop (`on_loop`)."""
         if self._closed or self._closing:
             raise ClientClosedError(f"{what}: the consumer is closed")
+        self._check_failed(what)
         self._home.check(bind=on_loop)
+
+    def _check_failed(self, what: str) -> None:
+        failed = self._tasks.error(what)
+        if failed is not None:
+            raise failed
+
+    def _failed(self, cause: BaseException) -> None:
+        """A fetch died (module docstring): wake the waiting poll, which raises it."""
+        self._fetcher.notify()
 
     def _timeout(self, timeout_ms: int | None, what: str) -> int:
         """The caller's timeout, checked, or `default.api.timeout.ms`."""
@@ -654,6 +673,7 @@ class Consumer:
             raise IllegalStateError(
                 "poll(): the consumer neither subscribed to topics nor was assigned partitions"
             )
+        await self._tasks.open()
         deadline = monotonic_ms() + int(min(timeout_ms, 2**62))
         if self._auto_commit is not None:
             self._auto_commit.maybe_commit(self._consumed())
@@ -663,6 +683,7 @@ class Consumer:
             if self._woken or self._closing or self._closed:
                 self._woken = False
                 return {}, True
+            self._check_failed("poll")
             preparing = self._prepare()
             records = fetcher.drain(max_records)
             if records:
@@ -888,6 +909,7 @@ class Consumer:
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
         await self._fetcher.close()
+        await self._tasks.close()
         await self._metadata.close()  # and the connections it made
 
     async def __aenter__(self) -> Consumer:

@@ -898,3 +898,43 @@ def test_a_consumer_is_bound_to_the_event_loop_it_was_first_used_on(
     asyncio.run(c.close())  # its loop ended: nothing of it can run, close just ends
     with pytest.raises(ClientClosedError):
         asyncio.run(first())
+
+
+@pytest.mark.asyncio
+async def test_a_fetch_task_that_dies_fails_the_waiting_poll_with_its_cause(
+    cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The fetches run in the consumer's TaskGroup: one that dies (a bug) fails the consumer,
+    # logged once, instead of being retried after a backoff with the cause lost in the log.
+    cluster.create("t")
+    cluster.append("t", 0, [b"a"])
+    blocked = asyncio.Event()
+
+    async def broken(self: Any, request: Any, *, resend: Any = ()) -> Any:
+        await blocked.wait()  # the poll waits for it, then it dies
+        raise RuntimeError("a bug in fetch")
+
+    monkeypatch.setattr(consumer_fakes.FakeFetchStream, "fetch", broken)
+    async with consumer(cluster) as c:
+        c.assign([T0])
+        poll = asyncio.create_task(c.poll(30_000))
+        await poll_until_fetching(cluster)
+        blocked.set()
+        crash = r"the consumer's fetcher stopped on an unexpected error \(RuntimeError: a bug in"
+        with pytest.raises(IllegalStateError, match=r"^poll: " + crash) as raised:
+            await asyncio.wait_for(poll, 5)
+        assert isinstance(raised.value.__cause__, RuntimeError)
+        with pytest.raises(IllegalStateError, match=r"^poll: " + crash):
+            await c.poll(0)
+    logged = [r for r in caplog.records if r.exc_info and "a bug in" in str(r.exc_info[1])]
+    assert [r.getMessage() for r in logged] == [
+        "the consumer's fetcher stopped on an unexpected error"
+    ]
+
+
+async def poll_until_fetching(cluster: FakeCluster) -> None:
+    """Until a FetchStream is open (the consumer knows the leader and the position)."""
+    deadline = time.monotonic() + 5
+    while not cluster.streams:
+        assert time.monotonic() < deadline, "no fetch started"
+        await asyncio.sleep(0.001)

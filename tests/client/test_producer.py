@@ -791,6 +791,25 @@ async def test_after_the_sender_crashed_sends_and_flush_raise_naming_the_crash(
 
 
 @pytest.mark.asyncio
+async def test_a_sender_task_that_dies_fails_the_pending_sends_with_its_cause(
+    cluster: FakeCluster, make: Made, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The producer id request is a task of the sender's TaskGroup: its death (a bug) stops
+    # the sender, logged once, instead of leaving the sends to expire with no word of why.
+    cluster.pid_errors.append(RuntimeError("a bug in InitProducerId"))
+    producer = make(delivery_timeout_ms=60_000)
+    # Failed as a batch (UnknownServerError) or refused as an append after the crash.
+    with pytest.raises((UnknownServerError, IllegalStateError), match="a bug in InitProducerId"):
+        await asyncio.wait_for(producer.send("one", b"v"), 5)
+    crash = r"the producer's sender stopped on an unexpected error \(RuntimeError: a bug in Init"
+    with pytest.raises(IllegalStateError, match=r"^flush: " + crash):
+        await producer.flush(timeout_ms=1_000)
+    logged = [r for r in caplog.records if r.exc_info and "a bug in" in str(r.exc_info[1])]
+    assert len(logged) == 1
+    assert logged[0].getMessage() == "the producer's sender stopped on an unexpected error"
+
+
+@pytest.mark.asyncio
 async def test_partitions_for_and_metrics(cluster: FakeCluster, make: Made) -> None:
     producer = make()
     assert await producer.partitions_for("t") == {0, 1, 2}

@@ -52,7 +52,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,11 +61,13 @@ from replog.client.accumulator import (
     ProducerBatch,
     RecordAccumulator,
     RecordHandle,
+    ThreadSafeRecordAccumulator,
     record_size_bound,
 )
 from replog.client.cluster_metadata import ClusterMetadata, PartitionState
 from replog.client.config import ProducerConfig, producer_config
 from replog.client.event_loop_binding import EventLoopBinding
+from replog.client.loop_thread import WAIT_SLICE_S
 from replog.client.partitioner import DefaultPartitioner
 from replog.client.records import RecordMetadata
 from replog.client.sender import Sender
@@ -138,7 +140,8 @@ def _serializer_hint(what: str, serializer: object) -> str:
 class Producer:
     """An asyncio Kafka-style producer (module docstring)."""
 
-    # Appends come from the loop only; the blocking facade's engine takes them from any thread.
+    # Appends come from the loop only; the blocking twin's engine (`_for_threads`) takes them
+    # from any thread.
     _accumulator_type: type[RecordAccumulator] = RecordAccumulator
 
     def __init__(
@@ -260,6 +263,62 @@ class Producer:
         """Records accepted and not yet delivered or failed (any thread: a snapshot)."""
         batches = self._accumulator.incomplete()
         return len(self._waiting) + sum(batch.record_count for batch in batches)
+
+    # --- the blocking twin's entry points (replog/client/sync_producer.py) --------------------
+
+    @staticmethod
+    def _for_threads(
+        config: Mapping[str, object] | ProducerConfig | None = None, **kwargs: object
+    ) -> Producer:
+        """The engine of the blocking twin: its accumulator takes appends from any thread
+        (`_append_from_thread`); `_serve_threads` once it started on its loop."""
+        return _ThreadedProducer(config, **kwargs)
+
+    def _serve_threads(self) -> None:
+        """From now on appends come from user threads: the sender is woken through the loop."""
+        self._accumulator.wakeup = self._sender.wakeup_threadsafe
+
+    def _append_from_thread(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: Iterable[tuple[str, Any]] | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+        handle: RecordHandle,
+        *,
+        run_on_loop: Callable[[Coroutine[Any, Any, _TopicInfo], str], _TopicInfo],
+        check_open: Callable[[], None],
+    ) -> ProducerBatch:
+        """A blocking send from a user thread: append in that thread under the accumulator's
+        lock when the topic is known and there is room (no hop to the loop per record), else
+        wait within max.block.ms for the metadata (`run_on_loop`) and for memory."""
+        self._check_sender_for(topic)
+        record = self._prepare(topic, value, key, headers, partition, timestamp_ms)
+        info = self._topics.get(topic)
+        if info is not None and (partition is None or partition < info.count):
+            batch = self._append(record, info, handle)
+            if batch is not None:
+                return batch
+        deadline_ms = monotonic_ms() + self.config.max_block_ms
+        if info is None or (partition is not None and partition >= info.count):
+            info = run_on_loop(
+                self._topic_info(topic, partition, deadline_ms), f"send to topic {topic!r}"
+            )
+        acc = self._accumulator
+        assert isinstance(acc, ThreadSafeRecordAccumulator)
+        needed = acc.reservation(record.size)  # a record larger than batch.size needs more
+        while True:
+            check_open()
+            batch = self._append(record, info, handle)
+            if batch is not None:
+                return batch
+            remaining_ms = deadline_ms - monotonic_ms()
+            if remaining_ms <= 0:
+                raise self._memory_timeout(topic)
+            self._sender.wakeup_threadsafe()  # with waiters every batch is ready
+            acc.wait_for_memory(min(WAIT_SLICE_S, remaining_ms / 1000), needed)
 
     # --- sending --------------------------------------------------------------------------------
 
@@ -558,3 +617,9 @@ class Producer:
             "buffer_total_bytes": self.config.buffer_memory,
             "waiting_sends": len(self._waiting),
         }
+
+
+class _ThreadedProducer(Producer):
+    """The blocking twin's engine (`Producer._for_threads`)."""
+
+    _accumulator_type = ThreadSafeRecordAccumulator

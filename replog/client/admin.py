@@ -8,8 +8,8 @@ private event loop and has the same methods.
 
 Where requests go:
 - Controller operations (topics, partitions, configs, elections, reassignments, cluster and
-  topic descriptions) go to the active controller through the blocking `ControllerClient`, run
-  in a worker thread (`asyncio.to_thread`). The controllers are found at
+  topic descriptions) go to the active controller through `AsyncControllerClient` (on
+  `grpc.aio`, like every other call of the client). The controllers are found at
   `bootstrap.controllers` (KIP-919) when set, else at `bootstrap.servers` (replog nodes in
   combined mode serve both services); broker ids then name controller addresses too, so a
   standby's NOT_CONTROLLER can be followed even when the bootstrap list names one node.
@@ -39,14 +39,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 
-from replog.admin.controller_client import ControllerClient
+from replog.admin.controller_client import AsyncControllerClient
 from replog.admin.controller_results import (
     AlterConfigOp,
     AlterConfigOpType,
@@ -115,7 +114,7 @@ class Admin:
             retry_backoff_ms=c.retry_backoff_ms,
             retry_backoff_max_ms=c.retry_backoff_max_ms,
         )
-        self._controller: ControllerClient | None = None
+        self._controller: AsyncControllerClient | None = None
         self._closed = False
         self._home = EventLoopBinding("asyncio Admin", "replog.Admin")
 
@@ -131,7 +130,7 @@ class Admin:
         self._closed = True
         controller, self._controller = self._controller, None
         if controller is not None:
-            controller.close()
+            await controller.close()
         await self._metadata.close()  # and the connections it made
 
     async def __aenter__(self) -> Admin:
@@ -152,7 +151,7 @@ class Admin:
         """Create topics (name, partitions, replication factor, configs, assignments)."""
         deadline_ms = self._deadline(timeout_ms)
         results = await self._controller_call(
-            ControllerClient.create_topics,
+            AsyncControllerClient.create_topics,
             deadline_ms,
             [_new_topic(t) for t in _entries(new_topics, "create_topics", "NewTopic")],
             validate_only=validate_only,
@@ -169,7 +168,7 @@ class Admin:
     ) -> list[DeletedTopic]:
         deadline_ms = self._deadline(timeout_ms)
         results = await self._controller_call(
-            ControllerClient.delete_topics, deadline_ms, list(_names(names, "delete_topics"))
+            AsyncControllerClient.delete_topics, deadline_ms, list(_names(names, "delete_topics"))
         )
         _raise_failed(results, lambda r: f"topic {r.name!r}")
         return results
@@ -185,7 +184,10 @@ class Admin:
         deadline_ms = self._deadline(timeout_ms)
         increases = [_new_partitions(topic, value) for topic, value in new_partitions.items()]
         results = await self._controller_call(
-            ControllerClient.create_partitions, deadline_ms, increases, validate_only=validate_only
+            AsyncControllerClient.create_partitions,
+            deadline_ms,
+            increases,
+            validate_only=validate_only,
         )
         _raise_failed(results, lambda r: f"topic {r.topic!r}")
         if not validate_only:
@@ -199,7 +201,7 @@ class Admin:
         """The names of every topic, sorted (internal ones such as __consumer_offsets only
         with `include_internal`)."""
         metadata = await self._controller_call(
-            ControllerClient.metadata, self._deadline(timeout_ms), None
+            AsyncControllerClient.metadata, self._deadline(timeout_ms), None
         )
         return sorted(
             t.name for t in metadata.topics if include_internal or t.name not in INTERNAL_TOPICS
@@ -216,7 +218,7 @@ class Admin:
         flags (None: every topic; internal ones only with `include_internal`)."""
         wanted = None if names is None else list(_names(names, "describe_topics"))
         metadata = await self._controller_call(
-            ControllerClient.metadata, self._deadline(timeout_ms), wanted
+            AsyncControllerClient.metadata, self._deadline(timeout_ms), wanted
         )
         _raise_failed(metadata.topics, lambda t: f"topic {t.name!r}")
         return {
@@ -228,7 +230,7 @@ class Admin:
     async def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
         """The cluster id, the active controller and the registered brokers."""
         return await self._controller_call(
-            ControllerClient.describe_cluster, self._deadline(timeout_ms)
+            AsyncControllerClient.describe_cluster, self._deadline(timeout_ms)
         )
 
     # --- configs ---------------------------------------------------------------------------------
@@ -242,7 +244,7 @@ class Admin:
     ) -> dict[ConfigResource, ResourceConfigs]:
         """Every config of each resource (only `keys` when given), with its source."""
         results = await self._controller_call(
-            ControllerClient.describe_configs,
+            AsyncControllerClient.describe_configs,
             self._deadline(timeout_ms),
             list(resources),
             keys=list(keys),
@@ -261,7 +263,7 @@ class Admin:
         override, back to the default)."""
         ops = {resource: _ops(value) for resource, value in changes.items()}
         results = await self._controller_call(
-            ControllerClient.incremental_alter_configs,
+            AsyncControllerClient.incremental_alter_configs,
             self._deadline(timeout_ms),
             ops,
             validate_only=validate_only,
@@ -284,7 +286,7 @@ class Admin:
         kind = _election_type(election_type)
         tps = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
         results = await self._controller_call(
-            ControllerClient.elect_leaders, self._deadline(timeout_ms), kind, tps
+            AsyncControllerClient.elect_leaders, self._deadline(timeout_ms), kind, tps
         )
         _raise_failed(
             [r for r in results if not isinstance(r.error, ElectionNotNeededError)],
@@ -301,7 +303,7 @@ class Admin:
         """Move each partition to the replicas given (None: cancel its reassignment)."""
         moves = {TopicPartition(*tp): r for tp, r in reassignments.items()}
         results = await self._controller_call(
-            ControllerClient.alter_partition_reassignments, self._deadline(timeout_ms), moves
+            AsyncControllerClient.alter_partition_reassignments, self._deadline(timeout_ms), moves
         )
         _raise_failed(results, lambda r: _tp_text(r.topic_partition))
         return results
@@ -315,7 +317,7 @@ class Admin:
         """The reassignments in progress (of `partitions`; None: of every partition)."""
         tps = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
         results = await self._controller_call(
-            ControllerClient.list_partition_reassignments, self._deadline(timeout_ms), tps
+            AsyncControllerClient.list_partition_reassignments, self._deadline(timeout_ms), tps
         )
         return {r.topic_partition: r for r in results}
 
@@ -448,14 +450,14 @@ class Admin:
                 await self._metadata.refresh(deadline_ms=cap_ms)
         return list(self.config.bootstrap_servers), self._metadata.brokers()
 
-    async def _controller_client(self, deadline_ms: int) -> ControllerClient:
+    async def _controller_client(self, deadline_ms: int) -> AsyncControllerClient:
         self._check_open()
         if self._controller is None:
             bootstrap, addresses = await self._controller_addresses(deadline_ms)
             self._check_open()
             if self._controller is None:
                 c = self.config
-                self._controller = ControllerClient(
+                self._controller = AsyncControllerClient(
                     bootstrap,
                     node_addresses=addresses,
                     default_timeout_s=c.default_api_timeout_ms / 1000,
@@ -467,14 +469,17 @@ class Admin:
         return self._controller
 
     async def _controller_call(
-        self, method: Callable[..., T], deadline_ms: int, *args: Any, **kwargs: Any
+        self,
+        method: Callable[..., Coroutine[Any, Any, T]],
+        deadline_ms: int,
+        *args: Any,
+        **kwargs: Any,
     ) -> T:
-        """`ControllerClient.<method>(*args, **kwargs)` in a worker thread, within the deadline."""
+        """`AsyncControllerClient.<method>(*args, **kwargs)` within the deadline."""
         client = await self._controller_client(deadline_ms)
         timeout_s = max(deadline_ms - monotonic_ms(), 0) / 1000
-        call = functools.partial(method, client, *args, timeout_s=timeout_s, **kwargs)
         try:
-            return await asyncio.to_thread(call)
+            return await method(client, *args, timeout_s=timeout_s, **kwargs)
         except ReplogError:
             if self._closed:
                 raise ClientClosedError("the Admin client was closed during the call") from None

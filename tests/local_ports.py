@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import random
 import socket
 
-from replog.cli.local_cluster import METRICS_PORT_OFFSET
+from replog.testing import free_base_port
+
+__all__ = ["free_base_port", "free_port"]
 
 
 def free_port() -> int:
@@ -16,24 +16,3 @@ def free_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
     return port
-
-
-def free_base_port(count: int) -> int:
-    """A port p such that p..p+count-1 are all free now, and so are a local cluster's metrics
-    ports p+100..p+100+count-1 (`local_cluster`), all below the kernel's ephemeral range: inside
-    it, the first nodes' outgoing connections may take a later node's port before that node
-    binds it (seen once in CI: EADDRINUSE on node 3's metrics port)."""
-    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-        ephemeral_low = int(f.read().split()[0])
-    for _ in range(200):
-        base = random.randrange(10_000, ephemeral_low - METRICS_PORT_OFFSET - count)
-        metrics = base + METRICS_PORT_OFFSET
-        with contextlib.ExitStack() as held:
-            try:
-                for port in [*range(base, base + count), *range(metrics, metrics + count)]:
-                    probe = held.enter_context(socket.socket())
-                    probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        return base
-    raise RuntimeError(f"no {count} free ports (and their metrics ports) below {ephemeral_low}")

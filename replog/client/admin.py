@@ -70,7 +70,7 @@ from replog.client.connections import rpc_error
 from replog.client.event_loop_binding import EventLoopBinding
 from replog.client.offset_lookup import OffsetLookup
 from replog.client.records import OffsetAndTimestamp, TopicPartition
-from replog.clock import monotonic_ms
+from replog.clock import Clock, monotonic_ms
 from replog.errors import (
     ClientClosedError,
     ElectionNotNeededError,
@@ -101,11 +101,18 @@ class Admin:
     snake_case keyword arguments (`replog.client.config.admin_config`)."""
 
     def __init__(
-        self, config: Mapping[str, object] | AdminConfig | None = None, **kwargs: object
+        self,
+        config: Mapping[str, object] | AdminConfig | None = None,
+        *,
+        clock: Clock = monotonic_ms,
+        **kwargs: object,
     ) -> None:
+        """`clock`: the client's millisecond clock (deadlines, backoffs, ages); a test may pass
+        `replog.testing.ManualClock`."""
         self.config = admin_config(config, **kwargs)
+        self._clock = clock
         c = self.config
-        self._metadata = ClusterMetadata.for_client(c)
+        self._metadata = ClusterMetadata.for_client(c, clock)
         self._connections = self._metadata.connections
         self._offsets = OffsetLookup(
             self._metadata,
@@ -113,6 +120,7 @@ class Admin:
             request_timeout_ms=c.request_timeout_ms,
             retry_backoff_ms=c.retry_backoff_ms,
             retry_backoff_max_ms=c.retry_backoff_max_ms,
+            clock=clock,
         )
         self._controller: AsyncControllerClient | None = None
         self._closed = False
@@ -375,7 +383,7 @@ class Admin:
         budget_ms = self._budget_ms(timeout_ms)
         found = await self._offsets.list_offsets(
             timestamps,
-            deadline_ms=monotonic_ms() + budget_ms,
+            deadline_ms=self._clock() + budget_ms,
             what="list_offsets",
             timeout_ms=budget_ms,
         )
@@ -395,7 +403,7 @@ class Admin:
         self._check_open()
         deadline_ms = self._deadline(timeout_ms)
         bootstrap, addresses = await self._controller_addresses(deadline_ms)
-        remaining_s = max(deadline_ms - monotonic_ms(), 1) / 1000
+        remaining_s = max(deadline_ms - self._clock(), 1) / 1000
         attempt_s = min(self.config.request_timeout_ms / 1000, remaining_s)
         try:
             async with asyncio.timeout(remaining_s):
@@ -430,7 +438,7 @@ class Admin:
         return budget_ms
 
     def _deadline(self, timeout_ms: int | None) -> int:
-        return monotonic_ms() + self._budget_ms(timeout_ms)
+        return self._clock() + self._budget_ms(timeout_ms)
 
     async def _controller_addresses(self, deadline_ms: int) -> tuple[list[str], dict[int, str]]:
         """Where the controllers are: the bootstrap list to ask and the node ids known."""
@@ -444,7 +452,7 @@ class Admin:
         if not self._metadata.brokers():
             # Combined nodes: a broker's id is its controller's id. Best effort, and short: a
             # quarter of what is left at most, so a hung node cannot eat the call's time.
-            now = monotonic_ms()
+            now = self._clock()
             cap_ms = now + min(self.config.request_timeout_ms, max(deadline_ms - now, 0) // 4)
             with contextlib.suppress(ReplogError):
                 await self._metadata.refresh(deadline_ms=cap_ms)
@@ -477,7 +485,7 @@ class Admin:
     ) -> T:
         """`AsyncControllerClient.<method>(*args, **kwargs)` within the deadline."""
         client = await self._controller_client(deadline_ms)
-        timeout_s = max(deadline_ms - monotonic_ms(), 0) / 1000
+        timeout_s = max(deadline_ms - self._clock(), 0) / 1000
         try:
             return await method(client, *args, timeout_s=timeout_s, **kwargs)
         except ReplogError:
@@ -490,12 +498,12 @@ class Admin:
     ) -> None:
         """Until every live broker's metadata shows each topic with `expected` partitions, all
         led (module docstring); gives up quietly at the deadline: the change itself is done."""
-        cap_ms = min(deadline_ms, monotonic_ms() + self.config.request_timeout_ms)
+        cap_ms = min(deadline_ms, self._clock() + self.config.request_timeout_ms)
         with contextlib.suppress(ReplogError):
             await self._metadata.refresh(deadline_ms=cap_ms)
         pending = self._metadata.brokers()
         while pending:
-            remaining_ms = deadline_ms - monotonic_ms()
+            remaining_ms = deadline_ms - self._clock()
             if remaining_ms <= 0:
                 log.info("%s: brokers %s have not learnt of it yet", what, sorted(pending))
                 return
@@ -538,7 +546,7 @@ class Admin:
         concurrently; retriable failures mark the metadata stale and are retried with backoff
         until the deadline. `ask` returns {tp: result int | KafkaError} or raises ReplogError."""
         self._check_open()
-        started_ms = monotonic_ms()
+        started_ms = self._clock()
         done: dict[TopicPartition, int] = {}
         backoff_ms = self.config.retry_backoff_ms
         last: ReplogError | None = None
@@ -576,7 +584,7 @@ class Admin:
                         pending.pop(tp, None)
             if not pending:
                 break
-            now = monotonic_ms()
+            now = self._clock()
             if now >= deadline_ms:
                 cause = f"; last error: {last}" if last is not None else ""
                 names = ", ".join(sorted(_tp_text(tp) for tp in pending))
@@ -604,7 +612,7 @@ class Admin:
     async def _delete_at(
         self, node: int, address: str, parts: dict[TopicPartition, int], deadline_ms: int
     ) -> dict[TopicPartition, int | KafkaError]:
-        wait_ms = max(1, min(self.config.request_timeout_ms, deadline_ms - monotonic_ms()))
+        wait_ms = max(1, min(self.config.request_timeout_ms, deadline_ms - self._clock()))
         request = m.DeleteRecordsRequest(
             tuple(m.DeleteRecordsPartition(tp.topic, tp.partition, o) for tp, o in parts.items()),
             timeout_ms=wait_ms,

@@ -70,7 +70,7 @@ from replog.client.records import (
 )
 from replog.client.subscription import EARLIEST, LATEST, NONE, Mode, SubscriptionState
 from replog.client.task_owner import TaskOwner
-from replog.clock import monotonic_ms
+from replog.clock import Clock, monotonic_ms
 from replog.coordinator import messages as cm
 from replog.errors import (
     ClientClosedError,
@@ -138,8 +138,12 @@ class Consumer:
         self,
         *topics: str,
         config: Mapping[str, object] | ConsumerConfig | None = None,
+        clock: Clock = monotonic_ms,
         **kwargs: object,
     ) -> None:
+        """`clock`: the client's millisecond clock (deadlines, backoffs, ages); a test may pass
+        `replog.testing.ManualClock`."""
+        self._clock = clock
         if topics and isinstance(topics[0], Mapping):
             # Consumer({...}) as confluent-kafka and replog's Producer take a config: the dict
             # would be read as a topic name ("unhashable type: 'dict'").
@@ -148,7 +152,7 @@ class Consumer:
             config, topics = topics[0], topics[1:]
         self.config = cfg = consumer_config(config, **kwargs)
         self._subscriptions = SubscriptionState()
-        self._metadata = ClusterMetadata.for_client(cfg)
+        self._metadata = ClusterMetadata.for_client(cfg, clock)
         self._connections = self._metadata.connections
         self._metadata.add_listener(self._apply_subscription)
         self._tasks = TaskOwner("the consumer's fetcher", self._failed, log)
@@ -158,6 +162,7 @@ class Consumer:
             self._connections,
             FetchSettings.of(cfg),
             tasks=self._tasks,
+            clock=clock,
         )
         self._lookup = OffsetLookup(
             self._metadata,
@@ -166,6 +171,7 @@ class Consumer:
             retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms,
             isolation_level=isolation_level(cfg.isolation_level),
+            clock=clock,
         )
         self._group: GroupOffsets | None = None
         self._auto_commit: AutoCommitter | None = None
@@ -178,12 +184,14 @@ class Consumer:
                 retry_backoff_ms=cfg.retry_backoff_ms,
                 retry_backoff_max_ms=cfg.retry_backoff_max_ms,
                 committer=cm.Committer(cfg.client_id, uuid.uuid4().hex),
+                clock=clock,
             )
             if cfg.enable_auto_commit:
                 self._auto_commit = AutoCommitter(
                     self._group,
                     interval_ms=cfg.auto_commit_interval_ms,
                     request_timeout_ms=cfg.request_timeout_ms,
+                    clock=clock,
                 )
         self._iteration = IterationBuffer()
         # Positions of subscribed partitions that an answer took out of the metadata (module
@@ -233,7 +241,7 @@ class Consumer:
         return timeout_ms
 
     def _deadline(self, timeout_ms: int | None, what: str) -> int:
-        return monotonic_ms() + self._timeout(timeout_ms, what)
+        return self._clock() + self._timeout(timeout_ms, what)
 
     async def start(self) -> None:
         """Optional: learn the cluster's metadata now rather than at the first poll."""
@@ -451,7 +459,7 @@ class Consumer:
         budget_ms = self._timeout(timeout_ms, "offsets_for_times")
         answers = await self._lookup.list_offsets(
             wanted,
-            deadline_ms=monotonic_ms() + budget_ms,
+            deadline_ms=self._clock() + budget_ms,
             what="offsets_for_times",
             timeout_ms=budget_ms,
         )
@@ -471,7 +479,7 @@ class Consumer:
         what = "partitions_for_topic"
         self._check_open(what, on_loop=True)
         budget_ms = self._timeout(timeout_ms, what)
-        states = await self._metadata.partitions_for(topic, deadline_ms=monotonic_ms() + budget_ms)
+        states = await self._metadata.partitions_for(topic, deadline_ms=self._clock() + budget_ms)
         return {state.partition for state in states}
 
     async def topics(self, timeout_ms: int | None = None) -> set[str]:
@@ -479,7 +487,7 @@ class Consumer:
         what = "topics"
         self._check_open(what, on_loop=True)
         budget_ms = self._timeout(timeout_ms, what)
-        await self._metadata.refresh(deadline_ms=monotonic_ms() + budget_ms, every_topic=True)
+        await self._metadata.refresh(deadline_ms=self._clock() + budget_ms, every_topic=True)
         return set(self._metadata.topics)
 
     async def beginning_offsets(
@@ -506,7 +514,7 @@ class Consumer:
         wanted = {_partition(tp, what): timestamp for tp in partitions}
         budget_ms = self._timeout(timeout_ms, what)
         answers = await self._lookup.list_offsets(
-            wanted, deadline_ms=monotonic_ms() + budget_ms, what=what, timeout_ms=budget_ms
+            wanted, deadline_ms=self._clock() + budget_ms, what=what, timeout_ms=budget_ms
         )
         return {tp: answers[tp].offset for tp in wanted}
 
@@ -541,7 +549,7 @@ class Consumer:
         group = self._require_group("committed()")
         tp = _partition(partition, "committed")
         timeout = self._timeout(timeout_ms, "committed")
-        deadline = monotonic_ms() + timeout
+        deadline = self._clock() + timeout
         found = (await group.fetch([tp], deadline_ms=deadline, timeout_ms=timeout))[tp]
         if found is None:
             return None
@@ -608,7 +616,7 @@ class Consumer:
     ) -> Coroutine[Any, Any, None]:
         """A commit of `offsets` within `timeout_ms` from now; through the auto-committer when
         there is one, so that it remembers them. A timeout error names `timeout_ms`."""
-        deadline = monotonic_ms() + timeout_ms
+        deadline = self._clock() + timeout_ms
         if self._auto_commit is not None:
             return self._auto_commit.commit_now(
                 offsets, deadline_ms=deadline, timeout_ms=timeout_ms
@@ -674,7 +682,7 @@ class Consumer:
                 "poll(): the consumer neither subscribed to topics nor was assigned partitions"
             )
         await self._tasks.open()
-        deadline = monotonic_ms() + int(min(timeout_ms, 2**62))
+        deadline = self._clock() + int(min(timeout_ms, 2**62))
         if self._auto_commit is not None:
             self._auto_commit.maybe_commit(self._consumed())
         fetcher = self._fetcher
@@ -690,7 +698,7 @@ class Consumer:
                 fetcher.send_fetches()  # prefetch while the application works
                 return records, False
             fetcher.send_fetches()
-            remaining = deadline - monotonic_ms()
+            remaining = deadline - self._clock()
             if remaining <= 0:
                 return {}, False
             if preparing is None and not fetcher.in_flight:
@@ -732,10 +740,10 @@ class Consumer:
                 self._warn("prepare", f"waiting for the cluster: {error}")
                 # Not again at once: some failures are immediate (a partition that does not
                 # exist), and the poll loop must not spin on them.
-                self._next_prepare_ms = monotonic_ms() + self.config.retry_backoff_max_ms
+                self._next_prepare_ms = self._clock() + self.config.retry_backoff_max_ms
             else:
                 self._warned.pop("prepare", None)
-        now = monotonic_ms()
+        now = self._clock()
         if now < self._next_prepare_ms:
             return None
         needs_positions = not self._subscriptions.has_all_positions()
@@ -755,7 +763,7 @@ class Consumer:
         )
 
     async def _prepare_once(self) -> None:
-        deadline = monotonic_ms() + self.config.request_timeout_ms
+        deadline = self._clock() + self.config.request_timeout_ms
         missing_topics = False
         for topic in sorted(self._subscriptions.topics()):
             try:
@@ -771,7 +779,7 @@ class Consumer:
                 self._warned.pop(f"topic:{topic}", None)
         self._apply_subscription()
         backoff = self.config.retry_backoff_max_ms if missing_topics else 0
-        self._next_metadata_ms = monotonic_ms() + max(backoff, self.config.retry_backoff_ms)
+        self._next_metadata_ms = self._clock() + max(backoff, self.config.retry_backoff_ms)
         await self._update_positions(deadline)
 
     async def _update_positions(self, deadline_ms: int) -> None:
@@ -847,11 +855,11 @@ class Consumer:
         if record is not None:
             return record
         limit = self.config.consumer_timeout_ms
-        deadline = None if math.isinf(limit) else monotonic_ms() + int(limit)
+        deadline = None if math.isinf(limit) else self._clock() + int(limit)
         while True:
             slice_ms = ITERATION_POLL_MS
             if deadline is not None:
-                slice_ms = min(slice_ms, max(0, deadline - monotonic_ms()))
+                slice_ms = min(slice_ms, max(0, deadline - self._clock()))
             if self._closed or self._closing:
                 return None
             polled, woken = await self._poll(slice_ms, None)
@@ -861,7 +869,7 @@ class Consumer:
             record = self._iteration.pop()
             if record is not None:
                 return record
-            if deadline is not None and monotonic_ms() >= deadline:
+            if deadline is not None and self._clock() >= deadline:
                 return None
 
     @property
@@ -893,7 +901,7 @@ class Consumer:
                         log.warning("commit on close failed: %s", exc)
             pending = list(self._async_commits)
             if pending:
-                remaining = max(0, deadline - monotonic_ms()) / 1000
+                remaining = max(0, deadline - self._clock()) / 1000
                 await asyncio.wait(pending, timeout=remaining)
         finally:
             self._closed = True

@@ -72,7 +72,7 @@ from replog.client.partitioner import DefaultPartitioner
 from replog.client.records import RecordMetadata
 from replog.client.sender import Sender
 from replog.client.topic_limits import TopicLimits
-from replog.clock import monotonic_ms, wall_clock_ms
+from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.errors import (
     ClientClosedError,
     KafkaTimeoutError,
@@ -145,19 +145,29 @@ class Producer:
     _accumulator_type: type[RecordAccumulator] = RecordAccumulator
 
     def __init__(
-        self, config: Mapping[str, object] | ProducerConfig | None = None, **kwargs: object
+        self,
+        config: Mapping[str, object] | ProducerConfig | None = None,
+        *,
+        clock: Clock = monotonic_ms,
+        **kwargs: object,
     ) -> None:
+        """`clock`: the client's millisecond clock (deadlines, backoffs, ages); a test may pass
+        `replog.testing.ManualClock`."""
         self.config = cfg = producer_config(config, **kwargs)
+        self._clock = clock
         self._accumulator = self._accumulator_type(
             batch_size=cfg.batch_size,
             linger_ms=cfg.linger_ms,
             buffer_memory=cfg.buffer_memory,
             compression=cfg.compression_type,
+            clock=clock,
         )
         self._partitioner = DefaultPartitioner(ignore_keys=cfg.partitioner_ignore_keys)
-        self._metadata = ClusterMetadata.for_client(cfg)
+        self._metadata = ClusterMetadata.for_client(cfg, clock)
         self._connections = self._metadata.connections
-        self._sender = Sender(cfg, self._accumulator, self._metadata, self._connections)
+        self._sender = Sender(
+            cfg, self._accumulator, self._metadata, self._connections, clock=clock
+        )
         self._limits = TopicLimits(
             self._metadata,
             self._accumulator.set_topic_limit,
@@ -225,14 +235,14 @@ class Producer:
         await asyncio.shield(self._close_task)
 
     async def _close(self, timeout_ms: int | None) -> None:
-        deadline_ms = None if timeout_ms is None else monotonic_ms() + timeout_ms
+        deadline_ms = None if timeout_ms is None else self._clock() + timeout_ms
         task = self._waiting_task
         if task is not None and not task.done() and timeout_ms != 0:
             # Sends that wait for metadata or memory were accepted: they still go.
             self._accumulator.closing = True  # every batch ready: memory frees sooner
             self._sender.wakeup()
             remaining_s = (
-                None if deadline_ms is None else max(deadline_ms - monotonic_ms(), 0) / 1000
+                None if deadline_ms is None else max(deadline_ms - self._clock(), 0) / 1000
             )
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(remaining_s):
@@ -250,7 +260,7 @@ class Producer:
             self._waiting_task.cancel()
             await asyncio.gather(self._waiting_task, return_exceptions=True)
         if self._sender.started:
-            remaining = None if deadline_ms is None else max(deadline_ms - monotonic_ms(), 0)
+            remaining = None if deadline_ms is None else max(deadline_ms - self._clock(), 0)
             await self._sender.close(remaining)
         await self._limits.close()
         await self._metadata.close()  # and the connections it made
@@ -268,11 +278,14 @@ class Producer:
 
     @staticmethod
     def _for_threads(
-        config: Mapping[str, object] | ProducerConfig | None = None, **kwargs: object
+        config: Mapping[str, object] | ProducerConfig | None = None,
+        *,
+        clock: Clock = monotonic_ms,
+        **kwargs: object,
     ) -> Producer:
         """The engine of the blocking twin: its accumulator takes appends from any thread
         (`_append_from_thread`); `_serve_threads` once it started on its loop."""
-        return _ThreadedProducer(config, **kwargs)
+        return _ThreadedProducer(config, clock=clock, **kwargs)
 
     def _serve_threads(self) -> None:
         """From now on appends come from user threads: the sender is woken through the loop."""
@@ -301,7 +314,7 @@ class Producer:
             batch = self._append(record, info, handle)
             if batch is not None:
                 return batch
-        deadline_ms = monotonic_ms() + self.config.max_block_ms
+        deadline_ms = self._clock() + self.config.max_block_ms
         if info is None or (partition is not None and partition >= info.count):
             info = run_on_loop(
                 self._topic_info(topic, partition, deadline_ms), f"send to topic {topic!r}"
@@ -314,7 +327,7 @@ class Producer:
             batch = self._append(record, info, handle)
             if batch is not None:
                 return batch
-            remaining_ms = deadline_ms - monotonic_ms()
+            remaining_ms = deadline_ms - self._clock()
             if remaining_ms <= 0:
                 raise self._memory_timeout(topic)
             self._sender.wakeup_threadsafe()  # with waiters every batch is ready
@@ -359,7 +372,7 @@ class Producer:
                 and self._append(record, info, future) is not None
             ):
                 return future
-        self._waiting.append(_Waiting(record, future, monotonic_ms() + self.config.max_block_ms))
+        self._waiting.append(_Waiting(record, future, self._clock() + self.config.max_block_ms))
         if self._waiting_task is None or self._waiting_task.done():
             self._waiting_task = loop.create_task(self._serve_waiting())
         return future
@@ -482,7 +495,7 @@ class Producer:
     async def _wait_for_memory(self, waiting: _Waiting) -> None:
         event = self._memory_freed
         assert event is not None
-        remaining_ms = waiting.deadline_ms - monotonic_ms()
+        remaining_ms = waiting.deadline_ms - self._clock()
         if remaining_ms <= 0:
             raise self._memory_timeout(waiting.record.topic)
         event.clear()
@@ -562,7 +575,7 @@ class Producer:
         if not self._sender.started:
             return
         self._home.check()
-        deadline_ms = None if timeout_ms is None else monotonic_ms() + timeout_ms
+        deadline_ms = None if timeout_ms is None else self._clock() + timeout_ms
         acc = self._accumulator
         acc.flushing += 1  # every batch is ready at once, also those appended meanwhile
         self._sender.wakeup()
@@ -572,7 +585,7 @@ class Producer:
             waiting = [w.future for w in self._waiting]
             if waiting:
                 remaining_s = (
-                    None if deadline_ms is None else max(deadline_ms - monotonic_ms(), 0) / 1000
+                    None if deadline_ms is None else max(deadline_ms - self._clock(), 0) / 1000
                 )
                 _, not_done = await asyncio.wait(waiting, timeout=remaining_s)
                 if not_done:
@@ -580,7 +593,7 @@ class Producer:
                         f"flush did not finish within {timeout_ms} ms: {len(not_done)} send(s) "
                         "still waiting for metadata or buffer memory"
                     )
-            remaining = None if deadline_ms is None else max(deadline_ms - monotonic_ms(), 0)
+            remaining = None if deadline_ms is None else max(deadline_ms - self._clock(), 0)
             await self._sender.flush(remaining, what=f"flush did not finish within {timeout_ms} ms")
         finally:
             acc.flushing -= 1
@@ -589,7 +602,7 @@ class Producer:
     async def partitions_for(self, topic: str) -> set[int]:
         """The partition numbers of `topic` (waits up to max.block.ms for metadata)."""
         self._check_open()
-        deadline_ms = monotonic_ms() + self.config.max_block_ms
+        deadline_ms = self._clock() + self.config.max_block_ms
         states = await self._metadata.partitions_for(topic, deadline_ms=deadline_ms)
         self._remember(topic, states)
         await self._limits.ensure(topic, deadline_ms)  # as a first send would

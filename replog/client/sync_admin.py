@@ -25,6 +25,7 @@ from replog.client.admin_results import OffsetSpec
 from replog.client.config import AdminConfig
 from replog.client.loop_thread import LoopThread, checked_wait
 from replog.client.twin import awaited
+from replog.clock import Clock, monotonic_ms
 from replog.errors import ClientClosedError, InvalidRequestError
 
 __all__ = ["Admin", "AlterConfigOp", "ConfigResource", "NewPartitions", "NewTopic", "OffsetSpec"]
@@ -40,9 +41,16 @@ class Admin:
     """The blocking admin client (module docstring)."""
 
     def __init__(
-        self, config: Mapping[str, object] | AdminConfig | None = None, **kwargs: object
+        self,
+        config: Mapping[str, object] | AdminConfig | None = None,
+        *,
+        clock: Clock = monotonic_ms,
+        **kwargs: object,
     ) -> None:
-        self._aio = aio.Admin(config, **kwargs)  # ConfigError here, before any thread starts
+        """`clock`: as the asyncio Admin's."""
+        self._aio = aio.Admin(
+            config, clock=clock, **kwargs
+        )  # ConfigError here, before any thread starts
         self.config = self._aio.config
         self._loop = LoopThread(f"replog-admin-{self.config.client_id}")
         self._closed = False

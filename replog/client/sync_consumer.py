@@ -41,6 +41,7 @@ from replog.client.records import (
     TopicPartition,
 )
 from replog.client.twin import awaited, on_loop
+from replog.clock import Clock, monotonic_ms
 from replog.errors import ClientClosedError, InvalidGroupIdError
 
 T = TypeVar("T")
@@ -68,10 +69,12 @@ class Consumer:
         self,
         *topics: str,
         config: Mapping[str, object] | ConsumerConfig | None = None,
+        clock: Clock = monotonic_ms,
         **kwargs: object,
     ) -> None:
+        """`clock`: as the asyncio consumer's."""
         # Built first: a bad config fails here, before any thread is started.
-        self._aio = AioConsumer(*topics, config=config, **kwargs)
+        self._aio = AioConsumer(*topics, config=config, clock=clock, **kwargs)
         self.config = self._aio.config
         self._loop = LoopThread(f"replog-consumer-{self.config.client_id}")
         self._close_lock = threading.Lock()

@@ -61,7 +61,7 @@ from replog.client.loop_thread import EXIT_CLOSE_S, WAIT_SLICE_S, LoopThread, ch
 from replog.client.producer import Producer as AsyncProducer
 from replog.client.records import RecordMetadata
 from replog.client.twin import awaited, in_caller
-from replog.clock import monotonic_ms
+from replog.clock import Clock, monotonic_ms
 from replog.errors import ClientClosedError, KafkaTimeoutError
 
 __all__ = ["FutureRecordMetadata", "Producer"]
@@ -198,9 +198,14 @@ class Producer:
     """A blocking Kafka-style producer (module docstring)."""
 
     def __init__(
-        self, config: Mapping[str, object] | ProducerConfig | None = None, **kwargs: object
+        self,
+        config: Mapping[str, object] | ProducerConfig | None = None,
+        *,
+        clock: Clock = monotonic_ms,
+        **kwargs: object,
     ) -> None:
-        self._aio = engine = AsyncProducer._for_threads(config, **kwargs)
+        """`clock`: as the asyncio producer's."""
+        self._aio = engine = AsyncProducer._for_threads(config, clock=clock, **kwargs)
         self.config = engine.config
         self._closed = False
         self._close_lock = threading.Lock()

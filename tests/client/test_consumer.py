@@ -27,7 +27,6 @@ from consumer_fakes import (
     poll_until,
 )
 
-import replog.client.consumer as consumer_module
 from replog.aio import Consumer as ExportedConsumer
 from replog.client.consumer import Consumer
 from replog.client.records import (
@@ -49,6 +48,7 @@ from replog.errors import (
     RecordDeserializationError,
     UnknownTopicOrPartitionError,
 )
+from replog.testing import ManualClock
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
@@ -552,13 +552,11 @@ async def test_a_corrupt_batch_raises_after_the_records_before_it(cluster: FakeC
 async def test_an_offset_lookup_that_times_out_names_the_callers_timeout(
     cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The deadline is set a few ms before the lookup starts (here 5): the error still names
-    # the timeout the caller gave, not what was left of it.
+    # The deadline is set a few ms before the lookup starts (here the clock moves 5 ms at
+    # every read): the error still names the timeout the caller gave, not what was left of it.
     cluster.create("t", 1)
     cluster.down.add(cluster.partition("t").leader)
-    real = consumer_module.monotonic_ms
-    monkeypatch.setattr(consumer_module, "monotonic_ms", lambda: real() - 5)
-    async with consumer(cluster) as c:
+    async with consumer(cluster, clock=ManualClock(tick_ms=5)) as c:
         c.assign([T0])
         with pytest.raises(
             KafkaTimeoutError, match="end_offsets for t-0 did not finish within 200 ms"

@@ -85,7 +85,6 @@ from dataclasses import dataclass
 
 import grpc
 
-from replog.admin.controller_results import TopicPartition
 from replog.client.accumulator import ProducerBatch, RecordAccumulator
 from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.config import ProducerConfig
@@ -93,6 +92,7 @@ from replog.client.connections import Connections, rpc_error
 from replog.client.idempotence import MAX_PENDING_PER_PARTITION, Idempotence
 from replog.client.task_owner import TaskOwner
 from replog.clock import monotonic_ms
+from replog.common import TopicPartition
 from replog.errors import (
     ClientClosedError,
     DuplicateSequenceNumberError,

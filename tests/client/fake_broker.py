@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from replog.server.broker_client import BrokerClient
 from replog.testing import GARBAGE, FakeBroker
 from replog.testing import running_fake_broker as running
+from replog.wire.broker_client import BrokerClient
 
 __all__ = ["GARBAGE", "FakeBroker", "record_redials", "running"]
 

@@ -52,13 +52,14 @@ Thread safety: one client may be shared between threads; calls do not block each
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 from uuid import UUID
 
 import grpc
@@ -161,6 +162,7 @@ class _Pause:
 
 _Step = _Ask | _Pause
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +174,7 @@ class _Op(Generic[T]):
     response_type: type[Any]
     write: bool
     parse: Callable[[Any], T]
+    timeout_s: float | None  # the whole call's (None: the client's default)
 
 
 class _ControllerRouting:
@@ -398,6 +401,240 @@ class _ControllerRouting:
         return f"the controller is node {controller_id} at {address}"
 
 
+# --- the admin RPCs, each declared once for both clients (`_Op`) -------------------------
+
+
+def _create_topics_op(
+    topics: Sequence[NewTopic],
+    *,
+    validate_only: bool = False,
+    timeout_s: float | None = None,
+) -> _Op[list[CreatedTopic]]:
+    request = pb.CreateTopicsRequest(
+        topics=[t.to_pb() for t in topics], validate_only=validate_only
+    )
+    return _Op(
+        "CreateTopics",
+        request,
+        pb.CreateTopicsResponse,
+        True,
+        lambda response: [CreatedTopic.from_pb(t) for t in response.topics],
+        timeout_s,
+    )
+
+
+def _delete_topics_op(
+    names: Sequence[str] = (),
+    *,
+    topic_ids: Sequence[UUID] = (),
+    timeout_s: float | None = None,
+) -> _Op[list[DeletedTopic]]:
+    request = pb.DeleteTopicsRequest(
+        topic_names=list(names), topic_ids=[i.bytes for i in topic_ids]
+    )
+    return _Op(
+        "DeleteTopics",
+        request,
+        pb.DeleteTopicsResponse,
+        True,
+        lambda response: [DeletedTopic.from_pb(t) for t in response.topics],
+        timeout_s,
+    )
+
+
+def _create_partitions_op(
+    increases: Sequence[NewPartitions],
+    *,
+    validate_only: bool = False,
+    timeout_s: float | None = None,
+) -> _Op[list[PartitionsCreated]]:
+    request = pb.CreatePartitionsRequest(
+        topics=[i.to_pb() for i in increases], validate_only=validate_only
+    )
+    return _Op(
+        "CreatePartitions",
+        request,
+        pb.CreatePartitionsResponse,
+        True,
+        lambda response: [PartitionsCreated.from_pb(r) for r in response.results],
+        timeout_s,
+    )
+
+
+def _describe_cluster_op(*, timeout_s: float | None = None) -> _Op[ClusterDescription]:
+    return _Op(
+        "DescribeCluster",
+        pb.DescribeClusterRequest(),
+        pb.DescribeClusterResponse,
+        False,
+        lambda response: ClusterDescription.from_pb(response),
+        timeout_s,
+    )
+
+
+def _metadata_op(
+    topics: Sequence[str] | None = None, *, timeout_s: float | None = None
+) -> _Op[ClusterMetadata]:
+    """The brokers and the topics named (None or empty: every topic)."""
+    request = pb.MetadataRequest(topics=list(topics or ()))
+    return _Op(
+        "Metadata",
+        request,
+        pb.MetadataResponse,
+        False,
+        lambda response: ClusterMetadata.from_pb(response),
+        timeout_s,
+    )
+
+
+def _describe_configs_op(
+    resources: Sequence[ConfigResource],
+    *,
+    keys: Sequence[str] = (),
+    timeout_s: float | None = None,
+) -> _Op[list[ResourceConfigs]]:
+    """Every config of each resource, or only `keys` when given."""
+    request = pb.DescribeConfigsRequest(
+        resources=[
+            pb.ConfigResourceKeys(
+                resource_type=int(r.resource_type),
+                resource_name=r.name,
+                configuration_keys=list(keys),
+            )
+            for r in resources
+        ]
+    )
+    return _Op(
+        "DescribeConfigs",
+        request,
+        pb.DescribeConfigsResponse,
+        False,
+        lambda response: [ResourceConfigs.from_pb(r) for r in response.results],
+        timeout_s,
+    )
+
+
+def _incremental_alter_configs_op(
+    changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
+    *,
+    validate_only: bool = False,
+    timeout_s: float | None = None,
+) -> _Op[list[ConfigsAltered]]:
+    request = pb.IncrementalAlterConfigsRequest(
+        resources=[
+            pb.AlterConfigsResource(
+                resource_type=int(resource.resource_type),
+                resource_name=resource.name,
+                configs=[op.to_pb() for op in ops],
+            )
+            for resource, ops in changes.items()
+        ],
+        validate_only=validate_only,
+    )
+    return _Op(
+        "IncrementalAlterConfigs",
+        request,
+        pb.IncrementalAlterConfigsResponse,
+        True,
+        lambda response: [ConfigsAltered.from_pb(r) for r in response.results],
+        timeout_s,
+    )
+
+
+def _elect_leaders_op(
+    election_type: ElectionType,
+    partitions: Iterable[TopicPartition] | None = None,
+    *,
+    timeout_s: float | None = None,
+) -> _Op[list[ElectionResult]]:
+    """Elect leaders of `partitions` (None: every eligible partition)."""
+    request = pb.ElectLeadersRequest(
+        election_type=int(election_type), partitions=topic_partitions_to_pb(partitions)
+    )
+    return _Op(
+        "ElectLeaders",
+        request,
+        pb.ElectLeadersResponse,
+        True,
+        lambda response: [ElectionResult.from_pb(r) for r in response.results],
+        timeout_s,
+    )
+
+
+def _list_partition_reassignments_op(
+    partitions: Iterable[TopicPartition] | None = None,
+    *,
+    timeout_s: float | None = None,
+) -> _Op[list[OngoingReassignment]]:
+    """The ongoing reassignments of `partitions` (None: of every partition)."""
+    request = pb.ListPartitionReassignmentsRequest(partitions=topic_partitions_to_pb(partitions))
+    return _Op(
+        "ListPartitionReassignments",
+        request,
+        pb.ListPartitionReassignmentsResponse,
+        False,
+        lambda response: [OngoingReassignment.from_pb(r) for r in response.reassignments],
+        timeout_s,
+    )
+
+
+def _alter_partition_reassignments_op(
+    reassignments: Mapping[TopicPartition, Sequence[int] | None],
+    *,
+    timeout_s: float | None = None,
+) -> _Op[list[ReassignmentResult]]:
+    """Move each partition to the replicas given; None cancels its ongoing reassignment."""
+    by_topic: dict[str, list[pb.ReassignablePartition]] = {}
+    for (topic, partition), replicas in reassignments.items():
+        entry = pb.ReassignablePartition(partition_index=partition)
+        if replicas is not None:
+            entry.replicas.broker_ids.extend(replicas)
+        by_topic.setdefault(topic, []).append(entry)
+    request = pb.AlterPartitionReassignmentsRequest(
+        topics=[pb.ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
+    )
+    return _Op(
+        "AlterPartitionReassignments",
+        request,
+        pb.AlterPartitionReassignmentsResponse,
+        True,
+        lambda response: [ReassignmentResult.from_pb(r) for r in response.results],
+        timeout_s,
+    )
+
+
+def _blocking(build: Callable[P, _Op[T]]) -> Callable[Concatenate[Any, P], T]:
+    """The blocking client's method for the RPC `build` describes (its signature and doc)."""
+
+    def method(self: ControllerClient, *args: Any, **kwargs: Any) -> Any:
+        return self._perform(build(*args, **kwargs))
+
+    named: Callable[Concatenate[Any, P], T] = _named(method, build)
+    return named
+
+
+def _awaited(build: Callable[P, _Op[T]]) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]:
+    """The asyncio client's method for the RPC `build` describes (its signature and doc)."""
+
+    async def method(self: AsyncControllerClient, *args: Any, **kwargs: Any) -> Any:
+        return await self._perform(build(*args, **kwargs))
+
+    named: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]] = _named(method, build)
+    return named
+
+
+def _named(method: Callable[..., Any], build: Callable[..., Any]) -> Any:
+    name = build.__name__.removeprefix("_").removesuffix("_op")
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = build.__doc__
+    signature = inspect.signature(build)
+    this = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    method.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[this, *signature.parameters.values()]
+    )
+    return method
+
+
 class ControllerClient(_ControllerRouting):
     """A blocking client of the active controller (see the module docstring).
 
@@ -421,101 +658,22 @@ class ControllerClient(_ControllerRouting):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    # --- topics and partitions ----------------------------------------------------------------
-
-    def create_topics(
-        self,
-        topics: Sequence[NewTopic],
-        *,
-        validate_only: bool = False,
-        timeout_s: float | None = None,
-    ) -> list[CreatedTopic]:
-        return self._perform(_create_topics_op(topics, validate_only), timeout_s)
-
-    def delete_topics(
-        self,
-        names: Sequence[str] = (),
-        *,
-        topic_ids: Sequence[UUID] = (),
-        timeout_s: float | None = None,
-    ) -> list[DeletedTopic]:
-        return self._perform(_delete_topics_op(names, topic_ids), timeout_s)
-
-    def create_partitions(
-        self,
-        increases: Sequence[NewPartitions],
-        *,
-        validate_only: bool = False,
-        timeout_s: float | None = None,
-    ) -> list[PartitionsCreated]:
-        return self._perform(_create_partitions_op(increases, validate_only), timeout_s)
-
-    # --- metadata (reads) ---------------------------------------------------------------------
-
-    def describe_cluster(self, *, timeout_s: float | None = None) -> ClusterDescription:
-        return self._perform(_describe_cluster_op(), timeout_s)
-
-    def metadata(
-        self, topics: Sequence[str] | None = None, *, timeout_s: float | None = None
-    ) -> ClusterMetadata:
-        """The brokers and the topics named (None or empty: every topic)."""
-        return self._perform(_metadata_op(topics), timeout_s)
-
-    # --- configs ------------------------------------------------------------------------------
-
-    def describe_configs(
-        self,
-        resources: Sequence[ConfigResource],
-        *,
-        keys: Sequence[str] = (),
-        timeout_s: float | None = None,
-    ) -> list[ResourceConfigs]:
-        """Every config of each resource, or only `keys` when given."""
-        return self._perform(_describe_configs_op(resources, keys), timeout_s)
-
-    def incremental_alter_configs(
-        self,
-        changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
-        *,
-        validate_only: bool = False,
-        timeout_s: float | None = None,
-    ) -> list[ConfigsAltered]:
-        return self._perform(_incremental_alter_configs_op(changes, validate_only), timeout_s)
-
-    # --- elections and reassignments ----------------------------------------------------------
-
-    def elect_leaders(
-        self,
-        election_type: ElectionType,
-        partitions: Iterable[TopicPartition] | None = None,
-        *,
-        timeout_s: float | None = None,
-    ) -> list[ElectionResult]:
-        """Elect leaders of `partitions` (None: every eligible partition)."""
-        return self._perform(_elect_leaders_op(election_type, partitions), timeout_s)
-
-    def list_partition_reassignments(
-        self,
-        partitions: Iterable[TopicPartition] | None = None,
-        *,
-        timeout_s: float | None = None,
-    ) -> list[OngoingReassignment]:
-        """The ongoing reassignments of `partitions` (None: of every partition)."""
-        return self._perform(_list_partition_reassignments_op(partitions), timeout_s)
-
-    def alter_partition_reassignments(
-        self,
-        reassignments: Mapping[TopicPartition, Sequence[int] | None],
-        *,
-        timeout_s: float | None = None,
-    ) -> list[ReassignmentResult]:
-        """Move each partition to the replicas given; None cancels its ongoing reassignment."""
-        return self._perform(_alter_partition_reassignments_op(reassignments), timeout_s)
+    # The admin RPCs (`_Op`), blocking.
+    create_topics = _blocking(_create_topics_op)
+    delete_topics = _blocking(_delete_topics_op)
+    create_partitions = _blocking(_create_partitions_op)
+    describe_cluster = _blocking(_describe_cluster_op)
+    metadata = _blocking(_metadata_op)
+    describe_configs = _blocking(_describe_configs_op)
+    incremental_alter_configs = _blocking(_incremental_alter_configs_op)
+    elect_leaders = _blocking(_elect_leaders_op)
+    list_partition_reassignments = _blocking(_list_partition_reassignments_op)
+    alter_partition_reassignments = _blocking(_alter_partition_reassignments_op)
 
     # --- running a call -----------------------------------------------------------------------
 
-    def _perform(self, op: _Op[T], timeout_s: float | None) -> T:
-        return op.parse(self._call(op.rpc, op.request, op.response_type, op.write, timeout_s))
+    def _perform(self, op: _Op[T]) -> T:
+        return op.parse(self._call(op.rpc, op.request, op.response_type, op.write, op.timeout_s))
 
     def _call(
         self,
@@ -589,99 +747,22 @@ class AsyncControllerClient(_ControllerRouting):
 
     # --- topics and partitions ----------------------------------------------------------------
 
-    async def create_topics(
-        self,
-        topics: Sequence[NewTopic],
-        *,
-        validate_only: bool = False,
-        timeout_s: float | None = None,
-    ) -> list[CreatedTopic]:
-        return await self._perform(_create_topics_op(topics, validate_only), timeout_s)
-
-    async def delete_topics(
-        self,
-        names: Sequence[str] = (),
-        *,
-        topic_ids: Sequence[UUID] = (),
-        timeout_s: float | None = None,
-    ) -> list[DeletedTopic]:
-        return await self._perform(_delete_topics_op(names, topic_ids), timeout_s)
-
-    async def create_partitions(
-        self,
-        increases: Sequence[NewPartitions],
-        *,
-        validate_only: bool = False,
-        timeout_s: float | None = None,
-    ) -> list[PartitionsCreated]:
-        return await self._perform(_create_partitions_op(increases, validate_only), timeout_s)
-
-    # --- metadata (reads) ---------------------------------------------------------------------
-
-    async def describe_cluster(self, *, timeout_s: float | None = None) -> ClusterDescription:
-        return await self._perform(_describe_cluster_op(), timeout_s)
-
-    async def metadata(
-        self, topics: Sequence[str] | None = None, *, timeout_s: float | None = None
-    ) -> ClusterMetadata:
-        """The brokers and the topics named (None or empty: every topic)."""
-        return await self._perform(_metadata_op(topics), timeout_s)
-
-    # --- configs ------------------------------------------------------------------------------
-
-    async def describe_configs(
-        self,
-        resources: Sequence[ConfigResource],
-        *,
-        keys: Sequence[str] = (),
-        timeout_s: float | None = None,
-    ) -> list[ResourceConfigs]:
-        """Every config of each resource, or only `keys` when given."""
-        return await self._perform(_describe_configs_op(resources, keys), timeout_s)
-
-    async def incremental_alter_configs(
-        self,
-        changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
-        *,
-        validate_only: bool = False,
-        timeout_s: float | None = None,
-    ) -> list[ConfigsAltered]:
-        return await self._perform(_incremental_alter_configs_op(changes, validate_only), timeout_s)
-
-    # --- elections and reassignments ----------------------------------------------------------
-
-    async def elect_leaders(
-        self,
-        election_type: ElectionType,
-        partitions: Iterable[TopicPartition] | None = None,
-        *,
-        timeout_s: float | None = None,
-    ) -> list[ElectionResult]:
-        """Elect leaders of `partitions` (None: every eligible partition)."""
-        return await self._perform(_elect_leaders_op(election_type, partitions), timeout_s)
-
-    async def list_partition_reassignments(
-        self,
-        partitions: Iterable[TopicPartition] | None = None,
-        *,
-        timeout_s: float | None = None,
-    ) -> list[OngoingReassignment]:
-        """The ongoing reassignments of `partitions` (None: of every partition)."""
-        return await self._perform(_list_partition_reassignments_op(partitions), timeout_s)
-
-    async def alter_partition_reassignments(
-        self,
-        reassignments: Mapping[TopicPartition, Sequence[int] | None],
-        *,
-        timeout_s: float | None = None,
-    ) -> list[ReassignmentResult]:
-        """Move each partition to the replicas given; None cancels its ongoing reassignment."""
-        return await self._perform(_alter_partition_reassignments_op(reassignments), timeout_s)
+    # The admin RPCs (`_Op`), awaited.
+    create_topics = _awaited(_create_topics_op)
+    delete_topics = _awaited(_delete_topics_op)
+    create_partitions = _awaited(_create_partitions_op)
+    describe_cluster = _awaited(_describe_cluster_op)
+    metadata = _awaited(_metadata_op)
+    describe_configs = _awaited(_describe_configs_op)
+    incremental_alter_configs = _awaited(_incremental_alter_configs_op)
+    elect_leaders = _awaited(_elect_leaders_op)
+    list_partition_reassignments = _awaited(_list_partition_reassignments_op)
+    alter_partition_reassignments = _awaited(_alter_partition_reassignments_op)
 
     # --- running a call -----------------------------------------------------------------------
 
-    async def _perform(self, op: _Op[T], timeout_s: float | None) -> T:
-        steps = self._calling(op.rpc, op.request, op.response_type, op.write, timeout_s)
+    async def _perform(self, op: _Op[T]) -> T:
+        steps = self._calling(op.rpc, op.request, op.response_type, op.write, op.timeout_s)
         answer: Any = None
         failure: BaseException | None = None
         while True:
@@ -728,169 +809,6 @@ def _checked(ask: _Ask, response: Any) -> Any:
             f"{ask.address}: {ask.rpc} answered with a {type(response).__name__}"
         )
     return response
-
-
-# --- the admin RPCs (`_Op`), shared by both clients -----------------------------------------
-
-
-def _create_topics_op(
-    topics: Sequence[NewTopic], validate_only: bool = False
-) -> _Op[list[CreatedTopic]]:
-    request = pb.CreateTopicsRequest(
-        topics=[t.to_pb() for t in topics], validate_only=validate_only
-    )
-    return _Op(
-        "CreateTopics",
-        request,
-        pb.CreateTopicsResponse,
-        True,
-        lambda response: [CreatedTopic.from_pb(t) for t in response.topics],
-    )
-
-
-def _delete_topics_op(
-    names: Sequence[str] = (), topic_ids: Sequence[UUID] = ()
-) -> _Op[list[DeletedTopic]]:
-    request = pb.DeleteTopicsRequest(
-        topic_names=list(names), topic_ids=[i.bytes for i in topic_ids]
-    )
-    return _Op(
-        "DeleteTopics",
-        request,
-        pb.DeleteTopicsResponse,
-        True,
-        lambda response: [DeletedTopic.from_pb(t) for t in response.topics],
-    )
-
-
-def _create_partitions_op(
-    increases: Sequence[NewPartitions], validate_only: bool = False
-) -> _Op[list[PartitionsCreated]]:
-    request = pb.CreatePartitionsRequest(
-        topics=[i.to_pb() for i in increases], validate_only=validate_only
-    )
-    return _Op(
-        "CreatePartitions",
-        request,
-        pb.CreatePartitionsResponse,
-        True,
-        lambda response: [PartitionsCreated.from_pb(r) for r in response.results],
-    )
-
-
-def _describe_cluster_op() -> _Op[ClusterDescription]:
-    return _Op(
-        "DescribeCluster",
-        pb.DescribeClusterRequest(),
-        pb.DescribeClusterResponse,
-        False,
-        lambda response: ClusterDescription.from_pb(response),
-    )
-
-
-def _metadata_op(topics: Sequence[str] | None = None) -> _Op[ClusterMetadata]:
-    request = pb.MetadataRequest(topics=list(topics or ()))
-    return _Op(
-        "Metadata",
-        request,
-        pb.MetadataResponse,
-        False,
-        lambda response: ClusterMetadata.from_pb(response),
-    )
-
-
-def _describe_configs_op(
-    resources: Sequence[ConfigResource], keys: Sequence[str] = ()
-) -> _Op[list[ResourceConfigs]]:
-    request = pb.DescribeConfigsRequest(
-        resources=[
-            pb.ConfigResourceKeys(
-                resource_type=int(r.resource_type),
-                resource_name=r.name,
-                configuration_keys=list(keys),
-            )
-            for r in resources
-        ]
-    )
-    return _Op(
-        "DescribeConfigs",
-        request,
-        pb.DescribeConfigsResponse,
-        False,
-        lambda response: [ResourceConfigs.from_pb(r) for r in response.results],
-    )
-
-
-def _incremental_alter_configs_op(
-    changes: Mapping[ConfigResource, Sequence[AlterConfigOp]], validate_only: bool = False
-) -> _Op[list[ConfigsAltered]]:
-    request = pb.IncrementalAlterConfigsRequest(
-        resources=[
-            pb.AlterConfigsResource(
-                resource_type=int(resource.resource_type),
-                resource_name=resource.name,
-                configs=[op.to_pb() for op in ops],
-            )
-            for resource, ops in changes.items()
-        ],
-        validate_only=validate_only,
-    )
-    return _Op(
-        "IncrementalAlterConfigs",
-        request,
-        pb.IncrementalAlterConfigsResponse,
-        True,
-        lambda response: [ConfigsAltered.from_pb(r) for r in response.results],
-    )
-
-
-def _elect_leaders_op(
-    election_type: ElectionType, partitions: Iterable[TopicPartition] | None = None
-) -> _Op[list[ElectionResult]]:
-    request = pb.ElectLeadersRequest(
-        election_type=int(election_type), partitions=topic_partitions_to_pb(partitions)
-    )
-    return _Op(
-        "ElectLeaders",
-        request,
-        pb.ElectLeadersResponse,
-        True,
-        lambda response: [ElectionResult.from_pb(r) for r in response.results],
-    )
-
-
-def _list_partition_reassignments_op(
-    partitions: Iterable[TopicPartition] | None = None,
-) -> _Op[list[OngoingReassignment]]:
-    request = pb.ListPartitionReassignmentsRequest(partitions=topic_partitions_to_pb(partitions))
-    return _Op(
-        "ListPartitionReassignments",
-        request,
-        pb.ListPartitionReassignmentsResponse,
-        False,
-        lambda response: [OngoingReassignment.from_pb(r) for r in response.reassignments],
-    )
-
-
-def _alter_partition_reassignments_op(
-    reassignments: Mapping[TopicPartition, Sequence[int] | None],
-) -> _Op[list[ReassignmentResult]]:
-    by_topic: dict[str, list[pb.ReassignablePartition]] = {}
-    for (topic, partition), replicas in reassignments.items():
-        entry = pb.ReassignablePartition(partition_index=partition)
-        if replicas is not None:
-            entry.replicas.broker_ids.extend(replicas)
-        by_topic.setdefault(topic, []).append(entry)
-    request = pb.AlterPartitionReassignmentsRequest(
-        topics=[pb.ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
-    )
-    return _Op(
-        "AlterPartitionReassignments",
-        request,
-        pb.AlterPartitionReassignmentsResponse,
-        True,
-        lambda response: [ReassignmentResult.from_pb(r) for r in response.results],
-    )
 
 
 def _is_not_controller(response: _Response) -> bool:

@@ -541,24 +541,30 @@ def test_not_controller_is_followed_to_the_node_it_names(
         assert len(standby.asked()) == 1 and len(active.asked()) == 2
 
 
+def standby_naming_the_active_controller(standby: FakeController, active: FakeController) -> None:
+    """Node 1 a standby answering CreateTopics with NOT_CONTROLLER naming node 2, whose address
+    its DescribeCluster lists; node 2 the active controller creating the topic."""
+    standby.script("CreateTopics", not_controller("CreateTopics", 2))
+    standby.script(
+        "DescribeCluster",
+        pb.DescribeClusterResponse(
+            controller_id=2,
+            controllers=[
+                common_pb2.NodeEndpoint(node_id=1, host="127.0.0.1", port=standby.port),
+                common_pb2.NodeEndpoint(node_id=2, host="127.0.0.1", port=active.port),
+            ],
+        ),
+    )
+    active.script("CreateTopics", create_ok(2))
+
+
 def test_with_one_bootstrap_address_the_standby_says_where_the_controller_is(
     make_client: Callable[..., ControllerClient],
 ) -> None:
     # kafka-topics.sh --bootstrap-server one-node: the standby's NOT_CONTROLLER names node 2,
     # and its DescribeCluster lists the quorum's controllers (controller.quorum.voters).
     with running(1, 2) as (standby, active):
-        standby.script("CreateTopics", not_controller("CreateTopics", 2))
-        standby.script(
-            "DescribeCluster",
-            pb.DescribeClusterResponse(
-                controller_id=2,
-                controllers=[
-                    common_pb2.NodeEndpoint(node_id=1, host="127.0.0.1", port=standby.port),
-                    common_pb2.NodeEndpoint(node_id=2, host="127.0.0.1", port=active.port),
-                ],
-            ),
-        )
-        active.script("CreateTopics", create_ok(2))
+        standby_naming_the_active_controller(standby, active)
         client = make_client(standby.address)
         (result,) = client.create_topics([NewTopic("orders")])
         assert result.error is None
@@ -876,18 +882,7 @@ async def test_the_asyncio_client_follows_not_controller_and_retries_on_grpc_aio
     # The same steps as the blocking client's (one routing core), run on grpc.aio: a standby's
     # NOT_CONTROLLER is followed through DescribeCluster, an unreachable address is retried.
     with running(1, 2) as (standby, active):
-        standby.script("CreateTopics", not_controller("CreateTopics", 2))
-        standby.script(
-            "DescribeCluster",
-            pb.DescribeClusterResponse(
-                controller_id=2,
-                controllers=[
-                    common_pb2.NodeEndpoint(node_id=1, host="127.0.0.1", port=standby.port),
-                    common_pb2.NodeEndpoint(node_id=2, host="127.0.0.1", port=active.port),
-                ],
-            ),
-        )
-        active.script("CreateTopics", create_ok(2))
+        standby_naming_the_active_controller(standby, active)
         dead = f"127.0.0.1:{free_port()}"
         async with AsyncControllerClient(
             f"{dead},{standby.address}",

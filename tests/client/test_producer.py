@@ -302,8 +302,9 @@ async def test_a_lingering_batch_goes_as_soon_as_its_partition_gets_a_leader(
     # leader is unknown, and must still make it refresh the metadata (and be woken by it).
     producer = make(linger_ms=5, delivery_timeout_ms=10_000)
     cluster.log("one").leader = -1  # an election in progress
+    asked = cluster.metadata_calls
     future = producer.send_nowait("one", b"v")
-    await asyncio.sleep(0.2)
+    await until(lambda: cluster.metadata_calls > asked + 1)  # told again: no leader yet
     cluster.log("one").leader = 0
     started = time.monotonic()
     assert (await asyncio.wait_for(future, 2)).offset == 0

@@ -226,21 +226,22 @@ def local_cluster(
             subprocess.run([*command, "kill", *where], capture_output=True, timeout=60, check=False)
 
 
-def free_base_port(count: int) -> int:
-    """A port p such that p..p+count-1 are all free now, and so are a local cluster's metrics
-    ports p+100..p+100+count-1, all below the kernel's ephemeral range: inside it, the first
-    nodes' outgoing connections may take a later node's port before that node binds it."""
+def free_base_port(count: int, *, offsets: tuple[int, ...] = (METRICS_PORT_OFFSET,)) -> int:
+    """A port p such that p..p+count-1 are all free now, and so are the `count` ports at each
+    of `offsets` above it (a local cluster's metrics ports: p+100...), all below the kernel's
+    ephemeral range: inside it, the first nodes' outgoing connections may take a later node's
+    port before that node binds it."""
     with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
         ephemeral_low = int(f.read().split()[0])
     for _ in range(200):
-        base = random.randrange(10_000, ephemeral_low - METRICS_PORT_OFFSET - count)
-        metrics = base + METRICS_PORT_OFFSET
+        base = random.randrange(10_000, ephemeral_low - max((0, *offsets)) - count)
+        starts = (base, *(base + offset for offset in offsets))
         with contextlib.ExitStack() as held:
             try:
-                for port in [*range(base, base + count), *range(metrics, metrics + count)]:
+                for port in [p for start in starts for p in range(start, start + count)]:
                     probe = held.enter_context(socket.socket())
                     probe.bind(("127.0.0.1", port))
             except OSError:
                 continue
         return base
-    raise ReplogError(f"no {count} free ports (and their metrics ports) below {ephemeral_low}")
+    raise ReplogError(f"no {count} free ports (and those at {offsets} above) below {ephemeral_low}")

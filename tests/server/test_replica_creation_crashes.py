@@ -22,10 +22,10 @@ from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.fs import FileSystem
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
+from replog.testing import ManualClock
 from tests.metadata.metadata_helpers import create_topic, replayed, topic_id
 from tests.server.test_replica_manager import (
     T0,
-    FakeClock,
     batch,
     cluster_image,
     produce,
@@ -54,12 +54,12 @@ class SyncCounting(FileSystem):
 
 class Broker:
     def __init__(self, root: Path, fs: FileSystem | None = None) -> None:
-        self.clock = FakeClock()
+        self.clock = ManualClock()
         self.log_manager = LogManager(
             str(root / "broker1"), LogConfig(), fs=fs or FileSystem(), task_clock=self.clock
         )
         self.rm = ReplicaManager(
-            ReplicaManagerConfig(1), self.log_manager, clock=self.clock, wall_clock=FakeClock(T0)
+            ReplicaManagerConfig(1), self.log_manager, clock=self.clock, wall_clock=ManualClock(T0)
         )
 
     @property

@@ -201,6 +201,7 @@ class BrokerRuntime:
             controller_id=lambda: -1 if self._raft_leader is None else self._raft_leader,
             broker_service=self.service,
             producer_ids=self.producer_ids,
+            group_coordinator=lambda: self.group_coordinator,
         )
         self._serving_clients = asyncio.Event()  # what `wait_serving_clients` waits for
         # The GroupCoordinator service; it answers COORDINATOR_NOT_AVAILABLE until the data

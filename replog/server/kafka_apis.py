@@ -39,6 +39,9 @@ Rules:
   service's ListOffsets the same way.
 - InitProducerId (v0-5) is `broker_service.init_producer_id`: a new id with epoch 0, a
   transactional id UNSUPPORTED_VERSION (transactions are not supported).
+- The consumer group APIs (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+  OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups) are
+  `kafka_group_apis.KafkaGroupApis`'s, served at its `GROUP_SERVED` versions.
 """
 
 from __future__ import annotations
@@ -96,6 +99,7 @@ from replog.replication import messages as m
 from replog.server import broker_codec
 from replog.server.broker_metadata import metadata_view_from_image
 from replog.server.broker_service import BrokerService, ProducerIds, init_producer_id
+from replog.server.kafka_group_apis import GROUP_SERVED, GroupRequests, KafkaGroupApis
 from replog.topic_names import is_internal_topic
 
 PRODUCE = 0
@@ -114,6 +118,7 @@ SERVED: Mapping[int, tuple[int, int]] = {
     API_VERSIONS: (0, 4),
     INIT_PRODUCER_ID: (0, 5),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    **GROUP_SERVED,
 }
 LISTENER_NOT_FOUND = 72
 T = TypeVar("T")
@@ -137,8 +142,10 @@ class KafkaApis:
         controller_id: Callable[[], int] = lambda: -1,
         broker_service: BrokerService | None = None,
         producer_ids: ProducerIds | None = None,
+        group_coordinator: Callable[[], GroupRequests | None] = lambda: None,
     ) -> None:
         self.broker_id = broker_id
+        self._groups = KafkaGroupApis(broker_id, group_coordinator, image)
         self._cluster_id = cluster_id
         self._image = image
         self._controller_id = controller_id
@@ -153,6 +160,8 @@ class KafkaApis:
         """The response to `request` (its key and version are in `SERVED`: the connection core
         refuses the others), None when the request gets none."""
         body = request.body
+        if request.api_key in GROUP_SERVED:
+            return await self._groups.handle(request, listener_name)
         if isinstance(body, ApiVersionsRequest):
             return self.api_versions(body, request.api_version)
         if isinstance(body, MetadataRequest):

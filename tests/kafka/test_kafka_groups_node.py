@@ -1,0 +1,180 @@
+"""Consumer groups through the Kafka listener of a real node (`replog node`), driven by
+confluent-kafka (librdkafka, `group.protocol=classic`): two consumers of one group split a
+topic's partitions disjointly and together read every record produced after the split, each
+only from its own partitions; the group is listed and
+described as Stable with both members; the committed offsets are where a consumer of the group
+started after both closed resumes, reading none of the records committed before.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
+
+from replog.admin.controller_client import ControllerClient
+from replog.admin.controller_results import NewTopic
+from tests.eventually import wait_until
+from tests.local_ports import free_port
+
+PARTITIONS = 4
+RECORDS = 40
+
+
+class Node:
+    def __init__(self, process: subprocess.Popen[bytes], log: Path, grpc: int, kafka: int):
+        self.process = process
+        self.log = log
+        self.grpc_port = grpc
+        self.kafka_address = f"127.0.0.1:{kafka}"
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    root = tmp_path_factory.mktemp("groups-node")
+    grpc_port, kafka_port = free_port(), free_port()
+    config = root / "server.properties"
+    config.write_text(
+        "\n".join(
+            [
+                "process.roles=broker,controller",
+                "node.id=1",
+                "cluster.id=kafka-groups-test",
+                f"controller.quorum.voters=1@127.0.0.1:{grpc_port}",
+                f"listeners=CONTROLLER://127.0.0.1:{grpc_port},PLAINTEXT://127.0.0.1:{kafka_port}",
+                f"log.dirs={root / 'logs'}",
+                "offsets.topic.num.partitions=3",
+                "offsets.topic.replication.factor=1",
+                "group.initial.rebalance.delay.ms=0",
+                "",
+            ]
+        )
+    )
+    log = root / "node.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "replog.cli.main", "node", "--config", str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    running = Node(process, log, grpc_port, kafka_port)
+    try:
+        with ControllerClient(f"127.0.0.1:{grpc_port}", default_timeout_s=60) as admin:
+            (created,) = admin.create_topics([NewTopic("events", PARTITIONS, 1)])
+            assert created.error is None, created
+        yield running
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def produce(node: Node, values: list[str]) -> None:
+    producer = Producer({"bootstrap.servers": node.kafka_address})
+    for i, value in enumerate(values):
+        producer.produce("events", value=value.encode(), partition=i % PARTITIONS)
+    assert producer.flush(30) == 0, node.log_text()[-3000:]
+
+
+def consumer(node: Node, name: str) -> Any:
+    return Consumer(
+        {
+            "bootstrap.servers": node.kafka_address,
+            "group.id": "readers",
+            "group.protocol": "classic",
+            "client.id": name,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+        }
+    )
+
+
+def test_two_confluent_consumers_split_the_partitions_and_resume_from_commits(node: Node) -> None:
+    members = {name: consumer(node, name) for name in ("c1", "c2")}
+    read: dict[str, list[tuple[int, int, str]]] = {name: [] for name in members}
+    try:
+        for member in members.values():
+            member.subscribe(["events"])
+
+        def poll_all() -> None:
+            for name, member in members.items():
+                message = member.poll(0.1)
+                if message is not None and message.error() is None:
+                    read[name].append(
+                        (message.partition(), message.offset(), message.value().decode())
+                    )
+
+        def both_assigned() -> bool:
+            poll_all()
+            return all(member.assignment() for member in members.values())
+
+        # The first member may own every partition for a while: the split comes when the
+        # second one has joined (a rebalance).
+        wait_until(both_assigned, "both members have partitions", timeout_s=60)
+        produce(node, [f"first-{i}" for i in range(RECORDS)])
+
+        def every_record_read() -> bool:
+            poll_all()
+            return sum(map(len, read.values())) >= RECORDS
+
+        wait_until(every_record_read, "every record read", timeout_s=60)
+        owned = {
+            name: {tp.partition for tp in member.assignment()} for name, member in members.items()
+        }
+        assert owned["c1"] and owned["c2"] and not owned["c1"] & owned["c2"], owned
+        assert owned["c1"] | owned["c2"] == set(range(PARTITIONS))
+        for name, records in read.items():
+            assert {partition for partition, _, _ in records} <= owned[name]
+        values = sorted(value for records in read.values() for _, _, value in records)
+        assert values == sorted(f"first-{i}" for i in range(RECORDS))
+
+        admin = AdminClient({"bootstrap.servers": node.kafka_address})
+        listed = admin.list_consumer_groups().result(30)
+        assert [g.group_id for g in listed.valid] == ["readers"]
+        (described,) = admin.describe_consumer_groups(["readers"]).values()
+        group = described.result(30)
+        assert str(group.state).endswith("STABLE")
+        assert sorted(m.client_id for m in group.members) == ["c1", "c2"]
+
+        for member in members.values():
+            member.commit(asynchronous=False)
+    finally:
+        for member in members.values():
+            member.close()
+
+    produce(node, [f"second-{i}" for i in range(8)])
+    again = consumer(node, "c3")
+    resumed: list[str] = []
+    try:
+        again.subscribe(["events"])
+        started = time.monotonic()
+        while len(resumed) < 8 and time.monotonic() - started < 60:
+            message = again.poll(0.2)
+            if message is not None and message.error() is None:
+                resumed.append(message.value().decode())
+        # A little longer: nothing committed before may come again.
+        deadline = time.monotonic() + 1
+        while time.monotonic() < deadline:
+            message = again.poll(0.1)
+            if message is not None and message.error() is None:
+                resumed.append(message.value().decode())
+    finally:
+        again.close()
+    assert sorted(resumed) == sorted(f"second-{i}" for i in range(8)), node.log_text()[-3000:]

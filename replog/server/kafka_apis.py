@@ -99,7 +99,8 @@ from replog.replication import messages as m
 from replog.server import broker_codec
 from replog.server.broker_metadata import metadata_view_from_image
 from replog.server.broker_service import BrokerService, ProducerIds, init_producer_id
-from replog.server.kafka_group_apis import GROUP_SERVED, GroupRequests, KafkaGroupApis
+from replog.server.coordinator_service import CoordinatorRequests
+from replog.server.kafka_group_apis import GROUP_SERVED, KafkaGroupApis
 from replog.topic_names import is_internal_topic
 
 PRODUCE = 0
@@ -142,7 +143,7 @@ class KafkaApis:
         controller_id: Callable[[], int] = lambda: -1,
         broker_service: BrokerService | None = None,
         producer_ids: ProducerIds | None = None,
-        group_coordinator: Callable[[], GroupRequests | None] = lambda: None,
+        group_coordinator: Callable[[], CoordinatorRequests | None] = lambda: None,
     ) -> None:
         self.broker_id = broker_id
         self._groups = KafkaGroupApis(broker_id, group_coordinator, image)

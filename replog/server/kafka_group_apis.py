@@ -23,7 +23,6 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Protocol
 from uuid import UUID
 
 from quorum.metadata.image import MetadataImage
@@ -76,6 +75,7 @@ from replog.kafka.messages.offset_fetch_response import (
 from replog.kafka.messages.sync_group_request import SyncGroupRequest
 from replog.kafka.messages.sync_group_response import SyncGroupResponse
 from replog.kafka.protocol.codec import ZERO_UUID, Message
+from replog.server.coordinator_service import CoordinatorRequests, UnavailableCoordinator
 
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
@@ -112,36 +112,13 @@ LEAVE_BATCH_VERSION = 3
 FIND_COORDINATOR_BATCH_VERSION = 4
 
 
-class GroupRequests(Protocol):
-    """What the handlers need of the coordinator (`group_coordinator.GroupCoordinator`)."""
-
-    def find_coordinator(
-        self, group_id: str, listener_name: str | None = None
-    ) -> cm.FindCoordinatorResponse: ...
-    async def join_group(self, request: gm.JoinGroupRequest) -> gm.JoinGroupResponse: ...
-    async def sync_group(self, request: gm.SyncGroupRequest) -> gm.SyncGroupResponse: ...
-    def heartbeat(self, request: gm.HeartbeatRequest) -> KafkaError | None: ...
-    async def leave_group(self, request: gm.LeaveGroupRequest) -> gm.LeaveGroupResponse: ...
-    def describe_groups(self, group_ids: Iterable[str]) -> list[gm.DescribedGroup]: ...
-    def list_groups(
-        self, states: Iterable[str] = ()
-    ) -> tuple[KafkaError | None, list[gm.ListedGroup]]: ...
-    async def delete_groups(
-        self, group_ids: Iterable[str]
-    ) -> list[tuple[str, KafkaError | None]]: ...
-    async def offset_commit(
-        self, request: cm.OffsetCommitRequest, *, timeout_ms: int | None = None
-    ) -> cm.OffsetCommitResponse: ...
-    def offset_fetch(self, request: cm.OffsetFetchRequest) -> cm.OffsetFetchResponse: ...
-
-
 class KafkaGroupApis:
     """The group handlers of one broker's Kafka listeners."""
 
     def __init__(
         self,
         broker_id: int,
-        coordinator: Callable[[], GroupRequests | None],
+        coordinator: Callable[[], CoordinatorRequests | None],
         image: Callable[[], MetadataImage],
     ) -> None:
         self.broker_id = broker_id
@@ -152,7 +129,7 @@ class KafkaGroupApis:
         body, version = request.body, request.api_version
         coordinator = self._coordinator()
         if coordinator is None:
-            coordinator = _Unavailable(self.broker_id)
+            coordinator = UnavailableCoordinator(self.broker_id)
         if isinstance(body, FindCoordinatorRequest):
             return self.find_coordinator(coordinator, body, version, listener_name)
         if isinstance(body, JoinGroupRequest):
@@ -196,7 +173,7 @@ class KafkaGroupApis:
 
     def find_coordinator(
         self,
-        coordinator: GroupRequests,
+        coordinator: CoordinatorRequests,
         request: FindCoordinatorRequest,
         version: int,
         listener_name: str,
@@ -234,7 +211,7 @@ class KafkaGroupApis:
         )
 
     def _coordinator_of(
-        self, coordinator: GroupRequests, key_type: int, key: str, listener_name: str
+        self, coordinator: CoordinatorRequests, key_type: int, key: str, listener_name: str
     ) -> cm.FindCoordinatorResponse:
         if key_type == GROUP_KEY_TYPE:
             return coordinator.find_coordinator(key, listener_name)
@@ -253,7 +230,7 @@ class KafkaGroupApis:
 
     async def join_group(
         self,
-        coordinator: GroupRequests,
+        coordinator: CoordinatorRequests,
         request: JoinGroupRequest,
         version: int,
         client_id: str | None,
@@ -291,7 +268,7 @@ class KafkaGroupApis:
         )
 
     async def sync_group(
-        self, coordinator: GroupRequests, request: SyncGroupRequest
+        self, coordinator: CoordinatorRequests, request: SyncGroupRequest
     ) -> SyncGroupResponse:
         answer = await coordinator.sync_group(
             gm.SyncGroupRequest(
@@ -312,7 +289,7 @@ class KafkaGroupApis:
         )
 
     async def leave_group(
-        self, coordinator: GroupRequests, request: LeaveGroupRequest, version: int
+        self, coordinator: CoordinatorRequests, request: LeaveGroupRequest, version: int
     ) -> LeaveGroupResponse:
         if version >= LEAVE_BATCH_VERSION:
             members = tuple(
@@ -341,7 +318,7 @@ class KafkaGroupApis:
     # --- DescribeGroups, ListGroups ------------------------------------------------------------
 
     def describe_groups(
-        self, coordinator: GroupRequests, request: DescribeGroupsRequest, version: int
+        self, coordinator: CoordinatorRequests, request: DescribeGroupsRequest, version: int
     ) -> DescribeGroupsResponse:
         groups: list[DescribedGroup] = []
         for group in coordinator.describe_groups(request.groups):
@@ -372,7 +349,7 @@ class KafkaGroupApis:
         return DescribeGroupsResponse(groups=groups)
 
     def list_groups(
-        self, coordinator: GroupRequests, request: ListGroupsRequest
+        self, coordinator: CoordinatorRequests, request: ListGroupsRequest
     ) -> ListGroupsResponse:
         types = {t.lower() for t in request.types_filter}
         error, listed = coordinator.list_groups(request.states_filter)
@@ -395,7 +372,7 @@ class KafkaGroupApis:
 
     async def offset_commit(
         self,
-        coordinator: GroupRequests,
+        coordinator: CoordinatorRequests,
         request: OffsetCommitRequest,
         version: int,
         client_id: str | None,
@@ -455,7 +432,7 @@ class KafkaGroupApis:
         return OffsetCommitResponse(topics=topics)
 
     def offset_fetch(
-        self, coordinator: GroupRequests, request: OffsetFetchRequest, version: int
+        self, coordinator: CoordinatorRequests, request: OffsetFetchRequest, version: int
     ) -> OffsetFetchResponse:
         if version < OFFSET_FETCH_GROUPS_VERSION:
             wanted = (
@@ -540,53 +517,6 @@ class KafkaGroupApis:
     def _topic_id(self, name: str) -> UUID:
         topic = self._image().topics.by_name.get(name)
         return ZERO_UUID if topic is None else topic.topic_id
-
-
-class _Unavailable:
-    """The coordinator of a broker whose data plane is not running: every answer is
-    COORDINATOR_NOT_AVAILABLE."""
-
-    def __init__(self, broker_id: int) -> None:
-        self.error = CoordinatorNotAvailableError(
-            f"broker {broker_id} does not coordinate groups yet (its data plane is starting) "
-            "or any more (it is stopping)"
-        )
-
-    def find_coordinator(
-        self, group_id: str, listener_name: str | None = None
-    ) -> cm.FindCoordinatorResponse:
-        return cm.FindCoordinatorResponse(self.error)
-
-    async def join_group(self, request: gm.JoinGroupRequest) -> gm.JoinGroupResponse:
-        return gm.JoinGroupResponse(0, self.error, request.member_id)
-
-    async def sync_group(self, request: gm.SyncGroupRequest) -> gm.SyncGroupResponse:
-        return gm.SyncGroupResponse(0, self.error)
-
-    def heartbeat(self, request: gm.HeartbeatRequest) -> KafkaError | None:
-        return self.error
-
-    async def leave_group(self, request: gm.LeaveGroupRequest) -> gm.LeaveGroupResponse:
-        return gm.LeaveGroupResponse(self.error)
-
-    def describe_groups(self, group_ids: Iterable[str]) -> list[gm.DescribedGroup]:
-        return [gm.DescribedGroup(group_id, self.error, "") for group_id in group_ids]
-
-    def list_groups(
-        self, states: Iterable[str] = ()
-    ) -> tuple[KafkaError | None, list[gm.ListedGroup]]:
-        return self.error, []
-
-    async def delete_groups(self, group_ids: Iterable[str]) -> list[tuple[str, KafkaError | None]]:
-        return [(group_id, self.error) for group_id in group_ids]
-
-    async def offset_commit(
-        self, request: cm.OffsetCommitRequest, *, timeout_ms: int | None = None
-    ) -> cm.OffsetCommitResponse:
-        return cm.OffsetCommitResponse(self.error)
-
-    def offset_fetch(self, request: cm.OffsetFetchRequest) -> cm.OffsetFetchResponse:
-        return cm.OffsetFetchResponse(self.error)
 
 
 def _fetch_request(

@@ -37,7 +37,7 @@ from tests.server.test_group_coordinator import (
 )
 
 GROUP = GROUP_IN[0]
-FAST = GroupCoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=10)
+FAST = GroupCoordinatorConfig(group_initial_rebalance_delay_ms=100, group_min_session_timeout_ms=10)
 IMAGE = image_with(*offsets_topic(1, 1, 1), *DATA)
 
 

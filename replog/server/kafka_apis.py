@@ -128,6 +128,7 @@ FETCH_SESSION_ID_NOT_FOUND = 70
 # The first versions whose answers carry the leader (and for Fetch the diverging epoch).
 PRODUCE_CURRENT_LEADER_VERSION = 10
 FETCH_TAGGED_LEADER_VERSION = 12
+LIST_OFFSETS_LEADER_EPOCH_VERSION = 4
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
@@ -172,7 +173,7 @@ class KafkaApis:
         if isinstance(body, InitProducerIdRequest):
             return self.init_producer_id(body)
         if isinstance(body, ListOffsetsRequest):
-            return await self.list_offsets(body)
+            return await self.list_offsets(body, request.api_version)
         if isinstance(body, FetchRequest):
             return await self.fetch(body, request.api_version)
         if isinstance(body, OffsetForLeaderEpochRequest):
@@ -355,7 +356,7 @@ class KafkaApis:
 
     # --- ListOffsets ---------------------------------------------------------------------------
 
-    async def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
+    async def list_offsets(self, request: ListOffsetsRequest, version: int) -> ListOffsetsResponse:
         """Through the gRPC Broker service's ListOffsets (its refusals, the same
         `ReplicaManager.list_offsets` call); only the encoding differs."""
         service = self._service("ListOffsets")
@@ -379,7 +380,8 @@ class KafkaApis:
         return ListOffsetsResponse(
             topics=[
                 ListOffsetsTopicResponse(
-                    name=topic.name, partitions=[_list_offsets_partition(r) for r in answered]
+                    name=topic.name,
+                    partitions=[_list_offsets_partition(r, version) for r in answered],
                 )
                 for topic, answered in _per_topic(request.topics, lambda t: t.partitions, results)
             ]
@@ -510,13 +512,16 @@ def _epoch_end_offset(result: m.OffsetForLeaderPartitionResult) -> EpochEndOffse
     )
 
 
-def _list_offsets_partition(result: m.ListOffsetsPartitionResult) -> ListOffsetsPartitionResponse:
+def _list_offsets_partition(
+    result: m.ListOffsetsPartitionResult, version: int
+) -> ListOffsetsPartitionResponse:
     return ListOffsetsPartitionResponse(
         partition_index=result.partition,
         error_code=_code(result.error),
         timestamp=result.timestamp,
         offset=result.offset,
-        leader_epoch=result.leader_epoch,
+        # v0-3 carry no leader epoch: the field keeps its default there.
+        leader_epoch=result.leader_epoch if version >= LIST_OFFSETS_LEADER_EPOCH_VERSION else -1,
     )
 
 

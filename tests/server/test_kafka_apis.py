@@ -24,12 +24,22 @@ from replog.errors import NotLeaderOrFollowerError, RequestRefusedError
 from replog.kafka.messages import fetch_response as kf
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
 from replog.kafka.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from replog.kafka.messages.list_offsets_response import (
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
 from replog.kafka.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from replog.kafka.messages.metadata_response import MetadataResponse
 from replog.kafka.messages.produce_response import ProduceResponse, TopicProduceResponse
 from replog.replication import messages as m
 from replog.server.broker_service import BrokerService
-from replog.server.kafka_apis import SERVED, KafkaApis, _fetched, _produce_partition
+from replog.server.kafka_apis import (
+    SERVED,
+    KafkaApis,
+    _fetched,
+    _list_offsets_partition,
+    _produce_partition,
+)
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 
 
@@ -225,3 +235,14 @@ def test_the_fetch_leader_and_diverging_epoch_are_written_only_where_the_version
     ).encode(version)
     assert (partition.diverging_epoch.end_offset == 40) == carried
     assert (partition.current_leader.leader_id == 3) == carried
+
+
+@pytest.mark.parametrize(("version", "carried"), [(1, False), (3, False), (4, True), (7, True)])
+def test_list_offsets_carries_the_leader_epoch_only_from_v4(version: int, carried: bool) -> None:
+    result = m.ListOffsetsPartitionResult("t", 0, None, 1000, 42, leader_epoch=5)
+    partition = _list_offsets_partition(result, version)
+    ListOffsetsResponse(topics=[ListOffsetsTopicResponse(name="t", partitions=[partition])]).encode(
+        version
+    )  # v0-3 refuse a leader epoch other than the default
+    assert (partition.leader_epoch == 5) == carried
+    assert partition.offset == 42

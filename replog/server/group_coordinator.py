@@ -1,6 +1,7 @@
 """GroupCoordinator: a broker's side of consumer groups: it finds a group's coordinator and,
-for the groups it coordinates, keeps their committed offsets (Kafka's group coordinator, for
-groups without membership).
+for the groups it coordinates, keeps their committed offsets and runs the classic group
+protocol through one pure `ClassicGroupCoordinator` per partition (docs/groups.md, "The broker
+shell": loading, the order of group records in the log, answers after the append, timers).
 
 Theory of operation: a group's offsets live in one partition of the internal topic
 `__consumer_offsets` (`group_partition`), and the leader of that partition is the group's
@@ -9,8 +10,8 @@ the replica manager has acted on an image before the coordinator sees it: for ea
 `__consumer_offsets` partition this broker leads at a new leader epoch it starts a load, and
 for each it no longer leads it drops the partition's cache at once. A load reads the
 partition's log from its start to its end on a worker thread (the Log is thread-safe; the event
-loop goes on serving) and replays it into a fresh `OffsetsCache`; until it is done the
-partition answers COORDINATOR_LOAD_IN_PROGRESS. A commit appends one batch of offset records
+loop goes on serving) and replays it into a fresh `OffsetsCache` and classic groups core;
+until it is done the partition answers COORDINATOR_LOAD_IN_PROGRESS. A commit appends one batch of offset records
 with acks=all through the replica manager, as the broker itself (internal topics allowed), and
 updates the cache only once the append is acknowledged. Removing offsets (a deleted topic's,
 expired ones) takes them out of the cache at once and appends their tombstones with acks=all in
@@ -35,7 +36,8 @@ Rules:
   broker does not lead the group's partition (or its load failed);
   COORDINATOR_LOAD_IN_PROGRESS while it loads. Per partition: `commit_rules`. A failed append
   is a request-level error as `commit_rules.append_error` maps it (nothing was committed).
-- Two consumers of one group (no membership yet): a commit from a consumer instance for
+- Two consumers of one group committing from outside it (generation -1, no member, so neither
+  has partitions assigned): a commit from a consumer instance for
   partitions another instance committed within Kafka's default session timeout is answered
   with that other committer (`shared_commits`), and each pair is logged once at WARNING
   naming the group, the partitions and both clients (client id, instance, host).
@@ -50,10 +52,14 @@ Rules:
   absent from the image then (a commit is only accepted for an existing partition, so such an
   offset belongs to a deleted topic). A commit acknowledged after its topic was deleted or
   re-created (its topic id changed while it waited) is not put back into the cache.
-- Offsets retention (KIP-211; every replog group is one without members): every
+- Offsets retention (KIP-211, groups without members only): every
   `offsets.retention.check.interval.ms` each loaded partition removes, with tombstones, the
   offsets committed `offsets.retention.minutes` or more before the wall clock
-  (`offsets_cache.expired`), except those with a commit still waiting for acks=all.
+  (`offsets_cache.expired`), except those with a commit still waiting for acks=all and those
+  of groups with members.
+- Commits are fenced by the group's generation, member and instance id
+  (`ClassicGroupCoordinator.commit_error`); a group the core does not know takes commits from
+  outside any generation only (`commit_rules`).
 - Order in the log: a commit waits (one turn of the event loop, never for acks) until the
   tombstones of its partition that were scheduled before it are appended, so a tombstone never
   lands after a commit accepted after the removal (the replica manager appends every entry of a
@@ -569,43 +575,41 @@ class GroupCoordinator:
 
     async def join_group(self, request: gm.JoinGroupRequest) -> gm.JoinGroupResponse:
         """A JoinGroup: answered once the group's join phase ends (or at once)."""
-
-        def failed(error: KafkaError) -> gm.JoinGroupResponse:
-            return gm.JoinGroupResponse(0, error, request.member_id)
-
-        shard, error = self._coordinating(request.group_id)
-        if error is not None:
-            return failed(error)
-        assert shard is not None
-        request_id, future = self._waiter(shard)
-        try:
-            await self._group_call(
-                shard, lambda: (None, shard.groups.join(request, request_id, self._clock()))
-            )
-            answer: gm.JoinGroupResponse = await future
-            return answer
-        except KafkaError as failure:
-            return failed(failure)
-        finally:
-            shard.waiting.pop(request_id, None)
+        return await self._answered_later(
+            request.group_id,
+            lambda groups, request_id, now_ms: groups.join(request, request_id, now_ms),
+            lambda error: gm.JoinGroupResponse(0, error, request.member_id),
+        )
 
     async def sync_group(self, request: gm.SyncGroupRequest) -> gm.SyncGroupResponse:
         """A SyncGroup: answered once the leader's assignment is written (or at once)."""
+        return await self._answered_later(
+            request.group_id,
+            lambda groups, request_id, now_ms: groups.sync(request, request_id, now_ms),
+            lambda error: gm.SyncGroupResponse(0, error),
+        )
 
-        def failed(error: KafkaError) -> gm.SyncGroupResponse:
-            return gm.SyncGroupResponse(0, error)
-
-        shard, error = self._coordinating(request.group_id)
+    async def _answered_later(
+        self,
+        group_id: str,
+        call: Callable[[ClassicGroupCoordinator, int, int], gm.GroupResult],
+        failed: Callable[[KafkaError], T],
+    ) -> T:
+        """A request whose answer the core gives by request id, now or after other members
+        act (JoinGroup, SyncGroup); `failed` builds the answer to an error."""
+        shard, error = self._coordinating(group_id)
         if error is not None:
             return failed(error)
         assert shard is not None
-        request_id, future = self._waiter(shard)
+        self._request_ids += 1
+        request_id = self._request_ids
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        shard.waiting[request_id] = future
         try:
             await self._group_call(
-                shard, lambda: (None, shard.groups.sync(request, request_id, self._clock()))
+                shard, lambda: (None, call(shard.groups, request_id, self._clock()))
             )
-            answer: gm.SyncGroupResponse = await future
-            return answer
+            return await future
         except KafkaError as failure:
             return failed(failure)
         finally:
@@ -698,12 +702,6 @@ class GroupCoordinator:
             offsets = shard.cache.remove(lambda key, _entry: key.group == group_id)
             self._tombstone(shard, offsets, f"of deleted group {group_id!r}")
         return error, result
-
-    def _waiter(self, shard: _Shard) -> tuple[int, asyncio.Future[Any]]:
-        self._request_ids += 1
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        shard.waiting[self._request_ids] = future
-        return self._request_ids, future
 
     async def _group_call(self, shard: _Shard, call: Callable[[], tuple[T, gm.GroupResult]]) -> T:
         """Run `call` on the partition's groups core in a task of its own, and wait for it.

@@ -1,5 +1,6 @@
-"""Consumer groups through the Kafka listener of a real node (`replog node`), driven by
-confluent-kafka (librdkafka, `group.protocol=classic`): two consumers of one group split a
+"""Consumer groups through the Kafka listener of a real node (`replog node`). Driven by
+kafka-python and aiokafka: two consumers of one group split a topic's partitions and commit.
+Driven by confluent-kafka (librdkafka, `group.protocol=classic`): two consumers of one group split a
 topic's partitions disjointly and together read every record produced after the split, each
 only from its own partitions; the group is listed and
 described as Stable with both members; the committed offsets are where a consumer of the group
@@ -8,6 +9,7 @@ started after both closed resumes, reading none of the records committed before.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -17,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aiokafka
+import kafka
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
@@ -178,3 +182,71 @@ def test_two_confluent_consumers_split_the_partitions_and_resume_from_commits(no
     finally:
         again.close()
     assert sorted(resumed) == sorted(f"second-{i}" for i in range(8)), node.log_text()[-3000:]
+
+
+def test_kafka_python_and_aiokafka_groups_split_and_commit(node: Node) -> None:
+    with ControllerClient(f"127.0.0.1:{node.grpc_port}", default_timeout_s=60) as admin:
+        (created,) = admin.create_topics([NewTopic("more", 2, 1)])
+        assert created.error is None, created
+    python_members = [
+        kafka.KafkaConsumer(
+            "more",
+            bootstrap_servers=node.kafka_address,
+            group_id="kafka-python",
+            client_id=f"k{i}",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        for i in range(2)
+    ]
+    try:
+
+        def split_and_committed() -> bool:
+            for member in python_members:
+                member.poll(50)
+            owned = [member.assignment() for member in python_members]
+            if not all(owned) or owned[0] & owned[1]:
+                return False
+            try:
+                for member in python_members:
+                    offsets = {tp: kafka.OffsetAndMetadata(1, "", -1) for tp in member.assignment()}
+                    member.commit(offsets)
+            except (kafka.errors.RebalanceInProgressError, kafka.errors.CommitFailedError):
+                return False  # a rebalance started after the split (new topic metadata)
+            reader = python_members[0]
+            return [reader.committed(kafka.TopicPartition("more", p)) for p in (0, 1)] == [1, 1]
+
+        wait_until(split_and_committed, "kafka-python's members split and commit", timeout_s=60)
+    finally:
+        for member in python_members:
+            member.close()
+
+    async def aiokafka_group() -> list[set[int]]:
+        members = [
+            aiokafka.AIOKafkaConsumer(
+                "more",
+                bootstrap_servers=node.kafka_address,
+                group_id="aiokafka",
+                client_id=f"a{i}",
+                enable_auto_commit=False,
+            )
+            for i in range(2)
+        ]
+        for member in members:
+            await member.start()
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                for member in members:
+                    await member.getmany(timeout_ms=50)
+                owned = [{tp.partition for tp in member.assignment()} for member in members]
+                if all(owned) and not owned[0] & owned[1]:
+                    for member in members:
+                        await member.commit({tp: 2 for tp in member.assignment()})
+                    return owned
+            raise AssertionError(f"aiokafka's members did not split the partitions: {owned}")
+        finally:
+            for member in members:
+                await member.stop()
+
+    assert sorted(map(sorted, asyncio.run(aiokafka_group()))) == [[0], [1]]

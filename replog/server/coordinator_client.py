@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from replog.client.records import OffsetAndMetadata, TopicPartition
+from replog.coordinator import classic_group_messages as gm
 from replog.coordinator import messages as cm
 from replog.errors import KafkaError, UnknownServerError
 from replog.net_address import format_host_port
@@ -149,6 +150,31 @@ class CoordinatorClient:
         if partitions is not None:
             return {tp: committed.get(tp) for tp in partitions}
         return committed
+
+    async def list_groups(
+        self, states: Sequence[str] = (), *, timeout_ms: int | None = None
+    ) -> list[gm.ListedGroup]:
+        """The groups this broker coordinates (in `states` when given); raises the answer's
+        error (COORDINATOR_LOAD_IN_PROGRESS while a partition loads)."""
+        error, groups = codec.list_groups_response_from_proto(
+            await self._call("ListGroups", pb.ListGroupsRequest(states=list(states)), timeout_ms)
+        )
+        if error is not None:
+            raise error
+        return groups
+
+    async def describe_group(
+        self, group_id: str, *, timeout_ms: int | None = None
+    ) -> gm.DescribedGroup:
+        """The group's state and members (ask its coordinator); raises the group's error."""
+        (group,) = codec.describe_groups_response_from_proto(
+            await self._call(
+                "DescribeGroups", pb.DescribeGroupsRequest(group_ids=[group_id]), timeout_ms
+            )
+        )
+        if group.error is not None:
+            raise group.error
+        return group
 
     async def close(self) -> None:
         await self._channel.close()

@@ -1,15 +1,18 @@
-"""Consumer groups through the Kafka listener of a real node (`replog node`). Driven by
-kafka-python and aiokafka: two consumers of one group split a topic's partitions and commit.
-Driven by confluent-kafka (librdkafka, `group.protocol=classic`): two consumers of one group split a
-topic's partitions disjointly and together read every record produced after the split, each
-only from its own partitions; the group is listed and
-described as Stable with both members; the committed offsets are where a consumer of the group
-started after both closed resumes, reading none of the records committed before.
+"""Consumer groups through the Kafka listener of a real node (`replog node`).
+
+- confluent-kafka (librdkafka, `group.protocol=classic`): two consumers of one group split a
+  topic's partitions disjointly and together read every record produced after the split, each
+  only from its own partitions; the group is listed and described as Stable with both members
+  (by confluent-kafka's admin client, and by `replog consumer-groups --list/--describe --json`
+  with each partition's owner and log-end offset); a consumer of the group started after both
+  closed resumes from their commits, reading none of the records committed before.
+- kafka-python and aiokafka: two consumers of one group split a topic's partitions and commit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -27,6 +30,7 @@ from confluent_kafka.admin import AdminClient
 
 from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import NewTopic
+from replog.cli.main import main
 from tests.eventually import wait_until
 from tests.local_ports import free_port
 
@@ -110,7 +114,9 @@ def consumer(node: Node, name: str) -> Any:
     )
 
 
-def test_two_confluent_consumers_split_the_partitions_and_resume_from_commits(node: Node) -> None:
+def test_two_confluent_consumers_split_the_partitions_and_resume_from_commits(
+    node: Node, capsys: pytest.CaptureFixture[str]
+) -> None:
     members = {name: consumer(node, name) for name in ("c1", "c2")}
     read: dict[str, list[tuple[int, int, str]]] = {name: [] for name in members}
     try:
@@ -156,6 +162,18 @@ def test_two_confluent_consumers_split_the_partitions_and_resume_from_commits(no
         group = described.result(30)
         assert str(group.state).endswith("STABLE")
         assert sorted(m.client_id for m in group.members) == ["c1", "c2"]
+
+        grpc_address = f"127.0.0.1:{node.grpc_port}"
+        tool = ["consumer-groups", "--bootstrap-server", grpc_address, "--json"]
+        assert main([*tool, "--list"]) == 0
+        assert [g["group"] for g in json.loads(capsys.readouterr().out)] == ["readers"]
+        assert main([*tool, "--describe", "--group", "readers"]) == 0
+        rows = json.loads(capsys.readouterr().out)
+        assert [(r["topic"], r["partition"]) for r in rows] == [
+            ("events", p) for p in range(PARTITIONS)
+        ]
+        assert {r["clientId"] for r in rows} == {"c1", "c2"}
+        assert all(r["consumerId"] and r["logEndOffset"] == RECORDS // PARTITIONS for r in rows)
 
         for member in members.values():
             member.commit(asynchronous=False)

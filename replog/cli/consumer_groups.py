@@ -95,7 +95,7 @@ async def _brokers(config: Mapping[str, object]) -> list[tuple[int, str]]:
 
 async def list_groups(config: Mapping[str, object]) -> tuple[list[Any], list[str]]:
     """Every group of every unfenced broker, by id, and a line per broker that failed."""
-    from replog.server.coordinator_client import CoordinatorClient
+    from replog.wire.coordinator_client import CoordinatorClient
 
     groups: list[Any] = []
     failures: list[str] = []
@@ -112,9 +112,9 @@ async def describe(config: Mapping[str, object], group_id: str) -> tuple[bool, l
     """(whether the group has members, the table's lines)."""
     from replog.client.admin import Admin
     from replog.client.admin_results import OffsetSpec
-    from replog.client.records import TopicPartition
+    from replog.common import TopicPartition
     from replog.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE, assigned_partitions
-    from replog.server.coordinator_client import CoordinatorClient
+    from replog.wire.coordinator_client import CoordinatorClient
 
     brokers = await _brokers(config)
     if not brokers:

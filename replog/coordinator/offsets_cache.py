@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from replog.common import TopicPartitionKey
 from replog.coordinator.group_records import GroupMetadataValue, decode_group_value
 from replog.coordinator.offsets_records import (
     GroupMetadataKey,
@@ -46,7 +47,6 @@ from replog.coordinator.offsets_records import (
 from replog.errors import CorruptRecordError
 from replog.record.batch import iter_batches
 
-TopicPartitionKey = tuple[str, int]
 REASONS_KEPT = 5
 
 

@@ -34,8 +34,6 @@ from replog.coordinator import messages as cm
 from replog.errors import CoordinatorNotAvailableError, InvalidRequestError, KafkaError
 from replog.pb import coordinator_pb2 as pb
 from replog.pb import coordinator_pb2_grpc
-from replog.server import coordinator_codec as codec
-from replog.server.broker_codec import error_to_proto
 from replog.server.tolerant_service import (
     Context,
     Refused,
@@ -43,6 +41,8 @@ from replog.server.tolerant_service import (
     remaining_ms,
     serve_guarded,
 )
+from replog.wire import coordinator_codec as codec
+from replog.wire.broker_codec import error_to_proto
 
 log = logging.getLogger("replog.server.coordinator")
 

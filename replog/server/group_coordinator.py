@@ -10,21 +10,22 @@ the replica manager has acted on an image before the coordinator sees it: for ea
 `__consumer_offsets` partition this broker leads at a new leader epoch it starts a load, and
 for each it no longer leads it drops the partition's cache at once. A load reads the
 partition's log from its start to its end on a worker thread (the Log is thread-safe; the event
-loop goes on serving) and replays it into a fresh `OffsetsCache` and classic groups core;
-until it is done the partition answers COORDINATOR_LOAD_IN_PROGRESS. A commit appends one batch of offset records
-with acks=all through the replica manager, as the broker itself (internal topics allowed), and
-updates the cache only once the append is acknowledged. Removing offsets (a deleted topic's,
-expired ones) takes them out of the cache at once and appends their tombstones with acks=all in
-a background task that no request waits for (`_tombstone_entries`): record batches each within
-the partition's `max.message.bytes`, back to back in produce entries each within its
-`segment.bytes`, all in one produce request. The keys of an entry that failed stay on the
-partition as pending tombstones, appended again after a backoff (1 s, doubling up to 60 s) and
-at each retention check, except a key committed again since (back in the cache: the newer
-commit must stay); a key with a commit waiting for acks=all stays pending until that commit is
-decided. Pending tombstones die with the partition's leadership: a later load that finds their
-offsets in the log serves them again, except what the load-time rules below remove (the
-offsets of topic-partitions absent then) and what the next expiry removes; so a topic deleted
-and re-created with the same partitions before the retry succeeded gets the old offsets.
+loop goes on serving) and replays it into a fresh `OffsetsCache` and classic groups core; until
+it is done the partition answers COORDINATOR_LOAD_IN_PROGRESS. A commit appends one batch of
+offset records with acks=all through the replica manager, as the broker itself (internal topics
+allowed), and updates the cache only once the append is acknowledged. Removing offsets (a
+deleted topic's, expired ones) takes them out of the cache at once and appends their tombstones
+with acks=all in a background task that no request waits for (`_tombstone_entries`): record
+batches each within the partition's `max.message.bytes`, back to back in produce entries each
+within its `segment.bytes`, all in one produce request. The keys of an entry that failed stay
+on the partition as pending tombstones, appended again after a backoff (1 s, doubling up to 60
+s) and at each retention check, except a key committed again since (back in the cache: the
+newer commit must stay); a key with a commit waiting for acks=all stays pending until that
+commit is decided. Pending tombstones die with the partition's leadership: a later load that
+finds their offsets in the log serves them again, except what the load-time rules below remove
+(the offsets of topic-partitions absent then) and what the next expiry removes; so a topic
+deleted and re-created with the same partitions before the retry succeeded gets the old
+offsets.
 
 Rules:
 - FindCoordinator: INVALID_GROUP_ID for an empty group id; when `__consumer_offsets` does not

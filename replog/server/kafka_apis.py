@@ -96,12 +96,12 @@ from replog.kafka.messages.produce_response import (
 )
 from replog.kafka.protocol.codec import ZERO_UUID, Message
 from replog.replication import messages as m
-from replog.server import broker_codec
 from replog.server.broker_metadata import metadata_view_from_image
 from replog.server.broker_service import BrokerService, ProducerIds, init_producer_id
 from replog.server.coordinator_service import CoordinatorRequests
 from replog.server.kafka_group_apis import GROUP_SERVED, KafkaGroupApis
 from replog.topic_names import is_internal_topic
+from replog.wire import broker_codec
 
 PRODUCE = 0
 FETCH = 1

@@ -22,10 +22,10 @@ from replog.errors import (
 )
 from replog.pb import coordinator_pb2 as pb
 from replog.pb import coordinator_pb2_grpc
-from replog.server import coordinator_codec as codec
-from replog.server.broker_codec import error_from_proto
 from replog.server.coordinator_service import CoordinatorService, add_coordinator_service
 from replog.server.group_coordinator_config import GroupCoordinatorConfig
+from replog.wire import coordinator_codec as codec
+from replog.wire.broker_codec import error_from_proto
 from tests.server.test_group_coordinator import (
     DATA,
     GROUP_IN,

@@ -25,7 +25,7 @@ from replog.coordinator import classic_group_messages as gm
 from replog.coordinator import messages as cm
 from replog.errors import InvalidRequestError, KafkaError
 from replog.pb import coordinator_pb2 as pb
-from replog.server.broker_codec import error_from_proto, error_to_proto
+from replog.wire.broker_codec import error_from_proto, error_to_proto
 
 T = TypeVar("T")
 

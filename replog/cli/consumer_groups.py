@@ -2,7 +2,8 @@
 kafka-consumer-groups.sh.
 
     replog consumer-groups --list [--json] [--bootstrap-server HOST:PORT,... | --data-dir DIR]
-    replog consumer-groups --describe --group G [--json] [...]
+    replog consumer-groups --describe --group G [--offsets | --members | --state] [--json] [...]
+    replog consumer-groups --delete --group G [--json] [...]
 
 `--list` prints each group id on a line of its own (with `--json`: a list of
 {"group", "state", "protocolType"}). `--describe` prints Kafka's table, one line per partition
@@ -13,6 +14,13 @@ the group committed or a member owns, and one per member that owns none:
 
 With `--json`, the lines as a list of {"group", "topic", "partition", "currentOffset",
 "logEndOffset", "lag", "consumerId", "host", "clientId"} (null where the table has "-").
+`--members`: GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS ({"group", "consumerId", "host",
+"clientId", "partitions"}); `--state`: GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE
+#MEMBERS ({"group", "coordinator", "coordinatorId", "assignmentStrategy", "state",
+"members"}). `--delete` deletes
+an Empty group and its committed offsets: Kafka's "Deletion of requested consumer groups ('G')
+was successful.", or the error (NON_EMPTY_GROUP while it has members; exit code 1); with
+`--json`, [{"group", "error"}].
 
 Rules:
 - `--list` asks every unfenced broker for the groups it coordinates (a group lives on the
@@ -33,12 +41,13 @@ import asyncio
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from replog.cli.arguments import add_documented_command
 from replog.cli.client_connection import add_client_connection_arguments, client_config
 from replog.cli.quorum import print_table
-from replog.errors import ReplogError
+from replog.errors import KafkaError, ReplogError
 
 REQUEST_TIMEOUT_MS = 10_000
 HEADER = (
@@ -49,6 +58,10 @@ JSON_KEYS = (
     "group", "topic", "partition", "currentOffset", "logEndOffset", "lag", "consumerId", "host",
     "clientId",
 )  # fmt: skip
+MEMBERS_HEADER = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
+STATE_HEADER = ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
+# A member as the tables show it: member id, host, client id, owned (topic, partition)s.
+Member = tuple[str, str, str, list[tuple[str, int]]]
 Row = tuple[str, str | None, int | None, int | None, int | None, int | None, str | None,
             str | None, str | None]  # fmt: skip
 
@@ -108,25 +121,39 @@ async def list_groups(config: Mapping[str, object]) -> tuple[list[Any], list[str
     return sorted(groups, key=lambda g: g.group_id), failures
 
 
-async def describe(config: Mapping[str, object], group_id: str) -> tuple[bool, list[Row]]:
-    """(whether the group has members, the table's lines)."""
-    from replog.client.admin import Admin
-    from replog.client.admin_results import OffsetSpec
-    from replog.common import TopicPartition
-    from replog.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE, assigned_partitions
+@dataclass(frozen=True)
+class Described:
+    group: Any  # classic_group_messages.DescribedGroup
+    coordinator: tuple[int, str]  # node id, host:port
+    members: list[Member]
+    rows: list[Row]
+
+
+async def _coordinator(config: Mapping[str, object], group_id: str) -> tuple[int, str]:
     from replog.wire.coordinator_client import CoordinatorClient
 
     brokers = await _brokers(config)
     if not brokers:
         raise ReplogError("the cluster has no unfenced broker to ask")
     async with CoordinatorClient(brokers[0][1], request_timeout_ms=REQUEST_TIMEOUT_MS) as any_:
-        _, address = await any_.find_coordinator(group_id)
-    async with CoordinatorClient(address, request_timeout_ms=REQUEST_TIMEOUT_MS) as client:
+        return await any_.find_coordinator(group_id)
+
+
+async def describe(config: Mapping[str, object], group_id: str) -> Described:
+    """The group, its coordinator, its members and the offsets table's lines."""
+    from replog.client.admin import Admin
+    from replog.client.admin_results import OffsetSpec
+    from replog.common import TopicPartition
+    from replog.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE, assigned_partitions
+    from replog.wire.coordinator_client import CoordinatorClient
+
+    coordinator = await _coordinator(config, group_id)
+    async with CoordinatorClient(coordinator[1], request_timeout_ms=REQUEST_TIMEOUT_MS) as client:
         group = await client.describe_group(group_id)
         offsets = await client.offset_fetch(group_id, None)
     if group.state == "Dead":
         raise ReplogError(f"consumer group {group_id!r} does not exist")
-    members = [
+    members: list[Member] = [
         (
             m.member_id,
             f"/{m.client_host}" if m.client_host else "",
@@ -150,7 +177,38 @@ async def describe(config: Mapping[str, object], group_id: str) -> tuple[bool, l
         log_end = {
             (tp.topic, tp.partition): None if o is None else o.offset for tp, o in found.items()
         }
-    return bool(group.members), describe_rows(group_id, members, committed, log_end)
+    rows = describe_rows(group_id, members, committed, log_end)
+    return Described(group, coordinator, members, rows)
+
+
+async def delete(
+    config: Mapping[str, object], group_id: str
+) -> list[tuple[str, KafkaError | None]]:
+    from replog.wire.coordinator_client import CoordinatorClient
+
+    _, address = await _coordinator(config, group_id)
+    async with CoordinatorClient(address, request_timeout_ms=REQUEST_TIMEOUT_MS) as client:
+        return await client.delete_groups([group_id])
+
+
+def members_rows(group_id: str, members: Sequence[Member]) -> list[list[str]]:
+    """`--members`: one line per member, header first."""
+    return [list(MEMBERS_HEADER)] + [
+        [group_id, m, h or "-", c or "-", str(len(owned))] for m, h, c, owned in members
+    ]
+
+
+def state_row(described: Described) -> list[str]:
+    """`--state`: the group's one line (Kafka's columns)."""
+    node_id, address = described.coordinator
+    group = described.group
+    return [
+        group.group_id,
+        f"{address} ({node_id})",
+        group.protocol_data or "-",
+        group.state,
+        str(len(group.members)),
+    ]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -175,17 +233,72 @@ def run(args: argparse.Namespace) -> int:
                 print(g.group_id)
         return 1 if failures else 0
     if args.group is None:
-        raise ReplogError("--describe needs --group G")
-    active, rows = asyncio.run(describe(config, args.group))
-    if args.json:
-        print(json.dumps([dict(zip(JSON_KEYS, row, strict=True)) for row in rows]))
+        raise ReplogError(f"--{'delete' if args.delete else 'describe'} needs --group G")
+    if args.delete:
+        return run_delete(config, args.group, args.json)
+    described = asyncio.run(describe(config, args.group))
+    group = described.group
+    if args.state:
+        row = state_row(described)
+        if args.json:
+            node_id, address = described.coordinator
+            state = {
+                "group": group.group_id,
+                "coordinator": address,
+                "coordinatorId": node_id,
+                "assignmentStrategy": group.protocol_data or None,
+                "state": group.state,
+                "members": len(group.members),
+            }
+            print(json.dumps(state))
+        else:
+            print()
+            print_table([list(STATE_HEADER), row])
         return 0
-    if not active:
-        print(f"\nConsumer group '{args.group}' has no active members.\n")
+    if args.json:
+        if args.members:
+            members = [
+                {
+                    "group": group.group_id,
+                    "consumerId": m,
+                    "host": h or None,
+                    "clientId": c or None,
+                    "partitions": len(owned),
+                }
+                for m, h, c, owned in described.members
+            ]
+            print(json.dumps(members))
+        else:
+            print(json.dumps([dict(zip(JSON_KEYS, r, strict=True)) for r in described.rows]))
+        return 0
+    if not group.members:
+        print(f"\nConsumer group '{group.group_id}' has no active members.\n")
     else:
         print()
-    print_table(table(rows))
+    print_table(
+        members_rows(group.group_id, described.members) if args.members else table(described.rows)
+    )
     return 0
+
+
+def run_delete(config: Mapping[str, object], group_id: str, as_json: bool) -> int:
+    results = asyncio.run(delete(config, group_id))
+    failed = [(g, e) for g, e in results if e is not None]
+    if as_json:
+        print(
+            json.dumps(
+                [{"group": g, "error": None if e is None else e.error_name} for g, e in results]
+            )
+        )
+    elif failed:
+        print("Deletion of some consumer groups failed:")
+        for g, e in failed:
+            assert e is not None
+            print(f"* Group '{g}' could not be deleted due to: {e.error_name}: {e}")
+    else:
+        names = ", ".join(f"'{g}'" for g, _ in results)
+        print(f"Deletion of requested consumer groups ({names}) was successful.")
+    return 1 if failed else 0
 
 
 def register(commands: Any) -> None:
@@ -194,7 +307,16 @@ def register(commands: Any) -> None:
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--list", action="store_true", help="list every consumer group")
     what.add_argument("--describe", action="store_true", help="describe the group of --group")
-    parser.add_argument("--group", metavar="G", help="the consumer group to describe")
+    what.add_argument(
+        "--delete", action="store_true", help="delete the group of --group and its offsets"
+    )
+    parser.add_argument("--group", metavar="G", help="the consumer group to describe or delete")
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--offsets", action="store_true", help="--describe: partitions and lag (the default)"
+    )
+    shown.add_argument("--members", action="store_true", help="--describe: one line per member")
+    shown.add_argument("--state", action="store_true", help="--describe: the group's state")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
         "--command-config",

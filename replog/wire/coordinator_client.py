@@ -176,6 +176,17 @@ class CoordinatorClient:
             raise group.error
         return group
 
+    async def delete_groups(
+        self, group_ids: Sequence[str], *, timeout_ms: int | None = None
+    ) -> list[tuple[str, KafkaError | None]]:
+        """Each group and its error (None: deleted with its committed offsets); ask the
+        groups' coordinator."""
+        return codec.delete_groups_response_from_proto(
+            await self._call(
+                "DeleteGroups", pb.DeleteGroupsRequest(group_ids=list(group_ids)), timeout_ms
+            )
+        )
+
     async def close(self) -> None:
         await self._channel.close()
 

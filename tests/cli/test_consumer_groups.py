@@ -8,7 +8,7 @@ import struct
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
-from replog.cli.consumer_groups import describe_rows, table
+from replog.cli.consumer_groups import describe_rows, members_rows, table
 from replog.coordinator.consumer_protocol import assigned_partitions
 
 
@@ -32,3 +32,12 @@ def test_describe_rows_join_commits_owners_and_log_end_offsets() -> None:
         ("g", None, None, None, None, None, "m2", "/h2", "c2"),
     ]
     assert table(rows)[1] == ["g", "t", "0", "5", "9", "4", "-", "-", "-"]
+
+
+def test_members_rows_count_each_members_partitions() -> None:
+    lines = members_rows("g", [("m1", "/h1", "c1", [("t", 0), ("t", 1)]), ("m2", "", "", [])])
+    assert lines == [
+        ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
+        ["g", "m1", "/h1", "c1", "2"],
+        ["g", "m2", "-", "-", "0"],
+    ]

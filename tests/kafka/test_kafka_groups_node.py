@@ -4,8 +4,9 @@
   topic's partitions disjointly and together read every record produced after the split, each
   only from its own partitions; the group is listed and described as Stable with both members
   (by confluent-kafka's admin client, and by `replog consumer-groups --list/--describe --json`
-  with each partition's owner and log-end offset); a consumer of the group started after both
-  closed resumes from their commits, reading none of the records committed before.
+  with each partition's owner and log-end offset, `--state`, `--members`); a consumer of the
+  group started after both closed resumes from their commits, reading none of the records
+  committed before; `--delete` refuses the group while it has members, then deletes it.
 - kafka-python and aiokafka: two consumers of one group split a topic's partitions and commit.
 """
 
@@ -174,6 +175,16 @@ def test_two_confluent_consumers_split_the_partitions_and_resume_from_commits(
         ]
         assert {r["clientId"] for r in rows} == {"c1", "c2"}
         assert all(r["consumerId"] and r["logEndOffset"] == RECORDS // PARTITIONS for r in rows)
+        assert main([*tool, "--describe", "--group", "readers", "--state"]) == 0
+        state = json.loads(capsys.readouterr().out)
+        assert (state["state"], state["members"], state["coordinatorId"]) == ("Stable", 2, 1)
+        assert main([*tool, "--describe", "--group", "readers", "--members"]) == 0
+        listed = json.loads(capsys.readouterr().out)
+        assert sorted((m["clientId"], m["partitions"]) for m in listed) == [("c1", 2), ("c2", 2)]
+        assert main([*tool, "--delete", "--group", "readers"]) == 1  # it has members
+        assert json.loads(capsys.readouterr().out) == [
+            {"group": "readers", "error": "NON_EMPTY_GROUP"}
+        ]
 
         for member in members.values():
             member.commit(asynchronous=False)
@@ -200,6 +211,9 @@ def test_two_confluent_consumers_split_the_partitions_and_resume_from_commits(
     finally:
         again.close()
     assert sorted(resumed) == sorted(f"second-{i}" for i in range(8)), node.log_text()[-3000:]
+    # Every member left: the group and its offsets can be deleted.
+    assert main([*tool, "--delete", "--group", "readers"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"group": "readers", "error": None}]
 
 
 def test_kafka_python_and_aiokafka_groups_split_and_commit(node: Node) -> None:

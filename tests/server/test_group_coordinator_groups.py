@@ -2,7 +2,8 @@
 join (MEMBER_ID_REQUIRED first), the leader's SyncGroup answers every member once the group
 record is appended, commits are fenced by generation and member, a broker that loads the
 partition again (a failover) serves the same generation and members, a silent member is removed
-by the session timer the shell arms, and DeleteGroups removes an Empty group with its offsets.
+by the session timer the shell arms, DeleteGroups removes an Empty group with its offsets, and a
+failed append of a group record answers the waiting request with the error commits get.
 """
 
 from __future__ import annotations
@@ -21,15 +22,19 @@ from replog.errors import (
     IllegalGenerationError,
     MemberIdRequiredError,
     NonEmptyGroupError,
+    NotCoordinatorError,
+    NotLeaderOrFollowerError,
     UnknownMemberIdError,
 )
 from replog.record import iter_batches
+from replog.server.group_coordinator import GroupCoordinator
 from replog.server.group_coordinator_config import GroupCoordinatorConfig
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC
 from tests.server.test_group_coordinator import (
     DATA,
     GROUP_IN,
     Broker,
+    FakeReplicas,
     fetch,
     image_with,
     loaded,
@@ -189,3 +194,23 @@ async def test_delete_groups_removes_an_empty_group_and_its_offsets(broker: Brok
     assert OffsetCommitKey(GROUP, "orders", 0) in keys
     assert broker.coordinator.describe_groups([GROUP])[0].state == "Dead"
     await broker.coordinator.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_failed_group_record_append_answers_the_join_with_its_error(
+    tmp_path: Path,
+) -> None:
+    broker = Broker(tmp_path / "b", FAST)
+    fake = FakeReplicas(broker.rm, answer=NotLeaderOrFollowerError("moved"))
+    fake.gate.set()
+    broker.coordinator = GroupCoordinator(1, fake, broker.creator, FAST)
+    try:
+        await loaded(broker, IMAGE)
+        answer = await broker.coordinator.join_group(join(client="a"))  # creates the group
+        assert isinstance(answer.error, NotCoordinatorError), answer
+        assert GROUP in str(answer.error) and "moved" in str(answer.error)
+        (request, internal), *_ = fake.produced
+        assert internal and request.partitions[0].topic == CONSUMER_OFFSETS_TOPIC
+    finally:
+        await broker.coordinator.stop()
+        broker.close()

@@ -29,6 +29,7 @@ from replog.pb import coordinator_pb2 as pb
 from replog.pb import coordinator_pb2_grpc
 from replog.wire import coordinator_codec as codec
 from replog.wire.broker_client import CHANNEL_OPTIONS, REQUEST_TIMEOUT_MS_DEFAULT
+from replog.wire.broker_codec import error_from_proto
 from replog.wire.redialing_channel import RedialingChannel
 
 Stub = Any  # coordinator_pb2_grpc.GroupCoordinatorStub (generated code has no precise types)
@@ -81,6 +82,7 @@ class CoordinatorClient:
         generation_id: int = -1,
         member_id: str = "",
         committer: cm.Committer = cm.NO_COMMITTER,
+        group_instance_id: str | None = None,
         timeout_ms: int | None = None,
     ) -> tuple[dict[TopicPartition, KafkaError | None], tuple[cm.SharedCommit, ...]]:
         """Commit `offsets` (the next offset to read of each partition) as `committer`;
@@ -97,6 +99,7 @@ class CoordinatorClient:
             generation_id,
             member_id,
             committer,
+            group_instance_id,
         )
         answer = codec.offset_commit_response_from_proto(
             await self._call(
@@ -150,6 +153,39 @@ class CoordinatorClient:
         if partitions is not None:
             return {tp: committed.get(tp) for tp in partitions}
         return committed
+
+    # The classic group protocol: answers carry their error (MEMBER_ID_REQUIRED,
+    # REBALANCE_IN_PROGRESS, ... steer the member), never raised. JoinGroup and SyncGroup wait
+    # for the other members: give them a timeout longer than the group's rebalance timeout.
+
+    async def join_group(
+        self, request: gm.JoinGroupRequest, *, timeout_ms: int | None = None
+    ) -> gm.JoinGroupResponse:
+        return codec.join_group_response_from_proto(
+            await self._call("JoinGroup", codec.join_group_request_to_proto(request), timeout_ms)
+        )
+
+    async def sync_group(
+        self, request: gm.SyncGroupRequest, *, timeout_ms: int | None = None
+    ) -> gm.SyncGroupResponse:
+        return codec.sync_group_response_from_proto(
+            await self._call("SyncGroup", codec.sync_group_request_to_proto(request), timeout_ms)
+        )
+
+    async def heartbeat(
+        self, request: gm.HeartbeatRequest, *, timeout_ms: int | None = None
+    ) -> KafkaError | None:
+        answer = await self._call(
+            "Heartbeat", codec.heartbeat_request_to_proto(request), timeout_ms
+        )
+        return error_from_proto(answer)
+
+    async def leave_group(
+        self, request: gm.LeaveGroupRequest, *, timeout_ms: int | None = None
+    ) -> gm.LeaveGroupResponse:
+        return codec.leave_group_response_from_proto(
+            await self._call("LeaveGroup", codec.leave_group_request_to_proto(request), timeout_ms)
+        )
 
     async def list_groups(
         self, states: Sequence[str] = (), *, timeout_ms: int | None = None

@@ -1,9 +1,9 @@
 """The GroupCoordinator service's classic group RPCs over a real grpc.aio server in front of a
-real GroupCoordinator (a ReplicaManager and logs in tmp_path): two members join (the first
-join answered MEMBER_ID_REQUIRED with the id), the leader's SyncGroup answers both, heartbeats,
-DescribeGroups and ListGroups show the Stable group with the peer's host, a commit is fenced by
-generation, LeaveGroup empties the group and DeleteGroups removes it; without a coordinator
-every RPC is COORDINATOR_NOT_AVAILABLE."""
+real GroupCoordinator (a ReplicaManager and logs in tmp_path), driven through
+`CoordinatorClient`: two members join (the first join answered MEMBER_ID_REQUIRED with the id),
+the leader's SyncGroup answers both, heartbeats, DescribeGroups and ListGroups show the Stable
+group with the peer's host, a commit is fenced by generation, LeaveGroup empties the group and
+DeleteGroups removes it; without a coordinator every RPC is COORDINATOR_NOT_AVAILABLE."""
 
 from __future__ import annotations
 
@@ -15,17 +15,16 @@ import grpc
 import pytest
 import pytest_asyncio
 
+from replog.common import OffsetAndMetadata, TopicPartition
+from replog.coordinator import classic_group_messages as gm
 from replog.errors import (
     CoordinatorNotAvailableError,
     IllegalGenerationError,
     MemberIdRequiredError,
 )
-from replog.pb import coordinator_pb2 as pb
-from replog.pb import coordinator_pb2_grpc
 from replog.server.coordinator_service import CoordinatorService, add_coordinator_service
 from replog.server.group_coordinator_config import GroupCoordinatorConfig
-from replog.wire import coordinator_codec as codec
-from replog.wire.broker_codec import error_from_proto
+from replog.wire.coordinator_client import CoordinatorClient
 from tests.server.test_group_coordinator import (
     DATA,
     GROUP_IN,
@@ -36,12 +35,12 @@ from tests.server.test_group_coordinator import (
 )
 
 GROUP = GROUP_IN[0]
+Served = tuple[CoordinatorService, CoordinatorClient]
 
 
 @pytest_asyncio.fixture
-async def served(
-    tmp_path: Path,
-) -> AsyncIterator[tuple[CoordinatorService, Broker, coordinator_pb2_grpc.GroupCoordinatorStub]]:
+async def served(tmp_path: Path) -> AsyncIterator[Served]:
+    # An initial rebalance delay: both first joins arrive before the first generation.
     broker = Broker(tmp_path / "b", GroupCoordinatorConfig(group_initial_rebalance_delay_ms=300))
     await loaded(broker, image_with(*offsets_topic(1, 1, 1), *DATA))
     service = CoordinatorService(1, broker.coordinator)
@@ -49,128 +48,74 @@ async def served(
     add_coordinator_service(service, server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-    stub = coordinator_pb2_grpc.GroupCoordinatorStub(channel)  # type: ignore[no-untyped-call]
+    client = CoordinatorClient(f"127.0.0.1:{port}", request_timeout_ms=5000)
     try:
-        yield service, broker, stub
+        yield service, client
     finally:
-        await channel.close()
+        await client.close()
         await server.stop(grace=None)
         await broker.coordinator.stop()
         broker.close()
 
 
-def join(member: str, client: str) -> pb.JoinGroupRequest:
-    return pb.JoinGroupRequest(
-        group_id=GROUP,
-        member_id=member,
-        protocol_type="consumer",
-        protocols=[pb.JoinGroupProtocol(name="range", metadata=client.encode())],
-        session_timeout_ms=10_000,
-        rebalance_timeout_ms=10_000,
-        client_id=client,
+def join(member: str, client: str) -> gm.JoinGroupRequest:
+    return gm.JoinGroupRequest(
+        GROUP, member, "consumer", (("range", client.encode()),), 10_000, 10_000, client_id=client
     )
 
 
 @pytest.mark.asyncio
-async def test_two_members_join_sync_commit_leave_and_delete_over_grpc(
-    served: tuple[CoordinatorService, Broker, coordinator_pb2_grpc.GroupCoordinatorStub],
-) -> None:
-    _, _, stub = served
+async def test_two_members_join_sync_commit_leave_and_delete_over_grpc(served: Served) -> None:
+    _, client = served
     ids = []
-    for client in ("a", "b"):
-        first = codec.join_group_response_from_proto(
-            await stub.JoinGroup(join("", client), timeout=5)
-        )
+    for name in ("a", "b"):
+        first = await client.join_group(join("", name))
         assert isinstance(first.error, MemberIdRequiredError)
         ids.append(first.member_id)
-    joined = [
-        codec.join_group_response_from_proto(answer)
-        for answer in await asyncio.gather(
-            *(stub.JoinGroup(join(m, c), timeout=5) for m, c in zip(ids, "ab", strict=True))
-        )
-    ]
+    joined = await asyncio.gather(
+        *(client.join_group(join(m, c)) for m, c in zip(ids, "ab", strict=True))
+    )
     assert [j.error for j in joined] == [None, None]
-    leader = joined[0].leader
-    generation = joined[0].generation_id
+    leader, generation = joined[0].leader, joined[0].generation_id
     (leading,) = [j for j in joined if j.member_id == leader]
     assert sorted(m.metadata for m in leading.members) == [b"a", b"b"]
     follower = next(m for m in ids if m != leader)
+    assignments = tuple((m, m.encode()) for m in ids)
     synced = await asyncio.gather(
-        stub.SyncGroup(
-            pb.SyncGroupRequest(group_id=GROUP, member_id=follower, generation_id=generation),
-            timeout=5,
-        ),
-        stub.SyncGroup(
-            pb.SyncGroupRequest(
-                group_id=GROUP,
-                member_id=leader,
-                generation_id=generation,
-                assignments=[
-                    pb.SyncGroupAssignment(member_id=m, assignment=m.encode()) for m in ids
-                ],
-            ),
-            timeout=5,
-        ),
+        client.sync_group(gm.SyncGroupRequest(GROUP, follower, generation)),
+        client.sync_group(gm.SyncGroupRequest(GROUP, leader, generation, assignments=assignments)),
     )
     assert [s.assignment for s in synced] == [follower.encode(), leader.encode()]
-    beat = await stub.Heartbeat(
-        pb.HeartbeatRequest(group_id=GROUP, member_id=follower, generation_id=generation)
-    )
-    assert error_from_proto(beat) is None
+    assert await client.heartbeat(gm.HeartbeatRequest(GROUP, follower, generation)) is None
 
-    (described,) = codec.describe_groups_response_from_proto(
-        await stub.DescribeGroups(pb.DescribeGroupsRequest(group_ids=[GROUP]))
-    )
+    described = await client.describe_group(GROUP)
     assert described.state == "Stable" and described.protocol_data == "range"
-    assert {(m.client_id, m.client_host) for m in described.members} == {
-        ("a", "127.0.0.1"),
-        ("b", "127.0.0.1"),
-    }
-    error, listed = codec.list_groups_response_from_proto(
-        await stub.ListGroups(pb.ListGroupsRequest(states=["stable"]))
-    )
-    assert error is None and [g.group_id for g in listed] == [GROUP]
+    hosts = {(m.client_id, m.client_host) for m in described.members}
+    assert hosts == {("a", "127.0.0.1"), ("b", "127.0.0.1")}
+    assert [g.group_id for g in await client.list_groups(["stable"])] == [GROUP]
 
-    stale = await stub.OffsetCommit(
-        pb.OffsetCommitRequest(
-            group_id=GROUP,
-            generation_id=generation + 1,
-            member_id=leader,
-            topics=[
-                pb.OffsetCommitTopic(
-                    name="orders",
-                    partitions=[pb.OffsetCommitPartition(partition=0, committed_offset=3)],
-                )
-            ],
-        )
+    stale, _ = await client.offset_commit(
+        GROUP,
+        {TopicPartition("orders", 0): OffsetAndMetadata(3)},
+        generation_id=generation + 1,
+        member_id=leader,
     )
-    (result,) = codec.offset_commit_response_from_proto(stale).partitions
-    assert isinstance(result.error, IllegalGenerationError)
+    assert isinstance(stale[TopicPartition("orders", 0)], IllegalGenerationError)
 
-    left = codec.leave_group_response_from_proto(
-        await stub.LeaveGroup(
-            pb.LeaveGroupRequest(
-                group_id=GROUP, members=[pb.LeaveGroupMember(member_id=m) for m in ids]
-            )
-        )
+    left = await client.leave_group(
+        gm.LeaveGroupRequest(GROUP, tuple(gm.LeaveMember(m) for m in ids))
     )
     assert left.error is None and [m.error for m in left.members] == [None, None]
-    deleted = codec.delete_groups_response_from_proto(
-        await stub.DeleteGroups(pb.DeleteGroupsRequest(group_ids=[GROUP]))
-    )
-    assert deleted == [(GROUP, None)]
+    assert await client.delete_groups([GROUP]) == [(GROUP, None)]
 
 
 @pytest.mark.asyncio
 async def test_without_a_coordinator_group_rpcs_are_coordinator_not_available(
-    served: tuple[CoordinatorService, Broker, coordinator_pb2_grpc.GroupCoordinatorStub],
+    served: Served,
 ) -> None:
-    service, _, stub = served
+    service, client = served
     service.attach(None)
-    joined = codec.join_group_response_from_proto(await stub.JoinGroup(join("", "a"), timeout=5))
+    joined = await client.join_group(join("", "a"))
     assert isinstance(joined.error, CoordinatorNotAvailableError)
-    (described,) = codec.describe_groups_response_from_proto(
-        await stub.DescribeGroups(pb.DescribeGroupsRequest(group_ids=[GROUP]))
-    )
-    assert isinstance(described.error, CoordinatorNotAvailableError)
+    with pytest.raises(CoordinatorNotAvailableError):
+        await client.describe_group(GROUP)

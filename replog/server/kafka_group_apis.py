@@ -11,7 +11,8 @@ Rules:
   endpoint of the listener the client connected through.
 - JoinGroup, SyncGroup, Heartbeat, LeaveGroup (v0-2: one member; v3+: a batch), DescribeGroups,
   ListGroups and DeleteGroups are the classic protocol's; the JoinGroup's client id is the
-  request header's. DescribeGroups v6+ answers a group that does not exist with
+  request header's, its client host the connection's peer (described as Kafka writes it,
+  "/127.0.0.1"). DescribeGroups v6+ answers a group that does not exist with
   GROUP_ID_NOT_FOUND (KIP-1043), older versions with state Dead. ListGroups' type filter keeps
   "classic" groups (every group here is one).
 - OffsetCommit (v2-10) is fenced by the group's generation and member (and instance id, v7+);
@@ -133,7 +134,9 @@ class KafkaGroupApis:
         if isinstance(body, FindCoordinatorRequest):
             return self.find_coordinator(coordinator, body, version, listener_name)
         if isinstance(body, JoinGroupRequest):
-            return await self.join_group(coordinator, body, version, request.header.client_id)
+            return await self.join_group(
+                coordinator, body, version, request.header.client_id, _host(request.peer)
+            )
         if isinstance(body, SyncGroupRequest):
             return await self.sync_group(coordinator, body)
         if isinstance(body, HeartbeatRequest):
@@ -234,6 +237,7 @@ class KafkaGroupApis:
         request: JoinGroupRequest,
         version: int,
         client_id: str | None,
+        client_host: str = "",
     ) -> JoinGroupResponse:
         answer = await coordinator.join_group(
             gm.JoinGroupRequest(
@@ -245,6 +249,7 @@ class KafkaGroupApis:
                 rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else -1,
                 group_instance_id=request.group_instance_id,
                 client_id=client_id or "",
+                client_host=client_host,
                 api_version=version,
             )
         )
@@ -338,7 +343,8 @@ class KafkaGroupApis:
                             member_id=m.member_id,
                             group_instance_id=m.group_instance_id,
                             client_id=m.client_id,
-                            client_host=m.client_host,
+                            # Kafka's form of an address: "/127.0.0.1".
+                            client_host=f"/{m.client_host}" if m.client_host else "",
                             member_metadata=m.metadata,
                             member_assignment=m.assignment,
                         )
@@ -538,6 +544,13 @@ def _by_topic(
     for f in fetched:
         topics.setdefault(f.topic, []).append(f)
     return list(topics.items())
+
+
+def _host(peer: str) -> str:
+    """The host of a connection's `host:port` (`[::1]:5000`: `::1`); "" if none."""
+    if ":" not in peer:
+        return ""
+    return peer.rsplit(":", 1)[0].strip("[]")
 
 
 def _code(error: KafkaError | None) -> int:

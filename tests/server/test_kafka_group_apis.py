@@ -24,6 +24,7 @@ from replog.errors import (
 from replog.kafka.connection import KafkaRequest
 from replog.kafka.messages.describe_groups_request import DescribeGroupsRequest
 from replog.kafka.messages.find_coordinator_request import FindCoordinatorRequest
+from replog.kafka.messages.join_group_request import JoinGroupRequest, JoinGroupRequestProtocol
 from replog.kafka.messages.leave_group_request import LeaveGroupRequest, MemberIdentity
 from replog.kafka.messages.list_groups_request import ListGroupsRequest
 from replog.kafka.messages.offset_commit_request import (
@@ -44,6 +45,7 @@ class FakeCoordinator:
         self.left: list[gm.LeaveGroupRequest] = []
         self.committed: list[cm.OffsetCommitRequest] = []
         self.listeners: list[str | None] = []
+        self.joined: list[gm.JoinGroupRequest] = []
 
     def find_coordinator(
         self, group_id: str, listener_name: str | None = None
@@ -62,7 +64,23 @@ class FakeCoordinator:
         )
 
     def describe_groups(self, group_ids: Iterable[str]) -> list[gm.DescribedGroup]:
-        return [gm.DescribedGroup(g, None, "Dead") for g in group_ids]
+        return [
+            gm.DescribedGroup(g, None, "Dead")
+            if g == "gone"
+            else gm.DescribedGroup(
+                g,
+                None,
+                "Stable",
+                "consumer",
+                "range",
+                (gm.DescribedMember("m1", None, "c1", "10.0.0.7", b"s", b"a"),),
+            )
+            for g in group_ids
+        ]
+
+    async def join_group(self, request: gm.JoinGroupRequest) -> gm.JoinGroupResponse:
+        self.joined.append(request)
+        return gm.JoinGroupResponse(0, None, "m1", 1, "consumer", "range", "m1")
 
     def list_groups(
         self, states: Iterable[str] = ()
@@ -79,11 +97,31 @@ class FakeCoordinator:
         )
 
 
-def handled(coordinator: Any, api_key: int, version: int, body: Message) -> Any:
+def handled(
+    coordinator: Any, api_key: int, version: int, body: Message, peer: str = "10.0.0.9:5000"
+) -> Any:
     image = replayed(bootstrapped(), *create_topic("orders", ORDERS_ID, (1,)))
     apis = KafkaGroupApis(1, lambda: coordinator, lambda: image)
     header = RequestHeader(request_api_key=api_key, request_api_version=version, client_id="cl")
-    return asyncio.run(apis.handle(KafkaRequest(0, header, body, 0), "CLIENTS"))
+    return asyncio.run(apis.handle(KafkaRequest(0, header, body, 0, peer), "CLIENTS"))
+
+
+@pytest.mark.parametrize(("peer", "host"), [("10.0.0.9:5000", "10.0.0.9"), ("[::1]:5000", "::1")])
+def test_join_group_takes_the_client_id_and_host_and_describe_writes_kafkas_host(
+    peer: str, host: str
+) -> None:
+    fake = FakeCoordinator()
+    protocols = [JoinGroupRequestProtocol(name="range", metadata=b"s")]
+    request = JoinGroupRequest(
+        group_id="g", session_timeout_ms=10_000, protocol_type="consumer", protocols=protocols
+    )
+    answer = handled(fake, 11, 5, request, peer)
+    assert (answer.error_code, answer.member_id, answer.protocol_name) == (0, "m1", "range")
+    ((joined),) = fake.joined
+    assert (joined.client_id, joined.client_host, joined.api_version) == ("cl", host, 5)
+    assert joined.protocols == (("range", b"s"),)
+    (group,) = handled(fake, 15, 5, DescribeGroupsRequest(groups=["g"])).groups
+    assert [(m.client_id, m.client_host) for m in group.members] == [("c1", "/10.0.0.7")]
 
 
 def test_find_coordinator_one_key_or_a_batch_for_the_clients_listener() -> None:

@@ -210,6 +210,10 @@ class DuplicateSequenceNumberError(KafkaError, code=46): ...
 class InvalidProducerEpochError(KafkaError, code=47): ...
 
 
+class TransactionalIdAuthorizationFailedError(KafkaError, code=53):
+    """Kafka's fatal answer for a transactional id; replog's for every one (no transactions)."""
+
+
 class OperationNotAttemptedError(KafkaError, code=55):
     """The controller did not try this change because another in the same request failed."""
 
@@ -227,6 +231,10 @@ class NonEmptyGroupError(KafkaError, code=68):
 
 class GroupIdNotFoundError(KafkaError, code=69):
     """A group deletion of a group the coordinator does not have."""
+
+
+class FetchSessionIdNotFoundError(KafkaError, code=70):
+    """An incremental fetch naming a fetch session the broker does not hold (any more)."""
 
 
 class InvalidFetchSessionEpochError(KafkaError, code=71): ...
@@ -290,6 +298,10 @@ class BrokerIdNotRegisteredError(KafkaError, code=102): ...
 
 class InconsistentClusterIdError(KafkaError, code=104):
     """A broker registration that names another cluster id than the controller's."""
+
+
+class FetchSessionTopicIdError(KafkaError, code=106):
+    """A fetch session opened with topic names used with topic ids, or the other way round."""
 
 
 class IneligibleReplicaError(KafkaError, code=107):

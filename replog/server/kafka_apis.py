@@ -2,8 +2,10 @@
 knows, its answer into Kafka's response (docs/kafka-protocol.md, "Listener").
 
 Rules:
-- `SERVED` is the handler table and the only source of the ApiVersions answer: an API is
-  advertised exactly when it has a handler here, at exactly the versions handled.
+- The handler table is `SERVED` plus the tables of the handler modules passed in as
+  `extensions` (`kafka_admin_apis`), and the only source of the ApiVersions answer: an API is
+  advertised exactly when it has a handler, at exactly the versions handled. Two handlers of
+  one API key are a programming error, refused when the handlers are built.
 - ApiVersions v3+ with a client software name or version that is not
   `[a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])?` is INVALID_REQUEST with no APIs (Kafka's check;
   librdkafka then retries v0). Supported and finalized features are left empty.
@@ -27,33 +29,38 @@ Rules:
   as Kafka's broker does for a failed acks=0 produce. acks=0 gets no response. Null records are
   empty records. `current_leader` is filled when the replica manager names one;
   `node_endpoints` and `record_errors` are left empty.
-- Fetch (v4-12, topics by name, consumers only) goes through the gRPC service's unary Fetch
-  the same way; no fetch session is ever opened (session id 0 in every answer, which Kafka's
-  clients take as "send full fetches"); an incremental fetch is FETCH_SESSION_ID_NOT_FOUND, a
-  fetch from a replica (replica id >= 0) is refused. Records are the log's bytes as the
-  replica manager read them; aborted transactions are null for READ_UNCOMMITTED, empty for
-  READ_COMMITTED (no transactions yet).
+- Fetch (v4-18, consumers only) goes through the gRPC service's unary Fetch the same way,
+  inside the broker's fetch session cache (`fetch_session_cache`, KIP-227): a session's whole
+  partition list is read, the answer keeps what the session rules keep. Topics are named by
+  id from v13 (an unknown id is UNKNOWN_TOPIC_ID, answered at once), and the answer groups
+  consecutive partitions of one topic, as Kafka's does. A fetch from a replica (replica id
+  >= 0) is refused. Records are the log's bytes as the replica manager read them; aborted
+  transactions are null for READ_UNCOMMITTED, empty for READ_COMMITTED (no transactions yet).
 - OffsetForLeaderEpoch (v2-4, consumers only) goes through the gRPC service's
   OffsetsForLeaderEpoch the same way.
 - ListOffsets (v1-7: earliest, latest, by timestamp, max timestamp) goes through the gRPC
   service's ListOffsets the same way.
 - InitProducerId (v0-5) is `broker_service.init_producer_id`: a new id with epoch 0, a
   transactional id UNSUPPORTED_VERSION (transactions are not supported).
-- The consumer group APIs (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-  OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups) are
-  `kafka_group_apis.KafkaGroupApis`'s, served at its `GROUP_SERVED` versions.
+- The admin APIs and the transaction APIs' refusals are `kafka_admin_apis.KafkaAdminApis`'s,
+  passed in as an extension by the broker runtime; so are the consumer group APIs,
+  `kafka_group_apis.KafkaGroupApis`'s.
 """
 
 from __future__ import annotations
 
+import random
 import re
-from collections.abc import Callable, Mapping, Sequence, Sized
-from typing import NoReturn, TypeVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence, Sized
+from dataclasses import replace
+from functools import partial
+from typing import NoReturn, Protocol, TypeVar
 from uuid import UUID
 
 from quorum.controller.reads import PartitionView, TopicView
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import Endpoint
+from replog.clock import Clock, monotonic_ms
 from replog.errors import (
     InvalidRequestError,
     KafkaError,
@@ -96,10 +103,16 @@ from replog.kafka.messages.produce_response import (
 )
 from replog.kafka.protocol.codec import ZERO_UUID, Message
 from replog.replication import messages as m
-from replog.server.broker_metadata import metadata_view_from_image
+from replog.replication.fetch_session_cache import (
+    CACHE_SLOTS_DEFAULT,
+    EVICTION_MS_DEFAULT,
+    SESSION_ID_MAX,
+    FetchSessionCache,
+    SessionRefusal,
+    new_context,
+)
+from replog.server.broker_metadata import listener_endpoint, metadata_view_from_image
 from replog.server.broker_service import BrokerService, ProducerIds, init_producer_id
-from replog.server.coordinator_service import CoordinatorRequests
-from replog.server.kafka_group_apis import GROUP_SERVED, KafkaGroupApis
 from replog.topic_names import is_internal_topic
 from replog.wire import broker_codec
 
@@ -113,23 +126,34 @@ INIT_PRODUCER_ID = 22
 # The handler table: API key -> (min, max) version handled.
 SERVED: Mapping[int, tuple[int, int]] = {
     PRODUCE: (3, 12),
-    FETCH: (4, 12),
+    FETCH: (4, 18),
     LIST_OFFSETS: (1, 7),
     METADATA: (0, 13),
     API_VERSIONS: (0, 4),
     INIT_PRODUCER_ID: (0, 5),
     OFFSET_FOR_LEADER_EPOCH: (2, 4),
-    **GROUP_SERVED,
 }
 LISTENER_NOT_FOUND = 72
 T = TypeVar("T")
 R = TypeVar("R")
-FETCH_SESSION_ID_NOT_FOUND = 70
+# Fetch names topics by id from this version on (KIP-516).
+FETCH_TOPIC_ID_VERSION = 13
+# What an unknown topic id is called inside a fetch session: no topic name has a '<'.
+_UNKNOWN_ID_PREFIX = "<unknown topic id> "
 # The first versions whose answers carry the leader (and for Fetch the diverging epoch).
 PRODUCE_CURRENT_LEADER_VERSION = 10
 FETCH_TAGGED_LEADER_VERSION = 12
 LIST_OFFSETS_LEADER_EPOCH_VERSION = 4
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+class ApiHandlers(Protocol):
+    """A module of handlers for more APIs (`kafka_admin_apis.KafkaAdminApis`)."""
+
+    @property
+    def served(self) -> Served: ...
+
+    def handle(self, request: KafkaRequest, listener_name: str) -> Awaitable[Message | None]: ...
 
 
 class KafkaApis:
@@ -144,26 +168,39 @@ class KafkaApis:
         controller_id: Callable[[], int] = lambda: -1,
         broker_service: BrokerService | None = None,
         producer_ids: ProducerIds | None = None,
-        group_coordinator: Callable[[], CoordinatorRequests | None] = lambda: None,
+        fetch_sessions: FetchSessionCache | None = None,
+        clock: Clock = monotonic_ms,
+        extensions: Sequence[ApiHandlers] = (),
     ) -> None:
         self.broker_id = broker_id
-        self._groups = KafkaGroupApis(broker_id, group_coordinator, image)
+        self._served = dict(SERVED)
+        self._extensions: dict[int, ApiHandlers] = {}
+        for extension in extensions:
+            for key, versions in extension.served.items():
+                if key in self._served:
+                    raise ValueError(f"two handlers of Kafka API key {key}")
+                self._served[key] = versions
+                self._extensions[key] = extension
         self._cluster_id = cluster_id
         self._image = image
         self._controller_id = controller_id
         self._broker_service = broker_service
         self._producer_ids = producer_ids
+        self._clock = clock
+        # `is None`, not `or`: an empty cache is falsy.
+        self._fetch_sessions = fetch_session_cache() if fetch_sessions is None else fetch_sessions
 
     @property
     def served(self) -> Served:
-        return SERVED
+        return self._served
 
     async def handle(self, request: KafkaRequest, listener_name: str) -> Message | None:
         """The response to `request` (its key and version are in `SERVED`: the connection core
         refuses the others), None when the request gets none."""
+        extension = self._extensions.get(request.api_key)
+        if extension is not None:
+            return await extension.handle(request, listener_name)
         body = request.body
-        if request.api_key in GROUP_SERVED:
-            return await self._groups.handle(request, listener_name)
         if isinstance(body, ApiVersionsRequest):
             return self.api_versions(body, request.api_version)
         if isinstance(body, MetadataRequest):
@@ -191,7 +228,7 @@ class KafkaApis:
         return ApiVersionsResponse(
             api_keys=[
                 ApiVersion(api_key=key, min_version=low, max_version=high)
-                for key, (low, high) in sorted(SERVED.items())
+                for key, (low, high) in sorted(self._served.items())
             ]
         )
 
@@ -220,7 +257,7 @@ class KafkaApis:
         endpoints = {
             broker.broker_id: endpoint
             for broker in view.brokers
-            if (endpoint := _endpoint(image, broker.broker_id, listener_name)) is not None
+            if (endpoint := listener_endpoint(image, broker.broker_id, listener_name)) is not None
         }
         brokers = [
             MetadataResponseBroker(
@@ -281,25 +318,25 @@ class KafkaApis:
 
     async def fetch(self, request: FetchRequest, version: int) -> kf.FetchResponse:
         """Through the gRPC Broker service's unary Fetch (its refusals, the same
-        `ReplicaManager.fetch` call, the records as the log holds them). Sessionless: every
-        answer has session id 0, which tells a client that no session was opened, so it sends
-        full fetches; an incremental fetch (epoch > 0) names a session that cannot exist here
-        and is FETCH_SESSION_ID_NOT_FOUND."""
+        `ReplicaManager.fetch` call, the records as the log holds them), inside the broker's
+        fetch session cache (`fetch_session_cache`: KIP-227 session ids and epochs)."""
         service = self._service("Fetch")
-        _refuse_replica("Fetch", request.replica_id)
-        if request.session_epoch > 0:
-            return kf.FetchResponse(error_code=FETCH_SESSION_ID_NOT_FOUND)
+        replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
+        _refuse_replica("Fetch", replica_id)
         isolation = broker_codec.isolation_level_from_proto(request.isolation_level, "Fetch")
-        decoded = m.FetchRequest(
+        uses_ids = version >= FETCH_TOPIC_ID_VERSION
+        topic_name = self._topic_names(uses_ids)
+        sent = m.FetchRequest(
             partitions=tuple(
                 m.FetchPartition(
-                    topic.topic,
+                    topic_name(topic.topic, topic.topic_id),
                     p.partition,
                     p.fetch_offset,
                     partition_max_bytes=p.partition_max_bytes,
                     current_leader_epoch=p.current_leader_epoch,
                     last_fetched_epoch=p.last_fetched_epoch,
                     log_start_offset=p.log_start_offset,
+                    topic_id=topic.topic_id if uses_ids else None,
                 )
                 for topic in request.topics
                 for p in topic.partitions
@@ -308,21 +345,71 @@ class KafkaApis:
             min_bytes=request.min_bytes,
             max_bytes=request.max_bytes,
             isolation_level=isolation,
+            session_epoch=request.session_epoch,
+            forgotten=tuple(
+                (topic_name(topic.topic, topic.topic_id), p)
+                for topic in request.forgotten_topics_data
+                for p in topic.partitions
+            ),
         )
-        answer = await service.Fetch(broker_codec.fetch_request_to_proto(decoded), _KafkaCall())
-        results = answer.partitions
+        context = new_context(
+            self._fetch_sessions, request.session_id, sent, self._clock(), uses_topic_ids=uses_ids
+        )
+        if isinstance(context, SessionRefusal):
+            return kf.FetchResponse(error_code=context.error.code)
+        read = context.request
+        known = tuple(p for p in read.partitions if not _unknown_id(p.topic))
+        results: dict[tuple[str, int], m.FetchPartitionResult] = {}
+        if known:  # (with none, the Broker service too answers at once, reading nothing)
+            # Kafka answers at once when a partition has an error: an unknown topic id is one.
+            wait_ms = read.max_wait_ms if len(known) == len(read.partitions) else 0
+            proto = broker_codec.fetch_request_to_proto(
+                replace(read, partitions=known, max_wait_ms=wait_ms)
+            )
+            answer = await service.Fetch(proto, _KafkaCall())
+            results = {(r.topic, r.partition): r for r in answer.partitions}
+        session_id, answered = context.answer(
+            m.FetchResponse(
+                tuple(
+                    results.get((p.topic, p.partition))
+                    or m.FetchPartitionResult(
+                        p.topic,
+                        p.partition,
+                        UnknownTopicIdError(f"Fetch: no topic has id {p.topic_id}"),
+                    )
+                    for p in read.partitions
+                )
+            ),
+            self._clock(),
+        )
         aborted: list[kf.AbortedTransaction] | None = (
             None if isolation is m.IsolationLevel.READ_UNCOMMITTED else []
         )
+        ids = {p.topic: p.topic_id for p in read.partitions}
         return kf.FetchResponse(
+            session_id=session_id,
             responses=[
                 kf.FetchableTopicResponse(
-                    topic=topic.topic,
-                    partitions=[_fetched(r, aborted, version) for r in answered],
+                    topic="" if uses_ids else topic,
+                    topic_id=(ids.get(topic) or ZERO_UUID) if uses_ids else ZERO_UUID,
+                    partitions=[_fetched(r, aborted, version) for r in run],
                 )
-                for topic, answered in _per_topic(request.topics, lambda t: t.partitions, results)
-            ]
+                for topic, run in _runs_by_topic(answered.partitions)
+            ],
         )
+
+    def _topic_names(self, uses_ids: bool) -> Callable[[str, UUID], str]:
+        """How a Fetch names a topic: its name up to v12, its id from v13 (looked up in the
+        image; an unknown id gets a name no topic can have, answered UNKNOWN_TOPIC_ID)."""
+        if not uses_ids:
+            return lambda name, _: name
+        by_id = self._image().topics.by_id
+
+        def name(_: str, topic_id: UUID) -> str:
+            topic = by_id.get(topic_id)
+            return _UNKNOWN_ID_PREFIX + str(topic_id) if topic is None else topic.name
+
+        return name
 
     # --- OffsetForLeaderEpoch ------------------------------------------------------------------
 
@@ -414,6 +501,17 @@ class KafkaApis:
         )
 
 
+def fetch_session_cache(
+    max_slots: int = CACHE_SLOTS_DEFAULT, eviction_ms: int = EVICTION_MS_DEFAULT
+) -> FetchSessionCache:
+    """A broker's fetch session cache, its session ids drawn at random (Kafka's)."""
+    return FetchSessionCache(
+        partial(random.Random().randint, 1, SESSION_ID_MAX),
+        max_slots=max_slots,
+        eviction_ms=eviction_ms,
+    )
+
+
 class _KafkaCall:
     """What the Broker service asks of a gRPC call's context, for a Kafka request: no deadline
     (the request carries its own timeout), and an abort refuses the request as a whole."""
@@ -480,6 +578,24 @@ def _fetched(
     )
 
 
+def _unknown_id(topic: str) -> bool:
+    return topic.startswith(_UNKNOWN_ID_PREFIX)
+
+
+def _runs_by_topic(
+    results: Sequence[m.FetchPartitionResult],
+) -> list[tuple[str, list[m.FetchPartitionResult]]]:
+    """Consecutive results of one topic as one topic entry, as Kafka builds a Fetch answer (a
+    session's order need not keep a topic's partitions together)."""
+    runs: list[tuple[str, list[m.FetchPartitionResult]]] = []
+    for result in results:
+        if runs and runs[-1][0] == result.topic:
+            runs[-1][1].append(result)
+        else:
+            runs.append((result.topic, [result]))
+    return runs
+
+
 def _per_topic(
     topics: Sequence[T], partitions: Callable[[T], Sized], results: Sequence[R]
 ) -> list[tuple[T, Sequence[R]]]:
@@ -520,16 +636,9 @@ def _list_offsets_partition(
         error_code=_code(result.error),
         timestamp=result.timestamp,
         offset=result.offset,
-        # v0-3 carry no leader epoch: the field keeps its default there.
+        # The epoch only where the version has the field (v4+, KIP-320).
         leader_epoch=result.leader_epoch if version >= LIST_OFFSETS_LEADER_EPOCH_VERSION else -1,
     )
-
-
-def _endpoint(image: MetadataImage, broker_id: int, listener_name: str) -> Endpoint | None:
-    registration = image.cluster.brokers.get(broker_id)
-    if registration is None:
-        return None
-    return next((e for e in registration.endpoints if e.name == listener_name), None)
 
 
 def _topic(
@@ -569,3 +678,9 @@ def _partition(
 def _live(partition: PartitionView) -> set[int]:
     offline = set(partition.offline_replicas)
     return {r for r in partition.registration.replicas if r not in offline}
+
+
+# Shared with the other handler modules (`kafka_admin_apis`).
+KafkaCall = _KafkaCall
+error_code = _code
+per_topic = _per_topic

@@ -2,12 +2,14 @@
 `GroupCoordinator` (docs/groups.md), its answer into Kafka's response.
 
 Rules:
-- `GROUP_SERVED` holds the versions handled, Kafka 4.x's ranges; `kafka_apis.SERVED` includes
-  them. Until the broker's data plane runs (no coordinator yet), every group request is
-  answered COORDINATOR_NOT_AVAILABLE, which clients retry.
+- `GROUP_SERVED` holds the versions handled, Kafka 4.x's ranges; the broker runtime passes
+  these handlers to `kafka_apis.KafkaApis` as an extension, which advertises them. Until the
+  broker's data plane runs (no coordinator yet), every group request is answered
+  COORDINATOR_NOT_AVAILABLE, which clients retry.
 - FindCoordinator (v0-3 one key, v4+ a batch of keys) finds group coordinators only (key type
-  0); a transaction coordinator (key type 1) is COORDINATOR_NOT_AVAILABLE naming why (no
-  transactions yet), another key type INVALID_REQUEST. The coordinator is named by its
+  0); a transaction coordinator (key type 1) is TRANSACTIONAL_ID_AUTHORIZATION_FAILED naming
+  why (no transactions: a fatal answer, so that a transactional producer fails at once), another
+  key type INVALID_REQUEST. The coordinator is named by its
   endpoint of the listener the client connected through.
 - JoinGroup, SyncGroup, Heartbeat, LeaveGroup (v0-2: one member; v3+: a batch), DescribeGroups,
   ListGroups and DeleteGroups are the classic protocol's; the JoinGroup's client id is the
@@ -30,10 +32,10 @@ from quorum.metadata.image import MetadataImage
 from replog.coordinator import classic_group_messages as gm
 from replog.coordinator import messages as cm
 from replog.errors import (
-    CoordinatorNotAvailableError,
     GroupIdNotFoundError,
     InvalidRequestError,
     KafkaError,
+    TransactionalIdAuthorizationFailedError,
     UnknownTopicIdError,
 )
 from replog.kafka.connection import KafkaRequest
@@ -125,6 +127,10 @@ class KafkaGroupApis:
         self.broker_id = broker_id
         self._coordinator = coordinator
         self._image = image
+
+    @property
+    def served(self) -> Mapping[int, tuple[int, int]]:
+        return GROUP_SERVED
 
     async def handle(self, request: KafkaRequest, listener_name: str) -> Message:
         body, version = request.body, request.api_version
@@ -219,10 +225,12 @@ class KafkaGroupApis:
         if key_type == GROUP_KEY_TYPE:
             return coordinator.find_coordinator(key, listener_name)
         if key_type == TRANSACTION_KEY_TYPE:
+            # Fatal for every client: librdkafka retries a retriable answer (such as
+            # COORDINATOR_NOT_AVAILABLE) until init_transactions' timeout.
             return cm.FindCoordinatorResponse(
-                CoordinatorNotAvailableError(
-                    f"transactional id {key!r}: broker {self.broker_id} has no transaction "
-                    "coordinator (transactions are not supported yet)"
+                TransactionalIdAuthorizationFailedError(
+                    f"transactional id {key!r}: transactions are not supported by replog "
+                    f"(broker {self.broker_id} has no transaction coordinator)"
                 )
             )
         return cm.FindCoordinatorResponse(

@@ -18,6 +18,7 @@ from replog.errors import (
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
     KafkaError,
+    TransactionalIdAuthorizationFailedError,
     UnknownMemberIdError,
     UnknownTopicIdError,
 )
@@ -135,8 +136,8 @@ def test_find_coordinator_one_key_or_a_batch_for_the_clients_listener() -> None:
     ]
     assert fake.listeners == ["CLIENTS"] * 3
     txn = handled(fake, 10, 2, FindCoordinatorRequest(key="t", key_type=1))
-    assert txn.error_code == CoordinatorNotAvailableError.code
-    assert "transaction" in txn.error_message
+    assert txn.error_code == TransactionalIdAuthorizationFailedError.code  # fatal at once
+    assert "transactions are not supported" in txn.error_message
 
 
 def test_leave_group_one_member_before_v3_a_batch_after() -> None:

@@ -14,13 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import aiokafka
@@ -33,55 +28,22 @@ from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import NewTopic
 from replog.cli.main import main
 from tests.eventually import wait_until
-from tests.local_ports import free_port
+from tests.kafka.kafka_node import RunningNode, running_node
 
 PARTITIONS = 4
 RECORDS = 40
 
 
-class Node:
-    def __init__(self, process: subprocess.Popen[bytes], log: Path, grpc: int, kafka: int):
-        self.process = process
-        self.log = log
-        self.grpc_port = grpc
-        self.kafka_address = f"127.0.0.1:{kafka}"
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-
 @pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNode]:
+    properties = [
+        "offsets.topic.num.partitions=3",
+        "offsets.topic.replication.factor=1",
+        "group.initial.rebalance.delay.ms=0",
+    ]
     root = tmp_path_factory.mktemp("groups-node")
-    grpc_port, kafka_port = free_port(), free_port()
-    config = root / "server.properties"
-    config.write_text(
-        "\n".join(
-            [
-                "process.roles=broker,controller",
-                "node.id=1",
-                "cluster.id=kafka-groups-test",
-                f"controller.quorum.voters=1@127.0.0.1:{grpc_port}",
-                f"listeners=CONTROLLER://127.0.0.1:{grpc_port},PLAINTEXT://127.0.0.1:{kafka_port}",
-                f"log.dirs={root / 'logs'}",
-                "offsets.topic.num.partitions=3",
-                "offsets.topic.replication.factor=1",
-                "group.initial.rebalance.delay.ms=0",
-                "",
-            ]
-        )
-    )
-    log = root / "node.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "replog.cli.main", "node", "--config", str(config)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-    running = Node(process, log, grpc_port, kafka_port)
-    try:
-        with ControllerClient(f"127.0.0.1:{grpc_port}", default_timeout_s=60) as admin:
+    with running_node(root, "kafka-groups-test", properties) as running:
+        with ControllerClient(f"127.0.0.1:{running.grpc_port}", default_timeout_s=60) as admin:
             # Both tests' topics, long before a consumer asks: a group leader that sees a
             # subscribed topic without partitions assigns nothing until its next metadata.
             for created in admin.create_topics(
@@ -89,23 +51,16 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
             ):
                 assert created.error is None, created
         yield running
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
-def produce(node: Node, values: list[str]) -> None:
+def produce(node: RunningNode, values: list[str]) -> None:
     producer = Producer({"bootstrap.servers": node.kafka_address})
     for i, value in enumerate(values):
         producer.produce("events", value=value.encode(), partition=i % PARTITIONS)
     assert producer.flush(30) == 0, node.log_text()[-3000:]
 
 
-def consumer(node: Node, name: str) -> Any:
+def consumer(node: RunningNode, name: str) -> Any:
     return Consumer(
         {
             "bootstrap.servers": node.kafka_address,
@@ -120,7 +75,7 @@ def consumer(node: Node, name: str) -> Any:
 
 
 def test_two_confluent_consumers_split_the_partitions_and_resume_from_commits(
-    node: Node, capsys: pytest.CaptureFixture[str]
+    node: RunningNode, capsys: pytest.CaptureFixture[str]
 ) -> None:
     members = {name: consumer(node, name) for name in ("c1", "c2")}
     read: dict[str, list[tuple[int, int, str]]] = {name: [] for name in members}
@@ -221,7 +176,7 @@ def test_two_confluent_consumers_split_the_partitions_and_resume_from_commits(
     assert json.loads(capsys.readouterr().out) == [{"group": "readers", "error": None}]
 
 
-def test_kafka_python_and_aiokafka_groups_split_and_commit(node: Node) -> None:
+def test_kafka_python_and_aiokafka_groups_split_and_commit(node: RunningNode) -> None:
     python_members = [
         kafka.KafkaConsumer(
             "more",

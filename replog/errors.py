@@ -210,6 +210,10 @@ class DuplicateSequenceNumberError(KafkaError, code=46): ...
 class InvalidProducerEpochError(KafkaError, code=47): ...
 
 
+class TransactionalIdAuthorizationFailedError(KafkaError, code=53):
+    """Kafka's fatal answer for a transactional id; replog's for every one (no transactions)."""
+
+
 class OperationNotAttemptedError(KafkaError, code=55):
     """The controller did not try this change because another in the same request failed."""
 

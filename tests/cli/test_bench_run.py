@@ -1,0 +1,61 @@
+"""`replog bench` for real, briefly: a few seconds of a paced workload against a local replog
+cluster through replog's own client; every record sent is acknowledged and received, the JSON
+result and the report are written, and the cluster is stopped after."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli_runner import replog
+
+from replog.cli.local_cluster import accepts_connections
+from tests.local_ports import free_base_port
+
+WORKLOAD = """\
+name: tiny
+topics: 1
+partitionsPerTopic: 2
+messageSize: 100
+keyDistributor: KEY_ROUND_ROBIN
+producersPerTopic: 1
+subscriptionsPerTopic: 1
+consumerPerSubscription: 2
+producerRate: 200
+warmupDurationSeconds: 1
+testDurationSeconds: 2
+"""
+
+
+def test_a_short_run_against_replog_measures_every_record(tmp_path: Path) -> None:
+    workload = tmp_path / "tiny.yaml"
+    workload.write_text(WORKLOAD)
+    base_port = free_base_port(3)
+    outcome = replog(
+        "bench",
+        str(workload),
+        "--systems",
+        "replog",
+        "--runs",
+        "1",
+        "--output",
+        str(tmp_path / "out"),
+        "--work-dir",
+        str(tmp_path / "work"),
+        "--base-port",
+        str(base_port),
+    )
+    assert outcome.returncode == 0, outcome.stderr
+    assert "replog run 1/1:" in outcome.stdout
+    (run_dir,) = (tmp_path / "out").iterdir()
+    result = json.loads((run_dir / "replog-run1.json").read_text())
+    produce, end_to_end = result["produce"], result["end_to_end"]
+    assert produce["errors"] == 0 and end_to_end["errors"] == 0, result
+    # 200 records/s for 2 s after the warm-up; a loaded machine may send a few fewer.
+    assert 300 <= produce["records"] <= 400
+    assert end_to_end["records"] == produce["records"]
+    assert sum(result["timeline"]["consumed_per_s"]) == sum(result["timeline"]["produced_per_s"])
+    assert 0 < produce["latency_ms"]["p50"] <= produce["latency_ms"]["max"]
+    assert result["system_info"]["client"] == "replog"
+    assert (run_dir / "report.html").exists() and (run_dir / "cdf.png").exists()
+    assert not accepts_connections(f"127.0.0.1:{base_port}")

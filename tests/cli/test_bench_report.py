@@ -5,6 +5,8 @@ page, its three small PNGs and `replog bench --report DIR` are made from the JSO
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +118,21 @@ def test_a_directory_without_results_says_so(tmp_path: Path) -> None:
         load_results(str(tmp_path))
     with pytest.raises(ReplogError, match="no benchmark results"):
         write_report(load_results(str(tmp_path)), str(tmp_path))
+
+
+def test_bench_help_loads_neither_the_plots_nor_the_clients() -> None:
+    probe = (
+        "import json, sys\n"
+        "from replog.cli.main import main\n"
+        "try:\n"
+        "    main(['bench', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    heavy = ("matplotlib", "confluent_kafka", "yaml", "grpc", "replog.server", "replog.client")
+    assert [m for m in loaded if m.split(".")[0] in heavy or m.startswith(heavy)] == []

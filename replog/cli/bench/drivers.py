@@ -15,6 +15,7 @@ buffer is full (that time counts in the record's latency, as in Kafka's perf too
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 DeliveryCallback = Callable[[str | None], None]
@@ -37,44 +38,39 @@ class BenchConsumer(Protocol):
     def close(self) -> None: ...
 
 
-class Driver(Protocol):
-    name: str
-
-    def producer(self, config: Mapping[str, str]) -> BenchProducer: ...
-    def consumer(self, partitions: Sequence[tuple[str, int]]) -> BenchConsumer: ...
-
-
 DRIVERS = ("replog", "confluent-kafka")
 
 
-def make_driver(name: str, bootstrap_servers: str) -> Driver:
-    if name == "replog":
-        return ReplogDriver(bootstrap_servers)
-    if name == "confluent-kafka":
-        return ConfluentDriver(bootstrap_servers)
-    raise ValueError(f"unknown driver {name!r} (known: {', '.join(DRIVERS)})")
+@dataclass(frozen=True, slots=True)
+class Driver:
+    """A client library (`DRIVERS`) bound to a system's bootstrap servers."""
 
-
-# --- replog's own client --------------------------------------------------------------------------
-
-
-class ReplogDriver:
-    name = "replog"
-
-    def __init__(self, bootstrap_servers: str) -> None:
-        self.bootstrap_servers = bootstrap_servers
+    name: str
+    bootstrap_servers: str
 
     def producer(self, config: Mapping[str, str]) -> BenchProducer:
-        return _ReplogProducer(
-            {"bootstrap.servers": self.bootstrap_servers, "acks": "all", **config}
-        )
+        settings = {"bootstrap.servers": self.bootstrap_servers, "acks": "all", **config}
+        if self.name == "replog":
+            return _ReplogProducer(settings)
+        return _ConfluentProducer(settings)
 
     def consumer(self, partitions: Sequence[tuple[str, int]]) -> BenchConsumer:
-        return _ReplogConsumer(self.bootstrap_servers, partitions)
+        if self.name == "replog":
+            return _ReplogConsumer(self.bootstrap_servers, partitions)
+        return _ConfluentConsumer(self.bootstrap_servers, partitions)
+
+
+def make_driver(name: str, bootstrap_servers: str) -> Driver:
+    if name not in DRIVERS:
+        raise ValueError(f"unknown driver {name!r} (known: {', '.join(DRIVERS)})")
+    return Driver(name, bootstrap_servers)
+
+
+# --- replog's own client ------------------------------------------------------------------------
 
 
 class _ReplogProducer:
-    def __init__(self, config: dict[str, object]) -> None:
+    def __init__(self, config: dict[str, str]) -> None:
         from replog.client.sync_producer import Producer
 
         self._producer = Producer(config)
@@ -117,21 +113,6 @@ class _ReplogConsumer:
 
 
 # --- confluent-kafka (librdkafka) -----------------------------------------------------------------
-
-
-class ConfluentDriver:
-    name = "confluent-kafka"
-
-    def __init__(self, bootstrap_servers: str) -> None:
-        self.bootstrap_servers = bootstrap_servers
-
-    def producer(self, config: Mapping[str, str]) -> BenchProducer:
-        return _ConfluentProducer(
-            {"bootstrap.servers": self.bootstrap_servers, "acks": "all", **config}
-        )
-
-    def consumer(self, partitions: Sequence[tuple[str, int]]) -> BenchConsumer:
-        return _ConfluentConsumer(self.bootstrap_servers, partitions)
 
 
 class _ConfluentProducer:

@@ -99,6 +99,8 @@ class Partition:
         self.log = log
         self._log_manager = log_manager
         self.name = f"{topic}-{partition}"
+        # A plain attribute, not a property: read for every partition of every fetch round.
+        self.key: tuple[str, int] = (topic, partition)
         self.registration: PartitionRegistration | None = None
         self.leader_state: PartitionLeaderState | None = None
         self.follower: FollowerFetchState | None = None
@@ -123,10 +125,6 @@ class Partition:
     def __repr__(self) -> str:
         role = "leader" if self.leader_state else "follower" if self.follower else "none"
         return f"Partition({self.name!r}, {role}, {self.log!r})"
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.topic, self.partition)
 
     @property
     def is_leader(self) -> bool:

@@ -497,6 +497,9 @@ class ReplicaManager:
         the others, their partitions held, for `_open_logs` and `_install`."""
         now_ms = self._clock()
         creations: list[_Creation] = []
+        # A topic's partitions share its LogConfig: built once per topic in a round (the image
+        # cannot change within it), not once per replica.
+        configs: dict[str, LogConfig] = {}
         for change in self._changes.take(limit):
             local = change.local
             if change.kind == DELETE:
@@ -510,7 +513,10 @@ class ReplicaManager:
                 # Same name, another topic id: the old topic was deleted and the name reused.
                 self._drop(existing, delete_log=True)
             self._changes.hold(change.key)
-            creations.append(_Creation(change, self._log_config(self.image, local.topic_name)))
+            config = configs.get(local.topic_name)
+            if config is None:
+                config = configs[local.topic_name] = self._log_config(self.image, local.topic_name)
+            creations.append(_Creation(change, config))
         return creations
 
     def _open_logs_or_release(self, creations: list[_Creation]) -> list[_Opened]:

@@ -7,7 +7,7 @@ figure as min / median / max over the runs and, for every system but the baselin
 its median to the baseline's (Apache Kafka when it ran, else the first system).
 
 Rules: the report is made from the JSON results alone (`replog bench --report DIR` remakes it),
-so what a page shows can always be traced to a file. PNGs are kept small (100 dpi, a few tens
+so what a page shows can always be traced to a file. PNGs are kept small (80 dpi, a few tens
 of KiB). Client-bound runs and the machine's load are flagged on the page.
 """
 
@@ -24,7 +24,7 @@ from replog.errors import ReplogError
 
 RESULT_SUFFIX = ".json"
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e")
-DPI = 100
+DPI = 80
 PLOTS = {
     "throughput.png": "Produce throughput over time (acknowledged MB/s per second)",
     "latency.png": "Latency percentiles (median of the runs; whiskers: min and max)",
@@ -111,7 +111,7 @@ def _colour(index: int) -> str:
 def _plot_throughput(grouped: dict[str, list[dict[str, Any]]], path: str) -> None:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.2))
-    warmup = 0.0
+    warmup = end = 0.0
     for index, (system, runs) in enumerate(grouped.items()):
         for number, result in enumerate(runs):
             size = result["workload"]["messageSize"]
@@ -119,8 +119,10 @@ def _plot_throughput(grouped: dict[str, list[dict[str, Any]]], path: str) -> Non
             label = system if number == 0 else None
             ax.plot(range(len(per_s)), per_s, color=_colour(index), alpha=0.8, lw=1.2, label=label)
             warmup = max(warmup, float(result["workload"]["warmupDurationSeconds"]))
+            end = max(end, warmup + float(result["workload"]["testDurationSeconds"]))
     if warmup:
         ax.axvspan(0, warmup, color="0.9", label="warm-up")
+    ax.axvline(end, color="0.5", ls="--", lw=1, label="sends end (then flush)")
     ax.set_xlabel("seconds since the run started")
     ax.set_ylabel("MB/s acknowledged")
     ax.set_ylim(bottom=0)

@@ -133,7 +133,7 @@ def versions() -> dict[str, str]:
     found = {
         "replog": __version__,
         "confluent-kafka": (
-            f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+            f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})"
         ),
     }
     checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))

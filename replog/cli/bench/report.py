@@ -23,7 +23,9 @@ from typing import Any
 from replog.errors import ReplogError
 
 RESULT_SUFFIX = ".json"
-COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e")
+# A system keeps its colour in every report, whichever systems ran.
+SYSTEM_COLOURS = {"replog": "#1f77b4", "kafka": "#d62728", "replog-kafka": "#2ca02c"}
+OTHER_COLOURS = ("#9467bd", "#ff7f0e", "#8c564b")
 DPI = 80
 PLOTS = {
     "throughput.png": "Produce throughput over time (acknowledged MB/s per second)",
@@ -104,8 +106,8 @@ def _pyplot() -> Any:
     return plt
 
 
-def _colour(index: int) -> str:
-    return COLOURS[index % len(COLOURS)]
+def _colour(system: str, index: int) -> str:
+    return SYSTEM_COLOURS.get(system, OTHER_COLOURS[index % len(OTHER_COLOURS)])
 
 
 def _plot_throughput(grouped: dict[str, list[dict[str, Any]]], path: str) -> None:
@@ -117,7 +119,14 @@ def _plot_throughput(grouped: dict[str, list[dict[str, Any]]], path: str) -> Non
             size = result["workload"]["messageSize"]
             per_s = [n * size / 2**20 for n in result["timeline"]["produced_per_s"]]
             label = system if number == 0 else None
-            ax.plot(range(len(per_s)), per_s, color=_colour(index), alpha=0.8, lw=1.2, label=label)
+            ax.plot(
+                range(len(per_s)),
+                per_s,
+                color=_colour(system, index),
+                alpha=0.8,
+                lw=1.2,
+                label=label,
+            )
             warmup = max(warmup, float(result["workload"]["warmupDurationSeconds"]))
             end = max(end, warmup + float(result["workload"]["testDurationSeconds"]))
     if warmup:
@@ -150,7 +159,13 @@ def _plot_latency(grouped: dict[str, list[dict[str, Any]]], path: str) -> None:
                 highs.append(high - mid)
             xs = [i + (index - (len(grouped) - 1) / 2) * width for i in range(len(names))]
             ax.bar(
-                xs, mids, width, color=_colour(index), label=system, yerr=[lows, highs], capsize=2
+                xs,
+                mids,
+                width,
+                color=_colour(system, index),
+                label=system,
+                yerr=[lows, highs],
+                capsize=2,
             )
         ax.set_xticks(range(len(names)), names)
         ax.set_title(title, fontsize=10)
@@ -174,7 +189,7 @@ def _plot_cdf(grouped: dict[str, list[dict[str, Any]]], path: str) -> None:
             xs = [max(p[0], 1e-3) for p in points]
             ys = [p[1] for p in points]
             label = system if number == 0 else None
-            ax.plot(xs, ys, color=_colour(index), alpha=0.8, lw=1.2, label=label)
+            ax.plot(xs, ys, color=_colour(system, index), alpha=0.8, lw=1.2, label=label)
     ax.set_xscale("log")
     ax.set_xlabel("end-to-end latency (ms)")
     ax.set_ylabel("fraction of records")

@@ -51,9 +51,11 @@ def test_a_short_run_against_replog_measures_every_record(tmp_path: Path) -> Non
     result = json.loads((run_dir / "replog-run1.json").read_text())
     produce, end_to_end = result["produce"], result["end_to_end"]
     assert produce["errors"] == 0 and end_to_end["errors"] == 0, result
-    # 200 records/s for 2 s after the warm-up; a loaded machine may send a few fewer.
-    assert 300 <= produce["records"] <= 400
-    assert end_to_end["records"] == produce["records"]
+    # 200 records/s for 2 s after the warm-up (600 sent in all); a loaded machine may send a
+    # few fewer, and acknowledge some of the warm-up's records in the window.
+    assert 300 <= produce["records"] <= 600
+    assert 300 <= end_to_end["records"] <= 600
+    assert sum(result["timeline"]["produced_per_s"]) >= 540
     assert sum(result["timeline"]["consumed_per_s"]) == sum(result["timeline"]["produced_per_s"])
     assert 0 < produce["latency_ms"]["p50"] <= produce["latency_ms"]["max"]
     assert result["system_info"]["client"] == "replog"

@@ -6,6 +6,7 @@
 #   bench/kafka/kafka.sh start            fetch if needed, write configs, format, start, wait
 #   bench/kafka/kafka.sh stop             SIGTERM every node, SIGKILL after 30 s
 #   bench/kafka/kafka.sh kill NODE_ID     SIGKILL one node (the failover timeline)
+#   bench/kafka/kafka.sh restart NODE_ID  start a stopped node again and wait for its listener
 #   bench/kafka/kafka.sh bootstrap        print the bootstrap servers
 #
 # Settings (environment):
@@ -140,24 +141,39 @@ start() {
       || die "formatting node $i failed: $(cat "$KAFKA_CLUSTER_DIR/node-$i/format.log")"
   done
   for i in $(seq 1 $NODES); do
-    # setsid: the nodes outlive this script and get no terminal's signals.
-    setsid "${JAVA[@]}" kafka.Kafka "$KAFKA_CLUSTER_DIR/node-$i/server.properties" \
-      >"$KAFKA_CLUSTER_DIR/node-$i/node.log" 2>&1 </dev/null &
-    echo $! >"$KAFKA_CLUSTER_DIR/node-$i/node.pid"
+    spawn_node "$i"
   done
   echo "kafka.sh: waiting up to ${START_TIMEOUT_S}s for 3 brokers to listen on $(bootstrap)" >&2
-  local deadline=$((SECONDS + START_TIMEOUT_S))
   for i in $(seq 1 $NODES); do
-    until listening "$(broker_port "$i")"; do
-      if ! alive "$(pid_of "$i")" || ((SECONDS > deadline)); then
-        tail -n 30 "$KAFKA_CLUSTER_DIR/node-$i/node.log" >&2 || true
-        stop
-        die "node $i did not start (its log: $KAFKA_CLUSTER_DIR/node-$i/node.log)"
-      fi
-      sleep 0.5
-    done
+    wait_listening "$i"
   done
   echo "kafka.sh: Kafka $KAFKA_VERSION runs: bootstrap servers $(bootstrap)" >&2
+}
+
+spawn_node() {
+  # setsid: the node outlives this script and gets no terminal's signals.
+  setsid "${JAVA[@]}" kafka.Kafka "$KAFKA_CLUSTER_DIR/node-$1/server.properties" \
+    >>"$KAFKA_CLUSTER_DIR/node-$1/node.log" 2>&1 </dev/null &
+  echo $! >"$KAFKA_CLUSTER_DIR/node-$1/node.pid"
+}
+
+wait_listening() {
+  local deadline=$((SECONDS + START_TIMEOUT_S))
+  until listening "$(broker_port "$1")"; do
+    if ! alive "$(pid_of "$1")" || ((SECONDS > deadline)); then
+      tail -n 30 "$KAFKA_CLUSTER_DIR/node-$1/node.log" >&2 || true
+      stop
+      die "node $1 did not start (its log: $KAFKA_CLUSTER_DIR/node-$1/node.log)"
+    fi
+    sleep 0.5
+  done
+}
+
+restart_node() {
+  alive "$(pid_of "$1")" && die "node $1 already runs (pid $(pid_of "$1"))"
+  java_cmd
+  spawn_node "$1"
+  wait_listening "$1"
 }
 
 stop() {
@@ -192,6 +208,7 @@ case "${1:-}" in
   start) start ;;
   stop) stop ;;
   kill) kill_node "${2:?usage: $0 kill NODE_ID}" ;;
+  restart) restart_node "${2:?usage: $0 restart NODE_ID}" ;;
   bootstrap) bootstrap ;;
-  *) die "usage: $0 fetch|start|stop|kill NODE_ID|bootstrap" ;;
+  *) die "usage: $0 fetch|start|stop|kill NODE_ID|restart NODE_ID|bootstrap" ;;
 esac

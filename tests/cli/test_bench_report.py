@@ -14,7 +14,7 @@ import pytest
 from cli_runner import replog
 
 from replog.cli.bench.report import load_results, summary_rows, write_report
-from replog.cli.bench.stats import Samples, percentile, run_result, timeline
+from replog.cli.bench.stats import Samples, percentile, run_result, timeline, unavailability
 from replog.cli.bench.workload import parse_workload
 from replog.errors import ReplogError
 
@@ -93,6 +93,15 @@ def test_percentiles_are_nearest_rank_and_the_timeline_buckets_by_acknowledgemen
     assert timeline(late, 2) == [0, 1]
 
 
+def test_unavailability_is_the_longest_gap_without_an_acknowledgement_after_the_kill() -> None:
+    acks = Samples()
+    for sent_s in (1.0, 2.0, 2.5, 6.0, 6.5):
+        acks.add(sent_s, 100)  # acknowledged 0.1 s after sending
+    assert unavailability(acks, from_s=2.2, to_s=7) == pytest.approx(3.5)  # 2.6 -> 6.1
+    assert unavailability(acks, from_s=6.7, to_s=7) == pytest.approx(0.3)  # none after it
+    assert unavailability(Samples(), from_s=1, to_s=4) == 3
+
+
 def test_the_table_gives_spread_and_ratio_to_kafka() -> None:
     grouped = {
         "replog": [canned("replog", n, latency_ms) for n, latency_ms in ((1, 2), (2, 3), (3, 8))],
@@ -104,7 +113,15 @@ def test_the_table_gives_spread_and_ratio_to_kafka() -> None:
 
 
 def test_the_report_is_made_from_the_json_files(tmp_path: Path) -> None:
-    for result in (canned("replog", 1, 2, cpu=0.95), canned("kafka", 1, 4)):
+    killed = canned("kafka", 1, 4)
+    killed["failover"] = {
+        "killed_node": 2,
+        "at_s": 1.5,
+        "unavailable_s": 0.25,
+        "end_to_end_unavailable_s": 0.5,
+        "error": "",
+    }
+    for result in (canned("replog", 1, 2, cpu=0.95), killed):
         path = tmp_path / f"{result['system']}-run1.json"
         path.write_text(json.dumps(result))
     (tmp_path / "notes.json").write_text("{}")  # not a result: left out
@@ -113,6 +130,10 @@ def test_the_report_is_made_from_the_json_files(tmp_path: Path) -> None:
     assert outcome.returncode == 0, outcome.stderr
     page = (tmp_path / "report.html").read_text()
     assert "Client-bound" in page and "replog" in page and "Noisy" in page
+    assert (
+        "<td>unavailable after the leader&#x27;s kill, produce (s)</td><td>0.25 / 0.25 / 0.25"
+        in page
+    )
     for name in ("throughput.png", "latency.png", "cdf.png"):
         png = tmp_path / name
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -36,6 +36,8 @@ def test_a_good_workload_is_read_into_its_fields() -> None:
     assert workload.rate_per_producer() == 2500
     assert (workload.warmup_s, workload.duration_s) == (2, 10)
     assert workload.producer_config == {"linger.ms": "5", "enable.idempotence": "false"}
+    assert workload.kill_leader_at_s is None
+    assert parse_workload({**GOOD, "killLeaderAtSeconds": 6}).kill_leader_at_s == 6
     assert parse_workload(workload.to_json()) == workload
 
 
@@ -73,6 +75,8 @@ def test_every_shipped_workload_parses() -> None:
         ({"name": ""}, "name", "non-empty string"),
         ({"producerConfig": ["linger.ms=5"]}, "producerConfig", "a mapping"),
         ({"producerConfig": {"acks": None}}, "producerConfig.acks", "scalar"),
+        ({"killLeaderAtSeconds": 0}, "killLeaderAtSeconds", r"in \(0, 12\)"),
+        ({"killLeaderAtSeconds": 12}, "killLeaderAtSeconds", "warm-up"),
     ],
 )
 def test_a_bad_field_is_named(change: dict[str, Any], field: str, says: str) -> None:

@@ -91,7 +91,8 @@ def run_system(
     try:
         for number in range(1, args.runs + 1):
             driver = make_driver(system.driver, system.bootstrap_servers)
-            result = run_once(driver, workload, system.create_topics)
+            result = run_once(driver, workload, system.create_topics, system.kill_leader)
+            system.restart_killed()
             result.update(
                 {
                     "system": system_name,

@@ -132,6 +132,9 @@ def _plot_throughput(grouped: dict[str, list[dict[str, Any]]], path: str) -> Non
     if warmup:
         ax.axvspan(0, warmup, color="0.9", label="warm-up")
     ax.axvline(end, color="0.5", ls="--", lw=1, label="sends end (then flush)")
+    kills = [r["failover"]["at_s"] for runs in grouped.values() for r in runs if "failover" in r]
+    for number, at_s in enumerate(kills):
+        ax.axvline(at_s, color="k", ls=":", lw=1, label="leader killed" if number == 0 else None)
     ax.set_xlabel("seconds since the run started")
     ax.set_ylabel("MB/s acknowledged")
     ax.set_ylim(bottom=0)
@@ -230,6 +233,24 @@ def summary_rows(grouped: dict[str, list[dict[str, Any]]]) -> list[list[str]]:
     return rows
 
 
+def failover_rows(grouped: dict[str, list[dict[str, Any]]]) -> list[list[str]]:
+    """Rows for runs that killed a leader: the longest time without an acknowledgement (and
+    without a receipt) from the kill on, min / median / max."""
+    if not any("failover" in r for runs in grouped.values() for r in runs):
+        return []
+    rows = []
+    for label, key in (
+        ("unavailable after the leader's kill, produce (s)", "unavailable_s"),
+        ("unavailable after the leader's kill, end to end (s)", "end_to_end_unavailable_s"),
+    ):
+        row = [label]
+        for runs in grouped.values():
+            values = [r["failover"][key] for r in runs if "failover" in r]
+            row.append(" / ".join(_number(v) for v in spread(values)) if values else "-")
+        rows.append(row)
+    return rows
+
+
 def render_html(grouped: dict[str, list[dict[str, Any]]]) -> str:
     systems = list(grouped)
     first = next(iter(grouped.values()))[0]
@@ -251,7 +272,7 @@ def render_html(grouped: dict[str, list[dict[str, Any]]]) -> str:
         *(f"<th>{esc(s)}</th>" for s in systems),
         "</tr>",
     ]
-    for row in summary_rows(grouped):
+    for row in summary_rows(grouped) + failover_rows(grouped):
         parts.append("<tr>" + "".join(f"<td>{esc(cell)}</td>" for cell in row) + "</tr>")
     parts.append("</table>")
     bound = sorted({r["system"] for runs in grouped.values() for r in runs if r["client_bound"]})

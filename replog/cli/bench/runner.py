@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from replog.cli.bench.drivers import BenchConsumer, BenchProducer, Driver
-from replog.cli.bench.stats import Samples, run_result
+from replog.cli.bench.stats import Samples, run_result, unavailability
 from replog.cli.bench.workload import Workload
 
 DRAIN_S = 10.0  # consumers stop after this long without a record once producers are done
@@ -153,9 +153,14 @@ class _Run:
 
 
 def run_once(
-    driver: Driver, workload: Workload, create_topics: Callable[[list[str], int], None]
+    driver: Driver,
+    workload: Workload,
+    create_topics: Callable[[list[str], int], None],
+    kill_leader: Callable[[str], int] | None = None,
 ) -> dict[str, Any]:
-    """Run `workload` once through `driver`; the run's JSON result (without system fields)."""
+    """Run `workload` once through `driver`; the run's JSON result (without system fields).
+    With the workload's `killLeaderAtSeconds`, `kill_leader(topic)` SIGKILLs the leader of the
+    first topic's partition 0 then (returning its node id), and the result has "failover"."""
     run_id = uuid.uuid4().hex[:8]
     topics = [f"bench-{run_id}-{i}" for i in range(workload.topics)]
     create_topics(topics, workload.partitions_per_topic)
@@ -179,10 +184,27 @@ def run_once(
         threading.Thread(target=run.produce, args=p, name=f"bench-producer-{p[1]}", daemon=True)
         for p in producers
     ]
+    killed: dict[str, Any] = {}
+    killer = None
+    if workload.kill_leader_at_s is not None and kill_leader is not None:
+
+        def kill() -> None:
+            killed["at_s"] = time.monotonic() - run.start_mono
+            try:
+                killed["node"] = kill_leader(topics[0])
+            except Exception as exc:
+                killed["error"] = f"{type(exc).__name__}: {exc}"
+
+        killer = threading.Timer(workload.kill_leader_at_s, kill)
+        killer.daemon = True
     for thread in (*consumer_threads, *producer_threads):
         thread.start()
+    if killer is not None:
+        killer.start()
     for thread in producer_threads:
         thread.join()
+    if killer is not None:
+        killer.join()
     produced_s = time.monotonic() - run.start_mono
     cpu_produced = _cpu_s() - cpu_before
     run.producers_done.set()
@@ -205,6 +227,19 @@ def run_once(
         message_size=workload.message_size,
         run_seconds=int(produced_s) + 1,
     )
+    if killed:
+        sends_end = workload.warmup_s + workload.duration_s
+        result["failover"] = {
+            "killed_node": killed.get("node"),
+            "at_s": round(killed["at_s"], 3),
+            "error": killed.get("error", ""),
+            "unavailable_s": round(
+                unavailability(run.produced, from_s=killed["at_s"], to_s=sends_end), 3
+            ),
+            "end_to_end_unavailable_s": round(
+                unavailability(run.consumed, from_s=killed["at_s"], to_s=sends_end), 3
+            ),
+        }
     result.update(
         {
             "topics": topics,

@@ -10,6 +10,7 @@ record was acknowledged or received. MB is
 
 from __future__ import annotations
 
+import itertools
 import math
 from array import array
 from collections.abc import Sequence
@@ -104,6 +105,18 @@ def summarize(
         "latency_ms": latency_summary(ordered),
         "cdf": [[percentile(ordered, q), q] for q in CDF_QUANTILES] if ordered else [],
     }
+
+
+def unavailability(samples: Samples, *, from_s: float, to_s: float) -> float:
+    """The longest time in [from_s, to_s] without an acknowledgement (or receipt): from the
+    kill to the first one after it, between two, or from the last one to `to_s`."""
+    times = sorted(
+        t
+        for sent, latency in zip(samples.sent_s, samples.latency_ms, strict=True)
+        if from_s <= (t := sent + latency / 1000) <= to_s
+    )
+    edges = [from_s, *times, to_s]
+    return max(b - a for a, b in itertools.pairwise(edges))
 
 
 def run_result(

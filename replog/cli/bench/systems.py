@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 from replog.errors import BenchSystemError
 
 if TYPE_CHECKING:
-    from replog.cli.local_cluster import LocalNode
+    from replog.cli.local_cluster import LocalCluster, LocalNode
 
 SYSTEMS = ("replog", "replog-kafka", "kafka")
 REPLICATION_FACTOR = 3
@@ -46,6 +46,12 @@ class System(Protocol):
 
     def start(self) -> None: ...
     def create_topics(self, names: Sequence[str], partitions: int) -> None: ...
+    def kill_leader(self, topic: str) -> int:
+        """SIGKILL the node leading `topic`'s partition 0; its node id."""
+
+    def restart_killed(self) -> None:
+        """Start the node `kill_leader` killed again and wait until the cluster is whole."""
+
     def stop(self) -> None: ...
     def describe(self) -> dict[str, str]:
         """What the report records of the system: version, settings."""
@@ -73,6 +79,8 @@ class ReplogSystem:
         self.bootstrap_servers = ""
         self.grpc_servers = ""  # the admin client's (topics are created over gRPC)
         self._started: list[tuple[LocalNode, int]] = []
+        self._cluster: LocalCluster | None = None
+        self._killed: LocalNode | None = None
 
     def start(self) -> None:
         import shutil
@@ -93,7 +101,7 @@ class ReplogSystem:
             )
             for node in planned.nodes
         )
-        cluster = dataclasses.replace(planned, nodes=nodes)
+        cluster = self._cluster = dataclasses.replace(planned, nodes=nodes)
         cluster.write()
         pids = {node.node_id: spawn(node) for node in cluster.nodes}
         self._started = [(node, pids[node.node_id]) for node in cluster.nodes]
@@ -119,6 +127,35 @@ class ReplogSystem:
             )
         if self.driver == "confluent-kafka":
             wait_for_kafka_metadata(self.bootstrap_servers, names, partitions)
+
+    def kill_leader(self, topic: str) -> int:
+        from replog.cli.cluster import kill_and_wait
+        from replog.client.sync_admin import Admin
+
+        with Admin({"bootstrap.servers": self.grpc_servers}) as admin:
+            leader = admin.describe_topics([topic])[topic].partitions[0].leader
+        for node, pid in self._started:
+            if node.node_id == leader:
+                kill_and_wait(node, pid)
+                self._killed = node
+                return node.node_id
+        raise BenchSystemError(f"{self.name}: {topic}-0 has no leader to kill (leader {leader})")
+
+    def restart_killed(self) -> None:
+        from replog.cli.cluster import spawn, wait_until_up
+
+        node, self._killed = self._killed, None
+        if node is None or self._cluster is None:
+            return
+        pid = spawn(node)
+        self._started = [(n, pid if n.node_id == node.node_id else p) for n, p in self._started]
+        try:
+            wait_until_up(self._cluster, {n.node_id: p for n, p in self._started}, START_TIMEOUT_S)
+        except Exception as exc:
+            raise BenchSystemError(
+                f"{self.name}: node {node.node_id} did not come back after its kill: {exc} "
+                f"(its log: {node.log_path})"
+            ) from None
 
     def stop(self) -> None:
         from replog.cli.cluster import stop_nodes
@@ -155,6 +192,7 @@ class KafkaSystem:
         self.base_port = base_port
         self.bootstrap_servers = ""
         self.version = os.environ.get("KAFKA_VERSION", "4.4.0")
+        self._killed: int | None = None
 
     def _env(self) -> dict[str, str]:
         return {
@@ -209,6 +247,21 @@ class KafkaSystem:
             except Exception as exc:
                 raise BenchSystemError(f"kafka: creating topic {name} failed: {exc}") from None
         wait_for_kafka_metadata(self.bootstrap_servers, names, partitions)
+
+    def kill_leader(self, topic: str) -> int:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        leader = admin.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics[topic].partitions[0]
+        self._script("kill", str(leader.leader), timeout_s=10)
+        self._killed = leader.leader
+        return int(leader.leader)
+
+    def restart_killed(self) -> None:
+        node, self._killed = self._killed, None
+        if node is not None:
+            self._script("restart", str(node), timeout_s=KAFKA_START_TIMEOUT_S)
+            wait_for_kafka_brokers(self.bootstrap_servers, NODES)
 
     def stop(self) -> None:
         self._script("stop", timeout_s=STOP_TIMEOUT_S * 2)

@@ -14,11 +14,14 @@ A workload names what runs, not where (the systems are `replog bench --systems`)
     warmupDurationSeconds: 5                # or warmupDurationMinutes (OMB's)
     testDurationSeconds: 20                 # or testDurationMinutes (OMB's)
     producerConfig: {linger.ms: 5}          # optional: Kafka client settings for every driver
+    killLeaderAtSeconds: 15                 # optional: SIGKILL partition 0's leader then
 
 Rules: the keys are OpenMessaging Benchmark's (its `producerRate: 0` means max too), with
-seconds beside its minutes for short runs. Every problem is a `WorkloadError` naming the file
-and the field: a missing or unknown key, a value of the wrong type or out of range. Pure: the
-YAML text is parsed by `load_workload`, everything else works on the parsed mapping.
+seconds beside its minutes for short runs; `killLeaderAtSeconds` (not the OMB's: seconds
+since the run started, before its end) makes the run a failover timeline. Every problem is a
+`WorkloadError` naming the file and the field: a missing or unknown key, a value of the wrong
+type or out of range. Pure: the YAML text is parsed by `load_workload`, everything else works
+on the parsed mapping.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ KNOWN_KEYS = frozenset(
         "producerRate",
         *(key for pair in _DURATIONS.values() for key in pair),
         "producerConfig",
+        "killLeaderAtSeconds",
     }
 )
 
@@ -75,6 +79,7 @@ class Workload:
     warmup_s: float
     duration_s: float
     producer_config: Mapping[str, str] = field(default_factory=dict)
+    kill_leader_at_s: float | None = None  # SIGKILL of partition 0's leader; None: no kill
 
     @property
     def unthrottled(self) -> bool:
@@ -106,6 +111,7 @@ class Workload:
             "warmupDurationSeconds": self.warmup_s,
             "testDurationSeconds": self.duration_s,
             "producerConfig": dict(self.producer_config),
+            "killLeaderAtSeconds": self.kill_leader_at_s,
         }
 
 
@@ -144,6 +150,8 @@ def parse_workload(document: object, source: str = "workload") -> Workload:
             f"[{MESSAGE_SIZE_MIN}, {MESSAGE_SIZE_MAX}] (the first 8 bytes carry the send time)",
             field="messageSize",
         )
+    warmup_s = _duration(document, "warmup", source, required=False)
+    duration_s = _duration(document, "test", source, required=True)
     return Workload(
         name=_name(document, source),
         topics=counts["topics"],
@@ -154,9 +162,10 @@ def parse_workload(document: object, source: str = "workload") -> Workload:
         subscriptions_per_topic=counts["subscriptionsPerTopic"],
         consumers_per_subscription=counts["consumerPerSubscription"],
         producer_rate=_rate(document, source),
-        warmup_s=_duration(document, "warmup", source, required=False),
-        duration_s=_duration(document, "test", source, required=True),
+        warmup_s=warmup_s,
+        duration_s=duration_s,
         producer_config=_producer_config(document, source),
+        kill_leader_at_s=_kill_at(document, warmup_s + duration_s, source),
     )
 
 
@@ -234,6 +243,20 @@ def _duration(document: Mapping[Any, Any], which: str, source: str, *, required:
     if required and seconds <= 0:
         raise WorkloadError(f"{source}: {key}: {value}: must be > 0", field=key)
     return seconds
+
+
+def _kill_at(document: Mapping[Any, Any], run_s: float, source: str) -> float | None:
+    key = "killLeaderAtSeconds"
+    value = document.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < run_s:
+        raise WorkloadError(
+            f"{source}: {key}: expected seconds since the run started, in (0, {run_s:g}) "
+            f"(warm-up + test duration), got {value!r}",
+            field=key,
+        )
+    return float(value)
 
 
 def _producer_config(document: Mapping[Any, Any], source: str) -> dict[str, str]:

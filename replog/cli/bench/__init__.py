@@ -114,6 +114,7 @@ def run_system(
                 f"({produce['records_per_s']:,.0f} records/s), produce p99 "
                 f"{produce['latency_ms']['p99']:.1f} ms, end-to-end p99 "
                 f"{e2e['latency_ms']['p99']:.1f} ms, errors {produce['errors']}"
+                + _failover_text(result.get("failover"))
                 + (" [client-bound]" if result["client_bound"] else ""),
                 flush=True,
             )
@@ -121,6 +122,17 @@ def run_system(
     finally:
         system.stop()
     return results
+
+
+def _failover_text(failover: dict[str, Any] | None) -> str:
+    if failover is None:
+        return ""
+    if failover["error"]:
+        return f"; the leader's kill failed: {failover['error']}"
+    return (
+        f"; node {failover['killed_node']} killed at {failover['at_s']:.1f} s: "
+        f"{failover['unavailable_s']:.2f} s without an acknowledgement"
+    )
 
 
 def versions() -> dict[str, str]:

@@ -138,7 +138,7 @@ def replog_accumulator_side(*, futures: bool) -> Side | None:
         from replog.client.accumulator import RecordAccumulator
     except ImportError:
         return None
-    from replog.admin.controller_results import TopicPartition
+    from replog.common import TopicPartition
 
     def leader_of(_: TopicPartition) -> int:
         return 0

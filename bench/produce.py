@@ -106,9 +106,9 @@ _BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _BENCH_DIR]
 sys.path.insert(0, os.path.dirname(_BENCH_DIR))
 
-# The benchmark's client runs on the same gRPC engine as the nodes (replog/grpc_engine.py); it
+# The benchmark's client runs on the same gRPC engine as the nodes (replog/wire/grpc_engine.py); it
 # must be chosen before grpc is imported.
-from replog.grpc_engine import choose_grpc_engine  # noqa: E402
+from replog.wire.grpc_engine import choose_grpc_engine  # noqa: E402
 
 choose_grpc_engine()
 
@@ -700,12 +700,12 @@ async def _maybe_await(value: Any) -> Any:
 
 
 def open_broker_client(address: str) -> Any:
-    """`replog.server.broker_client.BrokerClient` (the contract's async client)."""
+    """`replog.wire.broker_client.BrokerClient` (the contract's async client)."""
     try:
-        from replog.server.broker_client import BrokerClient
+        from replog.wire.broker_client import BrokerClient
     except ImportError as exc:
         raise SystemExit(
-            f"replog side: replog.server.broker_client is not importable ({exc}); "
+            f"replog side: replog.wire.broker_client is not importable ({exc}); "
             "run with --skip-replog until the broker data plane lands"
         ) from None
     return BrokerClient(address)

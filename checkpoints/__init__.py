@@ -25,7 +25,6 @@ from checkpoints.offset_checkpoint import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
-    TopicPartitionKey,
     parse_offset_checkpoint,
     render_offset_checkpoint,
 )
@@ -41,6 +40,7 @@ from checkpoints.quorum_state import (
     render_quorum_state,
 )
 from checkpoints.text_format import CHECKPOINT_VERSION
+from replog.common import TopicPartitionKey
 from replog.errors import CorruptCheckpointError
 
 __all__ = [

@@ -32,13 +32,12 @@ from collections.abc import Mapping
 
 from checkpoints import text_format
 from checkpoints.text_format import INT32_MAX, INT64_MAX
+from replog.common import TopicPartitionKey
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 
-TopicPartitionKey = tuple[str, int]
-"""(topic, partition), the key of an offset checkpoint."""
 
 _TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 

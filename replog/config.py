@@ -80,10 +80,22 @@ def integer_settings(properties: Mapping[str, object], names: Mapping[str, str])
 def positive_setting(properties: Mapping[str, str], key: str, default: int) -> int:
     """The positive integer `properties` sets for `key`, or `default` when unset; a ConfigError
     naming the key otherwise."""
+    return _bounded_setting(properties, key, default, 1, "positive")
+
+
+def non_negative_setting(properties: Mapping[str, str], key: str, default: int) -> int:
+    """The integer >= 0 `properties` sets for `key`, or `default` when unset; a ConfigError
+    naming the key otherwise."""
+    return _bounded_setting(properties, key, default, 0, "0 or more")
+
+
+def _bounded_setting(
+    properties: Mapping[str, str], key: str, default: int, least: int, what: str
+) -> int:
     text = properties.get(key)
     if text is None:
         return default
     value = integer_setting(key, text)
-    if value <= 0:
-        raise ConfigError(f"{key}={value}: must be positive")
+    if value < least:
+        raise ConfigError(f"{key}={value}: must be {what}")
     return value

@@ -229,6 +229,10 @@ class GroupIdNotFoundError(KafkaError, code=69):
     """A group deletion of a group the coordinator does not have."""
 
 
+class FetchSessionIdNotFoundError(KafkaError, code=70):
+    """An incremental fetch naming a fetch session the broker does not hold (any more)."""
+
+
 class InvalidFetchSessionEpochError(KafkaError, code=71): ...
 
 
@@ -290,6 +294,10 @@ class BrokerIdNotRegisteredError(KafkaError, code=102): ...
 
 class InconsistentClusterIdError(KafkaError, code=104):
     """A broker registration that names another cluster id than the controller's."""
+
+
+class FetchSessionTopicIdError(KafkaError, code=106):
+    """A fetch session opened with topic names used with topic ids, or the other way round."""
 
 
 class IneligibleReplicaError(KafkaError, code=107):

@@ -67,7 +67,7 @@ from quorum.controller.controller_config import ControllerConfig
 from quorum.controller.controller_result import ControllerResult
 from quorum.controller.deferred_queue import DeferredQueue
 from quorum.controller.feature_control import FeatureControl
-from quorum.controller.metadata_log import CommittedRecords, MetadataLog, SnapshotRecords
+from quorum.controller.metadata_log import MetadataLog
 from quorum.controller.offset_control import OffsetControl
 from quorum.controller.operation import ReadContext, ReadOperation, WriteContext, WriteOperation
 from quorum.controller.pending_response import PendingResponse
@@ -88,6 +88,7 @@ from quorum.controller.replication_control import (
     ReplicationControl,
 )
 from quorum.metadata.image import ConfigResource
+from quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
 from quorum.metadata.records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,

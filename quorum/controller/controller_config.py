@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from quorum.controller.config_definitions import check_static_broker_configs
-from quorum.controller.feature_control import METADATA_VERSION_LATEST
+from quorum.metadata.records import METADATA_VERSION_LATEST
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,12 +24,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from quorum.metadata.records import METADATA_VERSION_FEATURE, FeatureLevelRecord, FeatureRange
+from quorum.metadata.records import (
+    METADATA_VERSION_FEATURE,
+    METADATA_VERSION_LATEST,
+    METADATA_VERSION_MINIMUM,
+    FeatureLevelRecord,
+    FeatureRange,
+)
 from replog.errors import MetadataReplayError, UnsupportedVersionError
 from timeline import SnapshotRegistry, TimelineHashMap
-
-METADATA_VERSION_MINIMUM = 1
-METADATA_VERSION_LATEST = 7
 
 
 class FeatureControl:

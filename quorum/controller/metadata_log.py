@@ -6,7 +6,8 @@ last one; the records reach the log later. The shell adapts a `RaftNode` to this
 encoding records with `quorum.metadata.record_codec`.
 
 Hearing: the shell turns Raft's `to_apply` items into controller calls:
-`CommittedBatch` -> `CommittedRecords` (records decoded; a control batch has none) ->
+`CommittedBatch` -> `CommittedRecords` (records decoded; a control batch has none;
+`quorum.metadata.log_batches`, which the broker's metadata loader reads too) ->
 `QuorumController.handle_commit`; `LoadSnapshot` -> `SnapshotRecords` ->
 `handle_load_snapshot`; `LeaderChange` -> `handle_leader_change`.
 
@@ -28,7 +29,6 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from quorum.metadata.records import MetadataRecord
@@ -42,32 +42,3 @@ class MetadataLog(Protocol):
     def resign(self, quorum_epoch: int) -> None:
         """Give up leadership of `quorum_epoch`, if this node still holds it."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class CommittedRecords:
-    """One committed batch: `records` at offsets base_offset.. (none for a control batch)."""
-
-    base_offset: int
-    last_offset: int
-    quorum_epoch: int
-    records: tuple[MetadataRecord, ...]
-
-    def __post_init__(self) -> None:
-        if self.last_offset < self.base_offset:
-            raise ValueError(f"batch {self.base_offset}..{self.last_offset} ends before it starts")
-        if self.records and len(self.records) != self.last_offset - self.base_offset + 1:
-            raise ValueError(
-                f"batch {self.base_offset}..{self.last_offset} spans "
-                f"{self.last_offset - self.base_offset + 1} offsets but holds "
-                f"{len(self.records)} records"
-            )
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotRecords:
-    """A Raft snapshot: the state after every record up to `last_contained_offset`."""
-
-    last_contained_offset: int
-    quorum_epoch: int
-    records: tuple[MetadataRecord, ...]

@@ -76,8 +76,13 @@ from dataclasses import dataclass
 from enum import Enum
 from uuid import UUID
 
-from quorum.controller.feature_control import METADATA_VERSION_LATEST, METADATA_VERSION_MINIMUM
-from quorum.metadata.records import METADATA_VERSION_FEATURE, Endpoint, FeatureRange
+from quorum.metadata.records import (
+    METADATA_VERSION_FEATURE,
+    METADATA_VERSION_LATEST,
+    METADATA_VERSION_MINIMUM,
+    Endpoint,
+    FeatureRange,
+)
 from quorum.raft.timers import RandomSource
 from replog.errors import BrokerIdNotRegisteredError, NotControllerError, StaleBrokerEpochError
 

@@ -42,10 +42,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NoReturn, Protocol
 
-from quorum.controller.metadata_log import CommittedRecords, SnapshotRecords
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage, MetadataProvenance
 from quorum.metadata.local_changes import LocalChanges, local_changes, local_changes_between
+from quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
 from quorum.metadata.records import MetadataRecord
 from quorum.metadata.snapshot import delta_from_records, image_to_records
 from replog.errors import MetadataLoadError, MetadataReplayError

@@ -26,6 +26,8 @@ NO_LEADER = -1
 LEADER_UNCHANGED = -2
 RECOVERY_STATE_UNCHANGED = -1
 METADATA_VERSION_FEATURE = "metadata.version"
+METADATA_VERSION_MINIMUM = 1  # the metadata.version levels this code reads and writes
+METADATA_VERSION_LATEST = 7
 
 
 class LeaderRecoveryState(IntEnum):

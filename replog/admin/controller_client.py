@@ -76,11 +76,11 @@ from replog.admin.controller_results import (
     PartitionsCreated,
     ReassignmentResult,
     ResourceConfigs,
-    TopicPartition,
     error_from_status,
     topic_partitions_to_pb,
 )
 from replog.clock import monotonic_ms
+from replog.common import TopicPartition
 from replog.errors import (
     InvalidRequestError,
     KafkaTimeoutError,

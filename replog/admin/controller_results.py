@@ -23,6 +23,7 @@ from enum import IntEnum
 from typing import NamedTuple, Protocol
 from uuid import UUID
 
+from replog.common import TopicPartition
 from replog.errors import InvalidRequestError, KafkaError, UnknownServerError, error_for_code
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as pb
@@ -72,11 +73,6 @@ def topic_id_text(topic_id: UUID | None) -> str:
 
 def _known(value: int) -> int | None:
     return None if value == NONE else value
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
 
 
 # --- topics and partitions ------------------------------------------------------------------

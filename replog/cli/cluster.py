@@ -40,6 +40,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from replog.admin.controller_client import ControllerClient
+from replog.admin.quorum import (
+    NodeUnreachable,
+    QuorumDescription,
+    ask_describe_quorum,
+    ask_each,
+    describe_quorum,
+)
 from replog.cli.arguments import add_documented_command, positive_seconds
 from replog.cli.local_cluster import (
     DEFAULT_BASE_PORT,
@@ -49,14 +56,7 @@ from replog.cli.local_cluster import (
     LocalCluster,
     LocalNode,
 )
-from replog.cli.quorum import (
-    NodeUnreachable,
-    QuorumDescription,
-    ask_describe_quorum,
-    ask_each,
-    describe_quorum,
-    print_table,
-)
+from replog.cli.quorum import print_table
 from replog.config import parse_properties
 from replog.errors import ReplogError
 from replog.net_address import parse_host_port

@@ -31,10 +31,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from replog.admin.controller_results import ElectionResult, ElectionType, TopicPartition
+from replog.admin.controller_results import (
+    ElectionResult,
+    ElectionType,
+)
 from replog.cli.arguments import add_documented_command, at_least
 from replog.cli.controller_connection import add_connection_arguments, connect
 from replog.cli.partition_files import load, parse_election_partitions
+from replog.common import TopicPartition
 from replog.errors import ElectionNotNeededError
 
 ELECTED, NOT_NEEDED, FAILED = "elected", "not_needed", "failed"

@@ -50,8 +50,8 @@ from replog.errors import ReplogError
 from replog.net_address import format_host_port
 from replog.pb import broker_pb2 as pb
 from replog.pb import broker_pb2_grpc
-from replog.server import broker_codec as codec
-from replog.server.log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
+from replog.replication.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
+from replog.wire import broker_codec as codec
 
 QUERYING = "Querying brokers for log directories information"
 REQUEST_TIMEOUT_S = 10.0

@@ -9,12 +9,12 @@ from typing import Any
 
 from replog.cli.commands import command_help
 from replog.config import parse_properties
-from replog.grpc_engine import engine_description
 from replog.server.allocator import keep_large_buffers
 from replog.server.collector import freeze_startup_objects
 from replog.server.known_properties import unknown_properties
 from replog.server.node import Node
 from replog.server.node_config import NodeConfig
+from replog.wire.grpc_engine import engine_description
 
 log = logging.getLogger("replog.server")
 

@@ -43,7 +43,6 @@ from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import (
     ClusterMetadata,
     OngoingReassignment,
-    TopicPartition,
 )
 from replog.cli.arguments import add_command
 from replog.cli.controller_connection import add_connection_arguments, connect
@@ -54,6 +53,7 @@ from replog.cli.partition_files import (
     parse_topics_to_move,
     reassignment_json,
 )
+from replog.common import TopicPartition
 from replog.errors import (
     InvalidReplicationFactorError,
     NoReassignmentInProgressError,

@@ -97,9 +97,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from crc32c import crc32c
 
-from replog.admin.controller_results import TopicPartition
 from replog.client.records import RecordMetadata
 from replog.clock import monotonic_ms
+from replog.common import TopicPartition
 from replog.errors import ConfigError, MessageSizeTooLargeError, ReplogError
 from replog.record.batch import RecordBatch
 from replog.record.builder import seal_batch

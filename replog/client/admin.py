@@ -42,10 +42,11 @@ import dataclasses
 import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 
+from replog.admin import quorum
 from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import (
     AlterConfigOp,
@@ -85,9 +86,6 @@ from replog.errors import (
 )
 from replog.replication import messages as m
 from replog.topic_names import INTERNAL_TOPICS
-
-if TYPE_CHECKING:
-    from replog.cli.quorum import QuorumDescription
 
 __all__ = ["Admin", "AlterConfigOp", "ConfigResource", "NewPartitions", "NewTopic", "OffsetSpec"]
 
@@ -384,12 +382,9 @@ class Admin:
 
     # --- the metadata quorum ---------------------------------------------------------------------
 
-    async def describe_quorum(self, *, timeout_ms: int | None = None) -> QuorumDescription:
+    async def describe_quorum(self, *, timeout_ms: int | None = None) -> quorum.QuorumDescription:
         """The metadata quorum: leader, epoch, high watermark, voters and observers, and each
-        replica's progress (`replog.cli.quorum.QuorumDescription`)."""
-        # The quorum client lives with the CLI command it was written for; loaded on use.
-        from replog.cli import quorum
-
+        replica's progress (`replog.admin.quorum.QuorumDescription`)."""
         self._check_open()
         deadline_ms = self._deadline(timeout_ms)
         bootstrap, addresses = await self._controller_addresses(deadline_ms)

@@ -77,9 +77,9 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from replog.admin.controller_results import TopicPartition
 from replog.client.connections import Connections
 from replog.clock import monotonic_ms
+from replog.common import TopicPartition
 from replog.errors import (
     ClientClosedError,
     KafkaError,

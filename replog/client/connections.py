@@ -45,12 +45,12 @@ from replog.errors import (
     error_for_code,
 )
 from replog.pb import controller_pb2, controller_pb2_grpc
-from replog.server.broker_client import CHANNEL_OPTIONS, BrokerClient, ProduceStream
-from replog.server.redialing_channel import GRPC_CORE_INTERNAL, RedialingChannel
+from replog.wire.broker_client import CHANNEL_OPTIONS, BrokerClient, ProduceStream
+from replog.wire.redialing_channel import GRPC_CORE_INTERNAL, RedialingChannel
 
 if TYPE_CHECKING:
     # Written concurrently by another part of issue #7; typed once it exists.
-    from replog.server.coordinator_client import (  # type: ignore[import-not-found, unused-ignore]
+    from replog.wire.coordinator_client import (  # type: ignore[import-not-found, unused-ignore]
         CoordinatorClient,
     )
 
@@ -110,7 +110,7 @@ class Connections:
         client = self._coordinators.get(address)
         if client is None:
             # Imported here: the consumer is the only user, and producers need not load it.
-            from replog.server.coordinator_client import CoordinatorClient
+            from replog.wire.coordinator_client import CoordinatorClient
 
             client = self._coordinators[address] = CoordinatorClient(
                 address, request_timeout_ms=self.request_timeout_ms

@@ -81,7 +81,7 @@ from replog.errors import (
     ReplogError,
 )
 from replog.replication import messages as m
-from replog.server.broker_client import FetchStream
+from replog.wire.broker_client import FetchStream
 
 log = logging.getLogger("replog.client.consumer")
 

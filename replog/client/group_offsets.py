@@ -56,7 +56,7 @@ from replog.errors import (
     NotCoordinatorError,
     ReplogError,
 )
-from replog.server.coordinator_client import CoordinatorClient
+from replog.wire.coordinator_client import CoordinatorClient
 
 log = logging.getLogger("replog.client.consumer")
 

@@ -44,8 +44,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from replog.admin.controller_results import TopicPartition
 from replog.client.accumulator import ProducerBatch
+from replog.common import TopicPartition
 from replog.errors import OutOfOrderSequenceNumberError, UnknownProducerIdError
 
 __all__ = ["MAX_PENDING_PER_PARTITION", "Idempotence", "ProducerIdAndEpoch"]

@@ -56,7 +56,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from replog.admin.controller_results import TopicPartition
 from replog.client.accumulator import (
     ProducerBatch,
     RecordAccumulator,
@@ -71,6 +70,7 @@ from replog.client.records import RecordMetadata
 from replog.client.sender import Sender
 from replog.client.topic_limits import TopicLimits
 from replog.clock import monotonic_ms, wall_clock_ms
+from replog.common import TopicPartition
 from replog.errors import (
     ClientClosedError,
     KafkaTimeoutError,

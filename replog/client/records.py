@@ -1,10 +1,11 @@
 """The value types a client hands to and gets from users, shaped like kafka-python's.
 
-- `TopicPartition(topic, partition)`: one partition (the admin client's type, re-exported).
+- `TopicPartition(topic, partition)`: one partition (`replog.common`'s, re-exported).
 - `RecordMetadata`: where a produced record landed (`send`'s result).
 - `ConsumerRecord`: one record `poll` returned, with its partition and offset.
 - `OffsetAndMetadata`: a committed position: the offset of the *next* record to read (Kafka's
-  convention), an optional metadata string and the leader epoch of the last record read.
+  convention), an optional metadata string and the leader epoch of the last record read
+  (`replog.common`'s, re-exported).
 - `OffsetAndTimestamp`: an `offsets_for_times` answer.
 
 All are immutable named tuples, so they compare, hash and unpack like kafka-python's.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from replog.admin.controller_results import TopicPartition
+from replog.common import OffsetAndMetadata, TopicPartition
 
 __all__ = [
     "ConsumerRecord",
@@ -50,12 +51,6 @@ class ConsumerRecord(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...]
-    leader_epoch: int = -1
-
-
-class OffsetAndMetadata(NamedTuple):
-    offset: int  # the next offset to read, not the last one read
-    metadata: str = ""
     leader_epoch: int = -1
 
 

@@ -83,13 +83,13 @@ from dataclasses import dataclass
 
 import grpc
 
-from replog.admin.controller_results import TopicPartition
 from replog.client.accumulator import ProducerBatch, RecordAccumulator
 from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.config import ProducerConfig
 from replog.client.connections import Connections, rpc_error
 from replog.client.idempotence import MAX_PENDING_PER_PARTITION, Idempotence
 from replog.clock import monotonic_ms
+from replog.common import TopicPartition
 from replog.errors import (
     ClientClosedError,
     DuplicateSequenceNumberError,

@@ -16,7 +16,7 @@ ClientClosedError.
 from __future__ import annotations
 
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from replog.admin.controller_results import (
     AlterConfigOp,
@@ -34,15 +34,13 @@ from replog.admin.controller_results import (
     ReassignmentResult,
     ResourceConfigs,
 )
+from replog.admin.quorum import QuorumDescription
 from replog.client import admin as aio
 from replog.client.admin_results import OffsetSpec, TopicDescription
 from replog.client.config import AdminConfig
 from replog.client.loop_thread import LoopThread, checked_wait
 from replog.client.records import OffsetAndTimestamp, TopicPartition
 from replog.errors import ClientClosedError, InvalidRequestError, ReplogError
-
-if TYPE_CHECKING:
-    from replog.cli.quorum import QuorumDescription
 
 __all__ = ["Admin", "AlterConfigOp", "ConfigResource", "NewPartitions", "NewTopic", "OffsetSpec"]
 

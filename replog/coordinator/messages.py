@@ -1,7 +1,7 @@
 """The group coordinator's requests and answers, as the coordinator sees them.
 
 One frozen dataclass per message of `proto/replog/pb/coordinator.proto`, flattened to one
-entry per partition (the wire groups partitions by topic; `replog/server/coordinator_codec.py`
+entry per partition (the wire groups partitions by topic; `replog/wire/coordinator_codec.py`
 translates). Errors are `replog.errors.KafkaError` instances naming what they are about; None
 means success. -1 means "none" for offsets, leader epochs, generations and node ids.
 """

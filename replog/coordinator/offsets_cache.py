@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from replog.common import TopicPartitionKey
 from replog.coordinator.offsets_records import (
     GroupMetadataKey,
     OffsetCommitKey,
@@ -44,7 +45,6 @@ from replog.coordinator.offsets_records import (
 from replog.errors import CorruptRecordError
 from replog.record.batch import iter_batches
 
-TopicPartitionKey = tuple[str, int]
 REASONS_KEPT = 5
 
 

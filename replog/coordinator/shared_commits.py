@@ -19,13 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from replog.common import TopicPartitionKey
 from replog.coordinator.messages import Committer, SharedCommit
 
 # Kafka's session.timeout.ms default: how long a consumer that stopped committing is still
 # taken to be reading.
 SHARED_COMMIT_WINDOW_MS = 45_000
-
-TopicPartition = tuple[str, int]
 
 
 class SharedCommits:
@@ -33,14 +32,14 @@ class SharedCommits:
 
     def __init__(self, window_ms: int = SHARED_COMMIT_WINDOW_MS) -> None:
         self.window_ms = window_ms
-        self._last: dict[str, dict[TopicPartition, tuple[Committer, int]]] = {}
+        self._last: dict[str, dict[TopicPartitionKey, tuple[Committer, int]]] = {}
         self._reported: dict[str, set[frozenset[str]]] = {}
 
     def record(
         self,
         group_id: str,
         committer: Committer,
-        partitions: Iterable[TopicPartition],
+        partitions: Iterable[TopicPartitionKey],
         now_ms: int,
     ) -> tuple[tuple[SharedCommit, ...], tuple[SharedCommit, ...]]:
         """Note `committer`'s commit of `partitions` at `now_ms`: (every other instance that
@@ -52,7 +51,7 @@ class SharedCommits:
             del last[key]
         if not last:
             self._reported.pop(group_id, None)
-        others: dict[str, tuple[Committer, list[TopicPartition], int]] = {}
+        others: dict[str, tuple[Committer, list[TopicPartitionKey], int]] = {}
         for tp in partitions:
             seen = last.get(tp)
             if seen is not None and seen[0].instance_id != committer.instance_id:

@@ -38,7 +38,7 @@ _TABLE_HIGH = 1 << 13
 
 def encode_unsigned(unsigned: int) -> bytes:
     """Base-128 little-endian groups of a non-negative integer: protobuf's varint (tags and
-    lengths, `replog.server.record_wire`), and the zig-zag encoders' last step."""
+    lengths, `replog.wire.record_wire`), and the zig-zag encoders' last step."""
     out = bytearray()
     while unsigned >= 0x80:
         out.append((unsigned & 0x7F) | 0x80)

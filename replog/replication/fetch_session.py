@@ -121,6 +121,11 @@ class LeaderFetchSession:
     def __len__(self) -> int:
         return len(self._entries)
 
+    @property
+    def expected_epoch(self) -> int:
+        """The epoch of the next incremental request."""
+        return self._expected_epoch
+
     def full_request(self, request: FetchRequest) -> FetchRequest:
         """The request `request` stands for in this session: every partition of the session,
         in its order. Raises InvalidFetchSessionEpochError for an epoch out of turn."""

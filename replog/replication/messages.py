@@ -1,8 +1,8 @@
 """The broker data plane's requests and answers, as the replica manager sees them.
 
-One frozen dataclass per data-plane message of `proto/replog/pb/broker.proto` (not Metadata or
-DescribeLogDirs), flattened to one entry per partition (the wire groups partitions by topic;
-`replog/server/broker_codec.py` translates).
+One frozen dataclass per message of `proto/replog/pb/broker.proto` but Metadata (DescribeLogDirs'
+answer is built by `replog/server/log_dirs.py`), flattened to one entry per partition (the wire
+groups partitions by topic; `replog/wire/broker_codec.py` translates).
 Errors are `replog.errors.KafkaError` instances, so each carries Kafka's code and a message
 that names the topic-partition and offset it is about; None means success.
 
@@ -260,3 +260,37 @@ class InitProducerIdResponse:
     error: KafkaError | None = None
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+# --- DescribeLogDirs ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReplicaLogInfo:
+    """One replica's log in a log dir."""
+
+    topic: str
+    partition: int
+    size: int
+    offset_lag: int
+    is_future: bool
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+
+
+@dataclass(frozen=True)
+class LogDirDescription:
+    log_dir: str
+    error: KafkaError | None
+    replicas: tuple[ReplicaLogInfo, ...]
+
+
+@dataclass(frozen=True)
+class DescribeLogDirsRequest:
+    topics: tuple[str, ...] = ()  # empty: every topic
+
+
+@dataclass(frozen=True)
+class DescribeLogDirsResponse:
+    log_dirs: tuple[LogDirDescription, ...]

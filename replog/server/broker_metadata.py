@@ -16,7 +16,7 @@ from quorum.controller.replication_control import ApiError
 from quorum.metadata.image import MetadataImage
 from replog.errors import UnknownTopicOrPartitionError
 from replog.pb import controller_pb2 as controller_pb
-from replog.server.controller_codec import metadata_to_proto
+from replog.wire.controller_codec import metadata_to_proto
 
 
 def metadata_view_from_image(

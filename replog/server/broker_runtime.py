@@ -52,7 +52,9 @@ Rules:
   `listeners`; an empty host is registered as this machine's canonical host name, resolved
   here at start-up as Kafka's broker does; port 0 as the port the node's listener bound, which
   is why the node binds before it builds this runtime), `replica.socket.timeout.ms` (30000),
-  `socket.request.max.bytes` (104857600), the `LogManagerConfig`, `ReplicaManagerConfig` and
+  `socket.request.max.bytes` (104857600), `max.incremental.fetch.session.cache.slots` (1000)
+  and `min.incremental.fetch.session.eviction.ms` (120000) for the Kafka listeners' fetch
+  sessions, the `LogManagerConfig`, `ReplicaManagerConfig` and
   `GroupCoordinatorConfig` keys; the controllers are `controller.quorum.voters`, the request
   timeout `controller.quorum.request.timeout.ms`.
 """
@@ -75,9 +77,10 @@ from quorum.metadata.records import Endpoint
 from quorum.raft.ready import ApplyItem
 from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, monotonic_ms
-from replog.config import positive_setting
+from replog.config import non_negative_setting, positive_setting
 from replog.errors import BrokerLifecycleError, ConfigError, KafkaStorageError
 from replog.net_address import format_host_port, local_canonical_host_name
+from replog.replication.fetch_session_cache import CACHE_SLOTS_DEFAULT, EVICTION_MS_DEFAULT
 from replog.server.alter_partition_sender import AlterPartitionSender
 from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
 from replog.server.broker_service import REQUEST_BYTES_MAX_DEFAULT, BrokerService
@@ -85,7 +88,7 @@ from replog.server.controller_calls import ControllerCalls
 from replog.server.coordinator_service import CoordinatorService
 from replog.server.group_coordinator import GroupCoordinator
 from replog.server.group_coordinator_config import GroupCoordinatorConfig
-from replog.server.kafka_apis import KafkaApis
+from replog.server.kafka_apis import KafkaApis, fetch_session_cache
 from replog.server.metadata_publisher import BrokerMetadataListener, LocalChangesLog
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.node_config import NodeConfig
@@ -109,6 +112,8 @@ BROKER_PROPERTIES = frozenset(
         "initial.broker.registration.timeout.ms",
         "replica.socket.timeout.ms",
         "socket.request.max.bytes",
+        "max.incremental.fetch.session.cache.slots",
+        "min.incremental.fetch.session.eviction.ms",
     }
 )
 
@@ -122,6 +127,9 @@ class DataPlaneConfig:
     replica_socket_timeout_ms: int = REPLICA_SOCKET_TIMEOUT_MS_DEFAULT
     request_bytes_max: int = REQUEST_BYTES_MAX_DEFAULT
     group_coordinator: GroupCoordinatorConfig = field(default_factory=GroupCoordinatorConfig)
+    # The Kafka listeners' fetch session cache (docs/kafka-protocol.md, "Fetch sessions").
+    fetch_session_cache_slots: int = CACHE_SLOTS_DEFAULT
+    fetch_session_eviction_ms: int = EVICTION_MS_DEFAULT
 
 
 class BrokerRuntime:
@@ -201,6 +209,13 @@ class BrokerRuntime:
             controller_id=lambda: -1 if self._raft_leader is None else self._raft_leader,
             broker_service=self.service,
             producer_ids=self.producer_ids,
+            fetch_sessions=(
+                None
+                if data_plane is None
+                else fetch_session_cache(
+                    data_plane.fetch_session_cache_slots, data_plane.fetch_session_eviction_ms
+                )
+            ),
         )
         self._serving_clients = asyncio.Event()  # what `wait_serving_clients` waits for
         # The GroupCoordinator service; it answers COORDINATOR_NOT_AVAILABLE until the data
@@ -608,6 +623,12 @@ def data_plane_config_from_node(node: NodeConfig) -> DataPlaneConfig:
             properties, "socket.request.max.bytes", REQUEST_BYTES_MAX_DEFAULT
         ),
         group_coordinator=GroupCoordinatorConfig.from_properties(properties),
+        fetch_session_cache_slots=non_negative_setting(
+            properties, "max.incremental.fetch.session.cache.slots", CACHE_SLOTS_DEFAULT
+        ),
+        fetch_session_eviction_ms=non_negative_setting(
+            properties, "min.incremental.fetch.session.eviction.ms", EVICTION_MS_DEFAULT
+        ),
     )
 
 

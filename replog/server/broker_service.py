@@ -97,7 +97,6 @@ from replog.pb import controller_pb2 as controller_pb
 from replog.record.header import LOG_OVERHEAD, validate_batch
 from replog.replication import messages as m
 from replog.replication.fetch_session import FULL_FETCH_EPOCH, LeaderFetchSession
-from replog.server import broker_codec as codec
 from replog.server.broker_metadata import metadata_response_from_image
 from replog.server.log_dirs import LogView, describe_log_dirs
 from replog.server.repeat_reads import RepeatReads
@@ -112,6 +111,7 @@ from replog.server.tolerant_service import (
     serve_guarded,
 )
 from replog.topic_names import topic_name_problem
+from replog.wire import broker_codec as codec
 
 log = logging.getLogger("replog.server.broker")
 

@@ -35,10 +35,10 @@ from quorum.raft.config import VoterAddress
 from replog.errors import KafkaError
 from replog.pb import controller_pb2 as pb
 from replog.pb import controller_pb2_grpc
-from replog.server import controller_codec as codec
 from replog.server.controller_driver import ControllerAnswer, ControllerDriver
 from replog.server.tolerant_service import add_guarded_service
 from replog.server.voter_endpoints import voter_endpoints
+from replog.wire import controller_codec as codec
 
 Context: TypeAlias = Any  # grpc.aio.ServicerContext (grpc ships no type hints)
 R = TypeVar("R")

@@ -31,7 +31,6 @@ from replog.coordinator import messages as cm
 from replog.errors import CoordinatorNotAvailableError, InvalidRequestError
 from replog.pb import coordinator_pb2 as pb
 from replog.pb import coordinator_pb2_grpc
-from replog.server import coordinator_codec as codec
 from replog.server.tolerant_service import (
     Context,
     Refused,
@@ -39,6 +38,7 @@ from replog.server.tolerant_service import (
     remaining_ms,
     serve_guarded,
 )
+from replog.wire import coordinator_codec as codec
 
 log = logging.getLogger("replog.server.coordinator")
 

@@ -41,6 +41,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
+from replog.common import TopicPartitionKey
 from replog.errors import KafkaError, NotLeaderOrFollowerError, RequestTimedOutError
 from replog.replication.messages import (
     NO_LEADER_EPOCH,
@@ -55,7 +56,6 @@ from replog.replication.messages import (
 from replog.replication.purgatory import Purgatory
 from replog.server.partition import Partition
 
-TopicPartition = tuple[str, int]
 _LONG_MAX = 2**63 - 1
 
 ResultT = TypeVar("ResultT", ProducePartitionResult, DeleteRecordsPartitionResult)
@@ -139,9 +139,9 @@ class DelayedFetch(DelayedOperation):
         )
         # An entry whose HW its own read moved is stale already: no wake comes for that move.
         self.woken: set[int] = set(parked_read.hw_moved)
-        self._index_of: dict[TopicPartition, int] | None = None
+        self._index_of: dict[TopicPartitionKey, int] | None = None
 
-    def indexes_of(self, key: TopicPartition) -> Sequence[int]:
+    def indexes_of(self, key: TopicPartitionKey) -> Sequence[int]:
         """The indexes of the request's entries for `key`. The map is built at the first wake
         (most parked fetches complete at their first); a request that names a partition twice
         (the service refuses those) is searched instead."""
@@ -170,7 +170,7 @@ class DelayedOperations:
         *,
         broker_id: int,
         pending_max: int,
-        partitions: Mapping[TopicPartition, Partition],
+        partitions: Mapping[TopicPartitionKey, Partition],
         current_leader: Callable[[str, int], LeaderIdAndEpoch | None],
         read_fetch: Callable[[FetchRequest, int, Reread | None], FetchRead],
         clock: Callable[[], int],
@@ -182,9 +182,11 @@ class DelayedOperations:
         self._read_fetch = read_fetch
         self._clock = clock
         self._on_new_deadline = on_new_deadline
-        self.produce: Purgatory[TopicPartition, DelayedProduce] = Purgatory("produce", pending_max)
-        self.fetch: Purgatory[TopicPartition, DelayedFetch] = Purgatory("fetch", pending_max)
-        self.delete_records: Purgatory[TopicPartition, DelayedDeleteRecords] = Purgatory(
+        self.produce: Purgatory[TopicPartitionKey, DelayedProduce] = Purgatory(
+            "produce", pending_max
+        )
+        self.fetch: Purgatory[TopicPartitionKey, DelayedFetch] = Purgatory("fetch", pending_max)
+        self.delete_records: Purgatory[TopicPartitionKey, DelayedDeleteRecords] = Purgatory(
             "delete-records", pending_max
         )
 
@@ -218,7 +220,12 @@ class DelayedOperations:
     # --- waking ---------------------------------------------------------------------------
 
     def wake(
-        self, key: TopicPartition, *, produce: bool = True, fetch: bool = True, delete: bool = True
+        self,
+        key: TopicPartitionKey,
+        *,
+        produce: bool = True,
+        fetch: bool = True,
+        delete: bool = True,
     ) -> None:
         """Re-check the operations waiting on `key` (its HW, LEO or leadership moved): fetches
         first, then produces, as Kafka's `checkAndCompleteAll` does. A consumer's fetch that a
@@ -318,7 +325,7 @@ class DelayedOperations:
                 verdict = "read"
         return verdict
 
-    def _try_complete_fetch(self, op: DelayedFetch, key: TopicPartition) -> None:
+    def _try_complete_fetch(self, op: DelayedFetch, key: TopicPartitionKey) -> None:
         request = op.request
         indexes = op.indexes_of(key)
         # Woken even when the verdict waits: its answer (HW, log start) may have moved.
@@ -414,7 +421,7 @@ class DelayedOperations:
         return NotLeaderOrFollowerError(f"{where}: broker {self._broker_id} is shutting down")
 
 
-async def _wait(op: _OpT, purgatory: Purgatory[TopicPartition, _OpT]) -> object:
+async def _wait(op: _OpT, purgatory: Purgatory[TopicPartitionKey, _OpT]) -> object:
     try:
         return await op.future
     except asyncio.CancelledError:

@@ -47,6 +47,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
+from replog.common import TopicPartitionKey
 from replog.errors import (
     CorruptRecordError,
     FencedLeaderEpochError,
@@ -68,13 +69,12 @@ from replog.replication.messages import (
     FetchRequest,
     FetchResponse,
 )
+from replog.server.log_summaries import few_names
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.partition import Partition
 from replog.server.replica_manager_config import ReplicaManagerConfig
 
 log = logging.getLogger("replog.server.replica_manager")
-
-TopicPartition = tuple[str, int]
 
 
 class FollowerFetchSteps:
@@ -83,7 +83,7 @@ class FollowerFetchSteps:
     def __init__(
         self,
         config: ReplicaManagerConfig,
-        partitions: Mapping[TopicPartition, Partition],
+        partitions: Mapping[TopicPartitionKey, Partition],
         *,
         broker_epoch: Callable[[], int],
         on_new_deadline: Callable[[int], None],
@@ -94,21 +94,24 @@ class FollowerFetchSteps:
         self._broker_epoch = broker_epoch
         self._on_new_deadline = on_new_deadline
         # The order partitions are asked in (module Rules); new ones join at the back.
-        self._fetch_order: dict[TopicPartition, None] = {}
+        self._fetch_order: dict[TopicPartitionKey, None] = {}
         # Whether partitions came or went since the order last caught up with them, so that a
         # build per round need not compare the two key sets, O(partitions), which rarely differ.
         self._membership_changed = True
         # Each partition's last request entry, reused while its fields stay the same: a
         # follower builds a request per round for every partition it follows, most of them
         # unchanged, and the fetch session tells unchanged entries by identity first.
-        self._entries: dict[TopicPartition, FetchPartition] = {}
+        self._entries: dict[TopicPartitionKey, FetchPartition] = {}
         # The partitions `_back_off` put in a back-off, which may not have ended yet: the timer
         # looks at these, not at every partition (twice per tick, with 10,000 replicas, that
         # walk was most of an idle broker's timer work).
-        self._backing_off: dict[TopicPartition, Partition] = {}
+        self._backing_off: dict[TopicPartitionKey, Partition] = {}
         self._counters = counters if counters is not None else BrokerCounters()
         # The offset of the corrupt batch each partition last logged at ERROR (module Rules).
-        self._corrupt_logged: dict[TopicPartition, int] = {}
+        self._corrupt_logged: dict[TopicPartitionKey, int] = {}
+        # Per error name, the partitions of the answer being processed that wait for new
+        # metadata (a leadership error): logged once per answer.
+        self._awaiting_metadata: dict[str, list[str]] = {}
 
     def fetch_sources(self, local_broker_id: int) -> list[int]:
         """The leader broker ids the followed partitions fetch from, sorted."""
@@ -194,41 +197,55 @@ class FollowerFetchSteps:
         """Apply a leader's Fetch answer (docs/design/replication.md#follower-truncation,
         #truncate-on-fetch, #follower-out-of-range, #high-watermark "Follower HW")."""
         asked = {(e.topic, e.partition): e for e in request.partitions}
-        for result in response.partitions:
-            entry = asked.get((result.topic, result.partition))
-            if entry is None:
-                log.warning(
-                    "%s-%d: broker %d answered a partition this fetch did not ask for",
-                    result.topic,
-                    result.partition,
-                    source_broker_id,
-                )
-                continue
-            partition = self._following(source_broker_id, entry)
-            if partition is None:
-                continue
-            try:
-                self._process_partition(partition, result, now_ms)
-            except KafkaStorageError:
-                raise  # the disk failed: the node stops (ReplicaFetcherManager, broker runtime)
-            except OSError as exc:
-                # A write, truncation or file removal the OS refused is a storage failure here
-                # as on the leader's side: going on would follow from a log in an unknown state.
-                raise KafkaStorageError(
-                    f"{partition.name}: follower step failed on the disk: {exc}"
-                ) from exc
-            except CorruptRecordError as exc:
-                self._refuse_corrupt(partition, source_broker_id, entry, result.records, exc)
-                self._back_off(partition, now_ms)
-            except KafkaError as exc:
-                log.warning("%s: follower step failed, backing off: %s", partition.name, exc)
-                self._back_off(partition, now_ms)
-            finally:
-                # The step may have changed the log before it failed (a truncation, some
-                # segments of an append): the next fetch goes from where the log now ends,
-                # never from a position the log has left.
-                if partition.follower is not None and not partition.stopped:
-                    partition.sync_follower_offsets()
+        try:
+            for result in response.partitions:
+                entry = asked.get((result.topic, result.partition))
+                if entry is None:
+                    log.warning(
+                        "%s-%d: broker %d answered a partition this fetch did not ask for",
+                        result.topic,
+                        result.partition,
+                        source_broker_id,
+                    )
+                    continue
+                partition = self._following(source_broker_id, entry)
+                if partition is None:
+                    continue
+                try:
+                    self._process_partition(partition, result, now_ms)
+                except KafkaStorageError:
+                    raise  # the disk failed: the node stops (ReplicaFetcherManager, broker runtime)
+                except OSError as exc:
+                    # A write, truncation or file removal the OS refused is a storage failure here
+                    # as on the leader's side: going on would follow from a log in an unknown state.
+                    raise KafkaStorageError(
+                        f"{partition.name}: follower step failed on the disk: {exc}"
+                    ) from exc
+                except CorruptRecordError as exc:
+                    self._refuse_corrupt(partition, source_broker_id, entry, result.records, exc)
+                    self._back_off(partition, now_ms)
+                except KafkaError as exc:
+                    log.warning("%s: follower step failed, backing off: %s", partition.name, exc)
+                    self._back_off(partition, now_ms)
+                finally:
+                    # The step may have changed the log before it failed (a truncation, some
+                    # segments of an append): the next fetch goes from where the log now ends,
+                    # never from a position the log has left.
+                    if partition.follower is not None and not partition.stopped:
+                        partition.sync_follower_offsets()
+        finally:
+            self._log_awaiting_metadata(source_broker_id)
+
+    def _log_awaiting_metadata(self, source_broker_id: int) -> None:
+        for error_name, names in self._awaiting_metadata.items():
+            log.info(
+                "broker %d answered %s for %d partition(s): %s; waiting for new metadata",
+                source_broker_id,
+                error_name,
+                len(names),
+                few_names(names),
+            )
+        self._awaiting_metadata.clear()
 
     def fetch_failed(self, source_broker_id: int, request: FetchRequest, now_ms: int) -> None:
         """The fetch itself failed (peer down, timeout): back off every partition it asked."""
@@ -330,12 +347,15 @@ class FollowerFetchSteps:
         if isinstance(
             error, FencedLeaderEpochError | UnknownLeaderEpochError | NotLeaderOrFollowerError
         ):
-            log.info(
+            # One line per answer for all such partitions (`process`): a leader moving away
+            # answers this for every partition it led.
+            log.debug(
                 "%s: leader answered %s; waiting for new metadata (%s)",
                 partition.name,
                 error.error_name,
                 error,
             )
+            self._awaiting_metadata.setdefault(error.error_name, []).append(partition.name)
         else:
             log.warning("%s: fetch error %s: %s", partition.name, error.error_name, error)
         self._back_off(partition, now_ms)

@@ -27,12 +27,13 @@ Rules:
   as Kafka's broker does for a failed acks=0 produce. acks=0 gets no response. Null records are
   empty records. `current_leader` is filled when the replica manager names one;
   `node_endpoints` and `record_errors` are left empty.
-- Fetch (v4-12, topics by name, consumers only) goes through the gRPC service's unary Fetch
-  the same way; no fetch session is ever opened (session id 0 in every answer, which Kafka's
-  clients take as "send full fetches"); an incremental fetch is FETCH_SESSION_ID_NOT_FOUND, a
-  fetch from a replica (replica id >= 0) is refused. Records are the log's bytes as the
-  replica manager read them; aborted transactions are null for READ_UNCOMMITTED, empty for
-  READ_COMMITTED (no transactions yet).
+- Fetch (v4-18, consumers only) goes through the gRPC service's unary Fetch the same way,
+  inside the broker's fetch session cache (`fetch_session_cache`, KIP-227): a session's whole
+  partition list is read, the answer keeps what the session rules keep. Topics are named by
+  id from v13 (an unknown id is UNKNOWN_TOPIC_ID, answered at once), and the answer groups
+  consecutive partitions of one topic, as Kafka's does. A fetch from a replica (replica id
+  >= 0) is refused. Records are the log's bytes as the replica manager read them; aborted
+  transactions are null for READ_UNCOMMITTED, empty for READ_COMMITTED (no transactions yet).
 - OffsetForLeaderEpoch (v2-4, consumers only) goes through the gRPC service's
   OffsetsForLeaderEpoch the same way.
 - ListOffsets (v1-7: earliest, latest, by timestamp, max timestamp) goes through the gRPC
@@ -43,14 +44,18 @@ Rules:
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Callable, Mapping, Sequence, Sized
+from dataclasses import replace
+from functools import partial
 from typing import NoReturn, TypeVar
 from uuid import UUID
 
 from quorum.controller.reads import PartitionView, TopicView
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import Endpoint
+from replog.clock import Clock, monotonic_ms
 from replog.errors import (
     InvalidRequestError,
     KafkaError,
@@ -93,10 +98,18 @@ from replog.kafka.messages.produce_response import (
 )
 from replog.kafka.protocol.codec import ZERO_UUID, Message
 from replog.replication import messages as m
-from replog.server import broker_codec
+from replog.replication.fetch_session_cache import (
+    CACHE_SLOTS_DEFAULT,
+    EVICTION_MS_DEFAULT,
+    SESSION_ID_MAX,
+    FetchSessionCache,
+    SessionRefusal,
+    new_context,
+)
 from replog.server.broker_metadata import metadata_view_from_image
 from replog.server.broker_service import BrokerService, ProducerIds, init_producer_id
 from replog.topic_names import is_internal_topic
+from replog.wire import broker_codec
 
 PRODUCE = 0
 FETCH = 1
@@ -108,7 +121,7 @@ INIT_PRODUCER_ID = 22
 # The handler table: API key -> (min, max) version handled.
 SERVED: Mapping[int, tuple[int, int]] = {
     PRODUCE: (3, 12),
-    FETCH: (4, 12),
+    FETCH: (4, 18),
     LIST_OFFSETS: (1, 7),
     METADATA: (0, 13),
     API_VERSIONS: (0, 4),
@@ -118,10 +131,14 @@ SERVED: Mapping[int, tuple[int, int]] = {
 LISTENER_NOT_FOUND = 72
 T = TypeVar("T")
 R = TypeVar("R")
-FETCH_SESSION_ID_NOT_FOUND = 70
+# Fetch names topics by id from this version on (KIP-516).
+FETCH_TOPIC_ID_VERSION = 13
+# What an unknown topic id is called inside a fetch session: no topic name has a '<'.
+_UNKNOWN_ID_PREFIX = "<unknown topic id> "
 # The first versions whose answers carry the leader (and for Fetch the diverging epoch).
 PRODUCE_CURRENT_LEADER_VERSION = 10
 FETCH_TAGGED_LEADER_VERSION = 12
+LIST_OFFSETS_LEADER_EPOCH_VERSION = 4
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
@@ -137,6 +154,8 @@ class KafkaApis:
         controller_id: Callable[[], int] = lambda: -1,
         broker_service: BrokerService | None = None,
         producer_ids: ProducerIds | None = None,
+        fetch_sessions: FetchSessionCache | None = None,
+        clock: Clock = monotonic_ms,
     ) -> None:
         self.broker_id = broker_id
         self._cluster_id = cluster_id
@@ -144,6 +163,9 @@ class KafkaApis:
         self._controller_id = controller_id
         self._broker_service = broker_service
         self._producer_ids = producer_ids
+        self._clock = clock
+        # `is None`, not `or`: an empty cache is falsy.
+        self._fetch_sessions = fetch_session_cache() if fetch_sessions is None else fetch_sessions
 
     @property
     def served(self) -> Served:
@@ -162,7 +184,7 @@ class KafkaApis:
         if isinstance(body, InitProducerIdRequest):
             return self.init_producer_id(body)
         if isinstance(body, ListOffsetsRequest):
-            return await self.list_offsets(body)
+            return await self.list_offsets(body, request.api_version)
         if isinstance(body, FetchRequest):
             return await self.fetch(body, request.api_version)
         if isinstance(body, OffsetForLeaderEpochRequest):
@@ -270,25 +292,25 @@ class KafkaApis:
 
     async def fetch(self, request: FetchRequest, version: int) -> kf.FetchResponse:
         """Through the gRPC Broker service's unary Fetch (its refusals, the same
-        `ReplicaManager.fetch` call, the records as the log holds them). Sessionless: every
-        answer has session id 0, which tells a client that no session was opened, so it sends
-        full fetches; an incremental fetch (epoch > 0) names a session that cannot exist here
-        and is FETCH_SESSION_ID_NOT_FOUND."""
+        `ReplicaManager.fetch` call, the records as the log holds them), inside the broker's
+        fetch session cache (`fetch_session_cache`: KIP-227 session ids and epochs)."""
         service = self._service("Fetch")
-        _refuse_replica("Fetch", request.replica_id)
-        if request.session_epoch > 0:
-            return kf.FetchResponse(error_code=FETCH_SESSION_ID_NOT_FOUND)
+        replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
+        _refuse_replica("Fetch", replica_id)
         isolation = broker_codec.isolation_level_from_proto(request.isolation_level, "Fetch")
-        decoded = m.FetchRequest(
+        uses_ids = version >= FETCH_TOPIC_ID_VERSION
+        topic_name = self._topic_names(uses_ids)
+        sent = m.FetchRequest(
             partitions=tuple(
                 m.FetchPartition(
-                    topic.topic,
+                    topic_name(topic.topic, topic.topic_id),
                     p.partition,
                     p.fetch_offset,
                     partition_max_bytes=p.partition_max_bytes,
                     current_leader_epoch=p.current_leader_epoch,
                     last_fetched_epoch=p.last_fetched_epoch,
                     log_start_offset=p.log_start_offset,
+                    topic_id=topic.topic_id if uses_ids else None,
                 )
                 for topic in request.topics
                 for p in topic.partitions
@@ -297,21 +319,71 @@ class KafkaApis:
             min_bytes=request.min_bytes,
             max_bytes=request.max_bytes,
             isolation_level=isolation,
+            session_epoch=request.session_epoch,
+            forgotten=tuple(
+                (topic_name(topic.topic, topic.topic_id), p)
+                for topic in request.forgotten_topics_data
+                for p in topic.partitions
+            ),
         )
-        answer = await service.Fetch(broker_codec.fetch_request_to_proto(decoded), _KafkaCall())
-        results = answer.partitions
+        context = new_context(
+            self._fetch_sessions, request.session_id, sent, self._clock(), uses_topic_ids=uses_ids
+        )
+        if isinstance(context, SessionRefusal):
+            return kf.FetchResponse(error_code=context.error.code)
+        read = context.request
+        known = tuple(p for p in read.partitions if not _unknown_id(p.topic))
+        results: dict[tuple[str, int], m.FetchPartitionResult] = {}
+        if known:  # (with none, the Broker service too answers at once, reading nothing)
+            # Kafka answers at once when a partition has an error: an unknown topic id is one.
+            wait_ms = read.max_wait_ms if len(known) == len(read.partitions) else 0
+            proto = broker_codec.fetch_request_to_proto(
+                replace(read, partitions=known, max_wait_ms=wait_ms)
+            )
+            answer = await service.Fetch(proto, _KafkaCall())
+            results = {(r.topic, r.partition): r for r in answer.partitions}
+        session_id, answered = context.answer(
+            m.FetchResponse(
+                tuple(
+                    results.get((p.topic, p.partition))
+                    or m.FetchPartitionResult(
+                        p.topic,
+                        p.partition,
+                        UnknownTopicIdError(f"Fetch: no topic has id {p.topic_id}"),
+                    )
+                    for p in read.partitions
+                )
+            ),
+            self._clock(),
+        )
         aborted: list[kf.AbortedTransaction] | None = (
             None if isolation is m.IsolationLevel.READ_UNCOMMITTED else []
         )
+        ids = {p.topic: p.topic_id for p in read.partitions}
         return kf.FetchResponse(
+            session_id=session_id,
             responses=[
                 kf.FetchableTopicResponse(
-                    topic=topic.topic,
-                    partitions=[_fetched(r, aborted, version) for r in answered],
+                    topic="" if uses_ids else topic,
+                    topic_id=(ids.get(topic) or ZERO_UUID) if uses_ids else ZERO_UUID,
+                    partitions=[_fetched(r, aborted, version) for r in run],
                 )
-                for topic, answered in _per_topic(request.topics, lambda t: t.partitions, results)
-            ]
+                for topic, run in _runs_by_topic(answered.partitions)
+            ],
         )
+
+    def _topic_names(self, uses_ids: bool) -> Callable[[str, UUID], str]:
+        """How a Fetch names a topic: its name up to v12, its id from v13 (looked up in the
+        image; an unknown id gets a name no topic can have, answered UNKNOWN_TOPIC_ID)."""
+        if not uses_ids:
+            return lambda name, _: name
+        by_id = self._image().topics.by_id
+
+        def name(_: str, topic_id: UUID) -> str:
+            topic = by_id.get(topic_id)
+            return _UNKNOWN_ID_PREFIX + str(topic_id) if topic is None else topic.name
+
+        return name
 
     # --- OffsetForLeaderEpoch ------------------------------------------------------------------
 
@@ -345,7 +417,7 @@ class KafkaApis:
 
     # --- ListOffsets ---------------------------------------------------------------------------
 
-    async def list_offsets(self, request: ListOffsetsRequest) -> ListOffsetsResponse:
+    async def list_offsets(self, request: ListOffsetsRequest, version: int) -> ListOffsetsResponse:
         """Through the gRPC Broker service's ListOffsets (its refusals, the same
         `ReplicaManager.list_offsets` call); only the encoding differs."""
         service = self._service("ListOffsets")
@@ -369,7 +441,8 @@ class KafkaApis:
         return ListOffsetsResponse(
             topics=[
                 ListOffsetsTopicResponse(
-                    name=topic.name, partitions=[_list_offsets_partition(r) for r in answered]
+                    name=topic.name,
+                    partitions=[_list_offsets_partition(r, version) for r in answered],
                 )
                 for topic, answered in _per_topic(request.topics, lambda t: t.partitions, results)
             ]
@@ -400,6 +473,17 @@ class KafkaApis:
             producer_id=answer.producer_id,
             producer_epoch=answer.producer_epoch,
         )
+
+
+def fetch_session_cache(
+    max_slots: int = CACHE_SLOTS_DEFAULT, eviction_ms: int = EVICTION_MS_DEFAULT
+) -> FetchSessionCache:
+    """A broker's fetch session cache, its session ids drawn at random (Kafka's)."""
+    return FetchSessionCache(
+        partial(random.Random().randint, 1, SESSION_ID_MAX),
+        max_slots=max_slots,
+        eviction_ms=eviction_ms,
+    )
 
 
 class _KafkaCall:
@@ -468,6 +552,24 @@ def _fetched(
     )
 
 
+def _unknown_id(topic: str) -> bool:
+    return topic.startswith(_UNKNOWN_ID_PREFIX)
+
+
+def _runs_by_topic(
+    results: Sequence[m.FetchPartitionResult],
+) -> list[tuple[str, list[m.FetchPartitionResult]]]:
+    """Consecutive results of one topic as one topic entry, as Kafka builds a Fetch answer (a
+    session's order need not keep a topic's partitions together)."""
+    runs: list[tuple[str, list[m.FetchPartitionResult]]] = []
+    for result in results:
+        if runs and runs[-1][0] == result.topic:
+            runs[-1][1].append(result)
+        else:
+            runs.append((result.topic, [result]))
+    return runs
+
+
 def _per_topic(
     topics: Sequence[T], partitions: Callable[[T], Sized], results: Sequence[R]
 ) -> list[tuple[T, Sequence[R]]]:
@@ -500,13 +602,16 @@ def _epoch_end_offset(result: m.OffsetForLeaderPartitionResult) -> EpochEndOffse
     )
 
 
-def _list_offsets_partition(result: m.ListOffsetsPartitionResult) -> ListOffsetsPartitionResponse:
+def _list_offsets_partition(
+    result: m.ListOffsetsPartitionResult, version: int
+) -> ListOffsetsPartitionResponse:
     return ListOffsetsPartitionResponse(
         partition_index=result.partition,
         error_code=_code(result.error),
         timestamp=result.timestamp,
         offset=result.offset,
-        leader_epoch=result.leader_epoch,
+        # The epoch only where the version has the field (v4+, KIP-320).
+        leader_epoch=result.leader_epoch if version >= LIST_OFFSETS_LEADER_EPOCH_VERSION else -1,
     )
 
 

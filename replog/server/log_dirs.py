@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
-from replog.errors import KafkaError
+from replog.replication.messages import DescribeLogDirsResponse, LogDirDescription, ReplicaLogInfo
 
 
 class LogView(Protocol):
@@ -42,37 +41,6 @@ class LogView(Protocol):
     def log_end_offset(self) -> int: ...
     @property
     def high_watermark(self) -> int: ...
-
-
-@dataclass(frozen=True)
-class ReplicaLogInfo:
-    """One replica's log in a log dir."""
-
-    topic: str
-    partition: int
-    size: int
-    offset_lag: int
-    is_future: bool
-    log_start_offset: int
-    log_end_offset: int
-    high_watermark: int
-
-
-@dataclass(frozen=True)
-class LogDirDescription:
-    log_dir: str
-    error: KafkaError | None
-    replicas: tuple[ReplicaLogInfo, ...]
-
-
-@dataclass(frozen=True)
-class DescribeLogDirsRequest:
-    topics: tuple[str, ...] = ()  # empty: every topic
-
-
-@dataclass(frozen=True)
-class DescribeLogDirsResponse:
-    log_dirs: tuple[LogDirDescription, ...]
 
 
 def offset_lag(high_watermark: int, log_end_offset: int) -> int:

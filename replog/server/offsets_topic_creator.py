@@ -30,9 +30,9 @@ from collections.abc import Awaitable, Callable
 from replog.clock import Clock, monotonic_ms
 from replog.errors import KafkaError, TopicAlreadyExistsError, UnknownServerError
 from replog.pb import controller_pb2 as controller_pb
-from replog.server.broker_codec import error_from_proto
 from replog.server.controller_calls import ControllerCalls, Stub
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC
+from replog.wire.broker_codec import error_from_proto
 
 log = logging.getLogger("replog.server.group_coordinator")
 

@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 import grpc
 
-from replog.server.redialing_channel import RedialingChannel
+from replog.wire.redialing_channel import RedialingChannel
 
 StubT = TypeVar("StubT")
 

@@ -36,8 +36,8 @@ from replog.replication.producer_id_blocks import (
     RETRY_BACKOFF_MS_DEFAULT,
     ProducerIdBlocks,
 )
-from replog.server.broker_codec import error_from_proto
 from replog.server.controller_calls import ControllerCalls, Stub
+from replog.wire.broker_codec import error_from_proto
 
 log = logging.getLogger("replog.server.producer_ids")
 

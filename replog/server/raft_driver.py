@@ -25,6 +25,10 @@ Rules:
 - A disk failure stops the node: nothing it could not persist may be acknowledged.
 - An exception escaping a posted closure, a listener or a timer stops the node too (fail-stop):
   it means the state machine is broken, or its log is corrupt; going on could act on it.
+- Committed items go to the listeners in log order, all of a Ready's before the next input;
+  when that takes longer than `APPLY_TURN_S`, the loop's other tasks (request handlers, the
+  broker's heartbeats and fetches) get a turn between two items. Inputs they post wait in the
+  inbox as before, so the state machine still sees every committed item before its next input.
 - A timer is ticked at most every `TIMER_RETICK_MS`, so one that stays due (work it could not
   do now) retries soon without spinning the loop (Kafka delays immediate re-runs by 10 ms).
 - How current this node's committed state is (`quorum_contact`): the last time it heard from
@@ -38,8 +42,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -68,6 +73,9 @@ Listener = Callable[[ApplyItem], None]
 # An input for the loop: called with the current time (ms, the driver's clock).
 Event = Callable[[int], None]
 TIMER_RETICK_MS = 10
+# How long handing committed batches to the listeners may hold the event loop before the other
+# tasks get a turn (module Rules): a restart replays the whole metadata log in one Ready.
+APPLY_TURN_S = 0.02
 # Leader appends awaiting commit, kept for the commit-latency metric; more would mean the
 # quorum is stuck, and the oldest then say nothing the newest do not.
 _COMMIT_LATENCY_PENDING_MAX = 10_000
@@ -147,6 +155,7 @@ class RaftDriver:
             record_time_offset_ms=wall_clock() - clock(),
         )
         self._inbox: asyncio.Queue[Event] = asyncio.Queue()
+        self.apply_turn_s = APPLY_TURN_S
         self._waiters: SortedDict = SortedDict()  # base offset -> list[_Waiter]
         self._high_watermark = 0
         self._stopped = False
@@ -380,8 +389,7 @@ class RaftDriver:
             self.node.advance(ready, flushed_end_offset=flushed)
             # After advance: a listener (the controller) may propose or resign at once, and the
             # core takes no input between ready() and advance().
-            for item in ready.to_apply:
-                self._apply(item)
+            await self._apply_all(ready.to_apply)
             self._take_queued()
 
     def _note_leader_appends(self, ops: tuple[LogOp, ...]) -> None:
@@ -398,6 +406,16 @@ class RaftDriver:
             _, appended_at = pending.popleft()
             if observe is not None:
                 observe(now - appended_at)
+
+    async def _apply_all(self, items: Sequence[ApplyItem]) -> None:
+        """Hand `items` to the listeners in order, letting the loop's other tasks run whenever
+        `APPLY_TURN_S` of it has passed (module Rules)."""
+        turn_ends = time.monotonic() + self.apply_turn_s
+        for item in items:
+            self._apply(item)
+            if time.monotonic() >= turn_ends:
+                await asyncio.sleep(0)
+                turn_ends = time.monotonic() + self.apply_turn_s
 
     def _take_queued(self) -> None:
         """Apply every input already queued (those that arrived while persisting, too), so

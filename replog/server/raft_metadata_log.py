@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 
-from quorum.controller.metadata_log import CommittedRecords, SnapshotRecords
+from quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
 from quorum.metadata.record_batches import decode_batch, decode_snapshot
 from quorum.metadata.record_codec import encode_record
 from quorum.metadata.records import MetadataRecord

@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from replog.common import TopicPartitionKey
 from replog.replication.leader_state import PartitionLeaderState
 from replog.replication.messages import (
     FetchPartition,
@@ -51,7 +52,6 @@ from replog.replication.messages import (
 from replog.server.partition import Partition
 from replog.storage.log import Log
 
-TopicPartition = tuple[str, int]
 # A request's (replica id, replica epoch, isolation level): who asked, and how.
 Asker = tuple[int, int, IsolationLevel]
 
@@ -81,7 +81,7 @@ class RepeatReads:
     __slots__ = ("_reads",)
 
     def __init__(self) -> None:
-        self._reads: dict[TopicPartition, EmptyRead] = {}
+        self._reads: dict[TopicPartitionKey, EmptyRead] = {}
 
     def __len__(self) -> int:
         return len(self._reads)
@@ -89,7 +89,7 @@ class RepeatReads:
     def answer(
         self,
         entry: FetchPartition,
-        partitions: Mapping[TopicPartition, Partition],
+        partitions: Mapping[TopicPartitionKey, Partition],
         asker: Asker,
         now_ms: int,
     ) -> FetchPartitionResult | None:
@@ -131,7 +131,7 @@ class RepeatReads:
             result,
         )
 
-    def forget(self, keys: Iterable[TopicPartition]) -> None:
+    def forget(self, keys: Iterable[TopicPartitionKey]) -> None:
         """The session dropped these partitions."""
         for key in keys:
             self._reads.pop(key, None)
@@ -143,8 +143,8 @@ class RepeatReads:
 
 def _holds(
     kept: EmptyRead,
-    key: TopicPartition,
-    partitions: Mapping[TopicPartition, Partition],
+    key: TopicPartitionKey,
+    partitions: Mapping[TopicPartitionKey, Partition],
     asker: Asker,
     now_ms: int,
 ) -> bool:

@@ -21,10 +21,9 @@ from collections import deque
 from typing import NamedTuple
 
 from quorum.metadata.local_changes import DELETE, FOLLOWER, LEADER, LocalChanges, LocalPartition
+from replog.common import TopicPartitionKey
 
 __all__ = ["DELETE", "FOLLOWER", "LEADER", "ReplicaChange", "ReplicaChangeQueue"]
-
-TopicPartition = tuple[str, int]
 
 
 class ReplicaChange(NamedTuple):
@@ -34,7 +33,7 @@ class ReplicaChange(NamedTuple):
     local: LocalPartition
 
     @property
-    def key(self) -> TopicPartition:
+    def key(self) -> TopicPartitionKey:
         return (self.local.topic_name, self.local.partition_id)
 
 
@@ -44,8 +43,8 @@ class ReplicaChangeQueue:
     __slots__ = ("_held", "_waiting")
 
     def __init__(self) -> None:
-        self._waiting: dict[TopicPartition, deque[ReplicaChange]] = {}
-        self._held: set[TopicPartition] = set()
+        self._waiting: dict[TopicPartitionKey, deque[ReplicaChange]] = {}
+        self._held: set[TopicPartitionKey] = set()
 
     def __len__(self) -> int:
         """How many changes wait (held partitions' changes under way not counted)."""
@@ -89,12 +88,12 @@ class ReplicaChangeQueue:
                 del self._waiting[key]
         return taken
 
-    def hold(self, key: TopicPartition) -> None:
+    def hold(self, key: TopicPartitionKey) -> None:
         """`key`'s taken change is under way: take none of its later ones until `release`."""
         self._held.add(key)
 
-    def release(self, key: TopicPartition) -> None:
+    def release(self, key: TopicPartitionKey) -> None:
         self._held.discard(key)
 
-    def is_held(self, key: TopicPartition) -> bool:
+    def is_held(self, key: TopicPartitionKey) -> bool:
         return key in self._held

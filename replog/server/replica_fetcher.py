@@ -59,7 +59,7 @@ import grpc
 from replog.clock import Clock, monotonic_ms
 from replog.errors import KafkaError, KafkaStorageError
 from replog.replication.messages import FetchRequest, FetchResponse
-from replog.server.broker_client import BrokerClient, FetchStream
+from replog.wire.broker_client import BrokerClient, FetchStream
 
 log = logging.getLogger("replog.server.fetcher")
 

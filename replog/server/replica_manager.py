@@ -94,6 +94,7 @@ from quorum.metadata.loader import LoaderManifest, Publication
 from quorum.metadata.local_changes import LocalChanges, LocalPartition, local_changes_between
 from quorum.metadata.records import ConfigResourceType
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
+from replog.common import TopicPartitionKey
 from replog.errors import (
     FencedLeaderEpochError,
     InvalidRequiredAcksError,
@@ -162,6 +163,7 @@ from replog.server.leader_offsets import (
     list_offset,
     offset_for_leader_epoch,
 )
+from replog.server.log_summaries import few_names
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.partition import Partition
 from replog.server.producer_state_loader import (
@@ -187,7 +189,6 @@ __all__ = ["ReplicaManager", "ReplicaManagerConfig"]
 
 log = logging.getLogger("replog.server.replica_manager")
 
-TopicPartition = tuple[str, int]
 
 # Changes one round applies before it yields to the event loop, and the most log creations one
 # worker-thread batch (one file-system sync) carries. A round of leader changes costs ~25 ms
@@ -238,7 +239,7 @@ class ReplicaManager:
         # monotonic `clock` used for lags and timeouts cannot be compared with.
         self._wall_clock = wall_clock
         self.image: MetadataImage = MetadataImage.EMPTY
-        self._partitions: dict[TopicPartition, Partition] = {}
+        self._partitions: dict[TopicPartitionKey, Partition] = {}
         self._eligibility = ReplicaEligibility.from_cluster(self.image.cluster)
         self._delayed = DelayedOperations(
             broker_id=self.broker_id,
@@ -260,10 +261,10 @@ class ReplicaManager:
         )
         # Producer tables a starting broker loaded before its replicas existed, until the
         # first metadata image's replicas take them (`preload_producer_states`).
-        self._preloaded: dict[TopicPartition, PreloadedTable] = {}
-        self._isr_dirty: set[TopicPartition] = set()
-        self._isr_sent: dict[TopicPartition, IsrChange] = {}
-        self._isr_retry_at_ms: dict[TopicPartition, int] = {}
+        self._preloaded: dict[TopicPartitionKey, PreloadedTable] = {}
+        self._isr_dirty: set[TopicPartitionKey] = set()
+        self._isr_sent: dict[TopicPartitionKey, IsrChange] = {}
+        self._isr_retry_at_ms: dict[TopicPartitionKey, int] = {}
         self._next_isr_check_ms = clock() + self._isr_check_interval_ms
         self._next_producer_expiry_ms = clock() + config.producer_id_expiration_check_interval_ms
         self._fetch_sources: list[int] = []
@@ -307,7 +308,7 @@ class ReplicaManager:
         """The local replica of topic-partition, if this broker hosts one."""
         return self._partitions.get((topic, partition))
 
-    def partitions(self) -> dict[TopicPartition, Partition]:
+    def partitions(self) -> dict[TopicPartitionKey, Partition]:
         return dict(self._partitions)
 
     def purgatory_sizes(self) -> dict[str, int]:
@@ -596,11 +597,14 @@ class ReplicaManager:
         10,000 replicas seconds of its event loop; each replica's own line is at DEBUG)."""
         for kind, names in self._roles_taken.items():
             if names:
-                shown = ", ".join(names[:5]) + (
-                    f" and {len(names) - 5} more" if len(names) > 5 else ""
-                )
                 verb = "leads" if kind == LEADER else "follows"
-                log.info("broker %d %s %d replicas: %s", self.broker_id, verb, len(names), shown)
+                log.info(
+                    "broker %d %s %d replicas: %s",
+                    self.broker_id,
+                    verb,
+                    len(names),
+                    few_names(names),
+                )
                 names.clear()
 
     def _on_changes_applied(self) -> None:
@@ -854,7 +858,12 @@ class ReplicaManager:
         self._wake(partition.key)
 
     def _wake(
-        self, key: TopicPartition, *, produce: bool = True, fetch: bool = True, delete: bool = True
+        self,
+        key: TopicPartitionKey,
+        *,
+        produce: bool = True,
+        fetch: bool = True,
+        delete: bool = True,
     ) -> None:
         self._delayed.wake(key, produce=produce, fetch=fetch, delete=delete)
 
@@ -1354,7 +1363,7 @@ class ReplicaManager:
 
     # --- AlterPartition -----------------------------------------------------------------------
 
-    def _mark_isr_dirty(self, key: TopicPartition) -> None:
+    def _mark_isr_dirty(self, key: TopicPartitionKey) -> None:
         self._isr_dirty.add(key)
         self.isr_wakeup.set()
 

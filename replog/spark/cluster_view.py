@@ -21,8 +21,9 @@ from collections.abc import Mapping, Sequence
 from replog.client.admin_results import OffsetSpec
 from replog.client.records import TopicPartition
 from replog.client.sync_admin import Admin
+from replog.common import TopicPartitionKey
 from replog.spark.errors import SourceOptionError
-from replog.spark.options import Assign, Subscribe, Subscription, TopicPartitionKey
+from replog.spark.options import Assign, Subscribe, Subscription
 from replog.spark.planning import Bounds
 
 

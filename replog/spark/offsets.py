@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from replog.common import TopicPartitionKey
 from replog.spark.errors import SourceOptionError
-from replog.spark.options import Positions, TopicPartitionKey
+from replog.spark.options import Positions
 
 
 def to_offset_dict(positions: Mapping[TopicPartitionKey, int]) -> dict[str, dict[str, int]]:

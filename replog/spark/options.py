@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from replog.client.config import consumer_config
+from replog.common import TopicPartitionKey
 from replog.errors import ConfigError
 from replog.spark.errors import SourceOptionError
 
@@ -51,7 +52,6 @@ LATEST = -1
 
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 
-TopicPartitionKey = tuple[str, int]
 Positions = dict[TopicPartitionKey, int]
 
 # Documented spelling of every known option, by its lower-cased key.

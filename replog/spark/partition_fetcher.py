@@ -56,9 +56,9 @@ from replog.errors import (
     error_for_code,
 )
 from replog.replication import messages as m
-from replog.server.broker_codec import UUID_BYTES
 from replog.spark.fetch_answer_wire import TopicAnswer, fetch_answer_topics
 from replog.spark.raw_fetch import RawFetchChannels
+from replog.wire.broker_codec import UUID_BYTES
 
 SAFETY_MARGIN_S = 5.0  # a blocking wait outlasts the coroutine's own deadline by this much
 

@@ -31,6 +31,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from replog.common import TopicPartitionKey
 from replog.spark.errors import SourceOptionError
 from replog.spark.options import (
     EARLIEST,
@@ -42,7 +43,6 @@ from replog.spark.options import (
     Positions,
     SpecificOffsets,
     StartSpec,
-    TopicPartitionKey,
 )
 
 

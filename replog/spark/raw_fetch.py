@@ -25,9 +25,9 @@ from replog.client.connections import client_id_metadata
 from replog.errors import ClientClosedError
 from replog.pb import broker_pb2 as pb
 from replog.replication import messages as m
-from replog.server import broker_codec as codec
-from replog.server.broker_client import CHANNEL_OPTIONS
-from replog.server.redialing_channel import RedialingChannel
+from replog.wire import broker_codec as codec
+from replog.wire.broker_client import CHANNEL_OPTIONS
+from replog.wire.redialing_channel import RedialingChannel
 
 FETCH_METHOD = f"/{pb.DESCRIPTOR.services_by_name['Broker'].full_name}/Fetch"
 

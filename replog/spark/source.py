@@ -59,6 +59,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from replog.common import TopicPartitionKey
 from replog.spark.arrow import schema_ddl
 from replog.spark.cluster_view import ClusterView
 from replog.spark.errors import report_data_loss
@@ -67,7 +68,6 @@ from replog.spark.options import (
     ByTimestamp,
     Mode,
     SourceOptions,
-    TopicPartitionKey,
     parse_options,
 )
 from replog.spark.planning import (

@@ -33,7 +33,6 @@ from checkpoints.leader_epoch_checkpoint import (
     render_leader_epoch_checkpoint,
 )
 from checkpoints.offset_checkpoint import (
-    TopicPartitionKey,
     parse_offset_checkpoint,
     render_offset_checkpoint,
 )
@@ -41,6 +40,7 @@ from checkpoints.partition_metadata import (
     parse_partition_metadata,
     render_partition_metadata,
 )
+from replog.common import TopicPartitionKey
 from replog.errors import KafkaStorageError
 from replog.storage.fs import LOCAL_FS, FileSystem
 

@@ -76,6 +76,7 @@ from checkpoints import (
     render_clean_shutdown_marker,
 )
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
+from replog.common import TopicPartitionKey
 from replog.config import integer_settings
 from replog.errors import (
     ConfigError,
@@ -97,7 +98,6 @@ from replog.topic_names import CLUSTER_METADATA_TOPIC, check_topic_name
 
 log = logging.getLogger("replog.storage")
 
-TopicPartition = tuple[str, int]
 # Kafka's broker property -> LogManagerConfig field, for the log manager's own timers.
 PROPERTY_NAMES = {
     "log.flush.offset.checkpoint.interval.ms": "flush_offset_checkpoint_interval_ms",
@@ -199,8 +199,8 @@ class LogManager:
         # manager's lock, which is held while taking log locks (retention, flushes, closes),
         # may not be taken there (a lock-order deadlock).
         self._recovery_points_lock = threading.Lock()
-        self._logs: dict[TopicPartition, Log] = {}
-        self._dir_of: dict[TopicPartition, str] = {}
+        self._logs: dict[TopicPartitionKey, Log] = {}
+        self._dir_of: dict[TopicPartitionKey, str] = {}
         self._previous_broker_epochs: dict[str, int] = {}
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -234,7 +234,7 @@ class LogManager:
     def _checkpoint(self, log_dir: str, name: str) -> OffsetCheckpointFile:
         return OffsetCheckpointFile(os.path.join(log_dir, name), self._fs)
 
-    def _read_checkpoint(self, log_dir: str, name: str) -> dict[TopicPartition, int]:
+    def _read_checkpoint(self, log_dir: str, name: str) -> dict[TopicPartitionKey, int]:
         try:
             return self._checkpoint(log_dir, name).read()
         except CorruptCheckpointError as exc:
@@ -323,7 +323,7 @@ class LogManager:
         """The broker epoch the last clean shutdown recorded (-1 if it was not clean)."""
         return self._previous_broker_epochs.get(log_dir or self.log_dirs[0], NO_BROKER_EPOCH)
 
-    def all_logs(self) -> dict[TopicPartition, Log]:
+    def all_logs(self) -> dict[TopicPartitionKey, Log]:
         with self._lock:
             return dict(self._logs)
 
@@ -490,7 +490,7 @@ class LogManager:
 
     # --- checkpoints --------------------------------------------------------------------------
 
-    def _logs_in(self, log_dir: str) -> dict[TopicPartition, Log]:
+    def _logs_in(self, log_dir: str) -> dict[TopicPartitionKey, Log]:
         # A snapshot (one C-level copy under the GIL): `_on_truncate` reads it without the
         # manager's lock while another thread may add or remove logs.
         dir_of = self._dir_of

@@ -38,10 +38,10 @@ from replog.admin.controller_results import (
     ElectionType,
     NewPartitions,
     NewTopic,
-    TopicPartition,
     raise_first_error,
     topic_id_text,
 )
+from replog.common import TopicPartition
 from replog.errors import (
     ConfigError,
     ElectionNotNeededError,

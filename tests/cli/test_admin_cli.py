@@ -19,10 +19,11 @@ import pytest
 from cli_runner import Outcome, replog
 from fake_controller import FakeController, running, status
 
-from replog.admin.controller_results import OngoingReassignment, TopicPartition
+from replog.admin.controller_results import OngoingReassignment
 from replog.cli import delete_records, reassign
 from replog.cli.configs import parse_add_config, parse_delete_config
 from replog.client import records
+from replog.common import TopicPartition
 from replog.errors import (
     ElectionNotNeededError,
     InvalidConfigError,

@@ -26,7 +26,7 @@ from replog.cli.log_dirs import (
     table,
 )
 from replog.errors import KafkaStorageError, ReplogError
-from replog.server.log_dirs import DescribeLogDirsResponse, LogDirDescription, ReplicaLogInfo
+from replog.replication.messages import DescribeLogDirsResponse, LogDirDescription, ReplicaLogInfo
 
 RECORDS = {0: 30, 1: 12}  # per partition of topic "sized"
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from replog.admin.controller_results import Broker, ClusterDescription
+from replog.admin.quorum import NodeUnreachable, QuorumDescription
 from replog.cli import cluster as cluster_cli
 from replog.cli.local_cluster import LocalCluster
-from replog.cli.quorum import NodeUnreachable, QuorumDescription
 from replog.errors import ReplogError
 from replog.pb import raft_pb2 as pb
 

@@ -28,7 +28,7 @@ import pytest
 
 from replog.pb import broker_pb2 as pb
 from replog.pb import controller_pb2
-from replog.server.broker_client import BrokerClient
+from replog.wire.broker_client import BrokerClient
 
 SERVICE = pb.DESCRIPTOR.services_by_name["Broker"]
 RPCS = [method.name for method in SERVICE.methods if not method.client_streaming]

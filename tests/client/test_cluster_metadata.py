@@ -22,10 +22,10 @@ import grpc
 import pytest
 import pytest_asyncio
 
-from replog.admin.controller_results import TopicPartition
 from replog.client.cluster_metadata import ClusterMetadata, PartitionState
 from replog.client.connections import Connections
 from replog.clock import monotonic_ms
+from replog.common import TopicPartition
 from replog.errors import (
     InvalidTopicError,
     KafkaTimeoutError,

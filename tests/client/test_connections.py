@@ -17,7 +17,7 @@ from replog.errors import (
     UnknownServerError,
     UnsupportedVersionError,
 )
-from replog.server.broker_client import BrokerClient
+from replog.wire.broker_client import BrokerClient
 
 
 def failure(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:

@@ -40,7 +40,7 @@ from replog.pb import common_pb2
 from replog.pb import controller_pb2 as cpb
 from replog.record.builder import build_batch
 from replog.replication import messages as m
-from replog.server.broker_client import BrokerClient
+from replog.wire.broker_client import BrokerClient
 from tests.eventually import wait_until
 
 # --- BrokerClient ---------------------------------------------------------------------------------

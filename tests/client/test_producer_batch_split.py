@@ -13,8 +13,8 @@ import pytest
 from producer_fakes import FakeCluster
 from test_producer import Made, cluster, make  # noqa: F401 - fixtures
 
-from replog.admin.controller_results import TopicPartition
 from replog.client.accumulator import RecordAccumulator
+from replog.common import TopicPartition
 from replog.errors import MessageSizeTooLargeError
 from replog.record import RecordBatch
 from replog.record.compression import COMPRESSION_GZIP, COMPRESSION_NONE

@@ -24,9 +24,9 @@ from unittest import mock
 
 import grpc
 
+from replog.admin.quorum import QuorumDescription, ask_each, describe_quorum
 from replog.cli.local_cluster import LocalCluster
 from replog.cli.main import main
-from replog.cli.quorum import QuorumDescription, ask_each, describe_quorum
 from replog.errors import ReplogError
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc

@@ -42,8 +42,8 @@ from replog.errors import (
 )
 from replog.record import build_batch, iter_batches
 from replog.replication import messages as m
-from replog.server.broker_client import BrokerClient
 from replog.storage.log import Log
+from replog.wire.broker_client import BrokerClient
 from tests.local_ports import free_base_port
 
 T = TypeVar("T")

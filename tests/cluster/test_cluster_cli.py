@@ -23,9 +23,9 @@ from cluster_helpers import (
     wait_for,
 )
 
+from replog.admin.quorum import ask_each
 from replog.cli.cluster import log_tails
 from replog.cli.local_cluster import LocalCluster
-from replog.cli.quorum import ask_each
 from replog.pb import raft_pb2 as pb
 
 

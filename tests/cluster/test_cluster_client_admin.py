@@ -47,7 +47,7 @@ from replog.pb import broker_pb2_grpc
 from replog.pb import controller_pb2 as pb
 from replog.record.builder import BatchBuilder
 from replog.replication import messages as m
-from replog.server.broker_client import BrokerClient
+from replog.wire.broker_client import BrokerClient
 
 pytestmark = pytest.mark.slow
 

@@ -42,7 +42,7 @@ from replog.errors import (
 )
 from replog.record import build_batch
 from replog.replication import messages as m
-from replog.server.broker_client import BrokerClient
+from replog.wire.broker_client import BrokerClient
 
 pytestmark = pytest.mark.slow
 

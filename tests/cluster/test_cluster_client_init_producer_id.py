@@ -21,7 +21,7 @@ import pytest
 from client_cluster import ClientCluster, client_cluster
 
 from replog.errors import CoordinatorLoadInProgressError
-from replog.server.broker_client import BrokerClient
+from replog.wire.broker_client import BrokerClient
 
 pytestmark = pytest.mark.slow
 

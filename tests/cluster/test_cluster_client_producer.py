@@ -37,7 +37,7 @@ from replog.client.topic_limits import TopicLimits
 from replog.errors import MessageSizeTooLargeError, UnknownTopicOrPartitionError
 from replog.record import RecordBatch, iter_batches
 from replog.replication import messages as m
-from replog.server.broker_client import BrokerClient
+from replog.wire.broker_client import BrokerClient
 
 pytestmark = pytest.mark.slow
 

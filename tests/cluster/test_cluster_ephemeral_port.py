@@ -25,7 +25,7 @@ from cluster_helpers import node_processes, wait_for
 from replog import Admin
 from replog.admin.controller_results import NewTopic
 from replog.pb import controller_pb2 as controller_pb
-from replog.server.broker_client import BrokerClient
+from replog.wire.broker_client import BrokerClient
 from tests.local_ports import free_port
 
 pytestmark = pytest.mark.slow

@@ -24,8 +24,8 @@ from replog.errors import (
     KafkaError,
     NotCoordinatorError,
 )
-from replog.server.coordinator_client import CoordinatorClient
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC
+from replog.wire.coordinator_client import CoordinatorClient
 
 pytestmark = pytest.mark.slow
 

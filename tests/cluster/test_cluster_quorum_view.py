@@ -7,7 +7,8 @@ from dataclasses import asdict
 import pytest
 from cluster_helpers import REPLICATION_HEADER
 
-from replog.cli.quorum import QuorumDescription, parse_bootstrap, print_replication_table
+from replog.admin.quorum import QuorumDescription
+from replog.cli.quorum import parse_bootstrap, print_replication_table
 from replog.errors import ReplogError
 from replog.pb import raft_pb2 as pb
 from replog.server.raft_service import _on_wall_clock

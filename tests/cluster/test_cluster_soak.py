@@ -13,7 +13,7 @@ The traffic, for the whole run:
   4 KiB records. Sharing one producer, its requests interleave the two topics' partitions and
   pass 64 KiB whenever a backlog forms (after every fault that moves a leader): the shape that
   would send one topic's records to the other's partitions if the codec joined records out of
-  serialized order (replog/server/broker_codec.py). Followers catching up
+  serialized order (replog/wire/broker_codec.py). Followers catching up
   fetch the same mix;
 - a consumer group member on `soak` that commits every 3 s and is closed and reopened every 20
   s, resuming from its commits;

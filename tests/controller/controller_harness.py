@@ -22,13 +22,13 @@ from quorum.controller.broker_heartbeat import BrokerHeartbeatReply, BrokerHeart
 from quorum.controller.cluster_control import BrokerRegistrationReply, BrokerRegistrationRequest
 from quorum.controller.controller import QuorumController
 from quorum.controller.controller_config import ControllerConfig
-from quorum.controller.feature_control import METADATA_VERSION_LATEST
-from quorum.controller.metadata_log import CommittedRecords
 from quorum.controller.pending_response import PendingResponse
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage, MetadataProvenance
+from quorum.metadata.log_batches import CommittedRecords
 from quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
+    METADATA_VERSION_LATEST,
     Endpoint,
     FeatureRange,
     MetadataRecord,

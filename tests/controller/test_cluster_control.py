@@ -23,9 +23,10 @@ from quorum.controller.cluster_control import (
     ClusterControl,
 )
 from quorum.controller.controller_result import ControllerResult
-from quorum.controller.feature_control import METADATA_VERSION_LATEST, FeatureControl
+from quorum.controller.feature_control import FeatureControl
 from quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
+    METADATA_VERSION_LATEST,
     BrokerRegistrationChangeRecord,
     FeatureLevelRecord,
     FeatureRange,

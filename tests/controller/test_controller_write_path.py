@@ -11,11 +11,11 @@ from controller_harness import Cluster, controller_view
 
 from quorum.controller.config_control import AlterConfigOp, AlterConfigOpType, broker_resource
 from quorum.controller.controller_result import ControllerResult
-from quorum.controller.feature_control import METADATA_VERSION_LATEST
-from quorum.controller.metadata_log import CommittedRecords, SnapshotRecords
 from quorum.controller.operation import ReadContext, WriteContext
+from quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
 from quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
+    METADATA_VERSION_LATEST,
     ConfigRecord,
     ConfigResourceType,
     FeatureLevelRecord,

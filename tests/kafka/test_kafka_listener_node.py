@@ -12,8 +12,10 @@ gRPC one, driven by kafka-python and by raw sockets:
   OffsetForLeaderEpoch finds where the current epoch ends;
 - an unknown topic is UNKNOWN_TOPIC_OR_PARTITION and is not created;
 - ApiVersions at a version above the served range is answered UNSUPPORTED_VERSION (v0 body);
-- garbage, a negative size, an oversize frame and an unknown API key each close only their own
-  connection, with one WARNING line naming the peer and the cause, while the others are served;
+- garbage, a negative size, an oversize frame, an unknown API key, an unsupported version and a
+  frame cut short by the client's going away each close only their own connection, with one
+  WARNING line naming the peer and the cause, while the others are served; random bytes on
+  twenty connections at once leave the listener serving;
   so does an acks=0 produce that fails (Kafka's broker closes the connection: no response can
   carry the error).
 """
@@ -289,7 +291,7 @@ def test_api_versions_above_the_served_range_is_answered_unsupported(node: Runni
     assert served.error_code == 0
     assert {(k.api_key, k.min_version, k.max_version) for k in served.api_keys} == {
         (0, 3, 12),
-        (1, 4, 12),
+        (1, 4, 18),
         (2, 1, 7),
         (3, 0, 13),
         (18, 0, 4),
@@ -319,12 +321,16 @@ def test_bad_input_closes_only_its_own_connection_with_one_log_line(node: Runnin
         "oversize": struct.pack(">i", 1048577),
         "unknown key": struct.pack(">ihhi", 8, 999, 0, 1),
         "garbage": struct.pack(">i", 64) + bytes(rng.randrange(256) for _ in range(64)),
+        "unsupported version": struct.pack(">ihhih", 10, 3, 99, 2, -1),
+        "truncated": struct.pack(">i", 100) + bytes(10),
     }
     peers = {}
     for what, payload in attacks.items():
         with raw(node) as sock:
             peers[what] = f"127.0.0.1:{sock.getsockname()[1]}"
             sock.sendall(payload)
+            if what == "truncated":
+                sock.shutdown(socket.SHUT_WR)  # the client goes away in the middle of a frame
             assert closed_by_peer(sock), what
     bystander.sendall(encode_request(header, API_VERSIONS))
     got, _ = decode_response(read_frame(bystander), 18, 3)
@@ -348,10 +354,26 @@ def test_bad_input_closes_only_its_own_connection_with_one_log_line(node: Runnin
         "oversize": "frame size 1048577 is larger than socket.request.max.bytes (1048576)",
         "unknown key": "API key 999 (correlation id 1) is not served",
         "garbage": "",
+        "unsupported version": "Metadata v99 (correlation id 2) is not served (versions 0-13)",
+        "truncated": "closed in the middle of a frame (14 bytes of it read)",
     }
     for what, cause in causes.items():
         (line,) = [line for line in lines if f"from {peers[what]}: " in line]
         assert "WARNING" in line and cause in line, line
+    assert node.process.poll() is None
+
+    # Random bytes on many connections at once: each connection is answered or closed, and
+    # the listener goes on serving.
+    blasts = [raw(node) for _ in range(20)]
+    for sock in blasts:
+        sock.sendall(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 400))))
+        sock.shutdown(socket.SHUT_WR)
+    for sock in blasts:
+        with sock:
+            deadline = time.monotonic() + 10
+            while not closed_by_peer(sock):  # a random frame may be a request and answered
+                assert time.monotonic() < deadline, "a connection sent random bytes stays open"
+    assert api_versions(node, version=3, correlation_id=42).error_code == 0
     assert node.process.poll() is None
 
 

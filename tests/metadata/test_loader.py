@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from metadata_helpers import bootstrapped, create_topic, register, topic_id
 from metadata_strategies import BROKER_POOL, valid_logs
 
-from quorum.controller.metadata_log import CommittedRecords, SnapshotRecords
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage, MetadataProvenance
 from quorum.metadata.loader import ManifestKind, MetadataLoader, Publication
 from quorum.metadata.local_changes import local_changes, local_changes_between
+from quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
 from quorum.metadata.records import (
     METADATA_VERSION_FEATURE,
     FeatureLevelRecord,

@@ -83,13 +83,13 @@ from replog.replication.messages import (
     ProducePartitionResult,
     ProduceRequest,
 )
-from replog.server import broker_codec
 from replog.server.broker_service import BrokerService
 from replog.server.repeat_reads import RepeatReads
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager, LogManagerConfig
+from replog.wire import broker_codec
 
 START_MS = 1_700_000_000_000
 QUORUM_EPOCH = 3

@@ -33,10 +33,11 @@ from replog.pb import broker_pb2 as pb
 from replog.pb import broker_pb2_grpc
 from replog.record import build_batch
 from replog.replication import messages as m
-from replog.server import broker_service, redialing_channel
-from replog.server.broker_client import BrokerClient, ProduceStream
+from replog.server import broker_service
 from replog.server.broker_service import BrokerService, add_broker_service
 from replog.server.repeat_reads import RepeatReads
+from replog.wire import redialing_channel
+from replog.wire.broker_client import BrokerClient, ProduceStream
 from tests.metadata.metadata_helpers import (
     bootstrapped,
     create_topic,

@@ -24,8 +24,8 @@ from replog.errors import (
     UnknownServerError,
 )
 from replog.pb import coordinator_pb2 as pb
-from replog.server.coordinator_client import CoordinatorClient
 from replog.server.coordinator_service import CoordinatorService, add_coordinator_service
+from replog.wire.coordinator_client import CoordinatorClient
 
 T = TopicPartition
 

@@ -18,17 +18,16 @@ from quorum.metadata.image import MetadataImage
 from replog.pb import broker_pb2 as pb
 from replog.pb import broker_pb2_grpc
 from replog.record import build_batch
-from replog.server import broker_codec as codec
-from replog.server.broker_service import BrokerService, add_broker_service
-from replog.server.log_dirs import (
+from replog.replication.messages import (
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,
     LogDirDescription,
     ReplicaLogInfo,
-    describe_log_dirs,
-    offset_lag,
 )
+from replog.server.broker_service import BrokerService, add_broker_service
+from replog.server.log_dirs import describe_log_dirs, offset_lag
 from replog.storage.log_manager import LogManager
+from replog.wire import broker_codec as codec
 
 
 def now_ms() -> int:

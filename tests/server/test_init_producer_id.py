@@ -24,9 +24,9 @@ from replog.errors import (
 from replog.pb import broker_pb2 as pb
 from replog.pb import broker_pb2_grpc
 from replog.replication import messages as m
-from replog.server import broker_codec as codec
-from replog.server.broker_client import BrokerClient
 from replog.server.broker_service import BrokerService, add_broker_service
+from replog.wire import broker_codec as codec
+from replog.wire.broker_client import BrokerClient
 
 
 @dataclass

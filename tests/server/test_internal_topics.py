@@ -21,9 +21,9 @@ from replog.replication.messages import (
     ProducePartition,
     ProduceRequest,
 )
-from replog.server.broker_client import BrokerClient
 from replog.server.broker_service import BrokerService, add_broker_service
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPICS, is_internal_topic
+from replog.wire.broker_client import BrokerClient
 from tests.metadata.metadata_helpers import create_topic, topic_id
 from tests.server.test_replica_manager import FakeClock, Node, batch, cluster_image
 

@@ -2,8 +2,11 @@
 
 - ApiVersions advertises exactly the handler table; v3+ with a bad client software name is
   INVALID_REQUEST with no APIs, as Kafka answers;
-- Fetch opens no session: an incremental fetch is FETCH_SESSION_ID_NOT_FOUND, and a fetch from
-  a replica is refused (followers use the gRPC listener);
+- Fetch keeps KIP-227 sessions (a full fetch opens one, incremental fetches are answered with
+  only the partitions with news, forgotten partitions are no longer read, an epoch out of turn
+  or an unknown id is refused, epoch -1 closes), names topics by id from v13 (an unknown id is
+  UNKNOWN_TOPIC_ID, answered at once; a session is not switched between names and ids), and a
+  fetch from a replica is refused (followers use the gRPC listener);
 - a leader hint or diverging epoch is written only into the versions that have the field;
 - Metadata advertises each broker at its endpoint of the listener the client connected through,
   leaves out brokers without one (their partitions: leader -1, LISTENER_NOT_FOUND from v6,
@@ -23,13 +26,32 @@ from quorum.metadata.records import Endpoint, RegisterBrokerRecord
 from replog.errors import NotLeaderOrFollowerError, RequestRefusedError
 from replog.kafka.messages import fetch_response as kf
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
-from replog.kafka.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
+from replog.kafka.messages.fetch_request import (
+    FetchPartition,
+    FetchRequest,
+    FetchTopic,
+    ForgottenTopic,
+    ReplicaState,
+)
+from replog.kafka.messages.list_offsets_response import (
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
 from replog.kafka.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from replog.kafka.messages.metadata_response import MetadataResponse
 from replog.kafka.messages.produce_response import ProduceResponse, TopicProduceResponse
+from replog.kafka.protocol.codec import ZERO_UUID
 from replog.replication import messages as m
+from replog.replication.fetch_session_cache import FetchSessionCache
 from replog.server.broker_service import BrokerService
-from replog.server.kafka_apis import SERVED, KafkaApis, _fetched, _produce_partition
+from replog.server.kafka_apis import (
+    SERVED,
+    KafkaApis,
+    _fetched,
+    _list_offsets_partition,
+    _produce_partition,
+    fetch_session_cache,
+)
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 
 
@@ -79,7 +101,7 @@ def test_api_versions_advertises_exactly_the_handler_table() -> None:
     )
     assert SERVED == {
         0: (3, 12),
-        1: (4, 12),
+        1: (4, 18),
         2: (1, 7),
         3: (0, 13),
         18: (0, 4),
@@ -168,17 +190,152 @@ def test_the_controller_id_is_a_listed_broker(raft_leader: int, named_controller
     assert answer.controller_id == named_controller
 
 
-@pytest.mark.asyncio
-async def test_fetch_opens_no_session_and_serves_no_replica() -> None:
+class FetchLog:
+    """A replica manager whose partitions have no records and the high watermarks set here;
+    it records what each read asked for."""
+
+    def __init__(self) -> None:
+        self.high_watermarks: dict[tuple[str, int], int] = {}
+        self.diverging: dict[tuple[str, int], m.EpochEndOffsetResult] = {}
+        self.reads: list[m.FetchRequest] = []
+
+    async def fetch(self, request: m.FetchRequest, repeats: object = None) -> m.FetchResponse:
+        self.reads.append(request)
+        return m.FetchResponse(
+            tuple(
+                m.FetchPartitionResult(
+                    p.topic,
+                    p.partition,
+                    high_watermark=self.high_watermarks.get((p.topic, p.partition), 0),
+                    log_start_offset=0,
+                    topic_id=p.topic_id,
+                    diverging_epoch=self.diverging.get((p.topic, p.partition)),
+                )
+                for p in request.partitions
+            )
+        )
+
+
+def fetching(sessions: FetchSessionCache | None = None) -> tuple[KafkaApis, FetchLog]:
     current = image()
-    service = BrokerService(2, cluster_id="c1", image=lambda: current)
-    handlers = KafkaApis(2, cluster_id="c1", image=lambda: current, broker_service=service)
-    topics = [FetchTopic(topic="orders", partitions=[FetchPartition(partition=0)])]
-    incremental = FetchRequest(session_id=5, session_epoch=3, topics=topics)
-    answer = await handlers.fetch(incremental, 12)
-    assert (answer.error_code, answer.session_id, answer.responses) == (70, 0, [])
+    log = FetchLog()
+    service = BrokerService(2, cluster_id="c1", image=lambda: current, replica_manager=log)  # type: ignore[arg-type]
+    handlers = KafkaApis(
+        2, cluster_id="c1", image=lambda: current, broker_service=service, fetch_sessions=sessions
+    )
+    return handlers, log
+
+
+def orders(*partitions: int, by_id: bool = False) -> list[FetchTopic]:
+    return [
+        FetchTopic(
+            topic="" if by_id else "orders",
+            topic_id=topic_id(1) if by_id else ZERO_UUID,
+            partitions=[FetchPartition(partition=p, partition_max_bytes=100) for p in partitions],
+        )
+    ]
+
+
+def answered(answer: kf.FetchResponse) -> list[tuple[str, int, int]]:
+    return [
+        (t.topic or str(t.topic_id), p.partition_index, p.high_watermark)
+        for t in answer.responses
+        for p in t.partitions
+    ]
+
+
+@pytest.mark.asyncio
+async def test_fetch_sessions_open_answer_only_news_and_close() -> None:
+    handlers, log = fetching()
+    log.high_watermarks[("orders", 0)] = 3
+    full = await handlers.fetch(FetchRequest(session_epoch=0, topics=orders(0, 1)), 12)
+    session = full.session_id
+    assert session > 0 and full.error_code == 0
+    assert answered(full) == [("orders", 0, 3), ("orders", 1, 0)]
+    # Incremental: nothing sent, both partitions read, none with news.
+    quiet = await handlers.fetch(FetchRequest(session_id=session, session_epoch=1), 12)
+    assert (quiet.session_id, answered(quiet)) == (session, [])
+    assert [p.partition for p in log.reads[-1].partitions] == [0, 1]
+    log.high_watermarks[("orders", 1)] = 5
+    news = await handlers.fetch(FetchRequest(session_id=session, session_epoch=2), 12)
+    assert answered(news) == [("orders", 1, 5)]
+    # Forgetting partition 0: only partition 1 is read.
+    forgot = FetchRequest(
+        session_id=session,
+        session_epoch=3,
+        forgotten_topics_data=[ForgottenTopic(topic="orders", partitions=[0])],
+    )
+    assert answered(await handlers.fetch(forgot, 12)) == []
+    assert [p.partition for p in log.reads[-1].partitions] == [1]
+    # An epoch out of turn, then an unknown session: refused as a whole.
+    wrong = await handlers.fetch(FetchRequest(session_id=session, session_epoch=9), 12)
+    assert (wrong.error_code, wrong.session_id, wrong.responses) == (71, 0, [])
+    unknown = await handlers.fetch(FetchRequest(session_id=session + 1, session_epoch=1), 12)
+    assert (unknown.error_code, unknown.session_id, unknown.responses) == (70, 0, [])
+    # Epoch -1 closes the session (a sessionless fetch), and it is gone.
+    closing = FetchRequest(session_id=session, session_epoch=-1, topics=orders(0))
+    closed = await handlers.fetch(closing, 12)
+    assert (closed.session_id, answered(closed)) == (0, [("orders", 0, 3)])
+    gone = await handlers.fetch(FetchRequest(session_id=session, session_epoch=4), 12)
+    assert gone.error_code == 70
+
+
+@pytest.mark.asyncio
+async def test_the_broker_uses_the_fetch_session_cache_it_is_given() -> None:
+    handlers, _ = fetching(fetch_session_cache(max_slots=0))  # no sessions
+    full = await handlers.fetch(FetchRequest(session_epoch=0, topics=orders(0)), 12)
+    assert (full.error_code, full.session_id, answered(full)) == (0, 0, [("orders", 0, 0)])
+
+
+@pytest.mark.asyncio
+async def test_fetch_v13_names_topics_by_id() -> None:
+    handlers, log = fetching()
+    log.high_watermarks[("orders", 1)] = 4
+    missing = uuid.UUID(int=99)
+    topics = [*orders(1, by_id=True), FetchTopic(topic_id=missing, partitions=[FetchPartition()])]
+    answer = await handlers.fetch(
+        FetchRequest(session_epoch=0, topics=topics, max_wait_ms=5000), 13
+    )
+    answer.encode(13)
+    [(known, known_p)], [(unknown, unknown_p)] = [
+        [(t.topic_id, p) for p in t.partitions] for t in answer.responses
+    ]
+    assert (known, known_p.partition_index, known_p.error_code) == (topic_id(1), 1, 0)
+    assert known_p.high_watermark == 4 and answer.responses[0].topic == ""
+    assert (unknown, unknown_p.error_code) == (missing, 100)
+    # The read carried the topic id, and did not wait: a partition had an error.
+    (read,) = log.reads
+    assert [(p.topic, p.topic_id) for p in read.partitions] == [("orders", topic_id(1))]
+    assert read.max_wait_ms == 0
+    # A session opened with ids is not used with names.
+    switched = await handlers.fetch(FetchRequest(session_id=answer.session_id, session_epoch=1), 12)
+    assert switched.error_code == 106
+
+
+@pytest.mark.asyncio
+async def test_fetch_passes_the_epochs_and_answers_a_diverging_epoch() -> None:
+    handlers, log = fetching()
+    log.diverging[("orders", 0)] = m.EpochEndOffsetResult(2, 40)
+    entry = FetchPartition(
+        partition=0, fetch_offset=50, current_leader_epoch=4, last_fetched_epoch=3
+    )
+    answer = await handlers.fetch(
+        FetchRequest(topics=[FetchTopic(topic="orders", partitions=[entry])]), 12
+    )
+    (read,) = log.reads[0].partitions
+    assert (read.fetch_offset, read.current_leader_epoch, read.last_fetched_epoch) == (50, 4, 3)
+    (partition,) = answer.responses[0].partitions
+    assert (partition.diverging_epoch.epoch, partition.diverging_epoch.end_offset) == (2, 40)
+
+
+@pytest.mark.asyncio
+async def test_fetch_serves_no_replica() -> None:
+    handlers, _ = fetching()
     with pytest.raises(RequestRefusedError, match="Fetch from replica 3: followers fetch"):
-        await handlers.fetch(FetchRequest(replica_id=3, topics=topics), 12)
+        await handlers.fetch(FetchRequest(replica_id=3, topics=orders(0)), 12)
+    state = ReplicaState(replica_id=3)
+    with pytest.raises(RequestRefusedError, match="Fetch from replica 3: followers fetch"):
+        await handlers.fetch(FetchRequest(replica_state=state, topics=orders(0)), 15)
 
 
 @pytest.mark.parametrize(("version", "carried"), [(9, False), (10, True), (12, True)])
@@ -215,3 +372,15 @@ def test_the_fetch_leader_and_diverging_epoch_are_written_only_where_the_version
     ).encode(version)
     assert (partition.diverging_epoch.end_offset == 40) == carried
     assert (partition.current_leader.leader_id == 3) == carried
+
+
+@pytest.mark.parametrize(("version", "carried"), [(1, False), (3, False), (4, True), (7, True)])
+def test_the_list_offsets_leader_epoch_is_written_only_where_the_version_has_it(
+    version: int, carried: bool
+) -> None:
+    result = m.ListOffsetsPartitionResult("t", 0, timestamp=5, offset=9, leader_epoch=3)
+    partition = _list_offsets_partition(result, version)
+    ListOffsetsResponse(topics=[ListOffsetsTopicResponse(name="t", partitions=[partition])]).encode(
+        version
+    )  # no field the version lacks holds a value (kafkajs sends v2 and v3)
+    assert (partition.offset, partition.leader_epoch) == (9, 3 if carried else -1)

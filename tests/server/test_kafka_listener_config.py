@@ -6,6 +6,8 @@
 - a Kafka listener may not share a port with the gRPC listener or another Kafka listener;
 - port 0 is registered as the port that listener bound, not the gRPC one;
 - `queued.max.requests`, `connections.max.idle.ms`, `socket.request.max.bytes` must be positive;
+- the fetch session cache takes Kafka's `max.incremental.fetch.session.cache.slots` and
+  `min.incremental.fetch.session.eviction.ms` (0 or more);
 - a Kafka listener port in use is an OSError naming the listener, and a failed start lets go of
   the Kafka ports it bound already.
 """
@@ -19,7 +21,7 @@ import pytest
 
 from quorum.metadata.records import Endpoint
 from replog.errors import ConfigError
-from replog.server.broker_runtime import broker_config_from_node
+from replog.server.broker_runtime import broker_config_from_node, data_plane_config_from_node
 from replog.server.kafka_listener import KafkaListenerConfig
 from replog.server.known_properties import unknown_properties
 from replog.server.node import Node
@@ -130,3 +132,19 @@ async def test_a_kafka_listener_port_in_use_is_an_os_error_naming_it(tmp_path: P
     for listener in built.kafka_listeners:
         listener.close_unstarted()
     built.storage.close()
+
+
+def test_the_fetch_session_cache_settings_are_kafkas() -> None:
+    listeners = "CONTROLLER://127.0.0.1:19092,PLAINTEXT://127.0.0.1:9092"
+    default = data_plane_config_from_node(node(listeners))
+    assert (default.fetch_session_cache_slots, default.fetch_session_eviction_ms) == (1000, 120_000)
+    keys = {
+        "max.incremental.fetch.session.cache.slots": "0",  # 0: no sessions, as in Kafka
+        "min.incremental.fetch.session.eviction.ms": "5",
+    }
+    assert unknown_properties(keys) == []
+    config = data_plane_config_from_node(node(listeners, **keys))
+    assert (config.fetch_session_cache_slots, config.fetch_session_eviction_ms) == (0, 5)
+    for key in keys:
+        with pytest.raises(ConfigError, match=f"{key}=-1: must be 0 or more"):
+            data_plane_config_from_node(node(listeners, **{key: "-1"}))

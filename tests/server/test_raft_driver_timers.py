@@ -4,9 +4,11 @@ due is retried every TIMER_RETICK_MS instead of spinning the loop."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 from quorum.raft import RaftConfig, VoterAddress
+from quorum.raft.ready import ApplyItem, CommittedBatch
 from replog.server.raft_driver import TIMER_RETICK_MS, RaftDriver
 from replog.server.raft_storage import RaftStorage
 
@@ -54,5 +56,49 @@ def test_timers_are_ticked_when_due_and_never_spin(tmp_path: Path) -> None:
         gaps = [b - a for a, b in zip(busy.ticks, busy.ticks[1:], strict=False)]
         assert gaps and min(gaps) >= TIMER_RETICK_MS
         assert len(busy.ticks) <= 300 // TIMER_RETICK_MS + 2
+
+    asyncio.run(scenario())
+
+
+def test_a_long_delivery_of_committed_batches_lets_other_tasks_run(tmp_path: Path) -> None:
+    """A listener slow on each committed batch (a restart replaying the metadata log) does not
+    hold the loop for the whole Ready: other tasks run between two batches, and the batches
+    still reach the listener in order."""
+
+    async def scenario() -> None:
+        config = RaftConfig(voters=(VoterAddress(1, "127.0.0.1", 1),))
+        driver = RaftDriver(1, config, RaftStorage(str(tmp_path), [1]))
+        driver.apply_turn_s = 0.01
+        seen: list[tuple[str, int]] = []
+
+        def slow_listener(item: ApplyItem) -> None:
+            if isinstance(item, CommittedBatch) and not item.is_control:
+                time.sleep(0.03)  # replaying a big batch
+                seen.append(("batch", item.base_offset))
+
+        driver.add_listener(slow_listener)
+        loop = asyncio.create_task(driver.run())
+        try:
+            while driver.status().leader_id != 1:
+                await asyncio.sleep(0.01)
+            # Queued before the loop runs again: one Ready appends and commits all six.
+            waits = [asyncio.ensure_future(driver.append_and_wait([b"%d" % i])) for i in range(6)]
+
+            async def probe() -> None:
+                while not all(wait.done() for wait in waits):
+                    seen.append(("probe", len(seen)))
+                    await asyncio.sleep(0)
+
+            await asyncio.wait_for(asyncio.gather(probe(), *waits), 10)
+        finally:
+            await driver.stop(graceful=False)
+            await asyncio.wait_for(loop, 5)
+            await driver.transport.close()
+            driver.storage.close()
+        batches = [offset for kind, offset in seen if kind == "batch"]
+        assert batches == sorted(batches) and len(batches) >= 2, batches
+        kinds = [kind for kind, _ in seen]
+        first, last = kinds.index("batch"), len(kinds) - 1 - kinds[::-1].index("batch")
+        assert "probe" in kinds[first:last], kinds  # the probe ran between two batches
 
     asyncio.run(scenario())

@@ -38,9 +38,9 @@ from replog.replication.messages import (
     FetchRequest,
     FetchResponse,
 )
-from replog.server import broker_codec as codec
 from replog.server.broker_service import BrokerService
 from replog.server.repeat_reads import RepeatReads
+from replog.wire import broker_codec as codec
 from tests.metadata.metadata_helpers import create_topic, replayed
 from tests.server.test_replica_manager import (
     TID,

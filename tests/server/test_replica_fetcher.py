@@ -27,12 +27,12 @@ from replog.pb import broker_pb2_grpc
 from replog.record import build_batch
 from replog.record.batch import iter_batches
 from replog.replication import messages as m
-from replog.server import broker_codec as codec
-from replog.server.broker_client import BrokerClient
 from replog.server.broker_service import BrokerService, add_broker_service
 from replog.server.replica_fetcher import ReplicaFetcherManager
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_manager import LogManager
+from replog.wire import broker_codec as codec
+from replog.wire.broker_client import BrokerClient
 from tests.client.fake_broker import GARBAGE, record_redials
 from tests.client.fake_broker import running as fake_broker_running
 from tests.eventually import eventually

@@ -1808,3 +1808,31 @@ async def test_follower_fetches_rotate_so_every_partition_gets_the_byte_budget(
         request, response = await replicate(follower, leader)
         assert [e.partition for e in request.partitions] == [1, 2, 0]
         assert not any(r.records for r in response.partitions)
+
+
+def test_leadership_errors_of_one_answer_are_logged_in_one_line(
+    tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A leader that moved away answers NOT_LEADER_OR_FOLLOWER for every partition it led: one
+    INFO line for the answer, naming how many, not one per partition."""
+    _, follower, _ = two_nodes(tmp_path, clock)
+    request = follower.rm.build_follower_fetch(1, clock())
+    assert request is not None
+    response = FetchResponse(
+        tuple(
+            FetchPartitionResult(e.topic, e.partition, NotLeaderOrFollowerError("moved"))
+            for e in request.partitions
+        )
+    )
+    with caplog.at_level(logging.INFO, logger="replog.server.replica_manager"):
+        follower.rm.process_follower_fetch(1, request, response, clock())
+        follower.rm.process_follower_fetch(1, request, response, clock())
+    lines = [r.getMessage() for r in caplog.records if "waiting for new metadata" in r.getMessage()]
+    assert (
+        lines
+        == [
+            "broker 1 answered NOT_LEADER_OR_FOLLOWER for 1 partition(s): t-0; "
+            "waiting for new metadata"
+        ]
+        * 2
+    )

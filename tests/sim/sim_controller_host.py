@@ -36,9 +36,9 @@ from sim_host import NodeHost, ReplicatedStateMachine
 
 from quorum.controller.controller import QuorumController
 from quorum.controller.controller_config import ControllerConfig
-from quorum.controller.metadata_log import CommittedRecords, SnapshotRecords
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage, MetadataProvenance
+from quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
 from quorum.metadata.record_codec import decode_record, encode_record
 from quorum.metadata.records import MetadataRecord
 from quorum.metadata.snapshot import image_from_records, image_to_records

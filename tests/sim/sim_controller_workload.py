@@ -37,7 +37,6 @@ from quorum.controller.config_control import (
     topic_resource,
 )
 from quorum.controller.controller import QuorumController
-from quorum.controller.feature_control import METADATA_VERSION_LATEST
 from quorum.controller.pending_response import PendingResponse
 from quorum.controller.replication_control import (
     AlterPartitionItem,
@@ -49,7 +48,12 @@ from quorum.controller.replication_control import (
     ReassignablePartition,
 )
 from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import METADATA_VERSION_FEATURE, Endpoint, FeatureRange
+from quorum.metadata.records import (
+    METADATA_VERSION_FEATURE,
+    METADATA_VERSION_LATEST,
+    Endpoint,
+    FeatureRange,
+)
 from replog.errors import NotControllerError, StaleBrokerEpochError
 
 if TYPE_CHECKING:

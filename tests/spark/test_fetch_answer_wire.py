@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from replog.pb import broker_pb2 as pb
 from replog.spark.errors import MalformedFetchAnswerError
 from replog.spark.fetch_answer_wire import PartitionAnswer, TopicAnswer, fetch_answer_topics
-from tests.server.broker_message_strategies import INT32, INT64, TEXT, fetch_responses
+from tests.wire.broker_message_strategies import INT32, INT64, TEXT, fetch_responses
 
 Row = tuple[object, ...]
 

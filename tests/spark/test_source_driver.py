@@ -17,9 +17,10 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 from pyspark.sql.types import StructType
 
+from replog.common import TopicPartitionKey
 from replog.spark import source
 from replog.spark.errors import DataLossError
-from replog.spark.options import Mode, Subscription, TopicPartitionKey, parse_options
+from replog.spark.options import Mode, Subscription, parse_options
 from replog.spark.planning import Bounds, OffsetRange
 from replog.spark.source import RangePartition, ReplogBatchReader, ReplogStreamReader
 

@@ -25,10 +25,10 @@ from replog.errors import (
     TopicAuthorizationFailedError,
 )
 from replog.pb import broker_pb2 as pb
-from replog.server import broker_codec as codec
 from replog.spark.fetch_answer_wire import fetch_answer_topics
 from replog.spark.partition_fetcher import FetchAnswer, answer_for
-from tests.server.broker_message_strategies import fetch_responses
+from replog.wire import broker_codec as codec
+from tests.wire.broker_message_strategies import fetch_responses
 
 TP = TopicPartition("t", 0)
 

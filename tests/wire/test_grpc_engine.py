@@ -1,4 +1,4 @@
-"""Choosing gRPC's engine (replog/grpc_engine.py): when it applies, when it is kept off, that
+"""Choosing gRPC's engine (replog/wire/grpc_engine.py): when it applies, when it is kept off, that
 the installed grpcio still knows the switches it names, and the fork crash it prevents.
 
 Each case runs in a fresh interpreter: gRPC reads the variables once per process, at import.
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from replog.grpc_engine import (
+from replog.wire.grpc_engine import (
     CHOICES,
     FORK_SUPPORT_VARIABLE,
     GRPC_EXPERIMENTS_VARIABLE,
@@ -63,7 +63,7 @@ def test_an_operator_setting_is_kept_even_when_empty() -> None:
 def test_once_grpc_is_imported_it_is_too_late_and_nothing_changes() -> None:
     code = (
         "import grpc\n"
-        "from replog.grpc_engine import choose_grpc_engine\n"
+        "from replog.wire.grpc_engine import choose_grpc_engine\n"
         "print(choose_grpc_engine())\n" + SHOW
     )
     result = run_python(code)

@@ -14,8 +14,8 @@ import pytest_asyncio
 
 from replog.errors import MalformedResponseError
 from replog.pb import coordinator_pb2
-from replog.server.coordinator_client import CoordinatorClient
-from replog.server.redialing_channel import RedialingChannel
+from replog.wire.coordinator_client import CoordinatorClient
+from replog.wire.redialing_channel import RedialingChannel
 
 SERVICE = "test.Slow"
 

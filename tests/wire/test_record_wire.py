@@ -1,4 +1,4 @@
-"""`replog.server.record_wire` against protobuf's own serialization and parse.
+"""`replog.wire.record_wire` against protobuf's own serialization and parse.
 
 - join: for random FetchResponse and ProduceRequest messages, joining each partition's records
   into the message serialized without them parses (protobuf) to the message with them.
@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replog.pb import broker_pb2 as pb
-from replog.server import broker_codec as codec
-from replog.server.record_wire import join_records, split_records, varint
-from tests.server.broker_message_strategies import INT32, TEXT, fetch_responses
+from replog.wire import broker_codec as codec
+from replog.wire.record_wire import join_records, split_records, varint
+from tests.wire.broker_message_strategies import INT32, TEXT, fetch_responses
 
 FETCH_PATH = codec.FETCH_RECORDS_PATH  # FetchResponse.topics -> partitions -> records
 PRODUCE_PATH = codec.PRODUCE_RECORDS_PATH  # ProduceRequest.topics -> partitions -> records

@@ -1,5 +1,5 @@
 """A small asyncio client of one broker's `GroupCoordinator` service: find a group's
-coordinator, commit and fetch its offsets, in the client library's types.
+coordinator, commit and fetch its offsets, in `replog.common`'s types.
 
 One gRPC channel per client (`RedialingChannel`, as `BrokerClient`).
 
@@ -20,15 +20,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from replog.client.records import OffsetAndMetadata, TopicPartition
+from replog.common import OffsetAndMetadata, TopicPartition
 from replog.coordinator import messages as cm
 from replog.errors import KafkaError, UnknownServerError
 from replog.net_address import format_host_port
 from replog.pb import coordinator_pb2 as pb
 from replog.pb import coordinator_pb2_grpc
-from replog.server import coordinator_codec as codec
-from replog.server.broker_client import CHANNEL_OPTIONS, REQUEST_TIMEOUT_MS_DEFAULT
-from replog.server.redialing_channel import RedialingChannel
+from replog.wire import coordinator_codec as codec
+from replog.wire.broker_client import CHANNEL_OPTIONS, REQUEST_TIMEOUT_MS_DEFAULT
+from replog.wire.redialing_channel import RedialingChannel
 
 Stub = Any  # coordinator_pb2_grpc.GroupCoordinatorStub (generated code has no precise types)
 

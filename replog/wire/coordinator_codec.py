@@ -22,7 +22,7 @@ from typing import TypeVar
 from replog.coordinator import messages as cm
 from replog.errors import InvalidRequestError
 from replog.pb import coordinator_pb2 as pb
-from replog.server.broker_codec import error_from_proto, error_to_proto
+from replog.wire.broker_codec import error_from_proto, error_to_proto
 
 T = TypeVar("T")
 

@@ -1,7 +1,7 @@
 """A small asyncio client of one broker's `Broker` service, in `replication.messages` types.
 
-Used by tests, the benchmark and the replica fetcher; the client library of issue #7 builds on
-it. One gRPC channel per client.
+Used by the client library, the replica fetcher, the benchmark and tests. One gRPC channel per
+client.
 
 Rules:
 - Calls fail fast while the channel is down (no wait-for-ready): a dead broker is an error at
@@ -49,8 +49,8 @@ from replog.pb import broker_pb2, broker_pb2_grpc
 from replog.pb import controller_pb2 as controller_pb
 from replog.replication import messages as m
 from replog.replication.fetch_session import FULL_FETCH_EPOCH, FetcherSession
-from replog.server import broker_codec as codec
-from replog.server.redialing_channel import RedialingChannel
+from replog.wire import broker_codec as codec
+from replog.wire.redialing_channel import RedialingChannel
 
 REQUEST_TIMEOUT_MS_DEFAULT = 30_000
 CHANNEL_OPTIONS = [

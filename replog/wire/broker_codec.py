@@ -49,8 +49,7 @@ from replog.pb import broker_pb2 as pb
 from replog.pb import common_pb2
 from replog.record.batch import Buffer
 from replog.replication import messages as m
-from replog.server import log_dirs
-from replog.server.record_wire import join_records, split_records
+from replog.wire.record_wire import join_records, split_records
 
 UUID_BYTES = 16
 NONE = -1
@@ -789,18 +788,18 @@ def init_producer_id_response_from_proto(
 
 
 def describe_log_dirs_request_to_proto(
-    request: log_dirs.DescribeLogDirsRequest,
+    request: m.DescribeLogDirsRequest,
 ) -> pb.DescribeLogDirsRequest:
     return pb.DescribeLogDirsRequest(topics=request.topics)
 
 
 def describe_log_dirs_request_from_proto(
     message: pb.DescribeLogDirsRequest,
-) -> log_dirs.DescribeLogDirsRequest:
-    return log_dirs.DescribeLogDirsRequest(tuple(message.topics))
+) -> m.DescribeLogDirsRequest:
+    return m.DescribeLogDirsRequest(tuple(message.topics))
 
 
-def _log_dir_to_proto(described: log_dirs.LogDirDescription) -> pb.DescribeLogDirsResult:
+def _log_dir_to_proto(described: m.LogDirDescription) -> pb.DescribeLogDirsResult:
     result = pb.DescribeLogDirsResult(
         error=error_to_proto(described.error), log_dir=described.log_dir
     )
@@ -827,21 +826,21 @@ def _new_topic_by_name(topics: Any, item: Any) -> Any:
 
 
 def describe_log_dirs_response_to_proto(
-    response: log_dirs.DescribeLogDirsResponse,
+    response: m.DescribeLogDirsResponse,
 ) -> pb.DescribeLogDirsResponse:
     return pb.DescribeLogDirsResponse(results=[_log_dir_to_proto(d) for d in response.log_dirs])
 
 
 def describe_log_dirs_response_from_proto(
     message: pb.DescribeLogDirsResponse,
-) -> log_dirs.DescribeLogDirsResponse:
-    return log_dirs.DescribeLogDirsResponse(
+) -> m.DescribeLogDirsResponse:
+    return m.DescribeLogDirsResponse(
         tuple(
-            log_dirs.LogDirDescription(
+            m.LogDirDescription(
                 log_dir=result.log_dir,
                 error=error_from_proto(result),
                 replicas=tuple(
-                    log_dirs.ReplicaLogInfo(
+                    m.ReplicaLogInfo(
                         topic=topic.name,
                         partition=p.partition,
                         size=p.size,

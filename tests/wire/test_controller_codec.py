@@ -42,7 +42,7 @@ from replog.errors import (
 )
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as pb
-from replog.server import controller_codec as codec
+from replog.wire import controller_codec as codec
 
 TOPIC_ID = UUID(int=0xA1)
 TOPIC = ConfigResource(ConfigResourceType.TOPIC, "orders")

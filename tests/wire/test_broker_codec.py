@@ -21,8 +21,8 @@ from replog.errors import InvalidRequestError, KafkaError, wire_error_classes
 from replog.pb import broker_pb2 as pb
 from replog.pb import controller_pb2 as controller_pb
 from replog.replication import messages as m
-from replog.server import broker_codec as codec
 from replog.server.broker_metadata import metadata_response_from_image
+from replog.wire import broker_codec as codec
 from tests.metadata.metadata_helpers import (
     bootstrapped,
     create_topic,

@@ -1,0 +1,251 @@
+"""Describe the metadata quorum: ask nodes' Raft service DescribeQuorum, follow a non-leader's
+answer to the leader, and read the leader's answer as Kafka's tools do (`QuorumDescription`).
+
+Used by `replog quorum describe`, `replog cluster start --wait`, and the Admin client's
+`describe_metadata_quorum`. Blocking (a plain gRPC channel per call).
+
+Rules:
+- Only the leader describes the quorum: another node answers with the leader's id, and
+  `describe_quorum` asks the leader next, at the address the caller's `addresses` or the
+  answering node's endpoints give for that id.
+- Each node gets a private channel (no subchannel shared with an earlier failed call) and one
+  attempt bounded by `timeout_s`; a node that does not answer is `NodeUnreachable` naming its
+  address and why ("connection refused", "no answer within 2 s").
+- No leader found: `ReplogError` naming every address tried and what each said.
+- -1 on the wire ("not known in this epoch") is None here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from replog.admin import bootstrap as admin_bootstrap
+from replog.errors import NotLeaderOrFollowerError, ReplogError
+from replog.pb import raft_pb2 as pb
+from replog.pb import raft_pb2_grpc
+
+REQUEST_TIMEOUT_S = 2.0
+NONE = -1  # "unknown" on the wire
+
+
+# --- asking nodes -----------------------------------------------------------------------------
+
+
+class NodeUnreachable(ReplogError):
+    """A node that did not answer; `reason` is short ("connection refused", "timed out")."""
+
+    def __init__(self, address: str, reason: str) -> None:
+        super().__init__(f"{address}: {reason}")
+        self.address = address
+        self.reason = reason
+
+
+def ask_describe_quorum(
+    address: str, timeout_s: float = REQUEST_TIMEOUT_S
+) -> pb.DescribeQuorumResponse:
+    """One node's DescribeQuorum answer (the quorum, or NOT_LEADER naming the leader it knows)."""
+    # A private subchannel: gRPC otherwise shares connections between channels to the same
+    # address, and one that failed while the node was down keeps failing fast, without trying,
+    # for up to its reconnect backoff (1 s and growing), after the node is back.
+    with grpc.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
+        stub = raft_pb2_grpc.RaftQuorumStub(channel)  # type: ignore[no-untyped-call]
+        try:
+            answer: pb.DescribeQuorumResponse = stub.DescribeQuorum(
+                pb.DescribeQuorumRequest(), timeout=timeout_s
+            )
+        except grpc.RpcError as exc:
+            raise NodeUnreachable(address, _failure_reason(exc, timeout_s)) from None
+    return answer
+
+
+def ask_each(
+    addresses: Iterable[str], timeout_s: float = REQUEST_TIMEOUT_S
+) -> dict[str, pb.DescribeQuorumResponse | NodeUnreachable]:
+    """Every node's DescribeQuorum answer (or why it gave none), asked in parallel."""
+    addresses = list(addresses)
+
+    def ask(address: str) -> pb.DescribeQuorumResponse | NodeUnreachable:
+        try:
+            return ask_describe_quorum(address, timeout_s)
+        except NodeUnreachable as exc:
+            return exc
+
+    if not addresses:
+        return {}
+    with ThreadPoolExecutor(max_workers=len(addresses)) as pool:
+        return dict(zip(addresses, pool.map(ask, addresses), strict=True))
+
+
+def _failure_reason(exc: grpc.RpcError, timeout_s: float) -> str:
+    code = exc.code()
+    details = exc.details() or ""
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return f"no answer within {timeout_s:g} s"
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return "connection refused" if "refused" in details.lower() else f"unavailable: {details}"
+    return f"{code.name.lower()}: {details}"
+
+
+# --- the quorum as the leader describes it ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaRow:
+    node_id: int
+    log_end_offset: int | None
+    lag: int | None
+    last_fetch_timestamp: int | None
+    last_caught_up_timestamp: int | None
+    status: str  # Leader, Follower or Observer
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumDescription:
+    """The leader's DescribeQuorum answer, with lags computed as Kafka's tool does."""
+
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int | None
+    voters: tuple[int, ...]
+    observers: tuple[int, ...]
+    replicas: tuple[ReplicaRow, ...]  # the leader, the other voters, the observers
+    answered_by: str
+    # Where each voter listens, as the answering node's controller.quorum.voters says.
+    voter_addresses: Mapping[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_answer(cls, answer: pb.DescribeQuorumResponse, address: str) -> QuorumDescription:
+        leader_end = next(
+            (_known(r.log_end_offset) for r in answer.voters if r.replica_id == answer.leader_id),
+            None,
+        )
+
+        def row(replica: pb.ReplicaState, status: str) -> ReplicaRow:
+            end = _known(replica.log_end_offset)
+            lag = None if end is None or leader_end is None else max(0, leader_end - end)
+            return ReplicaRow(
+                replica.replica_id,
+                end,
+                lag,
+                _known(replica.last_fetch_ms),
+                _known(replica.last_caught_up_ms),
+                status,
+            )
+
+        leader = [row(r, "Leader") for r in answer.voters if r.replica_id == answer.leader_id]
+        followers = [row(r, "Follower") for r in answer.voters if r.replica_id != answer.leader_id]
+        observers = [row(r, "Observer") for r in answer.observers]
+        return cls(
+            leader_id=answer.leader_id,
+            leader_epoch=answer.quorum_epoch,
+            high_watermark=_known(answer.high_watermark),
+            voters=tuple(r.replica_id for r in answer.voters),
+            observers=tuple(r.replica_id for r in answer.observers),
+            replicas=(*leader, *followers, *observers),
+            answered_by=address,
+            voter_addresses=admin_bootstrap.endpoint_addresses(answer.nodes),
+        )
+
+    @property
+    def max_follower_lag(self) -> int | None:
+        lags = [r.lag for r in self.replicas if r.status != "Observer" and r.lag is not None]
+        return max(lags, default=None)
+
+    @property
+    def max_follower_lag_time_ms(self) -> int | None:
+        """How long ago (by the leader's clock) the least recently caught-up voter caught up."""
+        voters = [r for r in self.replicas if r.status != "Observer"]
+        times = [r.last_caught_up_timestamp for r in voters]
+        if not times or any(t is None for t in times):
+            return None
+        leader_now = voters[0].last_caught_up_timestamp
+        assert leader_now is not None
+        return max(0, leader_now - min(t for t in times if t is not None))
+
+    def status(self, addresses: Mapping[int, str]) -> dict[str, Any]:
+        """The `--status` fields (keys of STATUS_LABELS); voters and observers with endpoints."""
+
+        def describe(ids: Sequence[int]) -> list[dict[str, Any]]:
+            return [
+                {"id": i, "endpoints": [f"CONTROLLER://{addresses[i]}"] if i in addresses else []}
+                for i in ids
+            ]
+
+        return {
+            "leader_id": self.leader_id,
+            "leader_epoch": self.leader_epoch,
+            "high_watermark": self.high_watermark,
+            "max_follower_lag": self.max_follower_lag,
+            "max_follower_lag_time_ms": self.max_follower_lag_time_ms,
+            "current_voters": describe(self.voters),
+            "current_observers": describe(self.observers),
+        }
+
+
+def _known(value: int) -> int | None:
+    return None if value == NONE else value
+
+
+def describe_quorum(
+    bootstrap: Sequence[str],
+    addresses: Mapping[int, str],
+    timeout_s: float = REQUEST_TIMEOUT_S,
+) -> QuorumDescription:
+    """Ask the bootstrap servers in turn, following a non-leader's answer to the leader.
+
+    `addresses` maps node ids to host:port, to reach a leader named by another node.
+    Raises `ReplogError` naming every address tried and what each said.
+    """
+    failures: list[NodeUnreachable] = []
+    answers: list[str] = []  # what reachable nodes that are not the leader said
+    asked: set[str] = set()
+    pending = list(bootstrap)
+    while pending:
+        address = pending.pop(0)
+        if address in asked:
+            continue
+        asked.add(address)
+        try:
+            answer = ask_describe_quorum(address, timeout_s)
+        except NodeUnreachable as exc:
+            failures.append(exc)
+            continue
+        if answer.error_code == 0:
+            return QuorumDescription.from_answer(answer, address)
+        if answer.error_code != NotLeaderOrFollowerError.code:
+            answers.append(f"{address}: error code {answer.error_code}")
+            continue
+        if answer.leader_id == NONE:
+            answers.append(f"{address}: no leader known in quorum epoch {answer.quorum_epoch}")
+            continue
+        # The caller's names first; else where the answering node says the leader listens.
+        known = {**admin_bootstrap.endpoint_addresses(answer.nodes), **addresses}
+        leader_address = known.get(answer.leader_id)
+        if leader_address is None:
+            answers.append(
+                f"{address}: the leader is node {answer.leader_id}, whose address is unknown "
+                f"(name it in --bootstrap-server as {answer.leader_id}@host:port)"
+            )
+        elif leader_address in asked:
+            answers.append(f"{address}: the leader is node {answer.leader_id} at {leader_address}")
+        else:
+            pending.insert(0, leader_address)
+    raise ReplogError(_no_leader_message(failures, answers))
+
+
+def _no_leader_message(failures: Sequence[NodeUnreachable], answers: Sequence[str]) -> str:
+    unreachable = ""
+    if failures:
+        reasons = {f.reason for f in failures}
+        if len(reasons) == 1:
+            unreachable = f"{', '.join(f.address for f in failures)}: {reasons.pop()}"
+        else:
+            unreachable = "; ".join(str(f) for f in failures)
+    if not answers:
+        return f"no quorum node reachable at {unreachable}"
+    return "no quorum leader found: " + "; ".join([*answers, *([unreachable] if failures else [])])

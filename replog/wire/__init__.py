@@ -1,0 +1,13 @@
+"""What a node and its clients share on the gRPC wire: one address's channel
+(`redialing_channel`), asyncio clients of a broker's `Broker` and `GroupCoordinator` services
+(`broker_client`, `coordinator_client`), the codecs between protobuf and the cores' messages
+(`broker_codec`, `record_wire`, `coordinator_codec`, `controller_codec`), and how replog's own
+processes run gRPC (`grpc_engine`).
+
+Rules:
+- Translation only: no protocol decision is made here (the cores decide, the node and the
+  client library act).
+- Imports the pure cores and `replog.pb`, never the node (`replog.server`), the client library,
+  the admin clients, Spark or the CLI (the import contract in pyproject.toml holds it).
+- Importing this package imports nothing: `grpc_engine` must be importable before grpc is.
+"""

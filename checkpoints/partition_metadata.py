@@ -30,6 +30,7 @@ import re
 import uuid
 
 from checkpoints.text_format import decode_utf8
+from replog.common.ids import topic_id_text
 from replog.errors import CorruptCheckpointError
 
 PARTITION_METADATA = "partition.metadata"
@@ -39,7 +40,7 @@ _LINE = re.compile(r"([a-z_]+): +(\S+)")
 
 
 def render_partition_metadata(topic_id: uuid.UUID) -> bytes:
-    text = base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode("ascii")
+    text = topic_id_text(topic_id)
     return f"version: {PARTITION_METADATA_VERSION}\ntopic_id: {text}".encode("ascii")
 
 

@@ -10,6 +10,7 @@
 3. Generated protobuf code and Kafka codecs are current (`proto/generate.py --check`,
    `proto/generate_kafka.py --check`).
 4. A client process loads no server module at run time (lazy exports included).
+5. The shared value types of `replog/common` are defined there only.
 """
 
 from __future__ import annotations
@@ -188,3 +189,39 @@ def test_the_client_library_loads_neither_the_controller_nor_the_storage_engine(
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.strip()
     assert loaded == "[]", f"the client library imports server modules: {loaded}"
+
+
+SHARED_VALUE_NAMES = {
+    "TopicPartition",
+    "TopicPartitionKey",
+    "OffsetAndMetadata",
+    "UUID_BYTES",
+    "NO_OFFSET",
+    "NO_LEADER_EPOCH",
+}
+
+
+def top_level_definitions(tree: ast.Module) -> set[str]:
+    defined: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined.update(t.id for t in targets if isinstance(t, ast.Name))
+    return defined
+
+
+def test_shared_value_types_are_defined_in_replog_common_only() -> None:
+    offenders = []
+    for package in ["replog", "quorum", "checkpoints", "timeline"]:
+        for path in python_files(package):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel.startswith("replog/common/"):
+                continue
+            again = top_level_definitions(ast.parse(path.read_text())) & SHARED_VALUE_NAMES
+            if again:
+                offenders.append(f"{rel} defines {sorted(again)}: import them from replog.common")
+    assert not offenders, "\n".join(offenders)
+    tree = ast.parse("TopicPartition = tuple[str, int]\nclass NO_OFFSET: ...\n")
+    assert top_level_definitions(tree) == {"TopicPartition", "NO_OFFSET"}

@@ -55,12 +55,12 @@ from quorum.metadata.records import (
     TopicRecord,
     UnregisterBrokerRecord,
 )
+from replog.common.ids import UUID_BYTES
 from replog.errors import CorruptMetadataRecordError
 from replog.pb import metadata_pb2 as pb
 
 INT16_MIN, INT16_MAX = -(1 << 15), (1 << 15) - 1
 PORT_MAX = (1 << 16) - 1
-UUID_BYTES = 16
 
 
 _E = TypeVar("_E", ConfigResourceType, FenceChange, LeaderRecoveryState)

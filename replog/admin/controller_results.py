@@ -8,15 +8,14 @@ into "all succeeded or raise", which is what a command-line tool wants.
 Rules:
 - Conversions from the wire live next to the type they build (`from_pb`); "-1 means none" on
   the wire becomes None here (a leader of -1 is `leader=None`).
-- Topic ids are `uuid.UUID`; `topic_id_text` prints them as Kafka's tools do (URL-safe base64
-  without padding, 22 characters).
+- Topic ids are `uuid.UUID`; `replog.common.ids.topic_id_text` prints them as Kafka's tools
+  do (URL-safe base64 without padding, 22 characters).
 - Enums carry Kafka's wire values; they mirror the controller's own on purpose, so that this
   client depends on the wire contract only.
 """
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -24,6 +23,7 @@ from typing import NamedTuple, Protocol
 from uuid import UUID
 
 from replog.common import TopicPartition
+from replog.common.ids import topic_id_from_bytes
 from replog.errors import InvalidRequestError, KafkaError, UnknownServerError, error_for_code
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as pb
@@ -56,19 +56,6 @@ def raise_first_error(results: Iterable[HasError]) -> None:
     for result in results:
         if result.error is not None:
             raise result.error
-
-
-def topic_id_from_bytes(raw: bytes) -> UUID | None:
-    """16 raw bytes -> UUID; empty or all-zero bytes (Kafka's ZERO_UUID) -> None."""
-    if len(raw) != 16 or not any(raw):
-        return None
-    return UUID(bytes=raw)
-
-
-def topic_id_text(topic_id: UUID | None) -> str:
-    """A topic id as Kafka prints it (`Uuid.toString`: URL-safe base64, no padding)."""
-    raw = topic_id.bytes if topic_id is not None else bytes(16)
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
 def _known(value: int) -> int | None:

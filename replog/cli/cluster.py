@@ -1,6 +1,7 @@
 """`replog cluster start|status|stop|kill|restart`: a local multi-process cluster in one directory.
 
-- `start [--nodes N] [--data-dir DIR] [--base-port P] [--fresh] [--override KEY=VALUE]`:
+- `start [--nodes N] [--data-dir DIR] [--base-port P] [--kafka-base-port K] [--fresh]
+  [--override KEY=VALUE]`:
   writes each node's `server.properties` and `DIR/cluster.json` (the nodes, their roles and
   listeners; docs/operations.md describes these files), starts
   one `replog node` process per node in the background (its own session; output appended to
@@ -11,14 +12,16 @@
   their data (`--fresh` deletes it and starts anew). An `--override` key no node reads (a typo:
   `num.partitons`) is a warning on stderr naming the closest known key, and the cluster starts
   anyway, as Kafka warns about unknown keys without refusing them.
-- `status [--json]`: per node: id, roles, pid, listener, alive (the process exists and is not a
+- `status [--json]`: per node: id, roles, pid, listener, its Kafka listener's address (KAFKA,
+  `--json` key `kafka`; `-`/null when it serves none), alive (the process exists and is not a
   zombie), whether it answers DescribeQuorum, the leader and quorum epoch it knows, and its
   Prometheus metrics URL (METRICS; `-` for a cluster written before metrics existed).
 - `stop`: SIGTERM to every node (each resigns and closes its log), SIGKILL after `--timeout`.
 - `kill NODE_ID`: SIGKILL one node. `restart NODE_ID`: start a node that is not running.
 
 Defaults: 3 nodes, `./.replog/cluster`, base port 19092 (node i listens on base + i - 1 and
-serves metrics on base + 100 + i - 1). A node's one gRPC listener serves every role it has;
+serves metrics on base + 100 + i - 1), Kafka base port 9092 (node i, a broker, serves Kafka's
+protocol on 127.0.0.1:9092 + i - 1). A node's one gRPC listener serves every role it has;
 `start` and `status` show it with the roles it serves ("127.0.0.1:19092 (gRPC:
 broker+controller)"), not by its `server.properties` name.
 Every refusal (a port in use, a cluster already running, an unknown node id) is one line.
@@ -51,15 +54,17 @@ from replog.cli.arguments import add_documented_command, positive_seconds
 from replog.cli.local_cluster import (
     DEFAULT_BASE_PORT,
     DEFAULT_DATA_DIR,
+    DEFAULT_KAFKA_BASE_PORT,
     DEFAULT_NODE_COUNT,
     DEFAULT_ROLES,
+    LOOPBACK,
     LocalCluster,
     LocalNode,
 )
 from replog.cli.quorum import print_table
 from replog.config import parse_properties
 from replog.errors import ReplogError
-from replog.net_address import parse_host_port
+from replog.net_address import format_host_port, parse_host_port
 from replog.server.broker_runtime import data_plane_config_from_node
 from replog.server.known_properties import unknown_properties
 from replog.server.node_config import NodeConfig
@@ -349,6 +354,9 @@ def run_start(args: argparse.Namespace) -> int:
         listeners = node.listener_summary
         print(f"  node {node.node_id}  {roles}  {listeners}  pid {pids[node.node_id]}{metrics}")
     print(f"bootstrap servers: {','.join(cluster.controller_addresses().values())}")
+    kafka = [node.kafka_address for node in cluster.nodes if node.kafka_address is not None]
+    if kafka:
+        print(f"Kafka bootstrap servers: {','.join(kafka)}")
     return 0
 
 
@@ -366,6 +374,7 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
     """The cluster `start` runs: the stopped one in the directory, or a new one (written)."""
     directory = os.path.realpath(args.data_dir)
     overrides = _parse_overrides(args.override)
+    kafka_base_port: int | None = getattr(args, "kafka_base_port", None)
     if LocalCluster.exists(directory):
         existing = LocalCluster.load(directory)
         running = running_node_ids(existing)
@@ -381,11 +390,15 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
                 args.nodes or len(existing.nodes),
                 args.base_port or _base_port(existing),
             )
-            if planned.voters() != existing.voters() or overrides:
+            kafka_moved = kafka_base_port is not None and any(
+                node.kafka_address != format_host_port(LOOPBACK, kafka_base_port + node.node_id - 1)
+                for node in existing.nodes
+            )
+            if planned.voters() != existing.voters() or overrides or kafka_moved:
                 raise ReplogError(
                     f"{directory} holds a stopped {len(existing.nodes)}-node cluster "
-                    f"({existing.voters()}); start it without --nodes/--base-port/--override, "
-                    "or pass --fresh to delete it and start a new one"
+                    f"({existing.voters()}); start it without --nodes/--base-port/"
+                    "--kafka-base-port/--override, or pass --fresh to delete it and start a new one"
                 )
             check_ports_free(existing.nodes)
             return existing
@@ -397,6 +410,7 @@ def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
         args.nodes or DEFAULT_NODE_COUNT,
         args.base_port or DEFAULT_BASE_PORT,
         roles=args.roles,
+        kafka_base_port=(DEFAULT_KAFKA_BASE_PORT if kafka_base_port is None else kafka_base_port),
     )
     for node in cluster.nodes:
         if os.path.exists(node.directory):
@@ -454,6 +468,7 @@ def run_status(args: argparse.Namespace) -> int:
                 "roles": list(node.roles),
                 "pid": pids[node.node_id],
                 "listener": node.controller_address,
+                "kafka": node.kafka_address,
                 "alive": alive[node.node_id],
                 "answers": response is not None,
                 "leader_id": None if leader_id == -1 else leader_id,
@@ -466,7 +481,20 @@ def run_status(args: argparse.Namespace) -> int:
         print(json.dumps({"data_dir": cluster.directory, "nodes": rows}, indent=2))
         return 0
     print(f"cluster in {cluster.directory}")
-    table = [["NODE", "ROLES", "PID", "LISTENER", "ALIVE", "ANSWERS", "LEADER", "EPOCH", "METRICS"]]
+    table = [
+        [
+            "NODE",
+            "ROLES",
+            "PID",
+            "LISTENER",
+            "KAFKA",
+            "ALIVE",
+            "ANSWERS",
+            "LEADER",
+            "EPOCH",
+            "METRICS",
+        ]
+    ]
     for row in rows:
         table.append(
             [
@@ -474,6 +502,7 @@ def run_status(args: argparse.Namespace) -> int:
                 ",".join(row["roles"]),
                 _or_dash(row["pid"]),
                 row["listener"],
+                _or_dash(row["kafka"]),
                 "yes" if row["alive"] else "no",
                 "yes" if row["answers"] else "no",
                 _or_dash(row["leader_id"]),
@@ -595,6 +624,13 @@ def register(commands: Any) -> None:
         type=_positive_int,
         metavar="PORT",
         help=f"node i listens on base + i - 1 (default: {DEFAULT_BASE_PORT})",
+    )
+    start.add_argument(
+        "--kafka-base-port",
+        type=_positive_int,
+        metavar="PORT",
+        help="node i (a broker) serves Kafka's protocol on 127.0.0.1:PORT + i - 1 (default: "
+        f"{DEFAULT_KAFKA_BASE_PORT}; a stopped cluster keeps the ports it was created with)",
     )
     start.add_argument(
         "--fresh", action="store_true", help="delete a stopped cluster's data and start anew"

@@ -15,14 +15,20 @@ Layout of a cluster directory (default `./.replog/cluster`)::
 
     {"version": 1, "voters": "1@127.0.0.1:19092,...", "cluster_id": "q1Sh-9_ISia_zwGINzRvyQ",
      "nodes": [{"node_id": 1, "roles": ["broker", "controller"],
-                "listeners": {"CONTROLLER": "127.0.0.1:19092"}, "dir": "node-1",
-                "metrics": "http://127.0.0.1:19192/metrics"}, ...]}
+                "listeners": {"CONTROLLER": "127.0.0.1:19092", "PLAINTEXT": "127.0.0.1:9092"},
+                "dir": "node-1", "metrics": "http://127.0.0.1:19192/metrics"}, ...]}
 
 Rules:
 - Node ids are 1..N; node i's controller listener is `127.0.0.1:<base port + i - 1>`, its
   Prometheus metrics endpoint `http://127.0.0.1:<base port + 100 + i - 1>/metrics`
   (`metrics.port` in its server.properties). A `cluster.json` written before metrics existed
   names none, and its nodes serve none.
+- With a Kafka base port K (`cluster start --kafka-base-port`, default 9092) every broker also
+  serves Kafka's protocol: node i's `PLAINTEXT` listener is `127.0.0.1:<K + i - 1>`, written to
+  its server.properties as Kafka names it (a `PLAINTEXT://` entry in `listeners` and in
+  `advertised.listeners`, and `listener.security.protocol.map` mapping both listener names to
+  PLAINTEXT), so `bootstrap.servers=localhost:9092` works as in Kafka's quick start. A
+  cluster planned without one (`replog demo`, a `cluster.json` written before) has none.
 - A new cluster gets a fresh cluster id (Kafka's form: a random UUID in unpadded url-safe
   base64, 22 characters), written to `cluster.json` and as `cluster.id` to every node's
   server.properties. A `cluster.json` written before cluster ids existed has none.
@@ -63,6 +69,8 @@ DEFAULT_ROLES = ("broker", "controller")
 LOOPBACK = "127.0.0.1"
 CLUSTER_FILE = "cluster.json"
 CONTROLLER_LISTENER = "CONTROLLER"
+KAFKA_LISTENER = "PLAINTEXT"  # the listener name Kafka's clients and docs expect
+DEFAULT_KAFKA_BASE_PORT = 9092
 PROBE_TIMEOUT_S = 0.5  # a TCP connect on loopback: refused or accepted at once
 FORMAT_VERSION = 1
 
@@ -88,6 +96,11 @@ class LocalNode:
     @property
     def controller_address(self) -> str:
         return self.listeners[CONTROLLER_LISTENER]
+
+    @property
+    def kafka_address(self) -> str | None:
+        """host:port of its Kafka listener (None: it serves none)."""
+        return self.listeners.get(KAFKA_LISTENER)
 
     @property
     def listener_summary(self) -> str:
@@ -135,8 +148,10 @@ class LocalCluster:
         node_count: int = DEFAULT_NODE_COUNT,
         base_port: int = DEFAULT_BASE_PORT,
         roles: tuple[str, ...] = DEFAULT_ROLES,
+        kafka_base_port: int | None = None,
     ) -> LocalCluster:
-        """The layout of a new cluster (nothing is written)."""
+        """The layout of a new cluster (nothing is written); with `kafka_base_port`, a Kafka
+        listener on every broker (module docstring)."""
         directory = os.path.realpath(directory)
         if node_count < 1:
             raise ReplogError(f"--nodes {node_count}: a cluster needs at least one node")
@@ -146,11 +161,22 @@ class LocalCluster:
                 f"--base-port {base_port}: ports {base_port}..{last} (listeners, then metrics "
                 f"from {base_port + METRICS_PORT_OFFSET}) are not all in [1, 65535]"
             )
+        if "broker" not in roles:
+            kafka_base_port = None
+        if kafka_base_port is not None:
+            _check_kafka_ports(kafka_base_port, node_count, base_port)
+
+        def listeners(i: int) -> dict[str, str]:
+            found = {CONTROLLER_LISTENER: format_host_port(LOOPBACK, base_port + i - 1)}
+            if kafka_base_port is not None:
+                found[KAFKA_LISTENER] = format_host_port(LOOPBACK, kafka_base_port + i - 1)
+            return found
+
         nodes = tuple(
             LocalNode(
                 node_id=i,
                 roles=roles,
-                listeners={CONTROLLER_LISTENER: format_host_port(LOOPBACK, base_port + i - 1)},
+                listeners=listeners(i),
                 directory=os.path.join(directory, f"node-{i}"),
                 metrics_address=format_host_port(LOOPBACK, base_port + METRICS_PORT_OFFSET + i - 1),
             )
@@ -230,6 +256,13 @@ class LocalCluster:
             "controller.listener.names": CONTROLLER_LISTENER,
             "log.dirs": node.data_path,
         }
+        if node.kafka_address is not None:
+            # Kafka's names: the gRPC listener stays first (replog's clients find brokers by
+            # it), the Kafka one is PLAINTEXT by name and by protocol.
+            properties["advertised.listeners"] = properties["listeners"]
+            properties["listener.security.protocol.map"] = ",".join(
+                f"{name}:PLAINTEXT" for name in node.listeners
+            )
         if node.metrics_address is not None:
             host, port = parse_host_port(node.metrics_address, f"node {node.node_id} metrics")
             properties["metrics.host"] = host  # bare, as metrics.host is written
@@ -281,6 +314,26 @@ class LocalCluster:
         if node.metrics_url is not None:
             document["metrics"] = node.metrics_url
         return document
+
+
+def _check_kafka_ports(kafka_base_port: int, node_count: int, base_port: int) -> None:
+    """Refuse Kafka ports out of range or among the gRPC and metrics ports."""
+    kafka = range(kafka_base_port, kafka_base_port + node_count)
+    if not 1 <= kafka_base_port <= 65536 - node_count:
+        raise ReplogError(
+            f"--kafka-base-port {kafka_base_port}: ports {kafka.start}..{kafka.stop - 1} are "
+            "not all in [1, 65535]"
+        )
+    others = [
+        *range(base_port, base_port + node_count),
+        *range(base_port + METRICS_PORT_OFFSET, base_port + METRICS_PORT_OFFSET + node_count),
+    ]
+    clash = sorted(set(kafka) & set(others))
+    if clash:
+        raise ReplogError(
+            f"--kafka-base-port {kafka_base_port}: port {clash[0]} is also a node's gRPC or "
+            f"metrics port (from --base-port {base_port}); choose ports that do not overlap"
+        )
 
 
 def accepts_connections(address: str) -> bool:

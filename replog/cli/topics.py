@@ -65,11 +65,11 @@ from replog.admin.controller_results import (
     PartitionInfo,
     TopicInfo,
     raise_first_error,
-    topic_id_text,
 )
 from replog.cli.arguments import add_command, at_least, parse_key_values
 from replog.cli.controller_connection import add_connection_arguments, connect
 from replog.clock import wall_clock_ms
+from replog.common.ids import topic_id_text
 from replog.config import parse_integer
 from replog.errors import (
     InvalidTopicError,

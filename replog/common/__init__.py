@@ -1,10 +1,11 @@
-"""Value types every layer shares: a topic-partition (`topic_partition`) and a committed
-position (`offsets`).
+"""Value types every layer shares: a topic-partition (`topic_partition`), offsets and a
+committed position (`offsets`), topic ids (`ids`).
 
 Rules:
 - Defined once, here; other modules import (and may re-export) them, never redefine them.
-- Plain immutable values: no I/O, no behaviour beyond comparing, hashing and unpacking. This
-  package imports nothing of replog, so every layer, the pure cores included, may import it.
+- Plain immutable values and their conversions (a topic id to and from bytes and text): no
+  I/O. This package imports nothing of replog, so every layer, the pure cores included, may
+  import it.
 """
 
 from replog.common.offsets import OffsetAndMetadata

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from replog.common.offsets import NO_LEADER_EPOCH as NO_LEADER_EPOCH
+from replog.common.offsets import NO_OFFSET as NO_OFFSET
 from replog.errors import KafkaError
-
-NO_OFFSET = -1
-NO_LEADER_EPOCH = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,12 +30,12 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from replog.common.offsets import NO_LEADER_EPOCH as NO_LEADER_EPOCH
 from replog.errors import CorruptRecordError
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
-NO_LEADER_EPOCH = -1
 # Kafka's STRING: an int16 length, so at most this many UTF-8 bytes.
 STRING_BYTES_MAX = (1 << 15) - 1
 

@@ -8,7 +8,8 @@ Rules (Kafka's):
 - A complete frame's request header is read first. An API key the listener does not serve, a
   version outside its served range, a header or body that does not decode: a
   `KafkaConnectionError` naming the peer and the cause, and the connection closes, as Kafka's
-  broker closes it.
+  broker closes it. Bytes after a body that decodes are ignored, as Kafka's parser ignores
+  them.
 - ApiVersions at a version above the served range is answered, not refused (KIP-511): error
   UNSUPPORTED_VERSION, the served ApiVersions range as the only API, in a v0 body under
   response header v0, so that any client can read it and retry lower.
@@ -178,7 +179,9 @@ class KafkaConnection:
         cls = REQUESTS[key]
         try:
             header, position = decode_request_header(frame)
-            body = cls.decode(memoryview(frame)[position:], version)
+            # Bytes after the body are ignored, as Kafka's parser ignores them: librdkafka
+            # 2.16's Metadata v13 for every topic carries three.
+            body, _ = cls.read(memoryview(frame), position, version)
         except KafkaError as error:
             raise KafkaConnectionError(
                 self.peer,

@@ -30,10 +30,10 @@ partition's error field.
 
 from __future__ import annotations
 
+from replog.common.offsets import NO_LEADER_EPOCH as NO_LEADER_EPOCH
 from replog.errors import FencedLeaderEpochError, OffsetOutOfRangeError, UnknownLeaderEpochError
 from replog.replication.messages import EpochEndOffsetResult, IsolationLevel
 
-NO_LEADER_EPOCH = -1
 UNDEFINED_END_OFFSET = -1
 
 

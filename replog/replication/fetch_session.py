@@ -47,6 +47,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import replace
 
+from replog.common import TopicPartitionKey
 from replog.errors import InvalidFetchSessionEpochError
 from replog.replication.messages import (
     FetchPartition,
@@ -55,7 +56,6 @@ from replog.replication.messages import (
     FetchResponse,
 )
 
-TopicPartition = tuple[str, int]
 FULL_FETCH_EPOCH = 0
 _EPOCH_MAX = 2**31 - 1
 
@@ -65,7 +65,7 @@ def next_session_epoch(epoch: int) -> int:
     return 1 if epoch >= _EPOCH_MAX else epoch + 1
 
 
-def _key(entry: FetchPartition | FetchPartitionResult) -> TopicPartition:
+def _key(entry: FetchPartition | FetchPartitionResult) -> TopicPartitionKey:
     return (entry.topic, entry.partition)
 
 
@@ -74,7 +74,7 @@ class FetcherSession:
     leader holds, and the next epoch."""
 
     def __init__(self) -> None:
-        self._sent: dict[TopicPartition, FetchPartition] = {}
+        self._sent: dict[TopicPartitionKey, FetchPartition] = {}
         self._epoch = FULL_FETCH_EPOCH
 
     def reset(self) -> None:
@@ -83,7 +83,7 @@ class FetcherSession:
         self._epoch = FULL_FETCH_EPOCH
 
     def to_send(
-        self, request: FetchRequest, resend: Collection[TopicPartition] = ()
+        self, request: FetchRequest, resend: Collection[TopicPartitionKey] = ()
     ) -> FetchRequest:
         """The request to send for `request`, which lists every partition to fetch now: the
         full one at a session's start, else only what changed, what was dropped, and the
@@ -113,9 +113,9 @@ class LeaderFetchSession:
     """The leader's side of one session (module Rules); one per FetchStream call."""
 
     def __init__(self) -> None:
-        self._entries: dict[TopicPartition, FetchPartition] = {}
+        self._entries: dict[TopicPartitionKey, FetchPartition] = {}
         # Per partition, the (high watermark, log start offset) last sent in this session.
-        self._sent: dict[TopicPartition, tuple[int, int]] = {}
+        self._sent: dict[TopicPartitionKey, tuple[int, int]] = {}
         self._expected_epoch = FULL_FETCH_EPOCH
 
     def __len__(self) -> int:

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from enum import IntEnum
 from uuid import UUID
 
+from replog.common.offsets import NO_LEADER_EPOCH as NO_LEADER_EPOCH
+from replog.common.offsets import NO_OFFSET as NO_OFFSET
 from replog.errors import KafkaError
 
 CONSUMER_REPLICA_ID = -1
-NO_LEADER_EPOCH = -1
-NO_OFFSET = -1
 NO_SESSION = -1  # FetchRequest.session_epoch of a fetch outside any session
 
 # ListOffsets special timestamps (Kafka's ListOffsetsRequest constants).

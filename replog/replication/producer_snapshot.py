@@ -36,6 +36,7 @@ from collections.abc import Iterable
 
 import crc32c
 
+from replog.common.offsets import NO_OFFSET as NO_OFFSET
 from replog.errors import CorruptProducerSnapshotError
 from replog.replication.producer_state import (
     INT32_MAX,
@@ -45,7 +46,6 @@ from replog.replication.producer_state import (
 )
 
 PRODUCER_SNAPSHOT_VERSION = 1
-NO_OFFSET = -1
 NO_COORDINATOR_EPOCH = -1
 
 _PREFIX = struct.Struct(">hIi")  # version, crc, count

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from quorum.controller.reads import BrokerView, MetadataView, PartitionView, TopicView
 from quorum.controller.replication_control import ApiError
 from quorum.metadata.image import MetadataImage
+from quorum.metadata.records import Endpoint
 from replog.errors import UnknownTopicOrPartitionError
 from replog.pb import controller_pb2 as controller_pb
 from replog.wire.controller_codec import metadata_to_proto
@@ -60,3 +61,12 @@ def metadata_response_from_image(
     )
     response.controller_id = controller_id
     return response
+
+
+def listener_endpoint(image: MetadataImage, broker_id: int, listener_name: str) -> Endpoint | None:
+    """The endpoint `broker_id` registered under `listener_name` (None: none, or no such
+    broker): what Kafka's answers name a broker by for a client of that listener."""
+    registration = image.cluster.brokers.get(broker_id)
+    if registration is None:
+        return None
+    return next((e for e in registration.endpoints if e.name == listener_name), None)

@@ -66,7 +66,7 @@ import contextlib
 import logging
 import random
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from quorum.metadata.broker_lifecycle import BrokerLifecycleConfig, LifecycleState
@@ -78,9 +78,15 @@ from quorum.raft.ready import ApplyItem
 from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, monotonic_ms
 from replog.config import non_negative_setting, positive_setting
-from replog.errors import BrokerLifecycleError, ConfigError, KafkaStorageError
+from replog.errors import (
+    BrokerLifecycleError,
+    BrokerNotAvailableError,
+    ConfigError,
+    KafkaStorageError,
+)
 from replog.net_address import format_host_port, local_canonical_host_name
 from replog.replication.fetch_session_cache import CACHE_SLOTS_DEFAULT, EVICTION_MS_DEFAULT
+from replog.replication.producer_state import ProducerEntry
 from replog.server.alter_partition_sender import AlterPartitionSender
 from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
 from replog.server.broker_service import REQUEST_BYTES_MAX_DEFAULT, BrokerService
@@ -88,6 +94,7 @@ from replog.server.controller_calls import ControllerCalls
 from replog.server.coordinator_service import CoordinatorService
 from replog.server.group_coordinator import GroupCoordinator
 from replog.server.group_coordinator_config import GroupCoordinatorConfig
+from replog.server.kafka_admin_apis import KafkaAdminApis
 from replog.server.kafka_apis import KafkaApis, fetch_session_cache
 from replog.server.metadata_publisher import BrokerMetadataListener, LocalChangesLog
 from replog.server.metrics.instruments import BrokerCounters
@@ -216,6 +223,17 @@ class BrokerRuntime:
                     data_plane.fetch_session_cache_slots, data_plane.fetch_session_eviction_ms
                 )
             ),
+            extensions=[
+                KafkaAdminApis(
+                    config.broker_id,
+                    cluster_id=config.cluster_id,
+                    image=lambda: self.metadata.image,
+                    controller_id=lambda: -1 if self._raft_leader is None else self._raft_leader,
+                    forward=self.controller_calls.call,
+                    broker_service=self.service,
+                    describe_producers=self._describe_producers,
+                )
+            ],
         )
         self._serving_clients = asyncio.Event()  # what `wait_serving_clients` waits for
         # The GroupCoordinator service; it answers COORDINATOR_NOT_AVAILABLE until the data
@@ -264,6 +282,15 @@ class BrokerRuntime:
         )
         raft_driver.add_listener(runtime.listener)
         return runtime
+
+    def _describe_producers(self, topic: str, partition: int) -> Sequence[ProducerEntry]:
+        """DescribeProducers of a partition (the Kafka listener's), by its replica manager."""
+        if self.replica_manager is None:
+            raise BrokerNotAvailableError(
+                f"broker {self.config.broker_id} is not serving data requests (starting or "
+                "stopping)"
+            )
+        return self.replica_manager.describe_producers(topic, partition)
 
     # --- for the node ------------------------------------------------------------------------
 

@@ -2,8 +2,10 @@
 knows, its answer into Kafka's response (docs/kafka-protocol.md, "Listener").
 
 Rules:
-- `SERVED` is the handler table and the only source of the ApiVersions answer: an API is
-  advertised exactly when it has a handler here, at exactly the versions handled.
+- The handler table is `SERVED` plus the tables of the handler modules passed in as
+  `extensions` (`kafka_admin_apis`), and the only source of the ApiVersions answer: an API is
+  advertised exactly when it has a handler, at exactly the versions handled. Two handlers of
+  one API key are a programming error, refused when the handlers are built.
 - ApiVersions v3+ with a client software name or version that is not
   `[a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])?` is INVALID_REQUEST with no APIs (Kafka's check;
   librdkafka then retries v0). Supported and finalized features are left empty.
@@ -40,16 +42,18 @@ Rules:
   service's ListOffsets the same way.
 - InitProducerId (v0-5) is `broker_service.init_producer_id`: a new id with epoch 0, a
   transactional id UNSUPPORTED_VERSION (transactions are not supported).
+- The admin APIs and the transaction APIs' refusals are `kafka_admin_apis.KafkaAdminApis`'s,
+  passed in as an extension by the broker runtime.
 """
 
 from __future__ import annotations
 
 import random
 import re
-from collections.abc import Callable, Mapping, Sequence, Sized
+from collections.abc import Awaitable, Callable, Mapping, Sequence, Sized
 from dataclasses import replace
 from functools import partial
-from typing import NoReturn, TypeVar
+from typing import NoReturn, Protocol, TypeVar
 from uuid import UUID
 
 from quorum.controller.reads import PartitionView, TopicView
@@ -106,7 +110,7 @@ from replog.replication.fetch_session_cache import (
     SessionRefusal,
     new_context,
 )
-from replog.server.broker_metadata import metadata_view_from_image
+from replog.server.broker_metadata import listener_endpoint, metadata_view_from_image
 from replog.server.broker_service import BrokerService, ProducerIds, init_producer_id
 from replog.topic_names import is_internal_topic
 from replog.wire import broker_codec
@@ -142,6 +146,15 @@ LIST_OFFSETS_LEADER_EPOCH_VERSION = 4
 _SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
+class ApiHandlers(Protocol):
+    """A module of handlers for more APIs (`kafka_admin_apis.KafkaAdminApis`)."""
+
+    @property
+    def served(self) -> Served: ...
+
+    def handle(self, request: KafkaRequest, listener_name: str) -> Awaitable[Message | None]: ...
+
+
 class KafkaApis:
     """The handlers of one broker's Kafka listeners (every listener shares them)."""
 
@@ -156,8 +169,17 @@ class KafkaApis:
         producer_ids: ProducerIds | None = None,
         fetch_sessions: FetchSessionCache | None = None,
         clock: Clock = monotonic_ms,
+        extensions: Sequence[ApiHandlers] = (),
     ) -> None:
         self.broker_id = broker_id
+        self._served = dict(SERVED)
+        self._extensions: dict[int, ApiHandlers] = {}
+        for extension in extensions:
+            for key, versions in extension.served.items():
+                if key in self._served:
+                    raise ValueError(f"two handlers of Kafka API key {key}")
+                self._served[key] = versions
+                self._extensions[key] = extension
         self._cluster_id = cluster_id
         self._image = image
         self._controller_id = controller_id
@@ -169,11 +191,14 @@ class KafkaApis:
 
     @property
     def served(self) -> Served:
-        return SERVED
+        return self._served
 
     async def handle(self, request: KafkaRequest, listener_name: str) -> Message | None:
         """The response to `request` (its key and version are in `SERVED`: the connection core
         refuses the others), None when the request gets none."""
+        extension = self._extensions.get(request.api_key)
+        if extension is not None:
+            return await extension.handle(request, listener_name)
         body = request.body
         if isinstance(body, ApiVersionsRequest):
             return self.api_versions(body, request.api_version)
@@ -202,7 +227,7 @@ class KafkaApis:
         return ApiVersionsResponse(
             api_keys=[
                 ApiVersion(api_key=key, min_version=low, max_version=high)
-                for key, (low, high) in sorted(SERVED.items())
+                for key, (low, high) in sorted(self._served.items())
             ]
         )
 
@@ -231,7 +256,7 @@ class KafkaApis:
         endpoints = {
             broker.broker_id: endpoint
             for broker in view.brokers
-            if (endpoint := _endpoint(image, broker.broker_id, listener_name)) is not None
+            if (endpoint := listener_endpoint(image, broker.broker_id, listener_name)) is not None
         }
         brokers = [
             MetadataResponseBroker(
@@ -615,13 +640,6 @@ def _list_offsets_partition(
     )
 
 
-def _endpoint(image: MetadataImage, broker_id: int, listener_name: str) -> Endpoint | None:
-    registration = image.cluster.brokers.get(broker_id)
-    if registration is None:
-        return None
-    return next((e for e in registration.endpoints if e.name == listener_name), None)
-
-
 def _topic(
     topic: TopicView, endpoints: Mapping[int, Endpoint], missing_listener: int
 ) -> MetadataResponseTopic:
@@ -659,3 +677,9 @@ def _partition(
 def _live(partition: PartitionView) -> set[int]:
     offline = set(partition.offline_replicas)
     return {r for r in partition.registration.replicas if r not in offline}
+
+
+# Shared with the other handler modules (`kafka_admin_apis`).
+KafkaCall = _KafkaCall
+error_code = _code
+per_topic = _per_topic

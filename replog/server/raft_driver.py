@@ -42,7 +42,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -410,12 +409,12 @@ class RaftDriver:
     async def _apply_all(self, items: Sequence[ApplyItem]) -> None:
         """Hand `items` to the listeners in order, letting the loop's other tasks run whenever
         `APPLY_TURN_S` of it has passed (module Rules)."""
-        turn_ends = time.monotonic() + self.apply_turn_s
+        turn_ends = monotonic_s() + self.apply_turn_s
         for item in items:
             self._apply(item)
-            if time.monotonic() >= turn_ends:
+            if monotonic_s() >= turn_ends:
                 await asyncio.sleep(0)
-                turn_ends = time.monotonic() + self.apply_turn_s
+                turn_ends = monotonic_s() + self.apply_turn_s
 
     def _take_queued(self) -> None:
         """Apply every input already queued (those that arrived while persisting, too), so

@@ -147,7 +147,7 @@ from replog.replication.messages import (
     ProduceRequest,
     ProduceResponse,
 )
-from replog.replication.producer_state import BatchMetadata, ProducerStateTable
+from replog.replication.producer_state import BatchMetadata, ProducerEntry, ProducerStateTable
 from replog.server.delayed_operations import (
     DelayedDeleteRecords,
     DelayedFetch,
@@ -1263,6 +1263,16 @@ class ReplicaManager:
             except KafkaError as exc:
                 results.append(OffsetForLeaderPartitionResult(entry.topic, entry.partition, exc))
         return OffsetsForLeaderEpochResponse(tuple(results))
+
+    # --- producers ----------------------------------------------------------------------------
+
+    def describe_producers(self, topic: str, partition_id: int) -> tuple[ProducerEntry, ...]:
+        """The producers a partition this broker leads knows of (Kafka's DescribeProducers),
+        by producer id; UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER otherwise."""
+        partition = self._leader_partition(topic, partition_id)
+        partition.ensure_producer_state()
+        entries = partition.producer_state.entries()
+        return tuple(entries[producer_id] for producer_id in sorted(entries))
 
     # --- delete records -----------------------------------------------------------------------
 

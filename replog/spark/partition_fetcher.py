@@ -47,6 +47,7 @@ from replog.client.loop_thread import LoopThread
 from replog.client.offset_lookup import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetLookup
 from replog.client.records import TopicPartition
 from replog.clock import monotonic_ms
+from replog.common.ids import UUID_BYTES
 from replog.errors import (
     KafkaTimeoutError,
     NoBrokersAvailableError,
@@ -58,7 +59,6 @@ from replog.errors import (
 from replog.replication import messages as m
 from replog.spark.fetch_answer_wire import TopicAnswer, fetch_answer_topics
 from replog.spark.raw_fetch import RawFetchChannels
-from replog.wire.broker_codec import UUID_BYTES
 
 SAFETY_MARGIN_S = 5.0  # a blocking wait outlasts the coroutine's own deadline by this much
 

@@ -39,6 +39,7 @@ from uuid import UUID
 
 from google.protobuf.message import Message
 
+from replog.common.ids import UUID_BYTES
 from replog.errors import (
     InvalidRequestError,
     KafkaError,
@@ -51,7 +52,6 @@ from replog.record.batch import Buffer
 from replog.replication import messages as m
 from replog.wire.record_wire import join_records, split_records
 
-UUID_BYTES = 16
 NONE = -1
 
 T = TypeVar("T")

@@ -51,12 +51,12 @@ from quorum.controller.replication_control import (
 )
 from quorum.metadata.image import ConfigResource
 from quorum.metadata.records import ConfigResourceType, Endpoint, FeatureRange, LeaderRecoveryState
+from replog.common.ids import UUID_BYTES
 from replog.errors import InvalidRequestError, KafkaError
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as pb
 
 NONE = -1
-UUID_BYTES = 16
 
 
 # --- common -------------------------------------------------------------------------------------

@@ -39,9 +39,9 @@ from replog.admin.controller_results import (
     NewPartitions,
     NewTopic,
     raise_first_error,
-    topic_id_text,
 )
 from replog.common import TopicPartition
+from replog.common.ids import topic_id_text
 from replog.errors import (
     ConfigError,
     ElectionNotNeededError,

@@ -5,13 +5,17 @@ connect there."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
 
 from replog.cli.local_cluster import LocalCluster
 from replog.config import parse_properties
+from replog.errors import ReplogError
 from replog.server.node_config import NodeConfig
+from tests.cluster.cluster_helpers import replog_in_process
 
 
 @pytest.mark.parametrize(
@@ -32,3 +36,54 @@ def test_listeners_are_shown_for_what_they_serve(
         assert properties["controller.listener.names"] == "CONTROLLER"
         assert NodeConfig.from_properties(properties).listener == f"127.0.0.1:{port}"
         assert node.controller_address == f"127.0.0.1:{port}"
+
+
+def test_a_kafka_base_port_gives_every_broker_a_plaintext_listener(tmp_path: Path) -> None:
+    cluster = LocalCluster.plan(str(tmp_path / "c"), 2, 29092, kafka_base_port=29392)
+    cluster.write()
+    loaded = LocalCluster.load(str(tmp_path / "c"))
+    for node, (grpc, kafka) in zip(loaded.nodes, ((29092, 29392), (29093, 29393)), strict=True):
+        assert node.kafka_address == f"127.0.0.1:{kafka}"
+        assert f"PLAINTEXT://127.0.0.1:{kafka}" in node.listener_summary
+        properties = parse_properties(Path(node.config_path).read_text())
+        listeners = f"CONTROLLER://127.0.0.1:{grpc},PLAINTEXT://127.0.0.1:{kafka}"
+        assert properties["listeners"] == properties["advertised.listeners"] == listeners
+        assert (
+            properties["listener.security.protocol.map"]
+            == "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+        )
+        config = NodeConfig.from_properties(properties)
+        assert config.listener == f"127.0.0.1:{grpc}"
+        assert [(e.name, e.port) for e in config.kafka_listeners] == [("PLAINTEXT", kafka)]
+    status = replog_in_process("cluster", "status", "--json", "--data-dir", str(tmp_path / "c"))
+    assert [n["kafka"] for n in json.loads(status.stdout)["nodes"]] == [
+        "127.0.0.1:29392",
+        "127.0.0.1:29393",
+    ]
+
+
+def test_a_controller_only_cluster_or_one_without_a_kafka_port_serves_no_kafka(
+    tmp_path: Path,
+) -> None:
+    quorum = LocalCluster.plan(str(tmp_path / "q"), 1, 29092, ("controller",), kafka_base_port=9092)
+    plain = LocalCluster.plan(str(tmp_path / "p"), 1, 29092)
+    for cluster in (quorum, plain):
+        assert cluster.nodes[0].kafka_address is None
+        assert "advertised.listeners" not in cluster.node_properties(cluster.nodes[0])
+
+
+@pytest.mark.parametrize(
+    ("kafka_base_port", "refusal"),
+    [
+        (29093, "port 29093 is also a node's gRPC or metrics port"),
+        (29191, "port 29192 is also a node's gRPC or metrics port"),
+        (65535, "ports 65535..65536 are not all in"),
+    ],
+)
+def test_kafka_ports_that_clash_or_overflow_are_refused(
+    tmp_path: Path, kafka_base_port: int, refusal: str
+) -> None:
+    with pytest.raises(
+        ReplogError, match=re.escape(f"--kafka-base-port {kafka_base_port}: {refusal}")
+    ):
+        LocalCluster.plan(str(tmp_path / "c"), 2, 29092, kafka_base_port=kafka_base_port)

@@ -31,6 +31,7 @@ from replog.errors import ReplogError
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
 from replog.record import iter_batches
+from tests.local_ports import KAFKA_PORT_OFFSET
 
 # `cluster start` arguments for a bare Raft log: the nodes run no controller, and
 # `MetadataLog.Append` takes raw values (the Raft-level tests append b"value-N").
@@ -159,7 +160,14 @@ class LoopbackCluster:
 
     def start(self, *args: str) -> subprocess.CompletedProcess[str]:
         result = self.cli(
-            "start", "--nodes", str(self.node_count), "--base-port", str(self.base_port), *args
+            "start",
+            "--nodes",
+            str(self.node_count),
+            "--base-port",
+            str(self.base_port),
+            "--kafka-base-port",
+            str(self.base_port + KAFKA_PORT_OFFSET),
+            *args,
         )
         assert result.returncode == 0, result.stderr
         return result

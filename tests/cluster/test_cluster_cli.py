@@ -27,6 +27,7 @@ from replog.admin.quorum import ask_each
 from replog.cli.cluster import log_tails
 from replog.cli.local_cluster import LocalCluster
 from replog.pb import raft_pb2 as pb
+from tests.local_ports import KAFKA_PORT_OFFSET
 
 
 def assert_refused(result: subprocess.CompletedProcess[str] | Outcome, *fragments: str) -> None:
@@ -84,7 +85,9 @@ def test_a_cluster_through_its_lifecycle(cluster: LoopbackCluster) -> None:
         config = (cluster.data_dir / f"node-{node_id}" / "server.properties").read_text()
         assert "process.roles=broker,controller\n" in config
         assert f"node.id={node_id}\n" in config
-        assert f"listeners=CONTROLLER://127.0.0.1:{port}\n" in config
+        kafka_port = port + KAFKA_PORT_OFFSET  # LoopbackCluster.start's --kafka-base-port
+        listeners = f"CONTROLLER://127.0.0.1:{port},PLAINTEXT://127.0.0.1:{kafka_port}"
+        assert f"listeners={listeners}\n" in config
         assert f"log.dirs={cluster.data_dir / f'node-{node_id}' / 'data'}\n" in config
     assert f"bootstrap servers: {','.join(f'127.0.0.1:{p}' for p in ports)}" in started.stdout
 
@@ -97,6 +100,7 @@ def test_a_cluster_through_its_lifecycle(cluster: LoopbackCluster) -> None:
         assert node["roles"] == ["broker", "controller"]
         assert node["pid"] == cluster.pid(node_id)
         assert node["listener"] == f"127.0.0.1:{ports[node_id - 1]}"
+        assert node["kafka"] == f"127.0.0.1:{ports[node_id - 1] + KAFKA_PORT_OFFSET}"
         assert node["alive"] is True and node["answers"] is True
         assert node["leader_id"] == leader.leader_id
         assert node["is_leader"] is (node_id == leader.leader_id)

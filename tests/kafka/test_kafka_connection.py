@@ -195,6 +195,17 @@ def test_unserved_and_undecodable_requests_close_the_connection(
         core.next_request()
 
 
+def test_bytes_after_a_request_body_are_ignored_as_kafka_ignores_them() -> None:
+    # librdkafka 2.16's Metadata v13 for every topic, as it sends it: the body (null topics,
+    # no auto-creation, no authorized operations, no tagged fields) and three bytes more.
+    frame = bytes.fromhex("0003000d00000003000772646b61666b610000000000010000")
+    core = connection()
+    core.feed(struct.pack(">i", len(frame)) + frame)
+    (request,) = drain(core)
+    assert request.correlation_id == 3
+    assert request.body == MetadataRequest(topics=None, allow_auto_topic_creation=False)
+
+
 @pytest.mark.parametrize("version", [5, 9, 32767])
 def test_api_versions_above_the_served_range_is_answered_unsupported_in_a_v0_body(
     version: int,

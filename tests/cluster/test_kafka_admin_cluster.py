@@ -1,0 +1,213 @@
+"""A 2-node local cluster started by `replog cluster start --kafka-base-port`, administered by
+Kafka's own admin clients through its Kafka listeners (one module-scoped cluster):
+
+- `cluster status --json` names each node's Kafka address (key `kafka`), and each node's
+  server.properties declares it as Kafka does;
+- confluent-kafka's AdminClient (librdkafka), bootstrapped at one node, creates topics (with a
+  config, and one refused), describes the cluster and a topic's configs, alters configs
+  incrementally and as a whole, adds partitions, deletes records and topics; every change is
+  seen through Metadata and through replog's own admin tools;
+- kafka-python's KafkaAdminClient does the same at its own versions;
+- a transactional producer fails at once, saying the broker lacks what it needs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import confluent_kafka
+import kafka
+import pytest
+from cluster_helpers import LoopbackCluster
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # no __all__ there
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+)
+
+from replog.admin.controller_client import ControllerClient
+from tests.eventually import wait_until
+from tests.local_ports import KAFKA_PORT_OFFSET, free_base_port
+
+NODES = 2
+TIMEOUT_S = 30
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackCluster]:
+    started = LoopbackCluster(
+        tmp_path_factory.mktemp("kafka-admin") / "cluster", free_base_port(NODES), NODES
+    )
+    try:
+        started.start()
+        yield started
+    finally:
+        started.kill_everything()  # nothing to keep: no graceful stop needed
+
+
+def kafka_addresses(cluster: LoopbackCluster) -> list[str]:
+    return [f"127.0.0.1:{cluster.base_port + KAFKA_PORT_OFFSET + i}" for i in range(NODES)]
+
+
+def confluent_admin(cluster: LoopbackCluster) -> AdminClient:
+    # Bootstrapped at the last node: its admin requests reach whichever controller is active,
+    # that node's or the other's.
+    return AdminClient({"bootstrap.servers": kafka_addresses(cluster)[-1]})
+
+
+def done(futures: dict[Any, Any]) -> dict[Any, Any]:
+    return {key: future.result(TIMEOUT_S) for key, future in futures.items()}
+
+
+def topics(admin: AdminClient) -> dict[str, int]:
+    listed = admin.list_topics(timeout=TIMEOUT_S).topics
+    return {name: len(t.partitions) for name, t in listed.items() if not name.startswith("__")}
+
+
+def test_status_names_each_nodes_kafka_listener(cluster: LoopbackCluster) -> None:
+    status = cluster.ask("status", "--json")
+    assert status.returncode == 0, status.stderr
+    rows = json.loads(status.stdout)["nodes"]
+    assert [row["kafka"] for row in rows] == kafka_addresses(cluster)
+    properties = Path(cluster.layout.node(NODES).config_path).read_text()
+    grpc = cluster.base_port + NODES - 1
+    kafka_port = cluster.base_port + KAFKA_PORT_OFFSET + NODES - 1
+    listeners = f"CONTROLLER://127.0.0.1:{grpc},PLAINTEXT://127.0.0.1:{kafka_port}"
+    assert f"\nlisteners={listeners}\n" in properties
+    assert f"\nadvertised.listeners={listeners}\n" in properties
+    assert "\nlistener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n" in (
+        properties
+    )
+    table = cluster.ask("status")
+    assert "KAFKA" in table.stdout and kafka_addresses(cluster)[0] in table.stdout
+
+
+def test_confluent_admin_client_manages_topics_and_configs(cluster: LoopbackCluster) -> None:
+    admin = confluent_admin(cluster)
+    created = admin.create_topics(
+        [
+            NewTopic("events", 2, 2, config={"retention.ms": "3600000"}),
+            NewTopic("doomed", 1, 1),
+            NewTopic("bad", 1, 1, config={"no.such.config": "1"}),
+        ],
+        operation_timeout=TIMEOUT_S,
+    )
+    assert created["events"].result(TIMEOUT_S) is None
+    assert created["doomed"].result(TIMEOUT_S) is None
+    with pytest.raises(confluent_kafka.KafkaException, match=r"no\.such\.config"):
+        created["bad"].result(TIMEOUT_S)
+    wait_until(
+        lambda: topics(admin).get("events") == 2 and "doomed" in topics(admin),
+        "the new topics in Metadata",
+        timeout_s=TIMEOUT_S,
+    )
+
+    described = admin.describe_cluster(request_timeout=TIMEOUT_S).result(TIMEOUT_S)
+    assert sorted(f"{n.host}:{n.port}" for n in described.nodes) == kafka_addresses(cluster)
+    assert described.controller is not None
+
+    topic = ConfigResource("topic", "events")
+    (configs,) = done(admin.describe_configs([topic])).values()
+    assert configs["retention.ms"].value == "3600000"
+    assert configs["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert configs["cleanup.policy"].value == "delete" and configs["cleanup.policy"].is_default
+
+    change = ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)
+    done(
+        admin.incremental_alter_configs(
+            [ConfigResource("topic", "events", incremental_configs=[change])]
+        )
+    )
+    (configs,) = done(admin.describe_configs([topic])).values()
+    assert configs["cleanup.policy"].value == "compact"
+    assert configs["retention.ms"].value == "3600000"
+    # The whole-resource form replaces: retention.ms and cleanup.policy go back to defaults.
+    whole = ConfigResource("topic", "events", set_config={"segment.ms": "1"})
+    with pytest.warns(DeprecationWarning, match="alter_configs has been deprecated"):
+        done(admin.alter_configs([whole]))
+    (configs,) = done(admin.describe_configs([topic])).values()
+    assert configs["segment.ms"].value == "1"
+    assert configs["cleanup.policy"].value == "delete"
+    assert configs["retention.ms"].is_default
+
+    done(admin.create_partitions([NewPartitions("events", 4)]))
+    wait_until(lambda: topics(admin)["events"] == 4, "4 partitions of events", timeout_s=TIMEOUT_S)
+    with pytest.raises(confluent_kafka.KafkaException, match=r"INVALID_PARTITIONS|partitions"):
+        done(admin.create_partitions([NewPartitions("events", 3)]))
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": kafka_addresses(cluster)[0]})
+    for i in range(5):
+        producer.produce("doomed", value=b"%d" % i, partition=0)
+    assert producer.flush(TIMEOUT_S) == 0
+    partition = confluent_kafka.TopicPartition("doomed", 0, 3)
+    (deleted,) = done(admin.delete_records([partition])).values()
+    assert deleted.low_watermark == 3
+
+    done(admin.delete_topics(["doomed"], operation_timeout=TIMEOUT_S))
+    wait_until(lambda: "doomed" not in topics(admin), "doomed deleted", timeout_s=TIMEOUT_S)
+    with ControllerClient(",".join(cluster.addresses.values()), default_timeout_s=TIMEOUT_S) as c:
+        names = {t.name for t in c.metadata().topics}
+    assert "events" in names and "doomed" not in names
+
+
+def test_kafka_python_admin_client_manages_topics_and_configs(cluster: LoopbackCluster) -> None:
+    admin: Any = kafka.KafkaAdminClient(
+        bootstrap_servers=kafka_addresses(cluster)[0], request_timeout_ms=TIMEOUT_S * 1000
+    )
+    try:
+        admin.create_topics(
+            [kafka.admin.NewTopic("kp", 1, 1, topic_configs={"retention.ms": "60000"})]
+        )
+        wait_until(lambda: "kp" in admin.list_topics(), "kp listed", timeout_s=TIMEOUT_S)
+        resource = kafka.admin.ConfigResource(kafka.admin.ConfigResourceType.TOPIC, "kp")
+        values = configs_of_kp(admin, resource)
+        assert values["retention.ms"] == "60000"
+        admin.alter_configs(
+            [
+                kafka.admin.ConfigResource(
+                    kafka.admin.ConfigResourceType.TOPIC, "kp", configs={"retention.ms": "70000"}
+                )
+            ]
+        )
+        values = configs_of_kp(admin, resource)
+        assert values["retention.ms"] == "70000"
+        admin.create_partitions({"kp": kafka.admin.NewPartitions(3)})
+        wait_until(
+            lambda: len(admin.describe_topics(["kp"])[0]["partitions"]) == 3,
+            "3 partitions of kp",
+            timeout_s=TIMEOUT_S,
+        )
+        admin.delete_topics(["kp"])
+        wait_until(lambda: "kp" not in admin.list_topics(), "kp deleted", timeout_s=TIMEOUT_S)
+    finally:
+        admin.close()
+
+
+def configs_of_kp(admin: Any, resource: Any) -> dict[str, str]:
+    # kafka-python: {resource type: {resource name: {key: config data}}}, modified keys only.
+    (by_name,) = admin.describe_configs([resource]).values()
+    return {key: config["value"] for key, config in by_name["kp"].items()}
+
+
+def test_a_transactional_producer_fails_at_once(cluster: LoopbackCluster) -> None:
+    # librdkafka retries a retriable answer (COORDINATOR_NOT_AVAILABLE from FindCoordinator,
+    # even UNSUPPORTED_VERSION from InitProducerId) until init_transactions' timeout: only a
+    # fatal error ends it at once.
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": kafka_addresses(cluster)[0], "transactional.id": "tx"}
+    )
+    started = time.monotonic()
+    with pytest.raises(confluent_kafka.KafkaException) as failure:
+        producer.init_transactions(TIMEOUT_S)
+    assert time.monotonic() - started < 5
+    error = failure.value.args[0]
+    assert error.fatal(), error
+    assert "not supported" in error.str(), error

@@ -1,0 +1,631 @@
+"""The Kafka listener's admin handlers (`kafka_admin_apis`), against a recording controller and
+broker service:
+
+- each controller request becomes the Controller service's request with the same content, and
+  each answer Kafka's response, entry by entry in request order; an unreachable controller is
+  every entry's error, and so is an error of the whole request;
+- what the controller cannot express is refused per entry without forwarding (a config resource
+  type other than topic or broker, a null topic config in CreateTopics);
+- AlterConfigs replaces a resource's configs: the keys set in the image and not given are
+  deleted;
+- DescribeCluster lists brokers at the listener the client came through, fenced ones only when
+  asked; DeleteRecords and DescribeLogDirs go through the Broker service; DescribeProducers
+  answers the replica manager's producers or its error;
+- the transaction APIs answer UNSUPPORTED_VERSION for every entry;
+- ApiVersions advertises the core table and this module's, and every response built here
+  encodes at every version served.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+import pytest
+
+from quorum.metadata.image import MetadataImage
+from quorum.metadata.records import ConfigRecord, ConfigResourceType, Endpoint, RegisterBrokerRecord
+from replog.errors import (
+    NotLeaderOrFollowerError,
+    PolicyViolationError,
+    RequestTimedOutError,
+    UnknownTopicOrPartitionError,
+)
+from replog.kafka.connection import KafkaRequest
+from replog.kafka.messages import add_offsets_to_txn_request as aot
+from replog.kafka.messages import add_partitions_to_txn_request as apt
+from replog.kafka.messages import alter_configs_request as ac
+from replog.kafka.messages import alter_partition_reassignments_request as apr
+from replog.kafka.messages import create_partitions_request as cp
+from replog.kafka.messages import create_topics_request as ct
+from replog.kafka.messages import delete_records_request as dr
+from replog.kafka.messages import delete_topics_request as dt
+from replog.kafka.messages import describe_cluster_request as dc
+from replog.kafka.messages import describe_configs_request as dcf
+from replog.kafka.messages import describe_log_dirs_request as dld
+from replog.kafka.messages import describe_producers_request as dp
+from replog.kafka.messages import elect_leaders_request as el
+from replog.kafka.messages import end_txn_request as et
+from replog.kafka.messages import incremental_alter_configs_request as iac
+from replog.kafka.messages import list_partition_reassignments_request as lpr
+from replog.kafka.messages import txn_offset_commit_request as toc
+from replog.kafka.messages.api_versions_request import ApiVersionsRequest
+from replog.kafka.messages.request_header import RequestHeader
+from replog.kafka.protocol.codec import ZERO_UUID, Message
+from replog.pb import broker_pb2 as bpb
+from replog.pb import common_pb2
+from replog.pb import controller_pb2 as cpb
+from replog.replication.producer_state import BatchMetadata, ProducerEntry
+from replog.server.broker_service import BrokerService
+from replog.server.kafka_admin_apis import ADMIN_SERVED, KafkaAdminApis
+from replog.server.kafka_apis import SERVED, KafkaApis
+from replog.wire.controller_codec import error_status
+from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
+
+UNSUPPORTED_VERSION = 35
+INVALID_REQUEST = 42
+INVALID_CONFIG = 40
+
+
+class Controller:
+    """Records what is forwarded and answers it: `answers[method]` is the response, or an
+    error to raise (no controller answered)."""
+
+    def __init__(self, **answers: Any) -> None:
+        self.answers = answers
+        self.sent: list[tuple[str, Any]] = []
+
+    async def call(self, what: str, send: Callable[[Any, float], Awaitable[Any]]) -> Any:
+        controller = self
+
+        class Stub:
+            def __getattr__(self, method: str) -> Callable[..., Awaitable[Any]]:
+                async def answer(request: Any, timeout: float) -> Any:
+                    controller.sent.append((method, request))
+                    found = controller.answers[method]
+                    if isinstance(found, Exception):
+                        raise found
+                    return found
+
+                return answer
+
+        return await send(Stub(), 5.0)
+
+
+def image() -> MetadataImage:
+    def broker(broker_id: int, fenced: bool = False, kafka: bool = True) -> RegisterBrokerRecord:
+        endpoints = [Endpoint("CONTROLLER", f"b{broker_id}", 19090 + broker_id)]
+        if kafka:
+            endpoints.append(Endpoint("PLAINTEXT", f"b{broker_id}", 9090 + broker_id))
+        return RegisterBrokerRecord(
+            broker_id, uuid.UUID(int=broker_id), 10, endpoints=tuple(endpoints), fenced=fenced
+        )
+
+    return replayed(
+        bootstrapped(),
+        broker(1),
+        broker(2),
+        broker(3, kafka=False),
+        broker(4, fenced=True),
+        *create_topic("orders", topic_id(1), (1, 2)),
+        ConfigRecord(ConfigResourceType.TOPIC, "orders", "retention.ms", "1000"),
+        ConfigRecord(ConfigResourceType.TOPIC, "orders", "cleanup.policy", "compact"),
+    )
+
+
+def admin(controller: Controller | None = None, **kwargs: Any) -> KafkaAdminApis:
+    current = image()
+    return KafkaAdminApis(
+        2,
+        cluster_id="c1",
+        image=lambda: current,
+        controller_id=lambda: 1,
+        forward=(controller or Controller()).call,
+        **kwargs,
+    )
+
+
+def request(body: Message, version: int) -> KafkaRequest:
+    header = RequestHeader(
+        request_api_key=body.API_KEY, request_api_version=version, correlation_id=7
+    )
+    return KafkaRequest(0, header, body, 0)
+
+
+async def answer(apis: KafkaAdminApis, body: Message, version: int) -> Any:
+    """The handler's response, checked to encode at the version asked."""
+    response = await apis.handle(request(body, version), "PLAINTEXT")
+    assert response is not None
+    response.encode(version)
+    return response
+
+
+def failed(error: Exception) -> common_pb2.ErrorStatus:
+    status = error_status(cast(Any, error))
+    assert status is not None
+    return status
+
+
+# --- topics -----------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_create_topics_forwards_each_topic_and_answers_in_request_order() -> None:
+    created = cpb.CreatableTopicResult(
+        name="a", topic_id=topic_id(9).bytes, num_partitions=3, replication_factor=2
+    )
+    refused = cpb.CreatableTopicResult(name="b", error=failed(PolicyViolationError("no b")))
+    controller = Controller(
+        CreateTopics=cpb.CreateTopicsResponse(topics=[created, refused], controller_id=1)
+    )
+    body = ct.CreateTopicsRequest(
+        topics=[
+            ct.CreatableTopic(
+                name="a",
+                num_partitions=-1,
+                replication_factor=-1,
+                configs=[ct.CreatableTopicConfig(name="retention.ms", value="5")],
+                assignments=[ct.CreatableReplicaAssignment(partition_index=0, broker_ids=[1, 2])],
+            ),
+            ct.CreatableTopic(name="null", configs=[ct.CreatableTopicConfig(name="x", value=None)]),
+            ct.CreatableTopic(name="b", num_partitions=1, replication_factor=1),
+        ],
+        timeout_ms=1234,
+        validate_only=True,
+    )
+    response = await answer(admin(controller), body, 7)
+    ((method, sent),) = controller.sent
+    assert method == "CreateTopics"
+    assert sent.validate_only and sent.timeout_ms == 1234
+    assert [t.name for t in sent.topics] == ["a", "b"]  # the null config is not forwarded
+    assert dict(sent.topics[0].configs) == {"retention.ms": "5"}
+    assert [list(a.broker_ids) for a in sent.topics[0].assignments] == [[1, 2]]
+    assert sent.topics[0].num_partitions == -1
+    results = [(t.name, t.error_code, t.num_partitions, t.topic_id) for t in response.topics]
+    assert results == [
+        ("a", 0, 3, topic_id(9)),
+        ("null", INVALID_CONFIG, -1, ZERO_UUID),
+        ("b", PolicyViolationError.code, -1, ZERO_UUID),
+    ]
+    assert "null value not supported" in response.topics[1].error_message
+    assert response.topics[2].error_message == "no b"
+
+
+@pytest.mark.parametrize("version", [2, 7])
+@pytest.mark.parametrize(
+    "failure",
+    [RequestTimedOutError("no controller answered"), PolicyViolationError("too many partitions")],
+)
+@pytest.mark.asyncio
+async def test_a_failed_controller_request_is_every_topics_error(
+    failure: Exception, version: int
+) -> None:
+    if isinstance(failure, RequestTimedOutError):
+        controller = Controller(CreateTopics=failure)
+    else:
+        controller = Controller(CreateTopics=cpb.CreateTopicsResponse(error=failed(failure)))
+    body = ct.CreateTopicsRequest(topics=[ct.CreatableTopic(name="a"), ct.CreatableTopic(name="b")])
+    response = await answer(admin(controller), body, version)
+    assert [(t.name, t.error_code, t.error_message) for t in response.topics] == [
+        ("a", getattr(failure, "code", None), str(failure)),
+        ("b", getattr(failure, "code", None), str(failure)),
+    ]
+
+
+@pytest.mark.asyncio
+async def test_delete_topics_by_name_and_by_id_match_the_controllers_order() -> None:
+    controller = Controller(
+        DeleteTopics=cpb.DeleteTopicsResponse(
+            topics=[
+                cpb.DeletableTopicResult(name="a", topic_id=topic_id(1).bytes),
+                cpb.DeletableTopicResult(error=failed(UnknownTopicOrPartitionError("no id 2"))),
+            ]
+        )
+    )
+    body = dt.DeleteTopicsRequest(
+        topics=[dt.DeleteTopicState(topic_id=topic_id(2)), dt.DeleteTopicState(name="a")],
+        timeout_ms=50,
+    )
+    response = await answer(admin(controller), body, 6)
+    ((_, sent),) = controller.sent
+    assert list(sent.topic_names) == ["a"] and list(sent.topic_ids) == [topic_id(2).bytes]
+    assert [(r.name, r.topic_id, r.error_code) for r in response.responses] == [
+        (None, topic_id(2), UnknownTopicOrPartitionError.code),
+        ("a", topic_id(1), 0),
+    ]
+    old = dt.DeleteTopicsRequest(topic_names=["a", "b"])
+    controller = Controller(
+        DeleteTopics=cpb.DeleteTopicsResponse(
+            topics=[cpb.DeletableTopicResult(name="a"), cpb.DeletableTopicResult(name="b")]
+        )
+    )
+    response = await answer(admin(controller), old, 1)
+    assert [(r.name, r.error_code) for r in response.responses] == [("a", 0), ("b", 0)]
+
+
+@pytest.mark.asyncio
+async def test_create_partitions_forwards_counts_and_assignments() -> None:
+    controller = Controller(
+        CreatePartitions=cpb.CreatePartitionsResponse(
+            results=[
+                cpb.CreatePartitionsTopicResult(name="a"),
+                cpb.CreatePartitionsTopicResult(
+                    name="b", error=failed(UnknownTopicOrPartitionError("no b"))
+                ),
+            ]
+        )
+    )
+    body = cp.CreatePartitionsRequest(
+        topics=[
+            cp.CreatePartitionsTopic(
+                name="a", count=3, assignments=[cp.CreatePartitionsAssignment(broker_ids=[2])]
+            ),
+            cp.CreatePartitionsTopic(name="b", count=2, assignments=None),
+        ],
+        validate_only=True,
+    )
+    response = await answer(admin(controller), body, 3)
+    ((_, sent),) = controller.sent
+    assert [
+        (t.name, t.count, [list(a.broker_ids) for a in t.assignments]) for t in sent.topics
+    ] == [
+        ("a", 3, [[2]]),
+        ("b", 2, []),
+    ]
+    assert sent.validate_only
+    assert [(r.name, r.error_code) for r in response.results] == [
+        ("a", 0),
+        ("b", UnknownTopicOrPartitionError.code),
+    ]
+
+
+# --- configs ----------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_describe_configs_names_source_type_and_synonym() -> None:
+    controller = Controller(
+        DescribeConfigs=cpb.DescribeConfigsResponse(
+            results=[
+                cpb.DescribeConfigsResult(
+                    resource_type=2,
+                    resource_name="orders",
+                    configs=[
+                        cpb.ConfigEntry(name="retention.ms", value="1000", source="TOPIC_CONFIG"),
+                        cpb.ConfigEntry(
+                            name="segment.bytes", value="5", source="STATIC_BROKER_CONFIG"
+                        ),
+                    ],
+                )
+            ]
+        )
+    )
+    body = dcf.DescribeConfigsRequest(
+        resources=[
+            dcf.DescribeConfigsResource(resource_type=8, resource_name="logger"),
+            dcf.DescribeConfigsResource(resource_type=2, resource_name="orders"),
+        ],
+        include_synonyms=True,
+    )
+    response = await answer(admin(controller), body, 4)
+    ((_, sent),) = controller.sent
+    assert [(r.resource_type, r.resource_name) for r in sent.resources] == [(2, "orders")]
+    logger, orders = response.results
+    assert logger.error_code == INVALID_REQUEST and "type 8" in logger.error_message
+    retention, segment = orders.configs
+    assert (retention.name, retention.value, retention.config_source) == ("retention.ms", "1000", 1)
+    assert retention.config_type == 5  # LONG
+    assert [(s.name, s.source) for s in segment.synonyms] == [("log.segment.bytes", 4)]
+
+
+@pytest.mark.asyncio
+async def test_alter_configs_replaces_the_resource_and_incremental_alters_as_asked() -> None:
+    outcome = cpb.IncrementalAlterConfigsResponse(
+        results=[cpb.AlterConfigsResult(resource_type=2, resource_name="orders")]
+    )
+    controller = Controller(IncrementalAlterConfigs=outcome)
+    body = ac.AlterConfigsRequest(
+        resources=[
+            ac.AlterConfigsResource(
+                resource_type=2,
+                resource_name="orders",
+                configs=[ac.AlterableConfig(name="retention.ms", value="7")],
+            ),
+            ac.AlterConfigsResource(resource_type=16, resource_name="metrics"),
+        ],
+        validate_only=True,
+    )
+    response = await answer(admin(controller), body, 2)
+    ((_, sent),) = controller.sent
+    (resource,) = sent.resources
+    ops = [
+        (c.name, c.operation, c.value if c.HasField("value") else None) for c in resource.configs
+    ]
+    # cleanup.policy is set on the topic in the image and not given: the replacement deletes it.
+    assert ops == [("retention.ms", 0, "7"), ("cleanup.policy", 1, None)]
+    assert sent.validate_only
+    assert [(r.resource_name, r.error_code) for r in response.responses] == [
+        ("orders", 0),
+        ("metrics", INVALID_REQUEST),
+    ]
+    controller = Controller(IncrementalAlterConfigs=outcome)
+    body2 = iac.IncrementalAlterConfigsRequest(
+        resources=[
+            iac.AlterConfigsResource(
+                resource_type=2,
+                resource_name="orders",
+                configs=[
+                    iac.AlterableConfig(name="cleanup.policy", config_operation=2, value="delete"),
+                    iac.AlterableConfig(name="retention.ms", config_operation=1, value=None),
+                ],
+            )
+        ]
+    )
+    response2 = await answer(admin(controller), body2, 1)
+    ((_, sent2),) = controller.sent
+    assert [(c.name, c.operation, c.HasField("value")) for c in sent2.resources[0].configs] == [
+        ("cleanup.policy", 2, True),
+        ("retention.ms", 1, False),
+    ]
+    assert [r.error_code for r in response2.responses] == [0]
+
+
+# --- cluster ----------------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_describe_cluster_lists_brokers_at_the_clients_listener() -> None:
+    apis = admin()
+    response = await answer(apis, dc.DescribeClusterRequest(), 2)
+    assert (response.cluster_id, response.controller_id) == ("c1", 1)
+    assert [(b.broker_id, b.host, b.port) for b in response.brokers] == [
+        (1, "b1", 9091),
+        (2, "b2", 9092),
+    ]
+    with_fenced = await answer(apis, dc.DescribeClusterRequest(include_fenced_brokers=True), 2)
+    assert [(b.broker_id, b.is_fenced) for b in with_fenced.brokers] == [
+        (1, False),
+        (2, False),
+        (4, True),
+    ]
+    assert len((await answer(apis, dc.DescribeClusterRequest(), 0)).brokers) == 2
+    controllers = await answer(apis, dc.DescribeClusterRequest(endpoint_type=2), 1)
+    assert controllers.error_code == 115 and controllers.brokers == []
+
+
+@pytest.mark.asyncio
+async def test_elect_leaders_and_reassignments_go_to_the_controller() -> None:
+    controller = Controller(
+        ElectLeaders=cpb.ElectLeadersResponse(
+            results=[
+                cpb.PartitionElectionResult(topic="orders", partition_index=0),
+                cpb.PartitionElectionResult(
+                    topic="orders", partition_index=1, error=failed(PolicyViolationError("x"))
+                ),
+            ]
+        ),
+        AlterPartitionReassignments=cpb.AlterPartitionReassignmentsResponse(
+            results=[
+                cpb.ReassignablePartitionResult(topic="orders", partition_index=0),
+                cpb.ReassignablePartitionResult(topic="orders", partition_index=1),
+            ]
+        ),
+        ListPartitionReassignments=cpb.ListPartitionReassignmentsResponse(
+            reassignments=[
+                cpb.OngoingReassignment(
+                    topic="orders", partition_index=0, replicas=[1, 2], adding_replicas=[2]
+                )
+            ]
+        ),
+    )
+    apis = admin(controller)
+    elected = await answer(apis, el.ElectLeadersRequest(topic_partitions=None), 2)
+    ((_, sent),) = controller.sent
+    assert list(sent.partitions) == [] and sent.election_type == 0
+    ((topic, partitions),) = [
+        (r.topic, [(p.partition_id, p.error_code) for p in r.partition_result])
+        for r in elected.replica_election_results
+    ]
+    assert (topic, partitions) == ("orders", [(0, 0), (1, PolicyViolationError.code)])
+    body = apr.AlterPartitionReassignmentsRequest(
+        topics=[
+            apr.ReassignableTopic(
+                name="orders",
+                partitions=[
+                    apr.ReassignablePartition(partition_index=0, replicas=[2, 1]),
+                    apr.ReassignablePartition(partition_index=1, replicas=None),
+                ],
+            )
+        ]
+    )
+    altered = await answer(apis, body, 0)
+    sent_partitions = controller.sent[-1][1].topics[0].partitions
+    assert [(p.partition_index, p.HasField("replicas")) for p in sent_partitions] == [
+        (0, True),
+        (1, False),  # null replicas: cancel
+    ]
+    assert list(sent_partitions[0].replicas.broker_ids) == [2, 1]
+    assert [p.error_code for p in altered.responses[0].partitions] == [0, 0]
+    listed = await answer(apis, lpr.ListPartitionReassignmentsRequest(topics=None), 0)
+    ((ongoing,),) = [t.partitions for t in listed.topics]
+    assert (ongoing.replicas, ongoing.adding_replicas) == ([1, 2], [2])
+
+
+# --- this broker's data -----------------------------------------------------------------------
+
+
+class Service:
+    """The Broker service's DeleteRecords and DescribeLogDirs, recorded."""
+
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+
+    async def DeleteRecords(self, request: Any, context: Any) -> bpb.DeleteRecordsResponse:
+        self.sent.append(request)
+        return bpb.DeleteRecordsResponse(
+            topics=[
+                bpb.DeleteRecordsTopicResponse(
+                    topic="orders",
+                    partitions=[
+                        bpb.DeleteRecordsPartitionResponse(partition=0, low_watermark=5),
+                        bpb.DeleteRecordsPartitionResponse(
+                            partition=1, error=failed(NotLeaderOrFollowerError("b1 leads"))
+                        ),
+                    ],
+                )
+            ]
+        )
+
+    async def DescribeLogDirs(self, request: Any, context: Any) -> bpb.DescribeLogDirsResponse:
+        self.sent.append(request)
+        return bpb.DescribeLogDirsResponse(
+            results=[
+                bpb.DescribeLogDirsResult(
+                    log_dir="/",
+                    topics=[
+                        bpb.DescribeLogDirsTopic(
+                            name="orders",
+                            partitions=[
+                                bpb.DescribeLogDirsPartition(partition=0, size=10),
+                                bpb.DescribeLogDirsPartition(partition=1, size=20),
+                            ],
+                        )
+                    ],
+                )
+            ]
+        )
+
+
+@pytest.mark.asyncio
+async def test_delete_records_and_describe_log_dirs_go_through_the_broker_service() -> None:
+    service = Service()
+    apis = admin(broker_service=cast(BrokerService, service))
+    body = dr.DeleteRecordsRequest(
+        topics=[
+            dr.DeleteRecordsTopic(
+                name="orders",
+                partitions=[
+                    dr.DeleteRecordsPartition(partition_index=0, offset=5),
+                    dr.DeleteRecordsPartition(partition_index=1, offset=-1),
+                ],
+            )
+        ],
+        timeout_ms=100,
+    )
+    deleted = await answer(apis, body, 2)
+    (sent,) = service.sent
+    assert [(p.partition, p.offset) for p in sent.topics[0].partitions] == [(0, 5), (1, -1)]
+    assert [(p.low_watermark, p.error_code) for p in deleted.topics[0].partitions] == [
+        (5, 0),
+        (-1, NotLeaderOrFollowerError.code),
+    ]
+    only_zero = dld.DescribeLogDirsRequest(
+        topics=[dld.DescribableLogDirTopic(topic="orders", partitions=[0])]
+    )
+    described = await answer(apis, only_zero, 4)
+    assert list(service.sent[-1].topics) == ["orders"]
+    (log_dir,) = described.results
+    assert [(p.partition_index, p.partition_size) for p in log_dir.topics[0].partitions] == [
+        (0, 10)
+    ]
+    assert log_dir.total_bytes > 0 and log_dir.usable_bytes >= 0
+
+
+@pytest.mark.asyncio
+async def test_describe_producers_answers_the_replica_managers_producers() -> None:
+    def producers(topic: str, partition: int) -> tuple[ProducerEntry, ...]:
+        if partition == 1:
+            raise NotLeaderOrFollowerError(f"{topic}-1: broker 1 leads it")
+        return (ProducerEntry(7, 2, (BatchMetadata(0, 4, 10, 14, 99),), 99),)
+
+    body = dp.DescribeProducersRequest(
+        topics=[dp.TopicRequest(name="orders", partition_indexes=[0, 1])]
+    )
+    response = await answer(admin(describe_producers=producers), body, 0)
+    zero, one = response.topics[0].partitions
+    ((producer_id, epoch, sequence, timestamp),) = [
+        (p.producer_id, p.producer_epoch, p.last_sequence, p.last_timestamp)
+        for p in zero.active_producers
+    ]
+    assert (producer_id, epoch, sequence, timestamp) == (7, 2, 4, 99)
+    assert zero.active_producers[0].current_txn_start_offset == -1
+    assert one.error_code == NotLeaderOrFollowerError.code and "broker 1" in one.error_message
+
+
+# --- transactions and ApiVersions -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "version", "codes"),
+    [
+        (
+            apt.AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id="t",
+                v3_and_below_topics=[apt.AddPartitionsToTxnTopic(name="orders", partitions=[0, 1])],
+            ),
+            3,
+            lambda r: [
+                p.partition_error_code
+                for t in r.results_by_topic_v3_and_below
+                for p in t.results_by_partition
+            ],
+        ),
+        (apt.AddPartitionsToTxnRequest(), 5, lambda r: [r.error_code]),
+        (
+            aot.AddOffsetsToTxnRequest(transactional_id="t", group_id="g"),
+            4,
+            lambda r: [r.error_code],
+        ),
+        (et.EndTxnRequest(transactional_id="t", committed=True), 5, lambda r: [r.error_code]),
+        (
+            toc.TxnOffsetCommitRequest(
+                transactional_id="t",
+                group_id="g",
+                topics=[
+                    toc.TxnOffsetCommitRequestTopic(
+                        name="orders",
+                        partitions=[toc.TxnOffsetCommitRequestPartition(partition_index=0)],
+                    )
+                ],
+            ),
+            3,
+            lambda r: [p.error_code for t in r.topics for p in t.partitions],
+        ),
+    ],
+)
+@pytest.mark.asyncio
+async def test_transaction_apis_answer_unsupported_version_for_every_entry(
+    body: Message, version: int, codes: Callable[[Any], list[int]]
+) -> None:
+    response = await answer(admin(), body, version)
+    assert codes(response) and set(codes(response)) == {UNSUPPORTED_VERSION}
+
+
+def test_api_versions_advertises_the_core_and_admin_tables_once_each() -> None:
+    current = image()
+    apis = KafkaApis(2, cluster_id="c1", image=lambda: current, extensions=[admin()])
+    advertised = {
+        k.api_key: (k.min_version, k.max_version)
+        for k in apis.api_versions(ApiVersionsRequest(), 2).api_keys
+    }
+    assert advertised == {**SERVED, **ADMIN_SERVED}
+    assert advertised[19] == (2, 7) and advertised[44] == (0, 1) and advertised[60] == (0, 2)
+    with pytest.raises(ValueError, match="two handlers of Kafka API key 19"):
+        KafkaApis(2, cluster_id="c1", image=lambda: current, extensions=[admin(), admin()])
+
+
+@pytest.mark.asyncio
+async def test_the_core_hands_an_admin_request_to_its_handlers() -> None:
+    current = image()
+    apis = KafkaApis(2, cluster_id="c1", image=lambda: current, extensions=[admin()])
+    response = await apis.handle(request(dc.DescribeClusterRequest(), 0), "PLAINTEXT")
+    assert response is not None and getattr(response, "cluster_id", None) == "c1"
+
+
+def test_no_admin_api_is_advertised_beyond_what_its_codec_reads() -> None:
+    from replog.kafka.messages import REQUESTS
+
+    for key, (low, high) in ADMIN_SERVED.items():
+        codec = REQUESTS[key]
+        assert codec.MIN_VERSION <= low <= high <= codec.MAX_VERSION, codec.NAME

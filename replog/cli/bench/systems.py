@@ -4,7 +4,7 @@ topics, names the driver and bootstrap servers clients use, and stops.
 - `replog`: a local replog cluster (as `replog cluster start` makes, in the bench's work
   directory), driven by replog's own client over gRPC.
 - `replog-kafka`: the same kind of cluster, driven by confluent-kafka through each broker's Kafka
-  listener (a `PLAINTEXT://` listener after the gRPC one).
+  listener (`PLAINTEXT`, as `replog cluster start --kafka-base-port` makes it).
 - `kafka`: Apache Kafka 4.x in KRaft mode, started and stopped by `bench/kafka/kafka.sh` (which
   fetches its jars with Maven once), driven by confluent-kafka.
 
@@ -16,7 +16,6 @@ a wait says what it waits for.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import time
@@ -86,22 +85,14 @@ class ReplogSystem:
         import shutil
 
         from replog.cli.cluster import spawn, wait_until_up
-        from replog.cli.local_cluster import LOOPBACK, LocalCluster
+        from replog.cli.local_cluster import KAFKA_LISTENER, LocalCluster
 
         shutil.rmtree(self.directory, ignore_errors=True)
-        planned = LocalCluster.plan(self.directory, NODES, self.base_port)
-        kafka_base = self.base_port + 200
-        nodes = tuple(
-            dataclasses.replace(
-                node,
-                listeners={
-                    **node.listeners,
-                    "PLAINTEXT": f"{LOOPBACK}:{kafka_base + node.node_id - 1}",
-                },
-            )
-            for node in planned.nodes
+        # Every node gets its Kafka listener (as `cluster start --kafka-base-port`); only the
+        # replog-kafka system's clients use it.
+        cluster = self._cluster = LocalCluster.plan(
+            self.directory, NODES, self.base_port, kafka_base_port=self.base_port + 200
         )
-        cluster = self._cluster = dataclasses.replace(planned, nodes=nodes)
         cluster.write()
         pids = {node.node_id: spawn(node) for node in cluster.nodes}
         self._started = [(node, pids[node.node_id]) for node in cluster.nodes]
@@ -116,7 +107,7 @@ class ReplogSystem:
         if self.driver == "replog":
             self.bootstrap_servers = self.grpc_servers
         else:
-            self.bootstrap_servers = ",".join(n.listeners["PLAINTEXT"] for n in cluster.nodes)
+            self.bootstrap_servers = ",".join(n.listeners[KAFKA_LISTENER] for n in cluster.nodes)
 
     def create_topics(self, names: Sequence[str], partitions: int) -> None:
         from replog.client.sync_admin import Admin, NewTopic

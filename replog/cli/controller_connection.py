@@ -12,11 +12,15 @@ of `--timeout` for an election that cannot happen.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from replog.admin.bootstrap import parse_bootstrap
-from replog.admin.controller_client import ControllerClient
 from replog.cli.arguments import positive_seconds
 from replog.cli.local_cluster import DEFAULT_DATA_DIR, LocalCluster
+
+if TYPE_CHECKING:
+    # Imported where a command connects, not by building its parser: gRPC and the generated
+    # messages are most of what `--help` would otherwise load.
+    from replog.admin.controller_client import ControllerClient
 
 DEFAULT_TIMEOUT_S = 10.0  # long enough for a controller election, short enough at a terminal
 
@@ -45,6 +49,8 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
 def bootstrap_and_addresses(args: argparse.Namespace) -> tuple[list[str], dict[int, str]]:
     """The addresses to try in turn and the node ids known to listen at some of them: from
     `--bootstrap-server`, else (and also with `--data-dir`) from the local cluster's files."""
+    from replog.admin.bootstrap import parse_bootstrap
+
     addresses: dict[int, str] = {}
     if args.data_dir is not None or args.bootstrap_server is None:
         cluster = LocalCluster.load(args.data_dir or DEFAULT_DATA_DIR)
@@ -61,6 +67,8 @@ def bootstrap_and_addresses(args: argparse.Namespace) -> tuple[list[str], dict[i
 
 def connect(args: argparse.Namespace) -> ControllerClient:
     """A client for the controllers the arguments name (see the module docstring)."""
+    from replog.admin.controller_client import ControllerClient
+
     bootstrap, addresses = bootstrap_and_addresses(args)
     return ControllerClient(
         bootstrap,

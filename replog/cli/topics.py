@@ -54,18 +54,8 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from replog.admin.controller_client import ControllerClient
-from replog.admin.controller_results import (
-    ClusterMetadata,
-    ConfigResource,
-    NewPartitions,
-    NewTopic,
-    PartitionInfo,
-    TopicInfo,
-    raise_first_error,
-)
 from replog.cli.arguments import add_command, at_least, parse_key_values
 from replog.cli.controller_connection import add_connection_arguments, connect
 from replog.clock import wall_clock_ms
@@ -79,6 +69,10 @@ from replog.errors import (
 )
 from replog.topic_names import INTERNAL_TOPICS
 
+if TYPE_CHECKING:
+    from replog.admin.controller_client import ControllerClient
+    from replog.admin.controller_results import ClusterMetadata, PartitionInfo, TopicInfo
+
 # --- create, list, delete ---------------------------------------------------------------------
 
 
@@ -91,6 +85,8 @@ _Named = TypeVar("_Named", bound=_HasName)
 
 
 def run_create(args: argparse.Namespace) -> int:
+    from replog.admin.controller_results import NewTopic, raise_first_error
+
     topic = NewTopic(
         args.topic,
         num_partitions=args.partitions if args.partitions is not None else -1,
@@ -129,6 +125,8 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_delete(args: argparse.Namespace) -> int:
+    from replog.admin.controller_results import raise_first_error
+
     if args.topic in INTERNAL_TOPICS:
         raise InvalidTopicError(
             f"topic {args.topic} is an internal topic and is not allowed to be deleted (it "
@@ -145,6 +143,8 @@ def run_delete(args: argparse.Namespace) -> int:
 
 
 def run_alter(args: argparse.Namespace) -> int:
+    from replog.admin.controller_results import NewPartitions, raise_first_error
+
     with connect(args) as client:
         results = client.create_partitions([NewPartitions(args.topic, args.partitions)])
     result = next((r for r in results if r.topic == args.topic), None)
@@ -291,6 +291,8 @@ def _topic_configs(
     client: ControllerClient, topics: Sequence[TopicInfo]
 ) -> dict[str, dict[str, str | None]]:
     """Each topic's settings that are not at their default, by topic name."""
+    from replog.admin.controller_results import ConfigResource
+
     if not topics:
         return {}
     results = client.describe_configs([ConfigResource.topic(t.name) for t in topics])
@@ -300,6 +302,8 @@ def _topic_configs(
 
 def _min_isr(client: ControllerClient, topics: Sequence[TopicInfo]) -> dict[str, int]:
     """Each topic's effective min.insync.replicas (its own, else the brokers'), by name."""
+    from replog.admin.controller_results import ConfigResource
+
     if not topics:
         return {}
     results = client.describe_configs(

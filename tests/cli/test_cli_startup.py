@@ -58,6 +58,13 @@ def test_help_loads_no_command_module_nor_grpc() -> None:
     assert sorted(commands & set(loaded)) == []
 
 
+def test_a_commands_help_loads_no_grpc() -> None:
+    """Building `topics`' parser imports neither gRPC nor the generated messages: only running
+    a subcommand connects."""
+    loaded = modules_loaded_by("topics", "list", "--help")
+    assert under(loaded, ("grpc", "google.protobuf", "replog.pb", "replog.admin")) == []
+
+
 @pytest.mark.parametrize(
     "argv",
     [

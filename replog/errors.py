@@ -370,6 +370,28 @@ class ConfigError(ReplogError):
     """A configuration value that is unknown, malformed or out of range; names the key."""
 
 
+class WorkloadError(ReplogError):
+    """A benchmark workload file (`replog bench`) that cannot be run: unreadable, not YAML, or
+    a field missing, unknown, of the wrong type or out of range. `field` names the field
+    ("" for the file as a whole); the message names the file and the field."""
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_workload_error, (str(self), self.field))
+
+
+def _rebuild_workload_error(message: str, field: str) -> WorkloadError:
+    return WorkloadError(message, field=field)
+
+
+class BenchSystemError(ReplogError):
+    """A system `replog bench` compares that could not be started, set up or stopped; the
+    message names the system, what failed and where its logs are."""
+
+
 class KafkaTimeoutError(ReplogError):
     """A client call that did not finish within its timeout (`max.block.ms`,
     `delivery.timeout.ms`, a method's `timeout_ms`). The message names the operation, the

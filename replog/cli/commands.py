@@ -66,6 +66,10 @@ COMMANDS: tuple[Command, ...] = (
         "list consumer groups and describe their members, offsets and lag "
         "(like kafka-consumer-groups.sh)",
     ),
+    Command(
+        "bench",
+        "run a benchmark workload against replog and Apache Kafka, report with plots",
+    ),
 )
 
 _BY_NAME = {command.name: command for command in COMMANDS}

@@ -34,6 +34,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -53,7 +54,8 @@ REPLICATION_FACTOR = 3
 TOPIC_ALREADY_EXISTS = "TopicAlreadyExistsError"
 
 
-def replog_cli(*args: str, timeout: float = 600) -> None:
+def replog_cli(*args: str, timeout: float = 600) -> str:
+    """Run `replog ARGS`; its output (stdout and stderr)."""
     done = subprocess.run(
         [sys.executable, "-m", "replog.cli.main", *args],
         capture_output=True,
@@ -63,6 +65,39 @@ def replog_cli(*args: str, timeout: float = 600) -> None:
     )
     if done.returncode != 0:
         raise RuntimeError(f"replog {' '.join(args)} failed: {done.stderr.strip()[-2000:]}")
+    return done.stdout + done.stderr
+
+
+def file_system_floor_s(directory: str, replicas: int, ops: int = 2000) -> float:
+    """The CPU seconds (user and system) this file system takes for the file operations of
+    `replicas` new replicas, spread over the machine's cores: a lower bound for creating them,
+    whatever the code around. Each replica is a directory, its `.log` file and its
+    `partition.metadata` written as a temporary file renamed into place; a third of them (the
+    leaders) also write a leader-epoch checkpoint the same way. Measured here over `ops`
+    replicas, in `directory` (the clusters' file system)."""
+    work = tempfile.mkdtemp(prefix="fs-floor-", dir=directory)
+
+    def cpu() -> float:
+        times = os.times()
+        return times.user + times.system
+
+    def replace_file(path: str) -> None:
+        fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(fd, b"0\n1\n0 0\n")
+        os.close(fd)
+        os.replace(path + ".tmp", path)
+
+    began = cpu()
+    for i in range(ops):
+        replica = os.path.join(work, f"t-{i}")
+        os.mkdir(replica)
+        os.close(os.open(os.path.join(replica, "0.log"), os.O_RDWR | os.O_CREAT, 0o644))
+        replace_file(os.path.join(replica, "partition.metadata"))
+        if i % REPLICATION_FACTOR == 0:
+            replace_file(os.path.join(replica, "leader-epoch-checkpoint"))
+    per_replica = (cpu() - began) / ops
+    shutil.rmtree(work)
+    return per_replica * replicas / (os.cpu_count() or 1)
 
 
 class Cluster:
@@ -84,12 +119,18 @@ class Cluster:
         )
         return seconds
 
-    def stop(self) -> None:
+    def stop(self) -> tuple[float, bool]:
+        """Stop the cluster: seconds taken, and whether a node had to be killed (its logs then
+        restart through recovery) after `cluster stop`'s default 30 s."""
         if self.client is not None:
             self.client.close()
             self.client = None
-        with contextlib.suppress(Exception):
-            replog_cli("cluster", "stop", "--data-dir", self.directory, "--timeout", "120")
+        began = time.perf_counter()
+        try:
+            said = replog_cli("cluster", "stop", "--data-dir", self.directory)
+        except RuntimeError as error:
+            said = str(error)
+        return time.perf_counter() - began, "SIGKILL" in said
 
     def scrapes(self) -> list[Scrape]:
         return scrapes(metrics_urls(self.base_port, NODES))
@@ -138,11 +179,15 @@ class RestartRun:
     fresh_start_s: float  # baseline: an empty cluster, same run
     restart_s: float  # until every replica is led again
     longest_stall_s: float
+    stop_s: float  # the `cluster stop` before the restart
+    killed: bool  # whether it had to kill a node (an unclean stop)
 
 
 @dataclass
 class Results:
     commit: str = ""
+    # file_system_floor_s for the replicas of one creation: the file work alone, on all cores
+    file_system_floor_s: float = 0.0
     create: list[CreateRun] = field(default_factory=list)
     restart: list[RestartRun] = field(default_factory=list)
 
@@ -178,13 +223,13 @@ def restart_run(directory: str, base_port: int, topics: int, per_request: int) -
         cluster.create("bench", topics, per_request)
         partitions = topics * PARTITIONS_PER_TOPIC
         cluster.wait_replicas(partitions)
-        cluster.stop()
+        stop_s, killed = cluster.stop()
         began = time.perf_counter()
         cluster.start(fresh=False)
         after = cluster.wait_replicas(partitions)
         restart_s = time.perf_counter() - began
         stall = max(longest_stall_bucket(Scrape(), a) for a in after)
-        return RestartRun(partitions, fresh_s_total, restart_s, stall)
+        return RestartRun(partitions, fresh_s_total, restart_s, stall, stop_s, killed)
     finally:
         cluster.stop()
 
@@ -208,6 +253,11 @@ def report(results: Results) -> None:
         print(f"  quorum epoch changes per run: {changes}")
         median_s = statistics.median(r.end_to_end_s for r in results.create)
         goal_s = 10 if partitions <= 10_000 else 100
+        replicas = partitions * REPLICATION_FACTOR
+        print(
+            f"  file-system floor for {replicas:,} new replicas (their file operations' CPU "
+            f"on {os.cpu_count()} cores, measured in this run): {results.file_system_floor_s:.2f} s"
+        )
         verdict = "met" if median_s < goal_s and max(stalls) < 100 + 1e-9 else "missed"
         if partitions > 10_000 and any(changes):
             verdict = "missed (quorum leader changed)"
@@ -221,6 +271,9 @@ def report(results: Results) -> None:
         print(f"  ratio           {spread(ratios)}")
         stalls = [r.longest_stall_s * 1000 for r in results.restart]
         print(f"  longest stall since start <= {max(stalls):.0f} ms")
+        stops = [r.stop_s for r in results.restart]
+        killed = sum(r.killed for r in results.restart)
+        print(f"  cluster stop s  {spread(stops)}; unclean (a node killed) in {killed} run(s)")
         median_s = statistics.median(r.restart_s for r in results.restart)
         print(f"  goal: < 10 s -> {'met' if median_s < 10 else 'missed'}")
 
@@ -241,6 +294,9 @@ def main() -> None:
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
         ).stdout.strip()
     with tempfile.TemporaryDirectory(prefix="replog-bench-creation-") as tmp:
+        results.file_system_floor_s = file_system_floor_s(
+            tmp, args.topics * PARTITIONS_PER_TOPIC * REPLICATION_FACTOR
+        )
         for run in range(args.runs):
             if not args.no_create:
                 found = create_run(

@@ -210,6 +210,10 @@ class DuplicateSequenceNumberError(KafkaError, code=46): ...
 class InvalidProducerEpochError(KafkaError, code=47): ...
 
 
+class TransactionalIdAuthorizationFailedError(KafkaError, code=53):
+    """Kafka's fatal answer for a transactional id; replog's for every one (no transactions)."""
+
+
 class OperationNotAttemptedError(KafkaError, code=55):
     """The controller did not try this change because another in the same request failed."""
 
@@ -364,6 +368,28 @@ class CorruptIndexError(ReplogError):
 
 class ConfigError(ReplogError):
     """A configuration value that is unknown, malformed or out of range; names the key."""
+
+
+class WorkloadError(ReplogError):
+    """A benchmark workload file (`replog bench`) that cannot be run: unreadable, not YAML, or
+    a field missing, unknown, of the wrong type or out of range. `field` names the field
+    ("" for the file as a whole); the message names the file and the field."""
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_workload_error, (str(self), self.field))
+
+
+def _rebuild_workload_error(message: str, field: str) -> WorkloadError:
+    return WorkloadError(message, field=field)
+
+
+class BenchSystemError(ReplogError):
+    """A system `replog bench` compares that could not be started, set up or stopped; the
+    message names the system, what failed and where its logs are."""
 
 
 class KafkaTimeoutError(ReplogError):

@@ -1,8 +1,10 @@
-"""`ControllerClient`: a small blocking client of the Controller gRPC service.
+"""`ControllerClient` and `AsyncControllerClient`: small clients of the Controller gRPC service.
 
-Used by the `replog topics` command and, later, by the Python Admin client. One method per
-admin RPC of `proto/replog/pb/controller.proto`, taking and returning the dataclasses of
-`controller_results`.
+The blocking one serves the CLI (`replog topics`, ...), the asyncio one (on `grpc.aio`) the
+Python Admin client. One method per admin RPC of `proto/replog/pb/controller.proto`, taking and
+returning the dataclasses of `controller_results`; both have the same methods. How a call finds
+the controller and retries is written once, as the steps a driver runs (an attempt at one
+address, a pause): each client runs them its own way, blocking or awaited.
 
 Finding the active controller:
 - Requests go to the active controller once it is known, else to the bootstrap addresses in
@@ -49,12 +51,15 @@ Thread safety: one client may be shared between threads; calls do not block each
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 from uuid import UUID
 
 import grpc
@@ -137,13 +142,44 @@ class _Unreachable(Exception):
         self.permanent = permanent  # the node does not serve the service: skip it for this call
 
 
-class ControllerClient:
-    """A blocking client of the active controller (see the module docstring).
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    """A step of a call: one attempt of `rpc` at `address`, bounded by `timeout_ms`."""
 
-    `bootstrap`: `"host:port,id@host:port,..."` or a sequence of such entries.
-    `node_addresses`: node id -> host:port of the controllers, when known (entries written
-    `id@host:port` in `bootstrap` add to it).
-    """
+    address: str
+    rpc: str
+    request: Any
+    response_type: type[Any]
+    timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Pause:
+    """A step of a call: back off before the next round."""
+
+    seconds: float
+
+
+_Step = _Ask | _Pause
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+@dataclass(frozen=True, slots=True)
+class _Op(Generic[T]):
+    """One admin RPC: its request, whether it writes, and how its answer is read."""
+
+    rpc: str
+    request: Any
+    response_type: type[Any]
+    write: bool
+    parse: Callable[[Any], T]
+    timeout_s: float | None  # the whole call's (None: the client's default)
+
+
+class _ControllerRouting:
+    """What both clients share: the addresses known, the active controller, and the steps of
+    a call (module docstring)."""
 
     def __init__(
         self,
@@ -165,24 +201,9 @@ class ControllerClient:
         self.max_retry_backoff_s = max_retry_backoff_s
         self.refused_timeout_s = refused_timeout_s
         self._lock = threading.Lock()
-        self._stubs: dict[str, tuple[grpc.Channel, Any]] = {}
+        self._stubs: dict[str, tuple[Any, Any]] = {}  # address -> (channel, stub)
         self._controller: str | None = None  # the active controller's address, once known
         self._closed = False
-
-    # --- lifecycle ----------------------------------------------------------------------------
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            stubs, self._stubs = self._stubs, {}
-        for channel, _ in stubs.values():
-            channel.close()
-
-    def __enter__(self) -> ControllerClient:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     @property
     def node_addresses(self) -> dict[int, str]:
@@ -195,192 +216,19 @@ class ControllerClient:
         """The active controller's address as last learned, if any."""
         return self._controller
 
-    # --- topics and partitions ----------------------------------------------------------------
-
-    def create_topics(
-        self,
-        topics: Sequence[NewTopic],
-        *,
-        validate_only: bool = False,
-        timeout_s: float | None = None,
-    ) -> list[CreatedTopic]:
-        request = pb.CreateTopicsRequest(
-            topics=[t.to_pb() for t in topics], validate_only=validate_only
-        )
-        response = self._call("CreateTopics", request, pb.CreateTopicsResponse, True, timeout_s)
-        return [CreatedTopic.from_pb(t) for t in response.topics]
-
-    def delete_topics(
-        self,
-        names: Sequence[str] = (),
-        *,
-        topic_ids: Sequence[UUID] = (),
-        timeout_s: float | None = None,
-    ) -> list[DeletedTopic]:
-        request = pb.DeleteTopicsRequest(
-            topic_names=list(names), topic_ids=[i.bytes for i in topic_ids]
-        )
-        response = self._call("DeleteTopics", request, pb.DeleteTopicsResponse, True, timeout_s)
-        return [DeletedTopic.from_pb(t) for t in response.topics]
-
-    def create_partitions(
-        self,
-        increases: Sequence[NewPartitions],
-        *,
-        validate_only: bool = False,
-        timeout_s: float | None = None,
-    ) -> list[PartitionsCreated]:
-        request = pb.CreatePartitionsRequest(
-            topics=[i.to_pb() for i in increases], validate_only=validate_only
-        )
-        response = self._call(
-            "CreatePartitions", request, pb.CreatePartitionsResponse, True, timeout_s
-        )
-        return [PartitionsCreated.from_pb(r) for r in response.results]
-
-    # --- metadata (reads) ---------------------------------------------------------------------
-
-    def describe_cluster(self, *, timeout_s: float | None = None) -> ClusterDescription:
-        response = self._call(
-            "DescribeCluster",
-            pb.DescribeClusterRequest(),
-            pb.DescribeClusterResponse,
-            False,
-            timeout_s,
-        )
-        return ClusterDescription.from_pb(response)
-
-    def metadata(
-        self, topics: Sequence[str] | None = None, *, timeout_s: float | None = None
-    ) -> ClusterMetadata:
-        """The brokers and the topics named (None or empty: every topic)."""
-        request = pb.MetadataRequest(topics=list(topics or ()))
-        response = self._call("Metadata", request, pb.MetadataResponse, False, timeout_s)
-        return ClusterMetadata.from_pb(response)
-
-    # --- configs ------------------------------------------------------------------------------
-
-    def describe_configs(
-        self,
-        resources: Sequence[ConfigResource],
-        *,
-        keys: Sequence[str] = (),
-        timeout_s: float | None = None,
-    ) -> list[ResourceConfigs]:
-        """Every config of each resource, or only `keys` when given."""
-        request = pb.DescribeConfigsRequest(
-            resources=[
-                pb.ConfigResourceKeys(
-                    resource_type=int(r.resource_type),
-                    resource_name=r.name,
-                    configuration_keys=list(keys),
-                )
-                for r in resources
-            ]
-        )
-        response = self._call(
-            "DescribeConfigs", request, pb.DescribeConfigsResponse, False, timeout_s
-        )
-        return [ResourceConfigs.from_pb(r) for r in response.results]
-
-    def incremental_alter_configs(
-        self,
-        changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
-        *,
-        validate_only: bool = False,
-        timeout_s: float | None = None,
-    ) -> list[ConfigsAltered]:
-        request = pb.IncrementalAlterConfigsRequest(
-            resources=[
-                pb.AlterConfigsResource(
-                    resource_type=int(resource.resource_type),
-                    resource_name=resource.name,
-                    configs=[op.to_pb() for op in ops],
-                )
-                for resource, ops in changes.items()
-            ],
-            validate_only=validate_only,
-        )
-        response = self._call(
-            "IncrementalAlterConfigs",
-            request,
-            pb.IncrementalAlterConfigsResponse,
-            True,
-            timeout_s,
-        )
-        return [ConfigsAltered.from_pb(r) for r in response.results]
-
-    # --- elections and reassignments ----------------------------------------------------------
-
-    def elect_leaders(
-        self,
-        election_type: ElectionType,
-        partitions: Iterable[TopicPartition] | None = None,
-        *,
-        timeout_s: float | None = None,
-    ) -> list[ElectionResult]:
-        """Elect leaders of `partitions` (None: every eligible partition)."""
-        request = pb.ElectLeadersRequest(
-            election_type=int(election_type), partitions=topic_partitions_to_pb(partitions)
-        )
-        response = self._call("ElectLeaders", request, pb.ElectLeadersResponse, True, timeout_s)
-        return [ElectionResult.from_pb(r) for r in response.results]
-
-    def list_partition_reassignments(
-        self,
-        partitions: Iterable[TopicPartition] | None = None,
-        *,
-        timeout_s: float | None = None,
-    ) -> list[OngoingReassignment]:
-        """The ongoing reassignments of `partitions` (None: of every partition)."""
-        request = pb.ListPartitionReassignmentsRequest(
-            partitions=topic_partitions_to_pb(partitions)
-        )
-        response = self._call(
-            "ListPartitionReassignments",
-            request,
-            pb.ListPartitionReassignmentsResponse,
-            False,
-            timeout_s,
-        )
-        return [OngoingReassignment.from_pb(r) for r in response.reassignments]
-
-    def alter_partition_reassignments(
-        self,
-        reassignments: Mapping[TopicPartition, Sequence[int] | None],
-        *,
-        timeout_s: float | None = None,
-    ) -> list[ReassignmentResult]:
-        """Move each partition to the replicas given; None cancels its ongoing reassignment."""
-        by_topic: dict[str, list[pb.ReassignablePartition]] = {}
-        for (topic, partition), replicas in reassignments.items():
-            entry = pb.ReassignablePartition(partition_index=partition)
-            if replicas is not None:
-                entry.replicas.broker_ids.extend(replicas)
-            by_topic.setdefault(topic, []).append(entry)
-        request = pb.AlterPartitionReassignmentsRequest(
-            topics=[pb.ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
-        )
-        response = self._call(
-            "AlterPartitionReassignments",
-            request,
-            pb.AlterPartitionReassignmentsResponse,
-            True,
-            timeout_s,
-        )
-        return [ReassignmentResult.from_pb(r) for r in response.results]
-
     # --- finding the controller and calling it ------------------------------------------------
 
-    def _call(
+    def _calling(
         self,
         rpc: str,
         request: Any,
         response_type: type[_R],
         write: bool,
         timeout_s: float | None,
-    ) -> _R:
-        """`rpc` at the active controller, retried until the deadline (module docstring)."""
+    ) -> Generator[_Step, Any, _R]:
+        """`rpc` at the active controller, retried until the deadline (module docstring), as
+        the steps a driver runs: each `_Ask` is sent back its answer (or has the failure to get
+        one thrown in), each `_Pause` is waited out."""
         budget_s = self.default_timeout_s if timeout_s is None else timeout_s
         deadline_ms = monotonic_ms() + int(budget_s * 1000)
         said: dict[str, str] = {}  # address -> what it last said or why it said nothing
@@ -409,7 +257,7 @@ class ControllerClient:
                 if "timeout_ms" in request.DESCRIPTOR.fields_by_name:
                     request.timeout_ms = _server_wait_ms(attempt_ms)
                 try:
-                    response = self._attempt(address, rpc, request, response_type, attempt_ms)
+                    response: _R = yield _Ask(address, rpc, request, response_type, attempt_ms)
                 except _Unreachable as exc:
                     said[address] = exc.reason
                     if exc.permanent:
@@ -428,7 +276,9 @@ class ControllerClient:
                     and address not in consulted
                 ):
                     consulted.add(address)
-                    controller = self._discover(address, response.controller_id, deadline_ms)
+                    controller = yield from self._discovering(
+                        address, response.controller_id, deadline_ms
+                    )
                 if not_controller:
                     said[address] = f"not the controller ({self._controller_text(response)})"
                     if fallback is not None:
@@ -482,7 +332,7 @@ class ControllerClient:
             if remaining_ms <= 0:
                 # A node without the Controller service (skipped) answered too.
                 raise KafkaTimeoutError(_no_answer(rpc, budget_s, said, answered | skipped))
-            time.sleep(min(backoff_s, wait_ms / 1000))
+            yield _Pause(min(backoff_s, wait_ms / 1000))
             backoff_s = min(backoff_s * 2, self.max_retry_backoff_s)
 
     def _round(self) -> list[str]:
@@ -490,33 +340,6 @@ class ControllerClient:
         controller = self._controller
         first = [controller] if controller is not None else []
         return list(dict.fromkeys([*first, *self.bootstrap]))
-
-    def _attempt(
-        self, address: str, rpc: str, request: Any, response_type: type[_R], timeout_ms: int
-    ) -> _R:
-        """One RPC to one address; a failure to get an answer is `_Unreachable`."""
-        call = getattr(self._stub(address), rpc).future(request, timeout=timeout_ms / 1000)
-        try:
-            response = call.result()
-        except KeyboardInterrupt:
-            call.cancel()  # so that the server stops waiting on our behalf
-            raise
-        except grpc.RpcError as exc:
-            raise _classify(address, rpc, exc, timeout_ms) from None
-        if not isinstance(response, response_type):
-            raise UnknownServerError(f"{address}: {rpc} answered with a {type(response).__name__}")
-        return response
-
-    def _stub(self, address: str) -> Any:
-        with self._lock:
-            if self._closed:
-                raise ReplogError("the controller client is closed")
-            entry = self._stubs.get(address)
-            if entry is None:
-                channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
-                stub = controller_pb2_grpc.ControllerStub(channel)  # type: ignore[no-untyped-call]
-                entry = self._stubs[address] = (channel, stub)
-            return entry[1]
 
     def _learn(self, address: str, response: _Response, accepted_write: bool) -> str | None:
         """Remember what an answer says about the active controller; its address, if known.
@@ -534,7 +357,9 @@ class ControllerClient:
                 self._controller = controller
             return controller
 
-    def _discover(self, address: str, controller_id: int, deadline_ms: int) -> str | None:
+    def _discovering(
+        self, address: str, controller_id: int, deadline_ms: int
+    ) -> Generator[_Step, Any, str | None]:
         """The address of node `controller_id`, asked of the node at `address` that named it:
         its DescribeCluster lists the quorum's controllers (`controller.quorum.voters`). One
         attempt; None when it gives no answer or does not know the node either."""
@@ -543,7 +368,7 @@ class ControllerClient:
             return None
         attempt_ms = min(int(self.request_timeout_s * 1000), remaining_ms)
         try:
-            answer = self._attempt(
+            answer = yield _Ask(
                 address,
                 "DescribeCluster",
                 pb.DescribeClusterRequest(),
@@ -574,6 +399,416 @@ class ControllerClient:
         if address is None:
             return f"the controller is node {controller_id}, whose address is unknown"
         return f"the controller is node {controller_id} at {address}"
+
+
+# --- the admin RPCs, each declared once for both clients (`_Op`) -------------------------
+
+
+def _create_topics_op(
+    topics: Sequence[NewTopic],
+    *,
+    validate_only: bool = False,
+    timeout_s: float | None = None,
+) -> _Op[list[CreatedTopic]]:
+    request = pb.CreateTopicsRequest(
+        topics=[t.to_pb() for t in topics], validate_only=validate_only
+    )
+    return _Op(
+        "CreateTopics",
+        request,
+        pb.CreateTopicsResponse,
+        True,
+        lambda response: [CreatedTopic.from_pb(t) for t in response.topics],
+        timeout_s,
+    )
+
+
+def _delete_topics_op(
+    names: Sequence[str] = (),
+    *,
+    topic_ids: Sequence[UUID] = (),
+    timeout_s: float | None = None,
+) -> _Op[list[DeletedTopic]]:
+    request = pb.DeleteTopicsRequest(
+        topic_names=list(names), topic_ids=[i.bytes for i in topic_ids]
+    )
+    return _Op(
+        "DeleteTopics",
+        request,
+        pb.DeleteTopicsResponse,
+        True,
+        lambda response: [DeletedTopic.from_pb(t) for t in response.topics],
+        timeout_s,
+    )
+
+
+def _create_partitions_op(
+    increases: Sequence[NewPartitions],
+    *,
+    validate_only: bool = False,
+    timeout_s: float | None = None,
+) -> _Op[list[PartitionsCreated]]:
+    request = pb.CreatePartitionsRequest(
+        topics=[i.to_pb() for i in increases], validate_only=validate_only
+    )
+    return _Op(
+        "CreatePartitions",
+        request,
+        pb.CreatePartitionsResponse,
+        True,
+        lambda response: [PartitionsCreated.from_pb(r) for r in response.results],
+        timeout_s,
+    )
+
+
+def _describe_cluster_op(*, timeout_s: float | None = None) -> _Op[ClusterDescription]:
+    return _Op(
+        "DescribeCluster",
+        pb.DescribeClusterRequest(),
+        pb.DescribeClusterResponse,
+        False,
+        lambda response: ClusterDescription.from_pb(response),
+        timeout_s,
+    )
+
+
+def _metadata_op(
+    topics: Sequence[str] | None = None, *, timeout_s: float | None = None
+) -> _Op[ClusterMetadata]:
+    """The brokers and the topics named (None or empty: every topic)."""
+    request = pb.MetadataRequest(topics=list(topics or ()))
+    return _Op(
+        "Metadata",
+        request,
+        pb.MetadataResponse,
+        False,
+        lambda response: ClusterMetadata.from_pb(response),
+        timeout_s,
+    )
+
+
+def _describe_configs_op(
+    resources: Sequence[ConfigResource],
+    *,
+    keys: Sequence[str] = (),
+    timeout_s: float | None = None,
+) -> _Op[list[ResourceConfigs]]:
+    """Every config of each resource, or only `keys` when given."""
+    request = pb.DescribeConfigsRequest(
+        resources=[
+            pb.ConfigResourceKeys(
+                resource_type=int(r.resource_type),
+                resource_name=r.name,
+                configuration_keys=list(keys),
+            )
+            for r in resources
+        ]
+    )
+    return _Op(
+        "DescribeConfigs",
+        request,
+        pb.DescribeConfigsResponse,
+        False,
+        lambda response: [ResourceConfigs.from_pb(r) for r in response.results],
+        timeout_s,
+    )
+
+
+def _incremental_alter_configs_op(
+    changes: Mapping[ConfigResource, Sequence[AlterConfigOp]],
+    *,
+    validate_only: bool = False,
+    timeout_s: float | None = None,
+) -> _Op[list[ConfigsAltered]]:
+    request = pb.IncrementalAlterConfigsRequest(
+        resources=[
+            pb.AlterConfigsResource(
+                resource_type=int(resource.resource_type),
+                resource_name=resource.name,
+                configs=[op.to_pb() for op in ops],
+            )
+            for resource, ops in changes.items()
+        ],
+        validate_only=validate_only,
+    )
+    return _Op(
+        "IncrementalAlterConfigs",
+        request,
+        pb.IncrementalAlterConfigsResponse,
+        True,
+        lambda response: [ConfigsAltered.from_pb(r) for r in response.results],
+        timeout_s,
+    )
+
+
+def _elect_leaders_op(
+    election_type: ElectionType,
+    partitions: Iterable[TopicPartition] | None = None,
+    *,
+    timeout_s: float | None = None,
+) -> _Op[list[ElectionResult]]:
+    """Elect leaders of `partitions` (None: every eligible partition)."""
+    request = pb.ElectLeadersRequest(
+        election_type=int(election_type), partitions=topic_partitions_to_pb(partitions)
+    )
+    return _Op(
+        "ElectLeaders",
+        request,
+        pb.ElectLeadersResponse,
+        True,
+        lambda response: [ElectionResult.from_pb(r) for r in response.results],
+        timeout_s,
+    )
+
+
+def _list_partition_reassignments_op(
+    partitions: Iterable[TopicPartition] | None = None,
+    *,
+    timeout_s: float | None = None,
+) -> _Op[list[OngoingReassignment]]:
+    """The ongoing reassignments of `partitions` (None: of every partition)."""
+    request = pb.ListPartitionReassignmentsRequest(partitions=topic_partitions_to_pb(partitions))
+    return _Op(
+        "ListPartitionReassignments",
+        request,
+        pb.ListPartitionReassignmentsResponse,
+        False,
+        lambda response: [OngoingReassignment.from_pb(r) for r in response.reassignments],
+        timeout_s,
+    )
+
+
+def _alter_partition_reassignments_op(
+    reassignments: Mapping[TopicPartition, Sequence[int] | None],
+    *,
+    timeout_s: float | None = None,
+) -> _Op[list[ReassignmentResult]]:
+    """Move each partition to the replicas given; None cancels its ongoing reassignment."""
+    by_topic: dict[str, list[pb.ReassignablePartition]] = {}
+    for (topic, partition), replicas in reassignments.items():
+        entry = pb.ReassignablePartition(partition_index=partition)
+        if replicas is not None:
+            entry.replicas.broker_ids.extend(replicas)
+        by_topic.setdefault(topic, []).append(entry)
+    request = pb.AlterPartitionReassignmentsRequest(
+        topics=[pb.ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
+    )
+    return _Op(
+        "AlterPartitionReassignments",
+        request,
+        pb.AlterPartitionReassignmentsResponse,
+        True,
+        lambda response: [ReassignmentResult.from_pb(r) for r in response.results],
+        timeout_s,
+    )
+
+
+def _blocking(build: Callable[P, _Op[T]]) -> Callable[Concatenate[Any, P], T]:
+    """The blocking client's method for the RPC `build` describes (its signature and doc)."""
+
+    def method(self: ControllerClient, *args: Any, **kwargs: Any) -> Any:
+        return self._perform(build(*args, **kwargs))
+
+    named: Callable[Concatenate[Any, P], T] = _named(method, build)
+    return named
+
+
+def _awaited(build: Callable[P, _Op[T]]) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, T]]:
+    """The asyncio client's method for the RPC `build` describes (its signature and doc)."""
+
+    async def method(self: AsyncControllerClient, *args: Any, **kwargs: Any) -> Any:
+        return await self._perform(build(*args, **kwargs))
+
+    named: Callable[Concatenate[Any, P], Coroutine[Any, Any, T]] = _named(method, build)
+    return named
+
+
+def _named(method: Callable[..., Any], build: Callable[..., Any]) -> Any:
+    name = build.__name__.removeprefix("_").removesuffix("_op")
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = build.__doc__
+    signature = inspect.signature(build)
+    this = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    method.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[this, *signature.parameters.values()]
+    )
+    return method
+
+
+class ControllerClient(_ControllerRouting):
+    """A blocking client of the active controller (see the module docstring).
+
+    `bootstrap`: `"host:port,id@host:port,..."` or a sequence of such entries.
+    `node_addresses`: node id -> host:port of the controllers, when known (entries written
+    `id@host:port` in `bootstrap` add to it).
+    """
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            stubs, self._stubs = self._stubs, {}
+        for channel, _ in stubs.values():
+            channel.close()
+
+    def __enter__(self) -> ControllerClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # The admin RPCs (`_Op`), blocking.
+    create_topics = _blocking(_create_topics_op)
+    delete_topics = _blocking(_delete_topics_op)
+    create_partitions = _blocking(_create_partitions_op)
+    describe_cluster = _blocking(_describe_cluster_op)
+    metadata = _blocking(_metadata_op)
+    describe_configs = _blocking(_describe_configs_op)
+    incremental_alter_configs = _blocking(_incremental_alter_configs_op)
+    elect_leaders = _blocking(_elect_leaders_op)
+    list_partition_reassignments = _blocking(_list_partition_reassignments_op)
+    alter_partition_reassignments = _blocking(_alter_partition_reassignments_op)
+
+    # --- running a call -----------------------------------------------------------------------
+
+    def _perform(self, op: _Op[T]) -> T:
+        return op.parse(self._call(op.rpc, op.request, op.response_type, op.write, op.timeout_s))
+
+    def _call(
+        self,
+        rpc: str,
+        request: Any,
+        response_type: type[_R],
+        write: bool,
+        timeout_s: float | None,
+    ) -> _R:
+        """`rpc` at the active controller, retried until the deadline (module docstring)."""
+        steps = self._calling(rpc, request, response_type, write, timeout_s)
+        answer: Any = None
+        failure: BaseException | None = None
+        while True:
+            try:
+                step = steps.send(answer) if failure is None else steps.throw(failure)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            answer, failure = None, None
+            if isinstance(step, _Pause):
+                time.sleep(step.seconds)
+                continue
+            try:
+                answer = self._attempt(step)
+            except (_Unreachable, ReplogError) as exc:
+                failure = exc
+
+    def _attempt(self, ask: _Ask) -> Any:
+        """One RPC to one address; a failure to get an answer is `_Unreachable`."""
+        call = getattr(self._stub(ask.address), ask.rpc).future(
+            ask.request, timeout=ask.timeout_ms / 1000
+        )
+        try:
+            response = call.result()
+        except KeyboardInterrupt:
+            call.cancel()  # so that the server stops waiting on our behalf
+            raise
+        except grpc.RpcError as exc:
+            raise _classify(ask.address, ask.rpc, exc, ask.timeout_ms) from None
+        return _checked(ask, response)
+
+    def _stub(self, address: str) -> Any:
+        with self._lock:
+            if self._closed:
+                raise ReplogError("the controller client is closed")
+            entry = self._stubs.get(address)
+            if entry is None:
+                channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+                stub = controller_pb2_grpc.ControllerStub(channel)  # type: ignore[no-untyped-call]
+                entry = self._stubs[address] = (channel, stub)
+            return entry[1]
+
+
+class AsyncControllerClient(_ControllerRouting):
+    """The asyncio client of the active controller, on `grpc.aio` (module docstring): the
+    blocking `ControllerClient`'s methods, awaited. It belongs to the event loop it was first
+    used on (its channels do)."""
+
+    async def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            stubs, self._stubs = self._stubs, {}
+        for channel, _ in stubs.values():
+            await channel.close()
+
+    async def __aenter__(self) -> AsyncControllerClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # --- topics and partitions ----------------------------------------------------------------
+
+    # The admin RPCs (`_Op`), awaited.
+    create_topics = _awaited(_create_topics_op)
+    delete_topics = _awaited(_delete_topics_op)
+    create_partitions = _awaited(_create_partitions_op)
+    describe_cluster = _awaited(_describe_cluster_op)
+    metadata = _awaited(_metadata_op)
+    describe_configs = _awaited(_describe_configs_op)
+    incremental_alter_configs = _awaited(_incremental_alter_configs_op)
+    elect_leaders = _awaited(_elect_leaders_op)
+    list_partition_reassignments = _awaited(_list_partition_reassignments_op)
+    alter_partition_reassignments = _awaited(_alter_partition_reassignments_op)
+
+    # --- running a call -----------------------------------------------------------------------
+
+    async def _perform(self, op: _Op[T]) -> T:
+        steps = self._calling(op.rpc, op.request, op.response_type, op.write, op.timeout_s)
+        answer: Any = None
+        failure: BaseException | None = None
+        while True:
+            try:
+                step = steps.send(answer) if failure is None else steps.throw(failure)
+            except StopIteration as done:
+                return op.parse(done.value)
+            answer, failure = None, None
+            if isinstance(step, _Pause):
+                await asyncio.sleep(step.seconds)
+                continue
+            try:
+                answer = await self._attempt(step)
+            except (_Unreachable, ReplogError) as exc:
+                failure = exc
+
+    async def _attempt(self, ask: _Ask) -> Any:
+        """One RPC to one address; a failure to get an answer is `_Unreachable`. A cancelled
+        call cancels the RPC, so the server stops waiting on our behalf."""
+        try:
+            response = await getattr(self._stub(ask.address), ask.rpc)(
+                ask.request, timeout=ask.timeout_ms / 1000
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise _classify(ask.address, ask.rpc, exc, ask.timeout_ms) from None
+        return _checked(ask, response)
+
+    def _stub(self, address: str) -> Any:
+        with self._lock:
+            if self._closed:
+                raise ReplogError("the controller client is closed")
+            entry = self._stubs.get(address)
+            if entry is None:
+                channel = grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
+                stub = controller_pb2_grpc.ControllerStub(channel)  # type: ignore[no-untyped-call]
+                entry = self._stubs[address] = (channel, stub)
+            return entry[1]
+
+
+def _checked(ask: _Ask, response: Any) -> Any:
+    """`response` if it is the answer `ask` expects (an answer of another type is a bug)."""
+    if not isinstance(response, ask.response_type):
+        raise UnknownServerError(
+            f"{ask.address}: {ask.rpc} answered with a {type(response).__name__}"
+        )
+    return response
 
 
 def _is_not_controller(response: _Response) -> bool:

@@ -61,6 +61,15 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command("consume", "print records (like kafka-console-consumer.sh)", "console_consumer"),
     Command("log-dirs", "describe the brokers' log dirs (like kafka-log-dirs.sh)"),
+    Command(
+        "consumer-groups",
+        "list consumer groups and describe their members, offsets and lag "
+        "(like kafka-consumer-groups.sh)",
+    ),
+    Command(
+        "bench",
+        "run a benchmark workload against replog and Apache Kafka, report with plots",
+    ),
 )
 
 _BY_NAME = {command.name: command for command in COMMANDS}

@@ -8,8 +8,8 @@ private event loop and has the same methods.
 
 Where requests go:
 - Controller operations (topics, partitions, configs, elections, reassignments, cluster and
-  topic descriptions) go to the active controller through the blocking `ControllerClient`, run
-  in a worker thread (`asyncio.to_thread`). The controllers are found at
+  topic descriptions) go to the active controller through `AsyncControllerClient` (on
+  `grpc.aio`, like every other call of the client). The controllers are found at
   `bootstrap.controllers` (KIP-919) when set, else at `bootstrap.servers` (replog nodes in
   combined mode serve both services); broker ids then name controller addresses too, so a
   standby's NOT_CONTROLLER can be followed even when the bootstrap list names one node.
@@ -39,15 +39,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import grpc
 
 from replog.admin import quorum
-from replog.admin.controller_client import ControllerClient
+from replog.admin.controller_client import AsyncControllerClient
 from replog.admin.controller_results import (
     AlterConfigOp,
     AlterConfigOpType,
@@ -72,7 +71,7 @@ from replog.client.connections import rpc_error
 from replog.client.event_loop_binding import EventLoopBinding
 from replog.client.offset_lookup import OffsetLookup
 from replog.client.records import OffsetAndTimestamp, TopicPartition
-from replog.clock import monotonic_ms
+from replog.clock import Clock, monotonic_ms
 from replog.errors import (
     ClientClosedError,
     ElectionNotNeededError,
@@ -100,11 +99,18 @@ class Admin:
     snake_case keyword arguments (`replog.client.config.admin_config`)."""
 
     def __init__(
-        self, config: Mapping[str, object] | AdminConfig | None = None, **kwargs: object
+        self,
+        config: Mapping[str, object] | AdminConfig | None = None,
+        *,
+        clock: Clock = monotonic_ms,
+        **kwargs: object,
     ) -> None:
+        """`clock`: the client's millisecond clock (deadlines, backoffs, ages); a test may pass
+        `replog.testing.ManualClock`."""
         self.config = admin_config(config, **kwargs)
+        self._clock = clock
         c = self.config
-        self._metadata = ClusterMetadata.for_client(c)
+        self._metadata = ClusterMetadata.for_client(c, clock)
         self._connections = self._metadata.connections
         self._offsets = OffsetLookup(
             self._metadata,
@@ -112,8 +118,9 @@ class Admin:
             request_timeout_ms=c.request_timeout_ms,
             retry_backoff_ms=c.retry_backoff_ms,
             retry_backoff_max_ms=c.retry_backoff_max_ms,
+            clock=clock,
         )
-        self._controller: ControllerClient | None = None
+        self._controller: AsyncControllerClient | None = None
         self._closed = False
         self._home = EventLoopBinding("asyncio Admin", "replog.Admin")
 
@@ -129,7 +136,7 @@ class Admin:
         self._closed = True
         controller, self._controller = self._controller, None
         if controller is not None:
-            controller.close()
+            await controller.close()
         await self._metadata.close()  # and the connections it made
 
     async def __aenter__(self) -> Admin:
@@ -150,7 +157,7 @@ class Admin:
         """Create topics (name, partitions, replication factor, configs, assignments)."""
         deadline_ms = self._deadline(timeout_ms)
         results = await self._controller_call(
-            ControllerClient.create_topics,
+            AsyncControllerClient.create_topics,
             deadline_ms,
             [_new_topic(t) for t in _entries(new_topics, "create_topics", "NewTopic")],
             validate_only=validate_only,
@@ -167,7 +174,7 @@ class Admin:
     ) -> list[DeletedTopic]:
         deadline_ms = self._deadline(timeout_ms)
         results = await self._controller_call(
-            ControllerClient.delete_topics, deadline_ms, list(_names(names, "delete_topics"))
+            AsyncControllerClient.delete_topics, deadline_ms, list(_names(names, "delete_topics"))
         )
         _raise_failed(results, lambda r: f"topic {r.name!r}")
         return results
@@ -183,7 +190,10 @@ class Admin:
         deadline_ms = self._deadline(timeout_ms)
         increases = [_new_partitions(topic, value) for topic, value in new_partitions.items()]
         results = await self._controller_call(
-            ControllerClient.create_partitions, deadline_ms, increases, validate_only=validate_only
+            AsyncControllerClient.create_partitions,
+            deadline_ms,
+            increases,
+            validate_only=validate_only,
         )
         _raise_failed(results, lambda r: f"topic {r.topic!r}")
         if not validate_only:
@@ -197,7 +207,7 @@ class Admin:
         """The names of every topic, sorted (internal ones such as __consumer_offsets only
         with `include_internal`)."""
         metadata = await self._controller_call(
-            ControllerClient.metadata, self._deadline(timeout_ms), None
+            AsyncControllerClient.metadata, self._deadline(timeout_ms), None
         )
         return sorted(
             t.name for t in metadata.topics if include_internal or t.name not in INTERNAL_TOPICS
@@ -214,7 +224,7 @@ class Admin:
         flags (None: every topic; internal ones only with `include_internal`)."""
         wanted = None if names is None else list(_names(names, "describe_topics"))
         metadata = await self._controller_call(
-            ControllerClient.metadata, self._deadline(timeout_ms), wanted
+            AsyncControllerClient.metadata, self._deadline(timeout_ms), wanted
         )
         _raise_failed(metadata.topics, lambda t: f"topic {t.name!r}")
         return {
@@ -226,7 +236,7 @@ class Admin:
     async def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
         """The cluster id, the active controller and the registered brokers."""
         return await self._controller_call(
-            ControllerClient.describe_cluster, self._deadline(timeout_ms)
+            AsyncControllerClient.describe_cluster, self._deadline(timeout_ms)
         )
 
     # --- configs ---------------------------------------------------------------------------------
@@ -240,7 +250,7 @@ class Admin:
     ) -> dict[ConfigResource, ResourceConfigs]:
         """Every config of each resource (only `keys` when given), with its source."""
         results = await self._controller_call(
-            ControllerClient.describe_configs,
+            AsyncControllerClient.describe_configs,
             self._deadline(timeout_ms),
             list(resources),
             keys=list(keys),
@@ -259,7 +269,7 @@ class Admin:
         override, back to the default)."""
         ops = {resource: _ops(value) for resource, value in changes.items()}
         results = await self._controller_call(
-            ControllerClient.incremental_alter_configs,
+            AsyncControllerClient.incremental_alter_configs,
             self._deadline(timeout_ms),
             ops,
             validate_only=validate_only,
@@ -282,7 +292,7 @@ class Admin:
         kind = _election_type(election_type)
         tps = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
         results = await self._controller_call(
-            ControllerClient.elect_leaders, self._deadline(timeout_ms), kind, tps
+            AsyncControllerClient.elect_leaders, self._deadline(timeout_ms), kind, tps
         )
         _raise_failed(
             [r for r in results if not isinstance(r.error, ElectionNotNeededError)],
@@ -299,7 +309,7 @@ class Admin:
         """Move each partition to the replicas given (None: cancel its reassignment)."""
         moves = {TopicPartition(*tp): r for tp, r in reassignments.items()}
         results = await self._controller_call(
-            ControllerClient.alter_partition_reassignments, self._deadline(timeout_ms), moves
+            AsyncControllerClient.alter_partition_reassignments, self._deadline(timeout_ms), moves
         )
         _raise_failed(results, lambda r: _tp_text(r.topic_partition))
         return results
@@ -313,7 +323,7 @@ class Admin:
         """The reassignments in progress (of `partitions`; None: of every partition)."""
         tps = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
         results = await self._controller_call(
-            ControllerClient.list_partition_reassignments, self._deadline(timeout_ms), tps
+            AsyncControllerClient.list_partition_reassignments, self._deadline(timeout_ms), tps
         )
         return {r.topic_partition: r for r in results}
 
@@ -371,7 +381,7 @@ class Admin:
         budget_ms = self._budget_ms(timeout_ms)
         found = await self._offsets.list_offsets(
             timestamps,
-            deadline_ms=monotonic_ms() + budget_ms,
+            deadline_ms=self._clock() + budget_ms,
             what="list_offsets",
             timeout_ms=budget_ms,
         )
@@ -388,7 +398,7 @@ class Admin:
         self._check_open()
         deadline_ms = self._deadline(timeout_ms)
         bootstrap, addresses = await self._controller_addresses(deadline_ms)
-        remaining_s = max(deadline_ms - monotonic_ms(), 1) / 1000
+        remaining_s = max(deadline_ms - self._clock(), 1) / 1000
         attempt_s = min(self.config.request_timeout_ms / 1000, remaining_s)
         try:
             async with asyncio.timeout(remaining_s):
@@ -423,7 +433,7 @@ class Admin:
         return budget_ms
 
     def _deadline(self, timeout_ms: int | None) -> int:
-        return monotonic_ms() + self._budget_ms(timeout_ms)
+        return self._clock() + self._budget_ms(timeout_ms)
 
     async def _controller_addresses(self, deadline_ms: int) -> tuple[list[str], dict[int, str]]:
         """Where the controllers are: the bootstrap list to ask and the node ids known."""
@@ -437,20 +447,20 @@ class Admin:
         if not self._metadata.brokers():
             # Combined nodes: a broker's id is its controller's id. Best effort, and short: a
             # quarter of what is left at most, so a hung node cannot eat the call's time.
-            now = monotonic_ms()
+            now = self._clock()
             cap_ms = now + min(self.config.request_timeout_ms, max(deadline_ms - now, 0) // 4)
             with contextlib.suppress(ReplogError):
                 await self._metadata.refresh(deadline_ms=cap_ms)
         return list(self.config.bootstrap_servers), self._metadata.brokers()
 
-    async def _controller_client(self, deadline_ms: int) -> ControllerClient:
+    async def _controller_client(self, deadline_ms: int) -> AsyncControllerClient:
         self._check_open()
         if self._controller is None:
             bootstrap, addresses = await self._controller_addresses(deadline_ms)
             self._check_open()
             if self._controller is None:
                 c = self.config
-                self._controller = ControllerClient(
+                self._controller = AsyncControllerClient(
                     bootstrap,
                     node_addresses=addresses,
                     default_timeout_s=c.default_api_timeout_ms / 1000,
@@ -462,14 +472,17 @@ class Admin:
         return self._controller
 
     async def _controller_call(
-        self, method: Callable[..., T], deadline_ms: int, *args: Any, **kwargs: Any
+        self,
+        method: Callable[..., Coroutine[Any, Any, T]],
+        deadline_ms: int,
+        *args: Any,
+        **kwargs: Any,
     ) -> T:
-        """`ControllerClient.<method>(*args, **kwargs)` in a worker thread, within the deadline."""
+        """`AsyncControllerClient.<method>(*args, **kwargs)` within the deadline."""
         client = await self._controller_client(deadline_ms)
-        timeout_s = max(deadline_ms - monotonic_ms(), 0) / 1000
-        call = functools.partial(method, client, *args, timeout_s=timeout_s, **kwargs)
+        timeout_s = max(deadline_ms - self._clock(), 0) / 1000
         try:
-            return await asyncio.to_thread(call)
+            return await method(client, *args, timeout_s=timeout_s, **kwargs)
         except ReplogError:
             if self._closed:
                 raise ClientClosedError("the Admin client was closed during the call") from None
@@ -480,12 +493,12 @@ class Admin:
     ) -> None:
         """Until every live broker's metadata shows each topic with `expected` partitions, all
         led (module docstring); gives up quietly at the deadline: the change itself is done."""
-        cap_ms = min(deadline_ms, monotonic_ms() + self.config.request_timeout_ms)
+        cap_ms = min(deadline_ms, self._clock() + self.config.request_timeout_ms)
         with contextlib.suppress(ReplogError):
             await self._metadata.refresh(deadline_ms=cap_ms)
         pending = self._metadata.brokers()
         while pending:
-            remaining_ms = deadline_ms - monotonic_ms()
+            remaining_ms = deadline_ms - self._clock()
             if remaining_ms <= 0:
                 log.info("%s: brokers %s have not learnt of it yet", what, sorted(pending))
                 return
@@ -528,7 +541,7 @@ class Admin:
         concurrently; retriable failures mark the metadata stale and are retried with backoff
         until the deadline. `ask` returns {tp: result int | KafkaError} or raises ReplogError."""
         self._check_open()
-        started_ms = monotonic_ms()
+        started_ms = self._clock()
         done: dict[TopicPartition, int] = {}
         backoff_ms = self.config.retry_backoff_ms
         last: ReplogError | None = None
@@ -566,7 +579,7 @@ class Admin:
                         pending.pop(tp, None)
             if not pending:
                 break
-            now = monotonic_ms()
+            now = self._clock()
             if now >= deadline_ms:
                 cause = f"; last error: {last}" if last is not None else ""
                 names = ", ".join(sorted(_tp_text(tp) for tp in pending))
@@ -594,7 +607,7 @@ class Admin:
     async def _delete_at(
         self, node: int, address: str, parts: dict[TopicPartition, int], deadline_ms: int
     ) -> dict[TopicPartition, int | KafkaError]:
-        wait_ms = max(1, min(self.config.request_timeout_ms, deadline_ms - monotonic_ms()))
+        wait_ms = max(1, min(self.config.request_timeout_ms, deadline_ms - self._clock()))
         request = m.DeleteRecordsRequest(
             tuple(m.DeleteRecordsPartition(tp.topic, tp.partition, o) for tp, o in parts.items()),
             timeout_ms=wait_ms,

@@ -78,7 +78,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from replog.client.connections import Connections
-from replog.clock import monotonic_ms
+from replog.clock import Clock, monotonic_ms
 from replog.common import TopicPartition
 from replog.errors import (
     ClientClosedError,
@@ -149,6 +149,7 @@ class ClusterMetadata:
         retry_backoff_max_ms: int,
         request_timeout_ms: int,
         connection_setup_timeout_ms: int = 30_000,
+        clock: Clock = monotonic_ms,
     ) -> None:
         if not bootstrap:
             raise ValueError("bootstrap.servers is empty")
@@ -160,6 +161,7 @@ class ClusterMetadata:
         self.retry_backoff_max_ms = retry_backoff_max_ms
         self.request_timeout_ms = request_timeout_ms
         self.connection_setup_timeout_ms = connection_setup_timeout_ms
+        self.clock = self._clock = clock  # the client's clock, which its other parts share
 
         self.cluster_id: str | None = None
         self.controller_id: int = -1
@@ -186,7 +188,9 @@ class ClusterMetadata:
         self._listeners: list[Callable[[], None]] = []
 
     @classmethod
-    def for_client(cls, config: ProducerConfig | ConsumerConfig | AdminConfig) -> ClusterMetadata:
+    def for_client(
+        cls, config: ProducerConfig | ConsumerConfig | AdminConfig, clock: Clock = monotonic_ms
+    ) -> ClusterMetadata:
         """The metadata of a Producer, Consumer or Admin built from `config`, over new
         `Connections` (`self.connections`) with the config's client id and request timeout;
         they are its own, so `close` closes them too."""
@@ -201,6 +205,7 @@ class ClusterMetadata:
             retry_backoff_max_ms=config.retry_backoff_max_ms,
             request_timeout_ms=config.request_timeout_ms,
             connection_setup_timeout_ms=config.socket_connection_setup_timeout_max_ms,
+            clock=clock,
         )
         metadata._owns_connections = True
         return metadata
@@ -260,7 +265,7 @@ class ClusterMetadata:
     def needs_refresh(self) -> bool:
         if self._stale or self._updated_ms is None:
             return True
-        return monotonic_ms() - self._updated_ms >= self.metadata_max_age_ms
+        return self._clock() - self._updated_ms >= self.metadata_max_age_ms
 
     # --- asking ----------------------------------------------------------------------------------
 
@@ -278,7 +283,7 @@ class ClusterMetadata:
             known = self._topics.get(topic)
             if known is not None and not self.needs_refresh():
                 return known
-            if known is not None and monotonic_ms() < self._next_pass_ms:
+            if known is not None and self._clock() < self._next_pass_ms:
                 return known  # backing off after a failed pass: the cache will do
             try:
                 await self.refresh([topic], deadline_ms=deadline_ms)
@@ -302,7 +307,7 @@ class ClusterMetadata:
                 found = self._topics.get(topic)
                 if found is not None:
                     return found
-            now = monotonic_ms()
+            now = self._clock()
             if now >= deadline_ms:
                 cause = f": {last_cause}" if last_cause is not None else ""
                 raise KafkaTimeoutError(
@@ -334,9 +339,9 @@ class ClusterMetadata:
                 with contextlib.suppress(NoBrokersAvailableError):
                     await self._wait(inflight.task, deadline_ms)
                 continue
-            wait_ms = self._next_pass_ms - monotonic_ms()
+            wait_ms = self._next_pass_ms - self._clock()
             if wait_ms > 0:
-                if monotonic_ms() + wait_ms > deadline_ms:
+                if self._clock() + wait_ms > deadline_ms:
                     raise self._timeout("metadata refresh")
                 await asyncio.sleep(wait_ms / 1000)
                 continue  # another caller may have started a pass meanwhile
@@ -344,7 +349,7 @@ class ClusterMetadata:
             # The pass is shared: its calls are bounded by request.timeout.ms, not by the
             # deadline of whoever started it (an impatient starter would otherwise cut the
             # refresh short for every caller waiting on it).
-            pass_deadline_ms = max(deadline_ms, monotonic_ms() + self.request_timeout_ms)
+            pass_deadline_ms = max(deadline_ms, self._clock() + self.request_timeout_ms)
             task = asyncio.get_running_loop().create_task(self._pass(asked, pass_deadline_ms))
             task.add_done_callback(self._pass_done)
             self._inflight = _Refresh(asked, task)
@@ -359,7 +364,7 @@ class ClusterMetadata:
 
     async def _wait(self, task: asyncio.Task[None], deadline_ms: int) -> None:
         """Wait for a (shared) pass without cancelling it when this caller gives up."""
-        remaining_ms = deadline_ms - monotonic_ms()
+        remaining_ms = deadline_ms - self._clock()
         if remaining_ms <= 0 and not task.done():
             raise self._timeout("metadata refresh")
         try:
@@ -409,7 +414,7 @@ class ClusterMetadata:
         since = self._refused_since_ms
         if since is None:
             return None
-        lasted_ms = monotonic_ms() - since
+        lasted_ms = self._clock() - since
         if lasted_ms < self.connection_setup_timeout_ms:
             return None
         addresses = ", ".join(self._addresses_to_try())
@@ -434,14 +439,14 @@ class ClusterMetadata:
             self._refused_since_ms = started_ms
         # The pass that decides comes when the timeout ends, not a backoff later.
         end_ms = self._refused_since_ms + self.connection_setup_timeout_ms
-        self._next_pass_ms = min(self._next_pass_ms, max(end_ms, monotonic_ms()))
+        self._next_pass_ms = min(self._next_pass_ms, max(end_ms, self._clock()))
 
     async def _pass(self, topics: frozenset[str] | None, deadline_ms: int) -> None:
         version = self._version
-        started_ms = monotonic_ms()
+        started_ms = self._clock()
         tried: list[str] = []
         for address in self._addresses_to_try():
-            remaining_ms = deadline_ms - monotonic_ms()
+            remaining_ms = deadline_ms - self._clock()
             if remaining_ms <= 0:
                 break
             tried.append(address)
@@ -470,7 +475,7 @@ class ClusterMetadata:
         backoff_ms = min(
             self.retry_backoff_ms * 2 ** (self._failed_passes - 1), self.retry_backoff_max_ms
         )
-        self._next_pass_ms = monotonic_ms() + backoff_ms
+        self._next_pass_ms = self._clock() + backoff_ms
         self._note_refusals(tried, started_ms)
         failure = NoBrokersAvailableError(self._failure_text(tried))
         self._last_failure = failure
@@ -548,7 +553,7 @@ class ClusterMetadata:
             )
             self._topics[name] = self._never_older(name, topic.topic_id, states)
         self._by_tp = {s.topic_partition: s for states in self._topics.values() for s in states}
-        self._updated_ms = monotonic_ms()
+        self._updated_ms = self._clock()
         self._stale = version != self._version
         self._failed_passes = 0
         self._next_pass_ms = 0

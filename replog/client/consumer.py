@@ -39,6 +39,9 @@ Rules:
 - `wakeup()` makes a poll that is waiting (or the next one) return at once with what it has
   (usually nothing) and ends an `async for` loop. `close()` wakes a waiting poll too.
 - After `close()` every method raises `ClientClosedError`.
+- The fetches run in the consumer's TaskGroup (`task_owner`): one that dies on an unexpected
+  error (a bug) fails the consumer, logged once: a waiting poll and every later call raise
+  IllegalStateError naming the cause.
 """
 
 from __future__ import annotations
@@ -66,7 +69,8 @@ from replog.client.records import (
     TopicPartition,
 )
 from replog.client.subscription import EARLIEST, LATEST, NONE, Mode, SubscriptionState
-from replog.clock import monotonic_ms
+from replog.client.task_owner import TaskOwner
+from replog.clock import Clock, monotonic_ms
 from replog.coordinator import messages as cm
 from replog.errors import (
     ClientClosedError,
@@ -134,8 +138,12 @@ class Consumer:
         self,
         *topics: str,
         config: Mapping[str, object] | ConsumerConfig | None = None,
+        clock: Clock = monotonic_ms,
         **kwargs: object,
     ) -> None:
+        """`clock`: the client's millisecond clock (deadlines, backoffs, ages); a test may pass
+        `replog.testing.ManualClock`."""
+        self._clock = clock
         if topics and isinstance(topics[0], Mapping):
             # Consumer({...}) as confluent-kafka and replog's Producer take a config: the dict
             # would be read as a topic name ("unhashable type: 'dict'").
@@ -144,11 +152,17 @@ class Consumer:
             config, topics = topics[0], topics[1:]
         self.config = cfg = consumer_config(config, **kwargs)
         self._subscriptions = SubscriptionState()
-        self._metadata = ClusterMetadata.for_client(cfg)
+        self._metadata = ClusterMetadata.for_client(cfg, clock)
         self._connections = self._metadata.connections
         self._metadata.add_listener(self._apply_subscription)
+        self._tasks = TaskOwner("the consumer's fetcher", self._failed, log)
         self._fetcher = Fetcher(
-            self._subscriptions, self._metadata, self._connections, FetchSettings.of(cfg)
+            self._subscriptions,
+            self._metadata,
+            self._connections,
+            FetchSettings.of(cfg),
+            tasks=self._tasks,
+            clock=clock,
         )
         self._lookup = OffsetLookup(
             self._metadata,
@@ -157,6 +171,7 @@ class Consumer:
             retry_backoff_ms=cfg.retry_backoff_ms,
             retry_backoff_max_ms=cfg.retry_backoff_max_ms,
             isolation_level=isolation_level(cfg.isolation_level),
+            clock=clock,
         )
         self._group: GroupOffsets | None = None
         self._auto_commit: AutoCommitter | None = None
@@ -169,12 +184,14 @@ class Consumer:
                 retry_backoff_ms=cfg.retry_backoff_ms,
                 retry_backoff_max_ms=cfg.retry_backoff_max_ms,
                 committer=cm.Committer(cfg.client_id, uuid.uuid4().hex),
+                clock=clock,
             )
             if cfg.enable_auto_commit:
                 self._auto_commit = AutoCommitter(
                     self._group,
                     interval_ms=cfg.auto_commit_interval_ms,
                     request_timeout_ms=cfg.request_timeout_ms,
+                    clock=clock,
                 )
         self._iteration = IterationBuffer()
         # Positions of subscribed partitions that an answer took out of the metadata (module
@@ -203,7 +220,17 @@ class Consumer:
         binds the loop for a coroutine or a call that starts work on the loop (`on_loop`)."""
         if self._closed or self._closing:
             raise ClientClosedError(f"{what}: the consumer is closed")
+        self._check_failed(what)
         self._home.check(bind=on_loop)
+
+    def _check_failed(self, what: str) -> None:
+        failed = self._tasks.error(what)
+        if failed is not None:
+            raise failed
+
+    def _failed(self, cause: BaseException) -> None:
+        """A fetch died (module docstring): wake the waiting poll, which raises it."""
+        self._fetcher.notify()
 
     def _timeout(self, timeout_ms: int | None, what: str) -> int:
         """The caller's timeout, checked, or `default.api.timeout.ms`."""
@@ -214,7 +241,7 @@ class Consumer:
         return timeout_ms
 
     def _deadline(self, timeout_ms: int | None, what: str) -> int:
-        return monotonic_ms() + self._timeout(timeout_ms, what)
+        return self._clock() + self._timeout(timeout_ms, what)
 
     async def start(self) -> None:
         """Optional: learn the cluster's metadata now rather than at the first poll."""
@@ -432,7 +459,7 @@ class Consumer:
         budget_ms = self._timeout(timeout_ms, "offsets_for_times")
         answers = await self._lookup.list_offsets(
             wanted,
-            deadline_ms=monotonic_ms() + budget_ms,
+            deadline_ms=self._clock() + budget_ms,
             what="offsets_for_times",
             timeout_ms=budget_ms,
         )
@@ -452,7 +479,7 @@ class Consumer:
         what = "partitions_for_topic"
         self._check_open(what, on_loop=True)
         budget_ms = self._timeout(timeout_ms, what)
-        states = await self._metadata.partitions_for(topic, deadline_ms=monotonic_ms() + budget_ms)
+        states = await self._metadata.partitions_for(topic, deadline_ms=self._clock() + budget_ms)
         return {state.partition for state in states}
 
     async def topics(self, timeout_ms: int | None = None) -> set[str]:
@@ -460,7 +487,7 @@ class Consumer:
         what = "topics"
         self._check_open(what, on_loop=True)
         budget_ms = self._timeout(timeout_ms, what)
-        await self._metadata.refresh(deadline_ms=monotonic_ms() + budget_ms, every_topic=True)
+        await self._metadata.refresh(deadline_ms=self._clock() + budget_ms, every_topic=True)
         return set(self._metadata.topics)
 
     async def beginning_offsets(
@@ -487,7 +514,7 @@ class Consumer:
         wanted = {_partition(tp, what): timestamp for tp in partitions}
         budget_ms = self._timeout(timeout_ms, what)
         answers = await self._lookup.list_offsets(
-            wanted, deadline_ms=monotonic_ms() + budget_ms, what=what, timeout_ms=budget_ms
+            wanted, deadline_ms=self._clock() + budget_ms, what=what, timeout_ms=budget_ms
         )
         return {tp: answers[tp].offset for tp in wanted}
 
@@ -522,7 +549,7 @@ class Consumer:
         group = self._require_group("committed()")
         tp = _partition(partition, "committed")
         timeout = self._timeout(timeout_ms, "committed")
-        deadline = monotonic_ms() + timeout
+        deadline = self._clock() + timeout
         found = (await group.fetch([tp], deadline_ms=deadline, timeout_ms=timeout))[tp]
         if found is None:
             return None
@@ -589,7 +616,7 @@ class Consumer:
     ) -> Coroutine[Any, Any, None]:
         """A commit of `offsets` within `timeout_ms` from now; through the auto-committer when
         there is one, so that it remembers them. A timeout error names `timeout_ms`."""
-        deadline = monotonic_ms() + timeout_ms
+        deadline = self._clock() + timeout_ms
         if self._auto_commit is not None:
             return self._auto_commit.commit_now(
                 offsets, deadline_ms=deadline, timeout_ms=timeout_ms
@@ -654,7 +681,8 @@ class Consumer:
             raise IllegalStateError(
                 "poll(): the consumer neither subscribed to topics nor was assigned partitions"
             )
-        deadline = monotonic_ms() + int(min(timeout_ms, 2**62))
+        await self._tasks.open()
+        deadline = self._clock() + int(min(timeout_ms, 2**62))
         if self._auto_commit is not None:
             self._auto_commit.maybe_commit(self._consumed())
         fetcher = self._fetcher
@@ -663,13 +691,14 @@ class Consumer:
             if self._woken or self._closing or self._closed:
                 self._woken = False
                 return {}, True
+            self._check_failed("poll")
             preparing = self._prepare()
             records = fetcher.drain(max_records)
             if records:
                 fetcher.send_fetches()  # prefetch while the application works
                 return records, False
             fetcher.send_fetches()
-            remaining = deadline - monotonic_ms()
+            remaining = deadline - self._clock()
             if remaining <= 0:
                 return {}, False
             if preparing is None and not fetcher.in_flight:
@@ -711,10 +740,10 @@ class Consumer:
                 self._warn("prepare", f"waiting for the cluster: {error}")
                 # Not again at once: some failures are immediate (a partition that does not
                 # exist), and the poll loop must not spin on them.
-                self._next_prepare_ms = monotonic_ms() + self.config.retry_backoff_max_ms
+                self._next_prepare_ms = self._clock() + self.config.retry_backoff_max_ms
             else:
                 self._warned.pop("prepare", None)
-        now = monotonic_ms()
+        now = self._clock()
         if now < self._next_prepare_ms:
             return None
         needs_positions = not self._subscriptions.has_all_positions()
@@ -734,7 +763,7 @@ class Consumer:
         )
 
     async def _prepare_once(self) -> None:
-        deadline = monotonic_ms() + self.config.request_timeout_ms
+        deadline = self._clock() + self.config.request_timeout_ms
         missing_topics = False
         for topic in sorted(self._subscriptions.topics()):
             try:
@@ -750,7 +779,7 @@ class Consumer:
                 self._warned.pop(f"topic:{topic}", None)
         self._apply_subscription()
         backoff = self.config.retry_backoff_max_ms if missing_topics else 0
-        self._next_metadata_ms = monotonic_ms() + max(backoff, self.config.retry_backoff_ms)
+        self._next_metadata_ms = self._clock() + max(backoff, self.config.retry_backoff_ms)
         await self._update_positions(deadline)
 
     async def _update_positions(self, deadline_ms: int) -> None:
@@ -826,11 +855,11 @@ class Consumer:
         if record is not None:
             return record
         limit = self.config.consumer_timeout_ms
-        deadline = None if math.isinf(limit) else monotonic_ms() + int(limit)
+        deadline = None if math.isinf(limit) else self._clock() + int(limit)
         while True:
             slice_ms = ITERATION_POLL_MS
             if deadline is not None:
-                slice_ms = min(slice_ms, max(0, deadline - monotonic_ms()))
+                slice_ms = min(slice_ms, max(0, deadline - self._clock()))
             if self._closed or self._closing:
                 return None
             polled, woken = await self._poll(slice_ms, None)
@@ -840,7 +869,7 @@ class Consumer:
             record = self._iteration.pop()
             if record is not None:
                 return record
-            if deadline is not None and monotonic_ms() >= deadline:
+            if deadline is not None and self._clock() >= deadline:
                 return None
 
     @property
@@ -872,7 +901,7 @@ class Consumer:
                         log.warning("commit on close failed: %s", exc)
             pending = list(self._async_commits)
             if pending:
-                remaining = max(0, deadline - monotonic_ms()) / 1000
+                remaining = max(0, deadline - self._clock()) / 1000
                 await asyncio.wait(pending, timeout=remaining)
         finally:
             self._closed = True
@@ -888,6 +917,7 @@ class Consumer:
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
         await self._fetcher.close()
+        await self._tasks.close()
         await self._metadata.close()  # and the connections it made
 
     async def __aenter__(self) -> Consumer:

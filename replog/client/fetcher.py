@@ -73,6 +73,7 @@ from replog.client.connections import Connections, rpc_error
 from replog.client.fetched_records import CompletedFetch, decode_fetched
 from replog.client.records import ConsumerRecord, TopicPartition
 from replog.client.subscription import NONE, SubscriptionState
+from replog.client.task_owner import TaskOwner
 from replog.clock import monotonic_ms
 from replog.errors import (
     CorruptRecordError,
@@ -131,9 +132,11 @@ class Fetcher:
         connections: Connections,
         settings: FetchSettings,
         *,
+        tasks: TaskOwner,
         clock: Callable[[], int] = monotonic_ms,
     ) -> None:
         self._subscriptions = subscriptions
+        self._tasks = tasks  # the consumer's TaskGroup: a fetch that dies fails the consumer
         self._metadata = metadata
         self._connections = connections
         self.settings = settings
@@ -196,7 +199,7 @@ class Fetcher:
                 max_bytes=self.settings.fetch_max_bytes,
                 isolation_level=self.settings.isolation_level,
             )
-            task = asyncio.get_running_loop().create_task(
+            task = self._tasks.spawn(
                 self._fetch(node, addresses[node], request, unknown.get(node, set()))
             )
             self._in_flight[node] = task
@@ -213,11 +216,6 @@ class Fetcher:
     def _fetch_done(self, node: int, task: asyncio.Task[None]) -> None:
         if self._in_flight.get(node) is task:
             del self._in_flight[node]
-        if not task.cancelled() and task.exception() is not None:
-            log.error("fetch from broker %d failed", node, exc_info=task.exception())
-            # A bug, or a request that cannot be encoded: asking again at once would fail
-            # again at once, in a loop that only floods the log.
-            self._back_off(node)
         self._arrived.set()
 
     @property

@@ -52,7 +52,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,16 +60,18 @@ from replog.client.accumulator import (
     ProducerBatch,
     RecordAccumulator,
     RecordHandle,
+    ThreadSafeRecordAccumulator,
     record_size_bound,
 )
 from replog.client.cluster_metadata import ClusterMetadata, PartitionState
 from replog.client.config import ProducerConfig, producer_config
 from replog.client.event_loop_binding import EventLoopBinding
+from replog.client.loop_thread import WAIT_SLICE_S
 from replog.client.partitioner import DefaultPartitioner
 from replog.client.records import RecordMetadata
 from replog.client.sender import Sender
 from replog.client.topic_limits import TopicLimits
-from replog.clock import monotonic_ms, wall_clock_ms
+from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.common import TopicPartition
 from replog.errors import (
     ClientClosedError,
@@ -138,23 +140,34 @@ def _serializer_hint(what: str, serializer: object) -> str:
 class Producer:
     """An asyncio Kafka-style producer (module docstring)."""
 
-    # Appends come from the loop only; the blocking facade's engine takes them from any thread.
+    # Appends come from the loop only; the blocking twin's engine (`_for_threads`) takes them
+    # from any thread.
     _accumulator_type: type[RecordAccumulator] = RecordAccumulator
 
     def __init__(
-        self, config: Mapping[str, object] | ProducerConfig | None = None, **kwargs: object
+        self,
+        config: Mapping[str, object] | ProducerConfig | None = None,
+        *,
+        clock: Clock = monotonic_ms,
+        **kwargs: object,
     ) -> None:
+        """`clock`: the client's millisecond clock (deadlines, backoffs, ages); a test may pass
+        `replog.testing.ManualClock`."""
         self.config = cfg = producer_config(config, **kwargs)
+        self._clock = clock
         self._accumulator = self._accumulator_type(
             batch_size=cfg.batch_size,
             linger_ms=cfg.linger_ms,
             buffer_memory=cfg.buffer_memory,
             compression=cfg.compression_type,
+            clock=clock,
         )
         self._partitioner = DefaultPartitioner(ignore_keys=cfg.partitioner_ignore_keys)
-        self._metadata = ClusterMetadata.for_client(cfg)
+        self._metadata = ClusterMetadata.for_client(cfg, clock)
         self._connections = self._metadata.connections
-        self._sender = Sender(cfg, self._accumulator, self._metadata, self._connections)
+        self._sender = Sender(
+            cfg, self._accumulator, self._metadata, self._connections, clock=clock
+        )
         self._limits = TopicLimits(
             self._metadata,
             self._accumulator.set_topic_limit,
@@ -222,14 +235,14 @@ class Producer:
         await asyncio.shield(self._close_task)
 
     async def _close(self, timeout_ms: int | None) -> None:
-        deadline_ms = None if timeout_ms is None else monotonic_ms() + timeout_ms
+        deadline_ms = None if timeout_ms is None else self._clock() + timeout_ms
         task = self._waiting_task
         if task is not None and not task.done() and timeout_ms != 0:
             # Sends that wait for metadata or memory were accepted: they still go.
             self._accumulator.closing = True  # every batch ready: memory frees sooner
             self._sender.wakeup()
             remaining_s = (
-                None if deadline_ms is None else max(deadline_ms - monotonic_ms(), 0) / 1000
+                None if deadline_ms is None else max(deadline_ms - self._clock(), 0) / 1000
             )
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(remaining_s):
@@ -247,7 +260,7 @@ class Producer:
             self._waiting_task.cancel()
             await asyncio.gather(self._waiting_task, return_exceptions=True)
         if self._sender.started:
-            remaining = None if deadline_ms is None else max(deadline_ms - monotonic_ms(), 0)
+            remaining = None if deadline_ms is None else max(deadline_ms - self._clock(), 0)
             await self._sender.close(remaining)
         await self._limits.close()
         await self._metadata.close()  # and the connections it made
@@ -260,6 +273,65 @@ class Producer:
         """Records accepted and not yet delivered or failed (any thread: a snapshot)."""
         batches = self._accumulator.incomplete()
         return len(self._waiting) + sum(batch.record_count for batch in batches)
+
+    # --- the blocking twin's entry points (replog/client/sync_producer.py) --------------------
+
+    @staticmethod
+    def _for_threads(
+        config: Mapping[str, object] | ProducerConfig | None = None,
+        *,
+        clock: Clock = monotonic_ms,
+        **kwargs: object,
+    ) -> Producer:
+        """The engine of the blocking twin: its accumulator takes appends from any thread
+        (`_append_from_thread`); `_serve_threads` once it started on its loop."""
+        return _ThreadedProducer(config, clock=clock, **kwargs)
+
+    def _serve_threads(self) -> None:
+        """From now on appends come from user threads: the sender is woken through the loop."""
+        self._accumulator.wakeup = self._sender.wakeup_threadsafe
+
+    def _append_from_thread(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        headers: Iterable[tuple[str, Any]] | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+        handle: RecordHandle,
+        *,
+        run_on_loop: Callable[[Coroutine[Any, Any, _TopicInfo], str], _TopicInfo],
+        check_open: Callable[[], None],
+    ) -> ProducerBatch:
+        """A blocking send from a user thread: append in that thread under the accumulator's
+        lock when the topic is known and there is room (no hop to the loop per record), else
+        wait within max.block.ms for the metadata (`run_on_loop`) and for memory."""
+        self._check_sender_for(topic)
+        record = self._prepare(topic, value, key, headers, partition, timestamp_ms)
+        info = self._topics.get(topic)
+        if info is not None and (partition is None or partition < info.count):
+            batch = self._append(record, info, handle)
+            if batch is not None:
+                return batch
+        deadline_ms = self._clock() + self.config.max_block_ms
+        if info is None or (partition is not None and partition >= info.count):
+            info = run_on_loop(
+                self._topic_info(topic, partition, deadline_ms), f"send to topic {topic!r}"
+            )
+        acc = self._accumulator
+        assert isinstance(acc, ThreadSafeRecordAccumulator)
+        needed = acc.reservation(record.size)  # a record larger than batch.size needs more
+        while True:
+            check_open()
+            batch = self._append(record, info, handle)
+            if batch is not None:
+                return batch
+            remaining_ms = deadline_ms - self._clock()
+            if remaining_ms <= 0:
+                raise self._memory_timeout(topic)
+            self._sender.wakeup_threadsafe()  # with waiters every batch is ready
+            acc.wait_for_memory(min(WAIT_SLICE_S, remaining_ms / 1000), needed)
 
     # --- sending --------------------------------------------------------------------------------
 
@@ -300,7 +372,7 @@ class Producer:
                 and self._append(record, info, future) is not None
             ):
                 return future
-        self._waiting.append(_Waiting(record, future, monotonic_ms() + self.config.max_block_ms))
+        self._waiting.append(_Waiting(record, future, self._clock() + self.config.max_block_ms))
         if self._waiting_task is None or self._waiting_task.done():
             self._waiting_task = loop.create_task(self._serve_waiting())
         return future
@@ -423,7 +495,7 @@ class Producer:
     async def _wait_for_memory(self, waiting: _Waiting) -> None:
         event = self._memory_freed
         assert event is not None
-        remaining_ms = waiting.deadline_ms - monotonic_ms()
+        remaining_ms = waiting.deadline_ms - self._clock()
         if remaining_ms <= 0:
             raise self._memory_timeout(waiting.record.topic)
         event.clear()
@@ -503,7 +575,7 @@ class Producer:
         if not self._sender.started:
             return
         self._home.check()
-        deadline_ms = None if timeout_ms is None else monotonic_ms() + timeout_ms
+        deadline_ms = None if timeout_ms is None else self._clock() + timeout_ms
         acc = self._accumulator
         acc.flushing += 1  # every batch is ready at once, also those appended meanwhile
         self._sender.wakeup()
@@ -513,7 +585,7 @@ class Producer:
             waiting = [w.future for w in self._waiting]
             if waiting:
                 remaining_s = (
-                    None if deadline_ms is None else max(deadline_ms - monotonic_ms(), 0) / 1000
+                    None if deadline_ms is None else max(deadline_ms - self._clock(), 0) / 1000
                 )
                 _, not_done = await asyncio.wait(waiting, timeout=remaining_s)
                 if not_done:
@@ -521,7 +593,7 @@ class Producer:
                         f"flush did not finish within {timeout_ms} ms: {len(not_done)} send(s) "
                         "still waiting for metadata or buffer memory"
                     )
-            remaining = None if deadline_ms is None else max(deadline_ms - monotonic_ms(), 0)
+            remaining = None if deadline_ms is None else max(deadline_ms - self._clock(), 0)
             await self._sender.flush(remaining, what=f"flush did not finish within {timeout_ms} ms")
         finally:
             acc.flushing -= 1
@@ -530,7 +602,7 @@ class Producer:
     async def partitions_for(self, topic: str) -> set[int]:
         """The partition numbers of `topic` (waits up to max.block.ms for metadata)."""
         self._check_open()
-        deadline_ms = monotonic_ms() + self.config.max_block_ms
+        deadline_ms = self._clock() + self.config.max_block_ms
         states = await self._metadata.partitions_for(topic, deadline_ms=deadline_ms)
         self._remember(topic, states)
         await self._limits.ensure(topic, deadline_ms)  # as a first send would
@@ -558,3 +630,9 @@ class Producer:
             "buffer_total_bytes": self.config.buffer_memory,
             "waiting_sends": len(self._waiting),
         }
+
+
+class _ThreadedProducer(Producer):
+    """The blocking twin's engine (`Producer._for_threads`)."""
+
+    _accumulator_type = ThreadSafeRecordAccumulator

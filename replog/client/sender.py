@@ -66,10 +66,12 @@ Rules:
   waits for the answers up to its timeout; then it fails whatever is left with
   ClientClosedError and cancels the requests on the wire. From then on an append (a blocking
   send that raced the close) raises ClientClosedError (`RecordAccumulator.abort_queued`).
-- An unexpected exception in the sender's loop (a bug) stops it: every batch fails with
-  UnknownServerError naming it, and every later send, append and flush raises
-  IllegalStateError naming it (`crash_error`), as Kafka's producer refuses calls once its I/O
-  thread is gone; nothing is accepted that no one would send.
+- The sender's loop and every task it starts (requests, metadata refreshes, the producer id)
+  run in one TaskGroup (`task_owner`). An unexpected exception in any of them (a bug) stops
+  the sender, logged once: every batch fails with UnknownServerError naming it, and every
+  later send, append and flush raises IllegalStateError naming it (`crash_error`), as Kafka's
+  producer refuses calls once its I/O thread is gone; nothing is accepted that no one would
+  send.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.config import ProducerConfig
 from replog.client.connections import Connections, rpc_error
 from replog.client.idempotence import MAX_PENDING_PER_PARTITION, Idempotence
+from replog.client.task_owner import TaskOwner
 from replog.clock import monotonic_ms
 from replog.common import TopicPartition
 from replog.errors import (
@@ -219,7 +222,7 @@ class Sender:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._wake_scheduled = False
-        self._task: asyncio.Task[None] | None = None
+        self._tasks = TaskOwner("the producer's sender", self._crash, log)
         self._requests: dict[int, int] = {}  # node -> produce requests outstanding
         self._request_tasks: set[asyncio.Task[None]] = set()
         self._on_wire: set[ProducerBatch] = set()
@@ -246,15 +249,15 @@ class Sender:
 
     def start(self) -> None:
         """Start the sender task on the running loop (once)."""
-        if self._task is not None:
+        if self._tasks.started:
             return
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
-        self._task = self._loop.create_task(self._run(), name="replog-producer-sender")
+        self._tasks.start(self._run())
 
     @property
     def started(self) -> bool:
-        return self._task is not None
+        return self._tasks.started
 
     @property
     def crashed(self) -> bool:
@@ -337,7 +340,7 @@ class Sender:
         self._stopping = True
         self._acc.closing = True
         self.wakeup()
-        if self._task is not None and timeout_ms != 0:
+        if self._tasks.started and timeout_ms != 0:
             try:
                 await self._wait_done(
                     self._acc.incomplete(),
@@ -372,15 +375,7 @@ class Sender:
         )
 
     async def _stop_tasks(self) -> None:
-        tasks = [
-            t
-            for t in (self._task, self._metadata_task, self._pid_task, *self._request_tasks)
-            if t is not None and not t.done()
-        ]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tasks.close()
         # Anything still incomplete had no answer: it fails now rather than hang a waiter.
         for batch in self._acc.incomplete():
             self._fail(batch, _closed_error(batch, "not confirmed", "while they were on the wire"))
@@ -390,32 +385,31 @@ class Sender:
     async def _run(self) -> None:
         assert self._wake is not None and self._loop is not None
         wake, loop = self._wake, self._loop
-        try:
-            while True:
-                wake.clear()
-                next_ms = self.run_once(self._clock())
-                if self._stopping and not self._acc.has_incomplete():
-                    return
-                if wake.is_set():
-                    continue
-                handle = None
-                if next_ms is not None:
-                    delay_s = max(next_ms - self._clock(), 0) / 1000
-                    handle = loop.call_later(delay_s, wake.set)
-                try:
-                    await wake.wait()
-                finally:
-                    if handle is not None:
-                        handle.cancel()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a bug: fail every batch loudly instead of hanging sends
-            log.exception("the producer's sender stopped on an unexpected error")
-            self._crashed = exc
-            error = UnknownServerError(f"the producer's sender failed: {exc!r}")
-            self._force(error)
-            for batch in self._acc.incomplete():
-                self._fail(batch, error)
+        while True:
+            wake.clear()
+            next_ms = self.run_once(self._clock())
+            if self._stopping and not self._acc.has_incomplete():
+                return
+            if wake.is_set():
+                continue
+            handle = None
+            if next_ms is not None:
+                delay_s = max(next_ms - self._clock(), 0) / 1000
+                handle = loop.call_later(delay_s, wake.set)
+            try:
+                await wake.wait()
+            finally:
+                if handle is not None:
+                    handle.cancel()
+
+    def _crash(self, exc: BaseException) -> None:
+        """A task of the sender failed (a bug): fail every batch loudly instead of hanging
+        sends (module docstring); `TaskOwner` logged it."""
+        self._crashed = exc
+        error = UnknownServerError(f"the producer's sender failed: {exc!r}")
+        self._force(error)
+        for batch in self._acc.incomplete():
+            self._fail(batch, error)
 
     def run_once(self, now_ms: int) -> int | None:
         """One pass: expire, settle idempotence, drain and send. Returns when to look again
@@ -576,8 +570,7 @@ class Sender:
         self.metrics.batches_sent += len(batches)
         self.metrics.requests += 1
         self._requests[node] = self._requests.get(node, 0) + 1
-        assert self._loop is not None
-        task = self._loop.create_task(self._produce(node, address, request, batches))
+        task = self._tasks.spawn(self._produce(node, address, request, batches))
         self._request_tasks.add(task)
         task.add_done_callback(self._request_tasks.discard)
 
@@ -854,8 +847,7 @@ class Sender:
             return self._metadata_next_ms
         if topics:
             self._metadata.request_update()
-        assert self._loop is not None
-        self._metadata_task = self._loop.create_task(self._refresh_metadata(topics))
+        self._metadata_task = self._tasks.spawn(self._refresh_metadata(topics))
         return None
 
     async def _refresh_metadata(self, topics: set[str]) -> None:
@@ -876,8 +868,7 @@ class Sender:
     def _ensure_producer_id(self) -> None:
         if self._pid_task is not None and not self._pid_task.done():
             return
-        assert self._loop is not None
-        self._pid_task = self._loop.create_task(self._obtain_producer_id())
+        self._pid_task = self._tasks.spawn(self._obtain_producer_id())
 
     async def _obtain_producer_id(self) -> None:
         idempotence = self.idempotence

@@ -8,7 +8,8 @@ Usage::
 
 Same methods and semantics as `replog.client.consumer.Consumer` (read its docstring), without
 `await`. The engine runs on a `LoopThread` owned by this consumer; every call hands its work to
-that loop and waits for it.
+that loop and waits for it. Each method is declared once from its asyncio twin
+(`replog.client.twin`).
 
 Rules:
 - Every blocking call is bounded: `poll` by its `timeout_ms`, the network calls by their
@@ -37,14 +38,28 @@ from replog.client.loop_thread import LoopThread, checked_wait
 from replog.client.records import (
     ConsumerRecord,
     OffsetAndMetadata,
-    OffsetAndTimestamp,
     TopicPartition,
 )
+from replog.client.twin import awaited, on_loop
+from replog.clock import Clock, monotonic_ms
 from replog.errors import ClientClosedError, InvalidGroupIdError
 
 T = TypeVar("T")
 
 SAFETY_MARGIN_MS = 5_000  # the loop wait outlasts the engine's own deadline by this much
+
+
+def _dict_or_none(offsets: Any) -> Any:
+    return None if offsets is None else dict(offsets)
+
+
+def _drained(values: Any) -> Any:
+    """`values` for the asyncio consumer, which checks them: an iterator drained here, on the
+    caller's thread; a string, mapping or tuple (a single TopicPartition included) or anything
+    not iterable passed as it is, to be refused there rather than iterated here."""
+    if isinstance(values, str | bytes | Mapping | tuple) or not isinstance(values, Iterable):
+        return values
+    return list(values)
 
 
 class Consumer:
@@ -54,10 +69,12 @@ class Consumer:
         self,
         *topics: str,
         config: Mapping[str, object] | ConsumerConfig | None = None,
+        clock: Clock = monotonic_ms,
         **kwargs: object,
     ) -> None:
+        """`clock`: as the asyncio consumer's."""
         # Built first: a bad config fails here, before any thread is started.
-        self._aio = AioConsumer(*topics, config=config, **kwargs)
+        self._aio = AioConsumer(*topics, config=config, clock=clock, **kwargs)
         self.config = self._aio.config
         self._loop = LoopThread(f"replog-consumer-{self.config.client_id}")
         self._close_lock = threading.Lock()
@@ -69,7 +86,9 @@ class Consumer:
         if self._closed:
             raise ClientClosedError(f"{what}: the consumer is closed")
 
-    def _run(self, coro: Coroutine[Any, Any, T], what: str, timeout_ms: float | None) -> T:
+    def _run(self, coro: Coroutine[Any, Any, T], what: str, timeout_ms: int | None) -> T:
+        """Run `coro` on the loop within `timeout_ms` (None: `default.api.timeout.ms`) and a
+        margin: the engine bounds its own calls and names the cause."""
         if self._closed:
             coro.close()
             raise ClientClosedError(f"{what}: the consumer is closed")
@@ -78,43 +97,44 @@ class Consumer:
         except ValueError:
             coro.close()
             raise
-        timeout_s = None if timeout_ms is None else (timeout_ms + SAFETY_MARGIN_MS) / 1000
+        timeout_s = (self._api_timeout(timeout_ms) + SAFETY_MARGIN_MS) / 1000
         return self._loop.run(coro, timeout_s=timeout_s, what=what)
 
-    def _call(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+    def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """A local-state method, run on the loop so it never races the engine."""
 
         async def call() -> T:
-            return fn(*args)
+            return fn(*args, **kwargs)
 
-        return self._run(call(), what, self._api_timeout(None))
+        return self._run(call(), what, None)
 
-    def _api_timeout(self, timeout_ms: int | None) -> int:
+    def _api_timeout(self, timeout_ms: float | None) -> float:
         return self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms
 
-    # --- assignment and subscription ----------------------------------------------------------
+    # Each asyncio method, run on the loop thread (`twin`): an iterator argument is drained in
+    # the caller's thread first.
+    assign = on_loop(AioConsumer.assign, convert={"partitions": _drained})
+    assignment = on_loop(AioConsumer.assignment)
+    subscribe = on_loop(AioConsumer.subscribe, convert={"topics": _drained})
+    unsubscribe = on_loop(AioConsumer.unsubscribe)
+    subscription = on_loop(AioConsumer.subscription)
+    poll = awaited(AioConsumer.poll)
+    seek = on_loop(AioConsumer.seek)
+    seek_to_beginning = on_loop(AioConsumer.seek_to_beginning)
+    seek_to_end = on_loop(AioConsumer.seek_to_end)
+    position = awaited(AioConsumer.position)
+    highwater = on_loop(AioConsumer.highwater)
+    pause = on_loop(AioConsumer.pause)
+    resume = on_loop(AioConsumer.resume)
+    paused = on_loop(AioConsumer.paused)
+    offsets_for_times = awaited(AioConsumer.offsets_for_times, convert={"timestamps": dict})
+    partitions_for_topic = awaited(AioConsumer.partitions_for_topic)
+    topics = awaited(AioConsumer.topics)
+    beginning_offsets = awaited(AioConsumer.beginning_offsets, convert={"partitions": list})
+    end_offsets = awaited(AioConsumer.end_offsets, convert={"partitions": list})
+    commit = awaited(AioConsumer.commit, convert={"offsets": _dict_or_none})
 
-    def assign(self, partitions: Iterable[TopicPartition]) -> None:
-        self._call("assign", self._aio.assign, _drained(partitions))
-
-    def assignment(self) -> set[TopicPartition]:
-        return self._call("assignment", self._aio.assignment)
-
-    def subscribe(self, topics: Iterable[str]) -> None:
-        self._call("subscribe", self._aio.subscribe, _drained(topics))
-
-    def unsubscribe(self) -> None:
-        self._call("unsubscribe", self._aio.unsubscribe)
-
-    def subscription(self) -> set[str] | None:
-        return self._call("subscription", self._aio.subscription)
-
-    # --- reading ----------------------------------------------------------------------------------
-
-    def poll(
-        self, timeout_ms: int = 0, max_records: int | None = None
-    ) -> dict[TopicPartition, list[ConsumerRecord]]:
-        return self._run(self._aio.poll(timeout_ms, max_records), "poll", timeout_ms)
+    # --- iteration and wakeup -------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         return self
@@ -126,7 +146,7 @@ class Consumer:
         if self._closed:
             raise StopIteration
         # Bounded by consumer.timeout.ms (or forever by design); Ctrl-C still interrupts.
-        record = self._run(self._aio.next_record(), "iteration", None)
+        record = self._loop.run(self._aio.next_record(), timeout_s=None, what="iteration")
         if record is None:
             raise StopIteration
         return record
@@ -136,71 +156,6 @@ class Consumer:
         if not self._closed:
             with contextlib.suppress(ClientClosedError):
                 self._loop.call_soon(self._aio.wakeup)
-
-    # --- positions ----------------------------------------------------------------------------
-
-    def seek(self, partition: TopicPartition, offset: int) -> None:
-        self._call("seek", self._aio.seek, partition, offset)
-
-    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
-        self._call("seek_to_beginning", self._aio.seek_to_beginning, *partitions)
-
-    def seek_to_end(self, *partitions: TopicPartition) -> None:
-        self._call("seek_to_end", self._aio.seek_to_end, *partitions)
-
-    def position(self, partition: TopicPartition, timeout_ms: int | None = None) -> int:
-        return self._run(
-            self._aio.position(partition, timeout_ms), "position", self._api_timeout(timeout_ms)
-        )
-
-    def highwater(self, partition: TopicPartition) -> int | None:
-        return self._call("highwater", self._aio.highwater, partition)
-
-    def pause(self, *partitions: TopicPartition) -> None:
-        self._call("pause", self._aio.pause, *partitions)
-
-    def resume(self, *partitions: TopicPartition) -> None:
-        self._call("resume", self._aio.resume, *partitions)
-
-    def paused(self) -> set[TopicPartition]:
-        return self._call("paused", self._aio.paused)
-
-    def offsets_for_times(
-        self, timestamps: Mapping[TopicPartition, int], timeout_ms: int | None = None
-    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-        return self._run(
-            self._aio.offsets_for_times(dict(timestamps), timeout_ms),
-            "offsets_for_times",
-            self._api_timeout(timeout_ms),
-        )
-
-    def partitions_for_topic(self, topic: str, timeout_ms: int | None = None) -> set[int]:
-        return self._run(
-            self._aio.partitions_for_topic(topic, timeout_ms),
-            "partitions_for_topic",
-            self._api_timeout(timeout_ms),
-        )
-
-    def topics(self, timeout_ms: int | None = None) -> set[str]:
-        return self._run(self._aio.topics(timeout_ms), "topics", self._api_timeout(timeout_ms))
-
-    def beginning_offsets(
-        self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
-    ) -> dict[TopicPartition, int]:
-        return self._run(
-            self._aio.beginning_offsets(list(partitions), timeout_ms),
-            "beginning_offsets",
-            self._api_timeout(timeout_ms),
-        )
-
-    def end_offsets(
-        self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
-    ) -> dict[TopicPartition, int]:
-        return self._run(
-            self._aio.end_offsets(list(partitions), timeout_ms),
-            "end_offsets",
-            self._api_timeout(timeout_ms),
-        )
 
     # --- committed offsets ----------------------------------------------------------------------
 
@@ -221,20 +176,11 @@ class Consumer:
     def committed(
         self, partition: TopicPartition, timeout_ms: int | None = None, *, metadata: bool = False
     ) -> int | OffsetAndMetadata | None:
-        timeout = self._api_timeout(timeout_ms)
         if metadata:
             return self._run(
-                self._aio.committed(partition, timeout_ms, metadata=True), "committed", timeout
+                self._aio.committed(partition, timeout_ms, metadata=True), "committed", timeout_ms
             )
-        return self._run(self._aio.committed(partition, timeout_ms), "committed", timeout)
-
-    def commit(
-        self,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
-        timeout_ms: int | None = None,
-    ) -> None:
-        chosen = None if offsets is None else dict(offsets)
-        self._run(self._aio.commit(chosen, timeout_ms), "commit", self._api_timeout(timeout_ms))
+        return self._run(self._aio.committed(partition, timeout_ms), "committed", timeout_ms)
 
     def commit_async(
         self,
@@ -277,12 +223,3 @@ class Consumer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-def _drained(values: Any) -> Any:
-    """`values` for the asyncio consumer, which checks them: an iterator drained here, on the
-    caller's thread; a string, mapping or tuple (a single TopicPartition included) or anything
-    not iterable passed as it is, to be refused there rather than iterated here."""
-    if isinstance(values, str | bytes | Mapping | tuple) or not isinstance(values, Iterable):
-        return values
-    return list(values)

@@ -19,7 +19,9 @@ Rules:
   naming which of the two it waited for.
 - Hot path: when the topic's partitions are known and the buffer has room, `send` appends in
   the calling thread under the accumulator's lock and wakes the sender only when it started a
-  new batch: no round trip to the loop thread per record.
+  new batch: no round trip to the loop thread per record. The engine does it
+  (`Producer._append_from_thread`); the other methods are forwarded as `replog.client.twin`
+  declares them, as the blocking Consumer's and Admin's are.
 - Every blocking wait runs in slices of at most 0.1 s, so Ctrl-C interrupts `send`, `get`,
   `flush` and `close` (KeyboardInterrupt; what ran on the loop on the caller's behalf is
   cancelled). Every one of them has a timeout.
@@ -50,21 +52,23 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from typing import Any, TypeVar
 
-from replog.client.accumulator import ProducerBatch, ThreadSafeRecordAccumulator
+from replog.client.accumulator import ProducerBatch
 from replog.client.config import ProducerConfig
 from replog.client.loop_thread import EXIT_CLOSE_S, WAIT_SLICE_S, LoopThread, checked_wait
 from replog.client.producer import Producer as AsyncProducer
-from replog.client.producer import _Prepared, _TopicInfo
 from replog.client.records import RecordMetadata
-from replog.clock import monotonic_ms
+from replog.client.twin import awaited, in_caller
+from replog.clock import Clock, monotonic_ms
 from replog.errors import ClientClosedError, KafkaTimeoutError
 
 __all__ = ["FutureRecordMetadata", "Producer"]
 
 log = logging.getLogger("replog.client")
+
+T = TypeVar("T")
 
 # Guards the callback lists of every future: taken only to add a callback and, on the loop,
 # to complete a future that has callbacks. One lock for all: futures are many and cheap.
@@ -190,19 +194,18 @@ class FutureRecordMetadata:
                 threading.Event().wait(slice_s)
 
 
-class _Engine(AsyncProducer):
-    """The asyncio producer with an accumulator that user threads may append to."""
-
-    _accumulator_type = ThreadSafeRecordAccumulator
-
-
 class Producer:
     """A blocking Kafka-style producer (module docstring)."""
 
     def __init__(
-        self, config: Mapping[str, object] | ProducerConfig | None = None, **kwargs: object
+        self,
+        config: Mapping[str, object] | ProducerConfig | None = None,
+        *,
+        clock: Clock = monotonic_ms,
+        **kwargs: object,
     ) -> None:
-        self._engine = engine = _Engine(config, **kwargs)
+        """`clock`: as the asyncio producer's."""
+        self._aio = engine = AsyncProducer._for_threads(config, clock=clock, **kwargs)
         self.config = engine.config
         self._closed = False
         self._close_lock = threading.Lock()
@@ -214,8 +217,7 @@ class Producer:
         except BaseException:
             self._loop.close()
             raise
-        # Appends come from user threads now: the sender must be woken through the loop.
-        engine._accumulator.wakeup = engine._sender.wakeup_threadsafe
+        engine._serve_threads()
         # Registered after the loop thread's own hook, so it runs first (atexit is LIFO).
         self._at_exit = _close_at_exit(engine, self._loop, engine.config.client_id)
         atexit.register(self._at_exit)
@@ -241,45 +243,33 @@ class Producer:
     ) -> FutureRecordMetadata:
         """Queue one record (module docstring); the future tells when it is delivered."""
         self._check_open()
-        engine = self._engine
-        engine._check_sender_for(topic)
-        record = engine._prepare(topic, value, key, headers, partition, timestamp_ms)
         future = FutureRecordMetadata(topic)
-        info = engine._topics.get(topic)
-        if info is not None and (partition is None or partition < info.count):
-            batch = engine._append(record, info, future)
-            if batch is not None:
-                future._batch = batch
-                return future
-        future._batch = self._send_slow(record, future, info)
+        future._batch = self._aio._append_from_thread(
+            topic,
+            value,
+            key,
+            headers,
+            partition,
+            timestamp_ms,
+            future,
+            run_on_loop=self._run_topic_info,
+            check_open=self._check_open,
+        )
         return future
 
-    def _send_slow(
-        self, record: _Prepared, future: FutureRecordMetadata, info: _TopicInfo | None
-    ) -> ProducerBatch:
-        """Wait for metadata and/or memory, within max.block.ms, then append."""
-        engine = self._engine
-        deadline_ms = monotonic_ms() + self.config.max_block_ms
-        topic, partition = record.topic, record.partition
-        if info is None or (partition is not None and partition >= info.count):
-            info = self._loop.run(
-                engine._topic_info(topic, partition, deadline_ms),
-                timeout_s=None,
-                what=f"send to topic {topic!r}",
-            )
-        acc = engine._accumulator
-        assert isinstance(acc, ThreadSafeRecordAccumulator)
-        needed = acc.reservation(record.size)  # a record larger than batch.size needs more
-        while True:
+    def _run_topic_info(self, coro: Coroutine[Any, Any, T], what: str) -> T:
+        """The slow send's wait for metadata, on the loop; max.block.ms bounds it."""
+        return self._loop.run(coro, timeout_s=None, what=what)
+
+    def _run(self, coro: Coroutine[Any, Any, T], what: str, timeout_ms: int | None) -> T:
+        """Run `coro` on the loop; the engine bounds it (max.block.ms)."""
+        if self._closed:
+            coro.close()
             self._check_open()
-            batch = engine._append(record, info, future)
-            if batch is not None:
-                return batch
-            remaining_ms = deadline_ms - monotonic_ms()
-            if remaining_ms <= 0:
-                raise engine._memory_timeout(topic)
-            engine._sender.wakeup_threadsafe()  # with waiters every batch is ready
-            acc.wait_for_memory(min(WAIT_SLICE_S, remaining_ms / 1000), needed)
+        return self._loop.run(coro, timeout_s=None, what=what)
+
+    def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        raise AssertionError(f"{what}: the producer has no method of local state")
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now and wait until each record is delivered or failed;
@@ -287,7 +277,7 @@ class Producer:
         self._check_open()
         seconds = checked_wait("flush", "timeout", timeout)
         timeout_ms = None if seconds is None else int(seconds * 1000)
-        self._loop.run(self._engine.flush(timeout_ms), timeout_s=None, what="flush")
+        self._loop.run(self._aio.flush(timeout_ms), timeout_s=None, what="flush")
 
     def close(self, timeout: float | None = None) -> None:
         """Deliver what is queued within `timeout` seconds (None: no limit), fail the rest,
@@ -314,13 +304,13 @@ class Producer:
             return
         timeout_ms = None if timeout is None else int(timeout * 1000)
         try:
-            self._loop.run(self._engine.close(timeout_ms), timeout_s=None, what="close")
+            self._loop.run(self._aio.close(timeout_ms), timeout_s=None, what="close")
         finally:
             self._loop.close()
 
     async def _close_from_callback(self, done: threading.Event) -> None:
         try:
-            await self._engine.close(0)
+            await self._aio.close(0)
         finally:
             self._loop.close()
             done.set()
@@ -338,17 +328,9 @@ class Producer:
     def closed(self) -> bool:
         return self._closed
 
-    def partitions_for(self, topic: str) -> set[int]:
-        """The partition numbers of `topic` (waits up to max.block.ms for metadata)."""
-        self._check_open()
-        return self._loop.run(
-            self._engine.partitions_for(topic),
-            timeout_s=None,
-            what=f"partitions_for({topic!r})",
-        )
-
-    def metrics(self) -> dict[str, int]:
-        return self._engine.metrics()
+    # The asyncio methods a blocking producer forwards as they are (`twin`).
+    partitions_for = awaited(AsyncProducer.partitions_for)
+    metrics = in_caller(AsyncProducer.metrics)
 
 
 def _close_at_exit(engine: AsyncProducer, loop: LoopThread, client_id: str) -> Callable[[], None]:

@@ -25,7 +25,6 @@ from collections.abc import Callable
 import grpc
 
 from replog.client.cluster_metadata import ClusterMetadata
-from replog.clock import monotonic_ms
 from replog.errors import KafkaError, ReplogError
 
 log = logging.getLogger("replog.client")
@@ -46,6 +45,7 @@ class TopicLimits:
         max_age_ms: int,
     ) -> None:
         self._metadata = metadata
+        self._clock = metadata.clock
         self._set_limit = set_limit
         self._request_timeout_ms = request_timeout_ms
         self._max_age_ms = max_age_ms
@@ -59,7 +59,7 @@ class TopicLimits:
             return
         self._wanted.add(topic)
         task = self._start()
-        remaining_ms = min(deadline_ms - monotonic_ms(), self._request_timeout_ms)
+        remaining_ms = min(deadline_ms - self._clock(), self._request_timeout_ms)
         if remaining_ms <= 0:
             return
         try:
@@ -75,7 +75,7 @@ class TopicLimits:
 
     def on_metadata(self) -> None:
         """A metadata refresh: describe again the topics described too long ago."""
-        now_ms = monotonic_ms()
+        now_ms = self._clock()
         old = [t for t, when in self._described.items() if now_ms - when >= self._max_age_ms]
         if old:
             self._wanted.update(old)
@@ -97,7 +97,7 @@ class TopicLimits:
             topics = sorted(self._wanted)
             self._wanted.clear()
             answer = await self._ask(topics)
-            now_ms = monotonic_ms()
+            now_ms = self._clock()
             for topic in topics:
                 self._described[topic] = now_ms
                 found = answer.get(topic)

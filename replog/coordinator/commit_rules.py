@@ -1,7 +1,8 @@
 """What the group coordinator accepts: group ids, commits, and what a failed append of a
 commit means to the committer.
 
-Rules (Kafka's group coordinator, for groups without membership, the only kind replog has):
+Rules (Kafka's group coordinator; a group with members is fenced by its classic group instead,
+`ClassicGroupCoordinator.commit_error`):
 - A group id must not be empty (INVALID_GROUP_ID, for FindCoordinator, OffsetCommit and
   OffsetFetch alike) and must fit a Kafka string (32767 UTF-8 bytes). Differs from Kafka, on
   purpose: Kafka refuses the empty group id elsewhere but accepts it for OffsetCommit and
@@ -69,12 +70,12 @@ def membership_error(group_id: str, generation_id: int, member_id: str) -> Kafka
     """The error of a commit's generation and member, None when they are accepted."""
     if generation_id >= 0:
         return IllegalGenerationError(
-            f"group {group_id!r} has no generation {generation_id}: replog groups have no "
-            f"members; commit with generation {NO_GENERATION} and an empty member id"
+            f"group {group_id!r} has no generation {generation_id}: it has no members; join it, "
+            f"or commit with generation {NO_GENERATION} and an empty member id"
         )
     if member_id != NO_MEMBER:
         return UnknownMemberIdError(
-            f"group {group_id!r} has no member {member_id!r}: replog groups have no members; "
+            f"group {group_id!r} has no member {member_id!r}: it has no members; join it, or "
             "commit with an empty member id"
         )
     return None
@@ -109,9 +110,15 @@ def commit_errors(
     *,
     partition_exists: Callable[[str, int], bool],
     metadata_max_bytes: int = OFFSET_METADATA_MAX_BYTES_DEFAULT,
+    membership: Callable[[], KafkaError | None] | None = None,
 ) -> dict[int, KafkaError]:
-    """Index -> error of each entry the commit refuses (module docstring for the order)."""
-    membership = membership_error(group_id, generation_id, member_id)
+    """Index -> error of each entry the commit refuses (module docstring for the order).
+    `membership` decides the generation and member (a group with members:
+    `ClassicGroupCoordinator.commit_error`); by default `membership_error`."""
+    if membership is None:
+        found = membership_error(group_id, generation_id, member_id)
+    else:
+        found = membership()
     refused: dict[int, KafkaError] = {}
     for index, entry in enumerate(entries):
         where = f"group {group_id!r}, {entry.topic}-{entry.partition}"
@@ -120,8 +127,8 @@ def commit_errors(
                 f"{where}: no such topic-partition in the cluster's metadata"
             )
             continue
-        if membership is not None:
-            refused[index] = type(membership)(f"{entry.topic}-{entry.partition}: {membership}")
+        if found is not None:
+            refused[index] = type(found)(f"{entry.topic}-{entry.partition}: {found}")
             continue
         error = metadata_error(where, entry.metadata, metadata_max_bytes)
         if error is not None:

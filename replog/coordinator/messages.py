@@ -78,6 +78,7 @@ class OffsetCommitRequest:
     generation_id: int = -1
     member_id: str = ""
     committer: Committer = NO_COMMITTER
+    group_instance_id: str | None = None  # a static member's group.instance.id
 
 
 @dataclass(frozen=True, slots=True)

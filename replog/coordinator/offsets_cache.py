@@ -24,7 +24,8 @@ Rules:
   timestamp (`expired`). Kafka uses a value's own expire timestamp (value version 1) instead;
   replog reads that field but expires by the commit timestamp for every version.
 - Replay skips what is not an offset commit: control batches, records without a key, group
-  membership records (key version 2), and records that do not decode (counted, the first
+  membership records (key version 2; handed to `on_group` when given: the classic groups'
+  replay), and records that do not decode (counted, the first
   reasons kept, so the shell can log them: one corrupt record must not take every group of the
   partition offline).
 """
@@ -35,6 +36,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from replog.common import TopicPartitionKey
+from replog.coordinator.group_records import GroupMetadataValue, decode_group_value
 from replog.coordinator.offsets_records import (
     GroupMetadataKey,
     OffsetCommitKey,
@@ -192,9 +194,19 @@ class ReplayStats:
             self.reasons.append(reason)
 
 
-def replay_batches(cache: OffsetsCache, data: bytes, stats: ReplayStats, where: str) -> int:
-    """Replay whole batches read from the log into `cache`; returns the offset after the last
-    batch (the next offset to read). `CorruptRecordError` for bytes that are not batches."""
+GroupReplay = Callable[[GroupMetadataKey, GroupMetadataValue | None], None]
+
+
+def replay_batches(
+    cache: OffsetsCache,
+    data: bytes,
+    stats: ReplayStats,
+    where: str,
+    on_group: GroupReplay | None = None,
+) -> int:
+    """Replay whole batches read from the log into `cache` (group records into `on_group`);
+    returns the offset after the last batch (the next offset to read). `CorruptRecordError`
+    for bytes that are not batches."""
     next_offset = -1
     for batch in iter_batches(data, where=where):
         next_offset = batch.header.next_offset
@@ -202,7 +214,7 @@ def replay_batches(cache: OffsetsCache, data: bytes, stats: ReplayStats, where: 
             continue
         for record in batch.records():
             stats.records += 1
-            replay_record(cache, record.offset, record.key, record.value, stats)
+            replay_record(cache, record.offset, record.key, record.value, stats, on_group)
     return next_offset
 
 
@@ -212,6 +224,7 @@ def replay_record(
     key_bytes: bytes | None,
     value_bytes: bytes | None,
     stats: ReplayStats,
+    on_group: GroupReplay | None = None,
 ) -> None:
     """Replay one `__consumer_offsets` record (module docstring for what is skipped)."""
     if key_bytes is None:
@@ -220,7 +233,11 @@ def replay_record(
     try:
         key = decode_key(key_bytes)
         if isinstance(key, GroupMetadataKey):
-            stats.skip(f"offset {offset}: group membership record of group {key.group!r}")
+            if on_group is None:
+                stats.skip(f"offset {offset}: group membership record of group {key.group!r}")
+            else:
+                on_group(key, None if value_bytes is None else decode_group_value(value_bytes))
+                stats.applied += 1
             return
         value = None if value_bytes is None else decode_value(value_bytes)
     except CorruptRecordError as error:

@@ -63,6 +63,7 @@ class KafkaRequest:
     header: RequestHeader
     body: Message
     size: int  # frame bytes, without the size prefix
+    peer: str = ""  # the client's host:port, as the connection names it ("": not known)
 
     @property
     def api_key(self) -> int:
@@ -189,7 +190,7 @@ class KafkaConnection:
                 f"decode: {error}",
             ) from None
         sequence = self._take_slot(key, version, correlation_id)
-        return KafkaRequest(sequence, header, body, len(frame))
+        return KafkaRequest(sequence, header, body, len(frame), self.peer)
 
     def _answer_unsupported_api_versions(self, correlation_id: int) -> None:
         """Answered at v0 whatever version was asked (KIP-511)."""

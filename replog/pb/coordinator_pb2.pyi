@@ -46,20 +46,22 @@ class OffsetCommitTopic(_message.Message):
     def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetCommitPartition, _Mapping]]] = ...) -> None: ...
 
 class OffsetCommitRequest(_message.Message):
-    __slots__ = ("group_id", "generation_id", "member_id", "topics", "client_id", "client_instance_id")
+    __slots__ = ("group_id", "generation_id", "member_id", "topics", "client_id", "client_instance_id", "group_instance_id")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     generation_id: int
     member_id: str
     topics: _containers.RepeatedCompositeFieldContainer[OffsetCommitTopic]
     client_id: str
     client_instance_id: str
-    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[OffsetCommitTopic, _Mapping]]] = ..., client_id: _Optional[str] = ..., client_instance_id: _Optional[str] = ...) -> None: ...
+    group_instance_id: str
+    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[OffsetCommitTopic, _Mapping]]] = ..., client_id: _Optional[str] = ..., client_instance_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ...) -> None: ...
 
 class SharedCommit(_message.Message):
     __slots__ = ("client_id", "client_instance_id", "host", "partitions", "last_commit_age_ms")
@@ -148,3 +150,239 @@ class OffsetFetchResponse(_message.Message):
     error: _common_pb2.ErrorStatus
     topics: _containers.RepeatedCompositeFieldContainer[OffsetFetchTopicResponse]
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ..., topics: _Optional[_Iterable[_Union[OffsetFetchTopicResponse, _Mapping]]] = ...) -> None: ...
+
+class JoinGroupProtocol(_message.Message):
+    __slots__ = ("name", "metadata")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    metadata: bytes
+    def __init__(self, name: _Optional[str] = ..., metadata: _Optional[bytes] = ...) -> None: ...
+
+class JoinGroupRequest(_message.Message):
+    __slots__ = ("group_id", "member_id", "group_instance_id", "protocol_type", "protocols", "session_timeout_ms", "rebalance_timeout_ms", "client_id")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOLS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    member_id: str
+    group_instance_id: str
+    protocol_type: str
+    protocols: _containers.RepeatedCompositeFieldContainer[JoinGroupProtocol]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    client_id: str
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocols: _Optional[_Iterable[_Union[JoinGroupProtocol, _Mapping]]] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., client_id: _Optional[str] = ...) -> None: ...
+
+class JoinGroupMember(_message.Message):
+    __slots__ = ("member_id", "group_instance_id", "metadata")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    group_instance_id: str
+    metadata: bytes
+    def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., metadata: _Optional[bytes] = ...) -> None: ...
+
+class JoinGroupResponse(_message.Message):
+    __slots__ = ("error", "member_id", "generation_id", "protocol_type", "protocol_name", "leader", "skip_assignment", "members")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    SKIP_ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorStatus
+    member_id: str
+    generation_id: int
+    protocol_type: str
+    protocol_name: str
+    leader: str
+    skip_assignment: bool
+    members: _containers.RepeatedCompositeFieldContainer[JoinGroupMember]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ..., member_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ..., leader: _Optional[str] = ..., skip_assignment: _Optional[bool] = ..., members: _Optional[_Iterable[_Union[JoinGroupMember, _Mapping]]] = ...) -> None: ...
+
+class SyncGroupAssignment(_message.Message):
+    __slots__ = ("member_id", "assignment")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    assignment: bytes
+    def __init__(self, member_id: _Optional[str] = ..., assignment: _Optional[bytes] = ...) -> None: ...
+
+class SyncGroupRequest(_message.Message):
+    __slots__ = ("group_id", "member_id", "generation_id", "group_instance_id", "protocol_type", "protocol_name", "assignments")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    member_id: str
+    generation_id: int
+    group_instance_id: str
+    protocol_type: str
+    protocol_name: str
+    assignments: _containers.RepeatedCompositeFieldContainer[SyncGroupAssignment]
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., group_instance_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ..., assignments: _Optional[_Iterable[_Union[SyncGroupAssignment, _Mapping]]] = ...) -> None: ...
+
+class SyncGroupResponse(_message.Message):
+    __slots__ = ("error", "protocol_type", "protocol_name", "assignment")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorStatus
+    protocol_type: str
+    protocol_name: str
+    assignment: bytes
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ..., assignment: _Optional[bytes] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("group_id", "member_id", "generation_id", "group_instance_id")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    member_id: str
+    generation_id: int
+    group_instance_id: str
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., group_instance_id: _Optional[str] = ...) -> None: ...
+
+class HeartbeatResponse(_message.Message):
+    __slots__ = ("error",)
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorStatus
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ...) -> None: ...
+
+class LeaveGroupMember(_message.Message):
+    __slots__ = ("member_id", "group_instance_id")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    group_instance_id: str
+    def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ...) -> None: ...
+
+class LeaveGroupRequest(_message.Message):
+    __slots__ = ("group_id", "members")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    members: _containers.RepeatedCompositeFieldContainer[LeaveGroupMember]
+    def __init__(self, group_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[LeaveGroupMember, _Mapping]]] = ...) -> None: ...
+
+class LeaveGroupMemberResponse(_message.Message):
+    __slots__ = ("member_id", "group_instance_id", "error")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    group_instance_id: str
+    error: _common_pb2.ErrorStatus
+    def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ...) -> None: ...
+
+class LeaveGroupResponse(_message.Message):
+    __slots__ = ("error", "members")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorStatus
+    members: _containers.RepeatedCompositeFieldContainer[LeaveGroupMemberResponse]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ..., members: _Optional[_Iterable[_Union[LeaveGroupMemberResponse, _Mapping]]] = ...) -> None: ...
+
+class DescribeGroupsRequest(_message.Message):
+    __slots__ = ("group_ids",)
+    GROUP_IDS_FIELD_NUMBER: _ClassVar[int]
+    group_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, group_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DescribedMember(_message.Message):
+    __slots__ = ("member_id", "group_instance_id", "client_id", "client_host", "metadata", "assignment")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    group_instance_id: str
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+    def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., metadata: _Optional[bytes] = ..., assignment: _Optional[bytes] = ...) -> None: ...
+
+class DescribedGroup(_message.Message):
+    __slots__ = ("group_id", "error", "state", "protocol_type", "protocol", "members")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    error: _common_pb2.ErrorStatus
+    state: str
+    protocol_type: str
+    protocol: str
+    members: _containers.RepeatedCompositeFieldContainer[DescribedMember]
+    def __init__(self, group_id: _Optional[str] = ..., error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ..., state: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocol: _Optional[str] = ..., members: _Optional[_Iterable[_Union[DescribedMember, _Mapping]]] = ...) -> None: ...
+
+class DescribeGroupsResponse(_message.Message):
+    __slots__ = ("groups",)
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[DescribedGroup]
+    def __init__(self, groups: _Optional[_Iterable[_Union[DescribedGroup, _Mapping]]] = ...) -> None: ...
+
+class ListGroupsRequest(_message.Message):
+    __slots__ = ("states",)
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    states: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, states: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ListedGroup(_message.Message):
+    __slots__ = ("group_id", "protocol_type", "state")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    protocol_type: str
+    state: str
+    def __init__(self, group_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...
+
+class ListGroupsResponse(_message.Message):
+    __slots__ = ("error", "groups")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorStatus
+    groups: _containers.RepeatedCompositeFieldContainer[ListedGroup]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ..., groups: _Optional[_Iterable[_Union[ListedGroup, _Mapping]]] = ...) -> None: ...
+
+class DeleteGroupsRequest(_message.Message):
+    __slots__ = ("group_ids",)
+    GROUP_IDS_FIELD_NUMBER: _ClassVar[int]
+    group_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, group_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeleteGroupResult(_message.Message):
+    __slots__ = ("group_id", "error")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    error: _common_pb2.ErrorStatus
+    def __init__(self, group_id: _Optional[str] = ..., error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ...) -> None: ...
+
+class DeleteGroupsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[DeleteGroupResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[DeleteGroupResult, _Mapping]]] = ...) -> None: ...

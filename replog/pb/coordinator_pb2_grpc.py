@@ -49,6 +49,41 @@ class GroupCoordinatorStub:
                 request_serializer=replog_dot_pb_dot_coordinator__pb2.OffsetFetchRequest.SerializeToString,
                 response_deserializer=replog_dot_pb_dot_coordinator__pb2.OffsetFetchResponse.FromString,
                 _registered_method=True)
+        self.JoinGroup = channel.unary_unary(
+                '/replog.pb.coordinator.GroupCoordinator/JoinGroup',
+                request_serializer=replog_dot_pb_dot_coordinator__pb2.JoinGroupRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_coordinator__pb2.JoinGroupResponse.FromString,
+                _registered_method=True)
+        self.SyncGroup = channel.unary_unary(
+                '/replog.pb.coordinator.GroupCoordinator/SyncGroup',
+                request_serializer=replog_dot_pb_dot_coordinator__pb2.SyncGroupRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_coordinator__pb2.SyncGroupResponse.FromString,
+                _registered_method=True)
+        self.Heartbeat = channel.unary_unary(
+                '/replog.pb.coordinator.GroupCoordinator/Heartbeat',
+                request_serializer=replog_dot_pb_dot_coordinator__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_coordinator__pb2.HeartbeatResponse.FromString,
+                _registered_method=True)
+        self.LeaveGroup = channel.unary_unary(
+                '/replog.pb.coordinator.GroupCoordinator/LeaveGroup',
+                request_serializer=replog_dot_pb_dot_coordinator__pb2.LeaveGroupRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_coordinator__pb2.LeaveGroupResponse.FromString,
+                _registered_method=True)
+        self.DescribeGroups = channel.unary_unary(
+                '/replog.pb.coordinator.GroupCoordinator/DescribeGroups',
+                request_serializer=replog_dot_pb_dot_coordinator__pb2.DescribeGroupsRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_coordinator__pb2.DescribeGroupsResponse.FromString,
+                _registered_method=True)
+        self.ListGroups = channel.unary_unary(
+                '/replog.pb.coordinator.GroupCoordinator/ListGroups',
+                request_serializer=replog_dot_pb_dot_coordinator__pb2.ListGroupsRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_coordinator__pb2.ListGroupsResponse.FromString,
+                _registered_method=True)
+        self.DeleteGroups = channel.unary_unary(
+                '/replog.pb.coordinator.GroupCoordinator/DeleteGroups',
+                request_serializer=replog_dot_pb_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
+                _registered_method=True)
 
 
 class GroupCoordinatorServicer:
@@ -75,6 +110,48 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def JoinGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SyncGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Heartbeat(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LeaveGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeGroups(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGroups(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteGroups(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -92,6 +169,41 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.OffsetFetch,
                     request_deserializer=replog_dot_pb_dot_coordinator__pb2.OffsetFetchRequest.FromString,
                     response_serializer=replog_dot_pb_dot_coordinator__pb2.OffsetFetchResponse.SerializeToString,
+            ),
+            'JoinGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.JoinGroup,
+                    request_deserializer=replog_dot_pb_dot_coordinator__pb2.JoinGroupRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_coordinator__pb2.JoinGroupResponse.SerializeToString,
+            ),
+            'SyncGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncGroup,
+                    request_deserializer=replog_dot_pb_dot_coordinator__pb2.SyncGroupRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_coordinator__pb2.SyncGroupResponse.SerializeToString,
+            ),
+            'Heartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Heartbeat,
+                    request_deserializer=replog_dot_pb_dot_coordinator__pb2.HeartbeatRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_coordinator__pb2.HeartbeatResponse.SerializeToString,
+            ),
+            'LeaveGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaveGroup,
+                    request_deserializer=replog_dot_pb_dot_coordinator__pb2.LeaveGroupRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_coordinator__pb2.LeaveGroupResponse.SerializeToString,
+            ),
+            'DescribeGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeGroups,
+                    request_deserializer=replog_dot_pb_dot_coordinator__pb2.DescribeGroupsRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_coordinator__pb2.DescribeGroupsResponse.SerializeToString,
+            ),
+            'ListGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGroups,
+                    request_deserializer=replog_dot_pb_dot_coordinator__pb2.ListGroupsRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_coordinator__pb2.ListGroupsResponse.SerializeToString,
+            ),
+            'DeleteGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteGroups,
+                    request_deserializer=replog_dot_pb_dot_coordinator__pb2.DeleteGroupsRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_coordinator__pb2.DeleteGroupsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -175,6 +287,195 @@ class GroupCoordinator:
             '/replog.pb.coordinator.GroupCoordinator/OffsetFetch',
             replog_dot_pb_dot_coordinator__pb2.OffsetFetchRequest.SerializeToString,
             replog_dot_pb_dot_coordinator__pb2.OffsetFetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def JoinGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.coordinator.GroupCoordinator/JoinGroup',
+            replog_dot_pb_dot_coordinator__pb2.JoinGroupRequest.SerializeToString,
+            replog_dot_pb_dot_coordinator__pb2.JoinGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.coordinator.GroupCoordinator/SyncGroup',
+            replog_dot_pb_dot_coordinator__pb2.SyncGroupRequest.SerializeToString,
+            replog_dot_pb_dot_coordinator__pb2.SyncGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Heartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.coordinator.GroupCoordinator/Heartbeat',
+            replog_dot_pb_dot_coordinator__pb2.HeartbeatRequest.SerializeToString,
+            replog_dot_pb_dot_coordinator__pb2.HeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaveGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.coordinator.GroupCoordinator/LeaveGroup',
+            replog_dot_pb_dot_coordinator__pb2.LeaveGroupRequest.SerializeToString,
+            replog_dot_pb_dot_coordinator__pb2.LeaveGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.coordinator.GroupCoordinator/DescribeGroups',
+            replog_dot_pb_dot_coordinator__pb2.DescribeGroupsRequest.SerializeToString,
+            replog_dot_pb_dot_coordinator__pb2.DescribeGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.coordinator.GroupCoordinator/ListGroups',
+            replog_dot_pb_dot_coordinator__pb2.ListGroupsRequest.SerializeToString,
+            replog_dot_pb_dot_coordinator__pb2.ListGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.coordinator.GroupCoordinator/DeleteGroups',
+            replog_dot_pb_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
+            replog_dot_pb_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -96,6 +96,7 @@ from replog.server.group_coordinator import GroupCoordinator
 from replog.server.group_coordinator_config import GroupCoordinatorConfig
 from replog.server.kafka_admin_apis import KafkaAdminApis
 from replog.server.kafka_apis import KafkaApis, fetch_session_cache
+from replog.server.kafka_group_apis import KafkaGroupApis
 from replog.server.metadata_publisher import BrokerMetadataListener, LocalChangesLog
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.node_config import NodeConfig
@@ -232,7 +233,12 @@ class BrokerRuntime:
                     forward=self.controller_calls.call,
                     broker_service=self.service,
                     describe_producers=self._describe_producers,
-                )
+                ),
+                KafkaGroupApis(
+                    config.broker_id,
+                    lambda: self.group_coordinator,
+                    lambda: self.metadata.image,
+                ),
             ],
         )
         self._serving_clients = asyncio.Event()  # what `wait_serving_clients` waits for

@@ -1,5 +1,6 @@
-"""The `GroupCoordinator` gRPC servicer: FindCoordinator, OffsetCommit and OffsetFetch to the
-broker's `GroupCoordinator`.
+"""The `GroupCoordinator` gRPC servicer: FindCoordinator, OffsetCommit, OffsetFetch and the
+classic group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups,
+ListGroups, DeleteGroups) to the broker's `GroupCoordinator`.
 
 Thin: each method decodes the request (`coordinator_codec`), asks the coordinator and encodes
 the answer; the coordinator and `replog.coordinator` decide everything else.
@@ -12,6 +13,7 @@ Rules:
 - Until the broker's data plane runs and its coordinator is attached (`attach`), and after it
   stops, every call is answered with Kafka's COORDINATOR_NOT_AVAILABLE (retriable), as Kafka
   answers while its coordinator is not active.
+- JoinGroup's client host is the gRPC peer's host (DescribeGroups' CLIENT-HOST).
 - A commit waits for acks=all at most until a little before the caller's gRPC deadline, so the
   caller gets Kafka's answer (REQUEST_TIMED_OUT) rather than DEADLINE_EXCEEDED.
 - An unexpected exception is logged and the call fails with INTERNAL naming it; never a
@@ -21,14 +23,15 @@ Rules:
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
 import grpc
 
+from replog.coordinator import classic_group_messages as gm
 from replog.coordinator import messages as cm
-from replog.errors import CoordinatorNotAvailableError, InvalidRequestError
+from replog.errors import CoordinatorNotAvailableError, InvalidRequestError, KafkaError
 from replog.pb import coordinator_pb2 as pb
 from replog.pb import coordinator_pb2_grpc
 from replog.server.tolerant_service import (
@@ -39,6 +42,7 @@ from replog.server.tolerant_service import (
     serve_guarded,
 )
 from replog.wire import coordinator_codec as codec
+from replog.wire.broker_codec import error_to_proto
 
 log = logging.getLogger("replog.server.coordinator")
 
@@ -48,13 +52,74 @@ R = TypeVar("R")
 
 
 class CoordinatorRequests(Protocol):
-    """What the service needs of the coordinator (`group_coordinator.GroupCoordinator`)."""
+    """What the service (and the Kafka listener's group handlers) need of the coordinator
+    (`group_coordinator.GroupCoordinator`)."""
 
-    def find_coordinator(self, group_id: str) -> cm.FindCoordinatorResponse: ...
+    def find_coordinator(
+        self, group_id: str, listener_name: str | None = None
+    ) -> cm.FindCoordinatorResponse: ...
+    async def join_group(self, request: gm.JoinGroupRequest) -> gm.JoinGroupResponse: ...
+    async def sync_group(self, request: gm.SyncGroupRequest) -> gm.SyncGroupResponse: ...
+    def heartbeat(self, request: gm.HeartbeatRequest) -> KafkaError | None: ...
+    async def leave_group(self, request: gm.LeaveGroupRequest) -> gm.LeaveGroupResponse: ...
+    def describe_groups(self, group_ids: Iterable[str]) -> list[gm.DescribedGroup]: ...
+    def list_groups(
+        self, states: Iterable[str] = ()
+    ) -> tuple[KafkaError | None, list[gm.ListedGroup]]: ...
+    async def delete_groups(
+        self, group_ids: Iterable[str]
+    ) -> list[tuple[str, KafkaError | None]]: ...
     async def offset_commit(
         self, request: cm.OffsetCommitRequest, *, timeout_ms: int | None = None
     ) -> cm.OffsetCommitResponse: ...
     def offset_fetch(self, request: cm.OffsetFetchRequest) -> cm.OffsetFetchResponse: ...
+
+
+class UnavailableCoordinator:
+    """The coordinator of a broker whose data plane is not running: every answer is
+    COORDINATOR_NOT_AVAILABLE."""
+
+    def __init__(self, broker_id: int) -> None:
+        self.error = CoordinatorNotAvailableError(
+            f"broker {broker_id} does not coordinate groups yet (its data plane is starting) "
+            "or any more (it is stopping)"
+        )
+
+    def find_coordinator(
+        self, group_id: str, listener_name: str | None = None
+    ) -> cm.FindCoordinatorResponse:
+        return cm.FindCoordinatorResponse(self.error)
+
+    async def join_group(self, request: gm.JoinGroupRequest) -> gm.JoinGroupResponse:
+        return gm.JoinGroupResponse(0, self.error, request.member_id)
+
+    async def sync_group(self, request: gm.SyncGroupRequest) -> gm.SyncGroupResponse:
+        return gm.SyncGroupResponse(0, self.error)
+
+    def heartbeat(self, request: gm.HeartbeatRequest) -> KafkaError | None:
+        return self.error
+
+    async def leave_group(self, request: gm.LeaveGroupRequest) -> gm.LeaveGroupResponse:
+        return gm.LeaveGroupResponse(self.error)
+
+    def describe_groups(self, group_ids: Iterable[str]) -> list[gm.DescribedGroup]:
+        return [gm.DescribedGroup(group_id, self.error, "") for group_id in group_ids]
+
+    def list_groups(
+        self, states: Iterable[str] = ()
+    ) -> tuple[KafkaError | None, list[gm.ListedGroup]]:
+        return self.error, []
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> list[tuple[str, KafkaError | None]]:
+        return [(group_id, self.error) for group_id in group_ids]
+
+    async def offset_commit(
+        self, request: cm.OffsetCommitRequest, *, timeout_ms: int | None = None
+    ) -> cm.OffsetCommitResponse:
+        return cm.OffsetCommitResponse(self.error)
+
+    def offset_fetch(self, request: cm.OffsetFetchRequest) -> cm.OffsetFetchResponse:
+        return cm.OffsetFetchResponse(self.error)
 
 
 class CoordinatorService(coordinator_pb2_grpc.GroupCoordinatorServicer):
@@ -66,21 +131,15 @@ class CoordinatorService(coordinator_pb2_grpc.GroupCoordinatorServicer):
         """Serve from `coordinator` from now on (None: answer COORDINATOR_NOT_AVAILABLE)."""
         self._coordinator = coordinator
 
-    def _unavailable(self) -> CoordinatorNotAvailableError:
-        return CoordinatorNotAvailableError(
-            f"broker {self.broker_id} does not coordinate groups yet (its data plane is "
-            "starting) or any more (it is stopping)"
-        )
+    def _current(self) -> CoordinatorRequests:
+        coordinator = self._coordinator
+        return UnavailableCoordinator(self.broker_id) if coordinator is None else coordinator
 
     async def FindCoordinator(
         self, request: pb.FindCoordinatorRequest, context: Context
     ) -> pb.FindCoordinatorResponse:
         async def serve() -> pb.FindCoordinatorResponse:
-            coordinator = self._coordinator
-            if coordinator is None:
-                answer = cm.FindCoordinatorResponse(self._unavailable())
-            else:
-                answer = coordinator.find_coordinator(request.group_id)
+            answer = self._current().find_coordinator(request.group_id)
             return codec.find_coordinator_response_to_proto(answer)
 
         return await self._serve(request, context, serve)
@@ -92,11 +151,7 @@ class CoordinatorService(coordinator_pb2_grpc.GroupCoordinatorServicer):
             decoded = codec.offset_commit_request_from_proto(request)
             host = peer_host(context.peer() if context is not None else None)
             decoded = replace(decoded, committer=replace(decoded.committer, host=host))
-            coordinator = self._coordinator
-            if coordinator is None:
-                answer = cm.OffsetCommitResponse(self._unavailable())
-            else:
-                answer = await coordinator.offset_commit(decoded, timeout_ms=remaining_ms(context))
+            answer = await self._current().offset_commit(decoded, timeout_ms=remaining_ms(context))
             return codec.offset_commit_response_to_proto(answer)
 
         return await self._serve(request, context, serve)
@@ -106,12 +161,74 @@ class CoordinatorService(coordinator_pb2_grpc.GroupCoordinatorServicer):
     ) -> pb.OffsetFetchResponse:
         async def serve() -> pb.OffsetFetchResponse:
             decoded = codec.offset_fetch_request_from_proto(request)
-            coordinator = self._coordinator
-            if coordinator is None:
-                answer = cm.OffsetFetchResponse(self._unavailable())
-            else:
-                answer = coordinator.offset_fetch(decoded)
-            return codec.offset_fetch_response_to_proto(answer)
+            return codec.offset_fetch_response_to_proto(self._current().offset_fetch(decoded))
+
+        return await self._serve(request, context, serve)
+
+    async def JoinGroup(
+        self, request: pb.JoinGroupRequest, context: Context
+    ) -> pb.JoinGroupResponse:
+        async def serve() -> pb.JoinGroupResponse:
+            host = peer_host(context.peer() if context is not None else None)
+            decoded = codec.join_group_request_from_proto(request, host)
+            answer = await self._current().join_group(decoded)
+            return codec.join_group_response_to_proto(answer)
+
+        return await self._serve(request, context, serve)
+
+    async def SyncGroup(
+        self, request: pb.SyncGroupRequest, context: Context
+    ) -> pb.SyncGroupResponse:
+        async def serve() -> pb.SyncGroupResponse:
+            decoded = codec.sync_group_request_from_proto(request)
+            answer = await self._current().sync_group(decoded)
+            return codec.sync_group_response_to_proto(answer)
+
+        return await self._serve(request, context, serve)
+
+    async def Heartbeat(
+        self, request: pb.HeartbeatRequest, context: Context
+    ) -> pb.HeartbeatResponse:
+        async def serve() -> pb.HeartbeatResponse:
+            error = self._current().heartbeat(codec.heartbeat_request_from_proto(request))
+            return pb.HeartbeatResponse(error=error_to_proto(error))
+
+        return await self._serve(request, context, serve)
+
+    async def LeaveGroup(
+        self, request: pb.LeaveGroupRequest, context: Context
+    ) -> pb.LeaveGroupResponse:
+        async def serve() -> pb.LeaveGroupResponse:
+            decoded = codec.leave_group_request_from_proto(request)
+            answer = await self._current().leave_group(decoded)
+            return codec.leave_group_response_to_proto(answer)
+
+        return await self._serve(request, context, serve)
+
+    async def DescribeGroups(
+        self, request: pb.DescribeGroupsRequest, context: Context
+    ) -> pb.DescribeGroupsResponse:
+        async def serve() -> pb.DescribeGroupsResponse:
+            groups = self._current().describe_groups(request.group_ids)
+            return codec.describe_groups_response_to_proto(groups)
+
+        return await self._serve(request, context, serve)
+
+    async def ListGroups(
+        self, request: pb.ListGroupsRequest, context: Context
+    ) -> pb.ListGroupsResponse:
+        async def serve() -> pb.ListGroupsResponse:
+            error, groups = self._current().list_groups(request.states)
+            return codec.list_groups_response_to_proto(error, groups)
+
+        return await self._serve(request, context, serve)
+
+    async def DeleteGroups(
+        self, request: pb.DeleteGroupsRequest, context: Context
+    ) -> pb.DeleteGroupsResponse:
+        async def serve() -> pb.DeleteGroupsResponse:
+            results = await self._current().delete_groups(request.group_ids)
+            return codec.delete_groups_response_to_proto(results)
 
         return await self._serve(request, context, serve)
 
@@ -142,6 +259,13 @@ _METHODS: dict[str, tuple[Any, Any]] = {
     "FindCoordinator": (pb.FindCoordinatorRequest, pb.FindCoordinatorResponse),
     "OffsetCommit": (pb.OffsetCommitRequest, pb.OffsetCommitResponse),
     "OffsetFetch": (pb.OffsetFetchRequest, pb.OffsetFetchResponse),
+    "JoinGroup": (pb.JoinGroupRequest, pb.JoinGroupResponse),
+    "SyncGroup": (pb.SyncGroupRequest, pb.SyncGroupResponse),
+    "Heartbeat": (pb.HeartbeatRequest, pb.HeartbeatResponse),
+    "LeaveGroup": (pb.LeaveGroupRequest, pb.LeaveGroupResponse),
+    "DescribeGroups": (pb.DescribeGroupsRequest, pb.DescribeGroupsResponse),
+    "ListGroups": (pb.ListGroupsRequest, pb.ListGroupsResponse),
+    "DeleteGroups": (pb.DeleteGroupsRequest, pb.DeleteGroupsResponse),
 }
 
 

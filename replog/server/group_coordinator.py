@@ -1,6 +1,7 @@
 """GroupCoordinator: a broker's side of consumer groups: it finds a group's coordinator and,
-for the groups it coordinates, keeps their committed offsets (Kafka's group coordinator, for
-groups without membership).
+for the groups it coordinates, keeps their committed offsets and runs the classic group
+protocol through one pure `ClassicGroupCoordinator` per partition (docs/groups.md, "The broker
+shell": loading, the order of group records in the log, answers after the append, timers).
 
 Theory of operation: a group's offsets live in one partition of the internal topic
 `__consumer_offsets` (`group_partition`), and the leader of that partition is the group's
@@ -9,21 +10,22 @@ the replica manager has acted on an image before the coordinator sees it: for ea
 `__consumer_offsets` partition this broker leads at a new leader epoch it starts a load, and
 for each it no longer leads it drops the partition's cache at once. A load reads the
 partition's log from its start to its end on a worker thread (the Log is thread-safe; the event
-loop goes on serving) and replays it into a fresh `OffsetsCache`; until it is done the
-partition answers COORDINATOR_LOAD_IN_PROGRESS. A commit appends one batch of offset records
-with acks=all through the replica manager, as the broker itself (internal topics allowed), and
-updates the cache only once the append is acknowledged. Removing offsets (a deleted topic's,
-expired ones) takes them out of the cache at once and appends their tombstones with acks=all in
-a background task that no request waits for (`_tombstone_entries`): record batches each within
-the partition's `max.message.bytes`, back to back in produce entries each within its
-`segment.bytes`, all in one produce request. The keys of an entry that failed stay on the
-partition as pending tombstones, appended again after a backoff (1 s, doubling up to 60 s) and
-at each retention check, except a key committed again since (back in the cache: the newer
-commit must stay); a key with a commit waiting for acks=all stays pending until that commit is
-decided. Pending tombstones die with the partition's leadership: a later load that finds their
-offsets in the log serves them again, except what the load-time rules below remove (the
-offsets of topic-partitions absent then) and what the next expiry removes; so a topic deleted
-and re-created with the same partitions before the retry succeeded gets the old offsets.
+loop goes on serving) and replays it into a fresh `OffsetsCache` and classic groups core; until
+it is done the partition answers COORDINATOR_LOAD_IN_PROGRESS. A commit appends one batch of
+offset records with acks=all through the replica manager, as the broker itself (internal topics
+allowed), and updates the cache only once the append is acknowledged. Removing offsets (a
+deleted topic's, expired ones) takes them out of the cache at once and appends their tombstones
+with acks=all in a background task that no request waits for (`_tombstone_entries`): record
+batches each within the partition's `max.message.bytes`, back to back in produce entries each
+within its `segment.bytes`, all in one produce request. The keys of an entry that failed stay
+on the partition as pending tombstones, appended again after a backoff (1 s, doubling up to 60
+s) and at each retention check, except a key committed again since (back in the cache: the
+newer commit must stay); a key with a commit waiting for acks=all stays pending until that
+commit is decided. Pending tombstones die with the partition's leadership: a later load that
+finds their offsets in the log serves them again, except what the load-time rules below remove
+(the offsets of topic-partitions absent then) and what the next expiry removes; so a topic
+deleted and re-created with the same partitions before the retry succeeded gets the old
+offsets.
 
 Rules:
 - FindCoordinator: INVALID_GROUP_ID for an empty group id; when `__consumer_offsets` does not
@@ -35,7 +37,8 @@ Rules:
   broker does not lead the group's partition (or its load failed);
   COORDINATOR_LOAD_IN_PROGRESS while it loads. Per partition: `commit_rules`. A failed append
   is a request-level error as `commit_rules.append_error` maps it (nothing was committed).
-- Two consumers of one group (no membership yet): a commit from a consumer instance for
+- Two consumers of one group committing from outside it (generation -1, no member, so neither
+  has partitions assigned): a commit from a consumer instance for
   partitions another instance committed within Kafka's default session timeout is answered
   with that other committer (`shared_commits`), and each pair is logged once at WARNING
   naming the group, the partitions and both clients (client id, instance, host).
@@ -50,10 +53,14 @@ Rules:
   absent from the image then (a commit is only accepted for an existing partition, so such an
   offset belongs to a deleted topic). A commit acknowledged after its topic was deleted or
   re-created (its topic id changed while it waited) is not put back into the cache.
-- Offsets retention (KIP-211; every replog group is one without members): every
+- Offsets retention (KIP-211, groups without members only): every
   `offsets.retention.check.interval.ms` each loaded partition removes, with tombstones, the
   offsets committed `offsets.retention.minutes` or more before the wall clock
-  (`offsets_cache.expired`), except those with a commit still waiting for acks=all.
+  (`offsets_cache.expired`), except those with a commit still waiting for acks=all and those
+  of groups with members.
+- Commits are fenced by the group's generation, member and instance id
+  (`ClassicGroupCoordinator.commit_error`); a group the core does not know takes commits from
+  outside any generation only (`commit_rules`).
 - Order in the log: a commit waits (one turn of the event loop, never for acks) until the
   tombstones of its partition that were scheduled before it are appended, so a tombstone never
   lands after a commit accepted after the removal (the replica manager appends every entry of a
@@ -65,20 +72,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import functools
 import logging
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage, TopicImage
 from quorum.metadata.loader import LoaderManifest
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
+from replog.coordinator import classic_group_messages as gm
 from replog.coordinator import messages as cm
+from replog.coordinator.classic_group import GroupState
+from replog.coordinator.classic_group_coordinator import ClassicGroupConfig, ClassicGroupCoordinator
 from replog.coordinator.commit_rules import append_error, commit_errors, group_id_problem
 from replog.coordinator.group_partition import partition_for_group
+from replog.coordinator.group_records import encode_group_key, encode_group_value
 from replog.coordinator.offsets_cache import (
     CommittedOffset,
     OffsetsCache,
@@ -96,8 +108,10 @@ from replog.coordinator.shared_commits import SharedCommits
 from replog.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
+    GroupIdNotFoundError,
     KafkaError,
     NotCoordinatorError,
+    RebalanceInProgressError,
     UnknownServerError,
 )
 from replog.record.builder import BatchBuilder
@@ -114,6 +128,7 @@ from replog.storage.log_config import LogConfig
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC
 
 log = logging.getLogger("replog.server.group_coordinator")
+T = TypeVar("T")
 
 
 class OffsetsReplicas(Protocol):
@@ -163,6 +178,13 @@ class _Shard:
     pending_tombstones: dict[OffsetCommitKey, None] = field(default_factory=dict)
     retry_timer: asyncio.TimerHandle | None = None
     retry_backoff_ms: int = 0
+    # The classic groups of the partition (replayed with the offsets), the JoinGroup and
+    # SyncGroup requests waiting for their answer by request id, and the timer that calls the
+    # core's `tick` at its next deadline.
+    groups: ClassicGroupCoordinator = field(default_factory=ClassicGroupCoordinator)
+    waiting: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
+    group_timer: asyncio.TimerHandle | None = None
+    group_deadline_ms: int | None = None
 
     @property
     def name(self) -> str:
@@ -199,6 +221,9 @@ class GroupCoordinator:
         self._retention_task: asyncio.Task[None] | None = None
         # Each tombstone append under way, and the gate it opens once it appended.
         self._tombstone_tasks: dict[asyncio.Task[None], asyncio.Event] = {}
+        # The classic groups' core calls under way (`_group_call`), and the last request id.
+        self._group_tasks: set[asyncio.Task[Any]] = set()
+        self._request_ids = 0
 
     # --- following leadership -----------------------------------------------------------------
 
@@ -249,6 +274,7 @@ class GroupCoordinator:
         if shard.retry_timer is not None:
             shard.retry_timer.cancel()
             shard.retry_timer = None
+        self._unload_groups(shard)
         log.info(
             "broker %d: no longer the coordinator of the groups of %s (%d committed offsets "
             "dropped)",
@@ -265,8 +291,11 @@ class GroupCoordinator:
                 raise NotCoordinatorError(
                     f"{shard.name}: the replica manager has no leader replica of it"
                 )
-            cache, stats = await asyncio.to_thread(
-                self._read_offsets, partition.log, self.config.offsets_load_buffer_size
+            cache, groups, stats = await asyncio.to_thread(
+                self._read_offsets,
+                partition.log,
+                self.config.offsets_load_buffer_size,
+                self.config.classic,
             )
         except asyncio.CancelledError:
             raise
@@ -284,6 +313,9 @@ class GroupCoordinator:
         if self._shards.get(shard.partition) is not shard:
             return  # leadership moved on while the worker thread read
         shard.cache = cache
+        shard.groups = groups
+        groups.loaded(self._clock())  # every member's session starts now
+        self._reschedule(shard)
         deleted, shard.deleted_topics = shard.deleted_topics, set()
         # No commit waits for acks here: a loading partition accepts none.
         removed = cache.remove(
@@ -302,19 +334,25 @@ class GroupCoordinator:
                 "; ".join(stats.reasons),
             )
         log.info(
-            "broker %d: loaded %s: %d committed offsets of %d groups from %d records in %d ms",
+            "broker %d: loaded %s: %d committed offsets of %d groups and %d classic groups "
+            "from %d records in %d ms",
             self.broker_id,
             shard.name,
             len(cache),
             len(cache.groups()),
+            len(groups.groups),
             stats.records,
             self._clock() - started_ms,
         )
 
     @staticmethod
-    def _read_offsets(plog: Log, chunk_bytes: int) -> tuple[OffsetsCache, ReplayStats]:
-        """Replay the log from its start to its end (on a worker thread)."""
+    def _read_offsets(
+        plog: Log, chunk_bytes: int, classic: ClassicGroupConfig
+    ) -> tuple[OffsetsCache, ClassicGroupCoordinator, ReplayStats]:
+        """Replay the log from its start to its end (on a worker thread): the committed
+        offsets and the classic groups' records."""
         cache = OffsetsCache()
+        groups = ClassicGroupCoordinator(classic)
         stats = ReplayStats()
         offset = plog.log_start_offset
         end = plog.log_end_offset
@@ -322,12 +360,14 @@ class GroupCoordinator:
             data = plog.read(offset, chunk_bytes, end)
             if not data:
                 break
-            next_offset = replay_batches(cache, data, stats, f"{plog.name} at offset {offset}")
+            next_offset = replay_batches(
+                cache, data, stats, f"{plog.name} at offset {offset}", groups.replay
+            )
             if next_offset <= offset:
                 break
             offset = next_offset
         cache.loaded()
-        return cache, stats
+        return cache, groups, stats
 
     def state_of(self, partition: int) -> ShardState | None:
         """The state of an offsets partition led here (None: not led here); for tests."""
@@ -361,6 +401,8 @@ class GroupCoordinator:
                 await task
         for shard in list(self._shards.values()):
             self._unload(shard)
+        for group_task in list(self._group_tasks):
+            group_task.cancel()
         while self._tombstone_tasks:
             task, gate = next(iter(self._tombstone_tasks.items()))
             await gate.wait()
@@ -402,7 +444,11 @@ class GroupCoordinator:
         retention_ms = self.config.offsets_retention_ms
 
         def expiring(key: OffsetCommitKey, entry: CommittedOffset) -> bool:
-            return key not in shard.in_flight and expired(entry, now_ms, retention_ms)
+            return (
+                key not in shard.in_flight
+                and expired(entry, now_ms, retention_ms)
+                and not self._has_members(shard, key.group)
+            )
 
         keys = shard.cache.remove(expiring)
         self._tombstone(shard, keys, "expired")
@@ -526,9 +572,273 @@ class GroupCoordinator:
             failure,
         )
 
+    # --- classic groups -----------------------------------------------------------------------
+
+    async def join_group(self, request: gm.JoinGroupRequest) -> gm.JoinGroupResponse:
+        """A JoinGroup: answered once the group's join phase ends (or at once)."""
+        return await self._answered_later(
+            request.group_id,
+            lambda groups, request_id, now_ms: groups.join(request, request_id, now_ms),
+            lambda error: gm.JoinGroupResponse(0, error, request.member_id),
+        )
+
+    async def sync_group(self, request: gm.SyncGroupRequest) -> gm.SyncGroupResponse:
+        """A SyncGroup: answered once the leader's assignment is written (or at once)."""
+        return await self._answered_later(
+            request.group_id,
+            lambda groups, request_id, now_ms: groups.sync(request, request_id, now_ms),
+            lambda error: gm.SyncGroupResponse(0, error),
+        )
+
+    async def _answered_later(
+        self,
+        group_id: str,
+        call: Callable[[ClassicGroupCoordinator, int, int], gm.GroupResult],
+        failed: Callable[[KafkaError], T],
+    ) -> T:
+        """A request whose answer the core gives by request id, now or after other members
+        act (JoinGroup, SyncGroup); `failed` builds the answer to an error."""
+        shard, error = self._coordinating(group_id)
+        if error is not None:
+            return failed(error)
+        assert shard is not None
+        self._request_ids += 1
+        request_id = self._request_ids
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        shard.waiting[request_id] = future
+        try:
+            await self._group_call(
+                shard, lambda: (None, call(shard.groups, request_id, self._clock()))
+            )
+            return await future
+        except KafkaError as failure:
+            return failed(failure)
+        finally:
+            shard.waiting.pop(request_id, None)
+
+    def heartbeat(self, request: gm.HeartbeatRequest) -> KafkaError | None:
+        """A Heartbeat: None, or the error to answer (it writes nothing)."""
+        shard, error = self._coordinating(request.group_id)
+        if error is not None:
+            return error
+        assert shard is not None
+        error = shard.groups.heartbeat(request, self._clock())
+        self._reschedule(shard)
+        return error
+
+    async def leave_group(self, request: gm.LeaveGroupRequest) -> gm.LeaveGroupResponse:
+        shard, error = self._coordinating(request.group_id)
+        if error is not None:
+            return gm.LeaveGroupResponse(error)
+        assert shard is not None
+        try:
+            return await self._group_call(shard, lambda: shard.groups.leave(request, self._clock()))
+        except KafkaError as failure:
+            return gm.LeaveGroupResponse(failure)
+
+    def describe_groups(self, group_ids: Iterable[str]) -> list[gm.DescribedGroup]:
+        """Each group's state and members; a group with committed offsets and no members is
+        Empty (Kafka keeps such a group), one with neither Dead."""
+        described: list[gm.DescribedGroup] = []
+        for group_id in group_ids:
+            shard, error = self._coordinating(group_id)
+            if error is not None or shard is None:
+                described.append(gm.DescribedGroup(group_id, error, ""))
+                continue
+            (group,) = shard.groups.describe([group_id])
+            if group.state == GroupState.DEAD.value and shard.cache.committed(group_id):
+                group = replace(group, state=GroupState.EMPTY.value)
+            described.append(group)
+        return described
+
+    def list_groups(
+        self, states: Iterable[str] = ()
+    ) -> tuple[KafkaError | None, list[gm.ListedGroup]]:
+        """The groups of every partition coordinated here (those with committed offsets only
+        as Empty), only those in `states` when given; COORDINATOR_LOAD_IN_PROGRESS with what is
+        listed while a partition loads."""
+        wanted = {state.lower() for state in states}
+        listed: list[gm.ListedGroup] = []
+        error: KafkaError | None = None
+        for shard in self._shards.values():
+            if shard.state is ShardState.LOADING:
+                error = CoordinatorLoadInProgressError(
+                    f"broker {self.broker_id} is still loading the groups of {shard.name}"
+                )
+            if shard.state is not ShardState.ACTIVE:
+                continue
+            listed += shard.groups.list_groups(wanted)
+            if not wanted or GroupState.EMPTY.value.lower() in wanted:
+                listed += [
+                    gm.ListedGroup(group_id, "", GroupState.EMPTY.value)
+                    for group_id in shard.cache.groups()
+                    if group_id not in shard.groups.groups
+                ]
+        return error, sorted(listed, key=lambda group: group.group_id)
+
+    async def delete_groups(self, group_ids: Iterable[str]) -> list[tuple[str, KafkaError | None]]:
+        """Delete Empty groups and their committed offsets (tombstones of both); a group with
+        offsets only is deleted too, one with neither is GROUP_ID_NOT_FOUND."""
+        answers: list[tuple[str, KafkaError | None]] = []
+        for group_id in group_ids:
+            shard, error = self._coordinating(group_id)
+            if error is None and shard is not None:
+                try:
+                    error = await self._group_call(
+                        shard, functools.partial(self._delete_group, shard, group_id)
+                    )
+                except KafkaError as failure:
+                    error = failure
+            answers.append((group_id, error))
+        return answers
+
+    def _delete_group(
+        self, shard: _Shard, group_id: str
+    ) -> tuple[KafkaError | None, gm.GroupResult]:
+        has_offsets = bool(shard.cache.committed(group_id))
+        ((_, error),), result = shard.groups.delete([group_id], self._clock())
+        if isinstance(error, GroupIdNotFoundError) and has_offsets:
+            error = None
+        if error is None:
+            offsets = shard.cache.remove(lambda key, _entry: key.group == group_id)
+            self._tombstone(shard, offsets, f"of deleted group {group_id!r}")
+        return error, result
+
+    async def _group_call(self, shard: _Shard, call: Callable[[], tuple[T, gm.GroupResult]]) -> T:
+        """Run `call` on the partition's groups core in a task of its own, and wait for it.
+
+        Every call of the core and the append of its records happen in one step of such a
+        task (the replica manager appends before its first await), and the tasks run in the
+        order they were created: records land in the log in the order the core wrote them. The
+        task is shielded: a request whose client went away still has its records appended and
+        the other members answered."""
+        task = asyncio.get_running_loop().create_task(self._run_group_call(shard, call))
+        self._group_tasks.add(task)
+        task.add_done_callback(_group_task_done)
+        task.add_done_callback(self._group_tasks.discard)
+        return await asyncio.shield(task)
+
+    async def _run_group_call(
+        self, shard: _Shard, call: Callable[[], tuple[T, gm.GroupResult]]
+    ) -> T:
+        if self._shards.get(shard.partition) is not shard or shard.state is not ShardState.ACTIVE:
+            raise NotCoordinatorError(
+                f"broker {self.broker_id} no longer coordinates the groups of {shard.name}"
+            )
+        answer, result = call()
+        await self._apply(shard, result)
+        return answer
+
+    async def _apply(self, shard: _Shard, result: gm.GroupResult) -> None:
+        """Append the records of `result`, then answer the requests it answers (Kafka answers
+        after the append; a failed append answers them with its error); re-arm the timer. A
+        request the core superseded (a newer one of the same member) is answered
+        REBALANCE_IN_PROGRESS, which every client retries, so that it does not wait forever."""
+        self._reschedule(shard)
+        for request_id in result.superseded:
+            future = shard.waiting.pop(request_id, None)
+            if future is not None and not future.done():
+                future.set_exception(
+                    RebalanceInProgressError(
+                        "a newer request of the same member replaced this one: rejoin"
+                    )
+                )
+        failure: KafkaError | None = None
+        if result.records:
+            failure = await self._append_group_records(shard, result.records)
+        self._answer(shard, result, failure)
+
+    def _answer(self, shard: _Shard, result: gm.GroupResult, failure: KafkaError | None) -> None:
+        answers: list[gm.JoinGroupResponse | gm.SyncGroupResponse] = [
+            *result.joins,
+            *result.syncs,
+        ]
+        for answer in answers:
+            future = shard.waiting.pop(answer.request_id, None)
+            if future is not None and not future.done():
+                future.set_result(answer if failure is None else replace(answer, error=failure))
+
+    async def _append_group_records(
+        self, shard: _Shard, records: Sequence[gm.GroupRecord]
+    ) -> KafkaError | None:
+        """Append group records with acks=all: None, or the error the waiting requests get."""
+        now_ms = self._wall_clock()
+        batch = BatchBuilder()
+        for record in records:
+            value = None if record.value is None else encode_group_value(record.value)
+            batch.append(now_ms, encode_group_key(record.key), value)
+        ((_, failure),) = await self._produce(
+            shard, [batch.build()], self.config.offsets_commit_timeout_ms
+        )
+        if failure is None:
+            return None
+        groups = sorted({record.key.group for record in records})
+        log.warning(
+            "broker %d: %s: appending the records of groups %s failed: %s: %s",
+            self.broker_id,
+            shard.name,
+            groups,
+            failure.error_name,
+            failure,
+        )
+        return append_error(failure, f"groups {groups} in {shard.name}")
+
+    def _reschedule(self, shard: _Shard) -> None:
+        """Arm the partition's timer for the core's next deadline."""
+        deadline = shard.groups.next_deadline_ms()
+        if deadline == shard.group_deadline_ms and shard.group_timer is not None:
+            return
+        if shard.group_timer is not None:
+            shard.group_timer.cancel()
+            shard.group_timer = None
+        shard.group_deadline_ms = deadline
+        if deadline is None or self._stopped or self._shards.get(shard.partition) is not shard:
+            return
+        delay_s = max(0, deadline - self._clock()) / 1000
+        shard.group_timer = asyncio.get_running_loop().call_later(
+            delay_s, self._fire_group_timer, shard
+        )
+
+    def _fire_group_timer(self, shard: _Shard) -> None:
+        shard.group_timer = None
+        shard.group_deadline_ms = None
+        if self._shards.get(shard.partition) is not shard or shard.state is not ShardState.ACTIVE:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._run_group_call(shard, lambda: (None, shard.groups.tick(self._clock())))
+        )
+        self._group_tasks.add(task)
+        task.add_done_callback(_group_task_done)
+        task.add_done_callback(self._group_tasks.discard)
+
+    def _unload_groups(self, shard: _Shard) -> None:
+        """The partition is no longer led here: its timer stops, and every waiting JoinGroup
+        and SyncGroup is answered NOT_COORDINATOR (the core's `unload`)."""
+        if shard.group_timer is not None:
+            shard.group_timer.cancel()
+            shard.group_timer = None
+        shard.group_deadline_ms = None
+        self._answer(shard, shard.groups.unload(), None)
+        for future in shard.waiting.values():
+            if not future.done():
+                future.set_exception(
+                    NotCoordinatorError(
+                        f"broker {self.broker_id} no longer coordinates the groups of {shard.name}"
+                    )
+                )
+        shard.waiting.clear()
+
+    def _has_members(self, shard: _Shard, group_id: str) -> bool:
+        group = shard.groups.groups.get(group_id)
+        return group is not None and bool(group.members)
+
     # --- FindCoordinator ----------------------------------------------------------------------
 
-    def find_coordinator(self, group_id: str) -> cm.FindCoordinatorResponse:
+    def find_coordinator(
+        self, group_id: str, listener_name: str | None = None
+    ) -> cm.FindCoordinatorResponse:
+        """The coordinator of `group_id`: its endpoint of `listener_name` (a Kafka client's
+        listener), or its first one."""
         problem = group_id_problem(group_id)
         if problem is not None:
             return cm.FindCoordinatorResponse(problem)
@@ -564,7 +874,14 @@ class GroupCoordinator:
                     "listener"
                 )
             )
-        endpoint = broker.endpoints[0]
+        endpoint = next((e for e in broker.endpoints if listener_name in (None, e.name)), None)
+        if endpoint is None:
+            return cm.FindCoordinatorResponse(
+                CoordinatorNotAvailableError(
+                    f"group {group_id!r}: the coordinator, broker {leader}, has no listener "
+                    f"{listener_name!r}"
+                )
+            )
         return cm.FindCoordinatorResponse(None, leader, endpoint.host, endpoint.port)
 
     # --- OffsetCommit -------------------------------------------------------------------------
@@ -589,9 +906,15 @@ class GroupCoordinator:
             request.entries,
             partition_exists=self._partition_exists,
             metadata_max_bytes=self.config.offset_metadata_max_bytes,
+            membership=lambda: shard.groups.commit_error(
+                group_id, request.generation_id, request.member_id, request.group_instance_id
+            ),
         )
         accepted = [e for i, e in enumerate(request.entries) if i not in refused]
-        shared = self._note_committer(request, accepted)
+        shared: tuple[cm.SharedCommit, ...] = ()
+        if request.generation_id < 0 and not request.member_id:
+            # Members of a group split its partitions: only commits from outside it can clash.
+            shared = self._note_committer(request, accepted)
         if accepted:
             now_ms = self._wall_clock()
             records: list[tuple[OffsetCommitKey, OffsetCommitValue]] = [
@@ -800,6 +1123,16 @@ def _tombstone_entries(
         entries[-1][1].extend(batch_keys)
         entry_bytes += len(batch)
     return [(b"".join(batches), entry_keys) for batches, entry_keys in entries]
+
+
+def _group_task_done(task: asyncio.Task[Any]) -> None:
+    """Retrieve a group task's failure: its caller may have gone away (shielded), and a
+    failure that is not a Kafka error (which the caller answers) is logged."""
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None and not isinstance(error, KafkaError):
+        log.error("a classic group coordinator call failed", exc_info=error)
 
 
 def _open(shard: _Shard, gate: asyncio.Event) -> None:

@@ -6,7 +6,9 @@ Rules: every setting has Kafka's name, default and a lower bound; dotted names a
 FindCoordinator); a topic that exists keeps what it was created with. The two
 `offsets.retention.*` settings are Kafka's offsets retention (KIP-211): every replog group is
 one without members, whose committed offsets expire `offsets.retention.minutes` after their
-commit, checked every `offsets.retention.check.interval.ms`.
+commit, checked every `offsets.retention.check.interval.ms` (a group with members keeps its
+offsets). The four `group.*` settings are the classic groups' (`ClassicGroupConfig`, checked
+there too).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from replog.config import integer_settings
+from replog.coordinator.classic_group_coordinator import ClassicGroupConfig
 from replog.coordinator.commit_rules import OFFSET_METADATA_MAX_BYTES_DEFAULT
-from replog.errors import ConfigError
+from replog.errors import ConfigError, InvalidConfigError
 
 OFFSETS_TOPIC_REPLICATION_FACTOR_DEFAULT = 3  # offsets.topic.replication.factor
 # Kafka's dotted name -> field of `GroupCoordinatorConfig`.
@@ -28,7 +31,12 @@ PROPERTY_NAMES = {
     "offsets.load.buffer.size": "offsets_load_buffer_size",
     "offsets.retention.minutes": "offsets_retention_minutes",
     "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
+    "group.min.session.timeout.ms": "group_min_session_timeout_ms",
+    "group.max.session.timeout.ms": "group_max_session_timeout_ms",
+    "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
+    "group.max.size": "group_max_size",
 }
+_CLASSIC = ClassicGroupConfig()
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +54,10 @@ class GroupCoordinatorConfig:
     offsets_retention_minutes: int = 7 * 24 * 60
     # offsets.retention.check.interval.ms: how often expired offsets are removed.
     offsets_retention_check_interval_ms: int = 600_000
+    group_min_session_timeout_ms: int = _CLASSIC.min_session_timeout_ms
+    group_max_session_timeout_ms: int = _CLASSIC.max_session_timeout_ms
+    group_initial_rebalance_delay_ms: int = _CLASSIC.initial_rebalance_delay_ms
+    group_max_size: int = _CLASSIC.max_size
 
     def __post_init__(self) -> None:
         for name, value, minimum in (
@@ -63,6 +75,20 @@ class GroupCoordinatorConfig:
         ):
             if value < minimum:
                 raise ConfigError(f"{name}={value}: must be at least {minimum}")
+        try:
+            self.classic  # noqa: B018 (checks the group.* settings together)
+        except InvalidConfigError as error:
+            raise ConfigError(str(error)) from None
+
+    @property
+    def classic(self) -> ClassicGroupConfig:
+        """The classic groups' settings."""
+        return ClassicGroupConfig(
+            min_session_timeout_ms=self.group_min_session_timeout_ms,
+            max_session_timeout_ms=self.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms,
+            max_size=self.group_max_size,
+        )
 
     @property
     def offsets_retention_ms(self) -> int:

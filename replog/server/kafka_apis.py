@@ -43,7 +43,8 @@ Rules:
 - InitProducerId (v0-5) is `broker_service.init_producer_id`: a new id with epoch 0, a
   transactional id UNSUPPORTED_VERSION (transactions are not supported).
 - The admin APIs and the transaction APIs' refusals are `kafka_admin_apis.KafkaAdminApis`'s,
-  passed in as an extension by the broker runtime.
+  passed in as an extension by the broker runtime; so are the consumer group APIs,
+  `kafka_group_apis.KafkaGroupApis`'s.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ from collections.abc import Sequence
 SHOWN = 5
 
 
-def few_names(names: Sequence[str], shown: int = SHOWN) -> str:
-    """`a, b, c`, or `a, b, c, d, e and 7 more` past `shown` names."""
+def few_names(names: Sequence[str], shown: int = SHOWN, *, total: int | None = None) -> str:
+    """`a, b, c`, or `a, b, c, d, e and 7 more` past `shown` names; `total` counts them when
+    `names` holds only the first few."""
+    count = len(names) if total is None else total
     head = ", ".join(names[:shown])
-    return head + (f" and {len(names) - shown} more" if len(names) > shown else "")
+    return head + (f" and {count - shown} more" if count > shown else "")

@@ -35,6 +35,7 @@ from quorum.metadata.loader import LoaderManifest, MetadataLoader, MetadataPubli
 from quorum.metadata.local_changes import LocalChanges, LocalPartition
 from quorum.raft.ready import ApplyItem, CommittedBatch, LeaderChange, LoadSnapshot
 from quorum.raft.snapshot_id import SnapshotId
+from replog.server.log_summaries import SHOWN, few_names
 from replog.server.raft_metadata_log import committed_records, snapshot_records
 
 log = logging.getLogger("replog.server.metadata")
@@ -139,4 +140,9 @@ class LocalChangesLog:
 
 
 def _names(partitions: tuple[LocalPartition, ...]) -> str:
-    return ", ".join(f"{p.topic_name}-{p.partition_id}" for p in partitions) or "-"
+    """`3 (a-0, b-1, c-2)`, `-` for none: a count and a few names (`log_summaries`), since one
+    publication may change thousands of partitions."""
+    if not partitions:
+        return "-"
+    first = [f"{p.topic_name}-{p.partition_id}" for p in partitions[:SHOWN]]
+    return f"{len(partitions)} ({few_names(first, total=len(partitions))})"

@@ -7,6 +7,9 @@ log.
 A disk failure (of the metadata log or of a partition log), a metadata record the controller
 cannot decode or replay, or a broker role that gave up (no registration within
 `initial.broker.registration.timeout.ms`) stops the process with a non-zero exit code.
+The node's tasks (the Raft driver, the loop stall monitor, the Kafka listeners' start) run in
+one `asyncio.TaskGroup`: any of them failing stops the node the same way, its cause logged
+once with the traceback.
 
 A node with the `controller` role runs the quorum controller on the Raft driver's loop
 (`ControllerDriver`) and serves the `Controller` service next to Raft's; the metadata log is
@@ -45,6 +48,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections.abc import Coroutine
 
 import grpc
 
@@ -267,55 +271,52 @@ class Node:
         self.storage.close()
 
     async def _run_until_stopped(self, stop: asyncio.Event) -> int:
-        stall_monitor = asyncio.create_task(self.stall_monitor.run())
-        try:
-            return await self._run_driver_until_stopped(stop)
-        finally:
-            stall_monitor.cancel()
+        """Run the node's tasks, all in one TaskGroup, until a stop signal, a task's failure,
+        the broker role giving up or the Raft driver's end; then stop the roles in order."""
+        ending = _Ending(self.config.node_id)
+        async with asyncio.TaskGroup() as tasks:
+            owned = [
+                tasks.create_task(
+                    ending.watch("the event loop stall monitor", self.stall_monitor.run())
+                )
+            ]
+            run = tasks.create_task(ending.watch("the Raft driver", self.driver.run(), ends=True))
+            owned.append(tasks.create_task(ending.signalled(stop)))
+            try:
+                if self.broker is not None:
+                    owned.append(tasks.create_task(ending.broker_failed(self.broker)))
+                    await self.broker.start()
+                    if self.kafka_listeners:
+                        owned.append(
+                            tasks.create_task(
+                                ending.watch("the Kafka listeners", self._serve_kafka(self.broker))
+                            )
+                        )
+                await ending.wait()
+                return await self._stop_roles(ending, run)
+            finally:
+                for task in owned:
+                    task.cancel()
+                if not run.done():
+                    run.cancel()
+        raise AssertionError("unreachable: the TaskGroup's body returns or raises")
 
-    async def _run_driver_until_stopped(self, stop: asyncio.Event) -> int:
-        run = asyncio.create_task(self.driver.run())
-        kafka: asyncio.Task[None] | None = None
-        if self.broker is not None:
-            await self.broker.start()
-            if self.kafka_listeners:
-                kafka = asyncio.create_task(self._serve_kafka(self.broker))
-        stopped = asyncio.create_task(stop.wait())
-        waiting: set[asyncio.Task[object]] = {run, stopped}
-        broker_failed: asyncio.Task[str] | None = None
-        if self.broker is not None:
-            broker_failed = asyncio.create_task(self.broker.wait_failed())
-            waiting.add(broker_failed)
-        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    async def _stop_roles(self, ending: _Ending, run: asyncio.Task[None]) -> int:
+        """Stop what runs, in the order `ending` asks for; the exit code."""
         # Kafka clients first: nothing new reaches a broker that is stopping.
-        if kafka is not None:
-            kafka.cancel()
         for listener in self.kafka_listeners:
             await listener.stop()
-        code = 0
-        if run in done:
-            failure = run.exception()
-            code = 1 if failure is not None else 0
-            if failure is not None and not isinstance(failure, KafkaStorageError):
-                # Fail-stop on an unexpected error, but say why, with the traceback: a silent
-                # stop leaves nothing to go on.
-                log.critical(
-                    "node %d: stopping on an unexpected error",
-                    self.config.node_id,
-                    exc_info=failure,
-                )
+        if run.done():
             if self.broker is not None:
                 await self.broker.stop(graceful=False)
-        elif broker_failed is not None and broker_failed in done:
-            # A partition log's disk failed, or the broker never registered: stop at once (no
-            # handover; the controller fences this broker and elects other leaders), let the
-            # quorum elect without us, exit 1 so that a supervisor sees it.
-            assert self.broker is not None
-            log.critical("node %d: stopping: %s", self.config.node_id, broker_failed.result())
-            code = 1
-            await self.broker.stop(graceful=False)
+        elif ending.failed:
+            # A task failed, a partition log's disk failed, or the broker never registered:
+            # stop at once (no handover; the controller fences this broker and elects other
+            # leaders), let the quorum elect without us, exit 1 so that a supervisor sees it.
+            if self.broker is not None:
+                await self.broker.stop(graceful=False)
             await self.driver.stop(graceful=True)
-            with contextlib.suppress(TimeoutError, Exception):
+            with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(5):
                     await run
         else:
@@ -328,9 +329,7 @@ class Node:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(5):
                     await run
-        if broker_failed is not None:
-            broker_failed.cancel()
-        stopped.cancel()
+        code = 1 if ending.failed else 0
         # The transport closes first, so that requests still waiting for the stopped core end
         # with UNAVAILABLE within the grace period instead of being cancelled.
         await self.driver.transport.close()
@@ -347,3 +346,57 @@ class Node:
             code = 1
         log.info("node %d: stopped", self.config.node_id)
         return code
+
+
+class _Ending:
+    """What ends a node's run: the first of a stop signal, a task's failure (its cause logged
+    once, here), the broker role giving up, or the Raft driver's end."""
+
+    def __init__(self, node_id: int) -> None:
+        self._node_id = node_id
+        self._ended = asyncio.Event()
+        self.failure: BaseException | None = None
+        self.broker_failure: str | None = None
+
+    async def wait(self) -> None:
+        await self._ended.wait()
+
+    async def watch(
+        self, what: str, work: Coroutine[object, object, None], *, ends: bool = False
+    ) -> None:
+        """Run `work`; its failure ends the run (`ends`: so does its return)."""
+        try:
+            await work
+        except Exception as exc:
+            # Each failure is said once, here, with its traceback (a silent stop leaves nothing
+            # to go on); the storage has said its own errors already.
+            if not isinstance(exc, KafkaStorageError):
+                log.critical(
+                    "node %d: stopping: %s failed on an unexpected error",
+                    self._node_id,
+                    what,
+                    exc_info=exc,
+                )
+            if self.failure is None:
+                self.failure = exc
+            self._ended.set()
+        else:
+            if ends:
+                self._ended.set()
+
+    @property
+    def failed(self) -> bool:
+        """A task failed or the broker role gave up: the node exits with code 1."""
+        return self.failure is not None or self.broker_failure is not None
+
+    async def signalled(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self._ended.set()
+
+    async def broker_failed(self, broker: BrokerRuntime) -> None:
+        """Until the broker role cannot go on (`BrokerRuntime.wait_failed`), which is said."""
+        reason = await broker.wait_failed()
+        if not self._ended.is_set():
+            self.broker_failure = reason
+            log.critical("node %d: stopping: %s", self._node_id, reason)
+        self._ended.set()

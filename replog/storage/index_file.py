@@ -229,7 +229,13 @@ class IndexFile(ABC):
 
     def flush(self, *, fsync: bool) -> None:
         """Write pending entries; with `fsync`, make them durable."""
-        if self._flushed_entries == len(self._keys) and not fsync:
+        if (
+            self._flushed_entries == len(self._keys)
+            and not fsync
+            # No entries written yet: the file may not exist, and a segment holding records
+            # must have it (loading rebuilds a missing one, with a warning).
+            and (self._flushed_entries > 0 or self._fs.exists(self.path))
+        ):
             return
         segment_file = self._fs.open_segment_file(self.path, create=True)
         try:

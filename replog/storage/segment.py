@@ -615,8 +615,12 @@ class LogSegment:
                     self._append_final_time_entry(
                         self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
                     )
-                self.offset_index.flush(fsync=False)
-                self.time_index.flush(fsync=False)
+                # An empty segment's indexes have nothing to say, and loading reads a missing
+                # index of an empty segment as empty: no files for them (an idle new replica's
+                # log would otherwise create two at every stop of its broker).
+                if self.size > 0 or len(self.offset_index) or len(self.time_index):
+                    self.offset_index.flush(fsync=False)
+                    self.time_index.flush(fsync=False)
         finally:
             self.log_file.close()
 

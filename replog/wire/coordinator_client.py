@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from replog.common import OffsetAndMetadata, TopicPartition
+from replog.coordinator import classic_group_messages as gm
 from replog.coordinator import messages as cm
 from replog.errors import KafkaError, UnknownServerError
 from replog.net_address import format_host_port
@@ -28,6 +29,7 @@ from replog.pb import coordinator_pb2 as pb
 from replog.pb import coordinator_pb2_grpc
 from replog.wire import coordinator_codec as codec
 from replog.wire.broker_client import CHANNEL_OPTIONS, REQUEST_TIMEOUT_MS_DEFAULT
+from replog.wire.broker_codec import error_from_proto
 from replog.wire.redialing_channel import RedialingChannel
 
 Stub = Any  # coordinator_pb2_grpc.GroupCoordinatorStub (generated code has no precise types)
@@ -80,6 +82,7 @@ class CoordinatorClient:
         generation_id: int = -1,
         member_id: str = "",
         committer: cm.Committer = cm.NO_COMMITTER,
+        group_instance_id: str | None = None,
         timeout_ms: int | None = None,
     ) -> tuple[dict[TopicPartition, KafkaError | None], tuple[cm.SharedCommit, ...]]:
         """Commit `offsets` (the next offset to read of each partition) as `committer`;
@@ -96,6 +99,7 @@ class CoordinatorClient:
             generation_id,
             member_id,
             committer,
+            group_instance_id,
         )
         answer = codec.offset_commit_response_from_proto(
             await self._call(
@@ -149,6 +153,75 @@ class CoordinatorClient:
         if partitions is not None:
             return {tp: committed.get(tp) for tp in partitions}
         return committed
+
+    # The classic group protocol: answers carry their error (MEMBER_ID_REQUIRED,
+    # REBALANCE_IN_PROGRESS, ... steer the member), never raised. JoinGroup and SyncGroup wait
+    # for the other members: give them a timeout longer than the group's rebalance timeout.
+
+    async def join_group(
+        self, request: gm.JoinGroupRequest, *, timeout_ms: int | None = None
+    ) -> gm.JoinGroupResponse:
+        return codec.join_group_response_from_proto(
+            await self._call("JoinGroup", codec.join_group_request_to_proto(request), timeout_ms)
+        )
+
+    async def sync_group(
+        self, request: gm.SyncGroupRequest, *, timeout_ms: int | None = None
+    ) -> gm.SyncGroupResponse:
+        return codec.sync_group_response_from_proto(
+            await self._call("SyncGroup", codec.sync_group_request_to_proto(request), timeout_ms)
+        )
+
+    async def heartbeat(
+        self, request: gm.HeartbeatRequest, *, timeout_ms: int | None = None
+    ) -> KafkaError | None:
+        answer = await self._call(
+            "Heartbeat", codec.heartbeat_request_to_proto(request), timeout_ms
+        )
+        return error_from_proto(answer)
+
+    async def leave_group(
+        self, request: gm.LeaveGroupRequest, *, timeout_ms: int | None = None
+    ) -> gm.LeaveGroupResponse:
+        return codec.leave_group_response_from_proto(
+            await self._call("LeaveGroup", codec.leave_group_request_to_proto(request), timeout_ms)
+        )
+
+    async def list_groups(
+        self, states: Sequence[str] = (), *, timeout_ms: int | None = None
+    ) -> list[gm.ListedGroup]:
+        """The groups this broker coordinates (in `states` when given); raises the answer's
+        error (COORDINATOR_LOAD_IN_PROGRESS while a partition loads)."""
+        error, groups = codec.list_groups_response_from_proto(
+            await self._call("ListGroups", pb.ListGroupsRequest(states=list(states)), timeout_ms)
+        )
+        if error is not None:
+            raise error
+        return groups
+
+    async def describe_group(
+        self, group_id: str, *, timeout_ms: int | None = None
+    ) -> gm.DescribedGroup:
+        """The group's state and members (ask its coordinator); raises the group's error."""
+        (group,) = codec.describe_groups_response_from_proto(
+            await self._call(
+                "DescribeGroups", pb.DescribeGroupsRequest(group_ids=[group_id]), timeout_ms
+            )
+        )
+        if group.error is not None:
+            raise group.error
+        return group
+
+    async def delete_groups(
+        self, group_ids: Sequence[str], *, timeout_ms: int | None = None
+    ) -> list[tuple[str, KafkaError | None]]:
+        """Each group and its error (None: deleted with its committed offsets); ask the
+        groups' coordinator."""
+        return codec.delete_groups_response_from_proto(
+            await self._call(
+                "DeleteGroups", pb.DeleteGroupsRequest(group_ids=list(group_ids)), timeout_ms
+            )
+        )
 
     async def close(self) -> None:
         await self._channel.close()

@@ -1,5 +1,6 @@
 """Translation between the GroupCoordinator service's protobuf messages and
-`replog.coordinator.messages`.
+`replog.coordinator.messages` (offsets) and `replog.coordinator.classic_group_messages` (the
+classic group protocol).
 
 Both directions of every message: the service decodes requests and encodes responses,
 `CoordinatorClient` the opposite. No protocol decision is made here.
@@ -9,6 +10,7 @@ Rules:
   one flat entry per partition, and decoding keeps the wire's order.
 - Errors cross the wire as `ErrorStatus` (`broker_codec.error_to_proto`); decoding gives the
   `replog.errors` class of the code, so clients raise the coordinator's types.
+- An unset optional string (a group instance id, a protocol) is None.
 - A request the dataclasses cannot hold (a partition named twice, a negative partition number
   in an OffsetFetch) is `InvalidRequestError` naming it; the service answers it as gRPC
   INVALID_ARGUMENT.
@@ -17,10 +19,11 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from replog.coordinator import classic_group_messages as gm
 from replog.coordinator import messages as cm
-from replog.errors import InvalidRequestError
+from replog.errors import InvalidRequestError, KafkaError
 from replog.pb import coordinator_pb2 as pb
 from replog.wire.broker_codec import error_from_proto, error_to_proto
 
@@ -90,6 +93,7 @@ def offset_commit_request_to_proto(request: cm.OffsetCommitRequest) -> pb.Offset
         ],
         client_id=request.committer.client_id,
         client_instance_id=request.committer.instance_id,
+        group_instance_id=request.group_instance_id,
     )
 
 
@@ -112,6 +116,7 @@ def offset_commit_request_from_proto(message: pb.OffsetCommitRequest) -> cm.Offs
         message.generation_id,
         message.member_id,
         cm.Committer(message.client_id, message.client_instance_id),
+        _optional(message, "group_instance_id"),
     )
 
 
@@ -233,3 +238,277 @@ def offset_fetch_response_from_proto(message: pb.OffsetFetchResponse) -> cm.Offs
             for p in topic.partitions
         ),
     )
+
+
+# --- the classic group protocol -----------------------------------------------------------------
+
+
+def _optional(message: Any, name: str) -> str | None:
+    """An optional string field: None when unset."""
+    return getattr(message, name) if message.HasField(name) else None
+
+
+def join_group_request_to_proto(request: gm.JoinGroupRequest) -> pb.JoinGroupRequest:
+    return pb.JoinGroupRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        group_instance_id=request.group_instance_id,
+        protocol_type=request.protocol_type,
+        protocols=[pb.JoinGroupProtocol(name=n, metadata=m) for n, m in request.protocols],
+        session_timeout_ms=request.session_timeout_ms,
+        rebalance_timeout_ms=request.rebalance_timeout_ms,
+        client_id=request.client_id,
+    )
+
+
+def join_group_request_from_proto(
+    message: pb.JoinGroupRequest, host: str = ""
+) -> gm.JoinGroupRequest:
+    return gm.JoinGroupRequest(
+        group_id=message.group_id,
+        member_id=message.member_id,
+        protocol_type=message.protocol_type,
+        protocols=tuple((p.name, p.metadata) for p in message.protocols),
+        session_timeout_ms=message.session_timeout_ms,
+        rebalance_timeout_ms=message.rebalance_timeout_ms,
+        group_instance_id=_optional(message, "group_instance_id"),
+        client_id=message.client_id,
+        client_host=host,
+    )
+
+
+def join_group_response_to_proto(response: gm.JoinGroupResponse) -> pb.JoinGroupResponse:
+    return pb.JoinGroupResponse(
+        error=error_to_proto(response.error),
+        member_id=response.member_id,
+        generation_id=response.generation_id,
+        protocol_type=response.protocol_type,
+        protocol_name=response.protocol_name,
+        leader=response.leader,
+        skip_assignment=response.skip_assignment,
+        members=[
+            pb.JoinGroupMember(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata
+            )
+            for m in response.members
+        ],
+    )
+
+
+def join_group_response_from_proto(message: pb.JoinGroupResponse) -> gm.JoinGroupResponse:
+    return gm.JoinGroupResponse(
+        0,
+        error_from_proto(message),
+        message.member_id,
+        message.generation_id,
+        _optional(message, "protocol_type"),
+        _optional(message, "protocol_name"),
+        message.leader,
+        message.skip_assignment,
+        tuple(
+            gm.JoinMember(m.member_id, _optional(m, "group_instance_id"), m.metadata)
+            for m in message.members
+        ),
+    )
+
+
+def sync_group_request_to_proto(request: gm.SyncGroupRequest) -> pb.SyncGroupRequest:
+    return pb.SyncGroupRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        generation_id=request.generation_id,
+        group_instance_id=request.group_instance_id,
+        protocol_type=request.protocol_type,
+        protocol_name=request.protocol_name,
+        assignments=[
+            pb.SyncGroupAssignment(member_id=m, assignment=a) for m, a in request.assignments
+        ],
+    )
+
+
+def sync_group_request_from_proto(message: pb.SyncGroupRequest) -> gm.SyncGroupRequest:
+    assigned = [a.member_id for a in message.assignments]
+    if len(set(assigned)) != len(assigned):
+        raise InvalidRequestError("SyncGroup assigns to a member more than once")
+    return gm.SyncGroupRequest(
+        message.group_id,
+        message.member_id,
+        message.generation_id,
+        _optional(message, "group_instance_id"),
+        _optional(message, "protocol_type"),
+        _optional(message, "protocol_name"),
+        tuple((a.member_id, a.assignment) for a in message.assignments),
+    )
+
+
+def sync_group_response_to_proto(response: gm.SyncGroupResponse) -> pb.SyncGroupResponse:
+    return pb.SyncGroupResponse(
+        error=error_to_proto(response.error),
+        protocol_type=response.protocol_type,
+        protocol_name=response.protocol_name,
+        assignment=response.assignment,
+    )
+
+
+def sync_group_response_from_proto(message: pb.SyncGroupResponse) -> gm.SyncGroupResponse:
+    return gm.SyncGroupResponse(
+        0,
+        error_from_proto(message),
+        _optional(message, "protocol_type"),
+        _optional(message, "protocol_name"),
+        message.assignment,
+    )
+
+
+def heartbeat_request_to_proto(request: gm.HeartbeatRequest) -> pb.HeartbeatRequest:
+    return pb.HeartbeatRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        generation_id=request.generation_id,
+        group_instance_id=request.group_instance_id,
+    )
+
+
+def heartbeat_request_from_proto(message: pb.HeartbeatRequest) -> gm.HeartbeatRequest:
+    return gm.HeartbeatRequest(
+        message.group_id,
+        message.member_id,
+        message.generation_id,
+        _optional(message, "group_instance_id"),
+    )
+
+
+def leave_group_request_to_proto(request: gm.LeaveGroupRequest) -> pb.LeaveGroupRequest:
+    return pb.LeaveGroupRequest(
+        group_id=request.group_id,
+        members=[
+            pb.LeaveGroupMember(member_id=m.member_id, group_instance_id=m.group_instance_id)
+            for m in request.members
+        ],
+    )
+
+
+def leave_group_request_from_proto(message: pb.LeaveGroupRequest) -> gm.LeaveGroupRequest:
+    return gm.LeaveGroupRequest(
+        message.group_id,
+        tuple(
+            gm.LeaveMember(m.member_id, _optional(m, "group_instance_id")) for m in message.members
+        ),
+    )
+
+
+def leave_group_response_to_proto(response: gm.LeaveGroupResponse) -> pb.LeaveGroupResponse:
+    return pb.LeaveGroupResponse(
+        error=error_to_proto(response.error),
+        members=[
+            pb.LeaveGroupMemberResponse(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                error=error_to_proto(m.error),
+            )
+            for m in response.members
+        ],
+    )
+
+
+def leave_group_response_from_proto(message: pb.LeaveGroupResponse) -> gm.LeaveGroupResponse:
+    return gm.LeaveGroupResponse(
+        error_from_proto(message),
+        tuple(
+            gm.LeaveMemberResponse(
+                m.member_id, _optional(m, "group_instance_id"), error_from_proto(m)
+            )
+            for m in message.members
+        ),
+    )
+
+
+def describe_groups_response_to_proto(
+    groups: Sequence[gm.DescribedGroup],
+) -> pb.DescribeGroupsResponse:
+    return pb.DescribeGroupsResponse(
+        groups=[
+            pb.DescribedGroup(
+                group_id=g.group_id,
+                error=error_to_proto(g.error),
+                state=g.state,
+                protocol_type=g.protocol_type,
+                protocol=g.protocol_data,
+                members=[
+                    pb.DescribedMember(
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        metadata=m.metadata,
+                        assignment=m.assignment,
+                    )
+                    for m in g.members
+                ],
+            )
+            for g in groups
+        ]
+    )
+
+
+def describe_groups_response_from_proto(
+    message: pb.DescribeGroupsResponse,
+) -> list[gm.DescribedGroup]:
+    return [
+        gm.DescribedGroup(
+            g.group_id,
+            error_from_proto(g),
+            g.state,
+            g.protocol_type,
+            g.protocol,
+            tuple(
+                gm.DescribedMember(
+                    m.member_id,
+                    _optional(m, "group_instance_id"),
+                    m.client_id,
+                    m.client_host,
+                    m.metadata,
+                    m.assignment,
+                )
+                for m in g.members
+            ),
+        )
+        for g in message.groups
+    ]
+
+
+def list_groups_response_to_proto(
+    error: KafkaError | None, groups: Sequence[gm.ListedGroup]
+) -> pb.ListGroupsResponse:
+    return pb.ListGroupsResponse(
+        error=error_to_proto(error),
+        groups=[
+            pb.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, state=g.state)
+            for g in groups
+        ],
+    )
+
+
+def list_groups_response_from_proto(
+    message: pb.ListGroupsResponse,
+) -> tuple[KafkaError | None, list[gm.ListedGroup]]:
+    return error_from_proto(message), [
+        gm.ListedGroup(g.group_id, g.protocol_type, g.state) for g in message.groups
+    ]
+
+
+def delete_groups_response_to_proto(
+    results: Sequence[tuple[str, KafkaError | None]],
+) -> pb.DeleteGroupsResponse:
+    return pb.DeleteGroupsResponse(
+        results=[
+            pb.DeleteGroupResult(group_id=group_id, error=error_to_proto(error))
+            for group_id, error in results
+        ]
+    )
+
+
+def delete_groups_response_from_proto(
+    message: pb.DeleteGroupsResponse,
+) -> list[tuple[str, KafkaError | None]]:
+    return [(r.group_id, error_from_proto(r)) for r in message.results]

@@ -9,6 +9,7 @@ message, translate every RPC's request and answer, and stop at once on Ctrl-C.
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 import uuid
@@ -29,7 +30,7 @@ from fake_controller import (
 
 from replog.admin import controller_client as controller_client_module
 from replog.admin.bootstrap import Bootstrap, endpoint_addresses, parse_bootstrap
-from replog.admin.controller_client import ControllerClient
+from replog.admin.controller_client import AsyncControllerClient, ControllerClient
 from replog.admin.controller_results import (
     AlterConfigOp,
     AlterConfigOpType,
@@ -540,24 +541,30 @@ def test_not_controller_is_followed_to_the_node_it_names(
         assert len(standby.asked()) == 1 and len(active.asked()) == 2
 
 
+def standby_naming_the_active_controller(standby: FakeController, active: FakeController) -> None:
+    """Node 1 a standby answering CreateTopics with NOT_CONTROLLER naming node 2, whose address
+    its DescribeCluster lists; node 2 the active controller creating the topic."""
+    standby.script("CreateTopics", not_controller("CreateTopics", 2))
+    standby.script(
+        "DescribeCluster",
+        pb.DescribeClusterResponse(
+            controller_id=2,
+            controllers=[
+                common_pb2.NodeEndpoint(node_id=1, host="127.0.0.1", port=standby.port),
+                common_pb2.NodeEndpoint(node_id=2, host="127.0.0.1", port=active.port),
+            ],
+        ),
+    )
+    active.script("CreateTopics", create_ok(2))
+
+
 def test_with_one_bootstrap_address_the_standby_says_where_the_controller_is(
     make_client: Callable[..., ControllerClient],
 ) -> None:
     # kafka-topics.sh --bootstrap-server one-node: the standby's NOT_CONTROLLER names node 2,
     # and its DescribeCluster lists the quorum's controllers (controller.quorum.voters).
     with running(1, 2) as (standby, active):
-        standby.script("CreateTopics", not_controller("CreateTopics", 2))
-        standby.script(
-            "DescribeCluster",
-            pb.DescribeClusterResponse(
-                controller_id=2,
-                controllers=[
-                    common_pb2.NodeEndpoint(node_id=1, host="127.0.0.1", port=standby.port),
-                    common_pb2.NodeEndpoint(node_id=2, host="127.0.0.1", port=active.port),
-                ],
-            ),
-        )
-        active.script("CreateTopics", create_ok(2))
+        standby_naming_the_active_controller(standby, active)
         client = make_client(standby.address)
         (result,) = client.create_topics([NewTopic("orders")])
         assert result.error is None
@@ -850,3 +857,41 @@ def test_unreachable_addresses_are_named_in_plain_words(details: str, said: str)
         "127.0.0.1:1", "Metadata", _Failed(details), 1000
     )
     assert str(classified) == said
+
+
+# --- the asyncio client -------------------------------------------------------------------------
+
+
+def test_the_asyncio_client_has_the_blocking_ones_methods_awaited() -> None:
+    def methods(cls: type) -> dict[str, str]:
+        return {
+            name: str(inspect.signature(getattr(cls, name)))
+            for name in dir(cls)
+            if not name.startswith("_") and callable(getattr(cls, name))
+        }
+
+    assert methods(AsyncControllerClient) == methods(ControllerClient)
+    assert all(
+        inspect.iscoroutinefunction(getattr(AsyncControllerClient, name))
+        for name in methods(AsyncControllerClient)
+    )
+
+
+@pytest.mark.asyncio
+async def test_the_asyncio_client_follows_not_controller_and_retries_on_grpc_aio() -> None:
+    # The same steps as the blocking client's (one routing core), run on grpc.aio: a standby's
+    # NOT_CONTROLLER is followed through DescribeCluster, an unreachable address is retried.
+    with running(1, 2) as (standby, active):
+        standby_naming_the_active_controller(standby, active)
+        dead = f"127.0.0.1:{free_port()}"
+        async with AsyncControllerClient(
+            f"{dead},{standby.address}",
+            default_timeout_s=5.0,
+            request_timeout_s=2.0,
+            retry_backoff_s=0.01,
+            max_retry_backoff_s=0.05,
+        ) as client:
+            (result,) = await client.create_topics([NewTopic("orders")])
+            assert result.error is None and result.topic_id == TOPIC_ID
+            assert client.controller_address == active.address
+            assert len(active.asked("CreateTopics")) == 1

@@ -160,6 +160,7 @@ class FakeCluster(FakeNodes):
     streams: list[FakeFetchStream] = field(default_factory=list)  # every FetchStream opened
     wire_fetches: list[m.FetchRequest] = field(default_factory=list)  # as sent in a session
     commits: list[dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=list)
+    redials: list[str] = field(default_factory=list)  # addresses whose channel was dropped
     appended: asyncio.Event | None = None
     appended_loop: asyncio.AbstractEventLoop | None = None
 
@@ -211,6 +212,10 @@ class FakeConnections:
 
     def coordinator(self, address: str) -> FakeCoordinator:
         return FakeCoordinator(self.cluster, address)
+
+    def redial(self, address: str) -> None:
+        """Drop the channel to `address` (after a malformed answer): the next call dials."""
+        self.cluster.redials.append(address)
 
     async def close(self) -> None:
         self.closed = True

@@ -40,19 +40,12 @@ from replog.record import (
     validate_batch,
 )
 from replog.record.record import FAST_DATA_LIMIT, FAST_DELTAS, FAST_OFFSETS, encode_record
+from replog.testing import ManualClock
 
 TP0 = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)
 TP2 = TopicPartition("u", 0)
 TS = 1_700_000_000_000
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000
-
-    def __call__(self) -> int:
-        return self.now
 
 
 class Handle:
@@ -72,8 +65,10 @@ class Handle:
         self.error = exception
 
 
-def accumulator(thread_safe: bool = False, **overrides: object) -> tuple[RecordAccumulator, Clock]:
-    clock = Clock()
+def accumulator(
+    thread_safe: bool = False, **overrides: object
+) -> tuple[RecordAccumulator, ManualClock]:
+    clock = ManualClock(1_000)
     settings: dict[str, object] = {"batch_size": 1_000, "linger_ms": 5, "clock": clock}
     settings.update(overrides)
     kind = ThreadSafeRecordAccumulator if thread_safe else RecordAccumulator
@@ -166,20 +161,20 @@ def test_a_partition_is_ready_after_linger_or_when_full_or_flushing() -> None:
     acc, clock = accumulator(linger_ms=5)
     lead = leaders({TP0: 1, TP1: 2})
     acc.append(TP0, TS, None, b"a")
-    result = acc.drain(clock.now, lead, always, 1_000_000)  # type: ignore[arg-type]
-    assert result.by_node == {} and result.next_ready_ms == clock.now + 5
-    clock.now += 5
-    result = acc.drain(clock.now, lead, always, 1_000_000)  # type: ignore[arg-type]
+    result = acc.drain(clock.now_ms, lead, always, 1_000_000)  # type: ignore[arg-type]
+    assert result.by_node == {} and result.next_ready_ms == clock.now_ms + 5
+    clock.now_ms += 5
+    result = acc.drain(clock.now_ms, lead, always, 1_000_000)  # type: ignore[arg-type]
     assert [b.record_count for b in result.by_node[1]] == [1]
 
     for _ in range(9):  # the first batch fills up: ready before linger
         acc.append(TP1, TS, None, b"v" * 100)
-    result = acc.drain(clock.now, lead, always, 1_000_000)  # type: ignore[arg-type]
+    result = acc.drain(clock.now_ms, lead, always, 1_000_000)  # type: ignore[arg-type]
     assert [b.record_count for b in result.by_node[2]] == [8]
 
     acc.append(TP0, TS, None, b"b")
     acc.flushing += 1
-    result = acc.drain(clock.now, lead, always, 1_000_000)  # type: ignore[arg-type]
+    result = acc.drain(clock.now_ms, lead, always, 1_000_000)  # type: ignore[arg-type]
     assert set(result.by_node) == {1, 2}  # TP1's remainder too
     assert acc.incomplete()  # drained, not done
 
@@ -191,7 +186,7 @@ def test_a_ready_leader_takes_the_first_batch_of_each_partition_it_leads() -> No
         acc.append(TP0, TS, None, b"v" * 100)  # TP0's first batch full: node 1 ready
     acc.append(TP1, TS, None, b"x")  # lingering, but rides along to node 1
     acc.append(TP2, TS, None, b"y")  # lingering on node 2: stays
-    result = acc.drain(clock.now, lead, always, 1_000_000)  # type: ignore[arg-type]
+    result = acc.drain(clock.now_ms, lead, always, 1_000_000)  # type: ignore[arg-type]
     assert [(b.topic_partition, b.record_count) for b in result.by_node[1]] == [
         (TP0, 8),
         (TP1, 1),
@@ -208,7 +203,7 @@ def test_a_backlog_of_complete_batches_goes_in_one_request() -> None:
         acc.append(TP0, TS, None, b"v" * 200)
     with acc.lock:
         queued = list(acc._deques[TP0])
-    result = acc.drain(clock.now, lead, always, 10**6)  # type: ignore[arg-type]
+    result = acc.drain(clock.now_ms, lead, always, 10**6)  # type: ignore[arg-type]
     assert result.by_node[1] == queued[:3]  # in order; the open batch keeps lingering
     assert all(b.records is not None for b in queued[:3])
     assert acc.queued_partitions() == [TP0]
@@ -216,7 +211,7 @@ def test_a_backlog_of_complete_batches_goes_in_one_request() -> None:
     for _ in range(4):
         acc.append(TP0, TS, None, b"v" * 200)
     size = queued[0].size_in_bytes
-    second = acc.drain(clock.now, lead, always, 2 * size)  # type: ignore[arg-type]
+    second = acc.drain(clock.now_ms, lead, always, 2 * size)  # type: ignore[arg-type]
     assert len(second.by_node[1]) == 2
 
 
@@ -230,7 +225,7 @@ def test_every_partition_gets_its_turn_before_a_backlog_fills_the_request() -> N
         tp0 = list(acc._deques[TP0])
         (tp1,) = acc._deques[TP1]
     size = tp0[0].size_in_bytes
-    result = acc.drain(clock.now, lead, always, 3 * size)  # type: ignore[arg-type]
+    result = acc.drain(clock.now_ms, lead, always, 3 * size)  # type: ignore[arg-type]
     assert result.by_node[1] == [tp0[0], tp1, tp0[1]]
 
 
@@ -238,12 +233,12 @@ def test_a_retried_batch_goes_alone() -> None:
     acc, clock = accumulator(linger_ms=0, batch_size=300)
     lead = leaders({TP0: 1})
     acc.append(TP0, TS, None, b"v" * 200)
-    (retried,) = acc.drain(clock.now, lead, always, 10**6).by_node[1]  # type: ignore[arg-type]
+    (retried,) = acc.drain(clock.now_ms, lead, always, 10**6).by_node[1]  # type: ignore[arg-type]
     for _ in range(3):
         acc.append(TP0, TS, None, b"v" * 200)
     retried.attempts = 1
-    acc.reenqueue(retried, clock.now)
-    assert acc.drain(clock.now, lead, always, 10**6).by_node[1] == [retried]  # type: ignore[arg-type]
+    acc.reenqueue(retried, clock.now_ms)
+    assert acc.drain(clock.now_ms, lead, always, 10**6).by_node[1] == [retried]  # type: ignore[arg-type]
 
 
 def test_with_idempotence_a_request_stays_within_the_pending_limit() -> None:
@@ -254,12 +249,12 @@ def test_with_idempotence_a_request_stays_within_the_pending_limit() -> None:
     lead = leaders({TP0: 1})
     for _ in range(9):
         acc.append(TP0, TS, None, b"v" * 200)
-    first = acc.drain(clock.now, lead, always, 10**6).by_node[1]  # type: ignore[arg-type]
+    first = acc.drain(clock.now_ms, lead, always, 10**6).by_node[1]  # type: ignore[arg-type]
     assert [b.base_sequence for b in first] == [0, 1, 2, 3, 4]  # 5 pending at most
-    assert acc.drain(clock.now, lead, always, 10**6).by_node == {}  # type: ignore[arg-type]
+    assert acc.drain(clock.now_ms, lead, always, 10**6).by_node == {}  # type: ignore[arg-type]
     for batch in first[:2]:
         idempotence.on_success(batch)
-    second = acc.drain(clock.now, lead, always, 10**6).by_node[1]  # type: ignore[arg-type]
+    second = acc.drain(clock.now_ms, lead, always, 10**6).by_node[1]  # type: ignore[arg-type]
     assert [b.base_sequence for b in second] == [5, 6]
 
 
@@ -269,18 +264,18 @@ def test_max_request_size_splits_requests_and_partitions_take_turns() -> None:
     lead = leaders(dict.fromkeys(tps, 1))
     for tp in tps:
         acc.append(tp, TS, None, b"v" * 200)
-    first = acc.drain(clock.now, lead, always, 600)  # type: ignore[arg-type]
+    first = acc.drain(clock.now_ms, lead, always, 600)  # type: ignore[arg-type]
     assert [b.topic_partition for b in first.by_node[1]] == tps[:2]
     for tp in tps[:2]:
         acc.append(tp, TS, None, b"v" * 200)
-    second = acc.drain(clock.now, lead, always, 600)  # type: ignore[arg-type]
+    second = acc.drain(clock.now_ms, lead, always, 600)  # type: ignore[arg-type]
     assert [b.topic_partition for b in second.by_node[1]] == tps[2:]
     # A batch larger than max.request.size still goes, alone, when its turn comes.
     acc.append(TP2, TS, None, b"z" * 900)
     lead = leaders({TP2: 1, **dict.fromkeys(tps, 1)})
-    third = acc.drain(clock.now, lead, always, 600)  # type: ignore[arg-type]
+    third = acc.drain(clock.now_ms, lead, always, 600)  # type: ignore[arg-type]
     assert [b.topic_partition for b in third.by_node[1]] == tps[:2]
-    fourth = acc.drain(clock.now, lead, always, 600)  # type: ignore[arg-type]
+    fourth = acc.drain(clock.now_ms, lead, always, 600)  # type: ignore[arg-type]
     assert [b.topic_partition for b in fourth.by_node[1]] == [TP2]
 
 
@@ -288,7 +283,7 @@ def test_unknown_leaders_and_busy_nodes_keep_batches_queued() -> None:
     acc, clock = accumulator(linger_ms=0)
     acc.append(TP0, TS, None, b"a")
     acc.append(TP1, TS, None, b"b")
-    result = acc.drain(clock.now, leaders({TP1: 3}), lambda node: node != 3, 1_000_000)  # type: ignore[arg-type]
+    result = acc.drain(clock.now_ms, leaders({TP1: 3}), lambda node: node != 3, 1_000_000)  # type: ignore[arg-type]
     assert result.by_node == {}
     assert result.unknown_leaders == {TP0}
     assert set(acc.queued_partitions()) == {TP0, TP1}
@@ -298,7 +293,7 @@ def test_an_unknown_leader_is_reported_while_the_batch_still_lingers() -> None:
     # Else nothing asks for the leader until linger.ms passed, and nothing wakes the sender then.
     acc, clock = accumulator(linger_ms=1_000)
     acc.append(TP0, TS, None, b"a")
-    result = acc.drain(clock.now, leaders({}), always, 1_000_000)  # type: ignore[arg-type]
+    result = acc.drain(clock.now_ms, leaders({}), always, 1_000_000)  # type: ignore[arg-type]
     assert result.unknown_leaders == {TP0}
     assert set(acc.queued_partitions()) == {TP0}
 
@@ -309,11 +304,11 @@ def test_a_muted_partition_is_not_drained_until_unmuted() -> None:
     acc.append(TP1, TS, None, b"b")
     acc.mute(TP0)
     lead = leaders({TP0: 1, TP1: 1})
-    first = acc.drain(clock.now, lead, always, 1_000_000)  # type: ignore[arg-type]
+    first = acc.drain(clock.now_ms, lead, always, 1_000_000)  # type: ignore[arg-type]
     assert [b.topic_partition for b in first.by_node[1]] == [TP1]
     assert acc.is_muted(TP0) and not first.unknown_leaders
     acc.unmute(TP0)
-    second = acc.drain(clock.now, lead, always, 1_000_000)  # type: ignore[arg-type]
+    second = acc.drain(clock.now_ms, lead, always, 1_000_000)  # type: ignore[arg-type]
     assert [b.topic_partition for b in second.by_node[1]] == [TP0]
 
 
@@ -359,13 +354,13 @@ def test_a_retry_waits_for_its_backoff_and_goes_back_in_sequence_order() -> None
     acc.idempotence = object()  # type: ignore[assignment]  # only tested for None
     batches = []
     for sequence in (10, 0, 5):
-        batch = ProducerBatch(TP0, clock.now, 0)
+        batch = ProducerBatch(TP0, clock.now_ms, 0)
         batch.base_sequence = sequence
         batch.attempts = 1
         batches.append(batch)
     new = acc.append(TP0, TS, None, b"new")
     for batch in batches:
-        acc.reenqueue(batch, clock.now + 20)
+        acc.reenqueue(batch, clock.now_ms + 20)
     with acc.lock:
         queued = list(acc._deques[TP0])
     assert [b.base_sequence for b in queued] == [0, 5, 10, -1]
@@ -379,10 +374,10 @@ def test_without_idempotence_retries_go_back_in_creation_order() -> None:
     lead = leaders({TP0: 1})
     for _ in range(4):
         acc.append(TP0, TS, None, b"v" * 200)
-    sent = [acc.drain(clock.now, lead, always, 300).by_node[1][0] for _ in range(3)]  # type: ignore[arg-type]
+    sent = [acc.drain(clock.now_ms, lead, always, 300).by_node[1][0] for _ in range(3)]  # type: ignore[arg-type]
     for batch in sent:  # three requests, answered (failed) oldest first
         batch.attempts = 1
-        acc.reenqueue(batch, clock.now)
+        acc.reenqueue(batch, clock.now_ms)
     with acc.lock:
         queued = list(acc._deques[TP0])
     assert queued[:3] == sent
@@ -392,13 +387,13 @@ def test_without_idempotence_retries_go_back_in_creation_order() -> None:
 def test_retry_backoff_delays_readiness() -> None:
     acc, clock = accumulator(linger_ms=0)
     acc.append(TP0, TS, None, b"a")
-    (batch,) = acc.drain(clock.now, leaders({TP0: 1}), always, 10**6).by_node[1]  # type: ignore[arg-type]
+    (batch,) = acc.drain(clock.now_ms, leaders({TP0: 1}), always, 10**6).by_node[1]  # type: ignore[arg-type]
     batch.attempts = 1
-    acc.reenqueue(batch, clock.now + 20)
-    result = acc.drain(clock.now, leaders({TP0: 1}), always, 10**6)  # type: ignore[arg-type]
-    assert result.by_node == {} and result.next_ready_ms == clock.now + 20
-    clock.now += 20
-    assert acc.drain(clock.now, leaders({TP0: 1}), always, 10**6).by_node[1] == [batch]  # type: ignore[arg-type]
+    acc.reenqueue(batch, clock.now_ms + 20)
+    result = acc.drain(clock.now_ms, leaders({TP0: 1}), always, 10**6)  # type: ignore[arg-type]
+    assert result.by_node == {} and result.next_ready_ms == clock.now_ms + 20
+    clock.now_ms += 20
+    assert acc.drain(clock.now_ms, leaders({TP0: 1}), always, 10**6).by_node[1] == [batch]  # type: ignore[arg-type]
 
 
 def test_buffer_memory_is_reserved_per_batch_and_returned_when_done() -> None:
@@ -445,13 +440,13 @@ def test_a_blocked_thread_wakes_when_memory_is_freed() -> None:
 def test_batches_older_than_the_delivery_timeout_expire_from_the_front() -> None:
     acc, clock = accumulator(linger_ms=1_000, batch_size=200)
     old = acc.append(TP0, TS, None, b"v" * 120)
-    clock.now += 50
+    clock.now_ms += 50
     young = acc.append(TP0, TS, None, b"v" * 120)
     assert old is not young
-    assert acc.expired(clock.now, 100) == []
+    assert acc.expired(clock.now_ms, 100) == []
     assert acc.next_expiry_ms(100) == 1_100
-    clock.now = 1_100
-    assert acc.expired(clock.now, 100) == [old]
+    clock.now_ms = 1_100
+    assert acc.expired(clock.now_ms, 100) == [old]
     assert old is not None and old.expired
     assert acc.next_expiry_ms(100) == 1_150
 

@@ -219,8 +219,13 @@ async def test_a_topic_seen_before_and_called_unknown_is_waited_for(
     fake.topics.pop("orders")  # the restarted broker does not know it yet
     metadata.request_update()
 
+    asked = len(fake.calls)
+
     async def catch_up() -> None:
-        await asyncio.sleep(0.3)
+        # Once the broker answered "unknown" (the wait is on), it catches up.
+        async with asyncio.timeout(5):
+            while len(fake.calls) <= asked:
+                await asyncio.sleep(0.001)
         fake.topics["orders"] = 3
 
     caught_up = asyncio.create_task(catch_up())

@@ -27,7 +27,6 @@ from consumer_fakes import (
     poll_until,
 )
 
-import replog.client.consumer as consumer_module
 from replog.aio import Consumer as ExportedConsumer
 from replog.client.consumer import Consumer
 from replog.client.records import (
@@ -49,6 +48,7 @@ from replog.errors import (
     RecordDeserializationError,
     UnknownTopicOrPartitionError,
 )
+from replog.testing import ManualClock
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
@@ -552,13 +552,11 @@ async def test_a_corrupt_batch_raises_after_the_records_before_it(cluster: FakeC
 async def test_an_offset_lookup_that_times_out_names_the_callers_timeout(
     cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The deadline is set a few ms before the lookup starts (here 5): the error still names
-    # the timeout the caller gave, not what was left of it.
+    # The deadline is set a few ms before the lookup starts (here the clock moves 5 ms at
+    # every read): the error still names the timeout the caller gave, not what was left of it.
     cluster.create("t", 1)
     cluster.down.add(cluster.partition("t").leader)
-    real = consumer_module.monotonic_ms
-    monkeypatch.setattr(consumer_module, "monotonic_ms", lambda: real() - 5)
-    async with consumer(cluster) as c:
+    async with consumer(cluster, clock=ManualClock(tick_ms=5)) as c:
         c.assign([T0])
         with pytest.raises(
             KafkaTimeoutError, match="end_offsets for t-0 did not finish within 200 ms"
@@ -898,3 +896,43 @@ def test_a_consumer_is_bound_to_the_event_loop_it_was_first_used_on(
     asyncio.run(c.close())  # its loop ended: nothing of it can run, close just ends
     with pytest.raises(ClientClosedError):
         asyncio.run(first())
+
+
+@pytest.mark.asyncio
+async def test_a_fetch_task_that_dies_fails_the_waiting_poll_with_its_cause(
+    cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The fetches run in the consumer's TaskGroup: one that dies (a bug) fails the consumer,
+    # logged once, instead of being retried after a backoff with the cause lost in the log.
+    cluster.create("t")
+    cluster.append("t", 0, [b"a"])
+    blocked = asyncio.Event()
+
+    async def broken(self: Any, request: Any, *, resend: Any = ()) -> Any:
+        await blocked.wait()  # the poll waits for it, then it dies
+        raise RuntimeError("a bug in fetch")
+
+    monkeypatch.setattr(consumer_fakes.FakeFetchStream, "fetch", broken)
+    async with consumer(cluster) as c:
+        c.assign([T0])
+        poll = asyncio.create_task(c.poll(30_000))
+        await poll_until_fetching(cluster)
+        blocked.set()
+        crash = r"the consumer's fetcher stopped on an unexpected error \(RuntimeError: a bug in"
+        with pytest.raises(IllegalStateError, match=r"^poll: " + crash) as raised:
+            await asyncio.wait_for(poll, 5)
+        assert isinstance(raised.value.__cause__, RuntimeError)
+        with pytest.raises(IllegalStateError, match=r"^poll: " + crash):
+            await c.poll(0)
+    logged = [r for r in caplog.records if r.exc_info and "a bug in" in str(r.exc_info[1])]
+    assert [r.getMessage() for r in logged] == [
+        "the consumer's fetcher stopped on an unexpected error"
+    ]
+
+
+async def poll_until_fetching(cluster: FakeCluster) -> None:
+    """Until a FetchStream is open (the consumer knows the leader and the position)."""
+    deadline = time.monotonic() + 5
+    while not cluster.streams:
+        assert time.monotonic() < deadline, "no fetch started"
+        await asyncio.sleep(0.001)

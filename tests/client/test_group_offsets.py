@@ -9,7 +9,6 @@ from collections.abc import Callable
 import pytest
 from consumer_fakes import FakeCluster, consumer_settings
 
-from replog.client import consumer as consumer_module
 from replog.client.consumer import Consumer
 from replog.client.group_offsets import RECOMMIT_UNCHANGED_MS, AutoCommitter, GroupOffsets
 from replog.client.records import OffsetAndMetadata, TopicPartition
@@ -24,6 +23,7 @@ from replog.errors import (
     OffsetMetadataTooLargeError,
     UnknownTopicOrPartitionError,
 )
+from replog.testing import ManualClock
 
 A = TopicPartition("a", 0)
 B = TopicPartition("b", 1)
@@ -46,19 +46,6 @@ def offsets_of(
         clock=clock,
         **settings,
     )
-
-
-class TickingClock:
-    """A millisecond clock that moves `step_ms` at every read: time passes between any two
-    reads, deterministically (the retry loop's sleeps stay real, and short)."""
-
-    def __init__(self, step_ms: int, start_ms: int = 1_000_000) -> None:
-        self.now_ms = start_ms
-        self.step_ms = step_ms
-
-    def __call__(self) -> int:
-        self.now_ms += self.step_ms
-        return self.now_ms
 
 
 def soon(ms: int = 5_000) -> int:
@@ -168,7 +155,7 @@ async def test_the_deadline_names_operation_group_timeout_and_last_error() -> No
     cluster.commit_errors.extend(
         CoordinatorLoadInProgressError("offsets loading") for _ in range(1000)
     )
-    clock = TickingClock(step_ms=7)
+    clock = ManualClock(tick_ms=7)
     group = offsets_of(cluster, clock=clock)
     deadline = clock() + 200
     with pytest.raises(KafkaTimeoutError) as raised:
@@ -192,7 +179,7 @@ async def test_a_deadline_without_its_timeout_is_named_as_the_time_from_the_call
     cluster.commit_errors.extend(
         CoordinatorLoadInProgressError("offsets loading") for _ in range(1000)
     )
-    clock = TickingClock(step_ms=7)
+    clock = ManualClock(tick_ms=7)
     group = offsets_of(cluster, clock=clock)
     first = asyncio.create_task(
         group.commit({A: OffsetAndMetadata(1)}, deadline_ms=clock() + 100, timeout_ms=100)
@@ -300,7 +287,7 @@ async def test_an_auto_commit_that_times_out_names_the_request_timeout(
     cluster.commit_errors.extend(
         CoordinatorLoadInProgressError("offsets loading") for _ in range(1000)
     )
-    clock = TickingClock(step_ms=7)
+    clock = ManualClock(tick_ms=7)
     committer = AutoCommitter(
         offsets_of(cluster, clock=clock), interval_ms=1, request_timeout_ms=250, clock=clock
     )
@@ -316,7 +303,8 @@ async def test_the_consumer_names_the_timeout_its_caller_gave(
 ) -> None:
     """`Consumer.commit`/`committed` pass their caller's timeout down: the error names it even
     when time passed between the consumer computing its deadline and the call starting (here
-    the consumer's clock lags by 50 ms, so the deadline leaves only 100 of the 150 ms)."""
+    the consumer's clock moves 50 ms at every read, so the call starts with less than 150 ms
+    left)."""
     cluster = FakeCluster()
     cluster.install(monkeypatch)
     cluster.commit_errors.extend(
@@ -325,9 +313,8 @@ async def test_the_consumer_names_the_timeout_its_caller_gave(
     cluster.offset_fetch_errors.extend(
         CoordinatorLoadInProgressError("offsets loading") for _ in range(1000)
     )
-    monkeypatch.setattr(consumer_module, "monotonic_ms", lambda: monotonic_ms() - 50)
     settings = consumer_settings(cluster, group_id="g", enable_auto_commit=False)
-    async with Consumer(**settings) as consumer:
+    async with Consumer(**settings, clock=ManualClock(tick_ms=50)) as consumer:
         with pytest.raises(KafkaTimeoutError, match=r"commit .* did not finish within 150 ms"):
             await consumer.commit({A: 1}, timeout_ms=150)
         with pytest.raises(KafkaTimeoutError, match=r"fetch .* did not finish within 150 ms"):

@@ -302,8 +302,9 @@ async def test_a_lingering_batch_goes_as_soon_as_its_partition_gets_a_leader(
     # leader is unknown, and must still make it refresh the metadata (and be woken by it).
     producer = make(linger_ms=5, delivery_timeout_ms=10_000)
     cluster.log("one").leader = -1  # an election in progress
+    asked = cluster.metadata_calls
     future = producer.send_nowait("one", b"v")
-    await asyncio.sleep(0.2)
+    await until(lambda: cluster.metadata_calls > asked + 1)  # told again: no leader yet
     cluster.log("one").leader = 0
     started = time.monotonic()
     assert (await asyncio.wait_for(future, 2)).offset == 0
@@ -788,6 +789,25 @@ async def test_after_the_sender_crashed_sends_and_flush_raise_naming_the_crash(
         producer.send_nowait("one", b"late")
     with pytest.raises(IllegalStateError, match=r"^flush: " + SENDER_CRASH):
         await producer.flush(timeout_ms=1_000)
+
+
+@pytest.mark.asyncio
+async def test_a_sender_task_that_dies_fails_the_pending_sends_with_its_cause(
+    cluster: FakeCluster, make: Made, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The producer id request is a task of the sender's TaskGroup: its death (a bug) stops
+    # the sender, logged once, instead of leaving the sends to expire with no word of why.
+    cluster.pid_errors.append(RuntimeError("a bug in InitProducerId"))
+    producer = make(delivery_timeout_ms=60_000)
+    # Failed as a batch (UnknownServerError) or refused as an append after the crash.
+    with pytest.raises((UnknownServerError, IllegalStateError), match="a bug in InitProducerId"):
+        await asyncio.wait_for(producer.send("one", b"v"), 5)
+    crash = r"the producer's sender stopped on an unexpected error \(RuntimeError: a bug in Init"
+    with pytest.raises(IllegalStateError, match=r"^flush: " + crash):
+        await producer.flush(timeout_ms=1_000)
+    logged = [r for r in caplog.records if r.exc_info and "a bug in" in str(r.exc_info[1])]
+    assert len(logged) == 1
+    assert logged[0].getMessage() == "the producer's sender stopped on an unexpected error"
 
 
 @pytest.mark.asyncio

@@ -7,7 +7,6 @@ Records that wait for a leader (none elected) are warned about too, once."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import io
 import logging
@@ -77,7 +76,8 @@ async def test_records_waiting_for_a_leader_are_warned_about_once(
         return [r.getMessage() for r in caplog.records if "no leader" in r.getMessage()]
 
     await until(lambda: bool(warnings()))
-    await asyncio.sleep(0.3)  # more passes of the sender: still one warning
+    asked = cluster.metadata_calls
+    await until(lambda: cluster.metadata_calls >= asked + 3)  # more passes: still one warning
     (warning,) = warnings()
     assert warning.startswith("Partition one-0 has had no leader for ")
     assert "delivery.timeout.ms=10000 ms" in warning

@@ -220,7 +220,7 @@ def test_a_send_waiting_for_memory_for_a_record_larger_than_batch_size_does_not_
     cluster.gate.close()
     # Each reserves its size, 4097 bytes: 1806 left, more than batch.size, less than needed.
     held = [producer.send("one", b"x" * 4_000) for _ in range(2)]
-    engine = producer._engine
+    engine = producer._aio
     append = engine._append
     appends = 0
 
@@ -387,7 +387,7 @@ def test_after_the_sender_crashed_send_and_flush_raise_naming_the_crash(
 ) -> None:
     producer = make()
     producer.send("one", b"warm-up").get(5)
-    break_drain(monkeypatch, producer._engine._accumulator)
+    break_drain(monkeypatch, producer._aio._accumulator)
     with pytest.raises(UnknownServerError, match="the producer's sender failed"):
         producer.send("one", b"v").get(5)
     with pytest.raises(IllegalStateError, match=r"^send to topic 'one': " + SENDER_CRASH):

@@ -22,13 +22,9 @@ gRPC one, driven by kafka-python and by raw sockets:
 
 from __future__ import annotations
 
-import os
 import random
-import signal
 import socket
 import struct
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -59,8 +55,9 @@ from replog.kafka.protocol.framing import decode_response, encode_request
 from replog.record import build_batch
 from replog.server.kafka_admin_apis import ADMIN_SERVED
 from replog.server.kafka_apis import SERVED
+from replog.server.kafka_group_apis import GROUP_SERVED
 from tests.eventually import wait_until
-from tests.local_ports import free_port
+from tests.kafka.kafka_node import RunningNode, running_node
 
 kafka = pytest.importorskip("kafka")
 API_VERSIONS = ApiVersionsRequest(
@@ -68,57 +65,12 @@ API_VERSIONS = ApiVersionsRequest(
 )
 
 
-class RunningNode:
-    def __init__(self, process: subprocess.Popen[bytes], log: Path, grpc: int, kafka: int):
-        self.process = process
-        self.log = log
-        self.grpc_port = grpc
-        self.kafka_port = kafka
-
-    @property
-    def kafka_address(self) -> str:
-        return f"127.0.0.1:{self.kafka_port}"
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace")
-
-
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[RunningNode]:
-    grpc_port, kafka_port = free_port(), free_port()
-    config = tmp_path / "server.properties"
-    config.write_text(
-        "\n".join(
-            [
-                "process.roles=broker,controller",
-                "node.id=1",
-                "cluster.id=kafka-listener-test",
-                f"controller.quorum.voters=1@127.0.0.1:{grpc_port}",
-                f"listeners=CONTROLLER://127.0.0.1:{grpc_port},PLAINTEXT://127.0.0.1:{kafka_port}",
-                f"log.dirs={tmp_path / 'logs'}",
-                "socket.request.max.bytes=1048576",
-                "",
-            ]
-        )
-    )
-    log = tmp_path / "node.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "replog.cli.main", "node", "--config", str(config)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-    running = RunningNode(process, log, grpc_port, kafka_port)
-    try:
+    with running_node(
+        tmp_path, "kafka-listener-test", ["socket.request.max.bytes=1048576"]
+    ) as running:
         yield running
-    finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def create_topic(node: RunningNode, name: str, partitions: int) -> None:
@@ -293,7 +245,7 @@ def test_api_versions_above_the_served_range_is_answered_unsupported(node: Runni
     assert served.error_code == 0
     # Every handler table the broker wires, the core's and the admin one.
     assert {(k.api_key, k.min_version, k.max_version) for k in served.api_keys} == {
-        (key, low, high) for key, (low, high) in {**SERVED, **ADMIN_SERVED}.items()
+        (key, low, high) for key, (low, high) in {**SERVED, **ADMIN_SERVED, **GROUP_SERVED}.items()
     }
     assert (19, 2, 7) in {(k.api_key, k.min_version, k.max_version) for k in served.api_keys}
     # v5: the header is a flexible one; the answer is a v0 body under header v0.

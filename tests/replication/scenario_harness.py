@@ -16,7 +16,7 @@ The harness plays everything else, step by step and deterministically:
   FetchStream call's incremental fetch session, served by the leader's `BrokerService` (idle
   entries answered from kept reads, `repeat_reads`); a failed or dropped exchange, or a
   crash of either side, ends the call and its session on both sides;
-- the clock: one `FakeClock` for every broker and log manager; nothing moves unless a test
+- the clock: one `ManualClock` for every broker and log manager; nothing moves unless a test
   advances it (`advance` also runs every broker's `tick`);
 - failures: `crash` closes the logs without flushing (no clean-shutdown marker, no checkpoint)
   and can cut a partition's active `.log` back to a batch boundary (lost page cache) or tear its
@@ -89,6 +89,7 @@ from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager, LogManagerConfig
+from replog.testing import ManualClock
 from replog.wire import broker_codec
 
 START_MS = 1_700_000_000_000
@@ -96,20 +97,6 @@ QUORUM_EPOCH = 3
 # An answer that never comes within this much real time is a bug in the broker (with
 # replica.fetch.wait.max.ms = 0 every fetch answers at once), not something to wait out.
 REAL_TIMEOUT_S = 5.0
-
-
-class FakeClock:
-    """One frozen clock for every broker: it moves only when a test says so."""
-
-    def __init__(self, start_ms: int = START_MS) -> None:
-        self.now_ms = start_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, ms: int) -> int:
-        self.now_ms += ms
-        return self.now_ms
 
 
 @dataclass
@@ -222,7 +209,7 @@ class Cluster:
         fetch_sessions: bool = False,
     ) -> None:
         self.root = root
-        self.clock = FakeClock()
+        self.clock = ManualClock(START_MS)
         self.log_config = log_config or LogConfig(segment_index_bytes=64 * 1024)
         self.image = _replayed(MetadataImage.EMPTY, FeatureLevelRecord(METADATA_VERSION_FEATURE, 7))
         self.brokers: dict[int, Broker] = {}

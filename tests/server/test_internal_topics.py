@@ -22,10 +22,11 @@ from replog.replication.messages import (
     ProduceRequest,
 )
 from replog.server.broker_service import BrokerService, add_broker_service
+from replog.testing import ManualClock
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC, INTERNAL_TOPICS, is_internal_topic
 from replog.wire.broker_client import BrokerClient
 from tests.metadata.metadata_helpers import create_topic, topic_id
-from tests.server.test_replica_manager import FakeClock, Node, batch, cluster_image
+from tests.server.test_replica_manager import Node, batch, cluster_image
 
 OFFSETS = CONSUMER_OFFSETS_TOPIC
 
@@ -33,7 +34,7 @@ OFFSETS = CONSUMER_OFFSETS_TOPIC
 def solo_leader(tmp_path: Path) -> Node:
     """Broker 1, the only replica (so acks=all completes at once) of `__consumer_offsets`-0
     and of `t`-0."""
-    node = Node(tmp_path, 1, FakeClock())
+    node = Node(tmp_path, 1, ManualClock())
     topics = (*create_topic(OFFSETS, topic_id(9), (1,)), *create_topic("t", topic_id(1), (1,)))
     node.rm.apply_image(cluster_image(*topics))
     return node

@@ -273,3 +273,22 @@ def test_a_storage_error_applying_an_image_stops_the_broker_without_a_traceback(
     assert len(stopped) == 1 and isinstance(stopped[0], KafkaStorageError)
     assert "no space left" in str(stopped[0]).lower()
     assert feed.publisher_faults == 0 and "Traceback" not in caplog.text
+
+
+def test_the_local_changes_line_names_a_few_partitions_and_counts_the_rest(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One publication may change thousands of a broker's partitions: its line counts them and
+    names the first few."""
+    feed, _, _ = listener(high_watermark=1)
+    feed.install(LocalChangesLog(BROKER))
+    many = uuid.UUID(int=7)
+    records = [
+        RegisterBrokerRecord(BROKER, uuid.UUID(int=9), 1),
+        TopicRecord("many", many),
+        *(PartitionRecord(many, p, (BROKER,), (BROKER,), BROKER) for p in range(8)),
+    ]
+    with caplog.at_level(logging.INFO, logger="replog.server.metadata"):
+        feed(committed(0, BOOTSTRAP, *records))
+    (line,) = [r.getMessage() for r in caplog.records if "at metadata offset" in r.getMessage()]
+    assert "lead 8 (many-0, many-1, many-2, many-3, many-4 and 3 more)" in line, line

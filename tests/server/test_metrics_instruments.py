@@ -18,11 +18,11 @@ from replog.server.metrics.request_interceptor import (
     split_method,
     status_name,
 )
+from replog.testing import ManualClock
 from tests.eventually import eventually
 from tests.metadata.metadata_helpers import replayed
 from tests.server.test_replica_manager import (
     TID,
-    FakeClock,
     Node,
     batch,
     consumer_fetch,
@@ -65,7 +65,7 @@ def test_broker_counters() -> None:
 async def test_replica_manager_counts_produce_fetch_replication_and_isr_changes(
     tmp_path: Path,
 ) -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     leader, follower, _ = two_nodes(tmp_path, clock)
 
     def get(node: Node, name: str, **labels: str) -> float | None:
@@ -236,7 +236,7 @@ async def test_interceptor_counts_a_call_the_caller_cancelled() -> None:
 
 @pytest.mark.asyncio
 async def test_an_isr_change_learned_from_metadata_first_counts_once(tmp_path: Path) -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     leader, _, image = two_nodes(tmp_path, clock)
     await produce(leader, batch())
     leader.rm.tick(clock.advance(30001))

@@ -160,10 +160,11 @@ def test_a_leaders_replication_factor_leaves_out_the_replicas_being_added(tmp_pa
     # added are not expected in the ISR yet.
     from quorum.metadata.records import PartitionChangeRecord
     from replog.server.metrics.node_state import _replica_state
+    from replog.testing import ManualClock
     from tests.metadata.metadata_helpers import replayed
-    from tests.server.test_replica_manager import TID, FakeClock, two_nodes
+    from tests.server.test_replica_manager import TID, two_nodes
 
-    leader_node, _, image = two_nodes(tmp_path, FakeClock())
+    leader_node, _, image = two_nodes(tmp_path, ManualClock())
     adding = PartitionChangeRecord(TID, 0, replicas=(1, 2, 3), adding_replicas=(3,))
     leader_node.rm.apply_image(replayed(image, adding))
     partition = leader_node.rm.partition("t", 0)

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from replog.errors import CorruptRecordError
+from replog.testing import ManualClock
 from tests.server.test_replica_manager import (
-    FakeClock,
     batch,
     batch_offsets,
     produce,
@@ -23,8 +23,8 @@ from tests.server.test_replica_manager import (
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 def idempotent(sequence: int, count: int, tag: int) -> bytes:
@@ -34,7 +34,7 @@ def idempotent(sequence: int, count: int, tag: int) -> bytes:
 
 @pytest.mark.asyncio
 async def test_an_entry_of_several_batches_is_appended_back_to_back(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     node = solo_node(tmp_path, clock)
     assert (await produce(node, batch(1))).base_offset == 0
@@ -51,7 +51,7 @@ async def test_an_entry_of_several_batches_is_appended_back_to_back(
 
 @pytest.mark.asyncio
 async def test_an_entry_with_one_bad_batch_appends_nothing(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     node = solo_node(tmp_path, clock)
     corrupt = bytearray(batch(2, tag=2))

@@ -20,14 +20,7 @@ from replog.errors import (
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as pb
 from replog.server.offsets_topic_creator import OffsetsTopicCreator, create_via_controller
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now_ms = 1000
-
-    def __call__(self) -> int:
-        return self.now_ms
+from replog.testing import ManualClock
 
 
 @dataclass
@@ -53,7 +46,7 @@ async def settled(creator: OffsetsTopicCreator) -> None:
 
 @pytest.mark.asyncio
 async def test_one_creation_at_a_time_and_a_backoff_after_a_failure() -> None:
-    clock = FakeClock()
+    clock = ManualClock(1000)
     create = FakeCreate(failures=[InvalidReplicationFactorError("3 replicas, 1 broker")])
     creator = OffsetsTopicCreator(1, create, clock=clock, retry_backoff_ms=500)
     for _ in range(5):
@@ -75,7 +68,7 @@ async def test_one_creation_at_a_time_and_a_backoff_after_a_failure() -> None:
 @pytest.mark.asyncio
 async def test_topic_already_exists_is_success_and_stop_cancels() -> None:
     create = FakeCreate(failures=[TopicAlreadyExistsError("exists")])
-    creator = OffsetsTopicCreator(1, create, clock=FakeClock())
+    creator = OffsetsTopicCreator(1, create, clock=ManualClock(1000))
     creator.request()
     create.gate.set()
     await settled(creator)

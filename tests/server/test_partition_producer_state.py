@@ -18,11 +18,11 @@ from replog.server.producer_state_loader import ProducerExpiry
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
 from replog.storage.producer_snapshot_file import ProducerSnapshotFiles
+from replog.testing import ManualClock
 from tests.metadata.metadata_helpers import replayed
 from tests.server.test_partition import NOW_MS, T0, lead, make, registration
 from tests.server.test_replica_manager import (
     TID,
-    FakeClock,
     Node,
     produce,
     replicate,
@@ -397,7 +397,7 @@ def test_a_snapshot_older_than_the_expired_prefix_is_passed_over(
 async def test_an_elected_follower_answers_a_retry_as_a_duplicate_without_reading_its_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     a, b, image = two_nodes(tmp_path, clock)
     for sequence in range(3):
         await produce(a, idempotent(9, sequence))
@@ -426,7 +426,7 @@ async def test_a_starting_broker_loads_the_tables_before_its_replicas_take_roles
     """After a crash a table is its last snapshot plus the headers after it: the broker's
     start-up reads them in its log-loading thread (`preload_producer_states`), so taking a role
     walks no log on the event loop, as Kafka loads producer state with its logs."""
-    clock = FakeClock()
+    clock = ManualClock()
     a, _, image = two_nodes(tmp_path, clock)
     for sequence in range(3):
         await produce(a, idempotent(9, sequence))
@@ -448,7 +448,7 @@ async def test_a_starting_broker_loads_the_tables_before_its_replicas_take_roles
 
 @pytest.mark.asyncio
 async def test_a_preloaded_table_is_not_used_once_its_log_moved(tmp_path: Path) -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     a, _, image = two_nodes(tmp_path, clock)
     await produce(a, idempotent(9, 0))
     a.log_manager.shutdown()

@@ -40,11 +40,11 @@ from replog.replication.messages import (
 )
 from replog.server.broker_service import BrokerService
 from replog.server.repeat_reads import RepeatReads
+from replog.testing import ManualClock
 from replog.wire import broker_codec as codec
 from tests.metadata.metadata_helpers import create_topic, replayed
 from tests.server.test_replica_manager import (
     TID,
-    FakeClock,
     Node,
     batch,
     batch_offsets,
@@ -105,7 +105,7 @@ class Cluster:
     """Broker 1 leads topic "t" (replicas 1, 2, 3); its followers fetch over sessions."""
 
     def __init__(self, root: Path, *, keep_reads: bool) -> None:
-        self.clock = clock = FakeClock()
+        self.clock = clock = ManualClock()
         self.image = cluster_image(*create_topic("t", TID, *[(1, 2, 3)] * PARTITIONS))
         self.nodes = {b: Node(root / f"keep{keep_reads}", b, clock) for b in (1, *FOLLOWERS)}
         self.apply(self.image)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from checkpoints import CLEAN_SHUTDOWN_MARKER
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import RemoveTopicRecord
 from replog.errors import KafkaStorageError
@@ -22,10 +23,10 @@ from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.fs import FileSystem
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
+from replog.testing import ManualClock
 from tests.metadata.metadata_helpers import create_topic, replayed, topic_id
 from tests.server.test_replica_manager import (
     T0,
-    FakeClock,
     batch,
     cluster_image,
     produce,
@@ -54,12 +55,12 @@ class SyncCounting(FileSystem):
 
 class Broker:
     def __init__(self, root: Path, fs: FileSystem | None = None) -> None:
-        self.clock = FakeClock()
+        self.clock = ManualClock()
         self.log_manager = LogManager(
             str(root / "broker1"), LogConfig(), fs=fs or FileSystem(), task_clock=self.clock
         )
         self.rm = ReplicaManager(
-            ReplicaManagerConfig(1), self.log_manager, clock=self.clock, wall_clock=FakeClock(T0)
+            ReplicaManagerConfig(1), self.log_manager, clock=self.clock, wall_clock=ManualClock(T0)
         )
 
     @property
@@ -329,3 +330,33 @@ def test_a_round_of_few_epoch_files_syncs_each_and_no_file_system(tmp_path: Path
     for plog in logs:
         assert not plog.leader_epoch_cache._store.needs_sync  # type: ignore[attr-defined]
         assert b"7 0" in (Path(plog.directory) / "leader-epoch-checkpoint").read_bytes()
+
+
+def test_a_power_loss_while_loading_leaves_a_load_that_is_done_again(tmp_path: Path) -> None:
+    """Loading cuts idle leaders' epoch entries back to their logs' ends without a sync of
+    its own per file. A power loss before the load's one sync may undo those rewrites; the
+    marker's removal was synced before, so the next start is unclean and cuts them again."""
+    root = tmp_path / "broker1"
+    first = LogManager(str(root), LogConfig())
+    for partition in range(3):
+        created = first.get_or_create_log("t", partition)
+        created.leader_epoch_cache.assign(4, 0)
+    first.shutdown()
+    epoch_files = {p: root / f"t-{p}" / "leader-epoch-checkpoint" for p in range(3)}
+    before = {p: path.read_bytes() for p, path in epoch_files.items()}
+
+    class PowerLossAtTheLoadsSync(FileSystem):
+        def sync_file_systems(self, directories: object) -> None:
+            for p, path in epoch_files.items():  # what was not synced is lost
+                path.write_bytes(before[p])
+            raise OSError(5, "power lost")
+
+    with pytest.raises(KafkaStorageError):
+        LogManager(str(root), LogConfig(), fs=PowerLossAtTheLoadsSync())
+    assert not (root / CLEAN_SHUTDOWN_MARKER).exists()
+    again = LogManager(str(root), LogConfig())
+    try:
+        assert again.previous_broker_epoch() == -1  # unclean
+        assert [again.get_log("t", p).leader_epoch_cache.entries() for p in range(3)] == [()] * 3
+    finally:
+        again.shutdown()

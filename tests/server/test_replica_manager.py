@@ -70,6 +70,7 @@ from replog.replication.messages import (
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
+from replog.testing import ManualClock
 from tests.metadata.metadata_helpers import (
     bootstrapped,
     create_topic,
@@ -84,18 +85,6 @@ SOLO_TID = topic_id(2)
 T0 = 1_700_000_000_000
 
 
-class FakeClock:
-    def __init__(self, now_ms: int = 1_000_000) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, ms: int) -> int:
-        self.now_ms += ms
-        return self.now_ms
-
-
 class Node:
     """One broker's data plane: a LogManager over tmp_path and its ReplicaManager."""
 
@@ -103,9 +92,9 @@ class Node:
         self,
         root: Path,
         broker_id: int,
-        clock: FakeClock,
+        clock: ManualClock,
         *,
-        wall_clock: FakeClock | None = None,
+        wall_clock: ManualClock | None = None,
         **config: Any,
     ) -> None:
         self.broker_id = broker_id
@@ -117,7 +106,7 @@ class Node:
             ReplicaManagerConfig(broker_id, **config),
             self.log_manager,
             clock=clock,
-            wall_clock=wall_clock if wall_clock is not None else FakeClock(T0),
+            wall_clock=wall_clock if wall_clock is not None else ManualClock(T0),
             broker_epoch=lambda: 10 * broker_id,
         )
 
@@ -188,12 +177,12 @@ def whole_log(node: Node, topic: str = "t") -> bytes:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 def nodes_with(
-    tmp_path: Path, clock: FakeClock, *assignments: tuple[int, ...], **config: Any
+    tmp_path: Path, clock: ManualClock, *assignments: tuple[int, ...], **config: Any
 ) -> tuple[Node, ...]:
     """Brokers 1..N holding topic "t" with one partition per replica assignment (the first
     replica leads), each with the image applied."""
@@ -207,12 +196,14 @@ def nodes_with(
     return nodes
 
 
-def two_nodes(tmp_path: Path, clock: FakeClock, **config: Any) -> tuple[Node, Node, MetadataImage]:
+def two_nodes(
+    tmp_path: Path, clock: ManualClock, **config: Any
+) -> tuple[Node, Node, MetadataImage]:
     leader, follower = nodes_with(tmp_path, clock, (1, 2), **config)
     return leader, follower, leader.rm.image
 
 
-def solo_node(tmp_path: Path, clock: FakeClock, **config: Any) -> Node:
+def solo_node(tmp_path: Path, clock: ManualClock, **config: Any) -> Node:
     (node,) = nodes_with(tmp_path, clock, (1,), **config)
     return node
 
@@ -266,7 +257,7 @@ def test_config_from_properties_maps_kafka_names() -> None:
 
 @pytest.mark.asyncio
 async def test_image_makes_leader_and_follower_with_fetch_sources(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     leader, follower, _ = two_nodes(tmp_path, clock)
     assert leader.leader().leader_epoch == 0
@@ -294,7 +285,7 @@ async def test_image_makes_leader_and_follower_with_fetch_sources(
 
 @pytest.mark.asyncio
 async def test_topic_deletion_removes_the_replica_and_its_log(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     leader, follower, image = two_nodes(tmp_path, clock)
     await produce(leader, batch())
@@ -311,7 +302,7 @@ async def test_topic_deletion_removes_the_replica_and_its_log(
 # --- logs of deleted topics: partition.metadata and stray logs ----------------------------------
 
 
-async def restarted_with_three_records(tmp_path: Path, clock: FakeClock) -> Node:
+async def restarted_with_three_records(tmp_path: Path, clock: ManualClock) -> Node:
     """Broker 1, sole replica of "t" (TID), after 3 records and a clean restart: a new manager
     over the same log dir, no image applied yet."""
     node = solo_node(tmp_path, clock)
@@ -331,7 +322,7 @@ def batch_bytes(directory: Path) -> bytes:
 
 @pytest.mark.asyncio
 async def test_a_topic_deleted_while_a_broker_was_down_is_set_aside_not_served(
-    tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     # A topic deleted while a broker started must not stay on its disk: a topic created later
     # under the same name would take that log, serving the deleted topic's records as its
@@ -354,7 +345,7 @@ async def test_a_topic_deleted_while_a_broker_was_down_is_set_aside_not_served(
 
 @pytest.mark.asyncio
 async def test_a_log_of_an_earlier_topic_of_the_same_name_is_replaced_not_taken(
-    tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     again = await restarted_with_three_records(tmp_path, clock)
     assert again.log("t").topic_id() == TID
@@ -373,7 +364,7 @@ async def test_a_log_of_an_earlier_topic_of_the_same_name_is_replaced_not_taken(
 
 @pytest.mark.asyncio
 async def test_a_log_without_partition_metadata_is_taken_and_gets_the_file(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     # A log that a replog without the file wrote (or an empty one made just before a crash).
     again = await restarted_with_three_records(tmp_path, clock)
@@ -387,7 +378,7 @@ async def test_a_log_without_partition_metadata_is_taken_and_gets_the_file(
 
 @pytest.mark.asyncio
 async def test_a_partition_moved_away_while_the_broker_was_down_is_set_aside_at_the_first_image(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     again = await restarted_with_three_records(tmp_path, clock)
     again.rm.apply_image(cluster_image(*create_topic("t", TID, (2, 3))))
@@ -397,7 +388,7 @@ async def test_a_partition_moved_away_while_the_broker_was_down_is_set_aside_at_
 
 
 def test_partitions_added_or_removed_after_a_fetch_join_or_leave_the_next_one(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     # The fetch order catches up with the replica set only when told it changed: a follower
     # that missed the news would never fetch a new partition, or keep asking for a gone one.
@@ -423,7 +414,9 @@ def test_partitions_added_or_removed_after_a_fetch_join_or_leave_the_next_one(
 
 
 @pytest.mark.asyncio
-async def test_produce_acks_1_appends_and_answers_at_once(tmp_path: Path, clock: FakeClock) -> None:
+async def test_produce_acks_1_appends_and_answers_at_once(
+    tmp_path: Path, clock: ManualClock
+) -> None:
     leader, _, _ = two_nodes(tmp_path, clock)
     first = await produce(leader, batch(3))
     second = await produce(leader, batch(2, tag=1))
@@ -435,7 +428,7 @@ async def test_produce_acks_1_appends_and_answers_at_once(tmp_path: Path, clock:
 
 
 @pytest.mark.asyncio
-async def test_produce_acks_0_answers_only_failures(tmp_path: Path, clock: FakeClock) -> None:
+async def test_produce_acks_0_answers_only_failures(tmp_path: Path, clock: ManualClock) -> None:
     leader, follower, _ = two_nodes(tmp_path, clock)
     response = await leader.rm.produce(produce_request(batch(), acks=0))
     assert response == ProduceResponse(())
@@ -447,7 +440,7 @@ async def test_produce_acks_0_answers_only_failures(tmp_path: Path, clock: FakeC
 
 @pytest.mark.asyncio
 async def test_produce_acks_all_completes_when_follower_fetch_moves_hw(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     leader, follower, _ = two_nodes(tmp_path, clock)
     task = asyncio.create_task(leader.rm.produce(produce_request(batch(2), acks=-1)))
@@ -466,7 +459,7 @@ async def test_produce_acks_all_completes_when_follower_fetch_moves_hw(
 
 
 @pytest.mark.asyncio
-async def test_produce_acks_all_times_out(tmp_path: Path, clock: FakeClock) -> None:
+async def test_produce_acks_all_times_out(tmp_path: Path, clock: ManualClock) -> None:
     leader, _, _ = two_nodes(tmp_path, clock)
     task = asyncio.create_task(
         leader.rm.produce(produce_request(batch(), acks=-1, timeout_ms=3000))
@@ -486,7 +479,7 @@ async def test_produce_acks_all_times_out(tmp_path: Path, clock: FakeClock) -> N
 
 @pytest.mark.asyncio
 async def test_produce_acks_all_needs_min_isr_before_append(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     image = cluster_image(
         TopicRecord("t", TID),
@@ -513,7 +506,7 @@ async def test_produce_acks_all_needs_min_isr_before_append(
 
 @pytest.mark.asyncio
 async def test_min_insync_replicas_follows_kafkas_config_precedence(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     # The dynamic broker configs (this broker's, then the cluster default) sit between the
     # topic's config and server.properties, as in Kafka.
@@ -547,7 +540,7 @@ async def test_min_insync_replicas_follows_kafkas_config_precedence(
 
 @pytest.mark.asyncio
 async def test_topic_config_changes_reach_the_existing_logs(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     # A topic's log settings reach an existing log when they change, on the leader and on the
     # follower, not only when the replica is created.
@@ -581,7 +574,7 @@ async def test_topic_config_changes_reach_the_existing_logs(
 
 @pytest.mark.asyncio
 async def test_a_refused_topic_setting_costs_only_its_own_key(
-    tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     # One value the broker refuses must not put the whole topic on the broker defaults, or
     # `retention.ms=-1` next to it is lost (data deleted after 7 days).
@@ -603,7 +596,7 @@ async def test_a_refused_topic_setting_costs_only_its_own_key(
 
 @pytest.mark.asyncio
 async def test_dynamic_broker_log_configs_reach_the_logs_below_the_topics_own(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     # A dynamic `message.max.bytes` (or any `log.*` key) on the cluster default or on this
     # broker reaches the logs, not only DescribeConfigs. Kafka's precedence: the topic's
@@ -643,7 +636,7 @@ async def test_dynamic_broker_log_configs_reach_the_logs_below_the_topics_own(
 
 
 @pytest.mark.asyncio
-async def test_produce_errors_per_partition(tmp_path: Path, clock: FakeClock) -> None:
+async def test_produce_errors_per_partition(tmp_path: Path, clock: ManualClock) -> None:
     leader, follower, _ = two_nodes(tmp_path, clock)
     bad_acks = await leader.rm.produce(produce_request(batch(), acks=2))
     assert isinstance(bad_acks.partitions[0].error, InvalidRequiredAcksError)
@@ -677,7 +670,7 @@ async def test_produce_errors_per_partition(tmp_path: Path, clock: FakeClock) ->
 
 @pytest.mark.asyncio
 async def test_idempotent_retry_is_answered_with_original_offsets(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     node = solo_node(tmp_path, clock)
 
@@ -709,7 +702,7 @@ async def test_idempotent_retry_is_answered_with_original_offsets(
 
 @pytest.mark.asyncio
 async def test_waiting_produce_fails_when_leadership_moves(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     leader, _, image = two_nodes(tmp_path, clock)
     task = asyncio.create_task(leader.rm.produce(produce_request(batch(), acks=-1)))
@@ -725,7 +718,7 @@ async def test_waiting_produce_fails_when_leadership_moves(
 
 @pytest.mark.asyncio
 async def test_consumer_fetch_never_returns_data_at_or_above_hw(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     leader, follower, _ = two_nodes(tmp_path, clock)
     await produce(leader, batch(2))
@@ -751,7 +744,7 @@ async def test_consumer_fetch_never_returns_data_at_or_above_hw(
 
 
 @pytest.mark.asyncio
-async def test_fetch_byte_budget_over_partitions(tmp_path: Path, clock: FakeClock) -> None:
+async def test_fetch_byte_budget_over_partitions(tmp_path: Path, clock: ManualClock) -> None:
     (node,) = nodes_with(tmp_path, clock, (1,), (1,))
     for partition in (0, 1):
         for tag in range(3):
@@ -781,7 +774,7 @@ async def test_fetch_byte_budget_over_partitions(tmp_path: Path, clock: FakeCloc
 
 
 @pytest.mark.asyncio
-async def test_fetch_waits_in_purgatory_until_an_append(tmp_path: Path, clock: FakeClock) -> None:
+async def test_fetch_waits_in_purgatory_until_an_append(tmp_path: Path, clock: ManualClock) -> None:
     node = solo_node(tmp_path, clock)
     task = asyncio.create_task(consumer_fetch(node, 0, max_wait_ms=5000))
     await settle()
@@ -792,7 +785,7 @@ async def test_fetch_waits_in_purgatory_until_an_append(tmp_path: Path, clock: F
 
 
 @pytest.mark.asyncio
-async def test_fetch_returns_empty_after_max_wait(tmp_path: Path, clock: FakeClock) -> None:
+async def test_fetch_returns_empty_after_max_wait(tmp_path: Path, clock: ManualClock) -> None:
     node = solo_node(tmp_path, clock)
     task = asyncio.create_task(consumer_fetch(node, 0, max_wait_ms=500))
     await settle()
@@ -806,7 +799,7 @@ async def test_fetch_returns_empty_after_max_wait(tmp_path: Path, clock: FakeClo
 
 @pytest.mark.asyncio
 async def test_parked_follower_fetch_is_woken_by_a_leader_append(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     leader, follower, _ = two_nodes(tmp_path, clock)
     request = follower.rm.build_follower_fetch(1, clock())
@@ -822,7 +815,7 @@ async def test_parked_follower_fetch_is_woken_by_a_leader_append(
 
 
 @pytest.mark.asyncio
-async def test_fetch_errors(tmp_path: Path, clock: FakeClock) -> None:
+async def test_fetch_errors(tmp_path: Path, clock: ManualClock) -> None:
     leader, _, _ = two_nodes(tmp_path, clock)
     await produce(leader, batch(2))
     past_end = await consumer_fetch(leader, 10)
@@ -848,7 +841,7 @@ async def test_fetch_errors(tmp_path: Path, clock: FakeClock) -> None:
 
 
 @pytest.mark.asyncio
-async def test_fenced_leader_epoch_on_fetch(tmp_path: Path, clock: FakeClock) -> None:
+async def test_fenced_leader_epoch_on_fetch(tmp_path: Path, clock: ManualClock) -> None:
     node = solo_node(tmp_path, clock)
     node.rm.apply_image(replayed(node.rm.image, PartitionChangeRecord(TID, 0, leader=1)))
     stale = await consumer_fetch(node, 0, current_leader_epoch=0)
@@ -861,7 +854,7 @@ async def test_fenced_leader_epoch_on_fetch(tmp_path: Path, clock: FakeClock) ->
 
 
 @pytest.mark.asyncio
-async def test_diverging_epoch_then_follower_truncation(tmp_path: Path, clock: FakeClock) -> None:
+async def test_diverging_epoch_then_follower_truncation(tmp_path: Path, clock: ManualClock) -> None:
     a, b, image = two_nodes(tmp_path, clock)
     await produce(a, batch(1, tag=0))
     await produce(a, batch(1, tag=1))
@@ -905,7 +898,7 @@ async def test_diverging_epoch_then_follower_truncation(tmp_path: Path, clock: F
 
 
 @pytest.mark.asyncio
-async def test_multi_round_truncation_through_fetches(tmp_path: Path, clock: FakeClock) -> None:
+async def test_multi_round_truncation_through_fetches(tmp_path: Path, clock: ManualClock) -> None:
     """Follower epochs {0, 2}, leader epochs {0, 1, 3}: two DivergingEpoch rounds
     (docs/design/replication.md#iterative-truncation-example)."""
     a, b, image = two_nodes(tmp_path, clock)
@@ -940,7 +933,7 @@ async def test_multi_round_truncation_through_fetches(tmp_path: Path, clock: Fak
 
 
 @pytest.mark.asyncio
-async def test_follower_offset_out_of_range_handling(tmp_path: Path, clock: FakeClock) -> None:
+async def test_follower_offset_out_of_range_handling(tmp_path: Path, clock: ManualClock) -> None:
     leader, follower, _ = two_nodes(tmp_path, clock)
     for tag in range(3):
         await produce(leader, batch(1, tag=tag))
@@ -980,7 +973,7 @@ async def test_follower_offset_out_of_range_handling(tmp_path: Path, clock: Fake
 
 
 @pytest.mark.asyncio
-async def test_follower_errors_back_off_and_retry(tmp_path: Path, clock: FakeClock) -> None:
+async def test_follower_errors_back_off_and_retry(tmp_path: Path, clock: ManualClock) -> None:
     leader, follower, _ = two_nodes(tmp_path, clock, replica_fetch_backoff_ms=200)
     request = follower.rm.build_follower_fetch(1, clock())
     assert request is not None
@@ -1026,7 +1019,7 @@ async def test_follower_errors_back_off_and_retry(tmp_path: Path, clock: FakeClo
     ],
 )
 async def test_a_follower_stores_no_answer_spoilt_on_the_wire_and_fetches_it_again(
-    tmp_path: Path, clock: FakeClock, spoil: Any
+    tmp_path: Path, clock: ManualClock, spoil: Any
 ) -> None:
     leader, follower, _ = two_nodes(tmp_path, clock, replica_fetch_backoff_ms=200)
     await produce(leader, batch(2, tag=1))
@@ -1049,7 +1042,7 @@ async def test_a_follower_stores_no_answer_spoilt_on_the_wire_and_fetches_it_aga
 
 @pytest.mark.asyncio
 async def test_a_leader_serving_a_corrupt_batch_counts_each_refusal_and_logs_one_error(
-    tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Before: a WARNING per retry, forever, and nothing an alert could watch."""
     leader, follower, _ = two_nodes(tmp_path, clock, replica_fetch_backoff_ms=200)
@@ -1091,7 +1084,7 @@ async def test_a_leader_serving_a_corrupt_batch_counts_each_refusal_and_logs_one
 
 @pytest.mark.asyncio
 async def test_follower_high_watermark_and_log_start_follow_the_leader(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     leader, follower, _ = two_nodes(tmp_path, clock)
     for tag in range(4):
@@ -1112,12 +1105,12 @@ async def test_follower_high_watermark_and_log_start_follow_the_leader(
 
 @pytest.mark.asyncio
 async def test_idle_producer_ids_expire_against_the_wall_clock(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     # `remove_expired` runs on a timer, or the producer table of a led partition grows without
     # bound. The table holds batch timestamps (wall-clock ms), so the
     # check reads the wall clock, every producer.id.expiration.check.interval.ms of the timers.
-    wall = FakeClock(T0)
+    wall = ManualClock(T0)
     node = Node(
         tmp_path,
         1,
@@ -1151,7 +1144,7 @@ async def test_idle_producer_ids_expire_against_the_wall_clock(
 
 @pytest.mark.asyncio
 async def test_isr_shrinks_after_the_lag_and_expands_when_caught_up(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     leader, follower, _ = two_nodes(tmp_path, clock)
     await produce(leader, batch())
@@ -1179,7 +1172,7 @@ async def test_isr_shrinks_after_the_lag_and_expands_when_caught_up(
 
 @pytest.mark.asyncio
 async def test_failed_isr_change_is_retried_after_a_back_off(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     leader, _, _ = two_nodes(tmp_path, clock, replica_fetch_backoff_ms=100)
     leader.rm.tick(clock.advance(30001))
@@ -1192,7 +1185,7 @@ async def test_failed_isr_change_is_retried_after_a_back_off(
 
 @pytest.mark.asyncio
 async def test_isr_committed_through_metadata_clears_the_pending_change(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     leader, _, image = two_nodes(tmp_path, clock)
     leader.rm.tick(clock.advance(30001))
@@ -1209,7 +1202,7 @@ async def test_isr_committed_through_metadata_clears_the_pending_change(
 
 
 @pytest.mark.asyncio
-async def test_list_offsets(tmp_path: Path, clock: FakeClock) -> None:
+async def test_list_offsets(tmp_path: Path, clock: ManualClock) -> None:
     node = solo_node(tmp_path, clock)
     await produce(node, batch(1, timestamp=T0))
     await produce(node, batch(2, timestamp=T0 + 100, tag=1))  # offsets 1-2: T0+100, T0+101
@@ -1243,7 +1236,7 @@ async def test_list_offsets(tmp_path: Path, clock: FakeClock) -> None:
 
 @pytest.mark.asyncio
 async def test_list_offsets_latest_is_hw_for_consumers_and_leo_for_replicas(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     leader, follower, _ = two_nodes(tmp_path, clock)
     await produce(leader, batch(3))
@@ -1263,7 +1256,7 @@ async def test_list_offsets_latest_is_hw_for_consumers_and_leo_for_replicas(
 
 @pytest.mark.asyncio
 async def test_a_new_leader_whose_hw_lags_its_epoch_answers_offset_not_available(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     leader, follower, image = two_nodes(tmp_path, clock)
     produced = asyncio.create_task(produce(leader, batch(3, timestamp=T0), acks=-1))
@@ -1290,7 +1283,7 @@ async def test_a_new_leader_whose_hw_lags_its_epoch_answers_offset_not_available
 
 
 @pytest.mark.asyncio
-async def test_offsets_for_leader_epoch(tmp_path: Path, clock: FakeClock) -> None:
+async def test_offsets_for_leader_epoch(tmp_path: Path, clock: ManualClock) -> None:
     leader, follower, image = two_nodes(tmp_path, clock)
     await produce(leader, batch(2))
     bumped = replayed(image, PartitionChangeRecord(TID, 0, leader=1))
@@ -1319,7 +1312,7 @@ async def test_offsets_for_leader_epoch(tmp_path: Path, clock: FakeClock) -> Non
 
 
 @pytest.mark.asyncio
-async def test_delete_records_single_replica(tmp_path: Path, clock: FakeClock) -> None:
+async def test_delete_records_single_replica(tmp_path: Path, clock: ManualClock) -> None:
     node = solo_node(tmp_path, clock)
     for tag in range(4):
         await produce(node, batch(1, tag=tag))
@@ -1346,7 +1339,7 @@ async def test_delete_records_single_replica(tmp_path: Path, clock: FakeClock) -
 
 @pytest.mark.asyncio
 async def test_delete_records_waits_for_the_followers_log_start(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     leader, follower, _ = two_nodes(tmp_path, clock)
     for tag in range(3):
@@ -1369,7 +1362,7 @@ async def test_delete_records_waits_for_the_followers_log_start(
 
 
 @pytest.mark.asyncio
-async def test_delete_records_times_out(tmp_path: Path, clock: FakeClock) -> None:
+async def test_delete_records_times_out(tmp_path: Path, clock: ManualClock) -> None:
     leader, follower, _ = two_nodes(tmp_path, clock)
     await produce(leader, batch(2))
     await replicate(follower, leader)
@@ -1390,7 +1383,7 @@ async def test_delete_records_times_out(tmp_path: Path, clock: FakeClock) -> Non
 
 
 @pytest.mark.asyncio
-async def test_stop_answers_every_waiter(tmp_path: Path, clock: FakeClock) -> None:
+async def test_stop_answers_every_waiter(tmp_path: Path, clock: ManualClock) -> None:
     leader, _, _ = two_nodes(tmp_path, clock)
     await leader.rm.start()
     produce_task = asyncio.create_task(leader.rm.produce(produce_request(batch(), acks=-1)))
@@ -1437,7 +1430,7 @@ async def test_the_timer_wakes_for_an_earlier_deadline_only(tmp_path: Path) -> N
 
 
 @pytest.mark.asyncio
-async def test_purgatory_is_bounded(tmp_path: Path, clock: FakeClock) -> None:
+async def test_purgatory_is_bounded(tmp_path: Path, clock: ManualClock) -> None:
     leader, _, _ = two_nodes(tmp_path, clock, purgatory_pending_max=1)
     first = asyncio.create_task(leader.rm.produce(produce_request(batch(), acks=-1)))
     await settle()
@@ -1450,7 +1443,7 @@ async def test_purgatory_is_bounded(tmp_path: Path, clock: FakeClock) -> None:
 
 @pytest.mark.asyncio
 async def test_delete_records_with_a_full_purgatory_deletes_nothing(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     # A full purgatory refuses before the log start moves: refused after it, the records would
     # be gone and the caller told the deletion failed.
@@ -1484,7 +1477,7 @@ async def test_delete_records_with_a_full_purgatory_deletes_nothing(
 
 
 @pytest.mark.asyncio
-async def test_cancelled_waiter_leaves_the_purgatory(tmp_path: Path, clock: FakeClock) -> None:
+async def test_cancelled_waiter_leaves_the_purgatory(tmp_path: Path, clock: ManualClock) -> None:
     node = solo_node(tmp_path, clock)
     task = asyncio.create_task(consumer_fetch(node, 0, max_wait_ms=5000))
     await settle()
@@ -1496,7 +1489,7 @@ async def test_cancelled_waiter_leaves_the_purgatory(tmp_path: Path, clock: Fake
 
 
 @pytest.mark.asyncio
-async def test_metadata_publisher_entry_point(tmp_path: Path, clock: FakeClock) -> None:
+async def test_metadata_publisher_entry_point(tmp_path: Path, clock: ManualClock) -> None:
     base = cluster_image()
     node = Node(tmp_path, 1, clock)
     node.rm.apply_image(base)
@@ -1528,7 +1521,7 @@ async def test_metadata_publisher_entry_point(tmp_path: Path, clock: FakeClock) 
     ],
 )
 async def test_delete_records_needs_the_delete_policy(
-    tmp_path: Path, clock: FakeClock, policy: str, in_the_log: str, deletes: bool
+    tmp_path: Path, clock: ManualClock, policy: str, in_the_log: str, deletes: bool
 ) -> None:
     node = Node(tmp_path, 1, clock)
     node.rm.apply_image(
@@ -1552,7 +1545,7 @@ async def test_delete_records_needs_the_delete_policy(
 
 @pytest.mark.asyncio
 async def test_parked_consumer_fetch_past_the_hw_completes_on_a_wake(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     leader, _, _ = two_nodes(tmp_path, clock)
     await produce(leader, batch(3))  # LEO 3, HW 0: the follower has not fetched
@@ -1590,7 +1583,7 @@ def fetch_both(offsets: tuple[int, int], **options: Any) -> FetchRequest:
 
 @pytest.mark.asyncio
 async def test_a_woken_fetch_reads_again_only_the_partitions_that_woke_it(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     """The others answer what they read when it parked: nothing changed for them."""
     (node,) = nodes_with(tmp_path, clock, (1,), (1,))
@@ -1609,7 +1602,7 @@ async def test_a_woken_fetch_reads_again_only_the_partitions_that_woke_it(
 
 @pytest.mark.asyncio
 async def test_a_woken_fetch_reads_again_every_partition_woken_since_it_parked(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     """A wake that finds nothing to read still leaves its partition's answer stale: another
     follower moving the HW gives a caught-up follower's parked fetch no records, but the HW
@@ -1636,7 +1629,7 @@ async def test_a_woken_fetch_reads_again_every_partition_woken_since_it_parked(
 
 @pytest.mark.asyncio
 async def test_a_woken_fetch_naming_a_partition_twice_reads_both_entries(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     """The broker service refuses such requests; the manager still answers them whole."""
     node = solo_node(tmp_path, clock)
@@ -1651,7 +1644,7 @@ async def test_a_woken_fetch_naming_a_partition_twice_reads_both_entries(
 
 @pytest.mark.asyncio
 async def test_a_parked_follower_fetch_answers_the_hw_its_own_read_moved(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     """A follower's fetch moves the HW after reading it
     (docs/design/replication.md#follower-progress); if that fetch parks and another partition
@@ -1673,7 +1666,7 @@ async def test_a_parked_follower_fetch_answers_the_hw_its_own_read_moved(
 
 @pytest.mark.asyncio
 async def test_delete_records_moves_the_log_start_in_a_parked_fetchs_answer(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     (node,) = nodes_with(tmp_path, clock, (1,), (1,))
     await produce(node, batch(3))
@@ -1693,7 +1686,7 @@ async def test_delete_records_moves_the_log_start_in_a_parked_fetchs_answer(
 
 @pytest.mark.asyncio
 async def test_a_fetch_that_parked_with_records_below_min_bytes_reads_everything_again(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     (node,) = nodes_with(tmp_path, clock, (1,), (1,))
     await produce(node, batch(1))
@@ -1710,7 +1703,7 @@ async def test_a_fetch_that_parked_with_records_below_min_bytes_reads_everything
 
 @pytest.mark.asyncio
 async def test_a_higher_hw_answers_the_waiting_fetch_before_the_produce(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     """Kafka's `checkAndCompleteAll` order: fetches, then produces. A consumer waiting for the
     records an acks=all produce appended gets them before the producer gets its answer."""
@@ -1736,7 +1729,7 @@ async def test_a_higher_hw_answers_the_waiting_fetch_before_the_produce(
 
 @pytest.mark.asyncio
 async def test_a_leader_answers_an_idle_partition_with_one_result_while_its_offsets_stand(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     image = cluster_image(*create_topic("t", TID, (1, 2)))
     leader = Node(tmp_path, 1, clock)
@@ -1762,7 +1755,7 @@ async def test_a_leader_answers_an_idle_partition_with_one_result_while_its_offs
 
 @pytest.mark.asyncio
 async def test_a_follower_reuses_an_unchanged_partitions_request_entry(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     """The fetch session tells unchanged entries by identity first; a moved one is new."""
     leader, follower = nodes_with(tmp_path, clock, (1, 2), (1, 2))
@@ -1781,7 +1774,7 @@ async def test_a_follower_reuses_an_unchanged_partitions_request_entry(
 
 @pytest.mark.asyncio
 async def test_follower_fetches_rotate_so_every_partition_gets_the_byte_budget(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     """Kafka's `updateAndMoveToEnd`: with an answer budget of one batch and three partitions
     that all have data, a fixed order gave every answer to t-0 until it caught up."""
@@ -1811,7 +1804,7 @@ async def test_follower_fetches_rotate_so_every_partition_gets_the_byte_budget(
 
 
 def test_leadership_errors_of_one_answer_are_logged_in_one_line(
-    tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A leader that moved away answers NOT_LEADER_OR_FOLLOWER for every partition it led: one
     INFO line for the answer, naming how many, not one per partition."""

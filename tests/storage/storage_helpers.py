@@ -25,20 +25,6 @@ T0 = 1_700_000_000_000  # a realistic wall-clock start, in ms
 Buffer = bytes | bytearray | memoryview
 
 
-class ManualClock:
-    """A clock the test moves by hand: `clock()` is the time, `advance(ms)` moves it."""
-
-    def __init__(self, now_ms: int = T0) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, ms: int) -> int:
-        self.now_ms += ms
-        return self.now_ms
-
-
 # --- batches -------------------------------------------------------------------------------------
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from storage_helpers import (
     T0,
-    ManualClock,
     append_batches,
     files_with_suffix,
     flip_byte,
@@ -25,6 +24,7 @@ from replog.cli.main import main
 from replog.record import RECORD_BATCH_OVERHEAD, read_header
 from replog.replication.producer_snapshot import encode_producer_snapshot
 from replog.replication.producer_state import BatchMetadata, ProducerEntry
+from replog.testing import ManualClock
 
 BATCH_LINE = re.compile(
     r"baseOffset: (\d+) lastOffset: (\d+) count: (\d+) .*partitionLeaderEpoch: (-?\d+) "
@@ -38,7 +38,7 @@ def segment(tmp_path: Path) -> tuple[Path, list[bytes]]:
     log = open_log(
         tmp_path / "orders-0",
         small_config(segment_bytes=1 << 20, index_interval_bytes=100),
-        clock=ManualClock(),
+        clock=ManualClock(T0),
     )
     batches = append_batches(log, 6, epoch=3, records=[2, 1, 3], timestamp_step=10)
     log.close()

@@ -8,7 +8,15 @@ from pathlib import Path
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
-from storage_helpers import T0, ManualClock, files_with_suffix, open_log, read_all, small_config
+from storage_helpers import (
+    T0,
+    files_with_suffix,
+    open_log,
+    read_all,
+    small_config,
+)
+
+from replog.testing import ManualClock
 
 Record = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]]]
 
@@ -54,7 +62,7 @@ def decoded(
 
 def test_kafka_python_batches_round_trip_through_a_replog_log(tmp_path: Path) -> None:
     directory = tmp_path / "interop-0"
-    log = open_log(directory, small_config(segment_bytes=2048), clock=ManualClock())
+    log = open_log(directory, small_config(segment_bytes=2048), clock=ManualClock(T0))
     sent: list[tuple[int, list[Record]]] = []
     for i in range(30):
         records = records_for(i)
@@ -65,7 +73,7 @@ def test_kafka_python_batches_round_trip_through_a_replog_log(tmp_path: Path) ->
     assert log.segment_count > 2
     log.close()
 
-    reopened = open_log(directory, small_config(segment_bytes=2048), clock=ManualClock())
+    reopened = open_log(directory, small_config(segment_bytes=2048), clock=ManualClock(T0))
     returned = read_all(reopened)
     assert len(returned) == len(sent)
     for i, (raw, (first_offset, records)) in enumerate(zip(returned, sent, strict=True)):

@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from storage_helpers import (
     T0,
-    ManualClock,
     append_batches,
     epoch_pairs,
     files_with_suffix,
@@ -25,6 +24,7 @@ from storage_helpers import (
 from replog.errors import LogClosedError, OffsetOutOfRangeError
 from replog.record import RecordBatch, build_batch, iter_batches, read_header
 from replog.storage import Log
+from replog.testing import ManualClock
 
 
 @pytest.fixture
@@ -142,7 +142,7 @@ def test_read_at_the_log_end_is_empty(log: Log) -> None:
 
 
 def test_reads_outside_the_log_are_out_of_range(tmp_path: Path) -> None:
-    log = open_log(tmp_path / "payments-7", small_config(segment_bytes=1024), clock=ManualClock())
+    log = open_log(tmp_path / "payments-7", small_config(segment_bytes=1024), clock=ManualClock(T0))
     append_batches(log, 30)
     log.high_watermark = 30
     log.increment_log_start_offset(12)

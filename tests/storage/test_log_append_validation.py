@@ -11,7 +11,6 @@ import pytest
 from crc32c import crc32c
 from storage_helpers import (
     T0,
-    ManualClock,
     append_batches,
     dir_contents,
     epoch_pairs,
@@ -35,6 +34,7 @@ from replog.errors import (
 )
 from replog.record import RecordBatch, read_header
 from replog.storage import Log
+from replog.testing import ManualClock
 
 
 def leader_batch(base_offset: int, count: int, epoch: int, tag: int = 0) -> bytes:
@@ -98,7 +98,9 @@ def with_magic(batch: bytes, magic: int) -> bytes:
 
 @pytest.fixture
 def log(tmp_path: Path) -> Log:
-    log = open_log(tmp_path / "orders-0", small_config(max_message_bytes=1000), clock=ManualClock())
+    log = open_log(
+        tmp_path / "orders-0", small_config(max_message_bytes=1000), clock=ManualClock(T0)
+    )
     append_batches(log, 5, epoch=2)
     return log
 
@@ -206,7 +208,7 @@ def follower(tmp_path: Path) -> Log:
     return open_log(
         tmp_path / "orders-1",
         small_config(segment_bytes=2048, max_message_bytes=100),
-        clock=ManualClock(),
+        clock=ManualClock(T0),
     )
 
 

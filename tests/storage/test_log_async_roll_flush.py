@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from storage_helpers import (
-    ManualClock,
+    T0,
     append_batches,
     open_log,
     read_all,
@@ -24,6 +24,7 @@ from replog.errors import KafkaStorageError
 from replog.storage import LogManager, LogManagerConfig
 from replog.storage.fs import FileSystem, SegmentFile
 from replog.storage.log import Log
+from replog.testing import ManualClock
 
 CONFIG = small_config(segment_bytes=1024, retention_ms=-1)
 
@@ -75,7 +76,7 @@ class GatedFileSystem(FileSystem):
 
 
 def async_log(directory: Path, fs: FileSystem) -> Log:
-    log = open_log(directory, CONFIG, fs=fs, clock=ManualClock())
+    log = open_log(directory, CONFIG, fs=fs, clock=ManualClock(T0))
     log.enable_async_roll_flush()
     return log
 
@@ -126,7 +127,7 @@ def test_a_roll_does_not_fsync_and_the_flush_moves_the_recovery_point(tmp_path: 
 
 def test_a_standalone_log_still_syncs_on_roll(tmp_path: Path) -> None:
     fs = GatedFileSystem()
-    log = open_log(tmp_path / "t-0", CONFIG, fs=fs, clock=ManualClock())
+    log = open_log(tmp_path / "t-0", CONFIG, fs=fs, clock=ManualClock(T0))
     append_batches(log, 5)
     log.roll()
     assert log.recovery_point == 5
@@ -149,7 +150,7 @@ def test_a_crash_before_the_flush_rescans_both_segments(
     again = open_log(
         directory,
         CONFIG,
-        clock=ManualClock(),
+        clock=ManualClock(T0),
         recovery_point=recovery_point,
         log_start_offset=0,
         high_watermark=0,

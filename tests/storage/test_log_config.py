@@ -17,12 +17,18 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from storage_helpers import ManualClock, append_batches, open_log, small_config
+from storage_helpers import (
+    T0,
+    append_batches,
+    open_log,
+    small_config,
+)
 
 from quorum.controller.config_definitions import TOPIC_CONFIGS
 from replog.errors import ConfigError
 from replog.storage.log_config import BY_DOTTED_NAME, LONG_MAX, LogConfig
 from replog.storage.log_manager import LogManagerConfig
+from replog.testing import ManualClock
 
 # The topic keys a log reads: the controller validates them, the brokers apply them.
 LOG_TOPIC_KEYS = sorted(name for name in TOPIC_CONFIGS if name in BY_DOTTED_NAME)
@@ -145,7 +151,7 @@ def test_cleanup_policy_is_a_trimmed_list_and_may_be_empty(
 
 
 def test_an_empty_cleanup_policy_deletes_nothing_by_retention(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     config = small_config(segment_bytes=1024, retention_ms=0, retention_bytes=0)
     empty = LogConfig.from_properties({"cleanup.policy": ""}, config)
     log = open_log(tmp_path / "t-0", empty, clock=clock)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from storage_helpers import (
+    T0,
     FullDiskFileSystem,
-    ManualClock,
     append_batches,
     dir_contents,
     epoch_pairs,
@@ -23,6 +23,7 @@ from storage_helpers import (
 
 from replog.errors import KafkaStorageError
 from replog.storage import Log
+from replog.testing import ManualClock
 
 CONFIG = small_config(segment_bytes=2048)
 
@@ -35,7 +36,7 @@ def log_files(log: Log) -> dict[str, bytes]:
 
 def full_disk_log(tmp_path: Path, *, clean_up: bool) -> tuple[Log, FullDiskFileSystem, list[bytes]]:
     fs = FullDiskFileSystem(clean_up=clean_up)
-    log = open_log(tmp_path / "orders-5", CONFIG, fs=fs, clock=ManualClock())
+    log = open_log(tmp_path / "orders-5", CONFIG, fs=fs, clock=ManualClock(T0))
     batches = append_batches(log, 7, records=2)
     log.flush()
     return log, fs, batches
@@ -75,10 +76,10 @@ def test_a_full_disk_fails_the_append_and_leaves_the_log_consistent(
     assert epoch_pairs(log) == [(0, 0)]
 
     log.close_without_flush()  # crash, then reopen: the log is the acknowledged batches
-    reopened = open_log(tmp_path / "orders-5", CONFIG, clock=ManualClock())
+    reopened = open_log(tmp_path / "orders-5", CONFIG, clock=ManualClock(T0))
     assert read_all(reopened) == batches + later
     reopened.close()
-    again = open_log(tmp_path / "orders-5", CONFIG, clock=ManualClock())
+    again = open_log(tmp_path / "orders-5", CONFIG, clock=ManualClock(T0))
     assert read_all(again) == batches + later
 
 
@@ -90,7 +91,7 @@ def test_a_clean_close_after_a_failed_append_reopens_consistently(
     assert_append_fails_and_changes_nothing(log, fs, 150)
     fs.free = None
     log.close()
-    reopened = open_log(tmp_path / "orders-5", CONFIG, clock=ManualClock())
+    reopened = open_log(tmp_path / "orders-5", CONFIG, clock=ManualClock(T0))
     assert reopened.log_end_offset == 14
     assert read_all(reopened) == batches
     assert append_batches(reopened, 1) and reopened.log_end_offset == 15
@@ -98,7 +99,7 @@ def test_a_clean_close_after_a_failed_append_reopens_consistently(
 
 def test_a_full_disk_right_after_a_roll(tmp_path: Path) -> None:
     fs = FullDiskFileSystem()
-    log = open_log(tmp_path / "orders-5", CONFIG, fs=fs, clock=ManualClock())
+    log = open_log(tmp_path / "orders-5", CONFIG, fs=fs, clock=ManualClock(T0))
     batches = []
     while log.active_segment.size + 400 <= CONFIG.segment_bytes:
         batches += append_batches(log, 1, records=2)
@@ -113,7 +114,7 @@ def test_a_full_disk_right_after_a_roll(tmp_path: Path) -> None:
     info = log.append_as_leader(big, 0)
     assert info.first_offset == end
     log.close_without_flush()
-    reopened = open_log(tmp_path / "orders-5", CONFIG, clock=ManualClock())
+    reopened = open_log(tmp_path / "orders-5", CONFIG, clock=ManualClock(T0))
     assert read_all(reopened) == [*batches, stamped(big, end, 0)]
     assert [p.name[:20] for p in files_with_suffix(reopened.directory, ".log")] == [
         f"{s.base_offset:020d}" for s in reopened.segments()
@@ -125,7 +126,7 @@ def test_a_close_whose_index_writes_fail_names_the_file_and_still_releases_every
 ) -> None:
     # The metadata log's close at a node's stop can hit ENOSPC in an index write: that is a
     # KafkaStorageError naming the file, not a bare OSError ending the process.
-    log = open_log(tmp_path / "orders-5", CONFIG, clock=ManualClock())
+    log = open_log(tmp_path / "orders-5", CONFIG, clock=ManualClock(T0))
     append_batches(log, 40, records=2)
     segments = list(log.segments())
     assert len(segments) >= 3

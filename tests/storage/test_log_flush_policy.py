@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from storage_helpers import (
-    ManualClock,
+    T0,
     append_batches,
     assert_every_offset_reads_its_batch,
     batches_by_segment,
@@ -20,6 +20,7 @@ from storage_helpers import (
 )
 
 from replog.storage.fs import FileSystem, SegmentFile
+from replog.testing import ManualClock
 
 
 class SyncCountingSegmentFile(SegmentFile):
@@ -51,7 +52,7 @@ class SyncCountingFileSystem(FileSystem):
 
 def test_by_default_only_a_roll_or_a_flush_moves_the_recovery_point(tmp_path: Path) -> None:
     fs = SyncCountingFileSystem()
-    log = open_log(tmp_path / "t-0", small_config(segment_bytes=1024), fs=fs, clock=ManualClock())
+    log = open_log(tmp_path / "t-0", small_config(segment_bytes=1024), fs=fs, clock=ManualClock(T0))
     append_batches(log, 5)
     assert log.recovery_point == 0
     assert fs.log_syncs() == 0
@@ -66,7 +67,7 @@ def test_by_default_only_a_roll_or_a_flush_moves_the_recovery_point(tmp_path: Pa
 def test_flush_messages_flushes_every_n_messages(tmp_path: Path) -> None:
     fs = SyncCountingFileSystem()
     log = open_log(
-        tmp_path / "t-0", small_config(flush_interval_messages=3), fs=fs, clock=ManualClock()
+        tmp_path / "t-0", small_config(flush_interval_messages=3), fs=fs, clock=ManualClock(T0)
     )
     append_batches(log, 2)
     assert (log.recovery_point, fs.log_syncs()) == (0, 0)
@@ -77,7 +78,7 @@ def test_flush_messages_flushes_every_n_messages(tmp_path: Path) -> None:
 
 
 def test_flush_ms_flushes_once_the_interval_passed(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     fs = SyncCountingFileSystem()
     log = open_log(tmp_path / "t-0", small_config(flush_interval_ms=1000), fs=fs, clock=clock)
     append_batches(log, 2)
@@ -100,7 +101,7 @@ def test_flush_each_append_syncs_before_returning(tmp_path: Path) -> None:
         tmp_path / "t-0",
         small_config(flush_each_append=True, segment_bytes=1024),
         fs=fs,
-        clock=ManualClock(),
+        clock=ManualClock(T0),
     )
     for expected in range(1, 16):
         append_batches(log, 1)
@@ -113,7 +114,7 @@ def test_with_flush_each_append_rolled_segments_keep_their_indexes_on_disk(tmp_p
     the indexes of rolled segments must be on disk, not only in memory."""
     config = small_config(flush_each_append=True, segment_bytes=1024, index_interval_bytes=150)
     directory = tmp_path / "t-0"
-    log = open_log(directory, config, clock=ManualClock())
+    log = open_log(directory, config, clock=ManualClock(T0))
     batches = append_batches(log, 40)
     grouped = batches_by_segment(log, batches)
     inactive = log.segments()[:-1]
@@ -123,7 +124,7 @@ def test_with_flush_each_append_rolled_segments_keep_their_indexes_on_disk(tmp_p
         expected = expected_indexes(grouped[segment.base_offset], config.index_interval_bytes)
         entries = index_file_entries(Path(segment.offset_index.path), ">ii")
         assert entries == [(o - segment.base_offset, p) for o, p in expected.offset_entries]
-    reopened = open_log(directory, config, clock=ManualClock())
+    reopened = open_log(directory, config, clock=ManualClock(T0))
     assert read_all(reopened) == batches
 
 
@@ -138,7 +139,7 @@ def test_a_truncated_segment_that_rolls_right_away_keeps_a_correct_index(
     log = open_log(directory, small_config(segment_bytes=2048, index_interval_bytes=100))
     batches = append_batches(log, 14, value_size=40)  # ~110-byte batches, most indexed
     log.close()  # the index file now holds every entry
-    log = open_log(directory, config, clock=ManualClock())
+    log = open_log(directory, config, clock=ManualClock(T0))
     log.truncate_to(4)
     # One big batch over the stale entries' positions, then one that does not fit: a roll.
     batches = batches[:4] + append_batches(log, 1, records=14, value_size=70)
@@ -153,7 +154,7 @@ def test_a_truncated_segment_that_rolls_right_away_keeps_a_correct_index(
     on_disk = index_file_entries(Path(first.offset_index.path), ">ii")
     assert on_disk == in_memory == [(1, 110), (2, 220), (3, 330)]
     with caplog.at_level(logging.WARNING, logger="replog.storage"):
-        reopened = open_log(directory, config, clock=ManualClock())
+        reopened = open_log(directory, config, clock=ManualClock(T0))
         assert read_all(reopened) == batches
         assert_every_offset_reads_its_batch(reopened, batches)
     assert not caplog.records  # nothing needed rebuilding

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from storage_helpers import (
+    T0,
     CountingFileSystem,
-    ManualClock,
     append_batches,
     open_log,
     read_all,
@@ -20,13 +20,14 @@ from storage_helpers import (
 
 from replog.storage.fs import FileSystem
 from replog.storage.standalone_state import StandaloneState, write_state
+from replog.testing import ManualClock
 
 CONFIG = small_config(segment_bytes=2048, index_interval_bytes=256)
 
 
 def build(directory: Path, batches: int, *, clean: bool) -> tuple[int, int]:
     """A log of `batches` 600-byte batches; returns (its size, its active segment's size)."""
-    log = open_log(directory, CONFIG, clock=ManualClock())
+    log = open_log(directory, CONFIG, clock=ManualClock(T0))
     append_batches(log, batches, value_size=520)
     size, active = log.size_in_bytes, log.active_segment.size
     if clean:
@@ -39,7 +40,7 @@ def build(directory: Path, batches: int, *, clean: bool) -> tuple[int, int]:
 def bytes_read_by_open(directory: Path) -> tuple[int, int]:
     """(bytes the open read, bytes a full read then reads) through a counting seam."""
     fs = CountingFileSystem()
-    log = open_log(directory, CONFIG, fs=fs, clock=ManualClock())
+    log = open_log(directory, CONFIG, fs=fs, clock=ManualClock(T0))
     opened = fs.bytes_read
     read_all(log)
     return opened, fs.bytes_read - opened

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from storage_helpers import (
     NO_SYNC_FS,
-    ManualClock,
+    T0,
     make_batch,
     open_log,
     small_config,
@@ -21,6 +21,7 @@ from storage_helpers import (
 
 from replog.errors import OffsetOutOfRangeError
 from replog.record import read_header
+from replog.testing import ManualClock
 
 SEGMENT_BYTES = 1024
 
@@ -81,7 +82,7 @@ def test_reads_equal_the_naive_model(appends: list[tuple[int, int]], data: st.Da
         log = open_log(
             f"{tmp}/model-0",
             small_config(segment_bytes=SEGMENT_BYTES, index_interval_bytes=128),
-            clock=ManualClock(),
+            clock=ManualClock(T0),
             fs=NO_SYNC_FS,
         )
         model = LogModel(SEGMENT_BYTES)

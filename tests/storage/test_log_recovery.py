@@ -12,7 +12,6 @@ import pytest
 from storage_helpers import (
     NO_SYNC_FS,
     T0,
-    ManualClock,
     SimulatedCrash,
     append_batches,
     assert_every_offset_reads_its_batch,
@@ -40,6 +39,7 @@ from replog.storage import Log
 from replog.storage.fs import FileSystem
 from replog.storage.log_loader import LEADER_EPOCH_FILE
 from replog.storage.standalone_state import STATE_FILE_NAME, StandaloneState, write_state
+from replog.testing import ManualClock
 
 CONFIG = small_config(segment_bytes=1500, index_interval_bytes=200)
 LOCAL = FileSystem()
@@ -77,7 +77,7 @@ class CrashedLog:
 
 def crash_log(directory: Path, count: int = 45, epochs: tuple[int, ...] = (0, 1, 2)) -> CrashedLog:
     """Append `count` batches (epochs spread evenly) across several segments, then crash."""
-    log = open_log(directory, CONFIG, clock=ManualClock(), fs=NO_SYNC_FS)
+    log = open_log(directory, CONFIG, clock=ManualClock(T0), fs=NO_SYNC_FS)
     batches: list[bytes] = []
     per_epoch = count // len(epochs)
     for i, epoch in enumerate(epochs):
@@ -104,7 +104,7 @@ def recover_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
 
 def reopen(directory: Path, **kwargs: object) -> Log:
     kwargs.setdefault("fs", NO_SYNC_FS)  # process crashes only: the page cache survives
-    return open_log(directory, CONFIG, clock=ManualClock(), **kwargs)  # type: ignore[arg-type]
+    return open_log(directory, CONFIG, clock=ManualClock(T0), **kwargs)  # type: ignore[arg-type]
 
 
 def assert_log_equals_prefix(log: Log, batches: list[bytes], lookups_from: int = 0) -> None:
@@ -455,7 +455,7 @@ def test_a_malformed_state_file_means_full_recovery(
 
 def test_a_closed_log_reopens_with_its_offsets(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
-    log = open_log(directory, CONFIG, clock=ManualClock())
+    log = open_log(directory, CONFIG, clock=ManualClock(T0))
     batches = append_batches(log, 30)
     log.high_watermark = 20
     log.increment_log_start_offset(5)
@@ -598,7 +598,7 @@ def test_records_appended_without_a_leader_epoch_stay_when_a_later_append_has_on
     then with one: the cache's first entry starts after those records, and is no witness that
     they were deleted."""
     directory = tmp_path / "t-0"
-    log = open_log(directory, CONFIG, clock=ManualClock())
+    log = open_log(directory, CONFIG, clock=ManualClock(T0))
     for _ in range(3):
         log.append_as_leader(make_batch(), -1)
     log.append_as_leader(make_batch(), 0)
@@ -615,7 +615,7 @@ def test_records_appended_without_a_leader_epoch_stay_when_a_later_append_has_on
 def test_recovery_ends_each_time_index_with_the_segments_largest_timestamp(tmp_path: Path) -> None:
     """Kafka's LogSegment.recover appends the final time-index entry, as a roll does."""
     directory = tmp_path / "t-0"
-    log = open_log(directory, CONFIG, clock=ManualClock())
+    log = open_log(directory, CONFIG, clock=ManualClock(T0))
     batches = append_batches(log, 30)
     # Make sure the active segment's largest timestamp is not already an index entry.
     while True:

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from storage_helpers import (
     T0,
-    ManualClock,
     append_batches,
     epoch_pairs,
     files_with_suffix,
@@ -20,6 +19,7 @@ from storage_helpers import (
 
 from replog.errors import OffsetOutOfRangeError
 from replog.storage import Log
+from replog.testing import ManualClock
 
 DAY_MS = 86_400_000
 
@@ -46,7 +46,7 @@ def file_bases(log: Log) -> list[int]:
 def test_retention_bytes_deletes_oldest_segments_while_the_rest_stays_over_the_limit(
     tmp_path: Path,
 ) -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     log, batches = filled_log(tmp_path / "t-0", clock)
     sizes = [s.size for s in log.segments()]
     limit = sum(sizes) - sizes[0] - sizes[1] - 1  # two segments must go; a third would be too many
@@ -113,7 +113,7 @@ def test_when_every_segment_is_deletable_a_new_empty_active_segment_replaces_the
 
 
 def test_segments_below_the_log_start_go_on_the_next_pass(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     log, batches = filled_log(tmp_path / "t-0", clock)
     before = bases(log)
     target = before[2] + 1
@@ -138,7 +138,7 @@ def test_compact_only_topics_still_drop_segments_below_the_log_start(tmp_path: P
 
 
 def test_the_log_start_offset_cannot_pass_the_high_watermark(tmp_path: Path) -> None:
-    log = open_log(tmp_path / "events-2", small_config(), clock=ManualClock())
+    log = open_log(tmp_path / "events-2", small_config(), clock=ManualClock(T0))
     append_batches(log, 10)
     log.high_watermark = 6
     with pytest.raises(OffsetOutOfRangeError, match=r"events-2.*\b7\b.*high watermark 6"):
@@ -150,7 +150,7 @@ def test_the_log_start_offset_cannot_pass_the_high_watermark(tmp_path: Path) -> 
 
 
 def test_raising_the_log_start_truncates_the_epoch_cache_from_the_start(tmp_path: Path) -> None:
-    log = open_log(tmp_path / "t-0", small_config(segment_bytes=1024), clock=ManualClock())
+    log = open_log(tmp_path / "t-0", small_config(segment_bytes=1024), clock=ManualClock(T0))
     for epoch in range(3):
         append_batches(log, 10, epoch=epoch)
     log.high_watermark = 30
@@ -165,7 +165,7 @@ def test_raising_the_log_start_truncates_the_epoch_cache_from_the_start(tmp_path
 
 
 def test_retention_results_survive_a_reopen(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     directory = tmp_path / "t-0"
     log, batches = filled_log(directory, clock)
     log.increment_log_start_offset(17)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from storage_helpers import (
     NO_SYNC_FS,
-    ManualClock,
+    T0,
     epoch_pairs,
     make_batch,
     open_log,
@@ -26,6 +26,7 @@ from storage_helpers import (
 
 from replog.record import read_header
 from replog.storage import Log
+from replog.testing import ManualClock
 
 CONFIG = small_config(segment_bytes=700, index_interval_bytes=90, retention_ms=-1)
 
@@ -34,7 +35,7 @@ class LogMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="replog-sm-"))
-        self.clock = ManualClock()
+        self.clock = ManualClock(T0)
         self.log: Log = open_log(self.tmp / "sm-0", CONFIG, clock=self.clock, fs=NO_SYNC_FS)
         self.batches: list[bytes] = []  # every batch not truncated away, in offset order
         self.start = 0

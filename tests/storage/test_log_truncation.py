@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from storage_helpers import (
-    ManualClock,
+    T0,
     append_batches,
     assert_every_offset_reads_its_batch,
     epoch_pairs,
@@ -21,13 +21,14 @@ from storage_helpers import (
 
 from replog.record import read_header
 from replog.storage import Log
+from replog.testing import ManualClock
 
 CONFIG = small_config(segment_bytes=1024, index_interval_bytes=150)
 
 
 def three_epoch_log(directory: Path) -> tuple[Log, list[bytes]]:
     """30 one-record batches over several segments: epoch 0 at 0-9, 1 at 10-19, 2 at 20-29."""
-    log = open_log(directory, CONFIG, clock=ManualClock())
+    log = open_log(directory, CONFIG, clock=ManualClock(T0))
     batches = []
     for epoch in range(3):
         batches += append_batches(log, 10, epoch=epoch)
@@ -67,7 +68,7 @@ def test_truncate_in_the_middle_of_a_segment(tmp_path: Path) -> None:
 
 
 def test_truncate_inside_a_batch_removes_the_whole_batch(tmp_path: Path) -> None:
-    log = open_log(tmp_path / "t-0", CONFIG, clock=ManualClock())
+    log = open_log(tmp_path / "t-0", CONFIG, clock=ManualClock(T0))
     batches = append_batches(log, 4, records=5)
     assert log.truncate_to(12) is True
     assert log.log_end_offset == 10  # documented: a straddling batch goes whole
@@ -148,7 +149,7 @@ def test_a_truncation_survives_a_crash(tmp_path: Path) -> None:
     log, batches = three_epoch_log(directory)
     log.truncate_to(14)
     log.close_without_flush()
-    reopened = open_log(directory, CONFIG, clock=ManualClock())
+    reopened = open_log(directory, CONFIG, clock=ManualClock(T0))
     assert reopened.log_end_offset == 14
     assert read_all(reopened) == batches[:14]
     assert epoch_pairs(reopened) == [(0, 0), (1, 10)]
@@ -171,7 +172,7 @@ def test_truncate_fully_and_start_at(tmp_path: Path) -> None:
     more = append_batches(log, 2, epoch=7)
     assert read_header(more[0]).base_offset == 500
     log.close()
-    reopened = open_log(directory, CONFIG, clock=ManualClock())
+    reopened = open_log(directory, CONFIG, clock=ManualClock(T0))
     assert (reopened.log_start_offset, reopened.log_end_offset) == (500, 502)
     assert read_all(reopened) == more
     assert epoch_pairs(reopened) == [(7, 500)]

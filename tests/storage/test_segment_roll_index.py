@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from storage_helpers import (
     T0,
-    ManualClock,
     append_batches,
     batches_by_segment,
     expected_indexes,
@@ -27,6 +26,7 @@ from storage_helpers import (
 
 from replog.record import read_header
 from replog.storage import Log
+from replog.testing import ManualClock
 
 SEGMENT_NAME = re.compile(r"^\d{20}\.(log|index|timeindex)$")
 
@@ -37,7 +37,7 @@ def segment_sizes(log: Log) -> list[int]:
 
 def test_rolls_when_the_next_append_would_pass_segment_bytes(tmp_path: Path) -> None:
     config = small_config(segment_bytes=2048)
-    log = open_log(tmp_path / "t-0", config, clock=ManualClock())
+    log = open_log(tmp_path / "t-0", config, clock=ManualClock(T0))
     batches = append_batches(log, 60, records=[1, 3, 2, 5])
     grouped = batches_by_segment(log, batches)
     assert len(grouped) >= 4
@@ -53,7 +53,7 @@ def test_rolls_when_the_next_append_would_pass_segment_bytes(tmp_path: Path) -> 
 
 
 def test_segment_files_are_named_by_their_20_digit_base_offset(tmp_path: Path) -> None:
-    log = open_log(tmp_path / "t-0", small_config(segment_bytes=1024), clock=ManualClock())
+    log = open_log(tmp_path / "t-0", small_config(segment_bytes=1024), clock=ManualClock(T0))
     append_batches(log, 30)
     log.close()
     names = sorted(p.name for p in (tmp_path / "t-0").iterdir() if SEGMENT_NAME.match(p.name))
@@ -66,7 +66,7 @@ def test_segment_files_are_named_by_their_20_digit_base_offset(tmp_path: Path) -
 
 
 def test_rolls_when_the_segment_spans_more_than_segment_ms_of_record_time(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     log = open_log(tmp_path / "t-0", small_config(segment_ms=1000), clock=clock)
     log.append_as_leader(make_batch(timestamp=T0), 0)
     log.append_as_leader(make_batch(timestamp=T0 + 1000), 0)  # exactly segment.ms: no roll
@@ -90,7 +90,9 @@ def test_segment_jitter_ms_shortens_the_wait_by_a_random_amount_per_segment(
 
     monkeypatch.setattr(random, "randrange", fixed_draw)
     log = open_log(
-        tmp_path / "t-0", small_config(segment_ms=1000, segment_jitter_ms=5000), clock=ManualClock()
+        tmp_path / "t-0",
+        small_config(segment_ms=1000, segment_jitter_ms=5000),
+        clock=ManualClock(T0),
     )
     assert draws == [1000]  # uniform in [0, min(segment.jitter.ms, segment.ms))
     log.append_as_leader(make_batch(timestamp=T0), 0)
@@ -102,7 +104,7 @@ def test_segment_jitter_ms_shortens_the_wait_by_a_random_amount_per_segment(
 
 
 def test_without_record_timestamps_segment_ms_counts_from_segment_creation(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     log = open_log(tmp_path / "t-0", small_config(segment_ms=1000), clock=clock)
     log.append_as_leader(make_batch(timestamp=-1), 0)
     clock.advance(1000)
@@ -114,7 +116,7 @@ def test_without_record_timestamps_segment_ms_counts_from_segment_creation(tmp_p
 
 
 def test_an_empty_segment_never_rolls_on_time(tmp_path: Path) -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     log = open_log(tmp_path / "t-0", small_config(segment_ms=1000), clock=clock)
     clock.advance(50_000)
     log.append_as_leader(make_batch(timestamp=T0 - 40_000), 0)
@@ -124,7 +126,7 @@ def test_an_empty_segment_never_rolls_on_time(tmp_path: Path) -> None:
 def test_rolls_when_the_time_index_is_full(tmp_path: Path) -> None:
     # 48 index bytes: 6 offset entries, 4 time entries of which one is kept for the final entry.
     config = small_config(segment_index_bytes=48, index_interval_bytes=0, segment_bytes=1 << 20)
-    log = open_log(tmp_path / "t-0", config, clock=ManualClock())
+    log = open_log(tmp_path / "t-0", config, clock=ManualClock(T0))
     batches = append_batches(log, 12)  # growing timestamps: every entry adds a time entry
     # First append: no entry; appends 2-4 fill the 3 usable time slots; the 5th rolls.
     assert [s.base_offset for s in log.segments()] == [0, 4, 8]
@@ -136,7 +138,7 @@ def test_rolls_when_the_time_index_is_full(tmp_path: Path) -> None:
 
 def test_rolls_when_the_offset_index_is_full(tmp_path: Path) -> None:
     config = small_config(segment_index_bytes=48, index_interval_bytes=0, segment_bytes=1 << 20)
-    log = open_log(tmp_path / "t-0", config, clock=ManualClock())
+    log = open_log(tmp_path / "t-0", config, clock=ManualClock(T0))
     append_batches(log, 16, timestamp_step=0)  # constant timestamps: one time entry only
     assert [s.base_offset for s in log.segments()] == [0, 7, 14]
     offsets, times = loaded_index_entries(log.segments()[0])
@@ -149,7 +151,7 @@ def test_index_entries_follow_kafkas_interval_rule(
     tmp_path: Path, records: int | list[int]
 ) -> None:
     config = small_config(segment_bytes=2048, index_interval_bytes=300)
-    log = open_log(tmp_path / "t-0", config, clock=ManualClock())
+    log = open_log(tmp_path / "t-0", config, clock=ManualClock(T0))
     batches = append_batches(log, 80, records=records, value_size=25)
     grouped = batches_by_segment(log, batches)
     assert len(grouped) >= 3
@@ -170,7 +172,7 @@ def test_index_entries_follow_kafkas_interval_rule(
 def test_index_files_hold_big_endian_relative_entries_after_close(tmp_path: Path) -> None:
     config = small_config(segment_bytes=2048, index_interval_bytes=200)
     directory = tmp_path / "t-0"
-    log = open_log(directory, config, clock=ManualClock())
+    log = open_log(directory, config, clock=ManualClock(T0))
     batches = append_batches(log, 50, records=2)
     grouped = batches_by_segment(log, batches)
     log.close()
@@ -193,7 +195,7 @@ def test_index_files_hold_big_endian_relative_entries_after_close(tmp_path: Path
         assert raw_times == [(ts, offset - base) for ts, offset in with_final_time_entry(expected)]
         assert time_path.stat().st_size == 12 * len(raw_times)
 
-    reopened = open_log(directory, config, clock=ManualClock())
+    reopened = open_log(directory, config, clock=ManualClock(T0))
     assert read_all(reopened) == batches
     for segment, group in zip(reopened.segments(), grouped.values(), strict=True):
         offsets, _ = loaded_index_entries(segment)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from storage_helpers import (
-    ManualClock,
+    T0,
     append_batches,
     files_with_suffix,
     flip_byte,
@@ -20,6 +20,7 @@ from storage_helpers import (
 
 from replog.cli.main import main
 from replog.record import RECORD_BATCH_OVERHEAD
+from replog.testing import ManualClock
 
 
 @pytest.fixture
@@ -29,7 +30,7 @@ def log_dir(tmp_path: Path) -> Path:
         log = open_log(
             tmp_path / "logs" / name,
             small_config(segment_bytes=600, index_interval_bytes=100),
-            clock=ManualClock(),
+            clock=ManualClock(T0),
         )
         append_batches(log, count, epoch=1, records=[2, 1, 3], timestamp_step=10)
         log.close()

@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# Apache Kafka for replog's benchmarks: fetch its jars with Maven, run a 3-node KRaft cluster on
+# loopback, stop it. Bench only: nothing in CI calls this (docs/benchmarks.md, "Harness").
+#
+#   bench/kafka/kafka.sh fetch            jars into $KAFKA_CACHE/libs (once; Maven's cache after)
+#   bench/kafka/kafka.sh start            fetch if needed, write configs, format, start, wait
+#   bench/kafka/kafka.sh stop             SIGTERM every node, SIGKILL after 30 s
+#   bench/kafka/kafka.sh kill NODE_ID     SIGKILL one node (the failover timeline)
+#   bench/kafka/kafka.sh restart NODE_ID  start a stopped node again and wait for its listener
+#   bench/kafka/kafka.sh bootstrap        print the bootstrap servers
+#
+# Settings (environment):
+#   KAFKA_VERSION      4.4.0 (the pom's default; any 4.x that Maven Central serves)
+#   KAFKA_CACHE        ~/.cache/replog-bench/kafka-$KAFKA_VERSION (jars, outside the checkout)
+#   KAFKA_CLUSTER_DIR  $KAFKA_CACHE/cluster (configs, data, logs, pids; wiped by `start`)
+#   KAFKA_BASE_PORT    29092: node i's broker listener is base+i-1, its controller base+100+i-1
+#   KAFKA_HEAP         512m per node (three nodes and replog's share 2 cores and 24 GiB)
+#   KAFKA_SEGMENT_BYTES 1073741824, replog's (and Kafka's) default segment.bytes
+#
+# Settings matched to replog's cluster (`replog cluster start`): 3 combined nodes (broker and
+# controller), replication factor 3, min.insync.replicas=2, no fsync per message (Kafka's and
+# replog's default: flush.messages unset), the same segment size. Clients choose acks=all.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+KAFKA_VERSION="${KAFKA_VERSION:-4.4.0}"
+KAFKA_CACHE="${KAFKA_CACHE:-$HOME/.cache/replog-bench/kafka-$KAFKA_VERSION}"
+KAFKA_CLUSTER_DIR="${KAFKA_CLUSTER_DIR:-$KAFKA_CACHE/cluster}"
+KAFKA_BASE_PORT="${KAFKA_BASE_PORT:-29092}"
+KAFKA_HEAP="${KAFKA_HEAP:-512m}"
+KAFKA_SEGMENT_BYTES="${KAFKA_SEGMENT_BYTES:-1073741824}"
+NODES=3
+START_TIMEOUT_S=90
+STOP_TIMEOUT_S=30
+
+die() { echo "kafka.sh: $*" >&2; exit 1; }
+
+broker_port() { echo $((KAFKA_BASE_PORT + $1 - 1)); }
+controller_port() { echo $((KAFKA_BASE_PORT + 100 + $1 - 1)); }
+
+fetch() {
+  if [[ -f "$KAFKA_CACHE/libs/kafka_2.13-$KAFKA_VERSION.jar" ]]; then
+    return 0
+  fi
+  command -v mvn >/dev/null || die "mvn not found: Maven fetches Kafka's jars"
+  echo "kafka.sh: fetching Apache Kafka $KAFKA_VERSION's jars with Maven into $KAFKA_CACHE/libs" >&2
+  mkdir -p "$KAFKA_CACHE/libs.partial"
+  mvn -q -B -f "$HERE/pom.xml" "-Dkafka.version=$KAFKA_VERSION" dependency:copy-dependencies \
+    -DincludeScope=runtime "-DoutputDirectory=$KAFKA_CACHE/libs.partial" \
+    || die "Maven could not fetch org.apache.kafka:kafka_2.13:$KAFKA_VERSION"
+  rm -rf "$KAFKA_CACHE/libs"
+  mv "$KAFKA_CACHE/libs.partial" "$KAFKA_CACHE/libs"
+}
+
+java_cmd() {
+  # The JVM flags of Kafka's kafka-run-class.sh and kafka-server-start.sh, with a smaller heap;
+  # an array, so the classpath's `*` reaches java unexpanded.
+  JAVA=(java "-Xms$KAFKA_HEAP" "-Xmx$KAFKA_HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20
+    -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent
+    -Djava.awt.headless=true "-Dlog4j2.configurationFile=$KAFKA_CLUSTER_DIR/log4j2.properties"
+    -cp "$KAFKA_CACHE/libs/*")
+}
+
+voters() {
+  local i out=""
+  for i in $(seq 1 $NODES); do out+="${out:+,}$i@127.0.0.1:$(controller_port "$i")"; done
+  echo "$out"
+}
+
+bootstrap() {
+  local i out=""
+  for i in $(seq 1 $NODES); do out+="${out:+,}127.0.0.1:$(broker_port "$i")"; done
+  echo "$out"
+}
+
+write_configs() {
+  mkdir -p "$KAFKA_CLUSTER_DIR"
+  cat >"$KAFKA_CLUSTER_DIR/log4j2.properties" <<'EOF'
+rootLogger.level = WARN
+rootLogger.appenderRef.stdout.ref = STDOUT
+appender.stdout.type = Console
+appender.stdout.name = STDOUT
+appender.stdout.layout.type = PatternLayout
+appender.stdout.layout.pattern = [%d] %p %m (%c)%n
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.server.name = org.apache.kafka.server
+logger.server.level = INFO
+EOF
+  local i
+  for i in $(seq 1 $NODES); do
+    mkdir -p "$KAFKA_CLUSTER_DIR/node-$i/data"
+    cat >"$KAFKA_CLUSTER_DIR/node-$i/server.properties" <<EOF
+# Written by bench/kafka/kafka.sh: node $i of a 3-node KRaft cluster on loopback.
+process.roles=broker,controller
+node.id=$i
+controller.quorum.voters=$(voters)
+listeners=PLAINTEXT://127.0.0.1:$(broker_port "$i"),CONTROLLER://127.0.0.1:$(controller_port "$i")
+advertised.listeners=PLAINTEXT://127.0.0.1:$(broker_port "$i")
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$KAFKA_CLUSTER_DIR/node-$i/data
+num.partitions=1
+default.replication.factor=3
+min.insync.replicas=2
+offsets.topic.replication.factor=3
+transaction.state.log.replication.factor=3
+transaction.state.log.min.isr=2
+log.segment.bytes=$KAFKA_SEGMENT_BYTES
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+EOF
+  done
+}
+
+pid_of() { cat "$KAFKA_CLUSTER_DIR/node-$1/node.pid" 2>/dev/null || true; }
+
+alive() { [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null; }
+
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+start() {
+  fetch
+  command -v java >/dev/null || die "java not found: Kafka $KAFKA_VERSION needs Java 17 or later"
+  local i
+  for i in $(seq 1 $NODES); do
+    alive "$(pid_of "$i")" && die "node $i already runs (pid $(pid_of "$i")); run: $0 stop"
+    for port in "$(broker_port "$i")" "$(controller_port "$i")"; do
+      listening "$port" && die "port $port is taken (set KAFKA_BASE_PORT)"
+    done
+  done
+  rm -rf "$KAFKA_CLUSTER_DIR"
+  write_configs
+  java_cmd
+  local cluster_id
+  cluster_id="$("${JAVA[@]}" kafka.tools.StorageTool random-uuid)"
+  for i in $(seq 1 $NODES); do
+    "${JAVA[@]}" kafka.tools.StorageTool format -t "$cluster_id" \
+      -c "$KAFKA_CLUSTER_DIR/node-$i/server.properties" >"$KAFKA_CLUSTER_DIR/node-$i/format.log" \
+      || die "formatting node $i failed: $(cat "$KAFKA_CLUSTER_DIR/node-$i/format.log")"
+  done
+  for i in $(seq 1 $NODES); do
+    spawn_node "$i"
+  done
+  echo "kafka.sh: waiting up to ${START_TIMEOUT_S}s for 3 brokers to listen on $(bootstrap)" >&2
+  for i in $(seq 1 $NODES); do
+    wait_listening "$i"
+  done
+  echo "kafka.sh: Kafka $KAFKA_VERSION runs: bootstrap servers $(bootstrap)" >&2
+}
+
+spawn_node() {
+  # setsid: the node outlives this script and gets no terminal's signals.
+  setsid "${JAVA[@]}" kafka.Kafka "$KAFKA_CLUSTER_DIR/node-$1/server.properties" \
+    >>"$KAFKA_CLUSTER_DIR/node-$1/node.log" 2>&1 </dev/null &
+  echo $! >"$KAFKA_CLUSTER_DIR/node-$1/node.pid"
+}
+
+wait_listening() {
+  local deadline=$((SECONDS + START_TIMEOUT_S))
+  until listening "$(broker_port "$1")"; do
+    if ! alive "$(pid_of "$1")" || ((SECONDS > deadline)); then
+      tail -n 30 "$KAFKA_CLUSTER_DIR/node-$1/node.log" >&2 || true
+      stop
+      die "node $1 did not start (its log: $KAFKA_CLUSTER_DIR/node-$1/node.log)"
+    fi
+    sleep 0.5
+  done
+}
+
+restart_node() {
+  alive "$(pid_of "$1")" && die "node $1 already runs (pid $(pid_of "$1"))"
+  java_cmd
+  spawn_node "$1"
+  wait_listening "$1"
+}
+
+stop() {
+  local i pid
+  for i in $(seq 1 $NODES); do
+    pid="$(pid_of "$i")"
+    alive "$pid" && kill -TERM "$pid"
+  done
+  for i in $(seq 1 $NODES); do
+    pid="$(pid_of "$i")"
+    local deadline=$((SECONDS + STOP_TIMEOUT_S))
+    while alive "$pid"; do
+      if ((SECONDS > deadline)); then
+        echo "kafka.sh: node $i (pid $pid) ignored SIGTERM for ${STOP_TIMEOUT_S}s: SIGKILL" >&2
+        kill -KILL "$pid" || true
+      fi
+      sleep 0.2
+    done
+    rm -f "$KAFKA_CLUSTER_DIR/node-$i/node.pid"
+  done
+}
+
+kill_node() {
+  local pid
+  pid="$(pid_of "$1")"
+  alive "$pid" || die "node $1 does not run"
+  kill -KILL "$pid"
+}
+
+case "${1:-}" in
+  fetch) fetch ;;
+  start) start ;;
+  stop) stop ;;
+  kill) kill_node "${2:?usage: $0 kill NODE_ID}" ;;
+  restart) restart_node "${2:?usage: $0 restart NODE_ID}" ;;
+  bootstrap) bootstrap ;;
+  *) die "usage: $0 fetch|start|stop|kill NODE_ID|restart NODE_ID|bootstrap" ;;
+esac

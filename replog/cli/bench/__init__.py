@@ -1,0 +1,218 @@
+"""`replog bench WORKLOAD.yaml [--systems replog,kafka] [--runs N]`: run an OpenMessaging-
+Benchmark-style workload against replog and Apache Kafka on this machine, and report.
+
+For each system in turn: start a 3-node cluster on loopback (replog: in `--work-dir`; Apache
+Kafka: with bench/kafka/kafka.sh, which fetches Kafka's jars with Maven the first time), run
+the workload `--runs` times (fresh topics each run, replication factor 3,
+min.insync.replicas=2, acks=all), stop the cluster. Every run's result is one JSON file, and
+the HTML report with its PNG plots is written beside them, in a new directory under
+`--output` (named by the time and the workload). `--report DIR` remakes a report from the
+JSON files in DIR.
+
+Systems: `replog` (replog's own Python client, over gRPC), `replog-kafka` (confluent-kafka
+through replog's Kafka listener), `kafka` (confluent-kafka against Apache Kafka 4.x).
+Workload files: bench/workloads/*.yaml; their fields are in docs/benchmarks.md ("Harness").
+Needs the bench extra (`pip install -e '.[bench]'`: confluent-kafka, matplotlib, PyYAML); the
+`kafka` system needs Java 17+ and Maven.
+
+Rules: the module imports nothing heavy until a run starts, so `replog --help` stays fast. A
+bad workload file is a `WorkloadError` naming the field; a system that cannot start is a
+`BenchSystemError`, and a started system is stopped whatever happens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from typing import Any
+
+from replog.cli.arguments import add_documented_command, at_least
+from replog.errors import ReplogError
+
+DEFAULT_SYSTEMS = "replog,kafka"
+DEFAULT_RUNS = 3
+DEFAULT_OUTPUT = os.path.join(".replog", "bench-results")
+DEFAULT_WORK_DIR = os.path.join(".replog", "bench")
+DEFAULT_BASE_PORT = 39092
+PORTS_PER_SYSTEM = 300  # a system's nodes listen at its base port .. base + 299
+
+
+def _systems(text: str) -> list[str]:
+    from replog.cli.bench.systems import SYSTEMS
+
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in names if s not in SYSTEMS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a comma-separated list of {', '.join(SYSTEMS)}"
+        )
+    return list(dict.fromkeys(names))
+
+
+def run(args: argparse.Namespace) -> int:
+    from replog.cli.bench.report import load_results, write_report
+
+    if args.report:
+        page = write_report(load_results(args.report), args.report)
+        print(f"report: {page}")
+        return 0
+    if args.workload is None:
+        raise ReplogError("bench: name a WORKLOAD.yaml (or --report DIR)")
+    from replog.cli.bench.workload import load_workload
+
+    workload = load_workload(args.workload)
+    stem = os.path.splitext(os.path.basename(args.workload))[0]
+    output = os.path.join(args.output, f"{time.strftime('%Y%m%d-%H%M%S')}-{stem}")
+    os.makedirs(output, exist_ok=True)
+    results = []
+    for index, system_name in enumerate(args.systems):
+        base_port = args.base_port + index * PORTS_PER_SYSTEM
+        results += run_system(system_name, workload, args, base_port, output)
+    page = write_report(results, output)
+    print(f"report: {page}")
+    return 0
+
+
+def run_system(
+    system_name: str, workload: Any, args: argparse.Namespace, base_port: int, output: str
+) -> list[dict[str, Any]]:
+    """Start `system_name`, run the workload `args.runs` times, stop it; the results (each
+    also written to `output/<system>-run<N>.json`)."""
+    from replog.cli.bench.drivers import make_driver
+    from replog.cli.bench.runner import machine, run_once
+    from replog.cli.bench.systems import make_system
+
+    system = make_system(system_name, os.path.realpath(args.work_dir), base_port, args.kafka_script)
+    print(f"{system_name}: starting a 3-node cluster", flush=True)
+    results = []
+    system.start()
+    try:
+        for number in range(1, args.runs + 1):
+            driver = make_driver(system.driver, system.bootstrap_servers)
+            result = run_once(driver, workload, system.create_topics, system.kill_leader)
+            system.restart_killed()
+            result.update(
+                {
+                    "system": system_name,
+                    "run": number,
+                    "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "workload": workload.to_json(),
+                    "system_info": system.describe(),
+                    "machine": machine(),
+                    "versions": versions(),
+                }
+            )
+            path = os.path.join(output, f"{system_name}-run{number}.json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(result, f, indent=1)
+                f.write("\n")
+            produce, e2e = result["produce"], result["end_to_end"]
+            print(
+                f"{system_name} run {number}/{args.runs}: {produce['mb_per_s']:.1f} MB/s "
+                f"({produce['records_per_s']:,.0f} records/s), produce p99 "
+                f"{produce['latency_ms']['p99']:.1f} ms, end-to-end p99 "
+                f"{e2e['latency_ms']['p99']:.1f} ms, errors {produce['errors']}"
+                + _failover_text(result.get("failover"))
+                + (" [client-bound]" if result["client_bound"] else ""),
+                flush=True,
+            )
+            results.append(result)
+    finally:
+        system.stop()
+    return results
+
+
+def _failover_text(failover: dict[str, Any] | None) -> str:
+    if failover is None:
+        return ""
+    if failover["error"]:
+        return f"; the leader's kill failed: {failover['error']}"
+    return (
+        f"; node {failover['killed_node']} killed at {failover['at_s']:.1f} s: "
+        f"{failover['unavailable_s']:.2f} s without an acknowledgement"
+    )
+
+
+def versions() -> dict[str, str]:
+    """The versions and commit every result records."""
+    import subprocess
+
+    import confluent_kafka
+
+    from replog import __version__
+
+    found = {
+        "replog": __version__,
+        "confluent-kafka": (
+            f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})"
+        ),
+    }
+    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    try:
+        commit = subprocess.run(
+            ["git", "-C", checkout, "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        ).stdout.strip()
+    except OSError:
+        commit = ""
+    found["replog commit"] = commit or "unknown"
+    return found
+
+
+def register(commands: Any) -> None:
+    parser = add_documented_command(commands, "bench", __doc__)
+    parser.add_argument("workload", nargs="?", metavar="WORKLOAD.yaml", help="the workload file")
+    parser.add_argument(
+        "--systems",
+        type=_systems,
+        default=_systems_default(),
+        metavar="LIST",
+        help=f"systems to run, in order (default: {DEFAULT_SYSTEMS}; also replog-kafka)",
+    )
+    parser.add_argument(
+        "--runs",
+        type=at_least(1),
+        default=DEFAULT_RUNS,
+        metavar="N",
+        help=f"runs per system (default: {DEFAULT_RUNS})",
+    )
+    parser.add_argument(
+        "--output",
+        default=DEFAULT_OUTPUT,
+        metavar="DIR",
+        help=f"results and report go to a new directory in DIR (default: {DEFAULT_OUTPUT})",
+    )
+    parser.add_argument(
+        "--work-dir",
+        default=DEFAULT_WORK_DIR,
+        metavar="DIR",
+        help=f"the clusters' data (default: {DEFAULT_WORK_DIR}; wiped at each start)",
+    )
+    parser.add_argument(
+        "--base-port",
+        type=at_least(1024, 65535 - 3 * PORTS_PER_SYSTEM),
+        default=DEFAULT_BASE_PORT,
+        metavar="PORT",
+        help=f"the first system listens from PORT, the next {PORTS_PER_SYSTEM} higher "
+        f"(default: {DEFAULT_BASE_PORT})",
+    )
+    parser.add_argument(
+        "--kafka-script",
+        metavar="PATH",
+        help="bench/kafka/kafka.sh (default: the one of the checkout replog runs from)",
+    )
+    parser.add_argument(
+        "--report",
+        metavar="DIR",
+        help="only remake the report from the JSON results in DIR",
+    )
+    parser.set_defaults(run=run)
+
+
+def _systems_default() -> list[str]:
+    return DEFAULT_SYSTEMS.split(",")

@@ -1,0 +1,177 @@
+"""Benchmark drivers: the client libraries a run produces and consumes through.
+
+- `replog`: replog's own Python client (`replog.Producer`, `replog.Consumer`), over gRPC.
+- `confluent-kafka`: Confluent's Python client (librdkafka, C), over Kafka's protocol; it drives
+  Apache Kafka and replog's Kafka listener alike, so those two compare with the same client.
+
+Rules: a driver builds producers and consumers with acks=all and the workload's
+`producerConfig` on top (a setting a client does not know is its own ConfigError/KafkaException
+at the start of the run). Consumers are assigned their partitions (no group protocol: the
+benchmark measures the data path) and read from the earliest offset of the run's fresh topics.
+A delivery callback reports `None` or the error's text; `send` may block while the client's
+buffer is full (that time counts in the record's latency, as in Kafka's perf tools).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+DeliveryCallback = Callable[[str | None], None]
+CONSUME_BATCH = 1000  # records a confluent-kafka consume() call returns at most
+
+
+class BenchProducer(Protocol):
+    def send(self, topic: str, key: bytes | None, value: bytes, done: DeliveryCallback) -> None: ...
+    def service(self) -> None:
+        """Run due delivery callbacks (clients that run them on the caller's thread)."""
+
+    def flush(self, timeout_s: float) -> None: ...
+    def close(self) -> None: ...
+
+
+class BenchConsumer(Protocol):
+    def poll(self, timeout_s: float) -> list[bytes]:
+        """The values of the records that arrived (empty after `timeout_s` without any)."""
+
+    def close(self) -> None: ...
+
+
+DRIVERS = ("replog", "confluent-kafka")
+
+
+@dataclass(frozen=True, slots=True)
+class Driver:
+    """A client library (`DRIVERS`) bound to a system's bootstrap servers."""
+
+    name: str
+    bootstrap_servers: str
+
+    def producer(self, config: Mapping[str, str]) -> BenchProducer:
+        settings = {"bootstrap.servers": self.bootstrap_servers, "acks": "all", **config}
+        if self.name == "replog":
+            return _ReplogProducer(settings)
+        return _ConfluentProducer(settings)
+
+    def consumer(self, partitions: Sequence[tuple[str, int]]) -> BenchConsumer:
+        if self.name == "replog":
+            return _ReplogConsumer(self.bootstrap_servers, partitions)
+        return _ConfluentConsumer(self.bootstrap_servers, partitions)
+
+
+def make_driver(name: str, bootstrap_servers: str) -> Driver:
+    if name not in DRIVERS:
+        raise ValueError(f"unknown driver {name!r} (known: {', '.join(DRIVERS)})")
+    return Driver(name, bootstrap_servers)
+
+
+# --- replog's own client ------------------------------------------------------------------------
+
+
+class _ReplogProducer:
+    def __init__(self, config: dict[str, str]) -> None:
+        from replog.client.sync_producer import Producer
+
+        self._producer = Producer(config)
+
+    def send(self, topic: str, key: bytes | None, value: bytes, done: DeliveryCallback) -> None:
+        future = self._producer.send(topic, value=value, key=key)
+        future.add_callback(lambda _metadata: done(None))
+        future.add_errback(lambda exc: done(f"{type(exc).__name__}: {exc}"))
+
+    def service(self) -> None:
+        pass  # callbacks run on the client's own loop thread
+
+    def flush(self, timeout_s: float) -> None:
+        self._producer.flush(timeout_s)
+
+    def close(self) -> None:
+        self._producer.close(5)
+
+
+class _ReplogConsumer:
+    def __init__(self, bootstrap_servers: str, partitions: Sequence[tuple[str, int]]) -> None:
+        from replog.client.records import TopicPartition
+        from replog.client.sync_consumer import Consumer
+
+        self._consumer = Consumer(
+            config={
+                "bootstrap.servers": bootstrap_servers,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
+        self._consumer.assign([TopicPartition(topic, p) for topic, p in partitions])
+
+    def poll(self, timeout_s: float) -> list[bytes]:
+        batches = self._consumer.poll(timeout_ms=int(timeout_s * 1000))
+        return [r.value for records in batches.values() for r in records if r.value is not None]
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+# --- confluent-kafka (librdkafka) -----------------------------------------------------------------
+
+
+class _ConfluentProducer:
+    def __init__(self, config: dict[str, str]) -> None:
+        import confluent_kafka
+
+        self._producer = confluent_kafka.Producer(config)
+
+    def send(self, topic: str, key: bytes | None, value: bytes, done: DeliveryCallback) -> None:
+        def delivered(error: Any, _message: Any) -> None:
+            done(None if error is None else str(error))
+
+        while True:
+            try:
+                self._producer.produce(topic, value, key, on_delivery=delivered)
+                return
+            except BufferError:  # librdkafka's queue is full: serve callbacks, then retry
+                self._producer.poll(0.01)
+
+    def service(self) -> None:
+        self._producer.poll(0)
+
+    def flush(self, timeout_s: float) -> None:
+        self._producer.flush(timeout_s)
+
+    def close(self) -> None:
+        self._producer.flush(5)
+
+
+class _ConfluentConsumer:
+    def __init__(self, bootstrap_servers: str, partitions: Sequence[tuple[str, int]]) -> None:
+        import uuid
+
+        import confluent_kafka
+
+        self._consumer = confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": bootstrap_servers,
+                # librdkafka needs a group id even for assigned partitions; nothing commits.
+                "group.id": f"replog-bench-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "enable.auto.offset.store": False,
+            }
+        )
+        self._consumer.assign(
+            [
+                confluent_kafka.TopicPartition(topic, p, confluent_kafka.OFFSET_BEGINNING)
+                for topic, p in partitions
+            ]
+        )
+
+    def poll(self, timeout_s: float) -> list[bytes]:
+        messages = self._consumer.consume(num_messages=CONSUME_BATCH, timeout=timeout_s)
+        values = []
+        for message in messages:
+            value = message.value()
+            if message.error() is None and value is not None:
+                values.append(value)
+        return values
+
+    def close(self) -> None:
+        self._consumer.close()

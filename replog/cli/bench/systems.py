@@ -1,0 +1,318 @@
+"""The systems a benchmark compares: each starts a 3-node cluster on loopback, creates a run's
+topics, names the driver and bootstrap servers clients use, and stops.
+
+- `replog`: a local replog cluster (as `replog cluster start` makes, in the bench's work
+  directory), driven by replog's own client over gRPC.
+- `replog-kafka`: the same kind of cluster, driven by confluent-kafka through each broker's Kafka
+  listener (`PLAINTEXT`, as `replog cluster start --kafka-base-port` makes it).
+- `kafka`: Apache Kafka 4.x in KRaft mode, started and stopped by `bench/kafka/kafka.sh` (which
+  fetches its jars with Maven once), driven by confluent-kafka.
+
+Rules: every system runs 3 combined nodes (broker and controller), topics get replication
+factor 3 and `min.insync.replicas=2`, and nothing fsyncs per message (both systems' default).
+A system that cannot start raises `BenchSystemError` naming what failed and where its logs are;
+a wait says what it waits for.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from replog.errors import BenchSystemError
+
+if TYPE_CHECKING:
+    from replog.cli.local_cluster import LocalCluster, LocalNode
+
+SYSTEMS = ("replog", "replog-kafka", "kafka")
+REPLICATION_FACTOR = 3
+TOPIC_CONFIGS = {"min.insync.replicas": "2"}
+NODES = 3
+START_TIMEOUT_S = 60.0
+KAFKA_START_TIMEOUT_S = 600.0  # the first start fetches Kafka's jars with Maven
+METADATA_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+
+
+class System(Protocol):
+    name: str
+    driver: str  # a name of drivers.DRIVERS
+    bootstrap_servers: str
+
+    def start(self) -> None: ...
+    def create_topics(self, names: Sequence[str], partitions: int) -> None: ...
+    def kill_leader(self, topic: str) -> int:
+        """SIGKILL the node leading `topic`'s partition 0; its node id."""
+
+    def restart_killed(self) -> None:
+        """Start the node `kill_leader` killed again and wait until the cluster is whole."""
+
+    def stop(self) -> None: ...
+    def describe(self) -> dict[str, str]:
+        """What the report records of the system: version, settings."""
+
+
+def make_system(name: str, work_dir: str, base_port: int, kafka_script: str | None) -> System:
+    """`base_port`: the first of the ports the system's nodes listen on (each system takes
+    base_port .. base_port + 299)."""
+    if name in ("replog", "replog-kafka"):
+        return ReplogSystem(name, os.path.join(work_dir, name), base_port)
+    if name == "kafka":
+        return KafkaSystem(os.path.join(work_dir, name), base_port, kafka_script)
+    raise BenchSystemError(f"--systems: unknown system {name!r} (known: {', '.join(SYSTEMS)})")
+
+
+# --- replog ---------------------------------------------------------------------------------------
+
+
+class ReplogSystem:
+    def __init__(self, name: str, directory: str, base_port: int) -> None:
+        self.name = name
+        self.driver = "replog" if name == "replog" else "confluent-kafka"
+        self.directory = directory
+        self.base_port = base_port
+        self.bootstrap_servers = ""
+        self.grpc_servers = ""  # the admin client's (topics are created over gRPC)
+        self._started: list[tuple[LocalNode, int]] = []
+        self._cluster: LocalCluster | None = None
+        self._killed: LocalNode | None = None
+
+    def start(self) -> None:
+        import shutil
+
+        from replog.cli.cluster import spawn, wait_until_up
+        from replog.cli.local_cluster import KAFKA_LISTENER, LocalCluster
+
+        shutil.rmtree(self.directory, ignore_errors=True)
+        # Every node gets its Kafka listener (as `cluster start --kafka-base-port`); only the
+        # replog-kafka system's clients use it.
+        cluster = self._cluster = LocalCluster.plan(
+            self.directory, NODES, self.base_port, kafka_base_port=self.base_port + 200
+        )
+        cluster.write()
+        pids = {node.node_id: spawn(node) for node in cluster.nodes}
+        self._started = [(node, pids[node.node_id]) for node in cluster.nodes]
+        try:
+            wait_until_up(cluster, pids, START_TIMEOUT_S)
+        except Exception as exc:
+            self.stop()
+            raise BenchSystemError(
+                f"{self.name}: the replog cluster in {self.directory} did not start: {exc}"
+            ) from None
+        self.grpc_servers = ",".join(cluster.controller_addresses().values())
+        if self.driver == "replog":
+            self.bootstrap_servers = self.grpc_servers
+        else:
+            self.bootstrap_servers = ",".join(n.listeners[KAFKA_LISTENER] for n in cluster.nodes)
+
+    def create_topics(self, names: Sequence[str], partitions: int) -> None:
+        from replog.client.sync_admin import Admin, NewTopic
+
+        with Admin({"bootstrap.servers": self.grpc_servers}) as admin:
+            admin.create_topics(
+                [NewTopic(n, partitions, REPLICATION_FACTOR, TOPIC_CONFIGS) for n in names]
+            )
+        if self.driver == "confluent-kafka":
+            wait_for_kafka_metadata(self.bootstrap_servers, names, partitions)
+
+    def kill_leader(self, topic: str) -> int:
+        from replog.cli.cluster import kill_and_wait
+        from replog.client.sync_admin import Admin
+
+        with Admin({"bootstrap.servers": self.grpc_servers}) as admin:
+            leader = admin.describe_topics([topic])[topic].partitions[0].leader
+        for node, pid in self._started:
+            if node.node_id == leader:
+                kill_and_wait(node, pid)
+                self._killed = node
+                return node.node_id
+        raise BenchSystemError(f"{self.name}: {topic}-0 has no leader to kill (leader {leader})")
+
+    def restart_killed(self) -> None:
+        from replog.cli.cluster import spawn, wait_until_up
+
+        node, self._killed = self._killed, None
+        if node is None or self._cluster is None:
+            return
+        pid = spawn(node)
+        self._started = [(n, pid if n.node_id == node.node_id else p) for n, p in self._started]
+        try:
+            wait_until_up(self._cluster, {n.node_id: p for n, p in self._started}, START_TIMEOUT_S)
+        except Exception as exc:
+            raise BenchSystemError(
+                f"{self.name}: node {node.node_id} did not come back after its kill: {exc} "
+                f"(its log: {node.log_path})"
+            ) from None
+
+    def stop(self) -> None:
+        from replog.cli.cluster import stop_nodes
+
+        started, self._started = self._started, []
+        stop_nodes(started, STOP_TIMEOUT_S)
+
+    def describe(self) -> dict[str, str]:
+        from replog import __version__
+
+        return {
+            "system": self.name,
+            "version": f"replog {__version__}",
+            "nodes": f"{NODES} combined (broker+controller), loopback",
+            "client": self.driver,
+        }
+
+
+# --- Apache Kafka ---------------------------------------------------------------------------------
+
+
+def default_kafka_script() -> str:
+    """bench/kafka/kafka.sh of the checkout replog runs from."""
+    return str(Path(__file__).resolve().parents[3] / "bench" / "kafka" / "kafka.sh")
+
+
+class KafkaSystem:
+    name = "kafka"
+    driver = "confluent-kafka"
+
+    def __init__(self, directory: str, base_port: int, script: str | None) -> None:
+        self.script = script or default_kafka_script()
+        self.directory = directory
+        self.base_port = base_port
+        self.bootstrap_servers = ""
+        self.version = os.environ.get("KAFKA_VERSION", "4.4.0")
+        self._killed: int | None = None
+
+    def _env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "KAFKA_CLUSTER_DIR": self.directory,
+            "KAFKA_BASE_PORT": str(self.base_port),
+            "KAFKA_VERSION": self.version,
+        }
+
+    def _script(self, *args: str, timeout_s: float) -> str:
+        if not os.path.exists(self.script):
+            raise BenchSystemError(
+                f"kafka: {self.script} not found: run from a replog checkout or pass "
+                "--kafka-script PATH (bench/kafka/kafka.sh)"
+            )
+        try:
+            done = subprocess.run(
+                [self.script, *args],
+                env=self._env(),
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise BenchSystemError(
+                f"kafka: `{self.script} {' '.join(args)}` took over {timeout_s:g} s"
+            ) from None
+        if done.returncode != 0:
+            raise BenchSystemError(
+                f"kafka: `{self.script} {' '.join(args)}` failed (exit {done.returncode}): "
+                f"{done.stderr.strip()[-2000:]}"
+            )
+        return done.stdout.strip()
+
+    def start(self) -> None:
+        self._script("start", timeout_s=KAFKA_START_TIMEOUT_S)
+        self.bootstrap_servers = self._script("bootstrap", timeout_s=10)
+        wait_for_kafka_brokers(self.bootstrap_servers, NODES)
+
+    def create_topics(self, names: Sequence[str], partitions: int) -> None:
+        from confluent_kafka.admin import AdminClient
+        from confluent_kafka.cimpl import NewTopic  # where its type stubs declare it
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        futures = admin.create_topics(
+            [NewTopic(n, partitions, REPLICATION_FACTOR, config=TOPIC_CONFIGS) for n in names]
+        )
+        for name, future in futures.items():
+            try:
+                future.result(METADATA_TIMEOUT_S)
+            except Exception as exc:
+                raise BenchSystemError(f"kafka: creating topic {name} failed: {exc}") from None
+        wait_for_kafka_metadata(self.bootstrap_servers, names, partitions)
+
+    def kill_leader(self, topic: str) -> int:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        leader = admin.list_topics(topic, timeout=METADATA_TIMEOUT_S).topics[topic].partitions[0]
+        self._script("kill", str(leader.leader), timeout_s=10)
+        self._killed = leader.leader
+        return int(leader.leader)
+
+    def restart_killed(self) -> None:
+        node, self._killed = self._killed, None
+        if node is not None:
+            self._script("restart", str(node), timeout_s=KAFKA_START_TIMEOUT_S)
+            wait_for_kafka_brokers(self.bootstrap_servers, NODES)
+
+    def stop(self) -> None:
+        self._script("stop", timeout_s=STOP_TIMEOUT_S * 2)
+
+    def describe(self) -> dict[str, str]:
+        return {
+            "system": self.name,
+            "version": f"Apache Kafka {self.version}",
+            "nodes": f"{NODES} combined KRaft (broker+controller), loopback, "
+            f"heap {os.environ.get('KAFKA_HEAP', '512m')}",
+            "client": self.driver,
+        }
+
+
+# --- waits over Kafka's protocol ------------------------------------------------------------------
+
+
+def wait_for_kafka_brokers(bootstrap_servers: str, count: int) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    deadline = time.monotonic() + METADATA_TIMEOUT_S
+    seen = 0
+    while time.monotonic() < deadline:
+        try:
+            seen = len(admin.list_topics(timeout=5).brokers)
+        except Exception:
+            seen = 0
+        if seen >= count:
+            return
+        time.sleep(0.5)
+    raise BenchSystemError(
+        f"waited {METADATA_TIMEOUT_S:g} s for {count} brokers at {bootstrap_servers}; "
+        f"metadata lists {seen}"
+    )
+
+
+def wait_for_kafka_metadata(bootstrap_servers: str, topics: Sequence[str], partitions: int) -> None:
+    """Wait until Metadata over Kafka's protocol shows a leader for every partition of `topics`."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    deadline = time.monotonic() + METADATA_TIMEOUT_S
+    missing: list[str] = list(topics)
+    while time.monotonic() < deadline:
+        try:
+            metadata = admin.list_topics(timeout=5)
+        except Exception:
+            time.sleep(0.5)
+            continue
+        missing = []
+        for name in topics:
+            topic = metadata.topics.get(name)
+            led = 0 if topic is None else sum(1 for p in topic.partitions.values() if p.leader >= 0)
+            if led < partitions:
+                missing.append(name)
+        if not missing:
+            return
+        time.sleep(0.2)
+    raise BenchSystemError(
+        f"waited {METADATA_TIMEOUT_S:g} s for leaders of every partition of "
+        f"{', '.join(missing)} at {bootstrap_servers}"
+    )

@@ -1,0 +1,278 @@
+"""Benchmark workloads: OpenMessaging-Benchmark-style YAML files, read into a `Workload`.
+
+A workload names what runs, not where (the systems are `replog bench --systems`)::
+
+    name: 1 topic, 3 partitions, 1 KiB      # shown in the report
+    topics: 1
+    partitionsPerTopic: 3
+    messageSize: 1024                       # bytes of each record's value
+    keyDistributor: NO_KEY                  # NO_KEY | KEY_ROUND_ROBIN | RANDOM_NANO
+    producersPerTopic: 1
+    subscriptionsPerTopic: 1                # each subscription reads every record
+    consumerPerSubscription: 1              # a subscription's partitions split among these
+    producerRate: 10000                     # records/s over all producers; max: unthrottled
+    warmupDurationSeconds: 5                # or warmupDurationMinutes (OMB's)
+    testDurationSeconds: 20                 # or testDurationMinutes (OMB's)
+    producerConfig: {linger.ms: 5}          # optional: Kafka client settings for every driver
+    killLeaderAtSeconds: 15                 # optional: SIGKILL partition 0's leader then
+
+Rules: the keys are OpenMessaging Benchmark's (its `producerRate: 0` means max too), with
+seconds beside its minutes for short runs; `killLeaderAtSeconds` (not the OMB's: seconds
+since the run started, before its end) makes the run a failover timeline. Every problem is a
+`WorkloadError` naming the file and the field: a missing or unknown key, a value of the wrong
+type or out of range. Pure: the YAML text is parsed by `load_workload`, everything else works
+on the parsed mapping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from replog.errors import WorkloadError
+
+KEY_DISTRIBUTORS = ("NO_KEY", "KEY_ROUND_ROBIN", "RANDOM_NANO")
+MAX_RATE = 0.0  # producerRate: max (or 0): producers send as fast as their client takes records
+MESSAGE_SIZE_MIN = 8  # the first 8 bytes carry the send time (end-to-end latency)
+MESSAGE_SIZE_MAX = 1_000_000  # below Kafka's default max.message.bytes (1 MiB + overhead)
+
+# The whole-number fields, each >= 1 (the durations are checked as pairs below).
+_COUNTS = (
+    "topics",
+    "partitionsPerTopic",
+    "messageSize",
+    "producersPerTopic",
+    "subscriptionsPerTopic",
+    "consumerPerSubscription",
+)
+_DURATIONS = {
+    "warmup": ("warmupDurationSeconds", "warmupDurationMinutes"),
+    "test": ("testDurationSeconds", "testDurationMinutes"),
+}
+KNOWN_KEYS = frozenset(
+    {
+        "name",
+        *_COUNTS,
+        "keyDistributor",
+        "producerRate",
+        *(key for pair in _DURATIONS.values() for key in pair),
+        "producerConfig",
+        "killLeaderAtSeconds",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """One parsed workload file (the module docstring's fields, durations in seconds)."""
+
+    name: str
+    topics: int
+    partitions_per_topic: int
+    message_size: int
+    key_distributor: str
+    producers_per_topic: int
+    subscriptions_per_topic: int
+    consumers_per_subscription: int
+    producer_rate: float  # records/s over all producers; MAX_RATE: unthrottled
+    warmup_s: float
+    duration_s: float
+    producer_config: Mapping[str, str] = field(default_factory=dict)
+    kill_leader_at_s: float | None = None  # SIGKILL of partition 0's leader; None: no kill
+
+    @property
+    def unthrottled(self) -> bool:
+        return self.producer_rate == MAX_RATE
+
+    @property
+    def producers(self) -> int:
+        return self.topics * self.producers_per_topic
+
+    @property
+    def consumers(self) -> int:
+        return self.topics * self.subscriptions_per_topic * self.consumers_per_subscription
+
+    def rate_per_producer(self) -> float:
+        """Records/s each producer aims at (MAX_RATE when unthrottled)."""
+        return MAX_RATE if self.unthrottled else self.producer_rate / self.producers
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "topics": self.topics,
+            "partitionsPerTopic": self.partitions_per_topic,
+            "messageSize": self.message_size,
+            "keyDistributor": self.key_distributor,
+            "producersPerTopic": self.producers_per_topic,
+            "subscriptionsPerTopic": self.subscriptions_per_topic,
+            "consumerPerSubscription": self.consumers_per_subscription,
+            "producerRate": "max" if self.unthrottled else self.producer_rate,
+            "warmupDurationSeconds": self.warmup_s,
+            "testDurationSeconds": self.duration_s,
+            "producerConfig": dict(self.producer_config),
+            "killLeaderAtSeconds": self.kill_leader_at_s,
+        }
+
+
+def load_workload(path: str) -> Workload:
+    """Read and check the workload file at `path`."""
+    import yaml  # the bench extra's; imported here so `replog --help` stays fast
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise WorkloadError(f"workload {path}: unreadable: {exc.strerror or exc}") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise WorkloadError(f"workload {path}: not YAML: {exc}") from None
+    return parse_workload(document, source=path)
+
+
+def parse_workload(document: object, source: str = "workload") -> Workload:
+    """The `Workload` a parsed YAML document describes; `source` names it in errors."""
+    if not isinstance(document, Mapping):
+        raise WorkloadError(
+            f"{source}: expected a mapping of workload fields, got {_kind(document)}"
+        )
+    unknown = sorted(str(key) for key in document if key not in KNOWN_KEYS)
+    if unknown:
+        raise WorkloadError(
+            f"{source}: unknown field {unknown[0]!r} (known: {', '.join(sorted(KNOWN_KEYS))})",
+            field=unknown[0],
+        )
+    counts = {key: _count(document, key, source) for key in _COUNTS}
+    if counts["messageSize"] < MESSAGE_SIZE_MIN or counts["messageSize"] > MESSAGE_SIZE_MAX:
+        raise WorkloadError(
+            f"{source}: messageSize {counts['messageSize']}: must be in "
+            f"[{MESSAGE_SIZE_MIN}, {MESSAGE_SIZE_MAX}] (the first 8 bytes carry the send time)",
+            field="messageSize",
+        )
+    warmup_s = _duration(document, "warmup", source, required=False)
+    duration_s = _duration(document, "test", source, required=True)
+    return Workload(
+        name=_name(document, source),
+        topics=counts["topics"],
+        partitions_per_topic=counts["partitionsPerTopic"],
+        message_size=counts["messageSize"],
+        key_distributor=_key_distributor(document, source),
+        producers_per_topic=counts["producersPerTopic"],
+        subscriptions_per_topic=counts["subscriptionsPerTopic"],
+        consumers_per_subscription=counts["consumerPerSubscription"],
+        producer_rate=_rate(document, source),
+        warmup_s=warmup_s,
+        duration_s=duration_s,
+        producer_config=_producer_config(document, source),
+        kill_leader_at_s=_kill_at(document, warmup_s + duration_s, source),
+    )
+
+
+def _kind(value: object) -> str:
+    return "nothing" if value is None else type(value).__name__
+
+
+def _name(document: Mapping[Any, Any], source: str) -> str:
+    name = document.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise WorkloadError(
+            f"{source}: name: expected a non-empty string, got {_kind(name)}", field="name"
+        )
+    return name.strip()
+
+
+def _count(document: Mapping[Any, Any], key: str, source: str) -> int:
+    if key not in document:
+        raise WorkloadError(f"{source}: {key}: missing (a whole number >= 1)", field=key)
+    value = document[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise WorkloadError(
+            f"{source}: {key}: expected a whole number >= 1, got {value!r}", field=key
+        )
+    if value < 1:
+        raise WorkloadError(f"{source}: {key}: {value}: must be >= 1", field=key)
+    return value
+
+
+def _key_distributor(document: Mapping[Any, Any], source: str) -> str:
+    value = document.get("keyDistributor", "NO_KEY")
+    if value not in KEY_DISTRIBUTORS:
+        raise WorkloadError(
+            f"{source}: keyDistributor: {value!r}: expected one of {', '.join(KEY_DISTRIBUTORS)}",
+            field="keyDistributor",
+        )
+    return str(value)
+
+
+def _rate(document: Mapping[Any, Any], source: str) -> float:
+    if "producerRate" not in document:
+        raise WorkloadError(
+            f"{source}: producerRate: missing (records/s over all producers, or max)",
+            field="producerRate",
+        )
+    value = document["producerRate"]
+    if value == "max":
+        return MAX_RATE
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise WorkloadError(
+            f"{source}: producerRate: expected records/s (a number >= 0) or max, got {value!r}",
+            field="producerRate",
+        )
+    return float(value)
+
+
+def _duration(document: Mapping[Any, Any], which: str, source: str, *, required: bool) -> float:
+    seconds_key, minutes_key = _DURATIONS[which]
+    given = [key for key in (seconds_key, minutes_key) if key in document]
+    if len(given) == 2:
+        raise WorkloadError(
+            f"{source}: {seconds_key} and {minutes_key}: give one of them", field=minutes_key
+        )
+    if not given:
+        if required:
+            raise WorkloadError(
+                f"{source}: {seconds_key}: missing (or {minutes_key})", field=seconds_key
+            )
+        return 0.0
+    key = given[0]
+    value = document[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise WorkloadError(f"{source}: {key}: expected a number >= 0, got {value!r}", field=key)
+    seconds = float(value) * (60 if key == minutes_key else 1)
+    if required and seconds <= 0:
+        raise WorkloadError(f"{source}: {key}: {value}: must be > 0", field=key)
+    return seconds
+
+
+def _kill_at(document: Mapping[Any, Any], run_s: float, source: str) -> float | None:
+    key = "killLeaderAtSeconds"
+    value = document.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < run_s:
+        raise WorkloadError(
+            f"{source}: {key}: expected seconds since the run started, in (0, {run_s:g}) "
+            f"(warm-up + test duration), got {value!r}",
+            field=key,
+        )
+    return float(value)
+
+
+def _producer_config(document: Mapping[Any, Any], source: str) -> dict[str, str]:
+    value = document.get("producerConfig", {})
+    if not isinstance(value, Mapping):
+        raise WorkloadError(
+            f"{source}: producerConfig: expected a mapping of Kafka producer settings, got "
+            f"{_kind(value)}",
+            field="producerConfig",
+        )
+    config = {}
+    for key, setting in value.items():
+        if not isinstance(key, str) or isinstance(setting, Mapping | list) or setting is None:
+            raise WorkloadError(
+                f"{source}: producerConfig: {key!r}: expected a setting name and a scalar value",
+                field=f"producerConfig.{key}",
+            )
+        config[key] = str(setting).lower() if isinstance(setting, bool) else str(setting)
+    return config

@@ -1,0 +1,111 @@
+"""`replog bench` workload files: the shipped ones parse, OpenMessaging Benchmark's spellings
+are taken, and every bad file is a WorkloadError naming the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replog.cli.bench.workload import MAX_RATE, load_workload, parse_workload
+from replog.errors import WorkloadError
+
+WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
+
+GOOD: dict[str, Any] = {
+    "name": "one topic",
+    "topics": 1,
+    "partitionsPerTopic": 3,
+    "messageSize": 1024,
+    "keyDistributor": "KEY_ROUND_ROBIN",
+    "producersPerTopic": 2,
+    "subscriptionsPerTopic": 1,
+    "consumerPerSubscription": 3,
+    "producerRate": 5000,
+    "warmupDurationSeconds": 2,
+    "testDurationSeconds": 10,
+    "producerConfig": {"linger.ms": 5, "enable.idempotence": False},
+}
+
+
+def test_a_good_workload_is_read_into_its_fields() -> None:
+    workload = parse_workload(GOOD)
+    assert (workload.topics, workload.partitions_per_topic, workload.message_size) == (1, 3, 1024)
+    assert workload.producers == 2 and workload.consumers == 3
+    assert workload.rate_per_producer() == 2500
+    assert (workload.warmup_s, workload.duration_s) == (2, 10)
+    assert workload.producer_config == {"linger.ms": "5", "enable.idempotence": "false"}
+    assert workload.kill_leader_at_s is None
+    assert parse_workload({**GOOD, "killLeaderAtSeconds": 6}).kill_leader_at_s == 6
+    assert parse_workload(workload.to_json()) == workload
+
+
+@pytest.mark.parametrize("rate", ["max", 0])
+def test_max_or_zero_rate_is_unthrottled_and_minutes_are_omb_durations(rate: object) -> None:
+    document = {k: v for k, v in GOOD.items() if not k.endswith("Seconds")}
+    document.update(producerRate=rate, testDurationMinutes=0.5)
+    workload = parse_workload(document)
+    assert workload.unthrottled and workload.producer_rate == MAX_RATE
+    assert (workload.warmup_s, workload.duration_s) == (0, 30)
+
+
+def test_every_shipped_workload_parses() -> None:
+    files = sorted(WORKLOADS.glob("*.yaml"))
+    assert len(files) >= 3
+    for path in files:
+        assert load_workload(str(path)).name
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "says"),
+    [
+        ({"partitionsPerTopc": 3}, "partitionsPerTopc", "unknown field"),
+        ({"topics": None}, "topics", "whole number"),
+        ({"topics": 0}, "topics", "must be >= 1"),
+        ({"partitionsPerTopic": "3"}, "partitionsPerTopic", "whole number"),
+        ({"messageSize": 4}, "messageSize", "the send time"),
+        ({"producersPerTopic": True}, "producersPerTopic", "whole number"),
+        ({"keyDistributor": "RANDOM"}, "keyDistributor", "NO_KEY"),
+        ({"producerRate": -1}, "producerRate", "or max"),
+        ({"producerRate": "fast"}, "producerRate", "or max"),
+        ({"testDurationSeconds": 0}, "testDurationSeconds", "must be > 0"),
+        ({"testDurationMinutes": 1}, "testDurationMinutes", "give one of them"),
+        ({"warmupDurationSeconds": "5s"}, "warmupDurationSeconds", "a number"),
+        ({"name": ""}, "name", "non-empty string"),
+        ({"producerConfig": ["linger.ms=5"]}, "producerConfig", "a mapping"),
+        ({"producerConfig": {"acks": None}}, "producerConfig.acks", "scalar"),
+        ({"killLeaderAtSeconds": 0}, "killLeaderAtSeconds", r"in \(0, 12\)"),
+        ({"killLeaderAtSeconds": 12}, "killLeaderAtSeconds", "warm-up"),
+    ],
+)
+def test_a_bad_field_is_named(change: dict[str, Any], field: str, says: str) -> None:
+    with pytest.raises(WorkloadError, match=says) as raised:
+        parse_workload({**GOOD, **change}, source="w.yaml")
+    assert raised.value.field == field
+    assert str(raised.value).startswith("w.yaml: ")
+    assert field.split(".")[-1] in str(raised.value)
+
+
+@pytest.mark.parametrize("key", ["topics", "messageSize", "producerRate", "testDurationSeconds"])
+def test_a_missing_field_is_named(key: str) -> None:
+    document = {k: v for k, v in GOOD.items() if k != key}
+    with pytest.raises(WorkloadError, match="missing") as raised:
+        parse_workload(document)
+    assert raised.value.field == key
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("topics: [1\n", "not YAML"), ("- 1\n- 2\n", "expected a mapping"), ("", "got nothing")],
+)
+def test_a_file_that_is_no_workload_says_so(tmp_path: Path, text: str, says: str) -> None:
+    path = tmp_path / "w.yaml"
+    path.write_text(text)
+    with pytest.raises(WorkloadError, match=says):
+        load_workload(str(path))
+
+
+def test_a_missing_file_names_its_path(tmp_path: Path) -> None:
+    with pytest.raises(WorkloadError, match=r"nope\.yaml: unreadable"):
+        load_workload(str(tmp_path / "nope.yaml"))

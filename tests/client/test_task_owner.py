@@ -1,0 +1,60 @@
+"""`TaskOwner`, the one TaskGroup of a client engine: the first task to fail is the engine's
+failure (logged once, handed to the engine), the others are cancelled, later spawns refused
+naming the cause; `close` cancels everything and returns once it ended."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from replog.client.task_owner import TaskOwner
+from replog.errors import IllegalStateError
+
+log = logging.getLogger("tests.task_owner")
+
+
+@pytest.mark.asyncio
+async def test_the_first_failure_stops_the_others_and_refuses_later_spawns(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    failures: list[BaseException] = []
+    owner = TaskOwner("the test engine", failures.append, log)
+    await owner.open()
+    sibling = owner.spawn(asyncio.sleep(3600))
+
+    async def bug() -> None:
+        raise RuntimeError("a bug")
+
+    owner.spawn(bug())
+    await asyncio.wait({sibling})
+    assert sibling.cancelled()
+    assert [str(f) for f in failures] == ["a bug"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "the test engine stopped on an unexpected error"
+    ]
+    refused = r"^start a task: the test engine stopped .*a bug\)$"
+    with pytest.raises(IllegalStateError, match=refused):
+        owner.spawn(asyncio.sleep(0), name="late")
+    await owner.close()
+
+
+@pytest.mark.asyncio
+async def test_close_cancels_the_body_and_every_task_and_waits_for_them() -> None:
+    ended: list[str] = []
+
+    async def runs(name: str) -> None:
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            ended.append(name)
+
+    owner = TaskOwner("the test engine", lambda _: None, log)
+    owner.start(runs("body"))
+    await asyncio.sleep(0)  # the holder enters its group
+    owner.spawn(runs("task"))
+    await owner.close()
+    assert sorted(ended) == ["body", "task"]
+    with pytest.raises(RuntimeError, match="after close"):
+        owner.spawn(asyncio.sleep(0))

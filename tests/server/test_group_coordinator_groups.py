@@ -1,0 +1,216 @@
+"""GroupCoordinator's classic groups over a real ReplicaManager and logs in tmp_path: members
+join (MEMBER_ID_REQUIRED first), the leader's SyncGroup answers every member once the group
+record is appended, commits are fenced by generation and member, a broker that loads the
+partition again (a failover) serves the same generation and members, a silent member is removed
+by the session timer the shell arms, DeleteGroups removes an Empty group with its offsets, and a
+failed append of a group record answers the waiting request with the error commits get.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from replog.coordinator import classic_group_messages as gm
+from replog.coordinator import messages as cm
+from replog.coordinator.group_records import GroupMetadataValue, decode_group_value
+from replog.coordinator.offsets_records import GroupMetadataKey, OffsetCommitKey, decode_key
+from replog.errors import (
+    IllegalGenerationError,
+    MemberIdRequiredError,
+    NonEmptyGroupError,
+    NotCoordinatorError,
+    NotLeaderOrFollowerError,
+    UnknownMemberIdError,
+)
+from replog.record import iter_batches
+from replog.server.group_coordinator import GroupCoordinator
+from replog.server.group_coordinator_config import GroupCoordinatorConfig
+from replog.topic_names import CONSUMER_OFFSETS_TOPIC
+from tests.server.test_group_coordinator import (
+    DATA,
+    GROUP_IN,
+    Broker,
+    FakeReplicas,
+    fetch,
+    image_with,
+    loaded,
+    offsets_topic,
+)
+
+GROUP = GROUP_IN[0]
+FAST = GroupCoordinatorConfig(group_initial_rebalance_delay_ms=100, group_min_session_timeout_ms=10)
+IMAGE = image_with(*offsets_topic(1, 1, 1), *DATA)
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    node = Broker(tmp_path / "broker1", FAST)
+    yield node
+    node.close()
+
+
+def join(member: str = "", client: str = "c", session_ms: int = 10_000) -> gm.JoinGroupRequest:
+    return gm.JoinGroupRequest(
+        GROUP,
+        member,
+        "consumer",
+        (("range", b"sub-" + client.encode()),),
+        session_ms,
+        30_000,
+        client_id=client,
+    )
+
+
+async def joined(broker: Broker, client: str, session_ms: int = 10_000) -> str:
+    """A new member's id: its first join answers MEMBER_ID_REQUIRED with it."""
+    first = await broker.coordinator.join_group(join(client=client, session_ms=session_ms))
+    assert isinstance(first.error, MemberIdRequiredError)
+    return first.member_id
+
+
+async def stable_pair(broker: Broker) -> tuple[str, str, int]:
+    """Two members in a Stable group: (leader, follower, generation)."""
+    a = await joined(broker, "a")
+    b = await joined(broker, "b")
+    answers = await asyncio.gather(
+        broker.coordinator.join_group(join(a, "a")), broker.coordinator.join_group(join(b, "b"))
+    )
+    assert [x.error for x in answers] == [None, None]
+    leader = answers[0].leader
+    generation = answers[0].generation_id
+    follower = b if leader == a else a
+    assignments = ((a, b"to-a"), (b, b"to-b"))
+    synced = await asyncio.gather(
+        broker.coordinator.sync_group(gm.SyncGroupRequest(GROUP, follower, generation)),
+        broker.coordinator.sync_group(
+            gm.SyncGroupRequest(GROUP, leader, generation, assignments=assignments)
+        ),
+    )
+    got = {member: s.assignment for member, s in zip((follower, leader), synced, strict=True)}
+    assert got == {a: b"to-a", b: b"to-b"}
+    return leader, follower, generation
+
+
+def group_records(broker: Broker) -> list[tuple[str, GroupMetadataValue | None]]:
+    plog = broker.log_manager.get_log(CONSUMER_OFFSETS_TOPIC, 0)
+    found: list[tuple[str, GroupMetadataValue | None]] = []
+    for batch in iter_batches(plog.read(plog.log_start_offset, 1 << 20)):
+        for record in batch.records():
+            key = decode_key(record.key or b"")
+            if isinstance(key, GroupMetadataKey):
+                value = None if record.value is None else decode_group_value(record.value)
+                found.append((key.group, value))
+    return found
+
+
+def commit(member: str, generation: int, offset: int) -> cm.OffsetCommitRequest:
+    return cm.OffsetCommitRequest(GROUP, (cm.CommitEntry("orders", 0, offset),), generation, member)
+
+
+@pytest.mark.asyncio
+async def test_members_sync_commit_fenced_and_survive_a_failover(
+    broker: Broker, tmp_path: Path
+) -> None:
+    await loaded(broker, IMAGE)
+    leader, follower, generation = await stable_pair(broker)
+    stable = group_records(broker)[-1][1]
+    assert stable is not None and stable.generation == generation
+    assert {m.member_id for m in stable.members} == {leader, follower}
+
+    ok = await broker.coordinator.offset_commit(commit(follower, generation, 7))
+    assert [p.error for p in ok.partitions] == [None]
+    old = await broker.coordinator.offset_commit(commit(follower, generation - 1, 8))
+    assert isinstance(old.partitions[0].error, IllegalGenerationError)
+    stranger = await broker.coordinator.offset_commit(commit("nobody", generation, 8))
+    assert isinstance(stranger.partitions[0].error, UnknownMemberIdError)
+    simple = await broker.coordinator.offset_commit(commit("", -1, 9))
+    assert isinstance(simple.partitions[0].error, UnknownMemberIdError)
+
+    await broker.coordinator.stop()
+    broker.close()
+    second = Broker(tmp_path / "broker1", FAST)
+    try:
+        await loaded(second, IMAGE)
+        (described,) = second.coordinator.describe_groups([GROUP])
+        assert described.state == "Stable"
+        assert {m.member_id for m in described.members} == {leader, follower}
+        heartbeat = gm.HeartbeatRequest(GROUP, follower, generation)
+        assert second.coordinator.heartbeat(heartbeat) is None
+        again = await second.coordinator.offset_commit(commit(leader, generation, 11))
+        assert [p.error for p in again.partitions] == [None]
+        fetched = second.coordinator.offset_fetch(fetch(GROUP))
+        assert [(f.topic, f.partition, f.offset) for f in fetched.partitions] == [("orders", 0, 11)]
+    finally:
+        await second.coordinator.stop()
+        second.close()
+
+
+@pytest.mark.asyncio
+async def test_a_silent_member_is_removed_by_its_session_timer(broker: Broker) -> None:
+    await loaded(broker, IMAGE)
+    member = await joined(broker, "a", session_ms=200)
+    answer = await broker.coordinator.join_group(join(member, "a", session_ms=200))
+    assert answer.error is None and answer.leader == member
+    synced = await broker.coordinator.sync_group(
+        gm.SyncGroupRequest(GROUP, member, answer.generation_id, assignments=((member, b"x"),))
+    )
+    assert synced.error is None and synced.assignment == b"x"
+    async with asyncio.timeout(5):
+        while broker.coordinator.describe_groups([GROUP])[0].state != "Empty":
+            await asyncio.sleep(0.02)
+    # The Empty generation is written: a broker loading the partition sees no member.
+    empty = group_records(broker)[-1][1]
+    assert empty is not None and empty.members == ()
+    await broker.coordinator.stop()
+
+
+@pytest.mark.asyncio
+async def test_delete_groups_removes_an_empty_group_and_its_offsets(broker: Broker) -> None:
+    await loaded(broker, IMAGE)
+    leader, follower, generation = await stable_pair(broker)
+    await broker.coordinator.offset_commit(commit(leader, generation, 5))
+    ((_, busy),) = await broker.coordinator.delete_groups([GROUP])
+    assert isinstance(busy, NonEmptyGroupError)
+    left = await broker.coordinator.leave_group(
+        gm.LeaveGroupRequest(GROUP, (gm.LeaveMember(leader), gm.LeaveMember(follower)))
+    )
+    assert left.error is None and [m.error for m in left.members] == [None, None]
+    assert broker.coordinator.list_groups()[1] == [gm.ListedGroup(GROUP, "consumer", "Empty")]
+    assert await broker.coordinator.delete_groups([GROUP]) == [(GROUP, None)]
+    await broker.coordinator.wait_tombstones()
+    assert broker.coordinator.offset_fetch(fetch(GROUP)).partitions == ()
+    assert group_records(broker)[-1] == (GROUP, None)
+    plog = broker.log_manager.get_log(CONSUMER_OFFSETS_TOPIC, 0)
+    keys = [
+        decode_key(r.key or b"")
+        for b in iter_batches(plog.read(plog.log_start_offset, 1 << 20))
+        for r in b.records()
+        if r.value is None
+    ]
+    assert OffsetCommitKey(GROUP, "orders", 0) in keys
+    assert broker.coordinator.describe_groups([GROUP])[0].state == "Dead"
+    await broker.coordinator.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_failed_group_record_append_answers_the_join_with_its_error(
+    tmp_path: Path,
+) -> None:
+    broker = Broker(tmp_path / "b", FAST)
+    fake = FakeReplicas(broker.rm, answer=NotLeaderOrFollowerError("moved"))
+    fake.gate.set()
+    broker.coordinator = GroupCoordinator(1, fake, broker.creator, FAST)
+    try:
+        await loaded(broker, IMAGE)
+        answer = await broker.coordinator.join_group(join(client="a"))  # creates the group
+        assert isinstance(answer.error, NotCoordinatorError), answer
+        assert GROUP in str(answer.error) and "moved" in str(answer.error)
+        (request, internal), *_ = fake.produced
+        assert internal and request.partitions[0].topic == CONSUMER_OFFSETS_TOPIC
+    finally:
+        await broker.coordinator.stop()
+        broker.close()

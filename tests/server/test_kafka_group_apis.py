@@ -1,0 +1,222 @@
+"""The Kafka listener's group handlers translate, version by version, between Kafka's messages
+and the coordinator's: FindCoordinator one key (v0-3) or a batch (v4+) for the client's
+listener, LeaveGroup one member (v0-2) or a batch (v3+), DescribeGroups' missing group (Dead
+before v6, GROUP_ID_NOT_FOUND from v6), ListGroups' type filter, OffsetCommit v10's topic ids,
+and COORDINATOR_NOT_AVAILABLE before the broker has a coordinator."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+
+from replog.coordinator import classic_group_messages as gm
+from replog.coordinator import messages as cm
+from replog.errors import (
+    CoordinatorNotAvailableError,
+    GroupIdNotFoundError,
+    KafkaError,
+    TransactionalIdAuthorizationFailedError,
+    UnknownMemberIdError,
+    UnknownTopicIdError,
+)
+from replog.kafka.connection import KafkaRequest
+from replog.kafka.messages.describe_groups_request import DescribeGroupsRequest
+from replog.kafka.messages.find_coordinator_request import FindCoordinatorRequest
+from replog.kafka.messages.join_group_request import JoinGroupRequest, JoinGroupRequestProtocol
+from replog.kafka.messages.leave_group_request import LeaveGroupRequest, MemberIdentity
+from replog.kafka.messages.list_groups_request import ListGroupsRequest
+from replog.kafka.messages.offset_commit_request import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from replog.kafka.messages.request_header import RequestHeader
+from replog.kafka.protocol.codec import Message
+from replog.server.kafka_group_apis import KafkaGroupApis
+from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
+
+ORDERS_ID = topic_id(7)
+
+
+class FakeCoordinator:
+    def __init__(self) -> None:
+        self.left: list[gm.LeaveGroupRequest] = []
+        self.committed: list[cm.OffsetCommitRequest] = []
+        self.listeners: list[str | None] = []
+        self.joined: list[gm.JoinGroupRequest] = []
+
+    def find_coordinator(
+        self, group_id: str, listener_name: str | None = None
+    ) -> cm.FindCoordinatorResponse:
+        self.listeners.append(listener_name)
+        return cm.FindCoordinatorResponse(None, 3, f"host-of-{group_id}", 9093)
+
+    async def leave_group(self, request: gm.LeaveGroupRequest) -> gm.LeaveGroupResponse:
+        self.left.append(request)
+        return gm.LeaveGroupResponse(
+            None,
+            tuple(
+                gm.LeaveMemberResponse(m.member_id, m.group_instance_id, UnknownMemberIdError("x"))
+                for m in request.members
+            ),
+        )
+
+    def describe_groups(self, group_ids: Iterable[str]) -> list[gm.DescribedGroup]:
+        return [
+            gm.DescribedGroup(g, None, "Dead")
+            if g == "gone"
+            else gm.DescribedGroup(
+                g,
+                None,
+                "Stable",
+                "consumer",
+                "range",
+                (gm.DescribedMember("m1", None, "c1", "10.0.0.7", b"s", b"a"),),
+            )
+            for g in group_ids
+        ]
+
+    async def join_group(self, request: gm.JoinGroupRequest) -> gm.JoinGroupResponse:
+        self.joined.append(request)
+        return gm.JoinGroupResponse(0, None, "m1", 1, "consumer", "range", "m1")
+
+    def list_groups(
+        self, states: Iterable[str] = ()
+    ) -> tuple[KafkaError | None, list[gm.ListedGroup]]:
+        return None, [gm.ListedGroup("g", "consumer", "Stable")]
+
+    async def offset_commit(
+        self, request: cm.OffsetCommitRequest, *, timeout_ms: int | None = None
+    ) -> cm.OffsetCommitResponse:
+        self.committed.append(request)
+        return cm.OffsetCommitResponse(
+            None,
+            tuple(cm.OffsetCommitPartitionResult(e.topic, e.partition) for e in request.entries),
+        )
+
+
+def handled(
+    coordinator: Any, api_key: int, version: int, body: Message, peer: str = "10.0.0.9:5000"
+) -> Any:
+    image = replayed(bootstrapped(), *create_topic("orders", ORDERS_ID, (1,)))
+    apis = KafkaGroupApis(1, lambda: coordinator, lambda: image)
+    header = RequestHeader(request_api_key=api_key, request_api_version=version, client_id="cl")
+    return asyncio.run(apis.handle(KafkaRequest(0, header, body, 0, peer), "CLIENTS"))
+
+
+@pytest.mark.parametrize(("peer", "host"), [("10.0.0.9:5000", "10.0.0.9"), ("[::1]:5000", "::1")])
+def test_join_group_takes_the_client_id_and_host_and_describe_writes_kafkas_host(
+    peer: str, host: str
+) -> None:
+    fake = FakeCoordinator()
+    protocols = [JoinGroupRequestProtocol(name="range", metadata=b"s")]
+    request = JoinGroupRequest(
+        group_id="g", session_timeout_ms=10_000, protocol_type="consumer", protocols=protocols
+    )
+    answer = handled(fake, 11, 5, request, peer)
+    assert (answer.error_code, answer.member_id, answer.protocol_name) == (0, "m1", "range")
+    ((joined),) = fake.joined
+    assert (joined.client_id, joined.client_host, joined.api_version) == ("cl", host, 5)
+    assert joined.protocols == (("range", b"s"),)
+    (group,) = handled(fake, 15, 5, DescribeGroupsRequest(groups=["g"])).groups
+    assert [(m.client_id, m.client_host) for m in group.members] == [("c1", "/10.0.0.7")]
+
+
+def test_find_coordinator_one_key_or_a_batch_for_the_clients_listener() -> None:
+    fake = FakeCoordinator()
+    one = handled(fake, 10, 2, FindCoordinatorRequest(key="g1", key_type=0))
+    assert (one.error_code, one.node_id, one.host, one.port) == (0, 3, "host-of-g1", 9093)
+    batch = handled(fake, 10, 4, FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b"]))
+    assert [(c.key, c.host, c.error_code) for c in batch.coordinators] == [
+        ("a", "host-of-a", 0),
+        ("b", "host-of-b", 0),
+    ]
+    assert fake.listeners == ["CLIENTS"] * 3
+    txn = handled(fake, 10, 2, FindCoordinatorRequest(key="t", key_type=1))
+    assert txn.error_code == TransactionalIdAuthorizationFailedError.code  # fatal at once
+    assert "transactions are not supported" in txn.error_message
+
+
+def test_leave_group_one_member_before_v3_a_batch_after() -> None:
+    fake = FakeCoordinator()
+    old = handled(fake, 13, 1, LeaveGroupRequest(group_id="g", member_id="m1"))
+    assert old.error_code == UnknownMemberIdError.code
+    new = handled(
+        fake,
+        13,
+        4,
+        LeaveGroupRequest(
+            group_id="g",
+            members=[
+                MemberIdentity(member_id="m2"),
+                MemberIdentity(member_id="", group_instance_id="i"),
+            ],
+        ),
+    )
+    assert new.error_code == 0
+    assert [(m.member_id, m.group_instance_id) for m in new.members] == [("m2", None), ("", "i")]
+    assert [r.members for r in fake.left] == [
+        (gm.LeaveMember("m1"),),
+        (gm.LeaveMember("m2"), gm.LeaveMember("", "i")),
+    ]
+
+
+@pytest.mark.parametrize(("version", "code"), [(5, 0), (6, GroupIdNotFoundError.code)])
+def test_describe_groups_names_a_missing_group_by_version(version: int, code: int) -> None:
+    answer = handled(FakeCoordinator(), 15, version, DescribeGroupsRequest(groups=["gone"]))
+    (group,) = answer.groups
+    assert (group.group_id, group.group_state, group.error_code) == ("gone", "Dead", code)
+
+
+def test_list_groups_keeps_classic_groups_only() -> None:
+    fake = FakeCoordinator()
+    every = handled(fake, 16, 5, ListGroupsRequest())
+    assert [(g.group_id, g.group_type) for g in every.groups] == [("g", "classic")]
+    assert handled(fake, 16, 5, ListGroupsRequest(types_filter=["consumer"])).groups == []
+    assert len(handled(fake, 16, 5, ListGroupsRequest(types_filter=["Classic"])).groups) == 1
+
+
+def test_offset_commit_v10_names_topics_by_id() -> None:
+    fake = FakeCoordinator()
+    unknown = topic_id(99)
+    answer = handled(
+        fake,
+        8,
+        10,
+        OffsetCommitRequest(
+            group_id="g",
+            generation_id_or_member_epoch=4,
+            member_id="m",
+            topics=[
+                OffsetCommitRequestTopic(
+                    topic_id=ORDERS_ID,
+                    partitions=[
+                        OffsetCommitRequestPartition(partition_index=0, committed_offset=5)
+                    ],
+                ),
+                OffsetCommitRequestTopic(
+                    topic_id=unknown,
+                    partitions=[
+                        OffsetCommitRequestPartition(partition_index=1, committed_offset=6)
+                    ],
+                ),
+            ],
+        ),
+    )
+    (request,) = fake.committed
+    assert [(e.topic, e.partition, e.offset) for e in request.entries] == [("orders", 0, 5)]
+    assert (request.generation_id, request.member_id) == (4, "m")
+    assert [(t.topic_id, [p.error_code for p in t.partitions]) for t in answer.topics] == [
+        (ORDERS_ID, [0]),
+        (unknown, [UnknownTopicIdError.code]),
+    ]
+
+
+def test_every_group_api_is_coordinator_not_available_without_a_coordinator() -> None:
+    found = handled(None, 10, 3, FindCoordinatorRequest(key="g", key_type=0))
+    assert found.error_code == CoordinatorNotAvailableError.code
+    left = handled(None, 13, 0, LeaveGroupRequest(group_id="g", member_id="m"))
+    assert left.error_code == CoordinatorNotAvailableError.code

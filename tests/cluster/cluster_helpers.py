@@ -158,17 +158,21 @@ class LoopbackCluster:
         """A `replog cluster` command that starts nothing, run in this process."""
         return replog_in_process("cluster", action, "--data-dir", str(self.data_dir), *args)
 
-    def start(self, *args: str) -> subprocess.CompletedProcess[str]:
-        result = self.cli(
-            "start",
-            "--nodes",
-            str(self.node_count),
-            "--base-port",
-            str(self.base_port),
-            "--kafka-base-port",
-            str(self.base_port + KAFKA_PORT_OFFSET),
-            *args,
+    def start(self, *args: str, planned: bool = True) -> subprocess.CompletedProcess[str]:
+        """`cluster start`; with `planned` False, the cluster written in `data_dir` as it is."""
+        layout = (
+            [
+                "--nodes",
+                str(self.node_count),
+                "--base-port",
+                str(self.base_port),
+                "--kafka-base-port",
+                str(self.base_port + KAFKA_PORT_OFFSET),
+            ]
+            if planned
+            else []
         )
+        result = self.cli("start", *layout, *args)
         assert result.returncode == 0, result.stderr
         return result
 

@@ -276,7 +276,7 @@ def start_proxied_cluster(
         ]
         _set_properties(Path(node.config_path), lines)
     try:
-        loopback.start()
+        loopback.start(planned=False)
         loopback.wait_for_leader(timeout_s=30)
         proxied.wait_healthy([])
     except BaseException:

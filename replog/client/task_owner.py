@@ -106,6 +106,11 @@ class TaskOwner:
             # Each failure was reported by `_guard`; what is not an Exception goes on.
             rest = failed.subgroup(lambda error: not isinstance(error, Exception))
             if rest is not None:
+                _, not_closing = rest.split(GeneratorExit)
+                if not_closing is None:
+                    # This coroutine was closed (its task destroyed with an unclosed client's
+                    # loop): it must end with GeneratorExit itself, not a group holding it.
+                    raise GeneratorExit from None
                 raise rest from None
         finally:
             if body is not None:

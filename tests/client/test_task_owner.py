@@ -5,7 +5,9 @@ naming the cause; `close` cancels everything and returns once it ended."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import sys
 
 import pytest
 
@@ -58,3 +60,31 @@ async def test_close_cancels_the_body_and_every_task_and_waits_for_them() -> Non
     assert sorted(ended) == ["body", "task"]
     with pytest.raises(RuntimeError, match="after close"):
         owner.spawn(asyncio.sleep(0))
+
+
+def test_an_owner_left_running_when_its_loop_goes_away_ends_quietly() -> None:
+    """An unclosed client's engine: its loop is closed and the holding coroutine is destroyed
+    with it. Closing the coroutine must end it with GeneratorExit, not a group holding one
+    (which Python reports as an exception it had to ignore)."""
+    loop = asyncio.new_event_loop()
+    owner = TaskOwner("left-running", lambda _: None, logging.getLogger("test"))
+
+    async def body() -> None:
+        await asyncio.sleep(3600)
+
+    async def start() -> None:
+        owner.start(body())
+        await asyncio.sleep(0.01)
+
+    loop.run_until_complete(start())
+    holder = owner._holder
+    assert holder is not None and not holder.done()
+    unraisable: list[object] = []
+    previous, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        holder.get_coro().close()
+        loop.close()
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous
+    assert unraisable == []

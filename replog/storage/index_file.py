@@ -148,7 +148,8 @@ class IndexFile(ABC):
         """Read the file (missing = empty) and check it; idempotent."""
         if self._loaded:
             return
-        raw = self._fs.read_bytes(self.path) or b""
+        found = self._fs.read_bytes(self.path)
+        raw = found or b""
         if len(raw) % self.entry.size:
             raise CorruptIndexError(
                 f"{self.path}: length {len(raw)} is not a multiple of the "
@@ -163,7 +164,9 @@ class IndexFile(ABC):
                 f"{keys[bad - 1] + base}"
             )
         self._keys, self._values = keys, values
-        self._flushed_entries = len(keys)
+        # A missing file matches no state: the next flush writes it (a segment holding records
+        # must have it; loading rebuilds a missing one, with a warning).
+        self._flushed_entries = len(keys) if found is not None else -1
         self._loaded = True
         self._check_loaded(log_size)
 
@@ -229,13 +232,7 @@ class IndexFile(ABC):
 
     def flush(self, *, fsync: bool) -> None:
         """Write pending entries; with `fsync`, make them durable."""
-        if (
-            self._flushed_entries == len(self._keys)
-            and not fsync
-            # No entries written yet: the file may not exist, and a segment holding records
-            # must have it (loading rebuilds a missing one, with a warning).
-            and (self._flushed_entries > 0 or self._fs.exists(self.path))
-        ):
+        if self._flushed_entries == len(self._keys) and not fsync:
             return
         segment_file = self._fs.open_segment_file(self.path, create=True)
         try:
@@ -256,6 +253,9 @@ class IndexFile(ABC):
         finally:
             segment_file.close()
         self._flushed_entries = len(self._keys)
+
+    def file_exists(self) -> bool:
+        return self._fs.exists(self.path)
 
     def delete(self) -> None:
         self._fs.remove(self.path)

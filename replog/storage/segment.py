@@ -616,9 +616,14 @@ class LogSegment:
                         self._max_timestamp_so_far, self._offset_of_max_timestamp_so_far
                     )
                 # An empty segment's indexes have nothing to say, and loading reads a missing
-                # index of an empty segment as empty: no files for them (an idle new replica's
-                # log would otherwise create two at every stop of its broker).
-                if self.size > 0 or len(self.offset_index) or len(self.time_index):
+                # index of an empty segment as empty: no files are made for them (an idle new
+                # replica's log would otherwise create two at every stop of its broker). Files
+                # already there are still cut to match (a log truncated to empty).
+                if (
+                    self.size > 0
+                    or self.offset_index.file_exists()
+                    or self.time_index.file_exists()
+                ):
                     self.offset_index.flush(fsync=False)
                     self.time_index.flush(fsync=False)
         finally:

@@ -199,42 +199,51 @@ class FollowerFetchSteps:
         asked = {(e.topic, e.partition): e for e in request.partitions}
         try:
             for result in response.partitions:
-                entry = asked.get((result.topic, result.partition))
-                if entry is None:
-                    log.warning(
-                        "%s-%d: broker %d answered a partition this fetch did not ask for",
-                        result.topic,
-                        result.partition,
-                        source_broker_id,
-                    )
-                    continue
-                partition = self._following(source_broker_id, entry)
-                if partition is None:
-                    continue
-                try:
-                    self._process_partition(partition, result, now_ms)
-                except KafkaStorageError:
-                    raise  # the disk failed: the node stops (ReplicaFetcherManager, broker runtime)
-                except OSError as exc:
-                    # A write, truncation or file removal the OS refused is a storage failure here
-                    # as on the leader's side: going on would follow from a log in an unknown state.
-                    raise KafkaStorageError(
-                        f"{partition.name}: follower step failed on the disk: {exc}"
-                    ) from exc
-                except CorruptRecordError as exc:
-                    self._refuse_corrupt(partition, source_broker_id, entry, result.records, exc)
-                    self._back_off(partition, now_ms)
-                except KafkaError as exc:
-                    log.warning("%s: follower step failed, backing off: %s", partition.name, exc)
-                    self._back_off(partition, now_ms)
-                finally:
-                    # The step may have changed the log before it failed (a truncation, some
-                    # segments of an append): the next fetch goes from where the log now ends,
-                    # never from a position the log has left.
-                    if partition.follower is not None and not partition.stopped:
-                        partition.sync_follower_offsets()
+                self._process_result(source_broker_id, asked, result, now_ms)
         finally:
             self._log_awaiting_metadata(source_broker_id)
+
+    def _process_result(
+        self,
+        source_broker_id: int,
+        asked: Mapping[TopicPartitionKey, FetchPartition],
+        result: FetchPartitionResult,
+        now_ms: int,
+    ) -> None:
+        entry = asked.get((result.topic, result.partition))
+        if entry is None:
+            log.warning(
+                "%s-%d: broker %d answered a partition this fetch did not ask for",
+                result.topic,
+                result.partition,
+                source_broker_id,
+            )
+            return
+        partition = self._following(source_broker_id, entry)
+        if partition is None:
+            return
+        try:
+            self._process_partition(partition, result, now_ms)
+        except KafkaStorageError:
+            raise  # the disk failed: the node stops (ReplicaFetcherManager, broker runtime)
+        except OSError as exc:
+            # A write, truncation or file removal the OS refused is a storage failure here
+            # as on the leader's side: going on would follow from a log in an unknown state.
+            raise KafkaStorageError(
+                f"{partition.name}: follower step failed on the disk: {exc}"
+            ) from exc
+        except CorruptRecordError as exc:
+            self._refuse_corrupt(partition, source_broker_id, entry, result.records, exc)
+            self._back_off(partition, now_ms)
+        except KafkaError as exc:
+            log.warning("%s: follower step failed, backing off: %s", partition.name, exc)
+            self._back_off(partition, now_ms)
+        finally:
+            # The step may have changed the log before it failed (a truncation, some
+            # segments of an append): the next fetch goes from where the log now ends,
+            # never from a position the log has left.
+            if partition.follower is not None and not partition.stopped:
+                partition.sync_follower_offsets()
 
     def _log_awaiting_metadata(self, source_broker_id: int) -> None:
         for error_name, names in self._awaiting_metadata.items():

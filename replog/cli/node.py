@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from replog.server.allocator import keep_large_buffers
-    from replog.server.collector import freeze_startup_objects
+    from replog.server.collector import freeze_startup_objects, install_growth_freezer
     from replog.server.known_properties import unknown_properties
     from replog.server.node import Node
     from replog.server.node_config import NodeConfig
@@ -52,9 +52,10 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> int:
         # gRPC's aio server and the driver's queue belong to the loop they are created in.
         node = Node(config)
-        # What start-up built lives as long as the process: keep it out of full collections,
-        # which otherwise stall the loop for tens of ms (collector.py).
+        # What start-up built lives as long as the process, and so do replicas once created:
+        # keep them out of full collections, which otherwise stall the loop (collector.py).
         freeze_startup_objects()
+        install_growth_freezer()
         return await node.serve()
 
     return asyncio.run(main())

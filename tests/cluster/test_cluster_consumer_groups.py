@@ -1,0 +1,183 @@
+"""replog's consumers in one group on a real node, each member its own process
+(`group_member_process.py`): they split a topic's partitions evenly and disjointly; a member
+killed with kill -9 has its partitions moved to the others once its session.timeout.ms expires
+on the coordinator; a member that stops polling past max.poll.interval.ms leaves and the others
+take its partitions (it rejoins when it polls again); `replog perf consume --group` reports the
+time of its join as rebalance.time.ms. One node (a replog cluster of one) keeps the start short."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replog.admin.controller_client import ControllerClient
+from replog.admin.controller_results import NewTopic
+from replog.cli.main import main
+from tests.kafka.kafka_node import RunningNode, running_node
+
+pytestmark = pytest.mark.slow
+
+PARTITIONS = 6
+SESSION_MS = 2_000
+MEMBER = Path(__file__).with_name("group_member_process.py")
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNode]:
+    properties = [
+        "offsets.topic.num.partitions=3",
+        "offsets.topic.replication.factor=1",
+        "group.initial.rebalance.delay.ms=0",
+        "group.min.session.timeout.ms=500",
+    ]
+    with running_node(tmp_path_factory.mktemp("groups"), "replog-groups", properties) as running:
+        with ControllerClient(f"127.0.0.1:{running.grpc_port}", default_timeout_s=60) as admin:
+            for topic in ("split", "stuck", "perf"):
+                (created,) = admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+                assert created.error is None, created
+        yield running
+
+
+def bootstrap(node: RunningNode) -> str:
+    return f"127.0.0.1:{node.grpc_port}"
+
+
+class Member:
+    """One member process and the assignments it printed (read by a thread)."""
+
+    def __init__(self, node: RunningNode, group: str, topic: str, *extra: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(MEMBER), bootstrap(node), group, topic, *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.assigned: list[str] = []
+        self.events: list[dict[str, Any]] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(json.loads(line))
+
+    def update(self) -> None:
+        while True:
+            try:
+                event = self.lines.get_nowait()
+            except queue.Empty:
+                return
+            self.events.append(event)
+            if "assigned" in event:
+                self.assigned = event["assigned"]
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+        self.reader.join(5)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+def wait_for(members: list[Member], condition: Any, timeout_s: float, what: str) -> float:
+    """Seconds until `condition()` held, reading every member's lines meanwhile."""
+    started = time.monotonic()
+    while True:
+        for m in members:
+            m.update()
+        if condition():
+            return time.monotonic() - started
+        owned = [m.assigned for m in members]
+        assert time.monotonic() - started < timeout_s, f"not within {timeout_s} s: {what}: {owned}"
+        time.sleep(0.02)
+
+
+def even_split(members: list[Member]) -> bool:
+    every = [p for m in members for p in m.assigned]
+    sizes = [len(m.assigned) for m in members]
+    return len(every) == PARTITIONS == len(set(every)) and max(sizes) - min(sizes) <= 1
+
+
+@pytest.fixture
+def members() -> Iterator[list[Member]]:
+    started: list[Member] = []
+    yield started
+    for m in started:
+        m.kill()
+
+
+def test_members_split_evenly_and_a_killed_members_partitions_move(
+    node: RunningNode, members: list[Member]
+) -> None:
+    members.extend(
+        Member(node, "split-group", "split", "--session-ms", str(SESSION_MS)) for _ in range(3)
+    )
+    wait_for(members, lambda: even_split(members), 60, "three members split the partitions")
+    assert sorted(len(m.assigned) for m in members) == [2, 2, 2]
+    victim, survivors = members[0], members[1:]
+    victim.kill()
+    moved_s = wait_for(
+        survivors, lambda: even_split(survivors), 30, "the survivors take the partitions over"
+    )
+    # The coordinator removes the member when its session expires, then one rebalance.
+    assert moved_s < SESSION_MS / 1000 + 3, moved_s
+
+
+def test_a_member_stuck_past_max_poll_interval_is_removed_and_rejoins(
+    node: RunningNode, members: list[Member]
+) -> None:
+    healthy = Member(node, "stuck-group", "stuck")
+    stuck = Member(
+        node,
+        "stuck-group",
+        "stuck",
+        *("--max-poll-ms", "1500", "--stall-after-s", "0.5", "--stall-s", "3.5"),
+    )
+    members.extend([healthy, stuck])
+    wait_for(members, lambda: even_split(members), 60, "two members split the partitions")
+    wait_for(members, lambda: any("stalling" in e for e in stuck.events), 10, "the stall")
+    # Past max.poll.interval.ms the stuck member leaves: the healthy one reads everything,
+    # while the stuck one still sleeps (it last printed its old assignment).
+    wait_for([healthy], lambda: len(healthy.assigned) == PARTITIONS, 3.5, "the takeover")
+    assert stuck.process.poll() is None
+    wait_for(members, lambda: even_split(members), 30, "the stuck member rejoins")
+
+
+def test_perf_consume_reports_the_rebalance_time(
+    node: RunningNode, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(
+            [
+                "perf",
+                "consume",
+                "--bootstrap-server",
+                bootstrap(node),
+                "--topic",
+                "perf",
+                "--messages",
+                "1",
+                "--group",
+                "perf-group",
+                "--timeout",
+                "1000",
+            ]
+        )
+        == 0
+    )
+    fields = capsys.readouterr().out.splitlines()[1].split(", ")
+    assert int(fields[6]) > 0  # rebalance.time.ms: the join took time

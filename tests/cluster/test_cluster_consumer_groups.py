@@ -3,7 +3,9 @@
 killed with kill -9 has its partitions moved to the others once its session.timeout.ms expires
 on the coordinator; a member that stops polling past max.poll.interval.ms leaves and the others
 take its partitions (it rejoins when it polls again); `replog perf consume --group` reports the
-time of its join as rebalance.time.ms. One node (a replog cluster of one) keeps the start short."""
+time of its join as rebalance.time.ms; `replog consumer-groups --reset-offsets` moves an
+inactive group's offsets and refuses while the group has members. One node (a replog cluster of
+one) keeps the start short."""
 
 from __future__ import annotations
 
@@ -21,9 +23,11 @@ from typing import Any
 
 import pytest
 
+from replog import Consumer, Producer
 from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import NewTopic
 from replog.cli.main import main
+from replog.client.records import TopicPartition
 from tests.kafka.kafka_node import RunningNode, running_node
 
 pytestmark = pytest.mark.slow
@@ -43,7 +47,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNode]:
     ]
     with running_node(tmp_path_factory.mktemp("groups"), "replog-groups", properties) as running:
         with ControllerClient(f"127.0.0.1:{running.grpc_port}", default_timeout_s=60) as admin:
-            for topic in ("split", "stuck", "perf"):
+            for topic in ("split", "stuck", "perf", "reset"):
                 (created,) = admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
                 assert created.error is None, created
         yield running
@@ -181,3 +185,41 @@ def test_perf_consume_reports_the_rebalance_time(
     )
     fields = capsys.readouterr().out.splitlines()[1].split(", ")
     assert int(fields[6]) > 0  # rebalance.time.ms: the join took time
+
+
+def groups_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["consumer-groups", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_reset_offsets_moves_an_inactive_groups_offsets(
+    node: RunningNode, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Producer(bootstrap_servers=bootstrap(node)) as producer:
+        for i in range(5):
+            producer.send("reset", b"%d" % i, partition=0)
+    t0 = TopicPartition("reset", 0)
+    with Consumer(bootstrap_servers=bootstrap(node), group_id="resets") as owner:
+        owner.commit({t0: 4})
+    base = ["--bootstrap-server", bootstrap(node), "--reset-offsets", "--group", "resets"]
+    code, out, err = groups_cli(capsys, *base, "--topic", "reset:0", "--shift-by", "-3")
+    assert code == 0 and "--execute option is missing" in err
+    assert out.split() == ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET", "resets", "reset", "0", "1"]
+    code, out, _ = groups_cli(capsys, *base, "--all-topics", "--to-earliest", "--execute", "--json")
+    assert code == 0
+    assert json.loads(out) == [
+        {"group": "resets", "topic": "reset", "partition": 0, "newOffset": 0}
+    ]
+    with Consumer(bootstrap_servers=bootstrap(node), group_id="resets") as reader:
+        assert reader.committed(t0) == 0
+        reader.subscribe(["reset"])  # a member now: the group is not inactive
+        deadline = time.monotonic() + 30
+        while not reader.assignment():
+            assert time.monotonic() < deadline
+            reader.poll(100)
+        code, _, err = groups_cli(capsys, *base, "--topic", "reset", "--to-latest", "--execute")
+        assert code == 1
+        assert "can only be reset if the group 'resets' is inactive" in err
+        assert "current state is Stable" in err
+        assert reader.committed(t0) == 0

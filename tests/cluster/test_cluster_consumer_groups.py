@@ -4,7 +4,8 @@ killed with kill -9 has its partitions moved to the others once its session.time
 on the coordinator; a member that stops polling past max.poll.interval.ms leaves and the others
 take its partitions (it rejoins when it polls again); `replog perf consume --group` reports the
 time of its join as rebalance.time.ms; `replog consumer-groups --reset-offsets` moves an
-inactive group's offsets and refuses while the group has members. One node (a replog cluster of
+inactive group's offsets and refuses while the group has members; the node's Prometheus
+metrics show a member's group, its lag and its rebalance. One node (a replog cluster of
 one) keeps the start short."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,12 +31,14 @@ from replog.admin.controller_results import NewTopic
 from replog.cli.main import main
 from replog.client.records import TopicPartition
 from tests.kafka.kafka_node import RunningNode, running_node
+from tests.local_ports import free_port
 
 pytestmark = pytest.mark.slow
 
 PARTITIONS = 6
 SESSION_MS = 2_000
 MEMBER = Path(__file__).with_name("group_member_process.py")
+METRICS_PORT = free_port()
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +48,11 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNode]:
         "offsets.topic.replication.factor=1",
         "group.initial.rebalance.delay.ms=0",
         "group.min.session.timeout.ms=500",
+        f"metrics.port={METRICS_PORT}",
     ]
     with running_node(tmp_path_factory.mktemp("groups"), "replog-groups", properties) as running:
         with ControllerClient(f"127.0.0.1:{running.grpc_port}", default_timeout_s=60) as admin:
-            for topic in ("split", "stuck", "perf", "reset"):
+            for topic in ("split", "stuck", "perf", "reset", "metered"):
                 (created,) = admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
                 assert created.error is None, created
         yield running
@@ -223,3 +228,33 @@ def test_reset_offsets_moves_an_inactive_groups_offsets(
         assert "can only be reset if the group 'resets' is inactive" in err
         assert "current state is Stable" in err
         assert reader.committed(t0) == 0
+
+
+def test_metrics_show_the_groups_state_lag_and_rebalances(node: RunningNode) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with Producer(bootstrap_servers=bootstrap(node)) as producer:
+        for i in range(3):
+            producer.send("metered", b"%d" % i, partition=0)
+    t0 = TopicPartition("metered", 0)
+    with Consumer(
+        "metered", bootstrap_servers=bootstrap(node), group_id="metered", enable_auto_commit=False
+    ) as member:
+        deadline = time.monotonic() + 30
+        while not member.assignment():
+            assert time.monotonic() < deadline
+            member.poll(100)
+        member.commit({t0: 1})
+        with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics") as answer:
+            text = answer.read().decode()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    labels = (("group", "metered"), ("partition", "0"), ("topic", "metered"))
+    assert samples[("replog_consumer_group_lag", labels)] == 2
+    assert samples[("replog_consumer_group_committed_offset", labels)] == 1
+    assert samples[("replog_consumer_group_members", (("group", "metered"),))] == 1
+    assert samples[("replog_consumer_groups", (("state", "Stable"),))] >= 1
+    assert samples[("replog_consumer_group_rebalances_total", ())] >= 1

@@ -349,13 +349,16 @@ class Consumer:
         self._check_open("unsubscribe")
         self._before_assignment_change()
         membership = self._membership
-        if membership is not None and self._group_managed() and membership.core.member_id:
+        if membership is not None and self._group_managed():
+            if self._tasks.started and membership.core.member_id:
 
-            async def leave() -> None:
-                deadline = self._clock() + self.config.request_timeout_ms
-                await membership.leave(self._unowned, call_listener, deadline)
+                async def leave() -> None:
+                    deadline = self._clock() + self.config.request_timeout_ms
+                    await membership.leave(self._unowned, call_listener, deadline)
 
-            self._tasks.spawn(leave(), name="leave group")
+                self._tasks.spawn(leave(), name="leave group")
+            else:  # not in the group yet: only forget the subscription
+                membership.core.leave(self._clock())
         self._subscriptions.unsubscribe()
         self._after_assignment_change()
 

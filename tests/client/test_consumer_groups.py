@@ -211,3 +211,30 @@ async def test_the_leader_assigns_topics_only_other_members_subscribe_to(
     assert {tp.topic for tp in b.assignment()} == {"u"}
     await a.close()
     await b.close()
+
+
+@pytest.mark.asyncio
+async def test_unsubscribe_leaves_and_assign_then_reads_without_the_group(
+    cluster: FakeCluster,
+) -> None:
+    cluster.create("t", 2)
+    cluster.append("t", 1, [b"x"])
+    a, b = member(cluster), member(cluster)
+    listener = Recorder()
+    a.subscribe(["t"], listener=listener)
+    b.subscribe(["t"])
+    await poll_all([a, b], lambda: split([a, b], 2))
+    a.unsubscribe()
+    assert a.assignment() == set()
+    await poll_all([b], lambda: len(b.assignment()) == 2)  # a left: b has everything
+    assert listener.calls[-1][0] == "revoked"
+    a.assign([TopicPartition("t", 1)])  # no group: reads what it is given
+    a.seek(TopicPartition("t", 1), 0)  # (its revoke committed what it had read)
+    records = []
+    deadline = time.monotonic() + 5
+    while not records:
+        assert time.monotonic() < deadline
+        records = [r.value for rs in (await a.poll(50)).values() for r in rs]
+    assert records == [b"x"] and len(b.assignment()) == 2
+    await a.close()
+    await b.close()

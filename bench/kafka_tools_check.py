@@ -162,8 +162,10 @@ def verifiable_producer(libs: Path, bootstrap: str, records: int) -> Check:
     )
 
 
-def verifiable_consumer(libs: Path, bootstrap: str, records: int) -> Check:
-    status, out, err = tool(
+def run_verifiable_consumer(
+    libs: Path, bootstrap: str, group: str, records: int, *more: str
+) -> tuple[int, str, str]:
+    return tool(
         libs,
         "VerifiableConsumer",
         "--bootstrap-server",
@@ -171,10 +173,15 @@ def verifiable_consumer(libs: Path, bootstrap: str, records: int) -> Check:
         "--topic",
         "verifiable",
         "--group-id",
-        "verifiable-group",
+        group,
         "--max-messages",
         str(records),
+        *more,
     )
+
+
+def verifiable_consumer(libs: Path, bootstrap: str, records: int) -> Check:
+    status, out, err = run_verifiable_consumer(libs, bootstrap, "verifiable-group", records)
     seen = events(out)
     consumed: set[tuple[int, int]] = set()
     duplicates = 0
@@ -205,19 +212,8 @@ def verifiable_consumer(libs: Path, bootstrap: str, records: int) -> Check:
 
 
 def new_protocol_refused(libs: Path, bootstrap: str) -> Check:
-    _, out, err = tool(
-        libs,
-        "VerifiableConsumer",
-        "--bootstrap-server",
-        bootstrap,
-        "--topic",
-        "verifiable",
-        "--group-id",
-        "kip-848-group",
-        "--max-messages",
-        "1",
-        "--group-protocol",
-        "consumer",
+    _, out, err = run_verifiable_consumer(
+        libs, bootstrap, "kip-848-group", 1, "--group-protocol", "consumer"
     )
     said = next((line for line in (out + err).splitlines() if "group.protocol=classic" in line), "")
     return Check(

@@ -2,7 +2,7 @@
 (`group_member_process.py`): they split a topic's partitions evenly and disjointly; a member
 killed with kill -9 has its partitions moved to the others once its session.timeout.ms expires
 on the coordinator; a member that stops polling past max.poll.interval.ms leaves and the others
-take its partitions (it rejoins when it polls again); `replog perf consume --group` reports the
+take its partitions; `replog perf consume --group` reports the
 time of its join as rebalance.time.ms; `replog consumer-groups --reset-offsets` moves an
 inactive group's offsets and refuses while the group has members; the node's Prometheus
 metrics show a member's group, its lag and its rebalance. One node (a replog cluster of
@@ -143,27 +143,29 @@ def test_members_split_evenly_and_a_killed_members_partitions_move(
         survivors, lambda: even_split(survivors), 30, "the survivors take the partitions over"
     )
     # The coordinator removes the member when its session expires, then one rebalance.
-    assert moved_s < SESSION_MS / 1000 + 3, moved_s
+    assert moved_s < SESSION_MS / 1000 + 4, moved_s  # with slack for a loaded machine
 
 
-def test_a_member_stuck_past_max_poll_interval_is_removed_and_rejoins(
+def test_a_member_stuck_past_max_poll_interval_is_removed(
     node: RunningNode, members: list[Member]
 ) -> None:
+    stall_s = 20  # far longer than the takeover takes, even on a loaded machine
     healthy = Member(node, "stuck-group", "stuck")
     stuck = Member(
         node,
         "stuck-group",
         "stuck",
-        *("--max-poll-ms", "1500", "--stall-after-s", "0.5", "--stall-s", "3.5"),
+        *("--max-poll-ms", "1000", "--stall-after-s", "0.5", "--stall-s", str(stall_s)),
     )
     members.extend([healthy, stuck])
     wait_for(members, lambda: even_split(members), 60, "two members split the partitions")
     wait_for(members, lambda: any("stalling" in e for e in stuck.events), 10, "the stall")
-    # Past max.poll.interval.ms the stuck member leaves: the healthy one reads everything,
-    # while the stuck one still sleeps (it last printed its old assignment).
-    wait_for([healthy], lambda: len(healthy.assigned) == PARTITIONS, 3.5, "the takeover")
-    assert stuck.process.poll() is None
-    wait_for(members, lambda: even_split(members), 30, "the stuck member rejoins")
+    # Past max.poll.interval.ms the stuck member leaves (its heartbeats would have kept it in
+    # the group): the healthy one reads everything while the stuck one still sleeps. Its
+    # rejoin at the next poll is held by tests/client/test_consumer_group_membership.py.
+    wait_for([healthy], lambda: len(healthy.assigned) == PARTITIONS, stall_s - 2, "the takeover")
+    stuck.update()
+    assert stuck.events[-1] == {"stalling": stall_s}  # nothing printed since: still asleep
 
 
 def test_perf_consume_reports_the_rebalance_time(

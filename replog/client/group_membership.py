@@ -240,7 +240,9 @@ class GroupMembership:
                 answer = await self._send(outgoing, self._clock() + timeout_ms)
             except (ReplogError, grpc.aio.AioRpcError, TimeoutError) as exc:
                 if isinstance(exc, ReplogError) and not exc.retriable:
-                    raise
+                    core.fatal = exc  # poll raises it (an invalid group id, ...)
+                    self._on_change()
+                    continue
                 self._offsets.forget_coordinator()
                 log.debug("group '%s': %s failed: %s", self.group_id, kind, exc)
                 core.request_failed(kind, self._clock())

@@ -5,7 +5,8 @@ on the coordinator; a member that stops polling past max.poll.interval.ms leaves
 take its partitions; `replog perf consume --group` reports the
 time of its join as rebalance.time.ms; `replog consumer-groups --reset-offsets` moves an
 inactive group's offsets and refuses while the group has members; the node's Prometheus
-metrics show a member's group, its lag and its rebalance. One node (a replog cluster of
+metrics show a member's group, its lag and its rebalance; a replog consumer and a
+confluent-kafka one (through the Kafka listener) share one group. One node (a replog cluster of
 one) keeps the start short."""
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNode]:
     ]
     with running_node(tmp_path_factory.mktemp("groups"), "replog-groups", properties) as running:
         with ControllerClient(f"127.0.0.1:{running.grpc_port}", default_timeout_s=60) as admin:
-            for topic in ("split", "stuck", "perf", "reset", "metered"):
+            for topic in ("split", "stuck", "perf", "reset", "metered", "mixed"):
                 (created,) = admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
                 assert created.error is None, created
         yield running
@@ -260,3 +261,32 @@ def test_metrics_show_the_groups_state_lag_and_rebalances(node: RunningNode) -> 
     assert samples[("replog_consumer_group_members", (("group", "metered"),))] == 1
     assert samples[("replog_consumer_groups", (("state", "Stable"),))] >= 1
     assert samples[("replog_consumer_group_rebalances_total", ())] >= 1
+
+
+def test_a_replog_and_a_kafka_client_share_a_group(node: RunningNode) -> None:
+    from confluent_kafka import Consumer as KafkaConsumer
+
+    kafka = KafkaConsumer(
+        {
+            "bootstrap.servers": node.kafka_address,
+            "group.id": "mixed",
+            "group.protocol": "classic",
+            "session.timeout.ms": 6000,
+        }
+    )
+    ours = Consumer("mixed", bootstrap_servers=bootstrap(node), group_id="mixed")
+    try:
+        kafka.subscribe(["mixed"])
+        deadline = time.monotonic() + 60
+        while True:
+            kafka.poll(0.05)
+            ours.poll(50)
+            theirs = {(p.topic, p.partition) for p in kafka.assignment()}
+            mine = {(tp.topic, tp.partition) for tp in ours.assignment()}
+            if theirs and mine and len(theirs | mine) == PARTITIONS and not theirs & mine:
+                break
+            assert time.monotonic() < deadline, (sorted(theirs), sorted(mine))
+        assert len(theirs) == len(mine) == PARTITIONS // 2  # range over both: 3 and 3
+    finally:
+        ours.close()
+        kafka.close()

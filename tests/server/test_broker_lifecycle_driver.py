@@ -38,6 +38,7 @@ from replog.pb import controller_pb2 as pb
 from replog.record import build_batch
 from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
 from replog.server.broker_runtime import BrokerRuntime
+from replog.testing import LoopTasks
 
 BROKER_ID = 7
 INCARNATION = uuid.UUID(int=0x7)
@@ -164,7 +165,9 @@ def config(**changes: Any) -> BrokerLifecycleConfig:
 
 
 def driver(addresses: dict[int, str], **changes: Any) -> BrokerLifecycleDriver:
-    return BrokerLifecycleDriver(config(**changes), addresses, incarnation_id=INCARNATION)
+    return BrokerLifecycleDriver(
+        config(**changes), addresses, incarnation_id=INCARNATION, tasks=LoopTasks()
+    )
 
 
 async def until(condition: Any, what: str) -> None:
@@ -352,7 +355,7 @@ async def test_a_controlled_shutdown_with_nothing_to_hand_over_ends_without_the_
     controllers.cluster.controlled_shutdown_beats = 1_000_000  # never granted
     moot = False
     lifecycle = BrokerLifecycleDriver(
-        config(), controllers.addresses, leaves_nothing_to_hand_over=lambda: moot
+        config(), controllers.addresses, leaves_nothing_to_hand_over=lambda: moot, tasks=LoopTasks()
     )
     lifecycle.start()
     lifecycle.update_metadata_offset(1000)
@@ -434,6 +437,7 @@ async def test_the_broker_runtime_replays_metadata_and_runs(controllers: Control
         read_snapshot=lambda snapshot_id: b"",
         high_watermark=lambda: high_watermark,
         incarnation_id=INCARNATION,
+        tasks=LoopTasks(),
     )
     # The Raft leader is node 2: the first registration goes there, no redirect.
     runtime.listener(LeaderChange(2, 1))

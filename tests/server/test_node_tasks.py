@@ -4,8 +4,8 @@ The stall monitor, the Raft driver, the Kafka listeners' start and the backgroun
 parts the node builds (here the replica manager's timers) run as tasks of the node's group
 (`replog.server.node_tasks`); one that raises stops the node with exit code 1 (roles stopped,
 the gRPC server stopped, the metadata log closed) and its cause is logged once, with the
-traceback. Outside `node_tasks`, the server starts a task only where a call or a connection
-owns it (the last test holds the list).
+traceback. Outside `node_tasks`, the server and the wire start a task only where a call, a
+connection or a stream owns it (the last test holds the list).
 """
 
 from __future__ import annotations
@@ -115,6 +115,10 @@ CALL_OWNED_TASKS = {
     ("kafka_listener.py", "_Connection.serve"),  # a connection's reader and writer
     ("kafka_listener.py", "_Connection._read_loop"),  # a connection's request handlers
     ("node_tasks.py", "NodeTasks.spawn"),  # the node's group itself
+    # The wire, which the node and the clients share: a produce stream's writer and reader,
+    # and a replaced channel's close, each cancelled by the stream or channel that owns it.
+    ("broker_client.py", "ProduceStream._open"),
+    ("redialing_channel.py", "RedialingChannel.reconnect"),
 }
 
 
@@ -138,10 +142,11 @@ def task_starts(path: Path) -> set[str]:
     return found
 
 
-def test_the_server_starts_tasks_only_in_the_node_group_or_where_a_call_owns_them() -> None:
+def test_server_and_wire_start_tasks_only_in_the_node_group_or_where_a_call_owns_them() -> None:
     starts = {
         (path.name, where)
-        for path in sorted((ROOT / "replog" / "server").rglob("*.py"))
+        for package in ("server", "wire")
+        for path in sorted((ROOT / "replog" / package).rglob("*.py"))
         for where in task_starts(path)
     }
     assert starts - CALL_OWNED_TASKS == set(), "start these in the node's group (node_tasks)"

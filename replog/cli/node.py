@@ -10,7 +10,7 @@ from typing import Any
 from replog.cli.commands import command_help
 from replog.config import parse_properties
 from replog.server.allocator import keep_large_buffers
-from replog.server.collector import freeze_startup_objects
+from replog.server.collector import freeze_startup_objects, install_growth_freezer
 from replog.server.known_properties import unknown_properties
 from replog.server.node import Node
 from replog.server.node_config import NodeConfig
@@ -48,9 +48,10 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> int:
         # gRPC's aio server and the driver's queue belong to the loop they are created in.
         node = Node(config)
-        # What start-up built lives as long as the process: keep it out of full collections,
-        # which otherwise stall the loop for tens of ms (collector.py).
+        # What start-up built lives as long as the process, and so do replicas once created:
+        # keep them out of full collections, which otherwise stall the loop (collector.py).
         freeze_startup_objects()
+        install_growth_freezer()
         return await node.serve()
 
     return asyncio.run(main())

@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import gc
 import logging
-import time
+
+from replog.clock import monotonic_s
 
 log = logging.getLogger("replog.server")
 
@@ -74,7 +75,7 @@ class GrowthFreezer:
         self._grown += created
         self._deleted += deleted
         if self._deleted >= max(self._freeze_after, live * self._thaw_fraction):
-            started = time.perf_counter()
+            started = monotonic_s()
             gc.unfreeze()
             collected = gc.collect()
             gc.freeze()
@@ -84,7 +85,7 @@ class GrowthFreezer:
                 "garbage collector: %d objects collected in %.0f ms after replicas were "
                 "deleted; %d frozen",
                 collected,
-                (time.perf_counter() - started) * 1000,
+                (monotonic_s() - started) * 1000,
                 gc.get_freeze_count(),
             )
         elif self._grown >= self._freeze_after:

@@ -26,10 +26,11 @@ import logging
 import os
 import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from types import FrameType
+
+from replog.clock import monotonic_s
 
 log = logging.getLogger("replog.server.loop_stall")
 
@@ -102,7 +103,7 @@ class StallSampler:
 
     def _run(self) -> None:
         while not self._stop.wait(SAMPLE_EVERY_S):
-            if time.monotonic() - self._last_tick() < SAMPLE_AFTER_S:
+            if monotonic_s() - self._last_tick() < SAMPLE_AFTER_S:
                 continue
             frame = sys._current_frames().get(self._thread_id)
             chain = call_chain(frame)
@@ -120,9 +121,9 @@ class GarbageCollectionClock:
 
     def __call__(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
-            self._started = time.perf_counter()
+            self._started = monotonic_s()
         else:
-            self._seconds += time.perf_counter() - self._started
+            self._seconds += monotonic_s() - self._started
 
     def take(self) -> float:
         seconds, self._seconds = self._seconds, 0.0
@@ -135,7 +136,7 @@ class LoopStallMonitor:
     def __init__(self, observe: Callable[[float], None], *, interval_s: float = 0.01) -> None:
         self._observe = observe
         self._interval_s = interval_s
-        self._tick = time.monotonic()
+        self._tick = monotonic_s()
         self.longest_s = 0.0
 
     async def run(self) -> None:
@@ -147,10 +148,10 @@ class LoopStallMonitor:
         try:
             while True:
                 asked = loop.time() + self._interval_s
-                self._tick = time.monotonic() + self._interval_s
+                self._tick = monotonic_s() + self._interval_s
                 await asyncio.sleep(self._interval_s)
                 stall = max(0.0, loop.time() - asked)
-                self._tick = time.monotonic()
+                self._tick = monotonic_s()
                 self._observe(stall)
                 if stall > self.longest_s:
                     self.longest_s = stall

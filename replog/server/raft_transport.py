@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -53,6 +52,7 @@ from quorum.raft.messages import (
     RaftResponse,
     VoteRequest,
 )
+from replog.clock import monotonic_s
 from replog.net_address import format_host_port
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
@@ -188,12 +188,12 @@ class RaftTransport:
         self._deliver(Message(message.destination_id, self.node_id, response))
 
     def _peer_failed(self, peer_id: int, error: str) -> None:
-        said = self._peer_failures.failed(peer_id, error, time.monotonic())
+        said = self._peer_failures.failed(peer_id, error, monotonic_s())
         if said is not None:
             log.warning("%s", said)
 
     def _peer_answered(self, peer_id: int) -> None:
-        said = self._peer_failures.answered(peer_id, time.monotonic())
+        said = self._peer_failures.answered(peer_id, monotonic_s())
         if said is not None:
             log.info("%s", said)
 

@@ -279,20 +279,17 @@ class Node:
         in order."""
         tasks = self.tasks
         async with tasks.group():
-            try:
-                tasks.watch("the event loop stall monitor", self.stall_monitor.run())
-                run = tasks.watch("the Raft driver", self.driver.run(), ends=True)
-                tasks.spawn(self._until_signalled(stop), name="the stop signal")
-                if self.broker is not None:
-                    tasks.spawn(self._until_broker_failed(self.broker), name="the broker role")
-                    await self.broker.start()
-                    if self.kafka_listeners:
-                        tasks.watch("the Kafka listeners", self._serve_kafka(self.broker))
-                await tasks.wait()
-                return await self._stop_roles(run)
-            finally:
-                tasks.close()
-        raise AssertionError("unreachable: the TaskGroup's body returns or raises")
+            tasks.watch("the event loop stall monitor", self.stall_monitor.run())
+            run = tasks.watch("the Raft driver", self.driver.run(), ends=True)
+            tasks.spawn(self._until_signalled(stop), name="the stop signal")
+            if self.broker is not None:
+                tasks.spawn(self._until_broker_failed(self.broker), name="the broker role")
+                await self.broker.start()
+                if self.kafka_listeners:
+                    tasks.watch("the Kafka listeners", self._serve_kafka(self.broker))
+            await tasks.wait()
+            return await self._stop_roles(run)
+        raise AssertionError("unreachable: the group's body returns or raises")
 
     async def _until_signalled(self, stop: asyncio.Event) -> None:
         await stop.wait()

@@ -23,8 +23,9 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any, Protocol
 
 from replog.errors import KafkaStorageError
@@ -41,7 +42,8 @@ class Spawner(Protocol):
 
 class NodeTasks:
     """The TaskGroup of node `node_id` (module Rules): `async with tasks.group():` holds it,
-    `spawn` starts a task in it, `wait` returns once the run ended."""
+    `spawn` starts a task in it (raising RuntimeError outside it), `wait` returns once the run
+    ended."""
 
     def __init__(self, node_id: int) -> None:
         self._node_id = node_id
@@ -51,17 +53,25 @@ class NodeTasks:
         self.failure: BaseException | None = None
         self.broker_failure: str | None = None
 
-    def group(self) -> asyncio.TaskGroup:
-        """The group to enter (once, around the node's run); `spawn` works inside it."""
-        group = asyncio.TaskGroup()
-        self._group = group
-        return group
+    @contextlib.asynccontextmanager
+    async def group(self) -> AsyncIterator[None]:
+        """Hold the group around the node's run: `spawn` works inside; on the way out every
+        task still running is cancelled, and the group ends once they all ended."""
+        try:
+            async with asyncio.TaskGroup() as group:
+                self._group = group
+                try:
+                    yield
+                finally:
+                    self.close()
+        finally:
+            self._group = None
 
     def spawn(self, work: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
         """Run `work` in the node's group; its failure ends the run (module Rules)."""
         if self._group is None:
             work.close()
-            raise RuntimeError(f"node {self._node_id}: {name} started before the node runs")
+            raise RuntimeError(f"node {self._node_id}: {name} started while the node does not run")
         task = self._group.create_task(self._watch(name, work), name=name)
         self._running.add(task)
         task.add_done_callback(self._running.discard)

@@ -19,6 +19,7 @@ import pytest
 
 from replog.server.node import Node
 from replog.server.node_config import NodeConfig
+from replog.server.node_tasks import NodeTasks
 from replog.server.replica_manager import ReplicaManager
 from tests.local_ports import free_port
 
@@ -102,6 +103,23 @@ async def test_a_failing_task_of_a_part_the_node_built_stops_the_node_the_same_w
     )
     assert storage_events == ["opened", "closed"]
     assert "node 1: stopped" in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_a_task_started_while_the_node_does_not_run_is_refused() -> None:
+    tasks = NodeTasks(1)
+    ran: list[str] = []
+
+    async def work() -> None:
+        ran.append("ran")
+
+    with pytest.raises(RuntimeError, match="node 1: the work started while the node does not"):
+        tasks.spawn(work(), name="the work")  # closed: no "never awaited" warning
+    async with tasks.group():
+        await tasks.spawn(work(), name="the work")
+    with pytest.raises(RuntimeError, match="does not run"):
+        tasks.spawn(work(), name="the work")
+    assert ran == ["ran"]
 
 
 # Where the server starts a task that is not the node's: each belongs to the call or the

@@ -11,7 +11,8 @@ runs on one of them, one after the other, as the whole suite once did: those tes
 failovers and timeouts in seconds, and two clusters sharing the machine's two cores would make
 them slower and their timing looser. The other worker takes the in-process tests meanwhile.
 A test is a process test when it lives in PROCESS_TEST_DIRS or its module names one of
-PROCESS_TEST_SIGNS (`process_test_module`); `-n 0` runs everything in this process, as before.
+PROCESS_TEST_SIGNS (`process_test_module`, `pytest_xdist_make_scheduler`); `-n 0` runs
+everything in this process, as before.
 """
 
 from __future__ import annotations
@@ -69,8 +70,19 @@ def process_test_module(path: Path) -> bool:
     return any(sign in source for sign in PROCESS_TEST_SIGNS)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Process tests go to one xdist worker, in order (module docstring)."""
-    for item in items:
-        if process_test_module(item.path):
-            item.add_marker(pytest.mark.xdist_group(PROCESS_GROUP))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """`--dist loadgroup` (pyproject.toml) with one group, the process tests: xdist's own
+    loadgroup reads `xdist_group` marks through item node ids, which pytest 9 no longer lets a
+    plugin rename, so the grouping is done here, where xdist schedules by node id."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    root = config.rootpath
+
+    class ProcessGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = root / nodeid.split("::", 1)[0]
+            return PROCESS_GROUP if process_test_module(module) else nodeid
+
+    return ProcessGroupScheduling(config, log)

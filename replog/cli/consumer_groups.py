@@ -46,7 +46,7 @@ from typing import Any
 
 from replog.cli.arguments import add_documented_command
 from replog.cli.client_connection import add_client_connection_arguments, client_config
-from replog.cli.quorum import print_table
+from replog.cli.table import print_table
 from replog.errors import KafkaError, ReplogError
 
 REQUEST_TIMEOUT_MS = 10_000

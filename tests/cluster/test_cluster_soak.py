@@ -97,6 +97,8 @@ SERVER = overrides(
     broker_heartbeat_interval_ms=500,
     log_segment_bytes=256 * 1024,
     offsets_topic_num_partitions=3,
+    # The member reopens every REOPEN_EVERY_S: its group's first join need not wait for others.
+    group_initial_rebalance_delay_ms=0,
     # The brokers' periodic work early, and their checkpoints often: restarts then recover from
     # recent checkpoints and from the logs past them alike.
     log_initial_task_delay_ms=2000,

@@ -10,6 +10,9 @@
   (`answer(rpc, first, *later)`); an RPC with no answer aborts with UNIMPLEMENTED. `calls` and
   `streams` count what it was asked. A stream RPC (`FetchStream`, `ProduceStream`) answers each
   message of the stream as a call of its own.
+- `LoopTasks`: what starts the background tasks of a node's part built alone, outside a node
+  (`tasks=LoopTasks()` where the node hands its group, `replog.server.node_tasks`): plain tasks
+  of the running loop, which the part cancels or awaits itself; a failure is not the node's.
 - `local_cluster(directory, nodes=1)`: real node processes (`replog cluster start`) for the
   length of a `with` block, which yields the bootstrap address; the nodes are stopped after it,
   killed if they do not stop. A pytest fixture is three lines::
@@ -22,6 +25,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import random
 import socket
@@ -29,7 +33,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from concurrent import futures
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,6 +48,7 @@ from replog.pb import controller_pb2
 __all__ = [
     "GARBAGE",
     "FakeBroker",
+    "LoopTasks",
     "ManualClock",
     "free_base_port",
     "local_cluster",
@@ -83,6 +88,14 @@ class ManualClock:
         with self._lock:
             self.now_ms += ms
             return self.now_ms
+
+
+class LoopTasks:
+    """Starts a part's background tasks on the running loop (module docstring): a
+    `replog.server.node_tasks.Spawner` for a part built without a node."""
+
+    def spawn(self, work: Coroutine[Any, Any, None], *, name: str) -> asyncio.Task[None]:
+        return asyncio.get_running_loop().create_task(work, name=name)
 
 
 class FakeBroker:

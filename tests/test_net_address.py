@@ -48,6 +48,7 @@ from replog.server.metrics.http_endpoint import MetricsEndpoint
 from replog.server.node_config import NodeConfig
 from replog.server.raft_fetch_server import FetchListener, Reply
 from replog.server.raft_transport import RaftTransport
+from replog.testing import LoopTasks
 from tests.ipv6_loopback import needs_ipv6
 
 # --- the helpers ---------------------------------------------------------------------------------
@@ -402,7 +403,9 @@ async def test_the_raft_fetch_connection_reaches_a_peer_on_ipv6(
     grpc_port, arrived = ipv6_peer
     voters = (VoterAddress(1, "::1", 1), VoterAddress(2, "::1", grpc_port))
     failures: list[object] = []
-    transport = RaftTransport(1, RaftConfig(voters=voters), lambda m: None, failures.append)
+    transport = RaftTransport(
+        1, RaftConfig(voters=voters), lambda m: None, failures.append, tasks=LoopTasks()
+    )
     try:
         request = FetchRequest(
             correlation_id=7,

@@ -1,8 +1,9 @@
 """Describe the metadata quorum: ask nodes' Raft service DescribeQuorum, follow a non-leader's
 answer to the leader, and read the leader's answer as Kafka's tools do (`QuorumDescription`).
 
-Used by `replog quorum describe`, `replog cluster start --wait`, and the Admin client's
-`describe_metadata_quorum`. Blocking (a plain gRPC channel per call).
+Used by `replog quorum describe` and `replog cluster start --wait` (blocking: a plain gRPC
+channel per call), and by the Admin client's `describe_quorum` (`describe_quorum_async`, on
+`grpc.aio`: no thread). Both walk to the leader the same way (`LeaderSearch`).
 
 Rules:
 - Only the leader describes the quorum: another node answers with the leader's id, and
@@ -31,6 +32,7 @@ from replog.pb import raft_pb2_grpc
 
 REQUEST_TIMEOUT_S = 2.0
 NONE = -1  # "unknown" on the wire
+_PRIVATE_SUBCHANNEL = [("grpc.use_local_subchannel_pool", 1)]
 
 
 # --- asking nodes -----------------------------------------------------------------------------
@@ -52,7 +54,7 @@ def ask_describe_quorum(
     # A private subchannel: gRPC otherwise shares connections between channels to the same
     # address, and one that failed while the node was down keeps failing fast, without trying,
     # for up to its reconnect backoff (1 s and growing), after the node is back.
-    with grpc.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
+    with grpc.insecure_channel(address, options=_PRIVATE_SUBCHANNEL) as channel:
         stub = raft_pb2_grpc.RaftQuorumStub(channel)  # type: ignore[no-untyped-call]
         try:
             answer: pb.DescribeQuorumResponse = stub.DescribeQuorum(
@@ -63,22 +65,49 @@ def ask_describe_quorum(
     return answer
 
 
+async def ask_describe_quorum_async(
+    address: str, timeout_s: float = REQUEST_TIMEOUT_S
+) -> pb.DescribeQuorumResponse:
+    """`ask_describe_quorum` on `grpc.aio` (the same private subchannel and failures)."""
+    async with grpc.aio.insecure_channel(address, options=_PRIVATE_SUBCHANNEL) as channel:
+        stub = raft_pb2_grpc.RaftQuorumStub(channel)  # type: ignore[no-untyped-call]
+        try:
+            answer: pb.DescribeQuorumResponse = await stub.DescribeQuorum(
+                pb.DescribeQuorumRequest(), timeout=timeout_s
+            )
+        except grpc.aio.AioRpcError as exc:
+            raise NodeUnreachable(address, _failure_reason(exc, timeout_s)) from None
+    return answer
+
+
 def ask_each(
     addresses: Iterable[str], timeout_s: float = REQUEST_TIMEOUT_S
 ) -> dict[str, pb.DescribeQuorumResponse | NodeUnreachable]:
     """Every node's DescribeQuorum answer (or why it gave none), asked in parallel."""
     addresses = list(addresses)
-
-    def ask(address: str) -> pb.DescribeQuorumResponse | NodeUnreachable:
-        try:
-            return ask_describe_quorum(address, timeout_s)
-        except NodeUnreachable as exc:
-            return exc
-
     if not addresses:
         return {}
     with ThreadPoolExecutor(max_workers=len(addresses)) as pool:
-        return dict(zip(addresses, pool.map(ask, addresses), strict=True))
+        answers = pool.map(lambda address: ask_or_why(address, timeout_s), addresses)
+        return dict(zip(addresses, answers, strict=True))
+
+
+def ask_or_why(address: str, timeout_s: float) -> pb.DescribeQuorumResponse | NodeUnreachable:
+    """`ask_describe_quorum`, its failure returned."""
+    try:
+        return ask_describe_quorum(address, timeout_s)
+    except NodeUnreachable as exc:
+        return exc
+
+
+async def ask_or_why_async(
+    address: str, timeout_s: float
+) -> pb.DescribeQuorumResponse | NodeUnreachable:
+    """`ask_describe_quorum_async`, its failure returned."""
+    try:
+        return await ask_describe_quorum_async(address, timeout_s)
+    except NodeUnreachable as exc:
+        return exc
 
 
 def _failure_reason(exc: grpc.RpcError, timeout_s: float) -> str:
@@ -201,41 +230,82 @@ def describe_quorum(
     `addresses` maps node ids to host:port, to reach a leader named by another node.
     Raises `ReplogError` naming every address tried and what each said.
     """
-    failures: list[NodeUnreachable] = []
-    answers: list[str] = []  # what reachable nodes that are not the leader said
-    asked: set[str] = set()
-    pending = list(bootstrap)
-    while pending:
-        address = pending.pop(0)
-        if address in asked:
-            continue
-        asked.add(address)
-        try:
-            answer = ask_describe_quorum(address, timeout_s)
-        except NodeUnreachable as exc:
-            failures.append(exc)
-            continue
+    search = LeaderSearch(bootstrap, addresses)
+    while (address := search.next_address()) is not None:
+        if (found := search.take(address, ask_or_why(address, timeout_s))) is not None:
+            return found
+    raise search.failure()
+
+
+async def describe_quorum_async(
+    bootstrap: Sequence[str],
+    addresses: Mapping[int, str],
+    timeout_s: float = REQUEST_TIMEOUT_S,
+) -> QuorumDescription:
+    """`describe_quorum` on `grpc.aio`."""
+    search = LeaderSearch(bootstrap, addresses)
+    while (address := search.next_address()) is not None:
+        if (found := search.take(address, await ask_or_why_async(address, timeout_s))) is not None:
+            return found
+    raise search.failure()
+
+
+class LeaderSearch:
+    """The walk of `describe_quorum` (module Rules): which address to ask next, and what the
+    answers so far mean; the asking is the caller's (blocking or asyncio)."""
+
+    def __init__(self, bootstrap: Sequence[str], addresses: Mapping[int, str]) -> None:
+        self._addresses = addresses
+        self._failures: list[NodeUnreachable] = []
+        self._answers: list[str] = []  # what reachable nodes that are not the leader said
+        self._asked: set[str] = set()
+        self._pending = list(bootstrap)
+
+    def next_address(self) -> str | None:
+        """The next address to ask; None when none is left (`failure` says why)."""
+        while self._pending:
+            address = self._pending.pop(0)
+            if address not in self._asked:
+                self._asked.add(address)
+                return address
+        return None
+
+    def take(
+        self, address: str, answer: pb.DescribeQuorumResponse | NodeUnreachable
+    ) -> QuorumDescription | None:
+        """The quorum, if `address` is the leader; else None, the leader it named queued."""
+        if isinstance(answer, NodeUnreachable):
+            self._failures.append(answer)
+            return None
         if answer.error_code == 0:
             return QuorumDescription.from_answer(answer, address)
         if answer.error_code != NotLeaderOrFollowerError.code:
-            answers.append(f"{address}: error code {answer.error_code}")
-            continue
+            self._answers.append(f"{address}: error code {answer.error_code}")
+            return None
         if answer.leader_id == NONE:
-            answers.append(f"{address}: no leader known in quorum epoch {answer.quorum_epoch}")
-            continue
+            self._answers.append(
+                f"{address}: no leader known in quorum epoch {answer.quorum_epoch}"
+            )
+            return None
         # The caller's names first; else where the answering node says the leader listens.
-        known = {**admin_bootstrap.endpoint_addresses(answer.nodes), **addresses}
+        known = {**admin_bootstrap.endpoint_addresses(answer.nodes), **self._addresses}
         leader_address = known.get(answer.leader_id)
         if leader_address is None:
-            answers.append(
+            self._answers.append(
                 f"{address}: the leader is node {answer.leader_id}, whose address is unknown "
                 f"(name it in --bootstrap-server as {answer.leader_id}@host:port)"
             )
-        elif leader_address in asked:
-            answers.append(f"{address}: the leader is node {answer.leader_id} at {leader_address}")
+        elif leader_address in self._asked:
+            self._answers.append(
+                f"{address}: the leader is node {answer.leader_id} at {leader_address}"
+            )
         else:
-            pending.insert(0, leader_address)
-    raise ReplogError(_no_leader_message(failures, answers))
+            self._pending.insert(0, leader_address)
+        return None
+
+    def failure(self) -> ReplogError:
+        """No leader found: every address tried and what each said."""
+        return ReplogError(_no_leader_message(self._failures, self._answers))
 
 
 def _no_leader_message(failures: Sequence[NodeUnreachable], answers: Sequence[str]) -> str:

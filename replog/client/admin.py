@@ -402,9 +402,7 @@ class Admin:
         attempt_s = min(self.config.request_timeout_ms / 1000, remaining_s)
         try:
             async with asyncio.timeout(remaining_s):
-                return await asyncio.to_thread(
-                    quorum.describe_quorum, bootstrap, addresses, attempt_s
-                )
+                return await quorum.describe_quorum_async(bootstrap, addresses, attempt_s)
         except TimeoutError:
             raise KafkaTimeoutError(
                 f"describe_quorum did not finish within {int(remaining_s * 1000)} ms"

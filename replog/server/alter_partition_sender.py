@@ -42,6 +42,7 @@ from replog.pb import controller_pb2 as pb
 from replog.pb import controller_pb2_grpc
 from replog.replication.leader_state import IsrChange
 from replog.server.controller_calls import CHANNEL_OPTIONS, ActiveController
+from replog.server.node_tasks import Spawner
 from replog.server.peer_channels import PeerChannels
 from replog.server.replica_fetcher import wait_for_wakeup
 
@@ -115,10 +116,12 @@ class AlterPartitionSender:
         controller_addresses: Mapping[int, str],
         controller_hint: Callable[[], int | None] = lambda: None,
         *,
+        tasks: Spawner,
         request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         retry_backoff_ms: int = RETRY_BACKOFF_MS_DEFAULT,
         retry_backoff_max_ms: int = RETRY_BACKOFF_MAX_MS_DEFAULT,
     ) -> None:
+        self._spawner = tasks  # its background tasks' owner (node_tasks)
         if not controller_addresses:
             raise ValueError("AlterPartitionSender needs at least one controller address")
         self._rm = replica_manager
@@ -142,7 +145,7 @@ class AlterPartitionSender:
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+            self._task = self._spawner.spawn(self._run(), name="the AlterPartition sender")
 
     async def stop(self) -> None:
         task, self._task = self._task, None

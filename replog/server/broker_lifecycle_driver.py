@@ -47,6 +47,7 @@ from replog.clock import Clock, monotonic_ms
 from replog.errors import BrokerLifecycleError
 from replog.pb import controller_pb2 as pb
 from replog.pb import controller_pb2_grpc
+from replog.server.node_tasks import Spawner
 from replog.server.peer_channels import PeerChannels
 
 log = logging.getLogger("replog.server.broker")
@@ -71,11 +72,13 @@ class BrokerLifecycleDriver:
         config: BrokerLifecycleConfig,
         controller_addresses: Mapping[int, str],
         *,
+        tasks: Spawner,
         clock: Clock = monotonic_ms,
         rng: random.Random | None = None,
         incarnation_id: uuid.UUID | None = None,
         leaves_nothing_to_hand_over: Callable[[], bool] = lambda: False,
     ) -> None:
+        self._spawner = tasks  # its background tasks' owner (node_tasks)
         self.config = config
         self._clock = clock
         # Asked (in the task) while a controlled shutdown is pending, after each new metadata
@@ -222,7 +225,7 @@ class BrokerLifecycleDriver:
     def start(self) -> asyncio.Task[None]:
         """Run the loop in a task (idempotent)."""
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self.run())
+            self._task = self._spawner.spawn(self.run(), name="the broker lifecycle")
         return self._task
 
     async def run(self) -> None:
@@ -263,7 +266,7 @@ class BrokerLifecycleDriver:
             for request in ready.requests:
                 if self._stopped or self.core.state is LifecycleState.SHUTTING_DOWN:
                     break
-                task = asyncio.get_running_loop().create_task(self._call(request))
+                task = self._spawner.spawn(self._call(request), name="a broker lifecycle call")
                 self._calls.add(task)
                 task.add_done_callback(self._calls.discard)
 

@@ -100,6 +100,7 @@ from replog.server.kafka_group_apis import KafkaGroupApis
 from replog.server.metadata_publisher import BrokerMetadataListener, LocalChangesLog
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.node_config import NodeConfig
+from replog.server.node_tasks import Spawner
 from replog.server.offsets_topic_creator import OffsetsTopicCreator, create_via_controller
 from replog.server.producer_id_manager import ProducerIdManager, allocate_from_controller
 from replog.server.raft_driver import RaftDriver
@@ -148,6 +149,7 @@ class BrokerRuntime:
         config: BrokerLifecycleConfig,
         controller_addresses: Mapping[int, str],
         *,
+        tasks: Spawner,
         read_snapshot: Callable[[SnapshotId], bytes],
         high_watermark: Callable[[], int | None],
         clock: Clock = monotonic_ms,
@@ -156,6 +158,7 @@ class BrokerRuntime:
         controlled_shutdown_timeout_ms: int = CONTROLLED_SHUTDOWN_TIMEOUT_MS_DEFAULT,
         data_plane: DataPlaneConfig | None = None,
     ) -> None:
+        self._spawner = tasks  # its background tasks' owner (node_tasks)
         self.config = config
         self.controlled_shutdown_timeout_ms = controlled_shutdown_timeout_ms
         self._clock = clock
@@ -163,6 +166,7 @@ class BrokerRuntime:
         self.lifecycle = BrokerLifecycleDriver(
             config,
             controller_addresses,
+            tasks=tasks,
             clock=clock,
             rng=rng,
             incarnation_id=incarnation_id,
@@ -195,6 +199,7 @@ class BrokerRuntime:
             config.broker_id,
             lambda: self.lifecycle.broker_epoch,
             allocate_from_controller(self.controller_calls, config.broker_id),
+            tasks=tasks,
             clock=clock,
         )
         self.service = BrokerService(
@@ -266,6 +271,7 @@ class BrokerRuntime:
         node: NodeConfig,
         raft_driver: RaftDriver,
         *,
+        tasks: Spawner,
         bound_port: int | None = None,
         kafka_ports: Mapping[str, int] | None = None,
     ) -> BrokerRuntime:
@@ -283,6 +289,7 @@ class BrokerRuntime:
             # Unknown (None) after a restart until the leader answers, so that the loader does
             # not count itself caught up at the snapshot it restarted from.
             high_watermark=raft_driver.learned_high_watermark,
+            tasks=tasks,
             clock=raft_driver.clock,
             data_plane=data_plane_config_from_node(node),
         )
@@ -321,7 +328,9 @@ class BrokerRuntime:
         """Start registering and heartbeating; returns at once (see `wait_until_running`)."""
         self.lifecycle.start()
         if self._unfence_task is None:
-            self._unfence_task = asyncio.get_running_loop().create_task(self._become_ready())
+            self._unfence_task = self._spawner.spawn(
+                self._become_ready(), name="the broker's data plane start"
+            )
 
     async def wait_until_running(self) -> None:
         """Until the controller unfenced the broker; `BrokerLifecycleError` if it gave up."""
@@ -401,6 +410,7 @@ class BrokerRuntime:
         replica_manager = ReplicaManager(
             ReplicaManagerConfig.from_properties(broker_id, data_plane.properties),
             log_manager,
+            tasks=self._spawner,
             clock=self._clock,
             broker_epoch=self._broker_epoch,
             counters=self.counters,
@@ -425,6 +435,7 @@ class BrokerRuntime:
             self._clock,
             request_timeout_ms=data_plane.replica_socket_timeout_ms,
             on_storage_error=self._on_storage_error,
+            tasks=self._spawner,
         )
         self.fetchers.start()
         self.alter_partition = AlterPartitionSender(
@@ -433,6 +444,7 @@ class BrokerRuntime:
             lambda: self.lifecycle.broker_epoch,
             self._controller_addresses,
             lambda: self._raft_leader,
+            tasks=self._spawner,
             request_timeout_ms=self.config.request_timeout_ms,
         )
         self.alter_partition.start()
@@ -483,10 +495,11 @@ class BrokerRuntime:
                 replication_factor=config.offsets_topic_replication_factor,
                 timeout_ms=self.config.request_timeout_ms,
             ),
+            tasks=self._spawner,
             clock=self._clock,
         )
         coordinator = GroupCoordinator(
-            broker_id, replica_manager, creator, config, clock=self._clock
+            broker_id, replica_manager, creator, config, tasks=self._spawner, clock=self._clock
         )
         self.group_coordinator = coordinator
         # It follows the images whose replicas exist: an offsets partition it is to load must

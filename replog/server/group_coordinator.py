@@ -122,6 +122,7 @@ from replog.replication.messages import (
     ProduceResponse,
 )
 from replog.server.group_coordinator_config import GroupCoordinatorConfig
+from replog.server.node_tasks import Spawner
 from replog.server.partition import Partition
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
@@ -222,9 +223,11 @@ class GroupCoordinator:
         topic_creator: TopicCreator,
         config: GroupCoordinatorConfig | None = None,
         *,
+        tasks: Spawner,
         clock: Clock = monotonic_ms,
         wall_clock: Clock = wall_clock_ms,
     ) -> None:
+        self._spawner = tasks  # its background tasks' owner (node_tasks)
         self.broker_id = broker_id
         self.config = config if config is not None else GroupCoordinatorConfig()
         self._replicas = replicas
@@ -311,7 +314,9 @@ class GroupCoordinator:
             shard.name,
             shard.leader_epoch,
         )
-        shard.task = asyncio.get_running_loop().create_task(self._run_load(shard))
+        shard.task = self._spawner.spawn(
+            self._run_load(shard), name=f"loading the group offsets of {shard.name}"
+        )
 
     def _unload(self, shard: _Shard) -> None:
         del self._shards[shard.partition]
@@ -435,7 +440,9 @@ class GroupCoordinator:
     def start(self) -> None:
         """Start the offsets retention task (on the event loop, with the data plane)."""
         if self._retention_task is None and not self._stopped:
-            self._retention_task = asyncio.get_running_loop().create_task(self._run_retention())
+            self._retention_task = self._spawner.spawn(
+                self._run_retention(), name="the offsets retention"
+            )
 
     async def stop(self) -> None:
         """Stop following images and the retention task; every tombstone append scheduled
@@ -562,8 +569,9 @@ class GroupCoordinator:
             what,
         )
         gate = shard.tombstone_gate = asyncio.Event()
-        task = asyncio.get_running_loop().create_task(
-            self._append_tombstones(shard, keys, what, gate)
+        task = self._spawner.spawn(
+            self._append_tombstones(shard, keys, what, gate),
+            name=f"appending tombstones to {shard.name}",
         )
         self._tombstone_tasks[task] = gate
 
@@ -851,12 +859,18 @@ class GroupCoordinator:
         shard.group_deadline_ms = None
         if self._shards.get(shard.partition) is not shard or shard.state is not ShardState.ACTIVE:
             return
-        task = asyncio.get_running_loop().create_task(
-            self._run_group_call(shard, lambda: (None, shard.groups.tick(self._clock())))
+        task = self._spawner.spawn(
+            self._tick_groups(shard), name=f"the group timers of {shard.name}"
         )
         self._group_tasks.add(task)
-        task.add_done_callback(_group_task_done)
         task.add_done_callback(self._group_tasks.discard)
+
+    async def _tick_groups(self, shard: _Shard) -> None:
+        """The core's timers of `shard`'s groups, as a group call that nobody awaits: a Kafka
+        error (the partition moved on) has no one to answer; any other is a bug, which stops
+        the node (`node_tasks`)."""
+        with contextlib.suppress(KafkaError):
+            await self._run_group_call(shard, lambda: (None, shard.groups.tick(self._clock())))
 
     def _unload_groups(self, shard: _Shard) -> None:
         """The partition is no longer led here: its timer stops, and every waiting JoinGroup

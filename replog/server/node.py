@@ -7,9 +7,10 @@ log.
 A disk failure (of the metadata log or of a partition log), a metadata record the controller
 cannot decode or replay, or a broker role that gave up (no registration within
 `initial.broker.registration.timeout.ms`) stops the process with a non-zero exit code.
-The node's tasks (the Raft driver, the loop stall monitor, the Kafka listeners' start) run in
-one `asyncio.TaskGroup`: any of them failing stops the node the same way, its cause logged
-once with the traceback.
+Every task of the node runs in its one `asyncio.TaskGroup` (`node_tasks`): the Raft driver,
+the loop stall monitor, the Kafka listeners' start and the tasks of the parts it builds (they
+are handed the group). Any of them failing stops the node the same way, its cause logged once
+with the traceback.
 
 A node with the `controller` role runs the quorum controller on the Raft driver's loop
 (`ControllerDriver`) and serves the `Controller` service next to Raft's; the metadata log is
@@ -48,7 +49,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Coroutine
 
 import grpc
 
@@ -67,6 +67,7 @@ from replog.server.metrics.instruments import NodeMetrics
 from replog.server.metrics.node_state import NodeState, NodeStateCollector, read_node_state
 from replog.server.metrics.request_interceptor import RequestMetricsInterceptor
 from replog.server.node_config import WILDCARD_BIND_HOST, NodeConfig
+from replog.server.node_tasks import NodeTasks
 from replog.server.raft_driver import RaftDriver
 from replog.server.raft_service import (
     MetadataLogService,
@@ -94,6 +95,7 @@ class Node:
 
     def __init__(self, config: NodeConfig) -> None:
         self.config = config
+        self.tasks = NodeTasks(config.node_id)
         self.storage = RaftStorage(config.metadata_log_dir, sorted(config.raft.voter_ids))
         try:
             self._wire(config)
@@ -108,7 +110,7 @@ class Node:
 
     def _wire(self, config: NodeConfig) -> None:
         """Bind the listener and build the roles on the open metadata log."""
-        self.driver = RaftDriver(config.node_id, config.raft, self.storage)
+        self.driver = RaftDriver(config.node_id, config.raft, self.storage, tasks=self.tasks)
         options = list(GRPC_OPTIONS)
         if config.runs_broker:
             receive_max = max(
@@ -172,6 +174,7 @@ class Node:
             self.broker = BrokerRuntime.for_node(
                 config,
                 self.driver,
+                tasks=self.tasks,
                 bound_port=self.listener_port,
                 kafka_ports={listener.name: listener.port for listener in self.kafka_listeners},
             )
@@ -271,45 +274,40 @@ class Node:
         self.storage.close()
 
     async def _run_until_stopped(self, stop: asyncio.Event) -> int:
-        """Run the node's tasks, all in one TaskGroup, until a stop signal, a task's failure,
-        the broker role giving up or the Raft driver's end; then stop the roles in order."""
-        ending = _Ending(self.config.node_id)
-        async with asyncio.TaskGroup() as tasks:
-            owned = [
-                tasks.create_task(
-                    ending.watch("the event loop stall monitor", self.stall_monitor.run())
-                )
-            ]
-            run = tasks.create_task(ending.watch("the Raft driver", self.driver.run(), ends=True))
-            owned.append(tasks.create_task(ending.signalled(stop)))
-            try:
-                if self.broker is not None:
-                    owned.append(tasks.create_task(ending.broker_failed(self.broker)))
-                    await self.broker.start()
-                    if self.kafka_listeners:
-                        owned.append(
-                            tasks.create_task(
-                                ending.watch("the Kafka listeners", self._serve_kafka(self.broker))
-                            )
-                        )
-                await ending.wait()
-                return await self._stop_roles(ending, run)
-            finally:
-                for task in owned:
-                    task.cancel()
-                if not run.done():
-                    run.cancel()
-        raise AssertionError("unreachable: the TaskGroup's body returns or raises")
+        """Run the node's tasks, all in its group (`node_tasks`), until a stop signal, a
+        task's failure, the broker role giving up or the Raft driver's end; then stop the roles
+        in order."""
+        tasks = self.tasks
+        async with tasks.group():
+            tasks.watch("the event loop stall monitor", self.stall_monitor.run())
+            run = tasks.watch("the Raft driver", self.driver.run(), ends=True)
+            tasks.spawn(self._until_signalled(stop), name="the stop signal")
+            if self.broker is not None:
+                tasks.spawn(self._until_broker_failed(self.broker), name="the broker role")
+                await self.broker.start()
+                if self.kafka_listeners:
+                    tasks.watch("the Kafka listeners", self._serve_kafka(self.broker))
+            await tasks.wait()
+            return await self._stop_roles(run)
+        raise AssertionError("unreachable: the group's body returns or raises")
 
-    async def _stop_roles(self, ending: _Ending, run: asyncio.Task[None]) -> int:
-        """Stop what runs, in the order `ending` asks for; the exit code."""
+    async def _until_signalled(self, stop: asyncio.Event) -> None:
+        await stop.wait()
+        self.tasks.end()
+
+    async def _until_broker_failed(self, broker: BrokerRuntime) -> None:
+        """Until the broker role cannot go on (`BrokerRuntime.wait_failed`), which is said."""
+        self.tasks.end_broker(await broker.wait_failed())
+
+    async def _stop_roles(self, run: asyncio.Task[None]) -> int:
+        """Stop what runs, in the order what ended the run asks for; the exit code."""
         # Kafka clients first: nothing new reaches a broker that is stopping.
         for listener in self.kafka_listeners:
             await listener.stop()
         if run.done():
             if self.broker is not None:
                 await self.broker.stop(graceful=False)
-        elif ending.failed:
+        elif self.tasks.failed:
             # A task failed, a partition log's disk failed, or the broker never registered:
             # stop at once (no handover; the controller fences this broker and elects other
             # leaders), let the quorum elect without us, exit 1 so that a supervisor sees it.
@@ -329,7 +327,7 @@ class Node:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(5):
                     await run
-        code = 1 if ending.failed else 0
+        code = 1 if self.tasks.failed else 0
         # The transport closes first, so that requests still waiting for the stopped core end
         # with UNAVAILABLE within the grace period instead of being cancelled.
         await self.driver.transport.close()
@@ -346,57 +344,3 @@ class Node:
             code = 1
         log.info("node %d: stopped", self.config.node_id)
         return code
-
-
-class _Ending:
-    """What ends a node's run: the first of a stop signal, a task's failure (its cause logged
-    once, here), the broker role giving up, or the Raft driver's end."""
-
-    def __init__(self, node_id: int) -> None:
-        self._node_id = node_id
-        self._ended = asyncio.Event()
-        self.failure: BaseException | None = None
-        self.broker_failure: str | None = None
-
-    async def wait(self) -> None:
-        await self._ended.wait()
-
-    async def watch(
-        self, what: str, work: Coroutine[object, object, None], *, ends: bool = False
-    ) -> None:
-        """Run `work`; its failure ends the run (`ends`: so does its return)."""
-        try:
-            await work
-        except Exception as exc:
-            # Each failure is said once, here, with its traceback (a silent stop leaves nothing
-            # to go on); the storage has said its own errors already.
-            if not isinstance(exc, KafkaStorageError):
-                log.critical(
-                    "node %d: stopping: %s failed on an unexpected error",
-                    self._node_id,
-                    what,
-                    exc_info=exc,
-                )
-            if self.failure is None:
-                self.failure = exc
-            self._ended.set()
-        else:
-            if ends:
-                self._ended.set()
-
-    @property
-    def failed(self) -> bool:
-        """A task failed or the broker role gave up: the node exits with code 1."""
-        return self.failure is not None or self.broker_failure is not None
-
-    async def signalled(self, stop: asyncio.Event) -> None:
-        await stop.wait()
-        self._ended.set()
-
-    async def broker_failed(self, broker: BrokerRuntime) -> None:
-        """Until the broker role cannot go on (`BrokerRuntime.wait_failed`), which is said."""
-        reason = await broker.wait_failed()
-        if not self._ended.is_set():
-            self.broker_failure = reason
-            log.critical("node %d: stopping: %s", self._node_id, reason)
-        self._ended.set()

@@ -31,6 +31,7 @@ from replog.clock import Clock, monotonic_ms
 from replog.errors import KafkaError, TopicAlreadyExistsError, UnknownServerError
 from replog.pb import controller_pb2 as controller_pb
 from replog.server.controller_calls import ControllerCalls, Stub
+from replog.server.node_tasks import Spawner
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC
 from replog.wire.broker_codec import error_from_proto
 
@@ -90,9 +91,11 @@ class OffsetsTopicCreator:
         broker_id: int,
         create: CreateTopic,
         *,
+        tasks: Spawner,
         clock: Clock = monotonic_ms,
         retry_backoff_ms: int = RETRY_BACKOFF_MS_DEFAULT,
     ) -> None:
+        self._spawner = tasks  # its background tasks' owner (node_tasks)
         self.broker_id = broker_id
         self._create = create
         self._clock = clock
@@ -111,7 +114,7 @@ class OffsetsTopicCreator:
         if self.in_flight or self._clock() < self._not_before_ms:
             return
         self.attempts += 1
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._task = self._spawner.spawn(self._run(), name="creating the offsets topic")
 
     async def _run(self) -> None:
         log.info(

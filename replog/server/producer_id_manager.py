@@ -37,6 +37,7 @@ from replog.replication.producer_id_blocks import (
     ProducerIdBlocks,
 )
 from replog.server.controller_calls import ControllerCalls, Stub
+from replog.server.node_tasks import Spawner
 from replog.wire.broker_codec import error_from_proto
 
 log = logging.getLogger("replog.server.producer_ids")
@@ -76,10 +77,12 @@ class ProducerIdManager:
         broker_epoch: Callable[[], int | None],
         allocate: Allocate,
         *,
+        tasks: Spawner,
         clock: Clock = monotonic_ms,
         retry_backoff_ms: int = RETRY_BACKOFF_MS_DEFAULT,
         retry_backoff_max_ms: int = RETRY_BACKOFF_MAX_MS_DEFAULT,
     ) -> None:
+        self._spawner = tasks  # its background tasks' owner (node_tasks)
         self.broker_id = broker_id
         self._broker_epoch = broker_epoch
         self._allocate = allocate
@@ -130,7 +133,7 @@ class ProducerIdManager:
                 self._timer.cancel()
                 self._timer = None
             self.requests_sent += 1
-            self._request = asyncio.get_running_loop().create_task(self._send())
+            self._request = self._spawner.spawn(self._send(), name="a producer id block request")
             return
         retry_at_ms = self.blocks.retry_at_ms()
         if retry_at_ms is not None and self._timer is None:

@@ -63,6 +63,7 @@ from quorum.raft.ready import (
 from replog.clock import Clock, monotonic_ms, monotonic_s, wall_clock_ms
 from replog.errors import KafkaStorageError, NotLeaderOrFollowerError, RequestTimedOutError
 from replog.server.metadata_staleness import QuorumContact
+from replog.server.node_tasks import Spawner
 from replog.server.raft_storage import RaftStorage
 from replog.server.raft_transport import RaftTransport, RequestFailed, is_quorum_node_id
 
@@ -127,6 +128,7 @@ class RaftDriver:
         config: RaftConfig,
         storage: RaftStorage,
         *,
+        tasks: Spawner,
         clock: Clock = monotonic_ms,
         wall_clock: Clock = wall_clock_ms,
         rng: random.Random | None = None,
@@ -140,7 +142,7 @@ class RaftDriver:
         self._timers: list[LoopTimer] = []
         self._timers_ticked_ms: int | None = None
         self.transport = RaftTransport(
-            node_id, config, self._post_message, self._post_request_failed
+            node_id, config, self._post_message, self._post_request_failed, tasks=tasks
         )
         self.node = RaftNode(
             node_id=node_id,

@@ -28,6 +28,7 @@ from quorum.raft.messages import FetchRequest, RaftResponse
 from replog.errors import InvalidRequestError
 from replog.pb import raft_pb2 as pb
 from replog.server import raft_fetch_wire as wire
+from replog.server.node_tasks import Spawner
 from replog.server.raft_codec import request_to_proto, response_from_proto
 
 log = logging.getLogger("replog.server.raft")
@@ -56,6 +57,8 @@ class FetchConnection(asyncio.Protocol):
         deliver: Callable[[FetchRequest, RaftResponse], None],
         report_failure: Callable[[FetchRequest, bool], None],
         on_finished: Callable[[FetchConnection, bool], None],
+        *,
+        tasks: Spawner,
     ) -> None:
         self.destination_id = destination_id
         self._caller_id = caller_id
@@ -70,7 +73,7 @@ class FetchConnection(asyncio.Protocol):
         self._reader = wire.FrameReader()
         self.finished = False
         loop = asyncio.get_running_loop()
-        self._opening = loop.create_task(self._open(loop, lookup))
+        self._opening = tasks.spawn(self._open(loop, lookup), name="a Raft Fetch connection")
 
     # --- outbound -----------------------------------------------------------------------------
 

@@ -56,6 +56,7 @@ from replog.clock import monotonic_s
 from replog.net_address import format_host_port
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
+from replog.server.node_tasks import Spawner
 from replog.server.peer_failures import PeerFailures
 from replog.server.raft_codec import (
     fetch_request_from_proto,
@@ -107,8 +108,11 @@ class RaftTransport:
         config: RaftConfig,
         deliver: Callable[[Message], None],
         report_failure: Callable[[RequestFailed], None],
+        *,
+        tasks: Spawner,
     ) -> None:
         self.node_id = node_id
+        self._spawner = tasks
         self._config = config
         self._deliver = deliver
         self._report_failure = report_failure
@@ -138,7 +142,7 @@ class RaftTransport:
             self._send_fetch(message.destination_id, message.body)
             return
         if message.is_request:
-            task = asyncio.get_running_loop().create_task(self._call(message))
+            task = self._spawner.spawn(self._call(message), name="a Raft call")
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
             return
@@ -219,6 +223,7 @@ class RaftTransport:
                     destination_id, request, unreachable
                 ),
                 self._fetch_connection_finished,
+                tasks=self._spawner,
             )
             self._fetch_connections[destination_id] = connection
         connection.send(request)
@@ -271,7 +276,7 @@ class RaftTransport:
         if channel is not None:
             # Calls still in flight on it finish or time out; nothing new uses it.
             grace = self._config.request_timeout_ms / 1000
-            task = asyncio.get_running_loop().create_task(channel.close(grace))
+            task = self._spawner.spawn(channel.close(grace), name="closing a Raft channel")
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
 

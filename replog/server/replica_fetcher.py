@@ -59,6 +59,7 @@ import grpc
 from replog.clock import Clock, monotonic_ms
 from replog.errors import KafkaError, KafkaStorageError
 from replog.replication.messages import FetchRequest, FetchResponse
+from replog.server.node_tasks import Spawner
 from replog.wire.broker_client import BrokerClient, FetchStream
 
 log = logging.getLogger("replog.server.fetcher")
@@ -101,10 +102,12 @@ class ReplicaFetcherManager:
         addresses: Callable[[int], str | None],
         clock: Clock = monotonic_ms,
         *,
+        tasks: Spawner,
         request_timeout_ms: int = REQUEST_TIMEOUT_MS_DEFAULT,
         idle_poll_ms: int = IDLE_POLL_MS_DEFAULT,
         on_storage_error: Callable[[KafkaStorageError], None] | None = None,
     ) -> None:
+        self._spawner = tasks  # its background tasks' owner (node_tasks)
         self._rm = replica_manager
         self._addresses = addresses
         self._clock = clock
@@ -124,7 +127,7 @@ class ReplicaFetcherManager:
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._manage())
+            self._task = self._spawner.spawn(self._manage(), name="the replica fetcher manager")
 
     async def stop(self) -> None:
         tasks = [t for t in (self._task, *self._fetchers.values()) if t is not None]
@@ -154,16 +157,13 @@ class ReplicaFetcherManager:
                 task.cancel()
                 del self._fetchers[source]
             elif task.done():
-                # It can only end on a bug it did not catch; say so and start it again.
-                if not task.cancelled() and task.exception() is not None:
-                    log.error(
-                        "the fetcher from broker %d stopped", source, exc_info=task.exception()
-                    )
+                # Only a bug it did not catch ends it: said by the node's group (node_tasks),
+                # which stops the node; until then another one fetches.
                 del self._fetchers[source]
         for source in sorted(wanted - self._fetchers.keys()):
             log.info("starting the fetcher from broker %d", source)
-            self._fetchers[source] = asyncio.get_running_loop().create_task(
-                self._fetch_from(source), name=f"replica-fetcher-{source}"
+            self._fetchers[source] = self._spawner.spawn(
+                self._fetch_from(source), name=f"the replica fetcher from broker {source}"
             )
 
     # --- one fetcher task --------------------------------------------------------------------

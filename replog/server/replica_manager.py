@@ -166,6 +166,7 @@ from replog.server.leader_offsets import (
 )
 from replog.server.log_summaries import few_names
 from replog.server.metrics.instruments import BrokerCounters
+from replog.server.node_tasks import Spawner
 from replog.server.partition import Partition
 from replog.server.producer_state_loader import (
     PreloadedTable,
@@ -224,12 +225,14 @@ class ReplicaManager:
         config: ReplicaManagerConfig,
         log_manager: LogManager,
         *,
+        tasks: Spawner,
         clock: Clock = monotonic_ms,
         wall_clock: Clock = wall_clock_ms,
         broker_epoch: Callable[[], int] = lambda: -1,
         counters: BrokerCounters | None = None,
         on_storage_error: Callable[[KafkaStorageError], None] | None = None,
     ) -> None:
+        self._spawner = tasks  # its background tasks' owner (node_tasks)
         self.config = config
         # Metrics (issue #9): per request and per batch, never per record.
         self.counters = counters if counters is not None else BrokerCounters()
@@ -1518,9 +1521,12 @@ class ReplicaManager:
         now on in rounds, off the loop where they touch files."""
         if self._timer_task is None:
             self._stopped = False
-            loop = asyncio.get_running_loop()
-            self._timer_task = loop.create_task(self._run_timers())
-            self._applier_task = loop.create_task(self._run_applier())
+            self._timer_task = self._spawner.spawn(
+                self._run_timers(), name="the replica manager's timers"
+            )
+            self._applier_task = self._spawner.spawn(
+                self._run_applier(), name="the replica manager's metadata applier"
+            )
 
     async def _run_timers(self) -> None:
         while not self._stopped:

@@ -89,7 +89,7 @@ from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager, LogManagerConfig
-from replog.testing import ManualClock
+from replog.testing import LoopTasks, ManualClock
 from replog.wire import broker_codec
 
 START_MS = 1_700_000_000_000
@@ -270,6 +270,7 @@ class Cluster:
             # them with it, not with the wall clock (which would expire every producer).
             wall_clock=self.clock,
             broker_epoch=lambda: self.broker_epoch(broker_id),
+            tasks=LoopTasks(),
         )
 
     def broker_epoch(self, broker_id: int) -> int:

@@ -18,6 +18,7 @@ from replog.errors import KafkaStorageError, UnknownServerError
 from replog.server.replica_fetcher import ReplicaFetcherManager
 from replog.storage.log import Log
 from replog.storage.producer_snapshot_file import ProducerSnapshotFiles
+from replog.testing import LoopTasks
 
 A, B = 1, 2
 T = "t"
@@ -41,7 +42,10 @@ async def test_a_storage_error_in_a_follower_append_stops_the_node(
         monkeypatch.setattr(Log, "_append_validated", failing_disk)
         reported: list[KafkaStorageError] = []
         fetcher = ReplicaFetcherManager(
-            c.rm(B), addresses=lambda broker: None, on_storage_error=reported.append
+            c.rm(B),
+            addresses=lambda broker: None,
+            on_storage_error=reported.append,
+            tasks=LoopTasks(),
         )
         request = c.rm(B).build_follower_fetch(A, c.clock.now_ms)
         answer = await c.rm(A).fetch(request)

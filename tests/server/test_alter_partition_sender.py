@@ -35,6 +35,7 @@ from replog.server.replica_fetcher import ReplicaFetcherManager
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
+from replog.testing import LoopTasks
 from tests.eventually import eventually
 from tests.metadata.metadata_helpers import (
     bootstrapped,
@@ -195,6 +196,7 @@ async def controllers() -> AsyncIterator[Harness]:
 
 def sender(rm: FakeLeaders, addresses: dict[int, str], **kwargs: Any) -> AlterPartitionSender:
     kwargs.setdefault("broker_epoch", lambda: 42)
+    kwargs.setdefault("tasks", LoopTasks())
     return AlterPartitionSender(
         rm, 1, controller_addresses=addresses, retry_backoff_ms=10, **kwargs
     )
@@ -316,7 +318,11 @@ async def test_an_isr_change_is_sent_at_once_while_the_fetcher_waits(
     now_ms = [1_000_000]
     log_manager = LogManager(str(tmp_path), LogConfig(), task_clock=lambda: now_ms[0])
     rm = ReplicaManager(
-        ReplicaManagerConfig(1), log_manager, clock=lambda: now_ms[0], broker_epoch=lambda: 10
+        ReplicaManagerConfig(1),
+        log_manager,
+        clock=lambda: now_ms[0],
+        broker_epoch=lambda: 10,
+        tasks=LoopTasks(),
     )
     rm.apply_image(
         replayed(
@@ -326,9 +332,9 @@ async def test_an_isr_change_is_sent_at_once_while_the_fetcher_waits(
             *create_topic("t", topic_id(1), (1, 2)),
         )
     )
-    fetchers = ReplicaFetcherManager(rm, lambda broker_id: None)
+    fetchers = ReplicaFetcherManager(rm, lambda broker_id: None, tasks=LoopTasks())
     alter = AlterPartitionSender(
-        rm, 1, lambda: 10, controllers.addresses, lambda: 2, retry_backoff_ms=10
+        rm, 1, lambda: 10, controllers.addresses, lambda: 2, retry_backoff_ms=10, tasks=LoopTasks()
     )
     fetchers.start()
     alter.start()

@@ -39,6 +39,7 @@ from replog.pb import controller_pb2 as pb
 from replog.record import build_batch
 from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
 from replog.server.broker_runtime import BrokerRuntime
+from replog.testing import LoopTasks
 
 BROKER_ID = 7
 INCARNATION = uuid.UUID(int=0x7)
@@ -165,7 +166,9 @@ def config(**changes: Any) -> BrokerLifecycleConfig:
 
 
 def driver(addresses: dict[int, str], **changes: Any) -> BrokerLifecycleDriver:
-    return BrokerLifecycleDriver(config(**changes), addresses, incarnation_id=INCARNATION)
+    return BrokerLifecycleDriver(
+        config(**changes), addresses, incarnation_id=INCARNATION, tasks=LoopTasks()
+    )
 
 
 async def until(condition: Any, what: str) -> None:
@@ -325,10 +328,9 @@ async def test_controlled_shutdown_waits_for_the_controller(controllers: Control
         LifecycleState.SHUTTING_DOWN,
     ]
     await lifecycle.stop()
-    # Nothing goes out after the shutdown.
-    count = len(cluster.heartbeats)
-    await asyncio.sleep(0.2)
-    assert len(cluster.heartbeats) == count
+    # Nothing goes out after the shutdown: its loop ended and no call is left to send.
+    assert lifecycle._task is not None and lifecycle._task.done()
+    assert not lifecycle._calls
 
 
 @pytest.mark.asyncio
@@ -353,7 +355,7 @@ async def test_a_controlled_shutdown_with_nothing_to_hand_over_ends_without_the_
     controllers.cluster.controlled_shutdown_beats = 1_000_000  # never granted
     moot = False
     lifecycle = BrokerLifecycleDriver(
-        config(), controllers.addresses, leaves_nothing_to_hand_over=lambda: moot
+        config(), controllers.addresses, leaves_nothing_to_hand_over=lambda: moot, tasks=LoopTasks()
     )
     lifecycle.start()
     lifecycle.update_metadata_offset(1000)
@@ -361,7 +363,8 @@ async def test_a_controlled_shutdown_with_nothing_to_hand_over_ends_without_the_
     await asyncio.wait_for(lifecycle.wait_until_running(), TIMEOUT_S)
     shutdown = asyncio.create_task(lifecycle.controlled_shutdown(timeout_ms=TIMEOUT_S * 1000))
     await until(lambda: lifecycle.state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN, "pending")
-    await asyncio.sleep(0.2)
+    beats = len(controllers.cluster.heartbeats)
+    await until(lambda: len(controllers.cluster.heartbeats) >= beats + 2, "two more heartbeats")
     assert lifecycle.state is LifecycleState.PENDING_CONTROLLED_SHUTDOWN
     # The next published image shows the broker leads nothing and no other broker is active.
     moot = True
@@ -451,6 +454,7 @@ async def test_the_broker_runtime_replays_metadata_and_runs(controllers: Control
         read_snapshot=lambda snapshot_id: b"",
         high_watermark=lambda: high_watermark,
         incarnation_id=INCARNATION,
+        tasks=LoopTasks(),
     )
     # The Raft leader is node 2: the first registration goes there, no redirect.
     runtime.listener(LeaderChange(2, 1))

@@ -38,6 +38,7 @@ from replog.server.broker_service import BrokerService, add_broker_service
 from replog.server.repeat_reads import RepeatReads
 from replog.wire import redialing_channel
 from replog.wire.broker_client import BrokerClient, ProduceStream
+from tests.eventually import eventually
 from tests.metadata.metadata_helpers import (
     bootstrapped,
     create_topic,
@@ -772,6 +773,11 @@ async def test_a_produce_stream_request_without_an_answer_in_time_fails_all_in_f
         await client.close()
 
 
+async def reached_the_broker(harness: Harness, calls: int) -> None:
+    """Until the broker's replica manager got its `calls`-th request (in flight there now)."""
+    await eventually(lambda: len(harness.rm.calls) >= calls, f"request {calls} at the broker")
+
+
 @pytest.mark.asyncio
 async def test_a_produce_stream_leaves_a_dropped_channel_and_close_fails_what_is_in_flight(
     harness: Harness, stream: ProduceStream, monkeypatch: pytest.MonkeyPatch
@@ -779,7 +785,7 @@ async def test_a_produce_stream_leaves_a_dropped_channel_and_close_fails_what_is
     monkeypatch.setattr(redialing_channel, "REPLACED_CHANNEL_GRACE_S", 0)
     harness.rm.delays = {("orders", 0): 5.0}
     waiting = asyncio.ensure_future(stream.produce(one(0)))
-    await asyncio.sleep(0.1)
+    await reached_the_broker(harness, 1)
     # Another call found the broker unavailable: the requests in flight on the old call
     # fail (they could be appended after the new call's), the next goes on a new call.
     harness.client.reconnect()
@@ -787,7 +793,7 @@ async def test_a_produce_stream_leaves_a_dropped_channel_and_close_fails_what_is
     with pytest.raises(NetworkError, match="was replaced"):
         await waiting
     closing = asyncio.ensure_future(stream.produce(one(0)))
-    await asyncio.sleep(0.1)
+    await reached_the_broker(harness, 3)
     stream.close()
     with pytest.raises(ClientClosedError, match="closed with 1 requests in flight"):
         await closing
@@ -802,7 +808,7 @@ async def test_a_produce_stream_whose_channel_closes_under_it_fails_at_once(
     # with NetworkError at once, not at its timeout.
     harness.rm.delays = {("orders", 0): 5.0}
     waiting = asyncio.ensure_future(stream.produce(one(0)))
-    await asyncio.sleep(0.1)
+    await reached_the_broker(harness, 1)
     await harness.client.close()
     with pytest.raises(NetworkError, match="ended"):
         await asyncio.wait_for(waiting, 2)

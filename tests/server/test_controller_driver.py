@@ -30,6 +30,7 @@ from replog.server.raft_service import MetadataLogService
 from replog.server.raft_storage import RaftStorage
 from replog.storage.log import Log
 from replog.storage.log_config import LogConfig
+from replog.testing import LoopTasks
 
 CLUSTER_ID = "test-cluster"
 T = TypeVar("T")
@@ -53,7 +54,9 @@ async def lone_controller(
     retention_bytes: int = 1 << 30,
     **config: object,
 ) -> AsyncIterator[LoneController]:
-    raft = RaftDriver(1, RaftConfig(voters=voters), RaftStorage(str(directory), [1]))
+    raft = RaftDriver(
+        1, RaftConfig(voters=voters), RaftStorage(str(directory), [1]), tasks=LoopTasks()
+    )
     driver = ControllerDriver(
         raft,
         ControllerConfig(node_id=1, cluster_id=CLUSTER_ID, **config),  # type: ignore[arg-type]

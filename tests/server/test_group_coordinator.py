@@ -50,6 +50,7 @@ from replog.server.partition import Partition
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
+from replog.testing import LoopTasks
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC
 from tests.metadata.metadata_helpers import (
     bootstrapped,
@@ -107,11 +108,11 @@ class Broker:
         log_config: LogConfig | None = None,
     ) -> None:
         self.log_manager = LogManager(str(root), log_config or LogConfig())
-        self.rm = ReplicaManager(ReplicaManagerConfig(1), self.log_manager)
+        self.rm = ReplicaManager(ReplicaManagerConfig(1), self.log_manager, tasks=LoopTasks())
         self.creator = FakeCreator()
         self.now = NOW  # the coordinator's wall clock
         self.coordinator = GroupCoordinator(
-            1, self.rm, self.creator, config, wall_clock=lambda: self.now
+            1, self.rm, self.creator, config, wall_clock=lambda: self.now, tasks=LoopTasks()
         )
 
     def publish(self, image: MetadataImage) -> None:
@@ -436,6 +437,7 @@ def faked(broker: Broker) -> Iterator[tuple[Broker, FakeReplicas]]:
         broker.creator,
         GroupCoordinatorConfig(offsets_commit_timeout_ms=1234),
         wall_clock=lambda: broker.now,
+        tasks=LoopTasks(),
     )
     yield broker, fake
 
@@ -995,7 +997,9 @@ async def test_a_large_removal_is_one_produce_request_that_a_commit_waits_for(
     wait for acks=all."""
     broker = Broker(tmp_path / "b", log_config=SMALL_LOG)
     fake = FakeReplicas(broker.rm)
-    broker.coordinator = GroupCoordinator(1, fake, broker.creator, wall_clock=lambda: broker.now)
+    broker.coordinator = GroupCoordinator(
+        1, fake, broker.creator, wall_clock=lambda: broker.now, tasks=LoopTasks()
+    )
     try:
         image = image_with(*offsets_topic(1, 1, 1), *MANY_ORDERS)
         await loaded(broker, image)

@@ -29,6 +29,7 @@ from replog.errors import (
 from replog.record import iter_batches
 from replog.server.group_coordinator import GroupCoordinator
 from replog.server.group_coordinator_config import GroupCoordinatorConfig
+from replog.testing import LoopTasks
 from replog.topic_names import CONSUMER_OFFSETS_TOPIC
 from tests.server.test_group_coordinator import (
     DATA,
@@ -203,7 +204,7 @@ async def test_a_failed_group_record_append_answers_the_join_with_its_error(
     broker = Broker(tmp_path / "b", FAST)
     fake = FakeReplicas(broker.rm, answer=NotLeaderOrFollowerError("moved"))
     fake.gate.set()
-    broker.coordinator = GroupCoordinator(1, fake, broker.creator, FAST)
+    broker.coordinator = GroupCoordinator(1, fake, broker.creator, FAST, tasks=LoopTasks())
     try:
         await loaded(broker, IMAGE)
         answer = await broker.coordinator.join_group(join(client="a"))  # creates the group

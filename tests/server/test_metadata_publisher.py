@@ -33,6 +33,7 @@ from replog.record import build_batch
 from replog.server.broker_runtime import BrokerRuntime, broker_config_from_node
 from replog.server.metadata_publisher import BrokerMetadataListener, LocalChangesLog
 from replog.server.node_config import NodeConfig
+from replog.testing import LoopTasks
 
 BROKER = 2
 ORDERS = uuid.UUID(int=1)
@@ -238,7 +239,7 @@ def test_the_broker_runtime_listens_to_the_raft_driver() -> None:
             self.listeners.append(listener)
 
     driver = FakeDriver()
-    runtime = BrokerRuntime.for_node(node(), driver)  # type: ignore[arg-type]
+    runtime = BrokerRuntime.for_node(node(), driver, tasks=LoopTasks())  # type: ignore[arg-type]
     (feed,) = driver.listeners
     feed(committed(0, BOOTSTRAP))
     assert runtime.image.features.metadata_version == 7

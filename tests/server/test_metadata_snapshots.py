@@ -39,6 +39,7 @@ from replog.server.node import Node
 from replog.server.node_config import NodeConfig
 from replog.server.raft_driver import RaftDriver
 from replog.server.raft_storage import RaftStorage
+from replog.testing import LoopTasks
 from tests.eventually import eventually
 from tests.local_ports import free_port
 
@@ -105,8 +106,10 @@ class LoneBroker:
 @asynccontextmanager
 async def lone_broker(directory: Path, **extra: str) -> AsyncIterator[LoneBroker]:
     config = broker_config(directory, **extra)
-    raft = RaftDriver(BROKER, RaftConfig(voters=(VOTER,)), RaftStorage(str(directory), [1]))
-    broker = BrokerRuntime.for_node(config, raft, bound_port=9092)
+    raft = RaftDriver(
+        BROKER, RaftConfig(voters=(VOTER,)), RaftStorage(str(directory), [1]), tasks=LoopTasks()
+    )
+    broker = BrokerRuntime.for_node(config, raft, bound_port=9092, tasks=LoopTasks())
     manifests = Manifests()
     broker.install(manifests)
     snapshots = BrokerMetadataSnapshots.for_node(config, raft, broker.metadata)
@@ -262,8 +265,8 @@ def test_a_restarted_broker_publishes_nothing_before_the_leader_tells_the_high_w
     storage = RaftStorage(str(tmp_path), [1, 2, 3])
     try:
         config = broker_config(tmp_path, node_id=4)
-        raft = RaftDriver(4, config.raft, storage)
-        broker = BrokerRuntime.for_node(config, raft, bound_port=9092)
+        raft = RaftDriver(4, config.raft, storage, tasks=LoopTasks())
+        broker = BrokerRuntime.for_node(config, raft, bound_port=9092, tasks=LoopTasks())
 
         def drive() -> list[FetchRequest]:
             sent: list[FetchRequest] = []

@@ -20,7 +20,7 @@ from replog.errors import (
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as pb
 from replog.server.offsets_topic_creator import OffsetsTopicCreator, create_via_controller
-from replog.testing import ManualClock
+from replog.testing import LoopTasks, ManualClock
 
 
 @dataclass
@@ -48,7 +48,7 @@ async def settled(creator: OffsetsTopicCreator) -> None:
 async def test_one_creation_at_a_time_and_a_backoff_after_a_failure() -> None:
     clock = ManualClock(1000)
     create = FakeCreate(failures=[InvalidReplicationFactorError("3 replicas, 1 broker")])
-    creator = OffsetsTopicCreator(1, create, clock=clock, retry_backoff_ms=500)
+    creator = OffsetsTopicCreator(1, create, clock=clock, retry_backoff_ms=500, tasks=LoopTasks())
     for _ in range(5):
         creator.request()
     await asyncio.sleep(0)
@@ -68,7 +68,7 @@ async def test_one_creation_at_a_time_and_a_backoff_after_a_failure() -> None:
 @pytest.mark.asyncio
 async def test_topic_already_exists_is_success_and_stop_cancels() -> None:
     create = FakeCreate(failures=[TopicAlreadyExistsError("exists")])
-    creator = OffsetsTopicCreator(1, create, clock=ManualClock(1000))
+    creator = OffsetsTopicCreator(1, create, clock=ManualClock(1000), tasks=LoopTasks())
     creator.request()
     create.gate.set()
     await settled(creator)

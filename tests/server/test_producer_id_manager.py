@@ -38,6 +38,7 @@ from replog.pb import common_pb2, controller_pb2_grpc
 from replog.pb import controller_pb2 as pb
 from replog.server.controller_calls import ActiveController, ControllerCalls
 from replog.server.producer_id_manager import ProducerIdManager, allocate_from_controller
+from replog.testing import LoopTasks
 from tests.eventually import eventually
 from tests.server.test_controller_driver import active, lone_controller, start_brokers
 
@@ -69,7 +70,9 @@ class FakeAllocate:
 
 
 def manager(allocate: FakeAllocate, epoch: Callable[[], int | None] = lambda: 42) -> Any:
-    return ProducerIdManager(7, epoch, allocate, retry_backoff_ms=1, retry_backoff_max_ms=5)
+    return ProducerIdManager(
+        7, epoch, allocate, retry_backoff_ms=1, retry_backoff_max_ms=5, tasks=LoopTasks()
+    )
 
 
 @pytest.mark.asyncio
@@ -351,8 +354,12 @@ def test_blocks_from_a_real_controller_in_order_and_stale_epochs_refused(tmp_pat
             await server.start()
             channel = calls({1: f"127.0.0.1:{port}"})
             try:
-                one = ProducerIdManager(1, lambda: epochs[1], allocate_from_controller(channel, 1))
-                two = ProducerIdManager(2, lambda: epochs[2], allocate_from_controller(channel, 2))
+                one = ProducerIdManager(
+                    1, lambda: epochs[1], allocate_from_controller(channel, 1), tasks=LoopTasks()
+                )
+                two = ProducerIdManager(
+                    2, lambda: epochs[2], allocate_from_controller(channel, 2), tasks=LoopTasks()
+                )
                 one.start()
                 await eventually(lambda: one.blocks.next_block is not None, "broker 1's block")
                 two.start()

@@ -10,11 +10,12 @@ from pathlib import Path
 from quorum.raft import RaftConfig, VoterAddress
 from replog.server.raft_driver import RaftDriver
 from replog.server.raft_storage import RaftStorage
+from replog.testing import LoopTasks
 
 
 def lone_voter(tmp_path: Path) -> RaftDriver:
     config = RaftConfig(voters=(VoterAddress(1, "127.0.0.1", 1),))
-    return RaftDriver(1, config, RaftStorage(str(tmp_path), [1]))
+    return RaftDriver(1, config, RaftStorage(str(tmp_path), [1]), tasks=LoopTasks())
 
 
 def test_a_cancelled_proposal_is_dropped_and_the_loop_survives(tmp_path: Path) -> None:

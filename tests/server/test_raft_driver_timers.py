@@ -11,6 +11,7 @@ from quorum.raft import RaftConfig, VoterAddress
 from quorum.raft.ready import ApplyItem, CommittedBatch
 from replog.server.raft_driver import TIMER_RETICK_MS, RaftDriver
 from replog.server.raft_storage import RaftStorage
+from replog.testing import LoopTasks
 
 
 class AlwaysDue:
@@ -40,7 +41,7 @@ class Once:
 def test_timers_are_ticked_when_due_and_never_spin(tmp_path: Path) -> None:
     async def scenario() -> None:
         config = RaftConfig(voters=(VoterAddress(1, "127.0.0.1", 1),))
-        driver = RaftDriver(1, config, RaftStorage(str(tmp_path), [1]))
+        driver = RaftDriver(1, config, RaftStorage(str(tmp_path), [1]), tasks=LoopTasks())
         busy, once = AlwaysDue(), Once(driver.clock() + 50)
         driver.add_timer(busy)
         driver.add_timer(once)
@@ -67,7 +68,7 @@ def test_a_long_delivery_of_committed_batches_lets_other_tasks_run(tmp_path: Pat
 
     async def scenario() -> None:
         config = RaftConfig(voters=(VoterAddress(1, "127.0.0.1", 1),))
-        driver = RaftDriver(1, config, RaftStorage(str(tmp_path), [1]))
+        driver = RaftDriver(1, config, RaftStorage(str(tmp_path), [1]), tasks=LoopTasks())
         driver.apply_turn_s = 0.01
         seen: list[tuple[str, int]] = []
 

@@ -20,6 +20,7 @@ from replog.server import raft_fetch_wire as wire
 from replog.server.raft_fetch_client import EndpointUnknown, FetchConnection
 from replog.server.raft_fetch_server import FetchListener, Reply
 from replog.server.raft_transport import RaftTransport
+from replog.testing import LoopTasks
 from tests.ipv6_loopback import needs_ipv6
 
 
@@ -85,7 +86,7 @@ class Fetcher:
         def finished(connection: FetchConnection, unreachable: bool) -> None:
             self.finished.append(unreachable)
 
-        return FetchConnection(1, 2, lookup, timeout_ms, deliver, fail, finished)
+        return FetchConnection(1, 2, lookup, timeout_ms, deliver, fail, finished, tasks=LoopTasks())
 
     async def wait(self, answers: int = 0, failures: int = 0) -> None:
         while len(self.answers) < answers or len(self.failures) < failures:
@@ -219,7 +220,9 @@ async def test_an_unforeseen_lookup_error_fails_the_requests_before_their_deadli
 @pytest.mark.asyncio
 async def test_a_closed_transport_opens_no_fetch_connection() -> None:
     voters = (VoterAddress(1, "127.0.0.1", 1), VoterAddress(2, "127.0.0.1", 2))
-    transport = RaftTransport(1, RaftConfig(voters=voters), lambda m: None, lambda f: None)
+    transport = RaftTransport(
+        1, RaftConfig(voters=voters), lambda m: None, lambda f: None, tasks=LoopTasks()
+    )
     await transport.close()
     tasks = len(asyncio.all_tasks())
     transport.send(Message(1, 2, fetch(1)))  # the core's last Ready, after the node closed it

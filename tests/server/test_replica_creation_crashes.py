@@ -23,7 +23,7 @@ from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.fs import FileSystem
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
-from replog.testing import ManualClock
+from replog.testing import LoopTasks, ManualClock
 from tests.metadata.metadata_helpers import create_topic, replayed, topic_id
 from tests.server.test_replica_manager import (
     T0,
@@ -60,7 +60,11 @@ class Broker:
             str(root / "broker1"), LogConfig(), fs=fs or FileSystem(), task_clock=self.clock
         )
         self.rm = ReplicaManager(
-            ReplicaManagerConfig(1), self.log_manager, clock=self.clock, wall_clock=ManualClock(T0)
+            ReplicaManagerConfig(1),
+            self.log_manager,
+            clock=self.clock,
+            wall_clock=ManualClock(T0),
+            tasks=LoopTasks(),
         )
 
     @property

@@ -31,6 +31,7 @@ from replog.server.broker_service import BrokerService, add_broker_service
 from replog.server.replica_fetcher import ReplicaFetcherManager
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_manager import LogManager
+from replog.testing import LoopTasks
 from replog.wire import broker_codec as codec
 from replog.wire.broker_client import BrokerClient
 from tests.client.fake_broker import GARBAGE, record_redials
@@ -154,7 +155,7 @@ def _log_bytes(log: Any) -> bytes:
 @pytest.mark.asyncio
 async def test_each_source_gets_a_task_and_answers_reach_the_manager(leaders: Leaders) -> None:
     rm = FakeFollower(sources=[1, 2])
-    fetchers = ReplicaFetcherManager(rm, leaders.addresses.get, idle_poll_ms=10)
+    fetchers = ReplicaFetcherManager(rm, leaders.addresses.get, idle_poll_ms=10, tasks=LoopTasks())
     fetchers.start()
     try:
         await eventually(lambda: {s for s, _, _ in rm.processed} == {1, 2}, "both sources fetched")
@@ -172,7 +173,7 @@ async def test_each_source_gets_a_task_and_answers_reach_the_manager(leaders: Le
 @pytest.mark.asyncio
 async def test_tasks_follow_the_fetch_sources(leaders: Leaders) -> None:
     rm = FakeFollower(sources=[1])
-    fetchers = ReplicaFetcherManager(rm, leaders.addresses.get, idle_poll_ms=10)
+    fetchers = ReplicaFetcherManager(rm, leaders.addresses.get, idle_poll_ms=10, tasks=LoopTasks())
     fetchers.start()
     try:
         await eventually(lambda: fetchers.sources == {1}, "fetcher for broker 1")
@@ -206,7 +207,7 @@ async def test_a_dead_peer_is_a_failed_fetch_and_the_task_keeps_trying(
     a dead leader's included; the manager's back-off paces them."""
     caplog.set_level(logging.WARNING, "replog.server.fetcher")
     rm = FakeFollower(sources=[1])
-    fetchers = ReplicaFetcherManager(rm, {1: "127.0.0.1:1"}.get, idle_poll_ms=10)
+    fetchers = ReplicaFetcherManager(rm, {1: "127.0.0.1:1"}.get, idle_poll_ms=10, tasks=LoopTasks())
     fetchers.start()
     try:
         await eventually(lambda: len(rm.failed) >= 2, "two failed fetches")
@@ -225,7 +226,7 @@ async def test_a_leader_with_no_known_address_is_a_failed_fetch_with_one_warning
 ) -> None:
     caplog.set_level(logging.WARNING, "replog.server.fetcher")
     rm = FakeFollower(sources=[1])
-    fetchers = ReplicaFetcherManager(rm, {}.get, idle_poll_ms=10)
+    fetchers = ReplicaFetcherManager(rm, {}.get, idle_poll_ms=10, tasks=LoopTasks())
     fetchers.start()
     try:
         await eventually(lambda: len(rm.failed) >= 2, "two failed fetches")
@@ -249,7 +250,9 @@ async def test_an_answer_that_is_not_one_is_one_warning_and_a_new_channel_per_fa
     with fake_broker_running() as leader:
         leader.answer("FetchStream", GARBAGE)
         rm = FakeFollower(sources=[1])
-        fetchers = ReplicaFetcherManager(rm, {1: leader.address}.get, idle_poll_ms=10)
+        fetchers = ReplicaFetcherManager(
+            rm, {1: leader.address}.get, idle_poll_ms=10, tasks=LoopTasks()
+        )
         fetchers.start()
         try:
             await eventually(lambda: len(rm.failed) >= 2, "two failed fetches")
@@ -270,7 +273,7 @@ async def test_an_answer_that_is_not_one_is_one_warning_and_a_new_channel_per_fa
 @pytest.mark.asyncio
 async def test_every_fetch_from_a_source_goes_on_one_stream(leaders: Leaders) -> None:
     rm = FakeFollower(sources=[1])
-    fetchers = ReplicaFetcherManager(rm, leaders.addresses.get, idle_poll_ms=10)
+    fetchers = ReplicaFetcherManager(rm, leaders.addresses.get, idle_poll_ms=10, tasks=LoopTasks())
     fetchers.start()
     try:
         await eventually(lambda: len(rm.processed) >= 5, "five fetches")
@@ -294,7 +297,7 @@ async def test_a_stream_the_leader_ends_is_a_failed_fetch_and_the_next_opens_ano
     servicer = FakeLeader(end_streams=True)
     server, address = await serving(servicer)
     rm = FakeFollower(sources=[1])
-    fetchers = ReplicaFetcherManager(rm, {1: address}.get, idle_poll_ms=10)
+    fetchers = ReplicaFetcherManager(rm, {1: address}.get, idle_poll_ms=10, tasks=LoopTasks())
     fetchers.start()
     try:
         await eventually(lambda: len(rm.failed) >= 2, "two ended streams")
@@ -318,7 +321,7 @@ async def test_a_stream_the_leader_ends_is_a_failed_fetch_and_the_next_opens_ano
 @pytest.mark.asyncio
 async def test_a_source_without_an_address_is_a_failed_fetch() -> None:
     rm = FakeFollower(sources=[4])
-    fetchers = ReplicaFetcherManager(rm, lambda broker_id: None, idle_poll_ms=10)
+    fetchers = ReplicaFetcherManager(rm, lambda broker_id: None, idle_poll_ms=10, tasks=LoopTasks())
     fetchers.start()
     try:
         await eventually(lambda: len(rm.failed) >= 1, "a failed fetch")
@@ -330,7 +333,7 @@ async def test_a_source_without_an_address_is_a_failed_fetch() -> None:
 async def test_a_hung_peer_times_out_into_a_failed_fetch(leaders: Leaders) -> None:
     rm = FakeFollower(sources=[3])
     fetchers = ReplicaFetcherManager(
-        rm, leaders.addresses.get, idle_poll_ms=10, request_timeout_ms=100
+        rm, leaders.addresses.get, idle_poll_ms=10, request_timeout_ms=100, tasks=LoopTasks()
     )
     fetchers.start()
     try:
@@ -342,7 +345,9 @@ async def test_a_hung_peer_times_out_into_a_failed_fetch(leaders: Leaders) -> No
 @pytest.mark.asyncio
 async def test_an_idle_source_waits_for_the_wakeup(leaders: Leaders) -> None:
     rm = FakeFollower(sources=[1], paused={1})
-    fetchers = ReplicaFetcherManager(rm, leaders.addresses.get, idle_poll_ms=60_000)
+    fetchers = ReplicaFetcherManager(
+        rm, leaders.addresses.get, idle_poll_ms=60_000, tasks=LoopTasks()
+    )
     fetchers.start()
     try:
         await eventually(lambda: fetchers.sources == {1}, "the task runs")
@@ -358,7 +363,7 @@ async def test_an_idle_source_waits_for_the_wakeup(leaders: Leaders) -> None:
 @pytest.mark.asyncio
 async def test_stop_cancels_a_fetch_in_flight(leaders: Leaders) -> None:
     rm = FakeFollower(sources=[3])
-    fetchers = ReplicaFetcherManager(rm, leaders.addresses.get)
+    fetchers = ReplicaFetcherManager(rm, leaders.addresses.get, tasks=LoopTasks())
     fetchers.start()
     await eventually(lambda: len(leaders.servicers[3].requests) == 1, "a fetch in flight")
     await asyncio.wait_for(fetchers.stop(), 2)
@@ -371,7 +376,11 @@ async def test_a_storage_error_stops_the_fetchers_and_is_reported(leaders: Leade
     rm = FakeFollower(sources=[1, 2], process_error=KafkaStorageError("log dir /d: EIO"))
     reported: list[KafkaStorageError] = []
     fetchers = ReplicaFetcherManager(
-        rm, leaders.addresses.get, idle_poll_ms=10, on_storage_error=reported.append
+        rm,
+        leaders.addresses.get,
+        idle_poll_ms=10,
+        on_storage_error=reported.append,
+        tasks=LoopTasks(),
     )
     fetchers.start()
     try:
@@ -384,7 +393,7 @@ async def test_a_storage_error_stops_the_fetchers_and_is_reported(leaders: Leade
 @pytest.mark.asyncio
 async def test_an_unexpected_error_in_processing_is_a_failed_fetch(leaders: Leaders) -> None:
     rm = FakeFollower(sources=[1], process_error=RuntimeError("bug"))
-    fetchers = ReplicaFetcherManager(rm, leaders.addresses.get, idle_poll_ms=10)
+    fetchers = ReplicaFetcherManager(rm, leaders.addresses.get, idle_poll_ms=10, tasks=LoopTasks())
     fetchers.start()
     try:
         await eventually(lambda: len(rm.failed) >= 2, "failures, and it goes on")
@@ -431,6 +440,7 @@ async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> No
             replica_manager = ReplicaManager(
                 ReplicaManagerConfig(broker_id, replica_fetch_wait_ms_max=100),
                 log_manager,
+                tasks=LoopTasks(),
             )
             service = BrokerService(
                 broker_id,
@@ -458,7 +468,7 @@ async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> No
             broker.replica_manager.apply_image(image)
             await broker.replica_manager.start()
             broker.fetchers = ReplicaFetcherManager(
-                broker.replica_manager, address_of, idle_poll_ms=10
+                broker.replica_manager, address_of, idle_poll_ms=10, tasks=LoopTasks()
             )
             broker.fetchers.start()
         assert brokers[1].replica_manager.fetch_sources() == []

@@ -70,7 +70,7 @@ from replog.replication.messages import (
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
-from replog.testing import ManualClock
+from replog.testing import LoopTasks, ManualClock
 from tests.metadata.metadata_helpers import (
     bootstrapped,
     create_topic,
@@ -108,6 +108,7 @@ class Node:
             clock=clock,
             wall_clock=wall_clock if wall_clock is not None else ManualClock(T0),
             broker_epoch=lambda: 10 * broker_id,
+            tasks=LoopTasks(),
         )
 
     def log(self, topic: str = "t", partition: int = 0) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -24,13 +25,21 @@ def unary_stub(channel: grpc.aio.Channel) -> Callable[..., Any]:
     return channel.unary_unary(f"/{SERVICE}/Echo")
 
 
+@dataclass
+class SlowServer:
+    address: str
+    release: asyncio.Event  # set: Echo answers
+    arrived: asyncio.Event  # set once a call reached Echo
+
+
 @pytest_asyncio.fixture
-async def slow_server() -> AsyncIterator[tuple[str, asyncio.Event]]:
-    """A server whose Echo answers only once the returned event is set."""
-    release = asyncio.Event()
+async def slow_server() -> AsyncIterator[SlowServer]:
+    """A server whose Echo answers only once `release` is set."""
+    slow = SlowServer("", asyncio.Event(), asyncio.Event())
 
     async def echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
-        await release.wait()
+        slow.arrived.set()
+        await slow.release.wait()
         return request
 
     server = grpc.aio.server()
@@ -41,7 +50,8 @@ async def slow_server() -> AsyncIterator[tuple[str, asyncio.Event]]:
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     try:
-        yield f"127.0.0.1:{port}", release
+        slow.address = f"127.0.0.1:{port}"
+        yield slow
     finally:
         await server.stop(None)
 
@@ -61,13 +71,13 @@ async def test_an_unreachable_peer_fails_fast_and_the_next_call_dials_a_new_chan
 
 @pytest.mark.asyncio
 async def test_a_call_in_flight_survives_the_channel_being_replaced(
-    slow_server: tuple[str, asyncio.Event],
+    slow_server: SlowServer,
 ) -> None:
-    address, release = slow_server
+    address, release = slow_server.address, slow_server.release
     channel = RedialingChannel(address, unary_stub, [])
     try:
         call = asyncio.ensure_future(channel.call(lambda stub: stub, b"ping", timeout_s=10))
-        await asyncio.sleep(0.2)  # the call reached the server and waits there
+        await asyncio.wait_for(slow_server.arrived.wait(), 5)  # it waits there now
         channel.reconnect()
         await asyncio.sleep(0.1)
         assert not call.done()

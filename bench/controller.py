@@ -81,8 +81,9 @@ from dataclasses import asdict, dataclass, field
 import grpc
 from cluster_metrics import metrics_urls, wait_replicas
 
+from replog.admin.cluster_metadata import ClusterDescription
 from replog.admin.controller_client import ControllerClient
-from replog.admin.controller_results import ClusterDescription, NewTopic
+from replog.admin.controller_results import NewTopic
 from replog.cli.local_cluster import LocalCluster
 from replog.errors import TopicAlreadyExistsError
 from replog.pb import controller_pb2 as cpb

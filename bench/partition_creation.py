@@ -287,13 +287,23 @@ def main() -> None:
     parser.add_argument("--no-create", action="store_true", help="only the restart")
     parser.add_argument("--base-port", type=int, default=19700)
     parser.add_argument("--json", metavar="FILE")
+    parser.add_argument(
+        "--work-dir",
+        metavar="DIR",
+        help="put the clusters here and keep them (node logs name what held an event loop)",
+    )
     args = parser.parse_args()
     results = Results()
     with contextlib.suppress(Exception):
         results.commit = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
         ).stdout.strip()
-    with tempfile.TemporaryDirectory(prefix="replog-bench-creation-") as tmp:
+    with contextlib.ExitStack() as stack:
+        if args.work_dir:
+            os.makedirs(args.work_dir, exist_ok=True)
+            tmp = args.work_dir
+        else:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="replog-bench-creation-"))
         results.file_system_floor_s = file_system_floor_s(
             tmp, args.topics * PARTITIONS_PER_TOPIC * REPLICATION_FACTOR
         )

@@ -366,6 +366,12 @@ class CorruptIndexError(ReplogError):
     """An offset or time index that fails its sanity check; the message names the file."""
 
 
+class CommitFailedError(ReplogError):
+    """A group member's commit refused because the group rebalanced past its generation
+    (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID): its partitions may be another
+    member's now (Kafka's CommitFailedException)."""
+
+
 class ConfigError(ReplogError):
     """A configuration value that is unknown, malformed or out of range; names the key."""
 

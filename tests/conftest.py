@@ -4,12 +4,24 @@ then exec while gRPC calls run, at times killed the child before its exec).
 
 gRPC reads both switches when grpc is first imported, which for this process is while pytest
 collects the first test module; this conftest is loaded before any of them.
+
+The suite runs on two pytest-xdist workers (`-n 2 --dist loadgroup` in pyproject.toml), and
+every test that starts processes (nodes, clusters, CLI commands, Spark, real Kafka clients)
+runs on one of them, one after the other, as the whole suite once did: those tests measure
+failovers and timeouts in seconds, and two clusters sharing the machine's two cores would make
+them slower and their timing looser. The other worker takes the in-process tests meanwhile.
+A test is a process test when it lives in PROCESS_TEST_DIRS or its module names one of
+PROCESS_TEST_SIGNS (`process_test_module`, `pytest_xdist_make_scheduler`); `-n 0` runs
+everything in this process, as before.
 """
 
 from __future__ import annotations
 
 import compileall
+import functools
 from pathlib import Path
+
+import pytest
 
 from replog.wire.grpc_engine import choose_grpc_engine
 
@@ -29,3 +41,48 @@ def pytest_sessionstart(session: object) -> None:
     root = Path(__file__).resolve().parent.parent
     for package in ("replog", "quorum", "timeline", "checkpoints"):
         compileall.compile_dir(root / package, quiet=1)
+
+
+PROCESS_GROUP = "processes"
+PROCESS_TEST_DIRS = ("cluster", "spark", "cli")
+# What a module that starts processes or listens on fixed ports says somewhere in its source.
+PROCESS_TEST_SIGNS = (
+    "free_port",  # and free_base_port: nodes on real ports, in this process or not
+    "subprocess",
+    "Popen",
+    "LoopbackCluster",
+    "local_cluster",
+    "kafka_cluster",
+    "kafka_node",
+    "cli_runner",
+    "SparkSession",
+)
+
+
+@functools.cache
+def process_test_module(path: Path) -> bool:
+    """Whether the tests of the module at `path` start processes (module docstring)."""
+    tests = Path(__file__).resolve().parent
+    relative = path.resolve().relative_to(tests)
+    if relative.parts[0] in PROCESS_TEST_DIRS:
+        return True
+    source = path.read_text(encoding="utf-8")
+    return any(sign in source for sign in PROCESS_TEST_SIGNS)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """`--dist loadgroup` (pyproject.toml) with one group, the process tests: xdist's own
+    loadgroup reads `xdist_group` marks through item node ids, which pytest 9 no longer lets a
+    plugin rename, so the grouping is done here, where xdist schedules by node id."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    root = config.rootpath
+
+    class ProcessGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            module = root / nodeid.split("::", 1)[0]
+            return PROCESS_GROUP if process_test_module(module) else nodeid
+
+    return ProcessGroupScheduling(config, log)

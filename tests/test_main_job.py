@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from replog.cli.demo import DEFAULT_RECORDS
+from replog.cli.demo_command import DEFAULT_RECORDS
 from tests.local_ports import free_base_port
 
 pytestmark = pytest.mark.slow

@@ -59,31 +59,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 from uuid import UUID
 
 import grpc
 
 from replog.admin.bootstrap import endpoint_addresses, parse_bootstrap
-from replog.admin.controller_results import (
-    AlterConfigOp,
-    ClusterDescription,
-    ClusterMetadata,
-    ConfigResource,
-    ConfigsAltered,
-    CreatedTopic,
-    DeletedTopic,
-    ElectionResult,
-    ElectionType,
-    NewPartitions,
-    NewTopic,
-    OngoingReassignment,
-    PartitionsCreated,
-    ReassignmentResult,
-    ResourceConfigs,
-    error_from_status,
-    topic_partitions_to_pb,
-)
+from replog.admin.cluster_metadata import ClusterDescription, ClusterMetadata
+from replog.admin.controller_errors import error_from_status
 from replog.clock import monotonic_ms
 from replog.common import TopicPartition
 from replog.errors import (
@@ -95,8 +78,25 @@ from replog.errors import (
     UnknownServerError,
     UnsupportedVersionError,
 )
-from replog.pb import common_pb2, controller_pb2_grpc
+from replog.pb import common_pb2
 from replog.pb import controller_pb2 as pb
+
+if TYPE_CHECKING:
+    from replog.admin.controller_results import (
+        AlterConfigOp,
+        ConfigResource,
+        ConfigsAltered,
+        CreatedTopic,
+        DeletedTopic,
+        ElectionResult,
+        ElectionType,
+        NewPartitions,
+        NewTopic,
+        OngoingReassignment,
+        PartitionsCreated,
+        ReassignmentResult,
+        ResourceConfigs,
+    )
 
 DEFAULT_TIMEOUT_S = 30.0  # a whole call, retries included (Kafka: default.api.timeout.ms 60 s)
 REQUEST_TIMEOUT_S = 10.0  # one attempt
@@ -108,6 +108,8 @@ REFUSED_TIMEOUT_S = 30.0  # Kafka: socket.connection.setup.timeout.max.ms
 _REFUSALS = ("connection refused", "cannot connect (nothing answers at this address)")
 
 log = logging.getLogger("replog.admin")
+
+_SERVICE = pb.DESCRIPTOR.services_by_name["Controller"].full_name  # replog.pb.Controller
 
 _CHANNEL_OPTIONS = [
     # A private subchannel per channel: gRPC otherwise shares connections between channels to
@@ -201,7 +203,8 @@ class _ControllerRouting:
         self.max_retry_backoff_s = max_retry_backoff_s
         self.refused_timeout_s = refused_timeout_s
         self._lock = threading.Lock()
-        self._stubs: dict[str, tuple[Any, Any]] = {}  # address -> (channel, stub)
+        # address -> (channel, RPC name -> its callable on the channel)
+        self._channels: dict[str, tuple[Any, dict[str, Any]]] = {}
         self._controller: str | None = None  # the active controller's address, once known
         self._closed = False
 
@@ -386,6 +389,29 @@ class _ControllerRouting:
                 self._controller = controller
             return controller
 
+    def _callable(self, ask: _Ask, open_channel: Callable[..., Any]) -> Any:
+        """`ask.rpc`'s callable on the channel to `ask.address`, opened with `open_channel` on
+        first use and kept until `close`. Built from the RPC's name and message types, as the
+        generated stub builds it, without loading the stub's module (one import less at each
+        command's start-up)."""
+        with self._lock:
+            if self._closed:
+                raise ReplogError("the controller client is closed")
+            entry = self._channels.get(ask.address)
+            if entry is None:
+                channel = open_channel(ask.address, options=_CHANNEL_OPTIONS)
+                entry = self._channels[ask.address] = (channel, {})
+            channel, methods = entry
+            method = methods.get(ask.rpc)
+            if method is None:
+                method = methods[ask.rpc] = channel.unary_unary(
+                    f"/{_SERVICE}/{ask.rpc}",
+                    request_serializer=type(ask.request).SerializeToString,
+                    response_deserializer=ask.response_type.FromString,
+                    _registered_method=True,
+                )
+            return method
+
     def _forget_controller(self, address: str) -> None:
         with self._lock:
             if self._controller == address:
@@ -402,6 +428,9 @@ class _ControllerRouting:
 
 
 # --- the admin RPCs, each declared once for both clients (`_Op`) -------------------------
+# The result classes of the changes, configs and reassignments are imported by the RPC that
+# returns them: a command that only reads the cluster's metadata (`replog topics list`) loads
+# none of them (their dataclasses are a good part of its start-up).
 
 
 def _create_topics_op(
@@ -410,6 +439,8 @@ def _create_topics_op(
     validate_only: bool = False,
     timeout_s: float | None = None,
 ) -> _Op[list[CreatedTopic]]:
+    from replog.admin.controller_results import CreatedTopic
+
     request = pb.CreateTopicsRequest(
         topics=[t.to_pb() for t in topics], validate_only=validate_only
     )
@@ -429,6 +460,8 @@ def _delete_topics_op(
     topic_ids: Sequence[UUID] = (),
     timeout_s: float | None = None,
 ) -> _Op[list[DeletedTopic]]:
+    from replog.admin.controller_results import DeletedTopic
+
     request = pb.DeleteTopicsRequest(
         topic_names=list(names), topic_ids=[i.bytes for i in topic_ids]
     )
@@ -448,6 +481,8 @@ def _create_partitions_op(
     validate_only: bool = False,
     timeout_s: float | None = None,
 ) -> _Op[list[PartitionsCreated]]:
+    from replog.admin.controller_results import PartitionsCreated
+
     request = pb.CreatePartitionsRequest(
         topics=[i.to_pb() for i in increases], validate_only=validate_only
     )
@@ -494,6 +529,8 @@ def _describe_configs_op(
     timeout_s: float | None = None,
 ) -> _Op[list[ResourceConfigs]]:
     """Every config of each resource, or only `keys` when given."""
+    from replog.admin.controller_results import ResourceConfigs
+
     request = pb.DescribeConfigsRequest(
         resources=[
             pb.ConfigResourceKeys(
@@ -520,6 +557,8 @@ def _incremental_alter_configs_op(
     validate_only: bool = False,
     timeout_s: float | None = None,
 ) -> _Op[list[ConfigsAltered]]:
+    from replog.admin.controller_results import ConfigsAltered
+
     request = pb.IncrementalAlterConfigsRequest(
         resources=[
             pb.AlterConfigsResource(
@@ -548,6 +587,8 @@ def _elect_leaders_op(
     timeout_s: float | None = None,
 ) -> _Op[list[ElectionResult]]:
     """Elect leaders of `partitions` (None: every eligible partition)."""
+    from replog.admin.controller_results import ElectionResult, topic_partitions_to_pb
+
     request = pb.ElectLeadersRequest(
         election_type=int(election_type), partitions=topic_partitions_to_pb(partitions)
     )
@@ -567,6 +608,8 @@ def _list_partition_reassignments_op(
     timeout_s: float | None = None,
 ) -> _Op[list[OngoingReassignment]]:
     """The ongoing reassignments of `partitions` (None: of every partition)."""
+    from replog.admin.controller_results import OngoingReassignment, topic_partitions_to_pb
+
     request = pb.ListPartitionReassignmentsRequest(partitions=topic_partitions_to_pb(partitions))
     return _Op(
         "ListPartitionReassignments",
@@ -584,6 +627,8 @@ def _alter_partition_reassignments_op(
     timeout_s: float | None = None,
 ) -> _Op[list[ReassignmentResult]]:
     """Move each partition to the replicas given; None cancels its ongoing reassignment."""
+    from replog.admin.controller_results import ReassignmentResult
+
     by_topic: dict[str, list[pb.ReassignablePartition]] = {}
     for (topic, partition), replicas in reassignments.items():
         entry = pb.ReassignablePartition(partition_index=partition)
@@ -648,8 +693,8 @@ class ControllerClient(_ControllerRouting):
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            stubs, self._stubs = self._stubs, {}
-        for channel, _ in stubs.values():
+            channels, self._channels = self._channels, {}
+        for channel, _ in channels.values():
             channel.close()
 
     def __enter__(self) -> ControllerClient:
@@ -703,7 +748,7 @@ class ControllerClient(_ControllerRouting):
 
     def _attempt(self, ask: _Ask) -> Any:
         """One RPC to one address; a failure to get an answer is `_Unreachable`."""
-        call = getattr(self._stub(ask.address), ask.rpc).future(
+        call = self._callable(ask, grpc.insecure_channel).future(
             ask.request, timeout=ask.timeout_ms / 1000
         )
         try:
@@ -715,17 +760,6 @@ class ControllerClient(_ControllerRouting):
             raise _classify(ask.address, ask.rpc, exc, ask.timeout_ms) from None
         return _checked(ask, response)
 
-    def _stub(self, address: str) -> Any:
-        with self._lock:
-            if self._closed:
-                raise ReplogError("the controller client is closed")
-            entry = self._stubs.get(address)
-            if entry is None:
-                channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
-                stub = controller_pb2_grpc.ControllerStub(channel)  # type: ignore[no-untyped-call]
-                entry = self._stubs[address] = (channel, stub)
-            return entry[1]
-
 
 class AsyncControllerClient(_ControllerRouting):
     """The asyncio client of the active controller, on `grpc.aio` (module docstring): the
@@ -735,8 +769,8 @@ class AsyncControllerClient(_ControllerRouting):
     async def close(self) -> None:
         with self._lock:
             self._closed = True
-            stubs, self._stubs = self._stubs, {}
-        for channel, _ in stubs.values():
+            channels, self._channels = self._channels, {}
+        for channel, _ in channels.values():
             await channel.close()
 
     async def __aenter__(self) -> AsyncControllerClient:
@@ -783,23 +817,12 @@ class AsyncControllerClient(_ControllerRouting):
         """One RPC to one address; a failure to get an answer is `_Unreachable`. A cancelled
         call cancels the RPC, so the server stops waiting on our behalf."""
         try:
-            response = await getattr(self._stub(ask.address), ask.rpc)(
+            response = await self._callable(ask, grpc.aio.insecure_channel)(
                 ask.request, timeout=ask.timeout_ms / 1000
             )
         except grpc.aio.AioRpcError as exc:
             raise _classify(ask.address, ask.rpc, exc, ask.timeout_ms) from None
         return _checked(ask, response)
-
-    def _stub(self, address: str) -> Any:
-        with self._lock:
-            if self._closed:
-                raise ReplogError("the controller client is closed")
-            entry = self._stubs.get(address)
-            if entry is None:
-                channel = grpc.aio.insecure_channel(address, options=_CHANNEL_OPTIONS)
-                stub = controller_pb2_grpc.ControllerStub(channel)  # type: ignore[no-untyped-call]
-                entry = self._stubs[address] = (channel, stub)
-            return entry[1]
 
 
 def _checked(ask: _Ask, response: Any) -> Any:

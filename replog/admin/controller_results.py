@@ -1,13 +1,15 @@
-"""What `ControllerClient` takes and returns: plain dataclasses, not protobuf messages.
+"""What `ControllerClient` takes and returns for the Controller's changes and configs: plain
+dataclasses, not protobuf messages (topics and partitions created or deleted, configs,
+elections, reassignments; what it says of the cluster is `cluster_metadata`).
 
 Each result of a batch request (one per topic, partition or config resource) carries `error`:
 None, or the `replog.errors` exception the controller reported for that item, built from the
-wire code and carrying the controller's message. `raise_first_error` turns a list of results
-into "all succeeded or raise", which is what a command-line tool wants.
+wire code and carrying the controller's message (`controller_errors`, whose
+`raise_first_error` turns a list of results into "all succeeded or raise").
 
 Rules:
 - Conversions from the wire live next to the type they build (`from_pb`); "-1 means none" on
-  the wire becomes None here (a leader of -1 is `leader=None`).
+  the wire becomes None here (`controller_errors.known`).
 - Topic ids are `uuid.UUID`; `replog.common.ids.topic_id_text` prints them as Kafka's tools
   do (URL-safe base64 without padding, 22 characters).
 - Enums carry Kafka's wire values; they mirror the controller's own on purpose, so that this
@@ -19,48 +21,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 from uuid import UUID
 
+from replog.admin.controller_errors import NONE, error_from_status, known
 from replog.common import TopicPartition
 from replog.common.ids import topic_id_from_bytes
-from replog.errors import InvalidRequestError, KafkaError, UnknownServerError, error_for_code
+from replog.errors import InvalidRequestError, KafkaError, UnknownServerError
 from replog.pb import common_pb2
 from replog.pb import controller_pb2 as pb
-
-NONE = -1  # "none", "unknown" or "default" on the wire
-
-
-# --- errors and ids -------------------------------------------------------------------------
-
-
-def error_from_status(status: common_pb2.ErrorStatus) -> KafkaError | None:
-    """The exception an ErrorStatus stands for (None for code 0), with the server's message."""
-    if status.code == 0:
-        return None
-    error = error_for_code(status.code, status.message)
-    if type(error) is UnknownServerError and status.code != UnknownServerError.code:
-        # A code this client does not know: keep the server's name for it, or at least the code.
-        name = status.error_name or f"error code {status.code}"
-        error = UnknownServerError(f"{name}: {status.message}" if status.message else name)
-    return error
-
-
-class HasError(Protocol):
-    @property
-    def error(self) -> KafkaError | None: ...
-
-
-def raise_first_error(results: Iterable[HasError]) -> None:
-    """Raise the first item's error, if any item failed."""
-    for result in results:
-        if result.error is not None:
-            raise result.error
-
-
-def _known(value: int) -> int | None:
-    return None if value == NONE else value
-
 
 # --- topics and partitions ------------------------------------------------------------------
 
@@ -103,8 +72,8 @@ class CreatedTopic:
         return cls(
             m.name,
             topic_id_from_bytes(m.topic_id),
-            _known(m.num_partitions),
-            _known(m.replication_factor),
+            known(m.num_partitions),
+            known(m.replication_factor),
             error_from_status(m.error),
         )
 
@@ -150,138 +119,6 @@ class PartitionsCreated:
     @classmethod
     def from_pb(cls, m: pb.CreatePartitionsTopicResult) -> PartitionsCreated:
         return cls(m.name, error_from_status(m.error))
-
-
-# --- cluster and topic metadata -------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Broker:
-    broker_id: int
-    host: str
-    port: int
-    rack: str | None
-    fenced: bool
-    in_controlled_shutdown: bool
-    broker_epoch: int
-
-    @classmethod
-    def from_pb(cls, m: pb.BrokerEndpoint) -> Broker:
-        return cls(
-            m.broker_id,
-            m.host,
-            m.port,
-            m.rack if m.HasField("rack") else None,
-            m.fenced,
-            m.in_controlled_shutdown,
-            m.broker_epoch,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterDescription:
-    cluster_id: str
-    controller_id: int | None
-    brokers: tuple[Broker, ...]
-    metadata_offset: int  # the committed offset the answer was read at
-
-    @classmethod
-    def from_pb(cls, m: pb.DescribeClusterResponse) -> ClusterDescription:
-        return cls(
-            m.cluster_id,
-            _known(m.controller_id),
-            tuple(Broker.from_pb(b) for b in m.brokers),
-            m.metadata_offset,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionInfo:
-    partition: int
-    leader: int | None
-    leader_epoch: int
-    partition_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    offline_replicas: tuple[int, ...]
-    adding_replicas: tuple[int, ...]
-    removing_replicas: tuple[int, ...]
-    error: KafkaError | None  # LEADER_NOT_AVAILABLE when there is no leader
-
-    @property
-    def replication_factor(self) -> int:
-        """The target replica count: during a reassignment, replicas being added do not count
-        (as Kafka's tools compute it)."""
-        return len(self.replicas) - len(self.adding_replicas)
-
-    @classmethod
-    def from_pb(cls, m: pb.PartitionMetadata) -> PartitionInfo:
-        return cls(
-            m.partition_index,
-            _known(m.leader_id),
-            m.leader_epoch,
-            m.partition_epoch,
-            tuple(m.replicas),
-            tuple(m.isr),
-            tuple(m.offline_replicas),
-            tuple(m.adding_replicas),
-            tuple(m.removing_replicas),
-            error_from_status(m.error),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class TopicInfo:
-    name: str
-    topic_id: UUID | None
-    partitions: tuple[PartitionInfo, ...]  # sorted by partition index
-    error: KafkaError | None  # UNKNOWN_TOPIC_OR_PARTITION for a name asked for and absent
-
-    @property
-    def replication_factor(self) -> int:
-        """Partition 0's replica count, as kafka-topics.sh shows it (0: no partitions)."""
-        return self.partitions[0].replication_factor if self.partitions else 0
-
-    @classmethod
-    def from_pb(cls, m: pb.TopicMetadata) -> TopicInfo:
-        partitions = sorted(
-            (PartitionInfo.from_pb(p) for p in m.partitions), key=lambda p: p.partition
-        )
-        return cls(
-            m.name, topic_id_from_bytes(m.topic_id), tuple(partitions), error_from_status(m.error)
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterMetadata:
-    cluster_id: str
-    controller_id: int | None
-    brokers: tuple[Broker, ...]  # unfenced brokers only, as clients see them
-    topics: tuple[TopicInfo, ...]
-    metadata_offset: int
-    # How current the answer is (`replog/server/metadata_staleness.py`): the answering node
-    # knows no quorum leader now; ms since it last heard from one; the wall-clock time of that
-    # (None: never since it started); brokers it has not heard from for the session timeout.
-    stale: bool = False
-    metadata_age_ms: int = 0
-    quorum_contact_time_ms: int | None = None
-    unreachable_brokers: frozenset[int] = frozenset()
-    answering_node_id: int | None = None
-
-    @classmethod
-    def from_pb(cls, m: pb.MetadataResponse) -> ClusterMetadata:
-        return cls(
-            m.cluster_id,
-            _known(m.controller_id),
-            tuple(Broker.from_pb(b) for b in m.brokers),
-            tuple(TopicInfo.from_pb(t) for t in m.topics),
-            m.metadata_offset,
-            m.stale,
-            m.metadata_age_ms,
-            m.quorum_contact_time_ms if m.quorum_contact_time_ms > 0 else None,
-            frozenset(m.unreachable_broker_ids),
-            m.answering_node_id if m.HasField("answering_node_id") else None,
-        )
 
 
 # --- configs --------------------------------------------------------------------------------

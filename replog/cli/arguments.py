@@ -4,6 +4,7 @@ seconds types and `KEY=VALUE` lists."""
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -47,6 +48,18 @@ def add_command(commands: Any, name: str, doc: str | None, *, headed: bool) -> A
         return sub
 
     return action
+
+
+def deferred(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """A command's `run` that imports `module` when it runs and calls its `name`: a command
+    whose actions need the node's runtime or gRPC builds its parser (and prints `--help`)
+    without loading them."""
+
+    def run(args: argparse.Namespace) -> int:
+        code: int = getattr(importlib.import_module(module), name)(args)
+        return code
+
+    return run
 
 
 def at_least(minimum: int, maximum: int = INT32_MAX) -> Callable[[str], int]:

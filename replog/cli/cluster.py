@@ -1,30 +1,9 @@
-"""`replog cluster start|status|stop|kill|restart`: a local multi-process cluster in one directory.
+"""What `replog cluster` does (`cluster_command` builds its parser and help): start the nodes of a
+local cluster as background processes, wait until they are up, report their status, stop or
+kill them; `replog demo` and `replog bench` start their clusters with it too.
 
-- `start [--nodes N] [--data-dir DIR] [--base-port P] [--kafka-base-port K] [--fresh]
-  [--override KEY=VALUE]`:
-  writes each node's `server.properties` and `DIR/cluster.json` (the nodes, their roles and
-  listeners; docs/operations.md describes these files), starts
-  one `replog node` process per node in the background (its own session; output appended to
-  `node-<id>/node.log`, pid in `node-<id>/node.pid`), waits until the quorum has a leader that
-  committed its epoch, every node answers and every broker is registered and unfenced (so a
-  topic created right after `start` can place its replicas on all of them), and prints the
-  endpoints. On a directory whose cluster is stopped it starts the same nodes again, keeping
-  their data (`--fresh` deletes it and starts anew). An `--override` key no node reads (a typo:
-  `num.partitons`) is a warning on stderr naming the closest known key, and the cluster starts
-  anyway, as Kafka warns about unknown keys without refusing them.
-- `status [--json]`: per node: id, roles, pid, listener, its Kafka listener's address (KAFKA,
-  `--json` key `kafka`; `-`/null when it serves none), alive (the process exists and is not a
-  zombie), whether it answers DescribeQuorum, the leader and quorum epoch it knows, and its
-  Prometheus metrics URL (METRICS; `-` for a cluster written before metrics existed).
-- `stop`: SIGTERM to every node (each resigns and closes its log), SIGKILL after `--timeout`.
-- `kill NODE_ID`: SIGKILL one node. `restart NODE_ID`: start a node that is not running.
-
-Defaults: 3 nodes, `./.replog/cluster`, base port 19092 (node i listens on base + i - 1 and
-serves metrics on base + 100 + i - 1), Kafka base port 9092 (node i, a broker, serves Kafka's
-protocol on 127.0.0.1:9092 + i - 1). A node's one gRPC listener serves every role it has;
-`start` and `status` show it with the roles it serves ("127.0.0.1:19092 (gRPC:
-broker+controller)"), not by its `server.properties` name.
-Every refusal (a port in use, a cluster already running, an unknown node id) is one line.
+Rules: the nodes' files are `local_cluster`'s; every refusal (a port in use, a cluster already
+running, an unknown node id) is a `ReplogError` of one line.
 """
 
 from __future__ import annotations
@@ -50,18 +29,15 @@ from replog.admin.quorum import (
     ask_each,
     describe_quorum,
 )
-from replog.cli.arguments import add_documented_command, positive_seconds
 from replog.cli.local_cluster import (
     DEFAULT_BASE_PORT,
-    DEFAULT_DATA_DIR,
     DEFAULT_KAFKA_BASE_PORT,
     DEFAULT_NODE_COUNT,
-    DEFAULT_ROLES,
     LOOPBACK,
     LocalCluster,
     LocalNode,
 )
-from replog.cli.quorum import print_table
+from replog.cli.table import print_table
 from replog.config import parse_properties
 from replog.errors import ReplogError
 from replog.net_address import format_host_port, parse_host_port
@@ -70,7 +46,6 @@ from replog.server.known_properties import unknown_properties
 from replog.server.node_config import NodeConfig
 
 POLL_INTERVAL_S = 0.05
-STOP_TIMEOUT_S = 30.0
 PROBE_TIMEOUT_S = 0.5  # a node that does not answer DescribeQuorum within this "does not answer"
 LOG_TAIL_LINES = 15
 
@@ -360,16 +335,6 @@ def run_start(args: argparse.Namespace) -> int:
     return 0
 
 
-def _roles(text: str) -> tuple[str, ...]:
-    roles = tuple(sorted({r.strip() for r in text.split(",") if r.strip()}))
-    if roles not in (("broker", "controller"), ("controller",)):
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: every node of a local cluster is a voter: use broker,controller or "
-            "controller"
-        )
-    return roles
-
-
 def _cluster_to_start(args: argparse.Namespace) -> LocalCluster:
     """The cluster `start` runs: the stopped one in the directory, or a new one (written)."""
     directory = os.path.realpath(args.data_dir)
@@ -584,109 +549,3 @@ def run_restart(args: argparse.Namespace) -> int:
 
 
 # --- argument parsing -------------------------------------------------------------------------
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text}: must be >= 1")
-    return value
-
-
-def register(commands: Any) -> None:
-    parser = add_documented_command(
-        commands,
-        "cluster",
-        __doc__,
-    )
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-
-    def action(name: str, help_text: str, run: Any) -> argparse.ArgumentParser:
-        sub: argparse.ArgumentParser = actions.add_parser(name, help=help_text)
-        sub.add_argument(
-            "--data-dir",
-            metavar="DIR",
-            default=DEFAULT_DATA_DIR,
-            help=f"the cluster's directory (default: {DEFAULT_DATA_DIR})",
-        )
-        sub.set_defaults(run=run)
-        return sub
-
-    start = action("start", "write the configs, start the nodes, wait for a leader", run_start)
-    start.add_argument(
-        "--nodes",
-        type=_positive_int,
-        metavar="N",
-        help=f"how many nodes (default: {DEFAULT_NODE_COUNT})",
-    )
-    start.add_argument(
-        "--base-port",
-        type=_positive_int,
-        metavar="PORT",
-        help=f"node i listens on base + i - 1 (default: {DEFAULT_BASE_PORT})",
-    )
-    start.add_argument(
-        "--kafka-base-port",
-        type=_positive_int,
-        metavar="PORT",
-        help="node i (a broker) serves Kafka's protocol on 127.0.0.1:PORT + i - 1 (default: "
-        f"{DEFAULT_KAFKA_BASE_PORT}; a stopped cluster keeps the ports it was created with)",
-    )
-    start.add_argument(
-        "--fresh", action="store_true", help="delete a stopped cluster's data and start anew"
-    )
-    start.add_argument(
-        "--roles",
-        type=_roles,
-        default=DEFAULT_ROLES,
-        metavar="ROLES",
-        help="every node's process.roles: broker,controller (combined, the default) or "
-        "controller (a metadata quorum without brokers)",
-    )
-    start.add_argument(
-        "--override",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a property for every node's server.properties (repeatable)",
-    )
-    start.add_argument(
-        "--timeout",
-        type=positive_seconds,
-        metavar="SECONDS",
-        default=30.0,
-        help=(
-            "seconds to wait for the cluster to come up: a leader, every node answering,"
-            " every broker unfenced (default: 30)"
-        ),
-    )
-
-    status = action(
-        "status", "each node's pid, listener, liveness and view of the quorum", run_status
-    )
-    status.add_argument("--json", action="store_true", help="print JSON")
-
-    stop = action("stop", "SIGTERM every node; SIGKILL after --timeout", run_stop)
-    stop.add_argument(
-        "--timeout",
-        type=positive_seconds,
-        metavar="SECONDS",
-        # Above a node's own bounds: a broker whose controller stays silent gives up its
-        # controlled shutdown after broker.session.timeout.ms (9 s), and a SIGKILL leaves logs
-        # to recover at the next start. A stop normally takes 1-3 s.
-        default=STOP_TIMEOUT_S,
-        help=f"seconds before SIGKILL (default: {STOP_TIMEOUT_S:g})",
-    )
-
-    kill = action("kill", "SIGKILL one node", run_kill)
-    kill.add_argument("node_id", type=int, metavar="NODE_ID")
-
-    restart = action("restart", "start a node that is not running, with its config", run_restart)
-    restart.add_argument("node_id", type=int, metavar="NODE_ID")
-    restart.add_argument(
-        "--timeout",
-        type=positive_seconds,
-        metavar="SECONDS",
-        default=30.0,
-        help="seconds to wait for it to answer",
-    )

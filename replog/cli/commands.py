@@ -26,6 +26,7 @@ COMMANDS: tuple[Command, ...] = (
         "demo",
         "the main job: a 3-node cluster streams exactly once through a leader's SIGKILL, "
         "then Spark aggregates it",
+        "demo_command",
     ),
     Command(
         "storage-demo",
@@ -40,7 +41,7 @@ COMMANDS: tuple[Command, ...] = (
         "check every batch's CRC, offsets and index entries of a stopped node's logs",
     ),
     Command("node", "run one replog node (controller and/or broker) in the foreground"),
-    Command("cluster", "start, inspect and stop a local multi-process cluster"),
+    Command("cluster", "start, inspect and stop a local multi-process cluster", "cluster_command"),
     Command("quorum", "describe the metadata quorum (like kafka-metadata-quorum.sh)"),
     Command("topics", "create, list, describe, alter and delete topics (like kafka-topics.sh)"),
     Command("configs", "describe and alter topic and broker configs (like kafka-configs.sh)"),

@@ -36,25 +36,26 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from quorum.controller.config_definitions import TOPIC_CONFIGS
-from replog.admin.controller_client import ControllerClient
-from replog.admin.controller_results import (
-    AlterConfigOp,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ConfigResourceType,
-    ResourceConfigs,
-    raise_first_error,
-)
 from replog.cli.arguments import add_command
 from replog.cli.controller_connection import add_connection_arguments, connect
 from replog.cli.topics import MIN_ISR, min_isr_warning
 from replog.errors import ReplogError, UnknownTopicOrPartitionError
 
-ENTITY_TYPES = {"topics": ConfigResourceType.TOPIC, "brokers": ConfigResourceType.BROKER}
+if TYPE_CHECKING:
+    from replog.admin.controller_client import ControllerClient
+    from replog.admin.controller_results import (
+        AlterConfigOp,
+        ConfigEntry,
+        ConfigResource,
+        ResourceConfigs,
+    )
+
+# --entity-type -> the name of its `ConfigResourceType`. The admin client's types, the
+# generated messages behind them and the controller's config definitions are imported by the
+# functions that run (`replog configs --help` loads none of them).
+ENTITY_TYPES = {"topics": "TOPIC", "brokers": "BROKER"}
 
 # Where a value set on the resource itself comes from, per kind of resource: what the
 # describe without --all shows (Kafka's ConfigCommand filter).
@@ -125,6 +126,8 @@ def parse_delete_config(text: str) -> list[str]:
 
 
 def alter_ops(added: dict[str, str], deleted: Sequence[str]) -> list[AlterConfigOp]:
+    from replog.admin.controller_results import AlterConfigOp, AlterConfigOpType
+
     both = sorted(set(added) & set(deleted))
     if both:
         raise ReplogError(f"config {both[0]} is both added and deleted")
@@ -135,6 +138,8 @@ def alter_ops(added: dict[str, str], deleted: Sequence[str]) -> list[AlterConfig
 
 def resource_kind(resource: ConfigResource) -> str:
     """The kind of resource: "topic", "broker" or "default" (the cluster-wide broker default)."""
+    from replog.admin.controller_results import ConfigResourceType
+
     if resource.resource_type is ConfigResourceType.TOPIC:
         return "topic"
     return "broker" if resource.name else "default"
@@ -156,6 +161,9 @@ def shown_entries(configs: ResourceConfigs, describe_all: bool) -> list[ConfigEn
 
 
 def entry_line(resource: ConfigResource, entry: ConfigEntry) -> str:
+    from quorum.controller.config_definitions import TOPIC_CONFIGS
+    from replog.admin.controller_results import ConfigResourceType
+
     value = _java_str(entry.value)
     source = shown_source(entry.source)
     synonym = entry.name
@@ -176,6 +184,8 @@ def shown_source(source: str) -> str:
 
 
 def resource_json(configs: ResourceConfigs, entries: Sequence[ConfigEntry]) -> dict[str, Any]:
+    from replog.admin.controller_results import ConfigResourceType
+
     resource = configs.resource
     return {
         "entity_type": "topics"
@@ -205,7 +215,9 @@ def _java_str(value: str | None) -> str:
 
 def _named_resource(args: argparse.Namespace) -> ConfigResource | None:
     """The resource the arguments name; None: every resource of the type (describe only)."""
-    kind = ENTITY_TYPES[args.entity_type]
+    from replog.admin.controller_results import ConfigResource, ConfigResourceType
+
+    kind = ConfigResourceType[ENTITY_TYPES[args.entity_type]]
     if args.entity_default:
         if kind is not ConfigResourceType.BROKER:
             _usage_error(args, "--entity-default is only for --entity-type brokers")
@@ -232,8 +244,10 @@ def _usage_error(args: argparse.Namespace, message: str) -> NoReturn:
     parser.error(message)  # exits with code 2
 
 
-def _every_resource(client: ControllerClient, kind: ConfigResourceType) -> list[ConfigResource]:
-    if kind is ConfigResourceType.TOPIC:
+def _every_resource(client: ControllerClient, entity_type: str) -> list[ConfigResource]:
+    from replog.admin.controller_results import ConfigResource
+
+    if entity_type == "topics":
         names = sorted(t.name for t in client.metadata().topics if t.error is None)
         return [ConfigResource.topic(name) for name in names]
     ids = sorted(b.broker_id for b in client.describe_cluster().brokers)
@@ -243,11 +257,7 @@ def _every_resource(client: ControllerClient, kind: ConfigResourceType) -> list[
 def run_describe(args: argparse.Namespace) -> int:
     named = _named_resource(args)
     with connect(args) as client:
-        resources = (
-            [named]
-            if named is not None
-            else _every_resource(client, ENTITY_TYPES[args.entity_type])
-        )
+        resources = [named] if named is not None else _every_resource(client, args.entity_type)
         results = client.describe_configs(resources) if resources else []
     by_resource = {r.resource: r for r in results}
     described: list[ResourceConfigs] = []
@@ -274,6 +284,8 @@ def run_describe(args: argparse.Namespace) -> int:
 
 
 def run_alter(args: argparse.Namespace) -> int:
+    from replog.admin.controller_errors import raise_first_error
+
     resource = _named_resource(args)
     if resource is None:
         _usage_error(args, "alter needs --entity-name (or --entity-default for brokers)")
@@ -302,6 +314,8 @@ def _min_isr_warning(
 ) -> str | None:
     """`topics.min_isr_warning` for a topic's min.insync.replicas just set, against its
     replication factor."""
+    from replog.admin.controller_results import ConfigResourceType
+
     if resource.resource_type != ConfigResourceType.TOPIC or MIN_ISR not in added:
         return None
     # Best effort: the change is made; a failure to read the factor must not report it failed.

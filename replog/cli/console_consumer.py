@@ -23,6 +23,8 @@ Rules:
   and one exists, else the beginning with `--from-beginning`, else the end (new records only).
   `--offset` needs `--partition`, and cannot be combined with `--from-beginning` (Kafka's rules;
   usage errors, exit 2).
+- Groups: with `--group G` (or `group.id` in the consumer configs) and without `--partition` the
+  command joins the group and reads the partitions it assigns (several split a topic).
 - Commits: without a group nothing is committed. With `--group G` (or `group.id` in the consumer
   configs) the offsets after the records printed are committed (at most once a second while it
   runs, and when it stops, Ctrl-C included), never a record that was not printed.

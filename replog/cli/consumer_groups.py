@@ -4,6 +4,9 @@ kafka-consumer-groups.sh.
     replog consumer-groups --list [--json] [--bootstrap-server HOST:PORT,... | --data-dir DIR]
     replog consumer-groups --describe --group G [--offsets | --members | --state] [--json] [...]
     replog consumer-groups --delete --group G [--json] [...]
+    replog consumer-groups --reset-offsets --group G (--topic T[:P,...] ... | --all-topics)
+        (--to-earliest | --to-latest | --to-offset N | --to-datetime DT | --shift-by N)
+        [--dry-run | --execute] [--json] [...]
 
 `--list` prints each group id on a line of its own (with `--json`: a list of
 {"group", "state", "protocolType"}). `--describe` prints Kafka's table, one line per partition
@@ -20,7 +23,8 @@ With `--json`, the lines as a list of {"group", "topic", "partition", "currentOf
 "members"}). `--delete` deletes
 an Empty group and its committed offsets: Kafka's "Deletion of requested consumer groups ('G')
 was successful.", or the error (NON_EMPTY_GROUP while it has members; exit code 1); with
-`--json`, [{"group", "error"}].
+`--json`, [{"group", "error"}]. `--reset-offsets` moves an inactive group's committed offsets
+(`reset_offsets.py`, where its rules are).
 
 Rules:
 - `--list` asks every unfenced broker for the groups it coordinates (a group lives on the
@@ -46,7 +50,17 @@ from typing import Any
 
 from replog.cli.arguments import add_documented_command
 from replog.cli.client_connection import add_client_connection_arguments, client_config
-from replog.cli.quorum import print_table
+from replog.cli.reset_offsets import (
+    HEADER as RESET_HEADER,
+)
+from replog.cli.reset_offsets import (
+    ResetStrategy,
+    parse_datetime,
+    parse_topics,
+    print_dry_run_note,
+    reset_offsets,
+)
+from replog.cli.table import print_table
 from replog.errors import KafkaError, ReplogError
 
 REQUEST_TIMEOUT_MS = 10_000
@@ -233,9 +247,12 @@ def run(args: argparse.Namespace) -> int:
                 print(g.group_id)
         return 1 if failures else 0
     if args.group is None:
-        raise ReplogError(f"--{'delete' if args.delete else 'describe'} needs --group G")
+        action = "delete" if args.delete else "reset-offsets" if args.reset_offsets else "describe"
+        raise ReplogError(f"--{action} needs --group G")
     if args.delete:
         return run_delete(config, args.group, args.json)
+    if args.reset_offsets:
+        return run_reset(config, args)
     described = asyncio.run(describe(config, args.group))
     group = described.group
     if args.state:
@@ -301,6 +318,60 @@ def run_delete(config: Mapping[str, object], group_id: str, as_json: bool) -> in
     return 1 if failed else 0
 
 
+def _strategy(args: argparse.Namespace) -> ResetStrategy:
+    """The one --to-*/--shift-by option given, as a ResetStrategy."""
+    if args.to_earliest:
+        return ResetStrategy("earliest")
+    if args.to_latest:
+        return ResetStrategy("latest")
+    if args.to_offset is not None:
+        return ResetStrategy("offset", args.to_offset)
+    if args.to_datetime is not None:
+        return ResetStrategy("datetime", parse_datetime(args.to_datetime))
+    if args.shift_by is not None:
+        return ResetStrategy("shift", args.shift_by)
+    raise ReplogError(
+        "--reset-offsets needs one of --to-earliest, --to-latest, --to-offset, --to-datetime, "
+        "--shift-by"
+    )
+
+
+def run_reset(config: Mapping[str, object], args: argparse.Namespace) -> int:
+    strategy = _strategy(args)
+    if bool(args.topic) == args.all_topics:
+        raise ReplogError("--reset-offsets needs --topic T (repeatable) or --all-topics")
+    topics = None if args.all_topics else parse_topics(args.topic)
+    if not args.execute and not args.dry_run:
+        print_dry_run_note()
+
+    async def reset() -> dict[tuple[str, int], int]:
+        coordinator = await _coordinator(config, args.group)
+        return await reset_offsets(
+            config,
+            args.group,
+            topics,
+            strategy,
+            execute=args.execute,
+            coordinator=coordinator,
+            request_timeout_ms=REQUEST_TIMEOUT_MS,
+        )
+
+    offsets = asyncio.run(reset())
+    if args.json:
+        rows = [
+            {"group": args.group, "topic": t, "partition": p, "newOffset": o}
+            for (t, p), o in sorted(offsets.items())
+        ]
+        print(json.dumps(rows))
+        return 0
+    print()
+    print_table(
+        [list(RESET_HEADER)]
+        + [[args.group, t, str(p), str(o)] for (t, p), o in sorted(offsets.items())]
+    )
+    return 0
+
+
 def register(commands: Any) -> None:
     parser = add_documented_command(commands, "consumer-groups", __doc__)
     parser.set_defaults(run=run, command_property=None)
@@ -310,7 +381,36 @@ def register(commands: Any) -> None:
     what.add_argument(
         "--delete", action="store_true", help="delete the group of --group and its offsets"
     )
-    parser.add_argument("--group", metavar="G", help="the consumer group to describe or delete")
+    what.add_argument(
+        "--reset-offsets",
+        action="store_true",
+        help="move the committed offsets of the group of --group (it must have no members)",
+    )
+    parser.add_argument("--group", metavar="G", help="the consumer group to act on")
+    parser.add_argument(
+        "--topic",
+        action="append",
+        metavar="T[:P,P...]",
+        help="--reset-offsets: a topic (all its partitions, or those listed); repeatable",
+    )
+    parser.add_argument(
+        "--all-topics",
+        action="store_true",
+        help="--reset-offsets: every partition the group has committed offsets for",
+    )
+    to = parser.add_mutually_exclusive_group()
+    to.add_argument("--to-earliest", action="store_true", help="to the log start offsets")
+    to.add_argument("--to-latest", action="store_true", help="to the high watermarks")
+    to.add_argument("--to-offset", type=int, metavar="N", help="to offset N (clamped)")
+    to.add_argument(
+        "--to-datetime",
+        metavar="DT",
+        help="to the first offset at or after DT (YYYY-MM-DDTHH:mm:SS.sss[Z|+hh:mm])",
+    )
+    to.add_argument("--shift-by", type=int, metavar="N", help="by N from the committed offset")
+    run_mode = parser.add_mutually_exclusive_group()
+    run_mode.add_argument("--dry-run", action="store_true", help="only show the new offsets")
+    run_mode.add_argument("--execute", action="store_true", help="commit the new offsets")
     shown = parser.add_mutually_exclusive_group()
     shown.add_argument(
         "--offsets", action="store_true", help="--describe: partitions and lag (the default)"

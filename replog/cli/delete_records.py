@@ -30,14 +30,16 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from replog.cli.arguments import add_documented_command, positive_seconds
 from replog.cli.client_connection import add_client_connection_arguments, client_config
 from replog.cli.partition_files import PartitionOffset, load, parse_offsets
 from replog.client.records import TopicPartition
-from replog.client.sync_admin import Admin
 from replog.errors import ReplogError
+
+if TYPE_CHECKING:
+    from replog.client.sync_admin import Admin
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -79,6 +81,9 @@ def delete(admin: Admin, entries: Sequence[PartitionOffset], timeout_ms: int) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    # The client library (gRPC) loads when the command runs, not by `--help`.
+    from replog.client.sync_admin import Admin
+
     entries = load(args.offset_json_file, "--offset-json-file", parse_offsets)
     config = client_config(
         args,

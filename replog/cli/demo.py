@@ -1,29 +1,10 @@
-"""`replog demo`: the main job. A replicated stream survives a leader's SIGKILL, exactly once.
+"""What `replog demo` does, step by step (`demo_command` builds its parser and describes the
+steps in its help): a 3-node cluster streams through a leader's SIGKILL, the stream is verified
+exactly once, and Spark aggregates it.
 
-What it does, printing each step as it goes:
-1. starts a 3-node local cluster (combined controller+broker processes on loopback, data in
-   `--data-dir`, wiped first; the same files as `replog cluster start`);
-2. creates topic `events`: 3 partitions, replication factor 3, `min.insync.replicas=2`;
-3. streams `--records` keyed events (keys `user-0..user-99`, JSON values with a per-key
-   sequence number and an amount) from a background thread through one producer with
-   acks=all and enable.idempotence=true, recording every acknowledged (key, seq);
-4. once a third is acknowledged, SIGKILLs the leader of partition 0 and keeps producing;
-   restarts it about 3 s later (once its partitions are seen under-replicated), and waits
-   until it is back in every ISR (no under-replicated partition);
-5. prints, every second, the acknowledgements per second and the number of
-   under-replicated partitions (ISR smaller than the replica set, from `Admin.describe_topics`),
-   and at the end the series as a compact table;
-6. reads every partition from its start up to its high watermark and checks that every
-   acknowledged event is there exactly once and every key's sequence numbers are in order
-   (failed sends are reported, not counted as losses: their outcome is unknown);
-7. reads the topic into a Spark DataFrame (`spark.read.format("replog")`, local[2]), prints
-   the count and the sum of amounts per key group, and checks that Spark saw exactly the
-   records and the amounts the verification counted;
-8. stops the cluster: also after a failure or Ctrl-C (unless `--keep`, which leaves it
-   running for `replog cluster status|stop --data-dir DIR` and `replog topics`).
-
-Exit code 0 only when every check held; 1 when one failed (each failure is a `FAILED:` line);
-130 on Ctrl-C. Spark needs Java 17+: without it the demo stops before starting anything.
+Rules: every step prints what it does as it goes; a failed check is a `FAILED:` line and makes
+the exit code 1; the cluster is stopped at the end, also after a failure or Ctrl-C, unless
+`--keep`.
 """
 
 from __future__ import annotations
@@ -34,8 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from replog.cli.arguments import add_documented_command
-from replog.cli.demo_cluster import NODE_COUNT, DemoCluster
+from replog.cli.demo_cluster import DemoCluster
+from replog.cli.demo_command import NODE_COUNT
 from replog.cli.demo_events import KEY_PREFIX, parse_event
 from replog.cli.demo_series import Sample, progress_line, series_table
 from replog.cli.demo_spark import aggregate, check_prerequisites, start_session
@@ -47,10 +28,6 @@ from replog.client.sync_admin import Admin, NewTopic
 from replog.client.sync_consumer import Consumer
 from replog.errors import ReplogError, TopicAlreadyExistsError
 
-DEFAULT_DATA_DIR = os.path.join(".replog", "demo")
-DEFAULT_BASE_PORT = 19292  # a user's `replog cluster` on 19092 stays untouched
-DEFAULT_RECORDS = 20_000
-DEFAULT_RATE = 1_000
 TOPIC = "events"
 PARTITIONS = 3
 MIN_INSYNC_REPLICAS = 2
@@ -367,68 +344,3 @@ def _spark_step(cluster: DemoCluster, verification: Verification, data_dir: str)
         )
     say("  Spark row count and sum equal the verified ones: " + ("no" if failures else "yes"))
     return failures
-
-
-# --- argument parsing -----------------------------------------------------------------------------
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text}: must be >= 1")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text}: must be >= 0")
-    return value
-
-
-def _port(text: str) -> int:
-    value = int(text)
-    if not 1 <= value <= 65536 - NODE_COUNT:
-        raise argparse.ArgumentTypeError(f"{text}: not a port for {NODE_COUNT} nodes")
-    return value
-
-
-def register(commands: Any) -> None:
-    parser = add_documented_command(
-        commands,
-        "demo",
-        __doc__,
-    )
-    parser.add_argument(
-        "--records",
-        type=_positive_int,
-        default=DEFAULT_RECORDS,
-        metavar="N",
-        help=f"events to send (default: {DEFAULT_RECORDS:,})",
-    )
-    parser.add_argument(
-        "--rate",
-        type=_non_negative_int,
-        default=DEFAULT_RATE,
-        metavar="PER_S",
-        help=f"events per second at most, 0 = unthrottled (default: {DEFAULT_RATE:,})",
-    )
-    parser.add_argument(
-        "--data-dir",
-        metavar="DIR",
-        default=DEFAULT_DATA_DIR,
-        help=f"the cluster's directory, wiped at the start (default: {DEFAULT_DATA_DIR})",
-    )
-    parser.add_argument(
-        "--base-port",
-        type=_port,
-        default=DEFAULT_BASE_PORT,
-        metavar="PORT",
-        help=f"node i listens on PORT + i - 1 (default: {DEFAULT_BASE_PORT})",
-    )
-    parser.add_argument(
-        "--keep",
-        action="store_true",
-        help="leave the cluster running at the end (stop it with `replog cluster stop`)",
-    )
-    parser.set_defaults(run=run)

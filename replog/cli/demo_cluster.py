@@ -31,10 +31,10 @@ from replog.cli.cluster import (
     stop_nodes,
     wait_until_up,
 )
+from replog.cli.demo_command import NODE_COUNT
 from replog.cli.local_cluster import LocalCluster
 from replog.errors import ReplogError
 
-NODE_COUNT = 3
 SERVER_PROPERTIES = {
     "broker.session.timeout.ms": "3000",
     "broker.heartbeat.interval.ms": "500",

@@ -29,17 +29,16 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from replog.admin.controller_results import (
-    ElectionResult,
-    ElectionType,
-)
 from replog.cli.arguments import add_documented_command, at_least
 from replog.cli.controller_connection import add_connection_arguments, connect
 from replog.cli.partition_files import load, parse_election_partitions
 from replog.common import TopicPartition
 from replog.errors import ElectionNotNeededError
+
+if TYPE_CHECKING:
+    from replog.admin.controller_results import ElectionResult, ElectionType
 
 ELECTED, NOT_NEEDED, FAILED = "elected", "not_needed", "failed"
 
@@ -104,6 +103,10 @@ def _partitions(args: argparse.Namespace) -> list[TopicPartition] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The admin client's types (and the generated messages behind them) load when the command
+    # runs, not by `--help`.
+    from replog.admin.controller_results import ElectionType
+
     election_type = ElectionType[args.election_type.upper()]
     partitions = _partitions(args)
     with connect(args) as client:

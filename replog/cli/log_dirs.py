@@ -39,19 +39,16 @@ import argparse
 import json
 import sys
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
-
-import grpc
+from typing import TYPE_CHECKING, Any
 
 from replog.cli.arguments import add_command
 from replog.cli.client_connection import add_client_connection_arguments, client_config
-from replog.cli.quorum import print_table
+from replog.cli.table import print_table
 from replog.errors import ReplogError
 from replog.net_address import format_host_port
-from replog.pb import broker_pb2 as pb
-from replog.pb import broker_pb2_grpc
-from replog.replication.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
-from replog.wire import broker_codec as codec
+
+if TYPE_CHECKING:
+    from replog.replication.messages import DescribeLogDirsResponse
 
 QUERYING = "Querying brokers for log directories information"
 REQUEST_TIMEOUT_S = 10.0
@@ -175,6 +172,13 @@ def cluster_brokers(config: Mapping[str, object]) -> tuple[dict[int, str], set[i
 
 
 def ask_broker(address: str, topics: Sequence[str]) -> DescribeLogDirsResponse:
+    import grpc
+
+    from replog.pb import broker_pb2 as pb
+    from replog.pb import broker_pb2_grpc
+    from replog.replication.messages import DescribeLogDirsRequest
+    from replog.wire import broker_codec as codec
+
     request = codec.describe_log_dirs_request_to_proto(DescribeLogDirsRequest(tuple(topics)))
     with grpc.insecure_channel(address) as channel:
         stub = broker_pb2_grpc.BrokerStub(channel)  # type: ignore[no-untyped-call]
@@ -185,6 +189,10 @@ def ask_broker(address: str, topics: Sequence[str]) -> DescribeLogDirsResponse:
 
 
 def run_describe(args: argparse.Namespace) -> int:
+    # gRPC, the Broker service's messages and the client are loaded when the command runs
+    # (here and in `ask_broker`, `cluster_brokers`), not by `--help`.
+    import grpc
+
     config = client_config(
         args,
         file_option="command_config",

@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 from typing import Any
 
 from replog.cli.commands import command_help
 from replog.config import parse_properties
-from replog.server.allocator import keep_large_buffers
-from replog.server.collector import freeze_startup_objects
-from replog.server.known_properties import unknown_properties
-from replog.server.node import Node
-from replog.server.node_config import NodeConfig
-from replog.wire.grpc_engine import engine_description
 
 log = logging.getLogger("replog.server")
 
@@ -33,6 +26,17 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # The node's runtime (gRPC, storage, the controller) is imported here, when it runs:
+    # `replog node --help` loads none of it.
+    import asyncio
+
+    from replog.server.allocator import keep_large_buffers
+    from replog.server.collector import freeze_startup_objects, install_growth_freezer
+    from replog.server.known_properties import unknown_properties
+    from replog.server.node import Node
+    from replog.server.node_config import NodeConfig
+    from replog.wire.grpc_engine import engine_description
+
     with open(args.config, encoding="utf-8") as f:
         properties = parse_properties(f.read(), source=args.config)
     config = NodeConfig.from_properties(properties)
@@ -48,9 +52,10 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> int:
         # gRPC's aio server and the driver's queue belong to the loop they are created in.
         node = Node(config)
-        # What start-up built lives as long as the process: keep it out of full collections,
-        # which otherwise stall the loop for tens of ms (collector.py).
+        # What start-up built lives as long as the process, and so do replicas once created:
+        # keep them out of full collections, which otherwise stall the loop (collector.py).
         freeze_startup_objects()
+        install_growth_freezer()
         return await node.serve()
 
     return asyncio.run(main())

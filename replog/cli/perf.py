@@ -104,7 +104,7 @@ class PerfRecord(Protocol):
 
 
 class PerfConsumer(Protocol):
-    def subscribe(self, topics: Sequence[str]) -> None: ...
+    def subscribe(self, topics: Sequence[str], listener: object | None = None) -> None: ...
     def poll(
         self, timeout_ms: int = 0, max_records: int | None = None
     ) -> Mapping[Any, Sequence[PerfRecord]]: ...
@@ -340,7 +340,7 @@ class ConsumeSummary:
     end_ms: int
     messages: int
     bytes: int
-    rebalance_ms: int = 0  # no group membership, so no rebalance: always 0
+    rebalance_ms: int = 0  # from the subscription to the group's first assignment
     timed_out: bool = False
 
     @property
@@ -638,13 +638,14 @@ def run_consume(args: argparse.Namespace) -> int:
     start_ms = _wall_ms()
     console = Console(total=args.messages, unit="messages", progress=args.progress, now=started)
     consumer = new_consumer(config)
+    joined = _JoinTimer(clock)
     count = 0
     size = 0
     interrupted = False
     end_ms = start_ms
     with ticking(lambda: console.progress(count, clock()), console):
         try:
-            consumer.subscribe([args.topic])
+            consumer.subscribe([args.topic], listener=joined)
             last_record = clock()
             while count < args.messages and (clock() - last_record) * 1000 <= args.timeout:
                 batch = consumer.poll(
@@ -663,7 +664,12 @@ def run_consume(args: argparse.Namespace) -> int:
             with suppress(ReplogError):
                 consumer.close()
     summary = ConsumeSummary(
-        start_ms, end_ms, count, size, timed_out=count < args.messages and not interrupted
+        start_ms,
+        end_ms,
+        count,
+        size,
+        rebalance_ms=joined.rebalance_ms,
+        timed_out=count < args.messages and not interrupted,
     )
     if summary.timed_out:
         console.warn(timeout_warning(args.timeout))
@@ -676,6 +682,23 @@ def run_consume(args: argparse.Namespace) -> int:
     if interrupted:
         raise KeyboardInterrupt
     return 0
+
+
+class _JoinTimer:
+    """A rebalance listener timing the join: from the subscription to the first assignment
+    (kafka-consumer-perf-test.sh's rebalance.time.ms)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._started = clock()
+        self.rebalance_ms = 0
+
+    def on_partitions_assigned(self, partitions: object) -> None:
+        if not self.rebalance_ms:
+            self.rebalance_ms = max(1, round((self._clock() - self._started) * 1000))
+
+    def on_partitions_revoked(self, partitions: object) -> None:
+        pass
 
 
 def _wall_ms() -> int:

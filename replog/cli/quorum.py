@@ -25,15 +25,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from replog.admin import bootstrap as admin_bootstrap
-from replog.admin.quorum import NONE, describe_quorum
 from replog.cli.arguments import add_command
 from replog.cli.controller_connection import bootstrap_and_addresses
 from replog.cli.local_cluster import DEFAULT_DATA_DIR
+from replog.cli.table import print_table
+
+UNKNOWN = "-1"  # what Kafka's tool prints for a value not known (the wire's -1)
 
 
 def parse_bootstrap(text: str) -> tuple[list[str], dict[int, str]]:
     """`host:port,...` (or `id@host:port` entries) -> (addresses in order, ids it names)."""
+    from replog.admin import bootstrap as admin_bootstrap
+
     parsed = admin_bootstrap.parse_bootstrap(text, what="--bootstrap-server")
     return list(parsed.addresses), dict(parsed.node_addresses)
 
@@ -65,6 +68,9 @@ def register(commands: Any) -> None:
 
 
 def run_describe(args: argparse.Namespace) -> int:
+    # gRPC and the Raft messages are loaded when the command runs, not by `--help`.
+    from replog.admin.quorum import describe_quorum
+
     bootstrap, addresses = bootstrap_and_addresses(args)
     description = describe_quorum(bootstrap, addresses)
     if args.replication:
@@ -112,12 +118,5 @@ def print_replication_table(rows: Sequence[Mapping[str, Any]]) -> None:
     )
 
 
-def print_table(lines: Sequence[Sequence[str]]) -> None:
-    """Left-aligned columns two spaces apart; the first line is the header."""
-    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
-    for line in lines:
-        print("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip())
-
-
 def _cell(value: object) -> str:
-    return str(NONE) if value is None else str(value)
+    return UNKNOWN if value is None else str(value)

@@ -36,14 +36,8 @@ import json
 import random
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from quorum.controller.placement import place_replicas
-from replog.admin.controller_client import ControllerClient
-from replog.admin.controller_results import (
-    ClusterMetadata,
-    OngoingReassignment,
-)
 from replog.cli.arguments import add_command
 from replog.cli.controller_connection import add_connection_arguments, connect
 from replog.cli.partition_files import (
@@ -60,6 +54,13 @@ from replog.errors import (
     ReplogError,
     UnknownTopicOrPartitionError,
 )
+
+if TYPE_CHECKING:
+    # The admin client (gRPC, the generated messages) loads when a subcommand connects, not
+    # by `--help`.
+    from replog.admin.cluster_metadata import ClusterMetadata
+    from replog.admin.controller_client import ControllerClient
+    from replog.admin.controller_results import OngoingReassignment
 
 Assignment = dict[tuple[str, int], tuple[int, ...]]
 
@@ -124,6 +125,8 @@ def propose(
 ) -> Assignment:
     """New replicas for every partition of `current` over `brokers` (id, rack), each topic's
     partitions keeping their replica count (partition 0's, as Kafka takes it)."""
+    from quorum.controller.placement import place_replicas  # the controller's own rule
+
     proposed: Assignment = {}
     by_topic: dict[str, list[int]] = {}
     for topic, partition in current:

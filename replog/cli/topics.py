@@ -70,8 +70,8 @@ from replog.errors import (
 from replog.topic_names import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
+    from replog.admin.cluster_metadata import ClusterMetadata, PartitionInfo, TopicInfo
     from replog.admin.controller_client import ControllerClient
-    from replog.admin.controller_results import ClusterMetadata, PartitionInfo, TopicInfo
 
 # --- create, list, delete ---------------------------------------------------------------------
 
@@ -85,7 +85,8 @@ _Named = TypeVar("_Named", bound=_HasName)
 
 
 def run_create(args: argparse.Namespace) -> int:
-    from replog.admin.controller_results import NewTopic, raise_first_error
+    from replog.admin.controller_errors import raise_first_error
+    from replog.admin.controller_results import NewTopic
 
     topic = NewTopic(
         args.topic,
@@ -125,7 +126,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_delete(args: argparse.Namespace) -> int:
-    from replog.admin.controller_results import raise_first_error
+    from replog.admin.controller_errors import raise_first_error
 
     if args.topic in INTERNAL_TOPICS:
         raise InvalidTopicError(
@@ -143,7 +144,8 @@ def run_delete(args: argparse.Namespace) -> int:
 
 
 def run_alter(args: argparse.Namespace) -> int:
-    from replog.admin.controller_results import NewPartitions, raise_first_error
+    from replog.admin.controller_errors import raise_first_error
+    from replog.admin.controller_results import NewPartitions
 
     with connect(args) as client:
         results = client.create_partitions([NewPartitions(args.topic, args.partitions)])

@@ -46,11 +46,11 @@ from typing import Any, TypeVar
 import grpc
 
 from replog.admin import quorum
+from replog.admin.cluster_metadata import ClusterDescription
 from replog.admin.controller_client import AsyncControllerClient
 from replog.admin.controller_results import (
     AlterConfigOp,
     AlterConfigOpType,
-    ClusterDescription,
     ConfigResource,
     ConfigsAltered,
     CreatedTopic,

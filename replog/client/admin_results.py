@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from uuid import UUID
 
-from replog.admin.controller_results import PartitionInfo, TopicInfo
+from replog.admin.cluster_metadata import PartitionInfo, TopicInfo
 from replog.replication import messages as m
 from replog.topic_names import INTERNAL_TOPICS
 

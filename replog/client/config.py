@@ -12,10 +12,11 @@ Rules:
   string or a list of ``host[:port]`` (port 9092 when left out, ``[v6 address]:port``, a
   listener prefix such as ``PLAINTEXT://`` dropped). `auto.offset.reset` also takes the old
   names ``smallest``/``largest``.
-- Some consumer settings are accepted only so code from kafka-python or Java runs unchanged
-  (`session.timeout.ms`, `heartbeat.interval.ms`, `max.poll.interval.ms`: replog consumers
-  have no group membership); Kafka keys replog cannot honour (`transactional.id`, TLS/SASL,
-  custom partitioner or assignor classes) are errors that say why.
+- `partition.assignment.strategy` takes Kafka's assignor names (range, roundrobin,
+  cooperative-sticky; default ``range,cooperative-sticky`` as Kafka's) as a comma-separated
+  string or a list; Java's class names of those three are read as their names. Kafka keys
+  replog cannot honour (`transactional.id`, TLS/SASL, custom partitioner classes, other
+  assignors) are errors that say why.
 - Every rejected input is a `ConfigError` whose message names the key, the value and what is
   accepted (a range, a list of values); an unknown key also names the closest known one, and a
   key that belongs to another client kind says so.
@@ -76,8 +77,6 @@ _UNSUPPORTED = {
     "security.protocol": "replog clients speak plaintext gRPC only",
     "partitioner.class": "replog has one built-in partitioner (murmur2, sticky for null keys)",
     "interceptor.classes": "interceptors are not supported",
-    "partition.assignment.strategy": "consumers have no group membership (all partitions)",
-    "group.instance.id": "consumers have no group membership (static membership)",
 }
 # Whole families of them (Java's `ssl.truststore.location`, librdkafka's `ssl.ca.location`,
 # `sasl.username`, ...): every key under these prefixes.
@@ -146,6 +145,30 @@ def _choice(*values: str, aliases: Mapping[str, str] | None = None) -> Parser:
         raise _bad(key, raw, accepted)
 
     return parse
+
+
+# Kafka's assignor names, and the Java class names that mean them.
+ASSIGNOR_NAMES = ("range", "roundrobin", "cooperative-sticky")
+_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.clients.consumer.RangeAssignor": "range",
+    "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
+    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
+}
+
+
+def _assignors(key: str, raw: object) -> tuple[str, ...]:
+    accepted = f"expected assignor names out of {', '.join(ASSIGNOR_NAMES)} (comma-separated)"
+    if isinstance(raw, str):
+        entries = [e.strip() for e in raw.split(",") if e.strip()]
+    elif isinstance(raw, (list, tuple)) and all(isinstance(e, str) for e in raw):
+        entries = [e.strip() for e in raw]
+    else:
+        raise _bad(key, raw, accepted)
+    names = [_ASSIGNOR_CLASSES.get(e, e.lower()) for e in entries]
+    unknown = [e for e, n in zip(entries, names, strict=True) if n not in ASSIGNOR_NAMES]
+    if unknown or not names:
+        raise _bad(key, raw, f"{accepted}; not known: {', '.join(unknown) or '(empty)'}")
+    return tuple(dict.fromkeys(names))
 
 
 def _acks(key: str, raw: object) -> int:
@@ -313,11 +336,14 @@ class ConsumerConfig(_CommonConfig):
     consumer_timeout_ms: float = _setting(math.inf, _timeout_or_inf)
     key_deserializer: Deserializer | None = field(default=None, metadata=_CALLABLE)
     value_deserializer: Deserializer | None = field(default=None, metadata=_CALLABLE)
-    # Accepted for code moving from kafka-python/Java; without group membership they do nothing
-    # beyond Kafka's check heartbeat < session.
+    # Group membership (a subscribe with group.id; docs/groups.md).
     session_timeout_ms: int = _setting(45_000, _integer(0))
     heartbeat_interval_ms: int = _setting(3_000, _integer(0))
     max_poll_interval_ms: int = _setting(300_000, _integer(1))
+    partition_assignment_strategy: tuple[str, ...] = _setting(
+        ("range", "cooperative-sticky"), _assignors
+    )
+    group_instance_id: str | None = _setting(None, _optional_text)
 
 
 @dataclass(frozen=True)

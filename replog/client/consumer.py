@@ -16,8 +16,15 @@ coroutines and take `timeout_ms` (default `default.api.timeout.ms`); the others 
 local state. `start()` is optional: the first poll starts the consumer.
 
 Rules:
-- `subscribe(topics)` reads every partition of the topics (no group membership: generation -1,
-  member ""); partitions added to a topic later are picked up when the metadata refreshes.
+- `subscribe(topics, listener=None)` with a `group.id` joins the group (classic protocol,
+  `group_membership`): the group's assignor splits the topics' partitions among its members,
+  the listener's `on_partitions_revoked` / `on_partitions_assigned` / `on_partitions_lost` run
+  inside `poll`, heartbeats go out in the background, and a consumer that does not poll within
+  `max.poll.interval.ms` leaves the group (it rejoins at its next poll). Commits then carry the
+  generation: one the group has moved past is refused with `CommitFailedError`.
+- `subscribe(topics)` without a `group.id` reads every partition of the topics (no
+  membership: generation -1, member ""); `assign()` never joins a group. Partitions added to a
+  topic later are picked up when the metadata refreshes (in a group: by the next rebalance).
   A metadata answer that calls a subscribed topic unknown (a broker behind on metadata, or
   the topic deleted) takes its partitions out of the assignment, but their positions are
   kept: when the topic comes back under the same topic id, reading goes on where it was
@@ -60,6 +67,12 @@ from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.config import ConsumerConfig, consumer_config
 from replog.client.event_loop_binding import EventLoopBinding
 from replog.client.fetcher import Fetcher, FetchSettings, isolation_level
+from replog.client.group_membership import (
+    GroupMembership,
+    ListenerRunner,
+    call_listener,
+    check_listener,
+)
 from replog.client.group_offsets import AutoCommitter, GroupOffsets
 from replog.client.offset_lookup import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetLookup
 from replog.client.records import (
@@ -72,13 +85,19 @@ from replog.client.subscription import EARLIEST, LATEST, NONE, Mode, Subscriptio
 from replog.client.task_owner import TaskOwner
 from replog.clock import Clock, monotonic_ms
 from replog.coordinator import messages as cm
+from replog.coordinator.group_member import ASSIGNED, LOST, MemberConfig, Phase
 from replog.errors import (
     ClientClosedError,
+    CommitFailedError,
+    FencedInstanceIdError,
+    IllegalGenerationError,
     IllegalStateError,
     InvalidGroupIdError,
     NetworkError,
     NoOffsetForPartitionError,
+    RebalanceInProgressError,
     ReplogError,
+    UnknownMemberIdError,
     UnknownTopicOrPartitionError,
 )
 
@@ -175,6 +194,10 @@ class Consumer:
         )
         self._group: GroupOffsets | None = None
         self._auto_commit: AutoCommitter | None = None
+        self._membership: GroupMembership | None = None
+        # How a rebalance callback is run: here, on the loop; the blocking consumer runs it in
+        # the thread that waits in poll.
+        self.listener_runner: ListenerRunner = call_listener
         if cfg.group_id is not None:
             self._group = GroupOffsets(
                 cfg.group_id,
@@ -186,6 +209,24 @@ class Consumer:
                 committer=cm.Committer(cfg.client_id, uuid.uuid4().hex),
                 clock=clock,
             )
+            self._membership = GroupMembership(
+                MemberConfig(
+                    cfg.group_id,
+                    cfg.client_id,
+                    session_timeout_ms=cfg.session_timeout_ms,
+                    rebalance_timeout_ms=cfg.max_poll_interval_ms,
+                    heartbeat_interval_ms=cfg.heartbeat_interval_ms,
+                    retry_backoff_ms=cfg.retry_backoff_ms,
+                    assignors=cfg.partition_assignment_strategy,
+                    group_instance_id=cfg.group_instance_id,
+                ),
+                self._group,
+                request_timeout_ms=cfg.request_timeout_ms,
+                clock=clock,
+                on_change=self._fetcher.notify,
+                partition_counts=self._partition_counts,
+            )
+            self._group.identity = self._membership.core.commit_identity
             if cfg.enable_auto_commit:
                 self._auto_commit = AutoCommitter(
                     self._group,
@@ -207,6 +248,7 @@ class Consumer:
         self._async_commits: set[asyncio.Task[None]] = set()
         self._woken = False
         self._closing = False
+        self._closing_callbacks = False  # close runs the listener, which may use the consumer
         self._closed = False
         self._home = EventLoopBinding("asyncio Consumer", "replog.Consumer")
         if topics:
@@ -218,7 +260,7 @@ class Consumer:
     def _check_open(self, what: str, *, on_loop: bool = False) -> None:
         """ClientClosedError once closed; the event loop check (`event_loop_binding`), which
         binds the loop for a coroutine or a call that starts work on the loop (`on_loop`)."""
-        if self._closed or self._closing:
+        if self._closed or (self._closing and not self._closing_callbacks):
             raise ClientClosedError(f"{what}: the consumer is closed")
         self._check_failed(what)
         self._home.check(bind=on_loop)
@@ -269,9 +311,17 @@ class Consumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self._subscriptions.assignment())
 
-    def subscribe(self, topics: Iterable[str]) -> None:
-        """Read every partition of `topics` (replaces an earlier subscription)."""
+    def subscribe(self, topics: Iterable[str], listener: object | None = None) -> None:
+        """Read `topics`: with a group.id, the partitions the group assigns this member (the
+        `listener` hears of each change); without, every partition (module docstring).
+        Replaces an earlier subscription."""
         self._check_open("subscribe")
+        if listener is not None:
+            check_listener(listener)
+            if self._membership is None:
+                raise InvalidGroupIdError(
+                    "subscribe(): a rebalance listener needs a group.id: this consumer has none"
+                )
         if isinstance(topics, str):
             names = [topics]
         elif isinstance(topics, Iterable) and not isinstance(topics, Mapping):
@@ -285,6 +335,8 @@ class Consumer:
                 )
         self._before_assignment_change()
         self._subscriptions.subscribe(names)
+        if self._membership is not None:
+            self._membership.subscribe(frozenset(names), listener)
         self._apply_subscription()
         # The earlier topics' partitions left the assignment before `_apply_subscription`
         # looked: their records held for iteration and their buffered fetches go here.
@@ -292,10 +344,69 @@ class Consumer:
         self._next_metadata_ms = 0
 
     def unsubscribe(self) -> None:
+        """Stop reading; a group member leaves its group (its listener's
+        `on_partitions_revoked` runs on the consumer's loop, after this returns)."""
         self._check_open("unsubscribe")
         self._before_assignment_change()
+        membership = self._membership
+        if membership is not None and self._group_managed():
+            if self._tasks.started and membership.core.member_id:
+
+                async def leave() -> None:
+                    deadline = self._clock() + self.config.request_timeout_ms
+                    await membership.leave(self._unowned, call_listener, deadline)
+
+                self._tasks.spawn(leave(), name="leave group")
+            else:  # not in the group yet: only forget the subscription
+                membership.core.leave(self._clock())
         self._subscriptions.unsubscribe()
         self._after_assignment_change()
+
+    async def _unowned(self, kind: str, partitions: frozenset[TopicPartition]) -> None:
+        """After unsubscribe: nothing is assigned any more, nothing to change."""
+
+    async def _partition_counts(self, topics: frozenset[str], deadline_ms: int) -> dict[str, int]:
+        """The partition counts of `topics` (a group leader's assignment); a topic the cluster
+        does not have, or that the metadata cannot tell by the deadline, is left out."""
+        counts: dict[str, int] = {}
+        for topic in sorted(topics):
+            try:
+                states = await self._metadata.partitions_for(topic, deadline_ms=deadline_ms)
+            except ReplogError as exc:
+                log.warning("group leader: no partitions of topic %r to assign: %s", topic, exc)
+                continue
+            counts[topic] = len(states)
+        return counts
+
+    def _group_managed(self) -> bool:
+        """Whether the group decides the assignment (a subscription with a group.id)."""
+        return self._membership is not None and self._subscriptions.mode is Mode.SUBSCRIBED
+
+    async def _group_change(self, kind: str, partitions: frozenset[TopicPartition]) -> None:
+        """Apply a rebalance to the assignment (`group_membership`): assigned partitions are
+        added before their callback runs, revoked and lost ones removed after theirs; the
+        positions of revoked partitions are auto-committed first (Kafka's onJoinPrepare)."""
+        current = self._subscriptions.assignment()
+        if kind == ASSIGNED:
+            self._subscriptions.set_subscribed_partitions(current | partitions)
+            self._next_prepare_ms = 0
+            return
+        gone = [tp for tp in partitions if tp in current]
+        if kind != LOST and self._auto_commit is not None:
+            consumed = self._consumed()
+            changed = self._auto_commit.changed({tp: consumed[tp] for tp in gone if tp in consumed})
+            if changed:
+                try:
+                    await self._auto_commit.commit_now(
+                        changed, deadline_ms=self._clock() + self.config.request_timeout_ms
+                    )
+                except ReplogError as exc:
+                    log.warning("commit before the rebalance failed: %s", exc)
+        if self._auto_commit is not None:
+            self._auto_commit.forget(gone)
+        self._subscriptions.set_subscribed_partitions(current - partitions)
+        self._iteration.drop(gone)
+        self._fetcher.discard()
 
     def subscription(self) -> set[str] | None:
         """The subscribed topics, or None when not subscribed (kafka-python's convention)."""
@@ -324,8 +435,17 @@ class Consumer:
         self._fetcher.discard()
 
     def _apply_subscription(self) -> None:
-        """Follow the subscribed topics' partitions as the metadata knows them."""
+        """Follow the subscribed topics' partitions as the metadata knows them (in a group: tell
+        the membership, whose leader assigns them)."""
         if self._subscriptions.mode is not Mode.SUBSCRIBED:
+            return
+        if self._membership is not None:
+            counts = {}
+            for topic in self._subscriptions.subscription:
+                known = self._metadata.cached_partitions(topic)
+                if known is not None:
+                    counts[topic] = len(known)
+            self._membership.partition_counts(counts)
             return
         partitions = [
             TopicPartition(topic, p.partition)
@@ -618,10 +738,31 @@ class Consumer:
         there is one, so that it remembers them. A timeout error names `timeout_ms`."""
         deadline = self._clock() + timeout_ms
         if self._auto_commit is not None:
-            return self._auto_commit.commit_now(
+            work = self._auto_commit.commit_now(
                 offsets, deadline_ms=deadline, timeout_ms=timeout_ms
             )
-        return group.commit(offsets, deadline_ms=deadline, timeout_ms=timeout_ms)
+        else:
+            work = group.commit(offsets, deadline_ms=deadline, timeout_ms=timeout_ms)
+        return self._fenced(work)
+
+    async def _fenced(self, work: Coroutine[Any, Any, None]) -> None:
+        """A commit's answer that the group moved on: the membership learns it (it rejoins),
+        and the caller gets CommitFailedError (REBALANCE_IN_PROGRESS stays itself)."""
+        try:
+            await work
+        except (IllegalGenerationError, UnknownMemberIdError, FencedInstanceIdError) as exc:
+            if self._membership is not None:
+                self._membership.core.commit_fenced(exc, self._clock())
+                self._membership.kick()
+            raise CommitFailedError(
+                f"commit in group '{self.config.group_id}' refused: {exc} (the group rebalanced "
+                "and its partitions may belong to another member now; poll to rejoin)"
+            ) from exc
+        except RebalanceInProgressError as exc:
+            if self._membership is not None:
+                self._membership.core.commit_fenced(exc, self._clock())
+                self._membership.kick()
+            raise
 
     def commit_async(
         self,
@@ -683,7 +824,12 @@ class Consumer:
             )
         await self._tasks.open()
         deadline = self._clock() + int(min(timeout_ms, 2**62))
-        if self._auto_commit is not None:
+        membership = self._membership if self._group_managed() else None
+        if membership is not None:
+            membership.start(self._tasks.spawn)
+            membership.poll_started()
+        rebalancing = membership is not None and membership.core.phase is not Phase.STABLE
+        if self._auto_commit is not None and not rebalancing:
             self._auto_commit.maybe_commit(self._consumed())
         fetcher = self._fetcher
         while True:
@@ -692,6 +838,9 @@ class Consumer:
                 self._woken = False
                 return {}, True
             self._check_failed("poll")
+            if membership is not None:
+                membership.poll_started()
+                await membership.run_callbacks(self._group_change, self.listener_runner)
             preparing = self._prepare()
             records = fetcher.drain(max_records)
             if records:
@@ -903,6 +1052,12 @@ class Consumer:
             if pending:
                 remaining = max(0, deadline - self._clock()) / 1000
                 await asyncio.wait(pending, timeout=remaining)
+            if self._membership is not None and self._group_managed():
+                self._closing_callbacks = True
+                try:
+                    await self._membership.leave(self._group_change, self.listener_runner, deadline)
+                finally:
+                    self._closing_callbacks = False
         finally:
             self._closed = True
             await self._release()
@@ -916,6 +1071,8 @@ class Consumer:
             waiting.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
+        if self._membership is not None:
+            await self._membership.close()
         await self._fetcher.close()
         await self._tasks.close()
         await self._metadata.close()  # and the connections it made

@@ -27,9 +27,10 @@ Rules (Kafka's `ConsumerCoordinator`):
   `close`, after the application got the records). Positions that did not change since the
   last successful commit are not committed again.
 - Every commit names its committer (client.id and a random id per consumer instance). When the
-  coordinator answers that another consumer commits the same partitions of the group (there is
-  no group membership yet, so both read everything), a WARNING says so, once per other
-  consumer instance.
+  coordinator answers that another consumer commits the same partitions of the group from
+  outside its membership (`assign()` consumers of one group.id), a WARNING says so, once per
+  other consumer instance.
+- A group member sets `identity`: its commits then carry its generation and member id.
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ log = logging.getLogger("replog.client.consumer")
 T = TypeVar("T")
 
 
+def _NO_IDENTITY() -> tuple[int, str, str | None]:
+    return -1, "", None
+
+
 class GroupOffsets:
     def __init__(
         self,
@@ -76,6 +81,8 @@ class GroupOffsets:
         committer: cm.Committer = cm.NO_COMMITTER,
         clock: Callable[[], int] = monotonic_ms,
     ) -> None:
+        """`identity` (set by a group member): the (generation, member id, instance id) each
+        commit carries, read when it is sent; without it commits carry no generation."""
         if not group_id:
             raise InvalidGroupIdError("group.id must be a non-empty string to commit offsets")
         self.group_id = group_id
@@ -89,6 +96,7 @@ class GroupOffsets:
         self._commit_lock = asyncio.Lock()
         self.committer = committer
         self._shared_reported: set[str] = set()  # other instances already warned about
+        self.identity: Callable[[], tuple[int, str, str | None]] = _NO_IDENTITY
 
     @property
     def coordinator(self) -> tuple[int, str] | None:
@@ -114,8 +122,15 @@ class GroupOffsets:
         what = f"commit of offsets for {describe_partitions(pending)} in group '{self.group_id}'"
 
         async def attempt(client: CoordinatorClient, timeout_ms: int) -> None:
+            generation, member_id, instance_id = self.identity()
             answers, shared = await client.offset_commit(
-                self.group_id, pending, committer=self.committer, timeout_ms=timeout_ms
+                self.group_id,
+                pending,
+                generation_id=generation,
+                member_id=member_id,
+                group_instance_id=instance_id,
+                committer=self.committer,
+                timeout_ms=timeout_ms,
             )
             self._warn_shared(shared)
             retry: KafkaError | None = None
@@ -218,6 +233,11 @@ class GroupOffsets:
             log.debug("%s: retrying after %s", what, last)
             await asyncio.sleep(max(0, min(backoff_ms, deadline_ms - self._clock())) / 1000)
             backoff_ms = min(backoff_ms * 2, self._retry_backoff_max_ms)
+
+    async def coordinator_client(self, deadline_ms: int) -> CoordinatorClient:
+        """The client of the group's coordinator, found first if it is not known."""
+        _, address = await self._find_coordinator(deadline_ms)
+        return self._coordinator_for(address)
 
     async def _find_coordinator(self, deadline_ms: int) -> tuple[int, str]:
         if self._coordinator is not None:

@@ -13,6 +13,10 @@ Rules:
   nothing keeps running on the user's behalf. Exceptions of the coroutine propagate unchanged.
 - `run` from the loop thread itself would wait for itself forever: it raises IllegalStateError
   at once (a callback that calls a blocking method of its own client).
+- `call_in_waiter` (from the loop) runs a function in the user's thread that waits in `run`
+  (the consumer's rebalance callbacks run in the thread that called poll, as Kafka's do, so
+  they may call the client's blocking methods); the waiting thread runs it between its wait
+  slices, at once when it is posted. With no thread waiting it runs when one next waits.
 - `close` cancels what still runs on the loop, lets it finish, closes the loop and joins the
   thread; idempotent, and safe from any thread (from the loop thread it only stops the loop).
 - A client never closed is closed that way when the interpreter exits (an `atexit` hook that
@@ -28,6 +32,7 @@ import concurrent.futures
 import contextlib
 import logging
 import os
+import queue
 import threading
 import weakref
 from collections.abc import Callable, Coroutine
@@ -62,6 +67,12 @@ class LoopThread:
         self.loop: asyncio.AbstractEventLoop = asyncio.new_event_loop()
         self._closed = False
         self._close_lock = threading.Lock()
+        # `call_in_waiter`: the work, and a future set when there is some (what `run` waits on).
+        self._inbox: queue.SimpleQueue[
+            tuple[Callable[..., Any], tuple[Any, ...], concurrent.futures.Future[Any]]
+        ] = queue.SimpleQueue()
+        self._mail_lock = threading.Lock()
+        self._mail: concurrent.futures.Future[None] = concurrent.futures.Future()
         started = threading.Event()
         self._thread = threading.Thread(target=self._main, args=(started,), name=name, daemon=True)
         self._thread.start()
@@ -172,8 +183,15 @@ class LoopThread:
                             f"{what} did not finish within {int(timeout_s * 1000)} ms"
                         )
                     slice_s = min(slice_s, remaining_ms / 1000)
-                done, _ = concurrent.futures.wait([future], timeout=slice_s)
-                if done:
+                waited: list[concurrent.futures.Future[Any]] = [future, self._mail]
+                done, _ = concurrent.futures.wait(
+                    waited,
+                    timeout=slice_s,
+                    return_when=concurrent.futures.FIRST_COMPLETED,
+                )
+                if self._mail in done:
+                    self._serve_inbox()
+                if future in done:
                     break
         except KeyboardInterrupt:
             future.cancel()  # the coroutine stops at its next await
@@ -183,6 +201,31 @@ class LoopThread:
         except concurrent.futures.CancelledError:
             # Not cancelled by us: the loop was closed under the call.
             raise ClientClosedError(f"{what}: the client was closed during the call") from None
+
+    def call_in_waiter(self, fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
+        """From the loop: run `fn(*args)` in the thread waiting in `run` (module docstring);
+        its outcome comes as the future."""
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._inbox.put((fn, args, done))
+        with self._mail_lock:
+            if not self._mail.done():
+                self._mail.set_result(None)
+        return done
+
+    def _serve_inbox(self) -> None:
+        with self._mail_lock:
+            self._mail = concurrent.futures.Future()
+        while True:
+            try:
+                fn, args, done = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            if not done.set_running_or_notify_cancel():
+                continue
+            try:
+                done.set_result(fn(*args))
+            except BaseException as exc:  # handed to the loop side, which raises it
+                done.set_exception(exc)
 
     def call_soon(self, fn: Callable[..., object], *args: object) -> None:
         """Run `fn(*args)` on the loop soon; safe from any thread."""

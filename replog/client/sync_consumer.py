@@ -19,12 +19,16 @@ Rules:
   (empty) at once, and a `for` loop over the consumer ends.
 - `commit_async` returns a `concurrent.futures.Future`; its callback runs on the consumer's
   loop thread, so it must not call blocking methods of this consumer.
+- Rebalance callbacks (`subscribe(topics, listener=...)`) run in the thread that waits in
+  `poll` (or in iteration, or `close`), as Kafka's do: they may call this consumer's blocking
+  methods (commit in `on_partitions_revoked`, seek in `on_partitions_assigned`).
 - Iteration hands out records from a local buffer without a thread hop per record; records
   still in that buffer are not committed (see the asyncio consumer).
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import contextlib
 import threading
@@ -77,6 +81,7 @@ class Consumer:
         self._aio = AioConsumer(*topics, config=config, clock=clock, **kwargs)
         self.config = self._aio.config
         self._loop = LoopThread(f"replog-consumer-{self.config.client_id}")
+        self._aio.listener_runner = self._run_in_caller
         self._close_lock = threading.Lock()
         self._closed = False
 
@@ -107,6 +112,12 @@ class Consumer:
             return fn(*args, **kwargs)
 
         return self._run(call(), what, None)
+
+    async def _run_in_caller(
+        self, callback: Callable[[set[TopicPartition]], Any], partitions: set[TopicPartition]
+    ) -> None:
+        """A rebalance callback, run in the thread waiting on the loop (module docstring)."""
+        await asyncio.wrap_future(self._loop.call_in_waiter(callback, partitions))
 
     def _api_timeout(self, timeout_ms: float | None) -> float:
         return self.config.default_api_timeout_ms if timeout_ms is None else timeout_ms

@@ -131,6 +131,8 @@ class ClassicGroupCoordinator:
         self._heap: list[tuple[int, int, _TimerKey]] = []
         self._seq = 0
         self._now_ms = 0
+        # Join phases that ended with members (a new generation to assign): the rebalances.
+        self.rebalances = 0
 
     # --- timers ----------------------------------------------------------------------------
 
@@ -569,6 +571,7 @@ class ClassicGroupCoordinator:
         if group.state is GroupState.EMPTY:
             result.records.append(self._record(group))
             return
+        self.rebalances += 1
         for member in group.members.values():
             if member.awaiting_join is not None:
                 result.joins.append(self._join_answer(group, member, member.awaiting_join))

@@ -66,8 +66,9 @@ class SharedCommit:
 
 # What both sides of a shared commit are told it means, and what to do.
 SHARED_COMMIT_ADVICE = (
-    "because replog does not balance a group's partitions between its consumers yet (no group "
-    "membership): give each consumer its own partitions (assign) or group.id"
+    "because they commit from outside the group's membership (assign(), or a subscription "
+    "without the group protocol): give each consumer its own partitions, or subscribe with the "
+    "group.id so that the group splits them"
 )
 
 

@@ -1,10 +1,11 @@
-"""Who else commits a group's partitions: the warning while replog has no group membership.
+"""Who else commits a group's partitions from outside its membership: the warning.
 
-Two consumers with one `group.id` both read every partition they subscribe to (there is no
-JoinGroup to split them), and both commit. Until membership exists, the coordinator tells
-them: per group and partition it remembers the last committer (client.id, a random id per
-consumer instance, host), and a commit from another instance for a partition the first
-committed within `SHARED_COMMIT_WINDOW_MS` is a shared commit.
+Two consumers with one `group.id` that do not join the group (`assign()`, or a client that
+subscribes without the group protocol) may both read a partition, and both commit it. The
+coordinator tells them: per group and partition it remembers the last committer (client.id,
+a random id per consumer instance, host), and a commit from another instance for a partition
+the first committed within `SHARED_COMMIT_WINDOW_MS` is a shared commit. Commits of members
+(with a generation) are not compared: the group splits their partitions.
 
 Rules:
 - Commits that name no instance are never compared (nothing tells their senders apart).

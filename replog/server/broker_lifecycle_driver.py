@@ -97,6 +97,7 @@ class BrokerLifecycleDriver:
             _CHANNEL_OPTIONS,
         )
         self._calls: set[asyncio.Task[None]] = set()
+        self._refusals_said: set[int] = set()  # registration error codes said since a success
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
         self._caught_up = asyncio.Event()
@@ -318,6 +319,7 @@ class BrokerLifecycleDriver:
                     registration_to_proto(request), timeout=timeout
                 )
                 response = registration_response_from_proto(cid, answer)
+                self._say_registration_refused(request.controller_id, response)
                 self._post(lambda now: self.core.handle_registration_response(response, now))
             else:
                 answer = await stub.BrokerHeartbeat(heartbeat_to_proto(request), timeout=timeout)
@@ -330,6 +332,23 @@ class BrokerLifecycleDriver:
                 self._controllers.reconnect(request.controller_id)
             reason = f"{code.name}: {exc.details()}"
             self._post(lambda now: self.core.request_failed(cid, now, reason))
+
+    def _say_registration_refused(self, controller_id: int, response: RegistrationResponse) -> None:
+        """A refused registration is retried by the core; its cause is said once per kind (a
+        restarted broker waits out its previous incarnation's session, up to
+        broker.session.timeout.ms, and would otherwise wait in silence)."""
+        if response.error_code == 0:
+            self._refusals_said.clear()
+            return
+        if response.error_code in self._refusals_said:
+            return
+        self._refusals_said.add(response.error_code)
+        log.info(
+            "broker %d: registration refused by controller %d (%s); retrying",
+            self.config.broker_id,
+            controller_id,
+            response.error_message or f"error {response.error_code}",
+        )
 
 
 # --- protobuf translation ----------------------------------------------------------------------

@@ -156,6 +156,23 @@ class ShardState(enum.Enum):
     FAILED = "failed"
 
 
+@dataclass(frozen=True, slots=True)
+class GroupSnapshot:
+    """One group as a metrics scrape sees it: state, members, committed (topic, partition,
+    offset)s. A group with offsets only is Empty, as DescribeGroups shows it."""
+
+    group_id: str
+    state: str
+    members: int
+    committed: tuple[tuple[str, int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetrics:
+    groups: tuple[GroupSnapshot, ...]
+    rebalances: int  # completed rebalances of the groups coordinated here, since the start
+
+
 @dataclass(eq=False)
 class _Shard:
     """One `__consumer_offsets` partition this broker leads, at one leader epoch."""
@@ -217,6 +234,7 @@ class GroupCoordinator:
         self._shared_commits = SharedCommits()
         self.image = MetadataImage.EMPTY
         self._shards: dict[int, _Shard] = {}
+        self._rebalances_unloaded = 0  # of the cores of partitions no longer led here
         self._stopped = False
         self._retention_task: asyncio.Task[None] | None = None
         # Each tombstone append under way, and the gate it opens once it appended.
@@ -257,6 +275,34 @@ class GroupCoordinator:
             if partition_id not in self._shards:
                 self._load(_Shard(partition_id, topic_id, leader_epoch))
 
+    def metrics_snapshot(self) -> GroupMetrics:
+        """The groups this broker coordinates, for a metrics scrape on another thread: copies
+        made in one call each (atomic under the GIL); a scrape that races a change raises
+        RuntimeError, which the scrape retries."""
+        groups: list[GroupSnapshot] = []
+        rebalances = self._rebalances_unloaded
+        for shard in tuple(self._shards.values()):
+            rebalances += shard.groups.rebalances
+            if shard.state is not ShardState.ACTIVE:
+                continue
+            classic = dict(shard.groups.groups)
+            for group_id in sorted(set(classic) | set(shard.cache.groups())):
+                group = classic.get(group_id)
+                committed = tuple(
+                    (topic, partition, value.offset)
+                    for (topic, partition), value in shard.cache.committed(group_id).items()
+                    if value is not None
+                )
+                groups.append(
+                    GroupSnapshot(
+                        group_id,
+                        GroupState.EMPTY.value if group is None else group.state.value,
+                        0 if group is None else len(group.members),
+                        committed,
+                    )
+                )
+        return GroupMetrics(tuple(groups), rebalances)
+
     def _load(self, shard: _Shard) -> None:
         self._shards[shard.partition] = shard
         log.info(
@@ -269,6 +315,7 @@ class GroupCoordinator:
 
     def _unload(self, shard: _Shard) -> None:
         del self._shards[shard.partition]
+        self._rebalances_unloaded += shard.groups.rebalances
         if shard.task is not None:
             shard.task.cancel()
         if shard.retry_timer is not None:

@@ -1,22 +1,133 @@
-"""How long the node's event loop was kept from running: the stall every Raft fetch, heartbeat
-and request waiting on it saw.
+"""How long the node's event loop was kept from running, and what kept it: the stall every Raft
+fetch, heartbeat and request waiting on it saw.
 
 A task asks to wake every `interval_s` and measures how much later than asked it woke; the
 lateness is the longest callback (or run of callbacks) that held the loop meanwhile, give or
 take the interval. Each lateness goes into the `replog_event_loop_stall_seconds` histogram
 (`NodeMetrics`), the longest seen into `longest_s`, and one of `WARN_STALL_S` or more is logged
 at WARNING: a stall that long is a bug to find (docs/operations.md, "Metrics").
+
+Rules:
+- The warning says where the loop was held: a sampler thread looks at the loop thread's stack
+  every `SAMPLE_EVERY_S` while the loop is late by `SAMPLE_AFTER_S` or more, and the warning
+  names the replog call chain seen in most samples ("held in a < b < c, 7 of 9 samples").
+  A thread is the only way to see a held loop: nothing on the loop runs while it is held.
+- It also says how much of the stall was the garbage collector's (`gc.callbacks`), which no
+  stack sample shows: it runs inside whatever allocation triggered it.
+- The sampler only reads the loop thread's frames (`sys._current_frames`); it takes the GIL
+  for microseconds per sample, and sleeps while the loop keeps time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import os
+import sys
+import threading
+from collections import Counter
 from collections.abc import Callable
+from types import FrameType
+
+from replog.clock import monotonic_s
 
 log = logging.getLogger("replog.server.loop_stall")
 
 WARN_STALL_S = 1.0
+SAMPLE_AFTER_S = 0.1  # the stall goal: a loop held longer is worth explaining
+SAMPLE_EVERY_S = 0.05
+CHAIN_FRAMES = 3  # the innermost project frames a sample names
+_ASYNCIO_DIR = os.sep + "asyncio" + os.sep
+
+# The packages whose frames name a stall (the project's own code, not asyncio's or grpc's).
+_PROJECT_ROOTS = tuple(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep + name
+    for name in ("replog", "quorum", "timeline", "checkpoints")
+)
+
+
+def call_chain(frame: FrameType | None, depth: int = CHAIN_FRAMES) -> str:
+    """Where a stack is: its entry (the first project frame inside the event loop's machinery:
+    the task or callback the loop ran) and its innermost `depth` project frames ("func
+    (file:line)"), as "entry: inner < ...": frames of any code when none is the project's."""
+    frames: list[FrameType] = []
+    while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
+    frames.reverse()  # outermost first
+    inside_loop = 0
+    for index, each in enumerate(frames):
+        if _ASYNCIO_DIR in each.f_code.co_filename:
+            inside_loop = index + 1
+    inside = frames[inside_loop:]
+    if not inside:  # the loop's own frame was innermost: C code it called (gRPC, protobuf)
+        return f"C code called by {_name(frames[-1])}" if frames else ""
+    project = [f for f in inside if f.f_code.co_filename.startswith(_PROJECT_ROOTS)] or inside
+    named = project[-depth:]
+    inner = " < ".join(_name(f) for f in reversed(named))
+    return inner if project[0] in named else f"{_name(project[0])}: {inner}"
+
+
+def _name(frame: FrameType) -> str:
+    return f"{frame.f_code.co_name} ({os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno})"
+
+
+class StallSampler:
+    """Samples the loop thread's stack while the loop is late (module Rules)."""
+
+    def __init__(self, loop_thread_id: int, last_tick: Callable[[], float]) -> None:
+        self._thread_id = loop_thread_id
+        self._last_tick = last_tick
+        self._samples: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="loop-stall-sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def take(self) -> tuple[str, int, int]:
+        """The chain seen most since the last take, its samples and all samples; resets."""
+        if not self._samples:  # the common case, each tick: no lock, no new Counter
+            return "", 0, 0
+        with self._lock:
+            samples, self._samples = self._samples, Counter()
+        if not samples:
+            return "", 0, 0
+        chain, count = samples.most_common(1)[0]
+        return chain, count, samples.total()
+
+    def _run(self) -> None:
+        while not self._stop.wait(SAMPLE_EVERY_S):
+            if monotonic_s() - self._last_tick() < SAMPLE_AFTER_S:
+                continue
+            frame = sys._current_frames().get(self._thread_id)
+            chain = call_chain(frame)
+            del frame
+            with self._lock:
+                self._samples[chain] += 1
+
+
+class GarbageCollectionClock:
+    """Seconds the garbage collector ran (every thread waits for it), summed until `take`."""
+
+    def __init__(self) -> None:
+        self._started = 0.0
+        self._seconds = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = monotonic_s()
+        else:
+            self._seconds += monotonic_s() - self._started
+
+    def take(self) -> float:
+        seconds, self._seconds = self._seconds, 0.0
+        return seconds
 
 
 class LoopStallMonitor:
@@ -25,16 +136,34 @@ class LoopStallMonitor:
     def __init__(self, observe: Callable[[float], None], *, interval_s: float = 0.01) -> None:
         self._observe = observe
         self._interval_s = interval_s
+        self._tick = monotonic_s()
         self.longest_s = 0.0
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        while True:
-            asked = loop.time() + self._interval_s
-            await asyncio.sleep(self._interval_s)
-            stall = max(0.0, loop.time() - asked)
-            self._observe(stall)
-            if stall > self.longest_s:
-                self.longest_s = stall
-            if stall >= WARN_STALL_S:
-                log.warning("the event loop was held for %.0f ms", stall * 1000)
+        sampler = StallSampler(threading.get_ident(), lambda: self._tick)
+        sampler.start()
+        collecting = GarbageCollectionClock()
+        gc.callbacks.append(collecting)
+        try:
+            while True:
+                asked = loop.time() + self._interval_s
+                self._tick = monotonic_s() + self._interval_s
+                await asyncio.sleep(self._interval_s)
+                stall = max(0.0, loop.time() - asked)
+                self._tick = monotonic_s()
+                self._observe(stall)
+                if stall > self.longest_s:
+                    self.longest_s = stall
+                chain, seen, samples = sampler.take()
+                collected_s = collecting.take()
+                held = f": held in {chain} ({seen} of {samples} samples)" if samples else ""
+                if collected_s >= SAMPLE_AFTER_S / 2:
+                    held += f"; {collected_s * 1000:.0f} ms of it collecting garbage"
+                if stall >= WARN_STALL_S:
+                    log.warning("the event loop was held for %.0f ms%s", stall * 1000, held)
+                elif samples:
+                    log.debug("the event loop was held for %.0f ms%s", stall * 1000, held)
+        finally:
+            sampler.stop()
+            gc.callbacks.remove(collecting)

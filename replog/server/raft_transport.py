@@ -14,7 +14,8 @@ Rules:
   timed-out call is never retried here: it is reported to the core (`RequestFailed`), whose
   rules decide when to retry and what a refused connection means. UNAVAILABLE (connection
   refused or reset, or the peer shutting down) is reported as unreachable; anything else
-  (deadline exceeded, ...) as a plain failure.
+  (deadline exceeded, ...) as a plain failure. A peer failing for seconds is said once at
+  WARNING, and its return at INFO (`peer_failures`).
 - Calls fail fast while a channel reconnects (no wait-for-ready): waiting would hide a dead
   peer from the core for a whole request timeout.
 - The caller's node id travels in the `replog-node-id` metadata key (on a Fetch connection, in
@@ -51,9 +52,11 @@ from quorum.raft.messages import (
     RaftResponse,
     VoteRequest,
 )
+from replog.clock import monotonic_s
 from replog.net_address import format_host_port
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
+from replog.server.peer_failures import PeerFailures
 from replog.server.raft_codec import (
     fetch_request_from_proto,
     request_to_proto,
@@ -123,6 +126,7 @@ class RaftTransport:
         self._fetch_connections: dict[int, FetchConnection] = {}  # outbound, by peer
         self.fetch_listener = FetchListener(self._accept_fetch, self._forget_fetch)
         self._closed = False
+        self._peer_failures = PeerFailures(node_id)
 
     # --- outbound -----------------------------------------------------------------------------
 
@@ -162,6 +166,9 @@ class RaftTransport:
             )
         except grpc.aio.AioRpcError as exc:
             log.debug("%s to node %d failed: %s", method, message.destination_id, exc.code())
+            self._peer_failed(
+                message.destination_id, f"{method}: {exc.code().name}: {exc.details()}"
+            )
             if exc.code() == grpc.StatusCode.UNAVAILABLE:
                 self._reconnect(message.destination_id)
             self._report_failure(
@@ -173,7 +180,28 @@ class RaftTransport:
             )
             return
         response = response_from_proto(request, answer)  # type: ignore[arg-type]
+        self._peer_answered(message.destination_id)
         self._deliver(Message(message.destination_id, self.node_id, response))
+
+    def _peer_failed(self, peer_id: int, error: str) -> None:
+        said = self._peer_failures.failed(peer_id, error, monotonic_s())
+        if said is not None:
+            log.warning("%s", said)
+
+    def _peer_answered(self, peer_id: int) -> None:
+        said = self._peer_failures.answered(peer_id, monotonic_s())
+        if said is not None:
+            log.info("%s", said)
+
+    def _fetch_answered(self, destination_id: int, response: RaftResponse) -> None:
+        self._peer_answered(destination_id)
+        self._deliver(Message(destination_id, self.node_id, response))
+
+    def _fetch_failed(self, destination_id: int, request: FetchRequest, unreachable: bool) -> None:
+        self._peer_failed(
+            destination_id, "Fetch: " + ("unreachable" if unreachable else "no answer in time")
+        )
+        self._report_failure(RequestFailed(destination_id, request.correlation_id, unreachable))
 
     def _send_fetch(self, destination_id: int, request: FetchRequest) -> None:
         connection = self._fetch_connections.get(destination_id)
@@ -186,11 +214,9 @@ class RaftTransport:
                 self.node_id,
                 lambda: self._fetch_endpoint(destination_id),
                 self._config.request_timeout_ms,
-                lambda request, response: self._deliver(
-                    Message(destination_id, self.node_id, response)
-                ),
-                lambda request, unreachable: self._report_failure(
-                    RequestFailed(destination_id, request.correlation_id, unreachable)
+                lambda request, response: self._fetch_answered(destination_id, response),
+                lambda request, unreachable: self._fetch_failed(
+                    destination_id, request, unreachable
                 ),
                 self._fetch_connection_finished,
             )

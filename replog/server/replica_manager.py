@@ -148,6 +148,7 @@ from replog.replication.messages import (
     ProduceResponse,
 )
 from replog.replication.producer_state import BatchMetadata, ProducerEntry, ProducerStateTable
+from replog.server import collector
 from replog.server.delayed_operations import (
     DelayedDeleteRecords,
     DelayedFetch,
@@ -240,6 +241,7 @@ class ReplicaManager:
         self._wall_clock = wall_clock
         self.image: MetadataImage = MetadataImage.EMPTY
         self._partitions: dict[TopicPartitionKey, Partition] = {}
+        self._replicas_deleted = 0  # in the applier's current round
         self._eligibility = ReplicaEligibility.from_cluster(self.image.cluster)
         self._delayed = DelayedOperations(
             broker_id=self.broker_id,
@@ -443,6 +445,7 @@ class ReplicaManager:
                 waiting = len(self._changes)
                 # New leaders' epoch checkpoints are written without a sync on the loop and
                 # synced together off it (docs/storage.md, "Creating many replicas").
+                self._replicas_deleted = 0
                 with self.log_manager.collect_unsynced() as unsynced:
                     creations = self._apply_round(APPLY_ROUND_CHANGES)
                 self._refresh_fetch_sources()
@@ -476,6 +479,10 @@ class ReplicaManager:
                             len(self._changes),
                         )
                 self._log_roles_taken()
+                # The round's new replicas live long: out of full collections (collector.py).
+                collector.replicas_changed(
+                    len(creations), self._replicas_deleted, len(self._partitions)
+                )
                 await asyncio.sleep(0)
             except asyncio.CancelledError:
                 raise
@@ -831,6 +838,7 @@ class ReplicaManager:
         if existing is None or existing.topic_id != local.topic_id:
             return
         self._drop(existing, delete_log=True)
+        self._replicas_deleted += 1
 
     def _drop(self, partition: Partition, *, delete_log: bool) -> None:
         key = partition.key

@@ -31,6 +31,7 @@ from fake_controller import (
 from replog.admin import controller_client as controller_client_module
 from replog.admin.bootstrap import Bootstrap, endpoint_addresses, parse_bootstrap
 from replog.admin.controller_client import AsyncControllerClient, ControllerClient
+from replog.admin.controller_errors import raise_first_error
 from replog.admin.controller_results import (
     AlterConfigOp,
     AlterConfigOpType,
@@ -39,7 +40,6 @@ from replog.admin.controller_results import (
     ElectionType,
     NewPartitions,
     NewTopic,
-    raise_first_error,
 )
 from replog.common import TopicPartition
 from replog.common.ids import topic_id_text
@@ -763,7 +763,8 @@ def test_a_node_that_does_not_answer_times_out_at_the_deadline(
     node.script("CreateTopics", HANG)
     client = make_client(node.address, default_timeout_s=5)
     started = time.monotonic()
-    with pytest.raises(KafkaTimeoutError, match=r"no answer within 0\.4 s"):
+    # The call's budget, not its one attempt's (a millisecond less once the call has started).
+    with pytest.raises(KafkaTimeoutError, match=r"no answer from \S+ within 0\.4 s"):
         client.create_topics([NewTopic("orders")], timeout_s=0.4)
     assert 0.35 < time.monotonic() - started < 3
     (request,) = node.asked("CreateTopics")

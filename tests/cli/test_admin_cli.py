@@ -20,9 +20,9 @@ from cli_runner import Outcome, replog
 from fake_controller import FakeController, running, status
 
 from replog.admin.controller_results import OngoingReassignment
-from replog.cli import delete_records, reassign
+from replog.cli import reassign
 from replog.cli.configs import parse_add_config, parse_delete_config
-from replog.client import records
+from replog.client import records, sync_admin
 from replog.common import TopicPartition
 from replog.errors import (
     ElectionNotNeededError,
@@ -631,7 +631,8 @@ class FakeAdmin:
 def fake_admin(monkeypatch: pytest.MonkeyPatch) -> type[FakeAdmin]:
     FakeAdmin.calls = []
     FakeAdmin.each_timeouts = []
-    monkeypatch.setattr(delete_records, "Admin", FakeAdmin)
+    # The command imports the Admin client when it runs (its --help loads no gRPC).
+    monkeypatch.setattr(sync_admin, "Admin", FakeAdmin)
     return FakeAdmin
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 from cli_runner import Outcome, replog, replog_process
-from client_cluster import ClientCluster, client_cluster
+from client_cluster import NO_GROUP_DELAY, ClientCluster, client_cluster
 
 from replog import Admin
 from replog.cli import console_consumer
@@ -203,7 +203,7 @@ def test_a_closed_pipe_takes_back_what_it_did_not_print() -> None:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClientCluster]:
-    with client_cluster(tmp_path_factory.mktemp("console")) as started:
+    with client_cluster(tmp_path_factory.mktemp("console"), 3, *NO_GROUP_DELAY) as started:
         started.create_topic("lines", partitions=1)
         started.create_topic("keyed", partitions=3)
         started.create_topic("other-1", partitions=1)

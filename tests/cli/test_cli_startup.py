@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # What no client tool needs: the node's runtime and storage, the controller, Spark.
 SERVER_SIDE = ("replog.server", "replog.storage", "replog.replication", "quorum", "timeline")
 SPARK = ("pyspark", "pyarrow", "replog.spark")
+# What only running a command that connects needs: gRPC and the generated messages.
+RPC = ("grpc", "google.protobuf", "replog.pb")
 
 
 def modules_loaded_by(*argv: str) -> list[str]:
@@ -63,6 +65,41 @@ def test_a_commands_help_loads_no_grpc() -> None:
     a subcommand connects."""
     loaded = modules_loaded_by("topics", "list", "--help")
     assert under(loaded, ("grpc", "google.protobuf", "replog.pb", "replog.admin")) == []
+
+
+@pytest.mark.parametrize("command", [c.name for c in COMMANDS])
+def test_every_commands_help_loads_neither_grpc_nor_the_server(command: str) -> None:
+    """`replog COMMAND --help` builds the command's whole parser (every action's) and loads
+    no gRPC, no generated message, no node runtime and no Spark: what a command runs is
+    imported when it runs. The offline tools (`dump-log`, `verify-log`, `storage-demo`) may
+    load the storage engine they are about."""
+    loaded = modules_loaded_by(command, "--help")
+    heavy = ("grpc", "google.protobuf", "replog.pb", "replog.server", "quorum", "timeline")
+    assert under(loaded, (*heavy, *SPARK)) == []
+
+
+def test_topics_list_loads_only_the_metadata_it_reads() -> None:
+    """`replog topics list` loads the Controller's messages and what its Metadata answer is
+    read into, not the results of the other admin RPCs, nor the generated stubs (the client
+    builds the one call it makes), nor another service's messages, nor the client library
+    (each is start-up time for nothing). A refused address: the command gets as far as its
+    call, then fails fast."""
+    loaded = modules_loaded_by(
+        "topics", "list", "--bootstrap-server", f"127.0.0.1:{free_port()}", "--timeout", "0.5"
+    )
+    assert {"grpc", "replog.pb.controller_pb2", "replog.admin.cluster_metadata"} <= set(loaded)
+    unused = (
+        "replog.admin.controller_results",  # topic changes, configs, elections, reassignments
+        "replog.admin.quorum",
+        "replog.pb.controller_pb2_grpc",
+        "replog.pb.broker_pb2",
+        "replog.pb.raft_pb2",
+        "replog.pb.coordinator_pb2",
+        "replog.pb.metadata_pb2",
+        "replog.client",
+        "replog.record",
+    )
+    assert under(loaded, unused) == []
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from replog.admin.controller_results import Broker, ClusterDescription
+from replog.admin.cluster_metadata import Broker, ClusterDescription
 from replog.admin.quorum import NodeUnreachable, QuorumDescription
 from replog.cli import cluster as cluster_cli
 from replog.cli.local_cluster import LocalCluster

@@ -41,3 +41,49 @@ def test_members_rows_count_each_members_partitions() -> None:
         ["g", "m1", "/h1", "c1", "2"],
         ["g", "m2", "-", "-", "0"],
     ]
+
+
+def test_reset_offsets_computes_each_strategy_clamped_to_the_log() -> None:
+    import pytest
+
+    from replog.cli.reset_offsets import ResetStrategy, new_offsets
+    from replog.errors import ReplogError
+
+    parts = [("t", 0), ("t", 1)]
+    committed = {("t", 0): 7, ("t", 1): None}
+    earliest = {("t", 0): 2, ("t", 1): 0}
+    latest = {("t", 0): 10, ("t", 1): 4}
+    at_time = {("t", 0): 5, ("t", 1): None}
+
+    def reset(kind: str, value: int = 0, chosen: list[tuple[str, int]] = parts) -> list[int]:
+        found = new_offsets(
+            ResetStrategy(kind, value), chosen, committed, earliest, latest, at_time
+        )
+        return [found[tp] for tp in chosen]
+
+    assert reset("earliest") == [2, 0]
+    assert reset("latest") == [10, 4]
+    assert reset("offset", 3) == [3, 3]
+    assert reset("offset", 1) == [2, 1]  # below the log start: the log start
+    assert reset("offset", 99) == [10, 4]  # past the high watermark: the high watermark
+    assert reset("datetime", 123) == [5, 4]  # no record that late: the high watermark
+    assert reset("shift", -10, [("t", 0)]) == [2]
+    assert reset("shift", 2, [("t", 0)]) == [9]
+    with pytest.raises(ReplogError, match="cannot shift the offset of t-1"):
+        reset("shift", 1)
+
+
+def test_reset_offsets_parses_topics_and_datetimes() -> None:
+    import pytest
+
+    from replog.cli.reset_offsets import parse_datetime, parse_topics
+    from replog.errors import ReplogError
+
+    assert parse_topics(["a", "b:0,2"]) == [("a", None), ("b", [0, 2])]
+    for bad in ("b:x", ":1", "b:-1"):
+        with pytest.raises(ReplogError, match="--topic"):
+            parse_topics([bad])
+    assert parse_datetime("2026-01-31T12:00:00.000Z") == 1_769_860_800_000
+    assert parse_datetime("2026-01-31T13:00:00+01:00") == 1_769_860_800_000
+    with pytest.raises(ReplogError, match="--to-datetime 'yesterday'"):
+        parse_datetime("yesterday")

@@ -71,8 +71,8 @@ def test_a_directory_that_is_not_the_demos_is_never_wiped(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (("--records", "0"), "must be >= 1"),
-        (("--rate", "-1"), "must be >= 0"),
+        (("--records", "0"), "must be at least 1"),
+        (("--rate", "-1"), "must be at least 0"),
         (("--base-port", "70000"), "not a port"),
     ],
 )

@@ -588,12 +588,20 @@ class FakeConsumer:
     subscribed: list[str] = field(default_factory=list)
     max_records_asked: list[int | None] = field(default_factory=list)
     closed: bool = False
+    listener: Any = None
+    assign_after_polls: int | None = None  # the group's assignment arrives in this poll
 
-    def subscribe(self, topics: Sequence[str]) -> None:
+    def subscribe(self, topics: Sequence[str], listener: Any = None) -> None:
         self.subscribed.extend(topics)
+        self.listener = listener
 
     def poll(self, timeout_ms: int = 0, max_records: int | None = None) -> dict[str, list[Record]]:
         self.max_records_asked.append(max_records)
+        if self.listener is not None and self.assign_after_polls is not None:
+            self.assign_after_polls -= 1
+            if self.assign_after_polls == 0:
+                time.sleep(0.05)
+                self.listener.on_partitions_assigned({"t-0"})
         if not self.batches:
             time.sleep(timeout_ms / 1000)
             return {}
@@ -619,6 +627,25 @@ def fake_consumer(
     monkeypatch.setattr(perf, "new_consumer", new)
     monkeypatch.setattr(perf, "cluster_topics", cluster_topics)
     return made
+
+
+def test_consume_reports_the_time_to_the_first_assignment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    made = fake_consumer(monkeypatch, [[Record(None, b"v")]] * 2)
+    original = perf.new_consumer
+
+    def joining(config: dict[str, object]) -> Any:
+        consumer = original(config)
+        consumer.assign_after_polls = 1  # type: ignore[attr-defined]
+        return consumer
+
+    monkeypatch.setattr(perf, "new_consumer", joining)
+    outcome = run("consume", "--topic", "t", "--messages", "2", "--bootstrap-server", "h:1")
+    assert outcome.returncode == 0, outcome.stderr
+    fields = outcome.stdout.splitlines()[1].split(", ")
+    assert int(fields[6]) >= 50  # rebalance.time.ms: the 50 ms the assignment took
+    assert made[0].listener is not None
 
 
 def test_consume_prints_kafkas_csv(monkeypatch: pytest.MonkeyPatch) -> None:

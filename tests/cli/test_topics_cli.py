@@ -29,7 +29,7 @@ from fake_controller import (
     status,
 )
 
-from replog.admin.controller_results import PartitionInfo
+from replog.admin.cluster_metadata import PartitionInfo
 from replog.cli.local_cluster import LocalCluster, LocalNode
 from replog.cli.topics import is_at_min_isr, is_under_min_isr
 from replog.errors import (

@@ -3,7 +3,8 @@
 `FakeCluster` stands in for the client's `Connections`: `connections()` returns an object whose
 `broker(address)` and `coordinator(address)` answer Metadata, Fetch, ListOffsets,
 FindCoordinator, OffsetCommit and OffsetFetch from in-memory partition logs and committed
-offsets, as a replog broker would (leader checks, leader-epoch fencing, OFFSET_OUT_OF_RANGE,
+offsets, and the classic group calls from the real group coordinator core (`FakeGroups`), as
+a replog broker would (leader checks, leader-epoch fencing, OFFSET_OUT_OF_RANGE,
 reads bounded by the high watermark, whole batches from the one holding the fetch offset,
 long polls woken by appends). Tests steer it: move leaders, stop nodes (calls to them fail
 with gRPC UNAVAILABLE), script errors, hold back the high watermark, and give a node a stale
@@ -23,7 +24,14 @@ from typing import Any
 from fake_nodes import FakeNodes, call_on, unavailable
 
 from replog.client.records import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from replog.clock import monotonic_ms
+from replog.coordinator import classic_group_messages as gm
 from replog.coordinator import messages as cm
+from replog.coordinator.classic_group_coordinator import (
+    ClassicGroupConfig,
+    ClassicGroupCoordinator,
+)
+from replog.coordinator.classic_group_messages import GroupResult
 from replog.errors import (
     FencedLeaderEpochError,
     KafkaError,
@@ -135,6 +143,90 @@ class FakePartition:
         return None
 
 
+class FakeGroups:
+    """The group coordinator core behind the fake coordinator: answers when the core gives
+    them, timers on the loop's clock (`monotonic_ms`), no records written (a fake has no
+    `__consumer_offsets`). The initial rebalance delay is 0 unless a test sets another."""
+
+    def __init__(self, initial_rebalance_delay_ms: int = 0) -> None:
+        self.core = ClassicGroupCoordinator(
+            ClassicGroupConfig(
+                min_session_timeout_ms=100, initial_rebalance_delay_ms=initial_rebalance_delay_ms
+            )
+        )
+        self._waiting: dict[int, asyncio.Future[Any]] = {}
+        self._next_id = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self.calls: list[str] = []
+
+    def _settle(self, result: GroupResult) -> None:
+        for answer in [*result.joins, *result.syncs]:
+            future = self._waiting.pop(answer.request_id, None)
+            if future is not None and not future.done():
+                future.set_result(answer)
+        for request_id in result.superseded:
+            future = self._waiting.pop(request_id, None)
+            if future is not None and not future.done():
+                future.set_exception(asyncio.CancelledError())
+        self._arm()
+
+    def _arm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        deadline = self.core.next_deadline_ms()
+        if deadline is not None:
+            delay = max(0, deadline - monotonic_ms()) / 1000
+            self._timer = asyncio.get_running_loop().call_later(delay, self.tick)
+
+    def tick(self) -> None:
+        self._settle(self.core.tick(monotonic_ms()))
+
+    async def _parked(self, call: Any) -> Any:
+        self._next_id += 1
+        request_id = self._next_id
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = future
+        self._settle(call(request_id))
+        return await future
+
+    async def join(self, request: gm.JoinGroupRequest) -> gm.JoinGroupResponse:
+        self.calls.append("JoinGroup")
+        answer: gm.JoinGroupResponse = await self._parked(
+            lambda rid: self.core.join(request, rid, monotonic_ms())
+        )
+        return answer
+
+    async def sync(self, request: gm.SyncGroupRequest) -> gm.SyncGroupResponse:
+        self.calls.append("SyncGroup")
+        answer: gm.SyncGroupResponse = await self._parked(
+            lambda rid: self.core.sync(request, rid, monotonic_ms())
+        )
+        return answer
+
+    def heartbeat(self, request: gm.HeartbeatRequest) -> KafkaError | None:
+        self.calls.append("Heartbeat")
+        error = self.core.heartbeat(request, monotonic_ms())
+        self._arm()
+        return error
+
+    def leave(self, request: gm.LeaveGroupRequest) -> gm.LeaveGroupResponse:
+        self.calls.append("LeaveGroup")
+        answer, result = self.core.leave(request, monotonic_ms())
+        self._settle(result)
+        return answer
+
+    def commit_error(
+        self, group_id: str, generation: int, member_id: str, instance: str | None
+    ) -> KafkaError | None:
+        if group_id not in self.core.groups:
+            return None
+        return self.core.commit_error(group_id, generation, member_id, instance)
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
 @dataclass
 class FakeCluster(FakeNodes):
     nodes: int = 3
@@ -162,6 +254,7 @@ class FakeCluster(FakeNodes):
     commits: list[dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=list)
     redials: list[str] = field(default_factory=list)  # addresses whose channel was dropped
     appended: asyncio.Event | None = None
+    groups: FakeGroups = field(default_factory=FakeGroups)
     appended_loop: asyncio.AbstractEventLoop | None = None
 
     def create(self, topic: str, partitions: int = 1) -> list[FakePartition]:
@@ -428,6 +521,7 @@ class FakeCoordinator:
         generation_id: int = -1,
         member_id: str = "",
         committer: cm.Committer = cm.NO_COMMITTER,
+        group_instance_id: str | None = None,
         timeout_ms: int | None = None,
     ) -> tuple[dict[TopicPartition, KafkaError | None], tuple[cm.SharedCommit, ...]]:
         self.cluster.calls.append("OffsetCommit")
@@ -438,6 +532,11 @@ class FakeCoordinator:
             if self.cluster.commit_partition_errors
             else {}
         )
+        fenced = self.cluster.groups.commit_error(
+            group_id, generation_id, member_id, group_instance_id
+        )
+        if fenced is not None:
+            errors = dict.fromkeys(offsets, fenced)
         answer: dict[TopicPartition, KafkaError | None] = {}
         stored = {}
         for tp, offset in offsets.items():
@@ -460,6 +559,30 @@ class FakeCoordinator:
         self._check(self.cluster.offset_fetch_errors, "OffsetFetch")
         assert partitions is not None
         return {tp: self.cluster.committed.get((group_id, tp)) for tp in partitions}
+
+    async def join_group(
+        self, request: gm.JoinGroupRequest, *, timeout_ms: int | None = None
+    ) -> gm.JoinGroupResponse:
+        self._check(deque(), "JoinGroup")
+        return await self.cluster.groups.join(request)
+
+    async def sync_group(
+        self, request: gm.SyncGroupRequest, *, timeout_ms: int | None = None
+    ) -> gm.SyncGroupResponse:
+        self._check(deque(), "SyncGroup")
+        return await self.cluster.groups.sync(request)
+
+    async def heartbeat(
+        self, request: gm.HeartbeatRequest, *, timeout_ms: int | None = None
+    ) -> KafkaError | None:
+        self._check(deque(), "Heartbeat")
+        return self.cluster.groups.heartbeat(request)
+
+    async def leave_group(
+        self, request: gm.LeaveGroupRequest, *, timeout_ms: int | None = None
+    ) -> gm.LeaveGroupResponse:
+        self._check(deque(), "LeaveGroup")
+        return self.cluster.groups.leave(request)
 
     async def close(self) -> None:
         pass

@@ -437,3 +437,17 @@ def test_every_setting_has_a_parser_and_a_dotted_name() -> None:
         for f in dataclasses.fields(cls):
             if f.name != "user_keys":
                 assert "parse" in f.metadata, (cls.__name__, f.name)
+
+
+def test_assignment_strategies_take_kafkas_names_and_java_class_names() -> None:
+    assert consumer_config().partition_assignment_strategy == ("range", "cooperative-sticky")
+    given = "org.apache.kafka.clients.consumer.RoundRobinAssignor, cooperative-sticky"
+    chosen = consumer_config({"partition.assignment.strategy": given})
+    assert chosen.partition_assignment_strategy == ("roundrobin", "cooperative-sticky")
+    listed = consumer_config(partition_assignment_strategy=["range"])
+    assert listed.partition_assignment_strategy == ("range",)
+    with pytest.raises(ConfigError, match=r"partition\.assignment\.strategy=.*not known: sticky"):
+        consumer_config({"partition.assignment.strategy": "sticky"})
+    with pytest.raises(ConfigError, match="not known: \\(empty\\)"):
+        consumer_config({"partition.assignment.strategy": ""})
+    assert consumer_config(group_instance_id="host-1").group_instance_id == "host-1"

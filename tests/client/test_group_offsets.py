@@ -327,7 +327,7 @@ async def test_a_consumer_told_of_another_committer_warns_once_per_other_consume
 ) -> None:
     """Commits name the consumer (client.id, a random instance id per consumer); an answer
     naming another consumer of the group on the same partitions is a WARNING, once per other
-    consumer however often it is named (no group membership yet)."""
+    consumer however often it is named (consumers outside the group's membership)."""
     cluster = FakeCluster()
     cluster.install(monkeypatch)
     other = cm.Committer("reader", "f" * 32, "10.0.0.7")

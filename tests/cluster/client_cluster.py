@@ -131,6 +131,11 @@ class ClientCluster:
         self.loopback.kill_everything()
 
 
+# `cluster start` arguments for tests whose consumers join a group alone: their first join need
+# not wait out group.initial.rebalance.delay.ms (3 s) for members that never come.
+NO_GROUP_DELAY = ("--override", "group.initial.rebalance.delay.ms=0")
+
+
 def start_client_cluster(
     data_dir: Path, node_count: int = 3, *start_args: str, timeout_s: float = 60
 ) -> ClientCluster:

@@ -32,8 +32,9 @@ from uuid import UUID
 import grpc
 from cluster_helpers import LoopbackCluster
 
+from replog.admin.cluster_metadata import ClusterMetadata, PartitionInfo
 from replog.admin.controller_client import ControllerClient
-from replog.admin.controller_results import ClusterMetadata, NewTopic, PartitionInfo
+from replog.admin.controller_results import NewTopic
 from replog.errors import (
     KafkaError,
     NotLeaderOrFollowerError,

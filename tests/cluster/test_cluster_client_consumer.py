@@ -30,7 +30,7 @@ from typing import Any
 
 import grpc
 import pytest
-from client_cluster import ClientCluster, client_cluster
+from client_cluster import NO_GROUP_DELAY, ClientCluster, client_cluster
 
 from replog import Admin, Consumer, Producer, aio
 from replog.client.records import ConsumerRecord, OffsetAndTimestamp, TopicPartition
@@ -51,7 +51,7 @@ TS = 1_700_000_000_000
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClientCluster]:
-    with client_cluster(tmp_path_factory.mktemp("c"), 3) as started:
+    with client_cluster(tmp_path_factory.mktemp("c"), 3, *NO_GROUP_DELAY) as started:
         yield started
 
 
@@ -188,13 +188,16 @@ def test_subscribe_commit_and_restart_continue_after_the_committed_offset(
 def test_two_consumers_of_one_group_are_warned_by_the_coordinator_and_the_consumers(
     cluster: ClientCluster, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """No group membership yet: both read everything. Before: silence on both sides."""
+    """Both assign() every partition (outside the group's membership): both read everything.
+    Before: silence on both sides."""
     cluster.create_topic("shared", 2, 3)
     for partition in range(2):
         produce(cluster, "shared", partition, [b"%d" % partition])
     group = settings(cluster, group_id="twins", enable_auto_commit=False, client_id="twin")
     caplog.set_level(logging.WARNING, logger="replog.client.consumer")
-    with Consumer("shared", **group) as first, Consumer("shared", **group) as second:
+    with Consumer(**group) as first, Consumer(**group) as second:
+        first.assign([TopicPartition("shared", p) for p in range(2)])
+        second.assign([TopicPartition("shared", p) for p in range(2)])
         assert len(poll_until(first, 2)) == len(poll_until(second, 2)) == 2  # both read all
         first.commit()
         assert not [r for r in caplog.records if "another consumer" in r.getMessage()]
@@ -207,7 +210,7 @@ def test_two_consumers_of_one_group_are_warned_by_the_coordinator_and_the_consum
         "another consumer commits offsets for group 'twins' and the same partitions "
         "(shared-0, shared-1): client 'twin' (instance "
         in message
-        and "replog does not balance a group's partitions" in message
+        and "subscribe with the group.id so that the group splits them" in message
         for message in told
     ), told
     logs = "".join(

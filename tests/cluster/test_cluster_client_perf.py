@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from client_cluster import ClientCluster, client_cluster
+from client_cluster import NO_GROUP_DELAY, ClientCluster, client_cluster
 from cluster_helpers import replog
 
 pytestmark = pytest.mark.slow
@@ -23,7 +23,7 @@ RECORDS = 3000
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClientCluster]:
-    with client_cluster(tmp_path_factory.mktemp("perf")) as started:
+    with client_cluster(tmp_path_factory.mktemp("perf"), 3, *NO_GROUP_DELAY) as started:
         yield started
 
 

@@ -1,5 +1,5 @@
 """SharedCommits: which other consumer instances commit the same partitions of a group (the
-warning while replog has no group membership)."""
+warning for commits from outside the group's membership)."""
 
 from __future__ import annotations
 

@@ -29,6 +29,7 @@ from quorum.metadata.records import (
 from quorum.raft.ready import CommittedBatch, LeaderChange
 from replog.errors import (
     BrokerLifecycleError,
+    DuplicateBrokerRegistrationError,
     InconsistentClusterIdError,
     NotControllerError,
     StaleBrokerEpochError,
@@ -399,6 +400,22 @@ async def test_no_registration_in_time_fails_wait_until_running(controllers: Con
         await asyncio.wait_for(lifecycle.wait_until_running(), TIMEOUT_S)
     assert len(controllers.cluster.registrations) >= 2  # it retried with backoff meanwhile
     await lifecycle.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_refused_registration_is_said_once_with_its_cause(
+    controllers: Controllers, caplog: pytest.LogCaptureFixture
+) -> None:
+    controllers.cluster.refuse_registration = DuplicateBrokerRegistrationError.code
+    lifecycle = driver(controllers.addresses, initial_registration_timeout_ms=600)
+    with caplog.at_level("INFO", logger="replog.server.broker"):
+        lifecycle.start()
+        with pytest.raises(BrokerLifecycleError):
+            await asyncio.wait_for(lifecycle.wait_until_running(), TIMEOUT_S)
+        await lifecycle.stop()
+    said = [r.getMessage() for r in caplog.records if "registration refused" in r.getMessage()]
+    assert len(controllers.cluster.registrations) >= 2, "it retried"
+    assert said == [f"broker {BROKER_ID}: registration refused by controller 1 (no); retrying"]
 
 
 @pytest.mark.asyncio

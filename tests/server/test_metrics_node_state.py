@@ -171,3 +171,48 @@ def test_a_leaders_replication_factor_leaves_out_the_replicas_being_added(tmp_pa
     assert partition is not None
     state = _replica_state(partition)
     assert (state.replica_count, state.isr_size) == (2, 2)  # not under-replicated
+
+
+def test_consumer_groups_lag_states_members_and_rebalances() -> None:
+    from replog.server.group_coordinator import GroupMetrics, GroupSnapshot
+
+    replicas = (
+        ReplicaState("t", 0, True, 1, 1, 1, 0, high_watermark=50),
+        ReplicaState("t", 1, False, 0, 0, 0, 0),  # led elsewhere: no lag from here
+    )
+    groups = GroupMetrics(
+        (
+            GroupSnapshot("readers", "Stable", 2, (("t", 0, 42), ("t", 1, 7))),
+            GroupSnapshot("old", "Empty", 0, (("t", 0, 60),)),  # past the HW: lag 0
+        ),
+        rebalances=5,
+    )
+    registry = scrape(NodeState(RAFT, BrokerState(replicas, {}, 0, groups=groups)))
+    assert value(registry, "replog_partition_high_watermark", topic="t", partition="0") == 50
+    assert value(registry, "replog_partition_high_watermark", topic="t", partition="1") is None
+    assert (
+        value(registry, "replog_consumer_group_lag", group="readers", topic="t", partition="0") == 8
+    )
+    assert (
+        value(registry, "replog_consumer_group_lag", group="readers", topic="t", partition="1")
+        is None
+    )
+    assert value(registry, "replog_consumer_group_lag", group="old", topic="t", partition="0") == 0
+    assert (
+        value(
+            registry,
+            "replog_consumer_group_committed_offset",
+            group="readers",
+            topic="t",
+            partition="1",
+        )
+        == 7
+    )
+    assert value(registry, "replog_consumer_groups", state="Stable") == 1
+    assert value(registry, "replog_consumer_groups", state="Empty") == 1
+    assert value(registry, "replog_consumer_groups", state="PreparingRebalance") == 0
+    assert value(registry, "replog_consumer_group_members", group="readers") == 2
+    assert value(registry, "replog_consumer_group_rebalances_total") == 5
+    # Without a coordinator (not up yet): no group families, the high watermarks still.
+    bare = scrape(NodeState(RAFT, BrokerState(replicas, {}, 0)))
+    assert value(bare, "replog_consumer_groups", state="Stable") is None

@@ -21,6 +21,13 @@ Rules (Kafka's, docs/design/clients.md#metric-names):
 - `replog_write_hints_dropped_total`: writeback and page-cache hints the process's hint thread
   skipped because its queue was full (the disk is behind the appends) or a descriptor could not
   be duplicated; a counter, read from `write_hints.runner` (process-wide, like the thread).
+- Consumer groups (docs/groups.md#metrics): the broker coordinating a group reports it
+  (`replog_consumer_groups` by state, `replog_consumer_group_members`, its committed offsets,
+  and `replog_consumer_group_lag` for the partitions this broker leads, where it knows the
+  high watermark exactly); each leader reports `replog_partition_high_watermark`, so a query
+  can join the two for partitions led elsewhere. `replog_consumer_group_rebalances` counts the
+  rebalances completed by this broker's coordinators since it started. Summing over brokers
+  counts each group once.
 - Families of a role the node does not have (no broker, no controller) are left out.
 
 Thread safety: the HTTP endpoint scrapes on its own thread while the event loop changes the
@@ -39,6 +46,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from replog.server.group_coordinator import GroupMetrics
 from replog.storage import write_hints
 
 if TYPE_CHECKING:
@@ -50,6 +58,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("replog.server.metrics")
 
 NO_LEADER = -1
+GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +72,7 @@ class ReplicaState:
     isr_size: int  # the committed ISR (leaders only; 0 otherwise)
     min_isr: int  # the effective min.insync.replicas (leaders only; 0 otherwise)
     size_bytes: int
+    high_watermark: int = -1  # leaders only
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +90,7 @@ class BrokerState:
     metadata_offset_lag: int
     write_hints_dropped: int = 0
     pending_replica_changes: int = 0
+    groups: GroupMetrics | None = None  # None: the group coordinator is not up
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +198,66 @@ class NodeStateCollector(Collector):
             "Writeback and page-cache hints skipped (queue full: the disk is behind the appends)",
             value=broker.write_hints_dropped,
         )
+        yield from _group_families(broker)
+
+
+def _group_families(broker: BrokerState) -> Iterator[Metric]:
+    """The high watermarks this broker leads and the consumer groups it coordinates."""
+    high_watermarks = GaugeMetricFamily(
+        "replog_partition_high_watermark",
+        "High watermark of a partition this broker leads",
+        labels=["topic", "partition"],
+    )
+    led: dict[tuple[str, int], int] = {}
+    for replica in broker.replicas:
+        if replica.is_leader:
+            led[(replica.topic, replica.partition)] = replica.high_watermark
+            high_watermarks.add_metric(
+                [replica.topic, str(replica.partition)], replica.high_watermark
+            )
+    yield high_watermarks
+    groups = broker.groups
+    if groups is None:
+        return
+    states = GaugeMetricFamily(
+        "replog_consumer_groups",
+        "Consumer groups this broker coordinates, by state",
+        labels=["state"],
+    )
+    counts = {state: 0 for state in GROUP_STATES}
+    members = GaugeMetricFamily(
+        "replog_consumer_group_members", "Members of a consumer group", labels=["group"]
+    )
+    committed = GaugeMetricFamily(
+        "replog_consumer_group_committed_offset",
+        "A consumer group's committed offset of a partition (the next offset to read)",
+        labels=["group", "topic", "partition"],
+    )
+    lag = GaugeMetricFamily(
+        "replog_consumer_group_lag",
+        "High watermark minus committed offset (partitions this broker leads)",
+        labels=["group", "topic", "partition"],
+    )
+    for group in groups.groups:
+        counts[group.state] = counts.get(group.state, 0) + 1
+        members.add_metric([group.group_id], group.members)
+        for topic, partition, offset in group.committed:
+            labels = [group.group_id, topic, str(partition)]
+            committed.add_metric(labels, offset)
+            high_watermark = led.get((topic, partition))
+            if high_watermark is not None:
+                lag.add_metric(labels, max(0, high_watermark - offset))
+    for state, count in counts.items():
+        states.add_metric([state], count)
+    yield states
+    yield members
+    yield committed
+    yield lag
+    yield CounterMetricFamily(
+        "replog_consumer_group_rebalances",
+        "Rebalances completed by the group coordinators of this broker since it started",
+        value=groups.rebalances,
+    )
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
@@ -230,10 +301,13 @@ def _read_broker(broker: BrokerRuntime, metadata_high_watermark: int) -> BrokerS
     if replica_manager is None:  # the data plane is not up yet: no replicas to report
         return BrokerState((), {}, lag, dropped)
     replicas: tuple[ReplicaState, ...] = ()
+    groups: GroupMetrics | None = None
+    coordinator = broker.group_coordinator
     for attempt in (1, 2):
         try:
             partitions = tuple(replica_manager.partitions().values())
             replicas = tuple(_replica_state(partition) for partition in partitions)
+            groups = None if coordinator is None else coordinator.metrics_snapshot()
             break
         except RuntimeError:  # a container changed size under the scrape (see docstring)
             log.debug("metrics scrape raced with a change (attempt %d)", attempt)
@@ -243,6 +317,7 @@ def _read_broker(broker: BrokerRuntime, metadata_high_watermark: int) -> BrokerS
         lag,
         dropped,
         replica_manager.pending_changes,
+        groups,
     )
 
 
@@ -263,4 +338,5 @@ def _replica_state(partition: Partition) -> ReplicaState:
         isr_size=len(leader_state.isr),
         min_isr=leader_state.effective_min_isr,
         size_bytes=partition.log.size_in_bytes,
+        high_watermark=partition.log.high_watermark,
     )

@@ -1,0 +1,223 @@
+"""Scenarios of the consumer's membership core (`GroupMember`) against the real coordinator core,
+on a simulated clock (`group_member_sim`): joining, splitting, eager and cooperative rebalances,
+liveness (session and max.poll.interval.ms), commits fenced by generation, fatal errors.
+`GroupSim.check` holds after every step: no partition is read by two live members."""
+
+from __future__ import annotations
+
+import pytest
+from group_member_sim import GroupSim
+
+from replog.common import TopicPartition
+from replog.coordinator import classic_group_messages as gm
+from replog.coordinator.group_member import GroupMember, MemberConfig, Phase
+from replog.errors import (
+    IllegalGenerationError,
+    InconsistentGroupProtocolError,
+    RebalanceInProgressError,
+)
+
+SPLIT = 1_000  # enough simulated time for a rebalance
+
+
+def test_one_member_gets_every_partition_and_heartbeats() -> None:
+    sim = GroupSim({"t": 3})
+    a = sim.add("a")
+    sim.run(SPLIT)
+    assert sim.reads() == {"a": ["t-0", "t-1", "t-2"]}
+    assert a.history == [("assigned", ("t-0", "t-1", "t-2"))]
+    assert a.core.phase is Phase.STABLE and a.core.leader
+    assert sim.state() == "Stable"
+    generation = a.core.generation
+    sim.run(5_000)  # heartbeats keep the session (1 s) alive
+    assert a.core.generation == generation and sim.state() == "Stable"
+
+
+@pytest.mark.parametrize("assignor", ["range", "roundrobin", "cooperative-sticky"])
+def test_three_members_split_the_partitions_evenly_and_disjointly(assignor: str) -> None:
+    sim = GroupSim({"t": 7})
+    for name in "abc":
+        sim.add(name, assignors=(assignor,))
+    sim.run(3 * SPLIT)
+    reads = sim.reads()
+    counts = sorted(len(parts) for parts in reads.values())
+    assert counts == [2, 2, 3], reads
+    assert sorted(p for parts in reads.values() for p in parts) == [f"t-{i}" for i in range(7)]
+
+
+def test_range_splits_each_topic_in_runs() -> None:
+    sim = GroupSim({"t": 4, "u": 2})
+    sim.add("a", topics=("t", "u"))
+    sim.run(SPLIT)
+    sim.add("b", topics=("t", "u"))
+    sim.run(2 * SPLIT)
+    assert sim.reads() == {"a": ["t-0", "t-1", "u-0"], "b": ["t-2", "t-3", "u-1"]}
+
+
+def test_eager_revokes_everything_before_it_rejoins() -> None:
+    sim = GroupSim({"t": 4})
+    a = sim.add("a")
+    sim.run(SPLIT)
+    sim.add("b")
+    sim.run(2 * SPLIT)
+    assert a.history == [
+        ("assigned", ("t-0", "t-1", "t-2", "t-3")),
+        ("revoked", ("t-0", "t-1", "t-2", "t-3")),
+        ("assigned", ("t-0", "t-1")),
+    ]
+
+
+def test_cooperative_moves_only_what_must_move_in_two_rebalances() -> None:
+    sim = GroupSim({"t": 4})
+    a = sim.add("a", assignors=("cooperative-sticky",))
+    sim.run(SPLIT)
+    b = sim.add("b", assignors=("cooperative-sticky",))
+    sim.run(3 * SPLIT)
+    # a keeps two of its partitions throughout: never revoked, never reassigned.
+    assert a.history[0] == ("assigned", ("t-0", "t-1", "t-2", "t-3"))
+    assert a.history[1][0] == "revoked" and len(a.history[1][1]) == 2
+    assert a.history[2] == ("assigned", ())
+    kept = sorted(set(a.history[0][1]) - set(a.history[1][1]))
+    assert sim.reads()["a"] == kept
+    assert sorted(sim.reads()["b"]) == sorted(a.history[1][1])
+    assert b.history[-1] == ("assigned", a.history[1][1])
+    assert a.core.stats.count >= 2  # the second rebalance gave the revoked partitions away
+
+
+def test_cooperative_member_leaving_hands_its_partitions_over() -> None:
+    sim = GroupSim({"t": 6})
+    for name in "abc":
+        sim.add(name, assignors=("cooperative-sticky",))
+    sim.run(4 * SPLIT)
+    before = sim.reads()
+    c = sim.members["c"]
+    outgoing = c.core.leave(sim.now)
+    assert outgoing is not None and isinstance(outgoing.request, gm.LeaveGroupRequest)
+    c.alive = False
+    sim._route(sim.coordinator.leave(outgoing.request, sim.now)[1])
+    sim.run(3 * SPLIT)
+    after = sim.reads()
+    assert sorted(len(p) for p in after.values()) == [3, 3]
+    for name in "ab":  # sticky: a survivor keeps what it had
+        assert set(before[name]) <= set(after[name])
+
+
+def test_a_killed_member_loses_its_partitions_after_the_session_timeout() -> None:
+    sim = GroupSim({"t": 4})
+    sim.add("a", session_ms=500)
+    sim.add("b", session_ms=500)
+    sim.run(2 * SPLIT)
+    assert sorted(len(p) for p in sim.reads().values()) == [2, 2]
+    sim.members["b"].alive = False  # kill -9: nothing more from it
+    sim.run(400)
+    assert sim.reads()["a"] != ["t-0", "t-1", "t-2", "t-3"]  # the session has not expired
+    sim.run(600 + SPLIT)
+    assert sim.reads() == {"a": ["t-0", "t-1", "t-2", "t-3"]}
+
+
+def test_a_member_that_stops_polling_leaves_and_its_partitions_are_lost() -> None:
+    sim = GroupSim({"t": 4})
+    a = sim.add("a", max_poll_ms=2_000)
+    b = sim.add("b", max_poll_ms=2_000)
+    sim.run(2 * SPLIT)
+    b.polling = False  # stuck in its processing; the heartbeats go on
+    sim.run(1_500)
+    assert len(sim.reads()["a"]) == 2  # not yet past max.poll.interval.ms
+    sim.run(600 + SPLIT)
+    assert sorted(sim.reads()["a"]) == ["t-0", "t-1", "t-2", "t-3"]
+    assert b.core.member_id == "" and b.core.phase is Phase.UNJOINED
+    assert a.core.stats.count >= 2
+    b.polling = True  # poll again: the lost callback first, then a new member joins
+    sim.run(3 * SPLIT)
+    assert b.history[-2][0] == "lost"
+    assert sorted(len(p) for p in sim.reads().values()) == [2, 2]
+
+
+def test_commits_carry_the_generation_and_are_refused_while_rebalancing() -> None:
+    sim = GroupSim({"t": 2})
+    a = sim.add("a")
+    assert a.core.commit_identity() == (-1, "", None)  # not in the group yet
+    sim.run(SPLIT)
+    generation, member_id, _ = a.core.commit_identity()
+    assert generation >= 1 and member_id.startswith("a-")
+    assert sim.coordinator.commit_error("g", generation, member_id, None) is None
+    sim.add("b")
+    sim.run(10)  # b's join waits for a
+    assert sim.state() == "PreparingRebalance"
+    a.core.heartbeat_answered(RebalanceInProgressError("rebalancing"), sim.now)
+    assert a.core.next_request(sim.now) is None  # the revoke callback first
+    assert a.core.commit_identity()[0] == generation  # which may still commit
+    sim._callbacks("a", a)
+    join = a.core.next_request(sim.now)
+    assert join is not None and join.kind == "join"
+    with pytest.raises(RebalanceInProgressError):
+        a.core.commit_identity()
+    sim._send("a", join)
+    sim.run(2 * SPLIT)
+    assert isinstance(
+        sim.coordinator.commit_error("g", generation, member_id, None), IllegalGenerationError
+    )
+    assert a.core.commit_identity()[0] > generation
+
+
+def test_a_commit_refused_for_its_generation_loses_the_partitions() -> None:
+    sim = GroupSim({"t": 2})
+    a = sim.add("a")
+    sim.run(SPLIT)
+    a.core.commit_fenced(IllegalGenerationError("old generation"), sim.now)
+    sim.run(SPLIT)
+    assert [kind for kind, _ in a.history] == ["assigned", "lost", "assigned"]
+    assert sim.reads() == {"a": ["t-0", "t-1"]}
+
+
+def test_the_leader_rebalances_when_partitions_are_added() -> None:
+    sim = GroupSim({"t": 2})
+    sim.add("a")
+    sim.add("b")
+    sim.run(2 * SPLIT)
+    sim.set_counts({"t": 4})
+    sim.run(2 * SPLIT)
+    assert sorted(p for parts in sim.reads().values() for p in parts) == [
+        "t-0",
+        "t-1",
+        "t-2",
+        "t-3",
+    ]
+
+
+def test_no_common_assignor_is_fatal_for_the_newcomer() -> None:
+    sim = GroupSim({"t": 2})
+    sim.add("a", assignors=("range",))
+    sim.run(SPLIT)
+    b = sim.add("b", assignors=("roundrobin",))
+    sim.run(SPLIT)
+    assert isinstance(b.core.fatal, InconsistentGroupProtocolError)
+    assert sim.reads()["a"] == ["t-0", "t-1"]
+
+
+def test_closing_revokes_and_a_static_member_does_not_leave() -> None:
+    sim = GroupSim({"t": 2})
+    a = sim.add("a", instance="a-host")
+    sim.run(SPLIT)
+    assert [e.kind for e in a.core.leave_events()] == ["revoked"]
+    assert a.core.leave(sim.now) is None  # KIP-345: the session decides
+
+
+def test_unknown_assignor_names_are_refused() -> None:
+    with pytest.raises(ValueError, match="sticky"):
+        MemberConfig("g", "c", 10, 10, 1, 1, ("sticky",))
+
+
+def test_the_subscription_carries_owned_partitions_and_generation() -> None:
+    from replog.coordinator.consumer_protocol import subscription_from_bytes
+
+    core = GroupMember(MemberConfig("g", "c", 10, 10, 1, 1, ("cooperative-sticky",)))
+    core.subscribe(frozenset({"t"}), 0)
+    core.owned = frozenset({TopicPartition("t", 1)})
+    core.protocol, core.generation = "cooperative-sticky", 4
+    outgoing = core.next_request(0)
+    assert outgoing is not None and isinstance(outgoing.request, gm.JoinGroupRequest)
+    ((name, metadata),) = outgoing.request.protocols
+    decoded = subscription_from_bytes(metadata)
+    assert name == "cooperative-sticky" and decoded.topics == ("t",)
+    assert decoded.owned == (TopicPartition("t", 1),) and decoded.generation == 4

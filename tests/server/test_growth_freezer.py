@@ -1,0 +1,63 @@
+"""The node freezes its heap as its replica set grows and thaws it after mass deletions."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from replog.server import collector
+from replog.server.collector import GrowthFreezer
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The collector's calls to `gc`, recorded instead of made (gc is process-wide)."""
+    made: list[str] = []
+    fake = SimpleNamespace(
+        collect=lambda generation=2: made.append(f"collect({generation})") or 0,
+        freeze=lambda: made.append("freeze"),
+        unfreeze=lambda: made.append("unfreeze"),
+        get_freeze_count=lambda: 0,
+    )
+    monkeypatch.setattr(collector, "gc", fake)
+    return made
+
+
+def test_growth_past_the_limit_freezes_after_a_young_collection(calls: list[str]) -> None:
+    freezer = GrowthFreezer(freeze_after=100)
+    freezer.replicas_changed(created=60, deleted=0, live=60)
+    assert calls == []
+    freezer.replicas_changed(created=40, deleted=0, live=100)
+    assert calls == ["collect(1)", "freeze"]
+    freezer.replicas_changed(created=99, deleted=0, live=199)
+    assert freezer.freezes == 1
+
+
+def test_mass_deletion_thaws_collects_in_full_and_freezes_again(calls: list[str]) -> None:
+    freezer = GrowthFreezer(freeze_after=100, thaw_fraction=0.25)
+    freezer.replicas_changed(created=1000, deleted=0, live=1000)
+    calls.clear()
+    freezer.replicas_changed(created=0, deleted=150, live=850)  # under a quarter of 850
+    assert calls == []
+    freezer.replicas_changed(created=0, deleted=100, live=750)  # 250 since the last thaw
+    assert calls == ["unfreeze", "collect(2)", "freeze"]
+    assert freezer.thaws == 1
+
+
+def test_few_deletions_of_a_small_set_never_thaw(calls: list[str]) -> None:
+    freezer = GrowthFreezer(freeze_after=100, thaw_fraction=0.25)
+    for _ in range(99):
+        freezer.replicas_changed(created=0, deleted=1, live=10)
+    assert calls == []
+
+
+def test_nothing_happens_unless_the_process_installed_it(
+    calls: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(collector, "_installed", None)
+    collector.replicas_changed(created=10_000, deleted=0, live=10_000)
+    assert calls == []
+    installed = collector.install_growth_freezer()
+    collector.replicas_changed(created=10_000, deleted=0, live=10_000)
+    assert calls == ["collect(1)", "freeze"] and installed.freezes == 1

@@ -59,6 +59,7 @@ from replog.record.varint import decode_varint
 Int64s = npt.NDArray[np.int64]
 Bytes = npt.NDArray[np.uint8]
 Words = npt.NDArray[np.uint64]  # the 8 bytes at each position of a buffer
+Pairs = npt.NDArray[np.uint16]  # the 2 bytes at each position of a buffer
 Data = bytes | memoryview  # a fetch answer, or a view of one (module docstring)
 
 TIMESTAMP_TYPE_CREATE_TIME = 0
@@ -170,7 +171,7 @@ _RUN_BACKOFF_MAX = 1024  # records walked one by one after a failed guess, at mo
 
 def _record_starts(
     buffer: Data,
-    buf: Bytes,
+    pairs: Pairs,
     spans: list[tuple[int, int]],
     batches: Sequence[tuple[int, BatchHeader]],
 ) -> Int64s:
@@ -179,12 +180,14 @@ def _record_starts(
     One record at a time it is a table lookup. Records of one size often come in runs (fixed
     size values and keys; a timestamp delta's varint grows only at 64 ms and 8 s), so at a
     record whose length took `step` bytes in all, the next ones are guessed at pos + k * step
-    and the guess checked for all of them at once: the guessed positions up to the first one
-    whose length bytes differ are record starts (each record before it had the same length,
-    so it ended there). After a guess that did not pay, the next records are walked one by
-    one (twice as many after each failure, up to _RUN_BACKOFF_MAX), so records of varying
-    size cost little more than the plain walk. Nothing is checked here but that each region's
-    last record ends at the region's end; `_vectorised` checks every length.
+    and the guess checked for all of them at once by each guess's first two bytes (the length;
+    for a one-byte length also the attributes byte, 0 as producers write it, else the run is
+    only shorter): the guessed positions up to the first one whose two bytes differ are record
+    starts (each record before it had the same length, so it ended there). After a guess that
+    did not pay, the next records are walked one by one (twice as many after each failure, up
+    to _RUN_BACKOFF_MAX), so records of varying size cost little more than the plain walk.
+    Nothing is checked here but that each region's last record ends at the region's end;
+    `_vectorised` checks every length.
     """
     pieces: list[Int64s] = []
     singles = array("q")  # int64, handed to numpy without a conversion per element
@@ -197,19 +200,35 @@ def _record_starts(
         pos = begin
         left = header.records_count
         while left:
+            if walked < walk_until:
+                # After a failed guess: a tight walk, the guess's conditions not asked per record.
+                count = min(left, walk_until - walked)
+                before = len(singles)
+                for _ in range(count):
+                    step = steps[buffer[pos]][buffer[pos + 1]]
+                    if step is None:
+                        break  # a longer length varint: the general step below
+                    add(pos)  # a bad length can send pos anywhere (see below)
+                    pos += step
+                done = len(singles) - before
+                left -= done
+                walked += done
+                if done == count:
+                    continue
             first = buffer[pos]
-            step = steps[first][buffer[pos + 1]]
+            second = buffer[pos + 1]
+            step = steps[first][second]
             if step is None:  # a longer length varint (raises InvalidRecordError if bad)
                 size, after = _varint(buffer, pos, end)
                 step = after + size - pos
             elif walked >= walk_until and left >= _RUN_MIN and step > 0:
                 guess = min(left, (end - pos) // step)
                 if guess >= _RUN_MIN:
-                    at = pos + step * np.arange(guess, dtype=np.int64)
-                    same = buf[at] == first
-                    if first >= 0x80:  # a two-byte length: both bytes must match
-                        same &= buf[at + 1] == buf[pos + 1]
-                    run = guess if bool(same.all()) else int(np.argmin(same))
+                    at = np.arange(pos, pos + step * guess, step, dtype=np.int64)
+                    same = pairs[at] == first | second << 8
+                    run = int(np.argmin(same))  # the first miss, or 0 when all match
+                    if same[run]:
+                        run = guess
                     if run >= _RUN_MIN:
                         if singles:
                             pieces.append(np.frombuffer(singles, dtype=np.int64))
@@ -384,7 +403,11 @@ def _vectorised(data: Data, batches: Sequence[tuple[int, BatchHeader]], where: s
     words = np.ndarray(
         shape=(max(len(buf) - 7, 0),), dtype="<u8", buffer=buf, offset=0, strides=(1,)
     )
-    record_start = _record_starts(buffer, buf, spans, batches)
+    # The 2 bytes at each position that has 2 after it, likewise.
+    pairs = np.ndarray(
+        shape=(max(len(buf) - 1, 0),), dtype="<u2", buffer=buf, offset=0, strides=(1,)
+    )
+    record_start = _record_starts(buffer, pairs, spans, batches)
     body_size, start = _varints(buf, words, record_start, 5)
     end = start + body_size
     # The starts were found with these same lengths, so each body ends where the next record

@@ -17,6 +17,9 @@ The names and meanings are those of Spark's Kafka source, so code written agains
 - `endingOffsets` (batch only): `latest` (default) or JSON with -1 = latest; -2 not allowed.
 - `maxOffsetsPerTrigger` (streaming): a positive total per micro-batch, split across partitions
   by backlog.
+- `minOffsetsPerTrigger` (streaming): a positive total a micro-batch waits for, unless
+  `maxTriggerDelay` (a Spark time string: `15m` default, `30s`, `500ms`, a bare number is ms)
+  has passed since the last one started; not above `maxOffsetsPerTrigger` when both are set.
 - `minPartitions`: a positive hint; large ranges are split so there are at least this many tasks.
 - `failOnDataLoss` (default true), `includeHeaders` (default false): booleans.
 - `pollTimeoutMs` (Kafka's `kafkaConsumer.pollTimeoutMs`, also accepted): how long a task may
@@ -51,6 +54,11 @@ EARLIEST = -2  # Kafka's per-partition JSON values for "earliest" and "latest"
 LATEST = -1
 
 DEFAULT_POLL_TIMEOUT_MS = 120_000
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000  # Spark's Kafka source: 15m
+# Spark's time strings (JavaUtils.timeStringAsMs): a number and an optional unit, ms without.
+_TIME_STRING = re.compile(r"([0-9]+)([a-z]+)?")
+_TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
+_TIME_UNITS_MS["d"] = 24 * _TIME_UNITS_MS["h"]
 
 Positions = dict[TopicPartitionKey, int]
 
@@ -69,6 +77,8 @@ KNOWN = {
         "startingTimestamp",
         "startingOffsetsByTimestampStrategy",
         "maxOffsetsPerTrigger",
+        "minOffsetsPerTrigger",
+        "maxTriggerDelay",
         "minPartitions",
         "failOnDataLoss",
         "includeHeaders",
@@ -170,6 +180,8 @@ class SourceOptions:
     starting: StartSpec
     ending: EndSpec
     max_offsets_per_trigger: int | None
+    min_offsets_per_trigger: int | None
+    max_trigger_delay_ms: int
     min_partitions: int | None
     fail_on_data_loss: bool
     include_headers: bool
@@ -217,13 +229,22 @@ def parse_options(options: Mapping[str, str], mode: Mode) -> SourceOptions:
             raise SourceOptionError("option 'endingOffsets' is not valid in streaming queries")
         ending = _ending(given["endingoffsets"])
     poll = given.get("polltimeoutms", given.get("kafkaconsumer.polltimeoutms"))
+    max_offsets = _positive(given, "maxOffsetsPerTrigger")
+    min_offsets = _positive(given, "minOffsetsPerTrigger")
+    if min_offsets is not None and max_offsets is not None and min_offsets > max_offsets:
+        raise SourceOptionError(
+            f"option 'minOffsetsPerTrigger' ({min_offsets}) must not be above "
+            f"'maxOffsetsPerTrigger' ({max_offsets})"
+        )
     return SourceOptions(
         mode=mode,
         bootstrap_servers=servers,
         subscription=_subscription(given),
         starting=_starting(given, mode),
         ending=ending,
-        max_offsets_per_trigger=_positive(given, "maxOffsetsPerTrigger"),
+        max_offsets_per_trigger=max_offsets,
+        min_offsets_per_trigger=min_offsets,
+        max_trigger_delay_ms=_duration_ms(given, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY_MS),
         min_partitions=_positive(given, "minPartitions"),
         fail_on_data_loss=_boolean(given, "failOnDataLoss", True),
         include_headers=_boolean(given, "includeHeaders", False),
@@ -414,6 +435,21 @@ def _integer_value(option: str, raw: str, *, minimum: int) -> int:
 def _positive(given: Mapping[str, str], option: str) -> int | None:
     raw = given.get(option.lower())
     return None if raw is None else _integer_value(option, raw, minimum=1)
+
+
+def _duration_ms(given: Mapping[str, str], option: str, default: int) -> int:
+    """A Spark time string (`_TIME_STRING`) in whole ms, as Spark's Kafka source reads it."""
+    raw = given.get(option.lower())
+    if raw is None:
+        return default
+    found = _TIME_STRING.fullmatch(raw.strip().lower())
+    unit = "ms" if found is None or found.group(2) is None else found.group(2)
+    if found is None or unit not in _TIME_UNITS_MS:
+        raise SourceOptionError(
+            f"option {option!r} must be a duration such as '15m', '30s' or '500ms' (units: "
+            f"{', '.join(_TIME_UNITS_MS)}; a bare number is ms), got {raw!r}"
+        )
+    return int(int(found.group(1)) * _TIME_UNITS_MS[unit])
 
 
 def _boolean(given: Mapping[str, str], option: str, default: bool) -> bool:

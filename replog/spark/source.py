@@ -12,7 +12,10 @@ the schema are those of Spark's Kafka source (`replog.spark.options`, `replog.sp
 - Streaming (`ReplogStreamReader`, with `Trigger.AvailableNow` support): offsets are
   `{"topic": {"partition": next_offset}}` (`replog.spark.offsets`); the initial offset comes
   from `startingOffsets`; each micro-batch ends at the high watermarks (limited by
-  `maxOffsetsPerTrigger`, or by the snapshot taken when an availableNow run starts); partitions
+  `maxOffsetsPerTrigger`, or by the snapshot taken when an availableNow run starts), and waits
+  for `minOffsetsPerTrigger` new offsets unless `maxTriggerDelay` has passed
+  (`replog.spark.trigger_delay`; not in an availableNow run, which must reach its snapshot and
+  stop, and not when Spark asks for everything available, as for `Trigger.Once`); partitions
   created later are read from offset 0 (records already deleted there count as data loss, as
   in Spark's Kafka source). A restarted query resumes from the offsets Spark checkpointed, and
   a replayed micro-batch reads exactly its logged range.
@@ -55,10 +58,12 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
 
+from replog.clock import monotonic_ms
 from replog.common import TopicPartitionKey
 from replog.spark.arrow import schema_ddl
 from replog.spark.cluster_view import ClusterView
@@ -83,6 +88,7 @@ from replog.spark.planning import (
     resolve_start,
 )
 from replog.spark.range_reader import read_range
+from replog.spark.trigger_delay import TriggerDelay
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter
@@ -198,6 +204,10 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._view = ClusterView(options.admin_settings(), strict=False)
         self._target: dict[TopicPartitionKey, int] | None = None  # availableNow snapshot
         self._latest: dict[TopicPartitionKey, int] | None = None  # last HWs seen
+        minimum = options.min_offsets_per_trigger
+        self._delay = (
+            None if minimum is None else TriggerDelay(minimum, options.max_trigger_delay_ms)
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -222,8 +232,16 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_offset_dict(start)
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        limit = self.options.max_offsets_per_trigger
-        return ReadAllAvailable() if limit is None else ReadMaxRows(limit)
+        # The API has no composite limit (Kafka's source gives Spark min and max together):
+        # the maximum is Spark's limit, the minimum and its delay come from the options. A
+        # minimum alone is ReadMinRows, so Spark's "everything" (ReadAllAvailable, as for
+        # Trigger.Once) still tells the two apart.
+        options = self.options
+        if options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(options.max_offsets_per_trigger)
+        if options.min_offsets_per_trigger is not None:
+            return ReadMinRows(options.min_offsets_per_trigger)
+        return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._high_watermarks()
@@ -272,6 +290,14 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 message, self.options.fail_on_data_loss, instead="reading on from there"
             )
         end = next_end(begin, latest)
+        delay = self._delay
+        if (
+            delay is not None
+            and self._target is None
+            and not isinstance(limit, ReadAllAvailable)
+            and not delay.admits(begin, end, monotonic_ms())
+        ):
+            return to_offset_dict(begin)  # no micro-batch yet (trigger_delay)
         if isinstance(limit, ReadMaxRows):
             end = rate_limit(begin, end, limit.max_rows)
         return to_offset_dict(end)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from client_cluster import ClientCluster
@@ -87,3 +89,34 @@ def rows(df: DataFrame) -> list[tuple[Any, ...]]:
 def when(ms: int) -> dt.datetime:
     """A record timestamp as Spark returns it (naive, in the session's UTC)."""
     return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).replace(tzinfo=None)
+
+
+def run_available_now(
+    spark: SparkSession, cluster: ClientCluster, topic: str, out: Path, ckpt: Path, **options: str
+) -> list[dict[str, object]]:
+    """One availableNow run into a parquet sink; the progress of each micro-batch."""
+    stream = (
+        spark.readStream.format("replog")
+        .option("bootstrap.servers", cluster.bootstrap)
+        .option("subscribe", topic)
+    )
+    for key, value in options.items():
+        stream = stream.option(key, value)
+    query = (
+        stream.load()
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(120), "the availableNow run did not finish"
+    assert query.exception() is None, query.exception()
+    return [json.loads(p.json) if hasattr(p, "json") else p for p in query.recentProgress]
+
+
+def delivered(spark: SparkSession, out: Path) -> list[tuple[int, int, bytes]]:
+    return sorted(
+        (r.partition, r.offset, r.value)
+        for r in spark.read.parquet(str(out)).select("partition", "offset", "value").collect()
+    )

@@ -7,6 +7,9 @@
   moment (a new leader's) is read again and is not data loss, in an availableNow run too.
 - Offsets by timestamp are looked up before the bounds are read, so records written in
   between cannot put a start above the end it is planned with.
+- `minOffsetsPerTrigger` holds micro-batches back until enough offsets are available or
+  `maxTriggerDelay` has passed, then `maxOffsetsPerTrigger` limits them, as in Spark's Kafka
+  source; an availableNow run and Spark's "everything" limit are not held back.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from pyspark.sql.streaming.datasource import ReadAllAvailable
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 from pyspark.sql.types import StructType
 
 from replog.common import TopicPartitionKey
@@ -56,10 +59,14 @@ class ScriptedView:
 
 
 def stream(
-    monkeypatch: pytest.MonkeyPatch, view: ScriptedView, *, fail_on_data_loss: bool = True
+    monkeypatch: pytest.MonkeyPatch,
+    view: ScriptedView,
+    *,
+    fail_on_data_loss: bool = True,
+    **extra: str,
 ) -> ReplogStreamReader:
     monkeypatch.setattr(source, "HW_RECHECK_INTERVAL_S", 0)
-    options = {"bootstrap.servers": "scripted:9092", "subscribe": "t"}
+    options = {"bootstrap.servers": "scripted:9092", "subscribe": "t", **extra}
     options["failOnDataLoss"] = str(fail_on_data_loss).lower()
     reader = ReplogStreamReader(parse_options(options, Mode.STREAMING), StructType())
     reader._view = view  # type: ignore[assignment]
@@ -145,3 +152,74 @@ def test_a_new_available_now_query_snapshots_after_resolving_its_start(
     assert start == {"t": {"0": 130}}
     assert reader.latestOffset(start, ReadAllAvailable()) == start
     assert view.reads == 2  # the snapshot and the start: nothing read again
+
+
+class Clock:
+    """The driver's monotonic ms, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def at(offset: int) -> dict[str, dict[str, int]]:
+    return {"t": {"0": offset}}
+
+
+def test_min_offsets_wait_for_enough_records_or_the_delay(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(source, "monotonic_ms", clock)
+    view = ScriptedView(103)
+    reader = stream(monkeypatch, view, minOffsetsPerTrigger="10", maxTriggerDelay="30s")
+    assert reader.getDefaultReadLimit() == ReadMinRows(10)
+    limit = reader.getDefaultReadLimit()
+    # The first ask after a start passes, as in Spark's Kafka source: 3 records are read.
+    assert reader.latestOffset(AT_100, limit) == at(103)
+    view.high_watermarks = [112]  # 9 new: not enough, no micro-batch (the start comes back)
+    clock.now += 29_999
+    assert reader.latestOffset(at(103), limit) == at(103)
+    view.high_watermarks = [113]  # 10 new: enough, and the delay starts again
+    clock.now += 1
+    assert reader.latestOffset(at(103), limit) == at(113)
+    view.high_watermarks = [114]
+    clock.now += 29_999
+    assert reader.latestOffset(at(113), limit) == at(113)
+    clock.now += 1  # maxTriggerDelay since the last micro-batch: whatever is there
+    assert reader.latestOffset(at(113), limit) == at(114)
+    clock.now += 60_000  # past the delay with nothing new: still no micro-batch
+    assert reader.latestOffset(at(114), limit) == at(114)
+
+
+def test_min_and_max_offsets_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(source, "monotonic_ms", clock)
+    view = ScriptedView(100)
+    options = {"minOffsetsPerTrigger": "5", "maxOffsetsPerTrigger": "8", "maxTriggerDelay": "1m"}
+    reader = stream(monkeypatch, view, **options)
+    limit = reader.getDefaultReadLimit()
+    assert limit == ReadMaxRows(8)  # Spark gets the maximum; the minimum is the source's
+    assert reader.latestOffset(at(100), limit) == at(100)  # nothing yet
+    view.high_watermarks = [104]
+    clock.now += 1
+    assert reader.latestOffset(at(100), limit) == at(100)  # 4 < 5
+    view.high_watermarks = [130]
+    clock.now += 1
+    assert reader.latestOffset(at(100), limit) == at(108)  # enough: at most 8
+    clock.now += 1
+    assert reader.latestOffset(at(108), limit) == at(116)  # 22 available: 8 more
+
+
+def test_available_now_and_everything_are_not_held_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(source, "monotonic_ms", clock)
+    view = ScriptedView(100, 102)
+    reader = stream(monkeypatch, view, minOffsetsPerTrigger="50", maxTriggerDelay="1h")
+    reader.latestOffset(at(90), reader.getDefaultReadLimit())  # the first ask passes
+    # Spark's ReadAllAvailable (Trigger.Once) reads the 2 records the minimum would hold back
+    assert reader.latestOffset(at(100), ReadAllAvailable()) == at(102)
+    # an availableNow run reaches its snapshot (else the run would stop with records left)
+    view.high_watermarks = [107]
+    reader.prepareForTriggerAvailableNow()
+    assert reader.latestOffset(at(102), reader.getDefaultReadLimit()) == at(107)

@@ -81,6 +81,17 @@ def test_timestamps_take_precedence_over_starting_offsets() -> None:
     )
 
 
+def test_min_offsets_and_trigger_delay_read_as_spark_reads_them() -> None:
+    opts = parse(Mode.STREAMING, minOffsetsPerTrigger="50")
+    assert (opts.min_offsets_per_trigger, opts.max_trigger_delay_ms) == (50, 15 * 60_000)  # type: ignore[attr-defined]
+    durations = {"30s": 30_000, "500ms": 500, "2m": 120_000, "1min": 60_000, "1h": 3_600_000}
+    durations |= {"1d": 86_400_000, "2500us": 2, " 250 ": 250}
+    for given, ms in durations.items():
+        assert parse(Mode.STREAMING, maxTriggerDelay=given).max_trigger_delay_ms == ms  # type: ignore[attr-defined]
+    both = parse(Mode.STREAMING, minOffsetsPerTrigger="10", maxOffsetsPerTrigger="10")
+    assert (both.min_offsets_per_trigger, both.max_offsets_per_trigger) == (10, 10)  # type: ignore[attr-defined]
+
+
 def test_passthrough_client_settings_reach_the_consumer_and_admin() -> None:
     opts = parse_options(
         {**BASE, "kafka.request.timeout.ms": "40000", "kafka.fetch.max.wait.ms": "100"},
@@ -116,6 +127,15 @@ def test_passthrough_client_settings_reach_the_consumer_and_admin() -> None:
         ({**BASE, "endingOffsets": '{"t": {"0": -2}}'}, Mode.BATCH, "'endingOffsets': t-0"),
         ({**BASE, "endingOffsets": "latest"}, Mode.STREAMING, "not valid in streaming"),
         ({**BASE, "maxOffsetsPerTrigger": "0"}, Mode.STREAMING, "'maxOffsetsPerTrigger' must"),
+        ({**BASE, "minOffsetsPerTrigger": "-1"}, Mode.STREAMING, "'minOffsetsPerTrigger' must"),
+        (
+            {**BASE, "minOffsetsPerTrigger": "11", "maxOffsetsPerTrigger": "10"},
+            Mode.STREAMING,
+            "'minOffsetsPerTrigger' (11) must not be above 'maxOffsetsPerTrigger' (10)",
+        ),
+        ({**BASE, "maxTriggerDelay": "soon"}, Mode.STREAMING, "'maxTriggerDelay' must be a dur"),
+        ({**BASE, "maxTriggerDelay": "5 weeks"}, Mode.STREAMING, "got '5 weeks'"),
+        ({**BASE, "maxTriggerDelay": "-5s"}, Mode.STREAMING, "'maxTriggerDelay'"),
         ({**BASE, "minPartitions": "many"}, Mode.BATCH, "'minPartitions' must be an integer"),
         ({**BASE, "failOnDataLoss": "maybe"}, Mode.BATCH, "'failOnDataLoss' must be"),
         ({**BASE, "includeHeaders": "1"}, Mode.BATCH, "'includeHeaders' must be"),

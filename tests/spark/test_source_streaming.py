@@ -2,45 +2,15 @@
 
 from __future__ import annotations
 
-import json
+import threading
+import time
 from pathlib import Path
 
 from client_cluster import ClientCluster
 from pyspark.sql import SparkSession
-from source_helpers import produce
+from source_helpers import delivered, produce, run_available_now
 
 from replog.client.sync_admin import Admin
-
-
-def run_available_now(
-    spark: SparkSession, cluster: ClientCluster, topic: str, out: Path, ckpt: Path, **options: str
-) -> list[dict[str, object]]:
-    """One availableNow run into a parquet sink; the progress of each micro-batch."""
-    stream = (
-        spark.readStream.format("replog")
-        .option("bootstrap.servers", cluster.bootstrap)
-        .option("subscribe", topic)
-    )
-    for key, value in options.items():
-        stream = stream.option(key, value)
-    query = (
-        stream.load()
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(ckpt))
-        .trigger(availableNow=True)
-        .start()
-    )
-    assert query.awaitTermination(120), "the availableNow run did not finish"
-    assert query.exception() is None, query.exception()
-    return [json.loads(p.json) if hasattr(p, "json") else p for p in query.recentProgress]
-
-
-def delivered(spark: SparkSession, out: Path) -> list[tuple[int, int, bytes]]:
-    return sorted(
-        (r.partition, r.offset, r.value)
-        for r in spark.read.parquet(str(out)).select("partition", "offset", "value").collect()
-    )
 
 
 def test_available_now_resumes_from_its_checkpoint_exactly_once(
@@ -138,3 +108,57 @@ def test_a_replayed_micro_batch_reads_exactly_its_logged_range(
     seen.clear()
     run()
     assert seen == [(2, list(range(20, 30))), (3, list(range(30, 35)))]
+
+
+def test_processing_time_with_min_offsets_waits_for_enough_or_the_delay(
+    spark: SparkSession, replog_cluster: ClientCluster, tmp_path: Path
+) -> None:
+    topic = "s-min-offsets"
+    replog_cluster.create_topic(topic, 1, 3)
+    produce(replog_cluster, topic, 0, [b"%d" % i for i in range(3)])
+    batches: list[tuple[float, list[int]]] = []
+    seen = threading.Condition()
+
+    def record(df, batch_id):  # type: ignore[no-untyped-def]
+        offsets = sorted(r.offset for r in df.select("offset").collect())
+        with seen:
+            batches.append((time.monotonic(), offsets))
+            seen.notify_all()
+
+    def wait_for(count: int, timeout_s: float) -> None:
+        with seen:
+            assert seen.wait_for(lambda: len(batches) >= count, timeout_s), batches
+
+    query = (
+        spark.readStream.format("replog")
+        .option("bootstrap.servers", replog_cluster.bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("minOffsetsPerTrigger", "5")
+        .option("maxTriggerDelay", "4s")
+        .load()
+        .writeStream.foreachBatch(record)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+    try:
+        wait_for(1, 120)  # the first trigger after a start passes: the 3 records
+        assert batches[0][1] == [0, 1, 2]
+        # The first micro-batch (Python workers starting) may outlast the delay: the triggers
+        # after it find nothing new and restart the delay (as in Spark's Kafka source).
+        time.sleep(0.5)
+        produce(replog_cluster, topic, 0, [b"x"] * 2)  # 2 < 5: held back...
+        time.sleep(1.0)
+        assert len(batches) == 1, batches
+        produce(replog_cluster, topic, 0, [b"y"] * 3)  # ...until 5 are there, before the delay
+        wait_for(2, 30)
+        assert batches[1][1] == [3, 4, 5, 6, 7]
+        produce(replog_cluster, topic, 0, [b"z"])  # 1 < 5: only once the delay has passed
+        wait_for(3, 30)
+        assert batches[2][1] == [8]
+        # planned 4 s after the one before, which was seen once it had run
+        assert batches[2][0] - batches[1][0] >= 2.5, batches
+    finally:
+        query.stop()
+    assert query.exception() is None, query.exception()

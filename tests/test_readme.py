@@ -13,7 +13,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from replog.cli import demo
+from replog.cli import demo, demo_command
 
 ROOT = Path(__file__).resolve().parent.parent
 MAIN_JOB = (
@@ -49,9 +49,9 @@ def test_the_main_job_installs_what_the_demo_needs() -> None:
 
 def test_the_readme_names_the_demos_defaults() -> None:
     text = " ".join(quick_start().split())
-    first, last = demo.DEFAULT_BASE_PORT, demo.DEFAULT_BASE_PORT + 2
+    first, last = demo_command.DEFAULT_BASE_PORT, demo_command.DEFAULT_BASE_PORT + 2
     assert f"ports {first}-{last}" in text
-    assert f"`./{demo.DEFAULT_DATA_DIR.replace(os.sep, '/')}`" in text
+    assert f"`./{demo_command.DEFAULT_DATA_DIR.replace(os.sep, '/')}`" in text
     assert f"{demo.PARTITIONS} partitions" in text
     assert f"min.insync.replicas={demo.MIN_INSYNC_REPLICAS}" in text
 

@@ -7,7 +7,8 @@ that only the active controller keeps (`broker_heartbeat`).
 Rules (Kafka's ClusterControlManager and heartbeat handling, KIP-631):
 - Registration: the cluster id must be this cluster's (INCONSISTENT_CLUSTER_ID). A broker id
   whose registration is unfenced with a live session cannot be taken by another incarnation
-  (DUPLICATE_BROKER_REGISTRATION). The broker must support every finalized feature
+  (DUPLICATE_BROKER_REGISTRATION), unless the new one names that registration's broker epoch
+  as its previous one (`succeeds_cleanly`). The broker must support every finalized feature
   (UNSUPPORTED_VERSION).
 - A new incarnation's broker epoch is the offset its RegisterBrokerRecord lands at, and it
   starts fenced. If an earlier incarnation was still in ISRs or leading (it died without
@@ -84,11 +85,26 @@ class BrokerRegistrationRequest:
     endpoints: tuple[Endpoint, ...] = ()
     features: tuple[FeatureRange, ...] = ()
     rack: str | None = None
+    # KIP-966: the broker epoch its previous run wrote into its clean-shutdown marker (-1: none)
+    previous_broker_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerRegistrationReply:
     broker_epoch: int
+
+
+def succeeds_cleanly(live_broker_epoch: int, previous_broker_epoch: int) -> bool:
+    """Whether a registration naming `previous_broker_epoch` comes from the successor of the
+    live registration, after its clean shutdown: the epoch is read from the clean-shutdown
+    marker the live incarnation wrote into its own log dir as the last step of its broker
+    role's stop (KIP-966), so that incarnation is done serving. Its session may still look
+    live (a stopped cluster's last brokers cannot be fenced on their way out, and a new active
+    controller gives every registration a fresh session): Kafka makes the successor wait that
+    session out, up to broker.session.timeout.ms, where nothing is left to wait for. 0 and
+    below name none: 0 is what an absent field reads as, and no broker epoch is 0 (offset 0
+    holds the bootstrap records)."""
+    return previous_broker_epoch > 0 and previous_broker_epoch == live_broker_epoch
 
 
 class ClusterControl:
@@ -257,6 +273,7 @@ class ClusterControl:
             and not same_incarnation
             and not existing.fenced
             and tracker.is_live(broker_id, now_ms)
+            and not succeeds_cleanly(existing.broker_epoch, request.previous_broker_epoch)
         ):
             raise DuplicateBrokerRegistrationError(
                 f"broker {broker_id} is already registered by incarnation "

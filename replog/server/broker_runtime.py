@@ -106,7 +106,7 @@ from replog.server.producer_id_manager import ProducerIdManager, allocate_from_c
 from replog.server.raft_driver import RaftDriver
 from replog.server.replica_fetcher import ReplicaFetcherManager
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
-from replog.storage.log_manager import LogManager, LogManagerConfig
+from replog.storage.log_manager import LogManager, LogManagerConfig, clean_shutdown_broker_epoch
 
 log = logging.getLogger("replog.server.broker")
 
@@ -648,6 +648,11 @@ def broker_config_from_node(
             properties, "initial.broker.registration.timeout.ms", 60_000
         ),
         request_timeout_ms=node.raft.request_timeout_ms,
+        # A clean previous run's epoch lets this run replace its registration at once, even
+        # while that registration's session looks live (cluster_control.succeeds_cleanly).
+        previous_broker_epoch=clean_shutdown_broker_epoch(
+            data_plane_config_from_node(node).log_dirs
+        ),
     )
     addresses = {
         voter.node_id: format_host_port(voter.host, voter.port) for voter in node.raft.voters

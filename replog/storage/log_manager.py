@@ -63,7 +63,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from checkpoints import (
@@ -107,6 +107,23 @@ PROPERTY_NAMES = {
     "log.retention.check.interval.ms": "retention_check_interval_ms",
     "log.initial.task.delay.ms": "initial_task_delay_ms",
 }
+
+
+def clean_shutdown_broker_epoch(log_dirs: Sequence[str], fs: FileSystem = LOCAL_FS) -> int:
+    """The broker epoch that every log dir's clean-shutdown marker records (KIP-966's previous
+    broker epoch, which a broker's registration sends), read before any log loads; -1 unless
+    all of them hold the same one. Reads only: loading a log dir removes its marker."""
+    epochs: set[int] = set()
+    for log_dir in log_dirs:
+        path = os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER)
+        try:
+            data = fs.read_bytes(path)
+            if data is None:
+                return NO_BROKER_EPOCH
+            epochs.add(parse_clean_shutdown_marker(data, source=path))
+        except (OSError, CorruptCheckpointError):
+            return NO_BROKER_EPOCH  # said when the logs load (`LogManager._load_dir`)
+    return epochs.pop() if len(epochs) == 1 else NO_BROKER_EPOCH
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,7 @@ Rules:
 - Errors cross the wire as `ErrorStatus` (Kafka's code and name, and the message naming the
   topic, partition, broker or config); no error is an unset field.
 - Responses are built without `controller_id`; the service fills it from the answer.
-- Fields the controller has no use for are dropped, not refused: BrokerRegistration's
-  `previous_broker_epoch` (replog keeps no eligible leader replicas, KIP-966). Every described
+- Fields the controller has no use for are dropped, not refused. Every described
   config is writable and none is sensitive (`read_only`, `is_sensitive` false).
 """
 
@@ -238,6 +237,7 @@ def broker_registration_from_proto(
             for f in request.features
         ),
         rack=request.rack if request.HasField("rack") else None,
+        previous_broker_epoch=request.previous_broker_epoch,
     )
 
 

@@ -127,6 +127,7 @@ class Harness:
         features: tuple[FeatureRange, ...] = FEATURES,
         cluster_id: str = CLUSTER,
         rack: str | None = None,
+        previous_broker_epoch: int = -1,
     ) -> ControllerResult[BrokerRegistrationReply]:
         request = BrokerRegistrationRequest(
             broker_id,
@@ -134,6 +135,7 @@ class Harness:
             incarnation or uuid.uuid4(),
             features=features,
             rack=rack,
+            previous_broker_epoch=previous_broker_epoch,
         )
         return self.cluster.register_broker(
             request,
@@ -221,6 +223,28 @@ def test_another_incarnation_cannot_take_a_live_unfenced_session(h: Harness) -> 
     h.now_ms += TIMEOUT
     result = h.register(1, uuid.UUID(int=2))
     assert isinstance(result.records[-1], RegisterBrokerRecord)
+
+
+def test_the_successor_of_a_clean_shutdown_takes_a_live_session_at_once(h: Harness) -> None:
+    """The new incarnation names the live one's epoch, read from the clean-shutdown marker that
+    one wrote as it stopped: nothing is left to wait for (cluster_control.succeeds_cleanly)."""
+    epoch = h.started(1)
+    h.replication.on_fenced[1] = (NoOpRecord(),)
+    result = h.register(1, uuid.UUID(int=2), previous_broker_epoch=epoch)
+    assert result.records[0] == NoOpRecord()  # the old one moved out first, as after expiry
+    assert result.records[-1] == RegisterBrokerRecord(
+        1, uuid.UUID(int=2), h.next_offset + 1, features=FEATURES
+    )
+
+
+@pytest.mark.parametrize("named", [-1, 0, "another"])
+def test_a_registration_naming_no_or_another_epoch_still_waits_out_the_session(
+    h: Harness, named: int | str
+) -> None:
+    epoch = h.started(1)
+    previous = epoch + 1 if named == "another" else int(named)
+    with pytest.raises(DuplicateBrokerRegistrationError, match="live session"):
+        h.register(1, uuid.UUID(int=2), previous_broker_epoch=previous)
 
 
 def test_a_fenced_registration_can_be_taken_over_at_once(h: Harness) -> None:

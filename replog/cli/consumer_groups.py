@@ -23,8 +23,10 @@ With `--json`, the lines as a list of {"group", "topic", "partition", "currentOf
 "members"}). `--delete` deletes
 an Empty group and its committed offsets: Kafka's "Deletion of requested consumer groups ('G')
 was successful.", or the error (NON_EMPTY_GROUP while it has members; exit code 1); with
-`--json`, [{"group", "error"}]. `--reset-offsets` moves an inactive group's committed offsets
-(`reset_offsets.py`, where its rules are).
+`--json`, [{"group", "error"}]. `--reset-offsets` moves an inactive group's committed offsets:
+to the earliest or latest offset, a given one, the first at a time, or shifted by N, shown
+with `--dry-run` (the default) and written with `--execute`; refused while the group has
+members.
 
 Rules:
 - `--list` asks every unfenced broker for the groups it coordinates (a group lives on the

@@ -44,7 +44,7 @@ from quorum.metadata.broker_lifecycle import (
     StateChange,
 )
 from replog.clock import Clock, monotonic_ms
-from replog.errors import BrokerLifecycleError
+from replog.errors import BrokerLifecycleError, NotControllerError
 from replog.pb import controller_pb2 as pb
 from replog.pb import controller_pb2_grpc
 from replog.server.node_tasks import Spawner
@@ -343,8 +343,10 @@ class BrokerLifecycleDriver:
         if response.error_code == 0:
             self._refusals_said.clear()
             return
-        if response.error_code in self._refusals_said:
-            return
+        if response.error_code == NotControllerError.code or (
+            response.error_code in self._refusals_said
+        ):
+            return  # a node that is not (yet) the controller: the core asks the right one
         self._refusals_said.add(response.error_code)
         log.info(
             "broker %d: registration refused by controller %d (%s); retrying",

@@ -422,6 +422,21 @@ async def test_a_refused_registration_is_said_once_with_its_cause(
 
 
 @pytest.mark.asyncio
+async def test_a_redirect_to_the_controller_is_not_said(
+    controllers: Controllers, caplog: pytest.LogCaptureFixture
+) -> None:
+    controllers.cluster.active = 3
+    lifecycle = driver(controllers.addresses)
+    with caplog.at_level("INFO", logger="replog.server.broker"):
+        lifecycle.start()
+        lifecycle.update_metadata_offset(1000)
+        await until(lambda: lifecycle.state is LifecycleState.RECOVERY, "caught up")
+        await lifecycle.stop()
+    assert [node for node, _ in controllers.cluster.registrations] == [1, 3]  # redirected
+    assert not [r for r in caplog.records if "registration refused" in r.getMessage()]
+
+
+@pytest.mark.asyncio
 async def test_a_lifecycle_that_never_ran_shuts_down_at_once() -> None:
     lifecycle = driver({1: dead_address(), 2: dead_address(), 3: dead_address()})
     assert await lifecycle.controlled_shutdown(timeout_ms=TIMEOUT_S * 1000)

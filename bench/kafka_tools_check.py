@@ -36,9 +36,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from replog_cli import KAFKA_PORT_OFFSET, create_topic, running_cluster
+
 HERE = Path(__file__).resolve().parent
 KAFKA_SH = HERE / "kafka" / "kafka.sh"
-KAFKA_PORT_OFFSET = 200
 TOOL_TIMEOUT_S = 180
 PARTITIONS = 3
 
@@ -56,15 +57,6 @@ def kafka_libs() -> Path:
     version = os.environ.get("KAFKA_VERSION", "4.4.0")
     cache = os.environ.get("KAFKA_CACHE", str(Path.home() / f".cache/replog-bench/kafka-{version}"))
     return Path(cache) / "libs"
-
-
-def replog(*args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "replog.cli.main", *args], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"replog {' '.join(args)} failed: {done.stderr.strip()[-1500:]}")
-    return done.stdout
 
 
 def tool(libs: Path, main_class: str, *args: str) -> tuple[int, str, str]:
@@ -224,32 +216,9 @@ def new_protocol_refused(libs: Path, bootstrap: str) -> Check:
 
 
 def run(libs: Path, base_port: int, records: int, work: Path) -> list[Check]:
-    data_dir = work / "cluster"
-    replog(
-        "cluster",
-        "start",
-        "--data-dir",
-        str(data_dir),
-        "--base-port",
-        str(base_port),
-        "--kafka-base-port",
-        str(base_port + KAFKA_PORT_OFFSET),
-    )
-    try:
-        grpc_bootstrap = f"127.0.0.1:{base_port}"
+    with running_cluster(str(work / "cluster"), base_port) as grpc_bootstrap:
         for topic in ("perf", "verifiable"):
-            replog(
-                "topics",
-                "create",
-                "--bootstrap-server",
-                grpc_bootstrap,
-                "--topic",
-                topic,
-                "--partitions",
-                str(PARTITIONS),
-                "--replication-factor",
-                "3",
-            )
+            create_topic(grpc_bootstrap, topic, PARTITIONS)
         bootstrap = ",".join(f"127.0.0.1:{base_port + KAFKA_PORT_OFFSET + i}" for i in range(3))
         checks = [producer_perf(libs, bootstrap, records)]
         checks.append(consumer_perf(libs, bootstrap, records))
@@ -258,8 +227,6 @@ def run(libs: Path, base_port: int, records: int, work: Path) -> list[Check]:
         checks.append(verifiable_consumer(libs, bootstrap, verifiable))
         checks.append(new_protocol_refused(libs, bootstrap))
         return checks
-    finally:
-        replog("cluster", "stop", "--data-dir", str(data_dir))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -37,12 +37,12 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 
 from cluster_metrics import Scrape, longest_stall_bucket, metrics_urls, scrapes, wait_replicas
+from replog_cli import replog_cli
 
 from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import NewTopic
@@ -52,20 +52,6 @@ NODES = 3
 PARTITIONS_PER_TOPIC = 10
 REPLICATION_FACTOR = 3
 TOPIC_ALREADY_EXISTS = "TopicAlreadyExistsError"
-
-
-def replog_cli(*args: str, timeout: float = 600) -> str:
-    """Run `replog ARGS`; its output (stdout and stderr)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "replog.cli.main", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"replog {' '.join(args)} failed: {done.stderr.strip()[-2000:]}")
-    return done.stdout + done.stderr
 
 
 def file_system_floor_s(directory: str, replicas: int, ops: int = 2000) -> float:

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+from replog_cli import create_topic, running_cluster
 
 from replog import Consumer, TopicPartition
 
@@ -135,14 +136,6 @@ def one_run(bootstrap: str, strategy: str, count: int, run: int) -> list[float]:
     return times
 
 
-def replog(*args: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "replog.cli.main", *args], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"replog {' '.join(args)} failed: {done.stderr.strip()[-1500:]}")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--members", type=int, default=10)
@@ -152,37 +145,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="replog-bench-rebalance-") as work:
         data_dir = str(Path(work) / "cluster")
-        replog(
-            "cluster",
-            "start",
-            "--data-dir",
-            data_dir,
-            "--base-port",
-            str(args.base_port),
-            "--kafka-base-port",
-            str(args.base_port + 200),
-            "--override",
-            "group.initial.rebalance.delay.ms=0",
-        )
-        try:
-            bootstrap = f"127.0.0.1:{args.base_port}"
-            replog(
-                "topics",
-                "create",
-                "--bootstrap-server",
-                bootstrap,
-                "--topic",
-                TOPIC,
-                "--partitions",
-                str(PARTITIONS),
-                "--replication-factor",
-                "3",
-            )
+        # An empty group's first join is not held back (module docstring).
+        no_delay = ("--override", "group.initial.rebalance.delay.ms=0")
+        with running_cluster(data_dir, args.base_port, *no_delay) as bootstrap:
+            create_topic(bootstrap, TOPIC, PARTITIONS)
             runs = [
                 one_run(bootstrap, args.strategy, args.members, r + 1) for r in range(args.runs)
             ]
-        finally:
-            replog("cluster", "stop", "--data-dir", data_dir)
     print(
         f"\nRebalance time, {PARTITIONS} partitions, {args.strategy}, classic protocol, "
         f"{args.runs} runs (min / median / max ms):"

@@ -1,0 +1,65 @@
+"""The `replog` command for benchmark scripts: run it, and a local cluster started for a run.
+
+A failed command raises RuntimeError with the end of its stderr: a benchmark stops at the
+first thing that did not work rather than measuring around it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+KAFKA_PORT_OFFSET = 200  # a bench cluster's Kafka listeners sit this far above its gRPC ports
+
+
+def replog_cli(*args: str, timeout: float = 600) -> str:
+    """Run `replog ARGS`; its output (stdout and stderr)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "replog.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"replog {' '.join(args)} failed: {done.stderr.strip()[-2000:]}")
+    return done.stdout + done.stderr
+
+
+@contextmanager
+def running_cluster(data_dir: str, base_port: int, *start_args: str) -> Iterator[str]:
+    """A 3-node cluster in `data_dir` (gRPC from `base_port`, Kafka's protocol
+    KAFKA_PORT_OFFSET above), stopped on exit; yields its gRPC bootstrap address."""
+    replog_cli(
+        "cluster",
+        "start",
+        "--data-dir",
+        data_dir,
+        "--base-port",
+        str(base_port),
+        "--kafka-base-port",
+        str(base_port + KAFKA_PORT_OFFSET),
+        *start_args,
+    )
+    try:
+        yield f"127.0.0.1:{base_port}"
+    finally:
+        replog_cli("cluster", "stop", "--data-dir", data_dir)
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """A topic of `partitions` partitions, replication factor 3."""
+    replog_cli(
+        "topics",
+        "create",
+        "--bootstrap-server",
+        bootstrap,
+        "--topic",
+        topic,
+        "--partitions",
+        str(partitions),
+        "--replication-factor",
+        "3",
+    )

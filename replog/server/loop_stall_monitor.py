@@ -94,10 +94,8 @@ class StallSampler:
         """The chain seen most since the last take, its samples and all samples; resets."""
         if not self._samples:  # the common case, each tick: no lock, no new Counter
             return "", 0, 0
-        with self._lock:
+        with self._lock:  # the sampler only adds: what was there is there still
             samples, self._samples = self._samples, Counter()
-        if not samples:
-            return "", 0, 0
         chain, count = samples.most_common(1)[0]
         return chain, count, samples.total()
 

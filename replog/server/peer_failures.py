@@ -31,6 +31,10 @@ class PeerFailures:
         self._warn_after_s = warn_after_s
         self._failing: dict[int, _Failing] = {}
 
+    def __contains__(self, peer_id: int) -> bool:
+        """Whether requests to `peer_id` are failing now."""
+        return peer_id in self._failing
+
     def failed(self, peer_id: int, error: str, now_s: float) -> str | None:
         """A request to `peer_id` failed with `error`: the warning to log, once the peer has
         been failing for `warn_after_s`, else None."""

@@ -193,6 +193,8 @@ class RaftTransport:
             log.warning("%s", said)
 
     def _peer_answered(self, peer_id: int) -> None:
+        if peer_id not in self._peer_failures:  # every Raft answer passes here: no clock read
+            return
         said = self._peer_failures.answered(peer_id, monotonic_s())
         if said is not None:
             log.info("%s", said)

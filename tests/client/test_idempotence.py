@@ -96,6 +96,38 @@ def test_one_batch_at_a_time_until_the_broker_knows_the_id_then_up_to_five() -> 
     assert idem.can_drain(TP, batch())
 
 
+def test_later_batches_acknowledged_first_do_not_free_room_past_the_oldest_pending() -> None:
+    """Concurrent calls answer out of order: an acks=all request can time out on the leader
+    while later ones, written after it, are acknowledged once the high watermark moves. The
+    broker retains the producer's last 5 batches, so the 5 counts every batch stamped since
+    the oldest unacknowledged one, acknowledged or not: else its retry would meet a broker
+    whose retained batches no longer include it, and be refused as out of order forever."""
+    idem = started()
+    table = ProducerStateTable("t-0")
+
+    def written(made: ProducerBatch) -> None:
+        header = read_header(made.records)  # type: ignore[arg-type]
+        assert table.check(header) is None
+        table.update(header)
+
+    first = drain(idem, batch())
+    written(first)
+    idem.on_success(first)
+    oldest, *later = (drain(idem, batch()) for _ in range(5))
+    for made in (oldest, *later):
+        written(made)
+    for made in later:
+        idem.on_success(made)  # answered before the oldest's timeout
+    assert not idem.can_drain(TP, batch())  # a sixth batch after `oldest` would evict it
+    idem.on_retry(oldest, NotEnoughReplicasError("t-0: timed out"))
+    assert idem.can_drain(TP, oldest)
+    # The retry is still among the broker's retained batches: a duplicate, not an error.
+    assert table.check(read_header(oldest.records)) is not None  # type: ignore[arg-type]
+    drain(idem, oldest)
+    idem.on_success(oldest)
+    assert idem.can_drain(TP, batch())
+
+
 def test_a_retry_is_resent_only_as_the_oldest_pending_batch() -> None:
     idem = started()
     idem.on_success(drain(idem, batch()))

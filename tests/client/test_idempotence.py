@@ -2,7 +2,8 @@
 start under an id the broker does not know, retries only from the oldest pending batch, real
 gaps and UNKNOWN_PRODUCER_ID renumbering the partition under a new id, failed batches settled
 as written or renumbered, and partitions moving to a new id only when idle. Stamped batches
-are checked against the broker's own rules (`ProducerStateTable`)."""
+are checked against the broker's own rules (`ProducerStateTable`), and a property test runs
+the client against that table with requests processed and answered in any order."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from replog.cli.bench.workload import MAX_RATE, load_workload, parse_workload
+from replog.cli.bench.workload import CATCH_UP_LIMIT_S, MAX_RATE, load_workload, parse_workload
 from replog.errors import WorkloadError
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
@@ -109,3 +109,36 @@ def test_a_file_that_is_no_workload_says_so(tmp_path: Path, text: str, says: str
 def test_a_missing_file_names_its_path(tmp_path: Path) -> None:
     with pytest.raises(WorkloadError, match=r"nope\.yaml: unreadable"):
         load_workload(str(tmp_path / "nope.yaml"))
+
+
+def test_a_backlog_makes_a_catch_up_run_without_warm_up_or_test_duration() -> None:
+    document = {k: v for k, v in GOOD.items() if not k.endswith("Seconds")}
+    workload = parse_workload({**document, "consumerBacklogSizeGB": 2})
+    # 2 GiB of 1 KiB records; the writing and the reading are each bounded by the default.
+    assert workload.backlog_gib == 2 and workload.backlog_records == 2 * 1024 * 1024
+    assert (workload.warmup_s, workload.duration_s) == (0, CATCH_UP_LIMIT_S)
+    assert parse_workload(workload.to_json()) == workload
+    odd = parse_workload({**document, "consumerBacklogSizeGB": 0.001, "messageSize": 1000})
+    assert odd.backlog_records == 1074  # rounded up: the backlog is at least its size
+    assert parse_workload(GOOD).backlog_records == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "says"),
+    [
+        ({"consumerBacklogSizeGB": 0}, "consumerBacklogSizeGB", "a number > 0"),
+        ({"consumerBacklogSizeGB": "2G"}, "consumerBacklogSizeGB", "GiB of backlog"),
+        ({"consumerBacklogSizeGB": 1}, "warmupDurationSeconds", "has no warm-up"),
+        (
+            {"consumerBacklogSizeGB": 1, "warmupDurationSeconds": 0, "killLeaderAtSeconds": 5},
+            "killLeaderAtSeconds",
+            "not in a catch-up run",
+        ),
+    ],
+)
+def test_a_catch_up_run_refuses_what_it_cannot_do(
+    change: dict[str, Any], field: str, says: str
+) -> None:
+    with pytest.raises(WorkloadError, match=says) as raised:
+        parse_workload({**GOOD, **change}, source="w.yaml")
+    assert raised.value.field == field

@@ -1,5 +1,6 @@
-"""`replog bench WORKLOAD.yaml [--systems replog,kafka] [--runs N]`: run an OpenMessaging-
-Benchmark-style workload against replog and Apache Kafka on this machine, and report.
+"""`replog bench WORKLOAD.yaml [--systems replog,kafka] [--runs N] [--server-cpus LIST
+--driver-cpus LIST]`: run an OpenMessaging-Benchmark-style workload against replog and Apache
+Kafka on this machine, and report.
 
 For each system in turn: start a 3-node cluster on loopback (replog: in `--work-dir`; Apache
 Kafka: with bench/kafka/kafka.sh, which fetches Kafka's jars with Maven the first time), run
@@ -10,7 +11,9 @@ the HTML report with its PNG plots is written beside them, in a new directory un
 JSON files in DIR.
 
 Systems: `replog` (replog's own Python client, over gRPC), `replog-kafka` (confluent-kafka
-through replog's Kafka listener), `kafka` (confluent-kafka against Apache Kafka 4.x).
+through replog's Kafka listener), and `kafka` (confluent-kafka against Apache Kafka 4.x).
+Every producer and consumer runs in a driver process of its own. `--server-cpus` and
+`--driver-cpus` (taskset lists) pin the servers and the driver processes to those CPUs.
 Workload files: bench/workloads/*.yaml; their fields are in docs/benchmarks.md ("Harness").
 Needs the bench extra (`pip install -e '.[bench]'`: confluent-kafka, matplotlib, PyYAML); the
 `kafka` system needs Java 17+ and Maven.
@@ -60,9 +63,12 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.workload is None:
         raise ReplogError("bench: name a WORKLOAD.yaml (or --report DIR)")
+    from replog.cli.bench.pinning import check_cpus
     from replog.cli.bench.workload import load_workload
 
     workload = load_workload(args.workload)
+    check_cpus(args.server_cpus, "--server-cpus")
+    check_cpus(args.driver_cpus, "--driver-cpus")
     stem = os.path.splitext(os.path.basename(args.workload))[0]
     output = os.path.join(args.output, f"{time.strftime('%Y%m%d-%H%M%S')}-{stem}")
     os.makedirs(output, exist_ok=True)
@@ -80,18 +86,33 @@ def run_system(
 ) -> list[dict[str, Any]]:
     """Start `system_name`, run the workload `args.runs` times, stop it; the results (each
     also written to `output/<system>-run<N>.json`)."""
-    from replog.cli.bench.drivers import make_driver
-    from replog.cli.bench.runner import machine, run_once
+    from replog.cli.bench.pinning import pinned
+    from replog.cli.bench.runner import Target, machine, run_once
     from replog.cli.bench.systems import make_system
 
-    system = make_system(system_name, os.path.realpath(args.work_dir), base_port, args.kafka_script)
+    work_dir = os.path.realpath(args.work_dir)
+    system = make_system(system_name, work_dir, base_port, args.kafka_script, args.server_cpus)
     print(f"{system_name}: starting a 3-node cluster", flush=True)
     results = []
     system.start()
     try:
         for number in range(1, args.runs + 1):
-            driver = make_driver(system.driver, system.bootstrap_servers)
-            result = run_once(driver, workload, system.create_topics, system.kill_leader)
+            target = Target(
+                driver=system.driver,
+                servers=system.bootstrap_servers,
+                program=system.program,
+                create_topics=system.create_topics,
+                delete_topics=system.delete_topics,
+                kill_leader=system.kill_leader,
+            )
+            # The harness's own threads (the drain loop, the leader's kill) run with the drivers.
+            with pinned(args.driver_cpus):
+                result = run_once(
+                    target,
+                    workload,
+                    work_dir=os.path.join(work_dir, "drivers"),
+                    driver_cpus=args.driver_cpus,
+                )
             system.restart_killed()
             result.update(
                 {
@@ -114,6 +135,8 @@ def run_system(
                 f"({produce['records_per_s']:,.0f} records/s), produce p99 "
                 f"{produce['latency_ms']['p99']:.1f} ms, end-to-end p99 "
                 f"{e2e['latency_ms']['p99']:.1f} ms, errors {produce['errors']}"
+                + _catch_up_text(result.get("catch_up"))
+                + f", {result['requests']['produce_per_s']:,.0f} produce requests/s"
                 + _failover_text(result.get("failover"))
                 + (" [client-bound]" if result["client_bound"] else ""),
                 flush=True,
@@ -122,6 +145,15 @@ def run_system(
     finally:
         system.stop()
     return results
+
+
+def _catch_up_text(catch_up: dict[str, Any] | None) -> str:
+    if catch_up is None:
+        return ""
+    return (
+        f"; catch-up read {catch_up['mb_per_s']:.1f} MB/s ({catch_up['records']:,} of "
+        f"{catch_up['expected']:,} records in {catch_up['seconds']:.1f} s)"
+    )
 
 
 def _failover_text(failover: dict[str, Any] | None) -> str:
@@ -172,7 +204,7 @@ def register(commands: Any) -> None:
         type=_systems,
         default=_systems_default(),
         metavar="LIST",
-        help=f"systems to run, in order (default: {DEFAULT_SYSTEMS}; also replog-kafka)",
+        help=f"systems to run, in order (default: {DEFAULT_SYSTEMS}; also replog-kafka, jetstream)",
     )
     parser.add_argument(
         "--runs",
@@ -205,6 +237,16 @@ def register(commands: Any) -> None:
         "--kafka-script",
         metavar="PATH",
         help="bench/kafka/kafka.sh (default: the one of the checkout replog runs from)",
+    )
+    parser.add_argument(
+        "--server-cpus",
+        metavar="LIST",
+        help="run every system's server processes on these CPUs (taskset's list: 0 or 0,2-3)",
+    )
+    parser.add_argument(
+        "--driver-cpus",
+        metavar="LIST",
+        help="run the producer and consumer processes (and the harness) on these CPUs",
     )
     parser.add_argument(
         "--report",

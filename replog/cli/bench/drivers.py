@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 DeliveryCallback = Callable[[str | None], None]
 CONSUME_BATCH = 1000  # records a confluent-kafka consume() call returns at most
+STATS_INTERVAL_MS = 500  # librdkafka's statistics, read for the produce request count
 
 
 class BenchProducer(Protocol):
@@ -28,6 +29,9 @@ class BenchProducer(Protocol):
         """Run due delivery callbacks (clients that run them on the caller's thread)."""
 
     def flush(self, timeout_s: float) -> None: ...
+    def requests(self) -> int:
+        """Produce requests sent so far (each client's own count)."""
+
     def close(self) -> None: ...
 
 
@@ -86,6 +90,9 @@ class _ReplogProducer:
     def flush(self, timeout_s: float) -> None:
         self._producer.flush(timeout_s)
 
+    def requests(self) -> int:
+        return self._producer.metrics()["requests"]
+
     def close(self) -> None:
         self._producer.close(5)
 
@@ -119,7 +126,15 @@ class _ConfluentProducer:
     def __init__(self, config: dict[str, str]) -> None:
         import confluent_kafka
 
-        self._producer = confluent_kafka.Producer(config)
+        self._stats: dict[str, Any] = {}
+        self._producer = confluent_kafka.Producer(
+            {"statistics.interval.ms": STATS_INTERVAL_MS, **config, "stats_cb": self._on_stats}
+        )
+
+    def _on_stats(self, text: str) -> None:
+        import json
+
+        self._stats = json.loads(text)
 
     def send(self, topic: str, key: bytes | None, value: bytes, done: DeliveryCallback) -> None:
         def delivered(error: Any, _message: Any) -> None:
@@ -137,6 +152,18 @@ class _ConfluentProducer:
 
     def flush(self, timeout_s: float) -> None:
         self._producer.flush(timeout_s)
+
+    def requests(self) -> int:
+        """From librdkafka's statistics (every broker's "req" counters): the first report
+        taken after this call, so that it counts every request sent before it."""
+        import time
+
+        self._stats = {}
+        deadline = time.monotonic() + 2 * STATS_INTERVAL_MS / 1000
+        while not self._stats and time.monotonic() < deadline:
+            self._producer.poll(0.05)
+        brokers = self._stats.get("brokers", {}).values()
+        return sum(int(b.get("req", {}).get("Produce", 0)) for b in brokers)
 
     def close(self) -> None:
         self._producer.flush(5)

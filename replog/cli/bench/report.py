@@ -42,6 +42,12 @@ TABLE_FIGURES: tuple[tuple[str, str, Callable[[dict[str, Any]], float], bool], .
     ("end-to-end latency p99", "ms", lambda r: r["end_to_end"]["latency_ms"]["p99"], False),
     ("end-to-end latency p99.9", "ms", lambda r: r["end_to_end"]["latency_ms"]["p99.9"], False),
     ("benchmark client CPU", "cores", lambda r: r["driver_cpu_cores"], False),
+    # Rows that only some runs have (a catch-up run's read; results before request counts):
+    # shown when every run of the report has them.
+    ("catch-up read", "MB/s", lambda r: r["catch_up"]["mb_per_s"], True),
+    ("catch-up read", "s", lambda r: r["catch_up"]["seconds"], False),
+    ("produce requests", "per s", lambda r: r["requests"]["produce_per_s"], True),
+    ("produce requests", "per s per broker", lambda r: r["requests"]["per_broker_per_s"], True),
 )
 
 
@@ -221,6 +227,8 @@ def summary_rows(grouped: dict[str, list[dict[str, Any]]]) -> list[list[str]]:
     baseline = baseline_of(systems)
     rows = []
     for label, unit, value, _higher_better in TABLE_FIGURES:
+        if not all(_has(value, r) for runs in grouped.values() for r in runs):
+            continue
         row = [f"{label} ({unit})"]
         base_mid = spread([value(r) for r in grouped[baseline]])[1]
         for system in systems:
@@ -231,6 +239,14 @@ def summary_rows(grouped: dict[str, list[dict[str, Any]]]) -> list[list[str]]:
             row.append(cell)
         rows.append(row)
     return rows
+
+
+def _has(value: Callable[[dict[str, Any]], float], result: dict[str, Any]) -> bool:
+    try:
+        value(result)
+    except KeyError:
+        return False
+    return True
 
 
 def failover_rows(grouped: dict[str, list[dict[str, Any]]]) -> list[list[str]]:
@@ -278,9 +294,10 @@ def render_html(grouped: dict[str, list[dict[str, Any]]]) -> str:
     bound = sorted({r["system"] for runs in grouped.values() for r in runs if r["client_bound"]})
     if bound:
         parts.append(
-            f"<p class='warn'>Client-bound: the benchmark process kept a whole core busy in "
-            f"runs of {esc(', '.join(bound))}; those figures are the client's ceiling as much "
-            "as the server's.</p>"
+            f"<p class='warn'>Client-bound: a driver process kept a whole core busy, or the "
+            f"driver processes together nearly all the cores they may use, in runs of "
+            f"{esc(', '.join(bound))}; those figures are the clients' ceiling as much as the "
+            "servers'.</p>"
         )
     loads = [r["load_average"]["before"][0] for runs in grouped.values() for r in runs]
     parts.append(

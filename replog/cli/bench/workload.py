@@ -15,10 +15,15 @@ A workload names what runs, not where (the systems are `replog bench --systems`)
     testDurationSeconds: 20                 # or testDurationMinutes (OMB's)
     producerConfig: {linger.ms: 5}          # optional: Kafka client settings for every driver
     killLeaderAtSeconds: 15                 # optional: SIGKILL partition 0's leader then
+    consumerBacklogSizeGB: 2                # optional: a catch-up run (below)
 
 Rules: the keys are OpenMessaging Benchmark's (its `producerRate: 0` means max too), with
 seconds beside its minutes for short runs; `killLeaderAtSeconds` (not the OMB's: seconds
-since the run started, before its end) makes the run a failover timeline. Every problem is a
+since the run started, before its end) makes the run a failover timeline.
+`consumerBacklogSizeGB` (the OMB's key, GiB of record values) makes it a catch-up run: the
+producers write that backlog (then flush) before any consumer starts, and the consumers then
+read it from the start; the test duration, if given, bounds the writing and the reading each
+(else `CATCH_UP_LIMIT_S`), and a warm-up or a leader kill is refused. Every problem is a
 `WorkloadError` naming the file and the field: a missing or unknown key, a value of the wrong
 type or out of range. Pure: the YAML text is parsed by `load_workload`, everything else works
 on the parsed mapping.
@@ -26,6 +31,7 @@ on the parsed mapping.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,8 +65,11 @@ KNOWN_KEYS = frozenset(
         *(key for pair in _DURATIONS.values() for key in pair),
         "producerConfig",
         "killLeaderAtSeconds",
+        "consumerBacklogSizeGB",
     }
 )
+GIB = 1024**3
+CATCH_UP_LIMIT_S = 600.0  # a catch-up's write and read bound without a test duration
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +89,15 @@ class Workload:
     duration_s: float
     producer_config: Mapping[str, str] = field(default_factory=dict)
     kill_leader_at_s: float | None = None  # SIGKILL of partition 0's leader; None: no kill
+    backlog_gib: float | None = None  # a catch-up run's backlog; None: producers and consumers
+    # run together
+
+    @property
+    def backlog_records(self) -> int:
+        """Records in the backlog (0 for a run that is not a catch-up)."""
+        if self.backlog_gib is None:
+            return 0
+        return max(1, math.ceil(self.backlog_gib * GIB / self.message_size))
 
     @property
     def unthrottled(self) -> bool:
@@ -112,6 +130,7 @@ class Workload:
             "testDurationSeconds": self.duration_s,
             "producerConfig": dict(self.producer_config),
             "killLeaderAtSeconds": self.kill_leader_at_s,
+            "consumerBacklogSizeGB": self.backlog_gib,
         }
 
 
@@ -150,8 +169,12 @@ def parse_workload(document: object, source: str = "workload") -> Workload:
             f"[{MESSAGE_SIZE_MIN}, {MESSAGE_SIZE_MAX}] (the first 8 bytes carry the send time)",
             field="messageSize",
         )
+    backlog_gib = _backlog(document, source)
     warmup_s = _duration(document, "warmup", source, required=False)
-    duration_s = _duration(document, "test", source, required=True)
+    duration_s = _duration(document, "test", source, required=backlog_gib is None)
+    if backlog_gib is not None:
+        _refuse_with_backlog(document, warmup_s, source)
+        duration_s = duration_s or CATCH_UP_LIMIT_S
     return Workload(
         name=_name(document, source),
         topics=counts["topics"],
@@ -166,6 +189,7 @@ def parse_workload(document: object, source: str = "workload") -> Workload:
         duration_s=duration_s,
         producer_config=_producer_config(document, source),
         kill_leader_at_s=_kill_at(document, warmup_s + duration_s, source),
+        backlog_gib=backlog_gib,
     )
 
 
@@ -257,6 +281,32 @@ def _kill_at(document: Mapping[Any, Any], run_s: float, source: str) -> float | 
             field=key,
         )
     return float(value)
+
+
+def _backlog(document: Mapping[Any, Any], source: str) -> float | None:
+    key = "consumerBacklogSizeGB"
+    value = document.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise WorkloadError(
+            f"{source}: {key}: expected GiB of backlog (a number > 0), got {value!r}", field=key
+        )
+    return float(value)
+
+
+def _refuse_with_backlog(document: Mapping[Any, Any], warmup_s: float, source: str) -> None:
+    """A catch-up run writes its backlog, then reads it: no warm-up, no leader kill."""
+    if warmup_s:
+        key = next(k for k in _DURATIONS["warmup"] if k in document)
+        raise WorkloadError(
+            f"{source}: {key}: a catch-up run (consumerBacklogSizeGB) has no warm-up", field=key
+        )
+    if document.get("killLeaderAtSeconds") is not None:
+        raise WorkloadError(
+            f"{source}: killLeaderAtSeconds: not in a catch-up run (consumerBacklogSizeGB)",
+            field="killLeaderAtSeconds",
+        )
 
 
 def _producer_config(document: Mapping[Any, Any], source: str) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """`replog bench WORKLOAD.yaml [--systems replog,kafka] [--runs N] [--server-cpus LIST
---driver-cpus LIST]`: run an OpenMessaging-Benchmark-style workload against replog and Apache
-Kafka on this machine, and report.
+--driver-cpus LIST]`: run an OpenMessaging-Benchmark-style workload against replog, Apache
+Kafka and NATS JetStream on this machine, and report.
 
 For each system in turn: start a 3-node cluster on loopback (replog: in `--work-dir`; Apache
 Kafka: with bench/kafka/kafka.sh, which fetches Kafka's jars with Maven the first time), run
@@ -11,12 +11,13 @@ the HTML report with its PNG plots is written beside them, in a new directory un
 JSON files in DIR.
 
 Systems: `replog` (replog's own Python client, over gRPC), `replog-kafka` (confluent-kafka
-through replog's Kafka listener), and `kafka` (confluent-kafka against Apache Kafka 4.x).
+through replog's Kafka listener), `kafka` (confluent-kafka against Apache Kafka 4.x),
+`jetstream` (NATS JetStream, through a compiled Go driver built by bench/jetstream/build.sh).
 Every producer and consumer runs in a driver process of its own. `--server-cpus` and
 `--driver-cpus` (taskset lists) pin the servers and the driver processes to those CPUs.
 Workload files: bench/workloads/*.yaml; their fields are in docs/benchmarks.md ("Harness").
 Needs the bench extra (`pip install -e '.[bench]'`: confluent-kafka, matplotlib, PyYAML); the
-`kafka` system needs Java 17+ and Maven.
+`kafka` system needs Java 17+ and Maven, `jetstream` Go.
 
 Rules: the module imports nothing heavy until a run starts, so `replog --help` stays fast. A
 bad workload file is a `WorkloadError` naming the field; a system that cannot start is a

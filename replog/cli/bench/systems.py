@@ -7,6 +7,7 @@ topics, names the driver and bootstrap servers clients use, and stops.
   listener (`PLAINTEXT`, as `replog cluster start --kafka-base-port` makes it).
 - `kafka`: Apache Kafka 4.x in KRaft mode, started and stopped by `bench/kafka/kafka.sh` (which
   fetches its jars with Maven once), driven by confluent-kafka.
+- `jetstream`: NATS JetStream (`replog.cli.bench.jetstream`), driven by a compiled Go driver.
 
 Rules: every system runs 3 combined nodes (broker and controller), topics get replication
 factor 3 and `min.insync.replicas=2`, and nothing fsyncs per message (both systems' default).
@@ -31,7 +32,7 @@ from replog.errors import BenchSystemError
 if TYPE_CHECKING:
     from replog.cli.local_cluster import LocalCluster, LocalNode
 
-SYSTEMS = ("replog", "replog-kafka", "kafka")
+SYSTEMS = ("replog", "replog-kafka", "kafka", "jetstream")
 REPLICATION_FACTOR = 3
 TOPIC_CONFIGS = {"min.insync.replicas": "2"}
 NODES = 3
@@ -77,6 +78,10 @@ def make_system(
         return ReplogSystem(name, directory, base_port, server_cpus)
     if name == "kafka":
         return KafkaSystem(directory, base_port, kafka_script, server_cpus)
+    if name == "jetstream":
+        from replog.cli.bench.jetstream import JetStreamSystem
+
+        return JetStreamSystem(directory, base_port, server_cpus)
     raise BenchSystemError(f"--systems: unknown system {name!r} (known: {', '.join(SYSTEMS)})")
 
 

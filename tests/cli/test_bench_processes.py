@@ -47,6 +47,7 @@ class FakeCluster:
             program=FAKE,
             create_topics=lambda names, _partitions: self.created.extend(names),
             delete_topics=self.deleted.extend,
+            server_pids=lambda: [os.getpid()],  # this process stands for the servers
         )
 
 
@@ -59,6 +60,7 @@ def test_a_catch_up_run_reads_the_whole_backlog_after_writing_it(tmp_path: Path)
     assert catch_up["records"] == catch_up["expected"] == 108 == result["produce"]["records"]
     assert catch_up["seconds"] > 0 and catch_up["mb_per_s"] > 0
     assert catch_up["started_at_s"] > 0  # the consumers started after the writing ended
+    assert catch_up["server_cpu_cores"] >= 0 and result["server_cpu_cores"] >= 0
     assert result["requests"]["produce"] == 2 * 5  # the fake counts one request per 10 records
     assert [p["name"] for p in result["driver_processes"]] == [
         "producer-0",
@@ -72,8 +74,14 @@ def test_a_catch_up_run_reads_the_whole_backlog_after_writing_it(tmp_path: Path)
 
 def test_producers_and_consumers_together_drain_every_acknowledged_record(tmp_path: Path) -> None:
     cluster = FakeCluster(tmp_path / "cluster")
-    workload = parse_workload({**BASE, "producerRate": 100, "testDurationSeconds": 1})
+    workload = parse_workload(
+        {**BASE, "producerRate": 100, "testDurationSeconds": 1, "idlePartitions": 50}
+    )
     result = run_once(cluster.target, workload, work_dir=str(tmp_path / "work"))
+    # The idle topic stood beside the run's two and went with them.
+    assert cluster.created == [*result["topics"], f"{result['topics'][0][:-2]}-idle"]
+    assert cluster.deleted == cluster.created and result["idle_partitions"] == 50
+    assert 0 <= result["server_cpu_cores"] < 4
     assert sum(result["timeline"]["produced_per_s"]) == 100
     assert sum(result["timeline"]["consumed_per_s"]) == 100
     assert "catch_up" not in result and result["produce"]["errors"] == 0
@@ -98,8 +106,9 @@ def test_a_driver_process_runs_under_taskset_when_pinned(tmp_path: Path) -> None
     probe = (
         sys.executable,
         "-c",
-        "import os, sys; sys.stdin.readline(); print('ready', flush=True); "
-        "print(*sorted(os.sched_getaffinity(0)), file=sys.stderr)",
+        "import os, sys; sys.stdin.readline(); "
+        "print(*sorted(os.sched_getaffinity(0)), file=sys.stderr, flush=True); "
+        "print('ready', flush=True)",
     )
     process = DriverProcess("probe", probe, {}, str(tmp_path), cpus=cpu)
     process.wait_ready(deadline=float("inf"))

@@ -142,3 +142,12 @@ def test_a_catch_up_run_refuses_what_it_cannot_do(
     with pytest.raises(WorkloadError, match=says) as raised:
         parse_workload({**GOOD, **change}, source="w.yaml")
     assert raised.value.field == field
+
+
+def test_idle_partitions_default_to_none_and_must_be_a_count() -> None:
+    assert parse_workload(GOOD).idle_partitions == 0
+    assert parse_workload({**GOOD, "idlePartitions": 1000}).idle_partitions == 1000
+    for bad in (-1, "1000", 1.5, True):
+        with pytest.raises(WorkloadError, match="idlePartitions") as raised:
+            parse_workload({**GOOD, "idlePartitions": bad})
+        assert raised.value.field == "idlePartitions"

@@ -105,6 +105,7 @@ def run_system(
                 create_topics=system.create_topics,
                 delete_topics=system.delete_topics,
                 kill_leader=system.kill_leader,
+                server_pids=system.server_pids,
             )
             # The harness's own threads (the drain loop, the leader's kill) run with the drivers.
             with pinned(args.driver_cpus):
@@ -137,7 +138,8 @@ def run_system(
                 f"{produce['latency_ms']['p99']:.1f} ms, end-to-end p99 "
                 f"{e2e['latency_ms']['p99']:.1f} ms, errors {produce['errors']}"
                 + _catch_up_text(result.get("catch_up"))
-                + f", {result['requests']['produce_per_s']:,.0f} produce requests/s"
+                + f", {result['requests']['produce_per_s']:,.0f} produce requests/s, servers "
+                f"{result['server_cpu_cores']:.2f} cores"
                 + _failover_text(result.get("failover"))
                 + (" [client-bound]" if result["client_bound"] else ""),
                 flush=True,

@@ -190,6 +190,9 @@ class JetStreamSystem:
             self._spawn(node)
             self._wait_healthy([node])
 
+    def server_pids(self) -> list[int]:
+        return [server.pid for server in self._servers.values() if server.poll() is None]
+
     def stop(self) -> None:
         servers, self._servers = self._servers, {}
         for server in servers.values():

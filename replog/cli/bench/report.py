@@ -42,10 +42,17 @@ TABLE_FIGURES: tuple[tuple[str, str, Callable[[dict[str, Any]], float], bool], .
     ("end-to-end latency p99", "ms", lambda r: r["end_to_end"]["latency_ms"]["p99"], False),
     ("end-to-end latency p99.9", "ms", lambda r: r["end_to_end"]["latency_ms"]["p99.9"], False),
     ("benchmark client CPU", "cores", lambda r: r["driver_cpu_cores"], False),
-    # Rows that only some runs have (a catch-up run's read; results before request counts):
-    # shown when every run of the report has them.
+    # Rows that only some runs have (a catch-up run's read; results from before the harness
+    # counted requests and metered the servers): shown when every run of the report has them.
+    ("servers' CPU while producing", "cores", lambda r: r["server_cpu_cores"], False),
     ("catch-up read", "MB/s", lambda r: r["catch_up"]["mb_per_s"], True),
     ("catch-up read", "s", lambda r: r["catch_up"]["seconds"], False),
+    (
+        "servers' CPU during the catch-up read",
+        "cores",
+        lambda r: r["catch_up"]["server_cpu_cores"],
+        False,
+    ),
     ("produce requests", "per s", lambda r: r["requests"]["produce_per_s"], True),
     ("produce requests", "per s per broker", lambda r: r["requests"]["per_broker_per_s"], True),
 )

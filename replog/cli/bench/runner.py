@@ -16,6 +16,10 @@ read it from the start, and the result's "catch_up" gives its rate: the backlog'
 the time from the consumers' start to the last record's receipt. The test duration bounds the
 writing and the reading each.
 
+With the workload's `idlePartitions`, a topic of that many partitions that nobody reads or
+writes stands beside the run's topics. Every result gives the server processes' CPU
+(`server_cpu_cores`) while the producers ran (and, for a catch-up, while the consumers read).
+
 Rules: the result records every driver process's CPU use and their sum (`driver_cpu_cores`,
 over the time the producers ran), and calls a run `client_bound` when one driver process kept a
 whole core busy (a Python process's ceiling: its GIL) or the driver processes together used
@@ -39,6 +43,7 @@ from typing import Any
 
 from replog.cli.bench.pinning import parse_cpus
 from replog.cli.bench.processes import DriverProcess, DriverResult
+from replog.cli.bench.server_cpu import cores_between, cpu_seconds
 from replog.cli.bench.stats import MB, Samples, run_result, summarize, unavailability
 from replog.cli.bench.workload import Workload
 
@@ -93,6 +98,7 @@ class Target:
     create_topics: Callable[[list[str], int], None]
     delete_topics: Callable[[list[str]], None]
     kill_leader: Callable[[str], int] | None = None
+    server_pids: Callable[[], list[int]] = list
 
 
 class _Run:
@@ -102,7 +108,18 @@ class _Run:
         self.scratch = scratch
         self.cpus = cpus
         self.started: list[DriverProcess] = []
-        self.topics = [f"bench-{uuid.uuid4().hex[:8]}-{i}" for i in range(workload.topics)]
+        run_id = uuid.uuid4().hex[:8]
+        self.topics = [f"bench-{run_id}-{i}" for i in range(workload.topics)]
+        self.idle_topics = [f"bench-{run_id}-idle"] if workload.idle_partitions else []
+
+    def server_cpu(self) -> tuple[dict[int, float], float]:
+        """A reading of the servers' CPU seconds, and when it was taken (monotonic)."""
+        return cpu_seconds(self.target.server_pids()), time.monotonic()
+
+    def server_cores(self, since: tuple[dict[int, float], float]) -> float:
+        before, at = since
+        after, now = self.server_cpu()
+        return round(cores_between(before, after, now - at), 3)
 
     def _task(self, role: str, index: int, **fields: Any) -> dict[str, Any]:
         w = self.workload
@@ -206,13 +223,16 @@ def run_once(
     scratch = tempfile.mkdtemp(prefix="run-", dir=work_dir)
     run = _Run(target, workload, scratch, driver_cpus)
     target.create_topics(run.topics, workload.partitions_per_topic)
+    if run.idle_topics:
+        target.create_topics(run.idle_topics, workload.idle_partitions)
     try:
         result = _run_together(run) if workload.backlog_gib is None else _run_catch_up(run)
     finally:
         run.kill_all()
         shutil.rmtree(scratch, ignore_errors=True)
-        target.delete_topics(run.topics)
+        target.delete_topics(run.topics + run.idle_topics)
     result["topics"] = run.topics
+    result["idle_partitions"] = workload.idle_partitions
     result["driver"] = target.driver
     return result
 
@@ -223,6 +243,7 @@ def _run_together(run: _Run) -> dict[str, Any]:
     producers = run.producers(None)
     load_before = os.getloadavg()
     _start_ns, start_mono = _go([*consumers, *producers])
+    server_at_go = run.server_cpu()
     killed: dict[str, Any] = {}
     killer = None
     if workload.kill_leader_at_s is not None and target.kill_leader is not None:
@@ -243,6 +264,7 @@ def _run_together(run: _Run) -> dict[str, Any]:
     if killer is not None:
         killer.join()
     produced_s = time.monotonic() - start_mono
+    server_cores = run.server_cores(server_at_go)
     produced = _merged(produced_results)
     _drain(consumers, len(produced.sent_s) * workload.subscriptions_per_topic)
     consumed_results = [c.result(FLUSH_S) for c in consumers]
@@ -268,6 +290,7 @@ def _run_together(run: _Run) -> dict[str, Any]:
     result.update(
         _driver_fields(produced_results, consumed_results, produced_s, span_s, run, load_before)
     )
+    result["server_cpu_cores"] = server_cores
     return result
 
 
@@ -276,11 +299,14 @@ def _run_catch_up(run: _Run) -> dict[str, Any]:
     load_before = os.getloadavg()
     producers = run.producers(backlog_shares(workload.backlog_records, workload.producers))
     start_ns, start_mono = _go(producers)
+    server_at_go = run.server_cpu()
     produced_results = [p.result(workload.duration_s + 2 * FLUSH_S) for p in producers]
     produced_s = time.monotonic() - start_mono
+    server_cores = run.server_cores(server_at_go)
     produced = _merged(produced_results)
     consumers = run.consumers()
     read_start_ns, read_start_mono = _go(consumers, since_ns=start_ns)
+    server_at_read = run.server_cpu()
     expected = len(produced.sent_s) * workload.subscriptions_per_topic
     deadline = read_start_mono + workload.duration_s
     while time.monotonic() < deadline and sum(c.received for c in consumers) < expected:
@@ -289,6 +315,7 @@ def _run_catch_up(run: _Run) -> dict[str, Any]:
         time.sleep(POLL_S)
     for consumer in consumers:
         consumer.stop()
+    read_server_cores = run.server_cores(server_at_read)
     consumed_results = [c.result(FLUSH_S) for c in consumers]
     consumed = _merged(consumed_results)
     last_ns = max((c.last_receive_ns for c in consumed_results), default=0)
@@ -314,10 +341,12 @@ def _run_catch_up(run: _Run) -> dict[str, Any]:
         "records_per_s": records / read_s,
         "mb_per_s": records * workload.message_size / MB / read_s,
         "started_at_s": round(read_start_mono - start_mono, 3),
+        "server_cpu_cores": read_server_cores,
     }
     result.update(
         _driver_fields(produced_results, consumed_results, produced_s, total_s, run, load_before)
     )
+    result["server_cpu_cores"] = server_cores
     return result
 
 

@@ -60,6 +60,9 @@ class System(Protocol):
         """Start the node `kill_leader` killed again and wait until the cluster is whole."""
 
     def stop(self) -> None: ...
+    def server_pids(self) -> list[int]:
+        """The running server processes (their CPU is metered during a run)."""
+
     def describe(self) -> dict[str, str]:
         """What the report records of the system: version, settings."""
 
@@ -182,6 +185,9 @@ class ReplogSystem:
                 f"{self.name}: node {node.node_id} did not come back after its kill: {exc} "
                 f"(its log: {node.log_path})"
             ) from None
+
+    def server_pids(self) -> list[int]:
+        return [pid for _, pid in self._started]
 
     def stop(self) -> None:
         from replog.cli.cluster import stop_nodes
@@ -308,6 +314,16 @@ class KafkaSystem:
 
     def stop(self) -> None:
         self._script("stop", timeout_s=STOP_TIMEOUT_S * 2)
+
+    def server_pids(self) -> list[int]:
+        pids = []
+        for node in range(1, NODES + 1):
+            try:
+                with open(os.path.join(self.directory, f"node-{node}", "node.pid")) as f:
+                    pids.append(int(f.read().strip()))
+            except (OSError, ValueError):
+                continue  # a node that does not run (killed by the failover timeline)
+        return pids
 
     def describe(self) -> dict[str, str]:
         return {

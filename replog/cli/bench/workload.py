@@ -16,6 +16,7 @@ A workload names what runs, not where (the systems are `replog bench --systems`)
     producerConfig: {linger.ms: 5}          # optional: Kafka client settings for every driver
     killLeaderAtSeconds: 15                 # optional: SIGKILL partition 0's leader then
     consumerBacklogSizeGB: 2                # optional: a catch-up run (below)
+    idlePartitions: 1000                    # optional: an idle topic of this many beside
 
 Rules: the keys are OpenMessaging Benchmark's (its `producerRate: 0` means max too), with
 seconds beside its minutes for short runs; `killLeaderAtSeconds` (not the OMB's: seconds
@@ -23,7 +24,10 @@ since the run started, before its end) makes the run a failover timeline.
 `consumerBacklogSizeGB` (the OMB's key, GiB of record values) makes it a catch-up run: the
 producers write that backlog (then flush) before any consumer starts, and the consumers then
 read it from the start; the test duration, if given, bounds the writing and the reading each
-(else `CATCH_UP_LIMIT_S`), and a warm-up or a leader kill is refused. Every problem is a
+(else `CATCH_UP_LIMIT_S`), and a warm-up or a leader kill is refused. `idlePartitions` (the
+harness's own, default 0) adds a topic of that many partitions (RF 3) that nobody writes, for
+the CPU idle partitions cost the servers and the busy topic's latency beside them. Every
+problem is a
 `WorkloadError` naming the file and the field: a missing or unknown key, a value of the wrong
 type or out of range. Pure: the YAML text is parsed by `load_workload`, everything else works
 on the parsed mapping.
@@ -66,6 +70,7 @@ KNOWN_KEYS = frozenset(
         "producerConfig",
         "killLeaderAtSeconds",
         "consumerBacklogSizeGB",
+        "idlePartitions",
     }
 )
 GIB = 1024**3
@@ -91,6 +96,7 @@ class Workload:
     kill_leader_at_s: float | None = None  # SIGKILL of partition 0's leader; None: no kill
     backlog_gib: float | None = None  # a catch-up run's backlog; None: producers and consumers
     # run together
+    idle_partitions: int = 0  # partitions of an idle topic beside the run's
 
     @property
     def backlog_records(self) -> int:
@@ -131,6 +137,7 @@ class Workload:
             "producerConfig": dict(self.producer_config),
             "killLeaderAtSeconds": self.kill_leader_at_s,
             "consumerBacklogSizeGB": self.backlog_gib,
+            "idlePartitions": self.idle_partitions,
         }
 
 
@@ -190,6 +197,7 @@ def parse_workload(document: object, source: str = "workload") -> Workload:
         producer_config=_producer_config(document, source),
         kill_leader_at_s=_kill_at(document, warmup_s + duration_s, source),
         backlog_gib=backlog_gib,
+        idle_partitions=_idle_partitions(document, source),
     )
 
 
@@ -281,6 +289,17 @@ def _kill_at(document: Mapping[Any, Any], run_s: float, source: str) -> float | 
             field=key,
         )
     return float(value)
+
+
+def _idle_partitions(document: Mapping[Any, Any], source: str) -> int:
+    key = "idlePartitions"
+    value = document.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise WorkloadError(
+            f"{source}: {key}: expected a whole number >= 0 (partitions), got {value!r}",
+            field=key,
+        )
+    return value
 
 
 def _backlog(document: Mapping[Any, Any], source: str) -> float | None:

@@ -3,7 +3,8 @@
 
 The task's `servers` names a directory: a producer "sends" its records by adding their count
 to `<servers>/<topic>.count` (every record acknowledged 1 ms after its send), and a consumer
-has "received" every record counted for the topics it is assigned. A task whose driver is
+has "received" every record counted for the topics it is assigned. An admin "sends" 20
+CreateTopics requests. A task whose driver is
 "broken" writes to stderr and exits 1 before "ready"."""
 
 from __future__ import annotations
@@ -35,7 +36,10 @@ def main() -> int:
     print("ready", flush=True)
     start_ns = int(sys.stdin.readline().split()[1])
     sent_s = (time.time_ns() - start_ns) / 1e9
-    if task["role"] == "produce":
+    if task["role"] == "admin":  # 20 CreateTopics requests, answered at once
+        records = 20
+        result = {"records": records, "requests": records, "last_receive_ns": 0}
+    elif task["role"] == "produce":
         records = task["records"] or int(task["rate"] * task["run_s"])
         with open(os.path.join(task["servers"], f"{task['topic']}.count"), "a") as f:
             f.write(f"{records}\n")

@@ -88,6 +88,28 @@ def test_producers_and_consumers_together_drain_every_acknowledged_record(tmp_pa
     assert result["driver_cpus"] == "" and not result["client_bound"]
 
 
+def test_a_metadata_run_counts_requests_and_deletes_every_topic_it_may_have_made(
+    tmp_path: Path,
+) -> None:
+    cluster = FakeCluster(tmp_path / "cluster")
+    workload = parse_workload(
+        {
+            "name": "m",
+            "metadataClients": 2,
+            "topicsPerRequest": 15,
+            "partitionsPerTopic": 1,
+            "testDurationSeconds": 1,
+        }
+    )
+    result = run_once(cluster.target, workload, work_dir=str(tmp_path / "work"))
+    assert result["metadata"]["clients"] == 2 and result["metadata"]["errors"] == 0
+    assert result["requests"]["produce"] == 40  # 20 requests from each admin process
+    assert cluster.created == []  # a metadata run makes its topics itself
+    # 2 x 20 requests x 15 topics, deleted 500 a request.
+    assert len(cluster.deleted) == 600 and len(set(cluster.deleted)) == 600
+    assert cluster.deleted[0].endswith("-m0-0") and cluster.deleted[-1].endswith("-m1-299")
+
+
 def test_a_driver_program_that_fails_is_named_with_its_stderr(tmp_path: Path) -> None:
     cluster = FakeCluster(tmp_path / "cluster", driver="broken")
     workload = parse_workload({**BASE, "testDurationSeconds": 1})
@@ -192,3 +214,25 @@ def test_the_worker_reads_until_told_to_stop() -> None:
     assert len(samples.sent_s) == 3 and fields["last_receive_ns"] > 0
     assert lines and lines[0].startswith("n ")
     assert PYTHON_WORKER[1:] == ("-m", "replog.cli.bench.worker")
+
+
+def test_the_worker_sends_create_topics_requests_until_the_run_ends() -> None:
+    made: list[list[str]] = []
+
+    class Admin:
+        def create_topics(self, names: Any, partitions: int) -> None:
+            made.append(list(names))
+            if len(made) % 3 == 0:
+                raise RuntimeError("TOPIC_ALREADY_EXISTS")
+            time.sleep(0.01)
+
+        def close(self) -> None:
+            pass
+
+    task = {"topics_per_request": 2, "partitions": 1, "prefix": "p", "run_s": 0.3}
+    samples, fields = worker.create_topics(task, Admin(), start_ns=time.time_ns())
+    assert fields["requests"] == len(made) >= 5
+    assert made[0] == ["p-0", "p-1"] and made[1] == ["p-2", "p-3"]
+    assert samples.errors == len(made) // 3 and samples.first_error.endswith("EXISTS")
+    assert len(samples.sent_s) == len(made) - samples.errors
+    assert all(latency >= 10 for latency in samples.latency_ms)

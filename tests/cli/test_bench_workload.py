@@ -151,3 +151,24 @@ def test_idle_partitions_default_to_none_and_must_be_a_count() -> None:
         with pytest.raises(WorkloadError, match="idlePartitions") as raised:
             parse_workload({**GOOD, "idlePartitions": bad})
         assert raised.value.field == "idlePartitions"
+
+
+def test_a_metadata_run_takes_its_own_fields_only() -> None:
+    document = {
+        "name": "m",
+        "metadataClients": 8,
+        "partitionsPerTopic": 1,
+        "warmupDurationSeconds": 5,
+        "testDurationSeconds": 20,
+    }
+    workload = parse_workload(document)
+    assert (workload.metadata_clients, workload.topics_per_request) == (8, 1)
+    assert workload.producers == workload.consumers == 0
+    assert parse_workload(workload.to_json()) == workload
+    with pytest.raises(WorkloadError, match="not in a metadata run") as raised:
+        parse_workload({**document, "producerRate": 100})
+    assert raised.value.field == "producerRate"
+    with pytest.raises(WorkloadError, match="only in a metadata run") as raised:
+        parse_workload({**GOOD, "topicsPerRequest": 2})
+    with pytest.raises(WorkloadError, match="metadataClients"):
+        parse_workload({**document, "metadataClients": 0})

@@ -132,6 +132,12 @@ def run_system(
                 json.dump(result, f, indent=1)
                 f.write("\n")
             produce, e2e = result["produce"], result["end_to_end"]
+            if "metadata" in result:
+                print(
+                    f"{system_name} run {number}/{args.runs}: {_metadata_text(result)}", flush=True
+                )
+                results.append(result)
+                continue
             print(
                 f"{system_name} run {number}/{args.runs}: {produce['mb_per_s']:.1f} MB/s "
                 f"({produce['records_per_s']:,.0f} records/s), produce p99 "
@@ -148,6 +154,16 @@ def run_system(
     finally:
         system.stop()
     return results
+
+
+def _metadata_text(result: dict[str, Any]) -> str:
+    metadata = result["metadata"]
+    return (
+        f"{metadata['requests_per_s']:,.1f} CreateTopics requests/s answered "
+        f"({metadata['topics_per_s']:,.1f} topics/s) from {metadata['clients']} processes, "
+        f"p99 {metadata['latency_ms']['p99']:.1f} ms, errors {metadata['errors']}, servers "
+        f"{result['server_cpu_cores']:.2f} cores"
+    )
 
 
 def _catch_up_text(catch_up: dict[str, Any] | None) -> str:

@@ -21,6 +21,8 @@ from typing import Any, Protocol
 DeliveryCallback = Callable[[str | None], None]
 CONSUME_BATCH = 1000  # records a confluent-kafka consume() call returns at most
 STATS_INTERVAL_MS = 500  # librdkafka's statistics, read for the produce request count
+REPLICATION_FACTOR = 3  # every topic of every system (systems.py), a metadata run's too
+TOPIC_CONFIGS = {"min.insync.replicas": "2"}
 
 
 class BenchProducer(Protocol):
@@ -31,6 +33,14 @@ class BenchProducer(Protocol):
     def flush(self, timeout_s: float) -> None: ...
     def requests(self) -> int:
         """Produce requests sent so far (each client's own count)."""
+
+    def close(self) -> None: ...
+
+
+class BenchAdmin(Protocol):
+    def create_topics(self, names: Sequence[str], partitions: int) -> None:
+        """Create `names` (replication factor 3, min.insync.replicas=2) in one request;
+        raises if any failed."""
 
     def close(self) -> None: ...
 
@@ -62,6 +72,11 @@ class Driver:
         if self.name == "replog":
             return _ReplogConsumer(self.bootstrap_servers, partitions)
         return _ConfluentConsumer(self.bootstrap_servers, partitions)
+
+    def admin(self) -> BenchAdmin:
+        if self.name == "replog":
+            return _ReplogAdmin(self.bootstrap_servers)
+        return _ConfluentAdmin(self.bootstrap_servers)
 
 
 def make_driver(name: str, bootstrap_servers: str) -> Driver:
@@ -119,6 +134,27 @@ class _ReplogConsumer:
         self._consumer.close()
 
 
+class _ReplogAdmin:
+    """replog's admin client answers once every broker shows the new topics (its
+    create_topics waits for that), later than Kafka's CreateTopics answer: the replog-kafka
+    system is the like-for-like comparison."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        from replog.client.sync_admin import Admin
+
+        self._admin = Admin({"bootstrap.servers": bootstrap_servers})
+
+    def create_topics(self, names: Sequence[str], partitions: int) -> None:
+        from replog.client.sync_admin import NewTopic
+
+        self._admin.create_topics(
+            [NewTopic(n, partitions, REPLICATION_FACTOR, TOPIC_CONFIGS) for n in names]
+        )
+
+    def close(self) -> None:
+        self._admin.close()
+
+
 # --- confluent-kafka (librdkafka) -----------------------------------------------------------------
 
 
@@ -167,6 +203,25 @@ class _ConfluentProducer:
 
     def close(self) -> None:
         self._producer.flush(5)
+
+
+class _ConfluentAdmin:
+    def __init__(self, bootstrap_servers: str) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        self._admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+
+    def create_topics(self, names: Sequence[str], partitions: int) -> None:
+        from confluent_kafka.cimpl import NewTopic  # where its type stubs declare it
+
+        futures = self._admin.create_topics(
+            [NewTopic(n, partitions, REPLICATION_FACTOR, config=TOPIC_CONFIGS) for n in names]
+        )
+        for future in futures.values():
+            future.result()
+
+    def close(self) -> None:
+        pass  # AdminClient has no close: its threads end with the process
 
 
 class _ConfluentConsumer:

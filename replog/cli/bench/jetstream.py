@@ -31,9 +31,10 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
+from replog.cli.bench.drivers import REPLICATION_FACTOR
 from replog.cli.bench.pinning import taskset
 from replog.cli.bench.processes import run_role
-from replog.cli.bench.runner import PUBLISH_WINDOW, REPLICATION_FACTOR, stream_name
+from replog.cli.bench.runner import PUBLISH_WINDOW, stream_name
 from replog.errors import BenchSystemError
 
 NODES = 3

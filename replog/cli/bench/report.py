@@ -53,6 +53,8 @@ TABLE_FIGURES: tuple[tuple[str, str, Callable[[dict[str, Any]], float], bool], .
         lambda r: r["catch_up"]["server_cpu_cores"],
         False,
     ),
+    ("CreateTopics requests answered", "per s", lambda r: r["metadata"]["requests_per_s"], True),
+    ("CreateTopics latency p99", "ms", lambda r: r["metadata"]["latency_ms"]["p99"], False),
     ("produce requests", "per s", lambda r: r["requests"]["produce_per_s"], True),
     ("produce requests", "per s per broker", lambda r: r["requests"]["per_broker_per_s"], True),
 )
@@ -129,7 +131,7 @@ def _plot_throughput(grouped: dict[str, list[dict[str, Any]]], path: str) -> Non
     warmup = end = 0.0
     for index, (system, runs) in enumerate(grouped.items()):
         for number, result in enumerate(runs):
-            size = result["workload"]["messageSize"]
+            size = result["workload"].get("messageSize", 0)  # a metadata run's: none
             per_s = [n * size / 2**20 for n in result["timeline"]["produced_per_s"]]
             label = system if number == 0 else None
             ax.plot(
@@ -186,7 +188,8 @@ def _plot_latency(grouped: dict[str, list[dict[str, Any]]], path: str) -> None:
         ax.set_xticks(range(len(names)), names)
         ax.set_title(title, fontsize=10)
         ax.set_ylabel("ms")
-        ax.set_yscale("log")
+        if any(r[side]["latency_ms"]["max"] > 0 for runs in grouped.values() for r in runs):
+            ax.set_yscale("log")  # a metadata run has no end-to-end latencies
         ax.grid(alpha=0.3, axis="y")
     axes[0].legend(fontsize=8)
     fig.tight_layout()
@@ -210,7 +213,8 @@ def _plot_cdf(grouped: dict[str, list[dict[str, Any]]], path: str) -> None:
     ax.set_xlabel("end-to-end latency (ms)")
     ax.set_ylabel("fraction of records")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)

@@ -10,6 +10,11 @@ passed without a new one). Every record's value starts with its send time (ns si
 8 bytes, big-endian), from which consumers measure end-to-end latency; producers measure from
 just before `send` to the delivery callback.
 
+A metadata run (`metadataClients`) starts no producers or consumers but that many admin
+processes, each sending CreateTopics requests one after another; its "metadata" gives the
+requests answered per second in the measured window and their latencies (the "produce"
+figures, one sample a request).
+
 A catch-up run (`consumerBacklogSizeGB`) has two phases: the producers write the backlog
 (unthrottled unless the workload gives a rate) and flush, and only then do the consumers start,
 read it from the start, and the result's "catch_up" gives its rate: the backlog's bytes over
@@ -41,6 +46,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from replog.cli.bench.drivers import REPLICATION_FACTOR
 from replog.cli.bench.pinning import parse_cpus
 from replog.cli.bench.processes import DriverProcess, DriverResult
 from replog.cli.bench.server_cpu import cores_between, cpu_seconds
@@ -51,11 +57,11 @@ DRAIN_S = 10.0  # consumers stop after this long without a record once producers
 FLUSH_S = 60.0
 POLL_S = 0.1
 READY_S = 60.0
+DELETE_BATCH = 500  # topics per DeleteTopics request after a run
 CLIENT_BOUND_CORES = 0.9  # one driver process this busy: its client is the limit
 CLIENT_BOUND_SHARE = 0.9  # of the cores the driver processes may run on
 RESULT_FORMAT = 2
 PUBLISH_WINDOW = 4096  # a JetStream producer's asynchronous publishes awaiting acknowledgement
-REPLICATION_FACTOR = 3
 NODES = 3  # every system runs 3 nodes, each leading about a third of the partitions
 
 
@@ -108,9 +114,10 @@ class _Run:
         self.scratch = scratch
         self.cpus = cpus
         self.started: list[DriverProcess] = []
-        run_id = uuid.uuid4().hex[:8]
+        run_id = self.run_id = uuid.uuid4().hex[:8]
         self.topics = [f"bench-{run_id}-{i}" for i in range(workload.topics)]
         self.idle_topics = [f"bench-{run_id}-idle"] if workload.idle_partitions else []
+        self.metadata_topics: list[str] = []  # what a metadata run's admins may have made
 
     def server_cpu(self) -> tuple[dict[int, float], float]:
         """A reading of the servers' CPU seconds, and when it was taken (monotonic)."""
@@ -170,6 +177,26 @@ class _Run:
             started.append(self._start(f"consumer-{index}", task))
         return started
 
+    def admins(self) -> list[DriverProcess]:
+        w = self.workload
+        return [
+            self._start(
+                f"admin-{index}",
+                self._task(
+                    "admin",
+                    index,
+                    prefix=self.admin_prefix(index),
+                    partitions=w.partitions_per_topic,
+                    topics_per_request=w.topics_per_request,
+                    run_s=w.warmup_s + w.duration_s,
+                ),
+            )
+            for index in range(w.metadata_clients)
+        ]
+
+    def admin_prefix(self, index: int) -> str:
+        return f"bench-{self.run_id}-m{index}"
+
     def kill_all(self) -> None:
         for process in self.started:
             process.kill()
@@ -222,15 +249,23 @@ def run_once(
     os.makedirs(work_dir, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix="run-", dir=work_dir)
     run = _Run(target, workload, scratch, driver_cpus)
-    target.create_topics(run.topics, workload.partitions_per_topic)
+    if run.topics:  # a metadata run makes its own
+        target.create_topics(run.topics, workload.partitions_per_topic)
     if run.idle_topics:
         target.create_topics(run.idle_topics, workload.idle_partitions)
     try:
-        result = _run_together(run) if workload.backlog_gib is None else _run_catch_up(run)
+        if workload.metadata_clients:
+            result = _run_metadata(run)
+        elif workload.backlog_gib is None:
+            result = _run_together(run)
+        else:
+            result = _run_catch_up(run)
     finally:
         run.kill_all()
         shutil.rmtree(scratch, ignore_errors=True)
-        target.delete_topics(run.topics + run.idle_topics)
+        made = run.topics + run.idle_topics + run.metadata_topics
+        for first in range(0, len(made), DELETE_BATCH):
+            target.delete_topics(made[first : first + DELETE_BATCH])
     result["topics"] = run.topics
     result["idle_partitions"] = workload.idle_partitions
     result["driver"] = target.driver
@@ -290,8 +325,7 @@ def _run_together(run: _Run) -> dict[str, Any]:
     result.update(
         _driver_fields(produced_results, consumed_results, produced_s, span_s, run, load_before)
     )
-    result["server_cpu_cores"] = server_cores
-    return result
+    return {**result, "server_cpu_cores": server_cores}
 
 
 def _run_catch_up(run: _Run) -> dict[str, Any]:
@@ -346,8 +380,45 @@ def _run_catch_up(run: _Run) -> dict[str, Any]:
     result.update(
         _driver_fields(produced_results, consumed_results, produced_s, total_s, run, load_before)
     )
-    result["server_cpu_cores"] = server_cores
-    return result
+    return {**result, "server_cpu_cores": server_cores}
+
+
+def _run_metadata(run: _Run) -> dict[str, Any]:
+    workload = run.workload
+    load_before = os.getloadavg()
+    admins = run.admins()
+    _start_ns, start_mono = _go(admins)
+    server_at_go = run.server_cpu()
+    run_s = workload.warmup_s + workload.duration_s
+    answered_results = []
+    for index, admin in enumerate(admins):
+        answered = admin.result(run_s + 2 * FLUSH_S)
+        answered_results.append(answered)
+        count = answered.requests * workload.topics_per_request
+        run.metadata_topics += [f"{run.admin_prefix(index)}-{n}" for n in range(count)]
+    ran_s = time.monotonic() - start_mono
+    server_cores = run.server_cores(server_at_go)
+    result = run_result(
+        _merged(answered_results),
+        Samples(),
+        warmup_s=workload.warmup_s,
+        duration_s=workload.duration_s,
+        message_size=0,
+        run_seconds=int(ran_s) + 1,
+    )
+    answered_per_s = result["produce"]["records_per_s"]
+    topics_per_s = answered_per_s * workload.topics_per_request
+    result["metadata"] = {
+        "clients": workload.metadata_clients,
+        "requests_per_s": answered_per_s,
+        "topics_per_s": topics_per_s,
+        "partitions_per_s": topics_per_s * workload.partitions_per_topic,
+        "latency_ms": result["produce"]["latency_ms"],
+        "errors": result["produce"]["errors"],
+        "first_error": result["produce"]["first_error"],
+    }
+    result.update(_driver_fields(answered_results, [], ran_s, ran_s, run, load_before))
+    return {**result, "server_cpu_cores": server_cores}
 
 
 def _driver_fields(

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from replog.cli.bench.drivers import REPLICATION_FACTOR, TOPIC_CONFIGS
 from replog.cli.bench.pinning import pinned, taskset
 from replog.cli.bench.processes import PYTHON_WORKER
 from replog.errors import BenchSystemError
@@ -33,8 +34,6 @@ if TYPE_CHECKING:
     from replog.cli.local_cluster import LocalCluster, LocalNode
 
 SYSTEMS = ("replog", "replog-kafka", "kafka", "jetstream")
-REPLICATION_FACTOR = 3
-TOPIC_CONFIGS = {"min.insync.replicas": "2"}
 NODES = 3
 START_TIMEOUT_S = 60.0
 KAFKA_START_TIMEOUT_S = 600.0  # the first start fetches Kafka's jars with Maven

@@ -1,5 +1,6 @@
-"""A benchmark driver process: one producer or one consumer of a run, in a process of its own
-(`python -m replog.cli.bench.worker`), so that no client shares a GIL with another.
+"""A benchmark driver process: one producer, consumer or admin client (a metadata run's) of a
+run, in a process of its own (`python -m replog.cli.bench.worker`), so that no client shares a
+GIL with another.
 
 It speaks the driver-process protocol of `replog.cli.bench.processes` (which the compiled
 JetStream driver, bench/jetstream/main.go, speaks too): the task, one JSON line, on stdin;
@@ -30,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from replog.cli.bench.drivers import BenchConsumer, BenchProducer, Driver
+from replog.cli.bench.drivers import BenchAdmin, BenchConsumer, BenchProducer, Driver
 from replog.cli.bench.stats import Samples, write_samples
 
 FLUSH_S = 60.0
@@ -115,6 +116,32 @@ def produce(
     return produced, {"requests": requests, "last_receive_ns": 0}
 
 
+def create_topics(
+    task: dict[str, Any], admin: BenchAdmin, start_ns: int
+) -> tuple[Samples, dict[str, Any]]:
+    """Send CreateTopics requests one after another for `run_s` seconds, each creating
+    `topics_per_request` topics `<prefix>-<n>`; a sample per request answered."""
+    answered = Samples()
+    per_request = int(task["topics_per_request"])
+    partitions = int(task["partitions"])
+    prefix = task["prefix"]
+    start = time.monotonic() - (time.time_ns() - start_ns) / 1e9
+    end = start + float(task["run_s"])
+    sent = 0
+    while time.monotonic() < end:
+        names = [f"{prefix}-{sent * per_request + k}" for k in range(per_request)]
+        sent_at = time.monotonic()
+        try:
+            admin.create_topics(names, partitions)
+        except Exception as exc:
+            answered.error(f"{type(exc).__name__}: {exc}")
+        else:
+            answered.add(sent_at - start, (time.monotonic() - sent_at) * 1000)
+        sent += 1
+    admin.close()
+    return answered, {"requests": sent, "last_receive_ns": 0}
+
+
 def consume(
     consumer: BenchConsumer, start_ns: int, stop: threading.Event, out: _Output
 ) -> tuple[Samples, dict[str, Any]]:
@@ -156,6 +183,8 @@ def main(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
     try:
         if task["role"] == "produce":
             client: Any = driver.producer(task["producer_config"])
+        elif task["role"] == "admin":
+            client = driver.admin()
         else:
             client = driver.consumer([(t, p) for t, p in task["assigned"]])
     except Exception as exc:
@@ -166,6 +195,8 @@ def main(stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
     cpu_at_go = cpu_seconds()  # the client's start-up (imports, connections) is not the run's
     if task["role"] == "produce":
         samples, fields = produce(task, client, start_ns)
+    elif task["role"] == "admin":
+        samples, fields = create_topics(task, client, start_ns)
     else:
         stop = threading.Event()
 

@@ -18,6 +18,12 @@ A workload names what runs, not where (the systems are `replog bench --systems`)
     consumerBacklogSizeGB: 2                # optional: a catch-up run (below)
     idlePartitions: 1000                    # optional: an idle topic of this many beside
 
+A metadata run (`metadataClients`, the harness's own) has no producers or consumers: that many
+admin processes each send CreateTopics requests one after another for warm-up + duration,
+each request creating `topicsPerRequest` topics (default 1) of `partitionsPerTopic`
+partitions, replication factor 3. It takes only `name`, `partitionsPerTopic`,
+`metadataClients`, `topicsPerRequest` and the durations; any other field is refused.
+
 Rules: the keys are OpenMessaging Benchmark's (its `producerRate: 0` means max too), with
 seconds beside its minutes for short runs; `killLeaderAtSeconds` (not the OMB's: seconds
 since the run started, before its end) makes the run a failover timeline.
@@ -71,6 +77,17 @@ KNOWN_KEYS = frozenset(
         "killLeaderAtSeconds",
         "consumerBacklogSizeGB",
         "idlePartitions",
+        "metadataClients",
+        "topicsPerRequest",
+    }
+)
+METADATA_KEYS = frozenset(
+    {
+        "name",
+        "partitionsPerTopic",
+        "metadataClients",
+        "topicsPerRequest",
+        *(key for pair in _DURATIONS.values() for key in pair),
     }
 )
 GIB = 1024**3
@@ -97,6 +114,8 @@ class Workload:
     backlog_gib: float | None = None  # a catch-up run's backlog; None: producers and consumers
     # run together
     idle_partitions: int = 0  # partitions of an idle topic beside the run's
+    metadata_clients: int = 0  # a metadata run's admin processes; 0: not a metadata run
+    topics_per_request: int = 1  # a metadata run's topics per CreateTopics request
 
     @property
     def backlog_records(self) -> int:
@@ -122,6 +141,15 @@ class Workload:
         return MAX_RATE if self.unthrottled else self.producer_rate / self.producers
 
     def to_json(self) -> dict[str, Any]:
+        if self.metadata_clients:
+            return {
+                "name": self.name,
+                "partitionsPerTopic": self.partitions_per_topic,
+                "metadataClients": self.metadata_clients,
+                "topicsPerRequest": self.topics_per_request,
+                "warmupDurationSeconds": self.warmup_s,
+                "testDurationSeconds": self.duration_s,
+            }
         return {
             "name": self.name,
             "topics": self.topics,
@@ -168,6 +196,13 @@ def parse_workload(document: object, source: str = "workload") -> Workload:
         raise WorkloadError(
             f"{source}: unknown field {unknown[0]!r} (known: {', '.join(sorted(KNOWN_KEYS))})",
             field=unknown[0],
+        )
+    if "metadataClients" in document:
+        return _metadata_workload(document, source)
+    if "topicsPerRequest" in document:
+        raise WorkloadError(
+            f"{source}: topicsPerRequest: only in a metadata run (metadataClients)",
+            field="topicsPerRequest",
         )
     counts = {key: _count(document, key, source) for key in _COUNTS}
     if counts["messageSize"] < MESSAGE_SIZE_MIN or counts["messageSize"] > MESSAGE_SIZE_MAX:
@@ -289,6 +324,33 @@ def _kill_at(document: Mapping[Any, Any], run_s: float, source: str) -> float | 
             field=key,
         )
     return float(value)
+
+
+def _metadata_workload(document: Mapping[Any, Any], source: str) -> Workload:
+    others = sorted(str(key) for key in document if key not in METADATA_KEYS)
+    if others:
+        raise WorkloadError(
+            f"{source}: {others[0]}: not in a metadata run (metadataClients), which takes "
+            f"{', '.join(sorted(METADATA_KEYS))}",
+            field=others[0],
+        )
+    return Workload(
+        name=_name(document, source),
+        topics=0,
+        partitions_per_topic=_count(document, "partitionsPerTopic", source),
+        message_size=0,
+        key_distributor="NO_KEY",
+        producers_per_topic=0,
+        subscriptions_per_topic=0,
+        consumers_per_subscription=0,
+        producer_rate=MAX_RATE,
+        warmup_s=_duration(document, "warmup", source, required=False),
+        duration_s=_duration(document, "test", source, required=True),
+        metadata_clients=_count(document, "metadataClients", source),
+        topics_per_request=(
+            _count(document, "topicsPerRequest", source) if "topicsPerRequest" in document else 1
+        ),
+    )
 
 
 def _idle_partitions(document: Mapping[Any, Any], source: str) -> int:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cli_runner import replog
+
 from replog.cli.bench.jetstream import (
     CLUSTER_PORT_OFFSET,
     MONITOR_PORT_OFFSET,
@@ -36,3 +38,16 @@ def test_jetstream_is_a_system_whose_partitions_are_streams(tmp_path: Path) -> N
     assert stream_name("bench-1-0", 2) == "bench-1-0-p2"
     assert Path(build_script()).is_file()
     assert (Path(build_script()).parent / "main.go").is_file()
+
+
+def test_a_metadata_run_against_jetstream_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    workload = tmp_path / "m.yaml"
+    workload.write_text(
+        "name: m\nmetadataClients: 2\npartitionsPerTopic: 1\ntestDurationSeconds: 1\n"
+    )
+    outcome = replog("bench", str(workload), "--systems", "jetstream", "--output", str(tmp_path))
+    assert outcome.returncode != 0
+    assert "metadata run" in outcome.stderr and "jetstream has none" in outcome.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["m.yaml"]  # no run directory was made

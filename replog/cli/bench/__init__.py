@@ -68,6 +68,11 @@ def run(args: argparse.Namespace) -> int:
     from replog.cli.bench.workload import load_workload
 
     workload = load_workload(args.workload)
+    if workload.metadata_clients and "jetstream" in args.systems:
+        raise ReplogError(
+            f"bench: {args.workload} is a metadata run (metadataClients): jetstream has none; "
+            "run it against replog, replog-kafka or kafka"
+        )
     check_cpus(args.server_cpus, "--server-cpus")
     check_cpus(args.driver_cpus, "--driver-cpus")
     stem = os.path.splitext(os.path.basename(args.workload))[0]

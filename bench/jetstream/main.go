@@ -16,8 +16,9 @@
 //   - delete: delete the task's streams (those that exist).
 //   - leader: print the server name leading the first stream.
 //   - produce: publish asynchronously (at most `window` awaiting their acknowledgement) for
-//     run_s seconds, or `records` records (within run_s), at `rate` records/s (0: unthrottled); every record
-//     waits for its stream's acknowledgement (a quorum of the replicas has it).
+//     run_s seconds, or `records` records (within run_s), at `rate` records/s (0: unthrottled);
+//     every record waits for its stream's acknowledgement (a quorum of the replicas has it),
+//     and one not acknowledged within ackTimeout is published again until it is.
 //   - consume: read the task's streams from their start with ordered consumers until "stop".
 package main
 
@@ -48,6 +49,10 @@ const (
 	flushTimeout  = 60 * time.Second
 	progressEvery = 200 * time.Millisecond
 	adminTimeout  = 60 * time.Second
+	// A publish without an acknowledgement after ackTimeout (its stream's leader was killed)
+	// is published again until acknowledged, as a Kafka producer retries: its latency runs
+	// from the first send, so the failover timeline shows the gap.
+	ackTimeout = 2 * time.Second
 )
 
 type task struct {
@@ -111,7 +116,9 @@ func main() {
 	if window <= 0 {
 		window = 1
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(window))
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(window),
+		jetstream.WithPublishAsyncTimeout(ackTimeout))
 	if err != nil {
 		fail("JetStream context: %v", err)
 	}
@@ -284,7 +291,12 @@ func produce(js jetstream.JetStream, t task, start time.Time) result {
 				now := time.Now()
 				got.add(p.sent.Sub(start).Seconds(), float64(now.Sub(p.sent).Nanoseconds())/1e6)
 			case err := <-p.future.Err():
-				got.fail(err)
+				if republish(js, p.future.Msg(), expired) {
+					now := time.Now()
+					got.add(p.sent.Sub(start).Seconds(), float64(now.Sub(p.sent).Nanoseconds())/1e6)
+				} else {
+					got.fail(err)
+				}
 			case <-expired:
 				got.fail(errors.New("no acknowledgement before the flush timeout"))
 			}
@@ -342,6 +354,25 @@ func produce(js jetstream.JetStream, t task, start time.Time) result {
 		out.FirstError = sendErrors.firstError
 	}
 	return out
+}
+
+// republish publishes msg again, waiting for each acknowledgement, until one comes or expired
+// is closed; whether it was acknowledged.
+func republish(js jetstream.JetStream, msg *nats.Msg, expired <-chan struct{}) bool {
+	for {
+		select {
+		case <-expired:
+			return false
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), ackTimeout)
+		_, err := js.PublishMsg(ctx, &nats.Msg{Subject: msg.Subject, Data: msg.Data})
+		cancel()
+		if err == nil {
+			return true
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func consume(js jetstream.JetStream, t task, start time.Time, in *bufio.Scanner) result {

@@ -41,7 +41,7 @@ TABLE_FIGURES: tuple[tuple[str, str, Callable[[dict[str, Any]], float], bool], .
     ("end-to-end latency p50", "ms", lambda r: r["end_to_end"]["latency_ms"]["p50"], False),
     ("end-to-end latency p99", "ms", lambda r: r["end_to_end"]["latency_ms"]["p99"], False),
     ("end-to-end latency p99.9", "ms", lambda r: r["end_to_end"]["latency_ms"]["p99.9"], False),
-    ("benchmark client CPU", "cores", lambda r: r["driver_cpu_cores"], False),
+    ("driver processes' CPU, summed", "cores", lambda r: r["driver_cpu_cores"], False),
     # Rows that only some runs have (a catch-up run's read; results from before the harness
     # counted requests and metered the servers): shown when every run of the report has them.
     ("servers' CPU while producing", "cores", lambda r: r["server_cpu_cores"], False),

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import replog
 
 from replog.cli.bench.workload import CATCH_UP_LIMIT_S, MAX_RATE, load_workload, parse_workload
 from replog.errors import WorkloadError
@@ -172,3 +173,27 @@ def test_a_metadata_run_takes_its_own_fields_only() -> None:
         parse_workload({**GOOD, "topicsPerRequest": 2})
     with pytest.raises(WorkloadError, match="metadataClients"):
         parse_workload({**document, "metadataClients": 0})
+
+
+def test_a_backlog_that_cannot_fit_the_disk_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    workload = tmp_path / "w.yaml"
+    workload.write_text(
+        "name: big\ntopics: 1\npartitionsPerTopic: 1\nmessageSize: 1024\nproducersPerTopic: 1\n"
+        "subscriptionsPerTopic: 1\nconsumerPerSubscription: 1\nproducerRate: max\n"
+        "consumerBacklogSizeGB: 1000000\n"
+    )
+    outcome = replog(
+        "bench",
+        str(workload),
+        "--systems",
+        "replog",
+        "--work-dir",
+        str(tmp_path / "work"),
+        "--output",
+        str(tmp_path / "out"),
+    )
+    assert outcome.returncode != 0
+    assert "1e+06 GiB backlog needs 3300000.0 GiB free in --work-dir" in outcome.stderr
+    assert not (tmp_path / "out").exists()

@@ -41,6 +41,7 @@ DEFAULT_OUTPUT = os.path.join(".replog", "bench-results")
 DEFAULT_WORK_DIR = os.path.join(".replog", "bench")
 DEFAULT_BASE_PORT = 39092
 PORTS_PER_SYSTEM = 300  # a system's nodes listen at its base port .. base + 299
+DISK_HEADROOM = 1.1  # a catch-up run's backlog x 3 replicas, and indexes and logs beside it
 
 
 def _systems(text: str) -> list[str]:
@@ -75,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         )
     check_cpus(args.server_cpus, "--server-cpus")
     check_cpus(args.driver_cpus, "--driver-cpus")
+    check_disk(workload, args.work_dir)
     stem = os.path.splitext(os.path.basename(args.workload))[0]
     output = os.path.join(args.output, f"{time.strftime('%Y%m%d-%H%M%S')}-{stem}")
     os.makedirs(output, exist_ok=True)
@@ -85,6 +87,27 @@ def run(args: argparse.Namespace) -> int:
     page = write_report(results, output)
     print(f"report: {page}")
     return 0
+
+
+def check_disk(workload: Any, work_dir: str) -> None:
+    """A catch-up run's backlog, three replicas of it, must fit the disk of `work_dir` (a run's
+    topics are deleted after it, so one run's worth is enough)."""
+    import shutil
+
+    from replog.cli.bench.drivers import REPLICATION_FACTOR
+    from replog.cli.bench.workload import GIB
+
+    if workload.backlog_gib is None:
+        return
+    os.makedirs(work_dir, exist_ok=True)
+    need = workload.backlog_gib * GIB * REPLICATION_FACTOR * DISK_HEADROOM
+    free = shutil.disk_usage(work_dir).free
+    if free < need:
+        raise ReplogError(
+            f"bench: the {workload.backlog_gib:g} GiB backlog needs {need / GIB:.1f} GiB free in "
+            f"--work-dir {work_dir} (three replicas and {DISK_HEADROOM - 1:.0%} more); "
+            f"{free / GIB:.1f} GiB are"
+        )
 
 
 def run_system(

@@ -30,6 +30,7 @@ from typing import Any, Protocol, TypeVar
 import grpc
 
 from replog.coordinator import classic_group_messages as gm
+from replog.coordinator import consumer_group_messages as cgm
 from replog.coordinator import messages as cm
 from replog.errors import CoordinatorNotAvailableError, InvalidRequestError, KafkaError
 from replog.pb import coordinator_pb2 as pb
@@ -73,6 +74,12 @@ class CoordinatorRequests(Protocol):
         self, request: cm.OffsetCommitRequest, *, timeout_ms: int | None = None
     ) -> cm.OffsetCommitResponse: ...
     def offset_fetch(self, request: cm.OffsetFetchRequest) -> cm.OffsetFetchResponse: ...
+    async def consumer_group_heartbeat(
+        self, request: cgm.ConsumerGroupHeartbeatRequest
+    ) -> cgm.ConsumerGroupHeartbeatResponse: ...
+    def consumer_group_describe(
+        self, group_ids: Iterable[str]
+    ) -> list[cgm.DescribedConsumerGroup]: ...
 
 
 class UnavailableCoordinator:
@@ -120,6 +127,14 @@ class UnavailableCoordinator:
 
     def offset_fetch(self, request: cm.OffsetFetchRequest) -> cm.OffsetFetchResponse:
         return cm.OffsetFetchResponse(self.error)
+
+    async def consumer_group_heartbeat(
+        self, request: cgm.ConsumerGroupHeartbeatRequest
+    ) -> cgm.ConsumerGroupHeartbeatResponse:
+        return cgm.ConsumerGroupHeartbeatResponse(self.error)
+
+    def consumer_group_describe(self, group_ids: Iterable[str]) -> list[cgm.DescribedConsumerGroup]:
+        return [cgm.DescribedConsumerGroup(group_id, self.error) for group_id in group_ids]
 
 
 class CoordinatorService(coordinator_pb2_grpc.GroupCoordinatorServicer):

@@ -51,6 +51,7 @@ from replog.coordinator.consumer_group_messages import (
     ConsumerGroupHeartbeatResponse,
     DescribedConsumerGroup,
     DescribedConsumerMember,
+    NamedTopicPartitions,
 )
 from replog.coordinator.consumer_member import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -578,14 +579,18 @@ class ConsumerGroupCoordinator:
                             m.client_host,
                             m.subscribed_topic_names,
                             m.subscribed_topic_regex,
-                            by_topic(m.assigned),
-                            by_topic(group.target(m.member_id)),
+                            self._named(m.assigned),
+                            self._named(group.target(m.member_id)),
                         )
                         for m in group.members.values()
                     ),
                 )
             )
         return described
+
+    def _named(self, partitions: Partitions) -> NamedTopicPartitions:
+        names = {t.topic_id: t.name for t in self._topics.values()}
+        return tuple((t, names.get(t, ""), ps) for t, ps in by_topic(partitions))
 
     def list_groups(self, states: Iterable[str] = ()) -> list[tuple[str, str]]:
         """(group id, state) of every group, only those in `states` (case-insensitive)."""

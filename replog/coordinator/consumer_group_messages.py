@@ -9,6 +9,7 @@ means "unchanged since the last heartbeat" (Kafka's nullable fields); errors are
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from uuid import UUID
 
 from replog.coordinator.consumer_group_records import TopicPartitions
 from replog.errors import KafkaError
@@ -44,6 +45,10 @@ class ConsumerGroupHeartbeatResponse:
     assignment: TopicPartitions | None = None  # None: unchanged
 
 
+# (topic id, topic name ("" for a topic the coordinator does not know), sorted partitions)
+NamedTopicPartitions = tuple[tuple[UUID, str, tuple[int, ...]], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class DescribedConsumerMember:
     member_id: str
@@ -54,8 +59,8 @@ class DescribedConsumerMember:
     client_host: str
     subscribed_topic_names: tuple[str, ...]
     subscribed_topic_regex: str | None
-    assignment: TopicPartitions
-    target_assignment: TopicPartitions
+    assignment: NamedTopicPartitions
+    target_assignment: NamedTopicPartitions
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """The `GroupCoordinator` gRPC servicer: FindCoordinator, OffsetCommit, OffsetFetch and the
 classic group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups,
-ListGroups, DeleteGroups) to the broker's `GroupCoordinator`.
+ListGroups, DeleteGroups) and ConsumerGroupDescribe (KIP-848's consumer-protocol groups, for
+`replog consumer-groups`) to the broker's `GroupCoordinator`.
 
 Thin: each method decodes the request (`coordinator_codec`), asks the coordinator and encodes
 the answer; the coordinator and `replog.coordinator` decide everything else.
@@ -229,6 +230,15 @@ class CoordinatorService(coordinator_pb2_grpc.GroupCoordinatorServicer):
 
         return await self._serve(request, context, serve)
 
+    async def ConsumerGroupDescribe(
+        self, request: pb.ConsumerGroupDescribeRequest, context: Context
+    ) -> pb.ConsumerGroupDescribeResponse:
+        async def serve() -> pb.ConsumerGroupDescribeResponse:
+            groups = self._current().consumer_group_describe(request.group_ids)
+            return codec.consumer_group_describe_response_to_proto(groups)
+
+        return await self._serve(request, context, serve)
+
     async def ListGroups(
         self, request: pb.ListGroupsRequest, context: Context
     ) -> pb.ListGroupsResponse:
@@ -281,6 +291,7 @@ _METHODS: dict[str, tuple[Any, Any]] = {
     "DescribeGroups": (pb.DescribeGroupsRequest, pb.DescribeGroupsResponse),
     "ListGroups": (pb.ListGroupsRequest, pb.ListGroupsResponse),
     "DeleteGroups": (pb.DeleteGroupsRequest, pb.DeleteGroupsResponse),
+    "ConsumerGroupDescribe": (pb.ConsumerGroupDescribeRequest, pb.ConsumerGroupDescribeResponse),
 }
 
 

@@ -722,6 +722,11 @@ class GroupCoordinator:
             if error is not None or shard is None:
                 described.append(gm.DescribedGroup(group_id, error, ""))
                 continue
+            if group_id in shard.consumer.groups:
+                # Not a classic group: Dead, as Kafka's DescribeGroups answers (GROUP_ID_NOT_FOUND
+                # from v6); ConsumerGroupDescribe describes it.
+                described.append(gm.DescribedGroup(group_id, None, GroupState.DEAD.value))
+                continue
             (group,) = shard.groups.describe([group_id])
             if group.state == GroupState.DEAD.value and shard.cache.committed(group_id):
                 group = replace(group, state=GroupState.EMPTY.value)

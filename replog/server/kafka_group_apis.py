@@ -618,17 +618,13 @@ class KafkaGroupApis:
     def consumer_group_describe(
         self, coordinator: CoordinatorRequests, request: ConsumerGroupDescribeRequest
     ) -> ConsumerGroupDescribeResponse:
-        by_id = self._image().topics.by_id
-
-        def assignment(partitions: Iterable[tuple[UUID, tuple[int, ...]]]) -> DescribedAssignment:
+        def assignment(partitions: cgm.NamedTopicPartitions) -> DescribedAssignment:
             return DescribedAssignment(
                 topic_partitions=[
                     DescribedTopicPartitions(
-                        topic_id=topic_id,
-                        topic_name=by_id[topic_id].name if topic_id in by_id else "",
-                        partitions=list(ps),
+                        topic_id=topic_id, topic_name=name, partitions=list(ps)
                     )
-                    for topic_id, ps in partitions
+                    for topic_id, name, ps in partitions
                 ]
             )
 

@@ -34,7 +34,10 @@ from replog.coordinator.consumer_group_coordinator import (
     ConsumerGroupCoordinator,
     Record,
 )
-from replog.coordinator.consumer_group_messages import ConsumerGroupHeartbeatRequest
+from replog.coordinator.consumer_group_messages import (
+    ConsumerGroupHeartbeatRequest,
+    NamedTopicPartitions,
+)
 from replog.coordinator.consumer_member import TP, ConsumerMember, by_topic, flatten
 from replog.coordinator.group_records import decode_group_value, encode_group_value
 from replog.errors import KafkaError
@@ -233,8 +236,7 @@ class ConsumerGroupScenario:
                 self.out.append(
                     f"  {m.member_id} epoch={m.member_epoch} "
                     f"topics={','.join(m.subscribed_topic_names)} "
-                    f"assigned={self.parts(m.assignment)} "
-                    f"target={self.parts(m.target_assignment)}"
+                    f"assigned={_named(m.assignment)} target={_named(m.target_assignment)}"
                 )
 
     def cmd_list(self, args: list[str], options: dict[str, str]) -> None:
@@ -289,6 +291,11 @@ class ConsumerGroupScenario:
                 self.core.replay(record.key, record.value)
         self.core.loaded(self.now_ms)
         self.out.append(f"replayed {len(self.log)} records")
+
+
+def _named(partitions: NamedTopicPartitions) -> str:
+    """Partitions as described, by the names the coordinator gives them."""
+    return ",".join(f"{name}{p}" for _, name, ps in partitions for p in ps) or "none"
 
 
 def _error(error: KafkaError | None) -> str:

@@ -2,14 +2,16 @@
 confluent-kafka (librdkafka, `group.protocol=consumer`, ConsumerGroupHeartbeat v1):
 
 - two consumers of one group split a topic's partitions disjointly (the coordinator's `uniform`
-  assignor) and commit with their member epochs (OffsetCommit v9+); the admin client describes
-  the group; one consumer closes (it leaves with epoch -1) and the other takes every partition;
+  assignor) and commit with their member epochs (OffsetCommit v9+); the admin client and
+  `replog consumer-groups --describe` (ConsumerGroupDescribe over gRPC) describe the group; one
+  consumer closes (it leaves with epoch -1) and the other takes every partition;
 - a member killed with kill -9 (a consumer in a child process) has its partitions moved to the
   other once `group.consumer.session.timeout.ms` (3 s here) passes.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -24,6 +26,7 @@ from confluent_kafka.admin import AdminClient
 
 from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import NewTopic
+from replog.cli.main import main
 from tests.eventually import wait_until
 from tests.kafka.kafka_node import RunningNode, running_node
 
@@ -64,7 +67,9 @@ def owned(member: Any) -> set[int]:
     return {tp.partition for tp in member.assignment()}
 
 
-def test_two_members_split_and_one_takes_all_when_the_other_leaves(node: RunningNode) -> None:
+def test_two_members_split_and_one_takes_all_when_the_other_leaves(
+    node: RunningNode, capsys: pytest.CaptureFixture[str]
+) -> None:
     members = {name: Consumer(config(node, "split-group", name)) for name in ("c1", "c2")}
     try:
         for member in members.values():
@@ -87,6 +92,25 @@ def test_two_members_split_and_one_takes_all_when_the_other_leaves(node: Running
         (described,) = admin.describe_consumer_groups(["split-group"]).values()
         group = described.result(30)
         assert sorted(m.client_id for m in group.members) == ["c1", "c2"]
+
+        tool = ["consumer-groups", "--bootstrap-server", f"127.0.0.1:{node.grpc_port}", "--json"]
+        assert main([*tool, "--list"]) == 0
+        listed = json.loads(capsys.readouterr().out)
+        assert [(g["group"], g["state"]) for g in listed] == [("split-group", "Stable")]
+        assert main([*tool, "--describe", "--group", "split-group"]) == 0
+        rows = json.loads(capsys.readouterr().out)
+        by_partition = {r["partition"]: r for r in rows}
+        assert sorted(by_partition) == list(range(PARTITIONS))
+        for name, member in members.items():
+            assert {p for p, r in by_partition.items() if r["clientId"] == name} == owned(member)
+        assert {r["currentOffset"] for r in rows} == {3, None}
+        assert main([*tool, "--describe", "--group", "split-group", "--state"]) == 0
+        state = json.loads(capsys.readouterr().out)
+        assert (state["state"], state["members"], state["assignmentStrategy"]) == (
+            "Stable",
+            2,
+            "uniform",
+        )
     finally:
         members["c1"].close()
     survivor = members["c2"]

@@ -106,7 +106,16 @@ class FakeCoordinator:
 
     def consumer_group_describe(self, group_ids: Iterable[str]) -> list[cgm.DescribedConsumerGroup]:
         member = cgm.DescribedConsumerMember(
-            "m", None, None, 3, "cl", "/10.0.0.9", ("orders",), None, ((ORDERS_ID, (0,)),), ()
+            "m",
+            None,
+            None,
+            3,
+            "cl",
+            "/10.0.0.9",
+            ("orders",),
+            None,
+            ((ORDERS_ID, "orders", (0,)),),
+            (),
         )
         return [
             cgm.DescribedConsumerGroup(g, None, "Stable", 3, 3, "uniform", (member,))

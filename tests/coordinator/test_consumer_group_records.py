@@ -1,4 +1,5 @@
-"""The consumer-protocol group records' bytes: Kafka's layouts (hand-checked examples), every
+"""The consumer-protocol group records' bytes: Kafka's layouts (examples whose bytes Kafka
+4.4.0's own generated classes wrote, `MessageUtil.toVersionPrefixedBytes`), every
 record type through its bytes and back, unknown tagged fields skipped, bad bytes refused, and
 the offsets loader handing them to the consumer groups' replay."""
 
@@ -99,6 +100,35 @@ def test_every_record_round_trips(value: rec.ConsumerGroupValue, group: str, mem
     # A newer writer's tagged field (tag 9, 2 bytes) is skipped.
     tagged = data[:-1] + bytes([1, 9, 2, 0xAB, 0xCD])
     assert rec.decode_consumer_group_value(kind, tagged) == value
+
+
+# Written by Kafka 4.4.0's generated record classes (kafka-group-coordinator-4.4.0.jar).
+KAFKA_BYTES = [
+    (rec.GroupEpochValue(5), "00000000000500"),
+    (
+        rec.CurrentAssignmentValue(3, 2, 1, ((T1, (0, 2)),), ()),
+        "00000000000300000002010200000000000000000000000000000001030000000000000002000100",
+    ),
+    (
+        rec.MemberMetadataValue(None, None, "c", "h", ("t",), None, 500, "range"),
+        "000000000263026802027400000001f40672616e676500",
+    ),
+    (
+        rec.TargetAssignmentMemberValue(((T1, (1,)),)),
+        "0000020000000000000000000000000000000102000000010000",
+    ),
+    (
+        rec.PartitionMetadataValue((rec.TopicMetadata(T1, "t", 3),)),
+        "00000200000000000000000000000000000001027400000003010000",
+    ),
+]
+
+
+@pytest.mark.parametrize(("value", "kafka"), KAFKA_BYTES, ids=lambda v: type(v).__name__)
+def test_values_are_the_bytes_kafka_writes(value: rec.ConsumerGroupValue, kafka: str) -> None:
+    assert rec.encode_consumer_group_value(value).hex() == kafka
+    kind = TYPES[type(value)]
+    assert rec.decode_consumer_group_value(kind, bytes.fromhex(kafka)) == value
 
 
 def test_bad_bytes_name_the_record() -> None:

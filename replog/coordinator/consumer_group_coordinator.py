@@ -247,7 +247,7 @@ class ConsumerGroupCoordinator:
             if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
                 raise invalid("a join (member epoch 0) must set the topic names or a regex")
         elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            if not request.member_id or request.instance_id is None:
+            if request.instance_id is None:
                 raise invalid("member epoch -2 (a static member's leave) needs an instance id")
         else:
             raise invalid(f"member epoch {epoch} is invalid")

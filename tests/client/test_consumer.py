@@ -49,6 +49,7 @@ from replog.errors import (
     UnknownTopicOrPartitionError,
 )
 from replog.testing import ManualClock
+from tests.eventually import eventually
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
@@ -768,7 +769,7 @@ async def test_wakeup_makes_a_waiting_poll_return_and_ends_iteration(
     async with consumer(cluster) as c:
         c.assign([T0])
         waiting = asyncio.create_task(c.poll(10_000))
-        await asyncio.sleep(0.1)
+        await poll_until_fetching(cluster)  # the poll waits for the fetch's answer
         started = time.monotonic()
         c.wakeup()
         assert await waiting == {}
@@ -777,8 +778,10 @@ async def test_wakeup_makes_a_waiting_poll_return_and_ends_iteration(
         async def iterate() -> list[ConsumerRecord]:
             return [record async for record in c]
 
+        fetches = len(cluster.fetches)
         iterating = asyncio.create_task(iterate())
-        await asyncio.sleep(0.1)
+        # Only a poll sends a fetch: one more says the iteration's poll runs.
+        await eventually(lambda: len(cluster.fetches) > fetches, "the iteration polls")
         c.wakeup()
         assert await asyncio.wait_for(iterating, 1) == []
 

@@ -771,7 +771,7 @@ async def test_with_one_request_in_flight_a_new_leader_gets_nothing_before_the_r
     first = producer.send_nowait("one", b"A")
     await until(lambda: cluster.gate.held == 1)  # on the wire to node 0
     cluster.move_leader("one", 0, 1)
-    await asyncio.sleep(0.1)  # the metadata ages out
+    await until(producer._metadata.needs_refresh)  # the metadata aged out
     refreshes = cluster.metadata_calls
     second = producer.send_nowait("one", b"B")
     await until(lambda: cluster.metadata_calls > refreshes)  # node 1 is known to lead

@@ -15,8 +15,9 @@ The traffic, for the whole run:
   would send one topic's records to the other's partitions if the codec joined records out of
   serialized order (replog/wire/broker_codec.py). Followers catching up
   fetch the same mix;
-- a consumer group member on `soak` that commits every 3 s and is closed and reopened every 20
-  s, resuming from its commits;
+- a consumer group of three members on `soak`, each committing every 3 s and closed and
+  reopened every 20 s, staggered (a member leaves or joins every ~7 s, each time a rebalance
+  that moves partitions between members), resuming from the group's commits;
 - topic churn, a fault among the others (tests/cluster/soak_chaos.py).
 
 The faults: tests/cluster/soak_chaos.py (kill -9 of one, two and all nodes, SIGSTOP past the
@@ -33,8 +34,8 @@ What must hold at the end:
   value, exactly once, in send order, and nothing else is (records below a partition's log
   start excused, and the log start must be one DeleteRecords asked for);
 - the consumer group was given exactly the log: every offset from the log start with the log's
-  value; its position never moved forward past a record except to a DeleteRecords offset, and
-  never back below its last successful commit;
+  value; a partition's position (whichever member held it) never moved forward past a record
+  except to a DeleteRecords offset, and never back below the group's last successful commit;
 - after a clean stop, every replica's files hold the same batches below the high watermark
   (from the first batch all still hold), for every partition of every topic;
 - no node logged a traceback, an ERROR or CRITICAL line, or a follower append at the wrong
@@ -57,6 +58,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -108,7 +110,8 @@ SERVER = overrides(
 TOPIC_CONFIGS = {"min.insync.replicas": "2", "segment.bytes": str(128 * 1024)}
 RATE = 400  # soak records per second
 WIDE_RATE, WIDE_VALUE_SIZE = 25, 4096  # wide records per second, and their size
-COMMIT_EVERY_S, REOPEN_EVERY_S = 3.0, 20.0  # the consumer group member's habits
+COMMIT_EVERY_S, REOPEN_EVERY_S = 3.0, 20.0  # the consumer group members' habits
+MEMBERS = 3  # of the consumer group
 # Applied faults at least. CI's run applies 15-20; the first round alone (every kind once)
 # applies 10 or 11 (a preferred election may find every leader preferred), however slow the
 # machine.
@@ -276,14 +279,18 @@ def assert_quiet_logs(cluster: LoopbackCluster) -> None:
 
 @dataclass
 class GroupReader(Background):
-    """A consumer group member reading `topic` as an application would: manual commits every
-    COMMIT_EVERY_S, closed and reopened every REOPEN_EVERY_S (resuming from the group's
-    commits), through the public Consumer, in a thread, until `finish`.
+    """A consumer group of MEMBERS members reading `topic` as an application would: each with
+    manual commits every COMMIT_EVERY_S, closed and reopened every REOPEN_EVERY_S (its first
+    session shorter by a share, so that the members come and go at different times), through
+    the public Consumer, each in a thread of its own, until `finish`.
 
-    Per partition it keeps the value first given at each offset, and every time a record given
-    was not the one after the one before: a jump forward (records skipped: only DeleteRecords
-    may explain it), or a move back (a re-delivery: harmless unless it goes below the last
-    commit that succeeded, which would mean committed offsets were lost).
+    Per partition, whichever member was given it, it keeps the value first given at each
+    offset, and every time a record given was not the one after the one before: a jump forward
+    (records skipped: only DeleteRecords may explain it), or a move back (a re-delivery:
+    harmless unless it goes below the last commit that succeeded, which would mean committed
+    offsets were lost). One partition's records pass from member to member in order: a member
+    gives up a partition in a poll (its revocation) after it took the records of its earlier
+    polls, and the next owner is given the partition only after that.
 
     A commit covers only the partitions this session was given records of: the consumer
     commits its positions, and a session that has none yet (its coordinator still down) commits
@@ -298,6 +305,7 @@ class GroupReader(Background):
     rewinds: list[tuple[int, int, int, int]] = field(default_factory=list)  # ..., committed
     changed: list[str] = field(default_factory=list)  # an offset given with two values
     redelivered: int = 0
+    handoffs: int = 0  # records given by another member than the partition's record before
     sessions: int = 0
     commits: int = 0
     empty_commits: int = 0  # sessions with no positions yet: nothing to commit
@@ -305,8 +313,9 @@ class GroupReader(Background):
     poll_errors: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
+        self._lock = threading.Lock()  # the members' threads share what is below
         self._next: dict[int, int] = {}  # partition -> the offset after the last one given
-        self._session_next: dict[int, int] = {}  # the same, for this session's records only
+        self._holder: dict[int, int] = {}  # partition -> the member given its last record
         self._committed: dict[int, int] = {}  # what the last commits that succeeded covered
         self._starts: dict[int, int] = {}
         self._ends: dict[int, int] | None = None  # set by finish: read up to these, then end
@@ -344,11 +353,14 @@ class GroupReader(Background):
             f"given, committed): {self.rewinds[:10]}"
         )
         assert not self.changed, f"offsets given twice with different values: {self.changed[:5]}"
+        # Non-vacuity: the members' comings and goings moved partitions between them.
+        assert self.handoffs > 0, f"no partition passed between members: {self.summary()}"
 
     def summary(self) -> str:
         return (
             f"consumer group: {sum(len(g) for g in self.given.values())} offsets given in "
-            f"{self.sessions} sessions, {self.redelivered} again, {len(self.jumps)} jumps to "
+            f"{self.sessions} sessions of {MEMBERS} members, {self.handoffs} handoffs between "
+            f"them, {self.redelivered} again, {len(self.jumps)} jumps to "
             f"deletion points; {self.commits} commits ({self.empty_commits} of nothing), "
             f"failures {dict(self.commit_failures)}, "
             f"poll errors {dict(self.poll_errors)}"
@@ -363,15 +375,29 @@ class GroupReader(Background):
         )
 
     def _run(self) -> None:
+        members = [
+            threading.Thread(target=self._member, args=(i,), name=f"member-{i}", daemon=True)
+            for i in range(MEMBERS)
+        ]
+        for member in members:
+            member.start()
+        for member in members:
+            member.join()
+
+    def _member(self, index: int) -> None:
+        first = REOPEN_EVERY_S * (index + 1) / MEMBERS
         try:
-            while not self._done():
-                self._session()
+            while not self._done() and self._crash is None:
+                self._session(index, first)
+                first = REOPEN_EVERY_S
         except BaseException as exc:
             self._crash = exc
 
-    def _session(self) -> None:
-        self.sessions += 1
-        self._session_next = {}
+    def _session(self, member: int, length_s: float) -> None:
+        with self._lock:
+            self.sessions += 1
+        # The partition -> the offset after the last one given, for this session's records.
+        session_next: dict[int, int] = {}
         consumer = self.clients.consumer(
             group_id="soak",
             enable_auto_commit=False,
@@ -385,27 +411,35 @@ class GroupReader(Background):
             consumer.subscribe([self.topic])
             opened = committed_at = time.monotonic()
             while not self._done():
-                if self._ends is None and time.monotonic() - opened > REOPEN_EVERY_S:
+                if self._ends is None and time.monotonic() - opened > length_s:
                     break
                 try:
                     batches = consumer.poll(timeout_ms=500)
                 except ReplogError as exc:  # a failed poll returns nothing: counted, not fatal
-                    self.poll_errors[type(exc).__name__] += 1
+                    with self._lock:
+                        self.poll_errors[type(exc).__name__] += 1
                     continue
-                for tp, records in batches.items():
-                    for record in records:
-                        self._take(tp.partition, record.offset, record.value or b"")
+                with self._lock:
+                    for tp, records in batches.items():
+                        for record in records:
+                            self._take(member, tp.partition, record.offset, record.value or b"")
+                            session_next[tp.partition] = record.offset + 1
                 if time.monotonic() - committed_at > COMMIT_EVERY_S:
-                    self._commit(consumer)
+                    self._commit(consumer, session_next)
                     committed_at = time.monotonic()
-            self._commit(consumer)
+            self._commit(consumer, session_next)
         finally:
             try:
                 consumer.close(autocommit=False, timeout_ms=15_000)
             except ReplogError as exc:
-                self.poll_errors[f"close: {type(exc).__name__}"] += 1
+                with self._lock:
+                    self.poll_errors[f"close: {type(exc).__name__}"] += 1
 
-    def _take(self, partition: int, offset: int, value: bytes) -> None:
+    def _take(self, member: int, partition: int, offset: int, value: bytes) -> None:
+        """Under the lock: one record given to `member`."""
+        if self._holder.setdefault(partition, member) != member:
+            self.handoffs += 1
+            self._holder[partition] = member
         expected = self._next.get(partition, 0)
         if offset > expected:
             self.jumps.append((partition, expected, offset))
@@ -418,18 +452,22 @@ class GroupReader(Background):
         if first != value:
             self.changed.append(f"{self.topic}-{partition}@{offset}: {first!r}, then {value!r}")
         self._next[partition] = offset + 1
-        self._session_next[partition] = offset + 1
 
-    def _commit(self, consumer: Consumer) -> None:
-        # The consumer's positions: the partitions this session was given records of.
-        covered = dict(self._session_next)
+    def _commit(self, consumer: Consumer, session_next: dict[int, int]) -> None:
+        # The consumer's positions: of the partitions this session was given records of, those
+        # it still holds (a partition given up was committed by the group's next owner, if at
+        # all: its position here is no longer the group's).
+        held = {tp.partition for tp in consumer.assignment()}
+        covered = {p: offset for p, offset in session_next.items() if p in held}
         try:
             consumer.commit(timeout_ms=10_000)
         except ReplogError as exc:  # the coordinator may be down: the next commit covers it
-            self.commit_failures[type(exc).__name__] += 1
+            with self._lock:
+                self.commit_failures[type(exc).__name__] += 1
             return
-        if not covered:
-            self.empty_commits += 1
-            return
-        self.commits += 1
-        self._committed.update(covered)
+        with self._lock:
+            if not covered:
+                self.empty_commits += 1
+                return
+            self.commits += 1
+            self._committed.update(covered)

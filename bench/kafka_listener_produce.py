@@ -50,12 +50,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from replog_cli import KAFKA_PORT_OFFSET, create_topic, node_pids, running_cluster
-
-# bench/ first on sys.path would let bench/timeline.py shadow the package replog imports.
+# bench/ first on sys.path would let bench/timeline.py shadow the package replog imports: the
+# checkout goes first, bench/ last (for replog_cli).
 _BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _BENCH_DIR]
 sys.path.insert(0, os.path.dirname(_BENCH_DIR))
+sys.path.append(_BENCH_DIR)
+
+from replog_cli import KAFKA_PORT_OFFSET, create_topic, node_pids, running_cluster  # noqa: E402
 
 from replog.cli.bench import versions  # noqa: E402
 from replog.cli.bench.runner import machine, payload  # noqa: E402
@@ -80,7 +82,7 @@ def client_settings(batch_kib: int) -> dict[str, dict[str, Any]]:
         "confluent": {
             "acks": "all",
             "enable.idempotence": True,
-            "linger.ms": 20,
+            "linger.ms": 50,
             "batch.size": batch,
             "batch.num.messages": 100_000,
             "queue.buffering.max.kbytes": 256 * 1024,
@@ -90,14 +92,14 @@ def client_settings(batch_kib: int) -> dict[str, dict[str, Any]]:
         "replog": {
             "acks": "all",
             "enable.idempotence": True,
-            "linger.ms": 20,
+            "linger.ms": 50,
             "batch.size": batch,
             "buffer.memory": 128 * 1024 * 1024,
         },
         "kafka-python": {
             "acks": "all",
             "enable_idempotence": True,
-            "linger_ms": 20,
+            "linger_ms": 50,
             "batch_size": batch,
         },
     }
@@ -354,11 +356,11 @@ def report(trials: Sequence[Trial], paths: Sequence[str]) -> list[str]:
         ("client cores", lambda t: t.client_cores),
         ("load avg", lambda t: t.load_average),
     )
-    lines = [f"{'path':13s}" + "".join(f"{name:>24s}" for name, _ in columns)]
+    lines = [f"{'path':13s}" + "".join(f"{name:>26s}" for name, _ in columns)]
     for path in paths:
         mine = [t for t in trials if t.path == path]
         lines.append(
-            f"{path:13s}" + "".join(f"{spread([f(t) for t in mine]):>24s}" for _, f in columns)
+            f"{path:13s}" + "".join(f"  {spread([f(t) for t in mine]):>24s}" for _, f in columns)
         )
     idle = [t.idle_cores for t in trials if t.path == paths[0]]
     lines.append(f"brokers' cores when idle, per run: {spread(idle)}")
@@ -391,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warm-up", type=float, default=3.0)
     parser.add_argument("--idle-seconds", type=float, default=5.0, help="idle brokers, per run")
     parser.add_argument("--partitions", type=int, default=3)
-    parser.add_argument("--batch-kib", type=int, default=256)
+    parser.add_argument("--batch-kib", type=int, default=960)
     parser.add_argument(
         "--rate", type=float, default=0.0, help="MB/s every path is paced at (0: unpaced)"
     )

@@ -39,8 +39,9 @@ Rules:
   request instead of once per batch. Only first sends (a retried batch goes alone: a
   duplicate is recognised per batch, but the broker answers an entry as a whole), never the
   open batch, in the room the first batches of all partitions left in `max.request.size`,
-  and with idempotence only within the partition's pending limit (5 batches), so every
-  retry is still among the broker's retained batches.
+  and with idempotence only within the partition's window (5 batches stamped from its oldest
+  unacknowledged one on: `Idempotence.room`), so every retry is still among the broker's
+  retained batches.
   Batches keep `batch.size`: what is written is what Kafka's producer would write.
 - A topic whose `max.message.bytes` is below batch.size (`set_topic_limit`, from the
   producer's describe of the topic) gets batches of at most that size (a single larger record
@@ -860,12 +861,10 @@ class RecordAccumulator:
         `leader`'s request and every other partition had its turn: its next batches go along
         while they are complete (not the partition's open batch), first sends, and fit in
         `max.request.size`; with idempotence, only while the partition stays within its
-        pending limit."""
-        if self.idempotence is not None:
-            # The taken batch is not pending yet: `drain` stamps it after this.
-            allowed = self.idempotence.max_pending - len(self.idempotence.pending(tp)) - 1
-        else:
-            allowed = len(dq)
+        window."""
+        idempotence = self.idempotence
+        # The taken batch is not stamped yet (`drain` stamps it after this): one less room.
+        allowed = idempotence.room(tp) - 1 if idempotence is not None else len(dq)
         used = sizes[leader]
         while allowed > 0 and dq:
             batch = dq[0]

@@ -10,9 +10,12 @@ partition does not know, whose first batch may start anywhere.
 Rules (the client side of Kafka's idempotent producer, with a new producer id where Kafka bumps
 the epoch):
 - Sequences are assigned when a batch is drained (`on_drained`): per partition from 0, each
-  batch taking as many as it has records (Int32 max wraps to 0). At most 5 stamped batches of
-  a partition are unacknowledged at a time, so that every retry is still among the broker's
-  retained 5 and is recognised as a duplicate.
+  batch taking as many as it has records (Int32 max wraps to 0). At most 5 batches of a
+  partition are stamped from its oldest unacknowledged batch on, counting the acknowledged
+  ones among them (its `window`), so that every retry is still among the broker's retained 5
+  and is recognised as a duplicate. Counting only the unacknowledged would not do: calls are
+  answered out of order (an acks=all request times out while later ones, written after it,
+  are acknowledged), and each later batch written pushes the old one out of the broker's 5.
 - Until a partition has one batch acknowledged under its producer id, it has only one request
   pending (which may carry several of its batches, in order, as one entry: the accumulator's
   drain): the broker accepts any first sequence from an id it does not know, and concurrent
@@ -78,6 +81,8 @@ class _Partition:
     next_sequence: int = 0
     last_acked: int = NO_SEQUENCE
     pending: list[ProducerBatch] = field(default_factory=list)  # stamped, not done; by sequence
+    # Stamped from the oldest pending batch on, done or not, by sequence (Rules).
+    window: list[ProducerBatch] = field(default_factory=list)
     unresolved: int | None = None  # last sequence of a batch that ended without success
     renumber_after: int | None = None  # needs a producer id newer than this generation
 
@@ -86,6 +91,17 @@ class _Partition:
 
     def expected_sequence(self) -> int:
         return 0 if self.last_acked == NO_SEQUENCE else increment_sequence(self.last_acked, 1)
+
+    def settle(self, batch: ProducerBatch) -> None:
+        """`batch` is done: no longer pending; the window starts at the oldest pending."""
+        if batch in self.pending:
+            self.pending.remove(batch)
+        oldest = self.pending[0] if self.pending else None
+        window = self.window
+        start = 0
+        while start < len(window) and window[start] is not oldest:
+            start += 1
+        del window[:start]
 
 
 class Idempotence:
@@ -134,7 +150,7 @@ class Idempotence:
             # written first. Until one batch is acknowledged, one request at a time (it may
             # carry several of the partition's batches, in order: the accumulator's drain).
             return False
-        return len(state.pending) < self.max_pending
+        return len(state.window) < self.max_pending
 
     def on_drained(self, batch: ProducerBatch) -> None:
         """Stamp a first send; mark the batch in flight."""
@@ -150,6 +166,7 @@ class Idempotence:
             batch.stamp(state.producer.producer_id, state.producer.epoch, state.next_sequence)
             state.next_sequence = increment_sequence(state.next_sequence, batch.record_count)
             state.pending.append(batch)
+            state.window.append(batch)
         batch.in_flight = True
 
     # --- answers --------------------------------------------------------------------------------
@@ -160,8 +177,7 @@ class Idempotence:
         state = self._partitions.get(batch.topic_partition)
         if state is None:
             return
-        if batch in state.pending:
-            state.pending.remove(batch)
+        state.settle(batch)
         if batch.producer_id == state.producer.producer_id and (
             state.last_acked == NO_SEQUENCE or sequence_after(batch.last_sequence, state.last_acked)
         ):
@@ -196,6 +212,9 @@ class Idempotence:
             return
         index = state.pending.index(batch)
         state.pending[index : index + 1] = pieces
+        if batch in state.window:
+            index = state.window.index(batch)
+            state.window[index : index + 1] = pieces
 
     def on_failed(self, batch: ProducerBatch) -> None:
         """The batch ended without success (it is not resent): a possible gap. For a batch
@@ -205,8 +224,7 @@ class Idempotence:
         state = self._partitions.get(batch.topic_partition)
         if state is None or batch.base_sequence < 0:
             return
-        if batch in state.pending:
-            state.pending.remove(batch)
+        state.settle(batch)
         self._mark_unresolved(state, batch)
 
     def on_expired(self, batch: ProducerBatch) -> None:
@@ -259,6 +277,7 @@ class Idempotence:
             batch.stamp(producer.producer_id, producer.epoch, sequence)
             sequence = increment_sequence(sequence, batch.record_count)
         state.producer = producer
+        state.window = list(state.pending)
         state.next_sequence = sequence
         state.last_acked = NO_SEQUENCE
         state.unresolved = None
@@ -278,6 +297,11 @@ class Idempotence:
     def pending(self, tp: TopicPartition) -> list[ProducerBatch]:
         state = self._partitions.get(tp)
         return [] if state is None else list(state.pending)
+
+    def room(self, tp: TopicPartition) -> int:
+        """How many more first sends `tp`'s window takes (Rules)."""
+        state = self._partitions.get(tp)
+        return self.max_pending - (0 if state is None else len(state.window))
 
     def is_blocked(self, tp: TopicPartition) -> bool:
         """Unresolved or waiting to be renumbered."""

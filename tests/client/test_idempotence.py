@@ -2,9 +2,13 @@
 start under an id the broker does not know, retries only from the oldest pending batch, real
 gaps and UNKNOWN_PRODUCER_ID renumbering the partition under a new id, failed batches settled
 as written or renumbered, and partitions moving to a new id only when idle. Stamped batches
-are checked against the broker's own rules (`ProducerStateTable`)."""
+are checked against the broker's own rules (`ProducerStateTable`), and a property test runs
+the client against that table with requests processed and answered in any order."""
 
 from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from replog.client.accumulator import ProducerBatch, RecordAccumulator
 from replog.client.idempotence import (
@@ -28,7 +32,7 @@ INT32_MAX = 2**31 - 1
 
 
 def batch(records: int = 2, tp: TopicPartition = TP) -> ProducerBatch:
-    acc = RecordAccumulator(batch_size=1_000_000)
+    acc = RecordAccumulator(batch_size=1024)
     for i in range(records):
         acc.append(tp, 1_700_000_000_000 + i, None, b"v%d" % i)
     (made,) = acc.drain_all()
@@ -93,6 +97,38 @@ def test_one_batch_at_a_time_until_the_broker_knows_the_id_then_up_to_five() -> 
     pending = [drain(idem, batch()) for _ in range(5)]
     assert not idem.can_drain(TP, batch())  # the broker retains 5 batches per producer
     idem.on_success(pending[0])
+    assert idem.can_drain(TP, batch())
+
+
+def test_later_batches_acknowledged_first_do_not_free_room_past_the_oldest_pending() -> None:
+    """Concurrent calls answer out of order: an acks=all request can time out on the leader
+    while later ones, written after it, are acknowledged once the high watermark moves. The
+    broker retains the producer's last 5 batches, so the 5 counts every batch stamped since
+    the oldest unacknowledged one, acknowledged or not: else its retry would meet a broker
+    whose retained batches no longer include it, and be refused as out of order forever."""
+    idem = started()
+    table = ProducerStateTable("t-0")
+
+    def written(made: ProducerBatch) -> None:
+        header = read_header(made.records)  # type: ignore[arg-type]
+        assert table.check(header) is None
+        table.update(header)
+
+    first = drain(idem, batch())
+    written(first)
+    idem.on_success(first)
+    oldest, *later = (drain(idem, batch()) for _ in range(5))
+    for made in (oldest, *later):
+        written(made)
+    for made in later:
+        idem.on_success(made)  # answered before the oldest's timeout
+    assert not idem.can_drain(TP, batch())  # a sixth batch after `oldest` would evict it
+    idem.on_retry(oldest, NotEnoughReplicasError("t-0: timed out"))
+    assert idem.can_drain(TP, oldest)
+    # The retry is still among the broker's retained batches: a duplicate, not an error.
+    assert table.check(read_header(oldest.records)) is not None  # type: ignore[arg-type]
+    drain(idem, oldest)
+    idem.on_success(oldest)
     assert idem.can_drain(TP, batch())
 
 
@@ -184,3 +220,87 @@ def test_other_partitions_keep_their_id_until_idle_then_start_over() -> None:
     idem.on_success(busy)
     fresh = drain(idem, batch(tp=OTHER))
     assert (fresh.producer_id, fresh.base_sequence) == (8, 0)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_any_processing_and_answer_order_writes_every_batch_once_in_order(
+    data: st.DataObject,
+) -> None:
+    """Property: the client against the broker's own table (`ProducerStateTable`), with
+    requests processed in any order (concurrent calls) and their answers delivered in any
+    order, an appended batch answered either as written or as timed out (acks=all: written,
+    not yet replicated), and a new producer id whenever the client asks for one (as the
+    sender does). However it interleaves, every batch ends in the log exactly once, each
+    producer id's sequences in order without a gap, and no retry is refused forever: a bounded
+    run of fair steps ends with every batch acknowledged."""
+    idem = started()
+    table = ProducerStateTable("t-0")
+    log: list[tuple[int, int, int]] = []  # (producer id, first, last) of each appended batch
+    appended: list[int] = []  # which batch (its id()) each append was
+    unsent = [batch(data.draw(st.integers(1, 3), label="records")) for _ in range(12)]
+    retries: list[ProducerBatch] = []
+    wire: list[ProducerBatch] = []  # sent, not yet processed by the broker
+    answers: list[tuple[ProducerBatch, BaseException | None]] = []
+    acknowledged: set[int] = set()
+
+    def process(made: ProducerBatch, times_out: bool) -> None:
+        header = read_header(made.records)  # type: ignore[arg-type]
+        try:
+            duplicate = table.check(header)
+        except OutOfOrderSequenceNumberError as exc:
+            answers.append((made, exc))
+            return
+        if duplicate is None:
+            table.update(header)
+            log.append((header.producer_id, header.base_sequence, header.last_sequence))
+            appended.append(id(made))
+        answers.append((made, NotEnoughReplicasError("t-0: timed out") if times_out else None))
+
+    def answer(made: ProducerBatch, error: BaseException | None) -> None:
+        if error is None:
+            idem.on_success(made)
+            acknowledged.add(id(made))
+        else:
+            idem.on_retry(made, error)
+            retries.append(made)
+            retries.sort(key=lambda b: b.base_sequence)
+
+    def step(choice: int, times_out: bool, index: int) -> None:
+        if idem.needs_producer_id():
+            assert idem.producer is not None
+            idem.set_producer_id(idem.producer.producer_id + 1, 0)
+        if choice == 0 and retries and idem.can_drain(TP, retries[0]):
+            wire.append(drain(idem, retries.pop(0)))
+        elif choice == 1 and unsent and not retries and idem.can_drain(TP, unsent[0]):
+            wire.append(drain(idem, unsent.pop(0)))
+        elif choice == 2 and wire:
+            # Mostly in the order sent, sometimes overtaken (concurrent calls).
+            process(wire.pop(0 if index < 7 else index % len(wire)), times_out)
+        elif choice == 3 and answers:
+            # Newest first as often as not: acknowledgements overtaking older answers are
+            # what the 5-batch window must survive.
+            answer(*answers.pop(-1 - index % len(answers)))
+
+    steps = st.tuples(st.integers(0, 3), st.booleans(), st.integers(0, 10))
+    for choice, times_out, index in data.draw(
+        st.lists(steps, min_size=60, max_size=200), label="steps"
+    ):
+        step(choice, times_out, index)
+    # Then fair: oldest first, nothing times out, until done (or clearly stuck).
+    for _ in range(300):
+        if not (unsent or retries or wire or answers):
+            break
+        for choice in (3, 2, 0, 1):
+            step(choice, False, 0)
+    assert not (unsent or retries or wire or answers), (
+        f"stuck: {len(unsent)} unsent, retries at {[b.base_sequence for b in retries]}, log "
+        f"{log[-6:]}"
+    )
+    assert len(acknowledged) == 12
+    assert sorted(appended) == sorted(acknowledged), f"a batch written twice or never: {log}"
+    expected: dict[int, int] = {}
+    for producer_id, first, last in log:
+        want = expected.get(producer_id, 0)
+        assert first == want, f"log {log}: a gap or a duplicate at {producer_id}/{first}"
+        expected[producer_id] = last + 1

@@ -73,7 +73,7 @@ FLUSH_S = 60.0
 CHUNK = 100  # records sent between two looks at the clock (and librdkafka's callbacks)
 
 
-def client_settings(batch_kib: int) -> dict[str, dict[str, Any]]:
+def client_settings(batch_kib: int, linger_ms: int) -> dict[str, dict[str, Any]]:
     """Each client's producer settings (on top of bootstrap servers). Large batches and a
     linger long enough to fill them: per-request costs (the client's and the broker's) are
     what small batches are bound by, and this benchmark compares the per-byte paths."""
@@ -82,7 +82,7 @@ def client_settings(batch_kib: int) -> dict[str, dict[str, Any]]:
         "confluent": {
             "acks": "all",
             "enable.idempotence": True,
-            "linger.ms": 50,
+            "linger.ms": linger_ms,
             "batch.size": batch,
             "batch.num.messages": 100_000,
             "queue.buffering.max.kbytes": 256 * 1024,
@@ -92,14 +92,14 @@ def client_settings(batch_kib: int) -> dict[str, dict[str, Any]]:
         "replog": {
             "acks": "all",
             "enable.idempotence": True,
-            "linger.ms": 50,
+            "linger.ms": linger_ms,
             "batch.size": batch,
             "buffer.memory": 128 * 1024 * 1024,
         },
         "kafka-python": {
             "acks": "all",
             "enable_idempotence": True,
-            "linger_ms": 50,
+            "linger_ms": linger_ms,
             "batch_size": batch,
         },
     }
@@ -394,6 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--idle-seconds", type=float, default=5.0, help="idle brokers, per run")
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--batch-kib", type=int, default=960)
+    parser.add_argument("--linger-ms", type=int, default=50)
     parser.add_argument(
         "--rate", type=float, default=0.0, help="MB/s every path is paced at (0: unpaced)"
     )
@@ -406,7 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = set(paths) - set(PATHS)
     if unknown or not paths:
         parser.error(f"--paths: unknown {sorted(unknown)} (known: {', '.join(PATHS)})")
-    settings = client_settings(args.batch_kib)
+    settings = client_settings(args.batch_kib, args.linger_ms)
     kafka_bootstrap = ",".join(
         f"127.0.0.1:{args.base_port + KAFKA_PORT_OFFSET + i}" for i in range(3)
     )

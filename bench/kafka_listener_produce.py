@@ -9,30 +9,37 @@ per path and run, acks=all, idempotent, from one producer in this process:
 - `replog`: replog's own `Producer` through the brokers' gRPC listeners;
 - `kafka-python`: kafka-python's `KafkaProducer` through the Kafka listeners.
 
-Each run takes every path once, in an order that rotates from run to run (drift in the
-machine's load falls on each path in turn). A path sends as fast as its client takes records:
-`--warm-up` seconds unmeasured, then `--seconds` measured. Over the measured window:
+Each run first measures the idle brokers (`--idle-seconds`), then takes every path once, in an
+order that rotates from run to run (drift in the machine's load falls on each path in turn).
+A path sends as fast as its client takes records, or at `--rate` MB/s: `--warm-up` seconds
+unmeasured, then `--seconds` measured. Over the measured window:
 
 - MB/s: record-value bytes acknowledged (MB = 1024 * 1024 bytes, as Kafka's perf tools count),
   divided by the window's length;
 - broker CPU per MB: the three broker processes' user + system CPU seconds over the window
-  (/proc/<pid>/stat), divided by the MB acknowledged in it; the client process's CPU and the
-  machine's load average beside it;
-- per run, each Kafka path's CPU per MB as a ratio of the gRPC path's (the goal: confluent-kafka's
-  within 1.10x).
+  (/proc/<pid>/stat), divided by the MB acknowledged in it, and the same after taking off the
+  idle brokers' share; the client process's CPU and the machine's load average beside it;
+- per run, each Kafka path's CPU per MB as a ratio of the same run's gRPC path's (the goal:
+  confluent-kafka's within 1.10x).
 
 Acknowledged bytes are counted without a Python call per record where the client allows it:
 confluent-kafka reports only failed deliveries (`delivery.report.only.error`) and the count is
 what was produced minus what librdkafka still holds (`len(producer)`); replog's and
-kafka-python's futures call a counter. Client settings are each client's peak for this load
-(`CLIENT_SETTINGS`, printed with the results; `--batch-kib` sets all three batch sizes).
+kafka-python's futures call a counter. Client settings (`client_settings`, printed with the
+results) are the best found for this load: large batches (`--batch-kib`, 960) and a linger
+that fills them (`--linger-ms`, 50), the same for all three. A broker's cost is mostly per
+batch, so clients that write batches of different sizes differ in CPU per MB for that reason
+alone: `--batch-kib 256 --linger-ms 1000 --rate 8` makes every client write full batches of one
+size, which compares the listener with gRPC and nothing else.
 
-    .venv/bin/python bench/kafka_listener_produce.py [--runs 3] [--seconds 10] [--base-port P]
-        [--paths confluent,replog,kafka-python] [--json FILE]
+    .venv/bin/python bench/kafka_listener_produce.py [--runs 3] [--seconds 10] [--rate MB/s]
+        [--batch-kib 960] [--linger-ms 50] [--paths confluent,replog,kafka-python]
+        [--base-port P] [--json FILE]
 
 The machine is shared: absolute MB/s swing with what else runs; CPU per MB moves much less
 (it counts the brokers' work, not their share of the cores), which is why the goal is a ratio
-of CPU per MB measured in the same run. Prints min / median / max over the runs.
+of CPU per MB measured in the same run. Prints min / median / max over the runs
+(docs/benchmarks.md, "Kafka listener against gRPC, produce").
 """
 
 from __future__ import annotations
@@ -74,9 +81,8 @@ CHUNK = 100  # records sent between two looks at the clock (and librdkafka's cal
 
 
 def client_settings(batch_kib: int, linger_ms: int) -> dict[str, dict[str, Any]]:
-    """Each client's producer settings (on top of bootstrap servers). Large batches and a
-    linger long enough to fill them: per-request costs (the client's and the broker's) are
-    what small batches are bound by, and this benchmark compares the per-byte paths."""
+    """Each client's producer settings (on top of bootstrap servers): the same batch size and
+    linger for all three (module docstring)."""
     batch = batch_kib * 1024
     return {
         "confluent": {

@@ -2,7 +2,7 @@
 (issue #53's benchmark): MB/s and the brokers' CPU per MB of each path.
 
 A local 3-node replog cluster (`replog cluster start`, Kafka listeners beside the gRPC ones);
-1 KiB records (1024-byte values, no key) to a fresh topic of `--partitions` partitions (RF 3)
+1 KiB records (1024-byte values, no key) to a fresh topic of `--partitions` partitions (6, RF 3)
 per path and run, acks=all, idempotent, from one producer in this process:
 
 - `confluent`: confluent-kafka (librdkafka) through the brokers' Kafka listeners;
@@ -398,7 +398,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="measured, per path and run")
     parser.add_argument("--warm-up", type=float, default=3.0)
     parser.add_argument("--idle-seconds", type=float, default=5.0, help="idle brokers, per run")
-    parser.add_argument("--partitions", type=int, default=3)
+    # Two partitions led by each broker: a Produce request carries one batch per partition and
+    # a client keeps at most 5 requests in flight per broker, so with one partition per leader
+    # the acknowledgement round trip bounds a path at 5 batches per broker.
+    parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--batch-kib", type=int, default=960)
     parser.add_argument("--linger-ms", type=int, default=50)
     parser.add_argument(

@@ -312,6 +312,28 @@ class NewLeaderElectedError(KafkaError, code=108):
     """The AlterPartition applied, but completing a reassignment moved leadership away."""
 
 
+class FencedMemberEpochError(KafkaError, code=110):
+    """A consumer-protocol member whose epoch the group no longer accepts: it must give up its
+    partitions and rejoin with epoch 0."""
+
+
+class UnreleasedInstanceIdError(KafkaError, code=111):
+    """A static member joining with a group.instance.id another member still holds."""
+
+
+class UnsupportedAssignorError(KafkaError, code=112):
+    """A consumer-protocol member naming a server assignor the coordinator does not have."""
+
+
+class StaleMemberEpochError(KafkaError, code=113):
+    """An offset commit or fetch of a consumer-protocol member with another epoch than its
+    current one."""
+
+
+class InvalidRegularExpressionError(KafkaError, code=128):
+    """A subscription regular expression that does not compile."""
+
+
 # --- Storage errors without their own wire code ------------------------------------------------
 # Kafka reports these as KAFKA_STORAGE_ERROR or UNKNOWN_SERVER_ERROR on the wire; locally they
 # keep a precise type so callers (the follower fetcher, recovery) can react to each.

@@ -32,10 +32,13 @@ Rules:
 - `--list` asks every unfenced broker for the groups it coordinates (a group lives on the
   leader of its `__consumer_offsets` partition); a broker that does not answer is one stderr
   line naming it, the others are still listed, and the exit code is 1.
-- `--describe` asks the group's coordinator for the group (DescribeGroups) and its committed
-  offsets (OffsetFetch); the log-end offset is each partition's high watermark (ListOffsets
-  latest); LAG is LOG-END-OFFSET - CURRENT-OFFSET, "-" without a commit. Owners come from the
-  members' assignments (the "consumer" protocol's bytes); a group without members prints
+- `--describe` asks the group's coordinator for the group (DescribeGroups, or for a group of
+  KIP-848's consumer protocol, which DescribeGroups answers Dead, ConsumerGroupDescribe) and
+  its committed offsets (OffsetFetch); the log-end offset is each partition's high watermark
+  (ListOffsets latest); LAG is LOG-END-OFFSET - CURRENT-OFFSET, "-" without a commit. Owners
+  come from the members' assignments (the "consumer" protocol's bytes, or the partitions the
+  consumer protocol's coordinator gives each member); `--state` shows a consumer-protocol
+  group's server assignor as its strategy; a group without members prints
   Kafka's line "Consumer group 'G' has no active members." first (not with `--json`).
 - A group that does not exist is an error naming it (exit code 1).
 """
@@ -63,7 +66,7 @@ from replog.cli.reset_offsets import (
     reset_offsets,
 )
 from replog.cli.table import print_table
-from replog.errors import KafkaError, ReplogError
+from replog.errors import GroupIdNotFoundError, KafkaError, ReplogError
 
 REQUEST_TIMEOUT_MS = 10_000
 HEADER = (
@@ -166,20 +169,27 @@ async def describe(config: Mapping[str, object], group_id: str) -> Described:
     coordinator = await _coordinator(config, group_id)
     async with CoordinatorClient(coordinator[1], request_timeout_ms=REQUEST_TIMEOUT_MS) as client:
         group = await client.describe_group(group_id)
+        modern = None
+        if group.state == "Dead":
+            try:
+                modern = await client.describe_consumer_group(group_id)
+            except GroupIdNotFoundError:
+                raise ReplogError(f"consumer group {group_id!r} does not exist") from None
         offsets = await client.offset_fetch(group_id, None)
-    if group.state == "Dead":
-        raise ReplogError(f"consumer group {group_id!r} does not exist")
-    members: list[Member] = [
-        (
-            m.member_id,
-            f"/{m.client_host}" if m.client_host else "",
-            m.client_id,
-            assigned_partitions(m.assignment)
-            if group.protocol_type == CONSUMER_PROTOCOL_TYPE
-            else [],
-        )
-        for m in group.members
-    ]
+    if modern is not None:
+        group, members = _consumer_protocol_group(modern)
+    else:
+        members = [
+            (
+                m.member_id,
+                f"/{m.client_host}" if m.client_host else "",
+                m.client_id,
+                assigned_partitions(m.assignment)
+                if group.protocol_type == CONSUMER_PROTOCOL_TYPE
+                else [],
+            )
+            for m in group.members
+        ]
     committed = {
         (tp.topic, tp.partition): None if o is None else o.offset for tp, o in offsets.items()
     }
@@ -195,6 +205,37 @@ async def describe(config: Mapping[str, object], group_id: str) -> Described:
         }
     rows = describe_rows(group_id, members, committed, log_end)
     return Described(group, coordinator, members, rows)
+
+
+def _consumer_protocol_group(described: Any) -> tuple[Any, list[Member]]:
+    """A consumer-protocol group (`DescribedConsumerGroup`) in DescribeGroups' shape, with its
+    members' owned partitions by topic name."""
+    from replog.coordinator import classic_group_messages as gm
+    from replog.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+
+    group = gm.DescribedGroup(
+        described.group_id,
+        None,
+        described.state,
+        CONSUMER_PROTOCOL_TYPE,
+        described.assignor_name,
+        tuple(
+            gm.DescribedMember(
+                m.member_id, m.instance_id, m.client_id, m.client_host.lstrip("/"), b"", b""
+            )
+            for m in described.members
+        ),
+    )
+    members: list[Member] = [
+        (
+            m.member_id,
+            m.client_host,
+            m.client_id,
+            [(name, p) for _, name, ps in m.assignment for p in ps],
+        )
+        for m in described.members
+    ]
+    return group, members
 
 
 async def delete(

@@ -46,6 +46,7 @@ from replog.coordinator.classic_group_messages import (
     SyncGroupResponse,
 )
 from replog.coordinator.commit_rules import group_id_problem, membership_error
+from replog.coordinator.consumer_group_records import ConsumerGroupRecord
 from replog.coordinator.group_records import GroupMetadataValue
 from replog.coordinator.offsets_records import GroupMetadataKey
 from replog.errors import (
@@ -125,6 +126,12 @@ class ClassicGroupCoordinator:
         self.config = config or ClassicGroupConfig()
         self._new_uuid = new_uuid
         self.groups: dict[str, ClassicGroup] = {}
+        # The consumer-protocol groups' say on a join for a group id this core does not hold:
+        # a refusal, or the records that delete the other protocol's Empty group first.
+        self.other_protocol: (
+            Callable[[str], tuple[KafkaError | None, list[GroupRecord | ConsumerGroupRecord]]]
+            | None
+        ) = None
         self._timers: dict[_TimerKey, _Timer] = {}
         # (deadline, seq, key) of every timer scheduled; an entry whose seq is no longer the
         # key's timer was cancelled or rescheduled and is skipped when it comes up.
@@ -204,6 +211,13 @@ class ClassicGroupCoordinator:
             result.joins.append(JoinGroupResponse(request_id, error, request.member_id))
             return result
         group = self.groups.get(request.group_id)
+        if group is None and self.other_protocol is not None:
+            refused, tombstones = self.other_protocol(request.group_id)
+            if refused is not None:
+                result.joins.append(JoinGroupResponse(request_id, refused, request.member_id))
+                return result
+            result.records.extend(tombstones)
+        written = len(result.records)
         unknown = request.member_id == UNKNOWN_MEMBER_ID
         if group is None:
             if not unknown:
@@ -246,7 +260,7 @@ class ClassicGroupCoordinator:
             self._join_new_member(group, request, request_id, result)
         else:
             self._join_existing_member(group, request, request_id, result)
-        if created and not result.records:
+        if created and len(result.records) == written:
             # Kafka stores a group as soon as a join creates it, even one the join refuses.
             result.records.append(
                 GroupRecord(

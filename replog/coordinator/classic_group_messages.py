@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from replog.coordinator.classic_group import Protocols
+from replog.coordinator.consumer_group_records import ConsumerGroupRecord
 from replog.coordinator.group_records import GroupMetadataValue
 from replog.coordinator.offsets_records import GroupMetadataKey
 from replog.errors import KafkaError
@@ -136,6 +137,7 @@ class ListedGroup:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"  # ListGroups v5's type: "classic" or "consumer" (KIP-848)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,5 +159,6 @@ class GroupResult:
 
     joins: list[JoinGroupResponse] = field(default_factory=list)
     syncs: list[SyncGroupResponse] = field(default_factory=list)
-    records: list[GroupRecord] = field(default_factory=list)
+    # With the tombstones of an Empty consumer-protocol group whose id a join takes over.
+    records: list[GroupRecord | ConsumerGroupRecord] = field(default_factory=list)
     superseded: list[int] = field(default_factory=list)

@@ -80,6 +80,9 @@ class OffsetCommitRequest:
     member_id: str = ""
     committer: Committer = NO_COMMITTER
     group_instance_id: str | None = None  # a static member's group.instance.id
+    # The OffsetCommit version of a Kafka client (None: replog's gRPC): a consumer-protocol
+    # member must commit with v9+, which carries its member epoch in `generation_id`.
+    api_version: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +103,9 @@ class OffsetCommitResponse:
 class OffsetFetchRequest:
     group_id: str
     partitions: tuple[tuple[str, int], ...] | None  # None: every partition the group committed
+    # OffsetFetch v9+: a consumer-protocol member's id and epoch (None, -1: not a member).
+    member_id: str | None = None
+    member_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)

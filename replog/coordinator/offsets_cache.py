@@ -25,6 +25,7 @@ Rules:
   replog reads that field but expires by the commit timestamp for every version.
 - Replay skips what is not an offset commit: control batches, records without a key, group
   membership records (key version 2; handed to `on_group` when given: the classic groups'
+  replay; key versions 3 to 8, handed to `on_consumer_group`: the consumer-protocol groups'
   replay), and records that do not decode (counted, the first
   reasons kept, so the shell can log them: one corrupt record must not take every group of the
   partition offline).
@@ -36,6 +37,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from replog.common import TopicPartitionKey
+from replog.coordinator import consumer_group_records as cgr
 from replog.coordinator.group_records import GroupMetadataValue, decode_group_value
 from replog.coordinator.offsets_records import (
     GroupMetadataKey,
@@ -195,6 +197,7 @@ class ReplayStats:
 
 
 GroupReplay = Callable[[GroupMetadataKey, GroupMetadataValue | None], None]
+ConsumerGroupReplay = Callable[[cgr.ConsumerGroupKey, cgr.ConsumerGroupValue | None], None]
 
 
 def replay_batches(
@@ -203,6 +206,7 @@ def replay_batches(
     stats: ReplayStats,
     where: str,
     on_group: GroupReplay | None = None,
+    on_consumer_group: ConsumerGroupReplay | None = None,
 ) -> int:
     """Replay whole batches read from the log into `cache` (group records into `on_group`);
     returns the offset after the last batch (the next offset to read). `CorruptRecordError`
@@ -214,7 +218,9 @@ def replay_batches(
             continue
         for record in batch.records():
             stats.records += 1
-            replay_record(cache, record.offset, record.key, record.value, stats, on_group)
+            replay_record(
+                cache, record.offset, record.key, record.value, stats, on_group, on_consumer_group
+            )
     return next_offset
 
 
@@ -225,12 +231,27 @@ def replay_record(
     value_bytes: bytes | None,
     stats: ReplayStats,
     on_group: GroupReplay | None = None,
+    on_consumer_group: ConsumerGroupReplay | None = None,
 ) -> None:
     """Replay one `__consumer_offsets` record (module docstring for what is skipped)."""
     if key_bytes is None:
         stats.skip(f"offset {offset}: a record without a key")
         return
     try:
+        version = int.from_bytes(key_bytes[:2], "big", signed=True) if len(key_bytes) >= 2 else -1
+        if version in cgr.CONSUMER_GROUP_KEY_VERSIONS:
+            consumer_key = cgr.decode_consumer_group_key(version, key_bytes)
+            if on_consumer_group is None:
+                stats.skip(f"offset {offset}: consumer group record of {consumer_key.group!r}")
+                return
+            on_consumer_group(
+                consumer_key,
+                None
+                if value_bytes is None
+                else cgr.decode_consumer_group_value(version, value_bytes),
+            )
+            stats.applied += 1
+            return
         key = decode_key(key_bytes)
         if isinstance(key, GroupMetadataKey):
             if on_group is None:

@@ -350,14 +350,16 @@ class ListGroupsRequest(_message.Message):
     def __init__(self, states: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListedGroup(_message.Message):
-    __slots__ = ("group_id", "protocol_type", "state")
+    __slots__ = ("group_id", "protocol_type", "state", "group_type")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_TYPE_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     protocol_type: str
     state: str
-    def __init__(self, group_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., state: _Optional[str] = ...) -> None: ...
+    group_type: str
+    def __init__(self, group_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., state: _Optional[str] = ..., group_type: _Optional[str] = ...) -> None: ...
 
 class ListGroupsResponse(_message.Message):
     __slots__ = ("error", "groups")
@@ -386,3 +388,67 @@ class DeleteGroupsResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[DeleteGroupResult]
     def __init__(self, results: _Optional[_Iterable[_Union[DeleteGroupResult, _Mapping]]] = ...) -> None: ...
+
+class ConsumerGroupDescribeRequest(_message.Message):
+    __slots__ = ("group_ids",)
+    GROUP_IDS_FIELD_NUMBER: _ClassVar[int]
+    group_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, group_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DescribedTopicPartitions(_message.Message):
+    __slots__ = ("topic_id", "topic_name", "partitions")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_NAME_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic_id: bytes
+    topic_name: str
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic_id: _Optional[bytes] = ..., topic_name: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class DescribedConsumerMember(_message.Message):
+    __slots__ = ("member_id", "instance_id", "rack_id", "member_epoch", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex", "assignment", "target_assignment")
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    RACK_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_TOPIC_NAMES_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_TOPIC_REGEX_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    member_id: str
+    instance_id: str
+    rack_id: str
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: _containers.RepeatedScalarFieldContainer[str]
+    subscribed_topic_regex: str
+    assignment: _containers.RepeatedCompositeFieldContainer[DescribedTopicPartitions]
+    target_assignment: _containers.RepeatedCompositeFieldContainer[DescribedTopicPartitions]
+    def __init__(self, member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., rack_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., subscribed_topic_names: _Optional[_Iterable[str]] = ..., subscribed_topic_regex: _Optional[str] = ..., assignment: _Optional[_Iterable[_Union[DescribedTopicPartitions, _Mapping]]] = ..., target_assignment: _Optional[_Iterable[_Union[DescribedTopicPartitions, _Mapping]]] = ...) -> None: ...
+
+class DescribedConsumerGroup(_message.Message):
+    __slots__ = ("group_id", "error", "state", "group_epoch", "assignment_epoch", "assignor_name", "members")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNOR_NAME_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    error: _common_pb2.ErrorStatus
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str
+    members: _containers.RepeatedCompositeFieldContainer[DescribedConsumerMember]
+    def __init__(self, group_id: _Optional[str] = ..., error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ..., state: _Optional[str] = ..., group_epoch: _Optional[int] = ..., assignment_epoch: _Optional[int] = ..., assignor_name: _Optional[str] = ..., members: _Optional[_Iterable[_Union[DescribedConsumerMember, _Mapping]]] = ...) -> None: ...
+
+class ConsumerGroupDescribeResponse(_message.Message):
+    __slots__ = ("groups",)
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[DescribedConsumerGroup]
+    def __init__(self, groups: _Optional[_Iterable[_Union[DescribedConsumerGroup, _Mapping]]] = ...) -> None: ...

@@ -84,6 +84,11 @@ class GroupCoordinatorStub:
                 request_serializer=replog_dot_pb_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
                 response_deserializer=replog_dot_pb_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
                 _registered_method=True)
+        self.ConsumerGroupDescribe = channel.unary_unary(
+                '/replog.pb.coordinator.GroupCoordinator/ConsumerGroupDescribe',
+                request_serializer=replog_dot_pb_dot_coordinator__pb2.ConsumerGroupDescribeRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_coordinator__pb2.ConsumerGroupDescribeResponse.FromString,
+                _registered_method=True)
 
 
 class GroupCoordinatorServicer:
@@ -152,6 +157,12 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ConsumerGroupDescribe(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -204,6 +215,11 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.DeleteGroups,
                     request_deserializer=replog_dot_pb_dot_coordinator__pb2.DeleteGroupsRequest.FromString,
                     response_serializer=replog_dot_pb_dot_coordinator__pb2.DeleteGroupsResponse.SerializeToString,
+            ),
+            'ConsumerGroupDescribe': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsumerGroupDescribe,
+                    request_deserializer=replog_dot_pb_dot_coordinator__pb2.ConsumerGroupDescribeRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_coordinator__pb2.ConsumerGroupDescribeResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -476,6 +492,33 @@ class GroupCoordinator:
             '/replog.pb.coordinator.GroupCoordinator/DeleteGroups',
             replog_dot_pb_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
             replog_dot_pb_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsumerGroupDescribe(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.coordinator.GroupCoordinator/ConsumerGroupDescribe',
+            replog_dot_pb_dot_coordinator__pb2.ConsumerGroupDescribeRequest.SerializeToString,
+            replog_dot_pb_dot_coordinator__pb2.ConsumerGroupDescribeResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,6 +1,7 @@
 """The `GroupCoordinator` gRPC servicer: FindCoordinator, OffsetCommit, OffsetFetch and the
 classic group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups,
-ListGroups, DeleteGroups) to the broker's `GroupCoordinator`.
+ListGroups, DeleteGroups) and ConsumerGroupDescribe (KIP-848's consumer-protocol groups, for
+`replog consumer-groups`) to the broker's `GroupCoordinator`.
 
 Thin: each method decodes the request (`coordinator_codec`), asks the coordinator and encodes
 the answer; the coordinator and `replog.coordinator` decide everything else.
@@ -30,6 +31,7 @@ from typing import Any, Protocol, TypeVar
 import grpc
 
 from replog.coordinator import classic_group_messages as gm
+from replog.coordinator import consumer_group_messages as cgm
 from replog.coordinator import messages as cm
 from replog.errors import CoordinatorNotAvailableError, InvalidRequestError, KafkaError
 from replog.pb import coordinator_pb2 as pb
@@ -73,6 +75,12 @@ class CoordinatorRequests(Protocol):
         self, request: cm.OffsetCommitRequest, *, timeout_ms: int | None = None
     ) -> cm.OffsetCommitResponse: ...
     def offset_fetch(self, request: cm.OffsetFetchRequest) -> cm.OffsetFetchResponse: ...
+    async def consumer_group_heartbeat(
+        self, request: cgm.ConsumerGroupHeartbeatRequest
+    ) -> cgm.ConsumerGroupHeartbeatResponse: ...
+    def consumer_group_describe(
+        self, group_ids: Iterable[str]
+    ) -> list[cgm.DescribedConsumerGroup]: ...
 
 
 class UnavailableCoordinator:
@@ -120,6 +128,14 @@ class UnavailableCoordinator:
 
     def offset_fetch(self, request: cm.OffsetFetchRequest) -> cm.OffsetFetchResponse:
         return cm.OffsetFetchResponse(self.error)
+
+    async def consumer_group_heartbeat(
+        self, request: cgm.ConsumerGroupHeartbeatRequest
+    ) -> cgm.ConsumerGroupHeartbeatResponse:
+        return cgm.ConsumerGroupHeartbeatResponse(self.error)
+
+    def consumer_group_describe(self, group_ids: Iterable[str]) -> list[cgm.DescribedConsumerGroup]:
+        return [cgm.DescribedConsumerGroup(group_id, self.error) for group_id in group_ids]
 
 
 class CoordinatorService(coordinator_pb2_grpc.GroupCoordinatorServicer):
@@ -214,6 +230,15 @@ class CoordinatorService(coordinator_pb2_grpc.GroupCoordinatorServicer):
 
         return await self._serve(request, context, serve)
 
+    async def ConsumerGroupDescribe(
+        self, request: pb.ConsumerGroupDescribeRequest, context: Context
+    ) -> pb.ConsumerGroupDescribeResponse:
+        async def serve() -> pb.ConsumerGroupDescribeResponse:
+            groups = self._current().consumer_group_describe(request.group_ids)
+            return codec.consumer_group_describe_response_to_proto(groups)
+
+        return await self._serve(request, context, serve)
+
     async def ListGroups(
         self, request: pb.ListGroupsRequest, context: Context
     ) -> pb.ListGroupsResponse:
@@ -266,6 +291,7 @@ _METHODS: dict[str, tuple[Any, Any]] = {
     "DescribeGroups": (pb.DescribeGroupsRequest, pb.DescribeGroupsResponse),
     "ListGroups": (pb.ListGroupsRequest, pb.ListGroupsResponse),
     "DeleteGroups": (pb.DeleteGroupsRequest, pb.DeleteGroupsResponse),
+    "ConsumerGroupDescribe": (pb.ConsumerGroupDescribeRequest, pb.ConsumerGroupDescribeResponse),
 }
 
 

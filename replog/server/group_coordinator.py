@@ -85,10 +85,17 @@ from quorum.metadata.image import MetadataImage, TopicImage
 from quorum.metadata.loader import LoaderManifest
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.coordinator import classic_group_messages as gm
+from replog.coordinator import consumer_group_messages as cgm
+from replog.coordinator import consumer_group_records as cgr
 from replog.coordinator import messages as cm
 from replog.coordinator.classic_group import GroupState
 from replog.coordinator.classic_group_coordinator import ClassicGroupConfig, ClassicGroupCoordinator
 from replog.coordinator.commit_rules import append_error, commit_errors, group_id_problem
+from replog.coordinator.consumer_group_coordinator import (
+    ConsumerGroupConfig,
+    ConsumerGroupCoordinator,
+)
+from replog.coordinator.consumer_group_messages import CONSUMER_GROUP_TYPE, CONSUMER_PROTOCOL_TYPE
 from replog.coordinator.group_partition import partition_for_group
 from replog.coordinator.group_records import encode_group_key, encode_group_value
 from replog.coordinator.offsets_cache import (
@@ -200,6 +207,8 @@ class _Shard:
     # SyncGroup requests waiting for their answer by request id, and the timer that calls the
     # core's `tick` at its next deadline.
     groups: ClassicGroupCoordinator = field(default_factory=ClassicGroupCoordinator)
+    # The consumer-protocol (KIP-848) groups of the partition, replayed with the classic ones.
+    consumer: ConsumerGroupCoordinator = field(default_factory=ConsumerGroupCoordinator)
     waiting: dict[int, asyncio.Future[Any]] = field(default_factory=dict)
     group_timer: asyncio.TimerHandle | None = None
     group_deadline_ms: int | None = None
@@ -260,6 +269,9 @@ class GroupCoordinator:
         if image.topics is previous.topics or self._stopped:
             return
         self._follow(image)
+        topics = _topic_sizes(image)
+        for shard in self._shards.values():
+            shard.consumer.set_topics(topics)
         deleted = _topics_deleted(previous, image)
         if deleted:
             self._remove_deleted_topics(deleted)
@@ -285,12 +297,13 @@ class GroupCoordinator:
         groups: list[GroupSnapshot] = []
         rebalances = self._rebalances_unloaded
         for shard in tuple(self._shards.values()):
-            rebalances += shard.groups.rebalances
+            rebalances += shard.groups.rebalances + shard.consumer.rebalances
             if shard.state is not ShardState.ACTIVE:
                 continue
             classic = dict(shard.groups.groups)
-            for group_id in sorted(set(classic) | set(shard.cache.groups())):
-                group = classic.get(group_id)
+            consumer = dict(shard.consumer.groups)
+            for group_id in sorted(set(classic) | set(consumer) | set(shard.cache.groups())):
+                group = classic.get(group_id) or consumer.get(group_id)
                 committed = tuple(
                     (topic, partition, value.offset)
                     for (topic, partition), value in shard.cache.committed(group_id).items()
@@ -320,7 +333,7 @@ class GroupCoordinator:
 
     def _unload(self, shard: _Shard) -> None:
         del self._shards[shard.partition]
-        self._rebalances_unloaded += shard.groups.rebalances
+        self._rebalances_unloaded += shard.groups.rebalances + shard.consumer.rebalances
         if shard.task is not None:
             shard.task.cancel()
         if shard.retry_timer is not None:
@@ -343,11 +356,12 @@ class GroupCoordinator:
                 raise NotCoordinatorError(
                     f"{shard.name}: the replica manager has no leader replica of it"
                 )
-            cache, groups, stats = await asyncio.to_thread(
+            cache, groups, consumer, stats = await asyncio.to_thread(
                 self._read_offsets,
                 partition.log,
                 self.config.offsets_load_buffer_size,
                 self.config.classic,
+                self.config.consumer,
             )
         except asyncio.CancelledError:
             raise
@@ -366,7 +380,10 @@ class GroupCoordinator:
             return  # leadership moved on while the worker thread read
         shard.cache = cache
         shard.groups = groups
+        shard.consumer = consumer
+        consumer.set_topics(_topic_sizes(self.image))
         groups.loaded(self._clock())  # every member's session starts now
+        consumer.loaded(self._clock())
         self._reschedule(shard)
         deleted, shard.deleted_topics = shard.deleted_topics, set()
         # No commit waits for acks here: a loading partition accepts none.
@@ -386,25 +403,25 @@ class GroupCoordinator:
                 "; ".join(stats.reasons),
             )
         log.info(
-            "broker %d: loaded %s: %d committed offsets of %d groups and %d classic groups "
+            "broker %d: loaded %s: %d committed offsets of %d groups and %d member groups "
             "from %d records in %d ms",
             self.broker_id,
             shard.name,
             len(cache),
             len(cache.groups()),
-            len(groups.groups),
+            len(groups.groups) + len(consumer.groups),
             stats.records,
             self._clock() - started_ms,
         )
 
     @staticmethod
     def _read_offsets(
-        plog: Log, chunk_bytes: int, classic: ClassicGroupConfig
-    ) -> tuple[OffsetsCache, ClassicGroupCoordinator, ReplayStats]:
+        plog: Log, chunk_bytes: int, classic: ClassicGroupConfig, consumer: ConsumerGroupConfig
+    ) -> tuple[OffsetsCache, ClassicGroupCoordinator, ConsumerGroupCoordinator, ReplayStats]:
         """Replay the log from its start to its end (on a worker thread): the committed
-        offsets and the classic groups' records."""
+        offsets and both protocols' group records."""
         cache = OffsetsCache()
-        groups = ClassicGroupCoordinator(classic)
+        groups, consumer_groups = _group_cores(classic, consumer)
         stats = ReplayStats()
         offset = plog.log_start_offset
         end = plog.log_end_offset
@@ -413,13 +430,18 @@ class GroupCoordinator:
             if not data:
                 break
             next_offset = replay_batches(
-                cache, data, stats, f"{plog.name} at offset {offset}", groups.replay
+                cache,
+                data,
+                stats,
+                f"{plog.name} at offset {offset}",
+                groups.replay,
+                consumer_groups.replay,
             )
             if next_offset <= offset:
                 break
             offset = next_offset
         cache.loaded()
-        return cache, groups, stats
+        return cache, groups, consumer_groups, stats
 
     def state_of(self, partition: int) -> ShardState | None:
         """The state of an offsets partition led here (None: not led here); for tests."""
@@ -700,6 +722,11 @@ class GroupCoordinator:
             if error is not None or shard is None:
                 described.append(gm.DescribedGroup(group_id, error, ""))
                 continue
+            if group_id in shard.consumer.groups:
+                # Not a classic group: Dead, as Kafka's DescribeGroups answers (GROUP_ID_NOT_FOUND
+                # from v6); ConsumerGroupDescribe describes it.
+                described.append(gm.DescribedGroup(group_id, None, GroupState.DEAD.value))
+                continue
             (group,) = shard.groups.describe([group_id])
             if group.state == GroupState.DEAD.value and shard.cache.committed(group_id):
                 group = replace(group, state=GroupState.EMPTY.value)
@@ -723,11 +750,15 @@ class GroupCoordinator:
             if shard.state is not ShardState.ACTIVE:
                 continue
             listed += shard.groups.list_groups(wanted)
+            listed += [
+                gm.ListedGroup(group_id, CONSUMER_PROTOCOL_TYPE, state, CONSUMER_GROUP_TYPE)
+                for group_id, state in shard.consumer.list_groups(wanted)
+            ]
             if not wanted or GroupState.EMPTY.value.lower() in wanted:
                 listed += [
                     gm.ListedGroup(group_id, "", GroupState.EMPTY.value)
                     for group_id in shard.cache.groups()
-                    if group_id not in shard.groups.groups
+                    if group_id not in shard.groups.groups and group_id not in shard.consumer.groups
                 ]
         return error, sorted(listed, key=lambda group: group.group_id)
 
@@ -751,13 +782,47 @@ class GroupCoordinator:
         self, shard: _Shard, group_id: str
     ) -> tuple[KafkaError | None, gm.GroupResult]:
         has_offsets = bool(shard.cache.committed(group_id))
-        ((_, error),), result = shard.groups.delete([group_id], self._clock())
+        if group_id in shard.consumer.groups:
+            error, records = shard.consumer.delete(group_id)
+            result = gm.GroupResult(records=records)
+        else:
+            ((_, error),), result = shard.groups.delete([group_id], self._clock())
         if isinstance(error, GroupIdNotFoundError) and has_offsets:
             error = None
         if error is None:
             offsets = shard.cache.remove(lambda key, _entry: key.group == group_id)
             self._tombstone(shard, offsets, f"of deleted group {group_id!r}")
         return error, result
+
+    # --- consumer-protocol groups (KIP-848) -------------------------------------------------
+
+    async def consumer_group_heartbeat(
+        self, request: cgm.ConsumerGroupHeartbeatRequest
+    ) -> cgm.ConsumerGroupHeartbeatResponse:
+        """A ConsumerGroupHeartbeat: answered once its records are appended."""
+        shard, error = self._coordinating(request.group_id)
+        if error is not None:
+            return cgm.ConsumerGroupHeartbeatResponse(error)
+        assert shard is not None
+
+        def call() -> tuple[cgm.ConsumerGroupHeartbeatResponse, gm.GroupResult]:
+            answer, records = shard.consumer.heartbeat(request, self._clock())
+            return answer, gm.GroupResult(records=records)
+
+        try:
+            return await self._group_call(shard, call)
+        except KafkaError as failure:
+            return cgm.ConsumerGroupHeartbeatResponse(failure)
+
+    def consumer_group_describe(self, group_ids: Iterable[str]) -> list[cgm.DescribedConsumerGroup]:
+        described: list[cgm.DescribedConsumerGroup] = []
+        for group_id in group_ids:
+            shard, error = self._coordinating(group_id)
+            if error is not None or shard is None:
+                described.append(cgm.DescribedConsumerGroup(group_id, error))
+            else:
+                described += shard.consumer.describe([group_id])
+        return described
 
     async def _group_call(self, shard: _Shard, call: Callable[[], tuple[T, gm.GroupResult]]) -> T:
         """Run `call` on the partition's groups core in a task of its own, and wait for it.
@@ -781,10 +846,14 @@ class GroupCoordinator:
                 f"broker {self.broker_id} no longer coordinates the groups of {shard.name}"
             )
         answer, result = call()
-        await self._apply(shard, result)
+        failure = await self._apply(shard, result)
+        if failure is not None and isinstance(answer, cgm.ConsumerGroupHeartbeatResponse):
+            # Its records are not written: the heartbeat is answered with the append's error
+            # (the group already moved on in memory, as Kafka's does until it reloads).
+            return replace(answer, error=failure)
         return answer
 
-    async def _apply(self, shard: _Shard, result: gm.GroupResult) -> None:
+    async def _apply(self, shard: _Shard, result: gm.GroupResult) -> KafkaError | None:
         """Append the records of `result`, then answer the requests it answers (Kafka answers
         after the append; a failed append answers them with its error); re-arm the timer. A
         request the core superseded (a newer one of the same member) is answered
@@ -802,6 +871,7 @@ class GroupCoordinator:
         if result.records:
             failure = await self._append_group_records(shard, result.records)
         self._answer(shard, result, failure)
+        return failure
 
     def _answer(self, shard: _Shard, result: gm.GroupResult, failure: KafkaError | None) -> None:
         answers: list[gm.JoinGroupResponse | gm.SyncGroupResponse] = [
@@ -814,14 +884,21 @@ class GroupCoordinator:
                 future.set_result(answer if failure is None else replace(answer, error=failure))
 
     async def _append_group_records(
-        self, shard: _Shard, records: Sequence[gm.GroupRecord]
+        self, shard: _Shard, records: Sequence[gm.GroupRecord | cgr.ConsumerGroupRecord]
     ) -> KafkaError | None:
         """Append group records with acks=all: None, or the error the waiting requests get."""
         now_ms = self._wall_clock()
         batch = BatchBuilder()
         for record in records:
-            value = None if record.value is None else encode_group_value(record.value)
-            batch.append(now_ms, encode_group_key(record.key), value)
+            if isinstance(record, gm.GroupRecord):
+                key = encode_group_key(record.key)
+                value = None if record.value is None else encode_group_value(record.value)
+            else:
+                key = cgr.encode_consumer_group_key(record.key)
+                value = (
+                    None if record.value is None else cgr.encode_consumer_group_value(record.value)
+                )
+            batch.append(now_ms, key, value)
         ((_, failure),) = await self._produce(
             shard, [batch.build()], self.config.offsets_commit_timeout_ms
         )
@@ -840,7 +917,8 @@ class GroupCoordinator:
 
     def _reschedule(self, shard: _Shard) -> None:
         """Arm the partition's timer for the core's next deadline."""
-        deadline = shard.groups.next_deadline_ms()
+        deadlines = [shard.groups.next_deadline_ms(), shard.consumer.next_deadline_ms()]
+        deadline = min((d for d in deadlines if d is not None), default=None)
         if deadline == shard.group_deadline_ms and shard.group_timer is not None:
             return
         if shard.group_timer is not None:
@@ -870,7 +948,13 @@ class GroupCoordinator:
         error (the partition moved on) has no one to answer; any other is a bug, which stops
         the node (`node_tasks`)."""
         with contextlib.suppress(KafkaError):
-            await self._run_group_call(shard, lambda: (None, shard.groups.tick(self._clock())))
+            await self._run_group_call(shard, functools.partial(self._tick_cores, shard))
+
+    def _tick_cores(self, shard: _Shard) -> tuple[None, gm.GroupResult]:
+        now_ms = self._clock()
+        result = shard.groups.tick(now_ms)
+        result.records += shard.consumer.tick(now_ms)
+        return None, result
 
     def _unload_groups(self, shard: _Shard) -> None:
         """The partition is no longer led here: its timer stops, and every waiting JoinGroup
@@ -880,6 +964,7 @@ class GroupCoordinator:
             shard.group_timer = None
         shard.group_deadline_ms = None
         self._answer(shard, shard.groups.unload(), None)
+        shard.consumer.unload()
         for future in shard.waiting.values():
             if not future.done():
                 future.set_exception(
@@ -890,7 +975,7 @@ class GroupCoordinator:
         shard.waiting.clear()
 
     def _has_members(self, shard: _Shard, group_id: str) -> bool:
-        group = shard.groups.groups.get(group_id)
+        group = shard.groups.groups.get(group_id) or shard.consumer.groups.get(group_id)
         return group is not None and bool(group.members)
 
     # --- FindCoordinator ----------------------------------------------------------------------
@@ -967,8 +1052,14 @@ class GroupCoordinator:
             request.entries,
             partition_exists=self._partition_exists,
             metadata_max_bytes=self.config.offset_metadata_max_bytes,
-            membership=lambda: shard.groups.commit_error(
-                group_id, request.generation_id, request.member_id, request.group_instance_id
+            membership=lambda: (
+                shard.consumer.commit_error(
+                    group_id, request.member_id, request.generation_id, request.api_version
+                )
+                if group_id in shard.consumer.groups
+                else shard.groups.commit_error(
+                    group_id, request.generation_id, request.member_id, request.group_instance_id
+                )
             ),
         )
         accepted = [e for i, e in enumerate(request.entries) if i not in refused]
@@ -1081,6 +1172,11 @@ class GroupCoordinator:
         if error is not None:
             return cm.OffsetFetchResponse(error)
         assert shard is not None
+        fenced = shard.consumer.fetch_error(
+            request.group_id, request.member_id, request.member_epoch
+        )
+        if fenced is not None:
+            return cm.OffsetFetchResponse(fenced)
         committed = shard.cache.committed(request.group_id, request.partitions)
         return cm.OffsetFetchResponse(
             None,
@@ -1201,3 +1297,21 @@ def _open(shard: _Shard, gate: asyncio.Event) -> None:
     gate.set()
     if shard.tombstone_gate is gate:
         shard.tombstone_gate = None
+
+
+def _topic_sizes(image: MetadataImage) -> dict[str, tuple[UUID, int]]:
+    """Every topic of `image`: name -> (topic id, partition count)."""
+    return {
+        name: (topic.topic_id, len(topic.partitions))
+        for name, topic in image.topics.by_name.items()
+    }
+
+
+def _group_cores(
+    classic: ClassicGroupConfig, consumer: ConsumerGroupConfig
+) -> tuple[ClassicGroupCoordinator, ConsumerGroupCoordinator]:
+    """The two protocols' cores of one partition, each refusing the other's group ids."""
+    groups = ClassicGroupCoordinator(classic)
+    consumer_groups = ConsumerGroupCoordinator(consumer, classic=groups)
+    groups.other_protocol = consumer_groups.yield_to_classic
+    return groups, consumer_groups

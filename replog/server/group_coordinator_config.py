@@ -8,7 +8,8 @@ FindCoordinator); a topic that exists keeps what it was created with. The two
 one without members, whose committed offsets expire `offsets.retention.minutes` after their
 commit, checked every `offsets.retention.check.interval.ms` (a group with members keeps its
 offsets). The four `group.*` settings are the classic groups' (`ClassicGroupConfig`, checked
-there too).
+there too), the three `group.consumer.*` ones the consumer-protocol groups'
+(`ConsumerGroupConfig`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from replog.config import integer_settings
 from replog.coordinator.classic_group_coordinator import ClassicGroupConfig
 from replog.coordinator.commit_rules import OFFSET_METADATA_MAX_BYTES_DEFAULT
+from replog.coordinator.consumer_group_coordinator import ConsumerGroupConfig
 from replog.errors import ConfigError, InvalidConfigError
 
 OFFSETS_TOPIC_REPLICATION_FACTOR_DEFAULT = 3  # offsets.topic.replication.factor
@@ -35,8 +37,12 @@ PROPERTY_NAMES = {
     "group.max.session.timeout.ms": "group_max_session_timeout_ms",
     "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
     "group.max.size": "group_max_size",
+    "group.consumer.session.timeout.ms": "group_consumer_session_timeout_ms",
+    "group.consumer.heartbeat.interval.ms": "group_consumer_heartbeat_interval_ms",
+    "group.consumer.max.size": "group_consumer_max_size",
 }
 _CLASSIC = ClassicGroupConfig()
+_CONSUMER = ConsumerGroupConfig()
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +64,9 @@ class GroupCoordinatorConfig:
     group_max_session_timeout_ms: int = _CLASSIC.max_session_timeout_ms
     group_initial_rebalance_delay_ms: int = _CLASSIC.initial_rebalance_delay_ms
     group_max_size: int = _CLASSIC.max_size
+    group_consumer_session_timeout_ms: int = _CONSUMER.session_timeout_ms
+    group_consumer_heartbeat_interval_ms: int = _CONSUMER.heartbeat_interval_ms
+    group_consumer_max_size: int = _CONSUMER.max_size
 
     def __post_init__(self) -> None:
         for name, value, minimum in (
@@ -77,6 +86,7 @@ class GroupCoordinatorConfig:
                 raise ConfigError(f"{name}={value}: must be at least {minimum}")
         try:
             self.classic  # noqa: B018 (checks the group.* settings together)
+            self.consumer  # noqa: B018
         except InvalidConfigError as error:
             raise ConfigError(str(error)) from None
 
@@ -88,6 +98,15 @@ class GroupCoordinatorConfig:
             max_session_timeout_ms=self.group_max_session_timeout_ms,
             initial_rebalance_delay_ms=self.group_initial_rebalance_delay_ms,
             max_size=self.group_max_size,
+        )
+
+    @property
+    def consumer(self) -> ConsumerGroupConfig:
+        """The consumer-protocol groups' settings."""
+        return ConsumerGroupConfig(
+            session_timeout_ms=self.group_consumer_session_timeout_ms,
+            heartbeat_interval_ms=self.group_consumer_heartbeat_interval_ms,
+            max_size=self.group_consumer_max_size,
         )
 
     @property

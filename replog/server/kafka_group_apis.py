@@ -17,10 +17,15 @@ Rules:
   "/127.0.0.1"). DescribeGroups v6+ answers a group that does not exist with
   GROUP_ID_NOT_FOUND (KIP-1043), older versions with state Dead. ListGroups' type filter keeps
   "classic" groups (every group here is one).
-- OffsetCommit (v2-10) is fenced by the group's generation and member (and instance id, v7+);
-  v10 names topics by id (an unknown id: UNKNOWN_TOPIC_ID). A request-level error is every
-  partition's error. OffsetFetch (v1-7 one group, v8+ a batch; v10 topics by id) answers the
-  committed offset, -1 where none.
+- ConsumerGroupHeartbeat (v0-1) and ConsumerGroupDescribe (v0) are the consumer protocol's
+  (KIP-848): translated field for field; the heartbeat's client id is the request header's,
+  its client host the connection's peer. Topic names in a description come from the image.
+  ListGroups v5 names each group's type ("classic" or "consumer") and filters by it.
+- OffsetCommit (v2-10) is fenced by the group's generation and member (and instance id, v7+),
+  or for a consumer-protocol group by the member epoch (v9+ carries it); v10 names topics by id
+  (an unknown id: UNKNOWN_TOPIC_ID). A request-level error is every partition's error.
+  OffsetFetch (v1-7 one group, v8+ a batch; v9+ with a member id and epoch, fenced for
+  consumer-protocol groups; v10 topics by id) answers the committed offset, -1 where none.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from uuid import UUID
 
 from quorum.metadata.image import MetadataImage
 from replog.coordinator import classic_group_messages as gm
+from replog.coordinator import consumer_group_messages as cgm
 from replog.coordinator import messages as cm
 from replog.errors import (
     GroupIdNotFoundError,
@@ -39,6 +45,26 @@ from replog.errors import (
     UnknownTopicIdError,
 )
 from replog.kafka.connection import KafkaRequest
+from replog.kafka.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
+from replog.kafka.messages.consumer_group_describe_response import (
+    Assignment as DescribedAssignment,
+)
+from replog.kafka.messages.consumer_group_describe_response import (
+    ConsumerGroupDescribeResponse,
+)
+from replog.kafka.messages.consumer_group_describe_response import (
+    DescribedGroup as ConsumerDescribedGroup,
+)
+from replog.kafka.messages.consumer_group_describe_response import Member as ConsumerDescribedMember
+from replog.kafka.messages.consumer_group_describe_response import (
+    TopicPartitions as DescribedTopicPartitions,
+)
+from replog.kafka.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
+from replog.kafka.messages.consumer_group_heartbeat_response import (
+    Assignment,
+    ConsumerGroupHeartbeatResponse,
+    TopicPartitions,
+)
 from replog.kafka.messages.delete_groups_request import DeleteGroupsRequest
 from replog.kafka.messages.delete_groups_response import (
     DeletableGroupResult,
@@ -90,6 +116,8 @@ SYNC_GROUP = 14
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
 DELETE_GROUPS = 42
+CONSUMER_GROUP_HEARTBEAT = 68
+CONSUMER_GROUP_DESCRIBE = 69
 GROUP_SERVED: Mapping[int, tuple[int, int]] = {
     OFFSET_COMMIT: (2, 10),
     OFFSET_FETCH: (1, 10),
@@ -101,10 +129,11 @@ GROUP_SERVED: Mapping[int, tuple[int, int]] = {
     DESCRIBE_GROUPS: (0, 6),
     LIST_GROUPS: (0, 5),
     DELETE_GROUPS: (0, 2),
+    CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    CONSUMER_GROUP_DESCRIBE: (0, 0),
 }
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
-CLASSIC_GROUP_TYPE = "classic"
 # The first versions of: JoinGroup's nullable protocol name, OffsetCommit's and OffsetFetch's
 # topic ids, OffsetFetch's batch of groups, DescribeGroups' GROUP_ID_NOT_FOUND, LeaveGroup's batch.
 JOIN_NULLABLE_PROTOCOL_VERSION = 7
@@ -176,6 +205,12 @@ class KafkaGroupApis:
             return await self.offset_commit(coordinator, body, version, request.header.client_id)
         if isinstance(body, OffsetFetchRequest):
             return self.offset_fetch(coordinator, body, version)
+        if isinstance(body, ConsumerGroupHeartbeatRequest):
+            return await self.consumer_group_heartbeat(
+                coordinator, body, version, request.header.client_id, _host(request.peer)
+            )
+        if isinstance(body, ConsumerGroupDescribeRequest):
+            return self.consumer_group_describe(coordinator, body)
         raise InvalidRequestError(f"no group handler for {type(body).__name__}")
 
     # --- FindCoordinator -----------------------------------------------------------------------
@@ -367,8 +402,8 @@ class KafkaGroupApis:
     ) -> ListGroupsResponse:
         types = {t.lower() for t in request.types_filter}
         error, listed = coordinator.list_groups(request.states_filter)
-        if types and CLASSIC_GROUP_TYPE not in types:
-            listed = []
+        if types:
+            listed = [g for g in listed if g.group_type in types]
         return ListGroupsResponse(
             error_code=_code(error),
             groups=[
@@ -376,7 +411,7 @@ class KafkaGroupApis:
                     group_id=g.group_id,
                     protocol_type=g.protocol_type,
                     group_state=g.state,
-                    group_type=CLASSIC_GROUP_TYPE,
+                    group_type=g.group_type,
                 )
                 for g in listed
             ],
@@ -418,6 +453,7 @@ class KafkaGroupApis:
                 request.member_id,
                 cm.Committer(client_id=client_id or ""),
                 request.group_instance_id,
+                version,
             )
         )
         errors: dict[tuple[str, int], KafkaError | None] = {
@@ -498,7 +534,9 @@ class KafkaGroupApis:
                     for t in group.topics
                 ]
             )
-            answer = coordinator.offset_fetch(_fetch_request(group.group_id, wanted))
+            answer = coordinator.offset_fetch(
+                _fetch_request(group.group_id, wanted, group.member_id, group.member_epoch)
+            )
             groups.append(
                 OffsetFetchResponseGroup(
                     group_id=group.group_id,
@@ -524,6 +562,102 @@ class KafkaGroupApis:
             )
         return OffsetFetchResponse(groups=groups)
 
+    # --- ConsumerGroupHeartbeat, ConsumerGroupDescribe -----------------------------------------
+
+    async def consumer_group_heartbeat(
+        self,
+        coordinator: CoordinatorRequests,
+        request: ConsumerGroupHeartbeatRequest,
+        version: int,
+        client_id: str | None,
+        client_host: str,
+    ) -> ConsumerGroupHeartbeatResponse:
+        answer = await coordinator.consumer_group_heartbeat(
+            cgm.ConsumerGroupHeartbeatRequest(
+                group_id=request.group_id,
+                member_id=request.member_id,
+                member_epoch=request.member_epoch,
+                instance_id=request.instance_id,
+                rack_id=request.rack_id,
+                rebalance_timeout_ms=request.rebalance_timeout_ms,
+                subscribed_topic_names=(
+                    None
+                    if request.subscribed_topic_names is None
+                    else tuple(request.subscribed_topic_names)
+                ),
+                subscribed_topic_regex=request.subscribed_topic_regex,
+                server_assignor=request.server_assignor,
+                owned=(
+                    None
+                    if request.topic_partitions is None
+                    else tuple((t.topic_id, tuple(t.partitions)) for t in request.topic_partitions)
+                ),
+                client_id=client_id or "",
+                client_host=f"/{client_host}" if client_host else "",
+                api_version=version,
+            )
+        )
+        return ConsumerGroupHeartbeatResponse(
+            error_code=_code(answer.error),
+            error_message=_message(answer.error),
+            member_id=answer.member_id,
+            member_epoch=answer.member_epoch,
+            heartbeat_interval_ms=answer.heartbeat_interval_ms,
+            assignment=(
+                None
+                if answer.assignment is None
+                else Assignment(
+                    topic_partitions=[
+                        TopicPartitions(topic_id=topic_id, partitions=list(partitions))
+                        for topic_id, partitions in answer.assignment
+                    ]
+                )
+            ),
+        )
+
+    def consumer_group_describe(
+        self, coordinator: CoordinatorRequests, request: ConsumerGroupDescribeRequest
+    ) -> ConsumerGroupDescribeResponse:
+        def assignment(partitions: cgm.NamedTopicPartitions) -> DescribedAssignment:
+            return DescribedAssignment(
+                topic_partitions=[
+                    DescribedTopicPartitions(
+                        topic_id=topic_id, topic_name=name, partitions=list(ps)
+                    )
+                    for topic_id, name, ps in partitions
+                ]
+            )
+
+        return ConsumerGroupDescribeResponse(
+            groups=[
+                ConsumerDescribedGroup(
+                    error_code=_code(g.error),
+                    error_message=_message(g.error),
+                    group_id=g.group_id,
+                    group_state=g.state,
+                    group_epoch=g.group_epoch,
+                    assignment_epoch=g.assignment_epoch,
+                    assignor_name=g.assignor_name,
+                    members=[
+                        ConsumerDescribedMember(
+                            member_id=m.member_id,
+                            instance_id=m.instance_id,
+                            rack_id=m.rack_id,
+                            member_epoch=m.member_epoch,
+                            client_id=m.client_id,
+                            client_host=m.client_host,
+                            subscribed_topic_names=list(m.subscribed_topic_names),
+                            subscribed_topic_regex=m.subscribed_topic_regex,
+                            assignment=assignment(m.assignment),
+                            target_assignment=assignment(m.target_assignment),
+                        )
+                        for m in g.members
+                    ],
+                )
+                for g in coordinator.consumer_group_describe(request.group_ids)
+            ]
+        )
+
     def _topic_names(self, topic_ids: Iterable[UUID]) -> dict[UUID, str]:
         by_id = self._image().topics.by_id
         return {t: by_id[t].name for t in topic_ids if t in by_id}
@@ -534,13 +668,18 @@ class KafkaGroupApis:
 
 
 def _fetch_request(
-    group_id: str, wanted: list[tuple[str, list[int]]] | None
+    group_id: str,
+    wanted: list[tuple[str, list[int]]] | None,
+    member_id: str | None = None,
+    member_epoch: int = -1,
 ) -> cm.OffsetFetchRequest:
     return cm.OffsetFetchRequest(
         group_id,
         None
         if wanted is None
         else tuple((name, partition) for name, partitions in wanted for partition in partitions),
+        member_id,
+        member_epoch,
     )
 
 

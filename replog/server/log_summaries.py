@@ -7,6 +7,8 @@ loop seconds at 10,000 partitions. Each partition's own line, where one exists, 
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Sequence
 
 SHOWN = 5
@@ -18,3 +20,49 @@ def few_names(names: Sequence[str], shown: int = SHOWN, *, total: int | None = N
     count = len(names) if total is None else total
     head = ", ".join(names[:shown])
     return head + (f" and {count - shown} more" if count > shown else "")
+
+
+class TurnSummary:
+    """Per-partition log lines of one kind gathered over one event-loop turn and written as one
+    line per kind: an answer about thousands of partitions (an AlterPartition response) reaches
+    the broker one partition at a time, within one turn.
+
+    `add(level, kind, name, single)`: `single` is the partition's own line, written as it is
+    when the turn brings only that one; otherwise one line gives the kind, the count and the
+    first names. Without a running event loop (synchronous callers) each line is written at
+    once.
+    """
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self._logger = logger
+        self._pending: dict[tuple[int, str], list[tuple[str, str]]] = {}
+        self._scheduled = False
+
+    def add(self, level: int, kind: str, name: str, single: str) -> None:
+        if not self._logger.isEnabledFor(level):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._logger.log(level, "%s", single)
+            return
+        self._pending.setdefault((level, kind), []).append((name, single))
+        if not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        pending, self._pending, self._scheduled = self._pending, {}, False
+        for (level, kind), lines in pending.items():
+            if len(lines) == 1:
+                self._logger.log(level, "%s", lines[0][1])
+                continue
+            names = [name for name, _ in lines]
+            self._logger.log(
+                level,
+                "%s for %d partitions: %s; the first: %s",
+                kind,
+                len(lines),
+                few_names(names),
+                lines[0][1],
+            )

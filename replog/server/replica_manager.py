@@ -164,7 +164,7 @@ from replog.server.leader_offsets import (
     list_offset,
     offset_for_leader_epoch,
 )
-from replog.server.log_summaries import few_names
+from replog.server.log_summaries import TurnSummary, few_names
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.node_tasks import Spawner
 from replog.server.partition import Partition
@@ -269,6 +269,8 @@ class ReplicaManager:
         self._preloaded: dict[TopicPartitionKey, PreloadedTable] = {}
         self._isr_dirty: set[TopicPartitionKey] = set()
         self._isr_sent: dict[TopicPartitionKey, IsrChange] = {}
+        # Answers about many partitions arrive one partition at a time: one line per turn.
+        self._isr_log = TurnSummary(log)
         self._isr_retry_at_ms: dict[TopicPartitionKey, int] = {}
         self._next_isr_check_ms = clock() + self._isr_check_interval_ms
         self._next_producer_expiry_ms = clock() + config.producer_id_expiration_check_interval_ms
@@ -1432,11 +1434,12 @@ class ReplicaManager:
                 change=change,
             )
             self.counters.isr_changed(isr_size_before, len(leader_state.isr))
-            log.info(
-                "%s: ISR is now %s (partition epoch %d)",
+            isr_now = f"ISR is now {list(leader_state.isr)}"
+            self._isr_log.add(
+                logging.INFO,
+                isr_now,
                 partition.name,
-                list(leader_state.isr),
-                leader_state.partition_epoch,
+                f"{partition.name}: {isr_now} (partition epoch {leader_state.partition_epoch})",
             )
             if moved:
                 self._on_high_watermark_moved(partition)
@@ -1445,8 +1448,11 @@ class ReplicaManager:
                 self._wake(key, fetch=False)
             self._mark_isr_dirty(key)
             return
-        log.warning(
-            "%s: AlterPartition to ISR %s failed: %s", partition.name, list(change.new_isr), error
+        self._isr_log.add(
+            logging.WARNING,
+            f"AlterPartition failed ({type(error).__name__})",
+            partition.name,
+            f"{partition.name}: AlterPartition to ISR {list(change.new_isr)} failed: {error}",
         )
         if leader_state.on_isr_change_failed(error, change=change):
             # Sent again after a back-off, so a dead controller does not make a hot loop.

@@ -422,6 +422,12 @@ class FileSystem:
     def list_dir(self, path: str) -> list[str]:
         return sorted(os.listdir(path))
 
+    def list_subdirs(self, path: str) -> list[str]:
+        """The names of `path`'s directories (symbolic links to one included), sorted: one
+        listing, without a stat per entry where the file system reports entry types."""
+        with os.scandir(path) as entries:
+            return sorted(entry.name for entry in entries if entry.is_dir())
+
     def make_dir(self, path: str) -> None:
         """Create one directory; FileExistsError if it exists."""
         os.mkdir(path)

@@ -77,7 +77,9 @@ def load_log(
     on_truncate: Callable[[Log], None] | None,
 ) -> Log:
     try:
-        fs.make_dirs(directory)
+        if had_clean_shutdown is None:
+            # Standalone use opens or creates; a log manager opens directories it listed.
+            fs.make_dirs(directory)
         return _load(
             log_class,
             directory,
@@ -169,8 +171,9 @@ def _load(
     high_watermark = high_watermark or 0
     assert had_clean_shutdown is not None
 
-    _remove_leftovers(directory, fs)
-    segments = _open_segments(directory, config, fs, clock)
+    # One listing serves every step below (a restart opens thousands of logs).
+    names = _remove_leftovers(directory, fs.list_dir(directory), fs)
+    segments = _open_segments(directory, names, config, fs, clock)
     epoch_cache, epochs_trusted = _open_epoch_cache(directory, fs)
     if (
         epochs_trusted
@@ -208,7 +211,7 @@ def _load(
     recovered_from: int | None = None
     if not had_clean_shutdown and segments:
         recovered_from = _recover(directory, segments, recovery_point, assign_newer_epoch, fs)
-    _rebuild_missing_indexes(segments, recovered_from, fs)
+    _rebuild_missing_indexes(segments, recovered_from, names)
     if recovered_from is None:
         _verify_clean_tail(directory, segments, assign_newer_epoch, fs)
 
@@ -260,23 +263,30 @@ def _load(
     )
 
 
-def _remove_leftovers(directory: str, fs: FileSystem) -> None:
-    names = fs.list_dir(directory)
+def _remove_leftovers(directory: str, names: list[str], fs: FileSystem) -> set[str]:
+    """Remove what an interrupted operation left in `directory` (whose listing is `names`);
+    the names that remain."""
     logs = {name[: -len(".log")] for name in names if name.endswith(".log")}
+    remaining = set(names)
     for name in names:
         path = os.path.join(directory, name)
         if name.endswith(_LEFTOVER_SUFFIXES):
             log.info("%s: removing leftover %s", directory, name)
             fs.remove(path)
+            remaining.discard(name)
         elif name.endswith(_INDEX_SUFFIXES) and name.rsplit(".", 1)[0] not in logs:
             log.info("%s: removing index %s whose log file is gone", directory, name)
             fs.remove(path)
+            remaining.discard(name)
+    return remaining
 
 
-def _open_segments(directory: str, config: LogConfig, fs: FileSystem, clock: Clock) -> SortedDict:
+def _open_segments(
+    directory: str, names: set[str], config: LogConfig, fs: FileSystem, clock: Clock
+) -> SortedDict:
     segments = SortedDict()
     now = clock()
-    for name in fs.list_dir(directory):
+    for name in names:
         stem, _, suffix = name.partition(".")
         if suffix != "log" or len(stem) != 20 or not stem.isdigit():
             continue
@@ -286,16 +296,17 @@ def _open_segments(directory: str, config: LogConfig, fs: FileSystem, clock: Clo
 
 
 def _rebuild_missing_indexes(
-    segments: SortedDict, recovered_from: int | None, fs: FileSystem
+    segments: SortedDict, recovered_from: int | None, names: set[str]
 ) -> None:
-    """Rebuild indexes whose file is gone, in segments recovery did not already rebuild."""
+    """Rebuild indexes whose file is gone (not among the directory's `names`), in segments
+    recovery did not already rebuild."""
     for base, segment in segments.items():
         if recovered_from is not None and base >= recovered_from:
             break
         # A missing .timeindex counts too (Kafka only recreates it empty): without it the
         # segment's largest timestamp, which time-based retention uses, would be lost.
         indexes = (segment.offset_index.path, segment.time_index.path)
-        if segment.size > 0 and not all(fs.exists(path) for path in indexes):
+        if segment.size > 0 and not all(os.path.basename(path) in names for path in indexes):
             log.warning("%s: index missing, rebuilding it", segment.log_path)
             segment.rebuild_indexes()
 

@@ -301,10 +301,8 @@ class LogManager:
     ) -> None:
         """Open every log of `log_dir`, finishing deletions and skipping what is no log."""
         recovery_points, start_offsets, high_watermarks = checkpoints
-        for name in self._fs.list_dir(log_dir):
+        for name in self._fs.list_subdirs(log_dir):
             path = os.path.join(log_dir, name)
-            if not self._fs.is_dir(path):
-                continue
             if name.endswith(DELETE_DIR_SUFFIX):
                 log.info("%s: finishing the deletion of %s", log_dir, name)
                 self._fs.remove_tree(path)

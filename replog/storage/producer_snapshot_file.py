@@ -55,9 +55,11 @@ class ProducerSnapshotFiles:
 
     def offsets(self) -> list[int]:
         """The offsets of the snapshot files present, ascending."""
-        if not self._fs.is_dir(self.directory):
+        try:
+            names = self._fs.list_dir(self.directory)
+        except (FileNotFoundError, NotADirectoryError):
             return []
-        found = (_offset_of(name) for name in self._fs.list_dir(self.directory))
+        found = (_offset_of(name) for name in names)
         return sorted(offset for offset in found if offset is not None)
 
     def read(self, offset: int) -> bytes | None:

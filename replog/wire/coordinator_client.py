@@ -22,6 +22,7 @@ from typing import Any
 
 from replog.common import OffsetAndMetadata, TopicPartition
 from replog.coordinator import classic_group_messages as gm
+from replog.coordinator import consumer_group_messages as cgm
 from replog.coordinator import messages as cm
 from replog.errors import KafkaError, UnknownServerError
 from replog.net_address import format_host_port
@@ -206,6 +207,22 @@ class CoordinatorClient:
         (group,) = codec.describe_groups_response_from_proto(
             await self._call(
                 "DescribeGroups", pb.DescribeGroupsRequest(group_ids=[group_id]), timeout_ms
+            )
+        )
+        if group.error is not None:
+            raise group.error
+        return group
+
+    async def describe_consumer_group(
+        self, group_id: str, *, timeout_ms: int | None = None
+    ) -> cgm.DescribedConsumerGroup:
+        """A consumer-protocol (KIP-848) group's epochs and members (ask its coordinator);
+        raises the group's error (GROUP_ID_NOT_FOUND: not such a group)."""
+        (group,) = codec.consumer_group_describe_response_from_proto(
+            await self._call(
+                "ConsumerGroupDescribe",
+                pb.ConsumerGroupDescribeRequest(group_ids=[group_id]),
+                timeout_ms,
             )
         )
         if group.error is not None:

@@ -22,10 +22,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from replog.coordinator import classic_group_messages as gm
+from replog.coordinator import consumer_group_messages as cgm
 from replog.coordinator import messages as cm
 from replog.errors import InvalidRequestError, KafkaError
 from replog.pb import coordinator_pb2 as pb
-from replog.wire.broker_codec import error_from_proto, error_to_proto
+from replog.wire.broker_codec import error_from_proto, error_to_proto, topic_id_from_proto
 
 T = TypeVar("T")
 
@@ -483,7 +484,12 @@ def list_groups_response_to_proto(
     return pb.ListGroupsResponse(
         error=error_to_proto(error),
         groups=[
-            pb.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, state=g.state)
+            pb.ListedGroup(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                state=g.state,
+                group_type=g.group_type,
+            )
             for g in groups
         ],
     )
@@ -493,7 +499,91 @@ def list_groups_response_from_proto(
     message: pb.ListGroupsResponse,
 ) -> tuple[KafkaError | None, list[gm.ListedGroup]]:
     return error_from_proto(message), [
-        gm.ListedGroup(g.group_id, g.protocol_type, g.state) for g in message.groups
+        gm.ListedGroup(g.group_id, g.protocol_type, g.state, g.group_type or "classic")
+        for g in message.groups
+    ]
+
+
+def _named_to_proto(partitions: cgm.NamedTopicPartitions) -> list[pb.DescribedTopicPartitions]:
+    return [
+        pb.DescribedTopicPartitions(topic_id=t.bytes, topic_name=name, partitions=list(ps))
+        for t, name, ps in partitions
+    ]
+
+
+def _named_from_proto(
+    partitions: Iterable[pb.DescribedTopicPartitions], where: str
+) -> cgm.NamedTopicPartitions:
+    named = []
+    for p in partitions:
+        topic_id = topic_id_from_proto(p.topic_id, where)
+        if topic_id is None:
+            raise InvalidRequestError(f"{where}: a topic without its id")
+        named.append((topic_id, p.topic_name, tuple(p.partitions)))
+    return tuple(named)
+
+
+def consumer_group_describe_response_to_proto(
+    groups: Sequence[cgm.DescribedConsumerGroup],
+) -> pb.ConsumerGroupDescribeResponse:
+    return pb.ConsumerGroupDescribeResponse(
+        groups=[
+            pb.DescribedConsumerGroup(
+                group_id=g.group_id,
+                error=error_to_proto(g.error),
+                state=g.state,
+                group_epoch=g.group_epoch,
+                assignment_epoch=g.assignment_epoch,
+                assignor_name=g.assignor_name,
+                members=[
+                    pb.DescribedConsumerMember(
+                        member_id=m.member_id,
+                        instance_id=m.instance_id,
+                        rack_id=m.rack_id,
+                        member_epoch=m.member_epoch,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        subscribed_topic_names=list(m.subscribed_topic_names),
+                        subscribed_topic_regex=m.subscribed_topic_regex,
+                        assignment=_named_to_proto(m.assignment),
+                        target_assignment=_named_to_proto(m.target_assignment),
+                    )
+                    for m in g.members
+                ],
+            )
+            for g in groups
+        ]
+    )
+
+
+def consumer_group_describe_response_from_proto(
+    message: pb.ConsumerGroupDescribeResponse,
+) -> list[cgm.DescribedConsumerGroup]:
+    return [
+        cgm.DescribedConsumerGroup(
+            g.group_id,
+            error_from_proto(g),
+            g.state,
+            g.group_epoch,
+            g.assignment_epoch,
+            g.assignor_name,
+            tuple(
+                cgm.DescribedConsumerMember(
+                    m.member_id,
+                    _optional(m, "instance_id"),
+                    _optional(m, "rack_id"),
+                    m.member_epoch,
+                    m.client_id,
+                    m.client_host,
+                    tuple(m.subscribed_topic_names),
+                    _optional(m, "subscribed_topic_regex"),
+                    _named_from_proto(m.assignment, f"group {g.group_id!r}"),
+                    _named_from_proto(m.target_assignment, f"group {g.group_id!r}"),
+                )
+                for m in g.members
+            ),
+        )
+        for g in message.groups
     ]
 
 

@@ -112,6 +112,18 @@ def test_the_table_gives_spread_and_ratio_to_kafka() -> None:
     assert rows["produce throughput (records/s)"][0].endswith("(1.00x)")
 
 
+def test_catch_up_and_request_rows_show_when_every_run_has_them() -> None:
+    grouped = {"replog": [canned("replog", 1, 2)], "kafka": [canned("kafka", 1, 4)]}
+    for system, mb_per_s, per_s in (("replog", 90.0, 300.0), ("kafka", 60.0, 600.0)):
+        grouped[system][0]["catch_up"] = {"mb_per_s": mb_per_s, "seconds": 2048 / mb_per_s}
+        grouped[system][0]["requests"] = {"produce_per_s": per_s, "per_broker_per_s": per_s / 3}
+    rows = {row[0]: row[1:] for row in summary_rows(grouped)}
+    assert rows["catch-up read (MB/s)"] == ["90.0 / 90.0 / 90.0 (1.50x)", "60.0 / 60.0 / 60.0"]
+    assert rows["produce requests (per s per broker)"][0] == "100 / 100 / 100 (0.50x)"
+    del grouped["kafka"][0]["catch_up"]  # a run without the figure: no row
+    assert "catch-up read (MB/s)" not in {row[0] for row in summary_rows(grouped)}
+
+
 def test_the_report_is_made_from_the_json_files(tmp_path: Path) -> None:
     killed = canned("kafka", 1, 4)
     killed["failover"] = {

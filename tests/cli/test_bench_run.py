@@ -1,11 +1,13 @@
 """`replog bench` for real, briefly: a few seconds of a paced workload against a local replog
 cluster through replog's own client, with its partition 0's leader SIGKILLed midway; every
 record sent is acknowledged and received, the JSON result (with the failover) and the report
-are written, and the cluster is stopped after."""
+are written, and the cluster is stopped after. Servers and driver processes are pinned to
+the CPUs this test may use (all of them: pinning is recorded, not a speed-up here)."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from cli_runner import replog
@@ -33,6 +35,7 @@ def test_a_short_run_against_replog_measures_every_record(tmp_path: Path) -> Non
     workload = tmp_path / "tiny.yaml"
     workload.write_text(WORKLOAD)
     base_port = free_base_port(3)
+    cpus = ",".join(map(str, sorted(os.sched_getaffinity(0))))
     outcome = replog(
         "bench",
         str(workload),
@@ -46,6 +49,10 @@ def test_a_short_run_against_replog_measures_every_record(tmp_path: Path) -> Non
         str(tmp_path / "work"),
         "--base-port",
         str(base_port),
+        "--server-cpus",
+        cpus,
+        "--driver-cpus",
+        cpus,
     )
     assert outcome.returncode == 0, outcome.stderr
     assert "replog run 1/1:" in outcome.stdout
@@ -63,5 +70,10 @@ def test_a_short_run_against_replog_measures_every_record(tmp_path: Path) -> Non
     assert sum(result["timeline"]["consumed_per_s"]) == sum(result["timeline"]["produced_per_s"])
     assert 0 < produce["latency_ms"]["p50"] <= produce["latency_ms"]["max"]
     assert result["system_info"]["client"] == "replog"
+    assert result["system_info"]["server_cpus"] == result["driver_cpus"] == cpus
+    # Each producer and consumer ran in a process of its own, and the producer's requests count.
+    names = [p["name"] for p in result["driver_processes"]]
+    assert names == ["producer-0", "consumer-0", "consumer-1"]
+    assert result["requests"]["produce"] > 0
     assert (run_dir / "report.html").exists() and (run_dir / "cdf.png").exists()
     assert not accepts_connections(f"127.0.0.1:{base_port}")

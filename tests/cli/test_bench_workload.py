@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runner import replog
 
-from replog.cli.bench.workload import MAX_RATE, load_workload, parse_workload
+from replog.cli.bench.workload import CATCH_UP_LIMIT_S, MAX_RATE, load_workload, parse_workload
 from replog.errors import WorkloadError
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
@@ -109,3 +110,90 @@ def test_a_file_that_is_no_workload_says_so(tmp_path: Path, text: str, says: str
 def test_a_missing_file_names_its_path(tmp_path: Path) -> None:
     with pytest.raises(WorkloadError, match=r"nope\.yaml: unreadable"):
         load_workload(str(tmp_path / "nope.yaml"))
+
+
+def test_a_backlog_makes_a_catch_up_run_without_warm_up_or_test_duration() -> None:
+    document = {k: v for k, v in GOOD.items() if not k.endswith("Seconds")}
+    workload = parse_workload({**document, "consumerBacklogSizeGB": 2})
+    # 2 GiB of 1 KiB records; the writing and the reading are each bounded by the default.
+    assert workload.backlog_gib == 2 and workload.backlog_records == 2 * 1024 * 1024
+    assert (workload.warmup_s, workload.duration_s) == (0, CATCH_UP_LIMIT_S)
+    assert parse_workload(workload.to_json()) == workload
+    odd = parse_workload({**document, "consumerBacklogSizeGB": 0.001, "messageSize": 1000})
+    assert odd.backlog_records == 1074  # rounded up: the backlog is at least its size
+    assert parse_workload(GOOD).backlog_records == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "says"),
+    [
+        ({"consumerBacklogSizeGB": 0}, "consumerBacklogSizeGB", "a number > 0"),
+        ({"consumerBacklogSizeGB": "2G"}, "consumerBacklogSizeGB", "GiB of backlog"),
+        ({"consumerBacklogSizeGB": 1}, "warmupDurationSeconds", "has no warm-up"),
+        (
+            {"consumerBacklogSizeGB": 1, "warmupDurationSeconds": 0, "killLeaderAtSeconds": 5},
+            "killLeaderAtSeconds",
+            "not in a catch-up run",
+        ),
+    ],
+)
+def test_a_catch_up_run_refuses_what_it_cannot_do(
+    change: dict[str, Any], field: str, says: str
+) -> None:
+    with pytest.raises(WorkloadError, match=says) as raised:
+        parse_workload({**GOOD, **change}, source="w.yaml")
+    assert raised.value.field == field
+
+
+def test_idle_partitions_default_to_none_and_must_be_a_count() -> None:
+    assert parse_workload(GOOD).idle_partitions == 0
+    assert parse_workload({**GOOD, "idlePartitions": 1000}).idle_partitions == 1000
+    for bad in (-1, "1000", 1.5, True):
+        with pytest.raises(WorkloadError, match="idlePartitions") as raised:
+            parse_workload({**GOOD, "idlePartitions": bad})
+        assert raised.value.field == "idlePartitions"
+
+
+def test_a_metadata_run_takes_its_own_fields_only() -> None:
+    document = {
+        "name": "m",
+        "metadataClients": 8,
+        "partitionsPerTopic": 1,
+        "warmupDurationSeconds": 5,
+        "testDurationSeconds": 20,
+    }
+    workload = parse_workload(document)
+    assert (workload.metadata_clients, workload.topics_per_request) == (8, 1)
+    assert workload.producers == workload.consumers == 0
+    assert parse_workload(workload.to_json()) == workload
+    with pytest.raises(WorkloadError, match="not in a metadata run") as raised:
+        parse_workload({**document, "producerRate": 100})
+    assert raised.value.field == "producerRate"
+    with pytest.raises(WorkloadError, match="only in a metadata run") as raised:
+        parse_workload({**GOOD, "topicsPerRequest": 2})
+    with pytest.raises(WorkloadError, match="metadataClients"):
+        parse_workload({**document, "metadataClients": 0})
+
+
+def test_a_backlog_that_cannot_fit_the_disk_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    workload = tmp_path / "w.yaml"
+    workload.write_text(
+        "name: big\ntopics: 1\npartitionsPerTopic: 1\nmessageSize: 1024\nproducersPerTopic: 1\n"
+        "subscriptionsPerTopic: 1\nconsumerPerSubscription: 1\nproducerRate: max\n"
+        "consumerBacklogSizeGB: 1000000\n"
+    )
+    outcome = replog(
+        "bench",
+        str(workload),
+        "--systems",
+        "replog",
+        "--work-dir",
+        str(tmp_path / "work"),
+        "--output",
+        str(tmp_path / "out"),
+    )
+    assert outcome.returncode != 0
+    assert "1e+06 GiB backlog needs 3300000.0 GiB free in --work-dir" in outcome.stderr
+    assert not (tmp_path / "out").exists()

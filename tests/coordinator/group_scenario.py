@@ -27,6 +27,7 @@ import dataclasses
 import difflib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from replog.coordinator.classic_group import ClassicGroup
 from replog.coordinator.classic_group_coordinator import (
@@ -133,6 +134,7 @@ class GroupScenario:
 
     def show(self, result: GroupResult) -> None:
         for record in result.records:
+            assert isinstance(record, GroupRecord)  # no consumer-protocol group here
             # Through the bytes, as the log would keep it.
             value = (
                 None
@@ -310,10 +312,14 @@ def parse(text: str) -> list[tuple[list[str], str, list[str]]]:
     return blocks
 
 
-def run(path: Path) -> tuple[str, str]:
-    """(expected, actual) text of a script."""
+class Scenario(Protocol):
+    def run(self, line: str) -> list[str]: ...
+
+
+def run(path: Path, new: Callable[[], Scenario] = GroupScenario) -> tuple[str, str]:
+    """(expected, actual) text of a script, run by a fresh scenario from `new`."""
     expected = path.read_text()
-    scenario = GroupScenario()
+    scenario = new()
     chunks = []
     for comments, command, _ in parse(expected):
         lines = list(comments)

@@ -97,6 +97,7 @@ class Harness:
 
     def absorb(self, result: GroupResult) -> None:
         for record in result.records:
+            assert isinstance(record, GroupRecord)  # no consumer-protocol group here
             value = record.value
             if value is not None:
                 value = decode_group_value(encode_group_value(value))

@@ -1,5 +1,6 @@
-"""Scenario scripts (tests/coordinator/testdata/groups/*.txt): classic group interactions with
-the output they must print (the commands are in `group_scenario.py`). They specify the
+"""Scenario scripts: classic group interactions (tests/coordinator/testdata/groups/*.txt, the
+commands in `group_scenario.py`) and consumer-protocol ones (testdata/consumer_groups/*.txt,
+`consumer_group_scenario.py`), with the output they must print. They specify the
 coordinator's observable behaviour: when one fails, rerun with ``REWRITE=1`` and read the diff
 like a code change before keeping it.
 """
@@ -10,18 +11,27 @@ import os
 from pathlib import Path
 
 import pytest
-from group_scenario import diff, run
+from consumer_group_scenario import ConsumerGroupScenario
+from group_scenario import GroupScenario, diff, run
 
-SCRIPTS = sorted((Path(__file__).parent / "testdata" / "groups").glob("*.txt"))
+TESTDATA = Path(__file__).parent / "testdata"
+SCRIPTS = sorted((TESTDATA / "groups").glob("*.txt"))
+CONSUMER_SCRIPTS = sorted((TESTDATA / "consumer_groups").glob("*.txt"))
 
 
 def test_there_are_scripts() -> None:
     assert len(SCRIPTS) >= 8
+    assert len(CONSUMER_SCRIPTS) >= 8
 
 
-@pytest.mark.parametrize("path", SCRIPTS, ids=lambda path: path.stem)
+@pytest.mark.parametrize(
+    "path",
+    SCRIPTS + CONSUMER_SCRIPTS,
+    ids=lambda path: f"{path.parent.name}/{path.stem}",
+)
 def test_scenario(path: Path) -> None:
-    expected, actual = run(path)
+    new = ConsumerGroupScenario if path.parent.name == "consumer_groups" else GroupScenario
+    expected, actual = run(path, new)
     if os.environ.get("REWRITE"):
         if actual != expected:
             path.write_text(actual)

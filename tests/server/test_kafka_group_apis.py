@@ -2,6 +2,7 @@
 and the coordinator's: FindCoordinator one key (v0-3) or a batch (v4+) for the client's
 listener, LeaveGroup one member (v0-2) or a batch (v3+), DescribeGroups' missing group (Dead
 before v6, GROUP_ID_NOT_FOUND from v6), ListGroups' type filter, OffsetCommit v10's topic ids,
+ConsumerGroupHeartbeat and ConsumerGroupDescribe field for field (topic names from the image),
 and COORDINATOR_NOT_AVAILABLE before the broker has a coordinator."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from replog.coordinator import classic_group_messages as gm
+from replog.coordinator import consumer_group_messages as cgm
 from replog.coordinator import messages as cm
 from replog.errors import (
     CoordinatorNotAvailableError,
@@ -23,6 +25,8 @@ from replog.errors import (
     UnknownTopicIdError,
 )
 from replog.kafka.connection import KafkaRequest
+from replog.kafka.messages.consumer_group_describe_request import ConsumerGroupDescribeRequest
+from replog.kafka.messages.consumer_group_heartbeat_request import ConsumerGroupHeartbeatRequest
 from replog.kafka.messages.describe_groups_request import DescribeGroupsRequest
 from replog.kafka.messages.find_coordinator_request import FindCoordinatorRequest
 from replog.kafka.messages.join_group_request import JoinGroupRequest, JoinGroupRequestProtocol
@@ -47,6 +51,7 @@ class FakeCoordinator:
         self.committed: list[cm.OffsetCommitRequest] = []
         self.listeners: list[str | None] = []
         self.joined: list[gm.JoinGroupRequest] = []
+        self.heartbeats: list[cgm.ConsumerGroupHeartbeatRequest] = []
 
     def find_coordinator(
         self, group_id: str, listener_name: str | None = None
@@ -86,7 +91,36 @@ class FakeCoordinator:
     def list_groups(
         self, states: Iterable[str] = ()
     ) -> tuple[KafkaError | None, list[gm.ListedGroup]]:
-        return None, [gm.ListedGroup("g", "consumer", "Stable")]
+        return None, [
+            gm.ListedGroup("g", "consumer", "Stable"),
+            gm.ListedGroup("k", "consumer", "Reconciling", "consumer"),
+        ]
+
+    async def consumer_group_heartbeat(
+        self, request: cgm.ConsumerGroupHeartbeatRequest
+    ) -> cgm.ConsumerGroupHeartbeatResponse:
+        self.heartbeats.append(request)
+        return cgm.ConsumerGroupHeartbeatResponse(
+            None, request.member_id, 3, 5000, ((ORDERS_ID, (0, 2)),)
+        )
+
+    def consumer_group_describe(self, group_ids: Iterable[str]) -> list[cgm.DescribedConsumerGroup]:
+        member = cgm.DescribedConsumerMember(
+            "m",
+            None,
+            None,
+            3,
+            "cl",
+            "/10.0.0.9",
+            ("orders",),
+            None,
+            ((ORDERS_ID, "orders", (0,)),),
+            (),
+        )
+        return [
+            cgm.DescribedConsumerGroup(g, None, "Stable", 3, 3, "uniform", (member,))
+            for g in group_ids
+        ]
 
     async def offset_commit(
         self, request: cm.OffsetCommitRequest, *, timeout_ms: int | None = None
@@ -171,12 +205,50 @@ def test_describe_groups_names_a_missing_group_by_version(version: int, code: in
     assert (group.group_id, group.group_state, group.error_code) == ("gone", "Dead", code)
 
 
-def test_list_groups_keeps_classic_groups_only() -> None:
+def test_list_groups_names_and_filters_the_group_type() -> None:
     fake = FakeCoordinator()
     every = handled(fake, 16, 5, ListGroupsRequest())
-    assert [(g.group_id, g.group_type) for g in every.groups] == [("g", "classic")]
-    assert handled(fake, 16, 5, ListGroupsRequest(types_filter=["consumer"])).groups == []
-    assert len(handled(fake, 16, 5, ListGroupsRequest(types_filter=["Classic"])).groups) == 1
+    assert [(g.group_id, g.group_type) for g in every.groups] == [
+        ("g", "classic"),
+        ("k", "consumer"),
+    ]
+    consumer = handled(fake, 16, 5, ListGroupsRequest(types_filter=["consumer"])).groups
+    assert [g.group_id for g in consumer] == ["k"]
+    classic = handled(fake, 16, 5, ListGroupsRequest(types_filter=["Classic"])).groups
+    assert [g.group_id for g in classic] == ["g"]
+
+
+def test_consumer_group_heartbeat_and_describe_field_for_field() -> None:
+    fake = FakeCoordinator()
+    request = ConsumerGroupHeartbeatRequest(
+        group_id="k",
+        member_id="m",
+        member_epoch=0,
+        rebalance_timeout_ms=300_000,
+        subscribed_topic_names=["orders"],
+        server_assignor="range",
+        topic_partitions=[],
+    )
+    answer = handled(fake, 68, 1, request)
+    (seen,) = fake.heartbeats
+    assert (seen.member_id, seen.member_epoch, seen.rebalance_timeout_ms) == ("m", 0, 300_000)
+    assert (seen.subscribed_topic_names, seen.server_assignor, seen.owned) == (
+        ("orders",),
+        "range",
+        (),
+    )
+    assert (seen.client_id, seen.client_host, seen.api_version) == ("cl", "/10.0.0.9", 1)
+    assert (answer.error_code, answer.member_id, answer.member_epoch) == (0, "m", 3)
+    assert answer.heartbeat_interval_ms == 5000
+    assert [(t.topic_id, t.partitions) for t in answer.assignment.topic_partitions] == [
+        (ORDERS_ID, [0, 2])
+    ]
+    (group,) = handled(fake, 69, 0, ConsumerGroupDescribeRequest(group_ids=["k"])).groups
+    assert (group.group_state, group.group_epoch, group.assignor_name) == ("Stable", 3, "uniform")
+    (member,) = group.members
+    assert [(t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == [
+        ("orders", [0])
+    ]
 
 
 def test_offset_commit_v10_names_topics_by_id() -> None:
@@ -220,3 +292,7 @@ def test_every_group_api_is_coordinator_not_available_without_a_coordinator() ->
     assert found.error_code == CoordinatorNotAvailableError.code
     left = handled(None, 13, 0, LeaveGroupRequest(group_id="g", member_id="m"))
     assert left.error_code == CoordinatorNotAvailableError.code
+    beat = handled(None, 68, 1, ConsumerGroupHeartbeatRequest(group_id="g", member_id="m"))
+    assert beat.error_code == CoordinatorNotAvailableError.code
+    (described,) = handled(None, 69, 0, ConsumerGroupDescribeRequest(group_ids=["g"])).groups
+    assert described.error_code == CoordinatorNotAvailableError.code

@@ -209,6 +209,47 @@ def test_a_crash_recovers_each_log_from_its_checkpointed_recovery_point(
     assert again.previous_broker_epoch() == -1
 
 
+def test_loading_after_a_clean_stop_lists_each_log_once_and_stats_no_index(
+    tmp_path: Path,
+) -> None:
+    """A restart opens every log of the broker: each is one directory listing (which also
+    says which index files exist), not one listing per step and a stat per file; the log dir
+    itself is listed once, without a stat per entry."""
+    d0 = tmp_path / "d0"
+    lm = manager([d0])
+    for partition in range(3):
+        append_batches(lm.get_or_create_log("orders", partition), 2)
+    lm.shutdown()
+
+    class Counting(FileSystem):
+        def __init__(self) -> None:
+            super().__init__()
+            self.listed: list[str] = []
+            self.asked: list[str] = []
+
+        def list_dir(self, path: str) -> list[str]:
+            self.listed.append(os.path.basename(path))
+            return super().list_dir(path)
+
+        def list_subdirs(self, path: str) -> list[str]:
+            self.listed.append(os.path.basename(path))
+            return super().list_subdirs(path)
+
+        def exists(self, path: str) -> bool:
+            self.asked.append(path)
+            return super().exists(path)
+
+        def is_dir(self, path: str) -> bool:
+            self.asked.append(path)
+            return super().is_dir(path)
+
+    fs = Counting()
+    again = manager([d0], fs=fs)
+    assert sorted(fs.listed) == ["d0", "orders-0", "orders-1", "orders-2"]
+    assert fs.asked == []
+    assert [len(read_all(again.get_log("orders", p))) for p in range(3)] == [2, 2, 2]
+
+
 def test_a_crash_while_loading_counts_as_unclean_next_time(
     tmp_path: Path, recovered: list[tuple[str, int]]
 ) -> None:

@@ -1,5 +1,6 @@
-"""`replog bench WORKLOAD.yaml [--systems replog,kafka] [--runs N]`: run an OpenMessaging-
-Benchmark-style workload against replog and Apache Kafka on this machine, and report.
+"""`replog bench WORKLOAD.yaml [--systems replog,kafka] [--runs N] [--server-cpus LIST
+--driver-cpus LIST]`: run an OpenMessaging-Benchmark-style workload against replog, Apache
+Kafka and NATS JetStream on this machine, and report.
 
 For each system in turn: start a 3-node cluster on loopback (replog: in `--work-dir`; Apache
 Kafka: with bench/kafka/kafka.sh, which fetches Kafka's jars with Maven the first time), run
@@ -10,10 +11,13 @@ the HTML report with its PNG plots is written beside them, in a new directory un
 JSON files in DIR.
 
 Systems: `replog` (replog's own Python client, over gRPC), `replog-kafka` (confluent-kafka
-through replog's Kafka listener), `kafka` (confluent-kafka against Apache Kafka 4.x).
+through replog's Kafka listener), `kafka` (confluent-kafka against Apache Kafka 4.x),
+`jetstream` (NATS JetStream, through a compiled Go driver built by bench/jetstream/build.sh).
+Every producer and consumer runs in a driver process of its own. `--server-cpus` and
+`--driver-cpus` (taskset lists) pin the servers and the driver processes to those CPUs.
 Workload files: bench/workloads/*.yaml; their fields are in docs/benchmarks.md ("Harness").
 Needs the bench extra (`pip install -e '.[bench]'`: confluent-kafka, matplotlib, PyYAML); the
-`kafka` system needs Java 17+ and Maven.
+`kafka` system needs Java 17+ and Maven, `jetstream` Go.
 
 Rules: the module imports nothing heavy until a run starts, so `replog --help` stays fast. A
 bad workload file is a `WorkloadError` naming the field; a system that cannot start is a
@@ -37,6 +41,7 @@ DEFAULT_OUTPUT = os.path.join(".replog", "bench-results")
 DEFAULT_WORK_DIR = os.path.join(".replog", "bench")
 DEFAULT_BASE_PORT = 39092
 PORTS_PER_SYSTEM = 300  # a system's nodes listen at its base port .. base + 299
+DISK_HEADROOM = 1.1  # a catch-up run's backlog x 3 replicas, and indexes and logs beside it
 
 
 def _systems(text: str) -> list[str]:
@@ -60,9 +65,18 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.workload is None:
         raise ReplogError("bench: name a WORKLOAD.yaml (or --report DIR)")
+    from replog.cli.bench.pinning import check_cpus
     from replog.cli.bench.workload import load_workload
 
     workload = load_workload(args.workload)
+    if workload.metadata_clients and "jetstream" in args.systems:
+        raise ReplogError(
+            f"bench: {args.workload} is a metadata run (metadataClients): jetstream has none; "
+            "run it against replog, replog-kafka or kafka"
+        )
+    check_cpus(args.server_cpus, "--server-cpus")
+    check_cpus(args.driver_cpus, "--driver-cpus")
+    check_disk(workload, args.work_dir)
     stem = os.path.splitext(os.path.basename(args.workload))[0]
     output = os.path.join(args.output, f"{time.strftime('%Y%m%d-%H%M%S')}-{stem}")
     os.makedirs(output, exist_ok=True)
@@ -75,23 +89,60 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_disk(workload: Any, work_dir: str) -> None:
+    """A catch-up run's backlog, three replicas of it, must fit the disk of `work_dir` (a run's
+    topics are deleted after it, so one run's worth is enough)."""
+    import shutil
+
+    from replog.cli.bench.drivers import REPLICATION_FACTOR
+    from replog.cli.bench.workload import GIB
+
+    if workload.backlog_gib is None:
+        return
+    os.makedirs(work_dir, exist_ok=True)
+    need = workload.backlog_gib * GIB * REPLICATION_FACTOR * DISK_HEADROOM
+    free = shutil.disk_usage(work_dir).free
+    if free < need:
+        raise ReplogError(
+            f"bench: the {workload.backlog_gib:g} GiB backlog needs {need / GIB:.1f} GiB free in "
+            f"--work-dir {work_dir} (three replicas and {DISK_HEADROOM - 1:.0%} more); "
+            f"{free / GIB:.1f} GiB are"
+        )
+
+
 def run_system(
     system_name: str, workload: Any, args: argparse.Namespace, base_port: int, output: str
 ) -> list[dict[str, Any]]:
     """Start `system_name`, run the workload `args.runs` times, stop it; the results (each
     also written to `output/<system>-run<N>.json`)."""
-    from replog.cli.bench.drivers import make_driver
-    from replog.cli.bench.runner import machine, run_once
+    from replog.cli.bench.pinning import pinned
+    from replog.cli.bench.runner import Target, machine, run_once
     from replog.cli.bench.systems import make_system
 
-    system = make_system(system_name, os.path.realpath(args.work_dir), base_port, args.kafka_script)
+    work_dir = os.path.realpath(args.work_dir)
+    system = make_system(system_name, work_dir, base_port, args.kafka_script, args.server_cpus)
     print(f"{system_name}: starting a 3-node cluster", flush=True)
     results = []
     system.start()
     try:
         for number in range(1, args.runs + 1):
-            driver = make_driver(system.driver, system.bootstrap_servers)
-            result = run_once(driver, workload, system.create_topics, system.kill_leader)
+            target = Target(
+                driver=system.driver,
+                servers=system.bootstrap_servers,
+                program=system.program,
+                create_topics=system.create_topics,
+                delete_topics=system.delete_topics,
+                kill_leader=system.kill_leader,
+                server_pids=system.server_pids,
+            )
+            # The harness's own threads (the drain loop, the leader's kill) run with the drivers.
+            with pinned(args.driver_cpus):
+                result = run_once(
+                    target,
+                    workload,
+                    work_dir=os.path.join(work_dir, "drivers"),
+                    driver_cpus=args.driver_cpus,
+                )
             system.restart_killed()
             result.update(
                 {
@@ -109,11 +160,20 @@ def run_system(
                 json.dump(result, f, indent=1)
                 f.write("\n")
             produce, e2e = result["produce"], result["end_to_end"]
+            if "metadata" in result:
+                print(
+                    f"{system_name} run {number}/{args.runs}: {_metadata_text(result)}", flush=True
+                )
+                results.append(result)
+                continue
             print(
                 f"{system_name} run {number}/{args.runs}: {produce['mb_per_s']:.1f} MB/s "
                 f"({produce['records_per_s']:,.0f} records/s), produce p99 "
                 f"{produce['latency_ms']['p99']:.1f} ms, end-to-end p99 "
                 f"{e2e['latency_ms']['p99']:.1f} ms, errors {produce['errors']}"
+                + _catch_up_text(result.get("catch_up"))
+                + f", {result['requests']['produce_per_s']:,.0f} produce requests/s, servers "
+                f"{result['server_cpu_cores']:.2f} cores"
                 + _failover_text(result.get("failover"))
                 + (" [client-bound]" if result["client_bound"] else ""),
                 flush=True,
@@ -122,6 +182,25 @@ def run_system(
     finally:
         system.stop()
     return results
+
+
+def _metadata_text(result: dict[str, Any]) -> str:
+    metadata = result["metadata"]
+    return (
+        f"{metadata['requests_per_s']:,.1f} CreateTopics requests/s answered "
+        f"({metadata['topics_per_s']:,.1f} topics/s) from {metadata['clients']} processes, "
+        f"p99 {metadata['latency_ms']['p99']:.1f} ms, errors {metadata['errors']}, servers "
+        f"{result['server_cpu_cores']:.2f} cores"
+    )
+
+
+def _catch_up_text(catch_up: dict[str, Any] | None) -> str:
+    if catch_up is None:
+        return ""
+    return (
+        f"; catch-up read {catch_up['mb_per_s']:.1f} MB/s ({catch_up['records']:,} of "
+        f"{catch_up['expected']:,} records in {catch_up['seconds']:.1f} s)"
+    )
 
 
 def _failover_text(failover: dict[str, Any] | None) -> str:
@@ -172,7 +251,7 @@ def register(commands: Any) -> None:
         type=_systems,
         default=_systems_default(),
         metavar="LIST",
-        help=f"systems to run, in order (default: {DEFAULT_SYSTEMS}; also replog-kafka)",
+        help=f"systems to run, in order (default: {DEFAULT_SYSTEMS}; also replog-kafka, jetstream)",
     )
     parser.add_argument(
         "--runs",
@@ -205,6 +284,16 @@ def register(commands: Any) -> None:
         "--kafka-script",
         metavar="PATH",
         help="bench/kafka/kafka.sh (default: the one of the checkout replog runs from)",
+    )
+    parser.add_argument(
+        "--server-cpus",
+        metavar="LIST",
+        help="run every system's server processes on these CPUs (taskset's list: 0 or 0,2-3)",
+    )
+    parser.add_argument(
+        "--driver-cpus",
+        metavar="LIST",
+        help="run the producer and consumer processes (and the harness) on these CPUs",
     )
     parser.add_argument(
         "--report",

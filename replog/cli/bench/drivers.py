@@ -20,6 +20,9 @@ from typing import Any, Protocol
 
 DeliveryCallback = Callable[[str | None], None]
 CONSUME_BATCH = 1000  # records a confluent-kafka consume() call returns at most
+STATS_INTERVAL_MS = 500  # librdkafka's statistics, read for the produce request count
+REPLICATION_FACTOR = 3  # every topic of every system (systems.py), a metadata run's too
+TOPIC_CONFIGS = {"min.insync.replicas": "2"}
 
 
 class BenchProducer(Protocol):
@@ -28,6 +31,17 @@ class BenchProducer(Protocol):
         """Run due delivery callbacks (clients that run them on the caller's thread)."""
 
     def flush(self, timeout_s: float) -> None: ...
+    def requests(self) -> int:
+        """Produce requests sent so far (each client's own count)."""
+
+    def close(self) -> None: ...
+
+
+class BenchAdmin(Protocol):
+    def create_topics(self, names: Sequence[str], partitions: int) -> None:
+        """Create `names` (replication factor 3, min.insync.replicas=2) in one request;
+        raises if any failed."""
+
     def close(self) -> None: ...
 
 
@@ -59,6 +73,11 @@ class Driver:
             return _ReplogConsumer(self.bootstrap_servers, partitions)
         return _ConfluentConsumer(self.bootstrap_servers, partitions)
 
+    def admin(self) -> BenchAdmin:
+        if self.name == "replog":
+            return _ReplogAdmin(self.bootstrap_servers)
+        return _ConfluentAdmin(self.bootstrap_servers)
+
 
 def make_driver(name: str, bootstrap_servers: str) -> Driver:
     if name not in DRIVERS:
@@ -86,6 +105,9 @@ class _ReplogProducer:
     def flush(self, timeout_s: float) -> None:
         self._producer.flush(timeout_s)
 
+    def requests(self) -> int:
+        return self._producer.metrics()["requests"]
+
     def close(self) -> None:
         self._producer.close(5)
 
@@ -112,6 +134,27 @@ class _ReplogConsumer:
         self._consumer.close()
 
 
+class _ReplogAdmin:
+    """replog's admin client answers once every broker shows the new topics (its
+    create_topics waits for that), later than Kafka's CreateTopics answer: the replog-kafka
+    system is the like-for-like comparison."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        from replog.client.sync_admin import Admin
+
+        self._admin = Admin({"bootstrap.servers": bootstrap_servers})
+
+    def create_topics(self, names: Sequence[str], partitions: int) -> None:
+        from replog.client.sync_admin import NewTopic
+
+        self._admin.create_topics(
+            [NewTopic(n, partitions, REPLICATION_FACTOR, TOPIC_CONFIGS) for n in names]
+        )
+
+    def close(self) -> None:
+        self._admin.close()
+
+
 # --- confluent-kafka (librdkafka) -----------------------------------------------------------------
 
 
@@ -119,7 +162,15 @@ class _ConfluentProducer:
     def __init__(self, config: dict[str, str]) -> None:
         import confluent_kafka
 
-        self._producer = confluent_kafka.Producer(config)
+        self._stats: dict[str, Any] = {}
+        self._producer = confluent_kafka.Producer(
+            {"statistics.interval.ms": STATS_INTERVAL_MS, **config, "stats_cb": self._on_stats}
+        )
+
+    def _on_stats(self, text: str) -> None:
+        import json
+
+        self._stats = json.loads(text)
 
     def send(self, topic: str, key: bytes | None, value: bytes, done: DeliveryCallback) -> None:
         def delivered(error: Any, _message: Any) -> None:
@@ -138,8 +189,39 @@ class _ConfluentProducer:
     def flush(self, timeout_s: float) -> None:
         self._producer.flush(timeout_s)
 
+    def requests(self) -> int:
+        """From librdkafka's statistics (every broker's "req" counters): the first report
+        taken after this call, so that it counts every request sent before it."""
+        import time
+
+        self._stats = {}
+        deadline = time.monotonic() + 2 * STATS_INTERVAL_MS / 1000
+        while not self._stats and time.monotonic() < deadline:
+            self._producer.poll(0.05)
+        brokers = self._stats.get("brokers", {}).values()
+        return sum(int(b.get("req", {}).get("Produce", 0)) for b in brokers)
+
     def close(self) -> None:
         self._producer.flush(5)
+
+
+class _ConfluentAdmin:
+    def __init__(self, bootstrap_servers: str) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        self._admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+
+    def create_topics(self, names: Sequence[str], partitions: int) -> None:
+        from confluent_kafka.cimpl import NewTopic  # where its type stubs declare it
+
+        futures = self._admin.create_topics(
+            [NewTopic(n, partitions, REPLICATION_FACTOR, config=TOPIC_CONFIGS) for n in names]
+        )
+        for future in futures.values():
+            future.result()
+
+    def close(self) -> None:
+        pass  # AdminClient has no close: its threads end with the process
 
 
 class _ConfluentConsumer:

@@ -41,7 +41,22 @@ TABLE_FIGURES: tuple[tuple[str, str, Callable[[dict[str, Any]], float], bool], .
     ("end-to-end latency p50", "ms", lambda r: r["end_to_end"]["latency_ms"]["p50"], False),
     ("end-to-end latency p99", "ms", lambda r: r["end_to_end"]["latency_ms"]["p99"], False),
     ("end-to-end latency p99.9", "ms", lambda r: r["end_to_end"]["latency_ms"]["p99.9"], False),
-    ("benchmark client CPU", "cores", lambda r: r["driver_cpu_cores"], False),
+    ("driver processes' CPU, summed", "cores", lambda r: r["driver_cpu_cores"], False),
+    # Rows that only some runs have (a catch-up run's read; results from before the harness
+    # counted requests and metered the servers): shown when every run of the report has them.
+    ("servers' CPU while producing", "cores", lambda r: r["server_cpu_cores"], False),
+    ("catch-up read", "MB/s", lambda r: r["catch_up"]["mb_per_s"], True),
+    ("catch-up read", "s", lambda r: r["catch_up"]["seconds"], False),
+    (
+        "servers' CPU during the catch-up read",
+        "cores",
+        lambda r: r["catch_up"]["server_cpu_cores"],
+        False,
+    ),
+    ("CreateTopics requests answered", "per s", lambda r: r["metadata"]["requests_per_s"], True),
+    ("CreateTopics latency p99", "ms", lambda r: r["metadata"]["latency_ms"]["p99"], False),
+    ("produce requests", "per s", lambda r: r["requests"]["produce_per_s"], True),
+    ("produce requests", "per s per broker", lambda r: r["requests"]["per_broker_per_s"], True),
 )
 
 
@@ -116,7 +131,7 @@ def _plot_throughput(grouped: dict[str, list[dict[str, Any]]], path: str) -> Non
     warmup = end = 0.0
     for index, (system, runs) in enumerate(grouped.items()):
         for number, result in enumerate(runs):
-            size = result["workload"]["messageSize"]
+            size = result["workload"].get("messageSize", 0)  # a metadata run's: none
             per_s = [n * size / 2**20 for n in result["timeline"]["produced_per_s"]]
             label = system if number == 0 else None
             ax.plot(
@@ -173,7 +188,8 @@ def _plot_latency(grouped: dict[str, list[dict[str, Any]]], path: str) -> None:
         ax.set_xticks(range(len(names)), names)
         ax.set_title(title, fontsize=10)
         ax.set_ylabel("ms")
-        ax.set_yscale("log")
+        if any(r[side]["latency_ms"]["max"] > 0 for runs in grouped.values() for r in runs):
+            ax.set_yscale("log")  # a metadata run has no end-to-end latencies
         ax.grid(alpha=0.3, axis="y")
     axes[0].legend(fontsize=8)
     fig.tight_layout()
@@ -197,7 +213,8 @@ def _plot_cdf(grouped: dict[str, list[dict[str, Any]]], path: str) -> None:
     ax.set_xlabel("end-to-end latency (ms)")
     ax.set_ylabel("fraction of records")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
@@ -221,6 +238,8 @@ def summary_rows(grouped: dict[str, list[dict[str, Any]]]) -> list[list[str]]:
     baseline = baseline_of(systems)
     rows = []
     for label, unit, value, _higher_better in TABLE_FIGURES:
+        if not all(_has(value, r) for runs in grouped.values() for r in runs):
+            continue
         row = [f"{label} ({unit})"]
         base_mid = spread([value(r) for r in grouped[baseline]])[1]
         for system in systems:
@@ -231,6 +250,14 @@ def summary_rows(grouped: dict[str, list[dict[str, Any]]]) -> list[list[str]]:
             row.append(cell)
         rows.append(row)
     return rows
+
+
+def _has(value: Callable[[dict[str, Any]], float], result: dict[str, Any]) -> bool:
+    try:
+        value(result)
+    except KeyError:
+        return False
+    return True
 
 
 def failover_rows(grouped: dict[str, list[dict[str, Any]]]) -> list[list[str]]:
@@ -278,9 +305,10 @@ def render_html(grouped: dict[str, list[dict[str, Any]]]) -> str:
     bound = sorted({r["system"] for runs in grouped.values() for r in runs if r["client_bound"]})
     if bound:
         parts.append(
-            f"<p class='warn'>Client-bound: the benchmark process kept a whole core busy in "
-            f"runs of {esc(', '.join(bound))}; those figures are the client's ceiling as much "
-            "as the server's.</p>"
+            f"<p class='warn'>Client-bound: a driver process kept a whole core busy, or the "
+            f"driver processes together nearly all the cores they may use, in runs of "
+            f"{esc(', '.join(bound))}; those figures are the clients' ceiling as much as the "
+            "servers'.</p>"
         )
     loads = [r["load_average"]["before"][0] for runs in grouped.values() for r in runs]
     parts.append(

@@ -1,59 +1,73 @@
 """One benchmark run of a workload against a running system, and its JSON result.
 
-A run creates the workload's topics afresh (`bench-<run id>-<i>`), starts its consumers (each
-assigned its share of a subscription's partitions, from the earliest offset), then its
-producers, which send for warm-up + duration at the workload's rate (or unthrottled) and then
-flush; consumers go on until they have received every acknowledged record (or `DRAIN_S` passed
-without a new one). Every record's value starts with its send time (ns since the epoch, 8
-bytes, big-endian), from which consumers measure end-to-end latency; producers measure from
+A run creates the workload's topics afresh (`bench-<run id>-<i>`) and starts one driver
+process per producer and per consumer (`processes`: replog's and confluent-kafka's Python
+clients each in a process of its own, so no two share a GIL; JetStream's compiled driver).
+Consumers are assigned their share of a subscription's partitions and read from the earliest
+offset; producers send for warm-up + duration at the workload's rate (or unthrottled), then
+flush; consumers go on until they have received every acknowledged record (or `DRAIN_S`
+passed without a new one). Every record's value starts with its send time (ns since the epoch,
+8 bytes, big-endian), from which consumers measure end-to-end latency; producers measure from
 just before `send` to the delivery callback.
 
-Rules: producers and consumers run on threads of this process, so the client library's cost
-is part of what is measured: the result records this process's CPU use (`driver_cpu_cores`)
-and calls a run `client_bound` when it kept a whole core busy (Python's GIL makes one core this
-process's ceiling for Python work). The machine's load average before and after is recorded
-too: on a shared machine the figures are noisy, and the report says so.
+A metadata run (`metadataClients`) starts no producers or consumers but that many admin
+processes, each sending CreateTopics requests one after another; its "metadata" gives the
+requests answered per second in the measured window and their latencies (the "produce"
+figures, one sample a request).
+
+A catch-up run (`consumerBacklogSizeGB`) has two phases: the producers write the backlog
+(unthrottled unless the workload gives a rate) and flush, and only then do the consumers start,
+read it from the start, and the result's "catch_up" gives its rate: the backlog's bytes over
+the time from the consumers' start to the last record's receipt. The test duration bounds the
+writing and the reading each.
+
+With the workload's `idlePartitions`, a topic of that many partitions that nobody reads or
+writes stands beside the run's topics. Every result gives the server processes' CPU
+(`server_cpu_cores`) while the producers ran (and, for a catch-up, while the consumers read).
+
+Rules: the result records every driver process's CPU use and their sum (`driver_cpu_cores`,
+over the time the producers ran), and calls a run `client_bound` when one driver process kept a
+whole core busy (a Python process's ceiling: its GIL) or the driver processes together used
+`CLIENT_BOUND_SHARE` of the cores they may run on. The run's topics are deleted after it
+(a 2 GiB backlog times three replicas per run would fill a disk). The machine's load average
+before and after is recorded too: on a shared machine the figures are noisy.
 """
 
 from __future__ import annotations
 
 import os
 import platform
-import random
-import resource
-import struct
+import shutil
+import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from replog.cli.bench.drivers import BenchConsumer, BenchProducer, Driver
-from replog.cli.bench.stats import Samples, run_result, unavailability
+from replog.cli.bench.drivers import REPLICATION_FACTOR
+from replog.cli.bench.pinning import parse_cpus
+from replog.cli.bench.processes import DriverProcess, DriverResult
+from replog.cli.bench.server_cpu import cores_between, cpu_seconds
+from replog.cli.bench.stats import MB, Samples, run_result, summarize, unavailability
 from replog.cli.bench.workload import Workload
 
 DRAIN_S = 10.0  # consumers stop after this long without a record once producers are done
 FLUSH_S = 60.0
 POLL_S = 0.1
-CLIENT_BOUND_CORES = 0.9
-KEY_SET = 10_000  # KEY_ROUND_ROBIN cycles through this many keys (as the OMB does)
-SEND_TIME = struct.Struct(">q")
-RESULT_FORMAT = 1
+READY_S = 60.0
+DELETE_BATCH = 500  # topics per DeleteTopics request after a run
+CLIENT_BOUND_CORES = 0.9  # one driver process this busy: its client is the limit
+CLIENT_BOUND_SHARE = 0.9  # of the cores the driver processes may run on
+RESULT_FORMAT = 2
+PUBLISH_WINDOW = 4096  # a JetStream producer's asynchronous publishes awaiting acknowledgement
+NODES = 3  # every system runs 3 nodes, each leading about a third of the partitions
 
 
-def payload(size: int, seed: int = 0) -> bytes:
-    """`size` random bytes (the first 8 are overwritten by each send's time)."""
-    return random.Random(seed).randbytes(size)
-
-
-def key_source(distributor: str, producer_index: int) -> Callable[[int], bytes | None]:
-    """The key of the n-th record a producer sends."""
-    if distributor == "KEY_ROUND_ROBIN":
-        keys = [f"key-{producer_index}-{i}".encode() for i in range(KEY_SET)]
-        return lambda n: keys[n % KEY_SET]
-    if distributor == "RANDOM_NANO":
-        return lambda n: str(time.perf_counter_ns()).encode()
-    return lambda n: None
+def stream_name(topic: str, partition: int) -> str:
+    """The JetStream stream standing for a partition (JetStream has no partitions)."""
+    return f"{topic}-p{partition}"
 
 
 def assignments(topics: list[str], workload: Workload) -> list[list[tuple[str, int]]]:
@@ -73,191 +87,377 @@ def assignments(topics: list[str], workload: Workload) -> list[list[tuple[str, i
     return consumers
 
 
+def backlog_shares(records: int, producers: int) -> list[int]:
+    """The backlog's records split among the producers (the first ones take the remainder)."""
+    base, extra = divmod(records, producers)
+    return [base + (1 if i < extra else 0) for i in range(producers)]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What a run drives: the system's driver (a name of drivers.DRIVERS, or "jetstream"), its
+    bootstrap servers, the driver program (`processes`' protocol), and its topic hooks."""
+
+    driver: str
+    servers: str
+    program: Sequence[str]
+    create_topics: Callable[[list[str], int], None]
+    delete_topics: Callable[[list[str]], None]
+    kill_leader: Callable[[str], int] | None = None
+    server_pids: Callable[[], list[int]] = list
+
+
 class _Run:
-    def __init__(self, driver: Driver, workload: Workload, topics: list[str]) -> None:
-        self.driver = driver
+    def __init__(self, target: Target, workload: Workload, scratch: str, cpus: str | None) -> None:
+        self.target = target
         self.workload = workload
-        self.topics = topics
-        self.produced = Samples()
-        self.consumed = Samples()
-        self.acked = 0
-        self.producers_done = threading.Event()
-        self.stop_consumers = threading.Event()
-        self.start_mono = 0.0
-        self.start_wall_ns = 0
+        self.scratch = scratch
+        self.cpus = cpus
+        self.started: list[DriverProcess] = []
+        run_id = self.run_id = uuid.uuid4().hex[:8]
+        self.topics = [f"bench-{run_id}-{i}" for i in range(workload.topics)]
+        self.idle_topics = [f"bench-{run_id}-idle"] if workload.idle_partitions else []
+        self.metadata_topics: list[str] = []  # what a metadata run's admins may have made
 
-    def produce(self, topic: str, index: int, producer: BenchProducer) -> None:
-        workload = self.workload
-        body = bytearray(payload(workload.message_size, seed=index))
-        keys = key_source(workload.key_distributor, index)
-        rate = workload.rate_per_producer()
-        produced = self.produced
-        start = self.start_mono
-        end = start + workload.warmup_s + workload.duration_s
-        perf = time.perf_counter
-        sent = 0
-        try:
-            while True:
-                now = time.monotonic()
-                if now >= end:
-                    break
-                if rate:
-                    due = start + sent / rate
-                    if due > now + 0.001:
-                        time.sleep(due - now)
-                SEND_TIME.pack_into(body, 0, time.time_ns())
-                sent_at = perf()
-                sent_s = time.monotonic() - start
+    def server_cpu(self) -> tuple[dict[int, float], float]:
+        """A reading of the servers' CPU seconds, and when it was taken (monotonic)."""
+        return cpu_seconds(self.target.server_pids()), time.monotonic()
 
-                def done(
-                    error: str | None, sent_at: float = sent_at, sent_s: float = sent_s
-                ) -> None:
-                    if error is None:
-                        produced.add(sent_s, (perf() - sent_at) * 1000)
-                    else:
-                        produced.error(error)
+    def server_cores(self, since: tuple[dict[int, float], float]) -> float:
+        before, at = since
+        after, now = self.server_cpu()
+        return round(cores_between(before, after, now - at), 3)
 
-                producer.send(topic, keys(sent), bytes(body), done)
-                producer.service()
-                sent += 1
-            producer.flush(FLUSH_S)
-        except Exception as exc:
-            produced.error(f"{type(exc).__name__}: {exc}")
-        finally:
-            producer.close()
+    def _task(self, role: str, index: int, **fields: Any) -> dict[str, Any]:
+        w = self.workload
+        return {
+            "role": role,
+            "driver": self.target.driver,
+            "servers": self.target.servers,
+            "index": index,
+            "message_size": w.message_size,
+            "replicas": REPLICATION_FACTOR,
+            **fields,
+        }
 
-    def consume(self, consumer: BenchConsumer) -> None:
-        consumed = self.consumed
-        start_wall_ns = self.start_wall_ns
-        unpack = SEND_TIME.unpack_from
-        last_record = time.monotonic()
-        try:
-            while not self.stop_consumers.is_set():
-                values = consumer.poll(POLL_S)
-                now_ns = time.time_ns()
-                for value in values:
-                    (sent_ns,) = unpack(value)
-                    consumed.add((sent_ns - start_wall_ns) / 1e9, (now_ns - sent_ns) / 1e6)
-                if values:
-                    last_record = time.monotonic()
-                elif self.producers_done.is_set() and time.monotonic() - last_record > DRAIN_S:
-                    break
-        except Exception as exc:
-            consumed.error(f"{type(exc).__name__}: {exc}")
-        finally:
-            consumer.close()
+    def _start(self, name: str, task: dict[str, Any]) -> DriverProcess:
+        process = DriverProcess(name, self.target.program, task, self.scratch, self.cpus)
+        self.started.append(process)
+        return process
 
-    def drained(self) -> bool:
-        expected = len(self.produced.sent_s) * self.workload.subscriptions_per_topic
-        return len(self.consumed.sent_s) >= expected
+    def producers(self, backlog: Sequence[int] | None) -> list[DriverProcess]:
+        w = self.workload
+        started = []
+        for index, topic in enumerate(t for t in self.topics for _ in range(w.producers_per_topic)):
+            task = self._task(
+                "produce",
+                index,
+                topic=topic,
+                streams=[stream_name(topic, p) for p in range(w.partitions_per_topic)],
+                rate=w.rate_per_producer(),
+                # A backlog's writing stops at its size, or at the test duration.
+                run_s=w.warmup_s + w.duration_s,
+                records=backlog[index] if backlog else 0,
+                key_distributor=w.key_distributor,
+                producer_config=dict(w.producer_config),
+                window=PUBLISH_WINDOW,
+            )
+            started.append(self._start(f"producer-{index}", task))
+        return started
+
+    def consumers(self) -> list[DriverProcess]:
+        started = []
+        for index, share in enumerate(assignments(self.topics, self.workload)):
+            task = self._task(
+                "consume",
+                index,
+                assigned=share,
+                streams=[stream_name(t, p) for t, p in share],
+            )
+            started.append(self._start(f"consumer-{index}", task))
+        return started
+
+    def admins(self) -> list[DriverProcess]:
+        w = self.workload
+        return [
+            self._start(
+                f"admin-{index}",
+                self._task(
+                    "admin",
+                    index,
+                    prefix=self.admin_prefix(index),
+                    partitions=w.partitions_per_topic,
+                    topics_per_request=w.topics_per_request,
+                    run_s=w.warmup_s + w.duration_s,
+                ),
+            )
+            for index in range(w.metadata_clients)
+        ]
+
+    def admin_prefix(self, index: int) -> str:
+        return f"bench-{self.run_id}-m{index}"
+
+    def kill_all(self) -> None:
+        for process in self.started:
+            process.kill()
+
+
+def _go(processes: Sequence[DriverProcess], since_ns: int | None = None) -> tuple[int, float]:
+    """Wait until every process is ready, then start them all; the start (wall ns, monotonic).
+    The processes count their samples' send times from `since_ns` (default: this start)."""
+    deadline = time.monotonic() + READY_S
+    for process in processes:
+        process.wait_ready(deadline)
+    start_ns, start_mono = time.time_ns(), time.monotonic()
+    for process in processes:
+        process.go(start_ns if since_ns is None else since_ns)
+    return start_ns, start_mono
+
+
+def _drain(consumers: Sequence[DriverProcess], expected: int) -> None:
+    """Wait until the consumers received `expected` records, or none came for DRAIN_S (or
+    FLUSH_S passed), then stop them."""
+    deadline = time.monotonic() + FLUSH_S
+    seen, last_progress = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        received = sum(c.received for c in consumers)
+        if received >= expected or all(c.finished for c in consumers):
+            break
+        if received != seen:
+            seen, last_progress = received, time.monotonic()
+        elif time.monotonic() - last_progress > DRAIN_S:
+            break
+        time.sleep(POLL_S)
+    for consumer in consumers:
+        consumer.stop()
+
+
+def _merged(results: Sequence[DriverResult]) -> Samples:
+    merged = Samples()
+    for result in results:
+        merged.extend(result.samples)
+    return merged
 
 
 def run_once(
-    driver: Driver,
-    workload: Workload,
-    create_topics: Callable[[list[str], int], None],
-    kill_leader: Callable[[str], int] | None = None,
+    target: Target, workload: Workload, *, work_dir: str, driver_cpus: str | None = None
 ) -> dict[str, Any]:
-    """Run `workload` once through `driver`; the run's JSON result (without system fields).
-    With the workload's `killLeaderAtSeconds`, `kill_leader(topic)` SIGKILLs the leader of the
-    first topic's partition 0 then (returning its node id), and the result has "failover"."""
-    run_id = uuid.uuid4().hex[:8]
-    topics = [f"bench-{run_id}-{i}" for i in range(workload.topics)]
-    create_topics(topics, workload.partitions_per_topic)
-    run = _Run(driver, workload, topics)
-    consumers = [driver.consumer(share) for share in assignments(topics, workload)]
-    producers = [
-        (topic, index, driver.producer(workload.producer_config))
-        for index, topic in enumerate(
-            t for t in topics for _ in range(workload.producers_per_topic)
-        )
-    ]
+    """Run `workload` once against `target`; the run's JSON result (without system fields).
+    With the workload's `killLeaderAtSeconds`, `target.kill_leader(topic)` SIGKILLs the leader
+    of the first topic's partition 0 then (returning its node id), and the result has
+    "failover". `driver_cpus`: the driver processes run under `taskset -c` with it."""
+    os.makedirs(work_dir, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix="run-", dir=work_dir)
+    run = _Run(target, workload, scratch, driver_cpus)
+    if run.topics:  # a metadata run makes its own
+        target.create_topics(run.topics, workload.partitions_per_topic)
+    if run.idle_topics:
+        target.create_topics(run.idle_topics, workload.idle_partitions)
+    try:
+        if workload.metadata_clients:
+            result = _run_metadata(run)
+        elif workload.backlog_gib is None:
+            result = _run_together(run)
+        else:
+            result = _run_catch_up(run)
+    finally:
+        run.kill_all()
+        shutil.rmtree(scratch, ignore_errors=True)
+        made = run.topics + run.idle_topics + run.metadata_topics
+        for first in range(0, len(made), DELETE_BATCH):
+            target.delete_topics(made[first : first + DELETE_BATCH])
+    result["topics"] = run.topics
+    result["idle_partitions"] = workload.idle_partitions
+    result["driver"] = target.driver
+    return result
+
+
+def _run_together(run: _Run) -> dict[str, Any]:
+    workload, target = run.workload, run.target
+    consumers = run.consumers()
+    producers = run.producers(None)
     load_before = os.getloadavg()
-    cpu_before = _cpu_s()
-    run.start_mono = time.monotonic()
-    run.start_wall_ns = time.time_ns()
-    consumer_threads = [
-        threading.Thread(target=run.consume, args=(c,), name=f"bench-consumer-{i}", daemon=True)
-        for i, c in enumerate(consumers)
-    ]
-    producer_threads = [
-        threading.Thread(target=run.produce, args=p, name=f"bench-producer-{p[1]}", daemon=True)
-        for p in producers
-    ]
+    _start_ns, start_mono = _go([*consumers, *producers])
+    server_at_go = run.server_cpu()
     killed: dict[str, Any] = {}
     killer = None
-    if workload.kill_leader_at_s is not None and kill_leader is not None:
+    if workload.kill_leader_at_s is not None and target.kill_leader is not None:
+        kill_leader = target.kill_leader
 
         def kill() -> None:
-            killed["at_s"] = time.monotonic() - run.start_mono
+            killed["at_s"] = time.monotonic() - start_mono
             try:
-                killed["node"] = kill_leader(topics[0])
+                killed["node"] = kill_leader(run.topics[0])
             except Exception as exc:
                 killed["error"] = f"{type(exc).__name__}: {exc}"
 
         killer = threading.Timer(workload.kill_leader_at_s, kill)
         killer.daemon = True
-    for thread in (*consumer_threads, *producer_threads):
-        thread.start()
-    if killer is not None:
         killer.start()
-    for thread in producer_threads:
-        thread.join()
+    run_s = workload.warmup_s + workload.duration_s
+    produced_results = [p.result(run_s + 2 * FLUSH_S) for p in producers]
     if killer is not None:
         killer.join()
-    produced_s = time.monotonic() - run.start_mono
-    cpu_produced = _cpu_s() - cpu_before
-    run.producers_done.set()
-    deadline = time.monotonic() + FLUSH_S
-    while (
-        not run.drained()
-        and time.monotonic() < deadline
-        and any(t.is_alive() for t in consumer_threads)
-    ):
-        time.sleep(POLL_S)
-    run.stop_consumers.set()
-    for thread in consumer_threads:
-        thread.join(DRAIN_S + 5)
-    cpu_cores = cpu_produced / produced_s if produced_s > 0 else 0.0
+    produced_s = time.monotonic() - start_mono
+    server_cores = run.server_cores(server_at_go)
+    produced = _merged(produced_results)
+    _drain(consumers, len(produced.sent_s) * workload.subscriptions_per_topic)
+    consumed_results = [c.result(FLUSH_S) for c in consumers]
     result = run_result(
-        run.produced,
-        run.consumed,
+        produced,
+        _merged(consumed_results),
         warmup_s=workload.warmup_s,
         duration_s=workload.duration_s,
         message_size=workload.message_size,
         run_seconds=int(produced_s) + 1,
     )
     if killed:
-        sends_end = workload.warmup_s + workload.duration_s
         result["failover"] = {
             "killed_node": killed.get("node"),
             "at_s": round(killed["at_s"], 3),
             "error": killed.get("error", ""),
-            "unavailable_s": round(
-                unavailability(run.produced, from_s=killed["at_s"], to_s=sends_end), 3
-            ),
+            "unavailable_s": round(unavailability(produced, from_s=killed["at_s"], to_s=run_s), 3),
             "end_to_end_unavailable_s": round(
-                unavailability(run.consumed, from_s=killed["at_s"], to_s=sends_end), 3
+                unavailability(_merged(consumed_results), from_s=killed["at_s"], to_s=run_s), 3
             ),
         }
+    span_s = time.monotonic() - start_mono
     result.update(
-        {
-            "topics": topics,
-            "driver": driver.name,
-            "driver_cpu_cores": round(cpu_cores, 3),
-            "client_bound": cpu_cores >= CLIENT_BOUND_CORES,
-            "load_average": {
-                "before": [round(x, 2) for x in load_before],
-                "after": [round(x, 2) for x in os.getloadavg()],
-            },
-        }
+        _driver_fields(produced_results, consumed_results, produced_s, span_s, run, load_before)
     )
-    return result
+    return {**result, "server_cpu_cores": server_cores}
 
 
-def _cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+def _run_catch_up(run: _Run) -> dict[str, Any]:
+    workload = run.workload
+    load_before = os.getloadavg()
+    producers = run.producers(backlog_shares(workload.backlog_records, workload.producers))
+    start_ns, start_mono = _go(producers)
+    server_at_go = run.server_cpu()
+    produced_results = [p.result(workload.duration_s + 2 * FLUSH_S) for p in producers]
+    produced_s = time.monotonic() - start_mono
+    server_cores = run.server_cores(server_at_go)
+    produced = _merged(produced_results)
+    consumers = run.consumers()
+    read_start_ns, read_start_mono = _go(consumers, since_ns=start_ns)
+    server_at_read = run.server_cpu()
+    expected = len(produced.sent_s) * workload.subscriptions_per_topic
+    deadline = read_start_mono + workload.duration_s
+    while time.monotonic() < deadline and sum(c.received for c in consumers) < expected:
+        if all(c.finished for c in consumers):
+            break
+        time.sleep(POLL_S)
+    for consumer in consumers:
+        consumer.stop()
+    read_server_cores = run.server_cores(server_at_read)
+    consumed_results = [c.result(FLUSH_S) for c in consumers]
+    consumed = _merged(consumed_results)
+    last_ns = max((c.last_receive_ns for c in consumed_results), default=0)
+    read_s = max((last_ns - read_start_ns) / 1e9, 1e-9)
+    total_s = time.monotonic() - start_mono
+    result = run_result(
+        produced,
+        consumed,
+        warmup_s=0.0,
+        duration_s=produced_s,
+        message_size=workload.message_size,
+        run_seconds=int(total_s) + 1,
+    )
+    # End-to-end figures count receipts over the whole run: they all come after the writing.
+    result["end_to_end"] = summarize(
+        consumed, warmup_s=0.0, duration_s=total_s, message_size=workload.message_size
+    )
+    records = len(consumed.sent_s)
+    result["catch_up"] = {
+        "records": records,
+        "expected": expected,
+        "seconds": round(read_s, 3),
+        "records_per_s": records / read_s,
+        "mb_per_s": records * workload.message_size / MB / read_s,
+        "started_at_s": round(read_start_mono - start_mono, 3),
+        "server_cpu_cores": read_server_cores,
+    }
+    result.update(
+        _driver_fields(produced_results, consumed_results, produced_s, total_s, run, load_before)
+    )
+    return {**result, "server_cpu_cores": server_cores}
+
+
+def _run_metadata(run: _Run) -> dict[str, Any]:
+    workload = run.workload
+    load_before = os.getloadavg()
+    admins = run.admins()
+    _start_ns, start_mono = _go(admins)
+    server_at_go = run.server_cpu()
+    run_s = workload.warmup_s + workload.duration_s
+    answered_results = []
+    for index, admin in enumerate(admins):
+        answered = admin.result(run_s + 2 * FLUSH_S)
+        answered_results.append(answered)
+        count = answered.requests * workload.topics_per_request
+        run.metadata_topics += [f"{run.admin_prefix(index)}-{n}" for n in range(count)]
+    ran_s = time.monotonic() - start_mono
+    server_cores = run.server_cores(server_at_go)
+    result = run_result(
+        _merged(answered_results),
+        Samples(),
+        warmup_s=workload.warmup_s,
+        duration_s=workload.duration_s,
+        message_size=0,
+        run_seconds=int(ran_s) + 1,
+    )
+    answered_per_s = result["produce"]["records_per_s"]
+    topics_per_s = answered_per_s * workload.topics_per_request
+    result["metadata"] = {
+        "clients": workload.metadata_clients,
+        "requests_per_s": answered_per_s,
+        "topics_per_s": topics_per_s,
+        "partitions_per_s": topics_per_s * workload.partitions_per_topic,
+        "latency_ms": result["produce"]["latency_ms"],
+        "errors": result["produce"]["errors"],
+        "first_error": result["produce"]["first_error"],
+    }
+    result.update(_driver_fields(answered_results, [], ran_s, ran_s, run, load_before))
+    return {**result, "server_cpu_cores": server_cores}
+
+
+def _driver_fields(
+    produced: Sequence[DriverResult],
+    consumed: Sequence[DriverResult],
+    produced_s: float,
+    span_s: float,
+    run: _Run,
+    load_before: tuple[float, float, float],
+) -> dict[str, Any]:
+    """The driver processes' CPU (summed over them, as cores over the run's span), the
+    client-bound flag, the produce requests they sent, the CPUs they were pinned to."""
+    processes = [*produced, *consumed]
+    cores = sum(p.cpu_s for p in processes) / max(span_s, 1e-9)
+    cpus = run.cpus
+    allowed = len(parse_cpus(cpus)) if cpus else (os.cpu_count() or 1)
+    busiest = max((p.cores for p in processes), default=0.0)
+    requests = sum(p.requests for p in produced)
+    per_s = requests / produced_s if produced_s > 0 else 0.0
+    return {
+        "driver_cpu_cores": round(cores, 3),
+        "driver_processes": [
+            {"name": p.name, "cpu_s": round(p.cpu_s, 3), "cores": round(p.cores, 3)}
+            for p in processes
+        ],
+        "client_bound": busiest >= CLIENT_BOUND_CORES or cores >= CLIENT_BOUND_SHARE * allowed,
+        # Counted by the clients: librdkafka's statistics, replog's producer metrics, one a
+        # record for JetStream (a publish is a request); spread over the nodes the leaders are.
+        "requests": {
+            "produce": requests,
+            "produce_per_s": per_s,
+            "per_broker_per_s": per_s / NODES,
+        },
+        "driver_cpus": cpus or "",
+        "load_average": {
+            "before": [round(x, 2) for x in load_before],
+            "after": [round(x, 2) for x in os.getloadavg()],
+        },
+    }
 
 
 def machine() -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -55,6 +56,28 @@ class Samples:
         if other.errors and not self.errors:
             self.first_error = other.first_error
         self.errors += other.errors
+
+
+def write_samples(path: str, samples: Samples) -> None:
+    """Write `samples` as a driver process hands them over: little-endian float64 pairs (sent
+    s, latency ms), the format bench/jetstream/main.go writes too."""
+    pairs = array("d", [0.0]) * (2 * len(samples.sent_s))
+    pairs[0::2] = samples.sent_s
+    pairs[1::2] = samples.latency_ms
+    if sys.byteorder != "little":
+        pairs.byteswap()
+    with open(path, "wb") as f:
+        f.write(pairs.tobytes())
+
+
+def read_samples(path: str, *, errors: int = 0, first_error: str = "") -> Samples:
+    """The samples a driver process wrote to `path` (`write_samples`), with its error count."""
+    pairs = array("d")
+    with open(path, "rb") as f:
+        pairs.frombytes(f.read())
+    if sys.byteorder != "little":
+        pairs.byteswap()
+    return Samples(pairs[0::2], pairs[1::2], errors, first_error)
 
 
 def percentile(ordered: Sequence[float], q: float) -> float:

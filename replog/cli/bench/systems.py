@@ -7,11 +7,13 @@ topics, names the driver and bootstrap servers clients use, and stops.
   listener (`PLAINTEXT`, as `replog cluster start --kafka-base-port` makes it).
 - `kafka`: Apache Kafka 4.x in KRaft mode, started and stopped by `bench/kafka/kafka.sh` (which
   fetches its jars with Maven once), driven by confluent-kafka.
+- `jetstream`: NATS JetStream (`replog.cli.bench.jetstream`), driven by a compiled Go driver.
 
 Rules: every system runs 3 combined nodes (broker and controller), topics get replication
 factor 3 and `min.insync.replicas=2`, and nothing fsyncs per message (both systems' default).
 A system that cannot start raises `BenchSystemError` naming what failed and where its logs are;
-a wait says what it waits for.
+a wait says what it waits for. With `server_cpus` (`pinning`), every server process of the
+system runs on those CPUs. A run's topics are deleted after it (`delete_topics`).
 """
 
 from __future__ import annotations
@@ -23,14 +25,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from replog.cli.bench.drivers import REPLICATION_FACTOR, TOPIC_CONFIGS
+from replog.cli.bench.pinning import pinned, taskset
+from replog.cli.bench.processes import PYTHON_WORKER
 from replog.errors import BenchSystemError
 
 if TYPE_CHECKING:
     from replog.cli.local_cluster import LocalCluster, LocalNode
 
-SYSTEMS = ("replog", "replog-kafka", "kafka")
-REPLICATION_FACTOR = 3
-TOPIC_CONFIGS = {"min.insync.replicas": "2"}
+SYSTEMS = ("replog", "replog-kafka", "kafka", "jetstream")
 NODES = 3
 START_TIMEOUT_S = 60.0
 KAFKA_START_TIMEOUT_S = 600.0  # the first start fetches Kafka's jars with Maven
@@ -40,11 +43,15 @@ STOP_TIMEOUT_S = 30.0
 
 class System(Protocol):
     name: str
-    driver: str  # a name of drivers.DRIVERS
+    driver: str  # a name of drivers.DRIVERS, or "jetstream"
     bootstrap_servers: str
+    program: Sequence[str]  # the driver program (`processes`' protocol)
 
     def start(self) -> None: ...
     def create_topics(self, names: Sequence[str], partitions: int) -> None: ...
+    def delete_topics(self, names: Sequence[str]) -> None:
+        """Delete a run's topics (best effort: a failure is printed, not raised)."""
+
     def kill_leader(self, topic: str) -> int:
         """SIGKILL the node leading `topic`'s partition 0; its node id."""
 
@@ -52,17 +59,31 @@ class System(Protocol):
         """Start the node `kill_leader` killed again and wait until the cluster is whole."""
 
     def stop(self) -> None: ...
+    def server_pids(self) -> list[int]:
+        """The running server processes (their CPU is metered during a run)."""
+
     def describe(self) -> dict[str, str]:
         """What the report records of the system: version, settings."""
 
 
-def make_system(name: str, work_dir: str, base_port: int, kafka_script: str | None) -> System:
+def make_system(
+    name: str,
+    work_dir: str,
+    base_port: int,
+    kafka_script: str | None,
+    server_cpus: str | None = None,
+) -> System:
     """`base_port`: the first of the ports the system's nodes listen on (each system takes
     base_port .. base_port + 299)."""
+    directory = os.path.join(work_dir, name)
     if name in ("replog", "replog-kafka"):
-        return ReplogSystem(name, os.path.join(work_dir, name), base_port)
+        return ReplogSystem(name, directory, base_port, server_cpus)
     if name == "kafka":
-        return KafkaSystem(os.path.join(work_dir, name), base_port, kafka_script)
+        return KafkaSystem(directory, base_port, kafka_script, server_cpus)
+    if name == "jetstream":
+        from replog.cli.bench.jetstream import JetStreamSystem
+
+        return JetStreamSystem(directory, base_port, server_cpus)
     raise BenchSystemError(f"--systems: unknown system {name!r} (known: {', '.join(SYSTEMS)})")
 
 
@@ -70,9 +91,14 @@ def make_system(name: str, work_dir: str, base_port: int, kafka_script: str | No
 
 
 class ReplogSystem:
-    def __init__(self, name: str, directory: str, base_port: int) -> None:
+    program: Sequence[str] = PYTHON_WORKER
+
+    def __init__(
+        self, name: str, directory: str, base_port: int, server_cpus: str | None = None
+    ) -> None:
         self.name = name
         self.driver = "replog" if name == "replog" else "confluent-kafka"
+        self.server_cpus = server_cpus
         self.directory = directory
         self.base_port = base_port
         self.bootstrap_servers = ""
@@ -94,7 +120,8 @@ class ReplogSystem:
             self.directory, NODES, self.base_port, kafka_base_port=self.base_port + 200
         )
         cluster.write()
-        pids = {node.node_id: spawn(node) for node in cluster.nodes}
+        with pinned(self.server_cpus):
+            pids = {node.node_id: spawn(node) for node in cluster.nodes}
         self._started = [(node, pids[node.node_id]) for node in cluster.nodes]
         try:
             wait_until_up(cluster, pids, START_TIMEOUT_S)
@@ -119,6 +146,15 @@ class ReplogSystem:
         if self.driver == "confluent-kafka":
             wait_for_kafka_metadata(self.bootstrap_servers, names, partitions)
 
+    def delete_topics(self, names: Sequence[str]) -> None:
+        from replog.client.sync_admin import Admin
+
+        try:
+            with Admin({"bootstrap.servers": self.grpc_servers}) as admin:
+                admin.delete_topics(list(names))
+        except Exception as exc:
+            print(f"{self.name}: deleting the run's topics failed: {exc}", flush=True)
+
     def kill_leader(self, topic: str) -> int:
         from replog.cli.cluster import kill_and_wait
         from replog.client.sync_admin import Admin
@@ -138,7 +174,8 @@ class ReplogSystem:
         node, self._killed = self._killed, None
         if node is None or self._cluster is None:
             return
-        pid = spawn(node)
+        with pinned(self.server_cpus):
+            pid = spawn(node)
         self._started = [(n, pid if n.node_id == node.node_id else p) for n, p in self._started]
         try:
             wait_until_up(self._cluster, {n.node_id: p for n, p in self._started}, START_TIMEOUT_S)
@@ -147,6 +184,9 @@ class ReplogSystem:
                 f"{self.name}: node {node.node_id} did not come back after its kill: {exc} "
                 f"(its log: {node.log_path})"
             ) from None
+
+    def server_pids(self) -> list[int]:
+        return [pid for _, pid in self._started]
 
     def stop(self) -> None:
         from replog.cli.cluster import stop_nodes
@@ -162,6 +202,7 @@ class ReplogSystem:
             "version": f"replog {__version__}",
             "nodes": f"{NODES} combined (broker+controller), loopback",
             "client": self.driver,
+            "server_cpus": self.server_cpus or "",
         }
 
 
@@ -176,8 +217,12 @@ def default_kafka_script() -> str:
 class KafkaSystem:
     name = "kafka"
     driver = "confluent-kafka"
+    program: Sequence[str] = PYTHON_WORKER
 
-    def __init__(self, directory: str, base_port: int, script: str | None) -> None:
+    def __init__(
+        self, directory: str, base_port: int, script: str | None, server_cpus: str | None = None
+    ) -> None:
+        self.server_cpus = server_cpus
         self.script = script or default_kafka_script()
         self.directory = directory
         self.base_port = base_port
@@ -193,7 +238,9 @@ class KafkaSystem:
             "KAFKA_VERSION": self.version,
         }
 
-    def _script(self, *args: str, timeout_s: float) -> str:
+    def _script(self, *args: str, timeout_s: float, pin: bool = False) -> str:
+        """Run kafka.sh; `pin`: under taskset with the server CPUs (the JVMs it starts inherit
+        them)."""
         if not os.path.exists(self.script):
             raise BenchSystemError(
                 f"kafka: {self.script} not found: run from a replog checkout or pass "
@@ -201,7 +248,7 @@ class KafkaSystem:
             )
         try:
             done = subprocess.run(
-                [self.script, *args],
+                [*taskset(self.server_cpus if pin else None), self.script, *args],
                 env=self._env(),
                 capture_output=True,
                 text=True,
@@ -220,7 +267,7 @@ class KafkaSystem:
         return done.stdout.strip()
 
     def start(self) -> None:
-        self._script("start", timeout_s=KAFKA_START_TIMEOUT_S)
+        self._script("start", timeout_s=KAFKA_START_TIMEOUT_S, pin=True)
         self.bootstrap_servers = self._script("bootstrap", timeout_s=10)
         wait_for_kafka_brokers(self.bootstrap_servers, NODES)
 
@@ -239,6 +286,16 @@ class KafkaSystem:
                 raise BenchSystemError(f"kafka: creating topic {name} failed: {exc}") from None
         wait_for_kafka_metadata(self.bootstrap_servers, names, partitions)
 
+    def delete_topics(self, names: Sequence[str]) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        for name, future in admin.delete_topics(list(names)).items():
+            try:
+                future.result(METADATA_TIMEOUT_S)
+            except Exception as exc:
+                print(f"kafka: deleting topic {name} failed: {exc}", flush=True)
+
     def kill_leader(self, topic: str) -> int:
         from confluent_kafka.admin import AdminClient
 
@@ -251,11 +308,21 @@ class KafkaSystem:
     def restart_killed(self) -> None:
         node, self._killed = self._killed, None
         if node is not None:
-            self._script("restart", str(node), timeout_s=KAFKA_START_TIMEOUT_S)
+            self._script("restart", str(node), timeout_s=KAFKA_START_TIMEOUT_S, pin=True)
             wait_for_kafka_brokers(self.bootstrap_servers, NODES)
 
     def stop(self) -> None:
         self._script("stop", timeout_s=STOP_TIMEOUT_S * 2)
+
+    def server_pids(self) -> list[int]:
+        pids = []
+        for node in range(1, NODES + 1):
+            try:
+                with open(os.path.join(self.directory, f"node-{node}", "node.pid")) as f:
+                    pids.append(int(f.read().strip()))
+            except (OSError, ValueError):
+                continue  # a node that does not run (killed by the failover timeline)
+        return pids
 
     def describe(self) -> dict[str, str]:
         return {
@@ -264,6 +331,7 @@ class KafkaSystem:
             "nodes": f"{NODES} combined KRaft (broker+controller), loopback, "
             f"heap {os.environ.get('KAFKA_HEAP', '512m')}",
             "client": self.driver,
+            "server_cpus": self.server_cpus or "",
         }
 
 

@@ -15,10 +15,25 @@ A workload names what runs, not where (the systems are `replog bench --systems`)
     testDurationSeconds: 20                 # or testDurationMinutes (OMB's)
     producerConfig: {linger.ms: 5}          # optional: Kafka client settings for every driver
     killLeaderAtSeconds: 15                 # optional: SIGKILL partition 0's leader then
+    consumerBacklogSizeGB: 2                # optional: a catch-up run (below)
+    idlePartitions: 1000                    # optional: an idle topic of this many beside
+
+A metadata run (`metadataClients`, the harness's own) has no producers or consumers: that many
+admin processes each send CreateTopics requests one after another for warm-up + duration,
+each request creating `topicsPerRequest` topics (default 1) of `partitionsPerTopic`
+partitions, replication factor 3. It takes only `name`, `partitionsPerTopic`,
+`metadataClients`, `topicsPerRequest` and the durations; any other field is refused.
 
 Rules: the keys are OpenMessaging Benchmark's (its `producerRate: 0` means max too), with
 seconds beside its minutes for short runs; `killLeaderAtSeconds` (not the OMB's: seconds
-since the run started, before its end) makes the run a failover timeline. Every problem is a
+since the run started, before its end) makes the run a failover timeline.
+`consumerBacklogSizeGB` (the OMB's key, GiB of record values) makes it a catch-up run: the
+producers write that backlog (then flush) before any consumer starts, and the consumers then
+read it from the start; the test duration, if given, bounds the writing and the reading each
+(else `CATCH_UP_LIMIT_S`), and a warm-up or a leader kill is refused. `idlePartitions` (the
+harness's own, default 0) adds a topic of that many partitions (RF 3) that nobody writes, for
+the CPU idle partitions cost the servers and the busy topic's latency beside them. Every
+problem is a
 `WorkloadError` naming the file and the field: a missing or unknown key, a value of the wrong
 type or out of range. Pure: the YAML text is parsed by `load_workload`, everything else works
 on the parsed mapping.
@@ -26,6 +41,7 @@ on the parsed mapping.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,8 +75,23 @@ KNOWN_KEYS = frozenset(
         *(key for pair in _DURATIONS.values() for key in pair),
         "producerConfig",
         "killLeaderAtSeconds",
+        "consumerBacklogSizeGB",
+        "idlePartitions",
+        "metadataClients",
+        "topicsPerRequest",
     }
 )
+METADATA_KEYS = frozenset(
+    {
+        "name",
+        "partitionsPerTopic",
+        "metadataClients",
+        "topicsPerRequest",
+        *(key for pair in _DURATIONS.values() for key in pair),
+    }
+)
+GIB = 1024**3
+CATCH_UP_LIMIT_S = 600.0  # a catch-up's write and read bound without a test duration
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +111,18 @@ class Workload:
     duration_s: float
     producer_config: Mapping[str, str] = field(default_factory=dict)
     kill_leader_at_s: float | None = None  # SIGKILL of partition 0's leader; None: no kill
+    backlog_gib: float | None = None  # a catch-up run's backlog; None: producers and consumers
+    # run together
+    idle_partitions: int = 0  # partitions of an idle topic beside the run's
+    metadata_clients: int = 0  # a metadata run's admin processes; 0: not a metadata run
+    topics_per_request: int = 1  # a metadata run's topics per CreateTopics request
+
+    @property
+    def backlog_records(self) -> int:
+        """Records in the backlog (0 for a run that is not a catch-up)."""
+        if self.backlog_gib is None:
+            return 0
+        return max(1, math.ceil(self.backlog_gib * GIB / self.message_size))
 
     @property
     def unthrottled(self) -> bool:
@@ -98,6 +141,15 @@ class Workload:
         return MAX_RATE if self.unthrottled else self.producer_rate / self.producers
 
     def to_json(self) -> dict[str, Any]:
+        if self.metadata_clients:
+            return {
+                "name": self.name,
+                "partitionsPerTopic": self.partitions_per_topic,
+                "metadataClients": self.metadata_clients,
+                "topicsPerRequest": self.topics_per_request,
+                "warmupDurationSeconds": self.warmup_s,
+                "testDurationSeconds": self.duration_s,
+            }
         return {
             "name": self.name,
             "topics": self.topics,
@@ -112,6 +164,8 @@ class Workload:
             "testDurationSeconds": self.duration_s,
             "producerConfig": dict(self.producer_config),
             "killLeaderAtSeconds": self.kill_leader_at_s,
+            "consumerBacklogSizeGB": self.backlog_gib,
+            "idlePartitions": self.idle_partitions,
         }
 
 
@@ -143,6 +197,13 @@ def parse_workload(document: object, source: str = "workload") -> Workload:
             f"{source}: unknown field {unknown[0]!r} (known: {', '.join(sorted(KNOWN_KEYS))})",
             field=unknown[0],
         )
+    if "metadataClients" in document:
+        return _metadata_workload(document, source)
+    if "topicsPerRequest" in document:
+        raise WorkloadError(
+            f"{source}: topicsPerRequest: only in a metadata run (metadataClients)",
+            field="topicsPerRequest",
+        )
     counts = {key: _count(document, key, source) for key in _COUNTS}
     if counts["messageSize"] < MESSAGE_SIZE_MIN or counts["messageSize"] > MESSAGE_SIZE_MAX:
         raise WorkloadError(
@@ -150,8 +211,12 @@ def parse_workload(document: object, source: str = "workload") -> Workload:
             f"[{MESSAGE_SIZE_MIN}, {MESSAGE_SIZE_MAX}] (the first 8 bytes carry the send time)",
             field="messageSize",
         )
+    backlog_gib = _backlog(document, source)
     warmup_s = _duration(document, "warmup", source, required=False)
-    duration_s = _duration(document, "test", source, required=True)
+    duration_s = _duration(document, "test", source, required=backlog_gib is None)
+    if backlog_gib is not None:
+        _refuse_with_backlog(document, warmup_s, source)
+        duration_s = duration_s or CATCH_UP_LIMIT_S
     return Workload(
         name=_name(document, source),
         topics=counts["topics"],
@@ -166,6 +231,8 @@ def parse_workload(document: object, source: str = "workload") -> Workload:
         duration_s=duration_s,
         producer_config=_producer_config(document, source),
         kill_leader_at_s=_kill_at(document, warmup_s + duration_s, source),
+        backlog_gib=backlog_gib,
+        idle_partitions=_idle_partitions(document, source),
     )
 
 
@@ -257,6 +324,70 @@ def _kill_at(document: Mapping[Any, Any], run_s: float, source: str) -> float | 
             field=key,
         )
     return float(value)
+
+
+def _metadata_workload(document: Mapping[Any, Any], source: str) -> Workload:
+    others = sorted(str(key) for key in document if key not in METADATA_KEYS)
+    if others:
+        raise WorkloadError(
+            f"{source}: {others[0]}: not in a metadata run (metadataClients), which takes "
+            f"{', '.join(sorted(METADATA_KEYS))}",
+            field=others[0],
+        )
+    return Workload(
+        name=_name(document, source),
+        topics=0,
+        partitions_per_topic=_count(document, "partitionsPerTopic", source),
+        message_size=0,
+        key_distributor="NO_KEY",
+        producers_per_topic=0,
+        subscriptions_per_topic=0,
+        consumers_per_subscription=0,
+        producer_rate=MAX_RATE,
+        warmup_s=_duration(document, "warmup", source, required=False),
+        duration_s=_duration(document, "test", source, required=True),
+        metadata_clients=_count(document, "metadataClients", source),
+        topics_per_request=(
+            _count(document, "topicsPerRequest", source) if "topicsPerRequest" in document else 1
+        ),
+    )
+
+
+def _idle_partitions(document: Mapping[Any, Any], source: str) -> int:
+    key = "idlePartitions"
+    value = document.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise WorkloadError(
+            f"{source}: {key}: expected a whole number >= 0 (partitions), got {value!r}",
+            field=key,
+        )
+    return value
+
+
+def _backlog(document: Mapping[Any, Any], source: str) -> float | None:
+    key = "consumerBacklogSizeGB"
+    value = document.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise WorkloadError(
+            f"{source}: {key}: expected GiB of backlog (a number > 0), got {value!r}", field=key
+        )
+    return float(value)
+
+
+def _refuse_with_backlog(document: Mapping[Any, Any], warmup_s: float, source: str) -> None:
+    """A catch-up run writes its backlog, then reads it: no warm-up, no leader kill."""
+    if warmup_s:
+        key = next(k for k in _DURATIONS["warmup"] if k in document)
+        raise WorkloadError(
+            f"{source}: {key}: a catch-up run (consumerBacklogSizeGB) has no warm-up", field=key
+        )
+    if document.get("killLeaderAtSeconds") is not None:
+        raise WorkloadError(
+            f"{source}: killLeaderAtSeconds: not in a catch-up run (consumerBacklogSizeGB)",
+            field="killLeaderAtSeconds",
+        )
 
 
 def _producer_config(document: Mapping[Any, Any], source: str) -> dict[str, str]:

@@ -1,0 +1,767 @@
+"""The consumer group protocol's (KIP-848) decisions for the groups of one `__consumer_offsets`
+partition: Kafka's `GroupMetadataManager` consumer-group handlers.
+
+Pure: time comes in as `now_ms`, member ids from an injected uuid source, the topics as the
+shell's last metadata image (`set_topics`); every call returns its answer and the records to
+append. Each record is applied to the group as it is written (`ConsumerGroup.apply`), exactly as
+`replay` applies it when another coordinator loads the partition, so no state exists that the
+records do not hold. Every check that can refuse a request runs before its first record.
+
+A heartbeat (ConsumerGroupHeartbeat, docs/groups.md walks an example):
+1. Checks (Kafka's): INVALID_REQUEST for an empty group id, instance id or rack id, a v1+
+   request without member id (the member makes its own, KIP-1082), a join (epoch 0) without
+   rebalance timeout or subscription or with owned partitions, an unknown epoch;
+   UNSUPPORTED_ASSIGNOR; INVALID_REGULAR_EXPRESSION. A group id held by a classic group with
+   members is GROUP_ID_NOT_FOUND (an Empty classic group is deleted and replaced); a group that
+   does not exist is GROUP_ID_NOT_FOUND unless the request joins; GROUP_MAX_SIZE_REACHED for a
+   new member of a full group.
+2. The member: a new one (epoch 0) is created with the given (or a generated) id; an existing
+   one must send its epoch, or its previous epoch with owned partitions among its assigned ones
+   (its last answer was lost), or 0 (it rejoins); else FENCED_MEMBER_EPOCH. A static member
+   (instance id) joining while another member holds the instance id is UNRELEASED_INSTANCE_ID
+   unless that member left with epoch -2: it is then replaced, keeping its assignment.
+3. A changed subscription, or a change of the subscribed topics' partitions, bumps the group
+   epoch; a group epoch ahead of the target assignment epoch runs the group's server assignor
+   (the one most members name, else `uniform`) and writes the changed targets.
+4. The member is reconciled towards its target (`current_assignment`): partitions are revoked
+   before they are given to another member. A member that must revoke has its rebalance timeout
+   to do so, else it is fenced (removed).
+5. The answer: member id and epoch, the heartbeat interval, and the assigned partitions when the
+   request was a full one (a join, or every field set) or they changed.
+Leaving: epoch -1 removes the member (its partitions become free, the group epoch goes up);
+epoch -2 (static members) keeps it at epoch -2, to be replaced when its instance rejoins. A
+member without a heartbeat for `group.consumer.session.timeout.ms` is removed.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, TypeVar
+from uuid import UUID
+
+from replog.coordinator import consumer_group_records as rec
+from replog.coordinator.classic_group_messages import GroupRecord
+from replog.coordinator.consumer_group import ConsumerGroup
+from replog.coordinator.consumer_group_messages import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    DescribedConsumerGroup,
+    DescribedConsumerMember,
+    NamedTopicPartitions,
+)
+from replog.coordinator.consumer_member import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerMember,
+    MemberState,
+    Partitions,
+    by_topic,
+    flatten,
+)
+from replog.coordinator.current_assignment import reconcile
+from replog.coordinator.offsets_records import GroupMetadataKey
+from replog.coordinator.server_assignors import ASSIGNORS, UNIFORM, AssignorMember
+from replog.errors import (
+    FencedInstanceIdError,
+    FencedMemberEpochError,
+    GroupIdNotFoundError,
+    GroupMaxSizeReachedError,
+    InconsistentGroupProtocolError,
+    InvalidConfigError,
+    InvalidRegularExpressionError,
+    InvalidRequestError,
+    KafkaError,
+    NonEmptyGroupError,
+    StaleMemberEpochError,
+    UnknownMemberIdError,
+    UnreleasedInstanceIdError,
+    UnsupportedAssignorError,
+    UnsupportedVersionError,
+)
+from replog.topic_names import is_internal_topic
+
+if TYPE_CHECKING:
+    from replog.coordinator.classic_group_coordinator import ClassicGroupCoordinator
+
+Record = rec.ConsumerGroupRecord | GroupRecord
+T = TypeVar("T")
+# OffsetCommit's first version carrying the member epoch (KIP-848).
+COMMIT_MEMBER_EPOCH_VERSION = 9
+_SESSION = "session"
+_REBALANCE = "rebalance"
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupConfig:
+    """Kafka's broker settings for consumer-protocol groups, with Kafka's defaults."""
+
+    session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    max_size: int = (1 << 31) - 1  # group.consumer.max.size
+    assignors: tuple[str, ...] = (UNIFORM, "range")  # group.consumer.assignors; first: default
+
+    def __post_init__(self) -> None:
+        for name, value in (
+            ("group.consumer.session.timeout.ms", self.session_timeout_ms),
+            ("group.consumer.heartbeat.interval.ms", self.heartbeat_interval_ms),
+            ("group.consumer.max.size", self.max_size),
+        ):
+            if value < 1:
+                raise InvalidConfigError(f"{name} is {value}; must be >= 1")
+        unknown = [name for name in self.assignors if name not in ASSIGNORS]
+        if unknown or not self.assignors:
+            raise InvalidConfigError(
+                f"group.consumer.assignors is {list(self.assignors)}; each must be one of "
+                f"{sorted(ASSIGNORS)}"
+            )
+
+
+def _random_uuid() -> str:
+    return str(uuid.uuid4())
+
+
+class ConsumerGroupCoordinator:
+    """The consumer-protocol groups of one `__consumer_offsets` partition (module docstring)."""
+
+    def __init__(
+        self,
+        config: ConsumerGroupConfig | None = None,
+        new_uuid: Callable[[], str] = _random_uuid,
+        classic: ClassicGroupCoordinator | None = None,
+    ) -> None:
+        self.config = config or ConsumerGroupConfig()
+        self._new_uuid = new_uuid
+        self._classic = classic
+        self.groups: dict[str, ConsumerGroup] = {}
+        self._topics: dict[str, rec.TopicMetadata] = {}
+        # (kind, group, member) -> (deadline, member epoch for the rebalance timeout)
+        self._timers: dict[tuple[str, str, str], tuple[int, int]] = {}
+        self._now_ms = 0
+        self.rebalances = 0  # group epoch bumps
+
+    # --- topics, records -------------------------------------------------------------------------
+
+    def set_topics(self, topics: Mapping[str, tuple[UUID, int]]) -> None:
+        """The cluster's topics (name -> topic id, partition count), from the shell's image;
+        groups see a change at their members' next heartbeat."""
+        self._topics = {
+            name: rec.TopicMetadata(topic_id, name, count)
+            for name, (topic_id, count) in topics.items()
+        }
+
+    def replay(self, key: rec.ConsumerGroupKey, value: rec.ConsumerGroupValue | None) -> None:
+        """Apply a record read back from `__consumer_offsets` (or just written)."""
+        group = self.groups.get(key.group)
+        if group is None:
+            if value is None:
+                return
+            group = self.groups[key.group] = ConsumerGroup(key.group)
+        group.apply(key, value)
+        if group.removed:
+            del self.groups[key.group]
+            self._drop_timers(key.group)
+
+    def _write(self, records: list[Record], record: Record) -> None:
+        records.append(record)
+        if isinstance(record, GroupRecord):
+            assert self._classic is not None
+            self._classic.replay(record.key, record.value)
+        else:
+            self.replay(record.key, record.value)
+
+    # --- timers ----------------------------------------------------------------------------------
+
+    def next_deadline_ms(self) -> int | None:
+        return min((deadline for deadline, _ in self._timers.values()), default=None)
+
+    def timers(self) -> list[tuple[int, str, str, str]]:
+        """(deadline, group, kind, member) of every timer, earliest first (for inspection)."""
+        return sorted((d, g, kind, m) for (kind, g, m), (d, _) in self._timers.items())
+
+    def _drop_timers(self, group_id: str, member_id: str | None = None) -> None:
+        for key in [k for k in self._timers if k[1] == group_id and member_id in (None, k[2])]:
+            del self._timers[key]
+
+    def tick(self, now_ms: int) -> list[Record]:
+        """Fire every timer due at `now_ms`, earliest first: expired sessions and rebalance
+        timeouts remove their members."""
+        records: list[Record] = []
+        while True:
+            due = sorted((d, k) for k, (d, _) in self._timers.items() if d <= now_ms)
+            if not due:
+                self._now_ms = max(self._now_ms, now_ms)
+                return records
+            deadline, key = due[0]
+            _, epoch = self._timers.pop(key)
+            self._now_ms = max(self._now_ms, deadline)
+            kind, group_id, member_id = key
+            group = self.groups.get(group_id)
+            member = None if group is None else group.members.get(member_id)
+            if group is None or member is None:
+                continue
+            if kind == _SESSION or member.member_epoch == epoch:
+                self._fence(group, member, records)
+
+    # --- ConsumerGroupHeartbeat ------------------------------------------------------------------
+
+    def heartbeat(
+        self, request: ConsumerGroupHeartbeatRequest, now_ms: int
+    ) -> tuple[ConsumerGroupHeartbeatResponse, list[Record]]:
+        """Handle a ConsumerGroupHeartbeat: its answer and the records it wrote."""
+        self._now_ms = max(self._now_ms, now_ms)
+        records: list[Record] = []
+        try:
+            self._check_request(request)
+            if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                return self._leave(request, records), records
+            return self._join_or_heartbeat(request, records), records
+        except KafkaError as error:
+            assert not records, "a refusal after records were written"
+            return ConsumerGroupHeartbeatResponse(error), []
+
+    def _check_request(self, request: ConsumerGroupHeartbeatRequest) -> None:
+        def invalid(why: str) -> InvalidRequestError:
+            return InvalidRequestError(f"group {request.group_id!r}: {why}")
+
+        if not request.group_id:
+            raise InvalidRequestError("ConsumerGroupHeartbeat: the group id is empty")
+        if request.instance_id == "":
+            raise invalid("the instance id is empty (null: no instance id)")
+        if request.rack_id == "":
+            raise invalid("the rack id is empty (null: no rack id)")
+        epoch = request.member_epoch
+        if request.api_version >= 1 and not request.member_id:
+            raise invalid("the member id is empty: a v1+ member generates its own")
+        if epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            if not request.member_id:
+                raise invalid(f"member epoch {epoch} needs a member id")
+        elif epoch == 0:
+            if request.rebalance_timeout_ms == -1:
+                raise invalid("a join (member epoch 0) must set the rebalance timeout")
+            if request.owned is None or request.owned:
+                raise invalid("a join (member epoch 0) must send an empty owned partitions list")
+            if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+                raise invalid("a join (member epoch 0) must set the topic names or a regex")
+        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if request.instance_id is None:
+                raise invalid("member epoch -2 (a static member's leave) needs an instance id")
+        else:
+            raise invalid(f"member epoch {epoch} is invalid")
+        if request.server_assignor is not None and (
+            request.server_assignor not in self.config.assignors
+        ):
+            raise UnsupportedAssignorError(
+                f"group {request.group_id!r}: server assignor {request.server_assignor!r} is not "
+                f"one of {list(self.config.assignors)} (group.consumer.assignors)"
+            )
+        if request.subscribed_topic_regex is not None:
+            try:
+                re.compile(request.subscribed_topic_regex)
+            except re.error as error:
+                raise InvalidRegularExpressionError(
+                    f"group {request.group_id!r}: topic regex "
+                    f"{request.subscribed_topic_regex!r} does not compile: {error}"
+                ) from None
+
+    def _group_for(self, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroup:
+        """The group a join or heartbeat acts on; a new (unwritten) one for a first join."""
+        group_id = request.group_id
+        classic = None if self._classic is None else self._classic.groups.get(group_id)
+        if classic is not None and (classic.members or request.member_epoch != 0):
+            raise GroupIdNotFoundError(
+                f"group {group_id!r} is a classic group (its members use JoinGroup), not a "
+                "consumer group"
+            )
+        group = self.groups.get(group_id)
+        if group is None:
+            if request.member_epoch != 0:
+                raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")
+            group = ConsumerGroup(group_id)
+        if len(group.members) >= self.config.max_size and (request.member_id not in group.members):
+            raise GroupMaxSizeReachedError(
+                f"group {group_id!r} has group.consumer.max.size ({self.config.max_size}) members"
+            )
+        return group
+
+    def _member_for(
+        self, group: ConsumerGroup, request: ConsumerGroupHeartbeatRequest, member_id: str
+    ) -> tuple[ConsumerMember, ConsumerMember | None]:
+        """The member a join or heartbeat acts on, and the static member it replaces."""
+        epoch, owned = request.member_epoch, _owned(request)
+        if request.instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                if epoch != 0:
+                    raise UnknownMemberIdError(
+                        f"group {group.group_id!r} has no member {member_id!r}"
+                    )
+                return ConsumerMember(member_id), None
+            _check_epoch(group, member, epoch, owned)
+            return member, None
+        existing = group.static_member(request.instance_id)
+        if epoch == 0:
+            if existing is None:
+                return group.members.get(member_id) or ConsumerMember(member_id), None
+            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                raise UnreleasedInstanceIdError(
+                    f"group {group.group_id!r}: instance {request.instance_id!r} is held by "
+                    f"member {existing.member_id!r}, which has not left"
+                )
+            return replace(
+                existing, member_id=member_id, member_epoch=0, previous_member_epoch=0
+            ), existing
+        if existing is None:
+            raise UnknownMemberIdError(
+                f"group {group.group_id!r} has no static member {request.instance_id!r}"
+            )
+        if existing.member_id != member_id:
+            raise FencedInstanceIdError(
+                f"group {group.group_id!r}: instance {request.instance_id!r} is member "
+                f"{existing.member_id!r} now, not {member_id!r}"
+            )
+        _check_epoch(group, existing, epoch, owned)
+        return existing, None
+
+    def _join_or_heartbeat(
+        self, request: ConsumerGroupHeartbeatRequest, records: list[Record]
+    ) -> ConsumerGroupHeartbeatResponse:
+        group = self._group_for(request)
+        member_id = request.member_id or self._new_uuid()
+        member, replaced = self._member_for(group, request, member_id)
+        owned = _owned(request)
+        if member.state is MemberState.UNKNOWN and (owned is None or owned):
+            raise FencedMemberEpochError(
+                f"group {group.group_id!r}: member {member_id!r} is in an unknown state: it "
+                "must give up all its partitions and rejoin"
+            )
+        # Every check passed: from here on, records are written.
+        group_id = group.group_id
+        classic = None if self._classic is None else self._classic.groups.get(group_id)
+        if classic is not None:  # an Empty classic group gives way (_group_for)
+            self._write(records, GroupRecord(GroupMetadataKey(group_id), None))
+        if replaced is not None:
+            old_target = group.targets.get(replaced.member_id)
+            self._remove_member_records(group_id, replaced.member_id, records)
+            self._write(records, _member_record(group_id, member))
+            group = self.groups[group_id]
+            if old_target is not None:
+                self._write(records, _target_record(group_id, member_id, old_target))
+            self._write(records, _assignment_record(group_id, member))
+        updated = replace(
+            member,
+            instance_id=_or(request.instance_id, member.instance_id),
+            rack_id=_or(request.rack_id, member.rack_id),
+            rebalance_timeout_ms=(
+                member.rebalance_timeout_ms
+                if request.rebalance_timeout_ms == -1
+                else request.rebalance_timeout_ms
+            ),
+            server_assignor=_or(request.server_assignor, member.server_assignor),
+            subscribed_topic_names=_or(
+                request.subscribed_topic_names, member.subscribed_topic_names
+            ),
+            subscribed_topic_regex=_or(
+                request.subscribed_topic_regex, member.subscribed_topic_regex
+            ),
+            client_id=request.client_id,
+            client_host=request.client_host,
+        )
+        bump = False
+        if updated != member or member_id not in group.members:
+            self._write(records, _member_record(group_id, updated))
+            group = self.groups[group_id]
+            bump = not updated.same_subscription(member)
+        bump = self._refresh_topics(group, records) or bump
+        if bump:
+            self._bump(group, records)
+        if group.group_epoch > group.assignment_epoch:
+            self._assign(group, records)
+        current = group.members[member_id]
+        target = group.target(member_id)
+        if not current.is_reconciled_to(group.assignment_epoch):
+            reconciled = reconcile(
+                current,
+                group.assignment_epoch,
+                target,
+                lambda tp: group.holder(tp) not in (None, member_id),
+                owned,
+            )
+            if reconciled != current:
+                self._write(records, _assignment_record(group_id, reconciled))
+                timer = (_REBALANCE, group_id, member_id)
+                if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._timers[timer] = (
+                        self._now_ms + max(0, reconciled.rebalance_timeout_ms),
+                        reconciled.member_epoch,
+                    )
+                else:
+                    self._timers.pop(timer, None)
+            current = reconciled
+        self._timers[(_SESSION, group_id, member_id)] = (
+            self._now_ms + self.config.session_timeout_ms,
+            0,
+        )
+        full = request.member_epoch == 0 or (
+            request.rebalance_timeout_ms != -1
+            and request.subscribed_topic_names is not None
+            and request.owned is not None
+        )
+        return ConsumerGroupHeartbeatResponse(
+            None,
+            member_id,
+            current.member_epoch,
+            self.config.heartbeat_interval_ms,
+            by_topic(current.assigned) if full or current.assigned != member.assigned else None,
+        )
+
+    def _leave(
+        self, request: ConsumerGroupHeartbeatRequest, records: list[Record]
+    ) -> ConsumerGroupHeartbeatResponse:
+        group = self.groups.get(request.group_id)
+        if group is None:
+            raise GroupIdNotFoundError(f"consumer group {request.group_id!r} does not exist")
+        answer = ConsumerGroupHeartbeatResponse(None, request.member_id, request.member_epoch)
+        if request.instance_id is None:
+            member = group.members.get(request.member_id)
+            if member is None:
+                raise UnknownMemberIdError(
+                    f"group {group.group_id!r} has no member {request.member_id!r}"
+                )
+        else:
+            found = group.static_member(request.instance_id)
+            if found is None:
+                raise UnknownMemberIdError(
+                    f"group {group.group_id!r} has no static member {request.instance_id!r}"
+                )
+            if found.member_id != request.member_id:
+                raise FencedInstanceIdError(
+                    f"group {group.group_id!r}: instance {request.instance_id!r} is member "
+                    f"{found.member_id!r} now, not {request.member_id!r}"
+                )
+            member = found
+            if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                # Kept (its assignment too) until its instance rejoins or its session ends.
+                away = replace(
+                    member,
+                    member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                    pending_revocation=frozenset(),
+                )
+                self._write(records, _assignment_record(group.group_id, away))
+                return answer
+        self._fence(group, member, records)
+        return answer
+
+    # --- group changes ---------------------------------------------------------------------------
+
+    def _remove_member_records(self, group_id: str, member_id: str, records: list[Record]) -> None:
+        for kind in (
+            rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+            rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+            rec.CONSUMER_GROUP_MEMBER_METADATA,
+        ):
+            self._write(
+                records,
+                rec.ConsumerGroupRecord(rec.ConsumerGroupKey(kind, group_id, member_id), None),
+            )
+
+    def _fence(self, group: ConsumerGroup, member: ConsumerMember, records: list[Record]) -> None:
+        """Remove `member`: its partitions are free at once; the group epoch goes up."""
+        group_id = group.group_id
+        self._remove_member_records(group_id, member.member_id, records)
+        self._refresh_topics(group, records)
+        self._bump(group, records)
+        self._drop_timers(group_id, member.member_id)
+
+    def _bump(self, group: ConsumerGroup, records: list[Record]) -> None:
+        self.rebalances += 1
+        self._write(
+            records,
+            rec.ConsumerGroupRecord(
+                rec.ConsumerGroupKey(rec.CONSUMER_GROUP_METADATA, group.group_id),
+                rec.GroupEpochValue(group.group_epoch + 1),
+            ),
+        )
+
+    def _subscribed(self, member: ConsumerMember) -> set[str]:
+        """The existing topics `member` subscribes to, by name or regex."""
+        names = {n for n in member.subscribed_topic_names if n in self._topics}
+        if member.subscribed_topic_regex is not None:
+            pattern = re.compile(member.subscribed_topic_regex)
+            names |= {n for n in self._topics if not is_internal_topic(n) and pattern.fullmatch(n)}
+        return names
+
+    def _refresh_topics(self, group: ConsumerGroup, records: list[Record]) -> bool:
+        """Write the group's subscribed topics if they changed (names, ids or partition
+        counts): whether they did."""
+        names: set[str] = set()
+        for member in group.members.values():
+            names |= self._subscribed(member)
+        topics = {name: self._topics[name] for name in names}
+        if topics == group.topics:
+            return False
+        self._write(
+            records,
+            rec.ConsumerGroupRecord(
+                rec.ConsumerGroupKey(rec.CONSUMER_GROUP_PARTITION_METADATA, group.group_id),
+                rec.PartitionMetadataValue(tuple(topics[name] for name in sorted(topics))),
+            ),
+        )
+        return True
+
+    def preferred_assignor(self, group: ConsumerGroup) -> str:
+        """The server assignor most members name (ties: the first in configuration order),
+        else the configured default."""
+        votes = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
+        if not votes:
+            return self.config.assignors[0]
+        return max(votes, key=lambda name: (votes[name], -self.config.assignors.index(name)))
+
+    def _assign(self, group: ConsumerGroup, records: list[Record]) -> None:
+        """Compute the target assignment at the group epoch; write what changed."""
+        group_id = group.group_id
+        counts = {t.topic_id: t.partitions for t in group.topics.values()}
+        ids = {t.name: t.topic_id for t in group.topics.values()}
+        members = [
+            AssignorMember(
+                m.member_id,
+                frozenset(ids[name] for name in self._subscribed(m) if name in ids),
+                group.target(m.member_id),
+            )
+            for m in group.members.values()
+        ]
+        targets = ASSIGNORS[self.preferred_assignor(group)](members, counts)
+        for member_id in sorted(targets):
+            if member_id not in group.targets or targets[member_id] != group.targets[member_id]:
+                self._write(records, _target_record(group_id, member_id, targets[member_id]))
+        self._write(
+            records,
+            rec.ConsumerGroupRecord(
+                rec.ConsumerGroupKey(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group_id),
+                rec.TargetAssignmentEpochValue(group.group_epoch),
+            ),
+        )
+
+    # --- ConsumerGroupDescribe, listing, deleting ------------------------------------------------
+
+    def describe(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
+        """Each consumer group's epochs and members (with their current and target
+        assignments); GROUP_ID_NOT_FOUND for one that is not here or is a classic group."""
+        described: list[DescribedConsumerGroup] = []
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is None:
+                described.append(
+                    DescribedConsumerGroup(
+                        group_id,
+                        GroupIdNotFoundError(f"consumer group {group_id!r} does not exist"),
+                    )
+                )
+                continue
+            described.append(
+                DescribedConsumerGroup(
+                    group_id,
+                    None,
+                    group.state.value,
+                    group.group_epoch,
+                    group.assignment_epoch,
+                    self.preferred_assignor(group),
+                    tuple(
+                        DescribedConsumerMember(
+                            m.member_id,
+                            m.instance_id,
+                            m.rack_id,
+                            m.member_epoch,
+                            m.client_id,
+                            m.client_host,
+                            m.subscribed_topic_names,
+                            m.subscribed_topic_regex,
+                            self._named(m.assigned),
+                            self._named(group.target(m.member_id)),
+                        )
+                        for m in group.members.values()
+                    ),
+                )
+            )
+        return described
+
+    def _named(self, partitions: Partitions) -> NamedTopicPartitions:
+        names = {t.topic_id: t.name for t in self._topics.values()}
+        return tuple((t, names.get(t, ""), ps) for t, ps in by_topic(partitions))
+
+    def list_groups(self, states: Iterable[str] = ()) -> list[tuple[str, str]]:
+        """(group id, state) of every group, only those in `states` (case-insensitive)."""
+        wanted = {state.lower() for state in states}
+        return [
+            (group_id, group.state.value)
+            for group_id, group in sorted(self.groups.items())
+            if not wanted or group.state.value.lower() in wanted
+        ]
+
+    def delete(self, group_id: str) -> tuple[KafkaError | None, list[Record]]:
+        """Delete an Empty group (NON_EMPTY_GROUP otherwise): its tombstones."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return GroupIdNotFoundError(f"group {group_id!r} does not exist"), []
+        if group.members:
+            return NonEmptyGroupError(
+                f"group {group_id!r} is {group.state.value} with {len(group.members)} members: "
+                "only an Empty group can be deleted"
+            ), []
+        records: list[Record] = []
+        for member_id in sorted(group.targets):
+            self._write(records, _target_record(group_id, member_id, None))
+        for kind in (
+            rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+            rec.CONSUMER_GROUP_PARTITION_METADATA,
+            rec.CONSUMER_GROUP_METADATA,
+        ):
+            self._write(
+                records, rec.ConsumerGroupRecord(rec.ConsumerGroupKey(kind, group_id), None)
+            )
+        return None, records
+
+    def yield_to_classic(self, group_id: str) -> tuple[KafkaError | None, list[Record]]:
+        """A classic JoinGroup for `group_id`: INCONSISTENT_GROUP_PROTOCOL while a consumer
+        group with members holds the id; an Empty one is deleted (its tombstones)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None, []
+        if group.members:
+            return InconsistentGroupProtocolError(
+                f"group {group_id!r} is a consumer group (its members use "
+                "ConsumerGroupHeartbeat): a classic member cannot join it"
+            ), []
+        return self.delete(group_id)
+
+    # --- offsets fencing -------------------------------------------------------------------------
+
+    def commit_error(
+        self, group_id: str, member_id: str, member_epoch: int, api_version: int | None
+    ) -> KafkaError | None:
+        """Whether an OffsetCommit may commit for the group (Kafka's `validateOffsetCommit`):
+        without a member epoch only while the group is Empty; else the member's current epoch,
+        through OffsetCommit v9+ (`api_version` None: not the Kafka wire)."""
+        group = self.groups[group_id]
+        if member_epoch < 0 and not group.members:
+            return None
+        member = group.members.get(member_id)
+        if member is None:
+            return UnknownMemberIdError(f"group {group_id!r} has no member {member_id!r}")
+        if api_version is not None and api_version < COMMIT_MEMBER_EPOCH_VERSION:
+            return UnsupportedVersionError(
+                f"group {group_id!r}: members of a consumer group commit with OffsetCommit "
+                f"v{COMMIT_MEMBER_EPOCH_VERSION}+ (got v{api_version})"
+            )
+        return _stale(group_id, member, member_epoch)
+
+    def fetch_error(
+        self, group_id: str, member_id: str | None, member_epoch: int
+    ) -> KafkaError | None:
+        """Whether an OffsetFetch (v9+) of a member may read the group's offsets."""
+        group = self.groups.get(group_id)
+        if group is None or (member_id is None and member_epoch < 0):
+            return None
+        member = group.members.get(member_id or "")
+        if member is None:
+            return UnknownMemberIdError(f"group {group_id!r} has no member {member_id!r}")
+        return _stale(group_id, member, member_epoch)
+
+    # --- loading, unloading ----------------------------------------------------------------------
+
+    def loaded(self, now_ms: int) -> None:
+        """The partition was replayed: every member's session (and a revoking member's
+        rebalance timeout) starts now."""
+        self._now_ms = max(self._now_ms, now_ms)
+        for group in self.groups.values():
+            for member in group.members.values():
+                self._timers[(_SESSION, group.group_id, member.member_id)] = (
+                    self._now_ms + self.config.session_timeout_ms,
+                    0,
+                )
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._timers[(_REBALANCE, group.group_id, member.member_id)] = (
+                        self._now_ms + max(0, member.rebalance_timeout_ms),
+                        member.member_epoch,
+                    )
+
+    def unload(self) -> None:
+        self.groups.clear()
+        self._timers.clear()
+
+
+def _or(value: T | None, default: T) -> T:
+    return default if value is None else value
+
+
+def _owned(request: ConsumerGroupHeartbeatRequest) -> Partitions | None:
+    return None if request.owned is None else flatten(request.owned)
+
+
+def _check_epoch(
+    group: ConsumerGroup, member: ConsumerMember, epoch: int, owned: Partitions | None
+) -> None:
+    """FENCED_MEMBER_EPOCH unless `epoch` is the member's, 0 (a rejoin), or its previous one
+    with owned partitions among its assigned ones (the answer that moved it on was lost)."""
+    if epoch == 0 or epoch == member.member_epoch:
+        return
+    lost_answer = epoch < member.member_epoch and epoch == member.previous_member_epoch
+    if lost_answer and owned is not None and owned <= member.assigned:
+        return
+    relation = "newer" if epoch > member.member_epoch else "older"
+    raise FencedMemberEpochError(
+        f"group {group.group_id!r}: member {member.member_id!r} sent epoch {epoch}, {relation} "
+        f"than its epoch {member.member_epoch}: it must give up its partitions and rejoin"
+    )
+
+
+def _stale(group_id: str, member: ConsumerMember, epoch: int) -> KafkaError | None:
+    if epoch == member.member_epoch:
+        return None
+    return StaleMemberEpochError(
+        f"group {group_id!r}: member {member.member_id!r} is at epoch {member.member_epoch}, "
+        f"not {epoch}"
+    )
+
+
+def _member_record(group_id: str, member: ConsumerMember) -> rec.ConsumerGroupRecord:
+    return rec.ConsumerGroupRecord(
+        rec.ConsumerGroupKey(rec.CONSUMER_GROUP_MEMBER_METADATA, group_id, member.member_id),
+        rec.MemberMetadataValue(
+            member.instance_id,
+            member.rack_id,
+            member.client_id,
+            member.client_host,
+            member.subscribed_topic_names,
+            member.subscribed_topic_regex,
+            member.rebalance_timeout_ms,
+            member.server_assignor,
+        ),
+    )
+
+
+def _target_record(
+    group_id: str, member_id: str, target: Partitions | None
+) -> rec.ConsumerGroupRecord:
+    return rec.ConsumerGroupRecord(
+        rec.ConsumerGroupKey(rec.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group_id, member_id),
+        None if target is None else rec.TargetAssignmentMemberValue(by_topic(target)),
+    )
+
+
+def _assignment_record(group_id: str, member: ConsumerMember) -> rec.ConsumerGroupRecord:
+    return rec.ConsumerGroupRecord(
+        rec.ConsumerGroupKey(
+            rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group_id, member.member_id
+        ),
+        rec.CurrentAssignmentValue(
+            member.member_epoch,
+            member.previous_member_epoch,
+            member.state.value,
+            by_topic(member.assigned),
+            by_topic(member.pending_revocation),
+        ),
+    )

@@ -1,0 +1,320 @@
+"""Consumer-protocol (KIP-848) groups driven by text commands, for the scripts in
+testdata/consumer_groups/.
+
+A script is blocks separated by blank lines: `#` comment lines, one command, ``----`` and the
+lines the command prints. One `ConsumerGroupCoordinator` (beside a classic one, for the
+protocol clashes) runs on a manual clock. Topic ids are shown by topic name; partitions as
+`t0 t1 u0`. Every record written is printed, and goes through its bytes into the log that
+`failover` replays. After each command the groups whose state or members changed print one
+line each: `state epoch=E target=T` and `member:epoch:STATE[assigned|revoking]`.
+
+Commands (G a group, M a member id, "-" for the empty member id):
+    topics NAME=PARTITIONS...      the cluster's topics (replaces them)
+    config session=MS interval=MS max-size=N assignors=a,b
+    hb G M E [instance=I] [topics=t,u] [regex=R] [assignor=A] [owned=t0,t1|none]
+          [rebalance=MS] [rack=R] [v=V]    (a join, E=0, sends owned= empty by default)
+    advance MS                     move the clock, fire the timers due
+    describe G... / list / delete G / timers
+    commit G member=M epoch=E [v=N] / fetch G member=M epoch=E
+    classic-join G                 a classic JoinGroup (v3) for G: a member at once
+    failover                       a new coordinator replays every record written
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from uuid import NAMESPACE_OID, UUID, uuid5
+
+from replog.coordinator import consumer_group_records as rec
+from replog.coordinator.classic_group_coordinator import ClassicGroupConfig, ClassicGroupCoordinator
+from replog.coordinator.classic_group_messages import GroupRecord, JoinGroupRequest
+from replog.coordinator.consumer_group import ConsumerGroup
+from replog.coordinator.consumer_group_coordinator import (
+    ConsumerGroupConfig,
+    ConsumerGroupCoordinator,
+    Record,
+)
+from replog.coordinator.consumer_group_messages import (
+    ConsumerGroupHeartbeatRequest,
+    NamedTopicPartitions,
+)
+from replog.coordinator.consumer_member import TP, ConsumerMember, by_topic, flatten
+from replog.coordinator.group_records import decode_group_value, encode_group_value
+from replog.errors import KafkaError
+
+
+def topic_id(name: str) -> UUID:
+    """A fixed id per topic name, so scripts can name topics."""
+    return uuid5(NAMESPACE_OID, name)
+
+
+class ConsumerGroupScenario:
+    def __init__(self) -> None:
+        self.now_ms = 0
+        self._uuid = 0
+        self.config = ConsumerGroupConfig()
+        self.topics: dict[str, int] = {}
+        self.names: dict[UUID, str] = {}
+        self.log: list[Record] = []
+        self.out: list[str] = []
+        self._new()
+
+    def _new_uuid(self) -> str:
+        self._uuid += 1
+        return f"gen{self._uuid}"
+
+    def _new(self) -> None:
+        self.classic = ClassicGroupCoordinator(
+            ClassicGroupConfig(initial_rebalance_delay_ms=0), self._new_uuid
+        )
+        self.core = ConsumerGroupCoordinator(self.config, self._new_uuid, self.classic)
+        self.classic.other_protocol = self.core.yield_to_classic
+        self.core.set_topics({n: (topic_id(n), c) for n, c in self.topics.items()})
+
+    # --- formatting ------------------------------------------------------------------------------
+
+    def parts(self, partitions: frozenset[TP] | rec.TopicPartitions | None) -> str:
+        if partitions is None:
+            return "-"
+        flat = partitions if isinstance(partitions, frozenset) else flatten(partitions)
+        shown = sorted(f"{self.names.get(t, str(t))}{p}" for t, p in flat)
+        return ",".join(shown) or "none"
+
+    def member_line(self, m: ConsumerMember) -> str:
+        revoking = f"|{self.parts(m.pending_revocation)}" if m.pending_revocation else ""
+        return f"{m.member_id}:{m.member_epoch}:{m.state.name}[{self.parts(m.assigned)}{revoking}]"
+
+    def summary(self, g: ConsumerGroup) -> str:
+        members = " ".join(self.member_line(m) for m in g.members.values())
+        return f"{g.state.value} epoch={g.group_epoch} target={g.assignment_epoch} [{members}]"
+
+    def record_line(self, record: Record) -> str:
+        if isinstance(record, GroupRecord):
+            return f"record classic {record.key.group}: tombstone"
+        key, v = record.key, record.value
+        where = key.group + (f"/{key.member}" if key.member else "")
+        if v is None:
+            kind = {
+                3: "epoch",
+                4: "topics",
+                5: "member",
+                6: "target-epoch",
+                7: "target",
+                8: "current",
+            }
+            return f"record {kind[key.record_type]} {where}: tombstone"
+        if isinstance(v, rec.GroupEpochValue):
+            return f"record epoch {where}: {v.epoch}"
+        if isinstance(v, rec.PartitionMetadataValue):
+            return f"record topics {where}: " + " ".join(
+                f"{t.name}={t.partitions}" for t in v.topics
+            )
+        if isinstance(v, rec.MemberMetadataValue):
+            extra = "".join(
+                f" {name}={value}"
+                for name, value in (
+                    ("instance", v.instance_id),
+                    ("regex", v.subscribed_topic_regex),
+                    ("assignor", v.server_assignor),
+                )
+                if value is not None
+            )
+            return (
+                f"record member {where}: topics={','.join(v.subscribed_topic_names) or '-'} "
+                f"rebalance={v.rebalance_timeout_ms}{extra}"
+            )
+        if isinstance(v, rec.TargetAssignmentEpochValue):
+            return f"record target-epoch {where}: {v.assignment_epoch}"
+        if isinstance(v, rec.TargetAssignmentMemberValue):
+            return f"record target {where}: {self.parts(v.partitions)}"
+        revoking = f" revoking={self.parts(v.pending_revocation)}" if v.pending_revocation else ""
+        return (
+            f"record current {where}: epoch={v.member_epoch} previous={v.previous_member_epoch} "
+            f"state={v.state} assigned={self.parts(v.assigned)}{revoking}"
+        )
+
+    def show(self, records: list[Record]) -> None:
+        for record in records:
+            self.log.append(_through_bytes(record))
+            self.out.append(self.record_line(record))
+
+    # --- commands --------------------------------------------------------------------------------
+
+    def run(self, line: str) -> list[str]:
+        words = line.split()
+        args = [w for w in words[1:] if "=" not in w]
+        options = dict(w.split("=", 1) for w in words[1:] if "=" in w)
+        before = {gid: self.summary(g) for gid, g in self.core.groups.items()}
+        self.out = []
+        getattr(self, "cmd_" + words[0].replace("-", "_"))(args, options)
+        for gid, group in sorted(self.core.groups.items()):
+            now = self.summary(group)
+            if before.get(gid) != now:
+                self.out.append(f"{gid}: {now}")
+        for gid in sorted(set(before) - set(self.core.groups)):
+            self.out.append(f"{gid}: gone")
+        return self.out or ["ok"]
+
+    def cmd_topics(self, args: list[str], options: dict[str, str]) -> None:
+        self.topics = {name: int(count) for name, count in options.items()}
+        self.names = {topic_id(name): name for name in self.topics}
+        self.core.set_topics({n: (topic_id(n), c) for n, c in self.topics.items()})
+
+    def cmd_config(self, args: list[str], options: dict[str, str]) -> None:
+        fields: dict[str, object] = {}
+        for key, value in options.items():
+            if key == "assignors":
+                fields["assignors"] = tuple(value.split(","))
+            else:
+                name = {"session": "session_timeout_ms", "interval": "heartbeat_interval_ms"}
+                fields[name.get(key, key.replace("-", "_"))] = int(value)
+        self.config = dataclasses.replace(self.config, **fields)  # type: ignore[arg-type]
+        self._new()
+
+    def owned(self, text: str | None, epoch: int) -> rec.TopicPartitions | None:
+        if text is None:
+            return () if epoch == 0 else None
+        if text == "none":
+            return ()
+        pairs = []
+        for item in text.split(","):
+            name, partition = item[:-1], int(item[-1])
+            pairs.append((topic_id(name), partition))
+        return by_topic(pairs)
+
+    def cmd_hb(self, args: list[str], options: dict[str, str]) -> None:
+        epoch = int(args[2])
+        topics = options.get("topics")
+        request = ConsumerGroupHeartbeatRequest(
+            group_id=args[0] if args[0] != "-" else "",
+            member_id=args[1] if args[1] != "-" else "",
+            member_epoch=epoch,
+            instance_id=options.get("instance"),
+            rack_id=options.get("rack"),
+            rebalance_timeout_ms=int(options.get("rebalance", "30000" if epoch == 0 else "-1")),
+            subscribed_topic_names=None if topics is None else tuple(topics.split(",")),
+            subscribed_topic_regex=options.get("regex"),
+            server_assignor=options.get("assignor"),
+            owned=self.owned(options.get("owned"), epoch),
+            client_id="c",
+            client_host="h",
+            api_version=int(options.get("v", "1")),
+        )
+        answer, records = self.core.heartbeat(request, self.now_ms)
+        self.show(records)
+        if answer.error is not None:
+            self.out.append(f"hb: {answer.error.error_name}")
+            return
+        shown = "" if answer.assignment is None else f" assignment={self.parts(answer.assignment)}"
+        self.out.append(
+            f"hb: ok member={answer.member_id} epoch={answer.member_epoch} "
+            f"interval={answer.heartbeat_interval_ms}{shown}"
+        )
+
+    def cmd_advance(self, args: list[str], options: dict[str, str]) -> None:
+        self.now_ms += int(args[0])
+        for record in self.classic.tick(self.now_ms).records:
+            assert isinstance(record, GroupRecord)
+            self.log.append(record)
+            self.out.append(f"record classic {record.key.group}: written")
+        self.show(self.core.tick(self.now_ms))
+
+    def cmd_timers(self, args: list[str], options: dict[str, str]) -> None:
+        for deadline, group, kind, member in self.core.timers():
+            self.out.append(f"{kind} {group}/{member} at {deadline}")
+
+    def cmd_describe(self, args: list[str], options: dict[str, str]) -> None:
+        for g in self.core.describe(args):
+            if g.error is not None:
+                self.out.append(f"describe {g.group_id}: {g.error.error_name}")
+                continue
+            self.out.append(
+                f"describe {g.group_id}: {g.state} epoch={g.group_epoch} "
+                f"target={g.assignment_epoch} assignor={g.assignor_name}"
+            )
+            for m in g.members:
+                self.out.append(
+                    f"  {m.member_id} epoch={m.member_epoch} "
+                    f"topics={','.join(m.subscribed_topic_names)} "
+                    f"assigned={_named(m.assignment)} target={_named(m.target_assignment)}"
+                )
+
+    def cmd_list(self, args: list[str], options: dict[str, str]) -> None:
+        for group_id, state in self.core.list_groups():
+            self.out.append(f"list {group_id}: {state}")
+
+    def cmd_delete(self, args: list[str], options: dict[str, str]) -> None:
+        error, records = self.core.delete(args[0])
+        self.show(records)
+        self.out.append(f"delete: {_error(error)}")
+
+    def cmd_commit(self, args: list[str], options: dict[str, str]) -> None:
+        error = self.core.commit_error(
+            args[0],
+            options.get("member", ""),
+            int(options.get("epoch", "-1")),
+            int(options["v"]) if "v" in options else None,
+        )
+        self.out.append(f"commit: {_error(error)}")
+
+    def cmd_fetch(self, args: list[str], options: dict[str, str]) -> None:
+        member = options.get("member")
+        error = self.core.fetch_error(args[0], member, int(options.get("epoch", "-1")))
+        self.out.append(f"fetch: {_error(error)}")
+
+    def cmd_classic_join(self, args: list[str], options: dict[str, str]) -> None:
+        result = self.classic.join(
+            # v3: joins at once (no MEMBER_ID_REQUIRED round), so the group has a member.
+            JoinGroupRequest(
+                args[0], "", "consumer", (("range", b""),), 10_000, 30_000, api_version=3
+            ),
+            1,
+            self.now_ms,
+        )
+        for record in result.records:
+            if isinstance(record, GroupRecord):
+                self.log.append(record)
+                self.out.append(f"record classic {record.key.group}: written")
+            else:
+                self.show([record])
+        for join in result.joins:
+            self.out.append(f"classic join: {_error(join.error)}")
+        if not result.joins:
+            self.out.append("classic join: waits")
+
+    def cmd_failover(self, args: list[str], options: dict[str, str]) -> None:
+        self._new()
+        for record in self.log:
+            if isinstance(record, GroupRecord):
+                self.classic.replay(record.key, record.value)
+            else:
+                self.core.replay(record.key, record.value)
+        self.core.loaded(self.now_ms)
+        self.out.append(f"replayed {len(self.log)} records")
+
+
+def _named(partitions: NamedTopicPartitions) -> str:
+    """Partitions as described, by the names the coordinator gives them."""
+    return ",".join(f"{name}{p}" for _, name, ps in partitions for p in ps) or "none"
+
+
+def _error(error: KafkaError | None) -> str:
+    return "ok" if error is None else error.error_name
+
+
+def _through_bytes(record: Record) -> Record:
+    """The record as the log keeps it: encoded, then decoded."""
+    if isinstance(record, GroupRecord):
+        value = (
+            None if record.value is None else decode_group_value(encode_group_value(record.value))
+        )
+        return GroupRecord(record.key, value)
+    key_bytes = rec.encode_consumer_group_key(record.key)
+    key = rec.decode_consumer_group_key(record.key.record_type, key_bytes)
+    if record.value is None:
+        return rec.ConsumerGroupRecord(key, None)
+    decoded = rec.decode_consumer_group_value(
+        key.record_type, rec.encode_consumer_group_value(record.value)
+    )
+    assert decoded == record.value, (decoded, record.value)
+    return rec.ConsumerGroupRecord(key, decoded)

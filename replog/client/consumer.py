@@ -46,9 +46,11 @@ Rules:
 - `wakeup()` makes a poll that is waiting (or the next one) return at once with what it has
   (usually nothing) and ends an `async for` loop. `close()` wakes a waiting poll too.
 - After `close()` every method raises `ClientClosedError`.
-- The fetches run in the consumer's TaskGroup (`task_owner`): one that dies on an unexpected
-  error (a bug) fails the consumer, logged once: a waiting poll and every later call raise
-  IllegalStateError naming the cause.
+- The fetches, the group membership (heartbeats), auto-commits and the step that learns
+  metadata and positions run in the consumer's TaskGroup (`task_owner`): one that dies on an
+  unexpected error (a bug) fails the consumer, logged once: a waiting poll and every later
+  call raise IllegalStateError naming the cause. `commit_async`'s task is the caller's (its
+  future), awaited and then cancelled by `close`.
 """
 
 from __future__ import annotations
@@ -174,7 +176,7 @@ class Consumer:
         self._metadata = ClusterMetadata.for_client(cfg, clock)
         self._connections = self._metadata.connections
         self._metadata.add_listener(self._apply_subscription)
-        self._tasks = TaskOwner("the consumer's fetcher", self._failed, log)
+        self._tasks = TaskOwner("the consumer's background tasks", self._failed, log)
         self._fetcher = Fetcher(
             self._subscriptions,
             self._metadata,
@@ -230,6 +232,7 @@ class Consumer:
             if cfg.enable_auto_commit:
                 self._auto_commit = AutoCommitter(
                     self._group,
+                    self._tasks,
                     interval_ms=cfg.auto_commit_interval_ms,
                     request_timeout_ms=cfg.request_timeout_ms,
                     clock=clock,
@@ -241,7 +244,7 @@ class Consumer:
         # Each subscribed topic's id as of the last `_apply_subscription`: a partition that
         # departs belongs to the topic as it was, not as the answer that removed it says.
         self._topic_ids: dict[str, bytes | None] = {}
-        self._prepare_task: asyncio.Task[None] | None = None
+        self._prepare_task: asyncio.Task[ReplogError | None] | None = None
         self._next_metadata_ms = 0
         self._next_prepare_ms = 0  # after a failed prepare: not before this
         self._warned: dict[str, str] = {}
@@ -271,7 +274,7 @@ class Consumer:
             raise failed
 
     def _failed(self, cause: BaseException) -> None:
-        """A fetch died (module docstring): wake the waiting poll, which raises it."""
+        """A background task died (module docstring): wake the waiting poll, which raises it."""
         self._fetcher.notify()
 
     def _timeout(self, timeout_ms: int | None, what: str) -> int:
@@ -853,17 +856,7 @@ class Consumer:
             if preparing is None and not fetcher.in_flight:
                 # Nothing will arrive by itself: look again after a backoff.
                 remaining = min(remaining, self.config.retry_backoff_ms)
-            await self._wait(preparing, remaining)
-
-    async def _wait(self, preparing: asyncio.Task[None] | None, timeout_ms: int) -> None:
-        if preparing is None:
-            await self._fetcher.wait(timeout_ms)
-            return
-        arrival = asyncio.get_running_loop().create_task(self._fetcher.wait(timeout_ms))
-        try:
-            await asyncio.wait({arrival, preparing}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            arrival.cancel()
+            await fetcher.wait(remaining)  # an arrival, or the end of `preparing`
 
     def wakeup(self) -> None:
         """Make a waiting poll (or the next one) return at once; ends an `async for`."""
@@ -872,7 +865,7 @@ class Consumer:
 
     # --- metadata and positions before fetching -------------------------------------------------
 
-    def _prepare(self) -> asyncio.Task[None] | None:
+    def _prepare(self) -> asyncio.Task[ReplogError | None] | None:
         """The background step that learns metadata and positions, if one is needed/running.
 
         It runs as a task that outlives a short poll (poll(0) in a loop still progresses);
@@ -882,9 +875,9 @@ class Consumer:
             if not task.done():
                 return task
             self._prepare_task = None
-            error = None if task.cancelled() else task.exception()
+            error = None if task.cancelled() else task.result()
             if error is not None:
-                if not isinstance(error, ReplogError) or not error.retriable:
+                if not error.retriable:
                     raise error
                 self._warn("prepare", f"waiting for the cluster: {error}")
                 # Not again at once: some failures are immediate (a partition that does not
@@ -900,7 +893,7 @@ class Consumer:
             return None
         if not needs_positions and now < self._next_metadata_ms:
             return None
-        self._prepare_task = asyncio.get_running_loop().create_task(self._prepare_once())
+        self._prepare_task = self._tasks.spawn(self._prepare_outcome(), name="prepare")
         return self._prepare_task
 
     def _needs_metadata(self) -> bool:
@@ -910,6 +903,17 @@ class Consumer:
             self._metadata.cached_partitions(topic) is None
             for topic in self._subscriptions.topics()
         )
+
+    async def _prepare_outcome(self) -> ReplogError | None:
+        """`_prepare_once` in the consumer's TaskGroup: its ReplogError is the poll's to
+        raise or retry (`_prepare`), anything else (a bug) fails the consumer."""
+        try:
+            await self._prepare_once()
+        except ReplogError as exc:
+            return exc
+        finally:
+            self._fetcher.notify()  # a poll waiting for it looks again
+        return None
 
     async def _prepare_once(self) -> None:
         deadline = self._clock() + self.config.request_timeout_ms

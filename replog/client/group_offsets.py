@@ -46,6 +46,7 @@ from replog.client.call_guard import guarded
 from replog.client.connections import rpc_error
 from replog.client.offset_lookup import describe_partitions
 from replog.client.records import OffsetAndMetadata, TopicPartition
+from replog.client.task_owner import TaskOwner
 from replog.clock import monotonic_ms
 from replog.coordinator import messages as cm
 from replog.errors import (
@@ -278,7 +279,9 @@ class AutoCommitter:
     `maybe_commit` is called at the start of every poll; it starts a background commit of
     the positions that changed when the interval has passed and none is running, together
     with every unchanged position last committed `RECOMMIT_UNCHANGED_MS` or more ago. A failed
-    auto-commit is logged and retried at the next interval (Kafka does the same).
+    auto-commit is logged and retried at the next interval (Kafka does the same). The commit
+    runs in the consumer's TaskGroup (`tasks`): one that dies on anything but a ReplogError (a
+    bug) fails the consumer.
 
     Why the re-commit: a group's offsets expire `offsets.retention.minutes` (default 7 days)
     after their commit (the coordinator's retention, KIP-211). Kafka's consumer re-commits
@@ -290,12 +293,14 @@ class AutoCommitter:
     def __init__(
         self,
         offsets: GroupOffsets,
+        tasks: TaskOwner,
         *,
         interval_ms: int,
         request_timeout_ms: int,
         clock: Callable[[], int] = monotonic_ms,
     ) -> None:
         self._offsets = offsets
+        self._tasks = tasks
         self._interval_ms = interval_ms
         self._request_timeout_ms = request_timeout_ms
         self._clock = clock
@@ -327,7 +332,7 @@ class AutoCommitter:
         self._next_ms = now + self._interval_ms
         changed = self.changed(positions, now - RECOMMIT_UNCHANGED_MS)
         if changed:
-            self._task = asyncio.get_running_loop().create_task(self._commit(changed))
+            self._task = self._tasks.spawn(self._commit(changed), name="auto-commit")
 
     async def _commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
         try:

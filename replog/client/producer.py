@@ -171,6 +171,7 @@ class Producer:
         self._limits = TopicLimits(
             self._metadata,
             self._accumulator.set_topic_limit,
+            self._sender.tasks,
             request_timeout_ms=cfg.request_timeout_ms,
             max_age_ms=cfg.metadata_max_age_ms,
         )
@@ -179,6 +180,7 @@ class Producer:
         self._metadata.add_listener(self._on_metadata)
         self._waiting: deque[_Waiting] = deque()
         self._waiting_task: asyncio.Task[None] | None = None
+        self._serving = False  # `_serve_waiting` runs or is about to
         self._memory_freed: asyncio.Event | None = None
         self._closed = False
         self._close_task: asyncio.Task[None] | None = None
@@ -373,8 +375,11 @@ class Producer:
             ):
                 return future
         self._waiting.append(_Waiting(record, future, self._clock() + self.config.max_block_ms))
-        if self._waiting_task is None or self._waiting_task.done():
-            self._waiting_task = loop.create_task(self._serve_waiting())
+        if not self._serving:
+            self._waiting_task = self._sender.tasks.spawn(
+                self._serve_waiting(), name="sends waiting for metadata or memory"
+            )
+            self._serving = True
         return future
 
     def _prepare(
@@ -471,6 +476,22 @@ class Producer:
 
     async def _serve_waiting(self) -> None:
         """Append waiting sends in order as metadata and memory allow (module docstring)."""
+        try:
+            await self._append_waiting()
+        except asyncio.CancelledError:
+            # The sender stopped on a bug (its TaskGroup cancels this): the waiting sends fail
+            # with its cause now, as an append after it would, instead of waiting for close.
+            for waiting in self._waiting:
+                error = self._sender.crash_error(f"send to topic {waiting.record.topic!r}")
+                if error is not None and not waiting.future.done():
+                    waiting.future.set_exception(error)
+            raise
+        finally:
+            # Said here, in the step the queue ran empty: the task may end a step later
+            # (`task_owner`), and a send made meanwhile must start a new one.
+            self._serving = False
+
+    async def _append_waiting(self) -> None:
         while self._waiting:
             waiting = self._waiting[0]
             if waiting.future.done():  # cancelled by its caller
@@ -602,6 +623,7 @@ class Producer:
     async def partitions_for(self, topic: str) -> set[int]:
         """The partition numbers of `topic` (waits up to max.block.ms for metadata)."""
         self._check_open()
+        self._start()  # the topic's limit is described in the producer's TaskGroup
         deadline_ms = self._clock() + self.config.max_block_ms
         states = await self._metadata.partitions_for(topic, deadline_ms=deadline_ms)
         self._remember(topic, states)

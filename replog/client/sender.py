@@ -66,8 +66,9 @@ Rules:
   waits for the answers up to its timeout; then it fails whatever is left with
   ClientClosedError and cancels the requests on the wire. From then on an append (a blocking
   send that raced the close) raises ClientClosedError (`RecordAccumulator.abort_queued`).
-- The sender's loop and every task it starts (requests, metadata refreshes, the producer id)
-  run in one TaskGroup (`task_owner`). An unexpected exception in any of them (a bug) stops
+- The sender's loop, every task it starts (requests, metadata refreshes, the producer id) and
+  the producer's own (sends waiting for metadata or memory, topic limit describes) run in one
+  TaskGroup (`task_owner`). An unexpected exception in any of them (a bug) stops
   the sender, logged once: every batch fails with UnknownServerError naming it, and every
   later send, append and flush raises IllegalStateError naming it (`crash_error`), as Kafka's
   producer refuses calls once its I/O thread is gone; nothing is accepted that no one would
@@ -258,6 +259,12 @@ class Sender:
     @property
     def started(self) -> bool:
         return self._tasks.started
+
+    @property
+    def tasks(self) -> TaskOwner:
+        """The producer's TaskGroup: the producer's other background tasks run in it too, and
+        the failure of any of them stops the sender (module docstring)."""
+        return self._tasks
 
     @property
     def crashed(self) -> bool:

@@ -2,8 +2,15 @@
 
 Rules:
 - One task holds the group: `start(body)` runs the engine's main loop as the group's body,
-  `open()` (awaited) holds it with no body. `spawn` adds a task to the group once it runs; a
-  task the engine starts outside it is the call's own (the caller awaits or cancels it).
+  `open()` (awaited) holds it with no body. `spawn` adds a task to the group. Spawned between
+  `start` and the holder's first step (a first send starts the producer and may queue work at
+  once), the task it returns moves the work into the group at that step and stands in for
+  the group's task, ending a step after it: an engine that must know in the very step its
+  work ended keeps a flag of its own.
+- A task the engine starts outside the group is the call's own: the call that started it
+  awaits or cancels it (a blocking call's task on the loop thread, a close shared by
+  concurrent callers, an asynchronous commit whose future the caller holds, a metadata
+  refresh its callers share and `ClusterMetadata.close` ends).
 - The first task that fails (an exception other than a cancellation: a bug) is the engine's
   failure: its cause is logged once, at ERROR with the traceback, and handed to `on_failure`,
   which fails the engine's pending calls with it; the group then cancels its other tasks, and
@@ -42,6 +49,12 @@ class TaskOwner:
     def started(self) -> bool:
         return self._holder is not None
 
+    @property
+    def running(self) -> bool:
+        """Whether `spawn` takes work now: started, and neither failed nor closed."""
+        holder = self._holder
+        return holder is not None and not holder.done() and self.failure is None
+
     def start(self, body: Coroutine[Any, Any, None] | None = None) -> None:
         """Hold the group on the running loop, with `body` as its main loop (once)."""
         if self._holder is not None:
@@ -60,6 +73,11 @@ class TaskOwner:
     def spawn(self, work: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
         """Run `work` as a task of the group (after `start` and its first step, or `open`)."""
         group = self._group
+        entered = self._entered
+        if group is None and self.failure is None and entered is not None and not entered.is_set():
+            adopted = asyncio.get_running_loop().create_task(self._adopt(work, name), name=name)
+            adopted.add_done_callback(_retrieve)
+            return adopted
         if self.failure is not None or group is None:
             work.close()
             failed = self.error("start a task")
@@ -91,6 +109,22 @@ class TaskOwner:
         holder.cancel()
         await asyncio.wait({holder})
         self._group = None
+        assert self._entered is not None
+        self._entered.set()  # a holder cancelled before its first step never set it
+
+    async def _adopt(self, work: Coroutine[Any, Any, T], name: str | None) -> T:
+        """`work` spawned before the holder entered its group: a task of the group from the
+        holder's first step on; cancelling this cancels it (module docstring)."""
+        assert self._entered is not None
+        try:
+            await self._entered.wait()
+        except BaseException:
+            work.close()
+            raise
+        if self._group is None:  # closed (or failed) before the group was entered
+            work.close()
+            raise asyncio.CancelledError
+        return await self.spawn(work, name=name)
 
     async def _hold(self, body: Coroutine[Any, Any, None] | None) -> None:
         assert self._entered is not None
@@ -131,3 +165,9 @@ class TaskOwner:
                 except Exception:
                     self._log.exception("%s: failing its pending calls failed", self.name)
             raise
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """A stand-in task's exception is the group task's, which `_guard` reported already."""
+    if not task.cancelled():
+        task.exception()

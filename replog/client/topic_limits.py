@@ -13,7 +13,10 @@ Rules:
   the producer first sends to it (that send waits for the answer, up to request.timeout.ms
   and its own deadline), again after the broker refused one of its batches as too large
   (`stale`), and with a metadata refresh once `metadata.max.age.ms` has passed since.
-- One describe runs at a time and covers every topic that needs one.
+- One describe runs at a time and covers every topic that needs one, as a task of the
+  producer's TaskGroup (`task_owner`): a bug in it stops the producer. Once the group no
+  longer runs (closed, or stopped on such a bug) nothing is described: the limit stays as it
+  is, and the send's own checks say why the producer stopped.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Callable
 import grpc
 
 from replog.client.cluster_metadata import ClusterMetadata
+from replog.client.task_owner import TaskOwner
 from replog.errors import KafkaError, ReplogError
 
 log = logging.getLogger("replog.client")
@@ -40,6 +44,7 @@ class TopicLimits:
         self,
         metadata: ClusterMetadata,
         set_limit: Callable[[str, int | None], None],
+        tasks: TaskOwner,
         *,
         request_timeout_ms: int,
         max_age_ms: int,
@@ -47,6 +52,7 @@ class TopicLimits:
         self._metadata = metadata
         self._clock = metadata.clock
         self._set_limit = set_limit
+        self._tasks = tasks
         self._request_timeout_ms = request_timeout_ms
         self._max_age_ms = max_age_ms
         self._described: dict[str, int] = {}  # topic -> when it was last described
@@ -60,13 +66,18 @@ class TopicLimits:
         self._wanted.add(topic)
         task = self._start()
         remaining_ms = min(deadline_ms - self._clock(), self._request_timeout_ms)
-        if remaining_ms <= 0:
+        if task is None or remaining_ms <= 0:
             return
         try:
             async with asyncio.timeout(remaining_ms / 1000):
                 await asyncio.shield(task)
         except TimeoutError:
             log.debug("no max.message.bytes for topic %r in time: batch.size applies", topic)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not task.cancelled() or (current is not None and current.cancelling()):
+                raise
+            # The describe was cancelled, not this caller: the producer's TaskGroup ended.
 
     def stale(self, topic: str) -> None:
         """Describe `topic` again (its batch was refused as too large)."""
@@ -87,9 +98,12 @@ class TopicLimits:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
-    def _start(self) -> asyncio.Task[None]:
+    def _start(self) -> asyncio.Task[None] | None:
+        """The describe under way, started if needed; None once the TaskGroup stopped."""
         if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._describe())
+            if not self._tasks.running:
+                return None
+            self._task = self._tasks.spawn(self._describe(), name="describe topic limits")
         return self._task
 
     async def _describe(self) -> None:

@@ -49,9 +49,11 @@ from replog.errors import (
     UnknownTopicOrPartitionError,
 )
 from replog.testing import ManualClock
+from tests.eventually import eventually
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)
+CRASH = r"the consumer's background tasks stopped on an unexpected error "
 
 
 @pytest_asyncio.fixture
@@ -767,7 +769,7 @@ async def test_wakeup_makes_a_waiting_poll_return_and_ends_iteration(
     async with consumer(cluster) as c:
         c.assign([T0])
         waiting = asyncio.create_task(c.poll(10_000))
-        await asyncio.sleep(0.1)
+        await poll_until_fetching(cluster)  # the poll waits for the fetch's answer
         started = time.monotonic()
         c.wakeup()
         assert await waiting == {}
@@ -776,8 +778,10 @@ async def test_wakeup_makes_a_waiting_poll_return_and_ends_iteration(
         async def iterate() -> list[ConsumerRecord]:
             return [record async for record in c]
 
+        fetches = len(cluster.fetches)
         iterating = asyncio.create_task(iterate())
-        await asyncio.sleep(0.1)
+        # Only a poll sends a fetch: one more says the iteration's poll runs.
+        await eventually(lambda: len(cluster.fetches) > fetches, "the iteration polls")
         c.wakeup()
         assert await asyncio.wait_for(iterating, 1) == []
 
@@ -918,7 +922,7 @@ async def test_a_fetch_task_that_dies_fails_the_waiting_poll_with_its_cause(
         poll = asyncio.create_task(c.poll(30_000))
         await poll_until_fetching(cluster)
         blocked.set()
-        crash = r"the consumer's fetcher stopped on an unexpected error \(RuntimeError: a bug in"
+        crash = CRASH + r"\(RuntimeError: a bug in"
         with pytest.raises(IllegalStateError, match=r"^poll: " + crash) as raised:
             await asyncio.wait_for(poll, 5)
         assert isinstance(raised.value.__cause__, RuntimeError)
@@ -926,8 +930,50 @@ async def test_a_fetch_task_that_dies_fails_the_waiting_poll_with_its_cause(
             await c.poll(0)
     logged = [r for r in caplog.records if r.exc_info and "a bug in" in str(r.exc_info[1])]
     assert [r.getMessage() for r in logged] == [
-        "the consumer's fetcher stopped on an unexpected error"
+        "the consumer's background tasks stopped on an unexpected error"
     ]
+
+
+@pytest.mark.asyncio
+async def test_an_auto_commit_that_dies_fails_the_consumer_with_its_cause(
+    cluster: FakeCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Auto-commits run in the consumer's TaskGroup: a commit that dies on a bug (here the
+    # fake coordinator raises one) fails the consumer, logged once, instead of a warning
+    # per interval while positions are never committed.
+    cluster.create("t")
+    cluster.append("t", 0, [b"a"])
+    clock = ManualClock()
+    async with consumer(cluster, group_id="g", auto_commit_interval_ms=1_000, clock=clock) as c:
+        c.assign([T0])
+        await poll_until(c, 1)
+        cluster.commit_errors.append(RuntimeError("a bug in OffsetCommit"))
+        clock.advance(1_000)  # the interval is over: the next poll commits
+        crash = r"^poll: " + CRASH + r"\(RuntimeError: a bug in OffsetCommit\)$"
+        with pytest.raises(IllegalStateError, match=crash) as raised:
+            await asyncio.wait_for(c.poll(30_000), 5)
+        assert isinstance(raised.value.__cause__, RuntimeError)
+        with pytest.raises(IllegalStateError, match=r"^position: " + CRASH):
+            await c.position(T0)
+    logged = [r for r in caplog.records if r.exc_info and "a bug in" in str(r.exc_info[1])]
+    assert [r.getMessage() for r in logged] == [
+        "the consumer's background tasks stopped on an unexpected error"
+    ]
+
+
+@pytest.mark.asyncio
+async def test_close_leaves_no_task_of_the_consumer_running(cluster: FakeCluster) -> None:
+    """Every task the consumer started (fetches, the prepare step, auto-commit, membership,
+    asynchronous commits) has ended when close returns."""
+    cluster.create("t", 2)
+    cluster.append("t", 0, [b"a"])
+    before = asyncio.all_tasks()
+    c = consumer(cluster, "t", group_id="g", auto_commit_interval_ms=0)
+    await poll_until(c, 1)
+    c.commit_async()
+    await c.poll(10)  # another auto-commit, fetches in flight
+    await c.close()
+    assert asyncio.all_tasks() - before == set()
 
 
 async def poll_until_fetching(cluster: FakeCluster) -> None:

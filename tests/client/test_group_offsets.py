@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import pytest
+import pytest_asyncio
 from consumer_fakes import FakeCluster, consumer_settings
 
 from replog.client.consumer import Consumer
 from replog.client.group_offsets import RECOMMIT_UNCHANGED_MS, AutoCommitter, GroupOffsets
 from replog.client.records import OffsetAndMetadata, TopicPartition
+from replog.client.task_owner import TaskOwner
 from replog.clock import monotonic_ms
 from replog.coordinator import messages as cm
 from replog.errors import (
@@ -50,6 +52,15 @@ def offsets_of(
 
 def soon(ms: int = 5_000) -> int:
     return monotonic_ms() + ms
+
+
+@pytest_asyncio.fixture
+async def tasks() -> AsyncIterator[TaskOwner]:
+    """The TaskGroup a consumer hands its AutoCommitter, for a test of the committer alone."""
+    owner = TaskOwner("the test consumer", lambda _: None, logging.getLogger("tests"))
+    await owner.open()
+    yield owner
+    await owner.close()
 
 
 @pytest.mark.asyncio
@@ -224,11 +235,12 @@ async def test_not_coordinator_per_partition_refinds_the_coordinator() -> None:
 
 
 @pytest.mark.asyncio
-async def test_auto_committer_commits_changed_positions_at_its_interval() -> None:
+async def test_auto_committer_commits_changed_positions_at_its_interval(tasks: TaskOwner) -> None:
     cluster = FakeCluster()
     now = [0]  # how far the test moved the committer's clock ahead of the real one
     committer = AutoCommitter(
         offsets_of(cluster),
+        tasks,
         interval_ms=100,
         request_timeout_ms=1_000,
         clock=lambda: monotonic_ms() + now[0],
@@ -258,13 +270,14 @@ async def test_auto_committer_commits_changed_positions_at_its_interval() -> Non
 
 @pytest.mark.asyncio
 async def test_a_failed_auto_commit_is_logged_and_retried_later(
-    caplog: pytest.LogCaptureFixture,
+    tasks: TaskOwner, caplog: pytest.LogCaptureFixture
 ) -> None:
     cluster = FakeCluster()
     cluster.commit_errors.append(OffsetMetadataTooLargeError("too large"))
     now = [0]  # how far the test moved the committer's clock ahead of the real one
     committer = AutoCommitter(
         offsets_of(cluster),
+        tasks,
         interval_ms=10,
         request_timeout_ms=1_000,
         clock=lambda: monotonic_ms() + now[0],
@@ -281,7 +294,7 @@ async def test_a_failed_auto_commit_is_logged_and_retried_later(
 
 @pytest.mark.asyncio
 async def test_an_auto_commit_that_times_out_names_the_request_timeout(
-    caplog: pytest.LogCaptureFixture,
+    tasks: TaskOwner, caplog: pytest.LogCaptureFixture
 ) -> None:
     cluster = FakeCluster()
     cluster.commit_errors.extend(
@@ -289,7 +302,7 @@ async def test_an_auto_commit_that_times_out_names_the_request_timeout(
     )
     clock = ManualClock(tick_ms=7)
     committer = AutoCommitter(
-        offsets_of(cluster, clock=clock), interval_ms=1, request_timeout_ms=250, clock=clock
+        offsets_of(cluster, clock=clock), tasks, interval_ms=1, request_timeout_ms=250, clock=clock
     )
     committer.maybe_commit({A: OffsetAndMetadata(1)})
     await committer.close()

@@ -25,7 +25,13 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 import pytest_asyncio
-from producer_fakes import SENDER_CRASH, FakeCluster, break_drain, producer_settings
+from producer_fakes import (
+    SENDER_CRASH,
+    FakeCluster,
+    FakeConnections,
+    break_drain,
+    producer_settings,
+)
 
 from replog.client.partitioner import murmur2, to_positive
 from replog.client.producer import Producer
@@ -765,7 +771,7 @@ async def test_with_one_request_in_flight_a_new_leader_gets_nothing_before_the_r
     first = producer.send_nowait("one", b"A")
     await until(lambda: cluster.gate.held == 1)  # on the wire to node 0
     cluster.move_leader("one", 0, 1)
-    await asyncio.sleep(0.1)  # the metadata ages out
+    await until(producer._metadata.needs_refresh)  # the metadata aged out
     refreshes = cluster.metadata_calls
     second = producer.send_nowait("one", b"B")
     await until(lambda: cluster.metadata_calls > refreshes)  # node 1 is known to lead
@@ -808,6 +814,44 @@ async def test_a_sender_task_that_dies_fails_the_pending_sends_with_its_cause(
     logged = [r for r in caplog.records if r.exc_info and "a bug in" in str(r.exc_info[1])]
     assert len(logged) == 1
     assert logged[0].getMessage() == "the producer's sender stopped on an unexpected error"
+
+
+@pytest.mark.asyncio
+async def test_a_topic_limit_describe_that_dies_fails_the_producer_with_its_cause(
+    cluster: FakeCluster,
+    make: Made,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The describe of a topic's max.message.bytes is a task of the producer's TaskGroup: its
+    # death (a bug) stops the producer, logged once; the send waiting on it fails naming it.
+    async def broken(*args: object, **kwargs: object) -> dict[str, object]:
+        raise RuntimeError("a bug in DescribeConfigs")
+
+    monkeypatch.setattr(FakeConnections, "topic_configs", broken)
+    producer = make()
+    crash = r"the producer's sender stopped on an unexpected error \(RuntimeError: a bug in Desc"
+    with pytest.raises(IllegalStateError, match=r"^send to topic 'one': " + crash):
+        await asyncio.wait_for(producer.send("one", b"v"), 5)
+    with pytest.raises(IllegalStateError, match=r"^send to topic 'one': " + crash):
+        producer.send_nowait("one", b"late")
+    logged = [r for r in caplog.records if r.exc_info and "a bug in" in str(r.exc_info[1])]
+    assert [r.getMessage() for r in logged] == [
+        "the producer's sender stopped on an unexpected error"
+    ]
+
+
+@pytest.mark.asyncio
+async def test_close_leaves_no_task_of_the_producer_running(cluster: FakeCluster) -> None:
+    """Every task the producer started (the sender, requests, metadata refreshes, sends
+    waiting for metadata, topic limit describes) has ended when close returns."""
+    before = asyncio.all_tasks()
+    producer = Producer(producer_settings(cluster, linger_ms=5))
+    sends = [producer.send_nowait("t", b"%d" % i) for i in range(20)]  # wait for metadata
+    await asyncio.gather(*sends)
+    producer.send_nowait("one", b"queued")  # waiting for its topic when close comes
+    await producer.close(timeout_ms=1_000)
+    assert asyncio.all_tasks() - before == set()
 
 
 @pytest.mark.asyncio

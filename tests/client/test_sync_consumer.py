@@ -17,6 +17,7 @@ from replog import Consumer as ExportedConsumer
 from replog.client.records import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from replog.client.sync_consumer import Consumer
 from replog.errors import ClientClosedError, ConfigError, IllegalStateError, InvalidGroupIdError
+from tests.eventually import wait_until
 
 T0 = TopicPartition("t", 0)
 
@@ -100,7 +101,7 @@ def test_close_from_another_thread_ends_a_blocked_iteration(cluster: FakeCluster
     c.assign([T0])
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         iterating = pool.submit(lambda: list(c))
-        time.sleep(0.2)
+        wait_until(lambda: cluster.fetches, "the iteration polls (only a poll sends a fetch)")
         started = time.monotonic()
         c.close()
         assert iterating.result(timeout=5) == []

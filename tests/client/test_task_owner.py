@@ -8,11 +8,13 @@ import asyncio
 import gc
 import logging
 import sys
+from pathlib import Path
 
 import pytest
 
 from replog.client.task_owner import TaskOwner
 from replog.errors import IllegalStateError
+from tests.task_starts import task_starts
 
 log = logging.getLogger("tests.task_owner")
 
@@ -62,6 +64,37 @@ async def test_close_cancels_the_body_and_every_task_and_waits_for_them() -> Non
         owner.spawn(asyncio.sleep(0))
 
 
+@pytest.mark.asyncio
+async def test_a_task_spawned_right_after_start_joins_the_group_at_its_first_step() -> None:
+    """A first send starts the producer and queues work in the same step, before the holder
+    entered its group: that work runs in the group all the same (a failure is the engine's),
+    and a close that comes before the holder ran cancels it without running it."""
+    failures: list[BaseException] = []
+    owner = TaskOwner("the test engine", failures.append, log)
+    owner.start()
+    assert owner.running
+
+    async def bug() -> None:
+        raise RuntimeError("a bug")
+
+    early = owner.spawn(bug(), name="early")
+    await asyncio.wait({early})
+    assert [str(f) for f in failures] == ["a bug"] and not owner.running
+    await owner.close()
+
+    closed_first = TaskOwner("the test engine", failures.append, log)
+    closed_first.start()
+    ran: list[str] = []
+
+    async def work() -> None:
+        ran.append("work")
+
+    never = closed_first.spawn(work())
+    await closed_first.close()
+    await asyncio.wait({never})
+    assert never.cancelled() and ran == []
+
+
 def test_an_owner_left_running_when_its_loop_goes_away_ends_quietly() -> None:
     """An unclosed client's engine: its loop is closed and the holding coroutine is destroyed
     with it. Closing the coroutine must end it with GeneratorExit, not a group holding one
@@ -88,3 +121,28 @@ def test_an_owner_left_running_when_its_loop_goes_away_ends_quietly() -> None:
     finally:
         sys.unraisablehook = previous
     assert unraisable == []
+
+
+# Where a client starts a task outside its engine's group: each belongs to the call that
+# starts it, which awaits or cancels it (task_owner Rules).
+CALL_OWNED_TASKS = {
+    ("task_owner.py", "TaskOwner.start"),  # the holder of the group itself
+    ("task_owner.py", "TaskOwner.spawn"),  # work spawned before the holder's first step
+    ("cluster_metadata.py", "ClusterMetadata.refresh"),  # a pass its callers share; close ends it
+    ("consumer.py", "Consumer._commit_in_background"),  # commit_async: the caller's future
+    ("producer.py", "Producer.close"),  # one close that concurrent callers await
+    ("sync_producer.py", "Producer.close"),  # a close from a callback, which stops the loop
+    ("loop_thread.py", "LoopThread._start"),  # a blocking call's coroutine, which it awaits
+}
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_clients_start_tasks_only_in_their_group_or_where_a_call_owns_them() -> None:
+    starts = {
+        (path.name, where)
+        for package in ("client", "admin", "aio", "spark")
+        for path in sorted((ROOT / "replog" / package).rglob("*.py"))
+        for where in task_starts(path)
+    }
+    assert starts - CALL_OWNED_TASKS == set(), "start these in the engine's TaskOwner"
+    assert CALL_OWNED_TASKS - starts == set(), "no longer started there: drop from the list"

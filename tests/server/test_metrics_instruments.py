@@ -109,7 +109,9 @@ def test_method_and_status_names() -> None:
     assert status_name("odd") == "UNKNOWN"
 
 
-def _test_service() -> grpc.GenericRpcHandler:
+def _test_service(hanging: list[str]) -> grpc.GenericRpcHandler:
+    """The probe service; `hanging` hears of each call that starts to wait for its cancel."""
+
     async def echo(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         await asyncio.sleep(0.02)
         return request
@@ -128,11 +130,13 @@ def _test_service() -> grpc.GenericRpcHandler:
             if request == b"stop":
                 await context.abort(grpc.StatusCode.OUT_OF_RANGE, "told to stop")
             if request == b"hang":
+                hanging.append("Echoes")
                 await asyncio.Event().wait()  # until the caller cancels
             await asyncio.sleep(0.02)
             yield request
 
     async def hang(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        hanging.append("Hang")
         await asyncio.Event().wait()  # until the caller cancels
         raise AssertionError("never set")
 
@@ -145,10 +149,13 @@ def _test_service() -> grpc.GenericRpcHandler:
 
 
 @contextlib.asynccontextmanager
-async def probe_channel(metrics: NodeMetrics) -> AsyncIterator[grpc.aio.Channel]:
-    """A channel to a grpc.aio server of the probe service behind the interceptor."""
+async def probe_channel(
+    metrics: NodeMetrics, hanging: list[str] | None = None
+) -> AsyncIterator[grpc.aio.Channel]:
+    """A channel to a grpc.aio server of the probe service behind the interceptor (`hanging`:
+    `_test_service`)."""
     server = grpc.aio.server(interceptors=[RequestMetricsInterceptor(metrics)])
-    server.add_generic_rpc_handlers((_test_service(),))
+    server.add_generic_rpc_handlers((_test_service([] if hanging is None else hanging),))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     try:
@@ -216,9 +223,10 @@ async def test_interceptor_counts_a_call_the_caller_cancelled() -> None:
         )
         return get("replog_requests_total", method=method, code=code)
 
-    async with probe_channel(metrics) as channel:
+    hanging: list[str] = []
+    async with probe_channel(metrics, hanging) as channel:
         call = channel.unary_unary("/test.pkg.Probe/Hang")(b"x")
-        await asyncio.sleep(0.1)  # the handler is waiting
+        await eventually(lambda: hanging == ["Hang"], "the handler is waiting")
         call.cancel()
         assert await counted("Hang", "CANCELLED") == 1
         # A stream: the answered request counts OK, the one it was cancelled on CANCELLED.
@@ -226,7 +234,7 @@ async def test_interceptor_counts_a_call_the_caller_cancelled() -> None:
         await stream.write(b"hi")
         assert await stream.read() == b"hi"
         await stream.write(b"hang")
-        await asyncio.sleep(0.1)
+        await eventually(lambda: hanging == ["Hang", "Echoes"], "the stream's handler is waiting")
         stream.cancel()
         assert await counted("Echoes", "CANCELLED") == 1
     assert get("replog_requests_total", method="Echoes", code="OK") == 1

@@ -10,7 +10,6 @@ connection or a stream owns it (the last test holds the list).
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import logging
 from pathlib import Path
@@ -22,6 +21,7 @@ from replog.server.node_config import NodeConfig
 from replog.server.node_tasks import NodeTasks
 from replog.server.replica_manager import ReplicaManager
 from tests.local_ports import free_port
+from tests.task_starts import task_starts
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -138,26 +138,6 @@ CALL_OWNED_TASKS = {
     ("broker_client.py", "ProduceStream._open"),
     ("redialing_channel.py", "RedialingChannel.reconnect"),
 }
-
-
-def task_starts(path: Path) -> set[str]:
-    """The functions (as Class.method) of `path` that call create_task or ensure_future."""
-    found: set[str] = set()
-
-    def visit(node: ast.AST, scope: list[str]) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-                visit(child, [*scope, child.name])
-                continue
-            if isinstance(child, ast.Call):
-                target = child.func
-                name = target.attr if isinstance(target, ast.Attribute) else None
-                if name in ("create_task", "ensure_future"):
-                    found.add(".".join(scope))
-            visit(child, scope)
-
-    visit(ast.parse(path.read_text()), [])
-    return found
 
 
 def test_server_and_wire_start_tasks_only_in_the_node_group_or_where_a_call_owns_them() -> None:

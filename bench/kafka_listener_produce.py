@@ -67,15 +67,16 @@ sys.path.append(_BENCH_DIR)
 from replog_cli import KAFKA_PORT_OFFSET, create_topic, node_pids, running_cluster  # noqa: E402
 
 from replog.cli.bench import versions  # noqa: E402
-from replog.cli.bench.runner import machine, payload  # noqa: E402
+from replog.cli.bench.runner import machine  # noqa: E402
+from replog.cli.bench.server_cpu import cpu_seconds  # noqa: E402
 from replog.cli.bench.stats import MB  # noqa: E402
+from replog.cli.bench.worker import payload  # noqa: E402
 
 PATHS = ("confluent", "replog", "kafka-python")
 GRPC_PATH = "replog"
 RECORD_BYTES = 1024
 GOAL_CPU_RATIO = 1.10
 GOAL_CONFLUENT_MB_S = 100.0
-TICKS = os.sysconf("SC_CLK_TCK")
 FLUSH_S = 60.0
 CHUNK = 100  # records sent between two looks at the clock (and librdkafka's callbacks)
 
@@ -114,13 +115,6 @@ def client_settings(batch_kib: int, linger_ms: int) -> dict[str, dict[str, Any]]
 # --- measuring --------------------------------------------------------------------------------
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of `pid`, its threads included."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
-
-
 @dataclass(frozen=True)
 class Snapshot:
     at: float
@@ -130,12 +124,12 @@ class Snapshot:
 
 
 def snapshot(acked: Callable[[], int], broker_pids: Sequence[int]) -> Snapshot:
-    return Snapshot(
-        time.monotonic(),
-        acked(),
-        tuple(cpu_seconds(pid) for pid in broker_pids),
-        time.process_time(),
-    )
+    at, count = time.monotonic(), acked()
+    cpu = cpu_seconds(broker_pids)
+    missing = [pid for pid in broker_pids if pid not in cpu]
+    if missing:
+        raise RuntimeError(f"broker processes {missing} are gone")
+    return Snapshot(at, count, tuple(cpu[pid] for pid in broker_pids), time.process_time())
 
 
 @dataclass(frozen=True)

@@ -26,24 +26,35 @@ says how much of the remaining gap is the connector's.
 
 The fourth source, "kafka", is Spark's own Kafka source reading the same topic through the
 nodes' Kafka listeners (`replog.spark.kafka_jars` fetches its jars from Maven Central once and
-caches them): it decodes in the JVM and prunes columns, so its figures say what the JVM path
-gives on the same rows (goal: >= 0.5x Parquet for count and group-by).
+caches them) with its default consumer settings: it decodes in the JVM and prunes columns, so its
+figures say what the JVM path gives on the same rows (goal: >= 0.5x Parquet for count and
+group-by). The fifth, "kafka-tuned", is the same with `KAFKA_TUNED` (the consumer settings
+docs/spark.md recommends for batch reads: large polls, large fetches, a short fetch wait).
+`--apache-kafka BOOTSTRAP` loads the same records into an Apache Kafka cluster's topic (e.g.
+`bench/kafka/kafka.sh start`; written with confluent-kafka, the same keys, values, partitions
+and timestamps) and times Spark's Kafka source against it too ("apache-kafka",
+"apache-kafka-tuned"): the same connector against Kafka itself, in the same runs. The JVM
+sources get a table of their own (rows/s and x Parquet, per run and min / median / max).
 
-Each run does every query once per source, alternating (replog, Parquet, ceiling, kafka) so all see
-the same machine load; before the first run every query runs once untimed on every source (JVM JIT,
-Python workers, Spark's first-use costs). The table shows per run rows/s, the ratios and the
-Python source's goals (issue #56: >= 1.5M rows/s, >= 0.8x the ceiling source); with several
-runs, the medians (ratios taken within a run, then their median) and, per query, replog's
-min / median / max. Results are checked: every count must be `--records` and the group-by must
-return the 100 keys. `--without-kafka` leaves the JVM path out (its jars are still fetched).
+Each run does every query once per source, alternating (replog, Parquet, ceiling, kafka, ...)
+so all see the same machine load; before the first run every query runs once untimed on every
+source (JVM JIT, Python workers, Spark's first-use costs). The table shows per run rows/s, the
+ratios and the Python source's goals (issue #56: >= 1.5M rows/s, >= 0.8x the ceiling source);
+with several runs, the medians (ratios taken within a run, then their median) and, per query,
+replog's min / median / max. Results are checked: every count must be `--records` and the
+group-by must return the 100 keys. `--without-kafka` leaves the JVM path out (its jars are still
+fetched).
 
     .venv/bin/python bench/spark_read.py                 # 3 runs, 2M records, ~8 minutes
     .venv/bin/python bench/spark_read.py --quick         # 1 run, 500k records, ~3 minutes
     .venv/bin/python bench/spark_read.py --runs 5 --json out.json
     .venv/bin/python bench/spark_read.py --records 1000000 --without-kafka   # the Python source
+    bench/kafka/kafka.sh start && .venv/bin/python bench/spark_read.py --quick \
+        --apache-kafka "$(bench/kafka/kafka.sh bootstrap)"     # Spark's Kafka source on both
 
 The cluster is started here with `replog cluster start` (ports 19760-19762, metrics endpoints
-19860-19862, Kafka listeners 19960-19962, data in a temporary directory) and stopped on exit;
+19860-19862, Kafka listeners 19960-19962; `--base-port` moves all three, keeping the offsets;
+data in a temporary directory) and stopped on exit;
 servers left by an interrupted earlier run (found by their data directory under
 $TMPDIR/replog-bench-spark-*) are killed at start. Needs Java 17+, the dev venv's pyspark and
 pyarrow, and Maven Central once (the Kafka source's jars).
@@ -100,7 +111,20 @@ KEYS = [b"key-%02d" % i for i in range(100)]
 GOAL_ROWS_S = 1_500_000  # issue #56: the Python source from a 3-node cluster
 GOAL_CEILING_RATIO = 0.8  # issue #56: replog / the ceiling source, same run
 QUERIES = ("count", "group-by", "scan")
-SOURCES = ("replog", "parquet", "ceiling", "kafka")
+SOURCES = ("replog", "parquet", "ceiling", "kafka", "kafka-tuned")
+APACHE_SOURCES = ("apache-kafka", "apache-kafka-tuned")
+JVM_SOURCES = ("kafka", "kafka-tuned", *APACHE_SOURCES)
+# Spark's Kafka source asks the partition's log start and end (two ListOffsets round trips) after
+# every poll, and a poll returns at most `max.poll.records` records (500) and one fetch's data
+# (`max.partition.fetch.bytes`, 1 MiB, about 9,000 records of 100 B): by default a task makes
+# two round trips per 500 records. Its last fetch, at the end of the partition, waits
+# `fetch.max.wait.ms` (500 ms) for data that never comes, and the next round trip on that
+# connection waits behind it. These settings are what docs/spark.md tells batch readers to set.
+KAFKA_TUNED = {
+    "kafka.max.poll.records": "100000",
+    "kafka.max.partition.fetch.bytes": str(8 * 1024 * 1024),
+    "kafka.fetch.max.wait.ms": "10",
+}
 
 
 # --- the cluster ------------------------------------------------------------------------------
@@ -163,15 +187,20 @@ def port_free(port: int) -> bool:
 class Cluster:
     """3 combined broker+controller nodes started with `replog cluster start`."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, base_port: int = BASE_PORT) -> None:
         self.directory = directory
-        self.bootstrap = ",".join(f"127.0.0.1:{BASE_PORT + i}" for i in range(NODES))
-        self.kafka_bootstrap = ",".join(f"127.0.0.1:{KAFKA_BASE_PORT + i}" for i in range(NODES))
+        self.base_port = base_port
+        self.kafka_base_port = base_port + KAFKA_BASE_PORT - BASE_PORT
+        self.bootstrap = ",".join(f"127.0.0.1:{base_port + i}" for i in range(NODES))
+        self.kafka_bootstrap = ",".join(
+            f"127.0.0.1:{self.kafka_base_port + i}" for i in range(NODES)
+        )
 
     def start(self) -> None:
         result = replog_cli(
             "cluster", "start", "--nodes", str(NODES), "--data-dir", self.directory,
-            "--base-port", str(BASE_PORT), "--kafka-base-port", str(KAFKA_BASE_PORT), "--fresh",
+            "--base-port", str(self.base_port), "--kafka-base-port", str(self.kafka_base_port),
+            "--fresh",
         )  # fmt: skip
         if result.returncode != 0:
             raise RuntimeError(f"replog cluster start failed:\n{result.stdout}{result.stderr}")
@@ -241,6 +270,64 @@ def produce(cluster: Cluster, data: Dataset) -> float:
         producer.flush()
     if failures:
         raise RuntimeError(f"producing the data set failed: {failures[0]!r}")
+    return time.perf_counter() - started
+
+
+def produce_to_kafka(bootstrap: str, data: Dataset) -> float:
+    """Create the topic on an Apache Kafka cluster (or empty it: deleted first) and write every
+    record as `produce` writes it to replog; seconds taken."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka import Producer as KafkaProducer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    with contextlib.suppress(KafkaException):
+        admin.delete_topics([TOPIC])[TOPIC].result()
+    deadline = time.monotonic() + 60
+    while True:
+        new = NewTopic(TOPIC, data.partitions, 3, config={"min.insync.replicas": "2"})
+        try:
+            admin.create_topics([new])[TOPIC].result()
+            break
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)  # the deletion is still under way
+    started = time.perf_counter()
+    producer = KafkaProducer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.kbytes": 262_144,
+        }
+    )
+    failures: list[str] = []
+
+    def delivered(error: Any, _: Any) -> None:
+        if error is not None:
+            failures.append(str(error))
+
+    for i in range(data.records):
+        while True:
+            try:
+                producer.produce(
+                    TOPIC,
+                    data.value(i),
+                    KEYS[i % len(KEYS)],
+                    partition=i % data.partitions,
+                    timestamp=data.first_timestamp_ms + i,
+                    on_delivery=delivered,
+                )
+                break
+            except BufferError:
+                producer.poll(0.05)  # the local queue is full: let deliveries drain it
+        if i % 10_000 == 0:
+            producer.poll(0)
+    left = producer.flush(120)
+    if failures or left:
+        raise RuntimeError(f"producing to Apache Kafka failed: {failures[:1]}, {left} left")
     return time.perf_counter() - started
 
 
@@ -358,7 +445,12 @@ def ceiling_source() -> type:
 
 
 def query_functions(
-    spark: Any, cluster: Cluster, parquet_path: str, min_partitions: int | None, data: Dataset
+    spark: Any,
+    cluster: Cluster,
+    parquet_path: str,
+    min_partitions: int | None,
+    data: Dataset,
+    apache_kafka: str | None = None,
 ) -> dict[str, Callable[[str], Any]]:
     """For each query, a function of the source (SOURCES) returning its result;
     each call builds a new DataFrame, so replog plans (and reads the high watermarks) anew."""
@@ -375,12 +467,14 @@ def query_functions(
                 .option("partitions", str(data.partitions))
                 .load()
             )
-        if source == "kafka":
+        if source in JVM_SOURCES:
+            servers = apache_kafka if source in APACHE_SOURCES else cluster.kafka_bootstrap
             kafka = (
                 spark.read.format("kafka")
-                .option("kafka.bootstrap.servers", cluster.kafka_bootstrap)
+                .option("kafka.bootstrap.servers", servers)
                 .option("subscribe", TOPIC)
                 .option("startingOffsets", "earliest")
+                .options(**(KAFKA_TUNED if source.endswith("-tuned") else {}))
             )
             if min_partitions is not None:
                 kafka = kafka.option("minPartitions", str(min_partitions))
@@ -486,12 +580,49 @@ def table_row(query: str, runs: list[RunResult], records: int) -> Row:
     )
 
 
-def run_table(result: RunResult, records: int) -> list[str]:
-    return table([table_row(q, [result], records) for q in QUERIES])
+def jvm_table(runs: list[RunResult], records: int, sources: Sequence[str]) -> list[str]:
+    """Spark's Kafka source: per query, Parquet's rows/s and each JVM source's rows/s and
+    x Parquet (ratios taken within a run), medians over `runs`."""
+    jvm = [s for s in JVM_SOURCES if s in sources]
+    out = [
+        "| query | Parquet | " + " | ".join(f"{s} | {s} / Parquet" for s in jvm) + " |",
+        "| --- | ---: |" + " ---: | ---: |" * len(jvm),
+    ]
+    for query in QUERIES:
+        cells = [fmt_rows(statistics.median(r.rows_s(query, "parquet", records) for r in runs))]
+        for source in jvm:
+            cells.append(
+                fmt_rows(statistics.median(r.rows_s(query, source, records) for r in runs))
+            )
+            cells.append(
+                fmt_ratio(statistics.median(r.ratio(query, records, source=source) for r in runs))
+            )
+        out.append(f"| {query} | " + " | ".join(cells) + " |")
+    return out
 
 
-def median_table(runs: list[RunResult], records: int) -> list[str]:
-    return table([table_row(q, runs, records) for q in QUERIES])
+def run_table(result: RunResult, records: int, sources: Sequence[str]) -> list[str]:
+    main = table([table_row(q, [result], records) for q in QUERIES])
+    return [*main, "", *jvm_table([result], records, sources)]
+
+
+def median_table(runs: list[RunResult], records: int, sources: Sequence[str]) -> list[str]:
+    main = table([table_row(q, runs, records) for q in QUERIES])
+    return [*main, "", *jvm_table(runs, records, sources)]
+
+
+def jvm_spread_lines(runs: list[RunResult], records: int, sources: Sequence[str]) -> list[str]:
+    """Per query and JVM source, min / median / max over `runs` of x Parquet."""
+    out = []
+    for query in QUERIES:
+        parts = []
+        for source in (s for s in JVM_SOURCES if s in sources):
+            ratios = sorted(r.ratio(query, records, source=source) for r in runs)
+            parts.append(
+                f"{source} {ratios[0]:.2f} / {statistics.median(ratios):.2f} / {ratios[-1]:.2f}x"
+            )
+        out.append(f"{query} x Parquet (min / median / max): " + "; ".join(parts))
+    return out
 
 
 def spread_lines(runs: list[RunResult], records: int) -> list[str]:
@@ -519,6 +650,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=3, help="topic partitions")
     parser.add_argument("--min-partitions", type=int, help="the source's minPartitions option")
     parser.add_argument("--driver-memory", default="2g", help="spark.driver.memory")
+    parser.add_argument(
+        "--base-port",
+        type=int,
+        default=BASE_PORT,
+        help="node i listens on base + i - 1, its metrics endpoint 100 and its Kafka listener "
+        "200 above (default %(default)s)",
+    )
+    parser.add_argument(
+        "--apache-kafka",
+        metavar="BOOTSTRAP",
+        help="also time Spark's Kafka source against this Apache Kafka cluster (the same records)",
+    )
     parser.add_argument("--json", metavar="FILE", help="write every timing here")
     parser.add_argument("--quick", action="store_true", help="smoke run: 1 run, 500k records")
     parser.add_argument(
@@ -543,7 +686,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"# killed servers left by an earlier run: pids {leftovers}")
     # The nodes' listeners, their metrics endpoints (`replog cluster start` puts those
     # METRICS_PORT_OFFSET ports above the listeners) and their Kafka listeners.
-    bases = (BASE_PORT, BASE_PORT + METRICS_PORT_OFFSET, KAFKA_BASE_PORT)
+    base = args.base_port
+    bases = (base, base + METRICS_PORT_OFFSET, base + KAFKA_BASE_PORT - BASE_PORT)
     ports = [base + i for base in bases for i in range(NODES)]
     busy = [port for port in ports if not port_free(port)]
     if busy:
@@ -560,7 +704,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         flush=True,
     )
     workdir = tempfile.mkdtemp(prefix=TEMP_PREFIX)
-    cluster = Cluster(os.path.join(workdir, "cluster"))
+    cluster = Cluster(os.path.join(workdir, "cluster"), args.base_port)
     spark = None
     runs: list[RunResult] = []
     try:
@@ -576,13 +720,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"({args.records / produced_s:,.0f} records/s, acks=all)",
             flush=True,
         )
+        if args.apache_kafka:
+            kafka_s = produce_to_kafka(args.apache_kafka, data)
+            print(f"# produced them to Apache Kafka in {kafka_s:.1f} s", flush=True)
         parquet_path = os.path.join(workdir, "rows.parquet")
         write_parquet(data, parquet_path)
         print(f"# Parquet file: {os.path.getsize(parquet_path) / 1e6:.1f} MB", flush=True)
         started = time.perf_counter()
         spark = start_spark(args.driver_memory)
-        queries = query_functions(spark, cluster, parquet_path, args.min_partitions, data)
-        sources = [s for s in SOURCES if not (args.without_kafka and s == "kafka")]
+        queries = query_functions(
+            spark, cluster, parquet_path, args.min_partitions, data, args.apache_kafka
+        )
+        sources = [
+            *(s for s in SOURCES if not (args.without_kafka and s in JVM_SOURCES)),
+            *(APACHE_SOURCES if args.apache_kafka else ()),
+        ]
         for query, run_query in queries.items():  # warm-up, untimed
             for source in sources:
                 check(query, source, run_query(source), data)
@@ -597,7 +749,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     check(query, source, answer, data)
             runs.append(result)
             print(f"\nrun {run} (load average at start {result.loadavg_start}):")
-            print("\n".join(run_table(result, args.records)), flush=True)
+            print("\n".join(run_table(result, args.records, sources)), flush=True)
     finally:
         if spark is not None:
             spark.stop()
@@ -615,8 +767,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
     if len(runs) > 1:
         print(f"\nmedians over {len(runs)} runs:")
-        print("\n".join(median_table(runs, args.records)))
+        print("\n".join(median_table(runs, args.records, sources)))
         print("\n".join(spread_lines(runs, args.records)))
+        print("\n".join(jvm_spread_lines(runs, args.records, sources)))
     return 0
 
 

@@ -14,6 +14,8 @@ Rules (docs/kafka-protocol.md, "Listener"):
   socket's send buffer is full (a client that sends and never reads), the connection is not
   read: memory per connection stays bounded.
 - A connection with no bytes read or written for `connections.max.idle.ms` is closed.
+- Each answered request is reported to `on_request` (the node's
+  `replog_kafka_request_duration_seconds`): its API and the time from its read to its answer.
 - A connection that breaks the protocol (`KafkaConnectionError`: bad frame size, unknown API
   key or version, undecodable request) is closed with one WARNING line naming the listener,
   the peer and the cause; so is one whose request a handler refuses as a whole
@@ -28,10 +30,11 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from replog.clock import monotonic_s
 from replog.config import positive_setting
 from replog.errors import KafkaConnectionError, KafkaError, RequestRefusedError
 from replog.kafka.connection import (
@@ -49,6 +52,8 @@ log = logging.getLogger("replog.server.kafka")
 QUEUED_MAX_REQUESTS_DEFAULT = 500
 CONNECTIONS_MAX_IDLE_MS_DEFAULT = 600_000
 READ_CHUNK_BYTES = 64 * 1024
+# Told of each answered request: its API key, seconds from its read to its answer.
+RequestObserver = Callable[[int, float], None]
 # The listener settings read here (`socket.request.max.bytes` is the broker runtime's key too).
 KAFKA_LISTENER_PROPERTIES = frozenset({"queued.max.requests", "connections.max.idle.ms"})
 
@@ -92,8 +97,10 @@ class KafkaListener:
         host: str,
         port: int,
         config: KafkaListenerConfig | None = None,
+        on_request: RequestObserver | None = None,
     ) -> None:
         self.name = name
+        self.on_request = on_request
         self.host = host
         self.port = port
         self.handlers: KafkaHandlers | None = None
@@ -313,9 +320,13 @@ class _Connection:
             core.feed(data)
 
     async def _handle(self, request: KafkaRequest) -> None:
+        started = monotonic_s()
         try:
             body = await self._handlers.handle(request, self._listener.name)
             self._core.respond(request, body)
+            observe = self._listener.on_request
+            if observe is not None:
+                observe(request.api_key, monotonic_s() - started)
         except asyncio.CancelledError:
             raise
         except (RequestRefusedError, KafkaError) as exc:

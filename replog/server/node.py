@@ -167,7 +167,11 @@ class Node:
             kafka_config = KafkaListenerConfig.from_properties(config.properties)
             for endpoint in config.kafka_listeners:
                 listener = KafkaListener(
-                    endpoint.name, endpoint.host or WILDCARD_BIND_HOST, endpoint.port, kafka_config
+                    endpoint.name,
+                    endpoint.host or WILDCARD_BIND_HOST,
+                    endpoint.port,
+                    kafka_config,
+                    on_request=self.metrics.kafka_request,
                 )
                 self.kafka_listeners.append(listener)
                 listener.bind()

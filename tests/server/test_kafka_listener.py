@@ -5,7 +5,8 @@ whose completion the test controls:
 - a client that sends and never reads is read no further once `queued.max.requests` answers
   wait (the handlers stop being called), and every other connection is still served;
 - an idle connection is closed after `connections.max.idle.ms`;
-- a handler that fails closes its connection, logged with the cause.
+- a handler that fails closes its connection, logged with the cause;
+- each answered request is reported with its API and the time from its read to its answer.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from replog.kafka.messages.metadata_response import MetadataResponse, MetadataRe
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.codec import Message
 from replog.kafka.protocol.framing import decode_response, encode_request
-from replog.server.kafka_listener import KafkaListener, KafkaListenerConfig
+from replog.server.kafka_listener import KafkaListener, KafkaListenerConfig, RequestObserver
 from tests.eventually import eventually
 
 T = TypeVar("T")
@@ -76,8 +77,12 @@ async def read_response(reader: asyncio.StreamReader) -> tuple[int, Message]:
 
 
 @contextlib.asynccontextmanager
-async def listening(handlers: Handlers, **config: int) -> AsyncIterator[KafkaListener]:
-    listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0, KafkaListenerConfig(**config))
+async def listening(
+    handlers: Handlers, on_request: RequestObserver | None = None, **config: int
+) -> AsyncIterator[KafkaListener]:
+    listener = KafkaListener(
+        "PLAINTEXT", "127.0.0.1", 0, KafkaListenerConfig(**config), on_request=on_request
+    )
     await listener.start(handlers)
     try:
         yield listener
@@ -203,3 +208,24 @@ async def test_a_refused_request_closes_its_connection_with_one_warning_line(
         f"Kafka listener PLAINTEXT: closing connection from {peer}: Metadata v12 (correlation "
         "id 667) refused: isolation_level 7 is neither 0 nor 1"
     )
+
+
+@pytest.mark.asyncio
+async def test_each_answered_request_is_reported_with_its_api_and_time_to_answer() -> None:
+    handlers = Handlers(hold=True)
+    reported: list[tuple[int, float]] = []
+    async with listening(handlers, lambda key, s: reported.append((key, s))) as listener:
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.write(metadata_frame(1) + metadata_frame(2))
+        await eventually(lambda: len(handlers.called) == 2, "both handled")
+        handlers.gate(2).set()  # answered, but written only after 1
+        await eventually(lambda: len(reported) == 1, "the second reported once answered")
+        await asyncio.sleep(0.1)
+        handlers.gate(1).set()
+        await within(5, read_response(reader))
+        await within(5, read_response(reader))
+        writer.write(metadata_frame(666))  # a failing handler: no answer, not reported
+        assert await within(5, reader.read()) == b""
+        writer.close()
+    assert [key for key, _ in reported] == [3, 3]
+    assert reported[0][1] < 0.1 <= reported[1][1]  # the held one includes its wait

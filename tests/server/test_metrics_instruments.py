@@ -39,6 +39,24 @@ def test_each_node_has_its_own_registry() -> None:
     assert second.registry.get_sample_value("replog_bytes_in_total", {"topic": "t"}) is None
 
 
+def test_kafka_requests_are_timed_by_api_name() -> None:
+    metrics = NodeMetrics()
+    metrics.kafka_request(1, 0.0003)
+    metrics.kafka_request(1, 0.6)
+    metrics.kafka_request(2, 0.0002)
+    metrics.kafka_request(999, 0.0001)  # a key no spec defines still counts
+
+    def get(name: str, api: str, **labels: str) -> float | None:
+        return metrics.registry.get_sample_value(name, {"api": api, **labels})
+
+    base = "replog_kafka_request_duration_seconds"
+    assert get(f"{base}_count", "Fetch") == 2
+    assert get(f"{base}_bucket", "Fetch", le="0.5") == 1  # the long-polled one is above
+    assert get(f"{base}_sum", "Fetch") == pytest.approx(0.6003)
+    assert get(f"{base}_count", "ListOffsets") == 1
+    assert get(f"{base}_count", "API key 999") == 1
+
+
 def test_broker_counters() -> None:
     counters = BrokerCounters()
     counters.produced("t", 100, 3)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from replog.kafka.connection import api_name
+
 # Request and commit latencies on loopback run from ~100 µs to seconds (a timeout).
 # Fine around the 100 ms a node's loop may stall at most (docs/benchmarks.md, controller).
 STALL_BUCKETS_S = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -155,6 +157,17 @@ class NodeMetrics:
             buckets=LATENCY_BUCKETS_S,
             registry=self.registry,
         )
+        # Kafka's RequestsPerSec and TotalTimeMs per API, minus the network: from a request's
+        # read to its answer being ready (a Fetch's long-poll wait included; the wait behind an
+        # earlier answer of the same connection not).
+        self.kafka_request_duration = Histogram(
+            "replog_kafka_request_duration_seconds",
+            "Time from a Kafka listener request's arrival to its answer, by API",
+            ["api"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=self.registry,
+        )
+        self._kafka_request_children: dict[int, Histogram] = {}
         self.event_loop_stall = Histogram(
             "replog_event_loop_stall_seconds",
             "How much later than asked the node's event loop ran a 10 ms timer: the stall "
@@ -168,3 +181,11 @@ class NodeMetrics:
             buckets=LATENCY_BUCKETS_S,
             registry=self.registry,
         )
+
+    def kafka_request(self, api_key: int, seconds: float) -> None:
+        """One Kafka listener request of API `api_key` answered in `seconds`."""
+        child = self._kafka_request_children.get(api_key)
+        if child is None:
+            child = self.kafka_request_duration.labels(api_name(api_key))
+            self._kafka_request_children[api_key] = child
+        child.observe(seconds)

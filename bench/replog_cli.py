@@ -63,3 +63,14 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         "--replication-factor",
         "3",
     )
+
+
+def node_pids(data_dir: str) -> list[int]:
+    """The process ids of the running cluster's nodes, node 1 first."""
+    from replog.cli.local_cluster import LocalCluster
+
+    pids = []
+    for node in LocalCluster.load(data_dir).nodes:
+        with open(node.pid_path, encoding="ascii") as f:
+            pids.append(int(f.read().strip()))
+    return pids

@@ -17,6 +17,10 @@ Rules (Kafka's):
   request takes a slot in arrival order, `respond` fills it, `take_output` releases the filled
   slots at the head. A request answered with no response (Produce with acks=0) frees its slot
   without bytes.
+- Bytes are framed where they were fed: a frame that lies within one chunk is decoded in place
+  (its records are a view of that chunk's bytes, never copied); one spread over chunks is
+  joined once. The broker decodes no records either, so a produce request's records reach
+  the log with no copy made here beyond the socket read.
 - `in_flight` counts the requests read whose responses were not taken yet; the shell reads no
   more while it is at its bound (`queued.max.requests`), so a client that sends and never reads
   holds a bounded amount of memory.
@@ -25,6 +29,7 @@ Rules (Kafka's):
 from __future__ import annotations
 
 import struct
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -49,7 +54,6 @@ from replog.kafka.protocol.framing import (
 SIZE_PREFIX_BYTES = 4
 REQUEST_BYTES_MAX_DEFAULT = 104_857_600  # socket.request.max.bytes
 _SIZE = struct.Struct(">i")
-_COMPACT_AFTER_BYTES = 64 * 1024
 
 # Served versions by API key: (min, max).
 Served = Mapping[int, tuple[int, int]]
@@ -95,8 +99,11 @@ class KafkaConnection:
         self.peer = peer
         self._served = dict(served)
         self._request_bytes_max = request_bytes_max
-        self._buffer = bytearray()
-        self._start = 0  # where the unread bytes of `_buffer` begin
+        # Bytes fed and not yet framed, in order: whole chunks as the socket gave them (never
+        # merged until a frame needs it), the first one read from `_offset` on.
+        self._chunks: deque[bytes] = deque()
+        self._offset = 0
+        self._buffered = 0
         self._next_sequence = 0
         self._head = 0  # the oldest slot not released
         # Slot -> (api key, version, correlation id) of requests not answered yet.
@@ -107,12 +114,17 @@ class KafkaConnection:
     # --- bytes in ------------------------------------------------------------------------------
 
     def feed(self, data: Buffer) -> None:
-        """Bytes read from the socket, in order."""
-        self._buffer += data
+        """Bytes read from the socket, in order. `bytes` are kept as they are (a frame within
+        one chunk is decoded from it without a copy); other buffers are copied once."""
+        if not data:
+            return
+        chunk = data if isinstance(data, bytes) else bytes(data)
+        self._chunks.append(chunk)
+        self._buffered += len(chunk)
 
     @property
     def buffered_bytes(self) -> int:
-        return len(self._buffer) - self._start
+        return self._buffered
 
     def next_request(self) -> KafkaRequest | None:
         """The next complete request, None until more bytes arrive. Requests the core answers
@@ -126,11 +138,14 @@ class KafkaConnection:
             if request is not None:
                 return request
 
-    def _next_frame(self) -> bytes | None:
-        start = self._start
-        if len(self._buffer) - start < SIZE_PREFIX_BYTES:
+    def _next_frame(self) -> bytes | memoryview | None:
+        if self._buffered < SIZE_PREFIX_BYTES:
             return None
-        (size,) = _SIZE.unpack_from(self._buffer, start)
+        first = self._chunks[0]
+        if len(first) - self._offset >= SIZE_PREFIX_BYTES:
+            (size,) = _SIZE.unpack_from(first, self._offset)
+        else:
+            (size,) = _SIZE.unpack(self._peek(SIZE_PREFIX_BYTES))
         if size < 0:
             raise InvalidFrameSizeError(self.peer, f"invalid frame size {size} (negative)")
         if size > self._request_bytes_max:
@@ -139,23 +154,56 @@ class KafkaConnection:
                 f"frame size {size} is larger than socket.request.max.bytes "
                 f"({self._request_bytes_max})",
             )
-        end = start + SIZE_PREFIX_BYTES + size
-        if len(self._buffer) < end:
+        if self._buffered < SIZE_PREFIX_BYTES + size:
             return None
-        frame = bytes(self._buffer[start + SIZE_PREFIX_BYTES : end])
-        # Consumed bytes are dropped at once only when nothing follows them, else in one move
-        # per chunk's worth: a chunk of many small frames costs no move per frame.
-        if end == len(self._buffer):
-            self._buffer.clear()
-            self._start = 0
-        elif end >= _COMPACT_AFTER_BYTES:
-            del self._buffer[:end]
-            self._start = 0
-        else:
-            self._start = end
-        return frame
+        self._take(SIZE_PREFIX_BYTES)
+        return self._take(size)
 
-    def _admit(self, frame: bytes) -> KafkaRequest | None:
+    def _peek(self, count: int) -> bytes:
+        """The first `count` buffered bytes, left in place (a size prefix split across chunks)."""
+        head = bytearray()
+        offset = self._offset
+        for chunk in self._chunks:
+            head += chunk[offset : offset + count - len(head)]
+            offset = 0
+            if len(head) >= count:
+                break
+        return bytes(head)
+
+    def _take(self, count: int) -> bytes | memoryview:
+        """The first `count` buffered bytes, consumed: a view of the chunk that holds them
+        all (no copy), else one join of the pieces (the only copy a frame costs here)."""
+        if not count:
+            return b""
+        chunks = self._chunks
+        first = chunks[0]
+        offset = self._offset
+        self._buffered -= count
+        if len(first) - offset >= count:
+            end = offset + count
+            if end == len(first):
+                chunks.popleft()
+                self._offset = 0
+            else:
+                self._offset = end
+            return first if offset == 0 and end == len(first) else memoryview(first)[offset:end]
+        parts: list[bytes | memoryview] = []
+        while count:
+            first = chunks[0]
+            available = len(first) - offset
+            if available <= count:
+                parts.append(memoryview(first)[offset:] if offset else first)
+                chunks.popleft()
+                count -= available
+                offset = 0
+            else:
+                parts.append(memoryview(first)[offset : offset + count])
+                offset += count
+                count = 0
+        self._offset = offset
+        return b"".join(parts)
+
+    def _admit(self, frame: bytes | memoryview) -> KafkaRequest | None:
         try:
             key, version, correlation_id = peek_request(frame)
         except KafkaError as error:

@@ -206,10 +206,17 @@ class _Connection:
         self._room = asyncio.Event()  # output was taken: the reader may go on
         self._handling: set[asyncio.Task[None]] = set()
         self._failure: BaseException | None = None
+        self._loop = asyncio.get_running_loop()
+        self._last_active = self._loop.time()  # when bytes were last read or written
+        self._reading = False  # the read loop waits for the socket
+        self._reading_task: asyncio.Task[None] | None = None
+        self._idle_timer: asyncio.TimerHandle | None = None
 
     async def serve(self) -> None:
         writing = asyncio.create_task(self._write_loop())
         reading = asyncio.create_task(self._read_loop())
+        self._reading_task = reading
+        self._idle_timer = self._loop.call_later(self._idle_s(), self._idle_check)
         try:
             await asyncio.wait({reading, writing}, return_when=asyncio.FIRST_COMPLETED)
             for task in (reading, writing):
@@ -219,6 +226,8 @@ class _Connection:
                         self._failure = exc
             self._report()
         finally:
+            if self._idle_timer is not None:
+                self._idle_timer.cancel()
             for task in (reading, writing, *self._handling):
                 task.cancel()
             self._writer.close()
@@ -232,6 +241,20 @@ class _Connection:
         self._writer.transport.abort()
         self._room.set()
         self._answered.set()
+
+    def _idle_check(self) -> None:
+        """Closes the connection once it has waited `connections.max.idle.ms` for a request
+        with none being answered (waiting for answers is not idle), else looks again when
+        that much time will have passed since the last bytes read or written."""
+        idle_s = self._idle_s()
+        quiet_s = self._loop.time() - self._last_active
+        if self._reading and not self._core.in_flight and quiet_s >= idle_s:
+            if self._failure is None:
+                self._failure = _Idle(idle_s, "no request")
+            if self._reading_task is not None:
+                self._reading_task.cancel()
+            return
+        self._idle_timer = self._loop.call_later(max(idle_s - quiet_s, 0.001), self._idle_check)
 
     def _report(self) -> None:
         failure = self._failure
@@ -277,13 +300,16 @@ class _Connection:
                 self._handling.add(task)
                 task.add_done_callback(self._handling.discard)
                 continue
+            # One idle timer per connection (`_idle_check`), not one per read: a read is the
+            # listener's most frequent await.
+            self._reading = True
             try:
-                async with asyncio.timeout(self._idle_s()):
-                    data = await self._reader.read(READ_CHUNK_BYTES)
-            except TimeoutError:
-                if core.in_flight:
-                    continue  # waiting for answers is not idle
-                raise _Idle(self._idle_s(), "no request") from None
+                data = await self._reader.read(READ_CHUNK_BYTES)
+            finally:
+                self._reading = False
+            if self._failure is not None:
+                return
+            self._last_active = self._loop.time()
             if not data:
                 if core.buffered_bytes:
                     raise KafkaConnectionError(
@@ -332,11 +358,15 @@ class _Connection:
             frames = self._core.take_output()
             if frames:
                 self._writer.writelines(frames)
-                try:
-                    async with asyncio.timeout(self._idle_s()):
-                        await self._writer.drain()
-                except TimeoutError:
-                    raise _Idle(self._idle_s(), "its responses not read") from None
+                self._last_active = self._loop.time()
+                # Only bytes the socket did not take are waited for (a timer per answer would
+                # cost more than the write).
+                if self._writer.transport.get_write_buffer_size():
+                    try:
+                        async with asyncio.timeout(self._idle_s()):
+                            await self._writer.drain()
+                    except TimeoutError:
+                        raise _Idle(self._idle_s(), "its responses not read") from None
             self._room.set()
 
 

@@ -5,7 +5,8 @@ directory (`REPLOG_TEST_TOOLS`, default `~/.cache/replog-test-tools`), once per 
   machine may lack (librdkafka1 2.0.2, libyajl2), unpacked with `dpkg -x` (no root needed;
   as root, `apt-get update` first if the package lists lack them), run with `LD_LIBRARY_PATH`
   pointing into the unpacked tree;
-- kafkajs from npm, at a pinned version, with `npm install --prefix`.
+- kafkajs from npm, at a pinned version, with `npm install --prefix`; `run_kafkajs` runs
+  `kafkajs_client.js` (this directory) with it.
 
 A client that cannot be installed fails the test that needs it (never a skip): the Kafka
 clients' tests are required.
@@ -15,16 +16,19 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 KAFKAJS_VERSION = "2.2.4"
+KAFKAJS_CLIENT = Path(__file__).with_name("kafkajs_client.js")
 KCAT_PACKAGES = ("kcat", "librdkafka1", "libyajl2")
 _TIMEOUT_S = 300
 
@@ -137,3 +141,21 @@ def kafkajs() -> Path:
                 directory,
             )
         return directory / "node_modules"
+
+
+def run_kafkajs(broker: str, *args: str, timeout: float = 120) -> Any:
+    """`node kafkajs_client.js BROKER ARGS` (its comment lists the modes): the JSON of its last
+    line of output."""
+    modules = kafkajs()
+    node = shutil.which("node")
+    assert node is not None
+    done = subprocess.run(
+        [node, str(KAFKAJS_CLIENT), broker, *args],
+        capture_output=True,
+        text=True,
+        env={"NODE_PATH": str(modules), "PATH": str(Path(node).parent)},
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -5,29 +5,25 @@ listeners: confluent-kafka (librdkafka 2.16), kafka-python, aiokafka (PyPI, dev 
 - Each client produces with acks=all and idempotence, and replog's own consumer reads the
   records back over gRPC: every one, in order, with its key (and headers where the client
   sends them).
-- Each client but kafkajs (whose only consumer is a group member: group APIs are not served
-  yet) reads the records replog's own producer wrote, from the beginning and from a timestamp
-  (ListOffsets by time, then Fetch); kafkajs looks up the offsets by time with its admin client.
+- Each client but kafkajs (whose only consumer is a group member: its group is tested in
+  test_kafka_groups_node.py) reads the records replog's own producer wrote, from the beginning
+  and from a timestamp (ListOffsets by time, then Fetch); kafkajs looks up the offsets by time
+  with its admin client.
 - confluent-kafka's idempotent producer through a kill -9 of a partition leader: no
   acknowledged record lost, none written twice, each key's records in the order sent.
 
-Consumption from committed offsets needs the group APIs (FindCoordinator, OffsetCommit,
-OffsetFetch): not here yet.
+Consumption from committed offsets (the group APIs) is tested in test_kafka_groups_node.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
-import shutil
-import subprocess
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import aiokafka
@@ -37,7 +33,7 @@ import pytest
 
 from replog import Consumer, Producer, TopicPartition
 from tests.eventually import wait_until
-from tests.kafka.client_tools import kafkajs, kcat
+from tests.kafka.client_tools import kcat, run_kafkajs
 from tests.kafka.kafka_cluster import KafkaCluster
 
 COUNT = 20
@@ -47,7 +43,6 @@ FROM_REPLOG = "from-replog"
 T0 = (int(time.time()) - 3600) * 1000
 FROM = 10  # the record a read "from a timestamp" starts at: T0 + FROM seconds
 FETCH_SENT = re.compile(r"Sent FetchRequest \(v(\d+)")
-KAFKAJS_CLIENT = Path(__file__).with_name("kafkajs_client.js")
 
 
 @pytest.fixture(scope="module")
@@ -344,29 +339,14 @@ def test_kcat(cluster: KafkaCluster) -> None:
 # --- kafkajs -----------------------------------------------------------------------------------
 
 
-def run_kafkajs(cluster: KafkaCluster, *args: str) -> Any:
-    modules = kafkajs()
-    node = shutil.which("node")
-    assert node is not None
-    done = subprocess.run(
-        [node, str(KAFKAJS_CLIENT), cluster.bootstrap.split(",")[0], *args],
-        capture_output=True,
-        text=True,
-        env={"NODE_PATH": str(modules), "PATH": str(Path(node).parent)},
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def test_kafkajs(cluster: KafkaCluster) -> None:
     topic = "from-kafkajs"
     cluster.create_topic(topic)
-    produced = run_kafkajs(cluster, "produce", topic, str(COUNT))
+    broker = cluster.bootstrap.split(",")[0]
+    produced = run_kafkajs(broker, "produce", topic, str(COUNT))
     assert produced["offsets"] == list(range(COUNT))
     assert_replog_reads(cluster, topic, "kafkajs", headers=True)
-    offsets = run_kafkajs(cluster, "offsets", FROM_REPLOG, str(T0 + FROM * 1000))
+    offsets = run_kafkajs(broker, "offsets", FROM_REPLOG, str(T0 + FROM * 1000))
     assert [(o["partition"], o["low"], o["high"]) for o in offsets["ends"]] == [
         (0, "0", str(COUNT))
     ]

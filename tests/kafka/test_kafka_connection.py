@@ -19,6 +19,11 @@ from replog.kafka.messages.api_versions_request import ApiVersionsRequest
 from replog.kafka.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from replog.kafka.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from replog.kafka.messages.metadata_response import MetadataResponse
+from replog.kafka.messages.produce_request import (
+    PartitionProduceData,
+    ProduceRequest,
+    TopicProduceData,
+)
 from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.framing import decode_response, encode_request
 
@@ -82,11 +87,44 @@ def test_any_chunking_of_a_stream_of_frames_gives_the_same_requests(
 
 @pytest.mark.parametrize("chunk", [7777, 65536, 200_000])
 def test_a_long_stream_of_small_frames_in_chunks_loses_nothing(chunk: int) -> None:
-    stream = b"".join(request_frame(i) for i in range(3000))  # ~150 KB: buffers compact
+    stream = b"".join(request_frame(i) for i in range(3000))  # ~150 KB
     chunks = [stream[i : i + chunk] for i in range(0, len(stream), chunk)]
     requests = drain_fed(connection(), chunks)
     assert [r.correlation_id for r in requests] == list(range(3000))
     assert [r.sequence for r in requests] == list(range(3000))
+
+
+def produce_frame(correlation_id: int, records: bytes) -> bytes:
+    header = RequestHeader(
+        request_api_key=0, request_api_version=9, correlation_id=correlation_id, client_id="t"
+    )
+    data = PartitionProduceData(index=0, records=records)
+    body = ProduceRequest(
+        acks=-1, timeout_ms=1000, topic_data=[TopicProduceData(name="t", partition_data=[data])]
+    )
+    return encode_request(header, body, framed=True)
+
+
+def records_of(request: KafkaRequest) -> memoryview:
+    assert isinstance(request.body, ProduceRequest)
+    records = request.body.topic_data[0].partition_data[0].records
+    assert isinstance(records, memoryview)
+    return records
+
+
+def test_records_of_a_frame_within_one_chunk_are_a_view_of_it_and_others_are_joined_once() -> None:
+    first, second = bytes(range(256)) * 64, b"\x07" * 5000
+    chunk = produce_frame(1, first) + produce_frame(2, second)[:100]
+    core = KafkaConnection(PEER, {0: (3, 12), 18: (0, 4)})
+    core.feed(chunk)
+    [whole] = drain(core)
+    assert records_of(whole).obj is chunk  # decoded where it lies: no copy of the records
+    assert records_of(whole) == first
+    rest = bytearray(produce_frame(2, second)[100:])
+    core.feed(rest)
+    rest[-1] = 0  # a mutable buffer is copied when fed: later writes do not reach the request
+    [joined] = drain(core)
+    assert records_of(joined) == second and core.buffered_bytes == 0
 
 
 def drain_fed(core: KafkaConnection, chunks: list[bytes]) -> list[KafkaRequest]:

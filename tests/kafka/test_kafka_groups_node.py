@@ -8,6 +8,9 @@
   group started after both closed resumes from their commits, reading none of the records
   committed before; `--delete` refuses the group while it has members, then deletes it.
 - kafka-python and aiokafka: two consumers of one group split a topic's partitions and commit.
+- kafkajs (its default round-robin assigner): two consumers of one group split a topic's
+  partitions disjointly and together read every record, each from its own partitions; their
+  commits are what `replog consumer-groups --describe` shows.
 """
 
 from __future__ import annotations
@@ -28,10 +31,14 @@ from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import NewTopic
 from replog.cli.main import main
 from tests.eventually import wait_until
+from tests.kafka.client_tools import run_kafkajs
 from tests.kafka.kafka_node import RunningNode, running_node
 
 PARTITIONS = 4
 RECORDS = 40
+KAFKAJS_TOPIC = "from-kafkajs"
+KAFKAJS_PARTITIONS = 3
+KAFKAJS_RECORDS = 30
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +54,11 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNode]:
             # Both tests' topics, long before a consumer asks: a group leader that sees a
             # subscribed topic without partitions assigns nothing until its next metadata.
             for created in admin.create_topics(
-                [NewTopic("events", PARTITIONS, 1), NewTopic("more", 2, 1)]
+                [
+                    NewTopic("events", PARTITIONS, 1),
+                    NewTopic("more", 2, 1),
+                    NewTopic(KAFKAJS_TOPIC, KAFKAJS_PARTITIONS, 1),
+                ]
             ):
                 assert created.error is None, created
         yield running
@@ -239,3 +250,25 @@ def test_kafka_python_and_aiokafka_groups_split_and_commit(node: RunningNode) ->
                 await member.stop()
 
     assert sorted(map(sorted, asyncio.run(aiokafka_group()))) == [[0], [1]]
+
+
+def test_kafkajs_group_splits_the_partitions_and_commits(
+    node: RunningNode, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run_kafkajs(node.kafka_address, "group", KAFKAJS_TOPIC, str(KAFKAJS_RECORDS))
+    owned = {name: set(partitions) for name, partitions in result["owned"].items()}
+    assert owned["j1"] and owned["j2"] and not owned["j1"] & owned["j2"], owned
+    assert owned["j1"] | owned["j2"] == set(range(KAFKAJS_PARTITIONS))
+    for name, records in result["read"].items():
+        assert {partition for partition, _, _ in records} <= owned[name], (name, records)
+    values = sorted(value for records in result["read"].values() for _, _, value in records)
+    assert values == sorted(f"kafkajs-{i}" for i in range(KAFKAJS_RECORDS))
+
+    grpc_address = f"127.0.0.1:{node.grpc_port}"
+    tool = ["consumer-groups", "--bootstrap-server", grpc_address, "--json"]
+    assert main([*tool, "--describe", "--group", "kafkajs"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    each = KAFKAJS_RECORDS // KAFKAJS_PARTITIONS
+    assert [(r["topic"], r["partition"], r["currentOffset"], r["lag"]) for r in rows] == [
+        (KAFKAJS_TOPIC, p, each, 0) for p in range(KAFKAJS_PARTITIONS)
+    ]

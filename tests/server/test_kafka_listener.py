@@ -153,6 +153,25 @@ async def test_an_idle_connection_is_closed(caplog: pytest.LogCaptureFixture) ->
 
 
 @pytest.mark.asyncio
+async def test_a_connection_waiting_for_its_answer_is_not_idle_and_one_that_is_closes_later(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="replog.server.kafka")
+    handlers = Handlers(hold=True)
+    async with listening(handlers, connections_max_idle_ms=200) as listener:
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.write(metadata_frame(1))
+        await asyncio.sleep(0.6)  # three idle periods with the request being handled
+        handlers.gate(1).set()
+        assert (await within(5, read_response(reader)))[0] == 1
+        started = asyncio.get_running_loop().time()
+        assert await within(5, reader.read(1)) == b""  # then idle from the answer on
+        assert asyncio.get_running_loop().time() - started >= 0.15
+    assert "idle for connections.max.idle.ms (200 ms): no request" in caplog.text
+    writer.close()
+
+
+@pytest.mark.asyncio
 async def test_a_failing_handler_closes_its_connection_with_the_cause_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -96,12 +96,8 @@ class _Partition:
         """`batch` is done: no longer pending; the window starts at the oldest pending."""
         if batch in self.pending:
             self.pending.remove(batch)
-        oldest = self.pending[0] if self.pending else None
-        window = self.window
-        start = 0
-        while start < len(window) and window[start] is not oldest:
-            start += 1
-        del window[:start]
+        # The pending batches are the window's unsettled ones, in the same order.
+        del self.window[: self.window.index(self.pending[0]) if self.pending else None]
 
 
 class Idempotence:

@@ -416,9 +416,6 @@ class FileSystem:
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
 
-    def is_dir(self, path: str) -> bool:
-        return os.path.isdir(path)
-
     def list_dir(self, path: str) -> list[str]:
         return sorted(os.listdir(path))
 

@@ -239,10 +239,6 @@ def test_loading_after_a_clean_stop_lists_each_log_once_and_stats_no_index(
             self.asked.append(path)
             return super().exists(path)
 
-        def is_dir(self, path: str) -> bool:
-            self.asked.append(path)
-            return super().is_dir(path)
-
     fs = Counting()
     again = manager([d0], fs=fs)
     assert sorted(fs.listed) == ["d0", "orders-0", "orders-1", "orders-2"]

@@ -3,7 +3,9 @@ pays before it can serve (issue #50's restart goal), against the file system's o
 
 Measured: `LogManager(log_dir)` (every log opened: its directory listed, segments and the
 leader-epoch checkpoint read, leftovers removed) followed by `preload_producer_tables` (each
-log's producer snapshots listed), as a starting broker runs them, in one thread. Baseline, same
+log's producer snapshots listed), as a starting broker runs them, in one thread, with the
+node's garbage-collector policy (`replog.server.collector`: the growth freezer installed, and
+told of the logs as they load). Baseline, same
 run, same directories: the floor of that work in plain Python, listing every partition
 directory once and reading its leader-epoch checkpoint, so the ratio says how much the loading
 code adds to the system calls it cannot avoid.
@@ -27,6 +29,7 @@ import time
 from collections.abc import Callable
 
 from replog.record.builder import build_batch
+from replog.server import collector
 from replog.server.producer_state_loader import ProducerExpiry, preload_producer_tables
 from replog.storage.log_manager import LogManager
 
@@ -42,7 +45,7 @@ def make_logs(log_dir: str, partitions: int) -> None:
 
 
 def load(log_dir: str) -> int:
-    manager = LogManager(log_dir)
+    manager = LogManager(log_dir, on_logs_loaded=collector.logs_loaded)
     expiry = ProducerExpiry(int(time.time() * 1000), 86_400_000)
     tables = preload_producer_tables(manager.all_logs(), expiry)
     manager.shutdown()
@@ -82,6 +85,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="replog-log-loading-") as log_dir:
         make_logs(log_dir, args.partitions)
+        collector.install_growth_freezer()  # as `replog node` does
         loads: list[tuple[float, float]] = []
         floors: list[tuple[float, float]] = []
         for _ in range(args.runs):

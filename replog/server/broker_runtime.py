@@ -87,6 +87,7 @@ from replog.errors import (
 from replog.net_address import format_host_port, local_canonical_host_name
 from replog.replication.fetch_session_cache import CACHE_SLOTS_DEFAULT, EVICTION_MS_DEFAULT
 from replog.replication.producer_state import ProducerEntry
+from replog.server import collector
 from replog.server.alter_partition_sender import AlterPartitionSender
 from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
 from replog.server.broker_service import REQUEST_BYTES_MAX_DEFAULT, BrokerService
@@ -403,7 +404,12 @@ class BrokerRuntime:
         log.info("broker %d: recovering the logs in %s", broker_id, list(data_plane.log_dirs))
         # Recovery reads every unflushed segment: off the event loop, which goes on replaying
         # metadata and heartbeating meanwhile.
-        log_manager = await asyncio.to_thread(LogManager, list(data_plane.log_dirs), log_config)
+        log_manager = await asyncio.to_thread(
+            LogManager,
+            list(data_plane.log_dirs),
+            log_config,
+            on_logs_loaded=collector.logs_loaded,
+        )
         self.log_manager = log_manager
         if self._stopping:
             return  # stop() shuts it down

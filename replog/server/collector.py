@@ -110,3 +110,11 @@ def replicas_changed(created: int, deleted: int, live: int) -> None:
     after it. Does nothing unless the process installed the growth freezer."""
     if _installed is not None:
         _installed.replicas_changed(created, deleted, live)
+
+
+def logs_loaded(count: int) -> None:
+    """The log manager's report while a starting node opens its logs (`on_logs_loaded`):
+    `count` more logs, which live as long as their replicas, counted as new replicas are (one
+    freeze per `FREEZE_AFTER_REPLICAS`). Without it, opening 10,000 logs spent a fifth of its
+    CPU in full collections walking the logs already open."""
+    replicas_changed(created=count, deleted=0, live=0)

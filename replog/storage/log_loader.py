@@ -4,7 +4,9 @@ Rules (docs/design/storage.md#log-recovery):
 - Leftovers of interrupted work are removed first: `*.deleted`, `*.cleaned`, `*.swap` files and
   index files whose `.log` is gone.
 - After a clean shutdown nothing is rescanned, so opening costs O(number of segments), not
-  O(bytes): the active segment's end is found from its last index entry.
+  O(bytes): the active segment's end is found from its last index entry (or, in a segment no
+  longer than one index interval, from its few batches, without reading its indexes: they
+  load on first use, `LogSegment`).
 - After an unclean shutdown every segment from the one holding the recovery point onwards is
   validated batch by batch (framing, magic, CRC-32C, dense offsets, leader epochs) and its
   indexes rebuilt. The log is cut at the first invalid or partial batch, and every later

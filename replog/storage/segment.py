@@ -8,7 +8,9 @@ Rules:
   validation (CRC-32C) happens on the way in (the log validates appends) and in `recover`.
 - Indexes are sparse: once more than `index.interval.bytes` were appended since the last entry,
   the next append gets one, pointing at its start (Kafka's rule).
-- Indexes load lazily on first use; one that fails its sanity check is rebuilt from the `.log`.
+- Indexes load lazily on first use (an append, a read below the end, a lookup by time; finding
+  the end of a segment no longer than `index.interval.bytes` reads none); one that fails its
+  sanity check is rebuilt from the `.log`.
 
 Theory of operation: the hot reads (`translate_offset`, `read`) look up the offset index. When
 the batch sought starts the append indexed next (the usual case: most appends are one batch),
@@ -132,11 +134,22 @@ class LogSegment:
         return self._next_offset
 
     def _load_tail_state(self) -> None:
-        """Find the next offset and the largest timestamp from the last index entry onwards."""
-        self.ensure_indexes()
-        _, position = self.offset_index.lookup(2**63 - 1)
-        last_ts_entry = self.time_index.last_entry()
-        max_ts, max_ts_offset = last_ts_entry if last_ts_entry else (-1, -1)
+        """Find the next offset and the largest timestamp from the last index entry onwards.
+
+        A segment of at most `index.interval.bytes` is walked from its start without reading
+        its indexes: an entry is added only at a position past that many bytes, so the offset
+        index would say "from byte 0" anyway, and the walk sees every batch's timestamp. Its
+        indexes are read when something first needs them (a restart after a clean stop reads
+        thousands of logs whose segments are that small, and two index files a log were a
+        fifth of the load).
+        """
+        if not self._indexes_loaded and self.size <= self.config.index_interval_bytes:
+            position, max_ts, max_ts_offset = 0, -1, -1
+        else:
+            self.ensure_indexes()
+            _, position = self.offset_index.lookup(2**63 - 1)
+            last_ts_entry = self.time_index.last_entry()
+            max_ts, max_ts_offset = last_ts_entry if last_ts_entry else (-1, -1)
         next_offset = self.base_offset
         end = position
         for end_position, header in self._walk_headers(position):

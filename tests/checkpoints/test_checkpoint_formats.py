@@ -18,6 +18,8 @@ from checkpoints.clean_shutdown_marker import (
 from checkpoints.leader_epoch_checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     EpochEntry,
+    _parse_as_rendered,
+    _parse_lines,
     parse_leader_epoch_checkpoint,
     render_leader_epoch_checkpoint,
 )
@@ -233,6 +235,42 @@ def test_offset_checkpoint_round_trips(offsets: dict[tuple[str, int], int]) -> N
 def test_leader_epoch_checkpoint_round_trips(entries: list[EpochEntry]) -> None:
     data = render_leader_epoch_checkpoint(entries)
     assert parse_leader_epoch_checkpoint(data, source=EPOCH_SOURCE) == entries
+
+
+@given(epoch_entry_lists())
+def test_what_replog_writes_takes_the_leader_epoch_fast_path(entries: list[EpochEntry]) -> None:
+    assert _parse_as_rendered(render_leader_epoch_checkpoint(entries)) == entries
+
+
+@given(
+    st.text("0123456789 \n", max_size=60).map(str.encode)
+    | epoch_entry_lists().map(render_leader_epoch_checkpoint).map(lambda data: b"0\n" + data)
+    | st.sampled_from(
+        [
+            b"0\n2\n1 5\n1 9\n",  # epochs not increasing
+            b"0\n2\n1 5\n2 5\n",  # start offsets not increasing
+            b"0\n1\n2147483648 0\n",  # epoch out of range
+            b"0\n1\n1 9223372036854775808\n",  # start offset out of range
+            b"0\n2\n1 5\n",  # fewer entries than declared
+            b"0\n0\n1 5\n",  # more
+            b"0\n1\n1 5",  # no last newline
+        ]
+    )
+)
+def test_the_leader_epoch_fast_path_takes_only_what_the_general_parser_accepts_alike(
+    data: bytes,
+) -> None:
+    fast = _parse_as_rendered(data)
+    if fast is None:
+        return
+    assert fast == _parse_lines(data, EPOCH_SOURCE)
+
+
+def test_the_leader_epoch_fast_path_leaves_every_malformed_file_to_the_general_parser() -> None:
+    for data in (b"0\n2\n1 5\n1 9\n", b"0\n1\n2147483648 0\n", b"0\n2\n1 5\n", b"0\n1\n1 5"):
+        assert _parse_as_rendered(data) is None
+        with pytest.raises(CorruptCheckpointError):
+            parse_leader_epoch_checkpoint(data, source=EPOCH_SOURCE)
 
 
 @given(st.binary(max_size=60) | st.text("0123456789 -\n\tab.?", max_size=60).map(str.encode))

@@ -61,3 +61,14 @@ def test_nothing_happens_unless_the_process_installed_it(
     installed = collector.install_growth_freezer()
     collector.replicas_changed(created=10_000, deleted=0, live=10_000)
     assert calls == ["collect(1)", "freeze"] and installed.freezes == 1
+
+
+def test_logs_loaded_at_start_up_count_as_new_replicas(
+    calls: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(collector, "_installed", None)
+    installed = collector.install_growth_freezer()
+    collector.logs_loaded(60)
+    assert calls == []
+    collector.logs_loaded(40)
+    assert calls == ["collect(1)", "freeze"] and installed.freezes == 1

@@ -43,6 +43,7 @@ from replog.storage.log import (
     renamed_dir_name,
     renamed_topic_partition,
 )
+from replog.storage.log_manager import LOADED_REPORT_EVERY
 from replog.testing import ManualClock
 
 LOG_CONFIG = small_config(segment_bytes=1024, retention_ms=-1)
@@ -244,6 +245,23 @@ def test_loading_after_a_clean_stop_lists_each_log_once_and_stats_no_index(
     assert sorted(fs.listed) == ["d0", "orders-0", "orders-1", "orders-2"]
     assert fs.asked == []
     assert [len(read_all(again.get_log("orders", p))) for p in range(3)] == [2, 2, 2]
+
+
+def test_loading_reports_the_logs_it_opened_in_rounds(tmp_path: Path) -> None:
+    dirs = [tmp_path / "d0", tmp_path / "d1"]
+    lm = manager(dirs)
+    for partition in range(LOADED_REPORT_EVERY + 30):
+        lm.get_or_create_log("orders", partition)
+    lm.shutdown()
+    reports: list[int] = []
+    again = manager(dirs, on_logs_loaded=reports.append)
+    # One report per round of opened logs across the dirs, and one for the rest at the end.
+    assert reports == [LOADED_REPORT_EVERY, 30]
+    assert len(again.all_logs()) == sum(reports)
+    again.shutdown()
+    empty: list[int] = []
+    manager([tmp_path / "d2"], on_logs_loaded=empty.append).shutdown()
+    assert empty == []
 
 
 def test_a_crash_while_loading_counts_as_unclean_next_time(

@@ -91,3 +91,64 @@ def test_a_full_recovery_reads_every_segment(
     opened, _ = bytes_read_by_open(tmp_path / "t-0")
     assert opened >= size  # the counting seam would notice a rescan
     assert len(recover_count) > 1
+
+
+SMALL_SEGMENTS = small_config(segment_bytes=1 << 20, index_interval_bytes=4096)
+
+
+def small_segment_log(directory: Path) -> list[bytes]:
+    """A cleanly closed log of three 200-byte batches (fewer bytes than one index interval) with
+    rising timestamps, the largest in the middle batch."""
+    log = open_log(directory, SMALL_SEGMENTS, clock=ManualClock(T0))
+    batches = append_batches(log, 2, value_size=140, timestamp=T0 + 50, timestamp_step=10)
+    batches += append_batches(log, 1, value_size=140, timestamp=T0)
+    log.close()
+    return batches
+
+
+def test_a_clean_open_of_a_segment_within_one_index_interval_reads_no_index(
+    tmp_path: Path,
+) -> None:
+    batches = small_segment_log(tmp_path / "t-0")
+    assert (tmp_path / "t-0" / f"{0:020d}.timeindex").stat().st_size == 12  # the final entry
+    fs = CountingFileSystem()
+    log = open_log(tmp_path / "t-0", SMALL_SEGMENTS, fs=fs, clock=ManualClock(T0))
+    assert fs.bytes_read_by_suffix.get(".timeindex", 0) == 0
+    assert fs.bytes_read_by_suffix.get(".log", 0) == sum(map(len, batches))
+    assert log.log_end_offset == 3
+    # The end and the largest timestamp come from the walk: what the indexes would have said.
+    assert log.active_segment.max_timestamp_so_far == T0 + 60
+    assert log.offsets_for_times(T0 + 55) == (1, T0 + 60)
+    assert read_all(log) == batches
+    assert fs.bytes_read_by_suffix.get(".timeindex", 0) == 12  # read once something asked
+
+
+def test_a_segment_past_one_index_interval_still_finds_its_end_from_its_index(
+    tmp_path: Path,
+) -> None:
+    log = open_log(tmp_path / "t-0", SMALL_SEGMENTS, clock=ManualClock(T0))
+    append_batches(log, 30, value_size=140)
+    log.close()
+    fs = CountingFileSystem()
+    reopened = open_log(tmp_path / "t-0", SMALL_SEGMENTS, fs=fs, clock=ManualClock(T0))
+    assert fs.bytes_read_by_suffix.get(".index", 0) > 0
+    assert fs.bytes_read_by_suffix[".log"] < reopened.active_segment.size  # only the tail
+    assert reopened.log_end_offset == 30
+
+
+def test_a_corrupt_index_of_a_small_segment_is_rebuilt_when_first_used(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    batches = small_segment_log(tmp_path / "t-0")
+    (tmp_path / "t-0" / f"{0:020d}.timeindex").write_bytes(b"\x00" * 7)  # not whole entries
+    log = open_log(tmp_path / "t-0", SMALL_SEGMENTS, clock=ManualClock(T0))
+    assert log.log_end_offset == 3
+    with caplog.at_level("WARNING", logger="replog.storage"):
+        more = append_batches(log, 1, value_size=140, timestamp=T0 + 100)
+    assert "rebuilding indexes" in caplog.text
+    assert read_all(log) == batches + more
+    assert log.offsets_for_times(T0 + 61) == (3, T0 + 100)
+    log.close()
+    reopened = open_log(tmp_path / "t-0", SMALL_SEGMENTS, clock=ManualClock(T0))
+    assert reopened.offsets_for_times(T0 + 55) == (1, T0 + 60)
+    assert reopened.offsets_for_times(T0 + 61) == (3, T0 + 100)

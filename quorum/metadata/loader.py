@@ -19,6 +19,10 @@ Rules:
   caught up, the loader stays caught up: from then on every batch end publishes.
 - Publications happen only at batch ends (and after a snapshot load): never in the middle of a
   batch. replog writes no metadata transactions, so a batch end is always a consistent state.
+- A committed batch may be loaded in steps (`commit_in_steps`, `REPLAY_STEP_RECORDS` records
+  each) so that a caller on an event loop can let other work run between them; the image and
+  every offset the loader reports stay those of the last publication until the batch's last
+  step, and no other input is taken while a batch is half loaded (`MetadataLoadError`).
 - A control batch (Raft's LeaderChange and friends) holds no metadata records, but it is a batch
   end like any other: it moves the image's provenance and counts toward the catch-up.
 - Offsets never go back and never skip: a batch starts right after the last loaded offset, a
@@ -48,7 +52,11 @@ from quorum.metadata.local_changes import LocalChanges, local_changes, local_cha
 from quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
 from quorum.metadata.records import MetadataRecord
 from quorum.metadata.snapshot import delta_from_records, image_to_records
+from quorum.metadata.steps import Steps, run_to_end
 from replog.errors import MetadataLoadError, MetadataReplayError
+
+# Records one step of `commit_in_steps` replays: a few milliseconds of PartitionChangeRecords.
+REPLAY_STEP_RECORDS = 250
 
 
 class ManifestKind(Enum):
@@ -106,6 +114,7 @@ class MetadataLoader:
         "_image",
         "_kind",
         "_loaded",
+        "_loading_batch",
         "_records",
     )
 
@@ -118,6 +127,7 @@ class MetadataLoader:
         self._records = 0
         self._caught_up = False
         self._failure: MetadataLoadError | None = None
+        self._loading_batch = False  # a `commit_in_steps` has begun and not ended
 
     # --- what it has -------------------------------------------------------------------------
 
@@ -150,6 +160,14 @@ class MetadataLoader:
         """Load one committed batch (a control batch has no records); `high_watermark` is the
         node's current one (exclusive; None: not known yet). Returns the publication made at
         the batch end, if the loader is caught up."""
+        return run_to_end(self.commit_in_steps(batch, high_watermark))
+
+    def commit_in_steps(
+        self, batch: CommittedRecords, high_watermark: int | None
+    ) -> Steps[Publication | None]:
+        """`handle_commit` as steps: each step replays at most `REPLAY_STEP_RECORDS` records,
+        and the last one makes the publication, returned as the generator's value (module
+        Rules: nothing of the batch shows before)."""
         self._check_not_failed()
         expected = self._loaded.last_offset + 1
         if batch.base_offset != expected:
@@ -159,11 +177,20 @@ class MetadataLoader:
                 f"{expected}",
                 batch.base_offset,
             )
-        for offset, record in enumerate(batch.records, start=batch.base_offset):
-            self._replay(record, offset)
+        records = batch.records
+        self._loading_batch = True
+        for start in range(0, len(records), REPLAY_STEP_RECORDS):
+            if start:
+                yield
+            step = records[start : start + REPLAY_STEP_RECORDS]
+            for offset, record in enumerate(step, start=batch.base_offset + start):
+                self._replay(record, offset)
+        if len(records) > REPLAY_STEP_RECORDS:
+            yield  # the image is built and published in a step of its own
+        self._loading_batch = False
         self._loaded = MetadataProvenance(batch.last_offset, batch.quorum_epoch)
         self._batches += 1
-        self._records += len(batch.records)
+        self._records += len(records)
         return self._maybe_publish(high_watermark)
 
     def handle_load_snapshot(
@@ -244,6 +271,13 @@ class MetadataLoader:
         raise self._failure from cause
 
     def _check_not_failed(self) -> None:
+        if self._loading_batch and self._failure is None:
+            # The half-loaded batch's steps were abandoned, or another input came in between
+            # them: what the delta holds is no batch end.
+            self._fail(
+                "an input arrived while a committed batch was half loaded",
+                self._loaded.last_offset + 1,
+            )
         if self._failure is not None:
             raise MetadataLoadError(
                 f"the metadata loader stopped at offset {self._failure.offset}: {self._failure}",

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 
 from quorum.metadata.record_codec import decode_record, encode_record
 from quorum.metadata.records import MetadataRecord
+from quorum.metadata.steps import Steps, run_to_end
 from replog.errors import CorruptMetadataRecordError, CorruptRecordError
 from replog.record import BatchBuilder, RecordBatch, iter_batches
 
@@ -46,10 +47,20 @@ SNAPSHOT_RECORDS_PER_BATCH = 1000
 
 def batch_records(batch: RecordBatch) -> tuple[MetadataRecord, ...]:
     """The metadata records of one validated batch (none for a control batch)."""
+    return run_to_end(batch_records_in_steps(batch, records_per_step=0))
+
+
+def batch_records_in_steps(
+    batch: RecordBatch, *, records_per_step: int
+) -> Steps[tuple[MetadataRecord, ...]]:
+    """`batch_records` as steps of `records_per_step` records decoded each (0: one step), for
+    a caller on an event loop; the records are the generator's value."""
     if batch.is_control:
         return ()
     records: list[MetadataRecord] = []
-    for record in batch:
+    for index, record in enumerate(batch):
+        if records_per_step and index and index % records_per_step == 0:
+            yield
         if record.value is None:
             raise CorruptMetadataRecordError(
                 f"{batch.where}: record at offset {record.offset} has no value"
@@ -65,13 +76,24 @@ def batch_records(batch: RecordBatch) -> tuple[MetadataRecord, ...]:
 
 def decode_batch(data: bytes, *, where: str) -> tuple[MetadataRecord, ...]:
     """The metadata records of the single batch `data` (a committed Raft batch)."""
+    return batch_records(_one_batch(data, where))
+
+
+def decode_batch_in_steps(
+    data: bytes, *, where: str, records_per_step: int
+) -> Steps[tuple[MetadataRecord, ...]]:
+    """`decode_batch` in steps (`batch_records_in_steps`)."""
+    return batch_records_in_steps(_one_batch(data, where), records_per_step=records_per_step)
+
+
+def _one_batch(data: bytes, where: str) -> RecordBatch:
     batch = RecordBatch.parse(data, where=where)
     if batch.size_in_bytes != len(data):
         raise CorruptRecordError(
             f"{where}: expected one batch of {len(data)} bytes, found one of "
             f"{batch.size_in_bytes} bytes"
         )
-    return batch_records(batch)
+    return batch
 
 
 def encode_snapshot(

@@ -66,7 +66,7 @@ import contextlib
 import logging
 import random
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from quorum.metadata.broker_lifecycle import BrokerLifecycleConfig, LifecycleState
@@ -294,7 +294,7 @@ class BrokerRuntime:
             clock=raft_driver.clock,
             data_plane=data_plane_config_from_node(node),
         )
-        raft_driver.add_listener(runtime.listener)
+        raft_driver.add_stepped_listener(runtime.listener_steps)
         return runtime
 
     def _describe_producers(self, topic: str, partition: int) -> Sequence[ProducerEntry]:
@@ -311,6 +311,11 @@ class BrokerRuntime:
     def listener(self, item: ApplyItem) -> None:
         """The Raft driver's listener (chain it with the controller's in a combined node)."""
         self.metadata(item)
+
+    def listener_steps(self, item: ApplyItem) -> Iterator[None]:
+        """`listener` in steps: the Raft driver's stepped listener (a large committed batch
+        replayed a slice per step, published whole at its end)."""
+        return self.metadata.apply_in_steps(item)
 
     def install(self, publisher: MetadataPublisher) -> None:
         """Add a metadata publisher (the replica manager, issue #6)."""

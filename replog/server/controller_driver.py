@@ -52,6 +52,7 @@ from quorum.metadata.snapshot_schedule import (
     METADATA_MAX_RETENTION_BYTES,
     METADATA_MAX_RETENTION_MS,
 )
+from quorum.metadata.steps import Steps
 from quorum.raft.ready import ApplyItem, CommittedBatch, LeaderChange, LoadSnapshot
 from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, wall_clock_ms
@@ -59,7 +60,11 @@ from replog.errors import KafkaError, RequestTimedOutError, UnknownServerError
 from replog.server.metadata_snapshots import SnapshotWriter
 from replog.server.metadata_staleness import Staleness, metadata_staleness
 from replog.server.raft_driver import RaftDriver
-from replog.server.raft_metadata_log import RaftMetadataLog, committed_records, snapshot_records
+from replog.server.raft_metadata_log import (
+    RaftMetadataLog,
+    committed_records_in_steps,
+    snapshot_records,
+)
 
 log = logging.getLogger("replog.server.controller")
 
@@ -130,7 +135,7 @@ class ControllerDriver:
         self._controller_id = -1
         self._offline_partitions = 0
         self._failover_reason: str | None = None
-        raft.add_listener(self._on_apply)
+        raft.add_stepped_listener(self._on_apply)
         raft.add_timer(self)
 
     @property
@@ -228,19 +233,22 @@ class ControllerDriver:
 
     # --- on the loop: Raft's events ---------------------------------------------------------------
 
-    def _on_apply(self, item: ApplyItem) -> None:
-        now_ms = self._clock()
+    def _on_apply(self, item: ApplyItem) -> Steps[None]:
+        """The Raft driver's stepped listener: a committed batch is decoded in steps (a
+        controlled shutdown's holds thousands of records), the controller handed it whole."""
         controller = self.controller
         if isinstance(item, CommittedBatch):
-            controller.handle_commit(committed_records(item, node_id=self.node_id))
+            records = yield from committed_records_in_steps(item, node_id=self.node_id)
+            now_ms = self._clock()
+            controller.handle_commit(records)
             self.snapshots.committed(item)
             self._maybe_snapshot(now_ms)
         elif isinstance(item, LeaderChange):
-            controller.handle_leader_change(item.leader_id, item.quorum_epoch, now_ms)
+            controller.handle_leader_change(item.leader_id, item.quorum_epoch, self._clock())
         elif isinstance(item, LoadSnapshot):
             data = self._read_snapshot(item.snapshot_id)
             controller.handle_load_snapshot(snapshot_records(item, data, node_id=self.node_id))
-            self.snapshots.loaded(item.snapshot_id, now_ms)
+            self.snapshots.loaded(item.snapshot_id, self._clock())
             log.info("node %d: loaded metadata snapshot %s", self.node_id, item.snapshot_id)
         self._publish()
 

@@ -21,6 +21,12 @@ Rules:
   SNAPSHOT manifest over the empty image), so it never acts on a delta without its base.
 - Snapshot files are read on the event loop thread: snapshot loads are rare (start-up, a
   follower far behind), and the listener is synchronous by the Raft driver's contract.
+- A committed batch is replayed in steps (`quorum.metadata.loader.REPLAY_STEP_RECORDS`
+  records each) when the Raft driver runs the listener as a stepped one (`apply_in_steps`),
+  so that a batch of thousands of records (a broker's controlled shutdown moves all its
+  leaderships in one) lets Raft fetches, heartbeats and requests run between steps; the
+  image publishers and request handlers see changes only at the batch end, whole
+  (`MetadataLoader`).
 """
 
 from __future__ import annotations
@@ -33,10 +39,11 @@ from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage, MetadataProvenance
 from quorum.metadata.loader import LoaderManifest, MetadataLoader, MetadataPublisher, Publication
 from quorum.metadata.local_changes import LocalChanges, LocalPartition
+from quorum.metadata.steps import Steps, run_to_end
 from quorum.raft.ready import ApplyItem, CommittedBatch, LeaderChange, LoadSnapshot
 from quorum.raft.snapshot_id import SnapshotId
 from replog.server.log_summaries import SHOWN, few_names
-from replog.server.raft_metadata_log import committed_records, snapshot_records
+from replog.server.raft_metadata_log import committed_records_in_steps, snapshot_records
 
 log = logging.getLogger("replog.server.metadata")
 
@@ -77,10 +84,15 @@ class BrokerMetadataListener:
             self._deliver(publisher, catch_up)
 
     def __call__(self, item: ApplyItem) -> None:
+        run_to_end(self.apply_in_steps(item))
+
+    def apply_in_steps(self, item: ApplyItem) -> Steps[None]:
+        """Load `item` in steps (the Raft driver's stepped listener, module Rules): a
+        committed batch's records decoded and replayed a slice at a time, then its
+        publication whole."""
         if isinstance(item, CommittedBatch):
-            publication = self.loader.handle_commit(
-                committed_records(item, node_id=self.node_id), self._high_watermark()
-            )
+            records = yield from committed_records_in_steps(item, node_id=self.node_id)
+            publication = yield from self.loader.commit_in_steps(records, self._high_watermark())
         elif isinstance(item, LoadSnapshot):
             data = self._read_snapshot(item.snapshot_id)
             snapshot = snapshot_records(item, data, node_id=self.node_id)

@@ -29,6 +29,10 @@ Rules:
   when that takes longer than `APPLY_TURN_S`, the loop's other tasks (request handlers, the
   broker's heartbeats and fetches) get a turn between two items. Inputs they post wait in the
   inbox as before, so the state machine still sees every committed item before its next input.
+  A stepped listener (`add_stepped_listener`) returns its work on one item as steps, and the
+  other tasks may get a turn between two of its steps too: one committed batch can hold
+  thousands of records (a broker's controlled shutdown moves all its leaderships in one).
+  Such a listener must keep what a half-done item changed to itself until its last step.
 - A timer is ticked at most every `TIMER_RETICK_MS`, so one that stays due (work it could not
   do now) retries soon without spinning the loop (Kafka delays immediate re-runs by 10 ms).
 - How current this node's committed state is (`quorum_contact`): the last time it heard from
@@ -43,7 +47,7 @@ import asyncio
 import logging
 import random
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -70,6 +74,8 @@ from replog.server.raft_transport import RaftTransport, RequestFailed, is_quorum
 log = logging.getLogger("replog.server.raft")
 
 Listener = Callable[[ApplyItem], None]
+# A listener whose work on one item is a series of steps (module Rules).
+SteppedListener = Callable[[ApplyItem], Iterator[None]]
 # An input for the loop: called with the current time (ms, the driver's clock).
 Event = Callable[[int], None]
 TIMER_RETICK_MS = 10
@@ -138,7 +144,10 @@ class RaftDriver:
         self.config = config
         self.storage = storage
         self._clock = clock
-        self._listeners: list[Listener] = [] if listener is None else [listener]
+        # Every listener as a stepped one: a plain listener's work is one step.
+        self._listeners: list[SteppedListener] = []
+        if listener is not None:
+            self.add_listener(listener)
         self._timers: list[LoopTimer] = []
         self._timers_ticked_ms: int | None = None
         self.transport = RaftTransport(
@@ -185,6 +194,17 @@ class RaftDriver:
 
     def add_listener(self, listener: Listener) -> None:
         """Hand every `ApplyItem` to `listener` too, after `advance` (before `run`)."""
+
+        def one_step(item: ApplyItem) -> Iterator[None]:
+            listener(item)  # no step boundary: the loop may get a turn after the item only
+            yield from ()
+
+        self._listeners.append(one_step)
+
+    def add_stepped_listener(self, listener: SteppedListener) -> None:
+        """Hand every `ApplyItem` to `listener` too, which returns its work on the item as
+        steps; the driver runs them all before the next listener hears of the item, letting
+        the loop's other tasks run between two of them (module Rules)."""
         self._listeners.append(listener)
 
     def add_timer(self, timer: LoopTimer) -> None:
@@ -413,10 +433,19 @@ class RaftDriver:
         `APPLY_TURN_S` of it has passed (module Rules)."""
         turn_ends = monotonic_s() + self.apply_turn_s
         for item in items:
-            self._apply(item)
-            if monotonic_s() >= turn_ends:
-                await asyncio.sleep(0)
-                turn_ends = monotonic_s() + self.apply_turn_s
+            self._before_listeners(item)
+            for listener in self._listeners:
+                for _ in listener(item):
+                    turn_ends = await self._end_turn_if_over(turn_ends)
+            turn_ends = await self._end_turn_if_over(turn_ends)
+
+    async def _end_turn_if_over(self, turn_ends: float) -> float:
+        """Let the loop's other tasks run if the turn that ends at `turn_ends` is over; when
+        the next turn ends."""
+        if monotonic_s() < turn_ends:
+            return turn_ends
+        await asyncio.sleep(0)
+        return monotonic_s() + self.apply_turn_s
 
     def _take_queued(self) -> None:
         """Apply every input already queued (those that arrived while persisting, too), so
@@ -424,7 +453,7 @@ class RaftDriver:
         while not self._inbox.empty():
             self._inbox.get_nowait()(self._clock())
 
-    def _apply(self, item: ApplyItem) -> None:
+    def _before_listeners(self, item: ApplyItem) -> None:
         if isinstance(item, CommittedBatch):
             self._complete_waiters(item)
         elif isinstance(item, LeaderChange):
@@ -439,8 +468,6 @@ class RaftDriver:
         elif isinstance(item, LoadSnapshot):
             # Proposals below a loaded snapshot have an unknown fate on this node.
             self._fail_waiters_below(item.snapshot_id.end_offset)
-        for listener in self._listeners:
-            listener(item)
 
     def _complete_waiters(self, batch: CommittedBatch) -> None:
         for base in list(self._waiters.irange(maximum=batch.last_offset)):

@@ -21,13 +21,15 @@ Rules:
 
 from __future__ import annotations
 
-import functools
+from collections import OrderedDict
 from collections.abc import Sequence
 
+from quorum.metadata.loader import REPLAY_STEP_RECORDS
 from quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
-from quorum.metadata.record_batches import decode_batch, decode_snapshot
+from quorum.metadata.record_batches import decode_batch_in_steps, decode_snapshot
 from quorum.metadata.record_codec import encode_record
 from quorum.metadata.records import MetadataRecord
+from quorum.metadata.steps import Steps, run_to_end
 from quorum.raft.node import RaftNode
 from quorum.raft.ready import CommittedBatch, LoadSnapshot
 from replog.clock import Clock
@@ -68,18 +70,35 @@ class RaftMetadataLog:
 # the other: remembering the last two decodes makes that one decode per batch, not two (about a
 # sixth of a node's CPU while topics are created). Batches and results are immutable, and bytes
 # cache their hash, so the key costs nothing after the first call.
-@functools.lru_cache(maxsize=2)
+_DECODES_KEPT = 2
+_decoded: OrderedDict[tuple[CommittedBatch, int], CommittedRecords] = OrderedDict()
+
+
 def committed_records(batch: CommittedBatch, *, node_id: int) -> CommittedRecords:
     """The controller's view of one committed Raft batch."""
-    records = (
-        ()
-        if batch.is_control
-        else decode_batch(
+    return run_to_end(committed_records_in_steps(batch, node_id=node_id))
+
+
+def committed_records_in_steps(batch: CommittedBatch, *, node_id: int) -> Steps[CommittedRecords]:
+    """`committed_records` decoded `REPLAY_STEP_RECORDS` records a step (a controlled
+    shutdown's batch holds thousands), for a stepped listener of the Raft driver."""
+    key = (batch, node_id)
+    found = _decoded.get(key)
+    if found is not None:
+        _decoded.move_to_end(key)
+        return found
+    records: tuple[MetadataRecord, ...] = ()
+    if not batch.is_control:
+        records = yield from decode_batch_in_steps(
             batch.batch,
             where=f"node {node_id}: committed metadata batch at offset {batch.base_offset}",
+            records_per_step=REPLAY_STEP_RECORDS,
         )
-    )
-    return CommittedRecords(batch.base_offset, batch.last_offset, batch.quorum_epoch, records)
+    decoded = CommittedRecords(batch.base_offset, batch.last_offset, batch.quorum_epoch, records)
+    _decoded[key] = decoded
+    while len(_decoded) > _DECODES_KEPT:
+        _decoded.popitem(last=False)
+    return decoded
 
 
 def snapshot_records(item: LoadSnapshot, data: bytes, *, node_id: int) -> SnapshotRecords:

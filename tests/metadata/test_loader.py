@@ -15,7 +15,12 @@ from metadata_strategies import BROKER_POOL, valid_logs
 
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage, MetadataProvenance
-from quorum.metadata.loader import ManifestKind, MetadataLoader, Publication
+from quorum.metadata.loader import (
+    REPLAY_STEP_RECORDS,
+    ManifestKind,
+    MetadataLoader,
+    Publication,
+)
 from quorum.metadata.local_changes import local_changes, local_changes_between
 from quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
 from quorum.metadata.records import (
@@ -378,3 +383,56 @@ def test_a_snapshot_anywhere_leads_to_the_same_image_and_partitions(
         for partition_id, registration in topic.partitions.items()
         if broker_id in registration.replicas
     }
+
+
+# --- a committed batch in steps --------------------------------------------------------------
+
+
+def leadership_moves(partitions: int) -> tuple[list[MetadataRecord], list[MetadataRecord]]:
+    """A topic of `partitions` partitions on brokers 1-3, then one change per partition that
+    moves its leadership off broker 1 (a controlled shutdown's batch)."""
+    created = create_topic("orders", ORDERS, *[(1, 2, 3)] * partitions)
+    moves: list[MetadataRecord] = [
+        PartitionChangeRecord(ORDERS, p, isr=(2, 3), leader=2) for p in range(partitions)
+    ]
+    return [BOOTSTRAP, *created], moves
+
+
+@pytest.mark.parametrize("size", [1, REPLAY_STEP_RECORDS, REPLAY_STEP_RECORDS + 1, 1000])
+def test_a_batch_loaded_in_steps_shows_nothing_until_its_end(size: int) -> None:
+    setup, moves = leadership_moves(size)
+    loader, stepwise = MetadataLoader(), MetadataLoader()
+    for each in (loader, stepwise):
+        each.handle_commit(batch(0, *setup), len(setup))
+    before = stepwise.image
+    steps = stepwise.commit_in_steps(batch(len(setup), *moves), len(setup) + size)
+    taken = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            published = done.value
+            break
+        taken += 1
+        # Between two steps the loader reports only what it published before the batch.
+        assert stepwise.image is before
+        assert stepwise.last_loaded_offset == stepwise.last_applied_offset == len(setup) - 1
+    # A step per REPLAY_STEP_RECORDS records, and one of its own for the publication.
+    assert taken == (0 if size <= REPLAY_STEP_RECORDS else -(-size // REPLAY_STEP_RECORDS))
+    expected = loader.handle_commit(batch(len(setup), *moves), len(setup) + size)
+    assert published is not None and expected is not None
+    assert published.image == expected.image and stepwise.image is published.image
+    assert {p.leader for p in published.image.topics.by_id[ORDERS].partitions.values()} == {2}
+    assert published.manifest.records == size and published.manifest.batches == 1
+
+
+def test_an_input_while_a_batch_is_half_loaded_fails_the_loader() -> None:
+    setup, moves = leadership_moves(REPLAY_STEP_RECORDS * 2)
+    loader = MetadataLoader()
+    loader.handle_commit(batch(0, *setup), len(setup))
+    steps = loader.commit_in_steps(batch(len(setup), *moves), None)
+    next(steps)  # the first slice replayed, the rest abandoned
+    with pytest.raises(MetadataLoadError, match="half loaded"):
+        loader.handle_commit(control(len(setup) + len(moves)), None)
+    with pytest.raises(MetadataLoadError):
+        loader.handle_commit(control(len(setup)), None)

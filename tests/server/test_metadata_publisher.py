@@ -11,7 +11,7 @@ import pytest
 
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage, MetadataProvenance
-from quorum.metadata.loader import LoaderManifest, ManifestKind
+from quorum.metadata.loader import REPLAY_STEP_RECORDS, LoaderManifest, ManifestKind
 from quorum.metadata.record_batches import encode_snapshot
 from quorum.metadata.record_codec import encode_record
 from quorum.metadata.records import (
@@ -20,6 +20,7 @@ from quorum.metadata.records import (
     FeatureLevelRecord,
     MetadataRecord,
     NoOpRecord,
+    PartitionChangeRecord,
     PartitionRecord,
     RegisterBrokerRecord,
     TopicRecord,
@@ -33,6 +34,7 @@ from replog.record import build_batch
 from replog.server.broker_runtime import BrokerRuntime, broker_config_from_node
 from replog.server.metadata_publisher import BrokerMetadataListener, LocalChangesLog
 from replog.server.node_config import NodeConfig
+from replog.server.raft_metadata_log import committed_records_in_steps
 from replog.testing import LoopTasks
 
 BROKER = 2
@@ -235,13 +237,14 @@ def test_the_broker_runtime_listens_to_the_raft_driver() -> None:
         def learned_high_watermark(self) -> int | None:
             return 1
 
-        def add_listener(self, listener: Any) -> None:
+        def add_stepped_listener(self, listener: Any) -> None:
             self.listeners.append(listener)
 
     driver = FakeDriver()
     runtime = BrokerRuntime.for_node(node(), driver, tasks=LoopTasks())  # type: ignore[arg-type]
     (feed,) = driver.listeners
-    feed(committed(0, BOOTSTRAP))
+    for _ in feed(committed(0, BOOTSTRAP)):
+        pass
     assert runtime.image.features.metadata_version == 7
 
 
@@ -293,3 +296,52 @@ def test_the_local_changes_line_names_a_few_partitions_and_counts_the_rest(
         feed(committed(0, BOOTSTRAP, *records))
     (line,) = [r.getMessage() for r in caplog.records if "at metadata offset" in r.getMessage()]
     assert "lead 8 (many-0, many-1, many-2, many-3, many-4 and 3 more)" in line, line
+
+
+def test_a_large_batch_is_replayed_in_steps_and_published_whole_at_its_end() -> None:
+    feed, _, _ = listener(high_watermark=1)
+    recorder = Recorder()
+    feed.install(recorder)
+    partitions = REPLAY_STEP_RECORDS * 3
+    created = [
+        BOOTSTRAP,
+        RegisterBrokerRecord(BROKER, uuid.UUID(int=9), 1),
+        TopicRecord("orders", ORDERS),
+        *[PartitionRecord(ORDERS, p, (3, BROKER), (3, BROKER), 3) for p in range(partitions)],
+    ]
+    feed(committed(0, *created))
+    assert len(recorder.seen) == 1
+    image = feed.image
+    moves = [
+        PartitionChangeRecord(ORDERS, p, isr=(BROKER,), leader=BROKER) for p in range(partitions)
+    ]
+    steps = 0
+    for _ in feed.apply_in_steps(committed(len(created), *moves)):
+        steps += 1
+        assert feed.image is image and len(recorder.seen) == 1  # nothing half-applied shows
+    # Between three slices decoded, between three replayed, and before the publication.
+    assert steps == 5
+    assert len(recorder.seen) == 2 and recorder.seen[1][1] is feed.image
+    assert feed.last_applied_offset == len(created) + partitions - 1
+    led = feed.image.topics.by_name["orders"].partitions
+    assert all(led[p].leader == BROKER for p in range(partitions))
+
+
+def test_a_batch_is_decoded_in_steps_once_for_both_listeners_of_a_combined_node() -> None:
+    records = [NoOpRecord()] * (REPLAY_STEP_RECORDS * 2 + 1)
+    batch = committed(0, *records)
+    steps = committed_records_in_steps(batch, node_id=BROKER)
+    first = None
+    taken = 0
+    while first is None:
+        try:
+            next(steps)
+            taken += 1
+        except StopIteration as done:
+            first = done.value
+    assert taken == 2 and first.records == tuple(records)
+    # The second listener of the same node gets the same decode at once.
+    again = committed_records_in_steps(batch, node_id=BROKER)
+    with pytest.raises(StopIteration) as done:
+        next(again)
+    assert done.value.value is first

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from quorum.raft import RaftConfig, VoterAddress
@@ -101,5 +102,58 @@ def test_a_long_delivery_of_committed_batches_lets_other_tasks_run(tmp_path: Pat
         kinds = [kind for kind, _ in seen]
         first, last = kinds.index("batch"), len(kinds) - 1 - kinds[::-1].index("batch")
         assert "probe" in kinds[first:last], kinds  # the probe ran between two batches
+
+    asyncio.run(scenario())
+
+
+def test_a_stepped_listener_lets_other_tasks_run_between_the_steps_of_one_batch(
+    tmp_path: Path,
+) -> None:
+    """One committed batch whose work is long (a controlled shutdown's thousands of records)
+    does not hold the loop for all of it when its listener works in steps; the listeners after
+    it hear of the batch only once its last step ran."""
+
+    async def scenario() -> None:
+        config = RaftConfig(voters=(VoterAddress(1, "127.0.0.1", 1),))
+        driver = RaftDriver(1, config, RaftStorage(str(tmp_path), [1]), tasks=LoopTasks())
+        driver.apply_turn_s = 0.01
+        seen: list[str] = []
+
+        def stepped(item: ApplyItem) -> Iterator[None]:
+            if isinstance(item, CommittedBatch) and not item.is_control:
+                for step in range(4):
+                    time.sleep(0.015)  # a slice of the batch's records
+                    seen.append(f"step {step}")
+                    yield
+
+        driver.add_stepped_listener(stepped)
+        driver.add_listener(
+            lambda item: (
+                seen.append("after")
+                if isinstance(item, CommittedBatch) and not item.is_control
+                else None
+            )
+        )
+        loop = asyncio.create_task(driver.run())
+        try:
+            while driver.status().leader_id != 1:
+                await asyncio.sleep(0.01)
+            wait = asyncio.ensure_future(driver.append_and_wait([b"big"]))
+
+            async def probe() -> None:
+                while not wait.done():
+                    seen.append("probe")
+                    await asyncio.sleep(0)
+
+            await asyncio.wait_for(asyncio.gather(probe(), wait), 10)
+        finally:
+            await driver.stop(graceful=False)
+            await asyncio.wait_for(loop, 5)
+            await driver.transport.close()
+            driver.storage.close()
+        work = [entry for entry in seen if entry != "probe"]
+        assert work == ["step 0", "step 1", "step 2", "step 3", "after"], seen
+        between = seen[seen.index("step 0") : seen.index("step 3")]
+        assert "probe" in between, seen  # the loop ran other tasks inside the batch
 
     asyncio.run(scenario())

@@ -1,0 +1,26 @@
+"""Work in steps: a generator that yields between bounded pieces of its work and returns its
+result, so that a caller on an event loop can let other tasks run between two pieces
+(`RaftDriver.add_stepped_listener`), and any other caller can run it to its end at once.
+
+Rules: a step changes nothing another party can see until the last one (each user says what it
+keeps to itself meanwhile); abandoning steps half way is the user's to detect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TypeVar
+
+T = TypeVar("T")
+
+Steps = Generator[None, None, T]
+
+
+def run_to_end(steps: Steps[T]) -> T:
+    """Run every step at once; the work's result."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            result: T = done.value
+            return result

@@ -113,10 +113,10 @@ class ConsumerGroupConfig:
             if value < 1:
                 raise InvalidConfigError(f"{name} is {value}; must be >= 1")
         unknown = [name for name in self.assignors if name not in ASSIGNORS]
-        if unknown or not self.assignors:
+        if unknown or not self.assignors or len(set(self.assignors)) != len(self.assignors):
             raise InvalidConfigError(
                 f"group.consumer.assignors is {list(self.assignors)}; each must be one of "
-                f"{sorted(ASSIGNORS)}"
+                f"{sorted(ASSIGNORS)}, at most once"
             )
 
 

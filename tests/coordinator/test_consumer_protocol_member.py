@@ -12,6 +12,7 @@ import pytest
 from consumer_member_sim import GROUP, ConsumerGroupSim, topic_id
 
 from replog.coordinator import consumer_group_messages as cgm
+from replog.coordinator.consumer_group_coordinator import ConsumerGroupConfig
 from replog.coordinator.consumer_protocol_member import (
     ConsumerMemberConfig,
     ConsumerProtocolMember,
@@ -22,6 +23,7 @@ from replog.errors import (
     RebalanceInProgressError,
     StaleMemberEpochError,
     UnreleasedInstanceIdError,
+    UnsupportedAssignorError,
 )
 
 SETTLE = 1_000  # simulated time for a rebalance at a 100 ms heartbeat interval
@@ -282,3 +284,16 @@ def test_an_unknown_topic_id_in_the_answer_is_named_once_known() -> None:
     core.callbacks_done()
     ack = core.next_request(6)
     assert ack is not None and ack.request.owned == ((other, (0,)),)  # type: ignore[union-attr]
+
+
+def test_the_brokers_assignors_decide_the_default_and_refuse_others() -> None:
+    sim = ConsumerGroupSim({"t": 4})
+    sim.coordinator.config = ConsumerGroupConfig(
+        session_timeout_ms=1_000, heartbeat_interval_ms=100, assignors=("range",)
+    )
+    a = sim.add("a")
+    b = sim.add("b", assignor="uniform")  # not one of the broker's group.consumer.assignors
+    sim.run(SETTLE)
+    assert isinstance(b.core.fatal, UnsupportedAssignorError)
+    assert sim.coordinator.preferred_assignor(sim.coordinator.groups[GROUP]) == "range"
+    assert len(a.reads) == 4

@@ -3,11 +3,11 @@
 killed with kill -9 has its partitions moved to the others once its session expires on the
 coordinator (both with the classic protocol and with `group.protocol=consumer`, KIP-848); a
 member that stops polling past max.poll.interval.ms leaves and the others take its partitions;
-`replog perf consume --group` reports the time of its join as rebalance.time.ms; `replog
-consumer-groups --reset-offsets` moves an inactive group's offsets and refuses while the group
-has members; the node's Prometheus metrics show a member's group, its lag and its rebalance; a
-replog consumer and a confluent-kafka one (through the Kafka listener) share one group. One
-node (a replog cluster of one) keeps the start short."""
+`replog perf consume --group` reports the time of its join as rebalance.time.ms (both
+protocols); `replog consumer-groups --reset-offsets` moves an inactive group's offsets and
+refuses while the group has members; the node's Prometheus metrics show a member's group,
+its lag and its rebalance; a replog consumer and a confluent-kafka one (through the Kafka
+listener) share one group. One node (a replog cluster of one) keeps the start short."""
 
 from __future__ import annotations
 
@@ -181,8 +181,9 @@ def test_a_member_stuck_past_max_poll_interval_is_removed(
     assert stuck.events[-1] == {"stalling": stall_s}  # nothing printed since: still asleep
 
 
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_perf_consume_reports_the_rebalance_time(
-    node: RunningNode, capsys: pytest.CaptureFixture[str]
+    node: RunningNode, capsys: pytest.CaptureFixture[str], protocol: str
 ) -> None:
     assert (
         main(
@@ -196,9 +197,11 @@ def test_perf_consume_reports_the_rebalance_time(
                 "--messages",
                 "1",
                 "--group",
-                "perf-group",
+                f"perf-group-{protocol}",
                 "--timeout",
                 "1000",
+                "--consumer-props",
+                f"group.protocol={protocol}",
             ]
         )
         == 0

@@ -66,6 +66,7 @@ from replog.coordinator.group_member import (
     ASSIGNED,
     LOST,
     REVOKED,
+    MemberEvents,
     Outgoing,
     Phase,
     RebalanceEvent,
@@ -100,7 +101,7 @@ class ConsumerMemberConfig:
 
 
 @dataclass
-class ConsumerProtocolMember:
+class ConsumerProtocolMember(MemberEvents):
     """The member's state (module docstring); every method is given the time as `now_ms`."""
 
     config: ConsumerMemberConfig
@@ -117,8 +118,6 @@ class ConsumerProtocolMember:
     _reconciling: tuple[Partitions, frozenset[TopicPartition]] | None = None  # ids, names
     _topic_ids: dict[str, UUID] = field(default_factory=dict)
     _names: dict[UUID, str] = field(default_factory=dict)
-    _events: list[RebalanceEvent] = field(default_factory=list)
-    _callbacks_pending: bool = False
     _prepared: bool = False
     _in_flight: str | None = None
     _full: bool = True  # the next heartbeat sends every field
@@ -127,8 +126,6 @@ class ConsumerProtocolMember:
     _reconciled_at_ms: int = 0
     _reconciled_since_join: bool = False  # the first assignment after a join is always run
     _lost: bool = False
-    _poll_expired: bool = False
-    _last_poll_ms: int = 0
     _next_heartbeat_ms: int = 0
     _retry_at_ms: int = 0
 
@@ -156,15 +153,6 @@ class ConsumerProtocolMember:
         self._names.update((topic_id, name) for name, topic_id in topic_ids.items())
         self._maybe_reconcile(now_ms)
 
-    def poll_called(self, now_ms: int) -> None:
-        self._last_poll_ms = now_ms
-        self._poll_expired = False
-
-    def take_events(self) -> list[RebalanceEvent]:
-        """The callbacks to run now; `callbacks_done` must follow once they ran."""
-        events, self._events = self._events, []
-        return events
-
     def callbacks_done(self) -> None:
         self._callbacks_pending = bool(self._events)
         if self._callbacks_pending or self._reconciling is None:
@@ -177,10 +165,6 @@ class ConsumerProtocolMember:
             self._ack_due = True  # acknowledge at once (module docstring)
             if ids == self._target and self.stats.started_ms is not None:
                 self.stats.end(self._reconciled_at_ms)
-
-    @property
-    def callbacks_pending(self) -> bool:
-        return self._callbacks_pending
 
     def commit_identity(self) -> tuple[int, str, str | None]:
         """(member epoch, member id, instance id) to commit with (module docstring)."""
@@ -416,10 +400,6 @@ class ConsumerProtocolMember:
 
     def _named(self, partitions: Partitions) -> frozenset[TopicPartition]:
         return frozenset(TopicPartition(self._names[t], p) for t, p in partitions)
-
-    def _emit(self, kind: str, partitions: frozenset[TopicPartition]) -> None:
-        self._events.append(RebalanceEvent(kind, partitions))
-        self._callbacks_pending = True
 
     def _request_rejoin(self, reason: str, now_ms: int) -> None:
         if self.rejoin_reason is None:

@@ -160,8 +160,36 @@ class RebalanceStats:
             self.first_assignment_ms = now_ms - self.first_join_ms
 
 
+@dataclass(kw_only=True)
+class MemberEvents:
+    """What both membership cores (this one and `consumer_protocol_member`) keep for the
+    consumer's poll: its liveness and the listener callbacks it has to run."""
+
+    _events: list[RebalanceEvent] = field(default_factory=list)
+    _callbacks_pending: bool = False
+    _poll_expired: bool = False
+    _last_poll_ms: int = 0
+
+    def poll_called(self, now_ms: int) -> None:
+        self._last_poll_ms = now_ms
+        self._poll_expired = False
+
+    def take_events(self) -> list[RebalanceEvent]:
+        """The callbacks to run now; `callbacks_done` must follow once they ran."""
+        events, self._events = self._events, []
+        return events
+
+    @property
+    def callbacks_pending(self) -> bool:
+        return self._callbacks_pending
+
+    def _emit(self, kind: str, partitions: frozenset[TopicPartition]) -> None:
+        self._events.append(RebalanceEvent(kind, partitions))
+        self._callbacks_pending = True
+
+
 @dataclass
-class GroupMember:
+class GroupMember(MemberEvents):
     """The member's state (module docstring); every method is given the time as `now_ms`."""
 
     config: MemberConfig
@@ -179,12 +207,8 @@ class GroupMember:
     _assigned_counts: dict[str, int] = field(default_factory=dict)
     _in_flight: str | None = None
     _sync: gm.SyncGroupRequest | None = None
-    _events: list[RebalanceEvent] = field(default_factory=list)
-    _callbacks_pending: bool = False
     _prepared: bool = False
     _lost: bool = False
-    _poll_expired: bool = False
-    _last_poll_ms: int = 0
     _next_heartbeat_ms: int = 0
     _retry_at_ms: int = 0
 
@@ -203,21 +227,8 @@ class GroupMember:
         if self.leader and self.phase is Phase.STABLE and self._counts != self._assigned_counts:
             self._request_rejoin("the subscribed topics' partitions changed", now_ms)
 
-    def poll_called(self, now_ms: int) -> None:
-        self._last_poll_ms = now_ms
-        self._poll_expired = False
-
-    def take_events(self) -> list[RebalanceEvent]:
-        """The callbacks to run now; `callbacks_done` must follow once they ran."""
-        events, self._events = self._events, []
-        return events
-
     def callbacks_done(self) -> None:
         self._callbacks_pending = bool(self._events)
-
-    @property
-    def callbacks_pending(self) -> bool:
-        return self._callbacks_pending
 
     def commit_identity(self) -> tuple[int, str, str | None]:
         """(generation, member id, instance id) to commit with (module docstring)."""
@@ -336,10 +347,6 @@ class GroupMember:
                 self._emit(REVOKED, gone)
                 self.owned -= gone
         self._lost = False
-
-    def _emit(self, kind: str, partitions: frozenset[TopicPartition]) -> None:
-        self._events.append(RebalanceEvent(kind, partitions))
-        self._callbacks_pending = True
 
     # --- answers ------------------------------------------------------------------------------
 

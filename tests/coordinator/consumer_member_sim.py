@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from uuid import UUID
 
+from group_member_sim import check_no_shared_reads, reads_of
+
 from replog.common import TopicPartition
 from replog.coordinator import consumer_group_messages as cgm
 from replog.coordinator.consumer_group_coordinator import (
@@ -134,20 +136,10 @@ class ConsumerGroupSim:
 
     def check(self) -> None:
         """No partition is read by two live, polling members at once."""
-        seen: dict[TopicPartition, str] = {}
-        for name, member in self.members.items():
-            if not member.alive or not member.polling:
-                continue
-            for tp in member.reads:
-                assert tp not in seen, f"{tp} read by {seen[tp]} and {name} at {self.now} ms"
-                seen[tp] = name
+        check_no_shared_reads(self.members, self.now)
 
     def reads(self) -> dict[str, list[str]]:
-        return {
-            name: [f"{tp.topic}-{tp.partition}" for tp in sorted(m.reads)]
-            for name, m in self.members.items()
-            if m.alive
-        }
+        return reads_of(self.members)
 
     def group_members(self) -> list[str]:
         group = self.coordinator.groups.get(GROUP)

@@ -23,7 +23,7 @@ Rules:
   Reconciliation, one at a time: owned partitions the assignment no longer lists are
   `revoked` (the consumer commits them first, with auto-commit), then the new ones are
   `assigned` (every reconciliation, even empty, and the first assignment after a join even
-  when it is empty, as the classic protocol's); only once the
+  when it is empty, as the classic protocol's, unless it only waits for topic ids); only once the
   callbacks ran does the member own the new set, and it heartbeats at once to acknowledge it
   (Kafka's client does the same). Until then heartbeats still list the partitions being
   revoked, so the coordinator never gives them to another member while a revoke callback (and
@@ -327,7 +327,7 @@ class ConsumerProtocolMember(MemberEvents):
         if self.phase is not Phase.STABLE or target is None or self._reconciling is not None:
             return
         named = frozenset(tp for tp in target if tp[0] in self._names)
-        if named == self._owned_ids and self._reconciled_since_join:
+        if named == self._owned_ids and (self._reconciled_since_join or named != target):
             if named == target and self.stats.started_ms is not None:
                 self.stats.end(now_ms)
             return

@@ -11,11 +11,11 @@ them over gRPC, and runs its in-process baselines in child processes of its own.
    alternate between the request sizes, so the image grows under all of them alike (0 to
    100k partitions in the full run). Per trial: wall time from the first request until every
    broker reports every replica created and every partition led, with no replica change left
-   to apply (its metrics endpoint: `cluster_metrics.py`), and, printed beside it, to the last
-   answer; partitions/s, and metadata records/s, the records counted as the committed offset
-   after minus before (DescribeCluster's `metadata_offset`; NoOpRecords, one per 500 ms, are
-   counted too and are negligible here). The CPU time of the three nodes and of this client
-   over the trial says how busy the 2 cores were.
+   to apply (its metrics endpoint: `replog/cli/bench/cluster_metrics.py`), and, printed
+   beside it, to the last answer; partitions/s, and metadata records/s, the records counted as
+   the committed offset after minus before (DescribeCluster's `metadata_offset`; NoOpRecords,
+   one per 500 ms, are counted too and are negligible here). The CPU time of the three nodes
+   and of this client over the trial says how busy the 2 cores were.
    Baseline: the pure controller core (`QuorumController` over the fake log of
    tests/controller/controller_harness.py, one active controller, commits at once) creating
    the same topics with the same request sizes in the same order, in a child process. The
@@ -79,11 +79,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import grpc
-from cluster_metrics import metrics_urls, wait_replicas
 
 from replog.admin.cluster_metadata import ClusterDescription
 from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import NewTopic
+from replog.cli.bench.cluster_metrics import metrics_urls, wait_replicas
 from replog.cli.local_cluster import LocalCluster
 from replog.errors import TopicAlreadyExistsError
 from replog.pb import controller_pb2 as cpb

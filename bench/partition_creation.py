@@ -41,11 +41,17 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 
-from cluster_metrics import Scrape, longest_stall_bucket, metrics_urls, scrapes, wait_replicas
 from replog_cli import replog_cli
 
 from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import NewTopic
+from replog.cli.bench.cluster_metrics import (
+    Scrape,
+    longest_stall_bucket,
+    metrics_urls,
+    scrapes,
+    wait_replicas,
+)
 from replog.cli.local_cluster import LocalCluster
 
 NODES = 3

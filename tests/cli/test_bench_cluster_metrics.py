@@ -1,11 +1,10 @@
-"""bench/cluster_metrics.py: parsing a node's metrics page and the longest stall between two
-scrapes, against a page in Prometheus' text format."""
+"""replog/cli/bench/cluster_metrics.py (the controller workload and bench/ scripts read it):
+parsing a node's metrics page and the longest stall between two scrapes, against a page in
+Prometheus' text format."""
 
 from __future__ import annotations
 
-from bench_script import load_bench_script
-
-metrics = load_bench_script("cluster_metrics.py", "bench_cluster_metrics")
+from replog.cli.bench import cluster_metrics as metrics
 
 PAGE = """# HELP replog_partitions Partition replicas on this broker
 # TYPE replog_partitions gauge

@@ -183,3 +183,61 @@ class EtcdCluster:
             f"etcd: no leader among {endpoints} within {timeout_s:g} s (the members' logs: "
             f"{self.directory}/m*.log)"
         )
+
+
+class EtcdSystem:
+    """`replog bench --systems etcd`: a metadata run's peer (its admin processes write to the
+    leader, `drivers`' `etcd` driver). etcd has no topics, partitions or leaders to kill: other
+    workloads are refused before anything starts (`replog.cli.bench.run`), and a metadata run's
+    keys stay until the system stops (its data is wiped at each start)."""
+
+    name = "etcd"
+    driver = "etcd"
+
+    def __init__(self, directory: str, base_port: int, server_cpus: str | None = None) -> None:
+        from replog.cli.bench.processes import PYTHON_WORKER
+
+        self.program: Sequence[str] = PYTHON_WORKER
+        self.directory = directory
+        self.server_cpus = server_cpus
+        self.bootstrap_servers = ""
+        self._cluster = EtcdCluster(directory, base_port, cpus=server_cpus)
+        self._version = ""
+
+    def start(self) -> None:
+        ensure_etcd()
+        self._version = etcd_version()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        self._cluster.start()
+        try:
+            self.bootstrap_servers = self._cluster.leader_endpoint()
+        except BaseException:
+            self._cluster.stop()
+            raise
+
+    def create_topics(self, names: Sequence[str], partitions: int) -> None:
+        raise BenchSystemError("etcd: has no topics (it runs metadata workloads only)")
+
+    def delete_topics(self, names: Sequence[str]) -> None:
+        pass  # the class docstring: the keys go with the data directory
+
+    def kill_leader(self, topic: str) -> int:
+        raise BenchSystemError("etcd: has no partition leaders (it runs metadata workloads only)")
+
+    def restart_killed(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        self._cluster.stop()
+
+    def server_pids(self) -> list[int]:
+        return self._cluster.pids()
+
+    def describe(self) -> dict[str, str]:
+        return {
+            "system": self.name,
+            "version": self._version,
+            "nodes": f"{MEMBERS} members, loopback; writes to the leader",
+            "client": "grpc (hand-encoded Put / Txn)",
+            "server_cpus": self.server_cpus or "",
+        }

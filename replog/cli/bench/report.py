@@ -289,13 +289,15 @@ def _number(value: float) -> str:
 
 def summary_rows(grouped: dict[str, list[dict[str, Any]]]) -> list[list[str]]:
     """The table's rows: figure, then per system "min / median / max" (and the ratio of its
-    median to the baseline's)."""
+    median to the baseline's); a figure some run lacks, or that every run has as 0, has none."""
     systems = list(grouped)
     baseline = baseline_of(systems)
     rows = []
     for label, unit, value, _higher_better in TABLE_FIGURES:
         if not all(_has(value, r) for runs in grouped.values() for r in runs):
             continue
+        if not any(value(r) for runs in grouped.values() for r in runs):
+            continue  # nothing any run measured (a controller run's produce figures)
         row = [f"{label} ({unit})"]
         base_mid = spread([value(r) for r in grouped[baseline]])[1]
         for system in systems:

@@ -86,8 +86,8 @@ from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import NewTopic
 from replog.cli.bench.cluster_metrics import metrics_urls, wait_replicas
 from replog.cli.bench.controller_failover import over_grpc
+from replog.cli.bench.create_topics import create_in_requests
 from replog.cli.local_cluster import LocalCluster
-from replog.errors import TopicAlreadyExistsError
 from replog.pb import raft_pb2, raft_pb2_grpc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -372,17 +372,7 @@ class BenchCluster:
 
     def create(self, topics: Sequence[NewTopic], per_request: int) -> None:
         assert self.client is not None
-        for start in range(0, len(topics), per_request):
-            results = self.client.create_topics(topics[start : start + per_request], timeout_s=120)
-            # This script's names are new: "already exists" answers a retry of this very request
-            # whose first attempt committed (the client retries a timed-out CreateTopics).
-            failed = [
-                r
-                for r in results
-                if r.error is not None and not isinstance(r.error, TopicAlreadyExistsError)
-            ]
-            if failed:
-                raise RuntimeError(f"CreateTopics: {failed[0].name}: {failed[0].error!r}")
+        create_in_requests(self.client, topics, per_request, timeout_s=120)
         self.partitions += sum(t.num_partitions for t in topics)
 
     def wait_replicas(self) -> None:

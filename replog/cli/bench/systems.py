@@ -240,25 +240,13 @@ class ReplogSystem:
     def _create_over_grpc(self, names: Sequence[str], partitions: int, per_request: int) -> float:
         from replog.admin.controller_client import ControllerClient
         from replog.admin.controller_results import NewTopic
-        from replog.errors import TopicAlreadyExistsError
+        from replog.cli.bench.create_topics import create_in_requests
 
         topics = [NewTopic(n, partitions, REPLICATION_FACTOR, TOPIC_CONFIGS) for n in names]
         client = ControllerClient(self.grpc_servers.split(","), default_timeout_s=120)
         try:
             began = time.perf_counter()
-            for first in range(0, len(topics), per_request):
-                results = client.create_topics(topics[first : first + per_request])
-                # The names are new: "already exists" answers a retry of this very request
-                # whose first attempt committed (the client retries a timed-out CreateTopics).
-                failed = [
-                    r
-                    for r in results
-                    if r.error is not None and not isinstance(r.error, TopicAlreadyExistsError)
-                ]
-                if failed:
-                    raise BenchSystemError(
-                        f"{self.name}: creating topic {failed[0].name} failed: {failed[0].error}"
-                    )
+            create_in_requests(client, topics, per_request, timeout_s=CREATE_TIMEOUT_S)
             return time.perf_counter() - began
         finally:
             client.close()
@@ -273,7 +261,7 @@ class ReplogSystem:
             active = client.describe_cluster().controller_id
         finally:
             client.close()
-        started = dict((node.node_id, (node, pid)) for node, pid in self._started)
+        started = {node.node_id: (node, pid) for node, pid in self._started}
         if active not in started:
             raise BenchSystemError(f"{self.name}: no active controller to kill ({active})")
         node, pid = started[active]

@@ -239,3 +239,24 @@ def test_an_etcd_txn_puts_every_pair_and_holds_at_most_128() -> None:
     assert len(encode_txn_puts([(b"k", b"v")] * 128)) == 128 * 10
     with pytest.raises(ValueError, match="1 to 128 puts"):
         encode_txn_puts([(b"k", b"v")] * 129)
+
+
+def test_kafkas_active_controller_is_the_newest_epochs_leader(tmp_path: Path) -> None:
+    import json
+
+    from replog.cli.bench.systems import KafkaSystem
+
+    def write(node: int, epoch: int, leader: int) -> None:
+        directory = tmp_path / f"node-{node}" / "data" / "__cluster_metadata-0"
+        directory.mkdir(parents=True, exist_ok=True)
+        state = {"leaderId": leader, "leaderEpoch": epoch, "votedId": -1}
+        (directory / "quorum-state").write_text(json.dumps(state))
+
+    kafka = KafkaSystem(str(tmp_path), 38000, script=None)
+    write(1, 4, 2)
+    write(2, 5, 3)
+    write(3, 5, 3)
+    assert kafka.active_controller() == 3
+    write(2, 6, -1)  # a candidate of a newer epoch: no leader known yet
+    with pytest.raises(BenchSystemError, match=r"no leader named.*\(6, -1\)"):
+        kafka.active_controller(timeout_s=0.2)

@@ -40,6 +40,7 @@ NODES = 3
 START_TIMEOUT_S = 60.0
 KAFKA_START_TIMEOUT_S = 600.0  # the first start fetches Kafka's jars with Maven
 METADATA_TIMEOUT_S = 60.0
+LEADERS_PER_S_AT_LEAST = 20.0  # partitions led per second on a loaded 2-core machine
 CREATE_TIMEOUT_S = 900.0  # a controller run's creation, end to end (100,000 partitions)
 STOP_TIMEOUT_S = 30.0
 
@@ -165,7 +166,12 @@ class ReplogSystem:
                 [NewTopic(n, partitions, REPLICATION_FACTOR, TOPIC_CONFIGS) for n in names]
             )
         if self.driver == "confluent-kafka":
-            wait_for_kafka_metadata(self.bootstrap_servers, names, partitions)
+            wait_for_kafka_metadata(
+                self.bootstrap_servers,
+                names,
+                partitions,
+                timeout_s=leaders_timeout(names, partitions),
+            )
 
     def delete_topics(self, names: Sequence[str]) -> None:
         from replog.client.sync_admin import Admin
@@ -380,7 +386,9 @@ class KafkaSystem:
                 future.result(METADATA_TIMEOUT_S)
             except Exception as exc:
                 raise BenchSystemError(f"kafka: creating topic {name} failed: {exc}") from None
-        wait_for_kafka_metadata(self.bootstrap_servers, names, partitions)
+        wait_for_kafka_metadata(
+            self.bootstrap_servers, names, partitions, timeout_s=leaders_timeout(names, partitions)
+        )
 
     def delete_topics(self, names: Sequence[str]) -> None:
         from confluent_kafka.admin import AdminClient
@@ -528,6 +536,12 @@ def wait_for_kafka_brokers(bootstrap_servers: str, count: int) -> None:
         f"waited {METADATA_TIMEOUT_S:g} s for {count} brokers at {bootstrap_servers}; "
         f"metadata lists {seen}"
     )
+
+
+def leaders_timeout(names: Sequence[str], partitions: int) -> float:
+    """How long new topics' partitions may take to be led: an idle topic of thousands of
+    partitions takes a loaded machine minutes."""
+    return METADATA_TIMEOUT_S + len(names) * partitions / LEADERS_PER_S_AT_LEAST
 
 
 def kafka_create(

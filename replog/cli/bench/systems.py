@@ -492,7 +492,8 @@ class KafkaSystem:
         return active, over_kafka(",".join(survivors), kill, probe_topic)
 
     def stop(self) -> None:
-        self._script("stop", timeout_s=STOP_TIMEOUT_S * 2)
+        # kafka.sh waits up to 30 s for each node in turn before its SIGKILL.
+        self._script("stop", timeout_s=STOP_TIMEOUT_S * (NODES + 1))
 
     def server_pids(self) -> list[int]:
         pids = []

@@ -394,11 +394,18 @@ class KafkaSystem:
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
+        failed: list[str] = []
         for name, future in admin.delete_topics(list(names)).items():
             try:
                 future.result(METADATA_TIMEOUT_S)
             except Exception as exc:
-                print(f"kafka: deleting topic {name} failed: {exc}", flush=True)
+                failed.append(f"{name}: {exc}")
+        if failed:
+            print(
+                f"kafka: deleting {len(failed)} of {len(names)} topics failed; the first: "
+                f"{failed[0]}",
+                flush=True,
+            )
 
     def kill_leader(self, topic: str) -> int:
         from confluent_kafka.admin import AdminClient

@@ -260,3 +260,20 @@ def test_kafkas_active_controller_is_the_newest_epochs_leader(tmp_path: Path) ->
     write(2, 6, -1)  # a candidate of a newer epoch: no leader known yet
     with pytest.raises(BenchSystemError, match=r"no leader named.*\(6, -1\)"):
         kafka.active_controller(timeout_s=0.2)
+
+
+def test_a_failover_whose_node_does_not_come_back_keeps_its_figure(tmp_path: Path) -> None:
+    fake = FakeController()
+
+    def restart() -> None:
+        fake.calls.append("restart")
+        raise BenchSystemError("kafka: node 2 did not start")
+
+    fake.restart_killed = restart  # type: ignore[method-assign]
+    workload = parse_workload(
+        {"name": "c", "createPartitions": 10, "partitionsPerTopic": 10, "failoverPartitions": 10}
+    )
+    result = run_once(fake.target(), workload, work_dir=str(tmp_path))
+    assert fake.calls == ["create 1x10 by 100", "fail", "restart", "delete 2"]
+    assert result["controller"]["failover"]["seconds"] == 1.5
+    assert result["controller"]["failover"]["restart_error"] == "kafka: node 2 did not start"

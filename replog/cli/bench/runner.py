@@ -435,7 +435,11 @@ def _run_controller(run: _Run) -> dict[str, Any]:
             "new_controller": timed.new_controller,
             "known_s": None if timed.known_s is None else round(timed.known_s, 3),
         }
-        target.restart_killed()  # before the run's topics are deleted
+        try:
+            target.restart_killed()  # before the run's topics are deleted
+        except BenchSystemError as exc:
+            # The failover was measured: keep it, and say the node did not come back.
+            controller["failover"]["restart_error"] = str(exc)
     result = run_result(
         Samples(), Samples(), warmup_s=0.0, duration_s=1.0, message_size=0, run_seconds=1
     )

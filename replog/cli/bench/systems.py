@@ -338,6 +338,8 @@ class KafkaSystem:
             "KAFKA_CLUSTER_DIR": self.directory,
             "KAFKA_BASE_PORT": str(self.base_port),
             "KAFKA_VERSION": self.version,
+            # kafka.sh's own wait for a node's listener, inside the harness's for the script.
+            "KAFKA_START_TIMEOUT_S": str(int(KAFKA_START_TIMEOUT_S * 0.9)),
         }
 
     def _script(self, *args: str, timeout_s: float, pin: bool = False) -> str:
@@ -395,11 +397,14 @@ class KafkaSystem:
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
         failed: list[str] = []
-        for name, future in admin.delete_topics(list(names)).items():
+        # One deadline for them all: against a cluster that is down, each would take it whole.
+        deadline = time.monotonic() + METADATA_TIMEOUT_S
+        futures = admin.delete_topics(list(names), request_timeout=METADATA_TIMEOUT_S)
+        for name, future in futures.items():
             try:
-                future.result(METADATA_TIMEOUT_S)
+                future.result(max(0.0, deadline - time.monotonic()))
             except Exception as exc:
-                failed.append(f"{name}: {exc}")
+                failed.append(f"{name}: {exc or type(exc).__name__}")
         if failed:
             print(
                 f"kafka: deleting {len(failed)} of {len(names)} topics failed; the first: "

@@ -288,6 +288,8 @@ def _controller_text(controller: dict[str, Any]) -> str:
             f"{failover['image_partitions']:,} partitions: a CreateTopics answered after "
             f"{failover['seconds']:.3f} s"
         )
+        if failover.get("restart_error"):
+            text += f"; the killed node did not come back: {failover['restart_error']}"
     return text
 
 

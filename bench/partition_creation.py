@@ -87,9 +87,10 @@ def file_system_floor_s(directory: str, replicas: int, ops: int = 2000) -> float
 
 
 class Cluster:
-    def __init__(self, directory: str, base_port: int) -> None:
+    def __init__(self, directory: str, base_port: int, kafka_base_port: int) -> None:
         self.directory = directory
         self.base_port = base_port
+        self.kafka_base_port = kafka_base_port
         self.client: ControllerClient | None = None
 
     def start(self, *, fresh: bool) -> float:
@@ -97,6 +98,7 @@ class Cluster:
         began = time.perf_counter()
         args = ["cluster", "start", "--data-dir", self.directory, "--base-port"]
         args += [str(self.base_port), "--nodes", str(NODES), "--timeout", "600"]
+        args += ["--kafka-base-port", str(self.kafka_base_port)]
         replog_cli(*args, *(["--fresh"] if fresh else []))
         seconds = time.perf_counter() - began
         addresses = LocalCluster.load(self.directory).controller_addresses()
@@ -178,8 +180,8 @@ class Results:
     restart: list[RestartRun] = field(default_factory=list)
 
 
-def create_run(directory: str, base_port: int, topics: int, per_request: int) -> CreateRun:
-    cluster = Cluster(directory, base_port)
+def create_run(directory: str, ports: tuple[int, int], topics: int, per_request: int) -> CreateRun:
+    cluster = Cluster(directory, *ports)
     cluster.start(fresh=True)
     try:
         cluster.wait_replicas(0)
@@ -197,13 +199,15 @@ def create_run(directory: str, base_port: int, topics: int, per_request: int) ->
         cluster.stop()
 
 
-def restart_run(directory: str, base_port: int, topics: int, per_request: int) -> RestartRun:
-    empty = Cluster(directory + "-empty", base_port)
+def restart_run(
+    directory: str, ports: tuple[int, int], topics: int, per_request: int
+) -> RestartRun:
+    empty = Cluster(directory + "-empty", *ports)
     fresh_s = empty.start(fresh=True)
     empty.wait_replicas(0)
     fresh_s_total = fresh_s
     empty.stop()
-    cluster = Cluster(directory, base_port)
+    cluster = Cluster(directory, *ports)
     cluster.start(fresh=True)
     try:
         cluster.create("bench", topics, per_request)
@@ -272,6 +276,9 @@ def main() -> None:
     parser.add_argument("--restart", action="store_true", help="also measure a restart")
     parser.add_argument("--no-create", action="store_true", help="only the restart")
     parser.add_argument("--base-port", type=int, default=19700)
+    parser.add_argument(
+        "--kafka-base-port", type=int, default=19900, help="the nodes' Kafka listeners from here"
+    )
     parser.add_argument("--json", metavar="FILE")
     parser.add_argument(
         "--work-dir",
@@ -297,7 +304,7 @@ def main() -> None:
             if not args.no_create:
                 found = create_run(
                     os.path.join(tmp, f"create-{run}"),
-                    args.base_port,
+                    (args.base_port, args.kafka_base_port),
                     args.topics,
                     args.per_request,
                 )
@@ -306,7 +313,7 @@ def main() -> None:
             if args.restart:
                 found_restart = restart_run(
                     os.path.join(tmp, f"restart-{run}"),
-                    args.base_port,
+                    (args.base_port, args.kafka_base_port),
                     args.topics,
                     args.per_request,
                 )

@@ -1063,12 +1063,13 @@ class ReplicaManager:
         read is parked, and a round that waits is woken by news for any of the session's
         partitions, which then join its answer."""
         now_ms = self._clock()
-        if session is not None and request.is_from_follower:
+        if session is not None:
+            self._fetch_sessions.add(session)  # before the reads: they may make news
             for key in session.take_left():
-                self._unpark(session, request.replica_id, key)
+                if request.is_from_follower:
+                    self._unpark(session, request.replica_id, key)
         read = self._read_fetch(request, now_ms, initial=True, repeats=repeats, session=session)
         if session is not None:
-            self._fetch_sessions.add(session)
             session.clock.advance(now_ms)  # after the round's reads (replica_progress)
         if (
             answer_immediately(

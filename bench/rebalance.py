@@ -2,16 +2,18 @@
 
 A local 3-node replog cluster (`replog cluster start`, in a temporary directory) and a topic of
 100 partitions; consumers (one thread each, all in this process) join one group one after the
-other: with the classic protocol replog's own consumers, with `--protocol consumer` (KIP-848)
-confluent-kafka consumers with `group.protocol=consumer` through the Kafka listeners, the
-coordinator's `uniform` assignor deciding. For each join, the rebalance time is from
+other: replog's own consumers, with the classic protocol or with `--protocol consumer`
+(KIP-848, `group.protocol=consumer`, the coordinator's `uniform` assignor deciding), or with
+`--protocol consumer --client confluent` confluent-kafka consumers through the Kafka
+listeners. For each join, the rebalance time is from
 the new member's `subscribe` until every member's assignment (from its rebalance listener) is
 the group's new one: all 100 partitions, each held by exactly one member, split evenly, and
 none of it still to change. With `cooperative-sticky` that is two rounds (revoke, then assign);
 with `range` one, every member revoking everything first.
 
     .venv/bin/python bench/rebalance.py [--members 10] [--runs 3] [--strategy range]
-        [--protocol consumer [--heartbeat-interval-ms 5000]]
+        [--protocol consumer [--client replog|confluent] [--heartbeat-interval-ms 5000]]
+        [--base-port 23900] [--kafka-base-port PORT]
 
 The group's `group.initial.rebalance.delay.ms` is 0 (the cluster's brokers are started with it):
 Kafka's 3 s default delays only the first join of an empty group, and would be most of the
@@ -54,7 +56,13 @@ class Member:
     addresses) confluent-kafka's with the consumer protocol."""
 
     def __init__(
-        self, bootstrap: str, group: str, strategy: str, index: int, kafka: str = ""
+        self,
+        bootstrap: str,
+        group: str,
+        strategy: str,
+        index: int,
+        kafka: str = "",
+        protocol: str = "classic",
     ) -> None:
         self.name = f"member-{index}"
         self.assigned: set[tuple[str, int]] = set()
@@ -73,13 +81,18 @@ class Member:
                 }
             )
         else:
+            assignment = (
+                {"group.protocol": "consumer"}
+                if protocol == "consumer"
+                else {"partition.assignment.strategy": strategy}
+            )
             self._consumer = Consumer(
                 {
                     "bootstrap.servers": bootstrap,
                     "group.id": group,
                     "client.id": self.name,
-                    "partition.assignment.strategy": strategy,
                     "enable.auto.commit": False,
+                    **assignment,
                 }
             )
         self._kafka = bool(kafka)
@@ -137,14 +150,16 @@ def settled(members: list[Member]) -> float | None:
     return max(at for _, at in snapshots)
 
 
-def one_run(bootstrap: str, strategy: str, count: int, run: int, kafka: str) -> list[float]:
+def one_run(
+    bootstrap: str, strategy: str, count: int, run: int, kafka: str, protocol: str
+) -> list[float]:
     """Join `count` members one by one; each join's rebalance time in ms."""
     members: list[Member] = []
     times: list[float] = []
-    group = f"bench-group-{'consumer' if kafka else strategy}-{run}"
+    group = f"bench-group-{protocol if protocol == 'consumer' else strategy}-{run}"
     try:
         for index in range(count):
-            member = Member(bootstrap, group, strategy, index, kafka)
+            member = Member(bootstrap, group, strategy, index, kafka, protocol)
             started = time.monotonic()
             member.join()
             members.append(member)
@@ -176,9 +191,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--strategy", default="cooperative-sticky")
     parser.add_argument("--base-port", type=int, default=23900)
     parser.add_argument("--protocol", choices=("classic", "consumer"), default="classic")
+    parser.add_argument("--client", choices=("replog", "confluent"), default="replog")
     parser.add_argument("--heartbeat-interval-ms", type=int, default=5000)
+    parser.add_argument("--kafka-base-port", type=int, default=None)
     args = parser.parse_args(argv)
     consumer_protocol = args.protocol == "consumer"
+    confluent = consumer_protocol and args.client == "confluent"
+    kafka_base = (
+        args.kafka_base_port
+        if args.kafka_base_port is not None
+        else args.base_port + KAFKA_PORT_OFFSET
+    )
     with tempfile.TemporaryDirectory(prefix="replog-bench-rebalance-") as work:
         data_dir = str(Path(work) / "cluster")
         # An empty group's first join is not held back (module docstring).
@@ -187,17 +210,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             "group.initial.rebalance.delay.ms=0",
             "--override",
             f"group.consumer.heartbeat.interval.ms={args.heartbeat_interval_ms}",
+            "--kafka-base-port",
+            str(kafka_base),
         ]
         with running_cluster(data_dir, args.base_port, *overrides) as bootstrap:
             create_topic(bootstrap, TOPIC, PARTITIONS)
-            first = args.base_port + KAFKA_PORT_OFFSET
-            kafka = ",".join(f"127.0.0.1:{first + i}" for i in range(3))
+            kafka = ",".join(f"127.0.0.1:{kafka_base + i}" for i in range(3))
             runs = [
-                one_run(bootstrap, args.strategy, args.members, r + 1, kafka * consumer_protocol)
+                one_run(
+                    bootstrap, args.strategy, args.members, r + 1, kafka * confluent, args.protocol
+                )
                 for r in range(args.runs)
             ]
+    client = "confluent-kafka" if confluent else "replog's consumer"
     what = (
-        f"consumer protocol (uniform assignor, heartbeat interval {args.heartbeat_interval_ms} ms)"
+        f"consumer protocol, {client} (uniform assignor, heartbeat interval "
+        f"{args.heartbeat_interval_ms} ms)"
         if consumer_protocol
         else f"{args.strategy}, classic protocol"
     )

@@ -3,7 +3,8 @@
 Usage:
     python proto/generate_kafka.py           # rewrite replog/kafka/messages from proto/kafka/
     python proto/generate_kafka.py --check   # exit 1 if the checked-in code is stale
-    python proto/generate_kafka.py --vendor --kafka-git DIR   # refresh proto/kafka/message/
+    python proto/generate_kafka.py --vendor --kafka-git DIR --kafka-clients-jar JAR
+                                             # refresh proto/kafka/message/
 
 Rules: the specs are Apache Kafka's own `clients/src/main/resources/common/message/*.json`,
 vendored verbatim under `proto/kafka/message/` with their origin and hashes in
@@ -39,13 +40,15 @@ KAFKA_GIT_COMMIT = "1eb7644349cb07139d6a3c1ad1986979647cac99"
 KAFKA_GIT_FILES = (
     "ConsumerGroupHeartbeatRequest",
     "ConsumerGroupHeartbeatResponse",
-    "ConsumerGroupDescribeRequest",
-    "ConsumerGroupDescribeResponse",
     # Kafka 4.0 dropped request header v0 (ControlledShutdown v0 was its only user); the
     # definition before that keeps v0 codable, and v1/v2 are the same bytes.
     "RequestHeader",
 )
 UPSTREAM_DIR = "clients/src/main/resources/common/message"
+# Specs newer than that commit, from a released kafka-clients jar (bench/kafka/kafka.sh fetches
+# Kafka 4.4.0's): ConsumerGroupDescribe v0-1 (KIP-1099's member type).
+KAFKA_JAR_VERSION = "4.4.0"
+KAFKA_JAR_FILES = ("ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse")
 
 FIXED = {
     "bool": ("?", 1),
@@ -723,9 +726,10 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def vendor(kafka_git: Path | None) -> None:
+def vendor(kafka_git: Path | None, kafka_jar: Path | None = None) -> None:
     """Copy the specs from the installed kafka-python and (the few it lacks) a pinned
-    apache/kafka git directory into proto/kafka/message/, recording origin and hashes."""
+    apache/kafka git directory and a released kafka-clients jar into proto/kafka/message/,
+    recording origin and hashes."""
     import importlib.metadata
 
     import kafka.protocol.schemas.resources as res
@@ -756,6 +760,18 @@ def vendor(kafka_git: Path | None) -> None:
                 "from": f"apache/kafka {KAFKA_GIT_COMMIT} ({UPSTREAM_DIR})",
                 "sha256": sha256(text),
             }
+    if kafka_jar is not None:
+        import zipfile
+
+        with zipfile.ZipFile(kafka_jar) as jar:
+            for name in KAFKA_JAR_FILES:
+                text = jar.read(f"common/message/{name}.json")
+                (SPEC_DIR / f"{name}.json").write_bytes(text)
+                sources["files"][f"{name}.json"] = {
+                    "from": f"Apache Kafka {KAFKA_JAR_VERSION} "
+                    f"(kafka-clients-{KAFKA_JAR_VERSION}.jar, common/message)",
+                    "sha256": sha256(text),
+                }
     SOURCES.write_text(json.dumps(sources, indent=2, sort_keys=True) + "\n")
 
 
@@ -790,9 +806,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="fail if the checked-in code is stale")
     parser.add_argument("--vendor", action="store_true", help="refresh proto/kafka/message first")
     parser.add_argument("--kafka-git", type=Path, help="apache/kafka git dir for --vendor")
+    parser.add_argument(
+        "--kafka-clients-jar", type=Path, help=f"kafka-clients-{KAFKA_JAR_VERSION}.jar for --vendor"
+    )
     args = parser.parse_args(argv)
     if args.vendor:
-        vendor(args.kafka_git)
+        vendor(args.kafka_git, args.kafka_clients_jar)
     bad = check_sources()
     if bad:
         print("vendored Kafka specs do not match proto/kafka/SOURCES.json:", file=sys.stderr)

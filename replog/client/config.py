@@ -12,6 +12,10 @@ Rules:
   string or a list of ``host[:port]`` (port 9092 when left out, ``[v6 address]:port``, a
   listener prefix such as ``PLAINTEXT://`` dropped). `auto.offset.reset` also takes the old
   names ``smallest``/``largest``.
+- `group.protocol` is `classic` (the default) or `consumer` (KIP-848). With `consumer`,
+  `partition.assignment.strategy`, `session.timeout.ms` and `heartbeat.interval.ms` are errors
+  (the broker decides them) and `group.remote.assignor` names a broker assignor; with
+  `classic`, `group.remote.assignor` is an error. Kafka's consumer checks the same.
 - `partition.assignment.strategy` takes Kafka's assignor names (range, roundrobin,
   cooperative-sticky; default ``range,cooperative-sticky`` as Kafka's) as a comma-separated
   string or a list; Java's class names of those three are read as their names. Kafka keys
@@ -344,6 +348,9 @@ class ConsumerConfig(_CommonConfig):
         ("range", "cooperative-sticky"), _assignors
     )
     group_instance_id: str | None = _setting(None, _optional_text)
+    # classic: JoinGroup/SyncGroup; consumer: KIP-848's ConsumerGroupHeartbeat.
+    group_protocol: str = _setting("classic", _choice("classic", "consumer"))
+    group_remote_assignor: str | None = _setting(None, _optional_text)  # consumer protocol only
 
 
 @dataclass(frozen=True)
@@ -502,12 +509,34 @@ def consumer_config(
             f"request.timeout.ms={built.request_timeout_ms}: must be larger than "
             f"fetch.max.wait.ms={built.fetch_max_wait_ms} (a fetch may wait that long)"
         )
+    _check_group_protocol(built)
     if built.heartbeat_interval_ms >= built.session_timeout_ms:
         raise ConfigError(
             f"heartbeat.interval.ms={built.heartbeat_interval_ms}: must be lower than "
             f"session.timeout.ms={built.session_timeout_ms}"
         )
     return built
+
+
+# Classic-protocol settings the consumer protocol takes from the broker instead (Kafka's
+# consumer refuses them too when group.protocol=consumer).
+_CLASSIC_ONLY = ("partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms")
+
+
+def _check_group_protocol(built: ConsumerConfig) -> None:
+    if built.group_protocol == "consumer":
+        given = [key for key in _CLASSIC_ONLY if key in built.user_keys]
+        if given:
+            raise ConfigError(
+                f"{', '.join(given)}: not supported with group.protocol=consumer (the broker "
+                "assigns partitions and sets the heartbeat interval and session timeout: "
+                "group.remote.assignor names a broker assignor)"
+            )
+    elif built.group_remote_assignor is not None:
+        raise ConfigError(
+            f"group.remote.assignor={built.group_remote_assignor}: only with "
+            "group.protocol=consumer (group.protocol is classic)"
+        )
 
 
 def admin_config(

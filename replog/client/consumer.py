@@ -16,12 +16,13 @@ coroutines and take `timeout_ms` (default `default.api.timeout.ms`); the others 
 local state. `start()` is optional: the first poll starts the consumer.
 
 Rules:
-- `subscribe(topics, listener=None)` with a `group.id` joins the group (classic protocol,
-  `group_membership`): the group's assignor splits the topics' partitions among its members,
-  the listener's `on_partitions_revoked` / `on_partitions_assigned` / `on_partitions_lost` run
-  inside `poll`, heartbeats go out in the background, and a consumer that does not poll within
-  `max.poll.interval.ms` leaves the group (it rejoins at its next poll). Commits then carry the
-  generation: one the group has moved past is refused with `CommitFailedError`.
+- `subscribe(topics, listener=None)` with a `group.id` joins the group (`group_membership`;
+  `group.protocol` classic, the default, or consumer for KIP-848): the group's assignor
+  splits the topics' partitions among its members, the listener's `on_partitions_revoked` /
+  `on_partitions_assigned` / `on_partitions_lost` run inside `poll`, heartbeats go out in the
+  background, and a consumer that does not poll within `max.poll.interval.ms` leaves the group
+  (it rejoins at its next poll). Commits then carry the generation (the member epoch): one the
+  group has moved past is refused with `CommitFailedError`.
 - `subscribe(topics)` without a `group.id` reads every partition of the topics (no
   membership: generation -1, member ""); `assign()` never joins a group. Partitions added to a
   topic later are picked up when the metadata refreshes (in a group: by the next rebalance).
@@ -64,6 +65,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, overload
+from uuid import UUID
 
 from replog.client.cluster_metadata import ClusterMetadata
 from replog.client.config import ConsumerConfig, consumer_config
@@ -72,6 +74,7 @@ from replog.client.fetcher import Fetcher, FetchSettings, isolation_level
 from replog.client.group_membership import (
     GroupMembership,
     ListenerRunner,
+    MemberCore,
     call_listener,
     check_listener,
 )
@@ -87,7 +90,11 @@ from replog.client.subscription import EARLIEST, LATEST, NONE, Mode, Subscriptio
 from replog.client.task_owner import TaskOwner
 from replog.clock import Clock, monotonic_ms
 from replog.coordinator import messages as cm
-from replog.coordinator.group_member import ASSIGNED, LOST, MemberConfig, Phase
+from replog.coordinator.consumer_protocol_member import (
+    ConsumerMemberConfig,
+    ConsumerProtocolMember,
+)
+from replog.coordinator.group_member import ASSIGNED, LOST, GroupMember, MemberConfig, Phase
 from replog.errors import (
     ClientClosedError,
     CommitFailedError,
@@ -99,6 +106,7 @@ from replog.errors import (
     NoOffsetForPartitionError,
     RebalanceInProgressError,
     ReplogError,
+    StaleMemberEpochError,
     UnknownMemberIdError,
     UnknownTopicOrPartitionError,
 )
@@ -212,16 +220,7 @@ class Consumer:
                 clock=clock,
             )
             self._membership = GroupMembership(
-                MemberConfig(
-                    cfg.group_id,
-                    cfg.client_id,
-                    session_timeout_ms=cfg.session_timeout_ms,
-                    rebalance_timeout_ms=cfg.max_poll_interval_ms,
-                    heartbeat_interval_ms=cfg.heartbeat_interval_ms,
-                    retry_backoff_ms=cfg.retry_backoff_ms,
-                    assignors=cfg.partition_assignment_strategy,
-                    group_instance_id=cfg.group_instance_id,
-                ),
+                _member_core(cfg, cfg.group_id),
                 self._group,
                 request_timeout_ms=cfg.request_timeout_ms,
                 clock=clock,
@@ -444,11 +443,15 @@ class Consumer:
             return
         if self._membership is not None:
             counts = {}
+            topic_ids = {}
             for topic in self._subscriptions.subscription:
                 known = self._metadata.cached_partitions(topic)
                 if known is not None:
                     counts[topic] = len(known)
-            self._membership.partition_counts(counts)
+                topic_id = self._metadata.topic_id(topic)
+                if topic_id is not None:
+                    topic_ids[topic] = UUID(bytes=topic_id)
+            self._membership.topics_known(counts, topic_ids)
             return
         partitions = [
             TopicPartition(topic, p.partition)
@@ -753,7 +756,12 @@ class Consumer:
         and the caller gets CommitFailedError (REBALANCE_IN_PROGRESS stays itself)."""
         try:
             await work
-        except (IllegalGenerationError, UnknownMemberIdError, FencedInstanceIdError) as exc:
+        except (
+            IllegalGenerationError,
+            UnknownMemberIdError,
+            FencedInstanceIdError,
+            StaleMemberEpochError,
+        ) as exc:
             if self._membership is not None:
                 self._membership.core.commit_fenced(exc, self._clock())
                 self._membership.kick()
@@ -1086,6 +1094,35 @@ class Consumer:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+
+def _member_core(cfg: ConsumerConfig, group_id: str) -> MemberCore:
+    """The membership core of `group.protocol`: classic, or KIP-848's consumer protocol (the
+    member makes its own member id, KIP-1082)."""
+    if cfg.group_protocol == "consumer":
+        return ConsumerProtocolMember(
+            ConsumerMemberConfig(
+                group_id,
+                cfg.client_id,
+                str(uuid.uuid4()),
+                rebalance_timeout_ms=cfg.max_poll_interval_ms,
+                retry_backoff_ms=cfg.retry_backoff_ms,
+                server_assignor=cfg.group_remote_assignor,
+                group_instance_id=cfg.group_instance_id,
+            )
+        )
+    return GroupMember(
+        MemberConfig(
+            group_id,
+            cfg.client_id,
+            session_timeout_ms=cfg.session_timeout_ms,
+            rebalance_timeout_ms=cfg.max_poll_interval_ms,
+            heartbeat_interval_ms=cfg.heartbeat_interval_ms,
+            retry_backoff_ms=cfg.retry_backoff_ms,
+            assignors=cfg.partition_assignment_strategy,
+            group_instance_id=cfg.group_instance_id,
+        )
+    )
 
 
 @dataclass(frozen=True, slots=True)

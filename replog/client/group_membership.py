@@ -1,15 +1,20 @@
-"""The consumer's side of a classic consumer group: the I/O shell of `GroupMember`
-(`replog/coordinator/group_member.py`, where the rules are).
+"""The consumer's side of a consumer group: the I/O shell of either membership core, the
+classic protocol's `GroupMember` (`replog/coordinator/group_member.py`) or the consumer
+protocol's `ConsumerProtocolMember` (`consumer_protocol_member.py`, KIP-848), where the rules
+are; `group.protocol` chooses.
 
 A subscribed consumer with a `group.id` joins the group through the gRPC `GroupCoordinator`
 service of the group's coordinator (found as `GroupOffsets` finds it). One background task
-(in the consumer's `TaskOwner`) sends what the core asks for, one request at a time: JoinGroup,
-SyncGroup, Heartbeat every `heartbeat.interval.ms`, LeaveGroup when `max.poll.interval.ms`
-passes without a poll. The consumer's `poll` calls `poll_started` (liveness) and
-`run_callbacks`, which runs the listener's callbacks in poll (Kafka's place for them) and
-changes the consumer's assignment around them: partitions leave the assignment after
-`on_partitions_revoked`/`on_partitions_lost` ran (so the callback can still commit their
-positions) and join it before `on_partitions_assigned` runs (so it can seek).
+(in the consumer's `TaskOwner`) sends what the core asks for, one request at a time: with the
+classic protocol JoinGroup, SyncGroup, Heartbeat every `heartbeat.interval.ms`, LeaveGroup
+when `max.poll.interval.ms` passes without a poll; with the consumer protocol
+ConsumerGroupHeartbeat at the coordinator's interval (and at once to acknowledge a reconciled
+assignment), a leaving one (epoch -1 or -2) instead of LeaveGroup. The consumer's `poll`
+calls `poll_started` (liveness) and `run_callbacks`, which runs the listener's callbacks in
+poll (Kafka's place for them) and changes the consumer's assignment around them: partitions
+leave the assignment after `on_partitions_revoked`/`on_partitions_lost` ran (so the callback
+can still commit their positions) and join it before `on_partitions_assigned` runs (so it can
+seek).
 
 Rules:
 - A listener is any object with `on_partitions_revoked(partitions)` and
@@ -32,6 +37,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
+from uuid import UUID
 
 import grpc
 
@@ -39,12 +45,13 @@ from replog.client.group_offsets import GroupOffsets
 from replog.client.records import TopicPartition
 from replog.clock import Clock
 from replog.coordinator import classic_group_messages as gm
+from replog.coordinator import consumer_group_messages as cgm
+from replog.coordinator.consumer_protocol_member import ConsumerProtocolMember
 from replog.coordinator.group_member import (
     ASSIGNED,
     LOST,
     REVOKED,
     GroupMember,
-    MemberConfig,
     Outgoing,
     RebalanceEvent,
 )
@@ -83,12 +90,15 @@ def check_listener(listener: object) -> None:
             )
 
 
+MemberCore = GroupMember | ConsumerProtocolMember
+
+
 class GroupMembership:
     """The shell of one consumer's membership (module docstring)."""
 
     def __init__(
         self,
-        config: MemberConfig,
+        core: MemberCore,
         offsets: GroupOffsets,
         *,
         request_timeout_ms: int,
@@ -98,7 +108,7 @@ class GroupMembership:
     ) -> None:
         """`partition_counts(topics, deadline_ms)`: the partition counts of the topics the
         metadata knows (a leader assigns every member's topics, not only its own)."""
-        self.core = GroupMember(config)
+        self.core: MemberCore = core
         self._offsets = offsets
         self._request_timeout_ms = request_timeout_ms
         self._clock = clock
@@ -126,8 +136,14 @@ class GroupMembership:
         self.core.subscribe(topics, self._clock())
         self.kick()
 
-    def partition_counts(self, counts: dict[str, int]) -> None:
-        self.core.set_partition_counts(counts, self._clock())
+    def topics_known(self, counts: dict[str, int], topic_ids: dict[str, UUID]) -> None:
+        """The subscribed topics as the metadata knows them: partition counts (a classic
+        leader assigns them) and topic ids (a consumer-protocol assignment names topics by
+        id)."""
+        if isinstance(self.core, GroupMember):
+            self.core.set_partition_counts(counts, self._clock())
+        else:
+            self.core.set_topic_ids(topic_ids, self._clock())
         self.kick()
 
     def poll_started(self) -> None:
@@ -248,7 +264,12 @@ class GroupMembership:
                 core.request_failed(kind, self._clock())
                 continue
             now = self._clock()
-            if isinstance(answer, gm.JoinGroupResponse):
+            if isinstance(answer, cgm.ConsumerGroupHeartbeatResponse):
+                assert isinstance(core, ConsumerProtocolMember)
+                self._forget_on_coordinator_error(answer.error)
+                core.heartbeat_answered(answer, now)
+            elif isinstance(answer, gm.JoinGroupResponse):
+                assert isinstance(core, GroupMember)
                 self._forget_on_coordinator_error(answer.error)
                 topics = core.assigns_topics(answer)
                 counts = None
@@ -257,9 +278,10 @@ class GroupMembership:
                     counts = await self._partition_counts(topics, deadline)
                 core.join_answered(answer, self._clock(), counts)
             elif isinstance(answer, gm.SyncGroupResponse):
+                assert isinstance(core, GroupMember)
                 self._forget_on_coordinator_error(answer.error)
                 core.sync_answered(answer, now)
-            elif kind == "heartbeat":
+            elif kind == "heartbeat" and isinstance(core, GroupMember):
                 error = answer if isinstance(answer, ReplogError) else None
                 self._forget_on_coordinator_error(error)
                 core.heartbeat_answered(error, now)  # type: ignore[arg-type]
@@ -277,6 +299,8 @@ class GroupMembership:
         client = await self._offsets.coordinator_client(deadline_ms)
         timeout_ms = max(1, deadline_ms - self._clock())
         request = outgoing.request
+        if isinstance(request, cgm.ConsumerGroupHeartbeatRequest):
+            return await client.consumer_group_heartbeat(request, timeout_ms=timeout_ms)
         if isinstance(request, gm.JoinGroupRequest):
             return await client.join_group(request, timeout_ms=timeout_ms)
         if isinstance(request, gm.SyncGroupRequest):

@@ -27,7 +27,11 @@ A heartbeat (ConsumerGroupHeartbeat, docs/groups.md walks an example):
    before they are given to another member. A member that must revoke has its rebalance timeout
    to do so, else it is fenced (removed).
 5. The answer: member id and epoch, the heartbeat interval, and the assigned partitions when the
-   request was a full one (a join, or every field set) or they changed.
+   request was a full one (a join, or every field set) or they changed. A member still
+   reconciling (partitions to revoke, or target partitions another member has not released
+   yet) is told a tenth of `group.consumer.heartbeat.interval.ms` (at least 1 ms), so it takes
+   released partitions soon after their release instead of up to a whole interval later; Kafka
+   answers every member with the configured interval (docs/groups.md).
 Leaving: epoch -1 removes the member (its partitions become free, the group epoch goes up);
 epoch -2 (static members) keeps it at epoch -2, to be replaced when its instance rejoins. A
 member without a heartbeat for `group.consumer.session.timeout.ms` is removed.
@@ -91,6 +95,8 @@ Record = rec.ConsumerGroupRecord | GroupRecord
 T = TypeVar("T")
 # OffsetCommit's first version carrying the member epoch (KIP-848).
 COMMIT_MEMBER_EPOCH_VERSION = 9
+# A reconciling member heartbeats this many times as often (module docstring, step 5).
+RECONCILING_HEARTBEAT_DIVISOR = 10
 _SESSION = "session"
 _REBALANCE = "rebalance"
 
@@ -113,10 +119,10 @@ class ConsumerGroupConfig:
             if value < 1:
                 raise InvalidConfigError(f"{name} is {value}; must be >= 1")
         unknown = [name for name in self.assignors if name not in ASSIGNORS]
-        if unknown or not self.assignors:
+        if unknown or not self.assignors or len(set(self.assignors)) != len(self.assignors):
             raise InvalidConfigError(
                 f"group.consumer.assignors is {list(self.assignors)}; each must be one of "
-                f"{sorted(ASSIGNORS)}"
+                f"{sorted(ASSIGNORS)}, at most once"
             )
 
 
@@ -410,11 +416,14 @@ class ConsumerGroupCoordinator:
             and request.subscribed_topic_names is not None
             and request.owned is not None
         )
+        interval = self.config.heartbeat_interval_ms
+        if current.state is not MemberState.STABLE:
+            interval = max(1, interval // RECONCILING_HEARTBEAT_DIVISOR)
         return ConsumerGroupHeartbeatResponse(
             None,
             member_id,
             current.member_epoch,
-            self.config.heartbeat_interval_ms,
+            interval,
             by_topic(current.assigned) if full or current.assigned != member.assigned else None,
         )
 

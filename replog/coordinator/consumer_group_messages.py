@@ -12,6 +12,17 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from replog.coordinator.consumer_group_records import TopicPartitions
+
+__all__ = [
+    "CONSUMER_GROUP_TYPE",
+    "CONSUMER_PROTOCOL_TYPE",
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupHeartbeatResponse",
+    "DescribedConsumerGroup",
+    "DescribedConsumerMember",
+    "NamedTopicPartitions",
+    "TopicPartitions",
+]
 from replog.errors import KafkaError
 
 # The protocol type and group type a consumer-protocol group is listed with (ListGroups).

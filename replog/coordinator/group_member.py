@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from replog.common import TopicPartition
 from replog.coordinator import classic_group_messages as gm
 from replog.coordinator.assignors import ASSIGNORS, COOPERATIVE, Member
+from replog.coordinator.consumer_group_messages import ConsumerGroupHeartbeatRequest
 from replog.coordinator.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
     Subscription,
@@ -117,10 +118,17 @@ class RebalanceEvent:
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:
-    """A request to send: `kind` (join, sync, heartbeat, leave) and its message."""
+    """A request to send: `kind` (join, sync, heartbeat, leave) and its message (the consumer
+    protocol's core sends ConsumerGroupHeartbeat as heartbeat and leave)."""
 
     kind: str
-    request: gm.JoinGroupRequest | gm.SyncGroupRequest | gm.HeartbeatRequest | gm.LeaveGroupRequest
+    request: (
+        gm.JoinGroupRequest
+        | gm.SyncGroupRequest
+        | gm.HeartbeatRequest
+        | gm.LeaveGroupRequest
+        | ConsumerGroupHeartbeatRequest
+    )
 
 
 @dataclass(slots=True)
@@ -131,10 +139,57 @@ class RebalanceStats:
     total_ms: int = 0
     last_ms: int = 0
     first_assignment_ms: int | None = None  # time from the first join to the first assignment
+    started_ms: int | None = None  # the rebalance under way began then
+    first_join_ms: int | None = None
+
+    def begin(self, now_ms: int) -> None:
+        """A rebalance is due (a later cause while one is under way changes nothing)."""
+        if self.started_ms is None:
+            self.started_ms = now_ms
+        if self.first_join_ms is None:
+            self.first_join_ms = now_ms
+
+    def end(self, now_ms: int) -> None:
+        """The rebalance under way (if any; else one of no time) got its assignment."""
+        started = self.started_ms if self.started_ms is not None else now_ms
+        self.started_ms = None
+        self.count += 1
+        self.last_ms = now_ms - started
+        self.total_ms += self.last_ms
+        if self.first_assignment_ms is None and self.first_join_ms is not None:
+            self.first_assignment_ms = now_ms - self.first_join_ms
+
+
+@dataclass(kw_only=True)
+class MemberEvents:
+    """What both membership cores (this one and `consumer_protocol_member`) keep for the
+    consumer's poll: its liveness and the listener callbacks it has to run."""
+
+    _events: list[RebalanceEvent] = field(default_factory=list)
+    _callbacks_pending: bool = False
+    _poll_expired: bool = False
+    _last_poll_ms: int = 0
+
+    def poll_called(self, now_ms: int) -> None:
+        self._last_poll_ms = now_ms
+        self._poll_expired = False
+
+    def take_events(self) -> list[RebalanceEvent]:
+        """The callbacks to run now; `callbacks_done` must follow once they ran."""
+        events, self._events = self._events, []
+        return events
+
+    @property
+    def callbacks_pending(self) -> bool:
+        return self._callbacks_pending
+
+    def _emit(self, kind: str, partitions: frozenset[TopicPartition]) -> None:
+        self._events.append(RebalanceEvent(kind, partitions))
+        self._callbacks_pending = True
 
 
 @dataclass
-class GroupMember:
+class GroupMember(MemberEvents):
     """The member's state (module docstring); every method is given the time as `now_ms`."""
 
     config: MemberConfig
@@ -152,16 +207,10 @@ class GroupMember:
     _assigned_counts: dict[str, int] = field(default_factory=dict)
     _in_flight: str | None = None
     _sync: gm.SyncGroupRequest | None = None
-    _events: list[RebalanceEvent] = field(default_factory=list)
-    _callbacks_pending: bool = False
     _prepared: bool = False
     _lost: bool = False
-    _poll_expired: bool = False
-    _last_poll_ms: int = 0
     _next_heartbeat_ms: int = 0
     _retry_at_ms: int = 0
-    _rebalance_started_ms: int | None = None
-    _first_join_ms: int | None = None
 
     # --- what the consumer tells it ------------------------------------------------------------
 
@@ -178,21 +227,8 @@ class GroupMember:
         if self.leader and self.phase is Phase.STABLE and self._counts != self._assigned_counts:
             self._request_rejoin("the subscribed topics' partitions changed", now_ms)
 
-    def poll_called(self, now_ms: int) -> None:
-        self._last_poll_ms = now_ms
-        self._poll_expired = False
-
-    def take_events(self) -> list[RebalanceEvent]:
-        """The callbacks to run now; `callbacks_done` must follow once they ran."""
-        events, self._events = self._events, []
-        return events
-
     def callbacks_done(self) -> None:
         self._callbacks_pending = bool(self._events)
-
-    @property
-    def callbacks_pending(self) -> bool:
-        return self._callbacks_pending
 
     def commit_identity(self) -> tuple[int, str, str | None]:
         """(generation, member id, instance id) to commit with (module docstring)."""
@@ -312,10 +348,6 @@ class GroupMember:
                 self.owned -= gone
         self._lost = False
 
-    def _emit(self, kind: str, partitions: frozenset[TopicPartition]) -> None:
-        self._events.append(RebalanceEvent(kind, partitions))
-        self._callbacks_pending = True
-
     # --- answers ------------------------------------------------------------------------------
 
     def join_answered(
@@ -416,7 +448,7 @@ class GroupMember:
         self._next_heartbeat_ms = now_ms + self.config.heartbeat_interval_ms
         self._prepared = False
         self.rejoin_reason = None
-        self._finish_rebalance(now_ms)
+        self.stats.end(now_ms)
         if self.protocol in COOPERATIVE:
             revoked = self.owned - assigned
             if revoked:
@@ -511,17 +543,4 @@ class GroupMember:
     def _request_rejoin(self, reason: str, now_ms: int) -> None:
         if self.rejoin_reason is None:
             self.rejoin_reason = reason
-        if self._rebalance_started_ms is None:
-            self._rebalance_started_ms = now_ms
-        if self._first_join_ms is None:
-            self._first_join_ms = now_ms
-
-    def _finish_rebalance(self, now_ms: int) -> None:
-        started = self._rebalance_started_ms if self._rebalance_started_ms is not None else now_ms
-        self._rebalance_started_ms = None
-        stats = self.stats
-        stats.count += 1
-        stats.last_ms = now_ms - started
-        stats.total_ms += stats.last_ms
-        if stats.first_assignment_ms is None and self._first_join_ms is not None:
-            stats.first_assignment_ms = now_ms - self._first_join_ms
+        self.stats.begin(now_ms)

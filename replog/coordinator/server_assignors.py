@@ -5,11 +5,16 @@ Both are pure functions of the members' subscriptions (topic ids), the partition
 the current target assignment; every member gets an entry (possibly empty); members are
 ordered by member id so every run computes the same result.
 
-- `uniform`: balanced and sticky. A member keeps the partitions of its current target that it
-  still subscribes to, up to its share; the rest go, one by one in (topic, partition) order, to
-  the subscribed member holding the fewest; then, while a partition can move from a member to
-  another subscribed member holding at least two fewer, it moves. When every member subscribes
-  to the same topics, counts differ by at most one (Kafka's uniform assignor's guarantee).
+- `uniform`: balanced and sticky. Each member's quota is the partition count divided by the
+  member count, one more for the remainder's worth of members, those keeping the most of their
+  current target first (so that no member that keeps partitions must also take one from
+  another: a move waits for its old owner's next heartbeat). A member keeps the partitions of
+  its current target that it still subscribes to, up to its quota; the rest go, one by one in
+  (topic, partition) order, to the subscribed member furthest below its quota (then holding
+  the fewest); then, while a partition can move from a member to another subscribed member
+  holding at least two fewer, it moves. When every member subscribes to the same topics,
+  counts differ by at most one (Kafka's uniform assignor's guarantee) and only partitions
+  that must change hands do.
 - `range`: per topic, its partitions in order split into runs over the members subscribed to
   it, sorted by member id; the first `partitions % members` get one more (co-partitioning:
   members subscribed to the same topics get the same partition numbers of each).
@@ -48,18 +53,30 @@ def uniform_assign(
             if topic in counts:
                 subscribers.setdefault(topic, []).append(m.member_id)
     every = sorted((t, p) for t in subscribers for p in range(counts[t]))
-    share = -(-len(every) // len(members)) if members else 0  # ceiling: the largest count
+    valid = {
+        m.member_id: sorted(
+            tp
+            for tp in m.current
+            if tp[0] in m.topics and tp[0] in counts and tp[1] < counts[tp[0]]
+        )
+        for m in members
+    }
+    base, extra = divmod(len(every), len(members)) if members else (0, 0)
+    by_kept = sorted(valid, key=lambda mid: (-len(valid[mid]), mid))
+    quota = {mid: base + (1 if rank < extra else 0) for rank, mid in enumerate(by_kept)}
     taken: set[TP] = set()
     for m in members:
-        for tp in sorted(m.current):
-            still = tp[0] in m.topics and tp[0] in counts and tp[1] < counts[tp[0]]
-            if still and len(owned[m.member_id]) < share and tp not in taken:
+        for tp in valid[m.member_id]:
+            if len(owned[m.member_id]) < quota[m.member_id] and tp not in taken:
                 owned[m.member_id].add(tp)
                 taken.add(tp)
     for tp in every:
         if tp not in taken:
-            fewest = min(subscribers[tp[0]], key=lambda mid: (len(owned[mid]), mid))
-            owned[fewest].add(tp)
+            neediest = min(
+                subscribers[tp[0]],
+                key=lambda mid: (len(owned[mid]) - quota[mid], len(owned[mid]), mid),
+            )
+            owned[neediest].add(tp)
     _balance(owned, subscribers)
     return {mid: frozenset(tps) for mid, tps in owned.items()}
 

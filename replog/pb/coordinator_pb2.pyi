@@ -389,6 +389,66 @@ class DeleteGroupsResponse(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[DeleteGroupResult]
     def __init__(self, results: _Optional[_Iterable[_Union[DeleteGroupResult, _Mapping]]] = ...) -> None: ...
 
+class HeartbeatTopicPartitions(_message.Message):
+    __slots__ = ("topic_id", "partitions")
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic_id: bytes
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic_id: _Optional[bytes] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class HeartbeatPartitions(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[HeartbeatTopicPartitions]
+    def __init__(self, topics: _Optional[_Iterable[_Union[HeartbeatTopicPartitions, _Mapping]]] = ...) -> None: ...
+
+class SubscribedTopicNames(_message.Message):
+    __slots__ = ("names",)
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ConsumerGroupHeartbeatRequest(_message.Message):
+    __slots__ = ("group_id", "member_id", "member_epoch", "instance_id", "rack_id", "rebalance_timeout_ms", "subscribed_topic_names", "subscribed_topic_regex", "server_assignor", "owned", "client_id")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    RACK_ID_FIELD_NUMBER: _ClassVar[int]
+    REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_TOPIC_NAMES_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBED_TOPIC_REGEX_FIELD_NUMBER: _ClassVar[int]
+    SERVER_ASSIGNOR_FIELD_NUMBER: _ClassVar[int]
+    OWNED_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str
+    rack_id: str
+    rebalance_timeout_ms: int
+    subscribed_topic_names: SubscribedTopicNames
+    subscribed_topic_regex: str
+    server_assignor: str
+    owned: HeartbeatPartitions
+    client_id: str
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., instance_id: _Optional[str] = ..., rack_id: _Optional[str] = ..., rebalance_timeout_ms: _Optional[int] = ..., subscribed_topic_names: _Optional[_Union[SubscribedTopicNames, _Mapping]] = ..., subscribed_topic_regex: _Optional[str] = ..., server_assignor: _Optional[str] = ..., owned: _Optional[_Union[HeartbeatPartitions, _Mapping]] = ..., client_id: _Optional[str] = ...) -> None: ...
+
+class ConsumerGroupHeartbeatResponse(_message.Message):
+    __slots__ = ("error", "member_id", "member_epoch", "heartbeat_interval_ms", "assignment")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorStatus
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: HeartbeatPartitions
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorStatus, _Mapping]] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., heartbeat_interval_ms: _Optional[int] = ..., assignment: _Optional[_Union[HeartbeatPartitions, _Mapping]] = ...) -> None: ...
+
 class ConsumerGroupDescribeRequest(_message.Message):
     __slots__ = ("group_ids",)
     GROUP_IDS_FIELD_NUMBER: _ClassVar[int]

@@ -84,6 +84,11 @@ class GroupCoordinatorStub:
                 request_serializer=replog_dot_pb_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
                 response_deserializer=replog_dot_pb_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
                 _registered_method=True)
+        self.ConsumerGroupHeartbeat = channel.unary_unary(
+                '/replog.pb.coordinator.GroupCoordinator/ConsumerGroupHeartbeat',
+                request_serializer=replog_dot_pb_dot_coordinator__pb2.ConsumerGroupHeartbeatRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_coordinator__pb2.ConsumerGroupHeartbeatResponse.FromString,
+                _registered_method=True)
         self.ConsumerGroupDescribe = channel.unary_unary(
                 '/replog.pb.coordinator.GroupCoordinator/ConsumerGroupDescribe',
                 request_serializer=replog_dot_pb_dot_coordinator__pb2.ConsumerGroupDescribeRequest.SerializeToString,
@@ -157,6 +162,12 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ConsumerGroupHeartbeat(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ConsumerGroupDescribe(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -215,6 +226,11 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.DeleteGroups,
                     request_deserializer=replog_dot_pb_dot_coordinator__pb2.DeleteGroupsRequest.FromString,
                     response_serializer=replog_dot_pb_dot_coordinator__pb2.DeleteGroupsResponse.SerializeToString,
+            ),
+            'ConsumerGroupHeartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.ConsumerGroupHeartbeat,
+                    request_deserializer=replog_dot_pb_dot_coordinator__pb2.ConsumerGroupHeartbeatRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_coordinator__pb2.ConsumerGroupHeartbeatResponse.SerializeToString,
             ),
             'ConsumerGroupDescribe': grpc.unary_unary_rpc_method_handler(
                     servicer.ConsumerGroupDescribe,
@@ -492,6 +508,33 @@ class GroupCoordinator:
             '/replog.pb.coordinator.GroupCoordinator/DeleteGroups',
             replog_dot_pb_dot_coordinator__pb2.DeleteGroupsRequest.SerializeToString,
             replog_dot_pb_dot_coordinator__pb2.DeleteGroupsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ConsumerGroupHeartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.coordinator.GroupCoordinator/ConsumerGroupHeartbeat',
+            replog_dot_pb_dot_coordinator__pb2.ConsumerGroupHeartbeatRequest.SerializeToString,
+            replog_dot_pb_dot_coordinator__pb2.ConsumerGroupHeartbeatResponse.FromString,
             options,
             channel_credentials,
             insecure,

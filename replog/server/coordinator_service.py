@@ -1,7 +1,8 @@
 """The `GroupCoordinator` gRPC servicer: FindCoordinator, OffsetCommit, OffsetFetch and the
 classic group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups,
-ListGroups, DeleteGroups) and ConsumerGroupDescribe (KIP-848's consumer-protocol groups, for
-`replog consumer-groups`) to the broker's `GroupCoordinator`.
+ListGroups, DeleteGroups) and KIP-848's ConsumerGroupHeartbeat (replog's consumer with
+`group.protocol=consumer`) and ConsumerGroupDescribe (`replog consumer-groups`) to the broker's
+`GroupCoordinator`.
 
 Thin: each method decodes the request (`coordinator_codec`), asks the coordinator and encodes
 the answer; the coordinator and `replog.coordinator` decide everything else.
@@ -14,7 +15,8 @@ Rules:
 - Until the broker's data plane runs and its coordinator is attached (`attach`), and after it
   stops, every call is answered with Kafka's COORDINATOR_NOT_AVAILABLE (retriable), as Kafka
   answers while its coordinator is not active.
-- JoinGroup's client host is the gRPC peer's host (DescribeGroups' CLIENT-HOST).
+- JoinGroup's client host is the gRPC peer's host (DescribeGroups' CLIENT-HOST);
+  ConsumerGroupHeartbeat's is written as Kafka writes it ("/127.0.0.1").
 - A commit waits for acks=all at most until a little before the caller's gRPC deadline, so the
   caller gets Kafka's answer (REQUEST_TIMED_OUT) rather than DEADLINE_EXCEEDED.
 - An unexpected exception is logged and the call fails with INTERNAL naming it; never a
@@ -230,6 +232,19 @@ class CoordinatorService(coordinator_pb2_grpc.GroupCoordinatorServicer):
 
         return await self._serve(request, context, serve)
 
+    async def ConsumerGroupHeartbeat(
+        self, request: pb.ConsumerGroupHeartbeatRequest, context: Context
+    ) -> pb.ConsumerGroupHeartbeatResponse:
+        async def serve() -> pb.ConsumerGroupHeartbeatResponse:
+            host = peer_host(context.peer() if context is not None else None)
+            decoded = codec.consumer_group_heartbeat_request_from_proto(
+                request, f"/{host}" if host else ""
+            )
+            answer = await self._current().consumer_group_heartbeat(decoded)
+            return codec.consumer_group_heartbeat_response_to_proto(answer)
+
+        return await self._serve(request, context, serve)
+
     async def ConsumerGroupDescribe(
         self, request: pb.ConsumerGroupDescribeRequest, context: Context
     ) -> pb.ConsumerGroupDescribeResponse:
@@ -291,6 +306,10 @@ _METHODS: dict[str, tuple[Any, Any]] = {
     "DescribeGroups": (pb.DescribeGroupsRequest, pb.DescribeGroupsResponse),
     "ListGroups": (pb.ListGroupsRequest, pb.ListGroupsResponse),
     "DeleteGroups": (pb.DeleteGroupsRequest, pb.DeleteGroupsResponse),
+    "ConsumerGroupHeartbeat": (
+        pb.ConsumerGroupHeartbeatRequest,
+        pb.ConsumerGroupHeartbeatResponse,
+    ),
     "ConsumerGroupDescribe": (pb.ConsumerGroupDescribeRequest, pb.ConsumerGroupDescribeResponse),
 }
 

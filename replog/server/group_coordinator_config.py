@@ -8,8 +8,10 @@ FindCoordinator); a topic that exists keeps what it was created with. The two
 one without members, whose committed offsets expire `offsets.retention.minutes` after their
 commit, checked every `offsets.retention.check.interval.ms` (a group with members keeps its
 offsets). The four `group.*` settings are the classic groups' (`ClassicGroupConfig`, checked
-there too), the three `group.consumer.*` ones the consumer-protocol groups'
-(`ConsumerGroupConfig`).
+there too), the four `group.consumer.*` ones the consumer-protocol groups'
+(`ConsumerGroupConfig`). `group.consumer.assignors` is a comma-separated list of Kafka's
+assignor names (`uniform`, `range`, or Kafka's class names of those two), the first the
+default for groups whose members name none; the others are integers.
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ PROPERTY_NAMES = {
     "group.consumer.heartbeat.interval.ms": "group_consumer_heartbeat_interval_ms",
     "group.consumer.max.size": "group_consumer_max_size",
 }
+ASSIGNORS_PROPERTY = "group.consumer.assignors"
+# Kafka's class names of its built-in server assignors, read as their names.
+_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
 _CLASSIC = ClassicGroupConfig()
 _CONSUMER = ConsumerGroupConfig()
 
@@ -67,6 +75,7 @@ class GroupCoordinatorConfig:
     group_consumer_session_timeout_ms: int = _CONSUMER.session_timeout_ms
     group_consumer_heartbeat_interval_ms: int = _CONSUMER.heartbeat_interval_ms
     group_consumer_max_size: int = _CONSUMER.max_size
+    group_consumer_assignors: tuple[str, ...] = _CONSUMER.assignors
 
     def __post_init__(self) -> None:
         for name, value, minimum in (
@@ -107,6 +116,7 @@ class GroupCoordinatorConfig:
             session_timeout_ms=self.group_consumer_session_timeout_ms,
             heartbeat_interval_ms=self.group_consumer_heartbeat_interval_ms,
             max_size=self.group_consumer_max_size,
+            assignors=self.group_consumer_assignors,
         )
 
     @property
@@ -115,4 +125,12 @@ class GroupCoordinatorConfig:
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> GroupCoordinatorConfig:
-        return cls(**integer_settings(properties, PROPERTY_NAMES))
+        values: dict[str, object] = dict(integer_settings(properties, PROPERTY_NAMES))
+        assignors = properties.get(ASSIGNORS_PROPERTY)
+        if assignors is not None:
+            values["group_consumer_assignors"] = tuple(
+                _ASSIGNOR_CLASSES.get(entry.strip(), entry.strip())
+                for entry in str(assignors).split(",")
+                if entry.strip()
+            )
+        return cls(**values)  # type: ignore[arg-type]

@@ -17,9 +17,10 @@ Rules:
   "/127.0.0.1"). DescribeGroups v6+ answers a group that does not exist with
   GROUP_ID_NOT_FOUND (KIP-1043), older versions with state Dead. ListGroups' type filter keeps
   "classic" groups (every group here is one).
-- ConsumerGroupHeartbeat (v0-1) and ConsumerGroupDescribe (v0) are the consumer protocol's
+- ConsumerGroupHeartbeat (v0-1) and ConsumerGroupDescribe (v0-1) are the consumer protocol's
   (KIP-848): translated field for field; the heartbeat's client id is the request header's,
-  its client host the connection's peer. Topic names in a description come from the image.
+  its client host the connection's peer. Topic names in a description come from the image;
+  v1's member type (KIP-1099) is "consumer" for every member.
   ListGroups v5 names each group's type ("classic" or "consumer") and filters by it.
 - OffsetCommit (v2-10) is fenced by the group's generation and member (and instance id, v7+),
   or for a consumer-protocol group by the member epoch (v9+ carries it); v10 names topics by id
@@ -118,6 +119,9 @@ LIST_GROUPS = 16
 DELETE_GROUPS = 42
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
+# ConsumerGroupDescribe v1's member type (KIP-1099): -1 unknown, 0 classic, 1 consumer. Every
+# member of a consumer-protocol group here is a consumer-protocol member.
+CONSUMER_MEMBER_TYPE = 1
 GROUP_SERVED: Mapping[int, tuple[int, int]] = {
     OFFSET_COMMIT: (2, 10),
     OFFSET_FETCH: (1, 10),
@@ -130,7 +134,7 @@ GROUP_SERVED: Mapping[int, tuple[int, int]] = {
     LIST_GROUPS: (0, 5),
     DELETE_GROUPS: (0, 2),
     CONSUMER_GROUP_HEARTBEAT: (0, 1),
-    CONSUMER_GROUP_DESCRIBE: (0, 0),
+    CONSUMER_GROUP_DESCRIBE: (0, 1),
 }
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
@@ -650,6 +654,7 @@ class KafkaGroupApis:
                             subscribed_topic_regex=m.subscribed_topic_regex,
                             assignment=assignment(m.assignment),
                             target_assignment=assignment(m.target_assignment),
+                            member_type=CONSUMER_MEMBER_TYPE,
                         )
                         for m in g.members
                     ],

@@ -188,6 +188,17 @@ class CoordinatorClient:
             await self._call("LeaveGroup", codec.leave_group_request_to_proto(request), timeout_ms)
         )
 
+    async def consumer_group_heartbeat(
+        self, request: cgm.ConsumerGroupHeartbeatRequest, *, timeout_ms: int | None = None
+    ) -> cgm.ConsumerGroupHeartbeatResponse:
+        return codec.consumer_group_heartbeat_response_from_proto(
+            await self._call(
+                "ConsumerGroupHeartbeat",
+                codec.consumer_group_heartbeat_request_to_proto(request),
+                timeout_ms,
+            )
+        )
+
     async def list_groups(
         self, states: Sequence[str] = (), *, timeout_ms: int | None = None
     ) -> list[gm.ListedGroup]:

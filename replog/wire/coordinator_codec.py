@@ -1,6 +1,6 @@
 """Translation between the GroupCoordinator service's protobuf messages and
-`replog.coordinator.messages` (offsets) and `replog.coordinator.classic_group_messages` (the
-classic group protocol).
+`replog.coordinator.messages` (offsets), `replog.coordinator.classic_group_messages` (the
+classic group protocol) and `replog.coordinator.consumer_group_messages` (KIP-848's).
 
 Both directions of every message: the service decodes requests and encodes responses,
 `CoordinatorClient` the opposite. No protocol decision is made here.
@@ -10,7 +10,8 @@ Rules:
   one flat entry per partition, and decoding keeps the wire's order.
 - Errors cross the wire as `ErrorStatus` (`broker_codec.error_to_proto`); decoding gives the
   `replog.errors` class of the code, so clients raise the coordinator's types.
-- An unset optional string (a group instance id, a protocol) is None.
+- An unset optional string (a group instance id, a protocol) is None; so is an unset
+  ConsumerGroupHeartbeat list (Kafka's null: unchanged), which differs from an empty one.
 - A request the dataclasses cannot hold (a partition named twice, a negative partition number
   in an OffsetFetch) is `InvalidRequestError` naming it; the service answers it as gRPC
   INVALID_ARGUMENT.
@@ -521,6 +522,99 @@ def _named_from_proto(
             raise InvalidRequestError(f"{where}: a topic without its id")
         named.append((topic_id, p.topic_name, tuple(p.partitions)))
     return tuple(named)
+
+
+def _partitions_to_proto(
+    partitions: cgm.TopicPartitions | None,
+) -> pb.HeartbeatPartitions | None:
+    if partitions is None:
+        return None
+    return pb.HeartbeatPartitions(
+        topics=[
+            pb.HeartbeatTopicPartitions(topic_id=t.bytes, partitions=list(ps))
+            for t, ps in partitions
+        ]
+    )
+
+
+def _partitions_from_proto(message: Any, name: str, where: str) -> cgm.TopicPartitions | None:
+    """A `HeartbeatPartitions` field: None when unset (Kafka's null)."""
+    if not message.HasField(name):
+        return None
+    topics = []
+    for t in getattr(message, name).topics:
+        topic_id = topic_id_from_proto(t.topic_id, where)
+        if topic_id is None:
+            raise InvalidRequestError(f"{where}: a topic without its id")
+        topics.append((topic_id, tuple(t.partitions)))
+    return tuple(topics)
+
+
+def consumer_group_heartbeat_request_to_proto(
+    request: cgm.ConsumerGroupHeartbeatRequest,
+) -> pb.ConsumerGroupHeartbeatRequest:
+    names = request.subscribed_topic_names
+    return pb.ConsumerGroupHeartbeatRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        member_epoch=request.member_epoch,
+        instance_id=request.instance_id,
+        rack_id=request.rack_id,
+        rebalance_timeout_ms=request.rebalance_timeout_ms,
+        subscribed_topic_names=None if names is None else pb.SubscribedTopicNames(names=names),
+        subscribed_topic_regex=request.subscribed_topic_regex,
+        server_assignor=request.server_assignor,
+        owned=_partitions_to_proto(request.owned),
+        client_id=request.client_id,
+    )
+
+
+def consumer_group_heartbeat_request_from_proto(
+    message: pb.ConsumerGroupHeartbeatRequest, client_host: str
+) -> cgm.ConsumerGroupHeartbeatRequest:
+    where = f"ConsumerGroupHeartbeat of group {message.group_id!r}"
+    return cgm.ConsumerGroupHeartbeatRequest(
+        message.group_id,
+        message.member_id,
+        message.member_epoch,
+        instance_id=_optional(message, "instance_id"),
+        rack_id=_optional(message, "rack_id"),
+        rebalance_timeout_ms=message.rebalance_timeout_ms,
+        subscribed_topic_names=(
+            tuple(message.subscribed_topic_names.names)
+            if message.HasField("subscribed_topic_names")
+            else None
+        ),
+        subscribed_topic_regex=_optional(message, "subscribed_topic_regex"),
+        server_assignor=_optional(message, "server_assignor"),
+        owned=_partitions_from_proto(message, "owned", where),
+        client_id=message.client_id,
+        client_host=client_host,
+    )
+
+
+def consumer_group_heartbeat_response_to_proto(
+    response: cgm.ConsumerGroupHeartbeatResponse,
+) -> pb.ConsumerGroupHeartbeatResponse:
+    return pb.ConsumerGroupHeartbeatResponse(
+        error=error_to_proto(response.error),
+        member_id=response.member_id,
+        member_epoch=response.member_epoch,
+        heartbeat_interval_ms=response.heartbeat_interval_ms,
+        assignment=_partitions_to_proto(response.assignment),
+    )
+
+
+def consumer_group_heartbeat_response_from_proto(
+    message: pb.ConsumerGroupHeartbeatResponse,
+) -> cgm.ConsumerGroupHeartbeatResponse:
+    return cgm.ConsumerGroupHeartbeatResponse(
+        error_from_proto(message),
+        _optional(message, "member_id"),
+        message.member_epoch,
+        message.heartbeat_interval_ms,
+        _partitions_from_proto(message, "assignment", "ConsumerGroupHeartbeat's answer"),
+    )
 
 
 def consumer_group_describe_response_to_proto(

@@ -3,8 +3,8 @@
 `FakeCluster` stands in for the client's `Connections`: `connections()` returns an object whose
 `broker(address)` and `coordinator(address)` answer Metadata, Fetch, ListOffsets,
 FindCoordinator, OffsetCommit and OffsetFetch from in-memory partition logs and committed
-offsets, and the classic group calls from the real group coordinator core (`FakeGroups`), as
-a replog broker would (leader checks, leader-epoch fencing, OFFSET_OUT_OF_RANGE,
+offsets, and the classic and consumer-protocol group calls from the real coordinator cores
+(`FakeGroups`), as a replog broker would (leader checks, leader-epoch fencing, OFFSET_OUT_OF_RANGE,
 reads bounded by the high watermark, whole batches from the one holding the fetch offset,
 long polls woken by appends). Tests steer it: move leaders, stop nodes (calls to them fail
 with gRPC UNAVAILABLE), script errors, hold back the high watermark, and give a node a stale
@@ -15,23 +15,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import time
 from collections import deque
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from uuid import UUID
 
 from fake_nodes import FakeNodes, call_on, unavailable
 
 from replog.client.records import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from replog.clock import monotonic_ms
 from replog.coordinator import classic_group_messages as gm
+from replog.coordinator import consumer_group_messages as cgm
 from replog.coordinator import messages as cm
 from replog.coordinator.classic_group_coordinator import (
     ClassicGroupConfig,
     ClassicGroupCoordinator,
 )
 from replog.coordinator.classic_group_messages import GroupResult
+from replog.coordinator.consumer_group_coordinator import (
+    ConsumerGroupConfig,
+    ConsumerGroupCoordinator,
+)
 from replog.errors import (
     FencedLeaderEpochError,
     KafkaError,
@@ -143,6 +150,11 @@ class FakePartition:
         return None
 
 
+def fake_topic_id(name: str) -> UUID:
+    """The fake cluster's id of topic `name` (the same for every answer)."""
+    return UUID(bytes=hashlib.md5(name.encode()).digest())
+
+
 class FakeGroups:
     """The group coordinator core behind the fake coordinator: answers when the core gives
     them, timers on the loop's clock (`monotonic_ms`), no records written (a fake has no
@@ -153,6 +165,10 @@ class FakeGroups:
             ClassicGroupConfig(
                 min_session_timeout_ms=100, initial_rebalance_delay_ms=initial_rebalance_delay_ms
             )
+        )
+        # KIP-848's groups: a 100 ms heartbeat interval, a 1 s session (the tests' GROUP).
+        self.consumer = ConsumerGroupCoordinator(
+            ConsumerGroupConfig(session_timeout_ms=1_000, heartbeat_interval_ms=100)
         )
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._next_id = 0
@@ -173,13 +189,24 @@ class FakeGroups:
     def _arm(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        deadline = self.core.next_deadline_ms()
+        deadlines = [self.core.next_deadline_ms(), self.consumer.next_deadline_ms()]
+        deadline = min((d for d in deadlines if d is not None), default=None)
         if deadline is not None:
             delay = max(0, deadline - monotonic_ms()) / 1000
             self._timer = asyncio.get_running_loop().call_later(delay, self.tick)
 
     def tick(self) -> None:
+        self.consumer.tick(monotonic_ms())
         self._settle(self.core.tick(monotonic_ms()))
+
+    def consumer_heartbeat(
+        self, request: cgm.ConsumerGroupHeartbeatRequest, topics: Mapping[str, int]
+    ) -> cgm.ConsumerGroupHeartbeatResponse:
+        self.calls.append(f"ConsumerGroupHeartbeat({request.member_epoch})")
+        self.consumer.set_topics({name: (fake_topic_id(name), n) for name, n in topics.items()})
+        answer, _ = self.consumer.heartbeat(request, monotonic_ms())
+        self._arm()
+        return answer
 
     async def _parked(self, call: Any) -> Any:
         self._next_id += 1
@@ -218,6 +245,8 @@ class FakeGroups:
     def commit_error(
         self, group_id: str, generation: int, member_id: str, instance: str | None
     ) -> KafkaError | None:
+        if group_id in self.consumer.groups:
+            return self.consumer.commit_error(group_id, member_id, generation, None)
         if group_id not in self.core.groups:
             return None
         return self.core.commit_error(group_id, generation, member_id, instance)
@@ -255,6 +284,7 @@ class FakeCluster(FakeNodes):
     redials: list[str] = field(default_factory=list)  # addresses whose channel was dropped
     appended: asyncio.Event | None = None
     groups: FakeGroups = field(default_factory=FakeGroups)
+    topic_ids: bool = False  # Metadata answers carry topic ids (`fake_topic_id`)
     appended_loop: asyncio.AbstractEventLoop | None = None
 
     def create(self, topic: str, partitions: int = 1) -> list[FakePartition]:
@@ -371,6 +401,7 @@ class FakeBroker:
             answer.topics.append(
                 pb.TopicMetadata(
                     name=name,
+                    topic_id=fake_topic_id(name).bytes if cluster.topic_ids else b"",
                     partitions=[
                         pb.PartitionMetadata(
                             partition_index=i,
@@ -583,6 +614,13 @@ class FakeCoordinator:
     ) -> gm.LeaveGroupResponse:
         self._check(deque(), "LeaveGroup")
         return self.cluster.groups.leave(request)
+
+    async def consumer_group_heartbeat(
+        self, request: cgm.ConsumerGroupHeartbeatRequest, *, timeout_ms: int | None = None
+    ) -> cgm.ConsumerGroupHeartbeatResponse:
+        self._check(deque(), "ConsumerGroupHeartbeat")
+        counts = {name: len(parts) for name, parts in self.cluster.topics.items()}
+        return self.cluster.groups.consumer_heartbeat(request, counts)
 
     async def close(self) -> None:
         pass

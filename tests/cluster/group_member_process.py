@@ -1,10 +1,11 @@
 """A replog consumer in a group, as its own process, for the real-node group tests: it polls and
 prints one JSON line per assignment change, ``{"assigned": ["t-0", ...], "read": N}``; with
 ``--stall-after-s`` it stops polling that long after its first assignment for ``--stall-s``
-(its heartbeats go on), then polls again.
+(its heartbeats go on), then polls again. With ``--protocol consumer`` it is a KIP-848 member
+(the broker sets its session and heartbeat interval: ``--session-ms`` is unused).
 
     python tests/cluster/group_member_process.py BOOTSTRAP GROUP TOPIC [--session-ms N]
-        [--max-poll-ms N] [--stall-after-s S --stall-s S]
+        [--max-poll-ms N] [--stall-after-s S --stall-s S] [--protocol classic|consumer]
 """
 
 from __future__ import annotations
@@ -26,15 +27,21 @@ def main() -> None:
     parser.add_argument("--max-poll-ms", type=int, default=30_000)
     parser.add_argument("--stall-after-s", type=float, default=None)
     parser.add_argument("--stall-s", type=float, default=0.0)
+    parser.add_argument("--protocol", choices=("classic", "consumer"), default="classic")
     args = parser.parse_args()
+    timers = (
+        {"session_timeout_ms": args.session_ms, "heartbeat_interval_ms": args.session_ms // 10}
+        if args.protocol == "classic"
+        else {}
+    )
     consumer = Consumer(
         bootstrap_servers=args.bootstrap,
         group_id=args.group,
+        group_protocol=args.protocol,
         auto_offset_reset="earliest",
-        session_timeout_ms=args.session_ms,
-        heartbeat_interval_ms=max(1, args.session_ms // 10),
         max_poll_interval_ms=args.max_poll_ms,
         fetch_max_wait_ms=100,
+        **timers,
     )
     consumer.subscribe([args.topic])
     shown: list[str] | None = None

@@ -1,13 +1,13 @@
 """replog's consumers in one group on a real node, each member its own process
 (`group_member_process.py`): they split a topic's partitions evenly and disjointly; a member
-killed with kill -9 has its partitions moved to the others once its session.timeout.ms expires
-on the coordinator; a member that stops polling past max.poll.interval.ms leaves and the others
-take its partitions; `replog perf consume --group` reports the
-time of its join as rebalance.time.ms; `replog consumer-groups --reset-offsets` moves an
-inactive group's offsets and refuses while the group has members; the node's Prometheus
-metrics show a member's group, its lag and its rebalance; a replog consumer and a
-confluent-kafka one (through the Kafka listener) share one group. One node (a replog cluster of
-one) keeps the start short."""
+killed with kill -9 has its partitions moved to the others once its session expires on the
+coordinator (both with the classic protocol and with `group.protocol=consumer`, KIP-848); a
+member that stops polling past max.poll.interval.ms leaves and the others take its partitions;
+`replog perf consume --group` reports the time of its join as rebalance.time.ms (both
+protocols); `replog consumer-groups --reset-offsets` moves an inactive group's offsets and
+refuses while the group has members; the node's Prometheus metrics show a member's group,
+its lag and its rebalance; a replog consumer and a confluent-kafka one (through the Kafka
+listener) share one group. One node (a replog cluster of one) keeps the start short."""
 
 from __future__ import annotations
 
@@ -49,11 +49,13 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNode]:
         "offsets.topic.replication.factor=1",
         "group.initial.rebalance.delay.ms=0",
         "group.min.session.timeout.ms=500",
+        f"group.consumer.session.timeout.ms={SESSION_MS}",
+        f"group.consumer.heartbeat.interval.ms={SESSION_MS // 10}",
         f"metrics.port={METRICS_PORT}",
     ]
     with running_node(tmp_path_factory.mktemp("groups"), "replog-groups", properties) as running:
         with ControllerClient(f"127.0.0.1:{running.grpc_port}", default_timeout_s=60) as admin:
-            for topic in ("split", "stuck", "perf", "reset", "metered", "mixed"):
+            for topic in ("split", "split848", "stuck", "perf", "reset", "metered", "mixed"):
                 (created,) = admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
                 assert created.error is None, created
         yield running
@@ -130,11 +132,19 @@ def members() -> Iterator[list[Member]]:
         m.kill()
 
 
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_members_split_evenly_and_a_killed_members_partitions_move(
-    node: RunningNode, members: list[Member]
+    node: RunningNode, members: list[Member], protocol: str
 ) -> None:
+    topic = "split" if protocol == "classic" else "split848"
     members.extend(
-        Member(node, "split-group", "split", "--session-ms", str(SESSION_MS)) for _ in range(3)
+        Member(
+            node,
+            f"{topic}-group",
+            topic,
+            *("--session-ms", str(SESSION_MS), "--protocol", protocol),
+        )
+        for _ in range(3)
     )
     wait_for(members, lambda: even_split(members), 60, "three members split the partitions")
     assert sorted(len(m.assigned) for m in members) == [2, 2, 2]
@@ -143,7 +153,9 @@ def test_members_split_evenly_and_a_killed_members_partitions_move(
     moved_s = wait_for(
         survivors, lambda: even_split(survivors), 30, "the survivors take the partitions over"
     )
-    # The coordinator removes the member when its session expires, then one rebalance.
+    # The coordinator removes the member when its session expires (the broker's
+    # group.consumer.session.timeout.ms for the consumer protocol: the same 2 s), then one
+    # rebalance.
     assert moved_s < SESSION_MS / 1000 + 4, moved_s  # with slack for a loaded machine
 
 
@@ -169,8 +181,9 @@ def test_a_member_stuck_past_max_poll_interval_is_removed(
     assert stuck.events[-1] == {"stalling": stall_s}  # nothing printed since: still asleep
 
 
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_perf_consume_reports_the_rebalance_time(
-    node: RunningNode, capsys: pytest.CaptureFixture[str]
+    node: RunningNode, capsys: pytest.CaptureFixture[str], protocol: str
 ) -> None:
     assert (
         main(
@@ -184,9 +197,11 @@ def test_perf_consume_reports_the_rebalance_time(
                 "--messages",
                 "1",
                 "--group",
-                "perf-group",
+                f"perf-group-{protocol}",
                 "--timeout",
                 "1000",
+                "--consumer-props",
+                f"group.protocol={protocol}",
             ]
         )
         == 0

@@ -9,8 +9,9 @@ their callback, assigned ones join before it. `history` lists every callback per
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from replog.common import TopicPartition
 from replog.coordinator import classic_group_messages as gm
@@ -146,21 +147,37 @@ class GroupSim:
         rebalancing promises, and eager too since a member revokes before it joins). A member
         that stopped polling processes nothing: it learns that it lost its partitions at its
         next poll, before it reads again."""
-        seen: dict[TopicPartition, str] = {}
-        for name, member in self.members.items():
-            if not member.alive or not member.polling:
-                continue
-            for tp in member.reads:
-                assert tp not in seen, f"{tp} read by {seen[tp]} and {name} at {self.now} ms"
-                seen[tp] = name
+        check_no_shared_reads(self.members, self.now)
 
     def reads(self) -> dict[str, list[str]]:
-        return {
-            name: [f"{tp.topic}-{tp.partition}" for tp in sorted(m.reads)]
-            for name, m in self.members.items()
-            if m.alive
-        }
+        return reads_of(self.members)
 
     def state(self) -> str:
         group = self.coordinator.groups.get(GROUP)
         return "none" if group is None else group.state.value
+
+
+class Reader(Protocol):
+    alive: bool
+    polling: bool
+    reads: set[TopicPartition]
+
+
+def check_no_shared_reads(members: Mapping[str, Reader], now: int) -> None:
+    """No partition is read by two live, polling members (of either simulation) at once."""
+    seen: dict[TopicPartition, str] = {}
+    for name, member in members.items():
+        if not member.alive or not member.polling:
+            continue
+        for tp in member.reads:
+            assert tp not in seen, f"{tp} read by {seen[tp]} and {name} at {now} ms"
+            seen[tp] = name
+
+
+def reads_of(members: Mapping[str, Reader]) -> dict[str, list[str]]:
+    """What each live member reads, as sorted "topic-partition" names."""
+    return {
+        name: [f"{tp.topic}-{tp.partition}" for tp in sorted(m.reads)]
+        for name, m in members.items()
+        if m.alive
+    }

@@ -11,6 +11,9 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from replog.admin.controller_client import ControllerClient
+from replog.cli.cluster import brokers_not_active
+from tests.eventually import wait_until
 from tests.local_ports import free_port
 
 
@@ -33,8 +36,9 @@ class RunningNode:
 def running_node(
     root: Path, cluster_id: str, properties: Sequence[str] = ()
 ) -> Iterator[RunningNode]:
-    """A node over `root` with `properties` added to its server.properties, stopped (SIGTERM,
-    then SIGKILL after 30 s) on exit."""
+    """A node over `root` with `properties` added to its server.properties, yielded once its
+    broker is registered and unfenced (a topic created at once is not refused with "0 active
+    brokers"), stopped (SIGTERM, then SIGKILL after 30 s) on exit."""
     grpc_port, kafka_port = free_port(), free_port()
     config = root / "server.properties"
     config.write_text(
@@ -60,6 +64,14 @@ def running_node(
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     try:
+        with ControllerClient(f"127.0.0.1:{grpc_port}", default_timeout_s=60) as admin:
+
+            def broker_active() -> bool:
+                if process.poll() is not None:
+                    raise AssertionError(f"the node exited with code {process.returncode}")
+                return brokers_not_active([1], admin) == ""
+
+            wait_until(broker_active, "the node's broker registered and unfenced", timeout_s=60)
         yield RunningNode(process, log, grpc_port, kafka_port)
     finally:
         process.send_signal(signal.SIGTERM)

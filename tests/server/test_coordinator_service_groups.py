@@ -17,16 +17,19 @@ import pytest_asyncio
 
 from replog.common import OffsetAndMetadata, TopicPartition
 from replog.coordinator import classic_group_messages as gm
+from replog.coordinator import consumer_group_messages as cgm
 from replog.errors import (
     CoordinatorNotAvailableError,
     IllegalGenerationError,
     MemberIdRequiredError,
+    UnknownMemberIdError,
 )
 from replog.server.coordinator_service import CoordinatorService, add_coordinator_service
 from replog.server.group_coordinator_config import GroupCoordinatorConfig
 from replog.wire.coordinator_client import CoordinatorClient
 from tests.server.test_group_coordinator import (
     DATA,
+    DATA_TID,
     GROUP_IN,
     Broker,
     image_with,
@@ -119,3 +122,40 @@ async def test_without_a_coordinator_group_rpcs_are_coordinator_not_available(
     assert isinstance(joined.error, CoordinatorNotAvailableError)
     with pytest.raises(CoordinatorNotAvailableError):
         await client.describe_group(GROUP)
+
+
+@pytest.mark.asyncio
+async def test_a_consumer_protocol_member_joins_heartbeats_and_leaves_over_grpc(
+    served: Served,
+) -> None:
+    _, client = served
+    joined = await client.consumer_group_heartbeat(
+        cgm.ConsumerGroupHeartbeatRequest(
+            "kip848",
+            "m1",
+            0,
+            rebalance_timeout_ms=30_000,
+            subscribed_topic_names=("orders",),
+            owned=(),
+            client_id="c1",
+        )
+    )
+    assert joined.error is None and joined.member_id == "m1" and joined.member_epoch == 1
+    assert joined.heartbeat_interval_ms == 5_000
+    assert joined.assignment == ((DATA_TID, (0, 1)),)
+    beat = await client.consumer_group_heartbeat(
+        cgm.ConsumerGroupHeartbeatRequest(
+            "kip848", "m1", 1, owned=joined.assignment, client_id="c1"
+        )
+    )
+    assert beat.error is None and beat.assignment is None  # unchanged: null
+    (member,) = (await client.describe_consumer_group("kip848")).members
+    assert (member.client_id, member.client_host) == ("c1", "/127.0.0.1")
+    left = await client.consumer_group_heartbeat(
+        cgm.ConsumerGroupHeartbeatRequest("kip848", "m1", -1)
+    )
+    assert left.error is None and left.member_epoch == -1
+    fenced = await client.consumer_group_heartbeat(
+        cgm.ConsumerGroupHeartbeatRequest("kip848", "m1", 1, owned=())
+    )
+    assert isinstance(fenced.error, UnknownMemberIdError)

@@ -1024,3 +1024,21 @@ async def test_a_large_removal_is_one_produce_request_that_a_commit_waits_for(
         await broker.coordinator.stop()
     finally:
         broker.close()
+
+
+def test_group_consumer_assignors_takes_kafkas_names_and_class_names() -> None:
+    config = GroupCoordinatorConfig.from_properties(
+        {
+            "group.consumer.assignors": "range, org.apache.kafka.coordinator.group.assignor."
+            "UniformAssignor",
+            "group.consumer.heartbeat.interval.ms": "500",
+            "group.consumer.session.timeout.ms": "3000",
+        }
+    )
+    consumer = config.consumer
+    assert consumer.assignors == ("range", "uniform")  # the first: the groups' default
+    assert (consumer.heartbeat_interval_ms, consumer.session_timeout_ms) == (500, 3000)
+    assert GroupCoordinatorConfig.from_properties({}).consumer.assignors == ("uniform", "range")
+    for bad in ("sticky", "", "range,range"):
+        with pytest.raises(ConfigError, match=r"group\.consumer\.assignors is"):
+            GroupCoordinatorConfig.from_properties({"group.consumer.assignors": bad})

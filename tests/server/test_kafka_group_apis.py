@@ -251,6 +251,16 @@ def test_consumer_group_heartbeat_and_describe_field_for_field() -> None:
     ]
 
 
+@pytest.mark.parametrize(("version", "member_type"), [(0, -1), (1, 1)])
+def test_consumer_group_describe_v1_names_the_member_type(version: int, member_type: int) -> None:
+    fake = FakeCoordinator()
+    answer = handled(fake, 69, version, ConsumerGroupDescribeRequest(group_ids=["k"]))
+    wire = answer.encode(version)  # v0 has no member type: it decodes as Kafka's default, -1
+    decoded = type(answer).decode(memoryview(wire), version)
+    ((member,),) = [g.members for g in decoded.groups]
+    assert member.member_type == member_type
+
+
 def test_offset_commit_v10_names_topics_by_id() -> None:
     fake = FakeCoordinator()
     unknown = topic_id(99)

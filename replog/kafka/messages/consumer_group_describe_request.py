@@ -21,7 +21,7 @@ class ConsumerGroupDescribeRequest(Message):
     NAME = 'ConsumerGroupDescribeRequest'
     API_KEY = 69
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 0
 
     group_ids: list[str]
@@ -81,6 +81,6 @@ def _w_ConsumerGroupDescribeRequest_0(o: ConsumerGroupDescribeRequest, out: byte
         out += b'\x00'
 
 
-ConsumerGroupDescribeRequest._READERS = {0: _r_ConsumerGroupDescribeRequest_0}
-ConsumerGroupDescribeRequest._WRITERS = {0: _w_ConsumerGroupDescribeRequest_0}
+ConsumerGroupDescribeRequest._READERS = {0: _r_ConsumerGroupDescribeRequest_0, 1: _r_ConsumerGroupDescribeRequest_0}
+ConsumerGroupDescribeRequest._WRITERS = {0: _w_ConsumerGroupDescribeRequest_0, 1: _w_ConsumerGroupDescribeRequest_0}
 FIELD_AT_LINE = {44: 'group_ids', 46: 'group_ids', 50: 'group_ids', 53: (('include_authorized_operations', 1),), 55: '(tagged fields)', 58: '(tagged fields)', 59: '(tagged fields)', 62: '(tagged fields)', 72: 'group_ids', 74: 'group_ids', 76: 'group_ids', 77: (('include_authorized_operations', '?'),)}

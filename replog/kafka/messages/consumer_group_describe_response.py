@@ -10,6 +10,8 @@ from replog.kafka.protocol.codec import *
 from replog.kafka.protocol.codec import (
     UNSET, Buffer, CodecFault, Message, NonDefaultField, Struct, ZERO_UUID, new as _new,
 )
+_U_b = Struct_('>b').unpack_from
+_P_b = Struct_('>b').pack
 _U_h = Struct_('>h').unpack_from
 _P_h = Struct_('>h').pack
 _U_i = Struct_('>i').unpack_from
@@ -61,7 +63,7 @@ class DescribedGroup(Struct):
 class Member(Struct):
     """A Member of ConsumerGroupDescribeResponse."""
 
-    __slots__ = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment')
+    __slots__ = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'member_type')
 
     member_id: str
     instance_id: str | None
@@ -73,6 +75,7 @@ class Member(Struct):
     subscribed_topic_regex: str | None
     assignment: Assignment
     target_assignment: Assignment
+    member_type: int
 
     def __init__(
         self,
@@ -87,6 +90,7 @@ class Member(Struct):
         subscribed_topic_regex: str | None = None,
         assignment: Assignment = UNSET,
         target_assignment: Assignment = UNSET,
+        member_type: int = -1,
     ) -> None:
         self.unknown_tagged_fields = ()
         self.member_id = member_id
@@ -99,6 +103,7 @@ class Member(Struct):
         self.subscribed_topic_regex = subscribed_topic_regex
         self.assignment = Assignment() if assignment is UNSET else assignment
         self.target_assignment = Assignment() if target_assignment is UNSET else target_assignment
+        self.member_type = member_type
 
 
 class Assignment(Struct):
@@ -146,7 +151,7 @@ class ConsumerGroupDescribeResponse(Message):
     NAME = 'ConsumerGroupDescribeResponse'
     API_KEY = 69
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN_VERSION = 0
 
     throttle_time_ms: int
@@ -285,6 +290,7 @@ def _r_Member_0(b: memoryview, p: int) -> tuple[Member, int]:
     o.subscribed_topic_regex, p = read_cnstr(b, p)
     o.assignment, p = _r_Assignment_0(b, p)
     o.target_assignment, p = _r_Assignment_0(b, p)
+    o.member_type = -1
     nt, p = read_uvarint(b, p)
     if nt:
         for _ in range(nt):
@@ -402,6 +408,168 @@ def _w_TopicPartitions_0(o: TopicPartitions, out: bytearray) -> None:
         out += b'\x00'
 
 
-ConsumerGroupDescribeResponse._READERS = {0: _r_ConsumerGroupDescribeResponse_0}
-ConsumerGroupDescribeResponse._WRITERS = {0: _w_ConsumerGroupDescribeResponse_0}
-FIELD_AT_LINE = {169: (('throttle_time_ms', 4),), 171: 'groups', 173: 'groups', 177: 'groups', 180: '(tagged fields)', 183: '(tagged fields)', 184: '(tagged fields)', 187: '(tagged fields)', 195: (('throttle_time_ms', 'i'),), 198: 'groups', 200: 'groups', 202: 'groups', 212: (('error_code', 2),), 214: 'error_message', 215: 'group_id', 216: 'group_state', 217: (('group_epoch', 4), ('assignment_epoch', 8)), 219: 'assignor_name', 220: 'members', 222: 'members', 226: 'members', 229: (('authorized_operations', 4),), 231: '(tagged fields)', 234: '(tagged fields)', 235: '(tagged fields)', 238: '(tagged fields)', 246: (('error_code', 'h'),), 247: 'error_message', 248: 'group_id', 249: 'group_state', 250: (('group_epoch', 'i'), ('assignment_epoch', 'i')), 251: 'assignor_name', 254: 'members', 256: 'members', 258: 'members', 259: (('authorized_operations', 'i'),), 269: 'member_id', 270: 'instance_id', 271: 'rack_id', 272: (('member_epoch', 4),), 274: 'client_id', 275: 'client_host', 276: 'subscribed_topic_names', 278: 'subscribed_topic_names', 282: 'subscribed_topic_names', 285: 'subscribed_topic_regex', 286: 'assignment', 287: 'target_assignment', 288: '(tagged fields)', 291: '(tagged fields)', 292: '(tagged fields)', 295: '(tagged fields)', 303: 'member_id', 304: 'instance_id', 305: 'rack_id', 306: (('member_epoch', 'i'),), 307: 'client_id', 308: 'client_host', 311: 'subscribed_topic_names', 313: 'subscribed_topic_names', 315: 'subscribed_topic_names', 316: 'subscribed_topic_regex', 317: 'assignment', 318: 'target_assignment', 328: 'topic_partitions', 330: 'topic_partitions', 334: 'topic_partitions', 337: '(tagged fields)', 340: '(tagged fields)', 341: '(tagged fields)', 344: '(tagged fields)', 354: 'topic_partitions', 356: 'topic_partitions', 358: 'topic_partitions', 368: 'topic_id', 369: 'topic_name', 370: 'partitions', 372: 'partitions', 374: 'partitions', 376: '(tagged fields)', 379: '(tagged fields)', 380: '(tagged fields)', 383: '(tagged fields)', 391: 'topic_id', 392: 'topic_name', 395: 'partitions', 397: 'partitions', 398: 'partitions'}
+def _r_ConsumerGroupDescribeResponse_1(b: memoryview, p: int) -> tuple[ConsumerGroupDescribeResponse, int]:
+    o = _new(ConsumerGroupDescribeResponse)
+    o.unknown_tagged_fields = ()
+    (o.throttle_time_ms,) = _U_i(b, p)
+    p += 4
+    n23, p = read_carray_length(b, p)
+    if n23 < 0:
+        raise CodecFault('null for a non-nullable array')
+    else:
+        xs24 = []
+        for _ in range(n23):
+            e25, p = _r_DescribedGroup_1(b, p)
+            xs24.append(e25)
+        o.groups = xs24
+    nt, p = read_uvarint(b, p)
+    if nt:
+        for _ in range(nt):
+            t, p = read_uvarint(b, p)
+            sz, p = read_uvarint(b, p)
+            end = p + sz
+            if end > len(b):
+                raise CodecFault('tagged field past the end')
+            if True:
+                o.unknown_tagged_fields += ((t, bytes(b[p:end])),)
+                p = end
+    return o, p
+
+
+def _w_ConsumerGroupDescribeResponse_1(o: ConsumerGroupDescribeResponse, out: bytearray) -> None:
+    out += _P_i(o.throttle_time_ms)
+    xs26 = o.groups
+    if xs26 is None:
+        raise CodecFault('None for a non-nullable array')
+    else:
+        write_carray_length(out, len(xs26))
+        for e27 in xs26:
+            _w_DescribedGroup_1(e27, out)
+    if o.unknown_tagged_fields:
+        write_tagged_fields(out, [], o.unknown_tagged_fields)
+    else:
+        out += b'\x00'
+
+
+def _r_DescribedGroup_1(b: memoryview, p: int) -> tuple[DescribedGroup, int]:
+    o = _new(DescribedGroup)
+    o.unknown_tagged_fields = ()
+    (o.error_code,) = _U_h(b, p)
+    p += 2
+    o.error_message, p = read_cnstr(b, p)
+    o.group_id, p = read_cstr(b, p)
+    o.group_state, p = read_cstr(b, p)
+    (o.group_epoch, o.assignment_epoch) = _U_ii(b, p)
+    p += 8
+    o.assignor_name, p = read_cstr(b, p)
+    n28, p = read_carray_length(b, p)
+    if n28 < 0:
+        raise CodecFault('null for a non-nullable array')
+    else:
+        xs29 = []
+        for _ in range(n28):
+            e30, p = _r_Member_1(b, p)
+            xs29.append(e30)
+        o.members = xs29
+    (o.authorized_operations,) = _U_i(b, p)
+    p += 4
+    nt, p = read_uvarint(b, p)
+    if nt:
+        for _ in range(nt):
+            t, p = read_uvarint(b, p)
+            sz, p = read_uvarint(b, p)
+            end = p + sz
+            if end > len(b):
+                raise CodecFault('tagged field past the end')
+            if True:
+                o.unknown_tagged_fields += ((t, bytes(b[p:end])),)
+                p = end
+    return o, p
+
+
+def _w_DescribedGroup_1(o: DescribedGroup, out: bytearray) -> None:
+    out += _P_h(o.error_code)
+    write_cnstr(out, o.error_message)
+    write_cstr(out, o.group_id)
+    write_cstr(out, o.group_state)
+    out += _P_ii(o.group_epoch, o.assignment_epoch)
+    write_cstr(out, o.assignor_name)
+    xs31 = o.members
+    if xs31 is None:
+        raise CodecFault('None for a non-nullable array')
+    else:
+        write_carray_length(out, len(xs31))
+        for e32 in xs31:
+            _w_Member_1(e32, out)
+    out += _P_i(o.authorized_operations)
+    if o.unknown_tagged_fields:
+        write_tagged_fields(out, [], o.unknown_tagged_fields)
+    else:
+        out += b'\x00'
+
+
+def _r_Member_1(b: memoryview, p: int) -> tuple[Member, int]:
+    o = _new(Member)
+    o.unknown_tagged_fields = ()
+    o.member_id, p = read_cstr(b, p)
+    o.instance_id, p = read_cnstr(b, p)
+    o.rack_id, p = read_cnstr(b, p)
+    (o.member_epoch,) = _U_i(b, p)
+    p += 4
+    o.client_id, p = read_cstr(b, p)
+    o.client_host, p = read_cstr(b, p)
+    n33, p = read_carray_length(b, p)
+    if n33 < 0:
+        raise CodecFault('null for a non-nullable array')
+    else:
+        xs34 = []
+        for _ in range(n33):
+            e35, p = read_cstr(b, p)
+            xs34.append(e35)
+        o.subscribed_topic_names = xs34
+    o.subscribed_topic_regex, p = read_cnstr(b, p)
+    o.assignment, p = _r_Assignment_0(b, p)
+    o.target_assignment, p = _r_Assignment_0(b, p)
+    (o.member_type,) = _U_b(b, p)
+    p += 1
+    nt, p = read_uvarint(b, p)
+    if nt:
+        for _ in range(nt):
+            t, p = read_uvarint(b, p)
+            sz, p = read_uvarint(b, p)
+            end = p + sz
+            if end > len(b):
+                raise CodecFault('tagged field past the end')
+            if True:
+                o.unknown_tagged_fields += ((t, bytes(b[p:end])),)
+                p = end
+    return o, p
+
+
+def _w_Member_1(o: Member, out: bytearray) -> None:
+    write_cstr(out, o.member_id)
+    write_cnstr(out, o.instance_id)
+    write_cnstr(out, o.rack_id)
+    out += _P_i(o.member_epoch)
+    write_cstr(out, o.client_id)
+    write_cstr(out, o.client_host)
+    xs36 = o.subscribed_topic_names
+    if xs36 is None:
+        raise CodecFault('None for a non-nullable array')
+    else:
+        write_carray_length(out, len(xs36))
+        for e37 in xs36:
+            write_cstr(out, e37)
+    write_cnstr(out, o.subscribed_topic_regex)
+    _w_Assignment_0(o.assignment, out)
+    _w_Assignment_0(o.target_assignment, out)
+    out += _P_b(o.member_type)
+    if o.unknown_tagged_fields:
+        write_tagged_fields(out, [], o.unknown_tagged_fields)
+    else:
+        out += b'\x00'
+
+
+ConsumerGroupDescribeResponse._READERS = {0: _r_ConsumerGroupDescribeResponse_0, 1: _r_ConsumerGroupDescribeResponse_1}
+ConsumerGroupDescribeResponse._WRITERS = {0: _w_ConsumerGroupDescribeResponse_0, 1: _w_ConsumerGroupDescribeResponse_1}
+FIELD_AT_LINE = {174: (('throttle_time_ms', 4),), 176: 'groups', 178: 'groups', 182: 'groups', 185: '(tagged fields)', 188: '(tagged fields)', 189: '(tagged fields)', 192: '(tagged fields)', 200: (('throttle_time_ms', 'i'),), 203: 'groups', 205: 'groups', 207: 'groups', 217: (('error_code', 2),), 219: 'error_message', 220: 'group_id', 221: 'group_state', 222: (('group_epoch', 4), ('assignment_epoch', 8)), 224: 'assignor_name', 225: 'members', 227: 'members', 231: 'members', 234: (('authorized_operations', 4),), 236: '(tagged fields)', 239: '(tagged fields)', 240: '(tagged fields)', 243: '(tagged fields)', 251: (('error_code', 'h'),), 252: 'error_message', 253: 'group_id', 254: 'group_state', 255: (('group_epoch', 'i'), ('assignment_epoch', 'i')), 256: 'assignor_name', 259: 'members', 261: 'members', 263: 'members', 264: (('authorized_operations', 'i'),), 274: 'member_id', 275: 'instance_id', 276: 'rack_id', 277: (('member_epoch', 4),), 279: 'client_id', 280: 'client_host', 281: 'subscribed_topic_names', 283: 'subscribed_topic_names', 287: 'subscribed_topic_names', 290: 'subscribed_topic_regex', 291: 'assignment', 292: 'target_assignment', 294: '(tagged fields)', 297: '(tagged fields)', 298: '(tagged fields)', 301: '(tagged fields)', 309: 'member_id', 310: 'instance_id', 311: 'rack_id', 312: (('member_epoch', 'i'),), 313: 'client_id', 314: 'client_host', 317: 'subscribed_topic_names', 319: 'subscribed_topic_names', 321: 'subscribed_topic_names', 322: 'subscribed_topic_regex', 323: 'assignment', 324: 'target_assignment', 334: 'topic_partitions', 336: 'topic_partitions', 340: 'topic_partitions', 343: '(tagged fields)', 346: '(tagged fields)', 347: '(tagged fields)', 350: '(tagged fields)', 360: 'topic_partitions', 362: 'topic_partitions', 364: 'topic_partitions', 374: 'topic_id', 375: 'topic_name', 376: 'partitions', 378: 'partitions', 380: 'partitions', 382: '(tagged fields)', 385: '(tagged fields)', 386: '(tagged fields)', 389: '(tagged fields)', 397: 'topic_id', 398: 'topic_name', 401: 'partitions', 403: 'partitions', 404: 'partitions', 414: (('throttle_time_ms', 4),), 416: 'groups', 418: 'groups', 422: 'groups', 425: '(tagged fields)', 428: '(tagged fields)', 429: '(tagged fields)', 432: '(tagged fields)', 440: (('throttle_time_ms', 'i'),), 443: 'groups', 445: 'groups', 447: 'groups', 457: (('error_code', 2),), 459: 'error_message', 460: 'group_id', 461: 'group_state', 462: (('group_epoch', 4), ('assignment_epoch', 8)), 464: 'assignor_name', 465: 'members', 467: 'members', 471: 'members', 474: (('authorized_operations', 4),), 476: '(tagged fields)', 479: '(tagged fields)', 480: '(tagged fields)', 483: '(tagged fields)', 491: (('error_code', 'h'),), 492: 'error_message', 493: 'group_id', 494: 'group_state', 495: (('group_epoch', 'i'), ('assignment_epoch', 'i')), 496: 'assignor_name', 499: 'members', 501: 'members', 503: 'members', 504: (('authorized_operations', 'i'),), 514: 'member_id', 515: 'instance_id', 516: 'rack_id', 517: (('member_epoch', 4),), 519: 'client_id', 520: 'client_host', 521: 'subscribed_topic_names', 523: 'subscribed_topic_names', 527: 'subscribed_topic_names', 530: 'subscribed_topic_regex', 531: 'assignment', 532: 'target_assignment', 533: (('member_type', 1),), 535: '(tagged fields)', 538: '(tagged fields)', 539: '(tagged fields)', 542: '(tagged fields)', 550: 'member_id', 551: 'instance_id', 552: 'rack_id', 553: (('member_epoch', 'i'),), 554: 'client_id', 555: 'client_host', 558: 'subscribed_topic_names', 560: 'subscribed_topic_names', 562: 'subscribed_topic_names', 563: 'subscribed_topic_regex', 564: 'assignment', 565: 'target_assignment', 566: (('member_type', 'b'),)}

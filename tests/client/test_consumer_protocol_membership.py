@@ -1,0 +1,149 @@
+"""replog's consumers with `group.protocol=consumer` (KIP-848) against the in-process fake
+cluster, whose coordinator runs the real consumer-group core: members split the partitions,
+the listener's callbacks run in poll (revoke, with a commit, before the partitions move), a
+closing member leaves with epoch -1, a commit with a stale epoch is refused, the blocking
+consumer, and the settings the consumer protocol refuses."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from consumer_fakes import FakeCluster, consumer_settings
+from test_consumer_group_membership import Recorder, poll_all, split
+
+from replog.client.consumer import Consumer
+from replog.client.records import TopicPartition
+from replog.client.sync_consumer import Consumer as BlockingConsumer
+from replog.errors import CommitFailedError, ConfigError
+
+GROUP = {"group_id": "g", "group_protocol": "consumer"}
+
+
+@pytest_asyncio.fixture
+async def cluster(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeCluster]:
+    fake = FakeCluster(topic_ids=True)
+    fake.install(monkeypatch)
+    yield fake
+    fake.groups.close()
+
+
+def member(cluster: FakeCluster, **overrides: Any) -> Consumer:
+    return Consumer(**consumer_settings(cluster, **{**GROUP, **overrides}))
+
+
+@pytest.mark.asyncio
+async def test_members_split_revoking_with_a_commit_first_and_take_over_on_close(
+    cluster: FakeCluster,
+) -> None:
+    cluster.create("t", 4)
+    for p in range(4):
+        cluster.append("t", p, [f"{p}".encode()])
+    a = member(cluster, enable_auto_commit=False)
+    b = member(cluster)
+    commits: list[str] = []
+
+    class CommitOnRevoke(Recorder):
+        async def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:  # type: ignore[override]
+            self._note("revoked", partitions)
+            await a.commit()  # within the member's epoch: the coordinator accepts it
+            commits.append("ok")
+
+    listener = CommitOnRevoke()
+    a.subscribe(["t"], listener=listener)
+    got: list[bytes] = []
+    deadline = time.monotonic() + 5
+    while len(got) < 4:
+        assert time.monotonic() < deadline
+        got.extend(r.value or b"" for rs in (await a.poll(50)).values() for r in rs)
+    b.subscribe(["t"])
+    await poll_all([a, b], lambda: split([a, b], 4))
+    assert [kind for kind, _ in listener.calls if _ or kind == "revoked"] == [
+        "assigned",
+        "revoked",
+    ]
+    assert commits == ["ok"]
+    (revoked_parts,) = [parts for kind, parts in listener.calls if kind == "revoked"]
+    for name in revoked_parts:
+        tp = TopicPartition("t", int(name.split("-")[1]))
+        assert cluster.committed[("g", tp)].offset == 1  # committed before the move
+        assert tp in b.assignment()
+    await b.close()  # leaves with epoch -1: a gets everything back
+    assert "ConsumerGroupHeartbeat(-1)" in cluster.groups.calls
+    await poll_all([a], lambda: len(a.assignment()) == 4)
+    await a.close()
+    assert listener.calls[-1] == ("revoked", ["t-0", "t-1", "t-2", "t-3"])
+    assert not [c for c in cluster.groups.calls if not c.startswith("ConsumerGroupHeartbeat")]
+
+
+@pytest.mark.asyncio
+async def test_a_commit_with_a_stale_member_epoch_is_refused(cluster: FakeCluster) -> None:
+    cluster.create("t", 2)
+    a = member(cluster, enable_auto_commit=False)
+    a.subscribe(["t"])
+    await poll_all([a], lambda: len(a.assignment()) == 2)
+    group = a._group
+    assert group is not None
+    real = group.identity
+    group.identity = lambda: (real()[0] - 1, *real()[1:])
+    with pytest.raises(CommitFailedError, match="epoch"):
+        await a.commit({TopicPartition("t", 0): 1})
+    group.identity = real
+    await a.commit({TopicPartition("t", 0): 1})
+    await a.close()
+
+
+@pytest.fixture
+def sync_cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeCluster]:
+    fake = FakeCluster(topic_ids=True)
+    fake.install(monkeypatch)
+    yield fake
+
+
+def test_the_blocking_consumer_joins_and_runs_callbacks_in_the_polling_thread(
+    sync_cluster: FakeCluster,
+) -> None:
+    sync_cluster.create("t", 2)
+    sync_cluster.append("t", 0, [b"a"])
+    threads: list[str] = []
+
+    class Listener:
+        def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
+            threads.append(threading.current_thread().name)
+
+        def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
+            threads.append(threading.current_thread().name)
+
+    with BlockingConsumer(**consumer_settings(sync_cluster, **GROUP)) as consumer:
+        consumer.subscribe(["t"], listener=Listener())
+        deadline = time.monotonic() + 5
+        got: list[bytes] = []
+        while not got:
+            assert time.monotonic() < deadline
+            got.extend(r.value or b"" for rs in consumer.poll(100).values() for r in rs)
+        assert consumer.assignment() == {TopicPartition("t", 0), TopicPartition("t", 1)}
+    assert threads == [threading.current_thread().name] * 2  # assigned, then revoked on close
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"group_protocol": "consumer", "session_timeout_ms": 10_000}, "session.timeout.ms"),
+        ({"group_protocol": "consumer", "heartbeat_interval_ms": 1_000}, "heartbeat.interval"),
+        (
+            {"group_protocol": "consumer", "partition_assignment_strategy": "range"},
+            "partition.assignment.strategy",
+        ),
+        ({"group_remote_assignor": "range"}, "only with group.protocol=consumer"),
+        ({"group_protocol": "eager"}, "classic, consumer"),
+    ],
+)
+def test_settings_the_protocol_does_not_take_are_refused(
+    settings: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        Consumer(bootstrap_servers="127.0.0.1:1", group_id="g", **settings)

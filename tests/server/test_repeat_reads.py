@@ -356,6 +356,14 @@ def _random_steps(rng: random.Random, count: int) -> list[tuple[Any, ...]]:
     return steps
 
 
+async def _run_both(first: Cluster, second: Cluster, steps: list[tuple[Any, ...]]) -> None:
+    """Both clusters through `steps`: the same answers and leader state after each."""
+    for index, step in enumerate(steps):
+        outcomes = [await _step(cluster, step) for cluster in (first, second)]
+        assert outcomes[0] == outcomes[1], f"step {index} {step}: answers differ"
+        assert first.state() == second.state(), f"step {index} {step}: leader state differs"
+
+
 @pytest.mark.asyncio
 @pytest.mark.parametrize("seed", range(12))
 async def test_kept_reads_answer_and_record_exactly_as_full_reads(
@@ -364,10 +372,7 @@ async def test_kept_reads_answer_and_record_exactly_as_full_reads(
     full = Cluster(tmp_path, keep_reads=False)
     kept = Cluster(tmp_path, keep_reads=True)
     answered = 0
-    for index, step in enumerate(_random_steps(random.Random(seed), 150)):
-        outcomes = [await _step(cluster, step) for cluster in (full, kept)]
-        assert outcomes[0] == outcomes[1], f"step {index} {step}: answers differ"
-        assert full.state() == kept.state(), f"step {index} {step}: leader state differs"
+    await _run_both(full, kept, _random_steps(random.Random(seed), 150))
     for fetcher in kept.fetchers.values():
         assert isinstance(fetcher.repeats, CountedRepeatReads)
         answered += fetcher.repeats.answered
@@ -382,10 +387,7 @@ async def test_dirty_only_rounds_answer_and_record_exactly_as_walking_every_part
 ) -> None:
     walking = Cluster(tmp_path, keep_reads=True)
     dirty = Cluster(tmp_path, keep_reads=True, dirty_only=True)
-    for index, step in enumerate(_random_steps(random.Random(seed), 150)):
-        outcomes = [await _step(cluster, step) for cluster in (walking, dirty)]
-        assert outcomes[0] == outcomes[1], f"step {index} {step}: answers differ"
-        assert walking.state() == dirty.state(), f"step {index} {step}: leader state differs"
+    await _run_both(walking, dirty, _random_steps(random.Random(seed), 150))
     read_walking = sum(f.read for f in walking.fetchers.values())
     read_dirty = sum(f.read for f in dirty.fetchers.values())
     # The comparison proves something only if the dirty-only rounds skipped many reads.
@@ -434,10 +436,7 @@ async def test_an_unfenced_follower_rejoins_the_isr_in_a_dirty_only_round(tmp_pa
     steps += [("follower", 3)] * 3 + [("fence", False), ("follower", 3)]
     walking = Cluster(tmp_path, keep_reads=True)
     dirty = Cluster(tmp_path, keep_reads=True, dirty_only=True)
-    for index, step in enumerate(steps):
-        outcomes = [await _step(cluster, step) for cluster in (walking, dirty)]
-        assert outcomes[0] == outcomes[1], f"step {index} {step}: answers differ"
-        assert walking.state() == dirty.state(), f"step {index} {step}: leader state differs"
+    await _run_both(walking, dirty, steps)
     pending = [dirty.leader.leader("t", p).pending_isr_change for p in range(PARTITIONS)]
     assert all(change is not None and change.is_expansion for change in pending)
 

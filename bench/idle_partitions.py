@@ -18,11 +18,9 @@ topic. Each figure is the median over `--runs` rounds; the N values alternate wi
 so that every N sees the same machine. Ratios are against the baseline's median.
 
 Why: a follower fetches all partitions it follows from one leader in one request, and every
-append on the leader answers it; each round costs every partition of that request a little
-Python on both sides (the leader's read and follower bookkeeping, the encoding, the
-follower's processing), so idle partitions tax the busy ones' replication round trip. Kafka
-meets the same cost with incremental fetch sessions (KIP-227), which replog's followers use
-too (only changed partitions travel), and compiled code.
+append on the leader answers it. Incremental fetch sessions (KIP-227) send only the changed
+partitions, and dirty-only rounds (docs/replication.md) make both sides' work per round what
+changed, so idle partitions should cost next to nothing; this measures whether they do.
 
     .venv/bin/python bench/idle_partitions.py                    # N = 0 60 150 600, 3 runs
     .venv/bin/python bench/idle_partitions.py --idle 0 300 --runs 1 --records 10000

@@ -11,11 +11,11 @@ them over gRPC, and runs its in-process baselines in child processes of its own.
    alternate between the request sizes, so the image grows under all of them alike (0 to
    100k partitions in the full run). Per trial: wall time from the first request until every
    broker reports every replica created and every partition led, with no replica change left
-   to apply (its metrics endpoint: `cluster_metrics.py`), and, printed beside it, to the last
-   answer; partitions/s, and metadata records/s, the records counted as the committed offset
-   after minus before (DescribeCluster's `metadata_offset`; NoOpRecords, one per 500 ms, are
-   counted too and are negligible here). The CPU time of the three nodes and of this client
-   over the trial says how busy the 2 cores were.
+   to apply (its metrics endpoint: `replog/cli/bench/cluster_metrics.py`), and, printed
+   beside it, to the last answer; partitions/s, and metadata records/s, the records counted as
+   the committed offset after minus before (DescribeCluster's `metadata_offset`; NoOpRecords,
+   one per 500 ms, are counted too and are negligible here). The CPU time of the three nodes
+   and of this client over the trial says how busy the 2 cores were.
    Baseline: the pure controller core (`QuorumController` over the fake log of
    tests/controller/controller_harness.py, one active controller, commits at once) creating
    the same topics with the same request sizes in the same order, in a child process. The
@@ -34,7 +34,8 @@ them over gRPC, and runs its in-process baselines in child processes of its own.
    kill -9 of the active controller's process group (found with DescribeCluster's
    `controller_id` and the node's pid file), then CreateTopics of a new 1-partition topic
    sent to the survivors (connections open before the kill) every 10 ms until one succeeds:
-   the time from the kill to that answer. Also when a survivor first names the new
+   the time from the kill to that answer (`replog/cli/bench/controller_failover.py`, which
+   `replog bench`'s controller run uses too). Also when a survivor first names the new
    controller (the rest is the new controller's claim and its first commit). Between trials
    the killed node is restarted and the script waits until its broker has re-registered (a
    new broker epoch: the old incarnation's session must expire first, 9 s), every broker is
@@ -79,15 +80,15 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import grpc
-from cluster_metrics import metrics_urls, wait_replicas
 
 from replog.admin.cluster_metadata import ClusterDescription
 from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import NewTopic
+from replog.cli.bench.cluster_metrics import metrics_urls, wait_replicas
+from replog.cli.bench.controller_failover import over_grpc
+from replog.cli.bench.create_topics import create_in_requests
 from replog.cli.local_cluster import LocalCluster
-from replog.errors import TopicAlreadyExistsError
-from replog.pb import controller_pb2 as cpb
-from replog.pb import controller_pb2_grpc, raft_pb2, raft_pb2_grpc
+from replog.pb import raft_pb2, raft_pb2_grpc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARNESS = os.path.join(ROOT, "tests", "controller", "controller_harness.py")
@@ -98,7 +99,6 @@ PARTITIONS_PER_TOPIC = 10
 REPLICATION_FACTOR = 3
 SNAPSHOT_CHUNK_RECORDS = 1000
 MAX_TOPICS_PER_REQUEST = 900  # 900 x 11 records = 9,900: one metadata batch holds 10,000
-TOPIC_ALREADY_EXISTS = 36
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -372,17 +372,7 @@ class BenchCluster:
 
     def create(self, topics: Sequence[NewTopic], per_request: int) -> None:
         assert self.client is not None
-        for start in range(0, len(topics), per_request):
-            results = self.client.create_topics(topics[start : start + per_request], timeout_s=120)
-            # This script's names are new: "already exists" answers a retry of this very request
-            # whose first attempt committed (the client retries a timed-out CreateTopics).
-            failed = [
-                r
-                for r in results
-                if r.error is not None and not isinstance(r.error, TopicAlreadyExistsError)
-            ]
-            if failed:
-                raise RuntimeError(f"CreateTopics: {failed[0].name}: {failed[0].error!r}")
+        create_in_requests(self.client, topics, per_request, timeout_s=120)
         self.partitions += sum(t.num_partitions for t in topics)
 
     def wait_replicas(self) -> None:
@@ -444,48 +434,10 @@ def failover_trial(
     cluster.wait_settled({})
     killed = cluster.active_controller()
     epochs = {b.broker_id: b.broker_epoch for b in cluster.describe_cluster().brokers}
-    survivors = {i: a for i, a in cluster.addresses.items() if i != killed}
-    channels = {
-        i: grpc.insecure_channel(a, options=[("grpc.use_local_subchannel_pool", 1)])
-        for i, a in survivors.items()
-    }
-    stubs = {i: controller_pb2_grpc.ControllerStub(c) for i, c in channels.items()}  # type: ignore[no-untyped-call]
     name = f"failover-{cluster.partitions}-{time.time_ns()}"
-    request = cpb.CreateTopicsRequest(
-        topics=[cpb.CreatableTopic(name=name, num_partitions=1, replication_factor=1)],
-        timeout_ms=900,
-    )
-    known_s: float | None = None
-    new_controller = -1
-    try:
-        for channel in channels.values():  # connected before the kill: the clock measures replog
-            grpc.channel_ready_future(channel).result(timeout=10)
-        killed_at = time.perf_counter()
-        cluster.kill(killed)
-        seconds: float | None = None
-        while seconds is None:
-            elapsed = time.perf_counter() - killed_at
-            if elapsed > 120:
-                raise RuntimeError("no successful CreateTopics within 120 s of the kill")
-            for node_id, stub in stubs.items():
-                try:
-                    answer = stub.CreateTopics(request, timeout=1.0)
-                except grpc.RpcError:
-                    continue
-                now = time.perf_counter() - killed_at
-                if answer.controller_id not in (-1, killed) and known_s is None:
-                    known_s = now
-                codes = {answer.error.code, *(t.error.code for t in answer.topics)}
-                # TOPIC_ALREADY_EXISTS: an earlier attempt timed out here but did commit.
-                if codes <= {0, TOPIC_ALREADY_EXISTS} and answer.topics:
-                    seconds, new_controller = now, node_id
-                    break
-            else:
-                time.sleep(0.01)
-    finally:
-        for channel in channels.values():
-            channel.close()
-    trial = FailoverTrial(cluster.partitions, killed, new_controller, seconds, known_s)
+    timed = over_grpc(cluster.addresses, killed, lambda: cluster.kill(killed), name)
+    new_controller = timed.new_controller
+    trial = FailoverTrial(cluster.partitions, killed, new_controller, timed.seconds, timed.known_s)
     if rejoin:
         began = time.perf_counter()
         cluster.restart(killed)

@@ -41,17 +41,23 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 
-from cluster_metrics import Scrape, longest_stall_bucket, metrics_urls, scrapes, wait_replicas
 from replog_cli import replog_cli
 
 from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import NewTopic
+from replog.cli.bench.cluster_metrics import (
+    Scrape,
+    longest_stall_bucket,
+    metrics_urls,
+    scrapes,
+    wait_replicas,
+)
+from replog.cli.bench.create_topics import create_in_requests
 from replog.cli.local_cluster import LocalCluster
 
 NODES = 3
 PARTITIONS_PER_TOPIC = 10
 REPLICATION_FACTOR = 3
-TOPIC_ALREADY_EXISTS = "TopicAlreadyExistsError"
 
 
 def file_system_floor_s(directory: str, replicas: int, ops: int = 2000) -> float:
@@ -130,22 +136,11 @@ class Cluster:
 
     def create(self, prefix: str, topics: int, per_request: int) -> None:
         assert self.client is not None
-        names = [f"{prefix}-{i:06d}" for i in range(topics)]
-        for start in range(0, topics, per_request):
-            batch = [
-                NewTopic(name, PARTITIONS_PER_TOPIC, REPLICATION_FACTOR)
-                for name in names[start : start + per_request]
-            ]
-            results = self.client.create_topics(batch, timeout_s=300)
-            # Fresh names: "already exists" is an earlier attempt of this very request that
-            # committed before the client retried it.
-            failed = [
-                r
-                for r in results
-                if r.error is not None and type(r.error).__name__ != TOPIC_ALREADY_EXISTS
-            ]
-            if failed:
-                raise RuntimeError(f"CreateTopics: {failed[0].name}: {failed[0].error!r}")
+        batch = [
+            NewTopic(f"{prefix}-{i:06d}", PARTITIONS_PER_TOPIC, REPLICATION_FACTOR)
+            for i in range(topics)
+        ]
+        create_in_requests(self.client, batch, per_request, timeout_s=300)
 
 
 @dataclass

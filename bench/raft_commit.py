@@ -38,7 +38,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import statistics
@@ -52,6 +51,8 @@ from typing import Any
 
 import grpc
 
+from replog.cli.bench import etcd as etcd_bench
+from replog.cli.bench.etcd import ensure_etcd
 from replog.cli.local_cluster import LocalCluster
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
@@ -62,7 +63,6 @@ REPLOG_BASE_PORT = 19492
 EMBEDDED_BASE_PORT = 19502
 NOOP_PORT = 19512
 ETCD_BASE_PORT = 23790  # member i: client port base + 10 * i, peer port base + 10 * i + 1
-PUT_METHOD = "/etcdserverpb.KV/Put"
 SYSTEMS = ("etcd", "replog", "embedded", "grpc-noop")
 BASELINE = "etcd"
 NO_BASELINE = f"no {BASELINE} baseline in this run: no ratios (add {BASELINE} to --systems)"
@@ -287,111 +287,19 @@ class ReplogCluster:
 # --- etcd ------------------------------------------------------------------------------------
 
 
-def encode_put(key: bytes, value: bytes) -> bytes:
-    """PutRequest{key: 1, value: 2}: each a length-delimited field (tag, varint length, bytes)."""
-
-    def field(number: int, data: bytes) -> bytes:
-        header = bytearray([number << 3 | 2])
-        length = len(data)
-        while length >= 0x80:
-            header.append(length & 0x7F | 0x80)
-            length >>= 7
-        header.append(length)
-        return bytes(header) + data
-
-    return field(1, key) + field(2, value)
-
-
-class EtcdCluster:
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-        self.processes: list[subprocess.Popen[bytes]] = []
-        self.client_urls = [f"http://127.0.0.1:{ETCD_BASE_PORT + 10 * i}" for i in range(3)]
-        self.peer_urls = [f"http://127.0.0.1:{ETCD_BASE_PORT + 10 * i + 1}" for i in range(3)]
-
-    def start(self) -> None:
-        initial = ",".join(f"m{i}={url}" for i, url in enumerate(self.peer_urls))
-        for i in range(3):
-            log = open(os.path.join(self.directory, f"m{i}.log"), "wb")  # noqa: SIM115
-            self.processes.append(
-                subprocess.Popen(
-                    [
-                        "etcd",
-                        "--name",
-                        f"m{i}",
-                        "--data-dir",
-                        os.path.join(self.directory, f"m{i}.etcd"),
-                        "--listen-client-urls",
-                        self.client_urls[i],
-                        "--advertise-client-urls",
-                        self.client_urls[i],
-                        "--listen-peer-urls",
-                        self.peer_urls[i],
-                        "--initial-advertise-peer-urls",
-                        self.peer_urls[i],
-                        "--initial-cluster",
-                        initial,
-                        "--initial-cluster-token",
-                        "raft-commit-bench",
-                        "--initial-cluster-state",
-                        "new",
-                        "--logger",
-                        "zap",
-                        "--log-level",
-                        "warn",
-                    ],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            )
-            log.close()
-
-    def stop(self) -> None:
-        for process in self.processes:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-
-    def leader_endpoint(self, timeout_s: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout_s
-        endpoints = ",".join(u.removeprefix("http://") for u in self.client_urls)
-        while time.monotonic() < deadline:
-            result = subprocess.run(
-                ["etcdctl", f"--endpoints={endpoints}", "endpoint", "status", "-w", "json"],
-                capture_output=True,
-                text=True,
-                env={**os.environ, "ETCDCTL_API": "3"},
-                check=False,
-            )
-            if result.returncode == 0:
-                with contextlib.suppress(ValueError, KeyError, TypeError):
-                    for entry in json.loads(result.stdout):
-                        status = entry["Status"]
-                        if (
-                            status.get("leader")
-                            and status["header"]["member_id"] == status["leader"]
-                        ):
-                            return str(entry["Endpoint"]).removeprefix("http://")
-            time.sleep(0.2)
-        raise RuntimeError("etcd: no leader")
+class EtcdCluster(etcd_bench.EtcdCluster):
+    """The 3 members of `replog.cli.bench.etcd`, driven by this benchmark's proposers."""
 
     async def run_trial(self, proposers: int, seconds: float) -> Trial:
         leader = self.leader_endpoint()
         async with grpc.aio.insecure_channel(leader) as channel:
             put = channel.unary_unary(
-                PUT_METHOD, request_serializer=None, response_deserializer=None
+                etcd_bench.PUT_METHOD, request_serializer=None, response_deserializer=None
             )
 
             async def propose(record: bytes) -> bool:
                 try:
-                    await put(encode_put(b"bench/" + record[:17], record), timeout=10)
+                    await put(etcd_bench.encode_put(b"bench/" + record[:17], record), timeout=10)
                 except grpc.RpcError:
                     return False
                 return True
@@ -480,14 +388,6 @@ class NoOpAppendServer:
 
 
 # --- main ------------------------------------------------------------------------------------
-
-
-def ensure_etcd() -> None:
-    if shutil.which("etcd") and shutil.which("etcdctl"):
-        return
-    subprocess.run(["bash", os.path.join(HERE, "install_etcd.sh")], check=True)
-    if not shutil.which("etcd"):
-        raise SystemExit("etcd is not on PATH after bench/install_etcd.sh")
 
 
 def port_free(port: int) -> bool:
@@ -615,9 +515,7 @@ def main() -> None:
     # etcd only when it runs: a run without it must not need it installed (nor its ports free).
     if BASELINE in args.systems:
         ensure_etcd()
-        etcd_version = subprocess.run(
-            ["etcd", "--version"], capture_output=True, text=True, check=True
-        ).stdout.splitlines()[0]
+        etcd_version = etcd_bench.etcd_version()
     else:
         etcd_version = "no etcd in this run"
     busy = [p for p in ports_of(args.systems) if not port_free(p)]
@@ -633,7 +531,7 @@ def main() -> None:
         replog = ReplogCluster(os.path.join(tmp, "replog"))
         embedded = EmbeddedReplogCluster(os.path.join(tmp, "embedded"))
         noop = NoOpAppendServer()
-        etcd = EtcdCluster(tmp)
+        etcd = EtcdCluster(tmp, ETCD_BASE_PORT, token="raft-commit-bench")
         try:
             if "etcd" in args.systems:
                 etcd.start()

@@ -16,6 +16,8 @@
 #   KAFKA_BASE_PORT    29092: node i's broker listener is base+i-1, its controller base+100+i-1
 #   KAFKA_HEAP         512m per node (three nodes and replog's share 2 cores and 24 GiB)
 #   KAFKA_SEGMENT_BYTES 1073741824, replog's (and Kafka's) default segment.bytes
+#   KAFKA_START_TIMEOUT_S 90: how long `start` and `restart` wait for a node's listener (a node
+#                      restarted with 10,000 partitions on a loaded machine takes minutes)
 #
 # Settings matched to replog's cluster (`replog cluster start`): 3 combined nodes (broker and
 # controller), replication factor 3, min.insync.replicas=2, no fsync per message (Kafka's and
@@ -30,7 +32,7 @@ KAFKA_BASE_PORT="${KAFKA_BASE_PORT:-29092}"
 KAFKA_HEAP="${KAFKA_HEAP:-512m}"
 KAFKA_SEGMENT_BYTES="${KAFKA_SEGMENT_BYTES:-1073741824}"
 NODES=3
-START_TIMEOUT_S=90
+START_TIMEOUT_S="${KAFKA_START_TIMEOUT_S:-90}"
 STOP_TIMEOUT_S=30
 
 die() { echo "kafka.sh: $*" >&2; exit 1; }

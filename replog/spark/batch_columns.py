@@ -11,9 +11,16 @@ without copying them one by one:
   call: the fetch answer itself when no batch is compressed, else the (decompressed)
   regions copied back to back. A table lookup per record, or one numpy check for a run of
   records of the same size (`_record_starts`).
-- The varints (timestamp delta, offset delta, key length, value length, header count) are read
-  for all records together: the 8 bytes at each position as one uint64 (one gather), the
-  varint's end found with bit tricks, one shift per byte of the longest varint.
+- A long run of records of one size whose fields all sit at the same place in every record
+  (fixed-size keys and values; only the timestamp and offset deltas differ, in varints of
+  the same sizes) is decoded as a table: each field is a byte column of a strided view,
+  checked and read column by column with no gather (`_uniform_run`). In a fetch answer of
+  100-byte records these runs hold nearly every record, and decoding costs about half of
+  the per-record path's CPU (docs/benchmarks.md).
+- The other records' varints (timestamp delta, offset delta, key length, value length,
+  header count) are read for all of them together (`_one_by_one`): the 8 bytes at each
+  position as one uint64 (one gather), the varint's end found with bit tricks, one shift per
+  byte of the longest varint.
 - Keys and values are copied into `binary` arrays, the type Spark expects: with one numpy
   gather when all of a column's values have one size (fixed-size keys and values), else by
   Arrow's `filter` over a binary array whose elements alternate values and the gaps between
@@ -54,12 +61,11 @@ from replog.record.batch import RecordBatch
 from replog.record.compression import COMPRESSION_NONE, decompress
 from replog.record.header import RECORD_BATCH_OVERHEAD, BatchHeader
 from replog.record.record import Header
-from replog.record.varint import decode_varint
+from replog.record.varint import decode_varint, decode_varlong
 
 Int64s = npt.NDArray[np.int64]
 Bytes = npt.NDArray[np.uint8]
 Words = npt.NDArray[np.uint64]  # the 8 bytes at each position of a buffer
-Pairs = npt.NDArray[np.uint16]  # the 2 bytes at each position of a buffer
 Data = bytes | memoryview  # a fetch answer, or a view of one (module docstring)
 
 TIMESTAMP_TYPE_CREATE_TIME = 0
@@ -167,29 +173,48 @@ _STEPS = _length_steps()
 
 _RUN_MIN = 16  # records: a shorter run of equal sizes is not worth a numpy step
 _RUN_BACKOFF_MAX = 1024  # records walked one by one after a failed guess, at most
+# Records: a shorter run is read by `_one_by_one` (`_uniform_run`'s fixed cost per run is
+# that of reading about this many records one by one).
+_UNIFORM_MIN = 128
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """`count` records of `step` bytes each, the first at `position` in the buffer; they are
+    rows [row, row + count) of the call and records [index, index + count) of their batch."""
+
+    row: int
+    count: int
+    position: int
+    step: int
+    index: int
 
 
 def _record_starts(
     buffer: Data,
-    pairs: Pairs,
+    buf: Bytes,
     spans: list[tuple[int, int]],
     batches: Sequence[tuple[int, BatchHeader]],
-) -> Int64s:
-    """Where each record (its length varint) starts: the one sequential step.
+) -> tuple[Int64s, list[_Run]]:
+    """Where each record (its length varint) starts: the one sequential step; and the runs of
+    records of one size found on the way (`_uniform_run` decodes those whole).
 
     One record at a time it is a table lookup. Records of one size often come in runs (fixed
     size values and keys; a timestamp delta's varint grows only at 64 ms and 8 s), so at a
     record whose length took `step` bytes in all, the next ones are guessed at pos + k * step
     and the guess checked for all of them at once by each guess's first two bytes (the length;
     for a one-byte length also the attributes byte, 0 as producers write it, else the run is
-    only shorter): the guessed positions up to the first one whose two bytes differ are record
-    starts (each record before it had the same length, so it ended there). After a guess that
+    only shorter; read through a strided view, no gather): the guessed positions up to the
+    first one whose two bytes differ are record starts (each record before it had the same
+    length, so it ended there). After a guess that
     did not pay, the next records are walked one by one (twice as many after each failure, up
     to _RUN_BACKOFF_MAX), so records of varying size cost little more than the plain walk.
     Nothing is checked here but that each region's last record ends at the region's end;
     `_vectorised` checks every length.
     """
     pieces: list[Int64s] = []
+    runs: list[_Run] = []
+    rows = 0  # records in `pieces`
     singles = array("q")  # int64, handed to numpy without a conversion per element
     add = singles.append
     steps = _STEPS
@@ -221,20 +246,27 @@ def _record_starts(
             if step is None:  # a longer length varint (raises InvalidRecordError if bad)
                 size, after = _varint(buffer, pos, end)
                 step = after + size - pos
-            elif walked >= walk_until and left >= _RUN_MIN and step > 0:
+            elif walked >= walk_until and left >= _RUN_MIN and step > 1 and pos >= begin:
                 guess = min(left, (end - pos) // step)
                 if guess >= _RUN_MIN:
-                    at = np.arange(pos, pos + step * guess, step, dtype=np.int64)
-                    same = pairs[at] == first | second << 8
+                    # The two bytes at each guess: all inside the region (a bad length before
+                    # may have sent pos below it; step > 1 keeps the last one's inside).
+                    guessed = np.ndarray(
+                        shape=(guess,), dtype="<u2", buffer=buf, offset=pos, strides=(step,)
+                    )
+                    same = guessed == first | second << 8
                     run = int(np.argmin(same))  # the first miss, or 0 when all match
                     if same[run]:
                         run = guess
                     if run >= _RUN_MIN:
                         if singles:
                             pieces.append(np.frombuffer(singles, dtype=np.int64))
+                            rows += len(singles)
                             singles = array("q")
                             add = singles.append
-                        pieces.append(at[:run])
+                        pieces.append(np.arange(pos, pos + step * run, step, dtype=np.int64))
+                        runs.append(_Run(rows, run, pos, step, header.records_count - left))
+                        rows += run
                         pos += run * step
                         left -= run
                         backoff = _RUN_MIN
@@ -250,8 +282,8 @@ def _record_starts(
     if singles:
         pieces.append(np.frombuffer(singles, dtype=np.int64))
     if not pieces:
-        return np.zeros(0, dtype=np.int64)
-    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+        return np.zeros(0, dtype=np.int64), runs
+    return (pieces[0] if len(pieces) == 1 else np.concatenate(pieces)), runs
 
 
 _STOP_BITS = np.uint64(0x8080808080808080)  # each byte's continuation bit
@@ -394,31 +426,99 @@ def _binary(buf: Bytes, buffer: pa.Buffer, starts: Int64s, lengths: Int64s) -> p
     return pa.Array.from_buffers(pa.binary(), count, [validity, *values.buffers()[1:]])
 
 
+@dataclass(slots=True)
+class _Fields:
+    """Per record of a call: what the columns are built from."""
+
+    timestamp_delta: Int64s
+    key_start: Int64s
+    key_length: Int64s
+    value_start: Int64s
+    value_length: Int64s
+
+    @staticmethod
+    def empty(count: int) -> _Fields:
+        return _Fields(*(np.empty(count, dtype=np.int64) for _ in range(5)))
+
+    def put(self, rows: slice | Int64s, found: _Fields) -> None:
+        """Rows `rows` are `found`'s records."""
+        self.timestamp_delta[rows] = found.timestamp_delta
+        self.key_start[rows] = found.key_start
+        self.key_length[rows] = found.key_length
+        self.value_start[rows] = found.value_start
+        self.value_length[rows] = found.value_length
+
+
 def _vectorised(data: Data, batches: Sequence[tuple[int, BatchHeader]], where: str) -> BatchColumns:
     buffer, spans = _regions(data, batches, where)
     if len(buffer) >= 1 << 31:
         raise _NotVectorised  # Arrow's binary offsets into the buffer are int32
     buf = np.frombuffer(buffer, dtype=np.uint8)
+    record_start, runs = _record_starts(buffer, buf, spans, batches)
+    counts = np.array([h.records_count for _, h in batches], dtype=np.int64)
+    # Per record: its index in its batch.
+    first = np.cumsum(counts) - counts
+    total = len(record_start)
+    index = np.arange(total, dtype=np.int64) - np.repeat(first, counts)
+
+    fields = _Fields.empty(total)
+    uniform = np.zeros(total, dtype=bool)
+    for run in runs:
+        if run.count < _UNIFORM_MIN:
+            continue
+        found = _uniform_run(buffer, buf, run)
+        if found is not None:
+            rows = slice(run.row, run.row + run.count)
+            fields.put(rows, found)
+            uniform[rows] = True
+    headers: list[tuple[Header, ...]] | None = None
+    rest = np.flatnonzero(~uniform)
+    if len(rest) == total:
+        fields, headers = _one_by_one(buffer, buf, record_start, index)
+    elif len(rest):
+        found, found_headers = _one_by_one(buffer, buf, record_start[rest], index[rest])
+        fields.put(rest, found)
+        if found_headers is not None:
+            headers = [()] * total
+            for row, record_headers in zip(rest.tolist(), found_headers, strict=True):
+                headers[row] = record_headers
+
+    base_offsets = np.repeat(np.array([h.base_offset for _, h in batches], np.int64), counts)
+    append_time = np.array([h.is_log_append_time for _, h in batches], dtype=bool)
+    base_times = np.array(
+        [h.max_timestamp if h.is_log_append_time else h.base_timestamp for _, h in batches],
+        np.int64,
+    )
+    per_record_append = np.repeat(append_time, counts)
+    timestamps = np.repeat(base_times, counts) + np.where(
+        per_record_append, 0, fields.timestamp_delta
+    )
+    arrow_buffer = pa.py_buffer(buffer)
+    return BatchColumns(
+        offsets=base_offsets + index,
+        timestamps=timestamps,
+        timestamp_types=per_record_append.astype(np.int32),
+        keys=_binary(buf, arrow_buffer, fields.key_start, fields.key_length),
+        values=_binary(buf, arrow_buffer, fields.value_start, fields.value_length),
+        headers=headers,
+    )
+
+
+def _one_by_one(
+    buffer: Data, buf: Bytes, record_start: Int64s, index: Int64s
+) -> tuple[_Fields, list[tuple[Header, ...]] | None]:
+    """The fields of the records at the increasing positions `record_start` (`index`: each
+    one's index in its batch), each varint read at each record's own position (`_varints`)."""
     # The 8 bytes at each position that has 8 after it: an unaligned uint64 view.
     words = np.ndarray(
         shape=(max(len(buf) - 7, 0),), dtype="<u8", buffer=buf, offset=0, strides=(1,)
     )
-    # The 2 bytes at each position that has 2 after it, likewise.
-    pairs = np.ndarray(
-        shape=(max(len(buf) - 1, 0),), dtype="<u2", buffer=buf, offset=0, strides=(1,)
-    )
-    record_start = _record_starts(buffer, pairs, spans, batches)
     body_size, start = _varints(buf, words, record_start, 5)
     end = start + body_size
     # The starts were found with these same lengths, so each body ends where the next record
     # starts and the last one at its region's end; what is left to check is the size itself.
     if np.any(body_size < _MIN_BODY):
         raise _NotVectorised
-    counts = np.array([h.records_count for _, h in batches], dtype=np.int64)
-    # Per record: its batch's base offset, base timestamp, and its index in the batch.
-    first = np.cumsum(counts) - counts
-    index = np.arange(len(start), dtype=np.int64) - np.repeat(first, counts)
-
     timestamp_delta, pos = _varints(buf, words, start + 1, 10)  # after the attributes byte
     offset_delta, pos = _varints(buf, words, pos, 5)
     if not np.array_equal(offset_delta, index):
@@ -446,24 +546,112 @@ def _vectorised(data: Data, batches: Sequence[tuple[int, BatchHeader]], where: s
             )
     if not np.array_equal(pos, end):
         raise _NotVectorised
+    fields = _Fields(timestamp_delta, key_start, key_length, value_start, value_length)
+    return fields, headers
 
-    base_offsets = np.repeat(np.array([h.base_offset for _, h in batches], np.int64), counts)
-    append_time = np.array([h.is_log_append_time for _, h in batches], dtype=bool)
-    base_times = np.array(
-        [h.max_timestamp if h.is_log_append_time else h.base_timestamp for _, h in batches],
-        np.int64,
+
+def _uniform_run(buffer: Data, buf: Bytes, run: _Run) -> _Fields | None:
+    """The fields of `run`'s records if they all have the first one's layout, else None.
+
+    Records of one size usually differ only in their timestamp and offset deltas, whose
+    varints keep their sizes over long stretches: then every field is at the same place in
+    every record, and each byte column of the run is a strided view of the buffer (no
+    gather). The first record is read field by field (a broken one: None, and `_one_by_one`
+    decides); the run's records must then have its length (the run says so), varints of the
+    same sizes for both deltas (each delta's continuation bits checked per byte column), the
+    same bytes for the key length, the value length and a header count of 0, and offset
+    deltas `run.index`, `run.index` + 1, ... With the same layout the checks `_one_by_one`
+    makes per record (fields inside the record, the body ending at its length) hold for all
+    once they hold for the first.
+    """
+    position, step, count = run.position, run.step, run.count
+    if position < 1:
+        return None  # no byte before it (the first record of a decompressed buffer)
+    end = position + step
+    try:
+        size, at = _varint(buffer, position, end)
+        if at + size != end or size < _MIN_BODY:
+            return None
+        at += 1  # the attributes byte
+        timestamp_at = at
+        _, at = decode_varlong(cast(bytes, buffer), at, end)
+        offset_at = at
+        _, at = _varint(buffer, at, end)
+        key_length_at = at
+        key_length, at = _varint(buffer, at, end)
+        key_at = at
+        at += max(key_length, 0)
+        value_length_at = at
+        value_length, at = _varint(buffer, at, end)
+        value_at = at
+        at += max(value_length, 0)
+        count_at = at
+        header_count, at = _varint(buffer, at, end)
+    except InvalidRecordError:
+        return None
+    if (
+        key_length < -1
+        or value_length < -1
+        or header_count != 0
+        or at != end
+        or key_at > value_length_at
+        or value_at + max(value_length, 0) > count_at
+        or offset_at - timestamp_at > 9  # a 10-byte varlong: `_one_by_one` reads it
+    ):
+        return None
+    # Each record's bytes up to its value, and before them the byte before the record (the
+    # last one of the record before: its header count), copied in one pass over the buffer;
+    # the byte columns below are then columns of this small array.
+    heads = np.ascontiguousarray(
+        np.ndarray(
+            shape=(count, value_at - position + 1),
+            dtype=np.uint8,
+            buffer=buf,
+            offset=position - 1,
+            strides=(step, 1),
+        )
     )
-    per_record_append = np.repeat(append_time, counts)
-    timestamps = np.repeat(base_times, counts) + np.where(per_record_append, 0, timestamp_delta)
-    arrow_buffer = pa.py_buffer(buffer)
-    return BatchColumns(
-        offsets=base_offsets + index,
-        timestamps=timestamps,
-        timestamp_types=per_record_append.astype(np.int32),
-        keys=_binary(buf, arrow_buffer, key_start, key_length),
-        values=_binary(buf, arrow_buffer, value_start, value_length),
-        headers=headers,
+    shift = 1 - position  # a position's column in `heads`
+    if buf[end + step * (count - 1) - 1] != 0 or not (heads[1:, 0] == 0).all():
+        return None  # a header count: `_one_by_one` reads the headers
+    for column in range(key_length_at + shift, key_at + shift):
+        if not (heads[:, column] == heads[0, column]).all():
+            return None
+    for column in range(value_length_at + shift, value_at + shift):
+        if not (heads[:, column] == heads[0, column]).all():
+            return None
+    timestamp_delta = _column_varint(heads, timestamp_at + shift, offset_at + shift)
+    offset_delta = _column_varint(heads, offset_at + shift, key_length_at + shift)
+    if timestamp_delta is None or offset_delta is None:
+        return None
+    if not np.array_equal(offset_delta, np.arange(run.index, run.index + count)):
+        return None
+    starts = np.arange(position, position + step * count, step, dtype=np.int64)
+    return _Fields(
+        timestamp_delta,
+        starts + (key_at - position),
+        np.full(count, key_length, dtype=np.int64),
+        starts + (value_at - position),
+        np.full(count, value_length, dtype=np.int64),
     )
+
+
+def _column_varint(heads: Bytes, first: int, stop: int) -> Int64s | None:
+    """Per record, the zig-zag varint in its bytes [first, stop) (at most 9 bytes, so no
+    overflow), or None if one record's varint is not exactly that long."""
+    unsigned = np.zeros(len(heads), dtype=np.uint64)
+    for k, column in enumerate(range(first, stop)):
+        byte = heads[:, column]
+        more = byte >= 0x80
+        if not (more.all() if column < stop - 1 else not more.any()):
+            return None
+        part = (byte & 0x7F).astype(np.uint64)
+        part <<= np.uint64(7 * k)
+        unsigned |= part
+    values = (unsigned >> _ONE).view(np.int64)
+    unsigned &= _ONE
+    values ^= -unsigned.view(np.int64)
+    return values
 
 
 def _headers(buffer: Data, pos: int, end: int, count: int) -> tuple[tuple[Header, ...], int]:

@@ -68,6 +68,7 @@ from replog.spark.errors import ReadTimeoutError, report_data_loss
 from replog.spark.options import SourceOptions
 from replog.spark.partition_fetcher import FetchAnswer, PartitionFetcher
 from replog.spark.planning import OffsetRange
+from replog.spark.worker_allocator import keep_freed_memory
 
 # Larger fetches than the consumer's defaults: a task reads one known range as fast as it can.
 READ_DEFAULTS = {
@@ -100,6 +101,7 @@ def read_range(
     """The records of `piece` as batches in `schema` (module docstring)."""
     if piece.end <= piece.start:
         return
+    keep_freed_memory()  # each answer in the pages of the last one (worker_allocator)
     tp = TopicPartition(piece.topic, piece.partition)
     settings = {**READ_DEFAULTS, **options.consumer_settings()}
     with PartitionFetcher(tp, settings) as fetcher:

@@ -49,5 +49,5 @@ def test_a_metadata_run_against_jetstream_is_refused_before_anything_starts(
     )
     outcome = replog("bench", str(workload), "--systems", "jetstream", "--output", str(tmp_path))
     assert outcome.returncode != 0
-    assert "metadata run" in outcome.stderr and "jetstream has none" in outcome.stderr
+    assert "metadata run" in outcome.stderr and "jetstream cannot run it" in outcome.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["m.yaml"]  # no run directory was made

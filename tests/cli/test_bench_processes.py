@@ -78,9 +78,18 @@ def test_producers_and_consumers_together_drain_every_acknowledged_record(tmp_pa
         {**BASE, "producerRate": 100, "testDurationSeconds": 1, "idlePartitions": 50}
     )
     result = run_once(cluster.target, workload, work_dir=str(tmp_path / "work"))
-    # The idle topic stood beside the run's two and went with them.
-    assert cluster.created == [*result["topics"], f"{result['topics'][0][:-2]}-idle"]
+    # Two phases: the run's two topics alone, then two fresh ones with the idle topic beside
+    # them; everything went after the run.
+    prefix = result["topics"][0].split("-0-")[0]
+    assert cluster.created == [
+        f"{prefix}-0",
+        f"{prefix}-1",
+        *result["topics"],
+        f"{prefix}-idle",
+    ]
+    assert result["topics"] == [f"{prefix}-0-beside-idle", f"{prefix}-1-beside-idle"]
     assert cluster.deleted == cluster.created and result["idle_partitions"] == 50
+    assert result["idle"]["partitions"] == 50
     assert 0 <= result["server_cpu_cores"] < 4
     assert sum(result["timeline"]["produced_per_s"]) == 100
     assert sum(result["timeline"]["consumed_per_s"]) == 100

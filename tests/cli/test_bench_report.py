@@ -176,3 +176,12 @@ def test_bench_help_loads_neither_the_plots_nor_the_clients() -> None:
     loaded = json.loads(done.stdout.splitlines()[-1])
     heavy = ("matplotlib", "confluent_kafka", "yaml", "grpc", "replog.server", "replog.client")
     assert [m for m in loaded if m.split(".")[0] in heavy or m.startswith(heavy)] == []
+
+
+def test_a_figure_no_run_measured_has_no_row() -> None:
+    grouped = {"replog": [canned("replog", 1, 2)], "kafka": [canned("kafka", 1, 4)]}
+    for runs in grouped.values():
+        runs[0]["produce"]["mb_per_s"] = 0.0  # as in a controller run: nothing produced
+    labels = {row[0] for row in summary_rows(grouped)}
+    assert "produce throughput (MB/s)" not in labels
+    assert "produce throughput (records/s)" in labels

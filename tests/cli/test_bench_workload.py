@@ -169,7 +169,7 @@ def test_a_metadata_run_takes_its_own_fields_only() -> None:
     with pytest.raises(WorkloadError, match="not in a metadata run") as raised:
         parse_workload({**document, "producerRate": 100})
     assert raised.value.field == "producerRate"
-    with pytest.raises(WorkloadError, match="only in a metadata run") as raised:
+    with pytest.raises(WorkloadError, match="only in a metadata or controller run") as raised:
         parse_workload({**GOOD, "topicsPerRequest": 2})
     with pytest.raises(WorkloadError, match="metadataClients"):
         parse_workload({**document, "metadataClients": 0})
@@ -197,3 +197,43 @@ def test_a_backlog_that_cannot_fit_the_disk_is_refused_before_anything_starts(
     assert outcome.returncode != 0
     assert "1e+06 GiB backlog needs 3300000.0 GiB free in --work-dir" in outcome.stderr
     assert not (tmp_path / "out").exists()
+
+
+CONTROLLER: dict[str, Any] = {
+    "name": "controller",
+    "createPartitions": 10_000,
+    "partitionsPerTopic": 10,
+    "failoverPartitions": 100_000,
+}
+
+
+def test_a_controller_run_takes_its_own_fields_only() -> None:
+    workload = parse_workload(CONTROLLER)
+    assert workload.controller and not workload.metadata_clients
+    assert (workload.create_partitions, workload.failover_partitions) == (10_000, 100_000)
+    assert workload.topics_per_request == 100  # the default
+    assert workload.producers == workload.consumers == 0
+    assert parse_workload(workload.to_json()) == workload
+    assert not parse_workload({**CONTROLLER, "failoverPartitions": 0}).failover_partitions
+    for change, field, says in (
+        ({"producerRate": 10}, "producerRate", "not in a controller run"),
+        ({"createPartitions": 10_005}, "createPartitions", "multiple of partitionsPerTopic"),
+        ({"topicsPerRequest": 900}, "topicsPerRequest", "10,800 metadata records"),
+        ({"failoverPartitions": 5_000}, "failoverPartitions", ">= createPartitions"),
+        ({"failoverPartitions": True}, "failoverPartitions", "or 0 for none"),
+    ):
+        with pytest.raises(WorkloadError, match=says) as raised:
+            parse_workload({**CONTROLLER, **change})
+        assert raised.value.field == field
+    assert parse_workload({**CONTROLLER, "topicsPerRequest": 833}).topics_per_request == 833
+
+
+def test_clients_name_distinct_known_clients() -> None:
+    workload = parse_workload({**GOOD, "clients": ["replog", "kafka-python"]})
+    assert workload.clients == ("replog", "kafka-python")
+    assert parse_workload(workload.to_json()) == workload
+    assert parse_workload(GOOD).clients == ()
+    for bad in (["replog", "replog"], ["librdkafka"], "replog"):
+        with pytest.raises(WorkloadError, match="distinct clients of") as raised:
+            parse_workload({**GOOD, "clients": bad})
+        assert raised.value.field == "clients"

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from unittest.mock import patch
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -266,3 +268,114 @@ def test_varint_lengths_at_the_limits_decode_or_fall_back(
         batch_columns._vectorised(data, placed, "test")
     with pytest.raises(InvalidRecordError, match=error):
         decode_batches(data, placed, where="test")
+
+
+# --- runs of records of one size, decoded as a table (`_uniform_run`) ------------------------
+
+# One run of records: how many, the key and value (None: null; every record of the run has
+# them, so all its records have one size unless the deltas' varints grow), the timestamp step
+# between records (1 ms keeps the delta's varint one size for 63 records; 3000 makes it grow
+# inside a run of a few records), and headers for the run's records (usually none).
+runs_of_one_size = st.tuples(
+    st.integers(1, 300),
+    st.none() | st.binary(max_size=8),
+    st.none() | st.binary(max_size=40),
+    st.sampled_from([0, 1, 3, 3000]),
+    st.sampled_from([(), (), (), (("h", b"1"),)]),
+)
+
+
+def _records_of_runs(runs: list) -> list:  # type: ignore[type-arg]
+    records, timestamp = [], NOW
+    for count, key, value, step, headers in runs:
+        for _ in range(count):
+            records.append((timestamp, key, value, headers))
+            timestamp += step
+    return records
+
+
+def _batches_of_runs(runs: list, per_batch: int, codec: int, append_time: bool) -> list[bytes]:  # type: ignore[type-arg]
+    records = _records_of_runs(runs)
+    return [
+        build_batch(
+            records[at : at + per_batch],
+            base_offset=at,
+            compression=codec,
+            log_append_time=NOW + 5 if append_time else None,
+        )
+        for at in range(0, len(records), per_batch)
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(runs_of_one_size, min_size=1, max_size=5),
+    st.integers(50, 700),
+    st.sampled_from(sorted(available_codecs())),
+    st.booleans(),
+    st.binary(max_size=9),
+)
+def test_runs_of_one_size_decode_as_the_record_decoder_does(
+    runs: list,  # type: ignore[type-arg]
+    per_batch: int,
+    codec: int,
+    append_time: bool,
+    tail: bytes,
+) -> None:
+    # Long runs of one size, broken by other sizes, null keys or values, headers, a
+    # timestamp delta whose varint grows inside a run, batch boundaries inside runs,
+    # compression and LogAppendTime: the table path and the per-record path together give
+    # the strict decoder's rows, from bytes and from a view.
+    data, placed = _in_answer(_batches_of_runs(runs, per_batch, codec, append_time), tail)
+    expected = _oracle(data, placed)
+    assert _rows(batch_columns._vectorised(data, placed, "test")) == expected
+    assert _rows(decode_batches(memoryview(data), placed, where="test")) == expected
+
+
+def _uniform_rows(data: bytes, placed: list) -> int:  # type: ignore[type-arg]
+    """How many records of the call `_uniform_run` decodes (the rest go `_one_by_one`)."""
+    decoded = 0
+    real = batch_columns._uniform_run
+
+    def counting(*args):  # type: ignore[no-untyped-def]
+        nonlocal decoded
+        found = real(*args)
+        decoded += 0 if found is None else len(found.key_length)
+        return found
+
+    with patch.object(batch_columns, "_uniform_run", counting):
+        batch_columns._vectorised(data, placed, "test")
+    return decoded
+
+
+def test_a_long_run_of_one_size_is_decoded_as_a_table_and_the_rest_one_by_one() -> None:
+    # 1 ms apart, the deltas' varints grow at records 64 (both: one record size up to 63, the
+    # next from 64 on): the run from record 64 is read as a table, the first 64 one by one.
+    runs = [(1000, b"key-01", b"v" * 100, 1, ())]
+    data, placed = _in_answer(_batches_of_runs(runs, 1000, COMPRESSION_NONE, False), b"")
+    found = _uniform_rows(data, placed)
+    assert 1000 - 64 - batch_columns._UNIFORM_MIN <= found <= 1000 - 64
+    assert _rows(decode_batches(data, placed, where="test")) == _oracle(data, placed)
+    # A run at the very start of the buffer (as in a decompressed one) has no byte before
+    # it: left to `_one_by_one`.
+    buf = np.frombuffer(data, dtype=np.uint8)
+    run = batch_columns._Run(0, 200, 0, 117, 0)
+    assert batch_columns._uniform_run(data, buf, run) is None
+    # Headers on every record: nothing is read as a table.
+    runs = [(300, b"k", b"v" * 10, 1, (("h", b"x"),))]
+    data, placed = _in_answer(_batches_of_runs(runs, 300, COMPRESSION_NONE, False), b"")
+    assert _uniform_rows(data, placed) == 0
+    assert _rows(decode_batches(data, placed, where="test")) == _oracle(data, placed)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_a_damaged_long_run_gives_the_record_decoders_answer(data) -> None:  # type: ignore[no-untyped-def]
+    # A byte or three of a run of 200 same-size records overwritten: a run cut short, a
+    # key length or header count changed, an offset delta skipped, a varint made longer...
+    # the call gives exactly the strict decoder's rows or error.
+    records = _records_of_runs([(200, b"key", b"value-" * 5, 1, ())])
+    damaged = draw_damaged_batch(records, data)
+    answer, placed = _in_answer([damaged], b"")
+    expected = _damaged_outcome(_oracle, answer, placed)
+    assert _damaged_outcome(_columnar_rows, answer, placed) == expected

@@ -12,7 +12,9 @@ JSON files in DIR.
 
 Systems: `replog` (replog's own Python client, over gRPC), `replog-kafka` (confluent-kafka
 through replog's Kafka listener), `kafka` (confluent-kafka against Apache Kafka 4.x),
-`jetstream` (NATS JetStream, through a compiled Go driver built by bench/jetstream/build.sh).
+`jetstream` (NATS JetStream, through a compiled Go driver built by bench/jetstream/build.sh),
+`etcd` (3 etcd members, for metadata runs only). A workload with `clients` (a clients run)
+drives the `replog` system's cluster through each of those clients in turn, run by run.
 Every producer and consumer runs in a driver process of its own. `--server-cpus` and
 `--driver-cpus` (taskset lists) pin the servers and the driver processes to those CPUs.
 Workload files: bench/workloads/*.yaml; their fields are in docs/benchmarks.md ("Harness").
@@ -20,8 +22,10 @@ Needs the bench extra (`pip install -e '.[bench]'`: confluent-kafka, matplotlib,
 `kafka` system needs Java 17+ and Maven, `jetstream` Go.
 
 Rules: the module imports nothing heavy until a run starts, so `replog --help` stays fast. A
-bad workload file is a `WorkloadError` naming the field; a system that cannot start is a
-`BenchSystemError`, and a started system is stopped whatever happens.
+bad workload file is a `WorkloadError` naming the field; a workload a system cannot run, or
+a system that cannot start, is a `BenchSystemError` (the former before anything starts), and a
+started system is stopped whatever happens. `--base-port` gives each system its first port in
+turn (a system past the list's end takes the last one's plus 300 for each step).
 """
 
 from __future__ import annotations
@@ -56,11 +60,68 @@ def _systems(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _base_ports(text: str) -> list[int]:
+    ports = []
+    for part in text.split(","):
+        try:
+            port = int(part)
+        except ValueError:
+            port = 0
+        if not 1024 <= port <= 65535 - PORTS_PER_SYSTEM:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: expected ports in [1024, {65535 - PORTS_PER_SYSTEM}], comma-separated"
+            )
+        ports.append(port)
+    return ports
+
+
+def base_port_of(ports: list[int], index: int) -> int:
+    """The first port of the `index`-th system (the module docstring)."""
+    if index < len(ports):
+        return ports[index]
+    return ports[-1] + (index - len(ports) + 1) * PORTS_PER_SYSTEM
+
+
+# The systems each kind of workload runs on (the rest are refused before anything starts).
+CONTROLLER_SYSTEMS: tuple[str, ...] = ("replog", "replog-kafka", "kafka")
+METADATA_SYSTEMS: tuple[str, ...] = ("replog", "replog-kafka", "kafka", "etcd")
+CLIENTS_SYSTEMS: tuple[str, ...] = ("replog",)
+DATA_SYSTEMS: tuple[str, ...] = ("replog", "replog-kafka", "kafka", "jetstream")
+
+
+def check_systems(workload: Any, systems: list[str], source: str) -> None:
+    """Refuse a workload a named system cannot run (`BenchSystemError` naming both)."""
+    from replog.cli.bench.etcd import TXN_OPS_MAX
+    from replog.errors import BenchSystemError
+
+    if workload.controller:
+        kind, allowed = "a controller run (createPartitions)", CONTROLLER_SYSTEMS
+    elif workload.metadata_clients:
+        kind, allowed = "a metadata run (metadataClients)", METADATA_SYSTEMS
+    elif workload.clients:
+        kind, allowed = "a clients run (clients)", CLIENTS_SYSTEMS
+    else:
+        kind, allowed = "a produce and consume run", DATA_SYSTEMS
+    refused = [s for s in systems if s not in allowed]
+    if refused:
+        raise BenchSystemError(
+            f"bench: {source} is {kind}: {', '.join(refused)} cannot run it; run it against "
+            f"{', '.join(allowed)}"
+        )
+    if "etcd" in systems and workload.topics_per_request > TXN_OPS_MAX:
+        raise BenchSystemError(
+            f"bench: {source}: topicsPerRequest {workload.topics_per_request}: etcd writes a "
+            f"request's topics in one Txn, of at most {TXN_OPS_MAX} puts"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     from replog.cli.bench.report import load_results, write_report
 
     if args.report:
-        page = write_report(load_results(args.report), args.report)
+        results = load_results(args.report)
+        page = write_report(results, args.report)
+        print_goals(results)
         print(f"report: {page}")
         return 0
     if args.workload is None:
@@ -69,11 +130,7 @@ def run(args: argparse.Namespace) -> int:
     from replog.cli.bench.workload import load_workload
 
     workload = load_workload(args.workload)
-    if workload.metadata_clients and "jetstream" in args.systems:
-        raise ReplogError(
-            f"bench: {args.workload} is a metadata run (metadataClients): jetstream has none; "
-            "run it against replog, replog-kafka or kafka"
-        )
+    check_systems(workload, args.systems, args.workload)
     check_cpus(args.server_cpus, "--server-cpus")
     check_cpus(args.driver_cpus, "--driver-cpus")
     check_disk(workload, args.work_dir)
@@ -82,11 +139,22 @@ def run(args: argparse.Namespace) -> int:
     os.makedirs(output, exist_ok=True)
     results = []
     for index, system_name in enumerate(args.systems):
-        base_port = args.base_port + index * PORTS_PER_SYSTEM
+        base_port = base_port_of(args.base_port, index)
         results += run_system(system_name, workload, args, base_port, output)
     page = write_report(results, output)
+    print_goals(results)
     print(f"report: {page}")
     return 0
+
+
+def print_goals(results: list[dict[str, Any]]) -> None:
+    """The goals the runs measured (`goals`), one line each."""
+    from replog.cli.bench.goals import check_goals
+    from replog.cli.bench.report import by_system
+
+    for check in check_goals(by_system(results)):
+        goal, sides, medians, ratio, verdict = check.row()
+        print(f"goal: {goal}: {sides} = {medians} = {ratio}: {verdict}")
 
 
 def check_disk(workload: Any, work_dir: str) -> None:
@@ -115,8 +183,7 @@ def run_system(
 ) -> list[dict[str, Any]]:
     """Start `system_name`, run the workload `args.runs` times, stop it; the results (each
     also written to `output/<system>-run<N>.json`)."""
-    from replog.cli.bench.pinning import pinned
-    from replog.cli.bench.runner import Target, machine, run_once
+    from replog.cli.bench.runner import machine
     from replog.cli.bench.systems import make_system
 
     work_dir = os.path.realpath(args.work_dir)
@@ -126,68 +193,121 @@ def run_system(
     system.start()
     try:
         for number in range(1, args.runs + 1):
-            target = Target(
-                driver=system.driver,
-                servers=system.bootstrap_servers,
-                program=system.program,
-                create_topics=system.create_topics,
-                delete_topics=system.delete_topics,
-                kill_leader=system.kill_leader,
-                server_pids=system.server_pids,
-            )
-            # The harness's own threads (the drain loop, the leader's kill) run with the drivers.
-            with pinned(args.driver_cpus):
-                result = run_once(
-                    target,
-                    workload,
-                    work_dir=os.path.join(work_dir, "drivers"),
-                    driver_cpus=args.driver_cpus,
+            # A clients run takes every client in turn, first one later each run.
+            clients = list(workload.clients) or [None]
+            shift = (number - 1) % len(clients)
+            for client in clients[shift:] + clients[:shift]:
+                result = _run_one(system, client, workload, args, work_dir)
+                result.update(
+                    {
+                        "system": system_name,
+                        "run": number,
+                        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        "workload": workload.to_json(),
+                        "system_info": system.describe(),
+                        "machine": machine(),
+                        "versions": versions(),
+                    }
                 )
-            system.restart_killed()
-            result.update(
-                {
-                    "system": system_name,
-                    "run": number,
-                    "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "workload": workload.to_json(),
-                    "system_info": system.describe(),
-                    "machine": machine(),
-                    "versions": versions(),
-                }
-            )
-            path = os.path.join(output, f"{system_name}-run{number}.json")
-            with open(path, "w", encoding="utf-8") as f:
-                json.dump(result, f, indent=1)
-                f.write("\n")
-            produce, e2e = result["produce"], result["end_to_end"]
-            if "metadata" in result:
-                print(
-                    f"{system_name} run {number}/{args.runs}: {_metadata_text(result)}", flush=True
-                )
+                label = system_name if client is None else f"{system_name}-{client}"
+                path = os.path.join(output, f"{label}-run{number}.json")
+                with open(path, "w", encoding="utf-8") as f:
+                    json.dump(result, f, indent=1)
+                    f.write("\n")
+                print(f"{label} run {number}/{args.runs}: {run_text(result)}", flush=True)
                 results.append(result)
-                continue
-            print(
-                f"{system_name} run {number}/{args.runs}: {produce['mb_per_s']:.1f} MB/s "
-                f"({produce['records_per_s']:,.0f} records/s), produce p99 "
-                f"{produce['latency_ms']['p99']:.1f} ms, end-to-end p99 "
-                f"{e2e['latency_ms']['p99']:.1f} ms, errors {produce['errors']}"
-                + _catch_up_text(result.get("catch_up"))
-                + f", {result['requests']['produce_per_s']:,.0f} produce requests/s, servers "
-                f"{result['server_cpu_cores']:.2f} cores"
-                + _failover_text(result.get("failover"))
-                + (" [client-bound]" if result["client_bound"] else ""),
-                flush=True,
-            )
-            results.append(result)
     finally:
         system.stop()
     return results
 
 
+def _run_one(
+    system: Any, client: str | None, workload: Any, args: argparse.Namespace, work_dir: str
+) -> dict[str, Any]:
+    """One run of `workload` on the running `system` (through `client`, in a clients run)."""
+    from replog.cli.bench.pinning import pinned
+    from replog.cli.bench.runner import Target, run_once
+
+    target = Target(
+        driver=client or system.driver,
+        servers=system.servers_for(client) if client else system.bootstrap_servers,
+        program=system.program,
+        create_topics=system.create_topics,
+        delete_topics=system.delete_topics,
+        kill_leader=system.kill_leader,
+        server_pids=system.server_pids,
+        create_led=getattr(system, "create_led", None),
+        fail_controller=getattr(system, "fail_controller", None),
+        restart_killed=system.restart_killed,
+    )
+    # The harness's own threads (the drain loop, the leader's kill) run with the drivers.
+    with pinned(args.driver_cpus):
+        result = run_once(
+            target,
+            workload,
+            work_dir=os.path.join(work_dir, "drivers"),
+            driver_cpus=args.driver_cpus,
+        )
+    system.restart_killed()
+    if client is not None:
+        result["client"] = client
+    return result
+
+
+def run_text(result: dict[str, Any]) -> str:
+    """A run's one line of figures, as printed after it."""
+    if "controller" in result:
+        return _controller_text(result["controller"])
+    if "metadata" in result:
+        return _metadata_text(result)
+    produce, e2e = result["produce"], result["end_to_end"]
+    return (
+        f"{produce['mb_per_s']:.1f} MB/s "
+        f"({produce['records_per_s']:,.0f} records/s), produce p99 "
+        f"{produce['latency_ms']['p99']:.1f} ms, end-to-end p99 "
+        f"{e2e['latency_ms']['p99']:.1f} ms, errors {produce['errors']}"
+        + _catch_up_text(result.get("catch_up"))
+        + f", {result['requests']['produce_per_s']:,.0f} produce requests/s, servers "
+        f"{result['server_cpu_cores']:.2f} cores"
+        + _failover_text(result.get("failover"))
+        + _idle_text(result.get("idle"))
+        + (" [client-bound]" if result["client_bound"] else "")
+    )
+
+
+def _controller_text(controller: dict[str, Any]) -> str:
+    text = (
+        f"{controller['partitions']:,} partitions created in {controller['created_s']:.2f} s "
+        f"end to end (answered after {controller['answered_s']:.2f} s), "
+        f"{controller['partitions_per_s']:,.0f} partitions/s"
+    )
+    failover = controller.get("failover")
+    if failover:
+        text += (
+            f"; controller {failover['killed_node']} killed at "
+            f"{failover['image_partitions']:,} partitions: a CreateTopics answered after "
+            f"{failover['seconds']:.3f} s"
+        )
+        if failover.get("restart_error"):
+            text += f"; the killed node did not come back: {failover['restart_error']}"
+    return text
+
+
+def _idle_text(idle: dict[str, Any] | None) -> str:
+    if idle is None:
+        return ""
+    return (
+        f"; {idle['partitions']:,} idle partitions: servers {idle['server_cpu_cores_without']:.2f}"
+        f" -> {idle['server_cpu_cores_with']:.2f} cores ({idle['cores_per_1000']:+.3f} per "
+        f"1,000), end-to-end p99 {idle['end_to_end_p99_ms_without']:.1f} -> "
+        f"{idle['end_to_end_p99_ms_with']:.1f} ms"
+    )
+
+
 def _metadata_text(result: dict[str, Any]) -> str:
     metadata = result["metadata"]
     return (
-        f"{metadata['requests_per_s']:,.1f} CreateTopics requests/s answered "
+        f"{metadata['requests_per_s']:,.1f} metadata requests/s answered "
         f"({metadata['topics_per_s']:,.1f} topics/s) from {metadata['clients']} processes, "
         f"p99 {metadata['latency_ms']['p99']:.1f} ms, errors {metadata['errors']}, servers "
         f"{result['server_cpu_cores']:.2f} cores"
@@ -274,11 +394,11 @@ def register(commands: Any) -> None:
     )
     parser.add_argument(
         "--base-port",
-        type=at_least(1024, 65535 - 3 * PORTS_PER_SYSTEM),
-        default=DEFAULT_BASE_PORT,
-        metavar="PORT",
-        help=f"the first system listens from PORT, the next {PORTS_PER_SYSTEM} higher "
-        f"(default: {DEFAULT_BASE_PORT})",
+        type=_base_ports,
+        default=[DEFAULT_BASE_PORT],
+        metavar="PORT[,PORT...]",
+        help=f"each system's first port, in --systems' order; past the list's end, the last "
+        f"one's plus {PORTS_PER_SYSTEM} a system (default: {DEFAULT_BASE_PORT})",
     )
     parser.add_argument(
         "--kafka-script",

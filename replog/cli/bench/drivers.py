@@ -3,6 +3,12 @@
 - `replog`: replog's own Python client (`replog.Producer`, `replog.Consumer`), over gRPC.
 - `confluent-kafka`: Confluent's Python client (librdkafka, C), over Kafka's protocol; it drives
   Apache Kafka and replog's Kafka listener alike, so those two compare with the same client.
+- `kafka-python`: the pure-Python Kafka client, over Kafka's protocol (a clients run's third
+  client on replog's cluster; it reports no produce request count: 0).
+- `etcd`: admin only (a metadata run against etcd): each CreateTopics-sized request is one
+  etcd write over gRPC, a Put of one key per topic (a Txn of them for several topics), the
+  value `ETCD_BYTES_PER_PARTITION` bytes per partition and one more share for the topic,
+  about what the topic's metadata records hold.
 
 Rules: a driver builds producers and consumers with acks=all and the workload's
 `producerConfig` on top (a setting a client does not know is its own ConfigError/KafkaException
@@ -17,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from replog.cli.bench.workload import CLIENTS
 
 DeliveryCallback = Callable[[str | None], None]
 CONSUME_BATCH = 1000  # records a confluent-kafka consume() call returns at most
@@ -52,7 +60,8 @@ class BenchConsumer(Protocol):
     def close(self) -> None: ...
 
 
-DRIVERS = ("replog", "confluent-kafka")
+DRIVERS = (*CLIENTS, "etcd")  # CLIENTS: the drivers with producers and consumers
+ETCD_BYTES_PER_PARTITION = 100  # an etcd "topic": the size of a partition's metadata record
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,16 +75,22 @@ class Driver:
         settings = {"bootstrap.servers": self.bootstrap_servers, "acks": "all", **config}
         if self.name == "replog":
             return _ReplogProducer(settings)
+        if self.name == "kafka-python":
+            return _KafkaPythonProducer(settings)
         return _ConfluentProducer(settings)
 
     def consumer(self, partitions: Sequence[tuple[str, int]]) -> BenchConsumer:
         if self.name == "replog":
             return _ReplogConsumer(self.bootstrap_servers, partitions)
+        if self.name == "kafka-python":
+            return _KafkaPythonConsumer(self.bootstrap_servers, partitions)
         return _ConfluentConsumer(self.bootstrap_servers, partitions)
 
     def admin(self) -> BenchAdmin:
         if self.name == "replog":
             return _ReplogAdmin(self.bootstrap_servers)
+        if self.name == "etcd":
+            return _EtcdAdmin(self.bootstrap_servers)
         return _ConfluentAdmin(self.bootstrap_servers)
 
 
@@ -257,3 +272,94 @@ class _ConfluentConsumer:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+# --- kafka-python ---------------------------------------------------------------------------------
+
+
+def kafka_python_settings(config: Mapping[str, str]) -> dict[str, Any]:
+    """Kafka's dotted setting names as kafka-python's keyword arguments (`linger.ms` ->
+    `linger_ms`), whole numbers as ints; `bootstrap.servers` as a list."""
+    settings: dict[str, Any] = {}
+    for key, value in config.items():
+        name = key.replace(".", "_")
+        if name == "bootstrap_servers":
+            settings[name] = value.split(",")
+        elif value.lstrip("-").isdigit():
+            settings[name] = int(value)
+        else:
+            settings[name] = value
+    return settings
+
+
+class _KafkaPythonProducer:
+    def __init__(self, config: dict[str, str]) -> None:
+        from kafka import KafkaProducer
+
+        self._producer = KafkaProducer(**kafka_python_settings(config))
+
+    def send(self, topic: str, key: bytes | None, value: bytes, done: DeliveryCallback) -> None:
+        future = self._producer.send(topic, value=value, key=key)
+        future.add_callback(lambda _metadata: done(None))
+        future.add_errback(lambda exc: done(f"{type(exc).__name__}: {exc}"))
+
+    def service(self) -> None:
+        pass  # callbacks run on the client's sender thread
+
+    def flush(self, timeout_s: float) -> None:
+        self._producer.flush(timeout_s)
+
+    def requests(self) -> int:
+        return 0  # not read from kafka-python's metrics (module docstring)
+
+    def close(self) -> None:
+        self._producer.close(5)
+
+
+class _KafkaPythonConsumer:
+    def __init__(self, bootstrap_servers: str, partitions: Sequence[tuple[str, int]]) -> None:
+        from kafka import KafkaConsumer, TopicPartition
+
+        self._consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap_servers.split(","),
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        self._consumer.assign([TopicPartition(topic, p) for topic, p in partitions])
+
+    def poll(self, timeout_s: float) -> list[bytes]:
+        batches = self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=CONSUME_BATCH)
+        return [r.value for records in batches.values() for r in records if r.value is not None]
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+# --- etcd -----------------------------------------------------------------------------------------
+
+
+class _EtcdAdmin:
+    """Writes to the etcd member at `bootstrap_servers` (the leader: the system gives its
+    address), each answered once committed by the members' quorum."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        import grpc
+
+        from replog.cli.bench.etcd import PUT_METHOD, TXN_METHOD
+
+        self._channel = grpc.insecure_channel(bootstrap_servers.split(",")[0])
+        self._put = self._channel.unary_unary(PUT_METHOD)
+        self._txn = self._channel.unary_unary(TXN_METHOD)
+
+    def create_topics(self, names: Sequence[str], partitions: int) -> None:
+        from replog.cli.bench.etcd import encode_put, encode_txn_puts
+
+        value = b"x" * (ETCD_BYTES_PER_PARTITION * (partitions + 1))
+        if len(names) == 1:
+            self._put(encode_put(names[0].encode(), value), timeout=30)
+        else:
+            self._txn(encode_txn_puts([(n.encode(), value) for n in names]), timeout=30)
+
+    def close(self) -> None:
+        self._channel.close()

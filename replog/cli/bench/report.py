@@ -6,6 +6,10 @@ min-max whiskers) and the end-to-end latency CDF (one line per run). The table g
 figure as min / median / max over the runs and, for every system but the baseline, the ratio of
 its median to the baseline's (Apache Kafka when it ran, else the first system).
 
+Runs are grouped into series: a system's, or "<system> [<client>]" for each client of a clients
+run. Below the table, the goals replog is held to (`goals`) that the runs measured: replog's
+median as a ratio of the other side's, met or missed.
+
 Rules: the report is made from the JSON results alone (`replog bench --report DIR` remakes it),
 so what a page shows can always be traced to a file. PNGs are kept small (80 dpi, a few tens
 of KiB). Client-bound runs and the machine's load are flagged on the page.
@@ -20,11 +24,17 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from replog.cli.bench.goals import check_goals
 from replog.errors import ReplogError
 
 RESULT_SUFFIX = ".json"
 # A system keeps its colour in every report, whichever systems ran.
-SYSTEM_COLOURS = {"replog": "#1f77b4", "kafka": "#d62728", "replog-kafka": "#2ca02c"}
+SYSTEM_COLOURS = {
+    "replog": "#1f77b4",
+    "kafka": "#d62728",
+    "replog-kafka": "#2ca02c",
+    "etcd": "#17becf",
+}
 OTHER_COLOURS = ("#9467bd", "#ff7f0e", "#8c564b")
 DPI = 80
 PLOTS = {
@@ -46,6 +56,7 @@ TABLE_FIGURES: tuple[tuple[str, str, Callable[[dict[str, Any]], float], bool], .
     # counted requests and metered the servers): shown when every run of the report has them.
     ("servers' CPU while producing", "cores", lambda r: r["server_cpu_cores"], False),
     ("catch-up read", "MB/s", lambda r: r["catch_up"]["mb_per_s"], True),
+    ("catch-up read", "records/s", lambda r: r["catch_up"]["records_per_s"], True),
     ("catch-up read", "s", lambda r: r["catch_up"]["seconds"], False),
     (
         "servers' CPU during the catch-up read",
@@ -53,8 +64,46 @@ TABLE_FIGURES: tuple[tuple[str, str, Callable[[dict[str, Any]], float], bool], .
         lambda r: r["catch_up"]["server_cpu_cores"],
         False,
     ),
-    ("CreateTopics requests answered", "per s", lambda r: r["metadata"]["requests_per_s"], True),
-    ("CreateTopics latency p99", "ms", lambda r: r["metadata"]["latency_ms"]["p99"], False),
+    # A metadata run's requests: CreateTopics, or etcd's Put / Txn.
+    ("metadata requests answered", "per s", lambda r: r["metadata"]["requests_per_s"], True),
+    ("metadata request latency p99", "ms", lambda r: r["metadata"]["latency_ms"]["p99"], False),
+    ("partitions created, end to end", "s", lambda r: r["controller"]["created_s"], False),
+    (
+        "partitions created, CreateTopics answered",
+        "s",
+        lambda r: r["controller"]["answered_s"],
+        False,
+    ),
+    (
+        "controller failover, kill to a CreateTopics answered",
+        "s",
+        lambda r: r["controller"]["failover"]["seconds"],
+        False,
+    ),
+    (
+        "servers' CPU per 1,000 idle partitions",
+        "cores",
+        lambda r: r["idle"]["cores_per_1000"],
+        False,
+    ),
+    (
+        "servers' CPU without the idle partitions",
+        "cores",
+        lambda r: r["idle"]["server_cpu_cores_without"],
+        False,
+    ),
+    (
+        "end-to-end p99 without the idle partitions",
+        "ms",
+        lambda r: r["idle"]["end_to_end_p99_ms_without"],
+        False,
+    ),
+    (
+        "end-to-end p99 beside the idle partitions",
+        "ms",
+        lambda r: r["idle"]["end_to_end_p99_ms_with"],
+        False,
+    ),
     ("produce requests", "per s", lambda r: r["requests"]["produce_per_s"], True),
     ("produce requests", "per s per broker", lambda r: r["requests"]["per_broker_per_s"], True),
 )
@@ -81,10 +130,16 @@ def load_results(directory: str) -> list[dict[str, Any]]:
     return results
 
 
+def series(result: dict[str, Any]) -> str:
+    """The series a run belongs to: its system, and its client in a clients run."""
+    client = result.get("client")
+    return result["system"] if client is None else f"{result['system']} [{client}]"
+
+
 def by_system(results: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     grouped: dict[str, list[dict[str, Any]]] = {}
     for result in results:
-        grouped.setdefault(result["system"], []).append(result)
+        grouped.setdefault(series(result), []).append(result)
     return grouped
 
 
@@ -142,8 +197,9 @@ def _plot_throughput(grouped: dict[str, list[dict[str, Any]]], path: str) -> Non
                 lw=1.2,
                 label=label,
             )
-            warmup = max(warmup, float(result["workload"]["warmupDurationSeconds"]))
-            end = max(end, warmup + float(result["workload"]["testDurationSeconds"]))
+            # A controller run's workload has no durations.
+            warmup = max(warmup, float(result["workload"].get("warmupDurationSeconds", 0)))
+            end = max(end, warmup + float(result["workload"].get("testDurationSeconds", 0)))
     if warmup:
         ax.axvspan(0, warmup, color="0.9", label="warm-up")
     ax.axvline(end, color="0.5", ls="--", lw=1, label="sends end (then flush)")
@@ -233,13 +289,15 @@ def _number(value: float) -> str:
 
 def summary_rows(grouped: dict[str, list[dict[str, Any]]]) -> list[list[str]]:
     """The table's rows: figure, then per system "min / median / max" (and the ratio of its
-    median to the baseline's)."""
+    median to the baseline's); a figure some run lacks, or that every run has as 0, has none."""
     systems = list(grouped)
     baseline = baseline_of(systems)
     rows = []
     for label, unit, value, _higher_better in TABLE_FIGURES:
         if not all(_has(value, r) for runs in grouped.values() for r in runs):
             continue
+        if not any(value(r) for runs in grouped.values() for r in runs):
+            continue  # nothing any run measured (a controller run's produce figures)
         row = [f"{label} ({unit})"]
         base_mid = spread([value(r) for r in grouped[baseline]])[1]
         for system in systems:
@@ -302,6 +360,17 @@ def render_html(grouped: dict[str, list[dict[str, Any]]]) -> str:
     for row in summary_rows(grouped) + failover_rows(grouped):
         parts.append("<tr>" + "".join(f"<td>{esc(cell)}</td>" for cell in row) + "</tr>")
     parts.append("</table>")
+    checks = check_goals(grouped)
+    if checks:
+        parts.append(
+            "<h2>Goals</h2><table><tr><th>goal</th><th>sides</th><th>medians</th>"
+            "<th>ratio</th><th>verdict</th></tr>"
+        )
+        for check in checks:
+            parts.append(
+                "<tr>" + "".join(f"<td>{esc(cell)}</td>" for cell in check.row()) + "</tr>"
+            )
+        parts.append("</table>")
     bound = sorted({r["system"] for runs in grouped.values() for r in runs if r["client_bound"]})
     if bound:
         parts.append(

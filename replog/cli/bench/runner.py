@@ -21,9 +21,21 @@ read it from the start, and the result's "catch_up" gives its rate: the backlog'
 the time from the consumers' start to the last record's receipt. The test duration bounds the
 writing and the reading each.
 
-With the workload's `idlePartitions`, a topic of that many partitions that nobody reads or
-writes stands beside the run's topics. Every result gives the server processes' CPU
-(`server_cpu_cores`) while the producers ran (and, for a catch-up, while the consumers read).
+With the workload's `idlePartitions`, a run has two phases on the same cluster: the workload
+alone (the baseline), then on fresh topics again with a topic of that many partitions that
+nobody reads or writes beside them. The result is the second phase's, and its "idle" gives
+the servers' CPU and the busy topic's p99 latencies of both phases and the CPU cores the idle
+partitions cost per 1,000 of them (`idle_figures`). (A catch-up run has one phase, the idle
+topic beside it.) Every result gives the server processes' CPU (`server_cpu_cores`) over the
+measured window, from the warm-up's end until the producers finished (and, for a catch-up,
+while the consumers read).
+
+A controller run (`createPartitions`) starts no driver processes: the harness creates the
+partitions through the system (`Target.create_led`: CreateTopics requests one after another,
+then until every replica is created and led) and, with `failoverPartitions`, grows the image
+to that size and SIGKILLs the active controller (`Target.fail_controller`), then restarts it.
+"controller" in its result gives the seconds until the last answer and until every replica
+was led, and the failover's seconds until a survivor answered a CreateTopics.
 
 Rules: the result records every driver process's CPU use and their sum (`driver_cpu_cores`,
 over the time the producers ran), and calls a run `client_bound` when one driver process kept a
@@ -35,6 +47,7 @@ before and after is recorded too: on a shared machine the figures are noisy.
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import shutil
@@ -52,6 +65,7 @@ from replog.cli.bench.processes import DriverProcess, DriverResult
 from replog.cli.bench.server_cpu import cores_between, cpu_seconds
 from replog.cli.bench.stats import MB, Samples, run_result, summarize, unavailability
 from replog.cli.bench.workload import Workload
+from replog.errors import BenchSystemError
 
 DRAIN_S = 10.0  # consumers stop after this long without a record once producers are done
 FLUSH_S = 60.0
@@ -105,6 +119,10 @@ class Target:
     delete_topics: Callable[[list[str]], None]
     kill_leader: Callable[[str], int] | None = None
     server_pids: Callable[[], list[int]] = list
+    # A controller run's (systems.ControllerSystem): None for a system without a controller.
+    create_led: Callable[[list[str], int, int], float] | None = None
+    fail_controller: Callable[[str], tuple[int, Any]] | None = None
+    restart_killed: Callable[[], None] = lambda: None
 
 
 class _Run:
@@ -118,6 +136,11 @@ class _Run:
         self.topics = [f"bench-{run_id}-{i}" for i in range(workload.topics)]
         self.idle_topics = [f"bench-{run_id}-idle"] if workload.idle_partitions else []
         self.metadata_topics: list[str] = []  # what a metadata run's admins may have made
+        self.made: list[str] = []  # every topic the harness created (or began to)
+
+    def create(self, names: list[str], partitions: int) -> None:
+        self.made += names  # before the request: deleted after the run even if it failed
+        self.target.create_topics(names, partitions)
 
     def server_cpu(self) -> tuple[dict[int, float], float]:
         """A reading of the servers' CPU seconds, and when it was taken (monotonic)."""
@@ -249,21 +272,25 @@ def run_once(
     os.makedirs(work_dir, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix="run-", dir=work_dir)
     run = _Run(target, workload, scratch, driver_cpus)
-    if run.topics:  # a metadata run makes its own
-        target.create_topics(run.topics, workload.partitions_per_topic)
-    if run.idle_topics:
-        target.create_topics(run.idle_topics, workload.idle_partitions)
     try:
-        if workload.metadata_clients:
+        if run.topics:  # metadata and controller runs make their own
+            run.create(run.topics, workload.partitions_per_topic)
+        if workload.controller:
+            result = _run_controller(run)
+        elif workload.metadata_clients:
             result = _run_metadata(run)
-        elif workload.backlog_gib is None:
-            result = _run_together(run)
-        else:
+        elif workload.backlog_gib is not None:
+            if run.idle_topics:
+                run.create(run.idle_topics, workload.idle_partitions)
             result = _run_catch_up(run)
+        elif run.idle_topics:
+            result = _run_idle(run)
+        else:
+            result = _run_together(run)
     finally:
         run.kill_all()
         shutil.rmtree(scratch, ignore_errors=True)
-        made = run.topics + run.idle_topics + run.metadata_topics
+        made = run.made + run.metadata_topics
         for first in range(0, len(made), DELETE_BATCH):
             target.delete_topics(made[first : first + DELETE_BATCH])
     result["topics"] = run.topics
@@ -279,6 +306,13 @@ def _run_together(run: _Run) -> dict[str, Any]:
     load_before = os.getloadavg()
     _start_ns, start_mono = _go([*consumers, *producers])
     server_at_go = run.server_cpu()
+    # The servers' CPU counts from the warm-up's end: a cluster settling after its topics were
+    # made (an idle run's thousands of partitions) would otherwise count in the window.
+    window_start: list[tuple[dict[int, float], float]] = []
+    warmed = threading.Timer(workload.warmup_s, lambda: window_start.append(run.server_cpu()))
+    warmed.daemon = True
+    if workload.warmup_s:
+        warmed.start()
     killed: dict[str, Any] = {}
     killer = None
     if workload.kill_leader_at_s is not None and target.kill_leader is not None:
@@ -299,7 +333,8 @@ def _run_together(run: _Run) -> dict[str, Any]:
     if killer is not None:
         killer.join()
     produced_s = time.monotonic() - start_mono
-    server_cores = run.server_cores(server_at_go)
+    warmed.cancel()
+    server_cores = run.server_cores(window_start[0] if window_start else server_at_go)
     produced = _merged(produced_results)
     _drain(consumers, len(produced.sent_s) * workload.subscriptions_per_topic)
     consumed_results = [c.result(FLUSH_S) for c in consumers]
@@ -326,6 +361,91 @@ def _run_together(run: _Run) -> dict[str, Any]:
         _driver_fields(produced_results, consumed_results, produced_s, span_s, run, load_before)
     )
     return {**result, "server_cpu_cores": server_cores}
+
+
+def _run_idle(run: _Run) -> dict[str, Any]:
+    """The workload alone, then on fresh topics beside the idle topic (the module docstring)."""
+    workload = run.workload
+    without = _run_together(run)
+    run.topics = [f"bench-{run.run_id}-{i}-beside-idle" for i in range(workload.topics)]
+    run.create(run.topics, workload.partitions_per_topic)
+    run.create(run.idle_topics, workload.idle_partitions)
+    result = _run_together(run)
+    result["idle"] = idle_figures(without, result, workload.idle_partitions)
+    return result
+
+
+def idle_figures(
+    without: dict[str, Any], beside: dict[str, Any], partitions: int
+) -> dict[str, Any]:
+    """What `partitions` idle partitions cost, from a run's two phases (results without and
+    beside them): the servers' CPU of each, the difference per 1,000 idle partitions (noise
+    can make it negative on a shared machine), and the busy topic's p99 latencies of each."""
+    cores_without = float(without["server_cpu_cores"])
+    cores_beside = float(beside["server_cpu_cores"])
+    return {
+        "partitions": partitions,
+        "server_cpu_cores_without": cores_without,
+        "server_cpu_cores_with": cores_beside,
+        "cores_per_1000": round((cores_beside - cores_without) * 1000 / partitions, 4),
+        "end_to_end_p99_ms_without": without["end_to_end"]["latency_ms"]["p99"],
+        "end_to_end_p99_ms_with": beside["end_to_end"]["latency_ms"]["p99"],
+        "produce_p99_ms_without": without["produce"]["latency_ms"]["p99"],
+        "produce_p99_ms_with": beside["produce"]["latency_ms"]["p99"],
+        "load_average_without": without["load_average"],
+    }
+
+
+def _run_controller(run: _Run) -> dict[str, Any]:
+    """Create, then fail the controller over (the module docstring)."""
+    workload, target = run.workload, run.target
+    if target.create_led is None or target.fail_controller is None:
+        raise BenchSystemError(f"{target.driver}: this system has no controller run")
+    per_topic, per_request = workload.partitions_per_topic, workload.topics_per_request
+    load_before = os.getloadavg()
+    names = [f"bench-{run.run_id}-c{i}" for i in range(workload.create_partitions // per_topic)]
+    run.made += names
+    server_before = run.server_cpu()
+    began = time.monotonic()
+    answered_s = target.create_led(names, per_topic, per_request)
+    created_s = time.monotonic() - began
+    create_cores = run.server_cores(server_before)
+    controller: dict[str, Any] = {
+        "partitions": workload.create_partitions,
+        "topics": len(names),
+        "topics_per_request": per_request,
+        "answered_s": round(answered_s, 3),
+        "created_s": round(created_s, 3),
+        "partitions_per_s": workload.create_partitions / created_s,
+        "server_cpu_cores": create_cores,
+    }
+    if workload.failover_partitions:
+        missing = workload.failover_partitions - workload.create_partitions
+        fill = [f"bench-{run.run_id}-f{i}" for i in range(math.ceil(missing / per_topic))]
+        run.made += fill
+        if fill:
+            target.create_led(fill, per_topic, per_request)
+        probe = f"bench-{run.run_id}-probe"
+        run.made.append(probe)
+        killed, timed = target.fail_controller(probe)
+        controller["failover"] = {
+            "image_partitions": workload.create_partitions + len(fill) * per_topic,
+            "killed_node": killed,
+            "seconds": round(timed.seconds, 3),
+            "new_controller": timed.new_controller,
+            "known_s": None if timed.known_s is None else round(timed.known_s, 3),
+        }
+        try:
+            target.restart_killed()  # before the run's topics are deleted
+        except BenchSystemError as exc:
+            # The failover was measured: keep it, and say the node did not come back.
+            controller["failover"]["restart_error"] = str(exc)
+    result = run_result(
+        Samples(), Samples(), warmup_s=0.0, duration_s=1.0, message_size=0, run_seconds=1
+    )
+    result["controller"] = controller
+    result.update(_driver_fields([], [], created_s, created_s, run, load_before))
+    return {**result, "server_cpu_cores": create_cores}
 
 
 def _run_catch_up(run: _Run) -> dict[str, Any]:

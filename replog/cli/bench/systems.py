@@ -18,6 +18,7 @@ system runs on those CPUs. A run's topics are deleted after it (`delete_topics`)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
@@ -31,13 +32,16 @@ from replog.cli.bench.processes import PYTHON_WORKER
 from replog.errors import BenchSystemError
 
 if TYPE_CHECKING:
+    from replog.cli.bench.controller_failover import Failover
     from replog.cli.local_cluster import LocalCluster, LocalNode
 
-SYSTEMS = ("replog", "replog-kafka", "kafka", "jetstream")
+SYSTEMS = ("replog", "replog-kafka", "kafka", "jetstream", "etcd")
 NODES = 3
 START_TIMEOUT_S = 60.0
 KAFKA_START_TIMEOUT_S = 600.0  # the first start fetches Kafka's jars with Maven
 METADATA_TIMEOUT_S = 60.0
+LEADERS_PER_S_AT_LEAST = 20.0  # partitions led per second on a loaded 2-core machine
+CREATE_TIMEOUT_S = 900.0  # a controller run's creation, end to end (100,000 partitions)
 STOP_TIMEOUT_S = 30.0
 
 
@@ -66,6 +70,20 @@ class System(Protocol):
         """What the report records of the system: version, settings."""
 
 
+class ControllerSystem(Protocol):
+    """A system a controller run drives (replog's and Kafka's)."""
+
+    def create_led(self, names: Sequence[str], partitions: int, per_request: int) -> float:
+        """Create `names` (RF 3) in CreateTopics requests of `per_request` topics sent one
+        after another; the seconds until the last was answered. Returns once every replica
+        of them is created and every partition led."""
+
+    def fail_controller(self, probe_topic: str) -> tuple[int, Failover]:
+        """SIGKILL the active controller; time until a survivor answers a CreateTopics of
+        `probe_topic` (`controller_failover`); the killed node and the timing.
+        `restart_killed` starts it again."""
+
+
 def make_system(
     name: str,
     work_dir: str,
@@ -84,6 +102,10 @@ def make_system(
         from replog.cli.bench.jetstream import JetStreamSystem
 
         return JetStreamSystem(directory, base_port, server_cpus)
+    if name == "etcd":
+        from replog.cli.bench.etcd import EtcdSystem
+
+        return EtcdSystem(directory, base_port, server_cpus)
     raise BenchSystemError(f"--systems: unknown system {name!r} (known: {', '.join(SYSTEMS)})")
 
 
@@ -144,7 +166,12 @@ class ReplogSystem:
                 [NewTopic(n, partitions, REPLICATION_FACTOR, TOPIC_CONFIGS) for n in names]
             )
         if self.driver == "confluent-kafka":
-            wait_for_kafka_metadata(self.bootstrap_servers, names, partitions)
+            wait_for_kafka_metadata(
+                self.bootstrap_servers,
+                names,
+                partitions,
+                timeout_s=leaders_timeout(names, partitions),
+            )
 
     def delete_topics(self, names: Sequence[str]) -> None:
         from replog.client.sync_admin import Admin
@@ -184,6 +211,81 @@ class ReplogSystem:
                 f"{self.name}: node {node.node_id} did not come back after its kill: {exc} "
                 f"(its log: {node.log_path})"
             ) from None
+
+    def servers_for(self, driver: str) -> str:
+        """The bootstrap servers `driver` (a name of drivers.CLIENTS) reaches this cluster at:
+        the gRPC listeners for replog's client, the Kafka listeners for the others."""
+        from replog.cli.local_cluster import KAFKA_LISTENER
+
+        if driver == "replog":
+            return self.grpc_servers
+        assert self._cluster is not None
+        return ",".join(n.listeners[KAFKA_LISTENER] for n in self._cluster.nodes)
+
+    def create_led(self, names: Sequence[str], partitions: int, per_request: int) -> float:
+        """Through replog's Controller service (`ControllerClient`, answered once the
+        controller committed), or for the replog-kafka system through its Kafka listeners
+        (`kafka_create`, as Kafka's); then until the nodes' metrics (`cluster_metrics`) show
+        every replica created and every partition led, with no replica change left to apply."""
+        from replog.cli.bench.cluster_metrics import metrics_urls, settled_totals, wait_replicas
+
+        urls = metrics_urls(self.base_port, NODES)
+        before = settled_totals(urls, METADATA_TIMEOUT_S)
+        if self.driver == "replog":
+            answered_s = self._create_over_grpc(names, partitions, per_request)
+        else:
+            answered_s = kafka_create(self.bootstrap_servers, names, partitions, per_request)
+        try:
+            wait_replicas(
+                urls, len(names) * partitions, REPLICATION_FACTOR, CREATE_TIMEOUT_S, before=before
+            )
+        except RuntimeError as exc:
+            raise BenchSystemError(f"{self.name}: {exc}") from None
+        return answered_s
+
+    def _create_over_grpc(self, names: Sequence[str], partitions: int, per_request: int) -> float:
+        from replog.admin.controller_client import ControllerClient
+        from replog.admin.controller_results import NewTopic
+        from replog.cli.bench.create_topics import create_in_requests
+
+        topics = [NewTopic(n, partitions, REPLICATION_FACTOR, TOPIC_CONFIGS) for n in names]
+        client = ControllerClient(self.grpc_servers.split(","), default_timeout_s=120)
+        try:
+            began = time.perf_counter()
+            create_in_requests(client, topics, per_request, timeout_s=CREATE_TIMEOUT_S)
+            return time.perf_counter() - began
+        finally:
+            client.close()
+
+    def fail_controller(self, probe_topic: str) -> tuple[int, Failover]:
+        from replog.admin.controller_client import ControllerClient
+        from replog.cli.bench.controller_failover import over_grpc, over_kafka
+        from replog.cli.cluster import kill_and_wait
+
+        client = ControllerClient(self.grpc_servers.split(","), default_timeout_s=30)
+        try:
+            active = client.describe_cluster().controller_id
+        finally:
+            client.close()
+        started = {node.node_id: (node, pid) for node, pid in self._started}
+        if active not in started:
+            raise BenchSystemError(f"{self.name}: no active controller to kill ({active})")
+        node, pid = started[active]
+
+        def kill() -> None:
+            kill_and_wait(node, pid)
+
+        self._killed = node
+        assert self._cluster is not None
+        if self.driver == "replog":
+            addresses = self._cluster.controller_addresses()
+            return active, over_grpc(addresses, active, kill, probe_topic)
+        from replog.cli.local_cluster import KAFKA_LISTENER
+
+        survivors = [
+            n.listeners[KAFKA_LISTENER] for n in self._cluster.nodes if n.node_id != active
+        ]
+        return active, over_kafka(",".join(survivors), kill, probe_topic)
 
     def server_pids(self) -> list[int]:
         return [pid for _, pid in self._started]
@@ -236,6 +338,8 @@ class KafkaSystem:
             "KAFKA_CLUSTER_DIR": self.directory,
             "KAFKA_BASE_PORT": str(self.base_port),
             "KAFKA_VERSION": self.version,
+            # kafka.sh's own wait for a node's listener, inside the harness's for the script.
+            "KAFKA_START_TIMEOUT_S": str(int(KAFKA_START_TIMEOUT_S * 0.9)),
         }
 
     def _script(self, *args: str, timeout_s: float, pin: bool = False) -> str:
@@ -284,17 +388,29 @@ class KafkaSystem:
                 future.result(METADATA_TIMEOUT_S)
             except Exception as exc:
                 raise BenchSystemError(f"kafka: creating topic {name} failed: {exc}") from None
-        wait_for_kafka_metadata(self.bootstrap_servers, names, partitions)
+        wait_for_kafka_metadata(
+            self.bootstrap_servers, names, partitions, timeout_s=leaders_timeout(names, partitions)
+        )
 
     def delete_topics(self, names: Sequence[str]) -> None:
         from confluent_kafka.admin import AdminClient
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
-        for name, future in admin.delete_topics(list(names)).items():
+        failed: list[str] = []
+        # One deadline for them all: against a cluster that is down, each would take it whole.
+        deadline = time.monotonic() + METADATA_TIMEOUT_S
+        futures = admin.delete_topics(list(names), request_timeout=METADATA_TIMEOUT_S)
+        for name, future in futures.items():
             try:
-                future.result(METADATA_TIMEOUT_S)
+                future.result(max(0.0, deadline - time.monotonic()))
             except Exception as exc:
-                print(f"kafka: deleting topic {name} failed: {exc}", flush=True)
+                failed.append(f"{name}: {exc or type(exc).__name__}")
+        if failed:
+            print(
+                f"kafka: deleting {len(failed)} of {len(names)} topics failed; the first: "
+                f"{failed[0]}",
+                flush=True,
+            )
 
     def kill_leader(self, topic: str) -> int:
         from confluent_kafka.admin import AdminClient
@@ -311,8 +427,85 @@ class KafkaSystem:
             self._script("restart", str(node), timeout_s=KAFKA_START_TIMEOUT_S, pin=True)
             wait_for_kafka_brokers(self.bootstrap_servers, NODES)
 
+    def create_led(self, names: Sequence[str], partitions: int, per_request: int) -> float:
+        """`kafka_create`, then until Metadata shows every partition led and every replica's
+        log directory exists on its node (a broker makes it when it applies the partition)."""
+        answered_s = kafka_create(self.bootstrap_servers, names, partitions, per_request)
+        wait_for_kafka_metadata(
+            self.bootstrap_servers, names, partitions, timeout_s=CREATE_TIMEOUT_S
+        )
+        wanted = {f"{name}-{p}" for name in names for p in range(partitions)}
+        deadline = time.monotonic() + CREATE_TIMEOUT_S
+        while (made := self._replica_dirs(wanted)) < len(wanted) * REPLICATION_FACTOR:
+            if time.monotonic() > deadline:
+                raise BenchSystemError(
+                    f"kafka: {made:,} of {len(wanted) * REPLICATION_FACTOR:,} replicas' log "
+                    f"directories made after {CREATE_TIMEOUT_S:g} s"
+                )
+            time.sleep(0.2)
+        return answered_s
+
+    def _replica_dirs(self, wanted: set[str]) -> int:
+        made = 0
+        for node in range(1, NODES + 1):
+            with contextlib.suppress(OSError):
+                made += len(wanted.intersection(os.listdir(self._data_dir(node))))
+        return made
+
+    def _data_dir(self, node: int) -> str:
+        return os.path.join(self.directory, f"node-{node}", "data")
+
+    def active_controller(self, timeout_s: float = METADATA_TIMEOUT_S) -> int:
+        """The KRaft quorum's leader: the leader the newest epoch's quorum-state file names
+        (`__cluster_metadata-0/quorum-state`, which each voter rewrites as it votes and learns
+        its leader; in an election under way the newest names none yet, so it is read again)."""
+        import json
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            states = []
+            for node in range(1, NODES + 1):
+                path = os.path.join(self._data_dir(node), "__cluster_metadata-0", "quorum-state")
+                try:
+                    with open(path, encoding="utf-8") as f:
+                        state = json.load(f)
+                    states.append((int(state["leaderEpoch"]), int(state["leaderId"])))
+                except (OSError, ValueError, KeyError, TypeError):
+                    continue  # being rewritten
+            epoch = max((e for e, _ in states), default=-1)
+            leaders = {leader for e, leader in states if e == epoch and leader >= 1}
+            if len(leaders) == 1:
+                return leaders.pop()
+            if time.monotonic() > deadline:
+                raise BenchSystemError(
+                    f"kafka: no leader named in the quorum-state files in {self.directory} "
+                    f"within {timeout_s:g} s (epoch, leader: {states})"
+                )
+            time.sleep(0.1)
+
+    def fail_controller(self, probe_topic: str) -> tuple[int, Failover]:
+        import signal
+
+        from replog.cli.bench.controller_failover import over_kafka
+
+        active = self.active_controller()
+        with open(os.path.join(self.directory, f"node-{active}", "node.pid")) as f:
+            pid = int(f.read().strip())
+        survivors = [
+            address
+            for node, address in enumerate(self.bootstrap_servers.split(","), start=1)
+            if node != active
+        ]
+
+        def kill() -> None:
+            os.kill(pid, signal.SIGKILL)  # not through kafka.sh: its start-up is not Kafka's
+
+        self._killed = active
+        return active, over_kafka(",".join(survivors), kill, probe_topic)
+
     def stop(self) -> None:
-        self._script("stop", timeout_s=STOP_TIMEOUT_S * 2)
+        # kafka.sh waits up to 30 s for each node in turn before its SIGKILL.
+        self._script("stop", timeout_s=STOP_TIMEOUT_S * (NODES + 1))
 
     def server_pids(self) -> list[int]:
         pids = []
@@ -358,12 +551,52 @@ def wait_for_kafka_brokers(bootstrap_servers: str, count: int) -> None:
     )
 
 
-def wait_for_kafka_metadata(bootstrap_servers: str, topics: Sequence[str], partitions: int) -> None:
+def leaders_timeout(names: Sequence[str], partitions: int) -> float:
+    """How long new topics' partitions may take to be led: an idle topic of thousands of
+    partitions takes a loaded machine minutes."""
+    return METADATA_TIMEOUT_S + len(names) * partitions / LEADERS_PER_S_AT_LEAST
+
+
+def kafka_create(
+    bootstrap_servers: str, names: Sequence[str], partitions: int, per_request: int
+) -> float:
+    """Create `names` through Kafka's protocol (confluent-kafka's AdminClient, answered once
+    the controller committed) in requests of `per_request` topics one after another; the
+    seconds until the last answer."""
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic  # where its type stubs declare it
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    began = time.perf_counter()
+    for first in range(0, len(names), per_request):
+        futures = admin.create_topics(
+            [
+                NewTopic(n, partitions, REPLICATION_FACTOR, config=TOPIC_CONFIGS)
+                for n in names[first : first + per_request]
+            ],
+            request_timeout=120,
+            operation_timeout=120,
+        )
+        for name, future in futures.items():
+            try:
+                future.result(CREATE_TIMEOUT_S)
+            except Exception as exc:
+                raise BenchSystemError(f"creating topic {name} failed: {exc}") from None
+    return time.perf_counter() - began
+
+
+def wait_for_kafka_metadata(
+    bootstrap_servers: str,
+    topics: Sequence[str],
+    partitions: int,
+    *,
+    timeout_s: float = METADATA_TIMEOUT_S,
+) -> None:
     """Wait until Metadata over Kafka's protocol shows a leader for every partition of `topics`."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    deadline = time.monotonic() + METADATA_TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     missing: list[str] = list(topics)
     while time.monotonic() < deadline:
         try:
@@ -381,6 +614,6 @@ def wait_for_kafka_metadata(bootstrap_servers: str, topics: Sequence[str], parti
             return
         time.sleep(0.2)
     raise BenchSystemError(
-        f"waited {METADATA_TIMEOUT_S:g} s for leaders of every partition of "
-        f"{', '.join(missing)} at {bootstrap_servers}"
+        f"waited {timeout_s:g} s for leaders of every partition of "
+        f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''} at {bootstrap_servers}"
     )

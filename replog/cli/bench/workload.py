@@ -24,6 +24,20 @@ each request creating `topicsPerRequest` topics (default 1) of `partitionsPerTop
 partitions, replication factor 3. It takes only `name`, `partitionsPerTopic`,
 `metadataClients`, `topicsPerRequest` and the durations; any other field is refused.
 
+A controller run (`createPartitions`, the harness's own) has no driver processes either: the
+harness creates that many partitions (topics of `partitionsPerTopic`, RF 3, in CreateTopics
+requests of `topicsPerRequest` topics, default 100, sent one after another) and times it until
+every replica is created and led; then, with `failoverPartitions`, it grows the image to that
+many partitions and SIGKILLs the active controller, timing until a new one answers a
+CreateTopics. It takes only `name`, `createPartitions`, `partitionsPerTopic`,
+`topicsPerRequest` and `failoverPartitions`. One request's records (a topic's, its
+partitions', its config's) must fit one metadata batch (`MAX_RECORDS_PER_REQUEST`, Kafka's
+and replog's limit).
+
+`clients` (the harness's own: a list of `drivers.CLIENTS`) makes a clients run: every run
+drives the same replog cluster through each client in turn, in an order that rotates from
+run to run.
+
 Rules: the keys are OpenMessaging Benchmark's (its `producerRate: 0` means max too), with
 seconds beside its minutes for short runs; `killLeaderAtSeconds` (not the OMB's: seconds
 since the run started, before its end) makes the run a failover timeline.
@@ -79,8 +93,18 @@ KNOWN_KEYS = frozenset(
         "idlePartitions",
         "metadataClients",
         "topicsPerRequest",
+        "clients",
+        "createPartitions",
+        "failoverPartitions",
     }
 )
+CONTROLLER_KEYS = frozenset(
+    {"name", "createPartitions", "partitionsPerTopic", "topicsPerRequest", "failoverPartitions"}
+)
+CLIENTS = ("replog", "confluent-kafka", "kafka-python")  # the drivers with producers and consumers
+MAX_RECORDS_PER_REQUEST = 10_000  # Kafka's max.records.per.user.op; replog's metadata batch
+RECORDS_PER_TOPIC = 2  # beside its partitions' records: the topic's own and its config's
+DEFAULT_TOPICS_PER_REQUEST = 100  # a controller run's
 METADATA_KEYS = frozenset(
     {
         "name",
@@ -115,7 +139,14 @@ class Workload:
     # run together
     idle_partitions: int = 0  # partitions of an idle topic beside the run's
     metadata_clients: int = 0  # a metadata run's admin processes; 0: not a metadata run
-    topics_per_request: int = 1  # a metadata run's topics per CreateTopics request
+    topics_per_request: int = 1  # a metadata or controller run's topics per CreateTopics
+    create_partitions: int = 0  # a controller run's partitions to create; 0: not one
+    failover_partitions: int = 0  # the image a controller run's failover happens at; 0: none
+    clients: tuple[str, ...] = ()  # a clients run's drivers; (): the system's own
+
+    @property
+    def controller(self) -> bool:
+        return self.create_partitions > 0
 
     @property
     def backlog_records(self) -> int:
@@ -141,6 +172,14 @@ class Workload:
         return MAX_RATE if self.unthrottled else self.producer_rate / self.producers
 
     def to_json(self) -> dict[str, Any]:
+        if self.controller:
+            return {
+                "name": self.name,
+                "createPartitions": self.create_partitions,
+                "partitionsPerTopic": self.partitions_per_topic,
+                "topicsPerRequest": self.topics_per_request,
+                "failoverPartitions": self.failover_partitions,
+            }
         if self.metadata_clients:
             return {
                 "name": self.name,
@@ -166,6 +205,7 @@ class Workload:
             "killLeaderAtSeconds": self.kill_leader_at_s,
             "consumerBacklogSizeGB": self.backlog_gib,
             "idlePartitions": self.idle_partitions,
+            "clients": list(self.clients),
         }
 
 
@@ -197,11 +237,14 @@ def parse_workload(document: object, source: str = "workload") -> Workload:
             f"{source}: unknown field {unknown[0]!r} (known: {', '.join(sorted(KNOWN_KEYS))})",
             field=unknown[0],
         )
+    if "createPartitions" in document:
+        return _controller_workload(document, source)
     if "metadataClients" in document:
         return _metadata_workload(document, source)
     if "topicsPerRequest" in document:
         raise WorkloadError(
-            f"{source}: topicsPerRequest: only in a metadata run (metadataClients)",
+            f"{source}: topicsPerRequest: only in a metadata or controller run "
+            "(metadataClients, createPartitions)",
             field="topicsPerRequest",
         )
     counts = {key: _count(document, key, source) for key in _COUNTS}
@@ -233,6 +276,7 @@ def parse_workload(document: object, source: str = "workload") -> Workload:
         kill_leader_at_s=_kill_at(document, warmup_s + duration_s, source),
         backlog_gib=backlog_gib,
         idle_partitions=_idle_partitions(document, source),
+        clients=_clients(document, source),
     )
 
 
@@ -326,24 +370,37 @@ def _kill_at(document: Mapping[Any, Any], run_s: float, source: str) -> float | 
     return float(value)
 
 
-def _metadata_workload(document: Mapping[Any, Any], source: str) -> Workload:
-    others = sorted(str(key) for key in document if key not in METADATA_KEYS)
+def _only(document: Mapping[Any, Any], keys: frozenset[str], run: str, source: str) -> None:
+    """Refuse a field that `run` (a kind of run, named by its key) does not take."""
+    others = sorted(str(key) for key in document if key not in keys)
     if others:
         raise WorkloadError(
-            f"{source}: {others[0]}: not in a metadata run (metadataClients), which takes "
-            f"{', '.join(sorted(METADATA_KEYS))}",
+            f"{source}: {others[0]}: not in {run}, which takes {', '.join(sorted(keys))}",
             field=others[0],
         )
+
+
+def _without_clients(name: str, partitions_per_topic: int, **fields: Any) -> Workload:
+    """A run without producers or consumers (a metadata or controller run)."""
     return Workload(
-        name=_name(document, source),
+        name=name,
         topics=0,
-        partitions_per_topic=_count(document, "partitionsPerTopic", source),
+        partitions_per_topic=partitions_per_topic,
         message_size=0,
         key_distributor="NO_KEY",
         producers_per_topic=0,
         subscriptions_per_topic=0,
         consumers_per_subscription=0,
         producer_rate=MAX_RATE,
+        **{"warmup_s": 0.0, "duration_s": 0.0, **fields},
+    )
+
+
+def _metadata_workload(document: Mapping[Any, Any], source: str) -> Workload:
+    _only(document, METADATA_KEYS, "a metadata run (metadataClients)", source)
+    return _without_clients(
+        _name(document, source),
+        _count(document, "partitionsPerTopic", source),
         warmup_s=_duration(document, "warmup", source, required=False),
         duration_s=_duration(document, "test", source, required=True),
         metadata_clients=_count(document, "metadataClients", source),
@@ -351,6 +408,64 @@ def _metadata_workload(document: Mapping[Any, Any], source: str) -> Workload:
             _count(document, "topicsPerRequest", source) if "topicsPerRequest" in document else 1
         ),
     )
+
+
+def _controller_workload(document: Mapping[Any, Any], source: str) -> Workload:
+    _only(document, CONTROLLER_KEYS, "a controller run (createPartitions)", source)
+    create = _count(document, "createPartitions", source)
+    per_topic = _count(document, "partitionsPerTopic", source)
+    if create % per_topic:
+        raise WorkloadError(
+            f"{source}: createPartitions {create}: must be a multiple of partitionsPerTopic "
+            f"({per_topic}): the partitions are created as whole topics",
+            field="createPartitions",
+        )
+    per_request = (
+        _count(document, "topicsPerRequest", source)
+        if "topicsPerRequest" in document
+        else DEFAULT_TOPICS_PER_REQUEST
+    )
+    records = per_request * (per_topic + RECORDS_PER_TOPIC)
+    if records > MAX_RECORDS_PER_REQUEST:
+        raise WorkloadError(
+            f"{source}: topicsPerRequest {per_request}: a request of {per_request} topics of "
+            f"{per_topic} partitions is {records:,} metadata records; one request must fit "
+            f"one metadata batch ({MAX_RECORDS_PER_REQUEST:,}, Kafka's and replog's limit)",
+            field="topicsPerRequest",
+        )
+    failover = document.get("failoverPartitions", 0)
+    if (
+        isinstance(failover, bool)
+        or not isinstance(failover, int)
+        or (failover and failover < create)
+    ):
+        raise WorkloadError(
+            f"{source}: failoverPartitions: expected the image's partitions at the failover, "
+            f">= createPartitions ({create}), or 0 for none, got {failover!r}",
+            field="failoverPartitions",
+        )
+    return _without_clients(
+        _name(document, source),
+        per_topic,
+        topics_per_request=per_request,
+        create_partitions=create,
+        failover_partitions=failover,
+    )
+
+
+def _clients(document: Mapping[Any, Any], source: str) -> tuple[str, ...]:
+    value = document.get("clients", [])
+    if (
+        not isinstance(value, list)
+        or any(c not in CLIENTS for c in value)
+        or len(set(value)) != len(value)
+    ):
+        raise WorkloadError(
+            f"{source}: clients: expected a list of distinct clients of {', '.join(CLIENTS)}, "
+            f"got {value!r}",
+            field="clients",
+        )
+    return tuple(value)
 
 
 def _idle_partitions(document: Mapping[Any, Any], source: str) -> int:

@@ -78,15 +78,22 @@ def scrapes(urls: list[str]) -> list[Scrape]:
 
 
 def wait_replicas(
-    urls: list[str], partitions: int, replication_factor: int, timeout_s: float
+    urls: list[str],
+    partitions: int,
+    replication_factor: int,
+    timeout_s: float,
+    *,
+    before: tuple[int, int] = (0, 0),
 ) -> list[Scrape]:
     """Until every replica of `partitions` partitions exists, every one is led, and no node has
-    a replica change left to apply; the last scrapes."""
+    a replica change left to apply; the last scrapes. `before`: the replicas and leaders the
+    cluster held already (`settled_totals`), which the partitions come on top of."""
+    replicas_before, leaders_before = before
     deadline = time.monotonic() + timeout_s
     while True:
         now = scrapes(urls)
-        replicas = sum(s.partitions for s in now)
-        leaders = sum(s.leaders for s in now)
+        replicas = sum(s.partitions for s in now) - replicas_before
+        leaders = sum(s.leaders for s in now) - leaders_before
         if (
             replicas == partitions * replication_factor
             and leaders == partitions
@@ -100,3 +107,18 @@ def wait_replicas(
                 f"leaders, pending {[s.pending for s in now]}"
             )
         time.sleep(0.05)
+
+
+def settled_totals(urls: list[str], timeout_s: float, interval_s: float = 0.5) -> tuple[int, int]:
+    """The cluster's replicas and leaders once no node has a replica change left to apply and
+    two scrapes `interval_s` apart agree (a deletion still under way would change them)."""
+    deadline = time.monotonic() + timeout_s
+    last: tuple[int, int] | None = None
+    while time.monotonic() < deadline:
+        now = scrapes(urls)
+        totals = (sum(s.partitions for s in now), sum(s.leaders for s in now))
+        if not any(s.pending for s in now) and totals == last:
+            return totals
+        last = totals
+        time.sleep(interval_s)
+    raise RuntimeError(f"the cluster's replicas did not settle within {timeout_s:.0f} s")

@@ -1,0 +1,59 @@
+"""replog/cli/bench/cluster_metrics.py (the controller workload and bench/ scripts read it):
+parsing a node's metrics page and the longest stall between two scrapes, against a page in
+Prometheus' text format."""
+
+from __future__ import annotations
+
+import pytest
+
+from replog.cli.bench import cluster_metrics as metrics
+
+PAGE = """# HELP replog_partitions Partition replicas on this broker
+# TYPE replog_partitions gauge
+replog_partitions 3334.0
+replog_leader_partitions 1111.0
+replog_pending_replica_changes 0.0
+replog_raft_current_epoch 4.0
+replog_event_loop_stall_seconds_bucket{le="0.01"} 90.0
+replog_event_loop_stall_seconds_bucket{le="0.05"} 99.0
+replog_event_loop_stall_seconds_bucket{le="0.1"} 100.0
+replog_event_loop_stall_seconds_bucket{le="+Inf"} 100.0
+"""
+
+
+def test_a_page_is_read_into_its_figures() -> None:
+    found = metrics.parse(PAGE)
+    assert (found.partitions, found.leaders, found.pending, found.epoch) == (3334, 1111, 0, 4)
+    assert found.stall_buckets == {0.01: 90.0, 0.05: 99.0, 0.1: 100.0, float("inf"): 100.0}
+
+
+def test_the_longest_stall_is_the_bucket_that_counted_the_last_new_stall() -> None:
+    before = metrics.parse(PAGE)
+    after = metrics.parse(
+        PAGE.replace('"0.1"} 100.0', '"0.1"} 103.0').replace('Inf"} 100', 'Inf"} 103')
+    )
+    # Three new stalls, all between 50 and 100 ms.
+    assert metrics.longest_stall_bucket(before, after) == 0.1
+    assert metrics.longest_stall_bucket(before, before) == 0.0
+
+
+def test_replicas_are_counted_on_top_of_what_the_cluster_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Three nodes' scrapes over time: a deletion still settling, then quiet, then the new
+    # partitions' replicas arriving on top of the 4 replicas (2 leaders) left.
+    pages = iter(
+        [
+            [metrics.Scrape(partitions=3, leaders=1, pending=1)] * 3,
+            [metrics.Scrape(partitions=2, leaders=1)] * 2 + [metrics.Scrape()],
+            [metrics.Scrape(partitions=2, leaders=1)] * 2 + [metrics.Scrape()],
+            [metrics.Scrape(partitions=3, leaders=1)] * 3,
+            [metrics.Scrape(partitions=12, leaders=6)] * 2 + [metrics.Scrape(partitions=10)],
+        ]
+    )
+    monkeypatch.setattr(metrics, "scrapes", lambda urls: next(pages))
+    monkeypatch.setattr(metrics.time, "sleep", lambda s: None)
+    before = metrics.settled_totals([], timeout_s=60)
+    assert before == (4, 2)
+    last = metrics.wait_replicas([], 10, 3, timeout_s=60, before=before)
+    assert sum(s.partitions for s in last) == 34 and sum(s.leaders for s in last) == 12

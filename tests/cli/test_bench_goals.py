@@ -1,0 +1,279 @@
+"""`replog bench`'s goal checks and the figures behind them, from stand-ins: the ratios of
+replog's medians to Kafka's, etcd's and the other clients', the idle partitions' cost from a
+run's two phases, a controller run against a stand-in controller, and the workloads each
+system is refused."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replog.cli.bench import base_port_of, check_systems
+from replog.cli.bench.controller_failover import Failover
+from replog.cli.bench.drivers import kafka_python_settings
+from replog.cli.bench.etcd import encode_txn_puts
+from replog.cli.bench.goals import check_goals
+from replog.cli.bench.report import by_system, series
+from replog.cli.bench.runner import Target, idle_figures, run_once
+from replog.cli.bench.workload import parse_workload
+from replog.errors import BenchSystemError
+
+
+def metadata(system: str, per_s: float, client: str | None = None) -> dict[str, Any]:
+    result: dict[str, Any] = {"system": system, "metadata": {"requests_per_s": per_s}}
+    if client is not None:
+        result["client"] = client
+    return result
+
+
+def verdicts(grouped: dict[str, list[dict[str, Any]]]) -> dict[tuple[str, str], str]:
+    return {(c.goal.text, c.subject): f"{c.row()[3]} {c.verdict}" for c in check_goals(grouped)}
+
+
+def test_metadata_goals_take_medians_against_kafka_and_etcd() -> None:
+    grouped = by_system(
+        [
+            *(metadata("replog-kafka", v) for v in (90, 100, 400)),
+            *(metadata("kafka", v) for v in (40, 50, 60)),
+            *(metadata("etcd", v) for v in (150, 200, 210)),
+        ]
+    )
+    assert verdicts(grouped) == {
+        ("metadata writes answered per s >= 1.0x Kafka's", "replog-kafka"): "2.00x met",
+        ("metadata writes answered per s >= 1.0x etcd's", "replog-kafka"): "0.50x missed",
+    }
+    del grouped["etcd"]  # a goal whose other side did not run is not checked
+    assert len(check_goals(grouped)) == 1
+
+
+def test_lower_is_better_goals_and_an_undecided_idle_cost() -> None:
+    def run(system: str, created_s: float, failover_s: float, idle: float) -> dict[str, Any]:
+        return {
+            "system": system,
+            "controller": {"created_s": created_s, "failover": {"seconds": failover_s}},
+            "idle": {"cores_per_1000": idle, "end_to_end_p99_ms_with": 10.0},
+        }
+
+    grouped = by_system([run("replog", 12, 3, 0.2), run("kafka", 10, 4, -0.01)])
+    got = verdicts(grouped)
+    assert got[("partitions created, end to end: <= Kafka's time", "replog")] == "1.20x missed"
+    assert got[("controller failover: <= Kafka's time", "replog")] == "0.75x met"
+    # Kafka's idle cost measured below 0 (noise): no ratio to judge by.
+    assert got[("servers' CPU per 1,000 idle partitions <= Kafka's", "replog")] == "- undecided"
+    assert got[("busy topic's end-to-end p99 beside them <= Kafka's", "replog")] == "1.00x met"
+
+
+def test_a_clients_run_is_one_series_per_client_and_checks_the_client_goals() -> None:
+    def run(client: str, produced: float, consumed: float) -> dict[str, Any]:
+        return {
+            "system": "replog",
+            "client": client,
+            "produce": {"records_per_s": produced},
+            "catch_up": {"records_per_s": consumed},
+        }
+
+    results = [
+        run("replog", 60_000, 90_000),
+        run("kafka-python", 15_000, 40_000),
+        run("confluent-kafka", 150_000, 150_000),
+    ]
+    assert [series(r) for r in results][:2] == ["replog [replog]", "replog [kafka-python]"]
+    got = verdicts(by_system(results))
+    assert got[("Producer records/s >= 3x kafka-python's", "replog [replog]")] == "4.00x met"
+    assert got[("Producer records/s >= 0.5x confluent-kafka's", "replog [replog]")] == (
+        "0.40x missed"
+    )
+    assert got[("Consumer records/s >= 3x kafka-python's", "replog [replog]")] == ("2.25x missed")
+    assert got[("Consumer records/s >= 0.5x confluent-kafka's", "replog [replog]")] == "0.60x met"
+
+
+def test_the_idle_cost_is_the_cpu_difference_per_1000_idle_partitions() -> None:
+    def phase(cores: float, p99: float) -> dict[str, Any]:
+        latency = {"latency_ms": {"p99": p99}}
+        return {
+            "server_cpu_cores": cores,
+            "end_to_end": latency,
+            "produce": latency,
+            "load_average": {"before": [1.0, 1.0, 1.0], "after": [1.0, 1.0, 1.0]},
+        }
+
+    idle = idle_figures(phase(0.5, 20), phase(1.3, 35), 5000)
+    assert idle["cores_per_1000"] == pytest.approx(0.16)
+    assert (idle["server_cpu_cores_without"], idle["server_cpu_cores_with"]) == (0.5, 1.3)
+    assert (idle["end_to_end_p99_ms_without"], idle["end_to_end_p99_ms_with"]) == (20, 35)
+
+
+class FakeController:
+    """A controller stand-in: creations and a failover that take no time, recorded."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.created: list[str] = []
+        self.deleted: list[str] = []
+
+    def create_led(self, names: list[str], partitions: int, per_request: int) -> float:
+        self.calls.append(f"create {len(names)}x{partitions} by {per_request}")
+        self.created += names
+        return 0.001
+
+    def fail_controller(self, probe: str) -> tuple[int, Failover]:
+        self.calls.append("fail")
+        self.created.append(probe)
+        return 2, Failover(1.5, 3, 0.5)
+
+    def restart_killed(self) -> None:
+        self.calls.append("restart")
+
+    def delete_topics(self, names: list[str]) -> None:
+        self.calls.append(f"delete {len(names)}")
+        self.deleted += names
+
+    def target(self) -> Target:
+        def no_topics(names: list[str], partitions: int) -> None:
+            raise AssertionError("a controller run makes its topics itself")
+
+        return Target(
+            driver="fake",
+            servers="",
+            program=(),
+            create_topics=no_topics,
+            delete_topics=self.delete_topics,
+            server_pids=lambda: [os.getpid()],
+            create_led=self.create_led,
+            fail_controller=self.fail_controller,
+            restart_killed=self.restart_killed,
+        )
+
+
+def test_a_controller_run_creates_grows_fails_over_restarts_and_deletes(tmp_path: Path) -> None:
+    fake = FakeController()
+    workload = parse_workload(
+        {
+            "name": "c",
+            "createPartitions": 100,
+            "partitionsPerTopic": 10,
+            "topicsPerRequest": 4,
+            "failoverPartitions": 125,
+        }
+    )
+    result = run_once(fake.target(), workload, work_dir=str(tmp_path))
+    # 10 topics timed, 3 more (rounded up) to reach the failover's image, the probe; the node
+    # restarted before the run's 14 topics are deleted.
+    assert fake.calls == ["create 10x10 by 4", "create 3x10 by 4", "fail", "restart", "delete 14"]
+    assert sorted(fake.deleted) == sorted(fake.created) and len(set(fake.created)) == 14
+    controller = result["controller"]
+    assert controller["partitions"] == 100 and controller["topics"] == 10
+    assert controller["answered_s"] == 0.001 and controller["created_s"] >= 0
+    assert controller["failover"] == {
+        "image_partitions": 130,
+        "killed_node": 2,
+        "seconds": 1.5,
+        "new_controller": 3,
+        "known_s": 0.5,
+    }
+    assert result["produce"]["records"] == 0 and not result["client_bound"]
+
+
+def test_a_system_without_a_controller_is_refused_a_controller_run(tmp_path: Path) -> None:
+    workload = parse_workload({"name": "c", "createPartitions": 10, "partitionsPerTopic": 10})
+    bare = Target(
+        driver="fake",
+        servers="",
+        program=(),
+        create_topics=lambda names, partitions: None,
+        delete_topics=lambda names: None,
+    )
+    with pytest.raises(BenchSystemError, match="no controller run"):
+        run_once(bare, workload, work_dir=str(tmp_path))
+
+
+def test_each_kind_of_workload_runs_on_its_systems_only() -> None:
+    controller = parse_workload({"name": "c", "createPartitions": 10, "partitionsPerTopic": 10})
+    meta = parse_workload(
+        {"name": "m", "metadataClients": 2, "partitionsPerTopic": 1, "testDurationSeconds": 1}
+    )
+    data = {
+        "name": "d",
+        "topics": 1,
+        "partitionsPerTopic": 1,
+        "messageSize": 100,
+        "producersPerTopic": 1,
+        "subscriptionsPerTopic": 1,
+        "consumerPerSubscription": 1,
+        "producerRate": 10,
+        "testDurationSeconds": 1,
+    }
+    check_systems(controller, ["replog", "kafka"], "c.yaml")
+    check_systems(meta, ["replog-kafka", "kafka", "etcd"], "m.yaml")
+    for workload, systems, says in (
+        (controller, ["replog", "etcd"], "c.yaml is a controller run.*etcd cannot run it"),
+        (meta, ["jetstream"], "metadata run.*jetstream cannot"),
+        (parse_workload({**data, "clients": ["replog"]}), ["kafka"], "clients run.*kafka cannot"),
+        (parse_workload(data), ["etcd"], "produce and consume run.*etcd cannot"),
+        (
+            parse_workload({**meta.to_json(), "topicsPerRequest": 129}),
+            ["etcd"],
+            "at most 128 puts",
+        ),
+    ):
+        with pytest.raises(BenchSystemError, match=says):
+            check_systems(workload, systems, "c.yaml" if workload is controller else "m.yaml")
+
+
+def test_base_ports_are_given_per_system_then_step_by_300() -> None:
+    assert [base_port_of([27000, 38000], i) for i in range(4)] == [27000, 38000, 38300, 38600]
+
+
+def test_kafka_settings_become_kafka_python_arguments() -> None:
+    assert kafka_python_settings(
+        {"bootstrap.servers": "a:1,b:2", "acks": "all", "linger.ms": "5", "batch.size": "16384"}
+    ) == {"bootstrap_servers": ["a:1", "b:2"], "acks": "all", "linger_ms": 5, "batch_size": 16384}
+
+
+def test_an_etcd_txn_puts_every_pair_and_holds_at_most_128() -> None:
+    # TxnRequest{success: [RequestOp{request_put: PutRequest{key: "k", value: "v"}}]}
+    assert encode_txn_puts([(b"k", b"v")]) == b"\x12\x08\x12\x06\x0a\x01k\x12\x01v"
+    assert len(encode_txn_puts([(b"k", b"v")] * 128)) == 128 * 10
+    with pytest.raises(ValueError, match="1 to 128 puts"):
+        encode_txn_puts([(b"k", b"v")] * 129)
+
+
+def test_kafkas_active_controller_is_the_newest_epochs_leader(tmp_path: Path) -> None:
+    import json
+
+    from replog.cli.bench.systems import KafkaSystem
+
+    def write(node: int, epoch: int, leader: int) -> None:
+        directory = tmp_path / f"node-{node}" / "data" / "__cluster_metadata-0"
+        directory.mkdir(parents=True, exist_ok=True)
+        state = {"leaderId": leader, "leaderEpoch": epoch, "votedId": -1}
+        (directory / "quorum-state").write_text(json.dumps(state))
+
+    kafka = KafkaSystem(str(tmp_path), 38000, script=None)
+    write(1, 4, 2)
+    write(2, 5, 3)
+    write(3, 5, 3)
+    assert kafka.active_controller() == 3
+    write(2, 6, -1)  # a candidate of a newer epoch: no leader known yet
+    with pytest.raises(BenchSystemError, match=r"no leader named.*\(6, -1\)"):
+        kafka.active_controller(timeout_s=0.2)
+
+
+def test_a_failover_whose_node_does_not_come_back_keeps_its_figure(tmp_path: Path) -> None:
+    fake = FakeController()
+
+    def restart() -> None:
+        fake.calls.append("restart")
+        raise BenchSystemError("kafka: node 2 did not start")
+
+    fake.restart_killed = restart  # type: ignore[method-assign]
+    workload = parse_workload(
+        {"name": "c", "createPartitions": 10, "partitionsPerTopic": 10, "failoverPartitions": 10}
+    )
+    result = run_once(fake.target(), workload, work_dir=str(tmp_path))
+    assert fake.calls == ["create 1x10 by 100", "fail", "restart", "delete 2"]
+    assert result["controller"]["failover"]["seconds"] == 1.5
+    assert result["controller"]["failover"]["restart_error"] == "kafka: node 2 did not start"

@@ -18,15 +18,17 @@ topic. Each figure is the median over `--runs` rounds; the N values alternate wi
 so that every N sees the same machine. Ratios are against the baseline's median.
 
 Why: a follower fetches all partitions it follows from one leader in one request, and every
-append on the leader answers it; each round costs every partition of that request a little
-Python on both sides (the leader's read and follower bookkeeping, the encoding, the
-follower's processing), so idle partitions tax the busy ones' replication round trip. Kafka
-meets the same cost with incremental fetch sessions (KIP-227), which replog's followers use
-too (only changed partitions travel), and compiled code.
+append on the leader answers it. Incremental fetch sessions (KIP-227) send only the changed
+partitions, and dirty-only rounds (docs/replication.md) make both sides' work per round what
+changed, so idle partitions should cost next to nothing; this measures whether they do.
 
     .venv/bin/python bench/idle_partitions.py                    # N = 0 60 150 600, 3 runs
     .venv/bin/python bench/idle_partitions.py --idle 0 300 --runs 1 --records 10000
     .venv/bin/python bench/idle_partitions.py --idle 0 600 --consumer
+    .venv/bin/python bench/idle_partitions.py --idle 0 600 --quiet-seconds 10
+
+With `--quiet-seconds S`, each trial first meters the nodes' CPU for S seconds with nothing
+written (after the settle time): what the idle partitions alone cost.
 """
 
 from __future__ import annotations
@@ -88,6 +90,8 @@ class Trial:
     consumer_p50_ms: float | None = None
     consumer_p99_ms: float | None = None
     consumer_cores: float | None = None
+    # With --quiet-seconds: the nodes' CPU before the load starts, with nothing to replicate.
+    quiet_cores: float | None = None
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -171,14 +175,18 @@ def consumer_result(cluster: Cluster, worker: subprocess.Popen[str]) -> dict[str
 class Cluster:
     """A local cluster in a temporary directory, stopped and removed by `stop`."""
 
-    def __init__(self, base_port: int) -> None:
+    def __init__(self, base_port: int, kafka_base_port: int) -> None:
         self.directory = tempfile.mkdtemp(prefix="replog-bench-idle-")
         self.data_dir = os.path.join(self.directory, "cluster")
         self.base_port = base_port
+        self.kafka_base_port = kafka_base_port
         self.bootstrap = ",".join(f"127.0.0.1:{base_port + i}" for i in range(3))
 
     def start(self) -> None:
-        replog("cluster", "start", "--data-dir", self.data_dir, "--base-port", str(self.base_port))
+        replog(
+            "cluster", "start", "--data-dir", self.data_dir, "--base-port", str(self.base_port),
+            "--kafka-base-port", str(self.kafka_base_port),
+        )  # fmt: skip
 
     def pids(self) -> list[int]:
         pids = []
@@ -227,6 +235,12 @@ def trial(cluster: Cluster, idle: int, args: argparse.Namespace, round_index: in
     worker = None
     try:
         time.sleep(args.settle_seconds)  # let the fetchers settle on the new partition set
+        quiet_cores = None
+        if args.quiet_seconds > 0:
+            pids = cluster.pids()
+            before, began = cpu_s(pids), time.monotonic()
+            time.sleep(args.quiet_seconds)
+            quiet_cores = (cpu_s(pids) - before) / (time.monotonic() - began)
         if args.consumer:
             topics = {BUSY_TOPIC: BUSY_PARTITIONS, **({idle_topic: idle} if idle else {})}
             worker = start_consumer(cluster, topics, args.records)
@@ -243,6 +257,7 @@ def trial(cluster: Cluster, idle: int, args: argparse.Namespace, round_index: in
             raise RuntimeError(f"{result['failed']} records failed: {result['first_error']}")
         latency = result["latency_ms"]
         trial = Trial(idle, latency["p50"], latency["p99"], result["records_per_sec"], node_cores)
+        trial.quiet_cores = quiet_cores
         if worker is not None:
             consumed = consumer_result(cluster, worker)
             trial.consumer_p50_ms = consumed["p50_ms"]
@@ -263,6 +278,7 @@ def table(trials: list[Trial], idle_counts: list[int]) -> list[str]:
         return statistics.median(values)
 
     consumed = all(t.consumer_p50_ms is not None for t in trials)
+    quiet = all(t.quiet_cores is not None for t in trials)
     base_p50, base_p99 = median(0, "p50_ms"), median(0, "p99_ms")
     header = (
         "| idle partitions | p50 ms | p99 ms | p50 vs baseline | p99 vs baseline "
@@ -272,6 +288,9 @@ def table(trials: list[Trial], idle_counts: list[int]) -> list[str]:
     if consumed:
         header += " consumer p50 / p99 ms | vs baseline | consumer cores |"
         rule += "---:|---:|---:|"
+    if quiet:
+        header += " quiet node cores |"
+        rule += "---:|"
     lines = [header, rule]
     for n in idle_counts:
         p50, p99 = median(n, "p50_ms"), median(n, "p99_ms")
@@ -286,6 +305,8 @@ def table(trials: list[Trial], idle_counts: list[int]) -> list[str]:
                 f" {c50:.1f} / {c99:.1f} | {c50 / median(0, 'consumer_p50_ms'):.2f}x / "
                 f"{c99 / median(0, 'consumer_p99_ms'):.2f}x | {median(n, 'consumer_cores'):.2f} |"
             )
+        if quiet:
+            line += f" {median(n, 'quiet_cores'):.3f} |"
         lines.append(line)
     return lines
 
@@ -297,7 +318,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--records", type=int, default=25_000, help="records per trial")
     parser.add_argument("--rate", type=int, default=5_000, help="records/s per trial")
     parser.add_argument("--settle-seconds", type=float, default=3.0)
+    parser.add_argument(
+        "--quiet-seconds",
+        type=float,
+        default=0.0,
+        help="also meter the nodes' CPU this long with no load (what idle partitions cost)",
+    )
     parser.add_argument("--base-port", type=int, default=39092)
+    parser.add_argument(
+        "--kafka-base-port", type=int, default=39192, help="the nodes' Kafka listeners from here"
+    )
     parser.add_argument(
         "--consumer",
         action="store_true",
@@ -318,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = json.loads(args.consume_worker)
         print(json.dumps(consume_worker(spec["bootstrap"], spec["topics"], spec["records"])))
         return 0
-    cluster = Cluster(args.base_port)
+    cluster = Cluster(args.base_port, args.kafka_base_port)
     trials: list[Trial] = []
     try:
         cluster.start()  # inside: a failed start still stops what started and removes the dir
@@ -337,7 +367,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"run {round_index + 1} idle {n:5d}: p50 {t.p50_ms:7.1f} ms  "
                     f"p99 {t.p99_ms:7.1f} ms  {t.records_s:8,.0f} records/s  "
-                    f"nodes {t.node_cores:.2f} cores{consumed}",
+                    f"nodes {t.node_cores:.2f} cores{consumed}"
+                    + ("" if t.quiet_cores is None else f"  quiet {t.quiet_cores:.3f} cores"),
                     flush=True,
                 )
     finally:

@@ -272,7 +272,7 @@ def main() -> None:
     parser.add_argument("--no-create", action="store_true", help="only the restart")
     parser.add_argument("--base-port", type=int, default=19700)
     parser.add_argument(
-        "--kafka-base-port", type=int, default=9092, help="the nodes' Kafka listeners from here"
+        "--kafka-base-port", type=int, default=19900, help="the nodes' Kafka listeners from here"
     )
     parser.add_argument("--json", metavar="FILE")
     parser.add_argument(

@@ -25,9 +25,31 @@ Rules:
   request whose epoch is not the one the leader expects is refused as a whole
   (INVALID_FETCH_SESSION_EPOCH); the call ends, and the fetcher's next call opens a new session
   with a full request. A fetcher's session is reset whenever its call ends.
-- The leader serves the session's whole partition list each round, as a full fetch (follower
-  progress, the high watermark and the ISR rules see every partition, as in Kafka); an idle
-  partition's read may be answered from the session's last one (`server/repeat_reads.py`).
+- Dirty-only rounds (the leader's side on a FetchStream call; docs/replication.md "Dirty-only
+  rounds"): the session keeps the set of its *dirty* partitions, those that may have news, and
+  a round reads only those (`round_request`), in the session's order. A partition is dirty from
+  the moment its entry arrives (a full request makes all dirty; an incremental one the entries
+  it carries) and whenever the leader reports news for it (`mark`: records appended, the high
+  watermark or the log start offset moved by the leader, a leadership, leader epoch or ISR
+  change, a pending ISR change settled; `mark_all`: broker registrations changed). It stops
+  being dirty only when a round's initial read of it found nothing to read (the fetch offset at
+  or past the bound), with no error and no diverging epoch, and for a follower moved no high
+  watermark and parked the follower's progress on the session's clock (`park`). A partition
+  that leaves the session (forgotten, or left out of a full request) is handed to
+  the leader (`take_left`) to unpark its follower's progress before the round's reads: the
+  walking leader stops recording fetches of it from that round on. Likewise a round unparks
+  each follower partition it reads before reading it: that read records the fetch, or fails
+  and records none, as the walking leader's would. So a clean
+  partition is one whose read would find nothing again, answer the same high watermark and log
+  start offset (so the answer below would leave it out), and record the same follower progress
+  (replica_progress, parked progress), and skipping it changes nothing a fetcher or the ISR and
+  high watermark rules can see. (A log start offset that retention moves is no news: it is
+  answered with the partition's next news.)
+- The clock (`clock`) is moved to each round's time after that round's initial reads; a round
+  that finds nothing waits for news (`waiter`, called with each key marked while it waits) or
+  its max wait.
+- Kafka's cache of sessions (`fetch_session_cache`) serves the whole partition list each
+  round, as a full fetch (`full_request`), as Kafka does.
 - The answer to a full request has every partition. The answer to an incremental one has a
   partition only when it carries records, an error or a diverging epoch, or a high watermark or
   log start offset other than the last one this session sent for it without an error since the
@@ -37,6 +59,10 @@ Rules:
   transactions.)
 - A fetcher may send an unchanged entry again to have it answered (a consumer that lost track
   of the partition's high watermark does).
+- A fetcher that knows what changed in its request since the previous one (a follower's
+  plans, `server/follower_fetch.py`) says so (`FetchChanges`): the session then compares only
+  those entries, so building an incremental request costs what changed, not the session's
+  size. The hint counts only when it is relative to the request the session last sent.
 - A partition whose answer carried records moves to the end of the session's order (Kafka's
   rotation): the leader fills an answer in order until its byte budget is spent, and a fixed
   order would let the first partitions starve the rest.
@@ -44,8 +70,8 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from dataclasses import replace
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, replace
 
 from replog.common import TopicPartitionKey
 from replog.errors import InvalidFetchSessionEpochError
@@ -55,6 +81,7 @@ from replog.replication.messages import (
     FetchRequest,
     FetchResponse,
 )
+from replog.replication.replica_progress import FetchSessionClock
 
 FULL_FETCH_EPOCH = 0
 _EPOCH_MAX = 2**31 - 1
@@ -69,6 +96,15 @@ def _key(entry: FetchPartition | FetchPartitionResult) -> TopicPartitionKey:
     return (entry.topic, entry.partition)
 
 
+@dataclass(frozen=True, slots=True)
+class FetchChanges:
+    """What changed in a fetcher's request since the request `since`: the entries added or
+    changed, and None for those dropped; every other entry is the same (module Rules)."""
+
+    since: FetchRequest | None
+    entries: Mapping[TopicPartitionKey, FetchPartition | None]
+
+
 class FetcherSession:
     """The fetching side of one session (a follower's or a consumer's fetcher): what the
     leader holds, and the next epoch."""
@@ -76,18 +112,37 @@ class FetcherSession:
     def __init__(self) -> None:
         self._sent: dict[TopicPartitionKey, FetchPartition] = {}
         self._epoch = FULL_FETCH_EPOCH
+        self._last: FetchRequest | None = None  # the request `to_send` was last given
 
     def reset(self) -> None:
         """The call ended: the next request is a full one, opening a new session."""
         self._sent = {}
         self._epoch = FULL_FETCH_EPOCH
+        self._last = None
+
+    def holds(self, key: TopicPartitionKey) -> bool:
+        """Whether the leader's side of the session holds `key` (as this side sent it)."""
+        return key in self._sent
 
     def to_send(
-        self, request: FetchRequest, resend: Collection[TopicPartitionKey] = ()
+        self,
+        request: FetchRequest,
+        resend: Collection[TopicPartitionKey] = (),
+        changes: FetchChanges | None = None,
     ) -> FetchRequest:
         """The request to send for `request`, which lists every partition to fetch now: the
         full one at a session's start, else only what changed, what was dropped, and the
-        partitions in `resend` (to be answered in full, changed or not)."""
+        partitions in `resend` (to be answered in full, changed or not). `changes`, if it
+        is relative to the request this session last sent, names every entry that may differ
+        from it."""
+        last, self._last = self._last, request
+        if (
+            changes is not None
+            and self._epoch != FULL_FETCH_EPOCH
+            and last is not None
+            and changes.since is last
+        ):
+            return self._send_changes(request, resend, changes)
         wanted = {_key(entry): entry for entry in request.partitions}
         if self._epoch == FULL_FETCH_EPOCH:
             wire = replace(request, session_epoch=FULL_FETCH_EPOCH, forgotten=())
@@ -108,15 +163,58 @@ class FetcherSession:
         self._epoch = next_session_epoch(self._epoch)
         return wire
 
+    def _send_changes(
+        self,
+        request: FetchRequest,
+        resend: Collection[TopicPartitionKey],
+        changes: FetchChanges,
+    ) -> FetchRequest:
+        sent = self._sent
+        partitions: list[FetchPartition] = []
+        forgotten: list[TopicPartitionKey] = []
+        for key, entry in changes.entries.items():
+            old = sent.get(key)
+            if entry is None:
+                if old is not None:
+                    del sent[key]
+                    forgotten.append(key)
+            elif old is not entry and old != entry:
+                sent[key] = entry
+                partitions.append(entry)
+            elif key in resend:
+                partitions.append(entry)
+        for key in resend:
+            if key not in changes.entries and (entry := sent.get(key)) is not None:
+                partitions.append(entry)
+        wire = replace(
+            request,
+            partitions=tuple(partitions),
+            forgotten=tuple(forgotten),
+            session_epoch=self._epoch,
+        )
+        self._epoch = next_session_epoch(self._epoch)
+        return wire
+
 
 class LeaderFetchSession:
-    """The leader's side of one session (module Rules); one per FetchStream call."""
+    """The leader's side of one session (module Rules); one per FetchStream call, or per
+    cached Kafka session."""
 
     def __init__(self) -> None:
         self._entries: dict[TopicPartitionKey, FetchPartition] = {}
+        # Per partition, its place in the session's order (rising along `_entries`' order).
+        self._rank: dict[TopicPartitionKey, int] = {}
+        self._next_rank = 0
         # Per partition, the (high watermark, log start offset) last sent in this session.
         self._sent: dict[TopicPartitionKey, tuple[int, int]] = {}
         self._expected_epoch = FULL_FETCH_EPOCH
+        # The partitions that may have news (module Rules, dirty-only rounds).
+        self._dirty: set[TopicPartitionKey] = set()
+        self.clock = FetchSessionClock()
+        # Told of each key marked while a round of this session waits for news.
+        self.waiter: Callable[[TopicPartitionKey], None] | None = None
+        # Partitions that left the session since `take_left` (module Rules).
+        self._left: list[TopicPartitionKey] = []
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -126,9 +224,58 @@ class LeaderFetchSession:
         """The epoch of the next incremental request."""
         return self._expected_epoch
 
+    @property
+    def dirty_count(self) -> int:
+        return len(self._dirty)
+
+    def entry(self, key: TopicPartitionKey) -> FetchPartition | None:
+        return self._entries.get(key)
+
+    def mark(self, key: TopicPartitionKey) -> None:
+        """The leader has news for `key` (module Rules); nothing if not in the session."""
+        if key in self._entries:
+            self._dirty.add(key)
+            waiter = self.waiter
+            if waiter is not None:
+                waiter(key)
+
+    def mark_all(self) -> None:
+        """Every partition may have news (broker registrations changed): the next round reads
+        all. A waiting round is not woken: such a change alters no answer."""
+        self._dirty.update(self._entries)
+
+    def park(self, key: TopicPartitionKey) -> None:
+        """A round's initial read of `key` found it idle (module Rules): clean until news."""
+        self._dirty.discard(key)
+
+    def is_dirty(self, key: TopicPartitionKey) -> bool:
+        return key in self._dirty
+
+    def take_left(self) -> list[TopicPartitionKey]:
+        """The partitions that left the session since the last call (module Rules): a
+        follower's progress may be parked on this session's clock (even a dirty one's)."""
+        left, self._left = self._left, []
+        return left
+
     def full_request(self, request: FetchRequest) -> FetchRequest:
         """The request `request` stands for in this session: every partition of the session,
         in its order. Raises InvalidFetchSessionEpochError for an epoch out of turn."""
+        self._update(request)
+        return replace(request, partitions=tuple(self._entries.values()), forgotten=())
+
+    def round_request(self, request: FetchRequest) -> FetchRequest:
+        """What to read for `request` in a dirty-only round: the session's dirty partitions
+        (those `request` carries among them), in the session's order. Raises
+        InvalidFetchSessionEpochError for an epoch out of turn."""
+        self._update(request)
+        entries, dirty = self._entries, self._dirty
+        if len(dirty) == len(entries):
+            partitions = tuple(entries.values())
+        else:
+            partitions = tuple(entries[k] for k in sorted(dirty, key=self._rank.__getitem__))
+        return replace(request, partitions=partitions, forgotten=())
+
+    def _update(self, request: FetchRequest) -> None:
         epoch = request.session_epoch
         if epoch != FULL_FETCH_EPOCH and epoch != self._expected_epoch:
             raise InvalidFetchSessionEpochError(
@@ -136,27 +283,35 @@ class LeaderFetchSession:
                 f"{self._expected_epoch}"
                 + (" (a new call starts with a full fetch, epoch 0)" if epoch > 0 else "")
             )
-        entries = self._entries
+        entries, rank, sent, dirty = self._entries, self._rank, self._sent, self._dirty
         if epoch == FULL_FETCH_EPOCH:
+            self._left.extend(entries)
             entries.clear()
-            self._sent.clear()
-        sent = self._sent
+            rank.clear()
+            sent.clear()
+            dirty.clear()
         for key in request.forgotten:
-            entries.pop(key, None)
+            if entries.pop(key, None) is not None:
+                del rank[key]
+                self._left.append(key)
             sent.pop(key, None)
+            dirty.discard(key)
         for entry in request.partitions:
             key = _key(entry)
+            if key not in entries:
+                rank[key] = self._next_rank
+                self._next_rank += 1
             entries[key] = entry
+            dirty.add(key)
             # A sent (new or changed) entry is answered in full next: the fetcher may have
             # started that partition afresh (a consumer re-assigned it) and know nothing.
             sent.pop(key, None)
         self._expected_epoch = next_session_epoch(epoch)
-        return replace(request, partitions=tuple(entries.values()), forgotten=())
 
     def answer(self, request: FetchRequest, response: FetchResponse) -> FetchResponse:
-        """What to send for `response`, the answer to `full_request(request)`: every partition
-        after a full request, else only those with news; partitions that got records move to
-        the end of the session's order."""
+        """What to send for `response`, the answer to `full_request(request)` or
+        `round_request(request)`: every partition after a full request, else only those with
+        news; partitions that got records move to the end of the session's order."""
         full = request.session_epoch == FULL_FETCH_EPOCH
         sent, entries = self._sent, self._entries
         kept: list[FetchPartitionResult] = []
@@ -181,4 +336,6 @@ class LeaderFetchSession:
                 entry = entries.pop(key, None)
                 if entry is not None:
                     entries[key] = entry
+                    self._rank[key] = self._next_rank
+                    self._next_rank += 1
         return FetchResponse(tuple(kept))

@@ -63,6 +63,12 @@ Theory of operation:
   pending expansion and keeps the members of a pending shrink. Everything that makes data
   visible or acknowledges it reads the maximal ISR, so a pending change only ever makes the
   leader stricter. Only the min-ISR gates read the committed ISR, as in Kafka.
+- A follower's progress may be parked on a fetch session's clock (`park_follower`,
+  replica_progress "Parked progress"): its idle partitions' fetches are then recorded once per
+  session round for all of them, not per partition, and every rule here reads the parked
+  values through `is_caught_up` and `progress`, so the ISR and HW decisions are those of a
+  leader that records every partition's fetch each round (docs/replication.md, "Dirty-only
+  rounds", has the argument).
 - At most one ISR change is in flight (`pending_isr_change`). The shell sends
   `isr_change_to_send` and feeds the answer back; each answer names the change it answers, so
   a late answer to a change that metadata already settled is ignored.
@@ -84,7 +90,11 @@ from replog.errors import (
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
 )
-from replog.replication.replica_progress import UNKNOWN_BROKER_EPOCH, ReplicaProgress
+from replog.replication.replica_progress import (
+    UNKNOWN_BROKER_EPOCH,
+    FetchSessionClock,
+    ReplicaProgress,
+)
 
 ANY_BROKER_EPOCH = -1  # a registered epoch of -1 accepts any fetch broker epoch (tests)
 
@@ -328,7 +338,11 @@ class PartitionLeaderState:
     def progress(self, broker_id: int) -> ReplicaProgress | None:
         """A copy of what this leader knows of follower `broker_id`; None if not a follower."""
         progress = self._progress.get(broker_id)
-        return None if progress is None else replace(progress)
+        if progress is None:
+            return None
+        copy = replace(progress)
+        copy.settle()  # parked T and C as they stand (replica_progress, parked progress)
+        return copy
 
     # --- transitions -----------------------------------------------------------------------
 
@@ -498,6 +512,23 @@ class PartitionLeaderState:
             now_ms=now_ms,
         )
         return True
+
+    def park_follower(
+        self, replica_id: int, clock: FetchSessionClock, *, leader_log_end_offset: int
+    ) -> bool:
+        """Park follower `replica_id`'s progress on its fetch session's `clock` right after
+        a fetch of this partition found nothing to read at the leader's log end offset
+        `leader_log_end_offset` and moved no HW (replica_progress, parked progress); False
+        when it is not a follower or not at that offset (the session reads it again)."""
+        progress = self._progress.get(replica_id)
+        return progress is not None and progress.park(clock, leader_log_end_offset)
+
+    def unpark_follower(self, replica_id: int, clock: FetchSessionClock) -> None:
+        """The partition left the session of `clock`: follower `replica_id`'s parked progress,
+        if parked there, stops at that session's latest round."""
+        progress = self._progress.get(replica_id)
+        if progress is not None:
+            progress.unpark(clock)
 
     def on_leader_append(self, *, leader_log_end_offset: int, now_ms: int) -> bool:
         """After a local append: returns whether the HW moved."""

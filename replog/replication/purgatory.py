@@ -3,7 +3,8 @@
 Rules (docs/design/replication.md#acks-and-min-isr, #delayed-fetch-completion; Kafka's
 `DelayedOperationPurgatory` without its timer thread):
 
-- An operation is watched on one or more keys (topic-partitions) with one deadline. It stays
+- An operation is watched on any number of keys (topic-partitions) with one deadline; one
+  watched on none is woken by its owner (a dirty-only fetch session round). It stays
   pending until `complete(op)` or until `expire(now_ms)` finds its deadline <= now_ms; either
   removes it from every key at once, so it can never be answered twice.
 - At most `max_pending` operations are pending; one more is refused with PurgatoryFullError
@@ -65,8 +66,6 @@ class Purgatory(Generic[K, Op]):
         if op in self._keys_of:
             raise ValueError(f"purgatory {self.name}: operation {op!r} is already pending")
         unique_keys = tuple(dict.fromkeys(keys))
-        if not unique_keys:
-            raise ValueError(f"purgatory {self.name}: operation {op!r} watches no key")
         if len(self._keys_of) >= self.max_pending:
             raise PurgatoryFullError(
                 f"purgatory {self.name} is full: {len(self._keys_of)} pending operations, "

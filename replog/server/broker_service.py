@@ -190,7 +190,10 @@ class BrokerRequests(Protocol):
 
     async def produce(self, request: m.ProduceRequest) -> m.ProduceResponse: ...
     async def fetch(
-        self, request: m.FetchRequest, repeats: RepeatReads | None = None
+        self,
+        request: m.FetchRequest,
+        repeats: RepeatReads | None = None,
+        session: LeaderFetchSession | None = None,
     ) -> m.FetchResponse: ...
     def list_offsets(self, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse: ...
     def offsets_for_leader_epoch(
@@ -465,7 +468,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     "out of a unary Fetch",
                 )
             try:
-                decoded = session.full_request(sent)
+                # Only the session's partitions with news (`fetch_session` Rules).
+                decoded = session.round_request(sent)
             except InvalidFetchSessionEpochError as error:
                 raise Refused(
                     grpc.StatusCode.FAILED_PRECONDITION, f"{error.error_name}: {error}"
@@ -478,11 +482,16 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         # Kafka answers at once when any partition has an error
         # (docs/design/replication.md#answer-now-or-wait).
         max_wait_ms = 0 if refused else _bounded_ms(decoded.max_wait_ms, context)
+        rounds = None if sent.session_epoch == m.NO_SESSION else session
+        if rounds is not None and not decoded.partitions:
+            # No news: the round waits for some (or its max wait) on the session's partitions.
+            idle = await rm.fetch(replace(decoded, max_wait_ms=max_wait_ms), repeats, rounds)
+            return rounds.answer(sent, idle)
         results = await self._answer(
             decoded.partitions,
             refused,
             lambda valid: rm.fetch(
-                replace(decoded, partitions=valid, max_wait_ms=max_wait_ms), repeats
+                replace(decoded, partitions=valid, max_wait_ms=max_wait_ms), repeats, rounds
             ),
             lambda p, error: m.FetchPartitionResult(
                 p.topic, p.partition, error, topic_id=p.topic_id

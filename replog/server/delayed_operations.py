@@ -24,6 +24,11 @@ Kafka's `DelayedProduce`, `DelayedFetch`, `DelayedDeleteRecords`):
 - An operation is answered exactly once: completion goes through `Purgatory.complete` (or
   `expire`), which removes it from every key, before its future is resolved; a caller that goes
   away takes its operation out of the purgatory.
+- A dirty-only round of a fetch session (`fetch_session` Rules) reads only the session's
+  partitions with news, so it watches no partition: it waits for news of any of the session's
+  partitions (`LeaderFetchSession.waiter`). A partition with news that the round did not read
+  joins it (an entry woken since it parked, whose parked result is a placeholder every
+  re-read replaces), and the round then completes by the rules above.
 - Stopping answers every waiting operation NOT_LEADER_OR_FOLLOWER ("shutting down").
 
 Theory of operation: `DelayedOperations` owns the three purgatories and nothing else; it reads
@@ -43,10 +48,12 @@ from typing import Generic, TypeVar
 
 from replog.common import TopicPartitionKey
 from replog.errors import KafkaError, NotLeaderOrFollowerError, RequestTimedOutError
+from replog.replication.fetch_session import LeaderFetchSession
 from replog.replication.messages import (
     NO_LEADER_EPOCH,
     NO_OFFSET,
     DeleteRecordsPartitionResult,
+    FetchPartition,
     FetchPartitionResult,
     FetchRequest,
     FetchResponse,
@@ -152,6 +159,18 @@ class DelayedFetch(DelayedOperation):
             return () if index is None else (index,)
         return [index for index, named in enumerate(self.keys) if named == key]
 
+    def extend(self, entry: FetchPartition) -> None:
+        """Add `entry` to the request, woken (module Rules, dirty-only rounds)."""
+        key = (entry.topic, entry.partition)
+        index = len(self.keys)
+        self.request = replace(self.request, partitions=(*self.request.partitions, entry))
+        self.keys.append(key)
+        if self._index_of is not None:
+            self._index_of[key] = index
+        if self.parked_results is not None:
+            self.parked_results.append(FetchPartitionResult(entry.topic, entry.partition))
+        self.woken.add(index)
+
     def reread(self) -> Reread | None:
         """What to read again now: the woken entries, or None for the whole request."""
         if self.parked_results is None:
@@ -202,13 +221,35 @@ class DelayedOperations:
         self._on_new_deadline(deadline_ms)
         await _wait(op, self.produce)
 
-    async def wait_fetch(self, op: DelayedFetch, deadline_ms: int) -> FetchResponse:
-        """Park `op` until it can be answered or `deadline_ms`; PurgatoryFullError."""
-        self.fetch.watch(op, op.keys, deadline_ms)
+    async def wait_fetch(
+        self, op: DelayedFetch, deadline_ms: int, session: LeaderFetchSession | None = None
+    ) -> FetchResponse:
+        """Park `op` until it can be answered or `deadline_ms`; PurgatoryFullError. With
+        `session`, `op` is a dirty-only round of it, woken by the session's news."""
+        self.fetch.watch(op, op.keys if session is None else (), deadline_ms)
         self._on_new_deadline(deadline_ms)
-        result = await _wait(op, self.fetch)
+        if session is None:
+            result = await _wait(op, self.fetch)
+        else:
+            session.waiter = lambda key: self._session_news(op, session, key)
+            try:
+                result = await _wait(op, self.fetch)
+            finally:
+                session.waiter = None
         assert isinstance(result, FetchResponse)
         return result
+
+    def _session_news(
+        self, op: DelayedFetch, session: LeaderFetchSession, key: TopicPartitionKey
+    ) -> None:
+        if op not in self.fetch:
+            return
+        if not op.indexes_of(key):
+            entry = session.entry(key)
+            if entry is None:
+                return
+            op.extend(entry)
+        self._try_complete_fetch(op, key)
 
     async def wait_delete_records(self, op: DelayedDeleteRecords, deadline_ms: int) -> None:
         """Park `op` until the low watermarks reach its offsets or `deadline_ms`."""

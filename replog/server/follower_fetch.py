@@ -6,10 +6,21 @@ Rules (docs/design/replication.md#follower-truncation, #truncate-on-fetch, #foll
 - Each fetch carries, per followed partition, the LEO as fetch offset, the log's latest leader
   epoch as last fetched epoch, the local log start offset and the follower's leader epoch as
   current leader epoch; a partition backing off is left out until its back-off ends.
+- Dirty-only building: each leader broker has a *plan*, its partitions' entries in fetch
+  order, kept up to date incrementally: a partition is refreshed at the next build only when
+  it was *touched*, that is when something that goes into its entry or decides whether it is
+  asked may have changed (an answer processed for it, a back-off started or ended, a role or
+  leader epoch given by metadata, the partition added or removed). A build refreshes the
+  touched partitions and hands out the plan; it tells the fetch session what changed since the
+  previous build (`FetchChanges`), so the session encodes only those. A log start offset that
+  retention moves (off the event loop) touches nothing: it travels with the partition's next
+  change, as it only feeds the leader's low watermark (docs/replication.md, "Dirty-only
+  rounds").
 - Partitions are asked in a rotating order (Kafka's `updateAndMoveToEnd`): one whose answer
-  carried records moves to the back. The leader fills an answer in the order asked until
-  `replica.fetch.response.max.bytes` is spent, so with a fixed order the partitions at the
-  front, while they have data, would take every answer and the rest would fall out of the ISR.
+  carried records moves to the back of its plan, and a partition (re)joining joins the back.
+  The leader fills an answer in the order asked until `replica.fetch.response.max.bytes` is
+  spent, so with a fixed order the partitions at the front, while they have data, would take
+  every answer and the rest would fall out of the ISR.
 - An answer is applied only to a partition that still follows that leader at that leader epoch
   and fetch offset (else it is stale: metadata or the log moved meanwhile).
 - Records are appended verbatim, after their header checks and CRC-32C (a spoilt batch is an
@@ -34,8 +45,8 @@ Rules (docs/design/replication.md#follower-truncation, #truncate-on-fetch, #foll
   at once (`Partition.make_follower`).
 
 Theory of operation: `FollowerFetchSteps` owns no replicas; it reads and steps the replica
-manager's partitions through the mapping it is given, and the manager calls
-`partitions_changed()` whenever it adds a partition to that mapping or removes one. The pure
+manager's partitions through the mapping it is given, and the manager calls `touch(key)`
+whenever it adds a partition to that mapping, removes one or gives one a role. The pure
 cores decide (`follower_truncation`); this class applies their answers to the logs. Back-off
 deadlines live on each partition's `FollowerFetchState`; the manager's timer calls
 `end_backoffs(now_ms)` and asks `next_backoff_end_ms()`, and `on_new_deadline` tells that timer
@@ -59,6 +70,7 @@ from replog.errors import (
     UnknownLeaderEpochError,
 )
 from replog.record.header import LOG_OVERHEAD, read_frame, validate_batch
+from replog.replication.fetch_session import FetchChanges
 from replog.replication.follower_truncation import (
     follower_high_watermark,
     offset_truncation_state,
@@ -93,15 +105,17 @@ class FollowerFetchSteps:
         self._partitions = partitions
         self._broker_epoch = broker_epoch
         self._on_new_deadline = on_new_deadline
-        # The order partitions are asked in (module Rules); new ones join at the back.
-        self._fetch_order: dict[TopicPartitionKey, None] = {}
-        # Whether partitions came or went since the order last caught up with them, so that a
-        # build per round need not compare the two key sets, O(partitions), which rarely differ.
-        self._membership_changed = True
-        # Each partition's last request entry, reused while its fields stay the same: a
-        # follower builds a request per round for every partition it follows, most of them
-        # unchanged, and the fetch session tells unchanged entries by identity first.
-        self._entries: dict[TopicPartitionKey, FetchPartition] = {}
+        # Per leader broker, its partitions' entries in fetch order (module Rules); an entry
+        # object is reused while its fields stay the same.
+        self._plans: dict[int, dict[TopicPartitionKey, FetchPartition]] = {}
+        self._plan_of: dict[TopicPartitionKey, int] = {}  # the plan holding each partition
+        self._touched: set[TopicPartitionKey] = set()  # to refresh at the next build
+        # Per leader broker, the entries changed (None: left) since its last build.
+        self._changes: dict[int, dict[TopicPartitionKey, FetchPartition | None]] = {}
+        # Per leader broker, its last build's request, the plan as it was then (what
+        # `process` reads an answer against) and that build's changes.
+        self._built: dict[int, tuple[FetchRequest, dict[TopicPartitionKey, FetchPartition]]] = {}
+        self._built_changes: dict[int, FetchChanges] = {}
         # The partitions `_back_off` put in a back-off, which may not have ended yet: the timer
         # looks at these, not at every partition (twice per tick, with 10,000 replicas, that
         # walk was most of an idle broker's timer work).
@@ -125,25 +139,60 @@ class FollowerFetchSteps:
             }
         )
 
-    def partitions_changed(self) -> None:
-        """The replica manager added or removed a partition of the mapping it gave: the fetch
-        order catches up at the next build."""
-        self._membership_changed = True
+    def touch(self, key: TopicPartitionKey) -> None:
+        """`key`'s entry, or whether and from whom it is fetched, may have changed: it is
+        refreshed at the next build (module Rules)."""
+        self._touched.add(key)
 
     def build(self, source_broker_id: int, now_ms: int) -> FetchRequest | None:
         """The next Fetch to send to `source_broker_id`; None when nothing is due."""
-        entries = []
-        cache = self._entries
-        for partition in self._in_fetch_order():
-            follower = partition.follower
+        # Back-offs due end here too, not only at the timer's next tick.
+        self.end_backoffs(now_ms)
+        if self._touched:
+            self._refresh(now_ms)
+        plan = self._plans.get(source_broker_id)
+        if not plan:
+            return None
+        request = FetchRequest(
+            tuple(plan.values()),
+            replica_id=self._config.broker_id,
+            replica_epoch=self._broker_epoch(),
+            max_wait_ms=self._config.replica_fetch_wait_ms_max,
+            min_bytes=self._config.replica_fetch_min_bytes,
+            max_bytes=self._config.replica_fetch_response_max_bytes,
+        )
+        previous = self._built.get(source_broker_id)
+        self._built_changes[source_broker_id] = FetchChanges(
+            None if previous is None else previous[0],
+            self._changes.pop(source_broker_id, {}),
+        )
+        self._built[source_broker_id] = (request, dict(plan))
+        return request
+
+    def changes(self, source_broker_id: int) -> FetchChanges | None:
+        """What the last request built for `source_broker_id` changed since the one built
+        before it (the fetch session sends only that)."""
+        return self._built_changes.get(source_broker_id)
+
+    def _refresh(self, now_ms: int) -> None:
+        touched, self._touched = self._touched, set()
+        for key in sorted(touched):
+            partition = self._partitions.get(key)
+            follower = None if partition is None else partition.follower
+            was = self._plan_of.get(key)
+            old = None if was is None else self._plans[was].get(key)
             if (
-                follower is None
-                or follower.leader_id != source_broker_id
+                partition is None
+                or follower is None
+                or follower.leader_id < 0
                 or now_ms < follower.backoff_until_ms
             ):
+                if was is not None:
+                    self._leave(was, key)
                 continue
+            source = follower.leader_id
             log_start_offset = partition.log.log_start_offset
-            entry = cache.get(partition.key)
+            entry = old
             if (
                 entry is None
                 or entry.fetch_offset != follower.fetch_offset
@@ -162,30 +211,17 @@ class FollowerFetchSteps:
                     log_start_offset=log_start_offset,
                     topic_id=partition.topic_id,
                 )
-                cache[partition.key] = entry
-            entries.append(entry)
-        if not entries:
-            return None
-        return FetchRequest(
-            tuple(entries),
-            replica_id=self._config.broker_id,
-            replica_epoch=self._broker_epoch(),
-            max_wait_ms=self._config.replica_fetch_wait_ms_max,
-            min_bytes=self._config.replica_fetch_min_bytes,
-            max_bytes=self._config.replica_fetch_response_max_bytes,
-        )
+            if was is not None and was != source:
+                self._leave(was, key)
+            self._plans.setdefault(source, {})[key] = entry
+            self._plan_of[key] = source
+            if entry is not old or was != source:
+                self._changes.setdefault(source, {})[key] = entry
 
-    def _in_fetch_order(self) -> list[Partition]:
-        """Every partition, in the rotating fetch order; forgets partitions gone meanwhile."""
-        order, partitions = self._fetch_order, self._partitions
-        if self._membership_changed:
-            self._membership_changed = False
-            for key in sorted(partitions.keys() - order.keys()):
-                order[key] = None
-            for key in order.keys() - partitions.keys():
-                del order[key]
-                self._entries.pop(key, None)
-        return [partitions[key] for key in order]
+    def _leave(self, source: int, key: TopicPartitionKey) -> None:
+        del self._plans[source][key]
+        del self._plan_of[key]
+        self._changes.setdefault(source, {})[key] = None
 
     def process(
         self,
@@ -196,7 +232,12 @@ class FollowerFetchSteps:
     ) -> None:
         """Apply a leader's Fetch answer (docs/design/replication.md#follower-truncation,
         #truncate-on-fetch, #follower-out-of-range, #high-watermark "Follower HW")."""
-        asked = {(e.topic, e.partition): e for e in request.partitions}
+        built = self._built.get(source_broker_id)
+        asked: Mapping[TopicPartitionKey, FetchPartition]
+        if built is not None and built[0] is request:
+            asked = built[1]  # the plan as `request` was built from it
+        else:
+            asked = {(e.topic, e.partition): e for e in request.partitions}
         try:
             for result in response.partitions:
                 self._process_result(source_broker_id, asked, result, now_ms)
@@ -222,6 +263,7 @@ class FollowerFetchSteps:
         partition = self._following(source_broker_id, entry)
         if partition is None:
             return
+        self._touched.add(partition.key)
         try:
             self._process_partition(partition, result, now_ms)
         except KafkaStorageError:
@@ -279,6 +321,7 @@ class FollowerFetchSteps:
                 assert follower is not None
                 follower.backoff_until_ms = 0
                 del self._backing_off[key]
+                self._touched.add(key)
                 ended = True
         return ended
 
@@ -330,8 +373,9 @@ class FollowerFetchSteps:
                 )
                 follower.last_fetched_epoch = info.last_leader_epoch
                 # To the back of the fetch order (module Rules).
-                self._fetch_order.pop(partition.key, None)
-                self._fetch_order[partition.key] = None
+                plan = self._plans.get(follower.leader_id)
+                if plan is not None and partition.key in plan:
+                    plan[partition.key] = plan.pop(partition.key)
             follower.fetch_offset = plog.log_end_offset
             plog.update_high_watermark(
                 follower_high_watermark(
@@ -402,6 +446,7 @@ class FollowerFetchSteps:
         if follower is not None:
             follower.backoff_until_ms = now_ms + self._config.replica_fetch_backoff_ms
             self._backing_off[partition.key] = partition
+            self._touched.add(partition.key)
             self._on_new_deadline(follower.backoff_until_ms)
 
 

@@ -1,12 +1,11 @@
 """A leader's memory of one fetch session's reads that found nothing: the next round answers an
 unchanged entry of an unchanged partition from it, without reading again.
 
-Why: a fetch session (`replog.replication.fetch_session`) carries only changed entries, but the
-leader serves every partition of the session each round, as Kafka's does, and most of them are
-idle. Each idle partition cost a round about 2.3 us of Python on the full path (lookup, leader
-epoch and offset checks, diverging epoch, bound, answer reuse, follower progress), measured with
-200 idle partitions per session; at 600 idle partitions in a 3-node cluster that was a quarter of
-a leader's event loop (docs/benchmarks.md, idle partitions).
+Why: a leader's session round reads only the session's dirty partitions (`fetch_session`
+Rules), but a partition may be marked dirty by news that changes nothing its fetcher would be
+answered (a spurious mark); a kept read answers such an entry without the full read path (about
+2.3 us of Python per partition: lookup, leader epoch and offset checks, diverging epoch, bound,
+answer reuse, follower progress).
 
 Rules:
 - A read is kept only when it was a fetch's initial read that found nothing to read (the fetch

@@ -24,7 +24,8 @@ Rules:
   unary call's deadline, so a long poll is never cut short and a hung leader is noticed.
 - The call holds an incremental fetch session (KIP-227, `replication.fetch_session`): after its
   first request only changed partitions travel, and the answer holds only partitions with news
-  (the replica manager builds and reads whole requests; the stream does the rest). A failed or
+  (the replica manager builds whole requests, telling the stream what changed since the
+  previous one, so that only that is compared and encoded; the stream does the rest). A failed or
   replaced call ends the session; the next call starts with a full fetch.
 - Record bytes go from the response into the log append untouched (the codec never decodes
   them).
@@ -58,6 +59,7 @@ import grpc
 
 from replog.clock import Clock, monotonic_ms
 from replog.errors import KafkaError, KafkaStorageError
+from replog.replication.fetch_session import FetchChanges
 from replog.replication.messages import FetchRequest, FetchResponse
 from replog.server.node_tasks import Spawner
 from replog.wire.broker_client import BrokerClient, FetchStream
@@ -77,6 +79,7 @@ class FollowerFetching(Protocol):
     def fetch_wakeup(self) -> asyncio.Event: ...
     def fetch_sources(self) -> list[int]: ...
     def build_follower_fetch(self, source_broker_id: int, now_ms: int) -> FetchRequest | None: ...
+    def follower_fetch_changes(self, source_broker_id: int) -> FetchChanges | None: ...
     def process_follower_fetch(
         self, source_broker_id: int, request: FetchRequest, response: FetchResponse, now_ms: int
     ) -> None: ...
@@ -196,7 +199,9 @@ class ReplicaFetcherManager:
                     client = BrokerClient(address, request_timeout_ms=self._request_timeout_ms)
                     stream = client.fetch_stream(sessions=True)
                 try:
-                    response = await stream.fetch(request)
+                    response = await stream.fetch(
+                        request, changes=self._rm.follower_fetch_changes(source)
+                    )
                 except (grpc.aio.AioRpcError, KafkaError) as exc:
                     # KafkaError: an answer that is not one (MalformedResponseError), or none
                     # in time (RequestTimedOutError).

@@ -84,6 +84,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import weakref
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 from uuid import UUID
@@ -117,6 +118,7 @@ from replog.replication.fetch_rules import (
     diverging_epoch,
     fetch_upper_bound,
 )
+from replog.replication.fetch_session import FetchChanges, LeaderFetchSession
 from replog.replication.leader_state import (
     IsrChange,
     PartitionReplicationConfig,
@@ -268,6 +270,9 @@ class ReplicaManager:
         # first metadata image's replicas take them (`preload_producer_states`).
         self._preloaded: dict[TopicPartitionKey, PreloadedTable] = {}
         self._isr_dirty: set[TopicPartitionKey] = set()
+        # The FetchStream sessions served here, told of every partition's news (dirty-only
+        # rounds, `fetch_session`); a session leaves with its call (no reference is left).
+        self._fetch_sessions: weakref.WeakSet[LeaderFetchSession] = weakref.WeakSet()
         self._isr_sent: dict[TopicPartitionKey, IsrChange] = {}
         # Answers about many partitions arrive one partition at a time: one line per turn.
         self._isr_log = TurnSummary(log)
@@ -394,6 +399,10 @@ class ReplicaManager:
         self._changes.add(changes)
         if image.configs is not previous.configs:
             self._refresh_log_configs(previous, image)
+        if cluster_changed:
+            # Eligibility is read by every follower fetch's ISR expansion check.
+            for session in self._fetch_sessions:
+                session.mark_all()
         if cluster_changed or image.configs is not previous.configs:
             for partition in self._partitions.values():
                 leader_state = partition.leader_state
@@ -594,10 +603,11 @@ class ReplicaManager:
                 preloaded=None if replaced else preloaded,
             )
             self._partitions[key] = created
-            self._follower.partitions_changed()
             self._take_role(change, created, now_ms)
 
     def _take_role(self, change: ReplicaChange, partition: Partition, now_ms: int) -> None:
+        # Whether and where it is fetched from may change (`follower_fetch`, dirty-only).
+        self._follower.touch(partition.key)
         if change.kind == LEADER:
             self._make_leader(partition, change.local, now_ms)
         else:
@@ -848,7 +858,7 @@ class ReplicaManager:
     def _drop(self, partition: Partition, *, delete_log: bool) -> None:
         key = partition.key
         del self._partitions[key]
-        self._follower.partitions_changed()
+        self._follower.touch(key)
         self._isr_sent.pop(key, None)
         self._isr_dirty.discard(key)
         if delete_log:
@@ -878,7 +888,15 @@ class ReplicaManager:
         fetch: bool = True,
         delete: bool = True,
     ) -> None:
+        if fetch:
+            self._fetch_news(key)
         self._delayed.wake(key, produce=produce, fetch=fetch, delete=delete)
+
+    def _fetch_news(self, key: TopicPartitionKey) -> None:
+        """`key`'s answer or its fetches' ISR decisions may differ now: every session reads it
+        at its next round (`fetch_session` Rules, dirty-only rounds)."""
+        for session in self._fetch_sessions:
+            session.mark(key)
 
     # --- produce ------------------------------------------------------------------------------
 
@@ -1031,17 +1049,32 @@ class ReplicaManager:
     # --- fetch --------------------------------------------------------------------------------
 
     async def fetch(
-        self, request: FetchRequest, repeats: RepeatReads | None = None
+        self,
+        request: FetchRequest,
+        repeats: RepeatReads | None = None,
+        session: LeaderFetchSession | None = None,
     ) -> FetchResponse:
         """Answer a fetch now or from the purgatory (docs/design/replication.md#answer-now-or-wait,
         #delayed-fetch-completion). `repeats`: the calling fetch
-        session's kept reads (`repeat_reads`), which its unchanged idle entries reuse."""
+        session's kept reads (`repeat_reads`), which its unchanged idle entries reuse.
+
+        With `session`, `request` is one dirty-only round of that FetchStream session
+        (`fetch_session` Rules): its entries are the session's dirty partitions, an idle one
+        read is parked, and a round that waits is woken by news for any of the session's
+        partitions, which then join its answer."""
         now_ms = self._clock()
-        read = self._read_fetch(request, now_ms, initial=True, repeats=repeats)
+        if session is not None:
+            self._fetch_sessions.add(session)  # before the reads: they may make news
+            for key in session.take_left():
+                if request.is_from_follower:
+                    self._unpark(session, request.replica_id, key)
+        read = self._read_fetch(request, now_ms, initial=True, repeats=repeats, session=session)
+        if session is not None:
+            session.clock.advance(now_ms)  # after the round's reads (replica_progress)
         if (
             answer_immediately(
                 max_wait_ms=request.max_wait_ms,
-                partition_count=len(request.partitions),
+                partition_count=len(request.partitions if session is None else session),
                 bytes_read=read.bytes_read,
                 min_bytes=request.min_bytes,
                 any_error=read.any_error,
@@ -1052,7 +1085,7 @@ class ReplicaManager:
             return self._count_sent(request, FetchResponse(tuple(read.results)))
         try:
             response = await self._delayed.wait_fetch(
-                DelayedFetch(request, read), now_ms + request.max_wait_ms
+                DelayedFetch(request, read), now_ms + request.max_wait_ms, session
             )
         except PurgatoryFullError:
             log.warning("fetch purgatory full: answering a fetch at once")
@@ -1076,6 +1109,7 @@ class ReplicaManager:
         initial: bool,
         reread: Reread | None = None,
         repeats: RepeatReads | None = None,
+        session: LeaderFetchSession | None = None,
     ) -> FetchRead:
         """Read every partition of a fetch with the byte budget of
         docs/design/replication.md#answer-now-or-wait; with `reread`, only the
@@ -1094,12 +1128,20 @@ class ReplicaManager:
         else:
             read = FetchRead(list(reread.results), 0, False, False)
             indexes = sorted(reread.indexes)
+        unpark = session is not None and request.is_from_follower
         for index in indexes:
             entry = entries[index]
+            if unpark:
+                # Read again: the fetch is recorded by this read or, if it fails, not at all
+                # (`fetch_session` Rules).
+                assert session is not None
+                self._unpark(session, request.replica_id, (entry.topic, entry.partition))
             if repeats is not None:
                 repeated = repeats.answer(entry, self._partitions, asker, now_ms)
                 if repeated is not None:
                     read.results.append(repeated)  # no records, no error: nothing to count
+                    if session is not None:
+                        self._park(session, request, entry)
                     continue
             budget = max(0, min(entry.partition_max_bytes, remaining))
             try:
@@ -1111,6 +1153,7 @@ class ReplicaManager:
                     now_ms,
                     initial=initial,
                     repeats=repeats,
+                    session=session,
                 )
                 if hw_moved:
                     read.hw_moved.append(index)
@@ -1144,6 +1187,7 @@ class ReplicaManager:
         *,
         initial: bool,
         repeats: RepeatReads | None = None,
+        session: LeaderFetchSession | None = None,
     ) -> tuple[FetchPartitionResult, bool]:
         """The entry's result, and whether this read then moved the partition's HW (only an
         initial follower read records progress, docs/design/replication.md#follower-progress). A
@@ -1222,11 +1266,41 @@ class ReplicaManager:
                 # The follower's log start offset may have lifted the low watermark
                 # (docs/design/replication.md#low-watermark).
                 self._wake(partition.key, produce=False, fetch=False)
-        if repeats is not None and not records and entry.fetch_offset >= bound:
-            repeats.keep(
-                entry, asker_of(request), partition, log_end_offset, log_start_offset, result
-            )
+        if not records and entry.fetch_offset >= bound:
+            if repeats is not None:
+                repeats.keep(
+                    entry, asker_of(request), partition, log_end_offset, log_start_offset, result
+                )
+            if session is not None and initial:
+                self._park(session, request, entry)
         return result, False
+
+    def _unpark(self, session: LeaderFetchSession, replica_id: int, key: TopicPartitionKey) -> None:
+        partition = self._partitions.get(key)
+        if partition is not None and partition.leader_state is not None:
+            partition.leader_state.unpark_follower(replica_id, session.clock)
+
+    def _park(
+        self, session: LeaderFetchSession, request: FetchRequest, entry: FetchPartition
+    ) -> None:
+        """An initial read of `entry` found nothing to read and moved no HW: it leaves the
+        session's dirty partitions, a follower's progress parked on the session's clock
+        (`fetch_session` Rules)."""
+        key = (entry.topic, entry.partition)
+        if request.is_from_follower:
+            partition = self._partitions.get(key)
+            leader_state = None if partition is None else partition.leader_state
+            if (
+                partition is None
+                or leader_state is None
+                or not leader_state.park_follower(
+                    request.replica_id,
+                    session.clock,
+                    leader_log_end_offset=partition.log.log_end_offset,
+                )
+            ):
+                return
+        session.park(key)
 
     def _fetch_error(
         self, request: FetchRequest, entry: FetchPartition, error: KafkaError
@@ -1364,6 +1438,11 @@ class ReplicaManager:
         """The next Fetch to send to `source_broker_id`; None when nothing is due."""
         return self._follower.build(source_broker_id, now_ms)
 
+    def follower_fetch_changes(self, source_broker_id: int) -> FetchChanges | None:
+        """What the last request built for `source_broker_id` changed since the one built
+        before it: its fetch session encodes only that (`follower_fetch`, dirty-only)."""
+        return self._follower.changes(source_broker_id)
+
     def process_follower_fetch(
         self,
         source_broker_id: int,
@@ -1389,6 +1468,8 @@ class ReplicaManager:
     def _mark_isr_dirty(self, key: TopicPartitionKey) -> None:
         self._isr_dirty.add(key)
         self.isr_wakeup.set()
+        # The ISR or its pending change moved: a follower's next fetch may expand it.
+        self._fetch_news(key)
 
     def pending_isr_changes(self) -> list[IsrChange]:
         """ISR changes to send to the controller; each is handed out once until answered."""

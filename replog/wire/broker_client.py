@@ -48,7 +48,7 @@ from replog.errors import (
 from replog.pb import broker_pb2, broker_pb2_grpc
 from replog.pb import controller_pb2 as controller_pb
 from replog.replication import messages as m
-from replog.replication.fetch_session import FULL_FETCH_EPOCH, FetcherSession
+from replog.replication.fetch_session import FULL_FETCH_EPOCH, FetchChanges, FetcherSession
 from replog.wire import broker_codec as codec
 from replog.wire.redialing_channel import RedialingChannel
 
@@ -177,18 +177,41 @@ class BrokerClient:
                 if any((p.topic, p.partition) == key for p in asked):
                     raise self._malformed(rpc, f"partition {_tp(key)} twice") from None
                 raise self._malformed(rpc, f"a partition it did not ask for: {_tp(key)}") from None
-            if result.error is None:
-                for name in offsets:
-                    value = getattr(result, name)
-                    if value < m.NO_OFFSET:
-                        raise self._malformed(
-                            rpc, f"{name} {value} for {_tp(key)} beside no error (never below -1)"
-                        )
+            self._check_offsets(rpc, result, offsets)
         if all_answered and pending:
             missing = sorted(pending)
             names = ", ".join(_tp(key) for key in missing[:5])
             more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
             raise self._malformed(rpc, f"no result for {names}{more}")
+
+    def _checked_fetch_in(
+        self, holds: Callable[[tuple[str, int]], bool], answer: Any, rpc: str
+    ) -> m.FetchResponse:
+        """An incremental session answer, checked as `_check_results` checks one that need not
+        answer every partition, against the session's partitions (`holds`): at the cost of the
+        partitions it carries."""
+        response = self._decoded(rpc, codec.fetch_response_from_wire, answer)
+        seen: set[tuple[str, int]] = set()
+        for result in response.partitions:
+            key = (result.topic, result.partition)
+            if key in seen:
+                raise self._malformed(rpc, f"partition {_tp(key)} twice")
+            if not holds(key):
+                raise self._malformed(rpc, f"a partition it did not ask for: {_tp(key)}")
+            seen.add(key)
+            self._check_offsets(rpc, result, ("high_watermark", "log_start_offset"))
+        return response
+
+    def _check_offsets(self, rpc: str, result: _Result, offsets: tuple[str, ...]) -> None:
+        """None of the named `offsets` of a result without error is below -1."""
+        if result.error is None:
+            for name in offsets:
+                value = getattr(result, name)
+                if value < m.NO_OFFSET:
+                    key = (result.topic, result.partition)
+                    raise self._malformed(
+                        rpc, f"{name} {value} for {_tp(key)} beside no error (never below -1)"
+                    )
 
     async def produce(
         self, request: m.ProduceRequest, *, timeout_ms: int | None = None
@@ -375,10 +398,15 @@ class FetchStream:
         self._session = FetcherSession() if sessions else None
 
     async def fetch(
-        self, request: m.FetchRequest, *, resend: Collection[tuple[str, int]] = ()
+        self,
+        request: m.FetchRequest,
+        *,
+        resend: Collection[tuple[str, int]] = (),
+        changes: FetchChanges | None = None,
     ) -> m.FetchResponse:
         """The answer to `request`; in a session, the partitions in `resend` are sent (and
-        so answered in full) even if their entries did not change."""
+        so answered in full) even if their entries did not change, and `changes` says what
+        changed since the previous request (`FetcherSession.to_send`)."""
         client = self._client
         channel = client._channel
         wait_ms = client.request_timeout_ms + max(0, request.max_wait_ms)
@@ -387,16 +415,18 @@ class FetchStream:
         if self._call is None:
             self._call = channel.open_stream(self.RPC, client._metadata)
             self._generation = channel.generation
-        sent = request if self._session is None else self._session.to_send(request, resend)
+        session = self._session
+        sent = request if session is None else session.to_send(request, resend, changes)
         try:
             # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation that
             # arrives as the answer does, and a fetcher told to stop would fetch on.
             async with asyncio.timeout(wait_ms / 1000):
                 answer = await self._exchange(self._call, codec.fetch_request_to_proto(sent))
-            # An incremental answer may leave out any partition of the session.
-            return client._checked_fetch(
-                request, answer, self.RPC, all_answered=sent.session_epoch <= FULL_FETCH_EPOCH
-            )
+            if session is None or sent.session_epoch <= FULL_FETCH_EPOCH:
+                return client._checked_fetch(request, answer, self.RPC)
+            # An incremental answer may leave out any partition of the session; it is checked
+            # against the session's partitions, at the cost of what it carries.
+            return client._checked_fetch_in(session.holds, answer, self.RPC)
         except TimeoutError:
             self.close()
             raise RequestTimedOutError(

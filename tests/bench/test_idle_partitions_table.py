@@ -41,6 +41,14 @@ def test_with_a_consumer_the_table_adds_its_latency_and_cores() -> None:
     assert many.endswith("| 1.80 | 28.0 / 56.0 | 4.00x / 4.00x | 0.40 |")
 
 
+def test_with_quiet_seconds_the_table_adds_the_quiet_cores() -> None:
+    trials = [Trial(0, 5.0, 10.0, 5000.0, 0.3), Trial(600, 60.0, 200.0, 4900.0, 1.9)]
+    trials[0].quiet_cores, trials[1].quiet_cores = 0.012, 0.25
+    header, rule, base, many = idle_partitions.table(trials, [0, 600])
+    assert header.endswith("| quiet node cores |") and rule.count("---:") == 8
+    assert base.endswith("| 0.30 | 0.012 |") and many.endswith("| 1.90 | 0.250 |")
+
+
 def test_percentile_takes_the_value_at_or_above_the_rank() -> None:
     values = [float(v) for v in range(1, 101)]  # 1..100
     assert idle_partitions.percentile(values, 0.5) == 51.0

@@ -19,6 +19,7 @@ from replog.errors import (
 )
 from replog.replication.fetch_session import (
     FULL_FETCH_EPOCH,
+    FetchChanges,
     FetcherSession,
     LeaderFetchSession,
     next_session_epoch,
@@ -73,6 +74,26 @@ def test_the_follower_sends_everything_first_then_only_changes_and_drops() -> No
         wanting(replace(entry(0), current_leader_epoch=2), entry(1, 5), entry(2), entry(3))
     )
     assert keys(bumped) == [0]
+
+
+def test_told_what_changed_the_follower_compares_only_that() -> None:
+    follower = FetcherSession()
+    first = wanting(entry(0), entry(1), entry(2))
+    follower.to_send(first)
+    # Partition 1 moved and 2 left; 0 changed as well, but the hint does not say so: only the
+    # entries named are compared (this is what makes a round cost what changed).
+    second = wanting(entry(0, offset=9), entry(1, offset=4))
+    told = FetchChanges(first, {("t", 1): entry(1, offset=4), ("t", 2): None})
+    sent = follower.to_send(second, (("t", 3),), told)
+    assert (keys(sent), sent.forgotten, sent.session_epoch) == ([1], (("t", 2),), 1)
+    # A hint relative to another request than the one last sent is not taken.
+    stale = FetchChanges(first, {})
+    third = wanting(entry(0, offset=9), entry(1, offset=4), entry(5))
+    assert keys(follower.to_send(third, (), stale)) == [0, 5]
+    # Named partitions to answer again go out unchanged.
+    fourth = wanting(entry(0, offset=9), entry(1, offset=4), entry(5))
+    again = follower.to_send(fourth, (("t", 1),), FetchChanges(third, {}))
+    assert keys(again) == [1]
 
 
 def test_a_reset_follower_session_starts_again_with_a_full_fetch() -> None:
@@ -207,6 +228,37 @@ def test_partitions_that_got_records_move_to_the_end_of_the_session_order() -> N
     leader.answer(first, FetchResponse((result(0, records=b"x"), result(1), result(2))))
     rotated = leader.full_request(replace(wanting(), session_epoch=1))
     assert keys(rotated) == [1, 2, 0]
+
+
+def test_a_dirty_only_round_reads_what_has_news_in_session_order() -> None:
+    leader = LeaderFetchSession()
+    first = replace(wanting(entry(0), entry(1), entry(2), entry(3)), session_epoch=0)
+    assert keys(leader.round_request(first)) == [0, 1, 2, 3]  # all new: all dirty
+    for p in (0, 1, 2, 3):
+        leader.park(("t", p))
+    assert keys(leader.round_request(replace(wanting(), session_epoch=1))) == []
+    leader.mark(("t", 3))
+    leader.mark(("t", 9))  # not in the session: nothing
+    leader.mark(("t", 1))
+    carried = replace(wanting(entry(2, offset=4)), session_epoch=2)
+    assert keys(leader.round_request(carried)) == [1, 2, 3]
+    leader.answer(carried, FetchResponse((result(1, records=b"x"), result(2), result(3))))
+    assert keys(leader.round_request(replace(wanting(), session_epoch=3))) == [2, 3, 1]
+    leader.mark_all()
+    gone = replace(wanting(), session_epoch=4, forgotten=(("t", 0),))
+    assert keys(leader.round_request(gone)) == [2, 3, 1]
+    assert leader.take_left() == [("t", 0)] and leader.take_left() == []
+
+
+def test_a_waiting_round_hears_of_each_news() -> None:
+    leader = LeaderFetchSession()
+    leader.round_request(replace(wanting(entry(0), entry(1)), session_epoch=0))
+    heard: list[object] = []
+    leader.waiter = heard.append
+    leader.mark(("t", 1))
+    leader.mark(("t", 7))
+    leader.mark_all()  # no answer changes with it: nobody is woken
+    assert heard == [("t", 1)]
 
 
 def test_a_sessionless_request_is_not_a_session_request() -> None:

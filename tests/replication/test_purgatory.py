@@ -109,10 +109,17 @@ def test_programming_errors_are_refused() -> None:
     p.watch("a", [P0], 10)
     with pytest.raises(ValueError, match="already pending"):
         p.watch("a", [P1], 10)
-    with pytest.raises(ValueError, match="watches no key"):
-        p.watch("b", [], 10)
     with pytest.raises(ValueError, match="max_pending"):
         Purgatory("produce", 0)
+
+
+def test_an_op_on_no_key_waits_for_its_owner_or_its_deadline() -> None:
+    p = purgatory()
+    p.watch("a", [], 10)
+    p.watch("b", [], 20)
+    assert "a" in p and p.keys("a") == ()
+    assert p.expire(10) == ["a"]
+    assert p.complete("b") and len(p) == 0
 
 
 def test_duplicate_keys_are_watched_once() -> None:

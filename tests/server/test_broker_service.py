@@ -94,7 +94,7 @@ class FakeReplicaManager:
         return m.ProduceResponse(results)
 
     async def fetch(
-        self, request: m.FetchRequest, repeats: RepeatReads | None = None
+        self, request: m.FetchRequest, repeats: RepeatReads | None = None, session: object = None
     ) -> m.FetchResponse:
         self._check(request)
         await self._delay(request.partitions)

@@ -199,7 +199,9 @@ class FetchLog:
         self.diverging: dict[tuple[str, int], m.EpochEndOffsetResult] = {}
         self.reads: list[m.FetchRequest] = []
 
-    async def fetch(self, request: m.FetchRequest, repeats: object = None) -> m.FetchResponse:
+    async def fetch(
+        self, request: m.FetchRequest, repeats: object = None, session: object = None
+    ) -> m.FetchResponse:
         self.reads.append(request)
         return m.FetchResponse(
             tuple(

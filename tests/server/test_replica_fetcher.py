@@ -69,6 +69,9 @@ class FakeFollower:
             max_wait_ms=self.max_wait_ms,
         )
 
+    def follower_fetch_changes(self, source_broker_id: int) -> None:
+        return None  # the stream compares every entry
+
     def process_follower_fetch(
         self, source_broker_id: int, request: m.FetchRequest, response: m.FetchResponse, now_ms: int
     ) -> None:

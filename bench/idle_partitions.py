@@ -326,7 +326,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--base-port", type=int, default=39092)
     parser.add_argument(
-        "--kafka-base-port", type=int, default=39192, help="the nodes' Kafka listeners from here"
+        "--kafka-base-port", type=int, default=39292, help="the nodes' Kafka listeners from here"
     )
     parser.add_argument(
         "--consumer",

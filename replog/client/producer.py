@@ -41,9 +41,9 @@ Rules:
 - The first `send_nowait` starts the producer on the running loop (`start()` does it
   explicitly); a producer belongs to that loop.
 
-Thread safety (for the blocking facade only): `_prepare` and `_append` may run in any thread
-(they touch only the accumulator, under its lock, the partitioner and a topic cache that is
-replaced, never mutated in place); everything else runs on the loop.
+Thread safety (for the blocking facade only): `_prepare`, `_append` and `_append_fields` may run
+in any thread (they touch only the accumulator, under its lock, the partitioner and a topic
+cache that is replaced, never mutated in place); everything else runs on the loop.
 """
 
 from __future__ import annotations

@@ -103,21 +103,61 @@ _REBALANCE = "rebalance"
 
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupConfig:
-    """Kafka's broker settings for consumer-protocol groups, with Kafka's defaults."""
+    """Kafka's broker settings for consumer-protocol groups, with Kafka's defaults and Kafka's
+    checks: the session timeout and the heartbeat interval lie within their min/max settings,
+    and the interval is shorter than the session (a member told to heartbeat less often than
+    its session lasts would be removed between two heartbeats)."""
 
     session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
     max_size: int = (1 << 31) - 1  # group.consumer.max.size
     assignors: tuple[str, ...] = (UNIFORM, "range")  # group.consumer.assignors; first: default
+    min_session_timeout_ms: int = 45_000  # group.consumer.min.session.timeout.ms
+    max_session_timeout_ms: int = 60_000  # group.consumer.max.session.timeout.ms
+    min_heartbeat_interval_ms: int = 5_000  # group.consumer.min.heartbeat.interval.ms
+    max_heartbeat_interval_ms: int = 15_000  # group.consumer.max.heartbeat.interval.ms
 
     def __post_init__(self) -> None:
         for name, value in (
             ("group.consumer.session.timeout.ms", self.session_timeout_ms),
             ("group.consumer.heartbeat.interval.ms", self.heartbeat_interval_ms),
             ("group.consumer.max.size", self.max_size),
+            ("group.consumer.min.session.timeout.ms", self.min_session_timeout_ms),
+            ("group.consumer.max.session.timeout.ms", self.max_session_timeout_ms),
+            ("group.consumer.min.heartbeat.interval.ms", self.min_heartbeat_interval_ms),
+            ("group.consumer.max.heartbeat.interval.ms", self.max_heartbeat_interval_ms),
         ):
             if value < 1:
                 raise InvalidConfigError(f"{name} is {value}; must be >= 1")
+        for what, value, low, high in (
+            (
+                "session.timeout.ms",
+                self.session_timeout_ms,
+                self.min_session_timeout_ms,
+                self.max_session_timeout_ms,
+            ),
+            (
+                "heartbeat.interval.ms",
+                self.heartbeat_interval_ms,
+                self.min_heartbeat_interval_ms,
+                self.max_heartbeat_interval_ms,
+            ),
+        ):
+            if low > high:
+                raise InvalidConfigError(
+                    f"group.consumer.min.{what} ({low}) must be <= group.consumer.max.{what} "
+                    f"({high})"
+                )
+            if not low <= value <= high:
+                raise InvalidConfigError(
+                    f"group.consumer.{what} is {value}; must be within "
+                    f"group.consumer.min.{what} ({low}) and group.consumer.max.{what} ({high})"
+                )
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise InvalidConfigError(
+                f"group.consumer.heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be "
+                f"less than group.consumer.session.timeout.ms ({self.session_timeout_ms})"
+            )
         unknown = [name for name in self.assignors if name not in ASSIGNORS]
         if unknown or not self.assignors or len(set(self.assignors)) != len(self.assignors):
             raise InvalidConfigError(

@@ -51,6 +51,8 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNode]:
         "group.min.session.timeout.ms=500",
         f"group.consumer.session.timeout.ms={SESSION_MS}",
         f"group.consumer.heartbeat.interval.ms={SESSION_MS // 10}",
+        "group.consumer.min.session.timeout.ms=1",
+        "group.consumer.min.heartbeat.interval.ms=1",
         f"metrics.port={METRICS_PORT}",
     ]
     with running_node(tmp_path_factory.mktemp("groups"), "replog-groups", properties) as running:

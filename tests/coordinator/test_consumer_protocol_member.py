@@ -284,7 +284,11 @@ def test_an_unknown_topic_id_in_the_answer_is_named_once_known() -> None:
 def test_the_brokers_assignors_decide_the_default_and_refuse_others() -> None:
     sim = ConsumerGroupSim({"t": 4})
     sim.coordinator.config = ConsumerGroupConfig(
-        session_timeout_ms=1_000, heartbeat_interval_ms=100, assignors=("range",)
+        session_timeout_ms=1_000,
+        heartbeat_interval_ms=100,
+        assignors=("range",),
+        min_session_timeout_ms=1,
+        min_heartbeat_interval_ms=1,
     )
     a = sim.add("a")
     b = sim.add("b", assignor="uniform")  # not one of the broker's group.consumer.assignors

@@ -40,7 +40,9 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNode]:
         "offsets.topic.num.partitions=3",
         "offsets.topic.replication.factor=1",
         f"group.consumer.session.timeout.ms={SESSION_MS}",
+        "group.consumer.min.session.timeout.ms=1",
         "group.consumer.heartbeat.interval.ms=500",
+        "group.consumer.min.heartbeat.interval.ms=1",
     ]
     root = tmp_path_factory.mktemp("consumer-protocol-node")
     with running_node(root, "kafka-consumer-protocol-test", properties) as running:

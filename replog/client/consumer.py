@@ -23,6 +23,12 @@ Rules:
   background, and a consumer that does not poll within `max.poll.interval.ms` leaves the group
   (it rejoins at its next poll). Commits then carry the generation (the member epoch): one the
   group has moved past is refused with `CommitFailedError`.
+- `subscribe(pattern=...)` subscribes to the topics whose whole name the pattern matches
+  (internal ones excepted; `subscription.py`), matched again at every metadata answer, the
+  cluster's whole topic list asked every `metadata.max.age.ms` (Kafka's consumer does the
+  same); with `group.protocol=consumer` the coordinator is sent the pattern and matches it
+  itself (KIP-848's SubscribedTopicRegex), and an assigned topic the consumer cannot name yet
+  makes it ask for the topic list at once.
 - `subscribe(topics)` without a `group.id` reads every partition of the topics (no
   membership: generation -1, member ""); `assign()` never joins a group. Partitions added to a
   topic later are picked up when the metadata refreshes (in a group: by the next rebalance).
@@ -59,6 +65,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import re
 import threading
 import uuid
 from collections import deque
@@ -86,7 +93,14 @@ from replog.client.records import (
     OffsetAndTimestamp,
     TopicPartition,
 )
-from replog.client.subscription import EARLIEST, LATEST, NONE, Mode, SubscriptionState
+from replog.client.subscription import (
+    EARLIEST,
+    LATEST,
+    NONE,
+    Mode,
+    SubscriptionState,
+    topic_pattern,
+)
 from replog.client.task_owner import TaskOwner
 from replog.clock import Clock, monotonic_ms
 from replog.coordinator import messages as cm
@@ -245,6 +259,7 @@ class Consumer:
         self._topic_ids: dict[str, bytes | None] = {}
         self._prepare_task: asyncio.Task[ReplogError | None] | None = None
         self._next_metadata_ms = 0
+        self._next_pattern_refresh_ms = 0  # a pattern subscription's next look at every topic
         self._next_prepare_ms = 0  # after a failed prepare: not before this
         self._warned: dict[str, str] = {}
         self._async_commits: set[asyncio.Task[None]] = set()
@@ -313,10 +328,16 @@ class Consumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self._subscriptions.assignment())
 
-    def subscribe(self, topics: Iterable[str], listener: object | None = None) -> None:
-        """Read `topics`: with a group.id, the partitions the group assigns this member (the
-        `listener` hears of each change); without, every partition (module docstring).
-        Replaces an earlier subscription."""
+    def subscribe(
+        self,
+        topics: Iterable[str] = (),
+        listener: object | None = None,
+        *,
+        pattern: str | re.Pattern[str] | None = None,
+    ) -> None:
+        """Read `topics`, or the topics whose whole name `pattern` matches (module docstring):
+        with a group.id, the partitions the group assigns this member (the `listener` hears of
+        each change); without, every partition. Replaces an earlier subscription."""
         self._check_open("subscribe")
         if listener is not None:
             check_listener(listener)
@@ -335,10 +356,26 @@ class Consumer:
                 raise TypeError(
                     f"subscribe: a topic name must be a str, not {type(name).__name__} ({name!r})"
                 )
+        compiled = None
+        if pattern is not None:
+            if names:
+                raise ValueError(
+                    f"subscribe(): topics ({names!r}) or a pattern ({pattern!r}), not both"
+                )
+            compiled = topic_pattern(pattern, sent=self.config.group_protocol == "consumer")
         self._before_assignment_change()
-        self._subscriptions.subscribe(names)
+        if compiled is None:
+            self._subscriptions.subscribe(names)
+        else:
+            self._subscriptions.subscribe_pattern(compiled)
+            self._subscriptions.match(self._metadata.topics)
+            self._next_pattern_refresh_ms = 0  # the cluster's topics, at the next poll
         if self._membership is not None:
-            self._membership.subscribe(frozenset(names), listener)
+            self._membership.subscribe(
+                self._subscriptions.subscription,
+                listener,
+                None if compiled is None else compiled.pattern,
+            )
         self._apply_subscription()
         # The earlier topics' partitions left the assignment before `_apply_subscription`
         # looked: their records held for iteration and their buffered fetches go here.
@@ -441,6 +478,12 @@ class Consumer:
         the membership, whose leader assigns them)."""
         if self._subscriptions.mode is not Mode.SUBSCRIBED:
             return
+        pattern = self._subscriptions.pattern
+        if self._subscriptions.match(self._metadata.topics) and self._membership is not None:
+            assert pattern is not None
+            self._membership.subscribe(
+                self._subscriptions.subscription, self._membership.listener, pattern.pattern
+            )
         if self._membership is not None:
             counts = {}
             topic_ids = {}
@@ -905,7 +948,7 @@ class Consumer:
         return self._prepare_task
 
     def _needs_metadata(self) -> bool:
-        if self._metadata.needs_refresh():
+        if self._metadata.needs_refresh() or self._pattern_refresh_due():
             return True
         return any(
             self._metadata.cached_partitions(topic) is None
@@ -923,8 +966,23 @@ class Consumer:
             self._fetcher.notify()  # a poll waiting for it looks again
         return None
 
+    def _pattern_refresh_due(self) -> bool:
+        """Whether a pattern subscription wants the cluster's whole topic list: every
+        `metadata.max.age.ms` (Kafka's consumer asks that often), and when the coordinator
+        assigned topics the consumer cannot name yet (it saw a new matching topic first)."""
+        if self._subscriptions.pattern is None:
+            return False
+        core = None if self._membership is None else self._membership.core
+        if isinstance(core, ConsumerProtocolMember) and core.waits_for_topic_ids:
+            return True
+        return self._clock() >= self._next_pattern_refresh_ms
+
     async def _prepare_once(self) -> None:
         deadline = self._clock() + self.config.request_timeout_ms
+        if self._pattern_refresh_due():
+            # Its answer re-matches the pattern (`_apply_subscription`, a metadata listener).
+            await self._metadata.refresh(deadline_ms=deadline, every_topic=True)
+            self._next_pattern_refresh_ms = self._clock() + self.config.metadata_max_age_ms
         missing_topics = False
         for topic in sorted(self._subscriptions.topics()):
             try:

@@ -131,9 +131,17 @@ class GroupMembership:
 
     # --- from the consumer --------------------------------------------------------------------
 
-    def subscribe(self, topics: frozenset[str], listener: object | None) -> None:
+    def subscribe(
+        self, topics: frozenset[str], listener: object | None, pattern: str | None = None
+    ) -> None:
+        """Subscribe to `topics`; with a pattern subscription `topics` are its matches, and the
+        consumer protocol sends the `pattern` for the coordinator to match (the classic
+        protocol's assignors see only topic names)."""
         self.listener = listener
-        self.core.subscribe(topics, self._clock())
+        if isinstance(self.core, ConsumerProtocolMember):
+            self.core.subscribe(topics, self._clock(), pattern)
+        else:
+            self.core.subscribe(topics, self._clock())
         self.kick()
 
     def topics_known(self, counts: dict[str, int], topic_ids: dict[str, UUID]) -> None:

@@ -410,9 +410,11 @@ class ConsumerGroupCoordinator:
             subscribed_topic_names=_or(
                 request.subscribed_topic_names, member.subscribed_topic_names
             ),
+            # An empty regex clears it (a member gone back to topic names).
             subscribed_topic_regex=_or(
                 request.subscribed_topic_regex, member.subscribed_topic_regex
-            ),
+            )
+            or None,
             client_id=request.client_id,
             client_host=request.client_host,
         )

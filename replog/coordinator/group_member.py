@@ -15,7 +15,9 @@ assignment is in hand; heartbeats every `heartbeat.interval.ms`).
 Rules:
 - A rejoin is due after `subscribe` changes the topics, a heartbeat or sync answers
   REBALANCE_IN_PROGRESS, the leader sees its topics' partition counts change, a cooperative
-  assignment revokes partitions, or the membership is lost. Before the JoinGroup, once per
+  assignment revokes partitions, the membership is lost, or a SyncGroup completes a
+  rebalance joined with other topics than those now subscribed (Kafka's consumer compares its
+  joined subscription too). Before the JoinGroup, once per
   rebalance: lost membership gives `lost(owned)`; an eager protocol (range, roundrobin) gives
   `revoked(owned)`; a cooperative one revokes only partitions of topics no longer subscribed.
 - After SyncGroup: eager gives `assigned(assignment)`; cooperative gives `revoked(owned - new)`
@@ -205,6 +207,7 @@ class GroupMember(MemberEvents):
     rejoin_reason: str | None = None
     _counts: dict[str, int] = field(default_factory=dict)
     _assigned_counts: dict[str, int] = field(default_factory=dict)
+    _joined_topics: frozenset[str] = frozenset()  # the subscription the last JoinGroup sent
     _in_flight: str | None = None
     _sync: gm.SyncGroupRequest | None = None
     _prepared: bool = False
@@ -315,6 +318,7 @@ class GroupMember(MemberEvents):
 
     def _join_request(self) -> gm.JoinGroupRequest:
         cooperative = self.protocol in COOPERATIVE
+        self._joined_topics = self.topics
         subscription = subscription_to_bytes(
             Subscription(
                 tuple(sorted(self.topics)),
@@ -462,6 +466,9 @@ class GroupMember(MemberEvents):
             self._emit(ASSIGNED, assigned)
         if self.leader and self._counts != self._assigned_counts:
             self._request_rejoin("the subscribed topics' partitions changed", now_ms)
+        if self.topics and self.topics != self._joined_topics:
+            # Subscribed while the join was under way: the group assigned the old topics.
+            self._request_rejoin("the subscription changed during the rebalance", now_ms)
 
     def heartbeat_answered(self, error: KafkaError | None, now_ms: int) -> None:
         self._in_flight = None

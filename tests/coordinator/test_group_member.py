@@ -221,3 +221,26 @@ def test_the_subscription_carries_owned_partitions_and_generation() -> None:
     decoded = subscription_from_bytes(metadata)
     assert name == "cooperative-sticky" and decoded.topics == ("t",)
     assert decoded.owned == (TopicPartition("t", 1),) and decoded.generation == 4
+
+
+def test_a_subscription_changed_while_joining_rejoins_after_the_sync() -> None:
+    """The group assigns what the JoinGroup said: a member whose subscription changed while
+    its JoinGroup was out rejoins once the rebalance completes (else it keeps the old
+    topics)."""
+    sim = GroupSim({"t": 2, "u": 2})
+    sim.add("a", topics=("t", "u"))
+    sim.run(SPLIT)
+    send = sim._send
+
+    def subscribe_once_joined(name: str, outgoing: object) -> None:
+        request = outgoing.request  # type: ignore[attr-defined]
+        send(name, outgoing)
+        # Its JoinGroup with a member id (the first one only learns it, KIP-394) is parked.
+        joining = isinstance(request, gm.JoinGroupRequest) and bool(request.member_id)
+        if name == "b" and joining and b.core.topics == {"t"}:
+            b.core.subscribe(frozenset({"t", "u"}), sim.now)  # the group assigns {t} to b
+
+    sim._send = subscribe_once_joined  # type: ignore[method-assign]
+    b = sim.add("b", topics=("t",))
+    sim.run(3 * SPLIT)
+    assert sim.reads() == {"a": ["t-0", "u-0"], "b": ["t-1", "u-1"]}

@@ -318,9 +318,12 @@ class ConsumerGroupCoordinator:
         group_id = request.group_id
         classic = None if self._classic is None else self._classic.groups.get(group_id)
         if classic is not None and (classic.members or request.member_epoch != 0):
+            # Kafka's answer when it may not upgrade the group (its migration policy disabled).
             raise GroupIdNotFoundError(
-                f"group {group_id!r} is a classic group (its members use JoinGroup), not a "
-                "consumer group"
+                f"group {group_id!r} is a classic group with {len(classic.members)} members "
+                "(they use JoinGroup), not a consumer group: replog does not convert a group "
+                "with members to the consumer protocol (Kafka's online upgrade); join with "
+                "group.protocol=consumer once its classic members have left"
             )
         group = self.groups.get(group_id)
         if group is None:
@@ -683,8 +686,10 @@ class ConsumerGroupCoordinator:
             return None, []
         if group.members:
             return InconsistentGroupProtocolError(
-                f"group {group_id!r} is a consumer group (its members use "
-                "ConsumerGroupHeartbeat): a classic member cannot join it"
+                f"group {group_id!r} is a consumer group with {len(group.members)} members "
+                "(they use ConsumerGroupHeartbeat): replog does not take classic members into "
+                "it (Kafka's online migration); join with group.protocol=classic once its "
+                "members have left"
             ), []
         return self.delete(group_id)
 

@@ -239,7 +239,7 @@ class Consumer:
                 request_timeout_ms=cfg.request_timeout_ms,
                 clock=clock,
                 on_change=self._fetcher.notify,
-                partition_counts=self._partition_counts,
+                partition_layout=self._partition_layout,
             )
             self._group.identity = self._membership.core.commit_identity
             if cfg.enable_auto_commit:
@@ -404,10 +404,14 @@ class Consumer:
     async def _unowned(self, kind: str, partitions: frozenset[TopicPartition]) -> None:
         """After unsubscribe: nothing is assigned any more, nothing to change."""
 
-    async def _partition_counts(self, topics: frozenset[str], deadline_ms: int) -> dict[str, int]:
-        """The partition counts of `topics` (a group leader's assignment); a topic the cluster
-        does not have, or that the metadata cannot tell by the deadline, is left out."""
+    async def _partition_layout(
+        self, topics: frozenset[str], deadline_ms: int
+    ) -> tuple[dict[str, int], dict[TopicPartition, frozenset[str]]]:
+        """The partition counts of `topics` and their partitions' replica racks (a group
+        leader's assignment); a topic the cluster does not have, or that the metadata cannot
+        tell by the deadline, is left out."""
         counts: dict[str, int] = {}
+        racks: dict[TopicPartition, frozenset[str]] = {}
         for topic in sorted(topics):
             try:
                 states = await self._metadata.partitions_for(topic, deadline_ms=deadline_ms)
@@ -415,7 +419,9 @@ class Consumer:
                 log.warning("group leader: no partitions of topic %r to assign: %s", topic, exc)
                 continue
             counts[topic] = len(states)
-        return counts
+            for state in states:
+                racks[TopicPartition(topic, state.partition)] = self._metadata.replica_racks(state)
+        return counts, racks
 
     def _group_managed(self) -> bool:
         """Whether the group decides the assignment (a subscription with a group.id)."""
@@ -1167,6 +1173,7 @@ def _member_core(cfg: ConsumerConfig, group_id: str) -> MemberCore:
                 retry_backoff_ms=cfg.retry_backoff_ms,
                 server_assignor=cfg.group_remote_assignor,
                 group_instance_id=cfg.group_instance_id,
+                rack_id=cfg.client_rack,
             )
         )
     return GroupMember(
@@ -1179,6 +1186,7 @@ def _member_core(cfg: ConsumerConfig, group_id: str) -> MemberCore:
             retry_backoff_ms=cfg.retry_backoff_ms,
             assignors=cfg.partition_assignment_strategy,
             group_instance_id=cfg.group_instance_id,
+            rack=cfg.client_rack,
         )
     )
 

@@ -102,6 +102,7 @@ class ConsumerMemberConfig:
     retry_backoff_ms: int
     server_assignor: str | None = None  # group.remote.assignor; None: the group's default
     group_instance_id: str | None = None
+    rack_id: str | None = None  # client.rack: the member's rack, sent with every field
 
 
 @dataclass
@@ -285,6 +286,7 @@ class ConsumerProtocolMember(MemberEvents):
             config.member_id,
             0 if joining else self.member_epoch,
             instance_id=config.group_instance_id,
+            rack_id=config.rack_id if full else None,
             rebalance_timeout_ms=config.rebalance_timeout_ms if full else -1,
             subscribed_topic_names=names,
             subscribed_topic_regex=regex,

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 from replog.common import TopicPartition
 from replog.coordinator import classic_group_messages as gm
-from replog.coordinator.assignors import ASSIGNORS, COOPERATIVE, Member
+from replog.coordinator.assignors import ASSIGNORS, COOPERATIVE, Member, Racks
 from replog.coordinator.consumer_group_messages import ConsumerGroupHeartbeatRequest
 from replog.coordinator.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
@@ -100,6 +100,7 @@ class MemberConfig:
     retry_backoff_ms: int
     assignors: tuple[str, ...]
     group_instance_id: str | None = None
+    rack: str | None = None  # client.rack, in the subscription (v3) for rack-aware assignors
 
     def __post_init__(self) -> None:
         unknown = [name for name in self.assignors if name not in ASSIGNORS]
@@ -324,6 +325,7 @@ class GroupMember(MemberEvents):
                 tuple(sorted(self.topics)),
                 tuple(sorted(self.owned)),
                 self.generation if cooperative or self.owned else gm.NO_GENERATION,
+                rack=self.config.rack,
             )
         )
         return gm.JoinGroupRequest(
@@ -359,9 +361,11 @@ class GroupMember(MemberEvents):
         answer: gm.JoinGroupResponse,
         now_ms: int,
         counts: Mapping[str, int] | None = None,
+        racks: Racks | None = None,
     ) -> None:
         """`counts`: the partition counts of every topic the members subscribe to
-        (`assigns_topics`), which a leader assigns; default: those of its own topics."""
+        (`assigns_topics`), which a leader assigns; default: those of its own topics.
+        `racks`: their partitions' replica racks (rack-aware assignors)."""
         self._in_flight = None
         error = answer.error
         if error is None:
@@ -372,7 +376,9 @@ class GroupMember(MemberEvents):
             assignments: tuple[tuple[str, bytes], ...] = ()
             if self.leader and not answer.skip_assignment:
                 try:
-                    assignments = self._assign(answer, self._counts if counts is None else counts)
+                    assignments = self._assign(
+                        answer, self._counts if counts is None else counts, racks
+                    )
                 except ValueError as exc:
                     self.fatal = KafkaError(f"group '{self.config.group_id}': {exc}")
                     return
@@ -422,7 +428,7 @@ class GroupMember(MemberEvents):
         return False
 
     def _assign(
-        self, answer: gm.JoinGroupResponse, counts: Mapping[str, int]
+        self, answer: gm.JoinGroupResponse, counts: Mapping[str, int], racks: Racks | None
     ) -> tuple[tuple[str, bytes], ...]:
         members = [
             Member(m.member_id, m.group_instance_id, subscription_from_bytes(m.metadata))
@@ -432,7 +438,7 @@ class GroupMember(MemberEvents):
         if assignor is None:
             raise ValueError(f"the group chose assignor {answer.protocol_name!r}, unknown here")
         self._assigned_counts = dict(self._counts)
-        plan = assignor(members, counts)
+        plan = assignor(members, counts, racks)
         return tuple((member_id, assignment_to_bytes(parts)) for member_id, parts in plan.items())
 
     def sync_answered(self, answer: gm.SyncGroupResponse, now_ms: int) -> None:

@@ -260,6 +260,7 @@ class Consumer:
         self._prepare_task: asyncio.Task[ReplogError | None] | None = None
         self._next_metadata_ms = 0
         self._next_pattern_refresh_ms = 0  # a pattern subscription's next look at every topic
+        self._last_pattern_refresh_ms = -(1 << 62)  # and its last one
         self._next_prepare_ms = 0  # after a failed prepare: not before this
         self._warned: dict[str, str] = {}
         self._async_commits: set[asyncio.Task[None]] = set()
@@ -975,20 +976,27 @@ class Consumer:
     def _pattern_refresh_due(self) -> bool:
         """Whether a pattern subscription wants the cluster's whole topic list: every
         `metadata.max.age.ms` (Kafka's consumer asks that often), and when the coordinator
-        assigned topics the consumer cannot name yet (it saw a new matching topic first)."""
+        assigned topics the consumer cannot name yet (it saw a new matching topic first), at
+        most every `retry.backoff.max.ms` (an id that never resolves costs one list a second,
+        not one per poll)."""
         if self._subscriptions.pattern is None:
             return False
+        now = self._clock()
         core = None if self._membership is None else self._membership.core
-        if isinstance(core, ConsumerProtocolMember) and core.waits_for_topic_ids:
+        unnamed = isinstance(core, ConsumerProtocolMember) and core.waits_for_topic_ids
+        if unnamed and now >= self._last_pattern_refresh_ms + self.config.retry_backoff_max_ms:
             return True
-        return self._clock() >= self._next_pattern_refresh_ms
+        return now >= self._next_pattern_refresh_ms
 
     async def _prepare_once(self) -> None:
         deadline = self._clock() + self.config.request_timeout_ms
         if self._pattern_refresh_due():
             # Its answer re-matches the pattern (`_apply_subscription`, a metadata listener).
             await self._metadata.refresh(deadline_ms=deadline, every_topic=True)
-            self._next_pattern_refresh_ms = self._clock() + self.config.metadata_max_age_ms
+            self._last_pattern_refresh_ms = self._clock()
+            self._next_pattern_refresh_ms = (
+                self._last_pattern_refresh_ms + self.config.metadata_max_age_ms
+            )
         missing_topics = False
         for topic in sorted(self._subscriptions.topics()):
             try:

@@ -43,7 +43,8 @@ Rules:
   a static member -2) and does not rejoin until poll is called again; its partitions are then
   `lost`.
 - Commits use `commit_identity`: the member epoch and member id in the group; no epoch when
-  not a member; refused (RebalanceInProgressError) while the join is in flight. A commit
+  not a member; refused (RebalanceInProgressError) while the join is in flight, and
+  (CommitFailedError) after a fencing until poll gave the lost partitions up. A commit
   refused with STALE_MEMBER_EPOCH heartbeats at once (the coordinator moved the member on);
   UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID on a commit is a fencing, as in a heartbeat.
 - Leaving (`leave`): `leave_events` revokes (or loses) what is owned; then a member sends a
@@ -132,7 +133,6 @@ class ConsumerProtocolMember(MemberEvents):
     _ack_due: bool = False
     _reconciled_at_ms: int = 0
     _reconciled_since_join: bool = False  # the first assignment after a join is always run
-    _lost: bool = False
     _next_heartbeat_ms: int = 0
     _retry_at_ms: int = 0
 
@@ -174,7 +174,7 @@ class ConsumerProtocolMember(MemberEvents):
         self._maybe_reconcile(now_ms)
 
     def callbacks_done(self) -> None:
-        self._callbacks_pending = bool(self._events)
+        self._callbacks_ended()
         if self._callbacks_pending or self._reconciling is None:
             return
         ids, names = self._reconciling
@@ -191,6 +191,7 @@ class ConsumerProtocolMember(MemberEvents):
         if self.phase is Phase.STABLE:
             return self.member_epoch, self.member_id, self.config.group_instance_id
         if self.phase is Phase.UNJOINED:
+            self.refuse_commit_while_lost(self.config.group_id)
             return -1, "", None
         raise RebalanceInProgressError(
             f"group '{self.config.group_id}': the member is joining: commit after the next "

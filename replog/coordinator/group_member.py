@@ -34,8 +34,9 @@ Rules:
   member leaves the group (a LeaveGroup; its generation and member id are forgotten) and does
   not rejoin until poll is called again; its partitions are then `lost`.
 - Commits use `commit_identity`: the generation and member id when STABLE, no generation when
-  not in the group at all; while joining or syncing a commit is refused
-  (RebalanceInProgressError), as Kafka's commitSync is.
+  never in the group; while joining or syncing a commit is refused (RebalanceInProgressError),
+  and after the membership was lost, until poll gave its partitions up, too (CommitFailedError),
+  as Kafka's commitSync does.
 - Closing (`leave`): `leave_events` revokes (or loses) what is owned; a dynamic member then
   sends LeaveGroup; a static member (`group.instance.id`) does not (KIP-345: its session
   decides, so a restart within it causes no rebalance).
@@ -60,6 +61,7 @@ from replog.coordinator.consumer_protocol import (
     subscription_to_bytes,
 )
 from replog.errors import (
+    CommitFailedError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     IllegalGenerationError,
@@ -172,6 +174,19 @@ class MemberEvents:
     _callbacks_pending: bool = False
     _poll_expired: bool = False
     _last_poll_ms: int = 0
+    _lost: bool = False  # the membership was lost: what is owned is to be `lost`
+    _losing: bool = False  # a `lost` callback is queued or running
+
+    def refuse_commit_while_lost(self, group_id: str) -> None:
+        """CommitFailedError while the partitions of a lost membership are not yet given up:
+        the consumer still holds their positions, and another member may own them now. A
+        commit from outside the group would overwrite that member's commits whenever the
+        group is Empty; Kafka's consumer refuses it in the same way."""
+        if self._lost or self._losing:
+            raise CommitFailedError(
+                f"group '{group_id}': this consumer's membership was lost and its partitions "
+                "may belong to another member now; poll to run on_partitions_lost and rejoin"
+            )
 
     def poll_called(self, now_ms: int) -> None:
         self._last_poll_ms = now_ms
@@ -189,6 +204,14 @@ class MemberEvents:
     def _emit(self, kind: str, partitions: frozenset[TopicPartition]) -> None:
         self._events.append(RebalanceEvent(kind, partitions))
         self._callbacks_pending = True
+        if kind == LOST:
+            self._losing = True
+
+    def _callbacks_ended(self) -> None:
+        """`callbacks_done`'s common part: pending while events remain."""
+        self._callbacks_pending = bool(self._events)
+        if not self._callbacks_pending:
+            self._losing = False
 
 
 @dataclass
@@ -212,7 +235,6 @@ class GroupMember(MemberEvents):
     _in_flight: str | None = None
     _sync: gm.SyncGroupRequest | None = None
     _prepared: bool = False
-    _lost: bool = False
     _next_heartbeat_ms: int = 0
     _retry_at_ms: int = 0
 
@@ -232,7 +254,7 @@ class GroupMember(MemberEvents):
             self._request_rejoin("the subscribed topics' partitions changed", now_ms)
 
     def callbacks_done(self) -> None:
-        self._callbacks_pending = bool(self._events)
+        self._callbacks_ended()
 
     def commit_identity(self) -> tuple[int, str, str | None]:
         """(generation, member id, instance id) to commit with (module docstring)."""
@@ -240,6 +262,7 @@ class GroupMember(MemberEvents):
         if self.phase is Phase.STABLE:
             return self.generation, self.member_id, instance
         if self.phase is Phase.UNJOINED and self.generation < 0:
+            self.refuse_commit_while_lost(self.config.group_id)
             return gm.NO_GENERATION, gm.UNKNOWN_MEMBER_ID, None
         raise RebalanceInProgressError(
             f"group '{self.config.group_id}' is rebalancing: commit after the next poll "

@@ -19,6 +19,8 @@ from replog.coordinator.consumer_protocol_member import (
 )
 from replog.coordinator.group_member import Phase
 from replog.errors import (
+    CommitFailedError,
+    FencedMemberEpochError,
     NotCoordinatorError,
     RebalanceInProgressError,
     StaleMemberEpochError,
@@ -245,6 +247,29 @@ def test_commits_while_joining_are_refused_and_a_stale_epoch_heartbeats_at_once(
     core.commit_fenced(StaleMemberEpochError("moved on"), 10)
     beat = core.next_request(10)
     assert beat is not None and beat.request.member_epoch == 3  # type: ignore[union-attr]
+
+
+def test_a_fenced_member_refuses_commits_until_poll_gave_its_partitions_up() -> None:
+    core = _core()
+    core.next_request(0)
+    tid = UUID(int=7)
+    core.set_topic_ids({"t": tid}, 0)
+    core.heartbeat_answered(
+        cgm.ConsumerGroupHeartbeatResponse(None, "id-c", 1, 1_000, ((tid, (0,)),)), 0
+    )
+    core.take_events()
+    core.callbacks_done()
+    assert core.commit_identity() == (1, "id-c", None)
+    core.heartbeat_answered(cgm.ConsumerGroupHeartbeatResponse(FencedMemberEpochError("old")), 5)
+    with pytest.raises(CommitFailedError, match="membership was lost"):
+        core.commit_identity()
+    assert core.next_request(10) is None  # the lost callback first
+    (event,) = core.take_events()
+    assert event.kind == "lost"
+    with pytest.raises(CommitFailedError):
+        core.commit_identity()
+    core.callbacks_done()
+    assert core.commit_identity() == (-1, "", None)
 
 
 def test_coordinator_errors_retry_after_the_backoff_with_every_field() -> None:

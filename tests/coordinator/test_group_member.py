@@ -12,6 +12,7 @@ from replog.common import TopicPartition
 from replog.coordinator import classic_group_messages as gm
 from replog.coordinator.group_member import GroupMember, MemberConfig, Phase
 from replog.errors import (
+    CommitFailedError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
     RebalanceInProgressError,
@@ -168,6 +169,27 @@ def test_a_commit_refused_for_its_generation_loses_the_partitions() -> None:
     sim.run(SPLIT)
     assert [kind for kind, _ in a.history] == ["assigned", "lost", "assigned"]
     assert sim.reads() == {"a": ["t-0", "t-1"]}
+
+
+def test_a_lost_membership_refuses_commits_until_poll_gave_its_partitions_up() -> None:
+    # The consumer still holds the lost partitions' positions; another member may own them now,
+    # and a commit from outside the group would overwrite its commits whenever the group is
+    # Empty.
+    sim = GroupSim({"t": 2})
+    a = sim.add("a")
+    sim.run(SPLIT)
+    a.core.heartbeat_answered(IllegalGenerationError("old generation"), sim.now)
+    with pytest.raises(CommitFailedError, match="membership was lost"):
+        a.core.commit_identity()
+    assert a.core.next_request(sim.now) is None  # the lost callback first
+    (event,) = a.core.take_events()
+    assert event.kind == "lost"
+    with pytest.raises(CommitFailedError):
+        a.core.commit_identity()  # while the callback runs
+    a.core.callbacks_done()
+    assert a.core.commit_identity() == (-1, "", None)  # nothing of the old membership held
+    sim.run(SPLIT)
+    assert a.core.commit_identity()[0] >= 1
 
 
 def test_the_leader_rebalances_when_partitions_are_added() -> None:

@@ -6,8 +6,9 @@ AlterPartition) depends only on this protocol, so it can be tested with a fake.
 Rules:
 - Every answer describes the controller's *latest* state, uncommitted writes included: these
   questions are asked while validating writes, and successive writes must see each other.
-- Active means registered, unfenced and not in controlled shutdown: the brokers that may lead a
-  partition or join an ISR (KIP-841).
+- Active means registered, unfenced, not in controlled shutdown and not being evacuated (a
+  stepped fencing, unregistration or re-registration half done, `ClusterControl`): the brokers
+  that may lead a partition, join an ISR (KIP-841) or be placed on.
 - `active_brokers()` is sorted by broker id, so that placement is deterministic.
 """
 

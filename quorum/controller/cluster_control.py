@@ -22,6 +22,14 @@ Rules (Kafka's ClusterControlManager and heartbeat handling, KIP-631):
   registration record in the step that moves the last partitions, and answer after it; each
   step checks the registration is still the one it started with. Unfencing and controlled
   shutdown answer after their first step; their remaining partition changes follow (`after`).
+- A broker whose evacuation (fencing for any cause, a new incarnation's registration moving
+  its predecessor out, unregistration) is half done is **evacuating**: soft state of the
+  active controller, set while steps remain and cleared by the step that writes the last
+  moves (or finds nothing left to do), by a session-expiry fencing being given up (the
+  broker was heard from again: `end_abandoned_fencings`) and by `deactivate`. An evacuating
+  broker is not active (`is_active`, `active_brokers`): no election makes it leader, no ISR
+  takes it in and no placement picks it, so each step's moves stay moved
+  (docs/controller.md#evacuating-brokers).
 - A retried registration of the same incarnation keeps its broker epoch and its flags.
 - Every heartbeat, and every other broker request, names the broker epoch of the live
   registration, else STALE_BROKER_EPOCH.
@@ -60,6 +68,7 @@ from quorum.controller.controller_result import (
     MAX_PARTITION_CHANGES_PER_STEP,
     ControllerResult,
     Step,
+    StepContext,
 )
 from quorum.controller.feature_control import FeatureControl
 from quorum.controller.replication_hooks import ReplicationHooks
@@ -123,10 +132,12 @@ class ClusterControl:
     Implements `BrokerLiveness` over the latest state."""
 
     __slots__ = (
+        "_evacuating",
         "_features",
         "_max_changes",
         "_registration_offsets",
         "_registrations",
+        "_stale_fencing",
         "_tracker",
         "cluster_id",
         "session_timeout_ms",
@@ -156,6 +167,10 @@ class ClusterControl:
         # (same epoch, later record) or one loaded from a Raft snapshot (the snapshot's offset).
         self._registration_offsets: TimelineHashMap[int, int] = TimelineHashMap(registry)
         self._tracker: BrokerHeartbeatTracker | None = None
+        # Soft state of the active controller (module docstring): brokers with evacuation
+        # steps still to run, and those of them being fenced because their session expired.
+        self._evacuating: set[int] = set()
+        self._stale_fencing: set[int] = set()
 
     # -- BrokerLiveness (latest state) -----------------------------------------------------------
 
@@ -164,7 +179,11 @@ class ClusterControl:
 
     def is_active(self, broker_id: int) -> bool:
         registration = self._registrations.live.get(broker_id)
-        return registration is not None and registration.is_active
+        return (
+            registration is not None
+            and registration.is_active
+            and broker_id not in self._evacuating
+        )
 
     def broker_epoch(self, broker_id: int) -> int | None:
         registration = self._registrations.live.get(broker_id)
@@ -178,7 +197,7 @@ class ClusterControl:
         return sorted(
             (registration.broker_id, registration.rack)
             for registration in self._registrations.live.values()
-            if registration.is_active
+            if registration.is_active and registration.broker_id not in self._evacuating
         )
 
     # -- queries at an offset --------------------------------------------------------------------
@@ -224,8 +243,30 @@ class ClusterControl:
         self._tracker = tracker
 
     def deactivate(self) -> None:
-        """Forget every session (they are soft state)."""
+        """Forget every session and evacuation mark (they are soft state)."""
         self._tracker = None
+        self._evacuating.clear()
+        self._stale_fencing.clear()
+
+    def is_evacuating(self, broker_id: int) -> bool:
+        """Whether a stepped evacuation of the broker is half done (module docstring)."""
+        return broker_id in self._evacuating
+
+    def end_abandoned_fencings(self, now_ms: int) -> bool:
+        """Clear the mark of every broker whose session-expiry fencing stopped half way: its
+        session is live again (it was heard from), or it is fenced or gone. Whether any such
+        broker is still unfenced: its fencing may have left partitions leaderless that it can
+        lead again, and the caller elects them."""
+        tracker = self._require_tracker()
+        revived = False
+        for broker_id in list(self._stale_fencing):
+            registration = self._registrations.live.get(broker_id)
+            if registration is None or registration.fenced:
+                self._end_evacuation(broker_id)
+            elif tracker.is_live(broker_id, now_ms):
+                self._end_evacuation(broker_id)
+                revived = True
+        return revived
 
     def session_metadata_offset(self, broker_id: int) -> int:
         """The metadata offset the broker last reported to this active controller; -1 if
@@ -314,16 +355,23 @@ class ClusterControl:
                 if len(changes) >= self._max_changes:
                     # More may remain: the registration goes on at the next turn, validated
                     # again against the state these changes leave.
-                    return ControllerResult.partial(
-                        changes,
-                        lambda ctx: self.register_broker(
-                            request,
-                            next_write_offset=ctx.next_write_offset,
-                            now_ms=ctx.now_ms,
-                            replication=replication,
-                        ),
-                    )
+                    self._evacuating.add(broker_id)
+
+                    def next_step(ctx: StepContext) -> ControllerResult[BrokerRegistrationReply]:
+                        try:
+                            return self.register_broker(
+                                request,
+                                next_write_offset=ctx.next_write_offset,
+                                now_ms=ctx.now_ms,
+                                replication=replication,
+                            )
+                        except Exception:
+                            self._evacuating.discard(broker_id)  # refused: nothing goes on
+                            raise
+
+                    return ControllerResult.partial(changes, next_step)
                 records.extend(changes)
+            self._evacuating.discard(broker_id)
             broker_epoch = next_write_offset + len(records)
             fenced = True
             in_controlled_shutdown = False
@@ -433,13 +481,18 @@ class ClusterControl:
         tracker = self._require_tracker()
         registration = self._registrations.live.get(broker_id)
         if registration is None or registration.fenced:
+            self._end_evacuation(broker_id)
             return ControllerResult.of((), None)
         changes = replication.handle_broker_fenced(broker_id, max_records=self._max_changes)
         if len(changes) >= self._max_changes:
             # More may remain: this step takes the broker out of these ISRs and leaderships
             # only; it stays unfenced (and stale), so the next tick continues. The fencing
-            # record comes with the last step, so a fenced broker is never in an ISR.
+            # record comes with the last step, so a fenced broker is never in an ISR. Until
+            # then it is evacuating, so that no election gives back what this step moved.
+            self._evacuating.add(broker_id)
+            self._stale_fencing.add(broker_id)
             return ControllerResult.of(changes, None)
+        self._end_evacuation(broker_id)
         tracker.end_controlled_shutdown(broker_id)
         records: list[MetadataRecord] = list(changes)
         records.append(self._change(registration, fenced=FenceChange.FENCE))
@@ -499,24 +552,40 @@ class ClusterControl:
         replication: ReplicationHooks,
         last_records: Callable[[BrokerRegistration], list[MetadataRecord]],
         response: R,
+        *,
+        under_way: bool = False,
     ) -> ControllerResult[R]:
         """Move a broker (its registration at `broker_epoch`) out of every ISR and leadership,
         at most `max_partition_changes_per_step` changes a step, one step per loop turn; the
         step that moves the last ones ends with `last_records` of its registration (a fence,
         an unregistration), so it never holds while the broker is still in an ISR. If another
-        incarnation replaced the registration meanwhile, there is nothing left to do."""
+        incarnation replaced the registration meanwhile, there is nothing left to do.
+
+        While another evacuation of the broker is half done, a new one (not `under_way`) waits
+        for it (a step without records per loop turn), then goes on from what it left: one
+        chain of moves per broker, however often the broker asks to be fenced."""
+
+        def rest(*, under_way: bool) -> Step[R]:
+            return lambda ctx: self._evacuate(
+                broker_id, broker_epoch, replication, last_records, response, under_way=under_way
+            )
+
+        if not under_way and broker_id in self._evacuating:
+            return ControllerResult.partial((), rest(under_way=False))
         registration = self._registrations.live.get(broker_id)
         if registration is None or registration.broker_epoch != broker_epoch:
+            self._evacuating.discard(broker_id)
             return ControllerResult.of((), response)
         changes = replication.handle_broker_fenced(broker_id, max_records=self._max_changes)
         if len(changes) >= self._max_changes:
-            return ControllerResult.partial(
-                changes,
-                lambda ctx: self._evacuate(
-                    broker_id, broker_epoch, replication, last_records, response
-                ),
-            )
+            self._evacuating.add(broker_id)  # so that no election undoes these moves
+            return ControllerResult.partial(changes, rest(under_way=True))
+        self._end_evacuation(broker_id)
         return ControllerResult.of([*changes, *last_records(registration)], response)
+
+    def _end_evacuation(self, broker_id: int) -> None:
+        self._evacuating.discard(broker_id)
+        self._stale_fencing.discard(broker_id)
 
     def _fence(self, registration: BrokerRegistration) -> list[MetadataRecord]:
         """The fencing record, last in a fencing write (none if already fenced)."""

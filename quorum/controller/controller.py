@@ -38,8 +38,11 @@ Rules:
   than expected, or a committed batch it did not write. A replay failure is fatal: it
   propagates, and the shell must stop the process.
 - Stepped writes (docs/controller.md#stepped-writes): a result with `then` or `after` is one
-  step; the next runs at the next tick (one step of each such write per tick), against the
-  latest state. A `then` write is answered by its last step; an `after` chain answers nobody.
+  step; the next runs at a later tick, against the latest state. A tick runs the queued steps
+  in order while they have written fewer than `max_partition_changes_per_step` records in it
+  (one step at least); the others keep their place for the next tick. At most one chain of
+  leaderless-partition elections started by the controller runs at a time.
+  A `then` write is answered by its last step; an `after` chain answers nobody.
   Renouncing drops the steps left and fails their callers with NOT_CONTROLLER.
 - Periodic work on the active controller (docs/design/kraft.md#controller): a NoOpRecord every
   `metadata_max_idle_interval_ms`; fencing of brokers whose session expired, one broker per
@@ -73,7 +76,7 @@ from quorum.controller.cluster_control import (
 )
 from quorum.controller.config_control import AlterConfigOp, ConfigControl
 from quorum.controller.controller_config import ControllerConfig
-from quorum.controller.controller_result import ControllerResult
+from quorum.controller.controller_result import ControllerResult, Step, StepContext
 from quorum.controller.deferred_queue import DeferredQueue
 from quorum.controller.feature_control import FeatureControl
 from quorum.controller.metadata_log import MetadataLog
@@ -189,6 +192,9 @@ class QuorumController:
         # Later steps of writes (`ControllerResult.then`, `after`), one run per tick each, with
         # the response their last step settles.
         self._steps: deque[tuple[WriteOperation[Any], PendingResponse[Any]]] = deque()
+        # Whether a chain of leaderless-partition elections this controller started is still
+        # running: another would only redo its scans.
+        self._sweeping = False
         # Why the last failure-driven renounce happened, for the shell's logs and for tests.
         self.last_failover_reason: str | None = None
         self._dispatch: dict[type, Callable[[MetadataRecord, int], None]] = self._replayers()
@@ -532,6 +538,7 @@ class QuorumController:
         self._next_unclean_ms = None
         self._next_leaderless_ms = None
         steps, self._steps = self._steps, deque()
+        self._sweeping = False
         self.offset_control.deactivate()
         self.cluster.deactivate()
         assert (
@@ -644,10 +651,17 @@ class QuorumController:
             self._steps.append((result.then, pending))
 
     def _run_steps(self, now_ms: int) -> None:
-        """One step of every write that goes on (those queued by this tick's wait for the
-        next), so that each loop turn stays bounded while the rest of the work proceeds."""
+        """The next step of the queued writes, in order, while this tick's steps have written
+        fewer than `max_partition_changes_per_step` records (those queued by this tick wait
+        for the next, and so do those past the budget, keeping their place): each loop turn
+        stays bounded however many writes go on."""
+        budget = self.config.max_partition_changes_per_step
+        start = self.offset_control.next_write_offset
         for _ in range(len(self._steps)):
-            if self._claim_epoch is None:
+            written = self.offset_control.next_write_offset
+            if self._claim_epoch is None or written is None or start is None:
+                return
+            if written - start >= budget:
                 return
             op, pending = self._steps.popleft()
             self._run_write(op, now_ms, pending)
@@ -655,14 +669,34 @@ class QuorumController:
     def _elect_leaderless(self, now_ms: int) -> None:
         """Clean elections for leaderless partitions that an active ISR member can lead, a
         bounded step per tick (`ReplicationControl.elect_leaderless_partitions`)."""
-        if self._claim_epoch is None or not self.replication.has_leaderless_partitions():
+        if (
+            self._claim_epoch is None
+            or self._sweeping
+            or not self.replication.has_leaderless_partitions()
+        ):
             return
         limit = self.config.max_partition_changes_per_step
+
+        def sweep(step: Step[None]) -> Step[None]:
+            def run(ctx: StepContext) -> ControllerResult[None]:
+                result = step(ctx)
+                if result.then is None:
+                    self._sweeping = False
+                    return result
+                return ControllerResult.partial(result.records, sweep(result.then))
+
+            return run
+
+        def dropped(pending: PendingResponse[None]) -> None:
+            if pending.error is not None:  # refused, or dropped half way
+                self._sweeping = False
+
+        self._sweeping = True
         self.write(
-            lambda ctx: ctx.replication.elect_leaderless_partitions(limit),
+            sweep(lambda ctx: self.replication.elect_leaderless_partitions(limit)),
             now_ms,
             "elect leaders for leaderless partitions",
-        )
+        ).add_done_callback(dropped)
 
     def _answer_without_records(
         self, result: ControllerResult[R], pending: PendingResponse[R]
@@ -735,6 +769,10 @@ class QuorumController:
         return now_ms if more else now_ms + interval_ms
 
     def _fence_stale_brokers(self, now_ms: int) -> None:
+        if self._claim_epoch is not None and self.cluster.end_abandoned_fencings(now_ms):
+            # A broker heard from again half way through its fencing stays unfenced: it may
+            # lead again what the fencing's first steps left without a leader.
+            self._elect_leaderless(now_ms)
         while self._claim_epoch is not None:
             broker_id = self.cluster.find_stale_broker(now_ms)
             if broker_id is None:

@@ -18,7 +18,8 @@ Rules:
   message that names the topic or partition. A failure of the whole request (a stale broker
   epoch on AlterPartition, too many partitions in one request) is raised as the `KafkaError`.
 - Every partition change goes through `PartitionChangeBuilder`. Leaders are acceptable when
-  `BrokerLiveness.is_active` (registered, unfenced, not in controlled shutdown); unclean
+  `BrokerLiveness.is_active` (registered, unfenced, not in controlled shutdown, not being
+  evacuated); the same test admits a broker into an ISR and into a placement; unclean
   elections happen only where the topic allows them (`TopicConfigs`), or when an operator asks
   for one (ElectLeaders UNCLEAN).
 - A broker that is fenced, enters controlled shutdown or is unregistered leaves every ISR

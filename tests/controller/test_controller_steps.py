@@ -62,11 +62,15 @@ def test_fencing_on_request_goes_in_steps_and_answers_after_the_last(cluster: Cl
     start = len(cluster.log.batches)
     reply = cluster.heartbeat(1, want_fence=True)
     assert not reply.done  # 15 changes: the first 4 written, the rest on the next turns
-    # Other writes are not held up behind the fencing.
+    # Other writes are not held up behind the fencing, and place nothing on the broker.
     created = cluster.active.create_topics([CreatableTopic("other", 1, 2)], cluster.now_ms)
     cluster.log.commit()
     assert created.done and created.result()[0].error is None
-    for _ in range(4):
+    (other,) = cluster.active.read(
+        lambda ctx: ctx.replication.describe_topics(ctx.offset, ["other"])
+    )
+    assert all(1 not in p.replicas for p in other.partitions)
+    for _ in range(3):
         assert not cluster.active.cluster.registration(1).fenced  # type: ignore[union-attr]
         turn(cluster)
     assert reply.result().is_fenced

@@ -338,6 +338,9 @@ class LeaderFetchSession:
                 + (" (a new call starts with a full fetch, epoch 0)" if epoch > 0 else "")
             )
         entries, rank, sent, dirty = self._entries, self._rank, self._sent, self._dirty
+        # After a full request every partition parked on this session was handed over
+        # (`_left`): none of its entries is fresh.
+        fresh = self._fresh if epoch != FULL_FETCH_EPOCH else set()
         if epoch == FULL_FETCH_EPOCH:
             self._left.extend(entries)
             entries.clear()
@@ -360,7 +363,7 @@ class LeaderFetchSession:
             entries[key] = entry
             if key not in dirty:
                 dirty.add(key)
-                self._fresh.add(key)
+                fresh.add(key)
             # A sent (new or changed) entry is answered in full next: the fetcher may have
             # started that partition afresh (a consumer re-assigned it) and know nothing.
             sent.pop(key, None)

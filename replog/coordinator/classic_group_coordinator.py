@@ -945,6 +945,19 @@ class ClassicGroupCoordinator:
             for member in group.members.values():
                 self._heartbeat(group, member)
 
+    def rebalance_converted(self, group_id: str, now_ms: int) -> None:
+        """The group was just written back from a consumer group (an online downgrade,
+        `group_migration`): every member's session starts and a rebalance begins, so that the
+        members rejoin and learn the new generation."""
+        self._now_ms = max(self._now_ms, now_ms)
+        group = self.groups[group_id]
+        for member in group.members.values():
+            self._heartbeat(group, member)
+        result = GroupResult()
+        self._prepare_rebalance(group, result)
+        # No member waits in a join yet, so the join phase cannot complete here.
+        assert not result.records and not result.joins and not result.syncs
+
     def unload(self) -> GroupResult:
         """This broker no longer coordinates the partition: every group is Dead and every
         waiting request answered NOT_COORDINATOR."""

@@ -11,10 +11,13 @@ A heartbeat (ConsumerGroupHeartbeat, docs/groups.md walks an example):
 1. Checks (Kafka's): INVALID_REQUEST for an empty group id, instance id or rack id, a v1+
    request without member id (the member makes its own, KIP-1082), a join (epoch 0) without
    rebalance timeout or subscription or with owned partitions, an unknown epoch;
-   UNSUPPORTED_ASSIGNOR; INVALID_REGULAR_EXPRESSION. A group id held by a classic group with
-   members is GROUP_ID_NOT_FOUND (an Empty classic group is deleted and replaced); a group that
-   does not exist is GROUP_ID_NOT_FOUND unless the request joins; GROUP_MAX_SIZE_REACHED for a
-   new member of a full group.
+   UNSUPPORTED_ASSIGNOR; INVALID_REGULAR_EXPRESSION. A join for a group id held by a classic
+   group with members upgrades it (`group_migration`) when `group.consumer.migration.policy`
+   allows it, the group's protocol type is `consumer`, it is Stable, it has at most
+   `group.consumer.max.size` members and their JoinGroup metadata and assignments parse; else
+   GROUP_ID_NOT_FOUND, naming why (an Empty classic group is deleted and replaced). A group
+   that does not exist is GROUP_ID_NOT_FOUND unless the request joins; GROUP_MAX_SIZE_REACHED
+   for a new member of a full group.
 2. The member: a new one (epoch 0) is created with the given (or a generated) id; an existing
    one must send its epoch, or its previous epoch with owned partitions among its assigned ones
    (its last answer was lost), or 0 (it rejoins); else FENCED_MEMBER_EPOCH. A static member
@@ -34,7 +37,11 @@ A heartbeat (ConsumerGroupHeartbeat, docs/groups.md walks an example):
    answers every member with the configured interval (docs/groups.md).
 Leaving: epoch -1 removes the member (its partitions become free, the group epoch goes up);
 epoch -2 (static members) keeps it at epoch -2, to be replaced when its instance rejoins. A
-member without a heartbeat for `group.consumer.session.timeout.ms` is removed.
+member without a heartbeat for `group.consumer.session.timeout.ms` (a classic member: its own
+session timeout) is removed. When the removed member is the last consumer-protocol one and
+the others all use the classic protocol, the group is written back as a classic group that
+rebalances (`group_migration`'s downgrade), if the policy allows it and the classic
+`group.max.size` holds them.
 """
 
 from __future__ import annotations
@@ -48,9 +55,12 @@ from typing import TYPE_CHECKING, TypeVar
 from uuid import UUID
 
 from replog.coordinator import consumer_group_records as rec
+from replog.coordinator.classic_group import GroupState
 from replog.coordinator.classic_group_messages import GroupRecord
 from replog.coordinator.consumer_group import ConsumerGroup
 from replog.coordinator.consumer_group_messages import (
+    CLASSIC_MEMBER,
+    CONSUMER_MEMBER,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     DescribedConsumerGroup,
@@ -66,7 +76,18 @@ from replog.coordinator.consumer_member import (
     by_topic,
     flatten,
 )
+from replog.coordinator.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from replog.coordinator.current_assignment import reconcile
+from replog.coordinator.group_migration import (
+    DEFAULT_MIGRATION_POLICY,
+    MIGRATION_POLICY_PROPERTY,
+    check_policy,
+    downgrade_enabled,
+    downgrade_tombstones,
+    downgrade_value,
+    upgrade_enabled,
+    upgrade_records,
+)
 from replog.coordinator.offsets_records import GroupMetadataKey
 from replog.coordinator.server_assignors import ASSIGNORS, UNIFORM, AssignorMember
 from replog.errors import (
@@ -89,6 +110,7 @@ from replog.errors import (
 from replog.topic_names import is_internal_topic
 
 if TYPE_CHECKING:
+    from replog.coordinator.classic_group import ClassicGroup
     from replog.coordinator.classic_group_coordinator import ClassicGroupCoordinator
 
 Record = rec.ConsumerGroupRecord | GroupRecord
@@ -116,8 +138,10 @@ class ConsumerGroupConfig:
     max_session_timeout_ms: int = 60_000  # group.consumer.max.session.timeout.ms
     min_heartbeat_interval_ms: int = 5_000  # group.consumer.min.heartbeat.interval.ms
     max_heartbeat_interval_ms: int = 15_000  # group.consumer.max.heartbeat.interval.ms
+    migration_policy: str = DEFAULT_MIGRATION_POLICY  # group.consumer.migration.policy
 
     def __post_init__(self) -> None:
+        check_policy(self.migration_policy)
         for name, value in (
             ("group.consumer.session.timeout.ms", self.session_timeout_ms),
             ("group.consumer.heartbeat.interval.ms", self.heartbeat_interval_ms),
@@ -313,28 +337,71 @@ class ConsumerGroupCoordinator:
                     f"{request.subscribed_topic_regex!r} does not compile: {error}"
                 ) from None
 
-    def _group_for(self, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroup:
-        """The group a join or heartbeat acts on; a new (unwritten) one for a first join."""
+    def _group_for(
+        self, request: ConsumerGroupHeartbeatRequest
+    ) -> tuple[ConsumerGroup, list[rec.ConsumerGroupRecord]]:
+        """The group a join or heartbeat acts on (a new, unwritten one for a first join; for
+        an upgrade, the group its records build) and the upgrade's records to write."""
         group_id = request.group_id
         classic = None if self._classic is None else self._classic.groups.get(group_id)
         if classic is not None and (classic.members or request.member_epoch != 0):
-            # Kafka's answer when it may not upgrade the group (its migration policy disabled).
-            raise GroupIdNotFoundError(
-                f"group {group_id!r} is a classic group with {len(classic.members)} members "
-                "(they use JoinGroup), not a consumer group: replog does not convert a group "
-                "with members to the consumer protocol (Kafka's online upgrade); join with "
-                "group.protocol=consumer once its classic members have left"
-            )
+            upgrade = self._upgrade(request, classic)
+            converted = ConsumerGroup(group_id)
+            for record in upgrade:
+                converted.apply(record.key, record.value)
+            return self._check_size(converted, request), upgrade
         group = self.groups.get(group_id)
         if group is None:
             if request.member_epoch != 0:
                 raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")
             group = ConsumerGroup(group_id)
+        return self._check_size(group, request), []
+
+    def _check_size(
+        self, group: ConsumerGroup, request: ConsumerGroupHeartbeatRequest
+    ) -> ConsumerGroup:
         if len(group.members) >= self.config.max_size and (request.member_id not in group.members):
             raise GroupMaxSizeReachedError(
-                f"group {group_id!r} has group.consumer.max.size ({self.config.max_size}) members"
+                f"group {group.group_id!r} has group.consumer.max.size ({self.config.max_size}) "
+                "members"
             )
         return group
+
+    def _upgrade(
+        self, request: ConsumerGroupHeartbeatRequest, classic: ClassicGroup
+    ) -> list[rec.ConsumerGroupRecord]:
+        """The records converting `classic` (with members) to a consumer group for a join;
+        GROUP_ID_NOT_FOUND (Kafka's answer) naming why it may not be converted."""
+        group_id = classic.group_id
+        why = None
+        if request.member_epoch != 0:
+            why = "only a join (member epoch 0) converts it"
+        elif not upgrade_enabled(self.config.migration_policy):
+            why = (
+                f"{MIGRATION_POLICY_PROPERTY} is {self.config.migration_policy!r}, which does "
+                "not allow converting it (online upgrade)"
+            )
+        elif classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            why = (
+                f"its protocol type is {classic.protocol_type!r}, not "
+                f"{CONSUMER_PROTOCOL_TYPE!r}: only consumers' groups convert"
+            )
+        elif len(classic.members) > self.config.max_size:
+            why = f"it has more members than group.consumer.max.size ({self.config.max_size})"
+        elif classic.state is not GroupState.STABLE:
+            # Its members' JoinGroup or SyncGroup requests are waiting for answers.
+            why = f"it is {classic.state.value}: it converts once Stable"
+        if why is None:
+            try:
+                return upgrade_records(
+                    classic, {name: t.topic_id for name, t in self._topics.items()}
+                )
+            except ValueError as error:
+                why = f"its members' consumer protocol does not parse: {error}"
+        raise GroupIdNotFoundError(
+            f"group {group_id!r} is a classic group with {len(classic.members)} members "
+            f"(they use JoinGroup), not a consumer group; {why}"
+        )
 
     def _member_for(
         self, group: ConsumerGroup, request: ConsumerGroupHeartbeatRequest, member_id: str
@@ -378,7 +445,7 @@ class ConsumerGroupCoordinator:
     def _join_or_heartbeat(
         self, request: ConsumerGroupHeartbeatRequest, records: list[Record]
     ) -> ConsumerGroupHeartbeatResponse:
-        group = self._group_for(request)
+        group, upgrade = self._group_for(request)
         member_id = request.member_id or self._new_uuid()
         member, replaced = self._member_for(group, request, member_id)
         owned = _owned(request)
@@ -390,8 +457,14 @@ class ConsumerGroupCoordinator:
         # Every check passed: from here on, records are written.
         group_id = group.group_id
         classic = None if self._classic is None else self._classic.groups.get(group_id)
-        if classic is not None:  # an Empty classic group gives way (_group_for)
+        if classic is not None:  # an Empty classic group gives way, or converts (_group_for)
             self._write(records, GroupRecord(GroupMetadataKey(group_id), None))
+        if upgrade:
+            for record in upgrade:
+                self._write(records, record)
+            group = self.groups[group_id]
+            for converted in group.members.values():
+                self._start_session(group_id, converted)
         if replaced is not None:
             old_target = group.targets.get(replaced.member_id)
             self._remove_member_records(group_id, replaced.member_id, records)
@@ -452,10 +525,7 @@ class ConsumerGroupCoordinator:
                 else:
                     self._timers.pop(timer, None)
             current = reconciled
-        self._timers[(_SESSION, group_id, member_id)] = (
-            self._now_ms + self.config.session_timeout_ms,
-            0,
-        )
+        self._start_session(group_id, current)
         full = request.member_epoch == 0 or (
             request.rebalance_timeout_ms != -1
             and request.subscribed_topic_names is not None
@@ -522,13 +592,47 @@ class ConsumerGroupCoordinator:
                 rec.ConsumerGroupRecord(rec.ConsumerGroupKey(kind, group_id, member_id), None),
             )
 
+    def _start_session(self, group_id: str, member: ConsumerMember) -> None:
+        timeout = self.config.session_timeout_ms
+        if member.classic is not None:
+            timeout = member.classic.session_timeout_ms
+        self._timers[(_SESSION, group_id, member.member_id)] = (self._now_ms + timeout, 0)
+
     def _fence(self, group: ConsumerGroup, member: ConsumerMember, records: list[Record]) -> None:
-        """Remove `member`: its partitions are free at once; the group epoch goes up."""
+        """Remove `member`: its partitions are free at once; the group epoch goes up. Or,
+        when only classic members remain, write the group back as a classic one."""
+        if self._may_downgrade(group, member):
+            self._downgrade(group, member, records)
+            return
         group_id = group.group_id
         self._remove_member_records(group_id, member.member_id, records)
         self._refresh_topics(group, records)
         self._bump(group, records)
         self._drop_timers(group_id, member.member_id)
+
+    def _may_downgrade(self, group: ConsumerGroup, leaving: ConsumerMember) -> bool:
+        """Kafka's `validateOnlineDowngradeWithFencedMember`."""
+        others = [m for m in group.members.values() if m.member_id != leaving.member_id]
+        return (
+            self._classic is not None
+            and leaving.classic is None
+            and bool(others)
+            and all(m.classic is not None for m in others)
+            and downgrade_enabled(self.config.migration_policy)
+            and len(others) <= self._classic.config.max_size
+        )
+
+    def _downgrade(
+        self, group: ConsumerGroup, leaving: ConsumerMember, records: list[Record]
+    ) -> None:
+        assert self._classic is not None
+        group_id = group.group_id
+        names = {t.topic_id: t.name for t in self._topics.values()}
+        value = downgrade_value(group, leaving.member_id, names, self._now_ms)
+        for tombstone in downgrade_tombstones(group):
+            self._write(records, tombstone)
+        self._write(records, GroupRecord(GroupMetadataKey(group_id), value))
+        self._classic.rebalance_converted(group_id, self._now_ms)
 
     def _bump(self, group: ConsumerGroup, records: list[Record]) -> None:
         self.rebalances += 1
@@ -635,6 +739,7 @@ class ConsumerGroupCoordinator:
                             m.subscribed_topic_regex,
                             self._named(m.assigned),
                             self._named(group.target(m.member_id)),
+                            CONSUMER_MEMBER if m.classic is None else CLASSIC_MEMBER,
                         )
                         for m in group.members.values()
                     ),
@@ -734,10 +839,7 @@ class ConsumerGroupCoordinator:
         self._now_ms = max(self._now_ms, now_ms)
         for group in self.groups.values():
             for member in group.members.values():
-                self._timers[(_SESSION, group.group_id, member.member_id)] = (
-                    self._now_ms + self.config.session_timeout_ms,
-                    0,
-                )
+                self._start_session(group.group_id, member)
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     self._timers[(_REBALANCE, group.group_id, member.member_id)] = (
                         self._now_ms + max(0, member.rebalance_timeout_ms),
@@ -795,6 +897,7 @@ def _member_record(group_id: str, member: ConsumerMember) -> rec.ConsumerGroupRe
             member.subscribed_topic_regex,
             member.rebalance_timeout_ms,
             member.server_assignor,
+            member.classic,
         ),
     )
 

@@ -130,6 +130,10 @@ class GroupCoordinatorConfig:
             max_session_timeout_ms=self.group_consumer_max_session_timeout_ms,
             min_heartbeat_interval_ms=self.group_consumer_min_heartbeat_interval_ms,
             max_heartbeat_interval_ms=self.group_consumer_max_heartbeat_interval_ms,
+            # The core converts groups between the protocols, but the broker does not yet
+            # answer a classic member's JoinGroup, SyncGroup and Heartbeat from a consumer
+            # group, so an upgraded group's classic members would be refused: no migration.
+            migration_policy="disabled",
         )
 
     @property

@@ -24,6 +24,10 @@ Commands (G a group, M a member id, "-" for the empty member id):
                                    a Stable classic group as its record loads it: members
                                    subscribed to `topics` (default all), with assignments
     classic-describe G             the classic group: state, generation, members' assignments
+    cjoin G M [topics=t,u] [owned=t0,t1] [protocols=range,x] [session=MS] [v=V]
+    csync G M gen=N / cheartbeat G M gen=N / cleave G M...
+                                   a classic member's JoinGroup (v5 by default; M "-" for
+                                   none), SyncGroup, Heartbeat, LeaveGroup
     failover                       a new coordinator replays every record written
 """
 
@@ -35,7 +39,14 @@ from uuid import NAMESPACE_OID, UUID, uuid5
 from replog.common import TopicPartition
 from replog.coordinator import consumer_group_records as rec
 from replog.coordinator.classic_group_coordinator import ClassicGroupConfig, ClassicGroupCoordinator
-from replog.coordinator.classic_group_messages import GroupRecord, JoinGroupRequest
+from replog.coordinator.classic_group_messages import (
+    GroupRecord,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    LeaveMember,
+    SyncGroupRequest,
+)
 from replog.coordinator.consumer_group import ConsumerGroup
 from replog.coordinator.consumer_group_coordinator import (
     ConsumerGroupConfig,
@@ -101,6 +112,7 @@ class ConsumerGroupScenario:
         )
         self.core = ConsumerGroupCoordinator(self.config, self._new_uuid, self.classic)
         self.classic.other_protocol = self.core.yield_to_classic
+        self.classic.consumer_groups = self.core
         self.core.set_topics({n: (topic_id(n), c) for n, c in self.topics.items()})
 
     # --- formatting ------------------------------------------------------------------------------
@@ -387,6 +399,65 @@ class ConsumerGroupScenario:
         for deadline, group_id, kind, member in self.classic.timers():
             if group_id == args[0]:
                 self.out.append(f"  timer {kind} {member or '-'} at {deadline}")
+
+    def cmd_cjoin(self, args: list[str], options: dict[str, str]) -> None:
+        topics = tuple(options.get("topics", ",".join(self.topics)).split(","))
+        owned = tuple(
+            TopicPartition(item[:-1], int(item[-1]))
+            for item in options.get("owned", "").split(",")
+            if item
+        )
+        metadata = subscription_to_bytes(Subscription(topics, owned))
+        protocols = tuple((n, metadata) for n in options.get("protocols", "range").split(","))
+        request = JoinGroupRequest(
+            args[0],
+            "" if args[1] == "-" else args[1],
+            options.get("type", CONSUMER_PROTOCOL_TYPE),
+            protocols,
+            int(options.get("session", "10000")),
+            30_000,
+            client_id="c",
+            client_host="h",
+            api_version=int(options.get("v", "5")),
+        )
+        result = self.classic.join(request, 1, self.now_ms)
+        self.show(result.records)
+        for join in result.joins:
+            if join.error is not None:
+                self.out.append(f"cjoin: {join.error.error_name} member={join.member_id}")
+            else:
+                self.out.append(
+                    f"cjoin: ok member={join.member_id} generation={join.generation_id} "
+                    f"protocol={join.protocol_type}/{join.protocol_name} "
+                    f"leader={join.leader or '-'}"
+                )
+
+    def cmd_csync(self, args: list[str], options: dict[str, str]) -> None:
+        request = SyncGroupRequest(
+            args[0], args[1], int(options["gen"]), None, CONSUMER_PROTOCOL_TYPE, "range"
+        )
+        result = self.classic.sync(request, 2, self.now_ms)
+        self.show(result.records)
+        for sync in result.syncs:
+            if sync.error is not None:
+                self.out.append(f"csync: {sync.error.error_name}")
+            else:
+                parts = ",".join(f"{t}{p}" for t, p in assigned_partitions(sync.assignment))
+                self.out.append(f"csync: ok assignment={parts or 'none'}")
+
+    def cmd_cheartbeat(self, args: list[str], options: dict[str, str]) -> None:
+        error = self.classic.heartbeat(
+            HeartbeatRequest(args[0], args[1], int(options["gen"])), self.now_ms
+        )
+        self.out.append(f"cheartbeat: {_error(error)}")
+
+    def cmd_cleave(self, args: list[str], options: dict[str, str]) -> None:
+        answer, result = self.classic.leave(
+            LeaveGroupRequest(args[0], tuple(LeaveMember(m) for m in args[1:])), self.now_ms
+        )
+        self.show(result.records)
+        members = " ".join(f"{m.member_id}:{_error(m.error)}" for m in answer.members)
+        self.out.append(f"cleave: {_error(answer.error)} {members}")
 
     def cmd_failover(self, args: list[str], options: dict[str, str]) -> None:
         self._new()

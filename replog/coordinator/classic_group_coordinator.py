@@ -18,6 +18,9 @@ The rules are Kafka's `GroupMetadataManager` classic handlers (docs/groups.md wa
 - A member whose session timeout passes without a heartbeat (or a rebalance wait) is removed.
 - Records: the group's record when a generation completes, when it empties, when a static
   member is replaced in Stable; a tombstone when it is deleted. `replay` rebuilds the groups.
+- A group id this core does not hold but the consumer-protocol core holds with members: the
+  request is a classic member's of a consumer group and goes to that core (`consumer_groups`,
+  KIP-848's online migration); `rebalance_converted` starts a group written back from it.
 """
 
 from __future__ import annotations

@@ -523,6 +523,9 @@ class RunResult:
     run: int
     loadavg_start: str
     seconds: dict[str, dict[str, float]] = field(default_factory=dict)  # query -> source -> s
+    # query -> source -> CPU seconds of this process's tree (Spark's JVM, its Python workers)
+    # and of the cluster's nodes while the query ran (`cpu_seconds`)
+    cpu: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def rows_s(self, query: str, source: str, records: int) -> float:
         seconds = self.seconds[query].get(source)
@@ -530,6 +533,37 @@ class RunResult:
 
     def ratio(self, query: str, records: int, to: str = "parquet", source: str = "replog") -> float:
         return self.rows_s(query, source, records) / self.rows_s(query, to, records)
+
+
+def cpu_seconds(roots: Sequence[int]) -> float:
+    """CPU time (user + system) used so far by `roots` and every process below them, reaped
+    children included: Spark's JVM and its Python workers below this process, and the nodes.
+    Less swayed by other work on the machine than wall time: what a query costs, not how long
+    it waited for a core. A process that exits between two readings takes its time with it
+    unless its parent reaps it (Spark keeps its Python workers)."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        # After the command: state, ppid, ... utime (14th field), stime, cutime, cstime.
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = sum(int(v) for v in fields[11:15]) / tick
+    wanted = set(roots)
+    total = 0.0
+    for pid in times:
+        ancestor, seen = pid, 0
+        while ancestor not in wanted and ancestor > 1 and seen < 64:
+            ancestor, seen = parents.get(ancestor, 0), seen + 1
+        if ancestor in wanted:
+            total += times[pid]
+    return total
 
 
 def loadavg() -> str:
@@ -625,7 +659,32 @@ def report(runs: list[RunResult], records: int, sources: Sequence[str]) -> list[
     then Spark's Kafka source's, then replog against Apache Kafka when that ran."""
     with_kafka = bool(jvm_sources(sources))
     main = table([table_row(q, runs, records) for q in QUERIES], with_kafka)
-    return [*main, "", *jvm_table(runs, records, sources), *apache_lines(runs, records, sources)]
+    return [
+        *main,
+        *cpu_lines(runs, records),
+        "",
+        *jvm_table(runs, records, sources),
+        *apache_lines(runs, records, sources),
+    ]
+
+
+def cpu_lines(runs: list[RunResult], records: int) -> list[str]:
+    """Per query, the CPU the whole setup spent per row with replog and with the ceiling
+    (medians), and ceiling CPU / replog CPU (min / median / max): the throughput ratio if both
+    are CPU-bound, which the machine's other work sways far less than the wall-time ratio."""
+    if not all(r.cpu for r in runs):
+        return []
+    out = []
+    for query in QUERIES:
+        replog = [r.cpu[query]["replog"] for r in runs]
+        ceiling = [r.cpu[query]["ceiling"] for r in runs]
+        out.append(
+            f"{query} CPU per row: replog {statistics.median(replog) / records * 1e6:.2f} us, "
+            f"ceiling {statistics.median(ceiling) / records * 1e6:.2f} us; ceiling CPU / replog "
+            f"CPU {spread([c / r for c, r in zip(ceiling, replog, strict=True)])} "
+            "(min / median / max)"
+        )
+    return out
 
 
 def spread(values: Sequence[float], unit: str = "x") -> str:
@@ -795,13 +854,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             for source in sources:
                 check(query, source, run_query(source), data)
         print(f"# Spark started and warmed up in {time.perf_counter() - started:.1f} s")
+        roots = [os.getpid(), *node_pids(cluster.directory)]
         for run in range(1, args.runs + 1):
             result = RunResult(run, loadavg())
             for query, run_query in queries.items():
                 for source in sources:
-                    t0 = time.perf_counter()
+                    c0, t0 = cpu_seconds(roots), time.perf_counter()
                     answer = run_query(source)
                     result.seconds.setdefault(query, {})[source] = time.perf_counter() - t0
+                    result.cpu.setdefault(query, {})[source] = cpu_seconds(roots) - c0
                     check(query, source, answer, data)
             runs.append(result)
             print(f"\nrun {run} (load average at start {result.loadavg_start}):")
@@ -815,7 +876,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             with open(args.json, "w", encoding="utf-8") as f:
                 json.dump(
                     [
-                        {"run": r.run, "loadavg": r.loadavg_start, "seconds": r.seconds}
+                        {
+                            "run": r.run,
+                            "loadavg": r.loadavg_start,
+                            "seconds": r.seconds,
+                            "cpu_seconds": r.cpu,
+                        }
                         for r in runs
                     ],
                     f,

@@ -1,7 +1,7 @@
 """bench/spark_read.py's report for every combination of its source options: no empty or
-"-" cells, the Kafka columns and table only when the JVM source ran (else one line saying it
-did not), replog / Apache Kafka only with `--apache-kafka`, and the options that contradict
-each other refused."""
+"-" cells, CPU per row and ceiling CPU / replog CPU beside the wall-time figures, the Kafka
+columns and table only when the JVM source ran (else one line saying it did not), replog /
+Apache Kafka only with `--apache-kafka`, and the options that contradict each other refused."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ def timed_runs(sources: list[str], count: int) -> list:  # type: ignore[type-arg
                 source: (1 + q) * (1 + i) * (run + 1 if source == "replog" else 1)
                 for i, source in enumerate(sources)
             }
+            result.cpu[query] = {source: t / 2 for source, t in result.seconds[query].items()}
         runs.append(result)
     return runs
 
@@ -69,6 +70,12 @@ def test_every_combination_prints_only_what_ran(
     assert ("apache-kafka-tuned / Parquet" in text) is apache_kafka
     assert ("replog / Apache Kafka" in text) is apache_kafka
     assert ("x Parquet (min / median / max)" in text) is (runs > 1 and not without_kafka)
+    # CPU: half the wall time in each; the ceiling's over replog's is 3 / 3, 3 / 2, 3 / 1.
+    if runs > 1:
+        cpu = "replog 1.00 us, ceiling 1.50 us; ceiling CPU / replog CPU 1.00 / 1.50 / 3.00x"
+    else:
+        cpu = "replog 0.50 us, ceiling 1.50 us; ceiling CPU / replog CPU 3.00 / 3.00 / 3.00x"
+    assert f"count CPU per row: {cpu}" in text
     if runs > 1:
         # replog took 1, 2 and 3 times as long in the three runs, the ceiling 3: its spread
         # of replog / ceiling is 3 / 3, 3 / 2, 3 / 1.

@@ -15,7 +15,9 @@ assignment is in hand; heartbeats every `heartbeat.interval.ms`).
 Rules:
 - A rejoin is due after `subscribe` changes the topics, a heartbeat or sync answers
   REBALANCE_IN_PROGRESS, the leader sees its topics' partition counts change, a cooperative
-  assignment revokes partitions, or the membership is lost. Before the JoinGroup, once per
+  assignment revokes partitions, the membership is lost, or a SyncGroup completes a
+  rebalance joined with other topics than those now subscribed (Kafka's consumer compares its
+  joined subscription too). Before the JoinGroup, once per
   rebalance: lost membership gives `lost(owned)`; an eager protocol (range, roundrobin) gives
   `revoked(owned)`; a cooperative one revokes only partitions of topics no longer subscribed.
 - After SyncGroup: eager gives `assigned(assignment)`; cooperative gives `revoked(owned - new)`
@@ -48,7 +50,7 @@ from dataclasses import dataclass, field
 
 from replog.common import TopicPartition
 from replog.coordinator import classic_group_messages as gm
-from replog.coordinator.assignors import ASSIGNORS, COOPERATIVE, Member
+from replog.coordinator.assignors import ASSIGNORS, COOPERATIVE, Member, Racks
 from replog.coordinator.consumer_group_messages import ConsumerGroupHeartbeatRequest
 from replog.coordinator.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
@@ -100,6 +102,7 @@ class MemberConfig:
     retry_backoff_ms: int
     assignors: tuple[str, ...]
     group_instance_id: str | None = None
+    rack: str | None = None  # client.rack, in the subscription (v3) for rack-aware assignors
 
     def __post_init__(self) -> None:
         unknown = [name for name in self.assignors if name not in ASSIGNORS]
@@ -228,6 +231,7 @@ class GroupMember(MemberEvents):
     rejoin_reason: str | None = None
     _counts: dict[str, int] = field(default_factory=dict)
     _assigned_counts: dict[str, int] = field(default_factory=dict)
+    _joined_topics: frozenset[str] = frozenset()  # the subscription the last JoinGroup sent
     _in_flight: str | None = None
     _sync: gm.SyncGroupRequest | None = None
     _prepared: bool = False
@@ -338,11 +342,13 @@ class GroupMember(MemberEvents):
 
     def _join_request(self) -> gm.JoinGroupRequest:
         cooperative = self.protocol in COOPERATIVE
+        self._joined_topics = self.topics
         subscription = subscription_to_bytes(
             Subscription(
                 tuple(sorted(self.topics)),
                 tuple(sorted(self.owned)),
                 self.generation if cooperative or self.owned else gm.NO_GENERATION,
+                rack=self.config.rack,
             )
         )
         return gm.JoinGroupRequest(
@@ -378,9 +384,11 @@ class GroupMember(MemberEvents):
         answer: gm.JoinGroupResponse,
         now_ms: int,
         counts: Mapping[str, int] | None = None,
+        racks: Racks | None = None,
     ) -> None:
         """`counts`: the partition counts of every topic the members subscribe to
-        (`assigns_topics`), which a leader assigns; default: those of its own topics."""
+        (`assigns_topics`), which a leader assigns; default: those of its own topics.
+        `racks`: their partitions' replica racks (rack-aware assignors)."""
         self._in_flight = None
         error = answer.error
         if error is None:
@@ -391,7 +399,9 @@ class GroupMember(MemberEvents):
             assignments: tuple[tuple[str, bytes], ...] = ()
             if self.leader and not answer.skip_assignment:
                 try:
-                    assignments = self._assign(answer, self._counts if counts is None else counts)
+                    assignments = self._assign(
+                        answer, self._counts if counts is None else counts, racks
+                    )
                 except ValueError as exc:
                     self.fatal = KafkaError(f"group '{self.config.group_id}': {exc}")
                     return
@@ -441,7 +451,7 @@ class GroupMember(MemberEvents):
         return False
 
     def _assign(
-        self, answer: gm.JoinGroupResponse, counts: Mapping[str, int]
+        self, answer: gm.JoinGroupResponse, counts: Mapping[str, int], racks: Racks | None
     ) -> tuple[tuple[str, bytes], ...]:
         members = [
             Member(m.member_id, m.group_instance_id, subscription_from_bytes(m.metadata))
@@ -451,7 +461,7 @@ class GroupMember(MemberEvents):
         if assignor is None:
             raise ValueError(f"the group chose assignor {answer.protocol_name!r}, unknown here")
         self._assigned_counts = dict(self._counts)
-        plan = assignor(members, counts)
+        plan = assignor(members, counts, racks)
         return tuple((member_id, assignment_to_bytes(parts)) for member_id, parts in plan.items())
 
     def sync_answered(self, answer: gm.SyncGroupResponse, now_ms: int) -> None:
@@ -485,6 +495,9 @@ class GroupMember(MemberEvents):
             self._emit(ASSIGNED, assigned)
         if self.leader and self._counts != self._assigned_counts:
             self._request_rejoin("the subscribed topics' partitions changed", now_ms)
+        if self.topics and self.topics != self._joined_topics:
+            # Subscribed while the join was under way: the group assigned the old topics.
+            self._request_rejoin("the subscription changed during the rebalance", now_ms)
 
     def heartbeat_answered(self, error: KafkaError | None, now_ms: int) -> None:
         self._in_flight = None

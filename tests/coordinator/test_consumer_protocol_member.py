@@ -309,7 +309,11 @@ def test_an_unknown_topic_id_in_the_answer_is_named_once_known() -> None:
 def test_the_brokers_assignors_decide_the_default_and_refuse_others() -> None:
     sim = ConsumerGroupSim({"t": 4})
     sim.coordinator.config = ConsumerGroupConfig(
-        session_timeout_ms=1_000, heartbeat_interval_ms=100, assignors=("range",)
+        session_timeout_ms=1_000,
+        heartbeat_interval_ms=100,
+        assignors=("range",),
+        min_session_timeout_ms=1,
+        min_heartbeat_interval_ms=1,
     )
     a = sim.add("a")
     b = sim.add("b", assignor="uniform")  # not one of the broker's group.consumer.assignors
@@ -317,3 +321,14 @@ def test_the_brokers_assignors_decide_the_default_and_refuse_others() -> None:
     assert isinstance(b.core.fatal, UnsupportedAssignorError)
     assert sim.coordinator.preferred_assignor(sim.coordinator.groups[GROUP]) == "range"
     assert len(a.reads) == 4
+
+
+def test_client_rack_goes_out_with_every_field_and_a_pattern_as_the_regex() -> None:
+    core = ConsumerProtocolMember(ConsumerMemberConfig("g", "c", "m", 5_000, 50, rack_id="r1"))
+    core.poll_called(0)
+    core.subscribe(frozenset(), 0, pattern="t.*")  # nothing matched yet: it joins all the same
+    join = core.next_request(0)
+    assert join is not None
+    request = join.request
+    assert (request.rack_id, request.subscribed_topic_regex) == ("r1", "t.*")
+    assert request.subscribed_topic_names == ()

@@ -479,10 +479,12 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     repeats.clear()
                 repeats.forget(sent.forgotten)
         refused = _refusals(decoded.partitions, "Fetch", _entry_problem)
-        # Kafka answers at once when any partition has an error
-        # (docs/design/replication.md#answer-now-or-wait).
-        max_wait_ms = 0 if refused else _bounded_ms(decoded.max_wait_ms, context)
         rounds = None if sent.session_epoch == m.NO_SESSION else session
+        # Kafka answers at once when any partition has an error
+        # (docs/design/replication.md#answer-now-or-wait); a bounded round that left news
+        # unread answers at once too (`fetch_session` Rules), so the next round reads it.
+        now = refused or (rounds is not None and rounds.deferred)
+        max_wait_ms = 0 if now else _bounded_ms(decoded.max_wait_ms, context)
         if rounds is not None and not decoded.partitions:
             # No news: the round waits for some (or its max wait) on the session's partitions.
             idle = await rm.fetch(replace(decoded, max_wait_ms=max_wait_ms), repeats, rounds)

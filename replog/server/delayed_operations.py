@@ -28,7 +28,11 @@ Kafka's `DelayedProduce`, `DelayedFetch`, `DelayedDeleteRecords`):
   partitions with news, so it watches no partition: it waits for news of any of the session's
   partitions (`LeaderFetchSession.waiter`). A partition with news that the round did not read
   joins it (an entry woken since it parked, whose parked result is a placeholder every
-  re-read replaces), and the round then completes by the rules above.
+  re-read replaces), and the round then completes by the rules above; joining costs the same
+  whatever the round holds already. Once `round_partitions` of its entries are woken, news of
+  a partition it does not hold completes it at once instead (bounded rounds: a re-read reads
+  its woken entries, so it reads at most that many), and that partition waits, dirty, for
+  the session's next round.
 - Stopping answers every waiting operation NOT_LEADER_OR_FOLLOWER ("shutting down").
 
 Theory of operation: `DelayedOperations` owns the three purgatories and nothing else; it reads
@@ -135,11 +139,13 @@ class DelayedFetch(DelayedOperation):
     it parked; `parked_results` are the results of the read that parked it, kept only when that
     read found no records, so the entries never woken are answered from them."""
 
-    __slots__ = ("_index_of", "keys", "parked_results", "request", "woken")
+    __slots__ = ("_index_of", "_request", "entries", "keys", "parked_results", "woken")
 
     def __init__(self, request: FetchRequest, parked_read: FetchRead) -> None:
         super().__init__()
-        self.request = request
+        self._request = request
+        # The request's entries, and those joined since (`extend`); `request` holds them all.
+        self.entries = list(request.partitions)
         self.keys = [(entry.topic, entry.partition) for entry in request.partitions]
         self.parked_results: list[FetchPartitionResult] | None = (
             None if parked_read.bytes_read else parked_read.results
@@ -159,11 +165,23 @@ class DelayedFetch(DelayedOperation):
             return () if index is None else (index,)
         return [index for index, named in enumerate(self.keys) if named == key]
 
+    @property
+    def request(self) -> FetchRequest:
+        """The request with every entry joined so far; rebuilt only after a join, so joining
+        thousands of entries one at a time costs no copy of the request per join."""
+        if len(self._request.partitions) != len(self.entries):
+            self._request = replace(self._request, partitions=tuple(self.entries))
+        return self._request
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self._request.is_from_follower
+
     def extend(self, entry: FetchPartition) -> None:
         """Add `entry` to the request, woken (module Rules, dirty-only rounds)."""
         key = (entry.topic, entry.partition)
         index = len(self.keys)
-        self.request = replace(self.request, partitions=(*self.request.partitions, entry))
+        self.entries.append(entry)
         self.keys.append(key)
         if self._index_of is not None:
             self._index_of[key] = index
@@ -248,8 +266,16 @@ class DelayedOperations:
             entry = session.entry(key)
             if entry is None:
                 return
+            if len(op.woken) >= session.round_partitions:
+                self._complete_fetch_now(op)  # module Rules: `key` waits for the next round
+                return
             op.extend(entry)
         self._try_complete_fetch(op, key)
+
+    def _complete_fetch_now(self, op: DelayedFetch) -> None:
+        read = self._read_fetch(op.request, self._clock(), op.reread())
+        if self.fetch.complete(op):
+            op.finish(FetchResponse(tuple(read.results)))
 
     async def wait_delete_records(self, op: DelayedDeleteRecords, deadline_ms: int) -> None:
         """Park `op` until the low watermarks reach its offsets or `deadline_ms`."""
@@ -329,7 +355,7 @@ class DelayedOperations:
                 del op.pending[index]
         return not op.pending
 
-    def fetch_wake_verdict(self, request: FetchRequest, indexes: Sequence[int]) -> str:
+    def fetch_wake_verdict(self, op: DelayedFetch, indexes: Sequence[int]) -> str:
         """A cheap docs/design/replication.md#delayed-fetch-completion check of the request's
         entries at `indexes` before a woken fetch re-reads.
 
@@ -340,7 +366,8 @@ class DelayedOperations:
         min_bytes (G). "wait": nothing changed for it.
         """
         verdict = "wait"
-        entries = request.partitions
+        entries = op.entries
+        is_from_follower = op.is_from_follower
         for index in indexes:
             entry = entries[index]
             partition = self._partitions.get((entry.topic, entry.partition))
@@ -350,7 +377,7 @@ class DelayedOperations:
             if entry.current_leader_epoch not in (NO_LEADER_EPOCH, leader_state.leader_epoch):
                 return "complete"
             plog = partition.log
-            bound = plog.log_end_offset if request.is_from_follower else leader_state.high_watermark
+            bound = plog.log_end_offset if is_from_follower else leader_state.high_watermark
             if entry.fetch_offset > bound or entry.fetch_offset < plog.log_start_offset:
                 return "complete"
             if entry.last_fetched_epoch != NO_LEADER_EPOCH:
@@ -367,13 +394,13 @@ class DelayedOperations:
         return verdict
 
     def _try_complete_fetch(self, op: DelayedFetch, key: TopicPartitionKey) -> None:
-        request = op.request
         indexes = op.indexes_of(key)
         # Woken even when the verdict waits: its answer (HW, log start) may have moved.
         op.woken.update(indexes)
-        verdict = self.fetch_wake_verdict(request, indexes)
+        verdict = self.fetch_wake_verdict(op, indexes)
         if verdict == "wait":
             return
+        request = op.request
         read = self._read_fetch(request, self._clock(), op.reread())
         if (
             verdict == "complete"

@@ -7,9 +7,12 @@ are sent, that drop partitions from the session and add them back, that stop fet
 while), time passing, ISR shrinks, AlterPartition answers accepted or refused, eligibility
 changes and sessions restarted. One reads every partition of a session each round
 (`full_request`), the other only the session's dirty partitions (`round_request`), parking the
-idle ones' progress on the session's clock, as the replica manager does. After every step both
-must have sent the same answers and hold the same HW, ISRs, pending changes, follower progress
-(T, C, P, offsets) and caught-up verdicts.
+idle ones' progress on the session's clock, as the replica manager does. The dirty-only
+leader's rounds are bounded (1 to 4 partitions a round, of 4): the partitions a round defers
+are, for both leaders, partitions the follower left out of that round, so the walking leader
+reads every partition but those. After every step both must have sent the same answers and
+hold the same HW, ISRs, pending changes, follower progress (T, C, P, offsets) and caught-up
+verdicts.
 """
 
 from __future__ import annotations
@@ -49,8 +52,13 @@ def _key(p: int) -> tuple[str, int]:
 class Leader:
     """One leader and its side of each follower's session; `dirty_only` picks the model."""
 
-    def __init__(self, *, dirty_only: bool, now_ms: int) -> None:
+    def __init__(self, *, dirty_only: bool, now_ms: int, bound: int) -> None:
         self.dirty_only = dirty_only
+        self.bound = bound
+        # The partitions the dirty-only leader's latest round deferred; the walking leader
+        # skips those its `skip` is given.
+        self.deferred: frozenset[tuple[str, int]] = frozenset()
+        self.skip: frozenset[tuple[str, int]] = frozenset()
         registration = PartitionRegistration(replicas=(1, 2, 3), isr=(1, 2, 3), leader=1)
         self.eligibility = ReplicaEligibility.everyone((1, 2, 3))
         self.states = [
@@ -71,7 +79,7 @@ class Leader:
             for p in range(PARTITIONS)
         ]
         self.leo = [0] * PARTITIONS
-        self.sessions = {b: LeaderFetchSession() for b in FOLLOWERS}
+        self.sessions = {b: LeaderFetchSession(bound) for b in FOLLOWERS}
         self.reads = 0
 
     def news(self, p: int) -> None:
@@ -86,7 +94,17 @@ class Leader:
 
     def round(self, broker_id: int, sent: FetchRequest, now_ms: int) -> FetchResponse:
         session = self.sessions[broker_id]
-        request = session.round_request(sent) if self.dirty_only else session.full_request(sent)
+        if self.dirty_only:
+            request = session.round_request(sent)
+            read = {(e.topic, e.partition) for e in request.partitions}
+            dirty = {_key(p) for p in range(PARTITIONS) if session.is_dirty(_key(p))}
+            self.deferred = frozenset(dirty - read)
+            assert session.deferred == len(self.deferred)
+        else:
+            request = session.full_request(sent)
+            skip = self.skip
+            partitions = tuple(e for e in request.partitions if (e.topic, e.partition) not in skip)
+            request = FetchRequest(partitions, replica_id=request.replica_id)
         for key in session.take_left():
             self.states[key[1]].unpark_follower(broker_id, session.clock)
         results = []
@@ -162,7 +180,7 @@ class Leader:
             session.mark_all()
 
     def restart(self, broker_id: int) -> None:
-        self.sessions[broker_id] = LeaderFetchSession()
+        self.sessions[broker_id] = LeaderFetchSession(self.bound)
 
     def decisions(self, now_ms: int) -> list[Any]:
         out = []
@@ -209,9 +227,9 @@ class Follower:
 
 
 class World:
-    def __init__(self, *, dirty_only: bool) -> None:
+    def __init__(self, *, dirty_only: bool, bound: int = PARTITIONS) -> None:
         self.now_ms = 1_000_000
-        self.leader = Leader(dirty_only=dirty_only, now_ms=self.now_ms)
+        self.leader = Leader(dirty_only=dirty_only, now_ms=self.now_ms, bound=bound)
         self.followers = {b: Follower() for b in FOLLOWERS}
 
     def step(self, step: tuple[Any, ...]) -> Any:
@@ -263,10 +281,12 @@ _steps = st.lists(
 )
 
 
-def _run(steps: list[tuple[Any, ...]]) -> tuple[World, World]:
-    walking, dirty = World(dirty_only=False), World(dirty_only=True)
+def _run(steps: list[tuple[Any, ...]], bound: int = PARTITIONS) -> tuple[World, World]:
+    walking, dirty = World(dirty_only=False), World(dirty_only=True, bound=bound)
     for index, step in enumerate(steps):
-        outcomes = [world.step(step) for world in (walking, dirty)]
+        dirty_outcome = dirty.step(step)
+        walking.leader.skip = dirty.leader.deferred if step[0] == "round" else frozenset()
+        outcomes = [walking.step(step), dirty_outcome]
         assert outcomes[0] == outcomes[1], f"step {index} {step}: outcomes differ"
         now_ms = walking.now_ms
         assert walking.leader.decisions(now_ms) == dirty.leader.decisions(now_ms), (
@@ -276,9 +296,24 @@ def _run(steps: list[tuple[Any, ...]]) -> tuple[World, World]:
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_steps)
-def test_dirty_only_rounds_decide_as_walking_every_partition(steps: list[Any]) -> None:
-    _run(steps)
+@given(_steps, st.integers(1, PARTITIONS))
+def test_dirty_only_rounds_decide_as_walking_every_partition(steps: list[Any], bound: int) -> None:
+    _run(steps, bound)
+
+
+def test_bounded_rounds_read_every_dirty_partition_in_turn() -> None:
+    # Every partition has news; rounds of at most 1 partition read them one after the other,
+    # each round deferring the rest, and decide as the walking leader all along.
+    steps: list[Any] = [("append", p, 1) for p in range(PARTITIONS)]
+    # Each partition is read twice: its records, then the follower at the end of the log.
+    steps += [("round", 2, 99, frozenset())] * (2 * PARTITIONS + 1)
+    _, dirty = _run(steps, bound=1)
+    assert dirty.followers[2].offsets == [1] * PARTITIONS
+    assert dirty.leader.sessions[2].deferred == 0
+    assert dirty.leader.reads == 2 * PARTITIONS
+    # Caught up everywhere: the idle rounds that follow read nothing.
+    _, idle = _run([*steps, *[("time", 1_000), ("round", 2, 99, frozenset())] * 3], bound=1)
+    assert idle.leader.reads == 2 * PARTITIONS
 
 
 def test_idle_rounds_read_nothing_and_keep_the_isr() -> None:

@@ -441,6 +441,18 @@ async def test_an_unfenced_follower_rejoins_the_isr_in_a_dirty_only_round(tmp_pa
     assert all(change is not None and change.is_expansion for change in pending)
 
 
+async def _round_started(cluster: Cluster, broker_id: int, max_wait_ms: int) -> tuple[Any, int]:
+    """A follower's round sent with `max_wait_ms`, run until it waits or is answered, and how
+    many partitions the leader's session gave it to read."""
+    request = cluster.nodes[broker_id].rm.build_follower_fetch(1, cluster.clock())
+    assert request is not None
+    fetcher = cluster.fetchers[broker_id]
+    read_before = fetcher.leader_session.read
+    fetch = asyncio.ensure_future(fetcher.round(replace(request, max_wait_ms=max_wait_ms)))
+    await asyncio.sleep(0)
+    return fetch, fetcher.leader_session.read - read_before
+
+
 @pytest.mark.asyncio
 async def test_an_idle_dirty_only_round_reads_nothing_and_waits_for_any_partitions_news(
     tmp_path: Path,
@@ -448,31 +460,50 @@ async def test_an_idle_dirty_only_round_reads_nothing_and_waits_for_any_partitio
     cluster = Cluster(tmp_path, keep_reads=True, dirty_only=True)
     for _ in range(3):  # caught up, told the HW: every partition parked
         await cluster.follower_round(2)
-    fetcher, follower = cluster.fetchers[2], cluster.nodes[2]
-
-    async def waiting_round() -> Any:
-        request = follower.rm.build_follower_fetch(1, cluster.clock())
-        assert request is not None
-        read_before = fetcher.read
-        fetch = asyncio.ensure_future(fetcher.round(replace(request, max_wait_ms=500)))
-        await asyncio.sleep(0)
-        return fetch, read_before
-
+    session = cluster.fetchers[2].leader_session
     # No news: the round reads no partition and waits until its deadline.
-    fetch, read_before = await waiting_round()
-    assert fetcher.read == read_before
+    fetch, read = await _round_started(cluster, 2, 500)
+    assert read == 0
     await asyncio.sleep(0)
     assert not fetch.done()
     cluster.leader.rm.tick(cluster.clock.advance(600))
     async with asyncio.timeout(5):
         assert (await fetch).partitions == ()
     # News for a partition the round did not read: it joins the round's answer.
-    fetch, read_before = await waiting_round()
+    fetch, read = await _round_started(cluster, 2, 500)
+    read_before = session.read
     await produce(cluster.leader, batch(2, tag=7), partition=5)
     async with asyncio.timeout(5):
         (result,) = (await fetch).partitions
-    assert fetcher.read == read_before
+    assert read == 0 and session.read == read_before
     assert (result.partition, batch_offsets(result.records)) == (5, [(0, 1)])
+
+
+@pytest.mark.asyncio
+async def test_bounded_rounds_answer_at_once_and_a_waiting_one_rereads_at_most_its_bound(
+    tmp_path: Path,
+) -> None:
+    cluster = Cluster(tmp_path, keep_reads=True, dirty_only=True)
+    session = cluster.fetchers[2].leader_session
+    session.round_partitions = 3
+    # Every partition is new: the rounds read 3, then 3, each answering without its max wait.
+    for _ in range(2):
+        fetch, read = await _round_started(cluster, 2, 60_000)
+        async with asyncio.timeout(5):
+            await fetch
+        assert read == 3 and session.deferred > 0
+    # The last 2, idle: this round waits.
+    fetch, read = await _round_started(cluster, 2, 60_000)
+    assert read == 2 and session.deferred == 0
+    await asyncio.sleep(0)
+    assert not fetch.done()
+    # News that changes no answer (as an ISR change's) for 4 partitions it did not read: 3 join
+    # it, the 4th completes it at once, and stays dirty for the next round.
+    for p in range(4):
+        cluster.leader.rm._fetch_news(("t", p))
+    async with asyncio.timeout(5):
+        await fetch
+    assert [session.is_dirty(("t", p)) for p in range(4)] == [True] * 4
 
 
 @pytest.mark.asyncio

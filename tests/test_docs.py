@@ -226,6 +226,13 @@ def node_code_defaults() -> dict[str, list[Any]]:
     for key in local_cluster_keys():
         add(key, NO_DEFAULT)
     add(VOTERS_PROPERTY, NO_DEFAULT)
+    # Named by a constant of the groups' core (replog/coordinator), which the scan does not read.
+    add(
+        group_coordinator_config.MIGRATION_POLICY_PROPERTY,
+        field_defaults(group_coordinator_config.GroupCoordinatorConfig)[
+            "group_consumer_migration_policy"
+        ],
+    )
     raft = field_defaults(RaftConfig)
     for key, field in PROPERTY_FIELDS.items():
         add(key, raft[field])

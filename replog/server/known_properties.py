@@ -37,7 +37,10 @@ KNOWN_NODE_PROPERTIES = frozenset(
     | BROKER_CONFIGS.keys()
     | replica_manager_config.PROPERTY_NAMES.keys()
     | group_coordinator_config.PROPERTY_NAMES.keys()
-    | {group_coordinator_config.ASSIGNORS_PROPERTY}
+    | {
+        group_coordinator_config.ASSIGNORS_PROPERTY,
+        group_coordinator_config.MIGRATION_POLICY_PROPERTY,
+    }
     | log_manager.PROPERTY_NAMES.keys()
     | log_config.BY_DOTTED_NAME.keys()
 )

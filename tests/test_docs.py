@@ -43,6 +43,7 @@ from quorum.controller.controller_config import ControllerConfig
 from quorum.raft.config import PROPERTY_FIELDS, VOTERS_PROPERTY, RaftConfig
 from replog.client import config as client_config
 from replog.client import sender
+from replog.coordinator.group_migration import MIGRATION_POLICY_PROPERTY
 from replog.errors import wire_error_classes
 from replog.server import (
     group_coordinator_config,
@@ -228,7 +229,7 @@ def node_code_defaults() -> dict[str, list[Any]]:
     add(VOTERS_PROPERTY, NO_DEFAULT)
     # Named by a constant of the groups' core (replog/coordinator), which the scan does not read.
     add(
-        group_coordinator_config.MIGRATION_POLICY_PROPERTY,
+        MIGRATION_POLICY_PROPERTY,
         field_defaults(group_coordinator_config.GroupCoordinatorConfig)[
             "group_consumer_migration_policy"
         ],

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 
 from quorum.controller.config_definitions import BROKER_CONFIGS
 from quorum.raft.config import PROPERTY_FIELDS, VOTERS_PROPERTY
+from replog.coordinator.group_migration import MIGRATION_POLICY_PROPERTY
 from replog.server import group_coordinator_config, replica_manager_config
 from replog.server.broker_runtime import BROKER_PROPERTIES
 from replog.server.kafka_listener import KAFKA_LISTENER_PROPERTIES
@@ -39,7 +40,7 @@ KNOWN_NODE_PROPERTIES = frozenset(
     | group_coordinator_config.PROPERTY_NAMES.keys()
     | {
         group_coordinator_config.ASSIGNORS_PROPERTY,
-        group_coordinator_config.MIGRATION_POLICY_PROPERTY,
+        MIGRATION_POLICY_PROPERTY,
     }
     | log_manager.PROPERTY_NAMES.keys()
     | log_config.BY_DOTTED_NAME.keys()

@@ -8,8 +8,9 @@ Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
   Once started, it applies them in rounds (`APPLY_ROUND_CHANGES` a round, then the event loop
   runs others), each partition's changes in order (`ReplicaChangeQueue`), and a replica that
   needs its log opened or created gets it from a worker thread, in one batch per round with one
-  file-system sync (docs/storage.md, "Creating many replicas"); a new leader's epoch checkpoint
-  of a round is written and synced there too. Before `start` (tests, tools), `apply_image`
+  file-system sync (docs/storage.md, "Creating many replicas"); the new leaders' epoch
+  checkpoints a round wrote are written and synced off the loop by `DeferredSyncs`, which the
+  rounds do not wait for. Before `start` (tests, tools), `apply_image`
   applies everything at once. Every image also refreshes ISR eligibility (registered, unfenced,
   not shutting down) and each leader's `min.insync.replicas` (topic config, else this broker's
   dynamic config, else the dynamic cluster default, else server.properties: Kafka's precedence).
@@ -151,6 +152,7 @@ from replog.replication.messages import (
 )
 from replog.replication.producer_state import BatchMetadata, ProducerEntry, ProducerStateTable
 from replog.server import collector
+from replog.server.deferred_syncs import DeferredSyncs
 from replog.server.delayed_operations import (
     DelayedDeleteRecords,
     DelayedFetch,
@@ -296,6 +298,13 @@ class ReplicaManager:
         # time (docs/storage.md, "Creating many replicas"), before that `_apply` does at once.
         self._changes = ReplicaChangeQueue()
         self._applier_task: asyncio.Task[None] | None = None
+        # The epoch checkpoints rounds wrote without a sync, synced off the loop while the
+        # rounds go on.
+        self._syncs = DeferredSyncs(
+            lambda unsynced: log_manager.sync_unsynced(unsynced, each_up_to=SYNC_EACH_MAX),
+            tasks=tasks,
+            on_storage_error=on_storage_error,
+        )
         self._applier_wake = asyncio.Event()
         self._applied = asyncio.Event()
         self._on_applied: list[Callable[[MetadataImage], None]] = []
@@ -463,10 +472,7 @@ class ReplicaManager:
                 with self.log_manager.collect_unsynced() as unsynced:
                     creations = self._apply_round(APPLY_ROUND_CHANGES)
                 self._refresh_fetch_sources()
-                if unsynced:
-                    await asyncio.to_thread(
-                        self.log_manager.sync_unsynced, unsynced, each_up_to=SYNC_EACH_MAX
-                    )
+                self._syncs.add(unsynced)
                 if creations:
                     try:
                         opened = await asyncio.to_thread(self._open_logs, creations)
@@ -478,10 +484,7 @@ class ReplicaManager:
                         with self.log_manager.collect_unsynced() as unsynced:
                             self._install(opened[first : first + APPLY_ROUND_CHANGES])
                         self._refresh_fetch_sources()
-                        if unsynced:
-                            await asyncio.to_thread(
-                                self.log_manager.sync_unsynced, unsynced, each_up_to=SYNC_EACH_MAX
-                            )
+                        self._syncs.add(unsynced)
                     self._log_roles_taken()
                     if waiting > APPLY_ROUND_CHANGES:
                         log.info(
@@ -1646,6 +1649,10 @@ class ReplicaManager:
             applier.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await applier
+        # One sync for every epoch checkpoint still waiting, rather than one each at the
+        # logs' close.
+        await self._syncs.drain()
+        await self._syncs.stop()
         self._delayed.answer_all_shutting_down()
         for partition in self._partitions.values():
             partition.write_producer_snapshot_at_stop()

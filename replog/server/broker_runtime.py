@@ -4,7 +4,6 @@ It wires the broker side of the metadata plane and the data plane together:
 
     RaftDriver --ApplyItem--> BrokerMetadataListener --Publication--> publishers
                                   |  (MetadataLoader)                  - lifecycle feed
-                                  |                                    - LocalChangesLog
                                   '--LeaderChange--> controller hint   - ReplicaManager
     BrokerLifecycleDriver <--offsets, readiness-- lifecycle feed
     BrokerLifecycleDriver --BrokerRegistration/BrokerHeartbeat--> controllers (gRPC)
@@ -98,7 +97,7 @@ from replog.server.group_coordinator_config import GroupCoordinatorConfig
 from replog.server.kafka_admin_apis import KafkaAdminApis
 from replog.server.kafka_apis import KafkaApis, fetch_session_cache
 from replog.server.kafka_group_apis import KafkaGroupApis
-from replog.server.metadata_publisher import BrokerMetadataListener, LocalChangesLog
+from replog.server.metadata_publisher import BrokerMetadataListener
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.node_config import NodeConfig
 from replog.server.node_tasks import Spawner
@@ -184,8 +183,6 @@ class BrokerRuntime:
         )
         self._first_image = asyncio.Event()
         self.metadata.install(_LifecycleFeed(self.lifecycle, self._first_image))
-        self.local_changes = LocalChangesLog(config.broker_id)
-        self.metadata.install(self.local_changes)
         self._unfence_task: asyncio.Task[None] | None = None
         # The data plane (None: a broker without partition logs, as the lifecycle tests run).
         self.data_plane = data_plane

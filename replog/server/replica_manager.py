@@ -168,7 +168,7 @@ from replog.server.leader_offsets import (
     list_offset,
     offset_for_leader_epoch,
 )
-from replog.server.log_summaries import TurnSummary, few_names
+from replog.server.log_summaries import TurnSummary, few_names, partition_names
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.node_tasks import Spawner
 from replog.server.partition import Partition
@@ -387,6 +387,15 @@ class ReplicaManager:
     ) -> None:
         """MetadataPublisher: act on what changed for this broker."""
         changes = Publication(delta, image, manifest).local_changes(self.broker_id)
+        if not changes.is_empty():
+            log.info(
+                "broker %d at metadata offset %d: lead %s, follow %s, delete %s",
+                self.broker_id,
+                manifest.provenance.last_offset,
+                partition_names(changes.leaders),
+                partition_names(changes.followers),
+                partition_names(changes.deletes),
+            )
         self._apply(changes, image)
 
     def apply_image(self, image: MetadataImage) -> None:

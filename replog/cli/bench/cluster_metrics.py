@@ -56,10 +56,16 @@ class Scrape:
 
 
 def scrape(url: str) -> Scrape | None:
-    """One node's figures; None when it does not answer."""
+    """One node's figures; None when it does not answer. A node that answers a scrape naming
+    its families with none of them (one whose collectors do not describe their families: a
+    replog from before they did, measured against in an A/B run) is scraped whole."""
     try:
         with urllib.request.urlopen(url + QUERY, timeout=5) as answer:
-            return parse(answer.read().decode())
+            page = answer.read().decode()
+        if "replog_raft_current_epoch" not in page:
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                page = answer.read().decode()
+        return parse(page)
     except OSError:
         return None
 

@@ -210,6 +210,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "group.initial.rebalance.delay.ms=0",
             "--override",
             f"group.consumer.heartbeat.interval.ms={args.heartbeat_interval_ms}",
+            # Kafka's bounds on the interval (5-15 s) would refuse other --heartbeat-interval-ms.
+            "--override",
+            f"group.consumer.min.heartbeat.interval.ms={args.heartbeat_interval_ms}",
+            "--override",
+            f"group.consumer.max.heartbeat.interval.ms={args.heartbeat_interval_ms}",
             "--kafka-base-port",
             str(kafka_base),
         ]

@@ -16,6 +16,12 @@ Rules (Kafka's ClusterControlManager and heartbeat handling, KIP-631):
 - Lifecycle writes are not atomic (as in Kafka): a broker in more ISRs than one batch holds
   must still be fenceable. The registration change that matters comes where a partial
   commit is harmless: a fence after the partition changes, an unfence before the elections.
+- They are stepped (docs/controller.md#stepped-writes): at most
+  `max_partition_changes_per_step` partition changes a step, the rest in later steps, one
+  per loop turn. Fencing, unregistration and a new incarnation's registration end with their
+  registration record in the step that moves the last partitions, and answer after it; each
+  step checks the registration is still the one it started with. Unfencing and controlled
+  shutdown answer after their first step; their remaining partition changes follow (`after`).
 - A retried registration of the same incarnation keeps its broker epoch and its flags.
 - Every heartbeat, and every other broker request, names the broker epoch of the live
   registration, else STALE_BROKER_EPOCH.
@@ -40,6 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 from uuid import UUID
 
 from quorum.controller.broker_heartbeat import (
@@ -49,7 +56,11 @@ from quorum.controller.broker_heartbeat import (
     BrokerState,
     next_broker_state,
 )
-from quorum.controller.controller_result import ControllerResult
+from quorum.controller.controller_result import (
+    MAX_PARTITION_CHANGES_PER_STEP,
+    ControllerResult,
+    Step,
+)
 from quorum.controller.feature_control import FeatureControl
 from quorum.controller.replication_hooks import ReplicationHooks
 from quorum.metadata.broker_registration import BrokerRegistration, registration_named_by
@@ -71,10 +82,9 @@ from replog.errors import (
 )
 from timeline import SnapshotRegistry, TimelineHashMap
 
+R = TypeVar("R")
+
 BROKER_SESSION_TIMEOUT_MS_DEFAULT = 9000
-# Partition changes one session-expiry fencing write may make (see `fence_stale_broker`): about
-# 0.1 s of the single thread each, far below the fetch timeout that a longer write would exceed.
-FENCING_PARTITION_CHANGES_PER_WRITE = 5_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +124,7 @@ class ClusterControl:
 
     __slots__ = (
         "_features",
+        "_max_changes",
         "_registration_offsets",
         "_registrations",
         "_tracker",
@@ -128,9 +139,16 @@ class ClusterControl:
         cluster_id: str,
         features: FeatureControl,
         session_timeout_ms: int = BROKER_SESSION_TIMEOUT_MS_DEFAULT,
+        max_partition_changes_per_step: int = MAX_PARTITION_CHANGES_PER_STEP,
     ) -> None:
+        if max_partition_changes_per_step <= 0:
+            raise ValueError(
+                "max_partition_changes_per_step must be positive, not "
+                f"{max_partition_changes_per_step}"
+            )
         self.cluster_id = cluster_id
         self.session_timeout_ms = session_timeout_ms
+        self._max_changes = max_partition_changes_per_step
         self._features = features
         self._registrations: TimelineHashMap[int, BrokerRegistration] = TimelineHashMap(registry)
         # Where each broker's RegisterBrokerRecord landed: it is caught up once it has
@@ -292,7 +310,20 @@ class ClusterControl:
             if existing is not None:
                 # The previous incarnation went away without a controlled shutdown: move it out
                 # of ISRs and leaderships before the new one's (fenced) registration replaces it.
-                records.extend(replication.handle_broker_fenced(broker_id))
+                changes = replication.handle_broker_fenced(broker_id, max_records=self._max_changes)
+                if len(changes) >= self._max_changes:
+                    # More may remain: the registration goes on at the next turn, validated
+                    # again against the state these changes leave.
+                    return ControllerResult.partial(
+                        changes,
+                        lambda ctx: self.register_broker(
+                            request,
+                            next_write_offset=ctx.next_write_offset,
+                            now_ms=ctx.now_ms,
+                            replication=replication,
+                        ),
+                    )
+                records.extend(changes)
             broker_epoch = next_write_offset + len(records)
             fenced = True
             in_controlled_shutdown = False
@@ -351,26 +382,6 @@ class ClusterControl:
             lowest_active_offset=lowest_active_offset,
             flagged_in_controlled_shutdown=registration.in_controlled_shutdown,
         )
-        records: list[MetadataRecord] = []
-        on_batch_end: Callable[[int], None] | None = None
-        if next_state is not current:
-            if next_state.fenced:
-                records.extend(self._fence_records(registration, replication))
-                tracker.end_controlled_shutdown(broker_id)
-            elif next_state is BrokerState.UNFENCED:
-                records.append(self._change(registration, fenced=FenceChange.UNFENCE))
-                records.extend(replication.handle_broker_unfenced(broker_id))
-            else:
-                assert next_state is BrokerState.CONTROLLED_SHUTDOWN, next_state
-                if not registration.in_controlled_shutdown:
-                    records.append(self._change(registration, in_controlled_shutdown=True))
-                records.extend(replication.handle_controlled_shutdown(broker_id))
-
-                def remember_shutdown_offset(offset: int) -> None:
-                    # The broker may stop once every active broker has applied this offset.
-                    session.controlled_shutdown_offset = offset
-
-                on_batch_end = remember_shutdown_offset
         tracker.touch(broker_id, now_ms, request.current_metadata_offset)
         reply = BrokerHeartbeatReply(
             is_caught_up=request.current_metadata_offset >= registration_offset,
@@ -378,7 +389,42 @@ class ClusterControl:
             in_controlled_shutdown=next_state is BrokerState.CONTROLLED_SHUTDOWN,
             should_shut_down=next_state is BrokerState.SHUTDOWN_NOW,
         )
-        return ControllerResult.of(records, reply, on_batch_end=on_batch_end)
+        if next_state is current:
+            return ControllerResult.of((), reply)
+        if next_state.fenced:
+            tracker.end_controlled_shutdown(broker_id)
+            # The reply waits for the last step, which fences.
+            return self._evacuate(
+                broker_id, registration.broker_epoch, replication, self._fence, reply
+            )
+        limit = self._max_changes
+        if next_state is BrokerState.UNFENCED:
+            elections = replication.handle_broker_unfenced(broker_id, max_records=limit)
+            # The elections left over go on without the broker waiting for them.
+            return ControllerResult.of(
+                [self._change(registration, fenced=FenceChange.UNFENCE), *elections.records],
+                reply,
+                after=elections.then,
+            )
+        assert next_state is BrokerState.CONTROLLED_SHUTDOWN, next_state
+        records: list[MetadataRecord] = []
+        if not registration.in_controlled_shutdown:
+            records.append(self._change(registration, in_controlled_shutdown=True))
+        changes = replication.handle_controlled_shutdown(broker_id, max_records=limit)
+        records.extend(changes)
+
+        def remember_shutdown_offset(offset: int) -> None:
+            # The broker may stop once every active broker has applied this offset (the last
+            # step's, as the steps go on: it leads something until then).
+            session.controlled_shutdown_offset = offset
+
+        after = None
+        if len(changes) >= limit:
+            epoch = registration.broker_epoch
+            after = self._shutdown_step(epoch, broker_id, replication, remember_shutdown_offset)
+        return ControllerResult.of(
+            records, reply, on_batch_end=remember_shutdown_offset, after=after
+        )
 
     def fence_stale_broker(
         self, broker_id: int, *, replication: ReplicationHooks
@@ -388,10 +434,8 @@ class ClusterControl:
         registration = self._registrations.live.get(broker_id)
         if registration is None or registration.fenced:
             return ControllerResult.of((), None)
-        changes = replication.handle_broker_fenced(
-            broker_id, max_records=FENCING_PARTITION_CHANGES_PER_WRITE
-        )
-        if len(changes) >= FENCING_PARTITION_CHANGES_PER_WRITE:
+        changes = replication.handle_broker_fenced(broker_id, max_records=self._max_changes)
+        if len(changes) >= self._max_changes:
             # More may remain: this step takes the broker out of these ISRs and leaderships
             # only; it stays unfenced (and stale), so the next tick continues. The fencing
             # record comes with the last step, so a fenced broker is never in an ISR.
@@ -409,10 +453,12 @@ class ClusterControl:
         registration = self._registrations.live.get(broker_id)
         if registration is None:
             raise BrokerIdNotRegisteredError(f"broker {broker_id} is not registered")
-        records: list[MetadataRecord] = list(replication.handle_broker_unregistered(broker_id))
-        records.append(UnregisterBrokerRecord(broker_id, registration.broker_epoch))
-        tracker.remove(broker_id)
-        return ControllerResult.of(records, None)
+
+        def unregister(current: BrokerRegistration) -> list[MetadataRecord]:
+            tracker.remove(broker_id)
+            return [UnregisterBrokerRecord(broker_id, current.broker_epoch)]
+
+        return self._evacuate(broker_id, registration.broker_epoch, replication, unregister, None)
 
     # -- replay and snapshots ------------------------------------------------------------------
 
@@ -446,15 +492,66 @@ class ClusterControl:
     ) -> BrokerRegistration:
         return registration_named_by(record, self._registrations.live.get(record.broker_id), offset)
 
-    def _fence_records(
-        self, registration: BrokerRegistration, replication: ReplicationHooks
-    ) -> list[MetadataRecord]:
-        records: list[MetadataRecord] = list(
-            replication.handle_broker_fenced(registration.broker_id)
-        )
-        if not registration.fenced:
-            records.append(self._change(registration, fenced=FenceChange.FENCE))
-        return records
+    def _evacuate(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        replication: ReplicationHooks,
+        last_records: Callable[[BrokerRegistration], list[MetadataRecord]],
+        response: R,
+    ) -> ControllerResult[R]:
+        """Move a broker (its registration at `broker_epoch`) out of every ISR and leadership,
+        at most `max_partition_changes_per_step` changes a step, one step per loop turn; the
+        step that moves the last ones ends with `last_records` of its registration (a fence,
+        an unregistration), so it never holds while the broker is still in an ISR. If another
+        incarnation replaced the registration meanwhile, there is nothing left to do."""
+        registration = self._registrations.live.get(broker_id)
+        if registration is None or registration.broker_epoch != broker_epoch:
+            return ControllerResult.of((), response)
+        changes = replication.handle_broker_fenced(broker_id, max_records=self._max_changes)
+        if len(changes) >= self._max_changes:
+            return ControllerResult.partial(
+                changes,
+                lambda ctx: self._evacuate(
+                    broker_id, broker_epoch, replication, last_records, response
+                ),
+            )
+        return ControllerResult.of([*changes, *last_records(registration)], response)
+
+    def _fence(self, registration: BrokerRegistration) -> list[MetadataRecord]:
+        """The fencing record, last in a fencing write (none if already fenced)."""
+        if registration.fenced:
+            return []
+        return [self._change(registration, fenced=FenceChange.FENCE)]
+
+    def _shutdown_step(
+        self,
+        broker_epoch: int,
+        broker_id: int,
+        replication: ReplicationHooks,
+        on_batch_end: Callable[[int], None],
+    ) -> Step[None]:
+        """The rest of a controlled shutdown's moves, a step per loop turn, while the broker is
+        still that registration, unfenced and in controlled shutdown."""
+
+        def step(ctx: object) -> ControllerResult[None]:
+            registration = self._registrations.live.get(broker_id)
+            if (
+                registration is None
+                or registration.broker_epoch != broker_epoch
+                or registration.fenced
+                or not registration.in_controlled_shutdown
+            ):
+                return ControllerResult.of((), None)
+            changes = replication.handle_controlled_shutdown(
+                broker_id, max_records=self._max_changes
+            )
+            if len(changes) >= self._max_changes:
+                rest = self._shutdown_step(broker_epoch, broker_id, replication, on_batch_end)
+                return ControllerResult.partial(changes, rest, on_batch_end=on_batch_end)
+            return ControllerResult.of(changes, None, on_batch_end=on_batch_end)
+
+        return step
 
     @staticmethod
     def _change(

@@ -23,7 +23,9 @@ Rules:
   NOT_CONTROLLER instead is the service's decision.
 - Claiming leadership: activate the offsets (writes start after the last committed offset),
   start a fresh heartbeat session for every registered broker, write the bootstrap records if
-  the log holds no metadata yet (`metadata.version` first), and start the periodic tasks.
+  the log holds no metadata yet (`metadata.version` first), elect leaders for leaderless
+  partitions an active ISR member can lead (a predecessor may have lost them half way), and
+  start the periodic tasks.
 - Renouncing (another leader, an unknown one, or a failure of our own): revert every
   structure to the last stable offset, drop the heartbeat sessions and periodic tasks, and fail
   every parked response with NOT_CONTROLLER naming the new leader when known. The state is
@@ -35,12 +37,18 @@ Rules:
   answer. So does any sign that its idea of the log is wrong: a batch placed at another offset
   than expected, or a committed batch it did not write. A replay failure is fatal: it
   propagates, and the shell must stop the process.
+- Stepped writes (docs/controller.md#stepped-writes): a result with `then` or `after` is one
+  step; the next runs at the next tick (one step of each such write per tick), against the
+  latest state. A `then` write is answered by its last step; an `after` chain answers nobody.
+  Renouncing drops the steps left and fails their callers with NOT_CONTROLLER.
 - Periodic work on the active controller (docs/design/kraft.md#controller): a NoOpRecord every
   `metadata_max_idle_interval_ms`; fencing of brokers whose session expired, one broker per
   write, oldest first, when the oldest session expires; preferred-leader elections every
   `leader_imbalance_check_interval_ms` (if `auto_leader_rebalance_enable`) and unclean
   elections every `unclean_leader_election_interval_ms`, each bounded per run and rerun at the
-  next tick while partitions are left over.
+  next tick while partitions are left over; clean elections for leaderless partitions with an
+  active ISR member on activation and every `leaderless_partition_check_interval_ms`
+  (docs/controller.md#leaderless-partitions), in bounded steps.
 
 Theory of operation: `OffsetControl` owns the snapshot registry. Between the last stable offset
 and the newest snapshot lie exactly the in-flight batches; the purgatory holds their
@@ -52,8 +60,9 @@ of our snapshots (or at a control batch, which changes no metadata).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 from uuid import UUID
 
 from quorum.controller.broker_heartbeat import BrokerHeartbeatReply, BrokerHeartbeatRequest
@@ -151,6 +160,7 @@ class QuorumController:
             cluster_id=config.cluster_id,
             features=self.features,
             session_timeout_ms=config.broker_session_timeout_ms,
+            max_partition_changes_per_step=config.max_partition_changes_per_step,
         )
         self.configs = ConfigControl(registry, config.static_broker_configs)
         self.producer_ids = ProducerIdControl(registry, self.cluster)
@@ -175,6 +185,10 @@ class QuorumController:
         self._next_noop_ms: int | None = None
         self._next_balance_ms: int | None = None
         self._next_unclean_ms: int | None = None
+        self._next_leaderless_ms: int | None = None
+        # Later steps of writes (`ControllerResult.then`, `after`), one run per tick each, with
+        # the response their last step settles.
+        self._steps: deque[tuple[WriteOperation[Any], PendingResponse[Any]]] = deque()
         # Why the last failure-driven renounce happened, for the shell's logs and for tests.
         self.last_failover_reason: str | None = None
         self._dispatch: dict[type, Callable[[MetadataRecord, int], None]] = self._replayers()
@@ -438,6 +452,7 @@ class QuorumController:
 
     def tick(self, now_ms: int) -> None:
         """Run the periodic work due at `now_ms` (active controller only)."""
+        self._run_steps(now_ms)
         self._fence_stale_brokers(now_ms)
         if self._due(self._next_balance_ms, now_ms):
             self._next_balance_ms = self._run_elections(
@@ -455,6 +470,11 @@ class QuorumController:
                 self.config.unclean_leader_election_interval_ms,
                 "elect unclean leaders",
             )
+        if self._due(self._next_leaderless_ms, now_ms):
+            self._elect_leaderless(now_ms)
+            if self._claim_epoch is not None:
+                interval = self.config.leaderless_partition_check_interval_ms
+                self._next_leaderless_ms = now_ms + interval
         if self._due(self._next_noop_ms, now_ms):
             self.write(_write_no_op, now_ms, "write a NoOpRecord")
             if self._claim_epoch is not None:
@@ -464,10 +484,13 @@ class QuorumController:
         """When `tick` next has work (None: not before some other input)."""
         if self._claim_epoch is None:
             return None
+        if self._steps:
+            return now_ms
         candidates = (
             self._next_noop_ms,
             self._next_balance_ms,
             self._next_unclean_ms,
+            self._next_leaderless_ms,
             self.cluster.next_session_expiry_ms(now_ms),
         )
         deadlines = [deadline for deadline in candidates if deadline is not None]
@@ -485,6 +508,7 @@ class QuorumController:
         if self.config.auto_leader_rebalance_enable:
             self._next_balance_ms = now_ms + self.config.leader_imbalance_check_interval_ms
         self._next_unclean_ms = now_ms + self.config.unclean_leader_election_interval_ms
+        self._next_leaderless_ms = now_ms + self.config.leaderless_partition_check_interval_ms
         if self.features.metadata_version() is None:
             # An empty log: write what every metadata log begins with.
             level = self.config.bootstrap_metadata_version
@@ -493,6 +517,9 @@ class QuorumController:
                 now_ms,
                 "write the bootstrap records",
             )
+        # The elections of an unfencing may be lost half way (a failover between its steps or
+        # batches): the new active controller redoes what is left of them.
+        self._elect_leaderless(now_ms)
 
     def _renounce(self, new_leader_id: int | None) -> None:
         """Stop being active: back to the committed state, every waiting caller told."""
@@ -503,18 +530,21 @@ class QuorumController:
         self._next_noop_ms = None
         self._next_balance_ms = None
         self._next_unclean_ms = None
+        self._next_leaderless_ms = None
+        steps, self._steps = self._steps, deque()
         self.offset_control.deactivate()
         self.cluster.deactivate()
         assert (
             self.offset_control.registry.latest_offset() == self.offset_control.last_stable_offset
         ), "after a renounce the state is the stable state"
-        self.purgatory.fail_all(
-            self._not_controller(
-                f"node {self.node_id} lost leadership of quorum epoch {claim_epoch} before "
-                "the write committed",
-                new_leader_id,
-            )
+        lost = self._not_controller(
+            f"node {self.node_id} lost leadership of quorum epoch {claim_epoch} before "
+            "the write committed",
+            new_leader_id,
         )
+        self.purgatory.fail_all(lost)
+        for _, pending in steps:
+            pending.fail(lost)
 
     def _fail_over(self, reason: str) -> None:
         """Renounce after a failure of our own, and hand Raft leadership to another node."""
@@ -550,11 +580,27 @@ class QuorumController:
             pending.fail(UnknownServerError(f"{pending.description} failed: {error!r}"))
             return
         if not result.records:
-            self._answer_without_records(result, pending)
+            if result.then is None:
+                self._answer_without_records(result, pending)
+            self._queue_steps(result, pending)
             return
+        last_offset = self._append(claim_epoch, result, pending)
+        if last_offset is None:
+            return
+        if result.on_batch_end is not None:
+            result.on_batch_end(last_offset)
+        if result.then is None:
+            self.purgatory.add(last_offset, _Parked(pending, result.response))
+        self._queue_steps(result, pending)
+
+    def _append(
+        self, claim_epoch: int, result: ControllerResult[R], pending: PendingResponse[R]
+    ) -> int | None:
+        """Append and replay a result's records; their last offset, or None if the write
+        failed (`pending` is told why)."""
         batches = self._batches(result, pending)
         if batches is None:
-            return
+            return None
         last_offset = -1
         for index, batch in enumerate(batches):
             try:
@@ -562,17 +608,17 @@ class QuorumController:
             except NotControllerError:
                 self._renounce(None)
                 pending.fail(self._not_controller(f"cannot {pending.description}"))
-                return
+                return None
             except KafkaError as error:
                 if index > 0:
                     # Earlier batches of this write are in the log: it is now half done.
                     self._fail_over(f"{pending.description}: batch {index} refused: {error!r}")
                 pending.fail(error)
-                return
+                return None
             except Exception as error:
                 self._fail_over(f"{pending.description}: append failed: {error!r}")
                 pending.fail(UnknownServerError(f"{pending.description} failed: {error!r}"))
-                return
+                return None
             base_offset = last_offset - len(batch) + 1
             expected = self.offset_control.next_write_offset
             if base_offset != expected:
@@ -582,13 +628,41 @@ class QuorumController:
                     f"but the controller expected {expected}"
                 )
                 pending.fail(UnknownServerError(f"{pending.description} failed: offset mismatch"))
-                return
+                return None
             for position, record in enumerate(batch):
                 self._replay(record, base_offset + position)
             self.offset_control.handle_schedule_append(last_offset)
-        if result.on_batch_end is not None:
-            result.on_batch_end(last_offset)
-        self.purgatory.add(last_offset, _Parked(pending, result.response))
+        return last_offset
+
+    def _queue_steps(self, result: ControllerResult[R], pending: PendingResponse[R]) -> None:
+        """Queue what is left of a stepped write for the next ticks (`ControllerResult.then`,
+        `after`)."""
+        if result.after is not None:
+            follow_up: PendingResponse[None] = PendingResponse(f"{pending.description} (rest)")
+            self._steps.append((result.after, follow_up))
+        if result.then is not None:
+            self._steps.append((result.then, pending))
+
+    def _run_steps(self, now_ms: int) -> None:
+        """One step of every write that goes on (those queued by this tick's wait for the
+        next), so that each loop turn stays bounded while the rest of the work proceeds."""
+        for _ in range(len(self._steps)):
+            if self._claim_epoch is None:
+                return
+            op, pending = self._steps.popleft()
+            self._run_write(op, now_ms, pending)
+
+    def _elect_leaderless(self, now_ms: int) -> None:
+        """Clean elections for leaderless partitions that an active ISR member can lead, a
+        bounded step per tick (`ReplicationControl.elect_leaderless_partitions`)."""
+        if self._claim_epoch is None or not self.replication.has_leaderless_partitions():
+            return
+        limit = self.config.max_partition_changes_per_step
+        self.write(
+            lambda ctx: ctx.replication.elect_leaderless_partitions(limit),
+            now_ms,
+            "elect leaders for leaderless partitions",
+        )
 
     def _answer_without_records(
         self, result: ControllerResult[R], pending: PendingResponse[R]

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from quorum.controller.config_definitions import check_static_broker_configs
+from quorum.controller.controller_result import MAX_PARTITION_CHANGES_PER_STEP
 from quorum.metadata.records import METADATA_VERSION_LATEST
 
 
@@ -28,6 +29,10 @@ class ControllerConfig:
     # Kafka's maxRecordsPerBatch: a write is split into Raft batches of at most this many
     # records (an atomic write must fit in one).
     max_records_per_batch: int = 10_000
+    # How many partition changes one step of a broker event's write may make (fencing,
+    # unfencing, controlled shutdown, a new incarnation, unregistration, leaderless elections):
+    # the rest follow in later steps, one per loop turn, so no turn is held for long.
+    max_partition_changes_per_step: int = MAX_PARTITION_CHANGES_PER_STEP
     # How many writes may wait for their commit at once; beyond it new writes fail fast with
     # REQUEST_TIMED_OUT (retriable) instead of growing the purgatory without bound.
     max_pending_writes: int = 100_000
@@ -44,6 +49,9 @@ class ControllerConfig:
     # Kafka's internal unclean.leader.election.interval.ms: how often leaderless partitions of
     # topics with unclean.leader.election.enable=true get unclean elections.
     unclean_leader_election_interval_ms: int = 300_000
+    # replog's own: how often leaderless partitions with an active ISR member get clean
+    # elections, the safety net behind the ones on unfencing and on activation.
+    leaderless_partition_check_interval_ms: int = 10_000
     # The node's static broker configs (server.properties keys of `config_definitions`, such
     # as min.insync.replicas and unclean.leader.election.enable): the defaults below every
     # dynamic config (`ConfigControl`). Not hashed: a mapping.
@@ -63,6 +71,11 @@ class ControllerConfig:
             raise ValueError(
                 f"max_records_per_batch must be positive: {self.max_records_per_batch}"
             )
+        if self.max_partition_changes_per_step <= 0:
+            raise ValueError(
+                "max_partition_changes_per_step must be positive: "
+                f"{self.max_partition_changes_per_step}"
+            )
         if self.default_num_partitions < 1:
             raise ValueError(
                 f"num.partitions must be at least 1, not {self.default_num_partitions}"
@@ -72,7 +85,11 @@ class ControllerConfig:
                 "default.replication.factor must be at least 1, not "
                 f"{self.default_replication_factor}"
             )
-        for name in ("leader_imbalance_check_interval_ms", "unclean_leader_election_interval_ms"):
+        for name in (
+            "leader_imbalance_check_interval_ms",
+            "unclean_leader_election_interval_ms",
+            "leaderless_partition_check_interval_ms",
+        ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, not {getattr(self, name)}")
         if self.max_pending_writes <= 0:

@@ -13,6 +13,14 @@ Rules:
 - `on_batch_end`, if given, is told the last offset of the write (for a write with no records:
   the offset its response waits for). The heartbeat uses it to remember the offset of a
   broker's controlled shutdown records.
+- A write may be **stepped**, so that no single loop turn builds (and replays) an unbounded
+  number of records: a result with `then` is one step of its write; the controller appends its
+  records, and on a later loop turn runs `then` against the state they leave, until a result
+  has no `then`. The last result's response answers the caller once its records commit; the
+  earlier steps' responses are never read (`partial`). A result with `after` answers as usual,
+  and the controller runs `after` (stepped the same way) on later turns with nobody waiting.
+  Each step sees the latest state, other writes included: it re-derives what is left to do
+  rather than trusting what an earlier step saw.
 - Records and response are immutable values.
 """
 
@@ -20,11 +28,29 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar, cast
 
 from quorum.metadata.records import MetadataRecord
 
 R = TypeVar("R")
+
+# Kafka's bound on the elections of one periodic run, applied to every step of a write that
+# changes partitions for a broker event: about 20 ms of the single thread on an idle machine.
+MAX_PARTITION_CHANGES_PER_STEP = 1_000
+
+
+class StepContext(Protocol):
+    """What a later step of a write is told (the controller passes its `WriteContext`)."""
+
+    @property
+    def now_ms(self) -> int: ...
+
+    @property
+    def next_write_offset(self) -> int: ...
+
+
+# The next step of a write: run on a later loop turn, against the latest state.
+Step = Callable[[StepContext], "ControllerResult[R]"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +59,8 @@ class ControllerResult(Generic[R]):
     response: R
     is_atomic: bool = False
     on_batch_end: Callable[[int], None] | None = None
+    then: Step[R] | None = None
+    after: Step[None] | None = None
 
     @classmethod
     def of(
@@ -42,6 +70,20 @@ class ControllerResult(Generic[R]):
         *,
         is_atomic: bool = False,
         on_batch_end: Callable[[int], None] | None = None,
+        after: Step[None] | None = None,
     ) -> ControllerResult[R]:
         """A result from any sequence of records."""
-        return cls(tuple(records), response, is_atomic, on_batch_end)
+        return cls(tuple(records), response, is_atomic, on_batch_end, None, after)
+
+    @classmethod
+    def partial(
+        cls,
+        records: Sequence[MetadataRecord],
+        then: Step[R],
+        *,
+        on_batch_end: Callable[[int], None] | None = None,
+        after: Step[None] | None = None,
+    ) -> ControllerResult[R]:
+        """One step of a write that goes on with `then`; it has no response of its own (the
+        controller never reads it: the last step answers)."""
+        return cls(tuple(records), cast(R, None), False, on_batch_end, then, after)

@@ -24,6 +24,10 @@ Rules:
 - A broker that is fenced, enters controlled shutdown or is unregistered leaves every ISR
   (KIP-841), except as the last member, which stays with leader -1; where it led, a new leader
   is elected. When a broker is unfenced, every leaderless partition gets an election.
+- Broker events are bounded: each call makes at most `max_records` changes (the caller steps
+  the rest), and passes over partitions where nothing can change without building a change.
+  `elect_leaderless_partitions` is the safety net behind unfencing: clean elections for
+  leaderless partitions with an active ISR member (docs/controller.md#leaderless-partitions).
 - Records of a new topic: TopicRecord, then one PartitionRecord per partition, then its
   ConfigRecords. New partitions start with ISR = the active assigned replicas, leader = ISR[0],
   both epochs 0, RECOVERED.
@@ -605,36 +609,66 @@ class ReplicationControl:
         allows. The broker is treated as unacceptable already, because the caller's fencing
         record (which it appends after these) is not replayed yet.
 
-        With `max_records`, at most that many changes (the first partitions in order); fewer
-        means these are all. The caller fences in steps then, so that one write never holds
-        the single thread (and the Raft loop) for seconds: 100k changes took 2.7 s, past the
-        fetch timeout, and the controller lost its leadership before it could commit them.
+        With `max_records`, at most that many changes; fewer means these are all. The caller
+        then fences in steps (one per loop turn), so that one write never holds the single
+        thread, and the Raft loop with it, for seconds. Partitions it is the last ISR member of
+        and does not lead are skipped without building a change (nothing would change), so a
+        step costs what it changes, not what the broker was once in.
         """
+        members = self._isr_members.live.get(broker_id)
+        if members is None:
+            return ()
         return self._update_isrs_and_leaders(
-            self._partitions_with_isr_member(broker_id),
-            broker_to_remove=broker_id,
-            max_records=max_records,
+            members.live, broker_to_remove=broker_id, max_records=max_records
         )
 
-    def handle_controlled_shutdown(self, broker_id: int) -> tuple[PartitionChangeRecord, ...]:
+    def handle_controlled_shutdown(
+        self, broker_id: int, *, max_records: int | None = None
+    ) -> tuple[PartitionChangeRecord, ...]:
         """The partition changes when `broker_id` enters controlled shutdown: as for fencing.
 
         The caller writes its controlled-shutdown record first, then these.
         """
-        return self.handle_broker_fenced(broker_id)
+        return self.handle_broker_fenced(broker_id, max_records=max_records)
 
-    def handle_broker_unregistered(self, broker_id: int) -> tuple[PartitionChangeRecord, ...]:
+    def handle_broker_unregistered(
+        self, broker_id: int, *, max_records: int | None = None
+    ) -> tuple[PartitionChangeRecord, ...]:
         """The partition changes when `broker_id` is unregistered: as for fencing, before the
         caller's UnregisterBrokerRecord."""
-        return self.handle_broker_fenced(broker_id)
+        return self.handle_broker_fenced(broker_id, max_records=max_records)
 
-    def handle_broker_unfenced(self, broker_id: int) -> tuple[PartitionChangeRecord, ...]:
-        """Elections for every leaderless partition, now that `broker_id` may lead.
+    def handle_broker_unfenced(
+        self, broker_id: int, *, max_records: int = MAX_ELECTIONS_PER_RUN
+    ) -> ControllerResult[None]:
+        """Elections for every leaderless partition, now that `broker_id` may lead (each in
+        its topic's mode: unclean where the topic allows it, as Kafka's unfencing does).
 
         The broker counts as acceptable already, because the caller's unfencing record (which
-        precedes these) is not replayed yet.
+        precedes these) is not replayed yet. At most `max_records` elections; if there may be
+        more, `then` elects the rest cleanly on later turns (`elect_leaderless_partitions`),
+        by which time the unfencing is replayed.
         """
-        return self._update_isrs_and_leaders(self._leaderless_partitions(), broker_to_add=broker_id)
+        records = self._elect_leaderless(max_records, broker_to_add=broker_id, clean_only=False)
+        return self._leaderless_step(records, max_records)
+
+    def elect_leaderless_partitions(
+        self, max_records: int = MAX_ELECTIONS_PER_RUN
+    ) -> ControllerResult[None]:
+        """Clean elections for every leaderless partition with an active ISR member: the safety
+        net behind unfencing (a new active controller, and the periodic check, run it). At most
+        `max_records` per step; `then` elects the rest on later turns."""
+        records = self._elect_leaderless(max_records, broker_to_add=NO_LEADER, clean_only=True)
+        return self._leaderless_step(records, max_records)
+
+    def _leaderless_step(
+        self, records: tuple[PartitionChangeRecord, ...], max_records: int
+    ) -> ControllerResult[None]:
+        if len(records) < max_records:
+            return ControllerResult.of(records, None)
+        return ControllerResult.partial(
+            records, lambda ctx: self.elect_leaderless_partitions(max_records)
+        )
 
     def elect_leaders(
         self,
@@ -1249,30 +1283,33 @@ class ReplicationControl:
         self,
         partitions: Iterable[TopicIdPartition],
         *,
-        broker_to_remove: int = NO_LEADER,
-        broker_to_add: int = NO_LEADER,
+        broker_to_remove: int,
         max_records: int | None = None,
     ) -> tuple[PartitionChangeRecord, ...]:
-        """Take `broker_to_remove` out of these partitions' ISRs and re-elect where needed;
-        `broker_to_add` counts as an acceptable leader even if not active yet. Stops after
-        `max_records` changes, if given."""
+        """Take `broker_to_remove` out of these partitions' ISRs and re-elect where needed.
+        Stops after `max_records` changes, if given."""
         cluster = self._cluster
 
         def acceptable(broker_id: int) -> bool:
-            return broker_id != broker_to_remove and (
-                broker_id == broker_to_add or cluster.is_active(broker_id)
-            )
+            return broker_id != broker_to_remove and cluster.is_active(broker_id)
 
+        only_member = (broker_to_remove,)
         records: list[PartitionChangeRecord] = []
         # The election mode is a topic config: looked up once per topic, not per partition (a
         # broker's fencing can touch 100k partitions of a few topics).
         elections: dict[UUID, Election] = {}
-        for tp in sorted(partitions):
+        for tp in partitions:
             topic = self._topics.live[tp.topic_id]
             partition = topic.partitions.live[tp.partition_id]
             election = elections.get(tp.topic_id)
             if election is None:
                 election = elections[tp.topic_id] = self._election_for(topic.name)
+            if (
+                partition.isr == only_member
+                and partition.leader == NO_LEADER
+                and election is not Election.UNCLEAN
+            ):
+                continue  # stays the last ISR member, leaderless: no change to build
             record = PartitionChangeBuilder(
                 partition,
                 tp.topic_id,
@@ -1284,6 +1321,40 @@ class ReplicationControl:
             if record is not None:
                 records.append(record)
                 if max_records is not None and len(records) >= max_records:
+                    break
+        return tuple(records)
+
+    def _elect_leaderless(
+        self, max_records: int, *, broker_to_add: int, clean_only: bool
+    ) -> tuple[PartitionChangeRecord, ...]:
+        """Up to `max_records` elections for leaderless partitions; `broker_to_add` counts as
+        active. Partitions that no ISR member could lead cleanly are passed over without
+        building a change, unless an unclean election is allowed for them."""
+        leaderless = self._leaders.live.get(NO_LEADER)
+        if leaderless is None:
+            return ()
+        cluster = self._cluster
+
+        def acceptable(broker_id: int) -> bool:
+            return broker_id == broker_to_add or cluster.is_active(broker_id)
+
+        records: list[PartitionChangeRecord] = []
+        elections: dict[UUID, Election] = {}
+        for tp in leaderless.live:
+            topic = self._topics.live[tp.topic_id]
+            partition = topic.partitions.live[tp.partition_id]
+            election = elections.get(tp.topic_id)
+            if election is None:
+                election = Election.ONLINE if clean_only else self._election_for(topic.name)
+                elections[tp.topic_id] = election
+            if election is not Election.UNCLEAN and not any(map(acceptable, partition.isr)):
+                continue
+            record = PartitionChangeBuilder(
+                partition, tp.topic_id, tp.partition_id, acceptable, election=election
+            ).build()
+            if record is not None:
+                records.append(record)
+                if len(records) >= max_records:
                     break
         return tuple(records)
 
@@ -1300,10 +1371,6 @@ class ReplicationControl:
         if partition is None:
             raise UnknownTopicOrPartitionError(f"topic {name!r} has no partition {partition_id}")
         return topic_id, partition
-
-    def _partitions_with_isr_member(self, broker_id: int) -> list[TopicIdPartition]:
-        members = self._isr_members.live.get(broker_id)
-        return [] if members is None else list(members.live)
 
     def _leaderless_partitions(self) -> list[TopicIdPartition]:
         leaderless = self._leaders.live.get(NO_LEADER)

@@ -9,6 +9,9 @@ PartitionChangeRecords that takes.
 Rules:
 - Each `handle_*` method returns PartitionChangeRecords only, and changes no state: cluster
   control adds its own BrokerRegistrationChangeRecord, and the controller replays them all.
+- They are bounded: at most `max_records` changes, fewer meaning these are all; cluster control
+  writes the rest in later steps of the same write, one per loop turn. `handle_broker_unfenced`
+  returns a `ControllerResult` whose `then` elects the leaders left over.
 - They are asked while the broker's registration still shows its old state (the records are
   replayed afterwards), so `handle_broker_fenced(b)` and `handle_controlled_shutdown(b)` must
   treat `b` as unable to lead or join an ISR, and `handle_broker_unfenced(b)` must treat it as
@@ -21,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from quorum.controller.controller_result import ControllerResult
 from quorum.metadata.records import (
     MetadataRecord,
     PartitionChangeRecord,
@@ -44,17 +48,23 @@ class ReplicationHooks(Protocol):
         most `max_records`; fewer means all)."""
         ...
 
-    def handle_broker_unfenced(self, broker_id: int) -> Sequence[MetadataRecord]:
-        """Records electing leaders for leaderless partitions, `broker_id` now eligible."""
+    def handle_broker_unfenced(self, broker_id: int, *, max_records: int) -> ControllerResult[None]:
+        """Records electing leaders for leaderless partitions, `broker_id` now eligible (at
+        most `max_records`; `then` elects the rest)."""
         ...
 
-    def handle_broker_unregistered(self, broker_id: int) -> Sequence[MetadataRecord]:
+    def handle_broker_unregistered(
+        self, broker_id: int, *, max_records: int | None = None
+    ) -> Sequence[MetadataRecord]:
         """Records removing `broker_id` from every ISR and moving its leaderships away, before
-        its registration is removed."""
+        its registration is removed (at most `max_records`; fewer means all)."""
         ...
 
-    def handle_controlled_shutdown(self, broker_id: int) -> Sequence[MetadataRecord]:
-        """Records moving `broker_id`'s leaderships away and removing it from ISRs."""
+    def handle_controlled_shutdown(
+        self, broker_id: int, *, max_records: int | None = None
+    ) -> Sequence[MetadataRecord]:
+        """Records moving `broker_id`'s leaderships away and removing it from ISRs (at most
+        `max_records`; fewer means all)."""
         ...
 
     def has_leaderships(self, broker_id: int) -> bool:

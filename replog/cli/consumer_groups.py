@@ -2,7 +2,8 @@
 kafka-consumer-groups.sh.
 
     replog consumer-groups --list [--json] [--bootstrap-server HOST:PORT,... | --data-dir DIR]
-    replog consumer-groups --describe --group G [--offsets | --members | --state] [--json] [...]
+    replog consumer-groups --describe --group G [--offsets | --members | --state] [--verbose]
+        [--json] [...]
     replog consumer-groups --delete --group G [--json] [...]
     replog consumer-groups --reset-offsets --group G (--topic T[:P,...] ... | --all-topics)
         (--to-earliest | --to-latest | --to-offset N | --to-datetime DT | --shift-by N)
@@ -17,10 +18,18 @@ the group committed or a member owns, and one per member that owns none:
 
 With `--json`, the lines as a list of {"group", "topic", "partition", "currentOffset",
 "logEndOffset", "lag", "consumerId", "host", "clientId"} (null where the table has "-").
-`--members`: GROUP CONSUMER-ID HOST CLIENT-ID #PARTITIONS ({"group", "consumerId", "host",
-"clientId", "partitions"}); `--state`: GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE
-#MEMBERS ({"group", "coordinator", "coordinatorId", "assignmentStrategy", "state",
-"members"}). `--delete` deletes
+`--members`: GROUP CONSUMER-ID [GROUP-INSTANCE-ID] HOST CLIENT-ID #PARTITIONS (the instance
+column when a member has one), with `--verbose` Kafka's CURRENT-EPOCH CURRENT-ASSIGNMENT
+TARGET-EPOCH TARGET-ASSIGNMENT (a consumer-protocol group's member epochs, assignments as
+`t:0,1;u:2`, and the group's target assignment epoch; "-" for a classic group) and UPGRADED
+(whether each member uses the consumer protocol) when the group holds members of both
+protocols; with `--json` ({"group", "consumerId", "groupInstanceId", "host", "clientId",
+"partitions", "memberType"}, `--verbose` adding "currentEpoch", "currentAssignment",
+"targetEpoch", "targetAssignment" as [{"topic", "partition"}]). `--state`: GROUP
+COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE #MEMBERS, `--verbose` adding GROUP-EPOCH and
+TARGET-ASSIGNMENT-EPOCH before #MEMBERS ({"group", "coordinator", "coordinatorId",
+"assignmentStrategy", "state", "members"}, `--verbose` adding "groupEpoch",
+"targetAssignmentEpoch"). `--delete` deletes
 an Empty group and its committed offsets: Kafka's "Deletion of requested consumer groups ('G')
 was successful.", or the error (NON_EMPTY_GROUP while it has members; exit code 1); with
 `--json`, [{"group", "error"}]. `--reset-offsets` moves an inactive group's committed offsets:
@@ -51,7 +60,7 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from replog.cli.arguments import add_documented_command
 from replog.cli.client_connection import add_client_connection_arguments, client_config
@@ -66,6 +75,7 @@ from replog.cli.reset_offsets import (
     reset_offsets,
 )
 from replog.cli.table import print_table
+from replog.coordinator.consumer_group_messages import CLASSIC_MEMBER, CONSUMER_MEMBER
 from replog.errors import GroupIdNotFoundError, KafkaError, ReplogError
 
 REQUEST_TIMEOUT_MS = 10_000
@@ -78,22 +88,50 @@ JSON_KEYS = (
     "clientId",
 )  # fmt: skip
 MEMBERS_HEADER = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS")
+VERBOSE_MEMBERS_HEADER = (
+    "CURRENT-EPOCH",
+    "CURRENT-ASSIGNMENT",
+    "TARGET-EPOCH",
+    "TARGET-ASSIGNMENT",
+)
 STATE_HEADER = ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")
-# A member as the tables show it: member id, host, client id, owned (topic, partition)s.
-Member = tuple[str, str, str, list[tuple[str, int]]]
+VERBOSE_STATE_HEADER = ("GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH")
+
+
+class Member(NamedTuple):
+    """A member as the tables show it; the epochs and target are a consumer-protocol group's
+    (None in a classic group)."""
+
+    member_id: str
+    host: str
+    client_id: str
+    owned: list[tuple[str, int]]
+    instance_id: str | None = None
+    member_type: str = CLASSIC_MEMBER  # or CONSUMER_MEMBER
+    current_epoch: int | None = None
+    target: list[tuple[str, int]] | None = None
+    target_epoch: int | None = None
+
+    @property
+    def upgraded(self) -> bool | None:
+        """Kafka's UPGRADED column: whether a consumer-protocol group's member uses that
+        protocol (None in a classic group)."""
+        return None if self.current_epoch is None else self.member_type == CONSUMER_MEMBER
+
+
 Row = tuple[str, str | None, int | None, int | None, int | None, int | None, str | None,
             str | None, str | None]  # fmt: skip
 
 
 def describe_rows(
     group_id: str,
-    members: Sequence[tuple[str, str, str, Sequence[tuple[str, int]]]],
+    members: Sequence[Member],
     committed: Mapping[tuple[str, int], int | None],
     log_end: Mapping[tuple[str, int], int | None],
 ) -> list[Row]:
-    """The describe table's lines (module docstring): `members` as (member id, host, client id,
-    owned partitions); partitions in (topic, partition) order, then members owning none."""
-    owner = {tp: (m, h, c) for m, h, c, owned in members for tp in owned}
+    """The describe table's lines (module docstring): partitions in (topic, partition) order,
+    then members owning none."""
+    owner = {tp: (m.member_id, m.host, m.client_id) for m in members for tp in m.owned}
     rows: list[Row] = []
     for tp in sorted(set(committed) | set(owner)):
         current = committed.get(tp)
@@ -101,9 +139,9 @@ def describe_rows(
         lag = None if current is None or end is None else max(0, end - current)
         member, host, client = owner.get(tp, (None, None, None))
         rows.append((group_id, tp[0], tp[1], current, end, lag, member, host, client))
-    for member_id, host, client_id, owned in members:
-        if not owned:
-            rows.append((group_id, None, None, None, None, None, member_id, host, client_id))
+    for m in members:
+        if not m.owned:
+            rows.append((group_id, None, None, None, None, None, m.member_id, m.host, m.client_id))
     return rows
 
 
@@ -146,6 +184,7 @@ class Described:
     coordinator: tuple[int, str]  # node id, host:port
     members: list[Member]
     rows: list[Row]
+    epochs: tuple[int, int] | None = None  # a consumer-protocol group's (group, target)
 
 
 async def _coordinator(config: Mapping[str, object], group_id: str) -> tuple[int, str]:
@@ -176,24 +215,28 @@ async def describe(config: Mapping[str, object], group_id: str) -> Described:
             except GroupIdNotFoundError:
                 raise ReplogError(f"consumer group {group_id!r} does not exist") from None
         offsets = await client.offset_fetch(group_id, None)
+    epochs = None
     if modern is not None:
         group, members = _consumer_protocol_group(modern)
+        epochs = (modern.group_epoch, modern.assignment_epoch)
     else:
         members = [
-            (
+            Member(
                 m.member_id,
                 f"/{m.client_host}" if m.client_host else "",
                 m.client_id,
                 assigned_partitions(m.assignment)
                 if group.protocol_type == CONSUMER_PROTOCOL_TYPE
                 else [],
+                m.group_instance_id,
+                m.member_type,
             )
             for m in group.members
         ]
     committed = {
         (tp.topic, tp.partition): None if o is None else o.offset for tp, o in offsets.items()
     }
-    wanted = sorted(set(committed) | {tp for m in members for tp in m[3]})
+    wanted = sorted(set(committed) | {tp for m in members for tp in m.owned})
     log_end: dict[tuple[str, int], int | None] = {}
     if wanted:
         async with Admin(dict(config)) as admin:
@@ -204,7 +247,7 @@ async def describe(config: Mapping[str, object], group_id: str) -> Described:
             (tp.topic, tp.partition): None if o is None else o.offset for tp, o in found.items()
         }
     rows = describe_rows(group_id, members, committed, log_end)
-    return Described(group, coordinator, members, rows)
+    return Described(group, coordinator, members, rows, epochs)
 
 
 def _consumer_protocol_group(described: Any) -> tuple[Any, list[Member]]:
@@ -226,16 +269,26 @@ def _consumer_protocol_group(described: Any) -> tuple[Any, list[Member]]:
             for m in described.members
         ),
     )
-    members: list[Member] = [
-        (
+    members = [
+        Member(
             m.member_id,
             m.client_host,
             m.client_id,
-            [(name, p) for _, name, ps in m.assignment for p in ps],
+            _partitions(m.assignment),
+            m.instance_id,
+            m.member_type,
+            m.member_epoch,
+            _partitions(m.target_assignment),
+            described.assignment_epoch,
         )
         for m in described.members
     ]
     return group, members
+
+
+def _partitions(named: Any) -> list[tuple[str, int]]:
+    """(topic, partition)s of a described member's assignment (NamedTopicPartitions)."""
+    return [(name, p) for _, name, ps in named for p in ps]
 
 
 async def delete(
@@ -248,22 +301,95 @@ async def delete(
         return await client.delete_groups([group_id])
 
 
-def members_rows(group_id: str, members: Sequence[Member]) -> list[list[str]]:
-    """`--members`: one line per member, header first."""
-    return [list(MEMBERS_HEADER)] + [
-        [group_id, m, h or "-", c or "-", str(len(owned))] for m, h, c, owned in members
-    ]
+def assignment_text(partitions: Sequence[tuple[str, int]] | None) -> str:
+    """Kafka's assignment column: `t:0,1;u:2` (topics and partitions sorted), "-" if none."""
+    if not partitions:
+        return "-"
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        by_topic.setdefault(topic, []).append(partition)
+    return ";".join(f"{t}:{','.join(map(str, sorted(ps)))}" for t, ps in sorted(by_topic.items()))
 
 
-def state_row(described: Described) -> list[str]:
+def _text(value: object) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def members_rows(
+    group_id: str, members: Sequence[Member], *, verbose: bool = False
+) -> list[list[str]]:
+    """`--members`: one line per member, header first, in Kafka's columns (module
+    docstring): GROUP-INSTANCE-ID when a member has one, UPGRADED (verbose) when the group holds
+    members of both protocols."""
+    instances = any(m.instance_id for m in members)
+    upgraded = {m.upgraded for m in members}
+    mixed = verbose and True in upgraded and False in upgraded
+    header = list(MEMBERS_HEADER)
+    if instances:
+        header.insert(2, "GROUP-INSTANCE-ID")
+    if verbose:
+        header += VERBOSE_MEMBERS_HEADER
+    if mixed:
+        header.append("UPGRADED")
+    lines = [header]
+    for m in members:
+        line = [group_id, m.member_id, _text(m.host), _text(m.client_id), str(len(m.owned))]
+        if instances:
+            line.insert(2, _text(m.instance_id))
+        if verbose:
+            line += [
+                _text(m.current_epoch),
+                assignment_text(m.owned),
+                _text(m.target_epoch),
+                assignment_text(m.target),
+            ]
+        if mixed:
+            line.append(_text(None if m.upgraded is None else str(m.upgraded).lower()))
+        lines.append(line)
+    return lines
+
+
+def members_json(group_id: str, members: Sequence[Member], *, verbose: bool) -> list[Any]:
+    """`--members --json`: the table's lines as objects (module docstring)."""
+
+    def listed(partitions: Sequence[tuple[str, int]] | None) -> list[Any] | None:
+        if partitions is None:
+            return None
+        return [{"topic": t, "partition": p} for t, p in sorted(partitions)]
+
+    found: list[Any] = []
+    for m in members:
+        member: dict[str, Any] = {
+            "group": group_id,
+            "consumerId": m.member_id,
+            "groupInstanceId": m.instance_id,
+            "host": m.host or None,
+            "clientId": m.client_id or None,
+            "partitions": len(m.owned),
+            "memberType": m.member_type,
+        }
+        if verbose:
+            member |= {
+                "currentEpoch": m.current_epoch,
+                "currentAssignment": listed(m.owned),
+                "targetEpoch": m.target_epoch,
+                "targetAssignment": listed(m.target),
+            }
+        found.append(member)
+    return found
+
+
+def state_row(described: Described, *, verbose: bool = False) -> list[str]:
     """`--state`: the group's one line (Kafka's columns)."""
     node_id, address = described.coordinator
     group = described.group
+    epochs = [_text(e) for e in described.epochs or (None, None)] if verbose else []
     return [
         group.group_id,
         f"{address} ({node_id})",
         group.protocol_data or "-",
         group.state,
+        *epochs,
         str(len(group.members)),
     ]
 
@@ -298,11 +424,12 @@ def run(args: argparse.Namespace) -> int:
         return run_reset(config, args)
     described = asyncio.run(describe(config, args.group))
     group = described.group
+    verbose = args.verbose_columns
     if args.state:
-        row = state_row(described)
+        row = state_row(described, verbose=verbose)
         if args.json:
             node_id, address = described.coordinator
-            state = {
+            state: dict[str, Any] = {
                 "group": group.group_id,
                 "coordinator": address,
                 "coordinatorId": node_id,
@@ -310,24 +437,20 @@ def run(args: argparse.Namespace) -> int:
                 "state": group.state,
                 "members": len(group.members),
             }
+            if verbose:
+                group_epoch, target_epoch = described.epochs or (None, None)
+                state |= {"groupEpoch": group_epoch, "targetAssignmentEpoch": target_epoch}
             print(json.dumps(state))
         else:
+            header = list(STATE_HEADER)
+            if verbose:
+                header[-1:-1] = VERBOSE_STATE_HEADER
             print()
-            print_table([list(STATE_HEADER), row])
+            print_table([header, row])
         return 0
     if args.json:
         if args.members:
-            members = [
-                {
-                    "group": group.group_id,
-                    "consumerId": m,
-                    "host": h or None,
-                    "clientId": c or None,
-                    "partitions": len(owned),
-                }
-                for m, h, c, owned in described.members
-            ]
-            print(json.dumps(members))
+            print(json.dumps(members_json(group.group_id, described.members, verbose=verbose)))
         else:
             print(json.dumps([dict(zip(JSON_KEYS, r, strict=True)) for r in described.rows]))
         return 0
@@ -336,7 +459,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         print()
     print_table(
-        members_rows(group.group_id, described.members) if args.members else table(described.rows)
+        members_rows(group.group_id, described.members, verbose=verbose)
+        if args.members
+        else table(described.rows)
     )
     return 0
 
@@ -460,6 +585,12 @@ def register(commands: Any) -> None:
     )
     shown.add_argument("--members", action="store_true", help="--describe: one line per member")
     shown.add_argument("--state", action="store_true", help="--describe: the group's state")
+    parser.add_argument(
+        "--verbose",
+        dest="verbose_columns",
+        action="store_true",
+        help="--describe --members/--state: Kafka's epoch and assignment columns",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
         "--command-config",

@@ -151,6 +151,9 @@ _CRC = struct.Struct(">I")
 INT32_MAX = 2**31 - 1
 _NO_PARTS: list[bytes] = []  # a done or closed batch's: nothing is encoded after that
 BENCH_PARTITION = TopicPartition("bench", 0)
+# A named tuple built from a plain tuple with no Python-level call (its `__new__` is one): a
+# RecordMetadata per record delivered.
+_new_tuple = tuple.__new__
 
 
 class RecordHandle(Protocol):
@@ -430,17 +433,21 @@ class ProducerBatch:
         self.done = True
         tp = self.topic_partition
         topic, partition = tp.topic, tp.partition
+        new = _new_tuple
         for handle, relative, timestamp, key_size, value_size in self.handles:
             if handle.done():
                 continue
             handle.set_result(
-                RecordMetadata(
-                    topic,
-                    partition,
-                    base_offset + relative if base_offset >= 0 else -1,
-                    timestamp if log_append_time_ms < 0 else log_append_time_ms,
-                    key_size,
-                    value_size,
+                new(
+                    RecordMetadata,
+                    (
+                        topic,
+                        partition,
+                        base_offset + relative if base_offset >= 0 else -1,
+                        timestamp if log_append_time_ms < 0 else log_append_time_ms,
+                        key_size,
+                        value_size,
+                    ),
                 )
             )
         self._finish()
@@ -460,6 +467,11 @@ class ProducerBatch:
 
     def _finish(self) -> None:
         self.parts = _NO_PARTS  # their memory goes back with the reservation
+        # Settled: the futures need nothing more of the batch, and a blocking send's future
+        # refers back to it (`_batch`). Dropping them ends that cycle here, so a delivered
+        # batch and its futures are freed by reference counting instead of piling up for the
+        # cyclic garbage collector (a collection walks every live future).
+        self.handles = []
         if self.done_event is not None:
             self.done_event.set()
         callbacks, self._callbacks = self._callbacks, None

@@ -166,6 +166,7 @@ class ClusterMetadata:
         self.cluster_id: str | None = None
         self.controller_id: int = -1
         self._brokers: dict[int, str] = {}
+        self._racks: dict[int, str] = {}  # broker id -> broker.rack, for those that have one
         self._topics: dict[str, tuple[PartitionState, ...]] = {}
         self._by_tp: dict[TopicPartition, PartitionState] = {}
         self._topic_errors: dict[str, KafkaError] = {}  # what the last answer said of a topic
@@ -238,6 +239,11 @@ class ClusterMetadata:
 
     def broker_address(self, node_id: int) -> str | None:
         return self._brokers.get(node_id)
+
+    def replica_racks(self, state: PartitionState) -> frozenset[str]:
+        """The racks of a partition's replicas, as the brokers advertise them (those without
+        a rack, or not known, add none)."""
+        return frozenset(self._racks[r] for r in state.replicas if r in self._racks)
 
     def brokers(self) -> dict[int, str]:
         """The live (unfenced) brokers as last advertised: id -> host:port (a copy)."""
@@ -529,6 +535,7 @@ class ClusterMetadata:
         self.cluster_id = answer.cluster_id or None
         self.controller_id = max(answer.controller_id, -1)
         self._brokers = {b.broker_id: format_host_port(b.host, b.port) for b in answer.brokers}
+        self._racks = {b.broker_id: b.rack for b in answer.brokers if b.HasField("rack")}
         if topics is None:  # an answer about every topic: the ones it omits are gone
             self._topics.clear()
             self._topic_errors.clear()

@@ -351,6 +351,9 @@ class ConsumerConfig(_CommonConfig):
     # classic: JoinGroup/SyncGroup; consumer: KIP-848's ConsumerGroupHeartbeat.
     group_protocol: str = _setting("classic", _choice("classic", "consumer"))
     group_remote_assignor: str | None = _setting(None, _optional_text)  # consumer protocol only
+    # The consumer's rack: rack-aware assignment (KIP-881 range; the consumer protocol's member
+    # rack), as Kafka's client.rack (fetching from the closest replica, KIP-392, is not built).
+    client_rack: str | None = _setting(None, _optional_text)
 
 
 @dataclass(frozen=True)

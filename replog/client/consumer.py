@@ -23,6 +23,12 @@ Rules:
   background, and a consumer that does not poll within `max.poll.interval.ms` leaves the group
   (it rejoins at its next poll). Commits then carry the generation (the member epoch): one the
   group has moved past is refused with `CommitFailedError`.
+- `subscribe(pattern=...)` subscribes to the topics whose whole name the pattern matches
+  (internal ones excepted; `subscription.py`), matched again at every metadata answer, the
+  cluster's whole topic list asked every `metadata.max.age.ms` (Kafka's consumer does the
+  same); with `group.protocol=consumer` the coordinator is sent the pattern and matches it
+  itself (KIP-848's SubscribedTopicRegex), and an assigned topic the consumer cannot name yet
+  makes it ask for the topic list at once.
 - `subscribe(topics)` without a `group.id` reads every partition of the topics (no
   membership: generation -1, member ""); `assign()` never joins a group. Partitions added to a
   topic later are picked up when the metadata refreshes (in a group: by the next rebalance).
@@ -59,6 +65,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import re
 import threading
 import uuid
 from collections import deque
@@ -86,7 +93,14 @@ from replog.client.records import (
     OffsetAndTimestamp,
     TopicPartition,
 )
-from replog.client.subscription import EARLIEST, LATEST, NONE, Mode, SubscriptionState
+from replog.client.subscription import (
+    EARLIEST,
+    LATEST,
+    NONE,
+    Mode,
+    SubscriptionState,
+    topic_pattern,
+)
 from replog.client.task_owner import TaskOwner
 from replog.clock import Clock, monotonic_ms
 from replog.coordinator import messages as cm
@@ -225,7 +239,7 @@ class Consumer:
                 request_timeout_ms=cfg.request_timeout_ms,
                 clock=clock,
                 on_change=self._fetcher.notify,
-                partition_counts=self._partition_counts,
+                partition_layout=self._partition_layout,
             )
             self._group.identity = self._membership.core.commit_identity
             if cfg.enable_auto_commit:
@@ -245,6 +259,8 @@ class Consumer:
         self._topic_ids: dict[str, bytes | None] = {}
         self._prepare_task: asyncio.Task[ReplogError | None] | None = None
         self._next_metadata_ms = 0
+        self._next_pattern_refresh_ms = 0  # a pattern subscription's next look at every topic
+        self._last_pattern_refresh_ms = -(1 << 62)  # and its last one
         self._next_prepare_ms = 0  # after a failed prepare: not before this
         self._warned: dict[str, str] = {}
         self._async_commits: set[asyncio.Task[None]] = set()
@@ -313,10 +329,16 @@ class Consumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self._subscriptions.assignment())
 
-    def subscribe(self, topics: Iterable[str], listener: object | None = None) -> None:
-        """Read `topics`: with a group.id, the partitions the group assigns this member (the
-        `listener` hears of each change); without, every partition (module docstring).
-        Replaces an earlier subscription."""
+    def subscribe(
+        self,
+        topics: Iterable[str] = (),
+        listener: object | None = None,
+        *,
+        pattern: str | re.Pattern[str] | None = None,
+    ) -> None:
+        """Read `topics`, or the topics whose whole name `pattern` matches (module docstring):
+        with a group.id, the partitions the group assigns this member (the `listener` hears of
+        each change); without, every partition. Replaces an earlier subscription."""
         self._check_open("subscribe")
         if listener is not None:
             check_listener(listener)
@@ -335,10 +357,26 @@ class Consumer:
                 raise TypeError(
                     f"subscribe: a topic name must be a str, not {type(name).__name__} ({name!r})"
                 )
+        compiled = None
+        if pattern is not None:
+            if names:
+                raise ValueError(
+                    f"subscribe(): topics ({names!r}) or a pattern ({pattern!r}), not both"
+                )
+            compiled = topic_pattern(pattern, sent=self.config.group_protocol == "consumer")
         self._before_assignment_change()
-        self._subscriptions.subscribe(names)
+        if compiled is None:
+            self._subscriptions.subscribe(names)
+        else:
+            self._subscriptions.subscribe_pattern(compiled)
+            self._subscriptions.match(self._metadata.topics)
+            self._next_pattern_refresh_ms = 0  # the cluster's topics, at the next poll
         if self._membership is not None:
-            self._membership.subscribe(frozenset(names), listener)
+            self._membership.subscribe(
+                self._subscriptions.subscription,
+                listener,
+                None if compiled is None else compiled.pattern,
+            )
         self._apply_subscription()
         # The earlier topics' partitions left the assignment before `_apply_subscription`
         # looked: their records held for iteration and their buffered fetches go here.
@@ -367,10 +405,14 @@ class Consumer:
     async def _unowned(self, kind: str, partitions: frozenset[TopicPartition]) -> None:
         """After unsubscribe: nothing is assigned any more, nothing to change."""
 
-    async def _partition_counts(self, topics: frozenset[str], deadline_ms: int) -> dict[str, int]:
-        """The partition counts of `topics` (a group leader's assignment); a topic the cluster
-        does not have, or that the metadata cannot tell by the deadline, is left out."""
+    async def _partition_layout(
+        self, topics: frozenset[str], deadline_ms: int
+    ) -> tuple[dict[str, int], dict[TopicPartition, frozenset[str]]]:
+        """The partition counts of `topics` and their partitions' replica racks (a group
+        leader's assignment); a topic the cluster does not have, or that the metadata cannot
+        tell by the deadline, is left out."""
         counts: dict[str, int] = {}
+        racks: dict[TopicPartition, frozenset[str]] = {}
         for topic in sorted(topics):
             try:
                 states = await self._metadata.partitions_for(topic, deadline_ms=deadline_ms)
@@ -378,7 +420,9 @@ class Consumer:
                 log.warning("group leader: no partitions of topic %r to assign: %s", topic, exc)
                 continue
             counts[topic] = len(states)
-        return counts
+            for state in states:
+                racks[TopicPartition(topic, state.partition)] = self._metadata.replica_racks(state)
+        return counts, racks
 
     def _group_managed(self) -> bool:
         """Whether the group decides the assignment (a subscription with a group.id)."""
@@ -441,6 +485,12 @@ class Consumer:
         the membership, whose leader assigns them)."""
         if self._subscriptions.mode is not Mode.SUBSCRIBED:
             return
+        pattern = self._subscriptions.pattern
+        if self._subscriptions.match(self._metadata.topics) and self._membership is not None:
+            assert pattern is not None
+            self._membership.subscribe(
+                self._subscriptions.subscription, self._membership.listener, pattern.pattern
+            )
         if self._membership is not None:
             counts = {}
             topic_ids = {}
@@ -905,7 +955,7 @@ class Consumer:
         return self._prepare_task
 
     def _needs_metadata(self) -> bool:
-        if self._metadata.needs_refresh():
+        if self._metadata.needs_refresh() or self._pattern_refresh_due():
             return True
         return any(
             self._metadata.cached_partitions(topic) is None
@@ -923,8 +973,30 @@ class Consumer:
             self._fetcher.notify()  # a poll waiting for it looks again
         return None
 
+    def _pattern_refresh_due(self) -> bool:
+        """Whether a pattern subscription wants the cluster's whole topic list: every
+        `metadata.max.age.ms` (Kafka's consumer asks that often), and when the coordinator
+        assigned topics the consumer cannot name yet (it saw a new matching topic first), at
+        most every `retry.backoff.max.ms` (an id that never resolves costs one list a second,
+        not one per poll)."""
+        if self._subscriptions.pattern is None:
+            return False
+        now = self._clock()
+        core = None if self._membership is None else self._membership.core
+        unnamed = isinstance(core, ConsumerProtocolMember) and core.waits_for_topic_ids
+        if unnamed and now >= self._last_pattern_refresh_ms + self.config.retry_backoff_max_ms:
+            return True
+        return now >= self._next_pattern_refresh_ms
+
     async def _prepare_once(self) -> None:
         deadline = self._clock() + self.config.request_timeout_ms
+        if self._pattern_refresh_due():
+            # Its answer re-matches the pattern (`_apply_subscription`, a metadata listener).
+            await self._metadata.refresh(deadline_ms=deadline, every_topic=True)
+            self._last_pattern_refresh_ms = self._clock()
+            self._next_pattern_refresh_ms = (
+                self._last_pattern_refresh_ms + self.config.metadata_max_age_ms
+            )
         missing_topics = False
         for topic in sorted(self._subscriptions.topics()):
             try:
@@ -1109,6 +1181,7 @@ def _member_core(cfg: ConsumerConfig, group_id: str) -> MemberCore:
                 retry_backoff_ms=cfg.retry_backoff_ms,
                 server_assignor=cfg.group_remote_assignor,
                 group_instance_id=cfg.group_instance_id,
+                rack_id=cfg.client_rack,
             )
         )
     return GroupMember(
@@ -1121,6 +1194,7 @@ def _member_core(cfg: ConsumerConfig, group_id: str) -> MemberCore:
             retry_backoff_ms=cfg.retry_backoff_ms,
             assignors=cfg.partition_assignment_strategy,
             group_instance_id=cfg.group_instance_id,
+            rack=cfg.client_rack,
         )
     )
 

@@ -237,49 +237,88 @@ def _fast_records(
     new = _new_tuple
     record_type = ConsumerRecord
     # Each varint: one byte below 0x80, else two when the second is below 0x80, else give up.
-    # `raw` is the zig-zag form; (raw >> 1) ^ -(raw & 1) is the value.
+    # `raw` is the zig-zag form; (raw >> 1) ^ -(raw & 1) is the value. The fields are
+    # unrolled, not looped over: a loop per field and a list per record were a third of the
+    # decode.
     for index in range(header.records_count):
-        if pos + 1 >= end:
-            return None
         raw = data[pos]
         if raw < 0x80:
             pos += 1
-        elif data[pos + 1] < 0x80:
-            raw = (raw & 0x7F) | (data[pos + 1] << 7)
-            pos += 2
         else:
-            return None
+            high = data[pos + 1]
+            if high >= 0x80:
+                return None
+            raw = (raw & 0x7F) | (high << 7)
+            pos += 2
         size = (raw >> 1) ^ -(raw & 1)
         record_end = pos + size
         if size < 6 or record_end > end:  # attributes + 5 one-byte varints at least
             return None
-        pos += 1  # the attributes byte, unused
-        # timestampDelta, offsetDelta, then keyLength + key and valueLength + value.
-        timestamp_delta = 0
-        fields: list[bytes | None] = []
-        for slot in range(4):
-            raw = data[pos]
+        # pos: the attributes byte (unused); then timestampDelta.
+        raw = data[pos + 1]
+        if raw < 0x80:
+            pos += 2
+        else:
+            high = data[pos + 2]
+            if high >= 0x80:
+                return None
+            raw = (raw & 0x7F) | (high << 7)
+            pos += 3
+        timestamp_delta = (raw >> 1) ^ -(raw & 1)
+        # offsetDelta: must be the record's index, whose zig-zag form is 2 * index.
+        raw = data[pos]
+        if raw < 0x80:
+            pos += 1
+        else:
+            high = data[pos + 1]
+            if high >= 0x80:
+                return None
+            raw = (raw & 0x7F) | (high << 7)
+            pos += 2
+        if raw != index << 1:
+            return None
+        # keyLength + key (1: the zig-zag form of -1, no key).
+        raw = data[pos]
+        if raw == 1:
+            key = None
+            pos += 1
+        else:
             if raw < 0x80:
                 pos += 1
-            elif data[pos + 1] < 0x80:
-                raw = (raw & 0x7F) | (data[pos + 1] << 7)
-                pos += 2
             else:
-                return None
-            number = (raw >> 1) ^ -(raw & 1)
-            if slot == 0:
-                timestamp_delta = number
-            elif slot == 1:
-                if number != index:
+                high = data[pos + 1]
+                if high >= 0x80:
                     return None
-            elif number == -1:
-                fields.append(None)
-            elif number < -1 or pos + number > record_end:
+                raw = (raw & 0x7F) | (high << 7)
+                pos += 2
+            if raw & 1:  # negative, other than -1
                 return None
+            field_end = pos + (raw >> 1)
+            if field_end > record_end:
+                return None
+            key = data[pos:field_end]
+            pos = field_end
+        # valueLength + value.
+        raw = data[pos]
+        if raw == 1:
+            value = None
+            pos += 1
+        else:
+            if raw < 0x80:
+                pos += 1
             else:
-                fields.append(data[pos : pos + number])
-                pos += number
-        key, value = fields
+                high = data[pos + 1]
+                if high >= 0x80:
+                    return None
+                raw = (raw & 0x7F) | (high << 7)
+                pos += 2
+            if raw & 1:
+                return None
+            field_end = pos + (raw >> 1)
+            if field_end > record_end:
+                return None
+            value = data[pos:field_end]
+            pos = field_end
         raw = data[pos]
         pos += 1
         if raw == 0:

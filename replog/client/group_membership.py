@@ -46,6 +46,7 @@ from replog.client.records import TopicPartition
 from replog.clock import Clock
 from replog.coordinator import classic_group_messages as gm
 from replog.coordinator import consumer_group_messages as cgm
+from replog.coordinator.assignors import Racks
 from replog.coordinator.consumer_protocol_member import ConsumerProtocolMember
 from replog.coordinator.group_member import (
     ASSIGNED,
@@ -104,16 +105,17 @@ class GroupMembership:
         request_timeout_ms: int,
         clock: Clock,
         on_change: Callable[[], None],
-        partition_counts: Callable[[frozenset[str], int], Awaitable[dict[str, int]]],
+        partition_layout: Callable[[frozenset[str], int], Awaitable[tuple[dict[str, int], Racks]]],
     ) -> None:
-        """`partition_counts(topics, deadline_ms)`: the partition counts of the topics the
-        metadata knows (a leader assigns every member's topics, not only its own)."""
+        """`partition_layout(topics, deadline_ms)`: the partition counts of the topics the
+        metadata knows (a leader assigns every member's topics, not only its own) and their
+        partitions' replica racks (rack-aware assignors)."""
         self.core: MemberCore = core
         self._offsets = offsets
         self._request_timeout_ms = request_timeout_ms
         self._clock = clock
         self._on_change = on_change  # wakes the consumer's poll: callbacks to run
-        self._partition_counts = partition_counts
+        self._partition_layout = partition_layout
         self._kick = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.listener: object | None = None
@@ -131,9 +133,17 @@ class GroupMembership:
 
     # --- from the consumer --------------------------------------------------------------------
 
-    def subscribe(self, topics: frozenset[str], listener: object | None) -> None:
+    def subscribe(
+        self, topics: frozenset[str], listener: object | None, pattern: str | None = None
+    ) -> None:
+        """Subscribe to `topics`; with a pattern subscription `topics` are its matches, and the
+        consumer protocol sends the `pattern` for the coordinator to match (the classic
+        protocol's assignors see only topic names)."""
         self.listener = listener
-        self.core.subscribe(topics, self._clock())
+        if isinstance(self.core, ConsumerProtocolMember):
+            self.core.subscribe(topics, self._clock(), pattern)
+        else:
+            self.core.subscribe(topics, self._clock())
         self.kick()
 
     def topics_known(self, counts: dict[str, int], topic_ids: dict[str, UUID]) -> None:
@@ -272,11 +282,11 @@ class GroupMembership:
                 assert isinstance(core, GroupMember)
                 self._forget_on_coordinator_error(answer.error)
                 topics = core.assigns_topics(answer)
-                counts = None
+                counts, racks = None, None
                 if topics is not None:
                     deadline = now + self._request_timeout_ms
-                    counts = await self._partition_counts(topics, deadline)
-                core.join_answered(answer, self._clock(), counts)
+                    counts, racks = await self._partition_layout(topics, deadline)
+                core.join_answered(answer, self._clock(), counts, racks)
             elif isinstance(answer, gm.SyncGroupResponse):
                 assert isinstance(core, GroupMember)
                 self._forget_on_coordinator_error(answer.error)

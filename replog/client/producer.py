@@ -41,9 +41,9 @@ Rules:
 - The first `send_nowait` starts the producer on the running loop (`start()` does it
   explicitly); a producer belongs to that loop.
 
-Thread safety (for the blocking facade only): `_prepare` and `_append` may run in any thread
-(they touch only the accumulator, under its lock, the partitioner and a topic cache that is
-replaced, never mutated in place); everything else runs on the loop.
+Thread safety (for the blocking facade only): `_prepare`, `_append` and `_append_fields` may run
+in any thread (they touch only the accumulator, under its lock, the partitioner and a topic
+cache that is replaced, never mutated in place); everything else runs on the loop.
 """
 
 from __future__ import annotations
@@ -81,6 +81,7 @@ from replog.errors import (
     UnknownTopicOrPartitionError,
 )
 from replog.record.header import RECORD_BATCH_OVERHEAD
+from replog.record.record import RECORD_OVERHEAD_MAX
 from replog.record.varint import INT64_MAX
 from replog.topic_names import check_topic_name
 
@@ -94,10 +95,20 @@ _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 @dataclass(frozen=True, slots=True)
 class _TopicInfo:
-    """What `send` needs of a topic: its partition count and the partitions with a leader."""
+    """What `send` needs of a topic: its partition count, the partitions with a leader, and
+    each partition's TopicPartition (made once, not per record)."""
 
     count: int
     available: tuple[int, ...]
+    partitions: tuple[TopicPartition, ...]
+
+    @classmethod
+    def of(cls, topic: str, states: Sequence[PartitionState]) -> _TopicInfo:
+        return cls(
+            len(states),
+            tuple(s.partition for s in states if s.leader >= 0),
+            tuple(TopicPartition(topic, p) for p in range(len(states))),
+        )
 
 
 @dataclass(slots=True)
@@ -176,6 +187,18 @@ class Producer:
             max_age_ms=cfg.metadata_max_age_ms,
         )
         self._sender.on_too_large = self._limits.stale
+        # The largest key + value size a blocking send appends without `_prepare`
+        # (`_append_from_thread`): no serializer to call, and small enough that neither
+        # max.request.size nor buffer.memory can refuse it (-1: never).
+        self._fast_data_limit = (
+            min(cfg.max_request_size, cfg.buffer_memory)
+            - RECORD_BATCH_OVERHEAD
+            - RECORD_OVERHEAD_MAX
+            if cfg.key_serializer is None
+            and cfg.value_serializer is None
+            and cfg.batch_size <= cfg.buffer_memory
+            else -1
+        )
         self._topics: dict[str, _TopicInfo] = {}
         self._metadata.add_listener(self._on_metadata)
         self._waiting: deque[_Waiting] = deque()
@@ -310,12 +333,33 @@ class Producer:
         lock when the topic is known and there is room (no hop to the loop per record), else
         wait within max.block.ms for the metadata (`run_on_loop`) and for memory."""
         self._check_sender_for(topic)
-        record = self._prepare(topic, value, key, headers, partition, timestamp_ms)
-        info = self._topics.get(topic)
-        if info is not None and (partition is None or partition < info.count):
-            batch = self._append(record, info, handle)
-            if batch is not None:
-                return batch
+        record: _Prepared | None = None
+        info: _TopicInfo | None = None
+        if (
+            headers is None
+            and partition is None
+            and timestamp_ms is None
+            and type(value) is bytes
+            and (key is None or type(key) is bytes)
+            and type(topic) is str
+        ):
+            # The common send: bytes in, a known topic, the producer's choice of partition and
+            # time. It needs none of `_prepare`'s checks (`_fast_data_limit`).
+            info = self._topics.get(topic)
+            size = len(value) if key is None else len(key) + len(value)
+            if info is not None and size <= self._fast_data_limit:
+                now_ms = wall_clock_ms()
+                batch = self._append_fields(topic, None, key, value, (), now_ms, info, handle)
+                if batch is not None:
+                    return batch
+                record = _Prepared(topic, None, key, value, (), now_ms, RECORD_OVERHEAD_MAX + size)
+        if record is None:
+            record = self._prepare(topic, value, key, headers, partition, timestamp_ms)
+            info = self._topics.get(topic)
+            if info is not None and (partition is None or partition < info.count):
+                batch = self._append(record, info, handle)
+                if batch is not None:
+                    return batch
         deadline_ms = self._clock() + self.config.max_block_ms
         if info is None or (partition is not None and partition >= info.count):
             info = run_on_loop(
@@ -453,16 +497,38 @@ class Producer:
         """Choose the partition and append (any thread); None when buffer.memory is full.
 
         The caller checked that an explicit partition exists."""
+        return self._append_fields(
+            record.topic,
+            record.partition,
+            record.key,
+            record.value,
+            record.headers,
+            record.timestamp_ms,
+            info,
+            handle,
+        )
+
+    def _append_fields(
+        self,
+        topic: str,
+        partition: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers,
+        timestamp_ms: int,
+        info: _TopicInfo,
+        handle: RecordHandle | None,
+    ) -> ProducerBatch | None:
+        """`_append` of a prepared record's fields (the fast send has no `_Prepared`)."""
         acc = self._accumulator
-        topic, key = record.topic, record.key
-        partition = record.partition
         sticky = partition is None and (key is None or self._partitioner.ignore_keys)
         if partition is None:
             partition = self._partitioner.partition(
                 topic, key, info.count, available=info.available
             )
-        tp = TopicPartition(topic, partition)
-        batch = acc.try_append(tp, record.timestamp_ms, key, record.value, record.headers, handle)
+        batch = acc.try_append(
+            info.partitions[partition], timestamp_ms, key, value, headers, handle
+        )
         if batch is not None:
             return batch
         if sticky:
@@ -471,8 +537,7 @@ class Producer:
             partition = self._partitioner.partition(
                 topic, key, info.count, available=info.available
             )
-            tp = TopicPartition(topic, partition)
-        return acc.append_new(tp, record.timestamp_ms, key, record.value, record.headers, handle)
+        return acc.append_new(info.partitions[partition], timestamp_ms, key, value, headers, handle)
 
     async def _serve_waiting(self) -> None:
         """Append waiting sends in order as metadata and memory allow (module docstring)."""
@@ -568,7 +633,7 @@ class Producer:
         return info
 
     def _remember(self, topic: str, states: Sequence[PartitionState]) -> _TopicInfo:
-        info = _TopicInfo(len(states), tuple(s.partition for s in states if s.leader >= 0))
+        info = _TopicInfo.of(topic, states)
         topics = dict(self._topics)
         topics[topic] = info
         self._topics = topics  # replaced, not mutated: other threads read it without a lock
@@ -579,9 +644,7 @@ class Producer:
         for topic in self._topics:
             states = self._metadata.cached_partitions(topic)
             if states:
-                topics[topic] = _TopicInfo(
-                    len(states), tuple(s.partition for s in states if s.leader >= 0)
-                )
+                topics[topic] = _TopicInfo.of(topic, states)
         self._topics = topics
         self._limits.on_metadata()
         self._sender.wakeup()

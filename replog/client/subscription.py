@@ -7,6 +7,10 @@ Rules (Kafka's `SubscriptionState`):
 - A consumer either assigns partitions by hand (`assign`) or subscribes to topics
   (`subscribe`; the partitions then follow the topics' metadata); mixing the two is an
   `IllegalStateError`. `unsubscribe` ends either. Subscribing to no topics is unsubscribing.
+- A pattern subscription (`subscribe_pattern`, Kafka's `subscribe(Pattern)`) subscribes to the
+  topics whose whole name the pattern matches (`re.fullmatch`, as Java's `Matcher.matches`),
+  internal topics excepted, among those `match` is given (the metadata's topic list, each time
+  it changes); until then it reads nothing.
 - A partition's `position` is the offset of the next record `poll` will return, so it only
   moves when records are handed to the user (or a seek / reset sets it): committing positions
   commits exactly what `poll` returned. None means "not known yet": the consumer asks the
@@ -25,13 +29,15 @@ Rules (Kafka's `SubscriptionState`):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 
 from replog.client.records import OffsetAndMetadata, TopicPartition
-from replog.errors import IllegalStateError
+from replog.errors import IllegalStateError, InvalidRegularExpressionError
 from replog.record.varint import INT64_MAX
+from replog.topic_names import is_internal_topic
 
 EARLIEST = "earliest"
 LATEST = "latest"
@@ -65,6 +71,7 @@ class SubscriptionState:
     def __init__(self) -> None:
         self.mode = Mode.NONE
         self._topics: frozenset[str] = frozenset()
+        self._pattern: re.Pattern[str] | None = None
         self._partitions: dict[TopicPartition, AssignedPartition] = {}
 
     # --- assignment ---------------------------------------------------------------------------
@@ -95,6 +102,33 @@ class SubscriptionState:
         if not names:
             self.unsubscribe()
             return
+        self._pattern = None
+        self._set_topics(names)
+
+    def subscribe_pattern(self, pattern: re.Pattern[str]) -> None:
+        """Subscribe to the topics `pattern` matches (module docstring): those already
+        subscribed to that it matches stay, the others wait for `match`."""
+        if self.mode is Mode.ASSIGNED:
+            raise IllegalStateError(
+                "subscribe(pattern=...) after assign(): a consumer either subscribes or is "
+                "assigned partitions; call unsubscribe() first"
+            )
+        self._pattern = pattern
+        self._set_topics(frozenset(t for t in self._topics if pattern.fullmatch(t)))
+
+    def match(self, topics: Iterable[str]) -> bool:
+        """With a pattern subscription, subscribe to the topics of `topics` it matches (the
+        cluster's, internal ones excepted); whether the subscribed topics changed."""
+        pattern = self._pattern
+        if pattern is None or self.mode is not Mode.SUBSCRIBED:
+            return False
+        matched = frozenset(t for t in topics if not is_internal_topic(t) and pattern.fullmatch(t))
+        if matched == self._topics:
+            return False
+        self._set_topics(matched)
+        return True
+
+    def _set_topics(self, names: frozenset[str]) -> None:
         self._topics = names
         self.mode = Mode.SUBSCRIBED
         self._replace_partitions([tp for tp in self._partitions if tp.topic in names])
@@ -102,6 +136,7 @@ class SubscriptionState:
     def unsubscribe(self) -> None:
         self.mode = Mode.NONE
         self._topics = frozenset()
+        self._pattern = None
         self._partitions = {}
 
     def set_subscribed_partitions(self, partitions: Iterable[TopicPartition]) -> bool:
@@ -121,6 +156,11 @@ class SubscriptionState:
     @property
     def subscription(self) -> frozenset[str]:
         return self._topics
+
+    @property
+    def pattern(self) -> re.Pattern[str] | None:
+        """The pattern subscribed to, or None (topics by name, or not subscribed)."""
+        return self._pattern
 
     def assignment(self) -> frozenset[TopicPartition]:
         return frozenset(self._partitions)
@@ -195,6 +235,33 @@ class SubscriptionState:
             for tp, s in self._partitions.items()
             if s.position is not None
         }
+
+
+def topic_pattern(pattern: object, *, sent: bool) -> re.Pattern[str]:
+    """`subscribe(pattern=...)`'s pattern, compiled: a str or a compiled str pattern. `sent`:
+    the coordinator matches the pattern's text itself (the consumer protocol), so flags given
+    to `re.compile` would be lost: they must be written inline, as ``(?i)``."""
+    if isinstance(pattern, str):
+        try:
+            compiled = re.compile(pattern)
+        except re.error as error:
+            raise InvalidRegularExpressionError(
+                f"subscribe(): pattern {pattern!r} does not compile: {error}"
+            ) from None
+    elif isinstance(pattern, re.Pattern) and isinstance(pattern.pattern, str):
+        compiled = pattern
+    else:
+        raise TypeError(
+            "subscribe(): pattern must be a str or a compiled str pattern, not "
+            f"{type(pattern).__name__} ({pattern!r})"
+        )
+    if sent and re.compile(compiled.pattern).flags != compiled.flags:
+        raise ValueError(
+            f"subscribe(): pattern {compiled.pattern!r} has flags the coordinator would not "
+            f"see ({re.RegexFlag(compiled.flags)!r}): with group.protocol=consumer it matches "
+            "the pattern's text, so write them inline, as (?i)"
+        )
+    return compiled
 
 
 def _check_partition(tp: object) -> None:

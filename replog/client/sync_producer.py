@@ -218,6 +218,10 @@ class Producer:
             self._loop.close()
             raise
         engine._serve_threads()
+        # `send`'s per-call arguments, bound once rather than per record.
+        self._append = engine._append_from_thread
+        self._run_on_loop = self._run_topic_info
+        self._check_still_open = self._check_open
         # Registered after the loop thread's own hook, so it runs first (atexit is LIFO).
         self._at_exit = _close_at_exit(engine, self._loop, engine.config.client_id)
         atexit.register(self._at_exit)
@@ -242,9 +246,10 @@ class Producer:
         timestamp_ms: int | None = None,
     ) -> FutureRecordMetadata:
         """Queue one record (module docstring); the future tells when it is delivered."""
-        self._check_open()
+        if self._closed:
+            self._check_open()
         future = FutureRecordMetadata(topic)
-        future._batch = self._aio._append_from_thread(
+        future._batch = self._append(
             topic,
             value,
             key,
@@ -252,8 +257,8 @@ class Producer:
             partition,
             timestamp_ms,
             future,
-            run_on_loop=self._run_topic_info,
-            check_open=self._check_open,
+            run_on_loop=self._run_on_loop,
+            check_open=self._check_still_open,
         )
         return future
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from replog.coordinator.classic_group import Protocols
+from replog.coordinator.consumer_group_messages import CLASSIC_MEMBER
 from replog.coordinator.consumer_group_records import ConsumerGroupRecord
 from replog.coordinator.group_records import GroupMetadataValue
 from replog.coordinator.offsets_records import GroupMetadataKey
@@ -120,6 +121,7 @@ class DescribedMember:
     client_host: str
     metadata: bytes
     assignment: bytes
+    member_type: str = CLASSIC_MEMBER  # consumer_group_messages: always classic here
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,21 +103,61 @@ _REBALANCE = "rebalance"
 
 @dataclass(frozen=True, slots=True)
 class ConsumerGroupConfig:
-    """Kafka's broker settings for consumer-protocol groups, with Kafka's defaults."""
+    """Kafka's broker settings for consumer-protocol groups, with Kafka's defaults and Kafka's
+    checks: the session timeout and the heartbeat interval lie within their min/max settings,
+    and the interval is shorter than the session (a member told to heartbeat less often than
+    its session lasts would be removed between two heartbeats)."""
 
     session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
     max_size: int = (1 << 31) - 1  # group.consumer.max.size
     assignors: tuple[str, ...] = (UNIFORM, "range")  # group.consumer.assignors; first: default
+    min_session_timeout_ms: int = 45_000  # group.consumer.min.session.timeout.ms
+    max_session_timeout_ms: int = 60_000  # group.consumer.max.session.timeout.ms
+    min_heartbeat_interval_ms: int = 5_000  # group.consumer.min.heartbeat.interval.ms
+    max_heartbeat_interval_ms: int = 15_000  # group.consumer.max.heartbeat.interval.ms
 
     def __post_init__(self) -> None:
         for name, value in (
             ("group.consumer.session.timeout.ms", self.session_timeout_ms),
             ("group.consumer.heartbeat.interval.ms", self.heartbeat_interval_ms),
             ("group.consumer.max.size", self.max_size),
+            ("group.consumer.min.session.timeout.ms", self.min_session_timeout_ms),
+            ("group.consumer.max.session.timeout.ms", self.max_session_timeout_ms),
+            ("group.consumer.min.heartbeat.interval.ms", self.min_heartbeat_interval_ms),
+            ("group.consumer.max.heartbeat.interval.ms", self.max_heartbeat_interval_ms),
         ):
             if value < 1:
                 raise InvalidConfigError(f"{name} is {value}; must be >= 1")
+        for what, value, low, high in (
+            (
+                "session.timeout.ms",
+                self.session_timeout_ms,
+                self.min_session_timeout_ms,
+                self.max_session_timeout_ms,
+            ),
+            (
+                "heartbeat.interval.ms",
+                self.heartbeat_interval_ms,
+                self.min_heartbeat_interval_ms,
+                self.max_heartbeat_interval_ms,
+            ),
+        ):
+            if low > high:
+                raise InvalidConfigError(
+                    f"group.consumer.min.{what} ({low}) must be <= group.consumer.max.{what} "
+                    f"({high})"
+                )
+            if not low <= value <= high:
+                raise InvalidConfigError(
+                    f"group.consumer.{what} is {value}; must be within "
+                    f"group.consumer.min.{what} ({low}) and group.consumer.max.{what} ({high})"
+                )
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise InvalidConfigError(
+                f"group.consumer.heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be "
+                f"less than group.consumer.session.timeout.ms ({self.session_timeout_ms})"
+            )
         unknown = [name for name in self.assignors if name not in ASSIGNORS]
         if unknown or not self.assignors or len(set(self.assignors)) != len(self.assignors):
             raise InvalidConfigError(
@@ -278,9 +318,12 @@ class ConsumerGroupCoordinator:
         group_id = request.group_id
         classic = None if self._classic is None else self._classic.groups.get(group_id)
         if classic is not None and (classic.members or request.member_epoch != 0):
+            # Kafka's answer when it may not upgrade the group (its migration policy disabled).
             raise GroupIdNotFoundError(
-                f"group {group_id!r} is a classic group (its members use JoinGroup), not a "
-                "consumer group"
+                f"group {group_id!r} is a classic group with {len(classic.members)} members "
+                "(they use JoinGroup), not a consumer group: replog does not convert a group "
+                "with members to the consumer protocol (Kafka's online upgrade); join with "
+                "group.protocol=consumer once its classic members have left"
             )
         group = self.groups.get(group_id)
         if group is None:
@@ -370,9 +413,11 @@ class ConsumerGroupCoordinator:
             subscribed_topic_names=_or(
                 request.subscribed_topic_names, member.subscribed_topic_names
             ),
+            # An empty regex clears it (a member gone back to topic names).
             subscribed_topic_regex=_or(
                 request.subscribed_topic_regex, member.subscribed_topic_regex
-            ),
+            )
+            or None,
             client_id=request.client_id,
             client_host=request.client_host,
         )
@@ -641,8 +686,10 @@ class ConsumerGroupCoordinator:
             return None, []
         if group.members:
             return InconsistentGroupProtocolError(
-                f"group {group_id!r} is a consumer group (its members use "
-                "ConsumerGroupHeartbeat): a classic member cannot join it"
+                f"group {group_id!r} is a consumer group with {len(group.members)} members "
+                "(they use ConsumerGroupHeartbeat): replog does not take classic members into "
+                "it (Kafka's online migration); join with group.protocol=classic once its "
+                "members have left"
             ), []
         return self.delete(group_id)
 

@@ -58,6 +58,11 @@ class ConsumerGroupHeartbeatResponse:
 
 # (topic id, topic name ("" for a topic the coordinator does not know), sorted partitions)
 NamedTopicPartitions = tuple[tuple[UUID, str, tuple[int, ...]], ...]
+# A member's type in a described group (ConsumerGroupDescribe v1's MemberType, KIP-1099): it
+# joined with the classic protocol (JoinGroup) or with the consumer protocol
+# (ConsumerGroupHeartbeat). A group without online migration holds members of its own type.
+CLASSIC_MEMBER = "classic"
+CONSUMER_MEMBER = "consumer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +77,7 @@ class DescribedConsumerMember:
     subscribed_topic_regex: str | None
     assignment: NamedTopicPartitions
     target_assignment: NamedTopicPartitions
+    member_type: str = CONSUMER_MEMBER
 
 
 @dataclass(frozen=True, slots=True)

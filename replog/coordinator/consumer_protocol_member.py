@@ -18,6 +18,10 @@ Rules:
   topic names, `group.remote.assignor`, instance id, an empty owned list); later heartbeats send
   the owned partitions every time and the other fields only after a change or a failed
   request (null: unchanged).
+- A pattern subscription sends the pattern as the heartbeat's regex (`SubscribedTopicRegex`,
+  an empty topic list beside it): the coordinator matches it against the cluster's topics
+  itself, and `topics` (the consumer's own matches) only names the assigned topic ids. A later
+  subscription by names sends an empty regex with them, which clears the regex.
 - The coordinator's answer gives the heartbeat interval (the next heartbeat is due that long
   after the answer) and, when it changed, the partitions the member may own now, by topic id.
   Reconciliation, one at a time: owned partitions the assignment no longer lists are
@@ -39,7 +43,8 @@ Rules:
   a static member -2) and does not rejoin until poll is called again; its partitions are then
   `lost`.
 - Commits use `commit_identity`: the member epoch and member id in the group; no epoch when
-  not a member; refused (RebalanceInProgressError) while the join is in flight. A commit
+  not a member; refused (RebalanceInProgressError) while the join is in flight, and
+  (CommitFailedError) after a fencing until poll gave the lost partitions up. A commit
   refused with STALE_MEMBER_EPOCH heartbeats at once (the coordinator moved the member on);
   UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID on a commit is a fencing, as in a heartbeat.
 - Leaving (`leave`): `leave_events` revokes (or loses) what is owned; then a member sends a
@@ -98,6 +103,7 @@ class ConsumerMemberConfig:
     retry_backoff_ms: int
     server_assignor: str | None = None  # group.remote.assignor; None: the group's default
     group_instance_id: str | None = None
+    rack_id: str | None = None  # client.rack: the member's rack, sent with every field
 
 
 @dataclass
@@ -106,6 +112,7 @@ class ConsumerProtocolMember(MemberEvents):
 
     config: ConsumerMemberConfig
     topics: frozenset[str] = frozenset()
+    pattern: str | None = None  # a regex subscription (module docstring)
     member_epoch: int = 0
     phase: Phase = Phase.UNJOINED
     owned: frozenset[TopicPartition] = frozenset()
@@ -122,10 +129,10 @@ class ConsumerProtocolMember(MemberEvents):
     _in_flight: str | None = None
     _full: bool = True  # the next heartbeat sends every field
     _subscription_changed: bool = False
+    _regex_sent: bool = False  # a regex went out: a subscription by names must clear it
     _ack_due: bool = False
     _reconciled_at_ms: int = 0
     _reconciled_since_join: bool = False  # the first assignment after a join is always run
-    _lost: bool = False
     _next_heartbeat_ms: int = 0
     _retry_at_ms: int = 0
 
@@ -135,17 +142,30 @@ class ConsumerProtocolMember(MemberEvents):
 
     # --- what the consumer tells it ------------------------------------------------------------
 
-    def subscribe(self, topics: frozenset[str], now_ms: int) -> None:
-        if topics == self.topics:
+    def subscribe(self, topics: frozenset[str], now_ms: int, pattern: str | None = None) -> None:
+        """Subscribe to `topics`, or to `pattern` (then `topics` are the consumer's matches,
+        which change nothing the coordinator is told)."""
+        if topics == self.topics and pattern == self.pattern:
             return
-        self.topics = topics
-        if not topics:
+        pattern_changed = pattern != self.pattern
+        self.topics, self.pattern = topics, pattern
+        if pattern is None and not topics:
+            return
+        if pattern is not None and not pattern_changed:
+            self._maybe_reconcile(now_ms)  # newly matched topics may name assigned ids
             return
         if self.phase is Phase.UNJOINED:
             self._request_rejoin("the consumer subscribed", now_ms)
         else:
             self._subscription_changed = True
             self._next_heartbeat_ms = now_ms
+
+    @property
+    def waits_for_topic_ids(self) -> bool:
+        """Whether the coordinator assigned topics the consumer's metadata cannot name yet
+        (a pattern's new topic the coordinator saw first): the consumer refreshes it."""
+        target = self._target
+        return target is not None and any(t not in self._names for t, _ in target)
 
     def set_topic_ids(self, topic_ids: Mapping[str, UUID], now_ms: int) -> None:
         """The topic ids the consumer's metadata knows (an assignment names topics by id)."""
@@ -154,7 +174,7 @@ class ConsumerProtocolMember(MemberEvents):
         self._maybe_reconcile(now_ms)
 
     def callbacks_done(self) -> None:
-        self._callbacks_pending = bool(self._events)
+        self._callbacks_ended()
         if self._callbacks_pending or self._reconciling is None:
             return
         ids, names = self._reconciling
@@ -171,6 +191,7 @@ class ConsumerProtocolMember(MemberEvents):
         if self.phase is Phase.STABLE:
             return self.member_epoch, self.member_id, self.config.group_instance_id
         if self.phase is Phase.UNJOINED:
+            self.refuse_commit_while_lost(self.config.group_id)
             return -1, "", None
         raise RebalanceInProgressError(
             f"group '{self.config.group_id}': the member is joining: commit after the next "
@@ -244,7 +265,7 @@ class ConsumerProtocolMember(MemberEvents):
         return (
             self.phase is Phase.UNJOINED
             and self.rejoin_reason is not None
-            and bool(self.topics)
+            and (bool(self.topics) or self.pattern is not None)
             and not self._poll_expired
             and now_ms >= self._retry_at_ms
         )
@@ -252,13 +273,24 @@ class ConsumerProtocolMember(MemberEvents):
     def _heartbeat(self, *, full: bool, topics: bool = False) -> cgm.ConsumerGroupHeartbeatRequest:
         config = self.config
         joining = self.phase is Phase.JOINING
+        names: tuple[str, ...] | None = None
+        regex: str | None = None
+        if full or topics:
+            if self.pattern is not None:
+                names, regex = (), self.pattern
+                self._regex_sent = True
+            else:
+                names = tuple(sorted(self.topics))
+                regex = "" if self._regex_sent else None
         return cgm.ConsumerGroupHeartbeatRequest(
             config.group_id,
             config.member_id,
             0 if joining else self.member_epoch,
             instance_id=config.group_instance_id,
+            rack_id=config.rack_id if full else None,
             rebalance_timeout_ms=config.rebalance_timeout_ms if full else -1,
-            subscribed_topic_names=tuple(sorted(self.topics)) if full or topics else None,
+            subscribed_topic_names=names,
+            subscribed_topic_regex=regex,
             server_assignor=config.server_assignor if full else None,
             owned=() if joining else by_topic(self._owned_ids),
             client_id=config.client_id,
@@ -358,6 +390,7 @@ class ConsumerProtocolMember(MemberEvents):
             request = self._leave_request()
         self._forget()
         self.topics = frozenset()
+        self.pattern = None
         self.rejoin_reason = None
         return request
 

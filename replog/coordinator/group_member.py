@@ -15,7 +15,9 @@ assignment is in hand; heartbeats every `heartbeat.interval.ms`).
 Rules:
 - A rejoin is due after `subscribe` changes the topics, a heartbeat or sync answers
   REBALANCE_IN_PROGRESS, the leader sees its topics' partition counts change, a cooperative
-  assignment revokes partitions, or the membership is lost. Before the JoinGroup, once per
+  assignment revokes partitions, the membership is lost, or a SyncGroup completes a
+  rebalance joined with other topics than those now subscribed (Kafka's consumer compares its
+  joined subscription too). Before the JoinGroup, once per
   rebalance: lost membership gives `lost(owned)`; an eager protocol (range, roundrobin) gives
   `revoked(owned)`; a cooperative one revokes only partitions of topics no longer subscribed.
 - After SyncGroup: eager gives `assigned(assignment)`; cooperative gives `revoked(owned - new)`
@@ -32,8 +34,9 @@ Rules:
   member leaves the group (a LeaveGroup; its generation and member id are forgotten) and does
   not rejoin until poll is called again; its partitions are then `lost`.
 - Commits use `commit_identity`: the generation and member id when STABLE, no generation when
-  not in the group at all; while joining or syncing a commit is refused
-  (RebalanceInProgressError), as Kafka's commitSync is.
+  never in the group; while joining or syncing a commit is refused (RebalanceInProgressError),
+  and after the membership was lost, until poll gave its partitions up, too (CommitFailedError),
+  as Kafka's commitSync does.
 - Closing (`leave`): `leave_events` revokes (or loses) what is owned; a dynamic member then
   sends LeaveGroup; a static member (`group.instance.id`) does not (KIP-345: its session
   decides, so a restart within it causes no rebalance).
@@ -47,7 +50,7 @@ from dataclasses import dataclass, field
 
 from replog.common import TopicPartition
 from replog.coordinator import classic_group_messages as gm
-from replog.coordinator.assignors import ASSIGNORS, COOPERATIVE, Member
+from replog.coordinator.assignors import ASSIGNORS, COOPERATIVE, Member, Racks
 from replog.coordinator.consumer_group_messages import ConsumerGroupHeartbeatRequest
 from replog.coordinator.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
@@ -58,6 +61,7 @@ from replog.coordinator.consumer_protocol import (
     subscription_to_bytes,
 )
 from replog.errors import (
+    CommitFailedError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     IllegalGenerationError,
@@ -98,6 +102,7 @@ class MemberConfig:
     retry_backoff_ms: int
     assignors: tuple[str, ...]
     group_instance_id: str | None = None
+    rack: str | None = None  # client.rack, in the subscription (v3) for rack-aware assignors
 
     def __post_init__(self) -> None:
         unknown = [name for name in self.assignors if name not in ASSIGNORS]
@@ -169,6 +174,19 @@ class MemberEvents:
     _callbacks_pending: bool = False
     _poll_expired: bool = False
     _last_poll_ms: int = 0
+    _lost: bool = False  # the membership was lost: what is owned is to be `lost`
+    _losing: bool = False  # a `lost` callback is queued or running
+
+    def refuse_commit_while_lost(self, group_id: str) -> None:
+        """CommitFailedError while the partitions of a lost membership are not yet given up:
+        the consumer still holds their positions, and another member may own them now. A
+        commit from outside the group would overwrite that member's commits whenever the
+        group is Empty; Kafka's consumer refuses it in the same way."""
+        if self._lost or self._losing:
+            raise CommitFailedError(
+                f"group '{group_id}': this consumer's membership was lost and its partitions "
+                "may belong to another member now; poll to run on_partitions_lost and rejoin"
+            )
 
     def poll_called(self, now_ms: int) -> None:
         self._last_poll_ms = now_ms
@@ -186,6 +204,14 @@ class MemberEvents:
     def _emit(self, kind: str, partitions: frozenset[TopicPartition]) -> None:
         self._events.append(RebalanceEvent(kind, partitions))
         self._callbacks_pending = True
+        if kind == LOST:
+            self._losing = True
+
+    def _callbacks_ended(self) -> None:
+        """`callbacks_done`'s common part: pending while events remain."""
+        self._callbacks_pending = bool(self._events)
+        if not self._callbacks_pending:
+            self._losing = False
 
 
 @dataclass
@@ -205,10 +231,10 @@ class GroupMember(MemberEvents):
     rejoin_reason: str | None = None
     _counts: dict[str, int] = field(default_factory=dict)
     _assigned_counts: dict[str, int] = field(default_factory=dict)
+    _joined_topics: frozenset[str] = frozenset()  # the subscription the last JoinGroup sent
     _in_flight: str | None = None
     _sync: gm.SyncGroupRequest | None = None
     _prepared: bool = False
-    _lost: bool = False
     _next_heartbeat_ms: int = 0
     _retry_at_ms: int = 0
 
@@ -228,7 +254,7 @@ class GroupMember(MemberEvents):
             self._request_rejoin("the subscribed topics' partitions changed", now_ms)
 
     def callbacks_done(self) -> None:
-        self._callbacks_pending = bool(self._events)
+        self._callbacks_ended()
 
     def commit_identity(self) -> tuple[int, str, str | None]:
         """(generation, member id, instance id) to commit with (module docstring)."""
@@ -236,6 +262,7 @@ class GroupMember(MemberEvents):
         if self.phase is Phase.STABLE:
             return self.generation, self.member_id, instance
         if self.phase is Phase.UNJOINED and self.generation < 0:
+            self.refuse_commit_while_lost(self.config.group_id)
             return gm.NO_GENERATION, gm.UNKNOWN_MEMBER_ID, None
         raise RebalanceInProgressError(
             f"group '{self.config.group_id}' is rebalancing: commit after the next poll "
@@ -315,11 +342,13 @@ class GroupMember(MemberEvents):
 
     def _join_request(self) -> gm.JoinGroupRequest:
         cooperative = self.protocol in COOPERATIVE
+        self._joined_topics = self.topics
         subscription = subscription_to_bytes(
             Subscription(
                 tuple(sorted(self.topics)),
                 tuple(sorted(self.owned)),
                 self.generation if cooperative or self.owned else gm.NO_GENERATION,
+                rack=self.config.rack,
             )
         )
         return gm.JoinGroupRequest(
@@ -355,9 +384,11 @@ class GroupMember(MemberEvents):
         answer: gm.JoinGroupResponse,
         now_ms: int,
         counts: Mapping[str, int] | None = None,
+        racks: Racks | None = None,
     ) -> None:
         """`counts`: the partition counts of every topic the members subscribe to
-        (`assigns_topics`), which a leader assigns; default: those of its own topics."""
+        (`assigns_topics`), which a leader assigns; default: those of its own topics.
+        `racks`: their partitions' replica racks (rack-aware assignors)."""
         self._in_flight = None
         error = answer.error
         if error is None:
@@ -368,7 +399,9 @@ class GroupMember(MemberEvents):
             assignments: tuple[tuple[str, bytes], ...] = ()
             if self.leader and not answer.skip_assignment:
                 try:
-                    assignments = self._assign(answer, self._counts if counts is None else counts)
+                    assignments = self._assign(
+                        answer, self._counts if counts is None else counts, racks
+                    )
                 except ValueError as exc:
                     self.fatal = KafkaError(f"group '{self.config.group_id}': {exc}")
                     return
@@ -418,7 +451,7 @@ class GroupMember(MemberEvents):
         return False
 
     def _assign(
-        self, answer: gm.JoinGroupResponse, counts: Mapping[str, int]
+        self, answer: gm.JoinGroupResponse, counts: Mapping[str, int], racks: Racks | None
     ) -> tuple[tuple[str, bytes], ...]:
         members = [
             Member(m.member_id, m.group_instance_id, subscription_from_bytes(m.metadata))
@@ -428,7 +461,7 @@ class GroupMember(MemberEvents):
         if assignor is None:
             raise ValueError(f"the group chose assignor {answer.protocol_name!r}, unknown here")
         self._assigned_counts = dict(self._counts)
-        plan = assignor(members, counts)
+        plan = assignor(members, counts, racks)
         return tuple((member_id, assignment_to_bytes(parts)) for member_id, parts in plan.items())
 
     def sync_answered(self, answer: gm.SyncGroupResponse, now_ms: int) -> None:
@@ -462,6 +495,9 @@ class GroupMember(MemberEvents):
             self._emit(ASSIGNED, assigned)
         if self.leader and self._counts != self._assigned_counts:
             self._request_rejoin("the subscribed topics' partitions changed", now_ms)
+        if self.topics and self.topics != self._joined_topics:
+            # Subscribed while the join was under way: the group assigned the old topics.
+            self._request_rejoin("the subscription changed during the rebalance", now_ms)
 
     def heartbeat_answered(self, error: KafkaError | None, now_ms: int) -> None:
         self._in_flight = None

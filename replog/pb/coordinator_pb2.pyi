@@ -306,20 +306,22 @@ class DescribeGroupsRequest(_message.Message):
     def __init__(self, group_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DescribedMember(_message.Message):
-    __slots__ = ("member_id", "group_instance_id", "client_id", "client_host", "metadata", "assignment")
+    __slots__ = ("member_id", "group_instance_id", "client_id", "client_host", "metadata", "assignment", "member_type")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
     CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_TYPE_FIELD_NUMBER: _ClassVar[int]
     member_id: str
     group_instance_id: str
     client_id: str
     client_host: str
     metadata: bytes
     assignment: bytes
-    def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., metadata: _Optional[bytes] = ..., assignment: _Optional[bytes] = ...) -> None: ...
+    member_type: str
+    def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., metadata: _Optional[bytes] = ..., assignment: _Optional[bytes] = ..., member_type: _Optional[str] = ...) -> None: ...
 
 class DescribedGroup(_message.Message):
     __slots__ = ("group_id", "error", "state", "protocol_type", "protocol", "members")
@@ -466,7 +468,7 @@ class DescribedTopicPartitions(_message.Message):
     def __init__(self, topic_id: _Optional[bytes] = ..., topic_name: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class DescribedConsumerMember(_message.Message):
-    __slots__ = ("member_id", "instance_id", "rack_id", "member_epoch", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex", "assignment", "target_assignment")
+    __slots__ = ("member_id", "instance_id", "rack_id", "member_epoch", "client_id", "client_host", "subscribed_topic_names", "subscribed_topic_regex", "assignment", "target_assignment", "member_type")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     RACK_ID_FIELD_NUMBER: _ClassVar[int]
@@ -477,6 +479,7 @@ class DescribedConsumerMember(_message.Message):
     SUBSCRIBED_TOPIC_REGEX_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
     TARGET_ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_TYPE_FIELD_NUMBER: _ClassVar[int]
     member_id: str
     instance_id: str
     rack_id: str
@@ -487,7 +490,8 @@ class DescribedConsumerMember(_message.Message):
     subscribed_topic_regex: str
     assignment: _containers.RepeatedCompositeFieldContainer[DescribedTopicPartitions]
     target_assignment: _containers.RepeatedCompositeFieldContainer[DescribedTopicPartitions]
-    def __init__(self, member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., rack_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., subscribed_topic_names: _Optional[_Iterable[str]] = ..., subscribed_topic_regex: _Optional[str] = ..., assignment: _Optional[_Iterable[_Union[DescribedTopicPartitions, _Mapping]]] = ..., target_assignment: _Optional[_Iterable[_Union[DescribedTopicPartitions, _Mapping]]] = ...) -> None: ...
+    member_type: str
+    def __init__(self, member_id: _Optional[str] = ..., instance_id: _Optional[str] = ..., rack_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., subscribed_topic_names: _Optional[_Iterable[str]] = ..., subscribed_topic_regex: _Optional[str] = ..., assignment: _Optional[_Iterable[_Union[DescribedTopicPartitions, _Mapping]]] = ..., target_assignment: _Optional[_Iterable[_Union[DescribedTopicPartitions, _Mapping]]] = ..., member_type: _Optional[str] = ...) -> None: ...
 
 class DescribedConsumerGroup(_message.Message):
     __slots__ = ("group_id", "error", "state", "group_epoch", "assignment_epoch", "assignor_name", "members")

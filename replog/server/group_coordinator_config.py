@@ -8,8 +8,9 @@ FindCoordinator); a topic that exists keeps what it was created with. The two
 one without members, whose committed offsets expire `offsets.retention.minutes` after their
 commit, checked every `offsets.retention.check.interval.ms` (a group with members keeps its
 offsets). The four `group.*` settings are the classic groups' (`ClassicGroupConfig`, checked
-there too), the four `group.consumer.*` ones the consumer-protocol groups'
-(`ConsumerGroupConfig`). `group.consumer.assignors` is a comma-separated list of Kafka's
+there too), the eight `group.consumer.*` ones the consumer-protocol groups'
+(`ConsumerGroupConfig`, which checks the session timeout and heartbeat interval against their
+min/max settings as Kafka does). `group.consumer.assignors` is a comma-separated list of Kafka's
 assignor names (`uniform`, `range`, or Kafka's class names of those two), the first the
 default for groups whose members name none; the others are integers.
 """
@@ -42,6 +43,10 @@ PROPERTY_NAMES = {
     "group.consumer.session.timeout.ms": "group_consumer_session_timeout_ms",
     "group.consumer.heartbeat.interval.ms": "group_consumer_heartbeat_interval_ms",
     "group.consumer.max.size": "group_consumer_max_size",
+    "group.consumer.min.session.timeout.ms": "group_consumer_min_session_timeout_ms",
+    "group.consumer.max.session.timeout.ms": "group_consumer_max_session_timeout_ms",
+    "group.consumer.min.heartbeat.interval.ms": "group_consumer_min_heartbeat_interval_ms",
+    "group.consumer.max.heartbeat.interval.ms": "group_consumer_max_heartbeat_interval_ms",
 }
 ASSIGNORS_PROPERTY = "group.consumer.assignors"
 # Kafka's class names of its built-in server assignors, read as their names.
@@ -76,6 +81,10 @@ class GroupCoordinatorConfig:
     group_consumer_heartbeat_interval_ms: int = _CONSUMER.heartbeat_interval_ms
     group_consumer_max_size: int = _CONSUMER.max_size
     group_consumer_assignors: tuple[str, ...] = _CONSUMER.assignors
+    group_consumer_min_session_timeout_ms: int = _CONSUMER.min_session_timeout_ms
+    group_consumer_max_session_timeout_ms: int = _CONSUMER.max_session_timeout_ms
+    group_consumer_min_heartbeat_interval_ms: int = _CONSUMER.min_heartbeat_interval_ms
+    group_consumer_max_heartbeat_interval_ms: int = _CONSUMER.max_heartbeat_interval_ms
 
     def __post_init__(self) -> None:
         for name, value, minimum in (
@@ -117,6 +126,10 @@ class GroupCoordinatorConfig:
             heartbeat_interval_ms=self.group_consumer_heartbeat_interval_ms,
             max_size=self.group_consumer_max_size,
             assignors=self.group_consumer_assignors,
+            min_session_timeout_ms=self.group_consumer_min_session_timeout_ms,
+            max_session_timeout_ms=self.group_consumer_max_session_timeout_ms,
+            min_heartbeat_interval_ms=self.group_consumer_min_heartbeat_interval_ms,
+            max_heartbeat_interval_ms=self.group_consumer_max_heartbeat_interval_ms,
         )
 
     @property

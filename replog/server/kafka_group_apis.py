@@ -119,9 +119,8 @@ LIST_GROUPS = 16
 DELETE_GROUPS = 42
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
-# ConsumerGroupDescribe v1's member type (KIP-1099): -1 unknown, 0 classic, 1 consumer. Every
-# member of a consumer-protocol group here is a consumer-protocol member.
-CONSUMER_MEMBER_TYPE = 1
+# ConsumerGroupDescribe v1's member type (KIP-1099): -1 unknown, 0 classic, 1 consumer.
+MEMBER_TYPES = {cgm.CLASSIC_MEMBER: 0, cgm.CONSUMER_MEMBER: 1}
 GROUP_SERVED: Mapping[int, tuple[int, int]] = {
     OFFSET_COMMIT: (2, 10),
     OFFSET_FETCH: (1, 10),
@@ -654,7 +653,7 @@ class KafkaGroupApis:
                             subscribed_topic_regex=m.subscribed_topic_regex,
                             assignment=assignment(m.assignment),
                             target_assignment=assignment(m.target_assignment),
-                            member_type=CONSUMER_MEMBER_TYPE,
+                            member_type=MEMBER_TYPES.get(m.member_type, -1),
                         )
                         for m in g.members
                     ],

@@ -13,10 +13,11 @@ without copying them one by one:
   records of the same size (`_record_starts`).
 - A long run of records of one size whose fields all sit at the same place in every record
   (fixed-size keys and values; only the timestamp and offset deltas differ, in varints of
-  the same sizes) is decoded as a table: each field is a byte column of a strided view,
-  checked and read column by column with no gather (`_uniform_run`). In a fetch answer of
-  100-byte records these runs hold nearly every record, and decoding costs about half of
-  the per-record path's CPU (docs/benchmarks.md).
+  the same sizes) is decoded as a table: the 8 bytes at one place of every record are a
+  strided uint64 view (no gather), whose deltas and fixed bytes are checked with one mask
+  and read with a few shifts, and the fields are written straight into the call's arrays
+  (`_uniform_run`). In a fetch answer of 100-byte records these runs hold nearly every
+  record (docs/benchmarks.md).
 - The other records' varints (timestamp delta, offset delta, key length, value length,
   header count) are read for all of them together (`_one_by_one`): the 8 bytes at each
   position as one uint64 (one gather), the varint's end found with bit tricks, one shift per
@@ -338,12 +339,7 @@ def _varints(buf: Bytes, words: Words, pos: Int64s, size_max: int) -> tuple[Int6
     if size_max == 5 and longest > 5:
         raise _NotVectorised  # longer than 5 bytes
     word &= mask
-    unsigned = word & np.uint64(0x7F)
-    part = np.empty_like(word)
-    for k in range(1, longest):
-        np.right_shift(word, np.uint64(k), out=part)
-        part &= np.uint64(0x7F << (7 * k))
-        unsigned |= part
+    unsigned = _joined_varint(word, longest)
     if size_max == 5 and int(unsigned.max()) >> 32:
         raise _NotVectorised  # a varint overflowing 32 bits
     values = (unsigned >> _ONE).view(np.int64)
@@ -466,11 +462,8 @@ def _vectorised(data: Data, batches: Sequence[tuple[int, BatchHeader]], where: s
     for run in runs:
         if run.count < _UNIFORM_MIN:
             continue
-        found = _uniform_run(buffer, buf, run)
-        if found is not None:
-            rows = slice(run.row, run.row + run.count)
-            fields.put(rows, found)
-            uniform[rows] = True
+        if _uniform_run(buffer, buf, run, fields):
+            uniform[run.row : run.row + run.count] = True
     headers: list[tuple[Header, ...]] | None = None
     rest = np.flatnonzero(~uniform)
     if len(rest) == total:
@@ -489,15 +482,20 @@ def _vectorised(data: Data, batches: Sequence[tuple[int, BatchHeader]], where: s
         [h.max_timestamp if h.is_log_append_time else h.base_timestamp for _, h in batches],
         np.int64,
     )
-    per_record_append = np.repeat(append_time, counts)
-    timestamps = np.repeat(base_times, counts) + np.where(
-        per_record_append, 0, fields.timestamp_delta
-    )
+    timestamps = np.repeat(base_times, counts)
+    if append_time.any():
+        per_record_append = np.repeat(append_time, counts)
+        timestamps += np.where(per_record_append, 0, fields.timestamp_delta)
+        timestamp_types = per_record_append.astype(np.int32)
+    else:  # CreateTime only, as producers write: no per-record choice to make
+        timestamps += fields.timestamp_delta
+        timestamp_types = np.zeros(total, dtype=np.int32)
     arrow_buffer = pa.py_buffer(buffer)
+    base_offsets += index
     return BatchColumns(
-        offsets=base_offsets + index,
+        offsets=base_offsets,
         timestamps=timestamps,
-        timestamp_types=per_record_append.astype(np.int32),
+        timestamp_types=timestamp_types,
         keys=_binary(buf, arrow_buffer, fields.key_start, fields.key_length),
         values=_binary(buf, arrow_buffer, fields.value_start, fields.value_length),
         headers=headers,
@@ -550,28 +548,29 @@ def _one_by_one(
     return fields, headers
 
 
-def _uniform_run(buffer: Data, buf: Bytes, run: _Run) -> _Fields | None:
-    """The fields of `run`'s records if they all have the first one's layout, else None.
+def _uniform_run(buffer: Data, buf: Bytes, run: _Run, fields: _Fields) -> bool:
+    """Whether `run`'s records all have the first one's layout; if so their fields are
+    written to their rows of `fields` (no array per run, no copy).
 
     Records of one size usually differ only in their timestamp and offset deltas, whose
     varints keep their sizes over long stretches: then every field is at the same place in
-    every record, and each byte column of the run is a strided view of the buffer (no
-    gather). The first record is read field by field (a broken one: None, and `_one_by_one`
-    decides); the run's records must then have its length (the run says so), varints of the
-    same sizes for both deltas (each delta's continuation bits checked per byte column), the
-    same bytes for the key length, the value length and a header count of 0, and offset
-    deltas `run.index`, `run.index` + 1, ... With the same layout the checks `_one_by_one`
-    makes per record (fields inside the record, the body ending at its length) hold for all
-    once they hold for the first.
+    every record, and the 8 bytes at one place of every record are a strided uint64 view of
+    the buffer (no gather). The first record is read field by field (a broken one: None, and
+    `_one_by_one` decides); the run's records must then have its length (the run says so),
+    varints of the same sizes for both deltas (their continuation bits checked with one mask
+    over the word that holds both), the same bytes for the key length and the value length,
+    a header count of 0, and offset deltas `run.index`, `run.index` + 1, ... With the same
+    layout the checks `_one_by_one` makes per record (fields inside the record, the body
+    ending at its length) hold for all once they hold for the first. A run whose deltas and
+    key length take more than 8 bytes, or whose last word would pass the buffer's end, is
+    left to `_one_by_one`.
     """
     position, step, count = run.position, run.step, run.count
-    if position < 1:
-        return None  # no byte before it (the first record of a decompressed buffer)
     end = position + step
     try:
         size, at = _varint(buffer, position, end)
         if at + size != end or size < _MIN_BODY:
-            return None
+            return False
         at += 1  # the attributes byte
         timestamp_at = at
         _, at = decode_varlong(cast(bytes, buffer), at, end)
@@ -588,7 +587,7 @@ def _uniform_run(buffer: Data, buf: Bytes, run: _Run) -> _Fields | None:
         count_at = at
         header_count, at = _varint(buffer, at, end)
     except InvalidRecordError:
-        return None
+        return False
     if (
         key_length < -1
         or value_length < -1
@@ -596,62 +595,94 @@ def _uniform_run(buffer: Data, buf: Bytes, run: _Run) -> _Fields | None:
         or at != end
         or key_at > value_length_at
         or value_at + max(value_length, 0) > count_at
-        or offset_at - timestamp_at > 9  # a 10-byte varlong: `_one_by_one` reads it
+        or key_at - timestamp_at > 8  # the deltas and the key length: one word
+        or value_at - value_length_at > 8
     ):
-        return None
-    # Each record's bytes up to its value, and before them the byte before the record (the
-    # last one of the record before: its header count), copied in one pass over the buffer;
-    # the byte columns below are then columns of this small array.
-    heads = np.ascontiguousarray(
-        np.ndarray(
-            shape=(count, value_at - position + 1),
-            dtype=np.uint8,
-            buffer=buf,
-            offset=position - 1,
-            strides=(step, 1),
-        )
+        return False
+    heads = _strided_words(buf, timestamp_at, step, count)
+    value_lengths = _strided_words(buf, value_length_at, step, count)
+    if heads is None or value_lengths is None:
+        return False
+    # Each delta's bytes but its last carry the continuation bit, its last does not; the key
+    # length's bytes are the first record's.
+    mask, expected = _word_pattern(
+        buffer, timestamp_at, [offset_at, key_length_at], key_length_at, key_at
     )
-    shift = 1 - position  # a position's column in `heads`
-    if buf[end + step * (count - 1) - 1] != 0 or not (heads[1:, 0] == 0).all():
-        return None  # a header count: `_one_by_one` reads the headers
-    for column in range(key_length_at + shift, key_at + shift):
-        if not (heads[:, column] == heads[0, column]).all():
-            return None
-    for column in range(value_length_at + shift, value_at + shift):
-        if not (heads[:, column] == heads[0, column]).all():
-            return None
-    timestamp_delta = _column_varint(heads, timestamp_at + shift, offset_at + shift)
-    offset_delta = _column_varint(heads, offset_at + shift, key_length_at + shift)
-    if timestamp_delta is None or offset_delta is None:
-        return None
-    if not np.array_equal(offset_delta, np.arange(run.index, run.index + count)):
-        return None
-    starts = np.arange(position, position + step * count, step, dtype=np.int64)
-    return _Fields(
-        timestamp_delta,
-        starts + (key_at - position),
-        np.full(count, key_length, dtype=np.int64),
-        starts + (value_at - position),
-        np.full(count, value_length, dtype=np.int64),
+    words = heads & np.uint64(mask)  # a contiguous copy: every later step reads it
+    if not (words == np.uint64(expected)).all():
+        return False
+    mask, expected = _word_pattern(buffer, value_length_at, [], value_length_at, value_at)
+    if not ((value_lengths & np.uint64(mask)) == np.uint64(expected)).all():
+        return False
+    header_counts = np.ndarray(
+        shape=(count,), dtype=np.uint8, buffer=buf, offset=count_at, strides=(step,)
     )
+    if header_counts.any():
+        return False  # a header count: `_one_by_one` reads the headers
+    np.bitwise_and(heads, np.uint64(_low_bytes(key_length_at - timestamp_at)), out=words)
+    timestamp_delta = _joined_varint(words, offset_at - timestamp_at)
+    words >>= np.uint64(8 * (offset_at - timestamp_at))
+    # Offset deltas are never negative: zig-zag makes delta d the unsigned 2d.
+    offset_delta = _joined_varint(words, key_length_at - offset_at)
+    if not np.array_equal(offset_delta, np.arange(2 * run.index, 2 * (run.index + count), 2)):
+        return False
+    rows = slice(run.row, run.row + count)
+    signed = fields.timestamp_delta[rows]  # zig-zag
+    np.right_shift(timestamp_delta, _ONE, out=signed.view(np.uint64))
+    timestamp_delta &= _ONE
+    signed ^= -timestamp_delta.view(np.int64)
+    key_start = fields.key_start[rows]
+    key_start[:] = np.arange(key_at, key_at + step * count, step)
+    np.add(key_start, value_at - key_at, out=fields.value_start[rows])
+    fields.key_length[rows] = key_length
+    fields.value_length[rows] = value_length
+    return True
 
 
-def _column_varint(heads: Bytes, first: int, stop: int) -> Int64s | None:
-    """Per record, the zig-zag varint in its bytes [first, stop) (at most 9 bytes, so no
-    overflow), or None if one record's varint is not exactly that long."""
-    unsigned = np.zeros(len(heads), dtype=np.uint64)
-    for k, column in enumerate(range(first, stop)):
-        byte = heads[:, column]
-        more = byte >= 0x80
-        if not (more.all() if column < stop - 1 else not more.any()):
-            return None
-        part = (byte & 0x7F).astype(np.uint64)
-        part <<= np.uint64(7 * k)
-        unsigned |= part
-    values = (unsigned >> _ONE).view(np.int64)
-    unsigned &= _ONE
-    values ^= -unsigned.view(np.int64)
-    return values
+def _strided_words(buf: Bytes, at: int, step: int, count: int) -> Words | None:
+    """The 8 bytes at `at`, `at + step`, ... (`count` of them) as a strided uint64 view, or
+    None if the last would pass the end of the buffer."""
+    if at + step * (count - 1) + 8 > len(buf):
+        return None
+    return np.ndarray(shape=(count,), dtype="<u8", buffer=buf, offset=at, strides=(step,))
+
+
+def _low_bytes(count: int) -> int:
+    return (1 << (8 * count)) - 1
+
+
+def _word_pattern(
+    buffer: Data, at: int, varint_ends: list[int], fixed_at: int, fixed_end: int
+) -> tuple[int, int]:
+    """(mask, expected value) of the little-endian word at `at` of a run's records: the
+    varints between `at` and each of `varint_ends` in turn have their continuation bits
+    set on every byte but their last; bytes [fixed_at, fixed_end) are the first record's."""
+    mask = expected = 0
+    start = at
+    for stop in varint_ends:
+        for byte in range(start, stop):
+            mask |= 0x80 << (8 * (byte - at))
+            if byte < stop - 1:
+                expected |= 0x80 << (8 * (byte - at))
+        start = stop
+    for byte in range(fixed_at, fixed_end):
+        mask |= 0xFF << (8 * (byte - at))
+        expected |= buffer[byte] << (8 * (byte - at))
+    return mask, expected
+
+
+def _joined_varint(words: Words, size: int) -> Words:
+    """The unsigned value of the varints of at most `size` bytes in the low bytes of `words`,
+    the bytes after each one's last cleared: the 7 value bits of each byte, joined (one shift
+    per byte; the continuation bits need no clearing, one mask after the shift picks each
+    byte's 7 bits)."""
+    joined = words & np.uint64(0x7F)
+    part = np.empty_like(words)
+    for k in range(1, size):
+        np.right_shift(words, np.uint64(k), out=part)
+        part &= np.uint64(0x7F << (7 * k))
+        joined |= part
+    return joined
 
 
 def _headers(buffer: Data, pos: int, end: int, count: int) -> tuple[tuple[Header, ...], int]:

@@ -14,11 +14,13 @@ the schema are those of Spark's Kafka source (`replog.spark.options`, `replog.sp
   from `startingOffsets`; each micro-batch ends at the high watermarks (limited by
   `maxOffsetsPerTrigger`, or by the snapshot taken when an availableNow run starts), and waits
   for `minOffsetsPerTrigger` new offsets unless `maxTriggerDelay` has passed
-  (`replog.spark.trigger_delay`; not in an availableNow run, which must reach its snapshot and
-  stop, and not when Spark asks for everything available, as for `Trigger.Once`); partitions
-  created later are read from offset 0 (records already deleted there count as data loss, as
-  in Spark's Kafka source). A restarted query resumes from the offsets Spark checkpointed, and
-  a replayed micro-batch reads exactly its logged range.
+  (`replog.spark.trigger_delay`; not when Spark asks for everything available, as for
+  `Trigger.Once`). As in Spark's Kafka source, the wait applies in an availableNow run too: a
+  run whose rest (up to its snapshot) is below the minimum ends there, and the next run, whose
+  first micro-batch always passes, reads it. Partitions created later are read from offset 0
+  (records already deleted there count as data loss, as in Spark's Kafka source). A restarted
+  query resumes from the offsets Spark checkpointed, and a replayed micro-batch reads exactly
+  its logged range.
 - Data loss seen when a micro-batch is planned, as Spark's Kafka source sees it: partitions no
   longer in the cluster, and an HW below the partition's start (the topic re-created, or its
   log truncated: "offset was changed from A to B"). With `failOnDataLoss=true` that fails the
@@ -67,7 +69,7 @@ from replog.clock import monotonic_ms
 from replog.common import TopicPartitionKey
 from replog.spark.arrow import schema_ddl
 from replog.spark.cluster_view import ClusterView
-from replog.spark.errors import report_data_loss
+from replog.spark.errors import log, report_data_loss
 from replog.spark.offsets import describe, from_offset_dict, to_offset_dict
 from replog.spark.options import (
     ByTimestamp,
@@ -293,10 +295,19 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         delay = self._delay
         if (
             delay is not None
-            and self._target is None
             and not isinstance(limit, ReadAllAvailable)
             and not delay.admits(begin, end, monotonic_ms())
         ):
+            if self._target is not None:
+                # Spark ends an availableNow run at the first trigger that makes no
+                # micro-batch; say why records below its snapshot are left for the next run.
+                log.info(
+                    "availableNow run ends before its snapshot: %d records left are fewer "
+                    "than minOffsetsPerTrigger (%d) and maxTriggerDelay has not passed; the "
+                    "next run reads them",
+                    sum(max(0, end[tp] - begin.get(tp, 0)) for tp in end),
+                    delay.min_offsets,
+                )
             return to_offset_dict(begin)  # no micro-batch yet (trigger_delay)
         if isinstance(limit, ReadMaxRows):
             end = rate_limit(begin, end, limit.max_rows)

@@ -444,6 +444,7 @@ def describe_groups_response_to_proto(
                         client_host=m.client_host,
                         metadata=m.metadata,
                         assignment=m.assignment,
+                        member_type=m.member_type,
                     )
                     for m in g.members
                 ],
@@ -471,6 +472,7 @@ def describe_groups_response_from_proto(
                     m.client_host,
                     m.metadata,
                     m.assignment,
+                    m.member_type or cgm.CLASSIC_MEMBER,
                 )
                 for m in g.members
             ),
@@ -641,6 +643,7 @@ def consumer_group_describe_response_to_proto(
                         subscribed_topic_regex=m.subscribed_topic_regex,
                         assignment=_named_to_proto(m.assignment),
                         target_assignment=_named_to_proto(m.target_assignment),
+                        member_type=m.member_type,
                     )
                     for m in g.members
                 ],
@@ -673,6 +676,7 @@ def consumer_group_describe_response_from_proto(
                     _optional(m, "subscribed_topic_regex"),
                     _named_from_proto(m.assignment, f"group {g.group_id!r}"),
                     _named_from_proto(m.target_assignment, f"group {g.group_id!r}"),
+                    m.member_type or cgm.CONSUMER_MEMBER,
                 )
                 for m in g.members
             ),

@@ -231,6 +231,10 @@ def test_kafka_settings_become_kafka_python_arguments() -> None:
     assert kafka_python_settings(
         {"bootstrap.servers": "a:1,b:2", "acks": "all", "linger.ms": "5", "batch.size": "16384"}
     ) == {"bootstrap_servers": ["a:1", "b:2"], "acks": "all", "linger_ms": 5, "batch_size": 16384}
+    assert kafka_python_settings({"enable.idempotence": "false", "x.y": "true"}) == {
+        "enable_idempotence": False,
+        "x_y": True,
+    }
 
 
 def test_an_etcd_txn_puts_every_pair_and_holds_at_most_128() -> None:

@@ -8,7 +8,14 @@ import struct
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
-from replog.cli.consumer_groups import describe_rows, members_rows, table
+from replog.cli.consumer_groups import (
+    Member,
+    assignment_text,
+    describe_rows,
+    members_json,
+    members_rows,
+    table,
+)
 from replog.coordinator.consumer_protocol import assigned_partitions
 
 
@@ -22,7 +29,7 @@ def test_assigned_partitions_read_kafkas_assignment_bytes() -> None:
 def test_describe_rows_join_commits_owners_and_log_end_offsets() -> None:
     rows = describe_rows(
         "g",
-        [("m1", "/h1", "c1", [("t", 1)]), ("m2", "/h2", "c2", [])],
+        [Member("m1", "/h1", "c1", [("t", 1)]), Member("m2", "/h2", "c2", [])],
         {("t", 0): 5, ("t", 1): None},
         {("t", 0): 9, ("t", 1): 4},
     )
@@ -35,12 +42,45 @@ def test_describe_rows_join_commits_owners_and_log_end_offsets() -> None:
 
 
 def test_members_rows_count_each_members_partitions() -> None:
-    lines = members_rows("g", [("m1", "/h1", "c1", [("t", 0), ("t", 1)]), ("m2", "", "", [])])
-    assert lines == [
+    members = [Member("m1", "/h1", "c1", [("t", 0), ("t", 1)]), Member("m2", "", "", [])]
+    assert members_rows("g", members) == [
         ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"],
         ["g", "m1", "/h1", "c1", "2"],
         ["g", "m2", "-", "-", "0"],
     ]
+    # Kafka's --verbose columns: a classic group has no epochs or target assignment.
+    assert members_rows("g", members, verbose=True)[1] == [
+        "g", "m1", "/h1", "c1", "2", "-", "t:0,1", "-", "-",
+    ]  # fmt: skip
+
+
+def test_members_rows_of_a_consumer_protocol_group_show_epochs_targets_and_types() -> None:
+    """Kafka's --members --verbose: GROUP-INSTANCE-ID once a member has one, the member epoch
+    and the group's target assignment epoch, and UPGRADED only for a group holding members
+    of both protocols (a migrating group: KIP-848's online upgrade)."""
+    consumer = Member(
+        "m1", "/h1", "c1", [("u", 2), ("t", 1), ("t", 0)], "i1", "consumer", 5, [("t", 0)], 6
+    )
+    classic = Member("m2", "/h2", "c2", [], None, "classic", 4, [("t", 1)], 6)
+    assert assignment_text(consumer.owned) == "t:0,1;u:2"
+    assert members_rows("g", [consumer], verbose=True) == [
+        [
+            "GROUP", "CONSUMER-ID", "GROUP-INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
+            "CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT",
+        ],
+        ["g", "m1", "i1", "/h1", "c1", "3", "5", "t:0,1;u:2", "6", "t:0"],
+    ]  # fmt: skip
+    mixed = members_rows("g", [consumer, classic], verbose=True)
+    assert mixed[0][-1] == "UPGRADED"
+    assert [line[-1] for line in mixed[1:]] == ["true", "false"]
+    assert mixed[2][2] == "-"  # no instance id
+    assert "UPGRADED" not in members_rows("g", [consumer, classic])[0]  # verbose only
+    (found,) = members_json("g", [consumer], verbose=True)
+    assert found["memberType"] == "consumer" and found["groupInstanceId"] == "i1"
+    assert found["targetAssignment"] == [{"topic": "t", "partition": 0}]
+    assert found["currentEpoch"] == 5 and found["targetEpoch"] == 6
+    (brief,) = members_json("g", [classic], verbose=False)
+    assert "currentEpoch" not in brief and brief["memberType"] == "classic"
 
 
 def test_reset_offsets_computes_each_strategy_clamped_to_the_log() -> None:

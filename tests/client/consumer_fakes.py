@@ -168,7 +168,12 @@ class FakeGroups:
         )
         # KIP-848's groups: a 100 ms heartbeat interval, a 1 s session (the tests' GROUP).
         self.consumer = ConsumerGroupCoordinator(
-            ConsumerGroupConfig(session_timeout_ms=1_000, heartbeat_interval_ms=100)
+            ConsumerGroupConfig(
+                session_timeout_ms=1_000,
+                heartbeat_interval_ms=100,
+                min_session_timeout_ms=1,
+                min_heartbeat_interval_ms=1,
+            )
         )
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._next_id = 0

@@ -138,7 +138,7 @@ async def test_a_member_that_does_not_poll_leaves_and_its_commit_is_refused(
     await poll_all([a, b], lambda: split([a, b], 2))
     # a does not poll: past max.poll.interval.ms it leaves, and b gets both partitions
     await poll_all([b], lambda: len(b.assignment()) == 2)
-    with pytest.raises(CommitFailedError, match="refused"):
+    with pytest.raises(CommitFailedError, match="membership was lost"):
         await a.commit({TopicPartition("t", 0): 1})
     await poll_all([a, b], lambda: split([a, b], 2))  # a polls again: rejoins
     kinds = [kind for kind, _ in listener.calls]
@@ -236,5 +236,25 @@ async def test_unsubscribe_leaves_and_assign_then_reads_without_the_group(
         assert time.monotonic() < deadline
         records = [r.value for rs in (await a.poll(50)).values() for r in rs]
     assert records == [b"x"] and len(b.assignment()) == 2
+    await a.close()
+    await b.close()
+
+
+@pytest.mark.asyncio
+async def test_a_pattern_subscription_follows_the_topics_it_matches(cluster: FakeCluster) -> None:
+    """Kafka's subscribe(Pattern) with the classic protocol: the consumer matches the pattern
+    against the cluster's topics, again at each metadata refresh, and rejoins when they change."""
+    cluster.create("orders-eu", 2)
+    cluster.create("audit", 1)
+    a, b = member(cluster, metadata_max_age_ms=100), member(cluster, metadata_max_age_ms=100)
+    a.subscribe(pattern=r"orders-.*")
+    b.subscribe(pattern=r"orders-.*")
+    await poll_all([a, b], lambda: split([a, b], 2))
+    assert a.subscription() == {"orders-eu"}
+    cluster.create("orders-us", 2)  # seen at the next refresh: both rejoin, four partitions
+    await poll_all([a, b], lambda: split([a, b], 4))
+    assert {tp.topic for c in (a, b) for tp in c.assignment()} == {"orders-eu", "orders-us"}
+    with pytest.raises(ValueError, match="not both"):
+        a.subscribe(["audit"], pattern="a.*")
     await a.close()
     await b.close()

@@ -6,6 +6,7 @@ consumer, and the settings the consumer protocol refuses."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -78,6 +79,32 @@ async def test_members_split_revoking_with_a_commit_first_and_take_over_on_close
     await a.close()
     assert listener.calls[-1] == ("revoked", ["t-0", "t-1", "t-2", "t-3"])
     assert not [c for c in cluster.groups.calls if not c.startswith("ConsumerGroupHeartbeat")]
+
+
+@pytest.mark.asyncio
+async def test_a_pattern_subscription_sends_the_regex_to_the_coordinator(
+    cluster: FakeCluster,
+) -> None:
+    """KIP-848's broker-side regex: the coordinator matches the pattern (a topic it sees
+    first is assigned by id, and the consumer refreshes its metadata to name it); going back
+    to topic names clears the regex."""
+    cluster.create("orders-eu", 2)
+    cluster.create("audit", 1)
+    a = member(cluster)  # metadata.max.age.ms stays 5 minutes: only the ids make it look
+    a.subscribe(pattern=r"orders-.*")
+    await poll_all([a], lambda: len(a.assignment()) == 2)
+    (held,) = cluster.groups.consumer.groups["g"].members.values()
+    assert (held.subscribed_topic_regex, held.subscribed_topic_names) == (r"orders-.*", ())
+    cluster.create("orders-us", 1)
+    await poll_all([a], lambda: TopicPartition("orders-us", 0) in a.assignment())
+    assert a.subscription() == {"orders-eu", "orders-us"}
+    a.subscribe(["audit"])
+    await poll_all([a], lambda: a.assignment() == {TopicPartition("audit", 0)})
+    (held,) = cluster.groups.consumer.groups["g"].members.values()
+    assert (held.subscribed_topic_regex, held.subscribed_topic_names) == (None, ("audit",))
+    with pytest.raises(ValueError, match="write them inline"):
+        a.subscribe(pattern=re.compile("orders", re.IGNORECASE))
+    await a.close()
 
 
 @pytest.mark.asyncio

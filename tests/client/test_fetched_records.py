@@ -276,3 +276,32 @@ def test_a_deserialization_error_survives_pickling() -> None:
     again = pickle.loads(pickle.dumps(error))
     assert str(again) == str(error)
     assert (again.topic_partition, again.offset, again.origin) == (TP, 7, "value")
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    records=st.lists(record, min_size=1, max_size=70),
+    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), min_size=1, max_size=3),
+)
+def test_the_fast_decoder_agrees_with_the_strict_one_on_damaged_records(
+    records: list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
+    flips: list[tuple[int, int]],
+) -> None:
+    """Bytes of the records region changed (CRC not checked): whatever the fast decoder
+    returns, the strict one returns too, or the same error (it gives up rather than guess)."""
+    data = bytearray(
+        build_batch(
+            [(TS + delta, key, value, headers) for delta, key, value, headers in records],
+            partition_leader_epoch=2,
+        )
+    )
+    for where, xor in flips:
+        data[RECORD_BATCH_OVERHEAD + where % (len(data) - RECORD_BATCH_OVERHEAD)] ^= xor
+    damaged = bytes(data)
+    fast = decode_fetched(TP, damaged, position=0, high_watermark=1 << 40, check_crcs=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("replog.client.fetched_records._fast_records", lambda *args: None)
+        strict = decode_fetched(TP, damaged, position=0, high_watermark=1 << 40, check_crcs=False)
+    assert fast.records == strict.records
+    assert repr(fast.error) == repr(strict.error)
+    assert fast.next_offset == strict.next_offset

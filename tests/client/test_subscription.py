@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from replog.client.records import OffsetAndMetadata, TopicPartition
-from replog.client.subscription import EARLIEST, LATEST, Mode, SubscriptionState
-from replog.errors import IllegalStateError
+from replog.client.subscription import (
+    EARLIEST,
+    LATEST,
+    Mode,
+    SubscriptionState,
+    topic_pattern,
+)
+from replog.errors import IllegalStateError, InvalidRegularExpressionError
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 
@@ -41,6 +49,39 @@ def test_subscribe_follows_the_metadata_and_excludes_assign() -> None:
     subs.assign([A0])
     with pytest.raises(IllegalStateError, match=r"subscribe\(\) after assign\(\)"):
         subs.subscribe(["a"])
+
+
+def test_a_pattern_subscribes_to_the_whole_names_it_matches() -> None:
+    subs = SubscriptionState()
+    subs.subscribe_pattern(re.compile(r"a|b\d"))
+    assert subs.mode is Mode.SUBSCRIBED and subs.subscription == frozenset()
+    assert subs.match(["a", "ab", "b1", "b12", "__consumer_offsets", "c"])
+    assert subs.subscription == {"a", "b1"}  # whole names only, internal topics never
+    assert subs.set_subscribed_partitions([A0, A1, TopicPartition("b1", 0), B0])
+    subs.seek(A0, 7)
+    assert not subs.match(["b1", "a"])  # unchanged
+    assert subs.match(["a"])  # b1 gone: its partition leaves, a's stay with their positions
+    assert subs.assignment() == {A0, A1} and subs.state(A0, "t").position == 7
+    subs.subscribe_pattern(re.compile("a.*"))  # a new pattern keeps what it still matches
+    assert subs.subscription == {"a"} and subs.assignment() == {A0, A1}
+    subs.subscribe(["b"])  # by names again: no pattern, match changes nothing
+    assert subs.pattern is None and not subs.match(["a", "b"])
+    assigned = SubscriptionState()
+    assigned.assign([A0])
+    with pytest.raises(IllegalStateError, match=r"pattern=\.\.\.\) after assign\(\)"):
+        assigned.subscribe_pattern(re.compile("a"))
+
+
+def test_topic_pattern_compiles_or_names_what_is_wrong() -> None:
+    assert topic_pattern("t.*", sent=True).pattern == "t.*"
+    assert topic_pattern("(?i)t", sent=True).fullmatch("T")  # inline flags travel with the text
+    assert topic_pattern(re.compile("t", re.I), sent=False).fullmatch("T")
+    with pytest.raises(InvalidRegularExpressionError, match=r"pattern '\[' does not compile"):
+        topic_pattern("[", sent=False)
+    with pytest.raises(TypeError, match="not bytes"):
+        topic_pattern(b"t", sent=False)
+    with pytest.raises(ValueError, match=r"write them inline, as \(\?i\)"):
+        topic_pattern(re.compile("t", re.I), sent=True)
 
 
 def test_positions_resets_and_what_to_commit() -> None:

@@ -8,14 +8,19 @@ accepted after the sender crashed."""
 
 from __future__ import annotations
 
+import gc
+import itertools
 import logging
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from producer_fakes import SENDER_CRASH, FakeCluster, break_drain, producer_settings
 
 from replog.client.records import RecordMetadata
@@ -25,6 +30,7 @@ from replog.errors import (
     IllegalStateError,
     InvalidRecordError,
     KafkaTimeoutError,
+    MessageSizeTooLargeError,
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
@@ -439,3 +445,82 @@ def test_a_flush_timeout_that_is_no_number_is_a_value_error(
     with pytest.raises(ValueError, match=r"flush: timeout must be a number >= 0 or None"):
         producer.flush(timeout)  # type: ignore[arg-type]
     producer.flush(float("inf"))  # no limit, as None
+
+
+fast_record = st.tuples(
+    st.one_of(st.none(), st.binary(max_size=20)),
+    st.one_of(st.binary(max_size=40), st.binary(min_size=200, max_size=3000)),
+)
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    records=st.lists(fast_record, min_size=1, max_size=40), batch_size=st.sampled_from([300, 16384])
+)
+def test_the_fast_send_writes_the_batches_the_general_one_does(
+    cluster: FakeCluster,
+    monkeypatch: pytest.MonkeyPatch,
+    records: list[tuple[bytes | None, bytes]],
+    batch_size: int,
+) -> None:
+    """A plain bytes send skips `_prepare` (producer.py `_fast_data_limit`); `headers=[]`
+    takes the general path to the same record. Both topics' batches must be the same bytes
+    (the clock is fixed) and their futures the same metadata."""
+    monkeypatch.setattr("replog.client.producer.wall_clock_ms", lambda: 1_700_000_000_000)
+    fast, general = f"fast-{next(_TOPIC_NUMBERS)}", f"general-{next(_TOPIC_NUMBERS)}"
+    cluster.create(fast, 1)
+    cluster.create(general, 1)
+    with Producer(producer_settings(cluster, linger_ms=60_000, batch_size=batch_size)) as producer:
+        producer.send(fast, b"learn the topic")
+        producer.send(general, b"learn the topic")
+        producer.flush(5)
+        fast_futures = [producer.send(fast, value, key=key) for key, value in records]
+        general_futures = [
+            producer.send(general, value, key=key, headers=[]) for key, value in records
+        ]
+        producer.flush(5)
+    assert cluster.log(fast).batches == cluster.log(general).batches
+    assert [f.get(0)._replace(topic="") for f in fast_futures] == [
+        f.get(0)._replace(topic="") for f in general_futures
+    ]
+
+
+_TOPIC_NUMBERS = itertools.count()
+
+
+def test_a_fast_send_still_refuses_what_the_general_one_refuses(
+    make: Callable[..., Producer],
+) -> None:
+    producer = make(max_request_size=2_000)
+    producer.send("one", b"learn the topic").get(5)
+    limit = producer._aio._fast_data_limit
+    producer.send("one", b"v" * limit).get(5)  # the largest record the fast path takes
+    with pytest.raises(MessageSizeTooLargeError, match=r"max\.request\.size=2000"):
+        producer.send("one", b"v" * (limit + 1))
+    with pytest.raises(TypeError, match="topic must be a str"):
+        producer.send(["one"], b"v")  # type: ignore[arg-type]
+    assert producer.send("one", bytearray(b"not bytes")).get(5).serialized_value_size == 9
+    assert make(value_serializer=str.encode)._aio._fast_data_limit == -1
+
+
+def test_a_delivered_batch_and_its_futures_are_freed_without_the_cycle_collector(
+    make: Callable[..., Producer],
+) -> None:
+    """A future refers to its batch and the batch to its futures until it is settled; then the
+    batch lets go of them, so neither waits for a garbage collection."""
+    producer = make()
+    producer.send("one", b"learn the topic").get(5)
+    gc.disable()
+    try:
+        future = producer.send("one", b"v")
+        future.get(5)
+        batch = future._batch
+        assert batch is not None
+        freed = weakref.ref(batch)
+        del batch, future
+        producer.flush(5)
+        assert freed() is None
+    finally:
+        gc.enable()

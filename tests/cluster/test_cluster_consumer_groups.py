@@ -51,6 +51,8 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNode]:
         "group.min.session.timeout.ms=500",
         f"group.consumer.session.timeout.ms={SESSION_MS}",
         f"group.consumer.heartbeat.interval.ms={SESSION_MS // 10}",
+        "group.consumer.min.session.timeout.ms=1",
+        "group.consumer.min.heartbeat.interval.ms=1",
         f"metrics.port={METRICS_PORT}",
     ]
     with running_node(tmp_path_factory.mktemp("groups"), "replog-groups", properties) as running:
@@ -134,7 +136,7 @@ def members() -> Iterator[list[Member]]:
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_members_split_evenly_and_a_killed_members_partitions_move(
-    node: RunningNode, members: list[Member], protocol: str
+    node: RunningNode, members: list[Member], protocol: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     topic = "split" if protocol == "classic" else "split848"
     members.extend(
@@ -148,6 +150,16 @@ def test_members_split_evenly_and_a_killed_members_partitions_move(
     )
     wait_for(members, lambda: even_split(members), 60, "three members split the partitions")
     assert sorted(len(m.assigned) for m in members) == [2, 2, 2]
+    # Kafka's --members --verbose: each member's type, and with the consumer protocol its
+    # epoch and the group's target assignment epoch (a classic group has neither).
+    code, out, _ = groups_cli(
+        capsys, "--bootstrap-server", bootstrap(node), "--describe", "--group",
+        f"{topic}-group", "--members", "--verbose", "--json",
+    )  # fmt: skip
+    described = json.loads(out)
+    assert code == 0 and [m["memberType"] for m in described] == [protocol] * 3
+    epochs = {(m["currentEpoch"] is None, m["targetEpoch"] is None) for m in described}
+    assert epochs == {(protocol == "classic",) * 2}
     victim, survivors = members[0], members[1:]
     victim.kill()
     moved_s = wait_for(

@@ -277,6 +277,22 @@ def assert_quiet_logs(cluster: LoopbackCluster) -> None:
 # --- the consumer group -------------------------------------------------------------------------
 
 
+class _ForgetMoved:
+    """A rebalance listener that forgets a partition's position in one member's session (the
+    offset after the last record given) whenever the group takes the partition away or gives
+    it (again): the consumer's position then starts over from the group's committed offset,
+    and a commit covers that position, not the records this session was given before."""
+
+    def __init__(self, session_next: dict[int, int]) -> None:
+        self._session_next = session_next
+
+    def _forget(self, partitions: set[TopicPartition]) -> None:
+        for tp in partitions:
+            self._session_next.pop(tp.partition, None)
+
+    on_partitions_revoked = on_partitions_assigned = on_partitions_lost = _forget
+
+
 @dataclass
 class GroupReader(Background):
     """A consumer group of MEMBERS members reading `topic` as an application would: each with
@@ -292,7 +308,9 @@ class GroupReader(Background):
     gives up a partition in a poll (its revocation) after it took the records of its earlier
     polls, and the next owner is given the partition only after that.
 
-    A commit covers only the partitions this session was given records of: the consumer
+    A commit covers only the partitions this session was given records of since the group last
+    gave them to it (an eager rebalance takes every partition and gives some back, their
+    positions read again from the committed offsets: `_ForgetMoved`): the consumer
     commits its positions, and a session that has none yet (its coordinator still down) commits
     nothing and succeeds at once, as Kafka's commitSync of no offsets does. Counting such a call
     as a commit of everything read before once made a re-delivery look like a lost commit."""
@@ -408,7 +426,7 @@ class GroupReader(Background):
             heartbeat_interval_ms=1000,
         )
         try:
-            consumer.subscribe([self.topic])
+            consumer.subscribe([self.topic], listener=_ForgetMoved(session_next))
             opened = committed_at = time.monotonic()
             while not self._done():
                 if self._ends is None and time.monotonic() - opened > length_s:
@@ -454,9 +472,10 @@ class GroupReader(Background):
         self._next[partition] = offset + 1
 
     def _commit(self, consumer: Consumer, session_next: dict[int, int]) -> None:
-        # The consumer's positions: of the partitions this session was given records of, those
-        # it still holds (a partition given up was committed by the group's next owner, if at
-        # all: its position here is no longer the group's).
+        # The consumer's positions: of the partitions this session was given records of since
+        # the group last gave them to it, those it still holds (a partition given up was
+        # committed by the group's next owner, if at all: its position here is no longer the
+        # group's).
         held = {tp.partition for tp in consumer.assignment()}
         covered = {p: offset for p, offset in session_next.items() if p in held}
         try:

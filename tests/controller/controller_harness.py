@@ -23,6 +23,7 @@ from quorum.controller.cluster_control import BrokerRegistrationReply, BrokerReg
 from quorum.controller.controller import QuorumController
 from quorum.controller.controller_config import ControllerConfig
 from quorum.controller.pending_response import PendingResponse
+from quorum.controller.replication_control import CreatableTopic
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage, MetadataProvenance
 from quorum.metadata.log_batches import CommittedRecords
@@ -181,6 +182,25 @@ class Cluster:
         }
         log.controllers = controllers
         return cls(log, controllers)
+
+    @classmethod
+    def with_brokers(cls, broker_ids: Sequence[int], **config: object) -> Cluster:
+        """Controllers 1-3, node 1 active, and these brokers registered and unfenced."""
+        cluster = cls.create((1, 2, 3), 0, **config)
+        cluster.elect(1)
+        cluster.log.commit()
+        for broker_id in broker_ids:
+            cluster.start_broker(broker_id)
+        return cluster
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int) -> None:
+        """Create a topic and commit it; it must succeed."""
+        pending = self.active.create_topics(
+            [CreatableTopic(name, partitions, replication_factor)], self.now_ms
+        )
+        self.log.commit()
+        (result,) = pending.result()
+        assert result.error is None, result.error
 
     def controller(self, node_id: int) -> QuorumController:
         return self.controllers[node_id]

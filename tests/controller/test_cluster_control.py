@@ -72,17 +72,21 @@ class ScriptedReplication:
         self.calls.append(("fenced", broker_id))
         return self.on_fenced.get(broker_id, ())[:max_records]
 
-    def handle_broker_unregistered(self, broker_id: int) -> Sequence[MetadataRecord]:
+    def handle_broker_unregistered(
+        self, broker_id: int, *, max_records: int | None = None
+    ) -> Sequence[MetadataRecord]:
         self.calls.append(("unregistered", broker_id))
-        return self.on_fenced.get(broker_id, ())
+        return self.on_fenced.get(broker_id, ())[:max_records]
 
-    def handle_broker_unfenced(self, broker_id: int) -> Sequence[MetadataRecord]:
+    def handle_broker_unfenced(self, broker_id: int, *, max_records: int) -> ControllerResult[None]:
         self.calls.append(("unfenced", broker_id))
-        return self.on_unfenced.get(broker_id, ())
+        return ControllerResult.of(self.on_unfenced.get(broker_id, ())[:max_records], None)
 
-    def handle_controlled_shutdown(self, broker_id: int) -> Sequence[MetadataRecord]:
+    def handle_controlled_shutdown(
+        self, broker_id: int, *, max_records: int | None = None
+    ) -> Sequence[MetadataRecord]:
         self.calls.append(("shutdown", broker_id))
-        return self.on_shutdown.get(broker_id, ())
+        return self.on_shutdown.get(broker_id, ())[:max_records]
 
     def has_leaderships(self, broker_id: int) -> bool:
         return broker_id in self.leaders

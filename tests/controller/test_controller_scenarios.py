@@ -15,7 +15,6 @@ from controller_harness import (
     replayed_image,
 )
 
-from quorum.controller import cluster_control
 from quorum.controller.cluster_control import BrokerRegistrationRequest
 from quorum.controller.config_control import AlterConfigOp, AlterConfigOpType, topic_resource
 from quorum.controller.replication_control import (
@@ -49,15 +48,6 @@ def describe(cluster: Cluster, topic: str) -> TopicDescription:
         lambda ctx: ctx.replication.describe_topics(ctx.offset, [topic])
     )
     return description
-
-
-def create_topic(cluster: Cluster, name: str, partitions: int, replication_factor: int) -> None:
-    pending = cluster.active.create_topics(
-        [CreatableTopic(name, partitions, replication_factor)], cluster.now_ms
-    )
-    cluster.log.commit()
-    (result,) = pending.result()
-    assert result.error is None, result.error
 
 
 def new_batches(cluster: Cluster, since: int) -> list[tuple[object, ...]]:
@@ -115,16 +105,16 @@ def test_stale_brokers_are_fenced_one_per_write(cluster: Cluster) -> None:
     assert len(fences) == 2 and all(len(records) == 1 for records in fences)
 
 
-def test_a_broker_in_many_isrs_is_fenced_in_steps_that_end_with_the_fence(
-    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_broker_in_many_isrs_is_fenced_in_steps_that_end_with_the_fence() -> None:
     """Fencing a broker in more ISRs than one write may change takes several writes, one per
     tick, each committed on its own; the fencing record comes with the last, so the broker is
     never fenced while still in an ISR (KIP-841), and at the end it is in none."""
-    monkeypatch.setattr(cluster_control, "FENCING_PARTITION_CHANGES_PER_WRITE", 4)
+    cluster = Cluster.create((1, 2, 3), max_partition_changes_per_step=4)
+    cluster.elect(1)
+    cluster.log.commit()
     for broker_id in (1, 2, 3):
         cluster.start_broker(broker_id)
-    create_topic(cluster, "wide", 10, 3)
+    cluster.create_topic("wide", 10, 3)
     start = len(cluster.log.batches)
     for _ in range(SESSION_MS // 1000):
         cluster.advance(1000)
@@ -169,7 +159,7 @@ def test_a_failover_gives_every_broker_a_fresh_session(cluster: Cluster) -> None
 def test_fencing_a_leader_moves_its_leaderships_in_the_same_write(cluster: Cluster) -> None:
     for broker in (1, 2, 3):
         cluster.start_broker(broker)
-    create_topic(cluster, "t", 3, 3)
+    cluster.create_topic("t", 3, 3)
     led_by_1 = [p for p in describe(cluster, "t").partitions if p.leader == 1]
     assert led_by_1
     # Brokers 2 and 3 keep heartbeating; broker 1 goes silent.
@@ -194,7 +184,7 @@ def test_fencing_a_leader_moves_its_leaderships_in_the_same_write(cluster: Clust
 def test_controlled_shutdown_moves_leadership_then_says_shut_down(cluster: Cluster) -> None:
     for broker in (1, 2, 3):
         cluster.start_broker(broker)
-    create_topic(cluster, "t", 3, 3)
+    cluster.create_topic("t", 3, 3)
     first = cluster.heartbeat(1, want_shut_down=True).result()
     assert first.in_controlled_shutdown and not first.should_shut_down
     shutdown_offset = cluster.log.committed_offset
@@ -214,7 +204,7 @@ def test_controlled_shutdown_moves_leadership_then_says_shut_down(cluster: Clust
 def test_a_new_incarnation_of_a_dead_leader_moves_its_leaderships_first(cluster: Cluster) -> None:
     for broker in (1, 2):
         cluster.start_broker(broker)
-    create_topic(cluster, "t", 2, 2)
+    cluster.create_topic("t", 2, 2)
     # The session of broker 1 expires, and its new process registers before the periodic check
     # fences the old one (here: the check never runs).
     cluster.active._fence_stale_brokers = lambda now_ms: None  # type: ignore[method-assign]
@@ -251,7 +241,7 @@ def test_leaders_are_rebalanced_to_preferred_replicas_periodically() -> None:
     cluster.log.commit()
     for broker in (1, 2):
         cluster.start_broker(broker)
-    create_topic(cluster, "t", 2, 2)
+    cluster.create_topic("t", 2, 2)
     preferred = {i: p.replicas[0] for i, p in enumerate(describe(cluster, "t").partitions)}
     # Broker 1 restarts: it loses its leaderships, then comes back.
     cluster.heartbeat(1, want_fence=True)
@@ -293,8 +283,8 @@ def test_leaders_are_rebalanced_to_preferred_replicas_periodically() -> None:
 def test_every_controller_holds_the_committed_state_the_log_says(cluster: Cluster) -> None:
     for broker in (1, 2, 3):
         cluster.start_broker(broker, rack=f"r{broker % 2}")
-    create_topic(cluster, "a", 4, 2)
-    create_topic(cluster, "b", 1, 3)
+    cluster.create_topic("a", 4, 2)
+    cluster.create_topic("b", 1, 3)
     cluster.active.incremental_alter_configs(
         {topic_resource("a"): [AlterConfigOp("retention.ms", AlterConfigOpType.SET, "1000")]},
         cluster.now_ms,
@@ -314,7 +304,7 @@ def test_every_controller_holds_the_committed_state_the_log_says(cluster: Cluste
 def test_a_failover_replays_nothing_already_committed(cluster: Cluster) -> None:
     for broker in (1, 2):
         cluster.start_broker(broker)
-    create_topic(cluster, "t", 2, 2)
+    cluster.create_topic("t", 2, 2)
     standby = cluster.controller(2)
     replayed: list[int] = []
     original = standby._replay

@@ -193,7 +193,7 @@ class Rig:
         return records
 
     def unfence(self, broker_id: int) -> tuple[PartitionChangeRecord, ...]:
-        records = self.control.handle_broker_unfenced(broker_id)
+        records = self.control.handle_broker_unfenced(broker_id).records
         broker = self.cluster.brokers[broker_id]
         broker.fenced = broker.shutting_down = False
         self.apply(records)

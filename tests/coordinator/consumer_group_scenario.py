@@ -10,7 +10,8 @@ line each: `state epoch=E target=T` and `member:epoch:STATE[assigned|revoking]`.
 
 Commands (G a group, M a member id, "-" for the empty member id):
     topics NAME=PARTITIONS...      the cluster's topics (replaces them)
-    config session=MS interval=MS max-size=N assignors=a,b
+    config session=MS interval=MS max-size=N assignors=a,b min-session=MS max-session=MS
+           min-interval=MS max-interval=MS   (a refused one prints its error, nothing changes)
     hb G M E [instance=I] [topics=t,u] [regex=R] [assignor=A] [owned=t0,t1|none]
           [rebalance=MS] [rack=R] [v=V]    (a join, E=0, sends owned= empty by default)
     advance MS                     move the clock, fire the timers due
@@ -40,7 +41,17 @@ from replog.coordinator.consumer_group_messages import (
 )
 from replog.coordinator.consumer_member import TP, ConsumerMember, by_topic, flatten
 from replog.coordinator.group_records import decode_group_value, encode_group_value
-from replog.errors import KafkaError
+from replog.errors import InvalidConfigError, KafkaError
+
+# The `config` command's short names.
+_CONFIG_FIELDS = {
+    "session": "session_timeout_ms",
+    "interval": "heartbeat_interval_ms",
+    "min-session": "min_session_timeout_ms",
+    "max-session": "max_session_timeout_ms",
+    "min-interval": "min_heartbeat_interval_ms",
+    "max-interval": "max_heartbeat_interval_ms",
+}
 
 
 def topic_id(name: str) -> UUID:
@@ -166,9 +177,12 @@ class ConsumerGroupScenario:
             if key == "assignors":
                 fields["assignors"] = tuple(value.split(","))
             else:
-                name = {"session": "session_timeout_ms", "interval": "heartbeat_interval_ms"}
-                fields[name.get(key, key.replace("-", "_"))] = int(value)
-        self.config = dataclasses.replace(self.config, **fields)  # type: ignore[arg-type]
+                fields[_CONFIG_FIELDS.get(key, key.replace("-", "_"))] = int(value)
+        try:
+            self.config = dataclasses.replace(self.config, **fields)  # type: ignore[arg-type]
+        except InvalidConfigError as error:
+            self.out.append(f"config: {error.error_name}: {error}")
+            return
         self._new()
 
     def owned(self, text: str | None, epoch: int) -> rec.TopicPartitions | None:

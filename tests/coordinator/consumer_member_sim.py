@@ -57,7 +57,11 @@ class ConsumerGroupSim:
         self.now = 0
         self.coordinator = ConsumerGroupCoordinator(
             ConsumerGroupConfig(
-                session_timeout_ms=session_ms, heartbeat_interval_ms=heartbeat_ms, max_size=max_size
+                session_timeout_ms=session_ms,
+                heartbeat_interval_ms=heartbeat_ms,
+                max_size=max_size,
+                min_session_timeout_ms=1,
+                min_heartbeat_interval_ms=1,
             )
         )
         self.set_counts(counts)

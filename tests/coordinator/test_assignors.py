@@ -45,6 +45,47 @@ def test_range_is_kafkas_example() -> None:
     }
 
 
+def racked(name: str, rack: str | None, *topics: str) -> Member:
+    return Member(name, None, Subscription(topics, rack=rack))
+
+
+def test_range_prefers_partitions_with_a_replica_in_the_members_rack() -> None:
+    """KIP-881: partition p's only replica in rack r(p % 3); each member takes its rack's."""
+    members = [racked(f"c{i}", "abc"[i], "t") for i in range(3)]
+    racks = {tp("t", p): frozenset("abc"[p % 3]) for p in range(6)}
+    assert names(range_assign(members, {"t": 6}, racks)) == {
+        "c0": ["t0", "t3"],
+        "c1": ["t1", "t4"],
+        "c2": ["t2", "t5"],
+    }
+    # Without racks (or with replicas in every rack): Kafka's plain ranges.
+    plain = {"c0": ["t0", "t1"], "c1": ["t2", "t3"], "c2": ["t4", "t5"]}
+    assert names(range_assign(members, {"t": 6})) == plain
+    everywhere = {tp("t", p): frozenset("abc") for p in range(6)}
+    assert names(range_assign(members, {"t": 6}, everywhere)) == plain
+
+
+def test_rack_aware_range_keeps_shares_and_co_partitioning() -> None:
+    # Both members in rack a, where only partitions 0-3 have replicas: each still gets its
+    # share (3 of 6), its rack's partitions first; t and u (same members, same count) get the
+    # same partition numbers.
+    members = [racked("c0", "a", "t", "u"), racked("c1", "a", "t", "u")]
+    racks = {tp(t, p): frozenset("a" if p < 4 else "b") for t in "tu" for p in range(6)}
+    got = names(range_assign(members, {"t": 6, "u": 6}, racks))
+    assert sorted(len(parts) for parts in got.values()) == [6, 6]
+    for parts in got.values():
+        assert sorted(p[1:] for p in parts if p[0] == "t") == sorted(
+            p[1:] for p in parts if p[0] == "u"
+        )
+    assert got["c0"] == ["t0", "u0", "t1", "u1", "t2", "u2"]  # rack matches, in order
+    # A member without a rack takes only what is left.
+    mixed = [racked("c0", None, "t"), racked("c1", "b", "t")]
+    assert names(range_assign(mixed, {"t": 6}, racks)) == {
+        "c0": ["t0", "t1", "t2"],
+        "c1": ["t4", "t5", "t3"],
+    }
+
+
 def test_roundrobin_is_kafkas_example() -> None:
     # Kafka's RoundRobinAssignor javadoc: C0 subscribes t0; C1 t0, t1; C2 t0, t1, t2;
     # t0 has 1 partition, t1 2, t2 3.
@@ -99,8 +140,15 @@ def test_every_assignor_gives_each_partition_once_to_a_subscriber(
 ) -> None:
     counts = {"t": t_count, "u": u_count}
     members = [member(f"m{i}", *sorted(topics)) for i, (topics, _) in enumerate(spec)]
-    for assign in (range_assign, roundrobin_assign, cooperative_sticky_assign):
-        assignment = assign(members, counts)
+    racks = {tp(t, p): frozenset({f"r{p % 3}"}) for t in counts for p in range(counts[t])}
+    racked_members = [
+        Member(m.member_id, None, Subscription(m.subscription.topics, rack=f"r{i % 2}"))
+        for i, m in enumerate(members)
+    ]
+    cases = [(a, members, None) for a in (range_assign, roundrobin_assign)]
+    cases += [(cooperative_sticky_assign, members, None), (range_assign, racked_members, racks)]
+    for assign, members, racks_given in cases:
+        assignment = assign(members, counts, racks_given)
         given_out = [p for parts in assignment.values() for p in parts]
         assert len(given_out) == len(set(given_out))
         wanted = {t for m in members for t in m.subscription.topics}

@@ -93,7 +93,14 @@ def test_members_never_share_a_partition_and_end_split(
     subscriptions: list[tuple[str, ...]],
     homogeneous: bool,
 ) -> None:
-    core = ConsumerGroupCoordinator(ConsumerGroupConfig(session_timeout_ms=SESSION_MS))
+    core = ConsumerGroupCoordinator(
+        ConsumerGroupConfig(
+            session_timeout_ms=SESSION_MS,
+            heartbeat_interval_ms=SESSION_MS // 10,
+            min_session_timeout_ms=1,
+            min_heartbeat_interval_ms=1,
+        )
+    )
     core.set_topics(TOPICS)
     clients = [
         Client(f"m{i}", ("t", "u") if homogeneous else subscriptions[i], assignor) for i in range(6)

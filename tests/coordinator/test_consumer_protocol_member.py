@@ -19,6 +19,8 @@ from replog.coordinator.consumer_protocol_member import (
 )
 from replog.coordinator.group_member import Phase
 from replog.errors import (
+    CommitFailedError,
+    FencedMemberEpochError,
     NotCoordinatorError,
     RebalanceInProgressError,
     StaleMemberEpochError,
@@ -247,6 +249,29 @@ def test_commits_while_joining_are_refused_and_a_stale_epoch_heartbeats_at_once(
     assert beat is not None and beat.request.member_epoch == 3  # type: ignore[union-attr]
 
 
+def test_a_fenced_member_refuses_commits_until_poll_gave_its_partitions_up() -> None:
+    core = _core()
+    core.next_request(0)
+    tid = UUID(int=7)
+    core.set_topic_ids({"t": tid}, 0)
+    core.heartbeat_answered(
+        cgm.ConsumerGroupHeartbeatResponse(None, "id-c", 1, 1_000, ((tid, (0,)),)), 0
+    )
+    core.take_events()
+    core.callbacks_done()
+    assert core.commit_identity() == (1, "id-c", None)
+    core.heartbeat_answered(cgm.ConsumerGroupHeartbeatResponse(FencedMemberEpochError("old")), 5)
+    with pytest.raises(CommitFailedError, match="membership was lost"):
+        core.commit_identity()
+    assert core.next_request(10) is None  # the lost callback first
+    (event,) = core.take_events()
+    assert event.kind == "lost"
+    with pytest.raises(CommitFailedError):
+        core.commit_identity()
+    core.callbacks_done()
+    assert core.commit_identity() == (-1, "", None)
+
+
 def test_coordinator_errors_retry_after_the_backoff_with_every_field() -> None:
     core = _core(server_assignor="range")
     core.next_request(0)
@@ -284,7 +309,11 @@ def test_an_unknown_topic_id_in_the_answer_is_named_once_known() -> None:
 def test_the_brokers_assignors_decide_the_default_and_refuse_others() -> None:
     sim = ConsumerGroupSim({"t": 4})
     sim.coordinator.config = ConsumerGroupConfig(
-        session_timeout_ms=1_000, heartbeat_interval_ms=100, assignors=("range",)
+        session_timeout_ms=1_000,
+        heartbeat_interval_ms=100,
+        assignors=("range",),
+        min_session_timeout_ms=1,
+        min_heartbeat_interval_ms=1,
     )
     a = sim.add("a")
     b = sim.add("b", assignor="uniform")  # not one of the broker's group.consumer.assignors
@@ -292,3 +321,14 @@ def test_the_brokers_assignors_decide_the_default_and_refuse_others() -> None:
     assert isinstance(b.core.fatal, UnsupportedAssignorError)
     assert sim.coordinator.preferred_assignor(sim.coordinator.groups[GROUP]) == "range"
     assert len(a.reads) == 4
+
+
+def test_client_rack_goes_out_with_every_field_and_a_pattern_as_the_regex() -> None:
+    core = ConsumerProtocolMember(ConsumerMemberConfig("g", "c", "m", 5_000, 50, rack_id="r1"))
+    core.poll_called(0)
+    core.subscribe(frozenset(), 0, pattern="t.*")  # nothing matched yet: it joins all the same
+    join = core.next_request(0)
+    assert join is not None
+    request = join.request
+    assert (request.rack_id, request.subscribed_topic_regex) == ("r1", "t.*")
+    assert request.subscribed_topic_names == ()

@@ -12,6 +12,7 @@ from replog.common import TopicPartition
 from replog.coordinator import classic_group_messages as gm
 from replog.coordinator.group_member import GroupMember, MemberConfig, Phase
 from replog.errors import (
+    CommitFailedError,
     IllegalGenerationError,
     InconsistentGroupProtocolError,
     RebalanceInProgressError,
@@ -170,6 +171,27 @@ def test_a_commit_refused_for_its_generation_loses_the_partitions() -> None:
     assert sim.reads() == {"a": ["t-0", "t-1"]}
 
 
+def test_a_lost_membership_refuses_commits_until_poll_gave_its_partitions_up() -> None:
+    # The consumer still holds the lost partitions' positions; another member may own them now,
+    # and a commit from outside the group would overwrite its commits whenever the group is
+    # Empty.
+    sim = GroupSim({"t": 2})
+    a = sim.add("a")
+    sim.run(SPLIT)
+    a.core.heartbeat_answered(IllegalGenerationError("old generation"), sim.now)
+    with pytest.raises(CommitFailedError, match="membership was lost"):
+        a.core.commit_identity()
+    assert a.core.next_request(sim.now) is None  # the lost callback first
+    (event,) = a.core.take_events()
+    assert event.kind == "lost"
+    with pytest.raises(CommitFailedError):
+        a.core.commit_identity()  # while the callback runs
+    a.core.callbacks_done()
+    assert a.core.commit_identity() == (-1, "", None)  # nothing of the old membership held
+    sim.run(SPLIT)
+    assert a.core.commit_identity()[0] >= 1
+
+
 def test_the_leader_rebalances_when_partitions_are_added() -> None:
     sim = GroupSim({"t": 2})
     sim.add("a")
@@ -221,3 +243,59 @@ def test_the_subscription_carries_owned_partitions_and_generation() -> None:
     decoded = subscription_from_bytes(metadata)
     assert name == "cooperative-sticky" and decoded.topics == ("t",)
     assert decoded.owned == (TopicPartition("t", 1),) and decoded.generation == 4
+
+
+def test_a_subscription_changed_while_joining_rejoins_after_the_sync() -> None:
+    """The group assigns what the JoinGroup said: a member whose subscription changed while
+    its JoinGroup was out rejoins once the rebalance completes (else it keeps the old
+    topics)."""
+    sim = GroupSim({"t": 2, "u": 2})
+    sim.add("a", topics=("t", "u"))
+    sim.run(SPLIT)
+    send = sim._send
+
+    def subscribe_once_joined(name: str, outgoing: object) -> None:
+        request = outgoing.request  # type: ignore[attr-defined]
+        send(name, outgoing)
+        # Its JoinGroup with a member id (the first one only learns it, KIP-394) is parked.
+        joining = isinstance(request, gm.JoinGroupRequest) and bool(request.member_id)
+        if name == "b" and joining and b.core.topics == {"t"}:
+            b.core.subscribe(frozenset({"t", "u"}), sim.now)  # the group assigns {t} to b
+
+    sim._send = subscribe_once_joined  # type: ignore[method-assign]
+    b = sim.add("b", topics=("t",))
+    sim.run(3 * SPLIT)
+    assert sim.reads() == {"a": ["t-0", "u-0"], "b": ["t-1", "u-1"]}
+
+
+def test_client_rack_rides_in_the_subscription_and_the_leader_assigns_by_rack() -> None:
+    """KIP-881: client.rack goes out in the subscription (v3); a range leader given the
+    replicas' racks gives each member the partitions with a replica in its rack."""
+    from replog.coordinator.consumer_protocol import (
+        Subscription,
+        assigned_partitions,
+        subscription_from_bytes,
+        subscription_to_bytes,
+    )
+
+    core = GroupMember(MemberConfig("g", "c", 1_000, 5_000, 100, 50, ("range",), None, "b"))
+    core.poll_called(0)
+    core.subscribe(frozenset({"t"}), 0)
+    join = core.next_request(0)
+    assert join is not None and isinstance(join.request, gm.JoinGroupRequest)
+    ((_, mine),) = join.request.protocols
+    assert subscription_from_bytes(mine).rack == "b"
+    other = subscription_to_bytes(Subscription(("t",), rack="a"))
+    core.join_answered(
+        gm.JoinGroupResponse(
+            1, None, "m1", 1, "consumer", "range", "m1", False,
+            (gm.JoinMember("m0", None, other), gm.JoinMember("m1", None, mine)),
+        ),
+        0,
+        {"t": 4},
+        {TopicPartition("t", p): frozenset({"ab"[p % 2]}) for p in range(4)},
+    )  # fmt: skip
+    sync = core.next_request(0)
+    assert sync is not None and isinstance(sync.request, gm.SyncGroupRequest)
+    plan = {m: assigned_partitions(data) for m, data in sync.request.assignments}
+    assert plan == {"m0": [("t", 0), ("t", 2)], "m1": [("t", 1), ("t", 3)]}

@@ -6,7 +6,9 @@ confluent-kafka (librdkafka, `group.protocol=consumer`, ConsumerGroupHeartbeat v
   `replog consumer-groups --describe` (ConsumerGroupDescribe over gRPC) describe the group; one
   consumer closes (it leaves with epoch -1) and the other takes every partition;
 - a member killed with kill -9 (a consumer in a child process) has its partitions moved to the
-  other once `group.consumer.session.timeout.ms` (3 s here) passes.
+  other once `group.consumer.session.timeout.ms` (3 s here) passes;
+- librdkafka's regex subscription and replog's `subscribe(pattern=...)` share a group, the
+  coordinator matching both regexes, a topic created later included.
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNode]:
         "offsets.topic.num.partitions=3",
         "offsets.topic.replication.factor=1",
         f"group.consumer.session.timeout.ms={SESSION_MS}",
+        "group.consumer.min.session.timeout.ms=1",
         "group.consumer.heartbeat.interval.ms=500",
+        "group.consumer.min.heartbeat.interval.ms=1",
     ]
     root = tmp_path_factory.mktemp("consumer-protocol-node")
     with running_node(root, "kafka-consumer-protocol-test", properties) as running:
@@ -178,3 +182,46 @@ def test_a_killed_member_s_partitions_move_after_the_session_timeout(node: Runni
         if child.stdout is not None:
             child.stdout.close()
         other.close()
+
+
+def test_a_regex_subscription_is_matched_by_the_coordinator_beside_replogs_pattern(
+    node: RunningNode,
+) -> None:
+    """librdkafka's regex subscription (`^...`, KIP-848's SubscribedTopicRegex) and replog's
+    consumer subscribed with `pattern=` in one group: the coordinator matches both, a topic
+    created later joins the assignment, the other topics stay out."""
+    from replog.client.sync_consumer import Consumer as ReplogConsumer
+
+    def create(*topics: str) -> None:
+        with ControllerClient(f"127.0.0.1:{node.grpc_port}", default_timeout_s=60) as admin:
+            for made in admin.create_topics([NewTopic(t, 2, 1) for t in topics]):
+                assert made.error is None, made
+
+    create("rx-a", "other")
+    theirs = Consumer(config(node, "regex-group", "librdkafka"))
+    ours = ReplogConsumer(
+        bootstrap_servers=f"127.0.0.1:{node.grpc_port}",
+        group_id="regex-group",
+        group_protocol="consumer",
+        client_id="replog",
+        retry_backoff_max_ms=200,
+    )
+    try:
+        theirs.subscribe(["^rx-.*"])
+        ours.subscribe(pattern=r"rx-.*")
+
+        def together(count: int) -> bool:
+            theirs.poll(0.05)
+            ours.poll(50)
+            mine = {(tp.topic, tp.partition) for tp in theirs.assignment()}
+            held = {(tp.topic, tp.partition) for tp in ours.assignment()}
+            return len(mine | held) == count and not mine & held and bool(mine) and bool(held)
+
+        wait_until(lambda: together(2), "both share rx-a", timeout_s=60)
+        create("rx-b")
+        wait_until(lambda: together(4), "rx-b joins the assignment", timeout_s=60)
+        topics = {tp.topic for tp in [*theirs.assignment(), *ours.assignment()]}
+        assert topics == {"rx-a", "rx-b"} and ours.subscription() <= {"rx-a", "rx-b"}
+    finally:
+        theirs.close()
+        ours.close()

@@ -1026,13 +1026,37 @@ async def test_a_large_removal_is_one_produce_request_that_a_commit_waits_for(
         broker.close()
 
 
+def test_group_consumer_session_and_interval_are_within_kafkas_bounds() -> None:
+    """Kafka's defaults (session 45-60 s, interval 5-15 s) refuse a 3 s session unless the
+    bound is lowered too; the interval must stay below the session."""
+    with pytest.raises(ConfigError, match=r"group\.consumer\.session\.timeout\.ms is 3000"):
+        GroupCoordinatorConfig.from_properties({"group.consumer.session.timeout.ms": "3000"})
+    with pytest.raises(ConfigError, match=r"must be less than group\.consumer\.session"):
+        GroupCoordinatorConfig.from_properties(
+            {
+                "group.consumer.min.session.timeout.ms": "1000",
+                "group.consumer.session.timeout.ms": "5000",
+            }
+        )
+    lowered = GroupCoordinatorConfig.from_properties(
+        {
+            "group.consumer.min.session.timeout.ms": "1000",
+            "group.consumer.session.timeout.ms": "6000",
+            "group.consumer.max.heartbeat.interval.ms": "20000",
+        }
+    ).consumer
+    assert (lowered.session_timeout_ms, lowered.max_heartbeat_interval_ms) == (6000, 20000)
+
+
 def test_group_consumer_assignors_takes_kafkas_names_and_class_names() -> None:
     config = GroupCoordinatorConfig.from_properties(
         {
             "group.consumer.assignors": "range, org.apache.kafka.coordinator.group.assignor."
             "UniformAssignor",
             "group.consumer.heartbeat.interval.ms": "500",
+            "group.consumer.min.heartbeat.interval.ms": "500",
             "group.consumer.session.timeout.ms": "3000",
+            "group.consumer.min.session.timeout.ms": "3000",
         }
     )
     consumer = config.consumer

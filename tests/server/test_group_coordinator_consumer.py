@@ -29,7 +29,12 @@ from tests.server.test_group_coordinator import (
 )
 
 GROUP = GROUP_IN[0]
-FAST = GroupCoordinatorConfig(group_consumer_session_timeout_ms=300)
+FAST = GroupCoordinatorConfig(
+    group_consumer_session_timeout_ms=300,
+    group_consumer_min_session_timeout_ms=1,
+    group_consumer_heartbeat_interval_ms=100,
+    group_consumer_min_heartbeat_interval_ms=1,
+)
 IMAGE = image_with(*offsets_topic(1, 1, 1), *DATA)
 
 

@@ -42,6 +42,8 @@ from quorum.controller.controller import QuorumController
 from quorum.controller.controller_config import ControllerConfig
 from quorum.controller.operation import ReadContext
 from quorum.controller.pending_response import PendingResponse
+from quorum.metadata.image import MetadataImage
+from quorum.metadata.records import NO_LEADER
 from quorum.raft import RaftNode
 from replog.errors import NotControllerError
 
@@ -81,6 +83,7 @@ class ControllerOptions:
     broker_crash_rate: float
     broker_stall_rate: float
     broker_shutdown_rate: float
+    max_partition_changes_per_step: int
 
     @staticmethod
     def from_seed(rng: random.Random) -> ControllerOptions:
@@ -104,6 +107,9 @@ class ControllerOptions:
             broker_crash_rate=rng.choice((0.0, 0.03, 0.1)),
             broker_stall_rate=rng.choice((0.0, 0.05, 0.1)),
             broker_shutdown_rate=rng.choice((0.0, 0.02, 0.05)),
+            # A small limit steps broker events' writes over several ticks (drawn last, so
+            # that the other options of a seed stay what they were).
+            max_partition_changes_per_step=rng.choice((1_000, 1_000, 3, 1)),
         )
 
     def controller_config(self, node_id: int) -> ControllerConfig:
@@ -117,6 +123,8 @@ class ControllerOptions:
             auto_leader_rebalance_enable=self.auto_leader_rebalance,
             leader_imbalance_check_interval_ms=self.balance_interval_ms,
             unclean_leader_election_interval_ms=self.unclean_interval_ms,
+            leaderless_partition_check_interval_ms=self.unclean_interval_ms,
+            max_partition_changes_per_step=self.max_partition_changes_per_step,
         )
 
 
@@ -389,7 +397,8 @@ class ControllerSimulation(Simulation):
 
     def check_liveness(self) -> None:
         """(f): done once the marker topic committed and every node applied it, a controller
-        is active, and every broker is healthy in the committed metadata."""
+        is active, every broker is healthy in the committed metadata, and so every partition
+        has a leader (each has a live ISR member then)."""
         offset = self.admin.marker_offset
         if offset is None:
             return
@@ -398,6 +407,8 @@ class ControllerSimulation(Simulation):
             return
         image = self.checker.latest_image
         if not all(broker.healthy_in(image) for broker in self.brokers.values()):
+            return
+        if _leaderless(image):
             return
         if not any(self._active_leader(host) for host in hosts):
             return
@@ -428,8 +439,17 @@ class ControllerSimulation(Simulation):
         )
         return (
             f"marker offset {self.admin.marker_offset} after {self.admin.marker_attempts} "
-            f"attempts; {super()._liveness_problem()}; controllers: {controllers}; {brokers}"
+            f"attempts; {super()._liveness_problem()}; controllers: {controllers}; {brokers}; "
+            f"leaderless partitions: {_leaderless(image)}"
         )
+
+
+def _leaderless(image: MetadataImage) -> int:
+    return sum(
+        partition.leader == NO_LEADER
+        for topic in image.topics.by_name.values()
+        for partition in topic.partitions.values()
+    )
 
 
 def _appended(state: _HostState) -> list[Any]:

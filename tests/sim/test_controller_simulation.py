@@ -27,6 +27,7 @@ from sim_controller_runner import DEFAULT_SAFETY_MS, run_controller_seed
 from sim_runner import SimulationFailure
 
 from quorum.controller.controller import QuorumController
+from quorum.controller.controller_result import ControllerResult
 from quorum.controller.deferred_queue import DeferredQueue
 from quorum.controller.operation import ReadContext, ReadOperation
 from quorum.controller.replication_control import ReplicationControl
@@ -176,3 +177,26 @@ def test_the_checker_catches_fenced_brokers_left_in_isrs() -> None:
         FencingKeepsIsrs, range(20), controller_overrides={"broker_stall_rate": 0.3}
     )
     assert "fenced broker" in message, message
+
+
+class _ElectsNothingOnUnfencing(ReplicationControl):
+    def handle_broker_unfenced(
+        self, broker_id: int, *, max_records: int = 1_000
+    ) -> ControllerResult[None]:
+        return ControllerResult.of((), None)
+
+
+class LeavesPartitionsLeaderless(QuorumController):
+    """Neither unfencing nor the sweeps elect leaders: leaderless partitions stay so."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.replication.__class__ = _ElectsNothingOnUnfencing
+
+    def _elect_leaderless(self, now_ms: int) -> None:
+        pass
+
+
+def test_the_checker_catches_partitions_left_leaderless() -> None:
+    message = _first_failure(LeavesPartitionsLeaderless, range(10))
+    assert "no liveness" in message and "leaderless partitions: 0" not in message, message

@@ -337,10 +337,10 @@ def _uniform_rows(data: bytes, placed: list) -> int:  # type: ignore[type-arg]
     decoded = 0
     real = batch_columns._uniform_run
 
-    def counting(*args):  # type: ignore[no-untyped-def]
+    def counting(buffer, buf, run, fields):  # type: ignore[no-untyped-def]
         nonlocal decoded
-        found = real(*args)
-        decoded += 0 if found is None else len(found.key_length)
+        found = real(buffer, buf, run, fields)
+        decoded += run.count if found else 0
         return found
 
     with patch.object(batch_columns, "_uniform_run", counting):
@@ -356,11 +356,14 @@ def test_a_long_run_of_one_size_is_decoded_as_a_table_and_the_rest_one_by_one() 
     found = _uniform_rows(data, placed)
     assert 1000 - 64 - batch_columns._UNIFORM_MIN <= found <= 1000 - 64
     assert _rows(decode_batches(data, placed, where="test")) == _oracle(data, placed)
-    # A run at the very start of the buffer (as in a decompressed one) has no byte before
-    # it: left to `_one_by_one`.
+    # A "run" that is no record (the answer's first bytes are a batch header): left to
+    # `_one_by_one`, and nothing written.
     buf = np.frombuffer(data, dtype=np.uint8)
     run = batch_columns._Run(0, 200, 0, 117, 0)
-    assert batch_columns._uniform_run(data, buf, run) is None
+    fields = batch_columns._Fields.empty(200)
+    fields.key_length[:] = -7
+    assert not batch_columns._uniform_run(data, buf, run, fields)
+    assert (fields.key_length == -7).all()
     # Headers on every record: nothing is read as a table.
     runs = [(300, b"k", b"v" * 10, 1, (("h", b"x"),))]
     data, placed = _in_answer(_batches_of_runs(runs, 300, COMPRESSION_NONE, False), b"")

@@ -9,7 +9,8 @@
   between cannot put a start above the end it is planned with.
 - `minOffsetsPerTrigger` holds micro-batches back until enough offsets are available or
   `maxTriggerDelay` has passed, then `maxOffsetsPerTrigger` limits them, as in Spark's Kafka
-  source; an availableNow run and Spark's "everything" limit are not held back.
+  source, in an availableNow run too (which then ends with the rest left for the next run);
+  Spark's "everything" limit (`Trigger.Once`) is not held back.
 """
 
 from __future__ import annotations
@@ -211,7 +212,7 @@ def test_min_and_max_offsets_together(monkeypatch: pytest.MonkeyPatch) -> None:
     assert reader.latestOffset(at(108), limit) == at(116)  # 22 available: 8 more
 
 
-def test_available_now_and_everything_are_not_held_back(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_everything_is_not_held_back(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = Clock()
     monkeypatch.setattr(source, "monotonic_ms", clock)
     view = ScriptedView(100, 102)
@@ -219,7 +220,31 @@ def test_available_now_and_everything_are_not_held_back(monkeypatch: pytest.Monk
     reader.latestOffset(at(90), reader.getDefaultReadLimit())  # the first ask passes
     # Spark's ReadAllAvailable (Trigger.Once) reads the 2 records the minimum would hold back
     assert reader.latestOffset(at(100), ReadAllAvailable()) == at(102)
-    # an availableNow run reaches its snapshot (else the run would stop with records left)
-    view.high_watermarks = [107]
+
+
+def test_an_available_now_run_is_held_back_as_kafkas_is(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Spark's Kafka source applies the minimum in an availableNow run too (its latestOffset
+    gets Spark's default limit, min and max): the run ends at the first micro-batch held back,
+    and the next run's first micro-batch passes. test_kafka_source checks the same run through
+    format("kafka") and format("replog")."""
+    clock = Clock()
+    monkeypatch.setattr(source, "monotonic_ms", clock)
+    options = {"minOffsetsPerTrigger": "3", "maxOffsetsPerTrigger": "4", "maxTriggerDelay": "1h"}
+    reader = stream(monkeypatch, ScriptedView(10), **options)
     reader.prepareForTriggerAvailableNow()
-    assert reader.latestOffset(at(102), reader.getDefaultReadLimit()) == at(107)
+    limit = reader.getDefaultReadLimit()
+    assert reader.latestOffset(at(0), limit) == at(4)  # the first ask passes
+    clock.now += 1
+    assert reader.latestOffset(at(4), limit) == at(8)  # 6 left of the snapshot: enough
+    clock.now += 1
+    with caplog.at_level(logging.INFO, logger="replog.spark"):
+        assert reader.latestOffset(at(8), limit) == at(8)  # 2 < 3: held back, the run ends
+    assert "2 records left are fewer than minOffsetsPerTrigger (3)" in caplog.text
+    clock.now += 3_600_000  # a run that lasts past maxTriggerDelay reads the rest
+    assert reader.latestOffset(at(8), limit) == at(10)
+    # The next run (a new reader) reads the rest at its first micro-batch.
+    following = stream(monkeypatch, ScriptedView(10), **options)
+    following.prepareForTriggerAvailableNow()
+    assert following.latestOffset(at(8), following.getDefaultReadLimit()) == at(10)

@@ -33,7 +33,7 @@ def test_a_described_group_round_trips() -> None:
                     "m1", "i1", None, 3, "c", "/10.0.0.1", ("t",), None, ((T, "t", (0, 2)),), ()
                 ),
                 cgm.DescribedConsumerMember(
-                    "m2", None, "r", 4, "c", "", (), "t.*", (), ((T, "", (1,)),)
+                    "m2", None, "r", 4, "c", "", (), "t.*", (), ((T, "", (1,)),), cgm.CLASSIC_MEMBER
                 ),
             ),
         ),
@@ -66,3 +66,34 @@ def test_a_topic_without_its_id_is_refused() -> None:
     )
     with pytest.raises(InvalidRequestError, match="group 'g'"):
         consumer_group_describe_response_from_proto(message)
+
+
+def test_member_types_survive_and_an_older_broker_means_its_protocols_own() -> None:
+    """A member's type (KIP-1099) crosses the wire; an answer without one (a broker before
+    the field) is a consumer-protocol member in ConsumerGroupDescribe, a classic one in
+    DescribeGroups."""
+    from replog.coordinator import classic_group_messages as gm
+    from replog.wire.coordinator_codec import (
+        describe_groups_response_from_proto,
+        describe_groups_response_to_proto,
+    )
+
+    classic = [gm.DescribedGroup("g", None, "Stable", "consumer", "range", (
+        gm.DescribedMember("m", None, "c", "h", b"", b""),
+    ))]  # fmt: skip
+    message = pb.DescribeGroupsResponse.FromString(
+        describe_groups_response_to_proto(classic).SerializeToString()
+    )
+    assert message.groups[0].members[0].member_type == "classic"
+    (back,) = describe_groups_response_from_proto(message)
+    assert back.members[0].member_type == cgm.CLASSIC_MEMBER
+    old = pb.ConsumerGroupDescribeResponse(
+        groups=[pb.DescribedConsumerGroup(group_id="g", members=[pb.DescribedConsumerMember()])]
+    )
+    (group,) = consumer_group_describe_response_from_proto(old)
+    assert group.members[0].member_type == cgm.CONSUMER_MEMBER
+    old_classic = pb.DescribeGroupsResponse(
+        groups=[pb.DescribedGroup(group_id="g", members=[pb.DescribedMember(member_id="m")])]
+    )
+    (described,) = describe_groups_response_from_proto(old_classic)
+    assert described.members[0].member_type == cgm.CLASSIC_MEMBER

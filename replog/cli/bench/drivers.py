@@ -279,12 +279,15 @@ class _ConfluentConsumer:
 
 def kafka_python_settings(config: Mapping[str, str]) -> dict[str, Any]:
     """Kafka's dotted setting names as kafka-python's keyword arguments (`linger.ms` ->
-    `linger_ms`), whole numbers as ints; `bootstrap.servers` as a list."""
+    `linger_ms`), whole numbers as ints, `true`/`false` as bools (the string "false" would be
+    true to kafka-python); `bootstrap.servers` as a list."""
     settings: dict[str, Any] = {}
     for key, value in config.items():
         name = key.replace(".", "_")
         if name == "bootstrap_servers":
             settings[name] = value.split(",")
+        elif value in ("true", "false"):
+            settings[name] = value == "true"
         elif value.lstrip("-").isdigit():
             settings[name] = int(value)
         else:

@@ -1,0 +1,174 @@
+"""Broker events that change many partitions are written in bounded steps, one per loop turn.
+
+Fencing, a new incarnation's registration, unregistration, unfencing and controlled shutdown
+make at most `max_partition_changes_per_step` partition changes per step; the rest follow on the
+next ticks while other writes go on between them, and the registration change that matters
+comes where a partial write is harmless (docs/controller.md, "Stepped writes"). Pure-core
+scenarios on a shared in-memory log, with a step of 4 changes.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from controller_harness import BROKER_FEATURES, CLUSTER_ID, Cluster
+
+from quorum.controller.cluster_control import BrokerRegistrationRequest
+from quorum.controller.replication_control import CreatableTopic
+from quorum.metadata.partition_registration import PartitionRegistration
+from quorum.metadata.records import (
+    NO_LEADER,
+    BrokerRegistrationChangeRecord,
+    FenceChange,
+    MetadataRecord,
+    PartitionChangeRecord,
+    RegisterBrokerRecord,
+    UnregisterBrokerRecord,
+)
+from replog.errors import NotControllerError
+
+STEP = 4
+TOPICS = [f"t{i}" for i in range(5)]  # 5 x 3 partitions, RF 3: 15 in each broker's ISRs
+
+
+@pytest.fixture
+def cluster() -> Cluster:
+    cluster = Cluster.with_brokers((1, 2, 3), max_partition_changes_per_step=STEP)
+    for topic in TOPICS:
+        cluster.create_topic(topic, 3, 3)
+    return cluster
+
+
+def partitions(cluster: Cluster) -> list[PartitionRegistration]:
+    names = list(TOPICS)
+    descriptions = cluster.active.read(
+        lambda ctx: ctx.replication.describe_topics(ctx.offset, names)
+    )
+    return [p for description in descriptions for p in description.partitions]
+
+
+def changes_in(records: tuple[MetadataRecord, ...]) -> int:
+    return sum(isinstance(r, PartitionChangeRecord) for r in records)
+
+
+def turn(cluster: Cluster) -> None:
+    """One loop turn: a tick (the next steps), then Raft commits what was written."""
+    cluster.advance(10)
+    cluster.log.commit()
+
+
+def test_fencing_on_request_goes_in_steps_and_answers_after_the_last(cluster: Cluster) -> None:
+    start = len(cluster.log.batches)
+    reply = cluster.heartbeat(1, want_fence=True)
+    assert not reply.done  # 15 changes: the first 4 written, the rest on the next turns
+    # Other writes are not held up behind the fencing.
+    created = cluster.active.create_topics([CreatableTopic("other", 1, 2)], cluster.now_ms)
+    cluster.log.commit()
+    assert created.done and created.result()[0].error is None
+    for _ in range(4):
+        assert not cluster.active.cluster.registration(1).fenced  # type: ignore[union-attr]
+        turn(cluster)
+    assert reply.result().is_fenced
+    written = [b.records for b in cluster.log.batches[start:] if changes_in(b.records)]
+    counts = [changes_in(records) for records in written]
+    assert counts[:-1] == [STEP] * (len(counts) - 1) and 0 < counts[-1] <= STEP, counts
+    assert sum(counts) >= 15
+    records = [r for b in cluster.log.batches[start:] for r in b.records]
+    (fence,) = [i for i, r in enumerate(records) if isinstance(r, BrokerRegistrationChangeRecord)]
+    assert records[fence] == BrokerRegistrationChangeRecord(
+        1, cluster.active.cluster.broker_epoch(1) or 0, FenceChange.FENCE
+    )
+    assert not any(isinstance(r, PartitionChangeRecord) for r in records[fence:])
+    assert all(1 not in p.isr and p.leader != 1 for p in partitions(cluster))
+
+
+def test_a_new_incarnation_registers_after_its_predecessor_left_every_isr(
+    cluster: Cluster,
+) -> None:
+    cluster.active._fence_stale_brokers = lambda now_ms: None  # type: ignore[method-assign]
+    cluster.advance(9000)  # broker 1's old incarnation is gone, its session expired
+    start = len(cluster.log.batches)
+    request = BrokerRegistrationRequest(
+        1, CLUSTER_ID, uuid.uuid4(), features=BROKER_FEATURES, rack=None
+    )
+    registered = cluster.active.register_broker(request, cluster.now_ms)
+    cluster.log.commit()
+    while not registered.done:
+        turn(cluster)
+    records = [r for b in cluster.log.batches[start:] for r in b.records]
+    registration = [i for i, r in enumerate(records) if isinstance(r, RegisterBrokerRecord)]
+    assert len(registration) == 1
+    assert not any(isinstance(r, PartitionChangeRecord) for r in records[registration[0] :])
+    epoch = registered.result().broker_epoch
+    assert cluster.active.cluster.broker_epoch(1) == epoch
+    assert cluster.active.cluster.registration_offset(1) == epoch
+    assert all(1 not in p.isr and p.leader in (2, 3) for p in partitions(cluster))
+
+
+def test_unfencing_answers_at_once_and_the_elections_follow(cluster: Cluster) -> None:
+    for broker_id in (1, 2, 3):
+        cluster.heartbeat(broker_id, want_fence=True)
+        for _ in range(5):
+            turn(cluster)
+    # Broker 3, fenced last, is the last ISR member of every partition.
+    assert all(p.leader == NO_LEADER and p.isr == (3,) for p in partitions(cluster))
+    start = len(cluster.log.batches)
+    reply = cluster.heartbeat(3)
+    assert not reply.result().is_fenced  # answered with the first step
+    assert sum(p.leader == 3 for p in partitions(cluster)) == STEP
+    for _ in range(4):
+        turn(cluster)
+    assert all(p.leader == 3 for p in partitions(cluster))
+    assert all(changes_in(b.records) <= STEP for b in cluster.log.batches[start:])
+
+
+def test_controlled_shutdown_says_shut_down_once_every_step_is_applied(
+    cluster: Cluster,
+) -> None:
+    first = cluster.heartbeat(1, want_shut_down=True).result()
+    assert first.in_controlled_shutdown and not first.should_shut_down
+    assert any(1 in p.isr for p in partitions(cluster))  # moves still to come
+    for _ in range(4):
+        turn(cluster)
+    assert all(1 not in p.isr and p.leader != 1 for p in partitions(cluster))
+    last_step = cluster.log.committed_offset
+    cluster.heartbeat(2, metadata_offset=last_step - 1)
+    cluster.heartbeat(3, metadata_offset=last_step - 1)
+    waiting = cluster.heartbeat(1, want_shut_down=True).result()
+    assert not waiting.should_shut_down  # the others have not applied the last step
+    cluster.heartbeat(2)
+    cluster.heartbeat(3)
+    assert cluster.heartbeat(1, want_shut_down=True).result().should_shut_down
+
+
+def test_unregistration_goes_in_steps_and_ends_with_the_unregistration(
+    cluster: Cluster,
+) -> None:
+    start = len(cluster.log.batches)
+    done = cluster.active.unregister_broker(3, cluster.now_ms)
+    cluster.log.commit()
+    while not done.done:
+        turn(cluster)
+    done.result()
+    records = [r for b in cluster.log.batches[start:] for r in b.records]
+    last_change = max(i for i, r in enumerate(records) if isinstance(r, PartitionChangeRecord))
+    (unregistered,) = [i for i, r in enumerate(records) if isinstance(r, UnregisterBrokerRecord)]
+    assert last_change < unregistered
+    assert all(3 not in p.isr for p in partitions(cluster))
+
+
+def test_losing_leadership_between_steps_fails_the_write_and_drops_the_rest(
+    cluster: Cluster,
+) -> None:
+    reply = cluster.heartbeat(1, want_fence=True)
+    turn(cluster)
+    cluster.elect(2)
+    assert isinstance(reply.error, NotControllerError)
+    assert cluster.controller(1).next_wake_ms(cluster.now_ms) is None  # nothing left queued
+    # The broker asks again, and the new active controller fences it, in steps too.
+    again = cluster.heartbeat(1, want_fence=True)
+    while not again.done:
+        turn(cluster)
+    assert again.result().is_fenced
+    assert all(1 not in p.isr and p.leader != 1 for p in partitions(cluster))

@@ -70,7 +70,6 @@ import asyncio
 import contextlib
 import logging
 import random
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -82,7 +81,7 @@ from quorum.metadata.loader import LoaderManifest, MetadataPublisher
 from quorum.metadata.records import Endpoint
 from quorum.raft.ready import ApplyItem
 from quorum.raft.snapshot_id import SnapshotId
-from replog.clock import Clock, monotonic_ms
+from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.config import non_negative_setting, positive_setting
 from replog.errors import (
     BrokerLifecycleError,
@@ -403,7 +402,7 @@ class BrokerRuntime:
         await self.lifecycle.stop()
 
     def _reached(self, phase: str) -> None:
-        self.start_phases.setdefault(phase, time.time())
+        self.start_phases.setdefault(phase, wall_clock_ms() / 1000)
 
     async def _become_ready(self) -> None:
         try:

@@ -18,6 +18,9 @@ The rules are Kafka's `GroupMetadataManager` classic handlers (docs/groups.md wa
 - A member whose session timeout passes without a heartbeat (or a rebalance wait) is removed.
 - Records: the group's record when a generation completes, when it empties, when a static
   member is replaced in Stable; a tombstone when it is deleted. `replay` rebuilds the groups.
+- A group id this core does not hold but the consumer-protocol core holds with members: the
+  request is a classic member's of a consumer group and goes to that core (`consumer_groups`,
+  KIP-848's online migration); `rebalance_converted` starts a group written back from it.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import heapq
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from replog.coordinator.classic_group import ClassicGroup, ClassicMember, GroupState
 from replog.coordinator.classic_group_messages import (
@@ -115,6 +119,27 @@ def _random_uuid() -> str:
     return str(uuid.uuid4())
 
 
+class ClassicMembersHost(Protocol):
+    """The consumer-protocol groups of the same partition, which answer a classic member's
+    requests for a consumer group with members (`ConsumerGroupCoordinator`)."""
+
+    def holds(self, group_id: str) -> bool: ...
+
+    def classic_join(
+        self, request: JoinGroupRequest, request_id: int, now_ms: int
+    ) -> GroupResult: ...
+
+    def classic_sync(
+        self, request: SyncGroupRequest, request_id: int, now_ms: int
+    ) -> GroupResult: ...
+
+    def classic_heartbeat(self, request: HeartbeatRequest, now_ms: int) -> KafkaError | None: ...
+
+    def classic_leave(
+        self, request: LeaveGroupRequest, now_ms: int
+    ) -> tuple[LeaveGroupResponse, list[GroupRecord | ConsumerGroupRecord]]: ...
+
+
 class ClassicGroupCoordinator:
     """The classic groups of one `__consumer_offsets` partition (module docstring)."""
 
@@ -132,6 +157,8 @@ class ClassicGroupCoordinator:
             Callable[[str], tuple[KafkaError | None, list[GroupRecord | ConsumerGroupRecord]]]
             | None
         ) = None
+        # Where a classic member's requests for a consumer group with members go.
+        self.consumer_groups: ClassicMembersHost | None = None
         self._timers: dict[_TimerKey, _Timer] = {}
         # (deadline, seq, key) of every timer scheduled; an entry whose seq is no longer the
         # key's timer was cancelled or rescheduled and is skipped when it comes up.
@@ -211,6 +238,9 @@ class ClassicGroupCoordinator:
             result.joins.append(JoinGroupResponse(request_id, error, request.member_id))
             return result
         group = self.groups.get(request.group_id)
+        if group is None and self._in_consumer_group(request.group_id):
+            assert self.consumer_groups is not None
+            return self.consumer_groups.classic_join(request, request_id, now_ms)
         if group is None and self.other_protocol is not None:
             refused, tombstones = self.other_protocol(request.group_id)
             if refused is not None:
@@ -269,6 +299,9 @@ class ClassicGroupCoordinator:
                 )
             )
         return result
+
+    def _in_consumer_group(self, group_id: str) -> bool:
+        return self.consumer_groups is not None and self.consumer_groups.holds(group_id)
 
     def _join_request_error(self, request: JoinGroupRequest) -> KafkaError | None:
         problem = group_id_problem(request.group_id)
@@ -683,6 +716,9 @@ class ClassicGroupCoordinator:
         self._now_ms = max(self._now_ms, now_ms)
         result = GroupResult()
         group = self.groups.get(request.group_id)
+        if group is None and self._in_consumer_group(request.group_id):
+            assert self.consumer_groups is not None
+            return self.consumer_groups.classic_sync(request, request_id, now_ms)
         error = self._sync_error(group, request)
         if error is not None or group is None:
             result.syncs.append(SyncGroupResponse(request_id, error or _no_group(request.group_id)))
@@ -752,6 +788,9 @@ class ClassicGroupCoordinator:
         """Handle a Heartbeat: None, or the error to answer."""
         self._now_ms = max(self._now_ms, now_ms)
         group = self.groups.get(request.group_id)
+        if group is None and self._in_consumer_group(request.group_id):
+            assert self.consumer_groups is not None
+            return self.consumer_groups.classic_heartbeat(request, now_ms)
         if group is None:
             return _no_group(request.group_id)
         if group.state is GroupState.DEAD:
@@ -774,6 +813,11 @@ class ClassicGroupCoordinator:
         self._now_ms = max(self._now_ms, now_ms)
         result = GroupResult()
         group = self.groups.get(request.group_id)
+        if group is None and self._in_consumer_group(request.group_id):
+            assert self.consumer_groups is not None
+            answer, records = self.consumer_groups.classic_leave(request, now_ms)
+            result.records.extend(records)
+            return answer, result
         if group is None:
             return LeaveGroupResponse(_no_group(request.group_id)), result
         if group.state is GroupState.DEAD:
@@ -944,6 +988,19 @@ class ClassicGroupCoordinator:
         for group in self.groups.values():
             for member in group.members.values():
                 self._heartbeat(group, member)
+
+    def rebalance_converted(self, group_id: str, now_ms: int) -> None:
+        """The group was just written back from a consumer group (an online downgrade,
+        `group_migration`): every member's session starts and a rebalance begins, so that the
+        members rejoin and learn the new generation."""
+        self._now_ms = max(self._now_ms, now_ms)
+        group = self.groups[group_id]
+        for member in group.members.values():
+            self._heartbeat(group, member)
+        result = GroupResult()
+        self._prepare_rebalance(group, result)
+        # No member waits in a join yet, so the join phase cannot complete here.
+        assert not result.records and not result.joins and not result.syncs
 
     def unload(self) -> GroupResult:
         """This broker no longer coordinates the partition: every group is Dead and every

@@ -129,6 +129,7 @@ class ConsumerGroup:
                 subscribed_topic_regex=value.subscribed_topic_regex,
                 rebalance_timeout_ms=value.rebalance_timeout_ms,
                 server_assignor=value.server_assignor,
+                classic=value.classic,
             ),
         )
 

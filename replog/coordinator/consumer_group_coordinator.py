@@ -11,10 +11,13 @@ A heartbeat (ConsumerGroupHeartbeat, docs/groups.md walks an example):
 1. Checks (Kafka's): INVALID_REQUEST for an empty group id, instance id or rack id, a v1+
    request without member id (the member makes its own, KIP-1082), a join (epoch 0) without
    rebalance timeout or subscription or with owned partitions, an unknown epoch;
-   UNSUPPORTED_ASSIGNOR; INVALID_REGULAR_EXPRESSION. A group id held by a classic group with
-   members is GROUP_ID_NOT_FOUND (an Empty classic group is deleted and replaced); a group that
-   does not exist is GROUP_ID_NOT_FOUND unless the request joins; GROUP_MAX_SIZE_REACHED for a
-   new member of a full group.
+   UNSUPPORTED_ASSIGNOR; INVALID_REGULAR_EXPRESSION. A join for a group id held by a classic
+   group with members upgrades it (`group_migration`) when `group.consumer.migration.policy`
+   allows it, the group's protocol type is `consumer`, it is Stable, it has at most
+   `group.consumer.max.size` members and their JoinGroup metadata and assignments parse; else
+   GROUP_ID_NOT_FOUND, naming why (an Empty classic group is deleted and replaced). A group
+   that does not exist is GROUP_ID_NOT_FOUND unless the request joins; GROUP_MAX_SIZE_REACHED
+   for a new member of a full group.
 2. The member: a new one (epoch 0) is created with the given (or a generated) id; an existing
    one must send its epoch, or its previous epoch with owned partitions among its assigned ones
    (its last answer was lost), or 0 (it rejoins); else FENCED_MEMBER_EPOCH. A static member
@@ -34,7 +37,11 @@ A heartbeat (ConsumerGroupHeartbeat, docs/groups.md walks an example):
    answers every member with the configured interval (docs/groups.md).
 Leaving: epoch -1 removes the member (its partitions become free, the group epoch goes up);
 epoch -2 (static members) keeps it at epoch -2, to be replaced when its instance rejoins. A
-member without a heartbeat for `group.consumer.session.timeout.ms` is removed.
+member without a heartbeat for `group.consumer.session.timeout.ms` (a classic member: its own
+session timeout) is removed. When the removed member is the last consumer-protocol one and
+the others all use the classic protocol, the group is written back as a classic group that
+rebalances (`group_migration`'s downgrade), if the policy allows it and the classic
+`group.max.size` holds them.
 """
 
 from __future__ import annotations
@@ -47,10 +54,25 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 from uuid import UUID
 
+from replog.common import TopicPartition
 from replog.coordinator import consumer_group_records as rec
-from replog.coordinator.classic_group_messages import GroupRecord
+from replog.coordinator.classic_group import GroupState
+from replog.coordinator.classic_group_messages import (
+    GroupRecord,
+    GroupResult,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    LeaveMemberResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 from replog.coordinator.consumer_group import ConsumerGroup
 from replog.coordinator.consumer_group_messages import (
+    CLASSIC_MEMBER,
+    CONSUMER_MEMBER,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     DescribedConsumerGroup,
@@ -66,7 +88,22 @@ from replog.coordinator.consumer_member import (
     by_topic,
     flatten,
 )
+from replog.coordinator.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    assignment_to_bytes,
+    subscription_from_bytes,
+)
 from replog.coordinator.current_assignment import reconcile
+from replog.coordinator.group_migration import (
+    DEFAULT_MIGRATION_POLICY,
+    MIGRATION_POLICY_PROPERTY,
+    check_policy,
+    downgrade_enabled,
+    downgrade_tombstones,
+    downgrade_value,
+    upgrade_enabled,
+    upgrade_records,
+)
 from replog.coordinator.offsets_records import GroupMetadataKey
 from replog.coordinator.server_assignors import ASSIGNORS, UNIFORM, AssignorMember
 from replog.errors import (
@@ -74,12 +111,15 @@ from replog.errors import (
     FencedMemberEpochError,
     GroupIdNotFoundError,
     GroupMaxSizeReachedError,
+    IllegalGenerationError,
     InconsistentGroupProtocolError,
     InvalidConfigError,
     InvalidRegularExpressionError,
     InvalidRequestError,
     KafkaError,
+    MemberIdRequiredError,
     NonEmptyGroupError,
+    RebalanceInProgressError,
     StaleMemberEpochError,
     UnknownMemberIdError,
     UnreleasedInstanceIdError,
@@ -89,6 +129,7 @@ from replog.errors import (
 from replog.topic_names import is_internal_topic
 
 if TYPE_CHECKING:
+    from replog.coordinator.classic_group import ClassicGroup
     from replog.coordinator.classic_group_coordinator import ClassicGroupCoordinator
 
 Record = rec.ConsumerGroupRecord | GroupRecord
@@ -99,6 +140,10 @@ COMMIT_MEMBER_EPOCH_VERSION = 9
 RECONCILING_HEARTBEAT_DIVISOR = 10
 _SESSION = "session"
 _REBALANCE = "rebalance"
+# A classic member's JoinGroup expected (after REBALANCE_IN_PROGRESS) and SyncGroup expected
+# (after its JoinGroup), each within its rebalance timeout, else it is removed (Kafka's).
+_JOIN = "join"
+_SYNC = "sync"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +161,10 @@ class ConsumerGroupConfig:
     max_session_timeout_ms: int = 60_000  # group.consumer.max.session.timeout.ms
     min_heartbeat_interval_ms: int = 5_000  # group.consumer.min.heartbeat.interval.ms
     max_heartbeat_interval_ms: int = 15_000  # group.consumer.max.heartbeat.interval.ms
+    migration_policy: str = DEFAULT_MIGRATION_POLICY  # group.consumer.migration.policy
 
     def __post_init__(self) -> None:
+        check_policy(self.migration_policy)
         for name, value in (
             ("group.consumer.session.timeout.ms", self.session_timeout_ms),
             ("group.consumer.heartbeat.interval.ms", self.heartbeat_interval_ms),
@@ -249,7 +296,7 @@ class ConsumerGroupCoordinator:
             member = None if group is None else group.members.get(member_id)
             if group is None or member is None:
                 continue
-            if kind == _SESSION or member.member_epoch == epoch:
+            if kind != _REBALANCE or member.member_epoch == epoch:
                 self._fence(group, member, records)
 
     # --- ConsumerGroupHeartbeat ------------------------------------------------------------------
@@ -313,28 +360,71 @@ class ConsumerGroupCoordinator:
                     f"{request.subscribed_topic_regex!r} does not compile: {error}"
                 ) from None
 
-    def _group_for(self, request: ConsumerGroupHeartbeatRequest) -> ConsumerGroup:
-        """The group a join or heartbeat acts on; a new (unwritten) one for a first join."""
+    def _group_for(
+        self, request: ConsumerGroupHeartbeatRequest
+    ) -> tuple[ConsumerGroup, list[rec.ConsumerGroupRecord]]:
+        """The group a join or heartbeat acts on (a new, unwritten one for a first join; for
+        an upgrade, the group its records build) and the upgrade's records to write."""
         group_id = request.group_id
         classic = None if self._classic is None else self._classic.groups.get(group_id)
         if classic is not None and (classic.members or request.member_epoch != 0):
-            # Kafka's answer when it may not upgrade the group (its migration policy disabled).
-            raise GroupIdNotFoundError(
-                f"group {group_id!r} is a classic group with {len(classic.members)} members "
-                "(they use JoinGroup), not a consumer group: replog does not convert a group "
-                "with members to the consumer protocol (Kafka's online upgrade); join with "
-                "group.protocol=consumer once its classic members have left"
-            )
+            upgrade = self._upgrade(request, classic)
+            converted = ConsumerGroup(group_id)
+            for record in upgrade:
+                converted.apply(record.key, record.value)
+            return self._check_size(converted, request), upgrade
         group = self.groups.get(group_id)
         if group is None:
             if request.member_epoch != 0:
                 raise GroupIdNotFoundError(f"consumer group {group_id!r} does not exist")
             group = ConsumerGroup(group_id)
+        return self._check_size(group, request), []
+
+    def _check_size(
+        self, group: ConsumerGroup, request: ConsumerGroupHeartbeatRequest
+    ) -> ConsumerGroup:
         if len(group.members) >= self.config.max_size and (request.member_id not in group.members):
             raise GroupMaxSizeReachedError(
-                f"group {group_id!r} has group.consumer.max.size ({self.config.max_size}) members"
+                f"group {group.group_id!r} has group.consumer.max.size ({self.config.max_size}) "
+                "members"
             )
         return group
+
+    def _upgrade(
+        self, request: ConsumerGroupHeartbeatRequest, classic: ClassicGroup
+    ) -> list[rec.ConsumerGroupRecord]:
+        """The records converting `classic` (with members) to a consumer group for a join;
+        GROUP_ID_NOT_FOUND (Kafka's answer) naming why it may not be converted."""
+        group_id = classic.group_id
+        why = None
+        if request.member_epoch != 0:
+            why = "only a join (member epoch 0) converts it"
+        elif not upgrade_enabled(self.config.migration_policy):
+            why = (
+                f"{MIGRATION_POLICY_PROPERTY} is {self.config.migration_policy!r}, which does "
+                "not allow converting it (online upgrade)"
+            )
+        elif classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            why = (
+                f"its protocol type is {classic.protocol_type!r}, not "
+                f"{CONSUMER_PROTOCOL_TYPE!r}: only consumers' groups convert"
+            )
+        elif len(classic.members) > self.config.max_size:
+            why = f"it has more members than group.consumer.max.size ({self.config.max_size})"
+        elif classic.state is not GroupState.STABLE:
+            # Its members' JoinGroup or SyncGroup requests are waiting for answers.
+            why = f"it is {classic.state.value}: it converts once Stable"
+        if why is None:
+            try:
+                return upgrade_records(
+                    classic, {name: t.topic_id for name, t in self._topics.items()}
+                )
+            except ValueError as error:
+                why = f"its members' consumer protocol does not parse: {error}"
+        raise GroupIdNotFoundError(
+            f"group {group_id!r} is a classic group with {len(classic.members)} members "
+            f"(they use JoinGroup), not a consumer group; {why}"
+        )
 
     def _member_for(
         self, group: ConsumerGroup, request: ConsumerGroupHeartbeatRequest, member_id: str
@@ -378,7 +468,7 @@ class ConsumerGroupCoordinator:
     def _join_or_heartbeat(
         self, request: ConsumerGroupHeartbeatRequest, records: list[Record]
     ) -> ConsumerGroupHeartbeatResponse:
-        group = self._group_for(request)
+        group, upgrade = self._group_for(request)
         member_id = request.member_id or self._new_uuid()
         member, replaced = self._member_for(group, request, member_id)
         owned = _owned(request)
@@ -390,8 +480,14 @@ class ConsumerGroupCoordinator:
         # Every check passed: from here on, records are written.
         group_id = group.group_id
         classic = None if self._classic is None else self._classic.groups.get(group_id)
-        if classic is not None:  # an Empty classic group gives way (_group_for)
+        if classic is not None:  # an Empty classic group gives way, or converts (_group_for)
             self._write(records, GroupRecord(GroupMetadataKey(group_id), None))
+        if upgrade:
+            for record in upgrade:
+                self._write(records, record)
+            group = self.groups[group_id]
+            for converted in group.members.values():
+                self._start_session(group_id, converted)
         if replaced is not None:
             old_target = group.targets.get(replaced.member_id)
             self._remove_member_records(group_id, replaced.member_id, records)
@@ -421,6 +517,34 @@ class ConsumerGroupCoordinator:
             client_id=request.client_id,
             client_host=request.client_host,
         )
+        current = self._update_and_reconcile(group, member, updated, owned, records)
+        self._start_session(group_id, current)
+        full = request.member_epoch == 0 or (
+            request.rebalance_timeout_ms != -1
+            and request.subscribed_topic_names is not None
+            and request.owned is not None
+        )
+        interval = self.config.heartbeat_interval_ms
+        if current.state is not MemberState.STABLE:
+            interval = max(1, interval // RECONCILING_HEARTBEAT_DIVISOR)
+        return ConsumerGroupHeartbeatResponse(
+            None,
+            member_id,
+            current.member_epoch,
+            interval,
+            by_topic(current.assigned) if full or current.assigned != member.assigned else None,
+        )
+
+    def _update_and_reconcile(
+        self,
+        group: ConsumerGroup,
+        member: ConsumerMember,
+        updated: ConsumerMember,
+        owned: Partitions | None,
+        records: list[Record],
+    ) -> ConsumerMember:
+        """Steps 3 and 4 (module docstring) for `member`, now `updated`: the member after."""
+        group_id, member_id = group.group_id, member.member_id
         bump = False
         if updated != member or member_id not in group.members:
             self._write(records, _member_record(group_id, updated))
@@ -452,25 +576,7 @@ class ConsumerGroupCoordinator:
                 else:
                     self._timers.pop(timer, None)
             current = reconciled
-        self._timers[(_SESSION, group_id, member_id)] = (
-            self._now_ms + self.config.session_timeout_ms,
-            0,
-        )
-        full = request.member_epoch == 0 or (
-            request.rebalance_timeout_ms != -1
-            and request.subscribed_topic_names is not None
-            and request.owned is not None
-        )
-        interval = self.config.heartbeat_interval_ms
-        if current.state is not MemberState.STABLE:
-            interval = max(1, interval // RECONCILING_HEARTBEAT_DIVISOR)
-        return ConsumerGroupHeartbeatResponse(
-            None,
-            member_id,
-            current.member_epoch,
-            interval,
-            by_topic(current.assigned) if full or current.assigned != member.assigned else None,
-        )
+        return current
 
     def _leave(
         self, request: ConsumerGroupHeartbeatRequest, records: list[Record]
@@ -522,13 +628,47 @@ class ConsumerGroupCoordinator:
                 rec.ConsumerGroupRecord(rec.ConsumerGroupKey(kind, group_id, member_id), None),
             )
 
+    def _start_session(self, group_id: str, member: ConsumerMember) -> None:
+        timeout = self.config.session_timeout_ms
+        if member.classic is not None:
+            timeout = member.classic.session_timeout_ms
+        self._timers[(_SESSION, group_id, member.member_id)] = (self._now_ms + timeout, 0)
+
     def _fence(self, group: ConsumerGroup, member: ConsumerMember, records: list[Record]) -> None:
-        """Remove `member`: its partitions are free at once; the group epoch goes up."""
+        """Remove `member`: its partitions are free at once; the group epoch goes up. Or,
+        when only classic members remain, write the group back as a classic one."""
+        if self._may_downgrade(group, member):
+            self._downgrade(group, member, records)
+            return
         group_id = group.group_id
         self._remove_member_records(group_id, member.member_id, records)
         self._refresh_topics(group, records)
         self._bump(group, records)
         self._drop_timers(group_id, member.member_id)
+
+    def _may_downgrade(self, group: ConsumerGroup, leaving: ConsumerMember) -> bool:
+        """Kafka's `validateOnlineDowngradeWithFencedMember`."""
+        others = [m for m in group.members.values() if m.member_id != leaving.member_id]
+        return (
+            self._classic is not None
+            and leaving.classic is None
+            and bool(others)
+            and all(m.classic is not None for m in others)
+            and downgrade_enabled(self.config.migration_policy)
+            and len(others) <= self._classic.config.max_size
+        )
+
+    def _downgrade(
+        self, group: ConsumerGroup, leaving: ConsumerMember, records: list[Record]
+    ) -> None:
+        assert self._classic is not None
+        group_id = group.group_id
+        names = {t.topic_id: t.name for t in self._topics.values()}
+        value = downgrade_value(group, leaving.member_id, names, self._now_ms)
+        for tombstone in downgrade_tombstones(group):
+            self._write(records, tombstone)
+        self._write(records, GroupRecord(GroupMetadataKey(group_id), value))
+        self._classic.rebalance_converted(group_id, self._now_ms)
 
     def _bump(self, group: ConsumerGroup, records: list[Record]) -> None:
         self.rebalances += 1
@@ -599,6 +739,240 @@ class ConsumerGroupCoordinator:
             ),
         )
 
+    # --- classic members (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) ------------------------
+
+    def holds(self, group_id: str) -> bool:
+        """Whether `group_id` is a consumer group with members: a classic member's requests
+        for it come here (Kafka's, whatever the migration policy)."""
+        group = self.groups.get(group_id)
+        return group is not None and bool(group.members)
+
+    def _classic_member(
+        self, group: ConsumerGroup, member_id: str, instance_id: str | None
+    ) -> ConsumerMember:
+        """The classic member a SyncGroup, Heartbeat or LeaveGroup names (Kafka's
+        `validateConsumerGroupMember`, then the member must use the classic protocol)."""
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                raise UnknownMemberIdError(f"group {group.group_id!r} has no member {member_id!r}")
+        else:
+            found = group.static_member(instance_id)
+            if found is None:
+                raise UnknownMemberIdError(
+                    f"group {group.group_id!r} has no static member {instance_id!r}"
+                )
+            if member_id and found.member_id != member_id:
+                raise FencedInstanceIdError(
+                    f"group {group.group_id!r}: instance {instance_id!r} is member "
+                    f"{found.member_id!r} now, not {member_id!r}"
+                )
+            member = found
+        if member.classic is None:
+            raise UnknownMemberIdError(
+                f"group {group.group_id!r}: member {member.member_id!r} uses the consumer "
+                "protocol (ConsumerGroupHeartbeat), not JoinGroup"
+            )
+        return member
+
+    def classic_join(self, request: JoinGroupRequest, request_id: int, now_ms: int) -> GroupResult:
+        """A JoinGroup for a consumer group with members (Kafka's
+        `classicGroupJoinToConsumerGroup`): the member's subscription comes from its protocol
+        metadata, the group's assignor assigns it, and the answer (at once, after the records)
+        carries its member epoch as the generation; it has no leader, so the member syncs
+        without assigning."""
+        self._now_ms = max(self._now_ms, now_ms)
+        result = GroupResult()
+        try:
+            answer = self._classic_join(request, request_id, result)
+        except KafkaError as error:
+            assert not result.records, "a refusal after records were written"
+            answer = JoinGroupResponse(request_id, error, request.member_id)
+        result.joins.append(answer)
+        return result
+
+    def _classic_join(
+        self, request: JoinGroupRequest, request_id: int, result: GroupResult
+    ) -> JoinGroupResponse:
+        group = self.groups[request.group_id]
+        group_id = group.group_id
+        unknown = not request.member_id
+        member_id = request.member_id or self._new_uuid()
+        if len(group.members) >= self.config.max_size and member_id not in group.members:
+            raise GroupMaxSizeReachedError(
+                f"group {group_id!r} has group.consumer.max.size ({self.config.max_size}) members"
+            )
+        names = {name for name, _ in request.protocols}
+        classic = [m.classic for m in group.members.values() if m.classic is not None]
+        shared = set(names)
+        for metadata in classic:
+            shared &= {name for name, _ in metadata.protocols}
+        if request.protocol_type != CONSUMER_PROTOCOL_TYPE or not names or not shared:
+            raise InconsistentGroupProtocolError(
+                f"group {group_id!r} is a consumer group: a classic member joins it with "
+                f"protocol type {CONSUMER_PROTOCOL_TYPE!r} and a protocol its classic members "
+                f"all support (got {request.protocol_type!r}, {sorted(names)})"
+            )
+        if unknown and request.api_version >= 4 and request.group_instance_id is None:
+            return JoinGroupResponse(
+                request_id,
+                MemberIdRequiredError(f"group {group_id!r}: rejoin with member id {member_id!r}"),
+                member_id,
+            )
+        try:
+            subscription = subscription_from_bytes(request.protocols[0][1])
+        except ValueError as error:
+            raise InconsistentGroupProtocolError(
+                f"group {group_id!r}: member {member_id!r}'s protocol metadata: {error}"
+            ) from None
+        member = group.members.get(member_id)
+        if request.group_instance_id is not None:
+            holder = group.static_member(request.group_instance_id)
+            if holder is not None and holder.member_id != member_id:
+                raise FencedInstanceIdError(
+                    f"group {group_id!r}: instance {request.group_instance_id!r} is member "
+                    f"{holder.member_id!r}: replog does not replace a static member by a "
+                    "classic one inside a consumer group"
+                )
+        if member is None:
+            member = ConsumerMember(member_id)
+        elif member.classic is None:
+            raise UnknownMemberIdError(
+                f"group {group_id!r}: member {member_id!r} uses the consumer protocol"
+            )
+        ids = {name: t.topic_id for name, t in self._topics.items()}
+        owned = frozenset(
+            (ids[tp.topic], tp.partition) for tp in subscription.owned if tp.topic in ids
+        )
+        updated = replace(
+            member,
+            instance_id=request.group_instance_id,
+            rack_id=_or(subscription.rack, member.rack_id),
+            rebalance_timeout_ms=_rebalance_timeout(request),
+            server_assignor=None,
+            subscribed_topic_names=subscription.topics,
+            subscribed_topic_regex=None,
+            client_id=request.client_id,
+            client_host=request.client_host,
+            classic=rec.ClassicMemberMetadata(request.session_timeout_ms, request.protocols),
+        )
+        records: list[Record] = []
+        current = self._update_and_reconcile(group, member, updated, owned, records)
+        result.records.extend(records)
+        self._timers.pop((_JOIN, group_id, member_id), None)
+        self._start_session(group_id, current)
+        self._timers[(_SYNC, group_id, member_id)] = (
+            self._now_ms + current.rebalance_timeout_ms,
+            0,
+        )
+        return JoinGroupResponse(
+            request_id,
+            None,
+            member_id,
+            current.member_epoch,
+            CONSUMER_PROTOCOL_TYPE,
+            request.protocols[0][0],
+        )
+
+    def classic_sync(self, request: SyncGroupRequest, request_id: int, now_ms: int) -> GroupResult:
+        """A SyncGroup of a classic member (Kafka's `classicGroupSyncToConsumerGroup`): its
+        assigned partitions as ConsumerProtocolAssignment bytes; REBALANCE_IN_PROGRESS when
+        the group moved on and the member has nothing to revoke first (it rejoins)."""
+        self._now_ms = max(self._now_ms, now_ms)
+        result = GroupResult()
+        try:
+            group = self.groups[request.group_id]
+            member = self._classic_member(group, request.member_id, request.group_instance_id)
+            _check_generation(group, member, request.generation_id)
+            assert member.classic is not None
+            protocols = {name for name, _ in member.classic.protocols}
+            if request.protocol_type not in (None, CONSUMER_PROTOCOL_TYPE) or (
+                request.protocol_name is not None and request.protocol_name not in protocols
+            ):
+                raise InconsistentGroupProtocolError(
+                    f"group {group.group_id!r}: member {member.member_id!r} syncs with "
+                    f"{request.protocol_type!r}/{request.protocol_name!r}, not its JoinGroup's"
+                )
+            self._check_rejoin(group, member, sync=True)
+        except KafkaError as error:
+            result.syncs.append(SyncGroupResponse(request_id, error))
+            return result
+        self._timers.pop((_SYNC, group.group_id, member.member_id), None)
+        self._start_session(group.group_id, member)
+        names = {t.topic_id: t.name for t in self._topics.values()}
+        assignment = assignment_to_bytes(
+            TopicPartition(names[t], p) for t, p in sorted(member.assigned) if t in names
+        )
+        result.syncs.append(
+            SyncGroupResponse(
+                request_id,
+                None,
+                CONSUMER_PROTOCOL_TYPE,
+                request.protocol_name or member.classic.protocols[0][0],
+                assignment,
+            )
+        )
+        return result
+
+    def classic_heartbeat(self, request: HeartbeatRequest, now_ms: int) -> KafkaError | None:
+        """A Heartbeat of a classic member (Kafka's `classicGroupHeartbeatToConsumerGroup`):
+        REBALANCE_IN_PROGRESS while it must rejoin: the group epoch is ahead of its epoch, it
+        has partitions to revoke, or partitions it waits for were released."""
+        self._now_ms = max(self._now_ms, now_ms)
+        try:
+            group = self.groups[request.group_id]
+            member = self._classic_member(group, request.member_id, request.group_instance_id)
+            _check_generation(group, member, request.generation_id)
+            self._start_session(group.group_id, member)
+            self._check_rejoin(group, member, sync=False)
+        except KafkaError as error:
+            return error
+        return None
+
+    def _check_rejoin(self, group: ConsumerGroup, member: ConsumerMember, sync: bool) -> None:
+        if sync:
+            # A member revoking has rejoined already: it syncs, revokes, and rejoins later.
+            rejoin = group.group_epoch > member.member_epoch and (
+                member.state is not MemberState.UNREVOKED_PARTITIONS
+            )
+        else:
+            waiting = any(
+                group.holder(tp) not in (None, member.member_id)
+                for tp in group.target(member.member_id) - member.assigned
+            )
+            rejoin = (
+                member.member_epoch < group.group_epoch
+                or member.state is MemberState.UNREVOKED_PARTITIONS
+                or (member.state is MemberState.UNRELEASED_PARTITIONS and not waiting)
+            )
+        if rejoin:
+            key = (_JOIN, group.group_id, member.member_id)
+            if key not in self._timers:
+                self._timers[key] = (self._now_ms + member.rebalance_timeout_ms, 0)
+            raise RebalanceInProgressError(
+                f"group {group.group_id!r}: member {member.member_id!r} (epoch "
+                f"{member.member_epoch}, group epoch {group.group_epoch}) must rejoin"
+            )
+
+    def classic_leave(
+        self, request: LeaveGroupRequest, now_ms: int
+    ) -> tuple[LeaveGroupResponse, list[Record]]:
+        """A LeaveGroup for a consumer group: each classic member named is removed."""
+        self._now_ms = max(self._now_ms, now_ms)
+        group = self.groups[request.group_id]
+        records: list[Record] = []
+        answers: list[LeaveMemberResponse] = []
+        for who in request.members:
+            try:
+                member = self._classic_member(group, who.member_id, who.group_instance_id)
+            except KafkaError as error:
+                answers.append(LeaveMemberResponse(who.member_id, who.group_instance_id, error))
+                continue
+            self._fence(group, member, records)
+            answers.append(LeaveMemberResponse(member.member_id, who.group_instance_id, None))
+            group = self.groups.get(request.group_id) or group
+        return LeaveGroupResponse(None, tuple(answers)), records
+
     # --- ConsumerGroupDescribe, listing, deleting ------------------------------------------------
 
     def describe(self, group_ids: Iterable[str]) -> list[DescribedConsumerGroup]:
@@ -635,6 +1009,7 @@ class ConsumerGroupCoordinator:
                             m.subscribed_topic_regex,
                             self._named(m.assigned),
                             self._named(group.target(m.member_id)),
+                            CONSUMER_MEMBER if m.classic is None else CLASSIC_MEMBER,
                         )
                         for m in group.members.values()
                     ),
@@ -679,8 +1054,10 @@ class ConsumerGroupCoordinator:
         return None, records
 
     def yield_to_classic(self, group_id: str) -> tuple[KafkaError | None, list[Record]]:
-        """A classic JoinGroup for `group_id`: INCONSISTENT_GROUP_PROTOCOL while a consumer
-        group with members holds the id; an Empty one is deleted (its tombstones)."""
+        """A classic JoinGroup for `group_id` that no classic group holds: an Empty consumer
+        group is deleted (its tombstones). One with members takes the member in
+        (`classic_join`, which the classic core calls first when wired to this core);
+        without that wiring it is INCONSISTENT_GROUP_PROTOCOL."""
         group = self.groups.get(group_id)
         if group is None:
             return None, []
@@ -700,13 +1077,22 @@ class ConsumerGroupCoordinator:
     ) -> KafkaError | None:
         """Whether an OffsetCommit may commit for the group (Kafka's `validateOffsetCommit`):
         without a member epoch only while the group is Empty; else the member's current epoch,
-        through OffsetCommit v9+ (`api_version` None: not the Kafka wire)."""
+        through OffsetCommit v9+ (`api_version` None: not the Kafka wire); a classic member
+        commits with its member epoch as the generation (ILLEGAL_GENERATION otherwise)."""
         group = self.groups[group_id]
         if member_epoch < 0 and not group.members:
             return None
         member = group.members.get(member_id)
         if member is None:
             return UnknownMemberIdError(f"group {group_id!r} has no member {member_id!r}")
+        if member.classic is not None:
+            # A classic member commits with its generation: its member epoch (any version).
+            if member_epoch == member.member_epoch:
+                return None
+            return IllegalGenerationError(
+                f"group {group_id!r}: member {member_id!r} is at generation "
+                f"{member.member_epoch}, not {member_epoch}"
+            )
         if api_version is not None and api_version < COMMIT_MEMBER_EPOCH_VERSION:
             return UnsupportedVersionError(
                 f"group {group_id!r}: members of a consumer group commit with OffsetCommit "
@@ -734,10 +1120,7 @@ class ConsumerGroupCoordinator:
         self._now_ms = max(self._now_ms, now_ms)
         for group in self.groups.values():
             for member in group.members.values():
-                self._timers[(_SESSION, group.group_id, member.member_id)] = (
-                    self._now_ms + self.config.session_timeout_ms,
-                    0,
-                )
+                self._start_session(group.group_id, member)
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     self._timers[(_REBALANCE, group.group_id, member.member_id)] = (
                         self._now_ms + max(0, member.rebalance_timeout_ms),
@@ -774,6 +1157,21 @@ def _check_epoch(
     )
 
 
+def _check_generation(group: ConsumerGroup, member: ConsumerMember, generation: int) -> None:
+    if generation != member.member_epoch:
+        raise IllegalGenerationError(
+            f"group {group.group_id!r}: member {member.member_id!r} is at generation "
+            f"{member.member_epoch} (its member epoch), not {generation}"
+        )
+
+
+def _rebalance_timeout(request: JoinGroupRequest) -> int:
+    # JoinGroup v0 has no rebalance timeout: the session timeout stands in (Kafka's).
+    if request.rebalance_timeout_ms < 0:
+        return request.session_timeout_ms
+    return request.rebalance_timeout_ms
+
+
 def _stale(group_id: str, member: ConsumerMember, epoch: int) -> KafkaError | None:
     if epoch == member.member_epoch:
         return None
@@ -795,6 +1193,7 @@ def _member_record(group_id: str, member: ConsumerMember) -> rec.ConsumerGroupRe
             member.subscribed_topic_regex,
             member.rebalance_timeout_ms,
             member.server_assignor,
+            member.classic,
         ),
     )
 

@@ -25,16 +25,17 @@ varint count, then tag, size, bytes) after every struct:
 Rules:
 - A null value is a tombstone: the member, its target assignment, its current assignment or
   the group is gone.
-- replog writes no rack information (racks: empty) and no classic member metadata (replog's
-  consumer groups hold consumer-protocol members only); unknown tagged fields are skipped when
-  read, as Kafka does.
+- replog writes no rack information (racks: empty). A member that joined with the classic
+  protocol (an upgraded group's members) carries its classic member metadata in tag 0 of its
+  member record: its session timeout and its JoinGroup protocols (name, metadata bytes); other
+  unknown tagged fields are skipped when read, as Kafka does.
 - Bytes that do not parse raise `CorruptRecordError` naming what is wrong.
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from uuid import UUID
 
 from replog.coordinator.offsets_records import _INT16, _Reader, _string
@@ -93,6 +94,12 @@ class PartitionMetadataValue:  # ConsumerGroupPartitionMetadataValue
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:  # ConsumerGroupMemberMetadataValue.ClassicMemberMetadata (tag 0)
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, metadata) as its JoinGroup listed them
+
+
+@dataclass(frozen=True, slots=True)
 class MemberMetadataValue:  # ConsumerGroupMemberMetadataValue
     instance_id: str | None
     rack_id: str | None
@@ -102,6 +109,7 @@ class MemberMetadataValue:  # ConsumerGroupMemberMetadataValue
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +185,28 @@ def _carray(items: list[bytes]) -> bytes:
 
 
 _NO_TAGS = b"\x00"
+_CLASSIC_MEMBER_TAG = 0
+
+
+def _cbytes(data: bytes) -> bytes:
+    return encode_unsigned(len(data) + 1) + data
+
+
+def _classic_tags(classic: ClassicMemberMetadata | None) -> bytes:
+    """The member record's tagged fields: tag 0 when the member uses the classic protocol."""
+    if classic is None:
+        return _NO_TAGS
+    field = (
+        _I32.pack(classic.session_timeout_ms)
+        + _carray([_cstr(name) + _cbytes(data) + _NO_TAGS for name, data in classic.protocols])
+        + _NO_TAGS
+    )
+    return (
+        encode_unsigned(1)
+        + encode_unsigned(_CLASSIC_MEMBER_TAG)
+        + encode_unsigned(len(field))
+        + field
+    )
 
 
 def _topic_partitions(assignment: TopicPartitions) -> bytes:
@@ -214,6 +244,7 @@ def encode_consumer_group_value(value: ConsumerGroupValue) -> bytes:
                 _cstr(value.server_assignor),
             )
         )
+        return _INT16.pack(VALUE_VERSION) + body + _classic_tags(value.classic)
     elif isinstance(value, TargetAssignmentMemberValue):
         body = _topic_partitions(value.partitions)
     else:
@@ -276,11 +307,18 @@ class _Compact(_Reader):
             raise CorruptRecordError(f"{self._what}: {field} is null")
         return count
 
-    def tags(self, field: str) -> None:
-        """Skip a tagged-field section (unknown tags are ignored, as Kafka does)."""
+    def tags(self, field: str) -> dict[int, bytes]:
+        """A tagged-field section: each tag's bytes (callers ignore the tags they do not
+        know, as Kafka does)."""
+        tagged: dict[int, bytes] = {}
         for _ in range(self.uvarint(f"the tag count of {field}")):
-            self.uvarint(f"a tag of {field}")
-            self._take(self.uvarint(f"a tag size of {field}"), f"a tagged field of {field}")
+            tag = self.uvarint(f"a tag of {field}")
+            size = self.uvarint(f"a tag size of {field}")
+            tagged[tag] = self._take(size, f"a tagged field of {field}")
+        return tagged
+
+    def compact_bytes(self, field: str) -> bytes:
+        return self._take(self.count(field), field)
 
     def topic_partitions(self, field: str) -> TopicPartitions:
         topics = []
@@ -351,6 +389,22 @@ def decode_consumer_group_value(record_type: int, data: bytes) -> ConsumerGroupV
             r.topic_partitions("the assigned partitions"),
             r.topic_partitions("the partitions pending revocation"),
         )
-    r.tags("the value")
+    tagged = r.tags("the value")
     r.end()
+    if isinstance(value, MemberMetadataValue) and _CLASSIC_MEMBER_TAG in tagged:
+        value = replace(value, classic=_classic_member(tagged[_CLASSIC_MEMBER_TAG], r._what))
     return value
+
+
+def _classic_member(data: bytes, what: str) -> ClassicMemberMetadata:
+    r = _Compact(data, f"{what}: the classic member metadata")
+    session_timeout_ms = r.int32("the session timeout")
+    protocols = []
+    for _ in range(r.count("the protocols")):
+        name = r.compact_string("a protocol name")
+        metadata = r.compact_bytes("a protocol's metadata")
+        r.tags("a protocol")
+        protocols.append((name, metadata))
+    r.tags("the classic member metadata")
+    r.end()
+    return ClassicMemberMetadata(session_timeout_ms, tuple(protocols))

@@ -4,7 +4,9 @@ state, as Kafka's `ConsumerGroupMember` keeps them.
 Partitions are (topic id, partition) pairs, as the protocol names them. A member is frozen: each
 change is a new member, which the coordinator compares with the old one to decide which records
 to write. Rules: a member is reconciled to an epoch when it is STABLE at that epoch; a new
-member starts at epoch 0 (previous 0), STABLE, owning nothing.
+member starts at epoch 0 (previous 0), STABLE, owning nothing. A member with `classic`
+metadata uses the classic protocol (JoinGroup, SyncGroup, Heartbeat) inside the consumer group:
+its session timeout is its own, and its JoinGroup protocols are kept for a downgrade.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from uuid import UUID
 
-from replog.coordinator.consumer_group_records import TopicPartitions
+from replog.coordinator.consumer_group_records import ClassicMemberMetadata, TopicPartitions
 
 TP = tuple[UUID, int]
 Partitions = frozenset[TP]
@@ -56,6 +58,7 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Partitions = NO_PARTITIONS
     pending_revocation: Partitions = NO_PARTITIONS
+    classic: ClassicMemberMetadata | None = None
 
     def is_reconciled_to(self, epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == epoch

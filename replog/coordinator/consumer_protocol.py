@@ -14,7 +14,8 @@ and assignment v3. Reading takes any version: a field the version lacks gets its
 (no owned partitions, generation -1, no rack); fields after the last known one are ignored, as
 Kafka's readers do. `assigned_partitions` (tools) gives [] for bytes that do not parse, so a
 tool shows "-" for such a member; `subscription_from_bytes` (an assignor) raises ValueError
-naming what was wrong, since a leader cannot assign from a subscription it cannot read.
+naming what was wrong, since a leader cannot assign from a subscription it cannot read (and
+`assignment_from_bytes` likewise, for a group converted between the protocols).
 """
 
 from __future__ import annotations
@@ -54,6 +55,15 @@ def assigned_partitions(data: bytes) -> list[tuple[str, int]]:
 def _parse(data: bytes) -> list[tuple[str, int]]:
     reader = _Reader(data, _INT16.size)  # the version: every known one has this layout
     return reader.partitions()
+
+
+def assignment_from_bytes(data: bytes) -> list[tuple[str, int]]:
+    """The (topic, partition) pairs of a ConsumerProtocolAssignment; ValueError naming what
+    did not parse (a group conversion cannot carry an assignment it cannot read)."""
+    try:
+        return _parse(data)
+    except (struct.error, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"a consumer assignment that does not parse ({exc})") from None
 
 
 def subscription_to_bytes(subscription: Subscription) -> bytes:

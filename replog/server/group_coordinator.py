@@ -1310,8 +1310,10 @@ def _topic_sizes(image: MetadataImage) -> dict[str, tuple[UUID, int]]:
 def _group_cores(
     classic: ClassicGroupConfig, consumer: ConsumerGroupConfig
 ) -> tuple[ClassicGroupCoordinator, ConsumerGroupCoordinator]:
-    """The two protocols' cores of one partition, each refusing the other's group ids."""
+    """The two protocols' cores of one partition: a consumer group's classic members are
+    answered by the consumer core; an Empty group of one protocol gives way to the other."""
     groups = ClassicGroupCoordinator(classic)
     consumer_groups = ConsumerGroupCoordinator(consumer, classic=groups)
     groups.other_protocol = consumer_groups.yield_to_classic
+    groups.consumer_groups = consumer_groups
     return groups, consumer_groups

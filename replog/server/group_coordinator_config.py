@@ -12,7 +12,9 @@ there too), the eight `group.consumer.*` ones the consumer-protocol groups'
 (`ConsumerGroupConfig`, which checks the session timeout and heartbeat interval against their
 min/max settings as Kafka does). `group.consumer.assignors` is a comma-separated list of Kafka's
 assignor names (`uniform`, `range`, or Kafka's class names of those two), the first the
-default for groups whose members name none; the others are integers.
+default for groups whose members name none; `group.consumer.migration.policy` is
+`bidirectional` (Kafka's default), `upgrade`, `downgrade` or `disabled` (online migration of
+groups with members between the protocols); the others are integers.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from replog.config import integer_settings
 from replog.coordinator.classic_group_coordinator import ClassicGroupConfig
 from replog.coordinator.commit_rules import OFFSET_METADATA_MAX_BYTES_DEFAULT
 from replog.coordinator.consumer_group_coordinator import ConsumerGroupConfig
+from replog.coordinator.group_migration import MIGRATION_POLICY_PROPERTY
 from replog.errors import ConfigError, InvalidConfigError
 
 OFFSETS_TOPIC_REPLICATION_FACTOR_DEFAULT = 3  # offsets.topic.replication.factor
@@ -81,6 +84,7 @@ class GroupCoordinatorConfig:
     group_consumer_heartbeat_interval_ms: int = _CONSUMER.heartbeat_interval_ms
     group_consumer_max_size: int = _CONSUMER.max_size
     group_consumer_assignors: tuple[str, ...] = _CONSUMER.assignors
+    group_consumer_migration_policy: str = _CONSUMER.migration_policy
     group_consumer_min_session_timeout_ms: int = _CONSUMER.min_session_timeout_ms
     group_consumer_max_session_timeout_ms: int = _CONSUMER.max_session_timeout_ms
     group_consumer_min_heartbeat_interval_ms: int = _CONSUMER.min_heartbeat_interval_ms
@@ -130,6 +134,7 @@ class GroupCoordinatorConfig:
             max_session_timeout_ms=self.group_consumer_max_session_timeout_ms,
             min_heartbeat_interval_ms=self.group_consumer_min_heartbeat_interval_ms,
             max_heartbeat_interval_ms=self.group_consumer_max_heartbeat_interval_ms,
+            migration_policy=self.group_consumer_migration_policy,
         )
 
     @property
@@ -146,4 +151,7 @@ class GroupCoordinatorConfig:
                 for entry in str(assignors).split(",")
                 if entry.strip()
             )
+        policy = properties.get(MIGRATION_POLICY_PROPERTY)
+        if policy is not None:
+            values["group_consumer_migration_policy"] = str(policy).strip()
         return cls(**values)  # type: ignore[arg-type]

@@ -13,11 +13,21 @@ Commands (G a group, M a member id, "-" for the empty member id):
     config session=MS interval=MS max-size=N assignors=a,b min-session=MS max-session=MS
            min-interval=MS max-interval=MS   (a refused one prints its error, nothing changes)
     hb G M E [instance=I] [topics=t,u] [regex=R] [assignor=A] [owned=t0,t1|none]
-          [rebalance=MS] [rack=R] [v=V]    (a join, E=0, sends owned= empty by default)
+          [rebalance=MS] [rack=R] [v=V] [why=1]  (a join, E=0, sends owned= empty by default;
+                                   why=1 prints a refusal's message)
     advance MS                     move the clock, fire the timers due
     describe G... / list / delete G / timers
     commit G member=M epoch=E [v=N] / fetch G member=M epoch=E
     classic-join G                 a classic JoinGroup (v3) for G: a member at once
+    classic-group G gen=N [type=consumer] [protocol=range] [topics=t,u] [session=MS]
+                  [subscription=junk] M=t0,t1 ...
+                                   a Stable classic group as its record loads it: members
+                                   subscribed to `topics` (default all), with assignments
+    classic-describe G             the classic group: state, generation, members' assignments
+    cjoin G M [topics=t,u] [owned=t0,t1] [protocols=range,x] [session=MS] [v=V]
+    csync G M gen=N / cheartbeat G M gen=N / cleave G M...
+                                   a classic member's JoinGroup (v5 by default; M "-" for
+                                   none), SyncGroup, Heartbeat, LeaveGroup
     failover                       a new coordinator replays every record written
 """
 
@@ -26,9 +36,17 @@ from __future__ import annotations
 import dataclasses
 from uuid import NAMESPACE_OID, UUID, uuid5
 
+from replog.common import TopicPartition
 from replog.coordinator import consumer_group_records as rec
 from replog.coordinator.classic_group_coordinator import ClassicGroupConfig, ClassicGroupCoordinator
-from replog.coordinator.classic_group_messages import GroupRecord, JoinGroupRequest
+from replog.coordinator.classic_group_messages import (
+    GroupRecord,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    LeaveMember,
+    SyncGroupRequest,
+)
 from replog.coordinator.consumer_group import ConsumerGroup
 from replog.coordinator.consumer_group_coordinator import (
     ConsumerGroupConfig,
@@ -36,11 +54,25 @@ from replog.coordinator.consumer_group_coordinator import (
     Record,
 )
 from replog.coordinator.consumer_group_messages import (
+    CONSUMER_MEMBER,
     ConsumerGroupHeartbeatRequest,
     NamedTopicPartitions,
 )
 from replog.coordinator.consumer_member import TP, ConsumerMember, by_topic, flatten
-from replog.coordinator.group_records import decode_group_value, encode_group_value
+from replog.coordinator.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    Subscription,
+    assigned_partitions,
+    assignment_to_bytes,
+    subscription_to_bytes,
+)
+from replog.coordinator.group_records import (
+    GroupMetadataValue,
+    MemberMetadata,
+    decode_group_value,
+    encode_group_value,
+)
+from replog.coordinator.offsets_records import GroupMetadataKey
 from replog.errors import InvalidConfigError, KafkaError
 
 # The `config` command's short names.
@@ -80,6 +112,7 @@ class ConsumerGroupScenario:
         )
         self.core = ConsumerGroupCoordinator(self.config, self._new_uuid, self.classic)
         self.classic.other_protocol = self.core.yield_to_classic
+        self.classic.consumer_groups = self.core
         self.core.set_topics({n: (topic_id(n), c) for n, c in self.topics.items()})
 
     # --- formatting ------------------------------------------------------------------------------
@@ -101,7 +134,18 @@ class ConsumerGroupScenario:
 
     def record_line(self, record: Record) -> str:
         if isinstance(record, GroupRecord):
-            return f"record classic {record.key.group}: tombstone"
+            if record.value is None:
+                return f"record classic {record.key.group}: tombstone"
+            g = record.value
+            members = " ".join(
+                f"{m.member_id}[{','.join(f'{t}{p}' for t, p in assigned_partitions(m.assignment))}"
+                f" session={m.session_timeout_ms}]"
+                for m in g.members
+            )
+            return (
+                f"record classic {record.key.group}: type={g.protocol_type} "
+                f"generation={g.generation} protocol={g.protocol} leader={g.leader} {members}"
+            )
         key, v = record.key, record.value
         where = key.group + (f"/{key.member}" if key.member else "")
         if v is None:
@@ -130,6 +174,9 @@ class ConsumerGroupScenario:
                 )
                 if value is not None
             )
+            if v.classic is not None:
+                names = ",".join(name for name, _ in v.classic.protocols)
+                extra += f" classic=session:{v.classic.session_timeout_ms},protocols:{names}"
             return (
                 f"record member {where}: topics={','.join(v.subscribed_topic_names) or '-'} "
                 f"rebalance={v.rebalance_timeout_ms}{extra}"
@@ -176,6 +223,8 @@ class ConsumerGroupScenario:
         for key, value in options.items():
             if key == "assignors":
                 fields["assignors"] = tuple(value.split(","))
+            elif key == "migration":
+                fields["migration_policy"] = value
             else:
                 fields[_CONFIG_FIELDS.get(key, key.replace("-", "_"))] = int(value)
         try:
@@ -217,7 +266,8 @@ class ConsumerGroupScenario:
         answer, records = self.core.heartbeat(request, self.now_ms)
         self.show(records)
         if answer.error is not None:
-            self.out.append(f"hb: {answer.error.error_name}")
+            why = f": {answer.error}" if "why" in options else ""
+            self.out.append(f"hb: {answer.error.error_name}{why}")
             return
         shown = "" if answer.assignment is None else f" assignment={self.parts(answer.assignment)}"
         self.out.append(
@@ -247,8 +297,9 @@ class ConsumerGroupScenario:
                 f"target={g.assignment_epoch} assignor={g.assignor_name}"
             )
             for m in g.members:
+                kind = "" if m.member_type == CONSUMER_MEMBER else f" type={m.member_type}"
                 self.out.append(
-                    f"  {m.member_id} epoch={m.member_epoch} "
+                    f"  {m.member_id}{kind} epoch={m.member_epoch} "
                     f"topics={','.join(m.subscribed_topic_names)} "
                     f"assigned={_named(m.assignment)} target={_named(m.target_assignment)}"
                 )
@@ -295,6 +346,118 @@ class ConsumerGroupScenario:
             self.out.append(f"classic join: {_error(join.error)}")
         if not result.joins:
             self.out.append("classic join: waits")
+
+    def cmd_classic_group(self, args: list[str], options: dict[str, str]) -> None:
+        generation = int(options.pop("gen"))
+        protocol_type = options.pop("type", CONSUMER_PROTOCOL_TYPE)
+        protocol = options.pop("protocol", "range")
+        topics = tuple(options.pop("topics", ",".join(self.topics)).split(","))
+        session_ms = int(options.pop("session", "10000"))
+        subscription = subscription_to_bytes(Subscription(topics))
+        if options.pop("subscription", None) == "junk":
+            subscription = b"\x00"
+        members = tuple(
+            MemberMetadata(
+                member_id,
+                None,
+                "c",
+                "h",
+                30_000,
+                session_ms,
+                subscription,
+                assignment_to_bytes(
+                    TopicPartition(item[:-1], int(item[-1]))
+                    for item in assigned.split(",")
+                    if assigned != "none"
+                ),
+            )
+            for member_id, assigned in options.items()
+        )
+        value = GroupMetadataValue(
+            protocol_type, generation, protocol, members[0].member_id, 0, members
+        )
+        record = GroupRecord(GroupMetadataKey(args[0]), value)
+        self.classic.replay(record.key, record.value)
+        self.log.append(record)
+        self.out.append(self.record_line(record))
+
+    def cmd_classic_describe(self, args: list[str], options: dict[str, str]) -> None:
+        group = self.classic.groups.get(args[0])
+        if group is None:
+            self.out.append(f"classic {args[0]}: none")
+            return
+        self.out.append(
+            f"classic {args[0]}: {group.state.value} generation={group.generation} "
+            f"protocol={group.protocol_name} leader={group.leader_id}"
+        )
+        for m in group.members.values():
+            assigned = ",".join(f"{t}{p}" for t, p in assigned_partitions(m.assignment))
+            self.out.append(
+                f"  {m.member_id} session={m.session_timeout_ms} "
+                f"protocols={','.join(n for n, _ in m.protocols)} assigned={assigned or 'none'}"
+            )
+        for deadline, group_id, kind, member in self.classic.timers():
+            if group_id == args[0]:
+                self.out.append(f"  timer {kind} {member or '-'} at {deadline}")
+
+    def cmd_cjoin(self, args: list[str], options: dict[str, str]) -> None:
+        topics = tuple(options.get("topics", ",".join(self.topics)).split(","))
+        owned = tuple(
+            TopicPartition(item[:-1], int(item[-1]))
+            for item in options.get("owned", "").split(",")
+            if item
+        )
+        metadata = subscription_to_bytes(Subscription(topics, owned))
+        protocols = tuple((n, metadata) for n in options.get("protocols", "range").split(","))
+        request = JoinGroupRequest(
+            args[0],
+            "" if args[1] == "-" else args[1],
+            options.get("type", CONSUMER_PROTOCOL_TYPE),
+            protocols,
+            int(options.get("session", "10000")),
+            30_000,
+            client_id="c",
+            client_host="h",
+            api_version=int(options.get("v", "5")),
+        )
+        result = self.classic.join(request, 1, self.now_ms)
+        self.show(result.records)
+        for join in result.joins:
+            if join.error is not None:
+                self.out.append(f"cjoin: {join.error.error_name} member={join.member_id}")
+            else:
+                self.out.append(
+                    f"cjoin: ok member={join.member_id} generation={join.generation_id} "
+                    f"protocol={join.protocol_type}/{join.protocol_name} "
+                    f"leader={join.leader or '-'}"
+                )
+
+    def cmd_csync(self, args: list[str], options: dict[str, str]) -> None:
+        request = SyncGroupRequest(
+            args[0], args[1], int(options["gen"]), None, CONSUMER_PROTOCOL_TYPE, "range"
+        )
+        result = self.classic.sync(request, 2, self.now_ms)
+        self.show(result.records)
+        for sync in result.syncs:
+            if sync.error is not None:
+                self.out.append(f"csync: {sync.error.error_name}")
+            else:
+                parts = ",".join(f"{t}{p}" for t, p in assigned_partitions(sync.assignment))
+                self.out.append(f"csync: ok assignment={parts or 'none'}")
+
+    def cmd_cheartbeat(self, args: list[str], options: dict[str, str]) -> None:
+        error = self.classic.heartbeat(
+            HeartbeatRequest(args[0], args[1], int(options["gen"])), self.now_ms
+        )
+        self.out.append(f"cheartbeat: {_error(error)}")
+
+    def cmd_cleave(self, args: list[str], options: dict[str, str]) -> None:
+        answer, result = self.classic.leave(
+            LeaveGroupRequest(args[0], tuple(LeaveMember(m) for m in args[1:])), self.now_ms
+        )
+        self.show(result.records)
+        members = " ".join(f"{m.member_id}:{_error(m.error)}" for m in answer.members)
+        self.out.append(f"cleave: {_error(answer.error)} {members}")
 
     def cmd_failover(self, args: list[str], options: dict[str, str]) -> None:
         self._new()

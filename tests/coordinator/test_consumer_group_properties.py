@@ -11,11 +11,13 @@ stops for good; the coordinator removes it after the session timeout.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from replog.coordinator.classic_group_coordinator import ClassicGroupCoordinator
 from replog.coordinator.consumer_group_coordinator import (
     ConsumerGroupConfig,
     ConsumerGroupCoordinator,
@@ -74,6 +76,40 @@ def _no_shared_partitions(core: ConsumerGroupCoordinator, clients: list[Client])
             seen[tp] = client.member_id
 
 
+def new_core(
+    classic: ClassicGroupCoordinator | None = None, **config: Any
+) -> ConsumerGroupCoordinator:
+    """A core on the test's topics, with short timeouts."""
+    core = ConsumerGroupCoordinator(
+        ConsumerGroupConfig(
+            session_timeout_ms=SESSION_MS,
+            heartbeat_interval_ms=SESSION_MS // 10,
+            min_session_timeout_ms=1,
+            min_heartbeat_interval_ms=1,
+            **config,
+        ),
+        classic=classic,
+    )
+    core.set_topics(TOPICS)
+    return core
+
+
+def step(core: ConsumerGroupCoordinator, client: Client, op: str, now_ms: int) -> int:
+    """One operation on `client` ("wait" moves the clock and fires the timers): the time."""
+    if op == "wait":
+        now_ms += 400
+        core.tick(now_ms)
+    elif client.dead:
+        pass
+    elif op == "hb":
+        client.heartbeat(core, now_ms)
+    elif op == "leave":
+        client.leave(core, now_ms)
+    else:
+        client.dead = True
+    return now_ms
+
+
 operations = st.lists(
     st.tuples(st.sampled_from(["hb", "hb", "hb", "leave", "kill", "wait"]), st.integers(0, 5)),
     max_size=80,
@@ -93,32 +129,13 @@ def test_members_never_share_a_partition_and_end_split(
     subscriptions: list[tuple[str, ...]],
     homogeneous: bool,
 ) -> None:
-    core = ConsumerGroupCoordinator(
-        ConsumerGroupConfig(
-            session_timeout_ms=SESSION_MS,
-            heartbeat_interval_ms=SESSION_MS // 10,
-            min_session_timeout_ms=1,
-            min_heartbeat_interval_ms=1,
-        )
-    )
-    core.set_topics(TOPICS)
+    core = new_core()
     clients = [
         Client(f"m{i}", ("t", "u") if homogeneous else subscriptions[i], assignor) for i in range(6)
     ]
     now_ms = 0
     for op, index in ops:
-        client = clients[index]
-        if op == "wait":
-            now_ms += 400
-            core.tick(now_ms)
-        elif client.dead:
-            continue
-        elif op == "hb":
-            client.heartbeat(core, now_ms)
-        elif op == "leave":
-            client.leave(core, now_ms)
-        else:
-            client.dead = True
+        now_ms = step(core, clients[index], op, now_ms)
         _no_shared_partitions(core, clients)
     # The churn stops: the dead are removed, the living heartbeat until the group is Stable.
     now_ms += SESSION_MS + 1

@@ -5,6 +5,7 @@ the offsets loader handing them to the consumer groups' replay."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from uuid import UUID
 
 import pytest
@@ -47,6 +48,17 @@ def test_member_metadata_record_bytes() -> None:
     )
 
 
+def test_classic_member_metadata_is_tag_0_of_the_member_record() -> None:
+    classic = rec.ClassicMemberMetadata(10_000, (("range", b"\x00\x03"),))
+    value = rec.MemberMetadataValue(None, None, "c", "h", ("t",), None, 500, None, classic)
+    data = rec.encode_consumer_group_value(value)
+    # the fields, then 1 tagged field: tag 0, its size, then session timeout, 1 protocol
+    # (name "range", metadata 2 bytes, no tags), no tags of the struct
+    field = "00002710 02 0672616e6765 03 0003 00 00"
+    assert data == bytes.fromhex("0000 00 00 0263 0268 02 0274 00 000001f4 00" + "01 00 10" + field)
+    assert rec.decode_consumer_group_value(rec.CONSUMER_GROUP_MEMBER_METADATA, data) == value
+
+
 names = st.text(max_size=5)
 partitions = st.lists(
     st.tuples(st.uuids(), st.lists(st.integers(0, 1000), unique=True, max_size=4)), max_size=3
@@ -67,6 +79,12 @@ values = st.one_of(
         st.none() | names,
         st.integers(-1, 10**6),
         st.none() | names,
+        st.none()
+        | st.builds(
+            rec.ClassicMemberMetadata,
+            st.integers(1, 10**6),
+            st.lists(st.tuples(names, st.binary(max_size=6)), max_size=2).map(tuple),
+        ),
     ),
     st.builds(rec.TargetAssignmentEpochValue, st.integers(-1, 99)),
     st.builds(rec.TargetAssignmentMemberValue, partitions),
@@ -98,7 +116,12 @@ def test_every_record_round_trips(value: rec.ConsumerGroupValue, group: str, mem
     data = rec.encode_consumer_group_value(value)
     assert rec.decode_consumer_group_value(kind, data) == value
     # A newer writer's tagged field (tag 9, 2 bytes) is skipped.
-    tagged = data[:-1] + bytes([1, 9, 2, 0xAB, 0xCD])
+    if isinstance(value, rec.MemberMetadataValue) and value.classic is not None:
+        plain = rec.encode_consumer_group_value(replace(value, classic=None))
+        tag0 = data[len(plain) :]  # after the count (1): tag 0, its size and bytes
+        tagged = plain[:-1] + bytes([2]) + tag0 + bytes([9, 2, 0xAB, 0xCD])
+    else:
+        tagged = data[:-1] + bytes([1, 9, 2, 0xAB, 0xCD])
     assert rec.decode_consumer_group_value(kind, tagged) == value
 
 

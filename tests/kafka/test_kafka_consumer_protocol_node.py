@@ -8,7 +8,11 @@ confluent-kafka (librdkafka, `group.protocol=consumer`, ConsumerGroupHeartbeat v
 - a member killed with kill -9 (a consumer in a child process) has its partitions moved to the
   other once `group.consumer.session.timeout.ms` (3 s here) passes;
 - librdkafka's regex subscription and replog's `subscribe(pattern=...)` share a group, the
-  coordinator matching both regexes, a topic created later included.
+  coordinator matching both regexes, a topic created later included;
+- online migration: a `group.protocol=consumer` member joining a classic group converts it,
+  the classic member (now inside a consumer group) and the new one split the partitions; when
+  the new one leaves, the group goes back to the classic protocol and the classic member
+  takes every partition again.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNode]:
         "group.consumer.min.session.timeout.ms=1",
         "group.consumer.heartbeat.interval.ms=500",
         "group.consumer.min.heartbeat.interval.ms=1",
+        "group.initial.rebalance.delay.ms=0",
     ]
     root = tmp_path_factory.mktemp("consumer-protocol-node")
     with running_node(root, "kafka-consumer-protocol-test", properties) as running:
@@ -225,3 +230,49 @@ def test_a_regex_subscription_is_matched_by_the_coordinator_beside_replogs_patte
     finally:
         theirs.close()
         ours.close()
+
+
+def test_online_migration_between_a_classic_and_a_consumer_protocol_member(
+    node: RunningNode,
+) -> None:
+    classic = Consumer(
+        {
+            **config(node, "mixed-group", "classic"),
+            "group.protocol": "classic",
+            "partition.assignment.strategy": "range",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 100,
+        }
+    )
+    modern: Any = None
+    try:
+        classic.subscribe(["split"])
+
+        def classic_owns_all() -> bool:
+            classic.poll(0.05)
+            return owned(classic) == set(range(PARTITIONS))
+
+        wait_until(classic_owns_all, "the classic member owns every partition", timeout_s=30)
+        modern = Consumer(config(node, "mixed-group", "modern"))
+        modern.subscribe(["split"])
+
+        def split() -> bool:
+            classic.poll(0.05)
+            modern.poll(0.05)
+            mine, theirs = owned(classic), owned(modern)
+            return (
+                bool(mine)
+                and bool(theirs)
+                and not mine & theirs
+                and (mine | theirs == set(range(PARTITIONS)))
+            )
+
+        wait_until(split, "the two protocols' members split the partitions", timeout_s=30)
+        assert sorted([len(owned(classic)), len(owned(modern))]) == [2, 2]
+        modern.close()
+        modern = None
+        wait_until(classic_owns_all, "the classic member owns every partition again", timeout_s=30)
+    finally:
+        if modern is not None:
+            modern.close()
+        classic.close()

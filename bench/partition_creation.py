@@ -17,7 +17,12 @@ Everything runs on one machine: 3-node local clusters of combined broker+control
    often the metadata quorum's leader changed (`replog_raft_current_epoch` on every node).
 2. Restart (with `--restart`): the last run's cluster, holding its partitions, is stopped
    cleanly and started again; the time from `cluster start` until every replica is led again,
-   against a fresh empty cluster's start measured in the same run (the baseline).
+   against a fresh empty cluster's start measured in the same run (the baseline). Where that
+   time goes, as a timeline from `cluster start` (`replog/cli/bench/start_timeline.py`): per
+   node, when its broker had started, caught up with the metadata log, loaded its logs,
+   applied its first image's replicas and was unfenced (the slowest node's time per phase is
+   printed); for the cluster, when every partition had a leader in the controller's view, was
+   led by a broker, had a full ISR, and the benchmark's "ready" condition held.
 
     .venv/bin/python bench/partition_creation.py                    # 10k partitions, 3 runs
     .venv/bin/python bench/partition_creation.py --topics 10000 --per-request 900 --runs 1
@@ -53,6 +58,12 @@ from replog.cli.bench.cluster_metrics import (
     wait_replicas,
 )
 from replog.cli.bench.create_topics import create_in_requests
+from replog.cli.bench.start_timeline import (
+    CLUSTER_PHASES,
+    NODE_PHASES,
+    StartTimeline,
+    TimelineWatch,
+)
 from replog.cli.local_cluster import LocalCluster
 
 NODES = 3
@@ -134,6 +145,9 @@ class Cluster:
             metrics_urls(self.base_port, NODES), partitions, REPLICATION_FACTOR, timeout_s
         )
 
+    def watch_start(self, partitions: int) -> TimelineWatch:
+        return TimelineWatch(metrics_urls(self.base_port, NODES), partitions, REPLICATION_FACTOR)
+
     def create(self, prefix: str, topics: int, per_request: int) -> None:
         assert self.client is not None
         batch = [
@@ -164,6 +178,22 @@ class RestartRun:
     longest_stall_s: float
     stop_s: float  # the `cluster stop` before the restart
     killed: bool  # whether it had to kill a node (an unclean stop)
+    # Seconds from `cluster start`: each node's start phases, and the cluster's.
+    node_phases: list[dict[str, float]] = field(default_factory=list)
+    cluster_phases: dict[str, float] = field(default_factory=dict)
+
+    def phases(self) -> dict[str, float]:
+        """Every phase in order: the slowest node's time for each node phase (the cluster
+        waits for it), then the cluster's."""
+        found: dict[str, float] = {}
+        for phase in NODE_PHASES:
+            times = [node[phase] for node in self.node_phases if phase in node]
+            if times:
+                found[phase] = max(times)
+        for phase in CLUSTER_PHASES:
+            if phase in self.cluster_phases:
+                found[phase] = self.cluster_phases[phase]
+        return found
 
 
 @dataclass
@@ -209,14 +239,33 @@ def restart_run(
         partitions = topics * PARTITIONS_PER_TOPIC
         cluster.wait_replicas(partitions)
         stop_s, killed = cluster.stop()
-        began = time.perf_counter()
+        watch = cluster.watch_start(partitions)
+        watch.start(time.time())
         cluster.start(fresh=False)
-        after = cluster.wait_replicas(partitions)
-        restart_s = time.perf_counter() - began
-        stall = max(longest_stall_bucket(Scrape(), a) for a in after)
-        return RestartRun(partitions, fresh_s_total, restart_s, stall, stop_s, killed)
+        timeline: StartTimeline = watch.wait_ready(timeout_s=900)
+        restart_s = timeline.cluster["ready"]
+        stall = max(longest_stall_bucket(Scrape(), a) for a in timeline.last)
+        return RestartRun(
+            partitions,
+            fresh_s_total,
+            restart_s,
+            stall,
+            stop_s,
+            killed,
+            timeline.nodes,
+            timeline.cluster,
+        )
     finally:
         cluster.stop()
+
+
+def timeline_line(run: RestartRun) -> str:
+    nodes = "; ".join(
+        f"node {i + 1}: " + ", ".join(f"{p} {t:.1f}" for p, t in node.items())
+        for i, node in enumerate(run.node_phases)
+    )
+    cluster = ", ".join(f"{p} {t:.1f}" for p, t in run.cluster_phases.items())
+    return f"{nodes}; cluster: {cluster}"
 
 
 def spread(values: list[float]) -> str:
@@ -259,6 +308,12 @@ def report(results: Results) -> None:
         stops = [r.stop_s for r in results.restart]
         killed = sum(r.killed for r in results.restart)
         print(f"  cluster stop s  {spread(stops)}; unclean (a node killed) in {killed} run(s)")
+        print("  timeline, s from `cluster start` (node phases: the slowest node's):")
+        runs = [r.phases() for r in results.restart]
+        for phase in (*NODE_PHASES, *CLUSTER_PHASES):
+            times = [run[phase] for run in runs if phase in run]
+            if times:
+                print(f"    {phase:<20} {spread(times)}")
         median_s = statistics.median(r.restart_s for r in results.restart)
         print(f"  goal: < 10 s -> {'met' if median_s < 10 else 'missed'}")
 
@@ -313,6 +368,7 @@ def main() -> None:
                     args.per_request,
                 )
                 print(f"run {run + 1}: {found_restart}", flush=True)
+                print(f"  phases: {timeline_line(found_restart)}", flush=True)
                 results.restart.append(found_restart)
     report(results)
     if args.json:

@@ -84,33 +84,12 @@ class Publication:
     manifest: LoaderManifest
 
     def local_changes(self, broker_id: int) -> LocalChanges:
-        """What `broker_id` must do to go from `manifest.previous` to `image`.
-
-        Every publisher of a broker asks this of the same publication (the replica manager,
-        the local-changes log), each through a `Publication` of its own: the last answer is
-        kept, keyed by the (immutable) delta and image it came from, since classifying 10,000
-        partitions holds the event loop for a second under load."""
-        global _last_local_changes
-        last = _last_local_changes
-        if (
-            last is not None
-            and last[0] is self.delta
-            and last[1] is self.image
-            and last[2] == broker_id
-        ):
-            return last[3]
+        """What `broker_id` must do to go from `manifest.previous` to `image`."""
         if self.manifest.kind is ManifestKind.LOG:
             # The delta's base is the previous image, so the delta knows exactly what changed.
-            found = local_changes(self.delta, broker_id)
-        else:
-            # A delta from the empty image knows nothing of what the broker had: compare images.
-            found = local_changes_between(self.manifest.previous, self.image, broker_id)
-        _last_local_changes = (self.delta, self.image, broker_id, found)
-        return found
-
-
-# The last `Publication.local_changes` answer: (delta, image, broker id, changes).
-_last_local_changes: tuple[MetadataDelta, MetadataImage, int, LocalChanges] | None = None
+            return local_changes(self.delta, broker_id)
+        # A delta from the empty image knows nothing of what the broker had: compare images.
+        return local_changes_between(self.manifest.previous, self.image, broker_id)
 
 
 class MetadataPublisher(Protocol):

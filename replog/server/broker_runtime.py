@@ -4,7 +4,6 @@ It wires the broker side of the metadata plane and the data plane together:
 
     RaftDriver --ApplyItem--> BrokerMetadataListener --Publication--> publishers
                                   |  (MetadataLoader)                  - lifecycle feed
-                                  |                                    - LocalChangesLog
                                   '--LeaderChange--> controller hint   - ReplicaManager
     BrokerLifecycleDriver <--offsets, readiness-- lifecycle feed
     BrokerLifecycleDriver --BrokerRegistration/BrokerHeartbeat--> controllers (gRPC)
@@ -18,9 +17,15 @@ Rules:
 - The metadata offset in heartbeats is the loader's last published offset: the controller
   unfences the broker only once the broker has published an image containing its own
   registration record.
+- The logs are opened from the start on, while the broker catches up with the metadata log:
+  the `LogManager` over `log.dirs` (log recovery) and the producer tables, on a worker thread,
+  so the event loop keeps replaying metadata. Kafka's broker waits for the catch-up first, to
+  recover with the topics' current configs; replog's log settings are the node's own
+  (`LogManagerConfig.from_properties`), so nothing in the metadata log changes how a log is
+  opened, and a restart of 10,000 logs waits for the longer of the two, not their sum. A
+  failure to open them is a storage error (or a failed start) at once.
 - Ready to unfence (Kafka's BrokerServer order): once the lifecycle has caught up (RECOVERY),
-  the first image is published, and the logs are recovered: the `LogManager` over `log.dirs`
-  is opened (log recovery, on a worker thread so the event loop keeps replaying metadata), the
+  the first image is published, and the logs are open, the
   `ReplicaManager` is started and installed as a publisher (it gets the current image at once
   and applies it in rounds, its log work in a worker thread; the data plane waits until every
   replica of that image exists: docs/storage.md, "Creating many replicas"), the
@@ -76,7 +81,7 @@ from quorum.metadata.loader import LoaderManifest, MetadataPublisher
 from quorum.metadata.records import Endpoint
 from quorum.raft.ready import ApplyItem
 from quorum.raft.snapshot_id import SnapshotId
-from replog.clock import Clock, monotonic_ms
+from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.config import non_negative_setting, positive_setting
 from replog.errors import (
     BrokerLifecycleError,
@@ -98,7 +103,7 @@ from replog.server.group_coordinator_config import GroupCoordinatorConfig
 from replog.server.kafka_admin_apis import KafkaAdminApis
 from replog.server.kafka_apis import KafkaApis, fetch_session_cache
 from replog.server.kafka_group_apis import KafkaGroupApis
-from replog.server.metadata_publisher import BrokerMetadataListener, LocalChangesLog
+from replog.server.metadata_publisher import BrokerMetadataListener
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.node_config import NodeConfig
 from replog.server.node_tasks import Spawner
@@ -111,6 +116,11 @@ from replog.storage.log_manager import LogManager, LogManagerConfig, clean_shutd
 
 log = logging.getLogger("replog.server.broker")
 
+# The phases of a broker's start, in order (`start_phases`, and the metrics'
+# `replog_broker_start_phase_time_seconds`): its lifecycle started; it caught up with the
+# metadata log; its logs are open; every replica of its first image exists (it serves); the
+# controller unfenced it.
+START_PHASES = ("started", "metadata_caught_up", "logs_loaded", "replicas_applied", "unfenced")
 CONTROLLED_SHUTDOWN_TIMEOUT_MS_DEFAULT = 30_000
 REPLICA_SOCKET_TIMEOUT_MS_DEFAULT = 30_000  # replica.socket.timeout.ms
 # The node properties read here (the log, replica manager and group coordinator settings are
@@ -184,9 +194,11 @@ class BrokerRuntime:
         )
         self._first_image = asyncio.Event()
         self.metadata.install(_LifecycleFeed(self.lifecycle, self._first_image))
-        self.local_changes = LocalChangesLog(config.broker_id)
-        self.metadata.install(self.local_changes)
         self._unfence_task: asyncio.Task[None] | None = None
+        # The logs opened from `start` on (module Rules): the replica manager over them, or None
+        # when they did not open (said at once) or the broker stopped meanwhile. Always set in
+        # the end, so that `stop` can wait for the log manager and shut it down cleanly.
+        self._opened: asyncio.Future[ReplicaManager | None] | None = None
         # The data plane (None: a broker without partition logs, as the lifecycle tests run).
         self.data_plane = data_plane
         # Requests to the active controller other than the lifecycle's and AlterPartition's.
@@ -265,6 +277,9 @@ class BrokerRuntime:
         self._stopping = False
         # The data plane's metrics (the node sets its registry's; None: a private one).
         self.counters: BrokerCounters | None = None
+        # When this process's broker reached each of START_PHASES (Unix time; wall clock, so
+        # that a benchmark can set it against its own).
+        self.start_phases: dict[str, float] = {}
 
     @classmethod
     def for_node(
@@ -333,6 +348,12 @@ class BrokerRuntime:
     async def start(self) -> None:
         """Start registering and heartbeating; returns at once (see `wait_until_running`)."""
         self.lifecycle.start()
+        self._reached("started")
+        if self.data_plane is not None and self._opened is None:
+            self._opened = asyncio.get_running_loop().create_future()
+            self._spawner.spawn(
+                self._load_logs(self.data_plane, self._opened), name="the broker's log loading"
+            )
         if self._unfence_task is None:
             self._unfence_task = self._spawner.spawn(
                 self._become_ready(), name="the broker's data plane start"
@@ -373,22 +394,28 @@ class BrokerRuntime:
             await self.lifecycle.controlled_shutdown(self.controlled_shutdown_timeout_ms)
         if self._unfence_task is not None:
             self._unfence_task.cancel()
+        if self._opened is not None:
+            await asyncio.shield(self._opened)  # its log manager, if any, is shut down next
         await self._stop_data_plane()
         await self.producer_ids.stop()
         await self.controller_calls.close()
         await self.lifecycle.stop()
+
+    def _reached(self, phase: str) -> None:
+        self.start_phases.setdefault(phase, wall_clock_ms() / 1000)
 
     async def _become_ready(self) -> None:
         try:
             await self.lifecycle.wait_until_caught_up()
         except BrokerLifecycleError:  # it shut down first: nothing to get ready for
             return
+        self._reached("metadata_caught_up")
         await self._first_image.wait()
         if self.data_plane is None:
             self._serving_clients.set()
         else:
             try:
-                await self._start_data_plane(self.data_plane)
+                started = await self._start_data_plane(self.data_plane)
             except KafkaStorageError as error:
                 self._on_storage_error(error)
                 return
@@ -397,16 +424,40 @@ class BrokerRuntime:
                 # for good while the node looked alive.
                 self._on_start_error(error)
                 return
-            if self._stopping:
+            if self._stopping or not started:
                 return
         self.lifecycle.set_ready_to_unfence()
+        try:
+            await self.lifecycle.wait_until_running()
+        except BrokerLifecycleError:
+            return
+        self._reached("unfenced")
 
     # --- the data plane ----------------------------------------------------------------------
 
-    async def _start_data_plane(self, data_plane: DataPlaneConfig) -> None:
+    async def _load_logs(
+        self, data_plane: DataPlaneConfig, opened: asyncio.Future[ReplicaManager | None]
+    ) -> None:
+        """`_open_logs` into `opened`; a failure stops the broker at once, caught up or not."""
+        try:
+            opened.set_result(await self._open_logs(data_plane))
+        except KafkaStorageError as error:
+            opened.set_result(None)
+            self._on_storage_error(error)
+        except Exception as error:
+            opened.set_result(None)
+            self._on_start_error(error)
+        finally:
+            if not opened.done():  # cancelled with the node's tasks
+                opened.set_result(None)
+
+    async def _open_logs(self, data_plane: DataPlaneConfig) -> ReplicaManager | None:
+        """Open the logs and load their producer tables (module Rules); the replica manager
+        over them, not started yet, or None when the broker stopped meanwhile."""
         broker_id = self.config.broker_id
         log_config = LogManagerConfig.from_properties(data_plane.properties)
         log.info("broker %d: recovering the logs in %s", broker_id, list(data_plane.log_dirs))
+        began_ms = self._clock()
         # Recovery reads every unflushed segment: off the event loop, which goes on replaying
         # metadata and heartbeating meanwhile.
         log_manager = await asyncio.to_thread(
@@ -417,7 +468,7 @@ class BrokerRuntime:
         )
         self.log_manager = log_manager
         if self._stopping:
-            return  # stop() shuts it down
+            return None  # stop() shuts it down
         replica_manager = ReplicaManager(
             ReplicaManagerConfig.from_properties(broker_id, data_plane.properties),
             log_manager,
@@ -427,11 +478,29 @@ class BrokerRuntime:
             counters=self.counters,
             on_storage_error=self._on_storage_error,
         )
-        self.replica_manager = replica_manager
         # Off the event loop too, before any replica exists (Kafka loads it with the logs).
         await asyncio.to_thread(replica_manager.preload_producer_states)
         if self._stopping:
-            return  # stop() shuts the log manager down
+            return None  # stop() shuts the log manager down
+        self._reached("logs_loaded")
+        log.info(
+            "broker %d: %d logs loaded in %d ms",
+            broker_id,
+            len(log_manager.all_logs()),
+            self._clock() - began_ms,
+        )
+        return replica_manager
+
+    async def _start_data_plane(self, data_plane: DataPlaneConfig) -> bool:
+        """Start serving on the opened logs; False when it did not (the logs did not open, or
+        the broker is stopping)."""
+        broker_id = self.config.broker_id
+        assert self._opened is not None, "start() opens the logs"
+        replica_manager = await asyncio.shield(self._opened)
+        if replica_manager is None or self._stopping:
+            return False  # a failure said already, or stop() shuts the log manager down
+        self.replica_manager = replica_manager
+        log_manager = replica_manager.log_manager
         # Started first, so that it applies the whole current image, which installing hands it,
         # in rounds with the file work off the event loop; the broker serves (and may be
         # unfenced) once every replica of that image exists.
@@ -439,7 +508,8 @@ class BrokerRuntime:
         self.metadata.install(_StorageGuard(replica_manager, self._on_storage_error))
         await self._wait_replicas_applied(replica_manager)
         if self._stopping:
-            return
+            return False
+        self._reached("replicas_applied")
         self.fetchers = ReplicaFetcherManager(
             replica_manager,
             self._broker_address,
@@ -470,6 +540,7 @@ class BrokerRuntime:
             broker_id,
             len(log_manager.all_logs()),
         )
+        return True
 
     async def _wait_replicas_applied(self, replica_manager: ReplicaManager) -> None:
         """Until the replicas of the current image exist, saying every 5 s what it waits for."""

@@ -11,6 +11,8 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+from quorum.metadata.local_changes import LocalPartition
+
 SHOWN = 5
 
 
@@ -20,6 +22,15 @@ def few_names(names: Sequence[str], shown: int = SHOWN, *, total: int | None = N
     count = len(names) if total is None else total
     head = ", ".join(names[:shown])
     return head + (f" and {count - shown} more" if count > shown else "")
+
+
+def partition_names(partitions: Sequence[LocalPartition]) -> str:
+    """`3 (a-0, b-1, c-2)`, `-` for none: a count and a few names of a broker's local changes
+    of one kind (one publication may change thousands of partitions)."""
+    if not partitions:
+        return "-"
+    first = [f"{p.topic_name}-{p.partition_id}" for p in partitions[:SHOWN]]
+    return f"{len(partitions)} ({few_names(first, total=len(partitions))})"
 
 
 class TurnSummary:

@@ -32,17 +32,13 @@ Rules:
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable
 
-from quorum.metadata.delta import MetadataDelta
-from quorum.metadata.image import MetadataImage, MetadataProvenance
-from quorum.metadata.loader import LoaderManifest, MetadataLoader, MetadataPublisher, Publication
-from quorum.metadata.local_changes import LocalChanges, LocalPartition
+from quorum.metadata.image import MetadataImage
+from quorum.metadata.loader import MetadataLoader, MetadataPublisher, Publication
 from quorum.metadata.steps import Steps, run_to_end
 from quorum.raft.ready import ApplyItem, CommittedBatch, LeaderChange, LoadSnapshot
 from quorum.raft.snapshot_id import SnapshotId
-from replog.server.log_summaries import SHOWN, few_names
 from replog.server.raft_metadata_log import committed_records_in_steps, snapshot_records
 
 log = logging.getLogger("replog.server.metadata")
@@ -122,39 +118,3 @@ class BrokerMetadataListener:
                 publisher.name,
                 publication.manifest.provenance.last_offset,
             )
-
-
-class LocalChangesLog:
-    """A publisher that logs and keeps the last `keep` non-empty local changes of one broker:
-    the stand-in for the replica manager until the data plane (issue #6) takes them."""
-
-    name = "local-changes"
-
-    def __init__(self, broker_id: int, keep: int = 100) -> None:
-        self.broker_id = broker_id
-        self.changes: deque[tuple[MetadataProvenance, LocalChanges]] = deque(maxlen=keep)
-
-    def on_metadata_update(
-        self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
-    ) -> None:
-        changes = Publication(delta, image, manifest).local_changes(self.broker_id)
-        if changes.is_empty():
-            return
-        self.changes.append((manifest.provenance, changes))
-        log.info(
-            "broker %d at metadata offset %d: lead %s, follow %s, delete %s",
-            self.broker_id,
-            manifest.provenance.last_offset,
-            _names(changes.leaders),
-            _names(changes.followers),
-            _names(changes.deletes),
-        )
-
-
-def _names(partitions: tuple[LocalPartition, ...]) -> str:
-    """`3 (a-0, b-1, c-2)`, `-` for none: a count and a few names (`log_summaries`), since one
-    publication may change thousands of partitions."""
-    if not partitions:
-        return "-"
-    first = [f"{p.topic_name}-{p.partition_id}" for p in partitions[:SHOWN]]
-    return f"{len(partitions)} ({few_names(first, total=len(partitions))})"

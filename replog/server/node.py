@@ -64,7 +64,7 @@ from replog.server.loop_stall_monitor import LoopStallMonitor
 from replog.server.metadata_snapshots import BrokerMetadataSnapshots
 from replog.server.metrics.http_endpoint import MetricsEndpoint
 from replog.server.metrics.instruments import NodeMetrics
-from replog.server.metrics.node_state import NodeState, NodeStateCollector, read_node_state
+from replog.server.metrics.node_state import NodeState, read_node_state, register_node_state
 from replog.server.metrics.request_interceptor import RequestMetricsInterceptor
 from replog.server.node_config import WILDCARD_BIND_HOST, NodeConfig
 from replog.server.node_tasks import NodeTasks
@@ -195,15 +195,17 @@ class Node:
         # Without a broker nothing else shares the loop: small metadata-log appends may fsync
         # on it (a follower acknowledges sooner; see RaftDriver.fsync_on_loop).
         self.driver.fsync_on_loop = self.broker is None
-        self.metrics.registry.register(NodeStateCollector(self._read_state))
+        register_node_state(self.metrics.registry, self._read_state)
         self.metrics_endpoint: MetricsEndpoint | None = None
         if config.metrics_port:
             self.metrics_endpoint = MetricsEndpoint(
                 self.metrics.registry, config.metrics_host, config.metrics_port
             )
 
-    def _read_state(self) -> NodeState:
-        return read_node_state(self.config.node_id, self.driver, self.controller, self.broker)
+    def _read_state(self, replicas: bool) -> NodeState:
+        return read_node_state(
+            self.config.node_id, self.driver, self.controller, self.broker, replicas
+        )
 
     async def serve(self) -> int:
         """Run until a stop signal; return the process exit code.

@@ -40,15 +40,18 @@ class ReplicaChange(NamedTuple):
 class ReplicaChangeQueue:
     """Per-partition sequences of changes not yet applied (module docstring)."""
 
-    __slots__ = ("_held", "_waiting")
+    __slots__ = ("_count", "_held", "_waiting")
 
     def __init__(self) -> None:
         self._waiting: dict[TopicPartitionKey, deque[ReplicaChange]] = {}
         self._held: set[TopicPartitionKey] = set()
+        # Kept as changes come and go: a metrics scrape reads it from another thread, often,
+        # and walking 10,000 partitions' queues there raced with the loop changing them.
+        self._count = 0
 
     def __len__(self) -> int:
         """How many changes wait (held partitions' changes under way not counted)."""
-        return sum(len(entries) for entries in self._waiting.values())
+        return self._count
 
     @property
     def idle(self) -> bool:
@@ -71,7 +74,9 @@ class ReplicaChangeQueue:
             topic_id = change.local.topic_id
             while entries and entries[-1].kind != DELETE and entries[-1].local.topic_id == topic_id:
                 entries.pop()
+                self._count -= 1
         entries.append(change)
+        self._count += 1
 
     def take(self, limit: int) -> list[ReplicaChange]:
         """Up to `limit` changes: the first waiting change of each partition not held, in the
@@ -84,6 +89,7 @@ class ReplicaChangeQueue:
                 continue
             entries = self._waiting[key]
             taken.append(entries.popleft())
+            self._count -= 1
             if not entries:
                 del self._waiting[key]
         return taken

@@ -8,8 +8,9 @@ Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
   Once started, it applies them in rounds (`APPLY_ROUND_CHANGES` a round, then the event loop
   runs others), each partition's changes in order (`ReplicaChangeQueue`), and a replica that
   needs its log opened or created gets it from a worker thread, in one batch per round with one
-  file-system sync (docs/storage.md, "Creating many replicas"); a new leader's epoch checkpoint
-  of a round is written and synced there too. Before `start` (tests, tools), `apply_image`
+  file-system sync (docs/storage.md, "Creating many replicas"); the new leaders' epoch
+  checkpoints a round wrote are written and synced off the loop by `DeferredSyncs`, which the
+  rounds do not wait for. Before `start` (tests, tools), `apply_image`
   applies everything at once. Every image also refreshes ISR eligibility (registered, unfenced,
   not shutting down) and each leader's `min.insync.replicas` (topic config, else this broker's
   dynamic config, else the dynamic cluster default, else server.properties: Kafka's precedence).
@@ -151,6 +152,7 @@ from replog.replication.messages import (
 )
 from replog.replication.producer_state import BatchMetadata, ProducerEntry, ProducerStateTable
 from replog.server import collector
+from replog.server.deferred_syncs import DeferredSyncs
 from replog.server.delayed_operations import (
     DelayedDeleteRecords,
     DelayedFetch,
@@ -166,7 +168,7 @@ from replog.server.leader_offsets import (
     list_offset,
     offset_for_leader_epoch,
 )
-from replog.server.log_summaries import TurnSummary, few_names
+from replog.server.log_summaries import TurnSummary, few_names, partition_names
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.node_tasks import Spawner
 from replog.server.partition import Partition
@@ -296,6 +298,13 @@ class ReplicaManager:
         # time (docs/storage.md, "Creating many replicas"), before that `_apply` does at once.
         self._changes = ReplicaChangeQueue()
         self._applier_task: asyncio.Task[None] | None = None
+        # The epoch checkpoints rounds wrote without a sync, synced off the loop while the
+        # rounds go on.
+        self._syncs = DeferredSyncs(
+            lambda unsynced: log_manager.sync_unsynced(unsynced, each_up_to=SYNC_EACH_MAX),
+            tasks=tasks,
+            on_storage_error=on_storage_error,
+        )
         self._applier_wake = asyncio.Event()
         self._applied = asyncio.Event()
         self._on_applied: list[Callable[[MetadataImage], None]] = []
@@ -378,6 +387,15 @@ class ReplicaManager:
     ) -> None:
         """MetadataPublisher: act on what changed for this broker."""
         changes = Publication(delta, image, manifest).local_changes(self.broker_id)
+        if not changes.is_empty():
+            log.info(
+                "broker %d at metadata offset %d: lead %s, follow %s, delete %s",
+                self.broker_id,
+                manifest.provenance.last_offset,
+                partition_names(changes.leaders),
+                partition_names(changes.followers),
+                partition_names(changes.deletes),
+            )
         self._apply(changes, image)
 
     def apply_image(self, image: MetadataImage) -> None:
@@ -463,10 +481,7 @@ class ReplicaManager:
                 with self.log_manager.collect_unsynced() as unsynced:
                     creations = self._apply_round(APPLY_ROUND_CHANGES)
                 self._refresh_fetch_sources()
-                if unsynced:
-                    await asyncio.to_thread(
-                        self.log_manager.sync_unsynced, unsynced, each_up_to=SYNC_EACH_MAX
-                    )
+                self._syncs.add(unsynced)
                 if creations:
                     try:
                         opened = await asyncio.to_thread(self._open_logs, creations)
@@ -478,10 +493,7 @@ class ReplicaManager:
                         with self.log_manager.collect_unsynced() as unsynced:
                             self._install(opened[first : first + APPLY_ROUND_CHANGES])
                         self._refresh_fetch_sources()
-                        if unsynced:
-                            await asyncio.to_thread(
-                                self.log_manager.sync_unsynced, unsynced, each_up_to=SYNC_EACH_MAX
-                            )
+                        self._syncs.add(unsynced)
                     self._log_roles_taken()
                     if waiting > APPLY_ROUND_CHANGES:
                         log.info(
@@ -1646,6 +1658,10 @@ class ReplicaManager:
             applier.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await applier
+        # One sync for every epoch checkpoint still waiting, rather than one each at the
+        # logs' close.
+        await self._syncs.drain()
+        await self._syncs.stop()
         self._delayed.answer_all_shutting_down()
         for partition in self._partitions.values():
             partition.write_producer_snapshot_at_stop()

@@ -134,6 +134,13 @@ class LeaderEpochCheckpointFile(_CheckpointFile):
             if self._pending is None:
                 self.needs_sync = False
 
+    def drop_unwritten(self) -> None:
+        """Forget the entries a deferred `write` left (the partition directory is being
+        renamed aside); nothing is to be synced here any more."""
+        with self._lock:
+            self._pending = None
+            self.needs_sync = False
+
     def make_durable(self) -> None:
         """Make the last entries written durable now if they may not be (KafkaStorageError
         naming the file if that fails)."""

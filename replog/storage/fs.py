@@ -250,6 +250,12 @@ class Unsynced:
     def __bool__(self) -> bool:
         return bool(self.paths)
 
+    def absorb(self, other: Unsynced) -> None:
+        """Add what `other` left to sync (a file noted in both is told once)."""
+        self.paths |= other.paths
+        known = {id(f) for f in self.files}
+        self.files.extend(f for f in other.files if id(f) not in known)
+
 
 class SyncedLater(Protocol):
     """A small file whose write a `collect_unsynced` block deferred: `write_pending` writes
@@ -359,6 +365,12 @@ class FileSystem:
         system (several directories on one file system share it), else one `sync`."""
         seen: set[int] = set()
         for directory in sorted(directories):
+            # A directory renamed since its writes (a deleted partition's) is synced through
+            # the nearest parent still there: the same file system.
+            if not os.path.isdir(directory):
+                directory = os.path.abspath(directory)
+                while not os.path.isdir(directory) and os.path.dirname(directory) != directory:
+                    directory = os.path.dirname(directory)
             device = os.stat(directory).st_dev
             if device in seen:
                 continue

@@ -133,6 +133,13 @@ class LeaderEpochCache:
         if make_durable is not None:
             make_durable()
 
+    def drop_unwritten(self) -> None:
+        """Forget a write the store has not made yet: the log's directory is going (deleted or
+        set aside), and a later write there would fail on a path that no longer exists."""
+        drop_unwritten = getattr(self._store, "drop_unwritten", None)
+        if drop_unwritten is not None:
+            drop_unwritten()
+
     # --- Queries ---------------------------------------------------------------------------
 
     def __len__(self) -> int:

@@ -1500,6 +1500,9 @@ class Log:
         `KafkaStorageError` naming the directory: the node treats it as a failed disk."""
         target_name = renamed_dir_name(self.directory, suffix)
         with self._lock:
+            # An epoch checkpoint still waiting for its deferred write would be written into
+            # a directory no longer there.
+            self.leader_epoch_cache.drop_unwritten()
             for segment in self._segments.values():
                 segment.log_file.close()
             self._closed = True

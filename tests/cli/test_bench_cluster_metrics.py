@@ -4,6 +4,10 @@ Prometheus' text format."""
 
 from __future__ import annotations
 
+import inspect
+import re
+import urllib.parse
+
 import pytest
 
 from replog.cli.bench import cluster_metrics as metrics
@@ -14,6 +18,11 @@ replog_partitions 3334.0
 replog_leader_partitions 1111.0
 replog_pending_replica_changes 0.0
 replog_raft_current_epoch 4.0
+replog_under_replicated_partitions 12.0
+replog_active_controller 1.0
+replog_offline_partitions 3.0
+replog_broker_start_phase_time_seconds{phase="started"} 1.7e+09
+replog_broker_start_phase_time_seconds{phase="logs_loaded"} 1.700000005e+09
 replog_event_loop_stall_seconds_bucket{le="0.01"} 90.0
 replog_event_loop_stall_seconds_bucket{le="0.05"} 99.0
 replog_event_loop_stall_seconds_bucket{le="0.1"} 100.0
@@ -25,6 +34,16 @@ def test_a_page_is_read_into_its_figures() -> None:
     found = metrics.parse(PAGE)
     assert (found.partitions, found.leaders, found.pending, found.epoch) == (3334, 1111, 0, 4)
     assert found.stall_buckets == {0.01: 90.0, 0.05: 99.0, 0.1: 100.0, float("inf"): 100.0}
+    assert (found.under_replicated, found.active_controller, found.offline) == (12, True, 3)
+    assert found.start_phases == {"started": 1.7e9, "logs_loaded": 1.7e9 + 5}
+
+
+def test_a_scrape_names_every_family_it_reads() -> None:
+    """The node builds only the families named (node_state): one `parse` reads but the scrape
+    did not ask for would always be missing."""
+    asked = {v for k, v in urllib.parse.parse_qsl(metrics.QUERY[1:]) if k == "name[]"}
+    read = set(re.findall(r'name == "(\w+)"', inspect.getsource(metrics.parse)))
+    assert read | {metrics.STALL_HISTOGRAM, metrics.START_PHASES} == asked
 
 
 def test_the_longest_stall_is_the_bucket_that_counted_the_last_new_stall() -> None:

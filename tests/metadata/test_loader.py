@@ -5,7 +5,6 @@ chunking of the same committed log."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 from uuid import UUID
 
 import pytest
@@ -14,7 +13,6 @@ from hypothesis import strategies as st
 from metadata_helpers import bootstrapped, create_topic, register, topic_id
 from metadata_strategies import BROKER_POOL, valid_logs
 
-from quorum.metadata import loader as loader_module
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage, MetadataProvenance
 from quorum.metadata.loader import (
@@ -438,27 +436,3 @@ def test_an_input_while_a_batch_is_half_loaded_fails_the_loader() -> None:
         loader.handle_commit(control(len(setup) + len(moves)), None)
     with pytest.raises(MetadataLoadError):
         loader.handle_commit(control(len(setup)), None)
-
-
-def test_every_publisher_of_a_broker_gets_the_same_local_changes_computed_once(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    setup, moves = leadership_moves(3)
-    loader = MetadataLoader()
-    loader.handle_commit(batch(0, *setup), len(setup))
-    published = loader.handle_commit(batch(len(setup), *moves), len(setup) + len(moves))
-    assert published is not None
-    calls: list[int] = []
-
-    def counted(delta: MetadataDelta, broker_id: int) -> Any:
-        calls.append(broker_id)
-        return local_changes(delta, broker_id)
-
-    monkeypatch.setattr(loader_module, "local_changes", counted)
-    # Each publisher builds a Publication of its own from what it was handed.
-    first = Publication(published.delta, published.image, published.manifest).local_changes(2)
-    again = Publication(published.delta, published.image, published.manifest).local_changes(2)
-    assert again is first and calls == [2]
-    assert [p.partition_id for p in first.leaders] == [0, 1, 2]
-    other = Publication(published.delta, published.image, published.manifest).local_changes(3)
-    assert calls == [2, 3] and other.followers and not other.leaders

@@ -9,12 +9,14 @@ import socket
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 import pytest_asyncio
 
+from checkpoints import CLEAN_SHUTDOWN_MARKER
 from quorum.metadata.broker_lifecycle import BrokerLifecycleConfig, LifecycleState
 from quorum.metadata.record_codec import encode_record
 from quorum.metadata.records import (
@@ -38,7 +40,8 @@ from replog.pb import common_pb2, controller_pb2_grpc
 from replog.pb import controller_pb2 as pb
 from replog.record import build_batch
 from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
-from replog.server.broker_runtime import BrokerRuntime
+from replog.server.broker_runtime import BrokerRuntime, DataPlaneConfig
+from replog.storage.log_manager import LogManager, LogManagerConfig
 from replog.testing import LoopTasks
 
 BROKER_ID = 7
@@ -496,10 +499,36 @@ async def test_the_broker_runtime_replays_metadata_and_runs(controllers: Control
     await asyncio.wait_for(runtime.wait_until_running(), TIMEOUT_S)
     assert runtime.state is LifecycleState.RUNNING
     assert cluster.heartbeats[-1][1].current_metadata_offset == epoch + 2
-    (provenance, changes) = runtime.local_changes.changes[-1]
-    assert provenance.last_offset == epoch + 2
-    assert [(p.topic_name, p.partition_id) for p in changes.leaders] == [("orders", 0)]
 
     await runtime.stop(graceful=True)
     assert runtime.state is LifecycleState.SHUTTING_DOWN
     assert cluster.heartbeats[-1][1].want_shut_down
+
+
+@pytest.mark.asyncio
+async def test_the_logs_open_while_the_broker_catches_up_and_close_cleanly_at_a_stop(
+    tmp_path: Path,
+) -> None:
+    """Nothing in the metadata log changes how a log opens: a starting broker opens them
+    before it has caught up (here it never does: no controller answers), and a stop shuts
+    the log manager it opened down cleanly."""
+    log_dir = tmp_path / "logs"
+    made = LogManager([str(log_dir)], LogManagerConfig())
+    made.get_or_create_log("orders", 0)
+    made.shutdown(broker_epoch=7)
+    runtime = BrokerRuntime(
+        config(),
+        {1: dead_address(), 2: dead_address(), 3: dead_address()},
+        read_snapshot=lambda snapshot_id: b"",
+        high_watermark=lambda: None,
+        incarnation_id=INCARNATION,
+        tasks=LoopTasks(),
+        data_plane=DataPlaneConfig(log_dirs=(str(log_dir),), properties={}),
+    )
+    await runtime.start()
+    await until(lambda: "logs_loaded" in runtime.start_phases, "the logs are open")
+    assert "metadata_caught_up" not in runtime.start_phases
+    assert runtime.log_manager is not None and len(runtime.log_manager.all_logs()) == 1
+    assert not (log_dir / CLEAN_SHUTDOWN_MARKER).exists()  # an open log dir is not clean
+    await runtime.stop(graceful=False)
+    assert (log_dir / CLEAN_SHUTDOWN_MARKER).exists()

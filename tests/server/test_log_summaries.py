@@ -1,14 +1,18 @@
-"""Log lines about many partitions: a count and the first names (`few_names`), and per-partition
-lines of one event-loop turn written as one line per kind (`TurnSummary`)."""
+"""Log lines about many partitions: a count and the first names (`few_names`,
+`partition_names`), and per-partition lines of one event-loop turn written as one line per kind
+(`TurnSummary`)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 
 import pytest
 
-from replog.server.log_summaries import TurnSummary, few_names
+from quorum.metadata.local_changes import LocalPartition
+from quorum.metadata.partition_registration import PartitionRegistration
+from replog.server.log_summaries import TurnSummary, few_names, partition_names
 
 LOGGER = "replog.test.summaries"
 
@@ -17,6 +21,18 @@ def test_few_names_counts_what_it_does_not_show() -> None:
     assert few_names(["a", "b"]) == "a, b"
     assert few_names([f"p{i}" for i in range(7)]) == "p0, p1, p2, p3, p4 and 2 more"
     assert few_names(list("abcde"), total=10) == "a, b, c, d, e and 5 more"
+
+
+def test_a_publications_local_changes_are_counted_and_a_few_named() -> None:
+    """One publication may change thousands of a broker's partitions (the replica manager's
+    `broker N at metadata offset M: lead ..., follow ..., delete ...` line)."""
+    registration = PartitionRegistration(
+        replicas=(1,), isr=(1,), leader=1, leader_epoch=0, partition_epoch=0
+    )
+    many = tuple(LocalPartition("many", uuid.UUID(int=7), p, registration, None) for p in range(8))
+    assert partition_names(many) == "8 (many-0, many-1, many-2, many-3, many-4 and 3 more)"
+    assert partition_names(many[:1]) == "1 (many-0)"
+    assert partition_names(()) == "-"
 
 
 @pytest.mark.asyncio

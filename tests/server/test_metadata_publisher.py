@@ -11,7 +11,8 @@ import pytest
 
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage, MetadataProvenance
-from quorum.metadata.loader import REPLAY_STEP_RECORDS, LoaderManifest, ManifestKind
+from quorum.metadata.loader import REPLAY_STEP_RECORDS, LoaderManifest, ManifestKind, Publication
+from quorum.metadata.local_changes import LocalChanges
 from quorum.metadata.record_batches import encode_snapshot
 from quorum.metadata.record_codec import encode_record
 from quorum.metadata.records import (
@@ -32,7 +33,7 @@ from quorum.raft.snapshot_id import SnapshotId
 from replog.errors import CorruptRecordError, KafkaStorageError, MetadataLoadError
 from replog.record import build_batch
 from replog.server.broker_runtime import BrokerRuntime, broker_config_from_node
-from replog.server.metadata_publisher import BrokerMetadataListener, LocalChangesLog
+from replog.server.metadata_publisher import BrokerMetadataListener
 from replog.server.node_config import NodeConfig
 from replog.server.raft_metadata_log import committed_records_in_steps
 from replog.testing import LoopTasks
@@ -70,6 +71,21 @@ class Recorder:
         self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
     ) -> None:
         self.seen.append((delta, image, manifest))
+
+
+class LocalChangesRecorder:
+    """What each publication asks of broker BROKER (as its replica manager classifies it)."""
+
+    name = "local-changes"
+
+    def __init__(self) -> None:
+        self.changes: list[tuple[MetadataProvenance, LocalChanges]] = []
+
+    def on_metadata_update(
+        self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
+    ) -> None:
+        changes = Publication(delta, image, manifest).local_changes(BROKER)
+        self.changes.append((manifest.provenance, changes))
 
 
 class Failing:
@@ -136,7 +152,7 @@ def test_a_failing_publisher_does_not_stop_the_others(caplog: pytest.LogCaptureF
 def test_a_publisher_installed_late_gets_the_whole_image_first() -> None:
     feed, _, _ = listener(high_watermark=1)
     feed(committed(0, BOOTSTRAP, *topic_records()))
-    local = LocalChangesLog(BROKER)
+    local = LocalChangesRecorder()
     feed.install(local)
     ((provenance, changes),) = local.changes
     assert provenance.last_offset == 4
@@ -152,7 +168,7 @@ def test_a_snapshot_load_reads_the_file_and_reports_the_partitions_that_went_awa
     snapshot_id = SnapshotId(20, 2)
     data = encode_snapshot(image_to_records(after_image), quorum_epoch=2, timestamp_ms=0)
     feed, hw, _ = listener(high_watermark=5, snapshots={snapshot_id: data})
-    local = LocalChangesLog(BROKER)
+    local = LocalChangesRecorder()
     recorder = Recorder()
     feed.install(local)
     feed.install(recorder)
@@ -277,25 +293,6 @@ def test_a_storage_error_applying_an_image_stops_the_broker_without_a_traceback(
     assert len(stopped) == 1 and isinstance(stopped[0], KafkaStorageError)
     assert "no space left" in str(stopped[0]).lower()
     assert feed.publisher_faults == 0 and "Traceback" not in caplog.text
-
-
-def test_the_local_changes_line_names_a_few_partitions_and_counts_the_rest(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """One publication may change thousands of a broker's partitions: its line counts them and
-    names the first few."""
-    feed, _, _ = listener(high_watermark=1)
-    feed.install(LocalChangesLog(BROKER))
-    many = uuid.UUID(int=7)
-    records = [
-        RegisterBrokerRecord(BROKER, uuid.UUID(int=9), 1),
-        TopicRecord("many", many),
-        *(PartitionRecord(many, p, (BROKER,), (BROKER,), BROKER) for p in range(8)),
-    ]
-    with caplog.at_level(logging.INFO, logger="replog.server.metadata"):
-        feed(committed(0, BOOTSTRAP, *records))
-    (line,) = [r.getMessage() for r in caplog.records if "at metadata offset" in r.getMessage()]
-    assert "lead 8 (many-0, many-1, many-2, many-3, many-4 and 3 more)" in line, line
 
 
 def test_a_large_batch_is_replayed_in_steps_and_published_whole_at_its_end() -> None:

@@ -1,6 +1,6 @@
 """The order rules of `ReplicaChangeQueue`: scenarios, and a property against sequential
 application (applying what the queue hands out, in rounds with holds, ends where applying every
-change one by one ends)."""
+change one by one ends, and its length is always the changes that wait)."""
 
 from __future__ import annotations
 
@@ -122,6 +122,8 @@ def test_rounds_with_holds_end_where_sequential_application_ends(
             done = in_flight.pop(0)
             apply(done)
             queue.release(done.key)
+        # The count kept as changes come and go is what waits.
+        assert len(queue) == sum(len(entries) for entries in queue._waiting.values())
 
     for delta in deltas:
         # One delta holds at most one change per partition.

@@ -1490,7 +1490,9 @@ async def test_cancelled_waiter_leaves_the_purgatory(tmp_path: Path, clock: Manu
 
 
 @pytest.mark.asyncio
-async def test_metadata_publisher_entry_point(tmp_path: Path, clock: ManualClock) -> None:
+async def test_metadata_publisher_entry_point(
+    tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
     base = cluster_image()
     node = Node(tmp_path, 1, clock)
     node.rm.apply_image(base)
@@ -1499,7 +1501,11 @@ async def test_metadata_publisher_entry_point(tmp_path: Path, clock: ManualClock
     provenance = MetadataProvenance(base.provenance.last_offset + len(records), 3)
     image = delta.apply(provenance)
     manifest = LoaderManifest(ManifestKind.LOG, provenance, base, 1, len(records))
-    node.rm.on_metadata_update(delta, image, manifest)
+    with caplog.at_level(logging.INFO, logger="replog.server.replica_manager"):
+        node.rm.on_metadata_update(delta, image, manifest)
+    # One line per publication says what it asks of this broker.
+    said = f"broker 1 at metadata offset {provenance.last_offset}: lead 1 (t-0), follow -, "
+    assert said + "delete -" in caplog.text
     assert node.rm.name == "replica-manager"
     assert node.rm.image is image
     assert node.leader().replicas == (1, 2)

@@ -1,8 +1,19 @@
-"""Gauges read from a node's live state at scrape time: a custom Collector over a snapshot.
+"""Gauges read from a node's live state at scrape time: custom Collectors over a snapshot.
 
-`NodeStateCollector` asks its snapshot function for a `NodeState` on every scrape and yields
-gauge families from it; nothing is kept up to date between scrapes, so the hot paths pay
-nothing. `read_node_state` builds the snapshot from the live objects of a node.
+`register_node_state` registers two collectors that ask a snapshot function for a
+`NodeState` on every scrape and yield gauge families from it; nothing is kept up to date
+between scrapes, so the hot paths pay nothing. `read_node_state` builds the snapshot from the
+live objects of a node.
+
+- `NodeStateCollector`: the node's summary families, whose cost does not grow with what they
+  count beyond one walk over the replicas reading a few attributes each (no object per
+  replica, no log sizes).
+- `ReplicaGaugesCollector`: the families with a series per partition or group
+  (`replog_log_size_bytes`, `replog_partition_high_watermark`, the consumer groups'). Turning
+  10,000 replicas' series into text costs ~0.5 s of a scrape.
+- Both describe their families, so a scrape that names the families it wants (Prometheus'
+  `/metrics?name[]=replog_partitions&name[]=...`, as the benchmarks poll) runs only the
+  collector that yields them: a poll of the summary never builds a per-partition series.
 
 Rules (Kafka's, docs/design/clients.md#metric-names):
 - Under-replicated: a partition this broker leads whose committed ISR is smaller than its
@@ -29,6 +40,10 @@ Rules (Kafka's, docs/design/clients.md#metric-names):
   rebalances completed by this broker's coordinators since it started. Summing over brokers
   counts each group once.
 - Families of a role the node does not have (no broker, no controller) are left out.
+- `replog_broker_start_phase_time_seconds{phase}`: the Unix time at which this broker process
+  reached each phase of its start (`broker_runtime.START_PHASES`): started, metadata caught
+  up, logs loaded, replicas of the first image applied, unfenced; a phase not reached yet has
+  no series. A restart's timeline (bench/partition_creation.py) reads them.
 
 Thread safety: the HTTP endpoint scrapes on its own thread while the event loop changes the
 state. Reads here copy containers in one C call (`tuple(d.values())`, atomic under the GIL)
@@ -39,17 +54,18 @@ resized mid-sum) retries once, then reports what it has.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from prometheus_client.registry import Collector, CollectorRegistry
 
 from replog.server.group_coordinator import GroupMetrics
 from replog.storage import write_hints
 
 if TYPE_CHECKING:
+    from replog.replication.leader_state import PartitionLeaderState
     from replog.server.broker_runtime import BrokerRuntime
     from replog.server.controller_driver import ControllerDriver
     from replog.server.partition import Partition
@@ -84,13 +100,54 @@ class RaftState:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplicaCounts:
+    """What the summary families count over the replicas (module Rules)."""
+
+    partitions: int = 0
+    leaders: int = 0
+    under_replicated: int = 0
+    under_min_isr: int = 0
+    at_min_isr: int = 0
+
+    @classmethod
+    def of(cls, replicas: Iterable[ReplicaState]) -> ReplicaCounts:
+        replicas = tuple(replicas)
+        return cls.tally(
+            len(replicas),
+            ((r.replica_count, r.isr_size, r.min_isr) for r in replicas if r.is_leader),
+        )
+
+    @classmethod
+    def tally(cls, partitions: int, led: Iterable[tuple[int, int, int]]) -> ReplicaCounts:
+        """The counts of `partitions` replicas, given each led one's replication factor,
+        committed ISR size and effective min ISR."""
+        leaders = under_replicated = under_min_isr = at_min_isr = 0
+        for replica_count, isr_size, min_isr in led:
+            leaders += 1
+            if isr_size < replica_count:
+                under_replicated += 1
+            if isr_size < min_isr:
+                under_min_isr += 1
+            elif isr_size == min_isr:
+                at_min_isr += 1
+        return cls(partitions, leaders, under_replicated, under_min_isr, at_min_isr)
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerState:
-    replicas: tuple[ReplicaState, ...]
+    replicas: tuple[ReplicaState, ...]  # empty in a snapshot taken without them
     purgatory_sizes: Mapping[str, int]  # "produce", "fetch" -> waiting requests
     metadata_offset_lag: int
     write_hints_dropped: int = 0
     pending_replica_changes: int = 0
     groups: GroupMetrics | None = None  # None: the group coordinator is not up
+    # Counted while reading the live replicas; None: count `replicas`.
+    counts: ReplicaCounts | None = None
+    start_phases: Mapping[str, float] = field(default_factory=dict)  # phase -> Unix time
+
+    @property
+    def replica_counts(self) -> ReplicaCounts:
+        return self.counts if self.counts is not None else ReplicaCounts.of(self.replicas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,103 +159,138 @@ class NodeState:
     offline_partitions: int = 0
 
 
-class NodeStateCollector(Collector):
-    """Yields the gauges of `NodeState` (module docstring) on every scrape."""
+# The snapshot function of the collectors: its argument says whether to read every replica
+# (the per-partition families need them; the summary needs only their counts).
+Snapshot = Callable[[bool], NodeState]
 
-    def __init__(self, snapshot: Callable[[], NodeState]) -> None:
+
+def register_node_state(registry: CollectorRegistry, snapshot: Snapshot) -> None:
+    """Register the node's state gauges (module docstring) on `registry`."""
+    registry.register(NodeStateCollector(snapshot))
+    registry.register(ReplicaGaugesCollector(snapshot))
+
+
+class NodeStateCollector(Collector):
+    """Yields the summary gauges of `NodeState` (module docstring) on every scrape."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
         self._snapshot = snapshot
 
+    def describe(self) -> Iterator[Metric]:
+        return _summary_families(_EVERY_ROLE)
+
     def collect(self) -> Iterator[Metric]:
-        state = self._snapshot()
-        raft = state.raft
+        return _summary_families(self._snapshot(False))
+
+
+class ReplicaGaugesCollector(Collector):
+    """Yields the per-partition and per-group gauges of `NodeState` on every scrape."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self._snapshot = snapshot
+
+    def describe(self) -> Iterator[Metric]:
+        assert _EVERY_ROLE.broker is not None
+        return _replica_families(_EVERY_ROLE.broker)
+
+    def collect(self) -> Iterator[Metric]:
+        broker = self._snapshot(True).broker
+        if broker is not None:
+            yield from _replica_families(broker)
+
+
+def _summary_families(state: NodeState) -> Iterator[Metric]:
+    raft = state.raft
+    yield _gauge("replog_raft_high_watermark", "Metadata log high watermark", raft.high_watermark)
+    yield _gauge("replog_raft_log_end_offset", "Metadata log end offset", raft.log_end_offset)
+    yield _gauge("replog_raft_current_epoch", "Metadata quorum epoch", raft.epoch)
+    yield _gauge(
+        "replog_raft_current_leader", "Metadata quorum leader id (-1: unknown)", raft.leader_id
+    )
+    if state.is_controller:
         yield _gauge(
-            "replog_raft_high_watermark", "Metadata log high watermark", raft.high_watermark
-        )
-        yield _gauge("replog_raft_log_end_offset", "Metadata log end offset", raft.log_end_offset)
-        yield _gauge("replog_raft_current_epoch", "Metadata quorum epoch", raft.epoch)
-        yield _gauge(
-            "replog_raft_current_leader", "Metadata quorum leader id (-1: unknown)", raft.leader_id
-        )
-        if state.is_controller:
-            yield _gauge(
-                "replog_active_controller",
-                "1 on the active controller, 0 elsewhere",
-                1 if state.active_controller else 0,
-            )
-            yield _gauge(
-                "replog_offline_partitions",
-                "Partitions without a leader (active controller's view; 0 elsewhere)",
-                state.offline_partitions if state.active_controller else 0,
-            )
-        broker = state.broker
-        if broker is None:
-            return
-        under_replicated = under_min_isr = at_min_isr = 0
-        sizes = GaugeMetricFamily(
-            "replog_log_size_bytes",
-            "Bytes of a partition replica's log on this broker",
-            labels=["topic", "partition"],
-        )
-        for replica in broker.replicas:
-            sizes.add_metric([replica.topic, str(replica.partition)], replica.size_bytes)
-            if not replica.is_leader:
-                continue
-            if replica.isr_size < replica.replica_count:
-                under_replicated += 1
-            if replica.isr_size < replica.min_isr:
-                under_min_isr += 1
-            elif replica.isr_size == replica.min_isr:
-                at_min_isr += 1
-        yield _gauge(
-            "replog_under_replicated_partitions",
-            "Partitions this broker leads whose ISR is smaller than their replica set",
-            under_replicated,
+            "replog_active_controller",
+            "1 on the active controller, 0 elsewhere",
+            1 if state.active_controller else 0,
         )
         yield _gauge(
-            "replog_under_min_isr_partitions",
-            "Partitions this broker leads whose ISR is below min.insync.replicas",
-            under_min_isr,
+            "replog_offline_partitions",
+            "Partitions without a leader (active controller's view; 0 elsewhere)",
+            state.offline_partitions if state.active_controller else 0,
         )
-        yield _gauge(
-            "replog_at_min_isr_partitions",
-            "Partitions this broker leads whose ISR equals min.insync.replicas",
-            at_min_isr,
-        )
-        yield sizes
-        yield _gauge(
-            "replog_partitions",
-            "Partition replicas on this broker (Kafka's PartitionCount)",
-            len(broker.replicas),
-        )
-        yield _gauge(
-            "replog_leader_partitions",
-            "Partitions this broker leads (Kafka's LeaderCount)",
-            sum(1 for replica in broker.replicas if replica.is_leader),
-        )
-        yield _gauge(
-            "replog_pending_replica_changes",
-            "Replica changes of applied metadata images this broker has yet to carry out",
-            broker.pending_replica_changes,
-        )
-        purgatory = GaugeMetricFamily(
-            "replog_purgatory_size",
-            "Requests waiting in a purgatory (produce: acks=all; fetch: min bytes)",
-            labels=["purgatory"],
-        )
-        for name in ("produce", "fetch"):
-            purgatory.add_metric([name], broker.purgatory_sizes.get(name, 0))
-        yield purgatory
-        yield _gauge(
-            "replog_metadata_offset_lag",
-            "Metadata log high watermark minus the offset after the last one the broker applied",
-            broker.metadata_offset_lag,
-        )
-        yield CounterMetricFamily(
-            "replog_write_hints_dropped",
-            "Writeback and page-cache hints skipped (queue full: the disk is behind the appends)",
-            value=broker.write_hints_dropped,
-        )
-        yield from _group_families(broker)
+    broker = state.broker
+    if broker is None:
+        return
+    counts = broker.replica_counts
+    yield _gauge(
+        "replog_under_replicated_partitions",
+        "Partitions this broker leads whose ISR is smaller than their replica set",
+        counts.under_replicated,
+    )
+    yield _gauge(
+        "replog_under_min_isr_partitions",
+        "Partitions this broker leads whose ISR is below min.insync.replicas",
+        counts.under_min_isr,
+    )
+    yield _gauge(
+        "replog_at_min_isr_partitions",
+        "Partitions this broker leads whose ISR equals min.insync.replicas",
+        counts.at_min_isr,
+    )
+    yield _gauge(
+        "replog_partitions",
+        "Partition replicas on this broker (Kafka's PartitionCount)",
+        counts.partitions,
+    )
+    yield _gauge(
+        "replog_leader_partitions",
+        "Partitions this broker leads (Kafka's LeaderCount)",
+        counts.leaders,
+    )
+    yield _gauge(
+        "replog_pending_replica_changes",
+        "Replica changes of applied metadata images this broker has yet to carry out",
+        broker.pending_replica_changes,
+    )
+    purgatory = GaugeMetricFamily(
+        "replog_purgatory_size",
+        "Requests waiting in a purgatory (produce: acks=all; fetch: min bytes)",
+        labels=["purgatory"],
+    )
+    for name in ("produce", "fetch"):
+        purgatory.add_metric([name], broker.purgatory_sizes.get(name, 0))
+    yield purgatory
+    yield _gauge(
+        "replog_metadata_offset_lag",
+        "Metadata log high watermark minus the offset after the last one the broker applied",
+        broker.metadata_offset_lag,
+    )
+    yield CounterMetricFamily(
+        "replog_write_hints_dropped",
+        "Writeback and page-cache hints skipped (queue full: the disk is behind the appends)",
+        value=broker.write_hints_dropped,
+    )
+    phases = GaugeMetricFamily(
+        "replog_broker_start_phase_time_seconds",
+        "Unix time at which this broker's start reached a phase (started, metadata_caught_up, "
+        "logs_loaded, replicas_applied, unfenced)",
+        labels=["phase"],
+    )
+    for phase, at in broker.start_phases.items():
+        phases.add_metric([phase], at)
+    yield phases
+
+
+def _replica_families(broker: BrokerState) -> Iterator[Metric]:
+    sizes = GaugeMetricFamily(
+        "replog_log_size_bytes",
+        "Bytes of a partition replica's log on this broker",
+        labels=["topic", "partition"],
+    )
+    for replica in broker.replicas:
+        sizes.add_metric([replica.topic, str(replica.partition)], replica.size_bytes)
+    yield sizes
+    yield from _group_families(broker)
 
 
 def _group_families(broker: BrokerState) -> Iterator[Metric]:
@@ -264,6 +356,14 @@ def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, documentation, value=value)
 
 
+# What `describe` yields the families of: a node with every role.
+_EVERY_ROLE = NodeState(
+    RaftState(0, 0, 0, NO_LEADER),
+    BrokerState((), {}, 0, groups=GroupMetrics((), 0)),
+    is_controller=True,
+)
+
+
 # --- reading a live node ---------------------------------------------------------------------
 
 
@@ -272,8 +372,10 @@ def read_node_state(
     driver: RaftDriver,
     controller: ControllerDriver | None,
     broker: BrokerRuntime | None,
+    replicas: bool = True,
 ) -> NodeState:
-    """The live state of a node's parts (see the module docstring's thread-safety note)."""
+    """The live state of a node's parts (see the module docstring's thread-safety note);
+    without `replicas`, the broker's replicas only counted (`BrokerState.counts`)."""
     status = driver.status()
     raft = RaftState(
         high_watermark=status.high_watermark,
@@ -286,38 +388,75 @@ def read_node_state(
     offline = controller.offline_partitions if controller is not None and active else 0
     return NodeState(
         raft=raft,
-        broker=None if broker is None else _read_broker(broker, status.high_watermark),
+        broker=None
+        if broker is None
+        else _read_broker(broker, status.high_watermark, replicas=replicas),
         is_controller=controller is not None,
         active_controller=active,
         offline_partitions=offline,
     )
 
 
-def _read_broker(broker: BrokerRuntime, metadata_high_watermark: int) -> BrokerState | None:
+def _read_broker(
+    broker: BrokerRuntime, metadata_high_watermark: int, *, replicas: bool
+) -> BrokerState | None:
     applied_end = broker.metadata.last_applied_offset + 1
     lag = max(0, metadata_high_watermark - applied_end)
     replica_manager = broker.replica_manager
     dropped = getattr(write_hints.runner, "dropped", 0)  # a test's runner may keep no count
+    phases = dict(broker.start_phases)
     if replica_manager is None:  # the data plane is not up yet: no replicas to report
-        return BrokerState((), {}, lag, dropped)
-    replicas: tuple[ReplicaState, ...] = ()
+        return BrokerState((), {}, lag, dropped, counts=ReplicaCounts(), start_phases=phases)
+    states: tuple[ReplicaState, ...] = ()
+    counts: ReplicaCounts | None = None
     groups: GroupMetrics | None = None
     coordinator = broker.group_coordinator
     for attempt in (1, 2):
         try:
             partitions = tuple(replica_manager.partitions().values())
-            replicas = tuple(_replica_state(partition) for partition in partitions)
-            groups = None if coordinator is None else coordinator.metrics_snapshot()
+            if replicas:
+                states = tuple(_replica_state(partition) for partition in partitions)
+                groups = None if coordinator is None else coordinator.metrics_snapshot()
+            else:
+                counts = _count_replicas(partitions)
             break
         except RuntimeError:  # a container changed size under the scrape (see docstring)
             log.debug("metrics scrape raced with a change (attempt %d)", attempt)
     return BrokerState(
-        replicas,
+        states,
         replica_manager.purgatory_sizes(),
         lag,
         dropped,
         replica_manager.pending_changes,
         groups,
+        counts=counts,
+        start_phases=phases,
+    )
+
+
+def _count_replicas(partitions: tuple[Partition, ...]) -> ReplicaCounts:
+    """`ReplicaCounts.of` the replicas' states, without building them (no log sizes)."""
+    return ReplicaCounts.tally(
+        len(partitions),
+        (
+            _leader_figures(partition, state)
+            for partition in partitions
+            if (state := partition.leader_state) is not None
+        ),
+    )
+
+
+def _leader_figures(
+    partition: Partition, leader_state: PartitionLeaderState
+) -> tuple[int, int, int]:
+    """A led partition's replication factor, committed ISR size and effective min ISR."""
+    adding = partition.registration.adding_replicas if partition.registration else ()
+    # The replication factor as Kafka counts it: replicas a reassignment is still adding do
+    # not count (they are not expected in the ISR yet).
+    return (
+        len(leader_state.replicas) - len(adding),
+        len(leader_state.isr),
+        leader_state.effective_min_isr,
     )
 
 
@@ -327,16 +466,14 @@ def _replica_state(partition: Partition) -> ReplicaState:
         return ReplicaState(
             partition.topic, partition.partition, False, 0, 0, 0, partition.log.size_in_bytes
         )
-    adding = partition.registration.adding_replicas if partition.registration else ()
+    replica_count, isr_size, min_isr = _leader_figures(partition, leader_state)
     return ReplicaState(
         topic=partition.topic,
         partition=partition.partition,
         is_leader=True,
-        # The replication factor as Kafka counts it: replicas a reassignment is still adding
-        # do not count (they are not expected in the ISR yet).
-        replica_count=len(leader_state.replicas) - len(adding),
-        isr_size=len(leader_state.isr),
-        min_isr=leader_state.effective_min_isr,
+        replica_count=replica_count,
+        isr_size=isr_size,
+        min_isr=min_isr,
         size_bytes=partition.log.size_in_bytes,
         high_watermark=partition.log.high_watermark,
     )

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from group_member_sim import check_no_shared_reads, reads_of
+from group_member_sim import check_no_shared_reads, reads_of, run_callbacks
 
 from replog.common import TopicPartition
 from replog.coordinator import consumer_group_messages as cgm
@@ -26,7 +26,6 @@ from replog.coordinator.consumer_protocol_member import (
     ConsumerMemberConfig,
     ConsumerProtocolMember,
 )
-from replog.coordinator.group_member import ASSIGNED
 
 GROUP = "g"
 
@@ -118,17 +117,7 @@ class ConsumerGroupSim:
             self.check()
 
     def callbacks(self, member: SimMember) -> None:
-        if not member.polling:
-            return
-        for event in member.core.take_events():
-            if event.kind == ASSIGNED:
-                member.reads |= event.partitions
-            member.history.append(
-                (event.kind, tuple(f"{tp.topic}-{tp.partition}" for tp in sorted(event.partitions)))
-            )
-            if event.kind != ASSIGNED:
-                member.reads -= event.partitions
-        member.core.callbacks_done()
+        run_callbacks(member)
 
     def _send(self, member: SimMember, request: cgm.ConsumerGroupHeartbeatRequest) -> None:
         member.sent.append(request)

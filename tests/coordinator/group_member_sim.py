@@ -19,7 +19,12 @@ from replog.coordinator.classic_group_coordinator import (
     ClassicGroupConfig,
     ClassicGroupCoordinator,
 )
-from replog.coordinator.group_member import ASSIGNED, GroupMember, MemberConfig
+from replog.coordinator.group_member import (
+    ASSIGNED,
+    GroupMember,
+    MemberConfig,
+    RebalanceEvent,
+)
 
 GROUP = "g"
 
@@ -99,17 +104,7 @@ class GroupSim:
             self.check()
 
     def _callbacks(self, name: str, member: SimMember) -> None:
-        if not member.polling:
-            return
-        for event in member.core.take_events():
-            if event.kind == ASSIGNED:
-                member.reads |= event.partitions
-            member.history.append(
-                (event.kind, tuple(f"{tp.topic}-{tp.partition}" for tp in sorted(event.partitions)))
-            )
-            if event.kind != ASSIGNED:
-                member.reads -= event.partitions
-        member.core.callbacks_done()
+        run_callbacks(member)
 
     def _send(self, name: str, outgoing: object) -> None:
         core = self.members[name].core
@@ -161,6 +156,34 @@ class Reader(Protocol):
     alive: bool
     polling: bool
     reads: set[TopicPartition]
+
+
+class CallbackCore(Protocol):
+    def take_events(self) -> list[RebalanceEvent]: ...
+    def callbacks_done(self) -> None: ...
+
+
+class PollingMember(Reader, Protocol):
+    @property
+    def core(self) -> CallbackCore: ...
+
+    history: list[tuple[str, tuple[str, ...]]]
+
+
+def run_callbacks(member: PollingMember) -> None:
+    """A polling member's poll runs its listener's callbacks (of either simulation): what it
+    reads follows them, and each is recorded in its history."""
+    if not member.polling:
+        return
+    for event in member.core.take_events():
+        if event.kind == ASSIGNED:
+            member.reads |= event.partitions
+        member.history.append(
+            (event.kind, tuple(f"{tp.topic}-{tp.partition}" for tp in sorted(event.partitions)))
+        )
+        if event.kind != ASSIGNED:
+            member.reads -= event.partitions
+    member.core.callbacks_done()
 
 
 def check_no_shared_reads(members: Mapping[str, Reader], now: int) -> None:

@@ -542,6 +542,30 @@ def test_a_hint_during_a_backoff_sends_to_the_named_controller_at_once() -> None
     assert 196 <= broker.until_next() <= 204
 
 
+def test_a_hint_naming_another_controller_resends_the_request_in_flight_there() -> None:
+    broker = Broker()
+    first = broker.registration()
+    assert first.controller_id == 1
+    broker.now += 10
+    broker.core.controller_hint(2, broker.now)
+    second = broker.registration()
+    assert second.controller_id == 2 and second.correlation_id != first.correlation_id
+    # The first one's late answer is stale: the second one's decides.
+    broker.core.handle_registration_response(
+        RegistrationResponse(first.correlation_id, broker_epoch=7), broker.now
+    )
+    assert broker.core.broker_epoch is None
+    broker.core.handle_registration_response(
+        RegistrationResponse(second.correlation_id, broker_epoch=9), broker.now
+    )
+    assert broker.core.broker_epoch == 9
+    # A hint naming the controller already asked changes nothing.
+    beat = broker.heartbeat()
+    broker.core.controller_hint(2, broker.now)
+    assert broker.take() == []
+    broker.answer(beat, is_caught_up=False)
+
+
 def test_a_hint_without_a_backoff_moves_no_request_forward() -> None:
     broker = Broker()
     broker.to_running()

@@ -593,6 +593,8 @@ class QuorumController:
             return
         last_offset = self._append(claim_epoch, result, pending)
         if last_offset is None:
+            if result.on_drop is not None and self._claim_epoch is not None:
+                result.on_drop()  # refused without a failover: the rest of the write is dropped
             return
         if result.on_batch_end is not None:
             result.on_batch_end(last_offset)

@@ -99,6 +99,7 @@ from replog.errors import (
     DuplicateBrokerRegistrationError,
     InconsistentClusterIdError,
     InvalidRequestError,
+    KafkaError,
     StaleBrokerEpochError,
 )
 from timeline import SnapshotRegistry, TimelineHashMap
@@ -149,6 +150,7 @@ class ClusterControl:
         "_max_changes",
         "_registration_offsets",
         "_registrations",
+        "_revived",
         "_tracker",
         "cluster_id",
         "session_timeout_ms",
@@ -182,6 +184,8 @@ class ClusterControl:
         # evacuation steps still to run, the chains running them (one token each), so that a
         # chain ending clears its own mark and never another's.
         self._evacuating: dict[int, set[object]] = {}
+        # Whether an evacuation was given up half way with its broker active again.
+        self._revived = False
 
     # -- BrokerLiveness (latest state) -----------------------------------------------------------
 
@@ -252,6 +256,7 @@ class ClusterControl:
         registrations and partitions: expired sessions, leaderless partitions, brokers asking
         again)."""
         self._evacuating.clear()
+        self._revived = False
         tracker = BrokerHeartbeatTracker(self.session_timeout_ms)
         for broker_id in self._registrations.live:
             tracker.start(broker_id, now_ms)
@@ -261,6 +266,7 @@ class ClusterControl:
         """Forget every session and evacuation mark (they are soft state)."""
         self._tracker = None
         self._evacuating.clear()
+        self._revived = False
 
     def is_evacuating(self, broker_id: int) -> bool:
         """Whether a stepped evacuation of the broker is half done (module docstring)."""
@@ -268,11 +274,12 @@ class ClusterControl:
 
     def end_abandoned_fencings(self, now_ms: int) -> bool:
         """End every session-expiry fencing that stopped half way: the broker's session is
-        live again (it was heard from), or it is fenced or gone. Whether such a broker is now
-        active (no other chain evacuates it): its fencing may have left partitions leaderless
-        that it can lead again, and the caller elects them."""
+        live again (it was heard from), or it is fenced or gone. Whether such a broker, or one
+        whose other evacuation was given up since the last call (a refused step, a dropped
+        chain), is now active: its evacuation may have left partitions leaderless that it can
+        lead again, and the caller elects them."""
         tracker = self._require_tracker()
-        revived = False
+        revived, self._revived = self._revived, False
         for broker_id, chains in list(self._evacuating.items()):
             if _SESSION_EXPIRY not in chains:
                 continue
@@ -348,9 +355,13 @@ class ClusterControl:
         tracker = self._require_tracker()
         broker_id = request.broker_id
         if chain is not None:
-            # Taken again below if this step leaves moves for later; refused, nothing goes on.
-            self._end_evacuation(broker_id, chain)
-        self._check_registration(request, now_ms)
+            self._end_evacuation(broker_id, chain)  # taken again below if moves are left
+        try:
+            self._check_registration(request, now_ms)
+        except KafkaError:
+            if chain is not None:
+                self._given_up(broker_id)  # refused half way: the old incarnation stays
+            raise
         existing = self._registrations.live.get(broker_id)
         same_incarnation = (
             existing is not None and existing.incarnation_id == request.incarnation_id
@@ -677,7 +688,19 @@ class ClusterControl:
 
     def _dropper(self, broker_id: int, chain: object) -> Callable[[], None]:
         """What ends `chain` if the controller drops it (its step's batch refused)."""
-        return lambda: self._end_evacuation(broker_id, chain)
+
+        def drop() -> None:
+            self._end_evacuation(broker_id, chain)
+            self._given_up(broker_id)
+
+        return drop
+
+    def _given_up(self, broker_id: int) -> None:
+        """An evacuation of the broker stopped half way: if the broker is active again, the
+        partitions its first steps left leaderless may be led by it again, and the next
+        `end_abandoned_fencings` says so."""
+        if self.is_active(broker_id):
+            self._revived = True
 
     def _fence(self, registration: BrokerRegistration) -> list[MetadataRecord]:
         """The fencing record, last in a fencing write (none if already fenced)."""

@@ -42,7 +42,7 @@ class CountingView(Mapping[UUID, object]):
 
 def count_visits(cluster: Cluster) -> CountingView:
     topics = cluster.active.replication._topics
-    view = CountingView(topics.live)  # type: ignore[arg-type]
+    view = CountingView(topics.live)
     topics.live = view  # type: ignore[assignment]
     return view
 

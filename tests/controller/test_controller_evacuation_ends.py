@@ -11,7 +11,7 @@ new incarnation says so, and a new active controller starts from the metadata al
 
 from __future__ import annotations
 
-from controller_harness import Cluster
+from controller_harness import Cluster, fenced
 
 from quorum.metadata.records import (
     NO_LEADER,
@@ -51,11 +51,6 @@ def moves_left(cluster: Cluster, broker_id: int) -> int:
         for r in cluster.active.replication.snapshot_records()
         if isinstance(r, PartitionRecord)
     )
-
-
-def fenced(cluster: Cluster, broker_id: int) -> bool:
-    registration = cluster.active.cluster.registration(broker_id)
-    return registration is not None and registration.fenced
 
 
 def turn(cluster: Cluster) -> None:

@@ -44,10 +44,10 @@ every revert covers all of it):
 - topics by id (`_Topic`: name, id, and a timeline map of partition id -> registration);
 - topic ids by name; names that collide once '.' is read as '_' (Kafka's metric-name rule);
 - broker -> partitions whose ISR holds it, except leaderless partitions whose only ISR member
-  it is; broker -> those (key -1: leaderless partitions whose ISR has several members); and
-  broker -> partitions it leads (key -1: leaderless partitions), for fencing, unfencing,
-  controlled shutdown and the leaderless sweep, so that each of their steps visits only
-  partitions it changes;
+  it is; broker -> those (key -1: leaderless partitions whose ISR has several members), which
+  together are every leaderless partition; and broker -> partitions it leads, for fencing,
+  unfencing, controlled shutdown and the leaderless sweep, so that each of their steps visits
+  only partitions it changes;
 - partitions being reassigned, and partitions whose leader is not their preferred replica.
 Nested timeline structures (one partition map per topic, one set per broker) are created on
 first use; created while snapshots exist, they read as empty at older snapshots, which is when
@@ -958,6 +958,11 @@ class ReplicationControl:
 
     def partitions_led_by(self, broker_id: int, offset: int | None = None) -> int:
         """How many partitions `broker_id` leads (NO_LEADER: how many have no leader)."""
+        if broker_id == NO_LEADER:
+            return sum(
+                partitions.size(offset)
+                for partitions in self._leaderless_by_member.to_dict(offset).values()
+            )
         led = self._leaders.get(broker_id, offset=offset)
         return 0 if led is None else led.size(offset)
 
@@ -981,7 +986,7 @@ class ReplicationControl:
 
     def has_leaderless_partitions(self) -> bool:
         """Whether some partition has no leader (the periodic unclean-election check)."""
-        return self.partitions_led_by(NO_LEADER) > 0
+        return any(len(partitions) for partitions in self._leaderless_by_member.live.values())
 
     # == internals: validation and record building ==============================================
 
@@ -1357,9 +1362,6 @@ class ReplicationControl:
         """Up to `max_records` elections for leaderless partitions; `broker_to_add` counts as
         active. Partitions that no ISR member could lead cleanly are passed over without
         building a change, unless an unclean election is allowed for them."""
-        leaderless = self._leaders.live.get(NO_LEADER)
-        if leaderless is None:
-            return ()
         cluster = self._cluster
 
         def acceptable(broker_id: int) -> bool:
@@ -1367,7 +1369,7 @@ class ReplicationControl:
 
         records: list[PartitionChangeRecord] = []
         elections: dict[UUID, Election] = {}
-        for tp in leaderless.live if not clean_only else self._cleanly_electable():
+        for tp in self._cleanly_electable() if clean_only else self._leaderless():
             topic = self._topics.live[tp.topic_id]
             partition = topic.partitions.live[tp.partition_id]
             election = elections.get(tp.topic_id)
@@ -1413,9 +1415,13 @@ class ReplicationControl:
             raise UnknownTopicOrPartitionError(f"topic {name!r} has no partition {partition_id}")
         return topic_id, partition
 
+    def _leaderless(self) -> Iterator[TopicIdPartition]:
+        """Every leaderless partition (live state), by its only ISR member."""
+        for partitions in self._leaderless_by_member.live.values():
+            yield from partitions.live
+
     def _leaderless_partitions(self) -> list[TopicIdPartition]:
-        leaderless = self._leaders.live.get(NO_LEADER)
-        return [] if leaderless is None else sorted(leaderless.live)
+        return sorted(self._leaderless())
 
     def _partitions_at(
         self, topic_id: UUID, offset: int | None
@@ -1475,9 +1481,10 @@ class ReplicationControl:
         old_leader = None if previous is None else previous.leader
         new_leader = None if current is None else current.leader
         if old_leader != new_leader:
-            if old_leader is not None:
+            # Leaderless partitions are `_leaderless_by_member`'s alone.
+            if old_leader is not None and old_leader != NO_LEADER:
                 self._leaders.live[old_leader].discard(tp)
-            if new_leader is not None:
+            if new_leader is not None and new_leader != NO_LEADER:
                 self._member_set(self._leaders, new_leader).add(tp)
         if current is not None and current.replicas[:1] != (current.leader,):
             self._imbalanced.add(tp)

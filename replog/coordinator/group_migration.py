@@ -6,8 +6,10 @@ Rules:
 - `group.consumer.migration.policy`: `bidirectional` (Kafka's default), `upgrade`, `downgrade`
   or `disabled`, case-insensitive; any other value is INVALID_CONFIG. An Empty group of the
   other protocol is replaced whatever the policy (that is no migration).
-- Upgrade (`upgrade_records`): a classic group whose protocol type is `consumer` becomes a
-  consumer group at group epoch = target assignment epoch = its generation. Each member keeps
+- Upgrade (`upgrade_records`): a classic group whose protocol type is `consumer`, in any state
+  with members, becomes a consumer group at group epoch = target assignment epoch = its
+  generation (a group still in its first join phase reads its members' subscriptions from the
+  protocol it would choose). Each member keeps
   its id, instance id, client, rebalance timeout and the partitions its SyncGroup assignment
   held (topics the cluster no longer has are dropped): member epoch and previous epoch = the
   generation, Stable, target = assigned; its subscribed topics and rack come from its JoinGroup
@@ -79,7 +81,8 @@ def upgrade_records(
 ) -> list[rec.ConsumerGroupRecord]:
     """The records that write `classic` as a consumer group (module docstring)."""
     group_id, epoch = classic.group_id, classic.generation
-    protocol = classic.protocol_name or ""
+    # A group still in its first join phase has chosen no protocol yet: the one it would.
+    protocol = classic.protocol_name or classic.select_protocol()
     subscriptions: list[rec.ConsumerGroupRecord] = []
     targets: list[rec.ConsumerGroupRecord] = []
     currents: list[rec.ConsumerGroupRecord] = []

@@ -20,7 +20,7 @@ Commands (G a group, M a member id, "-" for the empty member id):
     commit G member=M epoch=E [v=N] / fetch G member=M epoch=E
     classic-join G                 a classic JoinGroup (v3) for G: a member at once
     classic-group G gen=N [type=consumer] [protocol=range] [topics=t,u] [session=MS]
-                  [subscription=junk] M=t0,t1 ...
+                  [subscription=junk] [userdata=TEXT] M=t0,t1 ...
                                    a Stable classic group as its record loads it: members
                                    subscribed to `topics` (default all), with assignments
     classic-describe G             the classic group: state, generation, members' assignments
@@ -382,6 +382,7 @@ class ConsumerGroupScenario:
         subscription = subscription_to_bytes(Subscription(topics))
         if options.pop("subscription", None) == "junk":
             subscription = b"\x00"
+        user_data = options.pop("userdata", "").encode() or None
         members = tuple(
             MemberMetadata(
                 member_id,
@@ -392,9 +393,12 @@ class ConsumerGroupScenario:
                 session_ms,
                 subscription,
                 assignment_to_bytes(
-                    TopicPartition(item[:-1], int(item[-1]))
-                    for item in assigned.split(",")
-                    if assigned != "none"
+                    (
+                        TopicPartition(item[:-1], int(item[-1]))
+                        for item in assigned.split(",")
+                        if assigned != "none"
+                    ),
+                    user_data,
                 ),
             )
             for member_id, assigned in options.items()

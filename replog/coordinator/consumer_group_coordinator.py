@@ -55,7 +55,6 @@ its last committed state.
 
 from __future__ import annotations
 
-import copy
 import re
 import uuid
 from collections import Counter
@@ -287,8 +286,9 @@ class ConsumerGroupCoordinator:
         durable = self._durable.get(group_id)
         if durable is None:
             classic = None if self._classic is None else self._classic.snapshot(group_id)
+            group = self.groups.get(group_id)
             durable = self._durable[group_id] = _Durable(
-                copy.deepcopy(self.groups.get(group_id)), classic
+                None if group is None else group.copy(), classic
             )
         durable.unwritten += 1
         self._unwritten[id(record)] = record

@@ -976,7 +976,7 @@ class ConsumerGroupCoordinator:
             group = self._replace_static(group, replaced, member, records)
         current = self._update_and_reconcile(group, member, updated, owned, records)
         group = self.groups[group_id]
-        if replaced is not None and self._may_downgrade(group, None):
+        if replaced is not None and replaced.classic is None and self._may_downgrade(group, None):
             # It replaced the last consumer-protocol member: the group becomes classic again,
             # Stable with the joining member in it (no rebalance), as Kafka's
             # `convertToClassicGroup` with a joining member.

@@ -82,6 +82,7 @@ from replog.coordinator.consumer_group_messages import (
 from replog.coordinator.consumer_member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    TP,
     ConsumerMember,
     MemberState,
     Partitions,
@@ -105,7 +106,12 @@ from replog.coordinator.group_migration import (
     upgrade_records,
 )
 from replog.coordinator.offsets_records import GroupMetadataKey
-from replog.coordinator.server_assignors import ASSIGNORS, UNIFORM, AssignorMember
+from replog.coordinator.server_assignors import (
+    ASSIGNORS,
+    UNIFORM,
+    AssignorMember,
+    PartitionRacks,
+)
 from replog.errors import (
     FencedInstanceIdError,
     FencedMemberEpochError,
@@ -231,6 +237,7 @@ class ConsumerGroupCoordinator:
         self._classic = classic
         self.groups: dict[str, ConsumerGroup] = {}
         self._topics: dict[str, rec.TopicMetadata] = {}
+        self._racks: dict[TP, frozenset[str]] = {}
         # (kind, group, member) -> (deadline, member epoch for the rebalance timeout)
         self._timers: dict[tuple[str, str, str], tuple[int, int]] = {}
         self._now_ms = 0
@@ -238,13 +245,18 @@ class ConsumerGroupCoordinator:
 
     # --- topics, records -------------------------------------------------------------------------
 
-    def set_topics(self, topics: Mapping[str, tuple[UUID, int]]) -> None:
+    def set_topics(
+        self, topics: Mapping[str, tuple[UUID, int]], racks: PartitionRacks | None = None
+    ) -> None:
         """The cluster's topics (name -> topic id, partition count), from the shell's image;
-        groups see a change at their members' next heartbeat."""
+        groups see a change at their members' next heartbeat. `racks`: each partition's
+        replicas' racks (the brokers' `broker.rack`), which the assignors use at the next
+        assignment (a change of racks alone does not start one)."""
         self._topics = {
             name: rec.TopicMetadata(topic_id, name, count)
             for name, (topic_id, count) in topics.items()
         }
+        self._racks = dict(racks or {})
 
     def replay(self, key: rec.ConsumerGroupKey, value: rec.ConsumerGroupValue | None) -> None:
         """Apply a record read back from `__consumer_offsets` (or just written)."""
@@ -724,10 +736,11 @@ class ConsumerGroupCoordinator:
                 m.member_id,
                 frozenset(ids[name] for name in self._subscribed(m) if name in ids),
                 group.target(m.member_id),
+                m.rack_id,
             )
             for m in group.members.values()
         ]
-        targets = ASSIGNORS[self.preferred_assignor(group)](members, counts)
+        targets = ASSIGNORS[self.preferred_assignor(group)](members, counts, self._racks)
         for member_id in sorted(targets):
             if member_id not in group.targets or targets[member_id] != group.targets[member_id]:
                 self._write(records, _target_record(group_id, member_id, targets[member_id]))

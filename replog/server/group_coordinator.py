@@ -269,9 +269,9 @@ class GroupCoordinator:
         if image.topics is previous.topics or self._stopped:
             return
         self._follow(image)
-        topics = _topic_sizes(image)
+        topics, racks = _topic_sizes(image), _replica_racks(image)
         for shard in self._shards.values():
-            shard.consumer.set_topics(topics)
+            shard.consumer.set_topics(topics, racks)
         deleted = _topics_deleted(previous, image)
         if deleted:
             self._remove_deleted_topics(deleted)
@@ -381,7 +381,7 @@ class GroupCoordinator:
         shard.cache = cache
         shard.groups = groups
         shard.consumer = consumer
-        consumer.set_topics(_topic_sizes(self.image))
+        consumer.set_topics(_topic_sizes(self.image), _replica_racks(self.image))
         groups.loaded(self._clock())  # every member's session starts now
         consumer.loaded(self._clock())
         self._reschedule(shard)
@@ -1304,6 +1304,19 @@ def _topic_sizes(image: MetadataImage) -> dict[str, tuple[UUID, int]]:
     return {
         name: (topic.topic_id, len(topic.partitions))
         for name, topic in image.topics.by_name.items()
+    }
+
+
+def _replica_racks(image: MetadataImage) -> dict[tuple[UUID, int], frozenset[str]]:
+    """Each partition's replicas' racks (`broker.rack`), for rack-aware server assignors;
+    empty when no broker names a rack."""
+    racks = {b.broker_id: b.rack for b in image.cluster.brokers.values() if b.rack}
+    if not racks:
+        return {}
+    return {
+        (topic.topic_id, partition_id): frozenset(racks[r] for r in p.replicas if r in racks)
+        for topic in image.topics.by_id.values()
+        for partition_id, p in topic.partitions.items()
     }
 
 

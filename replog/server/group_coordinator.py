@@ -75,7 +75,7 @@ import enum
 import functools
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
@@ -83,6 +83,7 @@ from uuid import UUID
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage, TopicImage
 from quorum.metadata.loader import LoaderManifest
+from quorum.metadata.records import ConfigResourceType
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.coordinator import classic_group_messages as gm
 from replog.coordinator import consumer_group_messages as cgm
@@ -270,8 +271,10 @@ class GroupCoordinator:
             return
         self._follow(image)
         topics, racks = _topic_sizes(image), _replica_racks(image)
+        group_configs = _group_configs(image)
         for shard in self._shards.values():
             shard.consumer.set_topics(topics, racks)
+            shard.consumer.set_group_configs(group_configs)
         deleted = _topics_deleted(previous, image)
         if deleted:
             self._remove_deleted_topics(deleted)
@@ -382,6 +385,7 @@ class GroupCoordinator:
         shard.groups = groups
         shard.consumer = consumer
         consumer.set_topics(_topic_sizes(self.image), _replica_racks(self.image))
+        consumer.set_group_configs(_group_configs(self.image))
         groups.loaded(self._clock())  # every member's session starts now
         consumer.loaded(self._clock())
         self._reschedule(shard)
@@ -1317,6 +1321,15 @@ def _replica_racks(image: MetadataImage) -> dict[tuple[UUID, int], frozenset[str
         (topic.topic_id, partition_id): frozenset(racks[r] for r in p.replicas if r in racks)
         for topic in image.topics.by_id.values()
         for partition_id, p in topic.partitions.items()
+    }
+
+
+def _group_configs(image: MetadataImage) -> dict[str, Mapping[str, str]]:
+    """Every group's own configs (GROUP config resources of the metadata log)."""
+    return {
+        resource.resource_name: keys
+        for resource, keys in image.configs.resources.items()
+        if resource.resource_type is ConfigResourceType.GROUP
     }
 
 

@@ -121,16 +121,22 @@ def sticky_user_data_to_bytes(partitions: Iterable[TopicPartition], generation: 
 
 def sticky_user_data_from_bytes(data: bytes | None) -> tuple[tuple[TopicPartition, ...], int]:
     """(last assignment, generation) of `sticky` user data v1 or v0 (generation -1); ((), -1)
-    for none or bytes that do not parse."""
+    for none or bytes that do not parse. Kafka's Java client writes the fields alone;
+    kafka-python 3 writes an int16 version before them, read here too (second, since Java's
+    bytes never parse that way: their first int32 is the topic count)."""
     if not data:
         return (), -1
-    try:
-        reader = _Reader(data, 0)
-        pairs = reader.partitions()
-        generation = reader.int32() if len(data) - reader.position >= _INT32.size else -1
-    except (struct.error, UnicodeDecodeError, ValueError):
-        return (), -1
-    return tuple(TopicPartition(t, p) for t, p in pairs), generation
+    for start in (0, _INT16.size):
+        try:
+            reader = _Reader(data, start)
+            pairs = reader.partitions()
+            remaining = len(data) - reader.position
+            generation = reader.int32() if remaining >= _INT32.size else -1
+        except (struct.error, UnicodeDecodeError, ValueError):
+            continue
+        if reader.position == len(data):
+            return tuple(sorted(TopicPartition(t, p) for t, p in pairs)), generation
+    return (), -1
 
 
 def generation_user_data(generation: int) -> bytes:

@@ -224,6 +224,20 @@ def test_sticky_user_data_is_kafkas_layout() -> None:
     assert subscription_user_data("range", frozenset(), 3) is None
 
 
+def test_sticky_reads_kafka_pythons_user_data_too() -> None:
+    """kafka-python 3's StickyPartitionAssignor puts an int16 version before the fields (Java's
+    StickyAssignor does not): a leader here still reads what its members had."""
+    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+    from kafka.structs import TopicPartition as KafkaTopicPartition
+
+    theirs = StickyPartitionAssignor._metadata(
+        ["t"], [KafkaTopicPartition("t", 1), KafkaTopicPartition("t", 0)], 5
+    ).encode()
+    sub = subscription_from_bytes(theirs)
+    assert sub.topics == ("t",)
+    assert sticky_user_data_from_bytes(sub.user_data) == ((tp("t", 0), tp("t", 1)), 5)
+
+
 def test_sticky_keeps_what_members_had_when_one_joins() -> None:
     members = [
         sticky_member("a", "t", had=(tp("t", 0), tp("t", 1), tp("t", 2))),

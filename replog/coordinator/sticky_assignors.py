@@ -34,6 +34,7 @@ every leader computes the same assignment.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -101,12 +102,15 @@ class _Plan:
     assignment: dict[str, list[TopicPartition]] = field(default_factory=dict)
     base: int = 0
     extra: int | None = None  # members that may still go to base + 1; None: no quotas
+    _queues: dict[str, list[tuple[int, int, str]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.rank = {m.member_id: i for i, m in enumerate(self.members)}
+        every_topic = {t for m in self.members for t in m.subscription.topics if t in self.counts}
+        by_topic = {t: partitions_of(t, self.counts) for t in every_topic}
         for m in self.members:
             topics = [t for t in m.subscription.topics if t in self.counts]
-            self.wanted[m.member_id] = {tp for t in topics for tp in partitions_of(t, self.counts)}
+            self.wanted[m.member_id] = {tp for t in topics for tp in by_topic[t]}
             for t in topics:
                 self.subscribers.setdefault(t, []).append(m.member_id)
             self.rack[m.member_id] = m.subscription.rack or None
@@ -174,6 +178,14 @@ class _Plan:
         left = [tp for tp in self.every if tp not in taken]
         if self.use_racks:
             left = self._fill_by_rack(left)
+        # Per topic, its subscribers by (load, rank): entries go stale as loads grow and are
+        # refreshed when they come up.
+        self._queues = {
+            topic: [(len(self.assignment[mid]), self.rank[mid], mid) for mid in subscribers]
+            for topic, subscribers in self.subscribers.items()
+        }
+        for queue in self._queues.values():
+            heapq.heapify(queue)
         for tp in left:
             self.give(self._taker(tp), tp)
         self._balance()
@@ -182,16 +194,25 @@ class _Plan:
     def _fill_by_rack(self, left: list[TopicPartition]) -> list[TopicPartition]:
         """Each partition to the least loaded member with room in a rack holding a replica,
         the partitions with the fewest such members first; returns the others."""
-
-        def rack_members(tp: TopicPartition) -> list[str]:
-            return [mid for mid in self.subscribers[tp.topic] if self.same_rack(mid, tp)]
-
+        by_rack: dict[str, list[str]] = {}
+        for mid, rack in self.rack.items():
+            if rack is not None:
+                by_rack.setdefault(rack, []).append(mid)
+        local = {
+            tp: [
+                mid
+                for rack in sorted(self.racks.get(tp, ()))
+                for mid in by_rack.get(rack, ())
+                if tp in self.wanted[mid]
+            ]
+            for tp in left
+        }
         cap = -(-len(self.every) // max(1, len(self.members)))
         rest = []
-        for tp in sorted(left, key=lambda tp: (len(rack_members(tp)), tp)):
+        for tp in sorted(left, key=lambda tp: (len(local[tp]), tp)):
             takers = [
                 mid
-                for mid in rack_members(tp)
+                for mid in local[tp]
                 if self.room(mid) and (self.extra is not None or len(self.assignment[mid]) < cap)
             ]
             if takers:
@@ -209,12 +230,20 @@ class _Plan:
 
     def _taker(self, tp: TopicPartition) -> str:
         """Who takes an unassigned partition: its previous owner if it has room, else the least
-        loaded subscriber with room."""
-        takers = [mid for mid in self.subscribers[tp.topic] if self.room(mid)]
+        loaded subscriber with room (a member without room never has room again: loads only
+        grow here, and the members that may go one above the lower count only get fewer)."""
         previous = self.owner.get(tp)
-        if previous in takers:
+        if previous is not None and tp in self.wanted[previous] and self.room(previous):
             return previous
-        return min(takers, key=lambda k: self._load_key(k, tp))
+        queue = self._queues[tp.topic]
+        while True:
+            size, rank, member_id = queue[0]
+            if size != len(self.assignment[member_id]):
+                heapq.heapreplace(queue, (len(self.assignment[member_id]), rank, member_id))
+            elif not self.room(member_id):
+                heapq.heappop(queue)
+            else:
+                return member_id
 
     def _balance(self) -> None:
         """Move partitions from a member to a subscriber holding two fewer or less, the fullest

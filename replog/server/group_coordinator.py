@@ -90,7 +90,12 @@ from replog.coordinator import consumer_group_records as cgr
 from replog.coordinator import messages as cm
 from replog.coordinator.classic_group import GroupState
 from replog.coordinator.classic_group_coordinator import ClassicGroupConfig, ClassicGroupCoordinator
-from replog.coordinator.commit_rules import append_error, commit_errors, group_id_problem
+from replog.coordinator.commit_rules import (
+    append_error,
+    commit_errors,
+    group_append_error,
+    group_id_problem,
+)
 from replog.coordinator.consumer_group_coordinator import (
     ConsumerGroupConfig,
     ConsumerGroupCoordinator,
@@ -937,7 +942,7 @@ class GroupCoordinator:
             failure,
         )
         in_log = isinstance(failure, RequestTimedOutError | NotEnoughReplicasAfterAppendError)
-        return append_error(failure, f"groups {groups} in {shard.name}"), in_log
+        return group_append_error(failure, f"groups {groups} in {shard.name}"), in_log
 
     def _reschedule(self, shard: _Shard) -> None:
         """Arm the partition's timer for the core's next deadline."""

@@ -48,9 +48,10 @@ A static classic member joining without a member id replaces its instance's memb
 that member's protocol; when it replaced the last consumer-protocol member, the group is
 written back as a classic group that stays Stable (the joining member syncs into it).
 Records are applied as they are written; the shell tells which were appended (`appended`) and
-which failed (`append_failed`): each group a failed record changes goes back to the state its
-durable records hold (both protocols' sides of the group id), as Kafka's coordinator reverts to
-its last committed state.
+which failed (`append_failed`, records the log refused): each group a failed record changes
+goes back to the state it had before the batch that record came in (both protocols' sides of
+the group id), keeping the batches written before it, as Kafka's coordinator reverts to the
+offset written before the failed batch.
 """
 
 from __future__ import annotations
@@ -232,11 +233,12 @@ def _random_uuid() -> str:
     return str(uuid.uuid4())
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Durable:
-    """A group as its durable records left it (both protocols' sides of the id), kept while
-    records of it are being appended (`append_failed` puts it back)."""
+    """A group as it was before one batch of its records (both protocols' sides of the id),
+    kept while that batch is being appended (`append_failed` puts it back)."""
 
+    batch: list[Record]  # the list the call wrote the batch's records into
     consumer: ConsumerGroup | None
     classic: ClassicGroup | None
     unwritten: int = 0  # its records not yet acknowledged
@@ -264,9 +266,10 @@ class ConsumerGroupCoordinator:
         self.rebalances = 0  # group epoch bumps
         # Answers owed to a converted classic group's waiting requests (`take_classic_answers`).
         self._classic_answers = GroupResult()
-        # Records written and not yet acknowledged, by identity, and the groups they change.
-        self._unwritten: dict[int, Record] = {}
-        self._durable: dict[str, _Durable] = {}
+        # Records written and not yet acknowledged, by identity, with the state before their
+        # batch; each group's batches in flight, oldest first.
+        self._unwritten: dict[int, tuple[Record, _Durable]] = {}
+        self._durable: dict[str, list[_Durable]] = {}
 
     # --- topics, records -------------------------------------------------------------------------
 
@@ -324,15 +327,14 @@ class ConsumerGroupCoordinator:
 
     def _write(self, records: list[Record], record: Record) -> None:
         group_id = record.key.group
-        durable = self._durable.get(group_id)
-        if durable is None:
+        batches = self._durable.setdefault(group_id, [])
+        if not batches or batches[-1].batch is not records:
             classic = None if self._classic is None else self._classic.snapshot(group_id)
             group = self.groups.get(group_id)
-            durable = self._durable[group_id] = _Durable(
-                None if group is None else group.copy(), classic
-            )
+            batches.append(_Durable(records, None if group is None else group.copy(), classic))
+        durable = batches[-1]
         durable.unwritten += 1
-        self._unwritten[id(record)] = record
+        self._unwritten[id(record)] = (record, durable)
         records.append(record)
         if isinstance(record, GroupRecord):
             assert self._classic is not None
@@ -350,32 +352,44 @@ class ConsumerGroupCoordinator:
     def appended(self, records: Sequence[object]) -> None:
         """The shell appended `records` (ones this core returned): they are durable."""
         for record in records:
-            if self._unwritten.get(id(record)) is not record:
+            entry = self._unwritten.get(id(record))
+            if entry is None or entry[0] is not record:
                 continue
             assert isinstance(record, (rec.ConsumerGroupRecord, GroupRecord))
             del self._unwritten[id(record)]
-            durable = self._durable[record.key.group]
+            durable = entry[1]
             durable.unwritten -= 1
             if not durable.unwritten:
-                del self._durable[record.key.group]
+                batches = self._durable[record.key.group]
+                batches.remove(durable)
+                if not batches:
+                    del self._durable[record.key.group]
 
     def append_failed(self, records: Sequence[object], now_ms: int) -> None:
-        """The append of `records` failed (the shell answered their requests with its error):
-        each group they change goes back to what its durable records hold, as Kafka's
-        coordinator reverts to its last committed state. Records of those groups written
-        after them are dropped too (they were decided on the reverted state). The restored
-        members' sessions start now; a classic group restored mid-rebalance rebalances."""
+        """The log refused `records` (the shell answered their requests with its error): each
+        group they change goes back to what it was before the first batch they came in, as
+        Kafka's coordinator reverts to the offset written before the failed batch; batches
+        written before it stay (they are in the log). Batches of those groups written after
+        it are dropped too (they were decided on the reverted state; the shell fails a batch
+        before any later one is appended). The restored members' sessions start now; a classic
+        group restored mid-rebalance rebalances."""
         self._now_ms = max(self._now_ms, now_ms)
-        failed = {
-            record.key.group
-            for record in records
-            if isinstance(record, (rec.ConsumerGroupRecord, GroupRecord))
-            and self._unwritten.get(id(record)) is record
-        }
+        failed: dict[str, set[int]] = {}
+        for record in records:
+            entry = self._unwritten.get(id(record))
+            if entry is not None and entry[0] is record:
+                assert isinstance(record, (rec.ConsumerGroupRecord, GroupRecord))
+                failed.setdefault(record.key.group, set()).add(id(entry[1]))
         for group_id in sorted(failed):
-            for key in [k for k, r in self._unwritten.items() if r.key.group == group_id]:
+            batches = self._durable[group_id]
+            first = next(i for i, b in enumerate(batches) if id(b) in failed[group_id])
+            durable, dropped = batches[first], batches[first:]
+            del batches[first:]
+            if not batches:
+                del self._durable[group_id]
+            gone = {id(b) for b in dropped}
+            for key in [k for k, (_, b) in self._unwritten.items() if id(b) in gone]:
                 del self._unwritten[key]
-            durable = self._durable.pop(group_id)
             self._drop_timers(group_id)
             if durable.consumer is None:
                 self.groups.pop(group_id, None)

@@ -91,7 +91,12 @@ from replog.coordinator import consumer_group_records as cgr
 from replog.coordinator import messages as cm
 from replog.coordinator.classic_group import GroupState
 from replog.coordinator.classic_group_coordinator import ClassicGroupConfig, ClassicGroupCoordinator
-from replog.coordinator.commit_rules import append_error, commit_errors, group_id_problem
+from replog.coordinator.commit_rules import (
+    append_error,
+    commit_errors,
+    group_append_error,
+    group_id_problem,
+)
 from replog.coordinator.consumer_group_coordinator import (
     ConsumerGroupConfig,
     ConsumerGroupCoordinator,
@@ -119,7 +124,9 @@ from replog.errors import (
     GroupIdNotFoundError,
     KafkaError,
     NotCoordinatorError,
+    NotEnoughReplicasAfterAppendError,
     RebalanceInProgressError,
+    RequestTimedOutError,
     UnknownServerError,
 )
 from replog.record.builder import BatchBuilder
@@ -880,16 +887,22 @@ class GroupCoordinator:
                 )
         failure: KafkaError | None = None
         if result.records:
-            failure = await self._append_group_records(shard, result.records)
+            failure, in_log = await self._append_group_records(shard, result.records)
+            if failure is None or in_log:
+                # In the log (a timed-out batch stays there and commits, or leaves with the
+                # leadership and the shard): consumer groups keep what it stored, as Kafka's
+                # runtime reverts only a batch its log refused.
+                shard.consumer.appended(result.records)
             if failure is None:
                 shard.groups.appended(result.records)
-                shard.consumer.appended(result.records)
             elif self._shards.get(shard.partition) is shard and shard.state is ShardState.ACTIVE:
-                # What the records stored is undone, as Kafka's coordinator reverts to its
-                # last committed state; the requests they answer get the append's error.
+                # What the records stored is undone (classic groups on any failure, as Kafka's
+                # append callbacks do; consumer groups when the log refused them); the
+                # requests they answer get the append's error.
                 now_ms = self._clock()
                 undone = shard.groups.append_failed(result.records, now_ms)
-                shard.consumer.append_failed(result.records, now_ms)
+                if not in_log:
+                    shard.consumer.append_failed(result.records, now_ms)
                 self._answer(shard, undone, None)
                 self._reschedule(shard)
         self._answer(shard, result, failure)
@@ -907,8 +920,10 @@ class GroupCoordinator:
 
     async def _append_group_records(
         self, shard: _Shard, records: Sequence[gm.GroupRecord | cgr.ConsumerGroupRecord]
-    ) -> KafkaError | None:
-        """Append group records with acks=all: None, or the error the waiting requests get."""
+    ) -> tuple[KafkaError | None, bool]:
+        """Append group records with acks=all: None, or the error the waiting requests get;
+        and whether a failed batch is in the log all the same (the replicas did not
+        acknowledge it in time: REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
         now_ms = self._wall_clock()
         batch = BatchBuilder()
         for record in records:
@@ -925,7 +940,7 @@ class GroupCoordinator:
             shard, [batch.build()], self.config.offsets_commit_timeout_ms
         )
         if failure is None:
-            return None
+            return None, False
         groups = sorted({record.key.group for record in records})
         log.warning(
             "broker %d: %s: appending the records of groups %s failed: %s: %s",
@@ -935,7 +950,8 @@ class GroupCoordinator:
             failure.error_name,
             failure,
         )
-        return append_error(failure, f"groups {groups} in {shard.name}")
+        in_log = isinstance(failure, RequestTimedOutError | NotEnoughReplicasAfterAppendError)
+        return group_append_error(failure, f"groups {groups} in {shard.name}"), in_log
 
     def _reschedule(self, shard: _Shard) -> None:
         """Arm the partition's timer for the core's next deadline."""

@@ -10,18 +10,24 @@ step:
   and a consumer group with members keeps at least one consumer-protocol member (the policy
   is `bidirectional`: once only classic members are left it is written back as classic);
 - the group epoch (or classic generation) never goes back while the group has members,
-  except when a failed append reverts it.
+  except when a failed append reverts it;
+- the records appended replay to what memory holds: a consumer group as it is, a Stable
+  classic group's generation, leader, members and assignments (checked every few steps and
+  at the end).
 
 The classic clients are eager consumers talking JoinGroup/SyncGroup/Heartbeat (the leader
 assigns round robin; answers come by request id, now or from a later call, as the shell
 delivers them); some are static (`group.instance.id`) and restart under a new member id. The
 consumer-protocol clients are the ones of `test_consumer_group_properties`, some static too.
 An append that fails answers the call's requests with NOT_COORDINATOR and makes the cores
-undo its records (`append_failed`), as the broker shell does.
+undo its records (`append_failed`), as the broker shell does; an append may stay
+unacknowledged through the next step (its answers already given, as the log keeps it), so a
+failure may come with an earlier batch still in flight.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -32,6 +38,7 @@ from replog.common import TopicPartition
 from replog.coordinator.classic_group import GroupState
 from replog.coordinator.classic_group_coordinator import ClassicGroupConfig, ClassicGroupCoordinator
 from replog.coordinator.classic_group_messages import (
+    GroupRecord,
     GroupResult,
     HeartbeatRequest,
     JoinGroupRequest,
@@ -43,6 +50,7 @@ from replog.coordinator.classic_group_messages import (
 )
 from replog.coordinator.consumer_group_coordinator import ConsumerGroupCoordinator
 from replog.coordinator.consumer_group_messages import ConsumerGroupHeartbeatRequest
+from replog.coordinator.consumer_group_records import ConsumerGroupRecord
 from replog.coordinator.consumer_member import TP, by_topic, flatten
 from replog.coordinator.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
@@ -69,9 +77,12 @@ class Harness:
     core: ConsumerGroupCoordinator
     now_ms: int = 0
     fail_next: bool = False
+    hold_next: bool = False
+    held: list[Sequence[object]] = field(default_factory=list)  # in the log, not acknowledged
     reverted: bool = False
     next_request: int = 0
     waiting: dict[int, ClassicClient] = field(default_factory=dict)
+    log: list[object] = field(default_factory=list)  # the records appended
 
     def request_id(self, client: ClassicClient) -> int:
         self.next_request += 1
@@ -98,15 +109,25 @@ class Harness:
     def _append(self, records: Sequence[object]) -> bool:
         if not records:
             return False
+        if self.hold_next:
+            # In the log, acknowledged after the next step (which may fail its own append).
+            self.hold_next = False
+            self.log.extend(records)
+            self.held.append(records)
+            return False
         if self.fail_next:
             self.fail_next, self.reverted = False, True
             undone = self.classic.append_failed(records, self.now_ms)
             self.core.append_failed(records, self.now_ms)
             self.settle(undone)
             return True
+        self.log.extend(records)
+        self.acknowledge(records)
+        return False
+
+    def acknowledge(self, records: Sequence[object]) -> None:
         self.classic.appended(records)
         self.core.appended(records)
-        return False
 
     def tick(self, ms: int) -> None:
         self.now_ms += ms
@@ -282,10 +303,44 @@ def _check(h: Harness) -> None:
             assert sum(len(p) for p in stored) == len(frozenset().union(*stored)), stored
 
 
+def _replay_matches(h: Harness) -> None:
+    classic = ClassicGroupCoordinator(ClassicGroupConfig())
+    core = new_core(classic)
+    for record in h.log:
+        if isinstance(record, GroupRecord):
+            classic.replay(record.key, record.value)
+        else:
+            assert isinstance(record, ConsumerGroupRecord)
+            core.replay(record.key, record.value)
+    group, replayed = h.core.groups.get("g"), core.groups.get("g")
+    if group is not None or replayed is not None:
+        assert group is not None and replayed is not None, (group, replayed)
+        fields = [f.name for f in dataclasses.fields(group)]
+        assert [getattr(group, f) for f in fields] == [getattr(replayed, f) for f in fields]
+    stable, loaded = h.classic.groups.get("g"), classic.groups.get("g")
+    if stable is not None and stable.state is GroupState.STABLE:
+        assert loaded is not None and loaded.state is GroupState.STABLE, loaded
+        assert (stable.generation, stable.leader_id) == (loaded.generation, loaded.leader_id)
+        assert {m: x.assignment for m, x in stable.members.items()} == {
+            m: x.assignment for m, x in loaded.members.items()
+        }
+
+
 operations = st.lists(
     st.tuples(
         st.sampled_from(
-            ["classic", "classic", "classic", "hb", "hb", "leave", "restart", "fail", "wait"]
+            [
+                "classic",
+                "classic",
+                "classic",
+                "hb",
+                "hb",
+                "leave",
+                "restart",
+                "fail",
+                "hold",
+                "wait",
+            ]
         ),
         st.integers(0, 4),
     ),
@@ -312,13 +367,16 @@ def test_a_group_moved_between_protocols_keeps_its_invariants(
     classics = [ClassicClient(f"k{i}", "shared" if i == 0 else None) for i in range(3)]
     consumers = [ConsumerClient(f"m{i}", "shared" if i == 1 else None) for i in range(2)]
     kind = "-"
-    for op, index in ops:
+    for step, (op, index) in enumerate(ops):
         before, had_members = _epoch(h)
         h.reverted = False
+        in_flight, h.held = h.held, []
         if op == "wait":
             h.tick(700)
         elif op == "fail":
             h.fail_next = True
+        elif op == "hold":
+            h.hold_next = True
         elif index < 3:
             member = classics[index]
             if op in ("classic", "hb"):
@@ -335,13 +393,18 @@ def test_a_group_moved_between_protocols_keeps_its_invariants(
                 client.leave(h)
             else:
                 client.joined, client.epoch, client.owned = False, 0, frozenset()
+        for records in in_flight:
+            h.acknowledge(records)
         _check(h)
         held = "consumer" if "g" in core.groups else "classic" if "g" in classic.groups else "-"
         if held != kind:
             event(f"{kind} -> {held}")
             kind = held
         if h.reverted:
-            event("an append failed")
+            event("an append failed" + (" with an earlier one in flight" if in_flight else ""))
         after, _ = _epoch(h)
         if had_members and not h.reverted:
             assert after >= before, (op, before, after)
+        if step % 10 == 9:
+            _replay_matches(h)
+    _replay_matches(h)

@@ -2,8 +2,9 @@
 tmp_path: two members split a topic through a revocation, commits and fetches are fenced by the
 member epoch, a broker that loads the partition again (a failover) has the same members, epochs
 and assignments, a silent member is removed by the session timer the shell arms, an Empty
-group is deleted with DeleteGroups, and a classic group caught mid-rebalance is converted by a
-consumer-protocol join, its waiting JoinGroup answered REBALANCE_IN_PROGRESS.
+group is deleted with DeleteGroups, a classic group caught mid-rebalance is converted by a
+consumer-protocol join, its waiting JoinGroup answered REBALANCE_IN_PROGRESS, and a join whose
+append failed is undone only when the log refused it (a timed-out append is in the log).
 """
 
 from __future__ import annotations
@@ -19,14 +20,23 @@ from replog.coordinator import classic_group_messages as gm
 from replog.coordinator import consumer_group_messages as cgm
 from replog.coordinator import messages as cm
 from replog.coordinator.consumer_protocol import Subscription, subscription_to_bytes
-from replog.errors import StaleMemberEpochError
+from replog.errors import (
+    CoordinatorNotAvailableError,
+    KafkaError,
+    NotEnoughReplicasError,
+    RequestTimedOutError,
+    StaleMemberEpochError,
+)
+from replog.server.group_coordinator import GroupCoordinator
 from replog.server.group_coordinator_config import GroupCoordinatorConfig
+from replog.testing import LoopTasks
 from tests.metadata.metadata_helpers import replayed
 from tests.server.test_group_coordinator import (
     DATA,
     DATA_TID,
     GROUP_IN,
     Broker,
+    FakeReplicas,
     fetch,
     image_with,
     loaded,
@@ -157,6 +167,28 @@ async def test_a_rebalancing_classic_group_is_converted_and_its_waiting_join_ans
     (described,) = broker.coordinator.consumer_group_describe([GROUP])
     kinds = sorted(m.member_type for m in described.members)
     assert kinds == ["classic", "consumer"], described
+
+
+@pytest.mark.parametrize(
+    ("error", "kept"),
+    [(RequestTimedOutError("slow followers"), True), (NotEnoughReplicasError("isr"), False)],
+)
+@pytest.mark.asyncio
+async def test_a_failed_join_is_undone_only_when_the_log_refused_it(
+    broker: Broker, error: KafkaError, kept: bool
+) -> None:
+    fake = FakeReplicas(broker.rm, answer=error)
+    fake.gate.set()
+    broker.coordinator = GroupCoordinator(1, fake, broker.creator, FAST, tasks=LoopTasks())
+    await loaded(broker, IMAGE)
+    answer = await broker.coordinator.consumer_group_heartbeat(hb("k", 0))
+    # Kafka's answer to both: its clients look the coordinator up again and retry.
+    assert isinstance(answer.error, CoordinatorNotAvailableError), answer
+    # A timed-out batch stays in the log (and commits once the followers catch up): the
+    # member stays, as a replay of the log would have it; a refused batch is gone.
+    (described,) = broker.coordinator.consumer_group_describe([GROUP])
+    assert [m.member_id for m in described.members] == (["k"] if kept else []), described
+    await broker.coordinator.stop()
 
 
 @pytest.mark.asyncio

@@ -15,6 +15,8 @@ Everything runs on one machine: 3-node local clusters of combined broker+control
    Also per run: the longest event-loop stall of any node during the creation (from the
    `replog_event_loop_stall_seconds` histogram: the bucket the longest stall fell in), and how
    often the metadata quorum's leader changed (`replog_raft_current_epoch` on every node).
+   And the file system's floor for the replicas (`Floor`), measured before the first run and
+   after the last.
 2. Restart (with `--restart`): the last run's cluster, holding its partitions, is stopped
    cleanly and started again; the time from `cluster start` until every replica is led again,
    against a fresh empty cluster's start measured in the same run (the baseline). Where that

@@ -233,6 +233,7 @@ class GroupMember(MemberEvents):
     _counts: dict[str, int] = field(default_factory=dict)
     _assigned_counts: dict[str, int] = field(default_factory=dict)
     _group_topics: frozenset[str] = frozenset()  # every member's topics, while leading
+    _gone: frozenset[str] = frozenset()  # reported by the metadata since the assignment, then not
     _last_assignment: frozenset[TopicPartition] | None = None  # `sticky`'s user data
     _joined_topics: frozenset[str] = frozenset()  # the subscription the last JoinGroup sent
     _in_flight: str | None = None
@@ -259,14 +260,20 @@ class GroupMember(MemberEvents):
 
     def set_partition_counts(self, counts: Mapping[str, int], now_ms: int) -> None:
         """The watched topics' partition counts, from metadata (the leader assigns them)."""
-        self._counts = {t: n for t, n in counts.items() if t in self.watched_topics}
+        known = {t: n for t, n in counts.items() if t in self.watched_topics}
+        self._gone |= self._counts.keys() - known.keys()
+        self._counts = known
         if self.leader and self.phase is Phase.STABLE and self._counts_changed():
             self._request_rejoin("the subscribed topics' partitions changed", now_ms)
 
     def _counts_changed(self) -> bool:
-        """Whether a topic the metadata knows now has another count than it was assigned with
-        (a topic the metadata lost sight of does not count; one that appeared does)."""
-        return any(self._assigned_counts.get(t) != n for t, n in self._counts.items())
+        """Whether the metadata reports a watched topic with another count than it was assigned
+        with (or one that appeared), or no longer reports an assigned topic it reported since
+        (deleted: Kafka's leader rebalances then). A topic it never reported, as one that does
+        not exist, starts no rebalance, so one missing from every answer cannot loop."""
+        if any(self._assigned_counts.get(t) != n for t, n in self._counts.items()):
+            return True
+        return any(t in self._assigned_counts for t in self._gone - self._counts.keys())
 
     def callbacks_done(self) -> None:
         self._callbacks_ended()
@@ -490,6 +497,7 @@ class GroupMember(MemberEvents):
             raise ValueError(f"the group chose assignor {answer.protocol_name!r}, unknown here")
         self._group_topics = frozenset(t for m in members for t in m.subscription.topics)
         self._assigned_counts = dict(counts)
+        self._gone = frozenset()
         plan = assignor(members, counts, racks)
         return tuple((member_id, assignment_to_bytes(parts)) for member_id, parts in plan.items())
 

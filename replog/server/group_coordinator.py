@@ -274,14 +274,19 @@ class GroupCoordinator:
     def apply_image(self, image: MetadataImage) -> None:
         """Follow the `__consumer_offsets` leaderships of `image` (also for tests)."""
         previous, self.image = self.image, image
-        if image.topics is previous.topics or self._stopped:
+        if self._stopped:
+            return
+        if image.configs is not previous.configs:
+            # A group's own configs change in an image that may change no topic.
+            group_configs = _group_configs(image)
+            for shard in self._shards.values():
+                shard.consumer.set_group_configs(group_configs)
+        if image.topics is previous.topics:
             return
         self._follow(image)
         topics, racks = _topic_sizes(image), _replica_racks(image)
-        group_configs = _group_configs(image)
         for shard in self._shards.values():
             shard.consumer.set_topics(topics, racks)
-            shard.consumer.set_group_configs(group_configs)
         deleted = _topics_deleted(previous, image)
         if deleted:
             self._remove_deleted_topics(deleted)

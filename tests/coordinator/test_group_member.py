@@ -379,3 +379,34 @@ def test_client_rack_rides_in_the_subscription_and_the_leader_assigns_by_rack() 
     assert sync is not None and isinstance(sync.request, gm.SyncGroupRequest)
     plan = {m: assigned_partitions(data) for m, data in sync.request.assignments}
     assert plan == {"m0": [("t", 0), ("t", 2)], "m1": [("t", 1), ("t", 3)]}
+
+
+def test_the_leader_rebalances_when_a_subscribed_topic_is_deleted() -> None:
+    """Kafka's leader compares the group's topics' partition counts with those it assigned:
+    a topic deleted changes them, and the rebalance takes its partitions from every member."""
+    sim = GroupSim({"t": 2, "u": 2})
+    sim.add("a", topics=("t", "u"))
+    sim.add("b", topics=("t", "u"))
+    sim.run(2 * SPLIT)
+    assert {p for parts in sim.reads().values() for p in parts} == {"t-0", "t-1", "u-0", "u-1"}
+    sim.set_counts({"t": 2})
+    sim.run(2 * SPLIT)
+    assert sorted(p for parts in sim.reads().values() for p in parts) == ["t-0", "t-1"]
+
+
+def test_a_topic_no_metadata_reports_starts_no_rebalance() -> None:
+    """A member naming a topic that does not exist: the leader never rebalances for it, and
+    does once when it is created."""
+    sim = GroupSim({"t": 2})
+    sim.add("a", topics=("t",))
+    sim.add("b", topics=("t", "x"))
+    sim.run(2 * SPLIT)
+    generation = sim.members["a"].core.generation
+    for _ in range(5):
+        sim.set_counts({"t": 2})
+        sim.run(SPLIT)
+    assert sim.members["a"].core.generation == generation
+    sim.set_counts({"t": 2, "x": 1})
+    sim.run(2 * SPLIT)
+    assert sim.members["a"].core.generation == generation + 1
+    assert "x-0" in sim.reads()["b"]

@@ -30,6 +30,7 @@ from replog.errors import (
 from replog.server.group_coordinator import GroupCoordinator
 from replog.server.group_coordinator_config import GroupCoordinatorConfig
 from replog.testing import LoopTasks
+from tests.metadata.metadata_helpers import replayed
 from tests.server.test_group_coordinator import (
     DATA,
     DATA_TID,
@@ -193,13 +194,22 @@ async def test_a_failed_join_is_undone_only_when_the_log_refused_it(
 @pytest.mark.asyncio
 async def test_a_groups_own_configs_from_the_metadata_log_set_its_interval(broker: Broker) -> None:
     """KIP-848's GROUP config resource: the broker reads it from its metadata image (so any
-    broker taking the partition over has it) and answers the group's members with it."""
-    own = ConfigRecord(ConfigResourceType.GROUP, GROUP, "consumer.heartbeat.interval.ms", "250")
+    broker taking the partition over has it) and answers the group's members with it. A
+    change arrives as a delta with only a ConfigRecord: the topics image is the previous one."""
+    key = "consumer.heartbeat.interval.ms"
+    own = ConfigRecord(ConfigResourceType.GROUP, GROUP, key, "250")
     await loaded(broker, image_with(*offsets_topic(1, 1, 1), *DATA, own))
     answer = await broker.coordinator.consumer_group_heartbeat(hb("a", 0))
     assert (answer.error, answer.heartbeat_interval_ms) == (None, 250)
-    gone = ConfigRecord(ConfigResourceType.GROUP, GROUP, "consumer.heartbeat.interval.ms", None)
-    broker.publish(image_with(*offsets_topic(1, 1, 1), *DATA, own, gone))
+    changed = replayed(
+        broker.coordinator.image, ConfigRecord(ConfigResourceType.GROUP, GROUP, key, "400")
+    )
+    assert changed.topics is broker.coordinator.image.topics
+    broker.publish(changed)
+    answer = await broker.coordinator.consumer_group_heartbeat(hb("a", answer.member_epoch))
+    assert answer.heartbeat_interval_ms == 400
+    gone = ConfigRecord(ConfigResourceType.GROUP, GROUP, key, None)
+    broker.publish(replayed(broker.coordinator.image, gone))
     answer = await broker.coordinator.consumer_group_heartbeat(hb("a", answer.member_epoch))
     assert answer.heartbeat_interval_ms == 100  # the broker's again
     await broker.coordinator.stop()

@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from replog.server.known_properties import unknown_properties
     from replog.server.node import Node
     from replog.server.node_config import NodeConfig
+    from replog.server.open_files import raise_open_file_limit
     from replog.wire.grpc_engine import engine_description
 
     with open(args.config, encoding="utf-8") as f:
@@ -46,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     for message in unknown_properties(properties):
         log.warning("%s: %s", args.config, message)
     log.info("%s", engine_description())
+    log.info("open-file limit: %s", raise_open_file_limit() or "none")
     # A node process owns its allocator: keep batch-sized buffers off mmap (allocator.py).
     keep_large_buffers()
 

@@ -22,6 +22,11 @@ Rules (Kafka's group coordinator; a group with members is fenced by its classic 
   (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_FETCH_SIZE) is INVALID_COMMIT_OFFSET_SIZE;
   anything else (REQUEST_TIMED_OUT) keeps its class. Every message names the group and keeps
   the original cause.
+- A failed append of group records (`group_append_error`, answered to JoinGroup, SyncGroup,
+  LeaveGroup, ConsumerGroupHeartbeat): as a commit's, but REQUEST_TIMED_OUT is
+  COORDINATOR_NOT_AVAILABLE and a batch too large UNKNOWN_SERVER_ERROR, as Kafka's coordinator
+  maps them (its clients retry the first; REQUEST_TIMED_OUT is no error these requests know,
+  and Kafka's consumers fail on it).
 """
 
 from __future__ import annotations
@@ -45,7 +50,9 @@ from replog.errors import (
     NotLeaderOrFollowerError,
     OffsetMetadataTooLargeError,
     RecordBatchTooLargeError,
+    RequestTimedOutError,
     UnknownMemberIdError,
+    UnknownServerError,
     UnknownTopicOrPartitionError,
 )
 
@@ -156,3 +163,20 @@ def append_error(error: KafkaError, where: str) -> KafkaError:
             f"{where}: the commit is too large for __consumer_offsets: {error.error_name}: {error}"
         )
     return type(error)(f"{where}: the commit could not be written: {error}")
+
+
+def group_append_error(error: KafkaError, where: str) -> KafkaError:
+    """What a failed append of group records means to the requests they answer (module
+    docstring)."""
+    if isinstance(error, RequestTimedOutError):
+        return CoordinatorNotAvailableError(
+            f"{where}: the group records were not replicated in time: {error.error_name}: {error}"
+        )
+    if isinstance(
+        error, MessageSizeTooLargeError | RecordBatchTooLargeError | InvalidFetchSizeError
+    ):
+        return UnknownServerError(
+            f"{where}: the group records are too large for __consumer_offsets: "
+            f"{error.error_name}: {error}"
+        )
+    return append_error(error, where)

@@ -13,9 +13,11 @@ A heartbeat (ConsumerGroupHeartbeat, docs/groups.md walks an example):
    rebalance timeout or subscription or with owned partitions, an unknown epoch;
    UNSUPPORTED_ASSIGNOR; INVALID_REGULAR_EXPRESSION. A join for a group id held by a classic
    group with members upgrades it (`group_migration`) when `group.consumer.migration.policy`
-   allows it, the group's protocol type is `consumer`, it is Stable, it has at most
+   allows it, the group's protocol type is `consumer`, it has at most
    `group.consumer.max.size` members and their JoinGroup metadata and assignments parse; else
    GROUP_ID_NOT_FOUND, naming why (an Empty classic group is deleted and replaced). A group
+   caught mid-rebalance converts too: its waiting JoinGroup and SyncGroup requests are
+   answered REBALANCE_IN_PROGRESS (`take_classic_answers`), and its members rejoin. A group
    that does not exist is GROUP_ID_NOT_FOUND unless the request joins; GROUP_MAX_SIZE_REACHED
    for a new member of a full group.
 2. The member: a new one (epoch 0) is created with the given (or a generated) id; an existing
@@ -42,6 +44,14 @@ session timeout) is removed. When the removed member is the last consumer-protoc
 the others all use the classic protocol, the group is written back as a classic group that
 rebalances (`group_migration`'s downgrade), if the policy allows it and the classic
 `group.max.size` holds them.
+A static classic member joining without a member id replaces its instance's member, whatever
+that member's protocol; when it replaced the last consumer-protocol member, the group is
+written back as a classic group that stays Stable (the joining member syncs into it).
+Records are applied as they are written; the shell tells which were appended (`appended`) and
+which failed (`append_failed`, records the log refused): each group a failed record changes
+goes back to the state it had before the batch that record came in (both protocols' sides of
+the group id), keeping the batches written before it, as Kafka's coordinator reverts to the
+offset written before the failed batch.
 """
 
 from __future__ import annotations
@@ -49,14 +59,14 @@ from __future__ import annotations
 import re
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 from uuid import UUID
 
+from quorum.controller.config_definitions import GROUP_HEARTBEAT_INTERVAL, GROUP_SESSION_TIMEOUT
 from replog.common import TopicPartition
 from replog.coordinator import consumer_group_records as rec
-from replog.coordinator.classic_group import GroupState
 from replog.coordinator.classic_group_messages import (
     GroupRecord,
     GroupResult,
@@ -82,6 +92,7 @@ from replog.coordinator.consumer_group_messages import (
 from replog.coordinator.consumer_member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    TP,
     ConsumerMember,
     MemberState,
     Partitions,
@@ -105,7 +116,12 @@ from replog.coordinator.group_migration import (
     upgrade_records,
 )
 from replog.coordinator.offsets_records import GroupMetadataKey
-from replog.coordinator.server_assignors import ASSIGNORS, UNIFORM, AssignorMember
+from replog.coordinator.server_assignors import (
+    ASSIGNORS,
+    UNIFORM,
+    AssignorMember,
+    PartitionRacks,
+)
 from replog.errors import (
     FencedInstanceIdError,
     FencedMemberEpochError,
@@ -217,6 +233,17 @@ def _random_uuid() -> str:
     return str(uuid.uuid4())
 
 
+@dataclass(slots=True, eq=False)
+class _Durable:
+    """A group as it was before one batch of its records (both protocols' sides of the id),
+    kept while that batch is being appended (`append_failed` puts it back)."""
+
+    batch: list[Record]  # the list the call wrote the batch's records into
+    consumer: ConsumerGroup | None
+    classic: ClassicGroup | None
+    unwritten: int = 0  # its records not yet acknowledged
+
+
 class ConsumerGroupCoordinator:
     """The consumer-protocol groups of one `__consumer_offsets` partition (module docstring)."""
 
@@ -231,20 +258,60 @@ class ConsumerGroupCoordinator:
         self._classic = classic
         self.groups: dict[str, ConsumerGroup] = {}
         self._topics: dict[str, rec.TopicMetadata] = {}
+        self._racks: dict[TP, frozenset[str]] = {}
+        self._group_configs: dict[str, dict[str, str]] = {}
         # (kind, group, member) -> (deadline, member epoch for the rebalance timeout)
         self._timers: dict[tuple[str, str, str], tuple[int, int]] = {}
         self._now_ms = 0
         self.rebalances = 0  # group epoch bumps
+        # Answers owed to a converted classic group's waiting requests (`take_classic_answers`).
+        self._classic_answers = GroupResult()
+        # Records written and not yet acknowledged, by identity, with the state before their
+        # batch; each group's batches in flight, oldest first.
+        self._unwritten: dict[int, tuple[Record, _Durable]] = {}
+        self._durable: dict[str, list[_Durable]] = {}
 
     # --- topics, records -------------------------------------------------------------------------
 
-    def set_topics(self, topics: Mapping[str, tuple[UUID, int]]) -> None:
+    def set_topics(
+        self, topics: Mapping[str, tuple[UUID, int]], racks: PartitionRacks | None = None
+    ) -> None:
         """The cluster's topics (name -> topic id, partition count), from the shell's image;
-        groups see a change at their members' next heartbeat."""
+        groups see a change at their members' next heartbeat. `racks`: each partition's
+        replicas' racks (the brokers' `broker.rack`), which the assignors use at the next
+        assignment (a change of racks alone does not start one)."""
         self._topics = {
             name: rec.TopicMetadata(topic_id, name, count)
             for name, (topic_id, count) in topics.items()
         }
+        self._racks = dict(racks or {})
+
+    def set_group_configs(self, configs: Mapping[str, Mapping[str, str]]) -> None:
+        """Each group's own settings (KIP-848's GroupConfig, group id -> key -> value, from
+        the metadata log's GROUP config resources, which the controller checked against its
+        bounds): `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` replace
+        the broker's for that group, from each member's next heartbeat on."""
+        self._group_configs = {
+            group_id: {k: v for k, v in keys.items() if k in _GROUP_KEYS}
+            for group_id, keys in configs.items()
+        }
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        return self._group_setting(group_id, GROUP_SESSION_TIMEOUT, self.config.session_timeout_ms)
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self._group_setting(
+            group_id, GROUP_HEARTBEAT_INTERVAL, self.config.heartbeat_interval_ms
+        )
+
+    def _group_setting(self, group_id: str, key: str, default: int) -> int:
+        value = self._group_configs.get(group_id, {}).get(key)
+        if value is None:
+            return default
+        try:
+            return max(1, int(value.strip()))
+        except ValueError:  # the controller writes only valid values
+            return default
 
     def replay(self, key: rec.ConsumerGroupKey, value: rec.ConsumerGroupValue | None) -> None:
         """Apply a record read back from `__consumer_offsets` (or just written)."""
@@ -259,12 +326,78 @@ class ConsumerGroupCoordinator:
             self._drop_timers(key.group)
 
     def _write(self, records: list[Record], record: Record) -> None:
+        group_id = record.key.group
+        batches = self._durable.setdefault(group_id, [])
+        if not batches or batches[-1].batch is not records:
+            classic = None if self._classic is None else self._classic.snapshot(group_id)
+            group = self.groups.get(group_id)
+            batches.append(_Durable(records, None if group is None else group.copy(), classic))
+        durable = batches[-1]
+        durable.unwritten += 1
+        self._unwritten[id(record)] = (record, durable)
         records.append(record)
         if isinstance(record, GroupRecord):
             assert self._classic is not None
             self._classic.replay(record.key, record.value)
         else:
             self.replay(record.key, record.value)
+
+    def take_classic_answers(self) -> GroupResult:
+        """The JoinGroup and SyncGroup answers owed since the last call: the waiting requests
+        of classic groups that heartbeats converted (REBALANCE_IN_PROGRESS). The shell sends
+        them with the heartbeat's records, like any GroupResult's answers."""
+        owed, self._classic_answers = self._classic_answers, GroupResult()
+        return owed
+
+    def appended(self, records: Sequence[object]) -> None:
+        """The shell appended `records` (ones this core returned): they are durable."""
+        for record in records:
+            entry = self._unwritten.get(id(record))
+            if entry is None or entry[0] is not record:
+                continue
+            assert isinstance(record, (rec.ConsumerGroupRecord, GroupRecord))
+            del self._unwritten[id(record)]
+            durable = entry[1]
+            durable.unwritten -= 1
+            if not durable.unwritten:
+                batches = self._durable[record.key.group]
+                batches.remove(durable)
+                if not batches:
+                    del self._durable[record.key.group]
+
+    def append_failed(self, records: Sequence[object], now_ms: int) -> None:
+        """The log refused `records` (the shell answered their requests with its error): each
+        group they change goes back to what it was before the first batch they came in, as
+        Kafka's coordinator reverts to the offset written before the failed batch; batches
+        written before it stay (they are in the log). Batches of those groups written after
+        it are dropped too (they were decided on the reverted state; the shell fails a batch
+        before any later one is appended). The restored members' sessions start now; a classic
+        group restored mid-rebalance rebalances."""
+        self._now_ms = max(self._now_ms, now_ms)
+        failed: dict[str, set[int]] = {}
+        for record in records:
+            entry = self._unwritten.get(id(record))
+            if entry is not None and entry[0] is record:
+                assert isinstance(record, (rec.ConsumerGroupRecord, GroupRecord))
+                failed.setdefault(record.key.group, set()).add(id(entry[1]))
+        for group_id in sorted(failed):
+            batches = self._durable[group_id]
+            first = next(i for i, b in enumerate(batches) if id(b) in failed[group_id])
+            durable, dropped = batches[first], batches[first:]
+            del batches[first:]
+            if not batches:
+                del self._durable[group_id]
+            gone = {id(b) for b in dropped}
+            for key in [k for k, (_, b) in self._unwritten.items() if id(b) in gone]:
+                del self._unwritten[key]
+            self._drop_timers(group_id)
+            if durable.consumer is None:
+                self.groups.pop(group_id, None)
+            else:
+                self.groups[group_id] = durable.consumer
+                self._start_timers(durable.consumer)
+            if self._classic is not None:
+                self._classic.restore(group_id, durable.classic, self._now_ms)
 
     # --- timers ----------------------------------------------------------------------------------
 
@@ -411,9 +544,6 @@ class ConsumerGroupCoordinator:
             )
         elif len(classic.members) > self.config.max_size:
             why = f"it has more members than group.consumer.max.size ({self.config.max_size})"
-        elif classic.state is not GroupState.STABLE:
-            # Its members' JoinGroup or SyncGroup requests are waiting for answers.
-            why = f"it is {classic.state.value}: it converts once Stable"
         if why is None:
             try:
                 return upgrade_records(
@@ -481,6 +611,18 @@ class ConsumerGroupCoordinator:
         group_id = group.group_id
         classic = None if self._classic is None else self._classic.groups.get(group_id)
         if classic is not None:  # an Empty classic group gives way, or converts (_group_for)
+            # A rebalancing classic group's waiting JoinGroup and SyncGroup requests are told to
+            # rejoin: they rejoin the consumer group (Kafka's `convertToConsumerGroup`).
+            assert self._classic is not None
+            owed = self._classic.answer_waiting(
+                group_id,
+                RebalanceInProgressError(
+                    f"group {group_id!r} became a consumer group (a member joined with the "
+                    "consumer protocol): rejoin"
+                ),
+            )
+            self._classic_answers.joins += owed.joins
+            self._classic_answers.syncs += owed.syncs
             self._write(records, GroupRecord(GroupMetadataKey(group_id), None))
         if upgrade:
             for record in upgrade:
@@ -489,13 +631,7 @@ class ConsumerGroupCoordinator:
             for converted in group.members.values():
                 self._start_session(group_id, converted)
         if replaced is not None:
-            old_target = group.targets.get(replaced.member_id)
-            self._remove_member_records(group_id, replaced.member_id, records)
-            self._write(records, _member_record(group_id, member))
-            group = self.groups[group_id]
-            if old_target is not None:
-                self._write(records, _target_record(group_id, member_id, old_target))
-            self._write(records, _assignment_record(group_id, member))
+            group = self._replace_static(group, replaced, member, records)
         updated = replace(
             member,
             instance_id=_or(request.instance_id, member.instance_id),
@@ -524,7 +660,7 @@ class ConsumerGroupCoordinator:
             and request.subscribed_topic_names is not None
             and request.owned is not None
         )
-        interval = self.config.heartbeat_interval_ms
+        interval = self.heartbeat_interval_ms(group_id)
         if current.state is not MemberState.STABLE:
             interval = max(1, interval // RECONCILING_HEARTBEAT_DIVISOR)
         return ConsumerGroupHeartbeatResponse(
@@ -617,6 +753,25 @@ class ConsumerGroupCoordinator:
 
     # --- group changes ---------------------------------------------------------------------------
 
+    def _replace_static(
+        self,
+        group: ConsumerGroup,
+        replaced: ConsumerMember,
+        member: ConsumerMember,
+        records: list[Record],
+    ) -> ConsumerGroup:
+        """`member` (a new member id) takes over the static member `replaced`: its
+        subscription, target and assignment move to the new id (Kafka's `replaceMember`)."""
+        group_id = group.group_id
+        old_target = group.targets.get(replaced.member_id)
+        self._remove_member_records(group_id, replaced.member_id, records)
+        self._drop_timers(group_id, replaced.member_id)
+        self._write(records, _member_record(group_id, member))
+        if old_target is not None:
+            self._write(records, _target_record(group_id, member.member_id, old_target))
+        self._write(records, _assignment_record(group_id, member))
+        return self.groups[group_id]
+
     def _remove_member_records(self, group_id: str, member_id: str, records: list[Record]) -> None:
         for kind in (
             rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
@@ -629,7 +784,7 @@ class ConsumerGroupCoordinator:
             )
 
     def _start_session(self, group_id: str, member: ConsumerMember) -> None:
-        timeout = self.config.session_timeout_ms
+        timeout = self.session_timeout_ms(group_id)
         if member.classic is not None:
             timeout = member.classic.session_timeout_ms
         self._timers[(_SESSION, group_id, member.member_id)] = (self._now_ms + timeout, 0)
@@ -646,12 +801,14 @@ class ConsumerGroupCoordinator:
         self._bump(group, records)
         self._drop_timers(group_id, member.member_id)
 
-    def _may_downgrade(self, group: ConsumerGroup, leaving: ConsumerMember) -> bool:
-        """Kafka's `validateOnlineDowngradeWithFencedMember`."""
-        others = [m for m in group.members.values() if m.member_id != leaving.member_id]
+    def _may_downgrade(self, group: ConsumerGroup, leaving: ConsumerMember | None) -> bool:
+        """Kafka's `validateOnlineDowngradeWithFencedMember` (`leaving` removed), and with
+        None its check after a static member's replacement: every member is classic."""
+        leaving_id = None if leaving is None else leaving.member_id
+        others = [m for m in group.members.values() if m.member_id != leaving_id]
         return (
             self._classic is not None
-            and leaving.classic is None
+            and (leaving is None or leaving.classic is None)
             and bool(others)
             and all(m.classic is not None for m in others)
             and downgrade_enabled(self.config.migration_policy)
@@ -659,16 +816,22 @@ class ConsumerGroupCoordinator:
         )
 
     def _downgrade(
-        self, group: ConsumerGroup, leaving: ConsumerMember, records: list[Record]
+        self,
+        group: ConsumerGroup,
+        leaving: ConsumerMember | None,
+        records: list[Record],
+        *,
+        rebalance: bool = True,
     ) -> None:
         assert self._classic is not None
         group_id = group.group_id
         names = {t.topic_id: t.name for t in self._topics.values()}
-        value = downgrade_value(group, leaving.member_id, names, self._now_ms)
+        leaving_id = "" if leaving is None else leaving.member_id
+        value = downgrade_value(group, leaving_id, names, self._now_ms)
         for tombstone in downgrade_tombstones(group):
             self._write(records, tombstone)
         self._write(records, GroupRecord(GroupMetadataKey(group_id), value))
-        self._classic.rebalance_converted(group_id, self._now_ms)
+        self._classic.start_converted(group_id, self._now_ms, rebalance=rebalance)
 
     def _bump(self, group: ConsumerGroup, records: list[Record]) -> None:
         self.rebalances += 1
@@ -724,10 +887,11 @@ class ConsumerGroupCoordinator:
                 m.member_id,
                 frozenset(ids[name] for name in self._subscribed(m) if name in ids),
                 group.target(m.member_id),
+                m.rack_id,
             )
             for m in group.members.values()
         ]
-        targets = ASSIGNORS[self.preferred_assignor(group)](members, counts)
+        targets = ASSIGNORS[self.preferred_assignor(group)](members, counts, self._racks)
         for member_id in sorted(targets):
             if member_id not in group.targets or targets[member_id] != group.targets[member_id]:
                 self._write(records, _target_record(group_id, member_id, targets[member_id]))
@@ -826,17 +990,24 @@ class ConsumerGroupCoordinator:
                 f"group {group_id!r}: member {member_id!r}'s protocol metadata: {error}"
             ) from None
         member = group.members.get(member_id)
+        replaced = None
         if request.group_instance_id is not None:
             holder = group.static_member(request.group_instance_id)
             if holder is not None and holder.member_id != member_id:
-                raise FencedInstanceIdError(
-                    f"group {group_id!r}: instance {request.group_instance_id!r} is member "
-                    f"{holder.member_id!r}: replog does not replace a static member by a "
-                    "classic one inside a consumer group"
+                if not unknown:
+                    raise FencedInstanceIdError(
+                        f"group {group_id!r}: instance {request.group_instance_id!r} is member "
+                        f"{holder.member_id!r} now, not {member_id!r}"
+                    )
+                # A restarted static member (no member id) takes its instance over, whichever
+                # protocol the holder used and whether or not it left (Kafka's classic path).
+                replaced = holder
+                member = replace(
+                    holder, member_id=member_id, member_epoch=0, previous_member_epoch=0
                 )
         if member is None:
             member = ConsumerMember(member_id)
-        elif member.classic is None:
+        elif member.classic is None and replaced is None:
             raise UnknownMemberIdError(
                 f"group {group_id!r}: member {member_id!r} uses the consumer protocol"
             )
@@ -857,7 +1028,25 @@ class ConsumerGroupCoordinator:
             classic=rec.ClassicMemberMetadata(request.session_timeout_ms, request.protocols),
         )
         records: list[Record] = []
+        if replaced is not None:
+            group = self._replace_static(group, replaced, member, records)
         current = self._update_and_reconcile(group, member, updated, owned, records)
+        group = self.groups[group_id]
+        if replaced is not None and replaced.classic is None and self._may_downgrade(group, None):
+            # It replaced the last consumer-protocol member: the group becomes classic again,
+            # Stable with the joining member in it (no rebalance), as Kafka's
+            # `convertToClassicGroup` with a joining member.
+            generation = group.group_epoch
+            self._downgrade(group, None, records, rebalance=False)
+            result.records.extend(records)
+            return JoinGroupResponse(
+                request_id,
+                None,
+                member_id,
+                generation,
+                CONSUMER_PROTOCOL_TYPE,
+                request.protocols[0][0],
+            )
         result.records.extend(records)
         self._timers.pop((_JOIN, group_id, member_id), None)
         self._start_session(group_id, current)
@@ -1119,17 +1308,26 @@ class ConsumerGroupCoordinator:
         rebalance timeout) starts now."""
         self._now_ms = max(self._now_ms, now_ms)
         for group in self.groups.values():
-            for member in group.members.values():
-                self._start_session(group.group_id, member)
-                if member.state is MemberState.UNREVOKED_PARTITIONS:
-                    self._timers[(_REBALANCE, group.group_id, member.member_id)] = (
-                        self._now_ms + max(0, member.rebalance_timeout_ms),
-                        member.member_epoch,
-                    )
+            self._start_timers(group)
+
+    def _start_timers(self, group: ConsumerGroup) -> None:
+        for member in group.members.values():
+            self._start_session(group.group_id, member)
+            if member.state is MemberState.UNREVOKED_PARTITIONS:
+                self._timers[(_REBALANCE, group.group_id, member.member_id)] = (
+                    self._now_ms + max(0, member.rebalance_timeout_ms),
+                    member.member_epoch,
+                )
 
     def unload(self) -> None:
         self.groups.clear()
         self._timers.clear()
+        self._classic_answers = GroupResult()
+        self._unwritten.clear()
+        self._durable.clear()
+
+
+_GROUP_KEYS = frozenset({GROUP_SESSION_TIMEOUT, GROUP_HEARTBEAT_INTERVAL})
 
 
 def _or(value: T | None, default: T) -> T:

@@ -110,6 +110,11 @@ class FollowerFetchSteps:
         self._plans: dict[int, dict[TopicPartitionKey, FetchPartition]] = {}
         self._plan_of: dict[TopicPartitionKey, int] = {}  # the plan holding each partition
         self._touched: set[TopicPartitionKey] = set()  # to refresh at the next build
+        # Each followed partition's leader broker (a leader id >= 0), how many partitions
+        # follow each, and the partitions touched since `fetch_sources` last counted them.
+        self._source_of: dict[TopicPartitionKey, int] = {}
+        self._followers_of: dict[int, int] = {}
+        self._sources_touched: set[TopicPartitionKey] = set()
         # Per leader broker, the entries changed (None: left) since its last build.
         self._changes: dict[int, dict[TopicPartitionKey, FetchPartition | None]] = {}
         # Per leader broker, its last build's request, the plan as it was then (what
@@ -128,21 +133,35 @@ class FollowerFetchSteps:
         self._awaiting_metadata: dict[str, list[str]] = {}
 
     def fetch_sources(self, local_broker_id: int) -> list[int]:
-        """The leader broker ids the followed partitions fetch from, sorted."""
-        return sorted(
-            {
-                p.follower.leader_id
-                for p in self._partitions.values()
-                if p.follower is not None
-                and p.follower.leader_id >= 0
-                and p.follower.leader_id != local_broker_id
-            }
-        )
+        """The leader broker ids the followed partitions fetch from, sorted. Kept up to date
+        from the partitions touched since the last call, not by a walk over every partition:
+        the replica manager asks after every round of replica changes, and a broker taking
+        100,000 replicas in rounds of 250 walked them all 400 times."""
+        touched, self._sources_touched = self._sources_touched, set()
+        source_of, followers_of = self._source_of, self._followers_of
+        for key in touched:
+            partition = self._partitions.get(key)
+            follower = None if partition is None else partition.follower
+            source = -1 if follower is None else follower.leader_id
+            old = source_of.get(key, -1)
+            if source == old:
+                continue
+            if old >= 0:
+                followers_of[old] -= 1
+                if not followers_of[old]:
+                    del followers_of[old]
+            if source >= 0:
+                source_of[key] = source
+                followers_of[source] = followers_of.get(source, 0) + 1
+            else:
+                del source_of[key]
+        return sorted(source for source in followers_of if source != local_broker_id)
 
     def touch(self, key: TopicPartitionKey) -> None:
         """`key`'s entry, or whether and from whom it is fetched, may have changed: it is
-        refreshed at the next build (module Rules)."""
+        refreshed at the next build and the next `fetch_sources` (module Rules)."""
         self._touched.add(key)
+        self._sources_touched.add(key)
 
     def build(self, source_broker_id: int, now_ms: int) -> FetchRequest | None:
         """The next Fetch to send to `source_broker_id`; None when nothing is due."""

@@ -75,7 +75,7 @@ import enum
 import functools
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
@@ -83,6 +83,7 @@ from uuid import UUID
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage, TopicImage
 from quorum.metadata.loader import LoaderManifest
+from quorum.metadata.records import ConfigResourceType
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.coordinator import classic_group_messages as gm
 from replog.coordinator import consumer_group_messages as cgm
@@ -90,7 +91,12 @@ from replog.coordinator import consumer_group_records as cgr
 from replog.coordinator import messages as cm
 from replog.coordinator.classic_group import GroupState
 from replog.coordinator.classic_group_coordinator import ClassicGroupConfig, ClassicGroupCoordinator
-from replog.coordinator.commit_rules import append_error, commit_errors, group_id_problem
+from replog.coordinator.commit_rules import (
+    append_error,
+    commit_errors,
+    group_append_error,
+    group_id_problem,
+)
 from replog.coordinator.consumer_group_coordinator import (
     ConsumerGroupConfig,
     ConsumerGroupCoordinator,
@@ -118,7 +124,9 @@ from replog.errors import (
     GroupIdNotFoundError,
     KafkaError,
     NotCoordinatorError,
+    NotEnoughReplicasAfterAppendError,
     RebalanceInProgressError,
+    RequestTimedOutError,
     UnknownServerError,
 )
 from replog.record.builder import BatchBuilder
@@ -266,12 +274,19 @@ class GroupCoordinator:
     def apply_image(self, image: MetadataImage) -> None:
         """Follow the `__consumer_offsets` leaderships of `image` (also for tests)."""
         previous, self.image = self.image, image
-        if image.topics is previous.topics or self._stopped:
+        if self._stopped:
+            return
+        if image.configs is not previous.configs:
+            # A group's own configs change in an image that may change no topic.
+            group_configs = _group_configs(image)
+            for shard in self._shards.values():
+                shard.consumer.set_group_configs(group_configs)
+        if image.topics is previous.topics:
             return
         self._follow(image)
-        topics = _topic_sizes(image)
+        topics, racks = _topic_sizes(image), _replica_racks(image)
         for shard in self._shards.values():
-            shard.consumer.set_topics(topics)
+            shard.consumer.set_topics(topics, racks)
         deleted = _topics_deleted(previous, image)
         if deleted:
             self._remove_deleted_topics(deleted)
@@ -381,7 +396,8 @@ class GroupCoordinator:
         shard.cache = cache
         shard.groups = groups
         shard.consumer = consumer
-        consumer.set_topics(_topic_sizes(self.image))
+        consumer.set_topics(_topic_sizes(self.image), _replica_racks(self.image))
+        consumer.set_group_configs(_group_configs(self.image))
         groups.loaded(self._clock())  # every member's session starts now
         consumer.loaded(self._clock())
         self._reschedule(shard)
@@ -807,7 +823,10 @@ class GroupCoordinator:
 
         def call() -> tuple[cgm.ConsumerGroupHeartbeatResponse, gm.GroupResult]:
             answer, records = shard.consumer.heartbeat(request, self._clock())
-            return answer, gm.GroupResult(records=records)
+            # A converted classic group's waiting requests are answered after the records.
+            result = shard.consumer.take_classic_answers()
+            result.records = list(records)
+            return answer, result
 
         try:
             return await self._group_call(shard, call)
@@ -848,8 +867,7 @@ class GroupCoordinator:
         answer, result = call()
         failure = await self._apply(shard, result)
         if failure is not None and isinstance(answer, cgm.ConsumerGroupHeartbeatResponse):
-            # Its records are not written: the heartbeat is answered with the append's error
-            # (the group already moved on in memory, as Kafka's does until it reloads).
+            # Its records are not written (and were undone): the append's error.
             return replace(answer, error=failure)
         return answer
 
@@ -869,7 +887,24 @@ class GroupCoordinator:
                 )
         failure: KafkaError | None = None
         if result.records:
-            failure = await self._append_group_records(shard, result.records)
+            failure, in_log = await self._append_group_records(shard, result.records)
+            if failure is None or in_log:
+                # In the log (a timed-out batch stays there and commits, or leaves with the
+                # leadership and the shard): consumer groups keep what it stored, as Kafka's
+                # runtime reverts only a batch its log refused.
+                shard.consumer.appended(result.records)
+            if failure is None:
+                shard.groups.appended(result.records)
+            elif self._shards.get(shard.partition) is shard and shard.state is ShardState.ACTIVE:
+                # What the records stored is undone (classic groups on any failure, as Kafka's
+                # append callbacks do; consumer groups when the log refused them); the
+                # requests they answer get the append's error.
+                now_ms = self._clock()
+                undone = shard.groups.append_failed(result.records, now_ms)
+                if not in_log:
+                    shard.consumer.append_failed(result.records, now_ms)
+                self._answer(shard, undone, None)
+                self._reschedule(shard)
         self._answer(shard, result, failure)
         return failure
 
@@ -885,8 +920,10 @@ class GroupCoordinator:
 
     async def _append_group_records(
         self, shard: _Shard, records: Sequence[gm.GroupRecord | cgr.ConsumerGroupRecord]
-    ) -> KafkaError | None:
-        """Append group records with acks=all: None, or the error the waiting requests get."""
+    ) -> tuple[KafkaError | None, bool]:
+        """Append group records with acks=all: None, or the error the waiting requests get;
+        and whether a failed batch is in the log all the same (the replicas did not
+        acknowledge it in time: REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
         now_ms = self._wall_clock()
         batch = BatchBuilder()
         for record in records:
@@ -903,7 +940,7 @@ class GroupCoordinator:
             shard, [batch.build()], self.config.offsets_commit_timeout_ms
         )
         if failure is None:
-            return None
+            return None, False
         groups = sorted({record.key.group for record in records})
         log.warning(
             "broker %d: %s: appending the records of groups %s failed: %s: %s",
@@ -913,7 +950,8 @@ class GroupCoordinator:
             failure.error_name,
             failure,
         )
-        return append_error(failure, f"groups {groups} in {shard.name}")
+        in_log = isinstance(failure, RequestTimedOutError | NotEnoughReplicasAfterAppendError)
+        return group_append_error(failure, f"groups {groups} in {shard.name}"), in_log
 
     def _reschedule(self, shard: _Shard) -> None:
         """Arm the partition's timer for the core's next deadline."""
@@ -1304,6 +1342,28 @@ def _topic_sizes(image: MetadataImage) -> dict[str, tuple[UUID, int]]:
     return {
         name: (topic.topic_id, len(topic.partitions))
         for name, topic in image.topics.by_name.items()
+    }
+
+
+def _replica_racks(image: MetadataImage) -> dict[tuple[UUID, int], frozenset[str]]:
+    """Each partition's replicas' racks (`broker.rack`), for rack-aware server assignors;
+    empty when no broker names a rack."""
+    racks = {b.broker_id: b.rack for b in image.cluster.brokers.values() if b.rack}
+    if not racks:
+        return {}
+    return {
+        (topic.topic_id, partition_id): frozenset(racks[r] for r in p.replicas if r in racks)
+        for topic in image.topics.by_id.values()
+        for partition_id, p in topic.partitions.items()
+    }
+
+
+def _group_configs(image: MetadataImage) -> dict[str, Mapping[str, str]]:
+    """Every group's own configs (GROUP config resources of the metadata log)."""
+    return {
+        resource.resource_name: keys
+        for resource, keys in image.configs.resources.items()
+        if resource.resource_type is ConfigResourceType.GROUP
     }
 
 

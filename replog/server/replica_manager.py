@@ -1561,6 +1561,9 @@ class ReplicaManager:
         follower back-offs."""
         if now_ms >= self._next_isr_check_ms:
             self._next_isr_check_ms = now_ms + self._isr_check_interval_ms
+            # One INFO line per check, each partition's at DEBUG: thousands of lines (followers
+            # of a large CreateTopics still being created elsewhere) held the loop for seconds.
+            shrunk: list[str] = []
             for key, partition in self._partitions.items():
                 leader_state = partition.leader_state
                 if leader_state is None:
@@ -1569,13 +1572,22 @@ class ReplicaManager:
                     leader_log_end_offset=partition.log.log_end_offset, now_ms=now_ms
                 )
                 if change is not None:
-                    log.info(
+                    log.debug(
                         "%s: shrinking the ISR from %s to %s",
                         partition.name,
                         list(leader_state.isr),
                         list(change.new_isr),
                     )
+                    shrunk.append(partition.name)
                     self._mark_isr_dirty(key)
+            if shrunk:
+                log.info(
+                    "broker %d: shrinking the ISR of %d partitions (a follower more than "
+                    "replica.lag.time.max.ms behind): %s",
+                    self.broker_id,
+                    len(shrunk),
+                    few_names(shrunk),
+                )
         if now_ms >= self._next_producer_expiry_ms:
             self._next_producer_expiry_ms = (
                 now_ms + self.config.producer_id_expiration_check_interval_ms

@@ -14,9 +14,13 @@ Rules:
   is what it would leave without it before the last fsync: each caller states why that is safe
   (`docs/storage.md`, "Creating many replicas"). Other threads are unaffected.
 - `SegmentFile` is an append-only data file with positional reads. Its `size` is tracked in
-  memory, so an append never asks the kernel where the end is. An append may be given several
-  buffers, written back to back with one gather write (`pwritev`): the log writes a stamped
-  header prefix and the caller's batch bytes that way, without first copying them together.
+  memory, so an append never asks the kernel where the end is. An empty one holds no file
+  descriptor until its first append or truncation: a broker's idle replicas (100,000 of them
+  after a large CreateTopics) would otherwise hold one each, past the process's open-file
+  limit (20,000 here); a file once written to keeps its descriptor until closed. An append
+  may be given several buffers, written back to back with one gather write (`pwritev`): the
+  log writes a stamped header prefix and the caller's batch bytes that way, without first
+  copying them together.
 - A log segment's file (`tune_for_appends`) starts writeback behind its end every few MiB and,
   with a page-cache tail (`log.page.cache.tail.bytes`), drops from the page cache what lies
   more than the tail behind its end; once rolled (`finish_appends`), it drops all of its cache
@@ -33,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import errno
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -48,6 +53,14 @@ _IOV_MAX = max(16, min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1
 _READ_CHUNK_BYTES = 64 * 1024
 
 
+# Taken only to open an empty file's descriptor on its first use (`SegmentFile._open`), so two
+# threads never both open it.
+_OPENING = threading.Lock()
+# `SegmentFile._fd` before its descriptor is opened, and after `close`.
+_NOT_OPEN = -1
+_CLOSED = -2
+
+
 # How much a log segment appends before starting writeback of it: ~0.3 ms per call, and a few
 # MiB of dirty data per active segment at most.
 WRITEBACK_BEHIND_BYTES = 4 << 20
@@ -56,8 +69,10 @@ WRITEBACK_BEHIND_BYTES = 4 << 20
 class SegmentFile:
     """An open data file that grows by appends, is read at positions and can be cut back.
 
-    Theory of operation: one file descriptor opened read-write; appends use `os.pwrite` at the
-    tracked end, so reads (`os.pread`) and appends never share a file offset and need no seek.
+    Theory of operation: one file descriptor opened read-write, for an empty file only once
+    something writes to it (`_open`: reading an empty file needs none); appends use
+    `os.pwrite` at the tracked end, so reads (`os.pread`) and appends never share a file
+    offset and need no seek.
     Tuned for appends: `_written_back` is where writeback was last started up to (-1: off),
     `_cache_tail` how many of the newest bytes stay cached (-1: all), `_uncached_to` where the
     page cache was last dropped up to, `_uncache_all_when_synced` whether the next sync drops
@@ -77,12 +92,28 @@ class SegmentFile:
     def __init__(self, path: str, *, create: bool) -> None:
         flags = os.O_RDWR | (os.O_CREAT if create else 0)
         self.path = path
-        self._fd = os.open(path, flags, 0o644)
-        self.size = os.fstat(self._fd).st_size
+        fd = os.open(path, flags, 0o644)
+        self.size = os.fstat(fd).st_size
+        if self.size == 0:
+            os.close(fd)  # opened again by the first write (module docstring)
+            fd = _NOT_OPEN
+        self._fd = fd
         self._written_back = -1
         self._cache_tail = -1
         self._uncached_to = 0
         self._uncache_all_when_synced = False
+
+    def _open(self) -> int:
+        """The file's descriptor, opened now if it was not yet."""
+        fd = self._fd
+        if fd >= 0:
+            return fd
+        with _OPENING:
+            if self._fd == _NOT_OPEN:
+                self._fd = os.open(self.path, os.O_RDWR)
+            elif self._fd == _CLOSED:
+                raise OSError(errno.EBADF, "the segment file is closed", self.path)
+            return self._fd
 
     def tune_for_appends(self, cache_tail: int = -1) -> None:
         """From now on, start writeback behind the appends, where the platform can; with
@@ -111,11 +142,12 @@ class SegmentFile:
             parts = (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data
             total = sum(map(len, parts))
         written = 0
+        fd = self._fd if self._fd >= 0 else self._open()
         try:
             # One system call for a header and its body: cheaper than joining them.
             while written < total:
                 some = parts if len(parts) <= _IOV_MAX else parts[:_IOV_MAX]
-                n = os.pwritev(self._fd, some, position + written)
+                n = os.pwritev(fd, some, position + written)
                 if n == 0:
                     raise OSError(f"write of {total} bytes to {self.path} made no progress")
                 written += n
@@ -170,10 +202,14 @@ class SegmentFile:
 
     def read(self, position: int, length: int) -> bytes:
         """Up to `length` bytes from `position` (fewer only at the end of the file)."""
+        if self._fd < 0 and position >= self.size:
+            return self._nothing_read()
         return os.pread(self._fd, length, position)
 
     def read_fully(self, position: int, length: int) -> bytes:
         """Exactly `length` bytes from `position`, looping over short reads."""
+        if self._fd < 0 and position >= self.size:
+            return self._nothing_read()
         data = os.pread(self._fd, length, position)
         if len(data) == length or not data:
             return data  # the usual case: one read
@@ -187,19 +223,33 @@ class SegmentFile:
             remaining -= len(chunk)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
+    def _nothing_read(self) -> bytes:
+        """A read at or past the end of a file without a descriptor: empty, or an error once
+        the file is closed, as a read of a closed descriptor would be."""
+        if self._fd == _CLOSED:
+            raise OSError(errno.EBADF, "the segment file is closed", self.path)
+        return b""
+
     def truncate(self, size: int) -> None:
-        os.ftruncate(self._fd, size)
+        os.ftruncate(self._open(), size)
         self.size = size
         self._written_back = min(self._written_back, size)
         self._uncached_to = min(self._uncached_to, size)
         # A log cuts back into a segment only to append to it again.
         self._uncache_all_when_synced = False
 
+    # A file without a descriptor was empty when created or loaded and nothing was written to it
+    # since: its data has nothing to sync, and its directory entry is made durable by its
+    # creator's directory sync, as for any new file.
     def fsync(self) -> None:
+        if self._fd == _NOT_OPEN:
+            return
         os.fsync(self._fd)
         self._after_sync()
 
     def fdatasync(self) -> None:
+        if self._fd == _NOT_OPEN:
+            return
         os.fdatasync(self._fd)
         self._after_sync()
 
@@ -214,12 +264,16 @@ class SegmentFile:
             self._drop_cache_to(self.size)
 
     def fileno(self) -> int:
-        return self._fd
+        return self._open()
+
+    def holds_descriptor(self) -> bool:
+        return self._fd >= 0
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        with _OPENING:
+            fd, self._fd = self._fd, _CLOSED
+        if fd >= 0:
+            os.close(fd)
 
 
 def _load_syncfs() -> Callable[[int], int] | None:

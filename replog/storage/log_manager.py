@@ -234,6 +234,15 @@ class LogManager:
         # Wakes the background thread: a log rolled and left its old segments to sync, or a
         # partition was deleted and its files are to go.
         self._work_wanted = threading.Event()
+        # Logs a roll left old segments to sync (`_on_roll_flush_pending`), taken by the next
+        # `flush_rolled_segments`: a pass visits these, not all the logs (a broker's 100,000
+        # idle ones cost every 100 ms poll a scan of them all). Its own lock: the hook runs
+        # under the rolled log's lock, where the manager's may not be taken.
+        self._rolled: set[Log] = set()
+        self._rolled_lock = threading.Lock()
+        # What each checkpoint file (log dir, name) was last written with: an unchanged file is
+        # not written again (`_write_offsets`).
+        self._written: dict[tuple[str, str], dict[TopicPartitionKey, int]] = {}
         # Deleted partitions' renamed directories, for the background thread to remove.
         self._doomed: list[str] = []
         # Log dirs whose checkpoint files still name a log no longer here (`delete_log`,
@@ -553,11 +562,24 @@ class LogManager:
         # the later values (a truncation's lowered point is never overwritten by an older one).
         with self._recovery_points_lock:
             offsets = {tp: lg.recovery_point for tp, lg in self._logs_in(log_dir).items()}
-            self._checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT).write(offsets)
+            self._write_offsets(log_dir, RECOVERY_POINT_CHECKPOINT, offsets)
 
     def _write_high_watermarks(self, log_dir: str) -> None:
         offsets = {tp: lg.high_watermark for tp, lg in self._logs_in(log_dir).items()}
-        self._checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT).write(offsets)
+        self._write_offsets(log_dir, REPLICATION_OFFSET_CHECKPOINT, offsets)
+
+    def _write_offsets(
+        self, log_dir: str, name: str, offsets: dict[TopicPartitionKey, int]
+    ) -> None:
+        """Write a checkpoint file, unless it was last written with exactly `offsets`: the
+        periodic checkpoints of a broker with 100,000 idle partitions would otherwise render
+        and replace megabytes every 5 s to say what the file says. What the last write left
+        is durable, or is made so by the sync of the `deferred_sync` block it ran in."""
+        if self._written.get((log_dir, name)) == offsets:
+            return
+        self._written.pop((log_dir, name), None)  # unknown while the write may fail halfway
+        self._checkpoint(log_dir, name).write(offsets)
+        self._written[(log_dir, name)] = offsets
 
     def _write_log_start_offsets(self, log_dir: str) -> None:
         offsets = {
@@ -565,7 +587,7 @@ class LogManager:
             for tp, lg in self._logs_in(log_dir).items()
             if lg.log_start_offset > lg.segments()[0].base_offset
         }
-        self._checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT).write(offsets)
+        self._write_offsets(log_dir, LOG_START_OFFSET_CHECKPOINT, offsets)
 
     def _write_checkpoints(self, log_dir: str) -> None:
         self._write_recovery_points(log_dir)
@@ -600,6 +622,8 @@ class LogManager:
     # --- background tasks ---------------------------------------------------------------------
 
     def _on_roll_flush_pending(self, rolled: Log) -> None:
+        with self._rolled_lock:
+            self._rolled.add(rolled)
         self._work_wanted.set()
 
     def flush_rolled_segments(self) -> int:
@@ -609,8 +633,21 @@ class LogManager:
         with self._lock:
             if self._closed:
                 return 0
-            pending = [lg for lg in self._logs.values() if lg.has_pending_roll_flush]
-        return sum(1 for lg in pending if lg.flush_rolled_segments())
+            with self._rolled_lock:
+                rolled, self._rolled = self._rolled, set()
+        moved = 0
+        try:
+            for lg in rolled:
+                if lg.has_pending_roll_flush and lg.flush_rolled_segments():
+                    moved += 1
+        finally:
+            # What a truncation or a deletion raced, or a failure left, is tried again at the
+            # next pass, as before it was taken.
+            left = {lg for lg in rolled if lg.has_pending_roll_flush}
+            if left:
+                with self._rolled_lock:
+                    self._rolled |= left
+        return moved
 
     def run_due_tasks(self, now_ms: int | None = None) -> int:
         """Run every task that is due; return the task-clock time the next one is due.

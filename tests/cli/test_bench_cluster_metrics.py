@@ -76,3 +76,19 @@ def test_replicas_are_counted_on_top_of_what_the_cluster_held(
     assert before == (4, 2)
     last = metrics.wait_replicas([], 10, 3, timeout_s=60, before=before)
     assert sum(s.partitions for s in last) == 34 and sum(s.leaders for s in last) == 12
+
+
+def test_the_poll_interval_grows_past_10k_partitions(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert metrics.poll_interval_s(1_000) == metrics.poll_interval_s(10_000) == 0.05
+    assert metrics.poll_interval_s(100_000) == 0.5
+    slept: list[float] = []
+    pages = iter(
+        [
+            [metrics.Scrape()] * 3,
+            [metrics.Scrape(partitions=1, leaders=1)] + [metrics.Scrape(partitions=1)] * 2,
+        ]
+    )
+    monkeypatch.setattr(metrics, "scrapes", lambda urls: next(pages))
+    monkeypatch.setattr(metrics.time, "sleep", slept.append)
+    metrics.wait_replicas([], 1, 3, timeout_s=60, interval_s=0.5)
+    assert slept == [0.5]

@@ -8,6 +8,7 @@ import pytest
 from replog.coordinator.commit_rules import (
     append_error,
     commit_errors,
+    group_append_error,
     group_id_problem,
     java_string_length,
 )
@@ -29,6 +30,7 @@ from replog.errors import (
     RecordBatchTooLargeError,
     RequestTimedOutError,
     UnknownMemberIdError,
+    UnknownServerError,
     UnknownTopicOrPartitionError,
 )
 
@@ -125,5 +127,22 @@ def test_append_errors_map_as_kafkas_coordinator_maps_them(
     cause: type[KafkaError], expected: type[KafkaError]
 ) -> None:
     mapped = append_error(cause("__consumer_offsets-3: the cause"), "group 'g'")
+    assert type(mapped) is expected
+    assert "the cause" in str(mapped)
+
+
+@pytest.mark.parametrize(
+    ("cause", "expected"),
+    [
+        (RequestTimedOutError, CoordinatorNotAvailableError),
+        (NotEnoughReplicasError, CoordinatorNotAvailableError),
+        (NotLeaderOrFollowerError, NotCoordinatorError),
+        (MessageSizeTooLargeError, UnknownServerError),
+    ],
+)
+def test_group_append_errors_map_as_kafkas_group_coordinator_maps_them(
+    cause: type[KafkaError], expected: type[KafkaError]
+) -> None:
+    mapped = group_append_error(cause("__consumer_offsets-3: the cause"), "groups ['g']")
     assert type(mapped) is expected
     assert "the cause" in str(mapped)

@@ -1145,7 +1145,7 @@ async def test_idle_producer_ids_expire_against_the_wall_clock(
 
 @pytest.mark.asyncio
 async def test_isr_shrinks_after_the_lag_and_expands_when_caught_up(
-    tmp_path: Path, clock: ManualClock
+    tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     leader, follower, _ = two_nodes(tmp_path, clock)
     await produce(leader, batch())
@@ -1153,7 +1153,11 @@ async def test_isr_shrinks_after_the_lag_and_expands_when_caught_up(
     assert leader.rm.pending_isr_changes() == []  # still within replica.lag.time.max.ms
     assert leader.rm.next_tick_ms() == clock() + 15000
     leader.rm.isr_wakeup.clear()
-    leader.rm.tick(clock.advance(15001))
+    with caplog.at_level(logging.INFO, logger="replog.server.replica_manager"):
+        leader.rm.tick(clock.advance(15001))
+    # One line per check, whatever the number of partitions shrunk.
+    (line,) = [r.getMessage() for r in caplog.records if "shrinking the ISR" in r.getMessage()]
+    assert line.startswith("broker 1: shrinking the ISR of 1 partitions")
     assert leader.rm.isr_wakeup.is_set()
     (shrink,) = leader.rm.pending_isr_changes()
     assert shrink.new_isr == (1,) and not shrink.is_expansion

@@ -279,3 +279,37 @@ def test_run_due_tasks_and_shutdown_sync_what_rolls_left(tmp_path: Path) -> None
     again = LogManager(str(tmp_path / "d0"), LogManagerConfig(log=CONFIG))
     assert again.get_log("orders", 0).recovery_point == 10
     again.shutdown()
+
+
+def test_a_flush_pass_visits_the_logs_that_rolled_and_retries_a_raced_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker's idle logs cost a pass nothing (it used to scan them all every 100 ms); a log
+    whose flush a truncation raced is visited again at the next pass."""
+    lm = LogManager(str(tmp_path / "d0"), LogManagerConfig(log=CONFIG))
+    for i in range(20):
+        lm.get_or_create_log("idle", i)
+    busy, raced = lm.get_or_create_log("busy", 0), lm.get_or_create_log("raced", 0)
+    for lg in (busy, raced):
+        append_batches(lg, 5)
+        lg.roll()
+    visited: list[str] = []
+    pending = Log.has_pending_roll_flush.fget
+    assert pending is not None
+    monkeypatch.setattr(
+        Log, "has_pending_roll_flush", property(lambda lg: visited.append(lg.name) or pending(lg))
+    )
+    flush = Log.flush_rolled_segments
+    monkeypatch.setattr(
+        Log, "flush_rolled_segments", lambda lg: False if lg is raced else flush(lg)
+    )
+    assert lm.flush_rolled_segments() == 1
+    assert set(visited) == {"busy-0", "raced-0"}
+    assert busy.recovery_point == 5 and raced.recovery_point == 0
+    visited.clear()
+    monkeypatch.setattr(Log, "flush_rolled_segments", flush)
+    assert lm.flush_rolled_segments() == 1
+    assert set(visited) == {"raced-0"} and raced.recovery_point == 5
+    visited.clear()
+    assert lm.flush_rolled_segments() == 0 and visited == []
+    lm.shutdown()

@@ -144,5 +144,5 @@ def test_a_close_whose_index_writes_fail_names_the_file_and_still_releases_every
         f"orders-5: close failed: writing the indexes of {failing.log_path}"
     )
     assert "No space left on device" in str(failed.value)
-    assert all(s.log_file._fd == -1 for s in segments)  # every file released
+    assert not any(s.log_file.holds_descriptor() for s in segments)  # every file released
     log.close()  # closed: nothing more to do

@@ -356,27 +356,71 @@ def test_the_background_tasks_run_with_kafkas_periods(tmp_path: Path) -> None:
     )
 
     # The high-watermark checkpoint starts at once (ReplicaManager schedules it with delay 0);
-    # the log manager's tasks wait log.initial.task.delay.ms (30000).
+    # the log manager's tasks wait log.initial.task.delay.ms (30000). A file is written when
+    # its task is due and its offsets changed since its last write.
+    append_batches(orders0, 30)
+    fs.take()
+    hw_at = iter(range(1, 31))
+    orders0.high_watermark = next(hw_at)
     assert lm.run_due_tasks(1_000) == 6_000
     assert fs.take() == {hw}
+    orders0.high_watermark = next(hw_at)
     assert lm.run_due_tasks(5_999) == 6_000
     assert fs.take() == set()
     assert lm.run_due_tasks(6_000) == 11_000
     assert fs.take() == {hw}
-    for now in range(11_000, 31_000, 5_000):
+    assert lm.run_due_tasks(11_000) == 16_000
+    assert fs.take() == set()  # due, but nothing changed: not written again
+    for now in range(16_000, 31_000, 5_000):
+        orders0.high_watermark = next(hw_at)
         lm.run_due_tasks(now)
         assert fs.take() == {hw}
-    append_batches(orders0, 30)
     orders0.high_watermark = 30
     assert lm.run_due_tasks(31_000) == 36_000
     assert fs.take() == {hw, lso, rp}
     assert (d0 / hw).read_text() == "0\n1\norders 0 30\n"
     for now in range(36_000, 91_000, 5_000):
         lm.run_due_tasks(now)
-        assert fs.take() == {hw}
+        assert fs.take() == set()
+    orders0.flush()
+    orders0.high_watermark = 20
     lm.run_due_tasks(91_000)  # 60000 after the first run
-    assert fs.take() == {hw, lso, rp}
+    assert fs.take() == {hw, rp}  # the log start offsets did not change
     assert (d0 / rp).read_text() == f"0\n1\norders 0 {orders0.recovery_point}\n"
+    lm.shutdown()
+
+
+def test_unchanged_checkpoints_are_not_written_again_and_failed_writes_are(
+    tmp_path: Path,
+) -> None:
+    class FailingOnce(RecordingFileSystem):
+        fail_next = False
+
+        def atomic_write(self, path: str, data: bytes) -> None:
+            if self.fail_next:
+                self.fail_next = False
+                raise OSError(28, "No space left on device")
+            super().atomic_write(path, data)
+
+    fs = FailingOnce()
+    lm = LogManager(str(tmp_path / "d0"), LogManagerConfig(log=LOG_CONFIG), fs=fs)
+    orders = lm.get_or_create_log("orders", 0)
+    append_batches(orders, 3)
+    lm.checkpoint_high_watermarks()
+    fs.take()
+    lm.checkpoint_high_watermarks()
+    assert fs.take() == set()
+    orders.high_watermark = 2
+    fs.fail_next = True
+    with pytest.raises(KafkaStorageError, match="No space"):
+        lm.checkpoint_high_watermarks()
+    lm.checkpoint_high_watermarks()  # the same offsets as the failed write: written now
+    assert fs.take() == {REPLICATION_OFFSET_CHECKPOINT}
+    hw_file = tmp_path / "d0" / REPLICATION_OFFSET_CHECKPOINT
+    assert hw_file.read_text() == "0\n1\norders 0 2\n"
+    lm.get_or_create_log("orders", 1)  # a new entry
+    lm.checkpoint_high_watermarks()
+    assert fs.take() == {REPLICATION_OFFSET_CHECKPOINT}
     lm.shutdown()
 
 

@@ -870,6 +870,7 @@ async def test_diverging_epoch_then_follower_truncation(tmp_path: Path, clock: M
     assert b.log().leader_epoch_cache.latest_epoch == 1
     assert (await produce(b, batch(1, tag=3))).base_offset == 2  # offset 2, epoch 1
     assert a.rm.fetch_sources() == [2]
+    assert b.rm.fetch_sources() == []  # the follower that became leader fetches from no one
 
     request = a.rm.build_follower_fetch(2, clock())
     assert request is not None

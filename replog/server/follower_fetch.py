@@ -160,6 +160,13 @@ class FollowerFetchSteps:
         self._touched.add(key)
         self._sources_touched.add(key)
 
+    def refresh(self, now_ms: int) -> None:
+        """Refresh the touched partitions' entries now rather than at the next build: called
+        after each round of replica changes, so that a build never refreshes the thousands a
+        large creation touched while the fetchers waited (one loop turn each)."""
+        if self._touched:
+            self._refresh(now_ms)
+
     def build(self, source_broker_id: int, now_ms: int) -> FetchRequest | None:
         """The next Fetch to send to `source_broker_id`; None when nothing is due."""
         # Back-offs due end here too, not only at the timer's next tick.

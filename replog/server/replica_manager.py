@@ -888,6 +888,9 @@ class ReplicaManager:
         self._wake(key)
 
     def _refresh_fetch_sources(self) -> None:
+        """After a round of replica changes: the leaders to fetch from, and the touched
+        partitions' fetch entries, each costing what the round changed."""
+        self._follower.refresh(self._clock())
         sources = self._follower.fetch_sources(self.broker_id)
         if sources != self._fetch_sources:
             self._fetch_sources = sources

@@ -1010,6 +1010,39 @@ async def test_follower_errors_back_off_and_retry(tmp_path: Path, clock: ManualC
 
 
 @pytest.mark.asyncio
+async def test_a_back_off_ends_at_its_latest_deadline_or_with_a_new_role(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Back-off deadlines are kept soonest first; one restarted or ended by a new role
+    leaves a stale deadline behind, which neither ends the new back-off early nor wakes the
+    timer."""
+    _, follower, image = two_nodes(tmp_path, clock, replica_fetch_backoff_ms=200)
+    rm = follower.rm
+    boom = FetchResponse((FetchPartitionResult("t", 0, UnknownServerError("t-0: boom")),))
+    request = rm.build_follower_fetch(1, clock())
+    assert request is not None
+    rm.follower_fetch_failed(1, request, clock())  # backs off until 200
+    assert rm.build_follower_fetch(1, clock.advance(200)) is not None  # ended on time
+    rm.process_follower_fetch(1, request, boom, clock())  # backs off until 400
+    first_end = clock() + 200
+    clock.advance(100)
+    again = rm.build_follower_fetch(1, clock.advance(100))
+    assert again is not None
+    rm.process_follower_fetch(1, again, boom, clock())  # restarted: until 600
+    assert rm.next_tick_ms() == first_end + 200
+    assert rm.build_follower_fetch(1, clock.advance(100)) is None  # past 400: still backing off
+    assert rm.build_follower_fetch(1, clock.advance(100)) is not None
+    request = rm.build_follower_fetch(1, clock())
+    assert request is not None
+    rm.process_follower_fetch(1, request, boom, clock())
+    assert rm.build_follower_fetch(1, clock()) is None
+    # A new leader epoch gives a new follower state, with no back-off.
+    rm.apply_image(replayed(image, PartitionChangeRecord(TID, 0, leader=1, isr=(1, 2))))
+    assert rm.build_follower_fetch(1, clock()) is not None
+    assert rm.next_tick_ms() != clock() + 200
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize(
     "spoil",
     [

@@ -91,6 +91,12 @@ from replog.server.replica_manager_config import ReplicaManagerConfig
 log = logging.getLogger("replog.server.replica_manager")
 
 
+# Back-offs one `end_backoffs` ends: at a restart every leader answers NOT_LEADER at first, and
+# thousands of partitions' back-offs end in the same millisecond; each ended one is refreshed
+# into its plan (tens of µs), so all of them in one turn held the loop for 50-90 ms of CPU.
+BACKOFF_ENDS_PER_CALL = 500
+
+
 class FollowerFetchSteps:
     """Builds the follower Fetch requests of one broker and applies their answers."""
 
@@ -338,17 +344,19 @@ class FollowerFetchSteps:
                 self._back_off(partition, now_ms)
 
     def end_backoffs(self, now_ms: int) -> bool:
-        """End the back-offs due by `now_ms`; True when any ended (the fetcher may send)."""
-        ended = False
+        """End the back-offs due by `now_ms`, at most `BACKOFF_ENDS_PER_CALL` of them (the rest
+        stay due: the timer comes back at once, and so does the next build); True when any
+        ended (the fetcher may send)."""
+        ended = 0
         ends = self._backoff_ends
-        while ends and ends[0][0] <= now_ms:
+        while ends and ends[0][0] <= now_ms and ended < BACKOFF_ENDS_PER_CALL:
             until, _, key, partition = heapq.heappop(ends)
             if self._still_backing_off(until, key, partition):
                 assert partition.follower is not None
                 partition.follower.backoff_until_ms = 0
                 self._touched.add(key)
-                ended = True
-        return ended
+                ended += 1
+        return ended > 0
 
     def next_backoff_end_ms(self) -> int | None:
         ends = self._backoff_ends

@@ -1597,6 +1597,8 @@ class ReplicaManager:
                 self._mark_isr_dirty(key)
         self._delayed.expire(now_ms)
         if self._follower.end_backoffs(now_ms):
+            # Refreshed here, a bounded number per tick, not all at the fetcher's next build.
+            self._follower.refresh(now_ms)
             self.fetch_wakeup.set()  # the fetcher may send again
 
     def _expire_producer_ids(self) -> None:

@@ -67,6 +67,7 @@ from replog.replication.messages import (
     ProduceRequest,
     ProduceResponse,
 )
+from replog.server import follower_fetch
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
@@ -1040,6 +1041,23 @@ async def test_a_back_off_ends_at_its_latest_deadline_or_with_a_new_role(
     rm.apply_image(replayed(image, PartitionChangeRecord(TID, 0, leader=1, isr=(1, 2))))
     assert rm.build_follower_fetch(1, clock()) is not None
     assert rm.next_tick_ms() != clock() + 200
+
+
+@pytest.mark.asyncio
+async def test_back_offs_due_together_end_a_bounded_number_at_a_time(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(follower_fetch, "BACKOFF_ENDS_PER_CALL", 2)
+    _, follower = nodes_with(tmp_path, clock, (1, 2), (1, 2), (1, 2), replica_fetch_backoff_ms=200)
+    rm = follower.rm
+    request = rm.build_follower_fetch(1, clock())
+    assert request is not None and len(request.partitions) == 3
+    rm.follower_fetch_failed(1, request, clock())  # all three back off until 200
+    clock.advance(200)
+    rm.tick(clock())  # ends two, and the timer is due again at once for the third
+    assert rm.next_tick_ms() <= clock()
+    request = rm.build_follower_fetch(1, clock())  # the build ends the third
+    assert request is not None and len(request.partitions) == 3
 
 
 @pytest.mark.asyncio

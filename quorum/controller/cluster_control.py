@@ -24,12 +24,24 @@ Rules (Kafka's ClusterControlManager and heartbeat handling, KIP-631):
   shutdown answer after their first step; their remaining partition changes follow (`after`).
 - A broker whose evacuation (fencing for any cause, a new incarnation's registration moving
   its predecessor out, unregistration) is half done is **evacuating**: soft state of the
-  active controller, set while steps remain and cleared by the step that writes the last
-  moves (or finds nothing left to do), by a session-expiry fencing being given up (the
-  broker was heard from again: `end_abandoned_fencings`) and by `deactivate`. An evacuating
-  broker is not active (`is_active`, `active_brokers`): no election makes it leader, no ISR
-  takes it in and no placement picks it, so each step's moves stay moved
-  (docs/controller.md#evacuating-brokers).
+  active controller. Each chain of steps holds its own mark (a token; the session-expiry
+  fencing's is `_SESSION_EXPIRY`), taken by a step that leaves moves for later and given
+  back through `_end_evacuation` only, by the chain's next step (which takes it again if
+  moves are still left), by a refused step, by the controller dropping the chain
+  (`on_drop`: its batch refused), or, for a session-expiry fencing, by
+  `end_abandoned_fencings` (the broker was heard from again, or is fenced or gone). The
+  broker is evacuating while any chain holds a mark, so a chain ending never frees what
+  another is moving. `activate` and `deactivate` drop every mark: a new active controller
+  derives what is left from the metadata (expired sessions, leaderless partitions, brokers
+  asking again). An evacuating broker is not active (`is_active`, `active_brokers`): no
+  election makes it leader, no ISR takes it in and no placement picks it, so each step's
+  moves stay moved (docs/controller.md#evacuating-brokers).
+- One chain per broker: a fencing request or unregistration arriving while another chain
+  (not a session-expiry fencing) evacuates the broker waits for it. A session-expiry
+  fencing is not waited for, and runs beside any other chain (both end with the broker
+  fenced or gone): a chain it cannot see end never holds up the fencing of an expired
+  session. An unregistration whose registration was replaced by a new incarnation
+  meanwhile fails with STALE_BROKER_EPOCH: the broker id is still registered.
 - A retried registration of the same incarnation keeps its broker epoch and its flags.
 - Every heartbeat, and every other broker request, names the broker epoch of the live
   registration, else STALE_BROKER_EPOCH.
@@ -87,6 +99,7 @@ from replog.errors import (
     DuplicateBrokerRegistrationError,
     InconsistentClusterIdError,
     InvalidRequestError,
+    KafkaError,
     StaleBrokerEpochError,
 )
 from timeline import SnapshotRegistry, TimelineHashMap
@@ -137,7 +150,7 @@ class ClusterControl:
         "_max_changes",
         "_registration_offsets",
         "_registrations",
-        "_stale_fencing",
+        "_revived",
         "_tracker",
         "cluster_id",
         "session_timeout_ms",
@@ -167,10 +180,12 @@ class ClusterControl:
         # (same epoch, later record) or one loaded from a Raft snapshot (the snapshot's offset).
         self._registration_offsets: TimelineHashMap[int, int] = TimelineHashMap(registry)
         self._tracker: BrokerHeartbeatTracker | None = None
-        # Soft state of the active controller (module docstring): brokers with evacuation
-        # steps still to run, and those of them being fenced because their session expired.
-        self._evacuating: set[int] = set()
-        self._stale_fencing: set[int] = set()
+        # Soft state of the active controller (module docstring): for each broker with
+        # evacuation steps still to run, the chains running them (one token each), so that a
+        # chain ending clears its own mark and never another's.
+        self._evacuating: dict[int, set[object]] = {}
+        # Whether an evacuation was given up half way with its broker active again.
+        self._revived = False
 
     # -- BrokerLiveness (latest state) -----------------------------------------------------------
 
@@ -236,7 +251,12 @@ class ClusterControl:
         return self._tracker is not None
 
     def activate(self, now_ms: int) -> None:
-        """Become the active controller's: every registered broker starts a fresh session."""
+        """Become the active controller's: every registered broker starts a fresh session, and
+        no evacuation is under way (what a predecessor left half done is found again from the
+        registrations and partitions: expired sessions, leaderless partitions, brokers asking
+        again)."""
+        self._evacuating.clear()
+        self._revived = False
         tracker = BrokerHeartbeatTracker(self.session_timeout_ms)
         for broker_id in self._registrations.live:
             tracker.start(broker_id, now_ms)
@@ -246,26 +266,29 @@ class ClusterControl:
         """Forget every session and evacuation mark (they are soft state)."""
         self._tracker = None
         self._evacuating.clear()
-        self._stale_fencing.clear()
+        self._revived = False
 
     def is_evacuating(self, broker_id: int) -> bool:
         """Whether a stepped evacuation of the broker is half done (module docstring)."""
         return broker_id in self._evacuating
 
     def end_abandoned_fencings(self, now_ms: int) -> bool:
-        """Clear the mark of every broker whose session-expiry fencing stopped half way: its
-        session is live again (it was heard from), or it is fenced or gone. Whether any such
-        broker is still unfenced: its fencing may have left partitions leaderless that it can
+        """End every session-expiry fencing that stopped half way: the broker's session is
+        live again (it was heard from), or it is fenced or gone. Whether such a broker, or one
+        whose other evacuation was given up since the last call (a refused step, a dropped
+        chain), is now active: its evacuation may have left partitions leaderless that it can
         lead again, and the caller elects them."""
         tracker = self._require_tracker()
-        revived = False
-        for broker_id in list(self._stale_fencing):
+        revived, self._revived = self._revived, False
+        for broker_id, chains in list(self._evacuating.items()):
+            if _SESSION_EXPIRY not in chains:
+                continue
             registration = self._registrations.live.get(broker_id)
             if registration is None or registration.fenced:
-                self._end_evacuation(broker_id)
+                self._end_evacuation(broker_id, _SESSION_EXPIRY)
             elif tracker.is_live(broker_id, now_ms):
-                self._end_evacuation(broker_id)
-                revived = True
+                self._end_evacuation(broker_id, _SESSION_EXPIRY)
+                revived = revived or broker_id not in self._evacuating
         return revived
 
     def session_metadata_offset(self, broker_id: int) -> int:
@@ -314,6 +337,87 @@ class ClusterControl:
         replication: ReplicationHooks,
     ) -> ControllerResult[BrokerRegistrationReply]:
         """Register a broker; its epoch is the offset its RegisterBrokerRecord lands at."""
+        return self._register(
+            request, next_write_offset=next_write_offset, now_ms=now_ms, replication=replication
+        )
+
+    def _register(
+        self,
+        request: BrokerRegistrationRequest,
+        *,
+        next_write_offset: int,
+        now_ms: int,
+        replication: ReplicationHooks,
+        chain: object | None = None,
+    ) -> ControllerResult[BrokerRegistrationReply]:
+        """A step of `register_broker`; `chain` is its evacuation token from the second step
+        on (None: the first)."""
+        tracker = self._require_tracker()
+        broker_id = request.broker_id
+        if chain is not None:
+            self._end_evacuation(broker_id, chain)  # taken again below if moves are left
+        try:
+            self._check_registration(request, now_ms)
+        except KafkaError:
+            if chain is not None:
+                self._given_up(broker_id)  # refused half way: the old incarnation stays
+            raise
+        existing = self._registrations.live.get(broker_id)
+        same_incarnation = (
+            existing is not None and existing.incarnation_id == request.incarnation_id
+        )
+        records: list[MetadataRecord] = []
+        if existing is not None and same_incarnation:
+            # A retry: the broker may already hold this epoch, and its state goes on as it was.
+            broker_epoch = existing.broker_epoch
+            fenced = existing.fenced
+            in_controlled_shutdown = existing.in_controlled_shutdown
+            tracker.touch(broker_id, now_ms)
+        else:
+            if existing is not None:
+                # The previous incarnation went away without a controlled shutdown: move it out
+                # of ISRs and leaderships before the new one's (fenced) registration replaces it.
+                changes = replication.handle_broker_fenced(broker_id, max_records=self._max_changes)
+                if len(changes) >= self._max_changes:
+                    # More may remain: the registration goes on at the next turn, validated
+                    # again against the state these changes leave.
+                    chain = self._begin_evacuation(broker_id, chain)
+
+                    def next_step(ctx: StepContext) -> ControllerResult[BrokerRegistrationReply]:
+                        return self._register(
+                            request,
+                            next_write_offset=ctx.next_write_offset,
+                            now_ms=ctx.now_ms,
+                            replication=replication,
+                            chain=chain,
+                        )
+
+                    return ControllerResult.partial(
+                        changes, next_step, on_drop=self._dropper(broker_id, chain)
+                    )
+                records.extend(changes)
+            broker_epoch = next_write_offset + len(records)
+            fenced = True
+            in_controlled_shutdown = False
+            tracker.start(broker_id, now_ms)
+        records.append(
+            RegisterBrokerRecord(
+                broker_id=broker_id,
+                incarnation_id=request.incarnation_id,
+                broker_epoch=broker_epoch,
+                endpoints=request.endpoints,
+                features=request.features,
+                rack=request.rack,
+                fenced=fenced,
+                in_controlled_shutdown=in_controlled_shutdown,
+            )
+        )
+        # Not atomic: a broker leading more partitions than a batch holds must still be able
+        # to re-register. Batches are contiguous, so the epoch is right however they split.
+        return ControllerResult.of(records, BrokerRegistrationReply(broker_epoch))
+
+    def _check_registration(self, request: BrokerRegistrationRequest, now_ms: int) -> None:
+        """Refuse a registration this cluster cannot take (module docstring)."""
         tracker = self._require_tracker()
         broker_id = request.broker_id
         if request.cluster_id != self.cluster_id:
@@ -340,57 +444,6 @@ class ClusterControl:
                 f"{request.incarnation_id} must wait for that session to expire"
             )
         self._features.check_broker_supports(broker_id, request.features)
-        records: list[MetadataRecord] = []
-        if existing is not None and same_incarnation:
-            # A retry: the broker may already hold this epoch, and its state goes on as it was.
-            broker_epoch = existing.broker_epoch
-            fenced = existing.fenced
-            in_controlled_shutdown = existing.in_controlled_shutdown
-            tracker.touch(broker_id, now_ms)
-        else:
-            if existing is not None:
-                # The previous incarnation went away without a controlled shutdown: move it out
-                # of ISRs and leaderships before the new one's (fenced) registration replaces it.
-                changes = replication.handle_broker_fenced(broker_id, max_records=self._max_changes)
-                if len(changes) >= self._max_changes:
-                    # More may remain: the registration goes on at the next turn, validated
-                    # again against the state these changes leave.
-                    self._evacuating.add(broker_id)
-
-                    def next_step(ctx: StepContext) -> ControllerResult[BrokerRegistrationReply]:
-                        try:
-                            return self.register_broker(
-                                request,
-                                next_write_offset=ctx.next_write_offset,
-                                now_ms=ctx.now_ms,
-                                replication=replication,
-                            )
-                        except Exception:
-                            self._evacuating.discard(broker_id)  # refused: nothing goes on
-                            raise
-
-                    return ControllerResult.partial(changes, next_step)
-                records.extend(changes)
-            self._evacuating.discard(broker_id)
-            broker_epoch = next_write_offset + len(records)
-            fenced = True
-            in_controlled_shutdown = False
-            tracker.start(broker_id, now_ms)
-        records.append(
-            RegisterBrokerRecord(
-                broker_id=broker_id,
-                incarnation_id=request.incarnation_id,
-                broker_epoch=broker_epoch,
-                endpoints=request.endpoints,
-                features=request.features,
-                rack=request.rack,
-                fenced=fenced,
-                in_controlled_shutdown=in_controlled_shutdown,
-            )
-        )
-        # Not atomic: a broker leading more partitions than a batch holds must still be able
-        # to re-register. Batches are contiguous, so the epoch is right however they split.
-        return ControllerResult.of(records, BrokerRegistrationReply(broker_epoch))
 
     def process_heartbeat(
         self,
@@ -480,19 +533,19 @@ class ClusterControl:
         """Fence a broker whose session expired (the periodic check)."""
         tracker = self._require_tracker()
         registration = self._registrations.live.get(broker_id)
+        self._end_evacuation(broker_id, _SESSION_EXPIRY)  # taken again if moves are left
         if registration is None or registration.fenced:
-            self._end_evacuation(broker_id)
             return ControllerResult.of((), None)
         changes = replication.handle_broker_fenced(broker_id, max_records=self._max_changes)
         if len(changes) >= self._max_changes:
             # More may remain: this step takes the broker out of these ISRs and leaderships
             # only; it stays unfenced (and stale), so the next tick continues. The fencing
             # record comes with the last step, so a fenced broker is never in an ISR. Until
-            # then it is evacuating, so that no election gives back what this step moved.
-            self._evacuating.add(broker_id)
-            self._stale_fencing.add(broker_id)
+            # then it is evacuating, so that no election gives back what this step moved. A
+            # refused step leaves the mark to the next tick's step, or to
+            # `end_abandoned_fencings`.
+            self._begin_evacuation(broker_id, _SESSION_EXPIRY)
             return ControllerResult.of(changes, None)
-        self._end_evacuation(broker_id)
         tracker.end_controlled_shutdown(broker_id)
         records: list[MetadataRecord] = list(changes)
         records.append(self._change(registration, fenced=FenceChange.FENCE))
@@ -511,7 +564,25 @@ class ClusterControl:
             tracker.remove(broker_id)
             return [UnregisterBrokerRecord(broker_id, current.broker_epoch)]
 
-        return self._evacuate(broker_id, registration.broker_epoch, replication, unregister, None)
+        def replaced(current: BrokerRegistration) -> None:
+            # Neither answer success for a broker id that is registered, nor remove the
+            # incarnation that registered after this request began: say so, and let the
+            # operator decide.
+            raise StaleBrokerEpochError(
+                f"broker {broker_id} was being unregistered at broker epoch "
+                f"{registration.broker_epoch}, but incarnation {current.incarnation_id} "
+                f"registered meanwhile (broker epoch {current.broker_epoch}) and stays "
+                "registered; unregister it again to remove it"
+            )
+
+        return self._evacuate(
+            broker_id,
+            registration.broker_epoch,
+            replication,
+            unregister,
+            None,
+            if_replaced=replaced,
+        )
 
     # -- replay and snapshots ------------------------------------------------------------------
 
@@ -553,39 +624,83 @@ class ClusterControl:
         last_records: Callable[[BrokerRegistration], list[MetadataRecord]],
         response: R,
         *,
-        under_way: bool = False,
+        if_replaced: Callable[[BrokerRegistration], R] | None = None,
+        chain: object | None = None,
     ) -> ControllerResult[R]:
         """Move a broker (its registration at `broker_epoch`) out of every ISR and leadership,
         at most `max_partition_changes_per_step` changes a step, one step per loop turn; the
         step that moves the last ones ends with `last_records` of its registration (a fence,
-        an unregistration), so it never holds while the broker is still in an ISR. If another
-        incarnation replaced the registration meanwhile, there is nothing left to do.
+        an unregistration), so it never holds while the broker is still in an ISR. If the
+        registration is gone, there is nothing left to do; if another incarnation replaced it,
+        `if_replaced` answers (else `response`).
 
-        While another evacuation of the broker is half done, a new one (not `under_way`) waits
-        for it (a step without records per loop turn), then goes on from what it left: one
-        chain of moves per broker, however often the broker asks to be fenced."""
+        While another chain (`chain` None: this is the first step) evacuates the broker, a new
+        one waits for it (a step without records per loop turn), then goes on from what it
+        left: one chain of moves per broker, however often the broker asks to be fenced. A
+        session-expiry fencing is not waited for: it may be given up (the broker was heard
+        from), and this chain then goes on alone."""
 
-        def rest(*, under_way: bool) -> Step[R]:
+        def rest(chain: object | None) -> Step[R]:
             return lambda ctx: self._evacuate(
-                broker_id, broker_epoch, replication, last_records, response, under_way=under_way
+                broker_id,
+                broker_epoch,
+                replication,
+                last_records,
+                response,
+                if_replaced=if_replaced,
+                chain=chain,
             )
 
-        if not under_way and broker_id in self._evacuating:
-            return ControllerResult.partial((), rest(under_way=False))
+        if chain is None and self._evacuating.get(broker_id, set()) - {_SESSION_EXPIRY}:
+            return ControllerResult.partial((), rest(None))
+        if chain is not None:
+            self._end_evacuation(broker_id, chain)  # taken again if moves are left
         registration = self._registrations.live.get(broker_id)
-        if registration is None or registration.broker_epoch != broker_epoch:
-            self._evacuating.discard(broker_id)
+        if registration is None:
             return ControllerResult.of((), response)
+        if registration.broker_epoch != broker_epoch:
+            if if_replaced is None:
+                return ControllerResult.of((), response)
+            return ControllerResult.of((), if_replaced(registration))
         changes = replication.handle_broker_fenced(broker_id, max_records=self._max_changes)
         if len(changes) >= self._max_changes:
-            self._evacuating.add(broker_id)  # so that no election undoes these moves
-            return ControllerResult.partial(changes, rest(under_way=True))
-        self._end_evacuation(broker_id)
+            chain = self._begin_evacuation(broker_id, chain)  # no election undoes these moves
+            return ControllerResult.partial(
+                changes, rest(chain), on_drop=self._dropper(broker_id, chain)
+            )
         return ControllerResult.of([*changes, *last_records(registration)], response)
 
-    def _end_evacuation(self, broker_id: int) -> None:
-        self._evacuating.discard(broker_id)
-        self._stale_fencing.discard(broker_id)
+    def _begin_evacuation(self, broker_id: int, chain: object | None) -> object:
+        """Mark the broker evacuating for `chain` (None: a new chain); the chain's token."""
+        token = object() if chain is None else chain
+        self._evacuating.setdefault(broker_id, set()).add(token)
+        return token
+
+    def _end_evacuation(self, broker_id: int, chain: object) -> None:
+        """The one way an evacuation's mark goes: its chain ended, was given up or dropped.
+        The broker stays evacuating while another chain still holds it."""
+        chains = self._evacuating.get(broker_id)
+        if chains is None:
+            return
+        chains.discard(chain)
+        if not chains:
+            del self._evacuating[broker_id]
+
+    def _dropper(self, broker_id: int, chain: object) -> Callable[[], None]:
+        """What ends `chain` if the controller drops it (its step's batch refused)."""
+
+        def drop() -> None:
+            self._end_evacuation(broker_id, chain)
+            self._given_up(broker_id)
+
+        return drop
+
+    def _given_up(self, broker_id: int) -> None:
+        """An evacuation of the broker stopped half way: if the broker is active again, the
+        partitions its first steps left leaderless may be led by it again, and the next
+        `end_abandoned_fencings` says so."""
+        if self.is_active(broker_id):
+            self._revived = True
 
     def _fence(self, registration: BrokerRegistration) -> list[MetadataRecord]:
         """The fencing record, last in a fencing write (none if already fenced)."""
@@ -651,6 +766,9 @@ class ClusterControl:
             raise RuntimeError("broker sessions exist only on the active controller")
         return self._tracker
 
+
+# The chain token of session-expiry fencing: driven by the periodic check, one per broker.
+_SESSION_EXPIRY = "session expiry"
 
 # With no active broker, nobody has to catch up before a controlled shutdown completes.
 _NO_ACTIVE_BROKER_OFFSET = 2**63 - 1

@@ -42,7 +42,9 @@ Rules:
   in order while they have written fewer than `max_partition_changes_per_step` records in it
   (one step at least); the others keep their place for the next tick. At most one chain of
   leaderless-partition elections started by the controller runs at a time.
-  A `then` write is answered by its last step; an `after` chain answers nobody.
+  A `then` write is answered by its last step; an `after` chain answers nobody. A step
+  whose batch is refused without a failover ends its write there, and its `on_drop` tells
+  the step's owner (an evacuation mark goes with it).
   Renouncing drops the steps left and fails their callers with NOT_CONTROLLER.
 - Periodic work on the active controller (docs/design/kraft.md#controller): a NoOpRecord every
   `metadata_max_idle_interval_ms`; fencing of brokers whose session expired, one broker per
@@ -593,6 +595,8 @@ class QuorumController:
             return
         last_offset = self._append(claim_epoch, result, pending)
         if last_offset is None:
+            if result.on_drop is not None and self._claim_epoch is not None:
+                result.on_drop()  # refused without a failover: the rest of the write is dropped
             return
         if result.on_batch_end is not None:
             result.on_batch_end(last_offset)
@@ -770,8 +774,9 @@ class QuorumController:
 
     def _fence_stale_brokers(self, now_ms: int) -> None:
         if self._claim_epoch is not None and self.cluster.end_abandoned_fencings(now_ms):
-            # A broker heard from again half way through its fencing stays unfenced: it may
-            # lead again what the fencing's first steps left without a leader.
+            # A broker whose evacuation was given up half way (heard from again, a refused or
+            # dropped step) is active: it may lead again what the first steps left without a
+            # leader.
             self._elect_leaderless(now_ms)
         while self._claim_epoch is not None:
             broker_id = self.cluster.find_stale_broker(now_ms)

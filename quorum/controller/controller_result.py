@@ -20,7 +20,10 @@ Rules:
   earlier steps' responses are never read (`partial`). A result with `after` answers as usual,
   and the controller runs `after` (stepped the same way) on later turns with nobody waiting.
   Each step sees the latest state, other writes included: it re-derives what is left to do
-  rather than trusting what an earlier step saw.
+  rather than trusting what an earlier step saw. A step's `on_drop`, if given, is called when
+  the controller drops the write after that step because its records were refused (the step
+  may hold soft state for the steps to come, such as an evacuation mark); a renounce drops
+  every step and the soft state with it, without calling it.
 - Records and response are immutable values.
 """
 
@@ -61,6 +64,7 @@ class ControllerResult(Generic[R]):
     on_batch_end: Callable[[int], None] | None = None
     then: Step[R] | None = None
     after: Step[None] | None = None
+    on_drop: Callable[[], None] | None = None
 
     @classmethod
     def of(
@@ -73,7 +77,7 @@ class ControllerResult(Generic[R]):
         after: Step[None] | None = None,
     ) -> ControllerResult[R]:
         """A result from any sequence of records."""
-        return cls(tuple(records), response, is_atomic, on_batch_end, None, after)
+        return cls(tuple(records), response, is_atomic, on_batch_end, None, after, None)
 
     @classmethod
     def partial(
@@ -83,7 +87,8 @@ class ControllerResult(Generic[R]):
         *,
         on_batch_end: Callable[[int], None] | None = None,
         after: Step[None] | None = None,
+        on_drop: Callable[[], None] | None = None,
     ) -> ControllerResult[R]:
         """One step of a write that goes on with `then`; it has no response of its own (the
         controller never reads it: the last step answers)."""
-        return cls(tuple(records), cast(R, None), False, on_batch_end, then, after)
+        return cls(tuple(records), cast(R, None), False, on_batch_end, then, after, on_drop)

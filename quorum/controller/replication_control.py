@@ -43,8 +43,11 @@ State (timeline structures on one `SnapshotRegistry`, so every read at a snapsho
 every revert covers all of it):
 - topics by id (`_Topic`: name, id, and a timeline map of partition id -> registration);
 - topic ids by name; names that collide once '.' is read as '_' (Kafka's metric-name rule);
-- broker -> partitions whose ISR holds it, and broker -> partitions it leads (key -1:
-  leaderless partitions), for fencing, unfencing and controlled shutdown;
+- broker -> partitions whose ISR holds it, except leaderless partitions whose only ISR member
+  it is; broker -> those (key -1: leaderless partitions whose ISR has several members), which
+  together are every leaderless partition; and broker -> partitions it leads, for fencing,
+  unfencing, controlled shutdown and the leaderless sweep, so that each of their steps visits
+  only partitions it changes;
 - partitions being reassigned, and partitions whose leader is not their preferred replica.
 Nested timeline structures (one partition map per topic, one set per broker) are created on
 first use; created while snapshots exist, they read as empty at older snapshots, which is when
@@ -54,7 +57,7 @@ their parent did not hold them yet.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import NamedTuple, Protocol
@@ -307,6 +310,24 @@ class _Topic:
         return f"_Topic({self.name!r}, {self.topic_id})"
 
 
+def _isr_index_entry(
+    registration: PartitionRegistration | None,
+) -> tuple[tuple[int, ...], int | None]:
+    """Where a partition stands in the ISR indexes: the brokers whose `_isr_members` hold it,
+    and the key of `_leaderless_by_member` holding it (None: it has a leader). A leaderless
+    partition whose ISR is one broker is that broker's only, under its id: fencing it again
+    changes nothing there, so no step visits it; NO_LEADER keys the leaderless partitions
+    whose ISR has several members (each of them can still leave it)."""
+    if registration is None:
+        return (), None
+    isr = registration.isr
+    if registration.leader != NO_LEADER:
+        return isr, None
+    if len(isr) == 1:
+        return (), isr[0]
+    return isr, NO_LEADER
+
+
 def _collision_key(name: str) -> str | None:
     """The name with '.' read as '_', for names that hold either; None for the others."""
     if "." in name or "_" in name:
@@ -343,6 +364,9 @@ class ReplicationControl:
         self._topic_ids: TimelineHashMap[str, UUID] = TimelineHashMap(snapshot_registry)
         self._colliding: TimelineHashMap[str, frozenset[str]] = TimelineHashMap(snapshot_registry)
         self._isr_members: TimelineHashMap[int, TimelineHashSet[TopicIdPartition]] = (
+            TimelineHashMap(snapshot_registry)
+        )
+        self._leaderless_by_member: TimelineHashMap[int, TimelineHashSet[TopicIdPartition]] = (
             TimelineHashMap(snapshot_registry)
         )
         self._leaders: TimelineHashMap[int, TimelineHashSet[TopicIdPartition]] = TimelineHashMap(
@@ -613,8 +637,12 @@ class ReplicationControl:
         With `max_records`, at most that many changes; fewer means these are all. The caller
         then fences in steps (one per loop turn), so that one write never holds the single
         thread, and the Raft loop with it, for seconds. Partitions it is the last ISR member of
-        and does not lead are skipped without building a change (nothing would change), so a
-        step costs what it changes, not what the broker was once in.
+        with no leader are not visited at all (nothing would change; they are indexed apart,
+        `_leaderless_by_member`), so every partition a step visits changes and a step costs
+        what it changes, however many partitions earlier steps left with the broker as their
+        last ISR member. Such partitions of a topic that allows unclean elections wait for the
+        unclean check or another broker's unfencing, as partitions left leaderless by any
+        earlier fencing do.
         """
         members = self._isr_members.live.get(broker_id)
         if members is None:
@@ -930,13 +958,23 @@ class ReplicationControl:
 
     def partitions_led_by(self, broker_id: int, offset: int | None = None) -> int:
         """How many partitions `broker_id` leads (NO_LEADER: how many have no leader)."""
+        if broker_id == NO_LEADER:
+            return sum(
+                partitions.size(offset)
+                for partitions in self._leaderless_by_member.to_dict(offset).values()
+            )
         led = self._leaders.get(broker_id, offset=offset)
         return 0 if led is None else led.size(offset)
 
     def partitions_with_isr_member(self, broker_id: int, offset: int | None = None) -> int:
         """How many partitions have `broker_id` in their ISR."""
-        members = self._isr_members.get(broker_id, offset=offset)
-        return 0 if members is None else members.size(offset)
+        return sum(
+            0 if members is None else members.size(offset)
+            for members in (
+                self._isr_members.get(broker_id, offset=offset),
+                self._leaderless_by_member.get(broker_id, offset=offset),
+            )
+        )
 
     def has_leaderships(self, broker_id: int) -> bool:
         """Whether `broker_id` leads any partition now (controlled shutdown waits for none)."""
@@ -948,7 +986,7 @@ class ReplicationControl:
 
     def has_leaderless_partitions(self) -> bool:
         """Whether some partition has no leader (the periodic unclean-election check)."""
-        return self.partitions_led_by(NO_LEADER) > 0
+        return any(len(partitions) for partitions in self._leaderless_by_member.live.values())
 
     # == internals: validation and record building ==============================================
 
@@ -1294,7 +1332,6 @@ class ReplicationControl:
         def acceptable(broker_id: int) -> bool:
             return broker_id != broker_to_remove and cluster.is_active(broker_id)
 
-        only_member = (broker_to_remove,)
         records: list[PartitionChangeRecord] = []
         # The election mode is a topic config: looked up once per topic, not per partition (a
         # broker's fencing can touch 100k partitions of a few topics).
@@ -1305,12 +1342,6 @@ class ReplicationControl:
             election = elections.get(tp.topic_id)
             if election is None:
                 election = elections[tp.topic_id] = self._election_for(topic.name)
-            if (
-                partition.isr == only_member
-                and partition.leader == NO_LEADER
-                and election is not Election.UNCLEAN
-            ):
-                continue  # stays the last ISR member, leaderless: no change to build
             record = PartitionChangeBuilder(
                 partition,
                 tp.topic_id,
@@ -1331,9 +1362,6 @@ class ReplicationControl:
         """Up to `max_records` elections for leaderless partitions; `broker_to_add` counts as
         active. Partitions that no ISR member could lead cleanly are passed over without
         building a change, unless an unclean election is allowed for them."""
-        leaderless = self._leaders.live.get(NO_LEADER)
-        if leaderless is None:
-            return ()
         cluster = self._cluster
 
         def acceptable(broker_id: int) -> bool:
@@ -1341,7 +1369,7 @@ class ReplicationControl:
 
         records: list[PartitionChangeRecord] = []
         elections: dict[UUID, Election] = {}
-        for tp in leaderless.live:
+        for tp in self._cleanly_electable() if clean_only else self._leaderless():
             topic = self._topics.live[tp.topic_id]
             partition = topic.partitions.live[tp.partition_id]
             election = elections.get(tp.topic_id)
@@ -1359,6 +1387,20 @@ class ReplicationControl:
                     break
         return tuple(records)
 
+    def _cleanly_electable(self) -> Iterator[TopicIdPartition]:
+        """The leaderless partitions an active ISR member may lead: those whose only ISR
+        member is an active broker, then those whose ISR has several members (the caller
+        checks these). Leaderless partitions stranded on an inactive broker are not visited, so
+        a sweep's step costs what it elects, however many such partitions wait."""
+        index = self._leaderless_by_member.live
+        for broker_id, _ in self._cluster.active_brokers():
+            stranded = index.get(broker_id)
+            if stranded is not None:
+                yield from stranded.live
+        shared = index.get(NO_LEADER)
+        if shared is not None:
+            yield from shared.live
+
     def _election_for(self, topic: str) -> Election:
         if self._configs.unclean_leader_election_enabled(topic):
             return Election.UNCLEAN
@@ -1373,9 +1415,13 @@ class ReplicationControl:
             raise UnknownTopicOrPartitionError(f"topic {name!r} has no partition {partition_id}")
         return topic_id, partition
 
+    def _leaderless(self) -> Iterator[TopicIdPartition]:
+        """Every leaderless partition (live state), by its only ISR member."""
+        for partitions in self._leaderless_by_member.live.values():
+            yield from partitions.live
+
     def _leaderless_partitions(self) -> list[TopicIdPartition]:
-        leaderless = self._leaders.live.get(NO_LEADER)
-        return [] if leaderless is None else sorted(leaderless.live)
+        return sorted(self._leaderless())
 
     def _partitions_at(
         self, topic_id: UUID, offset: int | None
@@ -1418,21 +1464,27 @@ class ReplicationControl:
         current: PartitionRegistration | None,
     ) -> None:
         """Keep the broker and partition-set indexes in step with one partition's change."""
-        old_isr = () if previous is None else previous.isr
-        new_isr = () if current is None else current.isr
-        if old_isr != new_isr:
-            for broker_id in old_isr:
-                if broker_id not in new_isr:
+        old_members, old_stranded = _isr_index_entry(previous)
+        new_members, new_stranded = _isr_index_entry(current)
+        if old_members != new_members:
+            for broker_id in old_members:
+                if broker_id not in new_members:
                     self._isr_members.live[broker_id].discard(tp)
-            for broker_id in new_isr:
-                if broker_id not in old_isr:
+            for broker_id in new_members:
+                if broker_id not in old_members:
                     self._member_set(self._isr_members, broker_id).add(tp)
+        if old_stranded != new_stranded:
+            if old_stranded is not None:
+                self._leaderless_by_member.live[old_stranded].discard(tp)
+            if new_stranded is not None:
+                self._member_set(self._leaderless_by_member, new_stranded).add(tp)
         old_leader = None if previous is None else previous.leader
         new_leader = None if current is None else current.leader
         if old_leader != new_leader:
-            if old_leader is not None:
+            # Leaderless partitions are `_leaderless_by_member`'s alone.
+            if old_leader is not None and old_leader != NO_LEADER:
                 self._leaders.live[old_leader].discard(tp)
-            if new_leader is not None:
+            if new_leader is not None and new_leader != NO_LEADER:
                 self._member_set(self._leaders, new_leader).add(tp)
         if current is not None and current.replicas[:1] != (current.leader,):
             self._imbalanced.add(tp)

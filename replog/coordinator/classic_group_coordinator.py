@@ -18,20 +18,24 @@ The rules are Kafka's `GroupMetadataManager` classic handlers (docs/groups.md wa
 - A member whose session timeout passes without a heartbeat (or a rebalance wait) is removed.
 - Records: the group's record when a generation completes, when it empties, when a static
   member is replaced in Stable; a tombstone when it is deleted. `replay` rebuilds the groups.
+  A record whose append fails (`append_failed`) is undone as Kafka undoes it: a leader's
+  assignment is cleared and the group rebalances; a static member's new id gives way to the
+  old one again.
 - A group id this core does not hold but the consumer-protocol core holds with members: the
   request is a classic member's of a consumer group and goes to that core (`consumer_groups`,
-  KIP-848's online migration); `rebalance_converted` starts a group written back from it.
+  KIP-848's online migration); `start_converted` starts a group written back from it.
 """
 
 from __future__ import annotations
 
+import copy
 import heapq
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from replog.coordinator.classic_group import ClassicGroup, ClassicMember, GroupState
+from replog.coordinator.classic_group import ClassicGroup, ClassicMember, GroupState, Protocols
 from replog.coordinator.classic_group_messages import (
     UNKNOWN_MEMBER_ID,
     DescribedGroup,
@@ -115,6 +119,27 @@ class _Timer:
 _TimerKey = tuple[str, str, str]  # group id, kind, member id ("" for group timers)
 
 
+@dataclass(frozen=True, slots=True)
+class _SyncUndo:
+    """The leader's assignment of `generation`, in memory before its record is durable."""
+
+    group_id: str
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class _StaticUndo:
+    """A static member's new id (and its new protocols and timeouts) in a Stable group."""
+
+    group_id: str
+    instance_id: str
+    old_id: str
+    new_id: str
+    protocols: Protocols
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+
+
 def _random_uuid() -> str:
     return str(uuid.uuid4())
 
@@ -167,6 +192,8 @@ class ClassicGroupCoordinator:
         self._now_ms = 0
         # Join phases that ended with members (a new generation to assign): the rebalances.
         self.rebalances = 0
+        # What to undo if a record's append fails, by the record's identity (`append_failed`).
+        self._unwritten: dict[int, tuple[GroupRecord, _SyncUndo | _StaticUndo]] = {}
 
     # --- timers ----------------------------------------------------------------------------
 
@@ -514,6 +541,15 @@ class ClassicGroupCoordinator:
         if old.awaiting_sync is not None:
             result.syncs.append(SyncGroupResponse(old.awaiting_sync, fenced))
         current_leader = group.leader_id or ""
+        undo = _StaticUndo(
+            group.group_id,
+            instance,
+            old_id,
+            new_id,
+            old.protocols,
+            old.rebalance_timeout_ms,
+            old.session_timeout_ms,
+        )
         self._cancel((group.group_id, _HEARTBEAT, old_id))
         member = group.replace_static_member(instance, old_id, new_id)
         if old_id in group.pending_sync:
@@ -530,7 +566,7 @@ class ClassicGroupCoordinator:
         if group.state is GroupState.STABLE:
             if group.protocol_name == group.select_protocol():
                 # Nothing another member sees changes: no rebalance, only the new id stored.
-                result.records.append(self._record(group))
+                result.records.append(self._record(group, undo))
                 group.set_awaiting_join(member, None)
                 is_leader = group.is_leader(new_id)
                 if request.api_version >= 9:
@@ -678,8 +714,13 @@ class ClassicGroupCoordinator:
         group.remove(member_id)
         self._cancel((group.group_id, _HEARTBEAT, member_id))
 
-    def _record(self, group: ClassicGroup) -> GroupRecord:
-        return GroupRecord(GroupMetadataKey(group.group_id), group.to_record())
+    def _record(
+        self, group: ClassicGroup, undo: _SyncUndo | _StaticUndo | None = None
+    ) -> GroupRecord:
+        record = GroupRecord(GroupMetadataKey(group.group_id), group.to_record())
+        if undo is not None:
+            self._unwritten[id(record)] = (record, undo)
+        return record
 
     def _propagate_assignment(
         self,
@@ -743,7 +784,9 @@ class ClassicGroupCoordinator:
                 for each in group.members.values():
                     each.assignment = assignments.get(each.member_id, b"")
                 group.transition_to(GroupState.STABLE, self._now_ms)
-                result.records.append(self._record(group))
+                result.records.append(
+                    self._record(group, _SyncUndo(group.group_id, group.generation))
+                )
                 self._propagate_assignment(group, None, result)
         else:
             self._sync_pending(group, member.member_id)
@@ -989,18 +1032,113 @@ class ClassicGroupCoordinator:
             for member in group.members.values():
                 self._heartbeat(group, member)
 
-    def rebalance_converted(self, group_id: str, now_ms: int) -> None:
+    def appended(self, records: Sequence[object]) -> None:
+        """The shell appended `records` (ones this core returned): they are durable."""
+        for record in records:
+            entry = self._unwritten.get(id(record))
+            if entry is not None and entry[0] is record:
+                del self._unwritten[id(record)]
+
+    def append_failed(self, records: Sequence[object], now_ms: int) -> GroupResult:
+        """The append of `records` failed (the shell answered their requests with its error):
+        undo what they stored, as Kafka does. A leader's assignment: every member's
+        assignment is cleared and the group rebalances. A static member's new id: the old id
+        (with its protocols and timeouts) is the member again, and the new one unknown. Other
+        records (a group's creation, an Empty generation, a deletion) stay as decided."""
+        self._now_ms = max(self._now_ms, now_ms)
+        result = GroupResult()
+        for record in records:
+            entry = self._unwritten.get(id(record))
+            if entry is None or entry[0] is not record:
+                continue
+            del self._unwritten[id(record)]
+            undo = entry[1]
+            group = self.groups.get(undo.group_id)
+            if group is None:
+                continue
+            if isinstance(undo, _SyncUndo):
+                if group.state is GroupState.STABLE and group.generation == undo.generation:
+                    for member in group.members.values():
+                        member.assignment = b""
+                    self._prepare_rebalance(group, result)
+            elif group.static_member_id(undo.instance_id) == undo.new_id:
+                self._cancel((group.group_id, _HEARTBEAT, undo.new_id))
+                member = group.replace_static_member(undo.instance_id, undo.new_id, undo.old_id)
+                group.update_member(
+                    member,
+                    undo.protocols,
+                    undo.rebalance_timeout_ms,
+                    undo.session_timeout_ms,
+                    None,
+                )
+                self._heartbeat(group, member)
+        return result
+
+    def snapshot(self, group_id: str) -> ClassicGroup | None:
+        """A copy of the group as it is now, for `restore` (the consumer-protocol core takes
+        one before it converts the group, or writes one back)."""
+        group = self.groups.get(group_id)
+        return None if group is None else copy.deepcopy(group)
+
+    def restore(self, group_id: str, group: ClassicGroup | None, now_ms: int) -> None:
+        """Put `group` (a `snapshot`; None: no group) back as `group_id`, after a failed
+        append of the records that converted it. Its waiting requests were answered with the
+        append's error: none waits now, every session starts, and a group caught
+        mid-rebalance rebalances again (its members rejoin)."""
+        self._now_ms = max(self._now_ms, now_ms)
+        if group_id in self.groups:
+            self._drop_group(group_id)
+        if group is None:
+            return
+        for member in group.members.values():
+            member.awaiting_join = member.awaiting_sync = None
+            member.is_new = False
+        group.awaiting_join_count = 0
+        group.pending_members.clear()
+        group.pending_sync.clear()
+        self.groups[group_id] = group
+        for member in group.members.values():
+            self._heartbeat(group, member)
+        if group.state is GroupState.PREPARING_REBALANCE:
+            self._schedule((group_id, _JOIN, ""), group.rebalance_timeout_ms())
+        elif group.state is GroupState.COMPLETING_REBALANCE:
+            result = GroupResult()
+            self._prepare_rebalance(group, result)
+            assert not result.records and not result.joins and not result.syncs
+
+    def start_converted(self, group_id: str, now_ms: int, *, rebalance: bool = True) -> None:
         """The group was just written back from a consumer group (an online downgrade,
-        `group_migration`): every member's session starts and a rebalance begins, so that the
-        members rejoin and learn the new generation."""
+        `group_migration`): every member's session starts and, when a member left, a
+        rebalance begins, so that the members rejoin and learn the new generation (a static
+        member's replacement keeps it Stable: the joining member syncs into it)."""
         self._now_ms = max(self._now_ms, now_ms)
         group = self.groups[group_id]
         for member in group.members.values():
             self._heartbeat(group, member)
+        if not rebalance:
+            return
         result = GroupResult()
         self._prepare_rebalance(group, result)
         # No member waits in a join yet, so the join phase cannot complete here.
         assert not result.records and not result.joins and not result.syncs
+
+    def answer_waiting(self, group_id: str, error: KafkaError) -> GroupResult:
+        """Answer every JoinGroup and SyncGroup of `group_id` still waiting with `error` (the
+        group is about to become a consumer group)."""
+        result = GroupResult()
+        group = self.groups.get(group_id)
+        if group is None:
+            return result
+        for member in group.members.values():
+            if member.awaiting_join is not None:
+                result.joins.append(
+                    JoinGroupResponse(member.awaiting_join, error, member.member_id)
+                )
+                group.set_awaiting_join(member, None)
+            if member.awaiting_sync is not None:
+                result.syncs.append(SyncGroupResponse(member.awaiting_sync, error))
+                member.awaiting_sync = None
+        return result
 
     def unload(self) -> GroupResult:
         """This broker no longer coordinates the partition: every group is Dead and every
@@ -1010,16 +1148,13 @@ class ClassicGroupCoordinator:
             error = NotCoordinatorError(
                 f"group {group.group_id!r}: this broker no longer coordinates it"
             )
-            for member in group.members.values():
-                if member.awaiting_join is not None:
-                    result.joins.append(JoinGroupResponse(member.awaiting_join, error))
-                    group.set_awaiting_join(member, None)
-                if member.awaiting_sync is not None:
-                    result.syncs.append(SyncGroupResponse(member.awaiting_sync, error))
-                    member.awaiting_sync = None
+            answered = self.answer_waiting(group.group_id, error)
+            result.joins += answered.joins
+            result.syncs += answered.syncs
             group.transition_to(GroupState.DEAD, self._now_ms)
         self._timers.clear()
         self._heap.clear()
+        self._unwritten.clear()
         return result
 
 

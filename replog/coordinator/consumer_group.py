@@ -67,6 +67,17 @@ class ConsumerGroup:
             return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
 
+    def copy(self) -> ConsumerGroup:
+        """An independent copy (its members, targets and topics are immutable values, so the
+        maps alone are copied)."""
+        return replace(
+            self,
+            members=dict(self.members),
+            targets=dict(self.targets),
+            topics=dict(self.topics),
+            _holders=dict(self._holders),
+        )
+
     def holder(self, tp: TP) -> str | None:
         """The member holding `tp` (assigned or pending revocation), if any."""
         return self._holders.get(tp)

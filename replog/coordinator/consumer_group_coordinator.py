@@ -13,9 +13,11 @@ A heartbeat (ConsumerGroupHeartbeat, docs/groups.md walks an example):
    rebalance timeout or subscription or with owned partitions, an unknown epoch;
    UNSUPPORTED_ASSIGNOR; INVALID_REGULAR_EXPRESSION. A join for a group id held by a classic
    group with members upgrades it (`group_migration`) when `group.consumer.migration.policy`
-   allows it, the group's protocol type is `consumer`, it is Stable, it has at most
+   allows it, the group's protocol type is `consumer`, it has at most
    `group.consumer.max.size` members and their JoinGroup metadata and assignments parse; else
    GROUP_ID_NOT_FOUND, naming why (an Empty classic group is deleted and replaced). A group
+   caught mid-rebalance converts too: its waiting JoinGroup and SyncGroup requests are
+   answered REBALANCE_IN_PROGRESS (`take_classic_answers`), and its members rejoin. A group
    that does not exist is GROUP_ID_NOT_FOUND unless the request joins; GROUP_MAX_SIZE_REACHED
    for a new member of a full group.
 2. The member: a new one (epoch 0) is created with the given (or a generated) id; an existing
@@ -42,6 +44,13 @@ session timeout) is removed. When the removed member is the last consumer-protoc
 the others all use the classic protocol, the group is written back as a classic group that
 rebalances (`group_migration`'s downgrade), if the policy allows it and the classic
 `group.max.size` holds them.
+A static classic member joining without a member id replaces its instance's member, whatever
+that member's protocol; when it replaced the last consumer-protocol member, the group is
+written back as a classic group that stays Stable (the joining member syncs into it).
+Records are applied as they are written; the shell tells which were appended (`appended`) and
+which failed (`append_failed`): each group a failed record changes goes back to the state its
+durable records hold (both protocols' sides of the group id), as Kafka's coordinator reverts to
+its last committed state.
 """
 
 from __future__ import annotations
@@ -49,14 +58,13 @@ from __future__ import annotations
 import re
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 from uuid import UUID
 
 from replog.common import TopicPartition
 from replog.coordinator import consumer_group_records as rec
-from replog.coordinator.classic_group import GroupState
 from replog.coordinator.classic_group_messages import (
     GroupRecord,
     GroupResult,
@@ -217,6 +225,16 @@ def _random_uuid() -> str:
     return str(uuid.uuid4())
 
 
+@dataclass(slots=True)
+class _Durable:
+    """A group as its durable records left it (both protocols' sides of the id), kept while
+    records of it are being appended (`append_failed` puts it back)."""
+
+    consumer: ConsumerGroup | None
+    classic: ClassicGroup | None
+    unwritten: int = 0  # its records not yet acknowledged
+
+
 class ConsumerGroupCoordinator:
     """The consumer-protocol groups of one `__consumer_offsets` partition (module docstring)."""
 
@@ -235,6 +253,11 @@ class ConsumerGroupCoordinator:
         self._timers: dict[tuple[str, str, str], tuple[int, int]] = {}
         self._now_ms = 0
         self.rebalances = 0  # group epoch bumps
+        # Answers owed to a converted classic group's waiting requests (`take_classic_answers`).
+        self._classic_answers = GroupResult()
+        # Records written and not yet acknowledged, by identity, and the groups they change.
+        self._unwritten: dict[int, Record] = {}
+        self._durable: dict[str, _Durable] = {}
 
     # --- topics, records -------------------------------------------------------------------------
 
@@ -259,12 +282,67 @@ class ConsumerGroupCoordinator:
             self._drop_timers(key.group)
 
     def _write(self, records: list[Record], record: Record) -> None:
+        group_id = record.key.group
+        durable = self._durable.get(group_id)
+        if durable is None:
+            classic = None if self._classic is None else self._classic.snapshot(group_id)
+            group = self.groups.get(group_id)
+            durable = self._durable[group_id] = _Durable(
+                None if group is None else group.copy(), classic
+            )
+        durable.unwritten += 1
+        self._unwritten[id(record)] = record
         records.append(record)
         if isinstance(record, GroupRecord):
             assert self._classic is not None
             self._classic.replay(record.key, record.value)
         else:
             self.replay(record.key, record.value)
+
+    def take_classic_answers(self) -> GroupResult:
+        """The JoinGroup and SyncGroup answers owed since the last call: the waiting requests
+        of classic groups that heartbeats converted (REBALANCE_IN_PROGRESS). The shell sends
+        them with the heartbeat's records, like any GroupResult's answers."""
+        owed, self._classic_answers = self._classic_answers, GroupResult()
+        return owed
+
+    def appended(self, records: Sequence[object]) -> None:
+        """The shell appended `records` (ones this core returned): they are durable."""
+        for record in records:
+            if self._unwritten.get(id(record)) is not record:
+                continue
+            assert isinstance(record, (rec.ConsumerGroupRecord, GroupRecord))
+            del self._unwritten[id(record)]
+            durable = self._durable[record.key.group]
+            durable.unwritten -= 1
+            if not durable.unwritten:
+                del self._durable[record.key.group]
+
+    def append_failed(self, records: Sequence[object], now_ms: int) -> None:
+        """The append of `records` failed (the shell answered their requests with its error):
+        each group they change goes back to what its durable records hold, as Kafka's
+        coordinator reverts to its last committed state. Records of those groups written
+        after them are dropped too (they were decided on the reverted state). The restored
+        members' sessions start now; a classic group restored mid-rebalance rebalances."""
+        self._now_ms = max(self._now_ms, now_ms)
+        failed = {
+            record.key.group
+            for record in records
+            if isinstance(record, (rec.ConsumerGroupRecord, GroupRecord))
+            and self._unwritten.get(id(record)) is record
+        }
+        for group_id in sorted(failed):
+            for key in [k for k, r in self._unwritten.items() if r.key.group == group_id]:
+                del self._unwritten[key]
+            durable = self._durable.pop(group_id)
+            self._drop_timers(group_id)
+            if durable.consumer is None:
+                self.groups.pop(group_id, None)
+            else:
+                self.groups[group_id] = durable.consumer
+                self._start_timers(durable.consumer)
+            if self._classic is not None:
+                self._classic.restore(group_id, durable.classic, self._now_ms)
 
     # --- timers ----------------------------------------------------------------------------------
 
@@ -411,9 +489,6 @@ class ConsumerGroupCoordinator:
             )
         elif len(classic.members) > self.config.max_size:
             why = f"it has more members than group.consumer.max.size ({self.config.max_size})"
-        elif classic.state is not GroupState.STABLE:
-            # Its members' JoinGroup or SyncGroup requests are waiting for answers.
-            why = f"it is {classic.state.value}: it converts once Stable"
         if why is None:
             try:
                 return upgrade_records(
@@ -481,6 +556,18 @@ class ConsumerGroupCoordinator:
         group_id = group.group_id
         classic = None if self._classic is None else self._classic.groups.get(group_id)
         if classic is not None:  # an Empty classic group gives way, or converts (_group_for)
+            # A rebalancing classic group's waiting JoinGroup and SyncGroup requests are told to
+            # rejoin: they rejoin the consumer group (Kafka's `convertToConsumerGroup`).
+            assert self._classic is not None
+            owed = self._classic.answer_waiting(
+                group_id,
+                RebalanceInProgressError(
+                    f"group {group_id!r} became a consumer group (a member joined with the "
+                    "consumer protocol): rejoin"
+                ),
+            )
+            self._classic_answers.joins += owed.joins
+            self._classic_answers.syncs += owed.syncs
             self._write(records, GroupRecord(GroupMetadataKey(group_id), None))
         if upgrade:
             for record in upgrade:
@@ -489,13 +576,7 @@ class ConsumerGroupCoordinator:
             for converted in group.members.values():
                 self._start_session(group_id, converted)
         if replaced is not None:
-            old_target = group.targets.get(replaced.member_id)
-            self._remove_member_records(group_id, replaced.member_id, records)
-            self._write(records, _member_record(group_id, member))
-            group = self.groups[group_id]
-            if old_target is not None:
-                self._write(records, _target_record(group_id, member_id, old_target))
-            self._write(records, _assignment_record(group_id, member))
+            group = self._replace_static(group, replaced, member, records)
         updated = replace(
             member,
             instance_id=_or(request.instance_id, member.instance_id),
@@ -617,6 +698,25 @@ class ConsumerGroupCoordinator:
 
     # --- group changes ---------------------------------------------------------------------------
 
+    def _replace_static(
+        self,
+        group: ConsumerGroup,
+        replaced: ConsumerMember,
+        member: ConsumerMember,
+        records: list[Record],
+    ) -> ConsumerGroup:
+        """`member` (a new member id) takes over the static member `replaced`: its
+        subscription, target and assignment move to the new id (Kafka's `replaceMember`)."""
+        group_id = group.group_id
+        old_target = group.targets.get(replaced.member_id)
+        self._remove_member_records(group_id, replaced.member_id, records)
+        self._drop_timers(group_id, replaced.member_id)
+        self._write(records, _member_record(group_id, member))
+        if old_target is not None:
+            self._write(records, _target_record(group_id, member.member_id, old_target))
+        self._write(records, _assignment_record(group_id, member))
+        return self.groups[group_id]
+
     def _remove_member_records(self, group_id: str, member_id: str, records: list[Record]) -> None:
         for kind in (
             rec.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
@@ -646,12 +746,14 @@ class ConsumerGroupCoordinator:
         self._bump(group, records)
         self._drop_timers(group_id, member.member_id)
 
-    def _may_downgrade(self, group: ConsumerGroup, leaving: ConsumerMember) -> bool:
-        """Kafka's `validateOnlineDowngradeWithFencedMember`."""
-        others = [m for m in group.members.values() if m.member_id != leaving.member_id]
+    def _may_downgrade(self, group: ConsumerGroup, leaving: ConsumerMember | None) -> bool:
+        """Kafka's `validateOnlineDowngradeWithFencedMember` (`leaving` removed), and with
+        None its check after a static member's replacement: every member is classic."""
+        leaving_id = None if leaving is None else leaving.member_id
+        others = [m for m in group.members.values() if m.member_id != leaving_id]
         return (
             self._classic is not None
-            and leaving.classic is None
+            and (leaving is None or leaving.classic is None)
             and bool(others)
             and all(m.classic is not None for m in others)
             and downgrade_enabled(self.config.migration_policy)
@@ -659,16 +761,22 @@ class ConsumerGroupCoordinator:
         )
 
     def _downgrade(
-        self, group: ConsumerGroup, leaving: ConsumerMember, records: list[Record]
+        self,
+        group: ConsumerGroup,
+        leaving: ConsumerMember | None,
+        records: list[Record],
+        *,
+        rebalance: bool = True,
     ) -> None:
         assert self._classic is not None
         group_id = group.group_id
         names = {t.topic_id: t.name for t in self._topics.values()}
-        value = downgrade_value(group, leaving.member_id, names, self._now_ms)
+        leaving_id = "" if leaving is None else leaving.member_id
+        value = downgrade_value(group, leaving_id, names, self._now_ms)
         for tombstone in downgrade_tombstones(group):
             self._write(records, tombstone)
         self._write(records, GroupRecord(GroupMetadataKey(group_id), value))
-        self._classic.rebalance_converted(group_id, self._now_ms)
+        self._classic.start_converted(group_id, self._now_ms, rebalance=rebalance)
 
     def _bump(self, group: ConsumerGroup, records: list[Record]) -> None:
         self.rebalances += 1
@@ -826,17 +934,24 @@ class ConsumerGroupCoordinator:
                 f"group {group_id!r}: member {member_id!r}'s protocol metadata: {error}"
             ) from None
         member = group.members.get(member_id)
+        replaced = None
         if request.group_instance_id is not None:
             holder = group.static_member(request.group_instance_id)
             if holder is not None and holder.member_id != member_id:
-                raise FencedInstanceIdError(
-                    f"group {group_id!r}: instance {request.group_instance_id!r} is member "
-                    f"{holder.member_id!r}: replog does not replace a static member by a "
-                    "classic one inside a consumer group"
+                if not unknown:
+                    raise FencedInstanceIdError(
+                        f"group {group_id!r}: instance {request.group_instance_id!r} is member "
+                        f"{holder.member_id!r} now, not {member_id!r}"
+                    )
+                # A restarted static member (no member id) takes its instance over, whichever
+                # protocol the holder used and whether or not it left (Kafka's classic path).
+                replaced = holder
+                member = replace(
+                    holder, member_id=member_id, member_epoch=0, previous_member_epoch=0
                 )
         if member is None:
             member = ConsumerMember(member_id)
-        elif member.classic is None:
+        elif member.classic is None and replaced is None:
             raise UnknownMemberIdError(
                 f"group {group_id!r}: member {member_id!r} uses the consumer protocol"
             )
@@ -857,7 +972,25 @@ class ConsumerGroupCoordinator:
             classic=rec.ClassicMemberMetadata(request.session_timeout_ms, request.protocols),
         )
         records: list[Record] = []
+        if replaced is not None:
+            group = self._replace_static(group, replaced, member, records)
         current = self._update_and_reconcile(group, member, updated, owned, records)
+        group = self.groups[group_id]
+        if replaced is not None and replaced.classic is None and self._may_downgrade(group, None):
+            # It replaced the last consumer-protocol member: the group becomes classic again,
+            # Stable with the joining member in it (no rebalance), as Kafka's
+            # `convertToClassicGroup` with a joining member.
+            generation = group.group_epoch
+            self._downgrade(group, None, records, rebalance=False)
+            result.records.extend(records)
+            return JoinGroupResponse(
+                request_id,
+                None,
+                member_id,
+                generation,
+                CONSUMER_PROTOCOL_TYPE,
+                request.protocols[0][0],
+            )
         result.records.extend(records)
         self._timers.pop((_JOIN, group_id, member_id), None)
         self._start_session(group_id, current)
@@ -1119,17 +1252,23 @@ class ConsumerGroupCoordinator:
         rebalance timeout) starts now."""
         self._now_ms = max(self._now_ms, now_ms)
         for group in self.groups.values():
-            for member in group.members.values():
-                self._start_session(group.group_id, member)
-                if member.state is MemberState.UNREVOKED_PARTITIONS:
-                    self._timers[(_REBALANCE, group.group_id, member.member_id)] = (
-                        self._now_ms + max(0, member.rebalance_timeout_ms),
-                        member.member_epoch,
-                    )
+            self._start_timers(group)
+
+    def _start_timers(self, group: ConsumerGroup) -> None:
+        for member in group.members.values():
+            self._start_session(group.group_id, member)
+            if member.state is MemberState.UNREVOKED_PARTITIONS:
+                self._timers[(_REBALANCE, group.group_id, member.member_id)] = (
+                    self._now_ms + max(0, member.rebalance_timeout_ms),
+                    member.member_epoch,
+                )
 
     def unload(self) -> None:
         self.groups.clear()
         self._timers.clear()
+        self._classic_answers = GroupResult()
+        self._unwritten.clear()
+        self._durable.clear()
 
 
 def _or(value: T | None, default: T) -> T:

@@ -60,10 +60,18 @@ def _parse(data: bytes) -> list[tuple[str, int]]:
 def assignment_from_bytes(data: bytes) -> list[tuple[str, int]]:
     """The (topic, partition) pairs of a ConsumerProtocolAssignment; ValueError naming what
     did not parse (a group conversion cannot carry an assignment it cannot read)."""
+    return assignment_with_user_data(data)[0]
+
+
+def assignment_with_user_data(data: bytes) -> tuple[list[tuple[str, int]], bytes | None]:
+    """`assignment_from_bytes` and the assignment's user data (None when absent or null)."""
     try:
-        return _parse(data)
+        reader = _Reader(data, _INT16.size)
+        partitions = reader.partitions()
+        user_data = None if reader.position >= len(data) else reader.nullable_bytes()
     except (struct.error, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"a consumer assignment that does not parse ({exc})") from None
+    return partitions, user_data
 
 
 def subscription_to_bytes(subscription: Subscription) -> bytes:

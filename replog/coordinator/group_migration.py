@@ -6,15 +6,19 @@ Rules:
 - `group.consumer.migration.policy`: `bidirectional` (Kafka's default), `upgrade`, `downgrade`
   or `disabled`, case-insensitive; any other value is INVALID_CONFIG. An Empty group of the
   other protocol is replaced whatever the policy (that is no migration).
-- Upgrade (`upgrade_records`): a classic group whose protocol type is `consumer` becomes a
-  consumer group at group epoch = target assignment epoch = its generation. Each member keeps
+- Upgrade (`upgrade_records`): a classic group whose protocol type is `consumer`, in any state
+  with members, becomes a consumer group at group epoch = target assignment epoch = its
+  generation (a group still in its first join phase reads its members' subscriptions from the
+  protocol it would choose). Each member keeps
   its id, instance id, client, rebalance timeout and the partitions its SyncGroup assignment
   held (topics the cluster no longer has are dropped): member epoch and previous epoch = the
   generation, Stable, target = assigned; its subscribed topics and rack come from its JoinGroup
   metadata, and its session timeout and JoinGroup protocols are kept as its classic member
   metadata. Records in Kafka's order: every member's subscription, the group epoch, every
   target, the target epoch, every current assignment (the caller writes the classic group's
-  tombstone first). A member's subscription or assignment that does not parse is a ValueError.
+  tombstone first). A member's subscription or assignment that does not parse is a
+  ValueError; an assignment carrying user data (a custom assignor's, which would be lost) is
+  UNSUPPORTED_VERSION, Kafka's answer to the join.
 - Downgrade (`downgrade_value`): a consumer group whose members, but the leaving one, all use
   the classic protocol becomes a classic group of protocol type `consumer` at generation = the
   group epoch, Stable, each member with its classic session timeout and protocols and its
@@ -36,12 +40,12 @@ from replog.coordinator.consumer_group import ConsumerGroup
 from replog.coordinator.consumer_member import Partitions, by_topic
 from replog.coordinator.consumer_protocol import (
     CONSUMER_PROTOCOL_TYPE,
-    assignment_from_bytes,
     assignment_to_bytes,
+    assignment_with_user_data,
     subscription_from_bytes,
 )
 from replog.coordinator.group_records import GroupMetadataValue
-from replog.errors import InvalidConfigError
+from replog.errors import InvalidConfigError, UnsupportedVersionError
 
 MIGRATION_POLICY_PROPERTY = "group.consumer.migration.policy"
 # policy -> (upgrade enabled, downgrade enabled)
@@ -79,7 +83,8 @@ def upgrade_records(
 ) -> list[rec.ConsumerGroupRecord]:
     """The records that write `classic` as a consumer group (module docstring)."""
     group_id, epoch = classic.group_id, classic.generation
-    protocol = classic.protocol_name or ""
+    # A group still in its first join phase has chosen no protocol yet: the one it would.
+    protocol = classic.protocol_name or classic.select_protocol()
     subscriptions: list[rec.ConsumerGroupRecord] = []
     targets: list[rec.ConsumerGroupRecord] = []
     currents: list[rec.ConsumerGroupRecord] = []
@@ -87,9 +92,17 @@ def upgrade_records(
         where = f"group {group_id!r}, member {member.member_id!r}"
         try:
             subscription = subscription_from_bytes(member.metadata(protocol))
-            assigned = assignment_from_bytes(member.assignment) if member.assignment else []
+            assigned, user_data = (
+                assignment_with_user_data(member.assignment) if member.assignment else ([], None)
+            )
         except (ValueError, KeyError) as error:
             raise ValueError(f"{where}: {error}") from None
+        if user_data:
+            # A custom assignor's data has no place in a consumer group (Kafka's refusal).
+            raise UnsupportedVersionError(
+                f"{where}: its assignment carries a custom assignor's user data, which a "
+                "consumer group would lose: the group stays classic"
+            )
         partitions = by_topic((topic_ids[t], p) for t, p in assigned if t in topic_ids)
         subscriptions.append(
             rec.ConsumerGroupRecord(

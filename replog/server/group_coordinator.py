@@ -807,7 +807,10 @@ class GroupCoordinator:
 
         def call() -> tuple[cgm.ConsumerGroupHeartbeatResponse, gm.GroupResult]:
             answer, records = shard.consumer.heartbeat(request, self._clock())
-            return answer, gm.GroupResult(records=records)
+            # A converted classic group's waiting requests are answered after the records.
+            result = shard.consumer.take_classic_answers()
+            result.records = list(records)
+            return answer, result
 
         try:
             return await self._group_call(shard, call)
@@ -848,8 +851,7 @@ class GroupCoordinator:
         answer, result = call()
         failure = await self._apply(shard, result)
         if failure is not None and isinstance(answer, cgm.ConsumerGroupHeartbeatResponse):
-            # Its records are not written: the heartbeat is answered with the append's error
-            # (the group already moved on in memory, as Kafka's does until it reloads).
+            # Its records are not written (and were undone): the append's error.
             return replace(answer, error=failure)
         return answer
 
@@ -870,6 +872,17 @@ class GroupCoordinator:
         failure: KafkaError | None = None
         if result.records:
             failure = await self._append_group_records(shard, result.records)
+            if failure is None:
+                shard.groups.appended(result.records)
+                shard.consumer.appended(result.records)
+            elif self._shards.get(shard.partition) is shard and shard.state is ShardState.ACTIVE:
+                # What the records stored is undone, as Kafka's coordinator reverts to its
+                # last committed state; the requests they answer get the append's error.
+                now_ms = self._clock()
+                undone = shard.groups.append_failed(result.records, now_ms)
+                shard.consumer.append_failed(result.records, now_ms)
+                self._answer(shard, undone, None)
+                self._reschedule(shard)
         self._answer(shard, result, failure)
         return failure
 

@@ -210,7 +210,7 @@ class FakeGroups:
         self.calls.append(f"ConsumerGroupHeartbeat({request.member_epoch})")
         self.consumer.set_topics({name: (fake_topic_id(name), n) for name, n in topics.items()})
         answer, _ = self.consumer.heartbeat(request, monotonic_ms())
-        self._arm()
+        self._settle(self.consumer.take_classic_answers())
         return answer
 
     async def _parked(self, call: Any) -> Any:

@@ -7,10 +7,13 @@ member that stops polling past max.poll.interval.ms leaves and the others take i
 protocols); `replog consumer-groups --reset-offsets` moves an inactive group's offsets and
 refuses while the group has members; the node's Prometheus metrics show a member's group,
 its lag and its rebalance; a replog consumer and a confluent-kafka one (through the Kafka
-listener) share one group. One node (a replog cluster of one) keeps the start short."""
+listener) share one group; replog's consumers of one group move from the classic protocol to the
+consumer protocol one restart at a time (the group converted online) with no record skipped and
+their commits carried over. One node (a replog cluster of one) keeps the start short."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -31,6 +34,7 @@ from replog.admin.controller_client import ControllerClient
 from replog.admin.controller_results import NewTopic
 from replog.cli.main import main
 from replog.client.records import TopicPartition
+from replog.errors import KafkaError
 from tests.kafka.kafka_node import RunningNode, running_node
 from tests.local_ports import free_port
 
@@ -57,7 +61,16 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningNode]:
     ]
     with running_node(tmp_path_factory.mktemp("groups"), "replog-groups", properties) as running:
         with ControllerClient(f"127.0.0.1:{running.grpc_port}", default_timeout_s=60) as admin:
-            for topic in ("split", "split848", "stuck", "perf", "reset", "metered", "mixed"):
+            for topic in (
+                "split",
+                "split848",
+                "stuck",
+                "perf",
+                "reset",
+                "metered",
+                "mixed",
+                "migrate",
+            ):
                 (created,) = admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
                 assert created.error is None, created
         yield running
@@ -317,3 +330,86 @@ def test_a_replog_and_a_kafka_client_share_a_group(node: RunningNode) -> None:
     finally:
         ours.close()
         kafka.close()
+
+
+def test_replog_consumers_move_between_the_protocols_one_restart_at_a_time(
+    node: RunningNode,
+) -> None:
+    """Three classic members; one restarts with group.protocol=consumer (the classic group is
+    converted, its classic members kept), then the other two: every record is read, and none
+    that was committed before a restart is read after it (a record may be read twice within a
+    phase: a commit refused during a rebalance leaves it to the partition's next owner)."""
+    phases: list[list[tuple[int, int]]] = []
+
+    def member(protocol: str) -> Consumer:
+        timers = (
+            {"session_timeout_ms": SESSION_MS, "heartbeat_interval_ms": SESSION_MS // 10}
+            if protocol == "classic"
+            else {}
+        )
+        consumer = Consumer(
+            bootstrap_servers=bootstrap(node),
+            group_id="migrate",
+            group_protocol=protocol,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            fetch_max_wait_ms=50,
+            **timers,
+        )
+        consumer.subscribe(["migrate"])
+        return consumer
+
+    def produce(first: int, count: int) -> None:
+        with Producer(bootstrap_servers=bootstrap(node)) as producer:
+            for i in range(first, first + count):
+                producer.send("migrate", b"%d" % i, partition=i % PARTITIONS)
+
+    def poll(consumer: Consumer) -> None:
+        batch = consumer.poll(50)
+        phases[-1].extend((r.partition, r.offset) for rs in batch.values() for r in rs)
+        if batch:
+            with contextlib.suppress(KafkaError):  # refused mid-rebalance: read again later
+                consumer.commit()
+
+    def phase(members: list[Consumer], first: int, count: int) -> None:
+        """Produce `count` records, then poll every member in turn until every record so far
+        was read and committed."""
+        phases.append([])
+        produce(first, count)
+        tps = [TopicPartition("migrate", p) for p in range(PARTITIONS)]
+        total = first + count
+        deadline = time.monotonic() + 60
+        while True:
+            for consumer in members:
+                poll(consumer)
+            read = set().union(*map(set, phases))
+            if len(read) == total and sum(members[0].committed(tp) or 0 for tp in tps) == total:
+                return
+            assert time.monotonic() < deadline, (len(read), total)
+
+    members = [member("classic") for _ in range(3)]
+    try:
+        phase(members, 0, 30)
+        members[0].close()
+        members[0] = member("consumer")
+        phase(members, 30, 30)
+        # One group of both kinds: the consumer-protocol member shares the partitions.
+        deadline = time.monotonic() + 30
+        while not all(consumer.assignment() for consumer in members):
+            assert time.monotonic() < deadline, [c.assignment() for c in members]
+            for consumer in members:
+                poll(consumer)
+        owned = [{tp.partition for tp in consumer.assignment()} for consumer in members]
+        assert sum(map(len, owned)) == PARTITIONS
+        assert set().union(*owned) == set(range(PARTITIONS))
+        for i in (1, 2):
+            members[i].close()
+            members[i] = member("consumer")
+        phase(members, 60, 30)
+    finally:
+        for consumer in members:
+            consumer.close()
+    read = [set(p) for p in phases]
+    assert not read[1] & read[0], sorted(read[1] & read[0])
+    assert not read[2] & (read[0] | read[1]), sorted(read[2] & (read[0] | read[1]))
+    assert len(read[0] | read[1] | read[2]) == 90

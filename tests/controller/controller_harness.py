@@ -274,6 +274,12 @@ class Cluster:
         return epoch
 
 
+def fenced(cluster: Cluster, broker_id: int) -> bool:
+    """Whether the broker is registered and fenced, as the active controller has it now."""
+    registration = cluster.active.cluster.registration(broker_id)
+    return registration is not None and registration.fenced
+
+
 def replayed_image(records: Sequence[tuple[int, MetadataRecord]]) -> MetadataImage:
     """The image built by replaying `records` from scratch with the broker-side metadata code
     (`MetadataDelta`), which nobody on the controller side wrote: an independent oracle."""

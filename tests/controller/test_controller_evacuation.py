@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from controller_harness import Cluster
+from controller_harness import Cluster, fenced
 
 from quorum.metadata.records import MetadataRecord, PartitionChangeRecord
 
@@ -39,11 +39,6 @@ def records_since(cluster: Cluster, start: int) -> list[MetadataRecord]:
 
 def changes_since(cluster: Cluster, start: int) -> list[PartitionChangeRecord]:
     return [r for r in records_since(cluster, start) if isinstance(r, PartitionChangeRecord)]
-
-
-def fenced(cluster: Cluster, broker_id: int) -> bool:
-    registration = cluster.active.cluster.registration(broker_id)
-    return registration is not None and registration.fenced
 
 
 def turn(cluster: Cluster) -> None:

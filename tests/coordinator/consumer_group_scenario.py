@@ -20,15 +20,22 @@ Commands (G a group, M a member id, "-" for the empty member id):
     commit G member=M epoch=E [v=N] / fetch G member=M epoch=E
     classic-join G                 a classic JoinGroup (v3) for G: a member at once
     classic-group G gen=N [type=consumer] [protocol=range] [topics=t,u] [session=MS]
-                  [subscription=junk] M=t0,t1 ...
+                  [subscription=junk] [userdata=TEXT] M=t0,t1 ...
                                    a Stable classic group as its record loads it: members
                                    subscribed to `topics` (default all), with assignments
     classic-describe G             the classic group: state, generation, members' assignments
     cjoin G M [topics=t,u] [owned=t0,t1] [protocols=range,x] [session=MS] [v=V]
-    csync G M gen=N / cheartbeat G M gen=N / cleave G M...
+          [instance=I] [id=N]
+    csync G M gen=N [assign=M:t0,t1/M2:t2] [instance=I] [id=N]
+    cheartbeat G M gen=N [instance=I] / cleave G M...
                                    a classic member's JoinGroup (v5 by default; M "-" for
-                                   none), SyncGroup, Heartbeat, LeaveGroup
+                                   none), SyncGroup, Heartbeat, LeaveGroup, to either core;
+                                   `id` is the request id (join 1, sync 2 by default): answers
+                                   to other waiting requests print as `classic join #N: ...`
     failover                       a new coordinator replays every record written
+    fail                           the append of the previous command's records failed: they
+                                   leave the log and both cores undo them (`append_failed`);
+                                   any other command first acknowledges the previous records
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from replog.coordinator import consumer_group_records as rec
 from replog.coordinator.classic_group_coordinator import ClassicGroupConfig, ClassicGroupCoordinator
 from replog.coordinator.classic_group_messages import (
     GroupRecord,
+    GroupResult,
     HeartbeatRequest,
     JoinGroupRequest,
     LeaveGroupRequest,
@@ -100,6 +108,9 @@ class ConsumerGroupScenario:
         self.names: dict[UUID, str] = {}
         self.log: list[Record] = []
         self.out: list[str] = []
+        # The previous command's records, not yet acknowledged, and where they start in the log.
+        self.inflight: list[Record] = []
+        self.inflight_at = 0
         self._new()
 
     def _new_uuid(self) -> str:
@@ -194,7 +205,15 @@ class ConsumerGroupScenario:
     def show(self, records: list[Record]) -> None:
         for record in records:
             self.log.append(_through_bytes(record))
+            self.inflight.append(record)
             self.out.append(self.record_line(record))
+
+    def show_classic_answers(self, result: GroupResult) -> None:
+        """Answers to classic requests other than the command's own, by request id."""
+        for join in result.joins:
+            self.out.append(f"classic join #{join.request_id}: {_error(join.error)}")
+        for sync in result.syncs:
+            self.out.append(f"classic sync #{sync.request_id}: {_error(sync.error)}")
 
     # --- commands --------------------------------------------------------------------------------
 
@@ -204,6 +223,10 @@ class ConsumerGroupScenario:
         options = dict(w.split("=", 1) for w in words[1:] if "=" in w)
         before = {gid: self.summary(g) for gid, g in self.core.groups.items()}
         self.out = []
+        if words[0] != "fail":
+            self.classic.appended(self.inflight)
+            self.core.appended(self.inflight)
+            self.inflight, self.inflight_at = [], len(self.log)
         getattr(self, "cmd_" + words[0].replace("-", "_"))(args, options)
         for gid, group in sorted(self.core.groups.items()):
             now = self.summary(group)
@@ -265,6 +288,7 @@ class ConsumerGroupScenario:
         )
         answer, records = self.core.heartbeat(request, self.now_ms)
         self.show(records)
+        self.show_classic_answers(self.core.take_classic_answers())
         if answer.error is not None:
             why = f": {answer.error}" if "why" in options else ""
             self.out.append(f"hb: {answer.error.error_name}{why}")
@@ -280,6 +304,7 @@ class ConsumerGroupScenario:
         for record in self.classic.tick(self.now_ms).records:
             assert isinstance(record, GroupRecord)
             self.log.append(record)
+            self.inflight.append(record)
             self.out.append(f"record classic {record.key.group}: written")
         self.show(self.core.tick(self.now_ms))
 
@@ -339,6 +364,7 @@ class ConsumerGroupScenario:
         for record in result.records:
             if isinstance(record, GroupRecord):
                 self.log.append(record)
+                self.inflight.append(record)
                 self.out.append(f"record classic {record.key.group}: written")
             else:
                 self.show([record])
@@ -356,6 +382,7 @@ class ConsumerGroupScenario:
         subscription = subscription_to_bytes(Subscription(topics))
         if options.pop("subscription", None) == "junk":
             subscription = b"\x00"
+        user_data = options.pop("userdata", "").encode() or None
         members = tuple(
             MemberMetadata(
                 member_id,
@@ -366,9 +393,12 @@ class ConsumerGroupScenario:
                 session_ms,
                 subscription,
                 assignment_to_bytes(
-                    TopicPartition(item[:-1], int(item[-1]))
-                    for item in assigned.split(",")
-                    if assigned != "none"
+                    (
+                        TopicPartition(item[:-1], int(item[-1]))
+                        for item in assigned.split(",")
+                        if assigned != "none"
+                    ),
+                    user_data,
                 ),
             )
             for member_id, assigned in options.items()
@@ -418,11 +448,19 @@ class ConsumerGroupScenario:
             30_000,
             client_id="c",
             client_host="h",
+            group_instance_id=options.get("instance"),
             api_version=int(options.get("v", "5")),
         )
-        result = self.classic.join(request, 1, self.now_ms)
+        request_id = int(options.get("id", "1"))
+        result = self.classic.join(request, request_id, self.now_ms)
         self.show(result.records)
-        for join in result.joins:
+        self.show_classic_answers(
+            GroupResult(
+                [j for j in result.joins if j.request_id != request_id],
+                [s for s in result.syncs if s.request_id != request_id],
+            )
+        )
+        for join in (j for j in result.joins if j.request_id == request_id):
             if join.error is not None:
                 self.out.append(f"cjoin: {join.error.error_name} member={join.member_id}")
             else:
@@ -431,14 +469,42 @@ class ConsumerGroupScenario:
                     f"protocol={join.protocol_type}/{join.protocol_name} "
                     f"leader={join.leader or '-'}"
                 )
+        if not any(j.request_id == request_id for j in result.joins):
+            self.out.append("cjoin: waits")
 
     def cmd_csync(self, args: list[str], options: dict[str, str]) -> None:
-        request = SyncGroupRequest(
-            args[0], args[1], int(options["gen"]), None, CONSUMER_PROTOCOL_TYPE, "range"
+        assignments = tuple(
+            (
+                member,
+                assignment_to_bytes(
+                    TopicPartition(i[:-1], int(i[-1])) for i in parts.split(",") if i
+                ),
+            )
+            for member, parts in (
+                item.split(":", 1) for item in options.get("assign", "").split("/") if item
+            )
         )
-        result = self.classic.sync(request, 2, self.now_ms)
+        request = SyncGroupRequest(
+            args[0],
+            args[1],
+            int(options["gen"]),
+            options.get("instance"),
+            CONSUMER_PROTOCOL_TYPE,
+            "range",
+            assignments,
+        )
+        request_id = int(options.get("id", "2"))
+        result = self.classic.sync(request, request_id, self.now_ms)
         self.show(result.records)
-        for sync in result.syncs:
+        self.show_classic_answers(
+            GroupResult(
+                [j for j in result.joins if j.request_id != request_id],
+                [s for s in result.syncs if s.request_id != request_id],
+            )
+        )
+        if not any(s.request_id == request_id for s in result.syncs):
+            self.out.append("csync: waits")
+        for sync in (s for s in result.syncs if s.request_id == request_id):
             if sync.error is not None:
                 self.out.append(f"csync: {sync.error.error_name}")
             else:
@@ -447,7 +513,8 @@ class ConsumerGroupScenario:
 
     def cmd_cheartbeat(self, args: list[str], options: dict[str, str]) -> None:
         error = self.classic.heartbeat(
-            HeartbeatRequest(args[0], args[1], int(options["gen"])), self.now_ms
+            HeartbeatRequest(args[0], args[1], int(options["gen"]), options.get("instance")),
+            self.now_ms,
         )
         self.out.append(f"cheartbeat: {_error(error)}")
 
@@ -458,6 +525,14 @@ class ConsumerGroupScenario:
         self.show(result.records)
         members = " ".join(f"{m.member_id}:{_error(m.error)}" for m in answer.members)
         self.out.append(f"cleave: {_error(answer.error)} {members}")
+
+    def cmd_fail(self, args: list[str], options: dict[str, str]) -> None:
+        failed, self.inflight = self.inflight, []
+        del self.log[self.inflight_at :]
+        self.out.append(f"failed {len(failed)} records")
+        undone = self.classic.append_failed(failed, self.now_ms)
+        self.core.append_failed(failed, self.now_ms)
+        self.show_classic_answers(undone)
 
     def cmd_failover(self, args: list[str], options: dict[str, str]) -> None:
         self._new()

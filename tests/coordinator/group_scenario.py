@@ -19,6 +19,10 @@ Commands (G a group, M a member id, "-" for the empty member id):
     commit G gen=N member=M [instance=I]
     unload                       this broker stops coordinating: groups Dead
     failover                     unload, then a new coordinator replays every record written
+    fail                         the append of the previous command's records failed: they
+                                 leave the log, the core undoes them (`append_failed`), and
+                                 the answers that command printed went out with the error;
+                                 any other command first acknowledges the previous records
 """
 
 from __future__ import annotations
@@ -102,6 +106,9 @@ class GroupScenario:
         self.log: list[GroupRecord] = []
         self.out: list[str] = []
         self._next_request = 0
+        # The previous command's records, not yet acknowledged, and where they start in the log.
+        self.inflight: list[GroupRecord] = []
+        self.inflight_at = 0
 
     def _new_uuid(self) -> str:
         self._uuid += 1
@@ -123,6 +130,9 @@ class GroupScenario:
             raise ValueError(f"unknown command {words[0]!r}")
         before = {gid: summary(g) for gid, g in self.coordinator.groups.items()}
         self.out = []
+        if words[0] != "fail":
+            self.coordinator.appended(self.inflight)
+            self.inflight, self.inflight_at = [], len(self.log)
         handler(args, options)
         for gid, group in sorted(self.coordinator.groups.items()):
             now = summary(group)
@@ -142,6 +152,7 @@ class GroupScenario:
                 else decode_group_value(encode_group_value(record.value))
             )
             self.log.append(GroupRecord(record.key, value))
+            self.inflight.append(record)
             self.out.append(record_line(record))
         for join in result.joins:
             if join.error is not None:
@@ -284,6 +295,12 @@ class GroupScenario:
 
     def cmd_unload(self, args: list[str], options: dict[str, str]) -> None:
         self.show(self.coordinator.unload())
+
+    def cmd_fail(self, args: list[str], options: dict[str, str]) -> None:
+        failed, self.inflight = self.inflight, []
+        del self.log[self.inflight_at :]
+        self.out.append(f"failed {len(failed)} records")
+        self.show(self.coordinator.append_failed(failed, self.now_ms))
 
     def cmd_failover(self, args: list[str], options: dict[str, str]) -> None:
         self.show(self.coordinator.unload())

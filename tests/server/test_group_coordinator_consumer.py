@@ -1,8 +1,9 @@
 """GroupCoordinator's consumer-protocol (KIP-848) groups over a real ReplicaManager and logs in
 tmp_path: two members split a topic through a revocation, commits and fetches are fenced by the
 member epoch, a broker that loads the partition again (a failover) has the same members, epochs
-and assignments, a silent member is removed by the session timer the shell arms, and an Empty
-group is deleted with DeleteGroups.
+and assignments, a silent member is removed by the session timer the shell arms, an Empty
+group is deleted with DeleteGroups, and a classic group caught mid-rebalance is converted by a
+consumer-protocol join, its waiting JoinGroup answered REBALANCE_IN_PROGRESS.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from replog.coordinator import classic_group_messages as gm
 from replog.coordinator import consumer_group_messages as cgm
 from replog.coordinator import messages as cm
+from replog.coordinator.consumer_protocol import Subscription, subscription_to_bytes
 from replog.errors import StaleMemberEpochError
 from replog.server.group_coordinator_config import GroupCoordinatorConfig
 from tests.server.test_group_coordinator import (
@@ -127,3 +130,28 @@ async def test_a_silent_member_is_removed_and_the_empty_group_deleted(broker: Br
     (gone,) = broker.coordinator.consumer_group_describe([GROUP])
     assert gone.error is not None and gone.error.error_name == "GROUP_ID_NOT_FOUND"
     await broker.coordinator.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_rebalancing_classic_group_is_converted_and_its_waiting_join_answered(
+    broker: Broker,
+) -> None:
+    await loaded(broker, IMAGE)
+    metadata = subscription_to_bytes(Subscription(("orders",)))
+    # JoinGroup v3 joins at once and waits out group.initial.rebalance.delay.ms (3 s).
+    waiting = asyncio.ensure_future(
+        broker.coordinator.join_group(
+            gm.JoinGroupRequest(
+                GROUP, "", "consumer", (("range", metadata),), 10_000, 30_000, api_version=3
+            )
+        )
+    )
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    joined = await broker.coordinator.consumer_group_heartbeat(hb("k", 0))
+    assert joined.error is None, joined
+    answer = await asyncio.wait_for(waiting, 2)
+    assert answer.error is not None and answer.error.error_name == "REBALANCE_IN_PROGRESS"
+    (described,) = broker.coordinator.consumer_group_describe([GROUP])
+    kinds = sorted(m.member_type for m in described.members)
+    assert kinds == ["classic", "consumer"], described

@@ -3,7 +3,8 @@ join (MEMBER_ID_REQUIRED first), the leader's SyncGroup answers every member onc
 record is appended, commits are fenced by generation and member, a broker that loads the
 partition again (a failover) serves the same generation and members, a silent member is removed
 by the session timer the shell arms, DeleteGroups removes an Empty group with its offsets, and a
-failed append of a group record answers the waiting request with the error commits get.
+failed append of a group record answers the waiting request with the error commits get (and
+what the record stored is undone: a failed assignment makes the group rebalance).
 """
 
 from __future__ import annotations
@@ -212,6 +213,34 @@ async def test_a_failed_group_record_append_answers_the_join_with_its_error(
         assert GROUP in str(answer.error) and "moved" in str(answer.error)
         (request, internal), *_ = fake.produced
         assert internal and request.partitions[0].topic == CONSUMER_OFFSETS_TOPIC
+    finally:
+        await broker.coordinator.stop()
+        broker.close()
+
+
+@pytest.mark.asyncio
+async def test_a_failed_assignment_append_is_undone_and_the_group_rebalances(
+    tmp_path: Path,
+) -> None:
+    broker = Broker(tmp_path / "b", FAST)
+    fake = FakeReplicas(broker.rm)
+    fake.gate.set()
+    broker.coordinator = GroupCoordinator(1, fake, broker.creator, FAST, tasks=LoopTasks())
+    try:
+        await loaded(broker, IMAGE)
+        a = await joined(broker, "a")
+        answer = await broker.coordinator.join_group(join(a, "a"))
+        assert answer.error is None
+        fake.answer = NotLeaderOrFollowerError("moved")
+        synced = await broker.coordinator.sync_group(
+            gm.SyncGroupRequest(GROUP, a, answer.generation_id, assignments=((a, b"to-a"),))
+        )
+        assert isinstance(synced.error, NotCoordinatorError), synced
+        # The assignment was never written: the group rebalances instead of serving it.
+        (described,) = broker.coordinator.describe_groups([GROUP])
+        assert described.state == "PreparingRebalance", described
+        beat = broker.coordinator.heartbeat(gm.HeartbeatRequest(GROUP, a, answer.generation_id))
+        assert beat is not None and beat.error_name == "REBALANCE_IN_PROGRESS"
     finally:
         await broker.coordinator.stop()
         broker.close()

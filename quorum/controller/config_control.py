@@ -1,7 +1,8 @@
-"""ConfigControl: topic and broker configs, validated against Kafka's names and types.
+"""ConfigControl: topic, broker and group configs, validated against Kafka's names and types.
 
 State: per config resource (a topic by name, a broker by id, or "" for the cluster default
-broker resource) the keys set on it, in timeline state, replayed from ConfigRecords.
+broker resource, a consumer group by id) the keys set on it, in timeline state, replayed from
+ConfigRecords.
 
 Rules (Kafka's ConfigurationControlManager):
 - Only known keys with valid values are written (`config_definitions`); anything else is
@@ -9,7 +10,10 @@ Rules (Kafka's ConfigurationControlManager):
   existing topic (UNKNOWN_TOPIC_OR_PARTITION); a broker resource is "" or a broker id
   (INVALID_REQUEST otherwise), and an alteration's broker id must be a registered broker's
   (BROKER_ID_NOT_REGISTERED naming the registered ones, as Kafka's controller refuses a node id
-  it does not know).
+  it does not know). A group resource names any group id, existing or not (Kafka's too; a
+  group's configs outlive it); an empty one is INVALID_REQUEST. A group's alteration is
+  checked as a whole against the broker's `group.consumer.min/max.*` bounds
+  (`check_group_configs`, the node's static configs): INVALID_CONFIG naming the bound.
 - IncrementalAlterConfigs validates each resource on its own: each succeeds or fails alone,
   and the records of the valid ones are written together, in one atomic batch.
 - Operations: SET and DELETE for every key; APPEND and SUBTRACT for list keys
@@ -25,8 +29,9 @@ Rules (Kafka's ConfigurationControlManager):
 - A topic's effective value is its own, else the cluster default broker resource's synonym
   (`log.retention.ms` for `retention.ms`), else the node's static config of that synonym (its
   server.properties), else Kafka's default. A broker's is its own, else the cluster default's,
-  else the static config, else Kafka's default. DescribeConfigs names which of these it came
-  from (`ConfigSource`, Kafka's names).
+  else the static config, else Kafka's default. A group's is its own, else the static config
+  of its broker key, else Kafka's default. DescribeConfigs names which of these it came from
+  (`ConfigSource`, Kafka's names).
 - Static configs are the node's own and never in the log: they only decide the active
   controller's writes (an unclean election), whose records carry the outcome.
 - Reads take an `offset` (the last stable offset) or None for the latest state.
@@ -42,10 +47,12 @@ from types import MappingProxyType
 from quorum.controller.config_definitions import (
     BROKER_CONFIGS,
     BROKER_SYNONYMS,
+    GROUP_CONFIGS,
     TOPIC_CONFIGS,
     ConfigDefinition,
     ConfigType,
     ConfigValue,
+    check_group_configs,
     check_static_broker_configs,
 )
 from quorum.controller.controller_result import ControllerResult
@@ -88,6 +95,7 @@ class ConfigSource(Enum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = "DYNAMIC_DEFAULT_BROKER_CONFIG"
     STATIC_BROKER_CONFIG = "STATIC_BROKER_CONFIG"
     DEFAULT_CONFIG = "DEFAULT_CONFIG"
+    GROUP_CONFIG = "GROUP_CONFIG"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +113,10 @@ class DescribedConfig:
 
 def topic_resource(topic_name: str) -> ConfigResource:
     return ConfigResource(ConfigResourceType.TOPIC, topic_name)
+
+
+def group_resource(group_id: str) -> ConfigResource:
+    return ConfigResource(ConfigResourceType.GROUP, group_id)
 
 
 def broker_resource(broker_id: int | None = None) -> ConfigResource:
@@ -183,6 +195,7 @@ class ConfigControl:
         and listing defaults for it would read as if it were)."""
         _check_resource_name(resource)
         is_topic = resource.resource_type is ConfigResourceType.TOPIC
+        is_group = resource.resource_type is ConfigResourceType.GROUP
         if not exists:
             if is_topic:
                 raise UnknownTopicOrPartitionError(
@@ -193,13 +206,15 @@ class ConfigControl:
                 f"cannot describe configs of broker {resource.resource_name}: no broker with "
                 "that id is registered"
             )
-        known = TOPIC_CONFIGS if is_topic else BROKER_CONFIGS
+        known = _definitions(resource)
         wanted = sorted(known) if names is None else sorted({n for n in names if n in known})
         own = self._configs.get(resource, _EMPTY, offset=offset)
         cluster_default = self._configs.get(broker_resource(), _EMPTY, offset=offset)
         own_source = (
             ConfigSource.TOPIC_CONFIG
             if is_topic
+            else ConfigSource.GROUP_CONFIG
+            if is_group
             else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
             if resource.resource_name == CLUSTER_DEFAULT
             else ConfigSource.DYNAMIC_BROKER_CONFIG
@@ -208,7 +223,7 @@ class ConfigControl:
         for name in wanted:
             definition = known[name]
             # The broker-level key that stands in for this one below its own value.
-            broker_key = definition.broker_name if is_topic else name
+            broker_key = definition.broker_name if is_topic or is_group else name
             candidates: list[tuple[str | None, ConfigSource]] = []
             if definition.dynamic:
                 candidates.append((own.get(name), own_source))
@@ -317,6 +332,11 @@ class ConfigControl:
             else:
                 items = tuple(item for item in items if item not in changed)
             updated[op.name] = ",".join(items)
+        if resource.resource_type is ConfigResourceType.GROUP:
+            try:
+                check_group_configs(updated, self._static)
+            except ValueError as reason:
+                raise InvalidConfigError(f"{_describe(resource)}: {reason}") from None
         return [
             ConfigRecord(resource.resource_type, resource.resource_name, name, updated.get(name))
             for name in sorted(set(current) | set(updated))
@@ -355,10 +375,7 @@ class ConfigControl:
 
     @staticmethod
     def _definition(resource: ConfigResource, name: str) -> ConfigDefinition:
-        known = (
-            TOPIC_CONFIGS if resource.resource_type is ConfigResourceType.TOPIC else BROKER_CONFIGS
-        )
-        definition = known.get(name)
+        definition = _definitions(resource).get(name)
         if definition is None:
             raise InvalidConfigError(f"{_describe(resource)}: unknown config {name!r}")
         return definition
@@ -367,9 +384,20 @@ class ConfigControl:
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
+def _definitions(resource: ConfigResource) -> Mapping[str, ConfigDefinition]:
+    """The keys a resource of this type may have."""
+    if resource.resource_type is ConfigResourceType.TOPIC:
+        return TOPIC_CONFIGS
+    if resource.resource_type is ConfigResourceType.GROUP:
+        return GROUP_CONFIGS
+    return BROKER_CONFIGS
+
+
 def _describe(resource: ConfigResource) -> str:
     if resource.resource_type is ConfigResourceType.TOPIC:
         return f"topic {resource.resource_name!r}"
+    if resource.resource_type is ConfigResourceType.GROUP:
+        return f"group {resource.resource_name!r}"
     if resource.resource_name == CLUSTER_DEFAULT:
         return "the cluster default broker config"
     return f"broker {resource.resource_name}"
@@ -383,6 +411,8 @@ def _check_exists(
     """Refuse an alteration of a topic that does not exist or of a broker not registered."""
     _check_resource_name(resource)
     name = resource.resource_name
+    if resource.resource_type is ConfigResourceType.GROUP:
+        return
     if resource.resource_type is ConfigResourceType.TOPIC:
         if not topic_exists(name):
             raise UnknownTopicOrPartitionError(
@@ -402,9 +432,10 @@ def _check_exists(
 
 
 def _check_resource_name(resource: ConfigResource) -> None:
-    if resource.resource_type is ConfigResourceType.TOPIC:
+    if resource.resource_type in (ConfigResourceType.TOPIC, ConfigResourceType.GROUP):
         if not resource.resource_name:
-            raise InvalidRequestError("a topic config resource must name a topic")
+            kind = resource.resource_type.name.lower()
+            raise InvalidRequestError(f"a {kind} config resource must name a {kind}")
         return
     name = resource.resource_name
     if name != CLUSTER_DEFAULT and not (name.isascii() and name.isdigit()):

@@ -1,4 +1,5 @@
-"""The topic and broker configs the controller accepts: Kafka's names, types, defaults, ranges.
+"""The topic, broker and group configs the controller accepts: Kafka's names, types, defaults,
+ranges.
 
 Each `ConfigDefinition` is one topic-level config and, where Kafka has one, its broker-level
 synonym (`retention.ms` <- `log.retention.ms`): the broker key set on the cluster default
@@ -22,6 +23,10 @@ Rules:
   server.properties and described, but an alter that sets one is INVALID_REQUEST ("cannot
   update these configs dynamically", Kafka's answer): stored, they would be reported and
   have no effect.
+- Group keys (KIP-848's `GroupConfig`: a consumer group's own session timeout and heartbeat
+  interval) default to their broker keys (`group.consumer.session.timeout.ms`, read-only, from
+  server.properties) and must lie within the broker's `group.consumer.min/max.*` bounds, the
+  session above the interval (`check_group_configs`, Kafka's checks and wording).
 """
 
 from __future__ import annotations
@@ -146,6 +151,29 @@ TOPIC_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
     ),
 )
 
+# A consumer group's own settings (Kafka's GroupConfig), each defaulting to a broker key.
+GROUP_SESSION_TIMEOUT = "consumer.session.timeout.ms"
+GROUP_HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
+GROUP_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
+    ConfigDefinition(
+        GROUP_SESSION_TIMEOUT, _I, "45000", "group.consumer.session.timeout.ms", minimum=1
+    ),
+    ConfigDefinition(
+        GROUP_HEARTBEAT_INTERVAL, _I, "5000", "group.consumer.heartbeat.interval.ms", minimum=1
+    ),
+)
+# Their broker bounds (read-only broker keys, Kafka's defaults).
+_GROUP_BOUNDS = {
+    GROUP_SESSION_TIMEOUT: (
+        ("group.consumer.min.session.timeout.ms", "45000"),
+        ("group.consumer.max.session.timeout.ms", "60000"),
+    ),
+    GROUP_HEARTBEAT_INTERVAL: (
+        ("group.consumer.min.heartbeat.interval.ms", "5000"),
+        ("group.consumer.max.heartbeat.interval.ms", "15000"),
+    ),
+}
+
 # Broker-level keys: the synonyms of the topic configs, plus broker-only ones.
 BROKER_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
     *(
@@ -163,6 +191,18 @@ BROKER_CONFIGS: Mapping[str, ConfigDefinition] = _defs(
     ),
     ConfigDefinition("log.retention.check.interval.ms", _L, "300000", minimum=1, dynamic=False),
     ConfigDefinition("replica.lag.time.max.ms", _L, "30000", minimum=0, dynamic=False),
+    # Read-only in Kafka: the consumer-protocol groups' defaults and the bounds of their
+    # per-group overrides.
+    *(
+        ConfigDefinition(d.broker_name, _I, d.default, minimum=1, dynamic=False)
+        for d in GROUP_CONFIGS.values()
+        if d.broker_name is not None
+    ),
+    *(
+        ConfigDefinition(key, _I, default, minimum=1, dynamic=False)
+        for bounds in _GROUP_BOUNDS.values()
+        for key, default in bounds
+    ),
 )
 
 # Topic config name -> the broker key that defaults it.
@@ -182,3 +222,21 @@ def check_static_broker_configs(configs: Mapping[str, str]) -> None:
             definition.parse(configs[name])
         except ValueError as reason:
             raise ValueError(f"{name}={configs[name]!r}: {reason}") from None
+
+
+def check_group_configs(values: Mapping[str, str], static: Mapping[str, str]) -> None:
+    """`ValueError` (Kafka's wording, naming the bound) unless a group's effective settings,
+    `values` (its own keys, else the broker keys of `static`, else the defaults), lie within
+    the broker's bounds (`static`, else Kafka's defaults) with the session above the interval."""
+    effective: dict[str, int] = {}
+    for name, definition in GROUP_CONFIGS.items():
+        assert definition.broker_name is not None
+        text = values.get(name, static.get(definition.broker_name, definition.default))
+        effective[name] = int(definition.parse(text))  # type: ignore[arg-type]
+        (low_key, low), (high_key, high) = _GROUP_BOUNDS[name]
+        if effective[name] < int(static.get(low_key, low)):
+            raise ValueError(f"{name} must be greater than or equal to {low_key}")
+        if effective[name] > int(static.get(high_key, high)):
+            raise ValueError(f"{name} must be less than or equal to {high_key}")
+    if effective[GROUP_SESSION_TIMEOUT] <= effective[GROUP_HEARTBEAT_INTERVAL]:
+        raise ValueError(f"{GROUP_SESSION_TIMEOUT} must be greater than {GROUP_HEARTBEAT_INTERVAL}")

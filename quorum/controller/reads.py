@@ -170,6 +170,8 @@ def describe_configs(
                 if topics is None:
                     topics = set(ctx.replication.topic_ids(ctx.offset))
                 exists = resource.resource_name in topics
+            elif resource.resource_type is ConfigResourceType.GROUP:
+                exists = True  # any group id has configs (its own, or the defaults)
             else:
                 exists = _broker_exists(ctx, resource.resource_name)
             try:

@@ -40,6 +40,7 @@ class ConfigResourceType(IntEnum):
 
     TOPIC = 2
     BROKER = 4
+    GROUP = 32  # KIP-848's per-group configs
 
 
 class FenceChange(IntEnum):

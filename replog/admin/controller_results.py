@@ -129,6 +129,7 @@ class ConfigResourceType(IntEnum):
 
     TOPIC = 2
     BROKER = 4
+    GROUP = 32
 
 
 class _ConfigResourceFields(NamedTuple):
@@ -137,7 +138,8 @@ class _ConfigResourceFields(NamedTuple):
 
 
 class ConfigResource(_ConfigResourceFields):
-    """A topic by name, a broker by id, or `""` with BROKER: the cluster-wide default.
+    """A topic by name, a broker by id, or `""` with BROKER: the cluster-wide default, or a
+    consumer group by id (KIP-848's group configs).
 
     The type may also be given as its wire code (2, 4) or its name in any case ("TOPIC", as
     kafka-python's ConfigResource takes it), and a broker's id as an int: each is made the
@@ -166,6 +168,10 @@ class ConfigResource(_ConfigResourceFields):
     @classmethod
     def topic(cls, name: str) -> ConfigResource:
         return cls(ConfigResourceType.TOPIC, name)
+
+    @classmethod
+    def group(cls, group_id: str) -> ConfigResource:
+        return cls(ConfigResourceType.GROUP, group_id)
 
     @classmethod
     def broker(cls, broker_id: int | None = None) -> ConfigResource:

@@ -1,31 +1,36 @@
-"""`replog configs describe|alter`: topic and broker configs, like `kafka-configs.sh`.
+"""`replog configs describe|alter`: topic, broker and group configs, like `kafka-configs.sh`.
 
-- `describe --entity-type topics|brokers [--entity-name N | --entity-default] [--all]
+- `describe --entity-type topics|brokers|groups [--entity-name N | --entity-default] [--all]
   [--json]`: per resource, kafka-configs.sh's lines
 
       Dynamic configs for topic orders are:
         retention.ms=86400000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=86400000}
 
-  Without `--all`, only the values set on the resource itself (a topic's own configs, a
-  broker's dynamic configs, or with `--entity-default` the cluster-wide broker defaults); with
-  `--all` ("All configs for ..."), every config with its effective value and where it comes
-  from. Without `--entity-name`, every topic (or every registered broker) is described. The
+  Without `--all`, only the values set on the resource itself (a topic's or a group's own
+  configs, a broker's dynamic configs, or with `--entity-default` the cluster-wide broker
+  defaults); with `--all` ("All configs for ..."), every config with its effective value and
+  where it comes from. Without `--entity-name`, every topic (or every registered broker) is
+  described; groups need `--entity-name` (any group id: a group's configs need no group). The
   synonym shown is the one the effective value comes from, with Kafka's source names
-  (DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
-  STATIC_BROKER_CONFIG, DEFAULT_CONFIG) and the broker-level name where a topic's value comes
-  from a broker setting (`log.retention.ms`). A sensitive value prints as `null`. `--json`
+  (DYNAMIC_TOPIC_CONFIG, DYNAMIC_GROUP_CONFIG, DYNAMIC_BROKER_CONFIG,
+  DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG) and the broker-level name
+  where a topic's or group's value comes from a broker setting (`log.retention.ms`,
+  `group.consumer.session.timeout.ms`). A sensitive value prints as `null`. `--json`
   prints `{"resources": [{"entity_type", "entity_name", "configs": [{"name", "value",
   "source", "is_default", "is_sensitive", "read_only"}]}]}` (entity_name null: the default).
-- `alter --entity-type topics|brokers (--entity-name N | --entity-default)
+- `alter --entity-type topics|brokers|groups (--entity-name N | --entity-default)
   [--add-config k1=v1,k2=[a,b]] [--delete-config k1,k2]`: one IncrementalAlterConfigs request
   (SET for each added key, DELETE for each deleted one); prints `Completed updating config for
-  topic T.` (`broker N.`, or `Completed updating default config for brokers in the cluster.`).
+  topic T.` (`broker N.`, `group G.`, or `Completed updating default config for brokers in the
+  cluster.`). A group's keys are KIP-848's `consumer.session.timeout.ms` and
+  `consumer.heartbeat.interval.ms`, within the broker's `group.consumer.min/max.*` bounds.
   As in Kafka, `--add-config` items are separated by commas, and a value holding commas (a
   list) is written in square brackets. A topic's `min.insync.replicas` set above its
   replication factor is accepted with a warning on stderr, as `topics create` warns.
 
 Refusals, each one line on stderr with exit code 1: an unknown topic, an unknown or invalid
-config key or value (the controller's INVALID_CONFIG message), a broker name that is not a
+config key or value (the controller's INVALID_CONFIG message, naming the bound a group's
+value crosses), a broker name that is not a
 broker id, a key both added and deleted. Usage mistakes (an alter naming no resource or
 nothing to change, `--entity-default` with topics) exit with code 2, as argparse's do.
 """
@@ -55,18 +60,18 @@ if TYPE_CHECKING:
 # --entity-type -> the name of its `ConfigResourceType`. The admin client's types, the
 # generated messages behind them and the controller's config definitions are imported by the
 # functions that run (`replog configs --help` loads none of them).
-ENTITY_TYPES = {"topics": "TOPIC", "brokers": "BROKER"}
+ENTITY_TYPES = {"topics": "TOPIC", "brokers": "BROKER", "groups": "GROUP"}
 
 # Where a value set on the resource itself comes from, per kind of resource: what the
 # describe without --all shows (Kafka's ConfigCommand filter).
 _DYNAMIC_SOURCE = {
     "topic": "TOPIC_CONFIG",
+    "group": "GROUP_CONFIG",
     "broker": "DYNAMIC_BROKER_CONFIG",
     "default": "DYNAMIC_DEFAULT_BROKER_CONFIG",
 }
-# The wire's name for a topic's own value is TOPIC_CONFIG; Kafka's tools print the Admin
-# client's name for it.
-_SHOWN_SOURCE = {"TOPIC_CONFIG": "DYNAMIC_TOPIC_CONFIG"}
+# The wire's names for a topic's or group's own value; Kafka's tools print the Admin client's.
+_SHOWN_SOURCE = {"TOPIC_CONFIG": "DYNAMIC_TOPIC_CONFIG", "GROUP_CONFIG": "DYNAMIC_GROUP_CONFIG"}
 _BROKER_LEVEL_SOURCES = {
     "DYNAMIC_BROKER_CONFIG",
     "DYNAMIC_DEFAULT_BROKER_CONFIG",
@@ -137,11 +142,14 @@ def alter_ops(added: dict[str, str], deleted: Sequence[str]) -> list[AlterConfig
 
 
 def resource_kind(resource: ConfigResource) -> str:
-    """The kind of resource: "topic", "broker" or "default" (the cluster-wide broker default)."""
+    """The kind of resource: "topic", "group", "broker" or "default" (the cluster-wide broker
+    default)."""
     from replog.admin.controller_results import ConfigResourceType
 
     if resource.resource_type is ConfigResourceType.TOPIC:
         return "topic"
+    if resource.resource_type is ConfigResourceType.GROUP:
+        return "group"
     return "broker" if resource.name else "default"
 
 
@@ -161,16 +169,16 @@ def shown_entries(configs: ResourceConfigs, describe_all: bool) -> list[ConfigEn
 
 
 def entry_line(resource: ConfigResource, entry: ConfigEntry) -> str:
-    from quorum.controller.config_definitions import TOPIC_CONFIGS
+    from quorum.controller.config_definitions import GROUP_CONFIGS, TOPIC_CONFIGS
     from replog.admin.controller_results import ConfigResourceType
 
     value = _java_str(entry.value)
     source = shown_source(entry.source)
     synonym = entry.name
-    definition = TOPIC_CONFIGS.get(entry.name)
+    definitions = {ConfigResourceType.TOPIC: TOPIC_CONFIGS, ConfigResourceType.GROUP: GROUP_CONFIGS}
+    definition = definitions.get(resource.resource_type, {}).get(entry.name)
     if (
-        resource.resource_type is ConfigResourceType.TOPIC
-        and entry.source in _BROKER_LEVEL_SOURCES
+        entry.source in _BROKER_LEVEL_SOURCES
         and definition is not None
         and definition.broker_name is not None
     ):
@@ -190,6 +198,8 @@ def resource_json(configs: ResourceConfigs, entries: Sequence[ConfigEntry]) -> d
     return {
         "entity_type": "topics"
         if resource.resource_type is ConfigResourceType.TOPIC
+        else "groups"
+        if resource.resource_type is ConfigResourceType.GROUP
         else "brokers",
         "entity_name": resource.name or None,
         "configs": [
@@ -223,11 +233,17 @@ def _named_resource(args: argparse.Namespace) -> ConfigResource | None:
             _usage_error(args, "--entity-default is only for --entity-type brokers")
         return ConfigResource.broker()
     if args.entity_name is None:
+        if kind is ConfigResourceType.GROUP:
+            _usage_error(args, "--entity-type groups needs --entity-name (a group id)")
         return None
     if kind is ConfigResourceType.TOPIC:
         if not args.entity_name:
             raise ReplogError("--entity-name: a topic name cannot be empty")
         return ConfigResource.topic(args.entity_name)
+    if kind is ConfigResourceType.GROUP:
+        if not args.entity_name:
+            raise ReplogError("--entity-name: a group id cannot be empty")
+        return ConfigResource.group(args.entity_name)
     try:
         broker_id = int(args.entity_name)
     except ValueError:
@@ -345,7 +361,9 @@ def _add_entity_arguments(parser: argparse.ArgumentParser) -> None:
         help="what the configs belong to",
     )
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--entity-name", metavar="NAME", help="the topic's name, or the broker's id")
+    which.add_argument(
+        "--entity-name", metavar="NAME", help="the topic's name, the broker's id or the group's id"
+    )
     which.add_argument(
         "--entity-default",
         action="store_true",

@@ -152,10 +152,11 @@ def _choice(*values: str, aliases: Mapping[str, str] | None = None) -> Parser:
 
 
 # Kafka's assignor names, and the Java class names that mean them.
-ASSIGNOR_NAMES = ("range", "roundrobin", "cooperative-sticky")
+ASSIGNOR_NAMES = ("range", "roundrobin", "sticky", "cooperative-sticky")
 _ASSIGNOR_CLASSES = {
     "org.apache.kafka.clients.consumer.RangeAssignor": "range",
     "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
+    "org.apache.kafka.clients.consumer.StickyAssignor": "sticky",
     "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
 }
 

@@ -494,10 +494,13 @@ class Consumer:
         if self._membership is not None:
             counts = {}
             topic_ids = {}
-            for topic in self._subscriptions.subscription:
+            subscribed = frozenset(self._subscriptions.subscription)
+            for topic in sorted(self._membership.watched_topics(subscribed)):
                 known = self._metadata.cached_partitions(topic)
                 if known is not None:
                     counts[topic] = len(known)
+                if topic not in subscribed:
+                    continue
                 topic_id = self._metadata.topic_id(topic)
                 if topic_id is not None:
                     topic_ids[topic] = UUID(bytes=topic_id)

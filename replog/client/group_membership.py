@@ -146,6 +146,13 @@ class GroupMembership:
             self.core.subscribe(topics, self._clock())
         self.kick()
 
+    def watched_topics(self, subscribed: frozenset[str]) -> frozenset[str]:
+        """The topics whose partitions to report (`topics_known`): the subscribed ones, and a
+        classic leader's whole group's."""
+        if isinstance(self.core, GroupMember):
+            return subscribed | self.core.watched_topics
+        return subscribed
+
     def topics_known(self, counts: dict[str, int], topic_ids: dict[str, UUID]) -> None:
         """The subscribed topics as the metadata knows them: partition counts (a classic
         leader assigns them) and topic ids (a consumer-protocol assignment names topics by

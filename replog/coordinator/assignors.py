@@ -14,14 +14,11 @@ with Kafka clients (the coordinator picks a name every member lists):
   partition lacks a replica in some member's rack; else the plain ranges.
 - `roundrobin`: every partition of every subscribed topic, sorted, dealt out one by one to the
   members sorted the same way, skipping members not subscribed to its topic. Eager.
-- `cooperative-sticky`: balanced (each member's count within one of every other's when all
-  subscribe to the same topics) and sticky (a member keeps the partitions it owns while its
-  share allows). Cooperative (KIP-429): a partition moving from one member to another is left
-  out of this assignment; its owner revokes it, rejoins, and the next rebalance gives it away.
-  Two members claiming one partition: the one with the higher subscription generation keeps it.
+- `sticky` (eager) and `cooperative-sticky` (KIP-429): balanced and sticky, rack-aware
+  (`sticky_assignors.py`).
 
-Rules: pure functions of (subscriptions, partition counts, replica racks: `roundrobin` and
-`cooperative-sticky` do not use them); partitions of topics the counts do not know are not
+Rules: pure functions of (subscriptions, partition counts, replica racks: `roundrobin` does
+not use them); partitions of topics the counts do not know are not
 assigned; every member gets an entry (possibly empty). Members are sorted
 before anything is dealt, so every leader computes the same assignment.
 """
@@ -30,47 +27,33 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from replog.common import TopicPartition
-from replog.coordinator.consumer_protocol import Subscription
+from replog.coordinator.assignor_inputs import (
+    Assignment,
+    Assignor,
+    Member,
+    Racks,
+    ordered_members,
+    partitions_of,
+    racks_matter,
+)
+from replog.coordinator.sticky_assignors import (
+    COOPERATIVE_STICKY,
+    STICKY,
+    cooperative_sticky_assign,
+    sticky_assign,
+)
+
+__all__ = ["ASSIGNORS", "COOPERATIVE", "Assignment", "Member", "Racks"]
 
 RANGE = "range"
 ROUNDROBIN = "roundrobin"
-COOPERATIVE_STICKY = "cooperative-sticky"
-
-
-@dataclass(frozen=True, slots=True)
-class Member:
-    """A member as an assignor sees it."""
-
-    member_id: str
-    group_instance_id: str | None
-    subscription: Subscription
-
-    @property
-    def sort_key(self) -> str:
-        return self.group_instance_id or self.member_id
-
-
-Assignment = dict[str, list[TopicPartition]]
-# Each partition's replicas' racks (a partition not listed: unknown).
-Racks = Mapping[TopicPartition, frozenset[str]]
-
-
-class Assignor(Protocol):
-    def __call__(
-        self, members: list[Member], counts: Mapping[str, int], racks: Racks | None = None
-    ) -> Assignment: ...
-
-
-def _partitions(topic: str, counts: Mapping[str, int]) -> list[TopicPartition]:
-    return [TopicPartition(topic, p) for p in range(counts.get(topic, 0))]
 
 
 def _start(members: list[Member]) -> tuple[list[Member], Assignment, list[str]]:
     """The members in order, an empty assignment for each, every subscribed topic in order."""
-    ordered = sorted(members, key=lambda m: m.sort_key)
+    ordered = ordered_members(members)
     topics = sorted({t for m in ordered for t in m.subscription.topics})
     return ordered, {m.member_id: [] for m in ordered}, topics
 
@@ -95,12 +78,9 @@ class _TopicRanges:
 
     @property
     def rack_aware(self) -> bool:
-        """Whether racks can change anything: members and replicas have racks in common, and
-        some partition has no replica in some member's rack."""
-        member_racks = {m.subscription.rack for m in self.takers if m.subscription.rack}
-        placed = [r for r in self.racks.values() if r]
-        return bool(member_racks & set().union(*placed)) and any(
-            not member_racks <= r for r in placed
+        """Whether racks can change this topic's ranges (`racks_matter`)."""
+        return racks_matter(
+            (m.subscription.rack for m in self.takers if m.subscription.rack), self.racks.values()
         )
 
     def same_rack(self, member: Member, tp: TopicPartition) -> bool:
@@ -143,7 +123,7 @@ def range_assign(
         _TopicRanges(
             topic,
             [m for m in ordered if topic in m.subscription.topics],
-            partitions := _partitions(topic, counts),
+            partitions := partitions_of(topic, counts),
             {tp: (racks or {}).get(tp, frozenset()) for tp in partitions},
         )
         for topic in topics
@@ -198,7 +178,7 @@ def roundrobin_assign(
     ordered, assignment, topics = _start(members)
     turn = 0
     for topic in topics:
-        for tp in _partitions(topic, counts):
+        for tp in partitions_of(topic, counts):
             # The next member in the ring that subscribes to this topic (one always does).
             while topic not in ordered[turn % len(ordered)].subscription.topics:
                 turn += 1
@@ -207,55 +187,10 @@ def roundrobin_assign(
     return assignment
 
 
-def cooperative_sticky_assign(
-    members: list[Member], counts: Mapping[str, int], racks: Racks | None = None
-) -> Assignment:
-    ordered, assignment, _ = _start(members)
-    if not ordered:
-        return assignment
-    wanted = {
-        m.member_id: {tp for t in m.subscription.topics for tp in _partitions(t, counts)}
-        for m in ordered
-    }
-    every = sorted(set().union(*wanted.values()))
-    # Who owned what: a partition claimed twice goes to the newest generation's claim.
-    owner: dict[TopicPartition, tuple[int, str]] = {}
-    for m in ordered:
-        for tp in m.subscription.owned:
-            claim = (m.subscription.generation, m.member_id)
-            if tp in wanted[m.member_id] and (tp not in owner or claim[0] > owner[tp][0]):
-                owner[tp] = claim
-    previous = {tp: claim[1] for tp, claim in owner.items()}
-    # Shares: all but `extra` members get `base`; members that own more go first to the
-    # larger shares, so that fewer partitions move.
-    base, extra = divmod(len(every), len(ordered))
-    kept: dict[str, list[TopicPartition]] = {
-        m.member_id: sorted(tp for tp, who in previous.items() if who == m.member_id)
-        for m in ordered
-    }
-    for member_id in sorted(kept, key=lambda k: (-len(kept[k]), k)):
-        limit = base
-        if extra and len(kept[member_id]) > base:
-            limit, extra = base + 1, extra - 1
-        assignment[member_id] = kept[member_id][:limit]
-    rank = {m.member_id: i for i, m in enumerate(ordered)}
-    taken = {tp for parts in assignment.values() for tp in parts}
-    for tp in every:
-        if tp in taken:
-            continue
-        takers = [m.member_id for m in ordered if tp in wanted[m.member_id]]
-        chosen = min(takers, key=lambda k: (len(assignment[k]), rank[k]))
-        assignment[chosen].append(tp)
-    # KIP-429: a partition still owned by another member is held back for one rebalance.
-    return {
-        member_id: sorted(tp for tp in parts if previous.get(tp, member_id) == member_id)
-        for member_id, parts in assignment.items()
-    }
-
-
 ASSIGNORS: dict[str, Assignor] = {
     RANGE: range_assign,
     ROUNDROBIN: roundrobin_assign,
+    STICKY: sticky_assign,
     COOPERATIVE_STICKY: cooperative_sticky_assign,
 }
 COOPERATIVE = frozenset({COOPERATIVE_STICKY})

@@ -63,6 +63,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeVar
 from uuid import UUID
 
+from quorum.controller.config_definitions import GROUP_HEARTBEAT_INTERVAL, GROUP_SESSION_TIMEOUT
 from replog.common import TopicPartition
 from replog.coordinator import consumer_group_records as rec
 from replog.coordinator.classic_group_messages import (
@@ -90,6 +91,7 @@ from replog.coordinator.consumer_group_messages import (
 from replog.coordinator.consumer_member import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    TP,
     ConsumerMember,
     MemberState,
     Partitions,
@@ -113,7 +115,12 @@ from replog.coordinator.group_migration import (
     upgrade_records,
 )
 from replog.coordinator.offsets_records import GroupMetadataKey
-from replog.coordinator.server_assignors import ASSIGNORS, UNIFORM, AssignorMember
+from replog.coordinator.server_assignors import (
+    ASSIGNORS,
+    UNIFORM,
+    AssignorMember,
+    PartitionRacks,
+)
 from replog.errors import (
     FencedInstanceIdError,
     FencedMemberEpochError,
@@ -249,6 +256,8 @@ class ConsumerGroupCoordinator:
         self._classic = classic
         self.groups: dict[str, ConsumerGroup] = {}
         self._topics: dict[str, rec.TopicMetadata] = {}
+        self._racks: dict[TP, frozenset[str]] = {}
+        self._group_configs: dict[str, dict[str, str]] = {}
         # (kind, group, member) -> (deadline, member epoch for the rebalance timeout)
         self._timers: dict[tuple[str, str, str], tuple[int, int]] = {}
         self._now_ms = 0
@@ -261,13 +270,45 @@ class ConsumerGroupCoordinator:
 
     # --- topics, records -------------------------------------------------------------------------
 
-    def set_topics(self, topics: Mapping[str, tuple[UUID, int]]) -> None:
+    def set_topics(
+        self, topics: Mapping[str, tuple[UUID, int]], racks: PartitionRacks | None = None
+    ) -> None:
         """The cluster's topics (name -> topic id, partition count), from the shell's image;
-        groups see a change at their members' next heartbeat."""
+        groups see a change at their members' next heartbeat. `racks`: each partition's
+        replicas' racks (the brokers' `broker.rack`), which the assignors use at the next
+        assignment (a change of racks alone does not start one)."""
         self._topics = {
             name: rec.TopicMetadata(topic_id, name, count)
             for name, (topic_id, count) in topics.items()
         }
+        self._racks = dict(racks or {})
+
+    def set_group_configs(self, configs: Mapping[str, Mapping[str, str]]) -> None:
+        """Each group's own settings (KIP-848's GroupConfig, group id -> key -> value, from
+        the metadata log's GROUP config resources, which the controller checked against its
+        bounds): `consumer.session.timeout.ms` and `consumer.heartbeat.interval.ms` replace
+        the broker's for that group, from each member's next heartbeat on."""
+        self._group_configs = {
+            group_id: {k: v for k, v in keys.items() if k in _GROUP_KEYS}
+            for group_id, keys in configs.items()
+        }
+
+    def session_timeout_ms(self, group_id: str) -> int:
+        return self._group_setting(group_id, GROUP_SESSION_TIMEOUT, self.config.session_timeout_ms)
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self._group_setting(
+            group_id, GROUP_HEARTBEAT_INTERVAL, self.config.heartbeat_interval_ms
+        )
+
+    def _group_setting(self, group_id: str, key: str, default: int) -> int:
+        value = self._group_configs.get(group_id, {}).get(key)
+        if value is None:
+            return default
+        try:
+            return max(1, int(value.strip()))
+        except ValueError:  # the controller writes only valid values
+            return default
 
     def replay(self, key: rec.ConsumerGroupKey, value: rec.ConsumerGroupValue | None) -> None:
         """Apply a record read back from `__consumer_offsets` (or just written)."""
@@ -605,7 +646,7 @@ class ConsumerGroupCoordinator:
             and request.subscribed_topic_names is not None
             and request.owned is not None
         )
-        interval = self.config.heartbeat_interval_ms
+        interval = self.heartbeat_interval_ms(group_id)
         if current.state is not MemberState.STABLE:
             interval = max(1, interval // RECONCILING_HEARTBEAT_DIVISOR)
         return ConsumerGroupHeartbeatResponse(
@@ -729,7 +770,7 @@ class ConsumerGroupCoordinator:
             )
 
     def _start_session(self, group_id: str, member: ConsumerMember) -> None:
-        timeout = self.config.session_timeout_ms
+        timeout = self.session_timeout_ms(group_id)
         if member.classic is not None:
             timeout = member.classic.session_timeout_ms
         self._timers[(_SESSION, group_id, member.member_id)] = (self._now_ms + timeout, 0)
@@ -832,10 +873,11 @@ class ConsumerGroupCoordinator:
                 m.member_id,
                 frozenset(ids[name] for name in self._subscribed(m) if name in ids),
                 group.target(m.member_id),
+                m.rack_id,
             )
             for m in group.members.values()
         ]
-        targets = ASSIGNORS[self.preferred_assignor(group)](members, counts)
+        targets = ASSIGNORS[self.preferred_assignor(group)](members, counts, self._racks)
         for member_id in sorted(targets):
             if member_id not in group.targets or targets[member_id] != group.targets[member_id]:
                 self._write(records, _target_record(group_id, member_id, targets[member_id]))
@@ -1269,6 +1311,9 @@ class ConsumerGroupCoordinator:
         self._classic_answers = GroupResult()
         self._unwritten.clear()
         self._durable.clear()
+
+
+_GROUP_KEYS = frozenset({GROUP_SESSION_TIMEOUT, GROUP_HEARTBEAT_INTERVAL})
 
 
 def _or(value: T | None, default: T) -> T:

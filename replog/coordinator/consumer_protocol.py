@@ -9,13 +9,22 @@ coordinator relays without reading; the members' assignors and the tools read th
                  v3:  + rack_id:STRING?
     assignment, v0 to v3:  version:int16  [topic:STRING  [partition:int32]]  user_data:BYTES?
 
+and the user data two assignors put in a subscription (Kafka's, so a leader of either kind
+reads the other's):
+
+    sticky (StickyAssignorUserData) v1:  [topic:STRING [partition:int32]]  generation:int32
+                                    v0:  without the generation
+    cooperative-sticky:                  generation:int32
+
 Rules: replog writes subscription v3 (Kafka 3.x+ clients do, so mixed groups read each other)
 and assignment v3. Reading takes any version: a field the version lacks gets its default
 (no owned partitions, generation -1, no rack); fields after the last known one are ignored, as
 Kafka's readers do. `assigned_partitions` (tools) gives [] for bytes that do not parse, so a
 tool shows "-" for such a member; `subscription_from_bytes` (an assignor) raises ValueError
 naming what was wrong, since a leader cannot assign from a subscription it cannot read (and
-`assignment_from_bytes` likewise, for a group converted between the protocols).
+`assignment_from_bytes` likewise, for a group converted between the protocols). User data that
+does not parse counts as none (no previous assignment, generation -1), as Kafka's assignors
+ignore it.
 """
 
 from __future__ import annotations
@@ -111,6 +120,44 @@ def assignment_to_bytes(
 ) -> bytes:
     """ConsumerProtocolAssignment v3 of `partitions`."""
     return _INT16.pack(ASSIGNMENT_VERSION) + _partitions(partitions) + _bytes(user_data)
+
+
+def sticky_user_data_to_bytes(partitions: Iterable[TopicPartition], generation: int) -> bytes:
+    """The `sticky` assignor's user data v1: the member's last assignment and its generation."""
+    return _partitions(partitions) + _INT32.pack(generation)
+
+
+def sticky_user_data_from_bytes(data: bytes | None) -> tuple[tuple[TopicPartition, ...], int]:
+    """(last assignment, generation) of `sticky` user data v1 or v0 (generation -1); ((), -1)
+    for none or bytes that do not parse. Kafka's Java client writes the fields alone;
+    kafka-python 3 writes an int16 version before them, read here too (second, since Java's
+    bytes never parse that way: their first int32 is the topic count)."""
+    if not data:
+        return (), -1
+    for start in (0, _INT16.size):
+        try:
+            reader = _Reader(data, start)
+            pairs = reader.partitions()
+            remaining = len(data) - reader.position
+            generation = reader.int32() if remaining >= _INT32.size else -1
+        except (struct.error, UnicodeDecodeError, ValueError):
+            continue
+        if reader.position == len(data):
+            return tuple(sorted(TopicPartition(t, p) for t, p in pairs)), generation
+    return (), -1
+
+
+def generation_user_data(generation: int) -> bytes:
+    """The `cooperative-sticky` assignor's user data: the member's generation (for leaders that
+    read subscriptions older than v2, which lack the field)."""
+    return _INT32.pack(generation)
+
+
+def generation_from_user_data(data: bytes | None) -> int:
+    """The generation of `cooperative-sticky` user data; -1 for none or other bytes."""
+    if data is None or len(data) != _INT32.size:
+        return -1
+    return int(_INT32.unpack(data)[0])
 
 
 def _string(text: str) -> bytes:

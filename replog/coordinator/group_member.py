@@ -60,6 +60,7 @@ from replog.coordinator.consumer_protocol import (
     subscription_from_bytes,
     subscription_to_bytes,
 )
+from replog.coordinator.sticky_assignors import subscription_user_data
 from replog.errors import (
     CommitFailedError,
     CoordinatorLoadInProgressError,
@@ -231,6 +232,8 @@ class GroupMember(MemberEvents):
     rejoin_reason: str | None = None
     _counts: dict[str, int] = field(default_factory=dict)
     _assigned_counts: dict[str, int] = field(default_factory=dict)
+    _group_topics: frozenset[str] = frozenset()  # every member's topics, while leading
+    _last_assignment: frozenset[TopicPartition] | None = None  # `sticky`'s user data
     _joined_topics: frozenset[str] = frozenset()  # the subscription the last JoinGroup sent
     _in_flight: str | None = None
     _sync: gm.SyncGroupRequest | None = None
@@ -247,11 +250,23 @@ class GroupMember(MemberEvents):
         if topics:
             self._request_rejoin("the subscription changed", now_ms)
 
+    @property
+    def watched_topics(self) -> frozenset[str]:
+        """The topics whose partition counts the consumer reports (`set_partition_counts`):
+        its own, and while it leads every member's (Kafka's leader watches the group's
+        subscription, so a topic only another member reads gaining partitions rebalances)."""
+        return self.topics | self._group_topics
+
     def set_partition_counts(self, counts: Mapping[str, int], now_ms: int) -> None:
-        """The subscribed topics' partition counts, from metadata (the leader assigns them)."""
-        self._counts = {t: n for t, n in counts.items() if t in self.topics}
-        if self.leader and self.phase is Phase.STABLE and self._counts != self._assigned_counts:
+        """The watched topics' partition counts, from metadata (the leader assigns them)."""
+        self._counts = {t: n for t, n in counts.items() if t in self.watched_topics}
+        if self.leader and self.phase is Phase.STABLE and self._counts_changed():
             self._request_rejoin("the subscribed topics' partitions changed", now_ms)
+
+    def _counts_changed(self) -> bool:
+        """Whether a topic the metadata knows now has another count than it was assigned with
+        (a topic the metadata lost sight of does not count; one that appeared does)."""
+        return any(self._assigned_counts.get(t) != n for t, n in self._counts.items())
 
     def callbacks_done(self) -> None:
         self._callbacks_ended()
@@ -343,19 +358,30 @@ class GroupMember(MemberEvents):
     def _join_request(self) -> gm.JoinGroupRequest:
         cooperative = self.protocol in COOPERATIVE
         self._joined_topics = self.topics
-        subscription = subscription_to_bytes(
-            Subscription(
-                tuple(sorted(self.topics)),
-                tuple(sorted(self.owned)),
-                self.generation if cooperative or self.owned else gm.NO_GENERATION,
-                rack=self.config.rack,
+        topics = tuple(sorted(self.topics))
+        owned = tuple(sorted(self.owned))
+        generation = self.generation if cooperative or self.owned else gm.NO_GENERATION
+        # One subscription per assignor: `sticky` and `cooperative-sticky` add user data.
+        protocols = tuple(
+            (
+                name,
+                subscription_to_bytes(
+                    Subscription(
+                        topics,
+                        owned,
+                        generation,
+                        subscription_user_data(name, self._last_assignment, self.generation),
+                        self.config.rack,
+                    )
+                ),
             )
+            for name in self.config.assignors
         )
         return gm.JoinGroupRequest(
             self.config.group_id,
             self.member_id,
             CONSUMER_PROTOCOL_TYPE,
-            tuple((name, subscription) for name in self.config.assignors),
+            protocols,
             self.config.session_timeout_ms,
             self.config.rebalance_timeout_ms,
             self.config.group_instance_id,
@@ -396,6 +422,8 @@ class GroupMember(MemberEvents):
             self.generation = answer.generation_id
             self.protocol = answer.protocol_name
             self.leader = answer.leader == answer.member_id
+            if not self.leader:
+                self._group_topics = frozenset()
             assignments: tuple[tuple[str, bytes], ...] = ()
             if self.leader and not answer.skip_assignment:
                 try:
@@ -460,7 +488,8 @@ class GroupMember(MemberEvents):
         assignor = ASSIGNORS.get(answer.protocol_name or "")
         if assignor is None:
             raise ValueError(f"the group chose assignor {answer.protocol_name!r}, unknown here")
-        self._assigned_counts = dict(self._counts)
+        self._group_topics = frozenset(t for m in members for t in m.subscription.topics)
+        self._assigned_counts = dict(counts)
         plan = assignor(members, counts, racks)
         return tuple((member_id, assignment_to_bytes(parts)) for member_id, parts in plan.items())
 
@@ -478,6 +507,7 @@ class GroupMember(MemberEvents):
             TopicPartition(t, p) for t, p in assigned_partitions(answer.assignment)
         )
         self.phase = Phase.STABLE
+        self._last_assignment = assigned
         self._next_heartbeat_ms = now_ms + self.config.heartbeat_interval_ms
         self._prepared = False
         self.rejoin_reason = None
@@ -493,7 +523,7 @@ class GroupMember(MemberEvents):
         else:
             self.owned = assigned
             self._emit(ASSIGNED, assigned)
-        if self.leader and self._counts != self._assigned_counts:
+        if self.leader and self._counts_changed():
             self._request_rejoin("the subscribed topics' partitions changed", now_ms)
         if self.topics and self.topics != self._joined_topics:
             # Subscribed while the join was under way: the group assigned the old topics.

@@ -75,7 +75,7 @@ import enum
 import functools
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 from uuid import UUID
@@ -83,6 +83,7 @@ from uuid import UUID
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage, TopicImage
 from quorum.metadata.loader import LoaderManifest
+from quorum.metadata.records import ConfigResourceType
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.coordinator import classic_group_messages as gm
 from replog.coordinator import consumer_group_messages as cgm
@@ -269,9 +270,11 @@ class GroupCoordinator:
         if image.topics is previous.topics or self._stopped:
             return
         self._follow(image)
-        topics = _topic_sizes(image)
+        topics, racks = _topic_sizes(image), _replica_racks(image)
+        group_configs = _group_configs(image)
         for shard in self._shards.values():
-            shard.consumer.set_topics(topics)
+            shard.consumer.set_topics(topics, racks)
+            shard.consumer.set_group_configs(group_configs)
         deleted = _topics_deleted(previous, image)
         if deleted:
             self._remove_deleted_topics(deleted)
@@ -381,7 +384,8 @@ class GroupCoordinator:
         shard.cache = cache
         shard.groups = groups
         shard.consumer = consumer
-        consumer.set_topics(_topic_sizes(self.image))
+        consumer.set_topics(_topic_sizes(self.image), _replica_racks(self.image))
+        consumer.set_group_configs(_group_configs(self.image))
         groups.loaded(self._clock())  # every member's session starts now
         consumer.loaded(self._clock())
         self._reschedule(shard)
@@ -1317,6 +1321,28 @@ def _topic_sizes(image: MetadataImage) -> dict[str, tuple[UUID, int]]:
     return {
         name: (topic.topic_id, len(topic.partitions))
         for name, topic in image.topics.by_name.items()
+    }
+
+
+def _replica_racks(image: MetadataImage) -> dict[tuple[UUID, int], frozenset[str]]:
+    """Each partition's replicas' racks (`broker.rack`), for rack-aware server assignors;
+    empty when no broker names a rack."""
+    racks = {b.broker_id: b.rack for b in image.cluster.brokers.values() if b.rack}
+    if not racks:
+        return {}
+    return {
+        (topic.topic_id, partition_id): frozenset(racks[r] for r in p.replicas if r in racks)
+        for topic in image.topics.by_id.values()
+        for partition_id, p in topic.partitions.items()
+    }
+
+
+def _group_configs(image: MetadataImage) -> dict[str, Mapping[str, str]]:
+    """Every group's own configs (GROUP config resources of the metadata log)."""
+    return {
+        resource.resource_name: keys
+        for resource, keys in image.configs.resources.items()
+        if resource.resource_type is ConfigResourceType.GROUP
     }
 
 

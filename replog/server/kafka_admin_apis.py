@@ -39,7 +39,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 from uuid import UUID
 
-from quorum.controller.config_definitions import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigType
+from quorum.controller.config_definitions import (
+    BROKER_CONFIGS,
+    GROUP_CONFIGS,
+    TOPIC_CONFIGS,
+    ConfigType,
+)
 from quorum.metadata.image import ConfigResource, MetadataImage
 from quorum.metadata.records import ConfigResourceType
 from replog.errors import (
@@ -150,6 +155,7 @@ CONFIG_SOURCES = {
     "DYNAMIC_DEFAULT_BROKER_CONFIG": 3,
     "STATIC_BROKER_CONFIG": 4,
     "DEFAULT_CONFIG": 5,
+    "GROUP_CONFIG": 8,
 }
 CONFIG_TYPES = {
     ConfigType.BOOLEAN: 1,
@@ -865,8 +871,8 @@ def _config_resource(resource_type: int, resource_name: str) -> ConfigResource |
 
 def _unknown_resource_type(resource_type: int) -> KafkaError:
     return InvalidRequestError(
-        f"config resource type {resource_type} is not supported: only TOPIC "
-        f"({int(ConfigResourceType.TOPIC)}) and BROKER ({int(ConfigResourceType.BROKER)})"
+        f"config resource type {resource_type} is not supported: only "
+        + ", ".join(f"{t.name} ({int(t)})" for t in ConfigResourceType)
     )
 
 
@@ -874,18 +880,23 @@ def _described(
     resource_type: int, entry: cpb.ConfigEntry, include_synonyms: bool
 ) -> dcfr.DescribeConfigsResourceResult:
     definitions = (
-        TOPIC_CONFIGS if resource_type == int(ConfigResourceType.TOPIC) else BROKER_CONFIGS
+        TOPIC_CONFIGS
+        if resource_type == int(ConfigResourceType.TOPIC)
+        else GROUP_CONFIGS
+        if resource_type == int(ConfigResourceType.GROUP)
+        else BROKER_CONFIGS
     )
     definition = definitions.get(entry.name)
     source = CONFIG_SOURCES.get(entry.source, 0)
     value = entry.value if entry.HasField("value") else None
     synonyms = []
     if include_synonyms:
-        # The value's own level only: a topic value taken from a broker key is named by it.
-        broker_level = resource_type == int(ConfigResourceType.TOPIC) and entry.source not in (
-            "TOPIC_CONFIG",
-            "DEFAULT_CONFIG",
-        )
+        # The value's own level only: a topic or group value taken from a broker key is
+        # named by it.
+        broker_level = resource_type in (
+            int(ConfigResourceType.TOPIC),
+            int(ConfigResourceType.GROUP),
+        ) and entry.source not in ("TOPIC_CONFIG", "GROUP_CONFIG", "DEFAULT_CONFIG")
         name = definition.broker_name if broker_level and definition else None
         synonyms.append(
             dcfr.DescribeConfigsSynonym(name=name or entry.name, value=value, source=source)

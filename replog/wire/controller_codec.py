@@ -410,8 +410,8 @@ def config_resource_from_proto(resource_type: int, resource_name: str) -> Config
         kind = ConfigResourceType(resource_type)
     except ValueError:
         raise InvalidRequestError(
-            f"config resource {resource_name!r}: resource_type {resource_type} is neither "
-            "2 (TOPIC) nor 4 (BROKER)"
+            f"config resource {resource_name!r}: resource_type {resource_type} is none of "
+            "2 (TOPIC), 4 (BROKER), 32 (GROUP)"
         ) from None
     return ConfigResource(kind, resource_name)
 

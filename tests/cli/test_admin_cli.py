@@ -112,7 +112,14 @@ def described(request: pb.DescribeConfigsRequest) -> pb.DescribeConfigsResponse:
                 pb.DescribeConfigsResult(resource_type=2, resource_name=name, error=error)
             )
             continue
-        if resource.resource_type == 2:
+        if resource.resource_type == 32:  # group g: its own session, the broker's interval
+            entries = [
+                pb.ConfigEntry(name="consumer.heartbeat.interval.ms", value="5000",
+                               source="STATIC_BROKER_CONFIG"),
+                pb.ConfigEntry(name="consumer.session.timeout.ms", value="50000",
+                               source="GROUP_CONFIG"),
+            ]  # fmt: skip
+        elif resource.resource_type == 2:
             entries = [
                 pb.ConfigEntry(name="cleanup.policy", value="delete", is_default=True,
                                source="DEFAULT_CONFIG"),
@@ -201,6 +208,40 @@ def test_configs_describe_brokers(controller: FakeController) -> None:
             }
         ]
     }  # fmt: skip
+
+
+def test_configs_describe_and_alter_a_group(controller: FakeController) -> None:
+    """KIP-848's group configs: kafka-configs.sh's `--entity-type groups --entity-name G`."""
+    controller.script("DescribeConfigs", described)
+    controller.script("IncrementalAlterConfigs", altered)
+    group = ("--entity-type", "groups", "--entity-name", "g")
+    dynamic = at(controller, "configs", "describe", *group)
+    assert (dynamic.returncode, dynamic.stderr) == (0, "")
+    assert dynamic.stdout == (
+        "Dynamic configs for group g are:\n"
+        "  consumer.session.timeout.ms=50000 sensitive=false "
+        "synonyms={DYNAMIC_GROUP_CONFIG:consumer.session.timeout.ms=50000}\n"
+    )
+    every = at(controller, "configs", "describe", *group, "--all")
+    assert every.stdout.splitlines()[:2] == [
+        "All configs for group g are:",
+        # From the broker's setting: named by its broker key, as for topics.
+        "  consumer.heartbeat.interval.ms=5000 sensitive=false "
+        "synonyms={STATIC_BROKER_CONFIG:group.consumer.heartbeat.interval.ms=5000}",
+    ]
+    (request,) = controller.asked("DescribeConfigs")[:1]
+    assert [(r.resource_type, r.resource_name) for r in request.resources] == [(32, "g")]
+    done = at(controller, "configs", "alter", *group, "--add-config",
+              "consumer.heartbeat.interval.ms=6000", "--delete-config",
+              "consumer.session.timeout.ms")  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "Completed updating config for group g.\n")
+    (resource,) = controller.asked("IncrementalAlterConfigs")[0].resources
+    assert (resource.resource_type, resource.resource_name) == (32, "g")
+    unnamed = at(controller, "configs", "describe", "--entity-type", "groups")
+    assert unnamed.returncode == 2 and "groups needs --entity-name" in unnamed.stderr
+    default = at(controller, "configs", "alter", "--entity-type", "groups", "--entity-default",
+                 "--add-config", "a=1")  # fmt: skip
+    assert default.returncode == 2
 
 
 def test_configs_describe_refusals(controller: FakeController) -> None:

@@ -173,6 +173,24 @@ def test_configs_describe_and_alter(cluster: ClientCluster) -> None:
         replog(cluster, "configs", "describe", "--entity-type", "brokers")
     )
 
+    # A group's own configs (KIP-848): any group id; the controller holds them to its bounds.
+    group = ("--entity-type", "groups", "--entity-name", "billing")
+    done = replog(cluster, "configs", "alter", *group, "--add-config",
+                  "consumer.session.timeout.ms=50000")  # fmt: skip
+    assert ok(done) == "Completed updating config for group billing.\n"
+    assert ok(replog(cluster, "configs", "describe", *group)).splitlines() == [
+        "Dynamic configs for group billing are:",
+        "  consumer.session.timeout.ms=50000 sensitive=false "
+        "synonyms={DYNAMIC_GROUP_CONFIG:consumer.session.timeout.ms=50000}",
+    ]
+    refused(
+        replog(cluster, "configs", "alter", *group, "--add-config",
+               "consumer.heartbeat.interval.ms=1"),
+        "configs",
+        "consumer.heartbeat.interval.ms must be greater than or equal to "
+        "group.consumer.min.heartbeat.interval.ms",
+    )  # fmt: skip
+
     # Bad inputs: one line, exit 1.
     refused(replog(cluster, *alter, "--add-config", "bogus.key=1"), "configs", "bogus.key")
     refused(replog(cluster, *alter, "--add-config", "retention.ms=soon"), "configs", "soon")

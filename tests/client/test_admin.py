@@ -254,8 +254,10 @@ def test_a_config_resource_takes_kafka_pythons_spellings_and_names_what_it_refus
     assert replog.ConfigResource(2, "orders") == topic
     assert replog.ConfigResource("BROKER", 1) == replog.ConfigResource.broker(1)
     assert {topic: "found"}[replog.ConfigResource("TOPIC", "orders")] == "found"
-    with pytest.raises(InvalidRequestError, match=r"unknown resource type 'GROUP'.*TOPIC \(2\)"):
-        replog.ConfigResource("GROUP", "g")
+    assert replog.ConfigResource("GROUP", "g") == replog.ConfigResource.group("g")
+    assert replog.ConfigResource(32, "g").resource_type is replog.ConfigResourceType.GROUP
+    with pytest.raises(InvalidRequestError, match=r"unknown resource type 'USER'.*TOPIC \(2\)"):
+        replog.ConfigResource("USER", "u")
     with pytest.raises(InvalidRequestError, match="unknown resource type 3"):
         replog.ConfigResource(3, "x")
     with pytest.raises(InvalidRequestError, match=r"topic's name must be a str, not int \(5\)"):

@@ -444,10 +444,14 @@ def test_assignment_strategies_take_kafkas_names_and_java_class_names() -> None:
     given = "org.apache.kafka.clients.consumer.RoundRobinAssignor, cooperative-sticky"
     chosen = consumer_config({"partition.assignment.strategy": given})
     assert chosen.partition_assignment_strategy == ("roundrobin", "cooperative-sticky")
+    java = consumer_config(
+        {"partition.assignment.strategy": "org.apache.kafka.clients.consumer.StickyAssignor"}
+    )
+    assert java.partition_assignment_strategy == ("sticky",)
     listed = consumer_config(partition_assignment_strategy=["range"])
     assert listed.partition_assignment_strategy == ("range",)
-    with pytest.raises(ConfigError, match=r"partition\.assignment\.strategy=.*not known: sticky"):
-        consumer_config({"partition.assignment.strategy": "sticky"})
+    with pytest.raises(ConfigError, match=r"partition\.assignment\.strategy=.*not known: stuck"):
+        consumer_config({"partition.assignment.strategy": "stuck"})
     with pytest.raises(ConfigError, match="not known: \\(empty\\)"):
         consumer_config({"partition.assignment.strategy": ""})
     assert consumer_config(group_instance_id="host-1").group_instance_id == "host-1"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from consumer_fakes import FakeCluster, consumer_settings
+from consumer_fakes import FakeCluster, FakePartition, consumer_settings
 
 from replog.client.consumer import Consumer
 from replog.client.records import TopicPartition
@@ -71,7 +71,7 @@ def split(consumers: list[Consumer], partitions: int) -> bool:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+@pytest.mark.parametrize("strategy", ["range", "sticky", "cooperative-sticky"])
 async def test_members_split_the_partitions_and_take_over_from_one_that_closes(
     cluster: FakeCluster, strategy: str
 ) -> None:
@@ -93,11 +93,31 @@ async def test_members_split_the_partitions_and_take_over_from_one_that_closes(
     await b.close()  # leaves the group: a gets everything back
     await poll_all([a], lambda: len(a.assignment()) == 4)
     assert listener.calls[-1][0] == "assigned"
-    if strategy == "range":
+    if strategy != "cooperative-sticky":  # eager
         assert [kind for kind, _ in listener.calls].count("revoked") >= 1
     await a.close()
     assert listener.calls[-1] == ("revoked", ["t-0", "t-1", "t-2", "t-3"])  # close revokes
     assert "LeaveGroup" in cluster.groups.calls
+
+
+@pytest.mark.asyncio
+async def test_the_leader_rebalances_when_a_topic_only_another_member_reads_grows(
+    cluster: FakeCluster,
+) -> None:
+    """Kafka's leader watches every member's topics: u, read only by b, gains partitions and
+    the leader a, which reads only t, sees it in its metadata and rebalances."""
+    cluster.create("t", 2)
+    cluster.create("u", 2)
+    a, b = (member(cluster, metadata_max_age_ms=100) for _ in range(2))
+    a.subscribe(["t"])
+    await poll_all([a], lambda: len(a.assignment()) == 2)
+    b.subscribe(["u"])
+    await poll_all([a, b], lambda: len(b.assignment()) == 2)
+    cluster.topics["u"] += [FakePartition(leader=0), FakePartition(leader=1)]
+    await poll_all([a, b], lambda: len(b.assignment()) == 4)
+    assert sorted(tp.partition for tp in b.assignment()) == [0, 1, 2, 3]
+    await a.close()
+    await b.close()
 
 
 @pytest.mark.asyncio

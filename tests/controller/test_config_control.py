@@ -9,6 +9,7 @@ from quorum.controller.config_control import (
     AlterConfigOpType,
     ConfigControl,
     broker_resource,
+    group_resource,
     topic_resource,
 )
 from quorum.controller.config_definitions import BROKER_CONFIGS, TOPIC_CONFIGS
@@ -326,3 +327,76 @@ def test_dynamic_broker_configs_stay_alterable(configs: ConfigControl) -> None:
         "message.max.bytes": "100",
         "min.insync.replicas": "2",
     }
+
+
+# --- group configs (KIP-848's GroupConfig) ------------------------------------------------------
+
+GROUP = group_resource("billing")
+SESSION, INTERVAL = "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"
+
+
+def test_a_group_config_is_set_within_the_brokers_bounds_and_described() -> None:
+    static = {
+        "group.consumer.min.session.timeout.ms": "10000",
+        "group.consumer.session.timeout.ms": "20000",
+    }
+    configs = ConfigControl(SnapshotRegistry(), static)
+    # Any group id, existing or not, has configs.
+    assert alter(configs, {GROUP: [AlterConfigOp(SESSION, SET, "12000")]}) == {GROUP: None}
+    assert configs.describe(GROUP) == {SESSION: "12000"}
+    described = {
+        c.name: (c.value, c.source.value)
+        for c in configs.describe_configs(GROUP, None, None, exists=True)
+    }
+    assert described == {
+        SESSION: ("12000", "GROUP_CONFIG"),
+        INTERVAL: ("5000", "DEFAULT_CONFIG"),
+    }
+    assert alter(configs, {GROUP: [AlterConfigOp(SESSION, DELETE)]}) == {GROUP: None}
+    (session,) = configs.describe_configs(GROUP, [SESSION], None, exists=True)
+    assert (session.value, session.source.value) == ("20000", "STATIC_BROKER_CONFIG")
+
+
+@pytest.mark.parametrize(
+    ("ops", "message"),
+    [
+        ([(SESSION, "44999")], "must be greater than or equal to group.consumer.min.session"),
+        ([(SESSION, "60001")], "must be less than or equal to group.consumer.max.session"),
+        ([(INTERVAL, "4999")], "must be greater than or equal to group.consumer.min.heartbeat"),
+        ([(INTERVAL, "15001")], "must be less than or equal to group.consumer.max.heartbeat"),
+        ([(SESSION, "abc")], "invalid value 'abc'"),
+        ([("consumer.nonsense", "1")], "unknown config"),
+    ],
+)
+def test_a_group_config_outside_the_bounds_is_invalid_config_naming_the_bound(
+    configs: ConfigControl, ops: list[tuple[str, str]], message: str
+) -> None:
+    outcome = alter(configs, {GROUP: [AlterConfigOp(k, SET, v) for k, v in ops]})
+    assert isinstance(outcome[GROUP], InvalidConfigError)
+    assert message in str(outcome[GROUP]) and "group 'billing'" in str(outcome[GROUP])
+    assert configs.describe(GROUP) == {}
+
+
+def test_a_group_session_must_stay_above_its_interval() -> None:
+    static = {
+        "group.consumer.max.heartbeat.interval.ms": "60000",
+        "group.consumer.min.session.timeout.ms": "6000",
+    }
+    configs = ConfigControl(SnapshotRegistry(), static)
+    outcome = alter(configs, {GROUP: [AlterConfigOp(INTERVAL, SET, "50000")]})
+    assert "consumer.session.timeout.ms must be greater than consumer.heartbeat" in str(
+        outcome[GROUP]
+    )
+    both = [AlterConfigOp(INTERVAL, SET, "50000"), AlterConfigOp(SESSION, SET, "55000")]
+    assert alter(configs, {GROUP: both}) == {GROUP: None}
+    # The records replay (a failover: every broker's image has them) and snapshot.
+    assert [(r.resource_type, r.name) for r in configs.snapshot_records()] == [
+        (ConfigResourceType.GROUP, INTERVAL),
+        (ConfigResourceType.GROUP, SESSION),
+    ]
+
+
+def test_a_group_resource_must_name_a_group(configs: ConfigControl) -> None:
+    empty = group_resource("")
+    outcome = alter(configs, {empty: [AlterConfigOp(SESSION, SET, "50000")]})
+    assert isinstance(outcome[empty], InvalidRequestError)

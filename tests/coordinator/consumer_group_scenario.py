@@ -10,6 +10,11 @@ line each: `state epoch=E target=T` and `member:epoch:STATE[assigned|revoking]`.
 
 Commands (G a group, M a member id, "-" for the empty member id):
     topics NAME=PARTITIONS...      the cluster's topics (replaces them)
+    group-configs [G session=MS interval=MS]
+                                   G's own settings as the metadata log has them (no other
+                                   group has any; none: no group has any)
+    racks NAME=R,R,...             partition p of NAME has its replicas in rack R number p
+                                   (`a+b`: in both; no racks until given)
     config session=MS interval=MS max-size=N assignors=a,b min-session=MS max-session=MS
            min-interval=MS max-interval=MS   (a refused one prints its error, nothing changes)
     hb G M E [instance=I] [topics=t,u] [regex=R] [assignor=A] [owned=t0,t1|none]
@@ -105,6 +110,8 @@ class ConsumerGroupScenario:
         self._uuid = 0
         self.config = ConsumerGroupConfig()
         self.topics: dict[str, int] = {}
+        self.racks: dict[TP, frozenset[str]] = {}
+        self.group_configs: dict[str, dict[str, str]] = {}
         self.names: dict[UUID, str] = {}
         self.log: list[Record] = []
         self.out: list[str] = []
@@ -124,7 +131,8 @@ class ConsumerGroupScenario:
         self.core = ConsumerGroupCoordinator(self.config, self._new_uuid, self.classic)
         self.classic.other_protocol = self.core.yield_to_classic
         self.classic.consumer_groups = self.core
-        self.core.set_topics({n: (topic_id(n), c) for n, c in self.topics.items()})
+        self.core.set_topics({n: (topic_id(n), c) for n, c in self.topics.items()}, self.racks)
+        self.core.set_group_configs(self.group_configs)
 
     # --- formatting ------------------------------------------------------------------------------
 
@@ -239,7 +247,23 @@ class ConsumerGroupScenario:
     def cmd_topics(self, args: list[str], options: dict[str, str]) -> None:
         self.topics = {name: int(count) for name, count in options.items()}
         self.names = {topic_id(name): name for name in self.topics}
-        self.core.set_topics({n: (topic_id(n), c) for n, c in self.topics.items()})
+        self.core.set_topics({n: (topic_id(n), c) for n, c in self.topics.items()}, self.racks)
+
+    def cmd_group_configs(self, args: list[str], options: dict[str, str]) -> None:
+        keys = {
+            "session": "consumer.session.timeout.ms",
+            "interval": "consumer.heartbeat.interval.ms",
+        }
+        self.group_configs = {args[0]: {keys[k]: v for k, v in options.items()}} if args else {}
+        self.core.set_group_configs(self.group_configs)
+
+    def cmd_racks(self, args: list[str], options: dict[str, str]) -> None:
+        self.racks = {
+            (topic_id(name), p): frozenset(where.split("+"))
+            for name, listed in options.items()
+            for p, where in enumerate(listed.split(","))
+        }
+        self.core.set_topics({n: (topic_id(n), c) for n, c in self.topics.items()}, self.racks)
 
     def cmd_config(self, args: list[str], options: dict[str, str]) -> None:
         fields: dict[str, object] = {}

@@ -126,7 +126,11 @@ class GroupSim:
         for answer in result.joins:
             name, _ = self._parked.pop(answer.request_id)
             if self.members[name].alive:
-                self.members[name].core.join_answered(answer, self.now)
+                # A leader is given every member's topics' counts, as the shell looks them up.
+                core = self.members[name].core
+                topics = core.assigns_topics(answer)
+                counts = None if topics is None else {t: self.counts.get(t, 0) for t in topics}
+                core.join_answered(answer, self.now, counts)
         for sync in result.syncs:
             name, _ = self._parked.pop(sync.request_id)
             if self.members[name].alive:

@@ -1,5 +1,6 @@
 """The client-side assignors: Kafka's documented examples, and properties over random groups
-(every partition once, to a member subscribed to its topic; balance; cooperative stickiness)."""
+(every partition once, to a member subscribed to its topic; balance; stickiness, eager and
+cooperative; rack locality where it costs no balance)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from hypothesis import strategies as st
 from replog.common import TopicPartition
 from replog.coordinator.assignors import (
     Member,
-    cooperative_sticky_assign,
     range_assign,
     roundrobin_assign,
 )
@@ -17,8 +17,16 @@ from replog.coordinator.consumer_protocol import (
     Subscription,
     assigned_partitions,
     assignment_to_bytes,
+    generation_from_user_data,
+    sticky_user_data_from_bytes,
+    sticky_user_data_to_bytes,
     subscription_from_bytes,
     subscription_to_bytes,
+)
+from replog.coordinator.sticky_assignors import (
+    cooperative_sticky_assign,
+    sticky_assign,
+    subscription_user_data,
 )
 
 
@@ -145,8 +153,9 @@ def test_every_assignor_gives_each_partition_once_to_a_subscriber(
         Member(m.member_id, None, Subscription(m.subscription.topics, rack=f"r{i % 2}"))
         for i, m in enumerate(members)
     ]
-    cases = [(a, members, None) for a in (range_assign, roundrobin_assign)]
+    cases = [(a, members, None) for a in (range_assign, roundrobin_assign, sticky_assign)]
     cases += [(cooperative_sticky_assign, members, None), (range_assign, racked_members, racks)]
+    cases += [(sticky_assign, racked_members, racks)]
     for assign, members, racks_given in cases:
         assignment = assign(members, counts, racks_given)
         given_out = [p for parts in assignment.values() for p in parts]
@@ -183,3 +192,174 @@ def test_cooperative_sticky_is_balanced_sticky_and_never_gives_an_owned_partitio
     if all(o == -1 for o in owners):  # nothing owned: everything assigned, balanced
         sizes = [len(parts) for parts in assignment.values()]
         assert sum(sizes) == partitions and max(sizes) - min(sizes) <= 1
+
+
+def sticky_member(
+    name: str,
+    *topics: str,
+    had: tuple[TopicPartition, ...] | None = None,
+    gen: int = 1,
+    rack: str | None = None,
+) -> Member:
+    """A `sticky` member whose user data says it had `had` in generation `gen`."""
+    data = subscription_user_data("sticky", None if had is None else frozenset(had), gen)
+    return Member(name, None, Subscription(topics, user_data=data, rack=rack))
+
+
+def test_sticky_user_data_is_kafkas_layout() -> None:
+    # StickyAssignorUserData v1: [topic [partition]] then the generation.
+    data = sticky_user_data_to_bytes([tp("t", 1), tp("t", 0)], 5)
+    assert data == (
+        b"\x00\x00\x00\x01" + b"\x00\x01t" + b"\x00\x00\x00\x02"
+        b"\x00\x00\x00\x00\x00\x00\x00\x01" + b"\x00\x00\x00\x05"
+    )
+    assert sticky_user_data_from_bytes(data) == ((tp("t", 0), tp("t", 1)), 5)
+    # v0 (no generation), none, and bytes that do not parse.
+    assert sticky_user_data_from_bytes(data[:-4]) == ((tp("t", 0), tp("t", 1)), -1)
+    assert sticky_user_data_from_bytes(None) == ((), -1)
+    assert sticky_user_data_from_bytes(b"\x00\x00\x00\x09") == ((), -1)
+    # A member that never had an assignment sends none; cooperative-sticky sends its generation.
+    assert subscription_user_data("sticky", None, -1) is None
+    assert generation_from_user_data(subscription_user_data("cooperative-sticky", None, 7)) == 7
+    assert subscription_user_data("range", frozenset(), 3) is None
+
+
+def test_sticky_reads_kafka_pythons_user_data_too() -> None:
+    """kafka-python 3's StickyPartitionAssignor puts an int16 version before the fields (Java's
+    StickyAssignor does not): a leader here still reads what its members had."""
+    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+    from kafka.structs import TopicPartition as KafkaTopicPartition
+
+    theirs = StickyPartitionAssignor._metadata(
+        ["t"], [KafkaTopicPartition("t", 1), KafkaTopicPartition("t", 0)], 5
+    ).encode()
+    sub = subscription_from_bytes(theirs)
+    assert sub.topics == ("t",)
+    assert sticky_user_data_from_bytes(sub.user_data) == ((tp("t", 0), tp("t", 1)), 5)
+
+
+def test_sticky_keeps_what_members_had_when_one_joins() -> None:
+    members = [
+        sticky_member("a", "t", had=(tp("t", 0), tp("t", 1), tp("t", 2))),
+        sticky_member("b", "t", had=(tp("t", 3), tp("t", 4), tp("t", 5))),
+        sticky_member("c", "t"),
+    ]
+    got = names(sticky_assign(members, {"t": 6}))
+    assert len(got["c"]) == 2 and set(got["a"]) < {"t0", "t1", "t2"}
+    assert set(got["b"]) < {"t3", "t4", "t5"}
+    # Fed its own answer back, nothing moves.
+    again = [
+        sticky_member(m, "t", had=tuple(tp("t", int(p[1:])) for p in parts), gen=2)
+        for m, parts in got.items()
+    ]
+    assert names(sticky_assign(again, {"t": 6})) == got
+
+
+def test_sticky_settles_claims_by_generation_and_drops_a_tie() -> None:
+    members = [
+        sticky_member("a", "t", had=(tp("t", 0), tp("t", 1)), gen=1),
+        sticky_member("b", "t", had=(tp("t", 0),), gen=4),
+    ]
+    assert names(sticky_assign(members, {"t": 2})) == {"a": ["t1"], "b": ["t0"]}
+    tie = [
+        Member("a", None, Subscription(("t",), (tp("t", 0),), 3)),
+        Member("b", None, Subscription(("t",), (tp("t", 0), tp("t", 1)), 3)),
+    ]
+    # Claimed twice in one generation: nobody keeps t0, and cooperatively nobody gets it yet.
+    assert names(cooperative_sticky_assign(tie, {"t": 2})) == {"a": [], "b": ["t1"]}
+
+
+def test_sticky_prefers_racks_without_costing_balance() -> None:
+    # Partitions 0-1 have their only replica in rack c, 2-3 in b, 4-5 in a; fresh members
+    # of racks a, b, c (in order, dealt without racks, they would get 0-1, 2-3, 4-5).
+    racks = {tp("t", p): frozenset("cba"[p // 2]) for p in range(6)}
+    members = [sticky_member(f"c{i}", "t", rack="abc"[i]) for i in range(3)]
+    assert names(sticky_assign(members, {"t": 6}, racks)) == {
+        "c0": ["t4", "t5"],
+        "c1": ["t2", "t3"],
+        "c2": ["t0", "t1"],
+    }
+    # Both members in rack a, where only partitions 0-3 have replicas: still 3 each.
+    racks = {tp("t", p): frozenset("a" if p < 4 else "b") for p in range(6)}
+    both = [sticky_member("c0", "t", rack="a"), sticky_member("c1", "t", rack="a")]
+    assert sorted(len(p) for p in sticky_assign(both, {"t": 6}, racks).values()) == [3, 3]
+
+
+def test_a_partition_moves_to_its_rack_and_cooperatively_waits_a_round() -> None:
+    # c0 (rack a) owns t1, whose replica is in rack b only, and c1 (rack b) has room: as in
+    # Kafka, locality wins over stickiness; balance still holds.
+    racks = {tp("t", 0): frozenset("a"), tp("t", 1): frozenset("b")}
+    owned = [
+        Member("c0", None, Subscription(("t",), (tp("t", 0), tp("t", 1)), 2, rack="a")),
+        Member("c1", None, Subscription(("t",), (), 2, rack="b")),
+    ]
+    assert names(cooperative_sticky_assign(owned, {"t": 2}, racks)) == {"c0": ["t0"], "c1": []}
+    assert names(
+        sticky_assign(
+            [
+                sticky_member("c0", "t", had=(tp("t", 0), tp("t", 1)), rack="a"),
+                sticky_member("c1", "t", rack="b"),
+            ],
+            {"t": 2},
+            racks,
+        )
+    ) == {"c0": ["t0"], "c1": ["t1"]}
+
+
+def _had(draw_owners: list[int], size: int) -> dict[int, list[TopicPartition]]:
+    had: dict[int, list[TopicPartition]] = {i: [] for i in range(size)}
+    for p, owner in enumerate(draw_owners):
+        if owner >= 0:
+            had[owner].append(tp("t", p))
+    return had
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 7), st.integers(0, 30), st.booleans(), st.data())
+def test_sticky_is_valid_balanced_and_keeps_what_it_can(
+    size: int, partitions: int, with_racks: bool, data: st.DataObject
+) -> None:
+    owners = data.draw(
+        st.lists(st.integers(-1, size - 1), min_size=partitions, max_size=partitions)
+    )
+    had = _had(owners, size)
+    racks = {tp("t", p): frozenset({f"r{p % 3}"}) for p in range(partitions)}
+    members = [
+        sticky_member(f"m{i}", "t", had=tuple(had[i]), rack=f"r{i % 2}" if with_racks else None)
+        for i in range(size)
+    ]
+    assignment = sticky_assign(members, {"t": partitions}, racks if with_racks else None)
+    every = sorted(p for parts in assignment.values() for p in parts)
+    assert every == [tp("t", p) for p in range(partitions)]
+    sizes = [len(parts) for parts in assignment.values()]
+    assert max(sizes) - min(sizes) <= 1
+    if not with_racks:
+        share = partitions // size
+        for i in range(size):
+            assert len(set(assignment[f"m{i}"]) & set(had[i])) >= min(share, len(had[i]))
+    # Stable: fed back, the assignment does not change.
+    again = [
+        sticky_member(
+            m.member_id, "t", had=tuple(assignment[m.member_id]), gen=2, rack=m.subscription.rack
+        )
+        for m in members
+    ]
+    assert sticky_assign(again, {"t": partitions}, racks if with_racks else None) == assignment
+
+
+@settings(max_examples=60, deadline=None)
+@given(groups, st.integers(1, 8), st.integers(0, 8), st.data())
+def test_sticky_with_unequal_subscriptions_leaves_no_move_that_narrows_a_gap(
+    spec: list[tuple[set[str], set[int]]], t_count: int, u_count: int, data: st.DataObject
+) -> None:
+    counts = {"t": t_count, "u": u_count}
+    members = [
+        sticky_member(f"m{i}", *sorted(topics), had=tuple(tp("t", p) for p in sorted(had)))
+        for i, (topics, had) in enumerate(spec)
+    ]
+    assignment = sticky_assign(members, counts)
+    size = {m: len(parts) for m, parts in assignment.items()}
+    for m, parts in assignment.items():
+        for p in parts:
+            takers = [o for o in members if p.topic in o.subscription.topics]
+            assert all(size[o.member_id] + 2 > size[m] for o in takers)

@@ -34,7 +34,7 @@ def test_one_member_gets_every_partition_and_heartbeats() -> None:
     assert a.core.generation == generation and sim.state() == "Stable"
 
 
-@pytest.mark.parametrize("assignor", ["range", "roundrobin", "cooperative-sticky"])
+@pytest.mark.parametrize("assignor", ["range", "roundrobin", "sticky", "cooperative-sticky"])
 def test_three_members_split_the_partitions_evenly_and_disjointly(assignor: str) -> None:
     sim = GroupSim({"t": 7})
     for name in "abc":
@@ -66,6 +66,29 @@ def test_eager_revokes_everything_before_it_rejoins() -> None:
         ("revoked", ("t-0", "t-1", "t-2", "t-3")),
         ("assigned", ("t-0", "t-1")),
     ]
+
+
+def test_sticky_members_keep_their_partitions_through_an_eager_rebalance() -> None:
+    """`sticky` revokes everything before it rejoins (eager), but its user data tells the
+    leader what it had: when c leaves, a and b get back what they had plus one of c's each
+    (range would move t-2 from b to a)."""
+    sim = GroupSim({"t": 6})
+    for name in "abc":
+        sim.add(name, assignors=("sticky",))
+    sim.run(3 * SPLIT)
+    before = sim.reads()
+    assert sorted(len(parts) for parts in before.values()) == [2, 2, 2]
+    c = sim.members["c"]
+    outgoing = c.core.leave(sim.now)
+    assert outgoing is not None
+    c.alive = False
+    sim._route(sim.coordinator.leave(outgoing.request, sim.now)[1])  # type: ignore[arg-type]
+    sim.run(3 * SPLIT)
+    after = sim.reads()
+    assert sorted(len(parts) for parts in after.values()) == [3, 3]
+    for name in "ab":
+        assert set(before[name]) < set(after[name])
+        assert sim.members[name].history[-2][0] == "revoked"  # eager all the same
 
 
 def test_cooperative_moves_only_what_must_move_in_two_rebalances() -> None:
@@ -207,6 +230,21 @@ def test_the_leader_rebalances_when_partitions_are_added() -> None:
     ]
 
 
+def test_the_leader_watches_the_topics_only_other_members_read() -> None:
+    """Kafka's leader watches the whole group's subscription: u, which only b reads, gaining
+    partitions rebalances the group though the leader a reads only t."""
+    sim = GroupSim({"t": 2, "u": 2})
+    sim.add("a", topics=("t",))
+    sim.run(SPLIT)
+    sim.add("b", topics=("u",))
+    sim.run(2 * SPLIT)
+    assert sim.members["a"].core.leader and sim.reads()["b"] == ["u-0", "u-1"]
+    assert sim.members["a"].core.watched_topics == {"t", "u"}
+    sim.set_counts({"t": 2, "u": 4})
+    sim.run(2 * SPLIT)
+    assert sim.reads() == {"a": ["t-0", "t-1"], "b": ["u-0", "u-1", "u-2", "u-3"]}
+
+
 def test_no_common_assignor_is_fatal_for_the_newcomer() -> None:
     sim = GroupSim({"t": 2})
     sim.add("a", assignors=("range",))
@@ -226,8 +264,8 @@ def test_closing_revokes_and_a_static_member_does_not_leave() -> None:
 
 
 def test_unknown_assignor_names_are_refused() -> None:
-    with pytest.raises(ValueError, match="sticky"):
-        MemberConfig("g", "c", 10, 10, 1, 1, ("sticky",))
+    with pytest.raises(ValueError, match="stickyish"):
+        MemberConfig("g", "c", 10, 10, 1, 1, ("stickyish",))
 
 
 def test_the_subscription_carries_owned_partitions_and_generation() -> None:
@@ -243,6 +281,48 @@ def test_the_subscription_carries_owned_partitions_and_generation() -> None:
     decoded = subscription_from_bytes(metadata)
     assert name == "cooperative-sticky" and decoded.topics == ("t",)
     assert decoded.owned == (TopicPartition("t", 1),) and decoded.generation == 4
+
+
+def test_each_assignor_gets_its_own_user_data() -> None:
+    """`sticky` sends the last assignment and its generation (Kafka's StickyAssignor user
+    data), `cooperative-sticky` its generation, `range` none; before any assignment `sticky`
+    sends none either."""
+    from replog.coordinator.consumer_protocol import (
+        assignment_to_bytes,
+        generation_from_user_data,
+        sticky_user_data_from_bytes,
+        subscription_from_bytes,
+    )
+
+    strategies = ("sticky", "cooperative-sticky", "range")
+    core = GroupMember(MemberConfig("g", "c", 10, 10, 1, 1, strategies))
+    core.subscribe(frozenset({"t"}), 0)
+    first = core.next_request(0)
+    assert first is not None and isinstance(first.request, gm.JoinGroupRequest)
+    assert subscription_from_bytes(first.request.protocols[0][1]).user_data is None
+    core.request_failed("join", 0)
+    core.generation, core.protocol = 3, "sticky"
+    core.phase = Phase.SYNCING
+    core.sync_answered(
+        gm.SyncGroupResponse(
+            1, None, "consumer", "sticky", assignment_to_bytes([TopicPartition("t", 2)])
+        ),
+        0,
+    )
+    core.subscribe(frozenset({"t", "u"}), 0)
+    outgoing = None
+    for _ in range(3):  # the eager revoke's callbacks first
+        core.take_events()
+        core.callbacks_done()
+        outgoing = core.next_request(5)  # after retry.backoff.ms
+        if outgoing is not None and outgoing.kind == "join":
+            break
+        core.request_failed("heartbeat", 5)
+    assert outgoing is not None and isinstance(outgoing.request, gm.JoinGroupRequest)
+    data = {name: subscription_from_bytes(m).user_data for name, m in outgoing.request.protocols}
+    assert sticky_user_data_from_bytes(data["sticky"]) == ((TopicPartition("t", 2),), 3)
+    assert generation_from_user_data(data["cooperative-sticky"]) == 3
+    assert data["range"] is None
 
 
 def test_a_subscription_changed_while_joining_rejoins_after_the_sync() -> None:

@@ -22,7 +22,7 @@ ACTIONS = st.lists(
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.sampled_from(["range", "roundrobin", "cooperative-sticky"]), ACTIONS)
+@given(st.sampled_from(["range", "roundrobin", "sticky", "cooperative-sticky"]), ACTIONS)
 def test_churn_never_doubles_a_partition_and_ends_in_an_even_split(
     assignor: str, actions: list[tuple[str, int, int]]
 ) -> None:

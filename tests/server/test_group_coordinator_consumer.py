@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from quorum.metadata.records import ConfigRecord, ConfigResourceType
 from replog.coordinator import classic_group_messages as gm
 from replog.coordinator import consumer_group_messages as cgm
 from replog.coordinator import messages as cm
@@ -155,3 +156,18 @@ async def test_a_rebalancing_classic_group_is_converted_and_its_waiting_join_ans
     (described,) = broker.coordinator.consumer_group_describe([GROUP])
     kinds = sorted(m.member_type for m in described.members)
     assert kinds == ["classic", "consumer"], described
+
+
+@pytest.mark.asyncio
+async def test_a_groups_own_configs_from_the_metadata_log_set_its_interval(broker: Broker) -> None:
+    """KIP-848's GROUP config resource: the broker reads it from its metadata image (so any
+    broker taking the partition over has it) and answers the group's members with it."""
+    own = ConfigRecord(ConfigResourceType.GROUP, GROUP, "consumer.heartbeat.interval.ms", "250")
+    await loaded(broker, image_with(*offsets_topic(1, 1, 1), *DATA, own))
+    answer = await broker.coordinator.consumer_group_heartbeat(hb("a", 0))
+    assert (answer.error, answer.heartbeat_interval_ms) == (None, 250)
+    gone = ConfigRecord(ConfigResourceType.GROUP, GROUP, "consumer.heartbeat.interval.ms", None)
+    broker.publish(image_with(*offsets_topic(1, 1, 1), *DATA, own, gone))
+    answer = await broker.coordinator.consumer_group_heartbeat(hb("a", answer.member_epoch))
+    assert answer.heartbeat_interval_ms == 100  # the broker's again
+    await broker.coordinator.stop()

@@ -27,6 +27,7 @@ import pytest
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import ConfigRecord, ConfigResourceType, Endpoint, RegisterBrokerRecord
 from replog.errors import (
+    InvalidConfigError,
     NotLeaderOrFollowerError,
     PolicyViolationError,
     RequestTimedOutError,
@@ -283,22 +284,25 @@ async def test_create_partitions_forwards_counts_and_assignments() -> None:
 # --- configs ----------------------------------------------------------------------------------
 
 
+def describing(
+    resource_type: int, name: str, *entries: tuple[str, str, str]
+) -> cpb.DescribeConfigsResponse:
+    """The controller's DescribeConfigs answer of one resource: (key, value, source) each."""
+    configs = [cpb.ConfigEntry(name=k, value=v, source=source) for k, v, source in entries]
+    result = cpb.DescribeConfigsResult(
+        resource_type=resource_type, resource_name=name, configs=configs
+    )
+    return cpb.DescribeConfigsResponse(results=[result])
+
+
 @pytest.mark.asyncio
 async def test_describe_configs_names_source_type_and_synonym() -> None:
     controller = Controller(
-        DescribeConfigs=cpb.DescribeConfigsResponse(
-            results=[
-                cpb.DescribeConfigsResult(
-                    resource_type=2,
-                    resource_name="orders",
-                    configs=[
-                        cpb.ConfigEntry(name="retention.ms", value="1000", source="TOPIC_CONFIG"),
-                        cpb.ConfigEntry(
-                            name="segment.bytes", value="5", source="STATIC_BROKER_CONFIG"
-                        ),
-                    ],
-                )
-            ]
+        DescribeConfigs=describing(
+            2,
+            "orders",
+            ("retention.ms", "1000", "TOPIC_CONFIG"),
+            ("segment.bytes", "5", "STATIC_BROKER_CONFIG"),
         )
     )
     body = dcf.DescribeConfigsRequest(
@@ -369,6 +373,61 @@ async def test_alter_configs_replaces_the_resource_and_incremental_alters_as_ask
         ("retention.ms", 1, False),
     ]
     assert [r.error_code for r in response2.responses] == [0]
+
+
+@pytest.mark.asyncio
+async def test_group_configs_go_to_the_controller_with_their_source_and_refusal() -> None:
+    """KIP-848's GROUP resource (32): described with source GROUP_CONFIG (8), a value from the
+    broker's setting named by its broker key; the controller's INVALID_CONFIG, naming the
+    bound, reaches the client."""
+    refusal = InvalidConfigError(
+        "group 'g': consumer.session.timeout.ms must be greater than or equal to "
+        "group.consumer.min.session.timeout.ms"
+    )
+    controller = Controller(
+        DescribeConfigs=describing(
+            32,
+            "g",
+            ("consumer.heartbeat.interval.ms", "5000", "STATIC_BROKER_CONFIG"),
+            ("consumer.session.timeout.ms", "50000", "GROUP_CONFIG"),
+        ),
+        IncrementalAlterConfigs=cpb.IncrementalAlterConfigsResponse(
+            results=[
+                cpb.AlterConfigsResult(resource_type=32, resource_name="g", error=failed(refusal))
+            ]
+        ),
+    )
+    body = dcf.DescribeConfigsRequest(
+        resources=[dcf.DescribeConfigsResource(resource_type=32, resource_name="g")],
+        include_synonyms=True,
+    )
+    (described,) = (await answer(admin(controller), body, 4)).results
+    interval, session = described.configs
+    assert (session.value, session.config_source, session.config_type) == ("50000", 8, 3)
+    assert [(s.name, s.source) for s in session.synonyms] == [("consumer.session.timeout.ms", 8)]
+    assert [(s.name, s.source) for s in interval.synonyms] == [
+        ("group.consumer.heartbeat.interval.ms", 4)
+    ]
+    alter = iac.IncrementalAlterConfigsRequest(
+        resources=[
+            iac.AlterConfigsResource(
+                resource_type=32,
+                resource_name="g",
+                configs=[
+                    iac.AlterableConfig(
+                        name="consumer.session.timeout.ms", config_operation=0, value="1"
+                    )
+                ],
+            )
+        ]
+    )
+    (altered,) = (await answer(admin(controller), alter, 1)).responses
+    assert altered.error_code == INVALID_CONFIG
+    assert "group.consumer.min.session.timeout.ms" in altered.error_message
+    assert [(method, r.resources[0].resource_type) for method, r in controller.sent] == [
+        ("DescribeConfigs", 32),
+        ("IncrementalAlterConfigs", 32),
+    ]
 
 
 # --- cluster ----------------------------------------------------------------------------------

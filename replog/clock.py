@@ -26,3 +26,9 @@ def monotonic_ms() -> int:
 def monotonic_s() -> float:
     """Seconds (float, sub-millisecond) on a monotonic clock: latencies reported as metrics."""
     return time.perf_counter()
+
+
+def thread_cpu_s() -> float:
+    """Seconds the calling thread has run on a CPU: set against wall time, whether a slow
+    stretch was work or waiting for a core (a loop stall on a loaded machine)."""
+    return time.thread_time()

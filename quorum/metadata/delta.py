@@ -116,6 +116,35 @@ class MetadataDelta:
         self._configs: dict[ConfigResource, dict[str, str]] = {}  # whole new key maps
         self._next_producer_id: int | None = None
 
+    @classmethod
+    def of_image(cls, image: MetadataImage) -> MetadataDelta:
+        """`image` as a delta over the empty image: what replaying `image_to_records(image)`
+        at its last offset gives (`snapshot.delta_from_records`), built from the image's own
+        immutable parts rather than through records. A publisher installed late gets the
+        whole image this way: 10,000 partitions cost a copy of each topic's partition map
+        (milliseconds) instead of a record made and replayed per partition (a stalled loop
+        for 0.1-0.2 s per publisher)."""
+        delta = cls(MetadataImage.EMPTY)
+        delta._last_offset = image.provenance.last_offset
+        levels = image.features.levels
+        for name in sorted(levels, key=lambda n: (n != METADATA_VERSION_FEATURE, n)):
+            delta._features[name] = levels[name]
+        brokers = image.cluster.brokers
+        for broker_id in sorted(brokers):
+            delta._brokers[broker_id] = brokers[broker_id]
+        for name in sorted(image.topics.by_name):
+            topic = image.topics.by_name[name]
+            topic_delta = TopicDelta(name, topic.topic_id, None)
+            topic_delta.partition_changes = dict(sorted(topic.partitions.items()))
+            delta._topics[topic.topic_id] = topic_delta
+            delta._created_topic_names[name] = topic.topic_id
+        resources = image.configs.resources
+        for resource in sorted(resources):
+            delta._configs[resource] = dict(sorted(resources[resource].items()))
+        if image.next_producer_id != -1:
+            delta._next_producer_id = image.next_producer_id
+        return delta
+
     # --- what changed (for publishers and local_changes) -----------------------------------
 
     @property

@@ -51,7 +51,7 @@ from quorum.metadata.image import MetadataImage, MetadataProvenance
 from quorum.metadata.local_changes import LocalChanges, local_changes, local_changes_between
 from quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
 from quorum.metadata.records import MetadataRecord
-from quorum.metadata.snapshot import delta_from_records, image_to_records
+from quorum.metadata.snapshot import image_record_count
 from quorum.metadata.steps import Steps, run_to_end
 from replog.errors import MetadataLoadError, MetadataReplayError
 
@@ -221,14 +221,13 @@ class MetadataLoader:
         image as a delta from the empty image (None: nothing published yet)."""
         if self._image is MetadataImage.EMPTY:
             return None
-        records = image_to_records(self._image)
-        delta = delta_from_records(records, self._image.provenance.last_offset)
+        delta = MetadataDelta.of_image(self._image)
         manifest = LoaderManifest(
             ManifestKind.SNAPSHOT,
             self._image.provenance,
             MetadataImage.EMPTY,
             batches=0,
-            records=len(records),
+            records=image_record_count(self._image),
         )
         return Publication(delta, self._image, manifest)
 

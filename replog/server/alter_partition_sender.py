@@ -11,7 +11,8 @@ meanwhile wait for the next request.
 Rules:
 - Each per-partition answer goes to `on_isr_change_result`: an error as the `replog.errors`
   instance for its code, naming the partition; success with the committed ISR, leader epoch and
-  partition epoch. The replica manager decides what an error means for the partition.
+  partition epoch. The replica manager decides what an error means for the partition. At most
+  `RESULTS_PER_TURN` answers are applied per event-loop turn.
 - A request-level failure retries the same changes (Kafka retries them until answered):
   NOT_CONTROLLER goes at once to the controller the answer names (else the next voter),
   at most once per voter in a row before backing off; an unreachable or timed-out controller
@@ -51,6 +52,9 @@ log = logging.getLogger("replog.server.alter_partition")
 # Partitions per AlterPartition request (the rest follow in the next requests, at once).
 ALTER_PARTITION_BATCH_MAX = 500
 
+# Answers handed to the replica manager per event-loop turn: each commits an ISR change (the
+# leader state, its high watermark, waiters), and 500 in one turn held the loop for tens of ms.
+RESULTS_PER_TURN = 100
 REQUEST_TIMEOUT_MS_DEFAULT = 30_000
 RETRY_BACKOFF_MS_DEFAULT = 50  # Kafka's AlterPartitionManager retry delay
 RETRY_BACKOFF_MAX_MS_DEFAULT = 1000
@@ -253,6 +257,10 @@ class AlterPartitionSender:
                     )
                     continue
                 answered.add(key)
+                if len(answered) % RESULTS_PER_TURN == 0:
+                    # Each answer is checked against the partition's state when it is applied
+                    # (`on_isr_change_result`), so others may run between two of them.
+                    await asyncio.sleep(0)
                 partition_error: KafkaError | None = None
                 if result.HasField("error") and result.error.code != 0:
                     partition_error = error_for_code(result.error.code, result.error.message)

@@ -55,6 +55,7 @@ a back-off started.
 
 from __future__ import annotations
 
+import heapq
 import logging
 from collections.abc import Callable, Mapping
 
@@ -89,6 +90,12 @@ from replog.server.replica_manager_config import ReplicaManagerConfig
 log = logging.getLogger("replog.server.replica_manager")
 
 
+# Back-offs one `end_backoffs` ends: at a restart every leader answers NOT_LEADER at first, and
+# thousands of partitions' back-offs end in the same millisecond; each ended one is refreshed
+# into its plan (tens of µs), so all of them in one turn held the loop for 50-90 ms of CPU.
+BACKOFF_ENDS_PER_CALL = 500
+
+
 class FollowerFetchSteps:
     """Builds the follower Fetch requests of one broker and applies their answers."""
 
@@ -121,10 +128,14 @@ class FollowerFetchSteps:
         # `process` reads an answer against) and that build's changes.
         self._built: dict[int, tuple[FetchRequest, dict[TopicPartitionKey, FetchPartition]]] = {}
         self._built_changes: dict[int, FetchChanges] = {}
-        # The partitions `_back_off` put in a back-off, which may not have ended yet: the timer
-        # looks at these, not at every partition (twice per tick, with 10,000 replicas, that
-        # walk was most of an idle broker's timer work).
-        self._backing_off: dict[TopicPartitionKey, Partition] = {}
+        # The back-offs `_back_off` started, soonest end first: (end, sequence, key, partition).
+        # An entry whose partition's back-off has since ended, restarted or been replaced is
+        # stale and dropped when it comes up. The timer and each build look only at the
+        # entries due, not at every partition backing off (thousands at a restart, when
+        # every leader answers NOT_LEADER at first: a walk of them all per build and per tick
+        # was tens of ms of the loop each).
+        self._backoff_ends: list[tuple[int, int, TopicPartitionKey, Partition]] = []
+        self._backoff_sequence = 0
         self._counters = counters if counters is not None else BrokerCounters()
         # The offset of the corrupt batch each partition last logged at ERROR (module Rules).
         self._corrupt_logged: dict[TopicPartitionKey, int] = {}
@@ -162,6 +173,13 @@ class FollowerFetchSteps:
         refreshed at the next build and the next `fetch_sources` (module Rules)."""
         self._touched.add(key)
         self._sources_touched.add(key)
+
+    def refresh(self, now_ms: int) -> None:
+        """Refresh the touched partitions' entries now rather than at the next build: called
+        after each round of replica changes, so that a build never refreshes the thousands a
+        large creation touched while the fetchers waited (one loop turn each)."""
+        if self._touched:
+            self._refresh(now_ms)
 
     def build(self, source_broker_id: int, now_ms: int) -> FetchRequest | None:
         """The next Fetch to send to `source_broker_id`; None when nothing is due."""
@@ -329,29 +347,33 @@ class FollowerFetchSteps:
                 self._back_off(partition, now_ms)
 
     def end_backoffs(self, now_ms: int) -> bool:
-        """End the back-offs due by `now_ms`; True when any ended (the fetcher may send)."""
-        ended = False
-        for key, partition in list(self._backing_off.items()):
-            follower = partition.follower
-            until = 0 if follower is None else follower.backoff_until_ms
-            if until <= 0 or self._partitions.get(key) is not partition:
-                del self._backing_off[key]  # ended otherwise (an answer, a new role)
-            elif until <= now_ms:
-                assert follower is not None
-                follower.backoff_until_ms = 0
-                del self._backing_off[key]
+        """End the back-offs due by `now_ms`, at most `BACKOFF_ENDS_PER_CALL` of them (the rest
+        stay due: the timer comes back at once, and so does the next build); True when any
+        ended (the fetcher may send)."""
+        ended = 0
+        ends = self._backoff_ends
+        while ends and ends[0][0] <= now_ms and ended < BACKOFF_ENDS_PER_CALL:
+            until, _, key, partition = heapq.heappop(ends)
+            if self._still_backing_off(until, key, partition):
+                assert partition.follower is not None
+                partition.follower.backoff_until_ms = 0
                 self._touched.add(key)
-                ended = True
-        return ended
+                ended += 1
+        return ended > 0
 
     def next_backoff_end_ms(self) -> int | None:
-        return min(
-            (
-                p.follower.backoff_until_ms
-                for p in self._backing_off.values()
-                if p.follower is not None and p.follower.backoff_until_ms > 0
-            ),
-            default=None,
+        ends = self._backoff_ends
+        while ends and not self._still_backing_off(*_entry_fields(ends[0])):
+            heapq.heappop(ends)  # ended otherwise (an answer, a new role, a new back-off)
+        return ends[0][0] if ends else None
+
+    def _still_backing_off(self, until: int, key: TopicPartitionKey, partition: Partition) -> bool:
+        """Whether a back-off entry is the partition's current back-off."""
+        follower = partition.follower
+        return (
+            follower is not None
+            and follower.backoff_until_ms == until
+            and self._partitions.get(key) is partition
         )
 
     def _following(self, source_broker_id: int, entry: FetchPartition) -> Partition | None:
@@ -464,9 +486,20 @@ class FollowerFetchSteps:
         follower = partition.follower
         if follower is not None:
             follower.backoff_until_ms = now_ms + self._config.replica_fetch_backoff_ms
-            self._backing_off[partition.key] = partition
+            self._backoff_sequence += 1
+            heapq.heappush(
+                self._backoff_ends,
+                (follower.backoff_until_ms, self._backoff_sequence, partition.key, partition),
+            )
             self._touched.add(partition.key)
             self._on_new_deadline(follower.backoff_until_ms)
+
+
+def _entry_fields(
+    entry: tuple[int, int, TopicPartitionKey, Partition],
+) -> tuple[int, TopicPartitionKey, Partition]:
+    until, _, key, partition = entry
+    return until, key, partition
 
 
 def _first_corrupt_offset(records: bytes | memoryview, default: int) -> int:

@@ -4,14 +4,19 @@ fetch, heartbeat and request waiting on it saw.
 A task asks to wake every `interval_s` and measures how much later than asked it woke; the
 lateness is the longest callback (or run of callbacks) that held the loop meanwhile, give or
 take the interval. Each lateness goes into the `replog_event_loop_stall_seconds` histogram
-(`NodeMetrics`), the longest seen into `longest_s`, and one of `WARN_STALL_S` or more is logged
-at WARNING: a stall that long is a bug to find (docs/operations.md, "Metrics").
+(`NodeMetrics`), the longest seen into `longest_s`, and one of `warn_s` (`WARN_STALL_S`, or
+`REPLOG_LOOP_STALL_WARN_MS` from the environment) or more is logged at WARNING: a stall that long
+is a bug to find (docs/operations.md, "Metrics"). Lowering it (to 50 ms, say) names every turn
+that takes the loop from the stall goal, in a benchmark's node logs.
 
 Rules:
 - The warning says where the loop was held: a sampler thread looks at the loop thread's stack
-  every `SAMPLE_EVERY_S` while the loop is late by `SAMPLE_AFTER_S` or more, and the warning
+  every `SAMPLE_EVERY_S` while the loop is late by `SAMPLE_AFTER_S` or more (a fifth and a half
+  of `warn_s` when that is lower, so that a shorter stall gets samples too), and the warning
   names the replog call chain seen in most samples ("held in a < b < c, 7 of 9 samples").
   A thread is the only way to see a held loop: nothing on the loop runs while it is held.
+- It says how much of the stall the loop thread spent on a CPU: a stall of 300 ms with 40 ms on
+  a CPU was a wait for a core (other processes, on a loaded machine), not work to bound.
 - It also says how much of the stall was the garbage collector's (`gc.callbacks`), which no
   stack sample shows: it runs inside whatever allocation triggered it.
 - The sampler only reads the loop thread's frames (`sys._current_frames`); it takes the GIL
@@ -27,14 +32,16 @@ import os
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import FrameType
 
-from replog.clock import monotonic_s
+from replog.clock import monotonic_s, thread_cpu_s
+from replog.errors import ConfigError
 
 log = logging.getLogger("replog.server.loop_stall")
 
 WARN_STALL_S = 1.0
+WARN_ENV = "REPLOG_LOOP_STALL_WARN_MS"
 SAMPLE_AFTER_S = 0.1  # the stall goal: a loop held longer is worth explaining
 SAMPLE_EVERY_S = 0.05
 CHAIN_FRAMES = 3  # the innermost project frames a sample names
@@ -76,9 +83,18 @@ def _name(frame: FrameType) -> str:
 class StallSampler:
     """Samples the loop thread's stack while the loop is late (module Rules)."""
 
-    def __init__(self, loop_thread_id: int, last_tick: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        loop_thread_id: int,
+        last_tick: Callable[[], float],
+        *,
+        after_s: float = SAMPLE_AFTER_S,
+        every_s: float = SAMPLE_EVERY_S,
+    ) -> None:
         self._thread_id = loop_thread_id
         self._last_tick = last_tick
+        self._after_s = after_s
+        self._every_s = every_s
         self._samples: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -100,8 +116,8 @@ class StallSampler:
         return chain, count, samples.total()
 
     def _run(self) -> None:
-        while not self._stop.wait(SAMPLE_EVERY_S):
-            if monotonic_s() - self._last_tick() < SAMPLE_AFTER_S:
+        while not self._stop.wait(self._every_s):
+            if monotonic_s() - self._last_tick() < self._after_s:
                 continue
             frame = sys._current_frames().get(self._thread_id)
             chain = call_chain(frame)
@@ -111,35 +127,74 @@ class StallSampler:
 
 
 class GarbageCollectionClock:
-    """Seconds the garbage collector ran (every thread waits for it), summed until `take`."""
+    """Seconds the garbage collector ran (every thread waits for it), summed until `take`, and
+    the oldest generation it collected meanwhile (2: a full collection, whose cost grows with
+    every unfrozen object the process holds; 0 and 1: young ones, with what was allocated
+    since)."""
 
     def __init__(self) -> None:
         self._started = 0.0
         self._seconds = 0.0
+        self._generation = -1
 
     def __call__(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._started = monotonic_s()
+            self._generation = max(self._generation, info.get("generation", -1))
         else:
             self._seconds += monotonic_s() - self._started
 
     def take(self) -> float:
         seconds, self._seconds = self._seconds, 0.0
+        self._generation = -1
         return seconds
+
+    def take_with_generation(self) -> tuple[float, int]:
+        """`take`, and the oldest generation collected (-1: none)."""
+        generation = self._generation
+        return self.take(), generation
+
+
+def warn_stall_s(environ: Mapping[str, str]) -> float:
+    """The stall worth a WARNING: `REPLOG_LOOP_STALL_WARN_MS` when set (a positive number of
+    milliseconds), else `WARN_STALL_S`."""
+    text = environ.get(WARN_ENV)
+    if text is None:
+        return WARN_STALL_S
+    try:
+        ms = float(text)
+    except ValueError:
+        ms = 0.0
+    if not ms > 0:
+        raise ConfigError(f"{WARN_ENV}={text!r}: expected a positive number of milliseconds")
+    return ms / 1000
 
 
 class LoopStallMonitor:
     """Measures the event loop's stalls (module docstring); `run` until cancelled."""
 
-    def __init__(self, observe: Callable[[float], None], *, interval_s: float = 0.01) -> None:
+    def __init__(
+        self,
+        observe: Callable[[float], None],
+        *,
+        interval_s: float = 0.01,
+        warn_s: float = WARN_STALL_S,
+    ) -> None:
         self._observe = observe
         self._interval_s = interval_s
+        self._warn_s = warn_s
+        self._sample_after_s = min(SAMPLE_AFTER_S, warn_s / 2)
         self._tick = monotonic_s()
         self.longest_s = 0.0
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        sampler = StallSampler(threading.get_ident(), lambda: self._tick)
+        sampler = StallSampler(
+            threading.get_ident(),
+            lambda: self._tick,
+            after_s=self._sample_after_s,
+            every_s=min(SAMPLE_EVERY_S, self._warn_s / 5),
+        )
         sampler.start()
         collecting = GarbageCollectionClock()
         gc.callbacks.append(collecting)
@@ -147,18 +202,25 @@ class LoopStallMonitor:
             while True:
                 asked = loop.time() + self._interval_s
                 self._tick = monotonic_s() + self._interval_s
+                cpu_before = thread_cpu_s()
                 await asyncio.sleep(self._interval_s)
                 stall = max(0.0, loop.time() - asked)
+                cpu_s = thread_cpu_s() - cpu_before
                 self._tick = monotonic_s()
                 self._observe(stall)
                 if stall > self.longest_s:
                     self.longest_s = stall
                 chain, seen, samples = sampler.take()
-                collected_s = collecting.take()
-                held = f": held in {chain} ({seen} of {samples} samples)" if samples else ""
-                if collected_s >= SAMPLE_AFTER_S / 2:
-                    held += f"; {collected_s * 1000:.0f} ms of it collecting garbage"
-                if stall >= WARN_STALL_S:
+                collected_s, generation = collecting.take_with_generation()
+                held = f" ({cpu_s * 1000:.0f} ms of it on a CPU)"
+                if samples:
+                    held += f": held in {chain} ({seen} of {samples} samples)"
+                if collected_s >= self._sample_after_s / 2:
+                    held += (
+                        f"; {collected_s * 1000:.0f} ms of it collecting garbage"
+                        f" (generations up to {generation})"
+                    )
+                if stall >= self._warn_s:
                     log.warning("the event loop was held for %.0f ms%s", stall * 1000, held)
                 elif samples:
                     log.debug("the event loop was held for %.0f ms%s", stall * 1000, held)

@@ -48,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 
 import grpc
@@ -60,7 +61,7 @@ from replog.server.controller_driver import ControllerDriver
 from replog.server.controller_service import ControllerService, add_controller_service
 from replog.server.coordinator_service import add_coordinator_service
 from replog.server.kafka_listener import KafkaListener, KafkaListenerConfig
-from replog.server.loop_stall_monitor import LoopStallMonitor
+from replog.server.loop_stall_monitor import LoopStallMonitor, warn_stall_s
 from replog.server.metadata_snapshots import BrokerMetadataSnapshots
 from replog.server.metrics.http_endpoint import MetricsEndpoint
 from replog.server.metrics.instruments import NodeMetrics
@@ -123,7 +124,9 @@ class Node:
             ]
         self.metrics = NodeMetrics()
         self.driver.on_commit_latency = self.metrics.raft_commit_latency.observe
-        self.stall_monitor = LoopStallMonitor(self.metrics.event_loop_stall.observe)
+        self.stall_monitor = LoopStallMonitor(
+            self.metrics.event_loop_stall.observe, warn_s=warn_stall_s(os.environ)
+        )
         self.server = grpc.aio.server(
             options=options, interceptors=[RequestMetricsInterceptor(self.metrics)]
         )

@@ -422,6 +422,9 @@ class ReplicaManager:
             for session in self._fetch_sessions:
                 session.mark_all()
         if cluster_changed or image.configs is not previous.configs:
+            # A topic's partitions share its config: read once per topic, not per replica (a
+            # broker leading 10,000 replicas walks them all when a broker is fenced).
+            configs: dict[str, PartitionReplicationConfig] = {}
             for partition in self._partitions.values():
                 leader_state = partition.leader_state
                 if leader_state is None:
@@ -430,7 +433,11 @@ class ReplicaManager:
                 moved = leader_state.update_eligibility(
                     self._eligibility, leader_log_end_offset=leo, now_ms=now_ms
                 )
-                config = self._replication_config(image, partition.topic)
+                config = configs.get(partition.topic)
+                if config is None:
+                    config = configs[partition.topic] = self._replication_config(
+                        image, partition.topic
+                    )
                 if config != leader_state.config:
                     moved = (
                         leader_state.update_config(config, leader_log_end_offset=leo, now_ms=now_ms)
@@ -881,6 +888,9 @@ class ReplicaManager:
         self._wake(key)
 
     def _refresh_fetch_sources(self) -> None:
+        """After a round of replica changes: the leaders to fetch from, and the touched
+        partitions' fetch entries, each costing what the round changed."""
+        self._follower.refresh(self._clock())
         sources = self._follower.fetch_sources(self.broker_id)
         if sources != self._fetch_sources:
             self._fetch_sources = sources
@@ -1599,6 +1609,8 @@ class ReplicaManager:
                 self._mark_isr_dirty(key)
         self._delayed.expire(now_ms)
         if self._follower.end_backoffs(now_ms):
+            # Refreshed here, a bounded number per tick, not all at the fetcher's next build.
+            self._follower.refresh(now_ms)
             self.fetch_wakeup.set()  # the fetcher may send again
 
     def _expire_producer_ids(self) -> None:

@@ -21,7 +21,12 @@ from quorum.metadata.local_changes import LocalChanges, local_changes, local_cha
 from quorum.metadata.partition_registration import PartitionRegistration
 from quorum.metadata.record_codec import decode_record, encode_record
 from quorum.metadata.records import METADATA_VERSION_FEATURE, FeatureLevelRecord, MetadataRecord
-from quorum.metadata.snapshot import image_from_records, image_to_records
+from quorum.metadata.snapshot import (
+    delta_from_records,
+    image_from_records,
+    image_record_count,
+    image_to_records,
+)
 
 log_settings = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -103,6 +108,35 @@ def test_a_snapshot_replays_into_an_equal_image(log: list[MetadataRecord]) -> No
     assert image_from_records(through_bytes, image.provenance) == image
     # Equal images write equal records: a snapshot is a function of the image.
     assert image_to_records(image_from_records(records, image.provenance)) == records
+
+
+def observed(delta: MetadataDelta) -> tuple[object, ...]:
+    """Everything a publisher reads of a delta, in its iteration order."""
+    topics = [
+        (t.name, t.topic_id, t.is_new, list(t.partition_changes.items()))
+        for t in delta.topic_deltas.values()
+    ]
+    return (
+        list(delta.feature_changes.items()),
+        list(delta.broker_changes.items()),
+        topics,
+        delta.deleted_topic_ids,
+        sorted(delta.changed_config_resources),
+    )
+
+
+@log_settings
+@given(log=valid_logs())
+def test_a_delta_of_an_image_is_the_delta_its_records_replay_into(
+    log: list[MetadataRecord],
+) -> None:
+    image = replay_all(log)
+    records = image_to_records(image)
+    replayed = delta_from_records(records, image.provenance.last_offset)
+    built = MetadataDelta.of_image(image)
+    assert observed(built) == observed(replayed)
+    assert built.apply(image.provenance) == image
+    assert image_record_count(image) == len(records)
 
 
 @log_settings

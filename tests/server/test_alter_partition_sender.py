@@ -6,6 +6,7 @@ retried, never two requests for one partition at once, nothing before a broker e
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from replog.replication.leader_state import IsrChange
 from replog.server.alter_partition_sender import (
     ALTER_PARTITION_BATCH_MAX,
     IDLE_POLL_MS,
+    RESULTS_PER_TURN,
     AlterPartitionSender,
 )
 from replog.server.replica_fetcher import ReplicaFetcherManager
@@ -366,11 +368,33 @@ async def test_many_changes_go_in_requests_of_a_bounded_size(controllers: Harnes
     alter = sender(rm, controllers.addresses)
     count = ALTER_PARTITION_BATCH_MAX * 2 + 7
     rm.hand_over(*(change(p) for p in range(count)))
+    turns = itertools.count()
+    turn_of_result: list[int] = []
+    handed = rm.on_isr_change_result
+
+    def on_result(*args: Any) -> None:
+        turn_of_result.append(turn)
+        handed(*args)
+
+    rm.on_isr_change_result = on_result  # type: ignore[method-assign]
+    turn = next(turns)
+
+    async def count_turns() -> None:
+        nonlocal turn
+        while True:
+            await asyncio.sleep(0)
+            turn = next(turns)
+
+    counter = asyncio.create_task(count_turns())
     alter.start()
     try:
         await eventually(lambda: len(rm.results) == count, "every answer")
     finally:
         await alter.stop()
+        counter.cancel()
+    # The loop's other tasks run between every RESULTS_PER_TURN answers applied.
+    longest = max(len(list(run)) for _, run in itertools.groupby(turn_of_result))
+    assert longest <= RESULTS_PER_TURN
     sizes = [
         sum(len(t.partitions) for t in request.topics)
         for node, request in controllers.quorum.requests

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from replog.errors import ConfigError
 from replog.server import loop_stall_monitor
 from replog.server.loop_stall_monitor import LoopStallMonitor, call_chain
 
@@ -20,23 +21,29 @@ def hold_the_loop(seconds: float) -> None:
         sum(range(100))
 
 
-@pytest.mark.asyncio
-async def test_a_held_loop_is_measured_and_the_warning_names_the_holder(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(loop_stall_monitor, "WARN_STALL_S", 0.3)
-    stalls: list[float] = []
-    monitor = LoopStallMonitor(stalls.append)
+async def warnings_while_held(
+    monitor: LoopStallMonitor, seconds: float, caplog: pytest.LogCaptureFixture
+) -> list[str]:
+    """The warnings `monitor` logs while the loop is held for `seconds`."""
     task = asyncio.create_task(monitor.run())
     await asyncio.sleep(0.05)
     with caplog.at_level(logging.WARNING, logger="replog.server.loop_stall"):
-        hold_the_loop(0.5)
+        hold_the_loop(seconds)
         await asyncio.sleep(0.05)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    return [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.asyncio
+async def test_a_held_loop_is_measured_and_the_warning_names_the_holder(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stalls: list[float] = []
+    monitor = LoopStallMonitor(stalls.append, warn_s=0.3)
+    (warning,) = await warnings_while_held(monitor, 0.5, caplog)
     assert 0.4 <= monitor.longest_s < 1.0, stalls
-    (warning,) = [r.getMessage() for r in caplog.records]
     assert "the event loop was held for" in warning
     assert "held in hold_the_loop (" in warning and "test_loop_stall_monitor.py:" in warning
     assert " samples)" in warning
@@ -79,3 +86,36 @@ def test_the_garbage_collection_clock_counts_collections() -> None:
     counted = clock.take()
     assert 0 < counted <= spent
     assert clock.take() == 0.0
+
+
+def test_the_collection_clock_names_the_oldest_generation_collected() -> None:
+    clock = loop_stall_monitor.GarbageCollectionClock()
+    gc.callbacks.append(clock)
+    try:
+        clock.take()
+        gc.collect(1)
+        _, young = clock.take_with_generation()
+        gc.collect()
+        _, full = clock.take_with_generation()
+    finally:
+        gc.callbacks.remove(clock)
+    assert (young, full) == (1, 2)
+    assert clock.take_with_generation() == (0.0, -1)
+
+
+def test_the_warning_threshold_comes_from_the_environment() -> None:
+    assert loop_stall_monitor.warn_stall_s({}) == loop_stall_monitor.WARN_STALL_S
+    assert loop_stall_monitor.warn_stall_s({"REPLOG_LOOP_STALL_WARN_MS": "50"}) == 0.05
+    for bad in ("", "fast", "0", "-5", "nan"):
+        with pytest.raises(ConfigError, match=f"REPLOG_LOOP_STALL_WARN_MS={bad!r}"):
+            loop_stall_monitor.warn_stall_s({"REPLOG_LOOP_STALL_WARN_MS": bad})
+
+
+@pytest.mark.asyncio
+async def test_a_lowered_threshold_names_a_shorter_stall_and_its_cpu_time(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monitor = LoopStallMonitor(lambda _: None, warn_s=0.1)
+    (warning,) = await warnings_while_held(monitor, 0.2, caplog)
+    assert "ms of it on a CPU)" in warning
+    assert "held in hold_the_loop (" in warning

@@ -67,6 +67,7 @@ from replog.replication.messages import (
     ProduceRequest,
     ProduceResponse,
 )
+from replog.server import follower_fetch
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
@@ -870,6 +871,7 @@ async def test_diverging_epoch_then_follower_truncation(tmp_path: Path, clock: M
     assert b.log().leader_epoch_cache.latest_epoch == 1
     assert (await produce(b, batch(1, tag=3))).base_offset == 2  # offset 2, epoch 1
     assert a.rm.fetch_sources() == [2]
+    assert b.rm.fetch_sources() == []  # the follower that became leader fetches from no one
 
     request = a.rm.build_follower_fetch(2, clock())
     assert request is not None
@@ -1006,6 +1008,56 @@ async def test_follower_errors_back_off_and_retry(tmp_path: Path, clock: ManualC
     assert request is not None
     follower.rm.process_follower_fetch(1, request, other, clock())
     assert follower.rm.build_follower_fetch(1, clock()) is None
+
+
+@pytest.mark.asyncio
+async def test_a_back_off_ends_at_its_latest_deadline_or_with_a_new_role(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Back-off deadlines are kept soonest first; one restarted or ended by a new role
+    leaves a stale deadline behind, which neither ends the new back-off early nor wakes the
+    timer."""
+    _, follower, image = two_nodes(tmp_path, clock, replica_fetch_backoff_ms=200)
+    rm = follower.rm
+    boom = FetchResponse((FetchPartitionResult("t", 0, UnknownServerError("t-0: boom")),))
+    request = rm.build_follower_fetch(1, clock())
+    assert request is not None
+    rm.follower_fetch_failed(1, request, clock())  # backs off until 200
+    assert rm.build_follower_fetch(1, clock.advance(200)) is not None  # ended on time
+    rm.process_follower_fetch(1, request, boom, clock())  # backs off until 400
+    first_end = clock() + 200
+    clock.advance(100)
+    again = rm.build_follower_fetch(1, clock.advance(100))
+    assert again is not None
+    rm.process_follower_fetch(1, again, boom, clock())  # restarted: until 600
+    assert rm.next_tick_ms() == first_end + 200
+    assert rm.build_follower_fetch(1, clock.advance(100)) is None  # past 400: still backing off
+    assert rm.build_follower_fetch(1, clock.advance(100)) is not None
+    request = rm.build_follower_fetch(1, clock())
+    assert request is not None
+    rm.process_follower_fetch(1, request, boom, clock())
+    assert rm.build_follower_fetch(1, clock()) is None
+    # A new leader epoch gives a new follower state, with no back-off.
+    rm.apply_image(replayed(image, PartitionChangeRecord(TID, 0, leader=1, isr=(1, 2))))
+    assert rm.build_follower_fetch(1, clock()) is not None
+    assert rm.next_tick_ms() != clock() + 200
+
+
+@pytest.mark.asyncio
+async def test_back_offs_due_together_end_a_bounded_number_at_a_time(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(follower_fetch, "BACKOFF_ENDS_PER_CALL", 2)
+    _, follower = nodes_with(tmp_path, clock, (1, 2), (1, 2), (1, 2), replica_fetch_backoff_ms=200)
+    rm = follower.rm
+    request = rm.build_follower_fetch(1, clock())
+    assert request is not None and len(request.partitions) == 3
+    rm.follower_fetch_failed(1, request, clock())  # all three back off until 200
+    clock.advance(200)
+    rm.tick(clock())  # ends two, and the timer is due again at once for the third
+    assert rm.next_tick_ms() <= clock()
+    request = rm.build_follower_fetch(1, clock())  # the build ends the third
+    assert request is not None and len(request.partitions) == 3
 
 
 @pytest.mark.asyncio

@@ -60,7 +60,13 @@ Rules:
    the backoff.
 9. NOT_CONTROLLER: switch to the controller the answer names (else the next voter in
    `controller.quorum.voters` order) and resend at once, at most once per voter in a row; after
-   that, back off. A failed call (unreachable, timed out): next voter, after the backoff.
+   that, back off. A failed call (unreachable, timed out): next voter, after the backoff. A
+   hint naming the active controller (the node's Raft leader) while a request waits out a
+   backoff, or while one is in flight to another controller (whose answer is then ignored),
+   sends it there at once, as Kafka's broker sends its queued request once a controller is
+   known: at a restart the voters elect several times while every broker registers, and a
+   request to the previous leader plus the backoff cost seconds. The failure count stands, so
+   a hint that was early backs off on.
 10. STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED in a heartbeat: the controller no longer
     holds this registration (another incarnation replaced it, or it was removed): register
     again with the same incarnation id, after the backoff. The broker is fenced meanwhile.
@@ -305,10 +311,24 @@ class BrokerLifecycle:
                 self._hurry(now_ms)  # the next heartbeat stops asking to be fenced
         self._poll(now_ms)
 
-    def controller_hint(self, controller_id: int | None) -> None:
-        """The node learned who the active controller is (its Raft leader): use it next."""
-        if controller_id is not None and controller_id in self.config.controller_ids:
-            self._controller_id = controller_id
+    def controller_hint(self, controller_id: int | None, now_ms: int | None = None) -> None:
+        """The node learned who the active controller is (its Raft leader): use it next, and
+        at once (given `now_ms`) if a request waits out a backoff or is in flight to another
+        controller (Rule 9)."""
+        if controller_id is None or controller_id not in self.config.controller_ids:
+            return
+        self._controller_id = controller_id
+        if now_ms is None or self._state is LifecycleState.SHUTTING_DOWN:
+            return
+        in_flight = self._in_flight
+        if in_flight is not None and in_flight.request.controller_id != controller_id:
+            # Asked of a controller that is not (or no longer) the active one: its answer, if
+            # any, is ignored from now on (a stale correlation id), and the request goes again.
+            self._in_flight = None
+            self._next_send_ms = min(self._next_send_ms, now_ms)
+        elif in_flight is None and (self._failed_attempts > 0 or self._redirects_in_a_row > 0):
+            self._next_send_ms = min(self._next_send_ms, now_ms)
+        self._poll(now_ms)
 
     def begin_controlled_shutdown(self, now_ms: int) -> None:
         """Hand leaderships over, then stop (Rule 7)."""

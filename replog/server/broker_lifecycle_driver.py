@@ -77,8 +77,11 @@ class BrokerLifecycleDriver:
         rng: random.Random | None = None,
         incarnation_id: uuid.UUID | None = None,
         leaves_nothing_to_hand_over: Callable[[], bool] = lambda: False,
+        on_registered: Callable[[int], None] = lambda broker_epoch: None,
     ) -> None:
         self._spawner = tasks  # its background tasks' owner (node_tasks)
+        # Told (in the task) of every registration the controller accepted, with its epoch.
+        self._on_registered = on_registered
         self.config = config
         self._clock = clock
         # Asked (in the task) while a controlled shutdown is pending, after each new metadata
@@ -158,7 +161,7 @@ class BrokerLifecycleDriver:
 
     def controller_hint(self, controller_id: int | None) -> None:
         """The Raft leader (the active controller) is `controller_id`."""
-        self._post(lambda now: self.core.controller_hint(controller_id))
+        self._post(lambda now: self.core.controller_hint(controller_id, now))
 
     # --- waiting -----------------------------------------------------------------------------
 
@@ -318,12 +321,23 @@ class BrokerLifecycleDriver:
         timeout = self.config.request_timeout_ms / 1000
         try:
             if isinstance(request, RegistrationRequest):
+                sent_ms = self._clock()
                 answer: Any = await stub.BrokerRegistration(
                     registration_to_proto(request), timeout=timeout
                 )
                 response = registration_response_from_proto(cid, answer)
                 self._say_registration_refused(request.controller_id, response)
-                self._post(lambda now: self.core.handle_registration_response(response, now))
+                if response.error_code == 0:
+                    # A restart's timeline: how long the registration's write took to commit.
+                    log.info(
+                        "broker %d: registered by controller %d at broker epoch %d (answered "
+                        "in %d ms)",
+                        self.config.broker_id,
+                        request.controller_id,
+                        response.broker_epoch,
+                        self._clock() - sent_ms,
+                    )
+                self._post(lambda now: self._registration_answered(response, now))
             else:
                 answer = await stub.BrokerHeartbeat(heartbeat_to_proto(request), timeout=timeout)
                 beat = heartbeat_response_from_proto(cid, answer)
@@ -335,6 +349,11 @@ class BrokerLifecycleDriver:
                 self._controllers.reconnect(request.controller_id)
             reason = f"{code.name}: {exc.details()}"
             self._post(lambda now: self.core.request_failed(cid, now, reason))
+
+    def _registration_answered(self, response: RegistrationResponse, now: int) -> None:
+        self.core.handle_registration_response(response, now)
+        if response.error_code == 0:
+            self._on_registered(response.broker_epoch)
 
     def _say_registration_refused(self, controller_id: int, response: RegistrationResponse) -> None:
         """A refused registration is retried by the core; its cause is said once per kind (a

@@ -117,10 +117,17 @@ from replog.storage.log_manager import LogManager, LogManagerConfig, clean_shutd
 log = logging.getLogger("replog.server.broker")
 
 # The phases of a broker's start, in order (`start_phases`, and the metrics'
-# `replog_broker_start_phase_time_seconds`): its lifecycle started; it caught up with the
-# metadata log; its logs are open; every replica of its first image exists (it serves); the
-# controller unfenced it.
-START_PHASES = ("started", "metadata_caught_up", "logs_loaded", "replicas_applied", "unfenced")
+# `replog_broker_start_phase_time_seconds`): its lifecycle started; the controller accepted its
+# registration; it caught up with the metadata log; its logs are open; every replica of its
+# first image exists (it serves); the controller unfenced it.
+START_PHASES = (
+    "started",
+    "registered",
+    "metadata_caught_up",
+    "logs_loaded",
+    "replicas_applied",
+    "unfenced",
+)
 CONTROLLED_SHUTDOWN_TIMEOUT_MS_DEFAULT = 30_000
 REPLICA_SOCKET_TIMEOUT_MS_DEFAULT = 30_000  # replica.socket.timeout.ms
 # The node properties read here (the log, replica manager and group coordinator settings are
@@ -184,6 +191,7 @@ class BrokerRuntime:
             leaves_nothing_to_hand_over=lambda: self.metadata.image.leaves_nothing_to_hand_over(
                 config.broker_id
             ),
+            on_registered=lambda broker_epoch: self._reached("registered"),
         )
         self._raft_leader: int | None = None
         self.metadata = BrokerMetadataListener(

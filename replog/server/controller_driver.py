@@ -244,7 +244,16 @@ class ControllerDriver:
             self.snapshots.committed(item)
             self._maybe_snapshot(now_ms)
         elif isinstance(item, LeaderChange):
+            was_active = controller.is_active
             controller.handle_leader_change(item.leader_id, item.quorum_epoch, self._clock())
+            if controller.is_active and not was_active:
+                # A restart's timeline: brokers' registrations are answered from here on.
+                log.info(
+                    "node %d: active controller in quorum epoch %d, from offset %d",
+                    self.node_id,
+                    item.quorum_epoch,
+                    controller.last_committed_offset + 1,
+                )
         elif isinstance(item, LoadSnapshot):
             data = self._read_snapshot(item.snapshot_id)
             controller.handle_load_snapshot(snapshot_records(item, data, node_id=self.node_id))

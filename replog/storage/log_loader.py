@@ -16,7 +16,11 @@ Rules (docs/design/storage.md#log-recovery):
   clean shutdown.
 - The leader-epoch cache is then cut to the log end and to the log start; if its checkpoint is
   unreadable, or missing or empty while the log holds records, it is rebuilt from the batch
-  headers of the whole log (and then witnesses nothing: below).
+  headers of the whole log (and then witnesses nothing: below). The cut at the end drops the
+  entries starting at or past the log end (Kafka's rule), except after a clean shutdown with a
+  trusted checkpoint, where only those past it go: an entry starting exactly at the log end
+  (a leader that took its epoch and appended nothing) is the state the log closed in, and
+  keeping it spares every idle leader's checkpoint a rewrite at each restart.
 - The log start offset is max(checkpoint, first segment base, start of the leader-epoch
   checkpoint's first entry); the high watermark is clamped to [log start, log end]; the
   recovery point never exceeds the log end. The epoch checkpoint is written synchronously
@@ -247,7 +251,13 @@ def _load(
         for segment in segments.values():
             for _, header in segment._walk_headers(0):
                 assign_newer_epoch(header)
-    epoch_cache.truncate_from_end(log_end_offset)
+    # After a clean shutdown the checkpoint is the cache the log closed with, and an entry
+    # starting at the log end is a leader's epoch with nothing appended yet, a state the
+    # running log was in: kept, it is not rewritten at every restart of an idle leader. After
+    # a crash (or a rebuild) Kafka's cut stands: from the log end (docs/storage.md,
+    # "Leader epochs at a clean open").
+    kept_at_end = had_clean_shutdown and recovered_from is None and epochs_trusted
+    epoch_cache.truncate_from_end(log_end_offset + 1 if kept_at_end else log_end_offset)
     epoch_cache.truncate_from_start(log_start_offset)
 
     return log_class(

@@ -523,6 +523,58 @@ def test_not_controller_without_a_leader_tries_the_next_voter_then_backs_off() -
     assert broker.registration().controller_id == 2
 
 
+def test_a_hint_during_a_backoff_sends_to_the_named_controller_at_once() -> None:
+    broker = Broker()
+    for _ in range(4):  # every voter says NOT_CONTROLLER: an election runs
+        request = broker.registration()
+        broker.core.handle_registration_response(
+            RegistrationResponse(request.correlation_id, error_code=NotControllerError.code),
+            broker.now,
+        )
+    assert broker.take() == []
+    broker.now += 10
+    broker.core.controller_hint(3, broker.now)  # the election ended: node 3 leads
+    request = broker.registration()
+    assert request.controller_id == 3
+    # The failure count stands: a hint that came early backs off on, one step further.
+    broker.core.request_failed(request.correlation_id, broker.now, "DEADLINE_EXCEEDED")
+    assert broker.take() == []
+    assert 196 <= broker.until_next() <= 204
+
+
+def test_a_hint_naming_another_controller_resends_the_request_in_flight_there() -> None:
+    broker = Broker()
+    first = broker.registration()
+    assert first.controller_id == 1
+    broker.now += 10
+    broker.core.controller_hint(2, broker.now)
+    second = broker.registration()
+    assert second.controller_id == 2 and second.correlation_id != first.correlation_id
+    # The first one's late answer is stale: the second one's decides.
+    broker.core.handle_registration_response(
+        RegistrationResponse(first.correlation_id, broker_epoch=7), broker.now
+    )
+    assert broker.core.broker_epoch is None
+    broker.core.handle_registration_response(
+        RegistrationResponse(second.correlation_id, broker_epoch=9), broker.now
+    )
+    assert broker.core.broker_epoch == 9
+    # A hint naming the controller already asked changes nothing.
+    beat = broker.heartbeat()
+    broker.core.controller_hint(2, broker.now)
+    assert broker.take() == []
+    broker.answer(beat, is_caught_up=False)
+
+
+def test_a_hint_without_a_backoff_moves_no_request_forward() -> None:
+    broker = Broker()
+    broker.to_running()
+    broker.core.controller_hint(2, broker.now)
+    assert broker.take() == []  # the next heartbeat goes at its interval, to the hint
+    assert broker.until_next() == CONFIG.heartbeat_interval_ms
+    assert broker.heartbeat().controller_id == 2
+
+
 def test_a_failed_call_moves_to_the_next_voter_after_the_backoff() -> None:
     broker = Broker()
     beat = broker.register_ok()

@@ -27,6 +27,7 @@ from checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
+    EpochEntry,
 )
 from replog.errors import (
     InvalidTopicError,
@@ -856,13 +857,16 @@ def test_a_background_task_failing_otherwise_is_logged_and_the_tasks_go_on(
 
 
 class SyncRecordingFileSystem(FileSystem):
-    """Counts fsyncs of files and directories by path, and file-system syncs."""
+    """Counts fsyncs of files and directories by path, file replacements, and file-system
+    syncs."""
 
     def __init__(self) -> None:
         self.fsynced: list[str] = []
+        self.replaced: list[str] = []
         self.file_system_syncs = 0
 
     def atomic_write(self, path: str, data: bytes) -> None:
+        self.replaced.append(path)
         if self._deferred.unsynced is None:
             self.fsynced.append(path)
         super().atomic_write(path, data)
@@ -876,15 +880,35 @@ class SyncRecordingFileSystem(FileSystem):
         super().sync_file_systems(directories)  # type: ignore[arg-type]
 
 
-def test_loading_syncs_what_it_rewrites_once_for_the_whole_dir(tmp_path: Path) -> None:
-    """A leader's epoch entry at an empty log's end is cut when the log loads (Kafka's
-    truncate-from-end), which rewrites the file: one file-system sync for every log of the dir,
-    not two fsyncs per log (a restart of 10,000 logs spent most of a minute on them)."""
-    first = manager([tmp_path])
-    for partition in range(6):
+def idle_leaders(directory: Path, partitions: int) -> None:
+    """Logs whose leader took epoch 3 at their (empty) end, closed cleanly."""
+    first = manager([directory])
+    for partition in range(partitions):
         created = first.get_or_create_log("t", partition)
         created.leader_epoch_cache.assign(3, created.log_end_offset)
     first.shutdown()
+
+
+def test_a_clean_load_keeps_idle_leaders_epochs_and_rewrites_none(tmp_path: Path) -> None:
+    """An entry at the log end is the state the log closed in (docs/storage.md, "Leader epochs
+    at a clean open"): a clean load keeps it and replaces no epoch file."""
+    idle_leaders(tmp_path, 6)
+    fs = SyncRecordingFileSystem()
+    second = manager([tmp_path], fs=fs)
+    try:
+        epochs = [second.get_log("t", p).leader_epoch_cache.entries() for p in range(6)]
+        assert epochs == [(EpochEntry(3, 0),)] * 6
+        assert [p for p in fs.replaced if "leader-epoch" in p] == []
+    finally:
+        second.shutdown()
+
+
+def test_loading_syncs_what_it_rewrites_once_for_the_whole_dir(tmp_path: Path) -> None:
+    """After a crash a leader's epoch entry at an empty log's end is cut when the log loads
+    (Kafka's truncate-from-end), which rewrites the file: one file-system sync for every log of
+    the dir, not two fsyncs per log (a restart of 10,000 logs spent most of a minute on them)."""
+    idle_leaders(tmp_path, 6)
+    (tmp_path / CLEAN_SHUTDOWN_MARKER).unlink()  # a crash of the idle broker
     fs = SyncRecordingFileSystem()
     second = manager([tmp_path], fs=fs)
     try:

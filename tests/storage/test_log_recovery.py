@@ -31,6 +31,7 @@ from storage_helpers import (
     restore_dir,
     small_config,
     split_batches,
+    stamped,
     with_final_time_entry,
 )
 
@@ -670,3 +671,102 @@ def test_leftovers_of_interrupted_work_are_removed_at_open(
     log = reopen(copy.directory)
     assert not [name for name in leftovers if (copy.directory / name).exists()]
     assert read_all(log) == closed.batches
+
+
+# --- an idle leader's epoch at a clean open (docs/storage.md, "Leader epochs at a clean open") ----
+
+
+class EpochWritesFileSystem(type(NO_SYNC_FS)):  # type: ignore[misc]
+    """NO_SYNC_FS that counts the leader-epoch checkpoint's replacements."""
+
+    def __init__(self) -> None:
+        self.epoch_writes = 0
+
+    def atomic_write(self, path: str, data: bytes) -> None:
+        if path.endswith(LEADER_EPOCH_FILE):
+            self.epoch_writes += 1
+        super().atomic_write(path, data)
+
+
+def idle_leader(directory: Path) -> Log:
+    """Five batches of epoch 0, then leader at epoch 1 at its end with nothing appended."""
+    log = open_log(directory, CONFIG, clock=ManualClock(T0), fs=NO_SYNC_FS)
+    append_batches(log, 5, epoch=0)
+    log.leader_epoch_cache.assign(1, 5)
+    return log
+
+
+def checkpoint_entries(directory: Path) -> str:
+    return (directory / LEADER_EPOCH_FILE).read_text()
+
+
+def test_a_clean_open_keeps_an_idle_leaders_epoch_and_writes_nothing(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    idle_leader(directory).close()
+    fs = EpochWritesFileSystem()
+    log = reopen(directory, fs=fs)
+    assert epoch_pairs(log) == [(0, 0), (1, 5)]
+    assert log.log_end_offset == 5
+    assert fs.epoch_writes == 0
+    assert checkpoint_entries(directory) == "0\n2\n0 0\n1 5\n"
+
+
+def test_a_clean_open_still_cuts_entries_past_the_log_end(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    idle_leader(directory).close()
+    (directory / LEADER_EPOCH_FILE).write_text("0\n3\n0 0\n1 5\n2 9\n")
+    log = reopen(directory)
+    assert epoch_pairs(log) == [(0, 0), (1, 5)]
+    assert checkpoint_entries(directory) == "0\n2\n0 0\n1 5\n"
+
+
+def test_an_unclean_open_cuts_an_idle_leaders_epoch_from_the_log_end(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    log = idle_leader(directory)
+    log.flush()
+    log.close_without_flush()  # a crash: the next open recovers
+    reopened = reopen(directory)
+    assert epoch_pairs(reopened) == [(0, 0)]
+    assert checkpoint_entries(directory) == "0\n1\n0 0\n"
+
+
+def _lead_again(log: Log) -> None:
+    log.leader_epoch_cache.assign(2, 5)
+    append_batches(log, 1, epoch=2)
+
+
+def _truncate_as_a_follower(log: Log) -> None:
+    log.truncate_to(5)  # to its high watermark, or to a leader's diverging epoch
+
+
+def _follow_a_leader_holding_older_epoch_records(log: Log) -> None:
+    # The new leader (at epoch 2) never saw epoch 1 used and holds epoch 0 records past offset
+    # 5. The follower fetches with its latest epoch, 1, as a running demoted leader does: the
+    # answer is the diverging epoch 0, the follower truncates to its log end (which drops the
+    # idle entry, durably), then appends the leader's epoch 0 records.
+    log.truncate_to(5)
+    log.append_as_follower(stamped(make_batch(2), 5, 0), leader_epoch=2)
+
+
+@pytest.mark.parametrize(
+    ("way_out", "expected"),
+    [
+        pytest.param(_lead_again, [(0, 0), (2, 5)], id="leads-again"),
+        pytest.param(_truncate_as_a_follower, [(0, 0)], id="truncates"),
+        pytest.param(
+            _follow_a_leader_holding_older_epoch_records, [(0, 0)], id="follows-older-epoch"
+        ),
+    ],
+)
+def test_each_way_out_of_a_kept_idle_epoch_survives_a_crash_right_after(
+    tmp_path: Path, way_out: Callable[[Log], None], expected: list[tuple[int, int]]
+) -> None:
+    directory = tmp_path / "t-0"
+    idle_leader(directory).close()
+    log = reopen(directory)
+    assert epoch_pairs(log) == [(0, 0), (1, 5)]
+    way_out(log)
+    assert epoch_pairs(log) == expected
+    log.flush()
+    log.close_without_flush()  # a crash right after: the next open recovers
+    assert epoch_pairs(reopen(directory)) == expected

@@ -2,9 +2,9 @@
 where the seconds between `cluster start` and a cluster that serves every partition go.
 
 - Per node, when its broker reached each phase of its start (`broker_runtime.START_PHASES`:
-  started, metadata caught up, logs loaded, replicas applied, unfenced), as the node itself
-  stamped them (`replog_broker_start_phase_time_seconds`, Unix time: the benchmark runs on the
-  same machine, so its own clock places them).
+  started, registered, metadata caught up, logs loaded, replicas applied, unfenced), as the
+  node itself stamped them (`replog_broker_start_phase_time_seconds`, Unix time: the
+  benchmark runs on the same machine, so its own clock places them).
 - For the cluster, the first poll at which each of `CLUSTER_PHASES` held: `leaders_elected`,
   the active controller counts no partition without a leader (once a broker is unfenced: a
   controller that has not replayed the metadata log yet counts none either);
@@ -26,7 +26,14 @@ from replog.cli.bench.cluster_metrics import Scrape, scrapes
 
 # The broker's `START_PHASES` (replog/server/broker_runtime.py; not imported: a bench script
 # run from bench/ cannot import the server's modules, bench/timeline.py shadows a package).
-NODE_PHASES = ("started", "metadata_caught_up", "logs_loaded", "replicas_applied", "unfenced")
+NODE_PHASES = (
+    "started",
+    "registered",
+    "metadata_caught_up",
+    "logs_loaded",
+    "replicas_applied",
+    "unfenced",
+)
 CLUSTER_PHASES = ("leaders_elected", "leaders_taken", "isrs_full", "ready")
 
 

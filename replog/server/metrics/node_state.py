@@ -41,9 +41,9 @@ Rules (Kafka's, docs/design/clients.md#metric-names):
   counts each group once.
 - Families of a role the node does not have (no broker, no controller) are left out.
 - `replog_broker_start_phase_time_seconds{phase}`: the Unix time at which this broker process
-  reached each phase of its start (`broker_runtime.START_PHASES`): started, metadata caught
-  up, logs loaded, replicas of the first image applied, unfenced; a phase not reached yet has
-  no series. A restart's timeline (bench/partition_creation.py) reads them.
+  reached each phase of its start (`broker_runtime.START_PHASES`): started, registered,
+  metadata caught up, logs loaded, replicas of the first image applied, unfenced; a phase not
+  reached yet has no series. A restart's timeline (bench/partition_creation.py) reads them.
 
 Thread safety: the HTTP endpoint scrapes on its own thread while the event loop changes the
 state. Reads here copy containers in one C call (`tuple(d.values())`, atomic under the GIL)
@@ -272,8 +272,8 @@ def _summary_families(state: NodeState) -> Iterator[Metric]:
     )
     phases = GaugeMetricFamily(
         "replog_broker_start_phase_time_seconds",
-        "Unix time at which this broker's start reached a phase (started, metadata_caught_up, "
-        "logs_loaded, replicas_applied, unfenced)",
+        "Unix time at which this broker's start reached a phase (started, registered, "
+        "metadata_caught_up, logs_loaded, replicas_applied, unfenced)",
         labels=["phase"],
     )
     for phase, at in broker.start_phases.items():

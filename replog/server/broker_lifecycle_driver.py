@@ -359,6 +359,13 @@ class BrokerLifecycleDriver:
         """A refused registration is retried by the core; its cause is said once per kind (a
         restarted broker waits out its previous incarnation's session, up to
         broker.session.timeout.ms, and would otherwise wait in silence)."""
+        log.debug(
+            "broker %d: registration answered by controller %d: error %d, controller %d",
+            self.config.broker_id,
+            controller_id,
+            response.error_code,
+            response.controller_id,
+        )
         if response.error_code == 0:
             self._refusals_said.clear()
             return

@@ -13,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quorum.metadata.broker_lifecycle import (
+    BECOMING_ACTIVE_RETRIES_MAX,
+    BECOMING_ACTIVE_RETRY_MS,
     CONTROLLED_SHUTDOWN_HEARTBEAT_INTERVAL_MS,
     HEARTBEAT_CATCH_UP_INTERVAL_MS,
     BrokerLifecycle,
@@ -540,6 +542,91 @@ def test_a_hint_during_a_backoff_sends_to_the_named_controller_at_once() -> None
     broker.core.request_failed(request.correlation_id, broker.now, "DEADLINE_EXCEEDED")
     assert broker.take() == []
     assert 196 <= broker.until_next() <= 204
+
+
+def test_a_controller_naming_itself_is_asked_again_soon_whatever_the_backoff() -> None:
+    broker = Broker()
+    for _ in range(12):  # an election runs: every voter says NOT_CONTROLLER, the backoff grows
+        requests = broker.take()
+        if not requests:
+            broker.until_next()
+            requests = broker.take()
+        (request,) = requests
+        broker.core.handle_registration_response(
+            RegistrationResponse(request.correlation_id, error_code=NotControllerError.code),
+            broker.now,
+        )
+    assert broker.take() == []
+    wake = broker.core.wake_at_ms()
+    assert wake is not None and wake - broker.now >= 1000
+    broker.now += 1
+    broker.core.controller_hint(2, broker.now)  # node 2 won; its controller is not active yet
+    for _ in range(3):
+        request = broker.registration()
+        assert request.controller_id == 2
+        broker.core.handle_registration_response(
+            RegistrationResponse(
+                request.correlation_id, error_code=NotControllerError.code, controller_id=2
+            ),
+            broker.now,
+        )
+        assert broker.take() == []
+        assert broker.until_next() == BECOMING_ACTIVE_RETRY_MS  # not the grown backoff
+    request = broker.registration()
+    assert request.controller_id == 2
+    broker.core.handle_registration_response(
+        RegistrationResponse(request.correlation_id, broker_epoch=40), broker.now
+    )
+    assert broker.heartbeat().controller_id == 2
+
+
+def test_the_raft_leader_not_knowing_it_yet_is_asked_again_soon() -> None:
+    broker = Broker()
+    for _ in range(8):  # an election runs: every voter says NOT_CONTROLLER, the backoff grows
+        requests = broker.take()
+        if not requests:
+            broker.until_next()
+            requests = broker.take()
+        (request,) = requests
+        broker.core.handle_registration_response(
+            RegistrationResponse(request.correlation_id, error_code=NotControllerError.code),
+            broker.now,
+        )
+    broker.now += 1
+    broker.core.controller_hint(3, broker.now)  # this node's Raft heard node 3 won
+    request = broker.registration()
+    assert request.controller_id == 3
+    # Node 3's own Raft has not heard it yet: it names no controller.
+    broker.core.handle_registration_response(
+        RegistrationResponse(request.correlation_id, error_code=NotControllerError.code),
+        broker.now,
+    )
+    assert broker.take() == []
+    assert broker.until_next() == BECOMING_ACTIVE_RETRY_MS
+    assert broker.registration().controller_id == 3
+
+
+def test_a_controller_that_never_becomes_active_is_left_for_the_next_voter() -> None:
+    broker = Broker()
+    for _ in range(BECOMING_ACTIVE_RETRIES_MAX):
+        request = broker.registration()
+        assert request.controller_id == 1
+        broker.core.handle_registration_response(
+            RegistrationResponse(
+                request.correlation_id, error_code=NotControllerError.code, controller_id=1
+            ),
+            broker.now,
+        )
+        assert broker.take() == []
+        assert broker.until_next() == BECOMING_ACTIVE_RETRY_MS
+    request = broker.registration()
+    broker.core.handle_registration_response(
+        RegistrationResponse(
+            request.correlation_id, error_code=NotControllerError.code, controller_id=1
+        ),
+        broker.now,
+    )
+    assert broker.registration().controller_id == 2  # Rule 9 again: the next voter, at once
 
 
 def test_a_hint_naming_another_controller_resends_the_request_in_flight_there() -> None:

@@ -143,7 +143,7 @@ class GroupMembership:
         if isinstance(self.core, ConsumerProtocolMember):
             self.core.subscribe(topics, self._clock(), pattern)
         else:
-            self.core.subscribe(topics, self._clock())
+            self.core.subscribe(topics, self._clock(), by_pattern=pattern is not None)
         self.kick()
 
     def watched_topics(self, subscribed: frozenset[str]) -> frozenset[str]:

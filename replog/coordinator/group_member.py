@@ -17,7 +17,9 @@ Rules:
   REBALANCE_IN_PROGRESS, the leader sees its topics' partition counts change, a cooperative
   assignment revokes partitions, the membership is lost, or a SyncGroup completes a
   rebalance joined with other topics than those now subscribed (Kafka's consumer compares its
-  joined subscription too). Before the JoinGroup, once per
+  joined subscription too). A pattern subscription is a member even while the pattern
+  matches no topic (it joins with none, as Kafka's consumer does); an explicit subscription
+  to no topic is none. Before the JoinGroup, once per
   rebalance: lost membership gives `lost(owned)`; an eager protocol (range, roundrobin) gives
   `revoked(owned)`; a cooperative one revokes only partitions of topics no longer subscribed.
 - After SyncGroup: eager gives `assigned(assignment)`; cooperative gives `revoked(owned - new)`
@@ -221,6 +223,7 @@ class GroupMember(MemberEvents):
 
     config: MemberConfig
     topics: frozenset[str] = frozenset()
+    by_pattern: bool = False  # the topics are a pattern's matches (Rules: joins with none)
     member_id: str = gm.UNKNOWN_MEMBER_ID
     generation: int = gm.NO_GENERATION
     protocol: str | None = None
@@ -244,12 +247,17 @@ class GroupMember(MemberEvents):
 
     # --- what the consumer tells it ------------------------------------------------------------
 
-    def subscribe(self, topics: frozenset[str], now_ms: int) -> None:
-        if topics == self.topics:
+    def subscribe(self, topics: frozenset[str], now_ms: int, *, by_pattern: bool = False) -> None:
+        if topics == self.topics and by_pattern == self.by_pattern:
             return
         self.topics = topics
-        if topics:
+        self.by_pattern = by_pattern
+        if self._subscribed:
             self._request_rejoin("the subscription changed", now_ms)
+
+    @property
+    def _subscribed(self) -> bool:
+        return bool(self.topics) or self.by_pattern
 
     @property
     def watched_topics(self) -> frozenset[str]:
@@ -356,7 +364,7 @@ class GroupMember(MemberEvents):
     def _may_join(self, now_ms: int) -> bool:
         return (
             self.rejoin_reason is not None
-            and bool(self.topics)
+            and self._subscribed
             and self.phase in (Phase.UNJOINED, Phase.STABLE)
             and not self._poll_expired
             and now_ms >= self._retry_at_ms
@@ -533,7 +541,7 @@ class GroupMember(MemberEvents):
             self._emit(ASSIGNED, assigned)
         if self.leader and self._counts_changed():
             self._request_rejoin("the subscribed topics' partitions changed", now_ms)
-        if self.topics and self.topics != self._joined_topics:
+        if self._subscribed and self.topics != self._joined_topics:
             # Subscribed while the join was under way: the group assigned the old topics.
             self._request_rejoin("the subscription changed during the rebalance", now_ms)
 
@@ -575,6 +583,7 @@ class GroupMember(MemberEvents):
             )
         self._forget()
         self.topics = frozenset()
+        self.by_pattern = False
         self.rejoin_reason = None
         return request
 

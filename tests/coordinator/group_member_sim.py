@@ -63,6 +63,7 @@ class GroupSim:
         max_poll_ms: int = 5_000,
         heartbeat_ms: int = 100,
         instance: str | None = None,
+        by_pattern: bool = False,
     ) -> SimMember:
         core = GroupMember(
             MemberConfig(
@@ -70,7 +71,7 @@ class GroupSim:
             )
         )
         core.poll_called(self.now)
-        core.subscribe(frozenset(topics), self.now)
+        core.subscribe(frozenset(topics), self.now, by_pattern=by_pattern)
         core.set_partition_counts(self.counts, self.now)
         member = self.members[name] = SimMember(core)
         return member

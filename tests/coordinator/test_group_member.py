@@ -6,7 +6,7 @@ liveness (session and max.poll.interval.ms), commits fenced by generation, fatal
 from __future__ import annotations
 
 import pytest
-from group_member_sim import GroupSim
+from group_member_sim import GROUP, GroupSim
 
 from replog.common import TopicPartition
 from replog.coordinator import classic_group_messages as gm
@@ -410,3 +410,20 @@ def test_a_topic_no_metadata_reports_starts_no_rebalance() -> None:
     sim.run(2 * SPLIT)
     assert sim.members["a"].core.generation == generation + 1
     assert "x-0" in sim.reads()["b"]
+
+
+def test_a_pattern_matching_no_topic_joins_with_none_and_an_empty_list_does_not() -> None:
+    """Kafka's consumer joins for a pattern subscription whatever it matches; a subscription
+    to no topic is no subscription."""
+    sim = GroupSim({"t": 2})
+    sim.add("a", topics=())
+    sim.add("p", topics=(), by_pattern=True)
+    sim.run(2 * SPLIT)
+    group = sim.coordinator.groups[GROUP]
+    assert set(group.members) == {sim.members["p"].core.member_id}
+    assert sim.members["a"].core.member_id == gm.UNKNOWN_MEMBER_ID
+    assert sim.members["p"].core.phase is Phase.STABLE
+    assert sim.reads()["p"] == []
+    sim.members["p"].core.subscribe(frozenset({"t"}), sim.now, by_pattern=True)  # "t" created
+    sim.run(2 * SPLIT)
+    assert sorted(sim.reads()["p"]) == ["t-0", "t-1"]

@@ -71,8 +71,8 @@ Rules:
    broker before that node's own controller learned it), comes from a controller becoming
    active: it is asked again every `BECOMING_ACTIVE_RETRY_MS`, up to
    `BECOMING_ACTIVE_RETRIES_MAX` times in a row, without counting a failure. At a start the
-   voters' early failures had grown the backoff to seconds, which the broker then waited out
-   with an active controller in reach (4.8 s of a fresh cluster's 7.5 s start).
+   voters' early failures grow the backoff to seconds, which the broker would otherwise wait
+   out with an active controller in reach.
 10. STALE_BROKER_EPOCH or BROKER_ID_NOT_REGISTERED in a heartbeat: the controller no longer
     holds this registration (another incarnation replaced it, or it was removed): register
     again with the same incarnation id, after the backoff. The broker is fenced meanwhile.

@@ -326,6 +326,13 @@ class BrokerLifecycleDriver:
                     registration_to_proto(request), timeout=timeout
                 )
                 response = registration_response_from_proto(cid, answer)
+                log.debug(
+                    "broker %d: registration answered by controller %d: error %d, naming %d",
+                    self.config.broker_id,
+                    request.controller_id,
+                    response.error_code,
+                    response.controller_id,
+                )
                 self._say_registration_refused(request.controller_id, response)
                 if response.error_code == 0:
                     # A restart's timeline: how long the registration's write took to commit.
@@ -359,13 +366,6 @@ class BrokerLifecycleDriver:
         """A refused registration is retried by the core; its cause is said once per kind (a
         restarted broker waits out its previous incarnation's session, up to
         broker.session.timeout.ms, and would otherwise wait in silence)."""
-        log.debug(
-            "broker %d: registration answered by controller %d: error %d, controller %d",
-            self.config.broker_id,
-            controller_id,
-            response.error_code,
-            response.controller_id,
-        )
         if response.error_code == 0:
             self._refusals_said.clear()
             return

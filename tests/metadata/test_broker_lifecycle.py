@@ -106,6 +106,29 @@ class Broker:
         )
         return self.heartbeat()
 
+    def not_controller(self, request: RegistrationRequest, controller_id: int = -1) -> None:
+        """Answer `request` NOT_CONTROLLER, naming `controller_id` (-1: none)."""
+        self.core.handle_registration_response(
+            RegistrationResponse(
+                request.correlation_id,
+                error_code=NotControllerError.code,
+                controller_id=controller_id,
+            ),
+            self.now,
+        )
+
+    def electing(self, answers: int) -> None:
+        """An election runs: `answers` registrations in a row, each sent when due, are answered
+        NOT_CONTROLLER naming none, and the failure count (the backoff) grows."""
+        for _ in range(answers):
+            requests = self.take()
+            if not requests:
+                self.until_next()
+                requests = self.take()
+            (request,) = requests
+            assert isinstance(request, RegistrationRequest), request
+            self.not_controller(request)
+
     def answer(self, request: HeartbeatRequest, **fields: object) -> None:
         response = HeartbeatResponse(request.correlation_id, **fields)  # type: ignore[arg-type]
         self.core.handle_heartbeat_response(response, self.now)
@@ -546,16 +569,7 @@ def test_a_hint_during_a_backoff_sends_to_the_named_controller_at_once() -> None
 
 def test_a_controller_naming_itself_is_asked_again_soon_whatever_the_backoff() -> None:
     broker = Broker()
-    for _ in range(12):  # an election runs: every voter says NOT_CONTROLLER, the backoff grows
-        requests = broker.take()
-        if not requests:
-            broker.until_next()
-            requests = broker.take()
-        (request,) = requests
-        broker.core.handle_registration_response(
-            RegistrationResponse(request.correlation_id, error_code=NotControllerError.code),
-            broker.now,
-        )
+    broker.electing(12)  # every voter says NOT_CONTROLLER: the backoff grows
     assert broker.take() == []
     wake = broker.core.wake_at_ms()
     assert wake is not None and wake - broker.now >= 1000
@@ -564,12 +578,7 @@ def test_a_controller_naming_itself_is_asked_again_soon_whatever_the_backoff() -
     for _ in range(3):
         request = broker.registration()
         assert request.controller_id == 2
-        broker.core.handle_registration_response(
-            RegistrationResponse(
-                request.correlation_id, error_code=NotControllerError.code, controller_id=2
-            ),
-            broker.now,
-        )
+        broker.not_controller(request, controller_id=2)
         assert broker.take() == []
         assert broker.until_next() == BECOMING_ACTIVE_RETRY_MS  # not the grown backoff
     request = broker.registration()
@@ -582,25 +591,12 @@ def test_a_controller_naming_itself_is_asked_again_soon_whatever_the_backoff() -
 
 def test_the_raft_leader_not_knowing_it_yet_is_asked_again_soon() -> None:
     broker = Broker()
-    for _ in range(8):  # an election runs: every voter says NOT_CONTROLLER, the backoff grows
-        requests = broker.take()
-        if not requests:
-            broker.until_next()
-            requests = broker.take()
-        (request,) = requests
-        broker.core.handle_registration_response(
-            RegistrationResponse(request.correlation_id, error_code=NotControllerError.code),
-            broker.now,
-        )
+    broker.electing(8)
     broker.now += 1
     broker.core.controller_hint(3, broker.now)  # this node's Raft heard node 3 won
     request = broker.registration()
     assert request.controller_id == 3
-    # Node 3's own Raft has not heard it yet: it names no controller.
-    broker.core.handle_registration_response(
-        RegistrationResponse(request.correlation_id, error_code=NotControllerError.code),
-        broker.now,
-    )
+    broker.not_controller(request)  # node 3's own Raft has not heard it yet: it names none
     assert broker.take() == []
     assert broker.until_next() == BECOMING_ACTIVE_RETRY_MS
     assert broker.registration().controller_id == 3
@@ -611,21 +607,10 @@ def test_a_controller_that_never_becomes_active_is_left_for_the_next_voter() -> 
     for _ in range(BECOMING_ACTIVE_RETRIES_MAX):
         request = broker.registration()
         assert request.controller_id == 1
-        broker.core.handle_registration_response(
-            RegistrationResponse(
-                request.correlation_id, error_code=NotControllerError.code, controller_id=1
-            ),
-            broker.now,
-        )
+        broker.not_controller(request, controller_id=1)
         assert broker.take() == []
         assert broker.until_next() == BECOMING_ACTIVE_RETRY_MS
-    request = broker.registration()
-    broker.core.handle_registration_response(
-        RegistrationResponse(
-            request.correlation_id, error_code=NotControllerError.code, controller_id=1
-        ),
-        broker.now,
-    )
+    broker.not_controller(broker.registration(), controller_id=1)
     assert broker.registration().controller_id == 2  # Rule 9 again: the next voter, at once
 
 

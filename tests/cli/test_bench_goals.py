@@ -39,6 +39,7 @@ def test_metadata_goals_take_medians_against_kafka_and_etcd() -> None:
             *(metadata("replog-kafka", v) for v in (90, 100, 400)),
             *(metadata("kafka", v) for v in (40, 50, 60)),
             *(metadata("etcd", v) for v in (150, 200, 210)),
+            metadata("jetstream", 1000),  # a peer shown beside them, in no goal
         ]
     )
     assert verdicts(grouped) == {
@@ -207,10 +208,10 @@ def test_each_kind_of_workload_runs_on_its_systems_only() -> None:
         "testDurationSeconds": 1,
     }
     check_systems(controller, ["replog", "kafka"], "c.yaml")
-    check_systems(meta, ["replog-kafka", "kafka", "etcd"], "m.yaml")
+    check_systems(meta, ["replog-kafka", "kafka", "etcd", "jetstream"], "m.yaml")
     for workload, systems, says in (
         (controller, ["replog", "etcd"], "c.yaml is a controller run.*etcd cannot run it"),
-        (meta, ["jetstream"], "metadata run.*jetstream cannot"),
+        (controller, ["kafka", "jetstream"], "controller run.*jetstream cannot"),
         (parse_workload({**data, "clients": ["replog"]}), ["kafka"], "clients run.*kafka cannot"),
         (parse_workload(data), ["etcd"], "produce and consume run.*etcd cannot"),
         (

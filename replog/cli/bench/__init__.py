@@ -84,7 +84,7 @@ def base_port_of(ports: list[int], index: int) -> int:
 
 # The systems each kind of workload runs on (the rest are refused before anything starts).
 CONTROLLER_SYSTEMS: tuple[str, ...] = ("replog", "replog-kafka", "kafka")
-METADATA_SYSTEMS: tuple[str, ...] = ("replog", "replog-kafka", "kafka", "etcd")
+METADATA_SYSTEMS: tuple[str, ...] = ("replog", "replog-kafka", "kafka", "etcd", "jetstream")
 CLIENTS_SYSTEMS: tuple[str, ...] = ("replog",)
 DATA_SYSTEMS: tuple[str, ...] = ("replog", "replog-kafka", "kafka", "jetstream")
 

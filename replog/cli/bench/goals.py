@@ -36,44 +36,16 @@ class Goal:
     applies: Applies = lambda workload: True  # the shape of workload the goal holds for
 
 
-def _metadata(r: dict[str, Any]) -> float:
-    return float(r["metadata"]["requests_per_s"])
+def _at(*keys: str) -> Figure:
+    """The figure at `keys` in a run's result."""
 
+    def figure(result: dict[str, Any]) -> float:
+        value: Any = result
+        for key in keys:
+            value = value[key]
+        return float(value)
 
-def _created(r: dict[str, Any]) -> float:
-    return float(r["controller"]["created_s"])
-
-
-def _failover(r: dict[str, Any]) -> float:
-    return float(r["controller"]["failover"]["seconds"])
-
-
-def _idle_cores(r: dict[str, Any]) -> float:
-    return float(r["idle"]["cores_per_1000"])
-
-
-def _idle_p99(r: dict[str, Any]) -> float:
-    return float(r["idle"]["end_to_end_p99_ms_with"])
-
-
-def _produce_mb(r: dict[str, Any]) -> float:
-    return float(r["produce"]["mb_per_s"])
-
-
-def _end_to_end_p99(r: dict[str, Any]) -> float:
-    return float(r["end_to_end"]["latency_ms"]["p99"])
-
-
-def _unavailable(r: dict[str, Any]) -> float:
-    return float(r["failover"]["unavailable_s"])
-
-
-def _catch_up_mb(r: dict[str, Any]) -> float:
-    return float(r["catch_up"]["mb_per_s"])
-
-
-def _requests_per_broker(r: dict[str, Any]) -> float:
-    return float(r["requests"]["per_broker_per_s"])
+    return figure
 
 
 def _plain(w: dict[str, Any]) -> bool:
@@ -119,58 +91,89 @@ def _workload(goal: Goal, r: dict[str, Any]) -> bool:
     return goal.applies(r.get("workload") or {})
 
 
-def _produced(r: dict[str, Any]) -> float:
-    return float(r["produce"]["records_per_s"])
-
-
-def _consumed(r: dict[str, Any]) -> float:
-    return float(r["catch_up"]["records_per_s"])
-
-
 GOALS = (
-    Goal("produce MB/s >= 1.0x Kafka's peak", _produce_mb, True, 1.0, "kafka", REPLOG, _peak_run),
+    Goal(
+        "produce MB/s >= 1.0x Kafka's peak",
+        _at("produce", "mb_per_s"),
+        True,
+        1.0,
+        "kafka",
+        applies=_peak_run,
+    ),
     Goal(
         "end-to-end p99 at a fixed rate <= Kafka's",
-        _end_to_end_p99,
+        _at("end_to_end", "latency_ms", "p99"),
         False,
         1.0,
         "kafka",
-        REPLOG,
-        _paced_run,
+        applies=_paced_run,
     ),
     Goal(
         "unavailability after a leader's kill -9 <= Kafka's",
-        _unavailable,
+        _at("failover", "unavailable_s"),
         False,
         1.0,
         "kafka",
-        REPLOG,
-        lambda w: bool(w.get("killLeaderAtSeconds")),
+        applies=lambda w: bool(w.get("killLeaderAtSeconds")),
     ),
     Goal(
         "catch-up read MB/s >= 1.0x Kafka's",
-        _catch_up_mb,
+        _at("catch_up", "mb_per_s"),
         True,
         1.0,
         "kafka",
-        REPLOG,
-        lambda w: bool(w.get("consumerBacklogSizeGB")) and not w.get("clients"),
+        applies=lambda w: bool(w.get("consumerBacklogSizeGB")) and not w.get("clients"),
     ),
     Goal(
         "produce requests per s per broker >= 1.0x Kafka's",
-        _requests_per_broker,
+        _at("requests", "per_broker_per_s"),
         True,
         1.0,
         "kafka",
-        REPLOG,
-        _kafka_batching_run,
+        applies=_kafka_batching_run,
     ),
-    Goal("metadata writes answered per s >= 1.0x Kafka's", _metadata, True, 1.0, "kafka"),
-    Goal("metadata writes answered per s >= 1.0x etcd's", _metadata, True, 1.0, "etcd"),
-    Goal("partitions created, end to end: <= Kafka's time", _created, False, 1.0, "kafka"),
-    Goal("controller failover: <= Kafka's time", _failover, False, 1.0, "kafka"),
-    Goal("servers' CPU per 1,000 idle partitions <= Kafka's", _idle_cores, False, 1.0, "kafka"),
-    Goal("busy topic's end-to-end p99 beside them <= Kafka's", _idle_p99, False, 1.0, "kafka"),
+    Goal(
+        "metadata writes answered per s >= 1.0x Kafka's",
+        _at("metadata", "requests_per_s"),
+        True,
+        1.0,
+        "kafka",
+    ),
+    Goal(
+        "metadata writes answered per s >= 1.0x etcd's",
+        _at("metadata", "requests_per_s"),
+        True,
+        1.0,
+        "etcd",
+    ),
+    Goal(
+        "partitions created, end to end: <= Kafka's time",
+        _at("controller", "created_s"),
+        False,
+        1.0,
+        "kafka",
+    ),
+    Goal(
+        "controller failover: <= Kafka's time",
+        _at("controller", "failover", "seconds"),
+        False,
+        1.0,
+        "kafka",
+    ),
+    Goal(
+        "servers' CPU per 1,000 idle partitions <= Kafka's",
+        _at("idle", "cores_per_1000"),
+        False,
+        1.0,
+        "kafka",
+    ),
+    Goal(
+        "busy topic's end-to-end p99 beside them <= Kafka's",
+        _at("idle", "end_to_end_p99_ms_with"),
+        False,
+        1.0,
+        "kafka",
+    ),
     *(
         Goal(
             f"{side} records/s >= {target:g}x {client}'s",
@@ -180,7 +183,10 @@ GOALS = (
             f"replog [{client}]",
             (REPLOG_CLIENT,),
         )
-        for side, figure in (("Producer", _produced), ("Consumer", _consumed))
+        for side, figure in (
+            ("Producer", _at("produce", "records_per_s")),
+            ("Consumer", _at("catch_up", "records_per_s")),
+        )
         for client, target in (("kafka-python", 3.0), ("confluent-kafka", 0.5))
     ),
 )

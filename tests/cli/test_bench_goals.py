@@ -1,7 +1,7 @@
 """`replog bench`'s goal checks and the figures behind them, from stand-ins: the ratios of
 replog's medians to Kafka's, etcd's and the other clients', the idle partitions' cost from a
-run's two phases, a controller run against a stand-in controller, and the workloads each
-system is refused."""
+run's two phases, a controller run against a stand-in controller, the workloads each
+system is refused, and warm-up runs left out of the results."""
 
 from __future__ import annotations
 
@@ -325,3 +325,44 @@ def test_data_path_goals_hold_for_their_shape_of_workload_only() -> None:
     assert goals_of(backlog) == {"catch-up read MB/s >= 1.0x Kafka's": "1.93x met"}
     # A run that recorded no workload (an older result) is held to none of them.
     assert goals_of({}) == {}
+
+
+def test_warm_up_runs_run_first_and_are_left_out_of_the_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    import replog.cli.bench as bench
+    import replog.cli.bench.systems as systems
+
+    class FakeSystem:
+        def start(self) -> None:
+            calls.append("start")
+
+        def stop(self) -> None:
+            calls.append("stop")
+
+        def describe(self) -> dict[str, Any]:
+            return {}
+
+    calls: list[str] = []
+    monkeypatch.setattr(systems, "make_system", lambda *args: FakeSystem())
+
+    def one_run(*args: Any) -> dict[str, Any]:
+        calls.append("run")
+        return {"n": len(calls)}
+
+    monkeypatch.setattr(bench, "_run_one", one_run)
+    monkeypatch.setattr(bench, "run_text", lambda result: f"figures of call {result['n']}")
+    workload = parse_workload({"name": "c", "createPartitions": 10, "partitionsPerTopic": 10})
+    args = argparse.Namespace(
+        work_dir=str(tmp_path), kafka_script=None, server_cpus=None, runs=2, warm_up_runs=2
+    )
+    results = bench.run_system("kafka", workload, args, 38000, str(tmp_path))
+    assert calls == ["start", "run", "run", "run", "run", "stop"]
+    assert [(r["run"], r["n"]) for r in results] == [(1, 4), (2, 5)]
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == ["kafka-run1.json", "kafka-run2.json"]
+    printed = capsys.readouterr().out
+    assert "kafka warm-up run 1/2 (not measured): figures of call 2" in printed
+    assert "kafka warm-up run 2/2 (not measured): figures of call 3" in printed
+    assert "kafka run 1/2: figures of call 4" in printed

@@ -42,6 +42,14 @@ class Once:
         self.ticked_at, self.at_ms = now_ms, None
 
 
+async def stopped(driver: RaftDriver, loop: asyncio.Task[None]) -> None:
+    """Stop `driver` and its `loop`, and close what it holds."""
+    await driver.stop(graceful=False)
+    await asyncio.wait_for(loop, 5)
+    await driver.transport.close()
+    driver.storage.close()
+
+
 def test_timers_are_ticked_when_due_and_never_spin(tmp_path: Path) -> None:
     async def scenario() -> None:
         config = RaftConfig(voters=(VoterAddress(1, "127.0.0.1", 1),))
@@ -53,10 +61,7 @@ def test_timers_are_ticked_when_due_and_never_spin(tmp_path: Path) -> None:
         try:
             await asyncio.sleep(0.3)
         finally:
-            await driver.stop(graceful=False)
-            await asyncio.wait_for(loop, 5)
-            await driver.transport.close()
-            driver.storage.close()
+            await stopped(driver, loop)
         assert once.ticked_at is not None
         gaps = [b - a for a, b in zip(busy.ticks, busy.ticks[1:], strict=False)]
         assert gaps and min(gaps) >= TIMER_RETICK_MS
@@ -96,10 +101,7 @@ def test_a_long_delivery_of_committed_batches_lets_other_tasks_run(tmp_path: Pat
 
             await asyncio.wait_for(asyncio.gather(probe(), *waits), 10)
         finally:
-            await driver.stop(graceful=False)
-            await asyncio.wait_for(loop, 5)
-            await driver.transport.close()
-            driver.storage.close()
+            await stopped(driver, loop)
         batches = [offset for kind, offset in seen if kind == "batch"]
         assert batches == sorted(batches) and len(batches) >= 2, batches
         kinds = [kind for kind, _ in seen]
@@ -150,10 +152,7 @@ def test_a_stepped_listener_lets_other_tasks_run_between_the_steps_of_one_batch(
 
             await asyncio.wait_for(asyncio.gather(probe(), wait), 10)
         finally:
-            await driver.stop(graceful=False)
-            await asyncio.wait_for(loop, 5)
-            await driver.transport.close()
-            driver.storage.close()
+            await stopped(driver, loop)
         work = [entry for entry in seen if entry != "probe"]
         assert work == ["step 0", "step 1", "step 2", "step 3", "after"], seen
         between = seen[seen.index("step 0") : seen.index("step 3")]
@@ -206,10 +205,7 @@ def test_the_core_answers_its_peers_while_the_listeners_apply_and_the_state_mach
             while "state machine input" not in seen:
                 await asyncio.sleep(0.01)
         finally:
-            await driver.stop(graceful=False)
-            await asyncio.wait_for(loop, 5)
-            await driver.transport.close()
-            driver.storage.close()
+            await stopped(driver, loop)
         last_step = len(seen) - 1 - seen[::-1].index("step")
         assert seen.index("answered") < last_step, seen  # answered inside the apply
         assert seen.index("state machine input") > last_step, seen  # after all of it

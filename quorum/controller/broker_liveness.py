@@ -34,6 +34,10 @@ class BrokerLiveness(Protocol):
         """Registered and in controlled shutdown."""
         ...
 
+    def is_fenced(self, broker_id: int) -> bool:
+        """Registered and fenced."""
+        ...
+
     def active_brokers(self) -> list[tuple[int, str | None]]:
         """(broker id, rack or None) of every active broker, by broker id."""
         ...

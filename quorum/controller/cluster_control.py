@@ -15,33 +15,38 @@ Rules (Kafka's ClusterControlManager and heartbeat handling, KIP-631):
   telling us), the records moving it out come first in the same write.
 - Lifecycle writes are not atomic (as in Kafka): a broker in more ISRs than one batch holds
   must still be fenceable. The registration change that matters comes where a partial
-  commit is harmless: a fence after the partition changes, an unfence before the elections.
+  commit is harmless: a fence after the partition changes, an unfence before the elections;
+  except for a session-expiry fencing (below).
 - They are stepped (docs/controller.md#stepped-writes): at most
   `max_partition_changes_per_step` partition changes a step, the rest in later steps, one
-  per loop turn. Fencing, unregistration and a new incarnation's registration end with their
-  registration record in the step that moves the last partitions, and answer after it; each
-  step checks the registration is still the one it started with. Unfencing and controlled
-  shutdown answer after their first step; their remaining partition changes follow (`after`).
-- A broker whose evacuation (fencing for any cause, a new incarnation's registration moving
-  its predecessor out, unregistration) is half done is **evacuating**: soft state of the
-  active controller. Each chain of steps holds its own mark (a token; the session-expiry
-  fencing's is `_SESSION_EXPIRY`), taken by a step that leaves moves for later and given
-  back through `_end_evacuation` only, by the chain's next step (which takes it again if
-  moves are still left), by a refused step, by the controller dropping the chain
-  (`on_drop`: its batch refused), or, for a session-expiry fencing, by
-  `end_abandoned_fencings` (the broker was heard from again, or is fenced or gone). The
-  broker is evacuating while any chain holds a mark, so a chain ending never frees what
-  another is moving. `activate` and `deactivate` drop every mark: a new active controller
-  derives what is left from the metadata (expired sessions, leaderless partitions, brokers
-  asking again). An evacuating broker is not active (`is_active`, `active_brokers`): no
-  election makes it leader, no ISR takes it in and no placement picks it, so each step's
-  moves stay moved (docs/controller.md#evacuating-brokers).
+  per loop turn. A fencing the broker asked for, unregistration and a new incarnation's
+  registration end with their registration record in the step that moves the last
+  partitions, and answer after it; each step checks the registration is still the one it
+  started with. Unfencing and controlled shutdown answer after their first step; their
+  remaining partition changes follow (`after`).
+- A session-expiry fencing writes the fencing record with its first step. Its broker is dead
+  or cut off: nobody asks again, so what is left of its moves must be found in the metadata
+  by whichever controller is active, this one at its next tick or the next one after a
+  failover (the fenced broker still leads, or shares an ISR: `QuorumController`'s sweep of
+  fenced brokers). Until then a fenced broker may still be named in ISRs and as leader, for
+  a few loop turns; fenced, it is inactive for every elector already, durably.
+- A broker whose other evacuation (a fencing it asked for, a new incarnation's registration
+  moving its predecessor out, unregistration) is half done is **evacuating**: soft state of
+  the active controller. Each chain of steps holds its own mark (a token), taken by a step
+  that leaves moves for later and given back through `_end_evacuation` only, by the chain's
+  next step (which takes it again if moves are still left), by a refused step, or by the
+  controller dropping the chain (`on_drop`: its batch refused). The broker is evacuating
+  while any chain holds a mark, so a chain ending never frees what another is moving.
+  `activate` and `deactivate` drop every mark: a new active controller derives what is left
+  from the metadata (expired sessions, fenced brokers still named, leaderless partitions,
+  brokers asking again). An evacuating broker is not active (`is_active`,
+  `active_brokers`): no election makes it leader, no ISR takes it in and no placement picks
+  it, so each step's moves stay moved (docs/controller.md#evacuating-brokers).
 - One chain per broker: a fencing request or unregistration arriving while another chain
-  (not a session-expiry fencing) evacuates the broker waits for it. A session-expiry
-  fencing is not waited for, and runs beside any other chain (both end with the broker
-  fenced or gone): a chain it cannot see end never holds up the fencing of an expired
-  session. An unregistration whose registration was replaced by a new incarnation
-  meanwhile fails with STALE_BROKER_EPOCH: the broker id is still registered.
+  evacuates the broker waits for it. A session-expiry fencing does not: it fences at once,
+  beside any chain (all end with the broker fenced or gone). An unregistration whose
+  registration was replaced by a new incarnation meanwhile fails with STALE_BROKER_EPOCH:
+  the broker id is still registered.
 - A retried registration of the same incarnation keeps its broker epoch and its flags.
 - Every heartbeat, and every other broker request, names the broker epoch of the live
   registration, else STALE_BROKER_EPOCH.
@@ -208,6 +213,10 @@ class ClusterControl:
         registration = self._registrations.live.get(broker_id)
         return registration is not None and registration.in_controlled_shutdown
 
+    def is_fenced(self, broker_id: int) -> bool:
+        registration = self._registrations.live.get(broker_id)
+        return registration is not None and registration.fenced
+
     def active_brokers(self) -> list[tuple[int, str | None]]:
         return sorted(
             (registration.broker_id, registration.rack)
@@ -272,23 +281,11 @@ class ClusterControl:
         """Whether a stepped evacuation of the broker is half done (module docstring)."""
         return broker_id in self._evacuating
 
-    def end_abandoned_fencings(self, now_ms: int) -> bool:
-        """End every session-expiry fencing that stopped half way: the broker's session is
-        live again (it was heard from), or it is fenced or gone. Whether such a broker, or one
-        whose other evacuation was given up since the last call (a refused step, a dropped
-        chain), is now active: its evacuation may have left partitions leaderless that it can
-        lead again, and the caller elects them."""
-        tracker = self._require_tracker()
+    def take_revived(self) -> bool:
+        """Whether an evacuation was given up half way (a refused step, a dropped chain) with
+        its broker active again since the last call: it may have left partitions leaderless
+        that the broker can lead again, and the caller elects them."""
         revived, self._revived = self._revived, False
-        for broker_id, chains in list(self._evacuating.items()):
-            if _SESSION_EXPIRY not in chains:
-                continue
-            registration = self._registrations.live.get(broker_id)
-            if registration is None or registration.fenced:
-                self._end_evacuation(broker_id, _SESSION_EXPIRY)
-            elif tracker.is_live(broker_id, now_ms):
-                self._end_evacuation(broker_id, _SESSION_EXPIRY)
-                revived = revived or broker_id not in self._evacuating
         return revived
 
     def session_metadata_offset(self, broker_id: int) -> int:
@@ -530,22 +527,17 @@ class ClusterControl:
     def fence_stale_broker(
         self, broker_id: int, *, replication: ReplicationHooks
     ) -> ControllerResult[None]:
-        """Fence a broker whose session expired (the periodic check)."""
+        """Fence a broker whose session expired (the periodic check): the fencing record with
+        the first `max_partition_changes_per_step` moves of its leaderships and ISR
+        memberships. The moves left, if any, are the controller's sweep of fenced brokers
+        (`ReplicationControl.move_off_fenced_brokers`), which a new active controller finds
+        again in the metadata: a dead broker is nobody's to ask again, and its fencing must
+        survive a failover half way (module docstring)."""
         tracker = self._require_tracker()
         registration = self._registrations.live.get(broker_id)
-        self._end_evacuation(broker_id, _SESSION_EXPIRY)  # taken again if moves are left
         if registration is None or registration.fenced:
             return ControllerResult.of((), None)
         changes = replication.handle_broker_fenced(broker_id, max_records=self._max_changes)
-        if len(changes) >= self._max_changes:
-            # More may remain: this step takes the broker out of these ISRs and leaderships
-            # only; it stays unfenced (and stale), so the next tick continues. The fencing
-            # record comes with the last step, so a fenced broker is never in an ISR. Until
-            # then it is evacuating, so that no election gives back what this step moved. A
-            # refused step leaves the mark to the next tick's step, or to
-            # `end_abandoned_fencings`.
-            self._begin_evacuation(broker_id, _SESSION_EXPIRY)
-            return ControllerResult.of(changes, None)
         tracker.end_controlled_shutdown(broker_id)
         records: list[MetadataRecord] = list(changes)
         records.append(self._change(registration, fenced=FenceChange.FENCE))
@@ -637,8 +629,8 @@ class ClusterControl:
         While another chain (`chain` None: this is the first step) evacuates the broker, a new
         one waits for it (a step without records per loop turn), then goes on from what it
         left: one chain of moves per broker, however often the broker asks to be fenced. A
-        session-expiry fencing is not waited for: it may be given up (the broker was heard
-        from), and this chain then goes on alone."""
+        session-expiry fencing holds no mark: it fences at once and leaves its moves to the
+        sweep of fenced brokers."""
 
         def rest(chain: object | None) -> Step[R]:
             return lambda ctx: self._evacuate(
@@ -651,7 +643,7 @@ class ClusterControl:
                 chain=chain,
             )
 
-        if chain is None and self._evacuating.get(broker_id, set()) - {_SESSION_EXPIRY}:
+        if chain is None and self._evacuating.get(broker_id):
             return ControllerResult.partial((), rest(None))
         if chain is not None:
             self._end_evacuation(broker_id, chain)  # taken again if moves are left
@@ -698,7 +690,7 @@ class ClusterControl:
     def _given_up(self, broker_id: int) -> None:
         """An evacuation of the broker stopped half way: if the broker is active again, the
         partitions its first steps left leaderless may be led by it again, and the next
-        `end_abandoned_fencings` says so."""
+        `take_revived` says so."""
         if self.is_active(broker_id):
             self._revived = True
 
@@ -766,9 +758,6 @@ class ClusterControl:
             raise RuntimeError("broker sessions exist only on the active controller")
         return self._tracker
 
-
-# The chain token of session-expiry fencing: driven by the periodic check, one per broker.
-_SESSION_EXPIRY = "session expiry"
 
 # With no active broker, nobody has to catch up before a controlled shutdown completes.
 _NO_ACTIVE_BROKER_OFFSET = 2**63 - 1

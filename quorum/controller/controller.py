@@ -23,9 +23,11 @@ Rules:
   NOT_CONTROLLER instead is the service's decision.
 - Claiming leadership: activate the offsets (writes start after the last committed offset),
   start a fresh heartbeat session for every registered broker, write the bootstrap records if
-  the log holds no metadata yet (`metadata.version` first), elect leaders for leaderless
-  partitions an active ISR member can lead (a predecessor may have lost them half way), and
-  start the periodic tasks.
+  the log holds no metadata yet (`metadata.version` first), move fenced brokers still named
+  in ISRs out of them and of their leaderships (a session-expiry fencing writes its fencing
+  record first, and a predecessor may have failed over before the rest of its moves), elect
+  leaders for leaderless partitions an active ISR member can lead (a predecessor may have
+  lost them half way), and start the periodic tasks.
 - Renouncing (another leader, an unknown one, or a failure of our own): revert every
   structure to the last stable offset, drop the heartbeat sessions and periodic tasks, and fail
   every parked response with NOT_CONTROLLER naming the new leader when known. The state is
@@ -40,8 +42,9 @@ Rules:
 - Stepped writes (docs/controller.md#stepped-writes): a result with `then` or `after` is one
   step; the next runs at a later tick, against the latest state. A tick runs the queued steps
   in order while they have written fewer than `max_partition_changes_per_step` records in it
-  (one step at least); the others keep their place for the next tick. At most one chain of
-  leaderless-partition elections started by the controller runs at a time.
+  (one step at least); the others keep their place for the next tick. At most one sweep of
+  each kind started by the controller runs at a time: leaderless-partition elections, and
+  the moves of fenced brokers still named in ISRs (started whenever a tick finds one).
   A `then` write is answered by its last step; an `after` chain answers nobody. A step
   whose batch is refused without a failover ends its write there, and its `on_drop` tells
   the step's owner (an evacuation mark goes with it).
@@ -194,9 +197,9 @@ class QuorumController:
         # Later steps of writes (`ControllerResult.then`, `after`), one run per tick each, with
         # the response their last step settles.
         self._steps: deque[tuple[WriteOperation[Any], PendingResponse[Any]]] = deque()
-        # Whether a chain of leaderless-partition elections this controller started is still
-        # running: another would only redo its scans.
-        self._sweeping = False
+        # The sweeps this controller started that are still running (`_start_sweep`): another
+        # of the same kind would only redo its scans.
+        self._sweeps: set[str] = set()
         # Why the last failure-driven renounce happened, for the shell's logs and for tests.
         self.last_failover_reason: str | None = None
         self._dispatch: dict[type, Callable[[MetadataRecord, int], None]] = self._replayers()
@@ -461,6 +464,8 @@ class QuorumController:
     def tick(self, now_ms: int) -> None:
         """Run the periodic work due at `now_ms` (active controller only)."""
         self._run_steps(now_ms)
+        # Before this tick's fencings, whose first steps moved their share of this tick.
+        self._move_off_fenced(now_ms)
         self._fence_stale_brokers(now_ms)
         if self._due(self._next_balance_ms, now_ms):
             self._next_balance_ms = self._run_elections(
@@ -525,6 +530,9 @@ class QuorumController:
                 now_ms,
                 "write the bootstrap records",
             )
+        # A session-expiry fencing may be half done (a failover between its steps): its
+        # broker, fenced already, is still named in ISRs; the moves go on from the metadata.
+        self._move_off_fenced(now_ms)
         # The elections of an unfencing may be lost half way (a failover between its steps or
         # batches): the new active controller redoes what is left of them.
         self._elect_leaderless(now_ms)
@@ -540,7 +548,7 @@ class QuorumController:
         self._next_unclean_ms = None
         self._next_leaderless_ms = None
         steps, self._steps = self._steps, deque()
-        self._sweeping = False
+        self._sweeps.clear()
         self.offset_control.deactivate()
         self.cluster.deactivate()
         assert (
@@ -673,19 +681,44 @@ class QuorumController:
     def _elect_leaderless(self, now_ms: int) -> None:
         """Clean elections for leaderless partitions that an active ISR member can lead, a
         bounded step per tick (`ReplicationControl.elect_leaderless_partitions`)."""
-        if (
-            self._claim_epoch is None
-            or self._sweeping
-            or not self.replication.has_leaderless_partitions()
-        ):
+        self._start_sweep(
+            "elect leaders for leaderless partitions",
+            self.replication.has_leaderless_partitions,
+            self.replication.elect_leaderless_partitions,
+            now_ms,
+        )
+
+    def _move_off_fenced(self, now_ms: int) -> None:
+        """The moves of fencings not made yet (a session-expiry fencing writes its fencing
+        record with its first step; a failover may come before the rest), a bounded step per
+        tick (`ReplicationControl.move_off_fenced_brokers`)."""
+        self._start_sweep(
+            "move fenced brokers out of ISRs and leaderships",
+            lambda: bool(self.replication.fenced_brokers_named()),
+            self.replication.move_off_fenced_brokers,
+            now_ms,
+        )
+
+    def _start_sweep(
+        self,
+        description: str,
+        needed: Callable[[], bool],
+        first: Callable[[int], ControllerResult[None]],
+        now_ms: int,
+    ) -> None:
+        """Write `first(max_partition_changes_per_step)` and the steps it leads to, one per
+        tick, if this controller is active, no sweep of this kind runs already, and it is
+        `needed`."""
+        if self._claim_epoch is None or description in self._sweeps or not needed():
             return
+        sweeps = self._sweeps
         limit = self.config.max_partition_changes_per_step
 
         def sweep(step: Step[None]) -> Step[None]:
             def run(ctx: StepContext) -> ControllerResult[None]:
                 result = step(ctx)
                 if result.then is None:
-                    self._sweeping = False
+                    sweeps.discard(description)
                     return result
                 return ControllerResult.partial(result.records, sweep(result.then))
 
@@ -693,14 +726,10 @@ class QuorumController:
 
         def dropped(pending: PendingResponse[None]) -> None:
             if pending.error is not None:  # refused, or dropped half way
-                self._sweeping = False
+                sweeps.discard(description)
 
-        self._sweeping = True
-        self.write(
-            sweep(lambda ctx: self.replication.elect_leaderless_partitions(limit)),
-            now_ms,
-            "elect leaders for leaderless partitions",
-        ).add_done_callback(dropped)
+        sweeps.add(description)
+        self.write(sweep(lambda ctx: first(limit)), now_ms, description).add_done_callback(dropped)
 
     def _answer_without_records(
         self, result: ControllerResult[R], pending: PendingResponse[R]
@@ -773,10 +802,9 @@ class QuorumController:
         return now_ms if more else now_ms + interval_ms
 
     def _fence_stale_brokers(self, now_ms: int) -> None:
-        if self._claim_epoch is not None and self.cluster.end_abandoned_fencings(now_ms):
-            # A broker whose evacuation was given up half way (heard from again, a refused or
-            # dropped step) is active: it may lead again what the first steps left without a
-            # leader.
+        if self._claim_epoch is not None and self.cluster.take_revived():
+            # A broker whose evacuation was given up half way (a refused or dropped step) is
+            # active: it may lead again what the first steps left without a leader.
             self._elect_leaderless(now_ms)
         while self._claim_epoch is not None:
             broker_id = self.cluster.find_stale_broker(now_ms)

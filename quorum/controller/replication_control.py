@@ -667,6 +667,34 @@ class ReplicationControl:
         caller's UnregisterBrokerRecord."""
         return self.handle_broker_fenced(broker_id, max_records=max_records)
 
+    def fenced_brokers_named(self) -> list[int]:
+        """The fenced or unregistered brokers still in some ISR beside other members, or still
+        leading (a leader is in its ISR): moves a session-expiry fencing left for later, which
+        `move_off_fenced_brokers` makes. A leaderless partition whose one ISR member is such a
+        broker does not count: KIP-841 keeps it there. Costs the number of brokers."""
+        cluster = self._cluster
+        return sorted(
+            broker_id
+            for broker_id, members in self._isr_members.live.items()
+            if len(members)
+            and (not cluster.is_registered(broker_id) or cluster.is_fenced(broker_id))
+        )
+
+    def move_off_fenced_brokers(
+        self, max_records: int = MAX_ELECTIONS_PER_RUN
+    ) -> ControllerResult[None]:
+        """The moves of a fencing not made yet (`fenced_brokers_named`), as `handle_broker_fenced`
+        makes them: at most `max_records` a step, for one broker a step (two brokers' changes
+        to one partition built from the same state would undo each other), and `then` the
+        next step, against the state this one leaves, until a step finds nothing."""
+        for broker_id in self.fenced_brokers_named():
+            records = self.handle_broker_fenced(broker_id, max_records=max_records)
+            if records:
+                return ControllerResult.partial(
+                    records, lambda ctx: self.move_off_fenced_brokers(max_records)
+                )
+        return ControllerResult.of((), None)
+
     def handle_broker_unfenced(
         self, broker_id: int, *, max_records: int = MAX_ELECTIONS_PER_RUN
     ) -> ControllerResult[None]:

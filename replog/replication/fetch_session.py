@@ -60,13 +60,14 @@ Rules:
   its max wait.
 - Kafka's cache of sessions (`fetch_session_cache`) serves the whole partition list each
   round, as a full fetch (`full_request`), as Kafka does.
-- The answer to a full request has every partition read. The answer to an incremental one has a
-  partition only when it carries records, an error or a diverging epoch, or a high watermark or
-  log start offset other than the last one this session sent for it without an error since the
-  fetcher last sent its entry (so a partition whose entry the request carries, new or
-  changed, is answered, and so is the first answer after an error); a fetcher reads a missing
-  partition as "nothing new". (The last stable offset is the high watermark here: no
-  transactions.)
+- The answer to a full request has every partition read, which in a bounded round is not
+  every partition of the request: the others stay dirty for a later round. The answer to an
+  incremental one has a partition only when it carries records, an error or a diverging
+  epoch, or a high watermark or log start offset other than the last one this session sent
+  for it without an error since the fetcher last sent its entry (so a partition whose entry
+  the request carries, new or changed, is answered, and so is the first answer after an
+  error). A fetcher reads a partition missing from any answer, the first one's too, as
+  "nothing new yet". (The last stable offset is the high watermark here: no transactions.)
 - A fetcher may send an unchanged entry again to have it answered (a consumer that lost track
   of the partition's high watermark does).
 - A fetcher that knows what changed in its request since the previous one (a follower's

@@ -25,10 +25,19 @@ Rules:
 - A disk failure stops the node: nothing it could not persist may be acknowledged.
 - An exception escaping a posted closure, a listener or a timer stops the node too (fail-stop):
   it means the state machine is broken, or its log is corrupt; going on could act on it.
-- Committed items go to the listeners in log order, all of a Ready's before the next input;
-  when that takes longer than `APPLY_TURN_S`, the loop's other tasks (request handlers, the
-  broker's heartbeats and fetches) get a turn between two items. Inputs they post wait in the
-  inbox as before, so the state machine still sees every committed item before its next input.
+- Committed items go to the listeners in log order, all of them before the state machine's
+  next input; when that takes longer than `APPLY_TURN_S`, the loop's other tasks (request
+  handlers, the broker's heartbeats and fetches) get a turn between two items. Inputs they post
+  for the state machine (proposals, posted closures) wait until every committed item handed out
+  is applied, so the state machine still sees each of them before its next input.
+- The core keeps running while the listeners apply: at the end of each such turn, the inputs
+  that only the core takes (a peer's message, a request that failed) are stepped, its due
+  timers ticked, and its Readys persisted and sent, their committed items queued behind those
+  being applied. A restart's replay of the whole metadata log (tens of thousands of records,
+  seconds on a loaded machine) would otherwise leave a leader answering no Fetch and a
+  follower sending none for longer than `controller.quorum.fetch.timeout.ms`: its peers (or
+  its own check-quorum) would take the leader for lost and elect again, and again at the next
+  replay. Kafka runs Raft on its own thread, which no listener holds.
   A stepped listener (`add_stepped_listener`) returns its work on one item as steps, and the
   other tasks may get a turn between two of its steps too: one committed batch can hold
   thousands of records (a broker's controlled shutdown moves all its leaderships in one).
@@ -47,7 +56,7 @@ import asyncio
 import logging
 import random
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -97,6 +106,17 @@ class LoopTimer(Protocol):
     def tick(self, now_ms: int) -> None:
         """Do the work due at `now_ms`."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class _CoreInput:
+    """An input that only the core takes (a peer's message, a failed request): the loop steps
+    it even while the listeners apply committed items (module Rules)."""
+
+    event: Event
+
+    def __call__(self, now_ms: int) -> None:
+        self.event(now_ms)
 
 
 @dataclass(slots=True)
@@ -165,6 +185,11 @@ class RaftDriver:
             record_time_offset_ms=wall_clock() - clock(),
         )
         self._inbox: asyncio.Queue[Event] = asyncio.Queue()
+        # Committed items handed out by the core and not yet given to every listener, in log
+        # order; and the state machine's inputs taken from the inbox while they were applied,
+        # which wait for them (module Rules).
+        self._to_apply: deque[ApplyItem] = deque()
+        self._held: deque[Event] = deque()
         self.apply_turn_s = APPLY_TURN_S
         self._waiters: SortedDict = SortedDict()  # base offset -> list[_Waiter]
         self._high_watermark = 0
@@ -226,7 +251,7 @@ class RaftDriver:
                 if source == self.node.leader_id:
                     self._leader_contact_ms = now
 
-        self.post(step)
+        self._inbox.put_nowait(_CoreInput(step))
 
     def quorum_contact(self) -> QuorumContact:
         """When this node last heard from the quorum's leader (now, if it leads) and from each
@@ -253,7 +278,7 @@ class RaftDriver:
                 now_ms=now,
             )
 
-        self.post(report)
+        self._inbox.put_nowait(_CoreInput(report))
 
     async def append_and_wait(
         self, values: list[bytes], timeout_ms: int | None = None
@@ -382,36 +407,42 @@ class RaftDriver:
 
     async def _drain_ready(self) -> None:
         while self.node.has_ready():
-            ready = self.node.ready()
-            if self.on_commit_latency is not None:
-                self._note_leader_appends(ready.log_ops)
-            # Persist before send; a leader's Ready may send while its own fsync runs.
-            early_send = ready.flush_log and not ready.flush_before_send
-            if ready.election_state is None and not ready.log_ops and not ready.flush_log:
-                # Nothing to persist: skip the worker-thread round trip (most Readys).
-                flushed = self.storage.log.recovery_point
-            elif early_send and ready.election_state is None and _small(ready.log_ops):
-                # A leader's small append without fsync only copies into the page cache: doing
-                # it here saves a thread round trip before its Fetch answers can leave.
-                flushed = self.storage.apply(ready, flush=False)
-            elif self.fsync_on_loop and ready.election_state is None and _small(ready.log_ops):
-                # A follower's small append and its fsync, before it acknowledges them (never
-                # an early send here: that case took the branch above).
-                flushed = self.storage.apply(ready, flush=True)
-            else:
-                flushed = await asyncio.to_thread(self.storage.apply, ready, flush=not early_send)
-            for message in ready.messages:
-                self.transport.send(message)
-            if early_send:
-                flushed = await asyncio.to_thread(self.storage.flush)
-            self._high_watermark = ready.high_watermark
-            if self._appended_at:
-                self._observe_commits(ready.high_watermark)
-            self.node.advance(ready, flushed_end_offset=flushed)
+            await self._persist_and_send()
             # After advance: a listener (the controller) may propose or resign at once, and the
             # core takes no input between ready() and advance().
-            await self._apply_all(ready.to_apply)
+            await self._apply_queued()
             self._take_queued()
+
+    async def _persist_and_send(self) -> None:
+        """Persist the core's next Ready, send its messages, `advance`, and queue its committed
+        items for the listeners."""
+        ready = self.node.ready()
+        if self.on_commit_latency is not None:
+            self._note_leader_appends(ready.log_ops)
+        # Persist before send; a leader's Ready may send while its own fsync runs.
+        early_send = ready.flush_log and not ready.flush_before_send
+        if ready.election_state is None and not ready.log_ops and not ready.flush_log:
+            # Nothing to persist: skip the worker-thread round trip (most Readys).
+            flushed = self.storage.log.recovery_point
+        elif early_send and ready.election_state is None and _small(ready.log_ops):
+            # A leader's small append without fsync only copies into the page cache: doing
+            # it here saves a thread round trip before its Fetch answers can leave.
+            flushed = self.storage.apply(ready, flush=False)
+        elif self.fsync_on_loop and ready.election_state is None and _small(ready.log_ops):
+            # A follower's small append and its fsync, before it acknowledges them (never
+            # an early send here: that case took the branch above).
+            flushed = self.storage.apply(ready, flush=True)
+        else:
+            flushed = await asyncio.to_thread(self.storage.apply, ready, flush=not early_send)
+        for message in ready.messages:
+            self.transport.send(message)
+        if early_send:
+            flushed = await asyncio.to_thread(self.storage.flush)
+        self._high_watermark = ready.high_watermark
+        if self._appended_at:
+            self._observe_commits(ready.high_watermark)
+        self.node.advance(ready, flushed_end_offset=flushed)
+        self._to_apply.extend(ready.to_apply)
 
     def _note_leader_appends(self, ops: tuple[LogOp, ...]) -> None:
         for op in ops:
@@ -428,11 +459,14 @@ class RaftDriver:
             if observe is not None:
                 observe(now - appended_at)
 
-    async def _apply_all(self, items: Sequence[ApplyItem]) -> None:
-        """Hand `items` to the listeners in order, letting the loop's other tasks run whenever
-        `APPLY_TURN_S` of it has passed (module Rules)."""
+    async def _apply_queued(self) -> None:
+        """Hand the queued committed items to the listeners in order, letting the loop's other
+        tasks run, and the core serve its peers, whenever `APPLY_TURN_S` of it has passed
+        (module Rules)."""
         turn_ends = monotonic_s() + self.apply_turn_s
-        for item in items:
+        queued = self._to_apply
+        while queued:
+            item = queued.popleft()
             self._before_listeners(item)
             for listener in self._listeners:
                 for _ in listener(item):
@@ -440,16 +474,39 @@ class RaftDriver:
             turn_ends = await self._end_turn_if_over(turn_ends)
 
     async def _end_turn_if_over(self, turn_ends: float) -> float:
-        """Let the loop's other tasks run if the turn that ends at `turn_ends` is over; when
-        the next turn ends."""
+        """Let the loop's other tasks run, then the core serve its peers, if the turn that ends
+        at `turn_ends` is over; when the next turn ends."""
         if monotonic_s() < turn_ends:
             return turn_ends
         await asyncio.sleep(0)
+        await self._serve_core()
         return monotonic_s() + self.apply_turn_s
 
+    async def _serve_core(self) -> None:
+        """Between two turns of applying committed items: step the core's own inputs (holding
+        the state machine's for later), tick its due timers, and persist and send its Readys,
+        whose committed items join the queue (module Rules)."""
+        inbox = self._inbox
+        while not inbox.empty():
+            event = inbox.get_nowait()
+            if isinstance(event, _CoreInput):
+                event(self._clock())
+            else:
+                self._held.append(event)
+        now = self._clock()
+        wake_at = self.node.wake_at_ms()
+        if wake_at is not None and wake_at <= now:
+            self.node.tick(now)
+        while self.node.has_ready():
+            await self._persist_and_send()
+
     def _take_queued(self) -> None:
-        """Apply every input already queued (those that arrived while persisting, too), so
-        the next Ready persists them all with one fsync."""
+        """Apply every input already queued (those held while committed items were applied
+        first, then those that arrived while persisting), so the next Ready persists them all
+        with one fsync."""
+        held = self._held
+        while held:
+            held.popleft()(self._clock())
         while not self._inbox.empty():
             self._inbox.get_nowait()(self._clock())
 

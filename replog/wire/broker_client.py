@@ -21,10 +21,14 @@ Rules:
   and logs the parse error; `RedialingChannel` turns that, or an INTERNAL "Exception
   deserializing response!", into the error), a partition the request did not ask for,
   named twice, or left out (an acks=0 Produce's answer names none: its failure is the call
-  ABORTED), a topic id that is not 16 bytes, an offset below -1 ("none") or a negative
-  producer id or epoch beside no error. An error code this client does not know stays a
+  ABORTED; a fetch session's answer may leave any out, `FetchStream`), a topic id that is
+  not 16 bytes, an offset below -1 ("none") or a negative producer id or epoch beside no
+  error. An error code this client does not know stays a
   per-partition `UnknownServerError` naming the code, as in Kafka.
   `metadata` checks only that the answer parsed: its reader judges its contents.
+- A stream call (`FetchStream`, `ProduceStream`) the broker ends without an error while
+  requests wait for answers raises NetworkError naming the broker and the call: the peer
+  closed the stream, a retriable outcome, not a malformed answer.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from replog.errors import (
 from replog.pb import broker_pb2, broker_pb2_grpc
 from replog.pb import controller_pb2 as controller_pb
 from replog.replication import messages as m
-from replog.replication.fetch_session import FULL_FETCH_EPOCH, FetchChanges, FetcherSession
+from replog.replication.fetch_session import FetchChanges, FetcherSession
 from replog.wire import broker_codec as codec
 from replog.wire.redialing_channel import RedialingChannel
 
@@ -114,6 +118,15 @@ class BrokerClient:
 
     def _malformed(self, rpc: str, what: str) -> MalformedResponseError:
         return MalformedResponseError(f"broker at {self.address} answered {rpc} with {what}")
+
+    def _stream_ended(self, rpc: str, what: str) -> NetworkError:
+        """The broker ended a stream call without an error while `what` waited for its answer:
+        the peer closed the stream (module Rules). Kafka's word for a connection closed
+        before the answer came, retriable: nothing malformed was received."""
+        return NetworkError(
+            f"broker at {self.address} ended the {rpc} call without an error while {what} "
+            "waited for an answer (the peer closed the stream)"
+        )
 
     async def _call(
         self,
@@ -376,7 +389,9 @@ class FetchStream:
       the broker and the wait.
     - Failures are those of `BrokerClient.fetch`: the call's `grpc.aio.AioRpcError` (UNAVAILABLE
       also drops the channel), `MalformedResponseError` for an answer that does not parse or
-      does not answer the request, and a stream the broker ends without an error is one too.
+      does not answer the request. A stream the broker ends without an error before the
+      answer (the peer closed it) is NetworkError, retriable, as a connection closed under a
+      Kafka request is: nothing malformed came.
     - A call on a channel the client has since dropped (another call saw UNAVAILABLE) is
       cancelled before the next fetch and a new one opened on the current channel: the old
       channel's grace period would cut it off in the middle of some later fetch. UNAVAILABLE
@@ -385,8 +400,10 @@ class FetchStream:
     - With `sessions` (followers' and consumers' fetchers), each call holds a KIP-227 fetch
       session (`replication.fetch_session`): `fetch` takes every partition to fetch, sends the
       first request of a call in full and later ones with only what changed, and returns the
-      answer as the broker sent it, which after the first has only the partitions with news.
-      A new call starts a new session.
+      answer as the broker sent it: only the partitions with news, and even the first answer
+      may leave partitions out (the leader reads a bounded round of them; the rest come in
+      later answers), so a missing partition means "nothing new yet". A new call starts a new
+      session.
     """
 
     RPC = "FetchStream"
@@ -422,10 +439,11 @@ class FetchStream:
             # arrives as the answer does, and a fetcher told to stop would fetch on.
             async with asyncio.timeout(wait_ms / 1000):
                 answer = await self._exchange(self._call, codec.fetch_request_to_proto(sent))
-            if session is None or sent.session_epoch <= FULL_FETCH_EPOCH:
+            if session is None:
                 return client._checked_fetch(request, answer, self.RPC)
-            # An incremental answer may leave out any partition of the session; it is checked
-            # against the session's partitions, at the cost of what it carries.
+            # A session's answer may leave out any of its partitions, the first one's too: the
+            # leader reads at most a bounded round of them (`fetch_session`, bounded rounds). It
+            # is checked against the session's partitions, at the cost of what it carries.
             return client._checked_fetch_in(session.holds, answer, self.RPC)
         except TimeoutError:
             self.close()
@@ -450,7 +468,7 @@ class FetchStream:
             await call.write(message)
         answer = await call.read()
         if answer is grpc.aio.EOF:
-            raise self._client._malformed(self.RPC, "the end of the stream instead of an answer")
+            raise self._client._stream_ended(self.RPC, "a fetch")
         if answer is None:
             raise self._client._channel.unparsed(self.RPC)
         return answer
@@ -480,9 +498,10 @@ class ProduceStream:
       flight on a connection fail together when it closes: each may or may not have been
       appended. Failures are those of `BrokerClient.produce`: the call's
       `grpc.aio.AioRpcError` (UNAVAILABLE also drops the channel), `MalformedResponseError` for
-      an answer that does not parse or does not answer its request, or the end of the stream
-      with requests unanswered; and `RequestTimedOutError` when a request has no answer within
-      the `timeout_ms` given to `produce` (default the client's `request_timeout_ms`) plus the
+      an answer that does not parse or does not answer its request, NetworkError for the end
+      of the stream with requests unanswered (the peer closed it); and
+      `RequestTimedOutError` when a request has no answer within the `timeout_ms` given to
+      `produce` (default the client's `request_timeout_ms`) plus the
       request's own `timeout_ms` (a unary Produce's deadline). When the call ends with a
       status or a malformed answer, only the oldest request in flight (the one it ended on)
       gets that error; the later ones get NetworkError (the broker stops appending after a
@@ -572,9 +591,7 @@ class ProduceStream:
             while True:
                 answer = await call.read()
                 if answer is grpc.aio.EOF:
-                    raise client._malformed(
-                        self.RPC, f"the end of the stream with {len(self._in_flight)} unanswered"
-                    )
+                    raise client._stream_ended(self.RPC, f"{len(self._in_flight)} request(s)")
                 if answer is None:
                     raise client._channel.unparsed(self.RPC)
                 if not self._in_flight:

@@ -6,7 +6,10 @@ expires), restarting as a new incarnation, being unregistered; the controller fa
 and then, keeping or losing its uncommitted writes. Checked after every tick, on the active
 controller's latest state:
 - a fenced or unregistered broker leads nothing and is in no ISR, except as the last member
-  of a leaderless partition (KIP-841: the fencing record comes with the last step);
+  of a leaderless partition (KIP-841), once a bounded number of ticks passed since it was
+  first seen there: a session-expiry fencing writes its fencing record with its first step,
+  and its moves go on in later ticks, under a new active controller too (the other chains
+  write their registration record with their last step);
 - no partition stays leaderless for long while an active broker is in its ISR;
 - every request (heartbeat, registration, unregistration) is answered within a bounded number
   of ticks, and a dead broker is fenced within a bounded time after its session expires;
@@ -72,6 +75,9 @@ class Sim:
     # Requests still to be answered, with the tick they were sent at.
     requests: list[tuple[PendingResponse[object], int, str]] = field(default_factory=list)
     leaderless_since: dict[tuple[str, int], int] = field(default_factory=dict)
+    # (partition, broker) -> the tick a fenced or unregistered broker was first seen named in
+    # the partition's ISR beside others or as its leader.
+    named_since: dict[tuple[str, int, int], int] = field(default_factory=dict)
     # Unregistrations sent: (answer, broker id, batches in the log when sent).
     unregistrations: list[tuple[PendingResponse[None], int, int]] = field(default_factory=list)
     history: list[str] = field(default_factory=list)  # what happened, for failure messages
@@ -227,16 +233,23 @@ class Sim:
         topic_names = {
             topic_id: name for name, topic_id in active.replication.topic_ids(None).items()
         }
+        named_now: set[tuple[str, int, int]] = set()
         for record in active.replication.snapshot_records():
             if not isinstance(record, PartitionRecord):
                 continue
             key = (topic_names[record.topic_id], record.partition_id)
             for broker_id in record.isr:
                 registration = cluster.registration(broker_id)
-                if registration is None or registration.fenced:
-                    assert record.isr == (broker_id,) and record.leader == NO_LEADER, (
-                        f"tick {self.tick}: {key} has fenced or unregistered broker {broker_id} "
-                        f"in its ISR {record.isr} (leader {record.leader})"
+                named = (*key, broker_id)
+                if (registration is None or registration.fenced) and not (
+                    record.isr == (broker_id,) and record.leader == NO_LEADER
+                ):
+                    named_now.add(named)
+                    since = self.named_since.setdefault(named, self.tick)
+                    assert self.tick - since <= BOUND_TICKS, (
+                        f"tick {self.tick}: {key} has had fenced or unregistered broker "
+                        f"{broker_id} in its ISR {record.isr} (leader {record.leader}) since "
+                        f"tick {since}"
                     )
             if record.leader == NO_LEADER and any(map(cluster.is_active, record.isr)):
                 since = self.leaderless_since.setdefault(key, self.tick)
@@ -246,6 +259,7 @@ class Sim:
                 )
             else:
                 self.leaderless_since.pop(key, None)
+        self.named_since = {k: t for k, t in self.named_since.items() if k in named_now}
         for pending, sent, what in self.requests:
             assert pending.done or self.tick - sent <= BOUND_TICKS, (
                 f"tick {self.tick}: the {what} sent at tick {sent} is still unanswered"
@@ -312,5 +326,6 @@ def test_random_broker_events_keep_isrs_leaders_and_steps_bounded(seed: int) -> 
     assert not active._steps
     assert not sim.requests
     assert all(not active.cluster.is_evacuating(b) for b in BROKERS)
+    assert not active.replication.fenced_brokers_named()
     assert all(active.cluster.is_active(b) for b in BROKERS), sim.history
     assert not active.replication.has_leaderless_partitions()

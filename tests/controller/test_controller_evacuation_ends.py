@@ -1,12 +1,14 @@
 """Every evacuation's mark lives exactly as long as the chain of steps that set it.
 
-A broker is evacuating while some chain (a fencing for any cause, a new incarnation's
+A broker is evacuating while some chain (a fencing it asked for, a new incarnation's
 registration, an unregistration) has moves left for it; each chain holds its own mark and ends
-it through one path: its last step, a refused step, a dropped batch, a session-expiry fencing
-given up, or the controller's renounce. A chain ending never clears another's mark, a fencing
-asked for during a session-expiry fencing gives nothing back, an unregistration overtaken by a
-new incarnation says so, and a new active controller starts from the metadata alone
-(docs/controller.md, "Evacuating brokers"). Pure-core scenarios with a step of 4 changes.
+it through one path: its last step, a refused step, a dropped batch, or the controller's
+renounce. A session-expiry fencing fences at once and leaves its moves to the sweep of fenced
+brokers, which a new active controller goes on with after a failover. A chain ending never
+clears another's mark, a fencing asked for during a session-expiry fencing gives nothing back,
+an unregistration overtaken by a new incarnation says so, and a new active controller starts
+from the metadata alone (docs/controller.md, "Evacuating brokers"). Pure-core scenarios with a
+step of 4 changes.
 """
 
 from __future__ import annotations
@@ -62,12 +64,36 @@ def turn(cluster: Cluster) -> None:
 
 def expire(cluster: Cluster, broker_id: int) -> None:
     """Let `broker_id`'s session expire (broker 2 keeps heartbeating): the tick runs the first
-    step of its session-expiry fencing."""
+    step of its session-expiry fencing, which fences it with its first moves."""
     for _ in range(9):
         cluster.heartbeat(2)
         cluster.advance(1000)
         cluster.log.commit()
-    assert cluster.active.cluster.is_evacuating(broker_id)
+    assert fenced(cluster, broker_id) and moves_left(cluster, broker_id) > 0
+    assert not cluster.active.cluster.is_evacuating(broker_id)  # fenced: no mark needed
+
+
+def test_a_session_expiry_fencing_cut_short_by_a_failover_goes_on_under_the_new_controller() -> (
+    None
+):
+    # A dead broker's fencing is nobody's to ask for again: the new active controller finds
+    # what is left in the metadata (a fenced broker still leading, or in an ISR beside
+    # others) and goes on at once, not one more session timeout later, and never gives the
+    # dead broker back a leadership in between.
+    cluster = solo_cluster()
+    cluster.create_topic("pair", 8, 2)
+    expire(cluster, 1)
+    start = len(cluster.log.batches)
+    cluster.elect(2)
+    turns = 0
+    while moves_left(cluster, 1) and turns <= SOLO // STEP + 2:
+        turn(cluster)
+        turns += 1
+    assert moves_left(cluster, 1) == 0, f"{moves_left(cluster, 1)} moves left after {turns}"
+    assert turns <= SOLO // STEP + 2  # ticks of 10 ms, against a session timeout of 9 s
+    assert fenced(cluster, 1) and not elected(cluster, start, 1)
+    assert cluster.active.replication.partitions_led_by(1) == 0
+    assert cluster.active.replication.fenced_brokers_named() == []
 
 
 def test_a_fencing_asked_for_during_a_session_expiry_fencing_gives_nothing_back() -> None:
@@ -79,13 +105,14 @@ def test_a_fencing_asked_for_during_a_session_expiry_fencing_gives_nothing_back(
     # The broker is heard from again, asking to be fenced: the session-expiry fencing is given
     # up, and the request's fencing goes on from what it left, with no sweep in between
     # electing the broker again where the first steps left it the last ISR member.
+    # It is fenced already: asked again, it is answered at once, and the moves go on.
     reply = cluster.heartbeat(1, want_fence=True)
+    assert reply.result().is_fenced
     turns = 0
-    while not reply.done and turns <= led // STEP + 2:
-        assert cluster.active.cluster.is_evacuating(1)
+    while moves_left(cluster, 1) and turns <= led // STEP + 2:
         turn(cluster)
         turns += 1
-    assert reply.result().is_fenced and fenced(cluster, 1)
+    assert fenced(cluster, 1) and moves_left(cluster, 1) == 0
     assert not elected(cluster, start, 1)
     changes = [r for r in records_since(cluster, start) if isinstance(r, PartitionChangeRecord)]
     assert len(changes) == led  # each leadership moved once
@@ -97,7 +124,7 @@ def test_a_chain_keeps_its_mark_when_an_older_chain_of_the_broker_ends() -> None
     expire(cluster, 1)
     while moves_left(cluster, 1) >= STEP:
         turn(cluster)
-    assert cluster.active.cluster.is_evacuating(1) and not fenced(cluster, 1)
+    assert not cluster.active.cluster.is_evacuating(1) and fenced(cluster, 1)
     # A new incarnation takes over what is left in one step, then unfences and asks to be
     # fenced again before the next tick: that fencing holds its own mark.
     registered = cluster.register(1)

@@ -105,10 +105,11 @@ def test_stale_brokers_are_fenced_one_per_write(cluster: Cluster) -> None:
     assert len(fences) == 2 and all(len(records) == 1 for records in fences)
 
 
-def test_a_broker_in_many_isrs_is_fenced_in_steps_that_end_with_the_fence() -> None:
-    """Fencing a broker in more ISRs than one write may change takes several writes, one per
-    tick, each committed on its own; the fencing record comes with the last, so the broker is
-    never fenced while still in an ISR (KIP-841), and at the end it is in none."""
+def test_a_broker_in_many_isrs_is_fenced_at_once_and_moved_out_in_steps() -> None:
+    """Fencing a broker whose session expired, in more ISRs than one write may change: the
+    fencing record comes with the first write (nobody would ask again after a failover half
+    way), the rest of the moves follow one write per tick, each committed on its own, and at
+    the end the broker is in no ISR (KIP-841)."""
     cluster = Cluster.create((1, 2, 3), max_partition_changes_per_step=4)
     cluster.elect(1)
     cluster.log.commit()
@@ -129,10 +130,10 @@ def test_a_broker_in_many_isrs_is_fenced_in_steps_that_end_with_the_fence() -> N
         if any(isinstance(r, PartitionChangeRecord) for r in records)
         or any(isinstance(r, BrokerRegistrationChangeRecord) and r.broker_id == 1 for r in records)
     ]
-    assert [len(records) for records in steps] == [4, 4, 3], steps  # 10 changes, then the fence
-    assert all(isinstance(r, PartitionChangeRecord) for r in steps[0] + steps[1])
-    assert isinstance(steps[2][-1], BrokerRegistrationChangeRecord)
-    assert steps[2][-1].fenced == FenceChange.FENCE
+    assert [len(records) for records in steps] == [5, 4, 2], steps  # the fence, 10 changes
+    assert all(isinstance(r, PartitionChangeRecord) for r in steps[0][:-1] + steps[1] + steps[2])
+    assert isinstance(steps[0][-1], BrokerRegistrationChangeRecord)
+    assert steps[0][-1].fenced == FenceChange.FENCE
     assert not cluster.active.cluster.is_active(1)
     for partition in describe(cluster, "wide").partitions:
         assert 1 not in partition.isr and partition.leader in (2, 3), partition

@@ -93,6 +93,10 @@ class FakeCluster:
         broker = self.brokers.get(broker_id)
         return broker is not None and broker.shutting_down
 
+    def is_fenced(self, broker_id: int) -> bool:
+        broker = self.brokers.get(broker_id)
+        return broker is not None and broker.fenced
+
     def active_brokers(self) -> list[tuple[int, str | None]]:
         return [(b, self.brokers[b].rack) for b in sorted(self.brokers) if self.is_active(b)]
 

@@ -10,6 +10,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import grpc
@@ -33,6 +34,7 @@ from replog.pb import broker_pb2 as pb
 from replog.pb import broker_pb2_grpc
 from replog.record import build_batch
 from replog.replication import messages as m
+from replog.replication.fetch_session import LeaderFetchSession
 from replog.server import broker_service
 from replog.server.broker_service import BrokerService, add_broker_service
 from replog.server.repeat_reads import RepeatReads
@@ -546,6 +548,31 @@ async def test_a_fetch_session_sends_changes_and_answers_news_only(harness: Harn
         again = await stream.fetch(fetch(0, 4))
         assert [r.partition for r in again.partitions] == [0, 1]
         assert rm.calls[-1].session_epoch == 0
+    finally:
+        stream.close()
+
+
+@pytest.mark.asyncio
+async def test_a_session_opened_with_more_partitions_than_a_round_reads_gets_them_over_rounds(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A follower restarting against a leader of more partitions than a bounded round reads
+    # (500): the leader answers the first, full request with the first round's partitions only.
+    # That answer is the session's, not a malformed one: were it refused, every new call would
+    # get the same first round, and the follower would never fetch the rest.
+    monkeypatch.setattr(
+        broker_service, "LeaderFetchSession", partial(LeaderFetchSession, round_partitions=2)
+    )
+    harness.rm.records = b""  # caught up: no answer moves a partition in the session's order
+    stream = harness.client.fetch_stream(sessions=True)
+    entries = tuple(m.FetchPartition("orders", p, 0, topic_id=topic_id(5)) for p in range(5))
+    request = m.FetchRequest(entries, replica_id=2, max_wait_ms=0)
+    try:
+        answered = []
+        for _ in range(3):
+            answered.append([r.partition for r in (await stream.fetch(request)).partitions])
+        assert answered == [[0, 1], [2, 3], [4]]
+        assert [c.session_epoch for c in harness.rm.calls] == [0, 1, 2]  # one session
     finally:
         stream.close()
 

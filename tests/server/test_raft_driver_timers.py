@@ -8,7 +8,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from quorum.raft import RaftConfig, VoterAddress
+from quorum.raft.messages import DescribeQuorumRequest, DescribeQuorumResponse, Message
 from quorum.raft.ready import ApplyItem, CommittedBatch
 from replog.server.raft_driver import TIMER_RETICK_MS, RaftDriver
 from replog.server.raft_storage import RaftStorage
@@ -39,6 +42,14 @@ class Once:
         self.ticked_at, self.at_ms = now_ms, None
 
 
+async def stopped(driver: RaftDriver, loop: asyncio.Task[None]) -> None:
+    """Stop `driver` and its `loop`, and close what it holds."""
+    await driver.stop(graceful=False)
+    await asyncio.wait_for(loop, 5)
+    await driver.transport.close()
+    driver.storage.close()
+
+
 def test_timers_are_ticked_when_due_and_never_spin(tmp_path: Path) -> None:
     async def scenario() -> None:
         config = RaftConfig(voters=(VoterAddress(1, "127.0.0.1", 1),))
@@ -50,10 +61,7 @@ def test_timers_are_ticked_when_due_and_never_spin(tmp_path: Path) -> None:
         try:
             await asyncio.sleep(0.3)
         finally:
-            await driver.stop(graceful=False)
-            await asyncio.wait_for(loop, 5)
-            await driver.transport.close()
-            driver.storage.close()
+            await stopped(driver, loop)
         assert once.ticked_at is not None
         gaps = [b - a for a, b in zip(busy.ticks, busy.ticks[1:], strict=False)]
         assert gaps and min(gaps) >= TIMER_RETICK_MS
@@ -93,10 +101,7 @@ def test_a_long_delivery_of_committed_batches_lets_other_tasks_run(tmp_path: Pat
 
             await asyncio.wait_for(asyncio.gather(probe(), *waits), 10)
         finally:
-            await driver.stop(graceful=False)
-            await asyncio.wait_for(loop, 5)
-            await driver.transport.close()
-            driver.storage.close()
+            await stopped(driver, loop)
         batches = [offset for kind, offset in seen if kind == "batch"]
         assert batches == sorted(batches) and len(batches) >= 2, batches
         kinds = [kind for kind, _ in seen]
@@ -147,13 +152,62 @@ def test_a_stepped_listener_lets_other_tasks_run_between_the_steps_of_one_batch(
 
             await asyncio.wait_for(asyncio.gather(probe(), wait), 10)
         finally:
-            await driver.stop(graceful=False)
-            await asyncio.wait_for(loop, 5)
-            await driver.transport.close()
-            driver.storage.close()
+            await stopped(driver, loop)
         work = [entry for entry in seen if entry != "probe"]
         assert work == ["step 0", "step 1", "step 2", "step 3", "after"], seen
         between = seen[seen.index("step 0") : seen.index("step 3")]
         assert "probe" in between, seen  # the loop ran other tasks inside the batch
+
+    asyncio.run(scenario())
+
+
+def test_the_core_answers_its_peers_while_the_listeners_apply_and_the_state_machine_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long apply of committed items (a restart replaying the metadata log: seconds) does
+    not stop the core: a peer's request that arrives meanwhile is answered before the apply
+    ends, so the peers never take a busy leader for lost; an input for the state machine
+    waits until the apply ends, so it still sees every committed item first."""
+
+    async def scenario() -> None:
+        config = RaftConfig(voters=(VoterAddress(1, "127.0.0.1", 1),))
+        driver = RaftDriver(1, config, RaftStorage(str(tmp_path), [1]), tasks=LoopTasks())
+        driver.apply_turn_s = 0.01
+        sent: list[Message] = []
+        monkeypatch.setattr(driver.transport, "send", sent.append)
+        seen: list[str] = []
+        applying = asyncio.Event()
+
+        def stepped(item: ApplyItem) -> Iterator[None]:
+            if isinstance(item, CommittedBatch) and not item.is_control:
+                applying.set()
+                for _ in range(20):
+                    time.sleep(0.01)  # a slice of a long replay
+                    seen.append("step")
+                    yield
+
+        driver.add_stepped_listener(stepped)
+        loop = asyncio.create_task(driver.run())
+        try:
+            while driver.status().leader_id != 1:
+                await asyncio.sleep(0.01)
+            wait = asyncio.ensure_future(driver.append_and_wait([b"big"]))
+            await asyncio.wait_for(applying.wait(), 5)
+            driver._post_message(Message(9, 1, DescribeQuorumRequest(7)))
+            driver.post(lambda now: seen.append("state machine input"))
+
+            async def answered() -> None:
+                while not any(isinstance(m.body, DescribeQuorumResponse) for m in sent):
+                    await asyncio.sleep(0)
+                seen.append("answered")
+
+            await asyncio.wait_for(asyncio.gather(answered(), wait), 10)
+            while "state machine input" not in seen:
+                await asyncio.sleep(0.01)
+        finally:
+            await stopped(driver, loop)
+        last_step = len(seen) - 1 - seen[::-1].index("step")
+        assert seen.index("answered") < last_step, seen  # answered inside the apply
+        assert seen.index("state machine input") > last_step, seen  # after all of it
 
     asyncio.run(scenario())

@@ -21,7 +21,7 @@ import pytest_asyncio
 
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import Endpoint, RegisterBrokerRecord
-from replog.errors import KafkaStorageError, NotLeaderOrFollowerError
+from replog.errors import KafkaStorageError, NetworkError, NotLeaderOrFollowerError
 from replog.pb import broker_pb2 as pb
 from replog.pb import broker_pb2_grpc
 from replog.record import build_batch
@@ -311,14 +311,47 @@ async def test_a_stream_the_leader_ends_is_a_failed_fetch_and_the_next_opens_ano
     assert servicer.streams >= 2 and len(rm.processed) >= 2
     warnings = fetcher_warnings(caplog)
     assert len(warnings) == len(rm.failed)
-    # The end is seen by the next write: as the end of the stream, or, when the write races
-    # it inside gRPC, as gRPC's INTERNAL "Internal error from Core".
+    # The end is seen by the next write: as the peer closing the stream (a retriable
+    # NetworkError, not a malformed answer), or, when the write races it inside gRPC, as
+    # gRPC's INTERNAL "Internal error from Core".
     ended = (
-        f"MalformedResponseError: broker at {address} answered FetchStream with the end "
-        "of the stream instead of an answer",
+        f"NetworkError: broker at {address} ended the FetchStream call without an error "
+        "while a fetch waited for an answer (the peer closed the stream)",
         "INTERNAL: Internal error from Core",
     )
     assert all(any(cause in w for cause in ended) for w in warnings), warnings
+
+
+@pytest.mark.asyncio
+async def test_a_stream_the_leader_ended_is_the_peer_closing_it_not_a_malformed_answer() -> None:
+    # The leader ended the call without an error after its answer (a stream closed under a
+    # waiting fetch): the next fetch is Kafka's NETWORK_EXCEPTION, retriable, naming the
+    # broker and the call, never MalformedResponseError (nothing malformed came), and the
+    # fetch after it opens another call.
+    servicer = FakeLeader(end_streams=True)
+    server, address = await serving(servicer)
+    client = BrokerClient(address, request_timeout_ms=5000)
+    stream = client.fetch_stream(sessions=True)
+    request = m.FetchRequest((m.FetchPartition("t", 0, 0),), replica_id=2)
+    try:
+        assert (await stream.fetch(request)).partitions[0].records == BATCH
+        call = stream._call
+        async with asyncio.timeout(5):
+            while not call.done():  # ended before the next write: no race inside gRPC
+                await asyncio.sleep(0.01)
+        with pytest.raises(NetworkError) as ended:
+            await stream.fetch(request)
+        assert ended.value.retriable
+        assert str(ended.value) == (
+            f"broker at {address} ended the FetchStream call without an error while a fetch "
+            "waited for an answer (the peer closed the stream)"
+        )
+        assert (await stream.fetch(request)).partitions[0].records == BATCH
+        assert servicer.streams == 2
+    finally:
+        stream.close()
+        await client.close()
+        await server.stop(grace=None)
 
 
 @pytest.mark.asyncio

@@ -145,7 +145,9 @@ class _KeepsFencedBrokers(ReplicationControl):
 
 
 class FencingKeepsIsrs(QuorumController):
-    """Fences brokers without moving them out of ISRs and leaderships (KIP-841 broken)."""
+    """Fences and unregisters brokers without moving them out of ISRs and leaderships (KIP-841
+    broken; a fenced broker may stay named while a session-expiry fencing's moves go on, an
+    unregistered one never)."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -172,11 +174,11 @@ def test_the_checker_catches_reads_of_uncommitted_state() -> None:
     assert "with state the committed log does not hold there" in message, message
 
 
-def test_the_checker_catches_fenced_brokers_left_in_isrs() -> None:
+def test_the_checker_catches_unregistered_brokers_left_in_isrs() -> None:
     message = _first_failure(
         FencingKeepsIsrs, range(20), controller_overrides={"broker_stall_rate": 0.3}
     )
-    assert "fenced broker" in message, message
+    assert "unregistered broker" in message, message
 
 
 class _ElectsNothingOnUnfencing(ReplicationControl):

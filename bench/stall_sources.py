@@ -8,8 +8,11 @@ took and its longest wall time. A stall whose CPU time is far below its wall tim
 waiting for a core (other processes on a loaded machine) or for the GIL (the node's worker
 threads), not work on the loop: sort by CPU to find the work to bound.
 
-Phases: a node log holds one section per start of the node; "start 1" is everything up to the
-first "shutting down", "start 2" what the restarted node logged (a `--restart` run's restart).
+Phases: a node log holds one section per start and per stop of the node; "start 1" is
+everything up to the first "shutting down", "stop 1" from there until the node process started
+again froze its start-up objects (its first lines: the controlled shutdown's moves and the
+other nodes' answers to them), and "start 2" what the restarted node logged from there (a
+`--restart` run's restart) up to its next "shutting down".
 
     .venv/bin/python bench/stall_sources.py /tmp/work-dir [--min-cpu-ms 40]
 """
@@ -28,7 +31,9 @@ STALL = re.compile(
 )
 LINE_NUMBER = re.compile(r"\.py:\d+\)")
 ENTRY = re.compile(r"^_watch \(node_tasks\.py\): ")
-SHUTTING_DOWN = "shutting down"
+# A node's own line, not a peer's error quoting one ("... the broker is shutting down").
+SHUTTING_DOWN = re.compile(r"replog\.server: node \d+: shutting down")
+STARTED = "start-up objects frozen"  # a node process's first lines (replog.server.collector)
 
 
 @dataclass
@@ -42,6 +47,7 @@ class Source:
 
 @dataclass
 class Phase:
+    kind: str = "start"  # or "stop"
     stalls: int = 0
     cpu_ms: int = 0  # the most CPU time of any stall
     sources: dict[str, Source] = field(default_factory=dict)
@@ -55,11 +61,14 @@ def source_name(chain: str | None) -> str:
 
 
 def read_phases(lines: Iterable[str]) -> list[Phase]:
-    """One `Phase` per start of the node (module docstring), from one node log."""
+    """One `Phase` per start and stop of the node (module docstring), from one node log."""
     phases = [Phase()]
     for line in lines:
-        if SHUTTING_DOWN in line:
-            phases.append(Phase())
+        if SHUTTING_DOWN.search(line):
+            phases.append(Phase("stop"))
+            continue
+        if STARTED in line and phases[-1].kind == "stop":
+            phases.append(Phase("start"))
             continue
         found = STALL.search(line)
         if found is None:
@@ -81,7 +90,7 @@ def merged(per_node: list[list[Phase]]) -> list[Phase]:
     for node in per_node:
         for index, phase in enumerate(node):
             while len(phases) <= index:
-                phases.append(Phase())
+                phases.append(Phase(phase.kind))
             into = phases[index]
             into.stalls += phase.stalls
             into.cpu_ms = max(into.cpu_ms, phase.cpu_ms)
@@ -101,11 +110,14 @@ def report(directory: str, min_cpu_ms: int) -> None:
             if os.path.isfile(path):
                 with open(path, encoding="utf-8", errors="replace") as f:
                     logs.append(read_phases(f))
-        for index, phase in enumerate(merged(logs)):
+        seen = {"start": 0, "stop": 0}
+        for phase in merged(logs):
+            seen[phase.kind] += 1
             if not phase.stalls:
                 continue
             print(
-                f"{cluster}, start {index + 1}: {phase.stalls} stalls logged, the most CPU "
+                f"{cluster}, {phase.kind} {seen[phase.kind]}: {phase.stalls} stalls logged, "
+                f"the most CPU "
                 f"time of one {phase.cpu_ms} ms; sources with a stall of {min_cpu_ms} ms CPU "
                 "or more (count, most CPU, longest wall):"
             )

@@ -17,7 +17,11 @@ Rules:
   once if none is), so it never reveals state that could be rolled back.
 - Commit path: the active controller already replayed its records, so a commit only advances
   the committed and stable offsets and completes the responses up to the stable offset. A
-  standby replays the committed records, then advances.
+  standby replays the committed records, then advances. A standby's replay of one batch may
+  run in steps (`commit_in_steps`, `REPLAY_STEP_RECORDS` records each: a restart replays the
+  whole log, and one batch can hold thousands of records); the caller takes no other input
+  between two steps, and the offsets move only at the last one, so no read, write or tick
+  sees a half-replayed batch.
 - Reads are served at the last stable offset: never uncommitted state. Standbys serve them
   too (their committed state may lag the leader's); whether a request to a standby gets
   NOT_CONTROLLER instead is the service's decision.
@@ -120,6 +124,7 @@ from quorum.metadata.records import (
     TopicRecord,
     UnregisterBrokerRecord,
 )
+from quorum.metadata.steps import REPLAY_STEP_RECORDS, Steps, run_to_end
 from replog.errors import (
     InvalidRequestError,
     KafkaError,
@@ -414,6 +419,12 @@ class QuorumController:
 
     def handle_commit(self, batch: CommittedRecords) -> None:
         """Raft committed `batch` (records decoded; none for a control batch)."""
+        run_to_end(self.commit_in_steps(batch))
+
+    def commit_in_steps(self, batch: CommittedRecords) -> Steps[None]:
+        """`handle_commit` as steps: a standby replays at most `REPLAY_STEP_RECORDS` of the
+        batch's records a step (module Rules, commit path); the committed and stable offsets
+        move, and the parked responses complete, in the last step only."""
         if self._claim_epoch is not None and batch.records and not self._wrote(batch):
             # Not a batch we wrote in our epoch: our idea of the log is wrong. Become a
             # standby (reverting our uncommitted writes) and take the batch as one.
@@ -423,8 +434,12 @@ class QuorumController:
                 f"{self._claim_epoch}"
             )
         if self._claim_epoch is None:
-            for index, record in enumerate(batch.records):
-                self._replay(record, batch.base_offset + index)
+            records = batch.records
+            for start in range(0, len(records), REPLAY_STEP_RECORDS):
+                if start:
+                    yield
+                for index in range(start, min(start + REPLAY_STEP_RECORDS, len(records))):
+                    self._replay(records[index], batch.base_offset + index)
         self.offset_control.handle_commit_batch(batch.last_offset, batch.quorum_epoch)
         self.purgatory.complete_up_to(self.offset_control.last_stable_offset)
 

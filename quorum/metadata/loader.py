@@ -44,19 +44,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import NoReturn, Protocol
+from typing import NoReturn, Protocol, runtime_checkable
 
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage, MetadataProvenance
-from quorum.metadata.local_changes import LocalChanges, local_changes, local_changes_between
+from quorum.metadata.local_changes import (
+    LocalChanges,
+    local_changes_between_in_steps,
+    local_changes_in_steps,
+)
 from quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
 from quorum.metadata.records import MetadataRecord
 from quorum.metadata.snapshot import image_record_count
-from quorum.metadata.steps import Steps, run_to_end
+from quorum.metadata.steps import REPLAY_STEP_RECORDS, Steps, run_to_end
 from replog.errors import MetadataLoadError, MetadataReplayError
-
-# Records one step of `commit_in_steps` replays: a few milliseconds of PartitionChangeRecords.
-REPLAY_STEP_RECORDS = 250
 
 
 class ManifestKind(Enum):
@@ -85,11 +86,18 @@ class Publication:
 
     def local_changes(self, broker_id: int) -> LocalChanges:
         """What `broker_id` must do to go from `manifest.previous` to `image`."""
+        return run_to_end(self.local_changes_in_steps(broker_id))
+
+    def local_changes_in_steps(self, broker_id: int) -> Steps[LocalChanges]:
+        """`local_changes` in steps (`quorum.metadata.local_changes`): a first image holds
+        thousands of partitions."""
         if self.manifest.kind is ManifestKind.LOG:
             # The delta's base is the previous image, so the delta knows exactly what changed.
-            return local_changes(self.delta, broker_id)
+            return (yield from local_changes_in_steps(self.delta, broker_id))
         # A delta from the empty image knows nothing of what the broker had: compare images.
-        return local_changes_between(self.manifest.previous, self.image, broker_id)
+        return (
+            yield from local_changes_between_in_steps(self.manifest.previous, self.image, broker_id)
+        )
 
 
 class MetadataPublisher(Protocol):
@@ -101,6 +109,15 @@ class MetadataPublisher(Protocol):
     def on_metadata_update(
         self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
     ) -> None: ...
+
+
+@runtime_checkable
+class SteppedMetadataPublisher(MetadataPublisher, Protocol):
+    """A publisher whose work on one publication may run in steps (a broker's first image at
+    a restart holds thousands of partitions): it changes nothing anyone else sees before its
+    last step, and `on_metadata_update` is the same work at once."""
+
+    def update_in_steps(self, publication: Publication) -> Steps[None]: ...
 
 
 class MetadataLoader:

@@ -13,6 +13,10 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+# Metadata records one step replays (the broker's loader, a standby controller) or decodes: a
+# few milliseconds of PartitionChangeRecords.
+REPLAY_STEP_RECORDS = 250
+
 Steps = Generator[None, None, T]
 
 

@@ -77,8 +77,9 @@ from dataclasses import dataclass, field, replace
 from quorum.metadata.broker_lifecycle import BrokerLifecycleConfig, LifecycleState
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage
-from quorum.metadata.loader import LoaderManifest, MetadataPublisher
+from quorum.metadata.loader import LoaderManifest, MetadataPublisher, Publication
 from quorum.metadata.records import Endpoint
+from quorum.metadata.steps import Steps, run_to_end
 from quorum.raft.ready import ApplyItem
 from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
@@ -684,15 +685,18 @@ class _StorageGuard:
     def on_metadata_update(
         self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
     ) -> None:
+        run_to_end(self.update_in_steps(Publication(delta, image, manifest)))
+
+    def update_in_steps(self, publication: Publication) -> Steps[None]:
         try:
-            self._replica_manager.on_metadata_update(delta, image, manifest)
+            yield from self._replica_manager.update_in_steps(publication)
         except KafkaStorageError as error:
             self._on_storage_error(error)
         except OSError as exc:
             self._on_storage_error(
                 KafkaStorageError(
                     f"applying the metadata image at offset "
-                    f"{manifest.provenance.last_offset}: {exc}"
+                    f"{publication.manifest.provenance.last_offset}: {exc}"
                 )
             )
 

@@ -128,6 +128,9 @@ PRODUCE_STREAM_DEPTH = 32
 # consumer sends its next fetch after the answer, so one is the norm; beyond the bound, gRPC's
 # flow control holds a client that sends without waiting, as it did before the queue.
 FETCH_STREAM_DEPTH = 8
+# Fetch entries decoded between two turns of the loop's other tasks (`_decode_fetch`): a few
+# milliseconds.
+FETCH_DECODE_STEP_PARTITIONS = 500
 
 
 # Put into an open stream call's queue when the broker stops serving (`attach`).
@@ -455,7 +458,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         session: LeaderFetchSession | None,
         repeats: RepeatReads | None = None,
     ) -> m.FetchResponse:
-        sent = self._decode(request, codec.fetch_request_from_proto)
+        sent = await self._decode_fetch(request)
         rm = self._ready()
         decoded = sent
         if sent.session_epoch == m.NO_SESSION:
@@ -616,6 +619,20 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     def _decode(self, request: Any, decode: Callable[[Any], R]) -> R:
         try:
             return decode(request)
+        except InvalidRequestError as error:
+            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None
+
+    async def _decode_fetch(self, request: pb.FetchRequest) -> m.FetchRequest:
+        """`request` decoded, letting the loop's other tasks run between slices of
+        `FETCH_DECODE_STEP_PARTITIONS` entries: a full fetch (a follower's session opening
+        at a restart) holds thousands. Nothing is read or changed before it is whole."""
+        partitions: list[m.FetchPartition] = []
+        try:
+            for entry in codec.fetch_partitions_from_proto(request):
+                partitions.append(entry)
+                if len(partitions) % FETCH_DECODE_STEP_PARTITIONS == 0:
+                    await asyncio.sleep(0)
+            return codec.fetch_request_from_proto(request, partitions)
         except InvalidRequestError as error:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None
 

@@ -7,7 +7,10 @@ through one of three doors:
     requests   write()/read() post a closure (RaftDriver.post); the gRPC handler awaits a future
                the closure (or, for a write, the commit) settles
     Raft       _on_apply, a Raft listener: committed batches, snapshot loads and leader changes,
-               handed over after advance(), in Raft's order
+               handed over after advance(), in Raft's order; a stepped one: a batch is
+               decoded and, on a standby, replayed in steps, with the loop's other tasks run
+               between them, and the other two doors closed until its last step (their
+               closures wait in the driver's inbox, its timers are not ticked)
     time       tick()/next_wake_ms(), a loop timer: the controller's periodic work (no-op
                records, fencing, elections) and the snapshot schedule
 
@@ -234,13 +237,14 @@ class ControllerDriver:
     # --- on the loop: Raft's events ---------------------------------------------------------------
 
     def _on_apply(self, item: ApplyItem) -> Steps[None]:
-        """The Raft driver's stepped listener: a committed batch is decoded in steps (a
-        controlled shutdown's holds thousands of records), the controller handed it whole."""
+        """The Raft driver's stepped listener: a committed batch is decoded and, on a standby,
+        replayed in steps (a controlled shutdown's holds thousands of records, and a restart
+        replays the whole log); the driver takes no controller input between two steps."""
         controller = self.controller
         if isinstance(item, CommittedBatch):
             records = yield from committed_records_in_steps(item, node_id=self.node_id)
+            yield from controller.commit_in_steps(records)
             now_ms = self._clock()
-            controller.handle_commit(records)
             self.snapshots.committed(item)
             self._maybe_snapshot(now_ms)
         elif isinstance(item, LeaderChange):

@@ -21,12 +21,15 @@ Rules:
   SNAPSHOT manifest over the empty image), so it never acts on a delta without its base.
 - Snapshot files are read on the event loop thread: snapshot loads are rare (start-up, a
   follower far behind), and the listener is synchronous by the Raft driver's contract.
-- A committed batch is replayed in steps (`quorum.metadata.loader.REPLAY_STEP_RECORDS`
+- A committed batch is replayed in steps (`quorum.metadata.steps.REPLAY_STEP_RECORDS`
   records each) when the Raft driver runs the listener as a stepped one (`apply_in_steps`),
   so that a batch of thousands of records (a broker's controlled shutdown moves all its
   leaderships in one) lets Raft fetches, heartbeats and requests run between steps; the
   image publishers and request handlers see changes only at the batch end, whole
-  (`MetadataLoader`).
+  (`MetadataLoader`). A publisher that works in steps (`SteppedMetadataPublisher`: the
+  replica manager finds a first image's thousands of local changes a slice at a time) gets
+  the publication that way; the publishers after it get it once its last step ran, so the
+  loop's other tasks may run between two publishers' updates of one image.
 """
 
 from __future__ import annotations
@@ -35,7 +38,12 @@ import logging
 from collections.abc import Callable
 
 from quorum.metadata.image import MetadataImage
-from quorum.metadata.loader import MetadataLoader, MetadataPublisher, Publication
+from quorum.metadata.loader import (
+    MetadataLoader,
+    MetadataPublisher,
+    Publication,
+    SteppedMetadataPublisher,
+)
 from quorum.metadata.steps import Steps, run_to_end
 from quorum.raft.ready import ApplyItem, CommittedBatch, LeaderChange, LoadSnapshot
 from quorum.raft.snapshot_id import SnapshotId
@@ -85,7 +93,7 @@ class BrokerMetadataListener:
     def apply_in_steps(self, item: ApplyItem) -> Steps[None]:
         """Load `item` in steps (the Raft driver's stepped listener, module Rules): a
         committed batch's records decoded and replayed a slice at a time, then its
-        publication whole."""
+        publication, whole for each publisher."""
         if isinstance(item, CommittedBatch):
             records = yield from committed_records_in_steps(item, node_id=self.node_id)
             publication = yield from self.loader.commit_in_steps(records, self._high_watermark())
@@ -105,16 +113,33 @@ class BrokerMetadataListener:
                 self._on_leader_change(item.leader_id)
             return
         if publication is not None:
-            for publisher in self._publishers:
-                self._deliver(publisher, publication)
+            # The publishers of now: one installed between two steps got this image already
+            # (`install`'s catch-up).
+            for publisher in tuple(self._publishers):
+                if isinstance(publisher, SteppedMetadataPublisher):
+                    yield from self._deliver_in_steps(publisher, publication)
+                else:
+                    self._deliver(publisher, publication)
 
     def _deliver(self, publisher: MetadataPublisher, publication: Publication) -> None:
         try:
             publisher.on_metadata_update(publication.delta, publication.image, publication.manifest)
         except Exception:
-            self.publisher_faults += 1
-            log.exception(
-                "metadata publisher %s failed on the image at offset %d",
-                publisher.name,
-                publication.manifest.provenance.last_offset,
-            )
+            self._fault(publisher, publication)
+
+    def _deliver_in_steps(
+        self, publisher: SteppedMetadataPublisher, publication: Publication
+    ) -> Steps[None]:
+        try:
+            yield from publisher.update_in_steps(publication)
+        except Exception:
+            self._fault(publisher, publication)
+
+    def _fault(self, publisher: MetadataPublisher, publication: Publication) -> None:
+        """Count and log the exception `publisher` raised on `publication` (module Rules)."""
+        self.publisher_faults += 1
+        log.exception(
+            "metadata publisher %s failed on the image at offset %d",
+            publisher.name,
+            publication.manifest.provenance.last_offset,
+        )

@@ -24,12 +24,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from quorum.metadata.loader import REPLAY_STEP_RECORDS
 from quorum.metadata.log_batches import CommittedRecords, SnapshotRecords
 from quorum.metadata.record_batches import decode_batch_in_steps, decode_snapshot
 from quorum.metadata.record_codec import encode_record
 from quorum.metadata.records import MetadataRecord
-from quorum.metadata.steps import Steps, run_to_end
+from quorum.metadata.steps import REPLAY_STEP_RECORDS, Steps, run_to_end
 from quorum.raft.node import RaftNode
 from quorum.raft.ready import CommittedBatch, LoadSnapshot
 from replog.clock import Clock

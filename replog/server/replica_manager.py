@@ -95,6 +95,7 @@ from quorum.metadata.image import ConfigResource, MetadataImage
 from quorum.metadata.loader import LoaderManifest, Publication
 from quorum.metadata.local_changes import LocalChanges, LocalPartition, local_changes_between
 from quorum.metadata.records import ConfigResourceType
+from quorum.metadata.steps import Steps, run_to_end
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
 from replog.common import TopicPartitionKey
 from replog.errors import (
@@ -386,7 +387,13 @@ class ReplicaManager:
         self, delta: MetadataDelta, image: MetadataImage, manifest: LoaderManifest
     ) -> None:
         """MetadataPublisher: act on what changed for this broker."""
-        changes = Publication(delta, image, manifest).local_changes(self.broker_id)
+        run_to_end(self.update_in_steps(Publication(delta, image, manifest)))
+
+    def update_in_steps(self, publication: Publication) -> Steps[None]:
+        """SteppedMetadataPublisher: `on_metadata_update` with the local changes found in
+        steps (a first image names every replica this broker holds), acted on in the last."""
+        changes = yield from publication.local_changes_in_steps(self.broker_id)
+        image, manifest = publication.image, publication.manifest
         if not changes.is_empty():
             log.info(
                 "broker %d at metadata offset %d: lead %s, follow %s, delete %s",

@@ -345,25 +345,15 @@ def fetch_request_to_proto(request: m.FetchRequest) -> pb.FetchRequest:
     return message
 
 
-def fetch_request_from_proto(message: pb.FetchRequest) -> m.FetchRequest:
-    partitions: list[m.FetchPartition] = []
-    for topic in message.topics:
-        topic_id = topic_id_from_proto(topic.topic_id, f"Fetch of topic {topic.topic!r}")
-        for p in topic.partitions:
-            partitions.append(
-                m.FetchPartition(
-                    topic=topic.topic,
-                    partition=p.partition,
-                    fetch_offset=p.fetch_offset,
-                    partition_max_bytes=p.partition_max_bytes,
-                    current_leader_epoch=_optional_epoch(p, "current_leader_epoch"),
-                    last_fetched_epoch=_optional_epoch(p, "last_fetched_epoch"),
-                    log_start_offset=p.log_start_offset,
-                    topic_id=topic_id,
-                )
-            )
+def fetch_request_from_proto(
+    message: pb.FetchRequest, partitions: Iterable[m.FetchPartition] | None = None
+) -> m.FetchRequest:
+    """The request `message` holds; `partitions`: its entries, already decoded by the caller
+    (`fetch_partitions_from_proto`, a slice at a time: a full fetch may hold thousands)."""
     return m.FetchRequest(
-        partitions=tuple(partitions),
+        partitions=tuple(
+            fetch_partitions_from_proto(message) if partitions is None else partitions
+        ),
         replica_id=message.replica_id,
         replica_epoch=message.replica_epoch,
         max_wait_ms=message.max_wait_ms,
@@ -377,6 +367,23 @@ def fetch_request_from_proto(message: pb.FetchRequest) -> m.FetchRequest:
             for partition in topic.partitions
         ),
     )
+
+
+def fetch_partitions_from_proto(message: pb.FetchRequest) -> Iterator[m.FetchPartition]:
+    """The entries of a fetch request, one at a time, in the wire's order."""
+    for topic in message.topics:
+        topic_id = topic_id_from_proto(topic.topic_id, f"Fetch of topic {topic.topic!r}")
+        for p in topic.partitions:
+            yield m.FetchPartition(
+                topic=topic.topic,
+                partition=p.partition,
+                fetch_offset=p.fetch_offset,
+                partition_max_bytes=p.partition_max_bytes,
+                current_leader_epoch=_optional_epoch(p, "current_leader_epoch"),
+                last_fetched_epoch=_optional_epoch(p, "last_fetched_epoch"),
+                log_start_offset=p.log_start_offset,
+                topic_id=topic_id,
+            )
 
 
 def _session_epoch_from_proto(message: pb.FetchRequest) -> int:

@@ -1,4 +1,5 @@
-"""bench/stall_sources.py: a node log's logged stalls grouped by source, per start of the node."""
+"""bench/stall_sources.py: a node log's logged stalls grouped by source, per start and stop of
+the node."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ LOG = [
 
 def test_stalls_group_by_chain_without_line_numbers_per_start() -> None:
     first, second = sources.read_phases(LOG)
+    assert (first.kind, second.kind) == ("start", "stop")
     assert (first.stalls, first.cpu_ms) == (3, 90)
     merge = first.sources["merge (partition_registration.py) < replay (delta.py)"]
     assert (merge.count, merge.cpu_ms, merge.wall_ms) == (2, 90, 304)
@@ -39,3 +41,22 @@ def test_the_nodes_merge_phase_by_phase() -> None:
     assert first.stalls == 5 and second.stalls == 1
     merge = first.sources["merge (partition_registration.py) < replay (delta.py)"]
     assert (merge.count, merge.cpu_ms) == (4, 90)
+
+
+def test_a_restarted_node_begins_a_new_start_at_its_first_lines() -> None:
+    restarted = [
+        *LOG,
+        "2026-11-26 03:40:30,000 INFO replog.server: garbage collector: 58006 start-up "
+        "objects frozen",
+        LOG[0],
+        "2026-11-26 03:40:31,000 WARNING replog.server.fetcher: fetch from leader broker 3 "
+        "failed: UNAVAILABLE: broker 3: the broker is shutting down",
+        "2026-11-26 03:40:40,000 INFO replog.server: node 1: shutting down",
+    ]
+    phases = sources.read_phases(restarted)
+    assert [(p.kind, p.stalls) for p in phases] == [
+        ("start", 3),
+        ("stop", 1),
+        ("start", 1),
+        ("stop", 0),
+    ]

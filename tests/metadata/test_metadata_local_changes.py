@@ -4,14 +4,20 @@ that diffing the two images (`local_changes_between`) gives the same answer as t
 
 from __future__ import annotations
 
+import random
+from uuid import UUID
+
 from metadata_helpers import bootstrapped, create_topic, delta_of, register, replayed, topic_id
 
 from quorum.metadata.image import MetadataImage, MetadataProvenance
 from quorum.metadata.local_changes import (
+    CLASSIFY_STEP_PARTITIONS,
     LocalChanges,
     LocalPartition,
     local_changes,
     local_changes_between,
+    local_changes_between_in_steps,
+    local_changes_in_steps,
 )
 from quorum.metadata.records import (
     BrokerRegistrationChangeRecord,
@@ -171,3 +177,49 @@ def test_between_images_many_deltas_apart_compares_epochs_only() -> None:
     assert ids(found.elected_leaders) == [("orders", 0)]
     assert found.elected_leaders[0].registration.leader_epoch == 2
     assert ids(found.followers) == [("orders", 1)]
+
+
+def test_topic_ids_sort_as_their_canonical_text() -> None:
+    """Two topics of one name (removed and created again) order by id as their text would."""
+    rng = random.Random(7)
+    uuids = [UUID(int=rng.getrandbits(128)) for _ in range(2_000)]
+    uuids += [UUID(int=n) for n in (0, 1, 15, 16, 2**64, 2**127)]
+    assert sorted(uuids, key=lambda u: u.int) == sorted(uuids, key=str)
+
+
+def test_a_large_first_image_is_classified_in_bounded_steps_with_the_whole_answer() -> None:
+    """A restart's first image changes every partition a broker holds: the changes are found
+    a slice of about CLASSIFY_STEP_PARTITIONS partitions at a time, and the answer is the
+    whole computation's, the same from the delta and from the two images."""
+    rng = random.Random(3)
+    records: list[MetadataRecord] = []
+    partitions = 0
+    for n in range(300):
+        count = rng.randint(1, 40)
+        partitions += count
+        assignments = [tuple(rng.sample((1, 2, 3, 4), 3)) for _ in range(count)]
+        records += create_topic(
+            f"t{rng.randint(0, 10**6)}-{n}", UUID(int=rng.getrandbits(128)), *assignments
+        )
+    base = bootstrapped()
+    delta = delta_of(base, *records)
+    new = delta.apply(MetadataProvenance(base.provenance.last_offset + len(records), 1))
+    whole = local_changes(delta, ME)
+    assert len(whole.leaders) + len(whole.followers) > 2 * CLASSIFY_STEP_PARTITIONS
+    for steps in (
+        local_changes_in_steps(delta, ME),
+        local_changes_between_in_steps(base, new, ME),
+    ):
+        slices = 0
+        while True:
+            try:
+                next(steps)
+                slices += 1
+            except StopIteration as done:
+                assert done.value == whole
+                break
+        # Each slice ends at the first topic boundary past the bound (40 partitions at most).
+        assert slices >= partitions // (CLASSIFY_STEP_PARTITIONS + 40)
+        assert slices <= partitions // CLASSIFY_STEP_PARTITIONS
+    keys = [(p.topic_name, str(p.topic_id), p.partition_id) for p in whole.leaders]
+    assert keys == sorted(keys)

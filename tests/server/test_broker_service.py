@@ -38,6 +38,8 @@ from replog.replication.fetch_session import LeaderFetchSession
 from replog.server import broker_service
 from replog.server.broker_service import BrokerService, add_broker_service
 from replog.server.repeat_reads import RepeatReads
+from replog.server.tolerant_service import Refused
+from replog.wire import broker_codec as codec
 from replog.wire import redialing_channel
 from replog.wire.broker_client import BrokerClient, ProduceStream
 from tests.eventually import eventually
@@ -908,3 +910,45 @@ async def test_an_open_produce_stream_ends_with_unavailable_when_the_broker_stop
     await asyncio.wait_for(call.wait_for_connection(), 5)
     assert await asyncio.wait_for(call.code(), 5) == grpc.StatusCode.UNAVAILABLE
     assert await call.details() == "broker 1: the broker is stopping"
+
+
+@pytest.mark.asyncio
+async def test_a_fetch_of_thousands_of_partitions_is_decoded_in_slices_between_other_tasks() -> (
+    None
+):
+    """A follower's session opening at a restart carries every partition it follows: the
+    service decodes it a slice at a time, letting the loop's other tasks run in between, and
+    gets the request the whole decode gives."""
+    service = BrokerService(1, cluster_id="c1", image=lambda: MetadataImage.EMPTY)
+    count = broker_service.FETCH_DECODE_STEP_PARTITIONS * 3 + 7
+    request = m.FetchRequest(
+        # Grouped by topic, as the wire groups them.
+        tuple(
+            m.FetchPartition(f"t{p // 100}", p, p * 10, topic_id=topic_id(p // 100))
+            for p in range(count)
+        ),
+        replica_id=2,
+        session_epoch=0,
+    )
+    wire = codec.fetch_request_to_proto(request)
+    turns = 0
+
+    async def probe() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.create_task(probe())
+    await asyncio.sleep(0)
+    before = turns
+    try:
+        decoded = await service._decode_fetch(wire)
+    finally:
+        other.cancel()
+    assert decoded == codec.fetch_request_from_proto(wire) == request
+    assert turns - before >= 3  # the probe ran between the slices
+    bad = codec.fetch_request_to_proto(m.FetchRequest((m.FetchPartition("t", 0, 0),)))
+    bad.topics[0].topic_id = b"short"
+    with pytest.raises(Refused):
+        await service._decode_fetch(bad)

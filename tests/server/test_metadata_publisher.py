@@ -11,7 +11,7 @@ import pytest
 
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage, MetadataProvenance
-from quorum.metadata.loader import REPLAY_STEP_RECORDS, LoaderManifest, ManifestKind, Publication
+from quorum.metadata.loader import LoaderManifest, ManifestKind, Publication
 from quorum.metadata.local_changes import LocalChanges
 from quorum.metadata.record_batches import encode_snapshot
 from quorum.metadata.record_codec import encode_record
@@ -27,6 +27,7 @@ from quorum.metadata.records import (
     TopicRecord,
 )
 from quorum.metadata.snapshot import image_from_records, image_to_records
+from quorum.metadata.steps import REPLAY_STEP_RECORDS, Steps
 from quorum.raft.control_records import LeaderChangeRecord, leader_change_batch
 from quorum.raft.ready import CommittedBatch, LeaderChange, LoadSnapshot
 from quorum.raft.snapshot_id import SnapshotId
@@ -282,7 +283,8 @@ def test_a_storage_error_applying_an_image_stops_the_broker_without_a_traceback(
     class FailingManager:
         name = "replica-manager"
 
-        def on_metadata_update(self, *_: object) -> None:
+        def update_in_steps(self, *_: object) -> Steps[None]:
+            yield
             raise failure
 
     feed, _, _ = listener(high_watermark=1)
@@ -342,3 +344,54 @@ def test_a_batch_is_decoded_in_steps_once_for_both_listeners_of_a_combined_node(
     with pytest.raises(StopIteration) as done:
         next(again)
     assert done.value.value is first
+
+
+class SteppedRecorder(Recorder):
+    """A publisher working on each publication in `steps` steps, seen only at the last."""
+
+    def __init__(self, name: str, steps: int, fail: bool = False) -> None:
+        super().__init__(name)
+        self.steps = steps
+        self.fail = fail
+        self.taken = 0
+
+    def update_in_steps(self, publication: Publication) -> Steps[None]:
+        for _ in range(self.steps):
+            self.taken += 1
+            yield
+        if self.fail:
+            raise RuntimeError("publisher bug")
+        self.seen.append((publication.delta, publication.image, publication.manifest))
+
+
+def test_a_stepped_publisher_gets_the_publication_in_steps_before_the_publishers_after_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    feed, _, _ = listener(high_watermark=1)
+    before, stepped, failing, after = (
+        Recorder("before"),
+        SteppedRecorder("stepped", 3),
+        SteppedRecorder("failing", 1, fail=True),
+        Recorder("after"),
+    )
+    for publisher in (before, stepped, failing, after):
+        feed.install(publisher)
+    steps = feed.apply_in_steps(committed(0, BOOTSTRAP, *topic_records()))
+    for taken in range(1, 4):
+        next(steps)
+        assert stepped.taken == taken
+        assert (len(before.seen), len(stepped.seen), len(after.seen)) == (1, 0, 0)
+    # Installed between two steps: the image once, as its catch-up, and not again.
+    late = Recorder("late")
+    feed.install(late)
+    assert [seen[2].kind for seen in late.seen] == [ManifestKind.SNAPSHOT]
+    next(steps)  # the failing publisher's step: the stepped one is done
+    assert (len(stepped.seen), len(after.seen)) == (1, 0)
+    with caplog.at_level(logging.ERROR), pytest.raises(StopIteration):
+        next(steps)
+    assert len(after.seen) == 1 and after.seen[0][1] is feed.image
+    assert len(late.seen) == 1 and late.seen[0][1] is feed.image
+    assert feed.publisher_faults == 1 and "publisher failing failed" in caplog.text
+    # At once (`__call__`, a plain listener) the stepped publisher runs all its steps.
+    feed(committed(5, NoOpRecord()))
+    assert stepped.taken == 6 and len(stepped.seen) == 2 and len(after.seen) == 2

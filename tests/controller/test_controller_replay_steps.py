@@ -1,0 +1,100 @@
+"""A standby's replay of a committed batch in steps (`QuorumController.commit_in_steps`): a
+large batch is replayed in slices of at most `REPLAY_STEP_RECORDS` records, the offsets move
+only at its last step, and the state it ends in is the one a whole replay gives."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+from controller_harness import CLUSTER_ID, Cluster, controller_view
+
+from quorum.controller.controller import QuorumController
+from quorum.controller.controller_config import ControllerConfig
+from quorum.controller.replication_control import CreatableTopic
+from quorum.metadata.records import MetadataRecord
+from quorum.metadata.steps import REPLAY_STEP_RECORDS
+
+
+def _standby(cluster: Cluster, node_id: int) -> QuorumController:
+    """A controller outside the cluster's delivery: only the test hands it batches."""
+    return QuorumController(
+        ControllerConfig(node_id=node_id, cluster_id=CLUSTER_ID),
+        cluster.log.for_node(node_id),
+        random.Random(node_id),
+    )
+
+
+def _replays_per_step(controller: QuorumController, steps: Iterator[None]) -> list[int]:
+    """Run `steps` to the end; how many records each step replayed."""
+    counts = [0]
+    original = controller._replay
+
+    def counting(record: MetadataRecord, offset: int) -> None:
+        counts[-1] += 1
+        original(record, offset)
+
+    controller._replay = counting  # type: ignore[method-assign]
+    try:
+        for _ in steps:
+            counts.append(0)
+    finally:
+        controller._replay = original  # type: ignore[method-assign]
+    return counts
+
+
+def test_a_large_committed_batch_is_replayed_in_bounded_steps_like_a_whole_replay() -> None:
+    cluster = Cluster.with_brokers([1, 2, 3])
+    # One CreateTopics of 1,200 partitions: one committed batch of 1,201 records.
+    pending = cluster.active.create_topics([CreatableTopic("big", 1_200, 3)], cluster.now_ms)
+    cluster.log.commit()
+    assert pending.result()[0].error is None
+    big = max(cluster.log.batches, key=lambda batch: len(batch.records))
+    assert len(big.records) > 4 * REPLAY_STEP_RECORDS
+
+    stepped = _standby(cluster, 9)
+    for batch in cluster.log.batches:
+        if batch is not big:
+            stepped.handle_commit(batch.committed())
+            continue
+        before = stepped.last_committed_offset
+        steps = stepped.commit_in_steps(batch.committed())
+        next(steps)  # the first slice replayed: nothing of the batch committed yet
+        assert stepped.last_committed_offset == before
+        assert stepped.last_stable_offset == before
+        counts = [REPLAY_STEP_RECORDS, *_replays_per_step(stepped, steps)]
+        assert sum(counts) == len(big.records)
+        assert max(counts) <= REPLAY_STEP_RECORDS
+        assert len(counts) == -(-len(big.records) // REPLAY_STEP_RECORDS)
+        assert stepped.last_committed_offset == batch.last_offset
+
+    whole = cluster.controller(2)  # a standby that heard every batch whole
+    assert stepped.last_stable_offset == whole.last_stable_offset
+    assert controller_view(stepped, None) == controller_view(whole, None)
+    assert controller_view(stepped, stepped.last_stable_offset) == controller_view(
+        whole, whole.last_stable_offset
+    )
+
+
+def test_random_batches_replayed_in_steps_or_whole_give_the_same_state() -> None:
+    """Property: however the committed batches are sized, replaying each in steps (in any
+    sizes of random topic creations and deletions) ends in the state a whole replay gives."""
+    for seed in range(3):
+        rng = random.Random(seed)
+        cluster = Cluster.with_brokers([1, 2, 3])
+        for index in range(6):
+            pending = cluster.active.create_topics(
+                [CreatableTopic(f"t{index}", rng.randint(1, 600), rng.randint(1, 3))],
+                cluster.now_ms,
+            )
+            cluster.log.commit()
+            assert pending.result()[0].error is None
+            if rng.random() < 0.3:
+                cluster.active.delete_topics(cluster.now_ms, names=[f"t{index}"])
+                cluster.log.commit()
+        stepped = _standby(cluster, 9)
+        for batch in cluster.log.batches:
+            counts = _replays_per_step(stepped, stepped.commit_in_steps(batch.committed()))
+            assert max(counts) <= REPLAY_STEP_RECORDS, (seed, counts)
+        whole = cluster.controller(3)
+        assert controller_view(stepped, None) == controller_view(whole, None), seed

@@ -89,6 +89,15 @@ def non_negative_setting(properties: Mapping[str, str], key: str, default: int) 
     return _bounded_setting(properties, key, default, 0, "0 or more")
 
 
+def port_setting(properties: Mapping[str, str], key: str, default: int) -> int:
+    """The port (0 to 65535; 0: any free port) `properties` sets for `key`, or `default` when
+    unset; a ConfigError naming the key otherwise."""
+    port = _bounded_setting(properties, key, default, 0, "0 or more")
+    if port > 65535:
+        raise ConfigError(f"{key}={port}: must be a port, 0 to 65535")
+    return port
+
+
 def _bounded_setting(
     properties: Mapping[str, str], key: str, default: int, least: int, what: str
 ) -> int:

@@ -55,6 +55,11 @@ class BrokerStub:
                 request_serializer=replog_dot_pb_dot_broker__pb2.FetchRequest.SerializeToString,
                 response_deserializer=replog_dot_pb_dot_broker__pb2.FetchResponse.FromString,
                 _registered_method=True)
+        self.ReplicaFetchEndpoint = channel.unary_unary(
+                '/replog.pb.broker.Broker/ReplicaFetchEndpoint',
+                request_serializer=replog_dot_pb_dot_broker__pb2.ReplicaFetchEndpointRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_broker__pb2.ReplicaFetchEndpointResponse.FromString,
+                _registered_method=True)
         self.ListOffsets = channel.unary_unary(
                 '/replog.pb.broker.Broker/ListOffsets',
                 request_serializer=replog_dot_pb_dot_broker__pb2.ListOffsetsRequest.SerializeToString,
@@ -125,6 +130,14 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReplicaFetchEndpoint(self, request, context):
+        """Where this broker listens for its followers' replica fetch connections (a framed TCP
+        protocol, not gRPC: replog/server/replica_fetch_wire.py); asked once per connection.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListOffsets(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -186,6 +199,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.FetchStream,
                     request_deserializer=replog_dot_pb_dot_broker__pb2.FetchRequest.FromString,
                     response_serializer=replog_dot_pb_dot_broker__pb2.FetchResponse.SerializeToString,
+            ),
+            'ReplicaFetchEndpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReplicaFetchEndpoint,
+                    request_deserializer=replog_dot_pb_dot_broker__pb2.ReplicaFetchEndpointRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_broker__pb2.ReplicaFetchEndpointResponse.SerializeToString,
             ),
             'ListOffsets': grpc.unary_unary_rpc_method_handler(
                     servicer.ListOffsets,
@@ -326,6 +344,33 @@ class Broker:
             '/replog.pb.broker.Broker/FetchStream',
             replog_dot_pb_dot_broker__pb2.FetchRequest.SerializeToString,
             replog_dot_pb_dot_broker__pb2.FetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReplicaFetchEndpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.broker.Broker/ReplicaFetchEndpoint',
+            replog_dot_pb_dot_broker__pb2.ReplicaFetchEndpointRequest.SerializeToString,
+            replog_dot_pb_dot_broker__pb2.ReplicaFetchEndpointResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -263,8 +263,10 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         on_storage_error: Callable[[KafkaStorageError], None] | None = None,
         producer_ids: ProducerIds | None = None,
         metadata_ready: Callable[[], bool] = lambda: True,
+        replica_fetch_port: Callable[[], int | None] = lambda: None,
     ) -> None:
         self.broker_id = broker_id
+        self._replica_fetch_port = replica_fetch_port
         self._metadata_ready = metadata_ready
         self._cluster_id = cluster_id
         self._image = image
@@ -395,7 +397,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return codec.produce_response_to_proto(m.ProduceResponse(tuple(results)))
 
     async def Fetch(self, request: pb.FetchRequest, context: Context) -> m.FetchResponse:
-        return await self._serve(request, context, lambda: self._fetch(request, context, None))
+        return await self._serve(
+            request, context, lambda: self._fetch(request, _deadline_bound(context), None)
+        )
 
     async def FetchStream(
         self, requests: AsyncIterator[Any], context: Context
@@ -415,7 +419,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     await self._abort_stopping(context, "FetchRequest")
                 stream.release()
                 yield await self._serve(
-                    request, context, partial(self._fetch, request, context, session, repeats)
+                    request,
+                    context,
+                    partial(self._fetch, request, _deadline_bound(context), session, repeats),
                 )
             await stream.ended()
         finally:
@@ -451,13 +457,38 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             log=log,
         )
 
+    async def replica_fetch(
+        self, request: pb.FetchRequest, session: LeaderFetchSession, repeats: RepeatReads | None
+    ) -> m.FetchResponse:
+        """A follower's fetch from its replica fetch connection (`replica_fetch_server`), in
+        the connection's `session`, answered exactly as a `FetchStream` request; a request
+        `FetchStream` would fail as a whole raises `Refused`. Its max wait is its own: the
+        follower waits for it plus its request timeout."""
+        return await self._fetch(request, _no_bound, session, repeats)
+
+    async def ReplicaFetchEndpoint(
+        self, request: pb.ReplicaFetchEndpointRequest, context: Context
+    ) -> pb.ReplicaFetchEndpointResponse:
+        async def serve() -> pb.ReplicaFetchEndpointResponse:
+            port = self._replica_fetch_port()
+            if port is None:
+                raise Refused(
+                    grpc.StatusCode.UNAVAILABLE,
+                    "its replica fetch listener (replica.fetch.port) is not listening yet",
+                )
+            return pb.ReplicaFetchEndpointResponse(port=port)
+
+        return await self._serve(request, context, serve)
+
     async def _fetch(
         self,
         request: pb.FetchRequest,
-        context: Context,
+        bound_ms: Callable[[int], int],
         session: LeaderFetchSession | None,
         repeats: RepeatReads | None = None,
     ) -> m.FetchResponse:
+        """`bound_ms(max_wait_ms)`: how long the request may wait (cut before a caller's
+        deadline)."""
         sent = await self._decode_fetch(request)
         rm = self._ready()
         decoded = sent
@@ -487,7 +518,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         # (docs/design/replication.md#answer-now-or-wait); a bounded round that left news
         # unread answers at once too (`fetch_session` Rules), so the next round reads it.
         now = refused or (rounds is not None and rounds.deferred)
-        max_wait_ms = 0 if now else _bounded_ms(decoded.max_wait_ms, context)
+        max_wait_ms = 0 if now else bound_ms(decoded.max_wait_ms)
         if rounds is not None and not decoded.partitions:
             # No news: the round waits for some (or its max wait) on the session's partitions.
             idle = await rm.fetch(replace(decoded, max_wait_ms=max_wait_ms), repeats, rounds)
@@ -704,6 +735,7 @@ _METHODS: dict[str, tuple[Any, Any]] = {
     "Metadata": (controller_pb.MetadataRequest, controller_pb.MetadataResponse),
     "InitProducerId": (pb.InitProducerIdRequest, pb.InitProducerIdResponse),
     "DescribeLogDirs": (pb.DescribeLogDirsRequest, pb.DescribeLogDirsResponse),
+    "ReplicaFetchEndpoint": (pb.ReplicaFetchEndpointRequest, pb.ReplicaFetchEndpointResponse),
 }
 
 
@@ -751,6 +783,15 @@ def init_producer_id(
     except KafkaError as error:
         return m.InitProducerIdResponse(error)
     return m.InitProducerIdResponse(producer_id=producer_id, producer_epoch=0)
+
+
+def _deadline_bound(context: Context) -> Callable[[int], int]:
+    """`_bounded_ms` for a gRPC call's requests."""
+    return lambda requested_ms: _bounded_ms(requested_ms, context)
+
+
+def _no_bound(requested_ms: int) -> int:
+    return requested_ms
 
 
 def _bounded_ms(requested_ms: int, context: Context) -> int:

@@ -246,6 +246,16 @@ class Node:
                     "controller.quorum.fetch.port: cannot listen on "
                     f"{format_host_port(host, port)}: {exc}"
                 ) from exc
+        if self.broker is not None and self.broker.data_plane is not None:
+            # Before the gRPC server too: followers ask for the port through it.
+            host = self.config.listener_host
+            port = self.broker.data_plane.replica_fetch_port
+            try:
+                await self.broker.replica_fetch_listener.start(host, port)
+            except OSError as exc:
+                raise OSError(
+                    f"replica.fetch.port: cannot listen on {format_host_port(host, port)}: {exc}"
+                ) from exc
         await self.server.start()
         self._grpc_started = True
         roles = ",".join(sorted(self.config.roles))
@@ -272,6 +282,8 @@ class Node:
             self.metrics_endpoint.stop()
         for listener in self.kafka_listeners:
             listener.close_unstarted()
+        if self.broker is not None:
+            self.broker.replica_fetch_listener.close()
         await self.driver.transport.close()
         if not self._grpc_started:
             # gRPC gives a bound port back only when a started server stops (an unstarted
@@ -337,6 +349,8 @@ class Node:
                 async with asyncio.timeout(5):
                     await run
         code = 1 if self.tasks.failed else 0
+        if self.broker is not None:
+            self.broker.replica_fetch_listener.close()  # a broker whose data plane never ran
         # The transport closes first, so that requests still waiting for the stopped core end
         # with UNAVAILABLE within the grace period instead of being cancelled.
         await self.driver.transport.close()

@@ -70,7 +70,7 @@ class FetchConnection(asyncio.Protocol):
         self._outstanding: dict[int, tuple[FetchRequest, asyncio.TimerHandle]] = {}
         self._queued: list[bytes] = []  # frames written before the connection opened
         self._socket: asyncio.Transport | None = None
-        self._reader = wire.FrameReader()
+        self._reader = wire.FORMAT.reader()
         self.finished = False
         loop = asyncio.get_running_loop()
         self._opening = tasks.spawn(self._open(loop, lookup), name="a Raft Fetch connection")

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from collections.abc import Callable
 
 from replog.errors import InvalidRequestError
-from replog.net_address import format_host_port, is_wildcard
+from replog.net_address import format_host_port
 from replog.pb import raft_pb2 as pb
 from replog.server import raft_fetch_wire as wire
+from replog.server.framed_wire import listen
 
 log = logging.getLogger("replog.server.raft")
 
@@ -51,20 +51,7 @@ class FetchListener:
 
     async def start(self, host: str, port: int) -> int:
         """Listen on `host:port` (0: any free port); return the port."""
-        loop = asyncio.get_running_loop()
-        wildcard = is_wildcard(host)
-        if wildcard and socket.has_dualstack_ipv6():
-            # Every interface, both families, on one socket: asyncio would bind "::" IPv6 only,
-            # and "" as two sockets (two different ports when the port is 0).
-            sock = socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True)
-            self._server = await loop.create_server(lambda: _InboundConnection(self), sock=sock)
-        else:
-            # A machine without IPv6 has only IPv4's interfaces to offer a wildcard (gRPC
-            # binds "[::]" there the same way); "::" would not bind, "" would bind twice.
-            bind_host = "0.0.0.0" if wildcard else host
-            self._server = await loop.create_server(
-                lambda: _InboundConnection(self), bind_host, port, reuse_address=True
-            )
+        self._server = await listen(host, port, lambda: _InboundConnection(self))
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
@@ -81,7 +68,7 @@ class _InboundConnection(asyncio.Protocol):
         self._socket: asyncio.Transport | None = None
         self._caller_id: int | None = None
         self._greeting = b""
-        self._reader = wire.FrameReader()
+        self._reader = wire.FORMAT.reader()
         self._pending: dict[int, int] = {}  # sequence -> handle: accepted, not yet answered
         self._peer = "?"
 

@@ -2,40 +2,43 @@
 broker follows there (Kafka's `ReplicaFetcherManager` with `num.replica.fetchers` = 1).
 
 Theory of operation: the replica manager decides everything (what to fetch, from which
-offset, what a response means, when to back off); this module only moves its requests over
-gRPC. The manager task keeps one fetcher task per broker in `fetch_sources()`, starting and
-cancelling tasks as that set changes (it re-reads it whenever the replica manager's
-`fetch_wakeup` is set, and once a second). Each fetcher task loops:
+offset, what a response means, when to back off); this module only moves its requests to the
+leaders, over replica fetch connections (`replica_fetch_client`: framed TCP, not gRPC, since an
+acks=all produce waits on these fetches). The manager task keeps one fetcher task per broker in
+`fetch_sources()`, starting and cancelling tasks as that set changes (it re-reads it whenever
+the replica manager's `fetch_wakeup` is set, and once a second). Each fetcher task loops:
 
     request = build_follower_fetch(source, now)     None: idle until fetch_wakeup or idle_poll_ms
-    answer  = the next Fetch on the source's FetchStream call
+    answer  = the next fetch on the source's replica fetch connection
     process_follower_fetch(source, request, answer, now)   or, on any failure,
     follower_fetch_failed(source, request, now)            (the manager backs the partitions off)
 
 Rules:
 - The source's address comes from `addresses(broker_id)` (its registered endpoint in the
   current image) at every request, so a broker that re-registered elsewhere is followed there.
-- One channel per source, and on it one `FetchStream` call that carries every fetch
-  (`broker_client.FetchStream`): a fetch costs the leader and the follower half the CPU of a
-  unary Fetch call, and a follower fetches at least once per batch it replicates. Calls fail
-  fast while the channel is down (no wait-for-ready), and any failed fetch ends the call and
-  replaces the channel, so the next attempt dials afresh (below). An answer is waited for
-  the request's `max_wait_ms` plus `request_timeout_ms` (`replica.socket.timeout.ms`), a
-  unary call's deadline, so a long poll is never cut short and a hung leader is noticed.
-- The call holds an incremental fetch session (KIP-227, `replication.fetch_session`): after its
-  first request only changed partitions travel, and the answer holds only partitions with news
-  (the replica manager builds whole requests, telling the stream what changed since the
-  previous one, so that only that is compared and encoded; the stream does the rest). A failed or
-  replaced call ends the session; the next call starts with a full fetch.
+  Its replica fetch port is asked of that endpoint's gRPC service once per connection
+  (`ReplicaFetchEndpoint`: `replica.fetch.port` may be 0, any free port).
+- One gRPC channel (for that question) and one replica fetch connection per source, which
+  carries every fetch: a connection is dialled when needed, and any failed fetch closes it and
+  replaces the channel, so the next attempt dials afresh (below). An answer is waited for the
+  request's `max_wait_ms` plus `request_timeout_ms` (`replica.socket.timeout.ms`), connecting
+  included, so a long poll is never cut short and a hung leader is noticed.
+- The connection holds an incremental fetch session (KIP-227, `replication.fetch_session`):
+  after its first request only changed partitions travel, and the answer holds only partitions
+  with news (the replica manager builds whole requests, telling the client what changed since
+  the previous one, so that only that is compared and encoded; the client does the rest). A
+  failed or replaced connection ends the session; the next one starts with a full fetch.
 - Record bytes go from the response into the log append untouched (the codec never decodes
   them).
-- A fetch that failed as a whole (no address, a failed call, an answer that is not one:
-  `MalformedResponseError`) is Kafka's `AbstractFetcherThread.processFetchRequest` catch:
-  one WARNING per failure naming the leader, its address and what was wrong ("Error in
-  response for fetch request"), then `follower_fetch_failed`, where the replica manager
-  backs every partition of the request off for `replica.fetch.backoff.ms` (Kafka's
-  `delayPartitions(..., fetchBackOffMs)`), so a leader that keeps failing costs one request
-  and one warning per back-off, not per poll. The channel is dropped as well, as Kafka's
+- A fetch that failed as a whole (no address, a leader unreachable or refusing the fetch, an
+  answer that is not one: `MalformedResponseError`) is Kafka's
+  `AbstractFetcherThread.processFetchRequest` catch: one WARNING per failure naming the
+  leader, its address and what was wrong ("Error in response for fetch request": a leader
+  that cannot be reached is named with the replica fetch address this broker waits to connect
+  to), then `follower_fetch_failed`, where the replica manager backs every partition of the
+  request off for `replica.fetch.backoff.ms` (Kafka's `delayPartitions(..., fetchBackOffMs)`),
+  so a leader that keeps failing costs one request and one warning per back-off, not per
+  poll. The channel is dropped as well, as Kafka's
   `BrokerBlockingSender` closes the connection after any failed request: the next attempt
   dials afresh.
 - After a failure the task also pauses `idle_poll_ms` itself, so a manager that has no backoff
@@ -43,8 +46,8 @@ Rules:
 - A `KafkaStorageError` out of the replica manager goes to `on_storage_error` (the node
   stops) and ends every fetcher; any other exception is a bug: logged with its traceback, and
   treated as a failed fetch so that replication goes on for the others.
-- `stop()` cancels every task and closes every channel; a cancelled fetch is simply dropped
-  (nothing was appended from it).
+- `stop()` cancels every task and closes every connection and channel; a cancelled fetch is
+  simply dropped (nothing was appended from it).
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ from replog.errors import KafkaError, KafkaStorageError
 from replog.replication.fetch_session import FetchChanges
 from replog.replication.messages import FetchRequest, FetchResponse
 from replog.server.node_tasks import Spawner
-from replog.wire.broker_client import BrokerClient, FetchStream
+from replog.server.replica_fetch_client import ReplicaFetchClient
+from replog.wire.broker_client import BrokerClient
 
 log = logging.getLogger("replog.server.fetcher")
 
@@ -173,7 +177,7 @@ class ReplicaFetcherManager:
 
     async def _fetch_from(self, source: int) -> None:
         client: BrokerClient | None = None
-        stream: FetchStream | None = None
+        fetches: ReplicaFetchClient | None = None
         try:
             while not self._failed:
                 self._rm.fetch_wakeup.clear()
@@ -191,20 +195,22 @@ class ReplicaFetcherManager:
                     self._failed_fetch(source, request)
                     await asyncio.sleep(self._idle_poll_ms / 1000)
                     continue
-                if client is None or stream is None or client.address != address:
-                    if stream is not None:
-                        stream.close()
+                if client is None or fetches is None or client.address != address:
+                    if fetches is not None:
+                        fetches.close()
                     if client is not None:
                         await client.close()
                     client = BrokerClient(address, request_timeout_ms=self._request_timeout_ms)
-                    stream = client.fetch_stream(sessions=True)
+                    fetches = ReplicaFetchClient(client, source)
                 try:
-                    response = await stream.fetch(
+                    response = await fetches.fetch(
                         request, changes=self._rm.follower_fetch_changes(source)
                     )
                 except (grpc.aio.AioRpcError, KafkaError) as exc:
-                    # KafkaError: an answer that is not one (MalformedResponseError), or none
-                    # in time (RequestTimedOutError).
+                    # KafkaError: the leader unreachable or gone (NetworkError), its refusal
+                    # (the Kafka error it named), an answer that is not one
+                    # (MalformedResponseError), or none in time (RequestTimedOutError).
+                    # AioRpcError: the question for its replica fetch port failed.
                     self._request_failed(source, address, request, exc)
                     client.reconnect()
                     await asyncio.sleep(self._idle_poll_ms / 1000)
@@ -213,8 +219,8 @@ class ReplicaFetcherManager:
                 if not self._process(source, request, response):
                     await asyncio.sleep(self._idle_poll_ms / 1000)
         finally:
-            if stream is not None:
-                stream.close()
+            if fetches is not None:
+                fetches.close()
             if client is not None:
                 await client.close()
 

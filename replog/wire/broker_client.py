@@ -197,7 +197,7 @@ class BrokerClient:
             more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
             raise self._malformed(rpc, f"no result for {names}{more}")
 
-    def _checked_fetch_in(
+    def checked_fetch_in(
         self, holds: Callable[[tuple[str, int]], bool], answer: Any, rpc: str
     ) -> m.FetchResponse:
         """An incremental session answer, checked as `_check_results` checks one that need not
@@ -263,9 +263,9 @@ class BrokerClient:
             timeout_ms,
             max(0, request.max_wait_ms),
         )
-        return self._checked_fetch(request, answer)
+        return self.checked_fetch(request, answer)
 
-    def _checked_fetch(
+    def checked_fetch(
         self, request: m.FetchRequest, answer: Any, rpc: str = "Fetch", *, all_answered: bool = True
     ) -> m.FetchResponse:
         return self._checked(
@@ -276,6 +276,14 @@ class BrokerClient:
             ("high_watermark", "log_start_offset"),
             all_answered=all_answered,
         )
+
+    async def replica_fetch_endpoint(self) -> int:
+        """The port the broker listens on for replica fetch connections (on its host)."""
+        request = broker_pb2.ReplicaFetchEndpointRequest()
+        answer = await self._call("ReplicaFetchEndpoint", request, None)
+        if not 0 < answer.port <= 65535:
+            raise self._malformed("ReplicaFetchEndpoint", f"port {answer.port}")
+        return int(answer.port)
 
     def fetch_stream(self, *, sessions: bool = False) -> FetchStream:
         """Fetches on one `FetchStream` call (`FetchStream`), what followers' and consumers'
@@ -440,11 +448,11 @@ class FetchStream:
             async with asyncio.timeout(wait_ms / 1000):
                 answer = await self._exchange(self._call, codec.fetch_request_to_proto(sent))
             if session is None:
-                return client._checked_fetch(request, answer, self.RPC)
+                return client.checked_fetch(request, answer, self.RPC)
             # A session's answer may leave out any of its partitions, the first one's too: the
             # leader reads at most a bounded round of them (`fetch_session`, bounded rounds). It
             # is checked against the session's partitions, at the cost of what it carries.
-            return client._checked_fetch_in(session.holds, answer, self.RPC)
+            return client.checked_fetch_in(session.holds, answer, self.RPC)
         except TimeoutError:
             self.close()
             raise RequestTimedOutError(

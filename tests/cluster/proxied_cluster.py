@@ -11,17 +11,18 @@ clients that bootstrap from the proxies, and the other brokers' replica fetchers
 leaders up by the same address, reach it only through the proxy. With `partitionable=True`
 each node's `controller.quorum.voters` also names the other voters by their proxies (its own
 entry stays its real listener, which the node checks against `listeners`), so Raft and the
-brokers' heartbeats to the active controller go through them too; Raft Fetch, which has a
-listener of its own whose port a peer learns from the node and dials at the host it reached
-the node at, goes through a second proxy per node (`raft_fetch_proxies`). Those proxies listen
-on PROXY_HOST with the node's own port numbers, which is what makes the learned port land on
-them. Each proxy learns which node a connection comes from (tests/cluster/socket_owner.py):
+brokers' heartbeats to the active controller go through them too; Raft Fetch and the
+followers' replica fetches, which have listeners of their own whose ports a peer learns from
+the node and dials at the host it reached the node at, go through a second and a third proxy
+per node (`raft_fetch_proxies`, `replica_fetch_proxies`). Those proxies listen on PROXY_HOST
+with the node's own port numbers, which is what makes the learned port land on them. (Without
+`partitionable`, replica fetches reach the nodes directly: only clients go through proxies.)
+Each proxy learns which node a connection comes from (tests/cluster/socket_owner.py):
 `partition`, `isolate`, `cut_links` (any pairs: D3's ring) and `heal` then cut node-to-node
-links pair by pair. The test process's
-own connections (its clients, its admin calls) are not partitioned by those: a client can
-reach every node, as in scenarios D1 and D2 of docs/design/reliability.md; `cut_clients_from(node)`
-cuts them from one node alone (D4). `slow_links` and `corrupt_answers` spoil links without
-cutting them (D6, D8).
+links pair by pair. The test process's own connections (its clients, its admin calls) are not
+partitioned by those: a client can reach every node, as in scenarios D1 and D2 of
+docs/design/reliability.md; `cut_clients_from(node)` cuts them from one node alone (D4).
+`slow_links` and `corrupt_answers` spoil links without cutting them (D6, D8).
 
 The streams: `Stream` sends unique values through one `replog.Producer` and records every
 outcome; `Tail` reads a topic from offset 0 through one `replog.Consumer` as records commit;
@@ -77,12 +78,30 @@ class ProxiedCluster:
     proxies: dict[int, TcpProxy]  # node id -> the proxy in front of its listener
     # node id -> the proxy in front of its Raft Fetch listener (partitionable clusters only)
     raft_fetch_proxies: dict[int, TcpProxy] = field(default_factory=dict)
+    # node id -> the proxy in front of its replica fetch listener (partitionable clusters only)
+    replica_fetch_proxies: dict[int, TcpProxy] = field(default_factory=dict)
     _pids: dict[int, int] = field(default_factory=dict)  # source_of's: node id -> process id
 
     def fronts(self, node_id: int) -> list[TcpProxy]:
         """Every proxy in front of `node_id`."""
-        fetch = self.raft_fetch_proxies.get(node_id)
-        return [self.proxies[node_id], *([fetch] if fetch else [])]
+        return [*self.data_fronts(node_id), *self._extra(self.raft_fetch_proxies, node_id)]
+
+    def data_fronts(self, node_id: int) -> list[TcpProxy]:
+        """The proxies in front of `node_id`'s listener and its replica fetch listener: where
+        its followers fetch, and its gRPC services answer."""
+        return [self.proxies[node_id], *self._extra(self.replica_fetch_proxies, node_id)]
+
+    @staticmethod
+    def _extra(proxies: dict[int, TcpProxy], node_id: int) -> list[TcpProxy]:
+        proxy = proxies.get(node_id)
+        return [proxy] if proxy is not None else []
+
+    def all_proxies(self) -> list[TcpProxy]:
+        return [
+            *self.proxies.values(),
+            *self.raft_fetch_proxies.values(),
+            *self.replica_fetch_proxies.values(),
+        ]
 
     @property
     def loopback(self) -> LoopbackCluster:
@@ -160,20 +179,23 @@ class ProxiedCluster:
     def cut_answers(self, node_id: int, to: int) -> None:
         """A one-way cut: what `node_id` sends to node `to` on the connections `to` opened
         (its answers) waits, while `to`'s requests still arrive. `heal` ends it."""
-        self.proxies[node_id].block((), answers_to=[to])
+        for proxy in self.data_fronts(node_id):
+            proxy.block((), answers_to=[to])
 
     def slow_links(self, node_id: int, delays_s: Mapping[int, tuple[float, float]]) -> None:
         """Delay both ways what each node in `delays_s` and `node_id` exchange on the
         connections it opened to `node_id` (a follower's fetches; its heartbeats too if
         `node_id` is the active controller), each chunk by a time drawn from its range;
         the links of nodes left out are not delayed. `heal` ends it."""
-        self.proxies[node_id].slow(delays_s)
+        for proxy in self.data_fronts(node_id):
+            proxy.slow(delays_s)
 
     def corrupt_answers(self, node_id: int, to: Iterable[int], per_byte: float, seed: int) -> None:
         """Flip a bit in `per_byte` of the bytes `node_id` answers the nodes `to` on its
         listener (their fetches' answers, with the batches they copy; the proxy's
         `flipped_bits` counts them). `heal` ends it."""
-        self.proxies[node_id].corrupt(to, per_byte, seed)
+        for proxy in self.data_fronts(node_id):
+            proxy.corrupt(to, per_byte, seed)
 
     def heal(self) -> None:
         """End every fault between the nodes: partitions, delays, bit flips."""
@@ -212,7 +234,7 @@ class ProxiedCluster:
         """Connections the proxies accepted, by the node that opened them (TEST_PROCESS: this
         process; None: a process the proxy could not name)."""
         total: dict[int | None, int] = {}
-        for proxy in [*self.proxies.values(), *self.raft_fetch_proxies.values()]:
+        for proxy in self.all_proxies():
             for source, count in proxy.sources().items():
                 total[source] = total.get(source, 0) + count
         return total
@@ -245,6 +267,7 @@ def start_proxied_cluster(
     loopback = LoopbackCluster(data_dir, base_port, nodes)
     proxied = ProxiedCluster(ClientCluster(loopback), {})
     fetch_base = free_base_port(nodes) if partitionable else 0
+    replica_base = free_base_port(nodes) if partitionable else 0
     for index, node in enumerate(layout.nodes):
         if not partitionable:
             proxy = proxied.proxies[node.node_id] = TcpProxy(f"node-{node.node_id}")
@@ -263,7 +286,12 @@ def start_proxied_cluster(
         )
         front.forward_to(node.controller_address)
         fetch.forward_to(f"{host}:{fetch_port}")
-        for proxy in (front, fetch):
+        replica_port = replica_base + index
+        replica = proxied.replica_fetch_proxies[node.node_id] = TcpProxy(
+            f"node-{node.node_id}-replica-fetch", port=replica_port, host=PROXY_HOST
+        )
+        replica.forward_to(f"{host}:{replica_port}")
+        for proxy in (front, fetch, replica):
             proxy.source_of = proxied.source_of
         voters = ",".join(
             f"{n.node_id}@{n.controller_address if n is node else proxy_address(n)}"
@@ -273,6 +301,7 @@ def start_proxied_cluster(
             f"advertised.listeners=PLAINTEXT://{front.address}",
             f"controller.quorum.voters={voters}",
             f"controller.quorum.fetch.port={fetch_port}",
+            f"replica.fetch.port={replica_port}",
         ]
         _set_properties(Path(node.config_path), lines)
     try:
@@ -306,7 +335,7 @@ def stop(proxied: ProxiedCluster) -> None:
     try:
         proxied.cluster.stop()
     finally:
-        for proxy in [*proxied.proxies.values(), *proxied.raft_fetch_proxies.values()]:
+        for proxy in proxied.all_proxies():
             proxy.close()
 
 

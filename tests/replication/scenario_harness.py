@@ -13,9 +13,10 @@ The harness plays everything else, step by step and deterministically:
 - the network: `deliver_fetch` moves one follower Fetch to its leader and the answer back, and
   can drop the request or the answer; `isolate` cuts a broker off the data plane. With
   `fetch_sessions`, each follower fetches from each leader as the real fetcher does: over a
-  FetchStream call's incremental fetch session, served by the leader's `BrokerService` (idle
-  entries answered from kept reads, `repeat_reads`); a failed or dropped exchange, or a
-  crash of either side, ends the call and its session on both sides;
+  replica fetch connection's incremental fetch session, served by the leader's
+  `BrokerService.replica_fetch` (idle entries answered from kept reads, `repeat_reads`); a
+  failed or dropped exchange, or a crash of either side, ends the connection and its session
+  on both sides;
 - the clock: one `ManualClock` for every broker and log manager; nothing moves unless a test
   advances it (`advance` also runs every broker's `tick`);
 - failures: `crash` closes the logs without flushing (no clean-shutdown marker, no checkpoint)
@@ -123,16 +124,10 @@ class Broker:
         return self.log_manager
 
 
-class _NoDeadline:
-    """What `BrokerService._fetch` asks of a gRPC context: no deadline."""
-
-    def time_remaining(self) -> None:
-        return None
-
-
 @dataclass
-class _FetchStream:
-    """One follower's FetchStream call to one leader: both sides of its fetch session."""
+class _FetchConnection:
+    """One follower's replica fetch connection to one leader: both sides of its fetch
+    session."""
 
     fetcher: FetcherSession = field(default_factory=FetcherSession)
     leader_session: LeaderFetchSession = field(default_factory=LeaderFetchSession)
@@ -221,7 +216,7 @@ class Cluster:
         self._next_broker_epoch = 100
         self._tasks: dict[int, list[asyncio.Task[Any]]] = {}
         self.fetch_sessions = fetch_sessions
-        self._streams: dict[tuple[int, int], _FetchStream] = {}  # (follower, leader)
+        self._connections: dict[tuple[int, int], _FetchConnection] = {}  # (follower, leader)
         self._services: dict[int, tuple[ReplicaManager, BrokerService]] = {}
         overrides = broker_overrides or {}
         for broker_id in broker_ids:
@@ -302,8 +297,8 @@ class Cluster:
         broker = self.brokers[broker_id]
         for task in self._tasks.pop(broker_id, []):
             task.cancel()
-        for key in [k for k in self._streams if broker_id in k]:
-            del self._streams[key]  # the calls die with the process
+        for key in [k for k in self._connections if broker_id in k]:
+            del self._connections[key]  # the connections die with the process
         for log in broker.lm.all_logs().values():
             log.close_without_flush()
         broker.log_manager = None
@@ -550,7 +545,7 @@ class Cluster:
         leader = self.brokers[leader_id]
         cut = {follower_id, leader_id} & self.isolated
         if drop_request or cut or not leader.alive:
-            self._streams.pop((follower_id, leader_id), None)  # the call failed
+            self._connections.pop((follower_id, leader_id), None)  # the connection failed
             follower.follower_fetch_failed(leader_id, request, now)
             exchange = Exchange(follower_id, leader_id, request, None)
             self.exchanges.append(exchange)
@@ -561,7 +556,7 @@ class Cluster:
         exchange = Exchange(follower_id, leader_id, request, response)
         self.exchanges.append(exchange)
         if drop_response:
-            self._streams.pop((follower_id, leader_id), None)
+            self._connections.pop((follower_id, leader_id), None)
             exchange.response = None
             follower.follower_fetch_failed(leader_id, request, self.clock.now_ms)
         else:
@@ -572,7 +567,7 @@ class Cluster:
         self, follower_id: int, leader_id: int, request: FetchRequest
     ) -> FetchResponse:
         """The leader's answer to `request`: straight from its replica manager, or with
-        `fetch_sessions` through its broker service on the pair's FetchStream session (whose
+        `fetch_sessions` through its broker service on the pair's connection's session (whose
         answer, after the first, holds only the partitions with news, as the wire's does)."""
         rm = self.rm(leader_id)
         if not self.fetch_sessions:
@@ -583,10 +578,9 @@ class Cluster:
                 leader_id, cluster_id="c", image=lambda: rm.image, replica_manager=rm
             )
             served = self._services[leader_id] = (rm, service)
-        stream = self._streams.setdefault((follower_id, leader_id), _FetchStream())
-        return await served[1]._fetch(
+        stream = self._connections.setdefault((follower_id, leader_id), _FetchConnection())
+        return await served[1].replica_fetch(
             broker_codec.fetch_request_to_proto(stream.fetcher.to_send(request)),
-            _NoDeadline(),  # type: ignore[arg-type]
             stream.leader_session,
             stream.kept_reads,
         )

@@ -42,10 +42,10 @@ Faults, and the controller's answers to them:
   replica holds below its HW is committed: a difference there is a replication fault, not the
   election's), unless an earlier unclean election left it stale. The idempotent topic stays clean (a
   loss would break its exactly-once check by design).
-In odd seeds followers fetch as the real fetcher does, over a FetchStream call's incremental
-fetch session served by the leader's `BrokerService` (idle entries answered from kept reads);
-in even ones straight from the replica managers. A second test runs seeds both ways without
-the slow link and requires the same steps, outcomes and final logs.
+In odd seeds followers fetch as the real fetcher does, over a replica fetch connection's
+incremental fetch session served by the leader's `BrokerService` (idle entries answered from
+kept reads); in even ones straight from the replica managers. A second test runs seeds both
+ways without the slow link and requires the same steps, outcomes and final logs.
 
 Invariants, after every step:
 - every record acknowledged under acks=all is at its offset, with its value, on the leader
@@ -609,7 +609,7 @@ async def simulate(
 ) -> Sim:
     """One seed's run (module docstring): `steps` random steps with the invariants checked
     after each, then healing and the final checks. An AssertionError names the seed and the
-    last steps taken. Followers fetch over FetchStream sessions served by the leaders' broker
+    last steps taken. Followers fetch over fetch sessions served by the leaders' broker
     services (kept reads included) in odd seeds, straight from the replica managers in even
     ones, unless `fetch_sessions` says. Without `slow_link` no broker's fetches are cut to
     one batch. T allows unclean elections in every fourth seed, unless `unclean` says."""
@@ -686,7 +686,7 @@ async def test_unclean_elections_lose_only_what_the_new_leader_lacks(tmp_path):
 async def test_fetch_sessions_and_kept_reads_change_nothing_a_client_or_replica_sees(
     tmp_path, seed
 ):
-    """The same seed with followers on FetchStream sessions (incremental requests and answers,
+    """The same seed with followers on fetch sessions (incremental requests and answers,
     idle entries answered from kept reads) and on whole fetches: the same steps, outcomes and
     final logs. (Without the slow link: under a one-batch budget the session's own rotation
     may hand the batch to another partition than the follower's order would, both fair.)"""

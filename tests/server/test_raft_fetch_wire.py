@@ -39,7 +39,7 @@ def test_frames_come_out_whole_and_in_order_however_the_bytes_are_cut(
     messages: list[tuple[int, bytes]], cuts: list[int]
 ) -> None:
     stream = b"".join(wire.frame(sequence, payload) for sequence, payload in messages)
-    reader = wire.FrameReader()
+    reader = wire.FORMAT.reader()
     out: list[tuple[int, bytes]] = []
     position = 0
     for size in cuts * (len(stream) // max(1, sum(cuts)) + 1):
@@ -53,7 +53,7 @@ def test_frames_come_out_whole_and_in_order_however_the_bytes_are_cut(
 
 
 def test_a_frame_longer_than_the_limit_is_refused_from_its_header() -> None:
-    reader = wire.FrameReader()
+    reader = wire.FORMAT.reader()
     header = struct.pack(">II", wire.MAX_FRAME_BYTES + 5, 1)
     with pytest.raises(InvalidRequestError, match=r"Raft Fetch frame of \d+ bytes: must be 4 to"):
         reader.feed(header)  # refused before any of the body is buffered
@@ -61,4 +61,4 @@ def test_a_frame_longer_than_the_limit_is_refused_from_its_header() -> None:
 
 def test_a_frame_too_short_for_its_sequence_number_is_refused() -> None:
     with pytest.raises(InvalidRequestError, match="frame of 3 bytes"):
-        wire.FrameReader().feed(struct.pack(">II", 3, 1))
+        wire.FORMAT.reader().feed(struct.pack(">II", 3, 1))

@@ -62,13 +62,6 @@ PARTITIONS = 8
 FOLLOWERS = (2, 3)
 
 
-class _Context:
-    """What `BrokerService._fetch` asks of a gRPC context: no deadline."""
-
-    def time_remaining(self) -> None:
-        return None
-
-
 class CountedRepeatReads(RepeatReads):
     """Counts the entries its kept reads answered."""
 
@@ -111,7 +104,7 @@ class Fetcher:
         self.restart()
 
     def restart(self) -> None:
-        """A new FetchStream call: a new session on both sides."""
+        """A new replica fetch connection: a new session on both sides."""
         self.session = FetcherSession()
         self.shadow = FetcherSession()  # the same requests, told no changes
         self.leader_session = CountedSession()
@@ -137,11 +130,8 @@ class Fetcher:
                 rm = self.service._ready()
                 response = await rm.fetch(replace(full, session_epoch=NO_SESSION), self.repeats)
                 return self.leader_session.answer(sent, response)
-            return await self.service._fetch(
-                codec.fetch_request_to_proto(sent),
-                _Context(),  # type: ignore[arg-type]
-                self.leader_session,
-                self.repeats,
+            return await self.service.replica_fetch(
+                codec.fetch_request_to_proto(sent), self.leader_session, self.repeats
             )
         finally:
             self.read += self.leader_session.read - read_before

@@ -1,14 +1,17 @@
-"""ReplicaFetcherManager against fake leaders (grpc.aio Broker servers on 127.0.0.1:0) and a
-fake replica manager: one task per source, answers go to process_follower_fetch with the
-record bytes untouched, a dead or hung peer or an answer that is not one goes to
-follower_fetch_failed with one warning naming leader, address and cause and a new channel,
-tasks follow fetch_sources(), a storage error stops the fetchers, stop() ends everything."""
+"""ReplicaFetcherManager against fake leaders (replica fetch listeners, and grpc.aio Broker
+servers naming their ports, on 127.0.0.1:0) and a fake replica manager: one task per source,
+answers go to process_follower_fetch with the record bytes untouched, a dead or hung peer
+or an answer that is not one goes to follower_fetch_failed with one warning naming leader,
+address and cause and a new channel, tasks follow fetch_sources(), a storage error stops the
+fetchers, stop() ends everything."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import struct
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,13 +24,17 @@ import pytest_asyncio
 
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import Endpoint, RegisterBrokerRecord
-from replog.errors import KafkaStorageError, NetworkError, NotLeaderOrFollowerError
+from replog.errors import KafkaStorageError, NotLeaderOrFollowerError
 from replog.pb import broker_pb2 as pb
 from replog.pb import broker_pb2_grpc
 from replog.record import build_batch
 from replog.record.batch import iter_batches
 from replog.replication import messages as m
+from replog.replication.fetch_session import LeaderFetchSession
+from replog.server import framed_wire
 from replog.server.broker_service import BrokerService, add_broker_service
+from replog.server.repeat_reads import RepeatReads
+from replog.server.replica_fetch_server import ReplicaFetchListener
 from replog.server.replica_fetcher import ReplicaFetcherManager
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_manager import LogManager
@@ -35,7 +42,6 @@ from replog.testing import LoopTasks
 from replog.wire import broker_codec as codec
 from replog.wire.broker_client import BrokerClient
 from tests.client.fake_broker import GARBAGE, record_redials
-from tests.client.fake_broker import running as fake_broker_running
 from tests.eventually import eventually
 from tests.metadata.metadata_helpers import bootstrapped, create_topic, replayed, topic_id
 
@@ -86,36 +92,42 @@ class FakeFollower:
 
 
 class FakeLeader(broker_pb2_grpc.BrokerServicer):
-    """Answers every fetch with BATCH; `hang`: never answers; `end_streams`: ends each
-    FetchStream call after its first answer, without an error."""
+    """A leader's replica fetch listener answering every fetch with BATCH, and the gRPC
+    `ReplicaFetchEndpoint` naming its port (`port`: another one). `hang`: never answers;
+    `end_connections`: closes each connection at its second request."""
 
-    def __init__(self, hang: bool = False, end_streams: bool = False) -> None:
+    def __init__(self, hang: bool = False, end_connections: bool = False) -> None:
         self.hang = hang
-        self.end_streams = end_streams
+        self.end_connections = end_connections
         self.requests: list[pb.FetchRequest] = []
-        self.streams = 0  # FetchStream calls
+        self.sessions: list[LeaderFetchSession] = []  # one per connection, in order
+        self.listener = ReplicaFetchListener(1, self.serve, 1 << 20)
+        self.port: int | None = None
 
-    async def FetchStream(
-        self, requests: AsyncIterator[pb.FetchRequest], context: Any
-    ) -> AsyncIterator[pb.FetchResponse]:
-        self.streams += 1
-        async for request in requests:
-            yield await self.Fetch(request, context)
-            if self.end_streams:
-                return
+    async def ReplicaFetchEndpoint(
+        self, request: pb.ReplicaFetchEndpointRequest, context: Any
+    ) -> pb.ReplicaFetchEndpointResponse:
+        return pb.ReplicaFetchEndpointResponse(port=self.port or self.listener.port)
 
-    async def Fetch(self, request: pb.FetchRequest, context: Any) -> pb.FetchResponse:
+    async def serve(
+        self, request: pb.FetchRequest, session: LeaderFetchSession, repeats: RepeatReads
+    ) -> m.FetchResponse:
+        if not any(s is session for s in self.sessions):
+            self.sessions.append(session)
+        elif self.end_connections:
+            for connection in list(self.listener._connections):
+                connection.close()
+            await asyncio.sleep(3600)
         self.requests.append(request)
         if self.hang:
             await asyncio.sleep(3600)
         decoded = codec.fetch_request_from_proto(request)
-        answer = m.FetchResponse(
+        return m.FetchResponse(
             tuple(
                 m.FetchPartitionResult(p.topic, p.partition, high_watermark=1, records=BATCH)
                 for p in decoded.partitions
             )
         )
-        return pb.FetchResponse.FromString(codec.fetch_response_to_wire(answer))
 
 
 @dataclass
@@ -125,12 +137,19 @@ class Leaders:
 
 
 async def serving(servicer: FakeLeader) -> tuple[Any, str]:
-    """A started grpc.aio server for `servicer` on a free port, and its address."""
+    """A started grpc.aio server for `servicer` on a free port, and its address; its replica
+    fetch listener listening."""
+    await servicer.listener.start("127.0.0.1", 0)
     server = grpc.aio.server()
     broker_pb2_grpc.add_BrokerServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     return server, f"127.0.0.1:{port}"
+
+
+async def stopped(server: Any, servicer: FakeLeader) -> None:
+    servicer.listener.close()
+    await server.stop(grace=None)
 
 
 @pytest_asyncio.fixture
@@ -141,13 +160,28 @@ async def leaders() -> AsyncIterator[Leaders]:
     for broker_id in (1, 2, 3):
         servicer = FakeLeader(hang=broker_id == 3)
         server, addresses[broker_id] = await serving(servicer)
-        servers.append(server)
+        servers.append((server, servicer))
         servicers[broker_id] = servicer
     try:
         yield Leaders(addresses, servicers)
     finally:
-        for server in servers:
-            await server.stop(grace=None)
+        for server, servicer in servers:
+            await stopped(server, servicer)
+
+
+async def answering_garbage() -> asyncio.Server:
+    """A listener that greets nobody and answers every frame with GARBAGE."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readexactly(framed_wire.GREETING_BYTES)
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                length, sequence = struct.unpack(">II", await reader.readexactly(8))
+                await reader.readexactly(length - 4)
+                writer.write(framed_wire.frame(sequence, GARBAGE))
+        writer.close()
+
+    return await asyncio.start_server(answer, "127.0.0.1", 0)
 
 
 def _log_bytes(log: Any) -> bytes:
@@ -250,31 +284,32 @@ async def test_an_answer_that_is_not_one_is_one_warning_and_a_new_channel_per_fa
     the channel dropped as Kafka's BrokerBlockingSender closes the connection."""
     caplog.set_level(logging.WARNING, "replog.server.fetcher")
     redialled = record_redials(monkeypatch)
-    with fake_broker_running() as leader:
-        leader.answer("FetchStream", GARBAGE)
-        rm = FakeFollower(sources=[1])
-        fetchers = ReplicaFetcherManager(
-            rm, {1: leader.address}.get, idle_poll_ms=10, tasks=LoopTasks()
-        )
-        fetchers.start()
-        try:
-            await eventually(lambda: len(rm.failed) >= 2, "two failed fetches")
-        finally:
-            await fetchers.stop()
+    garbage = await answering_garbage()
+    leader = FakeLeader()
+    leader.port = garbage.sockets[0].getsockname()[1]
+    server, address = await serving(leader)
+    rm = FakeFollower(sources=[1])
+    fetchers = ReplicaFetcherManager(rm, {1: address}.get, idle_poll_ms=10, tasks=LoopTasks())
+    fetchers.start()
+    try:
+        await eventually(lambda: len(rm.failed) >= 2, "two failed fetches")
+    finally:
+        await fetchers.stop()
+        await stopped(server, leader)
+        garbage.close()
     assert rm.processed == []
     warnings = fetcher_warnings(caplog)
     assert len(warnings) == len(rm.failed) == fetchers.failures
     assert warnings[0].startswith(
-        f"fetch from leader broker 1 at {leader.address} failed: MalformedResponseError: "
-        f"broker at {leader.address} answered FetchStream with bytes that do not parse as a "
-        "replog.pb.broker.FetchResponse message"
+        f"fetch from leader broker 1 at {address} failed: MalformedResponseError: "
+        f"broker at {address} answered ReplicaFetch with bytes that do not parse"
     )
     assert warnings[0].endswith("; backing off its 1 partition(s)")
-    assert redialled == [leader.address] * len(rm.failed)
+    assert redialled == [address] * len(rm.failed)
 
 
 @pytest.mark.asyncio
-async def test_every_fetch_from_a_source_goes_on_one_stream(leaders: Leaders) -> None:
+async def test_every_fetch_from_a_source_goes_on_one_connection(leaders: Leaders) -> None:
     rm = FakeFollower(sources=[1])
     fetchers = ReplicaFetcherManager(rm, leaders.addresses.get, idle_poll_ms=10, tasks=LoopTasks())
     fetchers.start()
@@ -282,7 +317,7 @@ async def test_every_fetch_from_a_source_goes_on_one_stream(leaders: Leaders) ->
         await eventually(lambda: len(rm.processed) >= 5, "five fetches")
     finally:
         await fetchers.stop()
-    assert leaders.servicers[1].streams == 1
+    assert len(leaders.servicers[1].sessions) == 1
     assert [r.topics[0].partitions[0].fetch_offset for r in leaders.servicers[1].requests[:5]] == [
         0,
         1,
@@ -290,68 +325,36 @@ async def test_every_fetch_from_a_source_goes_on_one_stream(leaders: Leaders) ->
         3,
         4,
     ]
+    # A session: the first request in full (epoch 0), the next ones incremental.
+    assert [r.session_epoch for r in leaders.servicers[1].requests[:3]] == [0, 1, 2]
 
 
 @pytest.mark.asyncio
-async def test_a_stream_the_leader_ends_is_a_failed_fetch_and_the_next_opens_another(
+async def test_a_connection_the_leader_ends_is_a_failed_fetch_and_the_next_opens_another(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, "replog.server.fetcher")
-    servicer = FakeLeader(end_streams=True)
+    servicer = FakeLeader(end_connections=True)
     server, address = await serving(servicer)
+    port = servicer.listener.port
     rm = FakeFollower(sources=[1])
     fetchers = ReplicaFetcherManager(rm, {1: address}.get, idle_poll_ms=10, tasks=LoopTasks())
     fetchers.start()
     try:
-        await eventually(lambda: len(rm.failed) >= 2, "two ended streams")
+        await eventually(lambda: len(rm.failed) >= 2, "two ended connections")
     finally:
         await fetchers.stop()
-        await server.stop(grace=None)
-    # Each stream: one answer processed, then its end is a failed fetch; a new stream follows.
-    assert servicer.streams >= 2 and len(rm.processed) >= 2
+        await stopped(server, servicer)
+    # Each connection: one answer processed, then its end is a failed fetch; a new one (and
+    # a new session, starting with a full fetch) follows.
+    assert len(servicer.sessions) >= 2 and len(rm.processed) >= 2
+    assert all(r.session_epoch == 0 for r in servicer.requests)
     warnings = fetcher_warnings(caplog)
     assert len(warnings) == len(rm.failed)
-    # The end is seen by the next write: as the peer closing the stream (a retriable
-    # NetworkError, not a malformed answer), or, when the write races it inside gRPC, as
-    # gRPC's INTERNAL "Internal error from Core".
     ended = (
-        f"NetworkError: broker at {address} ended the FetchStream call without an error "
-        "while a fetch waited for an answer (the peer closed the stream)",
-        "INTERNAL: Internal error from Core",
+        f"NetworkError: broker 1's replica fetch listener at 127.0.0.1:{port} closed the connection"
     )
-    assert all(any(cause in w for cause in ended) for w in warnings), warnings
-
-
-@pytest.mark.asyncio
-async def test_a_stream_the_leader_ended_is_the_peer_closing_it_not_a_malformed_answer() -> None:
-    # The leader ended the call without an error after its answer (a stream closed under a
-    # waiting fetch): the next fetch is Kafka's NETWORK_EXCEPTION, retriable, naming the
-    # broker and the call, never MalformedResponseError (nothing malformed came), and the
-    # fetch after it opens another call.
-    servicer = FakeLeader(end_streams=True)
-    server, address = await serving(servicer)
-    client = BrokerClient(address, request_timeout_ms=5000)
-    stream = client.fetch_stream(sessions=True)
-    request = m.FetchRequest((m.FetchPartition("t", 0, 0),), replica_id=2)
-    try:
-        assert (await stream.fetch(request)).partitions[0].records == BATCH
-        call = stream._call
-        async with asyncio.timeout(5):
-            while not call.done():  # ended before the next write: no race inside gRPC
-                await asyncio.sleep(0.01)
-        with pytest.raises(NetworkError) as ended:
-            await stream.fetch(request)
-        assert ended.value.retriable
-        assert str(ended.value) == (
-            f"broker at {address} ended the FetchStream call without an error while a fetch "
-            "waited for an answer (the peer closed the stream)"
-        )
-        assert (await stream.fetch(request)).partitions[0].records == BATCH
-        assert servicer.streams == 2
-    finally:
-        stream.close()
-        await client.close()
-        await server.stop(grace=None)
+    assert all(ended in w for w in warnings), warnings
 
 
 @pytest.mark.asyncio
@@ -448,6 +451,7 @@ class Broker:
     log_manager: LogManager
     replica_manager: ReplicaManager
     service: BrokerService
+    listener: ReplicaFetchListener
     fetchers: ReplicaFetcherManager | None = None
 
 
@@ -483,13 +487,22 @@ async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> No
                 cluster_id="c1",
                 image=lambda rm=replica_manager: rm.image,
                 replica_manager=replica_manager,
+                replica_fetch_port=lambda b=broker_id: brokers[b].listener.port,
             )
+            listener = ReplicaFetchListener(broker_id, service.replica_fetch, 1 << 24)
+            await listener.start("127.0.0.1", 0)
             server = grpc.aio.server()
             add_broker_service(service, server)
             port = server.add_insecure_port("127.0.0.1:0")
             await server.start()
             brokers[broker_id] = Broker(
-                broker_id, server, f"127.0.0.1:{port}", log_manager, replica_manager, service
+                broker_id,
+                server,
+                f"127.0.0.1:{port}",
+                log_manager,
+                replica_manager,
+                service,
+                listener,
             )
         image = three_broker_image({b.broker_id: b.address for b in brokers.values()})
 
@@ -592,5 +605,6 @@ async def test_three_brokers_replicate_an_acks_all_produce(tmp_path: Path) -> No
             if broker.fetchers is not None:
                 await broker.fetchers.stop()
             await broker.replica_manager.stop()
+            broker.listener.close()
             await broker.server.stop(grace=None)
             broker.log_manager.shutdown()

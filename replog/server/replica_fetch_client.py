@@ -1,0 +1,194 @@
+"""A follower's fetches from one leader broker over a replica fetch connection
+(`replica_fetch_wire`), in an incremental fetch session.
+
+Theory of operation: the first fetch asks the leader's gRPC service where it listens for
+replica fetches (`ReplicaFetchEndpoint`, once per connection, on the host the follower reaches
+its gRPC listener at), connects, greets it with the follower's broker id and writes the fetch
+as a frame; the answer's bytes go to the codec as they came off the socket (record bytes are
+split off once, never decoded). Later fetches reuse the connection.
+
+Rules (those of `broker_client.FetchStream`, which this replaces for followers):
+- One fetch at a time, as a fetcher task sends them.
+- The connection holds a KIP-227 fetch session (`replication.fetch_session`): the first
+  request of a connection is sent in full, later ones with only what changed; any answer,
+  the first one's too (the leader reads a bounded round), has only the partitions with news,
+  and is checked against the session's partitions (`BrokerClient.checked_fetch_in`).
+- An answer must come within the request's `max_wait_ms` plus the client's
+  `request_timeout_ms` (`replica.socket.timeout.ms`), connecting included; otherwise
+  `RequestTimedOutError` naming the broker and the wait.
+- Any failed fetch closes the connection and ends the session: the next fetch connects
+  afresh and starts a new session. So does a fetch that finds its connection lost while idle
+  (a leader that restarted), at once: nothing of it was sent on the lost one. Failures are
+  typed and name the broker, its address and what was wrong: `NetworkError` for a
+  connection refused, lost or closed by the leader (with how much of an answer had arrived),
+  `MalformedResponseError` for bytes that break the format or do not answer the request, the
+  Kafka error of a refusal (`replica_fetch_wire`), and the endpoint call's
+  `grpc.aio.AioRpcError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+from replog.errors import MalformedResponseError, NetworkError, RequestTimedOutError
+from replog.net_address import format_host_port, parse_host_port
+from replog.replication import messages as m
+from replog.replication.fetch_session import FetchChanges, FetcherSession
+from replog.server import framed_wire
+from replog.server import replica_fetch_wire as wire
+from replog.wire import broker_codec as codec
+from replog.wire.broker_client import BrokerClient
+
+RPC = "ReplicaFetch"  # how answers are named in errors
+
+
+class ReplicaFetchClient:
+    """Fetches from the leader `client` reaches, on one connection at a time."""
+
+    def __init__(self, client: BrokerClient, source_id: int) -> None:
+        self.client = client
+        self.source_id = source_id
+        self._connection: _Connection | None = None
+        self._session = FetcherSession()
+        self._sequences = itertools.count(1)
+
+    async def fetch(
+        self, request: m.FetchRequest, *, changes: FetchChanges | None = None
+    ) -> m.FetchResponse:
+        """The answer to `request` (module rules); `changes` says what changed since the
+        previous request (`FetcherSession.to_send`)."""
+        client = self.client
+        wait_ms = client.request_timeout_ms + max(0, request.max_wait_ms)
+        try:
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for drops a cancellation that
+            # arrives as the answer does, and a fetcher told to stop would fetch on.
+            async with asyncio.timeout(wait_ms / 1000):
+                connection = self._connection
+                if connection is not None and connection.failed:
+                    # Lost while idle (a leader that restarted): nothing of this fetch was
+                    # sent, so it goes on a new connection, in a new session, at once.
+                    self.close()
+                    connection = None
+                if connection is None:
+                    connection = self._connection = await self._connect(request.replica_id)
+                sent = self._session.to_send(request, (), changes)
+                sequence = next(self._sequences) & wire.SEQUENCE_MASK
+                answer = await connection.exchange(
+                    sequence, codec.fetch_request_to_proto(sent).SerializeToString()
+                )
+            # Any answer may leave out partitions of the session, the first one's too: the
+            # leader reads at most a bounded round of them (`fetch_session`, bounded rounds).
+            return client.checked_fetch_in(self._session.holds, answer, RPC)
+        except TimeoutError:
+            self.close()
+            raise _timed_out(self._where(), wait_ms) from None
+        except BaseException:
+            self.close()
+            raise
+
+    async def _connect(self, caller_id: int) -> _Connection:
+        host, _ = parse_host_port(self.client.address, "a broker address", error=NetworkError)
+        port = await self.client.replica_fetch_endpoint()
+        address = format_host_port(host, port)
+        where = f"broker {self.source_id}'s replica fetch listener at {address}"
+        loop = asyncio.get_running_loop()
+        try:
+            _, connection = await loop.create_connection(
+                lambda: _Connection(where, caller_id), host, port
+            )
+        except OSError as exc:
+            raise NetworkError(f"cannot connect to {where} (replica.fetch.port): {exc}") from None
+        return connection
+
+    def _where(self) -> str:
+        return f"broker {self.source_id} at {self.client.address}"
+
+    def close(self) -> None:
+        """Close the connection; the next fetch connects again, in a new session."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+        self._session.reset()
+
+
+def _timed_out(where: str, wait_ms: int) -> RequestTimedOutError:
+    return RequestTimedOutError(f"{where} sent no replica fetch answer within {wait_ms} ms")
+
+
+class _Connection(asyncio.Protocol):
+    """One replica fetch connection: a fetch written, its answer (or failure) awaited."""
+
+    def __init__(self, where: str, caller_id: int) -> None:
+        self._where = where
+        self._caller_id = caller_id
+        self._socket: asyncio.Transport | None = None
+        self._reader = wire.FORMAT.reader()
+        self._sequence = -1
+        self._answer: asyncio.Future[bytes] | None = None
+        self._failure: Exception | None = None  # once the connection is over
+
+    @property
+    def failed(self) -> bool:
+        return self._failure is not None
+
+    async def exchange(self, sequence: int, request: bytes) -> bytes:
+        """Write `request` as frame `sequence`; its answer's bytes."""
+        if self._failure is not None:
+            raise self._failure
+        assert self._socket is not None and self._answer is None
+        self._sequence = sequence
+        answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._answer = answer
+        framed_wire.write_frame(self._socket, sequence, request)
+        try:
+            return await answer
+        finally:
+            self._answer = None
+
+    # --- asyncio.Protocol ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._socket = transport
+        framed_wire.keep_alive(transport)
+        transport.write(wire.FORMAT.greeting(self._caller_id))
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._reader.feed(data)
+            for sequence, payload in frames:
+                answer = self._answer
+                if answer is None or sequence & wire.SEQUENCE_MASK != self._sequence:
+                    raise MalformedResponseError(
+                        f"{self._where} answered request {sequence & wire.SEQUENCE_MASK}, "
+                        "never sent or answered already"
+                    )
+                if sequence & wire.REFUSAL_BIT:
+                    self._fail(wire.parse_refusal(payload, self._where))
+                    return
+                if not answer.done():
+                    answer.set_result(payload)
+        except MalformedResponseError as exc:
+            self._fail(exc)
+        except Exception as exc:  # the format's InvalidRequestError: the leader's bytes are bad
+            self._fail(MalformedResponseError(f"{self._where} sent malformed bytes: {exc}"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        partial = self._reader.buffered
+        what = f" with {partial} bytes of an answer read" if partial else ""
+        why = f": {exc}" if exc is not None else ""
+        self._fail(NetworkError(f"{self._where} closed the connection{what}{why}"))
+
+    def _fail(self, error: Exception) -> None:
+        """The connection is over: the awaited answer and every later exchange fail."""
+        if self._failure is None:
+            self._failure = error
+        answer = self._answer
+        if answer is not None and not answer.done():
+            answer.set_exception(self._failure)
+        self.close()
+
+    def close(self) -> None:
+        if self._socket is not None:
+            self._socket.close()

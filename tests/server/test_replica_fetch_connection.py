@@ -1,0 +1,351 @@
+"""Replica fetch connections end to end in one process (`replica_fetch_client` against
+`replica_fetch_server` on 127.0.0.1:0): answers in a session with the record bytes as sent,
+refusals as typed Kafka errors that end the connection, bytes that break the format (either
+way) as typed errors, a leader that closes mid-answer, a lost leader redialled, a leader that
+never answers, and a follower that does not read its answers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import struct
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+import grpc
+import pytest
+import pytest_asyncio
+
+from replog.errors import (
+    InvalidFetchSessionEpochError,
+    InvalidRequestError,
+    MalformedResponseError,
+    NetworkError,
+    RequestTimedOutError,
+)
+from replog.pb import broker_pb2 as pb
+from replog.record import build_batch
+from replog.replication import messages as m
+from replog.replication.fetch_session import LeaderFetchSession
+from replog.server import framed_wire
+from replog.server import replica_fetch_wire as wire
+from replog.server.repeat_reads import RepeatReads
+from replog.server.replica_fetch_client import ReplicaFetchClient
+from replog.server.replica_fetch_server import ReplicaFetchListener
+from replog.server.tolerant_service import Refused
+from replog.wire import broker_codec as codec
+from replog.wire.broker_client import BrokerClient
+
+BATCH = build_batch([(0, b"k", b"v" * 100, ())])
+REQUEST = m.FetchRequest(
+    (m.FetchPartition("t", 0, fetch_offset=0),), replica_id=2, replica_epoch=7, max_wait_ms=0
+)
+
+
+@dataclass
+class Leader:
+    """A replica fetch listener whose fetches `answer` serves (default: BATCH for each
+    partition asked), recording the requests."""
+
+    listener: ReplicaFetchListener = field(init=False)
+    answer: Callable[[m.FetchRequest], Awaitable[m.FetchResponse]] | None = None
+    requests: list[pb.FetchRequest] = field(default_factory=list)
+    sessions: list[LeaderFetchSession] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.listener = ReplicaFetchListener(1, self.serve, 1 << 20)
+
+    async def serve(
+        self, request: pb.FetchRequest, session: LeaderFetchSession, repeats: RepeatReads
+    ) -> m.FetchResponse:
+        self.requests.append(request)
+        if not any(s is session for s in self.sessions):
+            self.sessions.append(session)
+        decoded = codec.fetch_request_from_proto(request)
+        if self.answer is not None:
+            return await self.answer(decoded)
+        return m.FetchResponse(
+            tuple(
+                m.FetchPartitionResult(p.topic, p.partition, high_watermark=1, records=BATCH)
+                for p in decoded.partitions
+            )
+        )
+
+    @property
+    def port(self) -> int:
+        assert self.listener.port is not None
+        return self.listener.port
+
+
+@pytest_asyncio.fixture
+async def leader() -> AsyncIterator[Leader]:
+    leader = Leader()
+    await leader.listener.start("127.0.0.1", 0)
+    try:
+        yield leader
+    finally:
+        leader.listener.close()
+
+
+def client_of(port: int | Callable[[], int], request_timeout_ms: int = 5000) -> ReplicaFetchClient:
+    """A follower's client whose `ReplicaFetchEndpoint` answers `port` (no gRPC involved)."""
+    client = BrokerClient("127.0.0.1:1", request_timeout_ms=request_timeout_ms)
+
+    async def endpoint() -> int:
+        return port() if callable(port) else port
+
+    client.replica_fetch_endpoint = endpoint  # type: ignore[method-assign]
+    return ReplicaFetchClient(client, 1)
+
+
+@contextlib.asynccontextmanager
+async def fetching(
+    port: int | Callable[[], int], **kwargs: int
+) -> AsyncIterator[ReplicaFetchClient]:
+    fetches = client_of(port, **kwargs)
+    try:
+        yield fetches
+    finally:
+        fetches.close()
+        await fetches.client.close()
+
+
+async def serving_raw(
+    answer: Callable[[int], bytes],
+) -> tuple[asyncio.Server, int]:
+    """A listener that breaks the format: after the greeting and a request, it writes
+    `answer(the request's sequence number)` and closes the connection."""
+
+    async def run(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            await reader.readexactly(framed_wire.GREETING_BYTES)
+            length, sequence = struct.unpack(">II", await reader.readexactly(8))
+            await reader.readexactly(length - 4)
+            writer.write(answer(sequence))
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(run, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+@pytest.mark.asyncio
+async def test_fetches_share_one_connection_and_session_with_record_bytes_as_sent(
+    leader: Leader,
+) -> None:
+    async with fetching(leader.port) as fetches:
+        first = await fetches.fetch(REQUEST)
+        second = await fetches.fetch(
+            m.FetchRequest(
+                (m.FetchPartition("t", 0, fetch_offset=1),), replica_id=2, replica_epoch=7
+            )
+        )
+    assert [p.records for p in first.partitions] == [BATCH]
+    assert [p.records for p in second.partitions] == [BATCH]
+    assert len(leader.sessions) == 1
+    # The first request in full, the next one incremental in the same session.
+    assert [r.session_epoch for r in leader.requests] == [0, 1]
+
+
+@pytest.mark.asyncio
+async def test_a_first_answer_may_leave_partitions_out_as_a_bounded_round_does(
+    leader: Leader,
+) -> None:
+    # A session's first answer is a bounded round too (`fetch_session`): a partition it leaves
+    # out has nothing new yet, not a malformed answer.
+    async def first_only(request: m.FetchRequest) -> m.FetchResponse:
+        p = request.partitions[0]
+        return m.FetchResponse(
+            (m.FetchPartitionResult(p.topic, p.partition, high_watermark=1, records=BATCH),)
+        )
+
+    leader.answer = first_only
+    two = m.FetchRequest(
+        (m.FetchPartition("t", 0, fetch_offset=0), m.FetchPartition("t", 1, fetch_offset=0)),
+        replica_id=2,
+        replica_epoch=7,
+        max_wait_ms=0,
+    )
+    async with fetching(leader.port) as fetches:
+        answer = await fetches.fetch(two)
+    assert [(p.partition, p.records) for p in answer.partitions] == [(0, BATCH)]
+    assert [r.session_epoch for r in leader.requests] == [0]
+
+
+@pytest.mark.asyncio
+async def test_a_refusal_is_its_kafka_error_and_the_next_fetch_opens_a_new_session(
+    leader: Leader,
+) -> None:
+    refuse = True
+
+    async def answer(request: m.FetchRequest) -> m.FetchResponse:
+        if refuse:
+            raise Refused(grpc.StatusCode.FAILED_PRECONDITION, "fetch session epoch 3, expects 1")
+        return m.FetchResponse((m.FetchPartitionResult("t", 0, high_watermark=0),))
+
+    leader.answer = answer
+    async with fetching(leader.port) as fetches:
+        with pytest.raises(InvalidFetchSessionEpochError) as refused:
+            await fetches.fetch(REQUEST)
+        assert str(refused.value) == (
+            f"broker 1's replica fetch listener at 127.0.0.1:{leader.port} refused the fetch: "
+            "FAILED_PRECONDITION: fetch session epoch 3, expects 1"
+        )
+        refuse = False
+        await fetches.fetch(REQUEST)
+    assert len(leader.sessions) == 2
+    assert [r.session_epoch for r in leader.requests] == [0, 0]
+
+
+@pytest.mark.asyncio
+async def test_a_request_that_is_not_a_fetch_request_is_refused_as_invalid_request(
+    leader: Leader,
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", leader.port)
+    try:
+        writer.write(wire.FORMAT.greeting(2) + framed_wire.frame(5, b"\xff" * 16))
+        length, sequence = struct.unpack(">II", await reader.readexactly(8))
+        payload = await reader.readexactly(length - 4)
+        assert sequence == 5 | wire.REFUSAL_BIT
+        error = wire.parse_refusal(payload, "broker 1")
+        assert isinstance(error, InvalidRequestError)
+        assert "the 16 request bytes are not a FetchRequest message" in str(error)
+        assert await reader.read() == b""  # the connection ends after a refusal
+    finally:
+        writer.close()
+    assert leader.requests == []
+
+
+@pytest.mark.asyncio
+async def test_a_connection_that_breaks_the_format_is_closed_and_the_others_go_on(
+    leader: Leader, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "replog.server.fetcher")
+    async with fetching(leader.port) as fetches:
+        await fetches.fetch(REQUEST)
+        for garbage in (
+            b"GET / HTTP/1.1\r\n\r\n",  # not a replica fetch connection
+            wire.FORMAT.greeting(2) + struct.pack(">II", 3, 1),  # a frame too short
+            b"RLRF\x01\x00\x00\x00\x02",  # a Raft fetch connection, at the wrong port
+        ):
+            reader, writer = await asyncio.open_connection("127.0.0.1", leader.port)
+            writer.write(garbage)
+            assert await reader.read() == b""
+            writer.close()
+        await fetches.fetch(REQUEST)  # the follower's own connection went on
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "not a replica fetch connection: it began with b'GET '" in warnings[0]
+    assert "replica fetch frame of 3 bytes: must be 4 to" in warnings[1]
+    assert "expected b'RLRP'" in warnings[2]
+    assert len(leader.sessions) == 1
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        # A frame of 3 bytes: no room for its sequence number.
+        (lambda sequence: struct.pack(">II", 3, sequence), "replica fetch frame of 3 bytes"),
+        (lambda sequence: framed_wire.frame(99, b""), "answered request 99, never sent"),
+        (
+            lambda sequence: framed_wire.frame(sequence | wire.REFUSAL_BIT, b"\x00"),
+            "refusal of 1 bytes: too short for its error code",
+        ),
+    ],
+)
+@pytest.mark.asyncio
+async def test_an_answer_that_breaks_the_format_is_a_malformed_response(
+    answer: Callable[[int], bytes], problem: str
+) -> None:
+    server, port = await serving_raw(answer)
+    try:
+        async with fetching(port) as fetches:
+            with pytest.raises(MalformedResponseError, match=problem) as malformed:
+                await fetches.fetch(REQUEST)
+    finally:
+        server.close()
+    assert str(malformed.value).startswith(f"broker 1's replica fetch listener at 127.0.0.1:{port}")
+
+
+@pytest.mark.asyncio
+async def test_a_leader_closing_mid_answer_is_a_network_error_saying_how_far_it_got() -> None:
+    # 10 bytes of the 100 the header promises, then the end.
+    server, port = await serving_raw(lambda sequence: struct.pack(">II", 104, sequence) + b"x" * 10)
+    try:
+        async with fetching(port) as fetches:
+            with pytest.raises(NetworkError) as lost:
+                await fetches.fetch(REQUEST)
+    finally:
+        server.close()
+    assert str(lost.value) == (
+        f"broker 1's replica fetch listener at 127.0.0.1:{port} closed the connection with "
+        "18 bytes of an answer read"
+    )
+
+
+@pytest.mark.asyncio
+async def test_a_leader_that_went_away_is_redialled_once_it_is_back(leader: Leader) -> None:
+    port = leader.port
+    async with fetching(lambda: port) as fetches:
+        await fetches.fetch(REQUEST)
+        leader.listener.close()
+        await asyncio.sleep(0.05)  # the follower sees its idle connection closed
+        # It dials again at once (nothing was sent on the lost connection), and says what it
+        # waits for.
+        with pytest.raises(NetworkError) as refused:
+            await fetches.fetch(REQUEST)
+        assert str(refused.value).startswith(
+            f"cannot connect to broker 1's replica fetch listener at 127.0.0.1:{port} "
+            "(replica.fetch.port): "
+        )
+        await leader.listener.start("127.0.0.1", port)
+        answer = await fetches.fetch(REQUEST)
+    assert [p.records for p in answer.partitions] == [BATCH]
+    assert len(leader.sessions) == 2  # a new connection, a new session
+    assert leader.requests[-1].session_epoch == 0
+
+
+@pytest.mark.asyncio
+async def test_a_leader_that_never_answers_times_out_and_the_connection_is_dropped(
+    leader: Leader,
+) -> None:
+    async def never(request: m.FetchRequest) -> m.FetchResponse:
+        await asyncio.sleep(3600)
+        raise AssertionError
+
+    leader.answer = never
+    async with fetching(leader.port, request_timeout_ms=100) as fetches:
+        with pytest.raises(
+            RequestTimedOutError,
+            match=re.escape("broker 1 at 127.0.0.1:1 sent no replica fetch answer within 100 ms"),
+        ):
+            await fetches.fetch(REQUEST)
+        leader.answer = None
+        await fetches.fetch(REQUEST)
+    assert len(leader.sessions) == 2
+
+
+@pytest.mark.asyncio
+async def test_a_follower_that_does_not_read_its_answers_is_not_read_from(leader: Leader) -> None:
+    big = build_batch([(0, None, b"x" * (4 << 20), ())])
+
+    async def large(request: m.FetchRequest) -> m.FetchResponse:
+        return m.FetchResponse((m.FetchPartitionResult("t", 0, high_watermark=1, records=big),))
+
+    leader.answer = large
+    request = codec.fetch_request_to_proto(REQUEST).SerializeToString()
+    reader, writer = await asyncio.open_connection("127.0.0.1", leader.port)
+    try:
+        writer.write(wire.FORMAT.greeting(2))
+        for sequence in range(1, 40):
+            writer.write(framed_wire.frame(sequence, request))
+        await asyncio.sleep(0.5)
+        # Answers pile up unread: the leader stops reading once they fill its write buffer.
+        assert 1 <= len(leader.requests) < 39
+        read = len(leader.requests)
+        await reader.readexactly(3 * len(big))  # answers read: it reads requests again
+        await asyncio.sleep(0.2)
+        assert len(leader.requests) > read
+    finally:
+        writer.close()

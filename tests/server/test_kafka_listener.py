@@ -229,3 +229,45 @@ async def test_each_answered_request_is_reported_with_its_api_and_time_to_answer
         writer.close()
     assert [key for key, _ in reported] == [3, 3]
     assert reported[0][1] < 0.1 <= reported[1][1]  # the held one includes its wait
+
+
+@pytest.mark.asyncio
+async def test_a_client_that_never_reads_its_answers_is_dropped_after_the_idle_time(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="replog.server.kafka")
+    handlers = Handlers(hold=False, brokers=2000)  # ~450 KB per answer: the buffers fill
+    async with listening(handlers, queued_max_requests=4, connections_max_idle_ms=300) as listener:
+        _, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.transport.set_write_buffer_limits(high=1 << 20)
+        for _ in range(200):
+            writer.write(metadata_frame(1))
+        await eventually(lambda: listener.open_connections == 0, "the connection dropped", 10)
+        writer.close()
+    assert "idle for connections.max.idle.ms (300 ms): its responses not read" in caplog.text
+    assert len(handlers.called) < 200
+
+
+@pytest.mark.asyncio
+async def test_stopping_closes_every_connection_and_ends_the_handlers_waiting() -> None:
+    handlers = Handlers(hold=True)
+    listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0)
+    await listener.start(handlers)
+    reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+    writer.write(metadata_frame(1))
+    await eventually(lambda: handlers.called == [1], "the request handled")
+    await within(5, listener.stop())
+    assert listener.open_connections == 0
+    with contextlib.suppress(ConnectionError):
+        assert await within(5, reader.read()) == b""
+    writer.close()
+
+
+@pytest.mark.asyncio
+async def test_requests_pipelined_in_one_write_are_all_answered_in_order() -> None:
+    async with listening(Handlers(hold=False)) as listener:
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.write(b"".join(metadata_frame(i) for i in range(50)))
+        answers = [await within(5, read_response(reader)) for _ in range(50)]
+        assert [correlation for correlation, _ in answers] == list(range(50))
+        writer.close()

@@ -509,16 +509,22 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     ) -> pb.ListOffsetsResponse:
         async def serve() -> pb.ListOffsetsResponse:
             decoded = self._decode(request, codec.list_offsets_request_from_proto)
-            rm = self._ready()
-            results = await self._answer(
-                decoded.partitions,
-                _refusals(decoded.partitions, "ListOffsets", _entry_problem),
-                lambda valid: rm.list_offsets(replace(decoded, partitions=valid)),
-                lambda p, error: m.ListOffsetsPartitionResult(p.topic, p.partition, error),
-            )
-            return codec.list_offsets_response_to_proto(m.ListOffsetsResponse(tuple(results)))
+            return codec.list_offsets_response_to_proto(self.list_offsets(decoded))
 
         return await self._serve(request, context, serve)
+
+    def list_offsets(self, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
+        """ListOffsets, answered at once (nothing in it waits): what `ListOffsets` answers,
+        and what the Kafka listener answers, called directly (no protobuf in between: a
+        Kafka consumer asks offsets after every poll). Raises `Refused`."""
+        rm = self._ready()
+        results = self._answer_now(
+            request.partitions,
+            _refusals(request.partitions, "ListOffsets", _entry_problem),
+            lambda valid: rm.list_offsets(replace(request, partitions=valid)),
+            lambda p, error: m.ListOffsetsPartitionResult(p.topic, p.partition, error),
+        )
+        return m.ListOffsetsResponse(tuple(results))
 
     async def OffsetsForLeaderEpoch(
         self, request: pb.OffsetsForLeaderEpochRequest, context: Context
@@ -640,6 +646,25 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         answered = await self._ask_manager(entries, refused, ask, failed)
         return _merged(entries, refused, answered, failed)
 
+    def _answer_now(
+        self,
+        entries: Sequence[E],
+        refused: dict[int, KafkaError],
+        ask: Callable[[tuple[E, ...]], Any],
+        failed: Callable[[E, KafkaError], R],
+    ) -> list[R]:
+        """`_answer` for a manager call that answers at once (`ask` returns the response)."""
+        valid = tuple(p for i, p in enumerate(entries) if i not in refused)
+        answered: Sequence[R] = ()
+        if valid:
+            try:
+                response = ask(valid)
+            except KafkaError as error:
+                answered = self._manager_failed(error, valid, failed)
+            else:
+                answered = self._manager_answered(response)
+        return _merged(entries, refused, answered, failed)
+
     async def _ask_manager(
         self,
         entries: Sequence[E],
@@ -658,13 +683,23 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             response = ask(valid)
             if inspect.isawaitable(response):
                 response = await response
-        except KafkaStorageError as error:
+        except KafkaError as error:
+            return self._manager_failed(error, valid, failed)
+        return self._manager_answered(response)
+
+    def _manager_failed(
+        self, error: KafkaError, valid: Sequence[E], failed: Callable[[E, KafkaError], R]
+    ) -> list[R]:
+        """The manager raised `error`: a storage error goes to `on_storage_error` and fails the
+        call (UNAVAILABLE); another is every partition's."""
+        if isinstance(error, KafkaStorageError):
             if self._on_storage_error is not None:
                 self._on_storage_error(error)
             raise Refused(grpc.StatusCode.UNAVAILABLE, f"storage error: {error}") from None
-        except KafkaError as error:
-            return [failed(p, error) for p in valid]
-        answered: Sequence[R] = response.partitions
+        return [failed(p, error) for p in valid]
+
+    def _manager_answered(self, response: Any) -> Sequence[Any]:
+        answered: Sequence[Any] = response.partitions
         # The manager answers a failed disk per partition (KAFKA_STORAGE_ERROR); the broker
         # must still stop, as Kafka takes a failed log dir offline.
         if self._on_storage_error is not None:

@@ -3,21 +3,24 @@
 
 Theory of operation: each connection is an `asyncio.Protocol`. Bytes the socket gives are fed
 to the core as they arrive (`data_received`, no reader task); each complete request goes to its
-handler at once, and the answers the core releases are written from where they became
-releasable, in one write: a request answered without waiting costs one pass of the event loop
-for its read and one for its handler, with no task switch to write (a round trip is what a
-client that waits for each answer, such as Spark's Kafka source asking offsets after every
-poll, pays per request; docs/benchmarks.md, "Kafka listener round trips").
+handler at once. A handler answers at once (ApiVersions, Metadata, ListOffsets: the answer is
+encoded and written from `data_received` itself) or gives an awaitable, awaited in a task of
+the request's own; answers the core releases are written from where they became releasable, in
+one write. A request answered at once costs one pass of the event loop and one write: what a
+client that waits for each answer pays per request (Spark's Kafka source asks offsets after
+every poll; docs/benchmarks.md, "Kafka listener round trips").
 
 Rules (docs/kafka-protocol.md, "Listener"):
 - `bind` binds and listens synchronously, so that the broker can register the port the OS
   chose for port 0; `start` accepts from then on (the node calls it once the broker serves
   clients: like Kafka's broker, it serves none before), `stop` closes the socket and every
   connection.
-- Each request is handled in its own task as soon as it is read (pipelined), and answered in
-  request order (the core). Tasks start in the order created and a produce handler reaches its
-  append before its first suspension (`BrokerRequests.produce`'s contract, which ProduceStream
-  relies on too), so one connection's Produce requests are appended in the order sent.
+- Each request is handled as soon as it is read (pipelined), and answered in request order
+  (the core). Handlers are asked in arrival order: a request is answered at once only when no
+  earlier request of its connection is still being handled, else its handler is asked in its
+  task. Tasks start in the order created and a produce handler reaches its append before its
+  first suspension (`BrokerRequests.produce`'s contract, which ProduceStream relies on too), so
+  one connection's Produce requests are appended in the order sent.
 - While `queued.max.requests` requests of a connection are read and not yet written, the
   connection is not read; answers are not written while the socket's send buffer is full (the
   transport's high-water mark), so a client that sends and never reads stops being read once
@@ -31,9 +34,9 @@ Rules (docs/kafka-protocol.md, "Listener"):
   key or version, undecodable request, closed in the middle of a frame) is closed with one
   WARNING line naming the listener, the peer and the cause; so is one whose request a handler
   refuses as a whole (`RequestRefusedError`: a failed acks=0 produce; or a typed `KafkaError`
-  such as an isolation level that is neither 0 nor 1). Answers already written still leave;
-  none after. Every other connection goes on. A handler that fails unexpectedly closes its
-  connection too, logged with its traceback.
+  such as an isolation level that is neither 0 nor 1). The answers to the requests before it
+  that are ready still leave; none after. Every other connection goes on. A handler that
+  fails unexpectedly closes its connection too, logged with its traceback.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from replog.config import positive_setting
 from replog.errors import KafkaConnectionError, KafkaError, RequestRefusedError
 from replog.kafka.connection import (
     REQUEST_BYTES_MAX_DEFAULT,
+    Answer,
     KafkaConnection,
     KafkaRequest,
     Served,
@@ -96,7 +100,7 @@ class KafkaHandlers(Protocol):
     @property
     def served(self) -> Served: ...
 
-    async def handle(self, request: KafkaRequest, listener_name: str) -> Message | None: ...
+    def handle(self, request: KafkaRequest, listener_name: str) -> Answer: ...
 
 
 class KafkaListener:
@@ -190,6 +194,7 @@ class _Connection(asyncio.Protocol):
         assert listener.handlers is not None  # set by `start`
         self._listener = listener
         self._handlers = listener.handlers
+        self._name = listener.name
         self._limit = listener.config.queued_max_requests
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
@@ -300,33 +305,47 @@ class _Connection(asyncio.Protocol):
                 transport.resume_reading()
 
     def _start(self, request: KafkaRequest) -> None:
-        task = self._loop.create_task(self._handle(request))
+        """Answer `request` here if its handler answers at once, else when its awaitable is
+        done, in a task. While an earlier request of the connection is still being handled,
+        the handler is asked in a task too: handlers are asked in arrival order."""
+        started = monotonic_s()
+        if self._handling:
+            self._spawn(request, started, lambda: self._handlers.handle(request, self._name))
+            return
+        try:
+            answer = self._handlers.handle(request, self._name)
+        except Exception as exc:
+            self._fail(_failure(request, exc))
+            return
+        if answer is None or isinstance(answer, Message):
+            self._answered(request, answer, started)
+        else:
+            self._spawn(request, started, lambda: answer)
+
+    def _spawn(self, request: KafkaRequest, started: float, ask: Callable[[], Answer]) -> None:
+        task = self._loop.create_task(self._handle(request, started, ask))
         self._handling.add(task)
         task.add_done_callback(self._handling.discard)
 
-    async def _handle(self, request: KafkaRequest) -> None:
-        started = monotonic_s()
-        assert self._core is not None
+    async def _handle(
+        self, request: KafkaRequest, started: float, ask: Callable[[], Answer]
+    ) -> None:
         try:
-            body = await self._handlers.handle(request, self._listener.name)
-            self._core.respond(request, body)
+            answer = ask()
+            body = answer if answer is None or isinstance(answer, Message) else await answer
         except asyncio.CancelledError:
             raise
-        except (RequestRefusedError, KafkaError) as exc:
-            self._fail(
-                _Refused(
-                    f"{api_name(request.api_key)} v{request.api_version} (correlation id "
-                    f"{request.correlation_id}) refused: {exc}"
-                )
-            )
+        except Exception as exc:
+            self._fail(_failure(request, exc))
             return
-        except BaseException as exc:
-            failure = _HandlerFailed(
-                f"{api_name(request.api_key)} v{request.api_version} (correlation id "
-                f"{request.correlation_id}) failed: {exc!r}"
-            )
-            failure.__cause__ = exc
-            self._fail(failure)
+        self._answered(request, body, started)
+
+    def _answered(self, request: KafkaRequest, body: Message | None, started: float) -> None:
+        assert self._core is not None
+        try:
+            self._core.respond(request, body)
+        except Exception as exc:  # a response that does not encode at the request's version
+            self._fail(_failure(request, exc))
             return
         observe = self._listener.on_request
         if observe is not None:
@@ -337,12 +356,18 @@ class _Connection(asyncio.Protocol):
     # --- ending --------------------------------------------------------------------------------
 
     def _fail(self, failure: BaseException) -> None:
-        """Close the connection for `failure` (the first one is reported): what was written
-        still leaves, nothing more is."""
+        """Close the connection for `failure` (the first one is reported): the answers to the
+        requests before it that are ready still leave, as Kafka, which handles a connection's
+        requests one at a time, would have sent them; nothing after."""
+        transport, core = self._transport, self._core
         if self._failure is None:
             self._failure = failure
-        if self._transport is not None:
-            self._transport.close()
+            if transport is not None and core is not None and not self._writing_paused:
+                frames = core.take_output()
+                if frames and not transport.is_closing():
+                    transport.write(b"".join(frames))
+        if transport is not None:
+            transport.close()
 
     def abort(self) -> None:
         """The listener stops: drop the socket (`connection_lost` follows)."""
@@ -392,6 +417,20 @@ class _Connection(asyncio.Protocol):
                 self.peer,
                 exc_info=failure,
             )
+
+
+def _failure(request: KafkaRequest, exc: Exception) -> Exception:
+    """Why a connection closes when its request's handler raised `exc`: a refusal (one
+    WARNING line) for a typed error, else an unexpected failure (logged with `exc`)."""
+    what = (
+        f"{api_name(request.api_key)} v{request.api_version} (correlation id "
+        f"{request.correlation_id})"
+    )
+    if isinstance(exc, RequestRefusedError | KafkaError):
+        return _Refused(f"{what} refused: {exc}")
+    failure = _HandlerFailed(f"{what} failed: {exc!r}")
+    failure.__cause__ = exc
+    return failure
 
 
 class _Idle(Exception):

@@ -70,7 +70,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache, partial
 from typing import Any, NoReturn, Protocol, TypeVar, runtime_checkable
@@ -81,6 +81,7 @@ from quorum.metadata.image import MetadataImage
 from replog.errors import (
     CoordinatorLoadInProgressError,
     CorruptRecordError,
+    IllegalStateError,
     InvalidFetchSessionEpochError,
     InvalidRequestError,
     InvalidRequiredAcksError,
@@ -514,15 +515,18 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return await self._serve(request, context, serve)
 
     def list_offsets(self, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
-        """ListOffsets, answered at once (nothing in it waits): what `ListOffsets` answers,
-        and what the Kafka listener answers, called directly (no protobuf in between: a
-        Kafka consumer asks offsets after every poll). Raises `Refused`."""
+        """ListOffsets, answered at once (the replica manager's `list_offsets` never waits):
+        what `ListOffsets` answers, and what the Kafka listener answers, called directly (no
+        protobuf in between: a Kafka consumer asks offsets after every poll). Raises
+        `Refused`."""
         rm = self._ready()
-        results = self._answer_now(
-            request.partitions,
-            _refusals(request.partitions, "ListOffsets", _entry_problem),
-            lambda valid: rm.list_offsets(replace(request, partitions=valid)),
-            lambda p, error: m.ListOffsetsPartitionResult(p.topic, p.partition, error),
+        results = _at_once(
+            self._answer(
+                request.partitions,
+                _refusals(request.partitions, "ListOffsets", _entry_problem),
+                lambda valid: rm.list_offsets(replace(request, partitions=valid)),
+                lambda p, error: m.ListOffsetsPartitionResult(p.topic, p.partition, error),
+            )
         )
         return m.ListOffsetsResponse(tuple(results))
 
@@ -646,25 +650,6 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         answered = await self._ask_manager(entries, refused, ask, failed)
         return _merged(entries, refused, answered, failed)
 
-    def _answer_now(
-        self,
-        entries: Sequence[E],
-        refused: dict[int, KafkaError],
-        ask: Callable[[tuple[E, ...]], Any],
-        failed: Callable[[E, KafkaError], R],
-    ) -> list[R]:
-        """`_answer` for a manager call that answers at once (`ask` returns the response)."""
-        valid = tuple(p for i, p in enumerate(entries) if i not in refused)
-        answered: Sequence[R] = ()
-        if valid:
-            try:
-                response = ask(valid)
-            except KafkaError as error:
-                answered = self._manager_failed(error, valid, failed)
-            else:
-                answered = self._manager_answered(response)
-        return _merged(entries, refused, answered, failed)
-
     async def _ask_manager(
         self,
         entries: Sequence[E],
@@ -683,23 +668,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             response = ask(valid)
             if inspect.isawaitable(response):
                 response = await response
-        except KafkaError as error:
-            return self._manager_failed(error, valid, failed)
-        return self._manager_answered(response)
-
-    def _manager_failed(
-        self, error: KafkaError, valid: Sequence[E], failed: Callable[[E, KafkaError], R]
-    ) -> list[R]:
-        """The manager raised `error`: a storage error goes to `on_storage_error` and fails the
-        call (UNAVAILABLE); another is every partition's."""
-        if isinstance(error, KafkaStorageError):
+        except KafkaStorageError as error:
             if self._on_storage_error is not None:
                 self._on_storage_error(error)
             raise Refused(grpc.StatusCode.UNAVAILABLE, f"storage error: {error}") from None
-        return [failed(p, error) for p in valid]
-
-    def _manager_answered(self, response: Any) -> Sequence[Any]:
-        answered: Sequence[Any] = response.partitions
+        except KafkaError as error:
+            return [failed(p, error) for p in valid]
+        answered: Sequence[R] = response.partitions
         # The manager answers a failed disk per partition (KAFKA_STORAGE_ERROR); the broker
         # must still stop, as Kafka takes a failed log dir offline.
         if self._on_storage_error is not None:
@@ -825,6 +800,19 @@ def _refusals(
         if error is not None:
             refused[index] = error
     return refused
+
+
+def _at_once(call: Coroutine[Any, Any, R]) -> R:
+    """The result of `call`, run here to its end: a call whose awaits all answer at once
+    (an `_answer` whose manager call returns its response). One that would wait is a
+    programming error."""
+    try:
+        call.send(None)
+    except StopIteration as done:
+        result: R = done.value
+        return result
+    call.close()
+    raise IllegalStateError("a call answered at once waited")
 
 
 def _merged(

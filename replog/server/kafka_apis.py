@@ -186,6 +186,14 @@ class KafkaApis:
                     raise ValueError(f"two handlers of Kafka API key {key}")
                 self._served[key] = versions
                 self._extensions[key] = extension
+        # Every client asks on every connection; the table is fixed from here on (the answer
+        # is only read: encoded per request).
+        self._api_versions = ApiVersionsResponse(
+            api_keys=[
+                ApiVersion(api_key=key, min_version=low, max_version=high)
+                for key, (low, high) in sorted(self._served.items())
+            ]
+        )
         self._cluster_id = cluster_id
         self._image = image
         self._controller_id = controller_id
@@ -233,12 +241,7 @@ class KafkaApis:
             and _SOFTWARE.fullmatch(request.client_software_version)
         ):
             return ApiVersionsResponse(error_code=InvalidRequestError.code)
-        return ApiVersionsResponse(
-            api_keys=[
-                ApiVersion(api_key=key, min_version=low, max_version=high)
-                for key, (low, high) in sorted(self._served.items())
-            ]
-        )
+        return self._api_versions
 
     # --- Metadata ------------------------------------------------------------------------------
 

@@ -187,8 +187,9 @@ class KafkaListener:
 
 
 class _Connection(asyncio.Protocol):
-    """One client connection: bytes from the socket into the core, each request to a handler
-    task, the answers the core releases written as soon as they are releasable."""
+    """One client connection: bytes from the socket into the core, each request to its
+    handler (answered at once, or in a task of its own), the answers the core releases
+    written as soon as they are releasable."""
 
     def __init__(self, listener: KafkaListener) -> None:
         assert listener.handlers is not None  # set by `start`

@@ -20,13 +20,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
 
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import Endpoint, RegisterBrokerRecord
-from replog.errors import KafkaStorageError, NotLeaderOrFollowerError, RequestRefusedError
+from replog.errors import (
+    IllegalStateError,
+    KafkaStorageError,
+    NotLeaderOrFollowerError,
+    RequestRefusedError,
+)
 from replog.kafka.connection import KafkaRequest
 from replog.kafka.messages import fetch_response as kf
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
@@ -476,3 +482,13 @@ def test_a_storage_error_listing_offsets_is_reported_and_refuses_the_request() -
     assert isinstance(answer, ListOffsetsResponse)
     codes = [p.error_code for t in answer.topics for p in t.partitions]
     assert codes == [NotLeaderOrFollowerError.code] * 2
+
+
+def test_a_replica_manager_that_would_wait_for_offsets_is_a_programming_error() -> None:
+    class Waiting(OffsetLog):
+        async def list_offsets(self, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:  # type: ignore[override]
+            await asyncio.sleep(0)
+            return m.ListOffsetsResponse(())
+
+    with pytest.raises(IllegalStateError, match="a call answered at once waited"):
+        listing(Waiting()).handle(list_offsets_request(("orders", 0)), "P")

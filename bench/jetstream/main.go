@@ -13,13 +13,19 @@
 // A Kafka partition maps to one JetStream stream (the unit JetStream replicates and elects a
 // leader for) named "<topic>-p<N>", whose only subject is its name. Roles:
 //   - create: make the task's streams (file storage, `replicas` copies) and wait for leaders.
-//   - delete: delete the task's streams (those that exist).
+//   - delete: delete the task's streams and every stream of the task's topics (those that
+//     exist; a metadata run's admins made the latter, so the harness knows only the topics).
 //   - leader: print the server name leading the first stream.
 //   - produce: publish asynchronously (at most `window` awaiting their acknowledgement) for
 //     run_s seconds, or `records` records (within run_s), at `rate` records/s (0: unthrottled);
 //     every record waits for its stream's acknowledgement (a quorum of the replicas has it),
 //     and one not acknowledged within ackTimeout is published again until it is.
 //   - consume: read the task's streams from their start with ordered consumers until "stop".
+//   - admin (a metadata run's): for run_s seconds, one request after another, each making
+//     `topics_per_request` topics "<prefix>-<n>" of `partitions` streams; a request is its
+//     stream creates in flight together (JetStream has no batch create) and is answered when
+//     every one is. A clustered stream create is answered by the stream's new leader, once the
+//     meta group has committed the stream's assignment and its own group elected that leader.
 package main
 
 import (
@@ -53,6 +59,11 @@ const (
 	// is published again until acknowledged, as a Kafka producer retries: its latency runs
 	// from the first send, so the failover timeline shows the gap.
 	ackTimeout = 2 * time.Second
+	// A process's stream creates (or deletes) in flight at once: a request of many topics
+	// stays far below a server's JetStream API queue (10,000 requests by default).
+	metaWindow = 256
+	// A metadata request not answered within this is counted as an error.
+	requestTimeout = 30 * time.Second
 )
 
 type task struct {
@@ -68,6 +79,11 @@ type task struct {
 	Index          int      `json:"index"`
 	SamplesPath    string   `json:"samples_path"`
 	Window         int      `json:"window"`
+	// An admin's (a metadata run's), and the delete role's topics.
+	Prefix           string   `json:"prefix"`
+	Partitions       int      `json:"partitions"`
+	TopicsPerRequest int      `json:"topics_per_request"`
+	Topics           []string `json:"topics"`
 }
 
 type result struct {
@@ -130,18 +146,21 @@ func main() {
 		remove(js, t)
 	case "leader":
 		out.Leader = leader(js, t)
-	case "produce", "consume":
+	case "produce", "consume", "admin":
 		say("ready")
 		start := waitForGo(in)
 		cpuAtGo := cpuSeconds() // connecting is not the run's work
-		if t.Role == "produce" {
+		switch t.Role {
+		case "produce":
 			out = produce(js, t, start)
-		} else {
+		case "admin":
+			out = createTopics(js, t, start)
+		default:
 			out = consume(js, t, start, in)
 		}
 		out.CPUS = cpuSeconds() - cpuAtGo
 	default:
-		fail("unknown role %q (create, delete, leader, produce, consume)", t.Role)
+		fail("unknown role %q (create, delete, leader, produce, consume, admin)", t.Role)
 	}
 	encoded, _ := json.Marshal(out)
 	say("result %s", encoded)
@@ -162,18 +181,62 @@ func waitForGo(in *bufio.Scanner) time.Time {
 	return time.Time{}
 }
 
+// streamName is the stream standing for a partition (as the harness's runner.stream_name).
+func streamName(topic string, partition int) string {
+	return fmt.Sprintf("%s-p%d", topic, partition)
+}
+
+// topicOf is the topic whose partition stream `name` stands for, or "" for another stream.
+func topicOf(name string) string {
+	cut := strings.LastIndex(name, "-p")
+	if cut <= 0 {
+		return ""
+	}
+	if _, err := strconv.ParseUint(name[cut+2:], 10, 31); err != nil {
+		return ""
+	}
+	return name[:cut]
+}
+
+func createStream(ctx context.Context, js jetstream.JetStream, name string, replicas int) error {
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name:     name,
+		Subjects: []string{name},
+		Replicas: replicas,
+		Storage:  jetstream.FileStorage,
+	})
+	if err != nil {
+		return fmt.Errorf("creating stream %s: %w", name, err)
+	}
+	return nil
+}
+
+// together runs op on every name, at most metaWindow at once; the first error.
+func together(names []string, op func(name string) error) error {
+	errs := make(chan error, len(names))
+	slots := make(chan struct{}, metaWindow)
+	for _, name := range names {
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots }()
+			errs <- op(name)
+		}()
+	}
+	var first error
+	for range names {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 func create(js jetstream.JetStream, t task) {
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
 	for _, name := range t.Streams {
-		_, err := js.CreateStream(ctx, jetstream.StreamConfig{
-			Name:     name,
-			Subjects: []string{name},
-			Replicas: t.Replicas,
-			Storage:  jetstream.FileStorage,
-		})
-		if err != nil {
-			fail("creating stream %s: %v", name, err)
+		if err := createStream(ctx, js, name, t.Replicas); err != nil {
+			fail("%v", err)
 		}
 	}
 	for _, name := range t.Streams {
@@ -189,10 +252,65 @@ func create(js jetstream.JetStream, t task) {
 func remove(js jetstream.JetStream, t task) {
 	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
 	defer cancel()
-	for _, name := range t.Streams {
-		if err := js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-			fail("deleting stream %s: %v", name, err)
+	names := append([]string(nil), t.Streams...)
+	if len(t.Topics) > 0 {
+		topics := make(map[string]bool, len(t.Topics))
+		for _, topic := range t.Topics {
+			topics[topic] = true
 		}
+		lister := js.StreamNames(ctx)
+		for name := range lister.Name() {
+			if topics[topicOf(name)] {
+				names = append(names, name)
+			}
+		}
+		if err := lister.Err(); err != nil {
+			fail("listing the streams: %v", err)
+		}
+	}
+	err := together(names, func(name string) error {
+		err := js.DeleteStream(ctx, name)
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("deleting stream %s: %w", name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		fail("%v", err)
+	}
+}
+
+// createTopics is the admin role (the package comment): a sample per request answered.
+func createTopics(js jetstream.JetStream, t task, start time.Time) result {
+	perRequest, partitions := max(t.TopicsPerRequest, 1), max(t.Partitions, 1)
+	end := start.Add(time.Duration(t.RunS * float64(time.Second)))
+	var got samples
+	sent := 0
+	for time.Now().Before(end) {
+		names := make([]string, 0, perRequest*partitions)
+		for k := range perRequest {
+			topic := fmt.Sprintf("%s-%d", t.Prefix, sent*perRequest+k)
+			for p := range partitions {
+				names = append(names, streamName(topic, p))
+			}
+		}
+		sentAt := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+		err := together(names, func(name string) error { return createStream(ctx, js, name, t.Replicas) })
+		cancel()
+		if err != nil {
+			got.fail(err)
+		} else {
+			got.add(sentAt.Sub(start).Seconds(), float64(time.Since(sentAt).Nanoseconds())/1e6)
+		}
+		sent++
+	}
+	writeSamples(t.SamplesPath, got.values)
+	return result{
+		Records:    len(got.values) / 2,
+		Errors:     got.errors,
+		FirstError: got.firstError,
+		Requests:   sent,
 	}
 }
 

@@ -1,7 +1,7 @@
 """`replog bench`'s goal checks and the figures behind them, from stand-ins: the ratios of
 replog's medians to Kafka's, etcd's and the other clients', the idle partitions' cost from a
-run's two phases, a controller run against a stand-in controller, and the workloads each
-system is refused."""
+run's two phases, a controller run against a stand-in controller, the workloads each
+system is refused, and warm-up runs left out of the results."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ def test_metadata_goals_take_medians_against_kafka_and_etcd() -> None:
             *(metadata("replog-kafka", v) for v in (90, 100, 400)),
             *(metadata("kafka", v) for v in (40, 50, 60)),
             *(metadata("etcd", v) for v in (150, 200, 210)),
+            metadata("jetstream", 1000),  # a peer shown beside them, in no goal
         ]
     )
     assert verdicts(grouped) == {
@@ -207,10 +208,10 @@ def test_each_kind_of_workload_runs_on_its_systems_only() -> None:
         "testDurationSeconds": 1,
     }
     check_systems(controller, ["replog", "kafka"], "c.yaml")
-    check_systems(meta, ["replog-kafka", "kafka", "etcd"], "m.yaml")
+    check_systems(meta, ["replog-kafka", "kafka", "etcd", "jetstream"], "m.yaml")
     for workload, systems, says in (
         (controller, ["replog", "etcd"], "c.yaml is a controller run.*etcd cannot run it"),
-        (meta, ["jetstream"], "metadata run.*jetstream cannot"),
+        (controller, ["kafka", "jetstream"], "controller run.*jetstream cannot"),
         (parse_workload({**data, "clients": ["replog"]}), ["kafka"], "clients run.*kafka cannot"),
         (parse_workload(data), ["etcd"], "produce and consume run.*etcd cannot"),
         (
@@ -281,3 +282,88 @@ def test_a_failover_whose_node_does_not_come_back_keeps_its_figure(tmp_path: Pat
     assert fake.calls == ["create 1x10 by 100", "fail", "restart", "delete 2"]
     assert result["controller"]["failover"]["seconds"] == 1.5
     assert result["controller"]["failover"]["restart_error"] == "kafka: node 2 did not start"
+
+
+def test_data_path_goals_hold_for_their_shape_of_workload_only() -> None:
+    peak = {"producerRate": "max", "producerConfig": {}}
+    paced = {"producerRate": 21500.0, "producerConfig": {}}
+    kill = {"producerRate": 2000.0, "producerConfig": {}, "killLeaderAtSeconds": 15.0}
+    kafka_batching = {
+        "producerRate": "max",
+        "producerConfig": {"batch.size": "16384", "linger.ms": "5"},
+    }
+    backlog = {"producerRate": "max", "producerConfig": {}, "consumerBacklogSizeGB": 2.0}
+
+    def run(system: str, workload: dict[str, Any], mb: float, p99: float) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "system": system,
+            "workload": workload,
+            "produce": {"mb_per_s": mb},
+            "end_to_end": {"latency_ms": {"p99": p99}},
+            "requests": {"per_broker_per_s": mb * 10},
+        }
+        if "killLeaderAtSeconds" in workload:
+            result["failover"] = {"unavailable_s": p99 / 1000}
+        if "consumerBacklogSizeGB" in workload:
+            result["catch_up"] = {"mb_per_s": mb * 2}
+        return result
+
+    def goals_of(workload: dict[str, Any]) -> dict[str, str]:
+        grouped = by_system(
+            [
+                *(run("replog-kafka", workload, mb, 120) for mb in (80, 81, 85)),
+                *(run("kafka", workload, mb, 100) for mb in (40, 42, 49)),
+            ]
+        )
+        return {text: verdict for (text, _), verdict in verdicts(grouped).items()}
+
+    assert goals_of(peak) == {"produce MB/s >= 1.0x Kafka's peak": "1.93x met"}
+    assert goals_of(paced) == {"end-to-end p99 at a fixed rate <= Kafka's": "1.20x missed"}
+    assert goals_of(kill) == {"unavailability after a leader's kill -9 <= Kafka's": "1.20x missed"}
+    assert goals_of(kafka_batching) == {
+        "produce requests per s per broker >= 1.0x Kafka's": "1.93x met"
+    }
+    assert goals_of(backlog) == {"catch-up read MB/s >= 1.0x Kafka's": "1.93x met"}
+    # A run that recorded no workload (an older result) is held to none of them.
+    assert goals_of({}) == {}
+
+
+def test_warm_up_runs_run_first_and_are_left_out_of_the_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    import replog.cli.bench as bench
+    import replog.cli.bench.systems as systems
+
+    class FakeSystem:
+        def start(self) -> None:
+            calls.append("start")
+
+        def stop(self) -> None:
+            calls.append("stop")
+
+        def describe(self) -> dict[str, Any]:
+            return {}
+
+    calls: list[str] = []
+    monkeypatch.setattr(systems, "make_system", lambda *args: FakeSystem())
+
+    def one_run(*args: Any) -> dict[str, Any]:
+        calls.append("run")
+        return {"n": len(calls)}
+
+    monkeypatch.setattr(bench, "_run_one", one_run)
+    monkeypatch.setattr(bench, "run_text", lambda result: f"figures of call {result['n']}")
+    workload = parse_workload({"name": "c", "createPartitions": 10, "partitionsPerTopic": 10})
+    args = argparse.Namespace(
+        work_dir=str(tmp_path), kafka_script=None, server_cpus=None, runs=2, warm_up_runs=2
+    )
+    results = bench.run_system("kafka", workload, args, 38000, str(tmp_path))
+    assert calls == ["start", "run", "run", "run", "run", "stop"]
+    assert [(r["run"], r["n"]) for r in results] == [(1, 4), (2, 5)]
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == ["kafka-run1.json", "kafka-run2.json"]
+    printed = capsys.readouterr().out
+    assert "kafka warm-up run 1/2 (not measured): figures of call 2" in printed
+    assert "kafka warm-up run 2/2 (not measured): figures of call 3" in printed
+    assert "kafka run 1/2: figures of call 4" in printed

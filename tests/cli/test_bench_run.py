@@ -43,6 +43,8 @@ def test_a_short_run_against_replog_measures_every_record(tmp_path: Path) -> Non
         "replog",
         "--runs",
         "1",
+        "--warm-up-runs",
+        "0",
         "--output",
         str(tmp_path / "out"),
         "--work-dir",

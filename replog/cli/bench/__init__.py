@@ -41,6 +41,7 @@ from replog.errors import ReplogError
 
 DEFAULT_SYSTEMS = "replog,kafka"
 DEFAULT_RUNS = 3
+DEFAULT_WARM_UP_RUNS = 2
 DEFAULT_OUTPUT = os.path.join(".replog", "bench-results")
 DEFAULT_WORK_DIR = os.path.join(".replog", "bench")
 DEFAULT_BASE_PORT = 39092
@@ -84,7 +85,7 @@ def base_port_of(ports: list[int], index: int) -> int:
 
 # The systems each kind of workload runs on (the rest are refused before anything starts).
 CONTROLLER_SYSTEMS: tuple[str, ...] = ("replog", "replog-kafka", "kafka")
-METADATA_SYSTEMS: tuple[str, ...] = ("replog", "replog-kafka", "kafka", "etcd")
+METADATA_SYSTEMS: tuple[str, ...] = ("replog", "replog-kafka", "kafka", "etcd", "jetstream")
 CLIENTS_SYSTEMS: tuple[str, ...] = ("replog",)
 DATA_SYSTEMS: tuple[str, ...] = ("replog", "replog-kafka", "kafka", "jetstream")
 
@@ -181,8 +182,9 @@ def check_disk(workload: Any, work_dir: str) -> None:
 def run_system(
     system_name: str, workload: Any, args: argparse.Namespace, base_port: int, output: str
 ) -> list[dict[str, Any]]:
-    """Start `system_name`, run the workload `args.runs` times, stop it; the results (each
-    also written to `output/<system>-run<N>.json`)."""
+    """Start `system_name`, run the workload `args.warm_up_runs` times untimed and then
+    `args.runs` times, stop it; the measured runs' results (each also written to
+    `output/<system>-run<N>.json`)."""
     from replog.cli.bench.runner import machine
     from replog.cli.bench.systems import make_system
 
@@ -192,12 +194,21 @@ def run_system(
     results = []
     system.start()
     try:
-        for number in range(1, args.runs + 1):
+        for number in range(1 - args.warm_up_runs, args.runs + 1):
             # A clients run takes every client in turn, first one later each run.
             clients = list(workload.clients) or [None]
             shift = (number - 1) % len(clients)
             for client in clients[shift:] + clients[:shift]:
                 result = _run_one(system, client, workload, args, work_dir)
+                label = system_name if client is None else f"{system_name}-{client}"
+                if number < 1:
+                    warm_up = number + args.warm_up_runs
+                    print(
+                        f"{label} warm-up run {warm_up}/{args.warm_up_runs} (not measured): "
+                        f"{run_text(result)}",
+                        flush=True,
+                    )
+                    continue
                 result.update(
                     {
                         "system": system_name,
@@ -209,7 +220,6 @@ def run_system(
                         "versions": versions(),
                     }
                 )
-                label = system_name if client is None else f"{system_name}-{client}"
                 path = os.path.join(output, f"{label}-run{number}.json")
                 with open(path, "w", encoding="utf-8") as f:
                     json.dump(result, f, indent=1)
@@ -379,6 +389,15 @@ def register(commands: Any) -> None:
         default=DEFAULT_RUNS,
         metavar="N",
         help=f"runs per system (default: {DEFAULT_RUNS})",
+    )
+    parser.add_argument(
+        "--warm-up-runs",
+        type=at_least(0),
+        default=DEFAULT_WARM_UP_RUNS,
+        metavar="N",
+        help="runs per system before the measured ones, printed but left out of the results "
+        "and the report: a JVM compiles its hot paths in its first minutes (default: "
+        f"{DEFAULT_WARM_UP_RUNS})",
     )
     parser.add_argument(
         "--output",

@@ -5,9 +5,11 @@ has, the ratio of replog's median to the other side's and whether it meets the g
 A side is a report series (`report.series`): a system's name ("replog", "kafka", "etcd"), or
 "<system> [<client>]" for a clients run's. A goal names the replog series it may take, in
 order of preference, and checks each one present (replog's own client and its Kafka listener
-answer different questions). Rules: pure (results in, rows out); a ratio whose baseline
-median is 0 or less (an idle cost that the machine's noise hid) is reported as undecided, not
-as met or missed.
+answer different questions). A data-path goal holds for one shape of workload only (peak
+MB/s for an unthrottled run with each client's defaults, p99 for a paced one, ...): its
+`applies` reads the workload each run records, and a run of another shape has no figure for
+it. Rules: pure (results in, rows out); a ratio whose baseline median is 0 or less (an idle
+cost that the machine's noise hid) is reported as undecided, not as met or missed.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 Figure = Callable[[dict[str, Any]], float]
+Applies = Callable[[dict[str, Any]], bool]
 REPLOG = ("replog", "replog-kafka")
 REPLOG_CLIENT = "replog [replog]"
 
@@ -30,43 +33,147 @@ class Goal:
     target: float  # the ratio replog / against must reach (higher) or not exceed (lower)
     against: str
     subjects: tuple[str, ...] = REPLOG
+    applies: Applies = lambda workload: True  # the shape of workload the goal holds for
 
 
-def _metadata(r: dict[str, Any]) -> float:
-    return float(r["metadata"]["requests_per_s"])
+def _at(*keys: str) -> Figure:
+    """The figure at `keys` in a run's result."""
+
+    def figure(result: dict[str, Any]) -> float:
+        value: Any = result
+        for key in keys:
+            value = value[key]
+        return float(value)
+
+    return figure
 
 
-def _created(r: dict[str, Any]) -> float:
-    return float(r["controller"]["created_s"])
+def _plain(w: dict[str, Any]) -> bool:
+    """A produce-and-consume run with nothing else in it: no leader kill, backlog, idle
+    partitions or clients."""
+    return (
+        not w.get("killLeaderAtSeconds")
+        and not w.get("consumerBacklogSizeGB")
+        and not w.get("idlePartitions")
+        and not w.get("clients")
+        and not w.get("metadataClients")
+        and not w.get("createPartitions")
+    )
 
 
-def _failover(r: dict[str, Any]) -> float:
-    return float(r["controller"]["failover"]["seconds"])
+def _unthrottled(w: dict[str, Any]) -> bool:
+    return w.get("producerRate") in ("max", 0, 0.0)
 
 
-def _idle_cores(r: dict[str, Any]) -> float:
-    return float(r["idle"]["cores_per_1000"])
+def _peak_run(w: dict[str, Any]) -> bool:
+    """Unthrottled, each client with its own defaults (max-rate-1kb.yaml)."""
+    return _plain(w) and _unthrottled(w) and not w.get("producerConfig")
 
 
-def _idle_p99(r: dict[str, Any]) -> float:
-    return float(r["idle"]["end_to_end_p99_ms_with"])
+def _paced_run(w: dict[str, Any]) -> bool:
+    """A fixed rate (paced-latency-1kb.yaml): latency, not queueing."""
+    rate = w.get("producerRate")
+    return _plain(w) and isinstance(rate, (int, float)) and rate > 0
 
 
-def _produced(r: dict[str, Any]) -> float:
-    return float(r["produce"]["records_per_s"])
+def _kafka_batching_run(w: dict[str, Any]) -> bool:
+    """Unthrottled with Kafka's default batch.size and linger.ms (kafka-defaults-16k.yaml)."""
+    config = w.get("producerConfig") or {}
+    return (
+        _plain(w)
+        and _unthrottled(w)
+        and str(config.get("batch.size")) == "16384"
+        and str(config.get("linger.ms")) == "5"
+    )
 
 
-def _consumed(r: dict[str, Any]) -> float:
-    return float(r["catch_up"]["records_per_s"])
+def _workload(goal: Goal, r: dict[str, Any]) -> bool:
+    return goal.applies(r.get("workload") or {})
 
 
 GOALS = (
-    Goal("metadata writes answered per s >= 1.0x Kafka's", _metadata, True, 1.0, "kafka"),
-    Goal("metadata writes answered per s >= 1.0x etcd's", _metadata, True, 1.0, "etcd"),
-    Goal("partitions created, end to end: <= Kafka's time", _created, False, 1.0, "kafka"),
-    Goal("controller failover: <= Kafka's time", _failover, False, 1.0, "kafka"),
-    Goal("servers' CPU per 1,000 idle partitions <= Kafka's", _idle_cores, False, 1.0, "kafka"),
-    Goal("busy topic's end-to-end p99 beside them <= Kafka's", _idle_p99, False, 1.0, "kafka"),
+    Goal(
+        "produce MB/s >= 1.0x Kafka's peak",
+        _at("produce", "mb_per_s"),
+        True,
+        1.0,
+        "kafka",
+        applies=_peak_run,
+    ),
+    Goal(
+        "end-to-end p99 at a fixed rate <= Kafka's",
+        _at("end_to_end", "latency_ms", "p99"),
+        False,
+        1.0,
+        "kafka",
+        applies=_paced_run,
+    ),
+    Goal(
+        "unavailability after a leader's kill -9 <= Kafka's",
+        _at("failover", "unavailable_s"),
+        False,
+        1.0,
+        "kafka",
+        applies=lambda w: bool(w.get("killLeaderAtSeconds")),
+    ),
+    Goal(
+        "catch-up read MB/s >= 1.0x Kafka's",
+        _at("catch_up", "mb_per_s"),
+        True,
+        1.0,
+        "kafka",
+        applies=lambda w: bool(w.get("consumerBacklogSizeGB")) and not w.get("clients"),
+    ),
+    Goal(
+        "produce requests per s per broker >= 1.0x Kafka's",
+        _at("requests", "per_broker_per_s"),
+        True,
+        1.0,
+        "kafka",
+        applies=_kafka_batching_run,
+    ),
+    Goal(
+        "metadata writes answered per s >= 1.0x Kafka's",
+        _at("metadata", "requests_per_s"),
+        True,
+        1.0,
+        "kafka",
+    ),
+    Goal(
+        "metadata writes answered per s >= 1.0x etcd's",
+        _at("metadata", "requests_per_s"),
+        True,
+        1.0,
+        "etcd",
+    ),
+    Goal(
+        "partitions created, end to end: <= Kafka's time",
+        _at("controller", "created_s"),
+        False,
+        1.0,
+        "kafka",
+    ),
+    Goal(
+        "controller failover: <= Kafka's time",
+        _at("controller", "failover", "seconds"),
+        False,
+        1.0,
+        "kafka",
+    ),
+    Goal(
+        "servers' CPU per 1,000 idle partitions <= Kafka's",
+        _at("idle", "cores_per_1000"),
+        False,
+        1.0,
+        "kafka",
+    ),
+    Goal(
+        "busy topic's end-to-end p99 beside them <= Kafka's",
+        _at("idle", "end_to_end_p99_ms_with"),
+        False,
+        1.0,
+        "kafka",
+    ),
     *(
         Goal(
             f"{side} records/s >= {target:g}x {client}'s",
@@ -76,7 +183,10 @@ GOALS = (
             f"replog [{client}]",
             (REPLOG_CLIENT,),
         )
-        for side, figure in (("Producer", _produced), ("Consumer", _consumed))
+        for side, figure in (
+            ("Producer", _at("produce", "records_per_s")),
+            ("Consumer", _at("catch_up", "records_per_s")),
+        )
         for client, target in (("kafka-python", 3.0), ("confluent-kafka", 0.5))
     ),
 )
@@ -119,9 +229,9 @@ def _short(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
-def _every(figure: Figure, runs: Sequence[dict[str, Any]]) -> list[float] | None:
+def _every(goal: Goal, runs: Sequence[dict[str, Any]]) -> list[float] | None:
     try:
-        return [figure(r) for r in runs]
+        return [goal.figure(r) for r in runs if _workload(goal, r)] or None
     except (KeyError, TypeError):
         return None
 
@@ -131,11 +241,11 @@ def check_goals(grouped: dict[str, list[dict[str, Any]]]) -> list[GoalCheck]:
     checks = []
     for goal in GOALS:
         against = grouped.get(goal.against)
-        base = _every(goal.figure, against) if against else None
+        base = _every(goal, against) if against else None
         if not base:
             continue
         for subject in goal.subjects:
-            mine = _every(goal.figure, grouped.get(subject, []))
+            mine = _every(goal, grouped.get(subject, []))
             if mine:
                 checks.append(
                     GoalCheck(goal, subject, statistics.median(mine), statistics.median(base))

@@ -14,9 +14,15 @@ acknowledged once a quorum of the stream's replicas has it (JetStream's only mod
 acks=all with min.insync.replicas=2 on 3 replicas); no fsync per message (JetStream's default
 syncs every 2 minutes). Producers publish asynchronously with at most `runner.PUBLISH_WINDOW`
 records awaiting their acknowledgement; consumers are ordered consumers reading from the start.
+A metadata run's admin processes are `jsbench` too (its admin role): a request of T topics of P
+partitions is T x P stream creates in flight together, answered when every stream's new leader
+has answered its create (JetStream has no batch create, and answers a clustered create once the
+meta group committed the stream and the stream's group elected a leader).
 
 Rules: as every system (`systems`): a failure to build or start is a `BenchSystemError` naming
-the step and the logs; `stop` stops every server started, SIGKILL after `STOP_TIMEOUT_S`.
+the step and the logs; `stop` stops every server started, SIGKILL after `STOP_TIMEOUT_S`. The
+streams of a topic this system did not create (a metadata run's, made by its admin processes
+with a partition count only they knew) are found by name when the topic is deleted.
 """
 
 from __future__ import annotations
@@ -152,11 +158,14 @@ class JetStreamSystem:
             f"nats://127.0.0.1:{self.base_port + i}" for i in range(NODES)
         )
 
-    def _admin(self, role: str, names: Sequence[str]) -> dict[str, object]:
+    def _admin(
+        self, role: str, names: Sequence[str], topics: Sequence[str] = ()
+    ) -> dict[str, object]:
         task = {
             "role": role,
             "servers": self.bootstrap_servers,
             "streams": list(names),
+            "topics": list(topics),
             "replicas": REPLICATION_FACTOR,
         }
         return run_role(self.program, task, self.directory, ADMIN_TIMEOUT_S)
@@ -169,8 +178,10 @@ class JetStreamSystem:
         self._admin("create", self._streams(names))
 
     def delete_topics(self, names: Sequence[str]) -> None:
+        # The driver lists the streams of the topics whose partitions this system never knew.
+        unknown = [name for name in names if name not in self._partitions]
         try:
-            self._admin("delete", self._streams(names))
+            self._admin("delete", self._streams(names), topics=unknown)
         except BenchSystemError as exc:
             print(f"jetstream: deleting the run's streams failed: {exc}", flush=True)
         for name in names:
@@ -223,6 +234,6 @@ class JetStreamSystem:
             "version": version or "nats-server",
             "nodes": f"{NODES} JetStream servers, loopback; a partition is an R3 stream",
             "client": f"jsbench (Go, nats.go), async publish window {PUBLISH_WINDOW}, "
-            "ordered consumers",
+            "ordered consumers; metadata: a request's stream creates in flight together",
             "server_cpus": self.server_cpus or "",
         }

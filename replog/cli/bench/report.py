@@ -64,7 +64,7 @@ TABLE_FIGURES: tuple[tuple[str, str, Callable[[dict[str, Any]], float], bool], .
         lambda r: r["catch_up"]["server_cpu_cores"],
         False,
     ),
-    # A metadata run's requests: CreateTopics, or etcd's Put / Txn.
+    # A metadata run's requests: CreateTopics, etcd's Put / Txn, or JetStream's stream creates.
     ("metadata requests answered", "per s", lambda r: r["metadata"]["requests_per_s"], True),
     ("metadata request latency p99", "ms", lambda r: r["metadata"]["latency_ms"]["p99"], False),
     ("partitions created, end to end", "s", lambda r: r["controller"]["created_s"], False),

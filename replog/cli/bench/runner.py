@@ -11,9 +11,9 @@ passed without a new one). Every record's value starts with its send time (ns si
 just before `send` to the delivery callback.
 
 A metadata run (`metadataClients`) starts no producers or consumers but that many admin
-processes, each sending CreateTopics requests one after another; its "metadata" gives the
-requests answered per second in the measured window and their latencies (the "produce"
-figures, one sample a request).
+processes, each sending CreateTopics requests one after another (JetStream's: a request's
+stream creates, `jetstream`); its "metadata" gives the requests answered per second in the
+measured window and their latencies (the "produce" figures, one sample a request).
 
 A catch-up run (`consumerBacklogSizeGB`) has two phases: the producers write the backlog
 (unthrottled unless the workload gives a rate) and flush, and only then do the consumers start,

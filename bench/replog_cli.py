@@ -6,6 +6,7 @@ first thing that did not work rather than measuring around it.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,14 +15,23 @@ from contextlib import contextmanager
 KAFKA_PORT_OFFSET = 200  # a bench cluster's Kafka listeners sit this far above its gRPC ports
 
 
-def replog_cli(*args: str, timeout: float = 600) -> str:
-    """Run `replog ARGS`; its output (stdout and stderr)."""
+def replog_cli(*args: str, timeout: float = 600, checkout: str | None = None) -> str:
+    """Run `replog ARGS` (the code of `checkout` when given: another version, for an A/B run;
+    the nodes it starts inherit it); its output (stdout and stderr)."""
+    env = None
+    if checkout is not None:
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH")])),
+        }
     done = subprocess.run(
         [sys.executable, "-m", "replog.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
+        cwd=checkout,
+        env=env,
     )
     if done.returncode != 0:
         raise RuntimeError(f"replog {' '.join(args)} failed: {done.stderr.strip()[-2000:]}")
@@ -29,9 +39,16 @@ def replog_cli(*args: str, timeout: float = 600) -> str:
 
 
 @contextmanager
-def running_cluster(data_dir: str, base_port: int, *start_args: str) -> Iterator[str]:
-    """A 3-node cluster in `data_dir` (gRPC from `base_port`, Kafka's protocol
-    KAFKA_PORT_OFFSET above), stopped on exit; yields its gRPC bootstrap address."""
+def running_cluster(
+    data_dir: str,
+    base_port: int,
+    *start_args: str,
+    kafka_base_port: int | None = None,
+    checkout: str | None = None,
+) -> Iterator[str]:
+    """A 3-node cluster in `data_dir` (gRPC from `base_port`, Kafka's protocol from
+    `kafka_base_port`, by default KAFKA_PORT_OFFSET above; the code of `checkout` if given),
+    stopped on exit; yields its gRPC bootstrap address."""
     replog_cli(
         "cluster",
         "start",
@@ -40,13 +57,14 @@ def running_cluster(data_dir: str, base_port: int, *start_args: str) -> Iterator
         "--base-port",
         str(base_port),
         "--kafka-base-port",
-        str(base_port + KAFKA_PORT_OFFSET),
+        str(base_port + KAFKA_PORT_OFFSET if kafka_base_port is None else kafka_base_port),
         *start_args,
+        checkout=checkout,
     )
     try:
         yield f"127.0.0.1:{base_port}"
     finally:
-        replog_cli("cluster", "stop", "--data-dir", data_dir)
+        replog_cli("cluster", "stop", "--data-dir", data_dir, checkout=checkout)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 
 from replog.errors import (
@@ -57,6 +57,9 @@ _SIZE = struct.Struct(">i")
 
 # Served versions by API key: (min, max).
 Served = Mapping[int, tuple[int, int]]
+# What a handler gives for a request: its response (None: no response, as for Produce with
+# acks=0) when it answers at once, else an awaitable of it.
+Answer = Message | None | Awaitable[Message | None]
 
 
 @dataclass(frozen=True, slots=True)

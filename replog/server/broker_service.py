@@ -70,7 +70,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache, partial
 from typing import Any, NoReturn, Protocol, TypeVar, runtime_checkable
@@ -81,6 +81,7 @@ from quorum.metadata.image import MetadataImage
 from replog.errors import (
     CoordinatorLoadInProgressError,
     CorruptRecordError,
+    IllegalStateError,
     InvalidFetchSessionEpochError,
     InvalidRequestError,
     InvalidRequiredAcksError,
@@ -543,16 +544,25 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     ) -> pb.ListOffsetsResponse:
         async def serve() -> pb.ListOffsetsResponse:
             decoded = self._decode(request, codec.list_offsets_request_from_proto)
-            rm = self._ready()
-            results = await self._answer(
-                decoded.partitions,
-                _refusals(decoded.partitions, "ListOffsets", _entry_problem),
-                lambda valid: rm.list_offsets(replace(decoded, partitions=valid)),
-                lambda p, error: m.ListOffsetsPartitionResult(p.topic, p.partition, error),
-            )
-            return codec.list_offsets_response_to_proto(m.ListOffsetsResponse(tuple(results)))
+            return codec.list_offsets_response_to_proto(self.list_offsets(decoded))
 
         return await self._serve(request, context, serve)
+
+    def list_offsets(self, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
+        """ListOffsets, answered at once (the replica manager's `list_offsets` never waits):
+        what `ListOffsets` answers, and what the Kafka listener answers, called directly (no
+        protobuf in between: a Kafka consumer asks offsets after every poll). Raises
+        `Refused`."""
+        rm = self._ready()
+        results = _at_once(
+            self._answer(
+                request.partitions,
+                _refusals(request.partitions, "ListOffsets", _entry_problem),
+                lambda valid: rm.list_offsets(replace(request, partitions=valid)),
+                lambda p, error: m.ListOffsetsPartitionResult(p.topic, p.partition, error),
+            )
+        )
+        return m.ListOffsetsResponse(tuple(results))
 
     async def OffsetsForLeaderEpoch(
         self, request: pb.OffsetsForLeaderEpochRequest, context: Context
@@ -848,6 +858,19 @@ def _refusals(
         if error is not None:
             refused[index] = error
     return refused
+
+
+def _at_once(call: Coroutine[Any, Any, R]) -> R:
+    """The result of `call`, run here to its end: a call whose awaits all answer at once
+    (an `_answer` whose manager call returns its response). One that would wait is a
+    programming error."""
+    try:
+        call.send(None)
+    except StopIteration as done:
+        result: R = done.value
+        return result
+    call.close()
+    raise IllegalStateError("a call answered at once waited")
 
 
 def _merged(

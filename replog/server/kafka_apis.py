@@ -38,8 +38,12 @@ Rules:
   transactions are null for READ_UNCOMMITTED, empty for READ_COMMITTED (no transactions yet).
 - OffsetForLeaderEpoch (v2-4, consumers only) goes through the gRPC service's
   OffsetsForLeaderEpoch the same way.
-- ListOffsets (v1-7: earliest, latest, by timestamp, max timestamp) goes through the gRPC
-  service's ListOffsets the same way.
+- ListOffsets (v1-7: earliest, latest, by timestamp, max timestamp) goes through the Broker
+  service's ListOffsets core (`BrokerService.list_offsets`, which its gRPC method answers
+  with): the same refusals and answers, with no protobuf in between, and answered at once.
+- `handle` gives the answer itself for the requests answered at once (ApiVersions, Metadata,
+  ListOffsets, InitProducerId) and an awaitable of it for the others: the listener answers
+  the first kind with no task (a consumer asks offsets after every poll and waits).
 - InitProducerId (v0-5) is `broker_service.init_producer_id`: a new id with epoch 0, a
   transactional id UNSUPPORTED_VERSION (transactions are not supported).
 - The admin APIs and the transaction APIs' refusals are `kafka_admin_apis.KafkaAdminApis`'s,
@@ -51,7 +55,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence, Sized
+from collections.abc import Callable, Mapping, Sequence, Sized
 from dataclasses import replace
 from functools import partial
 from typing import NoReturn, Protocol, TypeVar
@@ -68,7 +72,7 @@ from replog.errors import (
     RequestRefusedError,
     UnknownTopicIdError,
 )
-from replog.kafka.connection import KafkaRequest, Served
+from replog.kafka.connection import Answer, KafkaRequest, Served
 from replog.kafka.messages import fetch_response as kf
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
 from replog.kafka.messages.api_versions_response import ApiVersion, ApiVersionsResponse
@@ -101,7 +105,7 @@ from replog.kafka.messages.produce_response import (
     ProduceResponse,
     TopicProduceResponse,
 )
-from replog.kafka.protocol.codec import ZERO_UUID, Message
+from replog.kafka.protocol.codec import ZERO_UUID
 from replog.replication import messages as m
 from replog.replication.fetch_session_cache import (
     CACHE_SLOTS_DEFAULT,
@@ -113,6 +117,7 @@ from replog.replication.fetch_session_cache import (
 )
 from replog.server.broker_metadata import listener_endpoint, metadata_view_from_image
 from replog.server.broker_service import BrokerService, ProducerIds, init_producer_id
+from replog.server.tolerant_service import Refused
 from replog.topic_names import is_internal_topic
 from replog.wire import broker_codec
 
@@ -153,7 +158,7 @@ class ApiHandlers(Protocol):
     @property
     def served(self) -> Served: ...
 
-    def handle(self, request: KafkaRequest, listener_name: str) -> Awaitable[Message | None]: ...
+    def handle(self, request: KafkaRequest, listener_name: str) -> Answer: ...
 
 
 class KafkaApis:
@@ -181,6 +186,14 @@ class KafkaApis:
                     raise ValueError(f"two handlers of Kafka API key {key}")
                 self._served[key] = versions
                 self._extensions[key] = extension
+        # Every client asks on every connection; the table is fixed from here on (the answer
+        # is only read: encoded per request).
+        self._api_versions = ApiVersionsResponse(
+            api_keys=[
+                ApiVersion(api_key=key, min_version=low, max_version=high)
+                for key, (low, high) in sorted(self._served.items())
+            ]
+        )
         self._cluster_id = cluster_id
         self._image = image
         self._controller_id = controller_id
@@ -194,27 +207,30 @@ class KafkaApis:
     def served(self) -> Served:
         return self._served
 
-    async def handle(self, request: KafkaRequest, listener_name: str) -> Message | None:
+    def handle(self, request: KafkaRequest, listener_name: str) -> Answer:
         """The response to `request` (its key and version are in `SERVED`: the connection core
-        refuses the others), None when the request gets none."""
+        refuses the others), None when the request gets none; an awaitable of it for the
+        requests that wait (produce, fetch, the extensions'), the response itself for the ones
+        answered at once (ApiVersions, Metadata, ListOffsets, InitProducerId), which the
+        listener then answers with no task."""
         extension = self._extensions.get(request.api_key)
         if extension is not None:
-            return await extension.handle(request, listener_name)
+            return extension.handle(request, listener_name)
         body = request.body
-        if isinstance(body, ApiVersionsRequest):
-            return self.api_versions(body, request.api_version)
+        if isinstance(body, ListOffsetsRequest):
+            return self.list_offsets(body, request.api_version)
+        if isinstance(body, FetchRequest):
+            return self.fetch(body, request.api_version)
         if isinstance(body, MetadataRequest):
             return self.metadata(body, request.api_version, listener_name)
         if isinstance(body, ProduceRequest):
-            return await self.produce(body, request.api_version)
+            return self.produce(body, request.api_version)
+        if isinstance(body, ApiVersionsRequest):
+            return self.api_versions(body, request.api_version)
         if isinstance(body, InitProducerIdRequest):
             return self.init_producer_id(body)
-        if isinstance(body, ListOffsetsRequest):
-            return await self.list_offsets(body, request.api_version)
-        if isinstance(body, FetchRequest):
-            return await self.fetch(body, request.api_version)
         if isinstance(body, OffsetForLeaderEpochRequest):
-            return await self.offset_for_leader_epoch(body)
+            return self.offset_for_leader_epoch(body)
         raise InvalidRequestError(f"no handler for {type(body).__name__}")
 
     # --- ApiVersions ---------------------------------------------------------------------------
@@ -225,12 +241,7 @@ class KafkaApis:
             and _SOFTWARE.fullmatch(request.client_software_version)
         ):
             return ApiVersionsResponse(error_code=InvalidRequestError.code)
-        return ApiVersionsResponse(
-            api_keys=[
-                ApiVersion(api_key=key, min_version=low, max_version=high)
-                for key, (low, high) in sorted(self._served.items())
-            ]
-        )
+        return self._api_versions
 
     # --- Metadata ------------------------------------------------------------------------------
 
@@ -443,9 +454,10 @@ class KafkaApis:
 
     # --- ListOffsets ---------------------------------------------------------------------------
 
-    async def list_offsets(self, request: ListOffsetsRequest, version: int) -> ListOffsetsResponse:
-        """Through the gRPC Broker service's ListOffsets (its refusals, the same
-        `ReplicaManager.list_offsets` call); only the encoding differs."""
+    def list_offsets(self, request: ListOffsetsRequest, version: int) -> ListOffsetsResponse:
+        """Through the Broker service's ListOffsets (`BrokerService.list_offsets`: the gRPC
+        method's refusals and answer, the same `ReplicaManager.list_offsets` call), answered
+        at once; only the encoding differs."""
         service = self._service("ListOffsets")
         decoded = m.ListOffsetsRequest(
             partitions=tuple(
@@ -460,10 +472,10 @@ class KafkaApis:
                 request.isolation_level, "ListOffsets"
             ),
         )
-        answer = await service.ListOffsets(
-            broker_codec.list_offsets_request_to_proto(decoded), _KafkaCall()
-        )
-        results = broker_codec.list_offsets_response_from_proto(answer).partitions
+        try:
+            results = service.list_offsets(decoded).partitions
+        except Refused as refused:
+            raise RequestRefusedError(f"broker {self.broker_id}: {refused.details}") from None
         return ListOffsetsResponse(
             topics=[
                 ListOffsetsTopicResponse(

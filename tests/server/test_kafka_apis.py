@@ -8,6 +8,9 @@
   UNKNOWN_TOPIC_ID, answered at once; a session is not switched between names and ids), and a
   fetch from a replica is refused (followers use the gRPC listener);
 - a leader hint or diverging epoch is written only into the versions that have the field;
+- ListOffsets is answered at once (no awaitable) through the Broker service's core: its
+  refusals name the broker, a storage error is reported and refuses the request, another
+  error from the replica manager is every partition's;
 - Metadata advertises each broker at its endpoint of the listener the client connected through,
   leaves out brokers without one (their partitions: leader -1, LISTENER_NOT_FOUND from v6,
   LEADER_NOT_AVAILABLE before), leaves out fenced brokers, answers UNKNOWN_TOPIC_OR_PARTITION
@@ -17,13 +20,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
 
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.records import Endpoint, RegisterBrokerRecord
-from replog.errors import NotLeaderOrFollowerError, RequestRefusedError
+from replog.errors import (
+    IllegalStateError,
+    KafkaStorageError,
+    NotLeaderOrFollowerError,
+    RequestRefusedError,
+)
+from replog.kafka.connection import KafkaRequest
 from replog.kafka.messages import fetch_response as kf
 from replog.kafka.messages.api_versions_request import ApiVersionsRequest
 from replog.kafka.messages.fetch_request import (
@@ -33,6 +43,11 @@ from replog.kafka.messages.fetch_request import (
     ForgottenTopic,
     ReplicaState,
 )
+from replog.kafka.messages.list_offsets_request import (
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
 from replog.kafka.messages.list_offsets_response import (
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
@@ -40,6 +55,7 @@ from replog.kafka.messages.list_offsets_response import (
 from replog.kafka.messages.metadata_request import MetadataRequest, MetadataRequestTopic
 from replog.kafka.messages.metadata_response import MetadataResponse
 from replog.kafka.messages.produce_response import ProduceResponse, TopicProduceResponse
+from replog.kafka.messages.request_header import RequestHeader
 from replog.kafka.protocol.codec import ZERO_UUID
 from replog.replication import messages as m
 from replog.replication.fetch_session_cache import FetchSessionCache
@@ -386,3 +402,93 @@ def test_the_list_offsets_leader_epoch_is_written_only_where_the_version_has_it(
         version
     )  # no field the version lacks holds a value (kafkajs sends v2 and v3)
     assert (partition.offset, partition.leader_epoch) == (9, 3 if carried else -1)
+
+
+class OffsetLog:
+    """A replica manager that leads orders-0 (latest offset 42) and nothing else."""
+
+    def __init__(self, failure: Exception | None = None) -> None:
+        self.failure = failure
+
+    def list_offsets(self, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:
+        if self.failure is not None:
+            raise self.failure
+        return m.ListOffsetsResponse(
+            tuple(
+                m.ListOffsetsPartitionResult(p.topic, p.partition, offset=42, leader_epoch=3)
+                if (p.topic, p.partition) == ("orders", 0)
+                else m.ListOffsetsPartitionResult(
+                    p.topic, p.partition, NotLeaderOrFollowerError(f"{p.topic}-{p.partition}")
+                )
+                for p in request.partitions
+            )
+        )
+
+
+def listing(log: OffsetLog | None, **service: object) -> KafkaApis:
+    current = image()
+    broker_service = BrokerService(
+        2,
+        cluster_id="c1",
+        image=lambda: current,
+        replica_manager=log,
+        **service,  # type: ignore[arg-type]
+    )
+    return KafkaApis(2, cluster_id="c1", image=lambda: current, broker_service=broker_service)
+
+
+def list_offsets_request(*partitions: tuple[str, int]) -> KafkaRequest:
+    topics: dict[str, list[ListOffsetsPartition]] = {}
+    for topic, partition in partitions:
+        topics.setdefault(topic, []).append(
+            ListOffsetsPartition(partition_index=partition, timestamp=m.LATEST_TIMESTAMP)
+        )
+    body = ListOffsetsRequest(
+        replica_id=-1,
+        topics=[ListOffsetsTopic(name=name, partitions=ps) for name, ps in topics.items()],
+    )
+    header = RequestHeader(request_api_key=2, request_api_version=7, correlation_id=1)
+    return KafkaRequest(0, header, body, 0)
+
+
+def test_list_offsets_is_answered_at_once_through_the_broker_services_core() -> None:
+    answer = listing(OffsetLog()).handle(list_offsets_request(("orders", 0), ("orders", 1)), "P")
+    assert isinstance(answer, ListOffsetsResponse)  # the answer itself, not an awaitable
+    ((topic, partitions),) = [(t.name, t.partitions) for t in answer.topics]
+    assert topic == "orders"
+    assert [(p.partition_index, p.error_code, p.offset, p.leader_epoch) for p in partitions] == [
+        (0, 0, 42, 3),
+        (1, NotLeaderOrFollowerError.code, -1, -1),
+    ]
+
+
+def test_list_offsets_refusals_are_the_services_naming_the_broker() -> None:
+    twice = list_offsets_request(("orders", 0), ("orders", 0))
+    with pytest.raises(RequestRefusedError, match=r"^broker 2: ListOffsets names orders-0 more"):
+        listing(OffsetLog()).handle(twice, "P")
+    with pytest.raises(RequestRefusedError, match=r"^broker 2: not serving data requests"):
+        listing(None).handle(list_offsets_request(("orders", 0)), "P")
+
+
+def test_a_storage_error_listing_offsets_is_reported_and_refuses_the_request() -> None:
+    reported: list[Exception] = []
+    apis = listing(OffsetLog(KafkaStorageError("disk gone")), on_storage_error=reported.append)
+    with pytest.raises(RequestRefusedError, match=r"^broker 2: storage error: disk gone"):
+        apis.handle(list_offsets_request(("orders", 0)), "P")
+    assert [str(e) for e in reported] == ["disk gone"]
+    # Another Kafka error from the manager is every partition's.
+    failing = listing(OffsetLog(NotLeaderOrFollowerError("moved")))
+    answer = failing.handle(list_offsets_request(("orders", 0), ("orders", 1)), "P")
+    assert isinstance(answer, ListOffsetsResponse)
+    codes = [p.error_code for t in answer.topics for p in t.partitions]
+    assert codes == [NotLeaderOrFollowerError.code] * 2
+
+
+def test_a_replica_manager_that_would_wait_for_offsets_is_a_programming_error() -> None:
+    class Waiting(OffsetLog):
+        async def list_offsets(self, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse:  # type: ignore[override]
+            await asyncio.sleep(0)
+            return m.ListOffsetsResponse(())
+
+    with pytest.raises(IllegalStateError, match="a call answered at once waited"):
+        listing(Waiting()).handle(list_offsets_request(("orders", 0)), "P")

@@ -2,6 +2,9 @@
 whose completion the test controls:
 
 - pipelined requests are answered in request order though their handlers finish in reverse;
+- a handler that answers at once is answered with no task, unless an earlier request of the
+  connection is still being handled (then it is asked after it, in a task); one that refuses
+  at once closes the connection after the answers before it;
 - a client that sends and never reads is read no further once `queued.max.requests` answers
   wait (the handlers stop being called), and every other connection is still served;
 - an idle connection is closed after `connections.max.idle.ms`;
@@ -21,7 +24,7 @@ from typing import TypeVar
 import pytest
 
 from replog.errors import InvalidRequestError
-from replog.kafka.connection import KafkaRequest
+from replog.kafka.connection import Answer, KafkaRequest
 from replog.kafka.messages.metadata_request import MetadataRequest
 from replog.kafka.messages.metadata_response import MetadataResponse, MetadataResponseBroker
 from replog.kafka.messages.request_header import RequestHeader
@@ -229,3 +232,102 @@ async def test_each_answered_request_is_reported_with_its_api_and_time_to_answer
         writer.close()
     assert [key for key, _ in reported] == [3, 3]
     assert reported[0][1] < 0.1 <= reported[1][1]  # the held one includes its wait
+
+
+@pytest.mark.asyncio
+async def test_a_client_that_never_reads_its_answers_is_dropped_after_the_idle_time(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="replog.server.kafka")
+    handlers = Handlers(hold=False, brokers=2000)  # ~450 KB per answer: the buffers fill
+    async with listening(handlers, queued_max_requests=4, connections_max_idle_ms=300) as listener:
+        _, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.transport.set_write_buffer_limits(high=1 << 20)
+        for _ in range(200):
+            writer.write(metadata_frame(1))
+        await eventually(lambda: listener.open_connections == 0, "the connection dropped", 10)
+        writer.close()
+    assert "idle for connections.max.idle.ms (300 ms): its responses not read" in caplog.text
+    assert len(handlers.called) < 200
+
+
+@pytest.mark.asyncio
+async def test_stopping_closes_every_connection_and_ends_the_handlers_waiting() -> None:
+    handlers = Handlers(hold=True)
+    listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0)
+    await listener.start(handlers)
+    reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+    writer.write(metadata_frame(1))
+    await eventually(lambda: handlers.called == [1], "the request handled")
+    await within(5, listener.stop())
+    assert listener.open_connections == 0
+    with contextlib.suppress(ConnectionError):
+        assert await within(5, reader.read()) == b""
+    writer.close()
+
+
+@pytest.mark.asyncio
+async def test_requests_pipelined_in_one_write_are_all_answered_in_order() -> None:
+    async with listening(Handlers(hold=False)) as listener:
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.write(b"".join(metadata_frame(i) for i in range(50)))
+        answers = [await within(5, read_response(reader)) for _ in range(50)]
+        assert [correlation for correlation, _ in answers] == list(range(50))
+        writer.close()
+
+
+class Mixed:
+    """Correlation ids below 100 are held as `Handlers` holds them (an awaitable); the others
+    are answered at once (the response itself), noting whether they were asked inside a task;
+    668 is refused at once."""
+
+    served = {3: (0, 13), 18: (0, 4)}
+
+    def __init__(self) -> None:
+        self.held = Handlers(hold=True)
+        self.asked_in_task: dict[int, bool] = {}
+
+    def handle(self, request: KafkaRequest, listener_name: str) -> Answer:
+        if request.correlation_id < 100:
+            return self.held.handle(request, listener_name)
+        if request.correlation_id == 668:
+            raise InvalidRequestError("refused at once")
+        self.asked_in_task[request.correlation_id] = asyncio.current_task() is not None
+        return MetadataResponse(cluster_id=listener_name)
+
+
+@pytest.mark.asyncio
+async def test_an_answer_given_at_once_is_written_with_no_task_unless_an_earlier_one_waits() -> (
+    None
+):
+    handlers = Mixed()
+    async with listening(handlers) as listener:  # type: ignore[arg-type]
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.write(metadata_frame(100))
+        assert (await within(5, read_response(reader)))[0] == 100
+        assert handlers.asked_in_task == {100: False}
+        # Behind a request still handled, the next one's handler is asked after it, in a task.
+        writer.write(metadata_frame(1) + metadata_frame(101))
+        await eventually(lambda: 101 in handlers.asked_in_task, "101 asked")
+        assert handlers.held.called == [1] and handlers.asked_in_task[101] is True
+        handlers.held.gate(1).set()
+        assert [(await within(5, read_response(reader)))[0] for _ in range(2)] == [1, 101]
+        writer.write(metadata_frame(102))
+        assert (await within(5, read_response(reader)))[0] == 102
+        assert handlers.asked_in_task[102] is False
+        writer.close()
+
+
+@pytest.mark.asyncio
+async def test_a_request_refused_at_once_closes_its_connection_with_one_warning_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with listening(Mixed()) as listener:  # type: ignore[arg-type]
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.write(metadata_frame(100) + metadata_frame(668) + metadata_frame(101))
+        assert (await within(5, read_response(reader)))[0] == 100  # written before the refusal
+        assert await within(5, reader.read()) == b""
+        writer.close()
+    (record,) = [r for r in caplog.records if r.name == "replog.server.kafka"]
+    assert record.levelno == logging.WARNING
+    assert "Metadata v12 (correlation id 668) refused: refused at once" in record.getMessage()

@@ -130,8 +130,7 @@ CALL_OWNED_TASKS = {
     ("broker_lifecycle_driver.py", "BrokerLifecycleDriver._wait_for"),  # first of two events
     ("broker_runtime.py", "BrokerRuntime.wait_failed"),  # the first of three events
     ("group_coordinator.py", "GroupCoordinator._group_call"),  # awaited by the request
-    ("kafka_listener.py", "_Connection.serve"),  # a connection's reader and writer
-    ("kafka_listener.py", "_Connection._read_loop"),  # a connection's request handlers
+    ("kafka_listener.py", "_Connection._spawn"),  # a request's handler, cancelled on close
     ("node_tasks.py", "NodeTasks.spawn"),  # the node's group itself
     # The wire, which the node and the clients share: a produce stream's writer and reader,
     # and a replaced channel's close, each cancelled by the stream or channel that owns it.

@@ -21,7 +21,8 @@ Rules:
   run in steps (`commit_in_steps`, `REPLAY_STEP_RECORDS` records each: a restart replays the
   whole log, and one batch can hold thousands of records); the caller takes no other input
   between two steps, and the offsets move only at the last one, so no read, write or tick
-  sees a half-replayed batch.
+  sees a half-replayed batch; a Raft event between two steps (a leader change, a snapshot
+  load, another batch) is refused with an error, the loader's rule too.
 - Reads are served at the last stable offset: never uncommitted state. Standbys serve them
   too (their committed state may lag the leader's); whether a request to a standby gets
   NOT_CONTROLLER instead is the service's decision.
@@ -192,6 +193,8 @@ class QuorumController:
         # The quorum epoch we are active in; None on a standby. Our in-flight batches carry
         # epochs from `_activation_epoch` (when this leadership began) up to it.
         self._claim_epoch: int | None = None
+        # A batch `commit_in_steps` has begun to replay and not finished: its description.
+        self._half_replayed: str | None = None
         self._activation_epoch = -1
         # Never claim an epoch we renounced in: the log may hold our reverted writes of it.
         self._renounced_epoch = -1
@@ -425,6 +428,7 @@ class QuorumController:
         """`handle_commit` as steps: a standby replays at most `REPLAY_STEP_RECORDS` of the
         batch's records a step (module Rules, commit path); the committed and stable offsets
         move, and the parked responses complete, in the last step only."""
+        self._check_whole("a committed batch")
         if self._claim_epoch is not None and batch.records and not self._wrote(batch):
             # Not a batch we wrote in our epoch: our idea of the log is wrong. Become a
             # standby (reverting our uncommitted writes) and take the batch as one.
@@ -437,7 +441,9 @@ class QuorumController:
             records = batch.records
             for start in range(0, len(records), REPLAY_STEP_RECORDS):
                 if start:
+                    self._half_replayed = f"batch {batch.base_offset}..{batch.last_offset}"
                     yield
+                    self._half_replayed = None
                 for index in range(start, min(start + REPLAY_STEP_RECORDS, len(records))):
                     self._replay(records[index], batch.base_offset + index)
         self.offset_control.handle_commit_batch(batch.last_offset, batch.quorum_epoch)
@@ -445,6 +451,7 @@ class QuorumController:
 
     def handle_load_snapshot(self, snapshot: SnapshotRecords) -> None:
         """Replace the whole state with a Raft snapshot's (a standby that fell behind)."""
+        self._check_whole("a snapshot load")
         if self._claim_epoch is not None:
             raise RuntimeError(
                 f"node {self.node_id} is the active controller in quorum epoch "
@@ -461,6 +468,7 @@ class QuorumController:
     def handle_leader_change(self, leader_id: int | None, quorum_epoch: int, now_ms: int) -> None:
         """Raft's leader is now `leader_id` (None: unknown) in `quorum_epoch`. When it is this
         node, every committed record of earlier epochs has already been handed over."""
+        self._check_whole("a leader change")
         if quorum_epoch < self._quorum_epoch:
             return  # an older announcement overtaken by a newer one
         self._quorum_epoch = quorum_epoch
@@ -863,6 +871,15 @@ class QuorumController:
         }
 
     # -- errors ----------------------------------------------------------------------------------
+
+    def _check_whole(self, what: str) -> None:
+        """Refuse a Raft event while a batch is half replayed (module Rules, commit path):
+        claiming, or loading, over half a batch would write on state no offset stands for."""
+        if self._half_replayed is not None:
+            raise RuntimeError(
+                f"node {self.node_id}: {what} arrived while committed {self._half_replayed} "
+                "was half replayed; the caller must finish a batch's steps first"
+            )
 
     def _not_controller(self, what: str, leader_id: int | None = None) -> NotControllerError:
         """NOT_CONTROLLER for `what`, naming `leader_id` (None: the leader Raft last named)."""

@@ -26,8 +26,9 @@ Rules:
   failure to open them is a storage error (or a failed start) at once.
 - Ready to unfence (Kafka's BrokerServer order): once the lifecycle has caught up (RECOVERY),
   the first image is published, and the logs are open, the
-  `ReplicaManager` is started and installed as a publisher (it gets the current image at once
-  and applies it in rounds, its log work in a worker thread; the data plane waits until every
+  `ReplicaManager` is started and installed as a publisher (it gets the current image first,
+  its local changes found in steps between other tasks (`install_in_steps`), and applies it
+  in rounds, its log work in a worker thread; the data plane waits until every
   replica of that image exists: docs/storage.md, "Creating many replicas"), the
   fetchers, the AlterPartition sender, the log manager's task thread and the producer-id
   manager (which asks the controller for its first block at once) start, and the Broker
@@ -524,7 +525,12 @@ class BrokerRuntime:
         # in rounds with the file work off the event loop; the broker serves (and may be
         # unfenced) once every replica of that image exists.
         await replica_manager.start()
-        self.metadata.install(_StorageGuard(replica_manager, self._on_storage_error))
+        # The catch-up (the image's local changes: thousands at a restart) in steps, with the
+        # loop's other tasks (Raft, heartbeats) run between them.
+        for _ in self.metadata.install_in_steps(
+            _StorageGuard(replica_manager, self._on_storage_error)
+        ):
+            await asyncio.sleep(0)
         await self._wait_replicas_applied(replica_manager)
         if self._stopping:
             return False

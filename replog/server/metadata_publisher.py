@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 
 from quorum.metadata.image import MetadataImage
 from quorum.metadata.loader import (
@@ -86,6 +87,25 @@ class BrokerMetadataListener:
         catch_up = self.loader.publication_for_new_publisher()
         if catch_up is not None:
             self._deliver(publisher, catch_up)
+
+    def install_in_steps(self, publisher: SteppedMetadataPublisher) -> Steps[None]:
+        """`install` with the catch-up in the publisher's steps (the replica manager at a
+        restart: the first image names every replica it holds). The publisher joins the
+        publishers only in the step that finds it has the current image, so a publication
+        made between two catch-up steps never reaches it before the catch-up is done: the
+        next round of the catch-up brings it from the image it has to the current one."""
+        had = MetadataImage.EMPTY
+        while (current := self.loader.image) is not had:
+            catch_up = self.loader.publication_for_new_publisher()
+            assert catch_up is not None and catch_up.image is current
+            if had is not MetadataImage.EMPTY:
+                # From the image it has, not from nothing: it acts on what changed since.
+                catch_up = Publication(
+                    catch_up.delta, current, replace(catch_up.manifest, previous=had)
+                )
+            yield from self._deliver_in_steps(publisher, catch_up)
+            had = current
+        self._publishers.append(publisher)
 
     def __call__(self, item: ApplyItem) -> None:
         run_to_end(self.apply_in_steps(item))

@@ -7,13 +7,14 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
+import pytest
 from controller_harness import CLUSTER_ID, Cluster, controller_view
 
 from quorum.controller.controller import QuorumController
 from quorum.controller.controller_config import ControllerConfig
 from quorum.controller.replication_control import CreatableTopic
 from quorum.metadata.records import MetadataRecord
-from quorum.metadata.steps import REPLAY_STEP_RECORDS
+from quorum.metadata.steps import REPLAY_STEP_RECORDS, run_to_end
 
 
 def _standby(cluster: Cluster, node_id: int) -> QuorumController:
@@ -98,3 +99,31 @@ def test_random_batches_replayed_in_steps_or_whole_give_the_same_state() -> None
             assert max(counts) <= REPLAY_STEP_RECORDS, (seed, counts)
         whole = cluster.controller(3)
         assert controller_view(stepped, None) == controller_view(whole, None), seed
+
+
+def test_a_raft_event_between_two_steps_is_refused_not_applied_to_half_a_batch() -> None:
+    """A standby that claimed leadership over half a batch would write at offsets the rest
+    of the batch holds: a leader change (or a snapshot load, another batch) between two
+    steps fails loudly, and nothing of the batch is committed."""
+    cluster = Cluster.with_brokers([1, 2, 3])
+    pending = cluster.active.create_topics([CreatableTopic("big", 600, 3)], cluster.now_ms)
+    cluster.log.commit()
+    assert pending.result()[0].error is None
+    big = max(cluster.log.batches, key=lambda batch: len(batch.records))
+    stepped = _standby(cluster, 9)
+    for batch in cluster.log.batches:
+        if batch is big:
+            break
+        stepped.handle_commit(batch.committed())
+    before = stepped.last_committed_offset
+    steps = stepped.commit_in_steps(big.committed())
+    next(steps)
+    with pytest.raises(RuntimeError, match="a leader change arrived while committed batch"):
+        stepped.handle_leader_change(9, big.quorum_epoch + 1, cluster.now_ms)
+    assert not stepped.is_active and stepped.last_committed_offset == before
+    with pytest.raises(RuntimeError, match="a committed batch arrived"):
+        run_to_end(stepped.commit_in_steps(big.committed()))
+    for _ in steps:  # the batch's own steps finish it; then events are taken again
+        pass
+    assert stepped.last_committed_offset == big.last_offset
+    stepped.handle_leader_change(1, big.quorum_epoch + 1, cluster.now_ms)

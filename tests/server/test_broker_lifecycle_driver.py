@@ -532,3 +532,43 @@ async def test_the_logs_open_while_the_broker_catches_up_and_close_cleanly_at_a_
     assert not (log_dir / CLEAN_SHUTDOWN_MARKER).exists()  # an open log dir is not clean
     await runtime.stop(graceful=False)
     assert (log_dir / CLEAN_SHUTDOWN_MARKER).exists()
+
+
+@pytest.mark.asyncio
+async def test_the_data_plane_starts_with_every_replica_of_a_large_first_image(
+    controllers: Controllers, tmp_path: Path
+) -> None:
+    """The replica manager joins after the first image (a restart): its catch-up, thousands
+    of local changes found in steps between the loop's other tasks, leaves it with every
+    replica of the image once the broker runs."""
+    cluster = controllers.cluster
+    cluster.active = 2
+    high_watermark = 0
+    runtime = BrokerRuntime(
+        config(),
+        controllers.addresses,
+        read_snapshot=lambda snapshot_id: b"",
+        high_watermark=lambda: high_watermark,
+        incarnation_id=INCARNATION,
+        tasks=LoopTasks(),
+        data_plane=DataPlaneConfig(log_dirs=(str(tmp_path / "logs"),), properties={}),
+    )
+    runtime.listener(LeaderChange(2, 1))
+    await runtime.start()
+    await until(lambda: cluster.broker_epoch >= 0, "registered")
+    epoch = cluster.broker_epoch
+    topics = [(f"t{n}", uuid.UUID(int=n + 1)) for n in range(12)]
+    log: list[MetadataRecord] = [RegisterBrokerRecord(BROKER_ID, INCARNATION, epoch)]
+    for name, topic_id in topics:
+        log.append(TopicRecord(name, topic_id))
+        log += [
+            PartitionRecord(topic_id, p, (BROKER_ID,), (BROKER_ID,), BROKER_ID) for p in range(100)
+        ]
+    high_watermark = epoch + len(log)
+    runtime.listener(committed(0, *[FeatureLevelRecord(METADATA_VERSION_FEATURE, 7)] * epoch))
+    runtime.listener(committed(epoch, *log))
+    await asyncio.wait_for(runtime.wait_until_running(), TIMEOUT_S)
+    assert runtime.replica_manager is not None
+    assert len(runtime.replica_manager.partitions()) == 12 * 100
+    assert runtime.replica_manager.image is runtime.image
+    await runtime.stop(graceful=False)

@@ -395,3 +395,32 @@ def test_a_stepped_publisher_gets_the_publication_in_steps_before_the_publishers
     # At once (`__call__`, a plain listener) the stepped publisher runs all its steps.
     feed(committed(5, NoOpRecord()))
     assert stepped.taken == 6 and len(stepped.seen) == 2 and len(after.seen) == 2
+
+
+def test_a_stepped_publisher_installed_late_catches_up_in_steps_and_then_hears_in_order() -> None:
+    """The replica manager is installed after the first image (a restart: every replica it
+    holds): its catch-up runs in its steps, and a publication made between two of them
+    reaches it only after the catch-up, as the change from the image it caught up to."""
+    feed, _, _ = listener(high_watermark=1)
+    before = Recorder("before")
+    feed.install(before)
+    feed(committed(0, BOOTSTRAP, *topic_records()))
+    first = feed.image
+    stepped = SteppedRecorder("stepped", 3)
+    steps = feed.install_in_steps(stepped)
+    next(steps)
+    assert stepped.taken == 1 and stepped.seen == []  # not at once: in its steps
+    # A publication between two catch-up steps goes to the publishers already installed.
+    feed(committed(5, PartitionChangeRecord(ORDERS, 1, leader=BROKER)))
+    assert len(before.seen) == 2 and stepped.seen == []
+    for _ in steps:
+        pass
+    images = [seen[1] for seen in stepped.seen]
+    assert images == [first, feed.image]  # never the newer image before the older one
+    second = stepped.seen[1][2]
+    assert second.previous is first  # what changed since the image it had
+    changes = Publication(*stepped.seen[1]).local_changes(BROKER)
+    assert [(p.topic_name, p.partition_id) for p in changes.leaders] == [("orders", 1)]
+    # Installed now: it hears the next publication once, like any publisher.
+    feed(committed(6, NoOpRecord()))
+    assert len(stepped.seen) == 3 and stepped.seen[2][1] is feed.image

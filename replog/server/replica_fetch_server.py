@@ -23,8 +23,10 @@ Rules:
   buffer requests or answers without bound. A request frame is at most `socket.request.max.bytes`.
 - A connection that closes cancels the request being served (a parked fetch stops waiting)
   and drops the rest.
-- `close` (the broker stops serving data requests) stops listening and closes every
-  connection: followers learn at once, and fetch from the new leaders the controller names.
+- `close` (the broker stops serving data requests) stops listening and ends every
+  connection at once, answers not yet read dropped (a follower that stopped reading cannot
+  keep one open): followers learn at once, and fetch from the new leaders the controller
+  names.
 - A wildcard host listens on every interface of both families, as the Raft fetch listener
   does (`framed_wire.listen`).
 """
@@ -94,7 +96,7 @@ class ReplicaFetchListener:
             self._server.close()
         self.port = None
         for connection in list(self._connections):
-            connection.close()
+            connection.abort()
 
 
 class _FollowerConnection(asyncio.Protocol):
@@ -222,3 +224,10 @@ class _FollowerConnection(asyncio.Protocol):
     def close(self) -> None:
         if self._socket is not None:
             self._socket.close()
+
+    def abort(self) -> None:
+        """End the connection now, dropping answers the follower has not read: `close` would
+        wait for it to read them, and a follower that stopped reading would keep the
+        connection and its parked fetch alive after the broker stopped serving."""
+        if self._socket is not None:
+            self._socket.abort()

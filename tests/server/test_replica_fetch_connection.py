@@ -1,8 +1,9 @@
 """Replica fetch connections end to end in one process (`replica_fetch_client` against
 `replica_fetch_server` on 127.0.0.1:0): answers in a session with the record bytes as sent,
 refusals as typed Kafka errors that end the connection, bytes that break the format (either
-way) as typed errors, a leader that closes mid-answer, a lost leader redialled, a leader that
-never answers, and a follower that does not read its answers."""
+way) as typed errors, answers split across segments, a second answer to one request, a leader
+that closes mid-answer, a lost leader redialled, a leader that never answers, a follower that
+does not read its answers, and one that does not read them when the leader stops."""
 
 from __future__ import annotations
 
@@ -301,8 +302,11 @@ async def test_a_leader_that_never_answers_times_out_and_the_connection_is_dropp
     assert len(leader.sessions) == 2
 
 
-@pytest.mark.asyncio
-async def test_a_follower_that_does_not_read_its_answers_is_not_read_from(leader: Leader) -> None:
+async def unread_answers(
+    leader: Leader, requests: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A follower's connection that sends `requests` fetches at once, each answered with a
+    4 MiB batch, and reads nothing."""
     big = build_batch([(0, None, b"x" * (4 << 20), ())])
 
     async def large(request: m.FetchRequest) -> m.FetchResponse:
@@ -311,16 +315,113 @@ async def test_a_follower_that_does_not_read_its_answers_is_not_read_from(leader
     leader.answer = large
     request = codec.fetch_request_to_proto(REQUEST).SerializeToString()
     reader, writer = await asyncio.open_connection("127.0.0.1", leader.port)
+    writer.write(wire.FORMAT.greeting(2))
+    for sequence in range(1, requests + 1):
+        writer.write(framed_wire.frame(sequence, request))
+    return reader, writer
+
+
+@pytest.mark.asyncio
+async def test_a_follower_that_does_not_read_its_answers_is_not_read_from(leader: Leader) -> None:
+    big_bytes = 4 << 20
+    reader, writer = await unread_answers(leader, 39)
     try:
-        writer.write(wire.FORMAT.greeting(2))
-        for sequence in range(1, 40):
-            writer.write(framed_wire.frame(sequence, request))
         await asyncio.sleep(0.5)
         # Answers pile up unread: the leader stops reading once they fill its write buffer.
         assert 1 <= len(leader.requests) < 39
         read = len(leader.requests)
-        await reader.readexactly(3 * len(big))  # answers read: it reads requests again
+        await reader.readexactly(3 * big_bytes)  # answers read: it reads requests again
         await asyncio.sleep(0.2)
         assert len(leader.requests) > read
+    finally:
+        writer.close()
+
+
+async def serving_frames(
+    answer: Callable[[int], bytes], *, bytewise: bool
+) -> tuple[asyncio.Server, int, list[asyncio.StreamWriter]]:
+    """A listener that answers every request of a connection with `answer(its sequence
+    number)` (`bytewise`: a byte per write); the list holds the connections it accepted."""
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def run(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            await reader.readexactly(framed_wire.GREETING_BYTES)
+            while True:
+                length, sequence = struct.unpack(">II", await reader.readexactly(8))
+                await reader.readexactly(length - 4)
+                data = answer(sequence)
+                for start in range(0, len(data), 1 if bytewise else len(data)):
+                    writer.write(data[start : start + 1 if bytewise else len(data)])
+                    await writer.drain()
+
+    server = await asyncio.start_server(run, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1], accepted
+
+
+async def stop_serving(server: asyncio.Server, accepted: list[asyncio.StreamWriter]) -> None:
+    server.close()
+    for writer in accepted:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+
+def _answer_bytes() -> bytes:
+    response = m.FetchResponse((m.FetchPartitionResult("t", 0, high_watermark=1, records=BATCH),))
+    return bytes(codec.fetch_response_to_wire(response))
+
+
+@pytest.mark.asyncio
+async def test_answers_arriving_a_byte_at_a_time_are_put_together() -> None:
+    server, port, accepted = await serving_frames(
+        lambda s: framed_wire.frame(s, _answer_bytes()), bytewise=True
+    )
+    try:
+        async with fetching(port) as fetches:
+            answers = [await fetches.fetch(REQUEST) for _ in range(2)]
+    finally:
+        await stop_serving(server, accepted)
+    assert [[p.records for p in a.partitions] for a in answers] == [[BATCH], [BATCH]]
+    assert len(accepted) == 1
+
+
+@pytest.mark.asyncio
+async def test_a_second_answer_to_one_request_ends_the_connection_and_its_session() -> None:
+    # Both answers in one write: they arrive in one read, before the fetch has taken the first.
+    def twice(sequence: int) -> bytes:
+        return framed_wire.frame(sequence, _answer_bytes()) * 2
+
+    server, port, accepted = await serving_frames(twice, bytewise=False)
+    try:
+        async with fetching(port) as fetches:
+            first = await fetches.fetch(REQUEST)
+            await asyncio.sleep(0.2)  # the duplicate arrives
+            connection = fetches._connection
+            assert connection is not None and connection.failed
+            second = await fetches.fetch(REQUEST)  # on a new connection, a new session
+    finally:
+        await stop_serving(server, accepted)
+    assert [p.records for p in first.partitions] == [BATCH]
+    assert [p.records for p in second.partitions] == [BATCH]
+    assert len(accepted) == 2
+
+
+@pytest.mark.asyncio
+async def test_a_stopping_leader_ends_a_connection_whose_follower_reads_nothing(
+    leader: Leader,
+) -> None:
+    _, writer = await unread_answers(leader, 4)
+    try:
+        await asyncio.sleep(0.3)
+        connections = list(leader.listener._connections)
+        assert len(connections) == 1
+        leader.listener.close()
+        await asyncio.sleep(0.1)
+        # Gone, its answers unread, and nothing of it left running.
+        assert not leader.listener._connections
+        serving = connections[0]._serving
+        assert serving is not None and serving.done()
     finally:
         writer.close()

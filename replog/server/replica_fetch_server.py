@@ -12,8 +12,9 @@ a large one is not copied again).
 Rules:
 - Bytes that break the format (greeting, frame length) end the connection with a warning
   naming what was wrong; the broker and its other connections go on. A frame that is not a
-  `FetchRequest`, and a request `serve` refuses as a whole (`Refused`: a malformed field, a
-  stale session epoch, a broker not serving data requests), are answered with a refusal
+  `FetchRequest`, one naming another replica than the greeting's broker, and a request
+  `serve` refuses as a whole (`Refused`: a malformed field, a stale session epoch, a broker
+  not serving data requests), are answered with a refusal
   frame carrying the Kafka error that names it, and the connection ends after it (the
   session ends with it, as a refused `FetchStream` call did). Anything else `serve` raises is
   a bug: logged with its traceback, refused as UNKNOWN_SERVER_ERROR.
@@ -159,6 +160,14 @@ class _FollowerConnection(asyncio.Protocol):
             self._pace()
             try:
                 request = pb.FetchRequest.FromString(payload)
+                if request.replica_id != self._caller_id:
+                    # The fetch would move another broker's replica state (its fetch offset,
+                    # its place in the ISR) on this connection's word.
+                    raise Refused(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f"the fetch names replica {request.replica_id}, the connection's "
+                        f"greeting broker {self._caller_id}",
+                    )
                 response = await self._listener._serve(request, session, repeats)
             except DecodeError as exc:
                 self._refuse(

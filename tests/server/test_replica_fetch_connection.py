@@ -195,6 +195,23 @@ async def test_a_request_that_is_not_a_fetch_request_is_refused_as_invalid_reque
 
 
 @pytest.mark.asyncio
+async def test_a_fetch_naming_another_replica_than_the_greeting_is_refused(leader: Leader) -> None:
+    request = codec.fetch_request_to_proto(REQUEST)  # replica 2
+    reader, writer = await asyncio.open_connection("127.0.0.1", leader.port)
+    try:
+        writer.write(wire.FORMAT.greeting(3) + framed_wire.frame(1, request.SerializeToString()))
+        length, sequence = struct.unpack(">II", await reader.readexactly(8))
+        error = wire.parse_refusal(await reader.readexactly(length - 4), "broker 1")
+        assert sequence == 1 | wire.REFUSAL_BIT
+        assert isinstance(error, InvalidRequestError)
+        assert "the fetch names replica 2, the connection's greeting broker 3" in str(error)
+        assert await reader.read() == b""
+    finally:
+        writer.close()
+    assert leader.requests == []
+
+
+@pytest.mark.asyncio
 async def test_a_connection_that_breaks_the_format_is_closed_and_the_others_go_on(
     leader: Leader, caplog: pytest.LogCaptureFixture
 ) -> None:

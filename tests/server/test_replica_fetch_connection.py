@@ -221,6 +221,8 @@ async def test_a_connection_that_breaks_the_format_is_closed_and_the_others_go_o
         for garbage in (
             b"GET / HTTP/1.1\r\n\r\n",  # not a replica fetch connection
             wire.FORMAT.greeting(2) + struct.pack(">II", 3, 1),  # a frame too short
+            # 4 GiB announced: refused from its header, nothing of it buffered
+            wire.FORMAT.greeting(2) + struct.pack(">II", 0xFFFF_FFFF, 1),
             b"RLRF\x01\x00\x00\x00\x02",  # a Raft fetch connection, at the wrong port
         ):
             reader, writer = await asyncio.open_connection("127.0.0.1", leader.port)
@@ -231,7 +233,8 @@ async def test_a_connection_that_breaks_the_format_is_closed_and_the_others_go_o
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "not a replica fetch connection: it began with b'GET '" in warnings[0]
     assert "replica fetch frame of 3 bytes: must be 4 to" in warnings[1]
-    assert "expected b'RLRP'" in warnings[2]
+    assert "replica fetch frame of 4294967295 bytes: must be 4 to 1048580 bytes" in warnings[2]
+    assert "expected b'RLRP'" in warnings[3]
     assert len(leader.sessions) == 1
 
 
@@ -240,6 +243,11 @@ async def test_a_connection_that_breaks_the_format_is_closed_and_the_others_go_o
     [
         # A frame of 3 bytes: no room for its sequence number.
         (lambda sequence: struct.pack(">II", 3, sequence), "replica fetch frame of 3 bytes"),
+        # An answer larger than the format allows: refused from its header.
+        (
+            lambda sequence: struct.pack(">II", 0xFFFF_FFFF, sequence),
+            "replica fetch frame of 4294967295 bytes: must be 4 to",
+        ),
         (lambda sequence: framed_wire.frame(99, b""), "answered request 99, never sent"),
         (
             lambda sequence: framed_wire.frame(sequence | wire.REFUSAL_BIT, b"\x00"),

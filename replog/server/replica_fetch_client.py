@@ -159,7 +159,13 @@ class _Connection(asyncio.Protocol):
             frames = self._reader.feed(data)
             for sequence, payload in frames:
                 answer = self._answer
-                if answer is None or sequence & wire.SEQUENCE_MASK != self._sequence:
+                # A second answer to the request (in the same read, before the fetch has
+                # taken the first) is as wrong as one to a request never sent.
+                if (
+                    answer is None
+                    or answer.done()
+                    or sequence & wire.SEQUENCE_MASK != self._sequence
+                ):
                     raise MalformedResponseError(
                         f"{self._where} answered request {sequence & wire.SEQUENCE_MASK}, "
                         "never sent or answered already"
@@ -167,8 +173,7 @@ class _Connection(asyncio.Protocol):
                 if sequence & wire.REFUSAL_BIT:
                     self._fail(wire.parse_refusal(payload, self._where))
                     return
-                if not answer.done():
-                    answer.set_result(payload)
+                answer.set_result(payload)
         except MalformedResponseError as exc:
             self._fail(exc)
         except Exception as exc:  # the format's InvalidRequestError: the leader's bytes are bad

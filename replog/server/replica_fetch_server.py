@@ -12,8 +12,9 @@ a large one is not copied again).
 Rules:
 - Bytes that break the format (greeting, frame length) end the connection with a warning
   naming what was wrong; the broker and its other connections go on. A frame that is not a
-  `FetchRequest`, and a request `serve` refuses as a whole (`Refused`: a malformed field, a
-  stale session epoch, a broker not serving data requests), are answered with a refusal
+  `FetchRequest`, one naming another replica than the greeting's broker, and a request
+  `serve` refuses as a whole (`Refused`: a malformed field, a stale session epoch, a broker
+  not serving data requests), are answered with a refusal
   frame carrying the Kafka error that names it, and the connection ends after it (the
   session ends with it, as a refused `FetchStream` call did). Anything else `serve` raises is
   a bug: logged with its traceback, refused as UNKNOWN_SERVER_ERROR.
@@ -23,8 +24,10 @@ Rules:
   buffer requests or answers without bound. A request frame is at most `socket.request.max.bytes`.
 - A connection that closes cancels the request being served (a parked fetch stops waiting)
   and drops the rest.
-- `close` (the broker stops serving data requests) stops listening and closes every
-  connection: followers learn at once, and fetch from the new leaders the controller names.
+- `close` (the broker stops serving data requests) stops listening and ends every
+  connection at once, answers not yet read dropped (a follower that stopped reading cannot
+  keep one open): followers learn at once, and fetch from the new leaders the controller
+  names.
 - A wildcard host listens on every interface of both families, as the Raft fetch listener
   does (`framed_wire.listen`).
 """
@@ -94,7 +97,7 @@ class ReplicaFetchListener:
             self._server.close()
         self.port = None
         for connection in list(self._connections):
-            connection.close()
+            connection.abort()
 
 
 class _FollowerConnection(asyncio.Protocol):
@@ -157,6 +160,14 @@ class _FollowerConnection(asyncio.Protocol):
             self._pace()
             try:
                 request = pb.FetchRequest.FromString(payload)
+                if request.replica_id != self._caller_id:
+                    # The fetch would move another broker's replica state (its fetch offset,
+                    # its place in the ISR) on this connection's word.
+                    raise Refused(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f"the fetch names replica {request.replica_id}, the connection's "
+                        f"greeting broker {self._caller_id}",
+                    )
                 response = await self._listener._serve(request, session, repeats)
             except DecodeError as exc:
                 self._refuse(
@@ -222,3 +233,10 @@ class _FollowerConnection(asyncio.Protocol):
     def close(self) -> None:
         if self._socket is not None:
             self._socket.close()
+
+    def abort(self) -> None:
+        """End the connection now, dropping answers the follower has not read: `close` would
+        wait for it to read them, and a follower that stopped reading would keep the
+        connection and its parked fetch alive after the broker stopped serving."""
+        if self._socket is not None:
+            self._socket.abort()

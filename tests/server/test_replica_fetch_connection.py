@@ -1,8 +1,9 @@
 """Replica fetch connections end to end in one process (`replica_fetch_client` against
 `replica_fetch_server` on 127.0.0.1:0): answers in a session with the record bytes as sent,
 refusals as typed Kafka errors that end the connection, bytes that break the format (either
-way) as typed errors, a leader that closes mid-answer, a lost leader redialled, a leader that
-never answers, and a follower that does not read its answers."""
+way) as typed errors, answers split across segments, a second answer to one request, a leader
+that closes mid-answer, a lost leader redialled, a leader that never answers, a follower that
+does not read its answers, and one that does not read them when the leader stops."""
 
 from __future__ import annotations
 
@@ -219,6 +220,23 @@ async def test_a_request_that_is_not_a_fetch_request_is_refused_as_invalid_reque
 
 
 @pytest.mark.asyncio
+async def test_a_fetch_naming_another_replica_than_the_greeting_is_refused(leader: Leader) -> None:
+    request = codec.fetch_request_to_proto(REQUEST)  # replica 2
+    reader, writer = await asyncio.open_connection("127.0.0.1", leader.port)
+    try:
+        writer.write(wire.FORMAT.greeting(3) + framed_wire.frame(1, request.SerializeToString()))
+        length, sequence = struct.unpack(">II", await reader.readexactly(8))
+        error = wire.parse_refusal(await reader.readexactly(length - 4), "broker 1")
+        assert sequence == 1 | wire.REFUSAL_BIT
+        assert isinstance(error, InvalidRequestError)
+        assert "the fetch names replica 2, the connection's greeting broker 3" in str(error)
+        assert await reader.read() == b""
+    finally:
+        writer.close()
+    assert leader.requests == []
+
+
+@pytest.mark.asyncio
 async def test_a_connection_that_breaks_the_format_is_closed_and_the_others_go_on(
     leader: Leader, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -228,6 +246,8 @@ async def test_a_connection_that_breaks_the_format_is_closed_and_the_others_go_o
         for garbage in (
             b"GET / HTTP/1.1\r\n\r\n",  # not a replica fetch connection
             wire.FORMAT.greeting(2) + struct.pack(">II", 3, 1),  # a frame too short
+            # 4 GiB announced: refused from its header, nothing of it buffered
+            wire.FORMAT.greeting(2) + struct.pack(">II", 0xFFFF_FFFF, 1),
             b"RLRF\x01\x00\x00\x00\x02",  # a Raft fetch connection, at the wrong port
         ):
             reader, writer = await asyncio.open_connection("127.0.0.1", leader.port)
@@ -238,7 +258,8 @@ async def test_a_connection_that_breaks_the_format_is_closed_and_the_others_go_o
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert "not a replica fetch connection: it began with b'GET '" in warnings[0]
     assert "replica fetch frame of 3 bytes: must be 4 to" in warnings[1]
-    assert "expected b'RLRP'" in warnings[2]
+    assert "replica fetch frame of 4294967295 bytes: must be 4 to 1048580 bytes" in warnings[2]
+    assert "expected b'RLRP'" in warnings[3]
     assert len(leader.sessions) == 1
 
 
@@ -247,6 +268,11 @@ async def test_a_connection_that_breaks_the_format_is_closed_and_the_others_go_o
     [
         # A frame of 3 bytes: no room for its sequence number.
         (lambda sequence: struct.pack(">II", 3, sequence), "replica fetch frame of 3 bytes"),
+        # An answer larger than the format allows: refused from its header.
+        (
+            lambda sequence: struct.pack(">II", 0xFFFF_FFFF, sequence),
+            "replica fetch frame of 4294967295 bytes: must be 4 to",
+        ),
         (lambda sequence: framed_wire.frame(99, b""), "answered request 99, never sent"),
         (
             lambda sequence: framed_wire.frame(sequence | wire.REFUSAL_BIT, b"\x00"),
@@ -326,8 +352,11 @@ async def test_a_leader_that_never_answers_times_out_and_the_connection_is_dropp
     assert len(leader.sessions) == 2
 
 
-@pytest.mark.asyncio
-async def test_a_follower_that_does_not_read_its_answers_is_not_read_from(leader: Leader) -> None:
+async def unread_answers(
+    leader: Leader, requests: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A follower's connection that sends `requests` fetches at once, each answered with a
+    4 MiB batch, and reads nothing."""
     big = build_batch([(0, None, b"x" * (4 << 20), ())])
 
     async def large(request: m.FetchRequest) -> m.FetchResponse:
@@ -336,16 +365,113 @@ async def test_a_follower_that_does_not_read_its_answers_is_not_read_from(leader
     leader.answer = large
     request = codec.fetch_request_to_proto(REQUEST).SerializeToString()
     reader, writer = await asyncio.open_connection("127.0.0.1", leader.port)
+    writer.write(wire.FORMAT.greeting(2))
+    for sequence in range(1, requests + 1):
+        writer.write(framed_wire.frame(sequence, request))
+    return reader, writer
+
+
+@pytest.mark.asyncio
+async def test_a_follower_that_does_not_read_its_answers_is_not_read_from(leader: Leader) -> None:
+    big_bytes = 4 << 20
+    reader, writer = await unread_answers(leader, 39)
     try:
-        writer.write(wire.FORMAT.greeting(2))
-        for sequence in range(1, 40):
-            writer.write(framed_wire.frame(sequence, request))
         await asyncio.sleep(0.5)
         # Answers pile up unread: the leader stops reading once they fill its write buffer.
         assert 1 <= len(leader.requests) < 39
         read = len(leader.requests)
-        await reader.readexactly(3 * len(big))  # answers read: it reads requests again
+        await reader.readexactly(3 * big_bytes)  # answers read: it reads requests again
         await asyncio.sleep(0.2)
         assert len(leader.requests) > read
+    finally:
+        writer.close()
+
+
+async def serving_frames(
+    answer: Callable[[int], bytes], *, bytewise: bool
+) -> tuple[asyncio.Server, int, list[asyncio.StreamWriter]]:
+    """A listener that answers every request of a connection with `answer(its sequence
+    number)` (`bytewise`: a byte per write); the list holds the connections it accepted."""
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def run(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            await reader.readexactly(framed_wire.GREETING_BYTES)
+            while True:
+                length, sequence = struct.unpack(">II", await reader.readexactly(8))
+                await reader.readexactly(length - 4)
+                data = answer(sequence)
+                for start in range(0, len(data), 1 if bytewise else len(data)):
+                    writer.write(data[start : start + 1 if bytewise else len(data)])
+                    await writer.drain()
+
+    server = await asyncio.start_server(run, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1], accepted
+
+
+async def stop_serving(server: asyncio.Server, accepted: list[asyncio.StreamWriter]) -> None:
+    server.close()
+    for writer in accepted:
+        writer.close()
+        with contextlib.suppress(ConnectionError):
+            await writer.wait_closed()
+
+
+def _answer_bytes() -> bytes:
+    response = m.FetchResponse((m.FetchPartitionResult("t", 0, high_watermark=1, records=BATCH),))
+    return bytes(codec.fetch_response_to_wire(response))
+
+
+@pytest.mark.asyncio
+async def test_answers_arriving_a_byte_at_a_time_are_put_together() -> None:
+    server, port, accepted = await serving_frames(
+        lambda s: framed_wire.frame(s, _answer_bytes()), bytewise=True
+    )
+    try:
+        async with fetching(port) as fetches:
+            answers = [await fetches.fetch(REQUEST) for _ in range(2)]
+    finally:
+        await stop_serving(server, accepted)
+    assert [[p.records for p in a.partitions] for a in answers] == [[BATCH], [BATCH]]
+    assert len(accepted) == 1
+
+
+@pytest.mark.asyncio
+async def test_a_second_answer_to_one_request_ends_the_connection_and_its_session() -> None:
+    # Both answers in one write: they arrive in one read, before the fetch has taken the first.
+    def twice(sequence: int) -> bytes:
+        return framed_wire.frame(sequence, _answer_bytes()) * 2
+
+    server, port, accepted = await serving_frames(twice, bytewise=False)
+    try:
+        async with fetching(port) as fetches:
+            first = await fetches.fetch(REQUEST)
+            await asyncio.sleep(0.2)  # the duplicate arrives
+            connection = fetches._connection
+            assert connection is not None and connection.failed
+            second = await fetches.fetch(REQUEST)  # on a new connection, a new session
+    finally:
+        await stop_serving(server, accepted)
+    assert [p.records for p in first.partitions] == [BATCH]
+    assert [p.records for p in second.partitions] == [BATCH]
+    assert len(accepted) == 2
+
+
+@pytest.mark.asyncio
+async def test_a_stopping_leader_ends_a_connection_whose_follower_reads_nothing(
+    leader: Leader,
+) -> None:
+    _, writer = await unread_answers(leader, 4)
+    try:
+        await asyncio.sleep(0.3)
+        connections = list(leader.listener._connections)
+        assert len(connections) == 1
+        leader.listener.close()
+        await asyncio.sleep(0.1)
+        # Gone, its answers unread, and nothing of it left running.
+        assert not leader.listener._connections
+        serving = connections[0]._serving
+        assert serving is not None and serving.done()
     finally:
         writer.close()

@@ -363,7 +363,9 @@ class _Connection(asyncio.Protocol):
         transport, core = self._transport, self._core
         if self._failure is None:
             self._failure = failure
-            if transport is not None and core is not None and not self._writing_paused:
+            # Written even while the send buffer is full: it holds no more than the answers
+            # `queued.max.requests` bounds, and a client that reads none is dropped when idle.
+            if transport is not None and core is not None:
                 frames = core.take_output()
                 if frames and not transport.is_closing():
                     transport.write(b"".join(frames))

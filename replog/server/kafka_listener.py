@@ -334,8 +334,14 @@ class _Connection(asyncio.Protocol):
         try:
             answer = ask()
             body = answer if answer is None or isinstance(answer, Message) else await answer
-        except asyncio.CancelledError:
-            raise
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # the connection closes: its tasks are cancelled
+            # A wait inside the handler was cancelled, not this task: without an answer the
+            # connection's later answers would wait behind it forever.
+            self._fail(_failure(request, exc))
+            return
         except Exception as exc:
             self._fail(_failure(request, exc))
             return
@@ -422,7 +428,7 @@ class _Connection(asyncio.Protocol):
             )
 
 
-def _failure(request: KafkaRequest, exc: Exception) -> Exception:
+def _failure(request: KafkaRequest, exc: BaseException) -> Exception:
     """Why a connection closes when its request's handler raised `exc`: a refusal (one
     WARNING line) for a typed error, else an unexpected failure (logged with `exc`)."""
     what = (

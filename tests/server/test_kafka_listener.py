@@ -9,7 +9,8 @@ whose completion the test controls:
 - a client that sends and never reads is read no further once `queued.max.requests` answers
   wait (the handlers stop being called), and every other connection is still served;
 - an idle connection is closed after `connections.max.idle.ms`;
-- a handler that fails closes its connection, logged with the cause;
+- a handler that fails closes its connection, logged with the cause (so does one whose own
+  wait is cancelled: its connection would otherwise wait for that answer forever);
 - each answered request is reported with its API and the time from its read to its answer.
 """
 
@@ -377,3 +378,37 @@ async def test_a_refusal_while_the_send_buffer_is_full_still_sends_the_answers_r
             correlations.append(struct.unpack(">i", body[:4])[0])
         assert correlations == list(range(41))
         writer.close()
+
+
+class CancelledInside:
+    """Correlation id 1 waits on a future that something else cancels (the handler's own
+    wait ends in CancelledError while its task is not cancelled); the others are answered."""
+
+    served = {3: (0, 13), 18: (0, 4)}
+
+    async def _cancelled(self) -> Message:
+        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_soon(future.cancel)
+        return await future
+
+    def handle(self, request: KafkaRequest, listener_name: str) -> Answer:
+        if request.correlation_id == 1:
+            return self._cancelled()
+        return MetadataResponse(cluster_id=listener_name)
+
+
+@pytest.mark.asyncio
+async def test_a_handler_whose_own_wait_is_cancelled_closes_its_connection(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with listening(CancelledInside()) as listener:  # type: ignore[arg-type]
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.write(metadata_frame(0) + metadata_frame(1) + metadata_frame(2))
+        assert (await within(5, read_response(reader)))[0] == 0
+        assert await within(5, reader.read()) == b""  # not left waiting for answer 1 forever
+        writer.close()
+    (record,) = [r for r in caplog.records if r.name == "replog.server.kafka"]
+    assert record.levelno == logging.ERROR
+    assert "Metadata v12 (correlation id 1) failed: CancelledError()" in (
+        str(record.exc_info[1]) if record.exc_info else ""
+    )

@@ -334,8 +334,14 @@ class _Connection(asyncio.Protocol):
         try:
             answer = ask()
             body = answer if answer is None or isinstance(answer, Message) else await answer
-        except asyncio.CancelledError:
-            raise
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is None or task.cancelling():
+                raise  # the connection closes: its tasks are cancelled
+            # A wait inside the handler was cancelled, not this task: without an answer the
+            # connection's later answers would wait behind it forever.
+            self._fail(_failure(request, exc))
+            return
         except Exception as exc:
             self._fail(_failure(request, exc))
             return
@@ -363,7 +369,9 @@ class _Connection(asyncio.Protocol):
         transport, core = self._transport, self._core
         if self._failure is None:
             self._failure = failure
-            if transport is not None and core is not None and not self._writing_paused:
+            # Written even while the send buffer is full: it holds no more than the answers
+            # `queued.max.requests` bounds, and a client that reads none is dropped when idle.
+            if transport is not None and core is not None:
                 frames = core.take_output()
                 if frames and not transport.is_closing():
                     transport.write(b"".join(frames))
@@ -420,7 +428,7 @@ class _Connection(asyncio.Protocol):
             )
 
 
-def _failure(request: KafkaRequest, exc: Exception) -> Exception:
+def _failure(request: KafkaRequest, exc: BaseException) -> Exception:
     """Why a connection closes when its request's handler raised `exc`: a refusal (one
     WARNING line) for a typed error, else an unexpected failure (logged with `exc`)."""
     what = (

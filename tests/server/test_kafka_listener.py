@@ -4,11 +4,13 @@ whose completion the test controls:
 - pipelined requests are answered in request order though their handlers finish in reverse;
 - a handler that answers at once is answered with no task, unless an earlier request of the
   connection is still being handled (then it is asked after it, in a task); one that refuses
-  at once closes the connection after the answers before it;
+  at once closes the connection after the answers before it, even those ready while the send
+  buffer was full;
 - a client that sends and never reads is read no further once `queued.max.requests` answers
   wait (the handlers stop being called), and every other connection is still served;
 - an idle connection is closed after `connections.max.idle.ms`;
-- a handler that fails closes its connection, logged with the cause;
+- a handler that fails closes its connection, logged with the cause (so does one whose own
+  wait is cancelled: its connection would otherwise wait for that answer forever);
 - each answered request is reported with its API and the time from its read to its answer.
 """
 
@@ -331,3 +333,82 @@ async def test_a_request_refused_at_once_closes_its_connection_with_one_warning_
     (record,) = [r for r in caplog.records if r.name == "replog.server.kafka"]
     assert record.levelno == logging.WARNING
     assert "Metadata v12 (correlation id 668) refused: refused at once" in record.getMessage()
+
+
+class LargeAnswers:
+    """Metadata answers of ~450 KB (the send buffer fills), answered at once except
+    correlation id 40 (an awaitable, answered shortly after); 668 is refused at once."""
+
+    served = {3: (0, 13), 18: (0, 4)}
+
+    def __init__(self) -> None:
+        self.answered_later = False
+
+    def handle(self, request: KafkaRequest, listener_name: str) -> Answer:
+        if request.correlation_id == 668:
+            raise InvalidRequestError("refused at once")
+        answer = MetadataResponse(
+            cluster_id=listener_name,
+            brokers=[
+                MetadataResponseBroker(node_id=i, host="h" * 200, port=9092) for i in range(2000)
+            ],
+        )
+        if request.correlation_id != 40:
+            return answer
+        return self._later(answer)
+
+    async def _later(self, answer: Message) -> Message:
+        await asyncio.sleep(0.01)
+        self.answered_later = True
+        return answer
+
+
+@pytest.mark.asyncio
+async def test_a_refusal_while_the_send_buffer_is_full_still_sends_the_answers_ready() -> None:
+    handlers = LargeAnswers()
+    async with listening(handlers) as listener:  # type: ignore[arg-type]
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.write(b"".join(metadata_frame(i) for i in range(41)))  # ~18 MB of answers
+        await eventually(lambda: handlers.answered_later, "40 answered (not yet written)")
+        await asyncio.sleep(0.05)
+        writer.write(metadata_frame(668))
+        correlations = []
+        while head := await within(10, reader.read(4)):
+            body = await within(10, reader.readexactly(struct.unpack(">i", head)[0]))
+            correlations.append(struct.unpack(">i", body[:4])[0])
+        assert correlations == list(range(41))
+        writer.close()
+
+
+class CancelledInside:
+    """Correlation id 1 waits on a future that something else cancels (the handler's own
+    wait ends in CancelledError while its task is not cancelled); the others are answered."""
+
+    served = {3: (0, 13), 18: (0, 4)}
+
+    async def _cancelled(self) -> Message:
+        future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_soon(future.cancel)
+        return await future
+
+    def handle(self, request: KafkaRequest, listener_name: str) -> Answer:
+        if request.correlation_id == 1:
+            return self._cancelled()
+        return MetadataResponse(cluster_id=listener_name)
+
+
+@pytest.mark.asyncio
+async def test_a_handler_whose_own_wait_is_cancelled_closes_its_connection(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with listening(CancelledInside()) as listener:  # type: ignore[arg-type]
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.write(metadata_frame(0) + metadata_frame(1) + metadata_frame(2))
+        assert (await within(5, read_response(reader)))[0] == 0
+        assert await within(5, reader.read()) == b""  # not left waiting for answer 1 forever
+        writer.close()
+    (record,) = [r for r in caplog.records if r.name == "replog.server.kafka"]
+    assert record.levelno == logging.ERROR
+    assert "Metadata v12 (correlation id 1) failed: CancelledError()" in (
+        str(record.exc_info[1]) if record.exc_info else ""
+    )

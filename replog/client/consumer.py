@@ -38,7 +38,11 @@ Rules:
   (neither the committed offset nor `auto.offset.reset`, which would skip or repeat records).
 - A partition's first position is the group's committed offset if `group.id` is set and one
   exists, else `auto.offset.reset` (earliest, latest = the high watermark, or none:
-  `NoOffsetForPartitionError`). Seeks (`seek_to_beginning`/`seek_to_end` included) apply at the
+  `NoOffsetForPartitionError`). Only a partition whose committed offset was asked and found
+  missing gets `auto.offset.reset`: one assigned while that answer was on its way (a
+  consumer-protocol assignment grows a partition at a time), or revoked and assigned again
+  meanwhile, is asked in turn (Kafka's consumer never resets a partition it did not ask
+  about). Seeks (`seek_to_beginning`/`seek_to_end` included) apply at the
   next `poll` or `position`, as Kafka's do.
 - `poll(timeout_ms)` returns as soon as records are buffered, or after `timeout_ms` with an
   empty dict. Retriable trouble (no broker reachable, no leader, the coordinator loading)
@@ -1024,15 +1028,21 @@ class Consumer:
         subscriptions = self._subscriptions
         missing = subscriptions.missing_positions()
         if missing and self._group is not None:
+            asked = {tp: subscriptions.state(tp, "position") for tp in missing}
             committed = await self._group.fetch(missing, deadline_ms=deadline_ms)
-            for tp, found in committed.items():
-                state = subscriptions.get(tp)
-                if found is None or state is None:
+            # Only the partitions asked about, as they were asked: one assigned during the
+            # fetch (or revoked and assigned again) has a committed offset of its own, which
+            # the next prepare asks; auto.offset.reset would read it again from the start.
+            missing = []
+            for tp, waiting in asked.items():
+                if not subscriptions.awaits_position(tp, waiting):
                     continue
-                if state.position is None and state.reset is None:
-                    state.position = found.offset
-                    state.last_epoch = found.leader_epoch
-            missing = subscriptions.missing_positions()
+                found = committed.get(tp)
+                if found is None:
+                    missing.append(tp)
+                else:
+                    waiting.position = found.offset
+                    waiting.last_epoch = found.leader_epoch
         if missing:
             policy = self.config.auto_offset_reset
             if policy == NONE:

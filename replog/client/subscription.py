@@ -20,7 +20,10 @@ Rules (Kafka's `SubscriptionState`):
   cancels a pending reset.
 - A paused partition keeps its position and is not fetched; its buffered records are kept
   until it is resumed.
-- Partitions that stay assigned across `assign` / a subscription change keep their state.
+- Partitions that stay assigned across `assign` / a subscription change keep their state. One
+  that leaves loses it (Kafka drops a revoked partition's position); assigned again, it starts
+  with a new `AssignedPartition`, so an answer asked for the earlier one (a committed offset
+  fetched while it moved) is not applied to it (`awaits_position`).
 - Partitions are fetched in this state's order; one whose fetch brought records or an error
   moves to the back (`move_to_end`, Kafka's `movePartitionToEnd`), so that when a broker
   spends a fetch's `fetch.max.bytes` on the partitions asked first, the others come first
@@ -221,6 +224,11 @@ class SubscriptionState:
     def missing_positions(self) -> list[TopicPartition]:
         """Partitions with neither a position nor a pending reset: committed offset or policy."""
         return [tp for tp, s in self._partitions.items() if s.position is None and s.reset is None]
+
+    def awaits_position(self, tp: TopicPartition, state: AssignedPartition) -> bool:
+        """Whether `state`, read before an await, is still `tp`'s (not revoked, nor revoked and
+        assigned again since) and still has neither a position nor a pending reset."""
+        return self._partitions.get(tp) is state and state.position is None and state.reset is None
 
     def pending_resets(self) -> dict[TopicPartition, str]:
         return {tp: s.reset for tp, s in self._partitions.items() if s.reset is not None}

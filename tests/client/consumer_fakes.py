@@ -276,6 +276,11 @@ class FakeCluster(FakeNodes):
     shared_commits: deque[tuple[cm.SharedCommit, ...]] = field(default_factory=deque)
     committers: list[cm.Committer] = field(default_factory=list)  # who sent each commit
     offset_fetch_errors: deque[Exception] = field(default_factory=deque)
+    # While set, OffsetFetch answers (as of the call) wait until it is released (`Event.set`):
+    # committed offsets on their way at a moment the test chooses; `offset_fetches` names
+    # what each call asked for.
+    offset_fetch_gate: asyncio.Event | None = None
+    offset_fetches: list[tuple[TopicPartition, ...]] = field(default_factory=list)
     # Calls cut off as by a channel reset: they raise CancelledError, nobody cancelled them.
     cut_off: deque[str] = field(default_factory=deque)
     # node -> (topic, partition) -> the (leader, leader epoch) its Metadata still names: a
@@ -594,7 +599,12 @@ class FakeCoordinator:
         self.cluster.calls.append("OffsetFetch")
         self._check(self.cluster.offset_fetch_errors, "OffsetFetch")
         assert partitions is not None
-        return {tp: self.cluster.committed.get((group_id, tp)) for tp in partitions}
+        self.cluster.offset_fetches.append(tuple(partitions))
+        answer = {tp: self.cluster.committed.get((group_id, tp)) for tp in partitions}
+        gate = self.cluster.offset_fetch_gate
+        if gate is not None:
+            await gate.wait()
+        return answer
 
     async def join_group(
         self, request: gm.JoinGroupRequest, *, timeout_ms: int | None = None

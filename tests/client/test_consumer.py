@@ -290,6 +290,30 @@ async def test_committed_offset_is_the_start_and_a_batch_before_it_is_trimmed(
         assert cluster.fetches[0][1] == (("t", 0, 3),)
 
 
+@pytest.mark.asyncio
+async def test_a_committed_offset_asked_before_a_reassignment_is_not_applied_after_it(
+    cluster: FakeCluster,
+) -> None:
+    """The committed offset of a partition is on its way when the partition leaves the
+    assignment and comes back (another consumer committed further meanwhile): the answer
+    belongs to the earlier assignment; the partition starts at the offset asked anew."""
+    cluster.create("t", 2)
+    cluster.append("t", 0, [b"%d" % i for i in range(6)])
+    cluster.committed[("g", T0)] = OffsetAndMetadata(2)
+    cluster.offset_fetch_gate = gate = asyncio.Event()
+    async with consumer(cluster, group_id="g", enable_auto_commit=False) as c:
+        c.assign([T0])
+        await c.poll(10)
+        await eventually(lambda: cluster.offset_fetches == [(T0,)], "the OffsetFetch of t-0")
+        c.assign([T1])
+        c.assign([T0])
+        cluster.committed[("g", T0)] = OffsetAndMetadata(4)
+        gate.set()
+        got = await poll_until(c, 2)
+        assert [r.offset for r in got] == [4, 5]
+        assert cluster.offset_fetches[-1] == (T0,)
+
+
 @pytest.mark.parametrize(
     ("policy", "expected"), [("earliest", [b"old", b"new"]), ("latest", [b"new"])]
 )

@@ -6,6 +6,7 @@ consumer, and the settings the consumer protocol refuses."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 import time
@@ -14,11 +15,11 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from consumer_fakes import FakeCluster, consumer_settings
+from consumer_fakes import FakeCluster, consumer_settings, poll_until
 from test_consumer_group_membership import Recorder, poll_all, split
 
 from replog.client.consumer import Consumer
-from replog.client.records import TopicPartition
+from replog.client.records import OffsetAndMetadata, TopicPartition
 from replog.client.sync_consumer import Consumer as BlockingConsumer
 from replog.errors import CommitFailedError, ConfigError
 
@@ -121,6 +122,40 @@ async def test_a_commit_with_a_stale_member_epoch_is_refused(cluster: FakeCluste
         await a.commit({TopicPartition("t", 0): 1})
     group.identity = real
     await a.commit({TopicPartition("t", 0): 1})
+    await a.close()
+
+
+@pytest.mark.asyncio
+async def test_a_partition_assigned_while_committed_offsets_are_fetched_starts_at_its_own(
+    cluster: FakeCluster,
+) -> None:
+    """A member asks the committed offset of its first partition; while that answer is on its
+    way, the other member leaves and its partition is assigned too. That partition reads from
+    the group's committed offset (asked in turn), never from auto.offset.reset: records read
+    and committed before are not read again."""
+    cluster.create("t", 2)
+    for p in range(2):
+        cluster.append("t", p, [b"old"] * 10)
+        cluster.committed[("g", TopicPartition("t", p))] = OffsetAndMetadata(10)
+    b = member(cluster, enable_auto_commit=False)
+    b.subscribe(["t"])
+    await poll_all([b], lambda: len(b.assignment()) == 2 and b._subscriptions.has_all_positions())
+    a = member(cluster, enable_auto_commit=False)
+    a.subscribe(["t"])
+    cluster.offset_fetch_gate = gate = asyncio.Event()
+    await poll_all([a, b], lambda: split([a, b], 2) and len(cluster.offset_fetches) == 2)
+    (first,) = a.assignment()
+    assert cluster.offset_fetches[-1] == (first,)  # a's, held back
+    await b.close()
+    await poll_all([a], lambda: len(a.assignment()) == 2)
+    gate.set()
+    for p in range(2):
+        cluster.append("t", p, [b"new"])
+    got = await poll_until(a, 2)
+    for _ in range(3):
+        got.extend(r for rs in (await a.poll(20)).values() for r in rs)
+    assert sorted((r.partition, r.offset) for r in got) == [(0, 10), (1, 10)]
+    assert len(cluster.offset_fetches) == 3  # the second partition's committed offset, asked
     await a.close()
 
 

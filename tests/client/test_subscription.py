@@ -32,6 +32,23 @@ def test_assign_keeps_the_state_of_partitions_that_stay() -> None:
     assert subs.mode is Mode.NONE
 
 
+def test_a_partition_assigned_again_awaits_its_position_afresh() -> None:
+    """A state read before an await is the partition's only while it stays assigned: one that
+    left and came back is a new state, so an answer asked for the old one does not apply."""
+    subs = SubscriptionState()
+    subs.assign([A0, A1])
+    asked = subs.state(A0, "t")
+    assert subs.awaits_position(A0, asked)
+    subs.assign([A1])
+    assert not subs.awaits_position(A0, asked)
+    subs.assign([A0, A1])
+    assert not subs.awaits_position(A0, asked)
+    assert subs.awaits_position(A0, subs.state(A0, "t"))
+    kept = subs.state(A1, "t")
+    subs.request_reset(A1, EARLIEST)  # a seek while the answer was out wins
+    assert not subs.awaits_position(A1, kept)
+
+
 def test_subscribe_follows_the_metadata_and_excludes_assign() -> None:
     subs = SubscriptionState()
     subs.subscribe(["a"])

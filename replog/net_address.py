@@ -47,6 +47,14 @@ def format_host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def format_peer(peername: object) -> str:
+    """A connected socket's peer (its `peername`: (host, port[, flowinfo, scope id]) for TCP)
+    as `host:port`, for logs and errors."""
+    if isinstance(peername, tuple):
+        return format_host_port(peername[0], peername[1])
+    return "unknown peer" if peername is None else str(peername)
+
+
 def parse_host_port(
     text: str,
     what: str,

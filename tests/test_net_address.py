@@ -36,6 +36,7 @@ from replog.client.config import admin_config
 from replog.errors import ConfigError, ReplogError
 from replog.net_address import (
     format_host_port,
+    format_peer,
     is_wildcard,
     local_canonical_host_name,
     parse_host,
@@ -482,3 +483,10 @@ def test_the_port_probe_binds_ipv6_hosts() -> None:
         with pytest.raises(ReplogError, match=rf"cannot listen on \[::1\]:{port}: port .* in use"):
             check_ports_free([node])
     check_ports_free([node])  # free again
+
+
+def test_a_peer_is_its_host_and_port_whatever_the_family() -> None:
+    assert format_peer(("127.0.0.1", 9092)) == "127.0.0.1:9092"
+    assert format_peer(("::1", 9092, 0, 0)) == "[::1]:9092"
+    assert format_peer(None) == "unknown peer"
+    assert format_peer("/run/replog.sock") == "/run/replog.sock"

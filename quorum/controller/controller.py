@@ -487,7 +487,7 @@ class QuorumController:
     def tick(self, now_ms: int) -> None:
         """Run the periodic work due at `now_ms` (active controller only)."""
         self._run_steps(now_ms)
-        # Before this tick's fencings, whose first steps moved their share of this tick.
+        # Ahead of this tick's new fencings: their first steps take their share of its budget.
         self._move_off_fenced(now_ms)
         self._fence_stale_brokers(now_ms)
         if self._due(self._next_balance_ms, now_ms):

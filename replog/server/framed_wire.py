@@ -162,6 +162,32 @@ class FrameReader:
         return len(self._buffer)
 
 
+class InboundReader:
+    """A listener's side of one connection: the caller's greeting, then its frames. `caller_id`
+    is None until the whole greeting has arrived."""
+
+    def __init__(self, frame_format: FrameFormat, max_frame_bytes: int | None = None) -> None:
+        self._format = frame_format
+        self._greeting = b""
+        self._frames = FrameReader(
+            frame_format.name,
+            frame_format.max_frame_bytes if max_frame_bytes is None else max_frame_bytes,
+        )
+        self.caller_id: int | None = None
+
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        """Add `data`; return every frame now complete, in order (InvalidRequestError: bytes
+        that break the format)."""
+        if self.caller_id is None:
+            self._greeting += data
+            if len(self._greeting) < GREETING_BYTES:
+                return []
+            self.caller_id = self._format.parse_greeting(self._greeting[:GREETING_BYTES])
+            data = self._greeting[GREETING_BYTES:]
+            self._greeting = b""
+        return self._frames.feed(data)
+
+
 async def listen(host: str, port: int, protocol: Callable[[], asyncio.Protocol]) -> asyncio.Server:
     """A server on `host:port` (0: any free port) for framed connections. A wildcard host
     (`0.0.0.0`, `::`, empty) listens on every interface of both families on one socket, as

@@ -61,7 +61,7 @@ from replog.kafka.connection import (
     api_name,
 )
 from replog.kafka.protocol.codec import Message
-from replog.net_address import format_host_port
+from replog.net_address import format_host_port, format_peer
 
 log = logging.getLogger("replog.server.kafka")
 
@@ -215,8 +215,7 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
-        peer = transport.get_extra_info("peername")
-        self.peer = format_host_port(peer[0], peer[1]) if peer else "unknown peer"
+        self.peer = format_peer(transport.get_extra_info("peername"))
         self._core = KafkaConnection(
             self.peer,
             self._handlers.served,

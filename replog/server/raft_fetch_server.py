@@ -26,10 +26,10 @@ import logging
 from collections.abc import Callable
 
 from replog.errors import InvalidRequestError
-from replog.net_address import format_host_port
+from replog.net_address import format_peer
 from replog.pb import raft_pb2 as pb
 from replog.server import raft_fetch_wire as wire
-from replog.server.framed_wire import listen
+from replog.server.framed_wire import InboundReader, listen
 
 log = logging.getLogger("replog.server.raft")
 
@@ -66,9 +66,7 @@ class _InboundConnection(asyncio.Protocol):
     def __init__(self, listener: FetchListener) -> None:
         self._listener = listener
         self._socket: asyncio.Transport | None = None
-        self._caller_id: int | None = None
-        self._greeting = b""
-        self._reader = wire.FORMAT.reader()
+        self._reader = InboundReader(wire.FORMAT)
         self._pending: dict[int, int] = {}  # sequence -> handle: accepted, not yet answered
         self._peer = "?"
 
@@ -77,21 +75,15 @@ class _InboundConnection(asyncio.Protocol):
         self._socket = transport
         self._listener._connections.add(self)
         wire.keep_alive(transport)
-        peer = transport.get_extra_info("peername")  # (host, port[, flowinfo, scope id])
-        self._peer = format_host_port(peer[0], peer[1]) if isinstance(peer, tuple) else str(peer)
+        self._peer = format_peer(transport.get_extra_info("peername"))
 
     def data_received(self, data: bytes) -> None:
         try:
-            if self._caller_id is None:
-                self._greeting += data
-                if len(self._greeting) < wire.GREETING_BYTES:
-                    return
-                self._caller_id = wire.parse_greeting(self._greeting[: wire.GREETING_BYTES])
-                data = self._greeting[wire.GREETING_BYTES :]
-                self._greeting = b""
             for sequence, payload in self._reader.feed(data):
                 request = pb.FetchRequest.FromString(payload)
-                handle = self._listener._accept(self._caller_id, request, self._replier(sequence))
+                caller_id = self._reader.caller_id
+                assert caller_id is not None  # frames follow the greeting
+                handle = self._listener._accept(caller_id, request, self._replier(sequence))
                 self._pending[sequence] = handle
         except Exception as exc:  # malformed bytes: this connection ends, the node goes on
             if not isinstance(exc, InvalidRequestError):

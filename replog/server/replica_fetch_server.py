@@ -49,7 +49,7 @@ from replog.errors import (
     KafkaError,
     UnknownServerError,
 )
-from replog.net_address import format_host_port
+from replog.net_address import format_peer
 from replog.pb import broker_pb2 as pb
 from replog.replication import messages as m
 from replog.replication.fetch_session import LeaderFetchSession
@@ -104,9 +104,7 @@ class _FollowerConnection(asyncio.Protocol):
     def __init__(self, listener: ReplicaFetchListener) -> None:
         self._listener = listener
         self._socket: asyncio.Transport | None = None
-        self._caller_id: int | None = None
-        self._greeting = b""
-        self._reader = framed_wire.FrameReader(wire.FORMAT.name, listener._request_bytes_max)
+        self._reader = framed_wire.InboundReader(wire.FORMAT, listener._request_bytes_max)
         self._requests: deque[tuple[int, bytes]] = deque()
         self._arrived = asyncio.Event()
         self._serving: asyncio.Task[None] | None = None
@@ -120,23 +118,13 @@ class _FollowerConnection(asyncio.Protocol):
         self._socket = transport
         self._listener._connections.add(self)
         framed_wire.keep_alive(transport)
-        peer = transport.get_extra_info("peername")  # (host, port[, flowinfo, scope id])
-        self._peer = format_host_port(peer[0], peer[1]) if isinstance(peer, tuple) else str(peer)
+        self._peer = format_peer(transport.get_extra_info("peername"))
         self._serving = asyncio.get_running_loop().create_task(
             self._serve_in_order(), name=f"replica fetches from {self._peer}"
         )
 
     def data_received(self, data: bytes) -> None:
         try:
-            if self._caller_id is None:
-                self._greeting += data
-                if len(self._greeting) < framed_wire.GREETING_BYTES:
-                    return
-                self._caller_id = wire.FORMAT.parse_greeting(
-                    self._greeting[: framed_wire.GREETING_BYTES]
-                )
-                data = self._greeting[framed_wire.GREETING_BYTES :]
-                self._greeting = b""
             frames = self._reader.feed(data)
         except InvalidRequestError as exc:  # this connection ends, the broker goes on
             log.warning("replica fetch connection from %s: %s; closing it", self._peer, exc)
@@ -160,13 +148,13 @@ class _FollowerConnection(asyncio.Protocol):
             self._pace()
             try:
                 request = pb.FetchRequest.FromString(payload)
-                if request.replica_id != self._caller_id:
+                if request.replica_id != self._reader.caller_id:
                     # The fetch would move another broker's replica state (its fetch offset,
                     # its place in the ISR) on this connection's word.
                     raise Refused(
                         grpc.StatusCode.INVALID_ARGUMENT,
                         f"the fetch names replica {request.replica_id}, the connection's "
-                        f"greeting broker {self._caller_id}",
+                        f"greeting broker {self._reader.caller_id}",
                     )
                 response = await self._listener._serve(request, session, repeats)
             except DecodeError as exc:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -461,19 +461,30 @@ def committed(base_offset: int, *records: MetadataRecord, quorum_epoch: int = 1)
     return CommittedBatch(base_offset, base_offset + len(records) - 1, quorum_epoch, False, batch)
 
 
+def runtime_of(
+    addresses: dict[int, str], high_watermark: Callable[[], int | None], log_dir: Path | None = None
+) -> BrokerRuntime:
+    """A broker runtime of this test's broker asking `addresses`' controllers, with a data
+    plane in `log_dir` if given."""
+    return BrokerRuntime(
+        config(),
+        addresses,
+        read_snapshot=lambda snapshot_id: b"",
+        high_watermark=high_watermark,
+        incarnation_id=INCARNATION,
+        tasks=LoopTasks(),
+        data_plane=(
+            None if log_dir is None else DataPlaneConfig(log_dirs=(str(log_dir),), properties={})
+        ),
+    )
+
+
 @pytest.mark.asyncio
 async def test_the_broker_runtime_replays_metadata_and_runs(controllers: Controllers) -> None:
     cluster = controllers.cluster
     cluster.active = 2
     high_watermark = 0
-    runtime = BrokerRuntime(
-        config(),
-        controllers.addresses,
-        read_snapshot=lambda snapshot_id: b"",
-        high_watermark=lambda: high_watermark,
-        incarnation_id=INCARNATION,
-        tasks=LoopTasks(),
-    )
+    runtime = runtime_of(controllers.addresses, lambda: high_watermark)
     # The Raft leader is node 2: the first registration goes there, no redirect.
     runtime.listener(LeaderChange(2, 1))
     await runtime.start()
@@ -516,14 +527,8 @@ async def test_the_logs_open_while_the_broker_catches_up_and_close_cleanly_at_a_
     made = LogManager([str(log_dir)], LogManagerConfig())
     made.get_or_create_log("orders", 0)
     made.shutdown(broker_epoch=7)
-    runtime = BrokerRuntime(
-        config(),
-        {1: dead_address(), 2: dead_address(), 3: dead_address()},
-        read_snapshot=lambda snapshot_id: b"",
-        high_watermark=lambda: None,
-        incarnation_id=INCARNATION,
-        tasks=LoopTasks(),
-        data_plane=DataPlaneConfig(log_dirs=(str(log_dir),), properties={}),
+    runtime = runtime_of(
+        {1: dead_address(), 2: dead_address(), 3: dead_address()}, lambda: None, log_dir
     )
     await runtime.start()
     await until(lambda: "logs_loaded" in runtime.start_phases, "the logs are open")
@@ -544,15 +549,7 @@ async def test_the_data_plane_starts_with_every_replica_of_a_large_first_image(
     cluster = controllers.cluster
     cluster.active = 2
     high_watermark = 0
-    runtime = BrokerRuntime(
-        config(),
-        controllers.addresses,
-        read_snapshot=lambda snapshot_id: b"",
-        high_watermark=lambda: high_watermark,
-        incarnation_id=INCARNATION,
-        tasks=LoopTasks(),
-        data_plane=DataPlaneConfig(log_dirs=(str(tmp_path / "logs"),), properties={}),
-    )
+    runtime = runtime_of(controllers.addresses, lambda: high_watermark, tmp_path / "logs")
     runtime.listener(LeaderChange(2, 1))
     await runtime.start()
     await until(lambda: cluster.broker_epoch >= 0, "registered")

@@ -96,6 +96,27 @@ def write_frame(transport: asyncio.WriteTransport, sequence: int, payload: bytes
         transport.write(payload)
 
 
+class CoalescedWrites:
+    """Frames written to one socket in one turn of the event loop, sent with one write after
+    it: where many requests are answered (or sent) at once, as when one commit completes a
+    batch of appends, they cost one system call rather than one each. Dropped once the
+    socket is closing."""
+
+    def __init__(self, transport: asyncio.WriteTransport) -> None:
+        self._transport = transport
+        self._frames: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if not self._frames:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._frames.append(data)
+
+    def _flush(self) -> None:
+        frames, self._frames = self._frames, []
+        if not self._transport.is_closing():
+            self._transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+
+
 @dataclass(frozen=True, slots=True)
 class FrameFormat:
     """One protocol on framed connections: what its greeting says and how large a frame may be."""

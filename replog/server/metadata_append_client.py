@@ -4,8 +4,9 @@ cost.
 
 Theory of operation: `connect(address)` asks the node's gRPC service at `address` where it
 listens for metadata appends (`MetadataLog.AppendEndpoint`, on the host `address` names),
-connects and greets it. `append(values)` writes a frame with the next sequence number and waits
-for the answer with that number; any number of appends may wait at once, from any task of the
+connects and greets it. `append(values)` writes a frame with the next sequence number (the
+appends of one turn of the event loop leave in one socket write) and waits for the answer
+with that number; any number of appends may wait at once, from any task of the
 loop, and answers arrive in the order the appends commit.
 
 Rules:
@@ -109,7 +110,7 @@ class MetadataAppendClient(asyncio.Protocol):
             self._next = sequence + 1
         answer: asyncio.Future[pb.AppendResponse] = asyncio.get_running_loop().create_future()
         self._waiting[sequence] = answer
-        self._socket.write(wire.request_frame(sequence, values))
+        self._out.write(wire.request_frame(sequence, values))
         try:
             # asyncio.timeout, not wait_for: no task per append.
             async with asyncio.timeout(timeout_s):
@@ -137,6 +138,7 @@ class MetadataAppendClient(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._socket = transport
+        self._out = framed_wire.CoalescedWrites(transport)
         framed_wire.keep_alive(transport)
         transport.write(wire.FORMAT.greeting(wire.NOT_A_NODE))
 

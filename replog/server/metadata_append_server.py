@@ -4,7 +4,8 @@ Theory of operation: after the greeting, every frame is one append. Each runs as
 through `append` (`MetadataLogAppends.append`: the rules live there, this shell only
 translates), so a connection has any number of appends waiting to commit at once; each answer
 is written, with its request's sequence number, as soon as its append is committed or refused,
-whatever the order of the others.
+whatever the order of the others (the answers of one commit leave in one socket write,
+`framed_wire.CoalescedWrites`).
 
 Rules:
 - A frame that is not an `AppendRequest` is answered with `MalformedRequestError` naming the
@@ -79,6 +80,7 @@ class _InboundConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._socket = transport
+        self._out = framed_wire.CoalescedWrites(transport)
         self._listener._connections.add(self)
         framed_wire.keep_alive(transport)
         self._peer = format_peer(transport.get_extra_info("peername"))
@@ -89,7 +91,8 @@ class _InboundConnection(asyncio.Protocol):
         except InvalidRequestError as exc:
             refused = MalformedRequestError(f"from {self._peer}: {exc}")
             log.warning("metadata append connection from %s: %s; closing it", self._peer, exc)
-            self._write(wire.CONNECTION_REFUSAL, wire.refusal(refused))
+            assert self._socket is not None
+            self._socket.write(wire.answer_frame(wire.CONNECTION_REFUSAL, wire.refusal(refused)))
             self.close()
             return
         loop = asyncio.get_running_loop()
@@ -118,7 +121,7 @@ class _InboundConnection(asyncio.Protocol):
 
     def _write(self, sequence: int, answer: pb.AppendResponse) -> None:
         if self._socket is not None and not self._socket.is_closing():
-            self._socket.write(wire.answer_frame(sequence, answer))
+            self._out.write(wire.answer_frame(sequence, answer))
 
     def _pace(self) -> None:
         """Read while neither appends nor answers are backed up (module rules)."""

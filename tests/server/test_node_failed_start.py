@@ -2,9 +2,9 @@
 
 An application embedding the node may build another in the same process, so a failed start
 must release the gRPC listener, the metrics endpoint, the Raft Fetch and metadata append
-listeners and the metadata log, and give back the SIGTERM/SIGINT handlers `serve()` installed (left behind, Ctrl-C would
-set an event nobody waits for). The process-level checks (the CLI exits 1 naming the setting)
-are in test_node_process.py and test_metrics_endpoint.py.
+listeners and the metadata log, and give back the SIGTERM/SIGINT handlers `serve()` installed
+(left behind, Ctrl-C would set an event nobody waits for). The process-level checks (the CLI
+exits 1 naming the setting) are in test_node_process.py and test_metrics_endpoint.py.
 
 A broker whose data plane fails to start for a reason other than a disk (a bug, a setting
 nothing checked) stops the node with exit code 1, logging why, instead of staying in recovery

@@ -31,6 +31,7 @@ import socket
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from replog.errors import InvalidRequestError
 from replog.net_address import is_wildcard
@@ -207,6 +208,39 @@ class InboundReader:
             data = self._greeting[GREETING_BYTES:]
             self._greeting = b""
         return self._frames.feed(data)
+
+
+class Connection(Protocol):
+    """What a listener holds of each of its connections."""
+
+    def close(self) -> None: ...
+
+
+class FramedListener:
+    """A server of framed connections on one port, and the connections it holds: `start`
+    listens (`listen`), `close` stops listening and ends every connection. A subclass makes
+    each connection's protocol (`_connection`), which adds itself to `connections` once made
+    and discards itself once lost."""
+
+    def __init__(self) -> None:
+        self._server: asyncio.Server | None = None
+        self.connections: set[Connection] = set()
+        self.port: int | None = None  # once listening
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen on `host:port` (0: any free port); return the port."""
+        self._server = await listen(host, port, self._connection)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    def _connection(self) -> asyncio.Protocol:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for connection in list(self.connections):
+            connection.close()
 
 
 async def listen(host: str, port: int, protocol: Callable[[], asyncio.Protocol]) -> asyncio.Server:

@@ -45,26 +45,15 @@ Append = Callable[[list[bytes]], Awaitable[pb.AppendResponse]]
 MAX_WAITING = 1024
 
 
-class MetadataAppendListener:
+class MetadataAppendListener(framed_wire.FramedListener):
     """Serves metadata append connections on one port; see the module rules."""
 
     def __init__(self, append: Append) -> None:
+        super().__init__()
         self._append = append
-        self._server: asyncio.Server | None = None
-        self._connections: set[_InboundConnection] = set()
-        self.port: int | None = None  # once listening
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on `host:port` (0: any free port); return the port."""
-        self._server = await framed_wire.listen(host, port, lambda: _InboundConnection(self))
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self.port
-
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for connection in list(self._connections):
-            connection.close()
+    def _connection(self) -> asyncio.Protocol:
+        return _InboundConnection(self)
 
 
 class _InboundConnection(asyncio.Protocol):
@@ -81,7 +70,7 @@ class _InboundConnection(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self._socket = transport
         self._out = framed_wire.CoalescedWrites(transport)
-        self._listener._connections.add(self)
+        self._listener.connections.add(self)
         framed_wire.keep_alive(transport)
         self._peer = format_peer(transport.get_extra_info("peername"))
 
@@ -145,7 +134,7 @@ class _InboundConnection(asyncio.Protocol):
         self._pace()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._listener._connections.discard(self)
+        self._listener.connections.discard(self)
         for task in list(self._waiting):
             task.cancel()
 

@@ -13,8 +13,8 @@ Rules:
   its records into batches of at most `max_records_per_batch` (an atomic result must fit in one);
   for each batch ask the log for its offsets, replay every record at its future offset at once,
   and snapshot the state at the batch's last offset; then park the response until that offset
-  commits. A write without records waits for the highest offset still pending (or answers at
-  once if none is), so it never reveals state that could be rolled back.
+  commits. A write without records waits for the last batch written (or answers at once if
+  every one is committed), so it never reveals state that could be rolled back.
 - Commit path: the active controller already replayed its records, so a commit only advances
   the committed and stable offsets and completes the responses up to the stable offset. A
   standby replays the committed records, then advances. A standby's replay of one batch may
@@ -757,16 +757,18 @@ class QuorumController:
     def _answer_without_records(
         self, result: ControllerResult[R], pending: PendingResponse[R]
     ) -> None:
-        """A write that wrote nothing answers once everything it may have seen commits."""
-        highest = self.purgatory.highest_pending_offset()
+        """A write that wrote nothing answers once everything it may have seen commits: every
+        batch written so far, not only those a response waits for (the records of a stepped
+        write's earlier steps wait in none until its last step, which may write nothing)."""
+        control = self.offset_control
+        written = control.registry.latest_offset()
+        assert written is not None, "the stable snapshot always exists"
         if result.on_batch_end is not None:
-            result.on_batch_end(
-                self.offset_control.last_stable_offset if highest is None else highest
-            )
-        if highest is None:
+            result.on_batch_end(written)
+        if written <= control.last_stable_offset:
             pending.succeed(result.response)
         else:
-            self.purgatory.add(highest, _Parked(pending, result.response))
+            self.purgatory.add(written, _Parked(pending, result.response))
 
     def _batches(
         self, result: ControllerResult[R], pending: PendingResponse[R]

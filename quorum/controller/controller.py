@@ -49,7 +49,8 @@ Rules:
   in order while they have written fewer than `max_partition_changes_per_step` records in it
   (one step at least); the others keep their place for the next tick. At most one sweep of
   each kind started by the controller runs at a time: leaderless-partition elections, and
-  the moves of fenced brokers still named in ISRs (started whenever a tick finds one).
+  the moves of fenced brokers still named in ISRs (started whenever a tick finds one;
+  `next_wake_ms` asks for that tick at once, as no queued step stands for those moves).
   A `then` write is answered by its last step; an `after` chain answers nobody. A step
   whose batch is refused without a failover ends its write there, and its `on_drop` tells
   the step's owner (an evacuation mark goes with it).
@@ -136,6 +137,7 @@ from replog.errors import (
 )
 
 R = TypeVar("R")
+MOVE_OFF_FENCED = "move fenced brokers out of ISRs and leaderships"
 
 
 class _Parked(Generic[R]):
@@ -520,7 +522,7 @@ class QuorumController:
         """When `tick` next has work (None: not before some other input)."""
         if self._claim_epoch is None:
             return None
-        if self._steps:
+        if self._steps or self._move_off_fenced_due():
             return now_ms
         candidates = (
             self._next_noop_ms,
@@ -716,11 +718,17 @@ class QuorumController:
         record with its first step; a failover may come before the rest), a bounded step per
         tick (`ReplicationControl.move_off_fenced_brokers`)."""
         self._start_sweep(
-            "move fenced brokers out of ISRs and leaderships",
+            MOVE_OFF_FENCED,
             lambda: bool(self.replication.fenced_brokers_named()),
             self.replication.move_off_fenced_brokers,
             now_ms,
         )
+
+    def _move_off_fenced_due(self) -> bool:
+        """Whether the next tick starts the sweep of fenced brokers: a session-expiry fencing
+        wrote its fencing record with its first moves and left the rest (no step is queued for
+        them, and the other deadlines may be seconds away)."""
+        return MOVE_OFF_FENCED not in self._sweeps and bool(self.replication.fenced_brokers_named())
 
     def _start_sweep(
         self,

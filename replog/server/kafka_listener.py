@@ -48,8 +48,8 @@ Rules (docs/kafka-protocol.md, "Listener"):
   (30 s, a Kafka client's default `request.timeout.ms`: by then the client has given up on
   those answers); past it the connection closes with a WARNING line naming the requests left
   unanswered. The peer's EOF closes a connection the same way (a client that only shut down
-  its sending side reads the answers to what it sent, as from Kafka); `stop` drops every
-  connection at once.
+  its sending side reads the answers to what it sent, as from Kafka), its unanswered requests
+  named at DEBUG only (the client left); `stop` drops every connection at once.
 """
 
 from __future__ import annotations
@@ -456,7 +456,10 @@ class _Connection(asyncio.Protocol):
         assert transport is not None and core is not None and self._closing_from is not None
         if transport.is_closing():
             return
-        log.warning(
+        # A client that sent its EOF left of its own accord (as one closing during a long
+        # JoinGroup does): no fault to warn of.
+        log.log(
+            logging.DEBUG if self._failure is None else logging.WARNING,
             "Kafka listener %s: closing connection from %s without answering %s: not answered "
             "within close_wait_ms (%d ms) of the close",
             self._name,

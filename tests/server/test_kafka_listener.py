@@ -567,3 +567,21 @@ async def test_a_client_reading_a_large_answer_slowly_is_not_idle_while_the_byte
         writer.close()
     assert "idle for connections.max.idle.ms (300 ms): no request" in caplog.text
     assert "its responses not read" not in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_a_client_that_closes_before_its_answers_is_closed_at_close_wait_without_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="replog.server.kafka")
+    handlers = Handlers(hold=True)  # a JoinGroup held until the rebalance ends, say
+    async with listening(handlers, close_wait_ms=200) as listener:
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.write(metadata_frame(1))
+        writer.write_eof()
+        assert await within(5, reader.read()) == b""
+        await eventually(lambda: listener.open_connections == 0, "the connection closed")
+        writer.close()
+    (record,) = [r for r in caplog.records if "without answering" in r.getMessage()]
+    assert record.levelno == logging.DEBUG  # the client left: no fault of anyone's
+    assert "Metadata v12 (correlation id 1)" in record.getMessage()

@@ -158,21 +158,28 @@ async def test_a_frame_that_is_not_a_request_is_answered_malformed_and_the_rest_
     writer.close()
 
 
+async def refusal_after(listener: MetadataAppendListener, data: bytes) -> pb.AppendResponse:
+    """What the node answers `data` with on a connection of its own: one refusal of the whole
+    connection, and then its close."""
+    assert listener.port is not None
+    reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+    writer.write(data)
+    async with asyncio.timeout(5):
+        answer = await reader.read()  # up to the node's close
+    writer.close()
+    [(sequence, payload)] = wire.FORMAT.reader().feed(answer)
+    assert sequence == wire.CONNECTION_REFUSAL
+    return wire.parse_answer(payload, "node")
+
+
 @pytest.mark.asyncio
 async def test_bytes_that_break_the_framing_are_named_before_the_connection_ends(
     served: tuple[FakeLog, MetadataAppendListener],
 ) -> None:
     _, listener = served
-    assert listener.port is not None
-    reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
-    writer.write(b"GET / HTTP/1.1\r\n\r\n")
-    async with asyncio.timeout(5):
-        data = await reader.read()  # up to the node's close
-    [(sequence, payload)] = wire.FORMAT.reader().feed(data)
-    assert sequence == wire.CONNECTION_REFUSAL
+    refusal = await refusal_after(listener, b"GET / HTTP/1.1\r\n\r\n")
     with pytest.raises(InvalidRequestError, match="not a metadata append connection"):
-        wire.result_of(wire.parse_answer(payload, "node"))
-    writer.close()
+        wire.result_of(refusal)
     # The client sees the same refusal as its error; a frame too long for the format too.
     client = await connect(listener)
     assert client._socket is not None
@@ -212,3 +219,16 @@ async def test_a_refused_connection_names_the_setting() -> None:
     await asyncio.sleep(0)
     with pytest.raises(NetworkError, match=r"controller.quorum.append.port"):
         await MetadataAppendClient.connect_to("127.0.0.1", port)
+
+
+@pytest.mark.asyncio
+async def test_a_request_numbered_0_is_refused_not_answered_as_a_connection_refusal(
+    served: tuple[FakeLog, MetadataAppendListener],
+) -> None:
+    # 0 is the number of the node's refusal of the whole connection: an answer numbered 0
+    # would read as one, so the request is never served.
+    log, listener = served
+    request = wire.FORMAT.greeting(wire.NOT_A_NODE) + wire.request_frame(0, [b"x"])
+    with pytest.raises(InvalidRequestError, match="sequence number 0"):
+        wire.result_of(await refusal_after(listener, request))
+    assert log.waiting == []

@@ -17,6 +17,7 @@ import pytest_asyncio
 
 from replog.errors import (
     InvalidRequestError,
+    MessageSizeTooLargeError,
     NetworkError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
@@ -232,3 +233,22 @@ async def test_a_request_numbered_0_is_refused_not_answered_as_a_connection_refu
     with pytest.raises(InvalidRequestError, match="sequence number 0"):
         wire.result_of(await refusal_after(listener, request))
     assert log.waiting == []
+
+
+@pytest.mark.asyncio
+async def test_an_append_too_large_for_a_frame_fails_alone(
+    served: tuple[FakeLog, MetadataAppendListener],
+) -> None:
+    # Sent, it would make the node refuse the connection, failing every other append on it.
+    log, listener = served
+    async with await connect(listener) as client:
+        other = asyncio.ensure_future(client.append([b"small"]))
+        await log.wait_for(1)
+        with pytest.raises(MessageSizeTooLargeError, match="metadata append frame"):
+            await client.append([b"x" * wire.FORMAT.max_frame_bytes])
+        log.commit(0)
+        assert await other == AppendResult(4, 0, 0)
+        after = asyncio.ensure_future(client.append([b"after"]))  # the connection goes on
+        await log.wait_for(2)
+        log.commit(1)
+        assert await after == AppendResult(4, 1, 1)

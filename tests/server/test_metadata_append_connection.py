@@ -10,7 +10,7 @@ import struct
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import cast
+from typing import Any, cast
 
 import pytest
 import pytest_asyncio
@@ -24,7 +24,7 @@ from replog.errors import (
     UnknownServerError,
 )
 from replog.pb import raft_pb2 as pb
-from replog.server import framed_wire
+from replog.server import framed_wire, metadata_append_server
 from replog.server import metadata_append_wire as wire
 from replog.server.metadata_append_client import AppendResult, MetadataAppendClient
 from replog.server.metadata_append_server import MetadataAppendListener
@@ -252,3 +252,24 @@ async def test_an_append_too_large_for_a_frame_fails_alone(
         await log.wait_for(2)
         log.commit(1)
         assert await after == AppendResult(4, 1, 1)
+
+
+@pytest.mark.asyncio
+async def test_a_connection_with_max_waiting_appends_is_read_again_once_one_commits(
+    served: tuple[FakeLog, MetadataAppendListener], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(metadata_append_server, "MAX_WAITING", 2)
+    log, listener = served
+    async with await connect(listener) as client:
+        first = [asyncio.ensure_future(client.append([f"v{i}".encode()])) for i in range(2)]
+        await log.wait_for(2)
+        (inbound,) = cast(set[Any], listener.connections)
+        assert not inbound._socket.is_reading()
+        third = asyncio.ensure_future(client.append([b"v2"]))
+        await asyncio.sleep(0.1)
+        assert len(log.waiting) == 2  # not read while two wait
+        log.commit(0)
+        await log.wait_for(3)  # read again (and paused again: two wait)
+        log.commit(1)
+        log.commit(2)
+        assert [await a for a in (*first, third)] == [AppendResult(4, i, i) for i in range(3)]

@@ -161,6 +161,42 @@ def test_a_stepped_listener_lets_other_tasks_run_between_the_steps_of_one_batch(
     asyncio.run(scenario())
 
 
+def test_a_timer_that_fell_due_during_an_apply_turn_runs_before_the_next_turn(
+    tmp_path: Path,
+) -> None:
+    """What became ready during a turn of applying (a socket, a deadline: here a timer of the
+    loop) runs before the driver's next turn, not after it: no other work waits for two turns
+    (the stall monitor's tick saw two of them as one stall)."""
+
+    async def scenario() -> None:
+        config = RaftConfig(voters=(VoterAddress(1, "127.0.0.1", 1),))
+        driver = RaftDriver(1, config, RaftStorage(str(tmp_path), [1]), tasks=LoopTasks())
+        driver.apply_turn_s = 0.01
+        loop_ = asyncio.get_running_loop()
+        seen: list[str] = []
+
+        def stepped(item: ApplyItem) -> Iterator[None]:
+            if isinstance(item, CommittedBatch) and not item.is_control:
+                for step in range(4):
+                    if step == 0:
+                        loop_.call_later(0.002, seen.append, "timer")
+                    time.sleep(0.015)  # longer than the turn: the timer falls due meanwhile
+                    seen.append(f"step {step}")
+                    yield
+
+        driver.add_stepped_listener(stepped)
+        loop = asyncio.create_task(driver.run())
+        try:
+            while driver.status().leader_id != 1:
+                await asyncio.sleep(0.01)
+            await asyncio.wait_for(driver.append_and_wait([b"big"]), 10)
+        finally:
+            await stopped(driver, loop)
+        assert seen.index("timer") == seen.index("step 0") + 1, seen
+
+    asyncio.run(scenario())
+
+
 def test_the_core_answers_its_peers_while_the_listeners_apply_and_the_state_machine_waits(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

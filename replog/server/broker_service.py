@@ -106,6 +106,7 @@ from replog.replication import messages as m
 from replog.replication.fetch_session import FULL_FETCH_EPOCH, LeaderFetchSession
 from replog.server.broker_metadata import metadata_response_from_image
 from replog.server.log_dirs import LogView, describe_log_dirs
+from replog.server.loop_turns import yield_turn
 from replog.server.repeat_reads import RepeatReads
 from replog.server.tolerant_service import (
     Context,
@@ -711,7 +712,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             for entry in codec.fetch_partitions_from_proto(request):
                 partitions.append(entry)
                 if len(partitions) % FETCH_DECODE_STEP_PARTITIONS == 0:
-                    await asyncio.sleep(0)
+                    await yield_turn()
             return codec.fetch_request_from_proto(request, partitions)
         except InvalidRequestError as error:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None

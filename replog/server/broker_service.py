@@ -23,6 +23,10 @@ Rules:
 - acks=0 answers an empty response; if any partition failed, the call is aborted (ABORTED,
   naming the partition and its error): the gRPC analogue of Kafka closing the connection, so
   the producer notices and refreshes its metadata.
+- Produce is answered by a core that takes the decoded request (`produce`: every rule above,
+  the records never decoded): `Produce` and `ProduceStream` encode its answer, and the Kafka
+  listener calls it directly and builds Kafka's answer from its results, with no protobuf in
+  between.
 - `ProduceStream` serves Produce requests pipelined on one call: each is appended as it
   arrives, in the order sent, without waiting for the answers before it (its task reaches the
   append before any later request's starts: tasks start in the order created, and nothing
@@ -357,6 +361,17 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     pending.cancel()
 
     async def _produce(self, decoded: m.ProduceRequest, context: Context) -> pb.ProduceResponse:
+        answer = await self.produce(decoded, _deadline_bound(context))
+        return pb.ProduceResponse() if answer is None else codec.produce_response_to_proto(answer)
+
+    async def produce(
+        self, decoded: m.ProduceRequest, bound_ms: Callable[[int], int] | None = None
+    ) -> m.ProduceResponse | None:
+        """Produce: what `Produce` and `ProduceStream` answer, and what the Kafka listener
+        answers, called directly (no protobuf in between: the records are the bytes as they
+        arrived, only their batch headers checked). None for acks=0 (no answer); raises
+        `Refused`. `bound_ms(timeout_ms)`: how long an acks=all request may wait in the
+        purgatory (cut before a gRPC caller's deadline; None: its own timeout)."""
         rm = self._ready()
         if decoded.acks not in _VALID_ACKS:
             refused: dict[int, KafkaError] = {
@@ -367,7 +382,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             }
         else:
             refused = _refusals(decoded.partitions, "Produce", _produce_problem)
-        timeout_ms = _bounded_ms(decoded.timeout_ms, context)
+        timeout_ms = decoded.timeout_ms if bound_ms is None else bound_ms(decoded.timeout_ms)
 
         def failed(p: m.ProducePartition, error: KafkaError) -> m.ProducePartitionResult:
             return m.ProducePartitionResult(p.topic, p.partition, error)
@@ -393,9 +408,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     f"acks=0 produce to {topic}-{partition} failed with "
                     f"{error.error_name}: {error}{more}",
                 )
-            return pb.ProduceResponse()
-        results = _merged(decoded.partitions, refused, answered, failed)
-        return codec.produce_response_to_proto(m.ProduceResponse(tuple(results)))
+            return None
+        return m.ProduceResponse(tuple(_merged(decoded.partitions, refused, answered, failed)))
 
     async def Fetch(self, request: pb.FetchRequest, context: Context) -> m.FetchResponse:
         return await self._serve(

@@ -35,7 +35,10 @@ sessions over thousands of partitions, say) is caught by the last rule: a full c
 that took `FREEZE_AFTER_COLLECTION_S` or more is followed at once by a freeze
 (`on_collection`, a `gc.callbacks` entry), so its survivors, which it has just found
 reachable, cost no later full collection; one slow collection per growth spurt, not one
-every few seconds while the heap stays that size.
+every few seconds while the heap stays that size. Nothing thaws after these two: they rely on
+what a metadata change drops (a deleted topic's entries, a replaced image) holding no
+reference cycle, so that reference counting frees it though it was frozen
+(tests/server/test_collector.py keeps to that).
 
 Rules:
 - `gc.freeze` is process-wide, so only process entry points (`replog node`) turn this on

@@ -247,3 +247,67 @@ def test_the_core_answers_its_peers_while_the_listeners_apply_and_the_state_mach
         assert seen.index("state machine input") > last_step, seen  # after all of it
 
     asyncio.run(scenario())
+
+
+class _AlwaysDue:
+    """A state machine's timer with work at every turn: says when it was ticked."""
+
+    def __init__(self, seen: list[str]) -> None:
+        self.seen = seen
+
+    def next_wake_ms(self, now_ms: int) -> int | None:
+        return now_ms
+
+    def tick(self, now_ms: int) -> None:
+        self.seen.append("tick")
+
+
+def test_between_two_steps_of_a_batch_only_other_tasks_run_never_the_state_machine(
+    tmp_path: Path,
+) -> None:
+    """A standby controller refuses a Raft event, a posted input or a tick between two steps of
+    one batch (quorum/controller/controller.py): the turns between steps (`yield_turn`, the
+    core served) run the loop's other tasks only. Two stepped batches committed together are
+    applied one after the other, the state machine's timer and a closure posted meanwhile
+    run after both."""
+
+    async def scenario() -> None:
+        config = RaftConfig(voters=(VoterAddress(1, "127.0.0.1", 1),))
+        driver = RaftDriver(1, config, RaftStorage(str(tmp_path), [1]), tasks=LoopTasks())
+        driver.apply_turn_s = 0.005
+        seen: list[str] = []
+
+        def stepped(item: ApplyItem) -> Iterator[None]:
+            if isinstance(item, CommittedBatch) and not item.is_control:
+                for step in range(3):
+                    time.sleep(0.01)  # each step ends its turn
+                    seen.append(f"{item.base_offset} step {step}")
+                    if step == 0:
+                        driver.post(lambda now: seen.append("posted"))
+                    yield
+
+        driver.add_stepped_listener(stepped)
+        driver.add_timer(_AlwaysDue(seen))
+        loop = await started_leading(driver)
+        try:
+            # Queued before the loop runs again: one Ready appends and commits both.
+            waits = [asyncio.ensure_future(driver.append_and_wait([b"big"])) for _ in range(2)]
+
+            async def probe() -> None:
+                while not all(wait.done() for wait in waits):
+                    seen.append("probe")
+                    await asyncio.sleep(0)
+
+            await asyncio.wait_for(asyncio.gather(probe(), *waits), 10)
+        finally:
+            await stopped(driver, loop)
+        steps = [i for i, entry in enumerate(seen) if "step" in entry]
+        inside = seen[steps[0] : steps[-1]]
+        assert [entry for entry in inside if "step" in entry] == sorted(
+            (entry for entry in inside if "step" in entry), key=lambda e: int(e.split()[0])
+        ), seen
+        assert "probe" in inside, seen  # other tasks ran between the steps
+        assert "tick" not in inside and "posted" not in inside, seen
+        assert "posted" in seen[steps[-1] :], seen
+
+    asyncio.run(scenario())

@@ -6,6 +6,9 @@ every proposer sending one 100-byte record at a time and waiting until it is com
 
 - replog: gRPC `MetadataLog.Append(values=[record])` on the leader (it answers once the record
   is committed by the quorum); the nodes run a bare Raft log (`metadata.log.raw.append.enable`);
+- replog-framed: the same cluster and appends over one metadata append connection to the
+  leader (`MetadataAppendClient`, framed TCP on `controller.quorum.append.port`): all P
+  proposers' appends in flight on it at once, without gRPC's per-call cost;
 - embedded: the same quorum, with the proposers inside the leader's process
   (`bench/embedded_proposers.py`): how an embedding application, or the controller, proposes;
 - etcd: gRPC `/etcdserverpb.KV/Put` on the leader, with a hand-encoded PutRequest (no etcd
@@ -13,9 +16,10 @@ every proposer sending one 100-byte record at a time and waiting until it is com
 - grpc-noop: a Python gRPC server that answers Append at once (`bench/noop_append_server.py`):
   the ceiling of one Python gRPC call per proposal on this machine, nothing committed.
 
-Trials alternate between the systems (etcd, replog, embedded, grpc-noop, etcd, ...) so all see
-the same machine load; the table reports the median over trials of commits/s, p50 and p99
-latency, and the ratio to etcd. etcd is the baseline, measured in the same run: a run whose
+Trials alternate between the systems (etcd, replog, replog-framed, embedded, grpc-noop, etcd,
+...) so all see the same machine load; the table reports the median over trials of commits/s,
+p50 and p99 latency, the ratio to etcd, and each trial's ratio to the etcd trial of its round
+(min / median / max). etcd is the baseline, measured in the same run: a run whose
 `--systems` leave it out neither needs etcd installed nor prints a ratio (the table says there
 is no etcd baseline in this run; a ratio to a figure from another run would compare machine
 loads, not systems). Then failover: kill -9 the replog leader and time until a record
@@ -26,6 +30,11 @@ restarted and caught up between trials).
     .venv/bin/python bench/raft_commit.py --quick          # smoke run
     .venv/bin/python bench/raft_commit.py --systems etcd embedded --failover-trials 0
     .venv/bin/python bench/raft_commit.py --quick --systems embedded   # no etcd needed
+    .venv/bin/python bench/raft_commit.py --base-port 26000 --etcd-base-port 26500  # ports
+
+Ports: replog's nodes listen from `--base-port` (metrics 100 above, Kafka listeners 200 above),
+the embedded trials' from 10 above it, grpc-noop 20 above it; etcd member i on
+`--etcd-base-port` + 10 i (client) and + 10 i + 1 (peer).
 
 etcd comes from Debian's etcd-server; `bench/install_etcd.sh` installs it when etcd is among
 the systems and `etcd` is not on PATH.
@@ -47,6 +56,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import grpc
@@ -54,16 +64,21 @@ import grpc
 from replog.cli.bench import etcd as etcd_bench
 from replog.cli.bench.etcd import ensure_etcd
 from replog.cli.local_cluster import LocalCluster
+from replog.errors import ReplogError
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
+from replog.server.metadata_append_client import MetadataAppendClient
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RECORD_SIZE = 100
-REPLOG_BASE_PORT = 19492
-EMBEDDED_BASE_PORT = 19502
-NOOP_PORT = 19512
+REPLOG_BASE_PORT = 19492  # --base-port
+EMBEDDED_OFFSET = 10  # the embedded trials' nodes: base port + 10
+NOOP_OFFSET = 20
+KAFKA_OFFSET = 200  # the replog nodes' Kafka listeners (none would be used; none on 9092)
 ETCD_BASE_PORT = 23790  # member i: client port base + 10 * i, peer port base + 10 * i + 1
-SYSTEMS = ("etcd", "replog", "embedded", "grpc-noop")
+SYSTEMS = ("etcd", "replog", "replog-framed", "embedded", "grpc-noop")
+REPLOG_CLUSTER = ("replog", "replog-framed")  # the systems run on the one `cluster start` cluster
+NAME_WIDTH = max(len(name) for name in SYSTEMS)
 BASELINE = "etcd"
 NO_BASELINE = f"no {BASELINE} baseline in this run: no ratios (add {BASELINE} to --systems)"
 
@@ -157,8 +172,9 @@ def replog_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[st
 
 
 class ReplogCluster:
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, base_port: int) -> None:
         self.directory = directory
+        self.base_port = base_port
         self.addresses: dict[int, str] = {}
 
     def start(self) -> None:
@@ -170,7 +186,9 @@ class ReplogCluster:
             "--data-dir",
             self.directory,
             "--base-port",
-            str(REPLOG_BASE_PORT),
+            str(self.base_port),
+            "--kafka-base-port",
+            str(self.base_port + KAFKA_OFFSET),
             "--fresh",
             # A bare Raft log: raw values, no controller (it would refuse them).
             "--override",
@@ -236,6 +254,21 @@ class ReplogCluster:
                 except grpc.RpcError:
                     return False
                 return answer.error_code == 0
+
+            await propose(b"warmup".ljust(RECORD_SIZE, b"x"))
+            return await drive(propose, proposers, seconds)
+
+    async def run_framed_trial(self, proposers: int, seconds: float) -> Trial:
+        """The proposers' appends over one metadata append connection to the leader."""
+        leader = await self.leader()
+        async with await MetadataAppendClient.connect(self.addresses[leader]) as client:
+
+            async def propose(record: bytes) -> bool:
+                try:
+                    await client.append([record], timeout_s=10)
+                except ReplogError:
+                    return False
+                return True
 
             await propose(b"warmup".ljust(RECORD_SIZE, b"x"))
             return await drive(propose, proposers, seconds)
@@ -312,14 +345,15 @@ class EmbeddedReplogCluster:
     """Three replog nodes whose proposers run inside the leader's process
     (`bench/embedded_proposers.py`), started afresh for every trial."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, base_port: int) -> None:
         self.directory = directory
+        self.base_port = base_port
         self.trials = 0
 
     async def run_trial(self, proposers: int, seconds: float) -> Trial:
         self.trials += 1
         directory = os.path.join(self.directory, f"trial-{self.trials}")
-        cluster = LocalCluster.plan(directory, 3, EMBEDDED_BASE_PORT)
+        cluster = LocalCluster.plan(directory, 3, self.base_port)
         cluster.write({"metadata.log.raw.append.enable": "true"})
         result_path = os.path.join(directory, "result.json")
         script = os.path.join(HERE, "embedded_proposers.py")
@@ -357,13 +391,14 @@ class NoOpAppendServer:
     """`bench/noop_append_server.py`: Append answered at once by a Python gRPC server. Its rate is
     the ceiling of any Python server taking one gRPC call per proposal here."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int) -> None:
+        self.port = port
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         script = os.path.join(HERE, "noop_append_server.py")
         self.process = subprocess.Popen(
-            [sys.executable, "-P", script, str(NOOP_PORT)], start_new_session=True
+            [sys.executable, "-P", script, str(self.port)], start_new_session=True
         )
 
     def stop(self) -> None:
@@ -373,7 +408,7 @@ class NoOpAppendServer:
             self.process.wait()
 
     async def run_trial(self, proposers: int, seconds: float) -> Trial:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{NOOP_PORT}") as channel:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{self.port}") as channel:
             stub = raft_pb2_grpc.MetadataLogStub(channel)  # type: ignore[no-untyped-call]
 
             async def propose(record: bytes) -> bool:
@@ -415,9 +450,10 @@ def table(
     has_base = BASELINE in names
     ratio_header = f" {'ratio to ' + BASELINE:>14}" if has_base else ""
     lines = [] if has_base else [NO_BASELINE]
+    per_trial_ratios = f"; ratio to {BASELINE} per trial (min / median / max)" if has_base else ""
     lines.append(
-        f"{'system':9} {'proposers':>9} {'commits/s':>10} {'p50 ms':>8} {'p99 ms':>8}"
-        f"{ratio_header}  commits/s per trial"
+        f"{'system':{NAME_WIDTH}} {'proposers':>9} {'commits/s':>10} {'p50 ms':>8} {'p99 ms':>8}"
+        f"{ratio_header}  commits/s per trial{per_trial_ratios}"
     )
     for proposers in proposer_counts:
         base = summarize(BASELINE, proposers, results[(BASELINE, proposers)]) if has_base else None
@@ -425,24 +461,31 @@ def table(
             s = summarize(name, proposers, results[(name, proposers)])
             ratio = "" if base is None else f" {s.rate / base.rate:>13.2f}x"
             per_trial = ", ".join(fmt_rate(r) for r in s.rates)
+            if base is not None:
+                # Trial i of every system ran in the same round: its ratio is to that round's
+                # etcd, under the same machine load.
+                ratios = sorted(r / b for r, b in zip(s.rates, base.rates, strict=True))
+                per_trial += (
+                    f"; {ratios[0]:.2f} / {statistics.median(ratios):.2f} / {ratios[-1]:.2f}"
+                )
             lines.append(
-                f"{name:9} {proposers:>9} {fmt_rate(s.rate):>10} "
+                f"{name:{NAME_WIDTH}} {proposers:>9} {fmt_rate(s.rate):>10} "
                 f"{s.p50_ms:>8.2f} {s.p99_ms:>8.2f}{ratio}  {per_trial}"
             )
     return lines
 
 
-def ports_of(systems: list[str]) -> list[int]:
+def ports_of(systems: list[str], base_port: int, etcd_base_port: int) -> list[int]:
     """The loopback ports the selected systems listen on (a run checks that they are free)."""
     ports: list[int] = []
-    if "replog" in systems:
-        ports += [REPLOG_BASE_PORT + i for i in range(3)]
+    if any(name in systems for name in REPLOG_CLUSTER):
+        ports += [base_port + i for i in range(3)]
     if "embedded" in systems:
-        ports += [EMBEDDED_BASE_PORT + i for i in range(3)]
+        ports += [base_port + EMBEDDED_OFFSET + i for i in range(3)]
     if "grpc-noop" in systems:
-        ports.append(NOOP_PORT)
+        ports.append(base_port + NOOP_OFFSET)
     if "etcd" in systems:
-        ports += [ETCD_BASE_PORT + 10 * i + j for i in range(3) for j in (0, 1)]
+        ports += [etcd_base_port + 10 * i + j for i in range(3) for j in (0, 1)]
     return ports
 
 
@@ -457,6 +500,7 @@ async def run(
     systems: list[tuple[str, Any]] = [
         ("etcd", etcd),
         ("replog", replog),
+        ("replog-framed", SimpleNamespace(run_trial=lambda p, s: replog.run_framed_trial(p, s))),
         ("embedded", embedded),
         ("grpc-noop", noop),
     ]
@@ -468,7 +512,8 @@ async def run(
                 result = await system.run_trial(proposers, args.seconds)
                 results.setdefault((name, proposers), []).append(result)
                 print(
-                    f"  {name:9} P={proposers:<3} trial {trial + 1}: {fmt_rate(result.rate)}/s "
+                    f"  {name:{NAME_WIDTH}} P={proposers:<3} trial {trial + 1}: "
+                    f"{fmt_rate(result.rate)}/s "
                     f"p50 {result.percentile_ms(0.5):.2f} ms "
                     f"p99 {result.percentile_ms(0.99):.2f} ms"
                     + (f" ({result.errors} errors)" if result.errors else ""),
@@ -500,6 +545,13 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=3, help="trials per system and proposers")
     parser.add_argument("--proposers", type=int, nargs="+", default=[1, 64])
     parser.add_argument("--failover-trials", type=int, default=10)
+    parser.add_argument(
+        "--base-port",
+        type=int,
+        default=REPLOG_BASE_PORT,
+        help="replog's first node port (module docstring: the others above it)",
+    )
+    parser.add_argument("--etcd-base-port", type=int, default=ETCD_BASE_PORT)
     parser.add_argument("--quick", action="store_true", help="1 s trials, 1 of each, 2 failovers")
     parser.add_argument(
         "--systems",
@@ -518,7 +570,9 @@ def main() -> None:
         etcd_version = etcd_bench.etcd_version()
     else:
         etcd_version = "no etcd in this run"
-    busy = [p for p in ports_of(args.systems) if not port_free(p)]
+    busy = [
+        p for p in ports_of(args.systems, args.base_port, args.etcd_base_port) if not port_free(p)
+    ]
     if busy:
         raise SystemExit(f"ports in use: {busy}")
 
@@ -528,14 +582,16 @@ def main() -> None:
         f"{RECORD_SIZE} B records, {args.seconds:g} s x {args.trials} trials"
     )
     with tempfile.TemporaryDirectory(prefix="raft-commit-") as tmp:
-        replog = ReplogCluster(os.path.join(tmp, "replog"))
-        embedded = EmbeddedReplogCluster(os.path.join(tmp, "embedded"))
-        noop = NoOpAppendServer()
-        etcd = EtcdCluster(tmp, ETCD_BASE_PORT, token="raft-commit-bench")
+        replog = ReplogCluster(os.path.join(tmp, "replog"), args.base_port)
+        embedded = EmbeddedReplogCluster(
+            os.path.join(tmp, "embedded"), args.base_port + EMBEDDED_OFFSET
+        )
+        noop = NoOpAppendServer(args.base_port + NOOP_OFFSET)
+        etcd = EtcdCluster(tmp, args.etcd_base_port, token="raft-commit-bench")
         try:
             if "etcd" in args.systems:
                 etcd.start()
-            if "replog" in args.systems:
+            if any(name in args.systems for name in REPLOG_CLUSTER):
                 replog.start()
             if "grpc-noop" in args.systems:
                 noop.start()

@@ -372,6 +372,14 @@ class MalformedResponseError(UnknownServerError):
     """
 
 
+class MalformedRequestError(InvalidRequestError):
+    """A request whose bytes are not a request of its kind: a frame on a framed connection
+    (`metadata_append_wire`) that does not parse as its protobuf message. The message names
+    the request and what was wrong. It keeps INVALID_REQUEST's code, as Kafka answers a
+    request it cannot parse; not retriable, since the same bytes are refused again.
+    """
+
+
 # --- Local-only errors -------------------------------------------------------------------------
 
 

@@ -42,6 +42,7 @@ PROPERTY_FIELDS: Final[Mapping[str, str]] = {
     "controller.quorum.append.linger.ms": "append_linger_ms",
     "controller.quorum.retry.backoff.ms": "retry_backoff_ms",
     "controller.quorum.fetch.port": "fetch_port",
+    "controller.quorum.append.port": "append_port",
 }
 
 MIB: Final = 1 << 20
@@ -81,6 +82,10 @@ class RaftConfig:
     # Not in Kafka: the port of a voter's listener for Raft Fetch connections (the node's host;
     # replog/server/raft_fetch_wire.py), which peers learn over gRPC. 0: any free port.
     fetch_port: int = 0
+    # Not in Kafka: the port of a voter's listener for metadata append connections (the node's
+    # host; replog/server/metadata_append_wire.py), which callers learn over gRPC. 0: any free
+    # port.
+    append_port: int = 0
 
     def __post_init__(self) -> None:
         if not self.voters:
@@ -97,12 +102,14 @@ class RaftConfig:
                 "retry_backoff_ms",
                 "high_watermark_linger_ms",
                 "fetch_port",
+                "append_port",
             )
             minimum = 0 if field.name in zero_allowed else 1
             if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
                 raise ConfigError(f"{_property_name(field.name)}: must be an integer >= {minimum}")
-        if self.fetch_port > 65535:
-            raise ConfigError(f"{_property_name('fetch_port')}: must be in [0, 65535]")
+        for port in ("fetch_port", "append_port"):
+            if getattr(self, port) > 65535:
+                raise ConfigError(f"{_property_name(port)}: must be in [0, 65535]")
         if self.request_timeout_ms <= self.fetch_wait_ms_max:
             # A long-polled Fetch would otherwise time out before the leader answers it.
             raise ConfigError(

@@ -18,7 +18,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from replog.admin.controller_client import ControllerClient
@@ -215,11 +215,19 @@ def log_tails(nodes: Iterable[LocalNode], lines: int = LOG_TAIL_LINES) -> str:
 
 
 def wait_until_up(
-    cluster: LocalCluster, pids: dict[int, int], timeout_s: float
+    cluster: LocalCluster,
+    pids: dict[int, int],
+    timeout_s: float,
+    registered_after: Mapping[int, int] | None = None,
 ) -> QuorumDescription:
     """Wait until the cluster is up: a leader answers DescribeQuorum with a high watermark (its
     epoch committed), every other node answers too, and the active controller's DescribeCluster
     shows every broker registered and unfenced. Returns the leader's answer.
+
+    `registered_after` (broker id -> the broker epoch it had before it was restarted): such a
+    broker counts only once registered with a later epoch. Until its session expires, the
+    controller still lists a killed broker's last registration as active, so without this a
+    restarted node would count as up before it had even registered.
 
     A quorum has a leader once a majority runs; the rest may still be importing or opening
     their logs. "Started" means every node listens, so a command run right after `start`
@@ -233,7 +241,9 @@ def wait_until_up(
     # One client for every poll: it connects at its first DescribeCluster, once every node
     # answers, and then goes straight to the active controller it learned.
     with ControllerClient(list(addresses.values()), node_addresses=addresses) as controllers:
-        return _wait_until_up(pids, addresses, broker_ids, controllers, timeout_s)
+        return _wait_until_up(
+            pids, addresses, broker_ids, controllers, timeout_s, registered_after or {}
+        )
 
 
 def _wait_until_up(
@@ -242,6 +252,7 @@ def _wait_until_up(
     broker_ids: Sequence[int],
     controllers: ControllerClient,
     timeout_s: float,
+    registered_after: Mapping[int, int],
 ) -> QuorumDescription:
     deadline = time.monotonic() + timeout_s
     last_error = "no node asked yet"
@@ -269,7 +280,7 @@ def _wait_until_up(
                         ", ".join(silent)
                     )
                 else:
-                    waiting = brokers_not_active(broker_ids, controllers)
+                    waiting = brokers_not_active(broker_ids, controllers, registered_after)
                     if not waiting:
                         return description
                     last_error = waiting
@@ -277,20 +288,42 @@ def _wait_until_up(
     raise ReplogError(f"the cluster was not up within {timeout_s:g} s ({last_error})")
 
 
-def brokers_not_active(broker_ids: Sequence[int], controllers: ControllerClient) -> str:
+def brokers_not_active(
+    broker_ids: Sequence[int],
+    controllers: ControllerClient,
+    registered_after: Mapping[int, int] | None = None,
+) -> str:
     """Which of `broker_ids` the active controller does not count as active yet (unregistered,
-    fenced or shutting down), as a sentence; "" when all are active."""
+    fenced, shutting down, or still in the registration it had before a restart: an epoch not
+    above its `registered_after` entry), as a sentence; "" when all are active."""
     if not broker_ids:
         return ""
     try:
         brokers = controllers.describe_cluster(timeout_s=PROBE_TIMEOUT_S * 4).brokers
     except ReplogError as exc:
         return f"DescribeCluster: {exc}"
-    active = {b.broker_id for b in brokers if not b.fenced and not b.in_controlled_shutdown}
+    before = registered_after or {}
+    active = {
+        b.broker_id
+        for b in brokers
+        if not b.fenced
+        and not b.in_controlled_shutdown
+        and b.broker_epoch > before.get(b.broker_id, -1)
+    }
     waiting = [b for b in broker_ids if b not in active]
     if not waiting:
         return ""
-    return f"broker{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} not active yet"
+    sentence = (
+        f"broker{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} not active yet"
+    )
+    stale = [
+        b.broker_id
+        for b in brokers
+        if b.broker_id in before and b.broker_epoch <= before[b.broker_id]
+    ]
+    if stale:
+        sentence += f" (not registered again since the restart: {', '.join(map(str, stale))})"
+    return sentence
 
 
 def broker_node_ids(cluster: LocalCluster) -> list[int]:

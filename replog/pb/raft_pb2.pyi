@@ -240,3 +240,13 @@ class ReadCommittedResponse(_message.Message):
     log_start_offset: int
     records: bytes
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., high_watermark: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...
+
+class AppendEndpointRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AppendEndpointResponse(_message.Message):
+    __slots__ = ("port",)
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    port: int
+    def __init__(self, port: _Optional[int] = ...) -> None: ...

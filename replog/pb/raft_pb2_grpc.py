@@ -339,6 +339,11 @@ class MetadataLogStub:
                 request_serializer=replog_dot_pb_dot_raft__pb2.ReadCommittedRequest.SerializeToString,
                 response_deserializer=replog_dot_pb_dot_raft__pb2.ReadCommittedResponse.FromString,
                 _registered_method=True)
+        self.AppendEndpoint = channel.unary_unary(
+                '/replog.pb.MetadataLog/AppendEndpoint',
+                request_serializer=replog_dot_pb_dot_raft__pb2.AppendEndpointRequest.SerializeToString,
+                response_deserializer=replog_dot_pb_dot_raft__pb2.AppendEndpointResponse.FromString,
+                _registered_method=True)
 
 
 class MetadataLogServicer:
@@ -356,6 +361,15 @@ class MetadataLogServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AppendEndpoint(self, request, context):
+        """Where this node listens for metadata append connections
+        (replog/server/metadata_append_wire.py): Append requests and answers as framed protobuf
+        over TCP, many at once on one connection, without gRPC's per-call cost.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MetadataLogServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -368,6 +382,11 @@ def add_MetadataLogServicer_to_server(servicer, server):
                     servicer.ReadCommitted,
                     request_deserializer=replog_dot_pb_dot_raft__pb2.ReadCommittedRequest.FromString,
                     response_serializer=replog_dot_pb_dot_raft__pb2.ReadCommittedResponse.SerializeToString,
+            ),
+            'AppendEndpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.AppendEndpoint,
+                    request_deserializer=replog_dot_pb_dot_raft__pb2.AppendEndpointRequest.FromString,
+                    response_serializer=replog_dot_pb_dot_raft__pb2.AppendEndpointResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -424,6 +443,33 @@ class MetadataLog:
             '/replog.pb.MetadataLog/ReadCommitted',
             replog_dot_pb_dot_raft__pb2.ReadCommittedRequest.SerializeToString,
             replog_dot_pb_dot_raft__pb2.ReadCommittedResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AppendEndpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/replog.pb.MetadataLog/AppendEndpoint',
+            replog_dot_pb_dot_raft__pb2.AppendEndpointRequest.SerializeToString,
+            replog_dot_pb_dot_raft__pb2.AppendEndpointResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -3,8 +3,10 @@
 Nodes speak it where a request is on the commit path and Python gRPC's per-message cost
 (0.5-1 ms of scheduling across grpc's poller thread and the event loop per hop) would dominate:
 a plain asyncio socket hands the bytes to a callback on the loop directly. Each protocol on it
-(`raft_fetch_wire`, `replica_fetch_wire`) is a `FrameFormat`: its own magic, version and limit,
-so a connection that reaches the wrong listener is refused by name.
+(`raft_fetch_wire`, `replica_fetch_wire`, `metadata_append_wire`) is a `FrameFormat`: its own
+magic, version and limit, so a connection that reaches the wrong listener is refused by name.
+`FramedListener` is what their listeners share (listen, hold the connections, close them);
+`CoalescedWrites` sends the frames of one event-loop turn in one socket write.
 
 Format (all integers big-endian):
 - The greeting, sent once by the connecting node: the format's 4-byte magic, a version byte
@@ -31,6 +33,7 @@ import socket
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from replog.errors import InvalidRequestError
 from replog.net_address import is_wildcard
@@ -94,6 +97,27 @@ def write_frame(transport: asyncio.WriteTransport, sequence: int, payload: bytes
     else:
         transport.write(header(sequence, len(payload)))
         transport.write(payload)
+
+
+class CoalescedWrites:
+    """Frames written to one socket in one turn of the event loop, sent with one write after
+    it: where many requests are answered (or sent) at once, as when one commit completes a
+    batch of appends, they cost one system call rather than one each. Dropped once the
+    socket is closing."""
+
+    def __init__(self, transport: asyncio.WriteTransport) -> None:
+        self._transport = transport
+        self._frames: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if not self._frames:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._frames.append(data)
+
+    def _flush(self) -> None:
+        frames, self._frames = self._frames, []
+        if not self._transport.is_closing():
+            self._transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +210,39 @@ class InboundReader:
             data = self._greeting[GREETING_BYTES:]
             self._greeting = b""
         return self._frames.feed(data)
+
+
+class Connection(Protocol):
+    """What a listener holds of each of its connections."""
+
+    def close(self) -> None: ...
+
+
+class FramedListener:
+    """A server of framed connections on one port, and the connections it holds: `start`
+    listens (`listen`), `close` stops listening and ends every connection. A subclass makes
+    each connection's protocol (`_connection`), which adds itself to `connections` once made
+    and discards itself once lost."""
+
+    def __init__(self) -> None:
+        self._server: asyncio.Server | None = None
+        self.connections: set[Connection] = set()
+        self.port: int | None = None  # once listening
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen on `host:port` (0: any free port); return the port."""
+        self._server = await listen(host, port, self._connection)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    def _connection(self) -> asyncio.Protocol:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for connection in list(self.connections):
+            connection.close()
 
 
 async def listen(host: str, port: int, protocol: Callable[[], asyncio.Protocol]) -> asyncio.Server:

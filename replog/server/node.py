@@ -15,7 +15,10 @@ with the traceback.
 A node with the `controller` role runs the quorum controller on the Raft driver's loop
 (`ControllerDriver`) and serves the `Controller` service next to Raft's; the metadata log is
 then written only by the controller (`MetadataLog.Append` refuses), unless
-`metadata.log.raw.append.enable` asks for a bare Raft log (`node_config`). A node with the
+`metadata.log.raw.append.enable` asks for a bare Raft log (`node_config`). A controller also
+listens for metadata append connections (`controller.quorum.append.port`,
+`metadata_append_server`): `MetadataLog.Append` from other processes over framed TCP, by the
+same rules (`MetadataLogAppends`), where the Raft Fetch listener listens. A node with the
 `broker` role serves the `Broker` service (the data plane, `BrokerRuntime`) and the
 `GroupCoordinator` service (committed offsets of consumer groups) on the same listener;
 partition logs live in `log.dirs`, next to the metadata log's directory. A broker also serves
@@ -64,6 +67,7 @@ from replog.server.controller_service import ControllerService, add_controller_s
 from replog.server.coordinator_service import add_coordinator_service
 from replog.server.kafka_listener import KafkaListener, KafkaListenerConfig
 from replog.server.loop_stall_monitor import LoopStallMonitor, warn_stall_s
+from replog.server.metadata_append_server import MetadataAppendListener
 from replog.server.metadata_snapshots import BrokerMetadataSnapshots, snapshot_before_stop
 from replog.server.metrics.http_endpoint import MetricsEndpoint
 from replog.server.metrics.instruments import NodeMetrics
@@ -160,12 +164,14 @@ class Node:
                 self.server,
                 node_id=config.node_id,
             )
-        add_raft_services(
-            raft_quorum,
-            MetadataLogService(self.driver, raw_appends=self.controller is None),
-            self.server,
-            node_id=config.node_id,
+        metadata_log = MetadataLogService(
+            self.driver,
+            raw_appends=self.controller is None,
+            append_port=lambda: self.append_listener.port,
         )
+        # Appends from other processes without gRPC's per-call cost; the same rules.
+        self.append_listener = MetadataAppendListener(metadata_log.appends.append)
+        add_raft_services(raft_quorum, metadata_log, self.server, node_id=config.node_id)
         # The broker role replays the committed metadata log (the same Raft driver) into
         # images, registers with the active controller and serves the data plane (issue #6).
         self.broker: BrokerRuntime | None = None
@@ -252,6 +258,14 @@ class Node:
                     "controller.quorum.fetch.port: cannot listen on "
                     f"{format_host_port(host, port)}: {exc}"
                 ) from exc
+            port = self.config.raft.append_port
+            try:
+                await self.append_listener.start(host, port)
+            except OSError as exc:
+                raise OSError(
+                    "controller.quorum.append.port: cannot listen on "
+                    f"{format_host_port(host, port)}: {exc}"
+                ) from exc
         if self.broker is not None and self.broker.data_plane is not None:
             # Before the gRPC server too: followers ask for the port through it.
             host = self.config.listener_host
@@ -290,6 +304,7 @@ class Node:
             listener.close_unstarted()
         if self.broker is not None:
             self.broker.replica_fetch_listener.close()
+        self.append_listener.close()
         await self.driver.transport.close()
         if not self._grpc_started:
             # gRPC gives a bound port back only when a started server stops (an unstarted
@@ -362,6 +377,9 @@ class Node:
         code = 1 if self.tasks.failed else 0
         if self.broker is not None:
             self.broker.replica_fetch_listener.close()  # a broker whose data plane never ran
+        # Appends waiting on the framed listener end with their connections (as gRPC calls
+        # cancelled): the core stopped, none of them commits now.
+        self.append_listener.close()
         # The transport closes first, so that requests still waiting for the stopped core end
         # with UNAVAILABLE within the grace period instead of being cancelled.
         await self.driver.transport.close()

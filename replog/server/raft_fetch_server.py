@@ -29,7 +29,7 @@ from replog.errors import InvalidRequestError
 from replog.net_address import format_peer
 from replog.pb import raft_pb2 as pb
 from replog.server import raft_fetch_wire as wire
-from replog.server.framed_wire import InboundReader, listen
+from replog.server.framed_wire import FramedListener, InboundReader
 
 log = logging.getLogger("replog.server.raft")
 
@@ -39,27 +39,16 @@ Accept = Callable[[int, pb.FetchRequest, Reply], int]
 Forget = Callable[[int], None]
 
 
-class FetchListener:
+class FetchListener(FramedListener):
     """Serves Fetch connections on one port; see the module rules."""
 
     def __init__(self, accept: Accept, forget: Forget) -> None:
+        super().__init__()
         self._accept = accept
         self._forget = forget
-        self._server: asyncio.Server | None = None
-        self._connections: set[_InboundConnection] = set()
-        self.port: int | None = None  # once listening
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on `host:port` (0: any free port); return the port."""
-        self._server = await listen(host, port, lambda: _InboundConnection(self))
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self.port
-
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for connection in list(self._connections):
-            connection.close()
+    def _connection(self) -> asyncio.Protocol:
+        return _InboundConnection(self)
 
 
 class _InboundConnection(asyncio.Protocol):
@@ -73,7 +62,7 @@ class _InboundConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._socket = transport
-        self._listener._connections.add(self)
+        self._listener.connections.add(self)
         wire.keep_alive(transport)
         self._peer = format_peer(transport.get_extra_info("peername"))
 
@@ -110,7 +99,7 @@ class _InboundConnection(asyncio.Protocol):
             self._socket.resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._listener._connections.discard(self)
+        self._listener.connections.discard(self)
         for handle in self._pending.values():
             self._listener._forget(handle)
         self._pending.clear()

@@ -6,8 +6,8 @@ DescribeQuorum answers also carry where each voter listens (`nodes`, KIP-853), s
 told "the leader is node 2" by a follower can ask node 2.
 
 `MetadataLog.Append` writes raw values only on a node whose log has no controller (Raft tests,
-benchmarks): where the controller runs, every record of the log must be a metadata record it
-wrote, so raw appends are refused with INVALID_REQUEST.
+benchmarks), by the rules of `MetadataLogAppends`, which the metadata append listener shares;
+`MetadataLog.AppendEndpoint` says where that listener is (`controller.quorum.append.port`).
 
 Register both with `add_raft_services`: bytes that are not a request of the method's type fail
 with INVALID_ARGUMENT naming them (`tolerant_service`), not gRPC's UNKNOWN.
@@ -16,7 +16,7 @@ with INVALID_ARGUMENT naming them (`tolerant_service`), not gRPC's UNKNOWN.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeAlias
 
 import grpc
@@ -24,9 +24,10 @@ import grpc
 from quorum.raft.config import VoterAddress
 from quorum.raft.messages import DescribeQuorumRequest
 from replog.clock import Clock, monotonic_ms, wall_clock_ms
-from replog.errors import InvalidRequestError, KafkaError, NotLeaderOrFollowerError
+from replog.errors import KafkaError
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
+from replog.server.metadata_log_appends import MetadataLogAppends
 from replog.server.raft_codec import (
     begin_quorum_epoch_request_from_proto,
     end_quorum_epoch_request_from_proto,
@@ -108,37 +109,34 @@ def _on_wall_clock(
 
 
 class MetadataLogService(raft_pb2_grpc.MetadataLogServicer):
-    def __init__(self, driver: RaftDriver, *, raw_appends: bool = True) -> None:
+    """`appends` holds the rules of `Append` (shared with the metadata append listener);
+    `append_port` says where that listener listens (None: not listening)."""
+
+    def __init__(
+        self,
+        driver: RaftDriver,
+        *,
+        raw_appends: bool = True,
+        append_port: Callable[[], int | None] = lambda: None,
+    ) -> None:
         self._driver = driver
-        self._raw_appends = raw_appends
+        self.appends = MetadataLogAppends(driver, raw_appends=raw_appends)
+        self._append_port = append_port
 
     async def Append(self, request: pb.AppendRequest, context: Context) -> pb.AppendResponse:
-        if not self._raw_appends:
-            refused = InvalidRequestError(
-                f"node {self._driver.node_id}: the metadata log is written only by the quorum "
-                "controller; raw appends need metadata.log.raw.append.enable=true"
+        return await self.appends.append(list(request.values))
+
+    async def AppendEndpoint(
+        self, request: pb.AppendEndpointRequest, context: Context
+    ) -> pb.AppendEndpointResponse:
+        port = self._append_port()
+        if port is None:
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                f"node {self._driver.node_id} does not listen for metadata appends "
+                "(controller.quorum.append.port): not a controller, or not started yet",
             )
-            return pb.AppendResponse(
-                error_code=refused.code, error_message=str(refused), leader_id=-1
-            )
-        try:
-            result = await self._driver.append_and_wait(list(request.values))
-        except NotLeaderOrFollowerError as exc:
-            status = self._driver.status()
-            return pb.AppendResponse(
-                error_code=exc.code,
-                error_message=str(exc),
-                leader_id=-1 if status.leader_id is None else status.leader_id,
-                quorum_epoch=status.quorum_epoch,
-            )
-        except KafkaError as exc:
-            return pb.AppendResponse(error_code=exc.code, error_message=str(exc), leader_id=-1)
-        return pb.AppendResponse(
-            leader_id=self._driver.node_id,
-            quorum_epoch=result.quorum_epoch,
-            base_offset=result.base_offset,
-            last_offset=result.last_offset,
-        )
+        return pb.AppendEndpointResponse(port=port)
 
     async def ReadCommitted(
         self, request: pb.ReadCommittedRequest, context: Context

@@ -46,6 +46,7 @@ def test_with_etcd_every_row_has_its_ratio_to_etcd(capsys: pytest.CaptureFixture
     header, etcd, embedded = run_table(["etcd", "embedded"], capsys)
     assert "ratio to etcd" in header
     assert "1.00x" in etcd and "2.00x" in embedded
+    assert embedded.endswith("; 2.00 / 2.00 / 2.00")  # per trial: min / median / max
 
 
 def test_without_etcd_the_table_says_there_is_no_baseline_and_shows_no_ratio(
@@ -82,7 +83,8 @@ def test_a_run_without_etcd_needs_no_etcd_and_only_its_own_ports(
     monkeypatch.setattr(sys, "argv", ["raft_commit.py", "--quick", "--systems", "embedded"])
     raft_commit.main()
     assert ran == [["embedded"]]
-    assert checked == [raft_commit.EMBEDDED_BASE_PORT + i for i in range(3)]
+    embedded = raft_commit.REPLOG_BASE_PORT + raft_commit.EMBEDDED_OFFSET
+    assert checked == [embedded + i for i in range(3)]
     assert "no etcd in this run" in capsys.readouterr().out
 
 

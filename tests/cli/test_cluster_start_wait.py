@@ -67,7 +67,7 @@ def _script(
     monkeypatch.setattr(cluster_cli, "exit_status", lambda pid: None)
     monkeypatch.setattr(cluster_cli, "POLL_INTERVAL_S", 0.001)
     monkeypatch.setattr(
-        cluster_cli, "brokers_not_active", lambda c, a: waiting.pop(0) if waiting else ""
+        cluster_cli, "brokers_not_active", lambda c, a, r: waiting.pop(0) if waiting else ""
     )
     return polls
 
@@ -159,6 +159,21 @@ def test_brokers_not_active_names_unregistered_fenced_and_leaving_brokers(
     controllers: Any = _Controllers(None, node_addresses=layout.controller_addresses())
     assert cluster_cli.broker_node_ids(layout) == [1, 2, 3]
     assert cluster_cli.brokers_not_active([1, 2, 3], controllers) == expected
+
+
+def test_a_restarted_broker_counts_only_once_registered_at_a_later_epoch(
+    monkeypatch: pytest.MonkeyPatch, layout: LocalCluster
+) -> None:
+    # Until its session expires, the controller still lists a killed broker's last
+    # registration (epoch 3 here) as active: that is not the restarted node.
+    controllers: Any = _Controllers(None, node_addresses=layout.controller_addresses())
+    monkeypatch.setattr(_Controllers, "answer", (_broker(1), _broker(2), _broker(3)))
+    assert cluster_cli.brokers_not_active([1, 2, 3], controllers, {3: 3}) == (
+        "broker 3 not active yet (not registered again since the restart: 3)"
+    )
+    registered_again = Broker(3, "127.0.0.1", 9092, None, False, False, broker_epoch=40)
+    monkeypatch.setattr(_Controllers, "answer", (_broker(1), _broker(2), registered_again))
+    assert cluster_cli.brokers_not_active([1, 2, 3], controllers, {3: 3}) == ""
 
 
 @pytest.mark.parametrize(

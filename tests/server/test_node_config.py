@@ -50,6 +50,15 @@ def test_defaults_are_kafkas() -> None:
         ).raft.fetch_port
         == 19500
     )
+    assert config.raft.append_port == 0  # likewise, told to callers over gRPC (AppendEndpoint)
+    assert (
+        NodeConfig.from_properties(
+            properties(**{"controller.quorum.append.port": "19501"})
+        ).raft.append_port
+        == 19501
+    )
+    with pytest.raises(ConfigError, match=r"controller\.quorum\.append\.port: must be in"):
+        NodeConfig.from_properties(properties(**{"controller.quorum.append.port": "65536"}))
 
 
 def test_controller_settings_map_from_kafkas_names() -> None:

@@ -1,10 +1,10 @@
 """A node whose `serve()` fails to start (a port in use) leaves nothing open behind it.
 
 An application embedding the node may build another in the same process, so a failed start
-must release the gRPC listener, the metrics endpoint, the Raft Fetch listener and the metadata
-log, and give back the SIGTERM/SIGINT handlers `serve()` installed (left behind, Ctrl-C would
-set an event nobody waits for). The process-level checks (the CLI exits 1 naming the setting)
-are in test_node_process.py and test_metrics_endpoint.py.
+must release the gRPC listener, the metrics endpoint, the Raft Fetch and metadata append
+listeners and the metadata log, and give back the SIGTERM/SIGINT handlers `serve()` installed
+(left behind, Ctrl-C would set an event nobody waits for). The process-level checks (the CLI
+exits 1 naming the setting) are in test_node_process.py and test_metrics_endpoint.py.
 
 A broker whose data plane fails to start for a reason other than a disk (a bug, a setting
 nothing checked) stops the node with exit code 1, logging why, instead of staying in recovery
@@ -91,16 +91,39 @@ async def test_a_fetch_port_in_use_also_releases_the_metrics_endpoint(
 async def test_a_replica_fetch_port_in_use_closes_the_raft_fetch_listener_too(
     tmp_path: Path, storage_events: list[str], taken_port: int
 ) -> None:
-    raft_fetch_port = free_port()
+    raft_fetch_port, append_port = free_port(), free_port()
     config = combined_node(
         tmp_path,
         **{
             "controller.quorum.fetch.port": str(raft_fetch_port),
+            "controller.quorum.append.port": str(append_port),
             "replica.fetch.port": str(taken_port),
         },
     )
     built = Node(config)
     refused = rf"replica\.fetch\.port: cannot listen on 127\.0\.0\.1:{taken_port}"
+    with pytest.raises(OSError, match=refused):
+        await built.serve()
+    assert storage_events == ["opened", "closed"]
+    assert_free(raft_fetch_port)
+    assert_free(append_port)
+    assert_free(built.listener_port)
+
+
+@pytest.mark.asyncio
+async def test_a_metadata_append_port_in_use_is_named_and_the_fetch_listener_closed(
+    tmp_path: Path, storage_events: list[str], taken_port: int
+) -> None:
+    raft_fetch_port = free_port()
+    config = combined_node(
+        tmp_path,
+        **{
+            "controller.quorum.fetch.port": str(raft_fetch_port),
+            "controller.quorum.append.port": str(taken_port),
+        },
+    )
+    built = Node(config)
+    refused = rf"controller\.quorum\.append\.port: cannot listen on 127\.0\.0\.1:{taken_port}"
     with pytest.raises(OSError, match=refused):
         await built.serve()
     assert storage_events == ["opened", "closed"]

@@ -9,6 +9,7 @@ import logging
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import pytest
 import pytest_asyncio
@@ -277,7 +278,7 @@ async def test_a_peer_that_does_not_read_its_answers_is_not_read_from(peer: Peer
     # Far more than the socket buffers hold: the rest waits in this node's write buffer.
     big = pb.FetchResponse(records=b"x" * (16 << 20)).SerializeToString()
     reply(big)
-    (inbound,) = peer.listener._connections
+    (inbound,) = cast(set[Any], peer.listener.connections)
     assert inbound._socket is not None and not inbound._socket.is_reading()
     writer.write(wire.frame(2, request))  # read only once the answer has left
     answer = await asyncio.wait_for(reader.readexactly(8 + len(big)), 5)
@@ -297,7 +298,7 @@ async def test_both_ends_probe_an_idle_connection_with_tcp_keepalive(peer: Peer)
     connection = fetcher.connect(peer.port)
     connection.send(fetch(1))
     await peer.wait_for(1)
-    inbound = next(iter(peer.listener._connections))
+    inbound: Any = next(iter(peer.listener.connections))
     assert connection._socket is not None and inbound._socket is not None
     for transport in (connection._socket, inbound._socket):
         sock = transport.get_extra_info("socket")

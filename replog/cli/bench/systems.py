@@ -201,16 +201,35 @@ class ReplogSystem:
         node, self._killed = self._killed, None
         if node is None or self._cluster is None:
             return
+        # The controller lists the killed broker's last registration as active until its
+        # session expires: the node is back only once registered again, at a later epoch.
+        epoch_before = self._broker_epoch(node.node_id)
         with pinned(self.server_cpus):
             pid = spawn(node)
         self._started = [(n, pid if n.node_id == node.node_id else p) for n, p in self._started]
         try:
-            wait_until_up(self._cluster, {n.node_id: p for n, p in self._started}, START_TIMEOUT_S)
+            wait_until_up(
+                self._cluster,
+                {n.node_id: p for n, p in self._started},
+                START_TIMEOUT_S,
+                registered_after={node.node_id: epoch_before},
+            )
         except Exception as exc:
             raise BenchSystemError(
                 f"{self.name}: node {node.node_id} did not come back after its kill: {exc} "
                 f"(its log: {node.log_path})"
             ) from None
+
+    def _broker_epoch(self, broker_id: int) -> int:
+        """The broker epoch the active controller lists for `broker_id` (-1: none)."""
+        from replog.admin.controller_client import ControllerClient
+
+        client = ControllerClient(self.grpc_servers.split(","), default_timeout_s=30)
+        try:
+            brokers = client.describe_cluster().brokers
+        finally:
+            client.close()
+        return next((b.broker_epoch for b in brokers if b.broker_id == broker_id), -1)
 
     def servers_for(self, driver: str) -> str:
         """The bootstrap servers `driver` (a name of drivers.CLIENTS) reaches this cluster at:

@@ -101,9 +101,12 @@ def committed_records_in_steps(batch: CommittedBatch, *, node_id: int) -> Steps[
 
 
 # The same for a snapshot load, which a combined node's two listeners hear too: a restart's
-# snapshot of 10,000 partitions is 11,000 records, about 0.3 s of CPU to decode. A snapshot id
-# names one committed state, so the bytes read the second time are the same.
-_snapshot_decoded: OrderedDict[tuple[LoadSnapshot, int], SnapshotRecords] = OrderedDict()
+# snapshot of 10,000 partitions is 11,000 records, about 0.3 s of CPU to decode. The bytes are
+# kept and compared (a memcmp, not a decode): a snapshot id names one state in one cluster
+# only, and another cluster's node of the same id may run in the same process.
+_snapshot_decoded: OrderedDict[tuple[LoadSnapshot, int], tuple[bytes, SnapshotRecords]] = (
+    OrderedDict()
+)
 
 
 def snapshot_records(item: LoadSnapshot, data: bytes, *, node_id: int) -> SnapshotRecords:
@@ -118,8 +121,8 @@ def snapshot_records_in_steps(
     of the Raft driver."""
     key = (item, node_id)
     found = _snapshot_decoded.pop(key, None)  # the second listener's: nobody asks again
-    if found is not None:
-        return found
+    if found is not None and found[0] == data:
+        return found[1]
     snapshot_id = item.snapshot_id
     records = yield from decode_snapshot_in_steps(
         data,
@@ -128,5 +131,5 @@ def snapshot_records_in_steps(
     )
     decoded = SnapshotRecords(snapshot_id.end_offset - 1, snapshot_id.quorum_epoch, tuple(records))
     _snapshot_decoded.clear()  # at most one kept: loads are rare, and their records many
-    _snapshot_decoded[key] = decoded
+    _snapshot_decoded[key] = (data, decoded)
     return decoded

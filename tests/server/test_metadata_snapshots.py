@@ -271,6 +271,17 @@ def test_a_snapshot_is_decoded_once_for_both_listeners_of_a_combined_node() -> N
     assert snapshot_records(item, data, node_id=2) == first  # another node decodes its own
 
 
+def test_a_remembered_decode_is_never_handed_out_for_other_bytes() -> None:
+    # A controller-only node's decode is remembered with nobody to take it; a node of another
+    # cluster in the same process (an embedding, a test run) with the same id may load a
+    # snapshot of the same id holding other records: it must get its own.
+    item = LoadSnapshot(SnapshotId(5, 2))
+    mine = encode_snapshot([*BOOTSTRAP, *topic("a", 1)], quorum_epoch=2, timestamp_ms=0)
+    theirs = encode_snapshot([*BOOTSTRAP, *topic("b", 1)], quorum_epoch=2, timestamp_ms=0)
+    snapshot_records(item, mine, node_id=7)
+    assert snapshot_records(item, theirs, node_id=7).records == (*BOOTSTRAP, *topic("b", 1))
+
+
 # --- a restarted broker waits for the leader's high watermark ---------------------------------
 
 

@@ -13,8 +13,8 @@ Rules:
   its records into batches of at most `max_records_per_batch` (an atomic result must fit in one);
   for each batch ask the log for its offsets, replay every record at its future offset at once,
   and snapshot the state at the batch's last offset; then park the response until that offset
-  commits. A write without records waits for the highest offset still pending (or answers at
-  once if none is), so it never reveals state that could be rolled back.
+  commits. A write without records waits for the last batch written (or answers at once if
+  every one is committed), so it never reveals state that could be rolled back.
 - Commit path: the active controller already replayed its records, so a commit only advances
   the committed and stable offsets and completes the responses up to the stable offset. A
   standby replays the committed records, then advances. A standby's replay of one batch may
@@ -49,7 +49,8 @@ Rules:
   in order while they have written fewer than `max_partition_changes_per_step` records in it
   (one step at least); the others keep their place for the next tick. At most one sweep of
   each kind started by the controller runs at a time: leaderless-partition elections, and
-  the moves of fenced brokers still named in ISRs (started whenever a tick finds one).
+  the moves of fenced brokers still named in ISRs (started whenever a tick finds one;
+  `next_wake_ms` asks for that tick at once, as no queued step stands for those moves).
   A `then` write is answered by its last step; an `after` chain answers nobody. A step
   whose batch is refused without a failover ends its write there, and its `on_drop` tells
   the step's owner (an evacuation mark goes with it).
@@ -136,6 +137,7 @@ from replog.errors import (
 )
 
 R = TypeVar("R")
+MOVE_OFF_FENCED = "move fenced brokers out of ISRs and leaderships"
 
 
 class _Parked(Generic[R]):
@@ -520,7 +522,7 @@ class QuorumController:
         """When `tick` next has work (None: not before some other input)."""
         if self._claim_epoch is None:
             return None
-        if self._steps:
+        if self._steps or self._move_off_fenced_due():
             return now_ms
         candidates = (
             self._next_noop_ms,
@@ -716,11 +718,17 @@ class QuorumController:
         record with its first step; a failover may come before the rest), a bounded step per
         tick (`ReplicationControl.move_off_fenced_brokers`)."""
         self._start_sweep(
-            "move fenced brokers out of ISRs and leaderships",
+            MOVE_OFF_FENCED,
             lambda: bool(self.replication.fenced_brokers_named()),
             self.replication.move_off_fenced_brokers,
             now_ms,
         )
+
+    def _move_off_fenced_due(self) -> bool:
+        """Whether the next tick starts the sweep of fenced brokers: a session-expiry fencing
+        wrote its fencing record with its first moves and left the rest (no step is queued for
+        them, and the other deadlines may be seconds away)."""
+        return MOVE_OFF_FENCED not in self._sweeps and bool(self.replication.fenced_brokers_named())
 
     def _start_sweep(
         self,
@@ -757,16 +765,18 @@ class QuorumController:
     def _answer_without_records(
         self, result: ControllerResult[R], pending: PendingResponse[R]
     ) -> None:
-        """A write that wrote nothing answers once everything it may have seen commits."""
-        highest = self.purgatory.highest_pending_offset()
+        """A write that wrote nothing answers once everything it may have seen commits: every
+        batch written so far, not only those a response waits for (the records of a stepped
+        write's earlier steps wait in none until its last step, which may write nothing)."""
+        control = self.offset_control
+        written = control.registry.latest_offset()
+        assert written is not None, "the stable snapshot always exists"
         if result.on_batch_end is not None:
-            result.on_batch_end(
-                self.offset_control.last_stable_offset if highest is None else highest
-            )
-        if highest is None:
+            result.on_batch_end(written)
+        if written <= control.last_stable_offset:
             pending.succeed(result.response)
         else:
-            self.purgatory.add(highest, _Parked(pending, result.response))
+            self.purgatory.add(written, _Parked(pending, result.response))
 
     def _batches(
         self, result: ControllerResult[R], pending: PendingResponse[R]

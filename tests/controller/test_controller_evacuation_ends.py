@@ -96,6 +96,25 @@ def test_a_session_expiry_fencing_cut_short_by_a_failover_goes_on_under_the_new_
     assert cluster.active.replication.fenced_brokers_named() == []
 
 
+def test_the_sweep_after_a_session_expiry_fencing_is_ticked_at_once() -> None:
+    # Its moves after the first step are the sweep of fenced brokers, which no queued step
+    # stands for; the node ticks the controller only when `next_wake_ms` says, which must be
+    # now, not at the next no-op record (500 ms) or periodic election.
+    cluster = solo_cluster()
+    expire(cluster, 1)
+    active = cluster.active
+    turns = 0
+    while moves_left(cluster, 1) and turns <= SOLO // STEP + 2:
+        wake = active.next_wake_ms(cluster.now_ms)
+        assert wake == cluster.now_ms, (turns, wake, cluster.now_ms)
+        active.tick(cluster.now_ms)
+        cluster.log.commit()
+        cluster.now_ms += 10
+        cluster.heartbeat(2)
+        turns += 1
+    assert moves_left(cluster, 1) == 0, f"{moves_left(cluster, 1)} moves left after {turns}"
+
+
 def test_a_fencing_asked_for_during_a_session_expiry_fencing_gives_nothing_back() -> None:
     cluster = solo_cluster()
     led = cluster.active.replication.partitions_led_by(1)

@@ -15,6 +15,7 @@ import pytest
 from controller_harness import BROKER_FEATURES, CLUSTER_ID, Cluster
 
 from quorum.controller.cluster_control import BrokerRegistrationRequest
+from quorum.controller.controller_result import ControllerResult
 from quorum.controller.replication_control import CreatableTopic
 from quorum.metadata.partition_registration import PartitionRegistration
 from quorum.metadata.records import (
@@ -22,6 +23,7 @@ from quorum.metadata.records import (
     BrokerRegistrationChangeRecord,
     FenceChange,
     MetadataRecord,
+    NoOpRecord,
     PartitionChangeRecord,
     RegisterBrokerRecord,
     UnregisterBrokerRecord,
@@ -176,3 +178,21 @@ def test_losing_leadership_between_steps_fails_the_write_and_drops_the_rest(
         turn(cluster)
     assert again.result().is_fenced
     assert all(1 not in p.isr and p.leader != 1 for p in partitions(cluster))
+
+
+def test_a_stepped_write_whose_last_step_writes_nothing_waits_for_its_steps(
+    cluster: Cluster,
+) -> None:
+    # The records of its earlier steps wait in no response of their own: the last step,
+    # writing nothing, must wait for them, or its caller hears of state a failover may revert
+    # (a fencing asked for while another chain evacuates the broker ends this way).
+    def last(ctx: object) -> ControllerResult[str]:
+        return ControllerResult.of((), "done")
+
+    pending = cluster.active.write(
+        lambda ctx: ControllerResult.partial([NoOpRecord()], last), cluster.now_ms, "two steps"
+    )
+    cluster.advance(10)  # the last step: no records
+    assert not pending.done
+    cluster.log.commit()
+    assert pending.result() == "done"

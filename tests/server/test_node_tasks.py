@@ -133,6 +133,8 @@ CALL_OWNED_TASKS = {
     ("kafka_listener.py", "_Connection._spawn"),  # a request's handler, cancelled on close
     # A replica fetch connection's server of its requests in order, cancelled when it is lost.
     ("replica_fetch_server.py", "_FollowerConnection.connection_made"),
+    # A metadata append connection's appends waiting to commit, cancelled when it is lost.
+    ("metadata_append_server.py", "_InboundConnection.data_received"),
     ("node_tasks.py", "NodeTasks.spawn"),  # the node's group itself
     # The wire, which the node and the clients share: a produce stream's writer and reader,
     # and a replaced channel's close, each cancelled by the stream or channel that owns it.

@@ -25,11 +25,17 @@ every event (letters as in the issue's simulation requirement):
 (e) After every committed batch, no unregistered broker leads a partition or is in an ISR,
     except as the last ISR member of a partition whose leader is -1; a fenced one may, only
     while a session-expiry fencing's moves go on (its fencing record comes with its first
-    step, docs/controller.md "Stepped writes"; the liveness phase ends with every broker
-    unfenced, and `tests/controller` bound how long the moves take); and every partition is
-    well formed (non-empty ISR within its replicas, leader in the ISR or -1, no repeats,
-    adding and removing replicas disjoint and among the replicas).
-Liveness (f) is the runner's (`sim_controller_runner.py`).
+    step, docs/controller.md "Stepped writes"; the runner's (g) bounds how long the moves
+    take); and every partition is well formed (non-empty ISR within its replicas, leader in
+    the ISR or -1, no repeats, adding and removing replicas disjoint and among the
+    replicas). For every committed partition record, against the registrations as the
+    records before it in the log left them: no fenced or unregistered broker becomes leader
+    or joins an ISR (a new partition's included), and a leader change that is neither an
+    unclean election (leader recovery state RECOVERING) nor the completion of a reassignment
+    (whose AlterPartition may add the new leader to the ISR first) picks a member of the ISR
+    the partition had just before. Those three are what keeps the high watermark safe while a
+    fenced broker is still named (docs/controller.md, "Stepped writes").
+Liveness (f) and the sweep's progress (g) are the runner's (`sim_controller_runner.py`).
 """
 
 from __future__ import annotations
@@ -62,6 +68,7 @@ from quorum.metadata.records import (
     NO_LEADER,
     BrokerRegistrationChangeRecord,
     FenceChange,
+    LeaderRecoveryState,
     MetadataRecord,
     NoOpRecord,
     PartitionChangeRecord,
@@ -127,6 +134,9 @@ class ControllerChecker(InvariantChecker):
         # Set by the simulator for an event that changed nothing (a timer with nothing due).
         self.quiet = False
         self.stats: Counter[str] = Counter()
+        # Whether the latest committed state names a fenced broker beside other ISR members
+        # or as leader: a session-expiry fencing whose moves are not all made (property e).
+        self.fenced_named = False
 
     def fail(self, message: str) -> NoReturn:
         raise InvariantViolation(message)
@@ -175,6 +185,7 @@ class ControllerChecker(InvariantChecker):
                 assert record.value is not None
                 metadata = decode_record(record.value)
                 self.records.append(metadata)
+                before = _partition_before(delta, metadata)
                 delta.replay(metadata, record.offset)
                 changes_state = changes_state or not isinstance(metadata, NoOpRecord)
                 if isinstance(metadata, PartitionRecord | PartitionChangeRecord):
@@ -185,6 +196,7 @@ class ControllerChecker(InvariantChecker):
                     self._note_partition(
                         metadata.topic_id, metadata.partition_id, partition, record.offset
                     )
+                    self._check_choices(delta, metadata, before, partition, record.offset)
                     if (
                         isinstance(metadata, PartitionChangeRecord)
                         and metadata.leader != LEADER_UNCHANGED
@@ -230,15 +242,63 @@ class ControllerChecker(InvariantChecker):
                 f"{partition.leader_epoch}: {leader} and, at offset {offset}, {partition.leader}"
             )
 
+    def _check_choices(
+        self,
+        delta: MetadataDelta,
+        record: PartitionRecord | PartitionChangeRecord,
+        before: PartitionRegistration | None,
+        after: PartitionRegistration,
+        offset: int,
+    ) -> None:
+        """Property (e) for one committed partition record at `offset`: no fenced or
+        unregistered broker elected or added to the ISR; a clean election from the ISR."""
+        where = f"partition {record.topic_id}-{record.partition_id} at offset {offset}"
+        old_isr = () if before is None else before.isr
+        for broker_id in after.isr:
+            if broker_id not in old_isr and _fenced_or_gone(delta, broker_id):
+                self.fail(
+                    f"{where}: fenced or unregistered broker {broker_id} joined the ISR "
+                    f"({before} -> {after})"
+                )
+        leader = after.leader
+        if leader == NO_LEADER or (before is not None and leader == before.leader):
+            return
+        if _fenced_or_gone(delta, leader):
+            self.fail(
+                f"{where}: fenced or unregistered broker {leader} was elected leader "
+                f"({before} -> {after})"
+            )
+        # Completing a reassignment may elect a replica the same AlterPartition added to the
+        # ISR (its leader vouched for it): the ISR between the two is in no record.
+        unclean = after.leader_recovery_state == LeaderRecoveryState.RECOVERING
+        reassigned = before is not None and after.replicas != before.replicas
+        if before is not None and leader not in before.isr and not (unclean or reassigned):
+            self.fail(
+                f"{where}: broker {leader} was elected leader cleanly from outside the ISR "
+                f"{before.isr} ({before} -> {after})"
+            )
+
     def _check_fenced_brokers(self, image: MetadataImage, end: int) -> None:
-        """Property (e), on the committed image ending at `end`."""
+        """Property (e), on the committed image ending at `end`; also notes whether it names
+        a fenced broker beside other ISR members or as leader (`fenced_named`)."""
         brokers = image.cluster.brokers
 
         def out(broker_id: int) -> bool:
             return brokers.get(broker_id) is None
 
+        def fenced(broker_id: int) -> bool:
+            registration = brokers.get(broker_id)
+            return registration is not None and registration.fenced
+
+        self.fenced_named = False
         for topic in image.topics.by_id.values():
             for partition_id, partition in topic.partitions.items():
+                if not self.fenced_named and (
+                    fenced(partition.leader)
+                    or (len(partition.isr) > 1 and any(map(fenced, partition.isr)))
+                ):
+                    self.fenced_named = True
+                    self.stats["committed states naming a fenced broker"] += 1
                 where = f"{topic.name}-{partition_id} in the committed state below {end}"
                 problem = _malformed(partition)
                 if problem is not None:
@@ -437,6 +497,27 @@ class ControllerChecker(InvariantChecker):
                 f"node {host.node_id}'s snapshot ending at {end_offset} holds other metadata "
                 f"than the committed log: {_first_difference(records, expected or ())}"
             )
+
+
+def _partition_before(delta: MetadataDelta, record: MetadataRecord) -> PartitionRegistration | None:
+    """The partition a partition record is about to change, as the records replayed so far
+    left it (None: another record, or a new partition)."""
+    if not isinstance(record, PartitionRecord | PartitionChangeRecord):
+        return None
+    topic = delta.topic_deltas.get(record.topic_id)
+    if topic is not None:
+        return topic.partition(record.partition_id)
+    base = delta.base.topics.by_id.get(record.topic_id)
+    return None if base is None else base.partitions.get(record.partition_id)
+
+
+def _fenced_or_gone(delta: MetadataDelta, broker_id: int) -> bool:
+    """Whether `broker_id` is fenced or unregistered as the records replayed so far left it."""
+    changes = delta.broker_changes
+    registration = (
+        changes[broker_id] if broker_id in changes else delta.base.cluster.brokers.get(broker_id)
+    )
+    return registration is None or registration.fenced
 
 
 def _malformed(partition: PartitionRegistration) -> str | None:

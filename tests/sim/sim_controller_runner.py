@@ -17,7 +17,26 @@ Phases, as in the Raft simulation:
   live incarnation, unfenced and not shutting down in the committed metadata.
 
 The runner also checks the service rule that a write reaching a standby is refused at once
-with NOT_CONTROLLER (the answer carries the controller Raft last named as leader).
+with NOT_CONTROLLER (the answer carries the controller Raft last named as leader), and:
+
+(g) The sweep of fenced brokers makes progress. The shell's timer fires every
+    `CONTROLLER_TICK_MS` and ticks a controller only when its `next_wake_ms` is due, as the
+    node's does. At every firing, for each active controller the shell may call, the
+    (partition, broker) pairs its latest state names a fenced broker in (beside other ISR
+    members, or as leader) are compared with those of its previous firing in the same term:
+    while some are named, at least one must leave within every `SWEEP_STALL_TURNS` firings,
+    and likewise of those where the fenced broker leads (not counting firings at which the
+    controller refuses new writes, its purgatory full).
+    So a fenced broker named in an ISR or as leader is moved out within a bounded number of
+    loop turns after the active controller saw its fencing (from its activation, after a
+    failover), whether the controller never sweeps, sweeps only on activation, or waits for
+    some unrelated deadline to tick.
+
+`EVACUATIONS` (with `EVACUATION_FAULTS` for Raft) is the profile that reaches that state
+often: topics of up to 12 partitions, rarely deleted, a step of 2 partition changes, brokers
+whose sessions expire often, rarer Raft faults (so that the large topics and the fencings
+commit), and the Raft leader resigning (`fence_failover_rate`, per firing) while the committed
+metadata names a fenced broker, so that a new active controller finds the moves half made.
 
 The shell's rule stays the Raft one: the controller is called (requests, ticks) only while no
 Raft `Ready` is in flight on its host; a request arriving meanwhile waits in the host's queue.
@@ -29,8 +48,9 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+from uuid import UUID
 
 from sim_controller_host import ControllerFactory, ControllerNodeHost
 from sim_controller_invariants import Ack, ControllerChecker, ReadResult
@@ -43,12 +63,18 @@ from quorum.controller.controller_config import ControllerConfig
 from quorum.controller.operation import ReadContext
 from quorum.controller.pending_response import PendingResponse
 from quorum.metadata.image import MetadataImage
-from quorum.metadata.records import NO_LEADER
+from quorum.metadata.records import NO_LEADER, PartitionRecord
 from quorum.raft import RaftNode
 from replog.errors import NotControllerError
 
 CONTROLLER_TICK_MS = 10
 RPC_TIMEOUT_MS = 150
+# (g): a tick runs the queued steps in order, at least one, and each chain (a sweep, a broker's
+# evacuation or unfencing elections, a stepped request) holds one place in that queue: with at
+# most 5 brokers, a dozen chains at once is generous.
+SWEEP_STALL_TURNS = 12
+# (g): a fenced broker named in a partition: (topic id, partition, broker, whether it leads).
+Named = tuple[UUID, int, int, bool]
 
 
 # Shorter than the Raft simulation's runs: the metadata layer costs time per event, and many
@@ -56,11 +82,11 @@ RPC_TIMEOUT_MS = 150
 DEFAULT_SAFETY_MS = 1000
 
 
-def replay_command(seed: int, safety_ms: int = DEFAULT_SAFETY_MS) -> str:
+def replay_command(seed: int, safety_ms: int = DEFAULT_SAFETY_MS, test: str = "test_seed") -> str:
     length = "" if safety_ms == DEFAULT_SAFETY_MS else f"CONTROLLER_SIM_SAFETY_MS={safety_ms} "
     return (
         f"CONTROLLER_SIM_SEED={seed} {length}.venv/bin/pytest "
-        "tests/sim/test_controller_simulation.py -q -k test_seed"
+        f"tests/sim/test_controller_simulation.py -q -k {test}"
     )
 
 
@@ -112,6 +138,11 @@ class ControllerOptions:
             max_partition_changes_per_step=rng.choice((1_000, 1_000, 3, 1)),
         )
 
+    # Not drawn: their defaults keep every seed's run as it was; `EVACUATIONS` sets them.
+    partitions_per_topic: int = 3  # a CreateTopics asks for 1 to this many
+    topic_delete_weight: float = 8  # of the admin's requests (`AdminClient.random_request`)
+    fence_failover_rate: float = 0.0
+
     def controller_config(self, node_id: int) -> ControllerConfig:
         return ControllerConfig(
             node_id=node_id,
@@ -126,6 +157,36 @@ class ControllerOptions:
             leaderless_partition_check_interval_ms=self.unclean_interval_ms,
             max_partition_changes_per_step=self.max_partition_changes_per_step,
         )
+
+
+EVACUATIONS: Mapping[str, object] = {
+    "partitions_per_topic": 12,
+    "topic_delete_weight": 1,
+    "max_partition_changes_per_step": 2,
+    "max_records_per_batch": 10_000,  # a topic's creation is atomic: it must fit in a batch
+    "broker_stall_rate": 0.4,
+    "broker_crash_rate": 0.1,
+    "fence_failover_rate": 0.1,
+}
+# The Raft faults under `EVACUATIONS`: rarer than most seeds draw, so that the quorum commits
+# the large topics and the fencings; the failovers that matter are the profile's own.
+EVACUATION_FAULTS: Mapping[str, object] = {
+    "crash_rate": 0.02,
+    "partition_rate": 0.05,
+    "drop_rate": 0.02,
+}
+
+
+@dataclass
+class _SweepWatch:
+    """(g) for one active controller's term: the pairs named at its last firing."""
+
+    term: tuple[int, int | None]  # (host incarnation, claim epoch)
+    named: frozenset[Named]
+    # Firings since a pair last left: of all pairs, and of the leading ones (a leader's
+    # AlterPartition moves fenced followers out of ISRs, so only the controller moves a fenced
+    # leader, and a sweep that never runs shows there first).
+    stalled: dict[bool, int] = field(default_factory=lambda: {False: 0, True: 0})
 
 
 @dataclass
@@ -155,12 +216,14 @@ class ControllerSimulation(Simulation):
         node_factory: Callable[..., RaftNode] = RaftNode,
         option_overrides: Mapping[str, object] | None = None,
         controller_overrides: Mapping[str, object] | None = None,
+        replay_test: str = "test_seed",
     ) -> None:
         super().__init__(
             seed, safety_ms=safety_ms, node_factory=node_factory, option_overrides=option_overrides
         )
         # Drawn after the Raft options, from the same stream: one seed decides everything.
         self.ctl = ControllerOptions.from_seed(self.rng)
+        self.replay_test = replay_test
         if controller_overrides:
             self.ctl = ControllerOptions(**{**self.ctl.__dict__, **controller_overrides})
         config = self.options.raft_config()
@@ -188,6 +251,7 @@ class ControllerSimulation(Simulation):
         }
         self.admin = AdminClient(self)
         self.stats: Counter[str] = Counter()
+        self.sweep_watches: dict[int, _SweepWatch] = {}
 
     # --- running ------------------------------------------------------------------------------
 
@@ -205,7 +269,7 @@ class ControllerSimulation(Simulation):
             raise SimulationFailure(
                 f"seed {self.seed} failed at {self.now_ms} ms after {self.checker.events} "
                 f"events ({self.options}, {self.ctl}): {kind}{e}\n"
-                f"replay: {replay_command(self.seed, self.options.safety_ms)}"
+                f"replay: {replay_command(self.seed, self.options.safety_ms, self.replay_test)}"
             ) from e
         appended = [b for state in self.hosts.values() for b in _appended(state)]
         reverted = sum(1 for batch in appended if not self._committed_as_written(batch))
@@ -337,13 +401,61 @@ class ControllerSimulation(Simulation):
                 continue
             controller = host.controller
             assert controller is not None
+            can_write = len(controller.purgatory) < controller.config.max_pending_writes
             wake = controller.next_wake_ms(self.now_ms)
             if wake is not None and wake <= self.now_ms:
                 controller.tick(self.now_ms)
                 self.checker.quiet = False
                 self.poke(state)
+            if controller.is_active:
+                self._watch_sweep(host.node_id, host.incarnation, controller, can_write)
+                self._fail_over_mid_sweep(state)
         if not self.done:
             self.at(self.now_ms + CONTROLLER_TICK_MS, self.controller_tick)
+
+    def _watch_sweep(
+        self, node_id: int, incarnation: int, controller: QuorumController, can_write: bool
+    ) -> None:
+        """(g), at one firing of the shell's timer (module docstring)."""
+        named = _fenced_named(controller)
+        term = (incarnation, controller.claim_epoch)
+        watch = self.sweep_watches.get(node_id)
+        if watch is None or watch.term != term:
+            watch = self.sweep_watches[node_id] = _SweepWatch(term, named)
+            if named:
+                self.stats["activations finding a fenced broker named"] += 1
+            return
+        if named:
+            self.stats["turns with a fenced broker named"] += 1
+        for leading in (False, True):
+            now = {pair for pair in named if pair[3] or not leading}
+            before = {pair for pair in watch.named if pair[3] or not leading}
+            if not now or before - now:
+                watch.stalled[leading] = 0
+            elif can_write:
+                watch.stalled[leading] += 1
+                if watch.stalled[leading] > SWEEP_STALL_TURNS:
+                    where = "as leaders" if leading else "in ISRs or as leaders"
+                    raise InvariantViolation(
+                        f"active controller {node_id} (quorum epoch {controller.claim_epoch}) "
+                        f"has named fenced brokers {where} "
+                        f"for {watch.stalled[leading]} turns of {CONTROLLER_TICK_MS} ms without "
+                        f"moving any out: {sorted(now, key=str)[:6]} ({len(now)} in all)"
+                    )
+        watch.named = named
+
+    def _fail_over_mid_sweep(self, state: _HostState) -> None:
+        """The `EVACUATIONS` fault: the leader resigns while the committed metadata names a
+        fenced broker, so that the next active controller finds the moves half made."""
+        node = state.host.node
+        rate = self.ctl.fence_failover_rate
+        if not (rate and self.faults_on and self.checker.fenced_named and node is not None):
+            return
+        if node.status().role == "leader" and self.rng.random() < rate:
+            node.resign(self.now_ms)
+            self.checker.quiet = False
+            self.stats["failovers while a fenced broker is named"] += 1
+            self.poke(state)
 
     # --- workload and faults -----------------------------------------------------------------
 
@@ -444,6 +556,25 @@ class ControllerSimulation(Simulation):
         )
 
 
+def _fenced_named(controller: QuorumController) -> frozenset[Named]:
+    """(topic id, partition, broker, whether it leads) for every fenced broker the controller's
+    latest state names beside other ISR members or as leader (unregistered ones are property
+    e's)."""
+    registrations = controller.cluster.registrations(None)
+    fenced = {broker_id for broker_id, r in registrations.items() if r.fenced}
+    if not fenced:
+        return frozenset()
+    named: set[Named] = set()
+    for record in controller.replication.snapshot_records(None):
+        if not isinstance(record, PartitionRecord):
+            continue
+        for broker_id in record.isr:
+            leads = broker_id == record.leader
+            if broker_id in fenced and (leads or len(record.isr) > 1):
+                named.add((record.topic_id, record.partition_id, broker_id, leads))
+    return frozenset(named)
+
+
 def _leaderless(image: MetadataImage) -> int:
     return sum(
         partition.leader == NO_LEADER
@@ -464,12 +595,15 @@ def run_controller_seed(
     controller_factory: ControllerFactory = QuorumController,
     option_overrides: Mapping[str, object] | None = None,
     controller_overrides: Mapping[str, object] | None = None,
+    replay_test: str = "test_seed",
 ) -> ControllerReport:
-    """Run one seed; raises `SimulationFailure` (with the replay command) on any violation."""
+    """Run one seed; raises `SimulationFailure` (with the replay command, which runs
+    `replay_test`) on any violation."""
     return ControllerSimulation(
         seed,
         safety_ms=safety_ms,
         controller_factory=controller_factory,
         option_overrides=option_overrides,
         controller_overrides=controller_overrides,
+        replay_test=replay_test,
     ).run()

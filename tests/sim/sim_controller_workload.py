@@ -338,7 +338,7 @@ class AdminClient:
         rng = self.sim.rng
         ops: list[tuple[float, Callable[[], None]]] = [
             (25, self._create_topic),
-            (8, self._delete_topic),
+            (self.sim.ctl.topic_delete_weight, self._delete_topic),
             (6, self._create_partitions),
             (8, self._elect_leaders),
             (8, self._alter_configs),
@@ -363,7 +363,7 @@ class AdminClient:
             configs["min.insync.replicas"] = "2"
         topic = CreatableTopic(
             rng.choice(TOPIC_NAMES),
-            num_partitions=rng.randint(1, 3),
+            num_partitions=rng.randint(1, self.sim.ctl.partitions_per_topic),
             replication_factor=rng.randint(1, 3),
             configs=configs,
         )

@@ -9,7 +9,11 @@ correlation id, read back whole before the next is sent) after 200 unmeasured on
 - ListOffsets v7, latest offset of the partition (Spark's connector asks earliest and latest
   after every poll);
 - Metadata v12 for the topic;
-- Fetch v12 of the partition from offset 0, no session, `max_wait_ms` 0: the few records.
+- Fetch v12 of the partition from offset 0, no session, `max_wait_ms` 0: the few records;
+- OffsetForLeaderEpoch v4, where epoch 0 of the partition ends (a consumer asks it after a
+  leader change, to check its position; Spark's source does not).
+
+`--apis` picks some of them (by name, comma-separated).
 
 Per API it prints each round trip's median and p99 (client clock, `time.perf_counter_ns`)
 and the leader process's CPU per round trip (/proc, less what it used idle over the second
@@ -22,7 +26,7 @@ plain blocking socket for both, so its own cost (about the same for both) sits i
     .venv/bin/python bench/kafka_roundtrip.py [--runs 3] [--round-trips 2000]
         [--base-port P] [--kafka-base-port K] [--data-dir DIR]
         [--apache-kafka HOST:PORT,... [--apache-kafka-pids P,P,P]]
-        [--compare-checkout DIR] [--json FILE]
+        [--compare-checkout DIR] [--apis NAME,...] [--json FILE]
 
 A replog cluster is started (`replog cluster start`, gRPC from `--base-port`, Kafka
 listeners from `--kafka-base-port`) and stopped on exit; `--compare-checkout DIR` starts a
@@ -68,6 +72,14 @@ from replog.kafka.messages.list_offsets_request import (  # noqa: E402
 from replog.kafka.messages.list_offsets_response import ListOffsetsResponse  # noqa: E402
 from replog.kafka.messages.metadata_request import MetadataRequest, MetadataRequestTopic  # noqa: E402
 from replog.kafka.messages.metadata_response import MetadataResponse  # noqa: E402
+from replog.kafka.messages.offset_for_leader_epoch_request import (  # noqa: E402
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
+from replog.kafka.messages.offset_for_leader_epoch_response import (  # noqa: E402
+    OffsetForLeaderEpochResponse,
+)
 from replog.kafka.messages.request_header import RequestHeader  # noqa: E402
 from replog.kafka.protocol.codec import Message  # noqa: E402
 from replog.kafka.protocol.framing import decode_response, encode_request  # noqa: E402
@@ -135,6 +147,20 @@ def apis(topic: str) -> list[Api]:
                     FetchTopic(
                         topic=topic,
                         partitions=[FetchPartition(partition=0, partition_max_bytes=1 << 20)],
+                    )
+                ],
+            ),
+        ),
+        Api(
+            "OffsetForLeaderEpoch",
+            23,
+            4,
+            OffsetForLeaderEpochRequest(
+                replica_id=-1,
+                topics=[
+                    OffsetForLeaderTopic(
+                        topic=topic,
+                        partitions=[OffsetForLeaderPartition(partition=0, leader_epoch=0)],
                     )
                 ],
             ),
@@ -278,6 +304,8 @@ def _check(api: Api, answer: bytes) -> None:
         codes = [body.topics[0].partitions[0].error_code]
     elif isinstance(body, MetadataResponse):
         codes = [body.topics[0].error_code]
+    elif isinstance(body, OffsetForLeaderEpochResponse):
+        codes = [body.topics[0].partitions[0].error_code]
     else:
         assert isinstance(body, FetchResponse)
         fetched = body.responses[0].partitions[0]
@@ -299,7 +327,7 @@ def runs(
                 trial = measure(system, api, run, round_trips)
                 trials.append(trial)
                 print(
-                    f"run {run + 1} {system.name:>12s} {api.name:>11s}  median "
+                    f"run {run + 1} {system.name:>12s} {api.name:>20s}  median "
                     f"{trial.median_us:7.1f} us  p99 {trial.p99_us:7.1f} us  CPU "
                     f"{trial.cpu_us:6.1f} us per round trip  load {trial.load_average}",
                     flush=True,
@@ -310,12 +338,12 @@ def runs(
 def summary(trials: Sequence[Trial], names: Sequence[str], all_apis: Sequence[Api]) -> None:
     print()
     print("min / median / max over the runs")
-    print(f"{'API':12s}{'system':>14s}{'median us':>30s}{'p99 us':>30s}{'CPU us/rt':>30s}")
+    print(f"{'API':21s}{'system':>14s}{'median us':>30s}{'p99 us':>30s}{'CPU us/rt':>30s}")
     for api in all_apis:
         for name in names:
             mine = [t for t in trials if t.api == api.name and t.system == name]
             print(
-                f"{api.name:12s}{name:>14s}"
+                f"{api.name:21s}{name:>14s}"
                 + "".join(
                     f"{spread([getattr(t, f) for t in mine]):>30s}"
                     for f in ("median_us", "p99_us", "cpu_us")
@@ -327,7 +355,7 @@ def summary(trials: Sequence[Trial], names: Sequence[str], all_apis: Sequence[Ap
             print(f"{first} / {second}, per run: min / median / max")
             for api in all_apis:
                 print(
-                    f"{api.name:12s}"
+                    f"{api.name:21s}"
                     + "".join(
                         f"  {label} {_ratio(trials, api.name, field, first, second):>24s}"
                         for label, field in (
@@ -368,6 +396,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also measure a cluster running the code of this checkout (another version: an "
         "A/B run), as `replog-<its directory name>`, at --base-port + 10",
     )
+    parser.add_argument(
+        "--apis",
+        help="the APIs to measure, comma-separated (default: all): "
+        + ",".join(api.name for api in apis(TOPIC)),
+    )
     parser.add_argument("--json", help="write every trial here")
     args = parser.parse_args(argv)
     if args.runs < 1 or args.round_trips < 1:
@@ -375,6 +408,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     kafka_base = args.kafka_base_port or args.base_port + 200
     topic = f"{TOPIC}-{int(time.time())}"  # fresh in a Kafka cluster measured before
     all_apis = apis(topic)
+    if args.apis:
+        wanted = args.apis.split(",")
+        unknown = set(wanted) - {api.name for api in all_apis}
+        if unknown:
+            parser.error(f"--apis: no API named {', '.join(sorted(unknown))}")
+        all_apis = [api for api in all_apis if api.name in wanted]
     systems: list[System] = []
     if args.apache_kafka:
         _create_kafka_topic(args.apache_kafka, topic, 1)

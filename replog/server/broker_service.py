@@ -59,6 +59,13 @@ Rules:
   `KafkaStorageError` goes to `on_storage_error` and the call fails with UNAVAILABLE; another
   `KafkaError` becomes every partition's error; any other exception is logged and the call
   fails with INTERNAL. Never a crashed process.
+- Produce, Fetch, ListOffsets and OffsetsForLeaderEpoch are answered by cores that take
+  decoded requests (`produce`, `fetch`, `list_offsets`, `offsets_for_leader_epoch`): the gRPC
+  methods decode and call them, and the Kafka listener calls them directly, so both shells get
+  the same refusals and answers with no protobuf between the Kafka listener and the replica
+  manager (a Kafka Produce's records are the request's bytes, never decoded). `fetch` gives a
+  fetch answered at once (records there, an error, no wait asked) in the step that read it,
+  and an awaitable for one that waits in the replica manager's purgatory.
 - DescribeLogDirs answers from the replica manager's log manager (`log_dirs.describe_log_dirs`:
   every log dir and the replicas in it, filtered by topic); like the other data requests it is
   UNAVAILABLE until the logs are recovered, and UNIMPLEMENTED for a replica manager without a
@@ -100,6 +107,7 @@ from replog.replication import messages as m
 from replog.replication.fetch_session import FULL_FETCH_EPOCH, LeaderFetchSession
 from replog.server.broker_metadata import metadata_response_from_image
 from replog.server.log_dirs import LogView, describe_log_dirs
+from replog.server.loop_turns import yield_turn
 from replog.server.repeat_reads import RepeatReads
 from replog.server.tolerant_service import (
     Context,
@@ -193,12 +201,12 @@ class BrokerRequests(Protocol):
     acks=all): ProduceStream relies on it to append one call's requests in the order sent."""
 
     async def produce(self, request: m.ProduceRequest) -> m.ProduceResponse: ...
-    async def fetch(
+    def fetch_or_wait(
         self,
         request: m.FetchRequest,
         repeats: RepeatReads | None = None,
         session: LeaderFetchSession | None = None,
-    ) -> m.FetchResponse: ...
+    ) -> m.FetchResponse | Awaitable[m.FetchResponse]: ...
     def list_offsets(self, request: m.ListOffsetsRequest) -> m.ListOffsetsResponse: ...
     def offsets_for_leader_epoch(
         self, request: m.OffsetsForLeaderEpochRequest
@@ -237,6 +245,7 @@ class _Entry(Protocol):
 
 E = TypeVar("E", bound=_Entry)
 R = TypeVar("R")
+S = TypeVar("S")
 
 
 def records_problem(records: bytes | memoryview) -> str | None:
@@ -357,6 +366,17 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     pending.cancel()
 
     async def _produce(self, decoded: m.ProduceRequest, context: Context) -> pb.ProduceResponse:
+        answer = await self.produce(decoded, _deadline_bound(context))
+        return pb.ProduceResponse() if answer is None else codec.produce_response_to_proto(answer)
+
+    async def produce(
+        self, decoded: m.ProduceRequest, bound_ms: Callable[[int], int] | None = None
+    ) -> m.ProduceResponse | None:
+        """Produce: what `Produce` and `ProduceStream` answer, and what the Kafka listener
+        answers, called directly (no protobuf in between: the records are the bytes as they
+        arrived, only their batch headers checked). None for acks=0 (no answer); raises
+        `Refused`. `bound_ms(timeout_ms)`: how long an acks=all request may wait in the
+        purgatory (cut before a gRPC caller's deadline; None: its own timeout)."""
         rm = self._ready()
         if decoded.acks not in _VALID_ACKS:
             refused: dict[int, KafkaError] = {
@@ -367,16 +387,18 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             }
         else:
             refused = _refusals(decoded.partitions, "Produce", _produce_problem)
-        timeout_ms = _bounded_ms(decoded.timeout_ms, context)
+        timeout_ms = decoded.timeout_ms if bound_ms is None else bound_ms(decoded.timeout_ms)
 
         def failed(p: m.ProducePartition, error: KafkaError) -> m.ProducePartitionResult:
             return m.ProducePartitionResult(p.topic, p.partition, error)
 
-        answered = await self._ask_manager(
-            decoded.partitions,
-            refused,
-            lambda valid: rm.produce(replace(decoded, partitions=valid, timeout_ms=timeout_ms)),
-            failed,
+        answered = await _resolved(
+            self._ask_manager(
+                decoded.partitions,
+                refused,
+                lambda valid: rm.produce(replace(decoded, partitions=valid, timeout_ms=timeout_ms)),
+                failed,
+            )
         )
         if decoded.acks == m.ACKS_NONE:
             # The manager answers acks=0 with the failed partitions only.
@@ -393,9 +415,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     f"acks=0 produce to {topic}-{partition} failed with "
                     f"{error.error_name}: {error}{more}",
                 )
-            return pb.ProduceResponse()
-        results = _merged(decoded.partitions, refused, answered, failed)
-        return codec.produce_response_to_proto(m.ProduceResponse(tuple(results)))
+            return None
+        return m.ProduceResponse(tuple(_merged(decoded.partitions, refused, answered, failed)))
 
     async def Fetch(self, request: pb.FetchRequest, context: Context) -> m.FetchResponse:
         return await self._serve(
@@ -488,9 +509,25 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         session: LeaderFetchSession | None,
         repeats: RepeatReads | None = None,
     ) -> m.FetchResponse:
-        """`bound_ms(max_wait_ms)`: how long the request may wait (cut before a caller's
-        deadline)."""
-        sent = await self._decode_fetch(request)
+        """`request` decoded, then answered by `fetch`."""
+        answer = self.fetch(await self._decode_fetch(request), bound_ms, session, repeats)
+        return answer if isinstance(answer, m.FetchResponse) else await answer
+
+    def fetch(
+        self,
+        sent: m.FetchRequest,
+        bound_ms: Callable[[int], int] | None = None,
+        session: LeaderFetchSession | None = None,
+        repeats: RepeatReads | None = None,
+    ) -> m.FetchResponse | Awaitable[m.FetchResponse]:
+        """What a decoded Fetch is answered: the answer itself when it is given at once, else
+        an awaitable of it (the fetch waits in the replica manager's purgatory; await it at
+        once). The gRPC methods answer with it, and so does the Kafka listener, called directly
+        (no protobuf in between: a consumer catching up waits for each answer). Raises
+        `Refused` (so may the awaitable). `bound_ms(max_wait_ms)`: how long the request may
+        wait (cut before a gRPC caller's deadline; None: its own max wait). `session`: the
+        FetchStream call's session (`fetch_session`), which a request with a `session_epoch`
+        needs."""
         rm = self._ready()
         decoded = sent
         if sent.session_epoch == m.NO_SESSION:
@@ -519,25 +556,35 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         # (docs/design/replication.md#answer-now-or-wait); a bounded round that left news
         # unread answers at once too (`fetch_session` Rules), so the next round reads it.
         now = refused or (rounds is not None and rounds.deferred)
-        max_wait_ms = 0 if now else bound_ms(decoded.max_wait_ms)
+        if now:
+            max_wait_ms = 0
+        else:
+            max_wait_ms = decoded.max_wait_ms if bound_ms is None else bound_ms(decoded.max_wait_ms)
         if rounds is not None and not decoded.partitions:
             # No news: the round waits for some (or its max wait) on the session's partitions.
-            idle = await rm.fetch(replace(decoded, max_wait_ms=max_wait_ms), repeats, rounds)
-            return rounds.answer(sent, idle)
-        results = await self._answer(
-            decoded.partitions,
-            refused,
-            lambda valid: rm.fetch(
-                replace(decoded, partitions=valid, max_wait_ms=max_wait_ms), repeats, rounds
+            idle = rm.fetch_or_wait(replace(decoded, max_wait_ms=max_wait_ms), repeats, rounds)
+            return _then(idle, partial(rounds.answer, sent))
+
+        def failed(p: m.FetchPartition, error: KafkaError) -> m.FetchPartitionResult:
+            return m.FetchPartitionResult(p.topic, p.partition, error, topic_id=p.topic_id)
+
+        def answered(results: Sequence[m.FetchPartitionResult]) -> m.FetchResponse:
+            response = m.FetchResponse(tuple(_merged(decoded.partitions, refused, results, failed)))
+            if rounds is None:
+                return response
+            return rounds.answer(sent, response)
+
+        return _then(
+            self._ask_manager(
+                decoded.partitions,
+                refused,
+                lambda valid: rm.fetch_or_wait(
+                    _narrowed(decoded, valid, max_wait_ms), repeats, rounds
+                ),
+                failed,
             ),
-            lambda p, error: m.FetchPartitionResult(
-                p.topic, p.partition, error, topic_id=p.topic_id
-            ),
+            answered,
         )
-        response = m.FetchResponse(tuple(results))
-        if session is None or sent.session_epoch == m.NO_SESSION:
-            return response
-        return session.answer(sent, response)
 
     async def ListOffsets(
         self, request: pb.ListOffsetsRequest, context: Context
@@ -553,14 +600,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         what `ListOffsets` answers, and what the Kafka listener answers, called directly (no
         protobuf in between: a Kafka consumer asks offsets after every poll). Raises
         `Refused`."""
-        rm = self._ready()
-        results = _at_once(
-            self._answer(
-                request.partitions,
-                _refusals(request.partitions, "ListOffsets", _entry_problem),
-                lambda valid: rm.list_offsets(replace(request, partitions=valid)),
-                lambda p, error: m.ListOffsetsPartitionResult(p.topic, p.partition, error),
-            )
+        results = self._answered_at_once(
+            request,
+            "ListOffsets",
+            self._ready().list_offsets,
+            lambda p, error: m.ListOffsetsPartitionResult(p.topic, p.partition, error),
         )
         return m.ListOffsetsResponse(tuple(results))
 
@@ -569,18 +613,25 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     ) -> pb.OffsetsForLeaderEpochResponse:
         async def serve() -> pb.OffsetsForLeaderEpochResponse:
             decoded = self._decode(request, codec.offsets_for_leader_epoch_request_from_proto)
-            rm = self._ready()
-            results = await self._answer(
-                decoded.partitions,
-                _refusals(decoded.partitions, "OffsetsForLeaderEpoch", _entry_problem),
-                lambda valid: rm.offsets_for_leader_epoch(replace(decoded, partitions=valid)),
-                lambda p, error: m.OffsetForLeaderPartitionResult(p.topic, p.partition, error),
-            )
             return codec.offsets_for_leader_epoch_response_to_proto(
-                m.OffsetsForLeaderEpochResponse(tuple(results))
+                self.offsets_for_leader_epoch(decoded)
             )
 
         return await self._serve(request, context, serve)
+
+    def offsets_for_leader_epoch(
+        self, request: m.OffsetsForLeaderEpochRequest
+    ) -> m.OffsetsForLeaderEpochResponse:
+        """OffsetsForLeaderEpoch, answered at once (the replica manager's never waits): what
+        `OffsetsForLeaderEpoch` answers, and what the Kafka listener answers, called directly.
+        Raises `Refused`."""
+        results = self._answered_at_once(
+            request,
+            "OffsetsForLeaderEpoch",
+            self._ready().offsets_for_leader_epoch,
+            lambda p, error: m.OffsetForLeaderPartitionResult(p.topic, p.partition, error),
+        )
+        return m.OffsetsForLeaderEpochResponse(tuple(results))
 
     async def DeleteRecords(
         self, request: pb.DeleteRecordsRequest, context: Context
@@ -672,7 +723,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             for entry in codec.fetch_partitions_from_proto(request):
                 partitions.append(entry)
                 if len(partitions) % FETCH_DECODE_STEP_PARTITIONS == 0:
-                    await asyncio.sleep(0)
+                    await yield_turn()
             return codec.fetch_request_from_proto(request, partitions)
         except InvalidRequestError as error:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None
@@ -687,6 +738,24 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             )
         return rm
 
+    def _answered_at_once(
+        self,
+        request: Any,
+        where: str,
+        ask: Callable[[Any], Any],
+        failed: Callable[[Any, KafkaError], R],
+    ) -> list[R]:
+        """One result per partition of `request` (a request whose `partitions` the manager
+        answers at once: `ask(request with its valid partitions)` gives the response)."""
+        return _at_once(
+            self._answer(
+                request.partitions,
+                _refusals(request.partitions, where, _entry_problem),
+                lambda valid: ask(replace(request, partitions=valid)),
+                failed,
+            )
+        )
+
     async def _answer(
         self,
         entries: Sequence[E],
@@ -695,17 +764,18 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         failed: Callable[[E, KafkaError], R],
     ) -> list[R]:
         """One result per entry in request order: its refusal, or the manager's answer."""
-        answered = await self._ask_manager(entries, refused, ask, failed)
+        answered = await _resolved(self._ask_manager(entries, refused, ask, failed))
         return _merged(entries, refused, answered, failed)
 
-    async def _ask_manager(
+    def _ask_manager(
         self,
         entries: Sequence[E],
         refused: dict[int, KafkaError],
         ask: Callable[[tuple[E, ...]], Any],
         failed: Callable[[E, KafkaError], R],
-    ) -> Sequence[R]:
-        """The manager's per-partition answers to the entries not refused (none if all were).
+    ) -> Sequence[R] | Awaitable[Sequence[R]]:
+        """The manager's per-partition answers to the entries not refused (none if all were),
+        or an awaitable of them when the manager's answer is one.
 
         `ask` gets those entries and returns the manager's response, or an awaitable of it.
         """
@@ -714,15 +784,37 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             return ()
         try:
             response = ask(valid)
-            if inspect.isawaitable(response):
-                response = await response
-        except KafkaStorageError as error:
+        except KafkaError as error:
+            return self._manager_failed(valid, error, failed)
+        if inspect.isawaitable(response):
+            return self._manager_answers_later(valid, response, failed)
+        return self._manager_answered(response)
+
+    async def _manager_answers_later(
+        self,
+        valid: tuple[E, ...],
+        response: Awaitable[Any],
+        failed: Callable[[E, KafkaError], R],
+    ) -> Sequence[R]:
+        try:
+            answer = await response
+        except KafkaError as error:
+            return self._manager_failed(valid, error, failed)
+        return self._manager_answered(answer)
+
+    def _manager_failed(
+        self, valid: tuple[E, ...], error: KafkaError, failed: Callable[[E, KafkaError], R]
+    ) -> list[R]:
+        """The manager raised `error`: a storage error stops the broker (`on_storage_error`)
+        and refuses the request; another is every entry's."""
+        if isinstance(error, KafkaStorageError):
             if self._on_storage_error is not None:
                 self._on_storage_error(error)
             raise Refused(grpc.StatusCode.UNAVAILABLE, f"storage error: {error}") from None
-        except KafkaError as error:
-            return [failed(p, error) for p in valid]
-        answered: Sequence[R] = response.partitions
+        return [failed(p, error) for p in valid]
+
+    def _manager_answered(self, response: Any) -> Sequence[Any]:
+        answered: Sequence[Any] = response.partitions
         # The manager answers a failed disk per partition (KAFKA_STORAGE_ERROR); the broker
         # must still stop, as Kafka takes a failed log dir offline.
         if self._on_storage_error is not None:
@@ -873,6 +965,16 @@ def _at_once(call: Coroutine[Any, Any, R]) -> R:
     raise IllegalStateError("a call answered at once waited")
 
 
+def _narrowed(
+    request: m.FetchRequest, valid: tuple[m.FetchPartition, ...], max_wait_ms: int
+) -> m.FetchRequest:
+    """`request` with only its `valid` entries (some of its own, in order) and `max_wait_ms`:
+    the request itself when that changes nothing (no copy: most fetches)."""
+    if len(valid) == len(request.partitions) and max_wait_ms == request.max_wait_ms:
+        return request
+    return replace(request, partitions=valid, max_wait_ms=max_wait_ms)
+
+
 def _merged(
     entries: Sequence[E],
     refused: dict[int, KafkaError],
@@ -898,3 +1000,21 @@ def _merged(
             )
         results.append(result)
     return results
+
+
+async def _resolved(value: R | Awaitable[R]) -> R:
+    """`value`, awaited if it is an awaitable."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def _then(value: R | Awaitable[R], then: Callable[[R], S]) -> S | Awaitable[S]:
+    """`then(value)`: now when `value` is given, else an awaitable of it (once `value` is)."""
+    if inspect.isawaitable(value):
+        return _after(value, then)
+    return then(value)
+
+
+async def _after(value: Awaitable[R], then: Callable[[R], S]) -> S:
+    return then(await value)

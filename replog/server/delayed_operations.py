@@ -39,14 +39,16 @@ Theory of operation: `DelayedOperations` owns the three purgatories and nothing 
 the manager's partitions through the mapping it is given and re-reads fetches through the
 manager's `read_fetch`, so the replicas have one owner. The manager calls `wake(key)` whenever
 a partition's HW, LEO, low watermark or leadership moves, `expire(now_ms)` from its timer, and
-`wait_*` from the request coroutines; `on_new_deadline(deadline_ms)` tells its timer of each
-new deadline.
+`wait_produce`, `wait_delete_records` and `watch_fetch` from the request paths (a fetch is
+parked synchronously, in the step that read it, so that no wake falls between its read and its
+watch, and the caller awaits its answer); `on_new_deadline(deadline_ms)` tells its timer of
+each new deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Generic, TypeVar
 
@@ -239,20 +241,26 @@ class DelayedOperations:
         self._on_new_deadline(deadline_ms)
         await _wait(op, self.produce)
 
-    async def wait_fetch(
+    def watch_fetch(
         self, op: DelayedFetch, deadline_ms: int, session: LeaderFetchSession | None = None
-    ) -> FetchResponse:
-        """Park `op` until it can be answered or `deadline_ms`; PurgatoryFullError. With
-        `session`, `op` is a dirty-only round of it, woken by the session's news."""
+    ) -> Awaitable[FetchResponse]:
+        """Park `op` until it can be answered or `deadline_ms` (PurgatoryFullError), here and
+        now: a wake from here on completes it. The answer is the awaitable's; await it at once
+        (an awaitable never awaited leaves `op` parked until its deadline). With `session`,
+        `op` is a dirty-only round of it, woken by the session's news."""
         self.fetch.watch(op, op.keys if session is None else (), deadline_ms)
         self._on_new_deadline(deadline_ms)
-        if session is None:
-            result = await _wait(op, self.fetch)
-        else:
+        if session is not None:
             session.waiter = lambda key: self._session_news(op, session, key)
-            try:
-                result = await _wait(op, self.fetch)
-            finally:
+        return self._fetch_answer(op, session)
+
+    async def _fetch_answer(
+        self, op: DelayedFetch, session: LeaderFetchSession | None
+    ) -> FetchResponse:
+        try:
+            result = await _wait(op, self.fetch)
+        finally:
+            if session is not None:
                 session.waiter = None
         assert isinstance(result, FetchResponse)
         return result

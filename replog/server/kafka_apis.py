@@ -20,30 +20,38 @@ Rules:
   lowest listed broker (a KRaft broker names some live broker: clients send their admin
   requests there), -1 with none.
 - Metadata v0: an empty topic list means every topic; v1+: null means every topic, empty none.
-- Produce (v3-12, topics by name) goes through the gRPC Broker service's own produce path
-  (`BrokerService.Produce`, with a context that has no deadline): the same refusals (illegal
-  topic names, negative partitions, bytes that are not whole v2 batches, acks), the same
-  ReplicaManager call, the same storage-error handling; only the encoding differs. What that
-  path would abort the call for (acks=0 with a failed partition, a partition named twice, a
-  broker not serving data) is a `RequestRefusedError`: the listener closes the connection,
-  as Kafka's broker does for a failed acks=0 produce. acks=0 gets no response. Null records are
-  empty records. `current_leader` is filled when the replica manager names one;
-  `node_endpoints` and `record_errors` are left empty.
-- Fetch (v4-18, consumers only) goes through the gRPC service's unary Fetch the same way,
-  inside the broker's fetch session cache (`fetch_session_cache`, KIP-227): a session's whole
-  partition list is read, the answer keeps what the session rules keep. Topics are named by
-  id from v13 (an unknown id is UNKNOWN_TOPIC_ID, answered at once), and the answer groups
-  consecutive partitions of one topic, as Kafka's does. A fetch from a replica (replica id
-  >= 0) is refused. Records are the log's bytes as the replica manager read them; aborted
-  transactions are null for READ_UNCOMMITTED, empty for READ_COMMITTED (no transactions yet).
-- OffsetForLeaderEpoch (v2-4, consumers only) goes through the gRPC service's
-  OffsetsForLeaderEpoch the same way.
+- Produce (v3-12, topics by name) goes through the Broker service's Produce core
+  (`BrokerService.produce`, which its gRPC methods answer with) with no protobuf in between:
+  the records are the request's bytes as they arrived (never decoded here; the core checks
+  the batch framing, the log the rest), the same refusals (illegal topic names, negative
+  partitions, bytes that are not whole v2 batches, acks), the same ReplicaManager call and
+  purgatory (acks=all waits at most the request's timeout), the same storage-error handling;
+  Kafka's answer is built from the core's results. What the core refuses as a whole (acks=0
+  with a failed partition, a partition named twice, a broker not serving data) is a
+  `RequestRefusedError`: the listener closes the connection, as Kafka's broker does for a
+  failed acks=0 produce. acks=0 gets no response. Null records are empty records.
+  `current_leader` is filled when the replica manager names one; `node_endpoints` and
+  `record_errors` are left empty.
+- Fetch (v4-18, consumers only) goes through the Broker service's Fetch core
+  (`BrokerService.fetch`, which its gRPC methods answer with: the same refusals, the same
+  `ReplicaManager.fetch_or_wait` call, its purgatory) with no protobuf in between, inside the
+  broker's fetch session cache (`fetch_session_cache`, KIP-227): a session's whole partition
+  list is read, the answer keeps what the session rules keep. A fetch the replica manager
+  answers at once is answered at once here too; one that waits gives an awaitable. Topics are
+  named by id from v13 (an unknown id is UNKNOWN_TOPIC_ID, answered at once), and the answer
+  groups consecutive partitions of one topic, as Kafka's does. A fetch from a replica
+  (replica id >= 0) is refused. Records are the bytes the log read, never decoded, put into
+  the answer as they are; aborted transactions are null for READ_UNCOMMITTED, empty for
+  READ_COMMITTED (no transactions yet).
+- OffsetForLeaderEpoch (v2-4, consumers only) goes through the Broker service's core
+  (`BrokerService.offsets_for_leader_epoch`) the same way, answered at once.
 - ListOffsets (v1-7: earliest, latest, by timestamp, max timestamp) goes through the Broker
   service's ListOffsets core (`BrokerService.list_offsets`, which its gRPC method answers
   with): the same refusals and answers, with no protobuf in between, and answered at once.
 - `handle` gives the answer itself for the requests answered at once (ApiVersions, Metadata,
-  ListOffsets, InitProducerId) and an awaitable of it for the others: the listener answers
-  the first kind with no task (a consumer asks offsets after every poll and waits).
+  ListOffsets, InitProducerId, OffsetForLeaderEpoch, a Fetch that need not wait) and an
+  awaitable of it for the others: the listener answers the first kind with no task (a
+  consumer asks offsets after every poll and waits; one catching up waits for each fetch).
 - InitProducerId (v0-5) is `broker_service.init_producer_id`: a new id with epoch 0, a
   transactional id UNSUPPORTED_VERSION (transactions are not supported).
 - The admin APIs and the transaction APIs' refusals are `kafka_admin_apis.KafkaAdminApis`'s,
@@ -53,9 +61,10 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
-from collections.abc import Callable, Mapping, Sequence, Sized
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence, Sized
 from dataclasses import replace
 from functools import partial
 from typing import NoReturn, Protocol, TypeVar
@@ -111,6 +120,7 @@ from replog.replication.fetch_session_cache import (
     CACHE_SLOTS_DEFAULT,
     EVICTION_MS_DEFAULT,
     SESSION_ID_MAX,
+    FetchContext,
     FetchSessionCache,
     SessionRefusal,
     new_context,
@@ -210,9 +220,10 @@ class KafkaApis:
     def handle(self, request: KafkaRequest, listener_name: str) -> Answer:
         """The response to `request` (its key and version are in `SERVED`: the connection core
         refuses the others), None when the request gets none; an awaitable of it for the
-        requests that wait (produce, fetch, the extensions'), the response itself for the ones
-        answered at once (ApiVersions, Metadata, ListOffsets, InitProducerId), which the
-        listener then answers with no task."""
+        requests that wait (produce, a fetch in the purgatory, the extensions'), the response
+        itself for the ones answered at once (ApiVersions, Metadata, ListOffsets,
+        InitProducerId, OffsetForLeaderEpoch, a fetch answered at once), which the listener
+        then answers with no task."""
         extension = self._extensions.get(request.api_key)
         if extension is not None:
             return extension.handle(request, listener_name)
@@ -299,20 +310,22 @@ class KafkaApis:
     # --- Produce -------------------------------------------------------------------------------
 
     async def produce(self, request: ProduceRequest, version: int) -> ProduceResponse | None:
-        """Through the gRPC Broker service's own produce path (`BrokerService.Produce`), so
-        that every refusal and answer is the one gRPC clients get; only the encoding differs.
-        None for acks=0, which gets no response."""
+        """Through the Broker service's Produce core (`BrokerService.produce`: the gRPC
+        method's refusals and answer, the same `ReplicaManager.produce` call and purgatory),
+        the records the request's bytes as they arrived; only the encoding differs. None for
+        acks=0, which gets no response."""
         service = self._service("Produce")
         partitions = tuple(
             m.ProducePartition(topic.name, data.index, _records(data.records))
             for topic in request.topic_data
             for data in topic.partition_data
         )
-        decoded = m.ProduceRequest(request.acks, request.timeout_ms, partitions)
-        answer = await service.Produce(decoded, _KafkaCall())
-        if request.acks == m.ACKS_NONE:
+        with self._refusals():
+            answer = await service.produce(
+                m.ProduceRequest(request.acks, request.timeout_ms, partitions)
+            )
+        if answer is None:
             return None
-        results = broker_codec.produce_response_from_proto(answer).partitions
         return ProduceResponse(
             responses=[
                 TopicProduceResponse(
@@ -320,17 +333,21 @@ class KafkaApis:
                     partition_responses=[_produce_partition(r, version) for r in answered],
                 )
                 for topic, answered in _per_topic(
-                    request.topic_data, lambda t: t.partition_data, results
+                    request.topic_data, lambda t: t.partition_data, answer.partitions
                 )
             ]
         )
 
     # --- Fetch ---------------------------------------------------------------------------------
 
-    async def fetch(self, request: FetchRequest, version: int) -> kf.FetchResponse:
-        """Through the gRPC Broker service's unary Fetch (its refusals, the same
-        `ReplicaManager.fetch` call, the records as the log holds them), inside the broker's
-        fetch session cache (`fetch_session_cache`: KIP-227 session ids and epochs)."""
+    def fetch(
+        self, request: FetchRequest, version: int
+    ) -> kf.FetchResponse | Awaitable[kf.FetchResponse]:
+        """Through the Broker service's Fetch core (`BrokerService.fetch`: the gRPC method's
+        refusals and answer, the same `ReplicaManager.fetch_or_wait` call, the records as the
+        log read them), inside the broker's fetch session cache (`fetch_session_cache`:
+        KIP-227 session ids and epochs). The answer itself when the fetch is answered at once,
+        else an awaitable of it (the fetch waits in the purgatory)."""
         service = self._service("Fetch")
         replica_id = request.replica_state.replica_id if version >= 15 else request.replica_id
         _refuse_replica("Fetch", replica_id)
@@ -370,44 +387,24 @@ class KafkaApis:
             return kf.FetchResponse(error_code=context.error.code)
         read = context.request
         known = tuple(p for p in read.partitions if not _unknown_id(p.topic))
-        results: dict[tuple[str, int], m.FetchPartitionResult] = {}
-        if known:  # (with none, the Broker service too answers at once, reading nothing)
+        if not known:  # (with none, the Broker service too answers at once, reading nothing)
+            return _fetch_response(context, (), version, self._clock())
+        if len(known) < len(read.partitions):
             # Kafka answers at once when a partition has an error: an unknown topic id is one.
-            wait_ms = read.max_wait_ms if len(known) == len(read.partitions) else 0
-            proto = broker_codec.fetch_request_to_proto(
-                replace(read, partitions=known, max_wait_ms=wait_ms)
-            )
-            answer = await service.Fetch(proto, _KafkaCall())
-            results = {(r.topic, r.partition): r for r in answer.partitions}
-        session_id, answered = context.answer(
-            m.FetchResponse(
-                tuple(
-                    results.get((p.topic, p.partition))
-                    or m.FetchPartitionResult(
-                        p.topic,
-                        p.partition,
-                        UnknownTopicIdError(f"Fetch: no topic has id {p.topic_id}"),
-                    )
-                    for p in read.partitions
-                )
-            ),
-            self._clock(),
-        )
-        aborted: list[kf.AbortedTransaction] | None = (
-            None if isolation is m.IsolationLevel.READ_UNCOMMITTED else []
-        )
-        ids = {p.topic: p.topic_id for p in read.partitions}
-        return kf.FetchResponse(
-            session_id=session_id,
-            responses=[
-                kf.FetchableTopicResponse(
-                    topic="" if uses_ids else topic,
-                    topic_id=(ids.get(topic) or ZERO_UUID) if uses_ids else ZERO_UUID,
-                    partitions=[_fetched(r, aborted, version) for r in run],
-                )
-                for topic, run in _runs_by_topic(answered.partitions)
-            ],
-        )
+            read = replace(read, partitions=known, max_wait_ms=0)
+        with self._refusals():
+            fetched = service.fetch(read)
+        if isinstance(fetched, m.FetchResponse):
+            return _fetch_response(context, fetched.partitions, version, self._clock())
+        return self._fetched_later(context, fetched, version)
+
+    async def _fetched_later(
+        self, context: FetchContext, fetched: Awaitable[m.FetchResponse], version: int
+    ) -> kf.FetchResponse:
+        """The answer of a fetch that waited in the purgatory."""
+        with self._refusals():
+            response = await fetched
+        return _fetch_response(context, response.partitions, version, self._clock())
 
     def _topic_names(self, uses_ids: bool) -> Callable[[str, UUID], str]:
         """How a Fetch names a topic: its name up to v12, its id from v13 (looked up in the
@@ -424,10 +421,12 @@ class KafkaApis:
 
     # --- OffsetForLeaderEpoch ------------------------------------------------------------------
 
-    async def offset_for_leader_epoch(
+    def offset_for_leader_epoch(
         self, request: OffsetForLeaderEpochRequest
     ) -> OffsetForLeaderEpochResponse:
-        """Through the gRPC Broker service's OffsetsForLeaderEpoch (consumers only)."""
+        """Through the Broker service's OffsetsForLeaderEpoch core
+        (`BrokerService.offsets_for_leader_epoch`: the gRPC method's refusals and answer),
+        answered at once (consumers only)."""
         service = self._service("OffsetForLeaderEpoch")
         _refuse_replica("OffsetForLeaderEpoch", request.replica_id)
         decoded = m.OffsetsForLeaderEpochRequest(
@@ -439,10 +438,8 @@ class KafkaApis:
                 for p in topic.partitions
             )
         )
-        answer = await service.OffsetsForLeaderEpoch(
-            broker_codec.offsets_for_leader_epoch_request_to_proto(decoded), _KafkaCall()
-        )
-        results = broker_codec.offsets_for_leader_epoch_response_from_proto(answer).partitions
+        with self._refusals():
+            results = service.offsets_for_leader_epoch(decoded).partitions
         return OffsetForLeaderEpochResponse(
             topics=[
                 OffsetForLeaderTopicResult(
@@ -472,10 +469,8 @@ class KafkaApis:
                 request.isolation_level, "ListOffsets"
             ),
         )
-        try:
+        with self._refusals():
             results = service.list_offsets(decoded).partitions
-        except Refused as refused:
-            raise RequestRefusedError(f"broker {self.broker_id}: {refused.details}") from None
         return ListOffsetsResponse(
             topics=[
                 ListOffsetsTopicResponse(
@@ -490,6 +485,15 @@ class KafkaApis:
         if self._broker_service is None:
             raise RequestRefusedError(f"broker {self.broker_id} serves no {api} (no data plane)")
         return self._broker_service
+
+    @contextlib.contextmanager
+    def _refusals(self) -> Iterator[None]:
+        """The Broker service's refusals of a whole request (`Refused`, a gRPC status for its
+        own callers) as the listener's: the connection closes, the details logged."""
+        try:
+            yield
+        except Refused as refused:
+            raise RequestRefusedError(f"broker {self.broker_id}: {refused.details}") from None
 
     # --- InitProducerId ------------------------------------------------------------------------
 
@@ -587,6 +591,49 @@ def _fetched(
         ),
         aborted_transactions=None if aborted is None else list(aborted),
         records=result.records,
+    )
+
+
+def _fetch_response(
+    context: FetchContext,
+    fetched: Sequence[m.FetchPartitionResult],
+    version: int,
+    now_ms: int,
+) -> kf.FetchResponse:
+    """The Kafka answer to the read of `context.request` whose known partitions' results are
+    `fetched` (each partition with an unknown topic id is UNKNOWN_TOPIC_ID): what the session
+    keeps of it, grouped by topic, each partition's records the bytes the log read."""
+    read = context.request
+    results = {(r.topic, r.partition): r for r in fetched}
+    session_id, answered = context.answer(
+        m.FetchResponse(
+            tuple(
+                results.get((p.topic, p.partition))
+                or m.FetchPartitionResult(
+                    p.topic,
+                    p.partition,
+                    UnknownTopicIdError(f"Fetch: no topic has id {p.topic_id}"),
+                )
+                for p in read.partitions
+            )
+        ),
+        now_ms,
+    )
+    aborted: list[kf.AbortedTransaction] | None = (
+        None if read.isolation_level is m.IsolationLevel.READ_UNCOMMITTED else []
+    )
+    uses_ids = version >= FETCH_TOPIC_ID_VERSION
+    ids = {p.topic: p.topic_id for p in read.partitions}
+    return kf.FetchResponse(
+        session_id=session_id,
+        responses=[
+            kf.FetchableTopicResponse(
+                topic="" if uses_ids else topic,
+                topic_id=(ids.get(topic) or ZERO_UUID) if uses_ids else ZERO_UUID,
+                partitions=[_fetched(r, aborted, version) for r in run],
+            )
+            for topic, run in _runs_by_topic(answered.partitions)
+        ],
     )
 
 

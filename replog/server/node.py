@@ -58,6 +58,7 @@ import grpc
 
 from replog.errors import KafkaStorageError
 from replog.net_address import format_host_port
+from replog.server import collector
 from replog.server.broker_runtime import BrokerRuntime, data_plane_config_from_node
 from replog.server.broker_service import add_broker_service
 from replog.server.controller_driver import ControllerDriver
@@ -201,6 +202,9 @@ class Node:
             self.broker_snapshots = BrokerMetadataSnapshots.for_node(
                 config, self.driver, self.broker.metadata
             )
+        # Last: the metadata every listener before it built from a committed item is counted
+        # for the process's growth freezer, when `replog node` installed one (collector.py).
+        self.driver.add_listener(collector.committed_item_applied)
         # Without a broker nothing else shares the loop: small metadata-log appends may fsync
         # on it (a follower acknowledges sooner; see RaftDriver.fsync_on_loop).
         self.driver.fsync_on_loop = self.broker is None

@@ -27,9 +27,11 @@ Rules:
   it means the state machine is broken, or its log is corrupt; going on could act on it.
 - Committed items go to the listeners in log order, all of them before the state machine's
   next input; when that takes longer than `APPLY_TURN_S`, the loop's other tasks (request
-  handlers, the broker's heartbeats and fetches) get a turn between two items. Inputs they post
-  for the state machine (proposals, posted closures) wait until every committed item handed out
-  is applied, so the state machine still sees each of them before its next input.
+  handlers, the broker's heartbeats and fetches) get a turn between two items, including the
+  I/O and timers that fell due during the turn (`loop_turns.yield_turn`: so nothing waits for
+  more than one turn of applying). Inputs they post for the state machine (proposals, posted
+  closures) wait until every committed item handed out is applied, so the state machine still
+  sees each of them before its next input.
 - The core keeps running while the listeners apply: at the end of each such turn, the inputs
   that only the core takes (a peer's message, a request that failed) are stepped, its due
   timers ticked, and its Readys persisted and sent, their committed items queued behind those
@@ -75,6 +77,7 @@ from quorum.raft.ready import (
 )
 from replog.clock import Clock, monotonic_ms, monotonic_s, wall_clock_ms
 from replog.errors import KafkaStorageError, NotLeaderOrFollowerError, RequestTimedOutError
+from replog.server.loop_turns import yield_turn
 from replog.server.metadata_staleness import QuorumContact
 from replog.server.node_tasks import Spawner
 from replog.server.raft_storage import RaftStorage
@@ -355,6 +358,10 @@ class RaftDriver:
         try:
             while not self._stopped:
                 await self._drain_ready()
+                if self._stopped:
+                    # `stop`'s wake-up may have been taken while committed items were applied
+                    # (held, then run by `_take_queued`): the inbox may stay empty from now on.
+                    break
                 now = self._clock()
                 if self.node.leader_id == self.node_id:
                     self._leader_contact_ms = now  # leading: the quorum is reached (Rules)
@@ -478,7 +485,7 @@ class RaftDriver:
         at `turn_ends` is over; when the next turn ends."""
         if monotonic_s() < turn_ends:
             return turn_ends
-        await asyncio.sleep(0)
+        await yield_turn()
         await self._serve_core()
         return monotonic_s() + self.apply_turn_s
 

@@ -86,7 +86,7 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import NamedTuple
 from uuid import UUID
 
@@ -170,6 +170,7 @@ from replog.server.leader_offsets import (
     offset_for_leader_epoch,
 )
 from replog.server.log_summaries import TurnSummary, few_names, partition_names
+from replog.server.loop_turns import yield_turn
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.node_tasks import Spawner
 from replog.server.partition import Partition
@@ -503,7 +504,7 @@ class ReplicaManager:
                         self._release(creations)
                         raise
                     for first in range(0, len(opened), APPLY_ROUND_CHANGES):
-                        await asyncio.sleep(0)
+                        await yield_turn()
                         with self.log_manager.collect_unsynced() as unsynced:
                             self._install(opened[first : first + APPLY_ROUND_CHANGES])
                         self._refresh_fetch_sources()
@@ -523,7 +524,7 @@ class ReplicaManager:
                 collector.replicas_changed(
                     len(creations), self._replicas_deleted, len(self._partitions)
                 )
-                await asyncio.sleep(0)
+                await yield_turn()
             except asyncio.CancelledError:
                 raise
             except (KafkaStorageError, OSError) as exc:
@@ -1083,9 +1084,21 @@ class ReplicaManager:
         repeats: RepeatReads | None = None,
         session: LeaderFetchSession | None = None,
     ) -> FetchResponse:
+        """`fetch_or_wait`'s answer, awaited when the fetch waits."""
+        answer = self.fetch_or_wait(request, repeats, session)
+        return answer if isinstance(answer, FetchResponse) else await answer
+
+    def fetch_or_wait(
+        self,
+        request: FetchRequest,
+        repeats: RepeatReads | None = None,
+        session: LeaderFetchSession | None = None,
+    ) -> FetchResponse | Awaitable[FetchResponse]:
         """Answer a fetch now or from the purgatory (docs/design/replication.md#answer-now-or-wait,
-        #delayed-fetch-completion). `repeats`: the calling fetch
-        session's kept reads (`repeat_reads`), which its unchanged idle entries reuse.
+        #delayed-fetch-completion): the answer itself when it is given at once, else an
+        awaitable of it, the fetch already parked (await it at once: see
+        `DelayedOperations.watch_fetch`). `repeats`: the calling fetch session's kept reads
+        (`repeat_reads`), which its unchanged idle entries reuse.
 
         With `session`, `request` is one dirty-only round of that FetchStream session
         (`fetch_session` Rules): its entries are the session's dirty partitions, an idle one
@@ -1113,13 +1126,18 @@ class ReplicaManager:
         ):
             return self._count_sent(request, FetchResponse(tuple(read.results)))
         try:
-            response = await self._delayed.wait_fetch(
+            waiting = self._delayed.watch_fetch(
                 DelayedFetch(request, read), now_ms + request.max_wait_ms, session
             )
         except PurgatoryFullError:
             log.warning("fetch purgatory full: answering a fetch at once")
-            response = FetchResponse(tuple(read.results))
-        return self._count_sent(request, response)
+            return self._count_sent(request, FetchResponse(tuple(read.results)))
+        return self._sent_when_answered(request, waiting)
+
+    async def _sent_when_answered(
+        self, request: FetchRequest, waiting: Awaitable[FetchResponse]
+    ) -> FetchResponse:
+        return self._count_sent(request, await waiting)
 
     def _count_sent(self, request: FetchRequest, response: FetchResponse) -> FetchResponse:
         """Bytes out to consumers, per partition answered (followers' fetches are not)."""

@@ -20,6 +20,11 @@ from replog.kafka.messages.list_offsets_response import (
     ListOffsetsTopicResponse,
 )
 from replog.kafka.messages.metadata_response import MetadataResponse, MetadataResponseTopic
+from replog.kafka.messages.offset_for_leader_epoch_response import (
+    EpochEndOffset,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderTopicResult,
+)
 from replog.kafka.protocol.codec import Message
 from replog.server.kafka_listener import KafkaListener
 
@@ -27,9 +32,10 @@ roundtrip = load_bench_script("kafka_roundtrip.py", "kafka_roundtrip_bench")
 
 
 class Answers:
-    """ListOffsets, Metadata and Fetch answered at once; `error` goes into ListOffsets'."""
+    """ListOffsets, Metadata, Fetch and OffsetForLeaderEpoch answered at once; `error` goes
+    into ListOffsets'."""
 
-    served = {1: (4, 18), 2: (1, 7), 3: (0, 13), 18: (0, 4)}
+    served = {1: (4, 18), 2: (1, 7), 3: (0, 13), 18: (0, 4), 23: (2, 4)}
 
     def __init__(self) -> None:
         self.error = 0
@@ -44,6 +50,10 @@ class Answers:
             )
         if request.api_key == 3:
             return MetadataResponse(topics=[MetadataResponseTopic(name="t")])
+        if request.api_key == 23:
+            return OffsetForLeaderEpochResponse(
+                topics=[OffsetForLeaderTopicResult(topic="t", partitions=[EpochEndOffset()])]
+            )
         records = b"\0" * (roundtrip.RECORDS * roundtrip.RECORD_BYTES)
         return kf.FetchResponse(
             responses=[
@@ -99,5 +109,13 @@ def test_the_summary_gives_the_ratio_within_each_run(capsys: pytest.CaptureFixtu
     roundtrip.summary(trials, ["replog", "kafka"], [list_offsets])
     out = capsys.readouterr().out
     assert "replog / kafka, per run" in out
-    (line,) = [row for row in out.splitlines() if row.startswith("ListOffsets   median")]
+    (line,) = [row for row in out.splitlines() if row.split()[:2] == ["ListOffsets", "median"]]
     assert "0.5 / 1 / 1.5x" in line
+
+
+def test_apis_are_picked_by_name_and_an_unknown_one_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        roundtrip.main(["--apis", "Fetch,Nope"])
+    assert "--apis: no API named Nope" in capsys.readouterr().err

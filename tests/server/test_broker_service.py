@@ -97,7 +97,7 @@ class FakeReplicaManager:
             results = tuple(r for r in results if r.error is not None)
         return m.ProduceResponse(results)
 
-    async def fetch(
+    async def fetch_or_wait(
         self, request: m.FetchRequest, repeats: RepeatReads | None = None, session: object = None
     ) -> m.FetchResponse:
         self._check(request)

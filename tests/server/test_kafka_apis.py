@@ -215,7 +215,7 @@ class FetchLog:
         self.diverging: dict[tuple[str, int], m.EpochEndOffsetResult] = {}
         self.reads: list[m.FetchRequest] = []
 
-    async def fetch(
+    def fetch_or_wait(
         self, request: m.FetchRequest, repeats: object = None, session: object = None
     ) -> m.FetchResponse:
         self.reads.append(request)
@@ -254,6 +254,13 @@ def orders(*partitions: int, by_id: bool = False) -> list[FetchTopic]:
     ]
 
 
+def fetch_now(handlers: KafkaApis, request: FetchRequest, version: int) -> kf.FetchResponse:
+    """`handlers.fetch`'s answer, which must be given at once (the log answers at once)."""
+    answer = handlers.fetch(request, version)
+    assert isinstance(answer, kf.FetchResponse), answer
+    return answer
+
+
 def answered(answer: kf.FetchResponse) -> list[tuple[str, int, int]]:
     return [
         (t.topic or str(t.topic_id), p.partition_index, p.high_watermark)
@@ -266,16 +273,16 @@ def answered(answer: kf.FetchResponse) -> list[tuple[str, int, int]]:
 async def test_fetch_sessions_open_answer_only_news_and_close() -> None:
     handlers, log = fetching()
     log.high_watermarks[("orders", 0)] = 3
-    full = await handlers.fetch(FetchRequest(session_epoch=0, topics=orders(0, 1)), 12)
+    full = fetch_now(handlers, FetchRequest(session_epoch=0, topics=orders(0, 1)), 12)
     session = full.session_id
     assert session > 0 and full.error_code == 0
     assert answered(full) == [("orders", 0, 3), ("orders", 1, 0)]
     # Incremental: nothing sent, both partitions read, none with news.
-    quiet = await handlers.fetch(FetchRequest(session_id=session, session_epoch=1), 12)
+    quiet = fetch_now(handlers, FetchRequest(session_id=session, session_epoch=1), 12)
     assert (quiet.session_id, answered(quiet)) == (session, [])
     assert [p.partition for p in log.reads[-1].partitions] == [0, 1]
     log.high_watermarks[("orders", 1)] = 5
-    news = await handlers.fetch(FetchRequest(session_id=session, session_epoch=2), 12)
+    news = fetch_now(handlers, FetchRequest(session_id=session, session_epoch=2), 12)
     assert answered(news) == [("orders", 1, 5)]
     # Forgetting partition 0: only partition 1 is read.
     forgot = FetchRequest(
@@ -283,25 +290,25 @@ async def test_fetch_sessions_open_answer_only_news_and_close() -> None:
         session_epoch=3,
         forgotten_topics_data=[ForgottenTopic(topic="orders", partitions=[0])],
     )
-    assert answered(await handlers.fetch(forgot, 12)) == []
+    assert answered(fetch_now(handlers, forgot, 12)) == []
     assert [p.partition for p in log.reads[-1].partitions] == [1]
     # An epoch out of turn, then an unknown session: refused as a whole.
-    wrong = await handlers.fetch(FetchRequest(session_id=session, session_epoch=9), 12)
+    wrong = fetch_now(handlers, FetchRequest(session_id=session, session_epoch=9), 12)
     assert (wrong.error_code, wrong.session_id, wrong.responses) == (71, 0, [])
-    unknown = await handlers.fetch(FetchRequest(session_id=session + 1, session_epoch=1), 12)
+    unknown = fetch_now(handlers, FetchRequest(session_id=session + 1, session_epoch=1), 12)
     assert (unknown.error_code, unknown.session_id, unknown.responses) == (70, 0, [])
     # Epoch -1 closes the session (a sessionless fetch), and it is gone.
     closing = FetchRequest(session_id=session, session_epoch=-1, topics=orders(0))
-    closed = await handlers.fetch(closing, 12)
+    closed = fetch_now(handlers, closing, 12)
     assert (closed.session_id, answered(closed)) == (0, [("orders", 0, 3)])
-    gone = await handlers.fetch(FetchRequest(session_id=session, session_epoch=4), 12)
+    gone = fetch_now(handlers, FetchRequest(session_id=session, session_epoch=4), 12)
     assert gone.error_code == 70
 
 
 @pytest.mark.asyncio
 async def test_the_broker_uses_the_fetch_session_cache_it_is_given() -> None:
     handlers, _ = fetching(fetch_session_cache(max_slots=0))  # no sessions
-    full = await handlers.fetch(FetchRequest(session_epoch=0, topics=orders(0)), 12)
+    full = fetch_now(handlers, FetchRequest(session_epoch=0, topics=orders(0)), 12)
     assert (full.error_code, full.session_id, answered(full)) == (0, 0, [("orders", 0, 0)])
 
 
@@ -311,9 +318,7 @@ async def test_fetch_v13_names_topics_by_id() -> None:
     log.high_watermarks[("orders", 1)] = 4
     missing = uuid.UUID(int=99)
     topics = [*orders(1, by_id=True), FetchTopic(topic_id=missing, partitions=[FetchPartition()])]
-    answer = await handlers.fetch(
-        FetchRequest(session_epoch=0, topics=topics, max_wait_ms=5000), 13
-    )
+    answer = fetch_now(handlers, FetchRequest(session_epoch=0, topics=topics, max_wait_ms=5000), 13)
     answer.encode(13)
     [(known, known_p)], [(unknown, unknown_p)] = [
         [(t.topic_id, p) for p in t.partitions] for t in answer.responses
@@ -326,7 +331,7 @@ async def test_fetch_v13_names_topics_by_id() -> None:
     assert [(p.topic, p.topic_id) for p in read.partitions] == [("orders", topic_id(1))]
     assert read.max_wait_ms == 0
     # A session opened with ids is not used with names.
-    switched = await handlers.fetch(FetchRequest(session_id=answer.session_id, session_epoch=1), 12)
+    switched = fetch_now(handlers, FetchRequest(session_id=answer.session_id, session_epoch=1), 12)
     assert switched.error_code == 106
 
 
@@ -337,8 +342,8 @@ async def test_fetch_passes_the_epochs_and_answers_a_diverging_epoch() -> None:
     entry = FetchPartition(
         partition=0, fetch_offset=50, current_leader_epoch=4, last_fetched_epoch=3
     )
-    answer = await handlers.fetch(
-        FetchRequest(topics=[FetchTopic(topic="orders", partitions=[entry])]), 12
+    answer = fetch_now(
+        handlers, FetchRequest(topics=[FetchTopic(topic="orders", partitions=[entry])]), 12
     )
     (read,) = log.reads[0].partitions
     assert (read.fetch_offset, read.current_leader_epoch, read.last_fetched_epoch) == (50, 4, 3)
@@ -350,10 +355,10 @@ async def test_fetch_passes_the_epochs_and_answers_a_diverging_epoch() -> None:
 async def test_fetch_serves_no_replica() -> None:
     handlers, _ = fetching()
     with pytest.raises(RequestRefusedError, match="Fetch from replica 3: followers fetch"):
-        await handlers.fetch(FetchRequest(replica_id=3, topics=orders(0)), 12)
+        fetch_now(handlers, FetchRequest(replica_id=3, topics=orders(0)), 12)
     state = ReplicaState(replica_id=3)
     with pytest.raises(RequestRefusedError, match="Fetch from replica 3: followers fetch"):
-        await handlers.fetch(FetchRequest(replica_state=state, topics=orders(0)), 15)
+        fetch_now(handlers, FetchRequest(replica_state=state, topics=orders(0)), 15)
 
 
 @pytest.mark.parametrize(("version", "carried"), [(9, False), (10, True), (12, True)])

@@ -25,7 +25,7 @@ from replog.kafka.messages.fetch_request import (
 from replog.replication.fetch_session_cache import SESSION_ID_MAX, FetchSessionCache
 from replog.server.broker_service import BrokerService
 from replog.server.kafka_apis import KafkaApis
-from tests.server.test_kafka_apis import FetchLog, image
+from tests.server.test_kafka_apis import FetchLog, fetch_now, image
 
 PARTITIONS = 2  # the test image's topic "orders" has two
 
@@ -91,7 +91,7 @@ def test_kafka_pythons_session_logic_agrees_with_the_broker(
             )
             data = client.build_next(next_partitions)
             reads = len(log.reads)
-            answer = await handlers.fetch(request_for(data, 12), 12)
+            answer = fetch_now(handlers, request_for(data, 12), 12)
             accepted = client.handle_response(answer)
             if answer.error_code:
                 # Only a lost session is refused, and the client starts afresh after it.

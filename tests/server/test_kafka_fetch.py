@@ -10,7 +10,8 @@ tmp_path, a hand-driven clock), through the Broker service's cores with no proto
   stable offset is the high watermark, READ_COMMITTED has no aborted transactions, an
   unknown isolation level refuses the request);
 - the byte budget: a first batch larger than `partition_max_bytes` is whole (KIP-74), a batch
-  that would pass the budget is left for the next fetch, `max_bytes` spans partitions;
+  that would pass the budget is left for the next fetch, `max_bytes` spans partitions, and
+  partitions are read in the request's (then the session's) order even across topics;
 - a fetch with nothing to read waits in the purgatory and an append answers it, its deadline
   answers it empty;
 - through the listener, a fetch answered at once is written with no task, and behind an
@@ -60,6 +61,7 @@ from replog.testing import ManualClock
 from tests.eventually import eventually
 from tests.metadata.metadata_helpers import create_topic, replayed
 from tests.server.test_replica_manager import (
+    SOLO_TID,
     TID,
     Node,
     batch,
@@ -398,3 +400,43 @@ async def test_a_broker_not_serving_data_refuses_the_request(
     apis._service("Fetch").attach(None)
     with pytest.raises(RequestRefusedError, match=r"^broker 1: not serving data requests"):
         apis.fetch(request(at(0)), 12)
+
+
+@pytest.mark.asyncio
+async def test_a_session_reads_its_partitions_in_its_order_across_topics(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Partitions that interleave topics (t-0, u-0, t-1) are read in the request's order,
+    then the session's (partitions that got records move to its end: Kafka's fairness), not
+    grouped by topic: with a budget of one batch a fetch and t-0 read to its end, u-0 gets
+    the budget before t-1, then t-1 before u-0."""
+    image = cluster_image(
+        *create_topic("t", TID, (1,), (1,), leader_epoch=EPOCH),
+        *create_topic("u", SOLO_TID, (1,), leader_epoch=EPOCH),
+    )
+    node = Node(tmp_path, 1, clock)
+    node.rm.apply_image(image)
+    for topic, partition in (("t", 0), ("u", 0), ("t", 1)):
+        await produce(node, batch(2), topic=topic, partition=partition)
+    apis = handlers(node)
+
+    def entry(topic: str, partition: int, offset: int) -> FetchTopic:
+        return FetchTopic(topic=topic, partitions=[at(offset, partition=partition)])
+
+    def fetched(**fields: Any) -> tuple[int, list[tuple[str, int]]]:
+        body = FetchRequest(max_bytes=len(batch(2)), min_bytes=1, **fields)
+        answer = now(apis.fetch(body, 12))
+        got = [
+            (t.topic, p.partition_index)
+            for t in answer.responses
+            for p in t.partitions
+            if p.records
+        ]
+        return answer.session_id, got
+
+    topics = [entry("t", 0, 2), entry("u", 0, 0), entry("t", 1, 0)]
+    session, first = fetched(session_epoch=0, topics=topics)
+    assert session > 0 and first == [("u", 0)]
+    # u-0 moved to the end (t-0, t-1, u-0); the client sends its new offset.
+    _, second = fetched(session_id=session, session_epoch=1, topics=[entry("u", 0, 2)])
+    assert second == [("t", 1)]

@@ -16,6 +16,8 @@ tmp_path, a hand-driven clock), through the Broker service's cores with no proto
   answers it empty;
 - through the listener, a fetch answered at once is written with no task, and behind an
   earlier request of its connection still waiting it is answered after that one, in order;
+- a waiting fetch leaves the purgatory when its connection closes, even one closed in the read
+  that parked it;
 - OffsetForLeaderEpoch is answered at once, its epochs checked as the gRPC method checks them.
 """
 
@@ -351,6 +353,34 @@ async def test_through_the_listener_a_fetch_answered_at_once_keeps_its_place_in_
         assert (second, third) == (2, 3)
         assert bytes(partitions(waited)[0].records or b"") == whole_log(node)[len(before) :]
         assert bytes(partitions(at_once)[0].records or b"") == before
+        writer.close()
+    finally:
+        await listener.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_waiting_fetch_leaves_the_purgatory_when_its_connection_closes(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A fetch is parked in the read callback, before its task starts: closing the connection
+    (by the client, or by the listener for a bad frame read with it) still unparks it."""
+    (node,) = served(tmp_path, clock, (1,))
+    purgatory = node.rm._delayed.fetch
+    listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0)
+    await listener.start(handlers(node))
+    try:
+        waiting = fetch_frame(1, request(at(0), max_wait_ms=60_000))
+        _, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.write(waiting)
+        await eventually(lambda: len(purgatory) == 1, "the fetch parked")
+        writer.close()
+        await eventually(lambda: len(purgatory) == 0, "the fetch unparked")
+        # An unknown API key read with it: the listener closes the connection.
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.write(waiting + struct.pack(">ih", 2, -1))
+        async with asyncio.timeout(5):
+            assert await reader.read() == b""  # closed
+        await eventually(lambda: len(purgatory) == 0, "the fetch unparked")
         writer.close()
     finally:
         await listener.stop()

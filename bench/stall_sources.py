@@ -6,7 +6,9 @@ with what held the loop: docs/operations.md, "Metrics") and prints, per cluster 
 phase, each call chain seen with how often, the most loop-thread CPU time one of its stalls
 took and its longest wall time. A stall whose CPU time is far below its wall time was the loop
 waiting for a core (other processes on a loaded machine) or for the GIL (the node's worker
-threads), not work on the loop: sort by CPU to find the work to bound.
+threads), not work on the loop: sort by CPU to find the work to bound. Per phase it also counts
+the stalls that ran a full garbage collection (generation 2, which no stack sample names) and
+the most time one of them spent collecting.
 
 Phases: a node log holds one section per start and per stop of the node; "start 1" is
 everything up to the first "shutting down", "stop 1" from there until the node process started
@@ -29,6 +31,7 @@ STALL = re.compile(
     r"the event loop was held for (?P<wall>\d+) ms \((?P<cpu>\d+) ms of it on a CPU\)"
     r"(?:: held in (?P<chain>.*?) \(\d+ of \d+ samples\))?"
 )
+COLLECTING = re.compile(r"; (?P<ms>\d+) ms of it collecting garbage \(generations up to 2\)")
 LINE_NUMBER = re.compile(r"\.py:\d+\)")
 ENTRY = re.compile(r"^_watch \(node_tasks\.py\): ")
 # A node's own line, not a peer's error quoting one ("... the broker is shutting down").
@@ -50,6 +53,8 @@ class Phase:
     kind: str = "start"  # or "stop"
     stalls: int = 0
     cpu_ms: int = 0  # the most CPU time of any stall
+    full_collections: int = 0  # stalls that ran a full garbage collection
+    collecting_ms: int = 0  # the most time one stall spent in full collections
     sources: dict[str, Source] = field(default_factory=dict)
 
 
@@ -77,6 +82,10 @@ def read_phases(lines: Iterable[str]) -> list[Phase]:
         phase = phases[-1]
         phase.stalls += 1
         phase.cpu_ms = max(phase.cpu_ms, cpu)
+        collecting = COLLECTING.search(line)
+        if collecting is not None:
+            phase.full_collections += 1
+            phase.collecting_ms = max(phase.collecting_ms, int(collecting["ms"]))
         source = phase.sources.setdefault(source_name(found["chain"]), Source())
         source.count += 1
         source.cpu_ms = max(source.cpu_ms, cpu)
@@ -94,6 +103,8 @@ def merged(per_node: list[list[Phase]]) -> list[Phase]:
             into = phases[index]
             into.stalls += phase.stalls
             into.cpu_ms = max(into.cpu_ms, phase.cpu_ms)
+            into.full_collections += phase.full_collections
+            into.collecting_ms = max(into.collecting_ms, phase.collecting_ms)
             for name, source in phase.sources.items():
                 total = into.sources.setdefault(name, Source())
                 total.count += source.count
@@ -118,8 +129,9 @@ def report(directory: str, min_cpu_ms: int) -> None:
             print(
                 f"{cluster}, {phase.kind} {seen[phase.kind]}: {phase.stalls} stalls logged, "
                 f"the most CPU "
-                f"time of one {phase.cpu_ms} ms; sources with a stall of {min_cpu_ms} ms CPU "
-                "or more (count, most CPU, longest wall):"
+                f"time of one {phase.cpu_ms} ms; {phase.full_collections} ran a full garbage "
+                f"collection (the longest {phase.collecting_ms} ms); sources with a stall of "
+                f"{min_cpu_ms} ms CPU or more (count, most CPU, longest wall):"
             )
             heavy = [(n, s) for n, s in phase.sources.items() if s.cpu_ms >= min_cpu_ms]
             for name, source in sorted(heavy, key=lambda item: -item[1].cpu_ms):

@@ -110,6 +110,12 @@ class RaftConfig:
         for port in ("fetch_port", "append_port"):
             if getattr(self, port) > 65535:
                 raise ConfigError(f"{_property_name(port)}: must be in [0, 65535]")
+        if self.append_port and self.append_port == self.fetch_port:
+            # Otherwise the second listener fails at start as if another process held the port.
+            raise ConfigError(
+                f"{_property_name('append_port')}: {self.append_port} is "
+                f"{_property_name('fetch_port')}'s too; the two listeners need their own ports"
+            )
         if self.request_timeout_ms <= self.fetch_wait_ms_max:
             # A long-polled Fetch would otherwise time out before the leader answers it.
             raise ConfigError(

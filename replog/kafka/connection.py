@@ -23,7 +23,9 @@ Rules (Kafka's):
   the log with no copy made here beyond the socket read.
 - `in_flight` counts the requests read whose responses were not taken yet; the shell reads no
   more while it is at its bound (`queued.max.requests`), so a client that sends and never reads
-  holds a bounded amount of memory.
+  holds a bounded amount of memory. `requests_read` and `requests_released` say where a
+  connection that is to close stands: it closes once every request before the one that closes
+  it is released (`unanswered` names those still waiting).
 """
 
 from __future__ import annotations
@@ -89,6 +91,11 @@ def api_name(api_key: int) -> str:
     """`Metadata` for 3; `API key 999` for a key no spec defines."""
     cls = REQUESTS.get(api_key)
     return f"API key {api_key}" if cls is None else cls.NAME.removesuffix("Request")
+
+
+def request_label(api_key: int, api_version: int, correlation_id: int) -> str:
+    """`Metadata v12 (correlation id 7)`: a request as errors and log lines name it."""
+    return f"{api_name(api_key)} v{api_version} (correlation id {correlation_id})"
 
 
 class KafkaConnection:
@@ -225,7 +232,7 @@ class KafkaConnection:
         if not low <= version <= high:
             raise KafkaConnectionError(
                 self.peer,
-                f"{api_name(key)} v{version} (correlation id {correlation_id}) is not served "
+                f"{request_label(key, version, correlation_id)} is not served "
                 f"(versions {low}-{high})",
             )
         cls = REQUESTS[key]
@@ -237,8 +244,7 @@ class KafkaConnection:
         except KafkaError as error:
             raise KafkaConnectionError(
                 self.peer,
-                f"{api_name(key)} v{version} (correlation id {correlation_id}) does not "
-                f"decode: {error}",
+                f"{request_label(key, version, correlation_id)} does not decode: {error}",
             ) from None
         sequence = self._take_slot(key, version, correlation_id)
         return KafkaRequest(sequence, header, body, len(frame), self.peer)
@@ -298,3 +304,18 @@ class KafkaConnection:
     def in_flight(self) -> int:
         """Requests read whose responses were not taken yet."""
         return self._next_sequence - self._head
+
+    @property
+    def requests_read(self) -> int:
+        """Requests read so far: the sequence number the next one gets."""
+        return self._next_sequence
+
+    @property
+    def requests_released(self) -> int:
+        """Requests whose responses were taken (or that had none): every sequence below it."""
+        return self._head
+
+    def unanswered(self, before: int) -> list[str]:
+        """The requests before sequence `before` not answered yet, oldest first, named as
+        `request_label` names them."""
+        return [request_label(*self._waiting[s]) for s in sorted(self._waiting) if s < before]

@@ -43,6 +43,7 @@ from replog.pb import controller_pb2 as pb
 from replog.pb import controller_pb2_grpc
 from replog.replication.leader_state import IsrChange
 from replog.server.controller_calls import CHANNEL_OPTIONS, ActiveController
+from replog.server.loop_turns import yield_turn
 from replog.server.node_tasks import Spawner
 from replog.server.peer_channels import PeerChannels
 from replog.server.replica_fetcher import wait_for_wakeup
@@ -260,7 +261,7 @@ class AlterPartitionSender:
                 if len(answered) % RESULTS_PER_TURN == 0:
                     # Each answer is checked against the partition's state when it is applied
                     # (`on_isr_change_result`), so others may run between two of them.
-                    await asyncio.sleep(0)
+                    await yield_turn()
                 partition_error: KafkaError | None = None
                 if result.HasField("error") and result.error.code != 0:
                     partition_error = error_for_code(result.error.code, result.error.message)

@@ -105,6 +105,7 @@ from replog.server.group_coordinator_config import GroupCoordinatorConfig
 from replog.server.kafka_admin_apis import KafkaAdminApis
 from replog.server.kafka_apis import KafkaApis, fetch_session_cache
 from replog.server.kafka_group_apis import KafkaGroupApis
+from replog.server.loop_turns import yield_turn
 from replog.server.metadata_publisher import BrokerMetadataListener
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.node_config import NodeConfig
@@ -530,7 +531,7 @@ class BrokerRuntime:
         for _ in self.metadata.install_in_steps(
             _StorageGuard(replica_manager, self._on_storage_error)
         ):
-            await asyncio.sleep(0)
+            await yield_turn()
         await self._wait_replicas_applied(replica_manager)
         if self._stopping:
             return False

@@ -59,12 +59,13 @@ Rules:
   `KafkaStorageError` goes to `on_storage_error` and the call fails with UNAVAILABLE; another
   `KafkaError` becomes every partition's error; any other exception is logged and the call
   fails with INTERNAL. Never a crashed process.
-- Fetch, ListOffsets and OffsetsForLeaderEpoch are answered by cores that take decoded
-  requests (`fetch`, `list_offsets`, `offsets_for_leader_epoch`): the gRPC methods decode and
-  call them, and the Kafka listener calls them directly, so both shells get the same refusals
-  and answers with no protobuf between the Kafka listener and the replica manager. `fetch`
-  gives a fetch answered at once (records there, an error, no wait asked) in the step that
-  read it, and an awaitable for one that waits in the replica manager's purgatory.
+- Produce, Fetch, ListOffsets and OffsetsForLeaderEpoch are answered by cores that take
+  decoded requests (`produce`, `fetch`, `list_offsets`, `offsets_for_leader_epoch`): the gRPC
+  methods decode and call them, and the Kafka listener calls them directly, so both shells get
+  the same refusals and answers with no protobuf between the Kafka listener and the replica
+  manager (a Kafka Produce's records are the request's bytes, never decoded). `fetch` gives a
+  fetch answered at once (records there, an error, no wait asked) in the step that read it,
+  and an awaitable for one that waits in the replica manager's purgatory.
 - DescribeLogDirs answers from the replica manager's log manager (`log_dirs.describe_log_dirs`:
   every log dir and the replicas in it, filtered by topic); like the other data requests it is
   UNAVAILABLE until the logs are recovered, and UNIMPLEMENTED for a replica manager without a
@@ -106,6 +107,7 @@ from replog.replication import messages as m
 from replog.replication.fetch_session import FULL_FETCH_EPOCH, LeaderFetchSession
 from replog.server.broker_metadata import metadata_response_from_image
 from replog.server.log_dirs import LogView, describe_log_dirs
+from replog.server.loop_turns import yield_turn
 from replog.server.repeat_reads import RepeatReads
 from replog.server.tolerant_service import (
     Context,
@@ -364,6 +366,17 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     pending.cancel()
 
     async def _produce(self, decoded: m.ProduceRequest, context: Context) -> pb.ProduceResponse:
+        answer = await self.produce(decoded, _deadline_bound(context))
+        return pb.ProduceResponse() if answer is None else codec.produce_response_to_proto(answer)
+
+    async def produce(
+        self, decoded: m.ProduceRequest, bound_ms: Callable[[int], int] | None = None
+    ) -> m.ProduceResponse | None:
+        """Produce: what `Produce` and `ProduceStream` answer, and what the Kafka listener
+        answers, called directly (no protobuf in between: the records are the bytes as they
+        arrived, only their batch headers checked). None for acks=0 (no answer); raises
+        `Refused`. `bound_ms(timeout_ms)`: how long an acks=all request may wait in the
+        purgatory (cut before a gRPC caller's deadline; None: its own timeout)."""
         rm = self._ready()
         if decoded.acks not in _VALID_ACKS:
             refused: dict[int, KafkaError] = {
@@ -374,7 +387,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             }
         else:
             refused = _refusals(decoded.partitions, "Produce", _produce_problem)
-        timeout_ms = _bounded_ms(decoded.timeout_ms, context)
+        timeout_ms = decoded.timeout_ms if bound_ms is None else bound_ms(decoded.timeout_ms)
 
         def failed(p: m.ProducePartition, error: KafkaError) -> m.ProducePartitionResult:
             return m.ProducePartitionResult(p.topic, p.partition, error)
@@ -402,9 +415,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     f"acks=0 produce to {topic}-{partition} failed with "
                     f"{error.error_name}: {error}{more}",
                 )
-            return pb.ProduceResponse()
-        results = _merged(decoded.partitions, refused, answered, failed)
-        return codec.produce_response_to_proto(m.ProduceResponse(tuple(results)))
+            return None
+        return m.ProduceResponse(tuple(_merged(decoded.partitions, refused, answered, failed)))
 
     async def Fetch(self, request: pb.FetchRequest, context: Context) -> m.FetchResponse:
         return await self._serve(
@@ -711,7 +723,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             for entry in codec.fetch_partitions_from_proto(request):
                 partitions.append(entry)
                 if len(partitions) % FETCH_DECODE_STEP_PARTITIONS == 0:
-                    await asyncio.sleep(0)
+                    await yield_turn()
             return codec.fetch_request_from_proto(request, partitions)
         except InvalidRequestError as error:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None

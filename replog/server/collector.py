@@ -25,17 +25,36 @@ costs nothing. Deleted replicas' cycles are what a frozen set can leak; once the
 deleted since the last thaw reach `THAW_FRACTION` of those live, the node thaws everything and
 runs one full collection (one stall, logged, after mass deletions only), then freezes again.
 
-Rules: `gc.freeze` is process-wide, so only process entry points (`replog node`) turn this on
-(`freeze_startup_objects`, `install_growth_freezer`), once their imports and set-up are done,
-never the library on an embedding application's behalf; an embedding application may call
-them itself. Without `install_growth_freezer`, `replicas_changed` does nothing.
+The metadata grows the same way without a replica being made: a restart replays the whole
+metadata log into the controller's state and the broker's images before any replica exists,
+and a CreateTopics of 100 topics adds 1,100 partition records to both. So the node also
+freezes after every `FREEZE_AFTER_RECORDS` committed metadata records applied
+(`committed_item_applied`, the Raft driver's last listener) and after loading a metadata
+snapshot, the same young collection first. What neither count sees (a leader's fetch
+sessions over thousands of partitions, say) is caught by the last rule: a full collection
+that took `FREEZE_AFTER_COLLECTION_S` or more is followed at once by a freeze
+(`on_collection`, a `gc.callbacks` entry), so its survivors, which it has just found
+reachable, cost no later full collection; one slow collection per growth spurt, not one
+every few seconds while the heap stays that size.
+
+Rules:
+- `gc.freeze` is process-wide, so only process entry points (`replog node`) turn this on
+  (`freeze_startup_objects`, `install_growth_freezer`), once their imports and set-up are
+  done, never the library on an embedding application's behalf; an embedding application may
+  call them itself. Without `install_growth_freezer`, `replicas_changed`, `logs_loaded` and
+  `committed_item_applied` do nothing and no callback is registered.
+- The callback only counts and freezes (list moves in the collector, no allocation worth
+  naming); it logs nothing, since it runs inside whatever allocation set off the collection,
+  in any thread: the next count on the event loop logs what it did.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
+from collections.abc import Callable
 
+from quorum.raft.ready import ApplyItem, CommittedBatch, LoadSnapshot
 from replog.clock import monotonic_s
 
 log = logging.getLogger("replog.server")
@@ -52,7 +71,14 @@ def freeze_startup_objects() -> int:
 
 
 FREEZE_AFTER_REPLICAS = 100
+# Committed metadata records per freeze: a partition's registration in the controller and in
+# the broker's image, and the loader's delta, are a handful of objects each, so 1,000 records
+# leave tens of thousands of objects unfrozen at most, a few ms of a full collection.
+FREEZE_AFTER_RECORDS = 1_000
 THAW_FRACTION = 0.25
+# A full collection this long (its survivors are what the counts above missed) is followed
+# by a freeze; the start-up freeze leaves full collections well under it.
+FREEZE_AFTER_COLLECTION_S = 0.01
 
 
 class GrowthFreezer:
@@ -63,24 +89,90 @@ class GrowthFreezer:
         self,
         freeze_after: int = FREEZE_AFTER_REPLICAS,
         thaw_fraction: float = THAW_FRACTION,
+        *,
+        freeze_after_records: int = FREEZE_AFTER_RECORDS,
+        freeze_after_collection_s: float = FREEZE_AFTER_COLLECTION_S,
+        clock: Callable[[], float] = monotonic_s,
     ) -> None:
         self._freeze_after = freeze_after
         self._thaw_fraction = thaw_fraction
+        self._freeze_after_records = freeze_after_records
+        self._freeze_after_collection_s = freeze_after_collection_s
+        self._clock = clock
         self._grown = 0  # replicas added since the last freeze
         self._deleted = 0  # replicas deleted since the last thaw
+        self._records = 0  # committed metadata records applied since the last freeze
+        self._full_started: float | None = None  # when the running full collection started
+        self._thawing = False  # in the thaw's own full collection, which freezes after it
+        # Slow full collections followed by a freeze, not logged yet: their seconds.
+        self._unlogged: list[float] = []
         self.freezes = 0
         self.thaws = 0
+        self.freezes_after_collection = 0
+
+    def records_applied(self, count: int) -> None:
+        """`count` committed metadata records were applied (module docstring)."""
+        self._records += count
+        if self._records >= self._freeze_after_records:
+            self._freeze_young()
+        self._log_collections()
+
+    def snapshot_loaded(self) -> None:
+        """A metadata snapshot replaced the whole metadata (module docstring)."""
+        self._freeze_young()
+        self._log_collections()
+
+    def on_collection(self, phase: str, info: dict[str, int]) -> None:
+        """A `gc.callbacks` entry: freeze after a slow full collection (module Rules)."""
+        if info.get("generation") != 2 or self._thawing:
+            return
+        if phase == "start":
+            self._full_started = self._clock()
+            return
+        if self._full_started is None:
+            return
+        took = self._clock() - self._full_started
+        self._full_started = None
+        if took >= self._freeze_after_collection_s:
+            gc.freeze()
+            self.freezes_after_collection += 1
+            self._unlogged.append(took)
+
+    def _freeze_young(self) -> None:
+        """Collect the young generations' garbage, then freeze everything (module docstring)."""
+        gc.collect(1)
+        gc.freeze()
+        self.freezes += 1
+        self._grown = self._records = 0
+
+    def _log_collections(self) -> None:
+        if not self._unlogged:
+            return
+        slowest = max(self._unlogged)
+        log.info(
+            "garbage collector: %d full collections of %.0f ms or more (the slowest %.0f ms) "
+            "were each followed by a freeze; %d objects frozen",
+            len(self._unlogged),
+            self._freeze_after_collection_s * 1000,
+            slowest * 1000,
+            gc.get_freeze_count(),
+        )
+        self._unlogged.clear()
 
     def replicas_changed(self, created: int, deleted: int, live: int) -> None:
         self._grown += created
         self._deleted += deleted
         if self._deleted >= max(self._freeze_after, live * self._thaw_fraction):
             started = monotonic_s()
-            gc.unfreeze()
-            collected = gc.collect()
-            gc.freeze()
+            self._thawing = True
+            try:
+                gc.unfreeze()
+                collected = gc.collect()
+                gc.freeze()
+            finally:
+                self._thawing = False
             self.thaws += 1
-            self._deleted = self._grown = 0
+            self._deleted = self._grown = self._records = 0
             log.info(
                 "garbage collector: %d objects collected in %.0f ms after replicas were "
                 "deleted; %d frozen",
@@ -89,10 +181,8 @@ class GrowthFreezer:
                 gc.get_freeze_count(),
             )
         elif self._grown >= self._freeze_after:
-            gc.collect(1)
-            gc.freeze()
-            self.freezes += 1
-            self._grown = 0
+            self._freeze_young()
+        self._log_collections()
 
 
 _installed: GrowthFreezer | None = None
@@ -101,7 +191,10 @@ _installed: GrowthFreezer | None = None
 def install_growth_freezer() -> GrowthFreezer:
     """Turn on freezing as the replica set grows, for this process (module Rules)."""
     global _installed
+    if _installed is not None:
+        gc.callbacks.remove(_installed.on_collection)
     _installed = GrowthFreezer()
+    gc.callbacks.append(_installed.on_collection)
     return _installed
 
 
@@ -118,3 +211,16 @@ def logs_loaded(count: int) -> None:
     freeze per `FREEZE_AFTER_REPLICAS`). Without it, opening 10,000 logs spent a fifth of its
     CPU in full collections walking the logs already open."""
     replicas_changed(created=count, deleted=0, live=0)
+
+
+def committed_item_applied(item: ApplyItem) -> None:
+    """The Raft driver's last listener (`replog node`): every listener before it has applied
+    `item`. A committed batch counts its records, a loaded snapshot freezes at once (it
+    replaced the whole metadata); does nothing unless the process installed the freezer."""
+    if _installed is None:
+        return
+    if isinstance(item, CommittedBatch):
+        if not item.is_control:
+            _installed.records_applied(item.last_offset - item.base_offset + 1)
+    elif isinstance(item, LoadSnapshot):
+        _installed.snapshot_loaded()

@@ -20,15 +20,18 @@ Rules:
   lowest listed broker (a KRaft broker names some live broker: clients send their admin
   requests there), -1 with none.
 - Metadata v0: an empty topic list means every topic; v1+: null means every topic, empty none.
-- Produce (v3-12, topics by name) goes through the gRPC Broker service's own produce path
-  (`BrokerService.Produce`, with a context that has no deadline): the same refusals (illegal
-  topic names, negative partitions, bytes that are not whole v2 batches, acks), the same
-  ReplicaManager call, the same storage-error handling; only the encoding differs. What that
-  path would abort the call for (acks=0 with a failed partition, a partition named twice, a
-  broker not serving data) is a `RequestRefusedError`: the listener closes the connection,
-  as Kafka's broker does for a failed acks=0 produce. acks=0 gets no response. Null records are
-  empty records. `current_leader` is filled when the replica manager names one;
-  `node_endpoints` and `record_errors` are left empty.
+- Produce (v3-12, topics by name) goes through the Broker service's Produce core
+  (`BrokerService.produce`, which its gRPC methods answer with) with no protobuf in between:
+  the records are the request's bytes as they arrived (never decoded here; the core checks
+  the batch framing, the log the rest), the same refusals (illegal topic names, negative
+  partitions, bytes that are not whole v2 batches, acks), the same ReplicaManager call and
+  purgatory (acks=all waits at most the request's timeout), the same storage-error handling;
+  Kafka's answer is built from the core's results. What the core refuses as a whole (acks=0
+  with a failed partition, a partition named twice, a broker not serving data) is a
+  `RequestRefusedError`: the listener closes the connection, as Kafka's broker does for a
+  failed acks=0 produce. acks=0 gets no response. Null records are empty records.
+  `current_leader` is filled when the replica manager names one; `node_endpoints` and
+  `record_errors` are left empty.
 - Fetch (v4-18, consumers only) goes through the Broker service's Fetch core
   (`BrokerService.fetch`, which its gRPC methods answer with: the same refusals, the same
   `ReplicaManager.fetch_or_wait` call, its purgatory) with no protobuf in between, inside the
@@ -307,20 +310,22 @@ class KafkaApis:
     # --- Produce -------------------------------------------------------------------------------
 
     async def produce(self, request: ProduceRequest, version: int) -> ProduceResponse | None:
-        """Through the gRPC Broker service's own produce path (`BrokerService.Produce`), so
-        that every refusal and answer is the one gRPC clients get; only the encoding differs.
-        None for acks=0, which gets no response."""
+        """Through the Broker service's Produce core (`BrokerService.produce`: the gRPC
+        method's refusals and answer, the same `ReplicaManager.produce` call and purgatory),
+        the records the request's bytes as they arrived; only the encoding differs. None for
+        acks=0, which gets no response."""
         service = self._service("Produce")
         partitions = tuple(
             m.ProducePartition(topic.name, data.index, _records(data.records))
             for topic in request.topic_data
             for data in topic.partition_data
         )
-        decoded = m.ProduceRequest(request.acks, request.timeout_ms, partitions)
-        answer = await service.Produce(decoded, _KafkaCall())
-        if request.acks == m.ACKS_NONE:
+        with self._refusals():
+            answer = await service.produce(
+                m.ProduceRequest(request.acks, request.timeout_ms, partitions)
+            )
+        if answer is None:
             return None
-        results = broker_codec.produce_response_from_proto(answer).partitions
         return ProduceResponse(
             responses=[
                 TopicProduceResponse(
@@ -328,7 +333,7 @@ class KafkaApis:
                     partition_responses=[_produce_partition(r, version) for r in answered],
                 )
                 for topic, answered in _per_topic(
-                    request.topic_data, lambda t: t.partition_data, results
+                    request.topic_data, lambda t: t.partition_data, answer.partitions
                 )
             ]
         )

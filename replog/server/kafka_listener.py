@@ -25,8 +25,10 @@ Rules (docs/kafka-protocol.md, "Listener"):
   connection is not read; answers are not written while the socket's send buffer is full (the
   transport's high-water mark), so a client that sends and never reads stops being read once
   that many wait: memory per connection stays bounded.
-- A connection with no bytes read or written for `connections.max.idle.ms` is closed: one
-  waiting for a request (none being answered; waiting for answers is not idle), or one whose
+- A connection on which nothing moved for `connections.max.idle.ms` is closed: no bytes read,
+  none written, none of an answer being sent taken by the socket (Kafka counts any progress of
+  a send; a client reading a large answer slowly is active while it reads). Closed are one
+  waiting for a request (none being answered; waiting for answers is not idle), and one whose
   client reads none of its answers (dropped, not flushed).
 - Each answered request is reported to `on_request` (the node's
   `replog_kafka_request_duration_seconds`): its API and the time from its read to its answer.
@@ -34,17 +36,31 @@ Rules (docs/kafka-protocol.md, "Listener"):
   key or version, undecodable request, closed in the middle of a frame) is closed with one
   WARNING line naming the listener, the peer and the cause; so is one whose request a handler
   refuses as a whole (`RequestRefusedError`: a failed acks=0 produce; or a typed `KafkaError`
-  such as an isolation level that is neither 0 nor 1). The answers to the requests before it
-  that are ready still leave; none after. Every other connection goes on. A handler that
-  fails unexpectedly closes its connection too, logged with its traceback.
+  such as an isolation level that is neither 0 nor 1). A handler that fails unexpectedly
+  closes its connection too, logged with its traceback. Every other connection goes on.
+- Such a connection closes as Kafka's would: Kafka reads a connection's next request only once
+  it has answered the one before, so it answers every earlier request, in order, before it
+  meets the bad one. Here reading stops at the bad request; the requests before it are still
+  handled to their end and answered in order (an acks=all produce already appended is
+  acknowledged, not left for the client to retry and duplicate), then the connection closes.
+  Nothing from the bad request on is answered: later requests being handled are cancelled
+  (their answers could never follow a missing one). The wait is bounded by `close_wait_ms`
+  (30 s, a Kafka client's default `request.timeout.ms`: by then the client has given up on
+  those answers); past it the connection closes with a WARNING line naming the requests left
+  unanswered. The peer's EOF closes a connection the same way (a client that only shut down
+  its sending side reads the answers to what it sent, as from Kafka), its unanswered requests
+  named at DEBUG only (the client left); `stop` drops every connection at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import socket
+import struct
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -58,7 +74,7 @@ from replog.kafka.connection import (
     KafkaConnection,
     KafkaRequest,
     Served,
-    api_name,
+    request_label,
 )
 from replog.kafka.protocol.codec import Message
 from replog.net_address import format_host_port, format_peer
@@ -67,6 +83,14 @@ log = logging.getLogger("replog.server.kafka")
 
 QUEUED_MAX_REQUESTS_DEFAULT = 500
 CONNECTIONS_MAX_IDLE_MS_DEFAULT = 600_000
+# How long a connection that is to close waits for the answers to the requests before the one
+# that closes it: a Kafka client's default request.timeout.ms, past which the client has given
+# up on them (and reconnects to retry).
+CLOSE_WAIT_MS_DEFAULT = 30_000
+# While bytes written wait to reach the client, the idle check looks this many times per
+# connections.max.idle.ms whether more of them did: a client that stops reading is closed
+# within an eighth of the idle time more than the idle time.
+SENDING_LOOKS_PER_IDLE = 8
 # Told of each answered request: its API key, seconds from its read to its answer.
 RequestObserver = Callable[[int, float], None]
 # The listener settings read here (`socket.request.max.bytes` is the broker runtime's key too).
@@ -78,6 +102,7 @@ class KafkaListenerConfig:
     request_bytes_max: int = REQUEST_BYTES_MAX_DEFAULT
     queued_max_requests: int = QUEUED_MAX_REQUESTS_DEFAULT
     connections_max_idle_ms: int = CONNECTIONS_MAX_IDLE_MS_DEFAULT
+    close_wait_ms: int = CLOSE_WAIT_MS_DEFAULT  # not a Kafka setting: tests shorten it
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> KafkaListenerConfig:
@@ -201,12 +226,20 @@ class _Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._core: KafkaConnection | None = None
         self.peer = "unknown peer"
-        self._handling: set[asyncio.Task[None]] = set()
-        self._failure: BaseException | None = None
+        self._handling: dict[int, asyncio.Task[None]] = {}  # by request sequence
+        self._failure: BaseException | None = None  # why it closes (reported once closed)
+        # Set: the connection reads no more and closes once every answer before this request
+        # sequence is written (`_fail`).
+        self._closing_from: int | None = None
+        self._close_timer: asyncio.TimerHandle | None = None  # `close_wait_ms`
         self._reading_paused = False  # by this connection: `queued.max.requests` reached
         self._writing_paused = False  # by the transport: its write buffer is full
         self._pumping = False  # inside `_pump`: what a handler answers meanwhile, it writes
         self._last_active = self._loop.time()  # when bytes were last read or written
+        self._written = 0  # bytes given to the transport
+        self._reached = 0  # of them, those that had reached the client when last looked
+        self._looked_at = self._loop.time()  # when the idle check last looked
+        self._fd = -1  # the socket's
         self._idle_timer: asyncio.TimerHandle | None = None
         self.closed: asyncio.Future[None] = self._loop.create_future()
 
@@ -216,6 +249,8 @@ class _Connection(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         self.peer = format_peer(transport.get_extra_info("peername"))
+        sock = transport.get_extra_info("socket")
+        self._fd = -1 if sock is None else sock.fileno()
         self._core = KafkaConnection(
             self.peer,
             self._handlers.served,
@@ -225,24 +260,34 @@ class _Connection(asyncio.Protocol):
         self._idle_timer = self._loop.call_later(self._idle_s(), self._idle_check)
 
     def data_received(self, data: bytes) -> None:
-        if self._failure is not None:
-            return
+        if self._closing_from is not None:
+            return  # reading stopped at the request that closes the connection
         self._last_active = self._loop.time()
         assert self._core is not None
         self._core.feed(data)
         self._pump()
 
     def eof_received(self) -> bool:
+        """The client sends no more: the requests it sent are still answered (one that only
+        shut down its sending side reads them), then the connection closes (`_fail`)."""
         assert self._core is not None
-        if self._failure is None and self._core.buffered_bytes:
-            self._failure = KafkaConnectionError(
+        failure = None
+        if self._core.buffered_bytes:
+            failure = KafkaConnectionError(
                 self.peer,
                 f"closed in the middle of a frame ({self._core.buffered_bytes} bytes of it read)",
             )
-        return False  # the transport closes
+        self._fail(failure)
+        return True  # open for the answers: `_fail` closes it once they are written
 
     def pause_writing(self) -> None:
         self._writing_paused = True
+        # An answer waits in the buffer: the idle check looks at it leaving from now on.
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        self._idle_timer = self._loop.call_later(
+            self._idle_s() / SENDING_LOOKS_PER_IDLE, self._idle_check
+        )
 
     def resume_writing(self) -> None:
         self._writing_paused = False
@@ -252,9 +297,10 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._failure is None and exc is not None:
             self._failure = exc
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-        for task in self._handling:
+        for timer in (self._idle_timer, self._close_timer):
+            if timer is not None:
+                timer.cancel()
+        for task in self._handling.values():
             task.cancel()
         self._listener._connections.discard(self)
         self._report()
@@ -272,29 +318,37 @@ class _Connection(asyncio.Protocol):
         assert core is not None and transport is not None
         self._pumping = True
         try:
-            while self._failure is None and not transport.is_closing():
+            while not transport.is_closing():
                 moved = False
-                while core.in_flight < self._limit:
-                    request = core.next_request()
+                while self._closing_from is None and core.in_flight < self._limit:
+                    try:
+                        request = core.next_request()
+                    except KafkaConnectionError as exc:
+                        self._fail(exc)
+                        break
                     if request is None:
                         break
                     self._start(request)
                     moved = True
-                if not self._writing_paused and core.output_ready:
+                # A closing connection writes even while the send buffer is full: it reads no
+                # more, so what it writes is bounded (`queued.max.requests` answers), and a
+                # client that reads none is dropped when idle.
+                writable = not self._writing_paused or self._closing_from is not None
+                if writable and core.output_ready:
                     frames = core.take_output()
                     if frames:
                         # One write: the answers released together leave in one send.
-                        transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
-                        self._last_active = self._loop.time()
+                        self._write(frames[0] if len(frames) == 1 else b"".join(frames))
                     moved = True
                 if not moved:
                     break
-        except KafkaConnectionError as exc:
-            self._fail(exc)
-            return
         finally:
             self._pumping = False
-        if self._failure is not None or transport.is_closing():
+        if transport.is_closing():
+            return
+        if self._closing_from is not None:
+            if core.requests_released >= self._closing_from:
+                transport.close()  # after what was written
             return
         full = core.in_flight >= self._limit
         if full != self._reading_paused:
@@ -324,8 +378,8 @@ class _Connection(asyncio.Protocol):
 
     def _spawn(self, request: KafkaRequest, started: float, ask: Callable[[], Answer]) -> None:
         task = self._loop.create_task(self._handle(request, started, ask))
-        self._handling.add(task)
-        task.add_done_callback(self._handling.discard)
+        self._handling[request.sequence] = task
+        task.add_done_callback(lambda _: self._handling.pop(request.sequence, None))
 
     async def _handle(
         self, request: KafkaRequest, started: float, ask: Callable[[], Answer]
@@ -359,23 +413,61 @@ class _Connection(asyncio.Protocol):
         if self._core.output_ready and not self._pumping:
             self._pump()
 
+    def _write(self, data: bytes) -> None:
+        assert self._transport is not None
+        self._transport.write(data)
+        self._written += len(data)
+        self._last_active = self._loop.time()
+
     # --- ending --------------------------------------------------------------------------------
 
-    def _fail(self, failure: BaseException) -> None:
-        """Close the connection for `failure` (the first one is reported): the answers to the
-        requests before it that are ready still leave, as Kafka, which handles a connection's
-        requests one at a time, would have sent them; nothing after."""
+    def _fail(self, failure: BaseException | None) -> None:
+        """Close the connection at the request `failure` names (a `_RequestFailed`'s), else at
+        the next one to be read (bytes that break the protocol, idleness, the peer's EOF:
+        None): reading stops, the requests before it are still answered and their answers
+        written in order, then it closes (module rules). Nothing from it on is answered: the
+        later requests being handled are cancelled. Closing at an earlier request wins, and
+        its failure is the one reported."""
         transport, core = self._transport, self._core
-        if self._failure is None:
+        assert transport is not None and core is not None
+        if transport.is_closing():
+            return
+        at = failure.sequence if isinstance(failure, _RequestFailed) else core.requests_read
+        if self._closing_from is not None and at >= self._closing_from:
+            return
+        self._closing_from = at
+        if failure is not None:
             self._failure = failure
-            # Written even while the send buffer is full: it holds no more than the answers
-            # `queued.max.requests` bounds, and a client that reads none is dropped when idle.
-            if transport is not None and core is not None:
-                frames = core.take_output()
-                if frames and not transport.is_closing():
-                    transport.write(b"".join(frames))
-        if transport is not None:
-            transport.close()
+        for sequence, task in self._handling.items():
+            if sequence > at:
+                task.cancel()
+        transport.pause_reading()
+        if self._close_timer is None:
+            wait_s = self._listener.config.close_wait_ms / 1000
+            self._close_timer = self._loop.call_later(wait_s, self._close_waited)
+        if not self._pumping:
+            self._pump()  # writes what is ready; closes if nothing before `at` is awaited
+
+    def _close_waited(self) -> None:
+        """`close_wait_ms` passed since the connection began to close: close it without the
+        answers still missing (what was written still leaves)."""
+        self._close_timer = None
+        transport, core = self._transport, self._core
+        assert transport is not None and core is not None and self._closing_from is not None
+        if transport.is_closing():
+            return
+        # A client that sent its EOF left of its own accord (as one closing during a long
+        # JoinGroup does): no fault to warn of.
+        log.log(
+            logging.DEBUG if self._failure is None else logging.WARNING,
+            "Kafka listener %s: closing connection from %s without answering %s: not answered "
+            "within close_wait_ms (%d ms) of the close",
+            self._name,
+            self.peer,
+            ", ".join(core.unanswered(self._closing_from)),
+            self._listener.config.close_wait_ms,
+        )
+        transport.close()
 
     def abort(self) -> None:
         """The listener stops: drop the socket (`connection_lost` follows)."""
@@ -388,23 +480,36 @@ class _Connection(asyncio.Protocol):
         return self._listener.config.connections_max_idle_ms / 1000
 
     def _idle_check(self) -> None:
-        """Closes the connection once it has waited `connections.max.idle.ms` for a request
-        with none being answered (waiting for answers is not idle), or for the client to read
-        its answers; else looks again when that much time will have passed since the last
-        bytes read or written."""
-        assert self._core is not None and self._transport is not None
+        """Closes the connection once nothing moved on it for `connections.max.idle.ms` (module
+        rules) while it waited for a request with none being answered (waiting for answers is
+        not idle), or for the client to read its answers; else looks again when that much time
+        will have passed since the last activity, or sooner while an answer is being sent."""
+        core, transport = self._core, self._transport
+        assert core is not None and transport is not None
         idle_s = self._idle_s()
-        quiet_s = self._loop.time() - self._last_active
+        now = self._loop.time()
+        unsent = transport.get_write_buffer_size() + unacknowledged_bytes(self._fd)
+        reached = self._written - unsent
+        if reached != self._reached:
+            # Bytes reached the client since the last look: they are still moving if some are
+            # left to send, else the last of them left after that look.
+            self._last_active = max(self._last_active, now if unsent else self._looked_at)
+            self._reached = reached
+        self._looked_at = now
+        quiet_s = now - self._last_active
         if quiet_s >= idle_s:
-            if self._failure is not None or self._writing_paused:
+            if self._writing_paused or transport.is_closing():
                 # A client that reads nothing holds no more than what was written: dropped.
                 if self._failure is None:
                     self._failure = _Idle(idle_s, "its responses not read")
-                self._transport.abort()
+                transport.abort()
                 return
-            if not self._core.in_flight:
+            if self._closing_from is None and not core.in_flight:
                 self._fail(_Idle(idle_s, "no request"))
-        self._idle_timer = self._loop.call_later(max(idle_s - quiet_s, 0.001), self._idle_check)
+        delay_s = idle_s - quiet_s if quiet_s < idle_s else idle_s
+        if unsent:
+            delay_s = min(delay_s, idle_s / SENDING_LOOKS_PER_IDLE)
+        self._idle_timer = self._loop.call_later(max(delay_s, 0.001), self._idle_check)
 
     def _report(self) -> None:
         failure = self._failure
@@ -427,16 +532,31 @@ class _Connection(asyncio.Protocol):
             )
 
 
+# Linux's SIOCOUTQ (TIOCOUTQ's number): bytes in a TCP socket's send queue the peer has not
+# acknowledged. The kernel's queue holds megabytes (autotuned), more than a slow client reads
+# within an idle time: without it bytes that move would look still.
+_SIOCOUTQ = 0x5411 if sys.platform == "linux" else None
+_INT = struct.Struct("i")
+
+
+def unacknowledged_bytes(fd: int) -> int:
+    """Bytes written to socket `fd` (-1: none) that the peer has not acknowledged yet; 0 where
+    the system does not tell."""
+    if _SIOCOUTQ is None or fd < 0:
+        return 0
+    try:
+        return int(_INT.unpack(fcntl.ioctl(fd, _SIOCOUTQ, bytes(_INT.size)))[0])
+    except OSError:
+        return 0
+
+
 def _failure(request: KafkaRequest, exc: BaseException) -> Exception:
     """Why a connection closes when its request's handler raised `exc`: a refusal (one
     WARNING line) for a typed error, else an unexpected failure (logged with `exc`)."""
-    what = (
-        f"{api_name(request.api_key)} v{request.api_version} (correlation id "
-        f"{request.correlation_id})"
-    )
+    what = request_label(request.api_key, request.api_version, request.correlation_id)
     if isinstance(exc, RequestRefusedError | KafkaError):
-        return _Refused(f"{what} refused: {exc}")
-    failure = _HandlerFailed(f"{what} failed: {exc!r}")
+        return _Refused(f"{what} refused: {exc}", request.sequence)
+    failure = _HandlerFailed(f"{what} failed: {exc!r}", request.sequence)
     failure.__cause__ = exc
     return failure
 
@@ -450,9 +570,17 @@ class _Stopping(Exception):
     """The listener closes every connection (the node stops)."""
 
 
-class _Refused(Exception):
+class _RequestFailed(Exception):
+    """A request failed so that its connection closes at it: `sequence` is the request's."""
+
+    def __init__(self, message: str, sequence: int) -> None:
+        super().__init__(message)
+        self.sequence = sequence
+
+
+class _Refused(_RequestFailed):
     """A handler refused its request as a whole: the connection closes (one WARNING line)."""
 
 
-class _HandlerFailed(Exception):
+class _HandlerFailed(_RequestFailed):
     """A handler raised: the connection closes (logged with the traceback)."""

@@ -14,6 +14,8 @@ Rules:
   names the leader if the node knows it), INVALID_REQUEST for a node whose log takes no raw
   values (`metadata.log.raw.append.enable`), an append of no values, or a request the node
   could not parse (its `MalformedRequestError` has no code of its own: the message names it).
+- An append too large for one frame (`metadata_append_wire`) raises MessageSizeTooLargeError
+  without being sent: the node would refuse the whole connection, failing the others.
 - Each append has its own deadline (`timeout_s`): past it, `RequestTimedOutError` naming the
   node. The append may still commit (as after a gRPC deadline); its late answer is dropped.
 - A connection that fails fails every waiting append and every later one, with one error:
@@ -104,13 +106,15 @@ class MetadataAppendClient(asyncio.Protocol):
             raise self._failure
         assert self._socket is not None
         sequence = self._next
+        # Before the number is taken: a frame too large fails this append alone.
+        request = wire.request_frame(sequence, values)
         if sequence == _LAST_SEQUENCE:
             self._next, self._wrapped = 1, True
         else:
             self._next = sequence + 1
         answer: asyncio.Future[pb.AppendResponse] = asyncio.get_running_loop().create_future()
         self._waiting[sequence] = answer
-        self._out.write(wire.request_frame(sequence, values))
+        self._out.write(request)
         try:
             # asyncio.timeout, not wait_for: no task per append.
             async with asyncio.timeout(timeout_s):

@@ -10,7 +10,8 @@ whatever the order of the others (the answers of one commit leave in one socket 
 Rules:
 - A frame that is not an `AppendRequest` is answered with `MalformedRequestError` naming the
   request and what was wrong; the connection goes on (the frames after it are intact).
-- Bytes that break the framing (the greeting, a frame's length) are answered with a
+- Bytes that break the framing (the greeting, a frame's length, a request numbered
+  `CONNECTION_REFUSAL`, whose answer would read as a refusal) are answered with a
   `CONNECTION_REFUSAL` naming what was wrong, with a warning, and the connection ends; the node
   and its other connections go on.
 - Anything else `append` raises is a bug: logged with its traceback, answered as
@@ -78,14 +79,19 @@ class _InboundConnection(asyncio.Protocol):
         try:
             frames = self._reader.feed(data)
         except InvalidRequestError as exc:
-            refused = MalformedRequestError(f"from {self._peer}: {exc}")
-            log.warning("metadata append connection from %s: %s; closing it", self._peer, exc)
-            assert self._socket is not None
-            self._socket.write(wire.answer_frame(wire.CONNECTION_REFUSAL, wire.refusal(refused)))
-            self.close()
+            self._refuse(exc)
             return
         loop = asyncio.get_running_loop()
         for sequence, payload in frames:
+            if sequence == wire.CONNECTION_REFUSAL:
+                # Its answer would read as the refusal of the whole connection.
+                self._refuse(
+                    InvalidRequestError(
+                        f"{wire.FORMAT.name} request with sequence number "
+                        f"{wire.CONNECTION_REFUSAL}: requests are numbered from 1"
+                    )
+                )
+                return
             try:
                 values = wire.parse_request(sequence, payload)
             except MalformedRequestError as exc:
@@ -95,6 +101,14 @@ class _InboundConnection(asyncio.Protocol):
             self._waiting.add(task)
             task.add_done_callback(self._done)
         self._pace()
+
+    def _refuse(self, exc: InvalidRequestError) -> None:
+        """Answer bytes that break the format with a refusal of the connection, and end it."""
+        refused = MalformedRequestError(f"from {self._peer}: {exc}")
+        log.warning("metadata append connection from %s: %s; closing it", self._peer, exc)
+        assert self._socket is not None
+        self._socket.write(wire.answer_frame(wire.CONNECTION_REFUSAL, wire.refusal(refused)))
+        self.close()
 
     async def _serve(self, sequence: int, values: list[bytes]) -> None:
         try:

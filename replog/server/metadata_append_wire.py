@@ -17,9 +17,11 @@ Format: `framed_wire`'s greeting with the magic `RLMA`, version 1 and the caller
 - node to caller, with sequence number `CONNECTION_REFUSAL` (0): an `AppendResponse` refusing
   the connection as a whole (bytes that break the framing), after which the node closes it.
 
-Rules: a frame whose message is not an `AppendRequest` raises `MalformedRequestError` naming
-the request and what was wrong (the node answers it so; the frames after it are intact); bytes
-that break the framing raise `InvalidRequestError` (`framed_wire`); an answer that is not an
+Rules: an append too large for a frame raises `MessageSizeTooLargeError` before it is sent
+(`request_frame`); a frame whose message is not an `AppendRequest` raises
+`MalformedRequestError` naming the request and what was wrong (the node answers it so; the
+frames after it are intact); bytes that break the framing raise `InvalidRequestError`
+(`framed_wire`), and so does a request numbered 0 on the node; an answer that is not an
 `AppendResponse` raises `MalformedResponseError`. `result_of` turns an answer's error code
 back into the `replog.errors` class the node raised.
 """
@@ -35,6 +37,7 @@ from replog.errors import (
     KafkaError,
     MalformedRequestError,
     MalformedResponseError,
+    MessageSizeTooLargeError,
     error_for_code,
 )
 from replog.pb import raft_pb2 as pb
@@ -59,7 +62,15 @@ class AppendResult:
 
 
 def request_frame(sequence: int, values: Sequence[bytes]) -> bytes:
-    return frame(sequence, pb.AppendRequest(values=values).SerializeToString())
+    """The frame of request `sequence` (MessageSizeTooLargeError: longer than a frame may be,
+    which the node would answer by refusing the whole connection)."""
+    payload = pb.AppendRequest(values=values).SerializeToString()
+    if len(payload) > FORMAT.max_frame_bytes:
+        raise MessageSizeTooLargeError(
+            f"an append of {len(values)} values is a {FORMAT.name} frame of {len(payload)} "
+            f"bytes, over its limit of {FORMAT.max_frame_bytes}"
+        )
+    return frame(sequence, payload)
 
 
 def parse_request(sequence: int, payload: bytes) -> list[bytes]:

@@ -27,9 +27,11 @@ Rules:
   it means the state machine is broken, or its log is corrupt; going on could act on it.
 - Committed items go to the listeners in log order, all of them before the state machine's
   next input; when that takes longer than `APPLY_TURN_S`, the loop's other tasks (request
-  handlers, the broker's heartbeats and fetches) get a turn between two items. Inputs they post
-  for the state machine (proposals, posted closures) wait until every committed item handed out
-  is applied, so the state machine still sees each of them before its next input.
+  handlers, the broker's heartbeats and fetches) get a turn between two items, including the
+  I/O and timers that fell due during the turn (`loop_turns.yield_turn`: so nothing waits for
+  more than one turn of applying). Inputs they post for the state machine (proposals, posted
+  closures) wait until every committed item handed out is applied, so the state machine still
+  sees each of them before its next input.
 - The core keeps running while the listeners apply: at the end of each such turn, the inputs
   that only the core takes (a peer's message, a request that failed) are stepped, its due
   timers ticked, and its Readys persisted and sent, their committed items queued behind those
@@ -75,6 +77,7 @@ from quorum.raft.ready import (
 )
 from replog.clock import Clock, monotonic_ms, monotonic_s, wall_clock_ms
 from replog.errors import KafkaStorageError, NotLeaderOrFollowerError, RequestTimedOutError
+from replog.server.loop_turns import yield_turn
 from replog.server.metadata_staleness import QuorumContact
 from replog.server.node_tasks import Spawner
 from replog.server.raft_storage import RaftStorage
@@ -192,6 +195,10 @@ class RaftDriver:
         self._held: deque[Event] = deque()
         self.apply_turn_s = APPLY_TURN_S
         self._waiters: SortedDict = SortedDict()  # base offset -> list[_Waiter]
+        # `run_persisted` callers, and whether their event ran: those settle once the Readys
+        # after it are drained; all of them if the loop ends (`_ended` says why).
+        self._persisted_waiters: dict[asyncio.Future[None], bool] = {}
+        self._ended: KafkaStorageError | None = None
         self._high_watermark = 0
         self._stopped = False
         self._failed: BaseException | None = None
@@ -324,6 +331,27 @@ class RaftDriver:
                 f"proposal{where} was not committed within {timeout:.1f} s"
             ) from None
 
+    async def run_persisted(self, event: Event) -> None:
+        """Run `event` on the loop, like `post`, and return once the Readys after it are
+        persisted: whatever it asked the core to write (a snapshot, say) is on disk. Raises
+        `KafkaStorageError` if the loop ends first."""
+        if self._ended is not None:
+            raise self._ended
+        persisted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters = self._persisted_waiters
+        waiters[persisted] = False
+
+        def run(now: int) -> None:
+            event(now)
+            if persisted in waiters:
+                waiters[persisted] = True  # settled after the next drain of Readys
+
+        self.post(run)
+        try:
+            await persisted
+        finally:
+            waiters.pop(persisted, None)
+
     def resign(self) -> None:
         def resign(now: int) -> None:
             self.node.resign(now)
@@ -355,6 +383,12 @@ class RaftDriver:
         try:
             while not self._stopped:
                 await self._drain_ready()
+                if self._persisted_waiters:
+                    self._settle_persisted(None)
+                if self._stopped:
+                    # `stop`'s wake-up may have been taken while committed items were applied
+                    # (held, then run by `_take_queued`): the inbox may stay empty from now on.
+                    break
                 now = self._clock()
                 if self.node.leader_id == self.node_id:
                     self._leader_contact_ms = now  # leading: the quorum is reached (Rules)
@@ -377,6 +411,24 @@ class RaftDriver:
             log.critical("node %d: disk failure, stopping: %s", self.node_id, exc)
             self._fail_waiters(exc)
             raise
+        finally:
+            self._ended = (
+                self._failed
+                if isinstance(self._failed, KafkaStorageError)
+                else KafkaStorageError(f"node {self.node_id}: the Raft driver stopped")
+            )
+            self._settle_persisted(self._ended)
+
+    def _settle_persisted(self, ended: KafkaStorageError | None) -> None:
+        """Settle the `run_persisted` callers whose event ran (None: the Readys are drained),
+        or all of them with `ended`."""
+        for waiter, ran in list(self._persisted_waiters.items()):
+            if waiter.done():
+                continue
+            if ended is not None:
+                waiter.set_exception(ended)
+            elif ran:
+                waiter.set_result(None)
 
     def _wake_at_ms(self, now_ms: int) -> int | None:
         deadlines = [self.node.wake_at_ms()]
@@ -478,7 +530,7 @@ class RaftDriver:
         at `turn_ends` is over; when the next turn ends."""
         if monotonic_s() < turn_ends:
             return turn_ends
-        await asyncio.sleep(0)
+        await yield_turn()
         await self._serve_core()
         return monotonic_s() + self.apply_turn_s
 

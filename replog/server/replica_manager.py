@@ -170,6 +170,7 @@ from replog.server.leader_offsets import (
     offset_for_leader_epoch,
 )
 from replog.server.log_summaries import TurnSummary, few_names, partition_names
+from replog.server.loop_turns import yield_turn
 from replog.server.metrics.instruments import BrokerCounters
 from replog.server.node_tasks import Spawner
 from replog.server.partition import Partition
@@ -503,7 +504,7 @@ class ReplicaManager:
                         self._release(creations)
                         raise
                     for first in range(0, len(opened), APPLY_ROUND_CHANGES):
-                        await asyncio.sleep(0)
+                        await yield_turn()
                         with self.log_manager.collect_unsynced() as unsynced:
                             self._install(opened[first : first + APPLY_ROUND_CHANGES])
                         self._refresh_fetch_sources()
@@ -523,7 +524,7 @@ class ReplicaManager:
                 collector.replicas_changed(
                     len(creations), self._replicas_deleted, len(self._partitions)
                 )
-                await asyncio.sleep(0)
+                await yield_turn()
             except asyncio.CancelledError:
                 raise
             except (KafkaStorageError, OSError) as exc:

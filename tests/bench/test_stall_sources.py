@@ -15,7 +15,8 @@ LOG = [
     PREFIX + "the event loop was held for 120 ms (90 ms of it on a CPU): held in _watch "
     "(node_tasks.py:99): merge (partition_registration.py:70) < replay (delta.py:178) "
     "(2 of 2 samples); 20 ms of it collecting garbage (generations up to 1)",
-    PREFIX + "the event loop was held for 60 ms (5 ms of it on a CPU)",
+    PREFIX + "the event loop was held for 60 ms (5 ms of it on a CPU); 45 ms of it collecting "
+    "garbage (generations up to 2)",
     "2026-11-26 03:40:23,000 INFO replog.server: node 1: shutting down",
     PREFIX + "the event loop was held for 70 ms (65 ms of it on a CPU): held in "
     "_log_roles_taken (replica_manager.py:642) < _run_applier (replica_manager.py:514) "
@@ -30,6 +31,8 @@ def test_stalls_group_by_chain_without_line_numbers_per_start() -> None:
     merge = first.sources["merge (partition_registration.py) < replay (delta.py)"]
     assert (merge.count, merge.cpu_ms, merge.wall_ms) == (2, 90, 304)
     assert first.sources["(no sample)"].count == 1
+    # A full collection counts; a young one (generations up to 1) does not.
+    assert (first.full_collections, first.collecting_ms) == (1, 45)
     (only,) = second.sources.values()
     assert (second.stalls, only.cpu_ms) == (1, 65)
 
@@ -39,6 +42,7 @@ def test_the_nodes_merge_phase_by_phase() -> None:
     two = sources.read_phases(LOG[:2])
     first, second = sources.merged([one, two])
     assert first.stalls == 5 and second.stalls == 1
+    assert (first.full_collections, first.collecting_ms) == (1, 45)
     merge = first.sources["merge (partition_registration.py) < replay (delta.py)"]
     assert (merge.count, merge.cpu_ms) == (4, 90)
 

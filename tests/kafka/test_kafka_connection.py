@@ -165,6 +165,22 @@ def test_an_answer_is_held_until_every_earlier_request_is_answered() -> None:
     assert response_correlation_ids(core.take_output()) == [1, 2]
 
 
+def test_the_requests_read_released_and_unanswered_say_where_a_closing_connection_stands() -> None:
+    core = connection()
+    core.feed(request_frame(1) + request_frame(2) + request_frame(3))
+    first, second, _ = drain(core)
+    core.respond(second, MetadataResponse())
+    assert (core.requests_read, core.requests_released) == (3, 0)
+    assert core.unanswered(2) == ["Metadata v12 (correlation id 1)"]
+    assert core.unanswered(3) == [
+        "Metadata v12 (correlation id 1)",
+        "Metadata v12 (correlation id 3)",
+    ]
+    core.respond(first, MetadataResponse())
+    core.take_output()
+    assert core.requests_released == 2 and core.unanswered(2) == []
+
+
 def test_a_request_answered_with_no_response_frees_its_slot_without_bytes() -> None:
     core = connection()
     core.feed(request_frame(1) + request_frame(2))

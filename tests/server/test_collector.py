@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from replog.server.collector import freeze_startup_objects
+from replog.server.collector import GrowthFreezer, freeze_startup_objects
 
 
 class Node:
@@ -51,3 +51,22 @@ def test_start_up_garbage_is_collected_not_frozen(unfrozen: None) -> None:
     del a, b
     freeze_startup_objects()
     assert gone() is None
+
+
+def test_a_slow_full_collection_freezes_its_survivors_from_the_callback(unfrozen: None) -> None:
+    """The freeze runs inside CPython's own `gc.callbacks` (growth freezer, last rule): what the
+    collection found reachable leaves the collector's sight, its garbage is still collected."""
+    freezer = GrowthFreezer(freeze_after_collection_s=0.0)
+    kept = [Node()]
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    gone = weakref.ref(a)
+    del a, b
+    gc.callbacks.append(freezer.on_collection)
+    try:
+        gc.collect()
+    finally:
+        gc.callbacks.remove(freezer.on_collection)
+    assert gone() is None
+    assert freezer.freezes_after_collection == 1 and gc.get_freeze_count() > 0
+    assert not any(o is kept for o in gc.get_objects())

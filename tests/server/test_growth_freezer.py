@@ -6,6 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from quorum.raft.ready import CommittedBatch, LeaderChange, LoadSnapshot
+from quorum.raft.snapshot_id import SnapshotId
 from replog.server import collector
 from replog.server.collector import GrowthFreezer
 
@@ -19,6 +21,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         freeze=lambda: made.append("freeze"),
         unfreeze=lambda: made.append("unfreeze"),
         get_freeze_count=lambda: 0,
+        callbacks=[],
     )
     monkeypatch.setattr(collector, "gc", fake)
     return made
@@ -72,3 +75,49 @@ def test_logs_loaded_at_start_up_count_as_new_replicas(
     assert calls == []
     collector.logs_loaded(40)
     assert calls == ["collect(1)", "freeze"] and installed.freezes == 1
+
+
+def test_committed_metadata_records_freeze_once_enough_were_applied(
+    calls: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restart replays the whole metadata log before any replica exists: the records applied
+    are counted, and a loaded snapshot (the whole metadata at once) freezes at once."""
+    monkeypatch.setattr(collector, "_installed", None)
+    batch = CommittedBatch(
+        base_offset=0, last_offset=599, quorum_epoch=1, is_control=False, batch=b""
+    )
+    collector.committed_item_applied(batch)
+    assert calls == []  # not installed
+    installed = collector.install_growth_freezer()
+    collector.committed_item_applied(batch)
+    control = CommittedBatch(
+        base_offset=600, last_offset=999, quorum_epoch=1, is_control=True, batch=b""
+    )
+    collector.committed_item_applied(control)  # no metadata in a control batch
+    collector.committed_item_applied(LeaderChange(leader_id=1, quorum_epoch=2))
+    assert calls == []
+    collector.committed_item_applied(
+        CommittedBatch(
+            base_offset=1000, last_offset=1399, quorum_epoch=2, is_control=False, batch=b""
+        )
+    )
+    assert calls == ["collect(1)", "freeze"] and installed.freezes == 1
+    calls.clear()
+    collector.committed_item_applied(LoadSnapshot(SnapshotId(end_offset=2000, quorum_epoch=2)))
+    assert calls == ["collect(1)", "freeze"] and installed.freezes == 2
+
+
+def test_a_slow_full_collection_is_followed_by_a_freeze(calls: list[str]) -> None:
+    now = [0.0]
+    freezer = GrowthFreezer(freeze_after_collection_s=0.01, clock=lambda: now[0])
+
+    def collection(generation: int, seconds: float) -> None:
+        freezer.on_collection("start", {"generation": generation})
+        now[0] += seconds
+        freezer.on_collection("stop", {"generation": generation, "collected": 0})
+
+    collection(2, 0.005)  # a quick full collection: nothing worth freezing
+    collection(1, 0.5)  # a young one, however long, walked only young objects
+    assert calls == [] and freezer.freezes_after_collection == 0
+    collection(2, 0.3)
+    assert calls == ["freeze"] and freezer.freezes_after_collection == 1

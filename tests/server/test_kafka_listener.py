@@ -8,7 +8,11 @@ whose completion the test controls:
   buffer was full;
 - a client that sends and never reads is read no further once `queued.max.requests` answers
   wait (the handlers stop being called), and every other connection is still served;
-- an idle connection is closed after `connections.max.idle.ms`;
+- an idle connection is closed after `connections.max.idle.ms`, and one whose client reads a
+  large answer slowly is not while the bytes move;
+- a bad frame or a refused request behind requests still being handled closes the connection
+  only after their answers (nothing after it is handled), waiting no longer than
+  `close_wait_ms`; a client that shuts down its sending side still reads its answers;
 - a handler that fails closes its connection, logged with the cause (so does one whose own
   wait is cancelled: its connection would otherwise wait for that answer forever);
 - each answered request is reported with its API and the time from its read to its answer.
@@ -19,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import struct
 from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
@@ -412,3 +417,171 @@ async def test_a_handler_whose_own_wait_is_cancelled_closes_its_connection(
     assert "Metadata v12 (correlation id 1) failed: CancelledError()" in (
         str(record.exc_info[1]) if record.exc_info else ""
     )
+
+
+# Frames a listener refuses, with the cause its WARNING line names.
+BAD_FRAMES = {
+    "unsupported version": (
+        struct.pack(">ihhih", 10, 3, 99, 5, -1),
+        "Metadata v99 (correlation id 5) is not served (versions 0-13)",
+    ),
+    "unknown key": (
+        struct.pack(">ihhi", 8, 999, 0, 6),
+        "API key 999 (correlation id 6) is not served",
+    ),
+    "oversized": (
+        struct.pack(">i", 2_000_000),
+        "frame size 2000000 is larger than socket.request.max.bytes (1048576)",
+    ),
+    "truncated header": (
+        struct.pack(">i", 3) + b"\0\3\0",
+        "bad request header: ",
+    ),
+}
+
+
+def closing_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "replog.server.kafka"]
+
+
+async def answered_then_closed(
+    reader: asyncio.StreamReader, handlers: Handlers, correlation_ids: list[int]
+) -> None:
+    """Release the held requests, last first: their answers come in order, then the EOF."""
+    for correlation_id in reversed(correlation_ids):
+        handlers.gate(correlation_id).set()
+    answers = [(await within(5, read_response(reader)))[0] for _ in correlation_ids]
+    assert answers == correlation_ids
+    assert await within(5, reader.read()) == b""
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("what", sorted(BAD_FRAMES))
+async def test_a_bad_frame_closes_its_connection_after_answering_the_requests_before_it(
+    what: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    bad, cause = BAD_FRAMES[what]
+    handlers = Handlers(hold=True)
+    async with listening(handlers, request_bytes_max=1 << 20) as listener:
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.write(metadata_frame(1) + metadata_frame(2) + bad + metadata_frame(3))
+        await eventually(lambda: handlers.called == [1, 2], "the requests before it handled")
+        await asyncio.sleep(0.05)
+        assert listener.open_connections == 1  # their answers are awaited
+        await answered_then_closed(reader, handlers, [1, 2])
+        writer.close()
+    assert handlers.called == [1, 2]  # nothing read after the bad frame
+    (line,) = closing_lines(caplog)
+    assert cause in line and caplog.records[-1].levelno == logging.WARNING
+
+
+@pytest.mark.asyncio
+async def test_a_refused_request_closes_its_connection_after_answering_the_requests_before_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    handlers = Handlers(hold=True)
+    async with listening(handlers) as listener:
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.write(metadata_frame(1) + metadata_frame(667) + metadata_frame(3))
+        await eventually(lambda: 667 in handlers.called, "667 refused")
+        await asyncio.sleep(0.05)
+        await answered_then_closed(reader, handlers, [1])
+        writer.close()
+    assert handlers.called == [1, 667]  # the request after the refused one never handled
+    (line,) = closing_lines(caplog)
+    assert "Metadata v12 (correlation id 667) refused: isolation_level 7" in line
+
+
+@pytest.mark.asyncio
+async def test_a_closing_connection_waits_for_the_answers_before_it_no_longer_than_close_wait(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    handlers = Handlers(hold=True)
+    loop = asyncio.get_running_loop()
+    async with listening(handlers, close_wait_ms=200) as listener:
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        peer = f"127.0.0.1:{writer.get_extra_info('sockname')[1]}"
+        writer.write(metadata_frame(1) + BAD_FRAMES["unsupported version"][0])
+        started = loop.time()
+        assert await within(5, reader.read()) == b""  # answer 1 never came
+        assert loop.time() - started >= 0.15
+        await eventually(lambda: listener.open_connections == 0, "the connection closed")
+        writer.close()
+    assert closing_lines(caplog) == [
+        f"Kafka listener PLAINTEXT: closing connection from {peer} without answering Metadata "
+        "v12 (correlation id 1): not answered within close_wait_ms (200 ms) of the close",
+        f"Kafka listener PLAINTEXT: closing connection from {peer}: Metadata v99 (correlation "
+        "id 5) is not served (versions 0-13)",
+    ]
+
+
+@pytest.mark.asyncio
+async def test_a_client_that_shuts_down_its_sending_side_still_reads_its_answers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    handlers = Handlers(hold=True)
+    async with listening(handlers) as listener:
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.write(metadata_frame(1) + metadata_frame(2))
+        writer.write_eof()
+        await eventually(lambda: handlers.called == [1, 2], "both handled")
+        await asyncio.sleep(0.05)
+        await answered_then_closed(reader, handlers, [1, 2])
+        writer.close()
+    assert closing_lines(caplog) == []  # an EOF is no fault
+
+
+class LargeAnswer:
+    """One Metadata answer of ~12 MB: more than the socket buffers hold."""
+
+    served = {3: (0, 13), 18: (0, 4)}
+
+    def handle(self, request: KafkaRequest, listener_name: str) -> Answer:
+        brokers = [MetadataResponseBroker(node_id=i, host="h" * 30_000, port=1) for i in range(400)]
+        return MetadataResponse(cluster_id=listener_name, brokers=brokers)
+
+
+@pytest.mark.asyncio
+async def test_a_client_reading_a_large_answer_slowly_is_not_idle_while_the_bytes_move(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="replog.server.kafka")
+    loop = asyncio.get_running_loop()
+    async with listening(LargeAnswer(), connections_max_idle_ms=300) as listener:  # type: ignore[arg-type]
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)  # the kernel holds little
+        sock.setblocking(False)
+        await loop.sock_connect(sock, ("127.0.0.1", listener.port))
+        reader, writer = await asyncio.open_connection(sock=sock, limit=16384)
+        writer.write(metadata_frame(1))
+        (size,) = struct.unpack(">i", await within(5, reader.readexactly(4)))
+        started, got = loop.time(), 0
+        while got < size:
+            chunk = await within(5, reader.read(min(32768, size - got)))
+            assert chunk, f"closed after {got} of {size} bytes"
+            got += len(chunk)
+            await asyncio.sleep(0.002)
+        drained_s = loop.time() - started
+        assert drained_s > 0.6, f"drained in {drained_s:.2f} s: not slower than the idle time"
+        assert await within(5, reader.read(1)) == b""  # then idle
+        writer.close()
+    assert "idle for connections.max.idle.ms (300 ms): no request" in caplog.text
+    assert "its responses not read" not in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_a_client_that_closes_before_its_answers_is_closed_at_close_wait_without_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="replog.server.kafka")
+    handlers = Handlers(hold=True)  # a JoinGroup held until the rebalance ends, say
+    async with listening(handlers, close_wait_ms=200) as listener:
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.write(metadata_frame(1))
+        writer.write_eof()
+        assert await within(5, reader.read()) == b""
+        await eventually(lambda: listener.open_connections == 0, "the connection closed")
+        writer.close()
+    (record,) = [r for r in caplog.records if "without answering" in r.getMessage()]
+    assert record.levelno == logging.DEBUG  # the client left: no fault of anyone's
+    assert "Metadata v12 (correlation id 1)" in record.getMessage()

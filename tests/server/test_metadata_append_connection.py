@@ -10,20 +10,21 @@ import struct
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import cast
+from typing import Any, cast
 
 import pytest
 import pytest_asyncio
 
 from replog.errors import (
     InvalidRequestError,
+    MessageSizeTooLargeError,
     NetworkError,
     NotLeaderOrFollowerError,
     RequestTimedOutError,
     UnknownServerError,
 )
 from replog.pb import raft_pb2 as pb
-from replog.server import framed_wire
+from replog.server import framed_wire, metadata_append_server
 from replog.server import metadata_append_wire as wire
 from replog.server.metadata_append_client import AppendResult, MetadataAppendClient
 from replog.server.metadata_append_server import MetadataAppendListener
@@ -158,21 +159,28 @@ async def test_a_frame_that_is_not_a_request_is_answered_malformed_and_the_rest_
     writer.close()
 
 
+async def refusal_after(listener: MetadataAppendListener, data: bytes) -> pb.AppendResponse:
+    """What the node answers `data` with on a connection of its own: one refusal of the whole
+    connection, and then its close."""
+    assert listener.port is not None
+    reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+    writer.write(data)
+    async with asyncio.timeout(5):
+        answer = await reader.read()  # up to the node's close
+    writer.close()
+    [(sequence, payload)] = wire.FORMAT.reader().feed(answer)
+    assert sequence == wire.CONNECTION_REFUSAL
+    return wire.parse_answer(payload, "node")
+
+
 @pytest.mark.asyncio
 async def test_bytes_that_break_the_framing_are_named_before_the_connection_ends(
     served: tuple[FakeLog, MetadataAppendListener],
 ) -> None:
     _, listener = served
-    assert listener.port is not None
-    reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
-    writer.write(b"GET / HTTP/1.1\r\n\r\n")
-    async with asyncio.timeout(5):
-        data = await reader.read()  # up to the node's close
-    [(sequence, payload)] = wire.FORMAT.reader().feed(data)
-    assert sequence == wire.CONNECTION_REFUSAL
+    refusal = await refusal_after(listener, b"GET / HTTP/1.1\r\n\r\n")
     with pytest.raises(InvalidRequestError, match="not a metadata append connection"):
-        wire.result_of(wire.parse_answer(payload, "node"))
-    writer.close()
+        wire.result_of(refusal)
     # The client sees the same refusal as its error; a frame too long for the format too.
     client = await connect(listener)
     assert client._socket is not None
@@ -212,3 +220,56 @@ async def test_a_refused_connection_names_the_setting() -> None:
     await asyncio.sleep(0)
     with pytest.raises(NetworkError, match=r"controller.quorum.append.port"):
         await MetadataAppendClient.connect_to("127.0.0.1", port)
+
+
+@pytest.mark.asyncio
+async def test_a_request_numbered_0_is_refused_not_answered_as_a_connection_refusal(
+    served: tuple[FakeLog, MetadataAppendListener],
+) -> None:
+    # 0 is the number of the node's refusal of the whole connection: an answer numbered 0
+    # would read as one, so the request is never served.
+    log, listener = served
+    request = wire.FORMAT.greeting(wire.NOT_A_NODE) + wire.request_frame(0, [b"x"])
+    with pytest.raises(InvalidRequestError, match="sequence number 0"):
+        wire.result_of(await refusal_after(listener, request))
+    assert log.waiting == []
+
+
+@pytest.mark.asyncio
+async def test_an_append_too_large_for_a_frame_fails_alone(
+    served: tuple[FakeLog, MetadataAppendListener],
+) -> None:
+    # Sent, it would make the node refuse the connection, failing every other append on it.
+    log, listener = served
+    async with await connect(listener) as client:
+        other = asyncio.ensure_future(client.append([b"small"]))
+        await log.wait_for(1)
+        with pytest.raises(MessageSizeTooLargeError, match="metadata append frame"):
+            await client.append([b"x" * wire.FORMAT.max_frame_bytes])
+        log.commit(0)
+        assert await other == AppendResult(4, 0, 0)
+        after = asyncio.ensure_future(client.append([b"after"]))  # the connection goes on
+        await log.wait_for(2)
+        log.commit(1)
+        assert await after == AppendResult(4, 1, 1)
+
+
+@pytest.mark.asyncio
+async def test_a_connection_with_max_waiting_appends_is_read_again_once_one_commits(
+    served: tuple[FakeLog, MetadataAppendListener], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(metadata_append_server, "MAX_WAITING", 2)
+    log, listener = served
+    async with await connect(listener) as client:
+        first = [asyncio.ensure_future(client.append([f"v{i}".encode()])) for i in range(2)]
+        await log.wait_for(2)
+        (inbound,) = cast(set[Any], listener.connections)
+        assert not inbound._socket.is_reading()
+        third = asyncio.ensure_future(client.append([b"v2"]))
+        await asyncio.sleep(0.1)
+        assert len(log.waiting) == 2  # not read while two wait
+        log.commit(0)
+        await log.wait_for(3)  # read again (and paused again: two wait)
+        log.commit(1)
+        log.commit(2)
+        assert [await a for a in (*first, third)] == [AppendResult(4, i, i) for i in range(3)]

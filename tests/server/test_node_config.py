@@ -111,6 +111,11 @@ def test_raw_appends_run_no_controller() -> None:
         ({"metadata.log.raw.append.enable": "1"}, "metadata.log.raw.append.enable"),
         ({"controller.quorum.fetch.port": "70000"}, "controller.quorum.fetch.port"),
         ({"controller.quorum.fetch.port": "-1"}, "controller.quorum.fetch.port"),
+        ({"controller.quorum.append.port": "-1"}, "controller.quorum.append.port"),
+        (
+            {"controller.quorum.fetch.port": "19500", "controller.quorum.append.port": "19500"},
+            "controller.quorum.append.port: 19500 is controller.quorum.fetch.port's too",
+        ),
         # Kafka refuses Python's digit separators: `1_0` is not 10.
         ({"node.id": "1_0"}, "node.id='1_0': must be an integer"),
         ({"num.partitions": "1_0"}, "num.partitions='1_0': must be an integer"),

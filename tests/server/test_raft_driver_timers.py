@@ -50,6 +50,14 @@ async def stopped(driver: RaftDriver, loop: asyncio.Task[None]) -> None:
     driver.storage.close()
 
 
+async def started_leading(driver: RaftDriver) -> asyncio.Task[None]:
+    """`driver`'s loop, started and run until its single node leads."""
+    loop = asyncio.create_task(driver.run())
+    while driver.status().leader_id != 1:
+        await asyncio.sleep(0.01)
+    return loop
+
+
 def test_timers_are_ticked_when_due_and_never_spin(tmp_path: Path) -> None:
     async def scenario() -> None:
         config = RaftConfig(voters=(VoterAddress(1, "127.0.0.1", 1),))
@@ -87,10 +95,8 @@ def test_a_long_delivery_of_committed_batches_lets_other_tasks_run(tmp_path: Pat
                 seen.append(("batch", item.base_offset))
 
         driver.add_listener(slow_listener)
-        loop = asyncio.create_task(driver.run())
+        loop = await started_leading(driver)
         try:
-            while driver.status().leader_id != 1:
-                await asyncio.sleep(0.01)
             # Queued before the loop runs again: one Ready appends and commits all six.
             waits = [asyncio.ensure_future(driver.append_and_wait([b"%d" % i])) for i in range(6)]
 
@@ -139,10 +145,8 @@ def test_a_stepped_listener_lets_other_tasks_run_between_the_steps_of_one_batch(
                 else None
             )
         )
-        loop = asyncio.create_task(driver.run())
+        loop = await started_leading(driver)
         try:
-            while driver.status().leader_id != 1:
-                await asyncio.sleep(0.01)
             wait = asyncio.ensure_future(driver.append_and_wait([b"big"]))
 
             async def probe() -> None:
@@ -157,6 +161,40 @@ def test_a_stepped_listener_lets_other_tasks_run_between_the_steps_of_one_batch(
         assert work == ["step 0", "step 1", "step 2", "step 3", "after"], seen
         between = seen[seen.index("step 0") : seen.index("step 3")]
         assert "probe" in between, seen  # the loop ran other tasks inside the batch
+
+    asyncio.run(scenario())
+
+
+def test_a_timer_that_fell_due_during_an_apply_turn_runs_before_the_next_turn(
+    tmp_path: Path,
+) -> None:
+    """What became ready during a turn of applying (a socket, a deadline: here a timer of the
+    loop) runs before the driver's next turn, not after it: no other work waits for two turns
+    (the stall monitor's tick saw two of them as one stall)."""
+
+    async def scenario() -> None:
+        config = RaftConfig(voters=(VoterAddress(1, "127.0.0.1", 1),))
+        driver = RaftDriver(1, config, RaftStorage(str(tmp_path), [1]), tasks=LoopTasks())
+        driver.apply_turn_s = 0.01
+        loop_ = asyncio.get_running_loop()
+        seen: list[str] = []
+
+        def stepped(item: ApplyItem) -> Iterator[None]:
+            if isinstance(item, CommittedBatch) and not item.is_control:
+                for step in range(4):
+                    if step == 0:
+                        loop_.call_later(0.002, seen.append, "timer")
+                    time.sleep(0.015)  # longer than the turn: the timer falls due meanwhile
+                    seen.append(f"step {step}")
+                    yield
+
+        driver.add_stepped_listener(stepped)
+        loop = await started_leading(driver)
+        try:
+            await asyncio.wait_for(driver.append_and_wait([b"big"]), 10)
+        finally:
+            await stopped(driver, loop)
+        assert seen.index("timer") == seen.index("step 0") + 1, seen
 
     asyncio.run(scenario())
 
@@ -187,10 +225,8 @@ def test_the_core_answers_its_peers_while_the_listeners_apply_and_the_state_mach
                     yield
 
         driver.add_stepped_listener(stepped)
-        loop = asyncio.create_task(driver.run())
+        loop = await started_leading(driver)
         try:
-            while driver.status().leader_id != 1:
-                await asyncio.sleep(0.01)
             wait = asyncio.ensure_future(driver.append_and_wait([b"big"]))
             await asyncio.wait_for(applying.wait(), 5)
             driver._post_message(Message(9, 1, DescribeQuorumRequest(7)))

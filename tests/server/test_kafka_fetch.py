@@ -16,14 +16,15 @@ tmp_path, a hand-driven clock), through the Broker service's cores with no proto
   answers it empty;
 - through the listener, a fetch answered at once is written with no task, and behind an
   earlier request of its connection still waiting it is answered after that one, in order;
-- a waiting fetch leaves the purgatory when its connection closes, even one closed in the read
-  that parked it;
+- a waiting fetch leaves the purgatory when its connection is lost (reset, or closed once
+  `close_wait_ms` passed after the client's EOF);
 - OffsetForLeaderEpoch is answered at once, its epochs checked as the gRPC method checks them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 import uuid
 from collections.abc import Awaitable
@@ -58,7 +59,7 @@ from replog.kafka.protocol.codec import ZERO_UUID
 from replog.kafka.protocol.framing import decode_response, encode_request
 from replog.server.broker_service import BrokerService
 from replog.server.kafka_apis import KafkaApis
-from replog.server.kafka_listener import KafkaListener
+from replog.server.kafka_listener import KafkaListener, KafkaListenerConfig
 from replog.testing import ManualClock
 from tests.eventually import eventually
 from tests.metadata.metadata_helpers import create_topic, replayed
@@ -359,28 +360,31 @@ async def test_through_the_listener_a_fetch_answered_at_once_keeps_its_place_in_
 
 
 @pytest.mark.asyncio
-async def test_a_waiting_fetch_leaves_the_purgatory_when_its_connection_closes(
+async def test_a_waiting_fetch_leaves_the_purgatory_when_its_connection_is_lost(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    """A fetch is parked in the read callback, before its task starts: closing the connection
-    (by the client, or by the listener for a bad frame read with it) still unparks it."""
+    """A fetch is parked in the read callback, before its task starts: a connection the client
+    resets, or one the listener gives up waiting on (its EOF, then `close_wait_ms`), still
+    unparks it."""
     (node,) = served(tmp_path, clock, (1,))
     purgatory = node.rm._delayed.fetch
-    listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0)
+    listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0, KafkaListenerConfig(close_wait_ms=100))
     await listener.start(handlers(node))
     try:
         waiting = fetch_frame(1, request(at(0), max_wait_ms=60_000))
         _, writer = await asyncio.open_connection("127.0.0.1", listener.port)
         writer.write(waiting)
         await eventually(lambda: len(purgatory) == 1, "the fetch parked")
-        writer.close()
-        await eventually(lambda: len(purgatory) == 0, "the fetch unparked")
-        # An unknown API key read with it: the listener closes the connection.
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()  # RST
+        await eventually(lambda: len(purgatory) == 0, "unparked: reset")
         reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
-        writer.write(waiting + struct.pack(">ih", 2, -1))
+        writer.write(waiting)
+        writer.write_eof()  # the listener waits close_wait_ms for the answer, then closes
         async with asyncio.timeout(5):
-            assert await reader.read() == b""  # closed
-        await eventually(lambda: len(purgatory) == 0, "the fetch unparked")
+            assert await reader.read() == b""
+        await eventually(lambda: len(purgatory) == 0, "unparked: closed after close_wait_ms")
         writer.close()
     finally:
         await listener.stop()

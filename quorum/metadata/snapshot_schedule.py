@@ -12,6 +12,11 @@ Rules (Kafka's SnapshotGenerator):
 - A snapshot must end past the newest one (Raft keeps snapshot ids increasing): one ending at
   or before it is never due. Loading a snapshot counts as having taken it.
 - Control batches (Raft's LeaderChange) carry no metadata and never make a snapshot due.
+- At a clean stop (`due_at_stop`, replog's own rule; Kafka has none) a snapshot is due once any
+  data batch committed since the last one, whatever its size: the next start then loads the
+  state instead of replaying every record since the last snapshot (tens of thousands at a
+  restart of a cluster holding 10,000 partitions, far below 20 MiB), and writing it costs the
+  stopping node, which serves nothing by then, not a running one.
 """
 
 from __future__ import annotations
@@ -71,6 +76,10 @@ class SnapshotSchedule:
         if self.bytes_since >= self.max_bytes_between:
             return True
         return self.max_interval_ms > 0 and now_ms - self.last_snapshot_ms >= self.max_interval_ms
+
+    def due_at_stop(self, end_offset: int) -> bool:
+        """Whether to snapshot the state ending at `end_offset` (exclusive) at a clean stop."""
+        return end_offset > self.last_end_offset and self.bytes_since > 0
 
     def next_due_ms(self) -> int | None:
         """When the interval rule makes a snapshot due (None: not by time alone)."""

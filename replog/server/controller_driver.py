@@ -34,7 +34,8 @@ Rules:
   (`metadata_snapshots`, shared with a broker-only node's snapshots) applies the log retention
   and, when its schedule says so, writes the controller's state at its last stable offset
   (committed state only), ending after its last committed offset (control batches carry no
-  metadata), through Raft's `create_snapshot`.
+  metadata), through Raft's `create_snapshot`; the same state at a clean stop
+  (`snapshot_at_stop`, a posted closure: the controller is between two whole items).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ from replog.server.raft_driver import RaftDriver
 from replog.server.raft_metadata_log import (
     RaftMetadataLog,
     committed_records_in_steps,
-    snapshot_records,
+    snapshot_records_in_steps,
 )
 
 log = logging.getLogger("replog.server.controller")
@@ -260,7 +261,10 @@ class ControllerDriver:
                 )
         elif isinstance(item, LoadSnapshot):
             data = self._read_snapshot(item.snapshot_id)
-            controller.handle_load_snapshot(snapshot_records(item, data, node_id=self.node_id))
+            # Decoded in steps (a restart's snapshot holds a record per partition), then
+            # replayed whole; a combined node's broker then takes the same decode.
+            snapshot = yield from snapshot_records_in_steps(item, data, node_id=self.node_id)
+            controller.handle_load_snapshot(snapshot)
             self.snapshots.loaded(item.snapshot_id, self._clock())
             log.info("node %d: loaded metadata snapshot %s", self.node_id, item.snapshot_id)
         self._publish()
@@ -279,14 +283,20 @@ class ControllerDriver:
 
     # --- internals --------------------------------------------------------------------------------
 
+    def snapshot_at_stop(self, now_ms: int) -> SnapshotId | None:
+        """The controller's committed state as a snapshot, at a clean stop
+        (`SnapshotWriter.write_at_stop`); on the loop, like every controller call."""
+        end_offset = self.controller.last_committed_offset + 1
+        return self.snapshots.write_at_stop(end_offset, now_ms, self._snapshot_state)
+
     def _maybe_snapshot(self, now_ms: int) -> None:
+        end_offset = self.controller.last_committed_offset + 1
+        self.snapshots.maybe_write(end_offset, now_ms, self._snapshot_state)
+
+    def _snapshot_state(self) -> tuple[list[MetadataRecord], int]:
         controller = self.controller
-
-        def state() -> tuple[list[MetadataRecord], int]:
-            records = controller.snapshot_records(controller.last_stable_offset)
-            return records, controller.offset_control.last_committed_quorum_epoch
-
-        self.snapshots.maybe_write(controller.last_committed_offset + 1, now_ms, state)
+        records = controller.snapshot_records(controller.last_stable_offset)
+        return records, controller.offset_control.last_committed_quorum_epoch
 
     def _publish(self) -> None:
         """Publish what handlers may read, after every controller call."""

@@ -26,10 +26,12 @@ Rules:
   so that a batch of thousands of records (a broker's controlled shutdown moves all its
   leaderships in one) lets Raft fetches, heartbeats and requests run between steps; the
   image publishers and request handlers see changes only at the batch end, whole
-  (`MetadataLoader`). A publisher that works in steps (`SteppedMetadataPublisher`: the
-  replica manager finds a first image's thousands of local changes a slice at a time) gets
-  the publication that way; the publishers after it get it once its last step ran, so the
-  loop's other tasks may run between two publishers' updates of one image.
+  (`MetadataLoader`). A snapshot is decoded in the same steps and loaded whole after its
+  last one (a broker-only node's restart loads one record per partition). A publisher that
+  works in steps (`SteppedMetadataPublisher`: the replica manager finds a first image's
+  thousands of local changes a slice at a time) gets the publication that way; the publishers
+  after it get it once its last step ran, so the loop's other tasks may run between two
+  publishers' updates of one image.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from quorum.metadata.loader import (
 from quorum.metadata.steps import Steps, run_to_end
 from quorum.raft.ready import ApplyItem, CommittedBatch, LeaderChange, LoadSnapshot
 from quorum.raft.snapshot_id import SnapshotId
-from replog.server.raft_metadata_log import committed_records_in_steps, snapshot_records
+from replog.server.raft_metadata_log import committed_records_in_steps, snapshot_records_in_steps
 
 log = logging.getLogger("replog.server.metadata")
 
@@ -119,7 +121,7 @@ class BrokerMetadataListener:
             publication = yield from self.loader.commit_in_steps(records, self._high_watermark())
         elif isinstance(item, LoadSnapshot):
             data = self._read_snapshot(item.snapshot_id)
-            snapshot = snapshot_records(item, data, node_id=self.node_id)
+            snapshot = yield from snapshot_records_in_steps(item, data, node_id=self.node_id)
             log.info(
                 "node %d: loading metadata snapshot %s (%d records)",
                 self.node_id,

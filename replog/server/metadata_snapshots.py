@@ -17,7 +17,13 @@ Rules:
 - When (`SnapshotSchedule`): once `metadata.log.max.record.bytes.between.snapshots` bytes of
   committed data batches arrived since the last snapshot, or once
   `metadata.log.max.snapshot.interval.ms` passed with some arrived; loading a snapshot counts
-  as taking one.
+  as taking one. And at a clean stop, once any arrived (`snapshot_before_stop`): the node's
+  broker has stopped, the snapshot is on disk before its Raft driver stops, and the next start
+  loads it and replays only what committed after it.
+- Crashes: a snapshot file is written as `.part`, fsynced, renamed and its directory fsynced
+  (`RaftStorage`), so a crash while writing one leaves at most a `.part` file, which the next
+  open removes, saying so; the log still holds every record the snapshot would have held
+  (nothing moves the log start to a snapshot not yet frozen), so that start replays them.
 - What: committed state only, at a batch boundary, ending after its last offset. The
   controller's state at its last stable offset is that; so is an image the loader published
   (it publishes only committed batches, at batch ends). An image not published yet is never
@@ -35,6 +41,7 @@ Rules:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from itertools import pairwise
@@ -52,6 +59,7 @@ from quorum.metadata.snapshot_schedule import (
 from quorum.raft.ready import ApplyItem, CommittedBatch, LoadSnapshot
 from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, wall_clock_ms
+from replog.errors import KafkaStorageError
 from replog.server.node_config import NodeConfig
 from replog.server.raft_driver import RaftDriver
 
@@ -116,15 +124,28 @@ class SnapshotWriter:
         self.apply_retention(now_ms)
         if not self.schedule.due(end_offset, now_ms):
             return None
+        return self._write(end_offset, now_ms, state, "")
+
+    def write_at_stop(
+        self, end_offset: int, now_ms: int, state: SnapshotState
+    ) -> SnapshotId | None:
+        """At a clean stop: write the committed state ending at `end_offset` if any data
+        committed since the newest snapshot (`SnapshotSchedule.due_at_stop`)."""
+        if not self.schedule.due_at_stop(end_offset):
+            return None
+        return self._write(end_offset, now_ms, state, " at a clean stop")
+
+    def _write(self, end_offset: int, now_ms: int, state: SnapshotState, when: str) -> SnapshotId:
         records, quorum_epoch = state()
         data = encode_snapshot(records, quorum_epoch=quorum_epoch, timestamp_ms=self._wall_clock())
         snapshot_id = self._raft.node.create_snapshot(end_offset, data, now_ms)
         self.schedule.taken(end_offset, now_ms)
         self.snapshots_taken += 1
         log.info(
-            "node %d: metadata snapshot %s: %d records, %d bytes",
+            "node %d: metadata snapshot %s%s: %d records, %d bytes",
             self._raft.node_id,
             snapshot_id,
+            when,
             len(records),
             len(data),
         )
@@ -231,13 +252,49 @@ class BrokerMetadataSnapshots:
         end_offset = self._image().provenance.last_offset + 1
         return end_offset > self.writer.schedule.last_end_offset
 
+    def snapshot_at_stop(self, now_ms: int) -> SnapshotId | None:
+        """The published image as a snapshot, at a clean stop (`SnapshotWriter.write_at_stop`)."""
+        image = self._image()
+        return self.writer.write_at_stop(
+            image.provenance.last_offset + 1, now_ms, lambda: _image_state(image)
+        )
+
     def _maybe_snapshot(self, now_ms: int) -> None:
         image = self._image()
-        provenance = image.provenance
         # Before the first publication the image is the empty one, ending at offset 0: never
         # due (a snapshot must end past 0), though the retention still applies.
         self.writer.maybe_write(
-            provenance.last_offset + 1,
-            now_ms,
-            lambda: (image_to_records(image), provenance.last_quorum_epoch),
+            image.provenance.last_offset + 1, now_ms, lambda: _image_state(image)
         )
+
+
+def _image_state(image: MetadataImage) -> tuple[Sequence[MetadataRecord], int]:
+    return image_to_records(image), image.provenance.last_quorum_epoch
+
+
+class StopSnapshots(Protocol):
+    """What writes a node's snapshot at a clean stop (`ControllerDriver`,
+    `BrokerMetadataSnapshots`), called on the Raft driver's loop."""
+
+    def snapshot_at_stop(self, now_ms: int) -> SnapshotId | None: ...
+
+
+async def snapshot_before_stop(
+    raft: RaftDriver, taker: StopSnapshots, timeout_s: float
+) -> SnapshotId | None:
+    """Have `taker` snapshot the node's committed state on `raft`'s loop, and wait until the
+    file is on disk; None when nothing was due, or when that took over `timeout_s` (the stop
+    goes on: a snapshot written later, or never, leaves the log as it was)."""
+    taken: list[SnapshotId | None] = []
+    try:
+        async with asyncio.timeout(timeout_s):
+            await raft.run_persisted(lambda now_ms: taken.append(taker.snapshot_at_stop(now_ms)))
+    except (TimeoutError, KafkaStorageError) as error:
+        log.warning(
+            "node %d: no metadata snapshot at the stop (%s); the next start replays the log "
+            "since the last one",
+            raft.node_id,
+            str(error) or f"not on disk within {timeout_s:g} s",
+        )
+        return None
+    return taken[0] if taken else None

@@ -195,6 +195,10 @@ class RaftDriver:
         self._held: deque[Event] = deque()
         self.apply_turn_s = APPLY_TURN_S
         self._waiters: SortedDict = SortedDict()  # base offset -> list[_Waiter]
+        # `run_persisted` callers, and whether their event ran: those settle once the Readys
+        # after it are drained; all of them if the loop ends (`_ended` says why).
+        self._persisted_waiters: dict[asyncio.Future[None], bool] = {}
+        self._ended: KafkaStorageError | None = None
         self._high_watermark = 0
         self._stopped = False
         self._failed: BaseException | None = None
@@ -327,6 +331,27 @@ class RaftDriver:
                 f"proposal{where} was not committed within {timeout:.1f} s"
             ) from None
 
+    async def run_persisted(self, event: Event) -> None:
+        """Run `event` on the loop, like `post`, and return once the Readys after it are
+        persisted: whatever it asked the core to write (a snapshot, say) is on disk. Raises
+        `KafkaStorageError` if the loop ends first."""
+        if self._ended is not None:
+            raise self._ended
+        persisted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters = self._persisted_waiters
+        waiters[persisted] = False
+
+        def run(now: int) -> None:
+            event(now)
+            if persisted in waiters:
+                waiters[persisted] = True  # settled after the next drain of Readys
+
+        self.post(run)
+        try:
+            await persisted
+        finally:
+            waiters.pop(persisted, None)
+
     def resign(self) -> None:
         def resign(now: int) -> None:
             self.node.resign(now)
@@ -358,6 +383,8 @@ class RaftDriver:
         try:
             while not self._stopped:
                 await self._drain_ready()
+                if self._persisted_waiters:
+                    self._settle_persisted(None)
                 if self._stopped:
                     # `stop`'s wake-up may have been taken while committed items were applied
                     # (held, then run by `_take_queued`): the inbox may stay empty from now on.
@@ -384,6 +411,24 @@ class RaftDriver:
             log.critical("node %d: disk failure, stopping: %s", self.node_id, exc)
             self._fail_waiters(exc)
             raise
+        finally:
+            self._ended = (
+                self._failed
+                if isinstance(self._failed, KafkaStorageError)
+                else KafkaStorageError(f"node {self.node_id}: the Raft driver stopped")
+            )
+            self._settle_persisted(self._ended)
+
+    def _settle_persisted(self, ended: KafkaStorageError | None) -> None:
+        """Settle the `run_persisted` callers whose event ran (None: the Readys are drained),
+        or all of them with `ended`."""
+        for waiter, ran in list(self._persisted_waiters.items()):
+            if waiter.done():
+                continue
+            if ended is not None:
+                waiter.set_exception(ended)
+            elif ran:
+                waiter.set_result(None)
 
     def _wake_at_ms(self, now_ms: int) -> int | None:
         deadlines = [self.node.wake_at_ms()]

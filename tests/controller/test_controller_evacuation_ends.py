@@ -234,3 +234,29 @@ def test_a_new_active_controller_starts_with_no_evacuation_under_way() -> None:
     for _ in range(SOLO // STEP):
         turn(cluster)
     assert not cluster.active.replication.has_leaderless_partitions()
+
+
+def test_the_sweep_goes_quiet_when_no_broker_is_left_to_move_to() -> None:
+    # Every broker dies: broker 2 is the last ISR member of what it leads, and nobody can take
+    # over broker 1's partitions. The sweep asks for a tick at once only while it has moves to
+    # make; once the fenced brokers lead nothing and stand alone in their ISRs, `next_wake_ms`
+    # must go back to the deadlines, or the node would tick the controller every loop turn
+    # forever. The loop below ticks only when due, as the node's timer does.
+    cluster = solo_cluster()
+    cluster.create_topic("pair", 8, 2)
+    active = cluster.active
+    quiet_ticks = 0
+    for turn_index in range(2_000):  # 20 s of 10 ms turns: both sessions (9 s) expire at once
+        cluster.now_ms += 10
+        wake = active.next_wake_ms(cluster.now_ms)
+        if wake is not None and wake <= cluster.now_ms:
+            active.tick(cluster.now_ms)
+            quiet_ticks += turn_index >= 1_500  # the last 5 s, long after the sweep ended
+        cluster.log.commit()
+    assert fenced(cluster, 1) and fenced(cluster, 2)
+    assert active.replication.fenced_brokers_named() == []
+    assert moves_left(cluster, 1) == 0 and moves_left(cluster, 2) == 0
+    wake = active.next_wake_ms(cluster.now_ms)
+    assert wake is not None and wake > cluster.now_ms, (wake, cluster.now_ms)
+    # The no-op record's 500 ms only: not a tick per turn.
+    assert quiet_ticks <= 5_000 // 500 + 1, quiet_ticks

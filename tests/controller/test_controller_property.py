@@ -4,26 +4,34 @@ committed records from scratch, with the broker-side replay code (`MetadataDelta
 
 Also checked after every step: a standby holds nothing uncommitted; the active controller's
 latest state is the whole log replayed (its own uncommitted writes included); a write is
-answered successfully only once its records are committed.
+answered successfully only once its records are committed. And a controller restarted from
+any controller's snapshot of its committed state (what a clean stop writes), through the
+snapshot codec, then given the committed batches after it, holds exactly the state of a
+controller that replayed the whole committed log.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
-from controller_harness import Cluster, controller_view, image_view, replayed_image
+from controller_harness import CLUSTER_ID, Cluster, controller_view, image_view, replayed_image
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from quorum.controller.config_control import AlterConfigOp, AlterConfigOpType, broker_resource
 from quorum.controller.controller import QuorumController
+from quorum.controller.controller_config import ControllerConfig
 from quorum.controller.controller_result import ControllerResult
 from quorum.controller.operation import WriteContext
 from quorum.controller.pending_response import PendingResponse
 from quorum.controller.replication_control import CreatableTopic
+from quorum.metadata.log_batches import SnapshotRecords
+from quorum.metadata.record_batches import decode_snapshot, encode_snapshot
 
 NODES = (1, 2, 3)
+RESTARTED = 9  # a controller outside the cluster, built to replay what a restart would
 BROKERS = st.integers(1, 4)
 TOPICS = st.sampled_from(["a", "b", "c"])
 
@@ -162,6 +170,46 @@ class ControllerMachine(RuleBasedStateMachine):
 
         active.write(broken, self.cluster.now_ms)
         assert not active.is_active
+
+    @precondition(lambda self: self.cluster.log.committed_offset >= 0)
+    @rule(node=st.sampled_from(NODES))
+    def restart_from_a_stop_snapshot(self, node: int) -> None:
+        # What a clean stop writes (`ControllerDriver._snapshot_state`): the state at the last
+        # stable offset, ending after the last committed offset, active or not.
+        stopped = self.cluster.controller(node)
+        end_offset = stopped.last_committed_offset + 1
+        data = encode_snapshot(
+            stopped.snapshot_records(stopped.last_stable_offset),
+            quorum_epoch=stopped.offset_control.last_committed_quorum_epoch,
+            timestamp_ms=0,
+        )
+        log = self.cluster.log
+        committed = log.batches[: log.committed_count]
+        restarted = self.fresh_controller()
+        restarted.handle_load_snapshot(
+            SnapshotRecords(
+                end_offset - 1,
+                stopped.offset_control.last_committed_quorum_epoch,
+                tuple(decode_snapshot(data, where="stop snapshot")),
+            )
+        )
+        for batch in committed:
+            if batch.base_offset >= end_offset:
+                restarted.handle_commit(batch.committed())
+        replayed = self.fresh_controller()
+        for batch in committed:
+            replayed.handle_commit(batch.committed())
+        assert restarted.last_committed_offset == replayed.last_committed_offset
+        assert restarted.snapshot_records() == replayed.snapshot_records()
+        assert controller_view(restarted, None) == image_view(
+            replayed_image(log.committed_records())
+        )
+
+    def fresh_controller(self) -> QuorumController:
+        config = ControllerConfig(
+            node_id=RESTARTED, cluster_id=CLUSTER_ID, leader_imbalance_check_interval_ms=20_000
+        )
+        return QuorumController(config, self.cluster.log.for_node(RESTARTED), random.Random(0))
 
     # -- invariants ----------------------------------------------------------------------------
 

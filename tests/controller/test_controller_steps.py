@@ -10,6 +10,7 @@ scenarios on a shared in-memory log, with a step of 4 changes.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import pytest
 from controller_harness import BROKER_FEATURES, CLUSTER_ID, Cluster
@@ -196,3 +197,60 @@ def test_a_stepped_write_whose_last_step_writes_nothing_waits_for_its_steps(
     assert not pending.done
     cluster.log.commit()
     assert pending.result() == "done"
+
+
+def nothing(response: str) -> Callable[[object], ControllerResult[str]]:
+    """A last step that writes nothing and answers `response`."""
+    return lambda ctx: ControllerResult.of((), response)
+
+
+def test_a_write_of_nothing_waits_for_another_writes_earlier_steps(cluster: Cluster) -> None:
+    # The other write's first step parks no response, so the purgatory is empty; a write of
+    # nothing run now sees its records all the same, and must wait for them.
+    active = cluster.active
+    stepped = active.write(
+        lambda ctx: ControllerResult.partial([NoOpRecord()], nothing("stepped")),
+        cluster.now_ms,
+        "two steps",
+    )
+    assert len(active.purgatory) == 0
+    empty = active.write(nothing("empty"), cluster.now_ms, "write nothing")
+    assert not empty.done
+    cluster.log.commit()
+    assert empty.result() == "empty" and not stepped.done
+    cluster.advance(10)  # the last step: its records committed already, so answered at once
+    assert stepped.result() == "stepped"
+
+
+def test_a_stepped_write_whose_middle_and_last_steps_write_nothing_waits_for_its_first(
+    cluster: Cluster,
+) -> None:
+    def middle(ctx: object) -> ControllerResult[str]:
+        return ControllerResult.partial((), nothing("done"))
+
+    pending = cluster.active.write(
+        lambda ctx: ControllerResult.partial([NoOpRecord()], middle), cluster.now_ms, "three"
+    )
+    cluster.advance(10)
+    cluster.advance(10)
+    assert not pending.done and cluster.active.next_wake_ms(cluster.now_ms) != cluster.now_ms
+    cluster.log.commit()
+    assert pending.result() == "done"
+
+
+@pytest.mark.parametrize("parked", [False, True], ids=["between-steps", "parked"])
+def test_a_stepped_write_of_nothing_last_fails_on_a_leader_change(
+    cluster: Cluster, parked: bool
+) -> None:
+    # Never answered, never left waiting: a lost leadership fails it, whether its last step
+    # was still queued or already waits for the first step's records.
+    pending = cluster.active.write(
+        lambda ctx: ControllerResult.partial([NoOpRecord()], nothing("done")),
+        cluster.now_ms,
+        "two steps",
+    )
+    if parked:
+        cluster.advance(10)
+        assert not pending.done
+    cluster.elect(2)
+    assert isinstance(pending.error, NotControllerError)

@@ -13,6 +13,7 @@ from quorum.metadata.record_batches import (
     SNAPSHOT_RECORDS_PER_BATCH,
     decode_batch,
     decode_snapshot,
+    decode_snapshot_in_steps,
     encode_snapshot,
 )
 from quorum.metadata.record_codec import encode_record
@@ -23,6 +24,7 @@ from quorum.metadata.records import (
     NoOpRecord,
     TopicRecord,
 )
+from quorum.metadata.steps import run_to_end
 from quorum.raft.control_records import LeaderChangeRecord, leader_change_batch
 from replog.errors import CorruptMetadataRecordError, CorruptRecordError
 from replog.record import BatchBuilder, build_batch, iter_batches
@@ -53,6 +55,17 @@ def test_large_snapshots_are_split_into_dense_batches() -> None:
     assert decode_snapshot(data, where="test") == records
     assert encode_snapshot([], quorum_epoch=2, timestamp_ms=0) == b""
     assert decode_snapshot(b"", where="test") == []
+
+
+def test_a_snapshot_decodes_in_steps_of_records_across_its_batches() -> None:
+    records: list[MetadataRecord] = [NoOpRecord()] * (SNAPSHOT_RECORDS_PER_BATCH + 300)
+    data = encode_snapshot(records, quorum_epoch=2, timestamp_ms=0)
+    steps = list(decode_snapshot_in_steps(data, where="test", records_per_step=250))
+    # 1,000 records in 4 steps, a step boundary between the batches, 300 records in 2.
+    assert len(steps) == 5
+    assert run_to_end(decode_snapshot_in_steps(data, where="test", records_per_step=250)) == (
+        records
+    )
 
 
 def test_control_batches_hold_no_metadata() -> None:

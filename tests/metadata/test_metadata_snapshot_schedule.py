@@ -1,4 +1,5 @@
-"""SnapshotSchedule: snapshots by committed bytes, by time with new data, and never backwards."""
+"""SnapshotSchedule: snapshots by committed bytes, by time with new data, at a clean stop with
+any new data, and never backwards."""
 
 from __future__ import annotations
 
@@ -35,6 +36,27 @@ def test_never_at_or_before_the_newest_snapshot() -> None:
     schedule.committed(10, is_control=False)
     assert not schedule.due(50, 0)
     assert schedule.due(51, 0)
+
+
+def test_at_a_clean_stop_any_new_data_makes_a_snapshot_due() -> None:
+    schedule = SnapshotSchedule(0, max_bytes_between=1 << 20, max_interval_ms=0)
+    assert not schedule.due_at_stop(5)  # nothing committed in this run
+    schedule.committed(1000, is_control=True)
+    assert not schedule.due_at_stop(5)  # a LeaderChange is no metadata
+    schedule.committed(1, is_control=False)
+    assert not schedule.due(5, 0)  # far below the byte rule, and no interval
+    assert schedule.due_at_stop(5)
+    schedule.taken(5, 0)
+    assert not schedule.due_at_stop(6)  # taken: nothing new since
+
+
+def test_at_a_clean_stop_never_at_or_before_the_newest_snapshot() -> None:
+    schedule = SnapshotSchedule(0, max_bytes_between=1, max_interval_ms=0)
+    schedule.taken(50, 0)  # the snapshot the start loaded
+    schedule.committed(10, is_control=False)
+    assert not schedule.due_at_stop(50)
+    assert not schedule.due_at_stop(0)  # an image not published yet ends at 0
+    assert schedule.due_at_stop(51)
 
 
 @pytest.mark.parametrize(

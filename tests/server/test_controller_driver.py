@@ -7,6 +7,7 @@ appends are refused where the controller owns the log."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -19,12 +20,15 @@ import pytest
 
 from quorum.controller.controller_config import ControllerConfig
 from quorum.controller.pending_response import PendingResponse
+from quorum.metadata.record_batches import encode_snapshot
 from quorum.raft import RaftConfig, VoterAddress
+from quorum.raft.snapshot_id import SnapshotId
 from replog.errors import CorruptMetadataRecordError
 from replog.pb import controller_pb2 as pb
 from replog.pb import raft_pb2
 from replog.server.controller_driver import ControllerDriver
 from replog.server.controller_service import ControllerService
+from replog.server.metadata_snapshots import snapshot_before_stop
 from replog.server.raft_driver import RaftDriver
 from replog.server.raft_service import MetadataLogService
 from replog.server.raft_storage import RaftStorage
@@ -210,13 +214,27 @@ def test_no_op_records_move_the_committed_offset(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
-async def snapshot_a_kept_topic(node: LoneController) -> None:
-    """Topic "kept" (2 partitions) created on an active controller, and two snapshots taken."""
+async def create_kept(node: LoneController) -> None:
+    """Topic "kept" (2 partitions, broker 1) created once the controller is active."""
     await active(node)
     await start_brokers(node, (1,))
     created = await node.service.CreateTopics(create_request("kept", 2, 1), None)
     assert not created.topics[0].HasField("error")
+
+
+async def snapshot_a_kept_topic(node: LoneController) -> None:
+    """Topic "kept" (2 partitions) created on an active controller, and two snapshots taken."""
+    await create_kept(node)
     await eventually(lambda: _value(node.driver.snapshots_taken), lambda n: n >= 2)
+
+
+async def kept_after_restart(node: LoneController) -> None:
+    """A restarted controller is active and holds topic "kept" and broker 1."""
+    await active(node)
+    metadata = await node.service.Metadata(pb.MetadataRequest(topics=["kept"]), None)
+    assert [p.partition_index for p in metadata.topics[0].partitions] == [0, 1]
+    cluster = await node.service.DescribeCluster(pb.DescribeClusterRequest(), None)
+    assert [b.broker_id for b in cluster.brokers] == [1]
 
 
 def test_a_snapshot_is_written_and_loaded_after_a_restart(tmp_path: Path) -> None:
@@ -226,14 +244,56 @@ def test_a_snapshot_is_written_and_loaded_after_a_restart(tmp_path: Path) -> Non
         metadata_dir = tmp_path / "__cluster_metadata-0"
         assert any(name.endswith(".checkpoint") for name in os.listdir(metadata_dir))
         async with lone_controller(tmp_path) as node:
-            await active(node)
+            await kept_after_restart(node)
             assert node.driver.snapshots_loaded == 1
-            metadata = await node.service.Metadata(pb.MetadataRequest(topics=["kept"]), None)
-            assert [p.partition_index for p in metadata.topics[0].partitions] == [0, 1]
-            cluster = await node.service.DescribeCluster(pb.DescribeClusterRequest(), None)
-            assert [b.broker_id for b in cluster.brokers] == [1]
 
     asyncio.run(scenario())
+
+
+def test_a_snapshot_written_at_a_clean_stop_is_loaded_at_the_next_start(tmp_path: Path) -> None:
+    # The schedule never fires here (1 GiB between snapshots): only the stop writes one, and
+    # the next start loads it instead of replaying the log.
+    async def scenario() -> None:
+        async with lone_controller(tmp_path, metadata_max_idle_interval_ms=0) as node:
+            await create_kept(node)
+            assert node.driver.snapshots_taken == 0
+            end_offset = node.driver.controller.last_committed_offset + 1
+            taken = await snapshot_before_stop(node.raft, node.driver, timeout_s=10)
+            assert taken is not None and taken.end_offset == end_offset
+            assert node.raft.storage.snapshot_ids() == (taken,)  # on disk once it returns
+            # Nothing committed since: a second stop writes nothing.
+            assert await snapshot_before_stop(node.raft, node.driver, timeout_s=10) is None
+        async with lone_controller(tmp_path) as node:
+            await kept_after_restart(node)
+            assert node.driver.snapshots_loaded == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_snapshot_left_partial_by_a_crash_is_removed_and_the_log_replayed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A crash while the stop's snapshot was written leaves its `.part` file (written, fsynced,
+    # then renamed): the next start removes it, naming it, and replays the log, which still
+    # holds every record the snapshot would have held.
+    async def scenario() -> str:
+        async with lone_controller(tmp_path, metadata_max_idle_interval_ms=0) as node:
+            await create_kept(node)
+            end_offset = node.driver.controller.last_committed_offset + 1
+            state = node.driver.controller.snapshot_records()
+        data = encode_snapshot(state, quorum_epoch=1, timestamp_ms=0)
+        part = SnapshotId(end_offset, 1).file_name() + ".part"
+        (tmp_path / "__cluster_metadata-0" / part).write_bytes(data[: len(data) // 2])
+        with caplog.at_level(logging.INFO, logger="replog.server.raft"):
+            async with lone_controller(tmp_path) as node:
+                await kept_after_restart(node)
+                assert node.driver.snapshots_loaded == 0
+                assert not node.raft.storage.snapshot_ids()
+        return part
+
+    part = asyncio.run(scenario())
+    assert not (tmp_path / "__cluster_metadata-0" / part).exists()
+    assert f"removing partial snapshot {part}" in caplog.text
 
 
 def test_a_restart_whose_log_ends_before_its_latest_snapshot_starts_from_the_snapshot(

@@ -8,6 +8,8 @@ restarted broker publishes nothing before the leader told it the high watermark.
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import random
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from quorum.metadata.broker_lifecycle import LifecycleState
 from quorum.metadata.delta import MetadataDelta
 from quorum.metadata.image import MetadataImage, MetadataProvenance
 from quorum.metadata.loader import LoaderManifest, ManifestKind
@@ -33,11 +36,14 @@ from quorum.metadata.records import (
 from quorum.metadata.snapshot import image_from_records
 from quorum.raft import RaftConfig, RaftNode, VoterAddress
 from quorum.raft.messages import ErrorCode, FetchRequest, FetchResponse, Message
+from quorum.raft.ready import LoadSnapshot
+from quorum.raft.snapshot_id import SnapshotId
 from replog.server.broker_runtime import BrokerRuntime
 from replog.server.metadata_snapshots import BrokerMetadataSnapshots
 from replog.server.node import Node
 from replog.server.node_config import NodeConfig
 from replog.server.raft_driver import RaftDriver
+from replog.server.raft_metadata_log import snapshot_records
 from replog.server.raft_storage import RaftStorage
 from replog.testing import LoopTasks
 from tests.eventually import eventually
@@ -212,6 +218,68 @@ async def test_only_a_node_without_a_controller_snapshots_from_its_broker(tmp_pa
     finally:
         await combined.server.stop(None)
         combined.storage.close()
+
+
+# --- a clean stop snapshots, the next start loads it -------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_node_stopped_cleanly_snapshots_and_its_next_start_loads_the_snapshot(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The default schedule (20 MiB) never fires here: only the graceful shutdown, after the
+    # broker's controlled shutdown, writes the snapshot the next start loads.
+    port = free_port()
+    config = broker_config(
+        tmp_path,
+        **{
+            "process.roles": "broker,controller",
+            "controller.quorum.voters": f"1@127.0.0.1:{port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        },
+    )
+    metadata_dir = tmp_path / "logs" / "__cluster_metadata-0"
+    with caplog.at_level(logging.INFO, logger="replog.server"):
+        for run in (1, 2):
+            node = Node(config)
+            serving = asyncio.create_task(node.serve())
+            broker = node.broker
+            assert broker is not None
+            await eventually(
+                lambda: broker.lifecycle.state is LifecycleState.RUNNING,  # noqa: B023
+                f"the broker runs (start {run})",
+            )
+            if run == 2:
+                assert node.controller is not None and node.controller.snapshots_loaded == 1
+            node.tasks.end()
+            assert await asyncio.wait_for(serving, 30) == 0
+            assert [r for r in caplog.messages if "at a clean stop" in r], caplog.messages
+            caplog.clear()
+    assert len([n for n in os.listdir(metadata_dir) if n.endswith(".checkpoint")]) == 2
+
+
+def test_a_snapshot_is_decoded_once_for_both_listeners_of_a_combined_node() -> None:
+    # A restart's snapshot of 10,000 partitions is 11,000 records: about 0.3 s of CPU each time
+    # it is decoded, and a combined node's controller and broker both load it.
+    data = encode_snapshot([*BOOTSTRAP, *topic("a", 1)], quorum_epoch=2, timestamp_ms=0)
+    item = LoadSnapshot(SnapshotId(5, 2))
+    first = snapshot_records(item, data, node_id=BROKER)
+    assert first.records == (*BOOTSTRAP, *topic("a", 1))
+    assert (first.last_contained_offset, first.quorum_epoch) == (4, 2)
+    assert snapshot_records(item, data, node_id=BROKER) is first  # the other listener
+    assert snapshot_records(item, data, node_id=BROKER) is not first  # a later load decodes
+    assert snapshot_records(item, data, node_id=2) == first  # another node decodes its own
+
+
+def test_a_remembered_decode_is_never_handed_out_for_other_bytes() -> None:
+    # A controller-only node's decode is remembered with nobody to take it; a node of another
+    # cluster in the same process (an embedding, a test run) with the same id may load a
+    # snapshot of the same id holding other records: it must get its own.
+    item = LoadSnapshot(SnapshotId(5, 2))
+    mine = encode_snapshot([*BOOTSTRAP, *topic("a", 1)], quorum_epoch=2, timestamp_ms=0)
+    theirs = encode_snapshot([*BOOTSTRAP, *topic("b", 1)], quorum_epoch=2, timestamp_ms=0)
+    snapshot_records(item, mine, node_id=7)
+    assert snapshot_records(item, theirs, node_id=7).records == (*BOOTSTRAP, *topic("b", 1))
 
 
 # --- a restarted broker waits for the leader's high watermark ---------------------------------

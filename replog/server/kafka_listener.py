@@ -3,12 +3,12 @@
 
 Theory of operation: each connection is an `asyncio.Protocol`. Bytes the socket gives are fed
 to the core as they arrive (`data_received`, no reader task); each complete request goes to its
-handler at once. A handler answers at once (ApiVersions, Metadata, ListOffsets: the answer is
-encoded and written from `data_received` itself) or gives an awaitable, awaited in a task of
-the request's own; answers the core releases are written from where they became releasable, in
-one write. A request answered at once costs one pass of the event loop and one write: what a
-client that waits for each answer pays per request (Spark's Kafka source asks offsets after
-every poll; docs/benchmarks.md, "Kafka listener round trips").
+handler at once. A handler answers at once (ApiVersions, Metadata, ListOffsets, a Fetch with
+records there: the answer is encoded and written from `data_received` itself) or gives an
+awaitable, awaited in a task of the request's own; answers the core releases are written from
+where they became releasable, in one write. A request answered at once costs one pass of the
+event loop and one write: what a client that waits for each answer pays per request (Spark's
+Kafka source asks offsets after every poll; docs/benchmarks.md, "Kafka listener round trips").
 
 Rules (docs/kafka-protocol.md, "Listener"):
 - `bind` binds and listens synchronously, so that the broker can register the port the OS

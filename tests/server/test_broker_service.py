@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
 
@@ -227,6 +227,32 @@ async def test_malformed_partitions_get_their_own_errors_and_the_rest_goes_on(
     assert errors[4] is None
     (call,) = harness.rm.calls
     assert [(p.topic, p.partition) for p in call.partitions] == [("orders", 2)]
+
+
+class CallerDeadline:
+    """A gRPC call's context as the service reads it: the time the caller still waits."""
+
+    def __init__(self, remaining_s: float | None) -> None:
+        self.remaining_s = remaining_s
+
+    def time_remaining(self) -> float | None:
+        return self.remaining_s
+
+    async def abort(self, code: grpc.StatusCode, details: str) -> None:
+        raise AssertionError(f"aborted: {code} {details}")
+
+
+@pytest.mark.asyncio
+async def test_an_acks_all_produce_waits_no_longer_than_its_callers_deadline(
+    harness: Harness,
+) -> None:
+    # The core takes the request's own timeout (the Kafka listener's call); the gRPC method
+    # cuts it to end a margin before the caller's deadline.
+    long_wait = replace(produce(("orders", 0, BATCH)), timeout_ms=30_000)
+    await harness.service.Produce(long_wait, CallerDeadline(0.5))
+    await harness.service.Produce(long_wait, CallerDeadline(None))
+    await harness.service.produce(long_wait)
+    assert [call.timeout_ms for call in harness.rm.calls] == [480, 30_000, 30_000]
 
 
 @pytest.mark.asyncio

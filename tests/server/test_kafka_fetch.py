@@ -10,17 +10,21 @@ tmp_path, a hand-driven clock), through the Broker service's cores with no proto
   stable offset is the high watermark, READ_COMMITTED has no aborted transactions, an
   unknown isolation level refuses the request);
 - the byte budget: a first batch larger than `partition_max_bytes` is whole (KIP-74), a batch
-  that would pass the budget is left for the next fetch, `max_bytes` spans partitions;
+  that would pass the budget is left for the next fetch, `max_bytes` spans partitions, and
+  partitions are read in the request's (then the session's) order even across topics;
 - a fetch with nothing to read waits in the purgatory and an append answers it, its deadline
   answers it empty;
 - through the listener, a fetch answered at once is written with no task, and behind an
   earlier request of its connection still waiting it is answered after that one, in order;
+- a waiting fetch leaves the purgatory when its connection is lost (reset, or closed once
+  `close_wait_ms` passed after the client's EOF);
 - OffsetForLeaderEpoch is answered at once, its epochs checked as the gRPC method checks them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 import uuid
 from collections.abc import Awaitable
@@ -55,11 +59,12 @@ from replog.kafka.protocol.codec import ZERO_UUID
 from replog.kafka.protocol.framing import decode_response, encode_request
 from replog.server.broker_service import BrokerService
 from replog.server.kafka_apis import KafkaApis
-from replog.server.kafka_listener import KafkaListener
+from replog.server.kafka_listener import KafkaListener, KafkaListenerConfig
 from replog.testing import ManualClock
 from tests.eventually import eventually
 from tests.metadata.metadata_helpers import create_topic, replayed
 from tests.server.test_replica_manager import (
+    SOLO_TID,
     TID,
     Node,
     batch,
@@ -355,6 +360,37 @@ async def test_through_the_listener_a_fetch_answered_at_once_keeps_its_place_in_
 
 
 @pytest.mark.asyncio
+async def test_a_waiting_fetch_leaves_the_purgatory_when_its_connection_is_lost(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A fetch is parked in the read callback, before its task starts: a connection the client
+    resets, or one the listener gives up waiting on (its EOF, then `close_wait_ms`), still
+    unparks it."""
+    (node,) = served(tmp_path, clock, (1,))
+    purgatory = node.rm._delayed.fetch
+    listener = KafkaListener("PLAINTEXT", "127.0.0.1", 0, KafkaListenerConfig(close_wait_ms=100))
+    await listener.start(handlers(node))
+    try:
+        waiting = fetch_frame(1, request(at(0), max_wait_ms=60_000))
+        _, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.write(waiting)
+        await eventually(lambda: len(purgatory) == 1, "the fetch parked")
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()  # RST
+        await eventually(lambda: len(purgatory) == 0, "unparked: reset")
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.write(waiting)
+        writer.write_eof()  # the listener waits close_wait_ms for the answer, then closes
+        async with asyncio.timeout(5):
+            assert await reader.read() == b""
+        await eventually(lambda: len(purgatory) == 0, "unparked: closed after close_wait_ms")
+        writer.close()
+    finally:
+        await listener.stop()
+
+
+@pytest.mark.asyncio
 async def test_offset_for_leader_epoch_is_answered_at_once(
     tmp_path: Path, clock: ManualClock
 ) -> None:
@@ -398,3 +434,43 @@ async def test_a_broker_not_serving_data_refuses_the_request(
     apis._service("Fetch").attach(None)
     with pytest.raises(RequestRefusedError, match=r"^broker 1: not serving data requests"):
         apis.fetch(request(at(0)), 12)
+
+
+@pytest.mark.asyncio
+async def test_a_session_reads_its_partitions_in_its_order_across_topics(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Partitions that interleave topics (t-0, u-0, t-1) are read in the request's order,
+    then the session's (partitions that got records move to its end: Kafka's fairness), not
+    grouped by topic: with a budget of one batch a fetch and t-0 read to its end, u-0 gets
+    the budget before t-1, then t-1 before u-0."""
+    image = cluster_image(
+        *create_topic("t", TID, (1,), (1,), leader_epoch=EPOCH),
+        *create_topic("u", SOLO_TID, (1,), leader_epoch=EPOCH),
+    )
+    node = Node(tmp_path, 1, clock)
+    node.rm.apply_image(image)
+    for topic, partition in (("t", 0), ("u", 0), ("t", 1)):
+        await produce(node, batch(2), topic=topic, partition=partition)
+    apis = handlers(node)
+
+    def entry(topic: str, partition: int, offset: int) -> FetchTopic:
+        return FetchTopic(topic=topic, partitions=[at(offset, partition=partition)])
+
+    def fetched(**fields: Any) -> tuple[int, list[tuple[str, int]]]:
+        body = FetchRequest(max_bytes=len(batch(2)), min_bytes=1, **fields)
+        answer = now(apis.fetch(body, 12))
+        got = [
+            (t.topic, p.partition_index)
+            for t in answer.responses
+            for p in t.partitions
+            if p.records
+        ]
+        return answer.session_id, got
+
+    topics = [entry("t", 0, 2), entry("u", 0, 0), entry("t", 1, 0)]
+    session, first = fetched(session_epoch=0, topics=topics)
+    assert session > 0 and first == [("u", 0)]
+    # u-0 moved to the end (t-0, t-1, u-0); the client sends its new offset.
+    _, second = fetched(session_id=session, session_epoch=1, topics=[entry("u", 0, 2)])
+    assert second == [("t", 1)]

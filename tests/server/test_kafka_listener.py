@@ -476,20 +476,29 @@ async def test_a_bad_frame_closes_its_connection_after_answering_the_requests_be
 
 
 @pytest.mark.asyncio
-async def test_a_refused_request_closes_its_connection_after_answering_the_requests_before_it(
-    caplog: pytest.LogCaptureFixture,
+@pytest.mark.parametrize(
+    ("bad", "cause"),
+    [
+        (667, "Metadata v12 (correlation id 667) refused: isolation_level 7"),
+        (666, "closing connection from 127.0.0.1:{port} on an unexpected error"),
+    ],
+    ids=["refused", "failed"],
+)
+async def test_a_refused_or_failed_request_closes_its_connection_after_answering_those_before(
+    bad: int, cause: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     handlers = Handlers(hold=True)
     async with listening(handlers) as listener:
         reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
-        writer.write(metadata_frame(1) + metadata_frame(667) + metadata_frame(3))
-        await eventually(lambda: 667 in handlers.called, "667 refused")
+        port = writer.get_extra_info("sockname")[1]
+        writer.write(metadata_frame(1) + metadata_frame(bad) + metadata_frame(3))
+        await eventually(lambda: bad in handlers.called, f"{bad} handled")
         await asyncio.sleep(0.05)
         await answered_then_closed(reader, handlers, [1])
         writer.close()
-    assert handlers.called == [1, 667]  # the request after the refused one never handled
+    assert handlers.called == [1, bad]  # the request after the bad one never handled
     (line,) = closing_lines(caplog)
-    assert "Metadata v12 (correlation id 667) refused: isolation_level 7" in line
+    assert cause.format(port=port) in line
 
 
 @pytest.mark.asyncio

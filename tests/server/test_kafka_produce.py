@@ -11,7 +11,8 @@ is encoded at the request's version, as the listener sends it.
   failed; a partition named twice and a broker not serving data close it too;
 - acks=all waits in the purgatory until the follower's fetch moves the high watermark, or
   until the request's own timeout (REQUEST_TIMED_OUT);
-- the records are never decoded into protobuf or copied on the way in.
+- the records are never decoded into protobuf or copied on the way in;
+- a topic listed in two entries is answered entry by entry, each result under its own.
 """
 
 from __future__ import annotations
@@ -307,3 +308,27 @@ async def test_the_records_reach_the_replica_manager_as_the_requests_bytes(
     assert isinstance(partition.records, memoryview)  # a view of the request, not a copy
     assert partition.records.obj is sent.topic_data[0].partition_data[0].records.obj  # type: ignore[union-attr]
     assert bytes(partition.records) == records
+
+
+async def test_a_topic_listed_twice_gets_each_partition_answered_under_its_own_entry(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    # Kafka lets a request list a topic in two entries; the answer follows the request's
+    # entries, each partition's result under the entry that named it.
+    (leader,) = nodes_with(tmp_path, clock, (1,), (1,))
+    sent = ProduceRequest(
+        acks=1,
+        timeout_ms=1000,
+        topic_data=[
+            TopicProduceData(name=name, partition_data=[PartitionProduceData(index=p, records=r)])
+            for name, p, r in (("t", 0, batch()), ("nope", 0, batch()), ("t", 1, batch(2)))
+        ],
+    )
+    answer = await produce(listener(leader), ProduceRequest.decode(sent.encode(9), 9))
+    got = [
+        (t.name, [(p.index, p.error_code, p.base_offset) for p in t.partition_responses])
+        for t in answer.responses
+    ]
+    unknown = UnknownTopicOrPartitionError.code
+    assert got == [("t", [(0, 0, 0)]), ("nope", [(0, unknown, -1)]), ("t", [(1, 0, 0)])]
+    assert [leader.log("t", p).log_end_offset for p in range(2)] == [1, 2]

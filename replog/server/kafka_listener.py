@@ -21,6 +21,9 @@ Rules (docs/kafka-protocol.md, "Listener"):
   task. Tasks start in the order created and a produce handler reaches its append before its
   first suspension (`BrokerRequests.produce`'s contract, which ProduceStream relies on too), so
   one connection's Produce requests are appended in the order sent.
+- Every accepted socket has Nagle's algorithm off (TCP_NODELAY, as Kafka's acceptor sets it):
+  an answer leaves when it is written, not when the client acknowledges the one before
+  (`send_at_once`).
 - While `queued.max.requests` requests of a connection are read and not yet written, the
   connection is not read; answers are not written while the socket's send buffer is full (the
   transport's high-water mark), so a client that sends and never reads stops being read once
@@ -61,6 +64,7 @@ import logging
 import socket
 import struct
 import sys
+from asyncio.trsock import TransportSocket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -251,6 +255,8 @@ class _Connection(asyncio.Protocol):
         self.peer = format_peer(transport.get_extra_info("peername"))
         sock = transport.get_extra_info("socket")
         self._fd = -1 if sock is None else sock.fileno()
+        if sock is not None:
+            send_at_once(sock)
         self._core = KafkaConnection(
             self.peer,
             self._handlers.served,
@@ -548,6 +554,18 @@ def unacknowledged_bytes(fd: int) -> int:
         return int(_INT.unpack(fcntl.ioctl(fd, _SIOCOUTQ, bytes(_INT.size)))[0])
     except OSError:
         return 0
+
+
+def send_at_once(sock: socket.socket | TransportSocket) -> None:
+    """Turn Nagle's algorithm off (TCP_NODELAY) on an accepted connection's socket, as Kafka's
+    acceptor does. asyncio turns it off only on sockets made with IPPROTO_TCP as their
+    protocol, and a socket accepted from one made with 0 (`bind`'s) is not. With it on, an
+    answer smaller than a segment waits while an earlier answer of the connection is
+    unacknowledged: a client pipelining produce requests hears each acks=all answer only
+    once the ACK for the one before rides on its next request, up to a request interval
+    later. Never raises: a socket that refuses the option still carries the answers."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def _failure(request: KafkaRequest, exc: BaseException) -> Exception:

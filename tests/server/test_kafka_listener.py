@@ -15,7 +15,9 @@ whose completion the test controls:
   `close_wait_ms`; a client that shuts down its sending side still reads its answers;
 - a handler that fails closes its connection, logged with the cause (so does one whose own
   wait is cancelled: its connection would otherwise wait for that answer forever);
-- each answered request is reported with its API and the time from its read to its answer.
+- each answered request is reported with its API and the time from its read to its answer;
+- every accepted socket has Nagle's algorithm off (TCP_NODELAY), so that an answer leaves when
+  written, not once the client has acknowledged the answer before it.
 """
 
 from __future__ import annotations
@@ -123,6 +125,19 @@ async def pipelined_in_order(listener: KafkaListener, handlers: Handlers) -> Non
     assert [correlation for correlation, _ in answers] == [0, 1, 2, 3, 4]
     assert answers[0][1] == MetadataResponse(cluster_id="PLAINTEXT")
     writer.close()
+
+
+@pytest.mark.asyncio
+async def test_every_accepted_socket_sends_its_answers_without_nagle_delay() -> None:
+    async with listening(Handlers(hold=False)) as listener:
+        reader, writer = await asyncio.open_connection("127.0.0.1", listener.port)
+        writer.write(metadata_frame(1))
+        await within(5, read_response(reader))
+        (connection,) = listener._connections
+        assert connection._transport is not None
+        accepted = connection._transport.get_extra_info("socket")
+        assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        writer.close()
 
 
 @pytest.mark.asyncio

@@ -162,13 +162,21 @@ async def drive(
 
 
 def replog_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    """Run `replog ARGS`; with `check`, a failure raises naming the command and what it said
+    (a port already in use, say), not only its exit status."""
+    done = subprocess.run(
         [sys.executable, "-m", "replog.cli.main", *args],
         capture_output=True,
         text=True,
-        check=check,
+        check=False,
         timeout=120,
     )
+    if check and done.returncode != 0:
+        said = (done.stderr or done.stdout).strip().splitlines()[-5:]
+        raise RuntimeError(
+            f"`replog {' '.join(args)}` exited with code {done.returncode}: " + " / ".join(said)
+        )
+    return done
 
 
 class ReplogCluster:

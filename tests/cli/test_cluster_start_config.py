@@ -12,7 +12,7 @@ import pytest
 
 from replog.cli import cluster as cluster_cli
 from replog.errors import ConfigError
-from tests.local_ports import free_base_port
+from tests.local_ports import KAFKA_PORT_OFFSET, free_base_port
 
 
 def start_args(data_dir: Path, *overrides: str) -> argparse.Namespace:
@@ -54,7 +54,10 @@ def test_an_unknown_override_is_a_warning_on_stderr_and_the_cluster_is_written(
     its node.log (a misspelled `num.partitons=3` must not start silently)."""
     data_dir = tmp_path / "cluster"
     args = start_args(data_dir, "num.partitons=3", "num.partitions=2")
+    # Every port free, the Kafka listeners' too: the default Kafka base port (9092) may be
+    # taken on a developer's machine, or by another cluster running there.
     args.base_port = free_base_port(3)
+    args.kafka_base_port = args.base_port + KAFKA_PORT_OFFSET
     cluster = cluster_cli._cluster_to_start(args)
     assert capsys.readouterr().err.splitlines() == [
         "replog cluster: warning: --override num.partitons is not a setting replog knows; it is "
@@ -64,5 +67,6 @@ def test_an_unknown_override_is_a_warning_on_stderr_and_the_cluster_is_written(
 
     known = start_args(tmp_path / "other", "num.partitions=2")
     known.base_port = free_base_port(3)
+    known.kafka_base_port = known.base_port + KAFKA_PORT_OFFSET
     cluster_cli._cluster_to_start(known)
     assert capsys.readouterr().err == ""

@@ -22,7 +22,10 @@ hold its connection and parked request forever (the caller's own requests have d
 listener's side has none). Keepalive probes only an idle connection; the user timeout ends one
 whose sent bytes go unacknowledged (an answer written to the dead peer), which TCP would
 otherwise retransmit for ~15 minutes. Both give up after the same ~25 s, as gRPC pairs its
-keepalive with TCP_USER_TIMEOUT.
+keepalive with TCP_USER_TIMEOUT. `keep_alive` also turns Nagle's algorithm off (TCP_NODELAY), as
+gRPC does: asyncio does so only on sockets made with the TCP protocol number, which a wildcard
+listener's dual-stack socket (`listen`) is not, and with it on a frame smaller than a segment
+waits while the previous one is unacknowledged.
 """
 
 from __future__ import annotations
@@ -53,15 +56,18 @@ USER_TIMEOUT_MS = (KEEPALIVE_IDLE_S + KEEPALIVE_INTERVAL_S * KEEPALIVE_PROBES) *
 
 
 def keep_alive(transport: asyncio.BaseTransport) -> None:
-    """Turn on TCP keepalive and the user timeout for a framed connection's socket (module
-    rules). Never raises: a socket that refuses an option (a kernel or sandbox without it)
-    still carries frames, only a dead peer is noticed later; raising here, in
-    `connection_made`, would leave a connection half set up (no greeting sent, or not
-    tracked by its listener)."""
+    """Turn on TCP keepalive and the user timeout, and Nagle's algorithm off, for a framed
+    connection's socket (module rules). Never raises: a socket that refuses an option (a
+    kernel or sandbox without it) still carries frames, only a dead peer is noticed later;
+    raising here, in `connection_made`, would leave a connection half set up (no greeting
+    sent, or not tracked by its listener)."""
     sock = transport.get_extra_info("socket")
     if sock is None:
         return
-    options = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    options = [
+        (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1),
+        (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),
+    ]
     # Linux names; elsewhere the system's defaults (hours) apply.
     for name, value in (
         ("TCP_KEEPIDLE", KEEPALIVE_IDLE_S),

@@ -17,6 +17,7 @@ import pytest_asyncio
 from quorum.raft.config import RaftConfig, VoterAddress
 from quorum.raft.messages import ErrorCode, FetchRequest, FetchResponse, Message, RaftResponse
 from replog.pb import raft_pb2 as pb
+from replog.server import framed_wire
 from replog.server import raft_fetch_wire as wire
 from replog.server.raft_fetch_client import EndpointUnknown, FetchConnection
 from replog.server.raft_fetch_server import FetchListener, Reply
@@ -310,6 +311,28 @@ async def test_both_ends_probe_an_idle_connection_with_tcp_keepalive(peer: Peer)
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT) == wire.KEEPALIVE_PROBES
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 25_000
     connection.close()
+
+
+@pytest.mark.asyncio
+async def test_a_wildcard_listeners_connection_sends_without_nagle_delay() -> None:
+    """asyncio leaves Nagle's algorithm on for a socket accepted from the wildcard listener's
+    own dual-stack socket; `keep_alive` turns it off."""
+    accepted: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+    class Accepting(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            framed_wire.keep_alive(transport)
+            accepted.set_result(transport.get_extra_info("socket"))
+
+    server = await framed_wire.listen("0.0.0.0", 0, Accepting)
+    try:
+        port = server.sockets[0].getsockname()[1]
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        sock = await asyncio.wait_for(accepted, 5)
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        writer.close()
+    finally:
+        server.close()
 
 
 class _RefusingSocket:

@@ -370,9 +370,12 @@ class Node:
                 # away while the Raft quorum still has this node.
                 await self.broker.stop(graceful=True)
             # Then the committed metadata as a snapshot, so the next start loads it rather
-            # than replaying the log (`metadata_snapshots`).
+            # than replaying the log (`metadata_snapshots`). Leadership goes first: writing the
+            # snapshot takes up to STOP_SNAPSHOT_TIMEOUT_S, and a stopping controller must hand
+            # writes to its successor at once, not answer them meanwhile.
             taker = self.controller or self.broker_snapshots
             if taker is not None:
+                self.driver.resign()
                 await snapshot_before_stop(self.driver, taker, STOP_SNAPSHOT_TIMEOUT_S)
             await self.driver.stop(graceful=True)
             with contextlib.suppress(TimeoutError):

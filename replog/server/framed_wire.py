@@ -30,6 +30,7 @@ waits while the previous one is unacknowledged.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import socket
@@ -224,7 +225,7 @@ class Connection(Protocol):
     def close(self) -> None: ...
 
 
-class FramedListener:
+class FramedListener(abc.ABC):
     """A server of framed connections on one port, and the connections it holds: `start`
     listens (`listen`), `close` stops listening and ends every connection. A subclass makes
     each connection's protocol (`_connection`), which adds itself to `connections` once made
@@ -241,8 +242,9 @@ class FramedListener:
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
+    @abc.abstractmethod
     def _connection(self) -> asyncio.Protocol:
-        raise NotImplementedError
+        """A new connection's protocol."""
 
     def close(self) -> None:
         if self._server is not None:

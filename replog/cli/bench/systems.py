@@ -32,6 +32,7 @@ from replog.cli.bench.processes import PYTHON_WORKER
 from replog.errors import BenchSystemError
 
 if TYPE_CHECKING:
+    from replog.admin.cluster_metadata import ClusterDescription
     from replog.cli.bench.controller_failover import Failover
     from replog.cli.local_cluster import LocalCluster, LocalNode
 
@@ -220,15 +221,19 @@ class ReplogSystem:
                 f"(its log: {node.log_path})"
             ) from None
 
-    def _broker_epoch(self, broker_id: int) -> int:
-        """The broker epoch the active controller lists for `broker_id` (-1: none)."""
+    def _describe_cluster(self) -> ClusterDescription:
+        """The active controller's DescribeCluster answer."""
         from replog.admin.controller_client import ControllerClient
 
         client = ControllerClient(self.grpc_servers.split(","), default_timeout_s=30)
         try:
-            brokers = client.describe_cluster().brokers
+            return client.describe_cluster()
         finally:
             client.close()
+
+    def _broker_epoch(self, broker_id: int) -> int:
+        """The broker epoch the active controller lists for `broker_id` (-1: none)."""
+        brokers = self._describe_cluster().brokers
         return next((b.broker_epoch for b in brokers if b.broker_id == broker_id), -1)
 
     def servers_for(self, driver: str) -> str:
@@ -277,15 +282,10 @@ class ReplogSystem:
             client.close()
 
     def fail_controller(self, probe_topic: str) -> tuple[int, Failover]:
-        from replog.admin.controller_client import ControllerClient
         from replog.cli.bench.controller_failover import over_grpc, over_kafka
         from replog.cli.cluster import kill_and_wait
 
-        client = ControllerClient(self.grpc_servers.split(","), default_timeout_s=30)
-        try:
-            active = client.describe_cluster().controller_id
-        finally:
-            client.close()
+        active = self._describe_cluster().controller_id
         started = {node.node_id: (node, pid) for node, pid in self._started}
         if active not in started:
             raise BenchSystemError(f"{self.name}: no active controller to kill ({active})")

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from replog.wire.grpc_engine import choose_grpc_engine
+from tests.grouped_scheduling import grouped_scheduler
 
 choose_grpc_engine()
 
@@ -43,7 +44,6 @@ def pytest_sessionstart(session: object) -> None:
         compileall.compile_dir(root / package, quiet=1)
 
 
-PROCESS_GROUP = "processes"
 PROCESS_TEST_DIRS = ("cluster", "spark", "cli")
 # What a module that starts processes or listens on fixed ports says somewhere in its source.
 PROCESS_TEST_SIGNS = (
@@ -73,16 +73,11 @@ def process_test_module(path: Path) -> bool:
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """`--dist loadgroup` (pyproject.toml) with one group, the process tests: xdist's own
     loadgroup reads `xdist_group` marks through item node ids, which pytest 9 no longer lets a
-    plugin rename, so the grouping is done here, where xdist schedules by node id."""
+    plugin rename, so the grouping is done here, where xdist schedules by node id (and a dead
+    worker no longer hangs the run: tests/grouped_scheduling.py)."""
     if config.getvalue("dist") != "loadgroup":
         return None
-    from xdist.scheduler import LoadScopeScheduling
-
     root = config.rootpath
-
-    class ProcessGroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
-        def _split_scope(self, nodeid: str) -> str:
-            module = root / nodeid.split("::", 1)[0]
-            return PROCESS_GROUP if process_test_module(module) else nodeid
-
-    return ProcessGroupScheduling(config, log)
+    return grouped_scheduler(
+        config, log, lambda nodeid: process_test_module(root / nodeid.split("::", 1)[0])
+    )

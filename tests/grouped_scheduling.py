@@ -1,0 +1,66 @@
+"""The suite's xdist scheduler: one group of tests kept on one worker, in order, every other test
+its own unit (tests/conftest.py says which tests form the group and why), and a run that goes
+on after a worker dies.
+
+xdist 3.8.0's LoadScopeScheduling (which `--dist loadgroup` uses) hangs the whole run when a
+worker dies: it puts every unit the dead worker ever held back on the queue, completed ones
+included, and a completed unit handed to a worker is sent as an empty batch that never reports
+back, so the run waits forever at its end (pytest-xdist issues 1323 and 1378). It also starts
+the test the worker died on again, which took the replacement down with it when that test was
+the cause (issue 1371). Here a dead worker's unfinished tests go back on the queue, less the
+one it died on (xdist reports that one as failed, naming it), and a worker is always given at
+least two tests while any are queued, because a worker runs a test only once it holds the next
+one or is told to stop (issue 1327).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+GROUP = "grouped"
+
+
+def grouped_scheduler(config: Any, log: Any, in_group: Callable[[str], bool]) -> Any:
+    """A LoadScopeScheduling whose only multi-test unit is the tests `in_group` picks by node
+    id, and which survives a worker's death (module docstring)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupedScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return GROUP if in_group(nodeid) else nodeid
+
+        def remove_node(self, node: Any) -> str | None:
+            workload = self.assigned_work.pop(node)
+            unfinished = {
+                scope: {nodeid: False for nodeid, done in unit.items() if not done}
+                for scope, unit in workload.items()
+            }
+            unfinished = {scope: unit for scope, unit in unfinished.items() if unit}
+            if not unfinished:
+                return None
+            # A worker runs its tests in the order it was sent them: the first unfinished one
+            # is the one it died on.
+            scope, unit = next(iter(unfinished.items()))
+            crashed = next(iter(unit))
+            del unit[crashed]
+            if not unit:
+                del unfinished[scope]
+            self.workqueue.update(unfinished)
+            for other in self.assigned_work:
+                self._reschedule(other)
+            return crashed
+
+        def _reschedule(self, node: Any) -> None:
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+                return
+            if self._pending_of(self.assigned_work[node]) > 2:
+                return
+            self._assign_work_unit(node)
+            while self.workqueue and self._pending_of(self.assigned_work[node]) < 2:
+                self._assign_work_unit(node)
+
+    return GroupedScheduling(config, log)

@@ -22,7 +22,9 @@ Rules:
   whole log, and one batch can hold thousands of records); the caller takes no other input
   between two steps, and the offsets move only at the last one, so no read, write or tick
   sees a half-replayed batch; a Raft event between two steps (a leader change, a snapshot
-  load, another batch) is refused with an error, the loader's rule too.
+  load, another batch) is refused with an error, the loader's rule too. A snapshot load runs
+  in the same steps (`load_snapshot_in_steps`) under the same rule: the state is emptied at
+  its first step and stands for the snapshot's offset only after its last.
 - Reads are served at the last stable offset: never uncommitted state. Standbys serve them
   too (their committed state may lag the leader's); whether a request to a standby gets
   NOT_CONTROLLER instead is the service's decision.
@@ -443,7 +445,9 @@ class QuorumController:
             records = batch.records
             for start in range(0, len(records), REPLAY_STEP_RECORDS):
                 if start:
-                    self._half_replayed = f"batch {batch.base_offset}..{batch.last_offset}"
+                    self._half_replayed = (
+                        f"committed batch {batch.base_offset}..{batch.last_offset}"
+                    )
                     yield
                     self._half_replayed = None
                 for index in range(start, min(start + REPLAY_STEP_RECORDS, len(records))):
@@ -452,7 +456,14 @@ class QuorumController:
         self.purgatory.complete_up_to(self.offset_control.last_stable_offset)
 
     def handle_load_snapshot(self, snapshot: SnapshotRecords) -> None:
-        """Replace the whole state with a Raft snapshot's (a standby that fell behind)."""
+        """Replace the whole state with a Raft snapshot's (a restart, a standby that fell
+        behind)."""
+        run_to_end(self.load_snapshot_in_steps(snapshot))
+
+    def load_snapshot_in_steps(self, snapshot: SnapshotRecords) -> Steps[None]:
+        """`handle_load_snapshot` as steps of at most `REPLAY_STEP_RECORDS` records (module
+        Rules, commit path: a restart's snapshot holds a record per partition); the offsets
+        move to the snapshot's at the last step only."""
         self._check_whole("a snapshot load")
         if self._claim_epoch is not None:
             raise RuntimeError(
@@ -460,12 +471,18 @@ class QuorumController:
                 f"{self._claim_epoch} and must never load a snapshot"
             )
         self.offset_control.begin_snapshot_load()
-        for record in snapshot.records:
-            # A snapshot's records all stand at its last offset: nothing finer is known.
-            self._replay(record, snapshot.last_contained_offset)
-        self.offset_control.handle_snapshot_loaded(
-            snapshot.last_contained_offset, snapshot.quorum_epoch
-        )
+        records = snapshot.records
+        last = snapshot.last_contained_offset
+        for start in range(0, len(records), REPLAY_STEP_RECORDS):
+            if start:
+                # Emptied and partly refilled: no offset stands for this state until the end.
+                self._half_replayed = f"the snapshot ending at offset {last}"
+                yield
+                self._half_replayed = None
+            for index in range(start, min(start + REPLAY_STEP_RECORDS, len(records))):
+                # A snapshot's records all stand at its last offset: nothing finer is known.
+                self._replay(records[index], last)
+        self.offset_control.handle_snapshot_loaded(last, snapshot.quorum_epoch)
 
     def handle_leader_change(self, leader_id: int | None, quorum_epoch: int, now_ms: int) -> None:
         """Raft's leader is now `leader_id` (None: unknown) in `quorum_epoch`. When it is this
@@ -887,8 +904,8 @@ class QuorumController:
         claiming, or loading, over half a batch would write on state no offset stands for."""
         if self._half_replayed is not None:
             raise RuntimeError(
-                f"node {self.node_id}: {what} arrived while committed {self._half_replayed} "
-                "was half replayed; the caller must finish a batch's steps first"
+                f"node {self.node_id}: {what} arrived while {self._half_replayed} was half "
+                "replayed; the caller must finish its steps first"
             )
 
     def _not_controller(self, what: str, leader_id: int | None = None) -> NotControllerError:

@@ -22,7 +22,8 @@ Rules:
 - A committed batch may be loaded in steps (`commit_in_steps`, `REPLAY_STEP_RECORDS` records
   each) so that a caller on an event loop can let other work run between them; the image and
   every offset the loader reports stay those of the last publication until the batch's last
-  step, and no other input is taken while a batch is half loaded (`MetadataLoadError`).
+  step, and no other input is taken while a batch is half loaded (`MetadataLoadError`). A
+  snapshot load may run in the same steps (`load_snapshot_in_steps`), under the same rule.
 - A control batch (Raft's LeaderChange and friends) holds no metadata records, but it is a batch
   end like any other: it moves the image's provenance and counts toward the catch-up.
 - Offsets never go back and never skip: a batch starts right after the last loaded offset, a
@@ -144,7 +145,8 @@ class MetadataLoader:
         self._records = 0
         self._caught_up = False
         self._failure: MetadataLoadError | None = None
-        self._loading_batch = False  # a `commit_in_steps` has begun and not ended
+        # A `commit_in_steps` or a `load_snapshot_in_steps` has begun and not ended.
+        self._loading_batch = False
 
     # --- what it has -------------------------------------------------------------------------
 
@@ -214,6 +216,15 @@ class MetadataLoader:
         self, snapshot: SnapshotRecords, high_watermark: int | None
     ) -> Publication | None:
         """Replace everything loaded with a snapshot's state; publish it if caught up."""
+        return run_to_end(self.load_snapshot_in_steps(snapshot, high_watermark))
+
+    def load_snapshot_in_steps(
+        self, snapshot: SnapshotRecords, high_watermark: int | None
+    ) -> Steps[Publication | None]:
+        """`handle_load_snapshot` as steps of at most `REPLAY_STEP_RECORDS` records (a
+        restart's snapshot holds a record per partition), under `commit_in_steps`' rule:
+        nothing of the snapshot shows before the last step, and no other input is taken
+        while it is half loaded."""
         self._check_not_failed()
         last = snapshot.last_contained_offset
         if last < self._loaded.last_offset:
@@ -222,14 +233,22 @@ class MetadataLoader:
                 f"{self._loaded.last_offset}",
                 last,
             )
+        records = snapshot.records
+        self._loading_batch = True
         self._delta = MetadataDelta(MetadataImage.EMPTY)
         self._kind = ManifestKind.SNAPSHOT
         self._batches = 0
-        self._records = len(snapshot.records)
+        self._records = len(records)
         # A snapshot keeps no per-record offsets: all its records stand at its last one.
         what = f"snapshot record at offset {last}"
-        for record in snapshot.records:
-            self._replay(record, last, what=what)
+        for start in range(0, len(records), REPLAY_STEP_RECORDS):
+            if start:
+                yield
+            for record in records[start : start + REPLAY_STEP_RECORDS]:
+                self._replay(record, last, what=what)
+        if len(records) > REPLAY_STEP_RECORDS:
+            yield  # the image is built and published in a step of its own
+        self._loading_batch = False
         self._loaded = MetadataProvenance(last, snapshot.quorum_epoch)
         return self._maybe_publish(high_watermark)
 
@@ -291,7 +310,7 @@ class MetadataLoader:
             # The half-loaded batch's steps were abandoned, or another input came in between
             # them: what the delta holds is no batch end.
             self._fail(
-                "an input arrived while a committed batch was half loaded",
+                "an input arrived while a committed batch or a snapshot was half loaded",
                 self._loaded.last_offset + 1,
             )
         if self._failure is not None:

@@ -261,10 +261,10 @@ class ControllerDriver:
                 )
         elif isinstance(item, LoadSnapshot):
             data = self._read_snapshot(item.snapshot_id)
-            # Decoded in steps (a restart's snapshot holds a record per partition), then
-            # replayed whole; a combined node's broker then takes the same decode.
+            # Decoded and replayed in steps (a restart's snapshot holds a record per
+            # partition); a combined node's broker then takes the same decode.
             snapshot = yield from snapshot_records_in_steps(item, data, node_id=self.node_id)
-            controller.handle_load_snapshot(snapshot)
+            yield from controller.load_snapshot_in_steps(snapshot)
             self.snapshots.loaded(item.snapshot_id, self._clock())
             log.info("node %d: loaded metadata snapshot %s", self.node_id, item.snapshot_id)
         self._publish()

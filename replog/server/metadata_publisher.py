@@ -26,8 +26,8 @@ Rules:
   so that a batch of thousands of records (a broker's controlled shutdown moves all its
   leaderships in one) lets Raft fetches, heartbeats and requests run between steps; the
   image publishers and request handlers see changes only at the batch end, whole
-  (`MetadataLoader`). A snapshot is decoded in the same steps and loaded whole after its
-  last one (a broker-only node's restart loads one record per partition). A publisher that
+  (`MetadataLoader`). A snapshot is decoded and loaded in the same steps (a restart loads one
+  record per partition), and shows whole after its last one. A publisher that
   works in steps (`SteppedMetadataPublisher`: the replica manager finds a first image's
   thousands of local changes a slice at a time) gets the publication that way; the publishers
   after it get it once its last step ran, so the loop's other tasks may run between two
@@ -128,7 +128,9 @@ class BrokerMetadataListener:
                 item.snapshot_id,
                 len(snapshot.records),
             )
-            publication = self.loader.handle_load_snapshot(snapshot, self._high_watermark())
+            publication = yield from self.loader.load_snapshot_in_steps(
+                snapshot, self._high_watermark()
+            )
         else:
             assert isinstance(item, LeaderChange), item
             if self._on_leader_change is not None:

@@ -13,6 +13,7 @@ from controller_harness import CLUSTER_ID, Cluster, controller_view
 from quorum.controller.controller import QuorumController
 from quorum.controller.controller_config import ControllerConfig
 from quorum.controller.replication_control import CreatableTopic
+from quorum.metadata.log_batches import SnapshotRecords
 from quorum.metadata.records import MetadataRecord
 from quorum.metadata.steps import REPLAY_STEP_RECORDS, run_to_end
 
@@ -127,3 +128,38 @@ def test_a_raft_event_between_two_steps_is_refused_not_applied_to_half_a_batch()
         pass
     assert stepped.last_committed_offset == big.last_offset
     stepped.handle_leader_change(1, big.quorum_epoch + 1, cluster.now_ms)
+
+
+def test_a_snapshot_is_loaded_in_bounded_steps_and_stands_for_its_offset_only_at_the_end() -> None:
+    """A restart loads a snapshot of a record per partition: in slices of at most
+    `REPLAY_STEP_RECORDS` records, the offsets staying where they were until the last one,
+    a Raft event between two slices refused, and the same state as a whole load."""
+    cluster = Cluster.with_brokers([1, 2, 3])
+    pending = cluster.active.create_topics([CreatableTopic("big", 1_000, 3)], cluster.now_ms)
+    cluster.log.commit()
+    assert pending.result()[0].error is None
+    active = cluster.active
+    snapshot = SnapshotRecords(
+        active.last_stable_offset,
+        cluster.log.quorum_epoch,
+        tuple(active.snapshot_records(active.last_stable_offset)),
+    )
+    assert len(snapshot.records) > 4 * REPLAY_STEP_RECORDS
+
+    stepped = _standby(cluster, 9)
+    before = stepped.last_committed_offset
+    steps = stepped.load_snapshot_in_steps(snapshot)
+    next(steps)
+    assert stepped.last_committed_offset == stepped.last_stable_offset == before
+    with pytest.raises(RuntimeError, match="a leader change arrived while the snapshot ending"):
+        stepped.handle_leader_change(9, cluster.log.quorum_epoch + 1, cluster.now_ms)
+    counts = [REPLAY_STEP_RECORDS, *_replays_per_step(stepped, steps)]
+    assert sum(counts) == len(snapshot.records) and max(counts) <= REPLAY_STEP_RECORDS
+    assert stepped.last_stable_offset == snapshot.last_contained_offset
+
+    whole = _standby(cluster, 8)
+    whole.handle_load_snapshot(snapshot)
+    assert controller_view(stepped, stepped.last_stable_offset) == controller_view(
+        whole, whole.last_stable_offset
+    )
+    assert controller_view(stepped, None) == controller_view(active, active.last_stable_offset)

@@ -32,6 +32,7 @@ from quorum.metadata.records import (
     RemoveTopicRecord,
 )
 from quorum.metadata.snapshot import image_from_records, image_to_records
+from quorum.metadata.steps import Steps
 from replog.errors import MetadataLoadError, MetadataReplayError
 
 EPOCH = 4
@@ -398,25 +399,31 @@ def leadership_moves(partitions: int) -> tuple[list[MetadataRecord], list[Metada
     return [BOOTSTRAP, *created], moves
 
 
+def stepped_showing_nothing(
+    loader: MetadataLoader, steps: Steps[Publication | None]
+) -> tuple[int, Publication | None]:
+    """Run `steps` of `loader` to their end, checking that between two of them the loader
+    reports only what it had published before; how many steps it took, and the publication."""
+    before, offset = loader.image, loader.last_applied_offset
+    taken = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return taken, done.value
+        taken += 1
+        assert loader.image is before
+        assert loader.last_loaded_offset == loader.last_applied_offset == offset
+
+
 @pytest.mark.parametrize("size", [1, REPLAY_STEP_RECORDS, REPLAY_STEP_RECORDS + 1, 1000])
 def test_a_batch_loaded_in_steps_shows_nothing_until_its_end(size: int) -> None:
     setup, moves = leadership_moves(size)
     loader, stepwise = MetadataLoader(), MetadataLoader()
     for each in (loader, stepwise):
         each.handle_commit(batch(0, *setup), len(setup))
-    before = stepwise.image
     steps = stepwise.commit_in_steps(batch(len(setup), *moves), len(setup) + size)
-    taken = 0
-    while True:
-        try:
-            next(steps)
-        except StopIteration as done:
-            published = done.value
-            break
-        taken += 1
-        # Between two steps the loader reports only what it published before the batch.
-        assert stepwise.image is before
-        assert stepwise.last_loaded_offset == stepwise.last_applied_offset == len(setup) - 1
+    taken, published = stepped_showing_nothing(stepwise, steps)
     # A step per REPLAY_STEP_RECORDS records, and one of its own for the publication.
     assert taken == (0 if size <= REPLAY_STEP_RECORDS else -(-size // REPLAY_STEP_RECORDS))
     expected = loader.handle_commit(batch(len(setup), *moves), len(setup) + size)
@@ -436,3 +443,36 @@ def test_an_input_while_a_batch_is_half_loaded_fails_the_loader() -> None:
         loader.handle_commit(control(len(setup) + len(moves)), None)
     with pytest.raises(MetadataLoadError):
         loader.handle_commit(control(len(setup)), None)
+
+
+def test_a_snapshot_loaded_in_steps_shows_nothing_until_its_end() -> None:
+    """A restart's snapshot holds a record per partition: it is loaded a slice at a time,
+    the loader reporting its earlier state until the last step, and publishes what a whole
+    load publishes; an input between two slices fails the loader."""
+    size = REPLAY_STEP_RECORDS * 3 + 7
+    setup, moves = leadership_moves(size)
+    snapshot = snapshot_of(replay_all([*setup, *moves], len(setup) + size - 1))
+    high_watermark = snapshot.last_contained_offset + 1
+    whole, stepwise = MetadataLoader(), MetadataLoader()
+    for each in (whole, stepwise):
+        each.handle_commit(batch(0, BOOTSTRAP), 1)
+    steps = stepwise.load_snapshot_in_steps(snapshot, high_watermark)
+    taken, published = stepped_showing_nothing(stepwise, steps)
+    # A step per REPLAY_STEP_RECORDS records, and one of its own for the publication.
+    assert taken == -(-len(snapshot.records) // REPLAY_STEP_RECORDS)
+    expected = whole.handle_load_snapshot(snapshot, high_watermark)
+    assert published is not None and expected is not None
+    assert published.image == expected.image == snapshot_image(snapshot)
+    assert published.manifest == expected.manifest
+
+    abandoned = MetadataLoader()
+    next(abandoned.load_snapshot_in_steps(snapshot, high_watermark))
+    with pytest.raises(MetadataLoadError, match="half loaded"):
+        abandoned.handle_commit(control(high_watermark), None)
+
+
+def snapshot_image(snapshot: SnapshotRecords) -> MetadataImage:
+    return image_from_records(
+        list(snapshot.records),
+        MetadataProvenance(snapshot.last_contained_offset, snapshot.quorum_epoch),
+    )

@@ -31,7 +31,11 @@ Rules:
   I/O and timers that fell due during the turn (`loop_turns.yield_turn`: so nothing waits for
   more than one turn of applying). Inputs they post for the state machine (proposals, posted
   closures) wait until every committed item handed out is applied, so the state machine still
-  sees each of them before its next input.
+  sees each of them before its next input. Inputs are taken in order, as many as arrived
+  while the loop persisted or applied (one Ready persists them all), but once `APPLY_TURN_S`
+  has passed the rest wait for the next turn: a restart queues a heartbeat per broker, each
+  unfencing writing up to a thousand elections, beside AlterPartition batches of hundreds of
+  partitions, and one turn took them all.
 - The core keeps running while the listeners apply: at the end of each such turn, the inputs
   that only the core takes (a peer's message, a request that failed) are stepped, its due
   timers ticked, and its Readys persisted and sent, their committed items queued behind those
@@ -193,6 +197,10 @@ class RaftDriver:
         # which wait for them (module Rules).
         self._to_apply: deque[ApplyItem] = deque()
         self._held: deque[Event] = deque()
+        # When the driver's current turn of the loop ends (`_new_turn`), and whether
+        # `_take_queued` left inputs for the next one (module Rules).
+        self._turn_ends = 0.0
+        self._left_over = False
         self.apply_turn_s = APPLY_TURN_S
         self._waiters: SortedDict = SortedDict()  # base offset -> list[_Waiter]
         # `run_persisted` callers, and whether their event ran: those settle once the Readys
@@ -395,8 +403,16 @@ class RaftDriver:
                 # Checked after every input too: a busy node may never time out waiting.
                 if self._tick_due_timers(now) and self.node.has_ready():
                     continue
+                if self._left_over:
+                    # The last turn ran out of time with inputs left (`_take_queued`): the
+                    # loop's other tasks get a turn before the rest.
+                    await yield_turn()
+                    self._new_turn()
+                    self._take_queued()
+                    continue
                 wake_at = self._wake_at_ms(now)
                 timeout = None if wake_at is None else max(0, wake_at - now) / 1000
+                waits = self._inbox.empty()  # else `get` returns at once, in the same turn
                 try:
                     # asyncio.timeout, not wait_for: no task per input on this hot path.
                     async with asyncio.timeout(timeout):
@@ -404,6 +420,8 @@ class RaftDriver:
                 except TimeoutError:
                     self.node.tick(self._clock())
                     continue
+                if waits:
+                    self._new_turn()
                 event(self._clock())
                 self._take_queued()
         except KafkaStorageError as exc:
@@ -486,10 +504,12 @@ class RaftDriver:
             flushed = self.storage.apply(ready, flush=True)
         else:
             flushed = await asyncio.to_thread(self.storage.apply, ready, flush=not early_send)
+            self._new_turn()
         for message in ready.messages:
             self.transport.send(message)
         if early_send:
             flushed = await asyncio.to_thread(self.storage.flush)
+            self._new_turn()
         self._high_watermark = ready.high_watermark
         if self._appended_at:
             self._observe_commits(ready.high_watermark)
@@ -515,24 +535,28 @@ class RaftDriver:
         """Hand the queued committed items to the listeners in order, letting the loop's other
         tasks run, and the core serve its peers, whenever `APPLY_TURN_S` of it has passed
         (module Rules)."""
-        turn_ends = monotonic_s() + self.apply_turn_s
         queued = self._to_apply
         while queued:
             item = queued.popleft()
             self._before_listeners(item)
             for listener in self._listeners:
                 for _ in listener(item):
-                    turn_ends = await self._end_turn_if_over(turn_ends)
-            turn_ends = await self._end_turn_if_over(turn_ends)
+                    await self._end_turn_if_over()
+            await self._end_turn_if_over()
 
-    async def _end_turn_if_over(self, turn_ends: float) -> float:
-        """Let the loop's other tasks run, then the core serve its peers, if the turn that ends
-        at `turn_ends` is over; when the next turn ends."""
-        if monotonic_s() < turn_ends:
-            return turn_ends
+    def _new_turn(self) -> None:
+        """The loop gave the driver a new turn (it waited, or let others run): it ends
+        `APPLY_TURN_S` from now."""
+        self._turn_ends = monotonic_s() + self.apply_turn_s
+
+    async def _end_turn_if_over(self) -> None:
+        """Let the loop's other tasks run, then the core serve its peers, if the turn is
+        over."""
+        if monotonic_s() < self._turn_ends:
+            return
         await yield_turn()
+        self._new_turn()
         await self._serve_core()
-        return monotonic_s() + self.apply_turn_s
 
     async def _serve_core(self) -> None:
         """Between two turns of applying committed items: step the core's own inputs (holding
@@ -553,14 +577,16 @@ class RaftDriver:
             await self._persist_and_send()
 
     def _take_queued(self) -> None:
-        """Apply every input already queued (those held while committed items were applied
+        """Apply the inputs already queued (those held while committed items were applied
         first, then those that arrived while persisting), so the next Ready persists them all
-        with one fsync."""
+        with one fsync; but once the turn is over, leave the rest for the next one
+        (`_left_over`: module Rules)."""
         held = self._held
-        while held:
-            held.popleft()(self._clock())
-        while not self._inbox.empty():
-            self._inbox.get_nowait()(self._clock())
+        inbox = self._inbox
+        while (held or not inbox.empty()) and monotonic_s() < self._turn_ends:
+            event = held.popleft() if held else inbox.get_nowait()
+            event(self._clock())
+        self._left_over = bool(held) or not inbox.empty()
 
     def _before_listeners(self, item: ApplyItem) -> None:
         if isinstance(item, CommittedBatch):

@@ -311,3 +311,46 @@ def test_between_two_steps_of_a_batch_only_other_tasks_run_never_the_state_machi
         assert "posted" in seen[steps[-1] :], seen
 
     asyncio.run(scenario())
+
+
+def test_queued_inputs_are_taken_in_order_with_other_tasks_run_between_long_turns(
+    tmp_path: Path,
+) -> None:
+    """Inputs queued together (a restart's heartbeats, each unfencing with its elections, and
+    AlterPartition batches) run in the order posted, but not all in one turn: once a turn's
+    time is over, the loop's other tasks run before the rest."""
+
+    async def scenario() -> None:
+        config = RaftConfig(voters=(VoterAddress(1, "127.0.0.1", 1),))
+        driver = RaftDriver(1, config, RaftStorage(str(tmp_path), [1]), tasks=LoopTasks())
+        driver.apply_turn_s = 0.01
+        seen: list[str] = []
+        loop = await started_leading(driver)
+        try:
+            done = asyncio.Event()
+
+            def slow(index: int) -> None:
+                time.sleep(0.006)  # a write of hundreds of partition changes
+                seen.append(f"input {index}")
+                if index == 5:
+                    done.set()
+
+            for index in range(6):  # queued before the driver's loop runs again
+                driver.post(lambda now, index=index: slow(index))
+
+            async def probe() -> None:
+                while not done.is_set():
+                    seen.append("probe")
+                    await asyncio.sleep(0)
+
+            await asyncio.wait_for(asyncio.gather(probe(), done.wait()), 10)
+        finally:
+            await stopped(driver, loop)
+        inputs = [entry for entry in seen if entry != "probe"]
+        assert inputs == [f"input {index}" for index in range(6)], seen
+        between = seen[seen.index("input 0") : seen.index("input 5")]
+        assert "probe" in between, seen  # not one turn for all six
+        runs = "".join("i" if entry != "probe" else "p" for entry in between)
+        assert "iii" not in runs, seen  # two inputs of 6 ms fill a turn of 10 ms
+
+    asyncio.run(scenario())

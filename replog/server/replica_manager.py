@@ -13,7 +13,9 @@ Rules (docs/design/replication.md; Kafka's `ReplicaManager`):
   rounds do not wait for. Before `start` (tests, tools), `apply_image`
   applies everything at once. Every image also refreshes ISR eligibility (registered, unfenced,
   not shutting down) and each leader's `min.insync.replicas` (topic config, else this broker's
-  dynamic config, else the dynamic cluster default, else server.properties: Kafka's precedence).
+  dynamic config, else the dynamic cluster default, else server.properties: Kafka's precedence),
+  once started in rounds of `APPLY_ROUND_CHANGES` leaders too; a leader not reached yet acts on
+  the previous image meanwhile (docs/replication.md, "Images in rounds").
   Each replica's log settings follow the same precedence, key by key: a value this broker
   refuses is skipped with a warning, and the level below gives that key (`_log_config`).
 - Logs of deleted topics (Kafka's KIP-516 topic ids and stray logs): a replica's log records
@@ -313,6 +315,9 @@ class ReplicaManager:
         self._on_storage_error = on_storage_error
         self._strays_unchecked = False
         self._roles_taken: dict[str, list[str]] = {LEADER: [], FOLLOWER: []}
+        # The partitions whose leader state the applier still gives the current image's
+        # eligibility and replication config (`_refresh_leaders`), taken from the end.
+        self._leaders_to_refresh: list[TopicPartitionKey] = []
 
     def _on_new_deadline(self, deadline_ms: int) -> None:
         # Only a deadline before the timer's next wake needs it sooner. Fetches park hundreds
@@ -417,7 +422,6 @@ class ReplicaManager:
         if previous is MetadataImage.EMPTY:
             self._strays_unchecked = True  # once the first image's replicas exist
         self.image = image
-        now_ms = self._clock()
         cluster_changed = image.cluster is not previous.cluster
         if cluster_changed:
             self._eligibility = ReplicaEligibility.from_cluster(image.cluster)
@@ -430,29 +434,11 @@ class ReplicaManager:
             for session in self._fetch_sessions:
                 session.mark_all()
         if cluster_changed or image.configs is not previous.configs:
-            # A topic's partitions share its config: read once per topic, not per replica (a
-            # broker leading 10,000 replicas walks them all when a broker is fenced).
-            configs: dict[str, PartitionReplicationConfig] = {}
-            for partition in self._partitions.values():
-                leader_state = partition.leader_state
-                if leader_state is None:
-                    continue
-                leo = partition.log.log_end_offset
-                moved = leader_state.update_eligibility(
-                    self._eligibility, leader_log_end_offset=leo, now_ms=now_ms
-                )
-                config = configs.get(partition.topic)
-                if config is None:
-                    config = configs[partition.topic] = self._replication_config(
-                        image, partition.topic
-                    )
-                if config != leader_state.config:
-                    moved = (
-                        leader_state.update_config(config, leader_log_end_offset=leo, now_ms=now_ms)
-                        or moved
-                    )
-                if moved:
-                    self._on_high_watermark_moved(partition)
+            # Every leader's eligibility and replication config, in rounds once started (a
+            # broker leading 10,000 replicas walks them all when a broker is fenced): the
+            # leaders not reached yet act on the previous image meanwhile, as if this one
+            # reached them a few loop turns later (docs/replication.md, "Images in rounds").
+            self._leaders_to_refresh = list(self._partitions)
         small = len(changes.deletes) + len(changes.leaders) + len(changes.followers)
         if self._applier_task is not None and not (was_idle and small <= APPLY_AT_ONCE_MAX):
             self._applied.clear()
@@ -463,12 +449,47 @@ class ReplicaManager:
             # next one, so a replica exists when its image is published (a few small files
             # synced, milliseconds on the loop).
             self._apply_changes_now()
+            if self._leaders_to_refresh:
+                self._applier_wake.set()  # the leaders' refresh, in rounds
 
     # --- applying local changes (docs/storage.md, "Creating many replicas") ----------------------
 
+    def _refresh_leaders(self, limit: int) -> None:
+        """Give up to `limit` of the partitions `_apply` listed the current image's
+        eligibility and replication config, if they lead (module Rules)."""
+        pending = self._leaders_to_refresh
+        now_ms = self._clock()
+        image = self.image
+        # A topic's partitions share its config: read once per topic in a round, not per
+        # replica.
+        configs: dict[str, PartitionReplicationConfig] = {}
+        for key in pending[-limit:]:
+            partition = self._partitions.get(key)
+            leader_state = None if partition is None else partition.leader_state
+            if partition is None or leader_state is None:
+                continue
+            leo = partition.log.log_end_offset
+            moved = leader_state.update_eligibility(
+                self._eligibility, leader_log_end_offset=leo, now_ms=now_ms
+            )
+            config = configs.get(partition.topic)
+            if config is None:
+                config = configs[partition.topic] = self._replication_config(image, partition.topic)
+            if config != leader_state.config:
+                moved = (
+                    leader_state.update_config(config, leader_log_end_offset=leo, now_ms=now_ms)
+                    or moved
+                )
+            if moved:
+                self._on_high_watermark_moved(partition)
+        del pending[-limit:]
+
     def _apply_changes_now(self) -> None:
         """Apply every queued change on this thread (no event loop applies them: tests, tools
-        and harnesses that call `apply_image` expect the replicas at once)."""
+        and harnesses that call `apply_image` expect the replicas at once); and the leaders'
+        refresh, unless the applier task runs it in rounds."""
+        if self._applier_task is None:
+            self._refresh_leaders(len(self._leaders_to_refresh))
         while not self._changes.idle:
             creations = self._apply_round(len(self._changes))
             if not creations:
@@ -482,8 +503,13 @@ class ReplicaManager:
         """Apply queued changes a round at a time, yielding to the event loop between rounds,
         with every log creation's file work in a worker thread."""
         while not self._stopped:
+            if self._leaders_to_refresh:
+                self._refresh_leaders(APPLY_ROUND_CHANGES)
+                await yield_turn()
+                continue
             if self._changes.idle:
-                self._on_changes_applied()
+                if not self._applied.is_set():  # once per image applied, not per wake
+                    self._on_changes_applied()
                 self._applier_wake.clear()
                 await self._applier_wake.wait()
                 continue

@@ -7,6 +7,7 @@ follower.process_follower_fetch), so every replication step is deterministic.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from dataclasses import replace
@@ -19,8 +20,10 @@ from checkpoints.partition_metadata import render_partition_metadata
 from quorum.metadata.image import MetadataImage, MetadataProvenance
 from quorum.metadata.loader import LoaderManifest, ManifestKind
 from quorum.metadata.records import (
+    BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
+    FenceChange,
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
@@ -67,7 +70,7 @@ from replog.replication.messages import (
     ProduceRequest,
     ProduceResponse,
 )
-from replog.server import follower_fetch
+from replog.server import follower_fetch, replica_manager
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_config import LogConfig
 from replog.storage.log_manager import LogManager
@@ -1482,6 +1485,34 @@ async def test_the_timer_wakes_for_an_earlier_deadline_only(tmp_path: Path) -> N
         soon = await consumer_fetch(node, 0, max_wait_ms=50)  # its deadline comes first
         assert soon.error is None and soon.records == b""
         assert ticks[0] > ticks_before and all(pending(task) for task in late)
+    finally:
+        await node.rm.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_started_manager_gives_its_leaders_a_new_registration_in_bounded_rounds(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker fenced changes the eligibility of every partition this broker leads: a started
+    manager walks them a round at a time, the loop's other tasks running between rounds,
+    and in the end every leader has the new image's eligibility."""
+    monkeypatch.setattr(replica_manager, "APPLY_ROUND_CHANGES", 4)
+    (node, _) = nodes_with(tmp_path, clock, *[(1, 2)] * 11)
+    await node.rm.start()
+    try:
+        fenced = replayed(
+            node.rm.image, BrokerRegistrationChangeRecord(2, 20, fenced=FenceChange.FENCE)
+        )
+        leaders = [node.leader("t", p) for p in range(11)]
+        assert all(leader.eligibility.is_eligible(2) for leader in leaders)
+        node.rm.apply_image(fenced)
+        seen: list[int] = []
+        for _ in range(40):
+            seen.append(sum(not leader.eligibility.is_eligible(2) for leader in leaders))
+            await asyncio.sleep(0)
+        assert seen[0] == 0 and seen[-1] == 11, seen
+        steps = [b - a for a, b in itertools.pairwise(seen) if b != a]
+        assert max(steps) <= 4 and len(steps) >= 3, seen
     finally:
         await node.rm.stop()
 

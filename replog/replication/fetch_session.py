@@ -45,7 +45,7 @@ Rules:
   (replica_progress, parked progress), and skipping it changes nothing a fetcher or the ISR and
   high watermark rules can see. (A log start offset that retention moves is no news: it is
   answered with the partition's next news.)
-- Bounded rounds: a round reads at most `round_partitions` dirty partitions (500 by default),
+- Bounded rounds: a round reads at most `round_partitions` dirty partitions (250 by default),
   taken in the session's order from where the previous bounded round stopped, wrapping around
   (round-robin, so every dirty partition is read within a few rounds), and answered in the
   session's order; the others stay dirty and are *deferred* (`deferred`: how many), and a
@@ -97,10 +97,11 @@ from replog.replication.replica_progress import FetchSessionClock
 
 FULL_FETCH_EPOCH = 0
 _EPOCH_MAX = 2**31 - 1
-# The most partitions a dirty-only round reads (module Rules, bounded rounds): about 25-50 ms
+# The most partitions a dirty-only round reads (module Rules, bounded rounds): about 12-25 ms
 # of one leader's loop for the reads, the answer's encoding and the follower's processing on
-# this machine when every partition has news, against 0.3-1.6 s for 6,700 partitions at once.
-ROUND_PARTITIONS = 500
+# this machine when every partition has news (50-70 ms at 500 under load at a restart, the
+# largest turns left), against 0.3-1.6 s for 6,700 partitions at once.
+ROUND_PARTITIONS = 250
 
 
 def next_session_epoch(epoch: int) -> int:

@@ -429,10 +429,6 @@ class ReplicaManager:
         self._changes.add(changes)
         if image.configs is not previous.configs:
             self._refresh_log_configs(previous, image)
-        if cluster_changed:
-            # Eligibility is read by every follower fetch's ISR expansion check.
-            for session in self._fetch_sessions:
-                session.mark_all()
         if cluster_changed or image.configs is not previous.configs:
             # Every leader's eligibility and replication config, in rounds once started (a
             # broker leading 10,000 replicas walks them all when a broker is fenced): the
@@ -469,9 +465,14 @@ class ReplicaManager:
             if partition is None or leader_state is None:
                 continue
             leo = partition.log.log_end_offset
+            eligibility_changed = leader_state.eligibility is not self._eligibility
             moved = leader_state.update_eligibility(
                 self._eligibility, leader_log_end_offset=leo, now_ms=now_ms
             )
+            if eligibility_changed:
+                # Eligibility is read by every follower fetch's ISR expansion check: a
+                # follower parked while this leader held the previous one is read again.
+                self._fetch_news(key)
             config = configs.get(partition.topic)
             if config is None:
                 config = configs[partition.topic] = self._replication_config(image, partition.topic)

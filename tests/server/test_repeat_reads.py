@@ -44,6 +44,7 @@ from replog.replication.messages import (
     FetchRequest,
     FetchResponse,
 )
+from replog.server import replica_manager
 from replog.server.broker_service import BrokerService
 from replog.server.repeat_reads import RepeatReads
 from replog.testing import ManualClock
@@ -56,6 +57,7 @@ from tests.server.test_replica_manager import (
     batch_offsets,
     cluster_image,
     produce,
+    settle,
 )
 
 PARTITIONS = 8
@@ -429,6 +431,37 @@ async def test_an_unfenced_follower_rejoins_the_isr_in_a_dirty_only_round(tmp_pa
     await _run_both(walking, dirty, steps)
     pending = [dirty.leader.leader("t", p).pending_isr_change for p in range(PARTITIONS)]
     assert all(change is not None and change.is_expansion for change in pending)
+
+
+@pytest.mark.asyncio
+async def test_an_unfenced_follower_rejoins_the_isr_when_a_started_leader_refreshes_in_rounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same, with the leaders' replica managers started: an image's new eligibility
+    # reaches the leader states a few partitions a round, between loop turns, and each one
+    # reached must be read again in its session (its follower was parked outside the ISR).
+    monkeypatch.setattr(replica_manager, "APPLY_ROUND_CHANGES", 3)
+    steps: list[tuple[Any, ...]] = [("fence", True)]
+    steps += [("append", p, 1, p) for p in range(PARTITIONS)]
+    steps += [("follower", 2), ("follower", 2), ("time", 31_000, True)]
+    steps += [("follower", 3)] * 3 + [("fence", False), ("follower", 3)]
+    walking = Cluster(tmp_path, keep_reads=True)
+    dirty = Cluster(tmp_path, keep_reads=True, dirty_only=True)
+    for cluster in (walking, dirty):
+        await cluster.leader.rm.start()
+    try:
+        for index, step in enumerate(steps):
+            outcomes = []
+            for cluster in (walking, dirty):
+                outcomes.append(await _step(cluster, step))
+                await settle()  # the leader's refresh rounds, if the step started any
+            assert outcomes[0] == outcomes[1], f"step {index} {step}: answers differ"
+            assert walking.state() == dirty.state(), f"step {index} {step}: state differs"
+        pending = [dirty.leader.leader("t", p).pending_isr_change for p in range(PARTITIONS)]
+        assert all(change is not None and change.is_expansion for change in pending)
+    finally:
+        for cluster in (walking, dirty):
+            await cluster.leader.rm.stop()
 
 
 async def _round_started(cluster: Cluster, broker_id: int, max_wait_ms: int) -> tuple[Any, int]:

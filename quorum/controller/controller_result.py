@@ -85,10 +85,11 @@ class ControllerResult(Generic[R]):
         records: Sequence[MetadataRecord],
         then: Step[R],
         *,
+        is_atomic: bool = False,
         on_batch_end: Callable[[int], None] | None = None,
         after: Step[None] | None = None,
         on_drop: Callable[[], None] | None = None,
     ) -> ControllerResult[R]:
         """One step of a write that goes on with `then`; it has no response of its own (the
         controller never reads it: the last step answers)."""
-        return cls(tuple(records), cast(R, None), False, on_batch_end, then, after, on_drop)
+        return cls(tuple(records), cast(R, None), is_atomic, on_batch_end, then, after, on_drop)

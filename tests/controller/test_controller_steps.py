@@ -254,3 +254,31 @@ def test_a_stepped_write_of_nothing_last_fails_on_a_leader_change(
         assert not pending.done
     cluster.elect(2)
     assert isinstance(pending.error, NotControllerError)
+
+
+def test_a_large_create_topics_is_written_in_steps_and_answered_after_the_last(
+    cluster: Cluster,
+) -> None:
+    """A CreateTopics of 300 partitions goes in steps of whole topics (250 partitions a step):
+    the caller is answered once the last step commits; a failover between two steps fails
+    it with NOT_CONTROLLER, the earlier steps' topics committed, and a retry creates the
+    rest and answers TOPIC_ALREADY_EXISTS for those."""
+    topics = [CreatableTopic(f"new{i:02d}", 10, 3) for i in range(30)]
+    pending = cluster.active.create_topics(topics, cluster.now_ms)
+    cluster.log.commit()
+    assert not pending.done  # the first step committed, the second not written yet
+    turn(cluster)
+    assert [r.name for r in pending.result()] == [t.name for t in topics]
+    assert all(r.error is None for r in pending.result())
+
+    more = [CreatableTopic(f"more{i:02d}", 10, 3) for i in range(30)]
+    interrupted = cluster.active.create_topics(more, cluster.now_ms)
+    cluster.log.commit()
+    cluster.elect(2)
+    assert isinstance(interrupted.error, NotControllerError)
+    retried = cluster.active.create_topics(more, cluster.now_ms)
+    cluster.log.commit()
+    turn(cluster)
+    answers = {r.name: r.error for r in retried.result()}
+    assert sum(error is None for error in answers.values()) == 5
+    assert {e.error_name for e in answers.values() if e is not None} == {"TOPIC_ALREADY_EXISTS"}

@@ -26,6 +26,7 @@ from quorum.controller.replication_control import (
     ApiError,
     CreatableTopic,
     CreatePartitionsTopic,
+    CreateTopicResult,
     ElectionType,
     IsrMember,
     OngoingReassignment,
@@ -435,12 +436,56 @@ def test_too_many_partitions_in_one_request_fail_the_request() -> None:
 
 def test_a_topic_that_would_overflow_one_batch_is_left_for_another_request() -> None:
     topics = [CreatableTopic(f"t{i}", 10, 1) for i in range(1000)]
-    result = Rig().control.create_topics(topics)
-    assert result.is_atomic
+    result = Rig().control.create_topics(topics, step_partitions=10_000)  # one step
+    assert result.is_atomic and result.then is None
     assert len(result.records) == 909 * 11
     failed = [r for r in result.response if r.error is not None]
     assert len(failed) == 91 and failed[0].name == "t909"
     assert {error_name(r.error) for r in failed} == {"POLICY_VIOLATION"}
+
+
+@dataclass(frozen=True)
+class StepAt:
+    """What a later step of a write is told (`StepContext`)."""
+
+    now_ms: int
+    next_write_offset: int
+
+
+def written_in_steps(
+    rig: Rig, result: ControllerResult[tuple[CreateTopicResult, ...]]
+) -> tuple[list[int], tuple[CreateTopicResult, ...]]:
+    """Commit each step of a stepped write and run the next against the state it left; the
+    partitions each step created, and the last step's answer."""
+    created = []
+    while True:
+        assert result.is_atomic
+        created.append(sum(isinstance(r, PartitionRecord) for r in result.records))
+        rig.commit(result)
+        if result.then is None:
+            return created, result.response
+        result = result.then(StepAt(0, rig.offset + 1))
+
+
+def test_a_large_create_topics_goes_in_steps_of_whole_topics_answered_by_the_last() -> None:
+    """100 topics of 10 partitions (the benchmark's request): steps of whole topics that end
+    once they hold `step_partitions` partitions; a topic larger than that is a step alone;
+    later steps see what earlier ones created (a name repeated in the request fails both, a
+    colliding name fails the later one); the last step answers every topic in order."""
+    rig = Rig()
+    topics = [CreatableTopic(f"t{i:02d}", 10, 3) for i in range(100)]
+    topics[50] = CreatableTopic("big", 70, 3)
+    topics[60] = CreatableTopic("t.x", 1, 1)
+    topics[70] = CreatableTopic("t_x", 1, 1)  # collides with t.x, created two steps before
+    topics[80] = CreatableTopic("t01", 1, 1)  # named twice in the request
+    created, answer = written_in_steps(rig, rig.control.create_topics(topics, step_partitions=50))
+    assert max(created) <= 50 + 70 - 10 and len(created) > 10, created
+    assert [r.name for r in answer] == [t.name for t in topics]
+    failed = {r.name: error_name(r.error) for r in answer if r.error is not None}
+    assert failed == {"t_x": "INVALID_TOPIC_EXCEPTION", "t01": "INVALID_REQUEST"}
+    made = {r.name for r in answer if r.error is None}
+    assert {rig.control.topic_name(r.topic_id, None) for r in answer if r.error is None} == made
+    assert sum(created) == sum(t.num_partitions for t in topics if t.name in made)
 
 
 def test_validate_only_answers_without_records() -> None:

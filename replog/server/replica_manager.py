@@ -318,6 +318,7 @@ class ReplicaManager:
         # The partitions whose leader state the applier still gives the current image's
         # eligibility and replication config (`_refresh_leaders`), taken from the end.
         self._leaders_to_refresh: list[TopicPartitionKey] = []
+        self._refresh_next = True  # whether the applier's next round refreshes leaders
 
     def _on_new_deadline(self, deadline_ms: int) -> None:
         # Only a deadline before the timer's next wake needs it sooner. Fetches park hundreds
@@ -504,10 +505,14 @@ class ReplicaManager:
         """Apply queued changes a round at a time, yielding to the event loop between rounds,
         with every log creation's file work in a worker thread."""
         while not self._stopped:
-            if self._leaders_to_refresh:
+            if self._leaders_to_refresh and (self._changes.idle or self._refresh_next):
+                # A round of the leaders' refresh, then one of the changes (which a restart's
+                # unfencing waits for), in turn: neither waits for all of the other.
+                self._refresh_next = False
                 self._refresh_leaders(APPLY_ROUND_CHANGES)
                 await yield_turn()
                 continue
+            self._refresh_next = True
             if self._changes.idle:
                 if not self._applied.is_set():  # once per image applied, not per wake
                     self._on_changes_applied()

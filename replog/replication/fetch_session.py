@@ -31,7 +31,8 @@ Rules:
   the moment its entry arrives (a full request makes all dirty; an incremental one the entries
   it carries) and whenever the leader reports news for it (`mark`: records appended, the high
   watermark or the log start offset moved by the leader, a leadership, leader epoch or ISR
-  change, a pending ISR change settled; `mark_all`: broker registrations changed). It stops
+  change, a pending ISR change settled, the leader's eligibility changed; `mark_all`: all
+  of them, for a leader that takes new registrations at once). It stops
   being dirty only when a round's initial read of it found nothing to read (the fetch offset at
   or past the bound), with no error and no diverging epoch, and for a follower moved no high
   watermark and parked the follower's progress on the session's clock (`park`). A partition

@@ -44,7 +44,8 @@ HANG = "    time.sleep(3600)\n"
 RUNAWAY = (
     "    hog = []\n    while True:\n        hog.append(b'x' * 2**23)\n        time.sleep(0.005)\n"
 )
-SIGKILL = "    import signal\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+# Killed a moment into its test, as by the OOM killer (the watch samples every 0.5 s).
+SIGKILL = "    import signal\n    time.sleep(1.2)\n    os.kill(os.getpid(), signal.SIGKILL)\n"
 LIMIT_MB = 400
 
 

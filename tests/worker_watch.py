@@ -4,7 +4,7 @@ picks a process (the biggest: that worker, or a node or the Spark JVM of another
 
 Rules:
 - Every test process (each xdist worker, or the one `-n 0` process) samples its resident size
-  every `SAMPLE_S` and writes, with the test it is running, to its status file
+  every `SAMPLE_S` and writes it, with the test it is running, to its status file
   (`WorkerStatus`); the controller, when a worker goes down, prints that file's last lines and
   the worker's exit status (a SIGKILL there with a large size is the OOM killer), and adds them
   to the crashed test's report (`pytest_testnodedown`, `pytest_handlecrashitem`).
@@ -58,6 +58,7 @@ class WorkerStatus:
         self._thread = threading.Thread(target=self._run, name="worker-watch", daemon=True)
 
     def start(self) -> None:
+        self.sample()
         self._thread.start()
 
     def stop(self) -> None:
@@ -65,9 +66,9 @@ class WorkerStatus:
         self._thread.join(5)
 
     def running(self, test: str) -> None:
-        """From the test's thread: `test` starts or ends (then "(between tests)")."""
+        """From the test's thread: `test` starts or ends (then "(between tests)"); the next
+        sample writes it (a write per test would cost more than the test, for most)."""
         self.test = test
-        self.sample()
 
     def sample(self) -> float:
         size = rss_mb()
@@ -83,9 +84,8 @@ class WorkerStatus:
                 self._exit_over_limit(size)
 
     def _write(self, text: str) -> None:
-        # Replaced whole, so a reader never sees half a line; each writer its own temporary
-        # file (the watch thread and the test's thread both write).
-        temporary = self.path.with_suffix(f".{threading.get_ident()}.tmp")
+        # Replaced whole, so a reader never sees half a line.
+        temporary = self.path.with_suffix(".tmp")
         temporary.write_text(text, encoding="utf-8")
         os.replace(temporary, self.path)
 

@@ -417,19 +417,6 @@ class ReplicationControl:
             tuple(topics), (), occurrences, step_partitions, validate_only, config_validator
         )
 
-    def _later_create_topics_step(
-        self,
-        topics: tuple[CreatableTopic, ...],
-        answered: tuple[CreateTopicResult, ...],
-        occurrences: Counter[str],
-        step_partitions: int,
-        config_validator: ConfigValidator | None,
-        ctx: StepContext,
-    ) -> ControllerResult[tuple[CreateTopicResult, ...]]:
-        return self._create_topics_step(
-            topics, answered, occurrences, step_partitions, False, config_validator
-        )
-
     def _create_topics_step(
         self,
         topics: tuple[CreatableTopic, ...],
@@ -438,10 +425,11 @@ class ReplicationControl:
         step_partitions: int,
         validate_only: bool,
         config_validator: ConfigValidator | None,
+        ctx: StepContext | None = None,
     ) -> ControllerResult[tuple[CreateTopicResult, ...]]:
         """The next step of `create_topics`: whole topics from the head of `topics` until
         `step_partitions` partitions (at least one topic); `answered` holds the results of
-        the earlier steps."""
+        the earlier steps. (`ctx`: a later step is called with one, which it does not need.)"""
         # Names and ids this step creates: not replayed yet, yet later topics must see them.
         # (An earlier step's are replayed: the state this step validates against has them.)
         claimed_keys: dict[str, str] = {}
@@ -452,11 +440,12 @@ class ReplicationControl:
         for index, topic in enumerate(topics):
             if placed >= step_partitions:
                 then = partial(
-                    self._later_create_topics_step,
+                    self._create_topics_step,
                     topics[index:],
                     (*answered, *results),
                     occurrences,
                     step_partitions,
+                    False,
                     config_validator,
                 )
                 return ControllerResult.partial(records, then, is_atomic=True)

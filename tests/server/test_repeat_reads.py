@@ -417,15 +417,20 @@ async def test_the_kept_reads_hold_only_the_sessions_partitions(tmp_path: Path) 
     assert len(consumer.repeats or ()) == 1
 
 
+def _unfencing_steps() -> list[tuple[Any, ...]]:
+    """Follower 3 fenced, caught up outside the ISR while fenced, then unfenced and fetching."""
+    steps: list[tuple[Any, ...]] = [("fence", True)]
+    steps += [("append", p, 1, p) for p in range(PARTITIONS)]
+    steps += [("follower", 2), ("follower", 2), ("time", 31_000, True)]
+    return steps + [("follower", 3)] * 3 + [("fence", False), ("follower", 3)]
+
+
 @pytest.mark.asyncio
 async def test_an_unfenced_follower_rejoins_the_isr_in_a_dirty_only_round(tmp_path: Path) -> None:
     # Follower 3 catches up while fenced, so its idle partitions are parked outside the ISR.
     # Unfencing it is news for no partition, yet its next round must expand the ISR, as a
     # leader reading every partition would.
-    steps: list[tuple[Any, ...]] = [("fence", True)]
-    steps += [("append", p, 1, p) for p in range(PARTITIONS)]
-    steps += [("follower", 2), ("follower", 2), ("time", 31_000, True)]
-    steps += [("follower", 3)] * 3 + [("fence", False), ("follower", 3)]
+    steps = _unfencing_steps()
     walking = Cluster(tmp_path, keep_reads=True)
     dirty = Cluster(tmp_path, keep_reads=True, dirty_only=True)
     await _run_both(walking, dirty, steps)
@@ -441,10 +446,7 @@ async def test_an_unfenced_follower_rejoins_the_isr_when_a_started_leader_refres
     # reaches the leader states a few partitions a round, between loop turns, and each one
     # reached must be read again in its session (its follower was parked outside the ISR).
     monkeypatch.setattr(replica_manager, "APPLY_ROUND_CHANGES", 3)
-    steps: list[tuple[Any, ...]] = [("fence", True)]
-    steps += [("append", p, 1, p) for p in range(PARTITIONS)]
-    steps += [("follower", 2), ("follower", 2), ("time", 31_000, True)]
-    steps += [("follower", 3)] * 3 + [("fence", False), ("follower", 3)]
+    steps = _unfencing_steps()
     walking = Cluster(tmp_path, keep_reads=True)
     dirty = Cluster(tmp_path, keep_reads=True, dirty_only=True)
     for cluster in (walking, dirty):

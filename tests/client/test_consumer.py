@@ -117,6 +117,40 @@ async def test_max_records_splits_one_fetch_over_polls(cluster: FakeCluster) -> 
 
 
 @pytest.mark.asyncio
+async def test_a_partition_is_fetched_one_answer_ahead_of_its_buffered_records(
+    cluster: FakeCluster,
+) -> None:
+    """While a fetch's records are still buffered (max_records cut them), the partition is
+    fetched again from where they end, once (two answers at most); the records come out in
+    order, none twice; a seek drops both answers."""
+    cluster.create("t")
+    cluster.append("t", 0, [b"%d" % i for i in range(30)])
+    # max.partition.fetch.bytes lets a fetch carry about one 10-record batch
+    async with consumer(cluster, max_partition_fetch_bytes=200) as c:
+        c.assign([T0])
+        cluster.append("t", 0, [b"%d" % i for i in range(30, 40)])  # batches of 30, then 10
+        got: list[int] = []
+        first = await c.poll(2_000, max_records=3)
+        got += [r.offset for r in first[T0]]
+        await eventually(
+            lambda: [o for _, parts in cluster.fetches for _, _, o in parts][-1] > 0,
+            "a fetch ahead of the buffered records",
+        )
+        fetched_at = [o for _, parts in cluster.fetches for _, _, o in parts]
+        assert fetched_at[0] == 0 and fetched_at[-1] == 30  # ahead, from the buffer's end
+        while len(got) < 40:
+            batch = await c.poll(2_000, max_records=3)
+            got += [r.offset for r in batch.get(T0, [])]
+        assert got == list(range(40))
+        # A seek while an answer is buffered ahead: neither is handed out.
+        c.seek(T0, 5)
+        assert [r.offset for r in (await c.poll(2_000, max_records=2))[T0]] == [5, 6]
+        await asyncio.sleep(0.05)  # the fetch ahead of 7.. arrives
+        c.seek(T0, 1)
+        assert [r.offset for r in (await c.poll(2_000, max_records=2))[T0]] == [1, 2]
+
+
+@pytest.mark.asyncio
 async def test_subscribe_reads_every_partition_and_picks_up_new_ones(
     cluster: FakeCluster,
 ) -> None:

@@ -420,6 +420,8 @@ def _uniform_records(
     while index < count:
         width = 1 if index < _WIDTH_LIMITS[0] else 2  # the offset delta's varint bytes
         run = min(count, _WIDTH_LIMITS[width - 1]) - index
+        if end - pos < 2:  # no record left (the count says more): reading on could pass the data
+            return None
         raw = data[pos]
         if raw < 0x80:
             body = pos + 1

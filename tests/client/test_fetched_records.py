@@ -398,3 +398,26 @@ def _assert_fast_agrees_when_damaged(data: bytearray, flips: list[tuple[int, int
     assert fast.records == strict.records
     assert repr(fast.error) == repr(strict.error)
     assert fast.next_offset == strict.next_offset
+
+
+def _recount(data: bytes, count: int) -> bytes:
+    """`data` (one batch) declaring `count` records (last offset delta `count - 1`), its CRC
+    made right again: a batch a faulty writer built, which no CRC check catches."""
+    raw = bytearray(data)
+    struct.pack_into(">i", raw, 23, count - 1)  # lastOffsetDelta
+    struct.pack_into(">i", raw, 57, count)  # recordsCount
+    struct.pack_into(">I", raw, 17, compute_crc(raw, 0, len(raw)))
+    return bytes(raw)
+
+
+@pytest.mark.parametrize("held", [1, 63, 64, 65, 100])
+def test_a_batch_declaring_more_uniform_records_than_it_holds_is_an_invalid_record_error(
+    held: int,
+) -> None:
+    """The records region ends with the last record, one short of the count, at the end of
+    the answer: the decoders give the strict one's typed error, never an IndexError."""
+    data = _recount(_uniform(held, 10, [0], 0), held + 1)
+    fetched = decode_fetched(TP, data, position=0, high_watermark=1 << 40)
+    assert fetched.records == []
+    assert isinstance(fetched.error, InvalidRecordError), repr(fetched.error)
+    assert f"declares {held + 1} records" in str(fetched.error)

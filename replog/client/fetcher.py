@@ -11,18 +11,19 @@ records are still buffered is fetched one answer ahead, from where they end (lib
 prefetches too; Kafka's Java consumer waits until they are handed out): a catch-up read then
 does not wait a round trip each time a partition's buffer runs out. It holds at most two
 answers a partition (2 x `max.partition.fetch.bytes`). An answer ahead that brings an error or
-nothing is dropped (its leader backed off): the partition meets it again when fetched at its
-position, where the rules below apply. A leader's fetches
-go one after another on one `FetchStream` call (`broker_client.FetchStream`), as a follower's
-do: a round trip on an open stream costs both sides half the CPU of a unary call
-(docs/benchmarks.md, "Produce path"). A failed fetch ends its call; the next opens another.
+nothing is dropped (after an error its leader is backed off; an empty answer is asked again
+at once, and the leader waits `fetch.max.wait.ms` for data): the partition meets it again when
+fetched at its position, where the rules below apply. A leader's fetches go one after another
+on one `FetchStream` call (`broker_client.FetchStream`), as a follower's do: a round trip on
+an open stream costs both sides half the CPU of a unary call (docs/benchmarks.md, "Produce
+path"). A failed fetch ends its call; the next opens another.
 A broker's stream is closed once it leads none of the assigned partitions.
 
 Each call holds an incremental fetch session (KIP-227, `replication.fetch_session`), as Kafka's
 consumer does: after the call's first request, a fetch carries only the partitions whose entry
 changed (a new position, a new leader epoch) or that joined, and names those it no longer
-fetches there (records buffered, paused, a reset pending, led elsewhere now: on the next
-request to that leader); the leader answers only those with records, an error, or a high
+fetches there (two answers or an error buffered, paused, a reset pending, led elsewhere now:
+on the next request to that leader); the leader answers only those with records, an error, or a high
 watermark or log start offset it has not yet sent without an error. A partition missing from
 an answer has nothing new. A partition whose high watermark the consumer does not know
 (newly assigned, or only errors so far) is sent each time until an answer brings it. So a

@@ -151,6 +151,38 @@ async def test_a_partition_is_fetched_one_answer_ahead_of_its_buffered_records(
 
 
 @pytest.mark.asyncio
+async def test_an_error_met_ahead_of_the_buffered_records_comes_after_them_at_its_offset(
+    cluster: FakeCluster,
+) -> None:
+    """The fetch ahead meets OFFSET_OUT_OF_RANGE (the log start moved past where the buffered
+    records end) and then a scripted error: neither is raised, nor resets the position, while
+    records before them are buffered; once those are handed out, the fetch at the position
+    meets the out-of-range and raises it naming that offset."""
+    cluster.create("t")
+    part = cluster.partition("t")
+    for base in range(0, 30, 10):
+        cluster.append("t", 0, [b"%d" % i for i in range(base, base + 10)])
+    part.hw_lag = 20  # the first fetch gets 0..9, the fetch ahead at 10 waits
+    async with consumer(cluster, auto_offset_reset="none") as c:
+        c.assign([T0])
+        c.seek(T0, 0)
+        got = [r.offset for r in (await c.poll(2_000, max_records=3))[T0]]
+        await eventually(
+            lambda: any(o == 10 for _, parts in cluster.fetches for _, _, o in parts),
+            "a fetch ahead from 10",
+        )
+        part.log_start, part.hw_lag = 25, 0
+        cluster.wake()
+        await eventually(lambda: not c._fetcher.in_flight, "the fetch ahead answered")
+        part.errors.append(NotLeaderOrFollowerError("t-0: moving"))
+        with pytest.raises(OffsetOutOfRangeError, match="fetch offset 10 is out of range"):
+            while True:
+                got += [r.offset for r in (await c.poll(2_000, max_records=3)).get(T0, [])]
+        assert got == list(range(10))
+        assert await c.position(T0) == 10
+
+
+@pytest.mark.asyncio
 async def test_subscribe_reads_every_partition_and_picks_up_new_ones(
     cluster: FakeCluster,
 ) -> None:

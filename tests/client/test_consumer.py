@@ -12,6 +12,7 @@ typed errors of misuse.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -180,6 +181,58 @@ async def test_an_error_met_ahead_of_the_buffered_records_comes_after_them_at_it
                 got += [r.offset for r in (await c.poll(2_000, max_records=3)).get(T0, [])]
         assert got == list(range(10))
         assert await c.position(T0) == 10
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("seed", range(6))
+async def test_fetched_ahead_or_not_poll_hands_out_each_partition_s_log_in_order(
+    cluster: FakeCluster, seed: int
+) -> None:
+    """Random polls (small max_records), seeks, pauses, resumes, appends and pauses of the
+    caller against two partitions read one batch a fetch (so answers are fetched ahead): every
+    poll hands out each partition's records from its position on, consecutively, none of a
+    paused partition, and the position is always just past what was handed out."""
+    rng = random.Random(seed)
+    cluster.create("t", 2)
+    written = {T0: 0, T1: 0}
+
+    def append(tp: TopicPartition) -> None:
+        count = rng.randint(1, 12)
+        cluster.append("t", tp.partition, [b"%d" % (written[tp] + i) for i in range(count)])
+        written[tp] += count
+
+    for _ in range(5):
+        append(T0)
+        append(T1)
+    fetch_bytes = rng.choice([100, 300, 2000])
+    async with consumer(cluster, max_partition_fetch_bytes=fetch_bytes) as c:
+        c.assign([T0, T1])
+        expected = {T0: 0, T1: 0}
+        for tp in expected:
+            c.seek(tp, 0)
+        for step in range(80):
+            tp, choice = rng.choice([T0, T1]), rng.random()
+            if choice < 0.1:
+                expected[tp] = rng.randint(0, written[tp])
+                c.seek(tp, expected[tp])
+            elif choice < 0.15:
+                c.pause(tp)
+            elif choice < 0.22:
+                c.resume(tp)
+            elif choice < 0.27:
+                append(tp)
+            elif choice < 0.32:
+                await asyncio.sleep(rng.choice([0, 0.01]))  # answers (ahead) arrive meanwhile
+            else:
+                got = await c.poll(rng.choice([0, 50]), max_records=rng.randint(1, 7))
+                for part, records in got.items():
+                    assert part not in c.paused(), (step, part)
+                    start = expected[part]
+                    assert [r.offset for r in records] == list(range(start, start + len(records)))
+                    assert [r.value for r in records] == [b"%d" % r.offset for r in records]
+                    expected[part] += len(records)
+            for part, offset in expected.items():
+                assert await c.position(part) == offset, (step, part)
 
 
 @pytest.mark.asyncio

@@ -3,7 +3,8 @@
 Covered: assign and subscribe round trips, starting positions (committed offset, each
 auto.offset.reset policy), batches starting before the position, OFFSET_OUT_OF_RANGE with each
 policy, a leader change mid-stream, the seek family and offset lookups, commit / commit_async /
-committed, auto-commit committing only what poll returned, pause/resume, iteration and
+committed, auto-commit committing only what poll returned, pause/resume, fetching one answer
+ahead (order, errors met ahead, a model check with seeks and pauses), iteration and
 wakeup, a poll on a dead cluster returning within its timeout, calls cut off by a connection
 reset (retried, not taken for a close), a missing partition retried without spinning, and the
 typed errors of misuse.

@@ -435,7 +435,13 @@ class ReplicaManager:
             # broker leading 10,000 replicas walks them all when a broker is fenced): the
             # leaders not reached yet act on the previous image meanwhile, as if this one
             # reached them a few loop turns later (docs/replication.md, "Images in rounds").
-            self._leaders_to_refresh = list(self._partitions)
+            # Those an earlier image has not reached yet go first (the list is taken from its
+            # end): restarting the walk in the same order would let a stream of images, one
+            # every few rounds, leave the same leaders on an old image for ever.
+            behind = self._leaders_to_refresh
+            waiting = set(behind)
+            self._leaders_to_refresh = [key for key in self._partitions if key not in waiting]
+            self._leaders_to_refresh += behind
         small = len(changes.deletes) + len(changes.leaders) + len(changes.followers)
         if self._applier_task is not None and not (was_idle and small <= APPLY_AT_ONCE_MAX):
             self._applied.clear()

@@ -1923,3 +1923,31 @@ def test_leadership_errors_of_one_answer_are_logged_in_one_line(
         ]
         * 2
     )
+
+
+@pytest.mark.asyncio
+async def test_images_arriving_faster_than_a_refresh_never_starve_a_leader(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new image while the leaders' refresh is under way restarts it, yet every leader is
+    reached within about one walk of them all: the leaders an earlier image did not reach yet
+    go first, or a steady stream of registration (or config) changes would leave the same
+    leaders on the first image's eligibility for ever."""
+    monkeypatch.setattr(replica_manager, "APPLY_ROUND_CHANGES", 4)
+    (node, _) = nodes_with(tmp_path, clock, *[(1, 2)] * 12)
+    await node.rm.start()
+    try:
+        leaders = [node.leader("t", p) for p in range(12)]
+        first = leaders[0].eligibility
+        image = node.rm.image
+        for epoch in range(20):
+            # A registration change every other round: a whole walk takes three.
+            fence = FenceChange.FENCE if epoch % 2 == 0 else FenceChange.UNFENCE
+            image = replayed(image, BrokerRegistrationChangeRecord(2, 20, fenced=fence))
+            node.rm.apply_image(image)
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+        never_reached = [p for p, leader in enumerate(leaders) if leader.eligibility is first]
+        assert never_reached == []
+    finally:
+        await node.rm.stop()

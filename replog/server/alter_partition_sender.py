@@ -3,10 +3,11 @@
 
 Theory of operation: one task loops: drain `pending_isr_changes()` into the unsent set (keyed
 by topic id and partition; a newer change for a partition replaces an unsent older one), send
-everything unsent as one AlterPartition request, wait for its answer, and repeat; when nothing
-is unsent it sleeps until the replica manager's `isr_wakeup`. Only one request is in flight at a
-time, so two requests for the same partition are never outstanding together; changes made
-meanwhile wait for the next request.
+everything unsent in AlterPartition requests of at most `ALTER_PARTITION_BATCH_MAX` partitions,
+up to `ALTER_PARTITION_IN_FLIGHT_MAX` of them at once (disjoint), wait for their answers, and
+repeat; when nothing is unsent it sleeps until the replica manager's `isr_wakeup`. No request
+goes out while others are in flight, so two requests for the same partition are never
+outstanding together; changes made meanwhile wait for the next requests.
 
 Rules:
 - Each per-partition answer goes to `on_isr_change_result`: an error as the `replog.errors`
@@ -54,6 +55,11 @@ log = logging.getLogger("replog.server.alter_partition")
 # controller decodes and writes a request in one turn of its loop, 60-70 ms of a loaded
 # machine's CPU at 500 (a restart's ISR expansions).
 ALTER_PARTITION_BATCH_MAX = 250
+# Requests of one broker in flight together: each waits for its commit on the controller
+# (a Raft round trip and an fsync) far longer than the controller spends on it, so a second
+# one written meanwhile keeps a restart's thousands of ISR expansions going at the rate of
+# one request of 500 (Kafka sends one request, of every pending change).
+ALTER_PARTITION_IN_FLIGHT_MAX = 2
 
 # Answers handed to the replica manager per event-loop turn: each commits an ISR change (the
 # leader state, its high watermark, waiters), and 500 in one turn held the loop for tens of ms.
@@ -184,15 +190,24 @@ class AlterPartitionSender:
             # At most ALTER_PARTITION_BATCH_MAX partitions a request: the controller applies a
             # request in one write on its event loop, and 3,300 ISR changes at once (a broker
             # back from a restart) held that loop for seconds.
-            batch = dict(itertools.islice(self._unsent.items(), ALTER_PARTITION_BATCH_MAX))
-            for key in batch:
-                del self._unsent[key]
+            batches: list[dict[PartitionKey, IsrChange]] = []
+            while self._unsent and len(batches) < ALTER_PARTITION_IN_FLIGHT_MAX:
+                batch = dict(itertools.islice(self._unsent.items(), ALTER_PARTITION_BATCH_MAX))
+                for key in batch:
+                    del self._unsent[key]
+                batches.append(batch)
             controller_id = self._active.target()
-            outcome = await self._send(controller_id, broker_epoch, batch)
+            outcomes = await asyncio.gather(
+                *(self._send(controller_id, broker_epoch, batch) for batch in batches)
+            )
             # Answered partitions are done; the rest go back unless a newer change came.
-            for key, change in batch.items():
-                if key not in outcome.answered:
-                    self._unsent.setdefault(key, change)
+            for batch, outcome in zip(batches, outcomes, strict=True):
+                for key, change in batch.items():
+                    if key not in outcome.answered:
+                        self._unsent.setdefault(key, change)
+            outcome = _Outcome(
+                redirect=any(o.redirect for o in outcomes), failed=any(o.failed for o in outcomes)
+            )
             if outcome.redirect:
                 redirects += 1
                 if redirects <= len(self._active):

@@ -29,6 +29,7 @@ from replog.pb import controller_pb2 as pb
 from replog.replication.leader_state import IsrChange
 from replog.server.alter_partition_sender import (
     ALTER_PARTITION_BATCH_MAX,
+    ALTER_PARTITION_IN_FLIGHT_MAX,
     IDLE_POLL_MS,
     RESULTS_PER_TURN,
     AlterPartitionSender,
@@ -107,6 +108,8 @@ class Quorum:
     requests: list[tuple[int, pb.AlterPartitionRequest]] = field(default_factory=list)
     in_flight: dict[tuple[bytes, int], int] = field(default_factory=dict)
     overlaps: int = 0
+    concurrent: int = 0  # requests being answered now
+    most_concurrent: int = 0
 
 
 class FakeController(controller_pb2_grpc.ControllerServicer):
@@ -135,9 +138,12 @@ class FakeController(controller_pb2_grpc.ControllerServicer):
             if quorum.in_flight.get(key):
                 quorum.overlaps += 1
             quorum.in_flight[key] = quorum.in_flight.get(key, 0) + 1
+        quorum.concurrent += 1
+        quorum.most_concurrent = max(quorum.most_concurrent, quorum.concurrent)
         try:
             await asyncio.sleep(quorum.delay_s)
         finally:
+            quorum.concurrent -= 1
             for key in keys:
                 quorum.in_flight[key] -= 1
         topics = []
@@ -401,3 +407,28 @@ async def test_many_changes_go_in_requests_of_a_bounded_size(controllers: Harnes
         if node == controllers.quorum.active
     ]
     assert sizes == [ALTER_PARTITION_BATCH_MAX, ALTER_PARTITION_BATCH_MAX, 7]
+
+
+@pytest.mark.asyncio
+async def test_a_backlog_goes_in_disjoint_requests_in_flight_together(
+    controllers: Harness,
+) -> None:
+    """A restart's thousands of ISR expansions: each request waits for its commit far longer
+    than the controller spends on it, so `ALTER_PARTITION_IN_FLIGHT_MAX` requests of bounded
+    size go out together, never two for one partition; the next ones once all are answered."""
+    controllers.quorum.delay_s = 0.2
+    rm = FakeLeaders()
+    alter = sender(rm, controllers.addresses, controller_hint=lambda: 2)
+    count = ALTER_PARTITION_BATCH_MAX * ALTER_PARTITION_IN_FLIGHT_MAX + 7
+    rm.hand_over(*(change(p) for p in range(count)))
+    alter.start()
+    try:
+        await eventually(lambda: len(rm.results) == count, "every answer")
+    finally:
+        await alter.stop()
+    quorum = controllers.quorum
+    assert quorum.most_concurrent == ALTER_PARTITION_IN_FLIGHT_MAX > 1
+    assert quorum.overlaps == 0
+    sizes = [sum(len(t.partitions) for t in request.topics) for _, request in quorum.requests]
+    assert sorted(sizes) == [7, *[ALTER_PARTITION_BATCH_MAX] * ALTER_PARTITION_IN_FLIGHT_MAX]
+    assert sorted(c.partition for c, *_ in rm.results) == list(range(count))

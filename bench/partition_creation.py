@@ -16,7 +16,10 @@ Everything runs on one machine: 3-node local clusters of combined broker+control
    `replog_event_loop_stall_seconds` histogram: the bucket the longest stall fell in), and how
    often the metadata quorum's leader changed (`replog_raft_current_epoch` on every node).
    And the file system's floor for the replicas (`Floor`), measured before the first run and
-   after the last.
+   after the last, and each node's CPU seconds (user + system, all threads) from the first
+   request until the end to end condition held, printed per 1,000 replicas created: a cost
+   that, unlike the times, does not grow with what else the machine runs (system time
+   spent waiting on a shared file system's locks still does).
 2. Restart (with `--restart`): the last run's cluster, holding its partitions, is stopped
    cleanly and started again; the time from `cluster start` until every replica is led again,
    against a fresh empty cluster's start measured in the same run (the baseline). Where that
@@ -61,6 +64,7 @@ from replog.cli.bench.cluster_metrics import (
     wait_replicas,
 )
 from replog.cli.bench.create_topics import create_in_requests
+from replog.cli.bench.server_cpu import cpu_seconds
 from replog.cli.bench.start_timeline import (
     CLUSTER_PHASES,
     NODE_PHASES,
@@ -82,9 +86,9 @@ class Floor:
     run: no code creating them through this file system can be faster (`floor_s`).
 
     A node creates a replica with a directory, its `.log` file and its `partition.metadata`
-    (a temporary file renamed into place), and for a leader (a third of the replicas) a
-    leader-epoch checkpoint the same way, none of them synced on its own; a round of up to
-    `APPLY_ROUND_CHANGES` creations then ends with one `syncfs` of the file system
+    (written under its name: the directory is new), and for a leader (a third of the
+    replicas) a leader-epoch checkpoint the same way, none of them synced on its own; a round
+    of up to `APPLY_ROUND_CHANGES` creations then ends with one `syncfs` of the file system
     (docs/storage.md, "Creating many replicas"), and a node's rounds run one after the other.
     So the floor is the larger of the operations' CPU spread over the cores and one node's
     chain of syncs."""
@@ -114,11 +118,10 @@ def measure_floor(directory: str, replicas: int, ops: int = 2000) -> Floor:
     work = tempfile.mkdtemp(prefix="fs-floor-", dir=directory)
     fs = FileSystem()
 
-    def replace_file(path: str) -> None:
-        fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    def new_file(path: str) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         os.write(fd, b"0\n1\n0 0\n")
         os.close(fd)
-        os.replace(path + ".tmp", path)
 
     cpu = 0.0
     syncs: list[float] = []
@@ -127,10 +130,10 @@ def measure_floor(directory: str, replicas: int, ops: int = 2000) -> Floor:
         for i in range(first, min(ops, first + APPLY_ROUND_CHANGES)):
             replica = os.path.join(work, f"t-{i}")
             os.mkdir(replica)
-            os.close(os.open(os.path.join(replica, "0.log"), os.O_RDWR | os.O_CREAT, 0o644))
-            replace_file(os.path.join(replica, "partition.metadata"))
+            os.close(os.open(os.path.join(replica, "0.log"), os.O_RDWR | os.O_CREAT | os.O_EXCL))
+            new_file(os.path.join(replica, "partition.metadata"))
             if i % REPLICATION_FACTOR == 0:
-                replace_file(os.path.join(replica, "leader-epoch-checkpoint"))
+                new_file(os.path.join(replica, "leader-epoch-checkpoint"))
         cpu += time.thread_time() - began
         synced = time.perf_counter()
         fs.sync_file_systems([work])
@@ -177,6 +180,16 @@ class Cluster:
     def scrapes(self) -> list[Scrape]:
         return scrapes(metrics_urls(self.base_port, NODES))
 
+    def node_cpu_s(self) -> list[float]:
+        """Each running node's user + system CPU seconds so far (all its threads), by node
+        id (a node not running reads 0)."""
+        pids = []
+        for node in LocalCluster.load(self.directory).nodes:
+            with open(node.pid_path, encoding="ascii") as f:
+                pids.append(int(f.read().strip()))
+        found = cpu_seconds(pids)
+        return [found.get(pid, 0.0) for pid in pids]
+
     def wait_replicas(self, partitions: int, timeout_s: float = 900) -> list[Scrape]:
         return wait_replicas(
             metrics_urls(self.base_port, NODES),
@@ -205,10 +218,19 @@ class CreateRun:
     end_to_end_s: float
     longest_stall_s: float  # the upper bound of the bucket the longest stall fell in
     quorum_epoch_changes: int
+    # Each node's CPU seconds from the first CreateTopics until the end to end condition held
+    # (the creation's work, and the metrics polls that watched it).
+    node_cpu_s: list[float] = field(default_factory=list)
 
     @property
     def ratio(self) -> float:
         return self.end_to_end_s / self.answered_s
+
+    @property
+    def cpu_s_per_1000_replicas(self) -> float:
+        """The nodes' CPU over the run's replicas, per 1,000: what one replica's creation
+        costs the cluster, independent of how busy the machine was."""
+        return sum(self.node_cpu_s) * 1000 / (self.partitions * REPLICATION_FACTOR)
 
 
 @dataclass
@@ -253,15 +275,18 @@ def create_run(directory: str, ports: tuple[int, int], topics: int, per_request:
     try:
         cluster.wait_replicas(0)
         before = cluster.scrapes()
+        cpu_before = cluster.node_cpu_s()
         began = time.perf_counter()
         cluster.create("bench", topics, per_request)
         answered = time.perf_counter() - began
         partitions = topics * PARTITIONS_PER_TOPIC
         after = cluster.wait_replicas(partitions)
         end_to_end = time.perf_counter() - began
+        cpu_after = cluster.node_cpu_s()
         stall = max(longest_stall_bucket(b, a) for b, a in zip(before, after, strict=True))
         epochs = max(a.epoch - b.epoch for b, a in zip(before, after, strict=True))
-        return CreateRun(partitions, answered, end_to_end, stall, epochs)
+        cpu = [after - before for before, after in zip(cpu_before, cpu_after, strict=True)]
+        return CreateRun(partitions, answered, end_to_end, stall, epochs, cpu)
     finally:
         cluster.stop()
 
@@ -327,6 +352,8 @@ def report(results: Results) -> None:
         print(f"  longest stall   <= {max(stalls):.0f} ms (per run: {stalls})")
         changes = [r.quorum_epoch_changes for r in results.create]
         print(f"  quorum epoch changes per run: {changes}")
+        cpu = [r.cpu_s_per_1000_replicas for r in results.create]
+        print(f"  node CPU s per 1,000 replicas {spread(cpu)} (all nodes, first request to end)")
         median_s = statistics.median(r.end_to_end_s for r in results.create)
         goal_s = 10 if partitions <= 10_000 else 100
         replicas = partitions * REPLICATION_FACTOR

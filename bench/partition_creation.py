@@ -49,6 +49,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from replog_cli import replog_cli
@@ -190,13 +191,19 @@ class Cluster:
         found = cpu_seconds(pids)
         return [found.get(pid, 0.0) for pid in pids]
 
-    def wait_replicas(self, partitions: int, timeout_s: float = 900) -> list[Scrape]:
+    def wait_replicas(
+        self,
+        partitions: int,
+        timeout_s: float = 900,
+        on_scrape: Callable[[float, list[Scrape]], None] | None = None,
+    ) -> list[Scrape]:
         return wait_replicas(
             metrics_urls(self.base_port, NODES),
             partitions,
             REPLICATION_FACTOR,
             timeout_s,
             interval_s=poll_interval_s(partitions),
+            on_scrape=on_scrape,
         )
 
     def watch_start(self, partitions: int) -> TimelineWatch:
@@ -221,6 +228,8 @@ class CreateRun:
     # Each node's CPU seconds from the first CreateTopics until the end to end condition held
     # (the creation's work, and the metrics polls that watched it).
     node_cpu_s: list[float] = field(default_factory=list)
+    # Seconds from the first request until each phase was first seen (`CreationPhases`).
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def ratio(self) -> float:
@@ -231,6 +240,29 @@ class CreateRun:
         """The nodes' CPU over the run's replicas, per 1,000: what one replica's creation
         costs the cluster, independent of how busy the machine was."""
         return sum(self.node_cpu_s) * 1000 / (self.partitions * REPLICATION_FACTOR)
+
+
+class CreationPhases:
+    """When each phase of a creation was first seen in the nodes' metrics, in seconds from
+    the first request: `node N created` (node N holds every replica it should: with as many
+    nodes as replicas per partition, one of each partition), `every partition led` (the
+    brokers lead `partitions` partitions), and `ISR full` (led, and no leader reports a
+    partition under-replicated). A phase is known to within the poll's interval."""
+
+    def __init__(self, partitions: int, offset_s: float) -> None:
+        self.partitions = partitions
+        self.offset_s = offset_s  # the time already gone when the watch began
+        self.seen: dict[str, float] = {}
+
+    def on_scrape(self, since_s: float, scraped: list[Scrape]) -> None:
+        at = self.offset_s + since_s
+        for node, found in enumerate(scraped, start=1):
+            if found.partitions >= self.partitions and found.answered:
+                self.seen.setdefault(f"node {node} created", at)
+        if sum(found.leaders for found in scraped) >= self.partitions:
+            self.seen.setdefault("every partition led", at)
+            if not any(found.under_replicated for found in scraped):
+                self.seen.setdefault("ISR full", at)
 
 
 @dataclass
@@ -280,13 +312,14 @@ def create_run(directory: str, ports: tuple[int, int], topics: int, per_request:
         cluster.create("bench", topics, per_request)
         answered = time.perf_counter() - began
         partitions = topics * PARTITIONS_PER_TOPIC
-        after = cluster.wait_replicas(partitions)
+        phases = CreationPhases(partitions, answered)
+        after = cluster.wait_replicas(partitions, on_scrape=phases.on_scrape)
         end_to_end = time.perf_counter() - began
         cpu_after = cluster.node_cpu_s()
         stall = max(longest_stall_bucket(b, a) for b, a in zip(before, after, strict=True))
         epochs = max(a.epoch - b.epoch for b, a in zip(before, after, strict=True))
         cpu = [after - before for before, after in zip(cpu_before, cpu_after, strict=True)]
-        return CreateRun(partitions, answered, end_to_end, stall, epochs, cpu)
+        return CreateRun(partitions, answered, end_to_end, stall, epochs, cpu, phases.seen)
     finally:
         cluster.stop()
 
@@ -352,6 +385,9 @@ def report(results: Results) -> None:
         print(f"  longest stall   <= {max(stalls):.0f} ms (per run: {stalls})")
         changes = [r.quorum_epoch_changes for r in results.create]
         print(f"  quorum epoch changes per run: {changes}")
+        for phase in sorted({p for r in results.create for p in r.phases}):
+            times = [r.phases[phase] for r in results.create if phase in r.phases]
+            print(f"  {phase:<22} s {spread(times)}")
         cpu = [r.cpu_s_per_1000_replicas for r in results.create]
         print(f"  node CPU s per 1,000 replicas {spread(cpu)} (all nodes, first request to end)")
         median_s = statistics.median(r.end_to_end_s for r in results.create)

@@ -9,7 +9,11 @@ Everything runs on one machine: 3-node local clusters of combined broker+control
      baseline the end-to-end time is set against, measured in the same run);
    - end to end: until every broker reports every replica created (`replog_partitions`) and
      every partition led (`replog_leader_partitions`), with no replica change left to apply
-     (`replog_pending_replica_changes`), read from each node's metrics endpoint.
+     (`replog_pending_replica_changes`), read from each node's metrics endpoint, polled at
+     the creation's pace (`cluster_metrics.next_poll_s`: seldom far from the end, where each
+     poll's walk over every node's replicas would slow what it times);
+   - the phases on the way (`CreationPhases`): when each node held its replicas, every
+     partition was led, and every ISR was full.
    A request retried by the client whose first attempt had committed is answered
    TOPIC_ALREADY_EXISTS for this script's own (fresh) topic names: counted as created.
    Also per run: the longest event-loop stall of any node during the creation (from the

@@ -63,7 +63,7 @@ import grpc
 
 from replog.cli.bench import etcd as etcd_bench
 from replog.cli.bench.etcd import ensure_etcd
-from replog.cli.local_cluster import LocalCluster
+from replog.cli.local_cluster import METRICS_PORT_OFFSET, LocalCluster
 from replog.errors import ReplogError
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
@@ -75,6 +75,7 @@ REPLOG_BASE_PORT = 19492  # --base-port
 EMBEDDED_OFFSET = 10  # the embedded trials' nodes: base port + 10
 NOOP_OFFSET = 20
 KAFKA_OFFSET = 200  # the replog nodes' Kafka listeners (none would be used; none on 9092)
+CLUSTER_OFFSETS = (0, METRICS_PORT_OFFSET, KAFKA_OFFSET)  # a cluster node's three ports
 ETCD_BASE_PORT = 23790  # member i: client port base + 10 * i, peer port base + 10 * i + 1
 SYSTEMS = ("etcd", "replog", "replog-framed", "embedded", "grpc-noop")
 REPLOG_CLUSTER = ("replog", "replog-framed")  # the systems run on the one `cluster start` cluster
@@ -487,7 +488,7 @@ def ports_of(systems: list[str], base_port: int, etcd_base_port: int) -> list[in
     """The loopback ports the selected systems listen on (a run checks that they are free)."""
     ports: list[int] = []
     if any(name in systems for name in REPLOG_CLUSTER):
-        ports += [base_port + i for i in range(3)]
+        ports += [base_port + offset + i for offset in CLUSTER_OFFSETS for i in range(3)]
     if "embedded" in systems:
         ports += [base_port + EMBEDDED_OFFSET + i for i in range(3)]
     if "grpc-noop" in systems:
@@ -495,6 +496,11 @@ def ports_of(systems: list[str], base_port: int, etcd_base_port: int) -> list[in
     if "etcd" in systems:
         ports += [etcd_base_port + 10 * i + j for i in range(3) for j in (0, 1)]
     return ports
+
+
+def overlapping(ports: list[int]) -> list[int]:
+    """The ports two servers of a run would both listen on."""
+    return sorted({p for p in ports if ports.count(p) > 1})
 
 
 async def run(
@@ -572,17 +578,24 @@ def main() -> None:
     if args.quick:
         args.seconds, args.trials, args.failover_trials = 1.0, 1, 2
 
+    ports = ports_of(args.systems, args.base_port, args.etcd_base_port)
+    shared = overlapping(ports)
+    if shared:
+        raise SystemExit(
+            f"--base-port {args.base_port} and --etcd-base-port {args.etcd_base_port} give two "
+            f"servers the same ports {shared} (replog: base + 0-2, +10-12, +20, metrics +100, "
+            "Kafka +200; etcd: base + 10 i and + 10 i + 1)"
+        )
+    busy = [p for p in ports if not port_free(p)]
+    if busy:
+        raise SystemExit(f"ports in use: {busy}")
+
     # etcd only when it runs: a run without it must not need it installed (nor its ports free).
     if BASELINE in args.systems:
         ensure_etcd()
         etcd_version = etcd_bench.etcd_version()
     else:
         etcd_version = "no etcd in this run"
-    busy = [
-        p for p in ports_of(args.systems, args.base_port, args.etcd_base_port) if not port_free(p)
-    ]
-    if busy:
-        raise SystemExit(f"ports in use: {busy}")
 
     print(
         f"# {etcd_version}; "

@@ -28,6 +28,9 @@ from tests.grouped_scheduling import grouped_scheduler
 
 choose_grpc_engine()
 
+# A worker that dies says why, and a test whose memory runs away is stopped by name.
+pytest_plugins = ("tests.worker_watch",)
+
 
 def pytest_sessionstart(session: object) -> None:
     """Compile the project's modules to bytecode once, before any test starts a process.

@@ -1,9 +1,12 @@
 """The suite's scheduler (tests/grouped_scheduling.py) when a worker dies: the run ends, the test
-the worker died on is reported as failed by name and not run again, every other test runs once.
+the worker died on is reported as failed by name and not run again, every other test runs once;
+and the worker's watch (tests/worker_watch.py) says how it died: a test whose memory runs away is
+stopped at the limit, a worker killed by a signal is named with the test it ran and its size.
 Each test runs a small pytest session of its own with two xdist workers, as a subprocess."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +19,8 @@ XDIST = ("-n", "2", "--dist", "loadgroup")
 
 CONFTEST = """
 from tests.grouped_scheduling import grouped_scheduler
+
+pytest_plugins = ("tests.worker_watch",)
 
 def pytest_xdist_make_scheduler(config, log):
     return grouped_scheduler(config, log, lambda nodeid: nodeid.startswith("test_group.py"))
@@ -35,6 +40,13 @@ def ran(name):
 
 EXIT = "    os._exit(3)\n"
 HANG = "    time.sleep(3600)\n"
+# 8 MiB more every 5 ms, each byte written (so resident), until something stops it.
+RUNAWAY = (
+    "    hog = []\n    while True:\n        hog.append(b'x' * 2**23)\n        time.sleep(0.005)\n"
+)
+# Killed a moment into its test, as by the OOM killer (the watch samples every 0.5 s).
+SIGKILL = "    import signal\n    time.sleep(1.2)\n    os.kill(os.getpid(), signal.SIGKILL)\n"
+LIMIT_MB = 400
 
 
 def session(tmp_path: Path, group: tuple[int, str] | None, free: tuple[int, str] | None) -> str:
@@ -43,7 +55,7 @@ def session(tmp_path: Path, group: tuple[int, str] | None, free: tuple[int, str]
     # The suite's own timeout settings (pyproject.toml), with a shorter timeout.
     (tmp_path / "pytest.ini").write_text(
         "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
-        "timeout = 4\ntimeout_method = thread\n"
+        f"timeout = 4\ntimeout_method = thread\nworker_rss_limit_mb = {LIMIT_MB}\n"
     )
     (tmp_path / "conftest.py").write_text(CONFTEST)
 
@@ -92,6 +104,34 @@ def test_a_dead_worker_fails_its_test_by_name_and_the_run_goes_on_to_its_end(
     assert "1 failed, 27 passed" in out, out
     ran = [test for test, _ in runs(tmp_path)]
     assert len(ran) == len(set(ran)) == 28, f"not every test ran exactly once: {ran}"
+
+
+@pytest.mark.parametrize(
+    ("group", "free", "crashed", "ended"),
+    [
+        (None, (5, RUNAWAY), "test_free.py::test_free_5", "exit code 1"),
+        ((1, SIGKILL), None, "test_group.py::test_group_1", "killed by SIGKILL"),
+    ],
+    ids=["a test's memory runs away", "a worker is killed"],
+)
+def test_a_dead_workers_report_names_its_test_its_size_and_how_it_ended(
+    tmp_path: Path,
+    group: tuple[int, str] | None,
+    free: tuple[int, str] | None,
+    crashed: str,
+    ended: str,
+) -> None:
+    out = session(tmp_path, group, free)
+    assert "1 failed, 27 passed" in out, out
+    assert f"crashed while running '{crashed}'" in out, out
+    # Printed when the worker goes down, and again in the crashed test's report.
+    line = rf"worker gw\d ended \({ended}\); last seen: gw\d: \D*(\d+) MiB .*{re.escape(crashed)}"
+    seen = re.findall(line, out)
+    assert len(seen) == 2, out
+    if free is not None:  # the runaway: stopped at the limit, with its stack
+        assert f"is over worker_rss_limit_mb ({LIMIT_MB}) while running {crashed}" in out, out
+        assert "in test_free_5" in out, out  # the runaway thread's stack names its test
+        assert int(seen[0]) > LIMIT_MB
 
 
 def test_the_group_runs_in_order_on_one_worker(tmp_path: Path) -> None:

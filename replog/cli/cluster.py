@@ -555,7 +555,59 @@ def run_restart(args: argparse.Namespace) -> int:
             f"`replog cluster kill {node.node_id}` or `replog cluster stop` it first"
         )
     check_ports_free([node])
-    pid = spawn(node, verbose=args.verbose)
+    is_broker = node.node_id in broker_node_ids(cluster)
+    addresses = cluster.controller_addresses()
+    controllers = ControllerClient(list(addresses.values()), node_addresses=addresses)
+    with contextlib.closing(controllers):
+        epoch_before = broker_epoch(controllers, node.node_id) if is_broker else -1
+        pid = spawn(node, verbose=args.verbose)
+        deadline = time.monotonic() + args.timeout
+        wait_for_node_answer(node, pid, args.timeout)
+        if is_broker:
+            wait_for_registration(node, pid, controllers, epoch_before, deadline)
+    print(f"restarted node {node.node_id} (pid {pid}) on {node.controller_address}")
+    return 0
+
+
+def broker_epoch(controllers: ControllerClient, broker_id: int) -> int:
+    """The broker epoch the active controller lists for `broker_id`; -1 when it lists none or no
+    controller answers (then any registration counts as the new one)."""
+    try:
+        brokers = controllers.describe_cluster(timeout_s=PROBE_TIMEOUT_S * 4).brokers
+    except ReplogError:
+        return -1
+    return next((b.broker_epoch for b in brokers if b.broker_id == broker_id), -1)
+
+
+def wait_for_registration(
+    node: LocalNode, pid: int, controllers: ControllerClient, epoch_before: int, deadline: float
+) -> None:
+    """Until the active controller counts the restarted broker as active at an epoch after
+    `epoch_before`: a topic created right after `restart` may then place a replica on it.
+    Until its session expires the controller still lists a killed broker's old registration
+    as active, so the epoch, not the flag, says the node is back."""
+    waiting = ""
+    while time.monotonic() < deadline:
+        code = exit_status(pid)
+        if code is not None:
+            remove_pid_file(node)
+            raise ReplogError(
+                f"node {node.node_id} (pid {pid}) exited with code {code}\n{log_tails([node])}"
+            )
+        waiting = brokers_not_active([node.node_id], controllers, {node.node_id: epoch_before})
+        if not waiting:
+            return
+        time.sleep(POLL_INTERVAL_S * 2)
+    raise ReplogError(
+        f"node {node.node_id} runs and answers, but the active controller did not count it as "
+        f"an active broker before the timeout ({waiting}); it keeps running, and "
+        "`replog cluster status` shows when it is"
+    )
+
+
+def wait_for_node_answer(node: LocalNode, pid: int, timeout_s: float) -> None:
+    """Until the spawned node answers DescribeQuorum; a node that exits or stays silent past
+    `timeout_s` raises (the silent one is killed)."""
 
     def answers() -> bool:
         code = exit_status(pid)
@@ -570,15 +622,13 @@ def run_restart(args: argparse.Namespace) -> int:
             return False
         return True
 
-    if not wait_until(answers, args.timeout):
+    if not wait_until(answers, timeout_s):
         signal_node(pid, signal.SIGKILL)
         remove_pid_file(node)
         raise ReplogError(
-            f"node {node.node_id} did not answer within {args.timeout:g} s and was killed\n"
+            f"node {node.node_id} did not answer within {timeout_s:g} s and was killed\n"
             f"{log_tails([node])}"
         )
-    print(f"restarted node {node.node_id} (pid {pid}) on {node.controller_address}")
-    return 0
 
 
 # --- argument parsing -------------------------------------------------------------------------

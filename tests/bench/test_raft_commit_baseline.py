@@ -96,6 +96,37 @@ def test_a_run_with_etcd_still_installs_it_first(monkeypatch: pytest.MonkeyPatch
         raise Installing
 
     monkeypatch.setattr(raft_commit, "ensure_etcd", ensure_etcd)
+    monkeypatch.setattr(raft_commit, "port_free", lambda port: True)
     monkeypatch.setattr(sys, "argv", ["raft_commit.py", "--quick", "--systems", "etcd", "replog"])
     with pytest.raises(Installing):
         raft_commit.main()
+
+
+@pytest.mark.parametrize("etcd_base_port", [27200, 27100, 27001])
+def test_port_ranges_that_overlap_are_refused_before_anything_starts(
+    monkeypatch: pytest.MonkeyPatch, etcd_base_port: int
+) -> None:
+    # etcd at base + 200 took replog's Kafka listener ports; the run failed half-way through.
+    monkeypatch.setattr(raft_commit, "ensure_etcd", lambda: pytest.fail("etcd was installed"))
+    monkeypatch.setattr(raft_commit, "port_free", lambda port: True)
+    monkeypatch.setattr(raft_commit, "run", lambda *a: pytest.fail("the run started"))
+    argv = ["raft_commit.py", "--base-port", "27000", "--etcd-base-port", str(etcd_base_port)]
+    monkeypatch.setattr(sys, "argv", [*argv, "--systems", "etcd", "replog"])
+    with pytest.raises(SystemExit, match=r"give two servers the same ports \[27\d+"):
+        raft_commit.main()
+
+
+def test_separate_port_ranges_pass_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str] = []
+
+    async def run(args: argparse.Namespace, *systems: object) -> None:
+        ran.append("ran")
+
+    monkeypatch.setattr(raft_commit, "ensure_etcd", lambda: None)
+    monkeypatch.setattr(raft_commit.etcd_bench, "etcd_version", lambda: "etcd stand-in")
+    monkeypatch.setattr(raft_commit, "port_free", lambda port: True)
+    monkeypatch.setattr(raft_commit, "run", run)
+    argv = ["raft_commit.py", "--base-port", "27000", "--etcd-base-port", "27300"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--systems", "etcd", "replog"])
+    raft_commit.main()
+    assert ran == ["ran"]

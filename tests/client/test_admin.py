@@ -91,7 +91,10 @@ def test_ctrl_c_interrupts_a_blocked_call(hung_address: str) -> None:
                 admin.describe_cluster(timeout_ms=30_000)
             assert time.monotonic() - started < 2
     finally:
+        # Joined before the handler is restored: a timer firing after that would interrupt
+        # whatever this process runs next (the rest of the session).
         timer.cancel()
+        timer.join()
         signal.signal(signal.SIGINT, previous)
 
 

@@ -128,21 +128,25 @@ def test_ctrl_c_interrupts_a_blocked_poll() -> None:
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     main = threading.main_thread().ident
     assert main is not None
+    timer = threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT))
     try:
         with pytest.MonkeyPatch.context() as patch:
             cluster.install(patch)
             cluster.create("t")
             with consumer(cluster) as c:
                 c.assign([T0])
-                timer = threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT))
                 timer.start()
                 started = time.monotonic()
                 with pytest.raises(KeyboardInterrupt):
                     c.poll(10_000)
                 assert time.monotonic() - started < 2
-                timer.join()
                 assert c.poll(0) == {}  # still usable afterwards
     finally:
+        # Even when the test fails early: a SIGINT after the handler is restored would
+        # interrupt whatever this process runs next (the rest of the session).
+        timer.cancel()
+        if timer.ident is not None:  # started
+            timer.join()
         signal.signal(signal.SIGINT, previous)
 
 

@@ -8,6 +8,7 @@ traceback.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -23,6 +24,7 @@ from cluster_helpers import (
     wait_for,
 )
 
+from replog.admin.controller_client import ControllerClient
 from replog.admin.quorum import ask_each
 from replog.cli.cluster import log_tails
 from replog.cli.local_cluster import LocalCluster
@@ -43,6 +45,13 @@ def status(cluster: LoopbackCluster) -> dict[int, dict[str, object]]:
     result = cluster.ask("status", "--json")
     assert result.returncode == 0, result.stderr
     return {node["node_id"]: node for node in json.loads(result.stdout)["nodes"]}
+
+
+def broker_epochs(cluster: LoopbackCluster) -> dict[int, int]:
+    """Broker id -> its epoch, for the brokers the active controller counts as active."""
+    with contextlib.closing(ControllerClient(list(cluster.addresses.values()))) as controllers:
+        brokers = controllers.describe_cluster(timeout_s=5).brokers
+    return {b.broker_id: b.broker_epoch for b in brokers if not b.fenced}
 
 
 def every_node_follows(cluster: LoopbackCluster, leader_id: int) -> bool:
@@ -158,6 +167,7 @@ def test_a_cluster_through_its_lifecycle(cluster: LoopbackCluster) -> None:
     # in controlled shutdown while the others' controllers leave.
 
     # kill the leader: it is reported dead; the others elect a new leader.
+    epoch_before = broker_epochs(cluster)[leader.leader_id]
     killed = cluster.cli("kill", str(leader.leader_id))
     assert killed.returncode == 0, killed.stderr
     assert killed.stdout.startswith(f"killed node {leader.leader_id} (pid ")
@@ -167,10 +177,13 @@ def test_a_cluster_through_its_lifecycle(cluster: LoopbackCluster) -> None:
     assert_refused(cluster.ask("kill", str(leader.leader_id)), "is not running")
     cluster.wait_for_leader(after_epoch=leader.leader_epoch)
 
-    # restart it: it rejoins; a second restart is refused while it runs, and so is start.
+    # restart it: it rejoins, registered again as a broker by the time `restart` returns (the
+    # controller lists the killed one's old registration until its session expires); a
+    # second restart is refused while it runs, and so is start.
     restarted = cluster.cli("restart", str(leader.leader_id))
     assert restarted.returncode == 0, restarted.stderr
     assert f"restarted node {leader.leader_id}" in restarted.stdout
+    assert broker_epochs(cluster)[leader.leader_id] > epoch_before
     assert status(cluster)[leader.leader_id]["alive"] is True
     assert_refused(cluster.ask("restart", str(leader.leader_id)), "still running")
     assert_refused(cluster.ask("start"), "already running", "replog cluster stop")

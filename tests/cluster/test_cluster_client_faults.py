@@ -438,7 +438,10 @@ def ctrl_c_after(delay_s: float) -> Iterator[list[float]]:
     try:
         yield sent_at
     finally:
+        # Joined before the handler is restored: a SIGINT after that would interrupt whatever
+        # this process runs next (the rest of the session).
         timer.cancel()
+        timer.join()
         signal.signal(signal.SIGINT, previous)
 
 

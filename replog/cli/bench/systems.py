@@ -197,14 +197,16 @@ class ReplogSystem:
         raise BenchSystemError(f"{self.name}: {topic}-0 has no leader to kill (leader {leader})")
 
     def restart_killed(self) -> None:
-        from replog.cli.cluster import spawn, wait_until_up
+        from replog.admin.controller_client import ControllerClient
+        from replog.cli.cluster import broker_epoch, spawn, wait_until_up
 
         node, self._killed = self._killed, None
         if node is None or self._cluster is None:
             return
         # The controller lists the killed broker's last registration as active until its
         # session expires: the node is back only once registered again, at a later epoch.
-        epoch_before = self._broker_epoch(node.node_id)
+        with contextlib.closing(ControllerClient(self.grpc_servers.split(","))) as controllers:
+            epoch_before = broker_epoch(controllers, node.node_id)
         with pinned(self.server_cpus):
             pid = spawn(node)
         self._started = [(n, pid if n.node_id == node.node_id else p) for n, p in self._started]
@@ -230,11 +232,6 @@ class ReplogSystem:
             return client.describe_cluster()
         finally:
             client.close()
-
-    def _broker_epoch(self, broker_id: int) -> int:
-        """The broker epoch the active controller lists for `broker_id` (-1: none)."""
-        brokers = self._describe_cluster().brokers
-        return next((b.broker_epoch for b in brokers if b.broker_id == broker_id), -1)
 
     def servers_for(self, driver: str) -> str:
         """The bootstrap servers `driver` (a name of drivers.CLIENTS) reaches this cluster at:

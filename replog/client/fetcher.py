@@ -1,22 +1,29 @@
 """The consumer's fetcher: Fetch requests to partition leaders, answers buffered for `poll`.
 
 Theory of operation: `send_fetches` starts, for every leader that has fetchable partitions
-(assigned, position known, no reset pending, not paused, nothing buffered) and no request in
-flight, one Fetch (replica id -1) with `fetch.min.bytes`, `fetch.max.wait.ms`,
+(assigned, position known, no reset pending, not paused, at most one answer buffered) and no
+request in flight, one Fetch (replica id -1) with `fetch.min.bytes`, `fetch.max.wait.ms`,
 `fetch.max.bytes` and `max.partition.fetch.bytes`. Answers are decoded
 (`fetched_records.decode_fetched`) into a buffer per partition; `drain` hands them out and
 moves the positions. The consumer sends the next fetches right after a drain, so the network
-works while the application processes what `poll` returned (prefetching). A leader's fetches
-go one after another on one `FetchStream` call (`broker_client.FetchStream`), as a follower's
-do: a round trip on an open stream costs both sides half the CPU of a unary call
-(docs/benchmarks.md, "Produce path"). A failed fetch ends its call; the next opens another.
+works while the application processes what `poll` returned (prefetching). A partition whose
+records are still buffered is fetched one answer ahead, from where they end (librdkafka
+prefetches too; Kafka's Java consumer waits until they are handed out): a catch-up read then
+does not wait a round trip each time a partition's buffer runs out. It holds at most two
+answers a partition (2 x `max.partition.fetch.bytes`). An answer ahead that brings an error or
+nothing is dropped (after an error its leader is backed off; an empty answer is asked again
+at once, and the leader waits `fetch.max.wait.ms` for data): the partition meets it again when
+fetched at its position, where the rules below apply. A leader's fetches go one after another
+on one `FetchStream` call (`broker_client.FetchStream`), as a follower's do: a round trip on
+an open stream costs both sides half the CPU of a unary call (docs/benchmarks.md, "Produce
+path"). A failed fetch ends its call; the next opens another.
 A broker's stream is closed once it leads none of the assigned partitions.
 
 Each call holds an incremental fetch session (KIP-227, `replication.fetch_session`), as Kafka's
 consumer does: after the call's first request, a fetch carries only the partitions whose entry
 changed (a new position, a new leader epoch) or that joined, and names those it no longer
-fetches there (records buffered, paused, a reset pending, led elsewhere now: on the next
-request to that leader); the leader answers only those with records, an error, or a high
+fetches there (two answers or an error buffered, paused, a reset pending, led elsewhere now:
+on the next request to that leader); the leader answers only those with records, an error, or a high
 watermark or log start offset it has not yet sent without an error. A partition missing from
 an answer has nothing new. A partition whose high watermark the consumer does not know
 (newly assigned, or only errors so far) is sent each time until an answer brings it. So a
@@ -24,8 +31,9 @@ consumer of many mostly idle partitions exchanges small messages, not every part
 ways on every fetch (docs/benchmarks.md, "Idle partitions").
 
 Rules:
-- An answer is used only if the partition is still assigned and its position is still the
-  offset it was fetched from; a seek or a reset in between discards its records. Its high
+- An answer is used only if the partition is still assigned and the offset it was fetched
+  from is still where the partition's next records start (its position, or the end of its
+  buffered answer); a seek or a reset in between discards its records. Its high
   watermark and log start offset are kept even then (`highwater`), if the answering broker is
   still the partition's leader in the metadata: the session reports each value once, so a
   discarded one might not come again.
@@ -164,7 +172,10 @@ class Fetcher:
             leader = self._metadata.partition(tp)
             if leader is not None and leader.leader >= 0:
                 leading.add(leader.leader)
-            if not state.fetchable or tp in self._buffered:
+            if not state.fetchable:
+                continue
+            fetch_offset = self._fetch_offset(tp, state.position)
+            if fetch_offset is None:
                 continue
             if leader is None or leader.leader < 0:
                 self._metadata.request_update()
@@ -186,7 +197,7 @@ class Fetcher:
                 m.FetchPartition(
                     tp.topic,
                     tp.partition,
-                    state.position,
+                    fetch_offset,
                     self.settings.max_partition_fetch_bytes,
                     current_leader_epoch=leader.leader_epoch,
                 )
@@ -205,6 +216,17 @@ class Fetcher:
             self._in_flight[node] = task
             task.add_done_callback(functools.partial(self._fetch_done, node))
         self._close_streams_except(leading)
+
+    def _fetch_offset(self, tp: TopicPartition, position: int | None) -> int | None:
+        """Where the partition's next fetch starts: its position, or, while one fetch's records
+        are buffered, where they end (one fetch ahead, not more); None: not now (two answers
+        buffered, an error waiting to be raised, or a seek the buffer has not seen yet)."""
+        ahead = self._buffered.get(tp)
+        if ahead is None:
+            return position
+        if ahead.following is not None or ahead.error is not None or ahead.position != position:
+            return None
+        return ahead.next_offset
 
     def _close_streams_except(self, leading: set[int]) -> None:
         """Close the stream to every broker that leads none of the assigned partitions and has
@@ -307,8 +329,15 @@ class Fetcher:
                 state.high_watermark = result.high_watermark
             if result.log_start_offset >= 0:
                 state.log_start_offset = result.log_start_offset
-        if state.position != fetch_offset or state.reset is not None:
+        if state.reset is not None or self._fetch_offset(tp, state.position) != fetch_offset:
             return  # sought or reset since the request left: the records are stale
+        if fetch_offset != state.position and (error is not None or not result.records):
+            # A fetch ahead of the buffered records found trouble (or nothing): it is met
+            # again, and handled, when the partition is fetched at its position; meanwhile
+            # its leader is not asked again at once.
+            if error is not None:
+                self._back_off(node)
+            return
         if error is not None or result.records:
             # The others go first in the next full request (a session's leader rotates on
             # its own after that).
@@ -329,7 +358,16 @@ class Fetcher:
                 value_deserializer=settings.value_deserializer,
             )
             if completed.records or completed.error or completed.next_offset > fetch_offset:
-                self._buffered[tp] = completed
+                ahead = self._buffered.get(tp)
+                if ahead is None:
+                    self._buffered[tp] = completed
+                elif completed.error is None:
+                    ahead.following = completed
+                else:
+                    self._back_off(node)  # as above: raised once fetched at the position
+                return
+            if fetch_offset != state.position:
+                self._back_off(node)
                 return
             # Bytes, but no whole batch at or after the position: a broker reads whole batches
             # only, the first one even beyond the byte limits (KIP-74), so these are not
@@ -455,6 +493,8 @@ class Fetcher:
                     del self._buffered[tp]
                     raise completed.error
                 del self._buffered[tp]
+                if completed.following is not None:  # fetched ahead: it starts at the position
+                    self._buffered[tp] = completed.following
             else:
                 # Not exhausted: rotate it to the back so other partitions get their turn.
                 del self._buffered[tp]

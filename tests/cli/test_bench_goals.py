@@ -89,6 +89,34 @@ def test_a_clients_run_is_one_series_per_client_and_checks_the_client_goals() ->
     )
     assert got[("Consumer records/s >= 3x kafka-python's", "replog [replog]")] == ("2.25x missed")
     assert got[("Consumer records/s >= 0.5x confluent-kafka's", "replog [replog]")] == "0.60x met"
+    assert len(got) == 4
+
+
+def test_a_clients_run_with_the_same_producer_settings_gets_rows_of_its_own() -> None:
+    """clients-matched-1kb.yaml answers another question than the goal's (each client's
+    defaults): its ratios are labelled so, and never stand in the goal's rows."""
+    workload = {"clients": ["replog", "confluent-kafka"], "producerConfig": {"batch.size": 16384}}
+
+    def run(client: str, produced: float) -> dict[str, Any]:
+        return {
+            "system": "replog",
+            "client": client,
+            "workload": workload,
+            "produce": {"records_per_s": produced},
+            "catch_up": {"records_per_s": produced},
+        }
+
+    got = verdicts(by_system([run("replog", 20_000), run("confluent-kafka", 6_500)]))
+    assert got == {
+        (
+            "Producer records/s, same producer settings >= 0.5x confluent-kafka's",
+            "replog [replog]",
+        ): "3.08x met",
+        (
+            "Consumer records/s, same producer settings >= 0.5x confluent-kafka's",
+            "replog [replog]",
+        ): "3.08x met",
+    }
 
 
 def test_the_idle_cost_is_the_cpu_difference_per_1000_idle_partitions() -> None:

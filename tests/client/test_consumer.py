@@ -3,7 +3,8 @@
 Covered: assign and subscribe round trips, starting positions (committed offset, each
 auto.offset.reset policy), batches starting before the position, OFFSET_OUT_OF_RANGE with each
 policy, a leader change mid-stream, the seek family and offset lookups, commit / commit_async /
-committed, auto-commit committing only what poll returned, pause/resume, iteration and
+committed, auto-commit committing only what poll returned, pause/resume, fetching one answer
+ahead (order, errors met ahead, a model check with seeks and pauses), iteration and
 wakeup, a poll on a dead cluster returning within its timeout, calls cut off by a connection
 reset (retried, not taken for a close), a missing partition retried without spinning, and the
 typed errors of misuse.
@@ -12,6 +13,7 @@ typed errors of misuse.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -114,6 +116,124 @@ async def test_max_records_splits_one_fetch_over_polls(cluster: FakeCluster) -> 
         assert await c.position(T0) == 4
         second = await c.poll(2_000, max_records=100)
         assert [r.offset for r in second[T0]] == [4, 5, 6, 7, 8, 9]
+
+
+@pytest.mark.asyncio
+async def test_a_partition_is_fetched_one_answer_ahead_of_its_buffered_records(
+    cluster: FakeCluster,
+) -> None:
+    """While a fetch's records are still buffered (max_records cut them), the partition is
+    fetched again from where they end, once (two answers at most); the records come out in
+    order, none twice; a seek drops both answers."""
+    cluster.create("t")
+    cluster.append("t", 0, [b"%d" % i for i in range(30)])
+    # max.partition.fetch.bytes lets a fetch carry about one 10-record batch
+    async with consumer(cluster, max_partition_fetch_bytes=200) as c:
+        c.assign([T0])
+        cluster.append("t", 0, [b"%d" % i for i in range(30, 40)])  # batches of 30, then 10
+        got: list[int] = []
+        first = await c.poll(2_000, max_records=3)
+        got += [r.offset for r in first[T0]]
+        await eventually(
+            lambda: [o for _, parts in cluster.fetches for _, _, o in parts][-1] > 0,
+            "a fetch ahead of the buffered records",
+        )
+        fetched_at = [o for _, parts in cluster.fetches for _, _, o in parts]
+        assert fetched_at[0] == 0 and fetched_at[-1] == 30  # ahead, from the buffer's end
+        while len(got) < 40:
+            batch = await c.poll(2_000, max_records=3)
+            got += [r.offset for r in batch.get(T0, [])]
+        assert got == list(range(40))
+        # A seek while an answer is buffered ahead: neither is handed out.
+        c.seek(T0, 5)
+        assert [r.offset for r in (await c.poll(2_000, max_records=2))[T0]] == [5, 6]
+        await asyncio.sleep(0.05)  # the fetch ahead of 7.. arrives
+        c.seek(T0, 1)
+        assert [r.offset for r in (await c.poll(2_000, max_records=2))[T0]] == [1, 2]
+
+
+@pytest.mark.asyncio
+async def test_an_error_met_ahead_of_the_buffered_records_comes_after_them_at_its_offset(
+    cluster: FakeCluster,
+) -> None:
+    """The fetch ahead meets OFFSET_OUT_OF_RANGE (the log start moved past where the buffered
+    records end) and then a scripted error: neither is raised, nor resets the position, while
+    records before them are buffered; once those are handed out, the fetch at the position
+    meets the out-of-range and raises it naming that offset."""
+    cluster.create("t")
+    part = cluster.partition("t")
+    for base in range(0, 30, 10):
+        cluster.append("t", 0, [b"%d" % i for i in range(base, base + 10)])
+    part.hw_lag = 20  # the first fetch gets 0..9, the fetch ahead at 10 waits
+    async with consumer(cluster, auto_offset_reset="none") as c:
+        c.assign([T0])
+        c.seek(T0, 0)
+        got = [r.offset for r in (await c.poll(2_000, max_records=3))[T0]]
+        await eventually(
+            lambda: any(o == 10 for _, parts in cluster.fetches for _, _, o in parts),
+            "a fetch ahead from 10",
+        )
+        part.log_start, part.hw_lag = 25, 0
+        cluster.wake()
+        await eventually(lambda: not c._fetcher.in_flight, "the fetch ahead answered")
+        part.errors.append(NotLeaderOrFollowerError("t-0: moving"))
+        with pytest.raises(OffsetOutOfRangeError, match="fetch offset 10 is out of range"):
+            while True:
+                got += [r.offset for r in (await c.poll(2_000, max_records=3)).get(T0, [])]
+        assert got == list(range(10))
+        assert await c.position(T0) == 10
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("seed", range(6))
+async def test_fetched_ahead_or_not_poll_hands_out_each_partition_s_log_in_order(
+    cluster: FakeCluster, seed: int
+) -> None:
+    """Random polls (small max_records), seeks, pauses, resumes, appends and pauses of the
+    caller against two partitions read one batch a fetch (so answers are fetched ahead): every
+    poll hands out each partition's records from its position on, consecutively, none of a
+    paused partition, and the position is always just past what was handed out."""
+    rng = random.Random(seed)
+    cluster.create("t", 2)
+    written = {T0: 0, T1: 0}
+
+    def append(tp: TopicPartition) -> None:
+        count = rng.randint(1, 12)
+        cluster.append("t", tp.partition, [b"%d" % (written[tp] + i) for i in range(count)])
+        written[tp] += count
+
+    for _ in range(5):
+        append(T0)
+        append(T1)
+    fetch_bytes = rng.choice([100, 300, 2000])
+    async with consumer(cluster, max_partition_fetch_bytes=fetch_bytes) as c:
+        c.assign([T0, T1])
+        expected = {T0: 0, T1: 0}
+        for tp in expected:
+            c.seek(tp, 0)
+        for step in range(80):
+            tp, choice = rng.choice([T0, T1]), rng.random()
+            if choice < 0.1:
+                expected[tp] = rng.randint(0, written[tp])
+                c.seek(tp, expected[tp])
+            elif choice < 0.15:
+                c.pause(tp)
+            elif choice < 0.22:
+                c.resume(tp)
+            elif choice < 0.27:
+                append(tp)
+            elif choice < 0.32:
+                await asyncio.sleep(rng.choice([0, 0.01]))  # answers (ahead) arrive meanwhile
+            else:
+                got = await c.poll(rng.choice([0, 50]), max_records=rng.randint(1, 7))
+                for part, records in got.items():
+                    assert part not in c.paused(), (step, part)
+                    start = expected[part]
+                    assert [r.offset for r in records] == list(range(start, start + len(records)))
+                    assert [r.value for r in records] == [b"%d" % r.offset for r in records]
+                    expected[part] += len(records)
+            for part, offset in expected.items():
+                assert await c.position(part) == offset, (step, part)
 
 
 @pytest.mark.asyncio

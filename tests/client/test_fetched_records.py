@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replog.client.fetched_records import _fast_records, decode_fetched
+from replog.client.fetched_records import _fast_records, _uniform_records, decode_fetched
 from replog.client.records import ConsumerRecord, TopicPartition
 from replog.errors import CorruptRecordError, InvalidRecordError, RecordDeserializationError
 from replog.record import (
@@ -295,13 +295,129 @@ def test_the_fast_decoder_agrees_with_the_strict_one_on_damaged_records(
             partition_leader_epoch=2,
         )
     )
+    _assert_fast_agrees_when_damaged(data, flips)
+
+
+# Fixed-size values, no key, no headers, timestamp deltas of one varint byte: the batch-level
+# decoder's layout (`_uniform_records`), across the offset delta's one- and two-byte runs.
+uniform_batch = st.tuples(
+    st.integers(1, 200),  # records
+    st.sampled_from([0, 1, 40, 63, 64, 1024, 8000]),  # value size: one or two varint bytes
+    # timestamps TS + these, cycled: deltas from the first record of -63..63, one varint byte
+    st.lists(st.integers(0, 63), min_size=1, max_size=8),
+)
+
+
+def _uniform(count: int, size: int, deltas: list[int], base: int, **options: object) -> bytes:
+    records = [
+        (TS + deltas[i % len(deltas)], None, bytes([i % 251]) * size, ()) for i in range(count)
+    ]
+    return build_batch(records, base_offset=base, partition_leader_epoch=2, **options)  # type: ignore[arg-type]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shape=uniform_batch,
+    base=st.integers(0, 1000),
+    skip=st.integers(0, 210),
+    short=st.integers(0, 210),
+    append_time=st.booleans(),
+)
+def test_the_batch_level_decoder_agrees_with_the_strict_one(
+    shape: tuple[int, int, list[int]], base: int, skip: int, short: int, append_time: bool
+) -> None:
+    count, size, deltas = shape
+    data = _uniform(count, size, deltas, base, log_append_time=TS + 99 if append_time else None)
+    header = read_header(data)
+    region = (RECORD_BATCH_OVERHEAD, len(data))
+    position, bound = base + skip, base + max(count - short, 0)
+    uniform = _uniform_records(TP, header, data, *region, int(append_time), position, bound)
+    strict = [
+        ConsumerRecord(
+            "t",
+            3,
+            r.offset,
+            TS + 99 if append_time else r.timestamp,
+            int(append_time),
+            None,
+            r.value,
+            (),
+            2,
+        )
+        for r in next(iter_batches(data)).records()
+        if position <= r.offset < bound
+    ]
+    assert uniform is not None and uniform == strict
+    fetched = decode_fetched(TP, data, position=position, high_watermark=bound)
+    assert fetched.records == strict and fetched.error is None
+
+
+def test_the_batch_level_decoder_leaves_other_layouts_to_the_per_record_one() -> None:
+    def taken(records: list[tuple[int, bytes | None, bytes | None, tuple[()]]]) -> bool:
+        data = build_batch(records)
+        header = read_header(data)
+        return (
+            _uniform_records(TP, header, data, RECORD_BATCH_OVERHEAD, len(data), 0, 0, 1 << 62)
+            is not None
+        )
+
+    assert taken([(TS, None, b"v" * 10, ())] * 3)
+    assert not taken([(TS, None, b"v" * 10, ()), (TS, None, b"v" * 11, ())])  # sizes differ
+    assert not taken([(TS, b"k", b"v" * 10, ())] * 3)  # a key
+    assert not taken([(TS, None, None, ())] * 3)  # no value
+    assert not taken([(TS, None, b"v", ()), (TS + 64, None, b"v", ())])  # a 2-byte delta
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    shape=uniform_batch,
+    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), min_size=1, max_size=3),
+)
+def test_the_batch_level_decoder_agrees_with_the_strict_one_on_damaged_records(
+    shape: tuple[int, int, list[int]], flips: list[tuple[int, int]]
+) -> None:
+    """A uniform batch with bytes changed (CRC not checked): the same records or error as the
+    strict decoder, whichever path takes it."""
+    count, size, deltas = shape
+    data = bytearray(_uniform(count, min(size, 100), deltas, 0))
+    _assert_fast_agrees_when_damaged(data, flips)
+
+
+def _assert_fast_agrees_when_damaged(data: bytearray, flips: list[tuple[int, int]]) -> None:
+    """Whatever the fast decoders return for `data` with `flips` applied to its records (CRC
+    not checked), the strict one returns too, or the same error (they give up rather than
+    guess)."""
     for where, xor in flips:
         data[RECORD_BATCH_OVERHEAD + where % (len(data) - RECORD_BATCH_OVERHEAD)] ^= xor
     damaged = bytes(data)
     fast = decode_fetched(TP, damaged, position=0, high_watermark=1 << 40, check_crcs=False)
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("replog.client.fetched_records._uniform_records", lambda *args: None)
         patch.setattr("replog.client.fetched_records._fast_records", lambda *args: None)
         strict = decode_fetched(TP, damaged, position=0, high_watermark=1 << 40, check_crcs=False)
     assert fast.records == strict.records
     assert repr(fast.error) == repr(strict.error)
     assert fast.next_offset == strict.next_offset
+
+
+def _recount(data: bytes, count: int) -> bytes:
+    """`data` (one batch) declaring `count` records (last offset delta `count - 1`), its CRC
+    made right again: a batch a faulty writer built, which no CRC check catches."""
+    raw = bytearray(data)
+    struct.pack_into(">i", raw, 23, count - 1)  # lastOffsetDelta
+    struct.pack_into(">i", raw, 57, count)  # recordsCount
+    struct.pack_into(">I", raw, 17, compute_crc(raw, 0, len(raw)))
+    return bytes(raw)
+
+
+@pytest.mark.parametrize("held", [1, 63, 64, 65, 100])
+def test_a_batch_declaring_more_uniform_records_than_it_holds_is_an_invalid_record_error(
+    held: int,
+) -> None:
+    """The records region ends with the last record, one short of the count, at the end of
+    the answer: the decoders give the strict one's typed error, never an IndexError."""
+    data = _recount(_uniform(held, 10, [0], 0), held + 1)
+    fetched = decode_fetched(TP, data, position=0, high_watermark=1 << 40)
+    assert fetched.records == []
+    assert isinstance(fetched.error, InvalidRecordError), repr(fetched.error)
+    assert f"declares {held + 1} records" in str(fetched.error)

@@ -524,3 +524,30 @@ def test_a_delivered_batch_and_its_futures_are_freed_without_the_cycle_collector
         assert freed() is None
     finally:
         gc.enable()
+
+
+def test_callbacks_added_while_futures_settle_run_exactly_once() -> None:
+    """The loop thread settles futures while another thread adds callbacks to them: every
+    callback runs once, with the outcome, whichever thread runs it."""
+    from replog.client.records import RecordMetadata
+
+    futures = [FutureRecordMetadata("t") for _ in range(20_000)]
+    ran: list[int] = []
+    started = threading.Event()
+
+    def settle() -> None:
+        started.wait()
+        for i, future in enumerate(futures):
+            if i % 3:
+                future.set_result(RecordMetadata("t", 0, i, 0, -1, 1))
+            else:
+                future.set_exception(ValueError(i))
+
+    settler = threading.Thread(target=settle)
+    settler.start()
+    started.set()
+    for i, future in enumerate(futures):
+        future.add_callback(lambda metadata, i=i: ran.append(metadata.offset * 2))
+        future.add_errback(lambda exc, i=i: ran.append(exc.args[0] * 2 + 1))
+    settler.join()
+    assert sorted(ran) == [i * 2 + (0 if i % 3 else 1) for i in range(len(futures))]

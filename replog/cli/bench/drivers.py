@@ -142,7 +142,8 @@ class _ReplogConsumer:
         self._consumer.assign([TopicPartition(topic, p) for topic, p in partitions])
 
     def poll(self, timeout_s: float) -> list[bytes]:
-        batches = self._consumer.poll(timeout_ms=int(timeout_s * 1000))
+        # At most CONSUME_BATCH records a poll, as the other clients' drivers take.
+        batches = self._consumer.poll(timeout_ms=int(timeout_s * 1000), max_records=CONSUME_BATCH)
         return [r.value for records in batches.values() for r in records if r.value is not None]
 
     def close(self) -> None:

@@ -480,7 +480,8 @@ class FileSystem:
         tmp = path + ".tmp"
         directory = os.path.dirname(path) or "."
         deferred = self._defer(directory)
-        _write_file(tmp, os.O_TRUNC, data, sync=not deferred)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        _write_all(fd, data, sync=not deferred)
         os.replace(tmp, path)
         self.fsync_dir(directory)
 
@@ -490,10 +491,18 @@ class FileSystem:
         No temporary file and no rename: there is no old content a crash could mix with the
         new, so one leaves the file missing, empty or whole (`data` goes in one write; a file
         system that can leave unsynced data torn after a power loss can do that to an
-        `atomic_write` in a deferred block too, which renames before anything is synced)."""
+        `atomic_write` in a deferred block too, which renames before anything is synced). A
+        write that fails after creating the file (a short write, then ENOSPC) removes it: what
+        `atomic_write` leaves in its temporary file must not stay under the file's name."""
         directory = os.path.dirname(path) or "."
         deferred = self._defer(directory)
-        _write_file(path, os.O_EXCL, data, sync=not deferred)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            _write_all(fd, data, sync=not deferred)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise
         if not deferred:
             self.fsync_dir(directory)
 
@@ -554,9 +563,8 @@ class FileSystem:
 LOCAL_FS = FileSystem()
 
 
-def _write_file(path: str, flags: int, data: bytes, *, sync: bool) -> None:
-    """Create (or open with `flags`) `path`, write all of `data`, fsync it if `sync`."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | flags, 0o644)
+def _write_all(fd: int, data: bytes, *, sync: bool) -> None:
+    """Write all of `data` to `fd`, fsync it if `sync`, and close it."""
     try:
         view = memoryview(data)
         while view:

@@ -1461,7 +1461,8 @@ class Log:
         """The topic id this log's `partition.metadata` records; None when it has none (a log
         made before its replica took it, or by a replog that wrote no such file). A file
         that does not parse is a KafkaStorageError, as Kafka takes such a log dir offline:
-        replog writes it atomically, so only something else can have damaged it. Read once:
+        replog writes it whole or not at all (atomically, or a new log's first one in place,
+        removed if its write fails), so only something else can have damaged it. Read once:
         only this log writes the file."""
         if self._known_topic_id is None:
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from uuid import UUID
@@ -248,3 +249,40 @@ def test_write_new_file_outside_a_batch_syncs_the_file_and_its_directory(tmp_pat
     with fs.deferred_sync():
         fs.write_new_file(str(tmp_path / "g"), b"more")
     assert fs.dirs_synced == [str(tmp_path)]  # the block's one file-system sync instead
+
+
+@pytest.mark.parametrize("kind", ["partition-metadata", "leader-epochs"])
+def test_a_new_file_whose_write_fails_halfway_is_not_left_torn_under_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # The disk fills after the file's first bytes (a short write, then ENOSPC). A torn
+    # partition.metadata under its own name would stop every later start of the broker
+    # (a damaged file is a storage error of its log); an atomic write leaves its torn bytes
+    # in the temporary file only, and so must a new file's write.
+    real_write = os.write
+    calls = 0
+
+    def short_then_full(fd: int, data: object) -> int:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, bytes(data)[:5])  # type: ignore[call-overload]
+
+    if kind == "partition-metadata":
+        path = tmp_path / "partition.metadata"
+        metadata = PartitionMetadataFile(str(path), new=True)
+        monkeypatch.setattr(os, "write", short_then_full)
+        with pytest.raises(KafkaStorageError, match=r"partition\.metadata: write failed"):
+            metadata.write(UUID(int=1))
+        monkeypatch.undo()
+        assert PartitionMetadataFile(str(path)).read() is None
+    else:
+        path = tmp_path / "leader-epoch-checkpoint"
+        epochs = LeaderEpochCheckpointFile(str(path), new=True)
+        monkeypatch.setattr(os, "write", short_then_full)
+        with pytest.raises(KafkaStorageError, match=r"leader-epoch-checkpoint: write failed"):
+            epochs.write([EpochEntry(0, 0), EpochEntry(1, 5)])
+        monkeypatch.undo()
+        assert LeaderEpochCheckpointFile(str(path)).read() == []
+    assert not path.exists()

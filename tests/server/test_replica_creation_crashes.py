@@ -328,6 +328,33 @@ def test_a_storage_error_creating_a_batch_fails_the_apply_and_leaves_nothing_hel
         broker.rm.apply_image(many_partitions(topic_id(3)))
 
 
+def test_a_start_after_a_disk_filled_while_writing_partition_metadata_makes_the_replicas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The disk fills after a new log's partition.metadata got its first bytes (a short
+    # write, then ENOSPC): the broker stops, and once room is made its next start takes
+    # the logs as the topic's, as after a crash before the file was written.
+    real_write = os.write
+
+    def short_write_of_metadata(fd: int, data: object) -> int:
+        if not os.readlink(f"/proc/self/fd/{fd}").endswith("partition.metadata"):
+            return real_write(fd, data)  # type: ignore[call-overload]
+        if bytes(data).startswith(b"version"):  # type: ignore[call-overload]
+            return real_write(fd, bytes(data)[:5])  # type: ignore[call-overload]
+        raise OSError(28, "No space left on device")
+
+    broker = Broker(tmp_path)
+    monkeypatch.setattr(os, "write", short_write_of_metadata)
+    with pytest.raises(KafkaStorageError, match=r"partition\.metadata.*No space left"):
+        broker.rm.apply_image(many_partitions())
+    monkeypatch.undo()
+    again = Broker(tmp_path)  # kill -9, room made
+    again.rm.apply_image(many_partitions())
+    assert len(again.rm.partitions()) == PARTITIONS
+    for partition in again.rm.partitions().values():
+        assert partition.log.topic_id() == TID and partition.is_leader
+
+
 @pytest.mark.asyncio
 async def test_a_stopped_manager_takes_no_more_images(tmp_path: Path) -> None:
     broker = Broker(tmp_path)

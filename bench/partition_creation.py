@@ -9,14 +9,21 @@ Everything runs on one machine: 3-node local clusters of combined broker+control
      baseline the end-to-end time is set against, measured in the same run);
    - end to end: until every broker reports every replica created (`replog_partitions`) and
      every partition led (`replog_leader_partitions`), with no replica change left to apply
-     (`replog_pending_replica_changes`), read from each node's metrics endpoint.
+     (`replog_pending_replica_changes`), read from each node's metrics endpoint, polled at
+     the creation's pace (`cluster_metrics.next_poll_s`: seldom far from the end, where each
+     poll's walk over every node's replicas would slow what it times);
+   - the phases on the way (`CreationPhases`): when each node held its replicas, every
+     partition was led, and every ISR was full.
    A request retried by the client whose first attempt had committed is answered
    TOPIC_ALREADY_EXISTS for this script's own (fresh) topic names: counted as created.
    Also per run: the longest event-loop stall of any node during the creation (from the
    `replog_event_loop_stall_seconds` histogram: the bucket the longest stall fell in), and how
    often the metadata quorum's leader changed (`replog_raft_current_epoch` on every node).
    And the file system's floor for the replicas (`Floor`), measured before the first run and
-   after the last.
+   after the last, and each node's CPU seconds (user + system, all threads) from the first
+   request until the end to end condition held, printed per 1,000 replicas created: a cost
+   that, unlike the times, does not grow with what else the machine runs (system time
+   spent waiting on a shared file system's locks still does).
 2. Restart (with `--restart`): the last run's cluster, holding its partitions, is stopped
    cleanly and started again; the time from `cluster start` until every replica is led again,
    against a fresh empty cluster's start measured in the same run (the baseline). Where that
@@ -46,6 +53,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from replog_cli import replog_cli
@@ -61,6 +69,7 @@ from replog.cli.bench.cluster_metrics import (
     wait_replicas,
 )
 from replog.cli.bench.create_topics import create_in_requests
+from replog.cli.bench.server_cpu import cpu_seconds
 from replog.cli.bench.start_timeline import (
     CLUSTER_PHASES,
     NODE_PHASES,
@@ -82,9 +91,9 @@ class Floor:
     run: no code creating them through this file system can be faster (`floor_s`).
 
     A node creates a replica with a directory, its `.log` file and its `partition.metadata`
-    (a temporary file renamed into place), and for a leader (a third of the replicas) a
-    leader-epoch checkpoint the same way, none of them synced on its own; a round of up to
-    `APPLY_ROUND_CHANGES` creations then ends with one `syncfs` of the file system
+    (written under its name: the directory is new), and for a leader (a third of the
+    replicas) a leader-epoch checkpoint the same way, none of them synced on its own; a round
+    of up to `APPLY_ROUND_CHANGES` creations then ends with one `syncfs` of the file system
     (docs/storage.md, "Creating many replicas"), and a node's rounds run one after the other.
     So the floor is the larger of the operations' CPU spread over the cores and one node's
     chain of syncs."""
@@ -114,11 +123,10 @@ def measure_floor(directory: str, replicas: int, ops: int = 2000) -> Floor:
     work = tempfile.mkdtemp(prefix="fs-floor-", dir=directory)
     fs = FileSystem()
 
-    def replace_file(path: str) -> None:
-        fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    def new_file(path: str) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         os.write(fd, b"0\n1\n0 0\n")
         os.close(fd)
-        os.replace(path + ".tmp", path)
 
     cpu = 0.0
     syncs: list[float] = []
@@ -127,10 +135,10 @@ def measure_floor(directory: str, replicas: int, ops: int = 2000) -> Floor:
         for i in range(first, min(ops, first + APPLY_ROUND_CHANGES)):
             replica = os.path.join(work, f"t-{i}")
             os.mkdir(replica)
-            os.close(os.open(os.path.join(replica, "0.log"), os.O_RDWR | os.O_CREAT, 0o644))
-            replace_file(os.path.join(replica, "partition.metadata"))
+            os.close(os.open(os.path.join(replica, "0.log"), os.O_RDWR | os.O_CREAT | os.O_EXCL))
+            new_file(os.path.join(replica, "partition.metadata"))
             if i % REPLICATION_FACTOR == 0:
-                replace_file(os.path.join(replica, "leader-epoch-checkpoint"))
+                new_file(os.path.join(replica, "leader-epoch-checkpoint"))
         cpu += time.thread_time() - began
         synced = time.perf_counter()
         fs.sync_file_systems([work])
@@ -177,13 +185,29 @@ class Cluster:
     def scrapes(self) -> list[Scrape]:
         return scrapes(metrics_urls(self.base_port, NODES))
 
-    def wait_replicas(self, partitions: int, timeout_s: float = 900) -> list[Scrape]:
+    def node_cpu_s(self) -> list[float]:
+        """Each running node's user + system CPU seconds so far (all its threads), by node
+        id (a node not running reads 0)."""
+        pids = []
+        for node in LocalCluster.load(self.directory).nodes:
+            with open(node.pid_path, encoding="ascii") as f:
+                pids.append(int(f.read().strip()))
+        found = cpu_seconds(pids)
+        return [found.get(pid, 0.0) for pid in pids]
+
+    def wait_replicas(
+        self,
+        partitions: int,
+        timeout_s: float = 900,
+        on_scrape: Callable[[float, list[Scrape]], None] | None = None,
+    ) -> list[Scrape]:
         return wait_replicas(
             metrics_urls(self.base_port, NODES),
             partitions,
             REPLICATION_FACTOR,
             timeout_s,
             interval_s=poll_interval_s(partitions),
+            on_scrape=on_scrape,
         )
 
     def watch_start(self, partitions: int) -> TimelineWatch:
@@ -205,10 +229,44 @@ class CreateRun:
     end_to_end_s: float
     longest_stall_s: float  # the upper bound of the bucket the longest stall fell in
     quorum_epoch_changes: int
+    # Each node's CPU seconds from the first CreateTopics until the end to end condition held
+    # (the creation's work, and the metrics polls that watched it).
+    node_cpu_s: list[float] = field(default_factory=list)
+    # Seconds from the first request until each phase was first seen (`CreationPhases`).
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def ratio(self) -> float:
         return self.end_to_end_s / self.answered_s
+
+    @property
+    def cpu_s_per_1000_replicas(self) -> float:
+        """The nodes' CPU over the run's replicas, per 1,000: what one replica's creation
+        costs the cluster, independent of how busy the machine was."""
+        return sum(self.node_cpu_s) * 1000 / (self.partitions * REPLICATION_FACTOR)
+
+
+class CreationPhases:
+    """When each phase of a creation was first seen in the nodes' metrics, in seconds from
+    the first request: `node N created` (node N holds every replica it should: with as many
+    nodes as replicas per partition, one of each partition), `every partition led` (the
+    brokers lead `partitions` partitions), and `ISR full` (led, and no leader reports a
+    partition under-replicated). A phase is known to within the poll's interval."""
+
+    def __init__(self, partitions: int, offset_s: float) -> None:
+        self.partitions = partitions
+        self.offset_s = offset_s  # the time already gone when the watch began
+        self.seen: dict[str, float] = {}
+
+    def on_scrape(self, since_s: float, scraped: list[Scrape]) -> None:
+        at = self.offset_s + since_s
+        for node, found in enumerate(scraped, start=1):
+            if found.partitions >= self.partitions and found.answered:
+                self.seen.setdefault(f"node {node} created", at)
+        if sum(found.leaders for found in scraped) >= self.partitions:
+            self.seen.setdefault("every partition led", at)
+            if not any(found.under_replicated for found in scraped):
+                self.seen.setdefault("ISR full", at)
 
 
 @dataclass
@@ -253,15 +311,19 @@ def create_run(directory: str, ports: tuple[int, int], topics: int, per_request:
     try:
         cluster.wait_replicas(0)
         before = cluster.scrapes()
+        cpu_before = cluster.node_cpu_s()
         began = time.perf_counter()
         cluster.create("bench", topics, per_request)
         answered = time.perf_counter() - began
         partitions = topics * PARTITIONS_PER_TOPIC
-        after = cluster.wait_replicas(partitions)
+        phases = CreationPhases(partitions, answered)
+        after = cluster.wait_replicas(partitions, on_scrape=phases.on_scrape)
         end_to_end = time.perf_counter() - began
+        cpu_after = cluster.node_cpu_s()
         stall = max(longest_stall_bucket(b, a) for b, a in zip(before, after, strict=True))
         epochs = max(a.epoch - b.epoch for b, a in zip(before, after, strict=True))
-        return CreateRun(partitions, answered, end_to_end, stall, epochs)
+        cpu = [after - before for before, after in zip(cpu_before, cpu_after, strict=True)]
+        return CreateRun(partitions, answered, end_to_end, stall, epochs, cpu, phases.seen)
     finally:
         cluster.stop()
 
@@ -327,6 +389,11 @@ def report(results: Results) -> None:
         print(f"  longest stall   <= {max(stalls):.0f} ms (per run: {stalls})")
         changes = [r.quorum_epoch_changes for r in results.create]
         print(f"  quorum epoch changes per run: {changes}")
+        for phase in sorted({p for r in results.create for p in r.phases}):
+            times = [r.phases[phase] for r in results.create if phase in r.phases]
+            print(f"  {phase:<22} s {spread(times)}")
+        cpu = [r.cpu_s_per_1000_replicas for r in results.create]
+        print(f"  node CPU s per 1,000 replicas {spread(cpu)} (all nodes, first request to end)")
         median_s = statistics.median(r.end_to_end_s for r in results.create)
         goal_s = 10 if partitions <= 10_000 else 100
         replicas = partitions * REPLICATION_FACTOR

@@ -12,10 +12,11 @@ Rules (docs/design/replication.md#follower-truncation, #truncate-on-fetch, #foll
   asked may have changed (an answer processed for it, a back-off started or ended, a role or
   leader epoch given by metadata, the partition added or removed). A build refreshes the
   touched partitions and hands out the plan; it tells the fetch session what changed since the
-  previous build (`FetchChanges`), so the session encodes only those. A log start offset that
-  retention moves (off the event loop) touches nothing: it travels with the partition's next
-  change, as it only feeds the leader's low watermark (docs/replication.md, "Dirty-only
-  rounds").
+  previous build (`FetchChanges`), so the session encodes only those. A build that finds
+  nothing changed hands out the previous build's request again, without copying the plan. A
+  log start offset that retention moves (off the event loop) touches nothing: it travels with
+  the partition's next change, as it only feeds the leader's low watermark
+  (docs/replication.md, "Dirty-only rounds").
 - Partitions are asked in a rotating order (Kafka's `updateAndMoveToEnd`): one whose answer
   carried records moves to the back of its plan, and a partition (re)joining joins the back.
   The leader fills an answer in the order asked until `replica.fetch.response.max.bytes` is
@@ -190,18 +191,25 @@ class FollowerFetchSteps:
         plan = self._plans.get(source_broker_id)
         if not plan:
             return None
+        changes = self._changes.pop(source_broker_id, {})
+        previous = self._built.get(source_broker_id)
+        broker_epoch = self._broker_epoch()
+        if previous is not None and not changes and previous[0].replica_epoch == broker_epoch:
+            # Nothing of the plan changed since that build (every entry changed, added, left
+            # or moved is in `_changes`): its request stands. Copying the plan per round cost
+            # what it holds, 33,000 partitions a leader at 100,000 (module Rules).
+            self._built_changes[source_broker_id] = FetchChanges(previous[0], {})
+            return previous[0]
         request = FetchRequest(
             tuple(plan.values()),
             replica_id=self._config.broker_id,
-            replica_epoch=self._broker_epoch(),
+            replica_epoch=broker_epoch,
             max_wait_ms=self._config.replica_fetch_wait_ms_max,
             min_bytes=self._config.replica_fetch_min_bytes,
             max_bytes=self._config.replica_fetch_response_max_bytes,
         )
-        previous = self._built.get(source_broker_id)
         self._built_changes[source_broker_id] = FetchChanges(
-            None if previous is None else previous[0],
-            self._changes.pop(source_broker_id, {}),
+            None if previous is None else previous[0], changes
         )
         self._built[source_broker_id] = (request, dict(plan))
         return request

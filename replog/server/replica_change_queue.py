@@ -82,16 +82,20 @@ class ReplicaChangeQueue:
         """Up to `limit` changes: the first waiting change of each partition not held, in the
         order partitions first got a change."""
         taken: list[ReplicaChange] = []
-        for key in list(self._waiting):
+        emptied: list[TopicPartitionKey] = []
+        # Visits only the partitions it takes and the held ones before them, never the whole
+        # queue: a broker creating 100,000 replicas takes 400 rounds of 250 from it.
+        for key, entries in self._waiting.items():
             if len(taken) >= limit:
                 break
             if key in self._held:
                 continue
-            entries = self._waiting[key]
             taken.append(entries.popleft())
-            self._count -= 1
             if not entries:
-                del self._waiting[key]
+                emptied.append(key)
+        for key in emptied:
+            del self._waiting[key]
+        self._count -= len(taken)
         return taken
 
     def hold(self, key: TopicPartitionKey) -> None:

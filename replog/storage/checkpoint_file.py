@@ -14,6 +14,11 @@ Rules:
   a standalone log's state): the broker's storage-failure paths take that type, and the OS's
   error from writing to a descriptor names no file (a leader-epoch checkpoint's ENOSPC as a
   bare OSError would be logged and the broker would go on).
+- A checkpoint of a directory made for a new log (`new=True`) is written in place the first
+  time (`FileSystem.write_new_file`: no temporary file and no rename, since no old content is
+  there to keep; a crash leaves it missing, empty or whole, and a missing or empty file reads
+  as an empty checkpoint), then replaced as above. A new replica's log writes two small files,
+  so this saves a rename each (docs/storage.md, "Creating many replicas").
 - Unlike Kafka, constructing a checkpoint file does not create an empty file: a missing file
   reads the same as an empty one, and a constructor that does I/O is harder to test.
 - No lock: every checkpoint file has one owner that orders its calls (the log manager for the
@@ -54,19 +59,30 @@ def atomic_replace(fs: FileSystem, path: str, data: bytes) -> None:
 
 
 class _CheckpointFile:
-    """A checkpoint at `path`, reached only through the file-system seam `fs`."""
+    """A checkpoint at `path`, reached only through the file-system seam `fs`; `new`: no file
+    is there yet (module Rules)."""
 
-    __slots__ = ("_fs", "path")
+    __slots__ = ("_fs", "_new", "path")
 
-    def __init__(self, path: str, fs: FileSystem = LOCAL_FS) -> None:
+    def __init__(self, path: str, fs: FileSystem = LOCAL_FS, *, new: bool = False) -> None:
         self.path = path
         self._fs = fs
+        self._new = new
 
     def _read_bytes(self) -> bytes:
         data = self._fs.read_bytes(self.path)
         return b"" if data is None else data
 
     def _replace(self, data: bytes) -> None:
+        if self._new:
+            self._new = False  # whatever happens now, a later write replaces
+            try:
+                self._fs.write_new_file(self.path, data)
+                return
+            except FileExistsError:
+                pass  # left by a failed first write: replaced below
+            except OSError as exc:
+                raise KafkaStorageError(f"{self.path}: write failed: {exc}") from exc
         atomic_replace(self._fs, self.path, data)
 
     def __repr__(self) -> str:
@@ -99,8 +115,8 @@ class LeaderEpochCheckpointFile(_CheckpointFile):
 
     __slots__ = ("_lock", "_pending", "needs_sync")
 
-    def __init__(self, path: str, fs: FileSystem = LOCAL_FS) -> None:
-        super().__init__(path, fs)
+    def __init__(self, path: str, fs: FileSystem = LOCAL_FS, *, new: bool = False) -> None:
+        super().__init__(path, fs, new=new)
         self.needs_sync = False
         self._pending: tuple[EpochEntry, ...] | None = None
         self._lock = threading.Lock()

@@ -7,6 +7,9 @@ Rules:
 - `atomic_write` is the one way small metadata files (checkpoints, markers) are replaced: write
   `<name>.tmp`, fsync it, rename it over the target, fsync the directory. A crash at any point
   leaves either the old file or the new one, never a mix.
+- `write_new_file` makes a small file that does not exist yet (a new log's own files): written
+  under its name, without the temporary file and rename `atomic_write` needs to keep an old
+  content, and synced as `atomic_write` syncs.
 - A batch of many small files (`deferred_sync`): on the calling thread, `atomic_write` and
   `fsync_dir` skip their fsyncs and note the file systems touched; leaving the block syncs each
   of those file systems once (`syncfs`, Linux; elsewhere `sync`), so creating a thousand
@@ -39,6 +42,7 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
@@ -419,13 +423,17 @@ class FileSystem:
         system (several directories on one file system share it), else one `sync`."""
         seen: set[int] = set()
         for directory in sorted(directories):
-            # A directory renamed since its writes (a deleted partition's) is synced through
-            # the nearest parent still there: the same file system.
-            if not os.path.isdir(directory):
+            # One stat a directory (a creation batch names hundreds). A directory renamed since
+            # its writes (a deleted partition's) is synced through the nearest parent still
+            # there: the same file system.
+            device = _device_of(directory)
+            if device is None:
                 directory = os.path.abspath(directory)
-                while not os.path.isdir(directory) and os.path.dirname(directory) != directory:
+                while device is None and os.path.dirname(directory) != directory:
                     directory = os.path.dirname(directory)
-            device = os.stat(directory).st_dev
+                    device = _device_of(directory)
+                if device is None:
+                    device = os.stat(directory).st_dev  # the root: its own error
             if device in seen:
                 continue
             seen.add(device)
@@ -473,17 +481,30 @@ class FileSystem:
         directory = os.path.dirname(path) or "."
         deferred = self._defer(directory)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            if not deferred:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        _write_all(fd, data, sync=not deferred)
         os.replace(tmp, path)
         self.fsync_dir(directory)
+
+    def write_new_file(self, path: str, data: bytes) -> None:
+        """Create `path`, which must not exist (FileExistsError), holding `data`; durable as
+        `atomic_write`'s (its fsync and its directory's, or the `deferred_sync` block's sync).
+        No temporary file and no rename: there is no old content a crash could mix with the
+        new, so one leaves the file missing, empty or whole (`data` goes in one write; a file
+        system that can leave unsynced data torn after a power loss can do that to an
+        `atomic_write` in a deferred block too, which renames before anything is synced). A
+        write that fails after creating the file (a short write, then ENOSPC) removes it: what
+        `atomic_write` leaves in its temporary file must not stay under the file's name."""
+        directory = os.path.dirname(path) or "."
+        deferred = self._defer(directory)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            _write_all(fd, data, sync=not deferred)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise
+        if not deferred:
+            self.fsync_dir(directory)
 
     def fsync_dir(self, path: str) -> None:
         if not self._defer(path):
@@ -540,6 +561,28 @@ class FileSystem:
 
 
 LOCAL_FS = FileSystem()
+
+
+def _write_all(fd: int, data: bytes, *, sync: bool) -> None:
+    """Write all of `data` to `fd`, fsync it if `sync`, and close it."""
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _device_of(directory: str) -> int | None:
+    """The device of `directory`, or None when it is not (or no longer) a directory."""
+    try:
+        found = os.stat(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return found.st_dev if stat.S_ISDIR(found.st_mode) else None
 
 
 def _unwritten(parts: Sequence[Buffer], written: int) -> list[Buffer]:

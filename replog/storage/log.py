@@ -1461,7 +1461,8 @@ class Log:
         """The topic id this log's `partition.metadata` records; None when it has none (a log
         made before its replica took it, or by a replog that wrote no such file). A file
         that does not parse is a KafkaStorageError, as Kafka takes such a log dir offline:
-        replog writes it atomically, so only something else can have damaged it. Read once:
+        replog writes it whole or not at all (atomically, or a new log's first one in place,
+        removed if its write fails), so only something else can have damaged it. Read once:
         only this log writes the file."""
         if self._known_topic_id is None:
             try:
@@ -1471,14 +1472,18 @@ class Log:
         return self._known_topic_id[0]
 
     def record_topic_id(self, topic_id: uuid.UUID) -> None:
-        """Write `partition.metadata` (atomically): the log belongs to `topic_id` from now on.
+        """Write `partition.metadata` (atomically, or in place the first time in a log `create`
+        made: `checkpoint_file`'s Rules): the log belongs to `topic_id` from now on.
         KafkaStorageError naming the file if the write fails."""
+        new = self._known_topic_id == (None,) and self.created_empty
         self._known_topic_id = None
-        self._partition_metadata().write(topic_id)
+        self._partition_metadata(new=new).write(topic_id)
         self._known_topic_id = (topic_id,)
 
-    def _partition_metadata(self) -> PartitionMetadataFile:
-        return PartitionMetadataFile(os.path.join(self.directory, PARTITION_METADATA), self._fs)
+    def _partition_metadata(self, *, new: bool = False) -> PartitionMetadataFile:
+        return PartitionMetadataFile(
+            os.path.join(self.directory, PARTITION_METADATA), self._fs, new=new
+        )
 
     def close_without_flush(self) -> None:
         """Release files as a crash would leave them (tests and fault injection only)."""

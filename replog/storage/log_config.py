@@ -148,6 +148,8 @@ class LogConfig:
                 changes[entry[0]] = parse_setting(key, _legacy_spelling(raw))
             except ConfigError as error:
                 refused.append(error)
+        if not changes:  # no setting at this level (most topics): nothing to copy or check
+            return self, refused
         return dataclasses.replace(self, **changes), refused
 
 

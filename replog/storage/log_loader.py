@@ -122,7 +122,7 @@ def create_log(
         raise KafkaStorageError(f"{directory}: cannot create log: {exc}") from exc
     segment.offset_index.reset()
     segment.time_index.reset()
-    checkpoint = LeaderEpochCheckpointFile(os.path.join(directory, LEADER_EPOCH_FILE), fs)
+    checkpoint = LeaderEpochCheckpointFile(os.path.join(directory, LEADER_EPOCH_FILE), fs, new=True)
     return log_class(
         directory,
         config,

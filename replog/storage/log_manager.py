@@ -243,6 +243,10 @@ class LogManager:
         # What each checkpoint file (log dir, name) was last written with: an unchanged file is
         # not written again (`_write_offsets`).
         self._written: dict[tuple[str, str], dict[TopicPartitionKey, int]] = {}
+        # Orders the writers of the high-watermark checkpoint files. The periodic write reads
+        # the offsets under the manager's lock and renders and writes them under this one
+        # only (`checkpoint_high_watermarks`); taken after the manager's lock, never before.
+        self._high_watermarks_lock = threading.Lock()
         # Deleted partitions' renamed directories, for the background thread to remove.
         self._doomed: list[str] = []
         # Log dirs whose checkpoint files still name a log no longer here (`delete_log`,
@@ -554,6 +558,8 @@ class LogManager:
     def _logs_in(self, log_dir: str) -> dict[TopicPartitionKey, Log]:
         # A snapshot (one C-level copy under the GIL): `_on_truncate` reads it without the
         # manager's lock while another thread may add or remove logs.
+        if len(self.log_dirs) == 1:  # every log is in it: no test per log (100,000 of them)
+            return dict(self._logs) if log_dir == self.log_dirs[0] else {}
         dir_of = self._dir_of
         return {tp: lg for tp, lg in list(self._logs.items()) if dir_of.get(tp) == log_dir}
 
@@ -564,9 +570,13 @@ class LogManager:
             offsets = {tp: lg.recovery_point for tp, lg in self._logs_in(log_dir).items()}
             self._write_offsets(log_dir, RECOVERY_POINT_CHECKPOINT, offsets)
 
+    def _high_watermarks_in(self, log_dir: str) -> dict[TopicPartitionKey, int]:
+        return {tp: lg.high_watermark for tp, lg in self._logs_in(log_dir).items()}
+
     def _write_high_watermarks(self, log_dir: str) -> None:
-        offsets = {tp: lg.high_watermark for tp, lg in self._logs_in(log_dir).items()}
-        self._write_offsets(log_dir, REPLICATION_OFFSET_CHECKPOINT, offsets)
+        with self._high_watermarks_lock:
+            offsets = self._high_watermarks_in(log_dir)
+            self._write_offsets(log_dir, REPLICATION_OFFSET_CHECKPOINT, offsets)
 
     def _write_offsets(
         self, log_dir: str, name: str, offsets: dict[TopicPartitionKey, int]
@@ -610,9 +620,21 @@ class LogManager:
                 self._write_recovery_points(log_dir)
 
     def checkpoint_high_watermarks(self) -> None:
+        """Write each log dir's high-watermark checkpoint (unless unchanged). The offsets are
+        read under the manager's lock, but the file is rendered and written outside it: at
+        100,000 logs that is a few MB every 5 s, and creating a log (which takes the lock)
+        would wait for it. A writer that needs the file current under the manager's lock (a
+        stale checkpoint's rewrite, the shutdown) takes `_high_watermarks_lock` after it, so
+        it waits for a write under way and then writes later offsets over it: no offsets read
+        before a log's deletion are written after the rewrite that drops its entry."""
         with self._lock:
-            for log_dir in self.log_dirs:
-                self._write_high_watermarks(log_dir)
+            taken = [(log_dir, self._high_watermarks_in(log_dir)) for log_dir in self.log_dirs]
+            self._high_watermarks_lock.acquire()
+        try:
+            for log_dir, offsets in taken:
+                self._write_offsets(log_dir, REPLICATION_OFFSET_CHECKPOINT, offsets)
+        finally:
+            self._high_watermarks_lock.release()
 
     def checkpoint_log_start_offsets(self) -> None:
         with self._lock:
@@ -674,9 +696,11 @@ class LogManager:
                 self.checkpoint_recovery_points()
             if tasks["log_start_offsets"].take(now):
                 self.checkpoint_log_start_offsets()
-            if tasks["high_watermarks"].take(now):
-                self.checkpoint_high_watermarks()
-            return min(t.due_ms for t in tasks.values() if t.period_ms < LONG_MAX)
+            high_watermarks_due = tasks["high_watermarks"].take(now)
+            next_due = min(t.due_ms for t in tasks.values() if t.period_ms < LONG_MAX)
+        if high_watermarks_due:
+            self.checkpoint_high_watermarks()  # takes the manager's lock only to read
+        return next_due
 
     def run_retention(self) -> int:
         """One retention pass over every log; returns the number of segments deleted."""

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 # Imports name the modules, not the package, so these tests also run against an editable
 # install made before checkpoints/__init__.py existed (it maps `checkpoints` as a namespace).
+from checkpoints import text_format
 from checkpoints.clean_shutdown_marker import (
     CLEAN_SHUTDOWN_MARKER,
     parse_clean_shutdown_marker,
@@ -229,6 +230,14 @@ def test_offset_checkpoint_round_trips(offsets: dict[tuple[str, int], int]) -> N
     data = render_offset_checkpoint(offsets)
     assert parse_offset_checkpoint(data, source=OFFSET_SOURCE) == offsets
     assert data.count(b"\n") == 2 + len(offsets)
+
+
+@given(offset_maps)
+def test_the_offset_renderer_writes_what_the_general_renderer_writes(
+    offsets: dict[tuple[str, int], int],
+) -> None:
+    entries = [(topic, partition, offset) for (topic, partition), offset in sorted(offsets.items())]
+    assert render_offset_checkpoint(offsets) == text_format.render(entries)
 
 
 @given(epoch_entry_lists())

@@ -92,3 +92,52 @@ def test_the_poll_interval_grows_past_10k_partitions(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(metrics.time, "sleep", slept.append)
     metrics.wait_replicas([], 1, 3, timeout_s=60, interval_s=0.5)
     assert slept == [0.5]
+
+
+def test_the_poll_waits_a_quarter_of_the_time_left_far_from_the_end() -> None:
+    # No pace known yet, or nothing left: the poll's own interval.
+    assert metrics.next_poll_s(0.5, 10.0, 0, 1000) == 0.5
+    assert metrics.next_poll_s(0.5, 10.0, 1000, 0) == 0.5
+    # 1,000 replicas in 10 s and 8,000 left: 80 s to go, a scrape every 5 s at most.
+    assert metrics.next_poll_s(0.5, 10.0, 1000, 8000) == metrics.LONGEST_POLL_S
+    # 1,000 in 10 s and 400 left: 4 s to go, the next scrape in 1 s.
+    assert metrics.next_poll_s(0.5, 10.0, 1000, 400) == 1.0
+    # Near the end, every interval.
+    assert metrics.next_poll_s(0.5, 10.0, 1000, 10) == 0.5
+
+
+def test_wait_replicas_shows_every_scrape_and_polls_by_the_pace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [0.0]
+    pages = iter(
+        [
+            [metrics.Scrape(partitions=10)] * 3,
+            [metrics.Scrape(partitions=20)] * 3,
+            [metrics.Scrape(partitions=1000, leaders=334)] * 2
+            + [metrics.Scrape(partitions=1000, leaders=332)],
+        ]
+    )
+    slept: list[float] = []
+    seen: list[tuple[float, int]] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock[0] += seconds
+
+    monkeypatch.setattr(metrics, "scrapes", lambda urls: next(pages))
+    monkeypatch.setattr(metrics.time, "sleep", sleep)
+    monkeypatch.setattr(metrics.time, "monotonic", lambda: clock[0])
+    metrics.wait_replicas(
+        [],
+        1000,
+        3,
+        timeout_s=600,
+        interval_s=0.05,
+        on_scrape=lambda at, now: seen.append((at, sum(s.partitions for s in now))),
+    )
+    # The first scrape knows no pace; the second: 30 replicas in 0.05 s, 2,940 left (4.9 s).
+    assert slept[0] == 0.05
+    assert slept[1] == pytest.approx(2940 * 0.05 / 30 / 4)
+    assert [total for _, total in seen] == [30, 60, 3000]
+    assert [at for at, _ in seen] == pytest.approx([0, 0.05, 0.05 + slept[1]])

@@ -92,6 +92,31 @@ def test_a_batch_of_new_replicas_costs_one_file_system_sync_not_an_fsync_each(
         assert partition.log.leader_epoch_cache.latest_epoch == 0
 
 
+def test_a_new_replicas_small_files_are_written_in_place_without_a_rename(
+    tmp_path: Path,
+) -> None:
+    class CountingWrites(FileSystem):
+        def __init__(self) -> None:
+            self.in_place: list[str] = []
+            self.replaced: list[str] = []
+
+        def write_new_file(self, path: str, data: bytes) -> None:
+            self.in_place.append(os.path.basename(path))
+            super().write_new_file(path, data)
+
+        def atomic_write(self, path: str, data: bytes) -> None:
+            self.replaced.append(os.path.basename(path))
+            super().atomic_write(path, data)
+
+    fs = CountingWrites()
+    broker = Broker(tmp_path, fs)
+    broker.rm.apply_image(many_partitions())
+    assert sorted(set(fs.in_place)) == ["leader-epoch-checkpoint", "partition.metadata"]
+    assert len(fs.in_place) == 2 * PARTITIONS  # every replica leads here
+    assert fs.replaced == []
+    assert not list(broker.log_dir.glob("*/*.tmp"))
+
+
 @pytest.mark.asyncio
 async def test_a_started_manager_applies_images_in_rounds_off_the_loop(tmp_path: Path) -> None:
     broker = Broker(tmp_path)
@@ -283,6 +308,12 @@ def test_a_storage_error_creating_a_batch_fails_the_apply_and_leaves_nothing_hel
     tmp_path: Path,
 ) -> None:
     class NoRoomForMetadata(FileSystem):
+        # A new log's file is written in place, a later one replaced: both refused.
+        def write_new_file(self, path: str, data: bytes) -> None:
+            if "partition.metadata" in path:
+                raise OSError(28, "No space left on device", path)
+            super().write_new_file(path, data)
+
         def atomic_write(self, path: str, data: bytes) -> None:
             if "partition.metadata" in path:
                 raise OSError(28, "No space left on device", path)
@@ -295,6 +326,33 @@ def test_a_storage_error_creating_a_batch_fails_the_apply_and_leaves_nothing_hel
     # spinning on partitions nobody will release (a stopping broker hung so on a full disk).
     with pytest.raises(KafkaStorageError):
         broker.rm.apply_image(many_partitions(topic_id(3)))
+
+
+def test_a_start_after_a_disk_filled_while_writing_partition_metadata_makes_the_replicas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The disk fills after a new log's partition.metadata got its first bytes (a short
+    # write, then ENOSPC): the broker stops, and once room is made its next start takes
+    # the logs as the topic's, as after a crash before the file was written.
+    real_write = os.write
+
+    def short_write_of_metadata(fd: int, data: object) -> int:
+        if not os.readlink(f"/proc/self/fd/{fd}").endswith("partition.metadata"):
+            return real_write(fd, data)  # type: ignore[call-overload]
+        if bytes(data).startswith(b"version"):  # type: ignore[call-overload]
+            return real_write(fd, bytes(data)[:5])  # type: ignore[call-overload]
+        raise OSError(28, "No space left on device")
+
+    broker = Broker(tmp_path)
+    monkeypatch.setattr(os, "write", short_write_of_metadata)
+    with pytest.raises(KafkaStorageError, match=r"partition\.metadata.*No space left"):
+        broker.rm.apply_image(many_partitions())
+    monkeypatch.undo()
+    again = Broker(tmp_path)  # kill -9, room made
+    again.rm.apply_image(many_partitions())
+    assert len(again.rm.partitions()) == PARTITIONS
+    for partition in again.rm.partitions().values():
+        assert partition.log.topic_id() == TID and partition.is_leader
 
 
 @pytest.mark.asyncio

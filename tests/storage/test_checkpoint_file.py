@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 
 from checkpoints.leader_epoch_checkpoint import LEADER_EPOCH_CHECKPOINT, EpochEntry
 from checkpoints.offset_checkpoint import REPLICATION_OFFSET_CHECKPOINT
 from replog.errors import CorruptCheckpointError, KafkaStorageError
-from replog.storage.checkpoint_file import LeaderEpochCheckpointFile, OffsetCheckpointFile
+from replog.storage.checkpoint_file import (
+    LeaderEpochCheckpointFile,
+    OffsetCheckpointFile,
+    PartitionMetadataFile,
+)
 from replog.storage.fs import FileSystem
 
 OLD_OFFSETS = {("orders", 0): 100, ("orders", 1): 98}
@@ -150,8 +156,6 @@ def test_a_failed_write_is_a_storage_error_naming_the_file(tmp_path: Path, kind:
 def test_partition_metadata_round_trips_and_a_missing_file_is_none(tmp_path: Path) -> None:
     import uuid
 
-    from replog.storage.checkpoint_file import PartitionMetadataFile
-
     metadata = PartitionMetadataFile(str(tmp_path / "partition.metadata"))
     assert metadata.read() is None
     topic_id = uuid.uuid4()
@@ -168,3 +172,117 @@ def test_a_damaged_partition_metadata_is_a_storage_error_of_its_log(tmp_path: Pa
     with pytest.raises(KafkaStorageError, match=damaged):
         log.topic_id()
     log.close()
+
+
+class CountingWrites(FileSystem):
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def write_new_file(self, path: str, data: bytes) -> None:
+        self.calls.append("write_new_file")
+        super().write_new_file(path, data)
+
+    def atomic_write(self, path: str, data: bytes) -> None:
+        self.calls.append("atomic_write")
+        super().atomic_write(path, data)
+
+
+@pytest.mark.parametrize("kind", ["partition-metadata", "leader-epochs"])
+def test_a_new_directorys_file_is_written_in_place_once_then_replaced(
+    tmp_path: Path, kind: str
+) -> None:
+    fs = CountingWrites()
+    if kind == "partition-metadata":
+        metadata = PartitionMetadataFile(str(tmp_path / "partition.metadata"), fs, new=True)
+        metadata.write(UUID(int=1))
+        metadata.write(UUID(int=2))
+        assert metadata.read() == UUID(int=2)
+    else:
+        epochs = LeaderEpochCheckpointFile(str(tmp_path / "leader-epoch-checkpoint"), fs, new=True)
+        epochs.write([EpochEntry(0, 0)])
+        epochs.write([EpochEntry(0, 0), EpochEntry(1, 5)])
+        assert epochs.read() == [EpochEntry(0, 0), EpochEntry(1, 5)]
+    assert fs.calls == ["write_new_file", "atomic_write"]
+    assert len(os.listdir(tmp_path)) == 1  # no temporary file left
+
+
+def test_a_new_file_found_on_disk_is_replaced_not_appended_to(tmp_path: Path) -> None:
+    # What a first write that failed after creating the file leaves: replaced whole.
+    path = tmp_path / "partition.metadata"
+    path.write_bytes(b"version: 0\ntopic_id: ")
+    metadata = PartitionMetadataFile(str(path), new=True)
+    metadata.write(UUID(int=7))
+    assert metadata.read() == UUID(int=7)
+
+
+def test_a_failed_new_file_write_is_a_storage_error_naming_the_file(tmp_path: Path) -> None:
+    class NoSpace(FileSystem):
+        def write_new_file(self, path: str, data: bytes) -> None:
+            raise OSError(28, "No space left on device")
+
+    path = tmp_path / "partition.metadata"
+    with pytest.raises(KafkaStorageError, match=r"partition\.metadata: write failed"):
+        PartitionMetadataFile(str(path), NoSpace(), new=True).write(UUID(int=1))
+
+
+def test_write_new_file_refuses_an_existing_file_and_leaves_it(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"old")
+    with pytest.raises(FileExistsError):
+        FileSystem().write_new_file(str(path), b"new")
+    assert path.read_bytes() == b"old"
+
+
+def test_write_new_file_outside_a_batch_syncs_the_file_and_its_directory(tmp_path: Path) -> None:
+    class CountingSyncs(FileSystem):
+        def __init__(self) -> None:
+            self.dirs_synced: list[str] = []
+
+        def fsync_dir(self, path: str) -> None:
+            self.dirs_synced.append(path)
+            super().fsync_dir(path)
+
+    fs = CountingSyncs()
+    fs.write_new_file(str(tmp_path / "f"), b"data")
+    assert (tmp_path / "f").read_bytes() == b"data"
+    assert fs.dirs_synced == [str(tmp_path)]
+    with fs.deferred_sync():
+        fs.write_new_file(str(tmp_path / "g"), b"more")
+    assert fs.dirs_synced == [str(tmp_path)]  # the block's one file-system sync instead
+
+
+@pytest.mark.parametrize("kind", ["partition-metadata", "leader-epochs"])
+def test_a_new_file_whose_write_fails_halfway_is_not_left_torn_under_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    # The disk fills after the file's first bytes (a short write, then ENOSPC). A torn
+    # partition.metadata under its own name would stop every later start of the broker
+    # (a damaged file is a storage error of its log); an atomic write leaves its torn bytes
+    # in the temporary file only, and so must a new file's write.
+    real_write = os.write
+    calls = 0
+
+    def short_then_full(fd: int, data: object) -> int:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, bytes(data)[:5])  # type: ignore[call-overload]
+
+    if kind == "partition-metadata":
+        path = tmp_path / "partition.metadata"
+        metadata = PartitionMetadataFile(str(path), new=True)
+        monkeypatch.setattr(os, "write", short_then_full)
+        with pytest.raises(KafkaStorageError, match=r"partition\.metadata: write failed"):
+            metadata.write(UUID(int=1))
+        monkeypatch.undo()
+        assert PartitionMetadataFile(str(path)).read() is None
+    else:
+        path = tmp_path / "leader-epoch-checkpoint"
+        epochs = LeaderEpochCheckpointFile(str(path), new=True)
+        monkeypatch.setattr(os, "write", short_then_full)
+        with pytest.raises(KafkaStorageError, match=r"leader-epoch-checkpoint: write failed"):
+            epochs.write([EpochEntry(0, 0), EpochEntry(1, 5)])
+        monkeypatch.undo()
+        assert LeaderEpochCheckpointFile(str(path)).read() == []
+    assert not path.exists()

@@ -938,3 +938,72 @@ def test_a_new_idle_log_closes_without_creating_index_files(tmp_path: Path) -> N
         second.shutdown()
     names = sorted(os.listdir(tmp_path / "t-0"))
     assert "00000000000000000000.index" in names and "00000000000000000000.timeindex" in names
+
+
+class HeldHighWatermarkWrite(FileSystem):
+    """Holds the first high-watermark checkpoint write until `go` is set, saying when it
+    started (`writing`)."""
+
+    def __init__(self) -> None:
+        self.writing = threading.Event()
+        self.go = threading.Event()
+        self.held = False
+
+    def atomic_write(self, path: str, data: bytes) -> None:
+        if os.path.basename(path) == REPLICATION_OFFSET_CHECKPOINT and not self.held:
+            self.held = True
+            self.writing.set()
+            assert self.go.wait(10), "the test never let the write go"
+        super().atomic_write(path, data)
+
+
+def test_a_periodic_high_watermark_write_holds_no_log_creation_back(tmp_path: Path) -> None:
+    # Rendering and writing the file (megabytes at 100,000 logs) is outside the manager's lock:
+    # a log is created while the write waits.
+    fs = HeldHighWatermarkWrite()
+    lm = LogManager(str(tmp_path / "d0"), LogManagerConfig(log=LOG_CONFIG), fs=fs)
+    lm.get_or_create_log("orders", 0).high_watermark = 0
+    writer = threading.Thread(target=lm.checkpoint_high_watermarks)
+    writer.start()
+    assert fs.writing.wait(10)
+    creating = threading.Thread(target=lm.get_or_create_log, args=("orders", 1))
+    creating.start()
+    creating.join(5)  # under the manager's lock, it would wait for `go`
+    created = not creating.is_alive()
+    fs.go.set()
+    writer.join()
+    creating.join()
+    assert created
+    lm.checkpoint_high_watermarks()
+    hw_file = tmp_path / "d0" / REPLICATION_OFFSET_CHECKPOINT
+    assert hw_file.read_text() == "0\n2\norders 0 0\norders 1 0\n"
+    lm.shutdown()
+
+
+def test_a_stale_rewrite_lands_after_a_periodic_write_of_offsets_read_before_a_deletion(
+    tmp_path: Path,
+) -> None:
+    # The periodic write read `orders-0` before it was deleted; the deletion's stale rewrite
+    # (at the next creation in that dir) waits for that write and then drops the entry, so a
+    # new `orders-0` never inherits the deleted one's high watermark.
+    fs = HeldHighWatermarkWrite()
+    lm = LogManager(str(tmp_path / "d0"), LogManagerConfig(log=LOG_CONFIG), fs=fs)
+    old = lm.get_or_create_log("orders", 0)
+    append_batches(old, 3)
+    old.high_watermark = 3
+    writer = threading.Thread(target=lm.checkpoint_high_watermarks)
+    writer.start()
+    assert fs.writing.wait(10)
+    lm.delete_log("orders", 0)
+    creating = threading.Thread(target=lm.get_or_create_log, args=("other", 0))
+    creating.start()  # rewrites the stale checkpoints first: waits for the write under way
+    creating.join(0.2)
+    assert creating.is_alive()
+    fs.go.set()
+    writer.join()
+    creating.join()
+    hw_file = tmp_path / "d0" / REPLICATION_OFFSET_CHECKPOINT
+    assert hw_file.read_text() == "0\n0\n"  # rewritten before `other-0` was made
+    lm.checkpoint_high_watermarks()
+    assert hw_file.read_text() == "0\n1\nother 0 0\n"
+    lm.shutdown()

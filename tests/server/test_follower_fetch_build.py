@@ -1,0 +1,101 @@
+"""The follower's requests (`FollowerFetchSteps.build`): every build lists the plan as it
+stands, in its order, and a build that finds nothing changed since the previous one hands out
+that request again (no copy of the plan), with no changes for the fetch session."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+from typing import Any
+from uuid import UUID
+
+import pytest
+
+from replog.server.follower_fetch import FollowerFetchSteps
+from replog.server.replica_manager_config import ReplicaManagerConfig
+
+LOCAL = 1
+SOURCES = (2, 3)
+
+
+def partition(key: tuple[str, int], leader: int) -> SimpleNamespace:
+    return SimpleNamespace(
+        topic=key[0],
+        partition=key[1],
+        key=key,
+        topic_id=UUID(int=1),
+        log=SimpleNamespace(log_start_offset=0),
+        follower=SimpleNamespace(
+            leader_id=leader,
+            leader_epoch=1,
+            fetch_offset=0,
+            last_fetched_epoch=-1,
+            backoff_until_ms=0,
+        ),
+    )
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_every_build_lists_the_plan_and_an_unchanged_plan_is_not_copied(seed: int) -> None:
+    rng = random.Random(seed)
+    partitions: dict[Any, Any] = {}
+    epoch = [1]
+    steps = FollowerFetchSteps(
+        ReplicaManagerConfig(broker_id=LOCAL),
+        partitions,
+        broker_epoch=lambda: epoch[0],
+        on_new_deadline=lambda _ms: None,
+    )
+    last: dict[int, Any] = {}
+    for _ in range(400):
+        key = ("t", rng.randrange(16))
+        what = rng.random()
+        if what < 0.1:
+            partitions.pop(key, None)
+            steps.touch(key)
+        elif what < 0.3:
+            partitions[key] = partition(key, rng.choice(SOURCES))
+            steps.touch(key)
+        elif what < 0.45 and key in partitions:
+            partitions[key].follower.fetch_offset += 1  # an answer appended records
+            steps.touch(key)
+        elif what < 0.5 and key in partitions:
+            steps.touch(key)  # touched, nothing changed
+        elif what < 0.52:
+            epoch[0] += 1  # the broker registered again
+        source = rng.choice(SOURCES)
+        request = steps.build(source, now_ms=0)
+        plan = steps._plans.get(source)
+        if not plan:
+            assert request is None
+            continue
+        assert request is not None
+        assert request.partitions == tuple(plan.values())
+        assert request.replica_epoch == epoch[0]
+        changes = steps.changes(source)
+        assert changes is not None
+        previous = last.get(source)
+        if request is previous:
+            assert not changes.entries and changes.since is previous
+        last[source] = request
+
+
+def test_a_build_with_nothing_changed_hands_out_the_same_request() -> None:
+    partitions: dict[Any, Any] = {("t", 0): partition(("t", 0), 2)}
+    steps = FollowerFetchSteps(
+        ReplicaManagerConfig(broker_id=LOCAL),
+        partitions,
+        broker_epoch=lambda: 1,
+        on_new_deadline=lambda _ms: None,
+    )
+    steps.touch(("t", 0))
+    first = steps.build(2, now_ms=0)
+    again = steps.build(2, now_ms=0)
+    assert again is first
+    changes = steps.changes(2)
+    assert changes is not None and changes.since is first and not changes.entries
+    partitions[("t", 0)].follower.fetch_offset = 5
+    steps.touch(("t", 0))
+    moved = steps.build(2, now_ms=0)
+    assert moved is not first and moved is not None
+    assert moved.partitions[0].fetch_offset == 5

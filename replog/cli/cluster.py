@@ -559,14 +559,32 @@ def run_restart(args: argparse.Namespace) -> int:
     addresses = cluster.controller_addresses()
     controllers = ControllerClient(list(addresses.values()), node_addresses=addresses)
     with contextlib.closing(controllers):
-        epoch_before = broker_epoch(controllers, node.node_id) if is_broker else -1
+        # Only a running quorum can register the broker again: with a majority of the
+        # controllers down (nodes restarted one by one after a whole-cluster stop), the node
+        # counts as back once it answers, as the others it waits for are not started yet.
+        quorum_runs = has_quorum_leader(addresses)
+        epoch_before = broker_epoch(controllers, node.node_id) if is_broker and quorum_runs else -1
         pid = spawn(node, verbose=args.verbose)
         deadline = time.monotonic() + args.timeout
         wait_for_node_answer(node, pid, args.timeout)
-        if is_broker:
+        if is_broker and quorum_runs:
             wait_for_registration(node, pid, controllers, epoch_before, deadline)
     print(f"restarted node {node.node_id} (pid {pid}) on {node.controller_address}")
+    if is_broker and not quorum_runs:
+        print(
+            f"(no quorum leader before the restart: broker {node.node_id} registers once a "
+            "majority of the controllers runs)"
+        )
     return 0
+
+
+def has_quorum_leader(addresses: Mapping[int, str]) -> bool:
+    """Whether a quorum leader answers DescribeQuorum with its epoch committed."""
+    try:
+        description = describe_quorum(list(addresses.values()), addresses, PROBE_TIMEOUT_S)
+    except ReplogError:
+        return False
+    return description.high_watermark is not None
 
 
 def broker_epoch(controllers: ControllerClient, broker_id: int) -> int:

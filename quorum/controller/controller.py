@@ -442,16 +442,12 @@ class QuorumController:
                 f"{self._claim_epoch}"
             )
         if self._claim_epoch is None:
-            records = batch.records
-            for start in range(0, len(records), REPLAY_STEP_RECORDS):
-                if start:
-                    self._half_replayed = (
-                        f"committed batch {batch.base_offset}..{batch.last_offset}"
-                    )
-                    yield
-                    self._half_replayed = None
-                for index in range(start, min(start + REPLAY_STEP_RECORDS, len(records))):
-                    self._replay(records[index], batch.base_offset + index)
+            base = batch.base_offset
+            yield from self._replay_in_steps(
+                batch.records,
+                lambda index: base + index,
+                f"committed batch {base}..{batch.last_offset}",
+            )
         self.offset_control.handle_commit_batch(batch.last_offset, batch.quorum_epoch)
         self.purgatory.complete_up_to(self.offset_control.last_stable_offset)
 
@@ -471,18 +467,26 @@ class QuorumController:
                 f"{self._claim_epoch} and must never load a snapshot"
             )
         self.offset_control.begin_snapshot_load()
-        records = snapshot.records
         last = snapshot.last_contained_offset
+        # Emptied and refilled: no offset stands for this state until the last step. A
+        # snapshot's records all stand at its last offset: nothing finer is known.
+        yield from self._replay_in_steps(
+            snapshot.records, lambda _: last, f"the snapshot ending at offset {last}"
+        )
+        self.offset_control.handle_snapshot_loaded(last, snapshot.quorum_epoch)
+
+    def _replay_in_steps(
+        self, records: Sequence[MetadataRecord], offset_of: Callable[[int], int], what: str
+    ) -> Steps[None]:
+        """Replay `records` (record i at `offset_of(i)`), `REPLAY_STEP_RECORDS` a step;
+        between two steps any other input is refused, naming `what` (`_check_whole`)."""
         for start in range(0, len(records), REPLAY_STEP_RECORDS):
             if start:
-                # Emptied and partly refilled: no offset stands for this state until the end.
-                self._half_replayed = f"the snapshot ending at offset {last}"
+                self._half_replayed = what
                 yield
                 self._half_replayed = None
             for index in range(start, min(start + REPLAY_STEP_RECORDS, len(records))):
-                # A snapshot's records all stand at its last offset: nothing finer is known.
-                self._replay(records[index], last)
-        self.offset_control.handle_snapshot_loaded(last, snapshot.quorum_epoch)
+                self._replay(records[index], offset_of(index))
 
     def handle_leader_change(self, leader_id: int | None, quorum_epoch: int, now_ms: int) -> None:
         """Raft's leader is now `leader_id` (None: unknown) in `quorum_epoch`. When it is this

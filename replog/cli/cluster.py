@@ -606,12 +606,7 @@ def wait_for_registration(
     as active, so the epoch, not the flag, says the node is back."""
     waiting = ""
     while time.monotonic() < deadline:
-        code = exit_status(pid)
-        if code is not None:
-            remove_pid_file(node)
-            raise ReplogError(
-                f"node {node.node_id} (pid {pid}) exited with code {code}\n{log_tails([node])}"
-            )
+        raise_if_exited(node, pid)
         waiting = brokers_not_active([node.node_id], controllers, {node.node_id: epoch_before})
         if not waiting:
             return
@@ -623,17 +618,23 @@ def wait_for_registration(
     )
 
 
+def raise_if_exited(node: LocalNode, pid: int) -> None:
+    """A ReplogError with the node's log tail if the spawned `pid` has exited; its pid file
+    goes (else `status` shows a dead pid as this node's)."""
+    code = exit_status(pid)
+    if code is not None:
+        remove_pid_file(node)
+        raise ReplogError(
+            f"node {node.node_id} (pid {pid}) exited with code {code}\n{log_tails([node])}"
+        )
+
+
 def wait_for_node_answer(node: LocalNode, pid: int, timeout_s: float) -> None:
     """Until the spawned node answers DescribeQuorum; a node that exits or stays silent past
     `timeout_s` raises (the silent one is killed)."""
 
     def answers() -> bool:
-        code = exit_status(pid)
-        if code is not None:
-            remove_pid_file(node)  # else `status` shows a dead pid as this node's
-            raise ReplogError(
-                f"node {node.node_id} (pid {pid}) exited with code {code}\n{log_tails([node])}"
-            )
+        raise_if_exited(node, pid)
         try:
             ask_describe_quorum(node.controller_address, PROBE_TIMEOUT_S)
         except NodeUnreachable:

@@ -132,8 +132,9 @@ def decode_fetched(
         ):
             # The header's properties spelled out: this runs once per batch of every fetch.
             attributes = header.attributes
+            after_batch = min(header.base_offset + header.last_offset_delta + 1, bound)
             if attributes & CONTROL_FLAG_MASK:
-                next_offset = min(header.base_offset + header.last_offset_delta + 1, bound)
+                next_offset = after_batch
                 continue
             timestamp_type = (
                 TIMESTAMP_TYPE_LOG_APPEND_TIME
@@ -177,7 +178,7 @@ def decode_fetched(
                             (*record[:5], key, value, record.headers, record.leader_epoch),
                         )
                     )
-            next_offset = min(header.base_offset + header.last_offset_delta + 1, bound)
+            next_offset = after_batch
     except Exception as exc:  # a bad batch, or the user's deserializer: raised after the rest
         error = exc
     return CompletedFetch(

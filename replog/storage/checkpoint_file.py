@@ -80,7 +80,7 @@ class _CheckpointFile:
                 self._fs.write_new_file(self.path, data)
                 return
             except FileExistsError:
-                pass  # left by a failed first write: replaced below
+                pass  # already there (an earlier process left it): replaced below
             except OSError as exc:
                 raise KafkaStorageError(f"{self.path}: write failed: {exc}") from exc
         atomic_replace(self._fs, self.path, data)

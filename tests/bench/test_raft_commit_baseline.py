@@ -116,12 +116,35 @@ def test_port_ranges_that_overlap_are_refused_before_anything_starts(
         raft_commit.main()
 
 
+class StandInServer:
+    """Takes any constructor arguments; records its starts and stops; starts no process."""
+
+    events: list[str] = []
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def start(self) -> None:
+        self.events.append(f"{type(self).__name__} start")
+
+    def stop(self) -> None:
+        self.events.append(f"{type(self).__name__} stop")
+
+    def leader_endpoint(self) -> str:
+        return "127.0.0.1:1"
+
+
 def test_separate_port_ranges_pass_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
     ran: list[str] = []
 
     async def run(args: argparse.Namespace, *systems: object) -> None:
         ran.append("ran")
 
+    # Stand-ins for every server, so the check is all this test runs: no etcd binary is needed
+    # and no cluster is started on the test's ports.
+    StandInServer.events = []
+    for name in ("ReplogCluster", "EmbeddedReplogCluster", "NoOpAppendServer", "EtcdCluster"):
+        monkeypatch.setattr(raft_commit, name, type(name, (StandInServer,), {}))
     monkeypatch.setattr(raft_commit, "ensure_etcd", lambda: None)
     monkeypatch.setattr(raft_commit.etcd_bench, "etcd_version", lambda: "etcd stand-in")
     monkeypatch.setattr(raft_commit, "port_free", lambda port: True)
@@ -130,3 +153,10 @@ def test_separate_port_ranges_pass_the_check(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(sys, "argv", [*argv, "--systems", "etcd", "replog"])
     raft_commit.main()
     assert ran == ["ran"]
+    assert StandInServer.events == [
+        "EtcdCluster start",
+        "ReplogCluster start",
+        "NoOpAppendServer stop",
+        "ReplogCluster stop",
+        "EtcdCluster stop",
+    ]

@@ -13,6 +13,7 @@ the gRPC Fetch answers; a leader without a framed port is read over gRPC.
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -185,7 +186,9 @@ def _first_answer(fetcher: PartitionFetcher) -> Any:
 
 
 def test_the_fetcher_reads_over_the_framed_connection_what_grpc_answers(
-    replog_cluster: ClientCluster, monkeypatch: pytest.MonkeyPatch
+    replog_cluster: ClientCluster,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     topic = "framed-fetch"
     replog_cluster.create_topic(topic, 1, 3)
@@ -204,8 +207,13 @@ def test_the_fetcher_reads_over_the_framed_connection_what_grpc_answers(
         raise FramedFetchUnavailable("no port here")
 
     monkeypatch.setattr(FramedFetchChannels, "_connect", no_port)
-    with PartitionFetcher(tp, settings) as fetcher:
+    with (
+        caplog.at_level(logging.WARNING, logger="replog.spark"),
+        PartitionFetcher(tp, settings) as fetcher,
+    ):
         over_grpc = _first_answer(fetcher)
         assert fetcher._grpc_only and not fetcher._framed._open
+    # The fallback is said, naming why: it costs the read CPU per record.
+    assert [r.getMessage() for r in caplog.records] == ["no port here; reading from it over gRPC"]
     assert framed.high_watermark == over_grpc.high_watermark == 500
     assert bytes(framed.records) == bytes(over_grpc.records) and len(framed.records) > 500

@@ -132,7 +132,7 @@ class BrokerServicer:
 
     def ReplicaFetchEndpoint(self, request, context):
         """Where this broker listens for its followers' replica fetch connections (a framed TCP
-        protocol, not gRPC: replog/server/replica_fetch_wire.py); asked once per connection.
+        protocol, not gRPC: replog/wire/replica_fetch_wire.py); asked once per connection.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

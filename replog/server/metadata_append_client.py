@@ -42,9 +42,9 @@ from replog.errors import (
 from replog.net_address import format_host_port, parse_host_port
 from replog.pb import raft_pb2 as pb
 from replog.pb import raft_pb2_grpc
-from replog.server import framed_wire
 from replog.server import metadata_append_wire as wire
 from replog.server.metadata_append_wire import AppendResult
+from replog.wire import framed_wire
 
 __all__ = ["AppendResult", "MetadataAppendClient"]
 

@@ -35,8 +35,8 @@ from collections.abc import Awaitable, Callable
 from replog.errors import InvalidRequestError, MalformedRequestError, UnknownServerError
 from replog.net_address import format_peer
 from replog.pb import raft_pb2 as pb
-from replog.server import framed_wire
 from replog.server import metadata_append_wire as wire
+from replog.wire import framed_wire
 
 log = logging.getLogger("replog.server.raft")
 

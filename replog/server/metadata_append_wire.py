@@ -41,7 +41,7 @@ from replog.errors import (
     error_for_code,
 )
 from replog.pb import raft_pb2 as pb
-from replog.server.framed_wire import FrameFormat, frame
+from replog.wire.framed_wire import FrameFormat, frame
 
 # The same limit as the quorum's gRPC messages.
 FORMAT = FrameFormat(

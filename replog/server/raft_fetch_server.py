@@ -29,7 +29,7 @@ from replog.errors import InvalidRequestError
 from replog.net_address import format_peer
 from replog.pb import raft_pb2 as pb
 from replog.server import raft_fetch_wire as wire
-from replog.server.framed_wire import FramedListener, InboundReader
+from replog.wire.framed_wire import FramedListener, InboundReader
 
 log = logging.getLogger("replog.server.raft")
 

@@ -12,7 +12,7 @@ protobuf `FetchRequest` (caller to callee) or `FetchResponse` (back).
 
 from __future__ import annotations
 
-from replog.server.framed_wire import (
+from replog.wire.framed_wire import (
     GREETING_BYTES,
     KEEPALIVE_IDLE_S,
     KEEPALIVE_INTERVAL_S,

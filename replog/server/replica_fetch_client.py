@@ -35,9 +35,9 @@ from replog.errors import MalformedResponseError, NetworkError, RequestTimedOutE
 from replog.net_address import format_host_port, parse_host_port
 from replog.replication import messages as m
 from replog.replication.fetch_session import FetchChanges, FetcherSession
-from replog.server import framed_wire
-from replog.server import replica_fetch_wire as wire
 from replog.wire import broker_codec as codec
+from replog.wire import framed_wire
+from replog.wire import replica_fetch_wire as wire
 from replog.wire.broker_client import BrokerClient
 
 RPC = "ReplicaFetch"  # how answers are named in errors

@@ -1,5 +1,7 @@
 """A partition leader's listener for its followers' replica fetch connections
-(`replica_fetch_wire`).
+(`replica_fetch_wire`), which the Spark source's tasks also use as consumers (greeting and
+requests with replica id -1, `replog.spark.framed_fetch`): served as a consumer's FetchStream
+request is, committed records only.
 
 Theory of operation: each connection's greeting names the follower; every frame after it is
 one fetch (a protobuf `FetchRequest`). The connection holds one incremental fetch session
@@ -53,12 +55,12 @@ from replog.net_address import format_peer
 from replog.pb import broker_pb2 as pb
 from replog.replication import messages as m
 from replog.replication.fetch_session import LeaderFetchSession
-from replog.server import framed_wire
-from replog.server import replica_fetch_wire as wire
-from replog.server.framed_wire import listen
 from replog.server.repeat_reads import RepeatReads
 from replog.server.tolerant_service import Refused
+from replog.wire import framed_wire
+from replog.wire import replica_fetch_wire as wire
 from replog.wire.broker_codec import fetch_response_to_wire
+from replog.wire.framed_wire import listen
 
 log = logging.getLogger("replog.server.fetcher")
 

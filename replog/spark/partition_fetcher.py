@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -58,9 +59,12 @@ from replog.errors import (
 )
 from replog.replication import messages as m
 from replog.spark.fetch_answer_wire import TopicAnswer, fetch_answer_topics
+from replog.spark.framed_fetch import FramedFetchChannels, FramedFetchUnavailable
 from replog.spark.raw_fetch import RawFetchChannels
 
 SAFETY_MARGIN_S = 5.0  # a blocking wait outlasts the coroutine's own deadline by this much
+
+log = logging.getLogger("replog.spark")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,15 +84,20 @@ class PartitionFetcher:
         self.tp = tp
         self.config: ConsumerConfig = consumer_config(settings)
         self._loop = LoopThread(f"replog-spark-fetch-{tp.topic}-{tp.partition}")
-        self._metadata, self._raw = self._loop.run(self._open(), timeout_s=None, what="open")
+        self._metadata, self._raw, self._framed = self._loop.run(
+            self._open(), timeout_s=None, what="open"
+        )
+        # Leaders whose framed fetch connection cannot be opened: fetched from over gRPC.
+        self._grpc_only: set[str] = set()
 
-    async def _open(self) -> tuple[ClusterMetadata, RawFetchChannels]:
+    async def _open(self) -> tuple[ClusterMetadata, RawFetchChannels, FramedFetchChannels]:
         # Built on the loop: their connections belong to that loop.
         config = self.config
         raw = RawFetchChannels(
             request_timeout_ms=config.request_timeout_ms, client_id=config.client_id
         )
-        return ClusterMetadata.for_client(config), raw
+        metadata = ClusterMetadata.for_client(config)
+        return metadata, raw, FramedFetchChannels(metadata.connections)
 
     def submit(
         self, position: int, deadline_ms: int
@@ -196,13 +205,23 @@ class PartitionFetcher:
 
     async def _ask(self, node: int, address: str, request: m.FetchRequest) -> FetchAnswer | None:
         """The answer, None after a retriable failure; raises the rest."""
+        timeout_ms = self.config.request_timeout_ms
+        raw: bytes | memoryview
         try:
-            raw = await guarded(
-                self._raw.fetch(address, request, timeout_ms=self.config.request_timeout_ms),
-                address=address,
-                what="Fetch",
-                node_id=node,
-            )
+            if address not in self._grpc_only:
+                try:
+                    raw = await self._framed.fetch(address, request, timeout_ms=timeout_ms)
+                except FramedFetchUnavailable as unavailable:
+                    # Said once per leader: reads go on over gRPC, at more CPU per record.
+                    log.warning("%s; reading from it over gRPC", unavailable)
+                    self._grpc_only.add(address)
+            if address in self._grpc_only:
+                raw = await guarded(
+                    self._raw.fetch(address, request, timeout_ms=timeout_ms),
+                    address=address,
+                    what="Fetch",
+                    node_id=node,
+                )
         except (grpc.aio.AioRpcError, ReplogError):
             # As the consumer does: an unreachable or reset broker is retried (new metadata,
             # maybe a new leader) until the deadline.
@@ -218,6 +237,7 @@ class PartitionFetcher:
             self._loop.close()
 
     async def _close(self) -> None:
+        self._framed.close()
         try:
             await self._raw.close()
         finally:

@@ -9,7 +9,7 @@ from typing import cast
 
 import pytest
 
-from replog.server.framed_wire import CoalescedWrites
+from replog.wire.framed_wire import CoalescedWrites
 
 
 class RecordingTransport:

@@ -30,13 +30,13 @@ from replog.pb import broker_pb2 as pb
 from replog.record import build_batch
 from replog.replication import messages as m
 from replog.replication.fetch_session import LeaderFetchSession
-from replog.server import framed_wire
-from replog.server import replica_fetch_wire as wire
 from replog.server.repeat_reads import RepeatReads
 from replog.server.replica_fetch_client import ReplicaFetchClient
 from replog.server.replica_fetch_server import ReplicaFetchListener
 from replog.server.tolerant_service import Refused
 from replog.wire import broker_codec as codec
+from replog.wire import framed_wire
+from replog.wire import replica_fetch_wire as wire
 from replog.wire.broker_client import BrokerClient
 
 BATCH = build_batch([(0, b"k", b"v" * 100, ())])

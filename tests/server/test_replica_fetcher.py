@@ -31,7 +31,6 @@ from replog.record import build_batch
 from replog.record.batch import iter_batches
 from replog.replication import messages as m
 from replog.replication.fetch_session import LeaderFetchSession
-from replog.server import framed_wire
 from replog.server.broker_service import BrokerService, add_broker_service
 from replog.server.repeat_reads import RepeatReads
 from replog.server.replica_fetch_server import ReplicaFetchListener
@@ -40,6 +39,7 @@ from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
 from replog.storage.log_manager import LogManager
 from replog.testing import LoopTasks
 from replog.wire import broker_codec as codec
+from replog.wire import framed_wire
 from replog.wire.broker_client import BrokerClient
 from tests.client.fake_broker import GARBAGE, record_redials
 from tests.eventually import eventually

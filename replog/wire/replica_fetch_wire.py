@@ -26,7 +26,7 @@ from __future__ import annotations
 import struct
 
 from replog.errors import InvalidRequestError, KafkaError, error_for_code
-from replog.server.framed_wire import FrameFormat, header
+from replog.wire.framed_wire import FrameFormat, header
 
 # Answers may be as large as the Broker service's gRPC messages (its channels' limit).
 FORMAT = FrameFormat(

@@ -226,9 +226,10 @@ class RaftDriver:
         # which wait for them (module Rules).
         self._to_apply: deque[ApplyItem] = deque()
         self._held: deque[_Queued] = deque()
-        # Since when a due timer has waited for inputs queued before its deadline (module
-        # Rules): inputs that arrive later do not hold it back again.
-        self._timers_deferred_ms: int | None = None
+        # Since when each due timer (by its index in `_timers`) has waited for inputs queued
+        # before its deadline (module Rules): inputs that arrive later do not hold it back
+        # again. Kept per timer: another timer's wait says nothing of this one's deadline.
+        self._timers_deferred_ms: dict[int, int] = {}
         # When the driver's current turn of the loop ends (`_new_turn`), and whether
         # `_take_queued` left inputs for the next one (module Rules).
         self._turn_ends = 0.0
@@ -534,24 +535,21 @@ class RaftDriver:
         move (module Rules); whether any was ticked."""
         if self._timers_ticked_ms is not None and now_ms < self._timers_ticked_ms + TIMER_RETICK_MS:
             return False
-        ticked = deferred = False
+        ticked = False
         oldest = self._oldest_queued_ms()
-        for timer in self._timers:
+        waiting = self._timers_deferred_ms
+        for index, timer in enumerate(self._timers):
             deadline = timer.next_wake_ms(now_ms)
             if deadline is None or deadline > now_ms:
+                waiting.pop(index, None)
                 continue
-            if oldest is not None:
-                since = self._timers_deferred_ms
-                if oldest <= (deadline if since is None else min(deadline, since)):
-                    deferred = True  # the inputs before it run first; then it is checked again
-                    continue
+            if oldest is not None and oldest <= min(deadline, waiting.get(index, deadline)):
+                # The inputs before it run first; then it is checked again.
+                waiting.setdefault(index, now_ms)
+                continue
+            waiting.pop(index, None)
             timer.tick(now_ms)
             ticked = True
-        if deferred:
-            if self._timers_deferred_ms is None:
-                self._timers_deferred_ms = now_ms
-        else:
-            self._timers_deferred_ms = None
         if ticked:
             self._timers_ticked_ms = now_ms
         return ticked

@@ -410,3 +410,47 @@ def test_a_timer_never_acts_ahead_of_an_input_queued_before_its_deadline(tmp_pat
         assert beats == [1_150] and session.deadline_ms == 1_250
 
     asyncio.run(scenario())
+
+
+def test_one_timer_waiting_for_the_backlog_does_not_let_another_act_ahead_of_its_input(
+    tmp_path: Path,
+) -> None:
+    """Timer A falls due (1_010) and waits behind the backlog from 1_070. A heartbeat for
+    session B arrives at 1_080, before B's deadline (1_100); at 1_110 it is still queued.
+    B must wait for it too: A's wait (since 1_070) says nothing of B's deadline."""
+
+    async def scenario() -> None:
+        clock = ManualClock(1_000)
+        config = RaftConfig(voters=(VoterAddress(1, "127.0.0.1", 1),))
+        driver = RaftDriver(
+            1, config, RaftStorage(str(tmp_path), [1]), tasks=LoopTasks(), clock=clock
+        )
+        first, second = Session(1_010), Session(1_100)
+        driver.add_timer(first)
+        driver.add_timer(second)
+        beats: list[int] = []
+
+        def beat(now: int) -> None:
+            second.deadline_ms = now + 100
+            beats.append(now)
+
+        def slow_then(advance_ms: int, post_beat: bool) -> None:
+            time.sleep(driver.apply_turn_s * 2)  # fills the turn: the rest wait for the next
+            if post_beat:
+                clock.advance(10)
+                driver.post(beat)  # arrives at 1_080, after A began to wait
+            clock.advance(advance_ms)
+
+        loop = asyncio.create_task(driver.run())
+        try:
+            await asyncio.sleep(0.1)  # the loop starts and waits for inputs
+            driver.post(lambda now: slow_then(70, False))  # to 1_070: A is due and waits
+            driver.post(lambda now: slow_then(30, True))  # beat at 1_080, then 1_110
+            await eventually(lambda: beats, "the heartbeat ran")
+            await asyncio.sleep(0.05)  # the loop checks its timers again
+        finally:
+            await stopped(driver, loop)
+        assert second.expired_at is None, (second.expired_at, beats)
+        assert beats == [1_110]
+
+    asyncio.run(scenario())

@@ -478,6 +478,8 @@ class RaftDriver:
                     except TimeoutError:
                         self.node.tick(self._clock())
                         continue
+                    if self._stopped:
+                        break  # woken by `stop`: what is queued fails at once (`_fail_unrun`)
                     self._new_turn()
                 if inbox:
                     inbox.popleft().event(self._clock())

@@ -110,3 +110,23 @@ def test_inputs_left_over_by_a_busy_turn_fail_at_once_when_the_node_stops(
         assert len(refused) == 3 and all("is stopping" in str(e) for e in refused)
 
     asyncio.run(scenario())
+
+
+def test_an_input_posted_just_before_stop_never_runs_and_fails_at_once(tmp_path: Path) -> None:
+    """The loop waits on an empty inbox; an input and `stop` come in the same step (no await
+    between): the loop wakes with `stop` asked, so it runs nothing more; the input's caller is
+    told at once."""
+
+    async def scenario() -> None:
+        driver = lone_voter(tmp_path)
+        loop = asyncio.create_task(driver.run())
+        await asyncio.sleep(0.1)  # the loop starts and waits for inputs
+        ran: list[int] = []
+        failed: list[NodeStoppingError] = []
+        driver.post(ran.append, failed.append)
+        await driver.stop(graceful=False)  # no await before it asks the stop
+        await asyncio.wait_for(loop, 5)
+        driver.storage.close()
+        assert ran == [] and len(failed) == 1
+
+    asyncio.run(scenario())

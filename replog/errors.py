@@ -347,6 +347,13 @@ class OffsetsOutOfOrderError(UnknownServerError):
     """Batches whose offsets do not strictly increase."""
 
 
+class NodeStoppingError(RequestTimedOutError):
+    """A request a node had queued for its Raft loop, failed at once because the node stopped
+    before running it (nothing of it was written). On the wire REQUEST_TIMED_OUT, as
+    Kafka's controller answers the events its queue drops at shutdown: the caller asks
+    another node."""
+
+
 class LogClosedError(KafkaStorageError):
     """An operation on a log that was closed."""
 

@@ -17,7 +17,11 @@ Rules:
   (a consumer that committed offset 7 of a batch holding 5..9): records below the position
   are skipped. Batches that end before the position are skipped without decoding them.
 - Nothing at or above the high watermark is returned, even if the bytes hold it (the leader
-  only serves committed data to consumers; the client holds the line too).
+  only serves committed data to consumers; the client holds the line too). A batch the high
+  watermark cuts through is still read and checked to its end: a damaged batch (a record that
+  does not parse, fewer records than its count; or a CRC mismatch with `check.crcs`) yields
+  none of its records, only its error, on every decoder path, as Kafka's consumer never
+  hands out records of a batch that fails its checks.
 - Control batches (transaction markers; replog writes none) are skipped like Kafka's
   consumer does, but still move the position past them.
 - With `check.crcs` every returned batch's CRC-32C is verified; a mismatch is a
@@ -363,10 +367,11 @@ def _fast_records(
         if pos != record_end:
             return None
         offset = base_offset + index
-        if offset < position:
+        if offset < position or offset >= bound:
+            # Skipped, but still read to the batch's end: a batch is checked whole, wherever
+            # the high watermark cuts it (as the strict decoder does), so no record of a
+            # damaged batch is returned.
             continue
-        if offset >= bound:
-            return out
         timestamp = base_timestamp + timestamp_delta if append_time is None else append_time
         append(
             new(

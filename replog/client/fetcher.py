@@ -11,7 +11,9 @@ records are still buffered is fetched one answer ahead, from where they end (lib
 prefetches too; Kafka's Java consumer waits until they are handed out): a catch-up read then
 does not wait a round trip each time a partition's buffer runs out. It holds at most two
 answers a partition (2 x `max.partition.fetch.bytes`). An answer ahead that brings an error or
-nothing is dropped (after an error its leader is backed off; an empty answer is asked again
+nothing is dropped (after an error its leader is backed off, and a retriable error requests a
+metadata update at once, as Kafka's consumer does when it sees one, so the new leader is
+known by the time the buffer drains; an empty answer is asked again
 at once, and the leader waits `fetch.max.wait.ms` for data): the partition meets it again when
 fetched at its position, where the rules below apply. A leader's fetches go one after another
 on one `FetchStream` call (`broker_client.FetchStream`), as a follower's do: a round trip on
@@ -334,9 +336,13 @@ class Fetcher:
         if fetch_offset != state.position and (error is not None or not result.records):
             # A fetch ahead of the buffered records found trouble (or nothing): it is met
             # again, and handled, when the partition is fetched at its position; meanwhile
-            # its leader is not asked again at once.
+            # its leader is not asked again at once. A retriable error says the metadata is
+            # stale (a new leader, a new epoch): that is asked at once, as at the position,
+            # not once the buffer drains.
             if error is not None:
                 self._back_off(node)
+                if error.retriable:
+                    self._metadata.request_update()
             return
         if error is not None or result.records:
             # The others go first in the next full request (a session's leader rotates on

@@ -60,7 +60,12 @@ from quorum.metadata.steps import Steps
 from quorum.raft.ready import ApplyItem, CommittedBatch, LeaderChange, LoadSnapshot
 from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, wall_clock_ms
-from replog.errors import KafkaError, RequestTimedOutError, UnknownServerError
+from replog.errors import (
+    KafkaError,
+    NodeStoppingError,
+    RequestTimedOutError,
+    UnknownServerError,
+)
 from replog.server.metadata_snapshots import SnapshotWriter
 from replog.server.metadata_staleness import Staleness, metadata_staleness
 from replog.server.raft_driver import RaftDriver
@@ -177,10 +182,16 @@ class ControllerDriver:
             pending.add_done_callback(lambda done: _settle(settled, done))
             self._publish()
 
-        self._raft.post(run)
+        def stopping(error: NodeStoppingError) -> None:
+            if not settled.done():
+                settled.set_exception(error)
+
+        self._raft.post(run, stopping)
         try:
             async with asyncio.timeout(timeout_ms / 1000):
                 pending = await asyncio.shield(settled)
+        except NodeStoppingError as stopping_error:  # the node stopped before it ran `call`
+            return ControllerAnswer(self._controller_id, error=stopping_error)
         except TimeoutError:
             what = described[0] if described else "the request"
             return ControllerAnswer(
@@ -223,7 +234,11 @@ class ControllerDriver:
             if not answered.done():
                 answered.set_result(answer)
 
-        self._raft.post(run)
+        def stopping(error: NodeStoppingError) -> None:
+            if not answered.done():
+                answered.set_result(ControllerAnswer(self._controller_id, error=error))
+
+        self._raft.post(run, stopping)
         try:
             async with asyncio.timeout(READ_TIMEOUT_MS / 1000):
                 return await asyncio.shield(answered)

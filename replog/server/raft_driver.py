@@ -50,6 +50,17 @@ Rules:
   Such a listener must keep what a half-done item changed to itself until its last step.
 - A timer is ticked at most every `TIMER_RETICK_MS`, so one that stays due (work it could not
   do now) retries soon without spinning the loop (Kafka delays immediate re-runs by 10 ms).
+- A timer never acts ahead of an input that arrived before its deadline: with a backlog
+  (inputs left for later turns) a due timer waits until every input queued at or before its
+  deadline has run, then is checked again, so a broker's session does not expire while the
+  heartbeat that extends it is still queued. Each input carries its arrival time (the
+  driver's clock). Inputs that arrive later do not hold it back again: once deferred, a timer
+  waits only for inputs queued before the moment it was first found due.
+- At `stop`, inputs not yet run never run: their callers fail at once with
+  `NodeStoppingError` (REQUEST_TIMED_OUT on the wire, as Kafka's controller fails what its
+  event queue drops at shutdown), given through `post`'s `on_stop`, instead of waiting for
+  their own timeouts; so does a `post` after the loop ended. Once `stop` is asked, the loop
+  starts no further input.
 - How current this node's committed state is (`quorum_contact`): the last time it heard from
   the quorum's leader, or led with a majority (a leader that loses its majority resigns within
   the check-quorum timeout), and when it last heard from each other node; a state machine
@@ -80,7 +91,12 @@ from quorum.raft.ready import (
     LogOp,
 )
 from replog.clock import Clock, monotonic_ms, monotonic_s, wall_clock_ms
-from replog.errors import KafkaStorageError, NotLeaderOrFollowerError, RequestTimedOutError
+from replog.errors import (
+    KafkaStorageError,
+    NodeStoppingError,
+    NotLeaderOrFollowerError,
+    RequestTimedOutError,
+)
 from replog.server.loop_turns import yield_turn
 from replog.server.metadata_staleness import QuorumContact
 from replog.server.node_tasks import Spawner
@@ -124,6 +140,16 @@ class _CoreInput:
 
     def __call__(self, now_ms: int) -> None:
         self.event(now_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class _Queued:
+    """An input in the inbox: when it arrived (the driver's clock), and how to tell its caller
+    that the node stopped before running it (None: nobody waits for it)."""
+
+    at_ms: int
+    event: Event
+    on_stop: Callable[[NodeStoppingError], None] | None = None
 
 
 @dataclass(slots=True)
@@ -191,12 +217,19 @@ class RaftDriver:
             # shows dates, not milliseconds since boot.
             record_time_offset_ms=wall_clock() - clock(),
         )
-        self._inbox: asyncio.Queue[Event] = asyncio.Queue()
+        # Inputs in arrival order; `_wakeup` is set when one arrives (the loop clears it before
+        # it waits on an empty inbox).
+        self._inbox: deque[_Queued] = deque()
+        self._wakeup = asyncio.Event()
         # Committed items handed out by the core and not yet given to every listener, in log
         # order; and the state machine's inputs taken from the inbox while they were applied,
         # which wait for them (module Rules).
         self._to_apply: deque[ApplyItem] = deque()
-        self._held: deque[Event] = deque()
+        self._held: deque[_Queued] = deque()
+        # Since when each due timer (by its index in `_timers`) has waited for inputs queued
+        # before its deadline (module Rules): inputs that arrive later do not hold it back
+        # again. Kept per timer: another timer's wait says nothing of this one's deadline.
+        self._timers_deferred_ms: dict[int, int] = {}
         # When the driver's current turn of the loop ends (`_new_turn`), and whether
         # `_take_queued` left inputs for the next one (module Rules).
         self._turn_ends = 0.0
@@ -253,9 +286,24 @@ class RaftDriver:
 
     # --- inputs -------------------------------------------------------------------------------
 
-    def post(self, event: Event) -> None:
-        """Run `event(now_ms)` on the loop, between Ready cycles, after the inputs before it."""
-        self._inbox.put_nowait(event)
+    def post(
+        self, event: Event, on_stop: Callable[[NodeStoppingError], None] | None = None
+    ) -> None:
+        """Run `event(now_ms)` on the loop, between Ready cycles, after the inputs before it;
+        if the node stops first, `event` never runs and `on_stop` is called at once with a
+        NodeStoppingError (module Rules)."""
+        if self._ended is not None:
+            if on_stop is not None:
+                on_stop(self._stopping_error())
+            return
+        self._inbox.append(_Queued(self._clock(), event, on_stop))
+        self._wakeup.set()
+
+    def _stopping_error(self) -> NodeStoppingError:
+        return NodeStoppingError(
+            f"node {self.node_id} is stopping: the request was not run (nothing of it was "
+            "written); ask another node of the quorum"
+        )
 
     def _post_message(self, message: Message) -> None:
         def step(now: int) -> None:
@@ -266,7 +314,8 @@ class RaftDriver:
                 if source == self.node.leader_id:
                     self._leader_contact_ms = now
 
-        self._inbox.put_nowait(_CoreInput(step))
+        self._inbox.append(_Queued(self._clock(), _CoreInput(step)))
+        self._wakeup.set()
 
     def quorum_contact(self) -> QuorumContact:
         """When this node last heard from the quorum's leader (now, if it leads) and from each
@@ -293,7 +342,8 @@ class RaftDriver:
                 now_ms=now,
             )
 
-        self._inbox.put_nowait(_CoreInput(report))
+        self._inbox.append(_Queued(self._clock(), _CoreInput(report)))
+        self._wakeup.set()
 
     async def append_and_wait(
         self, values: list[bytes], timeout_ms: int | None = None
@@ -326,7 +376,11 @@ class RaftDriver:
             future.add_done_callback(_retrieve_outcome)
             self._waiters.setdefault(proposed.base_offset, []).append(_Waiter(proposed, future))
 
-        self.post(propose)
+        def stopping(error: NodeStoppingError) -> None:
+            if not future.done():
+                future.set_exception(error)
+
+        self.post(propose, stopping)
         timeout = (timeout_ms or self.config.request_timeout_ms * 15) / 1000
         try:
             # asyncio.timeout, not wait_for: no task per proposal. On expiry the future is
@@ -407,22 +461,28 @@ class RaftDriver:
                     # The last turn ran out of time with inputs left (`_take_queued`): the
                     # loop's other tasks get a turn before the rest.
                     await yield_turn()
+                    if self._stopped:
+                        break  # `stop` ran meanwhile: the rest fail at once (`_fail_unrun`)
                     self._new_turn()
                     self._take_queued()
                     continue
                 wake_at = self._wake_at_ms(now)
                 timeout = None if wake_at is None else max(0, wake_at - now) / 1000
-                waits = self._inbox.empty()  # else `get` returns at once, in the same turn
-                try:
-                    # asyncio.timeout, not wait_for: no task per input on this hot path.
-                    async with asyncio.timeout(timeout):
-                        event = await self._inbox.get()
-                except TimeoutError:
-                    self.node.tick(self._clock())
-                    continue
-                if waits:
+                inbox = self._inbox
+                if not inbox:  # else the next input runs at once, in the same turn
+                    self._wakeup.clear()
+                    try:
+                        # asyncio.timeout, not wait_for: no task per input on this hot path.
+                        async with asyncio.timeout(timeout):
+                            await self._wakeup.wait()
+                    except TimeoutError:
+                        self.node.tick(self._clock())
+                        continue
+                    if self._stopped:
+                        break  # woken by `stop`: what is queued fails at once (`_fail_unrun`)
                     self._new_turn()
-                event(self._clock())
+                if inbox:
+                    inbox.popleft().event(self._clock())
                 self._take_queued()
         except KafkaStorageError as exc:
             self._failed = exc
@@ -436,6 +496,17 @@ class RaftDriver:
                 else KafkaStorageError(f"node {self.node_id}: the Raft driver stopped")
             )
             self._settle_persisted(self._ended)
+            self._fail_unrun()
+
+    def _fail_unrun(self) -> None:
+        """The loop ended: tell the callers of the inputs it never ran, at once (module
+        Rules), rather than leave them to their own timeouts."""
+        unrun = [*self._held, *self._inbox]
+        self._held.clear()
+        self._inbox.clear()
+        for queued in unrun:
+            if queued.on_stop is not None:
+                queued.on_stop(self._stopping_error())
 
     def _settle_persisted(self, ended: KafkaStorageError | None) -> None:
         """Settle the `run_persisted` callers whose event ran (None: the Readys are drained),
@@ -462,18 +533,36 @@ class RaftDriver:
         return min(known) if known else None
 
     def _tick_due_timers(self, now_ms: int) -> bool:
-        """Tick every timer that is due; whether any was."""
+        """Tick every timer that is due and that no input queued before its deadline may
+        move (module Rules); whether any was ticked."""
         if self._timers_ticked_ms is not None and now_ms < self._timers_ticked_ms + TIMER_RETICK_MS:
             return False
         ticked = False
-        for timer in self._timers:
+        oldest = self._oldest_queued_ms()
+        waiting = self._timers_deferred_ms
+        for index, timer in enumerate(self._timers):
             deadline = timer.next_wake_ms(now_ms)
-            if deadline is not None and deadline <= now_ms:
-                timer.tick(now_ms)
-                ticked = True
+            if deadline is None or deadline > now_ms:
+                waiting.pop(index, None)
+                continue
+            if oldest is not None and oldest <= min(deadline, waiting.get(index, deadline)):
+                # The inputs before it run first; then it is checked again.
+                waiting.setdefault(index, now_ms)
+                continue
+            waiting.pop(index, None)
+            timer.tick(now_ms)
+            ticked = True
         if ticked:
             self._timers_ticked_ms = now_ms
         return ticked
+
+    def _oldest_queued_ms(self) -> int | None:
+        """When the oldest input not yet run arrived (held ones came first); None: none."""
+        if self._held:
+            return self._held[0].at_ms
+        if self._inbox:
+            return self._inbox[0].at_ms
+        return None
 
     async def _drain_ready(self) -> None:
         while self.node.has_ready():
@@ -563,12 +652,12 @@ class RaftDriver:
         the state machine's for later), tick its due timers, and persist and send its Readys,
         whose committed items join the queue (module Rules)."""
         inbox = self._inbox
-        while not inbox.empty():
-            event = inbox.get_nowait()
-            if isinstance(event, _CoreInput):
-                event(self._clock())
+        while inbox:
+            queued = inbox.popleft()
+            if isinstance(queued.event, _CoreInput):
+                queued.event(self._clock())
             else:
-                self._held.append(event)
+                self._held.append(queued)
         now = self._clock()
         wake_at = self.node.wake_at_ms()
         if wake_at is not None and wake_at <= now:
@@ -580,13 +669,13 @@ class RaftDriver:
         """Apply the inputs already queued (those held while committed items were applied
         first, then those that arrived while persisting), so the next Ready persists them all
         with one fsync; but once the turn is over, leave the rest for the next one
-        (`_left_over`: module Rules)."""
+        (`_left_over`: module Rules), and once `stop` was asked, run none (they fail)."""
         held = self._held
         inbox = self._inbox
-        while (held or not inbox.empty()) and monotonic_s() < self._turn_ends:
-            event = held.popleft() if held else inbox.get_nowait()
-            event(self._clock())
-        self._left_over = bool(held) or not inbox.empty()
+        while (held or inbox) and monotonic_s() < self._turn_ends and not self._stopped:
+            queued = held.popleft() if held else inbox.popleft()
+            queued.event(self._clock())
+        self._left_over = bool(held or inbox)
 
     def _before_listeners(self, item: ApplyItem) -> None:
         if isinstance(item, CommittedBatch):

@@ -185,6 +185,41 @@ async def test_an_error_met_ahead_of_the_buffered_records_comes_after_them_at_it
 
 
 @pytest.mark.asyncio
+async def test_a_retriable_error_met_ahead_asks_for_metadata_before_the_buffer_drains(
+    cluster: FakeCluster,
+) -> None:
+    """The fetch ahead meets NOT_LEADER_OR_FOLLOWER (the partition moved to broker 1): the
+    metadata is asked again at once, while the buffered records are still being handed out
+    (as Kafka's consumer asks when it sees the error), not once they are; the records still
+    come out in order, the answer ahead dropped and fetched again from the new leader."""
+    cluster.create("t")
+    part = cluster.partition("t")
+    for base in range(0, 20, 10):
+        cluster.append("t", 0, [b"%d" % i for i in range(base, base + 10)])
+    part.hw_lag = 10  # the first fetch gets 0..9, the fetch ahead at 10 waits
+    async with consumer(cluster, fetch_max_wait_ms=1_500) as c:
+        c.assign([T0])
+        got = [r.offset for r in (await c.poll(2_000, max_records=1))[T0]]
+        await eventually(
+            lambda: any(o == 10 for _, parts in cluster.fetches for _, _, o in parts),
+            "a fetch ahead from 10",
+        )
+        asked = cluster.calls.count("Metadata")
+        cluster.move_leader("t", 0, 1)
+        part.hw_lag = 0
+        cluster.wake()
+        await eventually(lambda: not c._fetcher.in_flight, "the fetch ahead answered")
+        while cluster.calls.count("Metadata") == asked:
+            assert len(got) < 9, "the metadata was not asked again while records were buffered"
+            got += [r.offset for r in (await c.poll(2_000, max_records=1)).get(T0, [])]
+            await asyncio.sleep(0.02)  # the update the poll started runs
+        while len(got) < 20:
+            got += [r.offset for r in (await c.poll(2_000, max_records=3)).get(T0, [])]
+        assert got == list(range(20))
+        assert (1, (("t", 0, 10),)) in cluster.fetches
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize("seed", range(6))
 async def test_fetched_ahead_or_not_poll_hands_out_each_partition_s_log_in_order(
     cluster: FakeCluster, seed: int

@@ -8,7 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replog.client.fetched_records import _fast_records, _uniform_records, decode_fetched
+from replog.client.fetched_records import (
+    CompletedFetch,
+    _fast_records,
+    _uniform_records,
+    decode_fetched,
+)
 from replog.client.records import ConsumerRecord, TopicPartition
 from replog.errors import CorruptRecordError, InvalidRecordError, RecordDeserializationError
 from replog.record import (
@@ -421,3 +426,89 @@ def test_a_batch_declaring_more_uniform_records_than_it_holds_is_an_invalid_reco
     assert fetched.records == []
     assert isinstance(fetched.error, InvalidRecordError), repr(fetched.error)
     assert f"declares {held + 1} records" in str(fetched.error)
+
+
+@pytest.mark.parametrize("held", [2, 63, 64, 65, 100])
+def test_a_high_watermark_inside_a_batch_short_of_its_count_returns_none_of_it(held: int) -> None:
+    """The high watermark cuts the batch before its last record and its missing one: the
+    batch is still checked whole, so none of its records are returned, only the strict
+    decoder's error."""
+    data = _recount(_uniform(held, 10, [0], 0), held + 1)
+    fetched = decode_fetched(TP, data, position=0, high_watermark=held - 1)
+    assert fetched.records == []
+    assert isinstance(fetched.error, InvalidRecordError), repr(fetched.error)
+    assert f"declares {held + 1} records" in str(fetched.error)
+
+
+def test_a_high_watermark_before_a_malformed_record_returns_none_of_its_batch() -> None:
+    good = encode_record(0, 0, None, b"a") + encode_record(1, 0, None, b"b")
+    bad = bytes([0x0E, 0, 0, 4, 1, 0x7E, 0x61, 0])  # offset delta 2; its value runs past
+    data = batch(0, 3) + _rebased(good + bad, base=3)
+    fetched = decode_fetched(TP, data, position=0, high_watermark=4)  # 3 below, 4 and 5 above
+    assert offsets(fetched.records) == [0, 1, 2]  # the good batch before it
+    assert isinstance(fetched.error, InvalidRecordError)
+    assert "value of 63 bytes" in str(fetched.error)
+
+
+def _rebased(region: bytes, *, base: int) -> bytes:
+    """`_with_records(region, count=3)` at base offset `base`, its CRC made right."""
+    raw = bytearray(_with_records(region, count=3))
+    struct.pack_into(">q", raw, 0, base)
+    struct.pack_into(">I", raw, 17, compute_crc(raw, 0, len(raw)))
+    return bytes(raw)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    records=st.one_of(
+        st.lists(record, min_size=1, max_size=70),
+        uniform_batch.map(
+            lambda s: [(s[2][i % len(s[2])], None, b"u" * min(s[1], 100), []) for i in range(s[0])]
+        ),
+    ),
+    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), min_size=1, max_size=3),
+    cut=st.integers(0, 10**6),
+    shrink=st.integers(0, 8),
+    check_crcs=st.booleans(),
+)
+def test_a_damaged_batch_the_high_watermark_cuts_gives_every_path_the_same_answer(
+    records: list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]],
+    flips: list[tuple[int, int]],
+    cut: int,
+    shrink: int,
+    check_crcs: bool,
+) -> None:
+    """A good batch, then a damaged one (bytes changed, or records missing against its count)
+    with the high watermark inside it: the fast paths give the strict decoder's records and
+    error, with or without `check.crcs`, and none of the damaged batch's records are returned
+    once it has an error."""
+    first = batch(0, 2)
+    damaged = bytearray(
+        build_batch(
+            [(TS + delta, key, value, headers) for delta, key, value, headers in records],
+            base_offset=2,
+            partition_leader_epoch=2,
+        )
+    )
+    if shrink:
+        damaged = bytearray(_recount(bytes(damaged), len(records) + shrink))
+    else:
+        for where, xor in flips:
+            damaged[RECORD_BATCH_OVERHEAD + where % (len(damaged) - RECORD_BATCH_OVERHEAD)] ^= xor
+    data = first + bytes(damaged)
+    declared = len(records) + shrink
+    hw = 3 + cut % max(declared - 1, 1)  # inside the damaged batch [2, 2 + declared) if it can
+
+    def fetch() -> CompletedFetch:
+        return decode_fetched(TP, data, position=0, high_watermark=hw, check_crcs=check_crcs)
+
+    fast = fetch()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("replog.client.fetched_records._uniform_records", lambda *args: None)
+        patch.setattr("replog.client.fetched_records._fast_records", lambda *args: None)
+        strict = fetch()
+    assert fast.records == strict.records
+    assert repr(fast.error) == repr(strict.error)
+    assert fast.next_offset == strict.next_offset
+    if fast.error is not None:
+        assert offsets(fast.records) == [0, 1]

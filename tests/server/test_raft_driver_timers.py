@@ -15,7 +15,8 @@ from quorum.raft.messages import DescribeQuorumRequest, DescribeQuorumResponse, 
 from quorum.raft.ready import ApplyItem, CommittedBatch
 from replog.server.raft_driver import TIMER_RETICK_MS, RaftDriver
 from replog.server.raft_storage import RaftStorage
-from replog.testing import LoopTasks
+from replog.testing import LoopTasks, ManualClock
+from tests.eventually import eventually
 
 
 class AlwaysDue:
@@ -299,6 +300,8 @@ def test_between_two_steps_of_a_batch_only_other_tasks_run_never_the_state_machi
                     await asyncio.sleep(0)
 
             await asyncio.wait_for(asyncio.gather(probe(), *waits), 10)
+            # Before the stop: from then on the loop runs no queued input.
+            await eventually(lambda: seen.count("posted") == 2, "the posted inputs ran")
         finally:
             await stopped(driver, loop)
         steps = [i for i, entry in enumerate(seen) if "step" in entry]
@@ -352,5 +355,102 @@ def test_queued_inputs_are_taken_in_order_with_other_tasks_run_between_long_turn
         assert "probe" in between, seen  # not one turn for all six
         runs = "".join("i" if entry != "probe" else "p" for entry in between)
         assert "iii" not in runs, seen  # two inputs of 6 ms fill a turn of 10 ms
+
+    asyncio.run(scenario())
+
+
+class Session:
+    """A broker session on the loop: expires at its deadline unless a heartbeat (a posted
+    input) moves it first."""
+
+    def __init__(self, deadline_ms: int) -> None:
+        self.deadline_ms = deadline_ms
+        self.expired_at: int | None = None
+
+    def next_wake_ms(self, now_ms: int) -> int | None:
+        return None if self.expired_at is not None else self.deadline_ms
+
+    def tick(self, now_ms: int) -> None:
+        if now_ms >= self.deadline_ms:
+            self.expired_at = now_ms
+
+
+def test_a_timer_never_acts_ahead_of_an_input_queued_before_its_deadline(tmp_path: Path) -> None:
+    """A backlog (an input longer than a turn) leaves a heartbeat queued that arrived before
+    the session's deadline; the deadline passes while it waits. The heartbeat runs first and
+    moves the deadline: the session never expires on the deadline it would have moved."""
+
+    async def scenario() -> None:
+        clock = ManualClock(1_000)
+        config = RaftConfig(voters=(VoterAddress(1, "127.0.0.1", 1),))
+        driver = RaftDriver(
+            1, config, RaftStorage(str(tmp_path), [1]), tasks=LoopTasks(), clock=clock
+        )
+        session = Session(1_100)
+        driver.add_timer(session)
+        beats: list[int] = []
+
+        def beat(now: int) -> None:
+            session.deadline_ms = now + 100
+            beats.append(now)
+
+        loop = asyncio.create_task(driver.run())
+        try:
+            await asyncio.sleep(0.1)  # the loop starts and waits for inputs
+            # Posted with no await in between: the loop takes them only after.
+            driver.post(lambda now: time.sleep(driver.apply_turn_s * 2))  # the backlog's head
+            clock.advance(50)
+            driver.post(beat)  # arrives at 1_050, before the deadline
+            clock.advance(100)  # 1_150: past the deadline while the heartbeat waits
+            await eventually(lambda: beats, "the heartbeat ran")
+            await asyncio.sleep(0.05)  # the loop checks its timers again
+        finally:
+            await stopped(driver, loop)
+        assert session.expired_at is None
+        assert beats == [1_150] and session.deadline_ms == 1_250
+
+    asyncio.run(scenario())
+
+
+def test_one_timer_waiting_for_the_backlog_does_not_let_another_act_ahead_of_its_input(
+    tmp_path: Path,
+) -> None:
+    """Timer A falls due (1_010) and waits behind the backlog from 1_070. A heartbeat for
+    session B arrives at 1_080, before B's deadline (1_100); at 1_110 it is still queued.
+    B must wait for it too: A's wait (since 1_070) says nothing of B's deadline."""
+
+    async def scenario() -> None:
+        clock = ManualClock(1_000)
+        config = RaftConfig(voters=(VoterAddress(1, "127.0.0.1", 1),))
+        driver = RaftDriver(
+            1, config, RaftStorage(str(tmp_path), [1]), tasks=LoopTasks(), clock=clock
+        )
+        first, second = Session(1_010), Session(1_100)
+        driver.add_timer(first)
+        driver.add_timer(second)
+        beats: list[int] = []
+
+        def beat(now: int) -> None:
+            second.deadline_ms = now + 100
+            beats.append(now)
+
+        def slow_then(advance_ms: int, post_beat: bool) -> None:
+            time.sleep(driver.apply_turn_s * 2)  # fills the turn: the rest wait for the next
+            if post_beat:
+                clock.advance(10)
+                driver.post(beat)  # arrives at 1_080, after A began to wait
+            clock.advance(advance_ms)
+
+        loop = asyncio.create_task(driver.run())
+        try:
+            await asyncio.sleep(0.1)  # the loop starts and waits for inputs
+            driver.post(lambda now: slow_then(70, False))  # to 1_070: A is due and waits
+            driver.post(lambda now: slow_then(30, True))  # beat at 1_080, then 1_110
+            await eventually(lambda: beats, "the heartbeat ran")
+            await asyncio.sleep(0.05)  # the loop checks its timers again
+        finally:
+            await stopped(driver, loop)
+        assert second.expired_at is None, (second.expired_at, beats)
+        assert beats == [1_110]
 
     asyncio.run(scenario())

@@ -71,6 +71,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -116,7 +117,12 @@ from replog.server.raft_driver import RaftDriver
 from replog.server.replica_fetch_server import ReplicaFetchListener
 from replog.server.replica_fetcher import ReplicaFetcherManager
 from replog.server.replica_manager import ReplicaManager, ReplicaManagerConfig
-from replog.storage.log_manager import LogManager, LogManagerConfig, clean_shutdown_broker_epoch
+from replog.storage.log_manager import (
+    LogLoadingAborted,
+    LogManager,
+    LogManagerConfig,
+    clean_shutdown_broker_epoch,
+)
 
 log = logging.getLogger("replog.server.broker")
 
@@ -215,6 +221,9 @@ class BrokerRuntime:
         # when they did not open (said at once) or the broker stopped meanwhile. Always set in
         # the end, so that `stop` can wait for the log manager and shut it down cleanly.
         self._opened: asyncio.Future[ReplicaManager | None] | None = None
+        # Set by `stop`: the log loading thread ends before its next log, so that a stop
+        # waits for one log's load, not for 100,000 (`LogManager`'s `abort`).
+        self._abort_loading = threading.Event()
         # The data plane (None: a broker without partition logs, as the lifecycle tests run).
         self.data_plane = data_plane
         # Requests to the active controller other than the lifecycle's and AlterPartition's.
@@ -411,6 +420,7 @@ class BrokerRuntime:
 
     async def stop(self, graceful: bool = True) -> None:
         self._stopping = True
+        self._abort_loading.set()  # logs still loading: none are served, the load ends
         if graceful and self.lifecycle.state is not LifecycleState.SHUTTING_DOWN:
             await self.lifecycle.controlled_shutdown(self.controlled_shutdown_timeout_ms)
         if self._unfence_task is not None:
@@ -462,6 +472,9 @@ class BrokerRuntime:
         """`_open_logs` into `opened`; a failure stops the broker at once, caught up or not."""
         try:
             opened.set_result(await self._open_logs(data_plane))
+        except LogLoadingAborted as aborted:
+            log.info("broker %d: stopping: %s", self.config.broker_id, aborted)
+            opened.set_result(None)
         except KafkaStorageError as error:
             opened.set_result(None)
             self._on_storage_error(error)
@@ -486,6 +499,7 @@ class BrokerRuntime:
             list(data_plane.log_dirs),
             log_config,
             on_logs_loaded=collector.logs_loaded,
+            abort=self._abort_loading,
         )
         self.log_manager = log_manager
         if self._stopping:

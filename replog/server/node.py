@@ -357,9 +357,11 @@ class Node:
             # A task failed, a partition log's disk failed, or the broker never registered:
             # stop at once (no handover; the controller fences this broker and elects other
             # leaders), let the quorum elect without us, exit 1 so that a supervisor sees it.
+            # The Raft driver first: while the broker stops (its log loading ends, its logs
+            # close) this node must not stand for election nor stay the active controller.
+            await self.driver.stop(graceful=True)
             if self.broker is not None:
                 await self.broker.stop(graceful=False)
-            await self.driver.stop(graceful=True)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(5):
                     await run

@@ -265,6 +265,11 @@ class RaftDriver:
         """The clock every input's `now_ms` comes from."""
         return self._clock
 
+    @property
+    def stopped(self) -> bool:
+        """`stop` was called: the loop steps the core no more (no election, no leading)."""
+        return self._stopped
+
     def add_listener(self, listener: Listener) -> None:
         """Hand every `ApplyItem` to `listener` too, after `advance` (before `run`)."""
 

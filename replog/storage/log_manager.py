@@ -192,6 +192,10 @@ class _Task:
         return True
 
 
+class LogLoadingAborted(Exception):
+    """The loading of the logs ended early: its `abort` was set (`LogManager`)."""
+
+
 class LogManager:
     """Owns every partition log under `log_dirs` and their checkpoint files."""
 
@@ -205,10 +209,14 @@ class LogManager:
         task_clock: Clock = monotonic_ms,
         topic_configs: Mapping[str, LogConfig] | None = None,
         on_logs_loaded: Callable[[int], None] | None = None,
+        abort: threading.Event | None = None,
     ) -> None:
         """`on_logs_loaded(count)`, if given, hears from the loading thread after every
         `LOADED_REPORT_EVERY` logs opened, and once for the rest (a node freezes the garbage
-        collector's view of what it loaded: `replog.server.collector`)."""
+        collector's view of what it loaded: `replog.server.collector`). `abort`, once set,
+        ends the loading before its next log with `LogLoadingAborted` (a node stopping while
+        it loads 100,000 logs stops at once, not after them); the logs it opened are closed
+        and no clean-shutdown marker is written (the next load recovers)."""
         if isinstance(config, LogConfig):
             config = LogManagerConfig(log=config)
         self.config = config or LogManagerConfig()
@@ -254,6 +262,7 @@ class LogManager:
         self._stale_checkpoints: set[str] = set()
         self._on_logs_loaded = on_logs_loaded
         self._loaded_unreported = 0
+        self._abort = abort
         now = task_clock()
         first = now + self.config.initial_task_delay_ms
         self._tasks = {
@@ -267,8 +276,13 @@ class LogManager:
             ),
             "retention": _Task(self.config.retention_check_interval_ms, first),
         }
-        for log_dir in self.log_dirs:
-            self._load_dir(log_dir)
+        try:
+            for log_dir in self.log_dirs:
+                self._load_dir(log_dir)
+        except LogLoadingAborted:
+            for lg in self._logs.values():
+                lg.close()
+            raise
         self._report_loaded(0)
 
     # --- loading ------------------------------------------------------------------------------
@@ -327,6 +341,10 @@ class LogManager:
         """Open every log of `log_dir`, finishing deletions and skipping what is no log."""
         recovery_points, start_offsets, high_watermarks = checkpoints
         for name in self._fs.list_subdirs(log_dir):
+            if self._abort is not None and self._abort.is_set():
+                raise LogLoadingAborted(
+                    f"log dir {log_dir}: loading aborted after {len(self._logs)} logs"
+                )
             path = os.path.join(log_dir, name)
             if name.endswith(DELETE_DIR_SUFFIX):
                 log.info("%s: finishing the deletion of %s", log_dir, name)

@@ -11,6 +11,8 @@
 - A bad broker setting (`log.retention.hours=abc`) is one error line naming the key and exit 1,
   before anything starts; a broker whose data plane fails to start for any other reason stops
   the node with exit 1 and the reason, instead of staying in recovery.
+- A node that gave up stops promptly: its log loading ends before the next log (not after all
+  of them), and its Raft driver stops first, so it is not elected meanwhile.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import asyncio
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -27,6 +30,10 @@ import pytest
 from replog.errors import KafkaStorageError
 from replog.server.broker_runtime import BrokerRuntime
 from replog.server.known_properties import unknown_properties
+from replog.server.node import Node
+from replog.server.node_config import NodeConfig
+from replog.storage import log_manager as log_manager_module
+from replog.storage.log import Log
 from tests.local_ports import free_port
 
 
@@ -168,3 +175,52 @@ async def test_wait_failed_returns_on_any_failure_saying_which(failure: str) -> 
         runtime.lifecycle.ended.set()
         expected = "the broker lifecycle ended: broker 2 did not register"
     assert await asyncio.wait_for(waiting, 5) == expected
+
+
+@pytest.mark.asyncio
+async def test_a_broker_that_gave_up_while_loading_logs_stops_without_loading_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The h55i run: a restarted node gave up registering at 100,000 partitions, said
+    "stopping", and ran 12 more minutes loading its logs (and was elected the active
+    controller meanwhile). The stop waits for the log being opened, not for the rest."""
+    logs = tmp_path / "logs"
+    for partition in range(200):
+        (logs / f"t-{partition}").mkdir(parents=True)
+    opened = Log.open
+
+    def slow_open(*args: object, **kwargs: object) -> Log:
+        time.sleep(0.05)  # 200 logs: 10 s of loading
+        return opened(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(log_manager_module.Log, "open", staticmethod(slow_open))
+    config = NodeConfig.from_properties(
+        {
+            "process.roles": "broker",
+            "node.id": "2",
+            "cluster.id": "c1",
+            "controller.quorum.voters": f"1@127.0.0.1:{free_port()}",  # nobody answers
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(logs),
+            "initial.broker.registration.timeout.ms": "500",
+        }
+    )
+    node = Node(config)
+    broker = node.broker
+    assert broker is not None
+    driver_stopped_first: list[bool] = []
+    stop_broker = broker.stop
+
+    async def recording_stop(graceful: bool = True) -> None:
+        driver_stopped_first.append(node.driver.stopped)
+        await stop_broker(graceful)
+
+    monkeypatch.setattr(broker, "stop", recording_stop)
+    began = time.monotonic()
+    assert await node.serve() == 1
+    assert driver_stopped_first == [True]  # not a candidate while the broker stops
+    # The registration timeout, the Raft driver's resignation wait, one log's load, the
+    # gRPC grace period: well under the 10 s the whole load takes.
+    assert time.monotonic() - began < 5
+    assert node.tasks.broker_failure is not None
+    assert "did not register" in node.tasks.broker_failure

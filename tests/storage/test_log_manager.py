@@ -44,7 +44,7 @@ from replog.storage.log import (
     renamed_dir_name,
     renamed_topic_partition,
 )
-from replog.storage.log_manager import LOADED_REPORT_EVERY
+from replog.storage.log_manager import LOADED_REPORT_EVERY, LogLoadingAborted
 from replog.testing import ManualClock
 
 LOG_CONFIG = small_config(segment_bytes=1024, retention_ms=-1)
@@ -263,6 +263,23 @@ def test_loading_reports_the_logs_it_opened_in_rounds(tmp_path: Path) -> None:
     empty: list[int] = []
     manager([tmp_path / "d2"], on_logs_loaded=empty.append).shutdown()
     assert empty == []
+
+
+def test_an_abort_ends_the_loading_before_its_next_log_and_counts_as_unclean(
+    tmp_path: Path,
+) -> None:
+    lm = manager([tmp_path / "d0"])
+    for partition in range(LOADED_REPORT_EVERY + 30):
+        lm.get_or_create_log("orders", partition)
+    lm.shutdown()
+    abort = threading.Event()
+    # Set once the first round of logs is open: the load stops there, not after the rest.
+    with pytest.raises(LogLoadingAborted, match=f"after {LOADED_REPORT_EVERY} logs"):
+        manager([tmp_path / "d0"], on_logs_loaded=lambda _: abort.set(), abort=abort)
+    again = manager([tmp_path / "d0"])
+    assert again.previous_broker_epoch() == -1  # no clean-shutdown marker was written
+    assert len(again.all_logs()) == LOADED_REPORT_EVERY + 30
+    again.shutdown()
 
 
 def test_a_crash_while_loading_counts_as_unclean_next_time(

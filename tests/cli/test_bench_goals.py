@@ -6,6 +6,7 @@ system is refused, and warm-up runs left out of the results."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -293,6 +294,58 @@ def test_kafkas_active_controller_is_the_newest_epochs_leader(tmp_path: Path) ->
     write(2, 6, -1)  # a candidate of a newer epoch: no leader known yet
     with pytest.raises(BenchSystemError, match=r"no leader named.*\(6, -1\)"):
         kafka.active_controller(timeout_s=0.2)
+
+
+def test_kafkas_creation_ends_once_every_node_holds_every_replicas_log_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`KafkaSystem.create_led` (a controller run's creation and an idle topic's) against a
+    stand-in cluster: the CreateTopics answer and the leaders in Metadata are not the end; each
+    node's log directory must hold a directory for every replica."""
+    import threading
+
+    from replog.cli.bench import systems
+
+    led: list[tuple[str, ...]] = []
+    monkeypatch.setattr(systems, "kafka_create", lambda servers, names, partitions, each: 0.25)
+    monkeypatch.setattr(
+        systems,
+        "wait_for_kafka_metadata",
+        lambda servers, names, partitions, **_: led.append(names),
+    )
+    kafka = systems.KafkaSystem(str(tmp_path), 38000, script=None)
+    data = [tmp_path / f"node-{node}" / "data" for node in (1, 2, 3)]
+    for directory in data:
+        directory.mkdir(parents=True)
+        for p in range(4):
+            (directory / f"idle-{p}").mkdir()  # node 3 still lacks idle-4
+    for directory in data[:2]:
+        (directory / "idle-4").mkdir()
+    late = threading.Timer(0.5, lambda: (data[2] / "idle-4").mkdir())
+    late.start()
+    began = time.monotonic()
+    assert kafka.create_led(["idle"], 5, 1) == 0.25
+    assert time.monotonic() - began >= 0.4 and [list(n) for n in led] == [["idle"]]
+    late.join()
+
+
+def test_a_wait_for_kafkas_log_directories_names_the_replicas_missing_per_node(
+    tmp_path: Path,
+) -> None:
+    from replog.cli.bench.systems import wait_replica_dirs
+
+    made, empty = tmp_path / "node-1", tmp_path / "node-2"
+    made.mkdir()
+    empty.mkdir()
+    for p in range(3):
+        (made / f"t-{p}").mkdir()
+    with pytest.raises(BenchSystemError) as raised:
+        wait_replica_dirs([str(made), str(empty)], {"t-0", "t-1", "t-2"}, timeout_s=0.1)
+    assert str(raised.value) == (
+        f"kafka: 3 of 6 replicas' log directories made after 0.1 s ({empty}: 3 missing, e.g. "
+        "t-0, t-1, t-2)"
+    )
+    wait_replica_dirs([str(made)], {"t-0", "t-1", "t-2"}, timeout_s=0)  # all there: no wait
 
 
 def test_a_failover_whose_node_does_not_come_back_keeps_its_figure(tmp_path: Path) -> None:

@@ -304,10 +304,13 @@ def _controller_text(controller: dict[str, Any]) -> str:
 
 
 def _idle_text(idle: dict[str, Any] | None) -> str:
-    if idle is None:
+    if idle is None or "cores_per_1000" not in idle:  # a catch-up run's: its creation only
         return ""
+    wait = idle.get("idle_led_wait_s")
     return (
-        f"; {idle['partitions']:,} idle partitions: servers {idle['server_cpu_cores_without']:.2f}"
+        f"; {idle['partitions']:,} idle partitions"
+        + ("" if wait is None else f" (all led {wait:.1f} s after their CreateTopics answer)")
+        + f": servers {idle['server_cpu_cores_without']:.2f}"
         f" -> {idle['server_cpu_cores_with']:.2f} cores ({idle['cores_per_1000']:+.3f} per "
         f"1,000), end-to-end p99 {idle['end_to_end_p99_ms_without']:.1f} -> "
         f"{idle['end_to_end_p99_ms_with']:.1f} ms"

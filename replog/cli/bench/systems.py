@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 from replog.cli.bench.drivers import REPLICATION_FACTOR, TOPIC_CONFIGS
 from replog.cli.bench.pinning import pinned, taskset
 from replog.cli.bench.processes import PYTHON_WORKER
+from replog.cli.bench.wait_notice import WaitNotice
 from replog.errors import BenchSystemError
 
 if TYPE_CHECKING:
@@ -256,9 +257,18 @@ class ReplogSystem:
             answered_s = self._create_over_grpc(names, partitions, per_request)
         else:
             answered_s = kafka_create(self.bootstrap_servers, names, partitions, per_request)
+        count = len(names) * partitions
         try:
             wait_replicas(
-                urls, len(names) * partitions, REPLICATION_FACTOR, CREATE_TIMEOUT_S, before=before
+                urls,
+                count,
+                REPLICATION_FACTOR,
+                CREATE_TIMEOUT_S,
+                before=before,
+                notice=WaitNotice(
+                    f"{self.name}: waiting for every replica of {count:,} new partitions to be "
+                    "created and led"
+                ),
             )
         except RuntimeError as exc:
             raise BenchSystemError(f"{self.name}: {exc}") from None
@@ -447,26 +457,25 @@ class KafkaSystem:
         """`kafka_create`, then until Metadata shows every partition led and every replica's
         log directory exists on its node (a broker makes it when it applies the partition)."""
         answered_s = kafka_create(self.bootstrap_servers, names, partitions, per_request)
-        wait_for_kafka_metadata(
-            self.bootstrap_servers, names, partitions, timeout_s=CREATE_TIMEOUT_S
-        )
-        wanted = {f"{name}-{p}" for name in names for p in range(partitions)}
+        count = len(names) * partitions
         deadline = time.monotonic() + CREATE_TIMEOUT_S
-        while (made := self._replica_dirs(wanted)) < len(wanted) * REPLICATION_FACTOR:
-            if time.monotonic() > deadline:
-                raise BenchSystemError(
-                    f"kafka: {made:,} of {len(wanted) * REPLICATION_FACTOR:,} replicas' log "
-                    f"directories made after {CREATE_TIMEOUT_S:g} s"
-                )
-            time.sleep(0.2)
+        wait_for_kafka_metadata(
+            self.bootstrap_servers,
+            names,
+            partitions,
+            timeout_s=CREATE_TIMEOUT_S,
+            notice=WaitNotice(f"kafka: waiting for a leader of each of {count:,} new partitions"),
+        )
+        wait_replica_dirs(
+            [self._data_dir(node) for node in range(1, NODES + 1)],
+            {f"{name}-{p}" for name in names for p in range(partitions)},
+            timeout_s=max(0.0, deadline - time.monotonic()),
+            notice=WaitNotice(
+                f"kafka: waiting for the log directories of every replica of {count:,} new "
+                "partitions"
+            ),
+        )
         return answered_s
-
-    def _replica_dirs(self, wanted: set[str]) -> int:
-        made = 0
-        for node in range(1, NODES + 1):
-            with contextlib.suppress(OSError):
-                made += len(wanted.intersection(os.listdir(self._data_dir(node))))
-        return made
 
     def _data_dir(self, node: int) -> str:
         return os.path.join(self.directory, f"node-{node}", "data")
@@ -607,29 +616,76 @@ def wait_for_kafka_metadata(
     partitions: int,
     *,
     timeout_s: float = METADATA_TIMEOUT_S,
+    notice: WaitNotice | None = None,
 ) -> None:
-    """Wait until Metadata over Kafka's protocol shows a leader for every partition of `topics`."""
+    """Wait until Metadata over Kafka's protocol shows a leader for every partition of `topics`;
+    `notice` is told how many are led after each answer."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
     deadline = time.monotonic() + timeout_s
     missing: list[str] = list(topics)
+    unled = len(topics) * partitions
     while time.monotonic() < deadline:
         try:
             metadata = admin.list_topics(timeout=5)
         except Exception:
             time.sleep(0.5)
             continue
-        missing = []
+        missing, unled = [], 0
         for name in topics:
             topic = metadata.topics.get(name)
             led = 0 if topic is None else sum(1 for p in topic.partitions.values() if p.leader >= 0)
             if led < partitions:
                 missing.append(name)
+                unled += partitions - led
         if not missing:
             return
+        if notice is not None:
+            notice.update(f"{unled:,} of {len(topics) * partitions:,} without a leader")
         time.sleep(0.2)
     raise BenchSystemError(
         f"waited {timeout_s:g} s for leaders of every partition of "
-        f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''} at {bootstrap_servers}"
+        f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''} at {bootstrap_servers}: "
+        f"{unled:,} of {len(topics) * partitions:,} partitions without a leader"
     )
+
+
+def wait_replica_dirs(
+    data_dirs: Sequence[str],
+    wanted: set[str],
+    *,
+    timeout_s: float,
+    notice: WaitNotice | None = None,
+    interval_s: float = 0.2,
+) -> None:
+    """Wait until each of Kafka's nodes (its log directory in `data_dirs`) holds a directory
+    for every partition of `wanted` (`<topic>-<partition>`: a broker makes a replica's when it
+    applies the partition; every node holds a replica of each at RF 3 on 3 nodes). Past
+    `timeout_s`, a `BenchSystemError` names the replicas still missing on each node."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        missing: dict[str, set[str]] = {}
+        for directory in data_dirs:
+            try:
+                made = wanted.intersection(os.listdir(directory))
+            except OSError:
+                made = set()
+            if len(made) < len(wanted):
+                missing[directory] = wanted - made
+        absent = sum(len(m) for m in missing.values())
+        if not absent:
+            return
+        total = len(wanted) * len(data_dirs)
+        if time.monotonic() > deadline:
+            where = "; ".join(
+                f"{directory}: {len(m):,} missing, e.g. {', '.join(sorted(m)[:3])}"
+                for directory, m in missing.items()
+            )
+            raise BenchSystemError(
+                f"kafka: {total - absent:,} of {total:,} replicas' log directories made after "
+                f"{timeout_s:g} s ({where})"
+            )
+        if notice is not None:
+            notice.update(f"{total - absent:,} of {total:,} made")
+        time.sleep(interval_s)

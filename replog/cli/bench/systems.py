@@ -42,6 +42,7 @@ NODES = 3
 START_TIMEOUT_S = 60.0
 KAFKA_START_TIMEOUT_S = 600.0  # the first start fetches Kafka's jars with Maven
 METADATA_TIMEOUT_S = 60.0
+METADATA_ANSWER_S = 30.0  # one Metadata request of every topic (Kafka's protocol)
 LEADERS_PER_S_AT_LEAST = 20.0  # partitions led per second on a loaded 2-core machine
 CREATE_TIMEOUT_S = 900.0  # a controller run's creation, end to end (100,000 partitions)
 STOP_TIMEOUT_S = 30.0
@@ -628,8 +629,14 @@ def wait_for_kafka_metadata(
     unled = len(topics) * partitions
     while time.monotonic() < deadline:
         try:
-            metadata = admin.list_topics(timeout=5)
-        except Exception:
+            # Every topic's metadata: at 100,000 partitions an answer takes seconds to make
+            # and parse on a loaded machine.
+            metadata = admin.list_topics(
+                timeout=max(1.0, min(METADATA_ANSWER_S, deadline - time.monotonic()))
+            )
+        except Exception as exc:
+            if notice is not None:
+                notice.update(f"Metadata not answered: {exc}")
             time.sleep(0.5)
             continue
         missing, unled = [], 0

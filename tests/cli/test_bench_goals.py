@@ -348,6 +348,41 @@ def test_a_wait_for_kafkas_log_directories_names_the_replicas_missing_per_node(
     wait_replica_dirs([str(made)], {"t-0", "t-1", "t-2"}, timeout_s=0)  # all there: no wait
 
 
+def test_kafkas_log_directories_are_listed_seldom_far_from_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 100,000 partitions a look lists 100,000 entries on each node: paced by the progress,
+    as the replog nodes' scrapes are (`next_poll_s`)."""
+    from replog.cli.bench import systems
+
+    node = tmp_path / "node-1"
+    node.mkdir()
+    wanted = {f"t-{p}" for p in range(1000)}
+    clock = [0.0]
+    slept: list[float] = []
+    made = iter([range(0), range(10), range(1000)])  # the directories made by each look
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock[0] += seconds
+        for p in next(made):
+            (node / f"t-{p}").mkdir(exist_ok=True)
+
+    monkeypatch.setattr(systems.time, "sleep", sleep)
+    monkeypatch.setattr(systems.time, "monotonic", lambda: clock[0])
+    systems.wait_replica_dirs([str(node)], wanted, timeout_s=600)
+    # No pace at first, none made in the first 0.2 s; then 10 in 0.4 s with 990 left: the
+    # longest wait (a quarter of the 39.6 s left would be 9.9 s).
+    assert slept == [0.2, 0.2, 5.0]
+
+
+def test_a_creation_is_given_more_time_past_22500_partitions() -> None:
+    from replog.cli.bench.systems import CREATE_TIMEOUT_S, create_timeout_s
+
+    assert create_timeout_s(10_000) == create_timeout_s(22_500) == CREATE_TIMEOUT_S == 900
+    assert create_timeout_s(90_000) == 3600
+
+
 def test_a_failover_whose_node_does_not_come_back_keeps_its_figure(tmp_path: Path) -> None:
     fake = FakeController()
 

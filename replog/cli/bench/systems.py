@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from replog.cli.bench.cluster_metrics import next_poll_s
 from replog.cli.bench.drivers import REPLICATION_FACTOR, TOPIC_CONFIGS
 from replog.cli.bench.pinning import pinned, taskset
 from replog.cli.bench.processes import PYTHON_WORKER
@@ -44,7 +45,11 @@ KAFKA_START_TIMEOUT_S = 600.0  # the first start fetches Kafka's jars with Maven
 METADATA_TIMEOUT_S = 60.0
 METADATA_ANSWER_S = 30.0  # one Metadata request of every topic (Kafka's protocol)
 LEADERS_PER_S_AT_LEAST = 20.0  # partitions led per second on a loaded 2-core machine
-CREATE_TIMEOUT_S = 900.0  # a controller run's creation, end to end (100,000 partitions)
+CREATE_TIMEOUT_S = 900.0  # the least a creation is given, end to end (`create_timeout_s`)
+# Partitions created end to end per second on a loaded 2-core machine: Kafka made 40/s at a
+# load average of 38 (10,000 in 250 s), replog more.
+CREATED_PER_S_AT_LEAST = 25.0
+KAFKA_POLL_S = 0.2  # the shortest wait between two looks at Kafka's Metadata or disk
 STOP_TIMEOUT_S = 30.0
 
 
@@ -264,7 +269,7 @@ class ReplogSystem:
                 urls,
                 count,
                 REPLICATION_FACTOR,
-                CREATE_TIMEOUT_S,
+                create_timeout_s(count),
                 before=before,
                 notice=WaitNotice(
                     f"{self.name}: waiting for every replica of {count:,} new partitions to be "
@@ -459,12 +464,12 @@ class KafkaSystem:
         log directory exists on its node (a broker makes it when it applies the partition)."""
         answered_s = kafka_create(self.bootstrap_servers, names, partitions, per_request)
         count = len(names) * partitions
-        deadline = time.monotonic() + CREATE_TIMEOUT_S
+        deadline = time.monotonic() + create_timeout_s(count)
         wait_for_kafka_metadata(
             self.bootstrap_servers,
             names,
             partitions,
-            timeout_s=CREATE_TIMEOUT_S,
+            timeout_s=create_timeout_s(count),
             notice=WaitNotice(f"kafka: waiting for a leader of each of {count:,} new partitions"),
         )
         wait_replica_dirs(
@@ -557,6 +562,12 @@ class KafkaSystem:
 # --- waits over Kafka's protocol ------------------------------------------------------------------
 
 
+def create_timeout_s(partitions: int) -> float:
+    """How long creating `partitions` partitions may take end to end: `CREATE_TIMEOUT_S`, or
+    longer past 22,500 partitions (a controller run's growth to 100,000 takes 3,600 s)."""
+    return max(CREATE_TIMEOUT_S, partitions / CREATED_PER_S_AT_LEAST)
+
+
 def wait_for_kafka_brokers(bootstrap_servers: str, count: int) -> None:
     from confluent_kafka.admin import AdminClient
 
@@ -620,13 +631,16 @@ def wait_for_kafka_metadata(
     notice: WaitNotice | None = None,
 ) -> None:
     """Wait until Metadata over Kafka's protocol shows a leader for every partition of `topics`;
-    `notice` is told how many are led after each answer."""
+    `notice` is told how many are led after each answer. Each answer lists every topic (at
+    100,000 partitions, seconds of the brokers' and this process's CPU): the polls are paced by
+    the leaders' progress (`cluster_metrics.next_poll_s`)."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    deadline = time.monotonic() + timeout_s
+    began = time.monotonic()
+    deadline = began + timeout_s
     missing: list[str] = list(topics)
-    unled = len(topics) * partitions
+    unled = first = len(topics) * partitions
     while time.monotonic() < deadline:
         try:
             # Every topic's metadata: at 100,000 partitions an answer takes seconds to make
@@ -650,7 +664,7 @@ def wait_for_kafka_metadata(
             return
         if notice is not None:
             notice.update(f"{unled:,} of {len(topics) * partitions:,} without a leader")
-        time.sleep(0.2)
+        time.sleep(next_poll_s(KAFKA_POLL_S, time.monotonic() - began, first - unled, unled))
     raise BenchSystemError(
         f"waited {timeout_s:g} s for leaders of every partition of "
         f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''} at {bootstrap_servers}: "
@@ -664,13 +678,17 @@ def wait_replica_dirs(
     *,
     timeout_s: float,
     notice: WaitNotice | None = None,
-    interval_s: float = 0.2,
+    interval_s: float = KAFKA_POLL_S,
 ) -> None:
     """Wait until each of Kafka's nodes (its log directory in `data_dirs`) holds a directory
     for every partition of `wanted` (`<topic>-<partition>`: a broker makes a replica's when it
     applies the partition; every node holds a replica of each at RF 3 on 3 nodes). Past
-    `timeout_s`, a `BenchSystemError` names the replicas still missing on each node."""
-    deadline = time.monotonic() + timeout_s
+    `timeout_s`, a `BenchSystemError` names the replicas still missing on each node. A look
+    lists every node's directory (100,000 entries each at 100,000 partitions): the looks are
+    paced by the progress (`cluster_metrics.next_poll_s`)."""
+    began = time.monotonic()
+    deadline = began + timeout_s
+    first: int | None = None
     while True:
         missing: dict[str, set[str]] = {}
         for directory in data_dirs:
@@ -695,4 +713,5 @@ def wait_replica_dirs(
             )
         if notice is not None:
             notice.update(f"{total - absent:,} of {total:,} made")
-        time.sleep(interval_s)
+        first = absent if first is None else first
+        time.sleep(next_poll_s(interval_s, time.monotonic() - began, first - absent, absent))

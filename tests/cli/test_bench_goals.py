@@ -253,6 +253,52 @@ def test_each_kind_of_workload_runs_on_its_systems_only() -> None:
             check_systems(workload, systems, "c.yaml" if workload is controller else "m.yaml")
 
 
+def test_a_workload_kafka_could_not_hold_under_this_machines_limits_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import resource
+
+    from replog.cli.bench import systems
+
+    assert systems.kafka_limits_problem(10_001, 12_001, 22_002) is None
+    assert systems.kafka_limits_problem(100_001, 20_000, 65_530) == (
+        "kafka: 100,001 partitions put a replica of each on every node (RF 3 on 3 nodes), each "
+        "an open log file and two mapped indexes: Kafka's nodes need `ulimit -n` (hard) of at "
+        "least 102,001 (here 20,000) and vm.max_map_count of at least 202,002 (here 65,530)"
+    )
+    big = parse_workload(
+        {
+            "name": "c",
+            "createPartitions": 10_000,
+            "partitionsPerTopic": 10,
+            "failoverPartitions": 100_000,
+        }
+    )
+    assert big.most_partitions == 100_001
+    (tmp_path / "max_map_count").write_text("65530\n")
+    monkeypatch.setattr(systems, "MAX_MAP_COUNT", str(tmp_path / "max_map_count"))
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (1024, 20_000))
+    with pytest.raises(BenchSystemError, match=r"100,001 partitions.*`ulimit -n`"):
+        check_systems(big, ["replog", "kafka"], "c.yaml")
+    check_systems(big, ["replog"], "c.yaml")  # replog keeps no file open per replica
+    idle = parse_workload(
+        {
+            "name": "i",
+            "topics": 1,
+            "partitionsPerTopic": 3,
+            "messageSize": 1024,
+            "producersPerTopic": 1,
+            "subscriptionsPerTopic": 1,
+            "consumerPerSubscription": 1,
+            "producerRate": 2000,
+            "testDurationSeconds": 30,
+            "idlePartitions": 5000,
+        }
+    )
+    assert idle.most_partitions == 5006
+    check_systems(idle, ["replog", "kafka"], "i.yaml")
+
+
 def test_base_ports_are_given_per_system_then_step_by_300() -> None:
     assert [base_port_of([27000, 38000], i) for i in range(4)] == [27000, 38000, 38300, 38600]
 

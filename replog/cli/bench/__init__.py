@@ -91,7 +91,8 @@ DATA_SYSTEMS: tuple[str, ...] = ("replog", "replog-kafka", "kafka", "jetstream")
 
 
 def check_systems(workload: Any, systems: list[str], source: str) -> None:
-    """Refuse a workload a named system cannot run (`BenchSystemError` naming both)."""
+    """Refuse a workload a named system cannot run (`BenchSystemError` naming both), and one
+    whose partitions Kafka's nodes could not hold under this machine's limits."""
     from replog.cli.bench.etcd import TXN_OPS_MAX
     from replog.errors import BenchSystemError
 
@@ -109,6 +110,10 @@ def check_systems(workload: Any, systems: list[str], source: str) -> None:
             f"bench: {source} is {kind}: {', '.join(refused)} cannot run it; run it against "
             f"{', '.join(allowed)}"
         )
+    if "kafka" in systems:
+        from replog.cli.bench.systems import check_kafka_limits
+
+        check_kafka_limits(workload.most_partitions)
     if "etcd" in systems and workload.topics_per_request > TXN_OPS_MAX:
         raise BenchSystemError(
             f"bench: {source}: topicsPerRequest {workload.topics_per_request}: etcd writes a "

@@ -562,6 +562,54 @@ class KafkaSystem:
 # --- waits over Kafka's protocol ------------------------------------------------------------------
 
 
+# What each replica on a Kafka node holds: its active segment's log file open, and its offset
+# and time indexes mapped (their files are closed once mapped): a node making 100,000
+# partitions' replicas here had 16,809 files open and 33,881 maps when another one died of
+# "Too many open files" at `ulimit -n` 20,000.
+KAFKA_FILES_PER_REPLICA = 1
+KAFKA_MAPS_PER_REPLICA = 2
+KAFKA_HEADROOM = 2_000  # the JVM's own files, sockets and maps
+MAX_MAP_COUNT = "/proc/sys/vm/max_map_count"
+
+
+def kafka_limits_problem(partitions: int, open_files: int, map_count: int) -> str | None:
+    """Why Kafka's nodes cannot hold `partitions` partitions under a limit of `open_files` open
+    files per process and `map_count` memory maps (`vm.max_map_count`), or None: at RF 3 on 3
+    nodes every node holds a replica of each. Past either limit a Kafka node dies mid-run
+    ("Too many open files" at 100,000 partitions under `ulimit -n` 20,000 here)."""
+    files = partitions * KAFKA_FILES_PER_REPLICA + KAFKA_HEADROOM
+    maps = partitions * KAFKA_MAPS_PER_REPLICA + KAFKA_HEADROOM
+    short = []
+    if files > open_files:
+        short.append(f"`ulimit -n` (hard) of at least {files:,} (here {open_files:,})")
+    if maps > map_count:
+        short.append(f"vm.max_map_count of at least {maps:,} (here {map_count:,})")
+    if not short:
+        return None
+    return (
+        f"kafka: {partitions:,} partitions put a replica of each on every node (RF 3 on 3 "
+        f"nodes), each an open log file and two mapped indexes: Kafka's nodes need "
+        f"{' and '.join(short)}"
+    )
+
+
+def check_kafka_limits(partitions: int) -> None:
+    """`kafka_limits_problem` under this process's limits (kafka.sh raises the soft open-file
+    limit to the hard one; the JVMs inherit it) as a `BenchSystemError`."""
+    import resource
+
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    open_files = hard if hard != resource.RLIM_INFINITY else 1 << 30
+    try:
+        with open(MAX_MAP_COUNT, encoding="ascii") as f:
+            map_count = int(f.read())
+    except (OSError, ValueError):
+        return  # not Linux: nothing to read the limit from
+    problem = kafka_limits_problem(partitions, open_files, map_count)
+    if problem is not None:
+        raise BenchSystemError(problem)
+
+
 def create_timeout_s(partitions: int) -> float:
     """How long creating `partitions` partitions may take end to end: `CREATE_TIMEOUT_S`, or
     longer past 22,500 partitions (a controller run's growth to 100,000 takes 3,600 s)."""

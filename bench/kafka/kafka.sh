@@ -153,6 +153,8 @@ start() {
 }
 
 spawn_node() {
+  # A node keeps each replica's log file open: take every open file the hard limit allows.
+  ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
   # setsid: the node outlives this script and gets no terminal's signals.
   setsid "${JAVA[@]}" kafka.Kafka "$KAFKA_CLUSTER_DIR/node-$1/server.properties" \
     >>"$KAFKA_CLUSTER_DIR/node-$1/node.log" 2>&1 </dev/null &

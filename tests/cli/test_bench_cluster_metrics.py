@@ -141,3 +141,30 @@ def test_wait_replicas_shows_every_scrape_and_polls_by_the_pace(
     assert slept[1] == pytest.approx(2940 * 0.05 / 30 / 4)
     assert [total for _, total in seen] == [30, 60, 3000]
     assert [at for at, _ in seen] == pytest.approx([0, 0.05, 0.05 + slept[1]])
+
+
+def test_a_long_wait_says_where_it_stands_and_its_timeout_names_what_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [0.0]
+    monkeypatch.setattr(
+        metrics,
+        "scrapes",
+        lambda urls: [
+            metrics.Scrape(partitions=40, leaders=20, pending=3),
+            metrics.Scrape(partitions=50, leaders=30),
+            metrics.Scrape(answered=False),
+        ],
+    )
+    monkeypatch.setattr(metrics.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    monkeypatch.setattr(metrics.time, "monotonic", lambda: clock[0])
+    said: list[str] = []
+    notice = metrics.WaitNotice("waiting for 50", clock=lambda: clock[0], say=said.append)
+    with pytest.raises(RuntimeError) as raised:
+        metrics.wait_replicas([], 50, 3, timeout_s=20, notice=notice)
+    state = (
+        "90 of 150 replicas (per node [40, 50, None]), 50 of 50 leaders, replica changes to "
+        "apply [3, 0, 0]"
+    )
+    assert str(raised.value) == f"replicas not all created and led after 20 s: {state}"
+    assert said[0].startswith(f"waiting for 50 ({state}, ") and len(said) == 1

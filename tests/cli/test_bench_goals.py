@@ -6,6 +6,7 @@ system is refused, and warm-up runs left out of the results."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -252,6 +253,52 @@ def test_each_kind_of_workload_runs_on_its_systems_only() -> None:
             check_systems(workload, systems, "c.yaml" if workload is controller else "m.yaml")
 
 
+def test_a_workload_kafka_could_not_hold_under_this_machines_limits_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import resource
+
+    from replog.cli.bench import systems
+
+    assert systems.kafka_limits_problem(10_001, 12_001, 22_002) is None
+    assert systems.kafka_limits_problem(100_001, 20_000, 65_530) == (
+        "kafka: 100,001 partitions put a replica of each on every node (RF 3 on 3 nodes), each "
+        "an open log file and two mapped indexes: Kafka's nodes need `ulimit -n` (hard) of at "
+        "least 102,001 (here 20,000) and vm.max_map_count of at least 202,002 (here 65,530)"
+    )
+    big = parse_workload(
+        {
+            "name": "c",
+            "createPartitions": 10_000,
+            "partitionsPerTopic": 10,
+            "failoverPartitions": 100_000,
+        }
+    )
+    assert big.most_partitions == 100_001
+    (tmp_path / "max_map_count").write_text("65530\n")
+    monkeypatch.setattr(systems, "MAX_MAP_COUNT", str(tmp_path / "max_map_count"))
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (1024, 20_000))
+    with pytest.raises(BenchSystemError, match=r"100,001 partitions.*`ulimit -n`"):
+        check_systems(big, ["replog", "kafka"], "c.yaml")
+    check_systems(big, ["replog"], "c.yaml")  # replog keeps no file open per replica
+    idle = parse_workload(
+        {
+            "name": "i",
+            "topics": 1,
+            "partitionsPerTopic": 3,
+            "messageSize": 1024,
+            "producersPerTopic": 1,
+            "subscriptionsPerTopic": 1,
+            "consumerPerSubscription": 1,
+            "producerRate": 2000,
+            "testDurationSeconds": 30,
+            "idlePartitions": 5000,
+        }
+    )
+    assert idle.most_partitions == 5006
+    check_systems(idle, ["replog", "kafka"], "i.yaml")
+
+
 def test_base_ports_are_given_per_system_then_step_by_300() -> None:
     assert [base_port_of([27000, 38000], i) for i in range(4)] == [27000, 38000, 38300, 38600]
 
@@ -293,6 +340,93 @@ def test_kafkas_active_controller_is_the_newest_epochs_leader(tmp_path: Path) ->
     write(2, 6, -1)  # a candidate of a newer epoch: no leader known yet
     with pytest.raises(BenchSystemError, match=r"no leader named.*\(6, -1\)"):
         kafka.active_controller(timeout_s=0.2)
+
+
+def test_kafkas_creation_ends_once_every_node_holds_every_replicas_log_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`KafkaSystem.create_led` (a controller run's creation and an idle topic's) against a
+    stand-in cluster: the CreateTopics answer and the leaders in Metadata are not the end; each
+    node's log directory must hold a directory for every replica."""
+    import threading
+
+    from replog.cli.bench import systems
+
+    led: list[tuple[str, ...]] = []
+    monkeypatch.setattr(systems, "kafka_create", lambda servers, names, partitions, each: 0.25)
+    monkeypatch.setattr(
+        systems,
+        "wait_for_kafka_metadata",
+        lambda servers, names, partitions, **_: led.append(names),
+    )
+    kafka = systems.KafkaSystem(str(tmp_path), 38000, script=None)
+    data = [tmp_path / f"node-{node}" / "data" for node in (1, 2, 3)]
+    for directory in data:
+        directory.mkdir(parents=True)
+        for p in range(4):
+            (directory / f"idle-{p}").mkdir()  # node 3 still lacks idle-4
+    for directory in data[:2]:
+        (directory / "idle-4").mkdir()
+    late = threading.Timer(0.5, lambda: (data[2] / "idle-4").mkdir())
+    late.start()
+    began = time.monotonic()
+    assert kafka.create_led(["idle"], 5, 1) == 0.25
+    assert time.monotonic() - began >= 0.4 and [list(n) for n in led] == [["idle"]]
+    late.join()
+
+
+def test_a_wait_for_kafkas_log_directories_names_the_replicas_missing_per_node(
+    tmp_path: Path,
+) -> None:
+    from replog.cli.bench.systems import wait_replica_dirs
+
+    made, empty = tmp_path / "node-1", tmp_path / "node-2"
+    made.mkdir()
+    empty.mkdir()
+    for p in range(3):
+        (made / f"t-{p}").mkdir()
+    with pytest.raises(BenchSystemError) as raised:
+        wait_replica_dirs([str(made), str(empty)], {"t-0", "t-1", "t-2"}, timeout_s=0.1)
+    assert str(raised.value) == (
+        f"kafka: 3 of 6 replicas' log directories made after 0.1 s ({empty}: 3 missing, e.g. "
+        "t-0, t-1, t-2)"
+    )
+    wait_replica_dirs([str(made)], {"t-0", "t-1", "t-2"}, timeout_s=0)  # all there: no wait
+
+
+def test_kafkas_log_directories_are_listed_seldom_far_from_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 100,000 partitions a look lists 100,000 entries on each node: paced by the progress,
+    as the replog nodes' scrapes are (`next_poll_s`)."""
+    from replog.cli.bench import systems
+
+    node = tmp_path / "node-1"
+    node.mkdir()
+    wanted = {f"t-{p}" for p in range(1000)}
+    clock = [0.0]
+    slept: list[float] = []
+    made = iter([range(0), range(10), range(1000)])  # the directories made by each look
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock[0] += seconds
+        for p in next(made):
+            (node / f"t-{p}").mkdir(exist_ok=True)
+
+    monkeypatch.setattr(systems.time, "sleep", sleep)
+    monkeypatch.setattr(systems.time, "monotonic", lambda: clock[0])
+    systems.wait_replica_dirs([str(node)], wanted, timeout_s=600)
+    # No pace at first, none made in the first 0.2 s; then 10 in 0.4 s with 990 left: the
+    # longest wait (a quarter of the 39.6 s left would be 9.9 s).
+    assert slept == [0.2, 0.2, 5.0]
+
+
+def test_a_creation_is_given_more_time_past_22500_partitions() -> None:
+    from replog.cli.bench.systems import CREATE_TIMEOUT_S, create_timeout_s
+
+    assert create_timeout_s(10_000) == create_timeout_s(22_500) == CREATE_TIMEOUT_S == 900
+    assert create_timeout_s(90_000) == 3600
 
 
 def test_a_failover_whose_node_does_not_come_back_keeps_its_figure(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ survive the trip between processes; the worker's loops send and read what they a
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import threading
@@ -95,6 +96,56 @@ def test_producers_and_consumers_together_drain_every_acknowledged_record(tmp_pa
     assert sum(result["timeline"]["consumed_per_s"]) == 100
     assert "catch_up" not in result and result["produce"]["errors"] == 0
     assert result["driver_cpus"] == "" and not result["client_bound"]
+
+
+def test_the_phase_beside_the_idle_topic_starts_once_every_replica_of_it_is_led(
+    tmp_path: Path,
+) -> None:
+    """The idle topic goes through the system's `create_led` (every replica created and led,
+    as a controller run's end to end), not the bare CreateTopics the busy topics take; the
+    wait is recorded and the second phase starts after it."""
+    cluster = FakeCluster(tmp_path / "cluster")
+    calls: list[str] = []
+
+    def create_led(names: list[str], partitions: int, per_request: int) -> float:
+        calls.append(f"create_led {names} x{partitions} by {per_request}")
+        time.sleep(0.4)  # the stand-in's replicas take 0.4 s, its answer 0.1 s of it
+        calls.append("every replica led")
+        return 0.1
+
+    def create_topics(names: list[str], partitions: int) -> None:
+        calls.append(f"create {names}")
+        cluster.created.extend(names)
+
+    target = dataclasses.replace(
+        cluster.target,
+        create_led=create_led,
+        create_topics=create_topics,
+        server_pids=lambda: (calls.append("servers' CPU read"), [os.getpid()])[1],
+    )
+    workload = parse_workload(
+        {
+            **BASE,
+            "topics": 1,
+            "producerRate": 100,
+            "warmupDurationSeconds": 0,
+            "testDurationSeconds": 1,
+            "idlePartitions": 50,
+        }
+    )
+    result = run_once(target, workload, work_dir=str(tmp_path / "work"))
+    prefix = result["topics"][0].split("-0-")[0]
+    beside = calls.index(f"create {result['topics']}")
+    # The busy topic of the second phase, then the idle one until every replica is led, then
+    # the phase (its servers' CPU is first read at its start).
+    assert calls[beside + 1 : beside + 4] == [
+        f"create_led ['{prefix}-idle'] x50 by 1",
+        "every replica led",
+        "servers' CPU read",
+    ]
+    idle = result["idle"]
+    assert idle["idle_answered_s"] == 0.1 and 0.3 <= idle["idle_led_wait_s"] < 2
+    assert f"{prefix}-idle" in cluster.deleted  # made by create_led, deleted after the run
 
 
 def test_a_metadata_run_counts_requests_and_deletes_every_topic_it_may_have_made(

@@ -124,6 +124,15 @@ def test_catch_up_and_request_rows_show_when_every_run_has_them() -> None:
     assert "catch-up read (MB/s)" not in {row[0] for row in summary_rows(grouped)}
 
 
+def test_the_wait_for_the_idle_topic_is_a_row() -> None:
+    grouped = {"replog": [canned("replog", 1, 2)], "kafka": [canned("kafka", 1, 4)]}
+    for system, wait_s in (("replog", 1.5), ("kafka", 30.0)):
+        grouped[system][0]["idle"] = {"idle_answered_s": 0.2, "idle_led_wait_s": wait_s}
+    rows = {row[0]: row[1:] for row in summary_rows(grouped)}
+    label = "idle topic created, then until every replica was led (before the phase beside it) (s)"
+    assert rows[label] == ["1.50 / 1.50 / 1.50 (0.05x)", "30.0 / 30.0 / 30.0"]
+
+
 def test_the_report_is_made_from_the_json_files(tmp_path: Path) -> None:
     killed = canned("kafka", 1, 4)
     killed["failover"] = {

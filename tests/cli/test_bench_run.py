@@ -2,7 +2,8 @@
 cluster through replog's own client, with its partition 0's leader SIGKILLed midway; every
 record sent is acknowledged and received, the JSON result (with the failover) and the report
 are written, and the cluster is stopped after. Servers and driver processes are pinned to
-the CPUs this test may use (all of them: pinning is recorded, not a speed-up here)."""
+the CPUs this test may use (all of them: pinning is recorded, not a speed-up here). An idle
+run's second phase starts once the nodes' metrics show every replica of its idle topic."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import json
 import os
 from pathlib import Path
 
-from cli_runner import replog
+from cli_runner import Outcome, replog
 
 from replog.cli.local_cluster import accepts_connections
 from tests.local_ports import free_base_port
@@ -31,9 +32,25 @@ killLeaderAtSeconds: 2
 """
 
 
-def test_a_short_run_against_replog_measures_every_record(tmp_path: Path) -> None:
+IDLE_WORKLOAD = """\
+name: tiny idle
+topics: 1
+partitionsPerTopic: 1
+messageSize: 100
+producersPerTopic: 1
+subscriptionsPerTopic: 1
+consumerPerSubscription: 1
+producerRate: 100
+warmupDurationSeconds: 0
+testDurationSeconds: 1
+idlePartitions: 40
+"""
+
+
+def bench(tmp_path: Path, workload_text: str) -> tuple[Outcome, int, str]:
+    """`replog bench` of `workload_text` once against replog; its outcome, base port, CPUs."""
     workload = tmp_path / "tiny.yaml"
-    workload.write_text(WORKLOAD)
+    workload.write_text(workload_text)
     base_port = free_base_port(3)
     cpus = ",".join(map(str, sorted(os.sched_getaffinity(0))))
     outcome = replog(
@@ -56,6 +73,11 @@ def test_a_short_run_against_replog_measures_every_record(tmp_path: Path) -> Non
         "--driver-cpus",
         cpus,
     )
+    return outcome, base_port, cpus
+
+
+def test_a_short_run_against_replog_measures_every_record(tmp_path: Path) -> None:
+    outcome, base_port, cpus = bench(tmp_path, WORKLOAD)
     assert outcome.returncode == 0, outcome.stderr
     assert "replog run 1/1:" in outcome.stdout
     (run_dir,) = (tmp_path / "out").iterdir()
@@ -78,4 +100,24 @@ def test_a_short_run_against_replog_measures_every_record(tmp_path: Path) -> Non
     assert names == ["producer-0", "consumer-0", "consumer-1"]
     assert result["requests"]["produce"] > 0
     assert (run_dir / "report.html").exists() and (run_dir / "cdf.png").exists()
+    assert not accepts_connections(f"127.0.0.1:{base_port}")
+
+
+def test_an_idle_runs_second_phase_waits_for_every_replica_of_the_idle_topic(
+    tmp_path: Path,
+) -> None:
+    outcome, base_port, _ = bench(tmp_path, IDLE_WORKLOAD)
+    assert outcome.returncode == 0, outcome.stderr
+    (run_dir,) = (tmp_path / "out").iterdir()
+    idle = json.loads((run_dir / "replog-run1.json").read_text())["idle"]
+    # Answered by the controller, then led on every node: the wait is recorded and printed.
+    assert idle["partitions"] == 40 and idle["idle_answered_s"] > 0
+    assert idle["idle_led_wait_s"] >= 0
+    assert f"(all led {idle['idle_led_wait_s']:.1f} s after their CreateTopics answer)" in (
+        outcome.stdout
+    )
+    assert (
+        "idle topic created, then until every replica was led"
+        in (run_dir / "report.html").read_text()
+    )
     assert not accepts_connections(f"127.0.0.1:{base_port}")

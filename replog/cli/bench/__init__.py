@@ -91,7 +91,8 @@ DATA_SYSTEMS: tuple[str, ...] = ("replog", "replog-kafka", "kafka", "jetstream")
 
 
 def check_systems(workload: Any, systems: list[str], source: str) -> None:
-    """Refuse a workload a named system cannot run (`BenchSystemError` naming both)."""
+    """Refuse a workload a named system cannot run (`BenchSystemError` naming both), and one
+    whose partitions Kafka's nodes could not hold under this machine's limits."""
     from replog.cli.bench.etcd import TXN_OPS_MAX
     from replog.errors import BenchSystemError
 
@@ -109,6 +110,10 @@ def check_systems(workload: Any, systems: list[str], source: str) -> None:
             f"bench: {source} is {kind}: {', '.join(refused)} cannot run it; run it against "
             f"{', '.join(allowed)}"
         )
+    if "kafka" in systems:
+        from replog.cli.bench.systems import check_kafka_limits
+
+        check_kafka_limits(workload.most_partitions)
     if "etcd" in systems and workload.topics_per_request > TXN_OPS_MAX:
         raise BenchSystemError(
             f"bench: {source}: topicsPerRequest {workload.topics_per_request}: etcd writes a "
@@ -304,10 +309,13 @@ def _controller_text(controller: dict[str, Any]) -> str:
 
 
 def _idle_text(idle: dict[str, Any] | None) -> str:
-    if idle is None:
+    if idle is None or "cores_per_1000" not in idle:  # a catch-up run's: its creation only
         return ""
+    wait = idle.get("idle_led_wait_s")
     return (
-        f"; {idle['partitions']:,} idle partitions: servers {idle['server_cpu_cores_without']:.2f}"
+        f"; {idle['partitions']:,} idle partitions"
+        + ("" if wait is None else f" (all led {wait:.1f} s after their CreateTopics answer)")
+        + f": servers {idle['server_cpu_cores_without']:.2f}"
         f" -> {idle['server_cpu_cores_with']:.2f} cores ({idle['cores_per_1000']:+.3f} per "
         f"1,000), end-to-end p99 {idle['end_to_end_p99_ms_without']:.1f} -> "
         f"{idle['end_to_end_p99_ms_with']:.1f} ms"

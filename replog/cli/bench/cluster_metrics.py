@@ -16,6 +16,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from replog.cli.bench.wait_notice import WaitNotice
 from replog.cli.local_cluster import METRICS_PORT_OFFSET
 
 STALL_HISTOGRAM = "replog_event_loop_stall_seconds_bucket"
@@ -130,6 +131,7 @@ def wait_replicas(
     before: tuple[int, int] = (0, 0),
     interval_s: float = 0.05,
     on_scrape: Callable[[float, list[Scrape]], None] | None = None,
+    notice: WaitNotice | None = None,
 ) -> list[Scrape]:
     """Until every replica of `partitions` partitions exists, every one is led, and no node has
     a replica change left to apply; the last scrapes, at least `interval_s` apart
@@ -137,7 +139,9 @@ def wait_replicas(
     (`settled_totals`), which the partitions come on top of. Each scrape costs every node a
     walk over its replicas (to count leaders and under-replicated ones): `poll_interval_s` says
     how often to ask at a scale. `on_scrape(seconds since the call, scrapes)` sees every
-    scrape (a benchmark's phase times)."""
+    scrape (a benchmark's phase times); `notice` is told where the wait stands after each.
+    Past `timeout_s`, a RuntimeError names what was missing: replicas (per node), leaders and
+    the replica changes each node still had to apply."""
     replicas_before, leaders_before = before
     began = time.monotonic()
     deadline = began + timeout_s
@@ -148,6 +152,13 @@ def wait_replicas(
             on_scrape(time.monotonic() - began, now)
         replicas = sum(s.partitions for s in now) - replicas_before
         leaders = sum(s.leaders for s in now) - leaders_before
+        state = (
+            f"{replicas:,} of {partitions * replication_factor:,} replicas (per node "
+            f"{[s.partitions if s.answered else None for s in now]}), {leaders:,} of "
+            f"{partitions:,} leaders, replica changes to apply {[s.pending for s in now]}"
+        )
+        if notice is not None:
+            notice.update(state)
         if (
             replicas == partitions * replication_factor
             and leaders == partitions
@@ -155,11 +166,7 @@ def wait_replicas(
         ):
             return now
         if time.monotonic() > deadline:
-            raise RuntimeError(
-                f"replicas not all created and led after {timeout_s:.0f} s: {replicas} of "
-                f"{partitions * replication_factor} replicas, {leaders} of {partitions} "
-                f"leaders, pending {[s.pending for s in now]}"
-            )
+            raise RuntimeError(f"replicas not all created and led after {timeout_s:.0f} s: {state}")
         if first is None:
             first = replicas
         wanted = partitions * replication_factor

@@ -104,6 +104,18 @@ TABLE_FIGURES: tuple[tuple[str, str, Callable[[dict[str, Any]], float], bool], .
         lambda r: r["idle"]["end_to_end_p99_ms_with"],
         False,
     ),
+    (
+        "idle topic created, CreateTopics answered",
+        "s",
+        lambda r: r["idle"]["idle_answered_s"],
+        False,
+    ),
+    (
+        "idle topic created, then until every replica was led (before the phase beside it)",
+        "s",
+        lambda r: r["idle"]["idle_led_wait_s"],
+        False,
+    ),
     ("produce requests", "per s", lambda r: r["requests"]["produce_per_s"], True),
     ("produce requests", "per s per broker", lambda r: r["requests"]["per_broker_per_s"], True),
 )

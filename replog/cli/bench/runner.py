@@ -23,12 +23,15 @@ writing and the reading each.
 
 With the workload's `idlePartitions`, a run has two phases on the same cluster: the workload
 alone (the baseline), then on fresh topics again with a topic of that many partitions that
-nobody reads or writes beside them. The result is the second phase's, and its "idle" gives
-the servers' CPU and the busy topic's p99 latencies of both phases and the CPU cores the idle
-partitions cost per 1,000 of them (`idle_figures`). (A catch-up run has one phase, the idle
-topic beside it.) Every result gives the server processes' CPU (`server_cpu_cores`) over the
-measured window, from the warm-up's end until the producers finished (and, for a catch-up,
-while the consumers read).
+nobody reads or writes beside them. The second phase starts once every replica of the idle
+topic is created and every partition led (`_create_idle`, as a controller run's end to end):
+a phase that began at the CreateTopics answer measured the systems still making the
+partitions' logs. The result is the second phase's, and its "idle" gives the servers' CPU and
+the busy topic's p99 latencies of both phases, the CPU cores the idle partitions cost per
+1,000 of them (`idle_figures`), and how long the wait for the idle topic took. (A catch-up run
+has one phase, the idle topic beside it, made the same way.) Every result gives the server
+processes' CPU (`server_cpu_cores`) over the measured window, from the warm-up's end until
+the producers finished (and, for a catch-up, while the consumers read).
 
 A controller run (`createPartitions`) starts no driver processes: the harness creates the
 partitions through the system (`Target.create_led`: CreateTopics requests one after another,
@@ -280,9 +283,10 @@ def run_once(
         elif workload.metadata_clients:
             result = _run_metadata(run)
         elif workload.backlog_gib is not None:
-            if run.idle_topics:
-                run.create(run.idle_topics, workload.idle_partitions)
+            idle = _create_idle(run) if run.idle_topics else None
             result = _run_catch_up(run)
+            if idle is not None:
+                result["idle"] = {"partitions": workload.idle_partitions, **idle}
         elif run.idle_topics:
             result = _run_idle(run)
         else:
@@ -369,10 +373,31 @@ def _run_idle(run: _Run) -> dict[str, Any]:
     without = _run_together(run)
     run.topics = [f"bench-{run.run_id}-{i}-beside-idle" for i in range(workload.topics)]
     run.create(run.topics, workload.partitions_per_topic)
-    run.create(run.idle_topics, workload.idle_partitions)
+    created = _create_idle(run)
     result = _run_together(run)
-    result["idle"] = idle_figures(without, result, workload.idle_partitions)
+    result["idle"] = {**idle_figures(without, result, workload.idle_partitions), **created}
     return result
+
+
+def _create_idle(run: _Run) -> dict[str, Any]:
+    """Create the idle topic and wait until every replica of it is created and every partition
+    led (`Target.create_led`, as a controller run's end to end), so that a phase beside it
+    measures idle partitions and not their creation's aftermath; the seconds until its
+    CreateTopics was answered (`idle_answered_s`) and from then until every replica was led
+    (`idle_led_wait_s`). A system without `create_led` (JetStream: a stream's create is
+    answered by its new leader) is only created: its result has no wait."""
+    names, partitions = run.idle_topics, run.workload.idle_partitions
+    began = time.monotonic()
+    if run.target.create_led is None:
+        run.create(names, partitions)
+        return {"idle_answered_s": round(time.monotonic() - began, 3)}
+    run.made += names  # before the request: deleted after the run even if it failed
+    answered_s = run.target.create_led(names, partitions, len(names))
+    led_s = time.monotonic() - began
+    return {
+        "idle_answered_s": round(answered_s, 3),
+        "idle_led_wait_s": round(max(0.0, led_s - answered_s), 3),
+    }
 
 
 def idle_figures(

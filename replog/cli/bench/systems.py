@@ -26,9 +26,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from replog.cli.bench.cluster_metrics import next_poll_s
 from replog.cli.bench.drivers import REPLICATION_FACTOR, TOPIC_CONFIGS
 from replog.cli.bench.pinning import pinned, taskset
 from replog.cli.bench.processes import PYTHON_WORKER
+from replog.cli.bench.wait_notice import WaitNotice
 from replog.errors import BenchSystemError
 
 if TYPE_CHECKING:
@@ -41,8 +43,13 @@ NODES = 3
 START_TIMEOUT_S = 60.0
 KAFKA_START_TIMEOUT_S = 600.0  # the first start fetches Kafka's jars with Maven
 METADATA_TIMEOUT_S = 60.0
+METADATA_ANSWER_S = 30.0  # one Metadata request of every topic (Kafka's protocol)
 LEADERS_PER_S_AT_LEAST = 20.0  # partitions led per second on a loaded 2-core machine
-CREATE_TIMEOUT_S = 900.0  # a controller run's creation, end to end (100,000 partitions)
+CREATE_TIMEOUT_S = 900.0  # the least a creation is given, end to end (`create_timeout_s`)
+# Partitions created end to end per second on a loaded 2-core machine: Kafka made 40/s at a
+# load average of 38 (10,000 in 250 s), replog more.
+CREATED_PER_S_AT_LEAST = 25.0
+KAFKA_POLL_S = 0.2  # the shortest wait between two looks at Kafka's Metadata or disk
 STOP_TIMEOUT_S = 30.0
 
 
@@ -256,9 +263,18 @@ class ReplogSystem:
             answered_s = self._create_over_grpc(names, partitions, per_request)
         else:
             answered_s = kafka_create(self.bootstrap_servers, names, partitions, per_request)
+        count = len(names) * partitions
         try:
             wait_replicas(
-                urls, len(names) * partitions, REPLICATION_FACTOR, CREATE_TIMEOUT_S, before=before
+                urls,
+                count,
+                REPLICATION_FACTOR,
+                create_timeout_s(count),
+                before=before,
+                notice=WaitNotice(
+                    f"{self.name}: waiting for every replica of {count:,} new partitions to be "
+                    "created and led"
+                ),
             )
         except RuntimeError as exc:
             raise BenchSystemError(f"{self.name}: {exc}") from None
@@ -447,26 +463,25 @@ class KafkaSystem:
         """`kafka_create`, then until Metadata shows every partition led and every replica's
         log directory exists on its node (a broker makes it when it applies the partition)."""
         answered_s = kafka_create(self.bootstrap_servers, names, partitions, per_request)
+        count = len(names) * partitions
+        deadline = time.monotonic() + create_timeout_s(count)
         wait_for_kafka_metadata(
-            self.bootstrap_servers, names, partitions, timeout_s=CREATE_TIMEOUT_S
+            self.bootstrap_servers,
+            names,
+            partitions,
+            timeout_s=create_timeout_s(count),
+            notice=WaitNotice(f"kafka: waiting for a leader of each of {count:,} new partitions"),
         )
-        wanted = {f"{name}-{p}" for name in names for p in range(partitions)}
-        deadline = time.monotonic() + CREATE_TIMEOUT_S
-        while (made := self._replica_dirs(wanted)) < len(wanted) * REPLICATION_FACTOR:
-            if time.monotonic() > deadline:
-                raise BenchSystemError(
-                    f"kafka: {made:,} of {len(wanted) * REPLICATION_FACTOR:,} replicas' log "
-                    f"directories made after {CREATE_TIMEOUT_S:g} s"
-                )
-            time.sleep(0.2)
+        wait_replica_dirs(
+            [self._data_dir(node) for node in range(1, NODES + 1)],
+            {f"{name}-{p}" for name in names for p in range(partitions)},
+            timeout_s=max(0.0, deadline - time.monotonic()),
+            notice=WaitNotice(
+                f"kafka: waiting for the log directories of every replica of {count:,} new "
+                "partitions"
+            ),
+        )
         return answered_s
-
-    def _replica_dirs(self, wanted: set[str]) -> int:
-        made = 0
-        for node in range(1, NODES + 1):
-            with contextlib.suppress(OSError):
-                made += len(wanted.intersection(os.listdir(self._data_dir(node))))
-        return made
 
     def _data_dir(self, node: int) -> str:
         return os.path.join(self.directory, f"node-{node}", "data")
@@ -547,6 +562,60 @@ class KafkaSystem:
 # --- waits over Kafka's protocol ------------------------------------------------------------------
 
 
+# What each replica on a Kafka node holds: its active segment's log file open, and its offset
+# and time indexes mapped (their files are closed once mapped): a node making 100,000
+# partitions' replicas here had 16,809 files open and 33,881 maps when another one died of
+# "Too many open files" at `ulimit -n` 20,000.
+KAFKA_FILES_PER_REPLICA = 1
+KAFKA_MAPS_PER_REPLICA = 2
+KAFKA_HEADROOM = 2_000  # the JVM's own files, sockets and maps
+MAX_MAP_COUNT = "/proc/sys/vm/max_map_count"
+
+
+def kafka_limits_problem(partitions: int, open_files: int, map_count: int) -> str | None:
+    """Why Kafka's nodes cannot hold `partitions` partitions under a limit of `open_files` open
+    files per process and `map_count` memory maps (`vm.max_map_count`), or None: at RF 3 on 3
+    nodes every node holds a replica of each. Past either limit a Kafka node dies mid-run
+    ("Too many open files" at 100,000 partitions under `ulimit -n` 20,000 here)."""
+    files = partitions * KAFKA_FILES_PER_REPLICA + KAFKA_HEADROOM
+    maps = partitions * KAFKA_MAPS_PER_REPLICA + KAFKA_HEADROOM
+    short = []
+    if files > open_files:
+        short.append(f"`ulimit -n` (hard) of at least {files:,} (here {open_files:,})")
+    if maps > map_count:
+        short.append(f"vm.max_map_count of at least {maps:,} (here {map_count:,})")
+    if not short:
+        return None
+    return (
+        f"kafka: {partitions:,} partitions put a replica of each on every node (RF 3 on 3 "
+        f"nodes), each an open log file and two mapped indexes: Kafka's nodes need "
+        f"{' and '.join(short)}"
+    )
+
+
+def check_kafka_limits(partitions: int) -> None:
+    """`kafka_limits_problem` under this process's limits (kafka.sh raises the soft open-file
+    limit to the hard one; the JVMs inherit it) as a `BenchSystemError`."""
+    import resource
+
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    open_files = hard if hard != resource.RLIM_INFINITY else 1 << 30
+    try:
+        with open(MAX_MAP_COUNT, encoding="ascii") as f:
+            map_count = int(f.read())
+    except (OSError, ValueError):
+        return  # not Linux: nothing to read the limit from
+    problem = kafka_limits_problem(partitions, open_files, map_count)
+    if problem is not None:
+        raise BenchSystemError(problem)
+
+
+def create_timeout_s(partitions: int) -> float:
+    """How long creating `partitions` partitions may take end to end: `CREATE_TIMEOUT_S`, or
+    longer past 22,500 partitions (a controller run's growth to 100,000 takes 3,600 s)."""
+    return max(CREATE_TIMEOUT_S, partitions / CREATED_PER_S_AT_LEAST)
+
+
 def wait_for_kafka_brokers(bootstrap_servers: str, count: int) -> None:
     from confluent_kafka.admin import AdminClient
 
@@ -607,29 +676,90 @@ def wait_for_kafka_metadata(
     partitions: int,
     *,
     timeout_s: float = METADATA_TIMEOUT_S,
+    notice: WaitNotice | None = None,
 ) -> None:
-    """Wait until Metadata over Kafka's protocol shows a leader for every partition of `topics`."""
+    """Wait until Metadata over Kafka's protocol shows a leader for every partition of `topics`;
+    `notice` is told how many are led after each answer. Each answer lists every topic (at
+    100,000 partitions, seconds of the brokers' and this process's CPU): the polls are paced by
+    the leaders' progress (`cluster_metrics.next_poll_s`)."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-    deadline = time.monotonic() + timeout_s
+    began = time.monotonic()
+    deadline = began + timeout_s
     missing: list[str] = list(topics)
+    unled = first = len(topics) * partitions
     while time.monotonic() < deadline:
         try:
-            metadata = admin.list_topics(timeout=5)
-        except Exception:
+            # Every topic's metadata: at 100,000 partitions an answer takes seconds to make
+            # and parse on a loaded machine.
+            metadata = admin.list_topics(
+                timeout=max(1.0, min(METADATA_ANSWER_S, deadline - time.monotonic()))
+            )
+        except Exception as exc:
+            if notice is not None:
+                notice.update(f"Metadata not answered: {exc}")
             time.sleep(0.5)
             continue
-        missing = []
+        missing, unled = [], 0
         for name in topics:
             topic = metadata.topics.get(name)
             led = 0 if topic is None else sum(1 for p in topic.partitions.values() if p.leader >= 0)
             if led < partitions:
                 missing.append(name)
+                unled += partitions - led
         if not missing:
             return
-        time.sleep(0.2)
+        if notice is not None:
+            notice.update(f"{unled:,} of {len(topics) * partitions:,} without a leader")
+        time.sleep(next_poll_s(KAFKA_POLL_S, time.monotonic() - began, first - unled, unled))
     raise BenchSystemError(
         f"waited {timeout_s:g} s for leaders of every partition of "
-        f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''} at {bootstrap_servers}"
+        f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''} at {bootstrap_servers}: "
+        f"{unled:,} of {len(topics) * partitions:,} partitions without a leader"
     )
+
+
+def wait_replica_dirs(
+    data_dirs: Sequence[str],
+    wanted: set[str],
+    *,
+    timeout_s: float,
+    notice: WaitNotice | None = None,
+    interval_s: float = KAFKA_POLL_S,
+) -> None:
+    """Wait until each of Kafka's nodes (its log directory in `data_dirs`) holds a directory
+    for every partition of `wanted` (`<topic>-<partition>`: a broker makes a replica's when it
+    applies the partition; every node holds a replica of each at RF 3 on 3 nodes). Past
+    `timeout_s`, a `BenchSystemError` names the replicas still missing on each node. A look
+    lists every node's directory (100,000 entries each at 100,000 partitions): the looks are
+    paced by the progress (`cluster_metrics.next_poll_s`)."""
+    began = time.monotonic()
+    deadline = began + timeout_s
+    first: int | None = None
+    while True:
+        missing: dict[str, set[str]] = {}
+        for directory in data_dirs:
+            try:
+                made = wanted.intersection(os.listdir(directory))
+            except OSError:
+                made = set()
+            if len(made) < len(wanted):
+                missing[directory] = wanted - made
+        absent = sum(len(m) for m in missing.values())
+        if not absent:
+            return
+        total = len(wanted) * len(data_dirs)
+        if time.monotonic() > deadline:
+            where = "; ".join(
+                f"{directory}: {len(m):,} missing, e.g. {', '.join(sorted(m)[:3])}"
+                for directory, m in missing.items()
+            )
+            raise BenchSystemError(
+                f"kafka: {total - absent:,} of {total:,} replicas' log directories made after "
+                f"{timeout_s:g} s ({where})"
+            )
+        if notice is not None:
+            notice.update(f"{total - absent:,} of {total:,} made")
+        first = absent if first is None else first
+        time.sleep(next_poll_s(interval_s, time.monotonic() - began, first - absent, absent))

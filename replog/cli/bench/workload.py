@@ -149,6 +149,20 @@ class Workload:
         return self.create_partitions > 0
 
     @property
+    def most_partitions(self) -> int:
+        """The most partitions a run of this workload holds at once (0 for a metadata run,
+        whose topics pile up as fast as the system makes them): a controller run's failover
+        image (its fill rounded up to whole topics) and probe; a data run's two phases' topics
+        and its idle topic."""
+        if self.controller:
+            per_topic = self.partitions_per_topic
+            fill = max(0, self.failover_partitions - self.create_partitions)
+            return self.create_partitions + math.ceil(fill / per_topic) * per_topic + 1
+        if self.metadata_clients:
+            return 0
+        return 2 * self.topics * self.partitions_per_topic + self.idle_partitions
+
+    @property
     def backlog_records(self) -> int:
         """Records in the backlog (0 for a run that is not a catch-up)."""
         if self.backlog_gib is None:

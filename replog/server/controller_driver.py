@@ -35,7 +35,7 @@ Rules:
   and, when its schedule says so, writes the controller's state at its last stable offset
   (committed state only), ending after its last committed offset (control batches carry no
   metadata), through Raft's `create_snapshot`; the same state at a clean stop
-  (`snapshot_at_stop`, a posted closure: the controller is between two whole items).
+  (`state_at_stop`, a posted closure: the controller is between two whole items).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ from quorum.raft.ready import ApplyItem, CommittedBatch, LeaderChange, LoadSnaps
 from quorum.raft.snapshot_id import SnapshotId
 from replog.clock import Clock, wall_clock_ms
 from replog.errors import KafkaError, RequestTimedOutError, UnknownServerError
-from replog.server.metadata_snapshots import SnapshotWriter
+from replog.server.metadata_snapshots import SnapshotWriter, StopState
 from replog.server.metadata_staleness import Staleness, metadata_staleness
 from replog.server.raft_driver import RaftDriver
 from replog.server.raft_metadata_log import (
@@ -283,11 +283,11 @@ class ControllerDriver:
 
     # --- internals --------------------------------------------------------------------------------
 
-    def snapshot_at_stop(self, now_ms: int) -> SnapshotId | None:
-        """The controller's committed state as a snapshot, at a clean stop
-        (`SnapshotWriter.write_at_stop`); on the loop, like every controller call."""
+    def state_at_stop(self) -> StopState | None:
+        """The controller's committed state to snapshot at a clean stop
+        (`SnapshotWriter.state_at_stop`); on the loop, like every controller call."""
         end_offset = self.controller.last_committed_offset + 1
-        return self.snapshots.write_at_stop(end_offset, now_ms, self._snapshot_state)
+        return self.snapshots.state_at_stop(end_offset, self._snapshot_state)
 
     def _maybe_snapshot(self, now_ms: int) -> None:
         end_offset = self.controller.last_committed_offset + 1

@@ -539,6 +539,18 @@ class QuorumController:
             if self._claim_epoch is not None:
                 self._next_noop_ms = now_ms + self.config.metadata_max_idle_interval_ms
 
+    @property
+    def steps_queued(self) -> bool:
+        """Whether stepped writes have steps left that this (active) controller would run
+        (`run_steps`)."""
+        return self._claim_epoch is not None and bool(self._steps)
+
+    def run_steps(self, now_ms: int) -> None:
+        """The next steps of the queued writes, within the budget a tick gives them
+        (`_run_steps`), without the tick's periodic work: for a shell that runs them at the
+        pace of its loop's turns rather than of its ticks."""
+        self._run_steps(now_ms)
+
     def next_wake_ms(self, now_ms: int) -> int | None:
         """When `tick` next has work (None: not before some other input)."""
         if self._claim_epoch is None:

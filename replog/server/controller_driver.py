@@ -139,6 +139,7 @@ class ControllerDriver:
         self._controller_id = -1
         self._offline_partitions = 0
         self._failover_reason: str | None = None
+        self._steps_posted = False  # a `run_steps` input is queued on the Raft driver
         raft.add_stepped_listener(self._on_apply)
         raft.add_timer(self)
 
@@ -314,3 +315,22 @@ class ControllerDriver:
         if reason is not None and reason is not self._failover_reason:
             self._failover_reason = reason
             log.warning("node %d: the controller gave up leadership: %s", self.node_id, reason)
+        self._pace_steps()
+
+    def _pace_steps(self) -> None:
+        """Run the steps a stepped write left as an input posted to the Raft driver, after the
+        inputs queued before it: the driver takes as many such inputs as fit its turn (20 ms)
+        and gives the loop's other tasks a turn between (docs/raft.md), so the steps go at the
+        loop's pace. Left to the ticks (at most one every `TIMER_RETICK_MS`, 10 ms), steps of
+        250 changes would move a fencing's or unfencing's 10,000 partitions a quarter as fast
+        as steps of 1,000 did."""
+        if self._steps_posted or not self.controller.steps_queued:
+            return
+        self._steps_posted = True
+
+        def run(now_ms: int) -> None:
+            self._steps_posted = False
+            self.controller.run_steps(now_ms)
+            self._publish()
+
+        self._raft.post(run)

@@ -47,9 +47,10 @@ Rules:
   than expected, or a committed batch it did not write. A replay failure is fatal: it
   propagates, and the shell must stop the process.
 - Stepped writes (docs/controller.md#stepped-writes): a result with `then` or `after` is one
-  step; the next runs at a later tick, against the latest state. A tick runs the queued steps
-  in order while they have written fewer than `max_partition_changes_per_step` records in it
-  (one step at least); the others keep their place for the next tick. At most one sweep of
+  step; the next runs at a later tick (or `run_steps`, which a shell may call more often than
+  it ticks), against the latest state. A tick runs the queued steps in order while they have
+  written fewer than `max_partition_changes_per_step` records in it (one step at least); the
+  others keep their place for the next tick. At most one sweep of
   each kind started by the controller runs at a time: leaderless-partition elections, and
   the moves of fenced brokers still named in ISRs (started whenever a tick finds one;
   `next_wake_ms` asks for that tick at once, as no queued step stands for those moves).

@@ -47,9 +47,10 @@ Rules:
   than expected, or a committed batch it did not write. A replay failure is fatal: it
   propagates, and the shell must stop the process.
 - Stepped writes (docs/controller.md#stepped-writes): a result with `then` or `after` is one
-  step; the next runs at a later tick, against the latest state. A tick runs the queued steps
-  in order while they have written fewer than `max_partition_changes_per_step` records in it
-  (one step at least); the others keep their place for the next tick. At most one sweep of
+  step; the next runs at a later tick (or `run_steps`, which a shell may call more often than
+  it ticks), against the latest state. A tick runs the queued steps in order while they have
+  written fewer than `max_partition_changes_per_step` records in it (one step at least); the
+  others keep their place for the next tick. At most one sweep of
   each kind started by the controller runs at a time: leaderless-partition elections, and
   the moves of fenced brokers still named in ISRs (started whenever a tick finds one;
   `next_wake_ms` asks for that tick at once, as no queued step stands for those moves).
@@ -538,6 +539,18 @@ class QuorumController:
             self.write(_write_no_op, now_ms, "write a NoOpRecord")
             if self._claim_epoch is not None:
                 self._next_noop_ms = now_ms + self.config.metadata_max_idle_interval_ms
+
+    @property
+    def steps_queued(self) -> bool:
+        """Whether stepped writes have steps left that this (active) controller would run
+        (`run_steps`)."""
+        return self._claim_epoch is not None and bool(self._steps)
+
+    def run_steps(self, now_ms: int) -> None:
+        """The next steps of the queued writes, within the budget a tick gives them
+        (`_run_steps`), without the tick's periodic work: for a shell that runs them at the
+        pace of its loop's turns rather than of its ticks."""
+        self._run_steps(now_ms)
 
     def next_wake_ms(self, now_ms: int) -> int | None:
         """When `tick` next has work (None: not before some other input)."""

@@ -100,8 +100,21 @@ def encode_snapshot(
     records: Sequence[MetadataRecord], *, quorum_epoch: int, timestamp_ms: int
 ) -> bytes:
     """The bytes of a snapshot holding `records` (grammar in the module docstring)."""
+    return run_to_end(
+        encode_snapshot_in_steps(records, quorum_epoch=quorum_epoch, timestamp_ms=timestamp_ms)
+    )
+
+
+def encode_snapshot_in_steps(
+    records: Sequence[MetadataRecord], *, quorum_epoch: int, timestamp_ms: int
+) -> Steps[bytes]:
+    """`encode_snapshot` as steps of one batch (`SNAPSHOT_RECORDS_PER_BATCH` records) each,
+    for a caller on an event loop (11,000 records at 10,000 partitions took 90 ms of a loaded
+    machine's CPU); the bytes are the generator's value."""
     parts: list[bytes] = []
     for start in range(0, len(records), SNAPSHOT_RECORDS_PER_BATCH):
+        if parts:
+            yield
         builder = BatchBuilder(base_offset=start, partition_leader_epoch=quorum_epoch)
         for record in records[start : start + SNAPSHOT_RECORDS_PER_BATCH]:
             builder.append(timestamp_ms, None, encode_record(record))

@@ -20,6 +20,7 @@ import pytest
 
 from quorum.controller.controller_config import ControllerConfig
 from quorum.controller.pending_response import PendingResponse
+from quorum.metadata import record_batches
 from quorum.metadata.record_batches import encode_snapshot
 from quorum.raft import RaftConfig, VoterAddress
 from quorum.raft.snapshot_id import SnapshotId
@@ -28,7 +29,7 @@ from replog.pb import controller_pb2 as pb
 from replog.pb import raft_pb2
 from replog.server.controller_driver import ControllerDriver
 from replog.server.controller_service import ControllerService
-from replog.server.metadata_snapshots import snapshot_before_stop
+from replog.server.metadata_snapshots import StopState, snapshot_before_stop
 from replog.server.raft_driver import RaftDriver
 from replog.server.raft_service import MetadataLogService
 from replog.server.raft_storage import RaftStorage
@@ -266,6 +267,102 @@ def test_a_snapshot_written_at_a_clean_stop_is_loaded_at_the_next_start(tmp_path
         async with lone_controller(tmp_path) as node:
             await kept_after_restart(node)
             assert node.driver.snapshots_loaded == 1
+
+    asyncio.run(scenario())
+
+
+def test_the_stop_snapshot_is_encoded_a_batch_a_loop_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 1,200 partitions make two batches of records: the loop's other tasks run between the
+    # two batches' encoding (a ticker sees the first encoded, not the second), and the
+    # snapshot written is the whole state all the same.
+    encoded: list[int] = [0]
+    real = record_batches.encode_record
+
+    def counting(record: object) -> bytes:
+        encoded[0] += 1
+        return real(record)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(record_batches, "encode_record", counting)
+
+    async def scenario() -> None:
+        async with lone_controller(tmp_path, metadata_max_idle_interval_ms=0) as node:
+            await active(node)
+            await start_brokers(node, (1,))
+            created = await node.service.CreateTopics(create_request("wide", 1_200, 1), None)
+            assert not created.topics[0].HasField("error")
+            expected = len(node.driver.controller.snapshot_records())
+            assert expected > record_batches.SNAPSHOT_RECORDS_PER_BATCH
+            seen: list[int] = []
+
+            async def ticker() -> None:
+                while True:
+                    seen.append(encoded[0])
+                    await asyncio.sleep(0)
+
+            ticking = asyncio.create_task(ticker())
+            try:
+                taken = await snapshot_before_stop(node.raft, node.driver, timeout_s=10)
+            finally:
+                ticking.cancel()
+            assert taken is not None
+            assert encoded[0] == expected
+            assert any(0 < n < expected for n in seen), sorted(set(seen))
+        async with lone_controller(tmp_path) as node:
+            await active(node)
+            assert node.driver.snapshots_loaded == 1
+            metadata = await node.service.Metadata(pb.MetadataRequest(topics=["wide"]), None)
+            assert len(metadata.topics[0].partitions) == 1_200
+
+    asyncio.run(scenario())
+
+
+def test_a_stop_snapshot_overtaken_while_it_was_encoded_is_not_written(tmp_path: Path) -> None:
+    # The stop's snapshot is encoded over several loop turns: a snapshot taken or loaded at its
+    # end meanwhile holds as much, and writing it again would fail (`create_snapshot`).
+    async def scenario() -> None:
+        async with lone_controller(tmp_path, metadata_max_idle_interval_ms=0) as node:
+            await create_kept(node)
+            states: list[StopState | None] = []
+            await node.raft.run_persisted(lambda now_ms: states.append(node.driver.state_at_stop()))
+            (state,) = states
+            assert state is not None
+            node.driver.snapshots.schedule.taken(state.end_offset, node.raft.clock())
+            data = encode_snapshot(state.records, quorum_epoch=state.quorum_epoch, timestamp_ms=0)
+            stored: list[SnapshotId | None] = []
+            await node.raft.run_persisted(
+                lambda now_ms: stored.append(state.writer.store_at_stop(state, data, now_ms))
+            )
+            assert stored == [None]
+            assert node.raft.storage.snapshot_ids() == ()
+
+    asyncio.run(scenario())
+
+
+def test_the_steps_of_a_write_go_at_the_loops_pace_not_the_ticks(tmp_path: Path) -> None:
+    # Six topics of 200 partitions are written in steps of whole topics, 250 partitions at
+    # most (CreateTopics' steps); with the driver's ticks stopped, only the steps posted as
+    # inputs (`_pace_steps`) can finish the write: left to the ticks, a step per tick (10 ms
+    # apart at best) made steps of 250 changes four times slower than steps of 1,000.
+    async def scenario() -> None:
+        async with lone_controller(tmp_path) as node:
+            await active(node)
+            await start_brokers(node, (1,))
+            ticks: list[int] = []
+            node.driver.tick = ticks.append  # type: ignore[method-assign]
+            names = [f"wide{i}" for i in range(6)]
+            request = pb.CreateTopicsRequest(
+                topics=[
+                    pb.CreatableTopic(name=name, num_partitions=200, replication_factor=1)
+                    for name in names
+                ]
+            )
+            created = await asyncio.wait_for(node.service.CreateTopics(request, None), 5)
+            assert [t.HasField("error") for t in created.topics] == [False] * 6
+            assert ticks == []
+            metadata = await node.service.Metadata(pb.MetadataRequest(topics=names), None)
+            assert [len(t.partitions) for t in metadata.topics] == [200] * 6
 
     asyncio.run(scenario())
 

@@ -204,12 +204,6 @@ log = logging.getLogger("replog.server.replica_manager")
 # worker-thread batch (one file-system sync) carries. A round of leader changes costs ~25 ms
 # here; a batch's sync is one `syncfs`, whatever its size.
 APPLY_ROUND_CHANGES = 250
-# What a round's role change of a replica the broker holds already (`_take_role`: a leader's
-# epoch file, a follower's fetch state, its sessions marked) costs against APPLY_ROUND_CHANGES,
-# where a new replica's costs 1 (its file work is a worker thread's, and it is installed in
-# slices of its own): a round of 250 role changes held the loop 57-78 ms of a loaded machine's
-# CPU at a controlled shutdown of 10,000 partitions; 2 make it 125, under half of that.
-ROLE_CHANGE_COST = 2
 # Up to this many writes a round or a batch makes are each synced on their own (a few fsyncs of
 # small files, ~1-5 ms each here); above it one `syncfs` syncs them all.
 SYNC_EACH_MAX = 8
@@ -593,7 +587,7 @@ class ReplicaManager:
         # A topic's partitions share its LogConfig: built once per topic in a round (the image
         # cannot change within it), not once per replica.
         configs: dict[str, LogConfig] = {}
-        for change in self._changes.take(limit, self._round_cost):
+        for change in self._changes.take(limit):
             local = change.local
             if change.kind == DELETE:
                 self._delete_partition(local)
@@ -611,13 +605,6 @@ class ReplicaManager:
                 config = configs[local.topic_name] = self._log_config(self.image, local.topic_name)
             creations.append(_Creation(change, config))
         return creations
-
-    def _round_cost(self, change: ReplicaChange) -> int:
-        """What `change` costs a round on the loop (ROLE_CHANGE_COST)."""
-        existing = self._partitions.get(change.key)
-        if existing is not None and existing.topic_id == change.local.topic_id:
-            return ROLE_CHANGE_COST
-        return 1
 
     def _open_logs_or_release(self, creations: list[_Creation]) -> list[_Opened]:
         """`_open_logs`; if it fails (a storage error: the broker stops), its partitions are

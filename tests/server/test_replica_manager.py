@@ -1518,35 +1518,6 @@ async def test_a_started_manager_gives_its_leaders_a_new_registration_in_bounded
 
 
 @pytest.mark.asyncio
-async def test_role_changes_of_held_replicas_cost_a_round_double(
-    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A replica the broker holds already changes role on the loop (its epoch file, its fetch
-    state): a round takes half as many of those as of new replicas (ROLE_CHANGE_COST), so a
-    controlled shutdown's thousands of leaderships moved never hold the loop a whole round of
-    them."""
-    monkeypatch.setattr(replica_manager, "APPLY_ROUND_CHANGES", 4)
-    (node, _) = nodes_with(tmp_path, clock, *[(1, 2)] * 12)
-    await node.rm.start()
-    try:
-        moved = replayed(
-            node.rm.image, *(PartitionChangeRecord(TID, p, leader=2) for p in range(12))
-        )
-        node.rm.apply_image(moved)
-        seen: list[int] = []
-        for _ in range(60):
-            seen.append(
-                sum(node.rm.partition("t", p).leader_state is None for p in range(12))  # type: ignore[union-attr]
-            )
-            await asyncio.sleep(0)
-        assert seen[0] == 0 and seen[-1] == 12, seen
-        steps = [b - a for a, b in itertools.pairwise(seen) if b != a]
-        assert max(steps) <= 2, seen  # 4 // ROLE_CHANGE_COST
-    finally:
-        await node.rm.stop()
-
-
-@pytest.mark.asyncio
 async def test_purgatory_is_bounded(tmp_path: Path, clock: ManualClock) -> None:
     leader, _, _ = two_nodes(tmp_path, clock, purgatory_pending_max=1)
     first = asyncio.create_task(leader.rm.produce(produce_request(batch(), acks=-1)))

@@ -22,14 +22,18 @@ Rules:
   before), one connection per leader address, opened at its first fetch: the port comes from
   the leader's gRPC service (`ReplicaFetchEndpoint`), the host is the one its gRPC address
   names.
-- A leader whose endpoint cannot be asked or whose port refuses the connection raises
-  `FramedFetchUnavailable`: the caller fetches from it over gRPC instead (a broker without
-  the endpoint, or a port not reachable from the executors).
+- Only a leader whose framed path is truly not there raises `FramedFetchUnavailable`, and
+  the caller fetches from it over gRPC instead: its gRPC service answers the endpoint query
+  UNIMPLEMENTED (an older broker), its answer names no port, or the port refuses the
+  connection (not reachable from the executors).
 - Any other failure closes the connection and raises a typed error naming the leader's
-  address: `NetworkError` for a lost connection, `MalformedResponseError` for bytes that break
-  the format or answer another request, `RequestTimedOutError` when no answer came within the
-  request's max wait plus `timeout_ms`, the Kafka error of a refusal frame. The next fetch
-  connects afresh.
+  address, for the caller to retry as any failed fetch: the endpoint query's
+  `grpc.aio.AioRpcError` or typed error (a leader not available, restarting, or not
+  listening yet), `NetworkError` for a connection that could not be made or was lost,
+  `MalformedResponseError` for bytes that break the format or answer another request,
+  `RequestTimedOutError` when no answer came within the request's max wait plus `timeout_ms`
+  (connecting included), the Kafka error of a refusal frame. The next fetch connects
+  afresh.
 - The buffer an answer is read into is its own (never reused): the answer handed over is a
   view of it that the decoded columns may outlive.
 """
@@ -40,6 +44,7 @@ import asyncio
 import itertools
 import struct
 
+import grpc
 import numpy as np
 
 from replog.client.connections import Connections
@@ -97,17 +102,26 @@ class FramedFetchChannels:
     async def _connect(self, address: str) -> _AnswerReader:
         host, _ = parse_host_port(address, "a broker address", error=NetworkError)
         try:
-            port = await self._connections.broker(address).replica_fetch_endpoint()
-        except Exception as exc:  # an older broker, or one not listening yet: gRPC serves
+            port = await self._connections.broker(address).named_replica_fetch_port()
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise  # the leader is there but cannot answer now: the caller retries
             raise FramedFetchUnavailable(
-                f"broker at {address} did not name its framed fetch port: {exc}"
+                f"broker at {address} has no framed fetch port to name (ReplicaFetchEndpoint "
+                f"is {exc.code().name}: an older broker)"
             ) from exc
+        if port is None:
+            raise FramedFetchUnavailable(
+                f"broker at {address} named no framed fetch port (replica.fetch.port)"
+            )
         where = f"the framed fetch listener at {format_host_port(host, port)} (broker {address})"
         loop = asyncio.get_running_loop()
         try:
             _, reader = await loop.create_connection(lambda: _AnswerReader(where), host, port)
-        except OSError as exc:
+        except ConnectionRefusedError as exc:  # not reachable from here (module rules)
             raise FramedFetchUnavailable(f"cannot connect to {where}: {exc}") from exc
+        except OSError as exc:
+            raise NetworkError(f"cannot connect to {where}: {exc}") from None
         return reader
 
     def _drop(self, address: str) -> None:

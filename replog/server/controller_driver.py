@@ -25,7 +25,9 @@ Rules:
   active controller only, Kafka's OfflinePartitionsCount; 0 on a standby).
 - A write answers once its records commit (or fails: NOT_CONTROLLER on a standby or after a
   lost leadership, an invalid request's error). A caller that stops waiting after its timeout
-  gets REQUEST_TIMED_OUT; the write may still commit, and its response is dropped.
+  gets REQUEST_TIMED_OUT; the write may still commit, and its response is dropped (as is
+  the NodeStoppingError of one the node stops before running: nothing is left for asyncio to
+  report as never retrieved).
 - Reads run at the controller's last stable offset, on the active controller and on standbys.
   A read changes nothing, so a bug in one fails only its caller (UNKNOWN_SERVER_ERROR).
 - A failure while replaying or decoding committed records is fatal: it escapes the loop, which
@@ -202,6 +204,12 @@ class ControllerDriver:
                     "a write may still commit"
                 ),
             )
+        finally:
+            # The caller stops waiting (an answer, a timeout, or its cancellation): nobody reads
+            # `settled` from here on. The call still runs and may commit, but a NodeStoppingError
+            # set on it at stop would be reported at garbage collection as a "Future exception
+            # was never retrieved"; cancelled, it is never set.
+            settled.cancel()
         error = pending.error
         if error is None:
             return ControllerAnswer(self._controller_id, value=pending.result())

@@ -36,9 +36,9 @@ from replog.net_address import format_host_port, parse_host_port
 from replog.replication import messages as m
 from replog.replication.fetch_session import FetchChanges, FetcherSession
 from replog.wire import broker_codec as codec
-from replog.wire import framed_wire
 from replog.wire import replica_fetch_wire as wire
 from replog.wire.broker_client import BrokerClient
+from replog.wire.replica_fetch_caller import ReplicaFetchCaller
 
 RPC = "ReplicaFetch"  # how answers are named in errors
 
@@ -116,84 +116,27 @@ def _timed_out(where: str, wait_ms: int) -> RequestTimedOutError:
     return RequestTimedOutError(f"{where} sent no replica fetch answer within {wait_ms} ms")
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(ReplicaFetchCaller[bytes], asyncio.Protocol):
     """One replica fetch connection: a fetch written, its answer (or failure) awaited."""
 
     def __init__(self, where: str, caller_id: int) -> None:
-        self._where = where
-        self._caller_id = caller_id
-        self._socket: asyncio.Transport | None = None
+        super().__init__(where, caller_id)
         self._reader = wire.FORMAT.reader()
-        self._sequence = -1
-        self._answer: asyncio.Future[bytes] | None = None
-        self._failure: Exception | None = None  # once the connection is over
-
-    @property
-    def failed(self) -> bool:
-        return self._failure is not None
-
-    async def exchange(self, sequence: int, request: bytes) -> bytes:
-        """Write `request` as frame `sequence`; its answer's bytes."""
-        if self._failure is not None:
-            raise self._failure
-        assert self._socket is not None and self._answer is None
-        self._sequence = sequence
-        answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._answer = answer
-        framed_wire.write_frame(self._socket, sequence, request)
-        try:
-            return await answer
-        finally:
-            self._answer = None
 
     # --- asyncio.Protocol ---------------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._socket = transport
-        framed_wire.keep_alive(transport)
-        transport.write(wire.FORMAT.greeting(self._caller_id))
 
     def data_received(self, data: bytes) -> None:
         try:
             frames = self._reader.feed(data)
             for sequence, payload in frames:
-                answer = self._answer
-                # A second answer to the request (in the same read, before the fetch has
-                # taken the first) is as wrong as one to a request never sent.
-                if (
-                    answer is None
-                    or answer.done()
-                    or sequence & wire.SEQUENCE_MASK != self._sequence
-                ):
-                    raise MalformedResponseError(
-                        f"{self._where} answered request {sequence & wire.SEQUENCE_MASK}, "
-                        "never sent or answered already"
-                    )
-                if sequence & wire.REFUSAL_BIT:
-                    self._fail(wire.parse_refusal(payload, self._where))
+                self._answer_for(sequence)
+                self._deliver(sequence, payload)
+                if self.failed:  # a refusal
                     return
-                answer.set_result(payload)
         except MalformedResponseError as exc:
             self._fail(exc)
         except Exception as exc:  # the format's InvalidRequestError: the leader's bytes are bad
             self._fail(MalformedResponseError(f"{self._where} sent malformed bytes: {exc}"))
 
     def connection_lost(self, exc: Exception | None) -> None:
-        partial = self._reader.buffered
-        what = f" with {partial} bytes of an answer read" if partial else ""
-        why = f": {exc}" if exc is not None else ""
-        self._fail(NetworkError(f"{self._where} closed the connection{what}{why}"))
-
-    def _fail(self, error: Exception) -> None:
-        """The connection is over: the awaited answer and every later exchange fail."""
-        if self._failure is None:
-            self._failure = error
-        answer = self._answer
-        if answer is not None and not answer.done():
-            answer.set_exception(self._failure)
-        self.close()
-
-    def close(self) -> None:
-        if self._socket is not None:
-            self._socket.close()
+        self._lost(exc, self._reader.buffered or None)

@@ -22,14 +22,18 @@ Rules:
   before), one connection per leader address, opened at its first fetch: the port comes from
   the leader's gRPC service (`ReplicaFetchEndpoint`), the host is the one its gRPC address
   names.
-- A leader whose endpoint cannot be asked or whose port refuses the connection raises
-  `FramedFetchUnavailable`: the caller fetches from it over gRPC instead (a broker without
-  the endpoint, or a port not reachable from the executors).
+- Only a leader whose framed path is truly not there raises `FramedFetchUnavailable`, and
+  the caller fetches from it over gRPC instead: its gRPC service answers the endpoint query
+  UNIMPLEMENTED (an older broker), its answer names no port, or the port refuses the
+  connection (not reachable from the executors).
 - Any other failure closes the connection and raises a typed error naming the leader's
-  address: `NetworkError` for a lost connection, `MalformedResponseError` for bytes that break
-  the format or answer another request, `RequestTimedOutError` when no answer came within the
-  request's max wait plus `timeout_ms`, the Kafka error of a refusal frame. The next fetch
-  connects afresh.
+  address, for the caller to retry as any failed fetch: the endpoint query's
+  `grpc.aio.AioRpcError` or typed error (a leader not available, restarting, or not
+  listening yet), `NetworkError` for a connection that could not be made or was lost,
+  `MalformedResponseError` for bytes that break the format or answer another request,
+  `RequestTimedOutError` when no answer came within the request's max wait plus `timeout_ms`
+  (connecting included), the Kafka error of a refusal frame. The next fetch connects
+  afresh.
 - The buffer an answer is read into is its own (never reused): the answer handed over is a
   view of it that the decoded columns may outlive.
 """
@@ -40,6 +44,7 @@ import asyncio
 import itertools
 import struct
 
+import grpc
 import numpy as np
 
 from replog.client.connections import Connections
@@ -52,8 +57,8 @@ from replog.errors import (
 from replog.net_address import format_host_port, parse_host_port
 from replog.replication import messages as m
 from replog.wire import broker_codec as codec
-from replog.wire import framed_wire
 from replog.wire import replica_fetch_wire as wire
+from replog.wire.replica_fetch_caller import ReplicaFetchCaller
 
 _HEADER = struct.Struct(">II")  # framed_wire's: length of the rest, sequence number
 
@@ -80,7 +85,7 @@ class FramedFetchChannels:
         try:
             async with asyncio.timeout(wait_ms / 1000):
                 reader = self._open.get(address)
-                if reader is None or reader.failure is not None:
+                if reader is None or reader.failed:
                     self._drop(address)
                     reader = self._open[address] = await self._connect(address)
                 return await reader.exchange(sequence, payload)
@@ -97,17 +102,26 @@ class FramedFetchChannels:
     async def _connect(self, address: str) -> _AnswerReader:
         host, _ = parse_host_port(address, "a broker address", error=NetworkError)
         try:
-            port = await self._connections.broker(address).replica_fetch_endpoint()
-        except Exception as exc:  # an older broker, or one not listening yet: gRPC serves
+            port = await self._connections.broker(address).named_replica_fetch_port()
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise  # the leader is there but cannot answer now: the caller retries
             raise FramedFetchUnavailable(
-                f"broker at {address} did not name its framed fetch port: {exc}"
+                f"broker at {address} has no framed fetch port to name (ReplicaFetchEndpoint "
+                f"is {exc.code().name}: an older broker)"
             ) from exc
+        if port is None:
+            raise FramedFetchUnavailable(
+                f"broker at {address} named no framed fetch port (replica.fetch.port)"
+            )
         where = f"the framed fetch listener at {format_host_port(host, port)} (broker {address})"
         loop = asyncio.get_running_loop()
         try:
             _, reader = await loop.create_connection(lambda: _AnswerReader(where), host, port)
-        except OSError as exc:
+        except ConnectionRefusedError as exc:  # not reachable from here (module rules)
             raise FramedFetchUnavailable(f"cannot connect to {where}: {exc}") from exc
+        except OSError as exc:
+            raise NetworkError(f"cannot connect to {where}: {exc}") from None
         return reader
 
     def _drop(self, address: str) -> None:
@@ -120,42 +134,19 @@ class FramedFetchChannels:
             self._drop(address)
 
 
-class _AnswerReader(asyncio.BufferedProtocol):
-    """One framed fetch connection: a request written, its answer's frame read into a buffer
-    of its own (asyncio reads the socket into the buffer `get_buffer` hands it)."""
+class _AnswerReader(ReplicaFetchCaller[memoryview], asyncio.BufferedProtocol):
+    """One framed fetch connection, greeting as a consumer: a request written, its answer's
+    frame read into a buffer of its own (asyncio reads the socket into the buffer
+    `get_buffer` hands it)."""
 
     def __init__(self, where: str) -> None:
-        self._where = where
-        self._socket: asyncio.Transport | None = None
+        super().__init__(where, m.CONSUMER_REPLICA_ID)
         self._header = bytearray(_HEADER.size)
         self._payload: np.ndarray | None = None  # None: reading a header
         self._got = 0  # bytes of the header or payload read so far
-        self._sequence = -1
-        self._refused = False
-        self._answer: asyncio.Future[memoryview] | None = None
-        self.failure: ReplogError | None = None  # once the connection is over
-
-    async def exchange(self, sequence: int, request: bytes) -> memoryview:
-        """Write `request` as frame `sequence`; the answer's payload."""
-        if self.failure is not None:
-            raise self.failure
-        assert self._socket is not None and self._answer is None
-        self._sequence = sequence
-        answer: asyncio.Future[memoryview] = asyncio.get_running_loop().create_future()
-        self._answer = answer
-        framed_wire.write_frame(self._socket, sequence, request)
-        try:
-            return await answer
-        finally:
-            self._answer = None
+        self._frame = -1  # the sequence number of the frame being read
 
     # --- asyncio.BufferedProtocol ---------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._socket = transport
-        framed_wire.keep_alive(transport)
-        transport.write(wire.FORMAT.greeting(m.CONSUMER_REPLICA_ID))
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._payload is None:
@@ -169,7 +160,7 @@ class _AnswerReader(asyncio.BufferedProtocol):
                 if self._got == _HEADER.size:
                     self._start_payload()
             elif self._got == len(self._payload):
-                self._deliver()
+                self._payload_read()
         except ReplogError as exc:
             self._fail(exc)
 
@@ -180,41 +171,18 @@ class _AnswerReader(asyncio.BufferedProtocol):
             raise MalformedResponseError(
                 f"{self._where} sent a frame of {length} bytes: must be 4 to {limit} bytes"
             )
-        answer = self._answer
-        if answer is None or answer.done() or sequence & wire.SEQUENCE_MASK != self._sequence:
-            raise MalformedResponseError(
-                f"{self._where} answered request {sequence & wire.SEQUENCE_MASK}, never sent "
-                "or answered already"
-            )
-        self._refused = bool(sequence & wire.REFUSAL_BIT)
+        self._answer_for(sequence)
+        self._frame = sequence
         self._payload = np.empty(length - 4, dtype=np.uint8)  # not zeroed: every byte is read
         self._got = 0
         if length == 4:
-            self._deliver()
+            self._payload_read()
 
-    def _deliver(self) -> None:
-        assert self._payload is not None and self._answer is not None
+    def _payload_read(self) -> None:
+        assert self._payload is not None
         payload = self._payload.data
         self._payload, self._got = None, 0
-        if self._refused:
-            self._fail(wire.parse_refusal(bytes(payload), self._where))
-            return
-        self._answer.set_result(payload)
+        self._deliver(self._frame, payload)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        read = f" with {self._got} bytes of an answer read" if self._payload is not None else ""
-        why = f": {exc}" if exc is not None else ""
-        self._fail(NetworkError(f"{self._where} closed the connection{read}{why}"))
-
-    def _fail(self, error: ReplogError) -> None:
-        """The connection is over: the awaited answer and every later exchange fail."""
-        if self.failure is None:
-            self.failure = error
-        answer = self._answer
-        if answer is not None and not answer.done():
-            answer.set_exception(self.failure)
-        self.close()
-
-    def close(self) -> None:
-        if self._socket is not None:
-            self._socket.close()
+        self._lost(exc, self._got if self._payload is not None else None)

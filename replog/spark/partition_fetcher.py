@@ -6,9 +6,10 @@ fetch path (`replog.client.fetcher`) cut down to one partition and one request a
 the same client parts: `ClusterMetadata` to find the leader, `OffsetLookup` for the log start
 offset and the high watermark, all on a private `LoopThread`. The consumer is not changed.
 
-The Fetch itself goes over `RawFetchChannels`, which answer the serialized FetchResponse, and
-the answer is read where it lies (`fetch_answer_wire`): the records handed to the decoder are
-a view of the bytes gRPC received, not the two copies that parsing the message and reading
+The Fetch itself goes over the leader's framed fetch connection (`FramedFetchChannels`) or
+gRPC (`RawFetchChannels`), both of which answer the serialized FetchResponse, and the answer is
+read where it lies (`fetch_answer_wire`): the records handed to the decoder are a view of the
+bytes received, not the two copies that parsing the message and reading
 its `records` field make (a fifth of a worker's CPU on 8 MiB answers; figures there).
 
 Rules (the consumer's, with `auto.offset.reset=none`):
@@ -28,6 +29,11 @@ Rules (the consumer's, with `auto.offset.reset=none`):
   empty nor 16 bytes is asked again, as the broker client's parse makes it.
 - `submit` starts the next fetch while the caller decodes the previous answer (one at a
   time: the caller only knows the next position from the answer before).
+- The Fetch goes over the leader's framed fetch connection (`framed_fetch`); where that path
+  is truly unavailable (`FramedFetchUnavailable`: an older broker, no port named, the port
+  refusing connections) it goes over gRPC, with a WARNING, for `FRAMED_RETRY_MS` or until
+  the leader epoch changes, then the framed path is tried again. Any other failure of the
+  framed path is a failed fetch, retried as above: never a fallback.
 """
 
 from __future__ import annotations
@@ -63,6 +69,9 @@ from replog.spark.framed_fetch import FramedFetchChannels, FramedFetchUnavailabl
 from replog.spark.raw_fetch import RawFetchChannels
 
 SAFETY_MARGIN_S = 5.0  # a blocking wait outlasts the coroutine's own deadline by this much
+# How long a leader whose framed fetch path was unavailable is read over gRPC before the framed
+# path is tried again (sooner at a new leader epoch).
+FRAMED_RETRY_MS = 10_000
 
 log = logging.getLogger("replog.spark")
 
@@ -87,8 +96,9 @@ class PartitionFetcher:
         self._metadata, self._raw, self._framed = self._loop.run(
             self._open(), timeout_s=None, what="open"
         )
-        # Leaders whose framed fetch connection cannot be opened: fetched from over gRPC.
-        self._grpc_only: set[str] = set()
+        # Leaders whose framed fetch path was unavailable: address -> (the monotonic ms from
+        # which it is tried again, the leader epoch it was found at).
+        self._grpc_only: dict[str, tuple[int, int]] = {}
 
     async def _open(self) -> tuple[ClusterMetadata, RawFetchChannels, FramedFetchChannels]:
         # Built on the loop: their connections belong to that loop.
@@ -206,15 +216,16 @@ class PartitionFetcher:
     async def _ask(self, node: int, address: str, request: m.FetchRequest) -> FetchAnswer | None:
         """The answer, None after a retriable failure; raises the rest."""
         timeout_ms = self.config.request_timeout_ms
+        epoch = request.partitions[0].current_leader_epoch
         raw: bytes | memoryview
         try:
-            if address not in self._grpc_only:
+            if not self._over_grpc(address, epoch):
                 try:
                     raw = await self._framed.fetch(address, request, timeout_ms=timeout_ms)
                 except FramedFetchUnavailable as unavailable:
-                    # Said once per leader: reads go on over gRPC, at more CPU per record.
+                    # Said once per fallback: reads go on over gRPC, at more CPU per record.
                     log.warning("%s; reading from it over gRPC", unavailable)
-                    self._grpc_only.add(address)
+                    self._grpc_only[address] = (monotonic_ms() + FRAMED_RETRY_MS, epoch)
             if address in self._grpc_only:
                 raw = await guarded(
                     self._raw.fetch(address, request, timeout_ms=timeout_ms),
@@ -227,6 +238,19 @@ class PartitionFetcher:
             # maybe a new leader) until the deadline.
             return None
         return answer_for(self.tp, fetch_answer_topics(raw), request.partitions[0].fetch_offset)
+
+    def _over_grpc(self, address: str, epoch: int) -> bool:
+        """Whether a fetch from the leader at `address` (at leader `epoch`) goes over gRPC:
+        its framed path was unavailable less than `FRAMED_RETRY_MS` ago, at this epoch. A
+        port opened since, or a broker upgraded, is found again (module rules)."""
+        fallback = self._grpc_only.get(address)
+        if fallback is None:
+            return False
+        retry_at_ms, fallback_epoch = fallback
+        if monotonic_ms() < retry_at_ms and epoch == fallback_epoch:
+            return True
+        del self._grpc_only[address]
+        return False
 
     def close(self) -> None:
         try:

@@ -279,8 +279,18 @@ class BrokerClient:
 
     async def replica_fetch_endpoint(self) -> int:
         """The port the broker listens on for replica fetch connections (on its host)."""
+        port = await self.named_replica_fetch_port()
+        if port is None:
+            raise self._malformed("ReplicaFetchEndpoint", "port 0")
+        return port
+
+    async def named_replica_fetch_port(self) -> int | None:
+        """`replica_fetch_endpoint`, or None where the answer names no port (0: the field
+        unset)."""
         request = broker_pb2.ReplicaFetchEndpointRequest()
         answer = await self._call("ReplicaFetchEndpoint", request, None)
+        if answer.port == 0:
+            return None
         if not 0 < answer.port <= 65535:
             raise self._malformed("ReplicaFetchEndpoint", f"port {answer.port}")
         return int(answer.port)

@@ -7,6 +7,7 @@ appends are refused where the controller owns the log."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import uuid
@@ -555,3 +556,57 @@ def test_the_write_timeout_is_the_requests_within_the_callers_deadline(tmp_path:
 
 async def _value(value: T) -> T:
     return value
+
+
+@pytest.mark.parametrize("gone", ["timed out", "cancelled"])
+def test_a_write_whose_caller_is_gone_leaves_no_unretrieved_exception_at_stop(
+    tmp_path: Path, gone: str
+) -> None:
+    """A write still queued in the Raft driver when its caller stops waiting (timed out, or
+    cancelled), then the node stops: the NodeStoppingError of the input never run has no
+    reader, so it must not be left on a future for asyncio to report at garbage collection
+    ("Future exception was never retrieved")."""
+
+    async def scenario() -> list[str]:
+        reported: list[str] = []
+        asyncio.get_running_loop().set_exception_handler(
+            lambda loop, context: reported.append(context["message"])
+        )
+        raft = RaftDriver(
+            1,
+            RaftConfig(voters=(VoterAddress(1, "127.0.0.1", 1),)),
+            RaftStorage(str(tmp_path), [1]),
+            tasks=LoopTasks(),
+        )
+        driver = ControllerDriver(
+            raft,
+            ControllerConfig(node_id=1, cluster_id=CLUSTER_ID),
+            read_snapshot=raft.storage.read_whole_snapshot,
+            snapshot_bytes_max=1 << 30,
+            snapshot_interval_ms=0,
+        )
+
+        def never_run(controller: object, now_ms: int) -> PendingResponse[None]:
+            raise AssertionError("the Raft loop never runs: the write stays queued")
+
+        # The Raft loop is not running: the write's input stays queued in its inbox.
+        if gone == "timed out":
+            answer = await driver.write(never_run, timeout_ms=30)
+            assert answer.error is not None and answer.error.error_name == "REQUEST_TIMED_OUT"
+        else:
+            caller = asyncio.create_task(driver.write(never_run, timeout_ms=60_000))
+            await asyncio.sleep(0.01)
+            caller.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await caller
+            del caller
+        assert len(raft._inbox) == 1  # the write, which the stop fails unrun
+        await raft.stop(graceful=False)
+        await asyncio.wait_for(raft.run(), 5)  # ends at once: the queued write fails unrun
+        await raft.transport.close()
+        raft.storage.close()
+        del driver, raft
+        gc.collect()
+        return reported
+
+    assert asyncio.run(scenario()) == []

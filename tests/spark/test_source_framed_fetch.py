@@ -3,8 +3,14 @@
 Without a cluster, against a scripted framed listener: the greeting names a consumer (-1),
 an answer written in pieces arrives whole, as a view of a buffer of its own; a refusal frame
 raises its Kafka error, an answer to another request `MalformedResponseError`, a closed
-connection `NetworkError`, each naming the listener, and the next fetch connects afresh; a
-broker that names no port is `FramedFetchUnavailable`.
+connection `NetworkError`, each naming the listener, and the next fetch connects afresh.
+`FramedFetchUnavailable` only where the framed path is not there (an older broker's
+UNIMPLEMENTED, no port named, the port refused); an endpoint query that fails for now is
+raised as it is.
+
+The fetcher's fallback, on fakes and a clock the test moves: a fallback is said and lasts
+`FRAMED_RETRY_MS` or until a new leader epoch; a transient failure is a retried fetch, never
+a fallback.
 
 On a cluster: `PartitionFetcher` reads over the framed connection and gets exactly the records
 the gRPC Fetch answers; a leader without a framed port is read over gRPC.
@@ -14,20 +20,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import struct
 from collections.abc import Callable
 from typing import Any
 
+import grpc
 import pytest
 from client_cluster import ClientCluster
 
+from replog.client.connections import Connections
 from replog.client.records import TopicPartition
 from replog.clock import monotonic_ms
 from replog.errors import BrokerNotAvailableError, MalformedResponseError, NetworkError
 from replog.pb import broker_pb2 as pb
+from replog.pb import broker_pb2_grpc
 from replog.replication import messages as m
+from replog.spark import partition_fetcher
 from replog.spark.framed_fetch import FramedFetchChannels, FramedFetchUnavailable
-from replog.spark.partition_fetcher import PartitionFetcher
+from replog.spark.partition_fetcher import FRAMED_RETRY_MS, PartitionFetcher
 from replog.spark.range_reader import READ_DEFAULTS
 from replog.wire import replica_fetch_wire as wire
 from replog.wire.framed_wire import GREETING_BYTES
@@ -41,18 +52,32 @@ Script = Callable[[int], list[bytes]]
 
 
 class _Endpoint:
-    """`Connections.broker(address)`'s one call the channels make."""
+    """`Connections.broker(address)`'s one call the channels make: it answers `port` (None:
+    an answer naming none), or raises it."""
 
-    def __init__(self, port: int | None) -> None:
+    def __init__(self, port: int | Exception | None) -> None:
         self.port = port
+        self.asked = 0
 
     def broker(self, address: str) -> _Endpoint:
         return self
 
-    async def replica_fetch_endpoint(self) -> int:
-        if self.port is None:
-            raise BrokerNotAvailableError("its replica fetch listener is not listening yet")
+    async def named_replica_fetch_port(self) -> int | None:
+        self.asked += 1
+        if isinstance(self.port, Exception):
+            raise self.port
         return self.port
+
+
+def _rpc_error(code: grpc.StatusCode) -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details="said so")
+
+
+def _closed_port() -> int:
+    """A port nothing listens on: connecting to it is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 async def _listener(script: Script, seen: list[Any]) -> tuple[asyncio.Server, int]:
@@ -169,13 +194,232 @@ def test_a_connection_closed_mid_answer_is_a_network_error_naming_the_listener()
     _run(lambda sequence: [_frame(sequence, bytes(100))[:18], b""], body)
 
 
-def test_a_broker_naming_no_port_is_unavailable() -> None:
+# How a leader's framed path is truly unavailable: (what the endpoint query answers, what
+# the FramedFetchUnavailable says).
+UNAVAILABLE = {
+    "an older broker": (_rpc_error(grpc.StatusCode.UNIMPLEMENTED), "UNIMPLEMENTED: an older"),
+    "no port named": (None, "named no framed fetch port"),
+    "port refused": (_closed_port, "cannot connect to the framed fetch listener"),
+}
+
+
+def _endpoint_answer(answer: Any) -> Any:
+    return answer() if callable(answer) else answer
+
+
+@pytest.mark.parametrize("case", UNAVAILABLE)
+def test_a_leader_without_a_framed_path_is_unavailable(case: str) -> None:
+    answer, said = UNAVAILABLE[case]
+
     async def scenario() -> None:
-        channels = FramedFetchChannels(_Endpoint(None))  # type: ignore[arg-type]
-        with pytest.raises(FramedFetchUnavailable, match="did not name its framed fetch port"):
+        channels = FramedFetchChannels(_Endpoint(_endpoint_answer(answer)))  # type: ignore[arg-type]
+        with pytest.raises(FramedFetchUnavailable, match=said):
             await channels.fetch("127.0.0.1:1", REQUEST, timeout_ms=5000)
 
     asyncio.run(scenario())
+
+
+class _OlderBroker(broker_pb2_grpc.BrokerServicer):
+    """A gRPC Broker service without ReplicaFetchEndpoint (UNIMPLEMENTED, the servicer's
+    default), or (`port` given) one whose answer names `port`."""
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port
+
+    async def ReplicaFetchEndpoint(self, request: Any, context: Any) -> Any:
+        if self.port is None:
+            return super().ReplicaFetchEndpoint(request, context)
+        return pb.ReplicaFetchEndpointResponse(port=self.port)
+
+
+@pytest.mark.parametrize(
+    ("port", "said"), [(None, "UNIMPLEMENTED: an older broker"), (0, "named no framed fetch port")]
+)
+def test_a_real_grpc_broker_without_the_endpoint_or_a_port_is_unavailable(
+    port: int | None, said: str
+) -> None:
+    async def scenario() -> None:
+        server = grpc.aio.server()
+        broker_pb2_grpc.add_BrokerServicer_to_server(_OlderBroker(port), server)
+        address = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+        await server.start()
+        connections = Connections(request_timeout_ms=5000, client_id="test")
+        channels = FramedFetchChannels(connections)
+        try:
+            with pytest.raises(FramedFetchUnavailable, match=said):
+                await channels.fetch(address, REQUEST, timeout_ms=5000)
+        finally:
+            channels.close()
+            await connections.close()
+            await server.stop(None)
+
+    asyncio.run(scenario())
+
+
+# Endpoint query failures of a leader that is there but cannot answer now.
+TRANSIENT_ENDPOINT = {
+    "grpc unavailable": _rpc_error(grpc.StatusCode.UNAVAILABLE),
+    "grpc deadline": _rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED),
+    "not listening yet": BrokerNotAvailableError("its replica fetch listener is not listening"),
+}
+
+
+@pytest.mark.parametrize("case", TRANSIENT_ENDPOINT)
+def test_an_endpoint_query_that_fails_for_now_is_raised_not_unavailable(case: str) -> None:
+    error = TRANSIENT_ENDPOINT[case]
+
+    async def scenario() -> None:
+        channels = FramedFetchChannels(_Endpoint(error))  # type: ignore[arg-type]
+        with pytest.raises(type(error)) as raised:
+            await channels.fetch("127.0.0.1:1", REQUEST, timeout_ms=5000)
+        assert raised.value is error
+
+    asyncio.run(scenario())
+
+
+# --- the fetcher's fallback to gRPC -----------------------------------------------------------
+
+TP = TopicPartition("t", 0)
+FAST = {
+    **READ_DEFAULTS,
+    "bootstrap.servers": "127.0.0.1:1",  # never dialled: the fetches go to the fakes
+    "fetch.max.wait.ms": "0",
+    "request.timeout.ms": "500",
+}
+
+
+def _answer(records: bytes) -> bytes:
+    message = pb.FetchResponse()
+    partition = message.topics.add(topic=TP.topic).partitions.add(partition=TP.partition)
+    partition.high_watermark = 10
+    partition.records = records
+    return bytes(message.SerializeToString())
+
+
+class _Grpc:
+    """`RawFetchChannels` answering every fetch over "gRPC" with records b"grpc"."""
+
+    def __init__(self) -> None:
+        self.fetches = 0
+
+    async def fetch(self, address: str, request: m.FetchRequest, *, timeout_ms: int) -> bytes:
+        self.fetches += 1
+        return _answer(b"grpc")
+
+    async def close(self) -> None:
+        pass
+
+
+class _Fetcher:
+    """A PartitionFetcher whose leader is a scripted framed listener (answering records
+    b"framed" unless scripted otherwise) behind `endpoint`, and whose gRPC is `_Grpc`, on a
+    clock the test moves."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, scripts: tuple[Script, ...] = ()) -> None:
+        self.now = 1_000_000
+        monkeypatch.setattr(partition_fetcher, "monotonic_ms", lambda: self.now)
+        self.fetcher = PartitionFetcher(TP, FAST)
+        scripted = iter(scripts)
+
+        def script(sequence: int) -> list[bytes]:
+            return next(scripted, lambda s: [_frame(s, _answer(b"framed"))])(sequence)
+
+        self.server, self.port = self.fetcher._loop.run(
+            _listener(script, []), timeout_s=10, what="listen"
+        )
+        self.address = f"127.0.0.1:{self.port}"
+        self.endpoint = _Endpoint(self.port)
+        self.grpc = _Grpc()
+        self.fetcher._framed = FramedFetchChannels(self.endpoint)  # type: ignore[arg-type]
+        self.fetcher._raw = self.grpc  # type: ignore[assignment]
+
+    def ask(self, epoch: int = 1) -> bytes | None:
+        request = m.FetchRequest(
+            (m.FetchPartition(TP.topic, TP.partition, 0, 1024, current_leader_epoch=epoch),),
+            max_wait_ms=0,
+        )
+        answer = self.fetcher._loop.run(
+            self.fetcher._ask(1, self.address, request), timeout_s=10, what="ask"
+        )
+        return None if answer is None else bytes(answer.records)
+
+    def close(self) -> None:
+        self.fetcher._loop.run(self._stop(), timeout_s=10, what="stop")
+        self.fetcher.close()
+
+    async def _stop(self) -> None:
+        self.server.close()
+
+
+@pytest.fixture
+def leader(monkeypatch: pytest.MonkeyPatch) -> Any:
+    made: list[_Fetcher] = []
+
+    def make(scripts: tuple[Script, ...] = ()) -> _Fetcher:
+        made.append(_Fetcher(monkeypatch, scripts))
+        return made[-1]
+
+    yield make
+    for fetcher in made:
+        fetcher.close()
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+@pytest.mark.parametrize("case", UNAVAILABLE)
+def test_a_fallback_to_grpc_is_said_and_the_framed_path_tried_again_after_a_delay(
+    case: str, leader: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="replog.spark")
+    f = leader()
+    f.endpoint.port = _endpoint_answer(UNAVAILABLE[case][0])
+    assert f.ask() == b"grpc"
+    [said] = _warnings(caplog)
+    assert UNAVAILABLE[case][1] in said and said.endswith("; reading from it over gRPC")
+    f.endpoint.port = f.port  # the framed path is back (a broker upgraded, a port opened)
+    f.now += FRAMED_RETRY_MS - 1
+    asked = f.endpoint.asked
+    assert f.ask() == b"grpc"  # within the delay: gRPC, the endpoint not asked again
+    assert f.endpoint.asked == asked and f.grpc.fetches == 2 and len(_warnings(caplog)) == 1
+    f.now += 1
+    assert f.ask() == b"framed" and f.grpc.fetches == 2
+    assert not f.fetcher._grpc_only
+
+
+def test_a_new_leader_epoch_tries_the_framed_path_again(leader: Any) -> None:
+    f = leader()
+    f.endpoint.port = _rpc_error(grpc.StatusCode.UNIMPLEMENTED)
+    assert f.ask(epoch=1) == b"grpc"
+    f.endpoint.port = f.port
+    assert f.ask(epoch=1) == b"grpc"
+    assert f.ask(epoch=2) == b"framed" and f.grpc.fetches == 2
+
+
+# A leader there but failing for now, at the endpoint query or on the connection: (what the
+# endpoint answers, the listener's script of the first fetch).
+TRANSIENT = {
+    **{case: (error, None) for case, error in TRANSIENT_ENDPOINT.items()},
+    # The header promises 100 bytes; 10 come, then the listener closes the connection.
+    "reset mid-answer": (None, lambda s: [_frame(s, bytes(100))[:18], b""]),
+    "timeout": (None, lambda s: [_frame(s, bytes(100))[:18]]),  # then silence
+}
+
+
+@pytest.mark.parametrize("case", TRANSIENT)
+def test_a_transient_failure_is_a_retried_fetch_not_a_fallback(
+    case: str, leader: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="replog.spark")
+    error, script = TRANSIENT[case]
+    f = leader(() if script is None else (script,))
+    if error is not None:
+        f.endpoint.port = error
+    assert f.ask() is None  # a failed fetch: the caller asks again (new metadata, backoff)
+    assert not f.fetcher._grpc_only and f.grpc.fetches == 0 and not _warnings(caplog)
+    f.endpoint.port = f.port
+    assert f.ask() == b"framed" and f.grpc.fetches == 0
 
 
 def _first_answer(fetcher: PartitionFetcher) -> Any:

@@ -162,6 +162,7 @@ def wait_replicas(
         if (
             replicas == partitions * replication_factor
             and leaders == partitions
+            and all(s.answered for s in now)
             and not any(s.pending for s in now)
         ):
             return now
@@ -202,15 +203,25 @@ def poll_interval_s(partitions: int) -> float:
 
 
 def settled_totals(urls: list[str], timeout_s: float, interval_s: float = 0.5) -> tuple[int, int]:
-    """The cluster's replicas and leaders once no node has a replica change left to apply and
-    two scrapes `interval_s` apart agree (a deletion still under way would change them)."""
+    """The cluster's replicas and leaders once every node answers, none has a replica change
+    left to apply and two scrapes `interval_s` apart agree (a deletion still under way would
+    change them). A node that does not answer counts for nothing here: totals without its
+    replicas would let `wait_replicas` count them as new ones and end early."""
     deadline = time.monotonic() + timeout_s
     last: tuple[int, int] | None = None
+    now: list[Scrape] = []
     while time.monotonic() < deadline:
         now = scrapes(urls)
-        totals = (sum(s.partitions for s in now), sum(s.leaders for s in now))
-        if not any(s.pending for s in now) and totals == last:
-            return totals
-        last = totals
+        if not all(s.answered for s in now):
+            last = None
+        else:
+            totals = (sum(s.partitions for s in now), sum(s.leaders for s in now))
+            if not any(s.pending for s in now) and totals == last:
+                return totals
+            last = totals
         time.sleep(interval_s)
-    raise RuntimeError(f"the cluster's replicas did not settle within {timeout_s:.0f} s")
+    raise RuntimeError(
+        f"the cluster's replicas did not settle within {timeout_s:.0f} s (last scrape: replicas "
+        f"per node {[s.partitions if s.answered else None for s in now]}, replica changes to "
+        f"apply {[s.pending for s in now]})"
+    )

@@ -144,10 +144,12 @@ class FakeController:
         self.created: list[str] = []
         self.deleted: list[str] = []
 
-    def create_led(self, names: list[str], partitions: int, per_request: int) -> float:
+    def create_led(
+        self, names: list[str], partitions: int, per_request: int
+    ) -> tuple[float, float]:
         self.calls.append(f"create {len(names)}x{partitions} by {per_request}")
         self.created += names
-        return 0.001
+        return 0.001, 0.004
 
     def fail_controller(self, probe: str) -> tuple[int, Failover]:
         self.calls.append("fail")
@@ -196,7 +198,7 @@ def test_a_controller_run_creates_grows_fails_over_restarts_and_deletes(tmp_path
     assert sorted(fake.deleted) == sorted(fake.created) and len(set(fake.created)) == 14
     controller = result["controller"]
     assert controller["partitions"] == 100 and controller["topics"] == 10
-    assert controller["answered_s"] == 0.001 and controller["created_s"] >= 0
+    assert controller["answered_s"] == 0.001 and controller["created_s"] == 0.004
     assert controller["failover"] == {
         "image_partitions": 130,
         "killed_node": 2,
@@ -264,8 +266,17 @@ def test_a_workload_kafka_could_not_hold_under_this_machines_limits_is_refused(
     assert systems.kafka_limits_problem(100_001, 20_000, 65_530) == (
         "kafka: 100,001 partitions put a replica of each on every node (RF 3 on 3 nodes), each "
         "an open log file and two mapped indexes: Kafka's nodes need `ulimit -n` (hard) of at "
-        "least 102,001 (here 20,000) and vm.max_map_count of at least 202,002 (here 65,530)"
+        "least 102,001 (here 20,000: too low) and vm.max_map_count of at least 202,002 (here "
+        "65,530: too low)"
     )
+    # One limit short: the message still names both, with the numbers.
+    assert systems.kafka_limits_problem(18_001, 20_000, 65_530) == (
+        "kafka: 18,001 partitions put a replica of each on every node (RF 3 on 3 nodes), each "
+        "an open log file and two mapped indexes: Kafka's nodes need `ulimit -n` (hard) of at "
+        "least 20,001 (here 20,000: too low) and vm.max_map_count of at least 38,002 (here "
+        "65,530)"
+    )
+    assert systems.kafka_limits_problem(18_000, 20_000, 65_530) is None
     big = parse_workload(
         {
             "name": "c",
@@ -297,6 +308,29 @@ def test_a_workload_kafka_could_not_hold_under_this_machines_limits_is_refused(
     )
     assert idle.most_partitions == 5006
     check_systems(idle, ["replog", "kafka"], "i.yaml")
+
+
+@pytest.mark.parametrize(
+    ("name", "refused"),
+    [
+        ("idle-partitions-1000.yaml", False),
+        ("idle-partitions-5000.yaml", False),
+        ("controller-10k.yaml", False),
+        ("controller-100k.yaml", True),
+        ("catch-up-2gb.yaml", False),
+    ],
+)
+def test_the_shipped_workloads_kafka_can_hold_here_pass_the_limit_check(
+    name: str, refused: bool
+) -> None:
+    """Under this machine's limits (`ulimit -n` 20,000 hard, `vm.max_map_count` 65,530) only the
+    100,000-partition failover is beyond Kafka's nodes."""
+    from replog.cli.bench.systems import kafka_limits_problem
+    from replog.cli.bench.workload import load_workload
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "workloads" / name
+    problem = kafka_limits_problem(load_workload(str(path)).most_partitions, 20_000, 65_530)
+    assert (problem is not None) == refused
 
 
 def test_base_ports_are_given_per_system_then_step_by_300() -> None:
@@ -369,10 +403,100 @@ def test_kafkas_creation_ends_once_every_node_holds_every_replicas_log_directory
         (directory / "idle-4").mkdir()
     late = threading.Timer(0.5, lambda: (data[2] / "idle-4").mkdir())
     late.start()
-    began = time.monotonic()
-    assert kafka.create_led(["idle"], 5, 1) == 0.25
-    assert time.monotonic() - began >= 0.4 and [list(n) for n in led] == [["idle"]]
+    answered_s, led_s = kafka.create_led(["idle"], 5, 1)
+    assert answered_s == 0.25 and led_s >= 0.4 and [list(n) for n in led] == [["idle"]]
     late.join()
+
+
+def test_replogs_creation_is_timed_from_its_first_request_not_from_its_settling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ReplogSystem.create_led` first waits for its nodes' totals to settle (the topics made
+    just before, a deletion under way): that wait is neither the creation's answer nor its
+    wait for every replica, and Kafka has none, so the times start at the first request."""
+    from replog.cli.bench import cluster_metrics, systems
+
+    def settled(urls: list[str], timeout_s: float) -> tuple[int, int]:
+        time.sleep(0.5)  # two scrapes 0.5 s apart at least, more while changes are applied
+        return (9, 3)
+
+    def answered(names: list[str], partitions: int, per_request: int) -> float:
+        time.sleep(0.05)
+        return 0.05
+
+    waited: list[tuple[int, tuple[int, int]]] = []
+
+    def led(urls: list[str], count: int, rf: int, timeout_s: float, **kw: Any) -> None:
+        waited.append((count, kw["before"]))
+        time.sleep(0.1)
+
+    monkeypatch.setattr(cluster_metrics, "settled_totals", settled)
+    monkeypatch.setattr(cluster_metrics, "wait_replicas", led)
+    replog = systems.ReplogSystem("replog", str(tmp_path), 24000)
+    monkeypatch.setattr(replog, "_create_over_grpc", answered)
+    answered_s, led_s = replog.create_led(["idle"], 1000, 1)
+    assert waited == [(1000, (9, 3))]
+    assert answered_s == 0.05 and 0.15 <= led_s < 0.5
+
+
+class _Partition:
+    def __init__(self, leader: int) -> None:
+        self.leader = leader
+
+
+class _Topic:
+    def __init__(self, leaders: list[int]) -> None:
+        self.partitions = {p: _Partition(leader) for p, leader in enumerate(leaders)}
+
+
+class _Metadata:
+    def __init__(self, topics: dict[str, list[int]]) -> None:
+        self.topics = {name: _Topic(leaders) for name, leaders in topics.items()}
+
+
+def test_a_wait_for_kafkas_leaders_says_when_metadata_was_never_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A wait whose Metadata requests all failed (a broker gone, answers slower than their
+    bound) must say so, not that every partition was without a leader; one whose last request
+    failed says that beside the last answer. Leader -1 is not a leader."""
+    import confluent_kafka.admin
+
+    from replog.cli.bench import systems
+
+    answers: list[Any] = []
+
+    class Admin:
+        def __init__(self, config: dict[str, str]) -> None:
+            pass
+
+        def list_topics(self, timeout: float) -> _Metadata:
+            answer = answers.pop(0) if len(answers) > 1 else answers[0]
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+    clock = [0.0]
+    monkeypatch.setattr(confluent_kafka.admin, "AdminClient", Admin)
+    monkeypatch.setattr(systems.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    monkeypatch.setattr(systems.time, "monotonic", lambda: clock[0])
+
+    answers[:] = [confluent_kafka.KafkaException("Local: Timed out")]
+    with pytest.raises(BenchSystemError) as raised:
+        systems.wait_for_kafka_metadata("b:1", ["t"], 4, timeout_s=10)
+    assert str(raised.value) == (
+        "waited 10 s for leaders of every partition of t at b:1: no Metadata request was "
+        "answered (the last: KafkaException: Local: Timed out)"
+    )
+    answers[:] = [_Metadata({"t": [1, -1, 2, -1]}), RuntimeError("gone")]
+    with pytest.raises(BenchSystemError) as raised:
+        systems.wait_for_kafka_metadata("b:1", ["t"], 4, timeout_s=10)
+    assert str(raised.value).endswith(
+        ": 2 of 4 partitions without a leader in the last answer; the last request failed: "
+        "RuntimeError: gone"
+    )
+    answers[:] = [_Metadata({"t": [1, -1, 2, -1]}), _Metadata({"t": [1, 3, 2, 1]})]
+    systems.wait_for_kafka_metadata("b:1", ["t"], 4, timeout_s=10)
 
 
 def test_a_wait_for_kafkas_log_directories_names_the_replicas_missing_per_node(

@@ -81,10 +81,14 @@ class System(Protocol):
 class ControllerSystem(Protocol):
     """A system a controller run drives (replog's and Kafka's)."""
 
-    def create_led(self, names: Sequence[str], partitions: int, per_request: int) -> float:
+    def create_led(
+        self, names: Sequence[str], partitions: int, per_request: int
+    ) -> tuple[float, float]:
         """Create `names` (RF 3) in CreateTopics requests of `per_request` topics sent one
-        after another; the seconds until the last was answered. Returns once every replica
-        of them is created and every partition led."""
+        after another. Returns once every replica of them is created and every partition led:
+        the seconds from the first request until the last was answered, and until then (what
+        the system does before its first request, replog's wait for its nodes' totals to
+        settle, is in neither)."""
 
     def fail_controller(self, probe_topic: str) -> tuple[int, Failover]:
         """SIGKILL the active controller; time until a survivor answers a CreateTopics of
@@ -250,7 +254,9 @@ class ReplogSystem:
         assert self._cluster is not None
         return ",".join(n.listeners[KAFKA_LISTENER] for n in self._cluster.nodes)
 
-    def create_led(self, names: Sequence[str], partitions: int, per_request: int) -> float:
+    def create_led(
+        self, names: Sequence[str], partitions: int, per_request: int
+    ) -> tuple[float, float]:
         """Through replog's Controller service (`ControllerClient`, answered once the
         controller committed), or for the replog-kafka system through its Kafka listeners
         (`kafka_create`, as Kafka's); then until the nodes' metrics (`cluster_metrics`) show
@@ -259,6 +265,7 @@ class ReplogSystem:
 
         urls = metrics_urls(self.base_port, NODES)
         before = settled_totals(urls, METADATA_TIMEOUT_S)
+        began = time.perf_counter()
         if self.driver == "replog":
             answered_s = self._create_over_grpc(names, partitions, per_request)
         else:
@@ -278,7 +285,7 @@ class ReplogSystem:
             )
         except RuntimeError as exc:
             raise BenchSystemError(f"{self.name}: {exc}") from None
-        return answered_s
+        return answered_s, time.perf_counter() - began
 
     def _create_over_grpc(self, names: Sequence[str], partitions: int, per_request: int) -> float:
         from replog.admin.controller_client import ControllerClient
@@ -459,9 +466,12 @@ class KafkaSystem:
             self._script("restart", str(node), timeout_s=KAFKA_START_TIMEOUT_S, pin=True)
             wait_for_kafka_brokers(self.bootstrap_servers, NODES)
 
-    def create_led(self, names: Sequence[str], partitions: int, per_request: int) -> float:
+    def create_led(
+        self, names: Sequence[str], partitions: int, per_request: int
+    ) -> tuple[float, float]:
         """`kafka_create`, then until Metadata shows every partition led and every replica's
         log directory exists on its node (a broker makes it when it applies the partition)."""
+        began = time.perf_counter()
         answered_s = kafka_create(self.bootstrap_servers, names, partitions, per_request)
         count = len(names) * partitions
         deadline = time.monotonic() + create_timeout_s(count)
@@ -481,7 +491,7 @@ class KafkaSystem:
                 "partitions"
             ),
         )
-        return answered_s
+        return answered_s, time.perf_counter() - began
 
     def _data_dir(self, node: int) -> str:
         return os.path.join(self.directory, f"node-{node}", "data")
@@ -579,17 +589,20 @@ def kafka_limits_problem(partitions: int, open_files: int, map_count: int) -> st
     ("Too many open files" at 100,000 partitions under `ulimit -n` 20,000 here)."""
     files = partitions * KAFKA_FILES_PER_REPLICA + KAFKA_HEADROOM
     maps = partitions * KAFKA_MAPS_PER_REPLICA + KAFKA_HEADROOM
-    short = []
-    if files > open_files:
-        short.append(f"`ulimit -n` (hard) of at least {files:,} (here {open_files:,})")
-    if maps > map_count:
-        short.append(f"vm.max_map_count of at least {maps:,} (here {map_count:,})")
-    if not short:
+    if files <= open_files and maps <= map_count:
         return None
+    # Both limits, each with its need and this machine's figure: raising the one that is short
+    # must not run into the other unannounced.
+    needs = " and ".join(
+        f"{limit} of at least {need:,} (here {have:,}{': too low' if need > have else ''})"
+        for limit, need, have in (
+            ("`ulimit -n` (hard)", files, open_files),
+            ("vm.max_map_count", maps, map_count),
+        )
+    )
     return (
         f"kafka: {partitions:,} partitions put a replica of each on every node (RF 3 on 3 "
-        f"nodes), each an open log file and two mapped indexes: Kafka's nodes need "
-        f"{' and '.join(short)}"
+        f"nodes), each an open log file and two mapped indexes: Kafka's nodes need {needs}"
     )
 
 
@@ -689,6 +702,7 @@ def wait_for_kafka_metadata(
     deadline = began + timeout_s
     missing: list[str] = list(topics)
     unled = first = len(topics) * partitions
+    answers, failed = 0, ""  # the last request's failure, if it failed
     while time.monotonic() < deadline:
         try:
             # Every topic's metadata: at 100,000 partitions an answer takes seconds to make
@@ -697,10 +711,12 @@ def wait_for_kafka_metadata(
                 timeout=max(1.0, min(METADATA_ANSWER_S, deadline - time.monotonic()))
             )
         except Exception as exc:
+            failed = f"{type(exc).__name__}: {exc}"
             if notice is not None:
-                notice.update(f"Metadata not answered: {exc}")
+                notice.update(f"Metadata not answered: {failed}")
             time.sleep(0.5)
             continue
+        answers, failed = answers + 1, ""
         missing, unled = [], 0
         for name in topics:
             topic = metadata.topics.get(name)
@@ -713,10 +729,16 @@ def wait_for_kafka_metadata(
         if notice is not None:
             notice.update(f"{unled:,} of {len(topics) * partitions:,} without a leader")
         time.sleep(next_poll_s(KAFKA_POLL_S, time.monotonic() - began, first - unled, unled))
+    if not answers:
+        state = f"no Metadata request was answered (the last: {failed or 'none sent'})"
+    else:
+        state = f"{unled:,} of {len(topics) * partitions:,} partitions without a leader"
+        if failed:
+            state += f" in the last answer; the last request failed: {failed}"
     raise BenchSystemError(
         f"waited {timeout_s:g} s for leaders of every partition of "
         f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''} at {bootstrap_servers}: "
-        f"{unled:,} of {len(topics) * partitions:,} partitions without a leader"
+        f"{state}"
     )
 
 

@@ -6,7 +6,10 @@ system is refused, and warm-up runs left out of the results."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -497,6 +500,93 @@ def test_a_wait_for_kafkas_leaders_says_when_metadata_was_never_answered(
     )
     answers[:] = [_Metadata({"t": [1, -1, 2, -1]}), _Metadata({"t": [1, 3, 2, 1]})]
     systems.wait_for_kafka_metadata("b:1", ["t"], 4, timeout_s=10)
+
+
+def _server(config: str, exited: bool = False) -> subprocess.Popen[bytes]:
+    """A stand-in server process with `config` on its command line (as a node's)."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; time.sleep(float(sys.argv[1]))",
+            "0" if exited else "60",
+            config,
+        ]
+    )
+    if exited:
+        process.wait()
+    return process
+
+
+def _refused_at_once(create: Callable[[], object], servers: list[subprocess.Popen[bytes]]) -> str:
+    """The `BenchSystemError` `create()` raised within 2 s (its wait is given 3); the stand-in
+    servers are stopped after it."""
+    try:
+        began = time.monotonic()
+        with pytest.raises(BenchSystemError) as raised:
+            create()
+        assert time.monotonic() - began < 2
+        return str(raised.value)
+    finally:
+        for server in servers:
+            server.kill()
+            server.wait()
+
+
+def test_a_wait_on_kafkas_nodes_ends_at_once_when_one_of_them_exited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node that died ("Too many open files", an OutOfMemoryError) never makes its replicas:
+    the wait names it and the end of its log at once, not after its 900 s."""
+    from replog.cli.bench import systems
+
+    monkeypatch.setattr(systems, "kafka_create", lambda servers, names, partitions, each: 0.25)
+    monkeypatch.setattr(systems, "wait_for_kafka_metadata", lambda *a, **kw: None)
+    monkeypatch.setattr(systems, "create_timeout_s", lambda count: 3.0)
+    kafka = systems.KafkaSystem(str(tmp_path), 34000, script=None)
+    servers = []
+    for node in (1, 2, 3):
+        path = tmp_path / f"node-{node}"
+        (path / "data").mkdir(parents=True)
+        servers.append(_server(str(path / "server.properties"), exited=node == 3))
+        (path / "node.pid").write_text(f"{servers[-1].pid}\n")
+    (tmp_path / "node-3" / "node.log").write_text(
+        "[2026-11-26 17:40:01] INFO making logs\n"
+        "[2026-11-26 17:40:02] ERROR java.io.IOException: Too many open files\n"
+    )
+    kafka._killed = 3  # the harness's own kill (a failover) is not a failure
+    kafka._check_running()
+    kafka._killed = None
+    assert _refused_at_once(lambda: kafka.create_led(["idle"], 5, 1), servers) == (
+        f"kafka: node 3 (pid {servers[2].pid}) exited; the end of "
+        f"{tmp_path / 'node-3' / 'node.log'}:\n[2026-11-26 17:40:01] INFO making logs\n"
+        "[2026-11-26 17:40:02] ERROR java.io.IOException: Too many open files"
+    )
+
+
+def test_a_wait_on_replogs_nodes_ends_at_once_when_one_of_them_exited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from replog.cli.bench import cluster_metrics, systems
+    from replog.cli.local_cluster import LocalCluster
+
+    monkeypatch.setattr(cluster_metrics, "settled_totals", lambda urls, timeout_s: (0, 0))
+    monkeypatch.setattr(
+        cluster_metrics,
+        "scrapes",
+        lambda urls: (
+            [cluster_metrics.Scrape(partitions=5)] * 2 + [cluster_metrics.Scrape(answered=False)]
+        ),
+    )
+    monkeypatch.setattr(systems, "create_timeout_s", lambda count: 3.0)
+    replog = systems.ReplogSystem("replog", str(tmp_path), 24000)
+    monkeypatch.setattr(replog, "_create_over_grpc", lambda names, partitions, each: 0.05)
+    nodes = LocalCluster.plan(str(tmp_path), 3, 24000).nodes
+    servers = [_server(n.config_path, exited=n.node_id == 3) for n in nodes]
+    replog._started = [(n, p.pid) for n, p in zip(nodes, servers, strict=True)]
+    assert _refused_at_once(lambda: replog.create_led(["idle"], 5, 1), servers) == (
+        f"replog: node 3 (pid {servers[2].pid}, its log: {nodes[2].log_path}) exited"
+    )
 
 
 def test_a_wait_for_kafkas_log_directories_names_the_replicas_missing_per_node(

@@ -132,6 +132,7 @@ def wait_replicas(
     interval_s: float = 0.05,
     on_scrape: Callable[[float, list[Scrape]], None] | None = None,
     notice: WaitNotice | None = None,
+    check: Callable[[], None] | None = None,
 ) -> list[Scrape]:
     """Until every replica of `partitions` partitions exists, every one is led, and no node has
     a replica change left to apply; the last scrapes, at least `interval_s` apart
@@ -141,12 +142,15 @@ def wait_replicas(
     how often to ask at a scale. `on_scrape(seconds since the call, scrapes)` sees every
     scrape (a benchmark's phase times); `notice` is told where the wait stands after each.
     Past `timeout_s`, a RuntimeError names what was missing: replicas (per node), leaders and
-    the replica changes each node still had to apply."""
+    the replica changes each node still had to apply. `check()` runs before each scrape and
+    raises to end the wait at once (a node that exited: its replicas would never come)."""
     replicas_before, leaders_before = before
     began = time.monotonic()
     deadline = began + timeout_s
     first: int | None = None
     while True:
+        if check is not None:
+            check()
         now = scrapes(urls)
         if on_scrape is not None:
             on_scrape(time.monotonic() - began, now)

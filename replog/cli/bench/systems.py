@@ -22,7 +22,7 @@ import contextlib
 import os
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -282,10 +282,24 @@ class ReplogSystem:
                     f"{self.name}: waiting for every replica of {count:,} new partitions to be "
                     "created and led"
                 ),
+                check=self._check_running,
             )
         except RuntimeError as exc:
             raise BenchSystemError(f"{self.name}: {exc}") from None
         return answered_s, time.perf_counter() - began
+
+    def _check_running(self) -> None:
+        """A `BenchSystemError` naming the nodes (but the one `kill_leader` or
+        `fail_controller` killed) that no longer run, and their logs."""
+        from replog.cli.cluster import is_running
+
+        gone = [
+            f"node {node.node_id} (pid {pid}, its log: {node.log_path})"
+            for node, pid in self._started
+            if node is not self._killed and not is_running(node, pid)
+        ]
+        if gone:
+            raise BenchSystemError(f"{self.name}: {', '.join(gone)} exited")
 
     def _create_over_grpc(self, names: Sequence[str], partitions: int, per_request: int) -> float:
         from replog.admin.controller_client import ControllerClient
@@ -481,6 +495,7 @@ class KafkaSystem:
             partitions,
             timeout_s=create_timeout_s(count),
             notice=WaitNotice(f"kafka: waiting for a leader of each of {count:,} new partitions"),
+            check=self._check_running,
         )
         wait_replica_dirs(
             [self._data_dir(node) for node in range(1, NODES + 1)],
@@ -490,11 +505,35 @@ class KafkaSystem:
                 f"kafka: waiting for the log directories of every replica of {count:,} new "
                 "partitions"
             ),
+            check=self._check_running,
         )
         return answered_s, time.perf_counter() - began
 
     def _data_dir(self, node: int) -> str:
         return os.path.join(self.directory, f"node-{node}", "data")
+
+    def _check_running(self) -> None:
+        """A `BenchSystemError` naming the nodes (but one the harness killed) whose JVM no
+        longer runs, with the end of each one's log ("Too many open files", an
+        OutOfMemoryError): a wait on them would last its whole timeout."""
+        from replog.cli.cluster import process_runs
+
+        gone = []
+        for node in range(1, NODES + 1):
+            if node == self._killed:
+                continue
+            path = os.path.join(self.directory, f"node-{node}")
+            try:
+                with open(os.path.join(path, "node.pid"), encoding="ascii") as f:
+                    pid = int(f.read().strip())
+            except (OSError, ValueError):
+                continue  # never started here (a stand-in), or stopped by kafka.sh
+            if process_runs(pid, os.path.join(path, "server.properties")):
+                continue
+            log = os.path.join(path, "node.log")
+            gone.append(f"node {node} (pid {pid}) exited; the end of {log}:\n{_tail(log)}")
+        if gone:
+            raise BenchSystemError("kafka: " + "\n".join(gone))
 
     def active_controller(self, timeout_s: float = METADATA_TIMEOUT_S) -> int:
         """The KRaft quorum's leader: the leader the newest epoch's quorum-state file names
@@ -567,6 +606,18 @@ class KafkaSystem:
             "client": self.driver,
             "server_cpus": self.server_cpus or "",
         }
+
+
+def _tail(path: str, lines: int = 5) -> str:
+    """The last `lines` lines of a log (read from its last 16 KiB: a node's log at 100,000
+    partitions is hundreds of MB)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 16_384))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError as exc:
+        return f"(unreadable: {exc.strerror or exc})"
+    return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
 # --- waits over Kafka's protocol ------------------------------------------------------------------
@@ -690,9 +741,11 @@ def wait_for_kafka_metadata(
     *,
     timeout_s: float = METADATA_TIMEOUT_S,
     notice: WaitNotice | None = None,
+    check: Callable[[], None] | None = None,
 ) -> None:
     """Wait until Metadata over Kafka's protocol shows a leader for every partition of `topics`;
-    `notice` is told how many are led after each answer. Each answer lists every topic (at
+    `notice` is told how many are led after each answer; `check()` runs before each request
+    and raises to end the wait (a node that exited). Each answer lists every topic (at
     100,000 partitions, seconds of the brokers' and this process's CPU): the polls are paced by
     the leaders' progress (`cluster_metrics.next_poll_s`)."""
     from confluent_kafka.admin import AdminClient
@@ -704,6 +757,8 @@ def wait_for_kafka_metadata(
     unled = first = len(topics) * partitions
     answers, failed = 0, ""  # the last request's failure, if it failed
     while time.monotonic() < deadline:
+        if check is not None:
+            check()
         try:
             # Every topic's metadata: at 100,000 partitions an answer takes seconds to make
             # and parse on a loaded machine.
@@ -749,17 +804,21 @@ def wait_replica_dirs(
     timeout_s: float,
     notice: WaitNotice | None = None,
     interval_s: float = KAFKA_POLL_S,
+    check: Callable[[], None] | None = None,
 ) -> None:
     """Wait until each of Kafka's nodes (its log directory in `data_dirs`) holds a directory
     for every partition of `wanted` (`<topic>-<partition>`: a broker makes a replica's when it
     applies the partition; every node holds a replica of each at RF 3 on 3 nodes). Past
     `timeout_s`, a `BenchSystemError` names the replicas still missing on each node. A look
     lists every node's directory (100,000 entries each at 100,000 partitions): the looks are
-    paced by the progress (`cluster_metrics.next_poll_s`)."""
+    paced by the progress (`cluster_metrics.next_poll_s`). `check()` runs before each look
+    and raises to end the wait (a node that exited)."""
     began = time.monotonic()
     deadline = began + timeout_s
     first: int | None = None
     while True:
+        if check is not None:
+            check()
         missing: dict[str, set[str]] = {}
         for directory in data_dirs:
             try:

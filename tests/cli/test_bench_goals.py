@@ -589,6 +589,30 @@ def test_a_wait_on_replogs_nodes_ends_at_once_when_one_of_them_exited(
     )
 
 
+def test_kafkas_nodes_are_stopped_when_they_listen_but_never_all_show_in_metadata(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run_system` stops a system only once `start` returned: a start that fails after
+    kafka.sh started the JVMs must stop them itself."""
+    from replog.cli.bench import systems
+
+    ran: list[str] = []
+
+    def script(*args: str, timeout_s: float, pin: bool = False) -> str:
+        ran.append(args[0])
+        return "127.0.0.1:34000"
+
+    def brokers(servers: str, count: int) -> None:
+        raise BenchSystemError(f"waited 60 s for {count} brokers at {servers}; metadata lists 2")
+
+    kafka = systems.KafkaSystem(str(tmp_path), 34000, script=None)
+    monkeypatch.setattr(kafka, "_script", script)
+    monkeypatch.setattr(systems, "wait_for_kafka_brokers", brokers)
+    with pytest.raises(BenchSystemError, match="metadata lists 2"):
+        kafka.start()
+    assert ran == ["start", "bootstrap", "stop"]
+
+
 def test_a_wait_for_kafkas_log_directories_names_the_replicas_missing_per_node(
     tmp_path: Path,
 ) -> None:

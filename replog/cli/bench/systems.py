@@ -425,8 +425,15 @@ class KafkaSystem:
 
     def start(self) -> None:
         self._script("start", timeout_s=KAFKA_START_TIMEOUT_S, pin=True)
-        self.bootstrap_servers = self._script("bootstrap", timeout_s=10)
-        wait_for_kafka_brokers(self.bootstrap_servers, NODES)
+        try:
+            self.bootstrap_servers = self._script("bootstrap", timeout_s=10)
+            wait_for_kafka_brokers(self.bootstrap_servers, NODES)
+        except BaseException:
+            # The JVMs run (kafka.sh stops them itself only when a listener never came): the
+            # caller stops a system only once it has started.
+            with contextlib.suppress(BenchSystemError):
+                self.stop()
+            raise
 
     def create_topics(self, names: Sequence[str], partitions: int) -> None:
         from confluent_kafka.admin import AdminClient

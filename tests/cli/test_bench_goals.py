@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -613,6 +614,52 @@ def test_kafkas_nodes_are_stopped_when_they_listen_but_never_all_show_in_metadat
     assert ran == ["start", "bootstrap", "stop"]
 
 
+def test_a_kafka_run_ends_once_its_deleted_topics_logs_are_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka renames a deleted partition's log `<dir>.<id>-delete` and keeps it open a minute:
+    the next run would hold both runs' files (10,000 + 10,000 at `ulimit -n` 20,000 in
+    controller-10k's second run) and their removal would land in its measured time."""
+    import threading
+
+    import confluent_kafka.admin
+
+    from replog.cli.bench import systems
+
+    class Admin:
+        def __init__(self, config: dict[str, str]) -> None:
+            pass
+
+        def delete_topics(self, names: list[str], request_timeout: float) -> dict[str, Any]:
+            done: Future[None] = Future()
+            done.set_result(None)
+            return dict.fromkeys(names, done)
+
+    monkeypatch.setattr(confluent_kafka.admin, "AdminClient", Admin)
+    kafka = systems.KafkaSystem(str(tmp_path), 34000, script=None)
+    kafka.wait_deleted(timeout_s=0)  # nothing deleted: no wait
+    data = [tmp_path / f"node-{node}" / "data" for node in (1, 2, 3)]
+    for directory in data:
+        (directory / "__cluster_metadata-0").mkdir(parents=True)
+        (directory / "kept-0").mkdir()
+    (data[0] / "gone-0").mkdir()  # not yet renamed by node 1
+    (data[1] / "gone-0.5f2c-delete").mkdir()  # renamed, still open
+    kafka.delete_topics(["gone"])
+
+    def removed() -> None:
+        (data[0] / "gone-0").rename(data[0] / "gone-0.77aa-delete")
+        time.sleep(0.3)
+        (data[0] / "gone-0.77aa-delete").rmdir()
+        (data[1] / "gone-0.5f2c-delete").rmdir()
+
+    remover = threading.Thread(target=removed)
+    began = time.monotonic()
+    remover.start()
+    kafka.wait_deleted()
+    assert 0.3 <= time.monotonic() - began < 5
+    remover.join()
+
+
 def test_a_wait_for_kafkas_log_directories_names_the_replicas_missing_per_node(
     tmp_path: Path,
 ) -> None:
@@ -726,6 +773,42 @@ def test_data_path_goals_hold_for_their_shape_of_workload_only() -> None:
     assert goals_of(backlog) == {"catch-up read MB/s >= 1.0x Kafka's": "1.93x met"}
     # A run that recorded no workload (an older result) is held to none of them.
     assert goals_of({}) == {}
+
+
+def test_each_run_ends_once_the_system_removed_what_it_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a run (its topics deleted, a killed node back), the harness waits for a system
+    that removes deleted logs later (`KafkaSystem.wait_deleted`) before the next run."""
+    import argparse
+
+    import replog.cli.bench as bench
+    import replog.cli.bench.runner as runner
+
+    calls: list[str] = []
+
+    class FakeSystem:
+        driver, bootstrap_servers, program = "fake", "", ()
+
+        def create_topics(self, names: list[str], partitions: int) -> None: ...
+        def delete_topics(self, names: list[str]) -> None: ...
+        def kill_leader(self, topic: str) -> int:
+            return 1
+
+        def server_pids(self) -> list[int]:
+            return []
+
+        def restart_killed(self) -> None:
+            calls.append("restart")
+
+        def wait_deleted(self) -> None:
+            calls.append("wait_deleted")
+
+    monkeypatch.setattr(runner, "run_once", lambda *a, **kw: calls.append("run") or {})
+    args = argparse.Namespace(driver_cpus=None)
+    workload = parse_workload({"name": "c", "createPartitions": 10, "partitionsPerTopic": 10})
+    bench._run_one(FakeSystem(), None, workload, args, str(tmp_path))
+    assert calls == ["run", "restart", "wait_deleted"]
 
 
 def test_warm_up_runs_run_first_and_are_left_out_of_the_results(

@@ -50,6 +50,9 @@ CREATE_TIMEOUT_S = 900.0  # the least a creation is given, end to end (`create_t
 # load average of 38 (10,000 in 250 s), replog more.
 CREATED_PER_S_AT_LEAST = 25.0
 KAFKA_POLL_S = 0.2  # the shortest wait between two looks at Kafka's Metadata or disk
+# Kafka's log.segment.delete.delay.ms (its default): a deleted partition's log is renamed
+# `<topic>-<partition>.<id>-delete` and kept open (its file and index maps) that long.
+KAFKA_FILE_DELETE_DELAY_S = 60.0
 STOP_TIMEOUT_S = 30.0
 
 
@@ -384,6 +387,7 @@ class KafkaSystem:
         self.bootstrap_servers = ""
         self.version = os.environ.get("KAFKA_VERSION", "4.4.0")
         self._killed: int | None = None
+        self._deleted: set[str] = set()  # topics deleted since the last `wait_deleted`
 
     def _env(self) -> dict[str, str]:
         return {
@@ -460,6 +464,7 @@ class KafkaSystem:
         # One deadline for them all: against a cluster that is down, each would take it whole.
         deadline = time.monotonic() + METADATA_TIMEOUT_S
         futures = admin.delete_topics(list(names), request_timeout=METADATA_TIMEOUT_S)
+        self._deleted.update(names)
         for name, future in futures.items():
             try:
                 future.result(max(0.0, deadline - time.monotonic()))
@@ -471,6 +476,42 @@ class KafkaSystem:
                 f"{failed[0]}",
                 flush=True,
             )
+
+    def wait_deleted(
+        self, timeout_s: float = KAFKA_FILE_DELETE_DELAY_S + METADATA_TIMEOUT_S
+    ) -> None:
+        """Until no node holds a log of the topics `delete_topics` deleted, nor one renamed for
+        deletion (best effort: past `timeout_s` it says how many are left). Kafka keeps a
+        deleted log open for `KAFKA_FILE_DELETE_DELAY_S`, then removes its files: without the
+        wait, the next run's partitions come on top of the last run's open files (the limit
+        check counts one run's) and the removal lands in its measured time."""
+        deleted, self._deleted = self._deleted, set()
+        if not deleted:
+            return
+        deadline = time.monotonic() + timeout_s
+        notice = WaitNotice(
+            f"kafka: waiting for the nodes to remove the logs of {len(deleted):,} deleted topics"
+        )
+        while True:
+            left = 0
+            for node in range(1, NODES + 1):
+                with contextlib.suppress(OSError):
+                    left += sum(
+                        1
+                        for entry in os.listdir(self._data_dir(node))
+                        if entry.endswith("-delete") or entry.rsplit("-", 1)[0] in deleted
+                    )
+            if not left:
+                return
+            if time.monotonic() > deadline:
+                print(
+                    f"kafka: {left:,} deleted topics' logs still on the nodes' disks after "
+                    f"{timeout_s:g} s",
+                    flush=True,
+                )
+                return
+            notice.update(f"{left:,} logs left")
+            time.sleep(1.0)
 
     def kill_leader(self, topic: str) -> int:
         from confluent_kafka.admin import AdminClient

@@ -442,6 +442,13 @@ def test_replogs_creation_is_timed_from_its_first_request_not_from_its_settling(
     assert waited == [(1000, (9, 3))]
     assert answered_s == 0.05 and 0.15 <= led_s < 0.5
 
+    def unsettled(urls: list[str], timeout_s: float) -> tuple[int, int]:
+        raise RuntimeError("the cluster's replicas did not settle within 60 s (...)")
+
+    monkeypatch.setattr(cluster_metrics, "settled_totals", unsettled)
+    with pytest.raises(BenchSystemError, match=r"^replog: before creating idle: the cluster's"):
+        replog.create_led(["idle"], 1000, 1)
+
 
 class _Partition:
     def __init__(self, leader: int) -> None:

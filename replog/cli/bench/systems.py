@@ -267,7 +267,10 @@ class ReplogSystem:
         from replog.cli.bench.cluster_metrics import metrics_urls, settled_totals, wait_replicas
 
         urls = metrics_urls(self.base_port, NODES)
-        before = settled_totals(urls, METADATA_TIMEOUT_S)
+        try:
+            before = settled_totals(urls, METADATA_TIMEOUT_S)
+        except RuntimeError as exc:
+            raise BenchSystemError(f"{self.name}: before creating {names[0]}: {exc}") from None
         began = time.perf_counter()
         if self.driver == "replog":
             answered_s = self._create_over_grpc(names, partitions, per_request)

@@ -782,11 +782,12 @@ def test_data_path_goals_hold_for_their_shape_of_workload_only() -> None:
     assert goals_of({}) == {}
 
 
-def test_each_run_ends_once_the_system_removed_what_it_deleted(
+def test_each_run_starts_once_the_system_removed_what_was_deleted_before_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """After a run (its topics deleted, a killed node back), the harness waits for a system
-    that removes deleted logs later (`KafkaSystem.wait_deleted`) before the next run."""
+    """Before a run, the harness waits for a system that removes deleted logs later
+    (`KafkaSystem.wait_deleted`) to remove what earlier runs deleted; the last run's deletions
+    cost no wait (the cluster stops after it)."""
     import argparse
 
     import replog.cli.bench as bench
@@ -815,7 +816,7 @@ def test_each_run_ends_once_the_system_removed_what_it_deleted(
     args = argparse.Namespace(driver_cpus=None)
     workload = parse_workload({"name": "c", "createPartitions": 10, "partitionsPerTopic": 10})
     bench._run_one(FakeSystem(), None, workload, args, str(tmp_path))
-    assert calls == ["run", "restart", "wait_deleted"]
+    assert calls == ["wait_deleted", "run", "restart"]
 
 
 def test_warm_up_runs_run_first_and_are_left_out_of_the_results(

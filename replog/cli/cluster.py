@@ -63,8 +63,12 @@ def read_pid(node: LocalNode) -> int | None:
 
 def is_running(node: LocalNode, pid: int | None) -> bool:
     """Whether `pid` is `node`'s process and has not exited (a zombie has exited)."""
-    if pid is None:
-        return False
+    return pid is not None and process_runs(pid, node.config_path)
+
+
+def process_runs(pid: int, config_path: str) -> bool:
+    """Whether `pid` has not exited (a zombie has) and has `config_path` on its command line
+    (a server started with it: a pid the kernel gave to another program since is not it)."""
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # reap it if it is our child (started by this command)
     try:
@@ -76,8 +80,7 @@ def is_running(node: LocalNode, pid: int | None) -> bool:
         return False
     except OSError:  # no /proc: trust the pid
         return _pid_exists(pid)
-    # A pid the kernel gave to another program since is not the node.
-    return state not in ("Z", "X") and node.config_path.encode() in argv
+    return state not in ("Z", "X") and config_path.encode() in argv
 
 
 def _pid_exists(pid: int) -> bool:

@@ -168,3 +168,44 @@ def test_a_long_wait_says_where_it_stands_and_its_timeout_names_what_is_missing(
     )
     assert str(raised.value) == f"replicas not all created and led after 20 s: {state}"
     assert said[0].startswith(f"waiting for 50 ({state}, ") and len(said) == 1
+
+
+def test_a_node_that_does_not_answer_is_not_counted_as_holding_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Totals settled while node 3 (9 replicas, 3 leaders) did not answer would count its old
+    replicas as new ones: the wait for 100 new partitions would end with 97 of them."""
+    held = metrics.Scrape(partitions=9, leaders=3)
+    silent = metrics.Scrape(answered=False)
+    pages = iter(
+        [
+            [held, held, silent],
+            [held, held, silent],
+            [held, held, held],
+            [held, held, held],
+            # 97 of the 100 new partitions' replicas and leaders on top of the 27 and 9 held.
+            [metrics.Scrape(partitions=9 + 97, leaders=3 + 33)] * 2
+            + [metrics.Scrape(partitions=9 + 97, leaders=3 + 31)],
+            [metrics.Scrape(partitions=9 + 100, leaders=3 + 34)] * 2
+            + [metrics.Scrape(partitions=9 + 100, leaders=3 + 32)],
+        ]
+    )
+    monkeypatch.setattr(metrics, "scrapes", lambda urls: next(pages))
+    monkeypatch.setattr(metrics.time, "sleep", lambda s: None)
+    before = metrics.settled_totals([], timeout_s=60)
+    assert before == (27, 9)
+    last = metrics.wait_replicas([], 100, 3, timeout_s=60, before=before)
+    assert sum(s.partitions for s in last) == 327
+
+
+def test_totals_never_settle_while_a_node_does_not_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [0.0]
+    monkeypatch.setattr(
+        metrics,
+        "scrapes",
+        lambda urls: [metrics.Scrape(partitions=9), metrics.Scrape(answered=False)],
+    )
+    monkeypatch.setattr(metrics.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    monkeypatch.setattr(metrics.time, "monotonic", lambda: clock[0])
+    with pytest.raises(RuntimeError, match=r"5 s \(last scrape: replicas per node \[9, None\]"):
+        metrics.settled_totals([], timeout_s=5)

@@ -6,7 +6,11 @@ system is refused, and warm-up runs left out of the results."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -144,10 +148,12 @@ class FakeController:
         self.created: list[str] = []
         self.deleted: list[str] = []
 
-    def create_led(self, names: list[str], partitions: int, per_request: int) -> float:
+    def create_led(
+        self, names: list[str], partitions: int, per_request: int
+    ) -> tuple[float, float]:
         self.calls.append(f"create {len(names)}x{partitions} by {per_request}")
         self.created += names
-        return 0.001
+        return 0.001, 0.004
 
     def fail_controller(self, probe: str) -> tuple[int, Failover]:
         self.calls.append("fail")
@@ -196,7 +202,7 @@ def test_a_controller_run_creates_grows_fails_over_restarts_and_deletes(tmp_path
     assert sorted(fake.deleted) == sorted(fake.created) and len(set(fake.created)) == 14
     controller = result["controller"]
     assert controller["partitions"] == 100 and controller["topics"] == 10
-    assert controller["answered_s"] == 0.001 and controller["created_s"] >= 0
+    assert controller["answered_s"] == 0.001 and controller["created_s"] == 0.004
     assert controller["failover"] == {
         "image_partitions": 130,
         "killed_node": 2,
@@ -264,8 +270,17 @@ def test_a_workload_kafka_could_not_hold_under_this_machines_limits_is_refused(
     assert systems.kafka_limits_problem(100_001, 20_000, 65_530) == (
         "kafka: 100,001 partitions put a replica of each on every node (RF 3 on 3 nodes), each "
         "an open log file and two mapped indexes: Kafka's nodes need `ulimit -n` (hard) of at "
-        "least 102,001 (here 20,000) and vm.max_map_count of at least 202,002 (here 65,530)"
+        "least 102,001 (here 20,000: too low) and vm.max_map_count of at least 202,002 (here "
+        "65,530: too low)"
     )
+    # One limit short: the message still names both, with the numbers.
+    assert systems.kafka_limits_problem(18_001, 20_000, 65_530) == (
+        "kafka: 18,001 partitions put a replica of each on every node (RF 3 on 3 nodes), each "
+        "an open log file and two mapped indexes: Kafka's nodes need `ulimit -n` (hard) of at "
+        "least 20,001 (here 20,000: too low) and vm.max_map_count of at least 38,002 (here "
+        "65,530)"
+    )
+    assert systems.kafka_limits_problem(18_000, 20_000, 65_530) is None
     big = parse_workload(
         {
             "name": "c",
@@ -297,6 +312,29 @@ def test_a_workload_kafka_could_not_hold_under_this_machines_limits_is_refused(
     )
     assert idle.most_partitions == 5006
     check_systems(idle, ["replog", "kafka"], "i.yaml")
+
+
+@pytest.mark.parametrize(
+    ("name", "refused"),
+    [
+        ("idle-partitions-1000.yaml", False),
+        ("idle-partitions-5000.yaml", False),
+        ("controller-10k.yaml", False),
+        ("controller-100k.yaml", True),
+        ("catch-up-2gb.yaml", False),
+    ],
+)
+def test_the_shipped_workloads_kafka_can_hold_here_pass_the_limit_check(
+    name: str, refused: bool
+) -> None:
+    """Under this machine's limits (`ulimit -n` 20,000 hard, `vm.max_map_count` 65,530) only the
+    100,000-partition failover is beyond Kafka's nodes."""
+    from replog.cli.bench.systems import kafka_limits_problem
+    from replog.cli.bench.workload import load_workload
+
+    path = Path(__file__).resolve().parents[2] / "bench" / "workloads" / name
+    problem = kafka_limits_problem(load_workload(str(path)).most_partitions, 20_000, 65_530)
+    assert (problem is not None) == refused
 
 
 def test_base_ports_are_given_per_system_then_step_by_300() -> None:
@@ -369,10 +407,264 @@ def test_kafkas_creation_ends_once_every_node_holds_every_replicas_log_directory
         (directory / "idle-4").mkdir()
     late = threading.Timer(0.5, lambda: (data[2] / "idle-4").mkdir())
     late.start()
-    began = time.monotonic()
-    assert kafka.create_led(["idle"], 5, 1) == 0.25
-    assert time.monotonic() - began >= 0.4 and [list(n) for n in led] == [["idle"]]
+    answered_s, led_s = kafka.create_led(["idle"], 5, 1)
+    assert answered_s == 0.25 and led_s >= 0.4 and [list(n) for n in led] == [["idle"]]
     late.join()
+
+
+def test_replogs_creation_is_timed_from_its_first_request_not_from_its_settling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ReplogSystem.create_led` first waits for its nodes' totals to settle (the topics made
+    just before, a deletion under way): that wait is neither the creation's answer nor its
+    wait for every replica, and Kafka has none, so the times start at the first request."""
+    from replog.cli.bench import cluster_metrics, systems
+
+    def settled(urls: list[str], timeout_s: float) -> tuple[int, int]:
+        time.sleep(0.5)  # two scrapes 0.5 s apart at least, more while changes are applied
+        return (9, 3)
+
+    def answered(names: list[str], partitions: int, per_request: int) -> float:
+        time.sleep(0.05)
+        return 0.05
+
+    waited: list[tuple[int, tuple[int, int]]] = []
+
+    def led(urls: list[str], count: int, rf: int, timeout_s: float, **kw: Any) -> None:
+        waited.append((count, kw["before"]))
+        time.sleep(0.1)
+
+    monkeypatch.setattr(cluster_metrics, "settled_totals", settled)
+    monkeypatch.setattr(cluster_metrics, "wait_replicas", led)
+    replog = systems.ReplogSystem("replog", str(tmp_path), 24000)
+    monkeypatch.setattr(replog, "_create_over_grpc", answered)
+    answered_s, led_s = replog.create_led(["idle"], 1000, 1)
+    assert waited == [(1000, (9, 3))]
+    assert answered_s == 0.05 and 0.15 <= led_s < 0.5
+
+    def unsettled(urls: list[str], timeout_s: float) -> tuple[int, int]:
+        raise RuntimeError("the cluster's replicas did not settle within 60 s (...)")
+
+    monkeypatch.setattr(cluster_metrics, "settled_totals", unsettled)
+    with pytest.raises(BenchSystemError, match=r"^replog: before creating idle: the cluster's"):
+        replog.create_led(["idle"], 1000, 1)
+
+
+class _Partition:
+    def __init__(self, leader: int) -> None:
+        self.leader = leader
+
+
+class _Topic:
+    def __init__(self, leaders: list[int]) -> None:
+        self.partitions = {p: _Partition(leader) for p, leader in enumerate(leaders)}
+
+
+class _Metadata:
+    def __init__(self, topics: dict[str, list[int]]) -> None:
+        self.topics = {name: _Topic(leaders) for name, leaders in topics.items()}
+
+
+def test_a_wait_for_kafkas_leaders_says_when_metadata_was_never_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A wait whose Metadata requests all failed (a broker gone, answers slower than their
+    bound) must say so, not that every partition was without a leader; one whose last request
+    failed says that beside the last answer. Leader -1 is not a leader."""
+    import confluent_kafka.admin
+
+    from replog.cli.bench import systems
+
+    answers: list[Any] = []
+
+    class Admin:
+        def __init__(self, config: dict[str, str]) -> None:
+            pass
+
+        def list_topics(self, timeout: float) -> _Metadata:
+            answer = answers.pop(0) if len(answers) > 1 else answers[0]
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+    clock = [0.0]
+    monkeypatch.setattr(confluent_kafka.admin, "AdminClient", Admin)
+    monkeypatch.setattr(systems.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+    monkeypatch.setattr(systems.time, "monotonic", lambda: clock[0])
+
+    answers[:] = [confluent_kafka.KafkaException("Local: Timed out")]
+    with pytest.raises(BenchSystemError) as raised:
+        systems.wait_for_kafka_metadata("b:1", ["t"], 4, timeout_s=10)
+    assert str(raised.value) == (
+        "waited 10 s for leaders of every partition of t at b:1: no Metadata request was "
+        "answered (the last: KafkaException: Local: Timed out)"
+    )
+    answers[:] = [_Metadata({"t": [1, -1, 2, -1]}), RuntimeError("gone")]
+    with pytest.raises(BenchSystemError) as raised:
+        systems.wait_for_kafka_metadata("b:1", ["t"], 4, timeout_s=10)
+    assert str(raised.value).endswith(
+        ": 2 of 4 partitions without a leader in the last answer; the last request failed: "
+        "RuntimeError: gone"
+    )
+    answers[:] = [_Metadata({"t": [1, -1, 2, -1]}), _Metadata({"t": [1, 3, 2, 1]})]
+    systems.wait_for_kafka_metadata("b:1", ["t"], 4, timeout_s=10)
+
+
+def _server(config: str, exited: bool = False) -> subprocess.Popen[bytes]:
+    """A stand-in server process with `config` on its command line (as a node's)."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; time.sleep(float(sys.argv[1]))",
+            "0" if exited else "60",
+            config,
+        ]
+    )
+    if exited:
+        process.wait()
+    return process
+
+
+def _refused_at_once(create: Callable[[], object], servers: list[subprocess.Popen[bytes]]) -> str:
+    """The `BenchSystemError` `create()` raised within 2 s (its wait is given 3); the stand-in
+    servers are stopped after it."""
+    try:
+        began = time.monotonic()
+        with pytest.raises(BenchSystemError) as raised:
+            create()
+        assert time.monotonic() - began < 2
+        return str(raised.value)
+    finally:
+        for server in servers:
+            server.kill()
+            server.wait()
+
+
+def test_a_wait_on_kafkas_nodes_ends_at_once_when_one_of_them_exited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node that died ("Too many open files", an OutOfMemoryError) never makes its replicas:
+    the wait names it and the end of its log at once, not after its 900 s."""
+    from replog.cli.bench import systems
+
+    monkeypatch.setattr(systems, "kafka_create", lambda servers, names, partitions, each: 0.25)
+    monkeypatch.setattr(systems, "wait_for_kafka_metadata", lambda *a, **kw: None)
+    monkeypatch.setattr(systems, "create_timeout_s", lambda count: 3.0)
+    kafka = systems.KafkaSystem(str(tmp_path), 34000, script=None)
+    servers = []
+    for node in (1, 2, 3):
+        path = tmp_path / f"node-{node}"
+        (path / "data").mkdir(parents=True)
+        servers.append(_server(str(path / "server.properties"), exited=node == 3))
+        (path / "node.pid").write_text(f"{servers[-1].pid}\n")
+    (tmp_path / "node-3" / "node.log").write_text(
+        "[2026-11-26 17:40:01] INFO making logs\n"
+        "[2026-11-26 17:40:02] ERROR java.io.IOException: Too many open files\n"
+    )
+    kafka._killed = 3  # the harness's own kill (a failover) is not a failure
+    kafka._check_running()
+    kafka._killed = None
+    assert _refused_at_once(lambda: kafka.create_led(["idle"], 5, 1), servers) == (
+        f"kafka: node 3 (pid {servers[2].pid}) exited; the end of "
+        f"{tmp_path / 'node-3' / 'node.log'}:\n[2026-11-26 17:40:01] INFO making logs\n"
+        "[2026-11-26 17:40:02] ERROR java.io.IOException: Too many open files"
+    )
+
+
+def test_a_wait_on_replogs_nodes_ends_at_once_when_one_of_them_exited(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from replog.cli.bench import cluster_metrics, systems
+    from replog.cli.local_cluster import LocalCluster
+
+    monkeypatch.setattr(cluster_metrics, "settled_totals", lambda urls, timeout_s: (0, 0))
+    monkeypatch.setattr(
+        cluster_metrics,
+        "scrapes",
+        lambda urls: (
+            [cluster_metrics.Scrape(partitions=5)] * 2 + [cluster_metrics.Scrape(answered=False)]
+        ),
+    )
+    monkeypatch.setattr(systems, "create_timeout_s", lambda count: 3.0)
+    replog = systems.ReplogSystem("replog", str(tmp_path), 24000)
+    monkeypatch.setattr(replog, "_create_over_grpc", lambda names, partitions, each: 0.05)
+    nodes = LocalCluster.plan(str(tmp_path), 3, 24000).nodes
+    servers = [_server(n.config_path, exited=n.node_id == 3) for n in nodes]
+    replog._started = [(n, p.pid) for n, p in zip(nodes, servers, strict=True)]
+    assert _refused_at_once(lambda: replog.create_led(["idle"], 5, 1), servers) == (
+        f"replog: node 3 (pid {servers[2].pid}, its log: {nodes[2].log_path}) exited"
+    )
+
+
+def test_kafkas_nodes_are_stopped_when_they_listen_but_never_all_show_in_metadata(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run_system` stops a system only once `start` returned: a start that fails after
+    kafka.sh started the JVMs must stop them itself."""
+    from replog.cli.bench import systems
+
+    ran: list[str] = []
+
+    def script(*args: str, timeout_s: float, pin: bool = False) -> str:
+        ran.append(args[0])
+        return "127.0.0.1:34000"
+
+    def brokers(servers: str, count: int) -> None:
+        raise BenchSystemError(f"waited 60 s for {count} brokers at {servers}; metadata lists 2")
+
+    kafka = systems.KafkaSystem(str(tmp_path), 34000, script=None)
+    monkeypatch.setattr(kafka, "_script", script)
+    monkeypatch.setattr(systems, "wait_for_kafka_brokers", brokers)
+    with pytest.raises(BenchSystemError, match="metadata lists 2"):
+        kafka.start()
+    assert ran == ["start", "bootstrap", "stop"]
+
+
+def test_a_kafka_run_ends_once_its_deleted_topics_logs_are_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka renames a deleted partition's log `<dir>.<id>-delete` and keeps it open a minute:
+    the next run would hold both runs' files (10,000 + 10,000 at `ulimit -n` 20,000 in
+    controller-10k's second run) and their removal would land in its measured time."""
+    import threading
+
+    import confluent_kafka.admin
+
+    from replog.cli.bench import systems
+
+    class Admin:
+        def __init__(self, config: dict[str, str]) -> None:
+            pass
+
+        def delete_topics(self, names: list[str], request_timeout: float) -> dict[str, Any]:
+            done: Future[None] = Future()
+            done.set_result(None)
+            return dict.fromkeys(names, done)
+
+    monkeypatch.setattr(confluent_kafka.admin, "AdminClient", Admin)
+    kafka = systems.KafkaSystem(str(tmp_path), 34000, script=None)
+    kafka.wait_deleted(timeout_s=0)  # nothing deleted: no wait
+    data = [tmp_path / f"node-{node}" / "data" for node in (1, 2, 3)]
+    for directory in data:
+        (directory / "__cluster_metadata-0").mkdir(parents=True)
+        (directory / "kept-0").mkdir()
+    (data[0] / "gone-0").mkdir()  # not yet renamed by node 1
+    (data[1] / "gone-0.5f2c-delete").mkdir()  # renamed, still open
+    kafka.delete_topics(["gone"])
+
+    def removed() -> None:
+        (data[0] / "gone-0").rename(data[0] / "gone-0.77aa-delete")
+        time.sleep(0.3)
+        (data[0] / "gone-0.77aa-delete").rmdir()
+        (data[1] / "gone-0.5f2c-delete").rmdir()
+
+    remover = threading.Thread(target=removed)
+    began = time.monotonic()
+    remover.start()
+    kafka.wait_deleted()
+    assert 0.3 <= time.monotonic() - began < 5
+    remover.join()
 
 
 def test_a_wait_for_kafkas_log_directories_names_the_replicas_missing_per_node(
@@ -488,6 +780,43 @@ def test_data_path_goals_hold_for_their_shape_of_workload_only() -> None:
     assert goals_of(backlog) == {"catch-up read MB/s >= 1.0x Kafka's": "1.93x met"}
     # A run that recorded no workload (an older result) is held to none of them.
     assert goals_of({}) == {}
+
+
+def test_each_run_starts_once_the_system_removed_what_was_deleted_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before a run, the harness waits for a system that removes deleted logs later
+    (`KafkaSystem.wait_deleted`) to remove what earlier runs deleted; the last run's deletions
+    cost no wait (the cluster stops after it)."""
+    import argparse
+
+    import replog.cli.bench as bench
+    import replog.cli.bench.runner as runner
+
+    calls: list[str] = []
+
+    class FakeSystem:
+        driver, bootstrap_servers, program = "fake", "", ()
+
+        def create_topics(self, names: list[str], partitions: int) -> None: ...
+        def delete_topics(self, names: list[str]) -> None: ...
+        def kill_leader(self, topic: str) -> int:
+            return 1
+
+        def server_pids(self) -> list[int]:
+            return []
+
+        def restart_killed(self) -> None:
+            calls.append("restart")
+
+        def wait_deleted(self) -> None:
+            calls.append("wait_deleted")
+
+    monkeypatch.setattr(runner, "run_once", lambda *a, **kw: calls.append("run") or {})
+    args = argparse.Namespace(driver_cpus=None)
+    workload = parse_workload({"name": "c", "createPartitions": 10, "partitionsPerTopic": 10})
+    bench._run_one(FakeSystem(), None, workload, args, str(tmp_path))
+    assert calls == ["wait_deleted", "run", "restart"]
 
 
 def test_warm_up_runs_run_first_and_are_left_out_of_the_results(

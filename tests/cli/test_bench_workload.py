@@ -154,6 +154,15 @@ def test_idle_partitions_default_to_none_and_must_be_a_count() -> None:
         assert raised.value.field == "idlePartitions"
 
 
+def test_a_run_with_idle_partitions_kills_no_leader() -> None:
+    """The killed node is started again only after the run: the idle topic made between its
+    two phases could never be led everywhere (replog's and Kafka's waits would time out)."""
+    with pytest.raises(WorkloadError, match="not in a run with idle partitions") as raised:
+        parse_workload({**GOOD, "idlePartitions": 100, "killLeaderAtSeconds": 5}, "w.yaml")
+    assert raised.value.field == "killLeaderAtSeconds"
+    assert parse_workload({**GOOD, "idlePartitions": 0, "killLeaderAtSeconds": 5})
+
+
 def test_a_metadata_run_takes_its_own_fields_only() -> None:
     document = {
         "name": "m",

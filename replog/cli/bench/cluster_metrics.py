@@ -132,6 +132,7 @@ def wait_replicas(
     interval_s: float = 0.05,
     on_scrape: Callable[[float, list[Scrape]], None] | None = None,
     notice: WaitNotice | None = None,
+    check: Callable[[], None] | None = None,
 ) -> list[Scrape]:
     """Until every replica of `partitions` partitions exists, every one is led, and no node has
     a replica change left to apply; the last scrapes, at least `interval_s` apart
@@ -141,12 +142,15 @@ def wait_replicas(
     how often to ask at a scale. `on_scrape(seconds since the call, scrapes)` sees every
     scrape (a benchmark's phase times); `notice` is told where the wait stands after each.
     Past `timeout_s`, a RuntimeError names what was missing: replicas (per node), leaders and
-    the replica changes each node still had to apply."""
+    the replica changes each node still had to apply. `check()` runs before each scrape and
+    raises to end the wait at once (a node that exited: its replicas would never come)."""
     replicas_before, leaders_before = before
     began = time.monotonic()
     deadline = began + timeout_s
     first: int | None = None
     while True:
+        if check is not None:
+            check()
         now = scrapes(urls)
         if on_scrape is not None:
             on_scrape(time.monotonic() - began, now)
@@ -162,6 +166,7 @@ def wait_replicas(
         if (
             replicas == partitions * replication_factor
             and leaders == partitions
+            and all(s.answered for s in now)
             and not any(s.pending for s in now)
         ):
             return now
@@ -202,15 +207,25 @@ def poll_interval_s(partitions: int) -> float:
 
 
 def settled_totals(urls: list[str], timeout_s: float, interval_s: float = 0.5) -> tuple[int, int]:
-    """The cluster's replicas and leaders once no node has a replica change left to apply and
-    two scrapes `interval_s` apart agree (a deletion still under way would change them)."""
+    """The cluster's replicas and leaders once every node answers, none has a replica change
+    left to apply and two scrapes `interval_s` apart agree (a deletion still under way would
+    change them). A node that does not answer counts for nothing here: totals without its
+    replicas would let `wait_replicas` count them as new ones and end early."""
     deadline = time.monotonic() + timeout_s
     last: tuple[int, int] | None = None
+    now: list[Scrape] = []
     while time.monotonic() < deadline:
         now = scrapes(urls)
-        totals = (sum(s.partitions for s in now), sum(s.leaders for s in now))
-        if not any(s.pending for s in now) and totals == last:
-            return totals
-        last = totals
+        if not all(s.answered for s in now):
+            last = None
+        else:
+            totals = (sum(s.partitions for s in now), sum(s.leaders for s in now))
+            if not any(s.pending for s in now) and totals == last:
+                return totals
+            last = totals
         time.sleep(interval_s)
-    raise RuntimeError(f"the cluster's replicas did not settle within {timeout_s:.0f} s")
+    raise RuntimeError(
+        f"the cluster's replicas did not settle within {timeout_s:.0f} s (last scrape: replicas "
+        f"per node {[s.partitions if s.answered else None for s in now]}, replica changes to "
+        f"apply {[s.pending for s in now]})"
+    )

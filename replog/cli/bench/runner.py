@@ -123,7 +123,7 @@ class Target:
     kill_leader: Callable[[str], int] | None = None
     server_pids: Callable[[], list[int]] = list
     # A controller run's (systems.ControllerSystem): None for a system without a controller.
-    create_led: Callable[[list[str], int, int], float] | None = None
+    create_led: Callable[[list[str], int, int], tuple[float, float]] | None = None
     fail_controller: Callable[[str], tuple[int, Any]] | None = None
     restart_killed: Callable[[], None] = lambda: None
 
@@ -387,13 +387,12 @@ def _create_idle(run: _Run) -> dict[str, Any]:
     (`idle_led_wait_s`). A system without `create_led` (JetStream: a stream's create is
     answered by its new leader) is only created: its result has no wait."""
     names, partitions = run.idle_topics, run.workload.idle_partitions
-    began = time.monotonic()
     if run.target.create_led is None:
+        began = time.monotonic()
         run.create(names, partitions)
         return {"idle_answered_s": round(time.monotonic() - began, 3)}
     run.made += names  # before the request: deleted after the run even if it failed
-    answered_s = run.target.create_led(names, partitions, len(names))
-    led_s = time.monotonic() - began
+    answered_s, led_s = run.target.create_led(names, partitions, len(names))
     return {
         "idle_answered_s": round(answered_s, 3),
         "idle_led_wait_s": round(max(0.0, led_s - answered_s), 3),
@@ -431,9 +430,7 @@ def _run_controller(run: _Run) -> dict[str, Any]:
     names = [f"bench-{run.run_id}-c{i}" for i in range(workload.create_partitions // per_topic)]
     run.made += names
     server_before = run.server_cpu()
-    began = time.monotonic()
-    answered_s = target.create_led(names, per_topic, per_request)
-    created_s = time.monotonic() - began
+    answered_s, created_s = target.create_led(names, per_topic, per_request)
     create_cores = run.server_cores(server_before)
     controller: dict[str, Any] = {
         "partitions": workload.create_partitions,

@@ -22,7 +22,7 @@ import contextlib
 import os
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -50,6 +50,9 @@ CREATE_TIMEOUT_S = 900.0  # the least a creation is given, end to end (`create_t
 # load average of 38 (10,000 in 250 s), replog more.
 CREATED_PER_S_AT_LEAST = 25.0
 KAFKA_POLL_S = 0.2  # the shortest wait between two looks at Kafka's Metadata or disk
+# Kafka's log.segment.delete.delay.ms (its default): a deleted partition's log is renamed
+# `<topic>-<partition>.<id>-delete` and kept open (its file and index maps) that long.
+KAFKA_FILE_DELETE_DELAY_S = 60.0
 STOP_TIMEOUT_S = 30.0
 
 
@@ -81,10 +84,14 @@ class System(Protocol):
 class ControllerSystem(Protocol):
     """A system a controller run drives (replog's and Kafka's)."""
 
-    def create_led(self, names: Sequence[str], partitions: int, per_request: int) -> float:
+    def create_led(
+        self, names: Sequence[str], partitions: int, per_request: int
+    ) -> tuple[float, float]:
         """Create `names` (RF 3) in CreateTopics requests of `per_request` topics sent one
-        after another; the seconds until the last was answered. Returns once every replica
-        of them is created and every partition led."""
+        after another. Returns once every replica of them is created and every partition led:
+        the seconds from the first request until the last was answered, and until then (what
+        the system does before its first request, replog's wait for its nodes' totals to
+        settle, is in neither)."""
 
     def fail_controller(self, probe_topic: str) -> tuple[int, Failover]:
         """SIGKILL the active controller; time until a survivor answers a CreateTopics of
@@ -250,7 +257,9 @@ class ReplogSystem:
         assert self._cluster is not None
         return ",".join(n.listeners[KAFKA_LISTENER] for n in self._cluster.nodes)
 
-    def create_led(self, names: Sequence[str], partitions: int, per_request: int) -> float:
+    def create_led(
+        self, names: Sequence[str], partitions: int, per_request: int
+    ) -> tuple[float, float]:
         """Through replog's Controller service (`ControllerClient`, answered once the
         controller committed), or for the replog-kafka system through its Kafka listeners
         (`kafka_create`, as Kafka's); then until the nodes' metrics (`cluster_metrics`) show
@@ -258,7 +267,11 @@ class ReplogSystem:
         from replog.cli.bench.cluster_metrics import metrics_urls, settled_totals, wait_replicas
 
         urls = metrics_urls(self.base_port, NODES)
-        before = settled_totals(urls, METADATA_TIMEOUT_S)
+        try:
+            before = settled_totals(urls, METADATA_TIMEOUT_S)
+        except RuntimeError as exc:
+            raise BenchSystemError(f"{self.name}: before creating {names[0]}: {exc}") from None
+        began = time.perf_counter()
         if self.driver == "replog":
             answered_s = self._create_over_grpc(names, partitions, per_request)
         else:
@@ -275,10 +288,24 @@ class ReplogSystem:
                     f"{self.name}: waiting for every replica of {count:,} new partitions to be "
                     "created and led"
                 ),
+                check=self._check_running,
             )
         except RuntimeError as exc:
             raise BenchSystemError(f"{self.name}: {exc}") from None
-        return answered_s
+        return answered_s, time.perf_counter() - began
+
+    def _check_running(self) -> None:
+        """A `BenchSystemError` naming the nodes (but the one `kill_leader` or
+        `fail_controller` killed) that no longer run, and their logs."""
+        from replog.cli.cluster import is_running
+
+        gone = [
+            f"node {node.node_id} (pid {pid}, its log: {node.log_path})"
+            for node, pid in self._started
+            if node is not self._killed and not is_running(node, pid)
+        ]
+        if gone:
+            raise BenchSystemError(f"{self.name}: {', '.join(gone)} exited")
 
     def _create_over_grpc(self, names: Sequence[str], partitions: int, per_request: int) -> float:
         from replog.admin.controller_client import ControllerClient
@@ -363,6 +390,7 @@ class KafkaSystem:
         self.bootstrap_servers = ""
         self.version = os.environ.get("KAFKA_VERSION", "4.4.0")
         self._killed: int | None = None
+        self._deleted: set[str] = set()  # topics deleted since the last `wait_deleted`
 
     def _env(self) -> dict[str, str]:
         return {
@@ -404,8 +432,15 @@ class KafkaSystem:
 
     def start(self) -> None:
         self._script("start", timeout_s=KAFKA_START_TIMEOUT_S, pin=True)
-        self.bootstrap_servers = self._script("bootstrap", timeout_s=10)
-        wait_for_kafka_brokers(self.bootstrap_servers, NODES)
+        try:
+            self.bootstrap_servers = self._script("bootstrap", timeout_s=10)
+            wait_for_kafka_brokers(self.bootstrap_servers, NODES)
+        except BaseException:
+            # The JVMs run (kafka.sh stops them itself only when a listener never came): the
+            # caller stops a system only once it has started.
+            with contextlib.suppress(BenchSystemError):
+                self.stop()
+            raise
 
     def create_topics(self, names: Sequence[str], partitions: int) -> None:
         from confluent_kafka.admin import AdminClient
@@ -432,6 +467,7 @@ class KafkaSystem:
         # One deadline for them all: against a cluster that is down, each would take it whole.
         deadline = time.monotonic() + METADATA_TIMEOUT_S
         futures = admin.delete_topics(list(names), request_timeout=METADATA_TIMEOUT_S)
+        self._deleted.update(names)
         for name, future in futures.items():
             try:
                 future.result(max(0.0, deadline - time.monotonic()))
@@ -443,6 +479,42 @@ class KafkaSystem:
                 f"{failed[0]}",
                 flush=True,
             )
+
+    def wait_deleted(
+        self, timeout_s: float = KAFKA_FILE_DELETE_DELAY_S + METADATA_TIMEOUT_S
+    ) -> None:
+        """Until no node holds a log of the topics `delete_topics` deleted, nor one renamed for
+        deletion (best effort: past `timeout_s` it says how many are left). Kafka keeps a
+        deleted log open for `KAFKA_FILE_DELETE_DELAY_S`, then removes its files: without the
+        wait, the next run's partitions come on top of the last run's open files (the limit
+        check counts one run's) and the removal lands in its measured time."""
+        deleted, self._deleted = self._deleted, set()
+        if not deleted:
+            return
+        deadline = time.monotonic() + timeout_s
+        notice = WaitNotice(
+            f"kafka: waiting for the nodes to remove the logs of {len(deleted):,} deleted topics"
+        )
+        while True:
+            left = 0
+            for node in range(1, NODES + 1):
+                with contextlib.suppress(OSError):
+                    left += sum(
+                        1
+                        for entry in os.listdir(self._data_dir(node))
+                        if entry.endswith("-delete") or entry.rsplit("-", 1)[0] in deleted
+                    )
+            if not left:
+                return
+            if time.monotonic() > deadline:
+                print(
+                    f"kafka: {left:,} deleted topics' logs still on the nodes' disks after "
+                    f"{timeout_s:g} s",
+                    flush=True,
+                )
+                return
+            notice.update(f"{left:,} logs left")
+            time.sleep(1.0)
 
     def kill_leader(self, topic: str) -> int:
         from confluent_kafka.admin import AdminClient
@@ -459,9 +531,12 @@ class KafkaSystem:
             self._script("restart", str(node), timeout_s=KAFKA_START_TIMEOUT_S, pin=True)
             wait_for_kafka_brokers(self.bootstrap_servers, NODES)
 
-    def create_led(self, names: Sequence[str], partitions: int, per_request: int) -> float:
+    def create_led(
+        self, names: Sequence[str], partitions: int, per_request: int
+    ) -> tuple[float, float]:
         """`kafka_create`, then until Metadata shows every partition led and every replica's
         log directory exists on its node (a broker makes it when it applies the partition)."""
+        began = time.perf_counter()
         answered_s = kafka_create(self.bootstrap_servers, names, partitions, per_request)
         count = len(names) * partitions
         deadline = time.monotonic() + create_timeout_s(count)
@@ -471,6 +546,7 @@ class KafkaSystem:
             partitions,
             timeout_s=create_timeout_s(count),
             notice=WaitNotice(f"kafka: waiting for a leader of each of {count:,} new partitions"),
+            check=self._check_running,
         )
         wait_replica_dirs(
             [self._data_dir(node) for node in range(1, NODES + 1)],
@@ -480,11 +556,35 @@ class KafkaSystem:
                 f"kafka: waiting for the log directories of every replica of {count:,} new "
                 "partitions"
             ),
+            check=self._check_running,
         )
-        return answered_s
+        return answered_s, time.perf_counter() - began
 
     def _data_dir(self, node: int) -> str:
         return os.path.join(self.directory, f"node-{node}", "data")
+
+    def _check_running(self) -> None:
+        """A `BenchSystemError` naming the nodes (but one the harness killed) whose JVM no
+        longer runs, with the end of each one's log ("Too many open files", an
+        OutOfMemoryError): a wait on them would last its whole timeout."""
+        from replog.cli.cluster import process_runs
+
+        gone = []
+        for node in range(1, NODES + 1):
+            if node == self._killed:
+                continue
+            path = os.path.join(self.directory, f"node-{node}")
+            try:
+                with open(os.path.join(path, "node.pid"), encoding="ascii") as f:
+                    pid = int(f.read().strip())
+            except (OSError, ValueError):
+                continue  # never started here (a stand-in), or stopped by kafka.sh
+            if process_runs(pid, os.path.join(path, "server.properties")):
+                continue
+            log = os.path.join(path, "node.log")
+            gone.append(f"node {node} (pid {pid}) exited; the end of {log}:\n{_tail(log)}")
+        if gone:
+            raise BenchSystemError("kafka: " + "\n".join(gone))
 
     def active_controller(self, timeout_s: float = METADATA_TIMEOUT_S) -> int:
         """The KRaft quorum's leader: the leader the newest epoch's quorum-state file names
@@ -559,6 +659,18 @@ class KafkaSystem:
         }
 
 
+def _tail(path: str, lines: int = 5) -> str:
+    """The last `lines` lines of a log (read from its last 16 KiB: a node's log at 100,000
+    partitions is hundreds of MB)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 16_384))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError as exc:
+        return f"(unreadable: {exc.strerror or exc})"
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
 # --- waits over Kafka's protocol ------------------------------------------------------------------
 
 
@@ -579,17 +691,20 @@ def kafka_limits_problem(partitions: int, open_files: int, map_count: int) -> st
     ("Too many open files" at 100,000 partitions under `ulimit -n` 20,000 here)."""
     files = partitions * KAFKA_FILES_PER_REPLICA + KAFKA_HEADROOM
     maps = partitions * KAFKA_MAPS_PER_REPLICA + KAFKA_HEADROOM
-    short = []
-    if files > open_files:
-        short.append(f"`ulimit -n` (hard) of at least {files:,} (here {open_files:,})")
-    if maps > map_count:
-        short.append(f"vm.max_map_count of at least {maps:,} (here {map_count:,})")
-    if not short:
+    if files <= open_files and maps <= map_count:
         return None
+    # Both limits, each with its need and this machine's figure: raising the one that is short
+    # must not run into the other unannounced.
+    needs = " and ".join(
+        f"{limit} of at least {need:,} (here {have:,}{': too low' if need > have else ''})"
+        for limit, need, have in (
+            ("`ulimit -n` (hard)", files, open_files),
+            ("vm.max_map_count", maps, map_count),
+        )
+    )
     return (
         f"kafka: {partitions:,} partitions put a replica of each on every node (RF 3 on 3 "
-        f"nodes), each an open log file and two mapped indexes: Kafka's nodes need "
-        f"{' and '.join(short)}"
+        f"nodes), each an open log file and two mapped indexes: Kafka's nodes need {needs}"
     )
 
 
@@ -677,9 +792,11 @@ def wait_for_kafka_metadata(
     *,
     timeout_s: float = METADATA_TIMEOUT_S,
     notice: WaitNotice | None = None,
+    check: Callable[[], None] | None = None,
 ) -> None:
     """Wait until Metadata over Kafka's protocol shows a leader for every partition of `topics`;
-    `notice` is told how many are led after each answer. Each answer lists every topic (at
+    `notice` is told how many are led after each answer; `check()` runs before each request
+    and raises to end the wait (a node that exited). Each answer lists every topic (at
     100,000 partitions, seconds of the brokers' and this process's CPU): the polls are paced by
     the leaders' progress (`cluster_metrics.next_poll_s`)."""
     from confluent_kafka.admin import AdminClient
@@ -689,7 +806,10 @@ def wait_for_kafka_metadata(
     deadline = began + timeout_s
     missing: list[str] = list(topics)
     unled = first = len(topics) * partitions
+    answers, failed = 0, ""  # the last request's failure, if it failed
     while time.monotonic() < deadline:
+        if check is not None:
+            check()
         try:
             # Every topic's metadata: at 100,000 partitions an answer takes seconds to make
             # and parse on a loaded machine.
@@ -697,10 +817,12 @@ def wait_for_kafka_metadata(
                 timeout=max(1.0, min(METADATA_ANSWER_S, deadline - time.monotonic()))
             )
         except Exception as exc:
+            failed = f"{type(exc).__name__}: {exc}"
             if notice is not None:
-                notice.update(f"Metadata not answered: {exc}")
+                notice.update(f"Metadata not answered: {failed}")
             time.sleep(0.5)
             continue
+        answers, failed = answers + 1, ""
         missing, unled = [], 0
         for name in topics:
             topic = metadata.topics.get(name)
@@ -713,10 +835,16 @@ def wait_for_kafka_metadata(
         if notice is not None:
             notice.update(f"{unled:,} of {len(topics) * partitions:,} without a leader")
         time.sleep(next_poll_s(KAFKA_POLL_S, time.monotonic() - began, first - unled, unled))
+    if not answers:
+        state = f"no Metadata request was answered (the last: {failed or 'none sent'})"
+    else:
+        state = f"{unled:,} of {len(topics) * partitions:,} partitions without a leader"
+        if failed:
+            state += f" in the last answer; the last request failed: {failed}"
     raise BenchSystemError(
         f"waited {timeout_s:g} s for leaders of every partition of "
         f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''} at {bootstrap_servers}: "
-        f"{unled:,} of {len(topics) * partitions:,} partitions without a leader"
+        f"{state}"
     )
 
 
@@ -727,17 +855,21 @@ def wait_replica_dirs(
     timeout_s: float,
     notice: WaitNotice | None = None,
     interval_s: float = KAFKA_POLL_S,
+    check: Callable[[], None] | None = None,
 ) -> None:
     """Wait until each of Kafka's nodes (its log directory in `data_dirs`) holds a directory
     for every partition of `wanted` (`<topic>-<partition>`: a broker makes a replica's when it
     applies the partition; every node holds a replica of each at RF 3 on 3 nodes). Past
     `timeout_s`, a `BenchSystemError` names the replicas still missing on each node. A look
     lists every node's directory (100,000 entries each at 100,000 partitions): the looks are
-    paced by the progress (`cluster_metrics.next_poll_s`)."""
+    paced by the progress (`cluster_metrics.next_poll_s`). `check()` runs before each look
+    and raises to end the wait (a node that exited)."""
     began = time.monotonic()
     deadline = began + timeout_s
     first: int | None = None
     while True:
+        if check is not None:
+            check()
         missing: dict[str, set[str]] = {}
         for directory in data_dirs:
             try:

@@ -11,13 +11,17 @@ without copying them one by one:
   call: the fetch answer itself when no batch is compressed, else the (decompressed)
   regions copied back to back. A table lookup per record, or one numpy check for a run of
   records of the same size (`_record_starts`).
-- A long run of records of one size whose fields all sit at the same place in every record
+- A run of records of one size whose fields all sit at the same place in every record
   (fixed-size keys and values; only the timestamp and offset deltas differ, in varints of
-  the same sizes) is decoded as a table: the 8 bytes at one place of every record are a
-  strided uint64 view (no gather), whose deltas and fixed bytes are checked with one mask
-  and read with a few shifts, and the fields are written straight into the call's arrays
-  (`_uniform_run`). In a fetch answer of 100-byte records these runs hold nearly every
-  record (docs/benchmarks.md).
+  the same sizes) is decoded as a table. Runs of one layout are decoded together, whichever
+  batch of the call they are in (a fetch answer's batches repeat two or three layouts: the
+  deltas' varints grow at the same records in each), so numpy's fixed cost per call is paid
+  per layout, not per run (`_uniform_runs`): the 8 bytes at one place of every record are
+  one uint64 (a gather), masked and compared with one expected word per record (the first
+  record's fixed bytes and continuation bits, and the record's own offset delta as a table
+  of encoded deltas has it), the timestamp delta read with a few shifts, and the fields
+  written into the call's arrays. In a fetch answer of 100-byte records these runs hold
+  nearly every record (docs/benchmarks.md).
 - The other records' varints (timestamp delta, offset delta, key length, value length,
   header count) are read for all of them together (`_one_by_one`): the 8 bytes at each
   position as one uint64 (one gather), the varint's end found with bit tricks, one shift per
@@ -174,9 +178,10 @@ _STEPS = _length_steps()
 
 _RUN_MIN = 16  # records: a shorter run of equal sizes is not worth a numpy step
 _RUN_BACKOFF_MAX = 1024  # records walked one by one after a failed guess, at most
-# Records: a shorter run is read by `_one_by_one` (`_uniform_run`'s fixed cost per run is
-# that of reading about this many records one by one).
-_UNIFORM_MIN = 128
+# Records: a shorter run is read by `_one_by_one` (a layout of its own costs `_uniform_group`
+# about what reading this many records one by one does; a batch's first 64 records, whose
+# offset deltas take one byte, are such a run in every batch and share one layout).
+_UNIFORM_MIN = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +203,7 @@ def _record_starts(
     batches: Sequence[tuple[int, BatchHeader]],
 ) -> tuple[Int64s, list[_Run]]:
     """Where each record (its length varint) starts: the one sequential step; and the runs of
-    records of one size found on the way (`_uniform_run` decodes those whole).
+    records of one size found on the way (`_uniform_runs` decodes those whole).
 
     One record at a time it is a table lookup. Records of one size often come in runs (fixed
     size values and keys; a timestamp delta's varint grows only at 64 ms and 8 s), so at a
@@ -458,12 +463,8 @@ def _vectorised(data: Data, batches: Sequence[tuple[int, BatchHeader]], where: s
     index = np.arange(total, dtype=np.int64) - np.repeat(first, counts)
 
     fields = _Fields.empty(total)
-    uniform = np.zeros(total, dtype=bool)
-    for run in runs:
-        if run.count < _UNIFORM_MIN:
-            continue
-        if _uniform_run(buffer, buf, run, fields):
-            uniform[run.row : run.row + run.count] = True
+    words = _unaligned_words(buf)
+    uniform = _uniform_runs(buffer, buf, words, runs, fields)
     headers: list[tuple[Header, ...]] | None = None
     rest = np.flatnonzero(~uniform)
     if len(rest) == total:
@@ -502,15 +503,19 @@ def _vectorised(data: Data, batches: Sequence[tuple[int, BatchHeader]], where: s
     )
 
 
+def _unaligned_words(buf: Bytes) -> Words:
+    """The 8 bytes at each position that has 8 after it: an unaligned uint64 view."""
+    return np.ndarray(
+        shape=(max(len(buf) - 7, 0),), dtype="<u8", buffer=buf, offset=0, strides=(1,)
+    )
+
+
 def _one_by_one(
     buffer: Data, buf: Bytes, record_start: Int64s, index: Int64s
 ) -> tuple[_Fields, list[tuple[Header, ...]] | None]:
     """The fields of the records at the increasing positions `record_start` (`index`: each
     one's index in its batch), each varint read at each record's own position (`_varints`)."""
-    # The 8 bytes at each position that has 8 after it: an unaligned uint64 view.
-    words = np.ndarray(
-        shape=(max(len(buf) - 7, 0),), dtype="<u8", buffer=buf, offset=0, strides=(1,)
-    )
+    words = _unaligned_words(buf)
     body_size, start = _varints(buf, words, record_start, 5)
     end = start + body_size
     # The starts were found with these same lengths, so each body ends where the next record
@@ -548,29 +553,55 @@ def _one_by_one(
     return fields, headers
 
 
-def _uniform_run(buffer: Data, buf: Bytes, run: _Run, fields: _Fields) -> bool:
-    """Whether `run`'s records all have the first one's layout; if so their fields are
-    written to their rows of `fields` (no array per run, no copy).
+_DELTA_WORDS_MAX = 1 << 20  # offset deltas the table below holds at most (8 MiB)
+_delta_words = np.zeros(0, dtype=np.uint64)
 
-    Records of one size usually differ only in their timestamp and offset deltas, whose
-    varints keep their sizes over long stretches: then every field is at the same place in
-    every record, and the 8 bytes at one place of every record are a strided uint64 view of
-    the buffer (no gather). The first record is read field by field (a broken one: None, and
-    `_one_by_one` decides); the run's records must then have its length (the run says so),
-    varints of the same sizes for both deltas (their continuation bits checked with one mask
-    over the word that holds both), the same bytes for the key length and the value length,
-    a header count of 0, and offset deltas `run.index`, `run.index` + 1, ... With the same
-    layout the checks `_one_by_one` makes per record (fields inside the record, the body
-    ending at its length) hold for all once they hold for the first. A run whose deltas and
-    key length take more than 8 bytes, or whose last word would pass the buffer's end, is
-    left to `_one_by_one`.
-    """
+
+def _offset_delta_words(stop: int) -> Words:
+    """Entry d: the bytes of offset delta d as a record holds them (the minimal zig-zag varint
+    of d, little-endian in a uint64), for d < `stop` at least; computed once, grown on demand."""
+    global _delta_words
+    if len(_delta_words) < stop:
+        count = min(max(stop, 2 * len(_delta_words), 4096), _DELTA_WORDS_MAX)
+        unsigned = np.arange(0, 2 * count, 2, dtype=np.uint64)  # zig-zag of d >= 0 is 2d
+        table = np.zeros(count, dtype=np.uint64)
+        for k in range(5):
+            byte = (unsigned >> np.uint64(7 * k)) & np.uint64(0x7F)
+            byte |= (unsigned >> np.uint64(7 * (k + 1)) != 0).astype(np.uint64) << np.uint64(7)
+            table |= byte << np.uint64(8 * k)
+        _delta_words = table
+    return _delta_words
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Where each field of a record of a run lies, from the record's start (its length varint),
+    and the key and value lengths: the same for every record of the run when the run is
+    uniform. Runs of one layout, in any batch of the call, are decoded together."""
+
+    step: int
+    timestamp_at: int
+    offset_at: int
+    key_length_at: int
+    key_at: int
+    value_length_at: int
+    value_at: int
+    count_at: int
+    key_length: int
+    value_length: int
+
+
+def _layout(buffer: Data, buf: Bytes, run: _Run) -> _Layout | None:
+    """`run`'s first record's layout, if the run can be decoded as a table: its fields are
+    valid and end at its length, it has no header, the deltas and key length fit one word
+    and the value length and the bytes after it another, every record's words lie inside the
+    buffer, and the offset-delta table holds the run's deltas. Else None (`_one_by_one`)."""
     position, step, count = run.position, run.step, run.count
     end = position + step
     try:
         size, at = _varint(buffer, position, end)
         if at + size != end or size < _MIN_BODY:
-            return False
+            return None
         at += 1  # the attributes byte
         timestamp_at = at
         _, at = decode_varlong(cast(bytes, buffer), at, end)
@@ -587,7 +618,7 @@ def _uniform_run(buffer: Data, buf: Bytes, run: _Run, fields: _Fields) -> bool:
         count_at = at
         header_count, at = _varint(buffer, at, end)
     except InvalidRecordError:
-        return False
+        return None
     if (
         key_length < -1
         or value_length < -1
@@ -597,54 +628,119 @@ def _uniform_run(buffer: Data, buf: Bytes, run: _Run, fields: _Fields) -> bool:
         or value_at + max(value_length, 0) > count_at
         or key_at - timestamp_at > 8  # the deltas and the key length: one word
         or value_at - value_length_at > 8
+        or max(timestamp_at, value_length_at) + step * (count - 1) + 8 > len(buf)
+        or run.index + count > _DELTA_WORDS_MAX
     ):
-        return False
-    heads = _strided_words(buf, timestamp_at, step, count)
-    value_lengths = _strided_words(buf, value_length_at, step, count)
-    if heads is None or value_lengths is None:
-        return False
-    # Each delta's bytes but its last carry the continuation bit, its last does not; the key
-    # length's bytes are the first record's.
-    mask, expected = _word_pattern(
-        buffer, timestamp_at, [offset_at, key_length_at], key_length_at, key_at
-    )
-    words = heads & np.uint64(mask)  # a contiguous copy: every later step reads it
-    if not (words == np.uint64(expected)).all():
-        return False
-    mask, expected = _word_pattern(buffer, value_length_at, [], value_length_at, value_at)
-    if not ((value_lengths & np.uint64(mask)) == np.uint64(expected)).all():
-        return False
-    header_counts = np.ndarray(
-        shape=(count,), dtype=np.uint8, buffer=buf, offset=count_at, strides=(step,)
-    )
-    if header_counts.any():
-        return False  # a header count: `_one_by_one` reads the headers
-    np.bitwise_and(heads, np.uint64(_low_bytes(key_length_at - timestamp_at)), out=words)
-    timestamp_delta = _joined_varint(words, offset_at - timestamp_at)
-    words >>= np.uint64(8 * (offset_at - timestamp_at))
-    # Offset deltas are never negative: zig-zag makes delta d the unsigned 2d.
-    offset_delta = _joined_varint(words, key_length_at - offset_at)
-    if not np.array_equal(offset_delta, np.arange(2 * run.index, 2 * (run.index + count), 2)):
-        return False
-    rows = slice(run.row, run.row + count)
-    signed = fields.timestamp_delta[rows]  # zig-zag
-    np.right_shift(timestamp_delta, _ONE, out=signed.view(np.uint64))
-    timestamp_delta &= _ONE
-    signed ^= -timestamp_delta.view(np.int64)
-    key_start = fields.key_start[rows]
-    key_start[:] = np.arange(key_at, key_at + step * count, step)
-    np.add(key_start, value_at - key_at, out=fields.value_start[rows])
-    fields.key_length[rows] = key_length
-    fields.value_length[rows] = value_length
-    return True
-
-
-def _strided_words(buf: Bytes, at: int, step: int, count: int) -> Words | None:
-    """The 8 bytes at `at`, `at + step`, ... (`count` of them) as a strided uint64 view, or
-    None if the last would pass the end of the buffer."""
-    if at + step * (count - 1) + 8 > len(buf):
         return None
-    return np.ndarray(shape=(count,), dtype="<u8", buffer=buf, offset=at, strides=(step,))
+    return _Layout(
+        step,
+        timestamp_at - position,
+        offset_at - position,
+        key_length_at - position,
+        key_at - position,
+        value_length_at - position,
+        value_at - position,
+        count_at - position,
+        key_length,
+        value_length,
+    )
+
+
+def _uniform_runs(
+    buffer: Data, buf: Bytes, words: Words, runs: list[_Run], fields: _Fields
+) -> npt.NDArray[np.bool_]:
+    """Which rows were decoded as tables (their fields written to `fields`): the runs of at
+    least _UNIFORM_MIN records whose records all have their first record's layout.
+
+    Runs are grouped by layout (a fetch answer's batches repeat a few layouts: the deltas'
+    varints grow at the same record of every batch), and each group is checked and decoded
+    with one numpy step per field over all its records (`_uniform_group`), so the fixed cost
+    of a numpy call is paid per layout, not per run.
+    """
+    groups: dict[_Layout, list[_Run]] = {}
+    for run in runs:
+        if run.count >= _UNIFORM_MIN:
+            layout = _layout(buffer, buf, run)
+            if layout is not None:
+                groups.setdefault(layout, []).append(run)
+    uniform = np.zeros(len(fields.key_start), dtype=bool)
+    for layout, members in groups.items():
+        _uniform_group(buffer, buf, words, layout, members, fields, uniform)
+    return uniform
+
+
+def _uniform_group(
+    buffer: Data,
+    buf: Bytes,
+    words: Words,
+    layout: _Layout,
+    members: list[_Run],
+    fields: _Fields,
+    uniform: npt.NDArray[np.bool_],
+) -> None:
+    """Decode the runs of `members` (all of `layout`) whose records all have that layout.
+
+    The 8 bytes at the timestamp delta of every record are one uint64 (a gather): masked, they
+    must equal the first record's continuation bits of the timestamp delta, the record's own
+    offset delta (from `_offset_delta_words`: the bytes of delta `index` as written), and the
+    first record's key length bytes. The word at the value length must hold the first
+    record's value length bytes, and the header count byte must be 0. A run with one record
+    that does not is left to `_one_by_one`, the others decoded again without it. With the
+    same layout, the checks `_one_by_one` makes per record hold for all once they hold for the
+    first (`_layout`).
+    """
+    step = layout.step
+    if len(members) == 1:
+        run = members[0]
+        positions = np.arange(run.position, run.position + step * run.count, step)
+        deltas = _offset_delta_words(run.index + run.count)[run.index : run.index + run.count]
+        rows: slice | Int64s = slice(run.row, run.row + run.count)
+    else:
+        positions = np.concatenate(
+            [np.arange(r.position, r.position + step * r.count, step) for r in members]
+        )
+        table = _offset_delta_words(max(r.index + r.count for r in members))
+        deltas = np.concatenate([table[r.index : r.index + r.count] for r in members])
+        rows = np.concatenate([np.arange(r.row, r.row + r.count) for r in members])
+    first = members[0].position
+    timestamp_at = first + layout.timestamp_at
+    offset_shift = np.uint64(8 * (layout.offset_at - layout.timestamp_at))
+    mask, expected = _word_pattern(
+        buffer,
+        timestamp_at,
+        [first + layout.offset_at],
+        first + layout.key_length_at,
+        first + layout.key_at,
+    )
+    mask |= _low_bytes(layout.key_length_at - layout.offset_at) << int(offset_shift)
+    heads = words[positions + layout.timestamp_at]
+    wanted = deltas << offset_shift
+    wanted |= np.uint64(expected)
+    ok = (heads & np.uint64(mask)) == wanted
+    value_at = first + layout.value_length_at
+    mask, expected = _word_pattern(buffer, value_at, [], value_at, first + layout.value_at)
+    value_lengths = words[positions + layout.value_length_at]
+    value_lengths &= np.uint64(mask)
+    ok &= value_lengths == np.uint64(expected)
+    ok &= buf[positions + layout.count_at] == 0
+    if not ok.all():
+        counts = np.array([r.count for r in members], dtype=np.int64)
+        good = np.logical_and.reduceat(ok, np.cumsum(counts) - counts)
+        kept = [r for r, g in zip(members, good.tolist(), strict=True) if g]
+        if kept:
+            _uniform_group(buffer, buf, words, layout, kept, fields, uniform)
+        return
+    heads &= np.uint64(_low_bytes(layout.offset_at - layout.timestamp_at))
+    unsigned = _joined_varint(heads, layout.offset_at - layout.timestamp_at)
+    signed = (unsigned >> _ONE).view(np.int64)
+    unsigned &= _ONE
+    signed ^= -unsigned.view(np.int64)
+    fields.timestamp_delta[rows] = signed
+    fields.key_start[rows] = positions + layout.key_at
+    fields.value_start[rows] = positions + layout.value_at
+    fields.key_length[rows] = layout.key_length
+    fields.value_length[rows] = layout.value_length
+    uniform[rows] = True
 
 
 def _low_bytes(count: int) -> int:

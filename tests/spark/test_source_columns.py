@@ -270,7 +270,7 @@ def test_varint_lengths_at_the_limits_decode_or_fall_back(
         decode_batches(data, placed, where="test")
 
 
-# --- runs of records of one size, decoded as a table (`_uniform_run`) ------------------------
+# --- runs of records of one size, decoded as tables (`_uniform_runs`) ----------------------
 
 # One run of records: how many, the key and value (None: null; every record of the run has
 # them, so all its records have one size unless the deltas' varints grow), the timestamp step
@@ -333,28 +333,33 @@ def test_runs_of_one_size_decode_as_the_record_decoder_does(
 
 
 def _uniform_rows(data: bytes, placed: list) -> int:  # type: ignore[type-arg]
-    """How many records of the call `_uniform_run` decodes (the rest go `_one_by_one`)."""
+    """How many records of the call `_uniform_runs` decodes (the rest go `_one_by_one`)."""
     decoded = 0
-    real = batch_columns._uniform_run
+    real = batch_columns._uniform_runs
 
-    def counting(buffer, buf, run, fields):  # type: ignore[no-untyped-def]
+    def counting(*args):  # type: ignore[no-untyped-def]
         nonlocal decoded
-        found = real(buffer, buf, run, fields)
-        decoded += run.count if found else 0
+        found = real(*args)
+        decoded += int(found.sum())
         return found
 
-    with patch.object(batch_columns, "_uniform_run", counting):
+    with patch.object(batch_columns, "_uniform_runs", counting):
         batch_columns._vectorised(data, placed, "test")
     return decoded
 
 
 def test_a_long_run_of_one_size_is_decoded_as_a_table_and_the_rest_one_by_one() -> None:
     # 1 ms apart, the deltas' varints grow at records 64 (both: one record size up to 63, the
-    # next from 64 on): the run from record 64 is read as a table, the first 64 one by one.
+    # next from 64 on): both runs are read as tables, each of its own layout.
     runs = [(1000, b"key-01", b"v" * 100, 1, ())]
     data, placed = _in_answer(_batches_of_runs(runs, 1000, COMPRESSION_NONE, False), b"")
-    found = _uniform_rows(data, placed)
-    assert 1000 - 64 - batch_columns._UNIFORM_MIN <= found <= 1000 - 64
+    assert _uniform_rows(data, placed) == 1000
+    assert _rows(decode_batches(data, placed, where="test")) == _oracle(data, placed)
+    # 3 ms apart, the timestamp delta grows at record 22: a run shorter than _UNIFORM_MIN is
+    # read one by one, the rest as a table.
+    runs = [(1000, b"key-01", b"v" * 100, 3, ())]
+    data, placed = _in_answer(_batches_of_runs(runs, 1000, COMPRESSION_NONE, False), b"")
+    assert 1000 - 64 <= _uniform_rows(data, placed) < 1000
     assert _rows(decode_batches(data, placed, where="test")) == _oracle(data, placed)
     # A "run" that is no record (the answer's first bytes are a batch header): left to
     # `_one_by_one`, and nothing written.
@@ -362,13 +367,94 @@ def test_a_long_run_of_one_size_is_decoded_as_a_table_and_the_rest_one_by_one() 
     run = batch_columns._Run(0, 200, 0, 117, 0)
     fields = batch_columns._Fields.empty(200)
     fields.key_length[:] = -7
-    assert not batch_columns._uniform_run(data, buf, run, fields)
+    assert batch_columns._layout(data, buf, run) is None
+    words = batch_columns._unaligned_words(buf)
+    assert not batch_columns._uniform_runs(data, buf, words, [run], fields).any()
     assert (fields.key_length == -7).all()
     # Headers on every record: nothing is read as a table.
     runs = [(300, b"k", b"v" * 10, 1, (("h", b"x"),))]
     data, placed = _in_answer(_batches_of_runs(runs, 300, COMPRESSION_NONE, False), b"")
     assert _uniform_rows(data, placed) == 0
     assert _rows(decode_batches(data, placed, where="test")) == _oracle(data, placed)
+
+
+def test_runs_of_one_layout_in_many_batches_are_one_group() -> None:
+    # Ten batches of 500 records 1 ms apart: the same two layouts in every batch (offset and
+    # timestamp deltas of one byte up to record 63, two from 64), so two groups of ten runs.
+    runs = [(5000, b"key-01", b"v" * 100, 1, ())]
+    data, placed = _in_answer(_batches_of_runs(runs, 500, COMPRESSION_NONE, False), b"")
+    groups = []
+    real = batch_columns._uniform_group
+
+    def recording(buffer, buf, words, layout, members, fields, uniform):  # type: ignore[no-untyped-def]
+        groups.append(len(members))
+        real(buffer, buf, words, layout, members, fields, uniform)
+
+    with patch.object(batch_columns, "_uniform_group", recording):
+        columns = batch_columns._vectorised(data, placed, "test")
+    assert groups == [10, 10]
+    assert _rows(columns) == _oracle(data, placed)
+    assert np.array_equal(columns.offsets, np.arange(5000))
+
+
+def test_offset_delta_table_holds_each_delta_as_a_record_writes_it() -> None:
+    table = batch_columns._offset_delta_words(20_000)
+    for delta in [0, 1, 63, 64, 65, 8191, 8192, 8193, 12_345, 19_999]:
+        written = encode_varint(delta)
+        assert int(table[delta]) == int.from_bytes(written, "little"), delta
+    grown = batch_columns._offset_delta_words(1 << 20)
+    assert len(grown) == 1 << 20
+    assert int(grown[(1 << 20) - 1]) == int.from_bytes(encode_varint((1 << 20) - 1), "little")
+    assert np.array_equal(grown[:20_000], table[:20_000])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 9), st.data())
+def test_a_damaged_run_among_runs_of_one_layout_gives_the_record_decoders_answer(
+    batches: int,
+    data,  # type: ignore[no-untyped-def]
+) -> None:
+    # Several batches of runs of one layout, one of them damaged (a byte or three overwritten,
+    # its end cut): the others are still read as a group and the call gives the strict
+    # decoder's rows or error.
+    records = _records_of_runs([(150, b"key", b"value-" * 5, 1, ())])
+    damaged_at = data.draw(st.integers(0, batches - 1))
+    raws = []
+    for i in range(batches):
+        raw = draw_damaged_batch(records, data) if i == damaged_at else build_batch(records)
+        raws.append((150 * i).to_bytes(8, "big") + raw[8:])  # base offset: outside the CRC
+    answer, placed = _in_answer(raws, b"")
+    expected = _damaged_outcome(_oracle, answer, placed)
+    assert _damaged_outcome(_columnar_rows, answer, placed) == expected
+    if not isinstance(expected, tuple):  # valid after all: every undamaged batch a table
+        assert _uniform_rows(answer, placed) >= 150 * (batches - 1)
+
+
+def test_offset_deltas_written_longer_than_needed_are_read_one_by_one() -> None:
+    # Three batches of 200 records with one timestamp. The middle one's offset deltas are all
+    # two-byte varints (0x80 | d, 0x00 below 64: valid, longer than needed): one run of one
+    # size, of the layout the other batches have from record 64 on, so the three runs are one
+    # group. The middle run's expected words do not match: it alone is read one by one (the
+    # strict rules accept it), the others still as tables.
+    records = _records_of_runs([(200, b"key", b"v" * 20, 0, ())])
+    region = bytearray()
+    for i, (timestamp, key, value, _) in enumerate(records):
+        body = (
+            b"\x00"
+            + encode_varlong(timestamp - NOW)
+            + bytes([0x80 | (2 * i & 0x7F), 2 * i >> 7])
+            + encode_varint(len(key))
+            + key
+            + encode_varint(len(value))
+            + value
+            + b"\x00"
+        )
+        region += encode_varint(len(body)) + body
+    raws = [build_batch(records, base_offset=200 * i) for i in range(3)]
+    raws[1] = with_records_region(raws[1], bytes(region))
+    answer, placed = _in_answer(raws, b"")
+    assert _uniform_rows(answer, placed) == 400
+    assert _rows(decode_batches(answer, placed, where="test")) == _oracle(answer, placed)
 
 
 @settings(max_examples=150, deadline=None)

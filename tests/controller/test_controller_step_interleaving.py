@@ -14,7 +14,7 @@ import uuid
 
 from controller_harness import Cluster, controller_view, fenced, image_view, replayed_image
 
-from quorum.controller.replication_control import AlterPartitionItem, IsrMember
+from quorum.controller.replication_control import AlterPartitionItem, CreatableTopic, IsrMember
 from quorum.metadata.partition_registration import NO_LEADER, PartitionRegistration
 from quorum.metadata.records import PartitionChangeRecord
 from replog.errors import IneligibleReplicaError, NotControllerError
@@ -186,3 +186,21 @@ def test_an_unfencing_cut_by_a_failover_has_its_elections_finished_by_the_next_c
     _, after = topic(cluster)
     assert all(p.leader != NO_LEADER for p in after)
     held_equal_everywhere(cluster)
+
+
+def test_a_topic_created_between_fencing_steps_is_placed_on_the_other_brokers() -> None:
+    cluster = three_brokers()
+    reply = cluster.heartbeat(1, want_fence=True)
+    assert not reply.done  # steps left
+    created = cluster.active.create_topics([CreatableTopic("new", 6, 2)], cluster.now_ms)
+    cluster.log.commit()
+    (result,) = created.result()
+    assert result.error is None, result.error
+    (description,) = cluster.active.read(
+        lambda ctx: ctx.replication.describe_topics(ctx.offset, ["new"])
+    )
+    assert all(1 not in p.replicas for p in description.partitions)
+    too_wide = cluster.active.create_topics([CreatableTopic("wide", 1, 3)], cluster.now_ms)
+    cluster.log.commit()
+    (refused,) = too_wide.result()
+    assert refused.error is not None  # two brokers may take replicas while it is moved out

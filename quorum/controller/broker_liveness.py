@@ -23,7 +23,8 @@ class BrokerLiveness(Protocol):
         ...
 
     def is_active(self, broker_id: int) -> bool:
-        """Registered, unfenced and not in controlled shutdown."""
+        """Registered, unfenced, not in controlled shutdown and not being moved out of every
+        ISR (a stepped evacuation half done)."""
         ...
 
     def broker_epoch(self, broker_id: int) -> int | None:

@@ -1285,8 +1285,12 @@ class ReplicationControl:
             return "not registered"
         if cluster.in_controlled_shutdown(member.broker_id):
             return "in controlled shutdown"
-        if not cluster.is_active(member.broker_id):
+        if cluster.is_fenced(member.broker_id):
             return "fenced"
+        if not cluster.is_active(member.broker_id):
+            # Unfenced still, but a stepped fencing, unregistration or new incarnation's
+            # registration is moving it out of every ISR (ClusterControl's evacuation).
+            return "being moved out of every ISR"
         registered_epoch = cluster.broker_epoch(member.broker_id)
         if member.broker_epoch != -1 and member.broker_epoch != registered_epoch:
             return f"broker epoch {member.broker_epoch}, registered {registered_epoch}"

@@ -272,13 +272,9 @@ def test_a_snapshot_written_at_a_clean_stop_is_loaded_at_the_next_start(tmp_path
     asyncio.run(scenario())
 
 
-def test_the_stop_snapshot_is_encoded_a_batch_a_loop_turn(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # 1,200 partitions make two batches of records: the loop's other tasks run between the
-    # two batches' encoding (a ticker sees the first encoded, not the second), and the
-    # snapshot written is the whole state all the same.
-    encoded: list[int] = [0]
+def count_encoded(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A counter (its one item) of the metadata records encoded from now on."""
+    encoded = [0]
     real = record_batches.encode_record
 
     def counting(record: object) -> bytes:
@@ -286,13 +282,38 @@ def test_the_stop_snapshot_is_encoded_a_batch_a_loop_turn(
         return real(record)  # type: ignore[arg-type]
 
     monkeypatch.setattr(record_batches, "encode_record", counting)
+    return encoded
+
+
+async def create_wide(node: LoneController) -> None:
+    """Topic "wide" (1,200 partitions, broker 1: two batches of snapshot records)."""
+    await active(node)
+    await start_brokers(node, (1,))
+    created = await node.service.CreateTopics(create_request("wide", 1_200, 1), None)
+    assert not created.topics[0].HasField("error")
+
+
+async def wide_after_restart(directory: Path, *, snapshots_loaded: int) -> None:
+    """A restart in `directory` holds topic "wide" (1,200 partitions), having loaded
+    `snapshots_loaded` snapshots."""
+    async with lone_controller(directory) as node:
+        await active(node)
+        assert node.driver.snapshots_loaded == snapshots_loaded
+        metadata = await node.service.Metadata(pb.MetadataRequest(topics=["wide"]), None)
+        assert len(metadata.topics[0].partitions) == 1_200
+
+
+def test_the_stop_snapshot_is_encoded_a_batch_a_loop_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 1,200 partitions make two batches of records: the loop's other tasks run between the
+    # two batches' encoding (a ticker sees the first encoded, not the second), and the
+    # snapshot written is the whole state all the same.
+    encoded = count_encoded(monkeypatch)
 
     async def scenario() -> None:
         async with lone_controller(tmp_path, metadata_max_idle_interval_ms=0) as node:
-            await active(node)
-            await start_brokers(node, (1,))
-            created = await node.service.CreateTopics(create_request("wide", 1_200, 1), None)
-            assert not created.topics[0].HasField("error")
+            await create_wide(node)
             expected = len(node.driver.controller.snapshot_records())
             assert expected > record_batches.SNAPSHOT_RECORDS_PER_BATCH
             seen: list[int] = []
@@ -310,11 +331,7 @@ def test_the_stop_snapshot_is_encoded_a_batch_a_loop_turn(
             assert taken is not None
             assert encoded[0] == expected
             assert any(0 < n < expected for n in seen), sorted(set(seen))
-        async with lone_controller(tmp_path) as node:
-            await active(node)
-            assert node.driver.snapshots_loaded == 1
-            metadata = await node.service.Metadata(pb.MetadataRequest(topics=["wide"]), None)
-            assert len(metadata.topics[0].partitions) == 1_200
+        await wide_after_restart(tmp_path, snapshots_loaded=1)
 
     asyncio.run(scenario())
 

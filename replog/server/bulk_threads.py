@@ -39,9 +39,10 @@ T = TypeVar("T")
 
 BULK_NICE_STEP = 10
 MAX_NICE = 19
-# Log loading, a round's new logs and a deferred sync can run at once, one each; the fourth
-# keeps a group coordinator or a second broker (tests) from queueing behind them.
-BULK_THREADS = 4
+# As many as the default executor had (`ThreadPoolExecutor`'s own default): several brokers
+# of one process (tests, embedding) each load or create logs and sync at once, and a slow sync
+# must not queue the others' work behind it.
+BULK_THREADS = min(32, (os.cpu_count() or 1) + 4)
 
 _executor: ThreadPoolExecutor | None = None
 _lock = threading.Lock()

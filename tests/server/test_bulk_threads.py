@@ -108,3 +108,18 @@ async def test_a_starting_broker_loads_its_logs_in_a_bulk_thread(
         assert seen == [lowered(this_threads_nice())]
     finally:
         await runtime.stop(graceful=False)
+
+
+@pytest.mark.asyncio
+async def test_work_held_in_all_but_one_thread_does_not_hold_back_the_next_call() -> None:
+    """Several brokers of one process each sync or create logs at once: as many threads as
+    the default executor gives `asyncio.to_thread` (`ThreadPoolExecutor`'s default, CPUs + 4),
+    so that slow syncs in all but one of them leave a broker's new logs a thread."""
+    default_threads = min(32, (os.cpu_count() or 1) + 4)
+    held = threading.Event()
+    slow = [asyncio.ensure_future(run_bulk(held.wait, 10)) for _ in range(default_threads - 1)]
+    try:
+        assert await asyncio.wait_for(run_bulk(lambda: "done"), 5) == "done"
+    finally:
+        held.set()
+        await asyncio.gather(*slow)

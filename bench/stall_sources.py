@@ -28,7 +28,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 STALL = re.compile(
-    r"the event loop was held for (?P<wall>\d+) ms \((?P<cpu>\d+) ms of it on a CPU\)"
+    r"the event loop was held for (?P<wall>\d+) ms \((?P<cpu>\d+) ms of it on a CPU"
+    r"(?:, (?P<queued>\d+) ms waiting for one)?\)"
     r"(?:: held in (?P<chain>.*?) \(\d+ of \d+ samples\))?"
 )
 COLLECTING = re.compile(r"; (?P<ms>\d+) ms of it collecting garbage \(generations up to 2\)")

@@ -99,6 +99,7 @@ from replog.server import collector
 from replog.server.alter_partition_sender import AlterPartitionSender
 from replog.server.broker_lifecycle_driver import BrokerLifecycleDriver
 from replog.server.broker_service import REQUEST_BYTES_MAX_DEFAULT, BrokerService
+from replog.server.bulk_threads import run_bulk
 from replog.server.controller_calls import ControllerCalls
 from replog.server.coordinator_service import CoordinatorService
 from replog.server.group_coordinator import GroupCoordinator
@@ -493,8 +494,9 @@ class BrokerRuntime:
         log.info("broker %d: recovering the logs in %s", broker_id, list(data_plane.log_dirs))
         began_ms = self._clock()
         # Recovery reads every unflushed segment: off the event loop, which goes on replaying
-        # metadata and heartbeating meanwhile.
-        log_manager = await asyncio.to_thread(
+        # metadata and heartbeating meanwhile, in a thread that leaves it the cores
+        # (`bulk_threads`).
+        log_manager = await run_bulk(
             LogManager,
             list(data_plane.log_dirs),
             log_config,
@@ -514,7 +516,7 @@ class BrokerRuntime:
             on_storage_error=self._on_storage_error,
         )
         # Off the event loop too, before any replica exists (Kafka loads it with the logs).
-        await asyncio.to_thread(replica_manager.preload_producer_states)
+        await run_bulk(replica_manager.preload_producer_states)
         if self._stopping:
             return None  # stop() shuts the log manager down
         self._reached("logs_loaded")

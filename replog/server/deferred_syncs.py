@@ -32,6 +32,7 @@ import logging
 from collections.abc import Callable
 
 from replog.errors import KafkaStorageError
+from replog.server.bulk_threads import run_bulk
 from replog.server.node_tasks import Spawner
 from replog.storage.fs import Unsynced
 
@@ -100,7 +101,7 @@ class DeferredSyncs:
             batch, self._waiting = self._waiting, None
             if batch is not None and not self._stopped:
                 try:
-                    await asyncio.to_thread(self._sync, batch)
+                    await run_bulk(self._sync, batch)
                 except KafkaStorageError as error:
                     self._fail(error)
                     return

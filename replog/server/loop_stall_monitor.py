@@ -17,6 +17,10 @@ Rules:
   A thread is the only way to see a held loop: nothing on the loop runs while it is held.
 - It says how much of the stall the loop thread spent on a CPU: a stall of 300 ms with 40 ms on
   a CPU was a wait for a core (other processes, on a loaded machine), not work to bound.
+- It says how much of the stall the loop thread waited for a core (the kernel's run-queue
+  delay, `ThreadRunQueueClock`): wall time neither on a CPU nor waiting for one was a wait off
+  the CPUs, in a blocking system call or for the GIL (another thread of the node running
+  Python: a worker opening logs).
 - It also says how much of the stall was the garbage collector's (`gc.callbacks`), which no
   stack sample shows: it runs inside whatever allocation triggered it.
 - The sampler only reads the loop thread's frames (`sys._current_frames`); it takes the GIL
@@ -35,7 +39,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from types import FrameType
 
-from replog.clock import monotonic_s, thread_cpu_s
+from replog.clock import ThreadRunQueueClock, monotonic_s, thread_cpu_s
 from replog.errors import ConfigError
 
 log = logging.getLogger("replog.server.loop_stall")
@@ -198,21 +202,27 @@ class LoopStallMonitor:
         sampler.start()
         collecting = GarbageCollectionClock()
         gc.callbacks.append(collecting)
+        run_queue = ThreadRunQueueClock()  # opened on the loop thread: its own delay
         try:
             while True:
                 asked = loop.time() + self._interval_s
                 self._tick = monotonic_s() + self._interval_s
                 cpu_before = thread_cpu_s()
+                queued_before = run_queue()
                 await asyncio.sleep(self._interval_s)
                 stall = max(0.0, loop.time() - asked)
                 cpu_s = thread_cpu_s() - cpu_before
+                queued_after = run_queue()
                 self._tick = monotonic_s()
                 self._observe(stall)
                 if stall > self.longest_s:
                     self.longest_s = stall
                 chain, seen, samples = sampler.take()
                 collected_s, generation = collecting.take_with_generation()
-                held = f" ({cpu_s * 1000:.0f} ms of it on a CPU)"
+                held = f" ({cpu_s * 1000:.0f} ms of it on a CPU"
+                if queued_before is not None and queued_after is not None:
+                    held += f", {(queued_after - queued_before) * 1000:.0f} ms waiting for one"
+                held += ")"
                 if samples:
                     held += f": held in {chain} ({seen} of {samples} samples)"
                 if collected_s >= self._sample_after_s / 2:
@@ -227,3 +237,4 @@ class LoopStallMonitor:
         finally:
             sampler.stop()
             gc.callbacks.remove(collecting)
+            run_queue.close()

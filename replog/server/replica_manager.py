@@ -155,6 +155,7 @@ from replog.replication.messages import (
 )
 from replog.replication.producer_state import BatchMetadata, ProducerEntry, ProducerStateTable
 from replog.server import collector
+from replog.server.bulk_threads import run_bulk
 from replog.server.deferred_syncs import DeferredSyncs
 from replog.server.delayed_operations import (
     DelayedDeleteRecords,
@@ -537,7 +538,7 @@ class ReplicaManager:
                 self._syncs.add(unsynced)
                 if creations:
                     try:
-                        opened = await asyncio.to_thread(self._open_logs, creations)
+                        opened = await run_bulk(self._open_logs, creations)
                     except BaseException:
                         self._release(creations)
                         raise

@@ -15,7 +15,8 @@ LOG = [
     PREFIX + "the event loop was held for 120 ms (90 ms of it on a CPU): held in _watch "
     "(node_tasks.py:99): merge (partition_registration.py:70) < replay (delta.py:178) "
     "(2 of 2 samples); 20 ms of it collecting garbage (generations up to 1)",
-    PREFIX + "the event loop was held for 60 ms (5 ms of it on a CPU); 45 ms of it collecting "
+    PREFIX + "the event loop was held for 60 ms (5 ms of it on a CPU, 8 ms waiting for one); 45 ms "
+    "of it collecting "
     "garbage (generations up to 2)",
     "2026-11-26 03:40:23,000 INFO replog.server: node 1: shutting down",
     PREFIX + "the event loop was held for 70 ms (65 ms of it on a CPU): held in "

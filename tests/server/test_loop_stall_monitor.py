@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
+import re
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from replog.clock import SCHEDSTAT, ThreadRunQueueClock
 from replog.errors import ConfigError
 from replog.server import loop_stall_monitor
 from replog.server.loop_stall_monitor import LoopStallMonitor, call_chain
@@ -117,5 +121,19 @@ async def test_a_lowered_threshold_names_a_shorter_stall_and_its_cpu_time(
 ) -> None:
     monitor = LoopStallMonitor(lambda _: None, warn_s=0.1)
     (warning,) = await warnings_while_held(monitor, 0.2, caplog)
-    assert "ms of it on a CPU)" in warning
+    assert "ms of it on a CPU" in warning
+    if os.path.exists(SCHEDSTAT):  # Linux: the wait for a core too, the machine's load
+        assert re.search(r"ms of it on a CPU, \d+ ms waiting for one\)", warning), warning
     assert "held in hold_the_loop (" in warning
+
+
+def test_the_run_queue_clock_reads_the_kernels_run_delay(tmp_path: Path) -> None:
+    schedstat = tmp_path / "schedstat"
+    schedstat.write_text("123456 4500000000 7\n")
+    clock = ThreadRunQueueClock(str(schedstat))
+    assert clock() == 4.5
+    schedstat.write_text("123456 4750000000 9\n")  # the kernel's file is read afresh each time
+    assert clock() == 4.75
+    clock.close()
+    assert clock() is None
+    assert ThreadRunQueueClock(str(tmp_path / "absent"))() is None  # not Linux: no figure

@@ -1,0 +1,82 @@
+"""Worker threads for a node's bulk file work, at a lower CPU priority than its event loop.
+
+Why: opening or creating thousands of logs (a restart's log loading and producer tables, the
+replica manager's batches of new logs) and syncing their files run in worker threads so that
+the event loop goes on serving; but on a machine with fewer cores than busy threads they took
+the cores from the loop instead. Three nodes on this 2-core machine each run their loop and a
+worker thread through a restart: the loops' stalls of 100-320 ms (wall) had 0-80 ms of CPU in
+them, the rest spent waiting for a core (the stall monitor's "waiting for one",
+docs/benchmarks.md, "h50u, under load"). Work that takes seconds gains nothing from a core it
+gets a few ms sooner; a Raft fetch, heartbeat or request waiting on the loop does.
+
+Rules:
+- `run_bulk` runs a call in one of this module's threads, each of which lowers its own
+  scheduling priority once (`BULK_NICE_STEP` above the process's nice, at most 19) before its
+  first call: Linux schedules threads one by one, so the loop thread and every other thread
+  of the process keep theirs. Where threads cannot be given their own priority (not Linux, no
+  permission) the work runs as it did, at the process's priority.
+- Only work whose latency nobody waits on per request goes here: loading and creating logs,
+  their producer tables, deferred syncs. Raft's log writes and flushes, which every commit
+  waits for, stay on the default executor.
+- A lower priority is not a lock: a thread holding the GIL and then waiting for a core could
+  keep the loop from the GIL (priority inversion). The interpreter asks a thread holding it
+  for longer than its switch interval (5 ms) to give it up, and the file work here releases
+  it at every system call, so the loop waits at most about one such slice for it; the stall
+  monitor's wall time less its CPU and run-queue times is where such waits would show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+
+BULK_NICE_STEP = 10
+MAX_NICE = 19
+# As many as the default executor had (`ThreadPoolExecutor`'s own default): several brokers
+# of one process (tests, embedding) each load or create logs and sync at once, and a slow sync
+# must not queue the others' work behind it.
+BULK_THREADS = min(32, (os.cpu_count() or 1) + 4)
+
+_executor: ThreadPoolExecutor | None = None
+_lock = threading.Lock()
+
+
+def lower_this_threads_priority(step: int = BULK_NICE_STEP) -> int | None:
+    """Lower the calling thread's CPU priority by `step` nice levels (at most to 19); its
+    nice value after, or None where a thread's own priority cannot be set."""
+    if not hasattr(threading, "get_native_id") or not hasattr(os, "setpriority"):
+        return None
+    tid = threading.get_native_id()
+    try:
+        nice = min(MAX_NICE, os.getpriority(os.PRIO_PROCESS, tid) + step)
+        os.setpriority(os.PRIO_PROCESS, tid, nice)
+    except OSError:
+        return None
+    return nice
+
+
+def _executor_for_bulk_work() -> ThreadPoolExecutor:
+    global _executor
+    with _lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(
+                max_workers=BULK_THREADS,
+                thread_name_prefix="replog-bulk",
+                initializer=lower_this_threads_priority,
+            )
+        return _executor
+
+
+async def run_bulk(func: Callable[..., T], /, *args: object, **kwargs: object) -> T:
+    """`func(*args, **kwargs)` in a bulk-work thread (module Rules), awaited like
+    `asyncio.to_thread`."""
+    loop = asyncio.get_running_loop()
+    call = functools.partial(func, *args, **kwargs)
+    return await loop.run_in_executor(_executor_for_bulk_work(), call)

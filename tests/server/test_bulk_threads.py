@@ -1,0 +1,125 @@
+"""Bulk file work (log loading and creation, deferred syncs) runs in threads below the event
+loop's CPU priority, so that on a machine short of cores the loop gets them first."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replog.server import broker_runtime, bulk_threads
+from replog.server.bulk_threads import BULK_NICE_STEP, MAX_NICE, run_bulk
+from replog.server.deferred_syncs import DeferredSyncs
+from replog.storage.fs import Unsynced
+from replog.storage.log_manager import LogManager, LogManagerConfig
+from replog.testing import LoopTasks, ManualClock
+from tests.metadata.metadata_helpers import create_topic, topic_id
+from tests.server.test_broker_lifecycle_driver import dead_address, runtime_of, until
+from tests.server.test_replica_manager import Node, cluster_image
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="a thread's own priority is Linux's"
+)
+
+
+def this_threads_nice() -> int:
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+def lowered(nice: int) -> int:
+    return min(MAX_NICE, nice + BULK_NICE_STEP)
+
+
+@pytest.mark.asyncio
+async def test_bulk_work_runs_below_the_loop_and_leaves_the_loop_threads_priority() -> None:
+    loop_nice = this_threads_nice()
+    assert await run_bulk(this_threads_nice) == lowered(loop_nice)
+    assert await run_bulk(lambda a, *, b: a + b, 1, b=2) == 3
+    assert this_threads_nice() == loop_nice  # only the worker threads are lowered
+
+
+def test_a_thread_that_cannot_be_lowered_runs_as_it_did(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(*_: object) -> None:
+        raise PermissionError("not allowed")
+
+    monkeypatch.setattr(os, "setpriority", refused)
+    assert bulk_threads.lower_this_threads_priority() is None
+
+
+@pytest.mark.asyncio
+async def test_deferred_syncs_sync_in_a_bulk_thread() -> None:
+    seen: list[int] = []
+    syncs = DeferredSyncs(lambda _: seen.append(this_threads_nice()), tasks=LoopTasks())
+    found = Unsynced()
+    found.paths.add("a")
+    syncs.add(found)
+    await syncs.drain()
+    assert seen == [lowered(this_threads_nice())]
+
+
+@pytest.mark.asyncio
+async def test_a_started_replica_manager_opens_new_logs_in_a_bulk_thread(tmp_path: Path) -> None:
+    node = Node(tmp_path, 1, ManualClock())
+    seen: list[int] = []
+    open_logs = node.rm._open_logs
+
+    def watched(creations: list) -> list:  # type: ignore[type-arg]
+        seen.append(this_threads_nice())
+        return open_logs(creations)
+
+    node.rm._open_logs = watched  # type: ignore[method-assign]
+    await node.rm.start()
+    try:
+        node.rm.apply_image(cluster_image(*create_topic("t", topic_id(1), *[(1, 2)] * 12)))
+        await asyncio.wait_for(node.rm.wait_applied(), 10)
+        assert node.rm.partition("t", 11) is not None
+        assert seen and set(seen) == {lowered(this_threads_nice())}
+    finally:
+        await node.rm.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_starting_broker_loads_its_logs_in_a_bulk_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log_dir = tmp_path / "logs"
+    made = LogManager([str(log_dir)], LogManagerConfig())
+    made.get_or_create_log("orders", 0)
+    made.shutdown(broker_epoch=7)
+    seen: list[int] = []
+
+    class Watched(LogManager):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            seen.append(this_threads_nice())
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(broker_runtime, "LogManager", Watched)
+    runtime = runtime_of(
+        {1: dead_address(), 2: dead_address(), 3: dead_address()}, lambda: None, log_dir
+    )
+    await runtime.start()
+    try:
+        await until(lambda: "logs_loaded" in runtime.start_phases, "the logs are open")
+        assert seen == [lowered(this_threads_nice())]
+    finally:
+        await runtime.stop(graceful=False)
+
+
+@pytest.mark.asyncio
+async def test_work_held_in_all_but_one_thread_does_not_hold_back_the_next_call() -> None:
+    """Several brokers of one process each sync or create logs at once: as many threads as
+    the default executor gives `asyncio.to_thread` (`ThreadPoolExecutor`'s default, CPUs + 4),
+    so that slow syncs in all but one of them leave a broker's new logs a thread."""
+    default_threads = min(32, (os.cpu_count() or 1) + 4)
+    held = threading.Event()
+    slow = [asyncio.ensure_future(run_bulk(held.wait, 10)) for _ in range(default_threads - 1)]
+    try:
+        assert await asyncio.wait_for(run_bulk(lambda: "done"), 5) == "done"
+    finally:
+        held.set()
+        await asyncio.gather(*slow)

@@ -284,9 +284,13 @@ class GroupCoordinator:
         if image.topics is previous.topics:
             return
         self._follow(image)
-        topics, racks = _topic_sizes(image), _replica_racks(image)
-        for shard in self._shards.values():
-            shard.consumer.set_topics(topics, racks)
+        if self._shards:
+            # Only for shards this broker leads: the walk costs every topic of the image, and
+            # it comes with each image whose topics changed, an ISR change included (a
+            # shard loaded later reads the image it loads under, `_run_load`).
+            topics, racks = _topic_sizes(image), _replica_racks(image)
+            for shard in self._shards.values():
+                shard.consumer.set_topics(topics, racks)
         deleted = _topics_deleted(previous, image)
         if deleted:
             self._remove_deleted_topics(deleted)

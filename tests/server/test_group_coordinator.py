@@ -1066,3 +1066,36 @@ def test_group_consumer_assignors_takes_kafkas_names_and_class_names() -> None:
     for bad in ("sticky", "", "range,range"):
         with pytest.raises(ConfigError, match=r"group\.consumer\.assignors is"):
             GroupCoordinatorConfig.from_properties({"group.consumer.assignors": bad})
+
+
+@pytest.mark.asyncio
+async def test_topic_changes_walk_the_image_only_for_led_offsets_partitions(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The consumer groups' topic sizes walk every topic of the image: a broker leading no
+    `__consumer_offsets` partition has no group to give them to and walks nothing, though
+    each image whose topics changed (an ISR change's too) came with that walk, thousands of
+    them while 100,000 partitions were created (docs/benchmarks.md, "h50w, under load")."""
+    from replog.server import group_coordinator
+
+    walks: list[int] = []
+    real = group_coordinator._topic_sizes
+
+    def counted(image: MetadataImage) -> dict[str, Any]:
+        walks.append(len(image.topics.by_name))
+        return real(image)
+
+    monkeypatch.setattr(group_coordinator, "_topic_sizes", counted)
+    image = image_with(*offsets_topic(2, 2, 2), *DATA)  # broker 2 leads every offsets partition
+    broker.publish(image)
+    image = replayed(image, PartitionChangeRecord(DATA_TID, 0, isr=(1,)))
+    broker.publish(image)
+    assert walks == []
+    # Once it leads one, the shard gets the topics at its load and at each change after it.
+    image = replayed(
+        image, *USERS, PartitionChangeRecord(OFFSETS_TID, 0, leader=1, isr=(1,), replicas=(1,))
+    )
+    await loaded(broker, image)
+    assert walks == [3, 3]  # the image's (a shard is loading) and the load's
+    broker.publish(replayed(image, PartitionChangeRecord(DATA_TID, 1, isr=(1,))))
+    assert walks == [3, 3, 3]

@@ -219,14 +219,16 @@ class PartitionFetcher:
         epoch = request.partitions[0].current_leader_epoch
         raw: bytes | memoryview
         try:
-            if not self._over_grpc(address, epoch):
+            over_grpc = self._over_grpc(address, epoch)
+            if not over_grpc:
                 try:
                     raw = await self._framed.fetch(address, request, timeout_ms=timeout_ms)
                 except FramedFetchUnavailable as unavailable:
                     # Said once per fallback: reads go on over gRPC, at more CPU per record.
                     log.warning("%s; reading from it over gRPC", unavailable)
                     self._grpc_only[address] = (monotonic_ms() + FRAMED_RETRY_MS, epoch)
-            if address in self._grpc_only:
+                    over_grpc = True
+            if over_grpc:
                 raw = await guarded(
                     self._raw.fetch(address, request, timeout_ms=timeout_ms),
                     address=address,

@@ -82,9 +82,11 @@ Rules:
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
+from itertools import chain, islice
+
+from sortedcontainers import SortedList
 
 from replog.common import TopicPartitionKey
 from replog.errors import InvalidFetchSessionEpochError
@@ -231,8 +233,13 @@ class LeaderFetchSession:
         # Per partition, the (high watermark, log start offset) last sent in this session.
         self._sent: dict[TopicPartitionKey, tuple[int, int]] = {}
         self._expected_epoch = FULL_FETCH_EPOCH
-        # The partitions that may have news (module Rules, dirty-only rounds).
+        # The partitions that may have news (module Rules, dirty-only rounds); their ranks in
+        # order, and the partition at each rank, so that a bounded round finds the next dirty
+        # ones from its cursor in O(bound log dirty), not by a walk over every dirty one (a
+        # creation keeps tens of thousands dirty while it adds partitions).
         self._dirty: set[TopicPartitionKey] = set()
+        self._dirty_ranks: SortedList = SortedList()
+        self._at_rank: dict[int, TopicPartitionKey] = {}
         self.clock = FetchSessionClock()
         # Told of each key marked while a round of this session waits for news.
         self.waiter: Callable[[TopicPartitionKey], None] | None = None
@@ -271,6 +278,7 @@ class LeaderFetchSession:
             dirty = self._dirty
             if key not in dirty:
                 dirty.add(key)
+                self._dirty_ranks.add(self._rank[key])
                 self._fresh.add(key)
             waiter = self.waiter
             if waiter is not None:
@@ -282,11 +290,17 @@ class LeaderFetchSession:
         dirty = self._dirty
         self._fresh.update(key for key in self._entries if key not in dirty)
         dirty.update(self._entries)
+        self._dirty_ranks = SortedList(self._rank.values())
 
     def park(self, key: TopicPartitionKey) -> None:
         """A round's initial read of `key` found it idle (module Rules): clean until news."""
-        self._dirty.discard(key)
+        self._clean(key)
         self._fresh.discard(key)
+
+    def _clean(self, key: TopicPartitionKey) -> None:
+        if key in self._dirty:
+            self._dirty.remove(key)
+            self._dirty_ranks.remove(self._rank[key])
 
     def is_dirty(self, key: TopicPartitionKey) -> bool:
         return key in self._dirty
@@ -310,7 +324,8 @@ class LeaderFetchSession:
         Rules, bounded rounds), in the session's order. Raises InvalidFetchSessionEpochError
         for an epoch out of turn."""
         self._update(request)
-        entries, dirty, rank, fresh = self._entries, self._dirty, self._rank, self._fresh
+        entries, dirty, fresh = self._entries, self._dirty, self._fresh
+        ranks, at_rank = self._dirty_ranks, self._at_rank
         bound = self.round_partitions
         if len(dirty) <= bound:
             self._deferred = 0
@@ -318,19 +333,25 @@ class LeaderFetchSession:
             if len(dirty) == len(entries):
                 partitions = tuple(entries.values())
             else:
-                partitions = tuple(entries[k] for k in sorted(dirty, key=rank.__getitem__))
+                partitions = tuple(entries[at_rank[r]] for r in ranks)
             return replace(request, partitions=partitions, forgotten=())
         # Round-robin: the lowest ranks after the cursor first, then from the start.
-        cursor, wrap = self._cursor, self._next_rank
-        chosen = heapq.nsmallest(
-            bound, dirty, key=lambda k: rank[k] if rank[k] > cursor else rank[k] + wrap
+        cursor = self._cursor
+        chosen = list(
+            islice(
+                chain(
+                    ranks.irange(minimum=cursor, inclusive=(False, True)),
+                    ranks.irange(maximum=cursor),
+                ),
+                bound,
+            )
         )
-        self._cursor = rank[chosen[-1]]
-        chosen.sort(key=rank.__getitem__)
+        self._cursor = chosen[-1]
+        chosen.sort()
         self._deferred = len(dirty) - bound
         self._left.extend(fresh)
         fresh.clear()
-        return replace(request, partitions=tuple(entries[k] for k in chosen), forgotten=())
+        return replace(request, partitions=tuple(entries[at_rank[r]] for r in chosen), forgotten=())
 
     def _update(self, request: FetchRequest) -> None:
         epoch = request.session_epoch
@@ -341,6 +362,7 @@ class LeaderFetchSession:
                 + (" (a new call starts with a full fetch, epoch 0)" if epoch > 0 else "")
             )
         entries, rank, sent, dirty = self._entries, self._rank, self._sent, self._dirty
+        ranks, at_rank = self._dirty_ranks, self._at_rank
         # After a full request every partition parked on this session was handed over
         # (`_left`): none of its entries is fresh.
         fresh = self._fresh if epoch != FULL_FETCH_EPOCH else set()
@@ -348,24 +370,29 @@ class LeaderFetchSession:
             self._left.extend(entries)
             entries.clear()
             rank.clear()
+            at_rank.clear()
             sent.clear()
             dirty.clear()
+            ranks.clear()
             self._fresh.clear()
         for key in request.forgotten:
-            if entries.pop(key, None) is not None:
-                del rank[key]
+            if key in entries:
+                self._clean(key)
+                del entries[key]
+                del at_rank[rank.pop(key)]
                 self._left.append(key)
             sent.pop(key, None)
-            dirty.discard(key)
             self._fresh.discard(key)
         for entry in request.partitions:
             key = _key(entry)
             if key not in entries:
                 rank[key] = self._next_rank
+                at_rank[self._next_rank] = key
                 self._next_rank += 1
             entries[key] = entry
             if key not in dirty:
                 dirty.add(key)
+                ranks.add(rank[key])
                 fresh.add(key)
             # A sent (new or changed) entry is answered in full next: the fetcher may have
             # started that partition afresh (a consumer re-assigned it) and know nothing.
@@ -400,6 +427,15 @@ class LeaderFetchSession:
                 entry = entries.pop(key, None)
                 if entry is not None:
                     entries[key] = entry
-                    self._rank[key] = self._next_rank
-                    self._next_rank += 1
+                    self._move_to_end(key)
         return FetchResponse(tuple(kept))
+
+    def _move_to_end(self, key: TopicPartitionKey) -> None:
+        old, new = self._rank[key], self._next_rank
+        self._next_rank += 1
+        self._rank[key] = new
+        del self._at_rank[old]
+        self._at_rank[new] = key
+        if key in self._dirty:
+            self._dirty_ranks.remove(old)
+            self._dirty_ranks.add(new)

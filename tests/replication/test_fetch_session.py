@@ -7,6 +7,7 @@ knows every partition's latest high watermark and log start offset."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -320,3 +321,104 @@ def test_both_sides_agree_over_any_rounds(
         if call_ends:
             follower.reset()
             leader = LeaderFetchSession()
+
+
+# --- bounded rounds against the rule itself ---------------------------------------------------
+
+
+_session_op = st.one_of(
+    st.tuples(st.just("request"), st.sets(st.integers(0, 11)), st.sets(st.integers(0, 11))),
+    st.tuples(st.just("full"), st.sets(st.integers(0, 11))),
+    st.tuples(st.just("mark"), st.integers(0, 13)),
+    st.tuples(st.just("mark_all")),
+    st.tuples(st.just("park"), st.integers(0, 11)),
+    st.tuples(st.just("records"), st.sets(st.integers(0, 11))),
+    st.tuples(st.just("round")),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=st.lists(_session_op, max_size=60), bound=st.integers(1, 5))
+def test_bounded_rounds_take_the_next_dirty_partitions_round_robin(
+    ops: list[tuple[Any, ...]], bound: int
+) -> None:
+    """Whatever the requests, marks, parks and rotations, a round reads the dirty partitions
+    (all of them, in session order, up to the bound; else the next `bound` in session order
+    after the last one read, wrapping around) and defers the rest."""
+    leader = LeaderFetchSession(round_partitions=bound)
+    epoch = 0
+    order: list[int] = []  # the model: the session's order,
+    place: dict[int, int] = {}  # each partition's place, rising along it,
+    dirty: set[int] = set()
+    cursor = -1  # and the place of the last partition a bounded round read
+    next_place = 0
+
+    def add(p: int) -> None:
+        nonlocal next_place
+        if p not in place:
+            order.append(p)
+            place[p] = next_place
+            next_place += 1
+        dirty.add(p)
+
+    def send(request: FetchRequest) -> list[int]:
+        nonlocal epoch, cursor
+        read = keys(leader.round_request(request))
+        epoch = next_session_epoch(epoch)
+        ranked = sorted(dirty, key=place.__getitem__)
+        if len(ranked) <= bound:
+            expected = ranked
+        else:
+            after = [p for p in ranked if place[p] > cursor]
+            taken = (after + [p for p in ranked if place[p] <= cursor])[:bound]
+            cursor = place[taken[-1]]
+            expected = sorted(taken, key=place.__getitem__)
+        assert read == expected
+        assert leader.deferred == max(0, len(dirty) - bound)
+        assert leader.dirty_count == len(dirty)
+        return read
+
+    send(replace(wanting(), session_epoch=0))
+    for op in ops:
+        kind = op[0]
+        if kind == "full":
+            order.clear(), place.clear(), dirty.clear()
+            for p in sorted(op[1]):
+                add(p)
+            epoch = 0
+            send(replace(wanting(*(entry(p) for p in sorted(op[1]))), session_epoch=0))
+        elif kind == "request":
+            forgotten = tuple(("t", p) for p in sorted(op[2]) if p not in op[1])
+            for _, p in forgotten:
+                if p in place:
+                    order.remove(p)
+                    del place[p]
+                dirty.discard(p)
+            for p in sorted(op[1]):
+                add(p)
+            carried = wanting(*(entry(p) for p in sorted(op[1])))
+            send(replace(carried, session_epoch=epoch, forgotten=forgotten))
+        elif kind == "mark":
+            leader.mark(("t", op[1]))
+            if op[1] in place:
+                dirty.add(op[1])
+        elif kind == "mark_all":
+            leader.mark_all()
+            dirty.update(place)
+        elif kind == "park":
+            leader.park(("t", op[1]))
+            dirty.discard(op[1])
+        elif kind == "records":
+            request = replace(wanting(), session_epoch=epoch)
+            read = send(request)
+            leader.answer(request, FetchResponse(tuple(
+                result(p, records=b"x" if p in op[1] else b"") for p in read
+            )))  # fmt: skip
+            for p in read:
+                if p in op[1]:
+                    order.remove(p)
+                    order.append(p)
+                    place[p] = next_place
+                    next_place += 1
+        else:
+            send(replace(wanting(), session_epoch=epoch))

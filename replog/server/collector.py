@@ -46,6 +46,9 @@ Rules:
   done, never the library on an embedding application's behalf; an embedding application may
   call them itself. Without `install_growth_freezer`, `replicas_changed`, `logs_loaded` and
   `committed_item_applied` do nothing and no callback is registered.
+- Nothing here but the start-up freeze asks `gc.get_freeze_count`: it walks every frozen
+  object (about 250 ms at the 13.7 million of a node holding 100,000 replicas), and the
+  growth counts run on the event loop.
 - The callback only counts and freezes (list moves in the collector, no allocation worth
   naming); it logs nothing, since it runs inside whatever allocation set off the collection,
   in any thread: the next count on the event loop logs what it did.
@@ -154,11 +157,10 @@ class GrowthFreezer:
         slowest = max(self._unlogged)
         log.info(
             "garbage collector: %d full collections of %.0f ms or more (the slowest %.0f ms) "
-            "were each followed by a freeze; %d objects frozen",
+            "were each followed by a freeze",
             len(self._unlogged),
             self._freeze_after_collection_s * 1000,
             slowest * 1000,
-            gc.get_freeze_count(),
         )
         self._unlogged.clear()
 
@@ -177,11 +179,9 @@ class GrowthFreezer:
             self.thaws += 1
             self._deleted = self._grown = self._records = 0
             log.info(
-                "garbage collector: %d objects collected in %.0f ms after replicas were "
-                "deleted; %d frozen",
+                "garbage collector: %d objects collected in %.0f ms after replicas were deleted",
                 collected,
                 (monotonic_s() - started) * 1000,
-                gc.get_freeze_count(),
             )
         elif self._grown >= self._freeze_after:
             self._freeze_young()

@@ -374,6 +374,9 @@ class ReplicaManager:
         if topic_id is not None and topic_image.topic_id != topic_id:
             raise UnknownTopicIdError(f"{where}: topic id {topic_id} is not {topic_image.topic_id}")
         registration = topic_image.partitions[partition_id]
+        if registration.leader == self.broker_id and self._changes.hurry((topic, partition_id)):
+            # Asked for before its log exists: create it next (replica_change_queue.py).
+            self._applier_wake.set()
         raise NotLeaderOrFollowerError(
             f"{where}: broker {self.broker_id} is not the leader (leader is broker "
             f"{registration.leader} at leader epoch {registration.leader_epoch})"

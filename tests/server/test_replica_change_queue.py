@@ -67,6 +67,39 @@ def test_a_held_partition_gives_nothing_until_released() -> None:
     assert queue.idle
 
 
+def test_a_hurried_leadership_is_taken_first_and_keeps_its_partitions_order() -> None:
+    """A follower fetches partition 2 before its leader's log exists: its leadership goes
+    first; a follower change is never hurried; partition 2's later change still comes after it."""
+    queue = ReplicaChangeQueue()
+    queue.add(changes(*((LEADER, local(p, IDS[0])) for p in range(4))))
+    queue.add(changes((FOLLOWER, local(5, IDS[0]))))
+    queue.add(changes((DELETE, local(2, IDS[0]))))
+    assert queue.hurry(("t", 2)) and not queue.hurry(("t", 2))
+    assert not queue.hurry(("t", 5)) and not queue.hurry(("t", 9))
+    assert [c.key for c in queue.take(2)] == [("t", 2), ("t", 0)]
+    assert len(queue) == 4
+    assert [(c.key, c.kind) for c in queue.take(10)] == [
+        (("t", 1), LEADER),
+        (("t", 2), DELETE),  # at its partition's place, after its hurried change
+        (("t", 3), LEADER),
+        (("t", 5), FOLLOWER),
+    ]
+    assert queue.idle and len(queue) == 0
+
+
+def test_a_hurried_partition_under_way_waits_for_its_release() -> None:
+    queue = ReplicaChangeQueue()
+    queue.add(changes((LEADER, local(0, IDS[0])), (LEADER, local(1, IDS[0]))))
+    [first] = queue.take(1)
+    queue.hold(first.key)
+    queue.add(changes((LEADER, local(0, IDS[1]))))  # a new topic id: stays behind the first
+    assert queue.hurry(("t", 0))
+    assert [c.key for c in queue.take(10)] == [("t", 1)]
+    queue.release(first.key)
+    [again] = queue.take(10)
+    assert (again.key, again.local.topic_id) == (("t", 0), IDS[1]) and queue.idle
+
+
 def sequential(all_changes: list[ReplicaChange]) -> dict[tuple[str, int], UUID | None]:
     """Where applying every change one by one ends: per partition, the topic id of its replica
     (None: none). A delete removes a replica of its own topic id only, as the manager does."""
@@ -112,6 +145,9 @@ def test_rounds_with_holds_end_where_sequential_application_ends(
             state[change.key] = change.local.topic_id
 
     def step() -> None:
+        for partition in range(4):
+            if rnd.random() < 0.2:  # type: ignore[attr-defined]
+                queue.hurry(("t", partition))  # a follower fetched it
         for change in queue.take(limit):
             if change.kind != DELETE and state.get(change.key) != change.local.topic_id:
                 queue.hold(change.key)  # a new log: off the loop, finished later

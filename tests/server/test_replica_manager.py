@@ -1951,3 +1951,37 @@ async def test_images_arriving_faster_than_a_refresh_never_starve_a_leader(
         assert never_reached == []
     finally:
         await node.rm.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_leadership_a_follower_asks_for_before_its_log_exists_is_created_next(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broker far behind in creating its replicas answers NOT_LEADER_OR_FOLLOWER to a
+    follower that already fetches one of them, and creates that one next, not after the
+    backlog (replica_change_queue.py): a follower retries a second later, not 13 times."""
+    monkeypatch.setattr(replica_manager, "APPLY_ROUND_CHANGES", 4)
+    (node, _) = nodes_with(tmp_path, clock, (1, 2))
+    await node.rm.start()
+    try:
+        backlog = replayed(node.rm.image, *create_topic("u", topic_id(3), *[(1, 2)] * 40))
+        node.rm.apply_image(backlog)
+        asked = FetchRequest(
+            (FetchPartition("u", 37, 0, current_leader_epoch=0),),
+            replica_id=2,
+            replica_epoch=20,
+            max_wait_ms=0,
+        )
+        answer = await asyncio.wait_for(node.rm.fetch(asked), 5)
+        assert answer.partitions[0].error is not None
+        assert answer.partitions[0].error.error_name == "NOT_LEADER_OR_FOLLOWER"
+        created_before = None
+        for _ in range(500):
+            if node.rm.partition("u", 37) is not None:
+                created_before = sum(node.rm.partition("u", p) is not None for p in range(40))
+                break
+            await asyncio.sleep(0.01)
+        # Within a round or two of the question, not the tenth.
+        assert created_before is not None and created_before <= 9, created_before
+    finally:
+        await node.rm.stop()

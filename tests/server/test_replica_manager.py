@@ -1985,3 +1985,29 @@ async def test_a_leadership_a_follower_asks_for_before_its_log_exists_is_created
         assert created_before is not None and created_before <= 9, created_before
     finally:
         await node.rm.stop()
+
+
+@pytest.mark.asyncio
+async def test_the_isr_check_walks_the_replicas_a_slice_per_tick(
+    tmp_path: Path,
+    clock: ManualClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A broker with 100,000 replicas checked every ISR in one tick (50-65 ms of a held
+    loop): a tick now walks `SWEEP_SLICE` of them, asks to run again at once until the walk
+    is done, and the walk's shrinks are logged in one line at its end."""
+    monkeypatch.setattr(replica_manager, "SWEEP_SLICE", 2, raising=False)
+    leader, *_ = nodes_with(tmp_path, clock, *[(1, 2)] * 5)
+    clock.advance(30_001)  # no follower fetched: every ISR shrinks at its check
+    with caplog.at_level(logging.INFO, logger="replog.server.replica_manager"):
+        walked = []
+        for _ in range(3):
+            leader.rm.tick(clock())
+            walked.append(len(leader.rm.pending_isr_changes()))  # taken: this tick's
+            if len(walked) < 3:
+                assert leader.rm.next_tick_ms() == clock()  # the next slice at once
+    assert walked == [2, 2, 1]
+    assert leader.rm.next_tick_ms() == clock() + 15_000
+    (line,) = [r.getMessage() for r in caplog.records if "shrinking the ISR" in r.getMessage()]
+    assert line.startswith("broker 1: shrinking the ISR of 5 partitions")

@@ -171,7 +171,7 @@ class Cluster:
 
     def stop(self) -> tuple[float, bool]:
         """Stop the cluster: seconds taken, and whether a node had to be killed (its logs then
-        restart through recovery) after `cluster stop`'s default 30 s."""
+        restart through recovery) after `cluster stop`'s default bound (90 s)."""
         if self.client is not None:
             self.client.close()
             self.client = None

@@ -462,7 +462,9 @@ def report(results: Results) -> None:
         lowest = min(f.floor_s for f in results.floors) if results.floors else 0.0
         for run, settle in enumerate(results.settles):
             busy = not agree(lowest, settle.floor_s, results.settle_tolerance)
-            note = "; above the lowest: the file system was still busy" if busy else ""
+            # Small floors (a few hundred ms) move by more than the tolerance under load: a
+            # hint for the reader, not a verdict.
+            note = "; above the lowest beyond the tolerance: a busy file system?" if busy else ""
             state = "settled" if settle.settled else "not settled"
             print(
                 f"  run {run + 1} floor before it {settle.floor_s:.2f} s ({state} after "

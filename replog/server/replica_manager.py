@@ -205,6 +205,10 @@ log = logging.getLogger("replog.server.replica_manager")
 # worker-thread batch (one file-system sync) carries. A round of leader changes costs ~25 ms
 # here; a batch's sync is one `syncfs`, whatever its size.
 APPLY_ROUND_CHANGES = 250
+# A round stops taking changes once it has run this long: each deletion renames its log's
+# directory on the loop (4-20 ms each on a busy file system: 250 of them held a loop for 4.8 s
+# and cost the active controller the quorum's leadership), so a count alone does not bound it.
+APPLY_ROUND_BUDGET_MS = 50
 # Up to this many writes a round or a batch makes are each synced on their own (a few fsyncs of
 # small files, ~1-5 ms each here); above it one `syncfs` syncs them all.
 SYNC_EACH_MAX = 8
@@ -574,7 +578,10 @@ class ReplicaManager:
                 self._log_roles_taken()
                 # The round's new replicas live long: out of full collections (collector.py).
                 collector.replicas_changed(
-                    len(creations), self._replicas_deleted, len(self._partitions)
+                    len(creations),
+                    self._replicas_deleted,
+                    len(self._partitions),
+                    more_waiting=bool(len(self._changes)),
                 )
                 await yield_turn()
             except asyncio.CancelledError:
@@ -594,31 +601,49 @@ class ReplicaManager:
                 log.exception("broker %d: applying replica changes failed", self.broker_id)
 
     def _apply_round(self, limit: int) -> list[_Creation]:
-        """Take up to `limit` queued changes and apply those that need no new log; return
-        the others, their partitions held, for `_open_logs` and `_install`."""
+        """Take up to `limit` queued changes (fewer when a deletion used up the round's
+        `APPLY_ROUND_BUDGET_MS`) and apply those that need no new log; return the others,
+        their partitions held, for `_open_logs` and `_install`."""
         now_ms = self._clock()
         creations: list[_Creation] = []
         # A topic's partitions share its LogConfig: built once per topic in a round (the image
         # cannot change within it), not once per replica.
         configs: dict[str, LogConfig] = {}
-        for change in self._changes.take(limit):
-            local = change.local
-            if change.kind == DELETE:
-                self._delete_partition(local)
-                continue
-            existing = self._partitions.get(change.key)
-            if existing is not None and existing.topic_id == local.topic_id:
-                self._take_role(change, existing, now_ms)
-                continue
-            if existing is not None:
-                # Same name, another topic id: the old topic was deleted and the name reused.
-                self._drop(existing, delete_log=True)
-            self._changes.hold(change.key)
-            config = configs.get(local.topic_name)
-            if config is None:
-                config = configs[local.topic_name] = self._log_config(self.image, local.topic_name)
-            creations.append(_Creation(change, config))
+        taking = self._changes.taking(limit)
+        try:
+            for change in taking:
+                if self._apply_change(change, now_ms, configs, creations):
+                    break
+        finally:
+            taking.close()
         return creations
+
+    def _apply_change(
+        self,
+        change: ReplicaChange,
+        now_ms: int,
+        configs: dict[str, LogConfig],
+        creations: list[_Creation],
+    ) -> bool:
+        """Apply one change of a round, or add it to `creations`; whether the round's time is
+        up (`APPLY_ROUND_BUDGET_MS`, after a deletion: the change that costs file work here)."""
+        local = change.local
+        if change.kind == DELETE:
+            self._delete_partition(local)
+            return self._clock() - now_ms >= APPLY_ROUND_BUDGET_MS
+        existing = self._partitions.get(change.key)
+        if existing is not None and existing.topic_id == local.topic_id:
+            self._take_role(change, existing, now_ms)
+            return False
+        if existing is not None:
+            # Same name, another topic id: the old topic was deleted and the name reused.
+            self._drop(existing, delete_log=True)
+        self._changes.hold(change.key)
+        config = configs.get(local.topic_name)
+        if config is None:
+            config = configs[local.topic_name] = self._log_config(self.image, local.topic_name)
+        creations.append(_Creation(change, config))
+        return False
 
     def _open_logs_or_release(self, creations: list[_Creation]) -> list[_Opened]:
         """`_open_logs`; if it fails (a storage error: the broker stops), its partitions are

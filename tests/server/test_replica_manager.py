@@ -1518,6 +1518,37 @@ async def test_a_started_manager_gives_its_leaders_a_new_registration_in_bounded
 
 
 @pytest.mark.asyncio
+async def test_a_started_manager_deletes_replicas_in_rounds_bounded_in_time(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deletion renames its log's directory on the loop: on a busy file system each took
+    4-20 ms, and a round of 250 held a loop for seconds. A round stops once a deletion used up
+    `APPLY_ROUND_BUDGET_MS`, the loop's other tasks running between rounds, and in the end
+    every replica and log is gone."""
+    (node, _) = nodes_with(tmp_path, clock, *[(1, 2)] * 11)
+    await node.rm.start()
+    try:
+        delete_log = node.log_manager.delete_log
+
+        def slow_delete_log(topic: str, partition: int) -> None:
+            clock.advance(30)  # a busy file system's rename
+            delete_log(topic, partition)
+
+        monkeypatch.setattr(node.log_manager, "delete_log", slow_delete_log)
+        node.rm.apply_image(replayed(node.rm.image, RemoveTopicRecord(TID)))
+        seen: list[int] = []
+        for _ in range(40):
+            seen.append(sum(node.rm.partition("t", p) is not None for p in range(11)))
+            await asyncio.sleep(0)
+        assert seen[0] == 11 and seen[-1] == 0, seen
+        steps = [a - b for a, b in itertools.pairwise(seen) if b != a]
+        assert max(steps) <= 2 and len(steps) >= 6, seen
+        assert node.log_manager.all_logs() == {}
+    finally:
+        await node.rm.stop()
+
+
+@pytest.mark.asyncio
 async def test_purgatory_is_bounded(tmp_path: Path, clock: ManualClock) -> None:
     leader, _, _ = two_nodes(tmp_path, clock, purgatory_pending_max=1)
     first = asyncio.create_task(leader.rm.produce(produce_request(batch(), acks=-1)))

@@ -28,21 +28,28 @@ from typing import Any
 import grpc
 import pytest
 from client_cluster import ClientCluster
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import LongType, StructField, StructType
 
 from replog.client.connections import Connections
+from replog.client.loop_thread import LoopThread
 from replog.client.records import TopicPartition
 from replog.clock import monotonic_ms
 from replog.errors import BrokerNotAvailableError, MalformedResponseError, NetworkError
 from replog.pb import broker_pb2 as pb
 from replog.pb import broker_pb2_grpc
 from replog.replication import messages as m
-from replog.spark import partition_fetcher
+from replog.spark import partition_fetcher, range_reader
+from replog.spark.errors import MalformedFetchAnswerError, ReadTimeoutError
 from replog.spark.framed_fetch import FramedFetchChannels, FramedFetchUnavailable
+from replog.spark.options import Mode, parse_options
 from replog.spark.partition_fetcher import FRAMED_RETRY_MS, PartitionFetcher
+from replog.spark.planning import OffsetRange
 from replog.spark.range_reader import READ_DEFAULTS
 from replog.wire import replica_fetch_wire as wire
 from replog.wire.framed_wire import GREETING_BYTES
 
+SCHEMA = to_arrow_schema(StructType([StructField("offset", LongType())]), timezone="UTC")
 REQUEST = m.FetchRequest((m.FetchPartition("t", 0, 7, 1024),), max_wait_ms=0)
 _HEADER = struct.Struct(">II")
 
@@ -407,19 +414,99 @@ TRANSIENT = {
 }
 
 
+# What each transient failure is said as.
+TRANSIENT_SAID = {
+    "grpc unavailable": "unreachable during Fetch: said so",
+    "grpc deadline": "did not answer Fetch in time: said so",
+    "not listening yet": "its replica fetch listener is not listening",
+    "reset mid-answer": "closed the connection with 10 bytes of an answer read",
+    "timeout": "sent no fetch answer on its framed fetch connection within 500 ms",
+}
+
+
 @pytest.mark.parametrize("case", TRANSIENT)
 def test_a_transient_failure_is_a_retried_fetch_not_a_fallback(
-    case: str, leader: Any, caplog: pytest.LogCaptureFixture
+    case: str, leader: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="replog.spark")
     error, script = TRANSIENT[case]
-    f = leader(() if script is None else (script,))
+    f = leader(() if script is None else (script, script))
+    distrusted: list[str] = []
+    monkeypatch.setattr(f.fetcher._metadata, "distrust", distrusted.append)
     if error is not None:
         f.endpoint.port = error
     assert f.ask() is None  # a failed fetch: the caller asks again (new metadata, backoff)
-    assert not f.fetcher._grpc_only and f.grpc.fetches == 0 and not _warnings(caplog)
+    assert f.ask() is None
+    assert not f.fetcher._grpc_only and f.grpc.fetches == 0
+    # Said once, naming the leader and why; kept for the task's timeout; the next metadata is
+    # asked of another broker first (it may be a leader cut off from the cluster).
+    said = f"fetch of t-0 from broker 1 at {f.address} failed: "
+    assert [w for w in _warnings(caplog)] == [f.fetcher.last_failure + "; asking again"]
+    assert f.fetcher.last_failure.startswith(said)
+    assert TRANSIENT_SAID[case] in f.fetcher.last_failure
+    assert distrusted == [f.address, f.address]
     f.endpoint.port = f.port
     assert f.ask() == b"framed" and f.grpc.fetches == 0
+    assert f.fetcher.last_failure is None
+
+
+def test_an_answer_that_is_not_a_fetch_response_names_the_leader_and_partition(
+    leader: Any,
+) -> None:
+    f = leader((lambda s: [_frame(s, b"\x0a\x05ab")],))  # topics: 5 bytes said, 2 there
+    with pytest.raises(
+        MalformedFetchAnswerError,
+        match=rf"broker 1 at {f.address} answered the fetch of t-0 at offset 0 with bytes "
+        r"that are not a FetchResponse: FetchResponse: field 1 \(topics\) at byte 0 says 5",
+    ):
+        f.ask()
+
+
+def test_a_task_that_gets_no_answer_says_what_it_waited_for(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="replog.spark")
+    serving = LoopThread("a leader that never answers")
+    # Four bytes of a header, then silence: every fetch times out.
+    server, port = serving.run(
+        _listener(lambda s: [_frame(s, b"")[:4]], []), timeout_s=10, what="listen"
+    )
+    address = f"127.0.0.1:{port}"
+    fetcher = PartitionFetcher(TP, {**FAST, "request.timeout.ms": "200"})
+
+    async def leader(deadline_ms: int) -> tuple[int, str, int]:
+        return 1, address, 1
+
+    monkeypatch.setattr(fetcher, "_leader", leader)
+    fetcher._framed = FramedFetchChannels(_Endpoint(port))  # type: ignore[arg-type]
+    monkeypatch.setattr(range_reader, "PartitionFetcher", lambda tp, settings: fetcher)
+    options = parse_options(
+        {
+            "bootstrap.servers": "127.0.0.1:1",
+            "subscribe": "t",
+            "pollTimeoutMs": "1000",
+            "kafka.request.timeout.ms": "200",
+            "kafka.fetch.max.wait.ms": "0",
+        },
+        Mode.BATCH,
+    )
+    try:
+        with pytest.raises(ReadTimeoutError) as raised:
+            list(range_reader.read_range(OffsetRange("t", 0, 0, 10), options, SCHEMA))
+    finally:
+        serving.run(_closed(server), timeout_s=10, what="stop")
+        serving.close()
+    assert str(raised.value).startswith(
+        "reading t-0 offsets [0, 10) made no progress within pollTimeoutMs=1000: reached "
+        f"offset 0; the latest fetch attempt: fetch of t-0 from broker 1 at {address} failed: "
+    )
+    assert "sent no fetch answer on its framed fetch connection within 200 ms" in str(raised.value)
+    # Several attempts, said once.
+    assert len(_warnings(caplog)) == 1
+
+
+async def _closed(server: asyncio.Server) -> None:
+    server.close()
 
 
 def _first_answer(fetcher: PartitionFetcher) -> Any:

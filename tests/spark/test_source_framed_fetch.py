@@ -12,8 +12,15 @@ The fetcher's fallback, on fakes and a clock the test moves: a fallback is said 
 `FRAMED_RETRY_MS` or until a new leader epoch; a transient failure is a retried fetch, never
 a fallback.
 
+A task that gets no answer says why when it gives up (`ReadTimeoutError`), each new cause
+said once at WARNING; an answer that is not a FetchResponse names the leader and partition.
+
+On a real leader's listener in one process: a consumer's connection reads committed records
+only and moves no follower progress, ISR or high watermark, nor can it fetch as a follower.
+
 On a cluster: `PartitionFetcher` reads over the framed connection and gets exactly the records
-the gRPC Fetch answers; a leader without a framed port is read over gRPC.
+the gRPC Fetch answers; a leader without a framed port is read over gRPC; a range read across
+its leader killed and restarted gets every record once.
 """
 
 from __future__ import annotations
@@ -31,23 +38,46 @@ from client_cluster import ClientCluster
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import LongType, StructField, StructType
 
+from replog import Admin
 from replog.client.connections import Connections
 from replog.client.loop_thread import LoopThread
 from replog.client.records import TopicPartition
 from replog.clock import monotonic_ms
-from replog.errors import BrokerNotAvailableError, MalformedResponseError, NetworkError
+from replog.errors import (
+    BrokerNotAvailableError,
+    InvalidRequestError,
+    MalformedResponseError,
+    NetworkError,
+)
 from replog.pb import broker_pb2 as pb
 from replog.pb import broker_pb2_grpc
 from replog.replication import messages as m
+from replog.server.broker_service import BrokerService
+from replog.server.replica_fetch_server import ReplicaFetchListener
 from replog.spark import partition_fetcher, range_reader
 from replog.spark.errors import MalformedFetchAnswerError, ReadTimeoutError
+from replog.spark.fetch_answer_wire import fetch_answer_topics
 from replog.spark.framed_fetch import FramedFetchChannels, FramedFetchUnavailable
 from replog.spark.options import Mode, parse_options
-from replog.spark.partition_fetcher import FRAMED_RETRY_MS, PartitionFetcher
+from replog.spark.partition_fetcher import (
+    FRAMED_RETRY_MS,
+    FetchAnswer,
+    PartitionFetcher,
+    answer_for,
+)
 from replog.spark.planning import OffsetRange
 from replog.spark.range_reader import READ_DEFAULTS
+from replog.testing import ManualClock
+from replog.wire import broker_codec as codec
 from replog.wire import replica_fetch_wire as wire
 from replog.wire.framed_wire import GREETING_BYTES
+from tests.server.test_replica_manager import (
+    batch,
+    batch_offsets,
+    produce,
+    replicate,
+    two_nodes,
+)
 
 SCHEMA = to_arrow_schema(StructType([StructField("offset", LongType())]), timezone="UTC")
 REQUEST = m.FetchRequest((m.FetchPartition("t", 0, 7, 1024),), max_wait_ms=0)
@@ -548,3 +578,129 @@ def test_the_fetcher_reads_over_the_framed_connection_what_grpc_answers(
     assert [r.getMessage() for r in caplog.records] == ["no port here; reading from it over gRPC"]
     assert framed.high_watermark == over_grpc.high_watermark == 500
     assert bytes(framed.records) == bytes(over_grpc.records) and len(framed.records) > 500
+
+
+# --- a real leader's framed fetch listener, one process -------------------------------------
+
+
+def _greeted(
+    port: int, greeting_id: int, request: m.FetchRequest
+) -> Any:  # a coroutine: (sequence, payload) of the one frame answered
+    async def exchange() -> tuple[int, bytes]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            body = codec.fetch_request_to_proto(request).SerializeToString()
+            writer.write(wire.FORMAT.greeting(greeting_id) + _frame(1, body))
+            length, sequence = _HEADER.unpack(await reader.readexactly(_HEADER.size))
+            return sequence, await reader.readexactly(length - 4)
+        finally:
+            writer.close()
+
+    return exchange()
+
+
+def test_a_consumer_on_a_leader_s_framed_port_reads_committed_records_and_moves_nothing(
+    tmp_path: Any,
+) -> None:
+    """The leader serves the Spark task's greeting and requests (-1) as a consumer: records
+    below the high watermark only, at both isolation levels, and no follower progress, ISR or
+    high watermark moved; a consumer's connection cannot fetch as a follower. A follower's
+    fetch on the same port moves the high watermark, so the checks can fail."""
+
+    async def scenario() -> None:
+        leader, follower, _ = two_nodes(tmp_path, ManualClock())
+        await produce(leader, batch(2))
+        await produce(leader, batch(3, tag=1))
+        await replicate(follower, leader)
+        await produce(leader, batch(1, tag=2))  # offset 5: not on the follower yet
+        await replicate(follower, leader)  # the follower has [0, 5): HW 5
+        state = leader.leader()
+        assert state.high_watermark == 5 and leader.log().log_end_offset == 6
+
+        def replication() -> tuple[Any, ...]:
+            return state.progress(2), state.isr, state.high_watermark, state.pending_isr_change
+
+        before = replication()
+        service = BrokerService(
+            1, cluster_id="c", image=lambda: leader.rm.image, replica_manager=leader.rm
+        )
+        listener = ReplicaFetchListener(1, service.replica_fetch, 1 << 20)
+        port = await listener.start("127.0.0.1", 0)
+        channels = FramedFetchChannels(_Endpoint(port))  # type: ignore[arg-type]
+        try:
+            for isolation in m.IsolationLevel:
+                for offset, batches in ((0, [(0, 1), (2, 4)]), (2, [(2, 4)]), (5, []), (6, [])):
+                    request = m.FetchRequest(
+                        (m.FetchPartition("t", 0, offset, 1 << 20, state.leader_epoch),),
+                        max_wait_ms=0,
+                        isolation_level=isolation,
+                    )
+                    raw = await channels.fetch(f"127.0.0.1:{port}", request, timeout_ms=5000)
+                    answer = answer_for(TP, fetch_answer_topics(raw), offset)
+                    assert isinstance(answer, FetchAnswer), answer
+                    assert batch_offsets(bytes(answer.records)) == batches
+                    assert answer.high_watermark == 5
+            assert replication() == before
+            # Greeted as a consumer, a fetch naming follower 2 is refused, unserved.
+            as_follower = m.FetchRequest(
+                (m.FetchPartition("t", 0, 6, 1 << 20, state.leader_epoch),),
+                replica_id=2,
+                replica_epoch=20,
+                max_wait_ms=0,
+            )
+            sequence, payload = await _greeted(port, m.CONSUMER_REPLICA_ID, as_follower)
+            assert sequence == 1 | wire.REFUSAL_BIT
+            refusal = wire.parse_refusal(payload, "broker 1")
+            assert isinstance(refusal, InvalidRequestError)
+            assert "names replica 2, the connection's greeting broker -1" in str(refusal)
+            assert replication() == before
+            # Broker 2's own connection: its fetch at offset 6 is a follower's, and moves the HW.
+            sequence, _ = await _greeted(port, 2, as_follower)
+            assert sequence == 1 and state.high_watermark == 6
+        finally:
+            channels.close()
+            listener.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_range_read_across_a_leader_killed_and_restarted_gets_every_record_once(
+    replog_cluster: ClientCluster,
+) -> None:
+    """A task reading over the framed connection while its leader is killed mid-range (its
+    connection lost, maybe mid-answer) and restarted at the same address: the fetcher asks
+    the new leader, then (once the old one is back) whoever leads, and the range comes out
+    exactly, no record dropped or repeated."""
+    topic = "framed-failover"
+    replog_cluster.create_topic(topic, 1, 3)
+    count = 3000
+    with replog_cluster.producer(acks="all", linger_ms=0, batch_size=2000) as producer:
+        for i in range(count):
+            producer.send(topic, b"v%05d" % i + b"." * 100, partition=0)
+        producer.flush()
+    options = parse_options(
+        {
+            "bootstrap.servers": replog_cluster.bootstrap,
+            "subscribe": topic,
+            "pollTimeoutMs": "60000",
+            "kafka.max.partition.fetch.bytes": "20000",  # many fetches: about 150 records each
+        },
+        Mode.BATCH,
+    )
+    with Admin(bootstrap_servers=replog_cluster.bootstrap) as admin:
+        leader = admin.describe_topics([topic])[topic].partitions[0].leader
+    offsets: list[int] = []
+    try:
+        for i, got in enumerate(
+            range_reader.read_range(OffsetRange(topic, 0, 0, count), options, SCHEMA)
+        ):
+            offsets += got.column("offset").to_pylist()
+            if i == 2:
+                replog_cluster.loopback.kill(leader)
+            elif i == 6:
+                replog_cluster.loopback.restart(leader)
+    finally:
+        if leader not in replog_cluster.loopback.running():
+            replog_cluster.loopback.restart(leader)
+        replog_cluster.wait_healthy([topic], timeout_s=60)
+    assert offsets == list(range(count))

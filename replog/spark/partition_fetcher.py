@@ -23,7 +23,8 @@ Rules (the consumer's, with `auto.offset.reset=none`):
   has it (`ClusterMetadata.distrust`: the leader may be cut off from the cluster). When the
   caller's deadline passes first, the fetch answers None; the caller words the timeout with
   `last_failure`: why the latest attempt got no answer, said at WARNING once per change of
-  cause (the consumer's rule), None once an answer came.
+  cause (the consumer's rule; metadata failures are said by `ClusterMetadata`), None once an
+  answer came.
 - A topic the metadata no longer has, or one with no such partition (deleted, or re-created
   with fewer partitions), raises `UnknownTopicOrPartitionError` naming it, as `OffsetLookup`
   does: the caller decides whether that is data loss.
@@ -206,7 +207,9 @@ class PartitionFetcher:
                 topic, deadline_ms=max(deadline_ms, monotonic_ms() + 1)
             )
         except (KafkaTimeoutError, NoBrokersAvailableError) as exc:
-            self._retrying(f"no metadata for {topic}-{partition}: {exc}")
+            # Kept, not said: the metadata says its brokers' failures itself, once per change
+            # (and this message counts attempts, so it changes at every one).
+            self.last_failure = f"no metadata for {topic}-{partition}: {exc}"
             return None
         if not 0 <= partition < len(partitions):
             # The cached answer may predate the partition (partitions added since, or a broker

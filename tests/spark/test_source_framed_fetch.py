@@ -2,7 +2,8 @@
 
 Without a cluster, against a scripted framed listener: the greeting names a consumer (-1),
 an answer written in pieces arrives whole, as a view of a buffer of its own; a refusal frame
-raises its Kafka error, an answer to another request `MalformedResponseError`, a closed
+raises its Kafka error, an answer to another request or a refusal too short for its code
+`MalformedResponseError`, a closed
 connection `NetworkError`, each naming the listener, and the next fetch connects afresh.
 `FramedFetchUnavailable` only where the framed path is not there (an older broker's
 UNIMPLEMENTED, no port named, the port refused); an endpoint query that fails for now is
@@ -218,6 +219,18 @@ def test_an_answer_to_another_request_is_malformed() -> None:
             await channels.fetch(address, REQUEST, timeout_ms=5000)
 
     _run(lambda sequence: [_frame(99, b"x")], body)
+
+
+def test_a_refusal_too_short_for_its_error_code_is_malformed() -> None:
+    async def body(channels: FramedFetchChannels, address: str, seen: list[Any]) -> None:
+        with pytest.raises(
+            MalformedResponseError,
+            match=r"framed fetch listener at .* sent malformed bytes: replica fetch refusal of 1 "
+            "bytes: too short",
+        ):
+            await channels.fetch(address, REQUEST, timeout_ms=5000)
+
+    _run(lambda sequence: [_frame(sequence | wire.REFUSAL_BIT, b"x")], body)
 
 
 def test_a_connection_closed_mid_answer_is_a_network_error_naming_the_listener() -> None:

@@ -21,15 +21,20 @@ only and moves no follower progress, ISR or high watermark, nor can it fetch as 
 
 On a cluster: `PartitionFetcher` reads over the framed connection and gets exactly the records
 the gRPC Fetch answers; a leader without a framed port is read over gRPC; a range read across
-its leader killed and restarted gets every record once.
+its leader killed and restarted gets every record once; tasks that read whole, stop early or
+fail leave no connection or thread behind.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import logging
+import os
 import socket
 import struct
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -56,7 +61,7 @@ from replog.replication import messages as m
 from replog.server.broker_service import BrokerService
 from replog.server.replica_fetch_server import ReplicaFetchListener
 from replog.spark import partition_fetcher, range_reader
-from replog.spark.errors import MalformedFetchAnswerError, ReadTimeoutError
+from replog.spark.errors import DataLossError, MalformedFetchAnswerError, ReadTimeoutError
 from replog.spark.fetch_answer_wire import fetch_answer_topics
 from replog.spark.framed_fetch import FramedFetchChannels, FramedFetchUnavailable
 from replog.spark.options import Mode, parse_options
@@ -717,3 +722,54 @@ def test_a_range_read_across_a_leader_killed_and_restarted_gets_every_record_onc
             replog_cluster.loopback.restart(leader)
         replog_cluster.wait_healthy([topic], timeout_s=60)
     assert offsets == list(range(count))
+
+
+def _sockets() -> set[str]:
+    """This process's open sockets ("socket:[inode]")."""
+    found = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # an fd closed meanwhile
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith("socket:"):
+                found.add(target)
+    return found
+
+
+def test_tasks_that_finish_stop_early_or_fail_leave_no_connection_or_thread(
+    replog_cluster: ClientCluster,
+) -> None:
+    """Each task's read opens its own fetcher (metadata, gRPC and framed connections, a loop
+    thread) and closes it however the read ends: read whole, abandoned by Spark after a batch,
+    or failed (data loss here). A worker running task after task holds none of them."""
+    topic = "framed-task-ends"
+    replog_cluster.create_topic(topic, 1, 3)
+    with replog_cluster.producer(acks="all", linger_ms=0, batch_size=2000) as producer:
+        for i in range(600):
+            producer.send(topic, b"v%05d" % i + b"." * 100, partition=0)
+        producer.flush()
+    with Admin(bootstrap_servers=replog_cluster.bootstrap) as admin:
+        admin.delete_records({TopicPartition(topic, 0): 100})
+    options = parse_options(
+        {
+            "bootstrap.servers": replog_cluster.bootstrap,
+            "subscribe": topic,
+            "kafka.max.partition.fetch.bytes": "20000",
+        },
+        Mode.BATCH,
+    )
+
+    def fetch_threads() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name.startswith("replog-spark-fetch")]
+
+    before = _sockets()
+    for _ in range(3):
+        whole = range_reader.read_range(OffsetRange(topic, 0, 100, 600), options, SCHEMA)
+        assert sum(b.num_rows for b in whole) == 500
+        stopped = range_reader.read_range(OffsetRange(topic, 0, 100, 600), options, SCHEMA)
+        assert next(stopped).num_rows > 0 and fetch_threads()
+        del stopped  # Spark drops the iterator: the generator is closed
+        with pytest.raises(DataLossError, match=r"offsets \[0, 100\)"):
+            list(range_reader.read_range(OffsetRange(topic, 0, 0, 600), options, SCHEMA))
+    gc.collect()
+    assert fetch_threads() == []
+    assert _sockets() <= before

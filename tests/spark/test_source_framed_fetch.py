@@ -489,7 +489,7 @@ def test_a_transient_failure_is_a_retried_fetch_not_a_fallback(
     # Said once, naming the leader and why; kept for the task's timeout; the next metadata is
     # asked of another broker first (it may be a leader cut off from the cluster).
     said = f"fetch of t-0 from broker 1 at {f.address} failed: "
-    assert [w for w in _warnings(caplog)] == [f.fetcher.last_failure + "; asking again"]
+    assert _warnings(caplog) == [f.fetcher.last_failure + "; asking again"]
     assert f.fetcher.last_failure.startswith(said)
     assert TRANSIENT_SAID[case] in f.fetcher.last_failure
     assert distrusted == [f.address, f.address]

@@ -41,7 +41,7 @@ Rules:
 - `pollTimeoutMs` bounds each wait without progress, as Kafka's poll timeout bounds one poll:
   the timer restarts whenever the position moves and whenever Spark takes a batch (the time
   it spends with a batch is not the fetch's). When it runs out, `ReadTimeoutError` names the
-  partition, the range and the offset reached.
+  partition, the range, the offset reached and why the latest fetch attempt got no answer.
 """
 
 from __future__ import annotations
@@ -191,10 +191,14 @@ def _batches_to_read(
     return found, next_position
 
 
-def _timeout(piece: OffsetRange, options: SourceOptions, position: int) -> ReadTimeoutError:
+def _timeout(
+    piece: OffsetRange, options: SourceOptions, position: int, fetcher: PartitionFetcher
+) -> ReadTimeoutError:
+    why = fetcher.last_failure
     return ReadTimeoutError(
         f"reading {piece.topic}-{piece.partition} offsets [{piece.start}, {piece.end}) made no "
         f"progress within pollTimeoutMs={options.poll_timeout_ms}: reached offset {position}"
+        + ("" if why is None else f"; the latest fetch attempt: {why}")
     )
 
 
@@ -239,10 +243,10 @@ def _stalled(
         try:
             high_watermark = fetcher.high_watermark(options.poll_timeout_ms)
         except ReplogError as exc:
-            raise _timeout(piece, options, position) from exc
+            raise _timeout(piece, options, position, fetcher) from exc
         if high_watermark <= position:
             return _log_ends_before(piece, position, high_watermark, options)
-    raise _timeout(piece, options, position)
+    raise _timeout(piece, options, position, fetcher)
 
 
 def _checked_position(

@@ -459,22 +459,20 @@ class _Fields:
 
     @staticmethod
     def empty(count: int) -> _Fields:
-        return _Fields(*(np.empty(count, dtype=np.int64) for _ in range(5)))
+        def new() -> Int64s:
+            return np.empty(count, dtype=np.int64)
+
+        return _Fields(new(), new(), new(), new(), new())
 
     def lengths(self, all_sized: bool) -> tuple[Int64s | int, Int64s | int]:
         """The key and value lengths for `_binary`: one int 0 or more where `all_sized` (every
         row is in `sized`) and `sized` has one length for the column, else the array, with
         the rows of `sized` filled in."""
-        found: list[Int64s | int] = []
-        for column, array_of in ((1, self.key_length), (2, self.value_length)):
-            sizes = {entry[column] for entry in self.sized}
-            if all_sized and len(sizes) == 1 and min(sizes) >= 0:
-                found.append(sizes.pop())
-                continue
-            for entry in self.sized:
-                array_of[entry[0]] = entry[column]
-            found.append(array_of)
-        return found[0], found[1]
+        keys = [(rows, key) for rows, key, _ in self.sized]
+        values = [(rows, value) for rows, _, value in self.sized]
+        return _lengths(self.key_length, keys, all_sized), _lengths(
+            self.value_length, values, all_sized
+        )
 
     def put(self, rows: slice | Int64s, found: _Fields) -> None:
         """Rows `rows` are `found`'s records."""
@@ -483,6 +481,20 @@ class _Fields:
         self.key_length[rows] = found.key_length
         self.value_start[rows] = found.value_start
         self.value_length[rows] = found.value_length
+
+
+def _lengths(
+    lengths: Int64s, sized: list[tuple[slice | Int64s, int]], all_sized: bool
+) -> Int64s | int:
+    """`_Fields.lengths` for one column."""
+    sizes = {size for _, size in sized}
+    if all_sized and len(sizes) == 1:
+        (size,) = sizes
+        if size >= 0:
+            return size
+    for rows, size in sized:
+        lengths[rows] = size
+    return lengths
 
 
 def _vectorised(data: Data, batches: Sequence[tuple[int, BatchHeader]], where: str) -> BatchColumns:

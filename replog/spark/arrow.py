@@ -12,7 +12,8 @@ Rules:
   columns and Arrow binary arrays, wrapped without a Python object per record.
   `to_record_batch` builds the same from `ConsumerRecord`s (one `pa.array` per column), never
   row by row: yielding tuples makes Spark convert each value, about 3x slower. A batch holds
-  one partition's records, so `topic` and `partition` are constant columns Arrow repeats.
+  one partition's records, so `topic` and `partition` are constant columns Arrow repeats;
+  a task keeps them (`ConstantColumns`) and slices them for each batch.
 - Timestamps are the record's milliseconds times 1000 (microseconds; multiplied by numpy in
   `columns_to_record_batch`, by Arrow in `to_record_batch`), as int64, cast to the timestamp
   type without going through `datetime`.

@@ -62,7 +62,7 @@ from replog.errors import OffsetOutOfRangeError, ReplogError, UnknownTopicOrPart
 from replog.record.header import (
     BatchHeader,
 )
-from replog.spark.arrow import columns_to_record_batch
+from replog.spark.arrow import ConstantColumns, columns_to_record_batch
 from replog.spark.batch_columns import decode_batches
 from replog.spark.errors import ReadTimeoutError, report_data_loss
 from replog.spark.options import SourceOptions
@@ -120,6 +120,7 @@ def _batches(
     check_crcs = fetcher.config.check_crcs
     where = f"fetch of {piece.topic}-{piece.partition}"
     pending: concurrent.futures.Future[FetchAnswer | None] | None = None
+    constants = ConstantColumns(piece.topic, piece.partition)
     while cursor.position < piece.end:
         position = cursor.position
         if monotonic_ms() >= cursor.deadline:
@@ -168,7 +169,7 @@ def _batches(
             stop = int(np.searchsorted(columns.offsets, bound))
             if stop > first:
                 yield columns_to_record_batch(
-                    piece.topic, piece.partition, columns.slice(first, stop), schema
+                    piece.topic, piece.partition, columns.slice(first, stop), schema, constants
                 )
                 # Spark's time with the batch is not the fetch's (module docstring).
                 cursor.deadline = monotonic_ms() + options.poll_timeout_ms
